@@ -1,0 +1,205 @@
+// Minimal netlink socket primitives for clbprobe. Only syscalls live here:
+// framing, attributes and protocol logic are TypeScript (src/kernel/netlink/).
+//
+// Receive model: JS registers a uv_poll watcher on the socket fd; when it is
+// readable, JS calls nlRecv() which drains up to one caller-provided buffer of
+// datagrams without blocking. An ENOBUFS (receive queue overflow) is reported
+// in the status array, never thrown, so that callers can resync.
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/netlink.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "addon.h"
+
+// Largest single datagram we accept. Dump datagrams are ~32 KiB; notifications
+// are small. A datagram larger than this is reported as truncated (EMSGSIZE).
+#define NL_MAX_DATAGRAM (256 * 1024)
+
+// nlOpen(protocol: number, netnsPath?: string): number (fd)
+// With netnsPath, the socket is created inside that network namespace: the
+// calling thread enters it for the socket() call and returns immediately.
+static napi_value nl_open(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  int32_t proto;
+  if (argc < 1 || napi_get_value_int32(env, argv[0], &proto) != napi_ok)
+    return throw_type(env, "nlOpen(protocol[, netnsPath])");
+
+  int orig_ns = -1, target_ns = -1;
+  if (argc >= 2) {
+    napi_valuetype t;
+    napi_typeof(env, argv[1], &t);
+    if (t == napi_string) {
+      char path[4096];
+      size_t len;
+      NAPI_CALL(env, napi_get_value_string_utf8(env, argv[1], path, sizeof path, &len));
+      target_ns = open(path, O_RDONLY | O_CLOEXEC);
+      if (target_ns < 0) return throw_errno(env, errno, "open netns");
+      orig_ns = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+      if (orig_ns < 0) {
+        int e = errno;
+        close(target_ns);
+        return throw_errno(env, e, "open own netns");
+      }
+      if (setns(target_ns, CLONE_NEWNET) < 0) {
+        int e = errno;
+        close(target_ns);
+        close(orig_ns);
+        return throw_errno(env, e, "setns");
+      }
+    }
+  }
+  int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, proto);
+  int e = errno;
+  if (orig_ns >= 0) {
+    // Returning to our own namespace cannot reasonably fail; if it did, the
+    // thread would be in the wrong netns, which must not go unnoticed.
+    if (setns(orig_ns, CLONE_NEWNET) < 0) abort();
+    close(orig_ns);
+    close(target_ns);
+  }
+  if (fd < 0) return throw_errno(env, e, "socket(AF_NETLINK)");
+  return make_int(env, fd);
+}
+
+// nlBind(fd, groups): number (the port id the kernel assigned)
+static napi_value nl_bind(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  int32_t fd;
+  uint32_t groups;
+  if (argc < 2 || napi_get_value_int32(env, argv[0], &fd) != napi_ok ||
+      napi_get_value_uint32(env, argv[1], &groups) != napi_ok)
+    return throw_type(env, "nlBind(fd, groups)");
+  struct sockaddr_nl sa = {.nl_family = AF_NETLINK, .nl_groups = groups};
+  if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0) return throw_errno(env, errno, "bind");
+  socklen_t sl = sizeof sa;
+  if (getsockname(fd, (struct sockaddr *)&sa, &sl) < 0) return throw_errno(env, errno, "getsockname");
+  return make_int(env, (int32_t)sa.nl_pid);
+}
+
+// nlSetsockopt(fd, level, optname, value: int)
+static napi_value nl_setsockopt(napi_env env, napi_callback_info info) {
+  size_t argc = 4;
+  napi_value argv[4];
+  NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  int32_t fd, level, opt, val;
+  if (argc < 4 || napi_get_value_int32(env, argv[0], &fd) != napi_ok ||
+      napi_get_value_int32(env, argv[1], &level) != napi_ok ||
+      napi_get_value_int32(env, argv[2], &opt) != napi_ok ||
+      napi_get_value_int32(env, argv[3], &val) != napi_ok)
+    return throw_type(env, "nlSetsockopt(fd, level, optname, value)");
+  if (setsockopt(fd, level, opt, &val, sizeof val) < 0) return throw_errno(env, errno, "setsockopt");
+  return NULL;
+}
+
+// nlGetsockopt(fd, level, optname): number
+static napi_value nl_getsockopt(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value argv[3];
+  NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  int32_t fd, level, opt, val = 0;
+  if (argc < 3 || napi_get_value_int32(env, argv[0], &fd) != napi_ok ||
+      napi_get_value_int32(env, argv[1], &level) != napi_ok ||
+      napi_get_value_int32(env, argv[2], &opt) != napi_ok)
+    return throw_type(env, "nlGetsockopt(fd, level, optname)");
+  socklen_t l = sizeof val;
+  if (getsockopt(fd, level, opt, &val, &l) < 0) return throw_errno(env, errno, "getsockopt");
+  return make_int(env, val);
+}
+
+// nlSend(fd, buf: Uint8Array): number (bytes sent). Always to the kernel (pid 0).
+static napi_value nl_send(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  int32_t fd;
+  void *data;
+  size_t len;
+  if (argc < 2 || napi_get_value_int32(env, argv[0], &fd) != napi_ok ||
+      get_bytes(env, argv[1], &data, &len) != napi_ok)
+    return throw_type(env, "nlSend(fd, Uint8Array)");
+  struct sockaddr_nl sa = {.nl_family = AF_NETLINK};
+  ssize_t n;
+  do {
+    n = sendto(fd, data, len, 0, (struct sockaddr *)&sa, sizeof sa);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return throw_errno(env, errno, "sendto");
+  return make_int(env, (int32_t)n);
+}
+
+// nlRecv(fd, buf: Uint8Array, status: Int32Array): number (datagrams read)
+// Reads datagrams back to back into buf while at least NL_MAX_DATAGRAM bytes
+// remain (or once, if buf is smaller), stopping at EAGAIN.
+// status[0] = count, status[1] = errno that stopped the batch (0 for EAGAIN),
+// status[2 + i] = length of datagram i. Datagram i starts where i-1 ended.
+static napi_value nl_recv(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value argv[3];
+  NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  int32_t fd;
+  void *buf, *st;
+  size_t cap, stlen;
+  if (argc < 3 || napi_get_value_int32(env, argv[0], &fd) != napi_ok ||
+      get_bytes(env, argv[1], &buf, &cap) != napi_ok || get_bytes(env, argv[2], &st, &stlen) != napi_ok ||
+      stlen < 3 * sizeof(int32_t))
+    return throw_type(env, "nlRecv(fd, Uint8Array, Int32Array(>=3))");
+  int32_t *status = st;
+  size_t max_count = stlen / sizeof(int32_t) - 2;
+  size_t off = 0, count = 0;
+  int err = 0;
+  while (count < max_count) {
+    size_t room = cap - off;
+    if (count > 0 && room < NL_MAX_DATAGRAM) break;
+    // MSG_TRUNC makes recv return the datagram's real length, so a datagram
+    // larger than the room left is detected instead of silently cut.
+    ssize_t n = recv(fd, (char *)buf + off, room, MSG_DONTWAIT | MSG_TRUNC);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      err = (errno == EAGAIN || errno == EWOULDBLOCK) ? 0 : errno;
+      break;
+    }
+    if ((size_t)n > room) {
+      err = EMSGSIZE;
+      break;
+    }
+    status[2 + count] = (int32_t)n;
+    off += (size_t)n;
+    count++;
+  }
+  status[0] = (int32_t)count;
+  status[1] = err;
+  return make_int(env, (int32_t)count);
+}
+
+// nlClose(fd)
+static napi_value nl_close(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  int32_t fd;
+  if (argc < 1 || napi_get_value_int32(env, argv[0], &fd) != napi_ok) return throw_type(env, "nlClose(fd)");
+  if (close(fd) < 0) return throw_errno(env, errno, "close");
+  return NULL;
+}
+
+napi_status register_netlink(napi_env env, napi_value exports) {
+  napi_property_descriptor props[] = {
+      {"nlOpen", NULL, nl_open, NULL, NULL, NULL, napi_default, NULL},
+      {"nlBind", NULL, nl_bind, NULL, NULL, NULL, napi_default, NULL},
+      {"nlSetsockopt", NULL, nl_setsockopt, NULL, NULL, NULL, napi_default, NULL},
+      {"nlGetsockopt", NULL, nl_getsockopt, NULL, NULL, NULL, napi_default, NULL},
+      {"nlSend", NULL, nl_send, NULL, NULL, NULL, napi_default, NULL},
+      {"nlRecv", NULL, nl_recv, NULL, NULL, NULL, napi_default, NULL},
+      {"nlClose", NULL, nl_close, NULL, NULL, NULL, napi_default, NULL},
+  };
+  return napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
+}

@@ -1,0 +1,84 @@
+// What the cluster says about Services, as the detectors consume it.
+// Built from list/watch of the API or from `kubectl get ... -o json` output.
+
+export type TrafficPolicy = 'Cluster' | 'Local';
+
+/** One IP in status.loadBalancer.ingress (or an Ingress' status), with KEP-1860's ipMode. */
+export interface LbIngressIp {
+  ip: string;
+  /** 'VIP' (default: kube-proxy binds/handles it) or 'Proxy' (traffic must go to the LB). */
+  ipMode: 'VIP' | 'Proxy';
+  hostname?: string;
+}
+
+export interface EndpointView {
+  address: string;
+  nodeName?: string;
+  ready: boolean;
+  serving?: boolean;
+  terminating?: boolean;
+  /** True when nodeName equals this node's name. */
+  local: boolean;
+  /** Target port for this ServicePort (from the EndpointSlice port of the same name). */
+  port?: number;
+  targetRef?: { kind: string; namespace?: string; name: string };
+}
+
+/** The annotations that matter for loopback, already interpreted. */
+export interface LoopbackAnnotations {
+  /** Tencent `service.cloud.tencent.com/prevent-loopback: "true"`. */
+  tencentPreventLoopback?: boolean;
+  /** Alibaba `service.beta.kubernetes.io/alibaba-cloud-loadbalancer-hostname` value. */
+  alibabaHostname?: string;
+  /** Internal/intranet LB as declared by an annotation (Alibaba address-type intranet, Tencent subnet id, AWS/Azure/GCP internal). */
+  internalByAnnotation?: { key: string; value: string };
+  /** Reuse of an existing LB (Tencent `service.kubernetes.io/tke-existed-lbid`, Alibaba `...loadbalancer-id`). */
+  existingLb?: { key: string; value: string };
+  /** Every annotation whose key matched one of the above families, verbatim, for evidence. */
+  raw: Record<string, string>;
+}
+
+/** One Service port as the detectors see it (a Service with 3 ports gives 3 ServiceViews). */
+export interface ServiceView {
+  namespace: string;
+  name: string;
+  /** ServicePort.name ('' when unnamed). */
+  portName: string;
+  protocol: 'TCP' | 'UDP' | 'SCTP';
+  port: number;
+  targetPort?: number | string;
+  type: 'ClusterIP' | 'NodePort' | 'LoadBalancer' | 'ExternalName';
+  clusterIPs: string[];
+  nodePort?: number;
+  /** spec.healthCheckNodePort (ETP=Local LoadBalancer Services). */
+  healthCheckNodePort?: number;
+  lbIngress: LbIngressIp[];
+  /** VIPs of Ingresses whose backends reference this Service port. */
+  ingressVips: { ingress: string; ip: string }[];
+  externalIPs: string[];
+  externalTrafficPolicy: TrafficPolicy;
+  internalTrafficPolicy: TrafficPolicy;
+  loadBalancerClass?: string;
+  endpoints: EndpointView[];
+  annotations: LoopbackAnnotations;
+  /** True when the LB is internal (by annotation, or every LB IP is a private address). */
+  internalLb: boolean;
+}
+
+export interface NodeView {
+  name: string;
+  addresses: { type: string; address: string }[];
+  podCIDRs: string[];
+}
+
+export interface ClusterView {
+  /** When the view was last confirmed complete (list or watch event), ISO time. */
+  syncedAt?: string;
+  /** False when the API is unreachable and this is the last good view. */
+  fresh: boolean;
+  staleReason?: string;
+  node?: NodeView;
+  services: ServiceView[];
+  /** Problems reading the input (bad objects are skipped, not fatal), e.g. 'items[3]: Service without metadata.name'. */
+  warnings: string[];
+}

@@ -1,0 +1,354 @@
+// A netlink socket: request/ACK, streaming dumps and multicast subscriptions,
+// over the addon's non-blocking syscalls and the Node event loop.
+import { constants as osConstants } from 'node:os';
+import { native, type PollHandle, isSyscallError } from '../../native.js';
+import {
+  NLMSG_DONE,
+  NLMSG_ERROR,
+  NLMSG_HDRLEN,
+  NLMSG_NOOP,
+  NLMSG_OVERRUN,
+  NLM_F_DUMP_INTR,
+  NetlinkParseError,
+  readCString,
+  splitMessages,
+  walkAttrs,
+  type NetlinkMessage,
+} from './codec.js';
+
+export const NETLINK_ROUTE = 0;
+export const NETLINK_NETFILTER = 12;
+export const NETLINK_GENERIC = 16;
+
+const SOL_SOCKET = 1;
+const SO_RCVBUF = 8;
+const SO_RCVBUFFORCE = 33;
+const SOL_NETLINK = 270;
+const NETLINK_ADD_MEMBERSHIP = 1;
+const NETLINK_NO_ENOBUFS = 5;
+const NETLINK_CAP_ACK = 10;
+const NETLINK_EXT_ACK = 11;
+const NETLINK_GET_STRICT_CHK = 12;
+const NLM_F_ACK_TLVS = 0x200;
+const NLMSGERR_ATTR_MSG = 1;
+const UV_READABLE = 1;
+
+const ENOBUFS = osConstants.errno.ENOBUFS;
+
+const errnoNames = new Map<number, string>(Object.entries(osConstants.errno).map(([k, v]) => [v, k]));
+export const errnoName = (n: number): string => errnoNames.get(n) ?? `errno ${n}`;
+
+/** The kernel answered a request with an error (NLMSG_ERROR with a negative code). */
+export class NetlinkError extends Error {
+  constructor(
+    readonly errno: number,
+    readonly what: string,
+    readonly kernelMessage?: string,
+  ) {
+    super(`${what}: ${errnoName(errno)}${kernelMessage ? ` (${kernelMessage})` : ''}`);
+    this.name = 'NetlinkError';
+  }
+  get code(): string {
+    return errnoName(this.errno);
+  }
+}
+
+/** The socket's receive queue overflowed: messages were lost; state must be re-read. */
+export class NetlinkOverflowError extends Error {
+  constructor(what: string) {
+    super(`${what}: receive queue overflowed (ENOBUFS), messages were lost`);
+    this.name = 'NetlinkOverflowError';
+  }
+}
+
+export interface SocketOptions {
+  /** Path of a network namespace (e.g. /var/run/netns/NAME) to open the socket in. */
+  netns?: string;
+  /** Legacy multicast group bitmask for bind(). */
+  groups?: number;
+  /** Receive buffer in bytes; SO_RCVBUFFORCE is tried first (CAP_NET_ADMIN), then SO_RCVBUF. */
+  rcvbuf?: number;
+  /** NETLINK_GET_STRICT_CHK: the kernel honours filters in dump requests (e.g. RTM_GETADDR by ifindex). */
+  strictCheck?: boolean;
+  /** NETLINK_NO_ENOBUFS: drop overflow reporting (only for sockets where loss does not matter). */
+  noEnobufs?: boolean;
+  /** Bytes of the receive batch buffer (default 1 MiB). */
+  batchBytes?: number;
+}
+
+export interface DumpResult {
+  messages: number;
+  /** NLM_F_DUMP_INTR: the table changed during the dump; the result may be inconsistent. */
+  interrupted: boolean;
+}
+
+const MAX_BATCH_DATAGRAMS = 4096;
+
+export class NetlinkSocket {
+  readonly fd: number;
+  readonly port: number;
+  /** Effective receive buffer (as the kernel reports it). */
+  readonly rcvbuf: number;
+  private seq = Math.floor(Math.random() * 0x7fffffff);
+  private readonly buf: Buffer;
+  private readonly status = new Int32Array(2 + MAX_BATCH_DATAGRAMS);
+  private poll: PollHandle | undefined;
+  private wake: (() => void) | undefined;
+  private subscriber: ((status: number) => void) | undefined;
+  private busy: Promise<unknown> = Promise.resolve();
+  private closed = false;
+
+  private constructor(
+    readonly protocol: number,
+    opts: SocketOptions,
+  ) {
+    const n = native();
+    this.fd = n.nlOpen(protocol, opts.netns);
+    try {
+      if (opts.rcvbuf) {
+        try {
+          n.nlSetsockopt(this.fd, SOL_SOCKET, SO_RCVBUFFORCE, opts.rcvbuf);
+        } catch (e) {
+          if (!isSyscallError(e) || e.code !== 'EPERM') throw e;
+          n.nlSetsockopt(this.fd, SOL_SOCKET, SO_RCVBUF, opts.rcvbuf); // capped at net.core.rmem_max
+        }
+      }
+      // Smaller, more useful error replies: header only, plus the kernel's message text.
+      n.nlSetsockopt(this.fd, SOL_NETLINK, NETLINK_CAP_ACK, 1);
+      n.nlSetsockopt(this.fd, SOL_NETLINK, NETLINK_EXT_ACK, 1);
+      if (opts.strictCheck) n.nlSetsockopt(this.fd, SOL_NETLINK, NETLINK_GET_STRICT_CHK, 1);
+      if (opts.noEnobufs) n.nlSetsockopt(this.fd, SOL_NETLINK, NETLINK_NO_ENOBUFS, 1);
+      this.port = n.nlBind(this.fd, opts.groups ?? 0);
+      this.rcvbuf = n.nlGetsockopt(this.fd, SOL_SOCKET, SO_RCVBUF);
+    } catch (e) {
+      n.nlClose(this.fd);
+      throw e;
+    }
+    this.buf = Buffer.allocUnsafe(opts.batchBytes ?? 1 << 20);
+  }
+
+  static open(protocol: number, opts: SocketOptions = {}): NetlinkSocket {
+    return new NetlinkSocket(protocol, opts);
+  }
+
+  /** Joins a multicast group (numbered, as in NETLINK_ADD_MEMBERSHIP). */
+  addMembership(group: number): void {
+    native().nlSetsockopt(this.fd, SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, group);
+  }
+
+  /** Sends a finished message after stamping a fresh sequence number; returns it. */
+  send(msg: Buffer): number {
+    this.assertOpen();
+    this.seq = (this.seq + 1) >>> 0 || 1;
+    msg.writeUInt32LE(this.seq, 8);
+    native().nlSend(this.fd, msg);
+    return this.seq;
+  }
+
+  /**
+   * Sends a dump request and hands each batch of reply messages (ours only,
+   * without DONE) to onBatch as it arrives. Memory stays bounded by one batch:
+   * messages are views into the receive buffer, valid only during onBatch.
+   * onBatch may return a promise to apply backpressure (e.g. a slow writer).
+   */
+  dump(
+    msg: Buffer,
+    what: string,
+    onBatch: (msgs: NetlinkMessage[]) => void | Promise<void>,
+  ): Promise<DumpResult> {
+    return this.exclusive(async () => {
+      const seq = this.send(msg);
+      const res: DumpResult = { messages: 0, interrupted: false };
+      for (;;) {
+        const batch = await this.receiveBatch(what);
+        const mine: NetlinkMessage[] = [];
+        let done = false;
+        for (const m of batch) {
+          if (m.seq !== seq || m.pid !== this.port) continue; // stray notification or someone else's reply
+          if (m.flags & NLM_F_DUMP_INTR) res.interrupted = true;
+          if (m.type === NLMSG_DONE) {
+            // ctnetlink and others put an int error in DONE's payload.
+            const err = m.payload.length >= 4 ? m.payload.readInt32LE(0) : 0;
+            if (err < 0) throw new NetlinkError(-err, what, doneMessage(m));
+            done = true;
+            break;
+          }
+          if (m.type === NLMSG_ERROR) {
+            const { errno, message } = parseError(m);
+            if (errno === 0) continue;
+            throw new NetlinkError(errno, what, message);
+          }
+          if (m.type === NLMSG_NOOP || m.type === NLMSG_OVERRUN) continue;
+          mine.push(m);
+        }
+        res.messages += mine.length;
+        if (mine.length) {
+          const p = onBatch(mine);
+          if (p) await p;
+        }
+        if (done) return res;
+      }
+    });
+  }
+
+  /** Sends a request expecting an ACK (send it with NLM_F_ACK); returns the replies before it. */
+  request(msg: Buffer, what: string): Promise<NetlinkMessage[]> {
+    return this.exclusive(async () => {
+      const seq = this.send(msg);
+      const replies: NetlinkMessage[] = [];
+      for (;;) {
+        for (const m of await this.receiveBatch(what)) {
+          if (m.seq !== seq || m.pid !== this.port) continue;
+          if (m.type === NLMSG_ERROR) {
+            const { errno, message } = parseError(m);
+            if (errno !== 0) throw new NetlinkError(errno, what, message);
+            return replies;
+          }
+          if (m.type === NLMSG_DONE) return replies;
+          // Copy: the receive buffer is reused by the next batch.
+          replies.push({ ...m, payload: Buffer.from(m.payload) });
+        }
+      }
+    });
+  }
+
+  /**
+   * Delivers multicast messages as they arrive. onOverflow is called when the
+   * kernel dropped messages (ENOBUFS): the caller must resync (e.g. by a dump).
+   * Returns a function that stops the subscription.
+   */
+  subscribe(onBatch: (msgs: NetlinkMessage[]) => void, onOverflow: () => void, onError?: (e: Error) => void): () => void {
+    this.assertOpen();
+    if (this.subscriber) throw new Error('netlink: socket already has a subscriber');
+    const n = native();
+    const drain = (): void => {
+      // Bounded work per wakeup so that one busy socket cannot starve the
+      // event loop; the watcher is level-triggered and fires again.
+      for (let round = 0; round < 16 && !this.closed; round++) {
+        const count = n.nlRecv(this.fd, this.buf, this.status);
+        const err = this.status[1]!;
+        if (count > 0) {
+          try {
+            onBatch(this.parseBatch(count));
+          } catch (e) {
+            (onError ?? rethrow)(e as Error);
+          }
+        }
+        if (err === ENOBUFS) {
+          onOverflow();
+          continue; // the queue still holds what arrived after the overflow
+        }
+        if (err !== 0) {
+          (onError ?? rethrow)(new Error(`netlink receive: ${errnoName(err)}`));
+          return;
+        }
+        if (count === 0) return;
+      }
+    };
+    this.subscriber = drain;
+    this.ensurePoll();
+    n.pollSet(this.poll!, UV_READABLE);
+    return () => {
+      this.subscriber = undefined;
+      if (this.poll && !this.closed) n.pollSet(this.poll, 0);
+    };
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    const n = native();
+    if (this.poll) n.pollStop(this.poll);
+    this.poll = undefined;
+    n.nlClose(this.fd);
+    this.wake?.();
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new Error('netlink: socket is closed');
+  }
+
+  /** Serialises request/dump exchanges on this socket. */
+  private exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.busy.then(fn, fn);
+    this.busy = run.catch(() => undefined);
+    return run;
+  }
+
+  private ensurePoll(): void {
+    if (this.poll) return;
+    this.poll = native().pollStart(this.fd, (status) => {
+      if (this.subscriber) return this.subscriber(status);
+      // A request is waiting: pause the level-triggered watcher until the next wait.
+      native().pollSet(this.poll!, 0);
+      const w = this.wake;
+      this.wake = undefined;
+      w?.();
+    });
+  }
+
+  private waitReadable(): Promise<void> {
+    this.ensurePoll();
+    return new Promise((resolve) => {
+      this.wake = resolve;
+      native().pollSet(this.poll!, UV_READABLE);
+    });
+  }
+
+  private async receiveBatch(what: string): Promise<NetlinkMessage[]> {
+    const n = native();
+    for (;;) {
+      this.assertOpen();
+      const count = n.nlRecv(this.fd, this.buf, this.status);
+      const err = this.status[1]!;
+      if (count > 0) return this.parseBatch(count);
+      if (err === ENOBUFS) throw new NetlinkOverflowError(what);
+      if (err !== 0) throw new NetlinkError(err, `${what}: receive`);
+      await this.waitReadable();
+    }
+  }
+
+  private parseBatch(count: number): NetlinkMessage[] {
+    const out: NetlinkMessage[] = [];
+    let off = 0;
+    for (let i = 0; i < count; i++) {
+      const len = this.status[2 + i]!;
+      for (const m of splitMessages(this.buf, off, off + len)) out.push(m);
+      off += len;
+    }
+    return out;
+  }
+}
+
+function rethrow(e: Error): never {
+  throw e;
+}
+
+/** NLMSG_ERROR: int error, the echoed request header (capped), then extended-ACK attributes. */
+export function parseError(m: NetlinkMessage): { errno: number; message?: string } {
+  if (m.payload.length < 4) throw new NetlinkParseError('NLMSG_ERROR shorter than its error code', 0);
+  const errno = -m.payload.readInt32LE(0);
+  let message: string | undefined;
+  if (m.flags & NLM_F_ACK_TLVS && m.payload.length >= 4 + NLMSG_HDRLEN) {
+    // With NETLINK_CAP_ACK the echoed request is its header alone, unless the
+    // kernel says otherwise by its length field; skip exactly that much.
+    const echoed = m.payload.readUInt32LE(4);
+    const capped = m.flags & 0x100;
+    const skip = 4 + (capped ? NLMSG_HDRLEN : (echoed + 3) & ~3);
+    if (skip <= m.payload.length) {
+      walkAttrs(m.payload, skip, m.payload.length, (type, s, e) => {
+        if (type === NLMSGERR_ATTR_MSG) message = readCString(m.payload, s, e);
+      });
+    }
+  }
+  return message === undefined ? { errno } : { errno, message };
+}
+
+function doneMessage(m: NetlinkMessage): string | undefined {
+  if (!(m.flags & NLM_F_ACK_TLVS) || m.payload.length <= 4) return undefined;
+  let message: string | undefined;
+  walkAttrs(m.payload, 4, m.payload.length, (type, s, e) => {
+    if (type === NLMSGERR_ATTR_MSG) message = readCString(m.payload, s, e);
+  });
+  return message;
+}

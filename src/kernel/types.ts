@@ -1,0 +1,172 @@
+import type { NatSnapshot } from './nat/types.js';
+
+// Typed snapshots of the node's datapath, as the readers produce them.
+// Detectors (src/detect) consume these and nothing else from the kernel.
+
+/** Whether a source could be read, and if not, why (node_exporter style: each source reports itself). */
+export interface SourceStatus {
+  source: 'addresses' | 'ipvs' | 'conntrack' | 'nat' | 'ipset' | 'routes' | 'sysctl' | 'cluster' | 'capture';
+  available: boolean;
+  /** Why the source is unavailable or degraded (e.g. "IPVS: genl family not present in this kernel"). */
+  reason?: string;
+  /** Wall-clock milliseconds the read took. */
+  durationMs?: number;
+}
+
+export type Family = 4 | 6;
+
+export interface InterfaceAddress {
+  family: Family;
+  address: string; // canonical text form (IPv6 compressed, lower case)
+  prefixLen: number;
+  scope: 'global' | 'site' | 'link' | 'host' | 'nowhere' | number;
+  label?: string;
+  /** IFA_F_* flag names, e.g. ['permanent'], ['secondary'], ['noprefixroute']. */
+  flags: string[];
+}
+
+export interface NetInterface {
+  index: number;
+  name: string;
+  /** IFLA_INFO_KIND: 'veth', 'bridge', 'dummy', 'vxlan', ... ; undefined for physical NICs and lo. */
+  kind?: string;
+  up: boolean;
+  mtu: number;
+  mac?: string;
+  /** Index of the master (bridge) device, if enslaved. */
+  master?: number;
+  /** True for kube-proxy's IPVS dummy device, where Service VIPs get bound. */
+  isKubeIpvs: boolean;
+  addresses: InterfaceAddress[];
+}
+
+export interface AddressSnapshot {
+  interfaces: NetInterface[]; // kube-ipvs0 first, then by index
+}
+
+export type AddressEvent = {
+  kind: 'add' | 'remove';
+  ifindex: number;
+  ifname?: string;
+  address: InterfaceAddress;
+};
+
+// ---- IPVS -----------------------------------------------------------------
+
+export interface IpvsStats {
+  conns: number;
+  inPkts: number;
+  outPkts: number;
+  inBytes: number;
+  outBytes: number;
+  cps: number;
+  inPps: number;
+  outPps: number;
+  inBps: number;
+  outBps: number;
+}
+
+export type IpvsForward = 'masq' | 'local' | 'tunnel' | 'route' | 'bypass' | number;
+
+export interface IpvsRealServer {
+  address: string;
+  port: number;
+  weight: number;
+  forward: IpvsForward;
+  activeConns: number;
+  inactiveConns: number;
+  persistentConns: number;
+  stats?: IpvsStats;
+}
+
+export interface IpvsVirtualServer {
+  family: Family;
+  protocol: 'TCP' | 'UDP' | 'SCTP' | number;
+  /** Absent for fwmark services. */
+  address?: string;
+  port?: number;
+  fwmark?: number;
+  scheduler: string;
+  /** IP_VS_SVC_F_* names, e.g. ['persistent', 'hashed']. */
+  flags: string[];
+  timeoutS: number;
+  stats?: IpvsStats;
+  realServers: IpvsRealServer[];
+}
+
+export interface IpvsSnapshot {
+  virtualServers: IpvsVirtualServer[];
+}
+
+// ---- Conntrack -------------------------------------------------------------
+
+export interface ConntrackTuple {
+  src: string;
+  dst: string;
+  /** IPPROTO number (6 tcp, 17 udp, 1 icmp, 58 icmpv6, 132 sctp). */
+  protoNum: number;
+  sport?: number;
+  dport?: number;
+  /** ICMP id/type/code when protoNum is ICMP. */
+  icmpId?: number;
+  icmpType?: number;
+  icmpCode?: number;
+}
+
+export interface ConntrackCounters {
+  packets: number;
+  bytes: number;
+}
+
+export interface ConntrackEntry {
+  family: Family;
+  /** Protocol name as conntrack(8) prints it: 'tcp', 'udp', 'icmp', 'icmpv6', 'sctp', or the number. */
+  proto: string;
+  orig: ConntrackTuple;
+  reply: ConntrackTuple;
+  /** TCP state name as conntrack(8) prints it (e.g. 'ESTABLISHED', 'SYN_SENT'); undefined for other protocols. */
+  tcpState?: string;
+  /** Raw IPS_* status bits. */
+  status: number;
+  /** Status flag names, e.g. ['SEEN_REPLY', 'ASSURED', 'CONFIRMED', 'DST_NAT']. */
+  statusFlags: string[];
+  timeoutS: number;
+  mark: number;
+  zone: number;
+  id: number;
+  use?: number;
+  origCounters?: ConntrackCounters;
+  replyCounters?: ConntrackCounters;
+  /** CTA_TIMESTAMP start, in ns since boot, when net.netfilter.nf_conntrack_timestamp is on. */
+  startNs?: bigint;
+}
+
+export type ConntrackEventType = 'NEW' | 'UPDATE' | 'DESTROY';
+
+export interface ConntrackEvent {
+  type: ConntrackEventType;
+  entry: ConntrackEntry;
+  /** Date.now() when the event was received. */
+  receivedAtMs: number;
+}
+
+export interface ConntrackSummary {
+  total: number;
+  byProto: Record<string, number>;
+  /** TCP state counts; non-TCP entries are counted as 'UNREPLIED' / 'REPLIED' for this summary. */
+  byState: Record<string, number>;
+}
+
+// ---- The whole node --------------------------------------------------------
+
+export interface NodeSnapshot {
+  takenAt: string; // ISO time
+  hostname: string;
+  kernel: string;
+  sources: SourceStatus[];
+  addresses?: AddressSnapshot;
+  ipvs?: IpvsSnapshot;
+  conntrack?: { summary: ConntrackSummary; entries?: ConntrackEntry[] };
+  /** iptables/ip6tables nat table and kube-proxy ipsets; see src/kernel/nat/types.ts. */
+  nat?: NatSnapshot;
+}
