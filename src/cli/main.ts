@@ -1,0 +1,27 @@
+#!/usr/bin/env node
+// clbprobe command-line entry: one binary, one subcommand per job.
+// Each subcommand lives in its own file and exports register(program).
+import { Command } from 'commander';
+
+const program = new Command();
+program
+  .name('clbprobe')
+  .description(
+    'Find, count and explain cloud load-balancer loopback on a Kubernetes node\n' +
+      '(pods calling a Service through its LB IP, with 4-second delays or timeouts).',
+  )
+  .version(process.env.npm_package_version ?? '0.1.0')
+  .showHelpAfterError('(run with --help for usage)')
+  .addHelpText(
+    'after',
+    `
+Examples:
+  clbprobe snapshot                      what this node's datapath looks like
+  clbprobe snapshot --json --conntrack   the full typed snapshot, with conntrack entries`,
+  );
+
+
+program.parseAsync(process.argv).catch((e: unknown) => {
+  process.stderr.write(`clbprobe: ${e instanceof Error ? e.message : String(e)}\n`);
+  process.exit(2);
+});
