@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# run-in-vm.sh SCRIPT
+#   Runs the shell text SCRIPT as root in a throwaway qemu VM that boots Debian's
+#   linux-image-amd64 kernel (which has IPVS and the dummy link type as modules,
+#   unlike the CI kernel). The guest's root fs is this machine's / shared
+#   read-only over 9p with a tmpfs overlay on top (writes are discarded), plus
+#   the current directory shared read-write at the same path, so the host's
+#   node, ipvsadm, iproute2 and the project's dist/ run unchanged inside.
+#   The guest has no network interface besides lo.
+#
+#   Output: the script's stdout on stdout, its stderr on stderr; exit status is
+#   the script's, or 125 when the VM itself failed (boot error, timeout), in
+#   which case the tail of the guest kernel console is printed on stderr.
+#
+# Needs (scripts/setup.sh installs them): qemu-system-x86 busybox-static kmod
+# xz-utils, and apt sources able to `apt-get download` linux-image-amd64.
+# The first run downloads and unpacks that kernel package (~70 MB, never
+# installed) and builds a busybox initramfs into $CLBVM_CACHE/<key>, keyed by
+# this script's text; later runs only boot (~6 s under TCG).
+#
+# Env: CLBVM_CACHE (/var/cache/clbprobe-vm)  CLBVM_TIMEOUT (seconds, 300)
+#      CLBVM_MEM (MiB, 1536)  CLBVM_CPUS (2)  CLBVM_ACCEL (auto|tcg|kvm)
+#      CLBVM_MODULES (modprobe'd in the guest before SCRIPT)
+#      CLBVM_DEBUG=1 (print the whole guest kernel console on stderr afterwards)
+set -euo pipefail
+[ $# -eq 1 ] || { echo "usage: $0 'shell script text'" >&2; exit 2; }
+[ "$(id -u)" = 0 ] || { echo "run-in-vm: must run as root (9p share of / and module cache)" >&2; exit 125; }
+command -v qemu-system-x86_64 >/dev/null || { echo "run-in-vm: qemu-system-x86_64 not installed; run scripts/setup.sh" >&2; exit 125; }
+
+self=$(readlink -f "$0")
+root=${CLBVM_CACHE:-/var/cache/clbprobe-vm}
+cache=$root/$(cksum < "$self" | cut -d' ' -f1)
+
+# The kernel package name changes with every Debian kernel ABI bump; the
+# metapackage's dependency names the current one.
+kernel_pkg() {
+  { apt-cache depends linux-image-amd64 2>/dev/null || true; } | sed -n 's/^ *Depends: \(linux-image-[0-9].*\)$/\1/p;T;q'
+}
+
+# One-time preparation into a temporary sibling, renamed into place when complete.
+prepare() (
+  tmp=$(mktemp -d "$cache.tmp.XXXX")
+  trap 'rm -rf "$tmp"' EXIT
+  chmod 755 "$tmp"
+  pkg=$(kernel_pkg)
+  if [ -z "$pkg" ]; then apt-get -q update >&2; pkg=$(kernel_pkg); fi
+  [ -n "$pkg" ] || { echo "run-in-vm: apt knows no linux-image-amd64 dependency" >&2; exit 1; }
+  (cd "$tmp" && { apt-get -q -o APT::Sandbox::User=root download "$pkg" >&2 || { apt-get -q update >&2 && apt-get -q -o APT::Sandbox::User=root download "$pkg" >&2; }; })
+  dpkg -x "$tmp"/"$pkg"_*.deb "$tmp/k"
+  rm -f "$tmp"/*.deb
+  ver=$(ls "$tmp/k/lib/modules")
+  depmod -b "$tmp/k" "$ver" # dpkg -x does not run the postinst that makes modules.dep
+
+  # Boot the uncompressed vmlinux through its PVH entry: under TCG this skips
+  # ~4 s of the bzImage's own decompressor. It is the first xz stream in vmlinuz.
+  off=$( { LC_ALL=C grep -abo $'\xfd7zXZ' "$tmp/k/boot/vmlinuz-$ver" || true; } | LC_ALL=C sed -n 's/:.*//p;T;q')
+  [ -n "$off" ] || { echo "run-in-vm: no xz stream in vmlinuz-$ver" >&2; exit 1; }
+  tail -c +$((off + 1)) "$tmp/k/boot/vmlinuz-$ver" > "$tmp/vmlinux.xz" # (a pipe would end in SIGPIPE)
+  xz -dc --single-stream "$tmp/vmlinux.xz" > "$tmp/vmlinux"
+  rm "$tmp/vmlinux.xz"
+
+  # Initramfs: static busybox plus the modules needed to reach the 9p root
+  # (virtio-pci, 9p, overlay are modules in Debian's kernel) and the consoles.
+  mkdir -p "$tmp/ir/bin" "$tmp/ir/mod"
+  cp /bin/busybox "$tmp/ir/bin/"
+  for m in virtio_pci 9pnet_virtio 9p overlay virtio_console; do
+    modprobe -d "$tmp/k" -S "$ver" --show-depends "$m"
+  done | awk '$1 == "insmod" && !seen[$2]++ { print $2 }' | while read -r m; do
+    cp "$m" "$tmp/ir/mod/"
+    echo "${m##*/}" >> "$tmp/ir/mod/order"
+  done
+  cat > "$tmp/ir/init" <<'EOF'
+#!/bin/busybox sh
+# Mounts the host's / (read-only, 9p) under a tmpfs overlay, the shared work
+# directory on top, and hands over to the job's guest script.
+/bin/busybox --install -s /bin
+export PATH=/bin
+mkdir -p /proc /sys /dev /lower /rw /newroot
+mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev
+for m in $(cat /mod/order); do insmod "/mod/$m"; done
+o=trans=virtio,version=9p2000.L,msize=262144
+job=$(sed -n 's/.*clbvm=\([^ ]*\).*/\1/p' /proc/cmdline)
+mount -t 9p -o $o,ro,cache=loose root /lower
+mount -t tmpfs -o mode=755 rw /rw; mkdir /rw/upper /rw/work
+mount -t overlay -o lowerdir=/lower,upperdir=/rw/upper,workdir=/rw/work root /newroot
+cwd=$(cat "/newroot$job/cwd")
+if [ "$cwd" != / ]; then mkdir -p "/newroot$cwd"; mount -t 9p -o $o,cache=loose work "/newroot$cwd"; fi
+for d in dev proc sys; do mount --move /$d /newroot/$d; done
+exec switch_root /newroot /bin/bash "$job/guest.sh"
+EOF
+  chmod +x "$tmp/ir/init"
+  (cd "$tmp/ir" && find . | busybox cpio -o -H newc 2>/dev/null | gzip -1) > "$tmp/initrd"
+  rm -rf "$tmp/ir"
+  echo "$ver" > "$tmp/version"
+  rm -rf "$cache"
+  mv "$tmp" "$cache"
+  # Caches of older versions of this script are dead weight (~400 MB each).
+  find "$root" -mindepth 1 -maxdepth 1 -type d -regex '.*/[0-9]+' ! -path "$cache" -exec rm -rf {} +
+)
+
+mkdir -p "$root"
+(
+  flock 9
+  if [ ! -s "$cache/version" ]; then
+    echo "run-in-vm: preparing the kernel cache in $cache (once)" >&2
+    prepare
+  fi
+) 9> "$root/lock"
+
+job=$(mktemp -d /tmp/clbvm.XXXXXX)
+chmod 755 "$job"
+qemu_pid=
+cleanup() {
+  [ -n "$qemu_pid" ] && kill "$qemu_pid" 2>/dev/null
+  rm -rf "$job"
+}
+trap cleanup EXIT
+trap 'exit 129' HUP INT TERM
+
+pwd > "$job/cwd"
+printf '%s\n' "$1" > "$job/script"
+# The guest side: finish the mounts, load the modules, run the job with its
+# stdout/stderr/status on three virtio consoles (raw: no \n -> \r\n), then
+# sync (writes to the cache=loose share are lost otherwise) and reboot, which
+# -no-reboot turns into qemu exiting.
+cat > "$job/guest.sh" <<EOF
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8
+mkdir -p /dev/pts /dev/shm /usr/lib/modules
+mount -t devpts devpts /dev/pts; mount -t tmpfs shm /dev/shm; mount -t tmpfs run /run
+mount --bind "$cache/k/lib/modules" /usr/lib/modules
+hostname clbvm
+ip link set lo up
+modprobe -a ${CLBVM_MODULES:-ip_vs ip_vs_rr ip_vs_wrr ip_vs_sh dummy}
+cd "\$(cat "$job/cwd")"
+stty raw -echo < /dev/hvc0; stty raw -echo < /dev/hvc1
+bash "$job/script" < /dev/null > /dev/hvc0 2> /dev/hvc1
+echo \$? > /dev/hvc2
+sync
+echo b > /proc/sysrq-trigger
+EOF
+
+accel=${CLBVM_ACCEL:-auto}
+if [ "$accel" = auto ]; then
+  # /dev/kvm alone is not enough: a nested PVM hypervisor (kvm_pvm) provides it
+  # but cannot run stock Debian kernels. Only real VMX/SVM KVM counts.
+  accel=tcg
+  if [ -w /dev/kvm ] && { [ -e /sys/module/kvm_intel ] || [ -e /sys/module/kvm_amd ]; }; then accel=kvm; fi
+fi
+if [ "$accel" = kvm ]; then accel_args=(-accel kvm -cpu host); else accel_args=(-accel tcg -cpu max); fi
+
+share() { # id path extra-options
+  echo -fsdev "local,id=$1,path=${2//,/,,},security_model=none,multidevs=remap$3"
+  echo -device "virtio-9p-pci,fsdev=$1,mount_tag=$1"
+}
+shares=()
+while read -r opt val; do shares+=("$opt" "$val"); done < <(
+  share root / ,readonly=on
+  [ "$(pwd)" = / ] || share work "$(pwd)" ""
+)
+
+timeout --kill-after=5 "${CLBVM_TIMEOUT:-300}" qemu-system-x86_64 "${accel_args[@]}" -M pc \
+  -m "${CLBVM_MEM:-1536}" -smp "${CLBVM_CPUS:-2}" -vga none -display none -monitor none -no-reboot -nic none \
+  -kernel "$cache/vmlinux" -initrd "$cache/initrd" -serial "file:$job/console.log" \
+  -append "console=ttyS0 panic=-1 quiet loglevel=4 mitigations=off cryptomgr.notests clbvm=$job" \
+  "${shares[@]}" \
+  -device virtio-serial-pci \
+  -chardev stdio,id=out,signal=off -device virtconsole,chardev=out \
+  -chardev file,id=err,path="$job/stderr" -device virtconsole,chardev=err \
+  -chardev file,id=rc,path="$job/rc" -device virtconsole,chardev=rc \
+  < /dev/null &
+qemu_pid=$!
+qemu_status=0
+wait "$qemu_pid" || qemu_status=$?
+qemu_pid=
+
+[ -f "$job/stderr" ] && cat "$job/stderr" >&2
+[ -n "${CLBVM_DEBUG:-}" ] && cat "$job/console.log" >&2
+status=$(tr -dc 0-9 < "$job/rc" 2>/dev/null || true)
+if [ -z "$status" ]; then
+  why="qemu exited with status $qemu_status"
+  [ "$qemu_status" = 124 ] && why="timed out after ${CLBVM_TIMEOUT:-300} s"
+  echo "run-in-vm: the VM failed ($why) before the script reported its exit status; guest kernel console:" >&2
+  tail -40 "$job/console.log" >&2 || true
+  exit 125
+fi
+exit "$status"
