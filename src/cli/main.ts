@@ -2,6 +2,7 @@
 // clbprobe command-line entry: one binary, one subcommand per job.
 // Each subcommand lives in its own file and exports register(program).
 import { Command } from 'commander';
+import { register as registerSnapshot } from './snapshot.js';
 
 const program = new Command();
 program
@@ -20,6 +21,8 @@ Examples:
   clbprobe snapshot --json --conntrack   the full typed snapshot, with conntrack entries`,
   );
 
+
+registerSnapshot(program);
 
 program.parseAsync(process.argv).catch((e: unknown) => {
   process.stderr.write(`clbprobe: ${e instanceof Error ? e.message : String(e)}\n`);

@@ -1,0 +1,61 @@
+// Text rendering of a NodeSnapshot for terminals.
+import type { IpvsVirtualServer, NodeSnapshot, SourceStatus } from '../kernel/types.js';
+
+function sourceLine(s: SourceStatus): string {
+  const t = s.durationMs !== undefined ? ` (${s.durationMs.toFixed(1)} ms)` : '';
+  if (s.available) return `  ${s.source.padEnd(10)} ok${t}${s.reason ? `: ${s.reason}` : ''}`;
+  return `  ${s.source.padEnd(10)} unavailable: ${s.reason ?? 'unknown reason'}`;
+}
+
+function vsName(v: IpvsVirtualServer): string {
+  if (v.fwmark !== undefined) return `FWM ${v.fwmark}${v.family === 6 ? ' IPv6' : ''}`;
+  const host = v.family === 6 ? `[${v.address}]` : v.address;
+  return `${v.protocol} ${host}:${v.port}`;
+}
+
+function counts(rec: Record<string, number>): string {
+  return Object.entries(rec)
+    .sort((a, b) => b[1] - a[1])
+    .map(([k, v]) => `${k} ${v}`)
+    .join(', ');
+}
+
+export function renderSnapshot(s: NodeSnapshot, natLines: (nat: NonNullable<NodeSnapshot['nat']>) => string[] = () => []): string[] {
+  const out: string[] = [`Node ${s.hostname}, kernel ${s.kernel}, at ${s.takenAt}`, 'Sources:'];
+  out.push(...s.sources.map(sourceLine));
+
+  if (s.addresses) {
+    out.push('', 'Addresses:');
+    for (const i of s.addresses.interfaces) {
+      const kind = [i.kind, i.up ? 'up' : 'down'].filter(Boolean).join(', ');
+      out.push(`  ${i.name}${i.isKubeIpvs ? ' [kube-ipvs0: Service VIPs bound here]' : ''} (${kind})`);
+      for (const a of i.addresses) out.push(`    ${a.address}/${a.prefixLen} scope ${a.scope}${a.flags.length ? ` ${a.flags.join(' ')}` : ''}`);
+    }
+  }
+
+  if (s.ipvs) {
+    out.push('', `IPVS: ${s.ipvs.virtualServers.length} virtual servers`);
+    for (const v of s.ipvs.virtualServers) {
+      out.push(`  ${vsName(v)} ${v.scheduler}${v.flags.length ? ` (${v.flags.join(',')})` : ''}`);
+      for (const r of v.realServers) {
+        const host = r.address.includes(':') ? `[${r.address}]` : r.address;
+        out.push(`    -> ${host}:${r.port} ${r.forward} weight ${r.weight} active ${r.activeConns} inactive ${r.inactiveConns}`);
+      }
+    }
+  }
+
+  if (s.nat) {
+    out.push('', 'NAT:');
+    out.push(...natLines(s.nat).map((l) => `  ${l}`));
+  }
+
+  if (s.conntrack) {
+    const c = s.conntrack.summary;
+    out.push('', `Conntrack: ${c.total} entries`);
+    if (c.total) {
+      out.push(`  by protocol: ${counts(c.byProto)}`);
+      out.push(`  by state:    ${counts(c.byState)}`);
+    }
+  }
+  return out;
+}

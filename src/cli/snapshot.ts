@@ -1,0 +1,82 @@
+// `clbprobe snapshot`: what this node's datapath looks like, for humans or as JSON.
+import { Command, Option } from 'commander';
+import { isIP } from 'node:net';
+import { formatConntrack } from '../kernel/conntrack/format.js';
+import { takeSnapshot } from '../kernel/snapshot.js';
+import type { NodeSnapshot, SourceStatus } from '../kernel/types.js';
+import { EXIT_ERROR, UserError, fail } from './errors.js';
+import { netnsPath } from './netns.js';
+import { renderSnapshot } from './snapshot-render.js';
+
+interface SnapshotFlags {
+  json?: boolean;
+  conntrack?: boolean;
+  filterAddress: string[];
+  netns?: string;
+}
+
+/** Sources whose failure is a missing privilege: the whole command fails with exit 2. */
+function privilegeProblem(sources: SourceStatus[]): string | undefined {
+  const denied = sources.filter((s) => !s.available && s.reason?.startsWith('permission denied'));
+  if (!denied.length) return undefined;
+  return `snapshot: cannot read ${denied.map((s) => s.source).join(', ')}: ${denied[0]!.reason}; run as root or grant the capability`;
+}
+
+export async function runSnapshot(flags: SnapshotFlags, out: NodeJS.WritableStream = process.stdout): Promise<NodeSnapshot> {
+  for (const a of flags.filterAddress) {
+    if (!isIP(a)) throw new UserError(`--filter-address: not an IP address: ${a}`);
+  }
+  const snap = await takeSnapshot({
+    ...(flags.netns ? { netns: netnsPath(flags.netns) } : {}),
+    conntrackEntries: !!flags.conntrack,
+    ...(flags.filterAddress.length ? { conntrackFilter: { addresses: flags.filterAddress } } : {}),
+  });
+  const denied = privilegeProblem(snap.sources);
+  if (denied) throw new UserError(denied, EXIT_ERROR);
+  if (flags.json) {
+    out.write(JSON.stringify(snap, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v), 2) + '\n');
+  } else {
+    for (const line of renderSnapshot(snap)) out.write(line + '\n');
+    if (snap.conntrack?.entries) {
+      out.write(`\nConntrack entries${flags.filterAddress.length ? ` involving ${flags.filterAddress.join(', ')}` : ''}:\n`);
+      for (const e of snap.conntrack.entries) out.write(formatConntrack(e) + '\n');
+    }
+  }
+  return snap;
+}
+
+export function register(program: Command): void {
+  program
+    .command('snapshot')
+    .description(
+      "Print this node's datapath as clbprobe sees it: addresses (kube-ipvs0 first), the IPVS table,\n" +
+        'kube-proxy NAT rules and ipsets, and a conntrack summary. Read-only; needs root or CAP_NET_ADMIN.',
+    )
+    .option('--json', 'print the full typed snapshot as JSON')
+    .option('--conntrack', 'include conntrack entries (in conntrack -L format, or in the JSON)')
+    .option(
+      '--filter-address <ip>',
+      'only conntrack entries with this address in either tuple (repeatable)',
+      (v: string, acc: string[]) => [...acc, v],
+      [] as string[],
+    )
+    .addOption(new Option('--netns <name>', 'read the network namespace NAME (/var/run/netns/NAME) or a path').hideHelp(false))
+    .addHelpText(
+      'after',
+      `
+Examples:
+  clbprobe snapshot
+  clbprobe snapshot --conntrack --filter-address 10.0.0.100   entries of one LB VIP
+  clbprobe snapshot --json | jq '.addresses.interfaces[0]'
+
+Exit codes: 0 ok (sources that are absent, e.g. IPVS on an iptables node, are reported, not fatal);
+2 on errors, e.g. missing privileges (one line naming the capability).`,
+    )
+    .action(async (flags: SnapshotFlags) => {
+      try {
+        await runSnapshot(flags);
+      } catch (e) {
+        fail(e);
+      }
+    });
+}

@@ -1,0 +1,253 @@
+// Interfaces and addresses of the node over rtnetlink (RTM_GETLINK/RTM_GETADDR
+// dumps), plus live address add/remove events. kube-ipvs0 is where kube-proxy
+// in IPVS mode binds Service VIPs: whether an LB IP is bound there decides
+// which loopback mechanism applies.
+import { formatIP } from './ip.js';
+import {
+  MessageWriter,
+  NLM_F_DUMP,
+  NLM_F_REQUEST,
+  NetlinkParseError,
+  needLen,
+  readCString,
+  walkAttrs,
+  type NetlinkMessage,
+} from './netlink/codec.js';
+import { NETLINK_ROUTE, NetlinkSocket } from './netlink/socket.js';
+import type { AddressEvent, AddressSnapshot, InterfaceAddress, NetInterface, SourceStatus } from './types.js';
+import { sourceFailure } from './source.js';
+
+export const KUBE_IPVS_IFNAME = 'kube-ipvs0';
+
+const RTM_NEWLINK = 16;
+const RTM_GETLINK = 18;
+const RTM_NEWADDR = 20;
+const RTM_DELADDR = 21;
+const RTM_GETADDR = 22;
+const IFINFOMSG_LEN = 16;
+const IFADDRMSG_LEN = 8;
+const IFLA_ADDRESS = 1;
+const IFLA_IFNAME = 3;
+const IFLA_MTU = 4;
+const IFLA_MASTER = 10;
+const IFLA_LINKINFO = 18;
+const IFLA_INFO_KIND = 1;
+const IFA_ADDRESS = 1;
+const IFA_LOCAL = 2;
+const IFA_LABEL = 3;
+const IFA_FLAGS = 8;
+const IFF_UP = 1;
+const AF_INET = 2;
+const AF_INET6 = 10;
+const RTMGRP_IPV4_IFADDR = 0x10;
+const RTMGRP_IPV6_IFADDR = 0x100;
+
+const IFA_FLAG_NAMES: [number, string][] = [
+  [0x01, 'secondary'],
+  [0x02, 'nodad'],
+  [0x04, 'optimistic'],
+  [0x08, 'dadfailed'],
+  [0x10, 'homeaddress'],
+  [0x20, 'deprecated'],
+  [0x40, 'tentative'],
+  [0x80, 'permanent'],
+  [0x100, 'mngtmpaddr'],
+  [0x200, 'noprefixroute'],
+  [0x400, 'autojoin'],
+  [0x800, 'stable-privacy'],
+];
+
+function scopeName(s: number): InterfaceAddress['scope'] {
+  switch (s) {
+    case 0:
+      return 'global';
+    case 200:
+      return 'site';
+    case 253:
+      return 'link';
+    case 254:
+      return 'host';
+    case 255:
+      return 'nowhere';
+    default:
+      return s;
+  }
+}
+
+/** Decodes an RTM_NEWLINK payload. */
+export function decodeLink(p: Buffer): NetInterface {
+  needLen(p.length, IFINFOMSG_LEN, 'ifinfomsg', 0);
+  const iface: NetInterface = {
+    index: p.readInt32LE(4),
+    name: '',
+    up: (p.readUInt32LE(8) & IFF_UP) !== 0,
+    mtu: 0,
+    isKubeIpvs: false,
+    addresses: [],
+  };
+  walkAttrs(p, IFINFOMSG_LEN, p.length, (type, s, e) => {
+    switch (type) {
+      case IFLA_IFNAME:
+        iface.name = readCString(p, s, e);
+        break;
+      case IFLA_MTU:
+        needLen(e - s, 4, 'IFLA_MTU', s);
+        iface.mtu = p.readUInt32LE(s);
+        break;
+      case IFLA_ADDRESS:
+        if (e - s === 6) iface.mac = [...p.subarray(s, e)].map((x) => x.toString(16).padStart(2, '0')).join(':');
+        break;
+      case IFLA_MASTER:
+        needLen(e - s, 4, 'IFLA_MASTER', s);
+        iface.master = p.readUInt32LE(s);
+        break;
+      case IFLA_LINKINFO:
+        walkAttrs(p, s, e, (t2, s2, e2) => {
+          if (t2 === IFLA_INFO_KIND) iface.kind = readCString(p, s2, e2);
+        });
+        break;
+    }
+  });
+  iface.isKubeIpvs = iface.name === KUBE_IPVS_IFNAME;
+  return iface;
+}
+
+/** Decodes an RTM_NEWADDR/RTM_DELADDR payload. */
+export function decodeAddress(p: Buffer): { ifindex: number; label?: string; address: InterfaceAddress } {
+  needLen(p.length, IFADDRMSG_LEN, 'ifaddrmsg', 0);
+  const fam = p[0]!;
+  if (fam !== AF_INET && fam !== AF_INET6) throw new NetlinkParseError(`address family ${fam}`, 0);
+  const alen = fam === AF_INET ? 4 : 16;
+  let flags = p[2]!;
+  let local: string | undefined;
+  let addr: string | undefined;
+  let label: string | undefined;
+  walkAttrs(p, IFADDRMSG_LEN, p.length, (type, s, e) => {
+    switch (type) {
+      case IFA_LOCAL:
+        needLen(e - s, alen, 'IFA_LOCAL', s);
+        local = formatIP(p, s, alen);
+        break;
+      case IFA_ADDRESS:
+        needLen(e - s, alen, 'IFA_ADDRESS', s);
+        addr = formatIP(p, s, alen);
+        break;
+      case IFA_LABEL:
+        label = readCString(p, s, e);
+        break;
+      case IFA_FLAGS:
+        needLen(e - s, 4, 'IFA_FLAGS', s);
+        flags = p.readUInt32LE(s); // supersedes the 8-bit ifa_flags
+        break;
+    }
+  });
+  // For IPv4, IFA_LOCAL is the interface's own address (IFA_ADDRESS is the
+  // peer on point-to-point links); IPv6 only sends IFA_ADDRESS.
+  const address = local ?? addr;
+  if (!address) throw new NetlinkParseError('address message without IFA_LOCAL/IFA_ADDRESS', IFADDRMSG_LEN);
+  const out: InterfaceAddress = {
+    family: fam === AF_INET ? 4 : 6,
+    address,
+    prefixLen: p[1]!,
+    scope: scopeName(p[3]!),
+    flags: IFA_FLAG_NAMES.filter(([bit]) => flags & bit).map(([, n]) => n),
+  };
+  if (label !== undefined) out.label = label;
+  return { ifindex: p.readUInt32LE(4), ...(label !== undefined ? { label } : {}), address: out };
+}
+
+function dumpRequest(type: number, headerLen: number): Buffer {
+  const w = new MessageWriter(type, NLM_F_REQUEST | NLM_F_DUMP);
+  for (let i = 0; i < headerLen; i++) w.u8(0);
+  return w.finish();
+}
+
+export interface ReadOptions {
+  /** /var/run/netns/NAME or /proc/PID/ns/net; default: this process' namespace. */
+  netns?: string;
+}
+
+/** Sorts kube-ipvs0 first, then by index. */
+function order(a: NetInterface, b: NetInterface): number {
+  return Number(b.isKubeIpvs) - Number(a.isKubeIpvs) || a.index - b.index;
+}
+
+/** All interfaces with their addresses. */
+export async function dumpAddresses(sock: NetlinkSocket): Promise<AddressSnapshot> {
+  const byIndex = new Map<number, NetInterface>();
+  await sock.dump(dumpRequest(RTM_GETLINK, IFINFOMSG_LEN), 'rtnetlink: dump links', (msgs) => {
+    for (const m of msgs) {
+      if (m.type !== RTM_NEWLINK) continue;
+      const l = decodeLink(m.payload);
+      byIndex.set(l.index, l);
+    }
+  });
+  await sock.dump(dumpRequest(RTM_GETADDR, IFADDRMSG_LEN), 'rtnetlink: dump addresses', (msgs) => {
+    for (const m of msgs) {
+      if (m.type !== RTM_NEWADDR) continue;
+      const a = decodeAddress(m.payload);
+      byIndex.get(a.ifindex)?.addresses.push(a.address);
+    }
+  });
+  return { interfaces: [...byIndex.values()].sort(order) };
+}
+
+export async function readAddresses(
+  opts: ReadOptions = {},
+): Promise<{ status: SourceStatus; snapshot?: AddressSnapshot }> {
+  const t0 = performance.now();
+  let sock: NetlinkSocket | undefined;
+  try {
+    sock = NetlinkSocket.open(NETLINK_ROUTE, opts.netns ? { netns: opts.netns } : {});
+    const snapshot = await dumpAddresses(sock);
+    return { status: { source: 'addresses', available: true, durationMs: performance.now() - t0 }, snapshot };
+  } catch (e) {
+    return { status: sourceFailure('addresses', e, 'CAP_NET_ADMIN', t0) };
+  } finally {
+    sock?.close();
+  }
+}
+
+/** Decodes an address notification; undefined for other message types. */
+export function decodeAddressEvent(m: NetlinkMessage, names?: Map<number, string>): AddressEvent | undefined {
+  if (m.type !== RTM_NEWADDR && m.type !== RTM_DELADDR) return undefined;
+  const a = decodeAddress(m.payload);
+  const ifname = names?.get(a.ifindex) ?? a.label;
+  return {
+    kind: m.type === RTM_NEWADDR ? 'add' : 'remove',
+    ifindex: a.ifindex,
+    ...(ifname !== undefined ? { ifname } : {}),
+    address: a.address,
+  };
+}
+
+/**
+ * Live address add/remove events (v4 and v6). onResync is called after the
+ * kernel dropped notifications: the caller should re-read with readAddresses.
+ * Returns a function that stops watching and closes the socket.
+ */
+export function watchAddresses(
+  onEvent: (e: AddressEvent) => void,
+  onResync: () => void,
+  opts: ReadOptions & { onError?: (e: Error) => void } = {},
+): () => void {
+  const sock = NetlinkSocket.open(NETLINK_ROUTE, {
+    groups: RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR,
+    rcvbuf: 4 << 20,
+    ...(opts.netns ? { netns: opts.netns } : {}),
+  });
+  const stop = sock.subscribe(
+    (msgs) => {
+      for (const m of msgs) {
+        const ev = decodeAddressEvent(m);
+        if (ev) onEvent(ev);
+      }
+    },
+    onResync,
+    opts.onError,
+  );
+  return () => {
+    stop();
+    sock.close();
+  };
+}

@@ -1,0 +1,92 @@
+// IP address text forms. IPv6 output follows RFC 5952 (lower case, longest
+// run of zero groups compressed, IPv4-mapped kept dotted) so that addresses
+// compare equal to what `ip`, `conntrack` and Kubernetes print.
+import { isIP } from 'node:net';
+
+export function formatIPv4(b: Uint8Array, off: number): string {
+  return `${b[off]}.${b[off + 1]}.${b[off + 2]}.${b[off + 3]}`;
+}
+
+export function formatIPv6(b: Uint8Array, off: number): string {
+  const g: number[] = new Array(8);
+  for (let i = 0; i < 8; i++) g[i] = (b[off + 2 * i]! << 8) | b[off + 2 * i + 1]!;
+  // ::ffff:a.b.c.d
+  if (g[0] === 0 && g[1] === 0 && g[2] === 0 && g[3] === 0 && g[4] === 0 && g[5] === 0xffff) {
+    return `::ffff:${formatIPv4(b, off + 12)}`;
+  }
+  let bestStart = -1;
+  let bestLen = 0;
+  for (let i = 0; i < 8; ) {
+    if (g[i] !== 0) {
+      i++;
+      continue;
+    }
+    let j = i;
+    while (j < 8 && g[j] === 0) j++;
+    if (j - i > bestLen) {
+      bestStart = i;
+      bestLen = j - i;
+    }
+    i = j;
+  }
+  if (bestLen < 2) return g.map((x) => x.toString(16)).join(':');
+  const head = g.slice(0, bestStart).map((x) => x.toString(16)).join(':');
+  const tail = g.slice(bestStart + bestLen).map((x) => x.toString(16)).join(':');
+  return `${head}::${tail}`;
+}
+
+/** Formats 4 or 16 address bytes. */
+export function formatIP(b: Uint8Array, off: number, len: number): string {
+  if (len === 4) return formatIPv4(b, off);
+  if (len === 16) return formatIPv6(b, off);
+  throw new Error(`address of ${len} bytes`);
+}
+
+/** Address text → bytes (4 or 16); throws on anything that is not an IP. */
+export function parseIP(s: string): Buffer {
+  const v = isIP(s);
+  if (v === 4) return Buffer.from(s.split('.').map(Number));
+  if (v !== 6) throw new Error(`not an IP address: ${JSON.stringify(s)}`);
+  let text = s;
+  const out = Buffer.alloc(16);
+  // Trailing dotted quad (::ffff:1.2.3.4).
+  const dot = text.lastIndexOf('.');
+  let tailV4: Buffer | undefined;
+  if (dot >= 0) {
+    const colon = text.lastIndexOf(':');
+    tailV4 = parseIP(text.slice(colon + 1));
+    text = `${text.slice(0, colon + 1)}0:0`;
+  }
+  const [left, right] = text.includes('::') ? text.split('::') : [text, undefined];
+  const lg = left ? left.split(':') : [];
+  const rg = right === undefined ? [] : right ? right.split(':') : [];
+  const groups = right === undefined ? lg : [...lg, ...new Array<string>(8 - lg.length - rg.length).fill('0'), ...rg];
+  groups.forEach((h, i) => out.writeUInt16BE(parseInt(h, 16), i * 2));
+  if (tailV4) tailV4.copy(out, 12);
+  return out;
+}
+
+/** Canonical text of any IP text form (e.g. '2001:DB8:0::1' → '2001:db8::1'). */
+export function canonicalIP(s: string): string {
+  const b = parseIP(s);
+  return formatIP(b, 0, b.length);
+}
+
+export function ipFamily(s: string): 4 | 6 | 0 {
+  return isIP(s) as 4 | 6 | 0;
+}
+
+/** Whether address (text) lies in cidr ('10.0.0.0/8', '2001:db8::/32'). */
+export function inCidr(address: string, cidr: string): boolean {
+  const slash = cidr.indexOf('/');
+  const net = parseIP(slash < 0 ? cidr : cidr.slice(0, slash));
+  const a = parseIP(address);
+  if (a.length !== net.length) return false;
+  const bits = slash < 0 ? a.length * 8 : Number(cidr.slice(slash + 1));
+  const full = bits >> 3;
+  for (let i = 0; i < full; i++) if (a[i] !== net[i]) return false;
+  const rem = bits & 7;
+  if (rem === 0) return true;
+  const mask = (0xff << (8 - rem)) & 0xff;
+  return (a[full]! & mask) === (net[full]! & mask);
+}

@@ -1,0 +1,27 @@
+// Turning a reader's failure into a SourceStatus with a reason a human can act on.
+import { isSyscallError } from '../native.js';
+import { NetlinkError, errnoName } from './netlink/socket.js';
+import type { SourceStatus } from './types.js';
+
+/** The errno name of a syscall or netlink error, if it is one. */
+export function errorCode(e: unknown): string | undefined {
+  if (isSyscallError(e)) return e.code;
+  if (e instanceof NetlinkError) return errnoName(e.errno);
+  return undefined;
+}
+
+export function isPermissionError(e: unknown): boolean {
+  const c = errorCode(e);
+  return c === 'EPERM' || c === 'EACCES';
+}
+
+export function sourceFailure(
+  source: SourceStatus['source'],
+  e: unknown,
+  capability: string,
+  t0: number,
+): SourceStatus {
+  const msg = e instanceof Error ? e.message : String(e);
+  const reason = isPermissionError(e) ? `permission denied (needs ${capability}): ${msg}` : msg;
+  return { source, available: false, reason, durationMs: performance.now() - t0 };
+}
