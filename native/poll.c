@@ -38,11 +38,15 @@ static void on_poll(uv_poll_t *h, int status, int events) {
   if (napi_open_handle_scope(p->env, &scope) != napi_ok) return;
   napi_value cb, recv, args[2], result;
   napi_get_reference_value(p->env, p->cb, &cb);
-  napi_get_undefined(p->env, &recv);
+  napi_get_global(p->env, &recv);  // make_callback needs an object receiver
   napi_create_int32(p->env, status, &args[0]);
   napi_create_int32(p->env, events, &args[1]);
-  // make_callback runs microtasks and reports exceptions like any callback.
-  napi_make_callback(p->env, p->ctx, recv, cb, 2, args, &result);
+  // make_callback runs microtasks; an exception the callback threw is left
+  // pending, so hand it to process 'uncaughtException' like any JS callback's.
+  if (napi_make_callback(p->env, p->ctx, recv, cb, 2, args, &result) == napi_pending_exception) {
+    napi_value err;
+    if (napi_get_and_clear_last_exception(p->env, &err) == napi_ok) napi_fatal_exception(p->env, err);
+  }
   napi_close_handle_scope(p->env, scope);
 }
 
