@@ -79,6 +79,8 @@ napi_status get_bytes(napi_env env, napi_value v, void **data, size_t *len) {
 static napi_value init(napi_env env, napi_value exports) {
   if (register_netlink(env, exports) != napi_ok) return NULL;
   if (register_poll(env, exports) != napi_ok) return NULL;
+  if (register_bpf(env, exports) != napi_ok) return NULL;
+  if (register_pcap(env, exports) != napi_ok) return NULL;
   return exports;
 }
 

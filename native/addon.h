@@ -23,4 +23,6 @@ napi_status get_bytes(napi_env env, napi_value v, void **data, size_t *len);
 
 napi_status register_netlink(napi_env env, napi_value exports);
 napi_status register_poll(napi_env env, napi_value exports);
+napi_status register_bpf(napi_env env, napi_value exports);
+napi_status register_pcap(napi_env env, napi_value exports);
 #endif
