@@ -24,7 +24,7 @@ export interface EndpointView {
   targetRef?: { kind: string; namespace?: string; name: string };
 }
 
-/** The annotations that matter for loopback, already interpreted. */
+/** The annotations that matter for loopback, already interpreted (src/cluster/annotations.ts has the exact keys). */
 export interface LoopbackAnnotations {
   /** Tencent `service.cloud.tencent.com/prevent-loopback: "true"`. */
   tencentPreventLoopback?: boolean;
@@ -53,6 +53,8 @@ export interface ServiceView {
   /** spec.healthCheckNodePort (ETP=Local LoadBalancer Services). */
   healthCheckNodePort?: number;
   lbIngress: LbIngressIp[];
+  /** status.loadBalancer.ingress entries that carry only a hostname (e.g. AWS NLB); absent when none. */
+  lbHostnames?: string[];
   /** VIPs of Ingresses whose backends reference this Service port. */
   ingressVips: { ingress: string; ip: string }[];
   externalIPs: string[];

@@ -1,0 +1,81 @@
+// Cloud-provider Service annotations that change whether loopback can happen,
+// interpreted per the vendors' documentation:
+// - Tencent TKE: prevent-loopback (kube-proxy binds the CLB VIP locally and the
+//   health checks move to 100.64/10), an internal CLB by subnet id, reuse of an existing CLB.
+// - Alibaba ACK: a hostname in the LB status instead of an IP (kube-proxy then
+//   leaves the VIP alone), intranet address type, reuse of an existing SLB; the
+//   older `alicloud-` spelling of each key is still honoured by the CCM.
+// - AWS (in-tree: any value but "false" means internal; LB controller: scheme),
+//   Azure, GCP (current and legacy key): internal load balancers.
+import { BlockList } from 'node:net';
+import type { LoopbackAnnotations } from './types.js';
+
+export const TENCENT_PREVENT_LOOPBACK = 'service.cloud.tencent.com/prevent-loopback';
+export const TENCENT_INTERNAL_SUBNET = 'service.kubernetes.io/qcloud-loadbalancer-internal-subnetid';
+export const TENCENT_EXISTING_LB = 'service.kubernetes.io/tke-existed-lbid';
+
+const ALIBABA_PREFIXES = ['service.beta.kubernetes.io/alibaba-cloud-', 'service.beta.kubernetes.io/alicloud-'];
+const alibaba = (suffix: string): string[] => ALIBABA_PREFIXES.map((p) => p + suffix);
+export const ALIBABA_HOSTNAME = alibaba('loadbalancer-hostname');
+export const ALIBABA_ADDRESS_TYPE = alibaba('loadbalancer-address-type');
+export const ALIBABA_EXISTING_LB = alibaba('loadbalancer-id');
+
+export const AWS_INTERNAL = 'service.beta.kubernetes.io/aws-load-balancer-internal';
+export const AWS_SCHEME = 'service.beta.kubernetes.io/aws-load-balancer-scheme';
+export const AZURE_INTERNAL = 'service.beta.kubernetes.io/azure-load-balancer-internal';
+export const GCP_LB_TYPE = ['networking.gke.io/load-balancer-type', 'cloud.google.com/load-balancer-type'];
+
+/** Annotation key → does this value declare an internal LB? In precedence order. */
+const INTERNAL_RULES: [string, (v: string) => boolean][] = [
+  [TENCENT_INTERNAL_SUBNET, (v) => v.trim() !== ''],
+  ...ALIBABA_ADDRESS_TYPE.map((k): [string, (v: string) => boolean] => [k, (v) => v === 'intranet']),
+  [AWS_INTERNAL, (v) => v.trim().toLowerCase() !== 'false'],
+  [AWS_SCHEME, (v) => v === 'internal'],
+  [AZURE_INTERNAL, (v) => v.trim().toLowerCase() === 'true'],
+  ...GCP_LB_TYPE.map((k): [string, (v: string) => boolean] => [k, (v) => v.toLowerCase() === 'internal']),
+];
+
+const EXISTING_LB_KEYS = [TENCENT_EXISTING_LB, ...ALIBABA_EXISTING_LB];
+
+const KNOWN_KEYS = new Set<string>([
+  TENCENT_PREVENT_LOOPBACK,
+  ...ALIBABA_HOSTNAME,
+  ...INTERNAL_RULES.map(([k]) => k),
+  ...EXISTING_LB_KEYS,
+]);
+
+export function interpretAnnotations(annotations: Record<string, string>): LoopbackAnnotations {
+  const out: LoopbackAnnotations = { raw: {} };
+  for (const [k, v] of Object.entries(annotations)) if (KNOWN_KEYS.has(k)) out.raw[k] = v;
+
+  const prevent = annotations[TENCENT_PREVENT_LOOPBACK];
+  if (prevent !== undefined) out.tencentPreventLoopback = prevent.trim().toLowerCase() === 'true';
+
+  const hostname = ALIBABA_HOSTNAME.map((k) => annotations[k]).find((v) => v !== undefined && v !== '');
+  if (hostname !== undefined) out.alibabaHostname = hostname;
+
+  for (const [key, isInternal] of INTERNAL_RULES) {
+    const value = annotations[key];
+    if (value !== undefined && isInternal(value)) {
+      out.internalByAnnotation = { key, value };
+      break;
+    }
+  }
+  const existingKey = EXISTING_LB_KEYS.find((k) => (annotations[k] ?? '') !== '');
+  if (existingKey !== undefined) out.existingLb = { key: existingKey, value: annotations[existingKey]! };
+  return out;
+}
+
+// VPC address space: RFC 1918, RFC 6598 shared space (Tencent and Alibaba VPCs
+// and Tencent's health-check range use 100.64/10), IPv6 unique local.
+const PRIVATE = new BlockList();
+PRIVATE.addSubnet('10.0.0.0', 8, 'ipv4');
+PRIVATE.addSubnet('172.16.0.0', 12, 'ipv4');
+PRIVATE.addSubnet('192.168.0.0', 16, 'ipv4');
+PRIVATE.addSubnet('100.64.0.0', 10, 'ipv4');
+PRIVATE.addSubnet('fc00::', 7, 'ipv6');
+
+/** True for an address that only a VPC can route (an internal LB's VIP). Expects a valid IP. */
+export function isPrivateIp(ip: string): boolean {
+  return PRIVATE.check(ip, ip.includes(':') ? 'ipv6' : 'ipv4');
+}

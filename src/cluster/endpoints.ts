@@ -1,0 +1,119 @@
+// EndpointSlices (discovery.k8s.io/v1) → endpoints per Service port.
+// A slice belongs to the Service named by its `kubernetes.io/service-name`
+// label in its namespace; its ports are matched to a ServicePort by name and
+// protocol, as kube-proxy does. Condition defaults follow the API docs:
+// ready nil → true, serving nil → ready, terminating nil → false.
+import { canonicalIp, FieldError, isObj, optArr, optBool, optInt, optObj, optStr, reqStr, strMap, type Obj } from './fields.js';
+import { parseEach, parseParts, type SourcedObject } from './objects.js';
+import type { EndpointView } from './types.js';
+
+export const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
+
+interface SlicePort {
+  name: string;
+  protocol: string;
+  /** Undefined means "all ports" in the API. */
+  port?: number;
+}
+
+type SliceEndpoint = Omit<EndpointView, 'local' | 'port'>;
+
+interface Slice {
+  ports: SlicePort[];
+  endpoints: SliceEndpoint[];
+}
+
+/** Slices by "namespace/serviceName". */
+export type EndpointIndex = Map<string, Slice[]>;
+
+export function indexEndpointSlices(list: readonly SourcedObject[], warnings: string[]): EndpointIndex {
+  const index: EndpointIndex = new Map();
+  const parsed = parseEach(list, 'EndpointSlice', true, warnings, (o, ctx) => {
+    const labels = strMap(ctx.metadata.labels, 'metadata.labels');
+    const service = labels[SERVICE_NAME_LABEL];
+    // Slices not managed for a Service (e.g. mirrored custom ones without the label) have no owner here.
+    if (!service) return undefined;
+    const addressType = reqStr(o.addressType, 'addressType');
+    if (addressType === 'FQDN') return undefined;
+    if (addressType !== 'IPv4' && addressType !== 'IPv6') throw new FieldError(`addressType ${JSON.stringify(addressType)} is unknown`);
+    const ports = parseParts(optArr(o.ports, 'ports'), 'ports', ctx.warn, parseSlicePort);
+    const endpoints = parseParts(optArr(o.endpoints, 'endpoints'), 'endpoints', ctx.warn, parseEndpoint);
+    return { key: `${ctx.namespace}/${service}`, slice: { ports, endpoints } };
+  });
+  for (const p of parsed) {
+    if (!p) continue;
+    const slices = index.get(p.key);
+    if (slices) slices.push(p.slice);
+    else index.set(p.key, [p.slice]);
+  }
+  return index;
+}
+
+function parseSlicePort(v: unknown, path: string): SlicePort {
+  if (!isObj(v)) throw new FieldError(`${path} is not an object`);
+  return {
+    name: optStr(v.name, `${path}.name`) ?? '',
+    protocol: optStr(v.protocol, `${path}.protocol`) ?? 'TCP',
+    port: optInt(v.port, `${path}.port`, 0, 65535),
+  };
+}
+
+function parseEndpoint(v: unknown, path: string): SliceEndpoint {
+  if (!isObj(v)) throw new FieldError(`${path} is not an object`);
+  const addresses = optArr(v.addresses, `${path}.addresses`);
+  // kube-proxy uses the first address; the others are fungible by API contract.
+  if (addresses.length === 0) throw new FieldError(`${path}.addresses is empty`);
+  const conditions = optObj(v.conditions, `${path}.conditions`) ?? {};
+  const ready = optBool(conditions.ready, `${path}.conditions.ready`) ?? true;
+  const ep: SliceEndpoint = {
+    address: canonicalIp(addresses[0], `${path}.addresses[0]`),
+    ready,
+    serving: optBool(conditions.serving, `${path}.conditions.serving`) ?? ready,
+    terminating: optBool(conditions.terminating, `${path}.conditions.terminating`) ?? false,
+  };
+  const nodeName = optStr(v.nodeName, `${path}.nodeName`);
+  if (nodeName) ep.nodeName = nodeName;
+  const ref = optObj(v.targetRef, `${path}.targetRef`);
+  if (ref) ep.targetRef = parseTargetRef(ref, `${path}.targetRef`);
+  return ep;
+}
+
+function parseTargetRef(ref: Obj, path: string): NonNullable<EndpointView['targetRef']> {
+  const out: NonNullable<EndpointView['targetRef']> = {
+    kind: optStr(ref.kind, `${path}.kind`) ?? '',
+    name: optStr(ref.name, `${path}.name`) ?? '',
+  };
+  const ns = optStr(ref.namespace, `${path}.namespace`);
+  if (ns) out.namespace = ns;
+  return out;
+}
+
+/**
+ * Endpoints of one ServicePort: every endpoint of every slice of the Service
+ * whose port list has that port name and protocol, once per address+port.
+ */
+export function endpointsFor(
+  index: EndpointIndex,
+  namespace: string,
+  service: string,
+  portName: string,
+  protocol: string,
+  nodeName: string | undefined,
+): EndpointView[] {
+  const out: EndpointView[] = [];
+  const seen = new Set<string>();
+  for (const slice of index.get(`${namespace}/${service}`) ?? []) {
+    const port = slice.ports.find((p) => p.name === portName && p.protocol === protocol);
+    if (!port) continue;
+    for (const ep of slice.endpoints) {
+      // During updates one address can sit in two slices; keep the first.
+      const key = `${ep.address}|${port.port ?? ''}`;
+      if (seen.has(key)) continue;
+      seen.add(key);
+      const view: EndpointView = { ...ep, local: nodeName !== undefined && ep.nodeName === nodeName };
+      if (port.port !== undefined) view.port = port.port;
+      out.push(view);
+    }
+  }
+  return out;
+}

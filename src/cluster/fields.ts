@@ -1,0 +1,95 @@
+// Typed reads of untrusted Kubernetes JSON. Each accessor names the field path
+// in its error, so a bad object becomes one warning such as
+// "spec.ports[0].port is not a number" instead of a crash deep in the builder.
+import { isIP } from 'node:net';
+
+export type Obj = Record<string, unknown>;
+
+/** A field with the wrong type or value; `message` is the full explanation with the field path. */
+export class FieldError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'FieldError';
+  }
+}
+
+export function isObj(v: unknown): v is Obj {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** Optional object: undefined/null → undefined. */
+export function optObj(v: unknown, path: string): Obj | undefined {
+  if (v === undefined || v === null) return undefined;
+  if (!isObj(v)) throw new FieldError(`${path} is not an object`);
+  return v;
+}
+
+export function optStr(v: unknown, path: string): string | undefined {
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'string') throw new FieldError(`${path} is not a string`);
+  return v;
+}
+
+export function reqStr(v: unknown, path: string): string {
+  const s = optStr(v, path);
+  if (s === undefined || s === '') throw new FieldError(`${path} is missing`);
+  return s;
+}
+
+/** Optional integer in [min, max]. */
+export function optInt(v: unknown, path: string, min = 0, max = Number.MAX_SAFE_INTEGER): number | undefined {
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'number' || !Number.isInteger(v)) throw new FieldError(`${path} is not a number`);
+  if (v < min || v > max) throw new FieldError(`${path} is out of range (${v})`);
+  return v;
+}
+
+export function optBool(v: unknown, path: string): boolean | undefined {
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'boolean') throw new FieldError(`${path} is not a boolean`);
+  return v;
+}
+
+/** Optional array: undefined/null → []. */
+export function optArr(v: unknown, path: string): unknown[] {
+  if (v === undefined || v === null) return [];
+  if (!Array.isArray(v)) throw new FieldError(`${path} is not a list`);
+  return v;
+}
+
+export function strArr(v: unknown, path: string): string[] {
+  return optArr(v, path).map((x, i) => reqStr(x, `${path}[${i}]`));
+}
+
+/** String map such as metadata.annotations / labels. */
+export function strMap(v: unknown, path: string): Record<string, string> {
+  const o = optObj(v, path) ?? {};
+  const out: Record<string, string> = {};
+  for (const [k, val] of Object.entries(o)) out[k] = reqStrOrEmpty(val, `${path}[${JSON.stringify(k)}]`);
+  return out;
+}
+
+function reqStrOrEmpty(v: unknown, path: string): string {
+  if (typeof v !== 'string') throw new FieldError(`${path} is not a string`);
+  return v;
+}
+
+/**
+ * An IP in the text form the kernel readers print (IPv6 lower case, RFC 5952
+ * compressed), so Service IPs compare equal to addresses and conntrack tuples.
+ */
+export function canonicalIp(v: unknown, path: string): string {
+  const s = reqStr(v, path);
+  const family = isIP(s);
+  if (family === 4) return s;
+  if (family === 6) {
+    const text = new URL(`http://[${s}]/`).hostname.slice(1, -1);
+    // WHATWG URL prints IPv4-mapped addresses in hex; the kernel readers keep them dotted.
+    const mapped = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(text);
+    if (!mapped) return text;
+    const hi = parseInt(mapped[1]!, 16);
+    const lo = parseInt(mapped[2]!, 16);
+    return `::ffff:${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
+  }
+  throw new FieldError(`${path} is not an IP address (${JSON.stringify(s)})`);
+}

@@ -1,0 +1,104 @@
+// `--cluster-file FILE`: the cluster view from saved API objects instead of a
+// live API server. Accepts what people actually save:
+//   kubectl get svc,ingress,endpointslices,nodes -A -o json > cluster.json
+// i.e. a v1 List; also a single object, a typed list straight from the API
+// (ServiceList, whose items carry no kind), or several such documents
+// concatenated. Broken JSON fails with the file, line and column.
+import { readFileSync } from 'node:fs';
+import { buildClusterView, type BuildOptions } from './build.js';
+import { isObj } from './fields.js';
+import { JsonSyntaxError, parseJsonDocuments } from './json-docs.js';
+import { emptyObjects, type ClusterObjects } from './objects.js';
+import type { ClusterView } from './types.js';
+
+/** The file can't be used at all (unreadable, not JSON); message names the file. */
+export class ClusterFileError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ClusterFileError';
+  }
+}
+
+/** kind → [bucket, the apiVersion whose shape the builder reads]. */
+const KINDS: Record<string, [keyof ClusterObjects, string]> = {
+  Service: ['services', 'v1'],
+  EndpointSlice: ['endpointSlices', 'discovery.k8s.io/v1'],
+  Ingress: ['ingresses', 'networking.k8s.io/v1'],
+  Node: ['nodes', 'v1'],
+};
+
+export interface ClusterFileContents {
+  objects: ClusterObjects;
+  /** Objects skipped before building (unsupported kind or apiVersion). */
+  warnings: string[];
+}
+
+/** Sorts the documents' objects by kind. Pure; `docs` as parseJsonDocuments returns them. */
+export function classifyDocuments(docs: readonly unknown[]): ClusterFileContents {
+  const objects = emptyObjects();
+  const warnings: string[] = [];
+  const ignored = new Map<string, number>();
+  const add = (origin: string, object: unknown, kind: unknown, apiVersion: unknown): void => {
+    const known = typeof kind === 'string' ? KINDS[kind] : undefined;
+    if (!known) {
+      const k = typeof kind === 'string' && kind !== '' ? kind : '(no kind)';
+      ignored.set(k, (ignored.get(k) ?? 0) + 1);
+      return;
+    }
+    const [bucket, wanted] = known;
+    if (apiVersion !== undefined && apiVersion !== wanted) {
+      warnings.push(`${origin} (${String(kind)}): apiVersion ${JSON.stringify(apiVersion)} is not supported (want ${wanted}), skipped`);
+      return;
+    }
+    objects[bucket].push({ origin, object });
+  };
+
+  docs.forEach((doc, d) => {
+    const where = docs.length > 1 ? `document ${d + 1}` : '';
+    const at = (s: string): string => (where ? `${where} ${s}` : s);
+    if (!isObj(doc)) {
+      warnings.push(`${where || 'document'}: not a Kubernetes object or List, skipped`);
+      return;
+    }
+    const kind = typeof doc.kind === 'string' ? doc.kind : '';
+    if (!kind.endsWith('List') || !Array.isArray(doc.items)) {
+      add(where || 'object', doc, doc.kind, doc.apiVersion);
+      return;
+    }
+    // A typed list (ServiceList) names its items' kind; a v1 List's items name their own.
+    const itemKind = kind === 'List' ? undefined : kind.slice(0, -'List'.length);
+    doc.items.forEach((item, i) => {
+      const own = isObj(item) ? item : {};
+      add(at(`items[${i}]`), item, own.kind ?? itemKind, own.apiVersion ?? (itemKind ? doc.apiVersion : undefined));
+    });
+  });
+  if (ignored.size > 0) {
+    const list = [...ignored].map(([k, n]) => `${n} ${k}`).join(', ');
+    warnings.push(`ignored objects of kinds the cluster view does not use: ${list}`);
+  }
+  return { objects, warnings };
+}
+
+/** Reads and classifies a cluster file. Throws ClusterFileError. */
+export function readClusterFile(path: string): ClusterFileContents {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (e) {
+    throw new ClusterFileError(`cannot read cluster file ${path}: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  try {
+    return classifyDocuments(parseJsonDocuments(text));
+  } catch (e) {
+    if (e instanceof JsonSyntaxError) {
+      throw new ClusterFileError(`${path}:${e.line}:${e.column}: not valid JSON: ${e.reason} (want kubectl get ... -o json output)`);
+    }
+    throw e;
+  }
+}
+
+/** The ClusterView a cluster file describes, as seen from node `opts.nodeName`. Throws ClusterFileError. */
+export function loadClusterFile(path: string, opts: Omit<BuildOptions, 'warnings'> = {}): ClusterView {
+  const { objects, warnings } = readClusterFile(path);
+  return buildClusterView(objects, { ...opts, warnings });
+}

@@ -1,0 +1,77 @@
+// Ingresses (networking.k8s.io/v1) → which Service ports an L7 LB VIP reaches.
+// A Service port is reached when the default backend or any rule path names
+// the Service (same namespace) and its port by number or by name.
+import { canonicalIp, FieldError, isObj, optArr, optInt, optObj, optStr, reqStr, type Obj } from './fields.js';
+import { parseEach, parseParts, type SourcedObject } from './objects.js';
+
+interface Backend {
+  service: string;
+  port: number | string;
+}
+
+export interface IngressRoutes {
+  /** "namespace/name" */
+  ingress: string;
+  namespace: string;
+  ips: string[];
+  backends: Backend[];
+}
+
+export function parseIngresses(list: readonly SourcedObject[], warnings: string[]): IngressRoutes[] {
+  return parseEach(list, 'Ingress', true, warnings, (o, ctx) => {
+    const spec = optObj(o.spec, 'spec') ?? {};
+    const candidates: [unknown, string][] = [];
+    if (spec.defaultBackend !== undefined && spec.defaultBackend !== null) candidates.push([spec.defaultBackend, 'spec.defaultBackend']);
+    optArr(spec.rules, 'spec.rules').forEach((rule, r) => {
+      const http = isObj(rule) ? optObj(rule.http, `spec.rules[${r}].http`) : undefined;
+      optArr(http?.paths, `spec.rules[${r}].http.paths`).forEach((p, i) =>
+        candidates.push([isObj(p) ? p.backend : p, `spec.rules[${r}].http.paths[${i}].backend`]),
+      );
+    });
+    const backends: Backend[] = [];
+    for (const [value, path] of candidates) {
+      try {
+        backends.push(...serviceBackend(value, path));
+      } catch (e) {
+        if (!(e instanceof FieldError)) throw e;
+        ctx.warn(e.message);
+      }
+    }
+    const lbIngress = optArr(optObj(optObj(o.status, 'status')?.loadBalancer, 'status.loadBalancer')?.ingress, 'status.loadBalancer.ingress');
+    const ips = parseParts(lbIngress, 'status.loadBalancer.ingress', ctx.warn, (e, path) => {
+      if (!isObj(e)) throw new FieldError(`${path} is not an object`);
+      return e.ip === undefined || e.ip === null ? undefined : canonicalIp(e.ip, `${path}.ip`);
+    }).filter((ip): ip is string => ip !== undefined);
+    return { ingress: `${ctx.namespace}/${ctx.name}`, namespace: ctx.namespace, ips, backends };
+  });
+}
+
+/** [] for a resource backend (not a Service); one Backend for a service backend. */
+function serviceBackend(v: unknown, path: string): Backend[] {
+  if (!isObj(v)) throw new FieldError(`${path} is not an object`);
+  const svc = optObj(v.service, `${path}.service`);
+  if (!svc) return [];
+  const port: Obj = optObj(svc.port, `${path}.service.port`) ?? {};
+  const number = optInt(port.number, `${path}.service.port.number`, 1, 65535);
+  const name = optStr(port.name, `${path}.service.port.name`);
+  const p = number ?? name;
+  if (p === undefined || p === '') throw new FieldError(`${path}.service.port has neither number nor name`);
+  return [{ service: reqStr(svc.name, `${path}.service.name`), port: p }];
+}
+
+/** Ingress VIPs that route to this Service port, once per (ingress, ip). */
+export function ingressVipsFor(
+  routes: readonly IngressRoutes[],
+  namespace: string,
+  service: string,
+  port: number,
+  portName: string,
+): { ingress: string; ip: string }[] {
+  const out: { ingress: string; ip: string }[] = [];
+  for (const r of routes) {
+    if (r.namespace !== namespace) continue;
+    const hit = r.backends.some((b) => b.service === service && (b.port === port || (portName !== '' && b.port === portName)));
+    if (hit) for (const ip of r.ips) out.push({ ingress: r.ingress, ip });
+  }
+  return out;
+}
