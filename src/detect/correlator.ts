@@ -1,0 +1,177 @@
+// Streaming conntrack correlation: entries are fed one at a time (from a
+// dump, a bundle file or events) and only those touching an LB VIP, a
+// NodePort or a local endpoint are kept, so a 1M-entry table is never held
+// in memory. The L4 loop is two entries of the same client socket pod:p:
+// outbound to VIP:port, and back in from the uplink to nodeIP:NodePort
+// (or, LB targeting pods, straight to a local pod).
+import type { ServiceView } from '../cluster/types.js';
+import type { ConntrackEntry } from '../kernel/types.js';
+import { endpointKey, nodePortKey, protoOf, type DetectContext } from './context.js';
+
+export type ObsKind = 'l4' | 'direct' | 'noSnat' | 'selfVip' | 'refused' | 'l7' | 'hcSrc';
+
+/** Observations of one kind for one Service port. */
+export interface ObsGroup {
+  kind: ObsKind;
+  svc: ServiceView;
+  count: number;
+  /** Up to MAX_EXAMPLES examples; pairs are [outbound, inbound]. */
+  examples: ConntrackEntry[][];
+}
+
+export interface Observations {
+  groups: ObsGroup[];
+  /** Entries seen in total, and kept for pairing. */
+  seen: number;
+  pending: number;
+  /** Set when the pending maps hit their cap and entries were not kept. */
+  overflowed: number;
+}
+
+const MAX_EXAMPLES = 3;
+/** Unpaired entries kept per map; beyond it pairing is incomplete (reported, not silent). */
+const MAX_PENDING = 200_000;
+/** L7 legs without timestamps are paired by coexistence; with them, within this window. */
+const L7_WINDOW_NS = 30n * 1_000_000_000n;
+
+interface Pending {
+  entry: ConntrackEntry;
+  svcs: ServiceView[];
+}
+
+const sockKey = (e: ConntrackEntry): string => `${e.orig.src}|${e.orig.protoNum}|${e.orig.sport}`;
+const seenReply = (e: ConntrackEntry): boolean => e.statusFlags.includes('SEEN_REPLY');
+
+export class ConntrackCorrelator {
+  private readonly outbound = new Map<string, Pending[]>();
+  /** Return legs: to nodeIP:NodePort (l4) or to a local endpoint (direct). */
+  private readonly inbound = new Map<string, { kind: 'l4' | 'direct'; p: Pending }[]>();
+  private readonly l7Out = new Map<string, Pending[]>();
+  private readonly l7In: Pending[] = [];
+  private readonly groups = new Map<string, ObsGroup>();
+  private readonly lbIps = new Map<string, ServiceView[]>();
+  private seen = 0;
+  private overflowed = 0;
+  private done?: Observations;
+
+  constructor(private readonly ctx: DetectContext) {
+    for (const s of ctx.services) for (const i of s.lbIngress) this.lbIps.set(i.ip, [...(this.lbIps.get(i.ip) ?? []), s]);
+  }
+
+  add(e: ConntrackEntry): void {
+    if (this.done) throw new Error('ConntrackCorrelator.add() after observations()');
+    this.seen++;
+    const proto = protoOf(e.orig.protoNum);
+    if (!proto || e.orig.dport === undefined) return;
+    const { ctx } = this;
+    const o = e.orig;
+    const vipSvcs = ctx.lbVipServices(o.dst, proto, o.dport);
+
+    if (vipSvcs && o.src === o.dst) {
+      if (!seenReply(e)) this.record('selfVip', vipSvcs, [e]);
+      return;
+    }
+    if (vipSvcs && ctx.isLocalSource(o.src)) this.addOutbound(e, vipSvcs, proto);
+    const hcSvcs = this.lbIps.get(o.src);
+    if (hcSvcs && ctx.ipvsBound.has(o.src) && ctx.nodeIps.has(o.dst) && !seenReply(e)) this.record('hcSrc', hcSvcs, [e]);
+
+    const ingSvcs = ctx.byIngressVip.get(o.dst);
+    if (ingSvcs && ctx.isLocalSource(o.src)) this.keep(this.l7Out, o.src, { entry: e, svcs: ingSvcs });
+
+    if (!ctx.isLocalSource(o.src)) return;
+    const npSvc = ctx.nodeIps.has(o.dst) ? ctx.byNodePort.get(nodePortKey(proto, o.dport)) : undefined;
+    if (npSvc) {
+      this.addInbound(e, 'l4', [npSvc]);
+      if (npSvc.ingressVips.length > 0 && this.l7In.length < MAX_PENDING) this.l7In.push({ entry: e, svcs: [npSvc] });
+      else if (npSvc.ingressVips.length > 0) this.overflowed++;
+    }
+    const epSvcs = ctx.byLocalEndpoint.get(endpointKey(o.dst, proto, o.dport));
+    if (epSvcs && ctx.isPodIp(o.src) && e.reply.src === o.dst) this.addInbound(e, 'direct', epSvcs);
+  }
+
+  private addOutbound(e: ConntrackEntry, svcs: ServiceView[], proto: string): void {
+    const { ctx } = this;
+    const o = e.orig;
+    const leftNode = e.reply.src === o.dst; // not DNATed here: the packet went to the LB
+    if (leftNode && ctx.isPodIp(o.src) && e.reply.dst === o.src) this.record('noSnat', svcs, [e]);
+    if (
+      leftNode &&
+      ctx.ipvsBound.has(o.dst) &&
+      ctx.input.node.ipvs !== undefined &&
+      !ctx.ipvsService(o.dst, proto, o.dport ?? 0)
+    ) {
+      this.record('refused', svcs, [e]);
+    }
+    const k = sockKey(e);
+    const back = this.inbound.get(k);
+    if (back && back.length > 0) {
+      for (const b of back) this.record(b.kind, svcs, [e, b.p.entry]);
+      this.inbound.delete(k);
+      return;
+    }
+    this.keep(this.outbound, k, { entry: e, svcs });
+  }
+
+  private addInbound(e: ConntrackEntry, kind: 'l4' | 'direct', svcs: ServiceView[]): void {
+    const k = sockKey(e);
+    const out = this.outbound.get(k);
+    if (out && out.length > 0) {
+      for (const p of out) this.record(kind, p.svcs, [p.entry, e]);
+      this.outbound.delete(k);
+      return;
+    }
+    const list = this.inbound.get(k);
+    if (list) list.push({ kind, p: { entry: e, svcs } });
+    else if (this.inbound.size < MAX_PENDING) this.inbound.set(k, [{ kind, p: { entry: e, svcs } }]);
+    else this.overflowed++;
+  }
+
+  private keep(m: Map<string, Pending[]>, k: string, p: Pending): void {
+    const list = m.get(k);
+    if (list) list.push(p);
+    else if (m.size < MAX_PENDING) m.set(k, [p]);
+    else this.overflowed++;
+  }
+
+  private record(kind: ObsKind, svcs: ServiceView[], entries: ConntrackEntry[]): void {
+    for (const svc of svcs) {
+      const k = `${kind}|${svc.namespace}/${svc.name}|${svc.protocol}|${svc.port}`;
+      let g = this.groups.get(k);
+      if (!g) this.groups.set(k, (g = { kind, svc, count: 0, examples: [] }));
+      g.count++;
+      if (g.examples.length < MAX_EXAMPLES) g.examples.push(entries);
+    }
+  }
+
+  /** L7 legs: same client IP, different source port, inbound to the NodePort of a Service behind that Ingress VIP. */
+  private pairL7(): void {
+    for (const inb of this.l7In) {
+      const svc = inb.svcs[0]!;
+      const outs = this.l7Out.get(inb.entry.orig.src) ?? [];
+      const match = outs.find(
+        (o) =>
+          o.svcs.includes(svc) &&
+          o.entry.orig.sport !== inb.entry.orig.sport &&
+          withinWindow(o.entry.startNs, inb.entry.startNs),
+      );
+      if (match) this.record('l7', [svc], [match.entry, inb.entry]);
+    }
+    this.l7In.length = 0;
+  }
+
+  /** Ends the stream: pairs the L7 legs and returns what was found. Call once, after the last add(). */
+  observations(): Observations {
+    if (this.done) return this.done;
+    let pending = this.l7In.length;
+    this.pairL7();
+    for (const m of [this.outbound, this.inbound, this.l7Out]) for (const v of m.values()) pending += v.length;
+    this.done = { groups: [...this.groups.values()], seen: this.seen, pending, overflowed: this.overflowed };
+    return this.done;
+  }
+}
+
+function withinWindow(a: bigint | undefined, b: bigint | undefined): boolean {
+  if (a === undefined || b === undefined) return true;
+  const d = a > b ? a - b : b - a;
+  return d <= L7_WINDOW_NS;
+}

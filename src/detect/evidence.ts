@@ -1,0 +1,83 @@
+// Evidence lines in the text forms SREs already know: conntrack -L for
+// conntrack entries, ipvsadm -Ln for IPVS virtual servers.
+import type { ServiceView } from '../cluster/types.js';
+import type { ConntrackEntry, ConntrackTuple, IpvsForward, IpvsVirtualServer } from '../kernel/types.js';
+import type { Finding, Mechanism, Severity } from './types.js';
+
+function hostPort(ip: string, port: number | undefined): string {
+  const h = ip.includes(':') ? `[${ip}]` : ip;
+  return port === undefined ? h : `${h}:${port}`;
+}
+
+function tuple(t: ConntrackTuple): string {
+  const ports = t.sport !== undefined ? ` sport=${t.sport} dport=${t.dport ?? 0}` : '';
+  return `src=${t.src} dst=${t.dst}${ports}`;
+}
+
+/** One entry as `conntrack -L` prints it (default output format). */
+export function formatConntrack(e: ConntrackEntry): string {
+  const flags = new Set(e.statusFlags);
+  const parts = [`${e.proto.padEnd(8)} ${e.orig.protoNum} ${e.timeoutS}`];
+  if (e.tcpState) parts.push(e.tcpState);
+  parts.push(tuple(e.orig));
+  if (!flags.has('SEEN_REPLY')) parts.push('[UNREPLIED]');
+  parts.push(tuple(e.reply));
+  if (flags.has('ASSURED')) parts.push('[ASSURED]');
+  parts.push(`mark=${e.mark}`);
+  if (e.zone) parts.push(`zone=${e.zone}`);
+  parts.push(`use=${e.use ?? 1}`);
+  return parts.join(' ');
+}
+
+const FWD: Record<string, string> = { masq: 'Masq', local: 'Local', tunnel: 'Tunnel', route: 'Route', bypass: 'Bypass' };
+
+function fwdName(f: IpvsForward): string {
+  return typeof f === 'number' ? String(f) : (FWD[f] ?? f);
+}
+
+/** A virtual server and its real servers as `ipvsadm -Ln` prints them. */
+export function formatIpvs(vs: IpvsVirtualServer): string[] {
+  const head = vs.fwmark !== undefined ? `FWM  ${vs.fwmark}` : `${String(vs.protocol).padEnd(4)} ${hostPort(vs.address ?? '?', vs.port)}`;
+  const lines = [`IPVS ${head} ${vs.scheduler}${vs.flags.includes('persistent') ? ` persistent ${vs.timeoutS}` : ''}`];
+  if (vs.realServers.length === 0) lines.push('IPVS   (no real servers)');
+  for (const rs of vs.realServers) {
+    lines.push(
+      `IPVS   -> ${hostPort(rs.address, rs.port)}  ${fwdName(rs.forward)} ${rs.weight} ${rs.activeConns} ${rs.inactiveConns}`,
+    );
+  }
+  return lines;
+}
+
+export function svcName(s: ServiceView): string {
+  return `${s.namespace}/${s.name}`;
+}
+
+export function finding(
+  s: ServiceView,
+  mechanism: Mechanism,
+  severity: Severity,
+  summary: string,
+  evidence: string[],
+  remedy: string,
+): Finding {
+  return {
+    service: { namespace: s.namespace, name: s.name },
+    port: { port: s.port, protocol: s.protocol, name: s.portName },
+    mechanism,
+    severity,
+    summary,
+    evidence,
+    remedy,
+  };
+}
+
+export function endpointsLine(s: ServiceView): string {
+  const local = s.endpoints.filter((e) => e.local).map((e) => hostPort(e.address, e.port));
+  const remote = s.endpoints.filter((e) => !e.local).length;
+  return `endpoints: ${local.length} local (${local.join(', ') || 'none'}), ${remote} on other nodes; externalTrafficPolicy=${s.externalTrafficPolicy}`;
+}
+
+export { hostPort };
+
+/** kube-proxy's IPVS dummy device (same name as src/kernel/addresses.ts; not imported to keep detectors free of the native addon). */
+export const KUBE_IPVS_IFNAME = 'kube-ipvs0';

@@ -1,0 +1,47 @@
+// hc-drop: community kube-proxy IPVS binds the LB IP on kube-ipvs0; LB
+// health checks that arrive with the LB IP as source look like martians
+// (a local source from the uplink) and are dropped (kubernetes#79783).
+// Dropped packets are usually never confirmed in conntrack, so the active
+// signature needs packet capture; unreplied entries from a bound VIP to a
+// node IP are reported when they do show up.
+import type { DetectContext } from './context.js';
+import type { Observations } from './correlator.js';
+import { KUBE_IPVS_IFNAME, finding } from './evidence.js';
+import { activeFindings, activePorts, portKey } from './observed.js';
+import { credited, mitigationsFor, remedy } from './remedies.js';
+import type { Finding } from './types.js';
+
+export function detectHcDrop(ctx: DetectContext, obs: Observations): Finding[] {
+  const active = activeFindings(ctx, obs, {
+    kind: 'hcSrc',
+    mechanism: 'hc-drop',
+    labels: ['from a bound VIP, unreplied'],
+    vipOf: (ex) => ex[0]!.orig.src,
+    summary: (g, [e]) =>
+      `${g.count} packet flow(s) arrived with source ${e!.orig.src} (an address bound on ${KUBE_IPVS_IFNAME}) and got no reply: LB health checks are being dropped`,
+  });
+  const done = activePorts(active);
+  const risks: Finding[] = [];
+  for (const s of ctx.services) {
+    if (done.has(portKey(s, s.protocol, s.port))) continue;
+    for (const ing of s.lbIngress) {
+      if (!ctx.ipvsBound.has(ing.ip)) continue;
+      const m = mitigationsFor(ctx, s, ing.ip);
+      const mitigated = credited('hc-drop', m).length > 0;
+      const hcPort = s.healthCheckNodePort ?? s.nodePort;
+      risks.push(
+        finding(
+          s,
+          'hc-drop',
+          mitigated ? 'info' : 'risk',
+          mitigated
+            ? `${ing.ip} is bound on ${KUBE_IPVS_IFNAME}; health checks from it would be dropped, but a mitigation is in place`
+            : `${ing.ip} is bound on ${KUBE_IPVS_IFNAME}: LB health checks sent from ${ing.ip} to this node${hcPort ? ` (port ${hcPort})` : ''} are dropped as martians`,
+          [`${ing.ip} bound on ${KUBE_IPVS_IFNAME}`, `LB ${ing.ip} ipMode=${ing.ipMode}`],
+          remedy('hc-drop', m, 'Applies when the LB health-checks from its VIP (Tencent CLB does).'),
+        ),
+      );
+    }
+  }
+  return [...active, ...risks];
+}

@@ -1,0 +1,89 @@
+// diagnose(): every detector over one node + cluster view, most severe first.
+// Conntrack entries are streamed through the correlator; config detectors
+// read the indexes. Pure: the CLI does all reading.
+import type { ConntrackEntry } from '../kernel/types.js';
+import { buildContext, type DetectContext } from './context.js';
+import { ConntrackCorrelator, type Observations } from './correlator.js';
+import { detectDirectPod } from './direct-pod.js';
+import { detectDrift } from './drift.js';
+import { detectHcDrop } from './hc-drop.js';
+import { detectL4Loop } from './l4-loop.js';
+import { detectL7Loop } from './l7-loop.js';
+import { detectLocalNoEp } from './local-no-ep.js';
+import { detectNoSnat } from './no-snat.js';
+import { detectPortRefused } from './port-refused.js';
+import { detectProxyMode } from './proxy-mode.js';
+import type { DiagnoseInput, DiagnoseResult, Finding, Mechanism, Severity } from './types.js';
+
+const SEVERITY_RANK: Record<Severity, number> = { active: 0, risk: 1, info: 2 };
+/** Loops first, then their preconditions, then context. */
+const MECHANISM_RANK: Record<Mechanism, number> = {
+  'L4-loop': 0,
+  'L7-loop': 1,
+  'direct-pod': 2,
+  'local-no-ep': 3,
+  'port-refused': 4,
+  'hc-drop': 5,
+  'no-SNAT': 6,
+  drift: 7,
+  'proxy-mode': 8,
+};
+
+export function compareFindings(a: Finding, b: Finding): number {
+  return (
+    SEVERITY_RANK[a.severity] - SEVERITY_RANK[b.severity] ||
+    MECHANISM_RANK[a.mechanism] - MECHANISM_RANK[b.mechanism] ||
+    `${a.service.namespace}/${a.service.name}`.localeCompare(`${b.service.namespace}/${b.service.name}`) ||
+    a.port.port - b.port.port
+  );
+}
+
+function runDetectors(ctx: DetectContext, obs: Observations): Finding[] {
+  return [
+    ...detectL4Loop(ctx, obs),
+    ...detectL7Loop(ctx, obs),
+    ...detectDirectPod(ctx, obs),
+    ...detectLocalNoEp(ctx, obs),
+    ...detectPortRefused(ctx, obs),
+    ...detectHcDrop(ctx, obs),
+    ...detectNoSnat(ctx, obs),
+    ...detectDrift(ctx),
+    ...detectProxyMode(ctx),
+  ].sort(compareFindings);
+}
+
+function warningsOf(input: DiagnoseInput, obs: Observations, conntrackRead: boolean): string[] {
+  const w = [...input.warnings, ...input.cluster.warnings];
+  if (!input.cluster.fresh) w.push(`cluster view is stale${input.cluster.staleReason ? `: ${input.cluster.staleReason}` : ''}`);
+  if (!conntrackRead) w.push('no conntrack entries read: only configuration risks can be reported, nothing can be shown active');
+  if (obs.overflowed > 0) w.push(`conntrack correlation incomplete: ${obs.overflowed} relevant entries not kept (pending-entry cap reached)`);
+  for (const s of input.node.sources) if (!s.available) w.push(`${s.source} not read: ${s.reason ?? 'unavailable'}`);
+  return w;
+}
+
+/** Synchronous diagnosis over entries already at hand (an array or a generator). */
+export function diagnose(input: DiagnoseInput): DiagnoseResult {
+  const ctx = buildContext(input);
+  const corr = new ConntrackCorrelator(ctx);
+  for (const e of input.conntrack ?? []) corr.add(e);
+  const obs = corr.observations();
+  return { findings: runDetectors(ctx, obs), warnings: warningsOf(input, obs, input.conntrack !== undefined) };
+}
+
+/** The same over a stream (a live dump or a large file): entries are correlated as they arrive. */
+export async function diagnoseStream(
+  input: Omit<DiagnoseInput, 'conntrack'>,
+  entries: AsyncIterable<ConntrackEntry> | undefined,
+): Promise<DiagnoseResult> {
+  const ctx = buildContext(input);
+  const corr = new ConntrackCorrelator(ctx);
+  if (entries) for await (const e of entries) corr.add(e);
+  const obs = corr.observations();
+  return { findings: runDetectors(ctx, obs), warnings: warningsOf(input, obs, entries !== undefined) };
+}
+
+export function hasActive(findings: Finding[]): boolean {
+  return findings.some((f) => f.severity === 'active');
+}
+
+export type { DiagnoseInput, DiagnoseResult, Finding } from './types.js';

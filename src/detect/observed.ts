@@ -1,0 +1,43 @@
+// Turning correlator observations into 'active' findings: shared by the
+// conntrack-based detectors so each only says what its entries mean.
+import type { ServiceView } from '../cluster/types.js';
+import type { ConntrackEntry } from '../kernel/types.js';
+import type { DetectContext } from './context.js';
+import type { ObsGroup, ObsKind, Observations } from './correlator.js';
+import { finding, formatConntrack } from './evidence.js';
+import { mitigationsFor, remedy } from './remedies.js';
+import type { Finding, Mechanism } from './types.js';
+
+export function groupsOf(obs: Observations, kind: ObsKind): ObsGroup[] {
+  return obs.groups.filter((g) => g.kind === kind);
+}
+
+export interface ActiveSpec {
+  kind: ObsKind;
+  mechanism: Exclude<Mechanism, 'proxy-mode' | 'drift'>;
+  /** Labels for the entries of one example, e.g. ['outbound', 'return leg']. */
+  labels: string[];
+  summary(g: ObsGroup, first: ConntrackEntry[]): string;
+  /** The LB IP the mitigations are looked up for. */
+  vipOf?(first: ConntrackEntry[], s: ServiceView): string | undefined;
+}
+
+export function activeFindings(ctx: DetectContext, obs: Observations, spec: ActiveSpec): Finding[] {
+  return groupsOf(obs, spec.kind).map((g) => {
+    const first = g.examples[0]!;
+    const evidence: string[] = [];
+    for (const ex of g.examples) ex.forEach((e, i) => evidence.push(`conntrack ${spec.labels[i] ?? ''}: ${formatConntrack(e)}`));
+    if (g.count > g.examples.length) evidence.push(`(${g.count - g.examples.length} more like these)`);
+    const vip = spec.vipOf?.(first, g.svc);
+    return finding(g.svc, spec.mechanism, 'active', spec.summary(g, first), evidence, remedy(spec.mechanism, mitigationsFor(ctx, g.svc, vip)));
+  });
+}
+
+/** Key of a Service port, to let active findings supersede the config ones for the same port. */
+export function portKey(s: { namespace: string; name: string }, proto: string, port: number): string {
+  return `${s.namespace}/${s.name}|${proto}|${port}`;
+}
+
+export function activePorts(findings: Finding[]): Set<string> {
+  return new Set(findings.map((f) => portKey(f.service, f.port.protocol, f.port.port)));
+}

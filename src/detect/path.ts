@@ -1,0 +1,45 @@
+// Where pod→LB-IP traffic goes from this node: handled locally by kube-proxy
+// (VIP bound on kube-ipvs0, or DNATed by iptables rules), or out to the LB.
+// Only traffic that leaves can come back as a loop.
+import type { ServiceView } from '../cluster/types.js';
+import type { DetectContext } from './context.js';
+import { KUBE_IPVS_IFNAME } from './evidence.js';
+
+export interface VipPath {
+  /** undefined: cannot tell (no IPVS state and no NAT rules were read). */
+  leaves: boolean | undefined;
+  evidence: string[];
+}
+
+export function vipPath(ctx: DetectContext, s: ServiceView, ip: string): VipPath {
+  const nat = ctx.natFact(ip, s.protocol, s.port);
+  switch (ctx.proxy.mode) {
+    case 'ipvs': {
+      const bound = ctx.ipvsBound.has(ip);
+      return { leaves: !bound, evidence: [`${ip} ${bound ? 'is' : 'is not'} bound on ${KUBE_IPVS_IFNAME}`] };
+    }
+    case 'iptables':
+    case 'nftables':
+      if (nat) return { leaves: !nat.interceptedLocally, evidence: nat.evidence };
+      return { leaves: true, evidence: [`no kube-proxy ${ctx.proxy.mode} rule matches ${ip}:${s.port}/${s.protocol}`] };
+    default:
+      return { leaves: undefined, evidence: [] };
+  }
+}
+
+/** Whether the LB may send this Service's traffic to this node: every node with ETP=Cluster, only nodes with endpoints with ETP=Local. */
+export function lbMayTargetNode(s: ServiceView): boolean {
+  return s.externalTrafficPolicy === 'Cluster' || s.endpoints.some((e) => e.local);
+}
+
+/** Annotations by which an LB targets pod IPs directly (ENI / VPC-CNI modes). */
+const POD_TARGET_ANNOTATIONS: [string, string][] = [
+  ['service.cloud.tencent.com/direct-access', 'true'],
+  ['service.beta.kubernetes.io/aws-load-balancer-nlb-target-type', 'ip'],
+  ['service.beta.kubernetes.io/backend-type', 'eni'],
+];
+
+export function podTargetAnnotation(s: ServiceView): string | undefined {
+  for (const [k, v] of POD_TARGET_ANNOTATIONS) if (s.annotations.raw[k]?.toLowerCase() === v) return `${k}: "${s.annotations.raw[k]}"`;
+  return undefined;
+}

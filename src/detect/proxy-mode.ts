@@ -1,0 +1,77 @@
+// proxy-mode: which kube-proxy datapath this node runs, because it decides
+// which loopback mechanisms can apply. iptables (LB IPs DNATed by rules),
+// IPVS binding LB IPs on kube-ipvs0 (community), or IPVS without binding
+// them (TKE behaviour: pod→LB traffic leaves the node).
+import type { ServiceView } from '../cluster/types.js';
+import type { DetectContext } from './context.js';
+import { KUBE_IPVS_IFNAME, finding } from './evidence.js';
+import type { DiagnoseInput, Finding, ProxyMode } from './types.js';
+
+export type LbBinding = 'bound' | 'unbound' | 'mixed' | 'none-expected';
+
+export interface ProxyModeInfo {
+  mode: ProxyMode;
+  /** IPVS only: whether the LB IPs kube-proxy should handle are bound on kube-ipvs0. */
+  lbBinding?: LbBinding;
+  evidence: string[];
+}
+
+/** LB IPs a community kube-proxy would bind: ipMode VIP and no hostname-only status. */
+function expectedBound(services: ServiceView[]): string[] {
+  const ips = new Set<string>();
+  for (const s of services) for (const i of s.lbIngress) if (i.ipMode === 'VIP') ips.add(i.ip);
+  return [...ips];
+}
+
+export function classifyProxyMode(input: DiagnoseInput, services: ServiceView[]): ProxyModeInfo {
+  const evidence: string[] = [];
+  const ifaces = input.node.addresses?.interfaces ?? [];
+  const kubeIpvs = ifaces.find((i) => i.isKubeIpvs);
+  const vsCount = input.node.ipvs?.virtualServers.length ?? 0;
+  let mode: ProxyMode = input.nat?.proxyMode ?? 'unknown';
+  if (input.nat && mode !== 'unknown') evidence.push(...input.nat.evidence);
+  if (mode === 'unknown' && (vsCount > 0 || kubeIpvs)) mode = 'ipvs';
+  if (kubeIpvs) evidence.push(`${KUBE_IPVS_IFNAME}: ${kubeIpvs.addresses.length} addresses bound`);
+  if (vsCount > 0) evidence.push(`IPVS: ${vsCount} virtual servers`);
+  if (mode !== 'ipvs') return { mode, evidence };
+  const want = expectedBound(services);
+  const bound = want.filter((ip) => input.local.ipvsIps.includes(ip));
+  const unbound = want.filter((ip) => !input.local.ipvsIps.includes(ip));
+  if (bound.length > 0) evidence.push(`LB IPs bound on ${KUBE_IPVS_IFNAME}: ${bound.join(', ')}`);
+  if (unbound.length > 0) evidence.push(`LB IPs not bound on ${KUBE_IPVS_IFNAME}: ${unbound.join(', ')}`);
+  const lbBinding: LbBinding =
+    want.length === 0 ? 'none-expected' : unbound.length === 0 ? 'bound' : bound.length === 0 ? 'unbound' : 'mixed';
+  return { mode, lbBinding, evidence };
+}
+
+function describe(p: ProxyModeInfo, bound: boolean): string {
+  switch (p.mode) {
+    case 'iptables':
+    case 'nftables':
+      return `kube-proxy ${p.mode} mode: LB IPs are handled by NAT rules on the node`;
+    case 'ipvs':
+      return bound
+        ? `kube-proxy IPVS mode binding LB IPs on ${KUBE_IPVS_IFNAME} (community): pod→LB traffic stays on the node`
+        : `kube-proxy IPVS mode without LB-IP binding (TKE style): pod→LB traffic leaves the node towards the LB`;
+    default:
+      return 'kube-proxy mode unknown (no IPVS state and no kube-proxy NAT rules read)';
+  }
+}
+
+/** One info finding per LB Service port: the datapath its VIPs take from this node. */
+export function detectProxyMode(ctx: DetectContext): Finding[] {
+  const out: Finding[] = [];
+  for (const s of ctx.services) {
+    for (const ing of s.lbIngress) {
+      const bound = ctx.ipvsBound.has(ing.ip);
+      const ev = [...ctx.proxy.evidence];
+      if (ctx.proxy.mode === 'ipvs') ev.push(`${ing.ip} ${bound ? 'is' : 'is not'} bound on ${KUBE_IPVS_IFNAME}`);
+      const nat = ctx.natFact(ing.ip, s.protocol, s.port);
+      if (nat) ev.push(...nat.evidence);
+      out.push(
+        finding(s, 'proxy-mode', 'info', `${ing.ip}:${s.port}: ${describe(ctx.proxy, bound)}`, ev, 'No action: context for the other findings.'),
+      );
+    }
+  }
+  return out;
+}

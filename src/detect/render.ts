@@ -1,0 +1,71 @@
+// Rendering findings: grouped by Service for a terminal (colour only on a
+// TTY with NO_COLOR unset), or as JSON for machines.
+import type { DiagnoseResult, Finding, Severity } from './types.js';
+
+export interface RenderOptions {
+  color: boolean;
+  nodeName?: string;
+}
+
+/** Colour when stdout is a TTY and NO_COLOR is unset (https://no-color.org). */
+export function wantColor(stream: { isTTY?: boolean }, env: NodeJS.ProcessEnv = process.env): boolean {
+  return stream.isTTY === true && (env.NO_COLOR === undefined || env.NO_COLOR === '');
+}
+
+const SGR: Record<Severity | 'bold' | 'dim', string> = { active: '1;31', risk: '33', info: '2', bold: '1', dim: '2' };
+
+function paint(on: boolean, code: keyof typeof SGR, s: string): string {
+  return on ? `\x1b[${SGR[code]}m${s}\x1b[0m` : s;
+}
+
+function wrap(text: string, width: number, indent: string): string[] {
+  const out: string[] = [];
+  let line = '';
+  for (const word of text.split(/\s+/)) {
+    if (line && line.length + 1 + word.length > width) {
+      out.push(indent + line);
+      line = word;
+    } else line = line ? `${line} ${word}` : word;
+  }
+  if (line) out.push(indent + line);
+  return out;
+}
+
+function counts(findings: Finding[]): string {
+  const n = (s: Severity): number => findings.filter((f) => f.severity === s).length;
+  return `${n('active')} active, ${n('risk')} risk, ${n('info')} info`;
+}
+
+/** Findings are already sorted most severe first; groups keep that order by their first finding. */
+export function renderText(result: DiagnoseResult, opts: RenderOptions): string {
+  const c = opts.color;
+  const lines: string[] = [];
+  const head = `clbprobe diagnose${opts.nodeName ? ` — node ${opts.nodeName}` : ''}: ${counts(result.findings)}`;
+  lines.push(paint(c, 'bold', head));
+  if (result.findings.length === 0) lines.push('No LoadBalancer or Ingress Service found that concerns this node.');
+  const groups = new Map<string, Finding[]>();
+  for (const f of result.findings) {
+    const k = `${f.service.namespace}/${f.service.name}`;
+    groups.set(k, [...(groups.get(k) ?? []), f]);
+  }
+  for (const [name, fs] of groups) {
+    lines.push('', paint(c, 'bold', `Service ${name}`));
+    for (const f of fs) {
+      const port = `${f.port.protocol} ${f.port.port}${f.port.name ? ` (${f.port.name})` : ''}`;
+      lines.push(`  ${paint(c, f.severity, f.severity.toUpperCase().padEnd(6))} ${f.mechanism.padEnd(12)} ${port}`);
+      lines.push(...wrap(f.summary, 100, '      '));
+      if (f.evidence.length > 0) lines.push(paint(c, 'dim', '      evidence:'));
+      for (const e of f.evidence) lines.push(`        ${e}`);
+      if (f.severity !== 'info' || f.mechanism !== 'proxy-mode') lines.push(...wrap(`fix: ${f.remedy}`, 100, '      '));
+    }
+  }
+  if (result.warnings.length > 0) {
+    lines.push('', paint(c, 'bold', 'Warnings'));
+    for (const w of result.warnings) lines.push(`  - ${w}`);
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+export function renderJson(result: DiagnoseResult, nodeName?: string): string {
+  return `${JSON.stringify({ node: nodeName, ...result }, null, 2)}\n`;
+}

@@ -1,0 +1,83 @@
+// What the detectors consume and what they report.
+// A Finding is one mechanism from domain.md's table, for one Service port on
+// this node, with the exact evidence it relied on and the fix that applies.
+import type { ClusterView } from '../cluster/types.js';
+import type { ConntrackEntry, NodeSnapshot } from '../kernel/types.js';
+
+export type Mechanism =
+  | 'L4-loop'
+  | 'L7-loop'
+  | 'no-SNAT'
+  | 'hc-drop'
+  | 'port-refused'
+  | 'local-no-ep'
+  | 'direct-pod'
+  | 'proxy-mode'
+  | 'drift';
+
+/** active: the datapath (conntrack) shows it happening now; risk: the configuration allows it; info: context or fully mitigated. */
+export type Severity = 'active' | 'risk' | 'info';
+
+export interface Finding {
+  service: { namespace: string; name: string };
+  port: { port: number; protocol: string; name: string };
+  mechanism: Mechanism;
+  severity: Severity;
+  summary: string;
+  /** Exact addresses, rule lines, IPVS entries, conntrack entries (conntrack -L style). */
+  evidence: string[];
+  /** The concrete fix from domain.md that applies, and the mitigations already in place. */
+  remedy: string;
+}
+
+/** The node's own addresses, split by role (domain.md "local address"). */
+export interface LocalAddresses {
+  /** Addresses of the node's interfaces other than kube-ipvs0 and loopback, plus the Node object's addresses. */
+  nodeIps: string[];
+  /** Addresses bound on kube-ipvs0 (IPVS mode: VIPs kube-proxy answers for locally). */
+  ipvsIps: string[];
+  /** The node's pod CIDR(s). */
+  podCidrs: string[];
+}
+
+/**
+ * What kube-proxy's NAT rules do to pod traffic towards one LB VIP:port.
+ * The narrow view the detectors need from src/kernel/nat (kubeNatFacts).
+ */
+export interface LbNatFact {
+  ip: string;
+  port: number;
+  protocol: 'TCP' | 'UDP' | 'SCTP';
+  /** masquerade: pod→VIP gets KUBE-MARK-MASQ (source becomes the node IP); exempt: ETP=Local skips it. */
+  podTraffic: 'masquerade' | 'exempt' | 'unknown';
+  /** kube-proxy's rules DNAT VIP:port on this node (iptables KUBE-SERVICES/KUBE-EXT, or an IPVS ipset entry). */
+  interceptedLocally: boolean;
+  /** The rule lines or ipset members this fact comes from, verbatim. */
+  evidence: string[];
+}
+
+export type ProxyMode = 'iptables' | 'ipvs' | 'nftables' | 'unknown';
+
+export interface NatFacts {
+  proxyMode: ProxyMode;
+  /** Why that mode (e.g. "chain KUBE-SVC-ABC present"). */
+  evidence: string[];
+  lb: LbNatFact[];
+}
+
+export interface DiagnoseInput {
+  node: NodeSnapshot;
+  cluster: ClusterView;
+  local: LocalAddresses;
+  /** kube-proxy's NAT behaviour per LB VIP; undefined when the NAT tables could not be read. */
+  nat?: NatFacts;
+  /** Conntrack entries to correlate; may be a generator (the correlator keeps only the relevant ones). */
+  conntrack?: Iterable<ConntrackEntry>;
+  /** Problems reading the inputs (file + line), shown with the findings. */
+  warnings: string[];
+}
+
+export interface DiagnoseResult {
+  findings: Finding[];
+  warnings: string[];
+}
