@@ -225,19 +225,23 @@ static int enter_and_resolve(napi_env env, napi_value ifname_v, napi_value ns_v,
   return 0;
 }
 
-// bpfTcxAttach(progFd, ifname, egress, netnsPath?): link fd. The link (and
+// bpfTcxAttach(progFd, ifname, egress, flags, netnsPath?): link fd. flags
+// are BPF_F_BEFORE/AFTER (relative to no program: first/last). The link (and
 // the attachment) lives as long as an fd refers to it: it dies with us.
 static napi_value tcx_attach(napi_env env, napi_callback_info info) {
-  ARGS(4);
+  ARGS(5);
   int32_t prog_fd;
+  uint32_t flags;
   bool egress;
-  if (!arg_int(env, argv[0], &prog_fd) || !arg_bool(env, argv[2], &egress))
-    return throw_type(env, "bpfTcxAttach(progFd, ifname, egress, netnsPath?)");
+  if (!arg_int(env, argv[0], &prog_fd) || !arg_bool(env, argv[2], &egress) ||
+      !arg_u32(env, argv[3], &flags))
+    return throw_type(env, "bpfTcxAttach(progFd, ifname, egress, flags, netnsPath?)");
   netns_guard g;
   int ifindex;
   napi_value err;
-  if (enter_and_resolve(env, argv[1], argv[3], &g, &ifindex, &err) < 0) return err;
-  int fd = bpf_link_create(prog_fd, ifindex, egress ? CLBP_TCX_EGRESS : CLBP_TCX_INGRESS, NULL);
+  if (enter_and_resolve(env, argv[1], argv[4], &g, &ifindex, &err) < 0) return err;
+  LIBBPF_OPTS(bpf_link_create_opts, o, .flags = flags);
+  int fd = bpf_link_create(prog_fd, ifindex, egress ? CLBP_TCX_EGRESS : CLBP_TCX_INGRESS, &o);
   int e = errno;
   netns_leave(&g);
   if (fd < 0) return throw_errno(env, e, "bpf_link_create(TCX)");

@@ -139,6 +139,16 @@ static napi_value cap_open(napi_env env, napi_callback_info info) {
   return ext;
 }
 
+// pcapDatalink(cap): the DLT_* link type of the captured packets.
+static napi_value cap_datalink(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  cap_t *c = argc >= 1 ? get_cap(env, argv[0]) : NULL;
+  if (!c) return throw_type(env, "pcapDatalink(cap)");
+  return make_int(env, pcap_datalink(c->p));
+}
+
 // pcapSetFilter(cap, expression): compiles and installs a kernel filter.
 static napi_value cap_set_filter(napi_env env, napi_callback_info info) {
   size_t argc = 2;
@@ -322,6 +332,7 @@ static napi_value dump_close(napi_env env, napi_callback_info info) {
 napi_status register_pcap(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
       {"pcapOpen", NULL, cap_open, NULL, NULL, NULL, napi_default, NULL},
+      {"pcapDatalink", NULL, cap_datalink, NULL, NULL, NULL, napi_default, NULL},
       {"pcapSetFilter", NULL, cap_set_filter, NULL, NULL, NULL, napi_default, NULL},
       {"pcapFd", NULL, cap_fd, NULL, NULL, NULL, napi_default, NULL},
       {"pcapRead", NULL, cap_read, NULL, NULL, NULL, napi_default, NULL},
