@@ -1,0 +1,91 @@
+// `clbprobe diagnose`: per Service, whether LB loopback can happen or is
+// happening on this node, the proof and the fix. Reads this node (or a
+// bundle), streams conntrack through the correlator, renders the findings.
+import { Command } from 'commander';
+import { hostname } from 'node:os';
+import { loadClusterFile, ClusterFileError } from '../cluster/file.js';
+import type { ClusterView } from '../cluster/types.js';
+import { Diagnosis, hasActive } from '../detect/index.js';
+import { localAddresses } from '../detect/local.js';
+import { renderJson, renderText, wantColor } from '../detect/render.js';
+import type { DiagnoseResult } from '../detect/types.js';
+import { dumpConntrack } from '../kernel/conntrack/dump.js';
+import { readNat } from '../kernel/nat/read.js';
+import { takeSnapshot } from '../kernel/snapshot.js';
+import { EXIT_FINDING, EXIT_OK, UserError, fail } from './errors.js';
+import { netnsPath } from './netns.js';
+
+interface DiagnoseFlags {
+  json?: boolean;
+  nodeName?: string;
+  clusterFile?: string;
+  netns?: string;
+}
+
+function loadCluster(flags: DiagnoseFlags, nodeName: string): ClusterView {
+  if (!flags.clusterFile) {
+    throw new UserError(
+      'diagnose: no cluster source: pass --cluster-file FILE (kubectl get svc,ingress,endpointslices,nodes -A -o json > FILE)',
+    );
+  }
+  try {
+    return loadClusterFile(flags.clusterFile, { nodeName });
+  } catch (e) {
+    if (e instanceof ClusterFileError) throw new UserError(e.message);
+    throw e;
+  }
+}
+
+/** Reads this node live and diagnoses it; conntrack is streamed, never held whole. */
+export async function runLive(flags: DiagnoseFlags, nodeName: string): Promise<DiagnoseResult> {
+  const cluster = loadCluster(flags, nodeName);
+  const netns = flags.netns ? netnsPath(flags.netns) : undefined;
+  const ns = netns ? { netns } : {};
+  const node = await takeSnapshot(ns, { nat: (o) => readNat(o) });
+  const warnings: string[] = [];
+  const diag = new Diagnosis({ node, cluster, local: localAddresses(node.addresses, cluster.node), warnings });
+  try {
+    await dumpConntrack((batch) => batch.forEach((e) => diag.add(e)), ns);
+    diag.conntrackSeen();
+  } catch (e) {
+    warnings.push(`conntrack not streamed: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  if (!cluster.node) warnings.push(`node ${nodeName} not found in the cluster view: pod CIDRs taken from bridge addresses`);
+  return diag.finish();
+}
+
+export function register(program: Command): void {
+  program
+    .command('diagnose')
+    .description(
+      'Tell, per LoadBalancer/Ingress Service, whether LB loopback can happen or is happening on this node:\n' +
+        'the mechanism (L4-loop, L7-loop, no-SNAT, hc-drop, port-refused, local-no-ep, direct-pod, drift),\n' +
+        'the evidence (conntrack entries, addresses, IPVS and NAT rules) and the fix. Needs root or CAP_NET_ADMIN.',
+    )
+    .option('--cluster-file <file>', 'Services, EndpointSlices, Ingresses and Nodes as `kubectl get ... -o json` wrote them')
+    .option('--node-name <name>', 'this node in the cluster view (default: $NODE_NAME, else the hostname)')
+    .option('--json', 'print findings and warnings as JSON')
+    .option('--netns <name>', 'diagnose the network namespace NAME (/var/run/netns/NAME) or a path instead of this one')
+    .addHelpText(
+      'after',
+      `
+Examples:
+  kubectl get svc,ingress,endpointslices,nodes -A -o json > cluster.json
+  clbprobe diagnose --cluster-file cluster.json --node-name node-1
+  clbprobe diagnose --cluster-file cluster.json --json | jq '.findings[] | select(.severity=="active")'
+
+Exit codes: 0 nothing active, 1 an active loopback was found (conntrack shows it), 2 errors.`,
+    )
+    .action(async (flags: DiagnoseFlags) => {
+      try {
+        const nodeName = flags.nodeName ?? process.env.NODE_NAME ?? hostname();
+        const result = await runLive(flags, nodeName);
+        process.stdout.write(
+          flags.json ? renderJson(result, nodeName) : renderText(result, { color: wantColor(process.stdout), nodeName }),
+        );
+        process.exitCode = hasActive(result.findings) ? EXIT_FINDING : EXIT_OK;
+      } catch (e) {
+        fail(e);
+      }
+    });
+}
