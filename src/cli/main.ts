@@ -3,6 +3,7 @@
 // Each subcommand lives in its own file and exports register(program).
 import { Command } from 'commander';
 import { register as registerSnapshot } from './snapshot.js';
+import { register as registerDiagnose } from './diagnose.js';
 
 const program = new Command();
 program
@@ -23,6 +24,7 @@ Examples:
 
 
 registerSnapshot(program);
+registerDiagnose(program);
 
 program.parseAsync(process.argv).catch((e: unknown) => {
   process.stderr.write(`clbprobe: ${e instanceof Error ? e.message : String(e)}\n`);
