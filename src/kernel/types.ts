@@ -77,25 +77,55 @@ export interface IpvsRealServer {
   inactiveConns: number;
   persistentConns: number;
   stats?: IpvsStats;
+  /** Address family of the real server when it differs from the service's (tunnels may cross families). */
+  family?: Family;
+  /** Connection thresholds (ipvsadm -x/-y); 0 = none. */
+  upperThreshold?: number;
+  lowerThreshold?: number;
+  /** Only for forward 'tunnel'. */
+  tunnel?: IpvsTunnel;
+}
+
+export interface IpvsTunnel {
+  type: 'ipip' | 'gue' | 'gre' | number;
+  /** GUE destination port; 0 otherwise. */
+  port: number;
+  checksum: 'nocsum' | 'csum' | 'remcsum' | number;
 }
 
 export interface IpvsVirtualServer {
   family: Family;
+  /** 0 for fwmark services (they match any protocol). */
   protocol: 'TCP' | 'UDP' | 'SCTP' | number;
   /** Absent for fwmark services. */
   address?: string;
   port?: number;
   fwmark?: number;
   scheduler: string;
-  /** IP_VS_SVC_F_* names, e.g. ['persistent', 'hashed']. */
+  /**
+   * IP_VS_SVC_F_* names as ipvsadm spells them: 'persistent', 'one-packet', and
+   * scheduler flags ('sh-fallback', 'sh-port', 'mh-fallback', 'mh-port', else
+   * 'flag-1'..'flag-3'). The kernel-internal 'hashed' bit is left out.
+   */
   flags: string[];
+  /** Persistence timeout in seconds (0 when not persistent). */
   timeoutS: number;
+  /** Persistence granularity: a dotted mask for IPv4 ('255.255.255.255' = per client), a prefix length for IPv6 ('128'). */
+  netmask?: string;
+  /** Persistence engine (e.g. 'sip'). */
+  peName?: string;
   stats?: IpvsStats;
   realServers: IpvsRealServer[];
 }
 
 export interface IpvsSnapshot {
   virtualServers: IpvsVirtualServer[];
+  /**
+   * Fields the source could not provide and that are therefore 0 / absent
+   * (from ipvsadm text, e.g. 'conns', 'persistentConns', 'stats', 'rates',
+   * 'thresholds', 'tunnel'); absent for a netlink read, which has them all.
+   */
+  missing?: string[];
 }
 
 // ---- Conntrack -------------------------------------------------------------
