@@ -6,7 +6,7 @@ import { hostname } from 'node:os';
 import { loadClusterFile, ClusterFileError } from '../cluster/file.js';
 import type { ClusterView } from '../cluster/types.js';
 import { Diagnosis, hasActive } from '../detect/index.js';
-import { localAddresses } from '../detect/local.js';
+import { diagnoseInputOf } from '../detect/input.js';
 import { renderJson, renderText, wantColor } from '../detect/render.js';
 import type { DiagnoseResult } from '../detect/types.js';
 import { dumpConntrack } from '../kernel/conntrack/dump.js';
@@ -43,7 +43,7 @@ export async function runLive(flags: DiagnoseFlags, nodeName: string): Promise<D
   const ns = netns ? { netns } : {};
   const node = await takeSnapshot(ns, { nat: (o) => readNat(o) });
   const warnings: string[] = [];
-  const diag = new Diagnosis({ node, cluster, local: localAddresses(node.addresses, cluster.node), warnings });
+  const diag = new Diagnosis(diagnoseInputOf(node, cluster, warnings));
   try {
     await dumpConntrack((batch) => batch.forEach((e) => diag.add(e)), ns);
     diag.conntrackSeen();

@@ -1,0 +1,46 @@
+// Building a DiagnoseInput from what the readers produce: the node snapshot
+// (live or from a bundle), the cluster view, and kube-proxy's NAT facts as
+// src/kernel/nat/kube.ts derives them from the rules.
+import type { ClusterView } from '../cluster/types.js';
+import { kubeNatFacts, type KubeNatFacts } from '../kernel/nat/kube.js';
+import type { NodeSnapshot } from '../kernel/types.js';
+import { localAddresses } from './local.js';
+import type { DiagnoseInput, LbNatFact, NatFacts, ProxyMode } from './types.js';
+
+const PROTOCOLS = { tcp: 'TCP', udp: 'UDP', sctp: 'SCTP' } as const;
+
+/**
+ * The detectors' view of kube-proxy's NAT facts. "mixed" (chains of both modes,
+ * e.g. left over after a mode switch) is decided by whether IPVS state exists.
+ */
+export function natFactsFrom(k: KubeNatFacts, ipvsState: boolean): NatFacts {
+  const mode: ProxyMode =
+    k.mode === 'mixed' ? (ipvsState ? 'ipvs' : 'iptables') : k.mode === 'none' ? 'unknown' : k.mode;
+  const lb: LbNatFact[] = [];
+  for (const f of k.loadBalancers) {
+    const protocol = PROTOCOLS[f.protocol.toLowerCase() as keyof typeof PROTOCOLS];
+    if (!protocol) continue;
+    lb.push({
+      ip: f.vip,
+      port: f.port,
+      protocol,
+      podTraffic: f.podTraffic,
+      // Only 'not-captured' is known to leave the node; an unknown walk claims nothing.
+      interceptedLocally: f.capture !== 'not-captured',
+      evidence: f.evidence,
+    });
+  }
+  return { proxyMode: mode, evidence: k.modeEvidence, lb };
+}
+
+export function diagnoseInputOf(node: NodeSnapshot, cluster: ClusterView, warnings: string[] = []): Omit<DiagnoseInput, 'conntrack'> {
+  const ipvsState =
+    (node.ipvs?.virtualServers.length ?? 0) > 0 || (node.addresses?.interfaces.some((i) => i.isKubeIpvs) ?? false);
+  return {
+    node,
+    cluster,
+    local: localAddresses(node.addresses, cluster.node),
+    ...(node.nat ? { nat: natFactsFrom(kubeNatFacts(node.nat), ipvsState) } : {}),
+    warnings,
+  };
+}
