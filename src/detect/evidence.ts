@@ -1,32 +1,12 @@
 // Evidence lines in the text forms SREs already know: conntrack -L for
-// conntrack entries, ipvsadm -Ln for IPVS virtual servers.
+// conntrack entries (the lead's formatter), ipvsadm -Ln for IPVS virtual servers.
 import type { ServiceView } from '../cluster/types.js';
-import type { ConntrackEntry, ConntrackTuple, IpvsForward, IpvsVirtualServer } from '../kernel/types.js';
+import type { IpvsForward, IpvsVirtualServer } from '../kernel/types.js';
 import type { Finding, Mechanism, Severity } from './types.js';
 
 function hostPort(ip: string, port: number | undefined): string {
   const h = ip.includes(':') ? `[${ip}]` : ip;
   return port === undefined ? h : `${h}:${port}`;
-}
-
-function tuple(t: ConntrackTuple): string {
-  const ports = t.sport !== undefined ? ` sport=${t.sport} dport=${t.dport ?? 0}` : '';
-  return `src=${t.src} dst=${t.dst}${ports}`;
-}
-
-/** One entry as `conntrack -L` prints it (default output format). */
-export function formatConntrack(e: ConntrackEntry): string {
-  const flags = new Set(e.statusFlags);
-  const parts = [`${e.proto.padEnd(8)} ${e.orig.protoNum} ${e.timeoutS}`];
-  if (e.tcpState) parts.push(e.tcpState);
-  parts.push(tuple(e.orig));
-  if (!flags.has('SEEN_REPLY')) parts.push('[UNREPLIED]');
-  parts.push(tuple(e.reply));
-  if (flags.has('ASSURED')) parts.push('[ASSURED]');
-  parts.push(`mark=${e.mark}`);
-  if (e.zone) parts.push(`zone=${e.zone}`);
-  parts.push(`use=${e.use ?? 1}`);
-  return parts.join(' ');
 }
 
 const FWD: Record<string, string> = { masq: 'Masq', local: 'Local', tunnel: 'Tunnel', route: 'Route', bypass: 'Bypass' };
@@ -81,3 +61,5 @@ export { hostPort };
 
 /** kube-proxy's IPVS dummy device (same name as src/kernel/addresses.ts; not imported to keep detectors free of the native addon). */
 export const KUBE_IPVS_IFNAME = 'kube-ipvs0';
+
+export { formatConntrack } from '../kernel/conntrack/format.js';

@@ -61,25 +61,42 @@ function warningsOf(input: DiagnoseInput, obs: Observations, conntrackRead: bool
   return w;
 }
 
-/** Synchronous diagnosis over entries already at hand (an array or a generator). */
-export function diagnose(input: DiagnoseInput): DiagnoseResult {
-  const ctx = buildContext(input);
-  const corr = new ConntrackCorrelator(ctx);
-  for (const e of input.conntrack ?? []) corr.add(e);
-  const obs = corr.observations();
-  return { findings: runDetectors(ctx, obs), warnings: warningsOf(input, obs, input.conntrack !== undefined) };
+/**
+ * A diagnosis fed entry by entry (a live dump's batches, a bundle file read
+ * line by line): only the entries that matter are kept by the correlator.
+ */
+export class Diagnosis {
+  private readonly ctx: DetectContext;
+  private readonly corr: ConntrackCorrelator;
+  private conntrackRead = false;
+
+  constructor(private readonly input: Omit<DiagnoseInput, 'conntrack'>) {
+    this.ctx = buildContext(input);
+    this.corr = new ConntrackCorrelator(this.ctx);
+  }
+
+  /** Marks conntrack as read even if the table was empty. */
+  conntrackSeen(): void {
+    this.conntrackRead = true;
+  }
+
+  add(e: ConntrackEntry): void {
+    this.conntrackRead = true;
+    this.corr.add(e);
+  }
+
+  finish(): DiagnoseResult {
+    const obs = this.corr.observations();
+    return { findings: runDetectors(this.ctx, obs), warnings: warningsOf(this.input, obs, this.conntrackRead) };
+  }
 }
 
-/** The same over a stream (a live dump or a large file): entries are correlated as they arrive. */
-export async function diagnoseStream(
-  input: Omit<DiagnoseInput, 'conntrack'>,
-  entries: AsyncIterable<ConntrackEntry> | undefined,
-): Promise<DiagnoseResult> {
-  const ctx = buildContext(input);
-  const corr = new ConntrackCorrelator(ctx);
-  if (entries) for await (const e of entries) corr.add(e);
-  const obs = corr.observations();
-  return { findings: runDetectors(ctx, obs), warnings: warningsOf(input, obs, entries !== undefined) };
+/** Diagnosis over entries already at hand (an array or a generator). */
+export function diagnose(input: DiagnoseInput): DiagnoseResult {
+  const d = new Diagnosis(input);
+  if (input.conntrack) d.conntrackSeen();
+  for (const e of input.conntrack ?? []) d.add(e);
+  return d.finish();
 }
 
 export function hasActive(findings: Finding[]): boolean {
