@@ -1,0 +1,18 @@
+// Parse failures of NAT inputs name the input and the 1-based line, so a user
+// can open the capture at the right place.
+
+export class NatParseError extends Error {
+  constructor(
+    readonly source: string,
+    readonly line: number,
+    detail: string,
+  ) {
+    super(`${source}:${line}: ${detail}`);
+    this.name = 'NatParseError';
+  }
+}
+
+/** Text of a warning about one line of an input. */
+export function lineIssue(source: string, line: number, detail: string): string {
+  return `${source}:${line}: ${detail}`;
+}

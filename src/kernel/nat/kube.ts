@@ -1,0 +1,305 @@
+// What kube-proxy's NAT rules say about LoadBalancer traffic on this node, for
+// the detectors: the proxy mode, and for each LB VIP:port whether a connection
+// from a pod on this node is marked for masquerade (SNAT to the node) or left
+// with the pod's address (externalTrafficPolicy=Local behaviour), with the rule
+// lines and ipset members that show it.
+//
+// Formats (kubernetes pkg/proxy/iptables and pkg/proxy/ipvs):
+//   iptables < 1.24: KUBE-SERVICES "-d VIP ... loadbalancer IP" -> KUBE-FW-X;
+//     ETP=Cluster: KUBE-FW-X -> KUBE-MARK-MASQ, KUBE-SVC-X;
+//     ETP=Local:   KUBE-FW-X -> KUBE-XLB-X: "-s podCIDR ... Redirect pods ..." -> KUBE-SVC-X (no mark).
+//   iptables >= 1.24: "loadbalancer IP" -> KUBE-EXT-X (or KUBE-FW-X with source ranges);
+//     ETP=Cluster: KUBE-EXT-X "masquerade traffic for ..." -> KUBE-MARK-MASQ;
+//     ETP=Local:   KUBE-EXT-X "pod traffic for ..." -> KUBE-SVC-X, then -> KUBE-SVL-X.
+//   IPVS: KUBE-SERVICES --match-set KUBE-LOAD-BALANCER -> KUBE-LOAD-BALANCER:
+//     --match-set KUBE-LOAD-BALANCER-LOCAL -> RETURN, then -> KUBE-MARK-MASQ.
+import { findOptions } from './rule-spec.js';
+import { sourceSelectors, walkNat, type PodSelectors, type WalkResult, type WalkTables } from './walk.js';
+import type { IpsetSet, IptablesDump, IptablesRule, NatFamily, NatSnapshot } from './types.js';
+
+export type KubeProxyMode = 'iptables' | 'ipvs' | 'mixed' | 'none';
+export type TrafficPolicy = 'Local' | 'Cluster';
+
+export interface LoadBalancerFact {
+  family: NatFamily;
+  vip: string;
+  port: number;
+  protocol: string;
+  /** 'namespace/name:port' from the rule comment (iptables mode only; IPVS ipsets carry no names). */
+  service?: string;
+  /** externalTrafficPolicy as the rules imply it. */
+  trafficPolicy?: TrafficPolicy;
+  /** Whether kube-proxy marks pod -> VIP connections for masquerade. */
+  podTraffic: 'masquerade' | 'exempt' | 'unknown';
+  /** Where the nat table sends pod -> VIP: DNAT to endpoints, accepted for IPVS, or not captured (leaves for the real LB). */
+  capture: 'dnat' | 'ipvs' | 'not-captured' | 'dropped' | 'unknown';
+  /** Rule lines ('iptables-nft-save:123: -A ...') and ipset lookups that show the above. */
+  evidence: string[];
+}
+
+export interface NodePortFact {
+  family: NatFamily;
+  port: number;
+  protocol: string;
+  service?: string;
+  trafficPolicy?: TrafficPolicy;
+  evidence: string[];
+}
+
+export interface KubeNatFacts {
+  mode: KubeProxyMode;
+  modeEvidence: string[];
+  /** iptables mode: chain names before 1.24 (KUBE-XLB) or from 1.24 (KUBE-EXT/KUBE-SVL). */
+  iptablesGeneration?: 'pre-1.24' | '1.24+';
+  /** How kube-proxy tells pod traffic apart (e.g. '-s 10.244.0.0/16'), per family. */
+  podSelectors: Partial<Record<NatFamily, PodSelectors>>;
+  loadBalancers: LoadBalancerFact[];
+  nodePorts: NodePortFact[];
+}
+
+const IPTABLES_CHAIN = /^KUBE-(SVC|SEP|EXT|SVL|FW|XLB)-/;
+
+export function kubeNatFacts(nat: NatSnapshot): KubeNatFacts {
+  const dumps = [nat.v4, nat.v6].filter((d): d is IptablesDump => !!d);
+  const sets = new Map((nat.ipsets?.sets ?? []).map((s) => [s.name, s] as const));
+  const facts: KubeNatFacts = { mode: 'none', modeEvidence: [], podSelectors: {}, loadBalancers: [], nodePorts: [] };
+  let iptables = false;
+  let ipvs = false;
+  for (const dump of dumps) {
+    const chains = natChains(dump);
+    const names = [...chains.keys()];
+    const ipt = names.filter((n) => IPTABLES_CHAIN.test(n) || n === 'KUBE-NODEPORTS');
+    const vs = names.filter((n) => n === 'KUBE-LOAD-BALANCER' || n === 'KUBE-NODE-PORT');
+    if (ipt.length) facts.modeEvidence.push(`${dump.source}: iptables-mode chains ${sample(ipt)}`);
+    if (vs.length) facts.modeEvidence.push(`${dump.source}: IPVS-mode chains ${sample(vs)}`);
+    if (!chains.has('KUBE-SERVICES')) facts.modeEvidence.push(`${dump.source}: no KUBE-SERVICES chain in the nat table`);
+    iptables ||= ipt.length > 0;
+    ipvs ||= vs.length > 0;
+    if (names.some((n) => n.startsWith('KUBE-XLB-'))) facts.iptablesGeneration = 'pre-1.24';
+    else if (names.some((n) => n.startsWith('KUBE-EXT-') || n.startsWith('KUBE-SVL-'))) facts.iptablesGeneration ??= '1.24+';
+
+    const familySets = new Map([...sets].filter(([, s]) => setFamily(s) === undefined || setFamily(s) === dump.family));
+    const tables: WalkTables = { chains, sets: familySets, pod: podSelectors(chains) };
+    facts.podSelectors[dump.family] = tables.pod;
+    facts.loadBalancers.push(...loadBalancers(dump, tables));
+    facts.nodePorts.push(...iptablesNodePorts(dump, tables), ...ipvsNodePorts(dump, tables));
+  }
+  facts.mode = iptables && ipvs ? 'mixed' : iptables ? 'iptables' : ipvs ? 'ipvs' : 'none';
+  if (facts.mode !== 'iptables' && facts.mode !== 'mixed') delete facts.iptablesGeneration;
+  return facts;
+}
+
+function natChains(dump: IptablesDump): Map<string, IptablesRule[]> {
+  const chains = new Map<string, IptablesRule[]>();
+  const nat = dump.tables.find((t) => t.name === 'nat');
+  for (const c of nat?.chains ?? []) chains.set(c.name, []);
+  for (const r of nat?.rules ?? []) {
+    const list = chains.get(r.chain) ?? [];
+    list.push(r);
+    chains.set(r.chain, list);
+  }
+  return chains;
+}
+
+/**
+ * kube-proxy's local traffic detector, read back from the rules it wrote: the source
+ * of "pod traffic"/"Redirect pods" rules, and the negated source of masquerade rules
+ * for cluster IPs ("! -s podCIDR ... -j KUBE-MARK-MASQ").
+ */
+function podSelectors(chains: Map<string, IptablesRule[]>): PodSelectors {
+  const cidrs = new Set<string>();
+  const interfaces = new Set<string>();
+  for (const rules of chains.values()) {
+    for (const r of rules) {
+      const c = r.comment ?? '';
+      const sel = c.startsWith('pod traffic for ') || c.startsWith('Redirect pods trying to reach external')
+        ? sourceSelectors(r, false)
+        : r.target === 'KUBE-MARK-MASQ'
+          ? sourceSelectors(r, true)
+          : undefined;
+      sel?.cidrs.forEach((x) => cidrs.add(x));
+      sel?.interfaces.forEach((x) => interfaces.add(x));
+    }
+  }
+  return { cidrs: [...cidrs], interfaces: [...interfaces] };
+}
+
+interface VipCandidate {
+  vip: string;
+  port: number;
+  protocol: string;
+  service?: string;
+  /** The rule or ipset member that names this VIP. */
+  origin: string;
+}
+
+function loadBalancers(dump: IptablesDump, t: WalkTables): LoadBalancerFact[] {
+  const start = (t.chains.get('PREROUTING') ?? []).some((r) => r.target === 'KUBE-SERVICES') ? 'PREROUTING' : 'KUBE-SERVICES';
+  const seen = new Set<string>();
+  const out: LoadBalancerFact[] = [];
+  for (const c of [...iptablesVips(dump, t), ...ipvsVips(t)]) {
+    const key = `${c.vip}|${c.port}|${c.protocol}`;
+    if (seen.has(key)) continue;
+    seen.add(key);
+    const walk = walkNat(t, start, { dst: c.vip, protocol: c.protocol, dport: c.port });
+    const policy = trafficPolicy(t, walk);
+    out.push({
+      family: dump.family,
+      vip: c.vip,
+      port: c.port,
+      protocol: c.protocol,
+      ...(c.service ? { service: c.service } : {}),
+      ...(policy ? { trafficPolicy: policy } : {}),
+      podTraffic: walk.masq.some((s) => s.certain) ? 'masquerade' : walk.masq.length ? 'unknown' : 'exempt',
+      capture: captureOf(walk),
+      evidence: [c.origin, ...walkEvidence(dump.source, walk)],
+    });
+  }
+  return out;
+}
+
+function iptablesVips(dump: IptablesDump, t: WalkTables): VipCandidate[] {
+  const out: VipCandidate[] = [];
+  for (const r of t.chains.get('KUBE-SERVICES') ?? []) {
+    if (!r.comment?.endsWith(' loadbalancer IP')) continue;
+    const d = findOptions(r.matches, '-d', '')[0]?.values[0];
+    const p = findOptions(r.matches, '-p', '')[0]?.values[0];
+    const port = findOptions(r.matches, '--dport')[0]?.values[0];
+    if (!d || !p || !port) continue;
+    out.push({
+      vip: d.replace(/\/(32|128)$/, ''),
+      port: Number(port),
+      protocol: p.toLowerCase(),
+      service: r.comment.slice(0, -' loadbalancer IP'.length),
+      origin: ruleEvidence(dump.source, r),
+    });
+  }
+  return out;
+}
+
+/** IPVS mode: the members of the sets that KUBE-SERVICES matches to jump to KUBE-LOAD-BALANCER. */
+function ipvsVips(t: WalkTables): VipCandidate[] {
+  const out: VipCandidate[] = [];
+  for (const r of t.chains.get('KUBE-SERVICES') ?? []) {
+    if (r.target !== 'KUBE-LOAD-BALANCER') continue;
+    for (const o of findOptions(r.matches, '--match-set', 'set')) {
+      const set = t.sets.get(o.values[0] ?? '');
+      for (const m of set?.members ?? []) {
+        const [ip, protoPort] = m.entry.split(',');
+        const [proto, port] = (protoPort ?? '').split(':');
+        if (!ip || !proto || !port) continue;
+        out.push({ vip: ip, port: Number(port), protocol: proto, origin: `ipset ${set!.name} member ${m.entry}` });
+      }
+    }
+  }
+  return out;
+}
+
+/** externalTrafficPolicy from the shape of the chains the VIP's traffic passes. */
+function trafficPolicy(t: WalkTables, walk: WalkResult): TrafficPolicy | undefined {
+  for (const chain of walk.visited) {
+    const rules = t.chains.get(chain) ?? [];
+    if (chain.startsWith('KUBE-XLB-')) return 'Local';
+    if (chain.startsWith('KUBE-EXT-')) return extPolicy(rules);
+    if (chain.startsWith('KUBE-FW-') && rules.some((r) => r.target?.startsWith('KUBE-XLB-'))) return 'Local';
+    if (chain === 'KUBE-LOAD-BALANCER') {
+      const local = walk.lookups.some((l) => l.rule.chain === chain && l.rule.target === 'RETURN' && l.result === 'yes');
+      return local ? 'Local' : 'Cluster';
+    }
+  }
+  if (walk.visited.some((c) => c.startsWith('KUBE-FW-'))) return 'Cluster';
+  return undefined;
+}
+
+function extPolicy(rules: IptablesRule[]): TrafficPolicy {
+  const local = rules.some(
+    (r) =>
+      r.target?.startsWith('KUBE-SVL-') ||
+      r.comment?.startsWith('pod traffic for ') ||
+      r.comment?.startsWith('masquerade LOCAL traffic for '),
+  );
+  return local ? 'Local' : 'Cluster';
+}
+
+function captureOf(walk: WalkResult): LoadBalancerFact['capture'] {
+  switch (walk.end) {
+    case 'dnat':
+      return 'dnat';
+    case 'accept':
+      return walk.visited.includes('KUBE-LOAD-BALANCER') ? 'ipvs' : 'unknown';
+    case 'drop':
+    case 'reject':
+      return 'dropped';
+    case 'return':
+    case 'fallthrough':
+      return walk.steps.some((s) => s.rule.target === 'DNAT') ? 'unknown' : 'not-captured';
+    default:
+      return 'unknown';
+  }
+}
+
+function walkEvidence(source: string, walk: WalkResult): string[] {
+  const out: string[] = [];
+  for (const s of walk.steps) out.push(`${ruleEvidence(source, s.rule)}${s.certain ? '' : ' (may not apply)'}`);
+  for (const l of walk.lookups) {
+    if (l.result === 'yes') out.push(`ipset ${l.set} has ${l.key} (${source}:${l.rule.line})`);
+    else if (l.rule.target === 'RETURN' && l.result === 'no') out.push(`ipset ${l.set} does not have ${l.key} (${source}:${l.rule.line})`);
+  }
+  return out;
+}
+
+function ruleEvidence(source: string, r: IptablesRule): string {
+  return `${source}:${r.line}: -A ${r.chain} ${r.spec}`;
+}
+
+function iptablesNodePorts(dump: IptablesDump, t: WalkTables): NodePortFact[] {
+  const byKey = new Map<string, NodePortFact>();
+  for (const r of t.chains.get('KUBE-NODEPORTS') ?? []) {
+    const port = findOptions(r.matches, '--dport')[0]?.values[0];
+    const proto = findOptions(r.matches, '-p', '')[0]?.values[0];
+    if (!port || !proto || !r.target) continue;
+    const key = `${proto}|${port}`;
+    const fact = byKey.get(key) ?? { family: dump.family, port: Number(port), protocol: proto.toLowerCase(), evidence: [] };
+    if (r.comment && !fact.service) fact.service = r.comment;
+    fact.evidence.push(ruleEvidence(dump.source, r));
+    const policy = r.target.startsWith('KUBE-XLB-')
+      ? 'Local'
+      : r.target.startsWith('KUBE-EXT-')
+        ? extPolicy(t.chains.get(r.target) ?? [])
+        : r.target.startsWith('KUBE-SVC-')
+          ? 'Cluster'
+          : undefined;
+    if (policy) fact.trafficPolicy = policy;
+    byKey.set(key, fact);
+  }
+  return [...byKey.values()];
+}
+
+/** IPVS mode: KUBE-NODE-PORT matches port sets; the ones that RETURN hold the ETP=Local ports. */
+function ipvsNodePorts(dump: IptablesDump, t: WalkTables): NodePortFact[] {
+  const byKey = new Map<string, NodePortFact>();
+  for (const r of t.chains.get('KUBE-NODE-PORT') ?? []) {
+    const proto = findOptions(r.matches, '-p', '')[0]?.values[0]?.toLowerCase();
+    const setName = findOptions(r.matches, '--match-set', 'set')[0]?.values[0];
+    const set = setName ? t.sets.get(setName) : undefined;
+    if (!proto || !set) continue;
+    for (const m of set.members) {
+      const port = Number(m.entry.slice(m.entry.lastIndexOf(':') + 1));
+      const key = `${proto}|${port}`;
+      const fact = byKey.get(key) ?? { family: dump.family, port, protocol: proto, evidence: [] };
+      fact.evidence.push(`ipset ${set.name} member ${m.entry} (${ruleEvidence(dump.source, r)})`);
+      if (r.target === 'RETURN') fact.trafficPolicy = 'Local';
+      else fact.trafficPolicy ??= 'Cluster';
+      byKey.set(key, fact);
+    }
+  }
+  return [...byKey.values()];
+}
+
+function setFamily(s: IpsetSet): NatFamily | undefined {
+  return s.family === 'inet' ? 4 : s.family === 'inet6' ? 6 : undefined;
+}
+
+function sample(names: string[]): string {
+  return names.length > 4 ? `${names.slice(0, 4).join(', ')} (+${names.length - 4} more)` : names.join(', ');
+}

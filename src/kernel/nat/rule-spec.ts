@@ -1,0 +1,117 @@
+// Turns the words of one rule (after `-A CHAIN`) into matches and a target.
+// Unknown match modules are kept as they are: every `--option` after `-m NAME`
+// belongs to NAME, with the words up to the next option as its values.
+import type { MatchOption, RuleMatch } from './types.js';
+import type { Token } from './tokenize.js';
+
+export interface ParsedSpec {
+  matches: RuleMatch[];
+  target?: string;
+  goto: boolean;
+  targetArgs: string[];
+  comment?: string;
+}
+
+/** Base (non-module) options and how many values each takes. */
+const BASE_OPTIONS: Record<string, { canonical: string; arity: number }> = {
+  '-s': { canonical: '-s', arity: 1 },
+  '--source': { canonical: '-s', arity: 1 },
+  '--src': { canonical: '-s', arity: 1 },
+  '-d': { canonical: '-d', arity: 1 },
+  '--destination': { canonical: '-d', arity: 1 },
+  '--dst': { canonical: '-d', arity: 1 },
+  '-p': { canonical: '-p', arity: 1 },
+  '--protocol': { canonical: '-p', arity: 1 },
+  '-i': { canonical: '-i', arity: 1 },
+  '--in-interface': { canonical: '-i', arity: 1 },
+  '-o': { canonical: '-o', arity: 1 },
+  '--out-interface': { canonical: '-o', arity: 1 },
+  '-f': { canonical: '-f', arity: 0 },
+  '--fragment': { canonical: '-f', arity: 0 },
+};
+
+export type SpecResult = { ok: true; spec: ParsedSpec } | { ok: false; error: string };
+
+export function parseRuleSpec(tokens: Token[]): SpecResult {
+  const base: RuleMatch = { module: '', options: [] };
+  const matches: RuleMatch[] = [base];
+  let current = base;
+  let negate = false;
+  let i = 0;
+  const isOption = (t: Token | undefined): boolean => !!t && !t.quoted && t.text.startsWith('-') && t.text.length > 1;
+
+  while (i < tokens.length) {
+    const tok = tokens[i]!;
+    const word = tok.text;
+    if (!tok.quoted && word === '!') {
+      negate = true;
+      i++;
+      continue;
+    }
+    if (!tok.quoted && (word === '-m' || word === '--match')) {
+      const name = tokens[i + 1];
+      if (!name) return { ok: false, error: `'${word}' without a module name` };
+      current = { module: name.text, options: [] };
+      matches.push(current);
+      i += 2;
+      continue;
+    }
+    if (!tok.quoted && (word === '-j' || word === '--jump' || word === '-g' || word === '--goto')) {
+      const target = tokens[i + 1];
+      if (!target) return { ok: false, error: `'${word}' without a target` };
+      if (negate) return { ok: false, error: `'!' before '${word}'` };
+      const spec: ParsedSpec = {
+        matches: matches.filter((m) => m.module !== '' || m.options.length > 0),
+        target: target.text,
+        goto: word === '-g' || word === '--goto',
+        targetArgs: tokens.slice(i + 2).map((t) => t.text),
+      };
+      return { ok: true, spec: withComment(spec) };
+    }
+    const baseOpt = tok.quoted ? undefined : BASE_OPTIONS[word];
+    if (baseOpt) {
+      const values = tokens.slice(i + 1, i + 1 + baseOpt.arity);
+      if (values.length < baseOpt.arity) return { ok: false, error: `'${word}' without a value` };
+      base.options.push({ name: baseOpt.canonical, negated: negate, values: values.map((t) => t.text) });
+      negate = false;
+      i += 1 + baseOpt.arity;
+      continue;
+    }
+    if (isOption(tok)) {
+      const opt: MatchOption = { name: word, negated: negate, values: [] };
+      negate = false;
+      i++;
+      while (i < tokens.length && !isOption(tokens[i]) && !(tokens[i]!.text === '!' && !tokens[i]!.quoted)) {
+        opt.values.push(tokens[i]!.text);
+        i++;
+      }
+      current.options.push(opt);
+      continue;
+    }
+    return { ok: false, error: `unexpected word '${word}'` };
+  }
+  if (negate) return { ok: false, error: `'!' at the end of the rule` };
+  return {
+    ok: true,
+    spec: withComment({ matches: matches.filter((m) => m.module !== '' || m.options.length > 0), goto: false, targetArgs: [] }),
+  };
+}
+
+function withComment(spec: ParsedSpec): ParsedSpec {
+  for (const m of spec.matches) {
+    if (m.module !== 'comment') continue;
+    const c = m.options.find((o) => o.name === '--comment');
+    if (c) return { ...spec, comment: c.values.join(' ') };
+  }
+  return spec;
+}
+
+/** All options named `name` (e.g. '-s', '--dport') of a rule's matches, optionally of one module. */
+export function findOptions(matches: RuleMatch[], name: string, module?: string): MatchOption[] {
+  const out: MatchOption[] = [];
+  for (const m of matches) {
+    if (module !== undefined && m.module !== module) continue;
+    for (const o of m.options) if (o.name === name) out.push(o);
+  }
+  return out;
+}

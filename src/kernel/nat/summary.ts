@@ -1,0 +1,52 @@
+// Lines for the `snapshot` text output: which backend, how many kube-proxy
+// chains of each kind, the LB-related rules and ipsets, and per LB VIP what
+// happens to pod traffic.
+import { kubeNatFacts } from './kube.js';
+import type { IptablesDump, NatSnapshot } from './types.js';
+
+const KINDS = ['SVC', 'SEP', 'EXT', 'SVL', 'FW', 'XLB'] as const;
+
+export function formatNatSummary(nat: NatSnapshot): string[] {
+  const out = [`backend: ${nat.backend} (${nat.backendChoice.reason})`];
+  for (const dump of [nat.v4, nat.v6]) if (dump) out.push(dumpLine(dump));
+  if (nat.ipsets) {
+    const kube = nat.ipsets.sets.filter((s) => s.name.startsWith('KUBE-'));
+    const lb = kube.filter((s) => s.name.includes('LOAD-BALANCER') && s.members.length > 0);
+    out.push(
+      `ipsets: ${nat.ipsets.sets.length} sets (${kube.length} KUBE-*)` +
+        (lb.length ? `; LB sets: ${lb.map((s) => `${s.name} ${s.members.length}`).join(', ')}` : ''),
+    );
+  }
+  const facts = kubeNatFacts(nat);
+  const gen = facts.iptablesGeneration ? ` (${facts.iptablesGeneration} chain names)` : '';
+  out.push(`kube-proxy: ${facts.mode === 'none' ? 'no kube-proxy rules found' : `${facts.mode} mode${gen}`}`);
+  for (const lb of facts.loadBalancers) {
+    const host = lb.family === 6 ? `[${lb.vip}]` : lb.vip;
+    const policy = lb.trafficPolicy ? ` ETP=${lb.trafficPolicy},` : '';
+    const pod = { masquerade: 'masqueraded', exempt: 'NOT masqueraded', unknown: 'masquerade unknown' }[lb.podTraffic];
+    out.push(`  LB ${host}:${lb.port}/${lb.protocol}${lb.service ? ` ${lb.service}` : ''}:${policy} pod traffic ${pod}, ${lb.capture}`);
+  }
+  if (facts.nodePorts.length) {
+    const local = facts.nodePorts.filter((n) => n.trafficPolicy === 'Local').length;
+    out.push(`  NodePorts: ${facts.nodePorts.length} (${local} with ETP=Local)`);
+  }
+  const warnings = [...nat.warnings, ...(nat.v4?.warnings ?? []), ...(nat.v6?.warnings ?? []), ...(nat.ipsets?.warnings ?? [])];
+  for (const w of warnings.slice(0, 5)) out.push(`warning: ${w}`);
+  if (warnings.length > 5) out.push(`warning: ... and ${warnings.length - 5} more`);
+  return out;
+}
+
+function dumpLine(dump: IptablesDump): string {
+  const nat = dump.tables.find((t) => t.name === 'nat');
+  const family = dump.family === 6 ? 'IPv6' : 'IPv4';
+  if (!nat) return `${family}: ${dump.tables.length} tables, no nat table`;
+  const counts = KINDS.map((k) => [k, nat.chains.filter((c) => c.name.startsWith(`KUBE-${k}-`)).length] as const)
+    .filter(([, n]) => n > 0)
+    .map(([k, n]) => `${k} ${n}`);
+  const lbRules = nat.rules.filter((r) => r.comment?.endsWith(' loadbalancer IP') || r.spec.includes('KUBE-LOAD-BALANCER')).length;
+  const kube = nat.chains.filter((c) => c.name.startsWith('KUBE-')).length;
+  return (
+    `${family}: ${dump.tables.length} tables; nat ${nat.chains.length} chains (${kube} KUBE-*${counts.length ? `: ${counts.join(', ')}` : ''}), ` +
+    `${nat.rules.length} rules, ${lbRules} LB rules`
+  );
+}

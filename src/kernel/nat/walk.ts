@@ -1,0 +1,271 @@
+// Follows the first packet of a connection from "some pod on this node" to
+// VIP:port through the nat table, the way netfilter would, to see whether
+// kube-proxy marks it for masquerade and where it is sent. Facts we cannot know
+// from the rules alone (a statistic match, a mark, a source inside the pod
+// range but narrower than it) make a rule 'maybe'; what happens under a 'maybe'
+// rule is recorded as uncertain and the walk goes on past it.
+import { inCidr } from '../ip.js';
+import { findOptions } from './rule-spec.js';
+import type { IpsetSet, IptablesRule, MatchOption, RuleMatch } from './types.js';
+
+export type Tri = 'yes' | 'no' | 'maybe';
+
+export interface Probe {
+  dst: string;
+  protocol: string;
+  dport: number;
+}
+
+/** How kube-proxy recognises pod traffic here (its "local traffic detector"). */
+export interface PodSelectors {
+  cidrs: string[];
+  interfaces: string[];
+}
+
+export interface WalkTables {
+  /** nat rules by chain, in order. */
+  chains: Map<string, IptablesRule[]>;
+  sets: Map<string, IpsetSet>;
+  pod: PodSelectors;
+}
+
+export interface WalkStep {
+  rule: IptablesRule;
+  /** False when a 'maybe' match on this rule or an enclosing jump could make it not apply. */
+  certain: boolean;
+}
+
+export interface SetLookup {
+  set: string;
+  key: string;
+  result: Tri;
+  rule: IptablesRule;
+}
+
+export type WalkEnd = 'dnat' | 'accept' | 'drop' | 'reject' | 'return' | 'fallthrough' | 'loop';
+
+export interface WalkResult {
+  /** How the certain path ended: 'fallthrough' means no nat rule took the packet. */
+  end: WalkEnd;
+  /** Rules that fired (jumps, marks, terminal targets), in order. */
+  steps: WalkStep[];
+  /** Jumps to KUBE-MARK-MASQ among the steps. */
+  masq: WalkStep[];
+  /** ipset lookups made on the way, for evidence. */
+  lookups: SetLookup[];
+  /** Chains entered. */
+  visited: string[];
+}
+
+const MAX_DEPTH = 32;
+const TERMINAL: Record<string, WalkEnd> = { DNAT: 'dnat', REDIRECT: 'dnat', ACCEPT: 'accept', DROP: 'drop', REJECT: 'reject' };
+
+export function walkNat(tables: WalkTables, start: string, probe: Probe): WalkResult {
+  const res: WalkResult = { end: 'fallthrough', steps: [], masq: [], lookups: [], visited: [] };
+  res.end = walkChain(tables, start, probe, true, 0, res);
+  return res;
+}
+
+function walkChain(t: WalkTables, chain: string, probe: Probe, certain: boolean, depth: number, res: WalkResult): WalkEnd {
+  if (depth > MAX_DEPTH) return 'loop';
+  res.visited.push(chain);
+  for (const rule of t.chains.get(chain) ?? []) {
+    const m = matchRule(t, rule, probe, res);
+    if (m === 'no') continue;
+    const sure = certain && m === 'yes';
+    const target = rule.target;
+    if (!target) continue;
+    const step = { rule, certain: sure };
+    if (target === 'KUBE-MARK-MASQ') {
+      res.steps.push(step);
+      res.masq.push(step);
+      continue;
+    }
+    const terminal = TERMINAL[target];
+    if (terminal) {
+      res.steps.push(step);
+      if (m === 'yes') return terminal;
+      continue;
+    }
+    if (target === 'RETURN') {
+      res.steps.push(step);
+      if (m === 'yes') return 'return';
+      continue;
+    }
+    if (!t.chains.has(target)) continue; // MARK, LOG, CONNMARK, ...: the packet goes on
+    res.steps.push(step);
+    const sub = walkChain(t, target, probe, sure, depth + 1, res);
+    if (m !== 'yes') continue;
+    if (sub === 'loop') return 'loop';
+    // After -g, the end of the called chain returns past this chain too.
+    if (sub !== 'return' && sub !== 'fallthrough') return sub;
+    if (rule.goto) return 'return';
+  }
+  return 'fallthrough';
+}
+
+function matchRule(t: WalkTables, rule: IptablesRule, probe: Probe, res: WalkResult): Tri {
+  let acc: Tri = 'yes';
+  for (const m of rule.matches) {
+    for (const opt of m.options) {
+      const r = negate(matchOption(t, m, opt, rule, probe, res), opt.negated);
+      if (r === 'no') return 'no';
+      if (r === 'maybe') acc = 'maybe';
+    }
+  }
+  return acc;
+}
+
+function negate(r: Tri, negated: boolean): Tri {
+  if (!negated || r === 'maybe') return r;
+  return r === 'yes' ? 'no' : 'yes';
+}
+
+function matchOption(t: WalkTables, m: RuleMatch, opt: MatchOption, rule: IptablesRule, probe: Probe, res: WalkResult): Tri {
+  const v = opt.values[0] ?? '';
+  switch (m.module) {
+    case '':
+      if (opt.name === '-s') return podSource(t.pod, v);
+      if (opt.name === '-d') return inCidrSafe(probe.dst, v) ? 'yes' : 'no';
+      if (opt.name === '-p') return protoMatches(v, probe.protocol) ? 'yes' : 'no';
+      if (opt.name === '-i') return podInterface(t.pod, v);
+      if (opt.name === '-f') return 'no'; // the first packet of a connection is no later fragment
+      return 'maybe';
+    case 'comment':
+    case 'nfacct':
+      return 'yes';
+    case 'tcp':
+    case 'udp':
+    case 'sctp':
+    case 'multiport':
+      if (opt.name === '--dport' || opt.name === '--destination-port' || opt.name === '--dports') {
+        return portListHas(opt.values.join(','), probe.dport) ? 'yes' : 'no';
+      }
+      return 'maybe';
+    case 'addrtype':
+      // Pod addresses are not local addresses of the node.
+      if (opt.name === '--src-type') return v.split(',').includes('LOCAL') ? 'no' : 'maybe';
+      return 'maybe';
+    case 'conntrack':
+    case 'state':
+      // The nat table only ever sees the first packet of a connection.
+      if (opt.name === '--ctstate' || opt.name === '--state') return v.split(',').includes('NEW') ? 'yes' : 'no';
+      return 'maybe';
+    case 'set':
+      if (opt.name === '--match-set') return setMatch(t, opt.values[0] ?? '', opt.values[1] ?? '', rule, probe, res);
+      return 'maybe';
+    default:
+      return 'maybe';
+  }
+}
+
+/** Whether a packet from a pod matches `-s cidr`. */
+function podSource(pod: PodSelectors, cidr: string): Tri {
+  const prefix = prefixLen(cidr);
+  if (prefix === 0) return 'yes';
+  if (pod.cidrs.some((p) => cidrContains(cidr, p))) return 'yes';
+  // A single address is one endpoint (the hairpin rule), not "a client pod".
+  if (prefix === 32 || prefix === 128) return 'no';
+  if (pod.cidrs.length > 0 && !pod.cidrs.some((p) => cidrContains(p, cidr))) return 'no';
+  return 'maybe';
+}
+
+function podInterface(pod: PodSelectors, iface: string): Tri {
+  if (pod.interfaces.includes(iface)) return 'yes';
+  return 'maybe';
+}
+
+function setMatch(t: WalkTables, name: string, flags: string, rule: IptablesRule, probe: Probe, res: WalkResult): Tri {
+  const set = t.sets.get(name);
+  if (!set) return 'maybe';
+  const dims = set.type.split(':')[1]?.split(',') ?? [];
+  const dirs = flags.split(',');
+  let result: Tri = 'no';
+  for (const member of set.members) {
+    const r = memberMatch(member.entry.split(','), dims, dirs, t.pod, probe);
+    if (r === 'yes') {
+      result = 'yes';
+      break;
+    }
+    if (r === 'maybe') result = 'maybe';
+  }
+  res.lookups.push({ set: name, key: probeKey(dims, dirs, probe), result, rule });
+  return result;
+}
+
+function memberMatch(parts: string[], dims: string[], dirs: string[], pod: PodSelectors, probe: Probe): Tri {
+  let acc: Tri = 'yes';
+  for (let i = 0; i < dims.length; i++) {
+    const part = parts[i] ?? '';
+    const dim = dims[i]!;
+    const dir = dirs[i] ?? dirs[dirs.length - 1];
+    let r: Tri;
+    if (dir === 'src') {
+      r = dim === 'port' ? 'maybe' : podSource(pod, part);
+    } else if (dim === 'port') {
+      const [proto, port] = part.includes(':') ? part.split(':') : [undefined, part];
+      r = (!proto || protoMatches(proto, probe.protocol)) && portListHas(port ?? '', probe.dport) ? 'yes' : 'no';
+    } else {
+      r = inCidrSafe(probe.dst, part) ? 'yes' : 'no';
+    }
+    if (r === 'no') return 'no';
+    if (r === 'maybe') acc = 'maybe';
+  }
+  return acc;
+}
+
+/** The element text the probe would look up, e.g. '192.0.2.10,tcp:80' (src parts shown as 'pod'). */
+function probeKey(dims: string[], dirs: string[], probe: Probe): string {
+  return dims
+    .map((dim, i) => {
+      if ((dirs[i] ?? dirs[dirs.length - 1]) === 'src') return dim === 'port' ? 'pod-port' : 'pod';
+      return dim === 'port' ? `${probe.protocol}:${probe.dport}` : probe.dst;
+    })
+    .join(',');
+}
+
+const PROTO_NUMBERS: Record<string, string> = { '6': 'tcp', '17': 'udp', '132': 'sctp' };
+
+function protoMatches(written: string, proto: string): boolean {
+  const w = written.toLowerCase();
+  return w === 'all' || w === '0' || w === proto || PROTO_NUMBERS[w] === proto;
+}
+
+/** '80', '80:90', '80,443', '30000-30010' (ipset ranges). */
+function portListHas(list: string, port: number): boolean {
+  return list.split(',').some((item) => {
+    const [a, b] = item.split(/[:-]/);
+    const lo = Number(a);
+    const hi = b === undefined ? lo : Number(b);
+    return port >= lo && port <= hi;
+  });
+}
+
+function prefixLen(cidr: string): number {
+  const slash = cidr.indexOf('/');
+  if (slash >= 0) return Number(cidr.slice(slash + 1));
+  return cidr.includes(':') ? 128 : 32;
+}
+
+function inCidrSafe(address: string, cidr: string): boolean {
+  try {
+    return inCidr(address, cidr);
+  } catch {
+    return false;
+  }
+}
+
+/** Whether `outer` contains all of `inner`. */
+export function cidrContains(outer: string, inner: string): boolean {
+  const slash = inner.indexOf('/');
+  const addr = slash < 0 ? inner : inner.slice(0, slash);
+  return prefixLen(inner) >= prefixLen(outer) && inCidrSafe(addr, outer);
+}
+
+/** Base-match `-s`/`-i` options of a rule that are not negated (or are, with negated=true). */
+export function sourceSelectors(rule: IptablesRule, negated: boolean): PodSelectors {
+  return {
+    cidrs: findOptions(rule.matches, '-s', '').filter((o) => o.negated === negated).map((o) => o.values[0]!),
+    interfaces: findOptions(rule.matches, '-i', '').filter((o) => o.negated === negated).map((o) => o.values[0]!),
+  };
+}
