@@ -132,8 +132,10 @@ hostname clbvm
 ip link set lo up
 modprobe -a ${CLBVM_MODULES:-ip_vs ip_vs_rr ip_vs_wrr ip_vs_sh dummy}
 cd "\$(cat "$job/cwd")"
-stty raw -echo < /dev/hvc0; stty raw -echo < /dev/hvc1
-bash "$job/script" < /dev/null > /dev/hvc0 2> /dev/hvc1
+# Raw mode only lasts while the console stays open: set it on the fds the job writes to.
+exec 3> /dev/hvc0 4> /dev/hvc1
+stty raw -echo <&3; stty raw -echo <&4
+bash "$job/script" < /dev/null >&3 2>&4 3>&- 4>&-
 echo \$? > /dev/hvc2
 sync
 echo b > /proc/sysrq-trigger

@@ -1,0 +1,117 @@
+// IPVS generic netlink numbers (include/uapi/linux/ip_vs.h) and the names
+// clbprobe gives them, shared by the netlink reader and the ipvsadm text parser
+// so that both produce identical snapshots.
+import type { IpvsForward, IpvsTunnel, IpvsVirtualServer } from '../types.js';
+
+export const IPVS_GENL_NAME = 'IPVS';
+export const IPVS_GENL_VERSION = 1;
+
+export const IPVS_CMD_GET_SERVICE = 4;
+export const IPVS_CMD_GET_DEST = 8;
+
+export const IPVS_CMD_ATTR_SERVICE = 1;
+export const IPVS_CMD_ATTR_DEST = 2;
+
+export const IPVS_SVC_ATTR_AF = 1;
+export const IPVS_SVC_ATTR_PROTOCOL = 2;
+export const IPVS_SVC_ATTR_ADDR = 3;
+export const IPVS_SVC_ATTR_PORT = 4;
+export const IPVS_SVC_ATTR_FWMARK = 5;
+export const IPVS_SVC_ATTR_SCHED_NAME = 6;
+export const IPVS_SVC_ATTR_FLAGS = 7;
+export const IPVS_SVC_ATTR_TIMEOUT = 8;
+export const IPVS_SVC_ATTR_NETMASK = 9;
+export const IPVS_SVC_ATTR_STATS = 10;
+export const IPVS_SVC_ATTR_PE_NAME = 11;
+export const IPVS_SVC_ATTR_STATS64 = 12;
+
+export const IPVS_DEST_ATTR_ADDR = 1;
+export const IPVS_DEST_ATTR_PORT = 2;
+export const IPVS_DEST_ATTR_FWD_METHOD = 3;
+export const IPVS_DEST_ATTR_WEIGHT = 4;
+export const IPVS_DEST_ATTR_U_THRESH = 5;
+export const IPVS_DEST_ATTR_L_THRESH = 6;
+export const IPVS_DEST_ATTR_ACTIVE_CONNS = 7;
+export const IPVS_DEST_ATTR_INACT_CONNS = 8;
+export const IPVS_DEST_ATTR_PERSIST_CONNS = 9;
+export const IPVS_DEST_ATTR_STATS = 10;
+export const IPVS_DEST_ATTR_ADDR_FAMILY = 11;
+export const IPVS_DEST_ATTR_STATS64 = 12;
+export const IPVS_DEST_ATTR_TUN_TYPE = 13;
+export const IPVS_DEST_ATTR_TUN_PORT = 14;
+export const IPVS_DEST_ATTR_TUN_FLAGS = 15;
+
+export const IPVS_STATS_ATTR_CONNS = 1;
+export const IPVS_STATS_ATTR_INPKTS = 2;
+export const IPVS_STATS_ATTR_OUTPKTS = 3;
+export const IPVS_STATS_ATTR_INBYTES = 4;
+export const IPVS_STATS_ATTR_OUTBYTES = 5;
+export const IPVS_STATS_ATTR_CPS = 6;
+export const IPVS_STATS_ATTR_INPPS = 7;
+export const IPVS_STATS_ATTR_OUTPPS = 8;
+export const IPVS_STATS_ATTR_INBPS = 9;
+export const IPVS_STATS_ATTR_OUTBPS = 10;
+
+export const AF_INET = 2;
+export const AF_INET6 = 10;
+
+export const IP_VS_SVC_F_PERSISTENT = 0x1;
+export const IP_VS_SVC_F_HASHED = 0x2;
+export const IP_VS_SVC_F_ONEPACKET = 0x4;
+const IP_VS_SVC_F_SCHED1 = 0x8;
+const IP_VS_SVC_F_SCHED2 = 0x10;
+const IP_VS_SVC_F_SCHED3 = 0x20;
+
+export const IP_VS_CONN_F_FWD_MASK = 0x7;
+
+const PROTOCOLS: Record<number, IpvsVirtualServer['protocol']> = { 6: 'TCP', 17: 'UDP', 132: 'SCTP' };
+
+/** IPPROTO number → name; 0 (fwmark services) and unknown numbers stay numbers. */
+export function protocolName(n: number): IpvsVirtualServer['protocol'] {
+  return PROTOCOLS[n] ?? n;
+}
+
+const FORWARDS: IpvsForward[] = ['masq', 'local', 'tunnel', 'route', 'bypass'];
+
+/** IP_VS_CONN_F_* forwarding method (conn_flags & IP_VS_CONN_F_FWD_MASK) → name. */
+export function forwardName(n: number): IpvsForward {
+  return FORWARDS[n] ?? n;
+}
+
+/** Names of the service flags; scheduler flags are named the way ipvsadm names them for that scheduler. */
+export function serviceFlagNames(flags: number, scheduler: string): string[] {
+  const out: string[] = [];
+  if (flags & IP_VS_SVC_F_PERSISTENT) out.push('persistent');
+  if (flags & IP_VS_SVC_F_ONEPACKET) out.push('one-packet');
+  const sched: [number, string][] =
+    scheduler === 'sh' || scheduler === 'mh'
+      ? [
+          [IP_VS_SVC_F_SCHED1, `${scheduler}-fallback`],
+          [IP_VS_SVC_F_SCHED2, `${scheduler}-port`],
+          [IP_VS_SVC_F_SCHED3, 'flag-3'],
+        ]
+      : [
+          [IP_VS_SVC_F_SCHED1, 'flag-1'],
+          [IP_VS_SVC_F_SCHED2, 'flag-2'],
+          [IP_VS_SVC_F_SCHED3, 'flag-3'],
+        ];
+  for (const [bit, name] of sched) if (flags & bit) out.push(name);
+  return out;
+}
+
+const TUNNEL_TYPES: IpvsTunnel['type'][] = ['ipip', 'gue', 'gre'];
+const TUNNEL_CHECKSUMS: IpvsTunnel['checksum'][] = ['nocsum', 'csum', 'remcsum'];
+
+export function tunnelTypeName(n: number): IpvsTunnel['type'] {
+  return TUNNEL_TYPES[n] ?? n;
+}
+
+/** IP_VS_TUNNEL_ENCAP_FLAG_* is a value, not a bit set: 0 none, 1 csum, 2 remcsum. */
+export function tunnelChecksumName(n: number): IpvsTunnel['checksum'] {
+  return TUNNEL_CHECKSUMS[n] ?? n;
+}
+
+/** The persistence netmask as ipvsadm prints it: dotted for IPv4, a prefix length for IPv6. */
+export function defaultNetmask(family: 4 | 6): string {
+  return family === 4 ? '255.255.255.255' : '128';
+}

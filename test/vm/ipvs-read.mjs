@@ -1,0 +1,7 @@
+// Guest side of test/vm/ipvs.test.ts: runs the compiled IPVS reader (dist/) and
+// prints one JSON line: the read result plus every raw reply as hex, in order.
+import { readIpvs } from '../../dist/src/kernel/ipvs/reader.js';
+
+const replies = [];
+const result = await readIpvs({ onReply: (kind, msg) => replies.push(`${kind} ${msg.toString('hex')}`) });
+process.stdout.write(`${JSON.stringify({ result, replies })}\n`);
