@@ -31,7 +31,11 @@ export interface LoadBalancerFact {
   trafficPolicy?: TrafficPolicy;
   /** Whether kube-proxy marks pod -> VIP connections for masquerade. */
   podTraffic: 'masquerade' | 'exempt' | 'unknown';
-  /** Where the nat table sends pod -> VIP: DNAT to endpoints, accepted for IPVS, or not captured (leaves for the real LB). */
+  /**
+   * Where the nat table sends pod -> VIP: DNAT to endpoints, accepted for IPVS, or not captured
+   * (the packet leaves for the real LB). Only the nat table is walked: a filter-table drop
+   * (e.g. KUBE-PROXY-FIREWALL for loadBalancerSourceRanges) is not seen here.
+   */
   capture: 'dnat' | 'ipvs' | 'not-captured' | 'dropped' | 'unknown';
   /** Rule lines ('iptables-nft-save:123: -A ...') and ipset lookups that show the above. */
   evidence: string[];
@@ -152,7 +156,7 @@ function loadBalancers(dump: IptablesDump, t: WalkTables): LoadBalancerFact[] {
       ...(policy ? { trafficPolicy: policy } : {}),
       podTraffic: walk.masq.some((s) => s.certain) ? 'masquerade' : walk.masq.length ? 'unknown' : 'exempt',
       capture: captureOf(walk),
-      evidence: [c.origin, ...walkEvidence(dump.source, walk)],
+      evidence: [...new Set([c.origin, ...walkEvidence(dump.source, walk)])],
     });
   }
   return out;
@@ -201,13 +205,18 @@ function trafficPolicy(t: WalkTables, walk: WalkResult): TrafficPolicy | undefin
     const rules = t.chains.get(chain) ?? [];
     if (chain.startsWith('KUBE-XLB-')) return 'Local';
     if (chain.startsWith('KUBE-EXT-')) return extPolicy(rules);
-    if (chain.startsWith('KUBE-FW-') && rules.some((r) => r.target?.startsWith('KUBE-XLB-'))) return 'Local';
+    if (chain.startsWith('KUBE-FW-')) {
+      // Before 1.24 KUBE-FW-X marks and jumps to KUBE-SVC-X (Cluster) or jumps to KUBE-XLB-X (Local);
+      // from 1.24 it filters source ranges and jumps to KUBE-EXT-X.
+      if (rules.some((r) => r.target?.startsWith('KUBE-XLB-'))) return 'Local';
+      const ext = rules.find((r) => r.target?.startsWith('KUBE-EXT-'))?.target;
+      return ext ? extPolicy(t.chains.get(ext) ?? []) : 'Cluster';
+    }
     if (chain === 'KUBE-LOAD-BALANCER') {
       const local = walk.lookups.some((l) => l.rule.chain === chain && l.rule.target === 'RETURN' && l.result === 'yes');
       return local ? 'Local' : 'Cluster';
     }
   }
-  if (walk.visited.some((c) => c.startsWith('KUBE-FW-'))) return 'Cluster';
   return undefined;
 }
 
@@ -243,7 +252,7 @@ function walkEvidence(source: string, walk: WalkResult): string[] {
   for (const s of walk.steps) out.push(`${ruleEvidence(source, s.rule)}${s.certain ? '' : ' (may not apply)'}`);
   for (const l of walk.lookups) {
     if (l.result === 'yes') out.push(`ipset ${l.set} has ${l.key} (${source}:${l.rule.line})`);
-    else if (l.rule.target === 'RETURN' && l.result === 'no') out.push(`ipset ${l.set} does not have ${l.key} (${source}:${l.rule.line})`);
+    else if (l.certain && l.rule.target === 'RETURN' && l.result === 'no') out.push(`ipset ${l.set} does not have ${l.key} (${source}:${l.rule.line})`);
   }
   return out;
 }

@@ -40,6 +40,8 @@ export interface SetLookup {
   key: string;
   result: Tri;
   rule: IptablesRule;
+  /** False when the lookup happened under a 'maybe' jump. */
+  certain: boolean;
 }
 
 export type WalkEnd = 'dnat' | 'accept' | 'drop' | 'reject' | 'return' | 'fallthrough' | 'loop';
@@ -70,7 +72,7 @@ function walkChain(t: WalkTables, chain: string, probe: Probe, certain: boolean,
   if (depth > MAX_DEPTH) return 'loop';
   res.visited.push(chain);
   for (const rule of t.chains.get(chain) ?? []) {
-    const m = matchRule(t, rule, probe, res);
+    const m = matchRule(t, rule, probe, res, certain);
     if (m === 'no') continue;
     const sure = certain && m === 'yes';
     const target = rule.target;
@@ -104,11 +106,11 @@ function walkChain(t: WalkTables, chain: string, probe: Probe, certain: boolean,
   return 'fallthrough';
 }
 
-function matchRule(t: WalkTables, rule: IptablesRule, probe: Probe, res: WalkResult): Tri {
+function matchRule(t: WalkTables, rule: IptablesRule, probe: Probe, res: WalkResult, certain: boolean): Tri {
   let acc: Tri = 'yes';
   for (const m of rule.matches) {
     for (const opt of m.options) {
-      const r = negate(matchOption(t, m, opt, rule, probe, res), opt.negated);
+      const r = negate(matchOption(t, m, opt, rule, probe, res, certain), opt.negated);
       if (r === 'no') return 'no';
       if (r === 'maybe') acc = 'maybe';
     }
@@ -121,7 +123,15 @@ function negate(r: Tri, negated: boolean): Tri {
   return r === 'yes' ? 'no' : 'yes';
 }
 
-function matchOption(t: WalkTables, m: RuleMatch, opt: MatchOption, rule: IptablesRule, probe: Probe, res: WalkResult): Tri {
+function matchOption(
+  t: WalkTables,
+  m: RuleMatch,
+  opt: MatchOption,
+  rule: IptablesRule,
+  probe: Probe,
+  res: WalkResult,
+  certain: boolean,
+): Tri {
   const v = opt.values[0] ?? '';
   switch (m.module) {
     case '':
@@ -152,7 +162,11 @@ function matchOption(t: WalkTables, m: RuleMatch, opt: MatchOption, rule: Iptabl
       if (opt.name === '--ctstate' || opt.name === '--state') return v.split(',').includes('NEW') ? 'yes' : 'no';
       return 'maybe';
     case 'set':
-      if (opt.name === '--match-set') return setMatch(t, opt.values[0] ?? '', opt.values[1] ?? '', rule, probe, res);
+      if (opt.name === '--match-set') {
+        const result = setMatch(t, opt.values[0] ?? '', opt.values[1] ?? '', probe);
+        if (result.key) res.lookups.push({ set: opt.values[0]!, key: result.key, result: result.tri, rule, certain });
+        return result.tri;
+      }
       return 'maybe';
     default:
       return 'maybe';
@@ -175,9 +189,9 @@ function podInterface(pod: PodSelectors, iface: string): Tri {
   return 'maybe';
 }
 
-function setMatch(t: WalkTables, name: string, flags: string, rule: IptablesRule, probe: Probe, res: WalkResult): Tri {
+function setMatch(t: WalkTables, name: string, flags: string, probe: Probe): { tri: Tri; key?: string } {
   const set = t.sets.get(name);
-  if (!set) return 'maybe';
+  if (!set) return { tri: 'maybe' };
   const dims = set.type.split(':')[1]?.split(',') ?? [];
   const dirs = flags.split(',');
   let result: Tri = 'no';
@@ -189,8 +203,7 @@ function setMatch(t: WalkTables, name: string, flags: string, rule: IptablesRule
     }
     if (r === 'maybe') result = 'maybe';
   }
-  res.lookups.push({ set: name, key: probeKey(dims, dirs, probe), result, rule });
-  return result;
+  return { tri: result, key: probeKey(dims, dirs, probe) };
 }
 
 function memberMatch(parts: string[], dims: string[], dirs: string[], pod: PodSelectors, probe: Probe): Tri {
