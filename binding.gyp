@@ -7,6 +7,18 @@
       "libraries": ["-lbpf", "-lpcap"],
       "cflags": ["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter", "-std=gnu11"],
       "defines": ["NAPI_VERSION=8"]
+    },
+    {
+      "target_name": "clbprobe_bpf",
+      "type": "none",
+      "actions": [
+        {
+          "action_name": "compile_bpf",
+          "inputs": ["native/bpf/clbprobe.bpf.c"],
+          "outputs": ["<(PRODUCT_DIR)/clbprobe.bpf.o"],
+          "action": ["sh", "-c", "clang -O2 -g -Wall -target bpf -I/usr/include/`uname -m`-linux-gnu -c native/bpf/clbprobe.bpf.c -o <(PRODUCT_DIR)/clbprobe.bpf.o"]
+        }
+      ]
     }
   ]
 }
