@@ -1,0 +1,127 @@
+// Attaching the counter programs to an interface at tc ingress and egress.
+//
+// TCX links (kernel >= 6.6) are preferred: they are put first in the chain, so
+// a CNI program that redirects cannot hide packets from us, and they die with
+// our process. Older kernels get legacy cls_bpf filters under our own handle
+// and priority; those outlive the process, so they are removed on close and a
+// crashed run's filters are removed at the next start. The clsact qdisc is
+// created if missing and never deleted (the CNI may use it).
+import type { Logger } from '../log.js';
+import { isSyscallError } from '../native.js';
+import type { CaptureAddon } from './addon.js';
+import { PROG_EGRESS, PROG_INGRESS } from './bpf-layout.js';
+import { captureError } from './errors.js';
+
+export type AttachMode = 'tcx' | 'tc';
+
+/** Our cls_bpf filter identity: handle and priority (pref) on both hooks. */
+export const TC_HANDLE = 0xc1b0;
+export const TC_PRIORITY = 0xc1b;
+/** BPF_F_BEFORE without a relative program: the front of the TCX chain. */
+const BPF_F_BEFORE = 1 << 3;
+const OUR_PROGRAMS = new Set([PROG_INGRESS, PROG_EGRESS]);
+
+export interface AttachTarget {
+  ifname: string;
+  netnsPath?: string;
+}
+
+export interface Attachment {
+  mode: AttachMode;
+  detach(): void;
+}
+
+const HOOKS = [
+  { egress: false, prog: PROG_INGRESS },
+  { egress: true, prog: PROG_EGRESS },
+] as const;
+
+/**
+ * Removes cls_bpf filters that a previous, crashed run left at our handle and
+ * priority. A filter there that runs someone else's program is left alone.
+ * Returns how many were removed.
+ */
+export function removeTcLeftovers(addon: CaptureAddon, t: AttachTarget, log?: Logger): number {
+  let removed = 0;
+  for (const { egress } of HOOKS) {
+    const hook = egress ? 'egress' : 'ingress';
+    const id = addon.bpfTcQuery(t.ifname, egress, TC_HANDLE, TC_PRIORITY, t.netnsPath);
+    if (!id) continue;
+    const name = addon.bpfProgInfoById(id)?.name;
+    if (name === undefined || !OUR_PROGRAMS.has(name)) {
+      log?.warn({ ifname: t.ifname, hook, progId: id, progName: name }, 'tc filter at our handle/priority is not ours; leaving it');
+      continue;
+    }
+    if (addon.bpfTcDetach(t.ifname, egress, TC_HANDLE, TC_PRIORITY, t.netnsPath)) {
+      removed++;
+      log?.info({ ifname: t.ifname, hook, progId: id }, 'removed a cls_bpf filter left by a previous run');
+    }
+  }
+  return removed;
+}
+
+function attachTcx(addon: CaptureAddon, progFds: Record<string, number>, t: AttachTarget): Attachment {
+  const links: number[] = [];
+  try {
+    for (const h of HOOKS) links.push(addon.bpfTcxAttach(progFds[h.prog]!, t.ifname, h.egress, BPF_F_BEFORE, t.netnsPath));
+  } catch (e) {
+    for (const fd of links) addon.bpfLinkDetach(fd);
+    throw e;
+  }
+  let live = true;
+  return {
+    mode: 'tcx',
+    detach() {
+      if (!live) return;
+      live = false;
+      for (const fd of links) addon.bpfLinkDetach(fd);
+    },
+  };
+}
+
+function attachTc(addon: CaptureAddon, progFds: Record<string, number>, t: AttachTarget): Attachment {
+  const done: boolean[] = [];
+  const detachAll = () => {
+    done.forEach((egress) => addon.bpfTcDetach(t.ifname, egress, TC_HANDLE, TC_PRIORITY, t.netnsPath));
+    done.length = 0;
+  };
+  try {
+    for (const h of HOOKS) {
+      addon.bpfTcAttach(t.ifname, h.egress, TC_HANDLE, TC_PRIORITY, progFds[h.prog]!, t.netnsPath);
+      done.push(h.egress);
+    }
+  } catch (e) {
+    detachAll();
+    throw e;
+  }
+  return { mode: 'tc', detach: detachAll };
+}
+
+/** Kernel answers that mean "no TCX here" rather than "not allowed". */
+function tcxUnsupported(e: unknown): boolean {
+  return isSyscallError(e) && (e.code === 'EINVAL' || e.code === 'EOPNOTSUPP' || e.errno === 524 /* ENOTSUPP */);
+}
+
+/** Attaches both programs; 'auto' tries TCX and falls back to cls_bpf. */
+export function attachPrograms(
+  addon: CaptureAddon,
+  progFds: Record<string, number>,
+  t: AttachTarget,
+  mode: AttachMode | 'auto',
+  log?: Logger,
+): Attachment {
+  const what = (m: string) => `attaching the eBPF counters to ${t.ifname} (${m})`;
+  if (mode !== 'tc') {
+    try {
+      return attachTcx(addon, progFds, t);
+    } catch (e) {
+      if (mode === 'tcx' || !tcxUnsupported(e)) throw captureError(e, 'attach', what('TCX'));
+      log?.info({ ifname: t.ifname, reason: (e as Error).message }, 'TCX unavailable, using legacy tc cls_bpf');
+    }
+  }
+  try {
+    return attachTc(addon, progFds, t);
+  } catch (e) {
+    throw captureError(e, 'attach', what('tc cls_bpf'));
+  }
+}

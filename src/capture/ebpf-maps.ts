@@ -1,0 +1,132 @@
+// Contents of the eBPF program's maps: target sets -> map entries (kept in
+// sync by diffing against what we wrote last), and counters <- per-CPU values.
+import type { CaptureAddon } from './addon.js';
+import {
+  COUNTER_KEY_SIZE,
+  COUNTER_VALUE_SIZE,
+  decodeCounterKey,
+  LOCAL_BOUND,
+  LOCAL_POD,
+  lpmKey,
+  nodePortKey,
+  u32Value,
+  vipKey,
+} from './bpf-layout.js';
+import { maskInPlace, parsePrefix16, type CounterSample, type Prefix16, type Targets } from './targets.js';
+
+/** key (hex) -> [key, value] */
+export type MapContents = Map<string, [Buffer, Buffer]>;
+
+const PRESENT = Buffer.from([1]);
+
+function put(m: MapContents, key: Buffer, value: Buffer): void {
+  m.set(key.toString('hex'), [key, value]);
+}
+
+function covers(outer: Prefix16, inner: Prefix16): boolean {
+  if (outer.bits > inner.bits) return false;
+  const masked = Buffer.from(inner.address);
+  maskInPlace(masked, outer.bits);
+  return masked.equals(outer.address);
+}
+
+/**
+ * The trie returns only the longest match, so each prefix carries the flags of
+ * every prefix that covers it (a node address inside a pod CIDR is both).
+ */
+export function localsContents(t: Targets): MapContents {
+  const entries = t.localPrefixes.map((p) => ({ prefix: parsePrefix16(p.cidr), flags: p.bound ? LOCAL_BOUND : LOCAL_POD }));
+  const wide = entries.filter((e) => e.prefix.bits < 128);
+  const out: MapContents = new Map();
+  const flagsByKey = new Map<string, { key: Buffer; flags: number }>();
+  for (const e of entries) {
+    let flags = e.flags;
+    for (const w of wide) if (covers(w.prefix, e.prefix)) flags |= w.flags;
+    const key = lpmKey(e.prefix);
+    const hex = key.toString('hex');
+    const prev = flagsByKey.get(hex);
+    flagsByKey.set(hex, { key, flags: flags | (prev?.flags ?? 0) });
+  }
+  for (const { key, flags } of flagsByKey.values()) put(out, key, u32Value(flags));
+  return out;
+}
+
+export function vipsContents(t: Targets): MapContents {
+  const out: MapContents = new Map();
+  for (const v of t.vips) put(out, vipKey(v.address, v.port, v.proto), PRESENT);
+  return out;
+}
+
+export function nodePortsContents(t: Targets): MapContents {
+  const out: MapContents = new Map();
+  for (const n of t.nodePorts) put(out, nodePortKey(n.port, n.proto), PRESENT);
+  return out;
+}
+
+/**
+ * Makes the map hold `next`, given that it holds `current`: new and changed
+ * entries first, then deletions, so that a key present in both never
+ * disappears for a moment.
+ */
+export function syncMap(addon: CaptureAddon, fd: number, current: MapContents, next: MapContents): void {
+  for (const [hex, [key, value]] of next) {
+    const had = current.get(hex);
+    if (!had || !had[1].equals(value)) addon.bpfMapUpdate(fd, key, value, 0 /* BPF_ANY */);
+  }
+  for (const [hex, [key]] of current) if (!next.has(hex)) addon.bpfMapDelete(fd, key);
+}
+
+/** Per-CPU values occupy one 8-byte-aligned slot per possible CPU. */
+export function perCpuStride(valueSize: number): number {
+  return Math.ceil(valueSize / 8) * 8;
+}
+
+/** Reads and sums the per-CPU counters map with batch lookups. */
+export class CounterMapReader {
+  private readonly keys: Buffer;
+  private readonly values: Buffer;
+  private readonly token = Buffer.alloc(8);
+  private readonly status = new Int32Array(2);
+  private readonly stride = perCpuStride(COUNTER_VALUE_SIZE);
+
+  constructor(
+    private readonly addon: CaptureAddon,
+    private readonly fd: number,
+    private readonly cpus: number,
+    private readonly batch = 4096,
+  ) {
+    this.keys = Buffer.alloc(batch * COUNTER_KEY_SIZE);
+    this.values = Buffer.alloc(batch * cpus * this.stride);
+  }
+
+  read(): CounterSample[] {
+    const out: CounterSample[] = [];
+    let first = true;
+    for (;;) {
+      this.addon.bpfMapLookupBatch(this.fd, this.keys, this.values, this.token, first, this.status, this.batch);
+      first = false;
+      const n = this.status[0]!;
+      for (let i = 0; i < n; i++) {
+        let packets = 0n;
+        let bytes = 0n;
+        const base = i * this.cpus * this.stride;
+        for (let c = 0; c < this.cpus; c++) {
+          packets += this.values.readBigUInt64LE(base + c * this.stride);
+          bytes += this.values.readBigUInt64LE(base + c * this.stride + 8);
+        }
+        out.push({ ...decodeCounterKey(this.keys, i * COUNTER_KEY_SIZE), packets: Number(packets), bytes: Number(bytes) });
+      }
+      if (this.status[1] || n === 0) return out;
+    }
+  }
+}
+
+/** Sum over CPUs of one slot of a per-CPU u64 array. */
+export function readPerCpuU64(addon: CaptureAddon, fd: number, cpus: number, slot: number): number {
+  const key = u32Value(slot);
+  const value = Buffer.alloc(cpus * 8);
+  if (!addon.bpfMapLookup(fd, key, value)) return 0;
+  let sum = 0n;
+  for (let c = 0; c < cpus; c++) sum += value.readBigUInt64LE(c * 8);
+  return Number(sum);
+}

@@ -1,0 +1,181 @@
+// The eBPF counter backend: loads native/bpf/clbprobe.bpf.c's object, attaches
+// it to the uplink (see attach.ts), keeps its maps equal to the target sets
+// and reads the per-CPU counters.
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { projectRoot } from '../native.js';
+import { captureAddon, type BpfObject, type CaptureAddon } from './addon.js';
+import { attachPrograms, removeTcLeftovers, type Attachment } from './attach.js';
+import {
+  MAP_COUNTERS,
+  MAP_LOCALS,
+  MAP_NODEPORTS,
+  MAP_STATS,
+  MAP_VIPS,
+  PROG_EGRESS,
+  PROG_INGRESS,
+  STAT_COUNTERS_FULL,
+  STAT_SEEN_EGRESS,
+  STAT_SEEN_INGRESS,
+  u32Value,
+} from './bpf-layout.js';
+import type { Counter, CounterOptions } from './counter.js';
+import {
+  CounterMapReader,
+  localsContents,
+  nodePortsContents,
+  readPerCpuU64,
+  syncMap,
+  vipsContents,
+  type MapContents,
+} from './ebpf-maps.js';
+import { captureError, CaptureError } from './errors.js';
+import { validateTargets, type CounterReading, type Targets } from './targets.js';
+
+/** Where the build (binding.gyp, target clbprobe_bpf) puts the compiled program. */
+export function bpfObjectPath(): string {
+  return join(projectRoot(), 'build', 'Release', 'clbprobe.bpf.o');
+}
+
+/** ARPHRD_* types whose frames start with a 14-byte Ethernet header. */
+const ETHERNET_TYPES = new Set([1 /* ETHER */, 772 /* LOOPBACK */]);
+
+/**
+ * Bytes before the IP header on this interface. Read from sysfs for our own
+ * namespace; interfaces in another namespace (tests) are taken as Ethernet.
+ */
+function l2HeaderLength(ifname: string, netnsPath?: string): number {
+  if (netnsPath) return 14;
+  try {
+    const type = Number(readFileSync(`/sys/class/net/${ifname}/type`, 'utf8').trim());
+    return ETHERNET_TYPES.has(type) ? 14 : 0;
+  } catch {
+    return 14;
+  }
+}
+
+export class EbpfCounter implements Counter {
+  readonly backend = 'ebpf' as const;
+  readonly description: string;
+  private readonly fds: Record<string, number>;
+  private readonly contents: Record<string, MapContents> = {
+    [MAP_VIPS]: new Map(),
+    [MAP_LOCALS]: new Map(),
+    [MAP_NODEPORTS]: new Map(),
+  };
+  private readonly reader: CounterMapReader;
+  private readonly cpus: number;
+  private closed = false;
+
+  private constructor(
+    private readonly addon: CaptureAddon,
+    private readonly obj: BpfObject,
+    private readonly attachment: Attachment,
+    readonly ifname: string,
+  ) {
+    this.description = `eBPF (${attachment.mode}) on ${ifname}`;
+    this.fds = Object.fromEntries(
+      [MAP_VIPS, MAP_LOCALS, MAP_NODEPORTS, MAP_COUNTERS, MAP_STATS].map((m) => [m, addon.bpfObjectMapFd(obj, m)]),
+    );
+    this.cpus = addon.bpfPossibleCpus();
+    this.reader = new CounterMapReader(addon, this.fds[MAP_COUNTERS]!, this.cpus);
+  }
+
+  /** Loads and attaches; cleans a crashed run's cls_bpf filters first. */
+  static open(opts: CounterOptions): EbpfCounter {
+    const path = bpfObjectPath();
+    if (!existsSync(path)) {
+      throw new CaptureError(`eBPF program not built (${path} missing); run: npm run build`, 'ENOENT', 'load');
+    }
+    const addon = captureAddon();
+    const target = { ifname: opts.ifname, netnsPath: opts.netnsPath };
+    let obj: BpfObject;
+    try {
+      obj = addon.bpfObjectOpen(path);
+      addon.bpfObjectSetInitialValue(obj, '.rodata', u32Value(l2HeaderLength(opts.ifname, opts.netnsPath)));
+    } catch (e) {
+      throw captureError(e, 'load', `opening ${path}`);
+    }
+    try {
+      addon.bpfObjectLoad(obj);
+    } catch (e) {
+      addon.bpfObjectClose(obj);
+      throw captureError(e, 'load', 'loading the eBPF counter program');
+    }
+    let attachment: Attachment;
+    try {
+      removeTcLeftovers(addon, target, opts.logger);
+      const progs = {
+        [PROG_INGRESS]: addon.bpfObjectProgFd(obj, PROG_INGRESS),
+        [PROG_EGRESS]: addon.bpfObjectProgFd(obj, PROG_EGRESS),
+      };
+      attachment = attachPrograms(addon, progs, target, opts.attach ?? 'auto', opts.logger);
+    } catch (e) {
+      addon.bpfObjectClose(obj);
+      throw captureError(e, 'attach', `attaching the eBPF counters to ${opts.ifname}`);
+    }
+    const counter = new EbpfCounter(addon, obj, attachment, opts.ifname);
+    opts.logger?.info({ ifname: opts.ifname, attach: attachment.mode }, 'eBPF counters attached');
+    return counter;
+  }
+
+  get attachMode(): Attachment['mode'] {
+    return this.attachment.mode;
+  }
+
+  /** fds of the loaded programs, for benchmarks (bpfProgInfo). */
+  programFds(): { ingress: number; egress: number } {
+    return {
+      ingress: this.addon.bpfObjectProgFd(this.obj, PROG_INGRESS),
+      egress: this.addon.bpfObjectProgFd(this.obj, PROG_EGRESS),
+    };
+  }
+
+  setTargets(targets: Targets): void {
+    this.ensureOpen();
+    validateTargets(targets);
+    const next: Record<string, MapContents> = {
+      [MAP_VIPS]: vipsContents(targets),
+      [MAP_LOCALS]: localsContents(targets),
+      [MAP_NODEPORTS]: nodePortsContents(targets),
+    };
+    for (const name of Object.keys(next)) {
+      try {
+        syncMap(this.addon, this.fds[name]!, this.contents[name]!, next[name]!);
+      } catch (e) {
+        // The map now holds some mix of both; record every key either had,
+        // with an unknown (empty) value, so the next call rewrites or deletes each.
+        const unknown: MapContents = new Map();
+        for (const [hex, [key]] of [...this.contents[name]!, ...next[name]!]) unknown.set(hex, [key, Buffer.alloc(0)]);
+        this.contents[name] = unknown;
+        throw captureError(e, 'maps', `updating the eBPF ${name} map`);
+      }
+      this.contents[name] = next[name]!;
+    }
+  }
+
+  read(): CounterReading {
+    this.ensureOpen();
+    const stat = (slot: number) => readPerCpuU64(this.addon, this.fds[MAP_STATS]!, this.cpus, slot);
+    return {
+      backend: 'ebpf',
+      counters: this.reader.read(),
+      seen: { ingress: stat(STAT_SEEN_INGRESS), egress: stat(STAT_SEEN_EGRESS) },
+      drops: { counterMapFull: stat(STAT_COUNTERS_FULL), captureBuffer: 0, interface: 0 },
+    };
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    try {
+      this.attachment.detach();
+    } finally {
+      this.addon.bpfObjectClose(this.obj);
+    }
+  }
+
+  private ensureOpen(): void {
+    if (this.closed) throw new Error('eBPF counter already closed');
+  }
+}

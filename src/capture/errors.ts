@@ -1,0 +1,39 @@
+// Errors of the capture module that tell the operator what to change.
+import { isSyscallError } from '../native.js';
+
+export type CaptureStep = 'load' | 'attach' | 'maps' | 'pcap';
+
+/** What each step needs beyond root. */
+const CAPABILITIES: Record<CaptureStep, string> = {
+  load: 'CAP_BPF and CAP_NET_ADMIN',
+  attach: 'CAP_NET_ADMIN',
+  maps: 'CAP_BPF',
+  pcap: 'CAP_NET_RAW',
+};
+
+export class CaptureError extends Error {
+  constructor(
+    message: string,
+    /** errno name from the kernel (EPERM, EINVAL, ...) or a capture-specific code. */
+    readonly code: string,
+    readonly step: CaptureStep,
+  ) {
+    super(message);
+    this.name = 'CaptureError';
+  }
+
+  get isPermission(): boolean {
+    return this.code === 'EPERM' || this.code === 'EACCES';
+  }
+}
+
+/** Wraps an addon error: one line saying what failed and, for EPERM/EACCES, which capability to grant. */
+export function captureError(e: unknown, step: CaptureStep, what: string): CaptureError {
+  if (e instanceof CaptureError) return e;
+  const code = isSyscallError(e) ? e.code : 'EUNKNOWN';
+  const detail = e instanceof Error ? e.message : String(e);
+  if (code === 'EPERM' || code === 'EACCES') {
+    return new CaptureError(`${what}: permission denied; run as root or grant ${CAPABILITIES[step]} (${detail})`, code, step);
+  }
+  return new CaptureError(`${what}: ${detail}`, code, step);
+}

@@ -1,0 +1,177 @@
+// The pcap counter backend (fallback when eBPF cannot run): one capture per
+// direction with a kernel filter passing only candidates, headers only (short
+// snap length, large buffer, batched reads), classified in TypeScript.
+// Limits: counts skbs, not GSO segments; losses show as drops (pcap_stats).
+import type { Logger } from '../log.js';
+import { PCAP_META_WORDS } from './addon.js';
+import { classify, linkHeaderLength, parseHeaders, TargetIndex } from './classify.js';
+import type { Counter, CounterOptions } from './counter.js';
+import { CaptureError } from './errors.js';
+import { egressFilter, ingressFilter, MATCH_PORT_PROTOCOLS } from './pcap-filter.js';
+import { PcapReader, type PcapBatch } from './pcap-reader.js';
+import {
+  formatAddress16,
+  PROTO_NUMBERS,
+  validateTargets,
+  type CounterReading,
+  type CounterSample,
+  type Direction,
+  type Proto,
+  type Targets,
+} from './targets.js';
+
+/** Enough for Ethernet + VLAN + IPv6 with an extension header + ports. */
+const SNAPLEN = 128;
+const DEFAULT_BUFFER = 8 << 20;
+const PROTOS = Object.fromEntries(Object.entries(PROTO_NUMBERS).map(([k, v]) => [v, k])) as Record<number, Proto>;
+
+export class PcapCounter implements Counter {
+  readonly backend = 'pcap' as const;
+  readonly description: string;
+  private index = new TargetIndex({ vips: [], localPrefixes: [], nodePorts: [] });
+  private readonly samples = new Map<string, CounterSample>();
+  private readonly seen = { ingress: 0, egress: 0 };
+  private readonly readers: Record<Direction, PcapReader>;
+  private readonly l2: Record<Direction, number>;
+  private closed = false;
+
+  private constructor(
+    readonly ifname: string,
+    opts: CounterOptions,
+    private readonly log?: Logger,
+  ) {
+    this.description = `pcap on ${ifname}`;
+    const open = (direction: Direction) =>
+      new PcapReader(
+        ifname,
+        {
+          snaplen: SNAPLEN,
+          bufferSize: opts.pcapBufferSize ?? DEFAULT_BUFFER,
+          timeoutMs: 100,
+          immediate: 0,
+          direction: direction === 'ingress' ? 1 : 2,
+          netnsPath: opts.netnsPath,
+          batchPackets: 4096,
+        },
+        (b) => this.count(b, direction),
+      );
+    const ingress = open('ingress');
+    let egress: PcapReader;
+    try {
+      egress = open('egress');
+    } catch (e) {
+      ingress.close();
+      throw e;
+    }
+    this.readers = { ingress, egress };
+    try {
+      this.l2 = { ingress: this.linkHeader(ingress), egress: this.linkHeader(egress) };
+    } catch (e) {
+      this.close();
+      throw e;
+    }
+  }
+
+  static open(opts: CounterOptions): PcapCounter {
+    const c = new PcapCounter(opts.ifname, opts, opts.logger);
+    try {
+      c.setTargets({ vips: [], localPrefixes: [], nodePorts: [] });
+      c.readers.ingress.start();
+      c.readers.egress.start();
+    } catch (e) {
+      c.close();
+      throw e;
+    }
+    opts.logger?.info({ ifname: opts.ifname }, 'pcap counters capturing');
+    return c;
+  }
+
+  private linkHeader(r: PcapReader): number {
+    const l2 = linkHeaderLength(r.linkType);
+    if (l2 === undefined) {
+      throw new CaptureError(`pcap: link type ${r.linkType} of ${this.ifname} is not supported`, 'EOPNOTSUPP', 'pcap');
+    }
+    return l2;
+  }
+
+  setTargets(targets: Targets): void {
+    if (this.closed) throw new Error('pcap counter already closed');
+    validateTargets(targets);
+    // Count what is already captured under the old sets first.
+    this.drainAll();
+    this.index = new TargetIndex(targets);
+    this.installFilter('egress', egressFilter(targets));
+    this.installFilter('ingress', ingressFilter(targets));
+  }
+
+  private installFilter(direction: Direction, expression: string): void {
+    try {
+      this.readers[direction].setFilter(expression);
+    } catch (e) {
+      // Too many targets for one classic BPF program: pass every candidate
+      // protocol and let classify() decide, at a higher CPU cost.
+      this.log?.warn(
+        { direction, reason: e instanceof Error ? e.message : String(e), length: expression.length },
+        'pcap filter rejected; capturing all TCP/UDP/SCTP headers instead',
+      );
+      this.readers[direction].setFilter(MATCH_PORT_PROTOCOLS);
+    }
+  }
+
+  private count(b: PcapBatch, direction: Direction): void {
+    const l2 = this.l2[direction];
+    this.seen[direction] += b.count;
+    for (let i = 0; i < b.count; i++) {
+      const m = i * PCAP_META_WORDS;
+      const h = parseHeaders(b.data, b.meta[m + 4]!, b.meta[m + 2]!, l2);
+      if (!h) continue;
+      for (const c of classify(h, direction, this.index)) {
+        const key = `${c.target.toString('hex')}|${c.port}|${c.proto}|${c.kind}`;
+        let s = this.samples.get(key);
+        if (!s) {
+          s = {
+            target: formatAddress16(c.target),
+            port: c.port,
+            proto: PROTOS[c.proto]!,
+            kind: c.kind,
+            direction: c.direction,
+            packets: 0,
+            bytes: 0,
+          };
+          this.samples.set(key, s);
+        }
+        s.packets += 1;
+        s.bytes += b.meta[m + 3]!;
+      }
+    }
+  }
+
+  private drainAll(): void {
+    this.readers.ingress.drain();
+    this.readers.egress.drain();
+  }
+
+  read(): CounterReading {
+    if (this.closed) throw new Error('pcap counter already closed');
+    this.drainAll();
+    const si = this.readers.ingress.stats();
+    const se = this.readers.egress.stats();
+    return {
+      backend: 'pcap',
+      counters: [...this.samples.values()].map((s) => ({ ...s })),
+      seen: { ...this.seen },
+      drops: {
+        counterMapFull: 0,
+        captureBuffer: si.dropped + se.dropped,
+        interface: si.interfaceDropped + se.interfaceDropped,
+      },
+    };
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.readers.ingress.close();
+    this.readers.egress.close();
+  }
+}

@@ -1,0 +1,154 @@
+// What the counters look for, as the agent hands it over (from the address
+// reader and the cluster view), and the counter samples they give back.
+import { formatIP, parseIP } from '../kernel/ip.js';
+
+export type Proto = 'tcp' | 'udp' | 'sctp';
+export type CounterKind = 'to_lb' | 'loop_return' | 'hc_local_src';
+export type Direction = 'ingress' | 'egress';
+
+export const PROTO_NUMBERS: Record<Proto, number> = { tcp: 6, udp: 17, sctp: 132 };
+
+export interface VipTarget {
+  address: string;
+  /** 0 = any port. */
+  port: number;
+  proto: Proto;
+}
+
+export interface LocalPrefix {
+  /** '10.244.1.0/24', '192.0.2.7/32', '2001:db8::/64'; a bare address means a host prefix. */
+  cidr: string;
+  /** An address bound on this node (node IPs, kube-ipvs0 VIPs), as opposed to a pod CIDR. */
+  bound: boolean;
+}
+
+export interface NodePortTarget {
+  port: number;
+  proto: Proto;
+}
+
+export interface Targets {
+  vips: VipTarget[];
+  localPrefixes: LocalPrefix[];
+  nodePorts: NodePortTarget[];
+}
+
+/**
+ * One counter. target is the VIP (to_lb), the local pod address or the
+ * NodePort wildcard '0.0.0.0' / '::' (loop_return), or the bound source
+ * address (hc_local_src). port is the VIP entry's port (0 = any) for to_lb
+ * and the destination port otherwise.
+ */
+export interface CounterSample {
+  target: string;
+  port: number;
+  proto: Proto;
+  kind: CounterKind;
+  direction: Direction;
+  /** Wire packets (GSO segments on the eBPF path). */
+  packets: number;
+  bytes: number;
+}
+
+export interface CounterReading {
+  backend: 'ebpf' | 'pcap';
+  /** Cumulative since the counter was opened. */
+  counters: CounterSample[];
+  /** Packets the classifier looked at (every packet on eBPF, filter matches on pcap). */
+  seen: { ingress: number; egress: number };
+  /** Losses, never silent: packets that could not be counted. */
+  drops: {
+    /** eBPF: a new counter key did not fit into the counters map. */
+    counterMapFull: number;
+    /** pcap: the capture buffer overflowed. */
+    captureBuffer: number;
+    /** pcap: dropped by the interface or driver. */
+    interface: number;
+  };
+}
+
+export const DIRECTION_OF_KIND: Record<CounterKind, Direction> = {
+  to_lb: 'egress',
+  loop_return: 'ingress',
+  hc_local_src: 'ingress',
+};
+
+/** 16-byte form of an address; IPv4 as ::ffff:a.b.c.d. */
+export function address16(address: string): Buffer {
+  const b = parseIP(address);
+  if (b.length === 16) return b;
+  const out = Buffer.alloc(16);
+  out[10] = 0xff;
+  out[11] = 0xff;
+  b.copy(out, 12);
+  return out;
+}
+
+export function isV4Mapped(b: Uint8Array, off = 0): boolean {
+  for (let i = 0; i < 10; i++) if (b[off + i] !== 0) return false;
+  return b[off + 10] === 0xff && b[off + 11] === 0xff;
+}
+
+/** Text form of a 16-byte address (IPv4-mapped ones as plain IPv4). */
+export function formatAddress16(b: Uint8Array, off = 0): string {
+  return isV4Mapped(b, off) ? formatIP(b, off + 12, 4) : formatIP(b, off, 16);
+}
+
+/** A prefix over the 16-byte form: IPv4 /24 becomes 96 + 24 bits. */
+export interface Prefix16 {
+  address: Buffer;
+  bits: number;
+}
+
+export function parsePrefix16(cidr: string): Prefix16 {
+  const slash = cidr.indexOf('/');
+  const text = slash < 0 ? cidr : cidr.slice(0, slash);
+  let raw: Buffer;
+  try {
+    raw = parseIP(text);
+  } catch {
+    throw new Error(`not a CIDR: ${JSON.stringify(cidr)}`);
+  }
+  const max = raw.length * 8;
+  const bits = slash < 0 ? max : Number(cidr.slice(slash + 1));
+  if (!Number.isInteger(bits) || bits < 0 || bits > max || (slash >= 0 && !/^\d+$/.test(cidr.slice(slash + 1)))) {
+    throw new Error(`bad prefix length in ${JSON.stringify(cidr)}`);
+  }
+  const address = address16(text);
+  const total = raw.length === 4 ? 96 + bits : bits;
+  maskInPlace(address, total);
+  return { address, bits: total };
+}
+
+/** Clears the bits after the first `bits` of b. */
+export function maskInPlace(b: Buffer, bits: number): void {
+  for (let i = 0; i < 16; i++) {
+    const keep = Math.max(0, Math.min(8, bits - i * 8));
+    b[i] = b[i]! & ((0xff00 >> keep) & 0xff);
+  }
+}
+
+function checkPort(port: number, what: string, allowZero: boolean): void {
+  if (!Number.isInteger(port) || port < (allowZero ? 0 : 1) || port > 65535) {
+    throw new Error(`${what}: bad port ${port}`);
+  }
+}
+
+function checkProto(proto: string, what: string): void {
+  if (!(proto in PROTO_NUMBERS)) throw new Error(`${what}: protocol must be tcp, udp or sctp, not ${JSON.stringify(proto)}`);
+}
+
+/** Throws a clear error for the first malformed entry. */
+export function validateTargets(t: Targets): void {
+  for (const v of t.vips) {
+    const what = `VIP ${v.address}:${v.port}/${v.proto}`;
+    checkProto(v.proto, what);
+    checkPort(v.port, what, true);
+    address16(v.address);
+  }
+  for (const p of t.localPrefixes) parsePrefix16(p.cidr);
+  for (const n of t.nodePorts) {
+    checkProto(n.proto, `NodePort ${n.port}`);
+    checkPort(n.port, `NodePort ${n.port}/${n.proto}`, false);
+  }
+}

@@ -1,0 +1,174 @@
+// Two namespaces for the capture tests: "node" (where the counters attach, on
+// its uplink cbe0) and "peer" (the rest of the VPC and the LB), joined by a
+// veth. The peer owns the addresses that, from the node's point of view, are
+// the LB VIP, local pod sources (a looped-back pod connection) and a bound
+// address (an LB IP bound on kube-ipvs0 used as a health-check source).
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { Netns, vethPair } from '../support/netns.js';
+import type { Targets } from '../../src/capture/targets.js';
+import type { Send } from './capture-sender.js';
+
+export const UPLINK = 'cbe0';
+
+export interface Family {
+  nodeIp: string;
+  peerIp: string;
+  vip: string;
+  /** Source on the peer that lies in the node's pod CIDR. */
+  podSrc: string;
+  /** A pod address on the node (a looped connection's destination). */
+  localPod: string;
+  podCidr: string;
+  /** Source on the peer that is an address bound on the node. */
+  boundSrc: string;
+  /** UDP frame overhead: Ethernet + IP + UDP headers. */
+  udpOverhead: number;
+}
+
+export const V4: Family = {
+  nodeIp: '10.77.0.1',
+  peerIp: '10.77.0.2',
+  vip: '10.77.9.9',
+  podSrc: '10.244.1.5',
+  localPod: '10.244.1.9',
+  podCidr: '10.244.1.0/24',
+  boundSrc: '10.77.5.5',
+  udpOverhead: 14 + 20 + 8,
+};
+
+export const V6: Family = {
+  nodeIp: 'fd77::1',
+  peerIp: 'fd77::2',
+  vip: 'fd77:9::9',
+  podSrc: 'fd44:1::5',
+  localPod: 'fd44:1::9',
+  podCidr: 'fd44:1::/64',
+  boundSrc: 'fd77:5::5',
+  udpOverhead: 14 + 40 + 8,
+};
+
+export const PORTS = { vipUdp: 80, vipOtherUdp: 81, vipTcp: 443, nodePortUdp: 30080, nodePortTcp: 30443, podUdp: 8080, healthTcp: 10256 };
+export const PAYLOAD = 100;
+
+/** The node's view: VIP udp/80 and tcp/any, its own IP and the bound address, the pod CIDR, two NodePorts. */
+export function labTargets(fams: Family[] = [V4, V6]): Targets {
+  return {
+    vips: fams.flatMap((f) => [
+      { address: f.vip, port: PORTS.vipUdp, proto: 'udp' as const },
+      { address: f.vip, port: 0, proto: 'tcp' as const },
+    ]),
+    localPrefixes: fams.flatMap((f) => [
+      { cidr: f.nodeIp, bound: true },
+      { cidr: f.boundSrc, bound: true },
+      { cidr: f.podCidr, bound: false },
+    ]),
+    nodePorts: [
+      { port: PORTS.nodePortUdp, proto: 'udp' },
+      { port: PORTS.nodePortTcp, proto: 'tcp' },
+    ],
+  };
+}
+
+export class CaptureLab {
+  readonly node: Netns;
+  readonly peer: Netns;
+
+  constructor() {
+    this.node = Netns.create('cbe-n');
+    try {
+      this.peer = Netns.create('cbe-p');
+      vethPair(this.node, UPLINK, this.peer, 'cbe1');
+      this.node.sh(`
+        ip addr add ${V4.nodeIp}/24 dev ${UPLINK}
+        ip addr add ${V6.nodeIp}/64 dev ${UPLINK} nodad
+        ip addr add ${V4.localPod}/32 dev lo
+        ip addr add ${V6.localPod}/128 dev lo nodad
+        ip route add default via ${V4.peerIp}
+        ip -6 route add default via ${V6.peerIp}`);
+      this.peer.sh(`
+        ip addr add ${V4.peerIp}/24 dev cbe1
+        ip addr add ${V6.peerIp}/64 dev cbe1 nodad
+        for a in ${V4.vip} ${V4.podSrc} ${V4.boundSrc}; do ip addr add $a/32 dev lo; done
+        for a in ${V6.vip} ${V6.podSrc} ${V6.boundSrc}; do ip addr add $a/128 dev lo nodad; done
+        ip route add ${V4.localPod}/32 via ${V4.nodeIp}
+        ip -6 route add ${V6.localPod}/128 via ${V6.nodeIp}`);
+      // Resolve neighbours now, so that no test packet waits in an ARP/ND queue.
+      this.send('node', [V4, V6].map((f) => ({ proto: 'udp', src: f.nodeIp, dst: f.peerIp, port: 9, count: 1 })));
+      this.send('peer', [V4, V6].map((f) => ({ proto: 'udp', src: f.peerIp, dst: f.nodeIp, port: 9, count: 1 })));
+    } catch (e) {
+      this.destroy();
+      throw e;
+    }
+  }
+
+  get nodeNetns(): string {
+    return this.node.path;
+  }
+
+  /** Runs test/lab/capture-sender.ts in one namespace; throws unless every packet went out. */
+  send(where: 'node' | 'peer', plan: Send[]): void {
+    const ns = where === 'node' ? this.node : this.peer;
+    const script = fileURLToPath(new URL('./capture-sender.ts', import.meta.url));
+    const r = spawnSync('ip', ['netns', 'exec', ns.name, process.execPath, '--import', 'tsx', script, JSON.stringify(plan)], {
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    if (r.status !== 0) throw new Error(`sender in ${ns.name} failed (${r.status}): ${r.stderr.trim()}`);
+    const { done } = JSON.parse(r.stdout) as { done: number[] };
+    if (done.join() !== plan.map((p) => p.count).join()) throw new Error(`sender sent ${done} of ${plan.map((p) => p.count)}`);
+  }
+
+  /** `tc filter show` on the node's uplink, both hooks. */
+  tcFilters(): string {
+    return ['ingress', 'egress'].map((h) => this.node.run('tc', 'filter', 'show', 'dev', UPLINK, h)).join('').trim();
+  }
+
+  destroy(): void {
+    this.node?.delete();
+    this.peer?.delete();
+  }
+}
+
+export interface Expected {
+  target: string;
+  port: number;
+  proto: 'tcp' | 'udp';
+  kind: 'to_lb' | 'loop_return' | 'hc_local_src';
+  packets: number;
+  /** Exact bytes when known (UDP); TCP SYN sizes depend on options. */
+  bytes?: number;
+}
+
+/**
+ * Sends one family's scenario (matching and non-matching traffic, both ways)
+ * `times` times and returns the counters it must produce.
+ */
+export function sendScenario(lab: CaptureLab, f: Family, times = 1): Expected[] {
+  const udp = (n: number) => ({ packets: n * times, bytes: n * times * (f.udpOverhead + PAYLOAD) });
+  lab.send('node', [
+    { proto: 'udp', src: f.nodeIp, dst: f.vip, port: PORTS.vipUdp, count: 5 * times, payload: PAYLOAD },
+    { proto: 'tcp', src: f.nodeIp, dst: f.vip, port: PORTS.vipTcp, count: 3 * times },
+    // Not counted: VIP on a port not in the set, and a plain peer address.
+    { proto: 'udp', src: f.nodeIp, dst: f.vip, port: PORTS.vipOtherUdp, count: 4 * times, payload: PAYLOAD },
+    { proto: 'udp', src: f.nodeIp, dst: f.peerIp, port: PORTS.vipUdp, count: 4 * times, payload: PAYLOAD },
+  ]);
+  lab.send('peer', [
+    { proto: 'udp', src: f.podSrc, dst: f.nodeIp, port: PORTS.nodePortUdp, count: 4 * times, payload: PAYLOAD },
+    { proto: 'tcp', src: f.podSrc, dst: f.nodeIp, port: PORTS.nodePortTcp, count: 2 * times },
+    { proto: 'udp', src: f.podSrc, dst: f.localPod, port: PORTS.podUdp, count: 3 * times, payload: PAYLOAD },
+    { proto: 'tcp', src: f.boundSrc, dst: f.nodeIp, port: PORTS.healthTcp, count: 2 * times },
+    // Not counted: a remote source to a NodePort and to a local pod.
+    { proto: 'udp', src: f.peerIp, dst: f.nodeIp, port: PORTS.nodePortUdp, count: 4 * times, payload: PAYLOAD },
+    { proto: 'udp', src: f.peerIp, dst: f.localPod, port: PORTS.podUdp, count: 4 * times, payload: PAYLOAD },
+  ]);
+  const any = f === V4 ? '0.0.0.0' : '::';
+  return [
+    { target: f.vip, port: PORTS.vipUdp, proto: 'udp', kind: 'to_lb', ...udp(5) },
+    { target: f.vip, port: 0, proto: 'tcp', kind: 'to_lb', packets: 3 * times },
+    { target: any, port: PORTS.nodePortUdp, proto: 'udp', kind: 'loop_return', ...udp(4) },
+    { target: any, port: PORTS.nodePortTcp, proto: 'tcp', kind: 'loop_return', packets: 2 * times },
+    { target: f.localPod, port: PORTS.podUdp, proto: 'udp', kind: 'loop_return', ...udp(3) },
+    { target: f.boundSrc, port: PORTS.healthTcp, proto: 'tcp', kind: 'hc_local_src', packets: 2 * times },
+  ];
+}
