@@ -8,7 +8,7 @@ import { BUNDLES, loadCase, type Expectation } from './fixture-bundle.js';
 const matches = (f: Finding, e: Expectation): boolean =>
   `${f.service.namespace}/${f.service.name}` === e.service && f.mechanism === e.mechanism && f.severity === e.severity;
 
-const cases = readdirSync(BUNDLES).sort();
+const cases = readdirSync(BUNDLES, { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name).sort();
 
 describe('fixture bundles', () => {
   it('has a case for every mechanism, positive and negative', () => {
