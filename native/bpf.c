@@ -56,7 +56,7 @@ static napi_value throw_libbpf(napi_env env, int err, const char *what) {
   // Only the last lines: the verifier's verdict is at the end.
   const char *tail = lib_log;
   if (lib_log_len > 700) tail = lib_log + lib_log_len - 700;
-  if (lib_log_len) snprintf(msg, sizeof msg, "%s (libbpf: %s)", what, tail);
+  if (lib_log_len) snprintf(msg, sizeof msg, "%s (%s)", what, tail);
   else snprintf(msg, sizeof msg, "%s", what);
   // Single line: the CLI prints errors as one line.
   for (char *c = msg; *c; c++)

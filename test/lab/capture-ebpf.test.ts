@@ -1,14 +1,12 @@
 // eBPF counters on a real kernel: exact counts for known traffic (v4 and v6,
 // TCP and UDP, matching and not), with TCX and with legacy cls_bpf; live map
 // updates; nothing left behind after close or after a SIGKILL.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { captureAddon } from '../../src/capture/addon.js';
 import { TC_HANDLE, TC_PRIORITY } from '../../src/capture/attach.js';
 import { EbpfCounter } from '../../src/capture/ebpf.js';
 import { isRoot } from '../support/netns.js';
-import { CaptureLab, labTargets, PAYLOAD, PORTS, sendScenario, UPLINK, V4, V6 } from './capture-lab.js';
+import { CaptureLab, labTargets, PAYLOAD, PORTS, sendScenario, startAgent, UPLINK, V4, V6, type Agent } from './capture-lab.js';
 import { expectCounters, merge } from './capture-expect.js';
 
 /** Program ids attached to the node's uplink: TCX (both hooks) and our cls_bpf filters. */
@@ -19,28 +17,6 @@ function attached(lab: CaptureLab): { tcx: number[]; tc: number[] } {
     tcx: [...a.bpfTcxQuery(UPLINK, false, ns), ...a.bpfTcxQuery(UPLINK, true, ns)],
     tc: [false, true].map((eg) => a.bpfTcQuery(UPLINK, eg, TC_HANDLE, TC_PRIORITY, ns)).filter((id) => id !== 0),
   };
-}
-
-function startAgent(lab: CaptureLab, mode: 'tcx' | 'tc'): Promise<{ child: ChildProcess; line: string }> {
-  const script = fileURLToPath(new URL('./capture-agent.ts', import.meta.url));
-  const child = spawn(process.execPath, ['--import', 'tsx', script, UPLINK, lab.nodeNetns, mode], { stdio: ['ignore', 'pipe', 'pipe'] });
-  return new Promise((resolve, reject) => {
-    let out = '';
-    let err = '';
-    child.stdout!.on('data', (d: Buffer) => {
-      out += d.toString();
-      if (out.includes('\n')) resolve({ child, line: out.trim() });
-    });
-    child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
-    child.on('exit', (code) => reject(new Error(`agent exited ${code}: ${err.trim()}`)));
-  });
-}
-
-async function killAndWait(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise((r) => child.once('exit', r));
-  child.kill('SIGKILL');
-  await exited;
 }
 
 async function until(cond: () => boolean, timeoutMs: number): Promise<boolean> {
@@ -55,7 +31,7 @@ async function until(cond: () => boolean, timeoutMs: number): Promise<boolean> {
 describe.skipIf(!isRoot)('eBPF counters (real kernel, namespaces cbe-*)', () => {
   let lab: CaptureLab;
   const open: EbpfCounter[] = [];
-  const children: ChildProcess[] = [];
+  const agents: Agent[] = [];
   const openCounter = (attach: 'tcx' | 'tc') => {
     const c = EbpfCounter.open({ ifname: UPLINK, netnsPath: lab.nodeNetns, attach });
     open.push(c);
@@ -67,7 +43,7 @@ describe.skipIf(!isRoot)('eBPF counters (real kernel, namespaces cbe-*)', () => 
   });
   afterEach(async () => {
     for (const c of open.splice(0)) c.close();
-    for (const ch of children.splice(0)) await killAndWait(ch);
+    for (const a of agents.splice(0)) await a.kill();
   });
   afterAll(() => lab?.destroy());
 
@@ -108,21 +84,21 @@ describe.skipIf(!isRoot)('eBPF counters (real kernel, namespaces cbe-*)', () => 
   });
 
   it('a SIGKILLed agent leaves nothing attached (TCX)', async () => {
-    const { child, line } = await startAgent(lab, 'tcx');
-    children.push(child);
-    expect(line).toBe('ready tcx');
+    const agent = await startAgent(lab, 'tcx');
+    agents.push(agent);
+    expect(agent.hello.attach).toBe('tcx');
     expect(attached(lab).tcx).toHaveLength(2);
-    await killAndWait(child);
+    await agent.kill();
     // The links are released with the dead process's files.
     expect(await until(() => attached(lab).tcx.length === 0, 3000)).toBe(true);
     expect(attached(lab).tc).toEqual([]);
   });
 
   it('cls_bpf filters of a SIGKILLed agent are removed at the next start', async () => {
-    const { child, line } = await startAgent(lab, 'tc');
-    children.push(child);
-    expect(line).toBe('ready tc');
-    await killAndWait(child);
+    const agent = await startAgent(lab, 'tc');
+    agents.push(agent);
+    expect(agent.hello.attach).toBe('tc');
+    await agent.kill();
     const left = attached(lab).tc;
     expect(left).toHaveLength(2);
     const names = left.map((id) => captureAddon().bpfProgInfoById(id)?.name).sort();

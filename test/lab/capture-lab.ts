@@ -3,10 +3,11 @@
 // veth. The peer owns the addresses that, from the node's point of view, are
 // the LB VIP, local pod sources (a looped-back pod connection) and a bound
 // address (an LB IP bound on kube-ipvs0 used as a health-check source).
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Netns, vethPair } from '../support/netns.js';
-import type { Targets } from '../../src/capture/targets.js';
+import type { CounterReading, Targets } from '../../src/capture/targets.js';
 import type { Send } from './capture-sender.js';
 
 export const UPLINK = 'cbe0';
@@ -171,4 +172,65 @@ export function sendScenario(lab: CaptureLab, f: Family, times = 1): Expected[] 
     { target: f.localPod, port: PORTS.podUdp, proto: 'udp', kind: 'loop_return', ...udp(3) },
     { target: f.boundSrc, port: PORTS.healthTcp, proto: 'tcp', kind: 'hc_local_src', packets: 2 * times },
   ];
+}
+
+export interface AgentHello {
+  backend?: 'ebpf' | 'pcap';
+  description?: string;
+  attach?: 'tcx' | 'tc';
+  warnings: string[];
+  error?: string;
+}
+
+/** test/lab/capture-agent.ts running as a separate process. */
+export interface Agent {
+  child: ChildProcess;
+  hello: AgentHello;
+  read(): Promise<CounterReading>;
+  kill(): Promise<void>;
+}
+
+/**
+ * Starts the stand-in agent. With `inside`, it runs inside the node namespace
+ * (no setns needed) with only the given capabilities (setpriv bounding set).
+ */
+export function startAgent(lab: CaptureLab, mode: 'tcx' | 'tc' | 'auto', inside?: { caps: string[] }): Promise<Agent> {
+  const script = fileURLToPath(new URL('./capture-agent.ts', import.meta.url));
+  const node = [process.execPath, '--import', 'tsx', script, UPLINK];
+  const argv = inside
+    ? ['ip', 'netns', 'exec', lab.node.name, 'setpriv', `--bounding-set=-all${inside.caps.map((c) => `,+${c}`).join('')}`, '--inh-caps=-all', ...node, '-', mode]
+    : [...node, lab.nodeNetns, mode];
+  const child = spawn(argv[0]!, argv.slice(1), { stdio: ['pipe', 'pipe', 'pipe'] });
+  const lines = createInterface({ input: child.stdout! });
+  const waiting: ((l: string) => void)[] = [];
+  lines.on('line', (l) => waiting.shift()?.(l));
+  let stderr = '';
+  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  const nextLine = () =>
+    new Promise<string>((resolve, reject) => {
+      waiting.push(resolve);
+      child.once('exit', (code) => reject(new Error(`agent exited ${code}: ${stderr.trim()}`)));
+    });
+  const kill = async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise((r) => child.once('exit', r));
+    child.kill('SIGKILL');
+    await exited;
+  };
+  return nextLine().then(
+    (l) => ({
+      child,
+      hello: JSON.parse(l) as AgentHello,
+      read: async () => {
+        const p = nextLine();
+        child.stdin!.write('read\n');
+        return JSON.parse(await p) as CounterReading;
+      },
+      kill,
+    }),
+    async (e) => {
+      await kill();
+      throw e;
+    },
+  );
 }
