@@ -12,8 +12,11 @@ import { IPVS_GENL_NAME } from './uapi.js';
 export interface ReadIpvsOptions {
   /** Path of a network namespace (e.g. /var/run/netns/NAME); default: the caller's. */
   netns?: string;
-  /** Receives a copy of every reply message (netlink header included), e.g. to record fixtures. */
-  onReply?: (kind: 'service' | 'dest', message: Buffer) => void;
+  /**
+   * Receives a copy of every reply message (netlink header included), e.g. to
+   * record fixtures, with the index of the service it lists or belongs to.
+   */
+  onReply?: (kind: 'service' | 'dest', message: Buffer, serviceIndex: number) => void;
 }
 
 export interface IpvsReadResult {
@@ -43,14 +46,14 @@ export async function readIpvs(opts: ReadIpvsOptions = {}): Promise<IpvsReadResu
     const found: { service: IpvsVirtualServer; selector: ServiceSelector }[] = [];
     await sock.dump(serviceDumpRequest(fam.id), 'IPVS: dump services', (msgs) => {
       for (const m of msgs) {
-        record?.('service', withHeader(m));
+        record?.('service', withHeader(m), found.length);
         found.push(decodeService(m.payload));
       }
     });
-    for (const { service, selector } of found) {
+    for (const [i, { service, selector }] of found.entries()) {
       await sock.dump(destDumpRequest(fam.id, selector), 'IPVS: dump real servers', (msgs) => {
         for (const m of msgs) {
-          record?.('dest', withHeader(m));
+          record?.('dest', withHeader(m), i);
           service.realServers.push(decodeDest(m.payload, service.family));
         }
       });
