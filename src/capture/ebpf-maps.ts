@@ -5,6 +5,7 @@ import {
   COUNTER_KEY_SIZE,
   COUNTER_VALUE_SIZE,
   decodeCounterKey,
+  type DecodedCounterKey,
   LOCAL_BOUND,
   LOCAL_POD,
   lpmKey,
@@ -88,6 +89,8 @@ export class CounterMapReader {
   private readonly token = Buffer.alloc(8);
   private readonly status = new Int32Array(2);
   private readonly stride = perCpuStride(COUNTER_VALUE_SIZE);
+  /** Decoded keys by raw bytes: keys stay the same from one read to the next. */
+  private decoded = new Map<string, DecodedCounterKey>();
 
   constructor(
     private readonly addon: CaptureAddon,
@@ -101,23 +104,41 @@ export class CounterMapReader {
 
   read(): CounterSample[] {
     const out: CounterSample[] = [];
+    const seen = new Map<string, DecodedCounterKey>();
     let first = true;
     for (;;) {
       this.addon.bpfMapLookupBatch(this.fd, this.keys, this.values, this.token, first, this.status, this.batch);
       first = false;
       const n = this.status[0]!;
       for (let i = 0; i < n; i++) {
-        let packets = 0n;
-        let bytes = 0n;
-        const base = i * this.cpus * this.stride;
-        for (let c = 0; c < this.cpus; c++) {
-          packets += this.values.readBigUInt64LE(base + c * this.stride);
-          bytes += this.values.readBigUInt64LE(base + c * this.stride + 8);
-        }
-        out.push({ ...decodeCounterKey(this.keys, i * COUNTER_KEY_SIZE), packets: Number(packets), bytes: Number(bytes) });
+        const raw = this.keys.toString('latin1', i * COUNTER_KEY_SIZE, (i + 1) * COUNTER_KEY_SIZE);
+        const key = this.decoded.get(raw) ?? decodeCounterKey(this.keys, i * COUNTER_KEY_SIZE);
+        seen.set(raw, key);
+        out.push({
+          target: key.target,
+          port: key.port,
+          proto: key.proto,
+          kind: key.kind,
+          direction: key.direction,
+          packets: this.sum(i, 0),
+          bytes: this.sum(i, 8),
+        });
       }
-      if (this.status[1] || n === 0) return out;
+      if (this.status[1] || n === 0) break;
     }
+    this.decoded = seen;
+    return out;
+  }
+
+  /** Sum over CPUs of the u64 at `field` of entry i (exact below 2^53). */
+  private sum(i: number, field: number): number {
+    let total = 0;
+    const base = i * this.cpus * this.stride + field;
+    for (let c = 0; c < this.cpus; c++) {
+      const off = base + c * this.stride;
+      total += this.values.readUInt32LE(off) + this.values.readUInt32LE(off + 4) * 0x1_0000_0000;
+    }
+    return total;
   }
 }
 
