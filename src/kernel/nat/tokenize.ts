@@ -1,7 +1,8 @@
 // Splits one save-output line into words the way iptables-restore and
 // ipset restore do: whitespace separates, double quotes group, and inside
 // quotes a backslash escapes '"' and '\' (iptables-save writes comments as
-// "a \"quoted\" word").
+// "a \"quoted\" word"). Slices rather than appends characters: kube-proxy
+// nodes print tens of thousands of such lines.
 
 export interface Token {
   text: string;
@@ -11,46 +12,52 @@ export interface Token {
 
 export type TokenizeResult = { ok: true; tokens: Token[] } | { ok: false; error: string };
 
+const WORD_END = /[ \t"]/g;
+const QUOTED_SPECIAL = /["\\]/g;
+
 export function tokenize(line: string): TokenizeResult {
   const tokens: Token[] = [];
-  let i = 0;
   const n = line.length;
+  let i = 0;
   while (i < n) {
-    while (i < n && isSpace(line[i]!)) i++;
+    while (i < n && (line[i] === ' ' || line[i] === '\t')) i++;
     if (i >= n) break;
     let text = '';
     let quoted = false;
-    while (i < n && !isSpace(line[i]!)) {
-      const c = line[i]!;
-      if (c !== '"') {
-        text += c;
-        i++;
+    while (i < n && line[i] !== ' ' && line[i] !== '\t') {
+      if (line[i] !== '"') {
+        WORD_END.lastIndex = i;
+        const m = WORD_END.exec(line);
+        const end = m ? m.index : n;
+        text += line.slice(i, end);
+        i = end;
         continue;
       }
       quoted = true;
       const open = i;
       i++;
       for (;;) {
-        if (i >= n) return { ok: false, error: `unterminated quote starting at column ${open + 1}` };
-        const q = line[i]!;
-        if (q === '"') {
+        QUOTED_SPECIAL.lastIndex = i;
+        const m = QUOTED_SPECIAL.exec(line);
+        if (!m) return { ok: false, error: `unterminated quote starting at column ${open + 1}` };
+        text += line.slice(i, m.index);
+        i = m.index;
+        if (line[i] === '"') {
           i++;
           break;
         }
-        if (q === '\\' && (line[i + 1] === '"' || line[i + 1] === '\\')) {
-          text += line[i + 1];
+        // A backslash escapes a quote or a backslash; any other backslash is kept as is.
+        const next = line[i + 1];
+        if (next === '"' || next === '\\') {
+          text += next;
           i += 2;
-          continue;
+        } else {
+          text += '\\';
+          i++;
         }
-        text += q;
-        i++;
       }
     }
     tokens.push({ text, quoted });
   }
   return { ok: true, tokens };
-}
-
-function isSpace(c: string): boolean {
-  return c === ' ' || c === '\t';
 }

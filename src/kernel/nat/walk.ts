@@ -4,7 +4,7 @@
 // from the rules alone (a statistic match, a mark, a source inside the pod
 // range but narrower than it) make a rule 'maybe'; what happens under a 'maybe'
 // rule is recorded as uncertain and the walk goes on past it.
-import { inCidr } from '../ip.js';
+import { canonicalIP, inCidr } from '../ip.js';
 import { findOptions } from './rule-spec.js';
 import type { IpsetSet, IptablesRule, MatchOption, RuleMatch } from './types.js';
 
@@ -27,6 +27,20 @@ export interface WalkTables {
   chains: Map<string, IptablesRule[]>;
   sets: Map<string, IpsetSet>;
   pod: PodSelectors;
+  /** Per-chain index by destination address, built on first use (see candidates()). */
+  index?: Map<string, ChainIndex>;
+}
+
+/**
+ * KUBE-SERVICES holds one rule per Service IP and port; walking it for every VIP
+ * would be O(VIPs x Services). Rules whose only destination is one host address
+ * can match only a probe to that address, so they are looked up by it.
+ */
+interface ChainIndex {
+  /** Positions of rules without a single-host `-d`, ascending. */
+  general: number[];
+  /** Positions of rules with `-d HOST/32` (or /128), by canonical HOST, ascending. */
+  byDst: Map<string, number[]>;
 }
 
 export interface WalkStep {
@@ -71,7 +85,7 @@ export function walkNat(tables: WalkTables, start: string, probe: Probe): WalkRe
 function walkChain(t: WalkTables, chain: string, probe: Probe, certain: boolean, depth: number, res: WalkResult): WalkEnd {
   if (depth > MAX_DEPTH) return 'loop';
   res.visited.push(chain);
-  for (const rule of t.chains.get(chain) ?? []) {
+  for (const rule of candidates(t, chain, probe.dst)) {
     const m = matchRule(t, rule, probe, res, certain);
     if (m === 'no') continue;
     const sure = certain && m === 'yes';
@@ -104,6 +118,60 @@ function walkChain(t: WalkTables, chain: string, probe: Probe, certain: boolean,
     if (rule.goto) return 'return';
   }
   return 'fallthrough';
+}
+
+/** The rules of `chain` that could match a packet to `dst`, in chain order. */
+function candidates(t: WalkTables, chain: string, dst: string): IptablesRule[] {
+  const rules = t.chains.get(chain) ?? [];
+  if (rules.length < 16) return rules;
+  t.index ??= new Map();
+  let idx = t.index.get(chain);
+  if (!idx) {
+    idx = indexChain(rules);
+    t.index.set(chain, idx);
+  }
+  const a = idx.general;
+  const b = idx.byDst.get(canonicalSafe(dst)) ?? [];
+  const out: IptablesRule[] = [];
+  let i = 0;
+  let j = 0;
+  while (i < a.length || j < b.length) {
+    if (j >= b.length || (i < a.length && a[i]! < b[j]!)) out.push(rules[a[i++]!]!);
+    else out.push(rules[b[j++]!]!);
+  }
+  return out;
+}
+
+function indexChain(rules: IptablesRule[]): ChainIndex {
+  const idx: ChainIndex = { general: [], byDst: new Map() };
+  rules.forEach((r, pos) => {
+    const d = findOptions(r.matches, '-d', '');
+    const host = d.length === 1 && !d[0]!.negated ? hostOf(d[0]!.values[0] ?? '') : undefined;
+    if (host === undefined) {
+      idx.general.push(pos);
+      return;
+    }
+    const list = idx.byDst.get(host) ?? [];
+    list.push(pos);
+    idx.byDst.set(host, list);
+  });
+  return idx;
+}
+
+/** 'A/32', 'A/128' or a bare address -> canonical A; anything wider -> undefined. */
+function hostOf(cidr: string): string | undefined {
+  const [addr, len] = cidr.split('/');
+  if (len !== undefined && len !== '32' && len !== '128') return undefined;
+  const c = canonicalSafe(addr ?? '');
+  return c === '' ? undefined : c;
+}
+
+function canonicalSafe(address: string): string {
+  try {
+    return canonicalIP(address);
+  } catch {
+    return '';
+  }
 }
 
 function matchRule(t: WalkTables, rule: IptablesRule, probe: Probe, res: WalkResult, certain: boolean): Tri {

@@ -118,6 +118,44 @@ describe('kubeNatFacts: iptables mode 1.24+ (KUBE-EXT / KUBE-SVL)', () => {
   });
 });
 
+describe('kubeNatFacts on a large node', () => {
+  it('gives each of 300 LB Services its own answer (KUBE-SERVICES walked through its destination index)', () => {
+    const chains = [':PREROUTING ACCEPT [0:0]', ':KUBE-SERVICES - [0:0]', ':KUBE-MARK-MASQ - [0:0]', ':KUBE-NODEPORTS - [0:0]'];
+    const services: string[] = [];
+    const rest: string[] = [];
+    for (let i = 0; i < 300; i++) {
+      const h = `KUBE-EXT-${String(i).padStart(16, '0')}`;
+      const svc = `KUBE-SVC-${String(i).padStart(16, '0')}`;
+      const vip = `198.18.${i >> 8}.${i & 255}`;
+      const local = i % 3 === 0;
+      chains.push(`:${h} - [0:0]`, `:${svc} - [0:0]`);
+      services.push(`-A KUBE-SERVICES -d 10.96.${i >> 8}.${i & 255}/32 -p tcp -m comment --comment "ns/s${i}:http cluster IP" -m tcp --dport 80 -j ${svc}`);
+      services.push(`-A KUBE-SERVICES -d ${vip}/32 -p tcp -m comment --comment "ns/s${i}:http loadbalancer IP" -m tcp --dport 80 -j ${h}`);
+      rest.push(
+        local
+          ? `-A ${h} -s 10.244.0.0/16 -m comment --comment "pod traffic for ns/s${i}:http external destinations" -j ${svc}`
+          : `-A ${h} -m comment --comment "masquerade traffic for ns/s${i}:http external destinations" -j KUBE-MARK-MASQ`,
+        `-A ${h} -j ${svc}`,
+        `-A ${svc} -p tcp -m comment --comment "ns/s${i}:http -> 10.244.9.${i & 255}:8080" -m tcp -j DNAT --to-destination 10.244.9.${i & 255}:8080`,
+      );
+    }
+    // A rule for a whole range and a negated destination must still be seen in order, before the VIP rules.
+    services.unshift('-A KUBE-SERVICES ! -d 198.18.0.0/15 -j RETURN', '-A KUBE-SERVICES -d 198.18.1.0/24 -p tcp -m tcp --dport 80 -j KUBE-MARK-MASQ');
+    const nat = natOf([...chains, '-A PREROUTING -j KUBE-SERVICES', ...rest, ...services].join('\n'));
+    const lbs = kubeNatFacts(nat).loadBalancers;
+    expect(lbs).toHaveLength(300);
+    for (const [i, l] of lbs.entries()) {
+      const inRange = i >= 256; // 198.18.1.x is marked by the range rule whatever its policy
+      expect([l.service, l.trafficPolicy, l.podTraffic, l.capture]).toEqual([
+        `ns/s${i}:http`,
+        i % 3 === 0 ? 'Local' : 'Cluster',
+        i % 3 === 0 && !inRange ? 'exempt' : 'masquerade',
+        'dnat',
+      ]);
+    }
+  });
+});
+
 describe('kubeNatFacts: IPVS mode', () => {
   it('reads VIPs from the KUBE-LOAD-BALANCER ipset and policy from KUBE-LOAD-BALANCER-LOCAL', () => {
     const f = kubeNatFacts(IPVS);
