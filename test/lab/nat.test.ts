@@ -43,7 +43,9 @@ function setsOf(d: IpsetDump | undefined) {
     .sort((a, b) => a.name.localeCompare(b.name));
 }
 
-describe.skipIf(!isRoot)('readNat on a real kernel (both xtables backends, ipset)', () => {
+if (!isRoot) console.warn('test/lab/nat.test.ts: skipped, needs root (creates network namespaces and loads iptables rules into them)');
+
+describe.skipIf(!isRoot)('readNat on a real kernel (both xtables backends, ipset; needs root)', () => {
   const made: Netns[] = [];
   const netns = (): Netns => {
     const ns = Netns.create('cbn-nat');

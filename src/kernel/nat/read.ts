@@ -55,14 +55,21 @@ export async function readNat(opts: ReadNatOptions = {}): Promise<ReadNatResult>
   }
   const notes: string[] = [];
   let v4: IptablesDump;
-  let v6: IptablesDump | undefined;
   try {
     v4 = parseIptablesSave(v4res.stdout, { source: SAVE_COMMANDS[choice.backend][4], family: 4 });
-    if (v6res.ok) v6 = parseIptablesSave(v6res.stdout, { source: SAVE_COMMANDS[choice.backend][6], family: 6 });
-    else notes.push(`IPv6 rules unavailable: ${SAVE_COMMANDS[choice.backend][6]}: ${v6res.reason}`);
   } catch (e) {
     const reason = e instanceof Error ? e.message : String(e);
     return { sources: [{ source: 'nat', available: false, reason, durationMs: natMs }, ipset.status] };
+  }
+  // IPv6 is a bonus: its failure is a note, not a lost snapshot.
+  let v6: IptablesDump | undefined;
+  if (!v6res.ok) notes.push(`IPv6 rules unavailable: ${withCommand(SAVE_COMMANDS[choice.backend][6], v6res.reason)}`);
+  else {
+    try {
+      v6 = parseIptablesSave(v6res.stdout, { source: SAVE_COMMANDS[choice.backend][6], family: 6 });
+    } catch (e) {
+      notes.push(`IPv6 rules unavailable: ${e instanceof Error ? e.message : String(e)}`);
+    }
   }
   const other: XtablesBackend = choice.backend === 'legacy' ? 'nft' : 'legacy';
   if (choice[other].kubeRuleLines > 0) {
