@@ -1,0 +1,24 @@
+// Failures of bundle text inputs name the file and the 1-based line (the same
+// "file:line: detail" shape as the NAT and IPVS parsers), so an SRE can open the
+// file at the right place.
+import { lineIssue } from '../kernel/nat/errors.js';
+
+/** The whole input is unusable (not the expected command's output at all). */
+export class BundleParseError extends Error {
+  constructor(
+    readonly file: string,
+    readonly line: number,
+    detail: string,
+  ) {
+    super(lineIssue(file, line, detail));
+    this.name = 'BundleParseError';
+  }
+}
+
+export { lineIssue };
+
+/** A short, printable excerpt of a bad line for messages. */
+export function excerpt(line: string, max = 60): string {
+  const s = line.trim();
+  return JSON.stringify(s.length > max ? `${s.slice(0, max - 3)}...` : s);
+}

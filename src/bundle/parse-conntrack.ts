@@ -1,0 +1,251 @@
+// Parser of conntrack entries as text: `conntrack -L` (also with -o extended,
+// -o id, and counters when nf_conntrack_acct is on) and /proc/net/nf_conntrack,
+// into the same ConntrackEntry the netlink reader produces.
+//
+//   [ipv4 2] tcp 6 119 SYN_SENT src=A dst=B sport=P dport=Q [packets=N bytes=N]
+//     [UNREPLIED] src=B' dst=A' sport=Q' dport=P' [packets=N bytes=N] [ASSURED]
+//     mark=0 [zone=7] use=1 [id=123]
+//
+// The text does not carry the status word, so statusFlags are rebuilt from what
+// it shows: CONFIRMED (only confirmed entries are listed), SEEN_REPLY unless
+// [UNREPLIED], ASSURED, OFFLOAD/HW_OFFLOAD, and SRC_NAT/DST_NAT when the reply
+// tuple is not the mirror of the original one. One bad line is a warning naming
+// file and line; a file with no entry line at all is a BundleParseError.
+import { IPS_ASSURED, IPS_CONFIRMED, IPS_DST_NAT, IPS_SEEN_REPLY, IPS_SRC_NAT, STATUS_NAMES } from '../kernel/conntrack/constants.js';
+import { statusFlagNames } from '../kernel/conntrack/decode.js';
+import { canonicalIP, ipFamily } from '../kernel/ip.js';
+import type { ConntrackCounters, ConntrackEntry, ConntrackTuple, Family } from '../kernel/types.js';
+import { BundleParseError, excerpt, lineIssue } from './errors.js';
+
+export interface ConntrackText {
+  entries: ConntrackEntry[];
+  /** Problems with single lines ('file:line: detail'); those lines are skipped. */
+  warnings: string[];
+  /** The count in conntrack(8)'s "N flow entries have been shown" line, when the file has one. */
+  reportedCount?: number;
+}
+
+/** A line that is not an entry; the message is the detail, without file and line. */
+export class ConntrackLineError extends Error {}
+
+const L3 = { ipv4: [4, 2], ipv6: [6, 10] } as const;
+const SUMMARY = /^conntrack v[\d.]+ \(conntrack-tools\): (\d+) flow entries have been shown\.$/;
+const TOOL_MESSAGE = /^conntrack v[\d.]+ \(conntrack-tools\): /;
+/** Protocols whose tuples carry ports (IPPROTO numbers). */
+const PORT_PROTOS = new Set([6, 17, 33, 132, 136]);
+const ICMP_PROTOS = new Set([1, 58]);
+/** Keys after the tuples that conntrack(8) or /proc may print and that we do not keep. */
+const IGNORED_KEYS = new Set(['secctx', 'helper', 'labels', 'delta-time', 'zone-orig', 'zone-reply', 'timestamp']);
+const OFFLOAD = 1 << STATUS_NAMES.indexOf('OFFLOAD');
+const HW_OFFLOAD = 1 << STATUS_NAMES.indexOf('HW_OFFLOAD');
+
+export function parseConntrackText(text: string, file: string): ConntrackText {
+  const entries: ConntrackEntry[] = [];
+  const warnings: string[] = [];
+  let reportedCount: number | undefined;
+  let firstBad: { line: number; detail: string } | undefined;
+  let skipped = 0;
+  const lines = text.split('\n');
+  for (let idx = 0; idx < lines.length; idx++) {
+    const line = lines[idx]!.replace(/\r$/, '').trim();
+    if (line === '' || line.startsWith('#')) continue;
+    const summary = SUMMARY.exec(line);
+    if (summary) {
+      reportedCount = Number(summary[1]);
+      continue;
+    }
+    if (TOOL_MESSAGE.test(line)) {
+      // e.g. "Operation failed: ..." saved along with the output.
+      warnings.push(lineIssue(file, idx + 1, `conntrack reported: ${line.replace(TOOL_MESSAGE, '')}`));
+      continue;
+    }
+    try {
+      entries.push(parseConntrackLine(line));
+    } catch (e) {
+      if (!(e instanceof ConntrackLineError)) throw e;
+      firstBad ??= { line: idx + 1, detail: e.message };
+      skipped++;
+      warnings.push(lineIssue(file, idx + 1, `line skipped: ${e.message}`));
+    }
+  }
+  if (entries.length === 0 && firstBad) {
+    throw new BundleParseError(file, firstBad.line, `not conntrack -L or /proc/net/nf_conntrack output: ${firstBad.detail}`);
+  }
+  if (reportedCount !== undefined && reportedCount !== entries.length + skipped) {
+    warnings.push(`${file}: conntrack reported ${reportedCount} entries but the file holds ${entries.length + skipped}: truncated?`);
+  }
+  return { entries, warnings, ...(reportedCount !== undefined ? { reportedCount } : {}) };
+}
+
+interface TupleBuilder {
+  src?: string;
+  dst?: string;
+  sport?: number;
+  dport?: number;
+  type?: number;
+  code?: number;
+  icmpId?: number;
+  packets?: number;
+  bytes?: number;
+}
+
+/** One entry line of any of the accepted forms. Throws ConntrackLineError. */
+export function parseConntrackLine(line: string): ConntrackEntry {
+  const tok = line.trim().split(/\s+/);
+  let i = 0;
+  let family: Family | undefined;
+  const l3 = L3[tok[0] as keyof typeof L3];
+  if (l3) {
+    if (tok[1] !== String(l3[1])) bad(`'${tok[0]}' followed by ${quote(tok[1])}, expected ${l3[1]}`);
+    family = l3[0];
+    i = 2;
+  }
+  const proto = tok[i];
+  if (!proto || !/^[a-z][a-z0-9-]*$/.test(proto)) bad(`expected a protocol name, got ${quote(proto)}`);
+  const protoNum = uint(tok[i + 1], 'protocol number', 255);
+  const timeoutS = uint(tok[i + 2], 'timeout');
+  i += 3;
+  let tcpState: string | undefined;
+  if (tok[i] !== undefined && /^[A-Z][A-Z0-9_]*$/.test(tok[i]!)) {
+    if (protoNum === 6) tcpState = tok[i];
+    i++;
+  }
+
+  const tuples: [TupleBuilder, TupleBuilder] = [{}, {}];
+  let phase: 0 | 1 | 2 = 0; // original tuple, reply tuple, after the tuples
+  let status = IPS_CONFIRMED | IPS_SEEN_REPLY;
+  let mark = 0;
+  let zone = 0;
+  let use: number | undefined;
+  let id = 0;
+  for (; i < tok.length; i++) {
+    const t = tok[i]!;
+    if (t.startsWith('[')) {
+      if (!t.endsWith(']')) bad(`unterminated flag ${quote(t)}`);
+      const flag = t.slice(1, -1);
+      if (flag === 'UNREPLIED') status &= ~IPS_SEEN_REPLY;
+      else if (flag === 'ASSURED') status |= IPS_ASSURED;
+      else if (flag === 'OFFLOAD') status |= OFFLOAD;
+      else if (flag === 'HW_OFFLOAD') status |= HW_OFFLOAD;
+      if (flag !== 'UNREPLIED' && phase === 1) phase = 2;
+      continue;
+    }
+    const eq = t.indexOf('=');
+    if (eq <= 0) bad(`unexpected ${quote(t)} (truncated line?)`);
+    const key = t.slice(0, eq);
+    const value = t.slice(eq + 1);
+    if (key === 'src' && phase === 0 && tuples[0].src !== undefined) phase = 1;
+    else if (key === 'src' && phase === 1 && tuples[1].src !== undefined) bad('a third tuple');
+    if (phase !== 2 && applyTupleKey(tuples[phase], key, value)) continue;
+    if (phase === 1) phase = 2;
+    if (phase === 0) bad(`${quote(t)} before the reply tuple (truncated line?)`);
+    if (key === 'mark') mark = uint(value, 'mark');
+    else if (key === 'zone') zone = uint(value, 'zone', 65535);
+    else if (key === 'use') use = uint(value, 'use');
+    else if (key === 'id') id = uint(value, 'id');
+    else if (!IGNORED_KEYS.has(key)) bad(`unknown field ${quote(t)}`);
+  }
+
+  const orig = finishTuple(tuples[0], protoNum, 'original');
+  if (tuples[1].src === undefined) bad('no reply tuple (truncated line?)');
+  const reply = finishTuple(tuples[1], protoNum, 'reply');
+  const fam = ipFamily(orig.src) as Family;
+  if (family !== undefined && family !== fam) bad(`addresses are IPv${fam} on an ipv${family} line`);
+  if ([orig.dst, reply.src, reply.dst].some((a) => ipFamily(a) !== fam)) bad('tuples mix IPv4 and IPv6 addresses');
+  if (reply.dst !== orig.src || reply.dport !== orig.sport) status |= IPS_SRC_NAT;
+  if (reply.src !== orig.dst || reply.sport !== orig.dport) status |= IPS_DST_NAT;
+
+  const entry: ConntrackEntry = {
+    family: fam,
+    proto: proto!,
+    orig,
+    reply,
+    status,
+    statusFlags: statusFlagNames(status),
+    timeoutS,
+    mark,
+    zone,
+    id,
+  };
+  if (tcpState !== undefined) entry.tcpState = tcpState;
+  if (use !== undefined) entry.use = use;
+  const oc = counters(tuples[0]);
+  const rc = counters(tuples[1]);
+  if (oc) entry.origCounters = oc;
+  if (rc) entry.replyCounters = rc;
+  return entry;
+}
+
+/** Stores a tuple field; false when `key` is not one (then the tuple is over). */
+function applyTupleKey(t: TupleBuilder, key: string, value: string): boolean {
+  switch (key) {
+    case 'src':
+    case 'dst':
+      if (t[key] !== undefined) bad(`${key}= twice in one tuple`);
+      t[key] = address(value, key);
+      return true;
+    case 'sport':
+    case 'dport':
+      t[key] = uint(value, key, 65535);
+      return true;
+    case 'type':
+    case 'code':
+      t[key] = uint(value, `icmp ${key}`, 255);
+      return true;
+    case 'id':
+      // ICMP's id belongs to the tuple; the entry's id (-o id) comes after the tuples.
+      if (t.type === undefined || t.icmpId !== undefined) return false;
+      t.icmpId = uint(value, 'icmp id', 65535);
+      return true;
+    case 'packets':
+    case 'bytes':
+      t[key] = uint(value, key);
+      return true;
+    case 'srckey':
+    case 'dstkey':
+    case 'vtag':
+      return true; // GRE keys, SCTP verification tags: not used by the detectors
+    default:
+      return false;
+  }
+}
+
+function finishTuple(t: TupleBuilder, protoNum: number, which: string): ConntrackTuple {
+  if (t.src === undefined || t.dst === undefined) bad(`${which} tuple without src= and dst=`);
+  const out: ConntrackTuple = { src: t.src!, dst: t.dst!, protoNum };
+  if (PORT_PROTOS.has(protoNum)) {
+    if (t.sport === undefined || t.dport === undefined) bad(`${which} tuple without sport= and dport=`);
+    out.sport = t.sport;
+    out.dport = t.dport;
+  } else if (ICMP_PROTOS.has(protoNum)) {
+    if (t.type === undefined || t.code === undefined) bad(`${which} tuple without type= and code=`);
+    out.icmpType = t.type;
+    out.icmpCode = t.code;
+    if (t.icmpId !== undefined) out.icmpId = t.icmpId;
+  }
+  return out;
+}
+
+function counters(t: TupleBuilder): ConntrackCounters | undefined {
+  if (t.packets === undefined && t.bytes === undefined) return undefined;
+  return { packets: t.packets ?? 0, bytes: t.bytes ?? 0 };
+}
+
+function address(value: string, key: string): string {
+  if (ipFamily(value) === 0) bad(`${key}=${JSON.stringify(value)} is not an IP address`);
+  return canonicalIP(value);
+}
+
+function uint(s: string | undefined, what: string, max = Number.MAX_SAFE_INTEGER): number {
+  if (s === undefined) bad(`missing ${what} (truncated line?)`);
+  if (!/^\d+$/.test(s!) || Number(s) > max) bad(`${what} ${quote(s)} is not a number up to ${max}`);
+  return Number(s);
+}
+
+function quote(s: string | undefined): string {
+  return s === undefined ? 'end of line' : excerpt(s, 40);
+}
+
+function bad(detail: string): never {
+  throw new ConntrackLineError(detail);
+}

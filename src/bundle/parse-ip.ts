@@ -1,0 +1,279 @@
+// Parsers of iproute2's JSON output: `ip -j [-d] addr` into the AddressSnapshot
+// the rtnetlink reader produces (kube-ipvs0 marked, interface kind only with
+// -d), and `ip -j route` / `ip -6 -j route` into routes plus what the detectors
+// want from them: the uplink (default-route interface) and the routes that look
+// like this node's pod CIDR. Several JSON documents in one file (e.g. the v4 and
+// v6 route lists appended) are accepted. A bad item is a warning; a file that is
+// not JSON, or not an array of ip objects, is a BundleParseError.
+import { parseJsonDocuments, JsonSyntaxError } from '../cluster/json-docs.js';
+import { KUBE_IPVS_IFNAME } from '../kernel/addresses.js';
+import { canonicalIP, ipFamily } from '../kernel/ip.js';
+import type { AddressSnapshot, Family, InterfaceAddress, NetInterface } from '../kernel/types.js';
+import { BundleParseError } from './errors.js';
+
+export interface Parsed<T> {
+  value: T;
+  warnings: string[];
+}
+
+/** Address flags as ip -j prints them (booleans), in the reader's IFA_F_* names. */
+const ADDRESS_FLAGS = [
+  'secondary',
+  'nodad',
+  'optimistic',
+  'dadfailed',
+  'home',
+  'deprecated',
+  'tentative',
+  'mngtmpaddr',
+  'noprefixroute',
+  'autojoin',
+  'stable-privacy',
+] as const;
+const FLAG_NAME: Record<string, string> = { home: 'homeaddress' };
+const SCOPES = new Set(['global', 'site', 'link', 'host', 'nowhere']);
+
+/** The items of every JSON array in the file, each with its position for messages. */
+function jsonItems(text: string, file: string, what: string): { item: Record<string, unknown>; at: string }[] {
+  let docs: unknown[];
+  try {
+    docs = parseJsonDocuments(text);
+  } catch (e) {
+    if (e instanceof JsonSyntaxError) throw new BundleParseError(file, e.line, `not valid JSON (column ${e.column}): ${e.reason}; want \`${what}\` output`);
+    throw e;
+  }
+  const out: { item: Record<string, unknown>; at: string }[] = [];
+  docs.forEach((doc, d) => {
+    if (!Array.isArray(doc)) throw new BundleParseError(file, 1, `document ${d + 1} is not a JSON array; want \`${what}\` output`);
+    doc.forEach((item, i) => {
+      const at = `${file}: ${docs.length > 1 ? `document ${d + 1} ` : ''}item [${i}]`;
+      if (typeof item === 'object' && item !== null && !Array.isArray(item)) out.push({ item: item as Record<string, unknown>, at });
+      else out.push({ item: {}, at });
+    });
+  });
+  return out;
+}
+
+class ItemError extends Error {}
+
+function str(o: Record<string, unknown>, key: string): string | undefined {
+  const v = o[key];
+  if (v === undefined) return undefined;
+  if (typeof v !== 'string') throw new ItemError(`"${key}" is not a string`);
+  return v;
+}
+
+function reqStr(o: Record<string, unknown>, key: string): string {
+  const v = str(o, key);
+  if (v === undefined) throw new ItemError(`no "${key}"`);
+  return v;
+}
+
+function int(o: Record<string, unknown>, key: string): number | undefined {
+  const v = o[key];
+  if (v === undefined) return undefined;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 0) throw new ItemError(`"${key}" is not a non-negative integer`);
+  return v;
+}
+
+function ip(v: string, key: string): string {
+  if (ipFamily(v) === 0) throw new ItemError(`"${key}" ${JSON.stringify(v)} is not an IP address`);
+  return canonicalIP(v);
+}
+
+// ---- ip -j addr ---------------------------------------------------------------
+
+/** `ip -j addr` or `ip -j -d addr` (the latter also gives interface kinds: bridge, veth, dummy). */
+export function parseIpAddrJson(text: string, file: string): Parsed<AddressSnapshot> {
+  const warnings: string[] = [];
+  const interfaces: NetInterface[] = [];
+  const masters = new Map<NetInterface, string>();
+  for (const { item, at } of jsonItems(text, file, 'ip -j -d addr')) {
+    try {
+      const iface = linkOf(item);
+      const master = str(item, 'master');
+      if (master !== undefined) masters.set(iface, master);
+      const infos = item.addr_info ?? [];
+      if (!Array.isArray(infos)) throw new ItemError('"addr_info" is not an array');
+      infos.forEach((a, j) => {
+        try {
+          // `ip addr` prints an empty object for an address family filtered out.
+          if (typeof a === 'object' && a !== null && Object.keys(a).length === 0) return;
+          iface.addresses.push(addressOf(a as Record<string, unknown>));
+        } catch (e) {
+          if (!(e instanceof ItemError)) throw e;
+          warnings.push(`${at} (${iface.name}) addr_info[${j}]: ${e.message}; address skipped`);
+        }
+      });
+      interfaces.push(iface);
+    } catch (e) {
+      if (!(e instanceof ItemError)) throw e;
+      warnings.push(`${at}: ${e.message}; interface skipped`);
+    }
+  }
+  const indexOf = new Map(interfaces.map((i) => [i.name, i.index]));
+  for (const [iface, name] of masters) {
+    const idx = indexOf.get(name);
+    if (idx !== undefined) iface.master = idx;
+  }
+  interfaces.sort((a, b) => Number(b.isKubeIpvs) - Number(a.isKubeIpvs) || a.index - b.index);
+  return { value: { interfaces }, warnings };
+}
+
+function linkOf(item: Record<string, unknown>): NetInterface {
+  const index = int(item, 'ifindex');
+  if (index === undefined) throw new ItemError('no "ifindex"');
+  const name = reqStr(item, 'ifname');
+  const flags = item.flags;
+  if (flags !== undefined && !Array.isArray(flags)) throw new ItemError('"flags" is not an array');
+  const iface: NetInterface = {
+    index,
+    name,
+    up: (flags ?? []).includes('UP'),
+    mtu: int(item, 'mtu') ?? 0,
+    isKubeIpvs: name === KUBE_IPVS_IFNAME,
+    addresses: [],
+  };
+  const linkinfo = item.linkinfo as Record<string, unknown> | undefined;
+  const kind = typeof linkinfo === 'object' && linkinfo !== null ? str(linkinfo, 'info_kind') : undefined;
+  if (kind !== undefined) iface.kind = kind;
+  const mac = str(item, 'address');
+  if (mac !== undefined && item.link_type !== 'loopback' && item.link_type !== 'none') iface.mac = mac;
+  return iface;
+}
+
+function addressOf(a: Record<string, unknown>): InterfaceAddress {
+  const fam = reqStr(a, 'family');
+  if (fam !== 'inet' && fam !== 'inet6') throw new ItemError(`family ${JSON.stringify(fam)} is not inet or inet6`);
+  const address = ip(reqStr(a, 'local'), 'local');
+  const family: Family = fam === 'inet' ? 4 : 6;
+  if (ipFamily(address) !== family) throw new ItemError(`${address} is not an ${fam} address`);
+  const prefixLen = int(a, 'prefixlen');
+  if (prefixLen === undefined || prefixLen > (family === 4 ? 32 : 128)) throw new ItemError('"prefixlen" missing or out of range');
+  const scopeText = str(a, 'scope') ?? 'global';
+  const scope: InterfaceAddress['scope'] = SCOPES.has(scopeText)
+    ? (scopeText as InterfaceAddress['scope'])
+    : /^\d+$/.test(scopeText)
+      ? Number(scopeText)
+      : 'global';
+  const flags: string[] = ADDRESS_FLAGS.filter((f) => a[f] === true).map((f) => FLAG_NAME[f] ?? f);
+  // ip prints "dynamic" for addresses without IFA_F_PERMANENT.
+  if (a.dynamic !== true) flags.push('permanent');
+  const out: InterfaceAddress = { family, address, prefixLen, scope, flags };
+  const label = str(a, 'label');
+  if (label !== undefined) out.label = label;
+  return out;
+}
+
+// ---- ip -j route --------------------------------------------------------------
+
+export interface RouteInfo {
+  family: Family;
+  /** 'default', or a prefix 'a.b.c.d/n' (host routes get /32 or /128). */
+  dst: string;
+  /** Output device (of the first next hop for multipath routes). */
+  dev?: string;
+  gateway?: string;
+  prefsrc?: string;
+  /** 'unicast' unless ip printed another type (local, broadcast, blackhole, unreachable, ...). */
+  type: string;
+  protocol?: string;
+  scope?: string;
+  table?: string;
+  metric?: number;
+}
+
+export interface RouteSnapshot {
+  routes: RouteInfo[];
+  /** IPv4 default-route interface: the node's uplink towards the VPC. */
+  uplink?: string;
+  /** IPv6 default-route interface. */
+  uplink6?: string;
+  /**
+   * Routes that look like this node's pod CIDR: directly connected prefixes on
+   * interfaces other than the uplink, lo and kube-ipvs0 (a CNI bridge such as
+   * cni0/cbr0), and blackhole/unreachable prefixes (Calico's IPAM block).
+   * Candidates only: the Node object's podCIDRs, when known, are authoritative.
+   */
+  podCidrRoutes: RouteInfo[];
+}
+
+/** `ip -j route` and/or `ip -6 -j route`; `family` decides dev-only default routes (no gateway to tell). */
+export function parseIpRouteJson(text: string, file: string, family?: Family): Parsed<RouteInfo[]> {
+  const warnings: string[] = [];
+  const routes: RouteInfo[] = [];
+  for (const { item, at } of jsonItems(text, file, 'ip -j route')) {
+    try {
+      routes.push(routeOf(item, family));
+    } catch (e) {
+      if (!(e instanceof ItemError)) throw e;
+      warnings.push(`${at}: ${e.message}; route skipped`);
+    }
+  }
+  return { value: routes, warnings };
+}
+
+function routeOf(item: Record<string, unknown>, familyHint: Family | undefined): RouteInfo {
+  const dstText = reqStr(item, 'dst');
+  let dev = str(item, 'dev');
+  let gateway = str(item, 'gateway');
+  const hops = item.nexthops;
+  if (dev === undefined && Array.isArray(hops) && typeof hops[0] === 'object' && hops[0] !== null) {
+    dev = str(hops[0] as Record<string, unknown>, 'dev');
+    gateway ??= str(hops[0] as Record<string, unknown>, 'gateway');
+  }
+  const prefsrc = str(item, 'prefsrc');
+  let dst = 'default';
+  let family: Family | undefined;
+  if (dstText !== 'default') {
+    const [addr, len, extra] = dstText.split('/');
+    const fam = ipFamily(addr ?? '');
+    const max = fam === 4 ? 32 : 128;
+    if (fam === 0 || extra !== undefined || (len !== undefined && (!/^\d+$/.test(len) || Number(len) > max))) {
+      throw new ItemError(`"dst" ${JSON.stringify(dstText)} is not a prefix`);
+    }
+    family = fam;
+    dst = `${canonicalIP(addr!)}/${len ?? max}`;
+  }
+  const gw = gateway !== undefined ? ip(gateway, 'gateway') : undefined;
+  family ??= (gw ? ipFamily(gw) : prefsrc ? ipFamily(prefsrc) : familyHint) as Family | undefined;
+  if (family === undefined) throw new ItemError('cannot tell the family of a default route without a gateway (pass it by file name: ip-route.json or ip6-route.json)');
+  const r: RouteInfo = { family, dst, type: str(item, 'type') ?? 'unicast' };
+  if (dev !== undefined) r.dev = dev;
+  if (gw !== undefined) r.gateway = gw;
+  if (prefsrc !== undefined) r.prefsrc = ip(prefsrc, 'prefsrc');
+  for (const k of ['protocol', 'scope', 'table'] as const) {
+    const v = str(item, k);
+    if (v !== undefined) r[k] = v;
+  }
+  const metric = int(item, 'metric');
+  if (metric !== undefined) r.metric = metric;
+  return r;
+}
+
+const NOT_POD_DEVICES = new Set(['lo', KUBE_IPVS_IFNAME]);
+
+/** Uplinks and pod CIDR candidates of a route list (main table routes only). */
+export function summarizeRoutes(routes: RouteInfo[]): RouteSnapshot {
+  const main = routes.filter((r) => r.table === undefined || r.table === 'main');
+  const defaultDev = (fam: Family): string | undefined =>
+    main
+      .filter((r) => r.family === fam && r.dst === 'default' && r.type === 'unicast' && r.dev)
+      .sort((a, b) => (a.metric ?? 0) - (b.metric ?? 0))[0]?.dev;
+  const uplink = defaultDev(4);
+  const uplink6 = defaultDev(6);
+  const podCidrRoutes = main.filter((r) => {
+    if (r.dst === 'default') return false;
+    if (r.type === 'blackhole' || r.type === 'unreachable') return true;
+    if (r.type !== 'unicast' || r.gateway || !r.dev || NOT_POD_DEVICES.has(r.dev)) return false;
+    if (r.dev === uplink || r.dev === uplink6) return false;
+    // IPv6 link-local prefixes are on every interface.
+    return !(r.family === 6 && r.dst.startsWith('fe80:'));
+  });
+  return {
+    routes,
+    ...(uplink ? { uplink } : {}),
+    ...(uplink6 ? { uplink6 } : {}),
+    podCidrRoutes,
+  };
+}

@@ -1,0 +1,75 @@
+// Parser of `sysctl -a`-style lines ("key = value"), keeping the settings that
+// decide whether a looped-back packet survives: rp_filter (the return leg from
+// the uplink carries a local source and is dropped by strict reverse-path
+// filtering), route_localnet, and the conntrack settings (acct, timestamp,
+// events, max/count, timeouts). Lines of other keys are ignored; a line that
+// is not "key = value" is a warning naming file and line.
+import { BundleParseError, excerpt, lineIssue } from './errors.js';
+
+export interface SysctlSnapshot {
+  /** Every "key = value" line of the kept families, verbatim. */
+  raw: Record<string, string>;
+  /** net.ipv4.conf.<iface>.rp_filter by interface name ('all', 'default' included). */
+  rpFilter: Record<string, number>;
+  /** net.ipv4.conf.<iface>.route_localnet by interface name. */
+  routeLocalnet: Record<string, number>;
+  /** net.netfilter.nf_conntrack_<name> (the part after the prefix) → value; numbers when numeric. */
+  conntrack: Record<string, number | string>;
+}
+
+const LINE = /^([A-Za-z0-9_.\-/]+)\s*=\s?(.*)$/;
+const CONF = /^net\.ipv4\.conf\.(.+)\.(rp_filter|route_localnet)$/;
+const CT_PREFIX = 'net.netfilter.nf_conntrack_';
+/** What procps prints for keys it cannot read; not a format problem. */
+const SYSCTL_COMPLAINT = /^sysctl: /;
+
+export function parseSysctl(text: string, file: string): { value: SysctlSnapshot; warnings: string[] } {
+  const value: SysctlSnapshot = { raw: {}, rpFilter: {}, routeLocalnet: {}, conntrack: {} };
+  const warnings: string[] = [];
+  let lines = 0;
+  let firstBad: number | undefined;
+  text.split('\n').forEach((rawLine, idx) => {
+    const line = rawLine.replace(/\r$/, '').trim();
+    if (line === '' || line.startsWith('#') || SYSCTL_COMPLAINT.test(line)) return;
+    const m = LINE.exec(line);
+    if (!m) {
+      firstBad ??= idx + 1;
+      warnings.push(lineIssue(file, idx + 1, `not "key = value": ${excerpt(line)}; line skipped`));
+      return;
+    }
+    lines++;
+    const key = m[1]!.replaceAll('/', '.');
+    const val = m[2]!.trim();
+    const conf = CONF.exec(m[1]!);
+    if (conf) {
+      // sysctl(8) writes dots in interface names (VLANs: eth0.100) as '/'.
+      const iface = conf[1]!.replaceAll('/', '.');
+      const n = Number(val);
+      if (!/^\d+$/.test(val)) {
+        warnings.push(lineIssue(file, idx + 1, `${conf[2]} of ${iface} is ${JSON.stringify(val)}, not a number; ignored`));
+        return;
+      }
+      (conf[2] === 'rp_filter' ? value.rpFilter : value.routeLocalnet)[iface] = n;
+      value.raw[`net.ipv4.conf.${iface}.${conf[2]}`] = val;
+    } else if (key.startsWith(CT_PREFIX)) {
+      value.conntrack[key.slice(CT_PREFIX.length)] = /^\d+$/.test(val) ? Number(val) : val;
+      value.raw[key] = val;
+    }
+  });
+  if (lines === 0 && firstBad !== undefined) {
+    throw new BundleParseError(file, firstBad, 'no "key = value" line: not sysctl -a output');
+  }
+  return { value, warnings };
+}
+
+/**
+ * The rp_filter the kernel applies on an interface: max(conf.all, conf.<iface>)
+ * (0 off, 1 strict, 2 loose; so loose on either side wins over strict).
+ * Undefined when neither is known.
+ */
+export function effectiveRpFilter(s: SysctlSnapshot, iface: string): number | undefined {
+  const all = s.rpFilter.all;
+  const own = s.rpFilter[iface];
+  if (all === undefined && own === undefined) return undefined;
+  return Math.max(all ?? 0, own ?? 0);
+}
