@@ -1,0 +1,195 @@
+// List+watch of one collection into an in-memory store, the way client-go's
+// reflector does it: list (paged) to get a consistent snapshot and its
+// resourceVersion, then watch from that version; after a normal end of the
+// watch resume from the last version seen; after "410 Gone" (history
+// compacted) list again; after a failure back off exponentially with jitter
+// and resume. The store keeps the last good state while the API is away.
+import { ApiError, type KubeApi } from './kube-api.js';
+
+export interface ReflectorOptions {
+  /** e.g. 'services'; names the source in reasons and warnings. */
+  name: string;
+  path: string;
+  /** Extra query for list and watch, e.g. { fieldSelector: 'metadata.name=node-a' }. */
+  query?: Record<string, string>;
+  pageSize: number;
+  /** Server-side watch timeout; the watch is then resumed (cheap, no relist). */
+  watchTimeoutS: number;
+  backoffInitialMs: number;
+  backoffMaxMs: number;
+  /** A 403/404 on list means "this kind is not readable": synced empty with a note instead of failing. */
+  optional?: boolean;
+  /** Something changed: the store, or whether it is synced/healthy. */
+  onChange(): void;
+}
+
+export interface ReflectorHealth {
+  /** Listed at least once (the store is a real snapshot, possibly old). */
+  synced: boolean;
+  /** The last list or watch attempt succeeded. */
+  healthy: boolean;
+  /** Why not healthy (the latest failure), or why an optional kind is empty. */
+  reason?: string;
+  /** Date.now() when `healthy`/`synced` last changed. */
+  since: number;
+  /** Milliseconds the last complete list took. */
+  listMs?: number;
+}
+
+type WatchEnd = 'closed' | 'expired' | 'stopped';
+
+export class Reflector {
+  readonly store = new Map<string, unknown>();
+  private rv?: string;
+  private stopped = false;
+  private readonly stopping: Promise<'stopped'>;
+  private signalStop!: () => void;
+  private closeWatch?: () => void;
+  private state: ReflectorHealth = { synced: false, healthy: false, reason: 'not listed yet', since: Date.now() };
+
+  constructor(
+    private readonly api: KubeApi,
+    private readonly o: ReflectorOptions,
+  ) {
+    this.stopping = new Promise((resolve) => (this.signalStop = () => resolve('stopped')));
+  }
+
+  health(): ReflectorHealth {
+    return this.state;
+  }
+
+  /** Runs until stop(); never rejects. */
+  async run(): Promise<void> {
+    let failures = 0;
+    let needList = true;
+    while (!this.stopped) {
+      try {
+        if (needList) {
+          if ((await Promise.race([this.list(), this.stopping])) === 'stopped') break;
+          needList = false;
+        }
+        const started = Date.now();
+        const ended = await Promise.race([this.watchOnce(), this.stopping]);
+        if (ended === 'expired') needList = true;
+        failures = 0;
+        // A watch that ends at once, again and again, must not spin.
+        if (ended === 'closed' && Date.now() - started < 1000) await this.sleep(this.o.backoffInitialMs);
+      } catch (e) {
+        if (this.stopped) break;
+        const err = e instanceof ApiError ? e : new ApiError(String(e));
+        if (this.o.optional && needList && (err.statusCode === 403 || err.statusCode === 404)) {
+          this.store.clear();
+          this.setHealth({ synced: true, healthy: true, reason: `${this.o.name} not readable (${err.message}); treated as empty` });
+          await this.sleep(this.o.backoffMaxMs);
+          continue;
+        }
+        if (err.statusCode === 410) needList = true;
+        this.setHealth({ synced: this.state.synced, healthy: false, reason: `${this.o.name}: ${err.message}` });
+        await this.sleep(backoff(failures++, this.o.backoffInitialMs, this.o.backoffMaxMs));
+      }
+    }
+  }
+
+  stop(): void {
+    this.stopped = true;
+    this.closeWatch?.();
+    this.signalStop();
+  }
+
+  private async list(): Promise<'listed'> {
+    const started = Date.now();
+    const items = new Map<string, unknown>();
+    const query = { ...this.o.query, limit: String(this.o.pageSize) };
+    let page = await this.api.listPage(this.o.path, query);
+    for (;;) {
+      for (const item of page.items) items.set(keyOf(item), item);
+      if (!page.continueToken) break;
+      page = await this.api.listPage(this.o.path, { ...query, continue: page.continueToken });
+    }
+    if (this.stopped) return 'listed';
+    this.store.clear();
+    for (const [k, v] of items) this.store.set(k, v);
+    this.rv = page.resourceVersion;
+    this.setHealth({ synced: true, healthy: true, listMs: Date.now() - started });
+    this.o.onChange();
+    return 'listed';
+  }
+
+  /** One watch from this.rv: 'closed' at a normal end, 'expired' on 410; rejects on failure. */
+  private watchOnce(): Promise<WatchEnd> {
+    return new Promise((resolve, reject) => {
+      let settled = false;
+      let expired = false;
+      let failed: ApiError | undefined;
+      const timeoutS = Math.round(this.o.watchTimeoutS * (0.9 + Math.random() * 0.2));
+      const finish = (end: WatchEnd | ApiError): void => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(idle);
+        this.closeWatch?.();
+        this.closeWatch = undefined;
+        if (end instanceof ApiError) reject(end);
+        else resolve(end);
+      };
+      // The server ends the watch after timeoutSeconds; silence well past that
+      // (or no answer to the request at all) means a dead connection.
+      const idle = setTimeout(() => finish(new ApiError(`watch got nothing for ${timeoutS + 30} s`)), (timeoutS + 30) * 1000);
+      const onEvent = (type: string, object: unknown): void => {
+        if (type === 'ERROR') {
+          const status = object as { code?: unknown; message?: unknown };
+          if (status.code === 410) expired = true;
+          else failed = new ApiError(`watch error: ${String(status.message ?? JSON.stringify(object))}`, Number(status.code) || undefined);
+          this.closeWatch?.();
+          return;
+        }
+        const rv = (object as { metadata?: { resourceVersion?: unknown } })?.metadata?.resourceVersion;
+        if (typeof rv === 'string') this.rv = rv;
+        if (type === 'ADDED' || type === 'MODIFIED') this.store.set(keyOf(object), object);
+        else if (type === 'DELETED') this.store.delete(keyOf(object));
+        else return; // BOOKMARK: only the resourceVersion moves.
+        this.o.onChange();
+      };
+      const onEnd = (err?: ApiError): void => {
+        if (expired || err?.statusCode === 410) finish('expired');
+        else finish(failed ?? err ?? 'closed');
+      };
+      // The watch request uses the resourceVersion at the time it is sent.
+      const query = { ...this.o.query, resourceVersion: this.rv ?? '', allowWatchBookmarks: 'true', timeoutSeconds: String(timeoutS) };
+      this.api.watch(this.o.path, query, onEvent, onEnd).then(
+        (close) => {
+          if (settled || this.stopped) return close();
+          this.closeWatch = close;
+          if (!this.state.healthy) this.setHealth({ synced: this.state.synced, healthy: true });
+        },
+        (e: unknown) => finish(e instanceof ApiError ? e : new ApiError(String(e))),
+      );
+    });
+  }
+
+  private setHealth(h: Omit<ReflectorHealth, 'since'>): void {
+    const flipped = h.healthy !== this.state.healthy || h.synced !== this.state.synced;
+    const listMs = h.listMs ?? this.state.listMs;
+    this.state = { ...h, since: flipped ? Date.now() : this.state.since };
+    if (listMs !== undefined) this.state.listMs = listMs;
+    // A new reason for the same outage (the next retry failing) is not a change worth a new view.
+    if (flipped) this.o.onChange();
+  }
+
+  private async sleep(ms: number): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([new Promise((resolve) => (timer = setTimeout(resolve, ms))), this.stopping]);
+    clearTimeout(timer);
+  }
+}
+
+/** Exponential backoff with jitter: a random delay in [base/2, base], base doubling up to max. */
+export function backoff(failures: number, initialMs: number, maxMs: number): number {
+  const base = Math.min(maxMs, initialMs * 2 ** Math.min(failures, 30));
+  return base / 2 + Math.random() * (base / 2);
+}
+
+function keyOf(o: unknown): string {
+  const m = (o as { metadata?: { namespace?: unknown; name?: unknown; uid?: unknown } })?.metadata;
+  const name = typeof m?.name === 'string' ? m.name : `#${String(m?.uid ?? Math.random())}`;
+  return typeof m?.namespace === 'string' && m.namespace !== '' ? `${m.namespace}/${name}` : name;
+}

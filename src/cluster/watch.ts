@@ -1,0 +1,154 @@
+// The live cluster view: list+watch of Services, EndpointSlices, Ingresses
+// and this Node, rebuilt into a ClusterView and handed to a callback,
+// debounced (an endpoint rollout is dozens of events). While the API is away
+// the last good view is kept and marked fresh:false with the reason.
+import type { Logger } from '../log.js';
+import type { SourceStatus } from '../kernel/types.js';
+import { buildClusterView } from './build.js';
+import { KubeApi, loadKubeConfig } from './kube-api.js';
+import type { ClusterObjects, SourcedObject } from './objects.js';
+import { Reflector } from './reflector.js';
+import type { ClusterView } from './types.js';
+
+export interface ClusterWatchOptions {
+  /** This node's name (the DaemonSet passes spec.nodeName); endpoints on it are local. */
+  nodeName: string;
+  /** A kubeconfig file; without it, the pod's service account (in-cluster config). */
+  kubeconfig?: string;
+  /** Called with each new view after the first complete sync, and when freshness changes. */
+  onChange?: (view: ClusterView) => void;
+  log?: Logger;
+  /** Quiet time before a change is emitted (default 200 ms); a steady stream still emits every 5×. */
+  debounceMs?: number;
+  /** Default 500 ms, doubling with jitter up to backoffMaxMs (default 30 s). */
+  backoffInitialMs?: number;
+  backoffMaxMs?: number;
+  /** Server-side watch timeout before a cheap resume (default 300 s). */
+  watchTimeoutS?: number;
+  /** List page size (default 500). */
+  pageSize?: number;
+}
+
+type Kind = keyof ClusterObjects;
+
+const COLLECTIONS: { kind: Kind; name: string; path: string; optional?: boolean }[] = [
+  { kind: 'services', name: 'services', path: '/api/v1/services' },
+  { kind: 'endpointSlices', name: 'endpointslices', path: '/apis/discovery.k8s.io/v1/endpointslices' },
+  // Ingress VIPs only add L7 detail; an agent without RBAC for them still works.
+  { kind: 'ingresses', name: 'ingresses', path: '/apis/networking.k8s.io/v1/ingresses', optional: true },
+  { kind: 'nodes', name: 'node', path: '/api/v1/nodes' },
+];
+
+export class ClusterWatch {
+  private readonly reflectors: { kind: Kind; name: string; r: Reflector }[];
+  private readonly api: KubeApi;
+  private running?: Promise<void>[];
+  private timer?: NodeJS.Timeout;
+  private firstPendingAt?: number;
+  private lastFreshAt?: string;
+  private lastFresh?: boolean;
+  private readonly waiters: ((v: ClusterView) => void)[] = [];
+
+  /** Throws if no API configuration can be found (see loadKubeConfig). */
+  constructor(private readonly o: ClusterWatchOptions) {
+    this.api = new KubeApi(loadKubeConfig(o.kubeconfig));
+    this.reflectors = COLLECTIONS.map((c) => ({
+      kind: c.kind,
+      name: c.name,
+      r: new Reflector(this.api, {
+        name: c.name,
+        path: c.path,
+        query: c.kind === 'nodes' ? { fieldSelector: `metadata.name=${o.nodeName}` } : {},
+        pageSize: o.pageSize ?? 500,
+        watchTimeoutS: o.watchTimeoutS ?? 300,
+        backoffInitialMs: o.backoffInitialMs ?? 500,
+        backoffMaxMs: o.backoffMaxMs ?? 30_000,
+        optional: c.optional,
+        onChange: () => this.schedule(),
+      }),
+    }));
+  }
+
+  start(): void {
+    if (this.running) return;
+    this.running = this.reflectors.map(({ r }) => r.run());
+  }
+
+  async stop(): Promise<void> {
+    clearTimeout(this.timer);
+    for (const { r } of this.reflectors) r.stop();
+    await Promise.all(this.running ?? []);
+    this.running = undefined;
+  }
+
+  /** Resolves with the first view built after every collection has been listed. */
+  synced(): Promise<ClusterView> {
+    if (this.allSynced()) return Promise.resolve(this.view());
+    return new Promise((resolve) => this.waiters.push(resolve));
+  }
+
+  /** The current view, built now from the stores. */
+  view(): ClusterView {
+    const objects: ClusterObjects = { services: [], endpointSlices: [], ingresses: [], nodes: [] };
+    const notes: string[] = [];
+    for (const { kind, name, r } of this.reflectors) {
+      for (const object of r.store.values()) objects[kind].push({ origin: name, object } satisfies SourcedObject);
+      const h = r.health();
+      if (h.healthy && h.reason) notes.push(h.reason);
+    }
+    const stale = this.staleReason();
+    const now = new Date().toISOString();
+    if (!stale) this.lastFreshAt = now;
+    return buildClusterView(objects, {
+      nodeName: this.o.nodeName,
+      fresh: !stale,
+      ...(stale ? { staleReason: stale } : {}),
+      ...(this.lastFreshAt ? { syncedAt: this.lastFreshAt } : {}),
+      warnings: notes,
+    });
+  }
+
+  /** Health of the 'cluster' source, node_exporter style. */
+  status(): SourceStatus {
+    const stale = this.staleReason();
+    const listMs = this.reflectors.reduce((sum, { r }) => sum + (r.health().listMs ?? 0), 0);
+    const s: SourceStatus = { source: 'cluster', available: !stale, durationMs: listMs };
+    if (stale) s.reason = stale;
+    return s;
+  }
+
+  private allSynced(): boolean {
+    return this.reflectors.every(({ r }) => r.health().synced);
+  }
+
+  private staleReason(): string | undefined {
+    const bad = this.reflectors.map(({ r }) => r.health()).filter((h) => !h.healthy || !h.synced);
+    if (bad.length === 0) return undefined;
+    const first = bad.reduce((a, b) => (b.since < a.since ? b : a));
+    const what = this.allSynced() ? 'API unreachable, showing the last good view' : 'not synced yet';
+    return `${what}: ${first.reason ?? 'unknown'} (since ${new Date(first.since).toISOString()})`;
+  }
+
+  /** Debounce: emit after debounceMs of quiet, but at most 5×debounceMs after the first pending change. */
+  private schedule(): void {
+    const debounce = this.o.debounceMs ?? 200;
+    const now = Date.now();
+    this.firstPendingAt ??= now;
+    const wait = Math.max(0, Math.min(debounce, this.firstPendingAt + 5 * debounce - now));
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => this.emit(), wait);
+  }
+
+  private emit(): void {
+    this.firstPendingAt = undefined;
+    if (!this.allSynced()) return;
+    const view = this.view();
+    if (this.lastFresh !== undefined && this.lastFresh !== view.fresh) {
+      if (view.fresh) this.o.log?.info({ source: 'cluster' }, 'cluster API reachable again; view is fresh');
+      else this.o.log?.warn({ source: 'cluster', reason: view.staleReason }, 'cluster view is stale');
+    }
+    this.lastFresh = view.fresh;
+    for (const w of this.waiters.splice(0)) w(view);
+    this.o.onChange?.(view);
+  }
+}

@@ -1,0 +1,210 @@
+// The watcher against a real HTTP server speaking list/watch JSON (test/support/fake-apiserver.ts).
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { loadClusterFile } from '../../../src/cluster/file.js';
+import type { ClusterView } from '../../../src/cluster/types.js';
+import { ClusterWatch } from '../../../src/cluster/watch.js';
+import { FakeApiServer, type ResourceName } from '../../support/fake-apiserver.js';
+
+const FIX = new URL('../../fixtures/cluster/', import.meta.url).pathname;
+const BUCKET: Record<string, ResourceName> = { Service: 'services', EndpointSlice: 'endpointslices', Ingress: 'ingresses', Node: 'nodes' };
+const fixtureItems = (JSON.parse(readFileSync(`${FIX}kubectl-list.json`, 'utf8')) as { items: { kind: string; metadata: { name: string; namespace?: string } }[] }).items;
+
+const tmp = mkdtempSync(join(tmpdir(), 'clbprobe-watch-'));
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+/** A fake API server loaded with the fixture cluster, a kubeconfig for it, and a watcher that records its views. */
+async function setup(opts: { forbidIngresses?: boolean } = {}) {
+  const api = new FakeApiServer();
+  for (const item of fixtureItems) api.apply(BUCKET[item.kind]!, structuredClone(item));
+  if (opts.forbidIngresses) api.forbid('ingresses');
+  await api.start();
+  const kubeconfig = join(tmp, `kubeconfig-${Math.random().toString(36).slice(2)}`);
+  writeFileSync(kubeconfig, api.kubeconfig());
+  const views: ClusterView[] = [];
+  const listeners: (() => void)[] = [];
+  const watch = new ClusterWatch({
+    nodeName: 'node-a',
+    kubeconfig,
+    debounceMs: 30,
+    backoffInitialMs: 40,
+    backoffMaxMs: 250,
+    watchTimeoutS: 30,
+    // Small pages, so that the list follows `continue` tokens.
+    pageSize: 2,
+    onChange: (v) => {
+      views.push(v);
+      for (const l of listeners) l();
+    },
+  });
+  /** Resolves with the first emitted view (from now on) that satisfies `pred`. */
+  const next = (pred: (v: ClusterView) => boolean, what: string, timeoutMs = 5000): Promise<ClusterView> => {
+    const from = views.length;
+    return new Promise((resolve, reject) => {
+      const check = (): void => {
+        const hit = views.slice(from).find(pred);
+        if (!hit) return;
+        clearTimeout(timer);
+        listeners.splice(listeners.indexOf(check), 1);
+        resolve(hit);
+      };
+      const timer = setTimeout(() => reject(new Error(`no view with ${what} in ${timeoutMs} ms; last: ${JSON.stringify(views.at(-1)?.staleReason)}`)), timeoutMs);
+      listeners.push(check);
+    });
+  };
+  cleanups.push(async () => {
+    await watch.stop();
+    await api.stop();
+  });
+  return { api, watch, views, next };
+}
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0)) await c();
+});
+
+const web = (v: ClusterView) => v.services.find((s) => s.name === 'web' && s.portName === 'http');
+
+describe('ClusterWatch against a fake API server', () => {
+  let fromFile: ClusterView;
+  beforeAll(() => {
+    fromFile = loadClusterFile(`${FIX}kubectl-list.json`, { nodeName: 'node-a' });
+  });
+
+  it('initial sync gives the same view as the same objects read from a file', async () => {
+    const { api, watch } = await setup();
+    watch.start();
+    const v = await watch.synced();
+    expect(v.fresh).toBe(true);
+    expect(v.warnings).toEqual([]);
+    expect(v.services).toEqual(fromFile.services);
+    expect(v.node).toEqual(fromFile.node);
+    expect(watch.status()).toMatchObject({ source: 'cluster', available: true });
+    // Paged lists, and only this node asked for.
+    const lists = api.requests.filter((r) => !r.watch);
+    expect(lists.filter((r) => r.resource === 'services').map((r) => r.query.continue !== undefined)).toEqual([false, true, true, true]);
+    expect(lists.find((r) => r.resource === 'nodes')?.query.fieldSelector).toBe('metadata.name=node-a');
+  });
+
+  it('live updates: a changed Service and a deleted EndpointSlice', async () => {
+    const { api, watch, next } = await setup();
+    watch.start();
+    await watch.synced();
+    const svc = structuredClone(fixtureItems.find((i) => i.kind === 'Service' && i.metadata.name === 'web')!) as Record<string, any>;
+    svc.metadata.annotations['service.cloud.tencent.com/prevent-loopback'] = 'true';
+    api.apply('services', svc);
+    const v1 = await next((v) => web(v)?.annotations.tencentPreventLoopback === true, 'prevent-loopback on web');
+    expect(v1.fresh).toBe(true);
+    api.delete('endpointslices', 'default', 'web-9f2bd');
+    const v2 = await next((v) => web(v)?.endpoints.length === 0, 'web without endpoints');
+    expect(v2.services).toHaveLength(fromFile.services.length);
+  });
+
+  it('API down: keeps the last view, flagged stale; API back: fresh again, with what changed meanwhile', async () => {
+    const { api, watch, next } = await setup();
+    watch.start();
+    await watch.synced();
+    await api.stop();
+    const stale = await next((v) => !v.fresh, 'fresh:false');
+    expect(stale.services).toEqual(fromFile.services);
+    expect(stale.staleReason).toMatch(/^API unreachable, showing the last good view: \w+: watch \S+: (connection to the API server lost|connect ECONNREFUSED)/);
+    expect(stale.syncedAt).toBeDefined();
+    // Retries keep failing; the status carries the latest reason.
+    await waitFor(() => /ECONNREFUSED/.test(watch.status().reason ?? ''), 'ECONNREFUSED in status');
+    expect(watch.status()).toMatchObject({ source: 'cluster', available: false });
+
+    // Changes while the client is away arrive with the resumed watch (no relist needed).
+    api.delete('services', 'default', 'proxied');
+    const listsBefore = api.requests.filter((r) => !r.watch).length;
+    await api.start();
+    const back = await next((v) => v.fresh && !v.services.some((s) => s.name === 'proxied'), 'fresh without proxied');
+    expect(back.staleReason).toBeUndefined();
+    expect(Date.parse(back.syncedAt!)).toBeGreaterThan(Date.parse(stale.syncedAt!));
+    expect(api.requests.filter((r) => !r.watch).length).toBe(listsBefore);
+    expect(watch.status().available).toBe(true);
+  });
+
+  it('410 Gone on resume: relists and catches up', async () => {
+    const { api, watch, next } = await setup();
+    watch.start();
+    await watch.synced();
+    const listsBefore = api.requests.filter((r) => !r.watch && r.resource === 'services').length;
+    await api.stop();
+    await next((v) => !v.fresh, 'fresh:false');
+    // History the client needs is compacted away while it is disconnected.
+    api.delete('services', 'default', 'api');
+    api.compact();
+    await api.start();
+    const v = await next((x) => x.fresh && !x.services.some((s) => s.name === 'api'), 'fresh without api');
+    expect(v.services).toHaveLength(fromFile.services.length - 1);
+    expect(api.requests.filter((r) => !r.watch && r.resource === 'services').length).toBeGreaterThan(listsBefore);
+    // The client first tried to resume and was told 410 by an ERROR event in the stream.
+    expect(api.expiredWatches).toBeGreaterThanOrEqual(4);
+  });
+
+  it('a normal end of the watch (server timeout) is resumed without a relist; bookmarks move the version', async () => {
+    const { api, watch, next } = await setup();
+    watch.start();
+    await watch.synced();
+    const lists = api.requests.filter((r) => !r.watch).length;
+    api.apply('nodes', { metadata: { name: 'node-c' }, spec: { podCIDRs: ['10.244.3.0/24'] } }); // other node: filtered out
+    const bookmarkRv = api.currentResourceVersion();
+    api.bookmark();
+    api.endWatches();
+    await waitFor(() => api.watcherCount() === 4, 'four watches again');
+    const node = structuredClone(fixtureItems.find((i) => i.kind === 'Node' && i.metadata.name === 'node-a')!) as Record<string, any>;
+    node.spec.podCIDRs = ['10.244.9.0/24'];
+    api.apply('nodes', node);
+    const v = await next((x) => x.node?.podCIDRs[0] === '10.244.9.0/24', 'new pod CIDR');
+    expect(v.fresh).toBe(true);
+    expect(api.requests.filter((r) => !r.watch).length).toBe(lists);
+    const resumed = api.requests.filter((r) => r.watch && r.resource === 'nodes').at(-1)!;
+    expect(resumed.query).toMatchObject({ fieldSelector: 'metadata.name=node-a', allowWatchBookmarks: 'true' });
+    // Resumed from the bookmark's version, past the node-c event it never saw.
+    expect(resumed.query.resourceVersion).toBe(bookmarkRv);
+  });
+
+  it('Ingresses forbidden by RBAC: the view still syncs, says so, and has no Ingress VIPs', async () => {
+    const { watch } = await setup({ forbidIngresses: true });
+    watch.start();
+    const v = await watch.synced();
+    expect(v.fresh).toBe(true);
+    expect(web(v)?.ingressVips).toEqual([]);
+    expect(v.warnings).toEqual([expect.stringMatching(/^ingresses not readable \(GET \/apis\/networking\.k8s\.io\/v1\/ingresses: 403 Forbidden: .*\); treated as empty$/)]);
+  });
+
+  it('API unreachable from the start: no view, status says why', async () => {
+    const api = new FakeApiServer();
+    await api.start();
+    const kubeconfig = join(tmp, 'kubeconfig-down');
+    writeFileSync(kubeconfig, api.kubeconfig());
+    await api.stop();
+    const watch = new ClusterWatch({ nodeName: 'node-a', kubeconfig, backoffInitialMs: 20, backoffMaxMs: 50 });
+    cleanups.push(() => watch.stop());
+    watch.start();
+    await waitFor(() => /ECONNREFUSED/.test(watch.status().reason ?? ''), 'ECONNREFUSED in status');
+    expect(watch.status()).toMatchObject({ available: false, reason: expect.stringMatching(/^not synced yet: /) });
+    expect(watch.view()).toMatchObject({ fresh: false, services: [] });
+  });
+
+  it('without a kubeconfig outside a pod, says what to pass', () => {
+    const saved = process.env.KUBERNETES_SERVICE_HOST;
+    delete process.env.KUBERNETES_SERVICE_HOST;
+    try {
+      expect(() => new ClusterWatch({ nodeName: 'n' })).toThrow(/pass --kubeconfig FILE, or --cluster-file FILE/);
+    } finally {
+      if (saved !== undefined) process.env.KUBERNETES_SERVICE_HOST = saved;
+    }
+  });
+});
+
+async function waitFor(cond: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
