@@ -1,0 +1,70 @@
+// kube-proxy's mode from its process, without asking its metrics endpoint:
+// find a process whose argv[0] is kube-proxy in /proc, then take --proxy-mode,
+// else the `mode:` of its --config file (read through /proc/PID/root, since the
+// path is inside kube-proxy's container), else kube-proxy's default.
+import { readFileSync, readdirSync } from 'node:fs';
+import { basename, join } from 'node:path';
+import type { KubeProxyInfo } from './manifest.js';
+
+/** kube-proxy's built-in default on Linux when no mode is configured. */
+const DEFAULT_MODE = 'iptables';
+
+/** The value of `--name=V` or `--name V` in args. */
+export function flagValue(args: string[], name: string): string | undefined {
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i]!;
+    if (a.startsWith(`${name}=`)) return a.slice(name.length + 1);
+    if (a === name) return args[i + 1];
+  }
+  return undefined;
+}
+
+/** `mode:` of a KubeProxyConfiguration (YAML or JSON); '' when present but empty. */
+export function modeFromConfig(text: string): string | undefined {
+  const m = /^\s*"?mode"?\s*:\s*"?([A-Za-z]*)"?\s*,?\s*(#.*)?$/m.exec(text);
+  return m ? m[1] : undefined;
+}
+
+/** Mode of a kube-proxy with these args; readConfig reads its --config file (undefined when unreadable). */
+export function proxyModeOf(args: string[], readConfig: (path: string) => string | undefined): KubeProxyInfo {
+  const flag = flagValue(args, '--proxy-mode');
+  if (flag) return { mode: flag, source: '--proxy-mode flag' };
+  const config = flagValue(args, '--config');
+  if (config) {
+    const text = readConfig(config);
+    if (text === undefined) return { source: `config file ${config} could not be read` };
+    const mode = modeFromConfig(text);
+    if (mode) return { mode, source: `config file ${config}: mode` };
+    return { mode: DEFAULT_MODE, source: `config file ${config} sets no mode: kube-proxy's default` };
+  }
+  return { mode: DEFAULT_MODE, source: "no --proxy-mode and no --config: kube-proxy's default" };
+}
+
+/** Looks for a kube-proxy process under procRoot; an explanation when there is none. */
+export function findKubeProxy(procRoot = '/proc'): KubeProxyInfo {
+  let pids: string[];
+  try {
+    pids = readdirSync(procRoot).filter((d) => /^\d+$/.test(d));
+  } catch (e) {
+    return { source: `cannot list ${procRoot}: ${e instanceof Error ? e.message : String(e)}` };
+  }
+  for (const pid of pids) {
+    let args: string[];
+    try {
+      args = readFileSync(join(procRoot, pid, 'cmdline'), 'utf8').split('\0');
+    } catch {
+      continue; // the process exited meanwhile, or is not ours to read
+    }
+    if (args[args.length - 1] === '') args.pop();
+    if (args.length === 0 || basename(args[0]!) !== 'kube-proxy') continue;
+    const readConfig = (path: string): string | undefined => {
+      try {
+        return readFileSync(join(procRoot, pid, 'root', path), 'utf8');
+      } catch {
+        return undefined;
+      }
+    };
+    return { ...proxyModeOf(args.slice(1), readConfig), pid: Number(pid), args };
+  }
+  return { source: `no kube-proxy process in ${procRoot} (not in this PID namespace, or the node runs another proxy)` };
+}

@@ -1,0 +1,82 @@
+// manifest.json of a bundle: who collected it, when, from where, and for each
+// file the command that made it, how that went (exit status, duration, size)
+// and, when it failed or was skipped, why. A bundle made by hand has none.
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const MANIFEST_FILE = 'manifest.json';
+export const BUNDLE_FORMAT = 'clbprobe-bundle/1';
+
+export interface ManifestEntry {
+  /** File written in the bundle (relative); absent when nothing was written. */
+  file?: string;
+  /** The command as a shell would show it, or a description for in-process readers. */
+  command: string;
+  /** Exit status of the command; null when killed by a signal or never started. */
+  exitStatus?: number | null;
+  durationMs: number;
+  /** Bytes written. */
+  size?: number;
+  /** Why the step failed or was skipped (missing tool, permission, timeout, absent kernel feature). */
+  error?: string;
+  /** True when the step did not run because it does not apply here (e.g. no IPVS in this kernel). */
+  skipped?: boolean;
+}
+
+export interface KubeProxyInfo {
+  /** 'iptables', 'ipvs', 'nftables', ... ; absent when it could not be told. */
+  mode?: string;
+  /** How the mode was found: '--proxy-mode flag', 'config file /var/lib/...: mode', 'default (no mode set)'. */
+  source: string;
+  pid?: number;
+  args?: string[];
+}
+
+export interface BundleManifest {
+  format: typeof BUNDLE_FORMAT;
+  clbprobeVersion: string;
+  nodeName: string;
+  hostname: string;
+  /** `uname -r`. */
+  kernel?: string;
+  /** Network namespace collected instead of the host's (labs and tests). */
+  netns?: string;
+  startedAt: string;
+  endedAt: string;
+  /** kube-proxy's mode when discoverable from its process; else why not. */
+  kubeProxy?: KubeProxyInfo;
+  files: ManifestEntry[];
+}
+
+/** clbprobe's version from its package.json (found upwards from this module: src/ or dist/src/). */
+export function clbprobeVersion(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (let i = 0; i < 5; i++) {
+    const p = join(dir, 'package.json');
+    if (existsSync(p)) {
+      const pkg = JSON.parse(readFileSync(p, 'utf8')) as { name?: string; version?: string };
+      if (pkg.name === 'clbprobe' && pkg.version) return pkg.version;
+    }
+    dir = dirname(dir);
+  }
+  return 'unknown';
+}
+
+/** Parses manifest.json; throws an Error naming the file when it is not one. */
+export function parseManifest(text: string, file: string): BundleManifest {
+  let m: unknown;
+  try {
+    m = JSON.parse(text);
+  } catch (e) {
+    throw new Error(`${file}: not valid JSON: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  const o = m as Partial<BundleManifest> | null;
+  if (typeof o !== 'object' || o === null || o.format !== BUNDLE_FORMAT) {
+    throw new Error(`${file}: not a clbprobe bundle manifest (format is not "${BUNDLE_FORMAT}")`);
+  }
+  if (typeof o.nodeName !== 'string' || typeof o.startedAt !== 'string' || !Array.isArray(o.files)) {
+    throw new Error(`${file}: manifest without nodeName, startedAt or files`);
+  }
+  return o as BundleManifest;
+}

@@ -1,0 +1,26 @@
+// File names of a bundle directory: what `clbprobe collect` writes and what
+// readBundle looks for (an SRE making a bundle by hand uses the same names;
+// src/bundle/README.md lists the command behind each).
+export const BUNDLE_FILES = {
+  ipAddr: 'ip-addr.json',
+  ipRoute: 'ip-route.json',
+  ip6Route: 'ip6-route.json',
+  /** Any `ipvsadm*.txt` is read; collect writes these two views. */
+  ipvsadmSave: 'ipvsadm-save.txt',
+  ipvsadmStats: 'ipvsadm-stats.txt',
+  /** clbprobe's own IPVS dump (IpvsSnapshot JSON), when ipvsadm is not installed. */
+  ipvsJson: 'ipvs.json',
+  iptablesSave: 'iptables-save.txt',
+  ip6tablesSave: 'ip6tables-save.txt',
+  ipset: 'ipset.txt',
+  conntrack: 'conntrack.txt',
+  sysctl: 'sysctl.txt',
+  uname: 'uname.txt',
+  kubeProxy: 'kube-proxy.json',
+  cluster: 'cluster.json',
+} as const;
+
+/** Per-backend save outputs: iptables-legacy-save.txt, ip6tables-nft-save.txt, ... */
+export function backendSaveFile(backend: 'legacy' | 'nft', family: 4 | 6): string {
+  return `ip${family === 6 ? '6' : ''}tables-${backend}-save.txt`;
+}

@@ -1,0 +1,65 @@
+// `clbprobe collect`: an offline bundle of this node for `clbprobe diagnose --from DIR`.
+import { Command } from 'commander';
+import { existsSync } from 'node:fs';
+import { collectBundle } from '../bundle/collect.js';
+import type { BundleManifest } from '../bundle/manifest.js';
+import { UserError, fail } from './errors.js';
+import { netnsPath } from './netns.js';
+
+interface CollectFlags {
+  out: string;
+  netns?: string;
+  clusterFile?: string;
+  nodeName?: string;
+}
+
+function summary(m: BundleManifest, out: string): string {
+  const written = m.files.filter((f) => f.file);
+  const problems = m.files.filter((f) => f.error && !f.skipped);
+  const skipped = m.files.filter((f) => f.skipped);
+  const lines = [`clbprobe collect: ${written.length} files written to ${out} (manifest.json lists each command)`];
+  for (const f of problems) lines.push(`  problem: ${f.command}: ${f.error}`);
+  for (const f of skipped) lines.push(`  skipped: ${f.command}: ${f.error}`);
+  return `${lines.join('\n')}\n`;
+}
+
+export function register(program: Command): void {
+  program
+    .command('collect')
+    .description(
+      'Write an offline bundle of this node into a directory: addresses and routes (ip -j), the IPVS table\n' +
+        '(ipvsadm), iptables/ip6tables rules of both backends, ipsets, conntrack entries, rp_filter/route_localnet/\n' +
+        "nf_conntrack sysctls, the kernel version, kube-proxy's mode, the cluster JSON when given, and manifest.json\n" +
+        '(times, version, and for each file its command, exit status, duration, size and errors). A missing tool or\n' +
+        'permission is written into the manifest and never stops the rest. Read it anywhere with `clbprobe diagnose --from DIR`.',
+    )
+    .requiredOption('--out <dir>', 'bundle directory to write (created if missing)')
+    .option('--cluster-file <file>', 'kubectl get svc,ingress,endpointslices,nodes -A -o json output to include as cluster.json')
+    .option('--node-name <name>', 'this node in the cluster view (default: $NODE_NAME, else the hostname)')
+    .option('--netns <name>', 'collect the network namespace NAME (/var/run/netns/NAME) or a path instead of this one')
+    .addHelpText(
+      'after',
+      `
+Examples:
+  kubectl get svc,ingress,endpointslices,nodes -A -o json > cluster.json
+  clbprobe collect --out /tmp/node-a --cluster-file cluster.json --node-name node-a
+  tar czf node-a.tgz -C /tmp node-a          # then, on a laptop:
+  clbprobe diagnose --from node-a
+
+Exit codes: 0 bundle written (see the summary for steps that failed), 2 the bundle could not be written.`,
+    )
+    .action(async (flags: CollectFlags) => {
+      try {
+        if (flags.clusterFile && !existsSync(flags.clusterFile)) throw new UserError(`--cluster-file: no such file: ${flags.clusterFile}`);
+        const manifest = await collectBundle({
+          out: flags.out,
+          ...(flags.netns ? { netns: netnsPath(flags.netns) } : {}),
+          ...(flags.clusterFile ? { clusterFile: flags.clusterFile } : {}),
+          ...(flags.nodeName ? { nodeName: flags.nodeName } : {}),
+        });
+        process.stdout.write(summary(manifest, flags.out));
+      } catch (e) {
+        fail(e instanceof Error && 'code' in e && typeof e.code === 'string' && /^E[A-Z]+$/.test(e.code) ? new UserError(`collect: ${e.message}`) : e);
+      }
+    });
+}
