@@ -4,6 +4,7 @@
 import { Command } from 'commander';
 import { register as registerSnapshot } from './snapshot.js';
 import { register as registerDiagnose } from './diagnose.js';
+import { register as registerCollect } from './collect.js';
 
 const program = new Command();
 program
@@ -25,6 +26,7 @@ Examples:
 
 registerSnapshot(program);
 registerDiagnose(program);
+registerCollect(program);
 
 program.parseAsync(process.argv).catch((e: unknown) => {
   process.stderr.write(`clbprobe: ${e instanceof Error ? e.message : String(e)}\n`);
