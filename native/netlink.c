@@ -83,7 +83,10 @@ static napi_value nl_bind(napi_env env, napi_callback_info info) {
   if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0) return throw_errno(env, errno, "bind");
   socklen_t sl = sizeof sa;
   if (getsockname(fd, (struct sockaddr *)&sa, &sl) < 0) return throw_errno(env, errno, "getsockname");
-  return make_int(env, (int32_t)sa.nl_pid);
+  // Port ids are u32; kernel-chosen ones are often above 2^31.
+  napi_value port;
+  NAPI_CALL(env, napi_create_uint32(env, sa.nl_pid, &port));
+  return port;
 }
 
 // nlSetsockopt(fd, level, optname, value: int)

@@ -139,21 +139,30 @@ export async function dumpConntrack(
 ): Promise<DumpResult & { entries: number }> {
   const sock = opts.socket ?? openConntrackSocket(opts.netns);
   const match = addressMatcher(opts.filter?.addresses);
-  let count = 0;
+  const filter = opts.filter ?? {};
+  // Tuple filters are parsed per l3 family: without an address or a family
+  // the kernel answers EOPNOTSUPP, so such a dump runs once per family.
+  const perFamily = (filter.orig || filter.reply) && !filter.family && !tupleMatchFamily(filter);
+  const passes: ConntrackFilter[] = perFamily ? [{ ...filter, family: 4 }, { ...filter, family: 6 }] : [filter];
+  const total = { messages: 0, interrupted: false, entries: 0 };
   try {
-    const res = await sock.dump(dumpRequest(opts.filter), 'ctnetlink: dump', (msgs) => {
-      const out: ConntrackEntry[] = [];
-      for (const m of msgs) {
-        if (ctMessageType(m) !== C.IPCTNL_MSG_CT_NEW) continue;
-        if (match && !match.maybe(m.payload)) continue;
-        const e = decodeEntry(m.payload);
-        if (match && !match.exact(e)) continue;
-        out.push(e);
-      }
-      count += out.length;
-      if (out.length) return onEntries(out);
-    });
-    return { ...res, entries: count };
+    for (const f of passes) {
+      const res = await sock.dump(dumpRequest(f), 'ctnetlink: dump', (msgs) => {
+        const out: ConntrackEntry[] = [];
+        for (const m of msgs) {
+          if (ctMessageType(m) !== C.IPCTNL_MSG_CT_NEW) continue;
+          if (match && !match.maybe(m.payload)) continue;
+          const e = decodeEntry(m.payload);
+          if (match && !match.exact(e)) continue;
+          out.push(e);
+        }
+        total.entries += out.length;
+        if (out.length) return onEntries(out);
+      });
+      total.messages += res.messages;
+      total.interrupted ||= res.interrupted;
+    }
+    return total;
   } finally {
     if (!opts.socket) sock.close();
   }
