@@ -4,7 +4,7 @@
 import { interpretAnnotations, isPrivateIp } from './annotations.js';
 import { endpointsFor, indexEndpointSlices } from './endpoints.js';
 import { canonicalIp, FieldError, isObj, optArr, optInt, optObj, optStr, reqStr, strArr, strMap, type Obj } from './fields.js';
-import { ingressVipsFor, parseIngresses } from './ingress.js';
+import { indexIngresses, ingressVipsFor } from './ingress.js';
 import { parseEach, parseParts, type ClusterObjects } from './objects.js';
 import type { ClusterView, LbIngressIp, NodeView, ServiceView, TrafficPolicy } from './types.js';
 
@@ -26,7 +26,7 @@ const PROTOCOLS = ['TCP', 'UDP', 'SCTP'] as const;
 export function buildClusterView(objects: ClusterObjects, opts: BuildOptions = {}): ClusterView {
   const warnings = [...(opts.warnings ?? [])];
   const endpoints = indexEndpointSlices(objects.endpointSlices, warnings);
-  const ingresses = parseIngresses(objects.ingresses, warnings);
+  const ingresses = indexIngresses(objects.ingresses, warnings);
   const services = parseEach(objects.services, 'Service', true, warnings, (o, ctx) => {
     const base = parseServiceSpec(o, ctx.metadata, ctx.warn);
     return parseParts(optArr(optObj(o.spec, 'spec')?.ports, 'spec.ports'), 'spec.ports', ctx.warn, (p, path) => {

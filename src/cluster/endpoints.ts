@@ -101,17 +101,28 @@ export function endpointsFor(
   nodeName: string | undefined,
 ): EndpointView[] {
   const out: EndpointView[] = [];
-  const seen = new Set<string>();
-  for (const slice of index.get(`${namespace}/${service}`) ?? []) {
+  const slices = index.get(`${namespace}/${service}`) ?? [];
+  // During updates one address can sit in two slices; keep the first. (One slice needs no check.)
+  const seen = slices.length > 1 ? new Set<string>() : undefined;
+  for (const slice of slices) {
     const port = slice.ports.find((p) => p.name === portName && p.protocol === protocol);
     if (!port) continue;
     for (const ep of slice.endpoints) {
-      // During updates one address can sit in two slices; keep the first.
-      const key = `${ep.address}|${port.port ?? ''}`;
-      if (seen.has(key)) continue;
-      seen.add(key);
-      const view: EndpointView = { ...ep, local: nodeName !== undefined && ep.nodeName === nodeName };
+      if (seen) {
+        const key = `${ep.address}|${port.port ?? ''}`;
+        if (seen.has(key)) continue;
+        seen.add(key);
+      }
+      const view: EndpointView = {
+        address: ep.address,
+        ready: ep.ready,
+        serving: ep.serving,
+        terminating: ep.terminating,
+        local: nodeName !== undefined && ep.nodeName === nodeName,
+      };
+      if (ep.nodeName !== undefined) view.nodeName = ep.nodeName;
       if (port.port !== undefined) view.port = port.port;
+      if (ep.targetRef) view.targetRef = ep.targetRef;
       out.push(view);
     }
   }

@@ -9,16 +9,20 @@ interface Backend {
   port: number | string;
 }
 
-export interface IngressRoutes {
-  /** "namespace/name" */
+/** One Ingress backend reference with the VIPs of that Ingress. */
+interface Route {
+  /** "namespace/name" of the Ingress */
   ingress: string;
-  namespace: string;
   ips: string[];
-  backends: Backend[];
+  port: number | string;
 }
 
-export function parseIngresses(list: readonly SourcedObject[], warnings: string[]): IngressRoutes[] {
-  return parseEach(list, 'Ingress', true, warnings, (o, ctx) => {
+/** Routes by "namespace/serviceName" (an Ingress only reaches Services in its own namespace). */
+export type IngressIndex = Map<string, Route[]>;
+
+export function indexIngresses(list: readonly SourcedObject[], warnings: string[]): IngressIndex {
+  const index: IngressIndex = new Map();
+  const parsed = parseEach(list, 'Ingress', true, warnings, (o, ctx) => {
     const spec = optObj(o.spec, 'spec') ?? {};
     const candidates: [unknown, string][] = [];
     if (spec.defaultBackend !== undefined && spec.defaultBackend !== null) candidates.push([spec.defaultBackend, 'spec.defaultBackend']);
@@ -42,8 +46,19 @@ export function parseIngresses(list: readonly SourcedObject[], warnings: string[
       if (!isObj(e)) throw new FieldError(`${path} is not an object`);
       return e.ip === undefined || e.ip === null ? undefined : canonicalIp(e.ip, `${path}.ip`);
     }).filter((ip): ip is string => ip !== undefined);
-    return { ingress: `${ctx.namespace}/${ctx.name}`, namespace: ctx.namespace, ips, backends };
+    return { namespace: ctx.namespace, ingress: `${ctx.namespace}/${ctx.name}`, ips, backends };
   });
+  for (const p of parsed) {
+    if (p.ips.length === 0) continue;
+    for (const b of p.backends) {
+      const key = `${p.namespace}/${b.service}`;
+      const route: Route = { ingress: p.ingress, ips: p.ips, port: b.port };
+      const routes = index.get(key);
+      if (routes) routes.push(route);
+      else index.set(key, [route]);
+    }
+  }
+  return index;
 }
 
 /** [] for a resource backend (not a Service); one Backend for a service backend. */
@@ -61,17 +76,21 @@ function serviceBackend(v: unknown, path: string): Backend[] {
 
 /** Ingress VIPs that route to this Service port, once per (ingress, ip). */
 export function ingressVipsFor(
-  routes: readonly IngressRoutes[],
+  index: IngressIndex,
   namespace: string,
   service: string,
   port: number,
   portName: string,
 ): { ingress: string; ip: string }[] {
   const out: { ingress: string; ip: string }[] = [];
-  for (const r of routes) {
-    if (r.namespace !== namespace) continue;
-    const hit = r.backends.some((b) => b.service === service && (b.port === port || (portName !== '' && b.port === portName)));
-    if (hit) for (const ip of r.ips) out.push({ ingress: r.ingress, ip });
+  const seen = new Set<string>();
+  for (const r of index.get(`${namespace}/${service}`) ?? []) {
+    if (r.port !== port && (portName === '' || r.port !== portName)) continue;
+    for (const ip of r.ips) {
+      const key = `${r.ingress}|${ip}`;
+      if (!seen.has(key)) out.push({ ingress: r.ingress, ip });
+      seen.add(key);
+    }
   }
   return out;
 }

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { loadClusterFile } from '../../../src/cluster/file.js';
 import type { ClusterView } from '../../../src/cluster/types.js';
+import { backoff } from '../../../src/cluster/reflector.js';
 import { ClusterWatch } from '../../../src/cluster/watch.js';
 import { FakeApiServer, type ResourceName } from '../../support/fake-apiserver.js';
 
@@ -198,6 +199,24 @@ describe('ClusterWatch against a fake API server', () => {
     } finally {
       if (saved !== undefined) process.env.KUBERNETES_SERVICE_HOST = saved;
     }
+  });
+});
+
+describe('backoff', () => {
+  it('doubles from the initial delay up to the maximum, jittered within [base/2, base]', () => {
+    for (let i = 0; i < 200; i++) {
+      const d0 = backoff(0, 500, 30_000);
+      expect(d0).toBeGreaterThanOrEqual(250);
+      expect(d0).toBeLessThanOrEqual(500);
+      const d3 = backoff(3, 500, 30_000);
+      expect(d3).toBeGreaterThanOrEqual(2000);
+      expect(d3).toBeLessThanOrEqual(4000);
+      const dMax = backoff(100, 500, 30_000);
+      expect(dMax).toBeGreaterThanOrEqual(15_000);
+      expect(dMax).toBeLessThanOrEqual(30_000);
+    }
+    // Jitter: not all the same.
+    expect(new Set(Array.from({ length: 20 }, () => backoff(2, 500, 30_000))).size).toBeGreaterThan(1);
   });
 });
 
