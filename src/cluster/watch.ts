@@ -47,6 +47,7 @@ export class ClusterWatch {
   private firstPendingAt?: number;
   private lastFreshAt?: string;
   private lastFresh?: boolean;
+  private stopped = false;
   private readonly waiters: ((v: ClusterView) => void)[] = [];
 
   /** Throws if no API configuration can be found (see loadKubeConfig). */
@@ -75,6 +76,7 @@ export class ClusterWatch {
   }
 
   async stop(): Promise<void> {
+    this.stopped = true;
     clearTimeout(this.timer);
     for (const { r } of this.reflectors) r.stop();
     await Promise.all(this.running ?? []);
@@ -125,12 +127,13 @@ export class ClusterWatch {
     const bad = this.reflectors.map(({ r }) => r.health()).filter((h) => !h.healthy || !h.synced);
     if (bad.length === 0) return undefined;
     const first = bad.reduce((a, b) => (b.since < a.since ? b : a));
-    const what = this.allSynced() ? 'API unreachable, showing the last good view' : 'not synced yet';
+    const what = this.allSynced() ? 'API unavailable, showing the last good view' : 'not synced yet';
     return `${what}: ${first.reason ?? 'unknown'} (since ${new Date(first.since).toISOString()})`;
   }
 
   /** Debounce: emit after debounceMs of quiet, but at most 5×debounceMs after the first pending change. */
   private schedule(): void {
+    if (this.stopped) return;
     const debounce = this.o.debounceMs ?? 200;
     const now = Date.now();
     this.firstPendingAt ??= now;

@@ -90,8 +90,8 @@ describe('ClusterWatch against a fake API server', () => {
     expect(lists.find((r) => r.resource === 'nodes')?.query.fieldSelector).toBe('metadata.name=node-a');
   });
 
-  it('live updates: a changed Service and a deleted EndpointSlice', async () => {
-    const { api, watch, next } = await setup();
+  it('live updates: a changed Service and a deleted EndpointSlice; bursts are debounced', async () => {
+    const { api, watch, next, views } = await setup();
     watch.start();
     await watch.synced();
     const svc = structuredClone(fixtureItems.find((i) => i.kind === 'Service' && i.metadata.name === 'web')!) as Record<string, any>;
@@ -99,6 +99,15 @@ describe('ClusterWatch against a fake API server', () => {
     api.apply('services', svc);
     const v1 = await next((v) => web(v)?.annotations.tencentPreventLoopback === true, 'prevent-loopback on web');
     expect(v1.fresh).toBe(true);
+    // A burst of 50 updates (a rollout) is emitted as a few views, the last one complete.
+    const before = views.length;
+    for (let i = 0; i < 50; i++) {
+      svc.metadata.annotations['example.com/rev'] = String(i);
+      api.apply('services', svc);
+    }
+    await waitFor(() => views.at(-1)?.services.length === fromFile.services.length && views.length > before, 'a view after the burst');
+    await new Promise((r) => setTimeout(r, 100));
+    expect(views.length - before).toBeLessThanOrEqual(3);
     api.delete('endpointslices', 'default', 'web-9f2bd');
     const v2 = await next((v) => web(v)?.endpoints.length === 0, 'web without endpoints');
     expect(v2.services).toHaveLength(fromFile.services.length);
@@ -111,7 +120,7 @@ describe('ClusterWatch against a fake API server', () => {
     await api.stop();
     const stale = await next((v) => !v.fresh, 'fresh:false');
     expect(stale.services).toEqual(fromFile.services);
-    expect(stale.staleReason).toMatch(/^API unreachable, showing the last good view: \w+: watch \S+: (connection to the API server lost|connect ECONNREFUSED)/);
+    expect(stale.staleReason).toMatch(/^API unavailable, showing the last good view: \w+: watch \S+: (connection to the API server lost|connect ECONNREFUSED)/);
     expect(stale.syncedAt).toBeDefined();
     // Retries keep failing; the status carries the latest reason.
     await waitFor(() => /ECONNREFUSED/.test(watch.status().reason ?? ''), 'ECONNREFUSED in status');
