@@ -10,7 +10,6 @@ import { diagnoseInputOf } from '../detect/input.js';
 import { renderJson, renderText, wantColor } from '../detect/render.js';
 import type { DiagnoseResult } from '../detect/types.js';
 import { dumpConntrack } from '../kernel/conntrack/dump.js';
-import { readNat } from '../kernel/nat/read.js';
 import { takeSnapshot } from '../kernel/snapshot.js';
 import { EXIT_FINDING, EXIT_OK, UserError, fail } from './errors.js';
 import { netnsPath } from './netns.js';
@@ -41,7 +40,7 @@ export async function runLive(flags: DiagnoseFlags, nodeName: string): Promise<D
   const cluster = loadCluster(flags, nodeName);
   const netns = flags.netns ? netnsPath(flags.netns) : undefined;
   const ns = netns ? { netns } : {};
-  const node = await takeSnapshot(ns, { nat: (o) => readNat(o) });
+  const node = await takeSnapshot(ns);
   const warnings: string[] = [];
   const diag = new Diagnosis(diagnoseInputOf(node, cluster, warnings));
   try {

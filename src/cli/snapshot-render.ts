@@ -1,4 +1,5 @@
 // Text rendering of a NodeSnapshot for terminals.
+import { formatNatSummary } from '../kernel/nat/summary.js';
 import type { IpvsVirtualServer, NodeSnapshot, SourceStatus } from '../kernel/types.js';
 
 function sourceLine(s: SourceStatus): string {
@@ -20,7 +21,7 @@ function counts(rec: Record<string, number>): string {
     .join(', ');
 }
 
-export function renderSnapshot(s: NodeSnapshot, natLines: (nat: NonNullable<NodeSnapshot['nat']>) => string[] = () => []): string[] {
+export function renderSnapshot(s: NodeSnapshot): string[] {
   const out: string[] = [`Node ${s.hostname}, kernel ${s.kernel}, at ${s.takenAt}`, 'Sources:'];
   out.push(...s.sources.map(sourceLine));
 
@@ -46,7 +47,7 @@ export function renderSnapshot(s: NodeSnapshot, natLines: (nat: NonNullable<Node
 
   if (s.nat) {
     out.push('', 'NAT:');
-    out.push(...natLines(s.nat).map((l) => `  ${l}`));
+    out.push(...formatNatSummary(s.nat).map((l) => `  ${l}`));
   }
 
   if (s.conntrack) {

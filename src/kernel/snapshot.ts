@@ -3,6 +3,8 @@
 import { hostname, release } from 'node:os';
 import { readAddresses } from './addresses.js';
 import { readConntrack, type ConntrackFilter } from './conntrack/dump.js';
+import { readIpvs } from './ipvs/reader.js';
+import { readNat } from './nat/read.js';
 import type { NodeSnapshot } from './types.js';
 
 export interface SnapshotOptions {
@@ -13,13 +15,7 @@ export interface SnapshotOptions {
   conntrackFilter?: ConntrackFilter;
 }
 
-/** Optional readers owned by other modules, plugged in by name. */
-export interface ExtraReaders {
-  ipvs?: (o: { netns?: string }) => Promise<Pick<NodeSnapshot, 'ipvs'> & { status: NodeSnapshot['sources'][number] }>;
-  nat?: (o: { netns?: string }) => Promise<Pick<NodeSnapshot, 'nat'> & { sources: NodeSnapshot['sources'] }>;
-}
-
-export async function takeSnapshot(opts: SnapshotOptions = {}, extra: ExtraReaders = {}): Promise<NodeSnapshot> {
+export async function takeSnapshot(opts: SnapshotOptions = {}): Promise<NodeSnapshot> {
   const ns = opts.netns ? { netns: opts.netns } : {};
   const [addr, ct, ipvs, nat] = await Promise.all([
     readAddresses(ns),
@@ -28,18 +24,22 @@ export async function takeSnapshot(opts: SnapshotOptions = {}, extra: ExtraReade
       ...(opts.conntrackEntries ? { entries: true } : {}),
       ...(opts.conntrackFilter ? { filter: opts.conntrackFilter } : {}),
     }),
-    extra.ipvs?.(ns),
-    extra.nat?.(ns),
+    // A corrupt IPVS reply must not take the other sources down with it.
+    readIpvs(ns).catch((e: unknown) => ({
+      status: { source: 'ipvs' as const, available: false, reason: e instanceof Error ? e.message : String(e) },
+      snapshot: undefined,
+    })),
+    readNat(ns),
   ]);
   const snap: NodeSnapshot = {
     takenAt: new Date().toISOString(),
     hostname: hostname(),
     kernel: release(),
-    sources: [addr.status, ...(ipvs ? [ipvs.status] : []), ct.status, ...(nat?.sources ?? [])],
+    sources: [addr.status, ipvs.status, ct.status, ...nat.sources],
   };
   if (addr.snapshot) snap.addresses = addr.snapshot;
-  if (ipvs?.ipvs) snap.ipvs = ipvs.ipvs;
+  if (ipvs.snapshot) snap.ipvs = ipvs.snapshot;
   if (ct.summary) snap.conntrack = { summary: ct.summary, ...(ct.entries ? { entries: ct.entries } : {}) };
-  if (nat?.nat) snap.nat = nat.nat;
+  if (nat.nat) snap.nat = nat.nat;
   return snap;
 }

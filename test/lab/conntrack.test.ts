@@ -3,7 +3,7 @@
 // after a forced overflow.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dumpConntrack, readConntrack } from '../../src/kernel/conntrack/dump.js';
+import { dumpConntrack, readConntrack, type ConntrackFilter } from '../../src/kernel/conntrack/dump.js';
 import { ConntrackWatch } from '../../src/kernel/conntrack/events.js';
 import { formatConntrack } from '../../src/kernel/conntrack/format.js';
 import type { ConntrackEntry, ConntrackEvent } from '../../src/kernel/types.js';
@@ -14,7 +14,7 @@ function normalise(line: string): string {
   return line.replace(/^((?:ipv[46]\s+\d+\s+)?\S+\s+\d+\s+)\d+/, '$1T');
 }
 
-async function ours(ns: Netns, filter?: Parameters<typeof dumpConntrack>[1]['filter']): Promise<string[]> {
+async function ours(ns: Netns, filter?: ConntrackFilter): Promise<string[]> {
   const lines: string[] = [];
   await dumpConntrack((b) => void b.forEach((e) => lines.push(normalise(formatConntrack(e, { extended: true, id: true })))), {
     netns: ns.path,
