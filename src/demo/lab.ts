@@ -1,0 +1,270 @@
+// A namespace lab that really loops (platform-notes "A namespace lab that
+// really loops"): a client pod and a server pod on node1's bridge, node1 and
+// node2 each on their own veth to an "LB" namespace that routes (no bridge)
+// and DNATs VIP:80 to node1:NodePort without SNAT. node1 carries kube-proxy
+// style NAT: KUBE-NODEPORTS DNAT to the local server pod, and the IPVS-mode
+// KUBE-LOAD-BALANCER ipset rules that masquerade pod→LB-IP traffic unless the
+// Service is ETP=Local (KUBE-LOAD-BALANCER-LOCAL), as on TKE where the LB IP
+// is not bound on the node. The LB has the usual anti-loopback: traffic whose
+// source is a backend node goes to another backend (node2).
+// Everything lives in namespaces whose names start with the caller's prefix;
+// destroy() removes them all. `clbprobe demo` and test/lab use it
+// (test/support/lab.ts re-exports it with the tests' prefix).
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Netns, vethPair } from './netns.js';
+
+export const LAB = {
+  vip: '10.0.100.100',
+  port: 80,
+  nodePort: 30080,
+  clusterIp: '10.96.0.80',
+  podCidr: '10.244.1.0/24',
+  clientPod: '10.244.1.10',
+  serverPod: '10.244.1.20',
+  serverPort: 8080,
+  node1: '10.0.1.11',
+  node2: '10.0.2.12',
+  node1Name: 'node1',
+} as const;
+
+export type Etp = 'Local' | 'Cluster';
+
+export interface LoopLab {
+  /** The Service's externalTrafficPolicy as node1's NAT rules currently implement it. */
+  readonly etp: Etp;
+  pod: Netns;
+  server: Netns;
+  node: Netns;
+  node2: Netns;
+  lb: Netns;
+  /** TCP connect from the client pod to VIP:80: 'connected' (with the server's greeting), 'timeout' or an errno. */
+  connect(timeoutMs: number): Promise<string>;
+  /** Writes the cluster file (kubectl get ... -o json shape) for this lab's Service into dir; returns its path. */
+  writeClusterFile(dir: string): string;
+  /**
+   * Switches node1's kube-proxy rules and ipsets to what kube-proxy writes for `etp`, and forgets
+   * node1's conntrack entries (the looped ones would otherwise linger until they time out).
+   */
+  setEtp(etp: Etp): void;
+  destroy(): void;
+}
+
+/** kube-proxy nat table for node1 (iptables-save format, kube-proxy >= 1.27 chain names). */
+export function node1Rules(etp: Etp): string {
+  const svc = 'KUBE-SVC-LAB4WEBHTTP00000';
+  const ext = 'KUBE-EXT-LAB4WEBHTTP00000';
+  const sep = 'KUBE-SEP-LAB4WEBSRV000000';
+  const c = '"lab/web:http"';
+  const extRules =
+    etp === 'Local'
+      ? [
+          `-A ${ext} -s 10.244.0.0/16 -m comment --comment "pod traffic for lab/web:http external destinations" -j ${svc}`,
+          `-A ${ext} -m comment --comment "masquerade LOCAL traffic for lab/web:http external destinations" -m addrtype --src-type LOCAL -j KUBE-MARK-MASQ`,
+          `-A ${ext} -m comment --comment "route LOCAL traffic for lab/web:http external destinations" -m addrtype --src-type LOCAL -j ${svc}`,
+          `-A ${ext} -j ${svc}`,
+        ]
+      : [
+          `-A ${ext} -m comment --comment "masquerade traffic for lab/web:http external destinations" -j KUBE-MARK-MASQ`,
+          `-A ${ext} -j ${svc}`,
+        ];
+  return [
+    '*nat',
+    ':PREROUTING ACCEPT [0:0]',
+    ':INPUT ACCEPT [0:0]',
+    ':OUTPUT ACCEPT [0:0]',
+    ':POSTROUTING ACCEPT [0:0]',
+    ':KUBE-LOAD-BALANCER - [0:0]',
+    ':KUBE-MARK-MASQ - [0:0]',
+    ':KUBE-NODEPORTS - [0:0]',
+    ':KUBE-POSTROUTING - [0:0]',
+    ':KUBE-SERVICES - [0:0]',
+    `:${ext} - [0:0]`,
+    `:${sep} - [0:0]`,
+    `:${svc} - [0:0]`,
+    '-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES',
+    '-A OUTPUT -m comment --comment "kubernetes service portals" -j KUBE-SERVICES',
+    '-A POSTROUTING -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING',
+    '-A KUBE-LOAD-BALANCER -m comment --comment "Kubernetes service load balancer ip + port with externalTrafficPolicy=local" -m set --match-set KUBE-LOAD-BALANCER-LOCAL dst,dst -j RETURN',
+    '-A KUBE-LOAD-BALANCER -j KUBE-MARK-MASQ',
+    '-A KUBE-MARK-MASQ -j MARK --set-xmark 0x4000/0x4000',
+    `-A KUBE-NODEPORTS -p tcp -m comment --comment ${c} -m tcp --dport ${LAB.nodePort} -j ${ext}`,
+    '-A KUBE-POSTROUTING -m mark ! --mark 0x4000/0x4000 -j RETURN',
+    '-A KUBE-POSTROUTING -j MARK --set-xmark 0x4000/0x0',
+    '-A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully',
+    `-A KUBE-SERVICES -d ${LAB.clusterIp}/32 -p tcp -m comment --comment "lab/web:http cluster IP" -m tcp --dport ${LAB.port} -j ${svc}`,
+    '-A KUBE-SERVICES -m comment --comment "Kubernetes service lb portal" -m set --match-set KUBE-LOAD-BALANCER dst,dst -j KUBE-LOAD-BALANCER',
+    '-A KUBE-SERVICES -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS',
+    ...extRules,
+    `-A ${sep} -s ${LAB.serverPod}/32 -m comment --comment ${c} -j KUBE-MARK-MASQ`,
+    `-A ${sep} -p tcp -m comment --comment ${c} -m tcp -j DNAT --to-destination ${LAB.serverPod}:${LAB.serverPort}`,
+    `-A ${svc} -m comment --comment "lab/web:http -> ${LAB.serverPod}:${LAB.serverPort}" -j ${sep}`,
+    'COMMIT',
+    '',
+  ].join('\n');
+}
+
+/** ipsets of node1 (ipset save format). ETP=Local puts the VIP in KUBE-LOAD-BALANCER-LOCAL too. */
+export function node1Ipsets(etp: Etp): string {
+  const member = `${LAB.vip},tcp:${LAB.port}`;
+  const lines = [
+    'create KUBE-LOAD-BALANCER hash:ip,port family inet hashsize 1024 maxelem 65536',
+    `add KUBE-LOAD-BALANCER ${member}`,
+    'create KUBE-LOAD-BALANCER-LOCAL hash:ip,port family inet hashsize 1024 maxelem 65536',
+  ];
+  if (etp === 'Local') lines.push(`add KUBE-LOAD-BALANCER-LOCAL ${member}`);
+  return `${lines.join('\n')}\n`;
+}
+
+/** The lab's Service, EndpointSlice and Node in the shape `kubectl get svc,endpointslices,nodes -A -o json` prints. */
+export function clusterList(etp: Etp): object {
+  return {
+    apiVersion: 'v1',
+    kind: 'List',
+    metadata: { resourceVersion: '' },
+    items: [
+      {
+        apiVersion: 'v1',
+        kind: 'Service',
+        metadata: {
+          name: 'web',
+          namespace: 'lab',
+          annotations: { 'service.kubernetes.io/qcloud-loadbalancer-internal-subnetid': 'subnet-lab00001' },
+        },
+        spec: {
+          type: 'LoadBalancer',
+          clusterIP: LAB.clusterIp,
+          clusterIPs: [LAB.clusterIp],
+          externalTrafficPolicy: etp,
+          internalTrafficPolicy: 'Cluster',
+          ...(etp === 'Local' ? { healthCheckNodePort: 32001 } : {}),
+          ports: [{ name: 'http', port: LAB.port, protocol: 'TCP', targetPort: LAB.serverPort, nodePort: LAB.nodePort }],
+          selector: { app: 'web' },
+        },
+        status: { loadBalancer: { ingress: [{ ip: LAB.vip, ipMode: 'VIP' }] } },
+      },
+      {
+        apiVersion: 'discovery.k8s.io/v1',
+        kind: 'EndpointSlice',
+        metadata: { name: 'web-abcde', namespace: 'lab', labels: { 'kubernetes.io/service-name': 'web' } },
+        addressType: 'IPv4',
+        endpoints: [
+          {
+            addresses: [LAB.serverPod],
+            conditions: { ready: true, serving: true, terminating: false },
+            nodeName: LAB.node1Name,
+            targetRef: { kind: 'Pod', namespace: 'lab', name: 'web-0' },
+          },
+        ],
+        ports: [{ name: 'http', port: LAB.serverPort, protocol: 'TCP' }],
+      },
+      {
+        apiVersion: 'v1',
+        kind: 'Node',
+        metadata: { name: LAB.node1Name },
+        spec: { podCIDR: LAB.podCidr, podCIDRs: [LAB.podCidr] },
+        status: { addresses: [{ type: 'InternalIP', address: LAB.node1 }, { type: 'Hostname', address: LAB.node1Name }] },
+      },
+    ],
+  };
+}
+
+/** A TCP server that greets each connection with `name`, run inside ns until the lab is destroyed. */
+function serve(ns: Netns, port: number, name: string): ChildProcess {
+  const js = `require('net').createServer((s)=>{s.end(${JSON.stringify(name)})}).listen(${port},'0.0.0.0',()=>console.log('up'))`;
+  return spawn('ip', ['netns', 'exec', ns.name, process.execPath, '-e', js], { stdio: ['ignore', 'pipe', 'inherit'] });
+}
+
+function waitUp(p: ChildProcess): Promise<void> {
+  return new Promise((resolve, reject) => {
+    p.stdout!.once('data', () => resolve());
+    p.once('exit', (code) => reject(new Error(`server exited ${code}`)));
+  });
+}
+
+/** Builds the lab with namespaces named `prefix`PID-N; Service externalTrafficPolicy `etp`. */
+export async function createLoopLab(etp: Etp, prefix: string): Promise<LoopLab> {
+  const created: Netns[] = [];
+  const procs: ChildProcess[] = [];
+  const destroy = (): void => {
+    for (const p of procs) p.kill('SIGKILL');
+    for (const ns of created) ns.delete();
+  };
+  try {
+    const mk = (): Netns => {
+      const ns = Netns.create(prefix);
+      created.push(ns);
+      return ns;
+    };
+    const [pod, server, node, node2, lb] = [mk(), mk(), mk(), mk(), mk()];
+    // node1: pod bridge + uplink; rp_filter off so the looped packet (a local pod source from the uplink) is accepted.
+    node.sh(`ip link add cni0 type bridge && ip link set cni0 up && ip addr add 10.244.1.1/24 dev cni0
+             sysctl -qw net.ipv4.ip_forward=1 net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0`);
+    for (const [ns, ip, name] of [
+      [pod, LAB.clientPod, 'vethclient'],
+      [server, LAB.serverPod, 'vethserver'],
+    ] as const) {
+      vethPair(ns, 'eth0', node, name);
+      node.run('ip', 'link', 'set', name, 'master', 'cni0');
+      ns.sh(`ip addr add ${ip}/24 dev eth0 && ip route add default via 10.244.1.1`);
+    }
+    vethPair(node, 'eth0', lb, 'n1');
+    vethPair(node2, 'eth0', lb, 'n2');
+    node.sh(`sysctl -qw net.ipv4.conf.eth0.rp_filter=0 && ip addr add ${LAB.node1}/24 dev eth0 && ip route add default via 10.0.1.1`);
+    node2.sh(`ip addr add ${LAB.node2}/24 dev eth0 && ip route add default via 10.0.2.1`);
+    // The LB: routes between its per-node links, DNATs VIP:80 to a backend's NodePort, never SNATs.
+    lb.sh(`ip addr add 10.0.1.1/24 dev n1 && ip addr add 10.0.2.1/24 dev n2
+           ip route add ${LAB.podCidr} via ${LAB.node1}
+           sysctl -qw net.ipv4.ip_forward=1 net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0
+           iptables -t nat -A PREROUTING -s ${LAB.node1} -d ${LAB.vip} -p tcp --dport ${LAB.port} -j DNAT --to-destination ${LAB.node2}:${LAB.nodePort}
+           iptables -t nat -A PREROUTING -d ${LAB.vip} -p tcp --dport ${LAB.port} -j DNAT --to-destination ${LAB.node1}:${LAB.nodePort}`);
+    loadKubeProxyState(node, etp);
+    const servers = [serve(server, LAB.serverPort, 'server-pod'), serve(node2, LAB.nodePort, 'node2')];
+    procs.push(...servers);
+    await Promise.all(servers.map(waitUp));
+    let current = etp;
+    return {
+      get etp() {
+        return current;
+      },
+      pod,
+      server,
+      node,
+      node2,
+      lb,
+      connect: (timeoutMs) => connectFrom(pod, timeoutMs),
+      writeClusterFile(dir) {
+        const path = join(dir, `cluster-${current}.json`);
+        writeFileSync(path, JSON.stringify(clusterList(current), null, 4));
+        return path;
+      },
+      setEtp(next) {
+        loadKubeProxyState(node, next);
+        node.run('conntrack', '-F');
+        current = next;
+      },
+      destroy,
+    };
+  } catch (e) {
+    destroy();
+    throw e;
+  }
+}
+
+/** Replaces node1's nat table and KUBE-* ipsets with kube-proxy's for `etp` (ipset restore -exist keeps the sets' identity). */
+function loadKubeProxyState(node: Netns, etp: Etp): void {
+  node.sh(`ipset flush KUBE-LOAD-BALANCER-LOCAL 2>/dev/null || true
+ipset restore -exist <<'EOF'\n${node1Ipsets(etp)}EOF\niptables-restore <<'EOF'\n${node1Rules(etp)}EOF`);
+}
+
+function connectFrom(pod: Netns, timeoutMs: number): Promise<string> {
+  const js = `const s=require('net').connect(${LAB.port},${JSON.stringify(LAB.vip)});let d='';
+    const t=setTimeout(()=>{console.log('timeout');process.exit(0)},${timeoutMs});
+    s.on('data',(b)=>d+=b);s.on('end',()=>{console.log('connected '+d);process.exit(0)});
+    s.on('error',(e)=>{console.log(e.code);process.exit(0)});`;
+  return new Promise((resolve) => {
+    const r = spawnSync('ip', ['netns', 'exec', pod.name, process.execPath, '-e', js], { encoding: 'utf8', timeout: timeoutMs + 5000 });
+    resolve((r.stdout || r.stderr).trim());
+  });
+}

@@ -1,0 +1,71 @@
+// `clbprobe demo` end to end (compiled CLI, real kernel): the loop is seen,
+// diagnosed and fixed, and the lab leaves no namespace behind, also when the
+// demo is interrupted with Ctrl-C (SIGINT) half-way.
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isRoot } from '../support/netns.js';
+
+const CLI = join(import.meta.dirname, '../../dist/src/cli/main.js');
+const PREFIX = 'cbs-';
+
+function leftovers(): string[] {
+  const ns = spawnSync('ip', ['netns', 'list'], { encoding: 'utf8' }).stdout;
+  return ns.split('\n').filter((l) => l.startsWith(PREFIX));
+}
+
+function deleteLeftovers(): void {
+  for (const l of leftovers()) spawnSync('ip', ['netns', 'delete', l.split(' ')[0]!]);
+}
+
+describe.skipIf(!isRoot)('clbprobe demo (compiled CLI, real kernel)', () => {
+  beforeAll(() => {
+    if (!existsSync(CLI)) throw new Error(`${CLI} missing: run npm run build first`);
+    expect(leftovers()).toEqual([]);
+  });
+  afterAll(deleteLeftovers);
+
+  it('shows the loop, diagnoses it as L4-loop with evidence, fixes it, and removes its namespaces', () => {
+    const r = spawnSync(process.execPath, [CLI, 'demo', '--no-pause', '--netns-prefix', PREFIX], {
+      encoding: 'utf8',
+      timeout: 60_000,
+      env: { ...process.env, NO_COLOR: '1' },
+    });
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    const out = r.stdout;
+    // Step 1 loops, step 2 names it with both conntrack legs, step 4 connects, step 5 has nothing active.
+    expect(out).toMatch(/1\. The client pod connects[^\n]*\n {2}result: timeout\n/);
+    expect(out).toMatch(/ACTIVE L4-loop +TCP 80 \(http\)/);
+    expect(out).toContain('conntrack outbound: tcp');
+    expect(out).toContain('conntrack return leg from the uplink: tcp');
+    expect(out).toMatch(/fix: .*externalTrafficPolicy: Cluster/s);
+    expect(out).toMatch(/4\. The client pod connects[^\n]*\n {2}result: connected node2\n/);
+    const afterFix = out.slice(out.indexOf('5. clbprobe diagnose'));
+    expect(afterFix).toContain('0 active');
+    expect(afterFix).not.toContain('ACTIVE');
+    expect(out).toContain('Result: loop detected (L4-loop, active) and fixed');
+    expect(leftovers()).toEqual([]);
+  });
+
+  it('removes the lab when interrupted with SIGINT while it runs', async () => {
+    const child = spawn(process.execPath, [CLI, 'demo', '--no-pause', '--netns-prefix', PREFIX], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stderr.on('data', (b: Buffer) => (err += b));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    // Interrupt once the lab exists (its first step has started).
+    await new Promise<void>((resolve) =>
+      child.stdout.on('data', (b: Buffer) => {
+        out += b;
+        if (out.includes('1. The client pod connects')) resolve();
+      }),
+    );
+    expect(leftovers().length).toBeGreaterThan(0);
+    child.kill('SIGINT');
+    expect(await exited).toBe(130);
+    expect(err).toContain('SIGINT: lab removed');
+    expect(leftovers()).toEqual([]);
+  });
+});
