@@ -5,6 +5,7 @@ import { Command } from 'commander';
 import { register as registerSnapshot } from './snapshot.js';
 import { register as registerDiagnose } from './diagnose.js';
 import { register as registerCollect } from './collect.js';
+import { register as registerDemo } from './demo.js';
 
 const program = new Command();
 program
@@ -27,6 +28,7 @@ Examples:
 registerSnapshot(program);
 registerDiagnose(program);
 registerCollect(program);
+registerDemo(program);
 
 program.parseAsync(process.argv).catch((e: unknown) => {
   process.stderr.write(`clbprobe: ${e instanceof Error ? e.message : String(e)}\n`);
