@@ -19,9 +19,9 @@ export function flagValue(args: string[], name: string): string | undefined {
   return undefined;
 }
 
-/** `mode:` of a KubeProxyConfiguration (YAML or JSON); '' when present but empty. */
+/** Top-level `mode:` of a KubeProxyConfiguration (YAML, unindented; or JSON); '' when present but empty. */
 export function modeFromConfig(text: string): string | undefined {
-  const m = /^\s*"?mode"?\s*:\s*"?([A-Za-z]*)"?\s*,?\s*(#.*)?$/m.exec(text);
+  const m = /^(?:mode|\s*"mode")\s*:\s*"?([A-Za-z]*)"?\s*,?\s*(#.*)?$/m.exec(text);
   return m ? m[1] : undefined;
 }
 
