@@ -10,9 +10,11 @@ import { accessSync, constants, copyFileSync, createWriteStream, existsSync, mkd
 import { hostname } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { readClusterFile } from '../cluster/file.js';
+import { KubeApi, loadKubeConfig } from '../cluster/kube-api.js';
 import { dumpConntrack } from '../kernel/conntrack/dump.js';
 import { formatConntrack } from '../kernel/conntrack/format.js';
 import { readIpvs } from '../kernel/ipvs/reader.js';
+import { listClusterObjects } from './cluster-list.js';
 import { findKubeProxy } from './kube-proxy.js';
 import { BUNDLE_FORMAT, MANIFEST_FILE, clbprobeVersion, type BundleManifest, type ManifestEntry } from './manifest.js';
 import { BUNDLE_FILES, backendSaveFile } from './names.js';
@@ -24,6 +26,8 @@ export interface CollectOptions {
   netns?: string;
   /** `kubectl get svc,ingress,endpointslices,nodes -A -o json` output to include as cluster.json. */
   clusterFile?: string;
+  /** Without clusterFile: list the objects from the API with this kubeconfig (default: in-cluster, when in a pod). */
+  kubeconfig?: string;
   nodeName?: string;
   /** Per-command timeout; default 30 s. */
   timeoutMs?: number;
@@ -66,7 +70,8 @@ export async function collectBundle(opts: CollectOptions): Promise<BundleManifes
   const uname = await runToFile(join(opts.out, BUNDLE_FILES.uname), BUNDLE_FILES.uname, ['uname', '-r'], timeoutMs);
   files.push(uname);
   if (opts.clusterFile) files.push(copyCluster(opts.clusterFile, opts.out));
-  else skip('cluster view', 'no --cluster-file given: the bundle has no cluster.json (diagnose --from will need --cluster-file)');
+  else if (opts.kubeconfig || process.env.KUBERNETES_SERVICE_HOST) files.push(await listCluster(opts.out, opts.kubeconfig));
+  else skip('cluster view', 'no --cluster-file or --kubeconfig given and not in a pod: the bundle has no cluster.json');
 
   const t0 = performance.now();
   const kubeProxy = findKubeProxy(opts.procRoot);
@@ -187,6 +192,20 @@ function copyCluster(from: string, out: string): ManifestEntry {
     entry.error = e instanceof Error ? e.message : String(e);
   }
   return entry;
+}
+
+/** cluster.json from the API; collections that fail are recorded, the others kept. */
+async function listCluster(out: string, kubeconfig: string | undefined): Promise<ManifestEntry> {
+  const t0 = performance.now();
+  const command = `list Services, EndpointSlices, Ingresses, Nodes from the API (${kubeconfig ? `kubeconfig ${kubeconfig}` : 'in-cluster'})`;
+  try {
+    const { list, errors } = await listClusterObjects(new KubeApi(loadKubeConfig(kubeconfig)));
+    const path = join(out, BUNDLE_FILES.cluster);
+    writeFileSync(path, `${JSON.stringify(list, null, 1)}\n`);
+    return { file: BUNDLE_FILES.cluster, command, durationMs: ms(t0), size: statSync(path).size, ...(errors.length ? { error: errors.join('; ') } : {}) };
+  } catch (e) {
+    return { command, durationMs: ms(t0), error: e instanceof Error ? e.message : String(e) };
+  }
 }
 
 /** Runs argv, writes its stdout (through filter) to path, and records how it went. */

@@ -10,6 +10,7 @@ interface CollectFlags {
   out: string;
   netns?: string;
   clusterFile?: string;
+  kubeconfig?: string;
   nodeName?: string;
 }
 
@@ -35,6 +36,7 @@ export function register(program: Command): void {
     )
     .requiredOption('--out <dir>', 'bundle directory to write (created if missing)')
     .option('--cluster-file <file>', 'kubectl get svc,ingress,endpointslices,nodes -A -o json output to include as cluster.json')
+    .option('--kubeconfig <file>', 'list the cluster objects from the API with this kubeconfig (in a pod: its service account)')
     .option('--node-name <name>', 'this node in the cluster view (default: $NODE_NAME, else the hostname)')
     .option('--netns <name>', 'collect the network namespace NAME (/var/run/netns/NAME) or a path instead of this one')
     .addHelpText(
@@ -43,6 +45,7 @@ export function register(program: Command): void {
 Examples:
   kubectl get svc,ingress,endpointslices,nodes -A -o json > cluster.json
   clbprobe collect --out /tmp/node-a --cluster-file cluster.json --node-name node-a
+  clbprobe collect --out /tmp/node-a --kubeconfig ~/.kube/config   # objects listed from the API
   tar czf node-a.tgz -C /tmp node-a          # then, on a laptop:
   clbprobe diagnose --from node-a
 
@@ -50,11 +53,13 @@ Exit codes: 0 bundle written (see the summary for steps that failed), 2 the bund
     )
     .action(async (flags: CollectFlags) => {
       try {
+        if (flags.clusterFile && flags.kubeconfig) throw new UserError('collect: give --cluster-file or --kubeconfig, not both');
         if (flags.clusterFile && !existsSync(flags.clusterFile)) throw new UserError(`--cluster-file: no such file: ${flags.clusterFile}`);
         const manifest = await collectBundle({
           out: flags.out,
           ...(flags.netns ? { netns: netnsPath(flags.netns) } : {}),
           ...(flags.clusterFile ? { clusterFile: flags.clusterFile } : {}),
+          ...(flags.kubeconfig ? { kubeconfig: flags.kubeconfig } : {}),
           ...(flags.nodeName ? { nodeName: flags.nodeName } : {}),
         });
         process.stdout.write(summary(manifest, flags.out));

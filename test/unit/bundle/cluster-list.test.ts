@@ -1,0 +1,55 @@
+// cluster.json from the API for `collect --kubeconfig`: paged lists from the
+// fake API server, written as a v1 List, read back as the cluster file.
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { listClusterObjects } from '../../../src/bundle/cluster-list.js';
+import { loadClusterFile } from '../../../src/cluster/file.js';
+import { KubeApi, loadKubeConfig } from '../../../src/cluster/kube-api.js';
+import { FakeApiServer, type ResourceName } from '../../support/fake-apiserver.js';
+
+const CLUSTER = join(import.meta.dirname, '../../fixtures/bundles/tke-ipvs-unbound-l4-loop/cluster.json');
+const RESOURCE: Record<string, ResourceName> = { Service: 'services', EndpointSlice: 'endpointslices', Ingress: 'ingresses', Node: 'nodes' };
+
+describe('listClusterObjects', () => {
+  const server = new FakeApiServer();
+  let tmp: string;
+  let api: KubeApi;
+  beforeAll(async () => {
+    await server.start();
+    const items = (JSON.parse(readFileSync(CLUSTER, 'utf8')) as { items: { kind: string }[] }).items;
+    for (const { kind, ...rest } of items) server.apply(RESOURCE[kind]!, rest);
+    tmp = mkdtempSync(join(tmpdir(), 'cbb-kube-'));
+    writeFileSync(join(tmp, 'kubeconfig'), server.kubeconfig());
+    api = new KubeApi(loadKubeConfig(join(tmp, 'kubeconfig')));
+  });
+  afterAll(async () => {
+    await server.stop();
+    rmSync(tmp, { recursive: true, force: true });
+  });
+
+  it('lists every kind over several pages into a List that the cluster file reader gives the same view of', async () => {
+    const { list, errors } = await listClusterObjects(api, 1);
+    expect(errors).toEqual([]);
+    expect(list.items.map((i) => (i as { kind: string }).kind).sort()).toEqual(['EndpointSlice', 'EndpointSlice', 'Node', 'Service', 'Service']);
+    writeFileSync(join(tmp, 'cluster.json'), JSON.stringify(list));
+    const fromApi = loadClusterFile(join(tmp, 'cluster.json'), { nodeName: 'node-a' });
+    const fromFile = loadClusterFile(CLUSTER, { nodeName: 'node-a' });
+    expect(fromApi.warnings).toEqual([]);
+    expect(fromApi.services).toEqual(fromFile.services);
+    expect(fromApi.node).toEqual(fromFile.node);
+  });
+
+  it('keeps the other kinds when one cannot be listed (RBAC), naming it', async () => {
+    server.forbid('ingresses');
+    try {
+      const { list, errors } = await listClusterObjects(api);
+      expect(errors).toHaveLength(1);
+      expect(errors[0]).toMatch(/^Ingress list: GET \/apis\/networking.k8s.io\/v1\/ingresses: .*403/);
+      expect(list.items.length).toBe(5);
+    } finally {
+      server.forbid('ingresses', false);
+    }
+  });
+});
