@@ -1,0 +1,146 @@
+// deploy/ rendered offline (render.ts) and every object validated against the
+// Kubernetes API schemas (kubernetes-models) and prometheus-operator's CRD
+// schemas (@kubernetes-models/prometheus-operator); then the properties the
+// agent's security and operation depend on.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { PodMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PodMonitor';
+import { PrometheusRule } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PrometheusRule';
+import { DaemonSet } from 'kubernetes-models/apps/v1/DaemonSet';
+import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
+import { Namespace } from 'kubernetes-models/v1/Namespace';
+import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
+import { ClusterRole } from 'kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRole';
+import { ClusterRoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRoleBinding';
+import { describe, expect, it } from 'vitest';
+import { renderKustomization, type K8sObject } from './render.js';
+
+const DEPLOY = join(import.meta.dirname, '../../../deploy');
+
+/** The schema-checked model of each kind deploy/ may contain. */
+const MODELS: Record<string, new (o: never) => { validate(): void }> = {
+  'v1/Namespace': Namespace,
+  'v1/ServiceAccount': ServiceAccount,
+  'v1/ConfigMap': ConfigMap,
+  'apps/v1/DaemonSet': DaemonSet,
+  'rbac.authorization.k8s.io/v1/ClusterRole': ClusterRole,
+  'rbac.authorization.k8s.io/v1/ClusterRoleBinding': ClusterRoleBinding,
+  'monitoring.coreos.com/v1/PodMonitor': PodMonitor,
+  'monitoring.coreos.com/v1/PrometheusRule': PrometheusRule,
+};
+
+function validate(o: K8sObject): void {
+  const Model = MODELS[`${o.apiVersion}/${o.kind}`];
+  if (!Model) throw new Error(`no schema for ${o.apiVersion} ${o.kind}`);
+  new Model(o as never).validate();
+}
+
+const objects = renderKustomization(DEPLOY);
+const one = (kind: string): K8sObject => {
+  const found = objects.filter((o) => o.kind === kind);
+  expect(found, kind).toHaveLength(1);
+  return found[0]!;
+};
+
+describe('deploy/ kustomization', () => {
+  it('renders exactly the objects the agent needs, in the clbprobe namespace with the common labels', () => {
+    expect(objects.map((o) => `${o.kind}/${o.metadata.name}`).sort()).toEqual([
+      'ClusterRole/clbprobe',
+      'ClusterRoleBinding/clbprobe',
+      'ConfigMap/clbprobe-dashboard',
+      'DaemonSet/clbprobe',
+      'Namespace/clbprobe',
+      'PodMonitor/clbprobe',
+      'PrometheusRule/clbprobe',
+      'ServiceAccount/clbprobe',
+    ]);
+    for (const o of objects) {
+      expect(o.metadata.labels?.['app.kubernetes.io/name'], o.kind).toBe('clbprobe');
+      if (!['Namespace', 'ClusterRole', 'ClusterRoleBinding'].includes(o.kind)) expect(o.metadata.namespace, o.kind).toBe('clbprobe');
+    }
+  });
+
+  it.each(objects.map((o) => [`${o.kind}/${o.metadata.name}`, o] as const))('%s passes its API schema', (_, o) => {
+    expect(() => validate(o)).not.toThrow();
+  });
+
+  it('the schemas do reject a wrong manifest (the check is not vacuous)', () => {
+    const ds = structuredClone(one('DaemonSet')) as unknown as { spec: { template: { spec: { containers: { ports: { containerPort: unknown }[] }[] } } } };
+    ds.spec.template.spec.containers[0]!.ports[0]!.containerPort = 'metrics';
+    expect(() => validate(ds as unknown as K8sObject)).toThrow(/containerPort must be integer/);
+    const pm = structuredClone(one('PodMonitor')) as unknown as { spec: { podMetricsEndpoints: unknown } };
+    pm.spec.podMetricsEndpoints = 'metrics';
+    expect(() => validate(pm as unknown as K8sObject)).toThrow(/podMetricsEndpoints must be array/);
+    const rule = structuredClone(one('PrometheusRule')) as unknown as { spec: { groups: { rules: { expr?: unknown }[] }[] } };
+    rule.spec.groups[0]!.rules[0]!.expr = { not: 'a string' };
+    expect(() => validate(rule as unknown as K8sObject)).toThrow();
+  });
+
+  it('RBAC: get/list/watch on services, nodes, endpointslices and ingresses, nothing else', () => {
+    const role = one('ClusterRole') as unknown as { rules: { apiGroups: string[]; resources: string[]; verbs: string[] }[] };
+    const granted = role.rules.flatMap((r) => r.apiGroups.flatMap((g) => r.resources.map((res) => `${g}/${res}:${[...r.verbs].sort().join(',')}`)));
+    expect(granted.sort()).toEqual([
+      '/nodes:get,list,watch',
+      '/services:get,list,watch',
+      'discovery.k8s.io/endpointslices:get,list,watch',
+      'networking.k8s.io/ingresses:get,list,watch',
+    ]);
+    const binding = one('ClusterRoleBinding') as unknown as { roleRef: { name: string }; subjects: { kind: string; name: string; namespace: string }[] };
+    expect(binding.roleRef.name).toBe('clbprobe');
+    expect(binding.subjects).toEqual([{ kind: 'ServiceAccount', name: 'clbprobe', namespace: 'clbprobe' }]);
+  });
+
+  it('DaemonSet: host network, every node, least privilege, probes, only the evidence socket from the host', () => {
+    const ds = one('DaemonSet') as unknown as {
+      spec: { selector: { matchLabels: Record<string, string> }; template: { metadata: { labels: Record<string, string>; annotations: Record<string, string> }; spec: any } };
+    };
+    const pod = ds.spec.template.spec;
+    expect(ds.spec.template.metadata.labels).toMatchObject(ds.spec.selector.matchLabels);
+    expect(pod.hostNetwork).toBe(true);
+    expect(pod.hostPID).toBe(false);
+    expect(pod.serviceAccountName).toBe('clbprobe');
+    expect(pod.tolerations).toEqual([{ operator: 'Exists' }]);
+    const [c, ...others] = pod.containers;
+    expect(others).toEqual([]);
+    expect(c.env).toContainEqual({ name: 'NODE_NAME', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } });
+    expect(c.securityContext).toMatchObject({
+      privileged: false,
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      capabilities: { drop: ['ALL'], add: ['NET_ADMIN', 'NET_RAW', 'BPF', 'PERFMON'] },
+    });
+    expect(c.ports).toEqual([{ name: 'metrics', containerPort: 9811, protocol: 'TCP' }]);
+    expect(c.livenessProbe.httpGet).toEqual({ path: '/healthz', port: 'metrics' });
+    expect(c.readinessProbe.httpGet).toEqual({ path: '/readyz', port: 'metrics' });
+    expect(c.resources).toEqual({ requests: { cpu: '50m', memory: '100Mi' }, limits: { cpu: '200m', memory: '256Mi' } });
+    const hostPaths = pod.volumes.filter((v: { hostPath?: unknown }) => v.hostPath).map((v: { hostPath: { path: string } }) => v.hostPath.path);
+    expect(hostPaths).toEqual(['/run/clbprobe']);
+    expect(ds.spec.template.metadata.annotations).toEqual({ 'prometheus.io/scrape': 'true', 'prometheus.io/port': '9811', 'prometheus.io/path': '/metrics' });
+  });
+
+  it('PodMonitor scrapes the DaemonSet pods on their metrics port and keeps the Service labels', () => {
+    const pm = one('PodMonitor') as unknown as { spec: { selector: { matchLabels: Record<string, string> }; podMetricsEndpoints: { port: string; honorLabels: boolean }[] } };
+    const ds = one('DaemonSet') as unknown as { spec: { template: { metadata: { labels: Record<string, string> } } } };
+    expect(ds.spec.template.metadata.labels).toMatchObject(pm.spec.selector.matchLabels);
+    expect(pm.spec.podMetricsEndpoints).toMatchObject([{ port: 'metrics', honorLabels: true }]);
+  });
+
+  it('the dashboard ConfigMap holds the dashboard JSON for the Grafana sidecar', () => {
+    const cm = one('ConfigMap') as unknown as { metadata: { labels: Record<string, string> }; data: Record<string, string> };
+    expect(cm.metadata.labels.grafana_dashboard).toBe('1');
+    expect(JSON.parse(cm.data['clbprobe.json']!)).toMatchObject({ uid: 'clbprobe' });
+    expect(cm.data['clbprobe.json']).toBe(readFileSync(join(DEPLOY, 'grafana-dashboard.json'), 'utf8'));
+  });
+
+  it('the renderer refuses kustomize features it does not implement', async () => {
+    const { mkdtempSync, writeFileSync, rmSync } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const dir = mkdtempSync(join(tmpdir(), 'cbs-kust-'));
+    try {
+      writeFileSync(join(dir, 'kustomization.yaml'), 'resources: []\npatches:\n  - path: x.yaml\n');
+      expect(() => renderKustomization(dir)).toThrow(/key patches is not supported/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
