@@ -20,18 +20,21 @@ class Attrs {
     this.off = start;
   }
   next(): boolean {
-    if (this.off + NLA_HDRLEN > this.end) return false;
-    const len = this.buf.readUInt16LE(this.off);
-    if (len < NLA_HDRLEN || this.off + len > this.end) {
+    const b = this.buf;
+    const o = this.off;
+    if (o + NLA_HDRLEN > this.end) return false;
+    // Plain byte arithmetic: this runs ~20 times per entry.
+    const len = b[o]! | (b[o + 1]! << 8);
+    if (len < NLA_HDRLEN || o + len > this.end) {
       throw new NetlinkParseError(
-        `conntrack attribute type ${this.buf.readUInt16LE(this.off + 2) & NLA_TYPE_MASK} length ${len} overruns its container`,
-        this.off,
+        `conntrack attribute type ${(b[o + 2]! | (b[o + 3]! << 8)) & NLA_TYPE_MASK} length ${len} overruns its container`,
+        o,
       );
     }
-    this.type = this.buf.readUInt16LE(this.off + 2) & NLA_TYPE_MASK;
-    this.vs = this.off + NLA_HDRLEN;
-    this.ve = this.off + len;
-    this.off += align4(len);
+    this.type = (b[o + 2]! | (b[o + 3]! << 8)) & NLA_TYPE_MASK;
+    this.vs = o + NLA_HDRLEN;
+    this.ve = o + len;
+    this.off = o + align4(len);
     return true;
   }
 }
@@ -40,9 +43,12 @@ function need(a: Attrs, n: number, what: string): void {
   if (a.ve - a.vs < n) throw new NetlinkParseError(`${what}: ${a.ve - a.vs} bytes, need ${n}`, a.vs);
 }
 
+const be16 = (b: Buffer, o: number): number => (b[o]! << 8) | b[o + 1]!;
+const be32 = (b: Buffer, o: number): number => ((b[o]! << 24) | (b[o + 1]! << 16) | (b[o + 2]! << 8) | b[o + 3]!) >>> 0;
+
 function readBe64(b: Buffer, off: number): number {
   // Counters fit in 2^53 for any realistic uptime; exactness beyond is not needed.
-  return b.readUInt32BE(off) * 0x100000000 + b.readUInt32BE(off + 4);
+  return be32(b, off) * 0x100000000 + be32(b, off + 4);
 }
 
 function decodeTuple(b: Buffer, start: number, end: number): ConntrackTuple {
@@ -81,16 +87,16 @@ function decodeTuple(b: Buffer, start: number, end: number): ConntrackTuple {
             break;
           case C.CTA_PROTO_SRC_PORT:
             need(p, 2, 'CTA_PROTO_SRC_PORT');
-            t.sport = b.readUInt16BE(p.vs);
+            t.sport = be16(b, p.vs);
             break;
           case C.CTA_PROTO_DST_PORT:
             need(p, 2, 'CTA_PROTO_DST_PORT');
-            t.dport = b.readUInt16BE(p.vs);
+            t.dport = be16(b, p.vs);
             break;
           case C.CTA_PROTO_ICMP_ID:
           case C.CTA_PROTO_ICMPV6_ID:
             need(p, 2, 'CTA_PROTO_ICMP_ID');
-            t.icmpId = b.readUInt16BE(p.vs);
+            t.icmpId = be16(b, p.vs);
             break;
           case C.CTA_PROTO_ICMP_TYPE:
           case C.CTA_PROTO_ICMPV6_TYPE:
@@ -122,10 +128,10 @@ function decodeCounters(b: Buffer, start: number, end: number): { packets: numbe
       c.bytes = readBe64(b, a.vs);
     } else if (a.type === C.CTA_COUNTERS32_PACKETS) {
       need(a, 4, 'CTA_COUNTERS32_PACKETS');
-      c.packets = b.readUInt32BE(a.vs);
+      c.packets = be32(b, a.vs);
     } else if (a.type === C.CTA_COUNTERS32_BYTES) {
       need(a, 4, 'CTA_COUNTERS32_BYTES');
-      c.bytes = b.readUInt32BE(a.vs);
+      c.bytes = be32(b, a.vs);
     }
   }
   return c;
@@ -162,27 +168,27 @@ export function decodeEntry(p: Buffer): ConntrackEntry {
         break;
       case C.CTA_STATUS:
         need(a, 4, 'CTA_STATUS');
-        e.status = p.readUInt32BE(a.vs);
+        e.status = be32(p, a.vs);
         break;
       case C.CTA_TIMEOUT:
         need(a, 4, 'CTA_TIMEOUT');
-        e.timeoutS = p.readUInt32BE(a.vs);
+        e.timeoutS = be32(p, a.vs);
         break;
       case C.CTA_MARK:
         need(a, 4, 'CTA_MARK');
-        e.mark = p.readUInt32BE(a.vs);
+        e.mark = be32(p, a.vs);
         break;
       case C.CTA_ZONE:
         need(a, 2, 'CTA_ZONE');
-        e.zone = p.readUInt16BE(a.vs);
+        e.zone = be16(p, a.vs);
         break;
       case C.CTA_ID:
         need(a, 4, 'CTA_ID');
-        e.id = p.readUInt32BE(a.vs);
+        e.id = be32(p, a.vs);
         break;
       case C.CTA_USE:
         need(a, 4, 'CTA_USE');
-        e.use = p.readUInt32BE(a.vs);
+        e.use = be32(p, a.vs);
         break;
       case C.CTA_COUNTERS_ORIG:
         e.origCounters = decodeCounters(p, a.vs, a.ve);

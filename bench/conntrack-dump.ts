@@ -1,0 +1,149 @@
+// Benchmark: streaming conntrack dump + decode (ours) against
+// `conntrack -L -o extended > /dev/null`, on the same table, same run.
+// Fills a network namespace's table with N entries over ctnetlink (batched
+// CT_NEW messages), then times both readers and their peak RSS.
+//   node dist/bench/conntrack-dump.js [--sizes 100000,1000000] [--runs 3]
+// Root only. Raises net.netfilter.nf_conntrack_max in the root namespace when
+// needed (it cannot be set per namespace) and restores it afterwards.
+import { execFileSync, spawnSync } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import * as C from '../src/kernel/conntrack/constants.js';
+import { SummaryCounter, dumpConntrack } from '../src/kernel/conntrack/dump.js';
+import { MessageWriter, NLM_F_CREATE, NLM_F_REQUEST } from '../src/kernel/netlink/codec.js';
+import { NETLINK_NETFILTER, NetlinkSocket } from '../src/kernel/netlink/socket.js';
+import { native } from '../src/native.js';
+
+const MAX_PATH = '/proc/sys/net/netfilter/nf_conntrack_max';
+
+function entryMessage(i: number): Buffer {
+  // 10.(i>>16).(i>>8).(i) : 1024 + (i % 60000) -> 10.200.0.1:80, reply from a "pod".
+  const src = Buffer.from([10, 100 + ((i >> 16) & 0x7f), (i >> 8) & 0xff, i & 0xff]);
+  const dst = Buffer.from([10, 200, 0, 1]);
+  const pod = Buffer.from([10, 244, (i >> 8) & 0xff, i & 0xff]);
+  const sport = 1024 + (i % 60000);
+  const w = new MessageWriter((C.NFNL_SUBSYS_CTNETLINK << 8) | C.IPCTNL_MSG_CT_NEW, NLM_F_REQUEST | NLM_F_CREATE)
+    .u8(C.AF_INET)
+    .u8(0)
+    .u16(0);
+  const tuple = (type: number, s: Buffer, d: Buffer, sp: number, dp: number): void => {
+    w.beginNested(type).beginNested(C.CTA_TUPLE_IP).attr(C.CTA_IP_V4_SRC, s).attr(C.CTA_IP_V4_DST, d).endNested();
+    w.beginNested(C.CTA_TUPLE_PROTO).attrU8(C.CTA_PROTO_NUM, 6).attrU16be(C.CTA_PROTO_SRC_PORT, sp);
+    w.attrU16be(C.CTA_PROTO_DST_PORT, dp).endNested().endNested();
+  };
+  tuple(C.CTA_TUPLE_ORIG, src, dst, sport, 80);
+  tuple(C.CTA_TUPLE_REPLY, pod, src, 8080, sport);
+  w.attrU32be(C.CTA_STATUS, C.IPS_CONFIRMED | C.IPS_SEEN_REPLY | C.IPS_ASSURED | C.IPS_DST_NAT);
+  w.attrU32be(C.CTA_TIMEOUT, 3600);
+  w.beginNested(C.CTA_PROTOINFO).beginNested(C.CTA_PROTOINFO_TCP).attrU8(C.CTA_PROTOINFO_TCP_STATE, 3).endNested().endNested();
+  return w.finish();
+}
+
+/** Inserts n entries, many messages per datagram, without waiting for ACKs. */
+export function fill(netns: string, n: number): void {
+  const sock = NetlinkSocket.open(NETLINK_NETFILTER, { netns, rcvbuf: 64 << 20 });
+  try {
+    let batch: Buffer[] = [];
+    let bytes = 0;
+    const flush = (): void => {
+      if (!batch.length) return;
+      native().nlSend(sock.fd, Buffer.concat(batch));
+      batch = [];
+      bytes = 0;
+    };
+    for (let i = 0; i < n; i++) {
+      const m = entryMessage(i);
+      batch.push(m);
+      bytes += m.length;
+      if (bytes > 60_000) flush();
+    }
+    flush();
+  } finally {
+    sock.close();
+  }
+}
+
+/** The child side: dump + decode + summarise, print figures as JSON. */
+async function child(netns: string): Promise<void> {
+  const t0 = performance.now();
+  const counter = new SummaryCounter();
+  const res = await dumpConntrack((b) => b.forEach((e) => counter.add(e)), { netns });
+  const ms = performance.now() - t0;
+  process.stdout.write(
+    JSON.stringify({ entries: res.entries, ms, maxRssMB: process.resourceUsage().maxRSS / 1024, total: counter.summary.total }) + '\n',
+  );
+}
+
+function measureOurs(netns: string): { entries: number; ms: number; wallMs: number; maxRssMB: number } {
+  const t0 = performance.now();
+  const r = spawnSync(process.execPath, [fileURLToPath(import.meta.url), '--child', netns], { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`ours failed: ${r.stderr}`);
+  return { ...(JSON.parse(r.stdout) as { entries: number; ms: number; maxRssMB: number }), wallMs: performance.now() - t0 };
+}
+
+function measureConntrack(ns: string): { ms: number; maxRssMB: number } {
+  const r = spawnSync('/usr/bin/time', ['-f', '%e %M', 'ip', 'netns', 'exec', ns, 'sh', '-c', 'conntrack -L -o extended > /dev/null 2>&1'], {
+    encoding: 'utf8',
+  });
+  const last = r.stderr.trim().split('\n').pop() ?? '';
+  const [sec, kb] = last.split(' ').map(Number);
+  if (r.status !== 0 || sec === undefined || kb === undefined) throw new Error(`conntrack -L failed: ${r.stderr}`);
+  return { ms: sec * 1000, maxRssMB: kb / 1024 };
+}
+
+const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+async function main(): Promise<void> {
+  const argv = process.argv.slice(2);
+  if (argv[0] === '--child') return child(argv[1]!);
+  const arg = (name: string, def: string): string => {
+    const i = argv.indexOf(name);
+    return i >= 0 && argv[i + 1] ? argv[i + 1]! : def;
+  };
+  const sizes = arg('--sizes', '100000,1000000').split(',').map(Number);
+  const runs = Number(arg('--runs', '3'));
+  if (process.getuid?.() !== 0) throw new Error('bench/conntrack-dump needs root (network namespaces, ctnetlink)');
+
+  const oldMax = readFileSync(MAX_PATH, 'utf8').trim();
+  const ns = `cbl-bench${process.pid}`;
+  execFileSync('ip', ['netns', 'add', ns]);
+  const path = `/var/run/netns/${ns}`;
+  const rows: string[] = [];
+  try {
+    for (const n of sizes) {
+      const need = Math.max(Number(oldMax), n + 10_000);
+      writeFileSync(MAX_PATH, String(need));
+      execFileSync('ip', ['netns', 'exec', ns, 'conntrack', '-F'], { stdio: 'ignore' });
+      const tf = performance.now();
+      fill(path, n);
+      const count = Number(execFileSync('ip', ['netns', 'exec', ns, 'conntrack', '-C'], { encoding: 'utf8' }).trim());
+      console.error(`filled ${count} entries in ${((performance.now() - tf) / 1000).toFixed(1)} s`);
+      const ours = [];
+      const theirs = [];
+      for (let r = 0; r < runs; r++) {
+        ours.push(measureOurs(path));
+        theirs.push(measureConntrack(ns));
+      }
+      const o = { ms: median(ours.map((x) => x.ms)), wall: median(ours.map((x) => x.wallMs)), rss: Math.max(...ours.map((x) => x.maxRssMB)) };
+      const t = { ms: median(theirs.map((x) => x.ms)), rss: Math.max(...theirs.map((x) => x.maxRssMB)) };
+      if (ours.some((x) => x.entries !== count)) throw new Error(`ours saw ${ours.map((x) => x.entries)} entries, table has ${count}`);
+      rows.push(
+        `${String(count).padStart(8)}  ours ${o.ms.toFixed(0).padStart(6)} ms (process ${o.wall.toFixed(0)} ms) ${o.rss.toFixed(1).padStart(6)} MB` +
+          `   conntrack -L ${t.ms.toFixed(0).padStart(6)} ms ${t.rss.toFixed(1).padStart(6)} MB   ratio ours/conntrack ${(o.ms / t.ms).toFixed(2)}`,
+      );
+      console.error(rows.at(-1));
+    }
+  } finally {
+    spawnSync('ip', ['netns', 'delete', ns]);
+    writeFileSync(MAX_PATH, oldMax);
+  }
+  console.log(`conntrack dump + decode, median of ${runs} runs (ours: dump+decode+summary inside the process; process: incl. node start-up)`);
+  for (const r of rows) console.log(r);
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  main().catch((e: unknown) => {
+    console.error(`bench/conntrack-dump: ${e instanceof Error ? e.message : String(e)}`);
+    process.exit(1);
+  });
+}
