@@ -1,0 +1,396 @@
+// The long-running node agent: wires the readers, the cluster view, the
+// conntrack event stream, the counters and the detectors into one state that
+// the exporter renders and the evidence socket answers from. Event-driven,
+// with a periodic full resync; a failing source degrades, never stops it.
+import { readFileSync } from 'node:fs';
+import { hostname, release } from 'node:os';
+import { openCounter, type Counter } from '../capture/counter.js';
+import { ClusterWatch } from '../cluster/watch.js';
+import { loadClusterFile } from '../cluster/file.js';
+import type { ClusterView } from '../cluster/types.js';
+import { Diagnosis } from '../detect/index.js';
+import { diagnoseInputOf } from '../detect/input.js';
+import { localAddresses } from '../detect/local.js';
+import type { Finding } from '../detect/types.js';
+import { emptyState, type ExportState, type LbPathKind } from '../export/state.js';
+import { readAddresses, watchAddresses } from '../kernel/addresses.js';
+import { dumpConntrack } from '../kernel/conntrack/dump.js';
+import { ConntrackWatch } from '../kernel/conntrack/events.js';
+import { readIpvs } from '../kernel/ipvs/reader.js';
+import { readNat } from '../kernel/nat/read.js';
+import type { AddressSnapshot, IpvsSnapshot, NodeSnapshot, SourceStatus } from '../kernel/types.js';
+import type { NatSnapshot } from '../kernel/nat/types.js';
+import type { Logger } from '../log.js';
+import { ConntrackTable } from './conntrack-table.js';
+import { SourceHealth } from './health.js';
+import { ServiceIndex, labelsOf } from './service-index.js';
+
+export interface AgentOptions {
+  nodeName: string;
+  version: string;
+  log: Logger;
+  /** Read the datapath of this network namespace (path) instead of ours. */
+  netns?: string;
+  /** The uplink for the counters; default: the default-route interface. */
+  ifname?: string;
+  capture: 'ebpf' | 'pcap' | 'off' | 'auto';
+  clusterFile?: string;
+  kubeconfig?: string;
+  /** Use the API (in-cluster or --kubeconfig) when there is no cluster file. */
+  clusterApi: boolean;
+  resyncIntervalS: number;
+}
+
+const KINDS: LbPathKind[] = ['to_lb', 'loop_return', 'hc_local_src'];
+const errText = (e: unknown): string => (e instanceof Error ? e.message : String(e));
+
+/** The interface of the IPv4 default route in our namespace, from /proc/net/route. */
+export function defaultRouteInterface(): string | undefined {
+  const lines = readFileSync('/proc/net/route', 'utf8').split('\n').slice(1);
+  return lines.map((l) => l.trim().split(/\s+/)).find((f) => f[1] === '00000000' && f[7] === '00000000')?.[0];
+}
+
+export class Agent {
+  readonly health: SourceHealth;
+  private cluster: ClusterView = { fresh: false, staleReason: 'not read yet', services: [], warnings: [] };
+  private addresses?: AddressSnapshot;
+  private ipvs?: IpvsSnapshot;
+  private nat?: NatSnapshot;
+  private statuses = new Map<string, SourceStatus>();
+  private index: ServiceIndex;
+  readonly table: ConntrackTable;
+  private counter?: Counter;
+  private watch?: ConntrackWatch;
+  private clusterWatch?: ClusterWatch;
+  private stopAddresses?: () => void;
+  private findings: Finding[] = [];
+  private timers: NodeJS.Timeout[] = [];
+  private diagnoseTimer?: NodeJS.Timeout;
+  private addressTimer?: NodeJS.Timeout;
+  private firstSync = false;
+  readonly ifname?: string;
+
+  constructor(private readonly o: AgentOptions) {
+    this.health = new SourceHealth(o.log);
+    this.index = new ServiceIndex(this.cluster, localAddresses(undefined, undefined));
+    this.table = new ConntrackTable(this.index);
+    this.ifname = o.ifname ?? (o.netns ? undefined : defaultRouteInterface());
+  }
+
+  get ready(): boolean {
+    return this.firstSync;
+  }
+
+  private get ns(): { netns?: string } {
+    return this.o.netns ? { netns: this.o.netns } : {};
+  }
+
+  async start(): Promise<void> {
+    await this.startCluster();
+    await this.readAddresses();
+    try {
+      this.stopAddresses = watchAddresses(() => this.scheduleAddresses(), () => this.scheduleAddresses(), {
+        ...this.ns,
+        onError: (e) => this.health.down('addresses', `address events: ${e.message}`),
+      });
+    } catch (e) {
+      this.health.down('addresses', `address events: ${errText(e)}`);
+    }
+    this.startCapture();
+    await Promise.all([this.readNat(), this.readIpvs()]);
+    await this.startConntrack();
+    this.firstSync = true;
+    this.o.log.info({ services: this.index.services.length, kept: this.table.size }, 'first sync done');
+    this.diagnose();
+    const t = setInterval(() => void this.resync(), this.o.resyncIntervalS * 1000);
+    t.unref();
+    this.timers.push(t);
+  }
+
+  /** Detaches the programs and closes every socket; idempotent. */
+  async stop(): Promise<void> {
+    for (const t of this.timers) clearInterval(t);
+    clearTimeout(this.diagnoseTimer);
+    clearTimeout(this.addressTimer);
+    this.stopAddresses?.();
+    this.watch?.stop();
+    this.counter?.close();
+    await this.clusterWatch?.stop();
+  }
+
+  /** Full re-read of every polled source and of the conntrack table. */
+  async resync(): Promise<void> {
+    if (this.o.clusterFile) this.loadClusterFile();
+    await Promise.all([this.readAddresses(), this.readNat(), this.readIpvs(), this.dumpConntrack()]);
+    this.diagnose();
+  }
+
+  private async startCluster(): Promise<void> {
+    if (this.o.clusterFile) return this.loadClusterFile();
+    if (!this.o.clusterApi) {
+      this.health.down('cluster', 'no cluster source: pass --cluster-file or --kubeconfig (or run in a pod)');
+      return;
+    }
+    try {
+      this.clusterWatch = new ClusterWatch({
+        nodeName: this.o.nodeName,
+        ...(this.o.kubeconfig ? { kubeconfig: this.o.kubeconfig } : {}),
+        log: this.o.log,
+        onChange: (v) => this.setCluster(v),
+      });
+      this.clusterWatch.start();
+      // Wait a little for the first list; the agent starts degraded if the API is slow or away.
+      const first = await Promise.race([this.clusterWatch.synced(), new Promise<undefined>((r) => setTimeout(() => r(undefined), 10_000).unref())]);
+      if (first) this.setCluster(first);
+      else this.health.down('cluster', 'Kubernetes API: first list not complete after 10 s');
+    } catch (e) {
+      this.health.down('cluster', errText(e));
+    }
+  }
+
+  private loadClusterFile(): void {
+    try {
+      this.setCluster(loadClusterFile(this.o.clusterFile!, { nodeName: this.o.nodeName }));
+      this.health.resynced('cluster');
+    } catch (e) {
+      this.health.down('cluster', errText(e));
+    }
+  }
+
+  private setCluster(v: ClusterView): void {
+    const before = this.cluster.services.length;
+    this.cluster = v;
+    if (v.fresh) this.health.up('cluster');
+    else this.health.down('cluster', v.staleReason ?? 'stale', false);
+    if (v.services.length !== before) this.o.log.info({ servicePorts: v.services.length }, 'cluster view changed');
+    this.rebuildIndex();
+  }
+
+  private scheduleAddresses(): void {
+    clearTimeout(this.addressTimer);
+    this.addressTimer = setTimeout(() => void this.readAddresses().then(() => this.diagnose()), 100);
+  }
+
+  private async readAddresses(): Promise<void> {
+    const r = await readAddresses(this.ns);
+    this.statuses.set('addresses', r.status);
+    if (!r.snapshot) return this.health.down('addresses', r.status.reason ?? 'unreadable');
+    this.health.up('addresses');
+    this.addresses = r.snapshot;
+    this.rebuildIndex();
+  }
+
+  private async readNat(): Promise<void> {
+    const netns = this.o.netns;
+    const r = await readNat(netns ? { netns } : {});
+    for (const s of r.sources) this.statuses.set(s.source, s);
+    this.health.resynced('nat');
+    if (r.nat) {
+      this.nat = r.nat;
+      this.health.up('nat');
+    } else this.health.down('nat', r.sources.map((s) => s.reason).filter(Boolean).join('; ') || 'unreadable');
+  }
+
+  private async readIpvs(): Promise<void> {
+    try {
+      const r = await readIpvs(this.ns);
+      this.statuses.set('ipvs', r.status);
+      this.health.resynced('ipvs');
+      this.ipvs = r.snapshot;
+      if (r.snapshot) this.health.up('ipvs');
+      else this.health.down('ipvs', r.status.reason ?? 'unreadable');
+    } catch (e) {
+      this.health.down('ipvs', errText(e));
+    }
+  }
+
+  private rebuildIndex(): void {
+    this.index = new ServiceIndex(this.cluster, localAddresses(this.addresses, this.cluster.node));
+    this.table.reindex(this.index);
+    if (this.counter) {
+      try {
+        this.counter.setTargets(this.index.targets());
+      } catch (e) {
+        this.health.down('capture', `updating targets: ${errText(e)}`);
+      }
+    }
+    this.scheduleDiagnose();
+  }
+
+  private startCapture(): void {
+    if (this.o.capture === 'off') return;
+    if (!this.ifname) {
+      this.health.down('capture', 'no uplink: pass --interface (no default route found)');
+      return;
+    }
+    try {
+      this.counter = openCounter({
+        ifname: this.ifname,
+        ...(this.o.netns ? { netnsPath: this.o.netns } : {}),
+        backend: this.o.capture,
+        logger: this.o.log,
+      });
+      this.counter.setTargets(this.index.targets());
+      this.health.up('capture');
+      this.o.log.info({ counter: this.counter.description }, 'counters running');
+    } catch (e) {
+      this.counter?.close();
+      this.counter = undefined;
+      this.health.down('capture', errText(e));
+    }
+  }
+
+  private async startConntrack(): Promise<void> {
+    let first!: () => void;
+    const done = new Promise<void>((r) => (first = r));
+    try {
+      this.watch = new ConntrackWatch({
+        ...this.ns,
+        initialDump: true,
+        onEvent: (ev) => {
+          if (this.table.event(ev)) this.scheduleDiagnose();
+        },
+        resync: {
+          begin: () => this.table.beginResync(),
+          entries: (batch) => {
+            const now = Date.now();
+            for (const e of batch) this.table.upsert(e, now);
+          },
+          end: (info) => {
+            this.table.endResync();
+            this.health.resynced('conntrack');
+            this.health.up('conntrack');
+            if (info.interrupted) this.o.log.info(info, 'conntrack resync interrupted by table changes');
+            this.scheduleDiagnose();
+            first();
+          },
+        },
+        onError: (e) => {
+          this.health.down('conntrack', e.message);
+          first();
+        },
+      });
+    } catch (e) {
+      this.health.down('conntrack', errText(e));
+      return;
+    }
+    await done;
+  }
+
+  private async dumpConntrack(): Promise<void> {
+    if (!this.watch) return;
+    try {
+      this.table.beginResync();
+      const now = Date.now();
+      await dumpConntrack((b) => b.forEach((e) => this.table.upsert(e, now)), this.ns);
+      this.table.endResync();
+      this.health.resynced('conntrack');
+      this.health.up('conntrack');
+    } catch (e) {
+      this.health.down('conntrack', `dump: ${errText(e)}`);
+    }
+  }
+
+  private scheduleDiagnose(): void {
+    if (!this.firstSync || this.diagnoseTimer) return;
+    this.diagnoseTimer = setTimeout(() => {
+      this.diagnoseTimer = undefined;
+      this.diagnose();
+    }, 100);
+  }
+
+  /** Runs the detectors over the current state (kept entries only: small); logs findings that appear or clear. */
+  private diagnose(): void {
+    const node: NodeSnapshot = {
+      takenAt: new Date().toISOString(),
+      hostname: hostname(),
+      kernel: release(),
+      sources: [...this.statuses.values()],
+      ...(this.addresses ? { addresses: this.addresses } : {}),
+      ...(this.ipvs ? { ipvs: this.ipvs } : {}),
+      ...(this.nat ? { nat: this.nat } : {}),
+    };
+    try {
+      const d = new Diagnosis(diagnoseInputOf(node, this.cluster));
+      if (this.health.has('conntrack')) d.conntrackSeen();
+      for (const k of this.table.entries()) d.add(k.entry);
+      const next = d.finish().findings.filter((f) => f.severity !== 'info');
+      const id = (f: Finding) => `${f.service.namespace}/${f.service.name}:${f.port.port}/${f.port.protocol} ${f.mechanism} ${f.severity}`;
+      const before = new Set(this.findings.map(id));
+      const after = new Set(next.map(id));
+      for (const f of next) if (!before.has(id(f))) this.o.log.warn({ finding: id(f), summary: f.summary }, 'finding raised');
+      for (const k of before) if (!after.has(k)) this.o.log.info({ finding: k }, 'finding cleared');
+      this.findings = next;
+    } catch (e) {
+      this.o.log.error({ err: errText(e) }, 'diagnosis failed');
+    }
+  }
+
+  find(namespace: string, name: string, port?: number) {
+    return this.index.find(namespace, name, port);
+  }
+
+  /** The exporter's view of the current state; reads the counters now, so /metrics is never older than the scrape. */
+  exportState(): ExportState {
+    const st = emptyState(this.o.nodeName, this.o.version);
+    st.sources = this.health.list();
+    Object.assign(st.resyncs, this.health.resyncs);
+    Object.assign(st.errors, this.health.errors);
+    const idx = this.index;
+    const lbPath = new Map<string, ExportState['lbPath'][number]>();
+    const slot = (svc: ReturnType<typeof labelsOf>, kind: LbPathKind) => {
+      const k = `${JSON.stringify(svc)}|${kind}`;
+      let s = lbPath.get(k);
+      if (!s) lbPath.set(k, (s = { svc, kind, packets: 0, bytes: 0 }));
+      return s;
+    };
+    // Every LB Service port gets its series at 0, so "no loop" is a value, not an absence.
+    if (this.counter) for (const s of idx.services) for (const kind of KINDS) slot(labelsOf(s), kind);
+    if (this.counter) {
+      try {
+        for (const c of this.counter.read().counters) {
+          for (const s of idx.ofSample(c)) {
+            const x = slot(labelsOf(s), c.kind);
+            x.packets += c.packets;
+            x.bytes += c.bytes;
+          }
+        }
+      } catch (e) {
+        this.health.down('capture', `reading counters: ${errText(e)}`);
+      }
+    }
+    st.lbPath = [...lbPath.values()];
+    for (const { svc, counts } of this.table.outcomes.values()) for (const [outcome, count] of counts) st.flows.push({ svc, outcome, count });
+    st.findings = this.findings.map((f) => ({
+      svc: { namespace: f.service.namespace, service: f.service.name, port: String(f.port.port), protocol: f.port.protocol },
+      mechanism: f.mechanism,
+      severity: f.severity,
+    }));
+    const states = new Map<string, ExportState['conntrackEntries'][number]>();
+    for (const k of this.table.entries()) {
+      if (!k.toVip) continue;
+      const state = k.entry.tcpState ?? (k.entry.statusFlags.includes('SEEN_REPLY') ? 'REPLIED' : 'UNREPLIED');
+      for (const s of k.svcs) {
+        const svc = labelsOf(s);
+        const key = `${JSON.stringify(svc)}|${state}`;
+        const x = states.get(key) ?? { svc, state, count: 0 };
+        x.count++;
+        states.set(key, x);
+      }
+    }
+    st.conntrackEntries = [...states.values()];
+    for (const s of idx.services) {
+      const svc = labelsOf(s);
+      if (this.addresses) for (const i of s.lbIngress) st.lbIpBound.push({ svc, ip: i.ip, bound: idx.local.ipvsIps.includes(i.ip) });
+      if (!this.ipvs) continue;
+      const vss = this.ipvs.virtualServers.filter(
+        (v) => v.protocol === s.protocol && v.port === s.port && s.lbIngress.some((i) => i.ip === v.address),
+      );
+      const rs = vss.flatMap((v) => v.realServers);
+      const local = rs.filter((r) => idx.isLocal(r.address)).length;
+      st.ipvsRealServers.push({ svc, locality: 'local', count: local }, { svc, locality: 'remote', count: rs.length - local });
+    }
+    return st;
+  }
+}
+

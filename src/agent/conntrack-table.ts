@@ -1,0 +1,139 @@
+// The conntrack entries the agent keeps: only those that touch an LB
+// Service (its VIP, NodePort or endpoints), fed by events and rebuilt by
+// dumps. Knows which entries form a loopback pair (the same client socket
+// going out to the VIP and coming back in), classifies each entry for
+// evidence, and counts finished VIP flows by outcome for the metrics.
+import type { ServiceView } from '../cluster/types.js';
+import type { FlowOutcome, SvcPortLabels } from '../export/state.js';
+import type { ConntrackEntry, ConntrackEvent } from '../kernel/types.js';
+import { labelsOf, type EntryMatch, type ServiceIndex } from './service-index.js';
+
+export type EntryClass = 'loopback_pair' | 'not_snated' | 'unreplied' | 'healthy';
+
+export interface KeptEntry {
+  entry: ConntrackEntry;
+  svcs: ServiceView[];
+  toVip: boolean;
+  /** When the agent first/last saw it (Date.now()); the kernel's own timestamps are off by default. */
+  firstSeenMs: number;
+  lastSeenMs: number;
+  /** Part of a loopback pair (set once, kept after the partner is gone). */
+  paired: boolean;
+  generation: number;
+}
+
+const sockKey = (e: ConntrackEntry): string => `${e.orig.src}|${e.orig.protoNum}|${e.orig.sport}`;
+const replied = (e: ConntrackEntry): boolean => e.statusFlags.includes('SEEN_REPLY');
+/** The client's address comes back unchanged as the reply's destination: no SNAT on the way out. */
+const notSnated = (e: ConntrackEntry): boolean => e.reply.dst === e.orig.src;
+
+export function classifyEntry(k: KeptEntry): EntryClass {
+  if (k.paired) return 'loopback_pair';
+  if (k.toVip && notSnated(k.entry)) return 'not_snated';
+  return replied(k.entry) ? 'healthy' : 'unreplied';
+}
+
+function outcomeOf(k: KeptEntry): FlowOutcome {
+  const c = classifyEntry(k);
+  return c === 'healthy' ? 'replied' : c;
+}
+
+export class ConntrackTable {
+  private readonly byId = new Map<number, KeptEntry>();
+  private readonly bySock = new Map<string, Set<number>>();
+  private generation = 0;
+  /** Finished VIP flows per Service port (keyed by its labels, stable across cluster views) and outcome. */
+  readonly outcomes = new Map<string, { svc: SvcPortLabels; counts: Map<FlowOutcome, number> }>();
+  /** Called for each new entry kept (evidence --watch). */
+  readonly listeners = new Set<(k: KeptEntry) => void>();
+
+  constructor(
+    private index: ServiceIndex,
+    private readonly maxEntries = 100_000,
+  ) {}
+
+  get size(): number {
+    return this.byId.size;
+  }
+
+  entries(): IterableIterator<KeptEntry> {
+    return this.byId.values();
+  }
+
+  /** A new cluster view or address set: re-match what is kept. */
+  reindex(index: ServiceIndex): void {
+    this.index = index;
+    for (const [id, k] of this.byId) {
+      const m = index.match(k.entry);
+      if (m) Object.assign(k, m);
+      else this.remove(id, false);
+    }
+  }
+
+  event(ev: ConntrackEvent): boolean {
+    if (ev.type === 'DESTROY') return this.remove(ev.entry.id, true);
+    return this.upsert(ev.entry, ev.receivedAtMs);
+  }
+
+  /** A full re-read starts; entries not seen again by endResync() are dropped. */
+  beginResync(): void {
+    this.generation++;
+  }
+
+  upsert(e: ConntrackEntry, nowMs: number): boolean {
+    const old = this.byId.get(e.id);
+    if (old) {
+      old.entry = e;
+      old.lastSeenMs = nowMs;
+      old.generation = this.generation;
+      return false;
+    }
+    const m: EntryMatch | undefined = this.index.match(e);
+    if (!m || this.byId.size >= this.maxEntries) return false;
+    const k: KeptEntry = { entry: e, ...m, firstSeenMs: nowMs, lastSeenMs: nowMs, paired: false, generation: this.generation };
+    this.byId.set(e.id, k);
+    const sk = sockKey(e);
+    const ids = this.bySock.get(sk) ?? new Set<number>();
+    ids.add(e.id);
+    this.bySock.set(sk, ids);
+    this.pair(ids);
+    for (const l of this.listeners) l(k);
+    return true;
+  }
+
+  /** Drops entries the last dump did not see (their DESTROY was lost); no outcome is counted for them. */
+  endResync(): void {
+    for (const [id, k] of this.byId) if (k.generation !== this.generation) this.remove(id, false);
+  }
+
+  /** An outbound entry to a VIP plus a return leg from a local source with the same socket. */
+  private pair(ids: Set<number>): void {
+    if (ids.size < 2) return;
+    const ks = [...ids].map((i) => this.byId.get(i)!);
+    const out = ks.filter((k) => k.toVip && this.index.isLocal(k.entry.orig.src));
+    const back = ks.filter((k) => !k.toVip);
+    if (!out.length || !back.length) return;
+    for (const k of [...out, ...back]) k.paired = true;
+  }
+
+  private remove(id: number, finished: boolean): boolean {
+    const k = this.byId.get(id);
+    if (!k) return false;
+    this.byId.delete(id);
+    const sk = sockKey(k.entry);
+    const ids = this.bySock.get(sk);
+    ids?.delete(id);
+    if (ids?.size === 0) this.bySock.delete(sk);
+    if (finished && k.toVip) {
+      const o = outcomeOf(k);
+      for (const s of k.svcs) {
+        const svc = labelsOf(s);
+        const id = JSON.stringify(svc);
+        const slot = this.outcomes.get(id) ?? { svc, counts: new Map<FlowOutcome, number>() };
+        slot.counts.set(o, (slot.counts.get(o) ?? 0) + 1);
+        this.outcomes.set(id, slot);
+      }
+    }
+    return true;
+  }
+}

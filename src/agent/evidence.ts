@@ -1,0 +1,70 @@
+// Evidence for one Service, as the agent answers over its Unix socket:
+// the Service's addresses (for a pcap filter), then its conntrack entries
+// classified, then (with a watch) new ones as they arrive. One JSON object
+// per line, so `clbprobe evidence` can stream it.
+import type { ServiceView } from '../cluster/types.js';
+import { formatConntrack } from '../kernel/conntrack/format.js';
+import type { ConntrackEntry } from '../kernel/types.js';
+import { classifyEntry, type EntryClass, type KeptEntry } from './conntrack-table.js';
+
+export interface EvidenceRequest {
+  /** NS/NAME */
+  service: string;
+  port?: number;
+  /** Keep streaming new entries for this many seconds. */
+  watchS?: number;
+}
+
+export interface ServiceAddresses {
+  namespace: string;
+  name: string;
+  ports: { port: number; protocol: string; nodePort?: number }[];
+  vips: string[];
+  endpoints: { address: string; port?: number }[];
+  /** The uplink the agent counts on (for a local pcap capture). */
+  ifname?: string;
+}
+
+export type EvidenceLine =
+  | { type: 'service'; service: ServiceAddresses; node: string }
+  | { type: 'entry'; class: EntryClass; line: string; firstSeen: string; lastSeen: string; entry: ConntrackEntry; live: boolean }
+  | { type: 'end'; entries: number }
+  | { type: 'error'; message: string };
+
+export function parseServiceRef(ref: string): { namespace: string; name: string } {
+  const m = /^([a-z0-9.-]+)\/([a-z0-9.-]+)$/.exec(ref);
+  if (!m) throw new Error(`--service must be NAMESPACE/NAME, not ${JSON.stringify(ref)}`);
+  return { namespace: m[1]!, name: m[2]! };
+}
+
+export function serviceAddresses(svcs: ServiceView[], ifname?: string): ServiceAddresses {
+  const first = svcs[0]!;
+  const uniq = <T>(xs: T[]) => [...new Set(xs)];
+  const endpoints = new Map<string, { address: string; port?: number }>();
+  for (const s of svcs) for (const ep of s.endpoints) endpoints.set(`${ep.address}|${ep.port}`, { address: ep.address, ...(ep.port ? { port: ep.port } : {}) });
+  return {
+    namespace: first.namespace,
+    name: first.name,
+    ports: svcs.map((s) => ({ port: s.port, protocol: s.protocol, ...(s.nodePort ? { nodePort: s.nodePort } : {}) })),
+    vips: uniq(svcs.flatMap((s) => s.lbIngress.map((i) => i.ip))),
+    endpoints: [...endpoints.values()],
+    ...(ifname ? { ifname } : {}),
+  };
+}
+
+/** Whether a kept entry belongs to one of these Service ports (matched by name: views are rebuilt). */
+export function belongsTo(k: KeptEntry, svcs: ServiceView[]): boolean {
+  return k.svcs.some((s) => svcs.some((t) => t.namespace === s.namespace && t.name === s.name && t.port === s.port && t.protocol === s.protocol));
+}
+
+export function entryLine(k: KeptEntry, live: boolean): EvidenceLine {
+  return {
+    type: 'entry',
+    class: classifyEntry(k),
+    line: formatConntrack(k.entry),
+    firstSeen: new Date(k.firstSeenMs).toISOString(),
+    lastSeen: new Date(k.lastSeenMs).toISOString(),
+    entry: k.entry,
+    live,
+  };
+}

@@ -1,0 +1,39 @@
+// Each source's health, resync and error counts; a change of health is
+// logged once (never per event), so the log reads as a history of the node.
+import type { Logger } from '../log.js';
+
+export type SourceName = 'addresses' | 'conntrack' | 'cluster' | 'nat' | 'ipvs' | 'capture';
+
+export class SourceHealth {
+  private readonly state = new Map<SourceName, { up: boolean; reason?: string }>();
+  readonly resyncs: Record<string, number> = {};
+  readonly errors: Record<string, number> = {};
+
+  constructor(private readonly log: Logger) {}
+
+  up(source: SourceName): void {
+    const was = this.state.get(source);
+    this.state.set(source, { up: true });
+    if (!was?.up) this.log.info({ source }, was ? 'source recovered' : 'source up');
+  }
+
+  /** A failed read: counted, and logged when the health or the reason changes. */
+  down(source: SourceName, reason: string, countError = true): void {
+    const was = this.state.get(source);
+    this.state.set(source, { up: false, reason });
+    if (countError) this.errors[source] = (this.errors[source] ?? 0) + 1;
+    if (was?.up !== false || was.reason !== reason) this.log.warn({ source, reason }, 'source down');
+  }
+
+  resynced(source: SourceName): void {
+    this.resyncs[source] = (this.resyncs[source] ?? 0) + 1;
+  }
+
+  has(source: SourceName): boolean {
+    return this.state.has(source);
+  }
+
+  list(): { source: string; up: boolean }[] {
+    return [...this.state].map(([source, s]) => ({ source, up: s.up })).sort((a, b) => a.source.localeCompare(b.source));
+  }
+}

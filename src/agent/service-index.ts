@@ -1,0 +1,110 @@
+// Which Service port a conntrack entry or a counter sample belongs to, and
+// the capture targets, from one cluster view and this node's addresses.
+// Rebuilt whenever either changes; lookups are O(1).
+import type { ClusterView, ServiceView } from '../cluster/types.js';
+import type { CounterSample, Proto, Targets } from '../capture/targets.js';
+import { protoOf } from '../detect/context.js';
+import type { LocalAddresses } from '../detect/types.js';
+import { inCidr } from '../kernel/ip.js';
+import type { ConntrackEntry } from '../kernel/types.js';
+import type { SvcPortLabels } from '../export/state.js';
+
+const key = (ip: string, proto: string, port: number | undefined): string => `${ip}|${proto}|${port ?? ''}`;
+
+function push<T>(m: Map<string, T[]>, k: string, v: T): void {
+  const a = m.get(k);
+  if (a) a.push(v);
+  else m.set(k, [v]);
+}
+
+export function labelsOf(s: ServiceView): SvcPortLabels {
+  return { namespace: s.namespace, service: s.name, port: String(s.port), protocol: s.protocol };
+}
+
+/** How a conntrack entry relates to a Service: towards its LB VIP, its NodePort, or one of its endpoints. */
+export interface EntryMatch {
+  svcs: ServiceView[];
+  /** The original destination is an LB VIP of these Services. */
+  toVip: boolean;
+}
+
+export class ServiceIndex {
+  /** Services with an LB ingress IP: the only ones loopback concerns. */
+  readonly services: ServiceView[];
+  private readonly byVip = new Map<string, ServiceView[]>();
+  private readonly byNodePort = new Map<string, ServiceView[]>();
+  private readonly byEndpoint = new Map<string, ServiceView[]>();
+  private readonly nodeIps: Set<string>;
+
+  constructor(
+    cluster: ClusterView,
+    readonly local: LocalAddresses,
+  ) {
+    this.services = cluster.services.filter((s) => s.lbIngress.length > 0);
+    this.nodeIps = new Set([...local.nodeIps, ...local.ipvsIps]);
+    for (const s of this.services) {
+      for (const i of s.lbIngress) push(this.byVip, key(i.ip, s.protocol, s.port), s);
+      if (s.nodePort) push(this.byNodePort, key('', s.protocol, s.nodePort), s);
+      for (const ep of s.endpoints) {
+        const port = ep.port ?? (typeof s.targetPort === 'number' ? s.targetPort : s.port);
+        push(this.byEndpoint, key(ep.address, s.protocol, port), s);
+      }
+    }
+  }
+
+  isLocal(ip: string): boolean {
+    return this.nodeIps.has(ip) || this.local.podCidrs.some((c) => inCidr(ip, c));
+  }
+
+  /** The Services an entry touches; undefined when none (the entry is not kept). */
+  match(e: ConntrackEntry): EntryMatch | undefined {
+    const proto = protoOf(e.orig.protoNum);
+    if (!proto || e.orig.dport === undefined) return undefined;
+    const vip = this.byVip.get(key(e.orig.dst, proto, e.orig.dport));
+    if (vip) return { svcs: vip, toVip: true };
+    if (this.nodeIps.has(e.orig.dst)) {
+      const np = this.byNodePort.get(key('', proto, e.orig.dport));
+      if (np) return { svcs: np, toVip: false };
+    }
+    // After DNAT the reply comes from the endpoint that was chosen.
+    const ep = this.byEndpoint.get(key(e.reply.src, proto, e.reply.sport));
+    return ep ? { svcs: ep, toVip: false } : undefined;
+  }
+
+  /** The Service ports a counter sample is about (see CounterSample for what target/port mean per kind). */
+  ofSample(s: CounterSample): ServiceView[] {
+    const proto = s.proto.toUpperCase();
+    if (s.kind === 'to_lb') {
+      return s.port ? (this.byVip.get(key(s.target, proto, s.port)) ?? []) : this.services.filter((v) => v.lbIngress.some((i) => i.ip === s.target));
+    }
+    if (s.target === '0.0.0.0' || s.target === '::' || s.kind === 'hc_local_src') {
+      const np = this.byNodePort.get(key('', proto, s.port)) ?? [];
+      if (np.length || s.kind !== 'hc_local_src') return np;
+      return this.services.filter((v) => v.protocol === proto && v.healthCheckNodePort === s.port);
+    }
+    return this.byEndpoint.get(key(s.target, proto, s.port)) ?? [];
+  }
+
+  /** What the counters look for: LB VIPs, this node's prefixes, NodePorts. */
+  targets(): Targets {
+    const lower = (p: string) => p.toLowerCase() as Proto;
+    const vips = new Map<string, Targets['vips'][number]>();
+    const nodePorts = new Map<string, Targets['nodePorts'][number]>();
+    for (const s of this.services) {
+      for (const i of s.lbIngress) vips.set(key(i.ip, s.protocol, s.port), { address: i.ip, port: s.port, proto: lower(s.protocol) });
+      for (const p of [s.nodePort, s.healthCheckNodePort]) {
+        if (p) nodePorts.set(key('', s.protocol, p), { port: p, proto: lower(s.protocol) });
+      }
+    }
+    const localPrefixes = [
+      ...this.local.podCidrs.map((cidr) => ({ cidr, bound: false })),
+      ...[...this.nodeIps].map((cidr) => ({ cidr, bound: true })),
+    ];
+    return { vips: [...vips.values()], localPrefixes, nodePorts: [...nodePorts.values()] };
+  }
+
+  /** The Service ports of NS/NAME (optionally only PORT). */
+  find(namespace: string, name: string, port?: number): ServiceView[] {
+    return this.services.filter((s) => s.namespace === namespace && s.name === name && (port === undefined || s.port === port));
+  }
+}

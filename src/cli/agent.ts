@@ -1,0 +1,138 @@
+// `clbprobe agent`: the DaemonSet process. Serves /metrics, /healthz and
+// /readyz on --listen and evidence on a Unix socket; SIGTERM detaches the
+// counters and closes every socket within 5 s.
+import { Command, Option } from 'commander';
+import { hostname } from 'node:os';
+import type { Server } from 'node:http';
+import { Agent } from '../agent/agent.js';
+import { startEvidenceServer } from '../agent/evidence-server.js';
+import { createRegistry } from '../export/metrics.js';
+import { createMetricsServer, parseListen } from '../export/server.js';
+import { createLogger } from '../log.js';
+import { UserError, fail } from './errors.js';
+import { netnsPath } from './netns.js';
+
+export const DEFAULT_EVIDENCE_SOCKET = '/run/clbprobe/evidence.sock';
+const VERSION = process.env.npm_package_version ?? '0.1.0';
+
+interface AgentFlags {
+  nodeName?: string;
+  listen: string;
+  interface?: string;
+  capture: 'ebpf' | 'pcap' | 'off' | 'auto';
+  kubeconfig?: string;
+  clusterFile?: string;
+  logLevel: string;
+  resyncInterval: string;
+  evidenceSocket: string;
+  maxServicePorts: string;
+  netns?: string;
+}
+
+function positiveInt(text: string, flag: string): number {
+  const n = Number(text);
+  if (!Number.isInteger(n) || n <= 0) throw new UserError(`${flag}: expected a positive integer, not ${JSON.stringify(text)}`);
+  return n;
+}
+
+/** "60", "60s", "5m" → seconds. */
+export function parseSeconds(text: string, flag: string): number {
+  const m = /^(\d+)(s|m)?$/.exec(text);
+  if (!m || Number(m[1]) === 0) throw new UserError(`${flag}: expected a duration like 60s or 5m, not ${JSON.stringify(text)}`);
+  return Number(m[1]) * (m[2] === 'm' ? 60 : 1);
+}
+
+async function run(flags: AgentFlags): Promise<void> {
+  const log = createLogger(flags.logLevel);
+  const listen = (() => {
+    try {
+      return parseListen(flags.listen);
+    } catch (e) {
+      throw new UserError(e instanceof Error ? e.message : String(e));
+    }
+  })();
+  const agent = new Agent({
+    nodeName: flags.nodeName ?? hostname(),
+    version: VERSION,
+    log,
+    ...(flags.netns ? { netns: netnsPath(flags.netns) } : {}),
+    ...(flags.interface ? { ifname: flags.interface } : {}),
+    capture: flags.capture,
+    ...(flags.clusterFile ? { clusterFile: flags.clusterFile } : {}),
+    ...(flags.kubeconfig ? { kubeconfig: flags.kubeconfig } : {}),
+    clusterApi: Boolean(flags.kubeconfig || process.env.KUBERNETES_SERVICE_HOST),
+    resyncIntervalS: parseSeconds(flags.resyncInterval, '--resync-interval'),
+  });
+  const registry = createRegistry(() => agent.exportState(), {
+    maxServicePorts: positiveInt(flags.maxServicePorts, '--max-service-ports'),
+    processMetrics: true,
+  });
+  // Serve /healthz at once; /readyz turns 200 after the first sync.
+  const http: Server = createMetricsServer({ registry, ready: () => agent.ready });
+  await new Promise<void>((resolve, reject) => {
+    http.once('error', (e) => reject(new UserError(`--listen ${flags.listen}: ${e.message}`)));
+    http.listen(listen.port, listen.host, () => resolve());
+  });
+  log.info({ listen: flags.listen, node: flags.nodeName }, 'metrics server listening');
+  let stopping = false;
+  const shutdown = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'stopping');
+    setTimeout(() => process.exit(0), 4500).unref();
+    http.closeAllConnections();
+    http.close();
+    evidence?.close();
+    agent.stop().finally(() => process.exit(0));
+  };
+  let evidence: import('node:net').Server | undefined;
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+  await agent.start();
+  evidence = await startEvidenceServer(flags.evidenceSocket, {
+    table: () => agent.table,
+    find: (ns, name, port) => agent.find(ns, name, port),
+    nodeName: flags.nodeName ?? hostname(),
+    ...(agent.ifname ? { ifname: agent.ifname } : {}),
+  });
+  log.info({ socket: flags.evidenceSocket }, 'evidence socket listening');
+}
+
+export function register(program: Command): void {
+  const env = (o: Option, name: string) => o.env(name);
+  program
+    .command('agent')
+    .description(
+      'Run the node agent: per-Service Prometheus metrics of LB loopback (counters, conntrack, findings),\n' +
+        '/healthz and /readyz, and live evidence on a Unix socket for `clbprobe evidence`. Needs root or\n' +
+        'CAP_NET_ADMIN + CAP_BPF (+ CAP_NET_RAW for the pcap fallback).',
+    )
+    .addOption(env(new Option('--node-name <name>', 'this node in the cluster view (default: hostname)'), 'NODE_NAME'))
+    .addOption(env(new Option('--listen <addr>', 'metrics address, host:port or :port').default(':9811'), 'CLBPROBE_LISTEN'))
+    .addOption(env(new Option('--interface <ifname>', 'uplink to count on (default: the default-route interface)'), 'CLBPROBE_INTERFACE'))
+    .addOption(
+      env(new Option('--capture <backend>', 'packet counters').choices(['ebpf', 'pcap', 'off', 'auto']).default('auto'), 'CLBPROBE_CAPTURE'),
+    )
+    .addOption(env(new Option('--kubeconfig <file>', 'watch the API with this kubeconfig (default in a pod: service account)'), 'KUBECONFIG'))
+    .addOption(env(new Option('--cluster-file <file>', 'read Services/EndpointSlices/Nodes from a kubectl -o json file instead of the API'), 'CLBPROBE_CLUSTER_FILE'))
+    .addOption(env(new Option('--log-level <level>', 'pino level').default('info'), 'CLBPROBE_LOG_LEVEL'))
+    .addOption(env(new Option('--resync-interval <dur>', 'full re-read of NAT, IPVS, addresses and conntrack').default('60s'), 'CLBPROBE_RESYNC_INTERVAL'))
+    .addOption(env(new Option('--evidence-socket <path>', 'Unix socket for `clbprobe evidence`').default(DEFAULT_EVIDENCE_SOCKET), 'CLBPROBE_EVIDENCE_SOCKET'))
+    .addOption(env(new Option('--max-service-ports <n>', 'cardinality cap: Service ports with series').default('10000'), 'CLBPROBE_MAX_SERVICE_PORTS'))
+    .option('--netns <name>', 'read the datapath of network namespace NAME or a path (tests); needs --interface for counters')
+    .addHelpText(
+      'after',
+      `
+Examples:
+  NODE_NAME=node-1 clbprobe agent                       in a DaemonSet pod (API via service account)
+  clbprobe agent --cluster-file cluster.json --listen 127.0.0.1:9811 --capture pcap
+  curl -s localhost:9811/metrics | grep clbprobe_lb_path_packets_total`,
+    )
+    .action(async (flags: AgentFlags) => {
+      try {
+        await run(flags);
+      } catch (e) {
+        fail(e);
+      }
+    });
+}

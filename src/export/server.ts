@@ -1,0 +1,41 @@
+// The metrics HTTP server: /metrics, /healthz (alive), /readyz (first sync
+// done). Connection data is never served here (see src/agent/evidence-server.ts).
+import { createServer, type Server } from 'node:http';
+import type { Registry } from 'prom-client';
+
+export interface MetricsServerOptions {
+  registry: Registry;
+  /** True once every source has been read once. */
+  ready: () => boolean;
+}
+
+/** "host:port", ":port" (all addresses) or "port". */
+export function parseListen(listen: string): { host?: string; port: number } {
+  const i = listen.lastIndexOf(':');
+  const host = i < 0 ? '' : listen.slice(0, i).replace(/^\[(.*)\]$/, '$1');
+  const portText = i < 0 ? listen : listen.slice(i + 1);
+  const port = Number(portText);
+  if (!/^\d+$/.test(portText) || port > 65535) throw new Error(`--listen: bad port in ${JSON.stringify(listen)}`);
+  return host ? { host, port } : { port };
+}
+
+export function createMetricsServer(o: MetricsServerOptions): Server {
+  return createServer((req, res) => {
+    const path = (req.url ?? '/').split('?')[0];
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      res.writeHead(405).end();
+    } else if (path === '/metrics') {
+      o.registry.metrics().then(
+        (text) => res.writeHead(200, { 'Content-Type': o.registry.contentType }).end(text),
+        (e: unknown) => res.writeHead(500).end(`${e instanceof Error ? e.message : String(e)}\n`),
+      );
+    } else if (path === '/healthz') {
+      res.writeHead(200).end('ok\n');
+    } else if (path === '/readyz') {
+      const ok = o.ready();
+      res.writeHead(ok ? 200 : 503).end(ok ? 'ready\n' : 'first sync not done\n');
+    } else {
+      res.writeHead(404).end('try /metrics, /healthz or /readyz\n');
+    }
+  });
+}

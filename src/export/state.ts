@@ -1,0 +1,45 @@
+// What the exporter renders: a plain snapshot of the agent's state, so that
+// /metrics is a pure function of it (the golden test feeds a fixed one).
+// Counters are cumulative values kept by the agent; the exporter only prints.
+
+/** The per-Service labels: one series set per Service port. */
+export interface SvcPortLabels {
+  namespace: string;
+  service: string;
+  port: string;
+  protocol: string;
+}
+
+export type LbPathKind = 'to_lb' | 'loop_return' | 'hc_local_src';
+export type FlowOutcome = 'replied' | 'unreplied' | 'loopback_pair' | 'not_snated';
+
+export interface ExportState {
+  nodeName: string;
+  version: string;
+  /** Each source's health (clbprobe_source_up). */
+  sources: { source: string; up: boolean }[];
+  resyncs: Record<string, number>;
+  errors: Record<string, number>;
+  lbPath: { svc: SvcPortLabels; kind: LbPathKind; packets: number; bytes: number }[];
+  flows: { svc: SvcPortLabels; outcome: FlowOutcome; count: number }[];
+  findings: { svc: SvcPortLabels; mechanism: string; severity: string }[];
+  lbIpBound: { svc: SvcPortLabels; ip: string; bound: boolean }[];
+  ipvsRealServers: { svc: SvcPortLabels; locality: 'local' | 'remote'; count: number }[];
+  conntrackEntries: { svc: SvcPortLabels; state: string; count: number }[];
+}
+
+export function emptyState(nodeName: string, version: string): ExportState {
+  return {
+    nodeName,
+    version,
+    sources: [],
+    resyncs: {},
+    errors: {},
+    lbPath: [],
+    flows: [],
+    findings: [],
+    lbIpBound: [],
+    ipvsRealServers: [],
+    conntrackEntries: [],
+  };
+}
