@@ -5,6 +5,8 @@ import { Command } from 'commander';
 import { register as registerSnapshot } from './snapshot.js';
 import { register as registerDiagnose } from './diagnose.js';
 import { register as registerCollect } from './collect.js';
+import { register as registerAgent } from './agent.js';
+import { register as registerEvidence } from './evidence.js';
 import { register as registerDemo } from './demo.js';
 
 const program = new Command();
@@ -28,6 +30,8 @@ Examples:
 registerSnapshot(program);
 registerDiagnose(program);
 registerCollect(program);
+registerAgent(program);
+registerEvidence(program);
 registerDemo(program);
 
 program.parseAsync(process.argv).catch((e: unknown) => {
