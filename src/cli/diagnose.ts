@@ -3,6 +3,7 @@
 // bundle), streams conntrack through the correlator, renders the findings.
 import { Command } from 'commander';
 import { hostname } from 'node:os';
+import { BundleDirError, readBundle } from '../bundle/read.js';
 import { loadClusterFile, ClusterFileError } from '../cluster/file.js';
 import type { ClusterView } from '../cluster/types.js';
 import { Diagnosis, hasActive } from '../detect/index.js';
@@ -19,6 +20,7 @@ interface DiagnoseFlags {
   nodeName?: string;
   clusterFile?: string;
   netns?: string;
+  from?: string;
 }
 
 function loadCluster(flags: DiagnoseFlags, nodeName: string): ClusterView {
@@ -53,6 +55,34 @@ export async function runLive(flags: DiagnoseFlags, nodeName: string): Promise<D
   return diag.finish();
 }
 
+/** Diagnoses an offline bundle (collected by `clbprobe collect`, or made by hand). */
+export function runFromBundle(flags: DiagnoseFlags): { result: DiagnoseResult; nodeName: string } {
+  let b;
+  try {
+    b = readBundle(flags.from!, {
+      ...(flags.nodeName ? { nodeName: flags.nodeName } : {}),
+      ...(flags.clusterFile ? { clusterFile: flags.clusterFile } : {}),
+    });
+  } catch (e) {
+    if (e instanceof BundleDirError) throw new UserError(e.message);
+    throw e;
+  }
+  if (!b.cluster) {
+    throw new UserError(
+      `diagnose: bundle ${flags.from} has no cluster.json; add one or pass --cluster-file FILE ` +
+        '(kubectl get svc,ingress,endpointslices,nodes -A -o json > FILE)',
+    );
+  }
+  const nodeName = b.nodeName?.name ?? flags.nodeName ?? '(unknown node)';
+  const warnings = [...b.warnings];
+  const diag = new Diagnosis(diagnoseInputOf(b.node, b.cluster, warnings));
+  if (b.node.conntrack?.entries) {
+    for (const e of b.node.conntrack.entries) diag.add(e);
+    diag.conntrackSeen();
+  }
+  return { result: diag.finish(), nodeName };
+}
+
 export function register(program: Command): void {
   program
     .command('diagnose')
@@ -65,6 +95,7 @@ export function register(program: Command): void {
     .option('--node-name <name>', 'this node in the cluster view (default: $NODE_NAME, else the hostname)')
     .option('--json', 'print findings and warnings as JSON')
     .option('--netns <name>', 'diagnose the network namespace NAME (/var/run/netns/NAME) or a path instead of this one')
+    .option('--from <dir>', 'diagnose an offline bundle (clbprobe collect --out DIR, or standard command outputs; see src/bundle/README.md)')
     .addHelpText(
       'after',
       `
@@ -72,13 +103,20 @@ Examples:
   kubectl get svc,ingress,endpointslices,nodes -A -o json > cluster.json
   clbprobe diagnose --cluster-file cluster.json --node-name node-1
   clbprobe diagnose --cluster-file cluster.json --json | jq '.findings[] | select(.severity=="active")'
+  clbprobe diagnose --from ./node-a-bundle               a bundle collected on (or hand-made from) another node
 
 Exit codes: 0 nothing active, 1 an active loopback was found (conntrack shows it), 2 errors.`,
     )
     .action(async (flags: DiagnoseFlags) => {
       try {
-        const nodeName = flags.nodeName ?? process.env.NODE_NAME ?? hostname();
-        const result = await runLive(flags, nodeName);
+        let nodeName = flags.nodeName ?? process.env.NODE_NAME ?? hostname();
+        let result: DiagnoseResult;
+        if (flags.from) {
+          if (flags.netns) throw new UserError('diagnose: --from and --netns exclude each other');
+          ({ result, nodeName } = runFromBundle(flags));
+        } else {
+          result = await runLive(flags, nodeName);
+        }
         process.stdout.write(
           flags.json ? renderJson(result, nodeName) : renderText(result, { color: wantColor(process.stdout), nodeName }),
         );

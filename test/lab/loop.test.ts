@@ -70,6 +70,22 @@ describe.skipIf(!isRoot)('L4 loop in a namespace lab (real kernel, compiled CLI)
       // The precondition is shown active too: the outbound entry was not SNATed.
       expect(run.findings.some((f) => f.mechanism === 'no-SNAT' && f.severity === 'active')).toBe(true);
     });
+
+    it('a bundle collected on the looping node gives the same diagnosis elsewhere (diagnose --from)', async () => {
+      expect(await lab.connect(2000)).toBe('timeout');
+      const bundle = join(dir, 'bundle');
+      const clusterFile = lab.writeClusterFile(dir);
+      const c = spawnSync(process.execPath, [CLI, 'collect', '--netns', lab.node.name, '--out', bundle, '--cluster-file', clusterFile,
+        '--node-name', LAB.node1Name], { encoding: 'utf8', timeout: 60_000 });
+      expect(c.status, c.stderr).toBe(0);
+      // Read in the root namespace: only files are used, nothing of this machine.
+      const r = spawnSync(process.execPath, [CLI, 'diagnose', '--json', '--from', bundle], { encoding: 'utf8', timeout: 30_000 });
+      expect(r.status, r.stderr).toBe(1);
+      const out = JSON.parse(r.stdout) as { findings: Finding[] };
+      const [loop] = l4Active(out.findings);
+      expect(loop!.service).toEqual({ namespace: 'lab', name: 'web' });
+      expect(loop!.evidence.some((e) => e.includes(`dst=${LAB.node1} `) && e.includes(`dport=${LAB.nodePort}`))).toBe(true);
+    });
   });
 
   describe('ETP=Cluster: kube-proxy masquerades pod→LB traffic, the LB avoids the source node', () => {
