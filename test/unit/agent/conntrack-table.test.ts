@@ -1,0 +1,76 @@
+// The agent's conntrack table over the lab's Service: which entries are kept,
+// the loop pair, classification, outcomes on DESTROY, and resync pruning.
+import { describe, expect, it } from 'vitest';
+import { ConntrackTable, classifyEntry } from '../../../src/agent/conntrack-table.js';
+import { ServiceIndex } from '../../../src/agent/service-index.js';
+import { buildClusterView } from '../../../src/cluster/build.js';
+import { classifyDocuments } from '../../../src/cluster/file.js';
+import { LAB, clusterList } from '../../../src/demo/lab.js';
+import type { ConntrackEntry } from '../../../src/kernel/types.js';
+
+function index(): ServiceIndex {
+  const { objects } = classifyDocuments([clusterList('Local')]);
+  const view = buildClusterView(objects, { nodeName: LAB.node1Name });
+  return new ServiceIndex(view, { nodeIps: [LAB.node1], ipvsIps: [], podCidrs: [LAB.podCidr] });
+}
+
+function entry(id: number, o: [string, number, string, number], r: [string, number, string, number], flags: string[] = []): ConntrackEntry {
+  return {
+    family: 4,
+    proto: 'tcp',
+    orig: { src: o[0], sport: o[1], dst: o[2], dport: o[3], protoNum: 6 },
+    reply: { src: r[0], sport: r[1], dst: r[2], dport: r[3], protoNum: 6 },
+    tcpState: flags.includes('SEEN_REPLY') ? 'ESTABLISHED' : 'SYN_SENT',
+    status: flags.includes('SEEN_REPLY') ? 2 : 0,
+    statusFlags: flags,
+    timeoutS: 100,
+    mark: 0,
+    zone: 0,
+    id,
+  };
+}
+
+const out = entry(1, [LAB.clientPod, 40000, LAB.vip, 80], [LAB.vip, 80, LAB.clientPod, 40000]);
+const back = entry(2, [LAB.clientPod, 40000, LAB.node1, LAB.nodePort], [LAB.serverPod, LAB.serverPort, LAB.clientPod, 40000]);
+const unrelated = entry(3, [LAB.clientPod, 40001, '192.0.2.1', 443], ['192.0.2.1', 443, LAB.node1, 40001], ['SEEN_REPLY']);
+
+describe('agent conntrack table', () => {
+  it('keeps only Service entries and pairs the two legs of the loop', () => {
+    const t = new ConntrackTable(index());
+    const now = Date.now();
+    expect(t.upsert(unrelated, now)).toBe(false);
+    t.upsert(out, now);
+    expect(classifyEntry([...t.entries()][0]!)).toBe('not_snated');
+    t.upsert(back, now);
+    expect([...t.entries()].map(classifyEntry)).toEqual(['loopback_pair', 'loopback_pair']);
+    expect(t.size).toBe(2);
+  });
+
+  it('counts a finished VIP flow by outcome on DESTROY, not the return leg', () => {
+    const t = new ConntrackTable(index());
+    t.upsert(out, 0);
+    t.upsert(back, 0);
+    t.event({ type: 'DESTROY', entry: back, receivedAtMs: 1 });
+    t.event({ type: 'DESTROY', entry: out, receivedAtMs: 2 });
+    expect([...t.outcomes.values()].map((o) => [o.svc.service, [...o.counts]])).toEqual([['web', [['loopback_pair', 1]]]]);
+  });
+
+  it('a resync drops entries whose DESTROY was lost, without counting them', () => {
+    const t = new ConntrackTable(index());
+    t.upsert(out, 0);
+    t.beginResync();
+    t.upsert(back, 5);
+    t.endResync();
+    expect([...t.entries()].map((k) => k.entry.id)).toEqual([2]);
+    expect(t.outcomes.size).toBe(0);
+  });
+
+  it('maps counter samples to the Service: NodePort wildcard and VIP', () => {
+    const idx = index();
+    const s = (kind: 'to_lb' | 'loop_return', target: string, port: number) =>
+      idx.ofSample({ target, port, proto: 'tcp', kind, direction: 'ingress', packets: 1, bytes: 60 }).map((v) => v.name);
+    expect(s('loop_return', '0.0.0.0', LAB.nodePort)).toEqual(['web']);
+    expect(s('to_lb', LAB.vip, 80)).toEqual(['web']);
+    expect(s('loop_return', '0.0.0.0', 31999)).toEqual([]);
+  });
+});
