@@ -5,6 +5,7 @@ import { Command } from 'commander';
 import { hostname } from 'node:os';
 import { BundleDirError, readBundle } from '../bundle/read.js';
 import { loadClusterFile, ClusterFileError } from '../cluster/file.js';
+import { ClusterWatch } from '../cluster/watch.js';
 import type { ClusterView } from '../cluster/types.js';
 import { Diagnosis, hasActive } from '../detect/index.js';
 import { diagnoseInputOf } from '../detect/input.js';
@@ -19,27 +20,50 @@ interface DiagnoseFlags {
   json?: boolean;
   nodeName?: string;
   clusterFile?: string;
+  kubeconfig?: string;
+  apiTimeout?: string;
   netns?: string;
   from?: string;
 }
 
-function loadCluster(flags: DiagnoseFlags, nodeName: string): ClusterView {
-  if (!flags.clusterFile) {
-    throw new UserError(
-      'diagnose: no cluster source: pass --cluster-file FILE (kubectl get svc,ingress,endpointslices,nodes -A -o json > FILE)',
-    );
+/** The cluster view: from --cluster-file, else one list of the API (kubeconfig or in-cluster). */
+async function loadCluster(flags: DiagnoseFlags, nodeName: string): Promise<ClusterView> {
+  if (flags.clusterFile) {
+    try {
+      return loadClusterFile(flags.clusterFile, { nodeName });
+    } catch (e) {
+      if (e instanceof ClusterFileError) throw new UserError(e.message);
+      throw e;
+    }
   }
+  let watch: ClusterWatch;
   try {
-    return loadClusterFile(flags.clusterFile, { nodeName });
+    watch = new ClusterWatch({ nodeName, ...(flags.kubeconfig ? { kubeconfig: flags.kubeconfig } : {}) });
   } catch (e) {
-    if (e instanceof ClusterFileError) throw new UserError(e.message);
-    throw e;
+    throw new UserError(`diagnose: no cluster source: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  const timeoutS = Number(flags.apiTimeout ?? 20);
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    watch.start();
+    return await Promise.race([
+      watch.synced(),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () => reject(new UserError(`diagnose: the Kubernetes API did not answer within ${timeoutS} s: ${watch.status().reason ?? ''}`)),
+          timeoutS * 1000,
+        );
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+    await watch.stop();
   }
 }
 
 /** Reads this node live and diagnoses it; conntrack is streamed, never held whole. */
 export async function runLive(flags: DiagnoseFlags, nodeName: string): Promise<DiagnoseResult> {
-  const cluster = loadCluster(flags, nodeName);
+  const cluster = await loadCluster(flags, nodeName);
   const netns = flags.netns ? netnsPath(flags.netns) : undefined;
   const ns = netns ? { netns } : {};
   const node = await takeSnapshot(ns);
@@ -92,6 +116,8 @@ export function register(program: Command): void {
         'the evidence (conntrack entries, addresses, IPVS and NAT rules) and the fix. Needs root or CAP_NET_ADMIN.',
     )
     .option('--cluster-file <file>', 'Services, EndpointSlices, Ingresses and Nodes as `kubectl get ... -o json` wrote them')
+    .option('--kubeconfig <file>', 'read the cluster from the API with this kubeconfig (default without --cluster-file: in-cluster service account)')
+    .option('--api-timeout <seconds>', 'give up on the API after this long', '20')
     .option('--node-name <name>', 'this node in the cluster view (default: $NODE_NAME, else the hostname)')
     .option('--json', 'print findings and warnings as JSON')
     .option('--netns <name>', 'diagnose the network namespace NAME (/var/run/netns/NAME) or a path instead of this one')
