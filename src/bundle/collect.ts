@@ -10,7 +10,6 @@ import { accessSync, constants, copyFileSync, createWriteStream, existsSync, mkd
 import { hostname } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { readClusterFile } from '../cluster/file.js';
-import { KubeApi, loadKubeConfig } from '../cluster/kube-api.js';
 import { dumpConntrack } from '../kernel/conntrack/dump.js';
 import { formatConntrack } from '../kernel/conntrack/format.js';
 import { readIpvs } from '../kernel/ipvs/reader.js';
@@ -199,6 +198,8 @@ async function listCluster(out: string, kubeconfig: string | undefined): Promise
   const t0 = performance.now();
   const command = `list Services, EndpointSlices, Ingresses, Nodes from the API (${kubeconfig ? `kubeconfig ${kubeconfig}` : 'in-cluster'})`;
   try {
+    // Loaded only here: @kubernetes/client-node takes ~0.6 s to import, which every other collect would pay.
+    const { KubeApi, loadKubeConfig } = await import('../cluster/kube-api.js');
     const { list, errors } = await listClusterObjects(new KubeApi(loadKubeConfig(kubeconfig)));
     const path = join(out, BUNDLE_FILES.cluster);
     writeFileSync(path, `${JSON.stringify(list, null, 1)}\n`);
