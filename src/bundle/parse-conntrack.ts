@@ -231,9 +231,20 @@ function counters(t: TupleBuilder): ConntrackCounters | undefined {
   return { packets: t.packets ?? 0, bytes: t.bytes ?? 0 };
 }
 
+/** Canonical forms of addresses already seen: a table repeats its pod IPs and VIPs a lot. */
+const canonical = new Map<string, string>();
+
 function address(value: string, key: string): string {
-  if (ipFamily(value) === 0) bad(`${key}=${JSON.stringify(value)} is not an IP address`);
-  return canonicalIP(value);
+  let c = canonical.get(value);
+  if (c !== undefined) return c;
+  const fam = ipFamily(value);
+  if (fam === 0) bad(`${key}=${JSON.stringify(value)} is not an IP address`);
+  // A valid IPv4 text is already canonical (leading zeros are rejected above); IPv6 may be
+  // in /proc's uncompressed form.
+  c = fam === 4 ? value : canonicalIP(value);
+  if (canonical.size >= 65536) canonical.clear();
+  canonical.set(value, c);
+  return c;
 }
 
 function uint(s: string | undefined, what: string, max = Number.MAX_SAFE_INTEGER): number {

@@ -28,11 +28,11 @@ export function register(program: Command): void {
   program
     .command('collect')
     .description(
-      'Write an offline bundle of this node into a directory: addresses and routes (ip -j), the IPVS table\n' +
-        '(ipvsadm), iptables/ip6tables rules of both backends, ipsets, conntrack entries, rp_filter/route_localnet/\n' +
-        "nf_conntrack sysctls, the kernel version, kube-proxy's mode, the cluster JSON when given, and manifest.json\n" +
-        '(times, version, and for each file its command, exit status, duration, size and errors). A missing tool or\n' +
-        'permission is written into the manifest and never stops the rest. Read it anywhere with `clbprobe diagnose --from DIR`.',
+      'Write an offline bundle of this node into a directory: addresses and routes (ip -j), the IPVS table (ipvsadm), ' +
+        'iptables/ip6tables rules of both backends, ipsets, conntrack entries, rp_filter/route_localnet/nf_conntrack sysctls, ' +
+        "the kernel version, kube-proxy's mode, the cluster JSON when given, and manifest.json (times, version, and for each " +
+        'file its command, exit status, duration, size and errors). A missing tool or permission is written into the manifest ' +
+        'and never stops the rest. Read it anywhere with `clbprobe diagnose --from DIR`.',
     )
     .requiredOption('--out <dir>', 'bundle directory to write (created if missing)')
     .option('--cluster-file <file>', 'kubectl get svc,ingress,endpointslices,nodes -A -o json output to include as cluster.json')
