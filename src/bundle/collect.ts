@@ -6,7 +6,7 @@
 // feature is written down there and never stops the other steps.
 import { execFile } from 'node:child_process';
 import { once } from 'node:events';
-import { accessSync, constants, copyFileSync, createWriteStream, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { accessSync, constants, copyFileSync, createWriteStream, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { readClusterFile } from '../cluster/file.js';
@@ -150,6 +150,8 @@ async function collectConntrack(opts: CollectOptions, timeoutMs: number, inNs: (
   const path = join(opts.out, BUNDLE_FILES.conntrack);
   const t0 = performance.now();
   const out = createWriteStream(path);
+  // Opened before the dump, so the removal below cannot race the stream's own open.
+  await once(out, 'ready');
   try {
     await dumpConntrack(
       async (batch) => {
@@ -169,6 +171,8 @@ async function collectConntrack(opts: CollectOptions, timeoutMs: number, inNs: (
     };
   } catch (e) {
     out.destroy();
+    // A partial (or empty) file would read as a complete table: only the fallback's output may stay.
+    rmSync(path, { force: true });
     const why = e instanceof Error ? e.message : String(e);
     const entry = await runToFile(path, BUNDLE_FILES.conntrack, inNs(['conntrack', '-L', '-o', 'extended,id']), timeoutMs);
     return { ...entry, error: `clbprobe conntrack reader failed (${why}); ${entry.error ?? 'conntrack -L used instead'}` };

@@ -181,4 +181,32 @@ describe.skipIf(!isRoot)('clbprobe collect on a namespace node, read back with r
       rmSync(out, { recursive: true, force: true });
     }
   });
+
+  it('without privileges: every refusal is recorded, no empty file poses as a table, exit 0', () => {
+    const out = mkdtempSync(join(tmpdir(), 'cbb-collect-'));
+    try {
+      spawnSync('chown', ['65534:65534', out]);
+      // This namespace's reads, as nobody, with no capabilities (read-only commands).
+      const r = spawnSync(
+        'ip',
+        ['netns', 'exec', node.name, 'setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', process.execPath, CLI, 'collect', '--out', out],
+        { encoding: 'utf8', timeout: 60_000 },
+      );
+      expect(r.stderr).toBe('');
+      expect(r.status).toBe(0);
+      const m = JSON.parse(readFileSync(join(out, 'manifest.json'), 'utf8')) as BundleManifest;
+      const err = (cmd: string): string | undefined => m.files.find((f) => f.command === cmd)?.error;
+      expect(err('iptables-nft-save')).toMatch(/Permission denied/);
+      expect(err('ipset save')).toMatch(/not permitted/);
+      expect(err('conntrack -L -o extended,id')).toMatch(/^clbprobe conntrack reader failed \(.*EPERM\); .*CAP_NET_ADMIN/);
+      expect(existsSync(join(out, 'conntrack.txt'))).toBe(false);
+      const b = readBundle(out);
+      expect(b.node.addresses!.interfaces.map((i) => i.name)).toContain('kube-ipvs0');
+      const down = Object.fromEntries(b.node.sources.filter((s) => !s.available).map((s) => [s.source, s.reason]));
+      expect(down.conntrack).toMatch(/^conntrack\.txt not in the bundle: conntrack -L -o extended,id: clbprobe conntrack reader failed/);
+      expect(Object.keys(down).sort()).toEqual(['cluster', 'conntrack', 'ipset', 'ipvs', 'nat']);
+    } finally {
+      rmSync(out, { recursive: true, force: true });
+    }
+  });
 });
