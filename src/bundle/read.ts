@@ -81,6 +81,12 @@ export function readBundle(dir: string, opts: ReadBundleOptions = {}): BundleRea
 
   const manifest = readManifest(b, warnings);
   b.manifest = manifest;
+  // Output kept from a command that failed (a timeout, a partial dump) may be cut short.
+  for (const f of manifest?.files ?? []) {
+    if (f.file && b.has(f.file) && f.exitStatus !== undefined && f.exitStatus !== 0) {
+      warnings.push(`${b.path(f.file)}: written by \`${f.command}\`, which failed (${f.error ?? `exit ${f.exitStatus}`}): it may be incomplete`);
+    }
+  }
   const addresses = b.has(BUNDLE_FILES.ipAddr)
     ? guard('addresses', () => {
         const r = parseIpAddrJson(b.text(BUNDLE_FILES.ipAddr), b.path(BUNDLE_FILES.ipAddr));

@@ -145,6 +145,16 @@ describe('readBundle with broken files: a warning naming file and line, the rest
     expect(Object.keys(why).sort()).toEqual(['addresses', 'cluster', 'conntrack', 'ipset', 'ipvs', 'nat', 'routes']);
   });
 
+  it('warns that a file kept from a failed command may be incomplete', () => {
+    const dir = bundle({ 'iptables-save.txt': 'nat/iptables-1.21-legacy.v4.save' });
+    const manifest = { format: 'clbprobe-bundle/1', nodeName: 'n', hostname: 'n', startedAt: 'x', endedAt: 'x' };
+    const files = [{ file: 'iptables-save.txt', command: 'iptables-save', exitStatus: null, durationMs: 30000, error: 'timed out after 30000 ms' }];
+    writeFileSync(join(dir, 'manifest.json'), JSON.stringify({ ...manifest, files }));
+    expect(readBundle(dir).warnings).toEqual([
+      `${dir}/iptables-save.txt: written by \`iptables-save\`, which failed (timed out after 30000 ms): it may be incomplete`,
+    ]);
+  });
+
   it('a broken manifest is a warning; a missing directory is the one error', () => {
     const dir = bundle({ 'sysctl.txt': 'text/sysctl.txt' });
     writeFileSync(join(dir, 'manifest.json'), '{"format":');
