@@ -4,8 +4,6 @@
 import { Command, Option } from 'commander';
 import { hostname } from 'node:os';
 import type { Server } from 'node:http';
-import { Agent } from '../agent/agent.js';
-import { startEvidenceServer } from '../agent/evidence-server.js';
 import { createRegistry } from '../export/metrics.js';
 import { createMetricsServer, parseListen } from '../export/server.js';
 import { createLogger } from '../log.js';
@@ -43,6 +41,10 @@ export function parseSeconds(text: string, flag: string): number {
 }
 
 async function run(flags: AgentFlags): Promise<void> {
+  // Loaded here, not at start-up: the agent pulls in @kubernetes/client-node
+  // (~0.6 s) that the other subcommands do not need.
+  const { Agent } = await import('../agent/agent.js');
+  const { startEvidenceServer } = await import('../agent/evidence-server.js');
   const log = createLogger(flags.logLevel);
   const listen = (() => {
     try {

@@ -5,7 +5,7 @@ import { Command } from 'commander';
 import { hostname } from 'node:os';
 import { BundleDirError, readBundle } from '../bundle/read.js';
 import { loadClusterFile, ClusterFileError } from '../cluster/file.js';
-import { ClusterWatch } from '../cluster/watch.js';
+import type { ClusterWatch } from '../cluster/watch.js';
 import type { ClusterView } from '../cluster/types.js';
 import { Diagnosis, hasActive } from '../detect/index.js';
 import { diagnoseInputOf } from '../detect/input.js';
@@ -36,9 +36,12 @@ async function loadCluster(flags: DiagnoseFlags, nodeName: string): Promise<Clus
       throw e;
     }
   }
+  // Loaded on demand: @kubernetes/client-node costs ~0.6 s of start-up that
+  // --cluster-file and --from runs should not pay.
+  const { ClusterWatch: Watch } = await import('../cluster/watch.js');
   let watch: ClusterWatch;
   try {
-    watch = new ClusterWatch({ nodeName, ...(flags.kubeconfig ? { kubeconfig: flags.kubeconfig } : {}) });
+    watch = new Watch({ nodeName, ...(flags.kubeconfig ? { kubeconfig: flags.kubeconfig } : {}) });
   } catch (e) {
     throw new UserError(`diagnose: no cluster source: ${e instanceof Error ? e.message : String(e)}`);
   }
