@@ -7,15 +7,14 @@
 // in the status array, never thrown, so that callers can resync.
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
 #include <linux/netlink.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "addon.h"
+#include "netns.h"
 
 // Largest single datagram we accept. Dump datagrams are ~32 KiB; notifications
 // are small. A datagram larger than this is reported as truncated (EMSGSIZE).
@@ -32,39 +31,13 @@ static napi_value nl_open(napi_env env, napi_callback_info info) {
   if (argc < 1 || napi_get_value_int32(env, argv[0], &proto) != napi_ok)
     return throw_type(env, "nlOpen(protocol[, netnsPath])");
 
-  int orig_ns = -1, target_ns = -1;
-  if (argc >= 2) {
-    napi_valuetype t;
-    napi_typeof(env, argv[1], &t);
-    if (t == napi_string) {
-      char path[4096];
-      size_t len;
-      NAPI_CALL(env, napi_get_value_string_utf8(env, argv[1], path, sizeof path, &len));
-      target_ns = open(path, O_RDONLY | O_CLOEXEC);
-      if (target_ns < 0) return throw_errno(env, errno, "open netns");
-      orig_ns = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-      if (orig_ns < 0) {
-        int e = errno;
-        close(target_ns);
-        return throw_errno(env, e, "open own netns");
-      }
-      if (setns(target_ns, CLONE_NEWNET) < 0) {
-        int e = errno;
-        close(target_ns);
-        close(orig_ns);
-        return throw_errno(env, e, "setns");
-      }
-    }
-  }
+  netns_guard g;
+  const char *what = "netns";
+  int err = netns_enter(env, argc >= 2 ? argv[1] : NULL, &g, &what);
+  if (err) return throw_errno(env, err, what);
   int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, proto);
   int e = errno;
-  if (orig_ns >= 0) {
-    // Returning to our own namespace cannot reasonably fail; if it did, the
-    // thread would be in the wrong netns, which must not go unnoticed.
-    if (setns(orig_ns, CLONE_NEWNET) < 0) abort();
-    close(orig_ns);
-    close(target_ns);
-  }
+  netns_leave(&g);
   if (fd < 0) return throw_errno(env, e, "socket(AF_NETLINK)");
   return make_int(env, fd);
 }
