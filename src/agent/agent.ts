@@ -198,6 +198,7 @@ export class Agent {
       this.health.resynced('ipvs');
       this.ipvs = r.snapshot;
       if (r.snapshot) this.health.up('ipvs');
+      else if (r.status.notPresent) this.health.absent('ipvs', r.status.reason ?? 'not present');
       else this.health.down('ipvs', r.status.reason ?? 'unreadable');
     } catch (e) {
       this.health.down('ipvs', errText(e));

@@ -5,7 +5,7 @@ import type { Logger } from '../log.js';
 export type SourceName = 'addresses' | 'conntrack' | 'cluster' | 'nat' | 'ipvs' | 'capture';
 
 export class SourceHealth {
-  private readonly state = new Map<SourceName, { up: boolean; reason?: string }>();
+  private readonly state = new Map<SourceName, { up: boolean; reason?: string; absent?: boolean }>();
   readonly resyncs: Record<string, number> = {};
   readonly errors: Record<string, number> = {};
 
@@ -25,6 +25,16 @@ export class SourceHealth {
     if (was?.up !== false || was.reason !== reason) this.log.warn({ source, reason }, 'source down');
   }
 
+  /**
+   * The node has no such datapath (no IPVS in iptables mode): not a failure, so no error is counted
+   * and the source has no clbprobe_source_up series (an alert on it would page for nothing).
+   */
+  absent(source: SourceName, reason: string): void {
+    const was = this.state.get(source);
+    this.state.set(source, { up: false, reason, absent: true });
+    if (!was?.absent) this.log.info({ source, reason }, 'source not present on this node');
+  }
+
   resynced(source: SourceName): void {
     this.resyncs[source] = (this.resyncs[source] ?? 0) + 1;
   }
@@ -34,6 +44,8 @@ export class SourceHealth {
   }
 
   list(): { source: string; up: boolean }[] {
-    return [...this.state].map(([source, s]) => ({ source, up: s.up })).sort((a, b) => a.source.localeCompare(b.source));
+    return [...this.state]
+      .filter(([, s]) => !s.absent)
+      .map(([source, s]) => ({ source, up: s.up })).sort((a, b) => a.source.localeCompare(b.source));
   }
 }

@@ -28,10 +28,11 @@ const PERMISSION = new Set(['EPERM', 'EACCES']);
 
 export async function readIpvs(opts: ReadIpvsOptions = {}): Promise<IpvsReadResult> {
   const started = performance.now();
-  const status = (available: boolean, reason?: string): SourceStatus => ({
+  const status = (available: boolean, reason?: string, notPresent = false): SourceStatus => ({
     source: 'ipvs',
     available,
     ...(reason ? { reason } : {}),
+    ...(notPresent ? { notPresent } : {}),
     durationMs: Math.round((performance.now() - started) * 1000) / 1000,
   });
   const sock = openGenl(opts.netns);
@@ -39,7 +40,7 @@ export async function readIpvs(opts: ReadIpvsOptions = {}): Promise<IpvsReadResu
     const fam = await resolveFamily(sock, IPVS_GENL_NAME);
     if (!fam) {
       return {
-        status: status(false, 'IPVS: generic netlink family "IPVS" is not registered (kernel without IPVS, or ip_vs not loaded)'),
+        status: status(false, 'IPVS: generic netlink family "IPVS" is not registered (kernel without IPVS, or ip_vs not loaded)', true),
       };
     }
     const record = opts.onReply;
