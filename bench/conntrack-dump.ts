@@ -16,10 +16,15 @@ import { native } from '../src/native.js';
 
 const MAX_PATH = '/proc/sys/net/netfilter/nf_conntrack_max';
 
-function entryMessage(i: number): Buffer {
-  // 10.(i>>16).(i>>8).(i) : 1024 + (i % 60000) -> 10.200.0.1:80, reply from a "pod".
+/** The original destination of entry i (bench/agent points some at LB VIPs); by default 10.200.0.1:80. */
+export type Destination = (i: number) => { dst: Buffer; dport: number };
+const UNRELATED: Destination = () => ({ dst: Buffer.from([10, 200, 0, 1]), dport: 80 });
+
+/** A CT_NEW message for entry i (an ESTABLISHED TCP flow); unique per i below 2^23 for one destination. */
+export function entryMessage(i: number, to: Destination = UNRELATED): Buffer {
+  // 10.(i>>16).(i>>8).(i) : 1024 + (i % 60000) -> destination, reply from a "pod".
   const src = Buffer.from([10, 100 + ((i >> 16) & 0x7f), (i >> 8) & 0xff, i & 0xff]);
-  const dst = Buffer.from([10, 200, 0, 1]);
+  const { dst, dport } = to(i);
   const pod = Buffer.from([10, 244, (i >> 8) & 0xff, i & 0xff]);
   const sport = 1024 + (i % 60000);
   const w = new MessageWriter((C.NFNL_SUBSYS_CTNETLINK << 8) | C.IPCTNL_MSG_CT_NEW, NLM_F_REQUEST | NLM_F_CREATE)
@@ -31,7 +36,7 @@ function entryMessage(i: number): Buffer {
     w.beginNested(C.CTA_TUPLE_PROTO).attrU8(C.CTA_PROTO_NUM, 6).attrU16be(C.CTA_PROTO_SRC_PORT, sp);
     w.attrU16be(C.CTA_PROTO_DST_PORT, dp).endNested().endNested();
   };
-  tuple(C.CTA_TUPLE_ORIG, src, dst, sport, 80);
+  tuple(C.CTA_TUPLE_ORIG, src, dst, sport, dport);
   tuple(C.CTA_TUPLE_REPLY, pod, src, 8080, sport);
   w.attrU32be(C.CTA_STATUS, C.IPS_CONFIRMED | C.IPS_SEEN_REPLY | C.IPS_ASSURED | C.IPS_DST_NAT);
   w.attrU32be(C.CTA_TIMEOUT, 3600);
@@ -40,7 +45,7 @@ function entryMessage(i: number): Buffer {
 }
 
 /** Inserts n entries, many messages per datagram, without waiting for ACKs. */
-export function fill(netns: string, n: number): void {
+export function fill(netns: string, n: number, to?: Destination): void {
   const sock = NetlinkSocket.open(NETLINK_NETFILTER, { netns, rcvbuf: 64 << 20 });
   try {
     let batch: Buffer[] = [];
@@ -52,7 +57,7 @@ export function fill(netns: string, n: number): void {
       bytes = 0;
     };
     for (let i = 0; i < n; i++) {
-      const m = entryMessage(i);
+      const m = entryMessage(i, to);
       batch.push(m);
       bytes += m.length;
       if (bytes > 60_000) flush();
@@ -61,6 +66,13 @@ export function fill(netns: string, n: number): void {
   } finally {
     sock.close();
   }
+}
+
+/** nf_conntrack_max can only be set from the root namespace: raises it to fit n entries; returns what puts the old value back. */
+export function raiseConntrackMax(n: number): () => void {
+  const old = readFileSync(MAX_PATH, 'utf8').trim();
+  writeFileSync(MAX_PATH, String(Math.max(Number(old), n + 10_000)));
+  return () => writeFileSync(MAX_PATH, old);
 }
 
 /** The child side: dump + decode + summarise, print figures as JSON. */
@@ -104,15 +116,14 @@ async function main(): Promise<void> {
   const runs = Number(arg('--runs', '3'));
   if (process.getuid?.() !== 0) throw new Error('bench/conntrack-dump needs root (network namespaces, ctnetlink)');
 
-  const oldMax = readFileSync(MAX_PATH, 'utf8').trim();
   const ns = `cbl-bench${process.pid}`;
   execFileSync('ip', ['netns', 'add', ns]);
   const path = `/var/run/netns/${ns}`;
   const rows: string[] = [];
+  let restoreMax = (): void => {};
   try {
+    restoreMax = raiseConntrackMax(Math.max(...sizes));
     for (const n of sizes) {
-      const need = Math.max(Number(oldMax), n + 10_000);
-      writeFileSync(MAX_PATH, String(need));
       execFileSync('ip', ['netns', 'exec', ns, 'conntrack', '-F'], { stdio: 'ignore' });
       const tf = performance.now();
       fill(path, n);
@@ -135,7 +146,7 @@ async function main(): Promise<void> {
     }
   } finally {
     spawnSync('ip', ['netns', 'delete', ns]);
-    writeFileSync(MAX_PATH, oldMax);
+    restoreMax();
   }
   console.log(`conntrack dump + decode, median of ${runs} runs (ours: dump+decode+summary inside the process; process: incl. node start-up)`);
   for (const r of rows) console.log(r);
