@@ -101,9 +101,13 @@ export class ConntrackTable {
     return true;
   }
 
-  /** Drops entries the last dump did not see (their DESTROY was lost); no outcome is counted for them. */
+  /**
+   * Drops entries the last dump did not see: they ended and their DESTROY was lost (event
+   * overflow) or is still queued behind the dump. Either way the flow is over, so its outcome
+   * is counted now; a late DESTROY then finds nothing and counts nothing.
+   */
   endResync(): void {
-    for (const [id, k] of this.byId) if (k.generation !== this.generation) this.remove(id, false);
+    for (const [id, k] of this.byId) if (k.generation !== this.generation) this.remove(id, true);
   }
 
   /** An outbound entry to a VIP plus a return leg from a local source with the same socket. */

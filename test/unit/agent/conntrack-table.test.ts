@@ -55,14 +55,15 @@ describe('agent conntrack table', () => {
     expect([...t.outcomes.values()].map((o) => [o.svc.service, [...o.counts]])).toEqual([['web', [['loopback_pair', 1]]]]);
   });
 
-  it('a resync drops entries whose DESTROY was lost, without counting them', () => {
+  it('a resync drops entries whose DESTROY was lost and counts them as ended flows (no silent loss)', () => {
     const t = new ConntrackTable(index());
     t.upsert(out, 0);
+    t.upsert(back, 1);
     t.beginResync();
     t.upsert(back, 5);
     t.endResync();
     expect([...t.entries()].map((k) => k.entry.id)).toEqual([2]);
-    expect(t.outcomes.size).toBe(0);
+    expect([...t.outcomes.values()].map((o) => [o.svc.service, [...o.counts]])).toEqual([['web', [['loopback_pair', 1]]]]);
   });
 
   it('maps counter samples to the Service: NodePort wildcard and VIP', () => {
