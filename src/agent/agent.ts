@@ -77,6 +77,12 @@ export class Agent {
     this.ifname = o.ifname ?? (o.netns ? undefined : defaultRouteInterface());
   }
 
+  /** What counts the LB-path packets, e.g. "eBPF (tcx) on eth0", or why nothing does. */
+  get captureDescription(): string {
+    if (this.counter) return this.counter.description;
+    return `off (${this.o.capture === 'off' ? '--capture off' : (this.health.reasonOf('capture') ?? 'not started')})`;
+  }
+
   get ready(): boolean {
     return this.firstSync;
   }

@@ -39,6 +39,11 @@ export class SourceHealth {
     this.resyncs[source] = (this.resyncs[source] ?? 0) + 1;
   }
 
+  /** Why a source is down or absent; undefined while it is up. */
+  reasonOf(source: SourceName): string | undefined {
+    return this.state.get(source)?.reason;
+  }
+
   has(source: SourceName): boolean {
     return this.state.has(source);
   }

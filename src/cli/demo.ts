@@ -16,7 +16,8 @@ export function register(program: Command): void {
     .command('demo')
     .description(
       'Show LB loopback and its fix on this machine, in network namespaces it creates and removes:\n' +
-        'a client pod, a server pod, two nodes with kube-proxy rules, and an LB that does not SNAT.\n' +
+        'a client pod, a server pod, two nodes with kube-proxy rules, and an LB that does not SNAT;\n' +
+        'the clbprobe agent runs on node1 and its /metrics counters show the loop and its end.\n' +
         'Needs root (iproute2, iptables, ipset, conntrack). Touches nothing outside its namespaces.',
     )
     .option('--no-pause', 'run straight through instead of waiting for Enter between steps')
@@ -28,13 +29,14 @@ Examples:
   sudo clbprobe demo              step by step (Enter to continue, Ctrl-C to stop and clean up)
   sudo clbprobe demo --no-pause   the whole story at once, e.g. in CI
 
-Exit codes: 0 the loop was seen, diagnosed and fixed; 1 it was not; 2 errors (e.g. not root).`,
+Exit codes: 0 the loop was seen, diagnosed, counted and fixed; 1 it was not; 2 errors (e.g. not root).`,
     )
     .action(async (flags: DemoFlags) => {
       const onSignal = (sig: NodeJS.Signals): void => {
-        cleanUp();
-        process.stderr.write(`clbprobe demo: ${sig}: lab removed\n`);
-        process.exit(128 + (sig === 'SIGINT' ? 2 : 15));
+        void cleanUp().finally(() => {
+          process.stderr.write(`clbprobe demo: ${sig}: lab removed\n`);
+          process.exit(128 + (sig === 'SIGINT' ? 2 : 15));
+        });
       };
       process.once('SIGINT', onSignal);
       process.once('SIGTERM', onSignal);
@@ -44,7 +46,7 @@ Exit codes: 0 the loop was seen, diagnosed and fixed; 1 it was not; 2 errors (e.
           throw new UserError('demo: --netns-prefix must be 1-12 of a-z 0-9 - starting with a letter');
         }
         const o = await runDemo({ prefix: flags.netnsPrefix, pause: flags.pause, color: wantColor(process.stdout), out: process.stdout });
-        process.exitCode = o.loopSeen && o.loopDiagnosed && o.fixed ? EXIT_OK : EXIT_FINDING;
+        process.exitCode = o.loopSeen && o.loopDiagnosed && o.counted && o.fixed ? EXIT_OK : EXIT_FINDING;
       } catch (e) {
         fail(e);
       } finally {

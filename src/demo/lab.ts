@@ -10,7 +10,7 @@
 // Everything lives in namespaces whose names start with the caller's prefix;
 // destroy() removes them all. `clbprobe demo` and test/lab use it
 // (test/support/lab.ts re-exports it with the tests' prefix).
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Netns, vethPair } from './netns.js';
@@ -263,8 +263,17 @@ function connectFrom(pod: Netns, timeoutMs: number): Promise<string> {
     const t=setTimeout(()=>{console.log('timeout');process.exit(0)},${timeoutMs});
     s.on('data',(b)=>d+=b);s.on('end',()=>{console.log('connected '+d);process.exit(0)});
     s.on('error',(e)=>{console.log(e.code);process.exit(0)});`;
+  // Asynchronous, so that an agent running in this process keeps reading its events meanwhile.
   return new Promise((resolve) => {
-    const r = spawnSync('ip', ['netns', 'exec', pod.name, process.execPath, '-e', js], { encoding: 'utf8', timeout: timeoutMs + 5000 });
-    resolve((r.stdout || r.stderr).trim());
+    const p = spawn('ip', ['netns', 'exec', pod.name, process.execPath, '-e', js], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    const kill = setTimeout(() => p.kill('SIGKILL'), timeoutMs + 5000);
+    p.stdout.on('data', (b: Buffer) => (out += b));
+    p.stderr.on('data', (b: Buffer) => (err += b));
+    p.once('close', () => {
+      clearTimeout(kill);
+      resolve((out || err).trim());
+    });
   });
 }

@@ -3,8 +3,10 @@
 // the diagnosis that names the mechanism with its evidence and fix, the fix
 // applied (externalTrafficPolicy=Cluster: kube-proxy masquerades pod→LB-IP
 // traffic, so the LB's anti-loopback sends it elsewhere), and the proof that
-// it is gone. The diagnosis is the same code as `clbprobe diagnose --netns`.
-import { mkdtempSync, rmSync } from 'node:fs';
+// it is gone. The diagnosis is the same code as `clbprobe diagnose --netns`;
+// the agent on node1 is the same code as `clbprobe agent`, and its counters
+// are read from its /metrics as Prometheus would.
+import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline/promises';
@@ -12,6 +14,7 @@ import { runLive } from '../cli/diagnose.js';
 import { hasActive } from '../detect/index.js';
 import { renderText } from '../detect/render.js';
 import type { Finding } from '../detect/types.js';
+import { startDemoAgent, type DemoAgent, type Sample } from './agent.js';
 import { LAB, createLoopLab, type LoopLab } from './lab.js';
 
 export interface DemoOptions {
@@ -27,16 +30,21 @@ export interface DemoOptions {
 export interface DemoOutcome {
   loopSeen: boolean;
   loopDiagnosed: boolean;
+  /** The agent's loop_return counter rose while the connects looped and stood still after the fix. */
+  counted: boolean;
   fixed: boolean;
 }
 
 const CONNECT_TIMEOUT_MS = 2000;
 
 /** The lab being run, so a signal handler can tear it down. */
-let running: { lab?: LoopLab; dir?: string } = {};
+let running: { lab?: LoopLab; dir?: string; agent?: DemoAgent } = {};
 
 /** Removes whatever the demo has built so far; safe to call twice and from a signal handler. */
-export function cleanUp(): void {
+export async function cleanUp(): Promise<void> {
+  const { agent } = running;
+  running.agent = undefined;
+  await agent?.stop().catch(() => undefined);
   running.lab?.destroy();
   if (running.dir) rmSync(running.dir, { recursive: true, force: true });
   running = {};
@@ -62,44 +70,117 @@ export async function runDemo(opts: DemoOptions): Promise<DemoOutcome> {
     say(`  node1   ${lab.node.name}: kube-proxy rules for Service lab/web (type LoadBalancer, externalTrafficPolicy=Local)`);
     say(`  pods    client ${LAB.clientPod} (${lab.pod.name}), server ${LAB.serverPod}:${LAB.serverPort} (${lab.server.name}), both on node1`);
 
-    await step(1, `The client pod connects to the Service's LB IP ${LAB.vip}:${LAB.port}`);
-    const first = await lab.connect(CONNECT_TIMEOUT_MS);
-    const loopSeen = first === 'timeout';
-    say(`  result: ${first}`);
+    await step(1, 'Start the clbprobe agent on node1 (what the DaemonSet runs on every node)');
+    // The agent's view of the cluster: one file, rewritten when the Service changes (as a watch would see it).
+    const clusterFile = join(running.dir, 'cluster.json');
+    copyFileSync(lab.writeClusterFile(running.dir), clusterFile);
+    const agent = await startDemoAgent(lab, clusterFile);
+    running.agent = agent;
+    say(`  counting LB-path packets with ${agent.counting}; conntrack events, NAT rules and the Service from the cluster file`);
+    say(`  metrics: ${agent.metricsUrl}`);
+    let last = await agent.scrape();
+    say(indent(metricLines(last, last)));
+
+    await step(2, `The client pod connects to the Service's LB IP ${LAB.vip}:${LAB.port} (${CONNECTS} times)`);
+    const first = await connectAll(lab);
+    const loopSeen = first.every((r) => r === 'timeout');
+    say(`  results: ${first.join(', ')}`);
     if (loopSeen) {
-      say('  The SYN left node1 with the pod as source (ETP=Local: no masquerade), the LB sent it back to node1\'s');
+      say('  Each SYN left node1 with the pod as source (ETP=Local: no masquerade), the LB sent it back to node1\'s');
       say('  NodePort, node1 DNATed it to the server pod next door, and the server\'s SYN-ACK went straight to the');
       say('  client from the pod IP, not from the VIP: the client drops it and the connect hangs.');
     }
+    say(`  The agent's counters (${agent.metricsUrl}):`);
+    const looped = await settle(agent, (s) => value(s, 'loop_return') > value(last, 'loop_return'));
+    say(indent(metricLines(looped, last)));
+    const loopCounted = value(looped, 'loop_return') > value(last, 'loop_return');
+    last = looped;
 
-    await step(2, 'clbprobe diagnose on node1 (same code as `clbprobe diagnose --netns NODE1`)');
+    await step(3, 'clbprobe diagnose on node1 (same code as `clbprobe diagnose --netns NODE1`)');
     const before = await diagnose(lab, running.dir);
     say(indent(renderText(before, { color: opts.color, nodeName: LAB.node1Name })));
     const loopDiagnosed = before.findings.some((f) => f.mechanism === 'L4-loop' && f.severity === 'active');
+    for (const w of agent.warnings().filter((l) => l.msg === 'finding raised')) say(`  agent log: ${JSON.stringify(w)}`);
 
-    await step(3, 'The fix: externalTrafficPolicy=Cluster on lab/web');
+    await step(4, 'The fix: externalTrafficPolicy=Cluster on lab/web');
     lab.setEtp('Cluster');
+    copyFileSync(lab.writeClusterFile(running.dir), clusterFile);
     say('  node1 now runs kube-proxy\'s ETP=Cluster rules: pod->LB-IP traffic is masqueraded to the node address');
     say(`  (KUBE-EXT -> KUBE-MARK-MASQ; ${LAB.vip} left KUBE-LOAD-BALANCER-LOCAL), so the LB sees node1 as the source`);
     say('  and sends the connection to another backend. node1\'s old conntrack entries were flushed.');
+    await agent.resync();
+    say('  The agent re-read the Service and the NAT rules (in a cluster: the Service watch at once, NAT every');
+    say('  --resync-interval, 60 s by default).');
 
-    await step(4, `The client pod connects to ${LAB.vip}:${LAB.port} again`);
-    const second = await lab.connect(CONNECT_TIMEOUT_MS);
-    say(`  result: ${second}`);
-    if (second === 'connected node2') say('  The LB sent it to node2 (its other backend), which answered: no loop.');
+    await step(5, `The client pod connects to ${LAB.vip}:${LAB.port} again (${CONNECTS} times)`);
+    const second = await connectAll(lab);
+    say(`  results: ${second.join(', ')}`);
+    if (second.every((r) => r === 'connected node2')) say('  The LB sent them to node2 (its other backend), which answered: no loop.');
+    const after = await settle(agent, (s) => value(s, 'to_lb') > value(last, 'to_lb') && !activeGauge(s));
+    say('  The counters: to_lb keeps rising, loop_return stands still, no active finding:');
+    say(indent(metricLines(after, last)));
+    const loopStopped = value(after, 'loop_return') === value(last, 'loop_return') && value(after, 'to_lb') > value(last, 'to_lb');
 
-    await step(5, 'clbprobe diagnose on node1 again');
-    const after = await diagnose(lab, running.dir);
-    say(indent(renderText(after, { color: opts.color, nodeName: LAB.node1Name })));
-    const fixed = second.startsWith('connected') && !hasActive(after.findings);
+    await step(6, 'clbprobe diagnose on node1 again');
+    const diag = await diagnose(lab, running.dir);
+    say(indent(renderText(diag, { color: opts.color, nodeName: LAB.node1Name })));
+    const fixed = second.every((r) => r.startsWith('connected')) && !hasActive(diag.findings) && !activeGauge(after);
 
+    const outcome = { loopSeen, loopDiagnosed, counted: loopCounted && loopStopped, fixed };
     say();
-    say(verdict({ loopSeen, loopDiagnosed, fixed }, after.findings));
-    return { loopSeen, loopDiagnosed, fixed };
+    say(verdict(outcome, diag.findings));
+    return outcome;
   } finally {
-    cleanUp();
+    await cleanUp();
     say('Lab removed (all its network namespaces and processes).');
   }
+}
+
+const CONNECTS = 3;
+
+/** CONNECTS connects at once from the client pod; each 'timeout', 'connected NAME' or an errno. */
+function connectAll(lab: LoopLab): Promise<string[]> {
+  return Promise.all(Array.from({ length: CONNECTS }, () => lab.connect(CONNECT_TIMEOUT_MS)));
+}
+
+/** Scrapes until `done` holds (the counters are read at scrape time, conntrack events take a moment) or 3 s pass. */
+async function settle(agent: DemoAgent, done: (s: Sample[]) => boolean): Promise<Sample[]> {
+  const until = Date.now() + 3000;
+  for (;;) {
+    const s = await agent.scrape();
+    if (done(s) || Date.now() > until) return s;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+const isWeb = (x: Sample): boolean => x.labels.namespace === 'lab' && x.labels.service === 'web';
+
+function value(samples: Sample[], kind: string): number {
+  return samples.find((x) => x.name === 'clbprobe_lb_path_packets_total' && isWeb(x) && x.labels.kind === kind)?.value ?? 0;
+}
+
+function activeGauge(samples: Sample[]): boolean {
+  return samples.some((x) => x.name === 'clbprobe_findings_active' && isWeb(x) && x.labels.severity === 'active' && x.value > 0);
+}
+
+const SHOWN = ['clbprobe_lb_path_packets_total', 'clbprobe_conntrack_flows_total', 'clbprobe_conntrack_entries', 'clbprobe_findings_active'];
+
+/** lab/web's series, counters with their rise since `prev`. */
+function metricLines(now: Sample[], prev: Sample[]): string {
+  const key = (x: Sample) => `${x.name}{${Object.entries(x.labels).map(([k, v]) => `${k}="${v}"`).join(',')}}`;
+  const was = new Map(prev.map((x) => [key(x), x.value]));
+  const lines = now
+    .filter((x) => isWeb(x) && SHOWN.includes(x.name))
+    .sort((a, b) => SHOWN.indexOf(a.name) - SHOWN.indexOf(b.name))
+    .map((x) => {
+      const labels = Object.entries(x.labels)
+        .filter(([k]) => !['namespace', 'service', 'protocol'].includes(k))
+        .map(([k, v]) => `${k}="${v}"`)
+        .join(',');
+      const rise = x.name.endsWith('_total') ? x.value - (was.get(key(x)) ?? 0) : 0;
+      return `${`${x.name}{${labels}}`.padEnd(72)} ${String(x.value).padStart(4)}${rise ? `  (+${rise})` : ''}`;
+    });
+  return lines.length ? `lab/web:\n${lines.map((l) => `  ${l}`).join('\n')}` : 'lab/web: no series yet';
 }
 
 async function diagnose(lab: LoopLab, dir: string): ReturnType<typeof runLive> {
@@ -111,10 +192,13 @@ function indent(text: string): string {
 }
 
 function verdict(o: DemoOutcome, after: Finding[]): string {
-  if (o.loopSeen && o.loopDiagnosed && o.fixed) return 'Result: loop detected (L4-loop, active) and fixed (connect works, no active finding).';
+  if (o.loopSeen && o.loopDiagnosed && o.counted && o.fixed) {
+    return 'Result: loop detected (L4-loop, active; loop_return counted) and fixed (connects work, loop_return stopped, no active finding).';
+  }
   const why = [
-    o.loopSeen ? '' : 'the first connect did not loop',
+    o.loopSeen ? '' : 'the first connects did not loop',
     o.loopDiagnosed ? '' : 'diagnose did not report an active L4-loop',
+    o.counted ? '' : "the agent's loop_return counter did not rise with the loop and stop after the fix",
     o.fixed ? '' : `after the fix: ${after.filter((f) => f.severity === 'active').map((f) => f.mechanism).join(', ') || 'the connect still failed'}`,
   ].filter(Boolean);
   return `Result: the demo did not go as expected: ${why.join('; ')}.`;

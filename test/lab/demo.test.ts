@@ -1,6 +1,7 @@
 // `clbprobe demo` end to end (compiled CLI, real kernel): the loop is seen,
-// diagnosed and fixed, and the lab leaves no namespace behind, also when the
-// demo is interrupted with Ctrl-C (SIGINT) half-way.
+// counted by the agent (read back from its /metrics), diagnosed and fixed, and
+// the lab leaves no namespace behind, also when the demo is interrupted with
+// Ctrl-C (SIGINT) half-way.
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -26,7 +27,7 @@ describe.skipIf(!isRoot)('clbprobe demo (compiled CLI, real kernel)', () => {
   });
   afterAll(deleteLeftovers);
 
-  it('shows the loop, diagnoses it as L4-loop with evidence, fixes it, and removes its namespaces', () => {
+  it('shows the loop, counts and diagnoses it as L4-loop with evidence, fixes it, and removes its namespaces', () => {
     const r = spawnSync(process.execPath, [CLI, 'demo', '--no-pause', '--netns-prefix', PREFIX], {
       encoding: 'utf8',
       timeout: 60_000,
@@ -35,17 +36,29 @@ describe.skipIf(!isRoot)('clbprobe demo (compiled CLI, real kernel)', () => {
     expect(r.stderr).toBe('');
     expect(r.status).toBe(0);
     const out = r.stdout;
-    // Step 1 loops, step 2 names it with both conntrack legs, step 4 connects, step 5 has nothing active.
-    expect(out).toMatch(/1\. The client pod connects[^\n]*\n {2}result: timeout\n/);
+    // Step 1 starts the agent with zeroed counters, step 2 loops and the agent counts it, step 3 names it
+    // with both conntrack legs, step 5 connects and loop_return stands still, step 6 has nothing active.
+    const counter = (step: string, kind: string): RegExpMatchArray | null =>
+      new RegExp(`clbprobe_lb_path_packets_total\\{port="80",kind="${kind}"\\} +(\\d+)(?: +\\(\\+(\\d+)\\))?`).exec(step);
+    const steps = out.split(/\n(?=\d\. )/);
+    expect(steps[1]).toMatch(/^1\. Start the clbprobe agent on node1[\s\S]*counting LB-path packets with (eBPF|pcap)/);
+    expect(counter(steps[1]!, 'loop_return')?.[1]).toBe('0');
+    expect(steps[2]).toMatch(/^2\. The client pod connects[^\n]*\n {2}results: timeout, timeout, timeout\n/);
+    const looped = counter(steps[2]!, 'loop_return');
+    expect(Number(looped?.[1])).toBeGreaterThanOrEqual(3);
+    expect(steps[2]).toMatch(/clbprobe_findings_active\{port="80",mechanism="L4-loop",severity="active"\} +1/);
+    expect(steps[5]).toMatch(/^5\. The client pod connects[^\n]*\n {2}results: connected node2, connected node2, connected node2\n/);
+    expect(counter(steps[5]!, 'loop_return')?.slice(1, 3)).toEqual([looped![1], undefined]);
+    expect(Number(counter(steps[5]!, 'to_lb')?.[2])).toBeGreaterThanOrEqual(3);
+    expect(steps[5]).not.toContain('severity="active"');
     expect(out).toMatch(/ACTIVE L4-loop +TCP 80 \(http\)/);
     expect(out).toContain('conntrack outbound: tcp');
     expect(out).toContain('conntrack return leg from the uplink: tcp');
     expect(out).toMatch(/fix: .*externalTrafficPolicy: Cluster/s);
-    expect(out).toMatch(/4\. The client pod connects[^\n]*\n {2}result: connected node2\n/);
-    const afterFix = out.slice(out.indexOf('5. clbprobe diagnose'));
+    const afterFix = out.slice(out.indexOf('6. clbprobe diagnose'));
     expect(afterFix).toContain('0 active');
     expect(afterFix).not.toContain('ACTIVE');
-    expect(out).toContain('Result: loop detected (L4-loop, active) and fixed');
+    expect(out).toContain('Result: loop detected (L4-loop, active; loop_return counted) and fixed');
     expect(leftovers()).toEqual([]);
   });
 
@@ -59,7 +72,7 @@ describe.skipIf(!isRoot)('clbprobe demo (compiled CLI, real kernel)', () => {
     await new Promise<void>((resolve) =>
       child.stdout.on('data', (b: Buffer) => {
         out += b;
-        if (out.includes('1. The client pod connects')) resolve();
+        if (out.includes('2. The client pod connects')) resolve();
       }),
     );
     expect(leftovers().length).toBeGreaterThan(0);

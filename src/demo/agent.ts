@@ -1,0 +1,91 @@
+// The demo's agent: the same Agent class and /metrics server that
+// `clbprobe agent` runs in a DaemonSet pod, here reading node1's namespace,
+// counting on node1's uplink, and serving /metrics on a loopback port. The
+// demo reads its numbers back through HTTP, as Prometheus would.
+import { Writable } from 'node:stream';
+import type { AddressInfo } from 'node:net';
+import pino from 'pino';
+import { createRegistry } from '../export/metrics.js';
+import { createMetricsServer } from '../export/server.js';
+import { LAB, type LoopLab } from './lab.js';
+
+/** One sample line of the exposition format: name, labels, value. */
+export interface Sample {
+  name: string;
+  labels: Record<string, string>;
+  value: number;
+}
+
+/** Parses the samples of a Prometheus text exposition (comments and blank lines skipped). */
+export function parseSamples(text: string): Sample[] {
+  const out: Sample[] = [];
+  for (const line of text.split('\n')) {
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
+    if (!m) continue;
+    const labels: Record<string, string> = {};
+    for (const l of (m[2] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) labels[l[1]!] = l[2]!;
+    out.push({ name: m[1]!, labels, value: Number(m[3]) });
+  }
+  return out;
+}
+
+export interface DemoAgent {
+  /** e.g. "eBPF (tcx) on eth0", or why the counters are off. */
+  readonly counting: string;
+  readonly metricsUrl: string;
+  /** The current /metrics samples of lab/web (and the agent-wide ones). */
+  scrape(): Promise<Sample[]>;
+  /** The agent's warn-level log lines so far ("finding raised", ...), as JSON objects. */
+  warnings(): Record<string, unknown>[];
+  /** Re-reads NAT, addresses, conntrack and the cluster file now (the periodic resync, brought forward). */
+  resync(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export async function startDemoAgent(lab: LoopLab, clusterFile: string): Promise<DemoAgent> {
+  // Loaded on demand: the agent pulls in the Kubernetes client, which the other demo steps do not need.
+  const { Agent } = await import('../agent/agent.js');
+  const logged: string[] = [];
+  const sink = new Writable({ write: (chunk, _enc, cb) => (logged.push(String(chunk)), cb()) });
+  const agent = new Agent({
+    nodeName: LAB.node1Name,
+    version: 'demo',
+    log: pino({ level: 'warn' }, sink),
+    netns: lab.node.path,
+    ifname: 'eth0',
+    capture: 'auto',
+    clusterFile,
+    clusterApi: false,
+    resyncIntervalS: 3600,
+  });
+  const registry = createRegistry(() => agent.exportState(), { maxServicePorts: 100, processMetrics: false });
+  const http = createMetricsServer({ registry, ready: () => agent.ready });
+  await new Promise<void>((resolve, reject) => {
+    http.once('error', reject);
+    http.listen(0, '127.0.0.1', () => resolve());
+  });
+  const metricsUrl = `http://127.0.0.1:${(http.address() as AddressInfo).port}/metrics`;
+  try {
+    await agent.start();
+  } catch (e) {
+    http.close();
+    await agent.stop();
+    throw e;
+  }
+  return {
+    counting: agent.captureDescription,
+    metricsUrl,
+    async scrape() {
+      const res = await fetch(metricsUrl);
+      if (!res.ok) throw new Error(`${metricsUrl}: HTTP ${res.status}`);
+      return parseSamples(await res.text());
+    },
+    warnings: () => logged.map((l) => JSON.parse(l) as Record<string, unknown>),
+    resync: () => agent.resync(),
+    async stop() {
+      http.closeAllConnections();
+      http.close();
+      await agent.stop();
+    },
+  };
+}
