@@ -8,6 +8,7 @@ import { parseServiceRef, type EvidenceLine, type EvidenceRequest, type ServiceA
 import { capture, type CaptureResult } from '../capture/evidence.js';
 import { DEFAULT_EVIDENCE_SOCKET, parseSeconds } from './agent.js';
 import { UserError, fail } from './errors.js';
+import { textLine } from './evidence-text.js';
 
 interface EvidenceFlags {
   service: string;
@@ -17,7 +18,23 @@ interface EvidenceFlags {
   json?: boolean;
   socket: string;
   allNodes?: boolean;
+  kubeconfig?: string;
+  agentNamespace: string;
+  agentSelector: string;
+  container: string;
+  node?: string[];
+  concurrency: string;
+  timeout?: string;
 }
+
+/** Defaults that match deploy/daemonset.yaml (test/unit/remote checks they still do). */
+export const AGENT_DEFAULTS = { namespace: 'clbprobe', selector: 'app.kubernetes.io/name=clbprobe', container: 'agent' } as const;
+
+/** Flags that only mean something with --all-nodes. */
+const REMOTE_ONLY = ['kubeconfig', 'agentNamespace', 'agentSelector', 'container', 'node', 'concurrency', 'timeout'] as const;
+
+/** --node a --node b,c → [a, b, c]. */
+const collectNodes = (v: string, prev: string[] = []): string[] => [...prev, ...v.split(',').map((n) => n.trim()).filter(Boolean)];
 
 /** A pcap filter for everything of the Service: its VIPs, NodePorts and endpoints. */
 export function pcapFilter(s: ServiceAddresses): string {
@@ -29,26 +46,35 @@ export function pcapFilter(s: ServiceAddresses): string {
   return parts.length ? parts.join(' or ') : 'ip proto 255';
 }
 
-function textLine(l: EvidenceLine): string {
-  switch (l.type) {
-    case 'service':
-      return `# ${l.service.namespace}/${l.service.name} on ${l.node}: VIPs ${l.service.vips.join(', ') || '-'}; ports ${l.service.ports
-        .map((p) => `${p.port}/${p.protocol}${p.nodePort ? ` (NodePort ${p.nodePort})` : ''}`)
-        .join(', ')}; endpoints ${l.service.endpoints.map((e) => `${e.address}${e.port ? `:${e.port}` : ''}`).join(', ') || '-'}`;
-    case 'entry':
-      return `${l.firstSeen} ${l.class.padEnd(13)} ${l.live ? 'new  ' : 'now  '}${l.line}`;
-    case 'end':
-      return `# ${l.entries} entries`;
-    case 'error':
-      return `# error: ${l.message}`;
+async function runAllNodes(flags: EvidenceFlags): Promise<number> {
+  if (flags.pcap) {
+    throw new UserError(
+      'evidence --all-nodes --pcap: not supported (a capture stays on its node); pick the node with --all-nodes first, then run ' +
+        '`kubectl -n clbprobe exec POD -c agent -- node /app/dist/src/cli/main.js evidence --service NS/NAME --watch 30s --pcap /tmp/x.pcap` ' +
+        'and `kubectl cp clbprobe/POD:/tmp/x.pcap x.pcap -c agent`',
+    );
   }
+  const concurrency = Number(flags.concurrency);
+  if (!Number.isInteger(concurrency) || concurrency < 1) throw new UserError(`--concurrency: expected a positive integer, not ${JSON.stringify(flags.concurrency)}`);
+  const watchS = flags.watch ? parseSeconds(flags.watch, '--watch') : 0;
+  const { runAllNodes: fanOut } = await import('./evidence-remote.js');
+  return fanOut({
+    service: flags.service,
+    ...(flags.port ? { port: Number(flags.port) } : {}),
+    watchS,
+    json: Boolean(flags.json),
+    ...(flags.kubeconfig ? { kubeconfig: flags.kubeconfig } : {}),
+    namespace: flags.agentNamespace,
+    selector: flags.agentSelector,
+    container: flags.container,
+    ...(flags.node?.length ? { nodes: flags.node } : {}),
+    concurrency,
+    timeoutS: flags.timeout ? parseSeconds(flags.timeout, '--timeout') : watchS + 30,
+    write: (text) => process.stdout.write(text),
+  });
 }
 
 async function run(flags: EvidenceFlags): Promise<void> {
-  if (flags.allNodes) {
-    throw new UserError('evidence --all-nodes: not implemented yet; run `kubectl exec` into the agent pod of each node and call `clbprobe evidence` there');
-  }
-  parseServiceRef(flags.service);
   const watchS = flags.watch ? parseSeconds(flags.watch, '--watch') : flags.pcap ? 30 : 0;
   const req: EvidenceRequest = { service: flags.service, ...(flags.port ? { port: Number(flags.port) } : {}), ...(watchS ? { watchS } : {}) };
   const sock = createConnection(flags.socket);
@@ -75,31 +101,62 @@ async function run(flags: EvidenceFlags): Promise<void> {
   }
 }
 
+/** Usage checks common to both modes; throws UserError (exit 2). */
+function checkFlags(flags: EvidenceFlags, cmd: Command): void {
+  try {
+    parseServiceRef(flags.service);
+  } catch (e) {
+    throw new UserError((e as Error).message);
+  }
+  if (flags.port !== undefined && !/^\d{1,5}$/.test(flags.port)) throw new UserError(`--port: expected a port number, not ${JSON.stringify(flags.port)}`);
+  if (!flags.allNodes) {
+    const stray = REMOTE_ONLY.find((k) => cmd.getOptionValueSource(k) === 'cli');
+    if (stray) throw new UserError(`--${stray.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} needs --all-nodes`);
+  }
+}
+
 export function register(program: Command): void {
   program
     .command('evidence')
     .description(
       "Show a Service's conntrack entries on this node (its LB VIPs, NodePorts and endpoints), classified as\n" +
-        'loopback_pair, not_snated, unreplied or healthy, from the local agent over its Unix socket.',
+        'loopback_pair, not_snated, unreplied or healthy, from the local agent over its Unix socket.\n' +
+        'With --all-nodes, from a workstation: the same from every node, through the Kubernetes API (an exec into\n' +
+        "each agent pod, like kubectl exec: needs list pods and create pods/exec in the agent namespace, see\n" +
+        'deploy/oncall-rbac.yaml). Exit code with --all-nodes: 0 every node answered, 1 some did not (each is\n' +
+        'reported, the others still answer), 2 usage or API errors.',
     )
     .requiredOption('--service <ns/name>', 'the Service, NAMESPACE/NAME')
     .option('--port <port>', 'only this Service port')
     .option('--watch <dur>', 'keep streaming new entries for this long (e.g. 30s, 2m)')
-    .option('--pcap <file>', "also capture the Service's packets for the window (default 30s) into FILE")
-    .option('--json', 'one JSON object per line')
+    .option('--pcap <file>', "also capture the Service's packets for the window (default 30s) into FILE (this node only)")
+    .option('--json', 'one JSON object per line (with --all-nodes each carries "node" and "pod")')
     .option('--socket <path>', "the agent's evidence socket", DEFAULT_EVIDENCE_SOCKET)
-    .option('--all-nodes', 'fan out to every node through the Kubernetes API (not implemented yet)')
+    .option('--all-nodes', 'ask every node (or --node ones) through the Kubernetes API')
+    .option('--kubeconfig <file>', 'with --all-nodes: kubeconfig (default: KUBECONFIG, ~/.kube/config, in-cluster)')
+    .option('--node <names>', 'with --all-nodes: only these nodes (repeat or comma-separate)', collectNodes)
+    .option('--agent-namespace <ns>', "the agent pods' namespace", AGENT_DEFAULTS.namespace)
+    .option('--agent-selector <labels>', 'label selector of the agent pods', AGENT_DEFAULTS.selector)
+    .option('--container <name>', 'the agent container in those pods', AGENT_DEFAULTS.container)
+    .option('--concurrency <n>', 'nodes asked at the same time', '10')
+    .option('--timeout <dur>', 'per-node limit (default: --watch + 30s)')
     .addHelpText(
       'after',
       `
 Examples:
-  clbprobe evidence --service shop/web
+  clbprobe evidence --service shop/web                          on a node (root), from the local agent
   clbprobe evidence --service shop/web --port 443 --watch 30s --pcap /tmp/web.pcap
-  kubectl -n clbprobe exec ds/clbprobe -- clbprobe evidence --service shop/web --json`,
+  clbprobe evidence --all-nodes --service shop/web              every node, from a workstation
+  clbprobe evidence --all-nodes --service shop/web --node node-7,node-9 --watch 1m --json
+  kubectl -n clbprobe exec POD -c agent -- node /app/dist/src/cli/main.js evidence --service shop/web --json`,
     )
-    .action(async (flags: EvidenceFlags) => {
+    .action(async (flags: EvidenceFlags, cmd: Command) => {
       try {
-        await run(flags);
+        checkFlags(flags, cmd);
+        if (!flags.allNodes) return await run(flags);
+        const code = await runAllNodes(flags);
+        // Exit now: sockets the API client keeps alive must not hold the command open.
+        process.stdout.write('', () => process.exit(code));
       } catch (e) {
         fail(e);
       }

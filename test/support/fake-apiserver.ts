@@ -6,11 +6,24 @@
 //   DELETED, BOOKMARK, ERROR) from resourceVersion, with timeoutSeconds;
 //   a resourceVersion older than the compacted history gets an ERROR event
 //   with a 410 Expired Status, as the real API server sends it.
+// - the namespaced form of each collection (/api/v1/namespaces/NS/pods), and
+//   labelSelector (k=v, k==v, k!=v, k, !k; comma = and) on lists and watches.
+// - POST-less pod exec, as the real API server does it: a WebSocket upgrade of
+//   GET /api/v1/namespaces/NS/pods/NAME/exec?command=..&container=..&stdout=true,
+//   subprotocol v5/v4.channel.k8s.io, output frames on channels 1/2 and a
+//   metav1.Status on channel 3 (Success, or Failure/NonZeroExitCode with the
+//   code in details.causes), then a normal close. The test supplies the process
+//   to run (onExec); refusals are the API server's: 401, 403 per pod
+//   (forbidExec), 404 unknown pod, 400 wrong container / pod not running.
 // It can be stopped (all connections cut) and started again on the same port.
+import type { ChildProcess } from 'node:child_process';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
+import { constants } from 'node:os';
+import type { Duplex } from 'node:stream';
+import { WebSocketServer, type WebSocket } from 'ws';
 
-export type ResourceName = 'services' | 'endpointslices' | 'ingresses' | 'nodes';
+export type ResourceName = 'services' | 'endpointslices' | 'ingresses' | 'nodes' | 'pods';
 
 interface ResourceType {
   path: string;
@@ -24,7 +37,38 @@ export const RESOURCES: Record<ResourceName, ResourceType> = {
   endpointslices: { path: '/apis/discovery.k8s.io/v1/endpointslices', kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', namespaced: true },
   ingresses: { path: '/apis/networking.k8s.io/v1/ingresses', kind: 'Ingress', apiVersion: 'networking.k8s.io/v1', namespaced: true },
   nodes: { path: '/api/v1/nodes', kind: 'Node', apiVersion: 'v1', namespaced: false },
+  pods: { path: '/api/v1/pods', kind: 'Pod', apiVersion: 'v1', namespaced: true },
 };
+
+/** Which objects a list or watch asked for. */
+interface Selector {
+  name?: string;
+  namespace?: string;
+  labels?: LabelRequirement[];
+}
+
+interface LabelRequirement {
+  key: string;
+  op: '=' | '!=' | 'exists' | '!exists';
+  value?: string;
+}
+
+/** One exec the client asked for, as the API server parsed it. */
+export interface ExecCall {
+  namespace: string;
+  pod: string;
+  container: string;
+  command: string[];
+  /** The negotiated subprotocol. */
+  protocol: string;
+  query: Record<string, string[]>;
+}
+
+/** Starts the process an exec runs; its stdout/stderr/exit become frames. */
+export type ExecRunner = (call: ExecCall) => ChildProcess;
+
+/** Subprotocols whose channel 3 is a JSON Status, in the API server's preference order. */
+const EXEC_PROTOCOLS = ['v5.channel.k8s.io', 'v4.channel.k8s.io'];
 
 type Obj = { metadata: { name: string; namespace?: string; resourceVersion?: string; [k: string]: unknown }; [k: string]: unknown };
 type EventType = 'ADDED' | 'MODIFIED' | 'DELETED';
@@ -37,7 +81,7 @@ interface StoredEvent {
 
 interface Watcher {
   resource: ResourceName;
-  nameSelector?: string;
+  sel: Selector;
   res: ServerResponse;
   bookmarks: boolean;
 }
@@ -58,6 +102,12 @@ export class FakeApiServer {
   private readonly watchers = new Set<Watcher>();
   private readonly sockets = new Set<Socket>();
   private readonly forbidden = new Set<ResourceName>();
+  private readonly forbiddenExec = new Set<string>();
+  private readonly wss = new WebSocketServer({ noServer: true, handleProtocols: (offered) => EXEC_PROTOCOLS.find((p) => offered.has(p)) ?? false });
+  /** Runs the command of each accepted exec; unset, execs are refused with 500. */
+  onExec?: ExecRunner;
+  /** Every exec that reached a process, in order. */
+  readonly execs: ExecCall[] = [];
   private server?: Server;
   private boundPort = 0;
   readonly requests: LoggedRequest[] = [];
@@ -74,6 +124,7 @@ export class FakeApiServer {
   /** Listens on 127.0.0.1; port 0 the first time picks one, later starts reuse it. */
   async start(port = this.boundPort): Promise<void> {
     const server = createServer((req, res) => this.handle(req, res));
+    server.on('upgrade', (req, socket, head) => this.handleUpgrade(req, socket, head));
     server.on('connection', (s) => {
       this.sockets.add(s);
       s.on('close', () => this.sockets.delete(s));
@@ -156,6 +207,12 @@ export class FakeApiServer {
     else this.forbidden.delete(resource);
   }
 
+  /** Refuses exec into `pod` (namespace/name) with 403, as RBAC without create pods/exec does. */
+  forbidExec(namespace: string, pod: string, on = true): void {
+    if (on) this.forbiddenExec.add(`${namespace}/${pod}`);
+    else this.forbiddenExec.delete(`${namespace}/${pod}`);
+  }
+
   /** Sends a BOOKMARK at the current resourceVersion to every watcher that asked for bookmarks. */
   bookmark(): void {
     for (const w of this.watchers) {
@@ -189,34 +246,83 @@ export class FakeApiServer {
     else this.objects.get(resource)!.set(key, stored);
     const ev: StoredEvent = { rv: this.rv, type, object: stored };
     this.history.get(resource)!.push(ev);
-    for (const w of this.watchers) if (w.resource === resource && matches(w.nameSelector, stored)) writeEvent(w.res, type, stored);
+    for (const w of this.watchers) if (w.resource === resource && matches(w.sel, stored)) writeEvent(w.res, type, stored);
   }
 
   private handle(req: IncomingMessage, res: ServerResponse): void {
     const url = new URL(req.url ?? '/', 'http://x');
-    const entry = Object.entries(RESOURCES).find(([, t]) => t.path === url.pathname);
+    // /api/v1/namespaces/NS/pods → the collection /api/v1/pods, only NS.
+    const nsPath = /^(\/api\/v1|\/apis\/[^/]+\/[^/]+)\/namespaces\/([^/]+)\/([^/]+)$/.exec(url.pathname);
+    const path = nsPath ? `${nsPath[1]}/${nsPath[3]}` : url.pathname;
+    const entry = Object.entries(RESOURCES).find(([, t]) => t.path === path && (!nsPath || t.namespaced));
     if (!entry) return sendStatus(res, 404, 'NotFound', `the server could not find the requested resource (${url.pathname})`);
     const resource = entry[0] as ResourceName;
+    const namespace = nsPath?.[2];
     const q = Object.fromEntries(url.searchParams);
     const watch = q.watch === '1' || q.watch === 'true';
     this.requests.push({ resource, watch, query: q });
     if (req.headers.authorization !== 'Bearer fake-token') return sendStatus(res, 401, 'Unauthorized', 'Unauthorized');
     if (this.forbidden.has(resource)) {
-      return sendStatus(res, 403, 'Forbidden', `${resource} is forbidden: User "tester" cannot ${watch ? 'watch' : 'list'} resource "${resource}" at the cluster scope`);
+      const scope = namespace ? `in the namespace "${namespace}"` : 'at the cluster scope';
+      return sendStatus(res, 403, 'Forbidden', `${resource} is forbidden: User "tester" cannot ${watch ? 'watch' : 'list'} resource "${resource}" in API group "" ${scope}`);
     }
-    let nameSelector: string | undefined;
+    const sel: Selector = namespace ? { namespace } : {};
     if (q.fieldSelector) {
       const m = /^metadata\.name=(.+)$/.exec(q.fieldSelector);
       if (!m) return sendStatus(res, 400, 'BadRequest', `field label not supported: ${q.fieldSelector}`);
-      nameSelector = m[1];
+      sel.name = m[1];
     }
-    if (watch) this.serveWatch(resource, nameSelector, q, res);
-    else this.serveList(resource, nameSelector, q, res);
+    if (q.labelSelector) {
+      const labels = parseLabelSelector(q.labelSelector);
+      if (!labels) return sendStatus(res, 400, 'BadRequest', `unable to parse requirement: ${JSON.stringify(q.labelSelector)}`);
+      sel.labels = labels;
+    }
+    if (watch) this.serveWatch(resource, sel, q, res);
+    else this.serveList(resource, sel, q, res);
   }
 
-  private serveList(resource: ResourceName, nameSelector: string | undefined, q: Record<string, string>, res: ServerResponse): void {
+  /** The exec subresource: checks in the API server's order, then a WebSocket running onExec's process. */
+  private handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    const url = new URL(req.url ?? '/', 'http://x');
+    const refuse = (code: number, reason: string, message: string): void => {
+      const body = JSON.stringify({ kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, code });
+      socket.end(`HTTP/1.1 ${code} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+    };
+    if (req.headers.authorization !== 'Bearer fake-token') return refuse(401, 'Unauthorized', 'Unauthorized');
+    const m = /^\/api\/v1\/namespaces\/([^/]+)\/pods\/([^/]+)\/exec$/.exec(url.pathname);
+    if (!m) return refuse(404, 'NotFound', `the server could not find the requested resource (${url.pathname})`);
+    const [, namespace, name] = m as unknown as [string, string, string];
+    if (this.forbiddenExec.has(`${namespace}/${name}`)) {
+      return refuse(403, 'Forbidden', `pods "${name}" is forbidden: User "tester" cannot create resource "pods/exec" in API group "" in the namespace "${namespace}"`);
+    }
+    const pod = this.objects.get('pods')!.get(`${namespace}/${name}`) as
+      | (Obj & { spec?: { containers?: { name: string }[] }; status?: { phase?: string } })
+      | undefined;
+    if (!pod) return refuse(404, 'NotFound', `pods "${name}" not found`);
+    const command = url.searchParams.getAll('command');
+    const container = url.searchParams.get('container') ?? pod.spec?.containers?.[0]?.name ?? '';
+    if (!pod.spec?.containers?.some((c) => c.name === container)) return refuse(400, 'BadRequest', `container ${container} is not valid for pod ${name}`);
+    if (pod.status?.phase !== 'Running') return refuse(400, 'BadRequest', `pod ${name} is not running (phase ${pod.status?.phase})`);
+    if (!command.length) return refuse(400, 'BadRequest', 'you must specify at least one command for the container');
+    if (!['stdout', 'stderr', 'stdin'].some((k) => url.searchParams.get(k) === 'true')) {
+      return refuse(400, 'BadRequest', 'you must specify at least 1 of stdin, stdout, stderr');
+    }
+    const offered = (req.headers['sec-websocket-protocol'] ?? '').split(',').map((p) => p.trim());
+    if (!EXEC_PROTOCOLS.some((p) => offered.includes(p))) return refuse(400, 'BadRequest', `no supported subprotocol in ${JSON.stringify(offered)}`);
+    if (!this.onExec) return refuse(500, 'InternalError', 'fake apiserver: no onExec runner set');
+    const runner = this.onExec;
+    this.wss.handleUpgrade(req, socket, head, (ws) => {
+      const query: Record<string, string[]> = {};
+      for (const [k, v] of url.searchParams) query[k] = [...(query[k] ?? []), v];
+      const call: ExecCall = { namespace, pod: name, container, command, protocol: ws.protocol, query };
+      this.execs.push(call);
+      runExec(ws, runner(call), url.searchParams.get('stdout') === 'true', url.searchParams.get('stderr') === 'true');
+    });
+  }
+
+  private serveList(resource: ResourceName, sel: Selector, q: Record<string, string>, res: ServerResponse): void {
     const t = RESOURCES[resource];
-    const all = [...this.objects.get(resource)!.values()].filter((o) => matches(nameSelector, o)).sort((a, b) => (keyOf(a) < keyOf(b) ? -1 : 1));
+    const all = [...this.objects.get(resource)!.values()].filter((o) => matches(sel, o)).sort((a, b) => (keyOf(a) < keyOf(b) ? -1 : 1));
     let listRv = this.rv;
     let offset = 0;
     if (q.continue) {
@@ -237,7 +343,7 @@ export class FakeApiServer {
     res.end(JSON.stringify({ kind: `${t.kind}List`, apiVersion: t.apiVersion, metadata, items }));
   }
 
-  private serveWatch(resource: ResourceName, nameSelector: string | undefined, q: Record<string, string>, res: ServerResponse): void {
+  private serveWatch(resource: ResourceName, sel: Selector, q: Record<string, string>, res: ServerResponse): void {
     res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
     // The API server answers a watch at once, before any event.
     res.flushHeaders();
@@ -256,13 +362,13 @@ export class FakeApiServer {
       res.end();
       return;
     }
-    const w: Watcher = { resource, nameSelector, res, bookmarks: q.allowWatchBookmarks === 'true' };
+    const w: Watcher = { resource, sel, res, bookmarks: q.allowWatchBookmarks === 'true' };
     if (from === undefined || from === '' || from === '0') {
       // "Any version": start with the current state as ADDED events.
-      for (const o of this.objects.get(resource)!.values()) if (matches(nameSelector, o)) writeEvent(res, 'ADDED', o);
+      for (const o of this.objects.get(resource)!.values()) if (matches(sel, o)) writeEvent(res, 'ADDED', o);
     } else {
       for (const ev of this.history.get(resource)!) {
-        if (ev.rv > Number(from) && matches(nameSelector, ev.object)) writeEvent(res, ev.type, ev.object);
+        if (ev.rv > Number(from) && matches(sel, ev.object)) writeEvent(res, ev.type, ev.object);
       }
     }
     this.watchers.add(w);
@@ -278,8 +384,61 @@ function keyOf(o: Obj): string {
   return o.metadata.namespace ? `${o.metadata.namespace}/${o.metadata.name}` : o.metadata.name;
 }
 
-function matches(nameSelector: string | undefined, o: Obj): boolean {
-  return nameSelector === undefined || o.metadata.name === nameSelector;
+function matches(sel: Selector, o: Obj): boolean {
+  if (sel.name !== undefined && o.metadata.name !== sel.name) return false;
+  if (sel.namespace !== undefined && o.metadata.namespace !== sel.namespace) return false;
+  const labels = (o.metadata.labels ?? {}) as Record<string, string>;
+  return (sel.labels ?? []).every((r) => {
+    const has = Object.hasOwn(labels, r.key);
+    if (r.op === 'exists') return has;
+    if (r.op === '!exists') return !has;
+    return r.op === '=' ? labels[r.key] === r.value : labels[r.key] !== r.value;
+  });
+}
+
+/** Equality-based label selectors; undefined when malformed (set-based `in (...)` is not supported). */
+function parseLabelSelector(text: string): LabelRequirement[] | undefined {
+  const key = '[A-Za-z0-9][-A-Za-z0-9_./]*';
+  const out: LabelRequirement[] = [];
+  for (const part of text.split(',').map((p) => p.trim())) {
+    const eq = new RegExp(`^(${key})\\s*(==|=|!=)\\s*([-A-Za-z0-9_.]*)$`).exec(part);
+    const ex = new RegExp(`^(!?)(${key})$`).exec(part);
+    if (eq) out.push({ key: eq[1]!, op: eq[2] === '!=' ? '!=' : '=', value: eq[3]! });
+    else if (ex) out.push({ key: ex[2]!, op: ex[1] ? '!exists' : 'exists' });
+    else return undefined;
+  }
+  return out;
+}
+
+/** Frames a process's output on channels 1 and 2, then its exit Status on channel 3, then closes. */
+function runExec(ws: WebSocket, proc: ChildProcess, stdout: boolean, stderr: boolean): void {
+  const frame = (channel: number, data: Buffer) => {
+    if (ws.readyState === ws.OPEN) ws.send(Buffer.concat([Buffer.from([channel]), data]));
+  };
+  proc.stdout?.on('data', (b: Buffer) => stdout && frame(1, b));
+  proc.stderr?.on('data', (b: Buffer) => stderr && frame(2, b));
+  // The client going away ends the command, as the kubelet does when the stream breaks.
+  ws.on('close', () => proc.exitCode === null && proc.signalCode === null && proc.kill('SIGKILL'));
+  proc.on('error', (e) => {
+    frame(3, Buffer.from(JSON.stringify({ metadata: {}, status: 'Failure', message: `exec failed: ${e.message}`, reason: 'InternalError', code: 500 })));
+    ws.close(1000);
+  });
+  proc.on('close', (code, signal) => {
+    // A signalled process reports 128 + signal number, as a shell would.
+    const exit = code ?? 128 + (signal ? constants.signals[signal] : 0);
+    const status =
+      exit === 0
+        ? { metadata: {}, status: 'Success' }
+        : {
+            metadata: {},
+            status: 'Failure',
+            message: `command terminated with non-zero exit code: error executing command, exit code ${exit}`,
+            reason: 'NonZeroExitCode',
+            details: { causes: [{ reason: 'ExitCode', message: String(exit) }] },
+          };
+    frame(3, Buffer.from(JSON.stringify(status)));
+    ws.close(1000);
+  });
 }
 
 function writeEvent(res: ServerResponse, type: string, object: unknown): void {

@@ -1,0 +1,18 @@
+// The text form of evidence lines, shared by `clbprobe evidence` on a node
+// and `--all-nodes` (which prefixes each line with the node's name).
+import type { EvidenceLine } from '../agent/evidence.js';
+
+export function textLine(l: EvidenceLine): string {
+  switch (l.type) {
+    case 'service':
+      return `# ${l.service.namespace}/${l.service.name} on ${l.node}: VIPs ${l.service.vips.join(', ') || '-'}; ports ${l.service.ports
+        .map((p) => `${p.port}/${p.protocol}${p.nodePort ? ` (NodePort ${p.nodePort})` : ''}`)
+        .join(', ')}; endpoints ${l.service.endpoints.map((e) => `${e.address}${e.port ? `:${e.port}` : ''}`).join(', ') || '-'}`;
+    case 'entry':
+      return `${l.firstSeen} ${l.class.padEnd(13)} ${l.live ? 'new  ' : 'now  '}${l.line}`;
+    case 'end':
+      return `# ${l.entries} entries`;
+    case 'error':
+      return `# error: ${l.message}`;
+  }
+}

@@ -1,0 +1,110 @@
+// The agent pods to ask, one per node: listed from the API by the
+// DaemonSet's label, then planned (which pod answers for which node, which
+// nodes cannot answer and why). The plan is pure so it is tested on its own.
+import { CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
+
+export interface AgentPod {
+  name: string;
+  /** spec.nodeName; '' while unscheduled. */
+  node: string;
+  phase: string;
+  /** The agent container's readiness (its /readyz). */
+  ready: boolean;
+  /** Why the agent container is not running, e.g. CrashLoopBackOff. */
+  waiting?: string;
+  containers: string[];
+  deleting: boolean;
+}
+
+export function toAgentPod(p: V1Pod, container: string): AgentPod {
+  const cs = p.status?.containerStatuses?.find((c) => c.name === container);
+  const waiting = cs?.state?.waiting?.reason;
+  return {
+    name: p.metadata?.name ?? '',
+    node: p.spec?.nodeName ?? '',
+    phase: p.status?.phase ?? 'Unknown',
+    ready: cs?.ready === true,
+    ...(waiting ? { waiting } : {}),
+    containers: (p.spec?.containers ?? []).map((c) => c.name),
+    deleting: Boolean(p.metadata?.deletionTimestamp),
+  };
+}
+
+/** A node that cannot be asked, and why. */
+export interface Unreachable {
+  node: string;
+  pod?: string;
+  reason: string;
+}
+
+export interface NodePlan {
+  ask: AgentPod[];
+  unreachable: Unreachable[];
+}
+
+/**
+ * One Running pod per node (ready and not being deleted first: during a
+ * rolling update a node briefly has two). Nodes whose pods are all not
+ * Running are reported with the phase; with `only`, nodes without any agent
+ * pod are reported too, and other nodes are left out.
+ */
+export function planNodes(pods: AgentPod[], container: string, only?: string[]): NodePlan {
+  const byNode = new Map<string, AgentPod[]>();
+  for (const p of pods) {
+    if (only && !only.includes(p.node)) continue;
+    byNode.set(p.node, [...(byNode.get(p.node) ?? []), p]);
+  }
+  const rank = (p: AgentPod) => (p.deleting ? 2 : 0) + (p.ready ? 0 : 1);
+  const ask: AgentPod[] = [];
+  const unreachable: Unreachable[] = [];
+  for (const [node, list] of [...byNode].sort(([a], [b]) => a.localeCompare(b))) {
+    const running = list.filter((p) => p.phase === 'Running').sort((a, b) => rank(a) - rank(b) || a.name.localeCompare(b.name));
+    const best = running[0];
+    if (best && !best.containers.includes(container)) {
+      unreachable.push({ node, pod: best.name, reason: `pod has no container ${JSON.stringify(container)} (it has ${best.containers.join(', ')}; --container)` });
+    } else if (best) ask.push(best);
+    else {
+      for (const p of list) {
+        const why = `agent pod not running: phase ${p.phase}${p.waiting ? `, ${p.waiting}` : ''}`;
+        unreachable.push({ node: node || '(unscheduled)', pod: p.name, reason: why });
+      }
+    }
+  }
+  for (const node of only ?? []) if (!byNode.has(node)) unreachable.push({ node, reason: 'no agent pod on this node' });
+  return { ask, unreachable };
+}
+
+/** Lists the agent pods; throws an Error that says which RBAC verb or connection is missing. */
+export async function listAgentPods(kc: KubeConfig, namespace: string, labelSelector: string, container: string, timeoutMs: number): Promise<AgentPod[]> {
+  const api = kc.makeApiClient(CoreV1Api);
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs / 1000} s`)), timeoutMs);
+  });
+  try {
+    const list = await Promise.race([api.listNamespacedPod({ namespace, labelSelector }), timeout]);
+    return list.items.map((p) => toAgentPod(p, container));
+  } catch (e) {
+    throw new Error(`cannot list the agent pods (namespace ${namespace}, ${labelSelector}) at ${kc.getCurrentCluster()?.server}: ${listFailure(e, namespace)}`);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function listFailure(e: unknown, namespace: string): string {
+  const code = (e as { code?: unknown }).code;
+  const body = (e as { body?: unknown }).body;
+  const msg = typeof body === 'string' ? statusText(body) : body && typeof body === 'object' && 'message' in body ? String(body.message) : undefined;
+  if (code === 403) return `403 Forbidden: ${msg ?? ''} (needs RBAC verb "list" on "pods" in namespace ${namespace}; see deploy/oncall-rbac.yaml)`;
+  if (code === 401) return `401 Unauthorized: the API server rejected the kubeconfig's credentials`;
+  if (typeof code === 'number') return `${code}: ${msg ?? ''}`;
+  return e instanceof Error ? e.message : String(e);
+}
+
+function statusText(body: string): string {
+  try {
+    return String((JSON.parse(body) as { message?: unknown }).message ?? body);
+  } catch {
+    return body.slice(0, 300);
+  }
+}
