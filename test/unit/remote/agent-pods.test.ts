@@ -1,0 +1,95 @@
+// Which pod answers for which node, and that the fan-out's defaults still
+// match what deploy/ and the Dockerfile actually create.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseAllDocuments } from 'yaml';
+import { describe, expect, it } from 'vitest';
+import { AGENT_DEFAULTS } from '../../../src/cli/evidence.js';
+import { AGENT_ENTRYPOINT, remoteCommand } from '../../../src/cli/evidence-remote.js';
+import { planNodes, toAgentPod, type AgentPod } from '../../../src/remote/agent-pods.js';
+
+const ROOT = join(import.meta.dirname, '../../..');
+
+const p = (name: string, node: string, o: Partial<AgentPod> = {}): AgentPod => ({
+  name,
+  node,
+  phase: 'Running',
+  ready: true,
+  containers: ['agent'],
+  deleting: false,
+  ...o,
+});
+
+describe('planNodes', () => {
+  it('asks one Running pod per node, ready and not terminating first; reports nodes without one with the phase', () => {
+    const plan = planNodes(
+      [
+        p('clbprobe-old', 'node-a', { deleting: true }),
+        p('clbprobe-new', 'node-a'),
+        p('clbprobe-b', 'node-b', { ready: false }),
+        p('clbprobe-c', 'node-c', { phase: 'Pending', ready: false, waiting: 'ImagePullBackOff' }),
+        p('clbprobe-u', '', { phase: 'Pending', ready: false }),
+        p('clbprobe-d1', 'node-d', { phase: 'Failed', ready: false }),
+        p('clbprobe-d2', 'node-d', { ready: false }),
+      ],
+      'agent',
+    );
+    expect(plan.ask.map((x) => `${x.node}/${x.name}`)).toEqual(['node-a/clbprobe-new', 'node-b/clbprobe-b', 'node-d/clbprobe-d2']);
+    expect(plan.unreachable).toEqual([
+      { node: '(unscheduled)', pod: 'clbprobe-u', reason: 'agent pod not running: phase Pending' },
+      { node: 'node-c', pod: 'clbprobe-c', reason: 'agent pod not running: phase Pending, ImagePullBackOff' },
+    ]);
+  });
+
+  it('--node keeps only those nodes and reports the ones with no agent pod', () => {
+    const plan = planNodes([p('a', 'node-a'), p('b', 'node-b')], 'agent', ['node-b', 'node-z']);
+    expect(plan.ask.map((x) => x.name)).toEqual(['b']);
+    expect(plan.unreachable).toEqual([{ node: 'node-z', reason: 'no agent pod on this node' }]);
+  });
+
+  it('a pod without the agent container is not asked', () => {
+    const plan = planNodes([p('a', 'node-a', { containers: ['clbprobe'] })], 'agent');
+    expect(plan.ask).toEqual([]);
+    expect(plan.unreachable[0]!.reason).toBe('pod has no container "agent" (it has clbprobe; --container)');
+  });
+
+  it('toAgentPod reads node, phase, readiness and the waiting reason of the agent container', () => {
+    const pod = toAgentPod(
+      {
+        metadata: { name: 'clbprobe-x', deletionTimestamp: new Date() },
+        spec: { nodeName: 'n1', containers: [{ name: 'agent' }] },
+        status: { phase: 'Running', containerStatuses: [{ name: 'agent', ready: false, restartCount: 3, image: '', imageID: '', state: { waiting: { reason: 'CrashLoopBackOff' } } }] },
+      },
+      'agent',
+    );
+    expect(pod).toEqual({ name: 'clbprobe-x', node: 'n1', phase: 'Running', ready: false, waiting: 'CrashLoopBackOff', containers: ['agent'], deleting: true });
+  });
+});
+
+describe('the fan-out matches the deployed agent', () => {
+  it('default namespace, selector and container are those of deploy/', () => {
+    const docs = (file: string) => parseAllDocuments(readFileSync(join(ROOT, 'deploy', file), 'utf8')).map((d) => d.toJS());
+    const ds = docs('daemonset.yaml').find((d) => d.kind === 'DaemonSet');
+    const [key, value] = AGENT_DEFAULTS.selector.split('=');
+    expect(ds.spec.template.metadata.labels[key!]).toBe(value);
+    expect(ds.spec.template.spec.containers.map((c: { name: string }) => c.name)).toEqual([AGENT_DEFAULTS.container]);
+    expect(parseAllDocuments(readFileSync(join(ROOT, 'deploy/kustomization.yaml'), 'utf8'))[0]!.toJS().namespace).toBe(AGENT_DEFAULTS.namespace);
+  });
+
+  it('the command run in the pod is the image ENTRYPOINT + evidence --json', () => {
+    const entrypoint = /^ENTRYPOINT\s+(\[.*\])\s*$/m.exec(readFileSync(join(ROOT, 'Dockerfile'), 'utf8'))![1]!;
+    expect(JSON.parse(entrypoint)).toEqual([...AGENT_ENTRYPOINT]);
+    expect(remoteCommand({ service: 'shop/web', port: 443, watchS: 30 })).toEqual([
+      ...AGENT_ENTRYPOINT,
+      'evidence',
+      '--service',
+      'shop/web',
+      '--json',
+      '--port',
+      '443',
+      '--watch',
+      '30s',
+    ]);
+    expect(remoteCommand({ service: 'shop/web', watchS: 0 })).toEqual([...AGENT_ENTRYPOINT, 'evidence', '--service', 'shop/web', '--json']);
+  });
+});
