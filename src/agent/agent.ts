@@ -201,10 +201,10 @@ export class Agent {
     try {
       const r = await readIpvs(this.ns);
       this.statuses.set('ipvs', r.status);
-      this.health.resynced('ipvs');
       this.ipvs = r.snapshot;
+      if (r.status.notPresent) return this.health.absent('ipvs', r.status.reason ?? 'not present');
+      this.health.resynced('ipvs');
       if (r.snapshot) this.health.up('ipvs');
-      else if (r.status.notPresent) this.health.absent('ipvs', r.status.reason ?? 'not present');
       else this.health.down('ipvs', r.status.reason ?? 'unreadable');
     } catch (e) {
       this.health.down('ipvs', errText(e));
