@@ -119,12 +119,12 @@ export function register(program: Command): void {
   program
     .command('evidence')
     .description(
-      "Show a Service's conntrack entries on this node (its LB VIPs, NodePorts and endpoints), classified as\n" +
-        'loopback_pair, not_snated, unreplied or healthy, from the local agent over its Unix socket.\n' +
-        'With --all-nodes, from a workstation: the same from every node, through the Kubernetes API (an exec into\n' +
-        "each agent pod, like kubectl exec: needs list pods and create pods/exec in the agent namespace, see\n" +
-        'deploy/oncall-rbac.yaml). Exit code with --all-nodes: 0 every node answered, 1 some did not (each is\n' +
-        'reported, the others still answer), 2 usage or API errors.',
+      "Show a Service's conntrack entries on this node (its LB VIPs, NodePorts and endpoints), classified as " +
+        'loopback_pair, not_snated, unreplied or healthy, from the local agent over its Unix socket. ' +
+        'With --all-nodes, from a workstation: the same from every node through the Kubernetes API, by an exec into ' +
+        'each agent pod as kubectl exec does (needs list pods and create pods/exec in the agent namespace: ' +
+        'deploy/oncall-rbac.yaml). Exit code with --all-nodes: 0 every node answered, 1 some did not (each is ' +
+        'reported; the others still answer), 2 usage or API errors.',
     )
     .requiredOption('--service <ns/name>', 'the Service, NAMESPACE/NAME')
     .option('--port <port>', 'only this Service port')

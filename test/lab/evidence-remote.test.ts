@@ -1,0 +1,296 @@
+// `clbprobe evidence` end to end on the real kernel, locally and --all-nodes.
+// Two namespace labs (src/demo/lab.ts): node-a's Service traffic loops
+// (ETP=Local), node-b's is protected by SNAT (ETP=Cluster); the compiled
+// agent runs in each lab's node namespace. A fake API server
+// (test/support/fake-apiserver.ts) lists four agent pods: node-a and node-b
+// answer through a real WebSocket exec that runs the real
+// `node dist/src/cli/main.js evidence ...` inside that node's namespace
+// against its agent's socket; node-c's exec is forbidden (RBAC); node-d's
+// pod is Pending. The workstation command is the compiled CLI with a
+// kubeconfig pointing at the fake. Namespaces are cbr-*.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AGENT_ENTRYPOINT } from '../../src/cli/evidence-remote.js';
+import { LAB, clusterList, createLoopLab, type Etp, type LoopLab } from '../../src/demo/lab.js';
+import { FakeApiServer } from '../support/fake-apiserver.js';
+import { isRoot } from '../support/netns.js';
+
+const CLI = join(import.meta.dirname, '../../dist/src/cli/main.js');
+const PREFIX = 'cbr-';
+const AGENT_LABELS = { 'app.kubernetes.io/name': 'clbprobe' };
+
+interface Node {
+  name: string;
+  pod: string;
+  lab: LoopLab;
+  socket: string;
+  agent?: ChildProcess;
+  stderr: string;
+}
+
+/** The lab's cluster file with its node renamed (Node object and endpoint nodeName), so each agent is a different node. */
+function writeClusterFile(dir: string, etp: Etp, node: string): string {
+  const list = clusterList(etp) as { items: { kind: string; metadata: { name: string }; endpoints?: { nodeName: string }[] }[] };
+  for (const item of list.items) {
+    if (item.kind === 'Node') item.metadata.name = node;
+    for (const ep of item.endpoints ?? []) ep.nodeName = node;
+  }
+  const path = join(dir, `${node}.json`);
+  writeFileSync(path, JSON.stringify(list));
+  return path;
+}
+
+function agentPod(name: string, node: string, phase: string) {
+  return {
+    metadata: { name, namespace: 'clbprobe', labels: AGENT_LABELS },
+    spec: { nodeName: node, containers: [{ name: 'agent', image: 'clbprobe:0.1.0' }] },
+    status: { phase, containerStatuses: [{ name: 'agent', ready: phase === 'Running', restartCount: 0, image: '', imageID: '', state: {} }] },
+  };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function until<T>(what: string, ms: number, f: () => T | undefined): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = f();
+    if (v !== undefined) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(50);
+  }
+}
+
+/** A client connect from the lab's pod to VIP:80 that does not block this process (the fake API lives here). */
+function connectAsync(lab: LoopLab, timeoutMs: number): Promise<string> {
+  const js = `const s=require('net').connect(${LAB.port},${JSON.stringify(LAB.vip)});let d='';
+    setTimeout(()=>{console.log('timeout');process.exit(0)},${timeoutMs});
+    s.on('data',(b)=>d+=b);s.on('end',()=>{console.log('connected '+d);process.exit(0)});
+    s.on('error',(e)=>{console.log(e.code);process.exit(0)});`;
+  const p = spawn('ip', ['netns', 'exec', lab.pod.name, process.execPath, '-e', js], { stdio: ['ignore', 'pipe', 'ignore'] });
+  let out = '';
+  p.stdout!.on('data', (b: Buffer) => (out += b.toString()));
+  return new Promise((resolve) => p.on('exit', () => resolve(out.trim())));
+}
+
+interface CliRun {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  /** Each stdout line with the time it arrived (ms since start). */
+  lines: { at: number; text: string }[];
+  exitAt: number;
+}
+
+/** Runs the compiled CLI without blocking (spawnSync would starve the fake API server); onLine sees lines as they come. */
+function cli(args: string[], opts: { netns?: string; onLine?: (text: string) => void } = {}): Promise<CliRun> {
+  const t0 = performance.now();
+  const argv = opts.netns ? ['ip', ['netns', 'exec', opts.netns, process.execPath, CLI, ...args]] : [process.execPath, [CLI, ...args]];
+  const p = spawn(argv[0] as string, argv[1] as string[], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const r: CliRun = { code: null, stdout: '', stderr: '', lines: [], exitAt: 0 };
+  let partial = '';
+  p.stdout!.on('data', (b: Buffer) => {
+    r.stdout += b.toString();
+    const parts = (partial + b.toString()).split('\n');
+    partial = parts.pop()!;
+    for (const text of parts) {
+      r.lines.push({ at: performance.now() - t0, text });
+      opts.onLine?.(text);
+    }
+  });
+  p.stderr!.on('data', (b: Buffer) => (r.stderr += b.toString()));
+  return new Promise((resolve) =>
+    p.on('close', (code) => {
+      r.code = code;
+      r.exitAt = performance.now() - t0;
+      resolve(r);
+    }),
+  );
+}
+
+type Line = { node: string; pod?: string; type: string; class?: string; line?: string; live?: boolean; message?: string; entries?: number };
+
+describe.skipIf(!isRoot)('clbprobe evidence against real agents (local, and --all-nodes through a fake API server)', () => {
+  let dir: string;
+  let kubeconfig: string;
+  const api = new FakeApiServer();
+  const nodes: Node[] = [];
+  const execProcs: ChildProcess[] = [];
+
+  beforeAll(async () => {
+    if (!existsSync(CLI)) throw new Error(`${CLI} missing: run npm run build first`);
+    dir = mkdtempSync(join(tmpdir(), 'cbr-evidence-'));
+    try {
+      const [loop, safe] = await Promise.all([createLoopLab('Local', PREFIX), createLoopLab('Cluster', PREFIX)]);
+      nodes.push(
+        { name: 'node-a', pod: 'clbprobe-aaaaa', lab: loop, socket: join(dir, 'a.sock'), stderr: '' },
+        { name: 'node-b', pod: 'clbprobe-bbbbb', lab: safe, socket: join(dir, 'b.sock'), stderr: '' },
+      );
+      for (const n of nodes) {
+        const args = [
+          CLI, 'agent', '--cluster-file', writeClusterFile(dir, n.lab.etp, n.name), '--node-name', n.name, '--listen', '127.0.0.1:9811',
+          '--interface', 'eth0', '--capture', 'off', '--evidence-socket', n.socket, '--log-level', 'warn',
+        ];
+        n.agent = spawn('ip', ['netns', 'exec', n.lab.node.name, process.execPath, ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+        n.agent.stderr!.on('data', (b: Buffer) => (n.stderr += b.toString()));
+      }
+      await api.start();
+      kubeconfig = join(dir, 'kubeconfig');
+      writeFileSync(kubeconfig, api.kubeconfig());
+      for (const n of nodes) api.apply('pods', agentPod(n.pod, n.name, 'Running'));
+      api.apply('pods', agentPod('clbprobe-ccccc', 'node-c', 'Running'));
+      api.apply('pods', agentPod('clbprobe-ddddd', 'node-d', 'Pending'));
+      api.apply('pods', { ...agentPod('prometheus-0', 'node-a', 'Running'), metadata: { name: 'prometheus-0', namespace: 'clbprobe', labels: { app: 'prometheus' } } });
+      api.forbidExec('clbprobe', 'clbprobe-ccccc');
+      // What the kubelet would do in the agent container: run the image's command, here the
+      // compiled CLI in that node's namespace, pointed at that node's agent socket.
+      api.onExec = (call) => {
+        const n = nodes.find((x) => x.pod === call.pod);
+        const prefix = [...AGENT_ENTRYPOINT, 'evidence'];
+        const p =
+          n && call.command.slice(0, prefix.length).join(' ') === prefix.join(' ')
+            ? spawn('ip', ['netns', 'exec', n.lab.node.name, process.execPath, CLI, ...call.command.slice(2), '--socket', n.socket], { stdio: ['ignore', 'pipe', 'pipe'] })
+            : spawn('sh', ['-c', `echo 'unexpected exec ${call.pod}: ${call.command.join(' ')}' >&2; exit 127`], { stdio: ['ignore', 'pipe', 'pipe'] });
+        execProcs.push(p);
+        return p;
+      };
+      for (const n of nodes) {
+        await until(`agent ${n.name} ready (stderr: ${n.stderr})`, 20_000, () =>
+          spawnSync('ip', ['netns', 'exec', n.lab.node.name, 'curl', '-sf', 'http://127.0.0.1:9811/readyz'], { encoding: 'utf8' }).stdout.startsWith('ready') && existsSync(n.socket)
+            ? true
+            : undefined,
+        );
+      }
+      // One looping connection on node-a, one SNAT-protected on node-b.
+      const [looped, protectedConnect] = await Promise.all([connectAsync(nodes[0]!.lab, 1500), connectAsync(nodes[1]!.lab, 3000)]);
+      expect(looped).toBe('timeout');
+      expect(protectedConnect).toBe('connected node2');
+    } catch (e) {
+      await cleanup();
+      throw e;
+    }
+  }, 90_000);
+
+  async function cleanup(): Promise<void> {
+    for (const p of execProcs) p.kill('SIGKILL');
+    for (const n of nodes) {
+      n.agent?.kill('SIGKILL');
+      n.lab.destroy();
+    }
+    await api.stop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  }
+  afterAll(cleanup);
+
+  it('--all-nodes --json: the loop pair from node-a only, node-b healthy, node-c 403 naming the RBAC verb, node-d Pending; exit 1', async () => {
+    const r = await cli(['evidence', '--all-nodes', '--service', 'lab/web', '--json', '--kubeconfig', kubeconfig]);
+    expect(r.code, r.stderr).toBe(1);
+    const lines = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as Line);
+    const entries = (node: string) => lines.filter((l) => l.node === node && l.type === 'entry');
+    const pairA = entries('node-a').filter((l) => l.class === 'loopback_pair').map((l) => l.line!);
+    expect(pairA.some((l) => l.includes(`src=${LAB.clientPod} dst=${LAB.vip}`) && l.includes('[UNREPLIED]'))).toBe(true);
+    expect(pairA.some((l) => l.includes(`src=${LAB.clientPod} dst=${LAB.node1}`) && l.includes(`dport=${LAB.nodePort}`))).toBe(true);
+    // node-b's pod→LB traffic is there (so its verdict is not vacuous) and none of it loops.
+    expect(entries('node-b').some((l) => l.line!.includes(`dst=${LAB.vip}`))).toBe(true);
+    expect(entries('node-b').filter((l) => l.class === 'loopback_pair')).toEqual([]);
+    expect(lines.filter((l) => l.type === 'service').map((l) => [l.node, l.pod])).toEqual(
+      expect.arrayContaining([['node-a', 'clbprobe-aaaaa'], ['node-b', 'clbprobe-bbbbb']]),
+    );
+    const errors = Object.fromEntries(lines.filter((l) => l.type === 'error').map((l) => [l.node, l.message!]));
+    expect(Object.keys(errors).sort()).toEqual(['node-c', 'node-d']);
+    expect(errors['node-c']).toContain('403 Forbidden: pods "clbprobe-ccccc" is forbidden: User "tester" cannot create resource "pods/exec"');
+    expect(errors['node-c']).toContain('needs RBAC verb "create" on "pods/exec" in namespace clbprobe');
+    expect(errors['node-d']).toBe('agent pod not running: phase Pending');
+    const summary = lines.at(-1) as unknown as { type: string; answered: number; failed: number; nodes: { node: string; status: string; entries: number }[] };
+    expect(summary).toMatchObject({ type: 'summary', answered: 2, failed: 2 });
+    expect(summary.nodes.map((n) => [n.node, n.status, n.entries])).toEqual([
+      ['node-a', 'ok', entries('node-a').length],
+      ['node-b', 'ok', entries('node-b').length],
+      ['node-c', 'failed', 0],
+      ['node-d', 'failed', 0],
+    ]);
+    // Only the agent pods were asked, in their agent container, with the image's command.
+    const asked = api.execs.filter((c) => c.pod !== 'clbprobe-ccccc');
+    expect(asked.map((c) => c.pod).sort()).toEqual(['clbprobe-aaaaa', 'clbprobe-bbbbb']);
+    for (const c of asked) {
+      expect(c.container).toBe('agent');
+      expect(c.command).toEqual([...AGENT_ENTRYPOINT, 'evidence', '--service', 'lab/web', '--json']);
+    }
+  });
+
+  it('--all-nodes text: the local text with a node column and a summary; --node limits the nodes (exit 0)', async () => {
+    const all = await cli(['evidence', '--all-nodes', '--service', 'lab/web', '--kubeconfig', kubeconfig]);
+    expect(all.code).toBe(1);
+    const out = all.stdout.split('\n');
+    expect(out).toContain(`node-a  # lab/web on node-a: VIPs ${LAB.vip}; ports 80/TCP (NodePort ${LAB.nodePort}); endpoints ${LAB.serverPod}:${LAB.serverPort}`);
+    expect(out.some((l) => /^node-a {2}\S+Z loopback_pair +now {2}tcp .*\[UNREPLIED\]/.test(l))).toBe(true);
+    expect(out.some((l) => /^node-b {2}\S+Z loopback_pair/.test(l))).toBe(false);
+    expect(out.some((l) => l.startsWith('node-c  # error: 403 Forbidden'))).toBe(true);
+    expect(out).toContain('# summary: 2 of 4 nodes answered');
+    expect(out.some((l) => /^# node-d {2}clbprobe-ddddd +failed: agent pod not running: phase Pending$/.test(l))).toBe(true);
+
+    const one = await cli(['evidence', '--all-nodes', '--service', 'lab/web', '--kubeconfig', kubeconfig, '--node', 'node-a']);
+    expect(one.code, one.stderr).toBe(0);
+    expect(one.stdout).not.toMatch(/^node-[bcd]/m);
+    expect(one.stdout).toContain('# summary: 1 of 1 nodes answered');
+  });
+
+  it('--all-nodes --watch streams new entries from the node as they happen, before the watch ends', async () => {
+    let connect: Promise<string> | undefined;
+    const r = await cli(['evidence', '--all-nodes', '--service', 'lab/web', '--json', '--kubeconfig', kubeconfig, '--node', 'node-a', '--watch', '4s'], {
+      onLine: (text) => {
+        if (!connect && text.includes('"type":"service"')) connect = connectAsync(nodes[0]!.lab, 1000);
+      },
+    });
+    expect(await connect).toBe('timeout');
+    expect(r.code, r.stderr).toBe(0);
+    const live = r.lines.filter((l) => l.text.includes('"live":true')).map((l) => ({ at: l.at, line: JSON.parse(l.text) as Line }));
+    expect(live.length).toBeGreaterThan(0);
+    expect(live.every((l) => l.line.node === 'node-a')).toBe(true);
+    expect(live.some((l) => l.line.class === 'loopback_pair')).toBe(true);
+    // Streamed: the first new entry arrived well before the command ended (the watch is 4 s).
+    expect(r.exitAt - live[0]!.at).toBeGreaterThan(1500);
+  });
+
+  it('the API server refusing the pod list is a usage/API error (exit 2) naming the list verb', async () => {
+    api.forbid('pods');
+    try {
+      const r = await cli(['evidence', '--all-nodes', '--service', 'lab/web', '--kubeconfig', kubeconfig]);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toMatch(/403 Forbidden: .*cannot list resource "pods".*needs RBAC verb "list" on "pods" in namespace clbprobe/);
+    } finally {
+      api.forbid('pods', false);
+    }
+  });
+
+  it('local evidence --pcap --watch: text output and a .pcap tcpdump reads back with the Service packets', async () => {
+    const a = nodes[0]!;
+    const pcap = join(dir, 'web.pcap');
+    let connect: Promise<string> | undefined;
+    const r = await cli(['evidence', '--service', 'lab/web', '--pcap', pcap, '--watch', '3s', '--socket', a.socket], {
+      netns: a.lab.node.name,
+      onLine: (text) => {
+        // The capture starts when the agent's first line arrives; connect just after.
+        if (!connect && text.startsWith('# lab/web')) connect = sleep(300).then(() => connectAsync(a.lab, 1000));
+      },
+    });
+    expect(await connect).toBe('timeout');
+    expect(r.code, r.stderr).toBe(0);
+    const out = r.stdout.split('\n');
+    expect(out[0]).toBe(`# lab/web on node-a: VIPs ${LAB.vip}; ports 80/TCP (NodePort ${LAB.nodePort}); endpoints ${LAB.serverPod}:${LAB.serverPort}`);
+    expect(out.some((l) => /^\S+Z loopback_pair +new {2}tcp .*\[UNREPLIED\]/.test(l))).toBe(true);
+    expect(out.filter(Boolean).at(-1)).toMatch(/^# \d+ entries$/);
+    const wrote = /wrote (\d+) packets \((\d+) bytes, (\d+) dropped\) to (.+)$/m.exec(r.stderr);
+    expect(wrote, r.stderr).not.toBeNull();
+    expect(Number(wrote![1])).toBeGreaterThan(0);
+    const read = spawnSync('tcpdump', ['-nr', pcap], { encoding: 'utf8' });
+    expect(read.status, read.stderr).toBe(0);
+    const packets = read.stdout.trim().split('\n');
+    expect(packets).toHaveLength(Number(wrote![1]));
+    // Out to the LB, and the same client port back in from the LB to the NodePort: the loop, on the wire.
+    expect(packets.some((l) => l.includes(`${LAB.clientPod}.`) && l.includes(`> ${LAB.vip}.${LAB.port}:`))).toBe(true);
+    expect(packets.some((l) => l.includes(`${LAB.clientPod}.`) && l.includes(`> ${LAB.node1}.${LAB.nodePort}:`))).toBe(true);
+  });
+});
