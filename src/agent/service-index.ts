@@ -6,6 +6,7 @@ import type { CounterSample, Proto, Targets } from '../capture/targets.js';
 import { protoOf } from '../detect/context.js';
 import type { LocalAddresses } from '../detect/types.js';
 import { inCidr } from '../kernel/ip.js';
+import type { PrefilterTargets } from '../kernel/conntrack/prefilter.js';
 import type { ConntrackEntry } from '../kernel/types.js';
 import type { SvcPortLabels } from '../export/state.js';
 
@@ -16,6 +17,13 @@ function push<T>(m: Map<string, T[]>, k: string, v: T): void {
   if (a) a.push(v);
   else m.set(k, [v]);
 }
+
+/** The port an endpoint answers on: its EndpointSlice port, else a numeric targetPort, else the Service port. */
+function endpointPort(s: ServiceView, ep: ServiceView['endpoints'][number]): number {
+  return ep.port ?? (typeof s.targetPort === 'number' ? s.targetPort : s.port);
+}
+
+const PROTO_NUM: Record<string, number> = { TCP: 6, UDP: 17, SCTP: 132 };
 
 export function labelsOf(s: ServiceView): SvcPortLabels {
   return { namespace: s.namespace, service: s.name, port: String(s.port), protocol: s.protocol };
@@ -45,10 +53,7 @@ export class ServiceIndex {
     for (const s of this.services) {
       for (const i of s.lbIngress) push(this.byVip, key(i.ip, s.protocol, s.port), s);
       if (s.nodePort) push(this.byNodePort, key('', s.protocol, s.nodePort), s);
-      for (const ep of s.endpoints) {
-        const port = ep.port ?? (typeof s.targetPort === 'number' ? s.targetPort : s.port);
-        push(this.byEndpoint, key(ep.address, s.protocol, port), s);
-      }
+      for (const ep of s.endpoints) push(this.byEndpoint, key(ep.address, s.protocol, endpointPort(s, ep)), s);
     }
   }
 
@@ -101,6 +106,19 @@ export class ServiceIndex {
       ...[...this.nodeIps].map((cidr) => ({ cidr, bound: true })),
     ];
     return { vips: [...vips.values()], localPrefixes, nodePorts: [...nodePorts.values()] };
+  }
+
+  /** What match() can keep, for the decode-free conntrack pre-check (a superset of match()). */
+  prefilterTargets(): PrefilterTargets {
+    const t: PrefilterTargets = { vips: [], nodeIps: [...this.nodeIps], nodePorts: [], endpoints: [] };
+    for (const s of this.services) {
+      const protoNum = PROTO_NUM[s.protocol];
+      if (protoNum === undefined) continue;
+      for (const i of s.lbIngress) t.vips.push({ address: i.ip, protoNum, port: s.port });
+      if (s.nodePort) t.nodePorts.push({ protoNum, port: s.nodePort });
+      for (const ep of s.endpoints) t.endpoints.push({ address: ep.address, protoNum, port: endpointPort(s, ep) });
+    }
+    return t;
   }
 
   /** The Service ports of NS/NAME (optionally only PORT). */
