@@ -122,7 +122,7 @@ export function register(program: Command): void {
       "Show a Service's conntrack entries on this node (its LB VIPs, NodePorts and endpoints), classified as " +
         'loopback_pair, not_snated, unreplied or healthy, from the local agent over its Unix socket. ' +
         'With --all-nodes, from a workstation: the same from every node through the Kubernetes API, by an exec into ' +
-        'each agent pod as kubectl exec does (needs list pods and create pods/exec in the agent namespace: ' +
+        'each agent pod as kubectl exec does (needs list pods, and get + create pods/exec, in the agent namespace: ' +
         'deploy/oncall-rbac.yaml). Exit code with --all-nodes: 0 every node answered, 1 some did not (each is ' +
         'reported; the others still answer), 2 usage or API errors.',
     )

@@ -77,9 +77,11 @@ export function refusalError(code: number, body: string, t: ExecTarget): PodExec
   switch (code) {
     case 401:
       return new PodExecError(`401 Unauthorized: the API server rejected the kubeconfig's credentials (${msg})`, 'unauthorized', code);
+    // A WebSocket exec is an HTTP GET: authorized as "get" pods/exec, and since
+    // Kubernetes 1.35 (AuthorizePodWebsocketUpgradeCreatePermission) also as "create".
     case 403:
       return new PodExecError(
-        `403 Forbidden: ${msg} (needs RBAC verb "create" on "pods/exec" in namespace ${t.namespace}; see deploy/oncall-rbac.yaml)`,
+        `403 Forbidden: ${msg} (needs RBAC verbs "get" and "create" on "pods/exec" in namespace ${t.namespace}; see deploy/oncall-rbac.yaml)`,
         'forbidden',
         code,
       );

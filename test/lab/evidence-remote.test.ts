@@ -201,7 +201,7 @@ describe.skipIf(!isRoot)('clbprobe evidence against real agents (local, and --al
     const errors = Object.fromEntries(lines.filter((l) => l.type === 'error').map((l) => [l.node, l.message!]));
     expect(Object.keys(errors).sort()).toEqual(['node-c', 'node-d']);
     expect(errors['node-c']).toContain('403 Forbidden: pods "clbprobe-ccccc" is forbidden: User "tester" cannot create resource "pods/exec"');
-    expect(errors['node-c']).toContain('needs RBAC verb "create" on "pods/exec" in namespace clbprobe');
+    expect(errors['node-c']).toContain('needs RBAC verbs "get" and "create" on "pods/exec" in namespace clbprobe');
     expect(errors['node-d']).toBe('agent pod not running: phase Pending');
     const summary = lines.at(-1) as unknown as { type: string; answered: number; failed: number; nodes: { node: string; status: string; entries: number }[] };
     expect(summary).toMatchObject({ type: 'summary', answered: 2, failed: 2 });

@@ -97,7 +97,7 @@ describe('pod exec through the API server (WebSocket, channel protocol)', () => 
       expect(r.error?.kind).toBe('forbidden');
       expect(r.error?.statusCode).toBe(403);
       expect(r.error?.message).toContain('User "tester" cannot create resource "pods/exec"');
-      expect(r.error?.message).toContain('needs RBAC verb "create" on "pods/exec" in namespace clbprobe');
+      expect(r.error?.message).toContain('needs RBAC verbs "get" and "create" on "pods/exec" in namespace clbprobe');
     } finally {
       api.forbidExec('clbprobe', 'clbprobe-aaaaa', false);
     }
