@@ -16,6 +16,7 @@ import { emptyState, type ExportState, type LbPathKind } from '../export/state.j
 import { readAddresses, watchAddresses } from '../kernel/addresses.js';
 import { dumpConntrack } from '../kernel/conntrack/dump.js';
 import { ConntrackWatch } from '../kernel/conntrack/events.js';
+import { ConntrackPrefilter } from '../kernel/conntrack/prefilter.js';
 import { readIpvs } from '../kernel/ipvs/reader.js';
 import { readNat } from '../kernel/nat/read.js';
 import type { AddressSnapshot, IpvsSnapshot, NodeSnapshot, SourceStatus } from '../kernel/types.js';
@@ -39,6 +40,12 @@ export interface AgentOptions {
   /** Use the API (in-cluster or --kubeconfig) when there is no cluster file. */
   clusterApi: boolean;
   resyncIntervalS: number;
+  /**
+   * Full conntrack re-dump. Events (and a dump after any ENOBUFS overflow) keep the table exact;
+   * this only catches what the kernel never reported. It costs about 1 s of CPU per 300k entries,
+   * hence its own, longer interval.
+   */
+  conntrackResyncIntervalS: number;
 }
 
 const KINDS: LbPathKind[] = ['to_lb', 'loop_return', 'hc_local_src'];
@@ -58,6 +65,8 @@ export class Agent {
   private nat?: NatSnapshot;
   private statuses = new Map<string, SourceStatus>();
   private index: ServiceIndex;
+  /** Skips conntrack messages that touch no LB Service before decoding them (most of a busy table). */
+  private prefilter: ConntrackPrefilter;
   readonly table: ConntrackTable;
   private counter?: Counter;
   private watch?: ConntrackWatch;
@@ -74,6 +83,7 @@ export class Agent {
     this.health = new SourceHealth(o.log);
     this.index = new ServiceIndex(this.cluster, localAddresses(undefined, undefined));
     this.table = new ConntrackTable(this.index);
+    this.prefilter = new ConntrackPrefilter(this.index.prefilterTargets());
     this.ifname = o.ifname ?? (o.netns ? undefined : defaultRouteInterface());
   }
 
@@ -109,8 +119,11 @@ export class Agent {
     this.o.log.info({ services: this.index.services.length, kept: this.table.size }, 'first sync done');
     this.diagnose();
     const t = setInterval(() => void this.resync(), this.o.resyncIntervalS * 1000);
-    t.unref();
-    this.timers.push(t);
+    const c = setInterval(() => void this.dumpConntrack().then(() => this.diagnose()), this.o.conntrackResyncIntervalS * 1000);
+    for (const x of [t, c]) {
+      x.unref();
+      this.timers.push(x);
+    }
   }
 
   /** Detaches the programs and closes every socket; idempotent. */
@@ -124,10 +137,10 @@ export class Agent {
     await this.clusterWatch?.stop();
   }
 
-  /** Full re-read of every polled source and of the conntrack table. */
-  async resync(): Promise<void> {
+  /** Full re-read of every polled source; with `conntrack`, of the conntrack table too. */
+  async resync(opts: { conntrack?: boolean } = {}): Promise<void> {
     if (this.o.clusterFile) this.loadClusterFile();
-    await Promise.all([this.readAddresses(), this.readNat(), this.readIpvs(), this.dumpConntrack()]);
+    await Promise.all([this.readAddresses(), this.readNat(), this.readIpvs(), ...(opts.conntrack ? [this.dumpConntrack()] : [])]);
     this.diagnose();
   }
 
@@ -214,6 +227,8 @@ export class Agent {
   private rebuildIndex(): void {
     this.index = new ServiceIndex(this.cluster, localAddresses(this.addresses, this.cluster.node));
     this.table.reindex(this.index);
+    this.prefilter = new ConntrackPrefilter(this.index.prefilterTargets());
+    this.watch?.setPrefilter(this.prefilter);
     if (this.counter) {
       try {
         this.counter.setTargets(this.index.targets());
@@ -254,6 +269,7 @@ export class Agent {
       this.watch = new ConntrackWatch({
         ...this.ns,
         initialDump: true,
+        prefilter: this.prefilter,
         onEvent: (ev) => {
           if (this.table.event(ev)) this.scheduleDiagnose();
         },
@@ -289,7 +305,7 @@ export class Agent {
     try {
       this.table.beginResync();
       const now = Date.now();
-      await dumpConntrack((b) => b.forEach((e) => this.table.upsert(e, now)), this.ns);
+      await dumpConntrack((b) => b.forEach((e) => this.table.upsert(e, now)), { ...this.ns, prefilter: this.prefilter });
       this.table.endResync();
       this.health.resynced('conntrack');
       this.health.up('conntrack');

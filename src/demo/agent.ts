@@ -57,6 +57,7 @@ export async function startDemoAgent(lab: LoopLab, clusterFile: string): Promise
     clusterFile,
     clusterApi: false,
     resyncIntervalS: 3600,
+    conntrackResyncIntervalS: 3600,
   });
   const registry = createRegistry(() => agent.exportState(), { maxServicePorts: 100, processMetrics: false });
   const http = createMetricsServer({ registry, ready: () => agent.ready });

@@ -127,6 +127,13 @@ export interface DumpOptions {
   filter?: ConntrackFilter;
   /** Reuse an open NETLINK_NETFILTER socket (the caller closes it). */
   socket?: NetlinkSocket;
+  /** Skips messages before decoding when this says they cannot matter (see prefilter.ts). */
+  prefilter?: RawPrefilter;
+}
+
+/** A pre-check on a ctnetlink message's raw payload: false means "skip without decoding". */
+export interface RawPrefilter {
+  maybe(payload: Buffer): boolean;
 }
 
 /**
@@ -151,6 +158,7 @@ export async function dumpConntrack(
         const out: ConntrackEntry[] = [];
         for (const m of msgs) {
           if (ctMessageType(m) !== C.IPCTNL_MSG_CT_NEW) continue;
+          if (opts.prefilter && !opts.prefilter.maybe(m.payload)) continue;
           if (match && !match.maybe(m.payload)) continue;
           const e = decodeEntry(m.payload);
           if (match && !match.exact(e)) continue;

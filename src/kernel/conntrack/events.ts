@@ -7,7 +7,7 @@ import { NETLINK_NETFILTER, NetlinkSocket as Socket } from '../netlink/socket.js
 import type { ConntrackEntry, ConntrackEvent, ConntrackEventType } from '../types.js';
 import * as C from './constants.js';
 import { decodeEntry, eventType } from './decode.js';
-import { addressMatcher, dumpConntrack, openConntrackSocket, type ConntrackFilter } from './dump.js';
+import { addressMatcher, dumpConntrack, openConntrackSocket, type ConntrackFilter, type RawPrefilter } from './dump.js';
 
 export interface ResyncHandler {
   /** A resync starts: state built from events is no longer trustworthy. */
@@ -25,6 +25,8 @@ export interface WatchOptions {
   events?: ConntrackEventType[];
   /** User-side address filter (events carry no kernel-side filter). */
   filter?: Pick<ConntrackFilter, 'addresses'>;
+  /** Skips events and dumped entries before decoding (see prefilter.ts); replace with setPrefilter(). */
+  prefilter?: RawPrefilter;
   onEvent(ev: ConntrackEvent): void;
   /** Without a handler, overflows are only counted. */
   resync?: ResyncHandler;
@@ -55,8 +57,10 @@ export class ConntrackWatch {
   private resyncing: Promise<void> | undefined;
   private resyncAgain = false;
   private stopped = false;
+  private prefilter: RawPrefilter | undefined;
 
   constructor(private readonly opts: WatchOptions) {
+    this.prefilter = opts.prefilter;
     this.events = Socket.open(NETLINK_NETFILTER, {
       rcvbuf: opts.rcvbuf ?? 64 << 20,
       ...(opts.netns ? { netns: opts.netns } : {}),
@@ -76,6 +80,7 @@ export class ConntrackWatch {
         for (const m of msgs) {
           const type = eventType(m);
           if (!type) continue;
+          if (this.prefilter && !this.prefilter.maybe(m.payload)) continue;
           if (match && !match.maybe(m.payload)) continue;
           const entry = decodeEntry(m.payload);
           if (match && !match.exact(entry)) continue;
@@ -90,6 +95,11 @@ export class ConntrackWatch {
       (e) => this.error(e),
     );
     if (opts.initialDump) this.requestResync('start');
+  }
+
+  /** What the caller keeps changed (new Services, addresses): applies to the next event and dump. */
+  setPrefilter(p: RawPrefilter | undefined): void {
+    this.prefilter = p;
   }
 
   /** Resolves when no resync is running (tests, orderly shutdown). */
@@ -129,6 +139,7 @@ export class ConntrackWatch {
         const res = await dumpConntrack((b) => handler.entries(b), {
           socket: this.dumps,
           ...(this.opts.filter ? { filter: this.opts.filter } : {}),
+          ...(this.prefilter ? { prefilter: this.prefilter } : {}),
         });
         handler.end({ entries: res.entries, durationMs: performance.now() - t0, interrupted: res.interrupted });
       } while (this.resyncAgain && !this.stopped);
