@@ -5,6 +5,9 @@
 // node's lines as they arrive with the node's name, and ends with a per-node
 // summary. A node that fails is reported and does not stop the others.
 // Loaded on demand by evidence.ts: @kubernetes/client-node costs ~0.6 s of start-up.
+import { randomBytes } from 'node:crypto';
+import { closeSync, openSync, writeSync } from 'node:fs';
+import { extname } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { listAgentPods, planNodes, type AgentPod } from '../remote/agent-pods.js';
 import { execInPod, PodExecError } from '../remote/pod-exec.js';
@@ -32,6 +35,8 @@ export interface AllNodesOptions {
   concurrency: number;
   /** Per node, from the exec's start to its exit status. */
   timeoutS: number;
+  /** Capture on each node too, into this file name with the node inserted (web.pcap → web.NODE.pcap). */
+  pcap?: string;
   /** Where lines go (stdout in the CLI). */
   write: (text: string) => void;
 }
@@ -43,7 +48,19 @@ export interface NodeResult {
   status: 'ok' | 'failed';
   entries: number;
   error?: string;
+  pcap?: PcapCopy;
 }
+
+/** A node's capture, copied to this machine. */
+export interface PcapCopy {
+  file: string;
+  packets: number;
+  bytes: number;
+  dropped: number;
+}
+
+/** The agent pods' scratch space (an emptyDir in deploy/daemonset.yaml). */
+const REMOTE_TMP = '/tmp';
 
 /** KUBECONFIG / ~/.kube/config / in-cluster, as kubectl finds them, or the given file. */
 export function loadWorkstationConfig(file?: string): KubeConfig {
@@ -63,7 +80,7 @@ export function loadWorkstationConfig(file?: string): KubeConfig {
 }
 
 /** The command run inside each agent pod. */
-export function remoteCommand(o: Pick<AllNodesOptions, 'service' | 'port' | 'watchS'>): string[] {
+export function remoteCommand(o: Pick<AllNodesOptions, 'service' | 'port' | 'watchS'>, remotePcap?: string): string[] {
   return [
     ...AGENT_ENTRYPOINT,
     'evidence',
@@ -72,7 +89,14 @@ export function remoteCommand(o: Pick<AllNodesOptions, 'service' | 'port' | 'wat
     '--json',
     ...(o.port ? ['--port', String(o.port)] : []),
     ...(o.watchS ? ['--watch', `${o.watchS}s`] : []),
+    ...(remotePcap ? ['--pcap', remotePcap] : []),
   ];
+}
+
+/** web.pcap → web.node-1.pcap; web → web.node-1. */
+export function pcapFileFor(base: string, node: string): string {
+  const ext = extname(base);
+  return `${base.slice(0, base.length - ext.length)}.${node}${ext}`;
 }
 
 /** Splits a byte stream into lines (a frame may end mid-line or mid-character). */
@@ -120,7 +144,8 @@ class Output {
     }
     this.o.write(`# summary: ${ok} of ${results.length} nodes answered\n`);
     for (const r of results) {
-      const what = r.status === 'ok' ? `${r.entries} entries` : `failed: ${r.error}`;
+      const pcap = r.pcap ? `; ${r.pcap.packets} packets (${r.pcap.dropped} dropped) in ${r.pcap.file}` : '';
+      const what = r.status === 'ok' ? `${r.entries} entries${pcap}` : `failed: ${r.error}`;
       this.o.write(`# ${r.node.padEnd(this.width)}  ${(r.pod ?? '-').padEnd(20)}  ${what}\n`);
     }
   }
@@ -146,17 +171,24 @@ async function askNode(kc: KubeConfig, o: AllNodesOptions, pod: AgentPod, out: O
     if (l.type === 'error') agentErrors.push(l.message);
     out.line(pod.node, pod.name, l);
   });
+  let wrote: RegExpExecArray | null = null;
   const stderr = lineSplitter((text) => {
     if (text.trim()) stderrTail = text.trim();
+    // The remote capture's report: "clbprobe: wrote N packets (B bytes, D dropped) to FILE".
+    wrote = /wrote (\d+) packets \((\d+) bytes, (\d+) dropped\)/.exec(text) ?? wrote;
   });
+  const target = { namespace: o.namespace, pod: pod.name, container: o.container };
+  const remotePcap = o.pcap ? `${REMOTE_TMP}/clbprobe-evidence-${randomBytes(6).toString('hex')}.pcap` : undefined;
+  let ran = false;
   try {
     const code = await execInPod(
       kc,
-      { namespace: o.namespace, pod: pod.name, container: o.container },
-      remoteCommand(o),
+      target,
+      remoteCommand(o, remotePcap),
       { stdout: (b) => stdout.push(b), stderr: (b) => stderr.push(b) },
       o.timeoutS * 1000,
     );
+    ran = true;
     stdout.flush();
     stderr.flush();
     if (code === 0 && sawEnd && !agentErrors.length) result.status = 'ok';
@@ -164,10 +196,46 @@ async function askNode(kc: KubeConfig, o: AllNodesOptions, pod: AgentPod, out: O
     else result.error = `${agentErrors[0] ?? (stderrTail.replace(/^clbprobe: /, '') || 'no evidence stream')} (exit ${code})`;
   } catch (e) {
     result.error = e instanceof PodExecError ? e.message : String(e);
+    ran = e instanceof PodExecError && e.kind === 'timeout';
+  }
+  if (remotePcap && result.status === 'ok') {
+    const m = wrote as RegExpExecArray | null;
+    const file = pcapFileFor(o.pcap!, pod.node);
+    try {
+      const bytes = await copyOut(kc, target, remotePcap, file, o.timeoutS * 1000);
+      result.pcap = { file, packets: Number(m?.[1] ?? 0), bytes, dropped: Number(m?.[3] ?? 0) };
+      if (m && Number(m[2]) !== bytes) throw new Error(`got ${bytes} of the capture's ${m[2]} bytes`);
+    } catch (e) {
+      result.status = 'failed';
+      result.error = `the evidence came, but copying its capture failed: ${e instanceof Error ? e.message : String(e)}`;
+    }
+  } else if (remotePcap && ran) {
+    // Best effort: do not leave a partial capture in the pod's scratch space.
+    await execInPod(kc, target, ['rm', '-f', '--', remotePcap], { stdout: () => undefined, stderr: () => undefined }, 10_000).catch(() => undefined);
   }
   if (result.status === 'failed' && !pod.ready) result.error += ' (the agent container is not ready)';
   if (result.status === 'failed') out.failure(result);
   return result;
+}
+
+/** Streams a file out of the pod into `local` and removes it there; returns the bytes written. */
+async function copyOut(kc: KubeConfig, t: { namespace: string; pod: string; container: string }, remote: string, local: string, timeoutMs: number): Promise<number> {
+  const fd = openSync(local, 'w');
+  let bytes = 0;
+  let err = '';
+  try {
+    const code = await execInPod(
+      kc,
+      t,
+      ['sh', '-c', 'cat -- "$0" && rm -f -- "$0"', remote],
+      { stdout: (b) => (bytes += writeSync(fd, b)), stderr: (b) => (err += b.toString()) },
+      timeoutMs,
+    );
+    if (code !== 0) throw new Error(`cat ${remote} exited ${code}: ${err.trim()}`);
+    return bytes;
+  } finally {
+    closeSync(fd);
+  }
 }
 
 /** Runs the fan-out; returns the exit code (0 all nodes answered, 1 some did not). */

@@ -47,16 +47,9 @@ export function pcapFilter(s: ServiceAddresses): string {
 }
 
 async function runAllNodes(flags: EvidenceFlags): Promise<number> {
-  if (flags.pcap) {
-    throw new UserError(
-      'evidence --all-nodes --pcap: not supported (a capture stays on its node); pick the node with --all-nodes first, then run ' +
-        '`kubectl -n clbprobe exec POD -c agent -- node /app/dist/src/cli/main.js evidence --service NS/NAME --watch 30s --pcap /tmp/x.pcap` ' +
-        'and `kubectl cp clbprobe/POD:/tmp/x.pcap x.pcap -c agent`',
-    );
-  }
   const concurrency = Number(flags.concurrency);
   if (!Number.isInteger(concurrency) || concurrency < 1) throw new UserError(`--concurrency: expected a positive integer, not ${JSON.stringify(flags.concurrency)}`);
-  const watchS = flags.watch ? parseSeconds(flags.watch, '--watch') : 0;
+  const watchS = flags.watch ? parseSeconds(flags.watch, '--watch') : flags.pcap ? 30 : 0;
   const { runAllNodes: fanOut } = await import('./evidence-remote.js');
   return fanOut({
     service: flags.service,
@@ -70,6 +63,7 @@ async function runAllNodes(flags: EvidenceFlags): Promise<number> {
     ...(flags.node?.length ? { nodes: flags.node } : {}),
     concurrency,
     timeoutS: flags.timeout ? parseSeconds(flags.timeout, '--timeout') : watchS + 30,
+    ...(flags.pcap ? { pcap: flags.pcap } : {}),
     write: (text) => process.stdout.write(text),
   });
 }
@@ -129,7 +123,7 @@ export function register(program: Command): void {
     .requiredOption('--service <ns/name>', 'the Service, NAMESPACE/NAME')
     .option('--port <port>', 'only this Service port')
     .option('--watch <dur>', 'keep streaming new entries for this long (e.g. 30s, 2m)')
-    .option('--pcap <file>', "also capture the Service's packets for the window (default 30s) into FILE (this node only)")
+    .option('--pcap <file>', "also capture the Service's packets for the window (default 30s) into FILE (--all-nodes: FILE with the node name inserted, one per node)")
     .option('--json', 'one JSON object per line (with --all-nodes each carries "node" and "pod")')
     .option('--socket <path>', "the agent's evidence socket", DEFAULT_EVIDENCE_SOCKET)
     .option('--all-nodes', 'ask every node (or --node ones) through the Kubernetes API')
@@ -148,6 +142,7 @@ Examples:
   clbprobe evidence --service shop/web --port 443 --watch 30s --pcap /tmp/web.pcap
   clbprobe evidence --all-nodes --service shop/web              every node, from a workstation
   clbprobe evidence --all-nodes --service shop/web --node node-7,node-9 --watch 1m --json
+  clbprobe evidence --all-nodes --service shop/web --node node-7 --watch 30s --pcap web.pcap   writes web.node-7.pcap
   kubectl -n clbprobe exec POD -c agent -- node /app/dist/src/cli/main.js evidence --service shop/web --json`,
     )
     .action(async (flags: EvidenceFlags, cmd: Command) => {

@@ -145,14 +145,17 @@ describe.skipIf(!isRoot)('clbprobe evidence against real agents (local, and --al
       api.apply('pods', { ...agentPod('prometheus-0', 'node-a', 'Running'), metadata: { name: 'prometheus-0', namespace: 'clbprobe', labels: { app: 'prometheus' } } });
       api.forbidExec('clbprobe', 'clbprobe-ccccc');
       // What the kubelet would do in the agent container: run the image's command, here the
-      // compiled CLI in that node's namespace, pointed at that node's agent socket.
+      // compiled CLI in that node's namespace, pointed at that node's agent socket. Other
+      // commands (copying a capture out of the pod's /tmp) run as they are, in the same namespace.
       api.onExec = (call) => {
         const n = nodes.find((x) => x.pod === call.pod);
         const prefix = [...AGENT_ENTRYPOINT, 'evidence'];
-        const p =
-          n && call.command.slice(0, prefix.length).join(' ') === prefix.join(' ')
-            ? spawn('ip', ['netns', 'exec', n.lab.node.name, process.execPath, CLI, ...call.command.slice(2), '--socket', n.socket], { stdio: ['ignore', 'pipe', 'pipe'] })
-            : spawn('sh', ['-c', `echo 'unexpected exec ${call.pod}: ${call.command.join(' ')}' >&2; exit 127`], { stdio: ['ignore', 'pipe', 'pipe'] });
+        const stdio: ['ignore', 'pipe', 'pipe'] = ['ignore', 'pipe', 'pipe'];
+        const p = !n
+          ? spawn('sh', ['-c', `echo 'unexpected exec ${call.pod}: ${call.command.join(' ')}' >&2; exit 127`], { stdio })
+          : call.command.slice(0, prefix.length).join(' ') === prefix.join(' ')
+            ? spawn('ip', ['netns', 'exec', n.lab.node.name, process.execPath, CLI, ...call.command.slice(2), '--socket', n.socket], { stdio })
+            : spawn('ip', ['netns', 'exec', n.lab.node.name, ...call.command], { stdio });
         execProcs.push(p);
         return p;
       };
@@ -252,6 +255,43 @@ describe.skipIf(!isRoot)('clbprobe evidence against real agents (local, and --al
     expect(live.some((l) => l.line.class === 'loopback_pair')).toBe(true);
     // Streamed: the first new entry arrived well before the command ended (the watch is 4 s).
     expect(r.exitAt - live[0]!.at).toBeGreaterThan(1500);
+  });
+
+  it('--all-nodes --pcap: one capture per node, copied out of the pod through exec, read back by tcpdump', async () => {
+    const base = join(dir, 'all.pcap');
+    let connects: Promise<string[]> | undefined;
+    const started = new Set<string>();
+    const r = await cli(['evidence', '--all-nodes', '--service', 'lab/web', '--kubeconfig', kubeconfig, '--node', 'node-a,node-b', '--watch', '3s', '--pcap', base, '--json'], {
+      onLine: (text) => {
+        // A node's capture starts when its first line arrives; connect once both have.
+        if (text.includes('"type":"service"')) started.add((JSON.parse(text) as Line).node);
+        if (!connects && started.size === 2) connects = sleep(500).then(() => Promise.all(nodes.map((n) => connectAsync(n.lab, 1000))));
+      },
+    });
+    expect(r.code, r.stderr).toBe(0);
+    expect(await connects).toEqual(['timeout', 'connected node2']);
+    const summary = JSON.parse(r.stdout.trim().split('\n').at(-1)!) as { nodes: { node: string; pcap: { file: string; packets: number; bytes: number } }[] };
+    const tcpdump = (file: string) => {
+      const read = spawnSync('tcpdump', ['-nr', file], { encoding: 'utf8' });
+      expect(read.status, read.stderr).toBe(0);
+      return read.stdout.trim().split('\n');
+    };
+    const [a, b] = summary.nodes;
+    expect([a!.pcap.file, b!.pcap.file]).toEqual([join(dir, 'all.node-a.pcap'), join(dir, 'all.node-b.pcap')]);
+    const pa = tcpdump(a!.pcap.file);
+    const pb = tcpdump(b!.pcap.file);
+    expect(pa).toHaveLength(a!.pcap.packets);
+    expect(pb).toHaveLength(b!.pcap.packets);
+    // node-a: the client's SYN to the LB and the same client back in at the NodePort (the loop);
+    // node-b: its pod→LB traffic leaves SNATed to the node, and nothing comes back to its NodePort.
+    expect(pa.some((l) => l.includes(`${LAB.clientPod}.`) && l.includes(`> ${LAB.vip}.${LAB.port}:`))).toBe(true);
+    expect(pa.some((l) => l.includes(`${LAB.clientPod}.`) && l.includes(`> ${LAB.node1}.${LAB.nodePort}:`))).toBe(true);
+    expect(pb.some((l) => l.includes(`${LAB.node1}.`) && l.includes(`> ${LAB.vip}.${LAB.port}:`))).toBe(true);
+    expect(pb.some((l) => l.includes(`> ${LAB.node1}.${LAB.nodePort}:`))).toBe(false);
+    // The pods' scratch copies are gone.
+    const remote = api.execs.flatMap((c) => c.command.filter((x) => x.startsWith('/tmp/clbprobe-evidence-')));
+    expect(remote.length).toBeGreaterThanOrEqual(2);
+    for (const f of remote) expect(existsSync(f)).toBe(false);
   });
 
   it('the API server refusing the pod list is a usage/API error (exit 2) naming the list verb', async () => {
