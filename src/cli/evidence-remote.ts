@@ -37,6 +37,8 @@ export interface AllNodesOptions {
   timeoutS: number;
   /** Capture on each node too, into this file name with the node inserted (web.pcap → web.NODE.pcap). */
   pcap?: string;
+  /** Size cap of each node's capture (the remote --pcap-max). */
+  pcapMaxMiB?: number;
   /** Where lines go (stdout in the CLI). */
   write: (text: string) => void;
 }
@@ -80,7 +82,7 @@ export function loadWorkstationConfig(file?: string): KubeConfig {
 }
 
 /** The command run inside each agent pod. */
-export function remoteCommand(o: Pick<AllNodesOptions, 'service' | 'port' | 'watchS'>, remotePcap?: string): string[] {
+export function remoteCommand(o: Pick<AllNodesOptions, 'service' | 'port' | 'watchS' | 'pcapMaxMiB'>, remotePcap?: string): string[] {
   return [
     ...AGENT_ENTRYPOINT,
     'evidence',
@@ -89,7 +91,7 @@ export function remoteCommand(o: Pick<AllNodesOptions, 'service' | 'port' | 'wat
     '--json',
     ...(o.port ? ['--port', String(o.port)] : []),
     ...(o.watchS ? ['--watch', `${o.watchS}s`] : []),
-    ...(remotePcap ? ['--pcap', remotePcap] : []),
+    ...(remotePcap ? ['--pcap', remotePcap, ...(o.pcapMaxMiB ? ['--pcap-max', String(o.pcapMaxMiB)] : [])] : []),
   ];
 }
 

@@ -15,6 +15,7 @@ interface EvidenceFlags {
   port?: string;
   watch?: string;
   pcap?: string;
+  pcapMax: string;
   json?: boolean;
   socket: string;
   allNodes?: boolean;
@@ -63,7 +64,7 @@ async function runAllNodes(flags: EvidenceFlags): Promise<number> {
     ...(flags.node?.length ? { nodes: flags.node } : {}),
     concurrency,
     timeoutS: flags.timeout ? parseSeconds(flags.timeout, '--timeout') : watchS + 30,
-    ...(flags.pcap ? { pcap: flags.pcap } : {}),
+    ...(flags.pcap ? { pcap: flags.pcap, pcapMaxMiB: pcapMaxMiB(flags) } : {}),
     write: (text) => process.stdout.write(text),
   });
 }
@@ -84,7 +85,7 @@ async function run(flags: EvidenceFlags): Promise<void> {
     if (l.type === 'error') error = l.message;
     if (l.type === 'service' && flags.pcap) {
       if (!l.service.ifname) throw new UserError('evidence --pcap: the agent has no uplink interface');
-      pcap = capture(pcapFilter(l.service), { ifname: l.service.ifname, file: flags.pcap, durationS: watchS, maxBytes: 256 << 20 });
+      pcap = capture(pcapFilter(l.service), { ifname: l.service.ifname, file: flags.pcap, durationS: watchS, maxBytes: pcapMaxMiB(flags) << 20 });
     }
     process.stdout.write(`${flags.json ? text : textLine(l)}\n`);
   }
@@ -95,6 +96,16 @@ async function run(flags: EvidenceFlags): Promise<void> {
   }
 }
 
+/**
+ * --pcap-max in MiB. The default stays well under the agent pod's /tmp emptyDir
+ * (256Mi in deploy/daemonset.yaml): a capture that filled it would get the agent evicted.
+ */
+function pcapMaxMiB(flags: EvidenceFlags): number {
+  const n = Number(flags.pcapMax);
+  if (!Number.isInteger(n) || n < 1 || n > 4096) throw new UserError(`--pcap-max: expected MiB between 1 and 4096, not ${JSON.stringify(flags.pcapMax)}`);
+  return n;
+}
+
 /** Usage checks common to both modes; throws UserError (exit 2). */
 function checkFlags(flags: EvidenceFlags, cmd: Command): void {
   try {
@@ -103,6 +114,7 @@ function checkFlags(flags: EvidenceFlags, cmd: Command): void {
     throw new UserError((e as Error).message);
   }
   if (flags.port !== undefined && !/^\d{1,5}$/.test(flags.port)) throw new UserError(`--port: expected a port number, not ${JSON.stringify(flags.port)}`);
+  if (flags.pcap) pcapMaxMiB(flags);
   if (!flags.allNodes) {
     const stray = REMOTE_ONLY.find((k) => cmd.getOptionValueSource(k) === 'cli');
     if (stray) throw new UserError(`--${stray.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} needs --all-nodes`);
@@ -124,6 +136,7 @@ export function register(program: Command): void {
     .option('--port <port>', 'only this Service port')
     .option('--watch <dur>', 'keep streaming new entries for this long (e.g. 30s, 2m)')
     .option('--pcap <file>', "also capture the Service's packets for the window (default 30s) into FILE (--all-nodes: FILE with the node name inserted, one per node)")
+    .option('--pcap-max <MiB>', 'stop writing the capture at this size', '100')
     .option('--json', 'one JSON object per line (with --all-nodes each carries "node" and "pod")')
     .option('--socket <path>', "the agent's evidence socket", DEFAULT_EVIDENCE_SOCKET)
     .option('--all-nodes', 'ask every node (or --node ones) through the Kubernetes API')

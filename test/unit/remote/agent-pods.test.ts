@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { AGENT_DEFAULTS } from '../../../src/cli/evidence.js';
-import { AGENT_ENTRYPOINT, remoteCommand } from '../../../src/cli/evidence-remote.js';
+import { AGENT_ENTRYPOINT, pcapFileFor, remoteCommand } from '../../../src/cli/evidence-remote.js';
 import { planNodes, toAgentPod, type AgentPod } from '../../../src/remote/agent-pods.js';
 
 const ROOT = join(import.meta.dirname, '../../..');
@@ -91,5 +91,11 @@ describe('the fan-out matches the deployed agent', () => {
       '30s',
     ]);
     expect(remoteCommand({ service: 'shop/web', watchS: 0 })).toEqual([...AGENT_ENTRYPOINT, 'evidence', '--service', 'shop/web', '--json']);
+    expect(remoteCommand({ service: 'shop/web', watchS: 30, pcapMaxMiB: 100 }, '/tmp/x.pcap').slice(-6)).toEqual(['--watch', '30s', '--pcap', '/tmp/x.pcap', '--pcap-max', '100']);
+  });
+
+  it('a node capture goes to the given file with the node name inserted', () => {
+    expect(pcapFileFor('/tmp/web.pcap', 'node-1')).toBe('/tmp/web.node-1.pcap');
+    expect(pcapFileFor('cap', 'node-1')).toBe('cap.node-1');
   });
 });
