@@ -25,8 +25,16 @@ function endpointPort(s: ServiceView, ep: ServiceView['endpoints'][number]): num
 
 const PROTO_NUM: Record<string, number> = { TCP: 6, UDP: 17, SCTP: 132 };
 
+const labelCache = new WeakMap<ServiceView, SvcPortLabels>();
+
+/**
+ * The metric labels of a Service port: one shared object per ServiceView (read-only), so that a
+ * scrape of 5,000 Services does not allocate them per series and the exporter can key on identity.
+ */
 export function labelsOf(s: ServiceView): SvcPortLabels {
-  return { namespace: s.namespace, service: s.name, port: String(s.port), protocol: s.protocol };
+  let l = labelCache.get(s);
+  if (!l) labelCache.set(s, (l = { namespace: s.namespace, service: s.name, port: String(s.port), protocol: s.protocol }));
+  return l;
 }
 
 /** How a conntrack entry relates to a Service: towards its LB VIP, its NodePort, or one of its endpoints. */

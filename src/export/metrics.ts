@@ -1,6 +1,11 @@
-// The Prometheus metrics (prom-client), each rendered from ExportState at
-// scrape time. Names follow Prometheus conventions: prefix clbprobe_,
-// counters end in _total, per-Service series carry namespace/service/port/protocol.
+// The Prometheus metrics, each rendered from ExportState at scrape time.
+// Names follow Prometheus conventions: prefix clbprobe_, counters end in
+// _total, per-Service series carry namespace/service/port/protocol.
+// The families are declared as prom-client metrics (the registry lists their
+// names, help and label names) but their samples are written straight from
+// the state in prom-client's text format: with 5,000 Services (~50k series)
+// going through prom-client's per-series label objects took ~0.5 s a scrape
+// (bench/agent.ts). Process metrics still come from prom-client.
 import client from 'prom-client';
 import type { ExportState, SvcPortLabels } from './state.js';
 
@@ -14,154 +19,317 @@ export interface MetricsOptions {
 const SVC = ['namespace', 'service', 'port', 'protocol'] as const;
 const svcKey = (s: SvcPortLabels): string => `${s.namespace}/${s.service}:${s.port}/${s.protocol}`;
 
-/** Which Service ports fit under the cap: the first N by name, so the set is stable between scrapes. */
+/** As prom-client escapes: HELP text and label values (most values need nothing: test first, it is cheaper). */
+const escapeHelp = (s: string): string => s.replace(/\\/g, '\\\\').replace(/\n/g, '\\n');
+const escapeValue = (s: string): string => (/[\\\n"]/.test(s) ? escapeHelp(s).replace(/"/g, '\\"') : s);
+const label = (name: string, value: string): string => `${name}="${escapeValue(value)}"`;
+const valueText = (v: number): string => (Number.isNaN(v) ? 'Nan' : v === Infinity ? '+Inf' : v === -Infinity ? '-Inf' : `${v}`);
+
+/**
+ * Which Service ports fit under the cap: the first N by name, so the set is stable between scrapes.
+ * Keys and label texts are cached per labels object (they are immutable, see state.ts): the same
+ * objects come back at every scrape, so a scrape does not rebuild 5,000 label texts.
+ */
 class CardinalityCap {
   private readonly dropped = new Set<string>();
-  private allowed = new Set<string>();
+  private readonly keys = new WeakMap<SvcPortLabels, string>();
+  private readonly texts = new WeakMap<SvcPortLabels, string>();
+  /** The admitted keys when some Service ports are over the cap; undefined when all fit. */
+  private allowed?: Set<string>;
   constructor(private readonly max: number) {}
 
   update(state: ExportState): void {
-    const keys = new Set<string>();
+    const objects = new Set<SvcPortLabels>();
     const all = [state.lbPath, state.flows, state.findings, state.lbIpBound, state.ipvsRealServers, state.conntrackEntries];
-    for (const list of all) for (const x of list) keys.add(svcKey(x.svc));
+    for (const list of all) for (const x of list) objects.add(x.svc);
+    const keys = new Set<string>();
+    for (const o of objects) keys.add(this.keyOf(o));
+    if (keys.size <= this.max) {
+      this.allowed = undefined;
+      return;
+    }
     const sorted = [...keys].sort();
     this.allowed = new Set(sorted.slice(0, this.max));
     for (const k of sorted.slice(this.max)) this.dropped.add(k);
   }
-  admits(s: SvcPortLabels): boolean {
-    return this.allowed.has(svcKey(s));
+  /** The Service port's label text, or null when it is over the cap. */
+  labels(s: SvcPortLabels): string | null {
+    if (this.allowed && !this.allowed.has(this.keyOf(s))) return null;
+    let text = this.texts.get(s);
+    if (text === undefined) this.texts.set(s, (text = SVC.map((n) => label(n, s[n])).join(',')));
+    return text;
   }
   get droppedCount(): number {
     return this.dropped.size;
   }
+  private keyOf(s: SvcPortLabels): string {
+    let k = this.keys.get(s);
+    if (k === undefined) this.keys.set(s, (k = svcKey(s)));
+    return k;
+  }
+}
+
+/** One metric family: its declaration, and how its samples come out of the state. */
+interface Family<T> {
+  name: string;
+  help: string;
+  type: 'counter' | 'gauge';
+  labelNames: string[];
+  items(state: ExportState): Iterable<T>;
+  /** The Service port's label text (cached, so cheap to look up), '' for families without one; null skips the item. */
+  group(x: T): string | null;
+  /** What tells the item's label set apart within its group (its other label values). */
+  key(x: T): string;
+  /** The item's full label text; only computed for label sets not seen before. */
+  labels(x: T): string;
+  value(x: T): number;
+}
+
+/** The series of one group (a Service port, or all of a family without one), kept across scrapes. */
+interface Group {
+  keys: string[];
+  /** `name{labels} ` of each key. */
+  prefixes: string[];
+  values: number[];
+  seen: number[];
+  scrape: number;
+  /** The group's lines; undefined when a value or key changed since they were made. */
+  text?: string;
+}
+
+/**
+ * Renders a family, reusing what did not change since the last scrape: most of 5,000 Service
+ * ports have the same values every time, so only groups with changes are formatted again
+ * (bench/agent.ts: ~50k series). Repeated label sets in one scrape add up (counters) or replace
+ * (gauges), as prom-client does; series are grouped by Service port.
+ */
+class FamilyRenderer<T> {
+  private readonly groups = new Map<string, Group>();
+  private scrape = 0;
+  private text?: string;
+  constructor(readonly f: Family<T>) {}
+
+  render(state: ExportState): string {
+    const f = this.f;
+    const scrape = ++this.scrape;
+    let changed = false;
+    for (const x of f.items(state)) {
+      const name = f.group(x);
+      if (name === null) continue;
+      let g = this.groups.get(name);
+      if (!g) {
+        this.groups.set(name, (g = { keys: [], prefixes: [], values: [], seen: [], scrape }));
+        changed = true;
+      }
+      g.scrape = scrape;
+      const key = f.key(x);
+      const v = f.value(x);
+      const i = g.keys.indexOf(key);
+      if (i < 0) {
+        const labels = f.labels(x);
+        g.keys.push(key);
+        g.prefixes.push(`${f.name}${labels ? `{${labels}}` : ''} `);
+        g.values.push(v);
+        g.seen.push(scrape);
+        g.text = undefined;
+        changed = true;
+        continue;
+      }
+      const next = g.seen[i] === scrape && f.type === 'counter' ? g.values[i]! + v : v;
+      g.seen[i] = scrape;
+      if (next !== g.values[i]) {
+        g.values[i] = next;
+        g.text = undefined;
+        changed = true;
+      }
+    }
+    for (const [name, g] of this.groups) {
+      if (g.scrape !== scrape) {
+        this.groups.delete(name);
+        changed = true;
+      } else if (g.seen.some((s) => s !== scrape)) {
+        for (let i = g.keys.length - 1; i >= 0; i--) {
+          if (g.seen[i] === scrape) continue;
+          for (const a of [g.keys, g.prefixes, g.values, g.seen] as unknown[][]) a.splice(i, 1);
+        }
+        g.text = undefined;
+        changed = true;
+      }
+    }
+    if (changed || this.text === undefined) {
+      const parts = [`# HELP ${f.name} ${escapeHelp(f.help)}`, `# TYPE ${f.name} ${f.type}`];
+      for (const g of this.groups.values()) {
+        g.text ??= g.prefixes.map((p, i) => p + valueText(g.values[i]!)).join('\n');
+        if (g.text) parts.push(g.text);
+      }
+      this.text = parts.join('\n');
+    }
+    return this.text;
+  }
+}
+
+/** A registry whose metrics() renders the families from one state read per scrape, then the process metrics. */
+class AgentRegistry extends client.Registry {
+  constructor(
+    private readonly renderFamilies: () => string,
+    private readonly processRegistry?: client.Registry,
+  ) {
+    super();
+  }
+  override async metrics(): Promise<string> {
+    const ours = this.renderFamilies();
+    return this.processRegistry ? `${ours}\n${await this.processRegistry.metrics()}` : ours;
+  }
+  override getMetricsAsArray(): ReturnType<client.Registry['getMetricsAsArray']> {
+    return [...super.getMetricsAsArray(), ...(this.processRegistry?.getMetricsAsArray() ?? [])];
+  }
 }
 
 export function createRegistry(getState: () => ExportState, opts: MetricsOptions): client.Registry {
-  const registry = new client.Registry();
   const cap = new CardinalityCap(opts.maxServicePorts);
-  let state: ExportState;
-  /** Every metric renders from one state read per scrape; build_info's collect (first registered) takes it. */
-  const svc = (s: SvcPortLabels) => ({ namespace: s.namespace, service: s.service, port: s.port, protocol: s.protocol });
-  const reg = { registers: [registry] };
-
-  new client.Gauge({
-    name: 'clbprobe_build_info',
-    help: 'Always 1; the labels say which clbprobe runs on which node.',
-    labelNames: ['version', 'node'],
-    ...reg,
-    collect() {
-      state = getState();
-      cap.update(state);
-      this.reset();
-      this.set({ version: state.version, node: state.nodeName }, 1);
-    },
-  });
-  new client.Gauge({
-    name: 'clbprobe_source_up',
-    help: 'Whether a datapath or cluster source was read successfully (1) or is failing (0).',
-    labelNames: ['source'],
-    ...reg,
-    collect() {
-      this.reset();
-      for (const s of state.sources) this.set({ source: s.source }, s.up ? 1 : 0);
-    },
-  });
-  new client.Counter({
-    name: 'clbprobe_resyncs_total',
-    help: 'Full re-reads of a source (periodic, or after lost events).',
-    labelNames: ['source'],
-    ...reg,
-    collect() {
-      this.reset();
-      for (const [source, n] of Object.entries(state.resyncs)) this.inc({ source }, n);
-    },
-  });
-  new client.Counter({
-    name: 'clbprobe_errors_total',
-    help: 'Failed reads or updates, by source.',
-    labelNames: ['source'],
-    ...reg,
-    collect() {
-      this.reset();
-      for (const [source, n] of Object.entries(state.errors)) this.inc({ source }, n);
-    },
-  });
-  for (const unit of ['packets', 'bytes'] as const) {
-    new client.Counter({
-      name: `clbprobe_lb_path_${unit}_total`,
-      help:
-        unit === 'packets'
-          ? 'Packets on the LB path by kind: to_lb (local source to an LB VIP), loop_return (local source back in from the uplink), hc_local_src (LB health checks with a node-bound source).'
-          : 'Bytes on the LB path by kind (see clbprobe_lb_path_packets_total).',
-      labelNames: [...SVC, 'kind'],
-      ...reg,
-      collect() {
-        this.reset();
-        for (const x of state.lbPath) if (cap.admits(x.svc)) this.inc({ ...svc(x.svc), kind: x.kind }, x[unit]);
-      },
+  /** A per-Service family: one series per state item whose Service port is under the cap. */
+  const perSvc = <T extends { svc: SvcPortLabels }>(
+    decl: Pick<Family<T>, 'name' | 'help' | 'type'>,
+    items: (s: ExportState) => readonly T[],
+    extra: [string, (x: T) => string][],
+    value: (x: T) => number,
+  ): FamilyRenderer<T> => {
+    const [first] = extra;
+    return new FamilyRenderer<T>({
+      ...decl,
+      labelNames: [...SVC, ...extra.map(([n]) => n)],
+      items,
+      group: (x) => cap.labels(x.svc),
+      key: extra.length === 1 ? first![1] : (x) => extra.map(([, v]) => v(x)).join('\0'),
+      labels: (x) => [cap.labels(x.svc), ...extra.map(([n, v]) => label(n, v(x)))].join(','),
+      value,
     });
+  };
+  /** A family with only a `source` label. */
+  const bySource = (name: string, help: string, counts: (s: ExportState) => Record<string, number>): FamilyRenderer<[string, number]> =>
+    new FamilyRenderer<[string, number]>({
+      name,
+      help,
+      type: 'counter',
+      labelNames: ['source'],
+      items: (s) => Object.entries(counts(s)),
+      group: () => '',
+      key: ([source]) => source,
+      labels: ([source]) => label('source', source),
+      value: ([, n]) => n,
+    });
+  const families = [
+    new FamilyRenderer<ExportState>({
+      name: 'clbprobe_build_info',
+      help: 'Always 1; the labels say which clbprobe runs on which node.',
+      type: 'gauge',
+      labelNames: ['version', 'node'],
+      items: (s) => [s],
+      group: () => '',
+      key: (s) => `${s.version}\0${s.nodeName}`,
+      labels: (s) => `${label('version', s.version)},${label('node', s.nodeName)}`,
+      value: () => 1,
+    }),
+    new FamilyRenderer<ExportState['sources'][number]>({
+      name: 'clbprobe_source_up',
+      help: 'Whether a datapath or cluster source was read successfully (1) or is failing (0).',
+      type: 'gauge',
+      labelNames: ['source'],
+      items: (s) => s.sources,
+      group: () => '',
+      key: (x) => x.source,
+      labels: (x) => label('source', x.source),
+      value: (x) => (x.up ? 1 : 0),
+    }),
+    bySource('clbprobe_resyncs_total', 'Full re-reads of a source (periodic, or after lost events).', (s) => s.resyncs),
+    bySource('clbprobe_errors_total', 'Failed reads or updates, by source.', (s) => s.errors),
+    ...(['packets', 'bytes'] as const).map((unit) =>
+      perSvc(
+        {
+          name: `clbprobe_lb_path_${unit}_total`,
+          help:
+            unit === 'packets'
+              ? 'Packets on the LB path by kind: to_lb (local source to an LB VIP), loop_return (local source back in from the uplink), hc_local_src (LB health checks with a node-bound source).'
+              : 'Bytes on the LB path by kind (see clbprobe_lb_path_packets_total).',
+          type: 'counter',
+        },
+        (s) => s.lbPath,
+        [['kind', (x) => x.kind]],
+        (x) => x[unit],
+      ),
+    ),
+    perSvc(
+      {
+        name: 'clbprobe_conntrack_flows_total',
+        help: 'Conntrack flows towards LB VIPs that ended, by outcome (replied, unreplied, loopback_pair, not_snated).',
+        type: 'counter',
+      },
+      (s) => s.flows,
+      [['outcome', (x) => x.outcome]],
+      (x) => x.count,
+    ),
+    perSvc(
+      {
+        name: 'clbprobe_findings_active',
+        help: 'Findings currently reported for a Service port (1 while present), by mechanism and severity.',
+        type: 'gauge',
+      },
+      (s) => s.findings,
+      [
+        ['mechanism', (x) => x.mechanism],
+        ['severity', (x) => x.severity],
+      ],
+      () => 1,
+    ),
+    perSvc(
+      { name: 'clbprobe_lb_ip_bound', help: 'Whether the LB ingress IP of a Service port is bound on kube-ipvs0 on this node.', type: 'gauge' },
+      (s) => s.lbIpBound,
+      [['ip', (x) => x.ip]],
+      (x) => (x.bound ? 1 : 0),
+    ),
+    perSvc(
+      {
+        name: 'clbprobe_ipvs_real_servers',
+        help: 'IPVS real servers behind the LB VIP:port of a Service port, local (on this node) or remote.',
+        type: 'gauge',
+      },
+      (s) => s.ipvsRealServers,
+      [['locality', (x) => x.locality]],
+      (x) => x.count,
+    ),
+    perSvc(
+      { name: 'clbprobe_conntrack_entries', help: 'Conntrack entries towards the LB VIPs of a Service port, by state.', type: 'gauge' },
+      (s) => s.conntrackEntries,
+      [['state', (x) => x.state]],
+      (x) => x.count,
+    ),
+    new FamilyRenderer<number>({
+      name: 'clbprobe_series_dropped_total',
+      help: 'Service ports left without series because of the cardinality cap (--max-service-ports).',
+      type: 'counter',
+      labelNames: [],
+      items: () => [cap.droppedCount],
+      group: () => '',
+      key: () => '',
+      labels: () => '',
+      value: (n) => n,
+    }),
+  ];
+
+  let processRegistry: client.Registry | undefined;
+  if (opts.processMetrics) {
+    processRegistry = new client.Registry();
+    client.collectDefaultMetrics({ register: processRegistry });
   }
-  new client.Counter({
-    name: 'clbprobe_conntrack_flows_total',
-    help: 'Conntrack flows towards LB VIPs that ended, by outcome (replied, unreplied, loopback_pair, not_snated).',
-    labelNames: [...SVC, 'outcome'],
-    ...reg,
-    collect() {
-      this.reset();
-      for (const x of state.flows) if (cap.admits(x.svc)) this.inc({ ...svc(x.svc), outcome: x.outcome }, x.count);
-    },
-  });
-  new client.Gauge({
-    name: 'clbprobe_findings_active',
-    help: 'Findings currently reported for a Service port (1 while present), by mechanism and severity.',
-    labelNames: [...SVC, 'mechanism', 'severity'],
-    ...reg,
-    collect() {
-      this.reset();
-      for (const x of state.findings) {
-        if (cap.admits(x.svc)) this.set({ ...svc(x.svc), mechanism: x.mechanism, severity: x.severity }, 1);
-      }
-    },
-  });
-  new client.Gauge({
-    name: 'clbprobe_lb_ip_bound',
-    help: 'Whether the LB ingress IP of a Service port is bound on kube-ipvs0 on this node.',
-    labelNames: [...SVC, 'ip'],
-    ...reg,
-    collect() {
-      this.reset();
-      for (const x of state.lbIpBound) if (cap.admits(x.svc)) this.set({ ...svc(x.svc), ip: x.ip }, x.bound ? 1 : 0);
-    },
-  });
-  new client.Gauge({
-    name: 'clbprobe_ipvs_real_servers',
-    help: 'IPVS real servers behind the LB VIP:port of a Service port, local (on this node) or remote.',
-    labelNames: [...SVC, 'locality'],
-    ...reg,
-    collect() {
-      this.reset();
-      for (const x of state.ipvsRealServers) if (cap.admits(x.svc)) this.set({ ...svc(x.svc), locality: x.locality }, x.count);
-    },
-  });
-  new client.Gauge({
-    name: 'clbprobe_conntrack_entries',
-    help: 'Conntrack entries towards the LB VIPs of a Service port, by state.',
-    labelNames: [...SVC, 'state'],
-    ...reg,
-    collect() {
-      this.reset();
-      for (const x of state.conntrackEntries) if (cap.admits(x.svc)) this.set({ ...svc(x.svc), state: x.state }, x.count);
-    },
-  });
-  new client.Counter({
-    name: 'clbprobe_series_dropped_total',
-    help: 'Service ports left without series because of the cardinality cap (--max-service-ports).',
-    ...reg,
-    collect() {
-      this.reset();
-      this.inc(cap.droppedCount);
-    },
-  });
-  if (opts.processMetrics) client.collectDefaultMetrics({ register: registry });
+  const registry = new AgentRegistry(() => {
+    const state = getState();
+    cap.update(state);
+    return `${families.map((r) => r.render(state)).join('\n\n')}\n`;
+  }, processRegistry);
+  for (const { f } of families) {
+    const declaration = { name: f.name, help: f.help, labelNames: f.labelNames, registers: [registry] };
+    if (f.type === 'counter') new client.Counter(declaration);
+    else new client.Gauge(declaration);
+  }
   return registry;
 }

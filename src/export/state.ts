@@ -2,7 +2,11 @@
 // /metrics is a pure function of it (the golden test feeds a fixed one).
 // Counters are cumulative values kept by the agent; the exporter only prints.
 
-/** The per-Service labels: one series set per Service port. */
+/**
+ * The per-Service labels: one series set per Service port. Read-only: the exporter caches each
+ * object's label text by identity, so pass the same object for a Service port at every scrape
+ * (labelsOf in src/agent/service-index.ts does) and never change one after handing it over.
+ */
 export interface SvcPortLabels {
   namespace: string;
   service: string;

@@ -57,4 +57,31 @@ describe('/metrics rendering', () => {
     s.lbPath[1]!.packets = 9;
     expect(await reg.metrics()).toContain('kind="loop_return"} 9');
   });
+
+  it('escapes label values and merges repeated label sets as prom-client does (counters add up, gauges keep the last)', async () => {
+    const s = emptyState('node-1', '0.1.0');
+    const odd: SvcPortLabels = { namespace: 'a"b', service: 'c\\d', port: '80', protocol: 'TCP' };
+    s.flows = [
+      { svc: odd, outcome: 'replied', count: 2 },
+      { svc: { ...odd }, outcome: 'replied', count: 3 },
+    ];
+    s.conntrackEntries = [
+      { svc: odd, state: 'ESTABLISHED', count: 7 },
+      { svc: odd, state: 'ESTABLISHED', count: 1 },
+    ];
+    const text = await createRegistry(() => s, { maxServicePorts: 100, processMetrics: false }).metrics();
+    const svc = 'namespace="a\\"b",service="c\\\\d",port="80",protocol="TCP"';
+    expect(text).toContain(`clbprobe_conntrack_flows_total{${svc},outcome="replied"} 5\n`);
+    expect(text).toContain(`clbprobe_conntrack_entries{${svc},state="ESTABLISHED"} 1\n`);
+  });
+
+  it('appends prom-client process metrics after its own, and lists every family in the registry', async () => {
+    const reg = createRegistry(fixedState, { maxServicePorts: 100, processMetrics: true });
+    const text = await reg.metrics();
+    expect(text.startsWith(readFileSync(GOLDEN, 'utf8'))).toBe(true);
+    expect(text).toMatch(/\n\n# HELP process_cpu_seconds_total /);
+    const names = reg.getMetricsAsArray().map((m) => m.name);
+    expect(names).toContain('clbprobe_lb_path_packets_total');
+    expect(names).toContain('process_resident_memory_bytes');
+  });
 });
