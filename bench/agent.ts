@@ -1,0 +1,409 @@
+// Benchmark of `clbprobe agent` at scale (issue 5), all figures in one run:
+//   npm run build && sudo npm run bench:agent -- [--entries 1000000] [--services 5000] [--endpoints 20000]
+//   (= sudo node --import tsx bench/agent.ts ...; the agent itself runs from dist/, as deployed)
+// Other flags: --vip-entries 3000 (of the entries, towards LB VIPs: the agent keeps these)
+//   --event-rate 10000 (conntrack events/s) --window 20 (seconds per CPU window) --scrapes 20 --loops 5
+//   --node-flags "--cpu-prof --cpu-prof-dir=DIR" (node options for the agents: profiles, heap limits)
+// 1. A small loop lab (src/demo/lab.ts) with the agent on node1: time from a looping
+//    connect to the loop_return counter in /metrics.
+// 2. A node namespace with an uplink veth, N conntrack entries inserted over ctnetlink,
+//    and a synthetic cluster file (bench/agent-cluster.ts); the agent reads it with
+//    --netns and eBPF counters on the uplink. Measured: time to /readyz, RSS, CPU idle,
+//    CPU under paced conntrack events (and whether any was lost), /metrics render time,
+//    one periodic resync. Reference figures from the same run (conntrack -C / -L on the
+//    same table, a bare node process) make the numbers comparable across machines.
+// Root only. Namespaces are cbk-*; everything (namespaces, processes, temp files,
+// nf_conntrack_max) is put back on exit, on failure and on Ctrl-C.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { createWriteStream, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { get } from 'node:http';
+import { createServer } from 'node:net';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createLoopLab, LAB } from '../src/demo/lab.js';
+import { Netns, vethPair } from '../src/demo/netns.js';
+import { BENCH_NODE, syntheticCluster } from './agent-cluster.js';
+import { paceEvents } from './agent-events.js';
+import { fill, raiseConntrackMax, type Destination } from './conntrack-dump.js';
+
+const CLI = join(import.meta.dirname, '../dist/src/cli/main.js');
+const PREFIX = 'cbk-';
+const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
+
+const argv = process.argv.slice(2);
+const arg = (name: string, def: number): number => {
+  const i = argv.indexOf(name);
+  const v = i >= 0 ? Number(argv[i + 1]) : def;
+  if (!Number.isFinite(v) || v < 0) throw new Error(`${name}: expected a number, not ${argv[i + 1]}`);
+  return v;
+};
+const opt = {
+  entries: arg('--entries', 1_000_000),
+  services: arg('--services', 5000),
+  endpoints: arg('--endpoints', 20_000),
+  vipEntries: arg('--vip-entries', 3000),
+  eventRate: arg('--event-rate', 10_000),
+  window: arg('--window', 20),
+  scrapes: arg('--scrapes', 20),
+  loops: arg('--loops', 5),
+};
+/** --node-flags "...": extra node options for the agents, e.g. "--cpu-prof --cpu-prof-dir=/tmp/p" or heap limits. */
+const nodeFlags = argv.includes('--node-flags') ? argv[argv.indexOf('--node-flags') + 1]!.split(' ').filter(Boolean) : [];
+
+// ---- clean-up: run in reverse order, once, whatever happens ----
+const undo: (() => void)[] = [];
+let cleaned = false;
+function cleanup(): void {
+  if (cleaned) return;
+  cleaned = true;
+  for (const f of undo.reverse()) {
+    try {
+      f();
+    } catch (e) {
+      console.error(`clean-up: ${e instanceof Error ? e.message : String(e)}`);
+    }
+  }
+}
+for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(sig, () => {
+    console.error(`\n${sig}: cleaning up`);
+    cleanup();
+    process.exit(130);
+  });
+}
+process.on('exit', cleanup);
+
+// ---- small helpers ----
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const log = (s: string) => console.error(`[bench ${new Date().toISOString().slice(11, 19)}] ${s}`);
+
+function httpGet(url: string): Promise<{ status: number; body: string; ms: number }> {
+  const t0 = performance.now();
+  return new Promise((resolve, reject) => {
+    get(url, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString(), ms: performance.now() - t0 }));
+    }).on('error', reject);
+  });
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/** VmRSS and VmHWM of a process, MB. */
+function memory(pid: number): { rss: number; hwm: number } {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+)`, 'm').exec(status)?.[1] ?? NaN);
+  return { rss: kb('VmRSS') / 1024, hwm: kb('VmHWM') / 1024 };
+}
+
+/** utime + stime of a process, seconds. */
+function cpuSeconds(pid: number): number {
+  // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[11]) + Number(f[12])) / CLK_TCK;
+}
+
+/** Sum of a metric's samples whose label text contains every `labels` fragment. */
+function metricSum(text: string, name: string, ...labels: string[]): number {
+  let sum = 0;
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
+    if (labels.every((l) => line.includes(l))) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
+  }
+  return sum;
+}
+
+async function until<T>(what: string, ms: number, f: () => Promise<T | undefined>, everyMs = 50): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await f().catch(() => undefined);
+    if (v !== undefined) return v;
+    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await sleep(everyMs);
+  }
+}
+
+function timed(cmd: string[]): { ms: number; out: string } {
+  const t0 = performance.now();
+  const r = spawnSync(cmd[0]!, cmd.slice(1), { encoding: 'utf8', maxBuffer: 1 << 30 });
+  if (r.status !== 0) throw new Error(`${cmd.join(' ')} exited ${r.status}: ${r.stderr}`);
+  return { ms: performance.now() - t0, out: r.stdout };
+}
+
+const pct = (xs: number[], p: number): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)]!;
+};
+
+/** Agent logs, shown when the benchmark fails (the temp dir is removed afterwards). */
+const agentLogs: string[] = [];
+
+interface Agent {
+  proc: ChildProcess;
+  pid: number;
+  url: string;
+  logFile: string;
+}
+
+/** Starts the compiled agent on netns; its log goes to a file in dir. */
+async function startAgent(dir: string, tag: string, args: string[]): Promise<Agent> {
+  const port = await freePort();
+  const logFile = join(dir, `agent-${tag}.log`);
+  agentLogs.push(logFile);
+  const out = createWriteStream(logFile);
+  const proc = spawn(
+    process.execPath,
+    [...nodeFlags, CLI, 'agent', '--listen', `127.0.0.1:${port}`, '--evidence-socket', join(dir, `${tag}.sock`), '--log-level', 'info', ...args],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  );
+  proc.stderr!.pipe(out);
+  undo.push(() => {
+    if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
+  });
+  return { proc, pid: proc.pid!, url: `http://127.0.0.1:${port}`, logFile };
+}
+
+async function stopAgent(a: Agent): Promise<void> {
+  if (a.proc.exitCode !== null || a.proc.signalCode !== null) return;
+  const exited = new Promise((r) => a.proc.once('exit', r));
+  a.proc.kill('SIGTERM');
+  await Promise.race([exited, sleep(6000)]);
+}
+
+interface Row {
+  figure: string;
+  value: string;
+  target?: string;
+  pass?: boolean;
+}
+const rows: Row[] = [];
+const ref: Row[] = [];
+
+// ---- 1. looping connect -> counter ----
+async function loopLatency(dir: string): Promise<void> {
+  log('loop lab: building');
+  const lab = await createLoopLab('Local', PREFIX);
+  undo.push(() => lab.destroy());
+  const agent = await startAgent(dir, 'loop', [
+    '--netns', lab.node.name, '--interface', 'eth0', '--capture', 'ebpf', '--node-name', LAB.node1Name,
+    '--cluster-file', lab.writeClusterFile(dir),
+  ]);
+  await until('loop agent /readyz', 30_000, async () => ((await httpGet(`${agent.url}/readyz`)).status === 200 ? true : undefined));
+  const loopReturn = async () => metricSum((await httpGet(`${agent.url}/metrics`)).body, 'clbprobe_lb_path_packets_total', 'kind="loop_return"');
+  const samples: number[] = [];
+  for (let n = 0; n < opt.loops; n++) {
+    const before = await loopReturn();
+    const t0 = performance.now();
+    // bash's /dev/tcp starts in a few ms; the connect loops and times out (no greeting ever comes).
+    const client = spawn('ip', ['netns', 'exec', lab.pod.name, 'timeout', '1.5', 'bash', '-c', `exec 3<>/dev/tcp/${LAB.vip}/${LAB.port}`], {
+      stdio: 'ignore',
+    });
+    await until('loop_return to grow', 5000, async () => ((await loopReturn()) > before ? true : undefined), 10);
+    samples.push(performance.now() - t0);
+    await new Promise((r) => client.once('exit', r));
+  }
+  await stopAgent(agent);
+  lab.destroy();
+  const med = pct(samples, 50);
+  log(`loop -> counter: ${samples.map((s) => s.toFixed(0)).join(', ')} ms`);
+  rows.push({
+    figure: `looping connect -> loop_return in /metrics (median of ${opt.loops}; max ${pct(samples, 100).toFixed(0)} ms)`,
+    value: `${med.toFixed(0)} ms`,
+    target: '< 1000 ms',
+    pass: pct(samples, 100) < 1000,
+  });
+}
+
+// ---- 2. the big node ----
+async function bigNode(dir: string): Promise<void> {
+  const node = Netns.create(`${PREFIX}node`);
+  undo.push(() => node.delete());
+  const peer = Netns.create(`${PREFIX}peer`);
+  undo.push(() => peer.delete());
+  vethPair(node, 'eth0', peer, 'eth0');
+  node.sh(`ip addr add ${BENCH_NODE.ip}/24 dev eth0 && ip route add default via ${BENCH_NODE.peerIp}`);
+  peer.sh(`ip addr add ${BENCH_NODE.peerIp}/24 dev eth0`);
+
+  const cluster = syntheticCluster(opt.services, opt.endpoints);
+  const clusterFile = join(dir, 'cluster.json');
+  writeFileSync(clusterFile, JSON.stringify(cluster.list));
+  log(`cluster file: ${opt.services} Services (${cluster.servicePorts} ports), ${opt.endpoints} endpoints`);
+
+  undo.push(raiseConntrackMax(opt.entries + 200_000));
+  const vips = cluster.tcpVipPorts;
+  const toVip: Destination = (i) => {
+    const v = vips[i % vips.length]!;
+    return { dst: Buffer.from(v.vip.split('.').map(Number)), dport: v.port };
+  };
+  let t0 = performance.now();
+  // One fill: entry numbers must differ across the table, or reply tuples (pod -> client) would clash.
+  const unrelated = opt.entries - opt.vipEntries;
+  fill(node.path, opt.entries, (i) => (i < unrelated ? { dst: Buffer.from([10, 200, 0, 1]), dport: 80 } : toVip(i)));
+  const count = Number(node.run('conntrack', '-C').trim());
+  log(`filled ${count} conntrack entries in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+  if (count !== opt.entries) throw new Error(`the table has ${count} entries, wanted ${opt.entries}`);
+  const c = timed(['ip', 'netns', 'exec', node.name, 'conntrack', '-C']);
+  const l = timed(['ip', 'netns', 'exec', node.name, 'sh', '-c', 'conntrack -L 2>/dev/null | wc -l']);
+  ref.push({ figure: `conntrack -C (${count} entries)`, value: `${c.ms.toFixed(0)} ms` });
+  ref.push({ figure: `conntrack -L | wc -l (${l.out.trim()} lines)`, value: `${l.ms.toFixed(0)} ms` });
+
+  t0 = performance.now();
+  const agent = await startAgent(dir, 'node', [
+    '--netns', node.name, '--interface', 'eth0', '--capture', 'ebpf', '--node-name', BENCH_NODE.name, '--cluster-file', clusterFile,
+  ]);
+  await until('/readyz (agent log: ' + agent.logFile + ')', 300_000, async () => ((await httpGet(`${agent.url}/readyz`)).status === 200 ? true : undefined));
+  const readyAt = performance.now();
+  const readyMs = readyAt - t0;
+  const kept = /"kept":(\d+)[^\n]*first sync done/.exec(readFileSync(agent.logFile, 'utf8'))?.[1];
+  log(`ready after ${(readyMs / 1000).toFixed(1)} s, kept ${kept} entries`);
+  rows.push({ figure: `time to /readyz 200 (process start, first sync of ${count} entries)`, value: `${(readyMs / 1000).toFixed(2)} s` });
+  if (Number(kept) !== opt.vipEntries) throw new Error(`the agent kept ${kept} entries, the table has ${opt.vipEntries} towards VIPs`);
+
+  const metrics = async () => (await httpGet(`${agent.url}/metrics`)).body;
+  let text = await metrics();
+  for (const source of ['conntrack', 'capture', 'cluster', 'addresses']) {
+    if (metricSum(text, 'clbprobe_source_up', `source="${source}"`) !== 1) {
+      throw new Error(`source ${source} is not up: ${text.split('\n').filter((x) => x.startsWith('clbprobe_source_up')).join(', ')}`);
+    }
+  }
+  await sleep(5000);
+  const settled = memory(agent.pid);
+
+  // CPU idle: no events, no scrapes.
+  let cpu0 = cpuSeconds(agent.pid);
+  await sleep(opt.window * 1000);
+  const idle = ((cpuSeconds(agent.pid) - cpu0) / opt.window) * 100;
+  rows.push({ figure: `CPU idle (${opt.window} s, no events, no scrapes)`, value: `${idle.toFixed(2)} % of a core`, target: '< 1 %', pass: idle < 1 });
+
+  // /metrics render time.
+  const times: number[] = [];
+  let size = 0;
+  for (let n = 0; n < opt.scrapes; n++) {
+    const r = await httpGet(`${agent.url}/metrics`);
+    times.push(r.ms);
+    size = Buffer.byteLength(r.body);
+    text = r.body;
+  }
+  const series = text.split('\n').filter((x) => x && !x.startsWith('#')).length;
+  const p99 = pct(times, 99);
+  rows.push({
+    figure: `/metrics over HTTP, median of ${opt.scrapes} scrapes (${(size / 1024).toFixed(0)} KiB, ${series} samples)`,
+    value: `${pct(times, 50).toFixed(1)} ms`,
+    target: '< 50 ms',
+    pass: pct(times, 50) < 50,
+  });
+  rows.push({ figure: `/metrics over HTTP, p99 of ${opt.scrapes} scrapes`, value: `${p99.toFixed(1)} ms`, target: '< 50 ms', pass: p99 < 50 });
+
+  // CPU under paced conntrack events; every 10th entry towards a VIP, counted by the agent on DESTROY.
+  const flows = (t: string) => metricSum(t, 'clbprobe_conntrack_flows_total');
+  const resyncs = (t: string) => metricSum(t, 'clbprobe_resyncs_total', 'source="conntrack"');
+  const errors = (t: string) => metricSum(t, 'clbprobe_errors_total');
+  const before = await metrics();
+  cpu0 = cpuSeconds(agent.pid);
+  const run = await paceEvents(node.path, opt.eventRate, opt.window, 10, toVip);
+  const evCpu = ((cpuSeconds(agent.pid) - cpu0) / run.seconds) * 100;
+  await sleep(1000);
+  const after = await metrics();
+  const rate = run.events / run.seconds;
+  rows.push({
+    figure: `CPU at ${rate.toFixed(0)} conntrack events/s (${run.events} events in ${run.seconds.toFixed(1)} s)`,
+    value: `${evCpu.toFixed(2)} % of a core`,
+    target: '< 10 %',
+    pass: evCpu < 10,
+  });
+  const counted = flows(after) - flows(before);
+  const lost = resyncs(after) - resyncs(before);
+  const errs = errors(after) - errors(before);
+  rows.push({
+    figure: `events seen: VIP flows counted / VIP entries created+deleted; resyncs, errors during the run`,
+    value: `${counted} / ${run.vipEntries}; ${lost}, ${errs}`,
+    target: 'all; 0, 0',
+    pass: counted === run.vipEntries && lost === 0 && errs === 0,
+  });
+  const steady = memory(agent.pid);
+  rows.push({ figure: 'RSS after first sync (VmRSS)', value: `${settled.rss.toFixed(1)} MB`, target: '< 100 MB', pass: settled.rss < 100 });
+  rows.push({ figure: 'RSS after scrapes and events (VmRSS)', value: `${steady.rss.toFixed(1)} MB`, target: '< 100 MB', pass: steady.rss < 100 });
+  rows.push({ figure: 'peak RSS so far (VmHWM)', value: `${steady.hwm.toFixed(1)} MB`, target: '< 100 MB', pass: steady.hwm < 100 });
+
+  // One periodic full resync (every 60 s after the first sync, the default): its CPU, from just
+  // before it is due until the process is quiet again; /metrics is not scraped meanwhile.
+  const r0 = resyncs(after);
+  await sleep(Math.max(0, readyAt + 58_000 - performance.now()));
+  cpu0 = cpuSeconds(agent.pid);
+  t0 = performance.now();
+  let last = cpu0;
+  let quietSince = performance.now();
+  while (performance.now() < readyAt + 61_000 || performance.now() - quietSince < 1000) {
+    await sleep(250);
+    const c = cpuSeconds(agent.pid);
+    if (c - last > 0.02) quietSince = performance.now();
+    last = c;
+    if (performance.now() - t0 > 120_000) throw new Error('the agent did not go quiet within 120 s of the resync');
+  }
+  const resyncCpu = last - cpu0;
+  const resyncWall = (quietSince - t0) / 1000;
+  const end = memory(agent.pid);
+  const seen = resyncs(await metrics()) - r0;
+  rows.push({
+    figure: `periodic full resync (${seen} seen): CPU, busy ${resyncWall.toFixed(1)} s`,
+    value: `${resyncCpu.toFixed(2)} s = ${((resyncCpu / 60) * 100).toFixed(1)} % of a core over 60 s`,
+    pass: seen === 1,
+  });
+  rows.push({ figure: 'after the resync: VmRSS / VmHWM', value: `${end.rss.toFixed(1)} / ${end.hwm.toFixed(1)} MB`, target: '< 100 MB', pass: end.hwm < 100 });
+  await stopAgent(agent);
+}
+
+/** RSS of a node process that loaded nothing: what the runtime alone costs here. */
+async function bareNodeRss(): Promise<void> {
+  const p = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 5000)'], { stdio: 'ignore' });
+  undo.push(() => p.kill('SIGKILL'));
+  await sleep(500);
+  ref.push({ figure: 'bare node process RSS (node -e, nothing loaded)', value: `${memory(p.pid!).rss.toFixed(1)} MB` });
+  p.kill('SIGKILL');
+}
+
+function print(): void {
+  const w = Math.max(...[...rows, ...ref].map((r) => r.figure.length));
+  const line = (r: Row) =>
+    `${r.figure.padEnd(w)}  ${r.value.padEnd(36)}  ${(r.target ?? '').padEnd(10)}  ${r.pass === undefined ? '' : r.pass ? 'pass' : 'FAIL'}`;
+  console.log(`\nclbprobe agent benchmark: ${opt.entries} conntrack entries (${opt.vipEntries} towards VIPs), ${opt.services} Services, ${opt.endpoints} endpoints`);
+  console.log(`command: ${process.argv.slice(1).join(' ')}; node ${process.version}; load average ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
+  console.log(`${'figure'.padEnd(w)}  ${'value'.padEnd(36)}  ${'target'.padEnd(10)}  result`);
+  for (const r of rows) console.log(line(r));
+  console.log('reference, same run:');
+  for (const r of ref) console.log(line(r));
+}
+
+async function main(): Promise<void> {
+  if (process.getuid?.() !== 0) throw new Error('bench/agent needs root (network namespaces, ctnetlink, eBPF)');
+  if (!existsSync(CLI)) throw new Error(`${CLI} missing: run npm run build first`);
+  log(`load average at start: ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
+  const dir = mkdtempSync(join(tmpdir(), 'cbk-bench-'));
+  undo.push(() => rmSync(dir, { recursive: true, force: true }));
+  await bareNodeRss();
+  await loopLatency(dir);
+  await bigNode(dir);
+  print();
+}
+
+main()
+  .then(() => {
+    cleanup();
+    process.exit(rows.every((r) => r.pass !== false) ? 0 : 1);
+  })
+  .catch((e: unknown) => {
+    console.error(`bench/agent: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
+    for (const f of agentLogs) if (existsSync(f)) console.error(`--- last lines of ${f}\n${readFileSync(f, 'utf8').split('\n').slice(-15).join('\n')}`);
+    print();
+    cleanup();
+    process.exit(1);
+  });
