@@ -25,6 +25,18 @@ function endpointPort(s: ServiceView, ep: ServiceView['endpoints'][number]): num
 
 const PROTO_NUM: Record<string, number> = { TCP: 6, UDP: 17, SCTP: 132 };
 
+/** Ingress LBs listen on HTTP and HTTPS whatever the backend Service port is. */
+const INGRESS_PORTS = [80, 443];
+
+/**
+ * The LB VIP:ports through which a Service port is reached: its own LB ingress IPs at its port,
+ * and the VIPs of Ingresses that route to it (an L7 LB; its loop comes back on the NodePort).
+ */
+function vipsOf(s: ServiceView): { ip: string; protocol: string; port: number }[] {
+  const own = s.lbIngress.map((i) => ({ ip: i.ip, protocol: s.protocol, port: s.port }));
+  return own.concat(s.ingressVips.flatMap((v) => INGRESS_PORTS.map((port) => ({ ip: v.ip, protocol: 'TCP', port }))));
+}
+
 const labelCache = new WeakMap<ServiceView, SvcPortLabels>();
 
 /**
@@ -45,7 +57,7 @@ export interface EntryMatch {
 }
 
 export class ServiceIndex {
-  /** Services with an LB ingress IP: the only ones loopback concerns. */
+  /** Services with an LB ingress IP or behind an Ingress' VIP: the only ones loopback concerns. */
   readonly services: ServiceView[];
   private readonly byVip = new Map<string, ServiceView[]>();
   private readonly byNodePort = new Map<string, ServiceView[]>();
@@ -56,10 +68,10 @@ export class ServiceIndex {
     cluster: ClusterView,
     readonly local: LocalAddresses,
   ) {
-    this.services = cluster.services.filter((s) => s.lbIngress.length > 0);
+    this.services = cluster.services.filter((s) => s.lbIngress.length > 0 || s.ingressVips.length > 0);
     this.nodeIps = new Set([...local.nodeIps, ...local.ipvsIps]);
     for (const s of this.services) {
-      for (const i of s.lbIngress) push(this.byVip, key(i.ip, s.protocol, s.port), s);
+      for (const v of vipsOf(s)) push(this.byVip, key(v.ip, v.protocol, v.port), s);
       if (s.nodePort) push(this.byNodePort, key('', s.protocol, s.nodePort), s);
       for (const ep of s.endpoints) push(this.byEndpoint, key(ep.address, s.protocol, endpointPort(s, ep)), s);
     }
@@ -88,7 +100,7 @@ export class ServiceIndex {
   ofSample(s: CounterSample): ServiceView[] {
     const proto = s.proto.toUpperCase();
     if (s.kind === 'to_lb') {
-      return s.port ? (this.byVip.get(key(s.target, proto, s.port)) ?? []) : this.services.filter((v) => v.lbIngress.some((i) => i.ip === s.target));
+      return s.port ? (this.byVip.get(key(s.target, proto, s.port)) ?? []) : this.services.filter((v) => vipsOf(v).some((x) => x.ip === s.target));
     }
     if (s.target === '0.0.0.0' || s.target === '::' || s.kind === 'hc_local_src') {
       const np = this.byNodePort.get(key('', proto, s.port)) ?? [];
@@ -104,7 +116,7 @@ export class ServiceIndex {
     const vips = new Map<string, Targets['vips'][number]>();
     const nodePorts = new Map<string, Targets['nodePorts'][number]>();
     for (const s of this.services) {
-      for (const i of s.lbIngress) vips.set(key(i.ip, s.protocol, s.port), { address: i.ip, port: s.port, proto: lower(s.protocol) });
+      for (const v of vipsOf(s)) vips.set(key(v.ip, v.protocol, v.port), { address: v.ip, port: v.port, proto: lower(v.protocol) });
       for (const p of [s.nodePort, s.healthCheckNodePort]) {
         if (p) nodePorts.set(key('', s.protocol, p), { port: p, proto: lower(s.protocol) });
       }
@@ -120,9 +132,12 @@ export class ServiceIndex {
   prefilterTargets(): PrefilterTargets {
     const t: PrefilterTargets = { vips: [], nodeIps: [...this.nodeIps], nodePorts: [], endpoints: [] };
     for (const s of this.services) {
+      for (const v of vipsOf(s)) {
+        const n = PROTO_NUM[v.protocol];
+        if (n !== undefined) t.vips.push({ address: v.ip, protoNum: n, port: v.port });
+      }
       const protoNum = PROTO_NUM[s.protocol];
       if (protoNum === undefined) continue;
-      for (const i of s.lbIngress) t.vips.push({ address: i.ip, protoNum, port: s.port });
       if (s.nodePort) t.nodePorts.push({ protoNum, port: s.nodePort });
       for (const ep of s.endpoints) t.endpoints.push({ address: ep.address, protoNum, port: endpointPort(s, ep) });
     }

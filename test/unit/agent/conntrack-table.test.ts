@@ -74,4 +74,41 @@ describe('agent conntrack table', () => {
     expect(s('to_lb', LAB.vip, 80)).toEqual(['web']);
     expect(s('loop_return', '0.0.0.0', 31999)).toEqual([]);
   });
+
+  it('a NodePort Service behind an Ingress VIP is a counter target: to_lb on the VIP at 80/443, loop_return on its NodePort', () => {
+    const ingressVip = '10.0.200.1';
+    const list = clusterList('Cluster') as { items: Record<string, unknown>[] };
+    const svc = structuredClone(list.items.find((i) => i.kind === 'Service')!) as {
+      metadata: { name: string };
+      spec: { type: string; ports: { nodePort: number }[] };
+      status?: unknown;
+    };
+    svc.metadata.name = 'api';
+    svc.spec.type = 'NodePort';
+    svc.spec.ports[0]!.nodePort = 30999;
+    delete svc.status;
+    const ingress = {
+      apiVersion: 'networking.k8s.io/v1',
+      kind: 'Ingress',
+      metadata: { name: 'api', namespace: 'lab' },
+      spec: { rules: [{ http: { paths: [{ path: '/', pathType: 'Prefix', backend: { service: { name: 'api', port: { number: 80 } } } }] } }] },
+      status: { loadBalancer: { ingress: [{ ip: ingressVip }] } },
+    };
+    const { objects } = classifyDocuments([{ ...list, items: [...list.items, svc, ingress] }]);
+    const idx = new ServiceIndex(buildClusterView(objects, { nodeName: LAB.node1Name }), { nodeIps: [LAB.node1], ipvsIps: [], podCidrs: [LAB.podCidr] });
+    const s = (kind: 'to_lb' | 'loop_return', target: string, port: number) =>
+      idx.ofSample({ target, port, proto: 'tcp', kind, direction: 'ingress', packets: 1, bytes: 60 }).map((v) => v.name);
+    expect(idx.services.map((v) => v.name).sort()).toEqual(['api', 'web']);
+    expect(s('to_lb', ingressVip, 443)).toEqual(['api']);
+    expect(s('to_lb', ingressVip, 80)).toEqual(['api']);
+    expect(s('to_lb', ingressVip, 8443)).toEqual([]);
+    expect(s('loop_return', '0.0.0.0', 30999)).toEqual(['api']);
+    const t = idx.targets();
+    expect(t.vips.filter((v) => v.address === ingressVip).map((v) => v.port).sort()).toEqual([443, 80]);
+    expect(t.nodePorts.map((n) => n.port)).toContain(30999);
+    // A pod's connection to the Ingress VIP is a VIP flow of the backend Service.
+    const toIngress = entry(9, [LAB.clientPod, 41000, ingressVip, 443], [ingressVip, 443, LAB.clientPod, 41000]);
+    expect(idx.match(toIngress)).toMatchObject({ toVip: true, svcs: [{ name: 'api' }] });
+    expect(idx.prefilterTargets().vips).toContainEqual({ address: ingressVip, protoNum: 6, port: 443 });
+  });
 });
