@@ -56,6 +56,10 @@ describe('/metrics rendering', () => {
     expect(await reg.metrics()).toContain('kind="loop_return"} 4');
     s.lbPath[1]!.packets = 9;
     expect(await reg.metrics()).toContain('kind="loop_return"} 9');
+    // A scrape with nothing changed gives the same text; a series that goes away leaves the next one.
+    expect(await reg.metrics()).toBe(await reg.metrics());
+    s.lbPath.splice(1, 1);
+    expect(await reg.metrics()).not.toContain('service="web",port="80",protocol="TCP",kind="loop_return"');
   });
 
   it('escapes label values and merges repeated label sets as prom-client does (counters add up, gauges keep the last)', async () => {
