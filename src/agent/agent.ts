@@ -5,14 +5,14 @@
 import { readFileSync } from 'node:fs';
 import { hostname, release } from 'node:os';
 import { openCounter, type Counter } from '../capture/counter.js';
-import { ClusterWatch } from '../cluster/watch.js';
+import type { ClusterWatch } from '../cluster/watch.js';
 import { loadClusterFile } from '../cluster/file.js';
 import type { ClusterView } from '../cluster/types.js';
 import { Diagnosis } from '../detect/index.js';
 import { diagnoseInputOf } from '../detect/input.js';
 import { localAddresses } from '../detect/local.js';
 import type { Finding } from '../detect/types.js';
-import { emptyState, type ExportState, type LbPathKind } from '../export/state.js';
+import { emptyState, type ExportState, type LbPathKind, type SvcPortLabels } from '../export/state.js';
 import { readAddresses, watchAddresses } from '../kernel/addresses.js';
 import { dumpConntrack } from '../kernel/conntrack/dump.js';
 import { ConntrackWatch } from '../kernel/conntrack/events.js';
@@ -49,6 +49,8 @@ export interface AgentOptions {
 }
 
 const KINDS: LbPathKind[] = ['to_lb', 'loop_return', 'hc_local_src'];
+/** Conntrack events trigger a diagnosis at most this often: one costs ~50 ms at 5,000 Services (bench/agent.ts). */
+const DIAGNOSE_DELAY_MS = 1000;
 const errText = (e: unknown): string => (e instanceof Error ? e.message : String(e));
 
 /** The interface of the IPv4 default route in our namespace, from /proc/net/route. */
@@ -151,6 +153,8 @@ export class Agent {
       return;
     }
     try {
+      // Loaded only for the API: @kubernetes/client-node costs ~70 MB of RSS (bench/agent.ts), --cluster-file needs none of it.
+      const { ClusterWatch } = await import('../cluster/watch.js');
       this.clusterWatch = new ClusterWatch({
         nodeName: this.o.nodeName,
         ...(this.o.kubeconfig ? { kubeconfig: this.o.kubeconfig } : {}),
@@ -319,7 +323,7 @@ export class Agent {
     this.diagnoseTimer = setTimeout(() => {
       this.diagnoseTimer = undefined;
       this.diagnose();
-    }, 100);
+    }, DIAGNOSE_DELAY_MS);
   }
 
   /** Runs the detectors over the current state (kept entries only: small); logs findings that appear or clear. */
@@ -360,11 +364,13 @@ export class Agent {
     Object.assign(st.resyncs, this.health.resyncs);
     Object.assign(st.errors, this.health.errors);
     const idx = this.index;
-    const lbPath = new Map<string, ExportState['lbPath'][number]>();
-    const slot = (svc: ReturnType<typeof labelsOf>, kind: LbPathKind) => {
-      const k = `${JSON.stringify(svc)}|${kind}`;
-      let s = lbPath.get(k);
-      if (!s) lbPath.set(k, (s = { svc, kind, packets: 0, bytes: 0 }));
+    // Keyed by the labels object (labelsOf returns one per Service port): no string key per slot at each scrape.
+    const lbPath = new Map<SvcPortLabels, ExportState['lbPath'][number][]>();
+    const slot = (svc: SvcPortLabels, kind: LbPathKind) => {
+      let byKind = lbPath.get(svc);
+      if (!byKind) lbPath.set(svc, (byKind = []));
+      let s = byKind.find((x) => x.kind === kind);
+      if (!s) byKind.push((s = { svc, kind, packets: 0, bytes: 0 }));
       return s;
     };
     // Every LB Service port gets its series at 0, so "no loop" is a value, not an absence.
@@ -382,7 +388,7 @@ export class Agent {
         this.health.down('capture', `reading counters: ${errText(e)}`);
       }
     }
-    st.lbPath = [...lbPath.values()];
+    st.lbPath = [...lbPath.values()].flat();
     for (const { svc, counts } of this.table.outcomes.values()) for (const [outcome, count] of counts) st.flows.push({ svc, outcome, count });
     st.findings = this.findings.map((f) => ({
       svc: { namespace: f.service.namespace, service: f.service.name, port: String(f.port.port), protocol: f.port.protocol },
