@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LAB, clusterList, createLoopLab, type Etp, type LoopLab } from '../../src/demo/lab.js';
 import { Netns, vethPair } from '../../src/demo/netns.js';
 import { isRoot } from '../support/netns.js';
+import { until } from '../support/wait.js';
 
 const CLI = join(import.meta.dirname, '../../dist/src/cli/main.js');
 const PROMETHEUS = '/usr/bin/prometheus';
@@ -45,35 +46,11 @@ function inNs(ns: Netns, cmd: string, args: string[], timeout = 10_000): string 
   return r.stdout ?? '';
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function until<T>(what: string, ms: number, f: () => T | undefined): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = f();
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
-
 /** Sum of loop_return packets for a Service in one agent's /metrics (read inside its namespace). */
 function loopReturnFromMetrics(n: Node): number {
   const text = inNs(n.lab.node, 'curl', ['-sf', 'http://127.0.0.1:9811/metrics']);
   const re = new RegExp(`^clbprobe_lb_path_packets_total\\{[^}]*service="${n.name}"[^}]*kind="loop_return"[^}]*\\} (\\d+)`, 'gm');
   return [...text.matchAll(re)].reduce((s, m) => s + Number(m[1]), 0);
-}
-
-/** A client connect from the lab's pod to VIP:80, not waited for. */
-function connectAsync(lab: LoopLab, timeoutMs: number): Promise<string> {
-  const js = `const s=require('net').connect(${LAB.port},${JSON.stringify(LAB.vip)});let d='';
-    setTimeout(()=>{console.log('timeout');process.exit(0)},${timeoutMs});
-    s.on('data',(b)=>d+=b);s.on('end',()=>{console.log('connected '+d);process.exit(0)});
-    s.on('error',(e)=>{console.log(e.code);process.exit(0)});`;
-  const p = spawn('ip', ['netns', 'exec', lab.pod.name, process.execPath, '-e', js], { stdio: ['ignore', 'pipe', 'ignore'] });
-  let out = '';
-  p.stdout!.on('data', (b: Buffer) => (out += b.toString()));
-  return new Promise((resolve) => p.on('exit', () => resolve(out.trim())));
 }
 
 type PromResult = { metric: Record<string, string>; value: [number, string] }[];
@@ -149,10 +126,10 @@ describe.skipIf(!isRoot || !existsSync(PROMETHEUS))('agent metrics through a rea
     const [loop, safe] = nodes as [Node, Node];
     expect(loopReturnFromMetrics(loop)).toBe(0);
     const t0 = performance.now();
-    const loopConnect = connectAsync(loop.lab, 1500);
+    const loopConnect = loop.lab.connect(1500);
     await until('loop_return in the agent /metrics', 5000, () => (loopReturnFromMetrics(loop) > 0 ? true : undefined));
     const toMetricsMs = performance.now() - t0;
-    const [looped, safeConnect] = await Promise.all([loopConnect, connectAsync(safe.lab, 3000)]);
+    const [looped, safeConnect] = await Promise.all([loopConnect, safe.lab.connect(3000)]);
     expect(looped).toBe('timeout');
     expect(safeConnect).toBe('connected node2');
 

@@ -9,7 +9,6 @@
 // Namespaces are cbw-*; the fake API and /metrics listen on 127.0.0.1.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -17,30 +16,15 @@ import { parseSamples, type Sample } from '../../src/demo/agent.js';
 import { LAB, clusterList, createLoopLab, type LoopLab } from '../../src/demo/lab.js';
 import { FakeApiServer, type ResourceName } from '../support/fake-apiserver.js';
 import { isRoot } from '../support/netns.js';
+import { freePort, until } from '../support/wait.js';
 
 const CLI = join(import.meta.dirname, '../../dist/src/cli/main.js');
 const PREFIX = 'cbw-';
 const RESOURCE_OF: Record<string, ResourceName> = { Service: 'services', EndpointSlice: 'endpointslices', Node: 'nodes' };
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
-  const { port } = s.address() as AddressInfo;
-  await new Promise((r) => s.close(r));
-  return port;
-}
-
-async function until<T>(what: string, ms: number, f: () => Promise<T | undefined>): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await f().catch(() => undefined);
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await sleep(100);
-  }
-}
+/** until(), with a failed fetch (agent or API not listening yet) counted as "not yet". */
+const poll = <T>(what: string, ms: number, f: () => Promise<T | undefined>): Promise<T> =>
+  until(what, ms, () => f().catch(() => undefined), 100);
 
 const find = (s: Sample[], name: string, labels: Record<string, string>): number | undefined =>
   s.find((x) => x.name === name && Object.entries(labels).every(([k, v]) => x.labels[k] === v))?.value;
@@ -77,7 +61,7 @@ describe.skipIf(!isRoot)('agent and diagnose with --kubeconfig (fake API server,
       { stdio: ['ignore', 'ignore', 'pipe'] },
     );
     agent.stderr!.on('data', (b: Buffer) => (stderr += b));
-    await until('/readyz', 20_000, async () => ((await fetch(metricsUrl.replace('/metrics', '/readyz'))).ok ? true : undefined));
+    await poll('/readyz', 20_000, async () => ((await fetch(metricsUrl.replace('/metrics', '/readyz'))).ok ? true : undefined));
   }, 60_000);
 
   afterAll(async () => {
@@ -93,7 +77,7 @@ describe.skipIf(!isRoot)('agent and diagnose with --kubeconfig (fake API server,
     expect(find(s0, 'clbprobe_source_up', { source: 'cluster' })).toBe(1);
     expect(find(s0, 'clbprobe_lb_path_packets_total', { ...web, kind: 'loop_return' })).toBe(0);
     expect(await lab.connect(2000)).toBe('timeout');
-    const s1 = await until('loop_return and the active L4-loop finding', 5000, async () => {
+    const s1 = await poll('loop_return and the active L4-loop finding', 5000, async () => {
       const s = await scrape();
       const looped = (find(s, 'clbprobe_lb_path_packets_total', { ...web, kind: 'loop_return' }) ?? 0) > 0;
       return looped && find(s, 'clbprobe_findings_active', { ...web, mechanism: 'L4-loop', severity: 'active' }) === 1 ? s : undefined;
@@ -108,7 +92,7 @@ describe.skipIf(!isRoot)('agent and diagnose with --kubeconfig (fake API server,
     svc.status = { loadBalancer: { ingress: [{ ip: '10.0.100.102', ipMode: 'VIP' }] } };
     const t0 = Date.now();
     api.apply('services', svc);
-    await until('lab/web2 series', 5000, async () =>
+    await poll('lab/web2 series', 5000, async () =>
       find(await scrape(), 'clbprobe_lb_path_packets_total', { namespace: 'lab', service: 'web2', kind: 'to_lb' }) === 0 ? true : undefined,
     );
     // The resync interval is 60 s: seeing it this soon means the watch event did it.
@@ -117,7 +101,7 @@ describe.skipIf(!isRoot)('agent and diagnose with --kubeconfig (fake API server,
 
   it('keeps its last view while the API is away (cluster source down) and recovers', async () => {
     await api.stop();
-    const down = await until('source_up{cluster} 0', 20_000, async () => {
+    const down = await poll('source_up{cluster} 0', 20_000, async () => {
       const s = await scrape();
       return find(s, 'clbprobe_source_up', { source: 'cluster' }) === 0 ? s : undefined;
     });
@@ -125,7 +109,7 @@ describe.skipIf(!isRoot)('agent and diagnose with --kubeconfig (fake API server,
     expect(find(down, 'clbprobe_lb_path_packets_total', { namespace: 'lab', service: 'web', kind: 'loop_return' })).toBeGreaterThan(0);
     expect(find(down, 'clbprobe_source_up', { source: 'conntrack' })).toBe(1);
     await api.start();
-    await until('source_up{cluster} 1 again', 40_000, async () =>
+    await poll('source_up{cluster} 1 again', 40_000, async () =>
       find(await scrape(), 'clbprobe_source_up', { source: 'cluster' }) === 1 ? true : undefined,
     );
     expect(stderr).toContain('cluster view is stale');

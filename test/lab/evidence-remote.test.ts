@@ -17,6 +17,7 @@ import { AGENT_ENTRYPOINT } from '../../src/cli/evidence-remote.js';
 import { LAB, clusterList, createLoopLab, type Etp, type LoopLab } from '../../src/demo/lab.js';
 import { FakeApiServer } from '../support/fake-apiserver.js';
 import { isRoot } from '../support/netns.js';
+import { sleep, until } from '../support/wait.js';
 
 const CLI = join(import.meta.dirname, '../../dist/src/cli/main.js');
 const PREFIX = 'cbr-';
@@ -49,30 +50,6 @@ function agentPod(name: string, node: string, phase: string) {
     spec: { nodeName: node, containers: [{ name: 'agent', image: 'clbprobe:0.1.0' }] },
     status: { phase, containerStatuses: [{ name: 'agent', ready: phase === 'Running', restartCount: 0, image: '', imageID: '', state: {} }] },
   };
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function until<T>(what: string, ms: number, f: () => T | undefined): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = f();
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
-
-/** A client connect from the lab's pod to VIP:80 that does not block this process (the fake API lives here). */
-function connectAsync(lab: LoopLab, timeoutMs: number): Promise<string> {
-  const js = `const s=require('net').connect(${LAB.port},${JSON.stringify(LAB.vip)});let d='';
-    setTimeout(()=>{console.log('timeout');process.exit(0)},${timeoutMs});
-    s.on('data',(b)=>d+=b);s.on('end',()=>{console.log('connected '+d);process.exit(0)});
-    s.on('error',(e)=>{console.log(e.code);process.exit(0)});`;
-  const p = spawn('ip', ['netns', 'exec', lab.pod.name, process.execPath, '-e', js], { stdio: ['ignore', 'pipe', 'ignore'] });
-  let out = '';
-  p.stdout!.on('data', (b: Buffer) => (out += b.toString()));
-  return new Promise((resolve) => p.on('exit', () => resolve(out.trim())));
 }
 
 interface CliRun {
@@ -167,7 +144,7 @@ describe.skipIf(!isRoot)('clbprobe evidence against real agents (local, and --al
         );
       }
       // One looping connection on node-a, one SNAT-protected on node-b.
-      const [looped, protectedConnect] = await Promise.all([connectAsync(nodes[0]!.lab, 1500), connectAsync(nodes[1]!.lab, 3000)]);
+      const [looped, protectedConnect] = await Promise.all([nodes[0]!.lab.connect(1500), nodes[1]!.lab.connect(3000)]);
       expect(looped).toBe('timeout');
       expect(protectedConnect).toBe('connected node2');
     } catch (e) {
@@ -244,7 +221,7 @@ describe.skipIf(!isRoot)('clbprobe evidence against real agents (local, and --al
     let connect: Promise<string> | undefined;
     const r = await cli(['evidence', '--all-nodes', '--service', 'lab/web', '--json', '--kubeconfig', kubeconfig, '--node', 'node-a', '--watch', '4s'], {
       onLine: (text) => {
-        if (!connect && text.includes('"type":"service"')) connect = connectAsync(nodes[0]!.lab, 1000);
+        if (!connect && text.includes('"type":"service"')) connect = nodes[0]!.lab.connect(1000);
       },
     });
     expect(await connect).toBe('timeout');
@@ -265,7 +242,7 @@ describe.skipIf(!isRoot)('clbprobe evidence against real agents (local, and --al
       onLine: (text) => {
         // A node's capture starts when its first line arrives; connect once both have.
         if (text.includes('"type":"service"')) started.add((JSON.parse(text) as Line).node);
-        if (!connects && started.size === 2) connects = sleep(500).then(() => Promise.all(nodes.map((n) => connectAsync(n.lab, 1000))));
+        if (!connects && started.size === 2) connects = sleep(500).then(() => Promise.all(nodes.map((n) => n.lab.connect(1000))));
       },
     });
     expect(r.code, r.stderr).toBe(0);
@@ -313,7 +290,7 @@ describe.skipIf(!isRoot)('clbprobe evidence against real agents (local, and --al
       netns: a.lab.node.name,
       onLine: (text) => {
         // The capture starts when the agent's first line arrives; connect just after.
-        if (!connect && text.startsWith('# lab/web')) connect = sleep(300).then(() => connectAsync(a.lab, 1000));
+        if (!connect && text.startsWith('# lab/web')) connect = sleep(300).then(() => a.lab.connect(1000));
       },
     });
     expect(await connect).toBe('timeout');
