@@ -8,7 +8,9 @@ import { openCounter, type Counter } from '../capture/counter.js';
 import type { ClusterWatch } from '../cluster/watch.js';
 import { loadClusterFile } from '../cluster/file.js';
 import type { ClusterView } from '../cluster/types.js';
-import { Diagnosis } from '../detect/index.js';
+import { changedServices, compareFindings, Diagnosis, prepareDiagnosis, type PreparedDiagnosis } from '../detect/index.js';
+import type { Observations } from '../detect/correlator.js';
+import { portKey } from '../detect/observed.js';
 import { diagnoseInputOf } from '../detect/input.js';
 import { localAddresses } from '../detect/local.js';
 import type { Finding } from '../detect/types.js';
@@ -75,6 +77,10 @@ export class Agent {
   private clusterWatch?: ClusterWatch;
   private stopAddresses?: () => void;
   private findings: Finding[] = [];
+  /** The snapshot-and-cluster half of the diagnosis, reused while only conntrack changes; undefined = stale. */
+  private prepared?: PreparedDiagnosis;
+  /** The observations behind `findings`, to re-diagnose only the Service ports whose observations changed. */
+  private lastObs?: Observations;
   private timers: NodeJS.Timeout[] = [];
   private diagnoseTimer?: NodeJS.Timeout;
   private addressTimer?: NodeJS.Timeout;
@@ -210,6 +216,7 @@ export class Agent {
     this.health.resynced('nat');
     if (r.nat) {
       this.nat = r.nat;
+      this.prepared = undefined;
       this.health.up('nat');
     } else this.health.down('nat', r.sources.map((s) => s.reason).filter(Boolean).join('; ') || 'unreadable');
   }
@@ -219,6 +226,7 @@ export class Agent {
       const r = await readIpvs(this.ns);
       this.statuses.set('ipvs', r.status);
       this.ipvs = r.snapshot;
+      this.prepared = undefined;
       if (r.status.notPresent) return this.health.absent('ipvs', r.status.reason ?? 'not present');
       this.health.resynced('ipvs');
       if (r.snapshot) this.health.up('ipvs');
@@ -229,6 +237,7 @@ export class Agent {
   }
 
   private rebuildIndex(): void {
+    this.prepared = undefined;
     this.index = new ServiceIndex(this.cluster, localAddresses(this.addresses, this.cluster.node));
     this.table.reindex(this.index);
     this.prefilter = new ConntrackPrefilter(this.index.prefilterTargets());
@@ -326,9 +335,41 @@ export class Agent {
     }, DIAGNOSE_DELAY_MS);
   }
 
-  /** Runs the detectors over the current state (kept entries only: small); logs findings that appear or clear. */
+  /**
+   * Runs the detectors over the current state (kept entries only: small); logs findings that
+   * appear or clear. After a change of the snapshot or the cluster view every Service port is
+   * diagnosed; when only conntrack changed, only the ports whose observations changed (a full
+   * diagnosis costs ~50 ms at 5,000 Services, bench/agent.ts: too much once a second).
+   */
   private diagnose(): void {
-    const node: NodeSnapshot = {
+    try {
+      const full = !this.prepared || !this.lastObs;
+      if (!this.prepared) this.prepared = prepareDiagnosis(diagnoseInputOf(this.nodeSnapshot(), this.cluster));
+      const d = new Diagnosis(this.prepared);
+      if (this.health.has('conntrack')) d.conntrackSeen();
+      for (const k of this.table.entries()) d.add(k.entry);
+      const obs = d.observations();
+      const before = this.lastObs;
+      this.lastObs = obs;
+      const significant = (f: Finding) => f.severity !== 'info';
+      let next: Finding[];
+      if (full || !before) next = d.finish().findings.filter(significant);
+      else {
+        const changed = changedServices(before, obs);
+        if (changed.size === 0) return;
+        const keys = new Set([...changed].map((s) => portKey(s, s.protocol, s.port)));
+        const kept = this.findings.filter((f) => !keys.has(portKey(f.service, f.port.protocol, f.port.port)));
+        next = [...kept, ...d.finish(changed).findings.filter(significant)].sort(compareFindings);
+      }
+      this.logChanges(next);
+      this.findings = next;
+    } catch (e) {
+      this.o.log.error({ err: errText(e) }, 'diagnosis failed');
+    }
+  }
+
+  private nodeSnapshot(): NodeSnapshot {
+    return {
       takenAt: new Date().toISOString(),
       hostname: hostname(),
       kernel: release(),
@@ -337,20 +378,14 @@ export class Agent {
       ...(this.ipvs ? { ipvs: this.ipvs } : {}),
       ...(this.nat ? { nat: this.nat } : {}),
     };
-    try {
-      const d = new Diagnosis(diagnoseInputOf(node, this.cluster));
-      if (this.health.has('conntrack')) d.conntrackSeen();
-      for (const k of this.table.entries()) d.add(k.entry);
-      const next = d.finish().findings.filter((f) => f.severity !== 'info');
-      const id = (f: Finding) => `${f.service.namespace}/${f.service.name}:${f.port.port}/${f.port.protocol} ${f.mechanism} ${f.severity}`;
-      const before = new Set(this.findings.map(id));
-      const after = new Set(next.map(id));
-      for (const f of next) if (!before.has(id(f))) this.o.log.warn({ finding: id(f), summary: f.summary }, 'finding raised');
-      for (const k of before) if (!after.has(k)) this.o.log.info({ finding: k }, 'finding cleared');
-      this.findings = next;
-    } catch (e) {
-      this.o.log.error({ err: errText(e) }, 'diagnosis failed');
-    }
+  }
+
+  private logChanges(next: Finding[]): void {
+    const id = (f: Finding) => `${f.service.namespace}/${f.service.name}:${f.port.port}/${f.port.protocol} ${f.mechanism} ${f.severity}`;
+    const before = new Set(this.findings.map(id));
+    const after = new Set(next.map(id));
+    for (const f of next) if (!before.has(id(f))) this.o.log.warn({ finding: id(f), summary: f.summary }, 'finding raised');
+    for (const k of before) if (!after.has(k)) this.o.log.info({ finding: k }, 'finding cleared');
   }
 
   find(namespace: string, name: string, port?: number) {
@@ -408,16 +443,27 @@ export class Agent {
       }
     }
     st.conntrackEntries = [...states.values()];
+    // Virtual servers by address|protocol|port: a lookup per LB ingress, not a scan of them all per Service.
+    const vsByKey = new Map<string, NonNullable<typeof this.ipvs>['virtualServers']>();
+    for (const v of this.ipvs?.virtualServers ?? []) {
+      const k = `${v.address}|${v.protocol}|${v.port}`;
+      const list = vsByKey.get(k);
+      if (list) list.push(v);
+      else vsByKey.set(k, [v]);
+    }
     for (const s of idx.services) {
       const svc = labelsOf(s);
-      if (this.addresses) for (const i of s.lbIngress) st.lbIpBound.push({ svc, ip: i.ip, bound: idx.local.ipvsIps.includes(i.ip) });
+      if (this.addresses) for (const i of s.lbIngress) st.lbIpBound.push({ svc, ip: i.ip, bound: idx.isIpvsBound(i.ip) });
       if (!this.ipvs) continue;
-      const vss = this.ipvs.virtualServers.filter(
-        (v) => v.protocol === s.protocol && v.port === s.port && s.lbIngress.some((i) => i.ip === v.address),
-      );
-      const rs = vss.flatMap((v) => v.realServers);
-      const local = rs.filter((r) => idx.isLocal(r.address)).length;
-      st.ipvsRealServers.push({ svc, locality: 'local', count: local }, { svc, locality: 'remote', count: rs.length - local });
+      let local = 0;
+      let remote = 0;
+      for (const ip of new Set(s.lbIngress.map((i) => i.ip))) {
+        for (const v of vsByKey.get(`${ip}|${s.protocol}|${s.port}`) ?? []) {
+          for (const r of v.realServers) if (idx.isLocal(r.address)) local++;
+          else remote++;
+        }
+      }
+      st.ipvsRealServers.push({ svc, locality: 'local', count: local }, { svc, locality: 'remote', count: remote });
     }
     return st;
   }

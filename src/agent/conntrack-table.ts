@@ -70,9 +70,11 @@ export class ConntrackTable {
     }
   }
 
+  /** Applies an event; true when a kept entry appeared, changed or ended (worth a diagnosis). */
   event(ev: ConntrackEvent): boolean {
     if (ev.type === 'DESTROY') return this.remove(ev.entry.id, true);
-    return this.upsert(ev.entry, ev.receivedAtMs);
+    const known = this.byId.has(ev.entry.id);
+    return this.upsert(ev.entry, ev.receivedAtMs) || known;
   }
 
   /** A full re-read starts; entries not seen again by endResync() are dropped. */

@@ -5,7 +5,7 @@ import type { ClusterView, ServiceView } from '../cluster/types.js';
 import type { CounterSample, Proto, Targets } from '../capture/targets.js';
 import { protoOf } from '../detect/context.js';
 import type { LocalAddresses } from '../detect/types.js';
-import { inCidr } from '../kernel/ip.js';
+import { cidrMatcher } from '../kernel/ip.js';
 import type { PrefilterTargets } from '../kernel/conntrack/prefilter.js';
 import type { ConntrackEntry } from '../kernel/types.js';
 import type { SvcPortLabels } from '../export/state.js';
@@ -63,6 +63,8 @@ export class ServiceIndex {
   private readonly byNodePort = new Map<string, ServiceView[]>();
   private readonly byEndpoint = new Map<string, ServiceView[]>();
   private readonly nodeIps: Set<string>;
+  private readonly podCidrs: ReturnType<typeof cidrMatcher>;
+  private readonly ipvsBound: Set<string>;
 
   constructor(
     cluster: ClusterView,
@@ -70,6 +72,8 @@ export class ServiceIndex {
   ) {
     this.services = cluster.services.filter((s) => s.lbIngress.length > 0 || s.ingressVips.length > 0);
     this.nodeIps = new Set([...local.nodeIps, ...local.ipvsIps]);
+    this.podCidrs = cidrMatcher(local.podCidrs);
+    this.ipvsBound = new Set(local.ipvsIps);
     for (const s of this.services) {
       for (const v of vipsOf(s)) push(this.byVip, key(v.ip, v.protocol, v.port), s);
       if (s.nodePort) push(this.byNodePort, key('', s.protocol, s.nodePort), s);
@@ -77,8 +81,13 @@ export class ServiceIndex {
     }
   }
 
+  /** The address is bound on kube-ipvs0. */
+  isIpvsBound(ip: string): boolean {
+    return this.ipvsBound.has(ip);
+  }
+
   isLocal(ip: string): boolean {
-    return this.nodeIps.has(ip) || this.local.podCidrs.some((c) => inCidr(ip, c));
+    return this.nodeIps.has(ip) || this.podCidrs.has(ip);
   }
 
   /** The Services an entry touches; undefined when none (the entry is not kept). */

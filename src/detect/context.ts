@@ -1,7 +1,7 @@
 // Indexes built once per diagnosis so each detector and the conntrack
 // correlator answer "is this address/port one of ours?" in O(1).
 import type { ServiceView } from '../cluster/types.js';
-import { inCidr } from '../kernel/ip.js';
+import { cidrMatcher } from '../kernel/ip.js';
 import type { IpvsVirtualServer } from '../kernel/types.js';
 import { classifyProxyMode, type ProxyModeInfo } from './proxy-mode.js';
 import type { DiagnoseInput, LbNatFact } from './types.js';
@@ -65,8 +65,9 @@ export function buildContext(input: DiagnoseInput): DetectContext {
   for (const f of input.nat?.lb ?? []) nat.set(key(f.ip, f.protocol, f.port), f);
   const nodeIps = new Set(input.local.nodeIps);
   const ipvsBound = new Set(input.local.ipvsIps);
-  const podCidrs = input.local.podCidrs;
-  const isPodIp = (ip: string): boolean => podCidrs.some((c) => safeInCidr(ip, c));
+  // Parsed once: isPodIp runs for every conntrack entry (a malformed CIDR from the cluster matches nothing).
+  const podCidrs = cidrMatcher(input.local.podCidrs);
+  const isPodIp = (ip: string): boolean => podCidrs.has(ip);
   return {
     input,
     services,
@@ -90,13 +91,4 @@ export const endpointKey = (ip: string, proto: string, port: number | undefined)
 
 function numericTarget(s: ServiceView): number | undefined {
   return typeof s.targetPort === 'number' ? s.targetPort : undefined;
-}
-
-/** inCidr throws on malformed text; a bad CIDR from the cluster must not stop the diagnosis. */
-function safeInCidr(ip: string, cidr: string): boolean {
-  try {
-    return inCidr(ip, cidr);
-  } catch {
-    return false;
-  }
 }

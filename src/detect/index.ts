@@ -1,9 +1,10 @@
 // diagnose(): every detector over one node + cluster view, most severe first.
 // Conntrack entries are streamed through the correlator; config detectors
 // read the indexes. Pure: the CLI does all reading.
+import type { ServiceView } from '../cluster/types.js';
 import type { ConntrackEntry } from '../kernel/types.js';
 import { buildContext, type DetectContext } from './context.js';
-import { ConntrackCorrelator, type Observations } from './correlator.js';
+import { ConntrackCorrelator, type ObsGroup, type Observations } from './correlator.js';
 import { detectDirectPod } from './direct-pod.js';
 import { detectDrift } from './drift.js';
 import { detectHcDrop } from './hc-drop.js';
@@ -61,17 +62,36 @@ function warningsOf(input: DiagnoseInput, obs: Observations, conntrackRead: bool
   return w;
 }
 
+type BaseInput = Omit<DiagnoseInput, 'conntrack'>;
+
+/**
+ * The part of a diagnosis that depends only on the node snapshot and the cluster view (its
+ * indexes). The agent prepares it once per change of either and reuses it for every diagnosis
+ * that only conntrack events trigger.
+ */
+export interface PreparedDiagnosis {
+  readonly input: BaseInput;
+  readonly ctx: DetectContext;
+}
+
+export function prepareDiagnosis(input: BaseInput): PreparedDiagnosis {
+  return { input, ctx: buildContext(input) };
+}
+
 /**
  * A diagnosis fed entry by entry (a live dump's batches, a bundle file read
  * line by line): only the entries that matter are kept by the correlator.
  */
 export class Diagnosis {
+  private readonly input: BaseInput;
   private readonly ctx: DetectContext;
   private readonly corr: ConntrackCorrelator;
   private conntrackRead = false;
 
-  constructor(private readonly input: Omit<DiagnoseInput, 'conntrack'>) {
-    this.ctx = buildContext(input);
+  constructor(input: BaseInput | PreparedDiagnosis) {
+    const prepared = 'ctx' in input ? input : prepareDiagnosis(input);
+    this.input = prepared.input;
+    this.ctx = prepared.ctx;
     this.corr = new ConntrackCorrelator(this.ctx);
   }
 
@@ -85,10 +105,60 @@ export class Diagnosis {
     this.corr.add(e);
   }
 
-  finish(): DiagnoseResult {
-    const obs = this.corr.observations();
-    return { findings: runDetectors(this.ctx, obs), warnings: warningsOf(this.input, obs, this.conntrackRead) };
+  /** What the conntrack entries showed, per Service port; ends the stream. */
+  observations(): Observations {
+    return this.corr.observations();
   }
+
+  /**
+   * The findings and warnings. With `only`, the findings of those Service ports alone: each
+   * detector's finding for a port depends on the prepared input and that port's observations
+   * only, so the other ports' findings from an earlier finish() over the same prepared input
+   * still hold (see changedServices).
+   */
+  finish(only?: ReadonlySet<ServiceView>): DiagnoseResult {
+    const obs = this.corr.observations();
+    const findings = only
+      ? runDetectors({ ...this.ctx, services: this.ctx.services.filter((s) => only.has(s)) }, { ...obs, groups: obs.groups.filter((g) => only.has(g.svc)) })
+      : runDetectors(this.ctx, obs);
+    return { findings, warnings: warningsOf(this.input, obs, this.conntrackRead) };
+  }
+}
+
+/**
+ * The Service ports whose observations differ between two diagnoses over the same prepared
+ * input: a group appeared, went away, or changed its count or examples (entries are compared by
+ * identity: the agent replaces an entry object when the kernel reports a change).
+ */
+export function changedServices(before: Observations, after: Observations): Set<ServiceView> {
+  const sig = (o: Observations) => {
+    const m = new Map<ServiceView, ObsGroup[]>();
+    for (const g of o.groups) {
+      const list = m.get(g.svc);
+      if (list) list.push(g);
+      else m.set(g.svc, [g]);
+    }
+    return m;
+  };
+  const a = sig(before);
+  const b = sig(after);
+  const changed = new Set<ServiceView>();
+  for (const [svc, gs] of a) if (!sameGroups(gs, b.get(svc))) changed.add(svc);
+  for (const svc of b.keys()) if (!a.has(svc)) changed.add(svc);
+  return changed;
+}
+
+function sameGroups(x: ObsGroup[], y: ObsGroup[] | undefined): boolean {
+  if (!y || x.length !== y.length) return false;
+  return x.every((g, i) => {
+    const h = y[i]!;
+    return (
+      g.kind === h.kind &&
+      g.count === h.count &&
+      g.examples.length === h.examples.length &&
+      g.examples.every((ex, j) => ex.length === h.examples[j]!.length && ex.every((e, k) => e === h.examples[j]![k]))
+    );
+  });
 }
 
 /** Diagnosis over entries already at hand (an array or a generator). */

@@ -35,13 +35,21 @@ export function classifyProxyMode(input: DiagnoseInput, services: ServiceView[])
   if (vsCount > 0) evidence.push(`IPVS: ${vsCount} virtual servers`);
   if (mode !== 'ipvs') return { mode, evidence };
   const want = expectedBound(services);
-  const bound = want.filter((ip) => input.local.ipvsIps.includes(ip));
-  const unbound = want.filter((ip) => !input.local.ipvsIps.includes(ip));
-  if (bound.length > 0) evidence.push(`LB IPs bound on ${KUBE_IPVS_IFNAME}: ${bound.join(', ')}`);
-  if (unbound.length > 0) evidence.push(`LB IPs not bound on ${KUBE_IPVS_IFNAME}: ${unbound.join(', ')}`);
+  const onIpvs = new Set(input.local.ipvsIps);
+  const bound = want.filter((ip) => onIpvs.has(ip));
+  const unbound = want.filter((ip) => !onIpvs.has(ip));
+  if (bound.length > 0) evidence.push(`LB IPs bound on ${KUBE_IPVS_IFNAME}: ${listed(bound)}`);
+  if (unbound.length > 0) evidence.push(`LB IPs not bound on ${KUBE_IPVS_IFNAME}: ${listed(unbound)}`);
   const lbBinding: LbBinding =
     want.length === 0 ? 'none-expected' : unbound.length === 0 ? 'bound' : bound.length === 0 ? 'unbound' : 'mixed';
   return { mode, lbBinding, evidence };
+}
+
+/** Every finding carries this evidence: at 5,000 LB IPs a full list would be 70 kB per line. */
+const MAX_LISTED = 10;
+
+function listed(ips: string[]): string {
+  return ips.length <= MAX_LISTED ? ips.join(', ') : `${ips.slice(0, MAX_LISTED).join(', ')} and ${ips.length - MAX_LISTED} more`;
 }
 
 function describe(p: ProxyModeInfo, bound: boolean): string {

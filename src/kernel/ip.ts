@@ -90,3 +90,55 @@ export function inCidr(address: string, cidr: string): boolean {
   const mask = (0xff << (8 - rem)) & 0xff;
   return (a[full]! & mask) === (net[full]! & mask);
 }
+
+/** Dotted-quad text → 32-bit number; undefined for anything else. No allocation (hot paths). */
+function ipv4Number(s: string): number | undefined {
+  let n = 0;
+  let octet = -1;
+  let dots = 0;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c === 46) {
+      if (octet < 0 || ++dots > 3) return undefined;
+      n = n * 256 + octet;
+      octet = -1;
+    } else if (c >= 48 && c <= 57) {
+      octet = octet < 0 ? c - 48 : octet * 10 + (c - 48);
+      if (octet > 255) return undefined;
+    } else return undefined;
+  }
+  return dots === 3 && octet >= 0 ? n * 256 + octet : undefined;
+}
+
+/**
+ * A membership test for a fixed list of CIDRs, parsed once (inCidr parses both sides on every
+ * call: too slow for a test run per conntrack entry). Malformed CIDRs match nothing; they are
+ * returned in `invalid` so the caller can say so.
+ */
+export function cidrMatcher(cidrs: readonly string[]): { has(ip: string): boolean; invalid: string[] } {
+  const v4: { net: number; mask: number }[] = [];
+  const v6: string[] = [];
+  const invalid: string[] = [];
+  for (const c of cidrs) {
+    const slash = c.indexOf('/');
+    const addr = slash < 0 ? c : c.slice(0, slash);
+    const bitsText = slash < 0 ? undefined : c.slice(slash + 1);
+    const fam = ipFamily(addr);
+    const bits = bitsText === undefined ? (fam === 4 ? 32 : 128) : /^\d{1,3}$/.test(bitsText) ? Number(bitsText) : -1;
+    if (fam === 0 || bits < 0 || bits > (fam === 4 ? 32 : 128)) invalid.push(c);
+    else if (fam === 6) v6.push(c);
+    else {
+      // 2 ** (32 - bits) keeps the arithmetic in safe integers (no 32-bit shift overflow at /0).
+      const size = 2 ** (32 - bits);
+      v4.push({ net: ipv4Number(addr)! - (ipv4Number(addr)! % size), mask: size });
+    }
+  }
+  return {
+    invalid,
+    has(ip: string): boolean {
+      const n = ipv4Number(ip);
+      if (n !== undefined) return v4.some((c) => n - (n % c.mask) === c.net);
+      return v6.length > 0 && ipFamily(ip) === 6 && v6.some((c) => inCidr(ip, c));
+    },
+  };
+}
