@@ -2,12 +2,13 @@
 // conntrack event stream, the counters and the detectors into one state that
 // the exporter renders and the evidence socket answers from. Event-driven,
 // with a periodic full resync; a failing source degrades, never stops it.
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { hostname, release } from 'node:os';
 import { openCounter, type Counter } from '../capture/counter.js';
 import type { ClusterWatch } from '../cluster/watch.js';
 import { loadClusterFile } from '../cluster/file.js';
-import type { ClusterView } from '../cluster/types.js';
+import type { ClusterView, ServiceView } from '../cluster/types.js';
 import { changedServices, compareFindings, Diagnosis, prepareDiagnosis, type PreparedDiagnosis } from '../detect/index.js';
 import type { Observations } from '../detect/correlator.js';
 import { portKey } from '../detect/observed.js';
@@ -65,6 +66,8 @@ export class Agent {
   readonly health: SourceHealth;
   private cluster: ClusterView = { fresh: false, staleReason: 'not read yet', services: [], warnings: [] };
   private addresses?: AddressSnapshot;
+  private addressesJson?: string;
+  private clusterFileDigest?: string;
   private ipvs?: IpvsSnapshot;
   private nat?: NatSnapshot;
   private statuses = new Map<string, SourceStatus>();
@@ -81,6 +84,9 @@ export class Agent {
   private prepared?: PreparedDiagnosis;
   /** The observations behind `findings`, to re-diagnose only the Service ports whose observations changed. */
   private lastObs?: Observations;
+  /** exportState's reusable parts (see lbPathState, configState). */
+  private lbSlots?: { index: ServiceIndex; bySvc: Map<ServiceView, ExportState['lbPath']>; all: ExportState['lbPath'] };
+  private configCache?: Pick<ExportState, 'lbIpBound' | 'ipvsRealServers'> & { index: ServiceIndex; addresses?: AddressSnapshot; ipvs?: IpvsSnapshot };
   private timers: NodeJS.Timeout[] = [];
   private diagnoseTimer?: NodeJS.Timeout;
   private addressTimer?: NodeJS.Timeout;
@@ -179,7 +185,13 @@ export class Agent {
 
   private loadClusterFile(): void {
     try {
-      this.setCluster(loadClusterFile(this.o.clusterFile!, { nodeName: this.o.nodeName }));
+      // Re-built only when the file changed: at 5,000 Services a parse and the indexes built from
+      // it cost ~1 s of CPU and, while the old ones are still alive, tens of MB (bench/agent.ts).
+      const digest = createHash('sha256').update(readFileSync(this.o.clusterFile!)).digest('hex');
+      if (digest !== this.clusterFileDigest) {
+        this.setCluster(loadClusterFile(this.o.clusterFile!, { nodeName: this.o.nodeName }));
+        this.clusterFileDigest = digest;
+      }
       this.health.resynced('cluster');
     } catch (e) {
       this.health.down('cluster', errText(e));
@@ -205,6 +217,10 @@ export class Agent {
     this.statuses.set('addresses', r.status);
     if (!r.snapshot) return this.health.down('addresses', r.status.reason ?? 'unreadable');
     this.health.up('addresses');
+    // The periodic re-read mostly finds the same addresses: nothing to rebuild then.
+    const json = JSON.stringify(r.snapshot);
+    if (json === this.addressesJson) return;
+    this.addressesJson = json;
     this.addresses = r.snapshot;
     this.rebuildIndex();
   }
@@ -399,52 +415,75 @@ export class Agent {
     Object.assign(st.resyncs, this.health.resyncs);
     Object.assign(st.errors, this.health.errors);
     const idx = this.index;
-    // Keyed by the labels object (labelsOf returns one per Service port): no string key per slot at each scrape.
-    const lbPath = new Map<SvcPortLabels, ExportState['lbPath'][number][]>();
-    const slot = (svc: SvcPortLabels, kind: LbPathKind) => {
-      let byKind = lbPath.get(svc);
-      if (!byKind) lbPath.set(svc, (byKind = []));
-      let s = byKind.find((x) => x.kind === kind);
-      if (!s) byKind.push((s = { svc, kind, packets: 0, bytes: 0 }));
-      return s;
-    };
-    // Every LB Service port gets its series at 0, so "no loop" is a value, not an absence.
-    if (this.counter) for (const s of idx.services) for (const kind of KINDS) slot(labelsOf(s), kind);
-    if (this.counter) {
-      try {
-        for (const c of this.counter.read().counters) {
-          for (const s of idx.ofSample(c)) {
-            const x = slot(labelsOf(s), c.kind);
-            x.packets += c.packets;
-            x.bytes += c.bytes;
-          }
-        }
-      } catch (e) {
-        this.health.down('capture', `reading counters: ${errText(e)}`);
-      }
-    }
-    st.lbPath = [...lbPath.values()].flat();
+    if (this.counter) st.lbPath = this.lbPathState(idx, this.counter);
     for (const { svc, counts } of this.table.outcomes.values()) for (const [outcome, count] of counts) st.flows.push({ svc, outcome, count });
     st.findings = this.findings.map((f) => ({
       svc: { namespace: f.service.namespace, service: f.service.name, port: String(f.port.port), protocol: f.port.protocol },
       mechanism: f.mechanism,
       severity: f.severity,
     }));
-    const states = new Map<string, ExportState['conntrackEntries'][number]>();
+    const states = new Map<SvcPortLabels, Map<string, ExportState['conntrackEntries'][number]>>();
     for (const k of this.table.entries()) {
       if (!k.toVip) continue;
       const state = k.entry.tcpState ?? (k.entry.statusFlags.includes('SEEN_REPLY') ? 'REPLIED' : 'UNREPLIED');
       for (const s of k.svcs) {
         const svc = labelsOf(s);
-        const key = `${JSON.stringify(svc)}|${state}`;
-        const x = states.get(key) ?? { svc, state, count: 0 };
-        x.count++;
-        states.set(key, x);
+        let byState = states.get(svc);
+        if (!byState) states.set(svc, (byState = new Map()));
+        const x = byState.get(state);
+        if (x) x.count++;
+        else byState.set(state, { svc, state, count: 1 });
       }
     }
-    st.conntrackEntries = [...states.values()];
+    for (const byState of states.values()) st.conntrackEntries.push(...byState.values());
+    const config = this.configState(idx);
+    st.lbIpBound = config.lbIpBound;
+    st.ipvsRealServers = config.ipvsRealServers;
+    return st;
+  }
+
+  /**
+   * The LB-path counters, one slot per Service port and kind, every one present at 0 so that "no
+   * loop" is a value, not an absence. The slots live as long as the index: a scrape zeroes and
+   * refills them instead of allocating 20k objects at 5,000 Services.
+   */
+  private lbPathState(idx: ServiceIndex, counter: Counter): ExportState['lbPath'] {
+    if (this.lbSlots?.index !== idx) {
+      const bySvc = new Map<ServiceView, ExportState['lbPath']>();
+      const all: ExportState['lbPath'] = [];
+      for (const s of idx.services) {
+        const svc = labelsOf(s);
+        const slots = KINDS.map((kind) => ({ svc, kind, packets: 0, bytes: 0 }));
+        bySvc.set(s, slots);
+        all.push(...slots);
+      }
+      this.lbSlots = { index: idx, bySvc, all };
+    }
+    const { bySvc, all } = this.lbSlots;
+    for (const x of all) x.packets = x.bytes = 0;
+    try {
+      for (const c of counter.read().counters) {
+        for (const s of idx.ofSample(c)) {
+          const x = bySvc.get(s)?.find((y) => y.kind === c.kind);
+          if (!x) continue;
+          x.packets += c.packets;
+          x.bytes += c.bytes;
+        }
+      }
+    } catch (e) {
+      this.health.down('capture', `reading counters: ${errText(e)}`);
+    }
+    return all;
+  }
+
+  /** The gauges that follow the index, the addresses and IPVS only: rebuilt when one of them changes. */
+  private configState(idx: ServiceIndex): Pick<ExportState, 'lbIpBound' | 'ipvsRealServers'> {
+    const c = this.configCache;
+    if (c && c.index === idx && c.addresses === this.addresses && c.ipvs === this.ipvs) return c;
+    const lbIpBound: ExportState['lbIpBound'] = [];
+    const ipvsRealServers: ExportState['ipvsRealServers'] = [];
     // Virtual servers by address|protocol|port: a lookup per LB ingress, not a scan of them all per Service.
-    const vsByKey = new Map<string, NonNullable<typeof this.ipvs>['virtualServers']>();
+    const vsByKey = new Map<string, IpvsSnapshot['virtualServers']>();
     for (const v of this.ipvs?.virtualServers ?? []) {
       const k = `${v.address}|${v.protocol}|${v.port}`;
       const list = vsByKey.get(k);
@@ -453,7 +492,7 @@ export class Agent {
     }
     for (const s of idx.services) {
       const svc = labelsOf(s);
-      if (this.addresses) for (const i of s.lbIngress) st.lbIpBound.push({ svc, ip: i.ip, bound: idx.isIpvsBound(i.ip) });
+      if (this.addresses) for (const i of s.lbIngress) lbIpBound.push({ svc, ip: i.ip, bound: idx.isIpvsBound(i.ip) });
       if (!this.ipvs) continue;
       let local = 0;
       let remote = 0;
@@ -463,9 +502,10 @@ export class Agent {
           else remote++;
         }
       }
-      st.ipvsRealServers.push({ svc, locality: 'local', count: local }, { svc, locality: 'remote', count: remote });
+      ipvsRealServers.push({ svc, locality: 'local', count: local }, { svc, locality: 'remote', count: remote });
     }
-    return st;
+    this.configCache = { index: idx, ...(this.addresses ? { addresses: this.addresses } : {}), ...(this.ipvs ? { ipvs: this.ipvs } : {}), lbIpBound, ipvsRealServers };
+    return this.configCache;
   }
 }
 

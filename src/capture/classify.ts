@@ -113,10 +113,13 @@ export class TargetIndex {
   private readonly locals: { bits: number; byAddress: Map<string, number> }[] = [];
 
   constructor(t: Targets) {
-    this.vips = new Set([...vipsContents(t).values()].map(([k]) => k.subarray(0, VIP_KEY_SIZE).toString('hex')));
-    this.nodePorts = new Set([...nodePortsContents(t).values()].map(([k]) => k.subarray(0, NODEPORT_KEY_SIZE).toString('hex')));
+    // Map contents are hex text: a byte is two characters.
+    this.vips = new Set([...vipsContents(t).keys()].map((k) => k.slice(0, VIP_KEY_SIZE * 2)));
+    this.nodePorts = new Set([...nodePortsContents(t).keys()].map((k) => k.slice(0, NODEPORT_KEY_SIZE * 2)));
     const byBits = new Map<number, Map<string, number>>();
-    for (const [key, value] of localsContents(t).values()) {
+    for (const [keyHex, valueHex] of localsContents(t)) {
+      const key = Buffer.from(keyHex, 'hex');
+      const value = Buffer.from(valueHex, 'hex');
       const bits = key.readUInt32LE(0);
       if (!byBits.has(bits)) byBits.set(bits, new Map());
       byBits.get(bits)!.set(key.subarray(4, 20).toString('hex'), value.readUInt32LE(0));

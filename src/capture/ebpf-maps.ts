@@ -15,13 +15,16 @@ import {
 } from './bpf-layout.js';
 import { maskInPlace, parsePrefix16, type CounterSample, type Prefix16, type Targets } from './targets.js';
 
-/** key (hex) -> [key, value] */
-export type MapContents = Map<string, [Buffer, Buffer]>;
+/**
+ * key (hex) -> value (hex). Kept as text, not Buffers: at 5,000 Services the three maps hold ~15k
+ * entries, and two Buffer objects per entry cost ~5 MB of heap (bench/agent.ts).
+ */
+export type MapContents = Map<string, string>;
 
 const PRESENT = Buffer.from([1]);
 
 function put(m: MapContents, key: Buffer, value: Buffer): void {
-  m.set(key.toString('hex'), [key, value]);
+  m.set(key.toString('hex'), value.toString('hex'));
 }
 
 function covers(outer: Prefix16, inner: Prefix16): boolean {
@@ -70,11 +73,10 @@ export function nodePortsContents(t: Targets): MapContents {
  * disappears for a moment.
  */
 export function syncMap(addon: CaptureAddon, fd: number, current: MapContents, next: MapContents): void {
-  for (const [hex, [key, value]] of next) {
-    const had = current.get(hex);
-    if (!had || !had[1].equals(value)) addon.bpfMapUpdate(fd, key, value, 0 /* BPF_ANY */);
+  for (const [hex, value] of next) {
+    if (current.get(hex) !== value) addon.bpfMapUpdate(fd, Buffer.from(hex, 'hex'), Buffer.from(value, 'hex'), 0 /* BPF_ANY */);
   }
-  for (const [hex, [key]] of current) if (!next.has(hex)) addon.bpfMapDelete(fd, key);
+  for (const hex of current.keys()) if (!next.has(hex)) addon.bpfMapDelete(fd, Buffer.from(hex, 'hex'));
 }
 
 /** Per-CPU values occupy one 8-byte-aligned slot per possible CPU. */

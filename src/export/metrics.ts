@@ -86,64 +86,17 @@ interface Family<T> {
 }
 
 /**
- * Renders a family, reusing last scrape's text when its samples are the same (same label sets in
- * the same order, same values): with 5,000 Service ports most scrapes change nothing, and
- * formatting ~50k series costs tens of ms and MBs of garbage (bench/agent.ts). What is compared
- * is cheap: the group and key strings are the same string objects from scrape to scrape.
- * Repeated label sets in one scrape add up (counters) or replace (gauges), as in prom-client.
+ * A piece of the /metrics text, kept as bytes only: a chunk's text is built by concatenation, and
+ * V8 would keep each as a rope of ~800 nodes (~15 MB of heap at 5,000 Services).
  */
-class FamilyRenderer<T> {
-  private last: Samples<T> & { text: string } = { items: [], groups: [], keys: [], values: [], text: '' };
-  private rendered = false;
-  constructor(readonly f: Family<T>) {}
-
-  render(state: ExportState): string {
-    const f = this.f;
-    const last = this.last;
-    // Compare as we go; arrays for this scrape are only made from the first difference on.
-    let same = 0;
-    let cur: Samples<T> | undefined;
-    for (const x of f.items(state)) {
-      const group = f.group(x);
-      if (group === null) continue;
-      const key = f.key(x);
-      const value = f.value(x);
-      if (!cur && same < last.values.length && last.groups[same] === group && last.keys[same] === key && last.values[same] === value) {
-        same++;
-        continue;
-      }
-      cur ??= prefix(last, same);
-      cur.items.push(x);
-      cur.groups.push(group);
-      cur.keys.push(key);
-      cur.values.push(value);
-    }
-    if (!cur && same === last.values.length && this.rendered) return last.text;
-    this.rendered = true;
-    cur ??= prefix(last, same);
-    const index = new Map<string, number>();
-    const labels: string[] = [];
-    const merged: number[] = [];
-    for (let i = 0; i < cur.items.length; i++) {
-      const id = `${cur.groups[i]}\0${cur.keys[i]}`;
-      const at = index.get(id);
-      if (at === undefined) {
-        index.set(id, merged.length);
-        labels.push(f.labels(cur.items[i]!));
-        merged.push(cur.values[i]!);
-      } else merged[at] = f.type === 'counter' ? merged[at]! + cur.values[i]! : cur.values[i]!;
-    }
-    // An unlabelled counter shows 0 rather than nothing (prom-client's reset()).
-    if (f.type === 'counter' && f.labelNames.length === 0 && merged.length === 0) {
-      labels.push('');
-      merged.push(0);
-    }
-    const lines = [`# HELP ${f.name} ${escapeHelp(f.help)}`, `# TYPE ${f.name} ${f.type}`];
-    for (let i = 0; i < merged.length; i++) lines.push(`${f.name}${labels[i] ? `{${labels[i]}}` : ''} ${valueText(merged[i]!)}`);
-    this.last = { ...cur, text: lines.join('\n') };
-    return this.last.text;
-  }
+export interface Chunk {
+  readonly buf: Buffer;
 }
+
+const chunkOf = (text: string): Chunk => ({ buf: Buffer.from(text) });
+
+/** Sample lines per chunk: small enough that a changed counter re-formats little, large enough to be few. */
+const CHUNK_LINES = 256;
 
 /** One scrape's samples of a family, in order (items are kept to format their labels again). */
 interface Samples<T> {
@@ -153,6 +106,12 @@ interface Samples<T> {
   values: number[];
 }
 
+interface RenderedChunk<T> extends Samples<T> {
+  out: Chunk;
+}
+
+const emptySamples = <T>(): Samples<T> => ({ items: [], groups: [], keys: [], values: [] });
+
 const prefix = <T>(s: Samples<T>, n: number): Samples<T> => ({
   items: s.items.slice(0, n),
   groups: s.groups.slice(0, n),
@@ -160,17 +119,142 @@ const prefix = <T>(s: Samples<T>, n: number): Samples<T> => ({
   values: s.values.slice(0, n),
 });
 
-/** A registry whose metrics() renders the families from one state read per scrape, then the process metrics. */
-class AgentRegistry extends client.Registry {
+/**
+ * Renders a family in chunks of CHUNK_LINES samples, reusing last scrape's chunk when its samples
+ * are the same (same label sets in the same order, same values): with 5,000 Service ports most
+ * samples do not change between scrapes, and formatting ~50k series costs tens of ms and MBs of
+ * garbage (bench/agent.ts). What is compared is cheap: the group and key strings are the same
+ * string objects from scrape to scrape.
+ * Repeated label sets in one scrape add up (counters) or replace (gauges), as in prom-client. They
+ * are looked for only when the label sets change (new Services, new states), and a family that has
+ * any is rendered whole (rare: the agent does not produce them).
+ */
+class FamilyRenderer<T> {
+  private chunks: RenderedChunk<T>[] = [];
+  private repeats = false;
+  private readonly header: Chunk;
+  private readonly empty: Chunk[];
+  constructor(readonly f: Family<T>) {
+    this.header = chunkOf(`# HELP ${f.name} ${escapeHelp(f.help)}\n# TYPE ${f.name} ${f.type}\n`);
+    // An unlabelled counter shows 0 rather than nothing (prom-client's reset()).
+    this.empty = f.type === 'counter' && f.labelNames.length === 0 ? [this.header, chunkOf(`${f.name} 0\n`)] : [this.header];
+  }
+
+  render(state: ExportState): Chunk[] {
+    const f = this.f;
+    const next: (RenderedChunk<T> | Samples<T>)[] = [];
+    let labelSetsSame = true;
+    let old: RenderedChunk<T> | undefined = this.chunks[0];
+    let n = 0; // samples in the current chunk
+    let same = 0; // of them, equal to old's from the start
+    let cur: Samples<T> | undefined; // the current chunk's samples, from its first difference on
+    const close = () => {
+      if (!cur && old && same === old.values.length) next.push(old);
+      else next.push(cur ?? prefix(old ?? emptySamples<T>(), same));
+      old = this.chunks[next.length];
+      n = same = 0;
+      cur = undefined;
+    };
+    for (const x of f.items(state)) {
+      const group = f.group(x);
+      if (group === null) continue;
+      if (n === CHUNK_LINES) close();
+      const key = f.key(x);
+      const value = f.value(x);
+      const sameLabels = old !== undefined && n < old.values.length && old.groups[n] === group && old.keys[n] === key;
+      if (!sameLabels) labelSetsSame = false;
+      n++;
+      if (!cur && sameLabels && old!.values[same] === value) {
+        same++;
+        continue;
+      }
+      cur ??= prefix(old ?? emptySamples<T>(), same);
+      cur.items.push(x);
+      cur.groups.push(group);
+      cur.keys.push(key);
+      cur.values.push(value);
+    }
+    if (n > 0) close();
+    if (!labelSetsSame || next.length !== this.chunks.length) this.repeats = hasRepeats(next);
+    if (this.repeats) {
+      this.chunks = [];
+      return this.renderMerged(next);
+    }
+    this.chunks = next.map((c) => ('out' in c ? c : { ...c, out: chunkOf(this.lines(c.items, c.values)) }));
+    return this.chunks.length === 0 ? this.empty : [this.header, ...this.chunks.map((c) => c.out)];
+  }
+
+  private lines(items: T[], values: number[]): string {
+    const { f } = this;
+    let text = '';
+    for (let i = 0; i < items.length; i++) {
+      const labels = f.labels(items[i]!);
+      text += `${f.name}${labels ? `{${labels}}` : ''} ${valueText(values[i]!)}\n`;
+    }
+    return text;
+  }
+
+  /** The whole family with repeated label sets merged: counters add up, gauges keep the last. */
+  private renderMerged(all: Samples<T>[]): Chunk[] {
+    const index = new Map<string, number>();
+    const items: T[] = [];
+    const values: number[] = [];
+    for (const c of all) {
+      for (let i = 0; i < c.items.length; i++) {
+        const id = `${c.groups[i]}\0${c.keys[i]}`;
+        const at = index.get(id);
+        if (at === undefined) {
+          index.set(id, values.length);
+          items.push(c.items[i]!);
+          values.push(c.values[i]!);
+        } else values[at] = this.f.type === 'counter' ? values[at]! + c.values[i]! : c.values[i]!;
+      }
+    }
+    return [this.header, chunkOf(this.lines(items, values))];
+  }
+}
+
+function hasRepeats(chunks: Samples<unknown>[]): boolean {
+  const seen = new Set<string>();
+  for (const c of chunks) {
+    for (let i = 0; i < c.groups.length; i++) {
+      const id = `${c.groups[i]}\0${c.keys[i]}`;
+      if (seen.has(id)) return true;
+      seen.add(id);
+    }
+  }
+  return false;
+}
+
+/** A registry that can hand /metrics its text as ready-made buffers (see AgentRegistry). */
+export interface BufferedRegistry extends client.Registry {
+  metricsBuffers(): Promise<Buffer[]>;
+}
+
+export function isBufferedRegistry(r: client.Registry): r is BufferedRegistry {
+  return typeof (r as Partial<BufferedRegistry>).metricsBuffers === 'function';
+}
+
+/**
+ * A registry whose metrics() renders the families from one state read per scrape, then the
+ * process metrics. metricsBuffers() gives the same text as buffers, each chunk's encoded once for
+ * as long as the chunk is reused: at 5,000 Services the text is 5.5 MB, and encoding all of it
+ * per scrape cost ~10 ms.
+ */
+class AgentRegistry extends client.Registry implements BufferedRegistry {
   constructor(
-    private readonly renderFamilies: () => string,
+    private readonly renderFamilies: () => Chunk[],
     private readonly processRegistry?: client.Registry,
   ) {
     super();
   }
   override async metrics(): Promise<string> {
-    const ours = this.renderFamilies();
+    const ours = Buffer.concat(this.renderFamilies().map((c) => c.buf)).toString();
     return this.processRegistry ? `${ours}\n${await this.processRegistry.metrics()}` : ours;
+  }
+  async metricsBuffers(): Promise<Buffer[]> {
+    const ours = this.renderFamilies().map((c) => c.buf);
+    return this.processRegistry ? [...ours, Buffer.from(`\n${await this.processRegistry.metrics()}`)] : ours;
   }
   override getMetricsAsArray(): ReturnType<client.Registry['getMetricsAsArray']> {
     return [...super.getMetricsAsArray(), ...(this.processRegistry?.getMetricsAsArray() ?? [])];
@@ -313,19 +397,12 @@ export function createRegistry(getState: () => ExportState, opts: MetricsOptions
     processRegistry = new client.Registry();
     client.collectDefaultMetrics({ register: processRegistry });
   }
-  // The whole text is reused too when no family changed: once written it is flat, and writing it
-  // again costs no copy (a new join would copy 5 MB at 5,000 Services).
-  let texts: string[] = [];
-  let ours = '';
+  const gap = chunkOf('\n');
   const registry = new AgentRegistry(() => {
     const state = getState();
     cap.update(state);
-    const next = families.map((r) => r.render(state));
-    if (next.length !== texts.length || next.some((t, i) => t !== texts[i])) {
-      texts = next;
-      ours = `${next.join('\n\n')}\n`;
-    }
-    return ours;
+    // Families are separated by an empty line, as prom-client prints them.
+    return families.flatMap((r, i) => (i === 0 ? r.render(state) : [gap, ...r.render(state)]));
   }, processRegistry);
   for (const { f } of families) {
     const declaration = { name: f.name, help: f.help, labelNames: f.labelNames, registers: [registry] };

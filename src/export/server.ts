@@ -2,6 +2,7 @@
 // done). Connection data is never served here (see src/agent/evidence-server.ts).
 import { createServer, type Server } from 'node:http';
 import type { Registry } from 'prom-client';
+import { isBufferedRegistry } from './metrics.js';
 
 export interface MetricsServerOptions {
   registry: Registry;
@@ -25,10 +26,20 @@ export function createMetricsServer(o: MetricsServerOptions): Server {
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       res.writeHead(405).end();
     } else if (path === '/metrics') {
-      o.registry.metrics().then(
-        (text) => res.writeHead(200, { 'Content-Type': o.registry.contentType }).end(text),
-        (e: unknown) => res.writeHead(500).end(`${e instanceof Error ? e.message : String(e)}\n`),
-      );
+      const fail = (e: unknown) => res.writeHead(500).end(`${e instanceof Error ? e.message : String(e)}\n`);
+      const type = { 'Content-Type': o.registry.contentType };
+      const r = o.registry;
+      if (isBufferedRegistry(r)) {
+        r.metricsBuffers().then((bufs) => {
+          res.writeHead(200, { ...type, 'Content-Length': bufs.reduce((n, b) => n + b.length, 0) });
+          if (req.method === 'HEAD') return res.end();
+          // Corked: hundreds of chunk buffers leave in one writev, not one syscall each.
+          res.cork();
+          for (const b of bufs) res.write(b);
+          res.end();
+          res.uncork();
+        }, fail);
+      } else r.metrics().then((text) => res.writeHead(200, type).end(text), fail);
     } else if (path === '/healthz') {
       res.writeHead(200).end('ok\n');
     } else if (path === '/readyz') {

@@ -4,7 +4,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { createRegistry } from '../../../src/export/metrics.js';
+import { createRegistry, type BufferedRegistry } from '../../../src/export/metrics.js';
 import { emptyState, type ExportState, type SvcPortLabels } from '../../../src/export/state.js';
 
 const GOLDEN = join(import.meta.dirname, 'metrics.golden.txt');
@@ -87,5 +87,49 @@ describe('/metrics rendering', () => {
     const names = reg.getMetricsAsArray().map((m) => m.name);
     expect(names).toContain('clbprobe_lb_path_packets_total');
     expect(names).toContain('process_resident_memory_bytes');
+  });
+
+  it('renders in reused chunks: each scrape equals a fresh render of the same state, whatever changed', async () => {
+    // 5,000 Service ports (~20 chunks per family); every step changes something a real agent would.
+    const svcs: SvcPortLabels[] = [];
+    for (let i = 0; i < 5000; i++) svcs.push({ namespace: `ns-${i % 7}`, service: `svc-${i}`, port: '80', protocol: 'TCP' });
+    const s = emptyState('node-1', '0.1.0');
+    s.lbPath = svcs.flatMap((svc) => (['to_lb', 'loop_return', 'hc_local_src'] as const).map((kind) => ({ svc, kind, packets: 0, bytes: 0 })));
+    s.lbIpBound = svcs.map((svc, i) => ({ svc, ip: `10.9.${i >> 8}.${i & 255}`, bound: false }));
+    const reg = createRegistry(() => s, { maxServicePorts: 10_000, processMetrics: false });
+    const fresh = () => createRegistry(() => s, { maxServicePorts: 10_000, processMetrics: false }).metrics();
+    const steps: [string, () => void][] = [
+      ['nothing', () => {}],
+      ['one counter in the middle', () => (s.lbPath[7000]!.packets = 3)],
+      ['the first and the last', () => ((s.lbPath[0]!.bytes = 60), (s.lbPath.at(-1)!.packets = 1))],
+      ['a Service port added in the middle', () => s.lbPath.splice(300, 0, { svc: { ...svcs[0]!, service: 'new' }, kind: 'to_lb', packets: 5, bytes: 1 })],
+      ['Service ports removed', () => s.lbPath.splice(10, 700)],
+      ['a repeated label set (merged)', () => s.lbPath.push({ ...s.lbPath[20]!, svc: { ...s.lbPath[20]!.svc }, packets: 2 })],
+      ['the repeat gone again', () => s.lbPath.pop()],
+      ['a gauge flips', () => (s.lbIpBound[4000]!.bound = true)],
+      ['everything gone', () => ((s.lbPath = []), (s.lbIpBound = []))],
+    ];
+    for (const [what, change] of steps) {
+      change();
+      const text = await reg.metrics();
+      expect(text, what).toBe(await fresh());
+      expect(Buffer.concat(await (reg as BufferedRegistry).metricsBuffers()).toString(), what).toBe(text);
+      if (what === 'nothing') expect(text).toContain('clbprobe_lb_path_packets_total{namespace="ns-0",service="svc-0",port="80",protocol="TCP",kind="to_lb"} 0\n');
+      if (what.includes('merged')) expect(text).toContain(`service="${s.lbPath[20]!.svc.service}",port="80",protocol="TCP",kind="${s.lbPath[20]!.kind}"} ${s.lbPath[20]!.packets + 2}\n`);
+    }
+  });
+
+  it('a changed counter re-encodes only its chunk', async () => {
+    const s = emptyState('node-1', '0.1.0');
+    for (let i = 0; i < 3000; i++) s.lbPath.push({ svc: { namespace: 'a', service: `s${i}`, port: '80', protocol: 'TCP' }, kind: 'to_lb', packets: 0, bytes: 0 });
+    const reg = createRegistry(() => s, { maxServicePorts: 10_000, processMetrics: false }) as BufferedRegistry;
+    const before = await reg.metricsBuffers();
+    s.lbPath[1500]!.packets = 1;
+    const after = await reg.metricsBuffers();
+    expect(after.length).toBe(before.length);
+    const changed = after.filter((b, i) => b !== before[i]);
+    // The packets family's chunk with sample 1500 (and nothing else): the bytes family is unchanged.
+    expect(changed.length).toBe(1);
+    expect(changed[0]!.toString()).toContain('service="s1500",port="80",protocol="TCP",kind="to_lb"} 1\n');
   });
 });
