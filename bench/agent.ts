@@ -3,7 +3,7 @@
 //   (= sudo node --import tsx bench/agent.ts ...; the agent itself runs from dist/, as deployed)
 // Other flags: --vip-entries 3000 (of the entries, towards LB VIPs: the agent keeps these)
 //   --event-rate 10000 (conntrack events/s) --window 20 (seconds per CPU window) --scrapes 20 --loops 5
-//   --node-flags "--cpu-prof --cpu-prof-dir=DIR" (node options for the agents: profiles, heap limits)
+//   --node-flags "..." (node options for the agents, default deploy/daemonset.yaml's NODE_OPTIONS; add e.g. --cpu-prof)
 //   --cli PATH (another build of dist/src/cli/main.js, to compare a change)
 // 1. A small loop lab (src/demo/lab.ts) with the agent on node1: time from a looping
 //    connect to the loop_return counter in /metrics.
@@ -52,8 +52,18 @@ const opt = {
   scrapes: arg('--scrapes', 20),
   loops: arg('--loops', 5),
 };
-/** --node-flags "...": extra node options for the agents, e.g. "--cpu-prof --cpu-prof-dir=/tmp/p" or heap limits. */
-const nodeFlags = argv.includes('--node-flags') ? argv[argv.indexOf('--node-flags') + 1]!.split(' ').filter(Boolean) : [];
+/**
+ * The agent runs as deployed: with deploy/daemonset.yaml's NODE_OPTIONS and MALLOC_ARENA_MAX (memory
+ * depends on both). --node-flags "..." replaces the node options, e.g. to add "--cpu-prof --cpu-prof-dir=/tmp/p".
+ */
+function deployedEnv(name: string): string | undefined {
+  const yaml = readFileSync(join(import.meta.dirname, '../deploy/daemonset.yaml'), 'utf8');
+  const m = new RegExp(`- name: ${name}\\n\\s+value: "?([^"\\n]*)"?`).exec(yaml);
+  if (!m) throw new Error(`deploy/daemonset.yaml: no ${name} in the agent's env`);
+  return m[1]!.trim();
+}
+const nodeFlags = (argv.includes('--node-flags') ? argv[argv.indexOf('--node-flags') + 1]! : deployedEnv('NODE_OPTIONS')!).split(' ').filter(Boolean);
+const mallocArenaMax = deployedEnv('MALLOC_ARENA_MAX')!;
 
 // ---- clean-up: run in reverse order, once, whatever happens ----
 const undo: (() => void)[] = [];
@@ -101,11 +111,11 @@ function freePort(): Promise<number> {
   });
 }
 
-/** VmRSS and VmHWM of a process, MB. */
-function memory(pid: number): { rss: number; hwm: number } {
+/** VmRSS, VmHWM, and VmRSS split into anonymous memory and mapped files (the node binary), MB. */
+function memory(pid: number): { rss: number; hwm: number; anon: number; file: number } {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   const kb = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+)`, 'm').exec(status)?.[1] ?? NaN);
-  return { rss: kb('VmRSS') / 1024, hwm: kb('VmHWM') / 1024 };
+  return { rss: kb('VmRSS') / 1024, hwm: kb('VmHWM') / 1024, anon: kb('RssAnon') / 1024, file: kb('RssFile') / 1024 };
 }
 
 /** utime and stime of a process, seconds. */
@@ -181,7 +191,7 @@ async function startAgent(dir: string, tag: string, args: string[]): Promise<Age
   const proc = spawn(
     process.execPath,
     [...nodeFlags, CLI, 'agent', '--listen', `127.0.0.1:${port}`, '--evidence-socket', join(dir, `${tag}.sock`), '--log-level', 'info', ...args],
-    { stdio: ['ignore', 'ignore', 'pipe'] },
+    { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, MALLOC_ARENA_MAX: mallocArenaMax } },
   );
   proc.stderr!.pipe(out);
   undo.push(() => {
@@ -354,6 +364,10 @@ async function bigNode(dir: string): Promise<void> {
   rows.push({ figure: 'RSS after first sync (VmRSS)', value: `${settled.rss.toFixed(1)} MB`, target: '< 100 MB', pass: settled.rss < 100 });
   rows.push({ figure: 'RSS after scrapes and events (VmRSS)', value: `${steady.rss.toFixed(1)} MB`, target: '< 100 MB', pass: steady.rss < 100 });
   rows.push({ figure: 'peak RSS so far (VmHWM)', value: `${steady.hwm.toFixed(1)} MB`, target: '< 100 MB', pass: steady.hwm < 100 });
+  rows.push({
+    figure: 'of the RSS after scrapes and events: anonymous (RssAnon) / mapped files, mostly the node binary (RssFile)',
+    value: `${steady.anon.toFixed(1)} / ${steady.file.toFixed(1)} MB`,
+  });
 
   // The periodic re-reads, each measured from just before it is due until the process is quiet
   // again (no scrapes meanwhile): NAT/IPVS/addresses/cluster file every 60 s (the default), and
@@ -420,7 +434,7 @@ function print(): void {
     `${r.figure.padEnd(w)}  ${r.value.padEnd(36)}  ${(r.target ?? '').padEnd(10)}  ${r.pass === undefined ? '' : r.pass ? 'pass' : 'FAIL'}`;
   console.log(`\nclbprobe agent benchmark: ${opt.entries} conntrack entries (${opt.vipEntries} towards VIPs), ${opt.services} Services, ${opt.endpoints} endpoints`);
   const commit = spawnSync('git', ['-C', import.meta.dirname, 'describe', '--always', '--dirty'], { encoding: 'utf8' }).stdout.trim();
-  console.log(`command: ${process.argv.slice(1).join(' ')}; agent ${CLI} at ${commit}; node ${process.version}`);
+  console.log(`command: ${process.argv.slice(1).join(' ')}; agent ${CLI} at ${commit}; node ${process.version} ${nodeFlags.join(' ')}, MALLOC_ARENA_MAX=${mallocArenaMax}`);
   console.log(`load average at the end: ${loadavg().map((x) => x.toFixed(2)).join(' ')} (2 shared cores)`);
   console.log(`${'figure'.padEnd(w)}  ${'value'.padEnd(36)}  ${'target'.padEnd(10)}  result`);
   for (const r of rows) console.log(line(r));

@@ -23,6 +23,8 @@ export interface DetectContext {
   proxy: ProxyModeInfo;
   /** LB ingress IP:port → Service ports. */
   byLbVip: Map<string, ServiceView[]>;
+  /** LB ingress IP (any port) → Service ports: health checks come from the VIP itself. */
+  byLbIp: Map<string, ServiceView[]>;
   /** Ingress VIP → Service ports behind it (port-agnostic: the Ingress listens on 80/443). */
   byIngressVip: Map<string, ServiceView[]>;
   /** proto|NodePort → Service port. */
@@ -46,11 +48,15 @@ function push<T>(m: Map<string, T[]>, k: string, v: T): void {
 export function buildContext(input: DiagnoseInput): DetectContext {
   const services = input.cluster.services.filter((s) => s.lbIngress.length > 0 || s.ingressVips.length > 0);
   const byLbVip = new Map<string, ServiceView[]>();
+  const byLbIp = new Map<string, ServiceView[]>();
   const byIngressVip = new Map<string, ServiceView[]>();
   const byNodePort = new Map<string, ServiceView>();
   const byLocalEndpoint = new Map<string, ServiceView[]>();
   for (const s of services) {
-    for (const ing of s.lbIngress) push(byLbVip, key(ing.ip, s.protocol, s.port), s);
+    for (const ing of s.lbIngress) {
+      push(byLbVip, key(ing.ip, s.protocol, s.port), s);
+      push(byLbIp, ing.ip, s);
+    }
     for (const iv of s.ingressVips) push(byIngressVip, iv.ip, s);
     if (s.nodePort) byNodePort.set(key('', s.protocol, s.nodePort), s);
     for (const ep of s.endpoints) {
@@ -75,6 +81,7 @@ export function buildContext(input: DiagnoseInput): DetectContext {
     ipvsBound,
     proxy: classifyProxyMode(input, services),
     byLbVip,
+    byLbIp,
     byIngressVip,
     byNodePort,
     byLocalEndpoint,

@@ -49,14 +49,11 @@ export class ConntrackCorrelator {
   private readonly l7Out = new Map<string, Pending[]>();
   private readonly l7In: Pending[] = [];
   private readonly groups = new Map<string, ObsGroup>();
-  private readonly lbIps = new Map<string, ServiceView[]>();
   private seen = 0;
   private overflowed = 0;
   private done?: Observations;
 
-  constructor(private readonly ctx: DetectContext) {
-    for (const s of ctx.services) for (const i of s.lbIngress) this.lbIps.set(i.ip, [...(this.lbIps.get(i.ip) ?? []), s]);
-  }
+  constructor(private readonly ctx: DetectContext) {}
 
   add(e: ConntrackEntry): void {
     if (this.done) throw new Error('ConntrackCorrelator.add() after observations()');
@@ -72,7 +69,7 @@ export class ConntrackCorrelator {
       return;
     }
     if (vipSvcs && ctx.isLocalSource(o.src)) this.addOutbound(e, vipSvcs, proto);
-    const hcSvcs = this.lbIps.get(o.src);
+    const hcSvcs = ctx.byLbIp.get(o.src);
     if (hcSvcs && ctx.ipvsBound.has(o.src) && ctx.nodeIps.has(o.dst) && !seenReply(e)) this.record('hcSrc', hcSvcs, [e]);
 
     const ingSvcs = ctx.byIngressVip.get(o.dst);

@@ -92,7 +92,7 @@ export function inCidr(address: string, cidr: string): boolean {
 }
 
 /** Dotted-quad text → 32-bit number; undefined for anything else. No allocation (hot paths). */
-function ipv4Number(s: string): number | undefined {
+export function ipv4Number(s: string): number | undefined {
   let n = 0;
   let octet = -1;
   let dots = 0;

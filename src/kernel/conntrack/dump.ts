@@ -2,7 +2,7 @@
 // and user-side filtering. Entries are handed over batch by batch; nothing
 // here holds the table.
 import { ipFamily, parseIP } from '../ip.js';
-import { MessageWriter, NLM_F_DUMP, NLM_F_REQUEST } from '../netlink/codec.js';
+import { MessageWriter, NLM_F_DUMP, NLM_F_REQUEST, type KeepMessage } from '../netlink/codec.js';
 import { NETLINK_NETFILTER, NetlinkSocket, type DumpResult } from '../netlink/socket.js';
 import { sourceFailure } from '../source.js';
 import type { ConntrackEntry, ConntrackSummary, SourceStatus } from '../types.js';
@@ -134,6 +134,16 @@ export interface DumpOptions {
 /** A pre-check on a ctnetlink message's raw payload: false means "skip without decoding". */
 export interface RawPrefilter {
   maybe(payload: Buffer): boolean;
+  /** The same test on buf[start, end), before the socket makes a message object of it. */
+  maybeIn?(buf: Buffer, start: number, end: number): boolean;
+}
+
+/** The socket-level pre-check of a prefilter: ctnetlink entry messages it rejects are dropped unparsed. */
+export function keepFor(prefilter: () => RawPrefilter | undefined): KeepMessage {
+  return (buf, start, end, type) => {
+    const p = prefilter();
+    return !p?.maybeIn || type >> 8 !== C.NFNL_SUBSYS_CTNETLINK || p.maybeIn(buf, start, end);
+  };
 }
 
 /**
@@ -166,7 +176,7 @@ export async function dumpConntrack(
         }
         total.entries += out.length;
         if (out.length) return onEntries(out);
-      });
+      }, keepFor(() => opts.prefilter));
       total.messages += res.messages;
       total.interrupted ||= res.interrupted;
     }

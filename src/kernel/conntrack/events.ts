@@ -7,7 +7,7 @@ import { NETLINK_NETFILTER, NetlinkSocket as Socket } from '../netlink/socket.js
 import type { ConntrackEntry, ConntrackEvent, ConntrackEventType } from '../types.js';
 import * as C from './constants.js';
 import { decodeEntry, eventType } from './decode.js';
-import { addressMatcher, dumpConntrack, openConntrackSocket, type ConntrackFilter, type RawPrefilter } from './dump.js';
+import { addressMatcher, dumpConntrack, keepFor, openConntrackSocket, type ConntrackFilter, type RawPrefilter } from './dump.js';
 
 export interface ResyncHandler {
   /** A resync starts: state built from events is no longer trustworthy. */
@@ -93,6 +93,7 @@ export class ConntrackWatch {
         this.requestResync('overflow');
       },
       (e) => this.error(e),
+      keepFor(() => this.prefilter),
     );
     if (opts.initialDump) this.requestResync('start');
   }

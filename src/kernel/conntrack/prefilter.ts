@@ -68,9 +68,14 @@ export class ConntrackPrefilter {
 
   /** False only when the message is surely IPv4 and touches none of the targets. */
   maybe(payload: Buffer): boolean {
-    if (payload.length < C.NFGENMSG_LEN || payload[0] !== AF_INET) return true;
+    return this.maybeIn(payload, 0, payload.length);
+  }
+
+  /** maybe() on the payload at buf[start, end), without a Buffer view of it (no allocation). */
+  maybeIn(buf: Buffer, start: number, end: number): boolean {
+    if (end - start < C.NFGENMSG_LEN || buf[start] !== AF_INET) return true;
     this.proto = this.origDst = this.dport = this.replySrc = this.sport = -1;
-    if (!this.scan(payload, C.NFGENMSG_LEN, payload.length, 0)) return true;
+    if (!this.scan(buf, start + C.NFGENMSG_LEN, end, 0)) return true;
     const p = this.proto;
     if (p < 0) return true;
     if (!this.protos.has(p)) return false;

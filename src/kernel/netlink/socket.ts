@@ -12,6 +12,7 @@ import {
   NetlinkParseError,
   readCString,
   splitMessages,
+  type KeepMessage,
   walkAttrs,
   type NetlinkMessage,
 } from './codec.js';
@@ -155,12 +156,14 @@ export class NetlinkSocket {
     msg: Buffer,
     what: string,
     onBatch: (msgs: NetlinkMessage[]) => void | Promise<void>,
+    keep?: KeepMessage,
   ): Promise<DumpResult> {
     return this.exclusive(async () => {
       const seq = this.send(msg);
       const res: DumpResult = { messages: 0, interrupted: false };
       for (;;) {
-        const batch = await this.receiveBatch(what);
+        const batch = await this.receiveBatch(what, keep);
+        res.messages += this.skipped;
         const mine: NetlinkMessage[] = [];
         let done = false;
         for (const m of batch) {
@@ -217,7 +220,12 @@ export class NetlinkSocket {
    * kernel dropped messages (ENOBUFS): the caller must resync (e.g. by a dump).
    * Returns a function that stops the subscription.
    */
-  subscribe(onBatch: (msgs: NetlinkMessage[]) => void, onOverflow: () => void, onError?: (e: Error) => void): () => void {
+  subscribe(
+    onBatch: (msgs: NetlinkMessage[]) => void,
+    onOverflow: () => void,
+    onError?: (e: Error) => void,
+    keep?: KeepMessage,
+  ): () => void {
     this.assertOpen();
     if (this.subscriber) throw new Error('netlink: socket already has a subscriber');
     const n = native();
@@ -229,7 +237,7 @@ export class NetlinkSocket {
         const err = this.status[1]!;
         if (count > 0) {
           try {
-            onBatch(this.parseBatch(count));
+            onBatch(this.parseBatch(count, keep));
           } catch (e) {
             (onError ?? rethrow)(e as Error);
           }
@@ -295,27 +303,33 @@ export class NetlinkSocket {
     });
   }
 
-  private async receiveBatch(what: string): Promise<NetlinkMessage[]> {
+  private async receiveBatch(what: string, keep?: KeepMessage): Promise<NetlinkMessage[]> {
     const n = native();
     for (;;) {
       this.assertOpen();
       const count = n.nlRecv(this.fd, this.buf, this.status);
       const err = this.status[1]!;
-      if (count > 0) return this.parseBatch(count);
+      if (count > 0) return this.parseBatch(count, keep);
       if (err === ENOBUFS) throw new NetlinkOverflowError(what);
       if (err !== 0) throw new NetlinkError(err, `${what}: receive`);
       await this.waitReadable();
     }
   }
 
-  private parseBatch(count: number): NetlinkMessage[] {
+  /** Messages `keep` dropped in the last parseBatch (a dump still counts them). */
+  private skipped = 0;
+
+  private parseBatch(count: number, keep?: KeepMessage): NetlinkMessage[] {
     const out: NetlinkMessage[] = [];
     let off = 0;
+    let seen = 0;
+    const counting: KeepMessage | undefined = keep && ((b, s, e, t) => (seen++, keep(b, s, e, t)));
     for (let i = 0; i < count; i++) {
       const len = this.status[2 + i]!;
-      for (const m of splitMessages(this.buf, off, off + len)) out.push(m);
+      for (const m of splitMessages(this.buf, off, off + len, counting)) out.push(m);
       off += len;
     }
+    this.skipped = keep ? seen - out.length : 0;
     return out;
   }
 }

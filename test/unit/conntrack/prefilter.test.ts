@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { decodeEntry } from '../../../src/kernel/conntrack/decode.js';
+import { keepFor } from '../../../src/kernel/conntrack/dump.js';
 import { ConntrackPrefilter, type PrefilterTargets } from '../../../src/kernel/conntrack/prefilter.js';
 import { NLMSG_DONE, splitMessages } from '../../../src/kernel/netlink/codec.js';
 import type { ConntrackEntry } from '../../../src/kernel/types.js';
@@ -53,6 +54,14 @@ describe('ConntrackPrefilter on recorded ctnetlink messages', () => {
         const want = e.family === 6 || exact(t, e);
         expect(f.maybe(payloads[i]!), `entry ${i}: ${e.orig.src} -> ${e.orig.dst}:${e.orig.dport}`).toBe(want);
       }
+      // At the socket: the same decisions on the whole recorded datagrams, before message objects exist.
+      const keep = keepFor(() => f);
+      const kept2 = hex
+        .split('\n')
+        .filter(Boolean)
+        .flatMap((h) => splitMessages(Buffer.from(h, 'hex'), 0, undefined, keep))
+        .filter((m) => m.type !== NLMSG_DONE);
+      expect(kept2.map((m) => decodeEntry(m.payload))).toEqual(entries.filter((e) => e.family === 6 || exact(t, e)));
     });
   }
 
