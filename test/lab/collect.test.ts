@@ -72,10 +72,17 @@ describe.skipIf(!isRoot)('clbprobe collect on a namespace node, read back with r
     peer.sh('(busybox nc -l -p 8080 -e /bin/cat >/dev/null 2>&1 &) ; sleep 0.3');
     node.sh('echo hello | busybox nc -w 2 10.77.0.1 8080 >/dev/null || true');
 
+    // Entries present both before and after the collect must be in the bundle. The kernel adds
+    // some on its own at any time (IGMP reports are sent at a random delay after a multicast
+    // join, seen once in CI), and those may come after the collect.
+    const before: ConntrackEntry[] = [];
+    await dumpConntrack((b) => void before.push(...b), { netns: node.path });
     const run = collect(node, dir);
     if (run.status !== 0) throw new Error(`collect exited ${run.status}: ${run.stderr}`);
-    live = [];
-    await dumpConntrack((b) => void live.push(...b), { netns: node.path });
+    const after: ConntrackEntry[] = [];
+    await dumpConntrack((b) => void after.push(...b), { netns: node.path });
+    const earlier = new Set(before.map((e) => e.id));
+    live = after.filter((e) => earlier.has(e.id));
     manifest = JSON.parse(readFileSync(join(dir, 'manifest.json'), 'utf8')) as BundleManifest;
     bundle = readBundle(dir);
   });
