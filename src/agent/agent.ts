@@ -2,12 +2,11 @@
 // conntrack event stream, the counters and the detectors into one state that
 // the exporter renders and the evidence socket answers from. Event-driven,
 // with a periodic full resync; a failing source degrades, never stops it.
-import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { hostname, release } from 'node:os';
 import { openCounter, type Counter } from '../capture/counter.js';
 import type { ClusterWatch } from '../cluster/watch.js';
-import { loadClusterFile } from '../cluster/file.js';
+import { reloadClusterFile } from '../cluster/file.js';
 import type { ClusterView, ServiceView } from '../cluster/types.js';
 import { changedServices, compareFindings, Diagnosis, prepareDiagnosis, type PreparedDiagnosis } from '../detect/index.js';
 import type { Observations } from '../detect/correlator.js';
@@ -185,13 +184,11 @@ export class Agent {
 
   private loadClusterFile(): void {
     try {
-      // Re-built only when the file changed: at 5,000 Services a parse and the indexes built from
-      // it cost ~1 s of CPU and, while the old ones are still alive, tens of MB (bench/agent.ts).
-      const digest = createHash('sha256').update(readFileSync(this.o.clusterFile!)).digest('hex');
-      if (digest !== this.clusterFileDigest) {
-        this.setCluster(loadClusterFile(this.o.clusterFile!, { nodeName: this.o.nodeName }));
-        this.clusterFileDigest = digest;
-      }
+      // Re-built only when the file changed: besides the parse, the indexes built from a new view
+      // cost CPU and, while the old ones are still alive, tens of MB.
+      const r = reloadClusterFile(this.o.clusterFile!, this.clusterFileDigest, { nodeName: this.o.nodeName });
+      if (r.view) this.setCluster(r.view);
+      this.clusterFileDigest = r.digest;
       this.health.resynced('cluster');
     } catch (e) {
       this.health.down('cluster', errText(e));
@@ -359,17 +356,17 @@ export class Agent {
    */
   private diagnose(): void {
     try {
-      const full = !this.prepared || !this.lastObs;
+      // Observations of an earlier prepared input say nothing about what changed since.
+      const before = this.prepared ? this.lastObs : undefined;
       if (!this.prepared) this.prepared = prepareDiagnosis(diagnoseInputOf(this.nodeSnapshot(), this.cluster));
       const d = new Diagnosis(this.prepared);
       if (this.health.has('conntrack')) d.conntrackSeen();
       for (const k of this.table.entries()) d.add(k.entry);
       const obs = d.observations();
-      const before = this.lastObs;
       this.lastObs = obs;
       const significant = (f: Finding) => f.severity !== 'info';
       let next: Finding[];
-      if (full || !before) next = d.finish().findings.filter(significant);
+      if (!before) next = d.finish().findings.filter(significant);
       else {
         const changed = changedServices(before, obs);
         if (changed.size === 0) return;

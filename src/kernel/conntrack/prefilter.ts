@@ -8,7 +8,7 @@
 // (which reports malformed input properly).
 import * as C from './constants.js';
 import { NLA_TYPE_MASK } from '../netlink/codec.js';
-import { parseIP } from '../ip.js';
+import { ipv4Number } from '../ip.js';
 
 export interface PrefilterTargets {
   /** LB VIP:port per protocol number (6 tcp, 17 udp, 132 sctp). */
@@ -24,11 +24,6 @@ const AF_INET = 2;
 
 /** ip (u32) and port (u16) in one exact double: ip * 65536 + port < 2^48. */
 const key4 = (ip: number, port: number): number => ip * 65536 + port;
-
-function v4(address: string): number | undefined {
-  const b = parseIP(address);
-  return b.length === 4 ? b.readUInt32BE(0) : undefined;
-}
 
 export class ConntrackPrefilter {
   private readonly vips = new Map<number, Set<number>>();
@@ -51,17 +46,17 @@ export class ConntrackPrefilter {
       s.add(k);
     };
     for (const v of t.vips) {
-      const ip = v4(v.address);
+      const ip = ipv4Number(v.address);
       if (ip !== undefined) add(this.vips, v.protoNum, key4(ip, v.port));
     }
     for (const e of t.endpoints) {
-      const ip = v4(e.address);
+      const ip = ipv4Number(e.address);
       if (ip !== undefined) add(this.endpoints, e.protoNum, key4(ip, e.port));
     }
     for (const n of t.nodePorts) add(this.nodePorts, n.protoNum, n.port);
     for (const x of [...t.vips, ...t.endpoints, ...t.nodePorts]) this.protos.add(x.protoNum);
     for (const a of t.nodeIps) {
-      const ip = v4(a);
+      const ip = ipv4Number(a);
       if (ip !== undefined) this.nodeIps.add(ip);
     }
   }

@@ -161,9 +161,10 @@ export class NetlinkSocket {
     return this.exclusive(async () => {
       const seq = this.send(msg);
       const res: DumpResult = { messages: 0, interrupted: false };
+      // Messages keep drops were still received: count them.
+      const counted: KeepMessage | undefined = keep && ((b, s, e, t) => keep(b, s, e, t) || (res.messages++, false));
       for (;;) {
-        const batch = await this.receiveBatch(what, keep);
-        res.messages += this.skipped;
+        const batch = await this.receiveBatch(what, counted);
         const mine: NetlinkMessage[] = [];
         let done = false;
         for (const m of batch) {
@@ -316,20 +317,14 @@ export class NetlinkSocket {
     }
   }
 
-  /** Messages `keep` dropped in the last parseBatch (a dump still counts them). */
-  private skipped = 0;
-
   private parseBatch(count: number, keep?: KeepMessage): NetlinkMessage[] {
     const out: NetlinkMessage[] = [];
     let off = 0;
-    let seen = 0;
-    const counting: KeepMessage | undefined = keep && ((b, s, e, t) => (seen++, keep(b, s, e, t)));
     for (let i = 0; i < count; i++) {
       const len = this.status[2 + i]!;
-      for (const m of splitMessages(this.buf, off, off + len, counting)) out.push(m);
+      for (const m of splitMessages(this.buf, off, off + len, keep)) out.push(m);
       off += len;
     }
-    this.skipped = keep ? seen - out.length : 0;
     return out;
   }
 }

@@ -1,8 +1,8 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ClusterFileError, loadClusterFile, readClusterFile } from '../../../src/cluster/file.js';
+import { ClusterFileError, loadClusterFile, readClusterFile, reloadClusterFile } from '../../../src/cluster/file.js';
 import { JsonSyntaxError, parseJsonDocuments } from '../../../src/cluster/json-docs.js';
 
 const FIX = new URL('../../fixtures/cluster/', import.meta.url).pathname;
@@ -103,5 +103,20 @@ describe('parseJsonDocuments', () => {
   it('deep nesting does not overflow the stack', () => {
     const deep = '['.repeat(50_000) + ']'.repeat(50_000);
     expect(parseJsonDocuments(`${deep} ${deep}`).length).toBe(2);
+  });
+});
+
+describe('reloadClusterFile', () => {
+  it('builds the view when the file changed, not when its digest is the same; read errors stay ClusterFileErrors', () => {
+    const path = join(tmp, 'reload.json');
+    writeFileSync(path, readFileSync(`${FIX}multi-doc.json`));
+    const first = reloadClusterFile(path, undefined, { nodeName: 'kind-worker' });
+    expect(first.view).toEqual(loadClusterFile(path, { nodeName: 'kind-worker' }));
+    expect(reloadClusterFile(path, first.digest, { nodeName: 'kind-worker' })).toEqual({ digest: first.digest });
+    writeFileSync(path, `${readFileSync(path, 'utf8')}\n`);
+    const changed = reloadClusterFile(path, first.digest, { nodeName: 'kind-worker' });
+    expect(changed.digest).not.toBe(first.digest);
+    expect(changed.view).toBeDefined();
+    expect(() => reloadClusterFile(join(tmp, 'missing.json'), first.digest)).toThrow(ClusterFileError);
   });
 });
