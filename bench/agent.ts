@@ -315,26 +315,32 @@ async function bigNode(dir: string): Promise<void> {
   rows.push({ figure: `CPU idle (${opt.window} s, no events, no scrapes)`, value: `${idle.toFixed(2)} % of a core`, target: '< 1 %', pass: idle < 1 });
 
   // /metrics render time, as a C client sees it (curl's own timer: a Node client reading 5 MB
-  // here would add its own time, and Prometheus is not Node).
-  const times: number[] = [];
-  let size = 0;
-  for (let n = 0; n < opt.scrapes; n++) {
-    const r = spawnSync('curl', ['-sf', '-o', '/dev/null', '-w', '%{time_total} %{size_download}', `${agent.url}/metrics`], { encoding: 'utf8' });
+  // here would add its own time, and Prometheus is not Node). Asked as Prometheus asks (gzip, the
+  // body left compressed), and plain; alternating, so both see the same agent.
+  const scrape = { gzip: { times: [] as number[], size: 0 }, plain: { times: [] as number[], size: 0 } };
+  for (let n = 0; n < 2 * opt.scrapes; n++) {
+    const gzip = n % 2 === 0;
+    const headers = gzip ? ['-H', 'Accept-Encoding: gzip'] : [];
+    const r = spawnSync('curl', ['-sf', ...headers, '-o', '/dev/null', '-w', '%{time_total} %{size_download}', `${agent.url}/metrics`], { encoding: 'utf8' });
     const [sec, bytes] = r.stdout.split(' ').map(Number);
     if (r.status !== 0 || !sec || !bytes) throw new Error(`curl /metrics failed: ${r.stderr}`);
-    times.push(sec * 1000);
-    size = bytes;
+    const s = gzip ? scrape.gzip : scrape.plain;
+    s.times.push(sec * 1000);
+    s.size = bytes;
   }
   text = await metrics();
   const series = text.split('\n').filter((x) => x && !x.startsWith('#')).length;
-  const p99 = pct(times, 99);
-  rows.push({
-    figure: `/metrics over HTTP, median of ${opt.scrapes} scrapes (${(size / 1024).toFixed(0)} KiB, ${series} samples)`,
-    value: `${pct(times, 50).toFixed(1)} ms`,
-    target: '< 50 ms',
-    pass: pct(times, 50) < 50,
-  });
-  rows.push({ figure: `/metrics over HTTP, p99 of ${opt.scrapes} scrapes`, value: `${p99.toFixed(1)} ms`, target: '< 50 ms', pass: p99 < 50 });
+  for (const [how, s] of [['gzip, as Prometheus asks', scrape.gzip], ['plain', scrape.plain]] as const) {
+    const median = pct(s.times, 50);
+    const p99 = pct(s.times, 99);
+    rows.push({
+      figure: `/metrics over HTTP (${how}), median of ${opt.scrapes} scrapes (${(s.size / 1024).toFixed(0)} KiB, ${series} samples)`,
+      value: `${median.toFixed(1)} ms`,
+      target: '< 50 ms',
+      pass: median < 50,
+    });
+    rows.push({ figure: `/metrics over HTTP (${how}), p99 of ${opt.scrapes} scrapes`, value: `${p99.toFixed(1)} ms`, target: '< 50 ms', pass: p99 < 50 });
+  }
 
   // CPU under paced conntrack events; every 10th entry towards a VIP, counted by the agent on DESTROY.
   const flows = (t: string) => metricSum(t, 'clbprobe_conntrack_flows_total');

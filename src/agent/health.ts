@@ -1,5 +1,6 @@
 // Each source's health, resync and error counts; a change of health is
 // logged once (never per event), so the log reads as a history of the node.
+import { byText } from '../compare.js';
 import type { Logger } from '../log.js';
 
 export type SourceName = 'addresses' | 'conntrack' | 'cluster' | 'nat' | 'ipvs' | 'capture';
@@ -51,6 +52,6 @@ export class SourceHealth {
   list(): { source: string; up: boolean }[] {
     return [...this.state]
       .filter(([, s]) => !s.absent)
-      .map(([source, s]) => ({ source, up: s.up })).sort((a, b) => a.source.localeCompare(b.source));
+      .map(([source, s]) => ({ source, up: s.up })).sort((a, b) => byText(a.source, b.source));
   }
 }

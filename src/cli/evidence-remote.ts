@@ -9,6 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { closeSync, openSync, writeSync } from 'node:fs';
 import { extname } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
+import { byText } from '../compare.js';
 import { listAgentPods, planNodes, type AgentPod } from '../remote/agent-pods.js';
 import { execInPod, PodExecError } from '../remote/pod-exec.js';
 import type { EvidenceLine } from '../agent/evidence.js';
@@ -261,7 +262,7 @@ export async function runAllNodes(o: AllNodesOptions): Promise<number> {
     for (let pod = queue.shift(); pod; pod = queue.shift()) results.push(await askNode(kc, o, pod, out));
   };
   await Promise.all(Array.from({ length: Math.min(o.concurrency, queue.length) }, worker));
-  results.sort((a, b) => a.node.localeCompare(b.node));
+  results.sort((a, b) => byText(a.node, b.node));
   out.summary(results);
   return results.every((r) => r.status === 'ok') ? 0 : EXIT_SOME_NODES_FAILED;
 }

@@ -1,6 +1,7 @@
 // Kubernetes objects + this node's name → the ClusterView the detectors read.
 // Pure: the same objects give the same view; nothing here throws on bad input
 // (see objects.ts for how bad objects and bad parts become warnings).
+import { byText } from '../compare.js';
 import { interpretAnnotations, isPrivateIp } from './annotations.js';
 import { endpointsFor, indexEndpointSlices } from './endpoints.js';
 import { canonicalIp, FieldError, isObj, optArr, optInt, optObj, optStr, reqStr, strArr, strMap, type Obj } from './fields.js';
@@ -55,10 +56,6 @@ export function buildClusterView(objects: ClusterObjects, opts: BuildOptions = {
     else warnings.push(`node ${JSON.stringify(opts.nodeName)} not found: its addresses and pod CIDRs are unknown`);
   }
   return view;
-}
-
-function byText(a: string, b: string): number {
-  return a < b ? -1 : a > b ? 1 : 0;
 }
 
 type PortFields = Pick<ServiceView, 'portName' | 'protocol' | 'port' | 'targetPort' | 'nodePort'>;

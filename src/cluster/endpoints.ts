@@ -3,7 +3,7 @@
 // label in its namespace; its ports are matched to a ServicePort by name and
 // protocol, as kube-proxy does. Condition defaults follow the API docs:
 // ready nil → true, serving nil → ready, terminating nil → false.
-import { canonicalIp, FieldError, isObj, optArr, optBool, optInt, optObj, optStr, reqStr, strMap, type Obj } from './fields.js';
+import { canonicalIp, FieldError, isObj, optArr, optBool, optInt, optObj, optStr, reqStr, strMap } from './fields.js';
 import { parseEach, parseParts, type SourcedObject } from './objects.js';
 import type { EndpointView } from './types.js';
 
@@ -65,27 +65,15 @@ function parseEndpoint(v: unknown, path: string): SliceEndpoint {
   if (addresses.length === 0) throw new FieldError(`${path}.addresses is empty`);
   const conditions = optObj(v.conditions, `${path}.conditions`) ?? {};
   const ready = optBool(conditions.ready, `${path}.conditions.ready`) ?? true;
-  const ep: SliceEndpoint = {
+  // All fields in one literal, in one order: every endpoint gets the same object shape with its
+  // fields in the object (fields added later go to a separate store: ~1 MB more at 20k endpoints).
+  return {
     address: canonicalIp(addresses[0], `${path}.addresses[0]`),
+    nodeName: optStr(v.nodeName, `${path}.nodeName`) || undefined,
     ready,
     serving: optBool(conditions.serving, `${path}.conditions.serving`) ?? ready,
     terminating: optBool(conditions.terminating, `${path}.conditions.terminating`) ?? false,
   };
-  const nodeName = optStr(v.nodeName, `${path}.nodeName`);
-  if (nodeName) ep.nodeName = nodeName;
-  const ref = optObj(v.targetRef, `${path}.targetRef`);
-  if (ref) ep.targetRef = parseTargetRef(ref, `${path}.targetRef`);
-  return ep;
-}
-
-function parseTargetRef(ref: Obj, path: string): NonNullable<EndpointView['targetRef']> {
-  const out: NonNullable<EndpointView['targetRef']> = {
-    kind: optStr(ref.kind, `${path}.kind`) ?? '',
-    name: optStr(ref.name, `${path}.name`) ?? '',
-  };
-  const ns = optStr(ref.namespace, `${path}.namespace`);
-  if (ns) out.namespace = ns;
-  return out;
 }
 
 /**
@@ -115,14 +103,13 @@ export function endpointsFor(
       }
       const view: EndpointView = {
         address: ep.address,
+        nodeName: ep.nodeName,
         ready: ep.ready,
         serving: ep.serving,
         terminating: ep.terminating,
         local: nodeName !== undefined && ep.nodeName === nodeName,
+        port: port.port,
       };
-      if (ep.nodeName !== undefined) view.nodeName = ep.nodeName;
-      if (port.port !== undefined) view.port = port.port;
-      if (ep.targetRef) view.targetRef = ep.targetRef;
       out.push(view);
     }
   }

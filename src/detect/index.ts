@@ -1,6 +1,7 @@
 // diagnose(): every detector over one node + cluster view, most severe first.
 // Conntrack entries are streamed through the correlator; config detectors
 // read the indexes. Pure: the CLI does all reading.
+import { byText } from '../compare.js';
 import type { ServiceView } from '../cluster/types.js';
 import type { ConntrackEntry } from '../kernel/types.js';
 import { buildContext, type DetectContext } from './context.js';
@@ -34,7 +35,8 @@ export function compareFindings(a: Finding, b: Finding): number {
   return (
     SEVERITY_RANK[a.severity] - SEVERITY_RANK[b.severity] ||
     MECHANISM_RANK[a.mechanism] - MECHANISM_RANK[b.mechanism] ||
-    `${a.service.namespace}/${a.service.name}`.localeCompare(`${b.service.namespace}/${b.service.name}`) ||
+    byText(a.service.namespace, b.service.namespace) ||
+    byText(a.service.name, b.service.name) ||
     a.port.port - b.port.port
   );
 }

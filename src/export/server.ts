@@ -20,6 +20,23 @@ export function parseListen(listen: string): { host?: string; port: number } {
   return host ? { host, port } : { port };
 }
 
+/**
+ * Whether an Accept-Encoding header takes gzip (Prometheus always sends "gzip"): listed, or
+ * covered by "*", and not with q=0 (RFC 9110 12.5.3).
+ */
+export function acceptsGzip(header: string | string[] | undefined): boolean {
+  const items = (Array.isArray(header) ? header.join(',') : (header ?? '')).split(',');
+  let star = false;
+  for (const item of items) {
+    const [coding = '', ...params] = item.split(';').map((x) => x.trim().toLowerCase());
+    const q = params.find((p) => p.startsWith('q='));
+    const ok = q === undefined || Number(q.slice(2)) > 0;
+    if (coding === 'gzip' || coding === 'x-gzip') return ok;
+    if (coding === '*') star = ok;
+  }
+  return star;
+}
+
 export function createMetricsServer(o: MetricsServerOptions): Server {
   return createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
@@ -30,8 +47,14 @@ export function createMetricsServer(o: MetricsServerOptions): Server {
       const type = { 'Content-Type': o.registry.contentType };
       const r = o.registry;
       if (isBufferedRegistry(r)) {
-        r.metricsBuffers().then((bufs) => {
-          res.writeHead(200, { ...type, 'Content-Length': bufs.reduce((n, b) => n + b.length, 0) });
+        const gzip = acceptsGzip(req.headers['accept-encoding']);
+        r.metricsBody(gzip).then((bufs) => {
+          res.writeHead(200, {
+            ...type,
+            'Content-Length': bufs.reduce((n, b) => n + b.length, 0),
+            Vary: 'Accept-Encoding',
+            ...(gzip ? { 'Content-Encoding': 'gzip' } : {}),
+          });
           if (req.method === 'HEAD') return res.end();
           // Corked: hundreds of chunk buffers leave in one writev, not one syscall each.
           res.cork();

@@ -2,6 +2,7 @@
 // DaemonSet's label, then planned (which pod answers for which node, which
 // nodes cannot answer and why). The plan is pure so it is tested on its own.
 import { CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import { byText } from '../compare.js';
 
 export interface AgentPod {
   name: string;
@@ -57,8 +58,8 @@ export function planNodes(pods: AgentPod[], container: string, only?: string[]):
   const rank = (p: AgentPod) => (p.deleting ? 2 : 0) + (p.ready ? 0 : 1);
   const ask: AgentPod[] = [];
   const unreachable: Unreachable[] = [];
-  for (const [node, list] of [...byNode].sort(([a], [b]) => a.localeCompare(b))) {
-    const running = list.filter((p) => p.phase === 'Running').sort((a, b) => rank(a) - rank(b) || a.name.localeCompare(b.name));
+  for (const [node, list] of [...byNode].sort(([a], [b]) => byText(a, b))) {
+    const running = list.filter((p) => p.phase === 'Running').sort((a, b) => rank(a) - rank(b) || byText(a.name, b.name));
     const best = running[0];
     if (best && !best.containers.includes(container)) {
       unreachable.push({ node, pod: best.name, reason: `pod has no container ${JSON.stringify(container)} (it has ${best.containers.join(', ')}; --container)` });

@@ -63,7 +63,6 @@ describe('buildClusterView on a kubectl List', () => {
         terminating: false,
         local: true,
         port: 8080,
-        targetRef: { kind: 'Pod', namespace: 'default', name: 'web-5c7d9f8b6-m3n4p' },
       },
       expect.objectContaining({ address: '10.244.2.31', nodeName: 'node-b', local: false, ready: true, port: 8080 }),
       expect.objectContaining({ address: '10.244.1.9', local: true, ready: false, serving: true, terminating: true }),

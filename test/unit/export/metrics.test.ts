@@ -3,6 +3,7 @@
 // Regenerate after an intended change: UPDATE_GOLDEN=1 npx vitest run test/unit/export
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { constants as zlibConstants, gunzipSync, inflateRawSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { createRegistry, type BufferedRegistry } from '../../../src/export/metrics.js';
 import { emptyState, type ExportState, type SvcPortLabels } from '../../../src/export/state.js';
@@ -113,23 +114,26 @@ describe('/metrics rendering', () => {
       change();
       const text = await reg.metrics();
       expect(text, what).toBe(await fresh());
-      expect(Buffer.concat(await (reg as BufferedRegistry).metricsBuffers()).toString(), what).toBe(text);
+      expect(Buffer.concat(await (reg as BufferedRegistry).metricsBody(false)).toString(), what).toBe(text);
+      expect(gunzipSync(Buffer.concat(await (reg as BufferedRegistry).metricsBody(true))).toString(), what).toBe(text);
       if (what === 'nothing') expect(text).toContain('clbprobe_lb_path_packets_total{namespace="ns-0",service="svc-0",port="80",protocol="TCP",kind="to_lb"} 0\n');
       if (what.includes('merged')) expect(text).toContain(`service="${s.lbPath[20]!.svc.service}",port="80",protocol="TCP",kind="${s.lbPath[20]!.kind}"} ${s.lbPath[20]!.packets + 2}\n`);
     }
   });
 
-  it('a changed counter re-encodes only its chunk', async () => {
+  it('a changed counter re-compresses only its chunk', async () => {
     const s = emptyState('node-1', '0.1.0');
     for (let i = 0; i < 3000; i++) s.lbPath.push({ svc: { namespace: 'a', service: `s${i}`, port: '80', protocol: 'TCP' }, kind: 'to_lb', packets: 0, bytes: 0 });
     const reg = createRegistry(() => s, { maxServicePorts: 10_000, processMetrics: false }) as BufferedRegistry;
-    const before = await reg.metricsBuffers();
+    const before = await reg.metricsBody(true);
     s.lbPath[1500]!.packets = 1;
-    const after = await reg.metricsBuffers();
+    const after = await reg.metricsBody(true);
     expect(after.length).toBe(before.length);
-    const changed = after.filter((b, i) => b !== before[i]);
+    // The gzip trailer (CRC, size) is new at every scrape; of the kept segments, only one changed.
+    const changed = after.slice(0, -1).filter((b, i) => b !== before[i]);
     // The packets family's chunk with sample 1500 (and nothing else): the bytes family is unchanged.
     expect(changed.length).toBe(1);
-    expect(changed[0]!.toString()).toContain('service="s1500",port="80",protocol="TCP",kind="to_lb"} 1\n');
+    const text = inflateRawSync(changed[0]!, { finishFlush: zlibConstants.Z_SYNC_FLUSH }).toString();
+    expect(text).toContain('service="s1500",port="80",protocol="TCP",kind="to_lb"} 1\n');
   });
 });

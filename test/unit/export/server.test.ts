@@ -1,0 +1,99 @@
+import { request } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { gunzipSync } from 'node:zlib';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createRegistry } from '../../../src/export/metrics.js';
+import { acceptsGzip, createMetricsServer, parseListen } from '../../../src/export/server.js';
+import { emptyState } from '../../../src/export/state.js';
+
+interface Reply {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: Buffer;
+}
+
+describe('metrics server', () => {
+  const state = emptyState('node-1', '0.1.0');
+  for (let i = 0; i < 2000; i++) state.lbPath.push({ svc: { namespace: 'a', service: `s${i}`, port: '80', protocol: 'TCP' }, kind: 'to_lb', packets: i, bytes: 2 * i });
+  let ready = false;
+  const server = createMetricsServer({ registry: createRegistry(() => state, { maxServicePorts: 10_000, processMetrics: true }), ready: () => ready });
+  let port = 0;
+  beforeAll(() => new Promise<void>((ok) => server.listen(0, '127.0.0.1', () => ((port = (server.address() as AddressInfo).port), ok()))));
+  afterAll(() => new Promise<void>((ok) => server.close(() => ok())));
+  const get = (path: string, headers: Record<string, string> = {}, method = 'GET') =>
+    new Promise<Reply>((ok, fail) => {
+      const req = request({ host: '127.0.0.1', port, path, method, headers }, (res) => {
+        const parts: Buffer[] = [];
+        res.on('data', (b: Buffer) => parts.push(b));
+        res.on('end', () => ok({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(parts) }));
+      });
+      req.on('error', fail);
+      req.end();
+    });
+
+  it('serves the same text plain and gzipped, as the client asks, with the right lengths', async () => {
+    const plain = await get('/metrics');
+    expect(plain.status).toBe(200);
+    expect(plain.headers['content-encoding']).toBeUndefined();
+    expect(plain.headers['content-type']).toContain('text/plain');
+    expect(Number(plain.headers['content-length'])).toBe(plain.body.length);
+    const text = plain.body.toString();
+    expect(text).toContain('clbprobe_lb_path_packets_total{namespace="a",service="s1999",port="80",protocol="TCP",kind="to_lb"} 1999\n');
+    expect(text).toContain('process_cpu_user_seconds_total');
+    // What Prometheus sends.
+    const gz = await get('/metrics', { 'Accept-Encoding': 'gzip' });
+    expect(gz.headers['content-encoding']).toBe('gzip');
+    expect(gz.headers.vary).toBe('Accept-Encoding');
+    expect(Number(gz.headers['content-length'])).toBe(gz.body.length);
+    expect(gz.body.length).toBeLessThan(plain.body.length / 4);
+    const unzipped = gunzipSync(gz.body).toString();
+    // Process metrics move between two scrapes; everything before them is the same.
+    const ours = (t: string) => t.slice(0, t.indexOf('# HELP process_'));
+    expect(ours(unzipped)).toBe(ours(text));
+    expect(ours(text).length).toBeGreaterThan(100_000);
+    const head = await get('/metrics', { 'Accept-Encoding': 'gzip' }, 'HEAD');
+    expect(head.status).toBe(200);
+    expect(head.body.length).toBe(0);
+    expect(Number(head.headers['content-length'])).toBeGreaterThan(0);
+  });
+
+  it('answers /healthz, /readyz by readiness, and refuses other paths and methods', async () => {
+    expect((await get('/healthz')).status).toBe(200);
+    expect((await get('/readyz')).status).toBe(503);
+    ready = true;
+    expect((await get('/readyz')).status).toBe(200);
+    expect((await get('/nothing')).status).toBe(404);
+    expect((await get('/metrics', {}, 'POST')).status).toBe(405);
+  });
+});
+
+describe('acceptsGzip', () => {
+  it.each([
+    ['gzip', true],
+    ['gzip, deflate', true],
+    ['deflate, GZIP;q=0.5', true],
+    ['x-gzip', true],
+    ['*', true],
+    ['identity', false],
+    ['', false],
+    ['gzip;q=0', false],
+    ['*;q=0', false],
+    ['gzip;q=0, *', false],
+    ['br, *;q=0.1', true],
+  ])('%j -> %s', (header, ok) => expect(acceptsGzip(header)).toBe(ok));
+  it('takes repeated headers and no header', () => {
+    expect(acceptsGzip(['identity', 'gzip'])).toBe(true);
+    expect(acceptsGzip(undefined)).toBe(false);
+  });
+});
+
+describe('parseListen', () => {
+  it('reads host:port, :port, port and [v6]:port, and names a bad port', () => {
+    expect(parseListen('127.0.0.1:9811')).toEqual({ host: '127.0.0.1', port: 9811 });
+    expect(parseListen(':9811')).toEqual({ port: 9811 });
+    expect(parseListen('9811')).toEqual({ port: 9811 });
+    expect(parseListen('[::1]:9811')).toEqual({ host: '::1', port: 9811 });
+    expect(() => parseListen('host:http')).toThrow(/--listen: bad port/);
+    expect(() => parseListen(':70000')).toThrow(/bad port/);
+  });
+});
