@@ -16,7 +16,7 @@ export interface TcpVipPort {
 }
 
 export interface SyntheticCluster {
-  list: object;
+  list: { apiVersion: string; kind: string; metadata: object; items: object[] };
   servicePorts: number;
   tcpVipPorts: TcpVipPort[];
 }

@@ -164,7 +164,8 @@ export class Agent {
       return;
     }
     try {
-      // Loaded only for the API: @kubernetes/client-node costs ~70 MB of RSS (bench/agent.ts), --cluster-file needs none of it.
+      // Loaded only for the API. (The API client is our own, cluster/kube-config.ts: @kubernetes/client-node
+      // would cost ~70 MB of RSS; it loads only for kubeconfigs with exec plugins or auth-providers.)
       const { ClusterWatch } = await import('../cluster/watch.js');
       this.clusterWatch = new ClusterWatch({
         nodeName: this.o.nodeName,

@@ -202,9 +202,9 @@ async function listCluster(out: string, kubeconfig: string | undefined): Promise
   const t0 = performance.now();
   const command = `list Services, EndpointSlices, Ingresses, Nodes from the API (${kubeconfig ? `kubeconfig ${kubeconfig}` : 'in-cluster'})`;
   try {
-    // Loaded only here: @kubernetes/client-node takes ~0.6 s to import, which every other collect would pay.
-    const { KubeApi, loadKubeConfig } = await import('../cluster/kube-api.js');
-    const { list, errors } = await listClusterObjects(new KubeApi(loadKubeConfig(kubeconfig)));
+    const { KubeApi } = await import('../cluster/kube-api.js');
+    const { loadApiTarget } = await import('../cluster/kube-config.js');
+    const { list, errors } = await listClusterObjects(new KubeApi(loadApiTarget(kubeconfig)));
     const path = join(out, BUNDLE_FILES.cluster);
     writeFileSync(path, `${JSON.stringify(list, null, 1)}\n`);
     return { file: BUNDLE_FILES.cluster, command, durationMs: ms(t0), size: statSync(path).size, ...(errors.length ? { error: errors.join('; ') } : {}) };

@@ -42,8 +42,7 @@ export function parseSeconds(text: string, flag: string): number {
 }
 
 async function run(flags: AgentFlags): Promise<void> {
-  // Loaded here, not at start-up: the agent pulls in @kubernetes/client-node
-  // (~0.6 s) that the other subcommands do not need.
+  // Loaded here, not at start-up: the other subcommands do not need the agent's modules.
   const { Agent } = await import('../agent/agent.js');
   const { startEvidenceServer } = await import('../agent/evidence-server.js');
   const log = createLogger(flags.logLevel);

@@ -36,8 +36,7 @@ async function loadCluster(flags: DiagnoseFlags, nodeName: string): Promise<Clus
       throw e;
     }
   }
-  // Loaded on demand: @kubernetes/client-node costs ~0.6 s of start-up that
-  // --cluster-file and --from runs should not pay.
+  // Loaded on demand: --cluster-file and --from runs need no API client.
   const { ClusterWatch: Watch } = await import('../cluster/watch.js');
   let watch: ClusterWatch;
   try {

@@ -1,11 +1,9 @@
-// The two API calls the watcher needs, on @kubernetes/client-node's config and
-// auth (in-cluster service account, kubeconfig with certs, tokens or exec
-// plugins): a raw JSON list page, and a watch stream. Raw JSON on purpose:
-// the builder reads the same shape as `kubectl get -o json`, not the typed
-// client models (which turn timestamps into Dates and rename fields).
-import { request as httpRequest } from 'node:http';
+// The two API calls the watcher needs: a raw JSON list page, and a watch stream, over node's own
+// http(s) with the target's TLS settings and credentials (kube-config.ts). Raw JSON on purpose:
+// the builder reads the same shape as `kubectl get -o json`, not typed client models.
+import { request as httpRequest, type ClientRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest, type RequestOptions } from 'node:https';
-import { KubeConfig, Watch } from '@kubernetes/client-node';
+import type { ApiTarget } from './kube-config.js';
 
 /** An API answer other than 200, or a transport failure (statusCode undefined). */
 export class ApiError extends Error {
@@ -18,24 +16,6 @@ export class ApiError extends Error {
   }
 }
 
-/** In-cluster config when running in a pod, else the given kubeconfig file. Throws with a usable message. */
-export function loadKubeConfig(kubeconfigPath?: string): KubeConfig {
-  const kc = new KubeConfig();
-  if (kubeconfigPath) {
-    try {
-      kc.loadFromFile(kubeconfigPath);
-    } catch (e) {
-      throw new Error(`cannot load kubeconfig ${kubeconfigPath}: ${e instanceof Error ? e.message : String(e)}`);
-    }
-  } else if (process.env.KUBERNETES_SERVICE_HOST) {
-    kc.loadFromCluster();
-  } else {
-    throw new Error('not running in a pod (KUBERNETES_SERVICE_HOST is unset): pass --kubeconfig FILE, or --cluster-file FILE');
-  }
-  if (!kc.getCurrentCluster()) throw new Error(`kubeconfig ${kubeconfigPath ?? '(in-cluster)'} has no current cluster`);
-  return kc;
-}
-
 export interface ListPage {
   resourceVersion: string;
   continueToken?: string;
@@ -43,21 +23,11 @@ export interface ListPage {
 }
 
 export class KubeApi {
-  private readonly watcher: Watch;
-
-  constructor(private readonly kc: KubeConfig) {
-    this.watcher = new Watch(kc);
-  }
+  constructor(readonly target: ApiTarget) {}
 
   /** GET one page of a collection. */
   async listPage(path: string, query: Record<string, string>, timeoutMs = 30_000): Promise<ListPage> {
-    const server = this.kc.getCurrentCluster()!.server;
-    const url = new URL(server.replace(/\/$/, '') + path);
-    for (const [k, v] of Object.entries(query)) url.searchParams.set(k, v);
-    const opts: RequestOptions = { method: 'GET', headers: {} };
-    await this.kc.applyToHTTPSOptions(opts);
-    opts.headers = { ...opts.headers, accept: 'application/json' };
-    const { status, body } = await getText(url, opts, timeoutMs);
+    const { status, body } = await this.get(path, query, timeoutMs);
     if (status !== 200) throw new ApiError(`GET ${path}: ${statusText(status, body)}`, status);
     let list: { metadata?: { resourceVersion?: unknown; continue?: unknown }; items?: unknown };
     try {
@@ -78,6 +48,8 @@ export class KubeApi {
    * once it answered, `onEvent` gets each event and `onEnd` is called once,
    * when the stream ends (err undefined) or breaks. Resolves to a function
    * that closes the stream (then `onEnd` is called with no error).
+   * A connection that stays silent for longer than the server's own watch timeout
+   * (query.timeoutSeconds, else 5 min) plus 30 s is taken as broken.
    */
   async watch(
     path: string,
@@ -85,34 +57,99 @@ export class KubeApi {
     onEvent: (type: string, object: unknown) => void,
     onEnd: (err?: ApiError) => void,
   ): Promise<() => void> {
-    let open = false;
+    const idleMs = (Number(query.timeoutSeconds) || 300) * 1000 + 30_000;
+    const req = await this.open(path, { ...query, watch: 'true' }, idleMs);
+    const res = await answer(req, `watch ${path}`);
+    if (res.statusCode !== 200) {
+      const body = await readBody(res, `watch ${path}`);
+      throw new ApiError(`watch ${path}: ${statusText(res.statusCode ?? 0, body)}`, res.statusCode);
+    }
     let ended = false;
-    let early: unknown;
-    const end = (err: unknown): void => {
+    const end = (err?: ApiError): void => {
       if (ended) return;
       ended = true;
-      if (open) onEnd(err ? toApiError(path, err) : undefined);
-      else early = err;
+      req.destroy();
+      onEnd(err);
     };
-    const controller = await this.watcher.watch(path, query, (type, object) => onEvent(type, object), end);
-    // client-node reports a failed connect through the done callback, before returning.
-    if (ended) throw toApiError(path, early ?? new Error('closed before answering'));
-    open = true;
-    return () => {
-      end(undefined);
-      controller.abort();
-    };
+    // One JSON event per line; a line can span many chunks (a big EndpointSlice).
+    let pending: Buffer[] = [];
+    res.on('data', (chunk: Buffer) => {
+      let from = 0;
+      for (let nl = chunk.indexOf(10); nl >= 0 && !ended; nl = chunk.indexOf(10, from)) {
+        pending.push(chunk.subarray(from, nl));
+        const line = Buffer.concat(pending).toString('utf8');
+        pending = [];
+        from = nl + 1;
+        if (line.trim() === '') continue;
+        let event: { type?: unknown; object?: unknown };
+        try {
+          event = JSON.parse(line) as typeof event;
+        } catch {
+          return end(new ApiError(`watch ${path}: an event is not JSON (${line.slice(0, 80)})`));
+        }
+        if (typeof event.type !== 'string') return end(new ApiError(`watch ${path}: an event has no type (${line.slice(0, 80)})`));
+        onEvent(event.type, event.object);
+      }
+      if (from < chunk.length) pending.push(chunk.subarray(from));
+    });
+    res.on('end', () => end(undefined));
+    res.on('error', (e) => end(new ApiError(`watch ${path}: ${lostText(e)}`)));
+    // After the answer, a reset or a silent connection shows up on the request or the socket.
+    req.on('error', (e) => end(new ApiError(`watch ${path}: ${lostText(e)}`)));
+    res.on('close', () => end(res.complete ? undefined : new ApiError(`watch ${path}: connection to the API server lost`)));
+    return () => end(undefined);
+  }
+
+  private async open(path: string, query: Record<string, string>, idleMs: number): Promise<ClientRequest> {
+    const url = new URL(this.target.server + path);
+    for (const [k, v] of Object.entries(query)) url.searchParams.set(k, v);
+    const base = await this.target.requestOptions();
+    const opts: RequestOptions = { ...base, method: 'GET', headers: { ...base.headers, accept: 'application/json' } };
+    const req = (url.protocol === 'https:' ? httpsRequest : httpRequest)(url, opts);
+    req.setTimeout(idleMs, () => req.destroy(new Error(`no data from the API server in ${Math.round(idleMs / 1000)} s`)));
+    // Keepalive probes find a peer that vanished without a word (node rebooted, NAT entry gone).
+    req.on('socket', (s) => s.setKeepAlive(true, 30_000));
+    req.end();
+    return req;
+  }
+
+  private async get(path: string, query: Record<string, string>, timeoutMs: number): Promise<{ status: number; body: string }> {
+    const req = await this.open(path, query, timeoutMs);
+    const res = await answer(req, `GET ${path}`);
+    return { status: res.statusCode ?? 0, body: await readBody(res, `GET ${path}`) };
   }
 }
 
-function toApiError(path: string, err: unknown): ApiError {
-  if (err instanceof ApiError) return err;
-  const code = (err as { statusCode?: unknown }).statusCode;
-  // node-fetch says "request to <url with query> failed, reason: connect ECONNREFUSED ..."; keep the reason.
-  const raw = err instanceof Error ? err.message : String(err);
-  const reason = /^request to \S+ failed, reason: (.*)$/.exec(raw)?.[1] ?? raw;
-  const msg = reason === 'Premature close' ? 'connection to the API server lost' : reason;
-  return new ApiError(`watch ${path}: ${typeof code === 'number' ? `${code} ` : ''}${msg}`, typeof code === 'number' ? code : undefined);
+/** The response's head, or an ApiError naming the transport failure. */
+function answer(req: ClientRequest, what: string): Promise<IncomingMessage> {
+  return new Promise((resolve, reject) => {
+    req.once('response', resolve);
+    req.once('error', (e) => reject(new ApiError(`${what}: ${transportText(e)}`)));
+  });
+}
+
+function readBody(res: IncomingMessage, what: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    res.on('data', (c: Buffer) => chunks.push(c));
+    res.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    res.on('error', (e) => reject(new ApiError(`${what}: ${lostText(e)}`)));
+    res.on('close', () => {
+      if (!res.complete) reject(new ApiError(`${what}: connection to the API server lost`));
+    });
+  });
+}
+
+/** A connection that broke after the answer began: node says "aborted" (ECONNRESET). */
+function lostText(e: Error): string {
+  const code = (e as NodeJS.ErrnoException).code;
+  return e.message === 'aborted' || code === 'ECONNRESET' || code === 'EPIPE' ? `connection to the API server lost${code ? ` (${code})` : ''}` : transportText(e);
+}
+
+/** "connect ECONNREFUSED 10.0.0.1:443", TLS errors with their code ("... (UNABLE_TO_VERIFY_LEAF_SIGNATURE)"). */
+function transportText(e: Error): string {
+  const code = (e as NodeJS.ErrnoException).code;
+  return code && !e.message.includes(code) ? `${e.message} (${code})` : e.message;
 }
 
 function statusText(status: number, body: string): string {
@@ -123,19 +160,4 @@ function statusText(status: number, body: string): string {
     // not a Status object
   }
   return `${status} ${body.slice(0, 120)}`;
-}
-
-function getText(url: URL, opts: RequestOptions, timeoutMs: number): Promise<{ status: number; body: string }> {
-  const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
-  return new Promise((resolve, reject) => {
-    const req = send(url, opts, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
-      res.on('error', (e) => reject(new ApiError(`GET ${url.pathname}: ${e.message}`)));
-    });
-    req.setTimeout(timeoutMs, () => req.destroy(new Error(`no answer in ${timeoutMs} ms`)));
-    req.on('error', (e) => reject(new ApiError(`GET ${url.pathname}: ${e.message}`)));
-    req.end();
-  });
 }

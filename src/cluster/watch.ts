@@ -5,7 +5,8 @@
 import type { Logger } from '../log.js';
 import type { SourceStatus } from '../kernel/types.js';
 import { buildClusterView } from './build.js';
-import { KubeApi, loadKubeConfig } from './kube-api.js';
+import { KubeApi } from './kube-api.js';
+import { loadApiTarget } from './kube-config.js';
 import type { ClusterObjects, SourcedObject } from './objects.js';
 import { Reflector } from './reflector.js';
 import type { ClusterView } from './types.js';
@@ -50,9 +51,9 @@ export class ClusterWatch {
   private stopped = false;
   private readonly waiters: ((v: ClusterView) => void)[] = [];
 
-  /** Throws if no API configuration can be found (see loadKubeConfig). */
+  /** Throws if no API configuration can be found (see loadApiTarget). */
   constructor(private readonly o: ClusterWatchOptions) {
-    this.api = new KubeApi(loadKubeConfig(o.kubeconfig));
+    this.api = new KubeApi(loadApiTarget(o.kubeconfig));
     this.reflectors = COLLECTIONS.map((c) => ({
       kind: c.kind,
       name: c.name,

@@ -6,7 +6,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listClusterObjects } from '../../../src/bundle/cluster-list.js';
 import { loadClusterFile } from '../../../src/cluster/file.js';
-import { KubeApi, loadKubeConfig } from '../../../src/cluster/kube-api.js';
+import { KubeApi } from '../../../src/cluster/kube-api.js';
+import { loadApiTarget } from '../../../src/cluster/kube-config.js';
 import { FakeApiServer, type ResourceName } from '../../support/fake-apiserver.js';
 
 const CLUSTER = join(import.meta.dirname, '../../fixtures/bundles/tke-ipvs-unbound-l4-loop/cluster.json');
@@ -22,7 +23,7 @@ describe('listClusterObjects', () => {
     for (const { kind, ...rest } of items) server.apply(RESOURCE[kind]!, rest);
     tmp = mkdtempSync(join(tmpdir(), 'cbb-kube-'));
     writeFileSync(join(tmp, 'kubeconfig'), server.kubeconfig());
-    api = new KubeApi(loadKubeConfig(join(tmp, 'kubeconfig')));
+    api = new KubeApi(loadApiTarget(join(tmp, 'kubeconfig')));
   });
   afterAll(async () => {
     await server.stop();
