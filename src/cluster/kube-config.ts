@@ -85,8 +85,10 @@ function fromKubeconfig(path: string): ApiTarget {
   const named = (list: string, name: unknown, field: string): Obj => {
     const entries = Array.isArray(doc[list]) ? (doc[list] as unknown[]) : [];
     const entry = entries.find((x) => isObj(x) && x.name === name);
-    if (!isObj(entry) || !isObj(entry[field])) throw new KubeConfigError(`${where}: ${list} has no entry named ${JSON.stringify(name)}`);
-    return entry[field];
+    if (!isObj(entry)) throw new KubeConfigError(`${where}: ${list} has no entry named ${JSON.stringify(name)}`);
+    const body = entry[field] ?? {}; // "user:" with nothing under it is an empty user
+    if (!isObj(body)) throw new KubeConfigError(`${where}: ${list} entry ${JSON.stringify(name)} has no ${field} mapping`);
+    return body;
   };
   const context = named('contexts', contextName, 'context');
   const cluster = named('clusters', context.cluster, 'cluster');

@@ -99,13 +99,14 @@ describe('API client configuration, over real TLS', () => {
     expect(() => loadApiTarget(undefined, { KUBERNETES_SERVICE_HOST: '127.0.0.1' }, sa)).toThrow(/cannot read the service account token .*\/token: ENOENT/);
   });
 
-  it('says what is wrong with a kubeconfig', () => {
+  it('says what is wrong with a kubeconfig', async () => {
     const bad = (name: string, text: string) => (writeFileSync(f(name), text), f(name));
     const cases: [string, RegExp][] = [
       [bad('none.yaml', ''), /not a kubeconfig/],
       [bad('notyaml.yaml', 'a: [\n'), /not YAML/],
       [bad('noctx.yaml', 'apiVersion: v1\nclusters: []\n'), /no current-context/],
       [bad('nocluster.yaml', 'current-context: x\ncontexts:\n- name: x\n  context: {cluster: gone, user: u}\n'), /clusters has no entry named "gone"/],
+      [bad('badctx.yaml', 'current-context: x\ncontexts:\n- name: x\n  context: [a]\n'), /contexts entry "x" has no context mapping/],
       [kubeconfig('noserver.yaml', ['server: 127.0.0.1:6443'], ['token: t']), /cluster.server is not an http\(s\) URL/],
       [kubeconfig('halfcert.yaml', [`server: https://127.0.0.1:${port}`], ['client-certificate: client.crt']), /client certificate or a client key, not both/],
       [kubeconfig('notoken.yaml', [`server: https://127.0.0.1:${port}`], ['tokenFile: missing-token']), /cannot read the token file .*missing-token: ENOENT/],
@@ -113,6 +114,9 @@ describe('API client configuration, over real TLS', () => {
     ];
     for (const [path, msg] of cases) expect(() => loadApiTarget(path), path).toThrow(msg);
     expect(() => loadApiTarget(f('none.yaml'))).toThrow(KubeConfigError);
+    // An empty user ("user:" and nothing under it) is no credentials, not an error.
+    const anon = bad('anon.yaml', `current-context: x\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\nclusters:\n- name: c\n  cluster: {server: 'http://127.0.0.1:1'}\nusers:\n- name: u\n  user:\n`);
+    await expect(loadApiTarget(anon).requestOptions()).resolves.toEqual({ headers: {} });
     expect(() => loadApiTarget(undefined, {})).toThrow(/KUBERNETES_SERVICE_HOST is unset.*--kubeconfig/);
   });
 });
