@@ -268,7 +268,7 @@ async function bigNode(dir: string): Promise<void> {
 
   const cluster = syntheticCluster(opt.services, opt.endpoints);
   const clusterArgs = await clusterSource(dir, cluster.list);
-  log(`cluster (${clusterSource.how}): ${opt.services} Services (${cluster.servicePorts} ports), ${opt.endpoints} endpoints`);
+  log(`cluster (${opt.cluster === 'file' ? '--cluster-file' : 'Kubernetes API (fake API server, list/watch)'}): ${opt.services} Services (${cluster.servicePorts} ports), ${opt.endpoints} endpoints`);
 
   undo.push(raiseConntrackMax(opt.entries + 200_000));
   const vips = cluster.tcpVipPorts;
@@ -440,7 +440,6 @@ async function clusterSource(dir: string, list: { items: object[] }): Promise<st
   writeFileSync(kubeconfig, api.kubeconfig());
   return ['--kubeconfig', kubeconfig];
 }
-clusterSource.how = opt.cluster === 'file' ? '--cluster-file' : 'Kubernetes API (fake API server, list/watch)';
 
 /** CPU seconds of pid from 2 s before dueAt until it has been quiet for 1 s after dueAt + 1 s. */
 async function burst(pid: number, dueAt: number): Promise<{ cpuS: number; busyS: number }> {

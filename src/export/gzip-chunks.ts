@@ -29,9 +29,6 @@ export function chunkOf(text: string): Chunk {
   return { deflated, crc: crc32(plain), size: plain.length };
 }
 
-/** Bytes of text in the chunks. */
-export const textSize = (chunks: readonly Chunk[]): number => chunks.reduce((n, c) => n + c.size, 0);
-
 // ID1 ID2 CM=deflate FLG=0 MTIME=0 XFL=0 OS=255 (unknown): RFC 1952 2.3.
 const GZIP_HEADER = Buffer.from([0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff]);
 // A fixed-Huffman block with BFINAL set and only the end-of-block code: 10 bits, padded.
