@@ -266,7 +266,8 @@ async function bigNode(dir: string): Promise<void> {
   node.sh(`ip addr add ${BENCH_NODE.ip}/24 dev eth0 && ip route add default via ${BENCH_NODE.peerIp}`);
   peer.sh(`ip addr add ${BENCH_NODE.peerIp}/24 dev eth0`);
 
-  const cluster = syntheticCluster(opt.services, opt.endpoints);
+  // The API server sends managedFields; kubectl get -o json (what a --cluster-file holds) hides them.
+  const cluster = syntheticCluster(opt.services, opt.endpoints, { managedFields: opt.cluster === 'api' });
   const clusterArgs = await clusterSource(dir, cluster.list);
   log(`cluster (${opt.cluster === 'file' ? '--cluster-file' : 'Kubernetes API (fake API server, list/watch)'}): ${opt.services} Services (${cluster.servicePorts} ports), ${opt.endpoints} endpoints`);
 

@@ -19,6 +19,8 @@ export interface ReflectorOptions {
   backoffMaxMs: number;
   /** A 403/404 on list means "this kind is not readable": synced empty with a note instead of failing. */
   optional?: boolean;
+  /** What the store keeps of each object (e.g. only the fields read later); default: the object. */
+  transform?: (object: unknown) => unknown;
   /** Something changed: the store, or whether it is synced/healthy. */
   onChange(): void;
 }
@@ -102,7 +104,7 @@ export class Reflector {
     const query = { ...this.o.query, limit: String(this.o.pageSize) };
     let page = await this.api.listPage(this.o.path, query);
     for (;;) {
-      for (const item of page.items) items.set(keyOf(item), item);
+      for (const item of page.items) items.set(keyOf(item), this.keep(item));
       if (!page.continueToken) break;
       page = await this.api.listPage(this.o.path, { ...query, continue: page.continueToken });
     }
@@ -144,7 +146,7 @@ export class Reflector {
         }
         const rv = (object as { metadata?: { resourceVersion?: unknown } })?.metadata?.resourceVersion;
         if (typeof rv === 'string') this.rv = rv;
-        if (type === 'ADDED' || type === 'MODIFIED') this.store.set(keyOf(object), object);
+        if (type === 'ADDED' || type === 'MODIFIED') this.store.set(keyOf(object), this.keep(object));
         else if (type === 'DELETED') this.store.delete(keyOf(object));
         else return; // BOOKMARK: only the resourceVersion moves.
         this.o.onChange();
@@ -164,6 +166,10 @@ export class Reflector {
         (e: unknown) => finish(e instanceof ApiError ? e : new ApiError(String(e))),
       );
     });
+  }
+
+  private keep(object: unknown): unknown {
+    return this.o.transform ? this.o.transform(object) : object;
   }
 
   private setHealth(h: Omit<ReflectorHealth, 'since'>): void {

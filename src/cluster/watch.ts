@@ -8,6 +8,7 @@ import { buildClusterView } from './build.js';
 import { KubeApi } from './kube-api.js';
 import { loadApiTarget } from './kube-config.js';
 import type { ClusterObjects, SourcedObject } from './objects.js';
+import { PRUNE } from './prune.js';
 import { Reflector } from './reflector.js';
 import type { ClusterView } from './types.js';
 
@@ -66,6 +67,7 @@ export class ClusterWatch {
         backoffInitialMs: o.backoffInitialMs ?? 500,
         backoffMaxMs: o.backoffMaxMs ?? 30_000,
         optional: c.optional,
+        transform: PRUNE[c.kind],
         onChange: () => this.schedule(),
       }),
     }));

@@ -32,6 +32,13 @@ describe('gzip chunks', () => {
     }
   });
 
+  it('keeps only the deflated bytes, not the whole output buffer of the compressor', () => {
+    for (const text of texts(4, 10)) {
+      const c = chunkOf(text);
+      expect(c.deflated.buffer.byteLength).toBe(c.deflated.length);
+    }
+  });
+
   it('handles no chunks, empty chunks, and a single chunk', () => {
     expect(zlib.gunzipSync(Buffer.concat(gzipOf([]))).length).toBe(0);
     const c = [chunkOf(''), chunkOf('a 1\n'), chunkOf(''), chunkOf('b 2\n')];
