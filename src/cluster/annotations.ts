@@ -44,11 +44,6 @@ const KNOWN_KEYS = new Set<string>([
   ...EXISTING_LB_KEYS,
 ]);
 
-/** An annotation this module reads; the cluster watch keeps only these (see prune.ts). */
-export function isLoopbackAnnotation(key: string): boolean {
-  return KNOWN_KEYS.has(key);
-}
-
 export function interpretAnnotations(annotations: Record<string, string>): LoopbackAnnotations {
   const out: LoopbackAnnotations = { raw: {} };
   for (const [k, v] of Object.entries(annotations)) if (KNOWN_KEYS.has(k)) out.raw[k] = v;

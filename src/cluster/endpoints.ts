@@ -4,7 +4,7 @@
 // protocol, as kube-proxy does. Condition defaults follow the API docs:
 // ready nil → true, serving nil → ready, terminating nil → false.
 import { canonicalIp, FieldError, isObj, optArr, optBool, optInt, optObj, optStr, reqStr, strMap } from './fields.js';
-import { parseEach, parseParts, type SourcedObject } from './objects.js';
+import { compact, parseOne, parseParts, type Parsed, type SourcedObject } from './objects.js';
 import type { EndpointView } from './types.js';
 
 export const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
@@ -26,9 +26,15 @@ interface Slice {
 /** Slices by "namespace/serviceName". */
 export type EndpointIndex = Map<string, Slice[]>;
 
-export function indexEndpointSlices(list: readonly SourcedObject[], warnings: string[]): EndpointIndex {
-  const index: EndpointIndex = new Map();
-  const parsed = parseEach(list, 'EndpointSlice', true, warnings, (o, ctx) => {
+/** A slice as the view uses it, with the Service it belongs to ("namespace/serviceName"). */
+export interface SliceEntry {
+  key: string;
+  slice: Slice;
+}
+
+/** One EndpointSlice; no value for slices of no Service or of FQDN addresses. */
+export function parseEndpointSlice(s: SourcedObject): Parsed<SliceEntry | undefined> {
+  return parseOne(s, 'EndpointSlice', true, (o, ctx) => {
     const labels = strMap(ctx.metadata.labels, 'metadata.labels');
     const service = labels[SERVICE_NAME_LABEL];
     // Slices not managed for a Service (e.g. mirrored custom ones without the label) have no owner here.
@@ -40,7 +46,11 @@ export function indexEndpointSlices(list: readonly SourcedObject[], warnings: st
     const endpoints = parseParts(optArr(o.endpoints, 'endpoints'), 'endpoints', ctx.warn, parseEndpoint);
     return { key: `${ctx.namespace}/${service}`, slice: { ports, endpoints } };
   });
-  for (const p of parsed) {
+}
+
+export function indexEndpointSlices(entries: readonly (SliceEntry | undefined)[]): EndpointIndex {
+  const index: EndpointIndex = new Map();
+  for (const p of entries) {
     if (!p) continue;
     const slices = index.get(p.key);
     if (slices) slices.push(p.slice);
@@ -113,5 +123,5 @@ export function endpointsFor(
       out.push(view);
     }
   }
-  return out;
+  return compact(out);
 }

@@ -2,7 +2,7 @@
 // A Service port is reached when the default backend or any rule path names
 // the Service (same namespace) and its port by number or by name.
 import { canonicalIp, FieldError, isObj, optArr, optInt, optObj, optStr, reqStr, type Obj } from './fields.js';
-import { parseEach, parseParts, type SourcedObject } from './objects.js';
+import { parseOne, parseParts, type Parsed, type SourcedObject } from './objects.js';
 
 interface Backend {
   service: string;
@@ -20,9 +20,17 @@ interface Route {
 /** Routes by "namespace/serviceName" (an Ingress only reaches Services in its own namespace). */
 export type IngressIndex = Map<string, Route[]>;
 
-export function indexIngresses(list: readonly SourcedObject[], warnings: string[]): IngressIndex {
-  const index: IngressIndex = new Map();
-  const parsed = parseEach(list, 'Ingress', true, warnings, (o, ctx) => {
+/** An Ingress as the view uses it: its VIPs and the Service backends they reach. */
+export interface IngressEntry {
+  namespace: string;
+  /** "namespace/name" */
+  ingress: string;
+  ips: string[];
+  backends: Backend[];
+}
+
+export function parseIngress(s: SourcedObject): Parsed<IngressEntry> {
+  return parseOne(s, 'Ingress', true, (o, ctx) => {
     const spec = optObj(o.spec, 'spec') ?? {};
     const candidates: [unknown, string][] = [];
     if (spec.defaultBackend !== undefined && spec.defaultBackend !== null) candidates.push([spec.defaultBackend, 'spec.defaultBackend']);
@@ -48,7 +56,11 @@ export function indexIngresses(list: readonly SourcedObject[], warnings: string[
     }).filter((ip): ip is string => ip !== undefined);
     return { namespace: ctx.namespace, ingress: `${ctx.namespace}/${ctx.name}`, ips, backends };
   });
-  for (const p of parsed) {
+}
+
+export function indexIngresses(entries: readonly IngressEntry[]): IngressIndex {
+  const index: IngressIndex = new Map();
+  for (const p of entries) {
     if (p.ips.length === 0) continue;
     for (const b of p.backends) {
       const key = `${p.namespace}/${b.service}`;

@@ -30,12 +30,57 @@ export interface ObjectContext {
   warn(message: string): void;
 }
 
+/** One object parsed on its own: what it gave (none if it was skipped), and its warnings in order. */
+export interface Parsed<T> {
+  value?: T;
+  warnings: readonly string[];
+}
+
+const NO_WARNINGS: readonly string[] = Object.freeze([]);
+
 /**
- * Runs `parse` on every object of one kind; objects that are not objects, have
- * no metadata.name, or make `parse` throw are skipped with a warning.
+ * Runs `parse` on one object; an object that is not an object, has no
+ * metadata.name, or makes `parse` throw is skipped with a warning.
  * `namespaced` objects without metadata.namespace are taken as in 'default',
- * as kubectl does.
+ * as kubectl does. The result depends on the object alone, so the watch
+ * parses each object once, when it arrives, and keeps only the result.
  */
+export function parseOne<T>(
+  { origin, object }: SourcedObject,
+  kind: string,
+  namespaced: boolean,
+  parse: (o: Obj, ctx: ObjectContext) => T,
+): Parsed<T> {
+  let warnings: string[] | undefined;
+  const warn = (m: string): void => void (warnings ??= []).push(m);
+  let label = `${origin} (${kind})`;
+  try {
+    if (!isObj(object)) throw new FieldError('not an object');
+    const metadata = optObj(object.metadata, 'metadata');
+    if (!metadata) throw new FieldError('metadata is missing');
+    const name = reqStr(metadata.name, 'metadata.name');
+    const namespace = namespaced ? (optStr(metadata.namespace, 'metadata.namespace') || 'default') : '';
+    label = `${origin} (${kind} ${namespaced ? `${namespace}/` : ''}${name})`;
+    const prefix = label;
+    const value = parse(object, { namespace, name, metadata, warn: (m) => warn(`${prefix}: ${m}`) });
+    return { value, warnings: warnings ?? NO_WARNINGS };
+  } catch (e) {
+    warn(`${label}: ${e instanceof FieldError ? e.message : `unexpected shape (${String(e)})`}`);
+    return { warnings: warnings ?? NO_WARNINGS };
+  }
+}
+
+/** The values of parsed objects, their warnings appended to `warnings` in order. */
+export function valuesOf<T>(parsed: Iterable<Parsed<T>>, warnings: string[]): T[] {
+  const out: T[] = [];
+  for (const p of parsed) {
+    warnings.push(...p.warnings);
+    if (p.value !== undefined) out.push(p.value);
+  }
+  return out;
+}
+
+/** parseOne on every object of one kind: the values, warnings appended to `warnings`. */
 export function parseEach<T>(
   list: readonly SourcedObject[],
   kind: string,
@@ -43,23 +88,10 @@ export function parseEach<T>(
   warnings: string[],
   parse: (o: Obj, ctx: ObjectContext) => T,
 ): T[] {
-  const out: T[] = [];
-  for (const { origin, object } of list) {
-    let label = `${origin} (${kind})`;
-    try {
-      if (!isObj(object)) throw new FieldError('not an object');
-      const metadata = optObj(object.metadata, 'metadata');
-      if (!metadata) throw new FieldError('metadata is missing');
-      const name = reqStr(metadata.name, 'metadata.name');
-      const namespace = namespaced ? (optStr(metadata.namespace, 'metadata.namespace') || 'default') : '';
-      label = `${origin} (${kind} ${namespaced ? `${namespace}/` : ''}${name})`;
-      const prefix = label;
-      out.push(parse(object, { namespace, name, metadata, warn: (m) => warnings.push(`${prefix}: ${m}`) }));
-    } catch (e) {
-      warnings.push(`${label}: ${e instanceof FieldError ? e.message : `unexpected shape (${String(e)})`}`);
-    }
-  }
-  return out;
+  return valuesOf(
+    list.map((s) => parseOne(s, kind, namespaced, parse)),
+    warnings,
+  );
 }
 
 /**
@@ -81,5 +113,13 @@ export function parseParts<T>(
       warn(e.message);
     }
   });
-  return out;
+  return compact(out);
+}
+
+/**
+ * A list built by push, copied at its exact size. push leaves room for 16 or more elements;
+ * the view and the watch stores hold ~50k small lists at 5,000 Services (~3 MB of empty room).
+ */
+export function compact<T>(list: T[]): T[] {
+  return list.length === 0 ? [] : list.slice();
 }

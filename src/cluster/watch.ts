@@ -4,11 +4,10 @@
 // the last good view is kept and marked fresh:false with the reason.
 import type { Logger } from '../log.js';
 import type { SourceStatus } from '../kernel/types.js';
-import { buildClusterView } from './build.js';
+import { assembleClusterView, PARSE, type ParsedObjects } from './build.js';
 import { KubeApi } from './kube-api.js';
 import { loadApiTarget } from './kube-config.js';
-import type { ClusterObjects, SourcedObject } from './objects.js';
-import { PRUNE } from './prune.js';
+import type { SourcedObject } from './objects.js';
 import { Reflector } from './reflector.js';
 import type { ClusterView } from './types.js';
 
@@ -31,18 +30,21 @@ export interface ClusterWatchOptions {
   pageSize?: number;
 }
 
-type Kind = keyof ClusterObjects;
+type Kind = keyof ParsedObjects;
+type Stored<K extends Kind> = ParsedObjects[K] extends Iterable<infer T> ? T : never;
 
-const COLLECTIONS: { kind: Kind; name: string; path: string; optional?: boolean }[] = [
-  { kind: 'services', name: 'services', path: '/api/v1/services' },
-  { kind: 'endpointSlices', name: 'endpointslices', path: '/apis/discovery.k8s.io/v1/endpointslices' },
+/** Where each kind is listed and watched; `name` labels it in reasons and warnings. */
+const COLLECTIONS: { [K in Kind]: { name: string; path: string; optional?: boolean } } = {
+  services: { name: 'services', path: '/api/v1/services' },
+  endpointSlices: { name: 'endpointslices', path: '/apis/discovery.k8s.io/v1/endpointslices' },
   // Ingress VIPs only add L7 detail; an agent without RBAC for them still works.
-  { kind: 'ingresses', name: 'ingresses', path: '/apis/networking.k8s.io/v1/ingresses', optional: true },
-  { kind: 'nodes', name: 'node', path: '/api/v1/nodes' },
-];
+  ingresses: { name: 'ingresses', path: '/apis/networking.k8s.io/v1/ingresses', optional: true },
+  nodes: { name: 'node', path: '/api/v1/nodes' },
+};
 
 export class ClusterWatch {
-  private readonly reflectors: { kind: Kind; name: string; r: Reflector }[];
+  private readonly stores: { [K in Kind]: Reflector<Stored<K>> };
+  private readonly reflectors: Reflector<unknown>[] = [];
   private readonly api: KubeApi;
   private running?: Promise<void>[];
   private timer?: NodeJS.Timeout;
@@ -55,33 +57,37 @@ export class ClusterWatch {
   /** Throws if no API configuration can be found (see loadApiTarget). */
   constructor(private readonly o: ClusterWatchOptions) {
     this.api = new KubeApi(loadApiTarget(o.kubeconfig));
-    this.reflectors = COLLECTIONS.map((c) => ({
-      kind: c.kind,
-      name: c.name,
-      r: new Reflector(this.api, {
+    const make = <K extends Kind>(kind: K): Reflector<Stored<K>> => {
+      const c = COLLECTIONS[kind];
+      const parse = PARSE[kind] as (s: SourcedObject) => Stored<K>;
+      const r = new Reflector(this.api, {
         name: c.name,
         path: c.path,
-        query: c.kind === 'nodes' ? { fieldSelector: `metadata.name=${o.nodeName}` } : {},
+        query: kind === 'nodes' ? { fieldSelector: `metadata.name=${o.nodeName}` } : {},
         pageSize: o.pageSize ?? 500,
         watchTimeoutS: o.watchTimeoutS ?? 300,
         backoffInitialMs: o.backoffInitialMs ?? 500,
         backoffMaxMs: o.backoffMaxMs ?? 30_000,
         optional: c.optional,
-        transform: PRUNE[c.kind],
+        // Each object is parsed once, as it arrives; the store keeps the result, not the JSON.
+        transform: (object) => parse({ origin: c.name, object }),
         onChange: () => this.schedule(),
-      }),
-    }));
+      });
+      this.reflectors.push(r);
+      return r;
+    };
+    this.stores = { services: make('services'), endpointSlices: make('endpointSlices'), ingresses: make('ingresses'), nodes: make('nodes') };
   }
 
   start(): void {
     if (this.running) return;
-    this.running = this.reflectors.map(({ r }) => r.run());
+    this.running = this.reflectors.map((r) => r.run());
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.timer);
-    for (const { r } of this.reflectors) r.stop();
+    for (const r of this.reflectors) r.stop();
     await Promise.all(this.running ?? []);
     this.running = undefined;
   }
@@ -94,17 +100,22 @@ export class ClusterWatch {
 
   /** The current view, built now from the stores. */
   view(): ClusterView {
-    const objects: ClusterObjects = { services: [], endpointSlices: [], ingresses: [], nodes: [] };
     const notes: string[] = [];
-    for (const { kind, name, r } of this.reflectors) {
-      for (const object of r.store.values()) objects[kind].push({ origin: name, object } satisfies SourcedObject);
+    for (const r of this.reflectors) {
       const h = r.health();
       if (h.healthy && h.reason) notes.push(h.reason);
     }
     const stale = this.staleReason();
     const now = new Date().toISOString();
     if (!stale) this.lastFreshAt = now;
-    return buildClusterView(objects, {
+    const { services, endpointSlices, ingresses, nodes } = this.stores;
+    const parsed: ParsedObjects = {
+      services: services.store.values(),
+      endpointSlices: endpointSlices.store.values(),
+      ingresses: ingresses.store.values(),
+      nodes: nodes.store.values(),
+    };
+    return assembleClusterView(parsed, {
       nodeName: this.o.nodeName,
       fresh: !stale,
       ...(stale ? { staleReason: stale } : {}),
@@ -116,18 +127,18 @@ export class ClusterWatch {
   /** Health of the 'cluster' source, node_exporter style. */
   status(): SourceStatus {
     const stale = this.staleReason();
-    const listMs = this.reflectors.reduce((sum, { r }) => sum + (r.health().listMs ?? 0), 0);
+    const listMs = this.reflectors.reduce((sum, r) => sum + (r.health().listMs ?? 0), 0);
     const s: SourceStatus = { source: 'cluster', available: !stale, durationMs: listMs };
     if (stale) s.reason = stale;
     return s;
   }
 
   private allSynced(): boolean {
-    return this.reflectors.every(({ r }) => r.health().synced);
+    return this.reflectors.every((r) => r.health().synced);
   }
 
   private staleReason(): string | undefined {
-    const bad = this.reflectors.map(({ r }) => r.health()).filter((h) => !h.healthy || !h.synced);
+    const bad = this.reflectors.map((r) => r.health()).filter((h) => !h.healthy || !h.synced);
     if (bad.length === 0) return undefined;
     const first = bad.reduce((a, b) => (b.since < a.since ? b : a));
     const what = this.allSynced() ? 'API unavailable, showing the last good view' : 'not synced yet';

@@ -17,9 +17,9 @@ const tmp = mkdtempSync(join(tmpdir(), 'clbprobe-watch-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
 /** A fake API server loaded with the fixture cluster, a kubeconfig for it, and a watcher that records its views. */
-async function setup(opts: { forbidIngresses?: boolean } = {}) {
+async function setup(opts: { forbidIngresses?: boolean; items?: typeof fixtureItems } = {}) {
   const api = new FakeApiServer();
-  for (const item of fixtureItems) api.apply(BUCKET[item.kind]!, structuredClone(item));
+  for (const item of opts.items ?? fixtureItems) api.apply(BUCKET[item.kind]!, structuredClone(item));
   if (opts.forbidIngresses) api.forbid('ingresses');
   await api.start();
   const kubeconfig = join(tmp, `kubeconfig-${Math.random().toString(36).slice(2)}`);
@@ -88,6 +88,28 @@ describe('ClusterWatch against a fake API server', () => {
     const lists = api.requests.filter((r) => !r.watch);
     expect(lists.filter((r) => r.resource === 'services').map((r) => r.query.continue !== undefined)).toEqual([false, true, true, true]);
     expect(lists.find((r) => r.resource === 'nodes')?.query.fieldSelector).toBe('metadata.name=node-a');
+  });
+
+  it('objects the builder warns about: the same Services and warnings as from a file (each object parsed once, on arrival)', async () => {
+    // The malformed fixture, minus what the API server itself would refuse (no name, another
+    // kind or apiVersion): bad ports, a bad Service type, bad endpoints, a bad Ingress, a bad Node.
+    const all = (JSON.parse(readFileSync(`${FIX}malformed-objects.json`, 'utf8')) as { items: (typeof fixtureItems[number] & { apiVersion: string })[] }).items;
+    const items = all.filter((i) => BUCKET[i.kind] && i.metadata?.name && i.apiVersion !== 'networking.k8s.io/v1beta1');
+    expect(items.length).toBeGreaterThanOrEqual(6);
+    const file = join(tmp, 'malformed-served.json');
+    writeFileSync(file, JSON.stringify({ apiVersion: 'v1', kind: 'List', items }));
+    const fromFile = loadClusterFile(file, { nodeName: 'node-a' });
+    expect(fromFile.warnings.length).toBeGreaterThan(5);
+
+    const { watch } = await setup({ items });
+    watch.start();
+    const v = await watch.synced();
+    expect(v.services).toEqual(fromFile.services);
+    expect(v.node).toEqual(fromFile.node);
+    // A file names an object by its place in the list, the watch by its collection.
+    const collection: Record<string, string> = { Service: 'services', EndpointSlice: 'endpointslices', Ingress: 'ingresses', Node: 'node' };
+    const renamed = fromFile.warnings.map((w) => w.replace(/^items\[\d+\] \((\w+)/, (_, kind: string) => `${collection[kind]} (${kind}`));
+    expect([...v.warnings].sort()).toEqual(renamed.sort());
   });
 
   it('live updates: a changed Service and a deleted EndpointSlice; bursts are debounced', async () => {
