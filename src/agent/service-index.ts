@@ -25,11 +25,20 @@ const key = (ip: string, proto: string, port: number | undefined): Key => {
   return `${ip}|${proto}|${port ?? ''}`;
 };
 
-function push<T>(m: Map<Key, T[]>, k: Key, v: T): void {
+/**
+ * A map value: one ServiceView alone, or a list when several share the key. Nearly every endpoint
+ * key has one Service port; a one-element list each was ~1.5 MB at 20k endpoints.
+ */
+type OneOrMore = ServiceView | ServiceView[];
+
+function add(m: Map<Key, OneOrMore>, k: Key, v: ServiceView): void {
   const a = m.get(k);
-  if (a) a.push(v);
-  else m.set(k, [v]);
+  if (a === undefined) m.set(k, v);
+  else if (Array.isArray(a)) a.push(v);
+  else m.set(k, [a, v]);
 }
+
+const listOf = (v: OneOrMore | undefined): ServiceView[] | undefined => (v === undefined || Array.isArray(v) ? v : [v]);
 
 /** The port an endpoint answers on: its EndpointSlice port, else a numeric targetPort, else the Service port. */
 function endpointPort(s: ServiceView, ep: ServiceView['endpoints'][number]): number {
@@ -72,9 +81,9 @@ export interface EntryMatch {
 export class ServiceIndex {
   /** Services with an LB ingress IP or behind an Ingress' VIP: the only ones loopback concerns. */
   readonly services: ServiceView[];
-  private readonly byVip = new Map<Key, ServiceView[]>();
-  private readonly byNodePort = new Map<Key, ServiceView[]>();
-  private readonly byEndpoint = new Map<Key, ServiceView[]>();
+  private readonly byVip = new Map<Key, OneOrMore>();
+  private readonly byNodePort = new Map<Key, OneOrMore>();
+  private readonly byEndpoint = new Map<Key, OneOrMore>();
   private readonly nodeIps: Set<string>;
   private readonly podCidrs: ReturnType<typeof cidrMatcher>;
   private readonly ipvsBound: Set<string>;
@@ -88,9 +97,9 @@ export class ServiceIndex {
     this.podCidrs = cidrMatcher(local.podCidrs);
     this.ipvsBound = new Set(local.ipvsIps);
     for (const s of this.services) {
-      for (const v of vipsOf(s)) push(this.byVip, key(v.ip, v.protocol, v.port), s);
-      if (s.nodePort) push(this.byNodePort, key('', s.protocol, s.nodePort), s);
-      for (const ep of s.endpoints) push(this.byEndpoint, key(ep.address, s.protocol, endpointPort(s, ep)), s);
+      for (const v of vipsOf(s)) add(this.byVip, key(v.ip, v.protocol, v.port), s);
+      if (s.nodePort) add(this.byNodePort, key('', s.protocol, s.nodePort), s);
+      for (const ep of s.endpoints) add(this.byEndpoint, key(ep.address, s.protocol, endpointPort(s, ep)), s);
     }
   }
 
@@ -107,14 +116,14 @@ export class ServiceIndex {
   match(e: ConntrackEntry): EntryMatch | undefined {
     const proto = protoOf(e.orig.protoNum);
     if (!proto || e.orig.dport === undefined) return undefined;
-    const vip = this.byVip.get(key(e.orig.dst, proto, e.orig.dport));
+    const vip = listOf(this.byVip.get(key(e.orig.dst, proto, e.orig.dport)));
     if (vip) return { svcs: vip, toVip: true };
     if (this.nodeIps.has(e.orig.dst)) {
-      const np = this.byNodePort.get(key('', proto, e.orig.dport));
+      const np = listOf(this.byNodePort.get(key('', proto, e.orig.dport)));
       if (np) return { svcs: np, toVip: false };
     }
     // After DNAT the reply comes from the endpoint that was chosen.
-    const ep = this.byEndpoint.get(key(e.reply.src, proto, e.reply.sport));
+    const ep = listOf(this.byEndpoint.get(key(e.reply.src, proto, e.reply.sport)));
     return ep ? { svcs: ep, toVip: false } : undefined;
   }
 
@@ -122,14 +131,14 @@ export class ServiceIndex {
   ofSample(s: CounterSample): ServiceView[] {
     const proto = s.proto.toUpperCase();
     if (s.kind === 'to_lb') {
-      return s.port ? (this.byVip.get(key(s.target, proto, s.port)) ?? []) : this.services.filter((v) => vipsOf(v).some((x) => x.ip === s.target));
+      return s.port ? (listOf(this.byVip.get(key(s.target, proto, s.port))) ?? []) : this.services.filter((v) => vipsOf(v).some((x) => x.ip === s.target));
     }
     if (s.target === '0.0.0.0' || s.target === '::' || s.kind === 'hc_local_src') {
-      const np = this.byNodePort.get(key('', proto, s.port)) ?? [];
+      const np = listOf(this.byNodePort.get(key('', proto, s.port))) ?? [];
       if (np.length || s.kind !== 'hc_local_src') return np;
       return this.services.filter((v) => v.protocol === proto && v.healthCheckNodePort === s.port);
     }
-    return this.byEndpoint.get(key(s.target, proto, s.port)) ?? [];
+    return listOf(this.byEndpoint.get(key(s.target, proto, s.port))) ?? [];
   }
 
   /** What the counters look for: LB VIPs, this node's prefixes, NodePorts. */

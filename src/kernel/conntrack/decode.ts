@@ -52,7 +52,8 @@ function readBe64(b: Buffer, off: number): number {
 }
 
 function decodeTuple(b: Buffer, start: number, end: number): ConntrackTuple {
-  const t: ConntrackTuple = { src: '', dst: '', protoNum: 0 };
+  // The ports in the literal (undefined until read): a TCP/UDP tuple keeps all its fields inside the object.
+  const t: ConntrackTuple = { src: '', dst: '', protoNum: 0, sport: undefined, dport: undefined };
   const a = new Attrs(b, start, end);
   while (a.next()) {
     if (a.type === C.CTA_TUPLE_IP) {
@@ -137,10 +138,23 @@ function decodeCounters(b: Buffer, start: number, end: number): { packets: numbe
   return c;
 }
 
+const flagNames = new Map<number, string[]>();
+
+/**
+ * The IPS_* names of a status word. One shared, frozen list per distinct word (a node sees a few
+ * dozen): at 10k events/s a fresh list each was 10k allocations a second, and each kept entry
+ * held its own list, sized by push for 17 names (~150 bytes).
+ */
 export function statusFlagNames(status: number): string[] {
-  const out: string[] = [];
-  for (let i = 0; i < C.STATUS_NAMES.length; i++) if (status & (1 << i)) out.push(C.STATUS_NAMES[i]!);
-  return out;
+  let names = flagNames.get(status);
+  if (!names) {
+    const out: string[] = [];
+    for (let i = 0; i < C.STATUS_NAMES.length; i++) if (status & (1 << i)) out.push(C.STATUS_NAMES[i]!);
+    names = Object.freeze(out.slice()) as string[];
+    // Status words are a small set in practice; the bound only guards against garbage input.
+    if (flagNames.size < 4096) flagNames.set(status, names);
+  }
+  return names;
 }
 
 /** Decodes the payload of an IPCTNL_MSG_CT_NEW/DELETE message (nfgenmsg + attributes). */
@@ -150,13 +164,10 @@ export function decodeEntry(p: Buffer): ConntrackEntry {
   if (fam !== C.AF_INET && fam !== C.AF_INET6) throw new NetlinkParseError(`conntrack family ${fam}`, 0);
   let orig: ConntrackTuple | undefined;
   let reply: ConntrackTuple | undefined;
-  const e: Partial<ConntrackEntry> & { status: number; timeoutS: number; mark: number; zone: number; id: number } = {
-    status: 0,
-    timeoutS: 0,
-    mark: 0,
-    zone: 0,
-    id: 0,
-  };
+  let tcpState: string | undefined;
+  // The optional attributes, set on the entry only when present.
+  const opt: Pick<ConntrackEntry, 'use' | 'origCounters' | 'replyCounters' | 'startNs'> = {};
+  const e = { status: 0, timeoutS: 0, mark: 0, zone: 0, id: 0 };
   const a = new Attrs(p, C.NFGENMSG_LEN, p.length);
   while (a.next()) {
     switch (a.type) {
@@ -188,20 +199,20 @@ export function decodeEntry(p: Buffer): ConntrackEntry {
         break;
       case C.CTA_USE:
         need(a, 4, 'CTA_USE');
-        e.use = be32(p, a.vs);
+        opt.use = be32(p, a.vs);
         break;
       case C.CTA_COUNTERS_ORIG:
-        e.origCounters = decodeCounters(p, a.vs, a.ve);
+        opt.origCounters = decodeCounters(p, a.vs, a.ve);
         break;
       case C.CTA_COUNTERS_REPLY:
-        e.replyCounters = decodeCounters(p, a.vs, a.ve);
+        opt.replyCounters = decodeCounters(p, a.vs, a.ve);
         break;
       case C.CTA_TIMESTAMP: {
         const t = new Attrs(p, a.vs, a.ve);
         while (t.next()) {
           if (t.type === C.CTA_TIMESTAMP_START) {
             need(t, 8, 'CTA_TIMESTAMP_START');
-            e.startNs = p.readBigUInt64BE(t.vs);
+            opt.startNs = p.readBigUInt64BE(t.vs);
           }
         }
         break;
@@ -215,7 +226,7 @@ export function decodeEntry(p: Buffer): ConntrackEntry {
             if (tcp.type === C.CTA_PROTOINFO_TCP_STATE) {
               need(tcp, 1, 'CTA_PROTOINFO_TCP_STATE');
               const s = p[tcp.vs]!;
-              e.tcpState = C.TCP_STATES[s] ?? String(s);
+              tcpState = C.TCP_STATES[s] ?? String(s);
             }
           }
         }
@@ -226,12 +237,22 @@ export function decodeEntry(p: Buffer): ConntrackEntry {
   if (!orig) throw new NetlinkParseError('conntrack entry without CTA_TUPLE_ORIG', C.NFGENMSG_LEN);
   // DESTROY events may omit the reply tuple on some kernels; mirror the original then.
   if (!reply) reply = { ...orig, src: orig.dst, dst: orig.src, sport: orig.dport, dport: orig.sport };
-  e.family = fam === C.AF_INET ? 4 : 6;
-  e.proto = C.PROTO_NAMES[orig.protoNum] ?? String(orig.protoNum);
-  e.orig = orig;
-  e.reply = reply;
-  e.statusFlags = statusFlagNames(e.status);
-  return e as ConntrackEntry;
+  // One literal, one field order: entries share an object shape with their fields inside the object
+  // (tcpState is there, undefined, for other protocols; deleting it would make a slow dictionary object).
+  const entry: ConntrackEntry = {
+    family: fam === C.AF_INET ? 4 : 6,
+    proto: C.PROTO_NAMES[orig.protoNum] ?? String(orig.protoNum),
+    orig,
+    reply,
+    tcpState,
+    status: e.status,
+    statusFlags: statusFlagNames(e.status),
+    timeoutS: e.timeoutS,
+    mark: e.mark,
+    zone: e.zone,
+    id: e.id,
+  };
+  return opt.use === undefined && !opt.origCounters && !opt.replyCounters && opt.startNs === undefined ? entry : Object.assign(entry, opt);
 }
 
 /** Message type of a ctnetlink message, or undefined if it is not ctnetlink. */

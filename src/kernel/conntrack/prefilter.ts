@@ -25,9 +25,56 @@ const AF_INET = 2;
 /** ip (u32) and port (u16) in one exact double: ip * 65536 + port < 2^48. */
 const key4 = (ip: number, port: number): number => ip * 65536 + port;
 
+/**
+ * A set of exact-integer doubles as one sorted Float64Array, searched by bisection: 8 bytes a
+ * key, where a Set<number> of keys above 2^31 takes ~50 (a heap number each, and the hash table).
+ * 20k endpoint keys: 0.16 MB instead of 1.2 MB; ~15 comparisons a lookup.
+ */
+export class KeySet {
+  private readonly keys: Float64Array;
+  constructor(keys: Iterable<number>) {
+    this.keys = Float64Array.from(new Set(keys)).sort();
+  }
+
+  get size(): number {
+    return this.keys.length;
+  }
+
+  has(k: number): boolean {
+    const a = this.keys;
+    let lo = 0;
+    let hi = a.length - 1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >>> 1;
+      const v = a[mid]!;
+      if (v === k) return true;
+      if (v < k) lo = mid + 1;
+      else hi = mid - 1;
+    }
+    return false;
+  }
+}
+
+/** Keys per protocol number, as KeySets. */
+function byProto(items: { protoNum: number; key: number | undefined }[]): Map<number, KeySet> {
+  const lists = new Map<number, number[]>();
+  for (const { protoNum, key } of items) {
+    if (key === undefined) continue;
+    const l = lists.get(protoNum);
+    if (l) l.push(key);
+    else lists.set(protoNum, [key]);
+  }
+  return new Map([...lists].map(([p, keys]) => [p, new KeySet(keys)]));
+}
+
+const addressKey = (address: string, port: number): number | undefined => {
+  const ip = ipv4Number(address);
+  return ip === undefined ? undefined : key4(ip, port);
+};
+
 export class ConntrackPrefilter {
-  private readonly vips = new Map<number, Set<number>>();
-  private readonly endpoints = new Map<number, Set<number>>();
+  private readonly vips: Map<number, KeySet>;
+  private readonly endpoints: Map<number, KeySet>;
   private readonly nodePorts = new Map<number, Set<number>>();
   private readonly nodeIps = new Set<number>();
   /** Protocol numbers any target uses: entries of other protocols (ICMP, GRE, ...) never match. */
@@ -45,14 +92,8 @@ export class ConntrackPrefilter {
       if (!s) m.set(proto, (s = new Set()));
       s.add(k);
     };
-    for (const v of t.vips) {
-      const ip = ipv4Number(v.address);
-      if (ip !== undefined) add(this.vips, v.protoNum, key4(ip, v.port));
-    }
-    for (const e of t.endpoints) {
-      const ip = ipv4Number(e.address);
-      if (ip !== undefined) add(this.endpoints, e.protoNum, key4(ip, e.port));
-    }
+    this.vips = byProto(t.vips.map((v) => ({ protoNum: v.protoNum, key: addressKey(v.address, v.port) })));
+    this.endpoints = byProto(t.endpoints.map((e) => ({ protoNum: e.protoNum, key: addressKey(e.address, e.port) })));
     for (const n of t.nodePorts) add(this.nodePorts, n.protoNum, n.port);
     for (const x of [...t.vips, ...t.endpoints, ...t.nodePorts]) this.protos.add(x.protoNum);
     for (const a of t.nodeIps) {

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { decodeEntry } from '../../../src/kernel/conntrack/decode.js';
 import { keepFor } from '../../../src/kernel/conntrack/dump.js';
-import { ConntrackPrefilter, type PrefilterTargets } from '../../../src/kernel/conntrack/prefilter.js';
+import { ConntrackPrefilter, KeySet, type PrefilterTargets } from '../../../src/kernel/conntrack/prefilter.js';
 import { NLMSG_DONE, splitMessages } from '../../../src/kernel/netlink/codec.js';
 import type { ConntrackEntry } from '../../../src/kernel/types.js';
 
@@ -87,5 +87,26 @@ describe('ConntrackPrefilter on recorded ctnetlink messages', () => {
     bad.writeUInt16LE(0xfff0, 4);
     expect(f.maybe(bad)).toBe(true);
     expect(f.maybe(Buffer.alloc(0))).toBe(true);
+  });
+});
+
+describe('KeySet', () => {
+  it('answers like a Set<number> for keys up to 2^48, duplicates and empty sets included', () => {
+    let seed = 7;
+    const rnd = (): number => (seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32;
+    for (const n of [0, 1, 2, 3, 100, 5000]) {
+      const keys = Array.from({ length: n }, () => Math.floor(rnd() * 2 ** 32) * 65536 + Math.floor(rnd() * 65536));
+      if (n > 1) keys.push(keys[0]!, keys[1]!); // duplicates
+      const oracle = new Set(keys);
+      const ks = new KeySet(keys);
+      expect(ks.size).toBe(oracle.size);
+      for (const k of keys) expect(ks.has(k)).toBe(true);
+      for (let i = 0; i < 2000; i++) {
+        const probe = i % 2 ? Math.floor(rnd() * 2 ** 48) : (keys[i % Math.max(1, n)] ?? 0) + 1;
+        expect(ks.has(probe)).toBe(oracle.has(probe));
+      }
+    }
+    expect(new KeySet([0, 2 ** 48 - 1]).has(2 ** 48 - 1)).toBe(true);
+    expect(new KeySet([5]).has(4)).toBe(false);
   });
 });
