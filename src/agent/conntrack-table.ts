@@ -40,7 +40,8 @@ function outcomeOf(k: KeptEntry): FlowOutcome {
 
 export class ConntrackTable {
   private readonly byId = new Map<number, KeptEntry>();
-  private readonly bySock = new Map<string, Set<number>>();
+  /** Entry ids by client socket: one or two each, in a small list (a Set each was ~250 bytes). */
+  private readonly bySock = new Map<string, number[]>();
   private generation = 0;
   /** Finished VIP flows per Service port (keyed by its labels, stable across cluster views) and outcome. */
   readonly outcomes = new Map<string, { svc: SvcPortLabels; counts: Map<FlowOutcome, number> }>();
@@ -65,8 +66,10 @@ export class ConntrackTable {
     this.index = index;
     for (const [id, k] of this.byId) {
       const m = index.match(k.entry);
-      if (m) Object.assign(k, m);
-      else this.remove(id, false);
+      if (m) {
+        k.svcs = m.svcs;
+        k.toVip = m.toVip;
+      } else this.remove(id, false);
     }
   }
 
@@ -92,13 +95,14 @@ export class ConntrackTable {
     }
     const m: EntryMatch | undefined = this.index.match(e);
     if (!m || this.byId.size >= this.maxEntries) return false;
-    const k: KeptEntry = { entry: e, ...m, firstSeenMs: nowMs, lastSeenMs: nowMs, paired: false, generation: this.generation };
+    const k: KeptEntry = { entry: e, svcs: m.svcs, toVip: m.toVip, firstSeenMs: nowMs, lastSeenMs: nowMs, paired: false, generation: this.generation };
     this.byId.set(e.id, k);
     const sk = sockKey(e);
-    const ids = this.bySock.get(sk) ?? new Set<number>();
-    ids.add(e.id);
-    this.bySock.set(sk, ids);
-    this.pair(ids);
+    const ids = this.bySock.get(sk);
+    if (ids) {
+      ids.push(e.id);
+      this.pair(ids);
+    } else this.bySock.set(sk, [e.id]);
     for (const l of this.listeners) l(k);
     return true;
   }
@@ -113,9 +117,9 @@ export class ConntrackTable {
   }
 
   /** An outbound entry to a VIP plus a return leg from a local source with the same socket. */
-  private pair(ids: Set<number>): void {
-    if (ids.size < 2) return;
-    const ks = [...ids].map((i) => this.byId.get(i)!);
+  private pair(ids: number[]): void {
+    if (ids.length < 2) return;
+    const ks = ids.map((i) => this.byId.get(i)!);
     const out = ks.filter((k) => k.toVip && this.index.isLocal(k.entry.orig.src));
     const back = ks.filter((k) => !k.toVip);
     if (!out.length || !back.length) return;
@@ -128,8 +132,9 @@ export class ConntrackTable {
     this.byId.delete(id);
     const sk = sockKey(k.entry);
     const ids = this.bySock.get(sk);
-    ids?.delete(id);
-    if (ids?.size === 0) this.bySock.delete(sk);
+    const at = ids ? ids.indexOf(id) : -1;
+    if (at >= 0) ids!.splice(at, 1);
+    if (ids?.length === 0) this.bySock.delete(sk);
     if (finished && k.toVip) {
       const o = outcomeOf(k);
       for (const s of k.svcs) {
