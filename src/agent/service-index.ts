@@ -3,27 +3,12 @@
 // Rebuilt whenever either changes; lookups are O(1).
 import type { ClusterView, ServiceView } from '../cluster/types.js';
 import type { CounterSample, Proto, Targets } from '../capture/targets.js';
-import { protoOf } from '../detect/context.js';
+import { key, protoOf, type Key } from '../detect/context.js';
 import type { LocalAddresses } from '../detect/types.js';
-import { cidrMatcher, ipv4Number } from '../kernel/ip.js';
+import { cidrMatcher } from '../kernel/ip.js';
 import type { PrefilterTargets } from '../kernel/conntrack/prefilter.js';
 import type { ConntrackEntry } from '../kernel/types.js';
 import type { SvcPortLabels } from '../export/state.js';
-
-const PROTO_CODE: Record<string, number> = { TCP: 1, UDP: 2, SCTP: 3 };
-
-/**
- * The map key of address + protocol + port ('' address: any, for NodePorts). A number for IPv4
- * (32 + 2 + 16 bits fit a double exactly): at 20k endpoints, text keys held ~4 MB of heap as
- * concatenated strings (bench/agent.ts). Text for IPv6 and anything unusual.
- */
-type Key = number | string;
-const key = (ip: string, proto: string, port: number | undefined): Key => {
-  const n = ip === '' ? 0 : ipv4Number(ip);
-  const p = PROTO_CODE[proto];
-  if (n !== undefined && p !== undefined && port !== undefined) return (n * 4 + p) * 65536 + port;
-  return `${ip}|${proto}|${port ?? ''}`;
-};
 
 /**
  * A map value: one ServiceView alone, or a list when several share the key. Nearly every endpoint
