@@ -287,33 +287,54 @@ static napi_value link_detach(napi_env env, napi_callback_info info) {
 
 // Legacy tc: (ifname, egress, handle, priority, ...) name one cls_bpf filter
 // of the clsact qdisc. The qdisc is created when missing and never deleted.
-static int tc_args(napi_env env, napi_value *argv, bool *egress, uint32_t *handle, uint32_t *prio) {
-  return arg_bool(env, argv[1], egress) && arg_u32(env, argv[2], handle) &&
-         arg_u32(env, argv[3], prio) && *prio > 0 && *prio <= 0xffff && *handle > 0;
+// The filter a tc_* call names: (ifname, egress, handle, priority) in argv[0..3] and the netns
+// path in argv[netns_at]. On success the thread is in that netns (leave with netns_leave(&t->g))
+// and hook/opts name the filter; on failure nothing is entered and *err is the thrown error.
+typedef struct {
+  netns_guard g;
+  struct bpf_tc_hook hook;
+  struct bpf_tc_opts opts;
+} tc_target;
+
+static bool tc_enter(napi_env env, napi_value *argv, size_t netns_at, const char *usage, tc_target *t,
+                     napi_value *err) {
+  bool egress;
+  uint32_t handle, prio;
+  if (!arg_bool(env, argv[1], &egress) || !arg_u32(env, argv[2], &handle) || !arg_u32(env, argv[3], &prio) ||
+      prio == 0 || prio > 0xffff || handle == 0) {
+    *err = throw_type(env, usage);
+    return false;
+  }
+  int ifindex;
+  if (enter_and_resolve(env, argv[0], argv[netns_at], &t->g, &ifindex, err) < 0) return false;
+  memset(&t->hook, 0, sizeof t->hook);
+  t->hook.sz = sizeof t->hook;
+  t->hook.ifindex = ifindex;
+  t->hook.attach_point = egress ? BPF_TC_EGRESS : BPF_TC_INGRESS;
+  memset(&t->opts, 0, sizeof t->opts);
+  t->opts.sz = sizeof t->opts;
+  t->opts.handle = handle;
+  t->opts.priority = prio;
+  return true;
 }
 
 // bpfTcAttach(ifname, egress, handle, priority, progFd, netnsPath?)
 static napi_value tc_attach(napi_env env, napi_callback_info info) {
   ARGS(6);
-  bool egress;
-  uint32_t handle, prio;
+  static const char usage[] = "bpfTcAttach(ifname, egress, handle, priority, progFd, netnsPath?)";
   int32_t prog_fd;
-  if (!tc_args(env, argv, &egress, &handle, &prio) || !arg_int(env, argv[4], &prog_fd))
-    return throw_type(env, "bpfTcAttach(ifname, egress, handle, priority, progFd, netnsPath?)");
-  netns_guard g;
-  int ifindex;
+  if (!arg_int(env, argv[4], &prog_fd)) return throw_type(env, usage);
+  tc_target t;
   napi_value err;
-  if (enter_and_resolve(env, argv[0], argv[5], &g, &ifindex, &err) < 0) return err;
-  LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex,
-              .attach_point = egress ? BPF_TC_EGRESS : BPF_TC_INGRESS);
-  int r = bpf_tc_hook_create(&hook);
+  if (!tc_enter(env, argv, 5, usage, &t, &err)) return err;
+  int r = bpf_tc_hook_create(&t.hook);
   const char *what = "bpf_tc_hook_create(clsact)";
   if (r == 0 || r == -EEXIST) {
-    LIBBPF_OPTS(bpf_tc_opts, o, .handle = handle, .priority = prio, .prog_fd = prog_fd);
-    r = bpf_tc_attach(&hook, &o);
+    t.opts.prog_fd = prog_fd;
+    r = bpf_tc_attach(&t.hook, &t.opts);
     what = "bpf_tc_attach";
   }
-  netns_leave(&g);
+  netns_leave(&t.g);
   if (r < 0) return throw_errno(env, -r, what);
   return NULL;
 }
@@ -321,51 +342,32 @@ static napi_value tc_attach(napi_env env, napi_callback_info info) {
 // bpfTcQuery(ifname, egress, handle, priority, netnsPath?): program id, 0 if none.
 static napi_value tc_query(napi_env env, napi_callback_info info) {
   ARGS(5);
-  bool egress;
-  uint32_t handle, prio;
-  if (!tc_args(env, argv, &egress, &handle, &prio))
-    return throw_type(env, "bpfTcQuery(ifname, egress, handle, priority, netnsPath?)");
-  netns_guard g;
-  int ifindex;
+  tc_target t;
   napi_value err;
-  if (enter_and_resolve(env, argv[0], argv[4], &g, &ifindex, &err) < 0) return err;
-  LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex,
-              .attach_point = egress ? BPF_TC_EGRESS : BPF_TC_INGRESS);
-  LIBBPF_OPTS(bpf_tc_opts, o, .handle = handle, .priority = prio);
-  int r = bpf_tc_query(&hook, &o);
-  netns_leave(&g);
+  if (!tc_enter(env, argv, 4, "bpfTcQuery(ifname, egress, handle, priority, netnsPath?)", &t, &err)) return err;
+  int r = bpf_tc_query(&t.hook, &t.opts);
+  netns_leave(&t.g);
   // ENOENT: no such filter; EINVAL: no clsact qdisc at all.
   if (r == -ENOENT || r == -EINVAL) return make_int(env, 0);
   if (r < 0) return throw_errno(env, -r, "bpf_tc_query");
   napi_value v;
-  napi_create_uint32(env, o.prog_id, &v);
+  napi_create_uint32(env, t.opts.prog_id, &v);
   return v;
 }
 
 // bpfTcDetach(ifname, egress, handle, priority, netnsPath?): false if absent.
 static napi_value tc_detach(napi_env env, napi_callback_info info) {
   ARGS(5);
-  bool egress;
-  uint32_t handle, prio;
-  if (!tc_args(env, argv, &egress, &handle, &prio))
-    return throw_type(env, "bpfTcDetach(ifname, egress, handle, priority, netnsPath?)");
-  netns_guard g;
-  int ifindex;
+  tc_target t;
   napi_value err;
-  if (enter_and_resolve(env, argv[0], argv[4], &g, &ifindex, &err) < 0) return err;
-  LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex,
-              .attach_point = egress ? BPF_TC_EGRESS : BPF_TC_INGRESS);
-  LIBBPF_OPTS(bpf_tc_opts, o, .handle = handle, .priority = prio);
-  int r = bpf_tc_detach(&hook, &o);
-  netns_leave(&g);
+  if (!tc_enter(env, argv, 4, "bpfTcDetach(ifname, egress, handle, priority, netnsPath?)", &t, &err)) return err;
+  int r = bpf_tc_detach(&t.hook, &t.opts);
+  netns_leave(&t.g);
   napi_value out;
-  if (r == -ENOENT || r == -EINVAL) {
-    napi_get_boolean(env, false, &out);
-    return out;
-  }
-  if (r < 0) return throw_errno(env, -r, "bpf_tc_detach");
-  napi_get_boolean(env, true, &out);
-  return out;
+  napi_get_boolean(env, r == 0, &out);
+  // ENOENT: no such filter; EINVAL: no clsact qdisc at all.
+  if (r == -ENOENT || r == -EINVAL || r == 0) return out;
+  return throw_errno(env, -r, "bpf_tc_detach");
 }
 
 // ---- programs ----------------------------------------------------------------
