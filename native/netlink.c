@@ -115,7 +115,8 @@ static napi_value nl_send(napi_env env, napi_callback_info info) {
 // nlRecv(fd, buf: Uint8Array, status: Int32Array): number (datagrams read)
 // Reads datagrams back to back into buf while at least NL_MAX_DATAGRAM bytes
 // remain (or once, if buf is smaller), stopping at EAGAIN.
-// status[0] = count, status[1] = errno that stopped the batch (0 for EAGAIN),
+// status[0] = count, status[1] = errno that stopped the batch (EAGAIN: the queue is empty;
+// 0: the buffer or the status array was full),
 // status[2 + i] = length of datagram i. Datagram i starts where i-1 ended.
 static napi_value nl_recv(napi_env env, napi_callback_info info) {
   size_t argc = 3;
@@ -140,7 +141,8 @@ static napi_value nl_recv(napi_env env, napi_callback_info info) {
     ssize_t n = recv(fd, (char *)buf + off, room, MSG_DONTWAIT | MSG_TRUNC);
     if (n < 0) {
       if (errno == EINTR) continue;
-      err = (errno == EAGAIN || errno == EWOULDBLOCK) ? 0 : errno;
+      // EAGAIN is reported too: it says the queue is empty, so the caller need not call again.
+      err = errno == EWOULDBLOCK ? EAGAIN : errno;
       break;
     }
     if ((size_t)n > room) {

@@ -111,7 +111,7 @@ export class ConntrackPrefilter {
   maybeIn(buf: Buffer, start: number, end: number): boolean {
     if (end - start < C.NFGENMSG_LEN || buf[start] !== AF_INET) return true;
     this.proto = this.origDst = this.dport = this.replySrc = this.sport = -1;
-    if (!this.scan(buf, start + C.NFGENMSG_LEN, end, 0)) return true;
+    if (!this.scan(buf, start + C.NFGENMSG_LEN, end)) return true;
     const p = this.proto;
     if (p < 0) return true;
     if (!this.protos.has(p)) return false;
@@ -123,40 +123,65 @@ export class ConntrackPrefilter {
   }
 
   /**
-   * Walks attributes in [off, end). depth 0: top level (tuples); 1: inside a tuple (ip, proto);
-   * 2: inside CTA_TUPLE_IP / CTA_TUPLE_PROTO. `where` says which tuple and which part.
-   * Returns false on a length that does not fit (the decoder will say what is wrong).
+   * Walks the top-level attributes in [off, end) and the two tuples in them. Returns false on a
+   * length that does not fit (the decoder will say what is wrong). Bytes are read by hand and each
+   * nesting level has its own loop: this runs for every dumped entry and every event (~0.4 us a
+   * message where Buffer.readUInt16LE and one generic recursive walker took ~1 us).
    */
-  private scan(b: Buffer, off: number, end: number, depth: number, where = 0): boolean {
+  private scan(b: Buffer, off: number, end: number): boolean {
     while (off + 4 <= end) {
-      const len = b.readUInt16LE(off);
-      const type = b.readUInt16LE(off + 2) & NLA_TYPE_MASK;
+      const len = b[off]! | (b[off + 1]! << 8);
+      const type = (b[off + 2]! | (b[off + 3]! << 8)) & NLA_TYPE_MASK;
       if (len < 4 || off + len > end) return false;
-      const body = off + 4;
-      const bodyEnd = off + len;
-      if (depth === 0) {
-        if ((type === C.CTA_TUPLE_ORIG || type === C.CTA_TUPLE_REPLY) && !this.scan(b, body, bodyEnd, 1, type * 10)) return false;
-      } else if (depth === 1) {
-        if ((type === C.CTA_TUPLE_IP || type === C.CTA_TUPLE_PROTO) && !this.scan(b, body, bodyEnd, 2, where + type)) return false;
-      } else {
-        this.field(b, where, type, body, bodyEnd - body);
+      if (type === C.CTA_TUPLE_ORIG || type === C.CTA_TUPLE_REPLY) {
+        if (!this.tuple(b, off + 4, off + len, type === C.CTA_TUPLE_ORIG)) return false;
       }
       off += (len + 3) & ~3;
     }
     return true;
   }
 
-  private field(b: Buffer, where: number, type: number, at: number, size: number): void {
-    const tuple = Math.floor(where / 10);
-    const part = where % 10;
-    if (part === C.CTA_TUPLE_IP && size === 4) {
-      if (tuple === C.CTA_TUPLE_ORIG && type === C.CTA_IP_V4_DST) this.origDst = b.readUInt32BE(at);
-      if (tuple === C.CTA_TUPLE_REPLY && type === C.CTA_IP_V4_SRC) this.replySrc = b.readUInt32BE(at);
-    } else if (part === C.CTA_TUPLE_PROTO && tuple === C.CTA_TUPLE_ORIG) {
-      if (type === C.CTA_PROTO_NUM && size >= 1) this.proto = b[at]!;
-      if (type === C.CTA_PROTO_DST_PORT && size >= 2) this.dport = b.readUInt16BE(at);
-    } else if (part === C.CTA_TUPLE_PROTO && tuple === C.CTA_TUPLE_REPLY && type === C.CTA_PROTO_SRC_PORT && size >= 2) {
-      this.sport = b.readUInt16BE(at);
+  private tuple(b: Buffer, off: number, end: number, orig: boolean): boolean {
+    while (off + 4 <= end) {
+      const len = b[off]! | (b[off + 1]! << 8);
+      const type = (b[off + 2]! | (b[off + 3]! << 8)) & NLA_TYPE_MASK;
+      if (len < 4 || off + len > end) return false;
+      if (type === C.CTA_TUPLE_IP) {
+        if (!this.fields(b, off + 4, off + len, orig ? IP_ORIG : IP_REPLY)) return false;
+      } else if (type === C.CTA_TUPLE_PROTO) {
+        if (!this.fields(b, off + 4, off + len, orig ? PROTO_ORIG : PROTO_REPLY)) return false;
+      }
+      off += (len + 3) & ~3;
     }
+    return true;
+  }
+
+  /** The fields of one CTA_TUPLE_IP or CTA_TUPLE_PROTO: only the four the check uses are read. */
+  private fields(b: Buffer, off: number, end: number, part: number): boolean {
+    while (off + 4 <= end) {
+      const len = b[off]! | (b[off + 1]! << 8);
+      const type = (b[off + 2]! | (b[off + 3]! << 8)) & NLA_TYPE_MASK;
+      if (len < 4 || off + len > end) return false;
+      const at = off + 4;
+      const size = len - 4;
+      if (part === IP_ORIG) {
+        if (type === C.CTA_IP_V4_DST && size === 4) this.origDst = u32be(b, at);
+      } else if (part === IP_REPLY) {
+        if (type === C.CTA_IP_V4_SRC && size === 4) this.replySrc = u32be(b, at);
+      } else if (part === PROTO_ORIG) {
+        if (type === C.CTA_PROTO_NUM && size >= 1) this.proto = b[at]!;
+        else if (type === C.CTA_PROTO_DST_PORT && size >= 2) this.dport = (b[at]! << 8) | b[at + 1]!;
+      } else if (type === C.CTA_PROTO_SRC_PORT && size >= 2) this.sport = (b[at]! << 8) | b[at + 1]!;
+      off += (len + 3) & ~3;
+    }
+    return true;
   }
 }
+
+const IP_ORIG = 0;
+const IP_REPLY = 1;
+const PROTO_ORIG = 2;
+const PROTO_REPLY = 3;
+
+const u32be = (b: Buffer, o: number): number => ((b[o]! << 24) | (b[o + 1]! << 16) | (b[o + 2]! << 8) | b[o + 3]!) >>> 0;
+

@@ -35,6 +35,8 @@ const NLMSGERR_ATTR_MSG = 1;
 const UV_READABLE = 1;
 
 const ENOBUFS = osConstants.errno.ENOBUFS;
+/** nlRecv's status says EAGAIN when it stopped because the queue was empty (not an error). */
+const EAGAIN = osConstants.errno.EAGAIN;
 
 const errnoNames = new Map<number, string>(Object.entries(osConstants.errno).map(([k, v]) => [v, k]));
 export const errnoName = (n: number): string => errnoNames.get(n) ?? `errno ${n}`;
@@ -247,11 +249,12 @@ export class NetlinkSocket {
           onOverflow();
           continue; // the queue still holds what arrived after the overflow
         }
+        // Drained: one receive call per wakeup instead of a second one to find the queue empty.
+        if (err === EAGAIN || count === 0) return;
         if (err !== 0) {
           (onError ?? rethrow)(new Error(`netlink receive: ${errnoName(err)}`));
           return;
         }
-        if (count === 0) return;
       }
     };
     this.subscriber = drain;
@@ -312,7 +315,7 @@ export class NetlinkSocket {
       const err = this.status[1]!;
       if (count > 0) return this.parseBatch(count, keep);
       if (err === ENOBUFS) throw new NetlinkOverflowError(what);
-      if (err !== 0) throw new NetlinkError(err, `${what}: receive`);
+      if (err !== 0 && err !== EAGAIN) throw new NetlinkError(err, `${what}: receive`);
       await this.waitReadable();
     }
   }
