@@ -40,10 +40,11 @@ export interface ParsedObjects {
   nodes: Iterable<Parsed<NodeView>>;
 }
 
-type Element<I> = I extends Iterable<infer T> ? T : never;
+/** What one object of kind K parses to (an element of ParsedObjects[K]). */
+export type ParsedOf<K extends keyof ParsedObjects> = ParsedObjects[K] extends Iterable<infer T> ? T : never;
 
 /** The parser of each kind: one object in, its Parsed result out (depends on that object alone). */
-export const PARSE: { [K in keyof ParsedObjects]: (s: SourcedObject) => Element<ParsedObjects[K]> } = {
+export const PARSE: { [K in keyof ParsedObjects]: (s: SourcedObject) => ParsedOf<K> } = {
   services: (s) =>
     parseOne(s, 'Service', true, (o, ctx) => ({
       namespace: ctx.namespace,

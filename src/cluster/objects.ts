@@ -80,20 +80,6 @@ export function valuesOf<T>(parsed: Iterable<Parsed<T>>, warnings: string[]): T[
   return out;
 }
 
-/** parseOne on every object of one kind: the values, warnings appended to `warnings`. */
-export function parseEach<T>(
-  list: readonly SourcedObject[],
-  kind: string,
-  namespaced: boolean,
-  warnings: string[],
-  parse: (o: Obj, ctx: ObjectContext) => T,
-): T[] {
-  return valuesOf(
-    list.map((s) => parseOne(s, kind, namespaced, parse)),
-    warnings,
-  );
-}
-
 /**
  * Parses each element of a list field; a bad element is skipped with a
  * warning, the rest are kept (a Service with one bad port keeps its others).

@@ -4,7 +4,7 @@
 // the last good view is kept and marked fresh:false with the reason.
 import type { Logger } from '../log.js';
 import type { SourceStatus } from '../kernel/types.js';
-import { assembleClusterView, PARSE, type ParsedObjects } from './build.js';
+import { assembleClusterView, PARSE, type ParsedObjects, type ParsedOf } from './build.js';
 import { KubeApi } from './kube-api.js';
 import { loadApiTarget } from './kube-config.js';
 import type { SourcedObject } from './objects.js';
@@ -31,7 +31,6 @@ export interface ClusterWatchOptions {
 }
 
 type Kind = keyof ParsedObjects;
-type Stored<K extends Kind> = ParsedObjects[K] extends Iterable<infer T> ? T : never;
 
 /** Where each kind is listed and watched; `name` labels it in reasons and warnings. */
 const COLLECTIONS: { [K in Kind]: { name: string; path: string; optional?: boolean } } = {
@@ -43,7 +42,7 @@ const COLLECTIONS: { [K in Kind]: { name: string; path: string; optional?: boole
 };
 
 export class ClusterWatch {
-  private readonly stores: { [K in Kind]: Reflector<Stored<K>> };
+  private readonly stores: { [K in Kind]: Reflector<ParsedOf<K>> };
   private readonly reflectors: Reflector<unknown>[] = [];
   private readonly api: KubeApi;
   private running?: Promise<void>[];
@@ -57,9 +56,9 @@ export class ClusterWatch {
   /** Throws if no API configuration can be found (see loadApiTarget). */
   constructor(private readonly o: ClusterWatchOptions) {
     this.api = new KubeApi(loadApiTarget(o.kubeconfig));
-    const make = <K extends Kind>(kind: K): Reflector<Stored<K>> => {
+    const make = <K extends Kind>(kind: K): Reflector<ParsedOf<K>> => {
       const c = COLLECTIONS[kind];
-      const parse = PARSE[kind] as (s: SourcedObject) => Stored<K>;
+      const parse = PARSE[kind] as (s: SourcedObject) => ParsedOf<K>;
       const r = new Reflector(this.api, {
         name: c.name,
         path: c.path,

@@ -75,7 +75,7 @@ const addressKey = (address: string, port: number): number | undefined => {
 export class ConntrackPrefilter {
   private readonly vips: Map<number, KeySet>;
   private readonly endpoints: Map<number, KeySet>;
-  private readonly nodePorts = new Map<number, Set<number>>();
+  private readonly nodePorts: Map<number, KeySet>;
   private readonly nodeIps = new Set<number>();
   /** Protocol numbers any target uses: entries of other protocols (ICMP, GRE, ...) never match. */
   private readonly protos = new Set<number>();
@@ -87,14 +87,9 @@ export class ConntrackPrefilter {
   private sport = -1;
 
   constructor(t: PrefilterTargets) {
-    const add = (m: Map<number, Set<number>>, proto: number, k: number) => {
-      let s = m.get(proto);
-      if (!s) m.set(proto, (s = new Set()));
-      s.add(k);
-    };
     this.vips = byProto(t.vips.map((v) => ({ protoNum: v.protoNum, key: addressKey(v.address, v.port) })));
     this.endpoints = byProto(t.endpoints.map((e) => ({ protoNum: e.protoNum, key: addressKey(e.address, e.port) })));
-    for (const n of t.nodePorts) add(this.nodePorts, n.protoNum, n.port);
+    this.nodePorts = byProto(t.nodePorts.map((n) => ({ protoNum: n.protoNum, key: n.port })));
     for (const x of [...t.vips, ...t.endpoints, ...t.nodePorts]) this.protos.add(x.protoNum);
     for (const a of t.nodeIps) {
       const ip = ipv4Number(a);
