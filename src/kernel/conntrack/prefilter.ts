@@ -125,8 +125,8 @@ export class ConntrackPrefilter {
    */
   private scan(b: Buffer, off: number, end: number): boolean {
     while (off + 4 <= end) {
-      const len = b[off]! | (b[off + 1]! << 8);
-      const type = (b[off + 2]! | (b[off + 3]! << 8)) & NLA_TYPE_MASK;
+      const len = nlaLen(b, off);
+      const type = nlaType(b, off);
       if (len < 4 || off + len > end) return false;
       if (type === C.CTA_TUPLE_ORIG || type === C.CTA_TUPLE_REPLY) {
         if (!this.tuple(b, off + 4, off + len, type === C.CTA_TUPLE_ORIG)) return false;
@@ -138,8 +138,8 @@ export class ConntrackPrefilter {
 
   private tuple(b: Buffer, off: number, end: number, orig: boolean): boolean {
     while (off + 4 <= end) {
-      const len = b[off]! | (b[off + 1]! << 8);
-      const type = (b[off + 2]! | (b[off + 3]! << 8)) & NLA_TYPE_MASK;
+      const len = nlaLen(b, off);
+      const type = nlaType(b, off);
       if (len < 4 || off + len > end) return false;
       if (type === C.CTA_TUPLE_IP) {
         if (!this.fields(b, off + 4, off + len, orig ? IP_ORIG : IP_REPLY)) return false;
@@ -154,8 +154,8 @@ export class ConntrackPrefilter {
   /** The fields of one CTA_TUPLE_IP or CTA_TUPLE_PROTO: only the four the check uses are read. */
   private fields(b: Buffer, off: number, end: number, part: number): boolean {
     while (off + 4 <= end) {
-      const len = b[off]! | (b[off + 1]! << 8);
-      const type = (b[off + 2]! | (b[off + 3]! << 8)) & NLA_TYPE_MASK;
+      const len = nlaLen(b, off);
+      const type = nlaType(b, off);
       if (len < 4 || off + len > end) return false;
       const at = off + 4;
       const size = len - 4;
@@ -178,5 +178,8 @@ const IP_REPLY = 1;
 const PROTO_ORIG = 2;
 const PROTO_REPLY = 3;
 
+/** An attribute header's length and type (little-endian, as the host writes them; x86 and arm64). */
+const nlaLen = (b: Buffer, o: number): number => b[o]! | (b[o + 1]! << 8);
+const nlaType = (b: Buffer, o: number): number => (b[o + 2]! | (b[o + 3]! << 8)) & NLA_TYPE_MASK;
 const u32be = (b: Buffer, o: number): number => ((b[o]! << 24) | (b[o + 1]! << 16) | (b[o + 2]! << 8) | b[o + 3]!) >>> 0;
 
