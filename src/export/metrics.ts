@@ -171,7 +171,7 @@ class FamilyRenderer<T> {
       this.chunks = [];
       return this.renderMerged(next);
     }
-    this.chunks = next.map((c) => ('out' in c ? c : { ...c, out: chunkOf(this.lines(c.items, c.values)) }));
+    this.chunks = next.map((c) => ('out' in c ? c : kept(c, chunkOf(this.lines(c.items, c.values)))));
     return this.chunks.length === 0 ? this.empty : [this.header, ...this.chunks.map((c) => c.out)];
   }
 
@@ -203,6 +203,14 @@ class FamilyRenderer<T> {
     }
     return [this.header, chunkOf(this.lines(items, values))];
   }
+}
+
+/**
+ * A rendered chunk as kept until its samples change: the sample lists copied at their exact size
+ * (push leaves up to a third of a 256-sample list empty; ~200 chunks at 5,000 Services).
+ */
+function kept<T>(c: Samples<T>, out: Chunk): RenderedChunk<T> {
+  return { items: c.items.slice(), groups: c.groups.slice(), keys: c.keys.slice(), values: c.values.slice(), out };
 }
 
 function hasRepeats(chunks: Samples<unknown>[]): boolean {
