@@ -2,44 +2,14 @@
 // passes through here, so it walks attributes with plain loops (no closures,
 // no intermediate maps). ctnetlink integers are big-endian.
 import { formatIPv4, formatIPv6 } from '../ip.js';
-import { NLA_HDRLEN, NLA_TYPE_MASK, NetlinkParseError, align4, type NetlinkMessage } from '../netlink/codec.js';
+import { AttrCursor, NetlinkParseError, type NetlinkMessage } from '../netlink/codec.js';
 import type { ConntrackEntry, ConntrackEventType, ConntrackTuple } from '../types.js';
 import * as C from './constants.js';
 
-/** Bounds-checked attribute cursor over buf[start, end). */
-class Attrs {
-  type = 0;
-  vs = 0;
-  ve = 0;
-  private off: number;
-  constructor(
-    private readonly buf: Buffer,
-    start: number,
-    private readonly end: number,
-  ) {
-    this.off = start;
-  }
-  next(): boolean {
-    const b = this.buf;
-    const o = this.off;
-    if (o + NLA_HDRLEN > this.end) return false;
-    // Plain byte arithmetic: this runs ~20 times per entry.
-    const len = b[o]! | (b[o + 1]! << 8);
-    if (len < NLA_HDRLEN || o + len > this.end) {
-      throw new NetlinkParseError(
-        `conntrack attribute type ${(b[o + 2]! | (b[o + 3]! << 8)) & NLA_TYPE_MASK} length ${len} overruns its container`,
-        o,
-      );
-    }
-    this.type = (b[o + 2]! | (b[o + 3]! << 8)) & NLA_TYPE_MASK;
-    this.vs = o + NLA_HDRLEN;
-    this.ve = o + len;
-    this.off = o + align4(len);
-    return true;
-  }
-}
+/** The codec's attribute cursor, naming conntrack attributes in its errors (one class: no subclass, one object shape). */
+const attrs = (buf: Buffer, start: number, end: number): AttrCursor => new AttrCursor(buf, start, end, 'conntrack attribute');
 
-function need(a: Attrs, n: number, what: string): void {
+function need(a: AttrCursor, n: number, what: string): void {
   if (a.ve - a.vs < n) throw new NetlinkParseError(`${what}: ${a.ve - a.vs} bytes, need ${n}`, a.vs);
 }
 
@@ -54,10 +24,10 @@ function readBe64(b: Buffer, off: number): number {
 function decodeTuple(b: Buffer, start: number, end: number): ConntrackTuple {
   // The ports in the literal (undefined until read): a TCP/UDP tuple keeps all its fields inside the object.
   const t: ConntrackTuple = { src: '', dst: '', protoNum: 0, sport: undefined, dport: undefined };
-  const a = new Attrs(b, start, end);
+  const a = attrs(b, start, end);
   while (a.next()) {
     if (a.type === C.CTA_TUPLE_IP) {
-      const ip = new Attrs(b, a.vs, a.ve);
+      const ip = attrs(b, a.vs, a.ve);
       while (ip.next()) {
         switch (ip.type) {
           case C.CTA_IP_V4_SRC:
@@ -79,7 +49,7 @@ function decodeTuple(b: Buffer, start: number, end: number): ConntrackTuple {
         }
       }
     } else if (a.type === C.CTA_TUPLE_PROTO) {
-      const p = new Attrs(b, a.vs, a.ve);
+      const p = attrs(b, a.vs, a.ve);
       while (p.next()) {
         switch (p.type) {
           case C.CTA_PROTO_NUM:
@@ -119,7 +89,7 @@ function decodeTuple(b: Buffer, start: number, end: number): ConntrackTuple {
 
 function decodeCounters(b: Buffer, start: number, end: number): { packets: number; bytes: number } {
   const c = { packets: 0, bytes: 0 };
-  const a = new Attrs(b, start, end);
+  const a = attrs(b, start, end);
   while (a.next()) {
     if (a.type === C.CTA_COUNTERS_PACKETS) {
       need(a, 8, 'CTA_COUNTERS_PACKETS');
@@ -168,7 +138,7 @@ export function decodeEntry(p: Buffer): ConntrackEntry {
   // The optional attributes, set on the entry only when present.
   const opt: Pick<ConntrackEntry, 'use' | 'origCounters' | 'replyCounters' | 'startNs'> = {};
   const e = { status: 0, timeoutS: 0, mark: 0, zone: 0, id: 0 };
-  const a = new Attrs(p, C.NFGENMSG_LEN, p.length);
+  const a = attrs(p, C.NFGENMSG_LEN, p.length);
   while (a.next()) {
     switch (a.type) {
       case C.CTA_TUPLE_ORIG:
@@ -208,7 +178,7 @@ export function decodeEntry(p: Buffer): ConntrackEntry {
         opt.replyCounters = decodeCounters(p, a.vs, a.ve);
         break;
       case C.CTA_TIMESTAMP: {
-        const t = new Attrs(p, a.vs, a.ve);
+        const t = attrs(p, a.vs, a.ve);
         while (t.next()) {
           if (t.type === C.CTA_TIMESTAMP_START) {
             need(t, 8, 'CTA_TIMESTAMP_START');
@@ -218,10 +188,10 @@ export function decodeEntry(p: Buffer): ConntrackEntry {
         break;
       }
       case C.CTA_PROTOINFO: {
-        const pi = new Attrs(p, a.vs, a.ve);
+        const pi = attrs(p, a.vs, a.ve);
         while (pi.next()) {
           if (pi.type !== C.CTA_PROTOINFO_TCP) continue;
-          const tcp = new Attrs(p, pi.vs, pi.ve);
+          const tcp = attrs(p, pi.vs, pi.ve);
           while (tcp.next()) {
             if (tcp.type === C.CTA_PROTOINFO_TCP_STATE) {
               need(tcp, 1, 'CTA_PROTOINFO_TCP_STATE');

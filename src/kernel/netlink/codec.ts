@@ -84,6 +84,54 @@ export function splitMessages(buf: Buffer, start = 0, end = buf.length, keep?: K
 }
 
 /**
+ * A bounds-checked cursor over the attributes in buf[start, end): next() moves to the next one
+ * and sets its type (without flag bits), raw type and value range [vs, ve). It throws
+ * NetlinkParseError when an attribute runs past the end; fewer than 4 trailing bytes can only be
+ * alignment padding and end the walk. For hot paths (every conntrack entry): no callback, plain
+ * byte arithmetic, and reset() lets one cursor serve message after message without allocating.
+ */
+export class AttrCursor {
+  type = 0;
+  rawType = 0;
+  vs = 0;
+  ve = 0;
+  private off: number;
+  constructor(
+    private buf: Buffer,
+    start: number,
+    private end: number,
+    /** Names the attribute in errors, e.g. 'conntrack attribute'. */
+    private readonly what = 'attribute',
+  ) {
+    this.off = start;
+  }
+
+  reset(buf: Buffer, start: number, end: number): this {
+    this.buf = buf;
+    this.off = start;
+    this.end = end;
+    return this;
+  }
+
+  next(): boolean {
+    const b = this.buf;
+    const o = this.off;
+    if (o + NLA_HDRLEN > this.end) return false;
+    const len = b[o]! | (b[o + 1]! << 8);
+    const raw = b[o + 2]! | (b[o + 3]! << 8);
+    if (len < NLA_HDRLEN || o + len > this.end) {
+      throw new NetlinkParseError(`${this.what} type ${raw & NLA_TYPE_MASK} length ${len} overruns its container`, o);
+    }
+    this.rawType = raw;
+    this.type = raw & NLA_TYPE_MASK;
+    this.vs = o + NLA_HDRLEN;
+    this.ve = o + len;
+    this.off = o + align4(len);
+    return true;
+  }
+}
+
+/**
  * Calls fn(type, start, end) for each attribute in buf[start, end): the type
  * without its flag bits and the value's byte range. Throws NetlinkParseError
  * when an attribute runs past the end.
@@ -94,17 +142,8 @@ export function walkAttrs(
   end: number,
   fn: (type: number, vstart: number, vend: number, rawType: number) => void,
 ): void {
-  let off = start;
-  while (off + NLA_HDRLEN <= end) {
-    const len = buf.readUInt16LE(off);
-    const raw = buf.readUInt16LE(off + 2);
-    if (len < NLA_HDRLEN || off + len > end) {
-      throw new NetlinkParseError(`attribute type ${raw & NLA_TYPE_MASK} length ${len} overruns its container`, off);
-    }
-    fn(raw & NLA_TYPE_MASK, off + NLA_HDRLEN, off + len, raw);
-    off += align4(len);
-  }
-  // Fewer than 4 trailing bytes can only be alignment padding: ignored.
+  const a = new AttrCursor(buf, start, end);
+  while (a.next()) fn(a.type, a.vs, a.ve, a.rawType);
 }
 
 /** Attributes by type (last one wins), as [start, end) ranges into buf. */
