@@ -43,33 +43,44 @@ export interface ParsedObjects {
 /** What one object of kind K parses to (an element of ParsedObjects[K]). */
 export type ParsedOf<K extends keyof ParsedObjects> = ParsedObjects[K] extends Iterable<infer T> ? T : never;
 
-/** The parser of each kind: one object in, its Parsed result out (depends on that object alone). */
-export const PARSE: { [K in keyof ParsedObjects]: (s: SourcedObject) => ParsedOf<K> } = {
-  services: (s) =>
-    parseOne(s, 'Service', true, (o, ctx) => ({
-      namespace: ctx.namespace,
-      name: ctx.name,
-      spec: parseServiceSpec(o, ctx.metadata, ctx.warn),
-      ports: parseParts(optArr(optObj(o.spec, 'spec')?.ports, 'spec.ports'), 'spec.ports', ctx.warn, parseServicePort),
-    })),
-  endpointSlices: parseEndpointSlice,
-  ingresses: parseIngress,
-  nodes: (s) => parseOne(s, 'Node', false, parseNode),
-};
+export type Parsers = { [K in keyof ParsedObjects]: (s: SourcedObject) => ParsedOf<K> };
+
+/**
+ * The parser of each kind: one object in, its Parsed result out (depends on that object alone,
+ * and on this node's name, which marks endpoints local: assemble with the same `nodeName`).
+ */
+export function parsersFor(nodeName: string | undefined): Parsers {
+  return {
+    services: (s) =>
+      parseOne(s, 'Service', true, (o, ctx) => ({
+        namespace: ctx.namespace,
+        name: ctx.name,
+        spec: parseServiceSpec(o, ctx.metadata, ctx.warn),
+        ports: parseParts(optArr(optObj(o.spec, 'spec')?.ports, 'spec.ports'), 'spec.ports', ctx.warn, parseServicePort),
+      })),
+    endpointSlices: (s) => parseEndpointSlice(s, nodeName),
+    ingresses: parseIngress,
+    nodes: (s) => parseOne(s, 'Node', false, parseNode),
+  };
+}
 
 export function buildClusterView(objects: ClusterObjects, opts: BuildOptions = {}): ClusterView {
+  const parse = parsersFor(opts.nodeName);
   return assembleClusterView(
     {
-      services: objects.services.map(PARSE.services),
-      endpointSlices: objects.endpointSlices.map(PARSE.endpointSlices),
-      ingresses: objects.ingresses.map(PARSE.ingresses),
-      nodes: objects.nodes.map(PARSE.nodes),
+      services: objects.services.map(parse.services),
+      endpointSlices: objects.endpointSlices.map(parse.endpointSlices),
+      ingresses: objects.ingresses.map(parse.ingresses),
+      nodes: objects.nodes.map(parse.nodes),
     },
     opts,
   );
 }
 
-/** The view from objects parsed one by one; warnings in the order slices, Ingresses, Services, Node. */
+/**
+ * The view from objects parsed one by one (by `parsersFor(opts.nodeName)`); warnings in the order
+ * slices, Ingresses, Services, Node.
+ */
 export function assembleClusterView(parsed: ParsedObjects, opts: BuildOptions = {}): ClusterView {
   const warnings = [...(opts.warnings ?? [])];
   const endpoints = indexEndpointSlices(valuesOf(parsed.endpointSlices, warnings));
@@ -78,7 +89,7 @@ export function assembleClusterView(parsed: ParsedObjects, opts: BuildOptions = 
   for (const svc of valuesOf(parsed.services, warnings)) {
     for (const port of svc.ports) {
       const ingressVips = ingressVipsFor(ingresses, svc.namespace, svc.name, port.port, port.portName);
-      const eps = endpointsFor(endpoints, svc.namespace, svc.name, port.portName, port.protocol, opts.nodeName);
+      const eps = endpointsFor(endpoints, svc.namespace, svc.name, port.portName, port.protocol);
       services.push(serviceView(svc, port, orNone(ingressVips), orNone(eps)));
     }
   }

@@ -9,31 +9,38 @@ import type { EndpointView } from './types.js';
 
 export const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
 
+/**
+ * One port of a slice with the slice's endpoints as that port's EndpointViews. The views are
+ * made here, once per object, so that a Service port served by one slice (the usual case) uses
+ * this list as it is: rebuilding the view after an event makes no endpoint objects, and the
+ * view and the watch store share one object per endpoint and port (at 20k endpoints, a second
+ * set was ~2 MB of the agent's heap, bench/agent.ts).
+ */
 interface SlicePort {
   name: string;
   protocol: string;
-  /** Undefined means "all ports" in the API. */
-  port?: number;
+  endpoints: EndpointView[];
 }
-
-type SliceEndpoint = Omit<EndpointView, 'local' | 'port'>;
 
 interface Slice {
   ports: SlicePort[];
-  endpoints: SliceEndpoint[];
 }
 
 /** Slices by "namespace/serviceName". */
 export type EndpointIndex = Map<string, Slice[]>;
 
-/** A slice as the view uses it, with the Service it belongs to ("namespace/serviceName"). */
+/** A slice as the view uses it, with the Service it belongs to (kept apart: a joined key is a second string). */
 export interface SliceEntry {
-  key: string;
+  namespace: string;
+  service: string;
   slice: Slice;
 }
 
-/** One EndpointSlice; no value for slices of no Service or of FQDN addresses. */
-export function parseEndpointSlice(s: SourcedObject): Parsed<SliceEntry | undefined> {
+/**
+ * One EndpointSlice; no value for slices of no Service or of FQDN addresses. `nodeName` is this
+ * node's: endpoints on it are `local` (the agent's node does not change while it runs).
+ */
+export function parseEndpointSlice(s: SourcedObject, nodeName?: string): Parsed<SliceEntry | undefined> {
   return parseOne(s, 'EndpointSlice', true, (o, ctx) => {
     const labels = strMap(ctx.metadata.labels, 'metadata.labels');
     const service = labels[SERVICE_NAME_LABEL];
@@ -44,7 +51,11 @@ export function parseEndpointSlice(s: SourcedObject): Parsed<SliceEntry | undefi
     if (addressType !== 'IPv4' && addressType !== 'IPv6') throw new FieldError(`addressType ${JSON.stringify(addressType)} is unknown`);
     const ports = parseParts(optArr(o.ports, 'ports'), 'ports', ctx.warn, parseSlicePort);
     const endpoints = parseParts(optArr(o.endpoints, 'endpoints'), 'endpoints', ctx.warn, parseEndpoint);
-    return { key: `${ctx.namespace}/${service}`, slice: { ports, endpoints } };
+    return {
+      namespace: ctx.namespace,
+      service,
+      slice: { ports: ports.map((p) => ({ name: p.name, protocol: p.protocol, endpoints: endpoints.map((ep) => endpointView(ep, p.port, nodeName)) })) },
+    };
   });
 }
 
@@ -52,14 +63,16 @@ export function indexEndpointSlices(entries: readonly (SliceEntry | undefined)[]
   const index: EndpointIndex = new Map();
   for (const p of entries) {
     if (!p) continue;
-    const slices = index.get(p.key);
+    const key = `${p.namespace}/${p.service}`;
+    const slices = index.get(key);
     if (slices) slices.push(p.slice);
-    else index.set(p.key, [p.slice]);
+    else index.set(key, [p.slice]);
   }
   return index;
 }
 
-function parseSlicePort(v: unknown, path: string): SlicePort {
+/** Undefined port means "all ports" in the API. */
+function parseSlicePort(v: unknown, path: string): { name: string; protocol: string; port?: number } {
   if (!isObj(v)) throw new FieldError(`${path} is not an object`);
   return {
     name: optStr(v.name, `${path}.name`) ?? '',
@@ -68,6 +81,8 @@ function parseSlicePort(v: unknown, path: string): SlicePort {
   };
 }
 
+type SliceEndpoint = Omit<EndpointView, 'local' | 'port'>;
+
 function parseEndpoint(v: unknown, path: string): SliceEndpoint {
   if (!isObj(v)) throw new FieldError(`${path} is not an object`);
   const addresses = optArr(v.addresses, `${path}.addresses`);
@@ -75,8 +90,6 @@ function parseEndpoint(v: unknown, path: string): SliceEndpoint {
   if (addresses.length === 0) throw new FieldError(`${path}.addresses is empty`);
   const conditions = optObj(v.conditions, `${path}.conditions`) ?? {};
   const ready = optBool(conditions.ready, `${path}.conditions.ready`) ?? true;
-  // All fields in one literal, in one order: every endpoint gets the same object shape with its
-  // fields in the object (fields added later go to a separate store: ~1 MB more at 20k endpoints).
   return {
     address: canonicalIp(addresses[0], `${path}.addresses[0]`),
     nodeName: optStr(v.nodeName, `${path}.nodeName`) || undefined,
@@ -87,40 +100,42 @@ function parseEndpoint(v: unknown, path: string): SliceEndpoint {
 }
 
 /**
+ * All fields in one literal, in one order: every endpoint gets the same object shape with its
+ * fields in the object (fields added later go to a separate store: ~1 MB more at 20k endpoints).
+ */
+function endpointView(ep: SliceEndpoint, port: number | undefined, nodeName: string | undefined): EndpointView {
+  return {
+    address: ep.address,
+    nodeName: ep.nodeName,
+    ready: ep.ready,
+    serving: ep.serving,
+    terminating: ep.terminating,
+    local: nodeName !== undefined && ep.nodeName === nodeName,
+    port,
+  };
+}
+
+/**
  * Endpoints of one ServicePort: every endpoint of every slice of the Service
  * whose port list has that port name and protocol, once per address+port.
+ * With one such slice, that slice's list itself (shared, never modified).
  */
-export function endpointsFor(
-  index: EndpointIndex,
-  namespace: string,
-  service: string,
-  portName: string,
-  protocol: string,
-  nodeName: string | undefined,
-): EndpointView[] {
-  const out: EndpointView[] = [];
-  const slices = index.get(`${namespace}/${service}`) ?? [];
-  // During updates one address can sit in two slices; keep the first. (One slice needs no check.)
-  const seen = slices.length > 1 ? new Set<string>() : undefined;
-  for (const slice of slices) {
+export function endpointsFor(index: EndpointIndex, namespace: string, service: string, portName: string, protocol: string): EndpointView[] {
+  const lists: EndpointView[][] = [];
+  for (const slice of index.get(`${namespace}/${service}`) ?? []) {
     const port = slice.ports.find((p) => p.name === portName && p.protocol === protocol);
-    if (!port) continue;
-    for (const ep of slice.endpoints) {
-      if (seen) {
-        const key = `${ep.address}|${port.port ?? ''}`;
-        if (seen.has(key)) continue;
-        seen.add(key);
-      }
-      const view: EndpointView = {
-        address: ep.address,
-        nodeName: ep.nodeName,
-        ready: ep.ready,
-        serving: ep.serving,
-        terminating: ep.terminating,
-        local: nodeName !== undefined && ep.nodeName === nodeName,
-        port: port.port,
-      };
-      out.push(view);
+    if (port && port.endpoints.length > 0) lists.push(port.endpoints);
+  }
+  if (lists.length <= 1) return lists[0] ?? [];
+  // During updates one address can sit in two slices; keep the first.
+  const seen = new Set<string>();
+  const out: EndpointView[] = [];
+  for (const list of lists) {
+    for (const ep of list) {
+      const key = `${ep.address}|${ep.port ?? ''}`;
+      if (seen.has(key)) continue;
+      seen.add(key);
+      out.push(ep);
     }
   }
   return compact(out);

@@ -5,6 +5,7 @@
 // compacted) list again; after a failure back off exponentially with jitter
 // and resume. The store keeps the last good state while the API is away.
 import { ApiError, type KubeApi } from './kube-api.js';
+import { ObjectStore } from './object-store.js';
 
 export interface ReflectorOptions<T> {
   /** e.g. 'services'; names the source in reasons and warnings. */
@@ -41,7 +42,8 @@ export interface ReflectorHealth {
 type WatchEnd = 'closed' | 'expired' | 'stopped';
 
 export class Reflector<T> {
-  readonly store = new Map<string, T>();
+  /** What `transform` kept of each object. Replaced whole by each list. */
+  store = new ObjectStore<T>();
   private rv?: string;
   private stopped = false;
   private readonly stopping: Promise<'stopped'>;
@@ -100,17 +102,16 @@ export class Reflector<T> {
 
   private async list(): Promise<'listed'> {
     const started = Date.now();
-    const items = new Map<string, T>();
+    const items = new ObjectStore<T>();
     const query = { ...this.o.query, limit: String(this.o.pageSize) };
     let page = await this.api.listPage(this.o.path, query);
     for (;;) {
-      for (const item of page.items) items.set(keyOf(item), this.o.transform(item));
+      for (const item of page.items) items.set(...keyOf(item), this.o.transform(item));
       if (!page.continueToken) break;
       page = await this.api.listPage(this.o.path, { ...query, continue: page.continueToken });
     }
     if (this.stopped) return 'listed';
-    this.store.clear();
-    for (const [k, v] of items) this.store.set(k, v);
+    this.store = items;
     this.rv = page.resourceVersion;
     this.setHealth({ synced: true, healthy: true, listMs: Date.now() - started });
     this.o.onChange();
@@ -146,8 +147,8 @@ export class Reflector<T> {
         }
         const rv = (object as { metadata?: { resourceVersion?: unknown } })?.metadata?.resourceVersion;
         if (typeof rv === 'string') this.rv = rv;
-        if (type === 'ADDED' || type === 'MODIFIED') this.store.set(keyOf(object), this.o.transform(object));
-        else if (type === 'DELETED') this.store.delete(keyOf(object));
+        if (type === 'ADDED' || type === 'MODIFIED') this.store.set(...keyOf(object), this.o.transform(object));
+        else if (type === 'DELETED') this.store.delete(...keyOf(object));
         else return; // BOOKMARK: only the resourceVersion moves.
         this.o.onChange();
       };
@@ -190,8 +191,9 @@ export function backoff(failures: number, initialMs: number, maxMs: number): num
   return base / 2 + Math.random() * (base / 2);
 }
 
-function keyOf(o: unknown): string {
+/** Namespace ('' when cluster-scoped) and name; an object without a name gets one of its own. */
+function keyOf(o: unknown): [string, string] {
   const m = (o as { metadata?: { namespace?: unknown; name?: unknown; uid?: unknown } })?.metadata;
   const name = typeof m?.name === 'string' ? m.name : `#${String(m?.uid ?? Math.random())}`;
-  return typeof m?.namespace === 'string' && m.namespace !== '' ? `${m.namespace}/${name}` : name;
+  return [typeof m?.namespace === 'string' ? m.namespace : '', name];
 }

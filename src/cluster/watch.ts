@@ -4,7 +4,7 @@
 // the last good view is kept and marked fresh:false with the reason.
 import type { Logger } from '../log.js';
 import type { SourceStatus } from '../kernel/types.js';
-import { assembleClusterView, PARSE, type ParsedObjects, type ParsedOf } from './build.js';
+import { assembleClusterView, parsersFor, type ParsedObjects, type ParsedOf } from './build.js';
 import { KubeApi } from './kube-api.js';
 import { loadApiTarget } from './kube-config.js';
 import type { SourcedObject } from './objects.js';
@@ -56,9 +56,10 @@ export class ClusterWatch {
   /** Throws if no API configuration can be found (see loadApiTarget). */
   constructor(private readonly o: ClusterWatchOptions) {
     this.api = new KubeApi(loadApiTarget(o.kubeconfig));
+    const parsers = parsersFor(o.nodeName);
     const make = <K extends Kind>(kind: K): Reflector<ParsedOf<K>> => {
       const c = COLLECTIONS[kind];
-      const parse = PARSE[kind] as (s: SourcedObject) => ParsedOf<K>;
+      const parse = parsers[kind] as (s: SourcedObject) => ParsedOf<K>;
       const r = new Reflector(this.api, {
         name: c.name,
         path: c.path,

@@ -279,6 +279,32 @@ describe('buildClusterView edge cases', () => {
     expect(buildClusterView(objects, { nodeName: 'me' }).services[0]?.endpoints).toHaveLength(1);
   });
 
+  it('a port served by one slice shares that slice\'s endpoint list; two slices give a merged copy', () => {
+    const objects = emptyObjects();
+    objects.services.push({ origin: 'a', object: { metadata: { name: 's', namespace: 'n' }, spec: { ports: [{ name: 'http', port: 80 }, { name: 'm', port: 9000 }] } } });
+    const slice = (name: string, address: string) => ({
+      origin: name,
+      object: {
+        metadata: { name, namespace: 'n', labels: { 'kubernetes.io/service-name': 's' } },
+        addressType: 'IPv4',
+        endpoints: [{ addresses: [address], nodeName: 'me' }],
+        ports: [{ name: 'http', port: 8080 }, { name: 'm', port: 9090 }],
+      },
+    });
+    objects.endpointSlices.push(slice('s-1', '10.0.0.1'));
+    const one = buildClusterView(objects, { nodeName: 'me' }).services;
+    const again = buildClusterView(objects, { nodeName: 'me' }).services;
+    expect(one.map((v) => v.endpoints.map((e) => `${e.address}:${e.port} ${e.local}`))).toEqual([['10.0.0.1:8080 true'], ['10.0.0.1:9090 true']]);
+    // Each build parses again: equal lists, not the same (sharing is between a store and its views).
+    expect(again[0]!.endpoints).toEqual(one[0]!.endpoints);
+    objects.endpointSlices.push(slice('s-2', '10.0.0.2'));
+    const two = buildClusterView(objects, { nodeName: 'other' }).services;
+    expect(two.map((v) => v.endpoints.map((e) => `${e.address}:${e.port} ${e.local}`))).toEqual([
+      ['10.0.0.1:8080 false', '10.0.0.2:8080 false'],
+      ['10.0.0.1:9090 false', '10.0.0.2:9090 false'],
+    ]);
+  });
+
   it('never throws on garbage', () => {
     const objects = emptyObjects();
     for (const junk of [null, 'x', [], { metadata: 'm' }, { metadata: { name: 5 } }, { metadata: { name: 'a' }, spec: [] }]) {

@@ -1,0 +1,43 @@
+// A watch's store: what it keeps of each object, by namespace and then name. Two levels rather
+// than one "namespace/name" key: a joined key is a new string per object (at 5,000 Services and
+// 5,000 slices, ~0.8 MB of the agent's heap, bench/agent.ts), where the two parts are strings
+// the object already holds.
+
+/** Cluster-scoped objects use the '' namespace. */
+export class ObjectStore<T> {
+  private readonly byNamespace = new Map<string, Map<string, T>>();
+  private count = 0;
+
+  get size(): number {
+    return this.count;
+  }
+
+  get(namespace: string, name: string): T | undefined {
+    return this.byNamespace.get(namespace)?.get(name);
+  }
+
+  set(namespace: string, name: string, value: T): void {
+    let names = this.byNamespace.get(namespace);
+    if (!names) this.byNamespace.set(namespace, (names = new Map()));
+    const before = names.size;
+    names.set(name, value);
+    this.count += names.size - before;
+  }
+
+  delete(namespace: string, name: string): boolean {
+    const names = this.byNamespace.get(namespace);
+    if (!names?.delete(name)) return false;
+    this.count--;
+    if (names.size === 0) this.byNamespace.delete(namespace);
+    return true;
+  }
+
+  clear(): void {
+    this.byNamespace.clear();
+    this.count = 0;
+  }
+
+  *values(): IterableIterator<T> {
+    for (const names of this.byNamespace.values()) yield* names.values();
+  }
+}
