@@ -2,7 +2,7 @@
 // pcap (the fallback path). Same rules as native/bpf/clbprobe.bpf.c, built
 // from the same map contents (ebpf-maps.ts), so both paths count alike.
 import { LOCAL_BOUND, LOCAL_POD, NODEPORT_KEY_SIZE, VIP_KEY_SIZE } from './bpf-layout.js';
-import { localsContents, nodePortsContents, vipsContents } from './ebpf-maps.js';
+import { bytesText, localsContents, nodePortsContents, textBytes, vipsContents } from './ebpf-maps.js';
 import { maskInPlace, type CounterKind, type Direction, type Targets } from './targets.js';
 
 export interface PacketHeaders {
@@ -109,20 +109,20 @@ export function parseHeaders(data: Uint8Array, off: number, caplen: number, l2: 
 export class TargetIndex {
   private readonly vips: Set<string>;
   private readonly nodePorts: Set<string>;
-  /** Prefix lengths, longest first, each with masked address (hex) -> flags. */
+  /** Prefix lengths, longest first, each with masked address (as bytesText) -> flags. */
   private readonly locals: { bits: number; byAddress: Map<string, number> }[] = [];
 
   constructor(t: Targets) {
-    // Map contents are hex text: a byte is two characters.
-    this.vips = new Set([...vipsContents(t).keys()].map((k) => k.slice(0, VIP_KEY_SIZE * 2)));
-    this.nodePorts = new Set([...nodePortsContents(t).keys()].map((k) => k.slice(0, NODEPORT_KEY_SIZE * 2)));
+    // Map contents are text of one character a byte (bytesText).
+    this.vips = new Set([...vipsContents(t).keys()].map((k) => k.slice(0, VIP_KEY_SIZE)));
+    this.nodePorts = new Set([...nodePortsContents(t).keys()].map((k) => k.slice(0, NODEPORT_KEY_SIZE)));
     const byBits = new Map<number, Map<string, number>>();
-    for (const [keyHex, valueHex] of localsContents(t)) {
-      const key = Buffer.from(keyHex, 'hex');
-      const value = Buffer.from(valueHex, 'hex');
+    for (const [keyText, valueText] of localsContents(t)) {
+      const key = textBytes(keyText);
+      const value = textBytes(valueText);
       const bits = key.readUInt32LE(0);
       if (!byBits.has(bits)) byBits.set(bits, new Map());
-      byBits.get(bits)!.set(key.subarray(4, 20).toString('hex'), value.readUInt32LE(0));
+      byBits.get(bits)!.set(bytesText(key.subarray(4, 20)), value.readUInt32LE(0));
     }
     for (const bits of [...byBits.keys()].sort((a, b) => b - a)) this.locals.push({ bits, byAddress: byBits.get(bits)! });
   }
@@ -131,7 +131,7 @@ export class TargetIndex {
     for (const { bits, byAddress } of this.locals) {
       const masked = Buffer.from(addr);
       maskInPlace(masked, bits);
-      const flags = byAddress.get(masked.toString('hex'));
+      const flags = byAddress.get(bytesText(masked));
       if (flags !== undefined) return flags;
     }
     return 0;
@@ -142,14 +142,14 @@ export class TargetIndex {
     addr.copy(key, 0);
     key.writeUInt16LE(port, 16);
     key[18] = proto;
-    return this.vips.has(key.toString('hex'));
+    return this.vips.has(bytesText(key));
   }
 
   hasNodePort(port: number, proto: number): boolean {
     const key = Buffer.alloc(NODEPORT_KEY_SIZE);
     key.writeUInt16LE(port, 0);
     key[2] = proto;
-    return this.nodePorts.has(key.toString('hex'));
+    return this.nodePorts.has(bytesText(key));
   }
 }
 

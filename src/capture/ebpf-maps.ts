@@ -16,15 +16,23 @@ import {
 import { maskInPlace, parsePrefix16, type CounterSample, type Prefix16, type Targets } from './targets.js';
 
 /**
- * key (hex) -> value (hex). Kept as text, not Buffers: at 5,000 Services the three maps hold ~15k
- * entries, and two Buffer objects per entry cost ~5 MB of heap (bench/agent.ts).
+ * key -> value, each as text (bytesText). Kept as text, not Buffers: at 5,000 Services the three
+ * maps hold ~15k entries, and two Buffer objects per entry cost ~5 MB of heap (bench/agent.ts).
  */
 export type MapContents = Map<string, string>;
+
+/**
+ * Bytes as text, one character a byte ('latin1' maps every byte to one character and back):
+ * half the length of hex, and a one-byte value is one of V8's shared one-character strings
+ * (at 5,000 Services, hex text was ~0.9 MB of the agent's heap).
+ */
+export const bytesText = (b: Buffer): string => b.toString('latin1');
+export const textBytes = (t: string): Buffer => Buffer.from(t, 'latin1');
 
 const PRESENT = Buffer.from([1]);
 
 function put(m: MapContents, key: Buffer, value: Buffer): void {
-  m.set(key.toString('hex'), value.toString('hex'));
+  m.set(bytesText(key), bytesText(value));
 }
 
 function covers(outer: Prefix16, inner: Prefix16): boolean {
@@ -47,9 +55,9 @@ export function localsContents(t: Targets): MapContents {
     let flags = e.flags;
     for (const w of wide) if (covers(w.prefix, e.prefix)) flags |= w.flags;
     const key = lpmKey(e.prefix);
-    const hex = key.toString('hex');
-    const prev = flagsByKey.get(hex);
-    flagsByKey.set(hex, { key, flags: flags | (prev?.flags ?? 0) });
+    const text = bytesText(key);
+    const prev = flagsByKey.get(text);
+    flagsByKey.set(text, { key, flags: flags | (prev?.flags ?? 0) });
   }
   for (const { key, flags } of flagsByKey.values()) put(out, key, u32Value(flags));
   return out;
@@ -73,10 +81,10 @@ export function nodePortsContents(t: Targets): MapContents {
  * disappears for a moment.
  */
 export function syncMap(addon: CaptureAddon, fd: number, current: MapContents, next: MapContents): void {
-  for (const [hex, value] of next) {
-    if (current.get(hex) !== value) addon.bpfMapUpdate(fd, Buffer.from(hex, 'hex'), Buffer.from(value, 'hex'), 0 /* BPF_ANY */);
+  for (const [key, value] of next) {
+    if (current.get(key) !== value) addon.bpfMapUpdate(fd, textBytes(key), textBytes(value), 0 /* BPF_ANY */);
   }
-  for (const hex of current.keys()) if (!next.has(hex)) addon.bpfMapDelete(fd, Buffer.from(hex, 'hex'));
+  for (const key of current.keys()) if (!next.has(key)) addon.bpfMapDelete(fd, textBytes(key));
 }
 
 /** Per-CPU values occupy one 8-byte-aligned slot per possible CPU. */

@@ -146,7 +146,7 @@ export class EbpfCounter implements Counter {
         // The map now holds some mix of both; record every key either had,
         // with an unknown (empty) value, so the next call rewrites or deletes each.
         const unknown: MapContents = new Map();
-        for (const hex of [...this.contents[name]!.keys(), ...next[name]!.keys()]) unknown.set(hex, '');
+        for (const key of [...this.contents[name]!.keys(), ...next[name]!.keys()]) unknown.set(key, '');
         this.contents[name] = unknown;
         throw captureError(e, 'maps', `updating the eBPF ${name} map`);
       }
