@@ -4,6 +4,7 @@
 // going out to the VIP and coming back in), classifies each entry for
 // evidence, and counts finished VIP flows by outcome for the metrics.
 import type { ServiceView } from '../cluster/types.js';
+import { key, protoOf, type Key } from '../detect/context.js';
 import type { FlowOutcome, SvcPortLabels } from '../export/state.js';
 import type { ConntrackEntry, ConntrackEvent } from '../kernel/types.js';
 import { labelsOf, type EntryMatch, type ServiceIndex } from './service-index.js';
@@ -22,7 +23,8 @@ export interface KeptEntry {
   generation: number;
 }
 
-const sockKey = (e: ConntrackEntry): string => `${e.orig.src}|${e.orig.protoNum}|${e.orig.sport}`;
+/** The client socket (source address, protocol, port) as the shared numeric key (a number for IPv4). */
+const sockKey = (e: ConntrackEntry): Key => key(e.orig.src, protoOf(e.orig.protoNum) ?? String(e.orig.protoNum), e.orig.sport);
 const replied = (e: ConntrackEntry): boolean => e.statusFlags.includes('SEEN_REPLY');
 /** The client's address comes back unchanged as the reply's destination: no SNAT on the way out. */
 const notSnated = (e: ConntrackEntry): boolean => e.reply.dst === e.orig.src;
@@ -41,7 +43,7 @@ function outcomeOf(k: KeptEntry): FlowOutcome {
 export class ConntrackTable {
   private readonly byId = new Map<number, KeptEntry>();
   /** Entry ids by client socket: one or two each, in a small list (a Set each was ~250 bytes). */
-  private readonly bySock = new Map<string, number[]>();
+  private readonly bySock = new Map<Key, number[]>();
   private generation = 0;
   /** Finished VIP flows per Service port (keyed by its labels, stable across cluster views) and outcome. */
   readonly outcomes = new Map<string, { svc: SvcPortLabels; counts: Map<FlowOutcome, number> }>();
