@@ -3,27 +3,13 @@
 // Rebuilt whenever either changes; lookups are O(1).
 import type { ClusterView, ServiceView } from '../cluster/types.js';
 import type { CounterSample, Proto, Targets } from '../capture/targets.js';
-import { key, protoOf, type Key } from '../detect/context.js';
+import { addTo, key, listOf, protoOf, type Key, type OneOrMore } from '../detect/context.js';
 import type { LocalAddresses } from '../detect/types.js';
 import { cidrMatcher } from '../kernel/ip.js';
 import type { PrefilterTargets } from '../kernel/conntrack/prefilter.js';
 import type { ConntrackEntry } from '../kernel/types.js';
 import type { SvcPortLabels } from '../export/state.js';
 
-/**
- * A map value: one ServiceView alone, or a list when several share the key. Nearly every endpoint
- * key has one Service port; a one-element list each was ~1.5 MB at 20k endpoints.
- */
-type OneOrMore = ServiceView | ServiceView[];
-
-function add(m: Map<Key, OneOrMore>, k: Key, v: ServiceView): void {
-  const a = m.get(k);
-  if (a === undefined) m.set(k, v);
-  else if (Array.isArray(a)) a.push(v);
-  else m.set(k, [a, v]);
-}
-
-const listOf = (v: OneOrMore | undefined): ServiceView[] | undefined => (v === undefined || Array.isArray(v) ? v : [v]);
 
 /** The port an endpoint answers on: its EndpointSlice port, else a numeric targetPort, else the Service port. */
 function endpointPort(s: ServiceView, ep: ServiceView['endpoints'][number]): number {
@@ -82,9 +68,9 @@ export class ServiceIndex {
     this.podCidrs = cidrMatcher(local.podCidrs);
     this.ipvsBound = new Set(local.ipvsIps);
     for (const s of this.services) {
-      for (const v of vipsOf(s)) add(this.byVip, key(v.ip, v.protocol, v.port), s);
-      if (s.nodePort) add(this.byNodePort, key('', s.protocol, s.nodePort), s);
-      for (const ep of s.endpoints) add(this.byEndpoint, key(ep.address, s.protocol, endpointPort(s, ep)), s);
+      for (const v of vipsOf(s)) addTo(this.byVip, key(v.ip, v.protocol, v.port), s);
+      if (s.nodePort) addTo(this.byNodePort, key('', s.protocol, s.nodePort), s);
+      for (const ep of s.endpoints) addTo(this.byEndpoint, key(ep.address, s.protocol, endpointPort(s, ep)), s);
     }
   }
 

@@ -34,46 +34,54 @@ export interface DetectContext {
   nodeIps: Set<string>;
   ipvsBound: Set<string>;
   proxy: ProxyModeInfo;
-  /** LB ingress IP:port → Service ports. */
-  byLbVip: Map<Key, ServiceView[]>;
-  /** LB ingress IP (any port) → Service ports: health checks come from the VIP itself. */
-  byLbIp: Map<string, ServiceView[]>;
-  /** Ingress VIP → Service ports behind it (port-agnostic: the Ingress listens on 80/443). */
-  byIngressVip: Map<string, ServiceView[]>;
   /** proto|NodePort → Service port. */
   byNodePort: Map<Key, ServiceView>;
-  /** Local endpoint ip:port → Service ports (the direct-pod return leg). */
-  byLocalEndpoint: Map<Key, ServiceView[]>;
   isPodIp(ip: string): boolean;
   /** A source that belongs to this node: one of its pods or its own addresses. */
   isLocalSource(ip: string): boolean;
+  /** The Service ports with this LB ingress IP:port. */
   lbVipServices(ip: string, proto: string, port: number | undefined): ServiceView[] | undefined;
+  /** The Service ports with this LB ingress IP, any port: health checks come from the VIP itself. */
+  lbIpServices(ip: string): ServiceView[] | undefined;
+  /** The Service ports behind this Ingress VIP (port-agnostic: the Ingress listens on 80/443). */
+  ingressVipServices(ip: string): ServiceView[] | undefined;
+  /** The Service ports with this local endpoint ip:port (the direct-pod return leg). */
+  localEndpointServices(ip: string, proto: string, port: number | undefined): ServiceView[] | undefined;
   ipvsService(ip: string, proto: string, port: number): IpvsVirtualServer | undefined;
   natFact(ip: string, proto: string, port: number): LbNatFact | undefined;
 }
 
-function push<K, T>(m: Map<K, T[]>, k: K, v: T): void {
+/**
+ * A map value: one ServiceView alone, or a list when several share the key. Nearly every key has
+ * one Service port; a one-element list each was ~1.5 MB at 20k endpoints (bench/agent.ts).
+ */
+export type OneOrMore = ServiceView | ServiceView[];
+
+export function addTo<K>(m: Map<K, OneOrMore>, k: K, v: ServiceView): void {
   const a = m.get(k);
-  if (a) a.push(v);
-  else m.set(k, [v]);
+  if (a === undefined) m.set(k, v);
+  else if (Array.isArray(a)) a.push(v);
+  else m.set(k, [a, v]);
 }
+
+export const listOf = (v: OneOrMore | undefined): ServiceView[] | undefined => (v === undefined || Array.isArray(v) ? v : [v]);
 
 export function buildContext(input: DiagnoseInput): DetectContext {
   const services = input.cluster.services.filter((s) => s.lbIngress.length > 0 || s.ingressVips.length > 0);
-  const byLbVip = new Map<Key, ServiceView[]>();
-  const byLbIp = new Map<string, ServiceView[]>();
-  const byIngressVip = new Map<string, ServiceView[]>();
+  const byLbVip = new Map<Key, OneOrMore>();
+  const byLbIp = new Map<string, OneOrMore>();
+  const byIngressVip = new Map<string, OneOrMore>();
   const byNodePort = new Map<Key, ServiceView>();
-  const byLocalEndpoint = new Map<Key, ServiceView[]>();
+  const byLocalEndpoint = new Map<Key, OneOrMore>();
   for (const s of services) {
     for (const ing of s.lbIngress) {
-      push(byLbVip, key(ing.ip, s.protocol, s.port), s);
-      push(byLbIp, ing.ip, s);
+      addTo(byLbVip, key(ing.ip, s.protocol, s.port), s);
+      addTo(byLbIp, ing.ip, s);
     }
-    for (const iv of s.ingressVips) push(byIngressVip, iv.ip, s);
+    for (const iv of s.ingressVips) addTo(byIngressVip, iv.ip, s);
     if (s.nodePort) byNodePort.set(key('', s.protocol, s.nodePort), s);
     for (const ep of s.endpoints) {
-      if (ep.local) push(byLocalEndpoint, key(ep.address, s.protocol, ep.port ?? numericTarget(s)), s);
+      if (ep.local) addTo(byLocalEndpoint, key(ep.address, s.protocol, ep.port ?? numericTarget(s)), s);
     }
   }
   const ipvs = new Map<Key, IpvsVirtualServer>();
@@ -93,21 +101,19 @@ export function buildContext(input: DiagnoseInput): DetectContext {
     nodeIps,
     ipvsBound,
     proxy: classifyProxyMode(input, services),
-    byLbVip,
-    byLbIp,
-    byIngressVip,
     byNodePort,
-    byLocalEndpoint,
     isPodIp,
     isLocalSource: (ip) => nodeIps.has(ip) || isPodIp(ip),
-    lbVipServices: (ip, proto, port) => byLbVip.get(key(ip, proto, port)),
+    lbVipServices: (ip, proto, port) => listOf(byLbVip.get(key(ip, proto, port))),
+    lbIpServices: (ip) => listOf(byLbIp.get(ip)),
+    ingressVipServices: (ip) => listOf(byIngressVip.get(ip)),
+    localEndpointServices: (ip, proto, port) => listOf(byLocalEndpoint.get(key(ip, proto, port))),
     ipvsService: (ip, proto, port) => ipvs.get(key(ip, proto, port)),
     natFact: (ip, proto, port) => nat.get(key(ip, proto, port)),
   };
 }
 
 export const nodePortKey = (proto: string, port: number | undefined): Key => key('', proto, port);
-export const endpointKey = (ip: string, proto: string, port: number | undefined): Key => key(ip, proto, port);
 
 function numericTarget(s: ServiceView): number | undefined {
   return typeof s.targetPort === 'number' ? s.targetPort : undefined;

@@ -6,7 +6,7 @@
 // (or, LB targeting pods, straight to a local pod).
 import type { ServiceView } from '../cluster/types.js';
 import type { ConntrackEntry } from '../kernel/types.js';
-import { endpointKey, nodePortKey, protoOf, type DetectContext } from './context.js';
+import { nodePortKey, protoOf, type DetectContext } from './context.js';
 
 export type ObsKind = 'l4' | 'direct' | 'noSnat' | 'selfVip' | 'refused' | 'l7' | 'hcSrc';
 
@@ -69,10 +69,10 @@ export class ConntrackCorrelator {
       return;
     }
     if (vipSvcs && ctx.isLocalSource(o.src)) this.addOutbound(e, vipSvcs, proto);
-    const hcSvcs = ctx.byLbIp.get(o.src);
+    const hcSvcs = ctx.lbIpServices(o.src);
     if (hcSvcs && ctx.ipvsBound.has(o.src) && ctx.nodeIps.has(o.dst) && !seenReply(e)) this.record('hcSrc', hcSvcs, [e]);
 
-    const ingSvcs = ctx.byIngressVip.get(o.dst);
+    const ingSvcs = ctx.ingressVipServices(o.dst);
     if (ingSvcs && ctx.isLocalSource(o.src)) this.keep(this.l7Out, o.src, { entry: e, svcs: ingSvcs });
 
     if (!ctx.isLocalSource(o.src)) return;
@@ -82,7 +82,7 @@ export class ConntrackCorrelator {
       if (npSvc.ingressVips.length > 0 && this.l7In.length < MAX_PENDING) this.l7In.push({ entry: e, svcs: [npSvc] });
       else if (npSvc.ingressVips.length > 0) this.overflowed++;
     }
-    const epSvcs = ctx.byLocalEndpoint.get(endpointKey(o.dst, proto, o.dport));
+    const epSvcs = ctx.localEndpointServices(o.dst, proto, o.dport);
     if (epSvcs && ctx.isPodIp(o.src) && e.reply.src === o.dst) this.addInbound(e, 'direct', epSvcs);
   }
 
