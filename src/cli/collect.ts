@@ -1,7 +1,6 @@
 // `clbprobe collect`: an offline bundle of this node for `clbprobe diagnose --from DIR`.
 import { Command } from 'commander';
 import { existsSync } from 'node:fs';
-import { collectBundle } from '../bundle/collect.js';
 import type { BundleManifest } from '../bundle/manifest.js';
 import { UserError, fail } from './errors.js';
 import { netnsPath } from './netns.js';
@@ -55,6 +54,7 @@ Exit codes: 0 bundle written (see the summary for steps that failed), 2 the bund
       try {
         if (flags.clusterFile && flags.kubeconfig) throw new UserError('collect: give --cluster-file or --kubeconfig, not both');
         if (flags.clusterFile && !existsSync(flags.clusterFile)) throw new UserError(`--cluster-file: no such file: ${flags.clusterFile}`);
+        const { collectBundle } = await import('../bundle/collect.js');
         const manifest = await collectBundle({
           out: flags.out,
           ...(flags.netns ? { netns: netnsPath(flags.netns) } : {}),

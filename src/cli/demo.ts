@@ -2,8 +2,6 @@
 // where a pod's connect to its Service's LB IP loops, diagnoses it, applies
 // the fix and shows it gone; removes the lab on exit, error or Ctrl-C.
 import { Command } from 'commander';
-import { wantColor } from '../detect/render.js';
-import { cleanUp, runDemo } from '../demo/run.js';
 import { EXIT_FINDING, EXIT_OK, UserError, fail } from './errors.js';
 
 interface DemoFlags {
@@ -33,7 +31,7 @@ Exit codes: 0 the loop was seen, diagnosed, counted and fixed; 1 it was not; 2 e
     )
     .action(async (flags: DemoFlags) => {
       const onSignal = (sig: NodeJS.Signals): void => {
-        void cleanUp().finally(() => {
+        void import('../demo/run.js').then(({ cleanUp }) => cleanUp()).finally(() => {
           process.stderr.write(`clbprobe demo: ${sig}: lab removed\n`);
           process.exit(128 + (sig === 'SIGINT' ? 2 : 15));
         });
@@ -45,6 +43,8 @@ Exit codes: 0 the loop was seen, diagnosed, counted and fixed; 1 it was not; 2 e
         if (!/^[a-z][a-z0-9-]{0,11}$/.test(flags.netnsPrefix)) {
           throw new UserError('demo: --netns-prefix must be 1-12 of a-z 0-9 - starting with a letter');
         }
+        // Loaded here: `clbprobe agent` (the same binary) need not hold the demo in memory.
+        const [{ runDemo }, { wantColor }] = await Promise.all([import('../demo/run.js'), import('../detect/render.js')]);
         const o = await runDemo({ prefix: flags.netnsPrefix, pause: flags.pause, color: wantColor(process.stdout), out: process.stdout });
         process.exitCode = o.loopSeen && o.loopDiagnosed && o.counted && o.fixed ? EXIT_OK : EXIT_FINDING;
       } catch (e) {

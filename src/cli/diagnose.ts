@@ -1,113 +1,11 @@
 // `clbprobe diagnose`: per Service, whether LB loopback can happen or is
-// happening on this node, the proof and the fix. Reads this node (or a
-// bundle), streams conntrack through the correlator, renders the findings.
+// happening on this node, the proof and the fix. The work is in diagnose-run.ts, loaded when the
+// command runs: the agent (the same binary) need not hold the bundle readers in memory.
 import { Command } from 'commander';
 import { hostname } from 'node:os';
-import { BundleDirError, readBundle } from '../bundle/read.js';
-import { loadClusterFile, ClusterFileError } from '../cluster/file.js';
-import type { ClusterWatch } from '../cluster/watch.js';
-import type { ClusterView } from '../cluster/types.js';
-import { Diagnosis, hasActive } from '../detect/index.js';
-import { diagnoseInputOf } from '../detect/input.js';
-import { renderJson, renderText, wantColor } from '../detect/render.js';
+import type { DiagnoseFlags } from './diagnose-run.js';
 import type { DiagnoseResult } from '../detect/types.js';
-import { dumpConntrack } from '../kernel/conntrack/dump.js';
-import { takeSnapshot } from '../kernel/snapshot.js';
 import { EXIT_FINDING, EXIT_OK, UserError, fail } from './errors.js';
-import { netnsPath } from './netns.js';
-
-interface DiagnoseFlags {
-  json?: boolean;
-  nodeName?: string;
-  clusterFile?: string;
-  kubeconfig?: string;
-  apiTimeout?: string;
-  netns?: string;
-  from?: string;
-}
-
-/** The cluster view: from --cluster-file, else one list of the API (kubeconfig or in-cluster). */
-async function loadCluster(flags: DiagnoseFlags, nodeName: string): Promise<ClusterView> {
-  if (flags.clusterFile) {
-    try {
-      return loadClusterFile(flags.clusterFile, { nodeName });
-    } catch (e) {
-      if (e instanceof ClusterFileError) throw new UserError(e.message);
-      throw e;
-    }
-  }
-  // Loaded on demand: --cluster-file and --from runs need no API client.
-  const { ClusterWatch: Watch } = await import('../cluster/watch.js');
-  let watch: ClusterWatch;
-  try {
-    watch = new Watch({ nodeName, ...(flags.kubeconfig ? { kubeconfig: flags.kubeconfig } : {}) });
-  } catch (e) {
-    throw new UserError(`diagnose: no cluster source: ${e instanceof Error ? e.message : String(e)}`);
-  }
-  const timeoutS = Number(flags.apiTimeout ?? 20);
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    watch.start();
-    return await Promise.race([
-      watch.synced(),
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(
-          () => reject(new UserError(`diagnose: the Kubernetes API did not answer within ${timeoutS} s: ${watch.status().reason ?? ''}`)),
-          timeoutS * 1000,
-        );
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-    await watch.stop();
-  }
-}
-
-/** Reads this node live and diagnoses it; conntrack is streamed, never held whole. */
-export async function runLive(flags: DiagnoseFlags, nodeName: string): Promise<DiagnoseResult> {
-  const cluster = await loadCluster(flags, nodeName);
-  const netns = flags.netns ? netnsPath(flags.netns) : undefined;
-  const ns = netns ? { netns } : {};
-  const node = await takeSnapshot(ns);
-  const warnings: string[] = [];
-  const diag = new Diagnosis(diagnoseInputOf(node, cluster, warnings));
-  try {
-    await dumpConntrack((batch) => batch.forEach((e) => diag.add(e)), ns);
-    diag.conntrackSeen();
-  } catch (e) {
-    warnings.push(`conntrack not streamed: ${e instanceof Error ? e.message : String(e)}`);
-  }
-  if (!cluster.node) warnings.push(`node ${nodeName} not found in the cluster view: pod CIDRs taken from bridge addresses`);
-  return diag.finish();
-}
-
-/** Diagnoses an offline bundle (collected by `clbprobe collect`, or made by hand). */
-export function runFromBundle(flags: DiagnoseFlags): { result: DiagnoseResult; nodeName: string } {
-  let b;
-  try {
-    b = readBundle(flags.from!, {
-      ...(flags.nodeName ? { nodeName: flags.nodeName } : {}),
-      ...(flags.clusterFile ? { clusterFile: flags.clusterFile } : {}),
-    });
-  } catch (e) {
-    if (e instanceof BundleDirError) throw new UserError(e.message);
-    throw e;
-  }
-  if (!b.cluster) {
-    throw new UserError(
-      `diagnose: bundle ${flags.from} has no cluster.json; add one or pass --cluster-file FILE ` +
-        '(kubectl get svc,ingress,endpointslices,nodes -A -o json > FILE)',
-    );
-  }
-  const nodeName = b.nodeName?.name ?? flags.nodeName ?? '(unknown node)';
-  const warnings = [...b.warnings];
-  const diag = new Diagnosis(diagnoseInputOf(b.node, b.cluster, warnings));
-  if (b.node.conntrack?.entries) {
-    for (const e of b.node.conntrack.entries) diag.add(e);
-    diag.conntrackSeen();
-  }
-  return { result: diag.finish(), nodeName };
-}
 
 export function register(program: Command): void {
   program
@@ -137,6 +35,11 @@ Exit codes: 0 nothing active, 1 an active loopback was found (conntrack shows it
     )
     .action(async (flags: DiagnoseFlags) => {
       try {
+        const [{ runFromBundle, runLive }, { hasActive }, { renderJson, renderText, wantColor }] = await Promise.all([
+          import('./diagnose-run.js'),
+          import('../detect/index.js'),
+          import('../detect/render.js'),
+        ]);
         let nodeName = flags.nodeName ?? process.env.NODE_NAME ?? hostname();
         let result: DiagnoseResult;
         if (flags.from) {

@@ -5,7 +5,7 @@ import { Command } from 'commander';
 import { createConnection } from 'node:net';
 import { createInterface } from 'node:readline';
 import { parseServiceRef, type EvidenceLine, type EvidenceRequest, type ServiceAddresses } from '../agent/evidence.js';
-import { capture, type CaptureResult } from '../capture/evidence.js';
+import type { CaptureResult } from '../capture/evidence.js';
 import { DEFAULT_EVIDENCE_SOCKET, parseSeconds } from './agent.js';
 import { UserError, fail } from './errors.js';
 import { textLine } from './evidence-text.js';
@@ -72,6 +72,9 @@ async function runAllNodes(flags: EvidenceFlags): Promise<number> {
 async function run(flags: EvidenceFlags): Promise<void> {
   const watchS = flags.watch ? parseSeconds(flags.watch, '--watch') : flags.pcap ? 30 : 0;
   const req: EvidenceRequest = { service: flags.service, ...(flags.port ? { port: Number(flags.port) } : {}), ...(watchS ? { watchS } : {}) };
+  // Loaded before asking the agent, so the capture starts as soon as the Service is known; not at
+  // all in other processes of this binary (the agent).
+  const capture = flags.pcap ? (await import('../capture/evidence.js')).capture : undefined;
   const sock = createConnection(flags.socket);
   await new Promise<void>((resolve, reject) => {
     sock.once('connect', resolve);
@@ -85,7 +88,7 @@ async function run(flags: EvidenceFlags): Promise<void> {
     if (l.type === 'error') error = l.message;
     if (l.type === 'service' && flags.pcap) {
       if (!l.service.ifname) throw new UserError('evidence --pcap: the agent has no uplink interface');
-      pcap = capture(pcapFilter(l.service), { ifname: l.service.ifname, file: flags.pcap, durationS: watchS, maxBytes: pcapMaxMiB(flags) << 20 });
+      pcap = capture!(pcapFilter(l.service), { ifname: l.service.ifname, file: flags.pcap, durationS: watchS, maxBytes: pcapMaxMiB(flags) << 20 });
     }
     process.stdout.write(`${flags.json ? text : textLine(l)}\n`);
   }

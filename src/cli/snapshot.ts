@@ -1,12 +1,9 @@
 // `clbprobe snapshot`: what this node's datapath looks like, for humans or as JSON.
 import { Command, Option } from 'commander';
 import { isIP } from 'node:net';
-import { formatConntrack } from '../kernel/conntrack/format.js';
-import { takeSnapshot } from '../kernel/snapshot.js';
 import type { NodeSnapshot, SourceStatus } from '../kernel/types.js';
 import { EXIT_ERROR, UserError, fail } from './errors.js';
 import { netnsPath } from './netns.js';
-import { renderSnapshot } from './snapshot-render.js';
 
 interface SnapshotFlags {
   json?: boolean;
@@ -26,6 +23,11 @@ export async function runSnapshot(flags: SnapshotFlags, out: NodeJS.WritableStre
   for (const a of flags.filterAddress) {
     if (!isIP(a)) throw new UserError(`--filter-address: not an IP address: ${a}`);
   }
+  const [{ takeSnapshot }, { renderSnapshot }, { formatConntrack }] = await Promise.all([
+    import('../kernel/snapshot.js'),
+    import('./snapshot-render.js'),
+    import('../kernel/conntrack/format.js'),
+  ]);
   const snap = await takeSnapshot({
     ...(flags.netns ? { netns: netnsPath(flags.netns) } : {}),
     conntrackEntries: !!flags.conntrack,

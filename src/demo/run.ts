@@ -10,7 +10,7 @@ import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline/promises';
-import { runLive } from '../cli/diagnose.js';
+import { runLive } from '../cli/diagnose-run.js';
 import { hasActive } from '../detect/index.js';
 import { renderText } from '../detect/render.js';
 import type { Finding } from '../detect/types.js';
