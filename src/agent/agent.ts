@@ -84,7 +84,8 @@ export class Agent {
   /** The observations behind `findings`, to re-diagnose only the Service ports whose observations changed. */
   private lastObs?: Observations;
   /** exportState's reusable parts (see lbPathState, configState). */
-  private lbSlots?: { index: ServiceIndex; bySvc: Map<ServiceView, ExportState['lbPath']>; all: ExportState['lbPath'] };
+  /** The LB-path slots: KINDS.length per Service port, in KINDS order, from the Service port's `first`. */
+  private lbSlots?: { index: ServiceIndex; first: Map<ServiceView, number>; all: ExportState['lbPath'] };
   private configCache?: Pick<ExportState, 'lbIpBound' | 'ipvsRealServers'> & { index: ServiceIndex; addresses?: AddressSnapshot; ipvs?: IpvsSnapshot };
   private timers: NodeJS.Timeout[] = [];
   private diagnoseTimer?: NodeJS.Timeout;
@@ -447,23 +448,25 @@ export class Agent {
    */
   private lbPathState(idx: ServiceIndex, counter: Counter): ExportState['lbPath'] {
     if (this.lbSlots?.index !== idx) {
-      const bySvc = new Map<ServiceView, ExportState['lbPath']>();
+      const first = new Map<ServiceView, number>();
       const all: ExportState['lbPath'] = [];
       for (const s of idx.services) {
         const svc = labelsOf(s);
-        const slots = KINDS.map((kind) => ({ svc, kind, packets: 0, bytes: 0 }));
-        bySvc.set(s, slots);
-        all.push(...slots);
+        first.set(s, all.length);
+        for (const kind of KINDS) all.push({ svc, kind, packets: 0, bytes: 0 });
       }
-      this.lbSlots = { index: idx, bySvc, all };
+      this.lbSlots = { index: idx, first, all: all.slice() };
     }
-    const { bySvc, all } = this.lbSlots;
+    const { first, all } = this.lbSlots;
     for (const x of all) x.packets = x.bytes = 0;
     try {
       for (const c of counter.read().counters) {
+        const k = KINDS.indexOf(c.kind);
+        if (k < 0) continue;
         for (const s of idx.ofSample(c)) {
-          const x = bySvc.get(s)?.find((y) => y.kind === c.kind);
-          if (!x) continue;
+          const at = first.get(s);
+          if (at === undefined) continue;
+          const x = all[at + k]!;
           x.packets += c.packets;
           x.bytes += c.bytes;
         }

@@ -128,11 +128,18 @@ function answer(req: ClientRequest, what: string): Promise<IncomingMessage> {
   });
 }
 
+/**
+ * The whole body as text. Each piece is decoded as it arrives (the decoder keeps a character
+ * split between pieces), so the socket's buffers are let go at once: holding them until the end,
+ * then copying them into one Buffer, put ~2x a list page (2.2 MB at 500 Services with
+ * managedFields) per listing collection in the C heap, whose pages the process then kept.
+ */
 function readBody(res: IncomingMessage, what: string): Promise<string> {
   return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    res.on('data', (c: Buffer) => chunks.push(c));
-    res.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    const pieces: string[] = [];
+    res.setEncoding('utf8');
+    res.on('data', (piece: string) => pieces.push(piece));
+    res.on('end', () => resolve(pieces.join('')));
     res.on('error', (e) => reject(new ApiError(`${what}: ${lostText(e)}`)));
     res.on('close', () => {
       if (!res.complete) reject(new ApiError(`${what}: connection to the API server lost`));
