@@ -24,7 +24,7 @@ import { readNat } from '../kernel/nat/read.js';
 import type { AddressSnapshot, IpvsSnapshot, NodeSnapshot, SourceStatus } from '../kernel/types.js';
 import type { NatSnapshot } from '../kernel/nat/types.js';
 import type { Logger } from '../log.js';
-import { ConntrackTable } from './conntrack-table.js';
+import { ConntrackTable, FLOW_OUTCOMES } from './conntrack-table.js';
 import { SourceHealth } from './health.js';
 import { ServiceIndex, labelsOf } from './service-index.js';
 
@@ -415,7 +415,9 @@ export class Agent {
     Object.assign(st.errors, this.health.errors);
     const idx = this.index;
     if (this.counter) st.lbPath = this.lbPathState(idx, this.counter);
-    for (const { svc, counts } of this.table.outcomes.values()) for (const [outcome, count] of counts) st.flows.push({ svc, outcome, count });
+    for (const counts of this.table.outcomes.values()) {
+      for (const outcome of FLOW_OUTCOMES) if (counts[outcome] > 0) st.flows.push({ svc: counts.svc, outcome, count: counts[outcome] });
+    }
     st.findings = this.findings.map((f) => ({
       svc: { namespace: f.service.namespace, service: f.service.name, port: String(f.port.port), protocol: f.port.protocol },
       mechanism: f.mechanism,

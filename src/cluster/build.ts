@@ -159,13 +159,16 @@ function parseServicePort(p: unknown, path: string): PortFields {
   const text = optStr(p.protocol, `${path}.protocol`) ?? 'TCP';
   const protocol = constant(PROTOCOLS, text);
   if (!protocol) throw new FieldError(`${path}.protocol ${JSON.stringify(text)} is unknown`);
-  const out: PortFields = { portName: optStr(p.name, `${path}.name`) ?? '', protocol, port };
   const target = p.targetPort;
-  if (typeof target === 'string' && target !== '') out.targetPort = target;
-  else out.targetPort = optInt(target, `${path}.targetPort`, 1, 65535) ?? port;
-  const nodePort = optInt(p.nodePort, `${path}.nodePort`, 1, 65535);
-  if (nodePort !== undefined) out.nodePort = nodePort;
-  return out;
+  // One literal with every field (absent ones undefined): fields added later live in a separate
+  // store per object (~40 bytes each, at 6,667 ports and 5,000 specs ~0.5 MB of the agent's heap).
+  return {
+    portName: optStr(p.name, `${path}.name`) ?? '',
+    protocol,
+    port,
+    targetPort: typeof target === 'string' && target !== '' ? target : (optInt(target, `${path}.targetPort`, 1, 65535) ?? port),
+    nodePort: optInt(p.nodePort, `${path}.nodePort`, 1, 65535),
+  };
 }
 
 /** The parts of a ServiceView shared by all its ports. */
@@ -181,7 +184,7 @@ function parseServiceSpec(o: Obj, metadata: Obj, warn: (m: string) => void): Spe
 
   const annotations = interpretAnnotations(strMap(metadata.annotations, 'metadata.annotations'));
   const { ips: lbIngress, hostnames } = parseLbStatus(o, warn);
-  const out: SpecFields = {
+  return {
     type,
     // 'None' marks a headless Service: there is no VIP to track.
     clusterIPs: parseParts(clusterIPs.filter((ip) => ip !== 'None'), 'spec.clusterIPs', warn, canonicalIp),
@@ -192,13 +195,11 @@ function parseServiceSpec(o: Obj, metadata: Obj, warn: (m: string) => void): Spe
     annotations,
     internalLb:
       annotations.internalByAnnotation !== undefined || (lbIngress.length > 0 && lbIngress.every((e) => isPrivateIp(e.ip))),
+    // As in parseServicePort: every field in the literal.
+    lbHostnames: hostnames.length > 0 ? hostnames : undefined,
+    healthCheckNodePort: optInt(spec.healthCheckNodePort, 'spec.healthCheckNodePort', 1, 65535),
+    loadBalancerClass: optStr(spec.loadBalancerClass, 'spec.loadBalancerClass') || undefined,
   };
-  if (hostnames.length > 0) out.lbHostnames = hostnames;
-  const hc = optInt(spec.healthCheckNodePort, 'spec.healthCheckNodePort', 1, 65535);
-  if (hc !== undefined) out.healthCheckNodePort = hc;
-  const lbClass = optStr(spec.loadBalancerClass, 'spec.loadBalancerClass');
-  if (lbClass) out.loadBalancerClass = lbClass;
-  return out;
 }
 
 /** The shared empty list for an empty one. */
@@ -225,9 +226,7 @@ function parseLbStatus(o: Obj, warn: (m: string) => void): { ips: LbIngressIp[];
     }
     const mode = optStr(e.ipMode, `${path}.ipMode`) ?? 'VIP';
     if (mode !== 'VIP' && mode !== 'Proxy') throw new FieldError(`${path}.ipMode ${JSON.stringify(mode)} is unknown`);
-    const entry: LbIngressIp = { ip: canonicalIp(e.ip, `${path}.ip`), ipMode: mode };
-    if (hostname) entry.hostname = hostname;
-    ips.push(entry);
+    ips.push({ ip: canonicalIp(e.ip, `${path}.ip`), ipMode: mode, hostname: hostname || undefined });
   });
   return { ips: orNone(compact(ips)), hostnames };
 }

@@ -52,7 +52,7 @@ describe('agent conntrack table', () => {
     t.upsert(back, 0);
     t.event({ type: 'DESTROY', entry: back, receivedAtMs: 1 });
     t.event({ type: 'DESTROY', entry: out, receivedAtMs: 2 });
-    expect([...t.outcomes.values()].map((o) => [o.svc.service, [...o.counts]])).toEqual([['web', [['loopback_pair', 1]]]]);
+    expect([...t.outcomes.values()]).toEqual([{ svc: expect.objectContaining({ service: 'web' }), replied: 0, unreplied: 0, loopback_pair: 1, not_snated: 0 }]);
   });
 
   it('a resync drops entries whose DESTROY was lost and counts them as ended flows (no silent loss)', () => {
@@ -63,7 +63,7 @@ describe('agent conntrack table', () => {
     t.upsert(back, 5);
     t.endResync();
     expect([...t.entries()].map((k) => k.entry.id)).toEqual([2]);
-    expect([...t.outcomes.values()].map((o) => [o.svc.service, [...o.counts]])).toEqual([['web', [['loopback_pair', 1]]]]);
+    expect([...t.outcomes.values()]).toEqual([{ svc: expect.objectContaining({ service: 'web' }), replied: 0, unreplied: 0, loopback_pair: 1, not_snated: 0 }]);
   });
 
   it('maps counter samples to the Service: NodePort wildcard and VIP', () => {

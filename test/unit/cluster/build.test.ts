@@ -320,6 +320,19 @@ describe('buildClusterView edge cases', () => {
 });
 
 describe('annotations', () => {
+  it('one shared, frozen interpretation per annotation set', () => {
+    const key = 'service.kubernetes.io/qcloud-loadbalancer-internal-subnetid';
+    const a = interpretAnnotations({ [key]: 'subnet-1', other: 'x' });
+    const b = interpretAnnotations({ other: 'y', [key]: 'subnet-1' });
+    const c = interpretAnnotations({ [key]: 'subnet-2' });
+    expect(b).toBe(a);
+    expect(c).not.toBe(a);
+    expect(c.internalByAnnotation).toEqual({ key, value: 'subnet-2' });
+    expect(Object.isFrozen(a) && Object.isFrozen(a.raw) && Object.isFrozen(a.internalByAnnotation)).toBe(true);
+    expect(interpretAnnotations({ unrelated: '1' })).toBe(interpretAnnotations({}));
+    expect(interpretAnnotations({})).toEqual({ raw: {} });
+  });
+
   it('AWS in-tree internal: any value but "false"', () => {
     const key = 'service.beta.kubernetes.io/aws-load-balancer-internal';
     expect(interpretAnnotations({ [key]: '0.0.0.0/0' }).internalByAnnotation).toEqual({ key, value: '0.0.0.0/0' });
