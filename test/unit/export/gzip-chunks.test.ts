@@ -39,6 +39,18 @@ describe('gzip chunks', () => {
     }
   });
 
+  it('keeps non-ASCII text, chunks that deflate to several output pieces, and a chunk bigger than the reused buffer', () => {
+    const accents = 'service="caf\u00e9-\u00fc\u00df",note="\u{1f600}\u{1f680}" 1\n'.repeat(50);
+    // Random bytes as hex: poorly compressible, so the output spans many of zlib's 2 KB pieces.
+    const noisy = Array.from({ length: 4000 }, (_, i) => `x{v="${((i * 2654435761) >>> 0).toString(16)}"} ${i}\n`).join('');
+    const huge = 'clbprobe_x{service="a"} 1\n'.repeat(60_000); // > 1 MB of buffer needed
+    const parts = [accents, noisy, huge, accents];
+    const chunks = parts.map(chunkOf);
+    const expected = Buffer.from(parts.join(''));
+    expect(zlib.gunzipSync(Buffer.concat(gzipOf(chunks))).equals(expected)).toBe(true);
+    expect(chunks.map((c) => c.size)).toEqual(parts.map((p) => Buffer.byteLength(p)));
+  });
+
   it('handles no chunks, empty chunks, and a single chunk', () => {
     expect(zlib.gunzipSync(Buffer.concat(gzipOf([]))).length).toBe(0);
     const c = [chunkOf(''), chunkOf('a 1\n'), chunkOf(''), chunkOf('b 2\n')];
