@@ -112,30 +112,32 @@ static napi_value nl_send(napi_env env, napi_callback_info info) {
   return make_int(env, (int32_t)n);
 }
 
-// nlRecv(fd, buf: Uint8Array, status: Int32Array): number (datagrams read)
-// Reads datagrams back to back into buf while at least NL_MAX_DATAGRAM bytes
-// remain (or once, if buf is smaller), stopping at EAGAIN.
+// nlRecv(fd, buf: Uint8Array, status: Int32Array, maxDatagram?: number): number (datagrams read)
+// Reads datagrams back to back into buf while at least maxDatagram bytes (default
+// NL_MAX_DATAGRAM) remain (or once, if buf is smaller), stopping at EAGAIN. A socket that only
+// gets notifications (one small message each) passes a small bound and a small buffer.
 // status[0] = count, status[1] = errno that stopped the batch (EAGAIN: the queue is empty;
 // 0: the buffer or the status array was full),
 // status[2 + i] = length of datagram i. Datagram i starts where i-1 ended.
 static napi_value nl_recv(napi_env env, napi_callback_info info) {
-  size_t argc = 3;
-  napi_value argv[3];
+  size_t argc = 4;
+  napi_value argv[4];
   NAPI_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  int32_t fd;
+  int32_t fd, max_datagram = NL_MAX_DATAGRAM;
   void *buf, *st;
   size_t cap, stlen;
   if (argc < 3 || napi_get_value_int32(env, argv[0], &fd) != napi_ok ||
       get_bytes(env, argv[1], &buf, &cap) != napi_ok || get_bytes(env, argv[2], &st, &stlen) != napi_ok ||
-      stlen < 3 * sizeof(int32_t))
-    return throw_type(env, "nlRecv(fd, Uint8Array, Int32Array(>=3))");
+      stlen < 3 * sizeof(int32_t) ||
+      (argc >= 4 && (napi_get_value_int32(env, argv[3], &max_datagram) != napi_ok || max_datagram < 1)))
+    return throw_type(env, "nlRecv(fd, Uint8Array, Int32Array(>=3), maxDatagram?: positive int)");
   int32_t *status = st;
   size_t max_count = stlen / sizeof(int32_t) - 2;
   size_t off = 0, count = 0;
   int err = 0;
   while (count < max_count) {
     size_t room = cap - off;
-    if (count > 0 && room < NL_MAX_DATAGRAM) break;
+    if (count > 0 && room < (size_t)max_datagram) break;
     // MSG_TRUNC makes recv return the datagram's real length, so a datagram
     // larger than the room left is detected instead of silently cut.
     ssize_t n = recv(fd, (char *)buf + off, room, MSG_DONTWAIT | MSG_TRUNC);

@@ -12,7 +12,7 @@ export interface NativeAddon {
   nlGetsockopt(fd: number, level: number, optname: number): number;
   nlSend(fd: number, buf: Uint8Array): number;
   /** status[0]=count, status[1]=errno that ended the batch (EAGAIN: the queue is empty; 0: the buffer or the count was full, more may wait), status[2+i]=length of datagram i. */
-  nlRecv(fd: number, buf: Uint8Array, status: Int32Array): number;
+  nlRecv(fd: number, buf: Uint8Array, status: Int32Array, maxDatagram?: number): number;
   nlClose(fd: number): void;
   pollStart(fd: number, cb: (status: number, events: number) => void): PollHandle;
   pollSet(handle: PollHandle, events: number): void;

@@ -13,7 +13,7 @@ import {
   walkAttrs,
   type NetlinkMessage,
 } from './netlink/codec.js';
-import { NETLINK_ROUTE, NetlinkSocket } from './netlink/socket.js';
+import { NETLINK_ROUTE, NetlinkSocket, NOTIFICATION_BATCH } from './netlink/socket.js';
 import type { AddressEvent, AddressSnapshot, InterfaceAddress, NetInterface, SourceStatus } from './types.js';
 import { sourceFailure } from './source.js';
 
@@ -232,6 +232,7 @@ export function watchAddresses(
   opts: ReadOptions & { onError?: (e: Error) => void } = {},
 ): () => void {
   const sock = NetlinkSocket.open(NETLINK_ROUTE, {
+    ...NOTIFICATION_BATCH,
     groups: RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR,
     rcvbuf: 4 << 20,
     ...(opts.netns ? { netns: opts.netns } : {}),

@@ -3,7 +3,7 @@
 // re-read by a dump on a second socket and handed to the consumer, so that
 // state derived from events is rebuilt instead of silently drifting.
 import type { NetlinkSocket } from '../netlink/socket.js';
-import { NETLINK_NETFILTER, NetlinkSocket as Socket } from '../netlink/socket.js';
+import { NETLINK_NETFILTER, NetlinkSocket as Socket, NOTIFICATION_BATCH } from '../netlink/socket.js';
 import type { ConntrackEntry, ConntrackEvent, ConntrackEventType } from '../types.js';
 import * as C from './constants.js';
 import { decodeEntry, eventType } from './decode.js';
@@ -62,6 +62,7 @@ export class ConntrackWatch {
   constructor(private readonly opts: WatchOptions) {
     this.prefilter = opts.prefilter;
     this.events = Socket.open(NETLINK_NETFILTER, {
+      ...NOTIFICATION_BATCH,
       rcvbuf: opts.rcvbuf ?? 64 << 20,
       ...(opts.netns ? { netns: opts.netns } : {}),
     });

@@ -77,7 +77,19 @@ export interface SocketOptions {
   noEnobufs?: boolean;
   /** Bytes of the receive batch buffer (default 1 MiB). */
   batchBytes?: number;
+  /**
+   * The largest datagram expected: a receive call goes on reading while this much room is left
+   * (default 256 KiB, for dump replies). A bigger one is reported, never cut (MSG_TRUNC).
+   */
+  maxDatagram?: number;
 }
+
+/**
+ * For sockets that only get notifications: the kernel sends each one alone, in an skb of at most
+ * a page or two (NLMSG_GOODSIZE). A 1 MiB batch buffer, once a burst had filled it, stayed in
+ * the agent's RSS for good; 256 KiB still holds ~1,000 conntrack events per receive call.
+ */
+export const NOTIFICATION_BATCH = { batchBytes: 256 << 10, maxDatagram: 32 << 10 } as const;
 
 export interface DumpResult {
   messages: number;
@@ -94,6 +106,7 @@ export class NetlinkSocket {
   readonly rcvbuf: number;
   private seq = Math.floor(Math.random() * 0x7fffffff);
   private readonly buf: Buffer;
+  private readonly maxDatagram: number;
   private readonly status = new Int32Array(2 + MAX_BATCH_DATAGRAMS);
   private poll: PollHandle | undefined;
   private wake: (() => void) | undefined;
@@ -128,6 +141,7 @@ export class NetlinkSocket {
       throw e;
     }
     this.buf = Buffer.allocUnsafe(opts.batchBytes ?? 1 << 20);
+    this.maxDatagram = opts.maxDatagram ?? 256 << 10;
   }
 
   static open(protocol: number, opts: SocketOptions = {}): NetlinkSocket {
@@ -236,7 +250,7 @@ export class NetlinkSocket {
       // Bounded work per wakeup so that one busy socket cannot starve the
       // event loop; the watcher is level-triggered and fires again.
       for (let round = 0; round < 16 && !this.closed; round++) {
-        const count = n.nlRecv(this.fd, this.buf, this.status);
+        const count = n.nlRecv(this.fd, this.buf, this.status, this.maxDatagram);
         const err = this.status[1]!;
         if (count > 0) {
           try {
@@ -311,7 +325,7 @@ export class NetlinkSocket {
     const n = native();
     for (;;) {
       this.assertOpen();
-      const count = n.nlRecv(this.fd, this.buf, this.status);
+      const count = n.nlRecv(this.fd, this.buf, this.status, this.maxDatagram);
       const err = this.status[1]!;
       if (count > 0) return this.parseBatch(count, keep);
       if (err === ENOBUFS) throw new NetlinkOverflowError(what);
