@@ -39,7 +39,7 @@ const SCRATCH_MAX = 1 << 20;
 function utf8Of(text: string): Buffer {
   const most = text.length * 3; // a UTF-16 unit is at most 3 bytes of UTF-8 (a surrogate pair: 4 for 2)
   if (most > SCRATCH_MAX) return Buffer.from(text); // a whole family at once (rare): not kept
-  if (scratch.length < most) scratch = Buffer.allocUnsafeSlow(most);
+  if (scratch.length < most) scratch = Buffer.allocUnsafeSlow(Math.min(SCRATCH_MAX, Math.max(most, scratch.length * 2)));
   return scratch.subarray(0, scratch.write(text));
 }
 
