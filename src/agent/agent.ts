@@ -83,7 +83,7 @@ export class Agent {
   private prepared?: PreparedDiagnosis;
   /** The observations behind `findings`, to re-diagnose only the Service ports whose observations changed. */
   private lastObs?: Observations;
-  /** exportState's reusable parts (see lbPathState, configState). */
+  // exportState's reusable parts (see lbPathState, configState).
   /** The LB-path slots: KINDS.length per Service port, in KINDS order, from the Service port's `first`. */
   private lbSlots?: { index: ServiceIndex; first: Map<ServiceView, number>; all: ExportState['lbPath'] };
   private configCache?: Pick<ExportState, 'lbIpBound' | 'ipvsRealServers'> & { index: ServiceIndex; addresses?: AddressSnapshot; ipvs?: IpvsSnapshot };
