@@ -5,6 +5,7 @@
 // evidence, and counts finished VIP flows by outcome for the metrics.
 import type { ServiceView } from '../cluster/types.js';
 import { key, protoOf, type Key } from '../detect/context.js';
+import { portKey } from '../detect/observed.js';
 import type { FlowOutcome, SvcPortLabels } from '../export/state.js';
 import type { ConntrackEntry, ConntrackEvent } from '../kernel/types.js';
 import { labelsOf, type EntryMatch, type ServiceIndex } from './service-index.js';
@@ -20,9 +21,6 @@ export type FlowCounts = { svc: SvcPortLabels } & Record<FlowOutcome, number>;
 
 /** The outcomes in the order they are exported. */
 export const FLOW_OUTCOMES: readonly FlowOutcome[] = ['replied', 'unreplied', 'loopback_pair', 'not_snated'];
-
-/** A Service port's identity across cluster views (its labels object is per view): one flat text. */
-const flowKey = (l: SvcPortLabels): string => [l.namespace, l.service, l.port, l.protocol].join('/');
 
 export interface KeptEntry {
   entry: ConntrackEntry;
@@ -58,7 +56,7 @@ export class ConntrackTable {
   /** Entry ids by client socket: one or two each, in a small list (a Set each was ~250 bytes). */
   private readonly bySock = new Map<Key, number[]>();
   private generation = 0;
-  /** Finished VIP flows per Service port (keyed by its labels' text, stable across cluster views). */
+  /** Finished VIP flows per Service port (keyed by portKey: its labels object is per cluster view). */
   readonly outcomes = new Map<string, FlowCounts>();
   /** Called for each new entry kept (evidence --watch). */
   readonly listeners = new Set<(k: KeptEntry) => void>();
@@ -154,7 +152,7 @@ export class ConntrackTable {
       const o = outcomeOf(k);
       for (const s of k.svcs) {
         const svc = labelsOf(s);
-        const id = flowKey(svc);
+        const id = portKey(s, s.protocol, s.port);
         let counts = this.outcomes.get(id);
         if (!counts) this.outcomes.set(id, (counts = { svc, replied: 0, unreplied: 0, loopback_pair: 0, not_snated: 0 }));
         counts[o]++;

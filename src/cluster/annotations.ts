@@ -45,7 +45,7 @@ const KNOWN_KEYS = new Set<string>([
 ]);
 
 /** For the many Services with none of these annotations. Frozen: views share it. */
-const NO_ANNOTATIONS: LoopbackAnnotations = Object.freeze(interpretKnown({}));
+const NO_ANNOTATIONS: LoopbackAnnotations = deepFreeze(interpretKnown({}));
 
 /**
  * Interpretations by their annotations' text. The Services of a cluster mostly carry the same

@@ -34,8 +34,6 @@ export interface DetectContext {
   nodeIps: Set<string>;
   ipvsBound: Set<string>;
   proxy: ProxyModeInfo;
-  /** proto|NodePort → Service port. */
-  byNodePort: Map<Key, ServiceView>;
   isPodIp(ip: string): boolean;
   /** A source that belongs to this node: one of its pods or its own addresses. */
   isLocalSource(ip: string): boolean;
@@ -45,6 +43,8 @@ export interface DetectContext {
   lbIpServices(ip: string): ServiceView[] | undefined;
   /** The Service ports behind this Ingress VIP (port-agnostic: the Ingress listens on 80/443). */
   ingressVipServices(ip: string): ServiceView[] | undefined;
+  /** The Service port with this NodePort. */
+  nodePortService(proto: string, port: number | undefined): ServiceView | undefined;
   /** The Service ports with this local endpoint ip:port (the direct-pod return leg). */
   localEndpointServices(ip: string, proto: string, port: number | undefined): ServiceView[] | undefined;
   ipvsService(ip: string, proto: string, port: number): IpvsVirtualServer | undefined;
@@ -101,19 +101,18 @@ export function buildContext(input: DiagnoseInput): DetectContext {
     nodeIps,
     ipvsBound,
     proxy: classifyProxyMode(input, services),
-    byNodePort,
     isPodIp,
     isLocalSource: (ip) => nodeIps.has(ip) || isPodIp(ip),
     lbVipServices: (ip, proto, port) => listOf(byLbVip.get(key(ip, proto, port))),
     lbIpServices: (ip) => listOf(byLbIp.get(ip)),
     ingressVipServices: (ip) => listOf(byIngressVip.get(ip)),
+    nodePortService: (proto, port) => byNodePort.get(key('', proto, port)),
     localEndpointServices: (ip, proto, port) => listOf(byLocalEndpoint.get(key(ip, proto, port))),
     ipvsService: (ip, proto, port) => ipvs.get(key(ip, proto, port)),
     natFact: (ip, proto, port) => nat.get(key(ip, proto, port)),
   };
 }
 
-export const nodePortKey = (proto: string, port: number | undefined): Key => key('', proto, port);
 
 function numericTarget(s: ServiceView): number | undefined {
   return typeof s.targetPort === 'number' ? s.targetPort : undefined;

@@ -6,7 +6,7 @@
 // (or, LB targeting pods, straight to a local pod).
 import type { ServiceView } from '../cluster/types.js';
 import type { ConntrackEntry } from '../kernel/types.js';
-import { nodePortKey, protoOf, type DetectContext } from './context.js';
+import { protoOf, type DetectContext } from './context.js';
 
 export type ObsKind = 'l4' | 'direct' | 'noSnat' | 'selfVip' | 'refused' | 'l7' | 'hcSrc';
 
@@ -76,7 +76,7 @@ export class ConntrackCorrelator {
     if (ingSvcs && ctx.isLocalSource(o.src)) this.keep(this.l7Out, o.src, { entry: e, svcs: ingSvcs });
 
     if (!ctx.isLocalSource(o.src)) return;
-    const npSvc = ctx.nodeIps.has(o.dst) ? ctx.byNodePort.get(nodePortKey(proto, o.dport)) : undefined;
+    const npSvc = ctx.nodeIps.has(o.dst) ? ctx.nodePortService(proto, o.dport) : undefined;
     if (npSvc) {
       this.addInbound(e, 'l4', [npSvc]);
       if (npSvc.ingressVips.length > 0 && this.l7In.length < MAX_PENDING) this.l7In.push({ entry: e, svcs: [npSvc] });

@@ -34,8 +34,12 @@ export function activeFindings(ctx: DetectContext, obs: Observations, spec: Acti
 }
 
 /** Key of a Service port, to let active findings supersede the config ones for the same port. */
+/**
+ * A Service port's identity across cluster views, as one flat text (join): the agent keeps one per
+ * Service port with finished flows, and a template literal's text is a tree of concatenations.
+ */
 export function portKey(s: { namespace: string; name: string }, proto: string, port: number): string {
-  return `${s.namespace}/${s.name}|${proto}|${port}`;
+  return [`${s.namespace}/${s.name}`, proto, port].join('|');
 }
 
 export function activePorts(findings: Finding[]): Set<string> {
