@@ -21,6 +21,8 @@ export interface PrefilterTargets {
 }
 
 const AF_INET = 2;
+/** What the cursors point at between messages. */
+const NO_BYTES = Buffer.alloc(0);
 
 /** ip (u32) and port (u16) in one exact double: ip * 65536 + port < 2^48. */
 const key4 = (ip: number, port: number): number => ip * 65536 + port;
@@ -86,9 +88,9 @@ export class ConntrackPrefilter {
   private replySrc = -1;
   private sport = -1;
   /** One attribute cursor per nesting level, reset for each message: message, tuple, tuple part. */
-  private readonly top = new AttrCursor(Buffer.alloc(0), 0, 0);
-  private readonly inTuple = new AttrCursor(Buffer.alloc(0), 0, 0);
-  private readonly inPart = new AttrCursor(Buffer.alloc(0), 0, 0);
+  private readonly top = new AttrCursor(NO_BYTES, 0, 0);
+  private readonly inTuple = new AttrCursor(NO_BYTES, 0, 0);
+  private readonly inPart = new AttrCursor(NO_BYTES, 0, 0);
 
   constructor(t: PrefilterTargets) {
     this.vips = byProto(t.vips.map((v) => ({ protoNum: v.protoNum, key: addressKey(v.address, v.port) })));
@@ -142,6 +144,12 @@ export class ConntrackPrefilter {
     } catch (e) {
       if (e instanceof NetlinkParseError) return false;
       throw e;
+    } finally {
+      // The cursors must not keep the receive buffer: after a dump that was the 1 MiB batch
+      // buffer, held for as long as the agent ran (heap snapshot).
+      this.top.reset(NO_BYTES, 0, 0);
+      this.inTuple.reset(NO_BYTES, 0, 0);
+      this.inPart.reset(NO_BYTES, 0, 0);
     }
   }
 
