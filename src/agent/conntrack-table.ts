@@ -70,6 +70,12 @@ export class ConntrackTable {
     return this.byId.size;
   }
 
+  /** Grows on every change to what is kept or counted: what was derived from the table is stale when it moved. */
+  get changes(): number {
+    return this.changeCount;
+  }
+  private changeCount = 0;
+
   entries(): IterableIterator<KeptEntry> {
     return this.byId.values();
   }
@@ -77,6 +83,7 @@ export class ConntrackTable {
   /** A new cluster view or address set: re-match what is kept. */
   reindex(index: ServiceIndex): void {
     this.index = index;
+    this.changeCount++;
     for (const [id, k] of this.byId) {
       const m = index.match(k.entry);
       if (m) {
@@ -101,6 +108,7 @@ export class ConntrackTable {
   upsert(e: ConntrackEntry, nowMs: number): boolean {
     const old = this.byId.get(e.id);
     if (old) {
+      this.changeCount++;
       old.entry = e;
       old.lastSeenMs = nowMs;
       old.generation = this.generation;
@@ -108,6 +116,7 @@ export class ConntrackTable {
     }
     const m: EntryMatch | undefined = this.index.match(e);
     if (!m || this.byId.size >= this.maxEntries) return false;
+    this.changeCount++;
     const k: KeptEntry = { entry: e, svcs: m.svcs, toVip: m.toVip, firstSeenMs: nowMs, lastSeenMs: nowMs, paired: false, generation: this.generation };
     this.byId.set(e.id, k);
     const sk = sockKey(e);
@@ -142,6 +151,7 @@ export class ConntrackTable {
   private remove(id: number, finished: boolean): boolean {
     const k = this.byId.get(id);
     if (!k) return false;
+    this.changeCount++;
     this.byId.delete(id);
     const sk = sockKey(k.entry);
     const ids = this.bySock.get(sk);

@@ -39,9 +39,14 @@ class CardinalityCap {
   private allowed?: Set<string>;
   constructor(private readonly max: number) {}
 
+  /** The lists update() last looked at: the same lists again (the agent reuses them while nothing changed) need no look. */
+  private seen: readonly unknown[][] = [];
+
   update(state: ExportState): void {
-    const texts = new Set<string>();
     const all = [state.lbPath, state.flows, state.findings, state.lbIpBound, state.ipvsRealServers, state.conntrackEntries];
+    if (all.length === this.seen.length && all.every((list, i) => list === this.seen[i])) return;
+    this.seen = all;
+    const texts = new Set<string>();
     for (const list of all) for (const x of list) texts.add(this.textOf(x.svc));
     if (texts.size <= this.max) {
       this.allowed = undefined;

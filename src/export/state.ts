@@ -17,6 +17,11 @@ export interface SvcPortLabels {
 export type LbPathKind = 'to_lb' | 'loop_return' | 'hc_local_src';
 export type FlowOutcome = 'replied' | 'unreplied' | 'loopback_pair' | 'not_snated';
 
+/**
+ * The per-Service lists may be the same arrays from one scrape to the next (the agent reuses them
+ * while nothing changed), and the exporter then skips looking at their Service ports again: a list
+ * whose items change which Service ports it holds must be a new array. Values may change in place.
+ */
 export interface ExportState {
   nodeName: string;
   version: string;

@@ -63,6 +63,17 @@ describe('/metrics rendering', () => {
     expect(await reg.metrics()).not.toContain('service="web",port="80",protocol="TCP",kind="loop_return"');
   });
 
+  it('caps again when a list is replaced (lists handed over unchanged are not looked at twice)', async () => {
+    const s = emptyState('node-1', '0.1.0');
+    s.lbPath = [{ svc: api, kind: 'to_lb', packets: 1, bytes: 60 }];
+    const reg = createRegistry(() => s, { maxServicePorts: 1, processMetrics: false });
+    expect(await reg.metrics()).toContain('clbprobe_series_dropped_total 0');
+    s.flows = [{ svc: web, outcome: 'replied', count: 1 }];
+    const text = await reg.metrics();
+    expect(text).toContain('clbprobe_series_dropped_total 1');
+    expect(text).not.toMatch(/service="web"/);
+  });
+
   it('escapes label values and merges repeated label sets as prom-client does (counters add up, gauges keep the last)', async () => {
     const s = emptyState('node-1', '0.1.0');
     const odd: SvcPortLabels = { namespace: 'a"b', service: 'c\\d', port: '80', protocol: 'TCP' };
