@@ -79,7 +79,7 @@ export class Agent {
   private clusterWatch?: ClusterWatch;
   private stopAddresses?: () => void;
   private findings: Finding[] = [];
-  private findingsCache?: { of: Finding[]; items: ExportState['findings'] };
+  private findingsCache?: { of: Finding[]; items: ExportState['findings']; labels: Map<string, SvcPortLabels> };
   private tableCache?: Pick<ExportState, 'flows' | 'conntrackEntries'> & { changes: number };
   /** The snapshot-and-cluster half of the diagnosis, reused while only conntrack changes; undefined = stale. */
   private prepared?: PreparedDiagnosis;
@@ -501,13 +501,20 @@ export class Agent {
    * every scrape (the cap caches texts by labels object): thousands per scrape at 5,000 Services.
    */
   private findingsState(): ExportState['findings'] {
-    if (this.findingsCache?.of === this.findings) return this.findingsCache.items;
-    const items = this.findings.map((f) => ({
-      svc: { namespace: f.service.namespace, service: f.service.name, port: String(f.port.port), protocol: f.port.protocol },
-      mechanism: f.mechanism,
-      severity: f.severity,
-    }));
-    this.findingsCache = { of: this.findings, items };
+    const cache = this.findingsCache;
+    if (cache?.of === this.findings) return cache.items;
+    // A Service port keeps its labels object from one diagnosis to the next, so the exporter's
+    // cached label text stays valid (a new object per finding was formatted again).
+    const labels = new Map<string, SvcPortLabels>();
+    const items = this.findings.map((f) => {
+      const port = String(f.port.port);
+      const id = [f.service.namespace, f.service.name, port, f.port.protocol].join('\0');
+      let svc = labels.get(id) ?? cache?.labels.get(id);
+      if (!svc) svc = { namespace: f.service.namespace, service: f.service.name, port, protocol: f.port.protocol };
+      labels.set(id, svc);
+      return { svc, mechanism: f.mechanism, severity: f.severity };
+    });
+    this.findingsCache = { of: this.findings, items, labels };
     return items;
   }
 

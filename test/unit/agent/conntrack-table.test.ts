@@ -55,6 +55,25 @@ describe('agent conntrack table', () => {
     expect([...t.outcomes.values()]).toEqual([{ svc: expect.objectContaining({ service: 'web' }), replied: 0, unreplied: 0, loopback_pair: 1, not_snated: 0 }]);
   });
 
+  it('counts its changes (what the agent checks before reusing the lists made from it), not what it ignores', () => {
+    const t = new ConntrackTable(index());
+    const c0 = t.changes;
+    t.upsert(unrelated, 0);
+    t.event({ type: 'DESTROY', entry: unrelated, receivedAtMs: 1 });
+    expect(t.changes).toBe(c0);
+    t.upsert(out, 2);
+    const c1 = t.changes;
+    expect(c1).toBeGreaterThan(c0);
+    t.upsert(out, 3); // an update: its state may have moved
+    expect(t.changes).toBeGreaterThan(c1);
+    const c2 = t.changes;
+    t.event({ type: 'DESTROY', entry: out, receivedAtMs: 4 });
+    expect(t.changes).toBeGreaterThan(c2);
+    const c3 = t.changes;
+    t.reindex(index());
+    expect(t.changes).toBeGreaterThan(c3);
+  });
+
   it('a resync drops entries whose DESTROY was lost and counts them as ended flows (no silent loss)', () => {
     const t = new ConntrackTable(index());
     t.upsert(out, 0);
