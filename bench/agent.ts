@@ -320,7 +320,7 @@ async function bigNode(dir: string): Promise<void> {
   const settle0 = cpuSeconds(agent.pid);
   await sleep(SETTLE_S * 1000);
   const settling = ((cpuSeconds(agent.pid) - settle0) / SETTLE_S) * 100;
-  rows.push({ figure: `CPU ${5}-${5 + SETTLE_S} s after ready (start-up settling: V8's memory reducer)`, value: `${settling.toFixed(2)} % of a core` });
+  rows.push({ figure: `CPU 5-${5 + SETTLE_S} s after ready (start-up settling: V8's memory reducer)`, value: `${settling.toFixed(2)} % of a core` });
 
   // CPU idle: no events, no scrapes.
   const cpu0 = cpuSeconds(agent.pid);
