@@ -507,10 +507,9 @@ export class Agent {
     // cached label text stays valid (a new object per finding was formatted again).
     const labels = new Map<string, SvcPortLabels>();
     const items = this.findings.map((f) => {
-      const port = String(f.port.port);
-      const id = [f.service.namespace, f.service.name, port, f.port.protocol].join('\0');
+      const id = portKey(f.service, f.port.protocol, f.port.port);
       let svc = labels.get(id) ?? cache?.labels.get(id);
-      if (!svc) svc = { namespace: f.service.namespace, service: f.service.name, port, protocol: f.port.protocol };
+      if (!svc) svc = { namespace: f.service.namespace, service: f.service.name, port: String(f.port.port), protocol: f.port.protocol };
       labels.set(id, svc);
       return { svc, mechanism: f.mechanism, severity: f.severity };
     });

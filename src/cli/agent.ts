@@ -92,11 +92,6 @@ async function run(flags: AgentFlags): Promise<void> {
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
   await agent.start();
-  // Render /metrics once now, so the first scrape reuses compressed chunks like every later one
-  // instead of formatting and compressing ~50k series (~300 ms at 5,000 Services, bench/agent.ts).
-  if (isBufferedRegistry(registry)) {
-    await registry.metricsBody(true).catch((e: unknown) => log.warn({ err: e instanceof Error ? e.message : String(e) }, 'rendering /metrics after the first sync failed'));
-  }
   evidence = await startEvidenceServer(flags.evidenceSocket, {
     table: () => agent.table,
     find: (ns, name, port) => agent.find(ns, name, port),
@@ -104,6 +99,12 @@ async function run(flags: AgentFlags): Promise<void> {
     ...(agent.ifname ? { ifname: agent.ifname } : {}),
   });
   log.info({ socket: flags.evidenceSocket }, 'evidence socket listening');
+  // Render /metrics once now (after the evidence socket, which must not wait for it), so the first
+  // scrape reuses compressed chunks like every later one instead of formatting and compressing
+  // ~50k series (~300 ms at 5,000 Services, bench/agent.ts).
+  if (isBufferedRegistry(registry)) {
+    await registry.metricsBody(true).catch((e: unknown) => log.warn({ err: e instanceof Error ? e.message : String(e) }, 'rendering /metrics after the first sync failed'));
+  }
 }
 
 export function register(program: Command): void {
