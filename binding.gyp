@@ -17,6 +17,12 @@
           "inputs": ["native/bpf/clbprobe.bpf.c"],
           "outputs": ["<(PRODUCT_DIR)/clbprobe.bpf.o"],
           "action": ["sh", "-c", "clang -O2 -g -Wall -target bpf -I/usr/include/`uname -m`-linux-gnu -c native/bpf/clbprobe.bpf.c -o <(PRODUCT_DIR)/clbprobe.bpf.o"]
+        },
+        {
+          "action_name": "compile_ctevents_bpf",
+          "inputs": ["native/bpf/ctevents.bpf.c"],
+          "outputs": ["<(PRODUCT_DIR)/ctevents.bpf.o"],
+          "action": ["sh", "-c", "clang -O2 -g -Wall -target bpf -I/usr/include/`uname -m`-linux-gnu -c native/bpf/ctevents.bpf.c -o <(PRODUCT_DIR)/ctevents.bpf.o"]
         }
       ]
     }

@@ -48,6 +48,12 @@ export interface AgentOptions {
    * hence its own, longer interval.
    */
   conntrackResyncIntervalS: number;
+  /**
+   * Drop conntrack events that touch no LB Service in the kernel (an eBPF socket filter on the
+   * event socket) instead of after receiving them: about half of the agent's CPU at 10k events/s.
+   * Falls back to user space when the program cannot load. Default true.
+   */
+  conntrackKernelFilter?: boolean;
 }
 
 const KINDS: LbPathKind[] = ['to_lb', 'loop_return', 'hc_local_src'];
@@ -258,7 +264,11 @@ export class Agent {
     this.index = new ServiceIndex(this.cluster, localAddresses(this.addresses, this.cluster.node));
     this.table.reindex(this.index);
     this.prefilter = new ConntrackPrefilter(this.index.prefilterTargets());
-    this.watch?.setPrefilter(this.prefilter);
+    if (this.watch) {
+      const was = this.watch.stats.kernelFilter;
+      this.watch.setPrefilter(this.prefilter);
+      if (this.watch.stats.kernelFilter !== was) this.logKernelFilter();
+    }
     if (this.counter) {
       try {
         this.counter.setTargets(this.index.targets());
@@ -300,6 +310,7 @@ export class Agent {
         ...this.ns,
         initialDump: true,
         prefilter: this.prefilter,
+        kernelFilter: this.o.conntrackKernelFilter ?? true,
         onEvent: (ev) => {
           if (this.table.event(ev)) this.scheduleDiagnose();
         },
@@ -327,7 +338,15 @@ export class Agent {
       this.health.down('conntrack', errText(e));
       return;
     }
+    this.logKernelFilter();
     await done;
+  }
+
+  /** Where conntrack events that touch no LB Service are dropped, once at start and when it changes. */
+  private logKernelFilter(): void {
+    const state = this.watch!.stats.kernelFilter;
+    if (state === 'on') this.o.log.info('conntrack events pre-filtered in the kernel (eBPF socket filter)');
+    else if (state !== 'not requested') this.o.log.warn({ reason: state }, 'conntrack events filtered in user space only');
   }
 
   private async dumpConntrack(): Promise<void> {

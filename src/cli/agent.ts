@@ -23,6 +23,7 @@ interface AgentFlags {
   logLevel: string;
   resyncInterval: string;
   conntrackResyncInterval: string;
+  conntrackFilter: 'kernel' | 'user';
   evidenceSocket: string;
   maxServicePorts: string;
   netns?: string;
@@ -65,6 +66,7 @@ async function run(flags: AgentFlags): Promise<void> {
     clusterApi: Boolean(flags.kubeconfig || process.env.KUBERNETES_SERVICE_HOST),
     resyncIntervalS: parseSeconds(flags.resyncInterval, '--resync-interval'),
     conntrackResyncIntervalS: parseSeconds(flags.conntrackResyncInterval, '--conntrack-resync-interval'),
+    conntrackKernelFilter: flags.conntrackFilter === 'kernel',
   });
   const registry = createRegistry(() => agent.exportState(), {
     maxServicePorts: positiveInt(flags.maxServicePorts, '--max-service-ports'),
@@ -133,6 +135,17 @@ export function register(program: Command): void {
           'full conntrack re-dump; events and a re-dump after any event overflow keep the table exact meanwhile (a dump costs ~1 s CPU per 300k entries)',
         ).default('10m'),
         'CLBPROBE_CONNTRACK_RESYNC_INTERVAL',
+      ),
+    )
+    .addOption(
+      env(
+        new Option(
+          '--conntrack-filter <where>',
+          'where conntrack events that touch no LB Service are dropped: kernel (an eBPF socket filter; falls back to user when it cannot load) or user',
+        )
+          .choices(['kernel', 'user'])
+          .default('kernel'),
+        'CLBPROBE_CONNTRACK_FILTER',
       ),
     )
     .addOption(env(new Option('--evidence-socket <path>', 'Unix socket for `clbprobe evidence`').default(DEFAULT_EVIDENCE_SOCKET), 'CLBPROBE_EVIDENCE_SOCKET'))

@@ -8,6 +8,7 @@ import { sourceFailure } from '../source.js';
 import type { ConntrackEntry, ConntrackSummary, SourceStatus } from '../types.js';
 import * as C from './constants.js';
 import { ctMessageType, decodeEntry } from './decode.js';
+import type { PrefilterKeys } from './prefilter.js';
 
 export interface TupleMatch {
   src?: string;
@@ -136,6 +137,8 @@ export interface RawPrefilter {
   maybe(payload: Buffer): boolean;
   /** The same test on buf[start, end), before the socket makes a message object of it. */
   maybeIn?(buf: Buffer, start: number, end: number): boolean;
+  /** Its target sets, when the test can also run in the kernel (ConntrackPrefilter). */
+  targetKeys?(): PrefilterKeys;
 }
 
 /** The socket-level pre-check of a prefilter: ctnetlink entry messages it rejects are dropped unparsed. */

@@ -8,6 +8,7 @@ import type { ConntrackEntry, ConntrackEvent, ConntrackEventType } from '../type
 import * as C from './constants.js';
 import { decodeEntry, eventType } from './decode.js';
 import { addressMatcher, dumpConntrack, keepFor, openConntrackSocket, type ConntrackFilter, type RawPrefilter } from './dump.js';
+import { KernelEventFilter, type KernelFilterStats } from './kernel-filter.js';
 
 export interface ResyncHandler {
   /** A resync starts: state built from events is no longer trustworthy. */
@@ -27,6 +28,13 @@ export interface WatchOptions {
   filter?: Pick<ConntrackFilter, 'addresses'>;
   /** Skips events and dumped entries before decoding (see prefilter.ts); replace with setPrefilter(). */
   prefilter?: RawPrefilter;
+  /**
+   * Runs the prefilter's test in the kernel as well (an eBPF socket filter, kernel-filter.ts):
+   * events that touch no target are dropped before they are queued to this socket. Needs a
+   * prefilter with targetKeys(). When the program cannot load, events are filtered in user
+   * space only, and stats.kernelFilter says why.
+   */
+  kernelFilter?: boolean;
   onEvent(ev: ConntrackEvent): void;
   /** Without a handler, overflows are only counted. */
   resync?: ResyncHandler;
@@ -41,6 +49,8 @@ export interface WatchStats {
   resyncs: number;
   /** Effective receive buffer the kernel granted. */
   rcvbuf: number;
+  /** 'on' while the kernel pre-checks events; otherwise 'not requested' or 'off: <why>'. */
+  kernelFilter: string;
 }
 
 const GROUP: Record<ConntrackEventType, number> = {
@@ -58,6 +68,7 @@ export class ConntrackWatch {
   private resyncAgain = false;
   private stopped = false;
   private prefilter: RawPrefilter | undefined;
+  private kernel?: KernelEventFilter;
 
   constructor(private readonly opts: WatchOptions) {
     this.prefilter = opts.prefilter;
@@ -73,7 +84,7 @@ export class ConntrackWatch {
       this.events.close();
       throw e;
     }
-    this.stats = { events: 0, overflows: 0, resyncs: 0, rcvbuf: this.events.rcvbuf };
+    this.stats = { events: 0, overflows: 0, resyncs: 0, rcvbuf: this.events.rcvbuf, kernelFilter: 'not requested' };
     const match = addressMatcher(opts.filter?.addresses);
     this.stopSub = this.events.subscribe(
       (msgs) => {
@@ -96,12 +107,60 @@ export class ConntrackWatch {
       (e) => this.error(e),
       keepFor(() => this.prefilter),
     );
+    if (opts.kernelFilter) this.startKernelFilter();
     if (opts.initialDump) this.requestResync('start');
   }
 
   /** What the caller keeps changed (new Services, addresses): applies to the next event and dump. */
   setPrefilter(p: RawPrefilter | undefined): void {
     this.prefilter = p;
+    if (!this.kernel) return;
+    const keys = p?.targetKeys?.();
+    if (!keys) return this.stopKernelFilter('the prefilter has no target sets');
+    try {
+      this.kernel.sync(keys);
+    } catch (e) {
+      this.stopKernelFilter(`updating its keys: ${(e as Error).message}`);
+    }
+  }
+
+  /** Events the kernel filter passed and dropped; undefined while it is not on. */
+  kernelFilterStats(): KernelFilterStats | undefined {
+    return this.kernel?.stats();
+  }
+
+  private startKernelFilter(): void {
+    const keys = this.prefilter?.targetKeys?.();
+    if (!keys) {
+      this.stats.kernelFilter = 'off: the prefilter has no target sets';
+      return;
+    }
+    let f: KernelEventFilter | undefined;
+    try {
+      f = KernelEventFilter.open();
+      f.sync(keys);
+      f.attach(this.events.fd);
+      this.kernel = f;
+      this.stats.kernelFilter = 'on';
+    } catch (e) {
+      f?.close();
+      this.stats.kernelFilter = `off: ${(e as Error).message}`;
+    }
+  }
+
+  /** Back to user-space filtering only: a map that may lack targets must not drop events. */
+  private stopKernelFilter(why: string): void {
+    const f = this.kernel;
+    this.kernel = undefined;
+    this.stats.kernelFilter = `off: ${why}`;
+    try {
+      f?.detach();
+    } catch (e) {
+      // Still attached with a map that may lack targets: events can be lost, which must not be silent.
+      this.error(new Error(`conntrack events: cannot detach the kernel filter (${(e as Error).message})`));
+    } finally {
+      f?.close();
+    }
   }
 
   /** Resolves when no resync is running (tests, orderly shutdown). */
@@ -114,6 +173,8 @@ export class ConntrackWatch {
     this.stopped = true;
     this.stopSub();
     this.events.close();
+    this.kernel?.close();
+    this.kernel = undefined;
     // The dump socket is closed once a running resync has finished with it.
     if (this.resyncing) void this.resyncing.finally(() => this.dumps.close());
     else this.dumps.close();

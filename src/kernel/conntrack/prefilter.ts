@@ -42,6 +42,11 @@ export class KeySet {
     return this.keys.length;
   }
 
+  /** The keys, ascending (the set's own array: do not write to it). */
+  get sorted(): Float64Array {
+    return this.keys;
+  }
+
   has(k: number): boolean {
     const a = this.keys;
     let lo = 0;
@@ -67,6 +72,19 @@ function byProto(items: { protoNum: number; key: number | undefined }[]): Map<nu
     else lists.set(protoNum, [key]);
   }
   return new Map([...lists].map(([p, keys]) => [p, new KeySet(keys)]));
+}
+
+/**
+ * The target sets of a ConntrackPrefilter, for the kernel-side copy of its test
+ * (kernel-filter.ts). Per protocol number: endpoint and VIP keys are ip * 65536 + port,
+ * NodePort keys are ports.
+ */
+export interface PrefilterKeys {
+  readonly protos: ReadonlySet<number>;
+  readonly nodeIps: ReadonlySet<number>;
+  readonly vips: ReadonlyMap<number, KeySet>;
+  readonly endpoints: ReadonlyMap<number, KeySet>;
+  readonly nodePorts: ReadonlyMap<number, KeySet>;
 }
 
 const addressKey = (address: string, port: number): number | undefined => {
@@ -101,6 +119,11 @@ export class ConntrackPrefilter {
       const ip = ipv4Number(a);
       if (ip !== undefined) this.nodeIps.add(ip);
     }
+  }
+
+  /** The sets this test uses (kernel-filter.ts copies them into the kernel). */
+  targetKeys(): PrefilterKeys {
+    return { protos: this.protos, nodeIps: this.nodeIps, vips: this.vips, endpoints: this.endpoints, nodePorts: this.nodePorts };
   }
 
   /** False only when the message is surely IPv4 and touches none of the targets. */

@@ -1,0 +1,198 @@
+// The conntrack prefilter's test, run by the kernel on the event socket:
+// native/bpf/ctevents.bpf.c attached with SO_ATTACH_BPF, its key map kept equal
+// to a ConntrackPrefilter's target sets. Events it drops are never queued to
+// the agent; the ones it passes still go through the prefilter's exact test.
+// When the program cannot be loaded (no BPF, not permitted, not built) the
+// caller keeps filtering in user space, as before.
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { captureAddon, type BpfObject, type CaptureAddon } from '../../capture/addon.js';
+import { readPerCpuU64 } from '../../capture/ebpf-maps.js';
+import { native, projectRoot } from '../../native.js';
+import type { KeySet, PrefilterKeys } from './prefilter.js';
+
+const PROGRAM = 'ct_event_filter';
+const MAP_KEYS = 'ct_keys';
+const MAP_STATS = 'ct_stats';
+/** The key map's max_entries (ctevents.bpf.c MAX_KEYS). */
+export const KERNEL_FILTER_MAX_KEYS = 262144;
+const STAT_PASSED = 0;
+const STAT_DROPPED = 1;
+
+// Key kinds (ctevents.bpf.c enum kind).
+const KIND_PROTO = 1;
+const KIND_VIP = 2;
+const KIND_NODE_IP = 3;
+const KIND_NODE_PORT = 4;
+const KIND_ENDPOINT = 5;
+
+const SOL_SOCKET = 1;
+const SO_ATTACH_BPF = 50;
+const SO_DETACH_BPF = 27;
+const BPF_ANY = 0;
+const PRESENT = Buffer.from([1]);
+
+export function ctEventsObjectPath(): string {
+  return join(projectRoot(), 'build', 'Release', 'ctevents.bpf.o');
+}
+
+const NO_SETS: PrefilterKeys = { protos: new Set(), nodeIps: new Set(), vips: new Map(), endpoints: new Map(), nodePorts: new Map() };
+
+/** Keys per kind in the kernel's map for a set of targets. */
+export function kernelKeyCount(k: PrefilterKeys): number {
+  let n = k.protos.size + k.nodeIps.size;
+  for (const m of [k.vips, k.endpoints, k.nodePorts]) for (const s of m.values()) n += s.size;
+  return n;
+}
+
+export interface KernelFilterStats {
+  /** Events the kernel handed to the socket / dropped, since the program was loaded. */
+  passed: number;
+  dropped: number;
+}
+
+export class KernelEventFilter {
+  private readonly mapFd: number;
+  private readonly statsFd: number;
+  private readonly cpus: number;
+  /** What the key map holds. */
+  private applied: PrefilterKeys = NO_SETS;
+  private attachedTo?: number;
+  /** One key, rewritten for each map call (8 bytes: addr, port, proto, kind). */
+  private readonly key = Buffer.alloc(8);
+  private closed = false;
+
+  private constructor(
+    private readonly addon: CaptureAddon,
+    private readonly obj: BpfObject,
+  ) {
+    this.mapFd = addon.bpfObjectMapFd(obj, MAP_KEYS);
+    this.statsFd = addon.bpfObjectMapFd(obj, MAP_STATS);
+    this.cpus = addon.bpfPossibleCpus();
+  }
+
+  /** Loads the program; throws an Error that says why it cannot run here. */
+  static open(): KernelEventFilter {
+    const path = ctEventsObjectPath();
+    if (!existsSync(path)) throw new Error(`${path} missing; run: npm run build`);
+    const addon = captureAddon();
+    const obj = addon.bpfObjectOpen(path);
+    try {
+      addon.bpfObjectLoad(obj);
+      return new KernelEventFilter(addon, obj);
+    } catch (e) {
+      addon.bpfObjectClose(obj);
+      throw e;
+    }
+  }
+
+  /**
+   * Makes the map hold `next`'s keys: additions first, then deletions, so that a target in both
+   * sets is never missing. Throws when the map cannot take them; the map then holds a mix, and
+   * the caller must detach (the filter would drop events of targets it lacks).
+   */
+  sync(next: PrefilterKeys): { added: number; deleted: number } {
+    this.ensureOpen();
+    const size = kernelKeyCount(next);
+    if (size > KERNEL_FILTER_MAX_KEYS) throw new Error(`${size} targets exceed the kernel filter's ${KERNEL_FILTER_MAX_KEYS} keys`);
+    const prev = this.applied;
+    let added = 0;
+    let deleted = 0;
+    for (const pass of ['add', 'delete'] as const) {
+      const [from, to] = pass === 'add' ? [prev, next] : [next, prev];
+      // Keys in `to` and not in `from`: added (add pass) or deleted (delete pass).
+      const write = (): void => {
+        if (pass === 'add') {
+          this.addon.bpfMapUpdate(this.mapFd, this.key, PRESENT, BPF_ANY);
+          added++;
+        } else {
+          this.addon.bpfMapDelete(this.mapFd, this.key);
+          deleted++;
+        }
+      };
+      for (const p of to.protos) {
+        if (from.protos.has(p)) continue;
+        this.setKey(0, 0, p, KIND_PROTO);
+        write();
+      }
+      for (const ip of to.nodeIps) {
+        if (from.nodeIps.has(ip)) continue;
+        this.setKey(ip, 0, 0, KIND_NODE_IP);
+        write();
+      }
+      for (const [kind, fromSets, toSets] of [
+        [KIND_VIP, from.vips, to.vips],
+        [KIND_ENDPOINT, from.endpoints, to.endpoints],
+        [KIND_NODE_PORT, from.nodePorts, to.nodePorts],
+      ] as const) {
+        for (const [proto, keys] of toSets) {
+          onlyIn(keys, fromSets.get(proto), (k) => {
+            // NodePort keys are bare ports; the others ip * 65536 + port.
+            if (kind === KIND_NODE_PORT) this.setKey(0, k, proto, kind);
+            else this.setKey(Math.floor(k / 65536), k % 65536, proto, kind);
+            write();
+          });
+        }
+      }
+    }
+    this.applied = next;
+    return { added, deleted };
+  }
+
+  /** Attaches to a socket (after the first sync: an empty map would drop every IPv4 event). */
+  attach(socketFd: number): void {
+    this.ensureOpen();
+    native().nlSetsockopt(socketFd, SOL_SOCKET, SO_ATTACH_BPF, this.addon.bpfObjectProgFd(this.obj, PROGRAM));
+    this.attachedTo = socketFd;
+  }
+
+  /** Takes the filter off the socket: every event reaches user space again. */
+  detach(): void {
+    if (this.attachedTo === undefined) return;
+    const fd = this.attachedTo;
+    this.attachedTo = undefined;
+    native().nlSetsockopt(fd, SOL_SOCKET, SO_DETACH_BPF, 0);
+  }
+
+  stats(): KernelFilterStats {
+    this.ensureOpen();
+    return {
+      passed: readPerCpuU64(this.addon, this.statsFd, this.cpus, STAT_PASSED),
+      dropped: readPerCpuU64(this.addon, this.statsFd, this.cpus, STAT_DROPPED),
+    };
+  }
+
+  /** Frees the program and maps; an attached socket keeps the program until it is closed. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.addon.bpfObjectClose(this.obj);
+  }
+
+  private setKey(ip: number, port: number, proto: number, kind: number): void {
+    const k = this.key;
+    k.writeUInt32BE(ip >>> 0, 0);
+    k.writeUInt16BE(port, 4);
+    k[6] = proto;
+    k[7] = kind;
+  }
+
+  private ensureOpen(): void {
+    if (this.closed) throw new Error('kernel conntrack filter already closed');
+  }
+}
+
+/** Calls fn for each key of `a` that `b` lacks (both ascending: one merge walk). */
+function onlyIn(a: KeySet, b: KeySet | undefined, fn: (k: number) => void): void {
+  const x = a.sorted;
+  const y = b?.sorted;
+  let j = 0;
+  for (let i = 0; i < x.length; i++) {
+    const k = x[i]!;
+    if (y) {
+      while (j < y.length && y[j]! < k) j++;
+      if (j < y.length && y[j] === k) continue;
+    }
+    fn(k);
+  }
+}
