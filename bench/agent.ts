@@ -23,6 +23,7 @@ import { get } from 'node:http';
 import { createServer } from 'node:net';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { gunzipSync } from 'node:zlib';
 import { createLoopLab, LAB } from '../src/demo/lab.js';
 import { Netns, vethPair } from '../src/demo/netns.js';
 import { BENCH_NODE, syntheticCluster } from './agent-cluster.js';
@@ -99,12 +100,26 @@ process.on('exit', cleanup);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const log = (s: string) => console.error(`[bench ${new Date().toISOString().slice(11, 19)}] ${s}`);
 
+/**
+ * GET, asking for gzip as Prometheus does. The benchmark's own reads of /metrics (sources up, flow
+ * counts before and after the event windows) must not be plain scrapes: each of those makes the
+ * agent build the whole 5.8 MB text, garbage that Prometheus never causes and that landed in the
+ * memory and event-CPU figures.
+ */
 function httpGet(url: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    get(url, (res) => {
+    get(url, { headers: { 'accept-encoding': 'gzip' } }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString() }));
+      res.on('end', () => {
+        const raw = Buffer.concat(chunks);
+        try {
+          const body = res.headers['content-encoding'] === 'gzip' ? gunzipSync(raw) : raw;
+          resolve({ status: res.statusCode ?? 0, body: body.toString() });
+        } catch (e) {
+          reject(e as Error);
+        }
+      });
     }).on('error', reject);
   });
 }
