@@ -75,6 +75,8 @@ export class Agent {
   private clusterFileDigest?: string;
   private ipvs?: IpvsSnapshot;
   private nat?: NatSnapshot;
+  /** Of the save commands' outputs behind `nat` (readNat's unchangedSince). */
+  private natDigest?: string;
   private statuses = new Map<string, SourceStatus>();
   private index: ServiceIndex;
   /** Skips conntrack messages that touch no LB Service before decoding them (most of a busy table). */
@@ -234,9 +236,13 @@ export class Agent {
 
   private async readNat(): Promise<void> {
     const netns = this.o.netns;
-    const r = await readNat(netns ? { netns } : {});
-    for (const s of r.sources) this.statuses.set(s.source, s);
+    const r = await readNat({ ...(netns ? { netns } : {}), ...(this.natDigest ? { unchangedSince: this.natDigest } : {}) });
     this.health.resynced('nat');
+    // The same rules as last time: keep the snapshot, and with it the prepared diagnosis and the
+    // findings (a new snapshot made both again, and the next scrape re-rendered every finding).
+    if (r.unchanged) return;
+    this.natDigest = r.digest;
+    for (const s of r.sources) this.statuses.set(s.source, s);
     if (r.nat) {
       this.nat = r.nat;
       this.prepared = undefined;
@@ -247,9 +253,14 @@ export class Agent {
   private async readIpvs(): Promise<void> {
     try {
       const r = await readIpvs(this.ns);
+      const was = this.statuses.get('ipvs');
       this.statuses.set('ipvs', r.status);
+      // No IPVS now and before, for the same reason (an iptables-mode node, re-read every 60 s):
+      // nothing the diagnosis was prepared from changed. Snapshots are not compared: their
+      // connection counts move with traffic and appear in findings' evidence.
+      const stillAbsent = !r.snapshot && !this.ipvs && was?.available === r.status.available && was.reason === r.status.reason;
       this.ipvs = r.snapshot;
-      this.prepared = undefined;
+      if (!stillAbsent) this.prepared = undefined;
       if (r.status.notPresent) return this.health.absent('ipvs', r.status.reason ?? 'not present');
       this.health.resynced('ipvs');
       if (r.snapshot) this.health.up('ipvs');

@@ -90,6 +90,23 @@ describe.skipIf(!isRoot)('readNat on a real kernel (both xtables backends, ipset
     expect(kubeNatFacts(nat!).iptablesGeneration).toBe('pre-1.24');
   });
 
+  it('a re-read of the same rules is unchanged (nothing parsed); a changed rule is read again', async () => {
+    const ns = netns();
+    restore(ns, 'iptables-legacy-restore', fixture(OLD));
+    const first = await readNat({ netns: ns.name });
+    expect(first.nat!.backend).toBe('legacy');
+    // The save commands stamp their output with the time to the second.
+    await new Promise((r) => setTimeout(r, 1100));
+    const again = await readNat({ netns: ns.name, unchangedSince: first.digest });
+    expect(again).toEqual({ sources: [], digest: first.digest, unchanged: true });
+    restore(ns, 'iptables-legacy-restore', '*nat\n-A KUBE-SERVICES -d 10.96.0.99/32 -p tcp -m tcp --dport 80 -j ACCEPT\nCOMMIT\n', '--noflush');
+    const changed = await readNat({ netns: ns.name, unchangedSince: first.digest });
+    expect(changed.unchanged).toBeUndefined();
+    expect(changed.digest).not.toBe(first.digest);
+    const natRules = (r: typeof first) => r.nat!.v4!.tables.find((t) => t.name === 'nat')!.rules.length;
+    expect(natRules(changed)).toBe(natRules(first) + 1);
+  });
+
   it('IPVS rules and ipsets: returns exactly the restored sets and members, by netns path too', async () => {
     const ns = netns();
     restore(ns, 'ipset', fixture(IPSET), 'restore');
