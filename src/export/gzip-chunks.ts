@@ -78,20 +78,28 @@ export function gzipOf(chunks: readonly Chunk[]): Buffer[] {
 }
 
 /**
- * The chunks' text, for clients that do not take gzip: each chunk inflated on its own into a
- * buffer of its exact size (one gunzip of the whole stream collected 16 KB pieces and copied them
- * into a 5.5 MB buffer: three times the garbage, and slower).
+ * The chunks' text, for clients that do not take gzip, one chunk inflated at a time (on demand:
+ * the HTTP server pulls the next one when the socket has room, so a plain scrape holds a chunk or
+ * two instead of the whole 5.5 MB). Each is inflated on its own into a buffer of its exact size
+ * (one gunzip of the whole stream collected 16 KB pieces and copied them into a 5.5 MB buffer:
+ * three times the garbage, and slower).
  */
-export function textOf(chunks: readonly Chunk[]): Buffer[] {
-  const out: Buffer[] = [];
+export function* textPieces(chunks: readonly Chunk[]): Generator<Buffer, void, undefined> {
   for (const c of chunks) {
     if (c.size === 0) continue;
     const text = zlib.inflateRawSync(c.deflated, { finishFlush: zlib.constants.Z_SYNC_FLUSH, chunkSize: Math.max(c.size, 64) });
     if (text.length !== c.size) throw new Error(`metrics chunk inflated to ${text.length} bytes, not ${c.size}`);
-    out.push(text);
+    yield text;
   }
-  return out;
 }
+
+/** All of textPieces at once. */
+export function textOf(chunks: readonly Chunk[]): Buffer[] {
+  return [...textPieces(chunks)];
+}
+
+/** Bytes of the chunks' text (the Content-Length of a plain body). */
+export const textSize = (chunks: readonly Chunk[]): number => chunks.reduce((n, c) => n + c.size, 0);
 
 // CRC-32 as gzip computes it (reflected, polynomial 0xEDB88320). zlib.crc32 is native but only
 // in Node >= 20.15; the table is the fallback.

@@ -7,7 +7,7 @@
 // going through prom-client's per-series label objects took ~0.5 s a scrape
 // (bench/agent.ts). Process metrics still come from prom-client.
 import client from 'prom-client';
-import { chunkOf, gzipOf, textOf, type Chunk } from './gzip-chunks.js';
+import { chunkOf, gzipOf, textPieces, textSize, type Chunk } from './gzip-chunks.js';
 import type { ExportState, SvcPortLabels } from './state.js';
 
 export interface MetricsOptions {
@@ -228,9 +228,15 @@ function hasRepeats(chunks: Samples<unknown>[]): boolean {
   return false;
 }
 
+/** A /metrics body: its length, and its bytes as pieces (iterate once; plain ones are made as they are pulled). */
+export interface MetricsBody {
+  readonly length: number;
+  readonly pieces: Iterable<Buffer>;
+}
+
 /** A registry that can hand /metrics its text as ready-made buffers, gzipped or not (see AgentRegistry). */
 export interface BufferedRegistry extends client.Registry {
-  metricsBody(gzip: boolean): Promise<Buffer[]>;
+  metricsBody(gzip: boolean): Promise<MetricsBody>;
 }
 
 export function isBufferedRegistry(r: client.Registry): r is BufferedRegistry {
@@ -251,12 +257,14 @@ class AgentRegistry extends client.Registry implements BufferedRegistry {
     super();
   }
   override async metrics(): Promise<string> {
-    return Buffer.concat(await this.metricsBody(false)).toString();
+    return Buffer.concat([...(await this.metricsBody(false)).pieces]).toString();
   }
-  async metricsBody(gzip: boolean): Promise<Buffer[]> {
+  async metricsBody(gzip: boolean): Promise<MetricsBody> {
     const chunks = this.renderFamilies();
     if (this.processRegistry) chunks.push(chunkOf(`\n${await this.processRegistry.metrics()}`));
-    return gzip ? gzipOf(chunks) : textOf(chunks);
+    if (!gzip) return { length: textSize(chunks), pieces: textPieces(chunks) };
+    const pieces = gzipOf(chunks);
+    return { length: pieces.reduce((n, b) => n + b.length, 0), pieces };
   }
   override getMetricsAsArray(): ReturnType<client.Registry['getMetricsAsArray']> {
     return [...super.getMetricsAsArray(), ...(this.processRegistry?.getMetricsAsArray() ?? [])];

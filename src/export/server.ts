@@ -1,6 +1,6 @@
 // The metrics HTTP server: /metrics, /healthz (alive), /readyz (first sync
 // done). Connection data is never served here (see src/agent/evidence-server.ts).
-import { createServer, type Server } from 'node:http';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
 import { isBufferedRegistry } from './metrics.js';
 
@@ -37,6 +37,38 @@ export function acceptsGzip(header: string | string[] | undefined): boolean {
   return star;
 }
 
+/** Plain /metrics text queued for the socket before the next piece waits for it to drain. */
+const PLAIN_QUEUE_BYTES = 512 << 10;
+
+/**
+ * Writes pieces that are made as they are pulled (plain /metrics: each chunk inflated on demand),
+ * taking more only while less than PLAIN_QUEUE_BYTES wait for the socket, so the whole text
+ * (5.5 MB at 5,000 Services) is never in memory at once. Waiting at the stream's own 16 KB mark
+ * instead meant ~370 waits per scrape. The headers are out: a failure can only cut it short.
+ */
+async function writePulled(res: ServerResponse, pieces: Iterable<Buffer>): Promise<void> {
+  try {
+    for (const b of pieces) {
+      if (res.destroyed) return;
+      res.write(b);
+      if (res.writableLength >= PLAIN_QUEUE_BYTES) {
+        await new Promise<void>((resolve) => {
+          const done = () => {
+            res.off('drain', done);
+            res.off('close', done);
+            resolve();
+          };
+          res.on('drain', done);
+          res.on('close', done);
+        });
+      }
+    }
+    res.end();
+  } catch (e) {
+    res.destroy(e as Error);
+  }
+}
+
 export function createMetricsServer(o: MetricsServerOptions): Server {
   return createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
@@ -48,17 +80,18 @@ export function createMetricsServer(o: MetricsServerOptions): Server {
       const r = o.registry;
       if (isBufferedRegistry(r)) {
         const gzip = acceptsGzip(req.headers['accept-encoding']);
-        r.metricsBody(gzip).then((bufs) => {
+        r.metricsBody(gzip).then((body) => {
           res.writeHead(200, {
             ...type,
-            'Content-Length': bufs.reduce((n, b) => n + b.length, 0),
+            'Content-Length': body.length,
             Vary: 'Accept-Encoding',
             ...(gzip ? { 'Content-Encoding': 'gzip' } : {}),
           });
           if (req.method === 'HEAD') return res.end();
+          if (!gzip) return void writePulled(res, body.pieces);
           // Corked: hundreds of chunk buffers leave in one writev, not one syscall each.
           res.cork();
-          for (const b of bufs) res.write(b);
+          for (const b of body.pieces) res.write(b);
           res.end();
           res.uncork();
         }, fail);

@@ -125,8 +125,11 @@ describe('/metrics rendering', () => {
       change();
       const text = await reg.metrics();
       expect(text, what).toBe(await fresh());
-      expect(Buffer.concat(await (reg as BufferedRegistry).metricsBody(false)).toString(), what).toBe(text);
-      expect(gunzipSync(Buffer.concat(await (reg as BufferedRegistry).metricsBody(true))).toString(), what).toBe(text);
+      const plain = await (reg as BufferedRegistry).metricsBody(false);
+      expect(Buffer.concat([...plain.pieces]).toString(), what).toBe(text);
+      expect(plain.length, what).toBe(Buffer.byteLength(text));
+      const gz = await (reg as BufferedRegistry).metricsBody(true);
+      expect(gunzipSync(Buffer.concat([...gz.pieces])).toString(), what).toBe(text);
       if (what === 'nothing') expect(text).toContain('clbprobe_lb_path_packets_total{namespace="ns-0",service="svc-0",port="80",protocol="TCP",kind="to_lb"} 0\n');
       if (what.includes('merged')) expect(text).toContain(`service="${s.lbPath[20]!.svc.service}",port="80",protocol="TCP",kind="${s.lbPath[20]!.kind}"} ${s.lbPath[20]!.packets + 2}\n`);
     }
@@ -136,9 +139,9 @@ describe('/metrics rendering', () => {
     const s = emptyState('node-1', '0.1.0');
     for (let i = 0; i < 3000; i++) s.lbPath.push({ svc: { namespace: 'a', service: `s${i}`, port: '80', protocol: 'TCP' }, kind: 'to_lb', packets: 0, bytes: 0 });
     const reg = createRegistry(() => s, { maxServicePorts: 10_000, processMetrics: false }) as BufferedRegistry;
-    const before = await reg.metricsBody(true);
+    const before = [...(await reg.metricsBody(true)).pieces];
     s.lbPath[1500]!.packets = 1;
-    const after = await reg.metricsBody(true);
+    const after = [...(await reg.metricsBody(true)).pieces];
     expect(after.length).toBe(before.length);
     // The gzip trailer (CRC, size) is new at every scrape; of the kept segments, only one changed.
     const changed = after.slice(0, -1).filter((b, i) => b !== before[i]);

@@ -67,6 +67,49 @@ describe('metrics server', () => {
   });
 });
 
+describe('metrics server, plain body larger than the socket takes at once', () => {
+  // ~6 MB of text, as at 5,000 Services: the server must wait for the socket to drain.
+  const state = emptyState('node-1', '0.1.0');
+  for (let i = 0; i < 60_000; i++) state.lbPath.push({ svc: { namespace: 'a', service: `s${i}`, port: '80', protocol: 'TCP' }, kind: 'to_lb', packets: i, bytes: 2 * i });
+  const server = createMetricsServer({ registry: createRegistry(() => state, { maxServicePorts: 100_000, processMetrics: false }), ready: () => true });
+  let port = 0;
+  beforeAll(() => new Promise<void>((ok) => server.listen(0, '127.0.0.1', () => ((port = (server.address() as AddressInfo).port), ok()))));
+  afterAll(() => new Promise<void>((ok) => server.close(() => ok())));
+
+  /** GET /metrics, reading nothing for `stallMs` after the first bytes; `abort` hangs up there instead. */
+  const slowGet = (stallMs: number, abort = false) =>
+    new Promise<{ length: number; body: Buffer }>((ok, fail) => {
+      const req = request({ host: '127.0.0.1', port, path: '/metrics' }, (res) => {
+        const parts: Buffer[] = [];
+        res.once('data', () => {
+          if (abort) {
+            req.destroy();
+            ok({ length: 0, body: Buffer.alloc(0) });
+            return;
+          }
+          res.pause();
+          setTimeout(() => res.resume(), stallMs);
+        });
+        res.on('data', (b: Buffer) => parts.push(b));
+        res.on('end', () => ok({ length: Number(res.headers['content-length']), body: Buffer.concat(parts) }));
+      });
+      req.on('error', (e) => (abort ? undefined : fail(e)));
+      req.end();
+    });
+
+  it('streams the whole text to a client that stalls, and survives one that hangs up', async () => {
+    const slow = await slowGet(300);
+    expect(slow.length).toBeGreaterThan(5_000_000);
+    expect(slow.body.length).toBe(slow.length);
+    const text = slow.body.toString();
+    expect(text).toContain('service="s59999",port="80",protocol="TCP",kind="to_lb"} 59999\n');
+    expect(text.endsWith('\n')).toBe(true);
+    await slowGet(0, true);
+    const again = await slowGet(0);
+    expect(again.body.toString()).toBe(text);
+  });
+});
+
 describe('acceptsGzip', () => {
   it.each([
     ['gzip', true],
