@@ -105,7 +105,7 @@ async function run(flags: AgentFlags): Promise<void> {
   // scrape reuses compressed chunks like every later one instead of formatting and compressing
   // ~50k series (~300 ms at 5,000 Services, bench/agent.ts).
   if (isBufferedRegistry(registry)) {
-    await registry.metricsBody(true).catch((e: unknown) => log.warn({ err: e instanceof Error ? e.message : String(e) }, 'rendering /metrics after the first sync failed'));
+    await registry.metricsBody().catch((e: unknown) => log.warn({ err: e instanceof Error ? e.message : String(e) }, 'rendering /metrics after the first sync failed'));
   }
 }
 

@@ -37,36 +37,39 @@ export function acceptsGzip(header: string | string[] | undefined): boolean {
   return star;
 }
 
-/** Plain /metrics text queued for the socket before the next piece waits for it to drain. */
-const PLAIN_QUEUE_BYTES = 512 << 10;
+/** Bytes of text per piece of a plain body, and how many may wait for the socket before the next is made. */
+const PLAIN_PIECE = 256 << 10;
+const PLAIN_QUEUE = 1 << 20;
 
 /**
- * Writes pieces that are made as they are pulled (plain /metrics: each chunk inflated on demand),
- * taking more only while less than PLAIN_QUEUE_BYTES wait for the socket, so the whole text
- * (5.5 MB at 5,000 Services) is never in memory at once. Waiting at the stream's own 16 KB mark
- * instead meant ~370 waits per scrape. The headers are out: a failure can only cut it short.
+ * Sends plain /metrics text piece by piece, making the next piece only while less than
+ * PLAIN_QUEUE bytes wait for the socket (curl without --compressed, a browser). The headers are
+ * out: a failure, or a client that hangs up, can only cut the body short.
  */
-async function writePulled(res: ServerResponse, pieces: Iterable<Buffer>): Promise<void> {
+async function writeText(res: ServerResponse, pieces: Iterable<Buffer>): Promise<void> {
   try {
     for (const b of pieces) {
       if (res.destroyed) return;
       res.write(b);
-      if (res.writableLength >= PLAIN_QUEUE_BYTES) {
-        await new Promise<void>((resolve) => {
-          const done = () => {
-            res.off('drain', done);
-            res.off('close', done);
-            resolve();
-          };
-          res.on('drain', done);
-          res.on('close', done);
-        });
-      }
+      if (res.writableLength >= PLAIN_QUEUE) await drained(res);
     }
     res.end();
   } catch (e) {
     res.destroy(e as Error);
   }
+}
+
+/** Resolves when the response can take more, or is gone. */
+function drained(res: ServerResponse): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      res.off('drain', done);
+      res.off('close', done);
+      resolve();
+    };
+    res.on('drain', done);
+    res.on('close', done);
+  });
 }
 
 export function createMetricsServer(o: MetricsServerOptions): Server {
@@ -80,18 +83,18 @@ export function createMetricsServer(o: MetricsServerOptions): Server {
       const r = o.registry;
       if (isBufferedRegistry(r)) {
         const gzip = acceptsGzip(req.headers['accept-encoding']);
-        r.metricsBody(gzip).then((body) => {
+        r.metricsBody().then((body) => {
           res.writeHead(200, {
             ...type,
-            'Content-Length': body.length,
+            'Content-Length': gzip ? body.gzippedLength : body.textLength,
             Vary: 'Accept-Encoding',
             ...(gzip ? { 'Content-Encoding': 'gzip' } : {}),
           });
           if (req.method === 'HEAD') return res.end();
-          if (!gzip) return void writePulled(res, body.pieces);
+          if (!gzip) return void writeText(res, body.text(PLAIN_PIECE));
           // Corked: hundreds of chunk buffers leave in one writev, not one syscall each.
           res.cork();
-          for (const b of body.pieces) res.write(b);
+          for (const b of body.gzipped) res.write(b);
           res.end();
           res.uncork();
         }, fail);

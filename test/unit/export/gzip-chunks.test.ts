@@ -1,6 +1,6 @@
 import zlib from 'node:zlib';
 import { describe, expect, it } from 'vitest';
-import { chunkOf, crc32, crc32Combine, crc32Js, gzipOf, textOf } from '../../../src/export/gzip-chunks.js';
+import { chunkOf, crc32, crc32Combine, crc32Js, gzipOf, textPieces, textSize } from '../../../src/export/gzip-chunks.js';
 
 // A deterministic pseudo-random text generator: metric-like lines and arbitrary bytes.
 function texts(seed: number, n: number): string[] {
@@ -25,8 +25,7 @@ describe('gzip chunks', () => {
       const expected = Buffer.from(parts.join(''));
       // gunzip verifies the trailer's CRC-32 and ISIZE: a wrong combined CRC fails here.
       expect(zlib.gunzipSync(Buffer.concat(gzipOf(chunks))).equals(expected)).toBe(true);
-      expect(Buffer.concat(textOf(chunks)).equals(expected)).toBe(true);
-      expect(chunks.reduce((n, c) => n + c.size, 0)).toBe(expected.length);
+      expect(textSize(chunks)).toBe(expected.length);
       const compressed = gzipOf(chunks).reduce((n, b) => n + b.length, 0);
       expect(compressed).toBeLessThan(expected.length / 3);
     }
@@ -51,12 +50,28 @@ describe('gzip chunks', () => {
     expect(chunks.map((c) => c.size)).toEqual(parts.map((p) => Buffer.byteLength(p)));
   });
 
+  it('gives the text in pieces of about the asked size, each inflated from the chunks it spans', () => {
+    const parts = texts(7, 200);
+    const chunks = [chunkOf(''), ...parts.map(chunkOf), chunkOf('')];
+    const expected = Buffer.from(parts.join(''));
+    const pieceBytes = Math.ceil(expected.length / 5);
+    const pieces = [...textPieces(chunks, pieceBytes)];
+    expect(Buffer.concat(pieces).equals(expected)).toBe(true);
+    expect(pieces.length).toBeGreaterThanOrEqual(4);
+    expect(pieces.length).toBeLessThanOrEqual(6);
+    const biggest = Math.max(...parts.map((p) => Buffer.byteLength(p)));
+    for (const p of pieces.slice(0, -1)) expect(p.length).toBeGreaterThanOrEqual(pieceBytes);
+    for (const p of pieces) expect(p.length).toBeLessThan(pieceBytes + biggest);
+    expect([...textPieces([chunkOf(''), chunkOf('')], 1024)]).toEqual([]);
+    expect(() => [...textPieces([{ ...chunkOf('a 1\n'), size: 5 }], 1024)]).toThrow(/inflated to 4 bytes, not 5/);
+  });
+
   it('handles no chunks, empty chunks, and a single chunk', () => {
     expect(zlib.gunzipSync(Buffer.concat(gzipOf([]))).length).toBe(0);
     const c = [chunkOf(''), chunkOf('a 1\n'), chunkOf(''), chunkOf('b 2\n')];
     expect(zlib.gunzipSync(Buffer.concat(gzipOf(c))).toString()).toBe('a 1\nb 2\n');
-    expect(Buffer.concat(textOf([chunkOf('only\n')])).toString()).toBe('only\n');
-    expect(textOf([chunkOf(''), chunkOf('')])).toEqual([]);
+    expect(zlib.gunzipSync(Buffer.concat(gzipOf([chunkOf('only\n')]))).toString()).toBe('only\n');
+    expect(textSize([chunkOf(''), chunkOf('')])).toBe(0);
   });
 
   it('combines CRCs as the CRC of the concatenation', () => {

@@ -125,11 +125,10 @@ describe('/metrics rendering', () => {
       change();
       const text = await reg.metrics();
       expect(text, what).toBe(await fresh());
-      const plain = await (reg as BufferedRegistry).metricsBody(false);
-      expect(Buffer.concat([...plain.pieces]).toString(), what).toBe(text);
-      expect(plain.length, what).toBe(Buffer.byteLength(text));
-      const gz = await (reg as BufferedRegistry).metricsBody(true);
-      expect(gunzipSync(Buffer.concat([...gz.pieces])).toString(), what).toBe(text);
+      const body = await (reg as BufferedRegistry).metricsBody();
+      expect(gunzipSync(Buffer.concat(body.gzipped)).toString(), what).toBe(text);
+      expect(body.textLength, what).toBe(Buffer.byteLength(text));
+      expect(body.gzippedLength, what).toBe(Buffer.concat(body.gzipped).length);
       if (what === 'nothing') expect(text).toContain('clbprobe_lb_path_packets_total{namespace="ns-0",service="svc-0",port="80",protocol="TCP",kind="to_lb"} 0\n');
       if (what.includes('merged')) expect(text).toContain(`service="${s.lbPath[20]!.svc.service}",port="80",protocol="TCP",kind="${s.lbPath[20]!.kind}"} ${s.lbPath[20]!.packets + 2}\n`);
     }
@@ -139,9 +138,9 @@ describe('/metrics rendering', () => {
     const s = emptyState('node-1', '0.1.0');
     for (let i = 0; i < 3000; i++) s.lbPath.push({ svc: { namespace: 'a', service: `s${i}`, port: '80', protocol: 'TCP' }, kind: 'to_lb', packets: 0, bytes: 0 });
     const reg = createRegistry(() => s, { maxServicePorts: 10_000, processMetrics: false }) as BufferedRegistry;
-    const before = [...(await reg.metricsBody(true)).pieces];
+    const before = (await reg.metricsBody()).gzipped;
     s.lbPath[1500]!.packets = 1;
-    const after = [...(await reg.metricsBody(true)).pieces];
+    const after = (await reg.metricsBody()).gzipped;
     expect(after.length).toBe(before.length);
     // The gzip trailer (CRC, size) is new at every scrape; of the kept segments, only one changed.
     const changed = after.slice(0, -1).filter((b, i) => b !== before[i]);
