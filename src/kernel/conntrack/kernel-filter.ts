@@ -87,9 +87,10 @@ export class KernelEventFilter {
   }
 
   /**
-   * Makes the map hold `next`'s keys: additions first, then deletions, so that a target in both
-   * sets is never missing. Throws when the map cannot take them; the map then holds a mix, and
-   * the caller must detach (the filter would drop events of targets it lacks).
+   * Makes the map hold `next`'s keys: deletions first, so the map never holds more than the larger
+   * of the two sets; keys in both are not touched, so no target that stays is ever missing.
+   * Throws when the map cannot take them; the map then holds a mix, and the caller must detach
+   * (the filter would drop events of targets it lacks).
    */
   sync(next: PrefilterKeys): { added: number; deleted: number } {
     this.ensureOpen();
@@ -98,7 +99,7 @@ export class KernelEventFilter {
     const prev = this.applied;
     let added = 0;
     let deleted = 0;
-    for (const pass of ['add', 'delete'] as const) {
+    for (const pass of ['delete', 'add'] as const) {
       const [from, to] = pass === 'add' ? [prev, next] : [next, prev];
       // Keys in `to` and not in `from`: added (add pass) or deleted (delete pass).
       const write = (): void => {
