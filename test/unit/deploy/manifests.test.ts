@@ -113,7 +113,7 @@ describe('deploy/ kustomization', () => {
     expect(c.livenessProbe.httpGet).toEqual({ path: '/healthz', port: 'metrics' });
     expect(c.readinessProbe.httpGet).toEqual({ path: '/readyz', port: 'metrics' });
     // From bench/agent (1M conntrack entries, 5,000 Services): RSS 160-180 MB, peak 205 MB; 23 % of a core at 10k events/s.
-    expect(c.resources).toEqual({ requests: { cpu: '50m', memory: '200Mi' }, limits: { cpu: '500m', memory: '400Mi' } });
+    expect(c.resources).toEqual({ requests: { cpu: '50m', memory: '128Mi' }, limits: { cpu: '500m', memory: '256Mi' } });
     const hostPaths = pod.volumes.filter((v: { hostPath?: unknown }) => v.hostPath).map((v: { hostPath: { path: string } }) => v.hostPath.path);
     expect(hostPaths).toEqual(['/run/clbprobe']);
     expect(ds.spec.template.metadata.annotations).toEqual({ 'prometheus.io/scrape': 'true', 'prometheus.io/port': '9811', 'prometheus.io/path': '/metrics' });
