@@ -139,7 +139,7 @@ export class ConntrackWatch {
     try {
       f = KernelEventFilter.open();
       f.sync(keys);
-      f.attach(this.events.fd);
+      f.attach(this.events);
       this.kernel = f;
       this.stats.kernelFilter = 'on';
     } catch (e) {

@@ -8,7 +8,8 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { captureAddon, type BpfObject, type CaptureAddon } from '../../capture/addon.js';
 import { readPerCpuU64 } from '../../capture/ebpf-maps.js';
-import { native, projectRoot } from '../../native.js';
+import { projectRoot } from '../../native.js';
+import type { NetlinkSocket } from '../netlink/socket.js';
 import type { KeySet, PrefilterKeys } from './prefilter.js';
 
 const PROGRAM = 'ct_event_filter';
@@ -26,9 +27,6 @@ const KIND_NODE_IP = 3;
 const KIND_NODE_PORT = 4;
 const KIND_ENDPOINT = 5;
 
-const SOL_SOCKET = 1;
-const SO_ATTACH_BPF = 50;
-const SO_DETACH_BPF = 27;
 const BPF_ANY = 0;
 const PRESENT = Buffer.from([1]);
 
@@ -57,7 +55,7 @@ export class KernelEventFilter {
   private readonly cpus: number;
   /** What the key map holds. */
   private applied: PrefilterKeys = NO_SETS;
-  private attachedTo?: number;
+  private attachedTo?: NetlinkSocket;
   /** One key, rewritten for each map call (8 bytes: addr, port, proto, kind). */
   private readonly key = Buffer.alloc(8);
   private closed = false;
@@ -141,18 +139,17 @@ export class KernelEventFilter {
   }
 
   /** Attaches to a socket (after the first sync: an empty map would drop every IPv4 event). */
-  attach(socketFd: number): void {
+  attach(socket: NetlinkSocket): void {
     this.ensureOpen();
-    native().nlSetsockopt(socketFd, SOL_SOCKET, SO_ATTACH_BPF, this.addon.bpfObjectProgFd(this.obj, PROGRAM));
-    this.attachedTo = socketFd;
+    socket.attachBpf(this.addon.bpfObjectProgFd(this.obj, PROGRAM));
+    this.attachedTo = socket;
   }
 
   /** Takes the filter off the socket: every event reaches user space again. */
   detach(): void {
-    if (this.attachedTo === undefined) return;
-    const fd = this.attachedTo;
+    const socket = this.attachedTo;
     this.attachedTo = undefined;
-    native().nlSetsockopt(fd, SOL_SOCKET, SO_DETACH_BPF, 0);
+    socket?.detachBpf();
   }
 
   stats(): KernelFilterStats {

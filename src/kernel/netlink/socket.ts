@@ -22,6 +22,8 @@ export const NETLINK_NETFILTER = 12;
 export const NETLINK_GENERIC = 16;
 
 const SOL_SOCKET = 1;
+const SO_ATTACH_BPF = 50;
+const SO_DETACH_BPF = 27;
 const SO_RCVBUF = 8;
 const SO_RCVBUFFORCE = 33;
 const SOL_NETLINK = 270;
@@ -278,6 +280,21 @@ export class NetlinkSocket {
       this.subscriber = undefined;
       if (this.poll && !this.closed) n.pollSet(this.poll, 0);
     };
+  }
+
+  /**
+   * Attaches an eBPF socket filter (the fd of a loaded socket-filter program): messages it drops,
+   * multicast notifications included, are never queued to this socket.
+   */
+  attachBpf(progFd: number): void {
+    this.assertOpen();
+    native().nlSetsockopt(this.fd, SOL_SOCKET, SO_ATTACH_BPF, progFd);
+  }
+
+  /** Takes the filter off: every message is queued again. */
+  detachBpf(): void {
+    this.assertOpen();
+    native().nlSetsockopt(this.fd, SOL_SOCKET, SO_DETACH_BPF, 0);
   }
 
   close(): void {
