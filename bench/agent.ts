@@ -395,7 +395,7 @@ async function bigNode(dir: string): Promise<void> {
   // The full conntrack re-dump, run here at CONNTRACK_RESYNC_S instead of its default 10 min to
   // see one, measured like the re-read above.
   const r0 = resyncs(after);
-  // Between the two re-reads, the same event rate with no entry the agent keeps: what reading and
+  // Before the re-dump, the same event rate with no entry the agent keeps: what reading and
   // pre-checking events costs alone.
   const bare = await eventLoad(agent.pid, node.path, opt.window / 2, Number.MAX_SAFE_INTEGER, toVip);
   rows.push({

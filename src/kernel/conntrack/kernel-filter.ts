@@ -36,8 +36,8 @@ export function ctEventsObjectPath(): string {
 
 const NO_SETS: PrefilterKeys = { protos: new Set(), nodeIps: new Set(), vips: new Map(), endpoints: new Map(), nodePorts: new Map() };
 
-/** Keys per kind in the kernel's map for a set of targets. */
-export function kernelKeyCount(k: PrefilterKeys): number {
+/** Keys in the kernel's map for a set of targets. */
+function kernelKeyCount(k: PrefilterKeys): number {
   let n = k.protos.size + k.nodeIps.size;
   for (const m of [k.vips, k.endpoints, k.nodePorts]) for (const s of m.values()) n += s.size;
   return n;
@@ -90,52 +90,42 @@ export class KernelEventFilter {
    * Throws when the map cannot take them; the map then holds a mix, and the caller must detach
    * (the filter would drop events of targets it lacks).
    */
-  sync(next: PrefilterKeys): { added: number; deleted: number } {
+  sync(next: PrefilterKeys): void {
     this.ensureOpen();
     const size = kernelKeyCount(next);
     if (size > KERNEL_FILTER_MAX_KEYS) throw new Error(`${size} targets exceed the kernel filter's ${KERNEL_FILTER_MAX_KEYS} keys`);
     const prev = this.applied;
-    let added = 0;
-    let deleted = 0;
-    for (const pass of ['delete', 'add'] as const) {
-      const [from, to] = pass === 'add' ? [prev, next] : [next, prev];
-      // Keys in `to` and not in `from`: added (add pass) or deleted (delete pass).
-      const write = (): void => {
-        if (pass === 'add') {
-          this.addon.bpfMapUpdate(this.mapFd, this.key, PRESENT, BPF_ANY);
-          added++;
-        } else {
-          this.addon.bpfMapDelete(this.mapFd, this.key);
-          deleted++;
-        }
-      };
-      for (const p of to.protos) {
-        if (from.protos.has(p)) continue;
-        this.setKey(0, 0, p, KIND_PROTO);
-        write();
-      }
-      for (const ip of to.nodeIps) {
-        if (from.nodeIps.has(ip)) continue;
-        this.setKey(ip, 0, 0, KIND_NODE_IP);
-        write();
-      }
-      for (const [kind, fromSets, toSets] of [
-        [KIND_VIP, from.vips, to.vips],
-        [KIND_ENDPOINT, from.endpoints, to.endpoints],
-        [KIND_NODE_PORT, from.nodePorts, to.nodePorts],
-      ] as const) {
-        for (const [proto, keys] of toSets) {
-          onlyIn(keys, fromSets.get(proto), (k) => {
-            // NodePort keys are bare ports; the others ip * 65536 + port.
-            if (kind === KIND_NODE_PORT) this.setKey(0, k, proto, kind);
-            else this.setKey(Math.floor(k / 65536), k % 65536, proto, kind);
-            write();
-          });
-        }
+    this.eachKeyOnlyIn(prev, next, () => this.addon.bpfMapDelete(this.mapFd, this.key));
+    this.eachKeyOnlyIn(next, prev, () => this.addon.bpfMapUpdate(this.mapFd, this.key, PRESENT, BPF_ANY));
+    this.applied = next;
+  }
+
+  /** Puts each key of `a` that `b` lacks into this.key and calls apply(). */
+  private eachKeyOnlyIn(a: PrefilterKeys, b: PrefilterKeys, apply: () => void): void {
+    for (const p of a.protos) {
+      if (b.protos.has(p)) continue;
+      this.setKey(0, 0, p, KIND_PROTO);
+      apply();
+    }
+    for (const ip of a.nodeIps) {
+      if (b.nodeIps.has(ip)) continue;
+      this.setKey(ip, 0, 0, KIND_NODE_IP);
+      apply();
+    }
+    for (const [kind, aSets, bSets] of [
+      [KIND_VIP, a.vips, b.vips],
+      [KIND_ENDPOINT, a.endpoints, b.endpoints],
+      [KIND_NODE_PORT, a.nodePorts, b.nodePorts],
+    ] as const) {
+      for (const [proto, keys] of aSets) {
+        onlyIn(keys, bSets.get(proto), (k) => {
+          // NodePort keys are bare ports; the others ip * 65536 + port.
+          if (kind === KIND_NODE_PORT) this.setKey(0, k, proto, kind);
+          else this.setKey(Math.floor(k / 65536), k % 65536, proto, kind);
+          apply();
+        });
       }
     }
-    this.applied = next;
-    return { added, deleted };
   }
 
   /** Attaches to a socket (after the first sync: an empty map would drop every IPv4 event). */
