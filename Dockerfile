@@ -25,7 +25,6 @@ RUN npm ci --no-audit --no-fund
 COPY binding.gyp tsconfig.json tsconfig.build.json ./
 COPY native ./native
 COPY src ./src
-COPY bench ./bench
 RUN npm run build && npm prune --omit=dev --no-audit --no-fund
 
 FROM node:${NODE_VERSION}-${DEBIAN}-slim AS runtime

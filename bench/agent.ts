@@ -30,6 +30,7 @@ import { BENCH_NODE, syntheticCluster } from './agent-cluster.js';
 import { paceEvents } from './agent-events.js';
 import { fill, raiseConntrackMax, type Destination } from './conntrack-dump.js';
 import { FakeApiServer, type ResourceName } from '../test/support/fake-apiserver.js';
+import { agentContainer, containerEnv, hostArgv } from '../test/support/daemonset.js';
 
 const argCli = process.argv.indexOf('--cli');
 /** --cli PATH: another build of the agent (to compare a change); default the project's dist/. */
@@ -61,17 +62,14 @@ const opt = {
 };
 if (opt.cluster !== 'api' && opt.cluster !== 'file') throw new Error(`--cluster: api or file, not ${opt.cluster}`);
 /**
- * The agent runs as deployed: with deploy/daemonset.yaml's NODE_OPTIONS and MALLOC_ARENA_MAX (memory
- * depends on both). --node-flags "..." replaces the node options, e.g. to add "--cpu-prof --cpu-prof-dir=/tmp/p".
+ * The agent runs as deployed: with deploy/daemonset.yaml's node flags (its command) and env (memory
+ * depends on both). --node-flags "..." replaces the node flags, e.g. to add "--cpu-prof --cpu-prof-dir=/tmp/p".
  */
-function deployedEnv(name: string): string | undefined {
-  const yaml = readFileSync(join(import.meta.dirname, '../deploy/daemonset.yaml'), 'utf8');
-  const m = new RegExp(`- name: ${name}\\n\\s+value: "?([^"\\n]*)"?`).exec(yaml);
-  if (!m) throw new Error(`deploy/daemonset.yaml: no ${name} in the agent's env`);
-  return m[1]!.trim();
-}
-const nodeFlags = (argv.includes('--node-flags') ? argv[argv.indexOf('--node-flags') + 1]! : deployedEnv('NODE_OPTIONS')!).split(' ').filter(Boolean);
-const mallocArenaMax = deployedEnv('MALLOC_ARENA_MAX')!;
+const deployed = agentContainer();
+const deployedFlags = hostArgv(deployed).slice(1, hostArgv(deployed).findIndex((a) => a.endsWith('/cli/main.js')));
+const nodeFlags = argv.includes('--node-flags') ? argv[argv.indexOf('--node-flags') + 1]!.split(' ').filter(Boolean) : deployedFlags;
+const deployedEnv = containerEnv(deployed, { 'spec.nodeName': 'bench' });
+const mallocArenaMax = deployedEnv.MALLOC_ARENA_MAX ?? '';
 
 // ---- clean-up: run in reverse order, once, whatever happens ----
 const undo: (() => void)[] = [];
@@ -213,7 +211,7 @@ async function startAgent(dir: string, tag: string, args: string[]): Promise<Age
   const proc = spawn(
     process.execPath,
     [...nodeFlags, CLI, 'agent', '--listen', `127.0.0.1:${port}`, '--evidence-socket', join(dir, `${tag}.sock`), '--log-level', 'info', ...args],
-    { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, MALLOC_ARENA_MAX: mallocArenaMax } },
+    { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...deployedEnv } },
   );
   proc.stderr!.pipe(out);
   undo.push(() => {

@@ -5,7 +5,7 @@
 // packet (kernel.bpf_stats_enabled, set for the run and restored), agent CPU
 // while reading the counters every second, read time at 16k counter keys, and
 // the pcap fallback's loss at increasing rates.
-//   sudo node --import tsx bench/capture.ts      (or node dist/bench/capture.js)
+//   sudo node --import tsx bench/capture.ts
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -2,7 +2,7 @@
 // `conntrack -L -o extended > /dev/null`, on the same table, same run.
 // Fills a network namespace's table with N entries over ctnetlink (batched
 // CT_NEW messages), then times both readers and their peak RSS.
-//   node dist/bench/conntrack-dump.js [--sizes 100000,1000000] [--runs 3]
+//   node --import tsx bench/conntrack-dump.ts [--sizes 100000,1000000] [--runs 3]
 // Root only. Raises net.netfilter.nf_conntrack_max in the root namespace when
 // needed (it cannot be set per namespace) and restores it afterwards.
 import { execFileSync, spawnSync } from 'node:child_process';

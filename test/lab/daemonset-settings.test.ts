@@ -1,0 +1,113 @@
+// The agent started with exactly deploy/daemonset.yaml's command, args, env and
+// security context, read from the manifest: node's own flags (a flag node
+// refuses fails here), the four capabilities and no others (bounding set, no
+// new privileges), a read-only root with the manifest's volumes as the only
+// writable paths, root as the manifest's user, and hostNetwork as a network
+// namespace this test builds (the loop lab's node1). The image test runs the
+// same settings in a real container; this one needs no container engine.
+// Namespaces are cbds-*.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseSamples } from '../../src/demo/agent.js';
+import { LAB, createLoopLab, type LoopLab } from '../../src/demo/lab.js';
+import { agentContainer, containerEnv, hostArgv, type AgentContainer } from '../support/daemonset.js';
+import { isRoot } from '../support/netns.js';
+import { until } from '../support/wait.js';
+
+const PREFIX = 'cbds-';
+const CAP_BITS: Record<string, number> = { NET_ADMIN: 12, NET_RAW: 13, PERFMON: 38, BPF: 39 };
+
+/** The shell that builds the container's file system view, then execs the agent as the manifest says. */
+function containerScript(c: AgentContainer, scratch: string): string[] {
+  const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+  // /run lives on the root file system here: give hostPaths under it a tmpfs to be created in.
+  const lines = ['mount -t tmpfs tmpfs /run'];
+  // A hostPath is a directory of this test's (bound first: it lives under /tmp, an emptyDir below).
+  c.mounts.forEach((m, i) => {
+    if (m.hostPath === undefined) return;
+    lines.push(`mkdir -p ${q(join(scratch, `host${i}`))} ${q(m.mountPath)} && mount --bind ${q(join(scratch, `host${i}`))} ${q(m.mountPath)}`);
+  });
+  // A writable tmpfs stands in for each emptyDir.
+  for (const m of c.mounts) if (m.emptyDir) lines.push(`mount -t tmpfs -o size=64m tmpfs ${q(m.mountPath)}`);
+  if (c.readOnlyRootFilesystem) lines.push('mount -o remount,bind,ro /');
+  const keep = c.capabilities.add.map((x) => `+${x.toLowerCase()}`).join(',');
+  const drop = c.capabilities.drop.includes('ALL') ? '-all' : '';
+  const setpriv = ['setpriv', ...(c.allowPrivilegeEscalation ? [] : ['--no-new-privs']), '--reuid', String(c.runAsUser), '--regid', '0', '--clear-groups',
+    '--bounding-set', [drop, keep].filter(Boolean).join(','), '--inh-caps', '-all', '--'];
+  lines.push(`exec ${[...setpriv, ...hostArgv(c)].map(q).join(' ')}`);
+  return ['unshare', '--mount', '--propagation', 'private', '--', 'sh', '-euc', lines.join('\n')];
+}
+
+describe.skipIf(!isRoot)("the agent as deploy/daemonset.yaml starts it", () => {
+  const c = agentContainer();
+  let lab: LoopLab;
+  let scratch: string;
+  let agent: ChildProcess | undefined;
+  let stderr = '';
+  let exited: string | undefined;
+  const port = Number(/:(\d+)$/.exec(c.args[c.args.indexOf('--listen') + 1] ?? '')?.[1] ?? 9811);
+  const get = (path: string): string =>
+    lab.node.run('curl', '-sS', '--max-time', '2', '-w', '\n%{http_code}', `http://127.0.0.1:${port}${path}`);
+
+  beforeAll(async () => {
+    if (!existsSync(hostArgv(c).find((a) => a.endsWith('.js')) ?? '')) throw new Error('dist missing: run npm run build first');
+    expect(c.hostNetwork).toBe(true);
+    scratch = mkdtempSync(join(tmpdir(), PREFIX));
+    lab = await createLoopLab('Local', PREFIX);
+    const env = { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', ...containerEnv(c, { 'spec.nodeName': LAB.node1Name }) };
+    agent = spawn('ip', ['netns', 'exec', lab.node.name, ...containerScript(c, scratch)], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+    agent.stderr!.on('data', (b: Buffer) => (stderr += b));
+    agent.on('exit', (code, sig) => (exited = `exit ${code ?? sig}`));
+    // /readyz: the first sync is done, every source has been read once.
+    await until('/readyz', 20_000, () => {
+      if (exited) throw new Error(`the agent ${exited} at start-up:\n${stderr}`);
+      try {
+        return get('/readyz').endsWith('\n200') ? true : undefined;
+      } catch {
+        return undefined; // not listening yet
+      }
+    }, 200).catch((e: Error) => {
+      throw new Error(`${e.message}; the agent's log:\n${stderr}`);
+    });
+  }, 60_000);
+
+  afterAll(() => {
+    agent?.kill('SIGKILL');
+    lab?.destroy();
+    if (scratch) rmSync(scratch, { recursive: true, force: true });
+  });
+
+  it('node accepts the command and the env, and the agent serves /healthz and /metrics', () => {
+    expect(exited).toBeUndefined();
+    expect(get('/healthz').endsWith('\n200')).toBe(true);
+    const body = get('/metrics');
+    expect(body.endsWith('\n200')).toBe(true);
+    const up = Object.fromEntries(parseSamples(body).filter((s) => s.name === 'clbprobe_source_up').map((s) => [s.labels.source, s.value]));
+    // Every node source the four capabilities must be enough for; the eBPF counters included.
+    expect(up).toMatchObject({ addresses: 1, nat: 1, conntrack: 1, capture: 1 });
+    expect(stderr).toMatch(/"counter":"eBPF/);
+  });
+
+  it('runs with exactly the manifest capabilities, no new privileges, as its user', () => {
+    const pid = lab.node.run('ip', 'netns', 'pids', lab.node.name).split('\n').filter(Boolean)
+      .find((p) => { try { return readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('cli/main.js'); } catch { return false; } });
+    expect(pid).toBeDefined();
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const field = (k: string) => BigInt(`0x${new RegExp(`^${k}:\\s*([0-9a-f]+)`, 'm').exec(status)![1]}`);
+    const want = c.capabilities.add.reduce((m, name) => m | (1n << BigInt(CAP_BITS[name]!)), 0n);
+    expect(field('CapEff').toString(16)).toBe(want.toString(16));
+    expect(field('CapBnd').toString(16)).toBe(want.toString(16));
+    expect(/^NoNewPrivs:\s*1/m.test(status)).toBe(!c.allowPrivilegeEscalation);
+    expect(new RegExp(`^Uid:\\s*${c.runAsUser}\\s`, 'm').test(status)).toBe(true);
+  });
+
+  it('writes only where the manifest mounts a volume (the evidence socket on its hostPath)', async () => {
+    const sock = c.mounts.findIndex((m) => m.hostPath !== undefined);
+    expect(sock).toBeGreaterThanOrEqual(0);
+    await until('the evidence socket on the hostPath', 5000, () => existsSync(join(scratch, `host${sock}`, 'evidence.sock')) || undefined);
+    expect(stderr).not.toMatch(/EROFS|read-only file system/i);
+  });
+});

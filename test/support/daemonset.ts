@@ -1,0 +1,138 @@
+// The agent container of deploy/daemonset.yaml, read from the file we ship, so
+// that tests and benches start the agent exactly as the DaemonSet does: its
+// command, args, env, security context, volumes and hostNetwork. Never copy
+// these values into a test: a change to the manifest must reach every test.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parse } from 'yaml';
+
+export const REPO_ROOT = join(import.meta.dirname, '../..');
+export const DAEMONSET_PATH = join(REPO_ROOT, 'deploy/daemonset.yaml');
+/** Where the image puts the project (Dockerfile: WORKDIR /app). */
+export const IMAGE_APP_DIR = '/app';
+
+export interface EnvVar {
+  name: string;
+  /** A literal value; undefined for valueFrom (the Downward API). */
+  value?: string;
+  /** The Downward API field for valueFrom.fieldRef, e.g. spec.nodeName. */
+  fieldPath?: string;
+}
+
+export interface AgentContainer {
+  image: string;
+  command: string[];
+  args: string[];
+  env: EnvVar[];
+  capabilities: { drop: string[]; add: string[] };
+  readOnlyRootFilesystem: boolean;
+  allowPrivilegeEscalation: boolean;
+  privileged: boolean;
+  runAsUser: number;
+  seccompProfile: { type: string; localhostProfile?: string };
+  hostNetwork: boolean;
+  /** mountPath -> the volume behind it (hostPath path, or emptyDir). */
+  mounts: { mountPath: string; hostPath?: string; emptyDir: boolean }[];
+  resources: { limits: Record<string, string>; requests: Record<string, string> };
+}
+
+type Obj = Record<string, unknown>;
+const obj = (v: unknown, what: string): Obj => {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new Error(`${DAEMONSET_PATH}: ${what} is not an object`);
+  return v as Obj;
+};
+const list = (v: unknown, what: string): unknown[] => {
+  if (v === undefined) return [];
+  if (!Array.isArray(v)) throw new Error(`${DAEMONSET_PATH}: ${what} is not a list`);
+  return v;
+};
+const strings = (v: unknown, what: string): string[] =>
+  list(v, what).map((x, i) => {
+    if (typeof x !== 'string') throw new Error(`${DAEMONSET_PATH}: ${what}[${i}] is not a string`);
+    return x;
+  });
+
+/** The DaemonSet's one container, "agent", as shipped. */
+export function agentContainer(path = DAEMONSET_PATH): AgentContainer {
+  const ds = obj(parse(readFileSync(path, 'utf8')), 'the document');
+  const pod = obj(obj(obj(ds.spec, 'spec').template, 'spec.template').spec, 'spec.template.spec');
+  const containers = list(pod.containers, 'containers').map((c, i) => obj(c, `containers[${i}]`));
+  const c = containers.find((x) => x.name === 'agent');
+  if (!c) throw new Error(`${path}: no container named agent`);
+  const sc = obj(c.securityContext ?? {}, 'securityContext');
+  const caps = obj(sc.capabilities ?? {}, 'capabilities');
+  const volumes = new Map(list(pod.volumes, 'volumes').map((v, i) => {
+    const vol = obj(v, `volumes[${i}]`);
+    return [String(vol.name), vol] as const;
+  }));
+  const resources = obj(c.resources ?? {}, 'resources');
+  return {
+    image: String(c.image),
+    command: strings(c.command, 'command'),
+    args: strings(c.args, 'args'),
+    env: list(c.env, 'env').map((e, i) => {
+      const v = obj(e, `env[${i}]`);
+      const fieldRef = v.valueFrom ? obj(obj(v.valueFrom, 'valueFrom').fieldRef ?? {}, 'fieldRef') : undefined;
+      return { name: String(v.name), value: v.value === undefined ? undefined : String(v.value), fieldPath: fieldRef?.fieldPath as string | undefined };
+    }),
+    capabilities: { drop: strings(caps.drop, 'capabilities.drop'), add: strings(caps.add, 'capabilities.add') },
+    readOnlyRootFilesystem: sc.readOnlyRootFilesystem === true,
+    allowPrivilegeEscalation: sc.allowPrivilegeEscalation !== false,
+    privileged: sc.privileged === true,
+    runAsUser: Number(sc.runAsUser ?? 0),
+    seccompProfile: obj(sc.seccompProfile ?? { type: 'Unconfined' }, 'seccompProfile') as AgentContainer['seccompProfile'],
+    hostNetwork: pod.hostNetwork === true,
+    mounts: list(c.volumeMounts, 'volumeMounts').map((m, i) => {
+      const mount = obj(m, `volumeMounts[${i}]`);
+      const vol = volumes.get(String(mount.name));
+      if (!vol) throw new Error(`${path}: volumeMount ${String(mount.name)} names no volume`);
+      return {
+        mountPath: String(mount.mountPath),
+        hostPath: vol.hostPath ? String(obj(vol.hostPath, 'hostPath').path) : undefined,
+        emptyDir: vol.emptyDir !== undefined,
+      };
+    }),
+    resources: {
+      limits: (resources.limits ?? {}) as Record<string, string>,
+      requests: (resources.requests ?? {}) as Record<string, string>,
+    },
+  };
+}
+
+/** The image's ENTRYPOINT (the Dockerfile's last one, exec form): what runs when the manifest has no command. */
+export function imageEntrypoint(dockerfile = join(REPO_ROOT, 'Dockerfile')): string[] {
+  const all = [...readFileSync(dockerfile, 'utf8').matchAll(/^ENTRYPOINT\s+(\[.*\])\s*$/gm)];
+  if (all.length === 0) throw new Error(`${dockerfile}: no ENTRYPOINT in exec form`);
+  return JSON.parse(all[all.length - 1]![1]!) as string[];
+}
+
+/**
+ * The container's command line (command, else the image's ENTRYPOINT, then args, as Kubernetes
+ * builds it) with the image's /app replaced by this checkout, for running the shipped settings on
+ * the host (the image test runs them unchanged).
+ */
+export function hostArgv(c: AgentContainer, appDir = REPO_ROOT): string[] {
+  const command = c.command.length > 0 ? c.command : imageEntrypoint();
+  return [...command, ...c.args].map((a) => (a.startsWith(`${IMAGE_APP_DIR}/`) ? appDir + a.slice(IMAGE_APP_DIR.length) : a));
+}
+
+/** The container's literal env plus the Downward API fields the caller supplies. */
+export function containerEnv(c: AgentContainer, fields: Record<string, string>): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const e of c.env) {
+    if (e.value !== undefined) env[e.name] = e.value;
+    else if (e.fieldPath !== undefined) {
+      const v = fields[e.fieldPath];
+      if (v === undefined) throw new Error(`env ${e.name} needs the Downward API field ${e.fieldPath}`);
+      env[e.name] = v;
+    }
+  }
+  return env;
+}
+
+/** Memory limit in bytes ("256Mi" -> 268435456). */
+export function bytesOf(quantity: string): number {
+  const m = /^(\d+)(Ki|Mi|Gi)?$/.exec(quantity);
+  if (!m) throw new Error(`unsupported quantity ${quantity}`);
+  return Number(m[1]) * ({ Ki: 1024, Mi: 1024 ** 2, Gi: 1024 ** 3 }[m[2] ?? ''] ?? 1);
+}
