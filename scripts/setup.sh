@@ -23,8 +23,9 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
   [ "$(id -u)" = 0 ] || { echo "setup: need root to install: ${missing[*]}" >&2; exit 2; }
   echo "setup: installing ${missing[*]}" >&2
-  apt-get update -q >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
+  # Several set-ups may run at once (parallel test suites, CI steps): wait for dpkg's lock.
+  apt-get -o DPkg::Lock::Timeout=900 update -q >&2
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -q --no-install-recommends "${missing[@]}" >&2
 fi
 
 if ! cmp -s package-lock.json node_modules/.package-lock.json 2>/dev/null && \
