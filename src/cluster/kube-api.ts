@@ -3,6 +3,7 @@
 // the builder reads the same shape as `kubectl get -o json`, not typed client models.
 import { request as httpRequest, type ClientRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest, type RequestOptions } from 'node:https';
+import { StringDecoder } from 'node:string_decoder';
 import type { ApiTarget } from './kube-config.js';
 
 /** An API answer other than 200, or a transport failure (statusCode undefined). */
@@ -22,8 +23,29 @@ export interface ListPage {
   items: unknown[];
 }
 
+/**
+ * Size bounds on what the API server sends. An object is at most ~1.5 MB in etcd (the API server
+ * refuses bigger writes at 3 MB), so a watch event line past 4 MiB is not Kubernetes talking; a
+ * list page of 500 such objects would not fit the agent's 256Mi anyway: past the bound the page
+ * fails with a clear error (the reflector keeps its last good store and retries) instead of the
+ * agent being OOM-killed.
+ */
+export interface ApiLimits {
+  maxBodyBytes: number;
+  maxEventBytes: number;
+}
+export const DEFAULT_API_LIMITS: ApiLimits = { maxBodyBytes: 64 << 20, maxEventBytes: 4 << 20 };
+
+const mib = (n: number): string => `${+(n / 2 ** 20).toFixed(2)} MiB`;
+
 export class KubeApi {
-  constructor(readonly target: ApiTarget) {}
+  readonly limits: ApiLimits;
+  constructor(
+    readonly target: ApiTarget,
+    limits: Partial<ApiLimits> = {},
+  ) {
+    this.limits = { ...DEFAULT_API_LIMITS, ...limits };
+  }
 
   /** GET one page of a collection. */
   async listPage(path: string, query: Record<string, string>, timeoutMs = 30_000): Promise<ListPage> {
@@ -61,7 +83,7 @@ export class KubeApi {
     const req = await this.open(path, { ...query, watch: 'true' }, idleMs);
     const res = await answer(req, `watch ${path}`);
     if (res.statusCode !== 200) {
-      const body = await readBody(res, `watch ${path}`);
+      const body = await readBody(res, `watch ${path}`, this.limits.maxBodyBytes);
       throw new ApiError(`watch ${path}: ${statusText(res.statusCode ?? 0, body)}`, res.statusCode);
     }
     let ended = false;
@@ -71,26 +93,36 @@ export class KubeApi {
       req.destroy();
       onEnd(err);
     };
-    // One JSON event per line; a line can span many chunks (a big EndpointSlice).
+    // One JSON event per line; a line can span many chunks (a big EndpointSlice), up to maxEventBytes.
+    const maxLine = this.limits.maxEventBytes;
     let pending: Buffer[] = [];
+    let pendingBytes = 0;
     res.on('data', (chunk: Buffer) => {
       let from = 0;
       for (let nl = chunk.indexOf(10); nl >= 0 && !ended; nl = chunk.indexOf(10, from)) {
         pending.push(chunk.subarray(from, nl));
+        pendingBytes += nl - from;
+        if (pendingBytes > maxLine) return end(new ApiError(`watch ${path}: an event line is longer than ${mib(maxLine)}`));
         const line = Buffer.concat(pending).toString('utf8');
         pending = [];
+        pendingBytes = 0;
         from = nl + 1;
-        if (line.trim() === '') continue;
-        let event: { type?: unknown; object?: unknown };
+        const event = parseWatchLine(line);
+        if (event === undefined) continue;
+        if (typeof event === 'string') return end(new ApiError(`watch ${path}: ${event}`));
         try {
-          event = JSON.parse(line) as typeof event;
-        } catch {
-          return end(new ApiError(`watch ${path}: an event is not JSON (${line.slice(0, 80)})`));
+          onEvent(event.type, event.object);
+        } catch (e) {
+          // One event the consumer cannot take ends this watch with its reason (then relist/resume),
+          // never the process.
+          return end(new ApiError(`watch ${path}: a ${event.type} event could not be applied: ${e instanceof Error ? e.message : String(e)}`));
         }
-        if (typeof event.type !== 'string') return end(new ApiError(`watch ${path}: an event has no type (${line.slice(0, 80)})`));
-        onEvent(event.type, event.object);
       }
-      if (from < chunk.length) pending.push(chunk.subarray(from));
+      if (ended || from >= chunk.length) return;
+      pending.push(chunk.subarray(from));
+      pendingBytes += chunk.length - from;
+      // A line that never ends is cut here, not buffered until the heap runs out.
+      if (pendingBytes > maxLine) end(new ApiError(`watch ${path}: an event line is longer than ${mib(maxLine)} (no newline yet)`));
     });
     res.on('end', () => end(undefined));
     res.on('error', (e) => end(new ApiError(`watch ${path}: ${lostText(e)}`)));
@@ -116,7 +148,7 @@ export class KubeApi {
   private async get(path: string, query: Record<string, string>, timeoutMs: number): Promise<{ status: number; body: string }> {
     const req = await this.open(path, query, timeoutMs);
     const res = await answer(req, `GET ${path}`);
-    return { status: res.statusCode ?? 0, body: await readBody(res, `GET ${path}`) };
+    return { status: res.statusCode ?? 0, body: await readBody(res, `GET ${path}`, this.limits.maxBodyBytes) };
   }
 }
 
@@ -134,12 +166,23 @@ function answer(req: ClientRequest, what: string): Promise<IncomingMessage> {
  * then copying them into one Buffer, put ~2x a list page (2.2 MB at 500 Services with
  * managedFields) per listing collection in the C heap, whose pages the process then kept.
  */
-function readBody(res: IncomingMessage, what: string): Promise<string> {
+function readBody(res: IncomingMessage, what: string, maxBytes: number): Promise<string> {
   return new Promise((resolve, reject) => {
+    const tooBig = (): void => {
+      reject(new ApiError(`${what}: the answer is larger than ${mib(maxBytes)}`));
+      res.destroy();
+    };
+    const declared = Number(res.headers['content-length']);
+    if (declared > maxBytes) return tooBig();
     const pieces: string[] = [];
-    res.setEncoding('utf8');
-    res.on('data', (piece: string) => pieces.push(piece));
-    res.on('end', () => resolve(pieces.join('')));
+    const decoder = new StringDecoder('utf8');
+    let bytes = 0;
+    res.on('data', (piece: Buffer) => {
+      bytes += piece.length;
+      if (bytes > maxBytes) return tooBig();
+      pieces.push(decoder.write(piece));
+    });
+    res.on('end', () => resolve(pieces.join('') + decoder.end()));
     res.on('error', (e) => reject(new ApiError(`${what}: ${lostText(e)}`)));
     res.on('close', () => {
       if (!res.complete) reject(new ApiError(`${what}: connection to the API server lost`));
@@ -167,4 +210,21 @@ function statusText(status: number, body: string): string {
     // not a Status object
   }
   return `${status} ${body.slice(0, 120)}`;
+}
+
+/**
+ * One line of a watch stream: the event, undefined for a blank line, or why the line is not an
+ * event (text for the error). Exported for the fuzz harness.
+ */
+export function parseWatchLine(line: string): { type: string; object: unknown } | undefined | string {
+  if (line.trim() === '') return undefined;
+  let event: unknown;
+  try {
+    event = JSON.parse(line);
+  } catch {
+    return `an event is not JSON (${line.slice(0, 80)})`;
+  }
+  const type = (event as { type?: unknown } | null)?.type;
+  if (typeof type !== 'string') return `an event has no type (${line.slice(0, 80)})`;
+  return { type, object: (event as { object?: unknown }).object };
 }

@@ -139,9 +139,10 @@ export class Reflector<T> {
       const idle = setTimeout(() => finish(new ApiError(`watch got nothing for ${timeoutS + 30} s`)), (timeoutS + 30) * 1000);
       const onEvent = (type: string, object: unknown): void => {
         if (type === 'ERROR') {
-          const status = object as { code?: unknown; message?: unknown };
+          // A Status object, normally; a server (or proxy) may send none at all.
+          const status = (object !== null && typeof object === 'object' ? object : {}) as { code?: unknown; message?: unknown };
           if (status.code === 410) expired = true;
-          else failed = new ApiError(`watch error: ${String(status.message ?? JSON.stringify(object))}`, Number(status.code) || undefined);
+          else failed = new ApiError(`watch error: ${typeof status.message === 'string' ? status.message : `${JSON.stringify(object) ?? 'no Status object'}`.slice(0, 200)}`, Number(status.code) || undefined);
           this.closeWatch?.();
           return;
         }

@@ -1,0 +1,133 @@
+// Hostile or broken API servers (a real HTTP server on loopback): an ERROR event without a Status,
+// a watch line that never ends, an oversized list body. Each must end in a clear error that the
+// reflector retries from, never a crash of the process or a heap that grows without bound.
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ApiError, KubeApi, parseWatchLine } from '../../../src/cluster/kube-api.js';
+import { Reflector } from '../../../src/cluster/reflector.js';
+import { until } from '../../support/wait.js';
+
+type Handler = (req: IncomingMessage, res: ServerResponse, url: URL) => void;
+
+const servers: Server[] = [];
+afterEach(async () => {
+  for (const s of servers.splice(0)) {
+    s.closeAllConnections();
+    await new Promise((r) => s.close(r));
+  }
+});
+
+async function serve(handler: Handler): Promise<string> {
+  const s = createServer((req, res) => handler(req, res, new URL(req.url ?? '/', 'http://x')));
+  servers.push(s);
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  return `http://127.0.0.1:${(s.address() as AddressInfo).port}`;
+}
+
+const target = (server: string) => ({ server, source: 'test', requestOptions: async () => ({}) });
+const list = (rv: string) => JSON.stringify({ kind: 'List', metadata: { resourceVersion: rv }, items: [{ metadata: { name: 'a', namespace: 'ns', resourceVersion: rv } }] });
+
+describe('watch streams from a hostile API server', () => {
+  it('an ERROR event without an object ends the watch with a reason; the reflector keeps going', async () => {
+    let watches = 0;
+    const url = await serve((_req, res, u) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      if (u.searchParams.get('watch') !== 'true') return res.end(list('5'));
+      watches++;
+      res.write('{"type":"ERROR"}\n');
+    });
+    const r = new Reflector(new KubeApi(target(url)), {
+      name: 'services',
+      path: '/api/v1/services',
+      pageSize: 10,
+      watchTimeoutS: 30,
+      backoffInitialMs: 20,
+      backoffMaxMs: 50,
+      transform: (o) => o,
+      onChange: () => {},
+    });
+    const running = r.run();
+    try {
+      await until('three watch attempts (the reflector survived the first)', 5000, () => (watches >= 3 ? true : undefined));
+      expect(r.health()).toMatchObject({ synced: true, healthy: false, reason: 'services: watch error: no Status object' });
+      expect(r.store.size).toBe(1);
+    } finally {
+      r.stop();
+      await running;
+    }
+  });
+
+  it('a watch line that never ends is cut at maxEventBytes with a clear error', async () => {
+    let sent = 0;
+    const url = await serve((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.write('{"type":"ADDED","object":{"metadata":{"name":"a"}}}\n');
+      const chunk = Buffer.alloc(64 << 10, 0x61);
+      const pump = (): void => {
+        while (!res.destroyed && sent < 256 << 20) {
+          sent += chunk.length;
+          if (!res.write(chunk)) return void res.once('drain', pump);
+        }
+      };
+      res.on('close', () => res.off('drain', pump));
+      pump();
+    });
+    const api = new KubeApi(target(url), { maxEventBytes: 1 << 20 });
+    const events: string[] = [];
+    const ended = new Promise<ApiError | undefined>((resolve) => {
+      void api.watch('/api/v1/services', { timeoutSeconds: '30' }, (type) => events.push(type), resolve);
+    });
+    const err = await ended;
+    expect(events).toEqual(['ADDED']);
+    expect(err?.message).toBe('watch /api/v1/services: an event line is longer than 1 MiB (no newline yet)');
+    // Cut near the bound: what was sent is the bound plus what sat in socket buffers, not 256 MiB.
+    expect(sent).toBeLessThan(16 << 20);
+  });
+
+  it('an event the consumer throws on ends the watch with the reason, not the process', async () => {
+    const url = await serve((_req, res) => {
+      res.writeHead(200);
+      res.write('{"type":"ADDED","object":null}\n{"type":"ADDED","object":{}}\n');
+    });
+    const api = new KubeApi(target(url));
+    const err = await new Promise<ApiError | undefined>((resolve) => {
+      void api.watch(
+        '/x',
+        {},
+        (_t, o) => {
+          if (o === null) throw new TypeError('boom');
+        },
+        resolve,
+      );
+    });
+    expect(err?.message).toBe('watch /x: a ADDED event could not be applied: boom');
+  });
+});
+
+describe('API bodies are bounded', () => {
+  for (const chunked of [false, true]) {
+    it(`a list page over maxBodyBytes fails clearly (${chunked ? 'chunked' : 'Content-Length'})`, async () => {
+      const body = JSON.stringify({ metadata: { resourceVersion: '1' }, items: [{ pad: 'x'.repeat(3 << 20) }] });
+      const url = await serve((_req, res) => {
+        res.writeHead(200, chunked ? {} : { 'content-length': Buffer.byteLength(body) });
+        res.end(body);
+      });
+      const api = new KubeApi(target(url), { maxBodyBytes: 1 << 20 });
+      await expect(api.listPage('/api/v1/services', {})).rejects.toThrow('GET /api/v1/services: the answer is larger than 1 MiB');
+      // Under the bound: read whole, multi-byte characters split across pieces intact.
+      const ok = await new KubeApi(target(url), { maxBodyBytes: 4 << 20 }).listPage('/api/v1/services', {});
+      expect(ok.items).toHaveLength(1);
+    });
+  }
+});
+
+describe('parseWatchLine', () => {
+  it('gives the event, nothing for a blank line, or why the line is not one', () => {
+    expect(parseWatchLine('{"type":"ADDED","object":{"a":1}}')).toEqual({ type: 'ADDED', object: { a: 1 } });
+    expect(parseWatchLine('  ')).toBeUndefined();
+    expect(parseWatchLine('null')).toBe('an event has no type (null)');
+    expect(parseWatchLine('[1]')).toBe('an event has no type ([1])');
+    expect(parseWatchLine('{"type":')).toBe('an event is not JSON ({"type":)');
+  });
+});
