@@ -2,11 +2,14 @@
 // where a pod's connect to its Service's LB IP loops, diagnoses it, applies
 // the fix and shows it gone; removes the lab on exit, error or Ctrl-C.
 import { Command } from 'commander';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { EXIT_FINDING, EXIT_OK, UserError, fail } from './errors.js';
 
 interface DemoFlags {
   pause: boolean;
   netnsPrefix: string;
+  html: string;
 }
 
 export function register(program: Command): void {
@@ -20,6 +23,7 @@ export function register(program: Command): void {
     )
     .option('--no-pause', 'run straight through instead of waiting for Enter between steps')
     .option('--netns-prefix <prefix>', 'name prefix of the namespaces it creates', 'clbdemo-')
+    .option('--html <file>', "where to write the loop's diagnosis as an HTML page", join(tmpdir(), 'clbprobe-demo-node1.html'))
     .addHelpText(
       'after',
       `
@@ -45,7 +49,13 @@ Exit codes: 0 the loop was seen, diagnosed, counted and fixed; 1 it was not; 2 e
         }
         // Loaded here: `clbprobe agent` (the same binary) need not hold the demo in memory.
         const [{ runDemo }, { wantColor }] = await Promise.all([import('../demo/run.js'), import('../detect/render.js')]);
-        const o = await runDemo({ prefix: flags.netnsPrefix, pause: flags.pause, color: wantColor(process.stdout), out: process.stdout });
+        const o = await runDemo({
+          prefix: flags.netnsPrefix,
+          pause: flags.pause,
+          color: wantColor(process.stdout),
+          out: process.stdout,
+          htmlFile: resolve(flags.html),
+        });
         process.exitCode = o.loopSeen && o.loopDiagnosed && o.counted && o.fixed ? EXIT_OK : EXIT_FINDING;
       } catch (e) {
         fail(e);

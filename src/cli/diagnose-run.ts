@@ -1,5 +1,6 @@
 // What `clbprobe diagnose` does, loaded only when it runs (src/cli/diagnose.ts registers it):
 // reads this node (or a bundle), streams conntrack through the correlator, gives the findings.
+import { writeFileSync } from 'node:fs';
 import { BundleDirError, readBundle } from '../bundle/read.js';
 import { loadClusterFile, ClusterFileError } from '../cluster/file.js';
 import type { ClusterWatch } from '../cluster/watch.js';
@@ -9,11 +10,13 @@ import { diagnoseInputOf } from '../detect/input.js';
 import type { DiagnoseResult } from '../detect/types.js';
 import { dumpConntrack } from '../kernel/conntrack/dump.js';
 import { takeSnapshot } from '../kernel/snapshot.js';
+import { renderHtml, type HtmlReportOptions } from '../detect/render-html.js';
 import { UserError } from './errors.js';
 import { netnsPath } from './netns.js';
 
 export interface DiagnoseFlags {
   json?: boolean;
+  html?: string;
   nodeName?: string;
   clusterFile?: string;
   kubeconfig?: string;
@@ -103,4 +106,13 @@ export function runFromBundle(flags: DiagnoseFlags): { result: DiagnoseResult; n
     diag.conntrackSeen();
   }
   return { result: diag.finish(), nodeName };
+}
+
+/** Writes the HTML page of a diagnosis; a path that cannot be written is the user's to fix. */
+export function writeHtmlReport(file: string, result: DiagnoseResult, o: HtmlReportOptions): void {
+  try {
+    writeFileSync(file, renderHtml(result, o));
+  } catch (e) {
+    throw new UserError(`diagnose --html: cannot write ${file}: ${e instanceof Error ? e.message : String(e)}`);
+  }
 }

@@ -20,6 +20,7 @@ export function register(program: Command): void {
     .option('--api-timeout <seconds>', 'give up on the API after this long', '20')
     .option('--node-name <name>', 'this node in the cluster view (default: $NODE_NAME, else the hostname)')
     .option('--json', 'print findings and warnings as JSON')
+    .option('--html <file>', 'also write the diagnosis as one self-contained HTML page (each active loop drawn, with its conntrack legs), e.g. for an incident ticket')
     .option('--netns <name>', 'diagnose the network namespace NAME (/var/run/netns/NAME) or a path instead of this one')
     .option('--from <dir>', 'diagnose an offline bundle (clbprobe collect --out DIR, or standard command outputs; see src/bundle/README.md)')
     .addHelpText(
@@ -30,12 +31,13 @@ Examples:
   clbprobe diagnose --cluster-file cluster.json --node-name node-1
   clbprobe diagnose --cluster-file cluster.json --json | jq '.findings[] | select(.severity=="active")'
   clbprobe diagnose --from ./node-a-bundle               a bundle collected on (or hand-made from) another node
+  clbprobe diagnose --from ./node-a-bundle --html node-a.html   the same, plus a page to attach to the ticket
 
 Exit codes: 0 nothing active, 1 an active loopback was found (conntrack shows it), 2 errors.`,
     )
     .action(async (flags: DiagnoseFlags) => {
       try {
-        const [{ runFromBundle, runLive }, { hasActive }, { renderJson, renderText, wantColor }] = await Promise.all([
+        const [{ runFromBundle, runLive, writeHtmlReport }, { hasActive }, { renderJson, renderText, wantColor }] = await Promise.all([
           import('./diagnose-run.js'),
           import('../detect/index.js'),
           import('../detect/render.js'),
@@ -51,6 +53,10 @@ Exit codes: 0 nothing active, 1 an active loopback was found (conntrack shows it
         process.stdout.write(
           flags.json ? renderJson(result, nodeName) : renderText(result, { color: wantColor(process.stdout), nodeName }),
         );
+        if (flags.html) {
+          writeHtmlReport(flags.html, result, { nodeName, generatedAt: new Date().toISOString(), source: flags.from ? `bundle ${flags.from}` : 'live' });
+          process.stderr.write(`diagnose: wrote ${flags.html}\n`);
+        }
         process.exitCode = hasActive(result.findings) ? EXIT_FINDING : EXIT_OK;
       } catch (e) {
         fail(e);

@@ -10,7 +10,7 @@ import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline/promises';
-import { runLive } from '../cli/diagnose-run.js';
+import { runLive, writeHtmlReport } from '../cli/diagnose-run.js';
 import { hasActive } from '../detect/index.js';
 import { renderText } from '../detect/render.js';
 import type { Finding } from '../detect/types.js';
@@ -24,6 +24,8 @@ export interface DemoOptions {
   pause: boolean;
   color: boolean;
   out: NodeJS.WritableStream;
+  /** Where the HTML page of the loop's diagnosis goes (kept after the lab is removed). */
+  htmlFile: string;
 }
 
 /** What the demo saw; `fixed` is the whole point: loop before, none after. */
@@ -100,6 +102,7 @@ export async function runDemo(opts: DemoOptions): Promise<DemoOutcome> {
     const before = await diagnose(lab, running.dir);
     say(indent(renderText(before, { color: opts.color, nodeName: LAB.node1Name })));
     const loopDiagnosed = before.findings.some((f) => f.mechanism === 'L4-loop' && f.severity === 'active');
+    writeHtmlReport(opts.htmlFile, before, { nodeName: LAB.node1Name, generatedAt: new Date().toISOString(), source: `demo lab, node1 (${lab.node.name})` });
     for (const w of agent.warnings().filter((l) => l.msg === 'finding raised')) say(`  agent log: ${JSON.stringify(w)}`);
 
     await step(4, 'The fix: externalTrafficPolicy=Cluster on lab/web');
@@ -129,6 +132,7 @@ export async function runDemo(opts: DemoOptions): Promise<DemoOutcome> {
     const outcome = { loopSeen, loopDiagnosed, counted: loopCounted && loopStopped, fixed };
     say();
     say(verdict(outcome, diag.findings));
+    say(`The diagnosis of the loop (step 3) as a page, the loop drawn with its conntrack legs: ${opts.htmlFile}`);
     return outcome;
   } finally {
     await cleanUp();

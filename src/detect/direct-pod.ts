@@ -13,6 +13,7 @@ export function detectDirectPod(ctx: DetectContext, obs: Observations): Finding[
   const active = activeFindings(ctx, obs, {
     kind: 'direct',
     mechanism: 'direct-pod',
+    pathRoles: ['LB VIP', 'server pod (LB target)'],
     labels: ['outbound', 'return leg to the local pod'],
     vipOf: (ex) => ex[0]!.orig.dst,
     summary: (g, [out, back]) =>

@@ -14,6 +14,7 @@ export function detectL4Loop(ctx: DetectContext, obs: Observations): Finding[] {
   const active = activeFindings(ctx, obs, {
     kind: 'l4',
     mechanism: 'L4-loop',
+    pathRoles: ['LB VIP', 'node NodePort'],
     labels: ['outbound', 'return leg from the uplink'],
     vipOf: (ex) => ex[0]!.orig.dst,
     summary: (g, [out, back]) =>

@@ -14,6 +14,7 @@ export function detectL7Loop(ctx: DetectContext, obs: Observations): Finding[] {
   const active = activeFindings(ctx, obs, {
     kind: 'l7',
     mechanism: 'L7-loop',
+    pathRoles: ['Ingress VIP', 'node NodePort'],
     labels: ['to the Ingress VIP', 'LB re-opened to the NodePort'],
     summary: (g, [out, back]) =>
       `${g.count} request(s) from ${out!.orig.src} to Ingress VIP ${out!.orig.dst}:${out!.orig.dport} were proxied back to this node's ` +

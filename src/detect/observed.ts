@@ -6,7 +6,8 @@ import type { DetectContext } from './context.js';
 import type { ObsGroup, ObsKind, Observations } from './correlator.js';
 import { finding, formatConntrack } from './evidence.js';
 import { mitigationsFor, remedy } from './remedies.js';
-import type { Finding, Mechanism } from './types.js';
+import { hostPort } from './evidence.js';
+import type { Finding, LoopPath, Mechanism } from './types.js';
 
 export function groupsOf(obs: Observations, kind: ObsKind): ObsGroup[] {
   return obs.groups.filter((g) => g.kind === kind);
@@ -18,6 +19,8 @@ export interface ActiveSpec {
   /** Labels for the entries of one example, e.g. ['outbound', 'return leg']. */
   labels: string[];
   summary(g: ObsGroup, first: ConntrackEntry[]): string;
+  /** For paired examples: the roles of the outbound destination and the return leg's target, for the drawn path. */
+  pathRoles?: [string, string];
   /** The LB IP the mitigations are looked up for. */
   vipOf?(first: ConntrackEntry[], s: ServiceView): string | undefined;
 }
@@ -29,8 +32,39 @@ export function activeFindings(ctx: DetectContext, obs: Observations, spec: Acti
     for (const ex of g.examples) ex.forEach((e, i) => evidence.push(`conntrack ${spec.labels[i] ?? ''}: ${formatConntrack(e)}`));
     if (g.count > g.examples.length) evidence.push(`(${g.count - g.examples.length} more like these)`);
     const vip = spec.vipOf?.(first, g.svc);
-    return finding(g.svc, spec.mechanism, 'active', spec.summary(g, first), evidence, remedy(spec.mechanism, mitigationsFor(ctx, g.svc, vip)));
+    const f = finding(g.svc, spec.mechanism, 'active', spec.summary(g, first), evidence, remedy(spec.mechanism, mitigationsFor(ctx, g.svc, vip)));
+    if (first.length === 2 && spec.pathRoles) f.path = loopPath(first[0]!, first[1]!, spec.labels, spec.pathRoles);
+    return f;
   });
+}
+
+/**
+ * The path of a paired loop: the outbound entry (client → VIP) and the return leg the LB sent back
+ * (→ this node's target, DNATed to the server, whose reply source is the server).
+ */
+function loopPath(out: ConntrackEntry, back: ConntrackEntry, labels: string[], roles: [string, string]): LoopPath {
+  const client = hostPort(out.orig.src, out.orig.sport);
+  const vip = hostPort(out.orig.dst, out.orig.dport);
+  const target = hostPort(back.orig.dst, back.orig.dport);
+  const server = hostPort(back.reply.src, back.reply.sport);
+  const hops = [
+    { role: 'client pod', address: client },
+    { role: roles[0], address: vip },
+    { role: roles[1], address: target },
+  ];
+  if (server !== target) hops.push({ role: 'server pod', address: server });
+  return {
+    hops,
+    legs: [
+      { label: labels[0] ?? 'outbound', from: client, to: vip, conntrack: formatConntrack(out) },
+      { label: labels[1] ?? 'return leg', from: hostPort(back.orig.src, back.orig.sport), to: target, conntrack: formatConntrack(back) },
+    ],
+    reply: {
+      from: server,
+      to: hostPort(back.reply.dst, back.reply.dport),
+      note: `the reply comes from ${server}, not from ${vip}: it skips the LB, and the client does not recognise it`,
+    },
+  };
 }
 
 /** Key of a Service port, to let active findings supersede the config ones for the same port. */

@@ -28,6 +28,28 @@ export interface Finding {
   evidence: string[];
   /** The concrete fix from domain.md that applies, and the mitigations already in place. */
   remedy: string;
+  /** For a loop seen in conntrack: the path of its first example, leg by leg (reports draw it). */
+  path?: LoopPath;
+}
+
+/** An endpoint of a loop's path, as ip:port (IPv6 in brackets). */
+export interface PathHop {
+  /** What it is: 'client pod', 'LB VIP', 'node NodePort', 'server pod'. */
+  role: string;
+  address: string;
+}
+
+/**
+ * One looping connection as the node's conntrack shows it: the client's leg towards the LB, the leg
+ * the LB sent back to this node, and where the reply went (straight to the client, skipping the LB).
+ */
+export interface LoopPath {
+  /** client → LB VIP → this node's target (NodePort, or a pod for LBs that target pods) → server. */
+  hops: PathHop[];
+  /** Each leg with the conntrack entry it is (conntrack -L form). */
+  legs: { label: string; from: string; to: string; conntrack: string }[];
+  /** The reply's path: from the server straight to the client, not through the LB. */
+  reply: { from: string; to: string; note: string };
 }
 
 /** The node's own addresses, split by role (domain.md "local address"). */

@@ -3,8 +3,9 @@
 // the lab leaves no namespace behind, also when the demo is interrupted with
 // Ctrl-C (SIGINT) half-way.
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isRoot } from '../support/netns.js';
 
@@ -28,7 +29,8 @@ describe.skipIf(!isRoot)('clbprobe demo (compiled CLI, real kernel)', () => {
   afterAll(deleteLeftovers);
 
   it('shows the loop, counts and diagnoses it as L4-loop with evidence, fixes it, and removes its namespaces', () => {
-    const r = spawnSync(process.execPath, [CLI, 'demo', '--no-pause', '--netns-prefix', PREFIX], {
+    const page = join(mkdtempSync(join(tmpdir(), PREFIX)), 'demo.html');
+    const r = spawnSync(process.execPath, [CLI, 'demo', '--no-pause', '--netns-prefix', PREFIX, '--html', page], {
       encoding: 'utf8',
       timeout: 60_000,
       env: { ...process.env, NO_COLOR: '1' },
@@ -59,6 +61,10 @@ describe.skipIf(!isRoot)('clbprobe demo (compiled CLI, real kernel)', () => {
     expect(afterFix).toContain('0 active');
     expect(afterFix).not.toContain('ACTIVE');
     expect(out).toContain('Result: loop detected (L4-loop, active; loop_return counted) and fixed');
+    // The loop's page, kept after the lab is gone, with its path drawn.
+    expect(out).toContain(`the loop drawn with its conntrack legs: ${page}`);
+    expect(readFileSync(page, 'utf8')).toMatch(/<svg class="path"[\s\S]*skips the LB/);
+    rmSync(dirname(page), { recursive: true, force: true });
     expect(leftovers()).toEqual([]);
   });
 
