@@ -21,8 +21,12 @@ export function flagValue(args: string[], name: string): string | undefined {
 
 /** Top-level `mode:` of a KubeProxyConfiguration (YAML, unindented; or JSON); '' when present but empty. */
 export function modeFromConfig(text: string): string | undefined {
-  const m = /^(?:mode|\s*"mode")\s*:\s*"?([A-Za-z]*)"?\s*,?\s*(#.*)?$/m.exec(text);
-  return m ? m[1] : undefined;
+  // Line by line with blanks that never cross a line: `\s*` under /m made blank lines quadratic.
+  for (const line of text.split('\n')) {
+    const m = /^(?:mode|[ \t]*"mode")[ \t]*:[ \t]*"?([A-Za-z]*)"?[ \t]*,?[ \t]*(#.*)?\r?$/.exec(line);
+    if (m) return m[1];
+  }
+  return undefined;
 }
 
 /** Mode of a kube-proxy with these args; readConfig reads its --config file (undefined when unreadable). */

@@ -63,8 +63,11 @@ export function clbprobeVersion(): string {
   return 'unknown';
 }
 
-/** Parses manifest.json; throws an Error naming the file when it is not one. */
-export function parseManifest(text: string, file: string): BundleManifest {
+/**
+ * Parses manifest.json; throws an Error naming the file when it is not one. A bad field or file
+ * entry is dropped with a warning (into `warnings`): the rest of the manifest still counts.
+ */
+export function parseManifest(text: string, file: string, warnings: string[] = []): BundleManifest {
   let m: unknown;
   try {
     m = JSON.parse(text);
@@ -78,5 +81,37 @@ export function parseManifest(text: string, file: string): BundleManifest {
   if (typeof o.nodeName !== 'string' || typeof o.startedAt !== 'string' || !Array.isArray(o.files)) {
     throw new Error(`${file}: manifest without nodeName, startedAt or files`);
   }
-  return o as BundleManifest;
+  const out = { ...o } as Record<string, unknown>;
+  for (const k of ['clbprobeVersion', 'hostname', 'kernel', 'netns', 'endedAt'] as const) {
+    if (out[k] !== undefined && typeof out[k] !== 'string') {
+      warnings.push(`${file}: "${k}" is not a string; ignored`);
+      delete out[k];
+    }
+  }
+  if (out.kubeProxy !== undefined && !isKubeProxyInfo(out.kubeProxy)) {
+    warnings.push(`${file}: "kubeProxy" has no "source" text; ignored`);
+    delete out.kubeProxy;
+  }
+  out.files = o.files.filter((f: unknown, i) => {
+    const why = entryProblem(f);
+    if (why) warnings.push(`${file}: files[${i}] ${why}; entry ignored`);
+    return !why;
+  });
+  return out as unknown as BundleManifest;
+}
+
+export function isKubeProxyInfo(k: unknown): k is KubeProxyInfo {
+  const o = k as Partial<KubeProxyInfo> | null;
+  return typeof o === 'object' && o !== null && typeof o.source === 'string' && (o.mode === undefined || typeof o.mode === 'string');
+}
+
+/** Why a files[] entry is not a ManifestEntry, or undefined when it is one. */
+function entryProblem(f: unknown): string | undefined {
+  if (typeof f !== 'object' || f === null || Array.isArray(f)) return 'is not an object';
+  const e = f as Record<string, unknown>;
+  if (typeof e.command !== 'string') return 'has no "command" text';
+  if (e.file !== undefined && typeof e.file !== 'string') return '"file" is not text';
+  if (e.error !== undefined && typeof e.error !== 'string') return '"error" is not text';
+  if (e.exitStatus !== undefined && e.exitStatus !== null && !Number.isInteger(e.exitStatus)) return '"exitStatus" is not an integer';
+  return undefined;
 }

@@ -98,7 +98,8 @@ export function parseIpAddrJson(text: string, file: string): Parsed<AddressSnaps
       infos.forEach((a, j) => {
         try {
           // `ip addr` prints an empty object for an address family filtered out.
-          if (typeof a === 'object' && a !== null && Object.keys(a).length === 0) return;
+          if (typeof a !== 'object' || a === null || Array.isArray(a)) throw new ItemError('not an object');
+          if (Object.keys(a).length === 0) return;
           iface.addresses.push(addressOf(a as Record<string, unknown>));
         } catch (e) {
           if (!(e instanceof ItemError)) throw e;

@@ -16,7 +16,7 @@ import { parseIpsetList, parseIpsetSave } from '../kernel/nat/ipset.js';
 import { parseIptablesSave } from '../kernel/nat/iptables-save.js';
 import type { BackendChoice, IpsetDump, IptablesDump, NatSnapshot, XtablesBackend } from '../kernel/nat/types.js';
 import type { IpvsSnapshot, NodeSnapshot, SourceStatus } from '../kernel/types.js';
-import { MANIFEST_FILE, parseManifest, type BundleManifest, type KubeProxyInfo } from './manifest.js';
+import { isKubeProxyInfo, MANIFEST_FILE, parseManifest, type BundleManifest, type KubeProxyInfo } from './manifest.js';
 import { BUNDLE_FILES, backendSaveFile } from './names.js';
 import { nodeNameByAddress } from './node-name.js';
 import { parseConntrackText } from './parse-conntrack.js';
@@ -148,6 +148,13 @@ type Guard = <T>(source: SourceStatus['source'], fn: () => T | undefined) => T |
 type Ok = (source: SourceStatus['source'], warnings: string[], reason?: string) => void;
 type Absent = (source: SourceStatus['source'], what: string) => undefined;
 
+/**
+ * Largest bundle file read. A conntrack dump of a 1M-entry table is ~300 MB; past this a file is
+ * refused with its size (that source then says why it is unknown) instead of the read dying on
+ * V8's string limit (~512 MiB) or the machine's memory.
+ */
+export const MAX_BUNDLE_FILE = 400 << 20;
+
 /** The directory's files, read once, with the manifest's word on missing ones. */
 class BundleFiles {
   manifest: BundleManifest | undefined;
@@ -163,6 +170,8 @@ class BundleFiles {
   }
   text(name: string): string {
     try {
+      const size = statSync(this.path(name)).size;
+      if (size > MAX_BUNDLE_FILE) throw new Error(`${size} bytes, more than the ${MAX_BUNDLE_FILE >> 20} MiB clbprobe reads of one file`);
       return readFileSync(this.path(name), 'utf8');
     } catch (e) {
       throw new Error(`${this.path(name)}: cannot read: ${e instanceof Error ? e.message : String(e)}`);
@@ -289,7 +298,7 @@ function readNatFiles(b: BundleFiles, guard: Guard, ok: Ok, absent: Absent): Nat
 function readManifest(b: BundleFiles, warnings: string[]): BundleManifest | undefined {
   if (!b.has(MANIFEST_FILE)) return undefined;
   try {
-    return parseManifest(b.text(MANIFEST_FILE), b.path(MANIFEST_FILE));
+    return parseManifest(b.text(MANIFEST_FILE), b.path(MANIFEST_FILE), warnings);
   } catch (e) {
     warnings.push(`${e instanceof Error ? e.message : String(e)}; read without it`);
     return undefined;
@@ -298,8 +307,8 @@ function readManifest(b: BundleFiles, warnings: string[]): BundleManifest | unde
 
 function readKubeProxy(b: BundleFiles, warnings: string[]): KubeProxyInfo | undefined {
   try {
-    const k = JSON.parse(b.text(BUNDLE_FILES.kubeProxy)) as KubeProxyInfo;
-    if (typeof k?.source !== 'string') throw new Error('no "source" field');
+    const k: unknown = JSON.parse(b.text(BUNDLE_FILES.kubeProxy));
+    if (!isKubeProxyInfo(k)) throw new Error('no "source" text, or a "mode" that is not text');
     return k;
   } catch (e) {
     warnings.push(`${b.path(BUNDLE_FILES.kubeProxy)}: ${e instanceof Error ? e.message : String(e)}; ignored`);

@@ -82,7 +82,8 @@ export function canonicalIp(v: unknown, path: string): string {
   const s = reqStr(v, path);
   const family = isIP(s);
   if (family === 4) return s;
-  if (family === 6) {
+  // isIP takes a zone ("fe80::1%eth0"), which no Kubernetes field may hold and URL refuses.
+  if (family === 6 && !s.includes('%')) {
     const text = new URL(`http://[${s}]/`).hostname.slice(1, -1);
     // WHATWG URL prints IPv4-mapped addresses in hex; the kernel readers keep them dotted.
     const mapped = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(text);

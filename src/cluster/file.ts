@@ -40,7 +40,8 @@ export function classifyDocuments(docs: readonly unknown[]): ClusterFileContents
   const warnings: string[] = [];
   const ignored = new Map<string, number>();
   const add = (origin: string, object: unknown, kind: unknown, apiVersion: unknown): void => {
-    const known = typeof kind === 'string' ? KINDS[kind] : undefined;
+    // Own keys only: "constructor" or "__proto__" as a kind is an unknown kind, not Object's.
+    const known = typeof kind === 'string' && Object.hasOwn(KINDS, kind) ? KINDS[kind] : undefined;
     if (!known) {
       const k = typeof kind === 'string' && kind !== '' ? kind : '(no kind)';
       ignored.set(k, (ignored.get(k) ?? 0) + 1);
