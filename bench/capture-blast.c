@@ -1,5 +1,6 @@
 // UDP packet generator for bench/capture.ts (compiled by it with cc):
-// sends datagrams from SRC to DST:PORT..PORT+PORTS-1 (round robin) at PPS
+// sends datagrams from SRC to DST:PORT..PORT+PORTS-1 (round robin; IPv4 or
+// IPv6, by the form of SRC) at PPS
 // (0 = as fast as possible) for SECONDS, in sendmmsg batches; prints the
 // number of datagrams the kernel accepted.
 //   capture-blast SRC DST PORT PORTS PPS SECONDS PAYLOAD
@@ -25,17 +26,23 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: %s SRC DST PORT PORTS PPS SECONDS PAYLOAD\n", argv[0]);
     return 2;
   }
+  int v6 = strchr(argv[1], ':') != NULL;
+  struct sockaddr_in6 src6 = {.sin6_family = AF_INET6}, dst6[BATCH];
   struct sockaddr_in src = {.sin_family = AF_INET}, dst[BATCH];
-  if (inet_pton(AF_INET, argv[1], &src.sin_addr) != 1) return fprintf(stderr, "bad SRC\n"), 2;
   struct in_addr daddr;
-  if (inet_pton(AF_INET, argv[2], &daddr) != 1) return fprintf(stderr, "bad DST\n"), 2;
+  struct in6_addr daddr6;
+  if (v6 ? inet_pton(AF_INET6, argv[1], &src6.sin6_addr) != 1 : inet_pton(AF_INET, argv[1], &src.sin_addr) != 1)
+    return fprintf(stderr, "bad SRC\n"), 2;
+  if (v6 ? inet_pton(AF_INET6, argv[2], &daddr6) != 1 : inet_pton(AF_INET, argv[2], &daddr) != 1)
+    return fprintf(stderr, "bad DST\n"), 2;
   int port = atoi(argv[3]), ports = atoi(argv[4]);
   double pps = atof(argv[5]), seconds = atof(argv[6]);
   size_t payload = (size_t)atoi(argv[7]);
   if (ports < 1 || port < 1 || port + ports - 1 > 65535) return fprintf(stderr, "bad PORT/PORTS\n"), 2;
 
-  int fd = socket(AF_INET, SOCK_DGRAM, 0);
-  if (fd < 0 || bind(fd, (struct sockaddr *)&src, sizeof src) < 0) return perror("socket/bind"), 1;
+  int fd = socket(v6 ? AF_INET6 : AF_INET, SOCK_DGRAM, 0);
+  if (fd < 0 || (v6 ? bind(fd, (struct sockaddr *)&src6, sizeof src6) : bind(fd, (struct sockaddr *)&src, sizeof src)) < 0)
+    return perror("socket/bind"), 1;
   int sndbuf = 4 << 20;
   setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
 
@@ -48,10 +55,12 @@ int main(int argc, char **argv) {
     iov[i].iov_len = payload;
     dst[i].sin_family = AF_INET;
     dst[i].sin_addr = daddr;
+    dst6[i].sin6_family = AF_INET6;
+    dst6[i].sin6_addr = daddr6;
     msgs[i].msg_hdr.msg_iov = &iov[i];
     msgs[i].msg_hdr.msg_iovlen = 1;
-    msgs[i].msg_hdr.msg_name = &dst[i];
-    msgs[i].msg_hdr.msg_namelen = sizeof dst[i];
+    msgs[i].msg_hdr.msg_name = v6 ? (void *)&dst6[i] : (void *)&dst[i];
+    msgs[i].msg_hdr.msg_namelen = v6 ? sizeof dst6[i] : sizeof dst[i];
   }
 
   unsigned long long sent = 0, next_port = 0;
@@ -64,7 +73,11 @@ int main(int argc, char **argv) {
       nanosleep(&nap, NULL);
       continue;
     }
-    for (int i = 0; i < BATCH; i++) dst[i].sin_port = htons((uint16_t)(port + (next_port + i) % ports));
+    for (int i = 0; i < BATCH; i++) {
+      uint16_t p = htons((uint16_t)(port + (next_port + i) % ports));
+      dst[i].sin_port = p;
+      dst6[i].sin6_port = p;
+    }
     int n = sendmmsg(fd, msgs, BATCH, 0);
     if (n > 0) {
       sent += n;

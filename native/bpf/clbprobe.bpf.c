@@ -3,15 +3,24 @@
 // per-CPU counters; they always return TC_ACT_UNSPEC (== TCX_NEXT) so that the
 // CNI's own programs and the rest of the stack see every packet unchanged.
 //
-// What is counted (all kinds need a *local* source, from the `locals` trie):
-//   to_lb        egress:  local source -> VIP:port (the `vips` set)
+// What is counted (all kinds need a *local* source):
+//   to_lb        egress:  local source -> VIP:port (`vips4` / `vips6`)
 //   loop_return  ingress: local source -> NodePort (`nodeports`) or local pod
 //   hc_local_src ingress: source is an address bound on this node
 // A packet can bump both ingress kinds (e.g. node IP -> NodePort).
 //
-// Addresses are kept as 16 bytes; IPv4 uses the IPv4-mapped form ::ffff:a.b.c.d
-// so that one trie and one hash serve both families. Packets are counted as
-// GSO segments (a GRO/TSO super-packet stands for gso_segs wire packets).
+// These programs see every packet of the uplink, and nearly all of them match
+// nothing, so the common path is kept short (bench/capture.ts measures it
+// against an empty program):
+// - headers are read in place (direct packet access); only when they are not
+//   in the skb's linear part are they copied with bpf_skb_load_bytes;
+// - IPv4 is looked up with 4-byte addresses, IPv6 with 16-byte ones;
+// - an address is local when one of the node's few prefixes (pod CIDRs) holds
+//   it, compared in place from the `config` array, or when it is in the exact
+//   hash of host addresses (`hosts4` / `hosts6`: node IPs, kube-ipvs0 VIPs);
+// - nothing is written for a packet that matches nothing.
+// Packets are counted as GSO segments (a GRO/TSO super-packet stands for
+// gso_segs wire packets).
 //
 // Keep the struct layouts in sync with src/capture/bpf-layout.ts.
 #include <linux/bpf.h>
@@ -25,24 +34,29 @@
 
 #define MAX_TARGETS 16384
 #define MAX_COUNTERS 16384
+// Prefixes (other than host addresses) per family; a node has one pod CIDR per
+// family, so this is generous. src/capture/ebpf-maps.ts refuses more.
+#define MAX_NETS 16
 
 enum kind { KIND_TO_LB = 1, KIND_LOOP_RETURN = 2, KIND_HC_LOCAL_SRC = 3 };
 enum dir { DIR_INGRESS = 0, DIR_EGRESS = 1 };
-// Values of the `locals` trie (bit flags: a node address may sit in a pod CIDR).
+// Flags of a local address (a node address may sit in a pod CIDR: both).
 enum local_flag { LOCAL_BOUND = 1, LOCAL_POD = 2 };
-// Slots of the `stats` array.
-enum stat { STAT_SEEN_INGRESS = 0, STAT_SEEN_EGRESS = 1, STAT_COUNTERS_FULL = 2, STAT_MAX = 4 };
+// Slots of the `stats` array (bumped only when something goes wrong).
+enum stat { STAT_COUNTERS_FULL = 0, STAT_MAX = 1 };
 
-struct vip_key {
-  __u8 addr[16];
+struct vip4_key {
+  __be32 addr;
   __u16 port;  // host order; 0 = any port
   __u8 proto;
   __u8 pad;
 };
 
-struct lpm_key {
-  __u32 prefixlen;  // over the 16-byte form: IPv4 /24 is 96 + 24
+struct vip6_key {
   __u8 addr[16];
+  __u16 port;  // host order; 0 = any port
+  __u8 proto;
+  __u8 pad;
 };
 
 struct nodeport_key {
@@ -51,8 +65,34 @@ struct nodeport_key {
   __u8 pad;
 };
 
+struct net4 {
+  __be32 addr;  // masked
+  __be32 mask;
+  __u32 flags;
+};
+
+struct net6 {
+  __u64 addr[2];  // masked, network order
+  __u64 mask[2];
+  __u32 flags;
+  __u32 pad;
+};
+
+// One entry (key 0), rewritten as a whole when the node's prefixes change.
+struct config {
+  __u32 n4;  // entries used in v4
+  __u32 n6;
+  // Whether any VIP entry of that family has port 0 (any port): without one,
+  // a miss on the exact port needs no second lookup.
+  __u8 any_port4;
+  __u8 any_port6;
+  __u8 pad[6];
+  struct net4 v4[MAX_NETS];
+  struct net6 v6[MAX_NETS];
+};
+
 struct ctr_key {
-  __u8 addr[16];  // VIP, local pod or bound source; NodePorts: :: or ::ffff:0.0.0.0
+  __u8 addr[16];  // VIP, local pod or bound source (IPv4 as ::ffff:a.b.c.d); NodePorts: :: or ::ffff:0.0.0.0
   __u16 port;     // host order
   __u8 proto;
   __u8 kind;
@@ -68,17 +108,37 @@ struct ctr_val {
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, MAX_TARGETS);
-  __type(key, struct vip_key);
+  __type(key, struct vip4_key);
   __type(value, __u8);
-} vips SEC(".maps");
+} vips4 SEC(".maps");
 
 struct {
-  __uint(type, BPF_MAP_TYPE_LPM_TRIE);
+  __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, MAX_TARGETS);
-  __uint(map_flags, BPF_F_NO_PREALLOC);
-  __type(key, struct lpm_key);
-  __type(value, __u32);
-} locals SEC(".maps");
+  __type(key, struct vip6_key);
+  __type(value, __u8);
+} vips6 SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, MAX_TARGETS);
+  __type(key, __be32);
+  __type(value, __u32);  // local_flag bits
+} hosts4 SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, MAX_TARGETS);
+  __type(key, __u8[16]);
+  __type(value, __u32);  // local_flag bits
+} hosts6 SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct config);
+} config SEC(".maps");
 
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
@@ -105,108 +165,172 @@ struct {
 // the loader before load; read-only data, so the verifier folds it.
 const volatile __u32 l2_len = ETH_HLEN;
 
+// The headers a decision needs. IPv4 addresses sit in a4, IPv6 ones in a6.
 struct pkt {
-  __u8 src[16];
-  __u8 dst[16];
+  union {
+    __be32 a4;
+    __u64 a6[2];
+  } src, dst;
   __u16 sport, dport;  // host order
   __u8 proto;
   __u8 v4;
 };
+
+static __always_inline int has_ports(__u8 proto) {
+  return proto == IPPROTO_TCP || proto == IPPROTO_UDP || proto == IPPROTO_SCTP;
+}
+
+static __always_inline int is_ext(__u8 next) {
+  return next == IPPROTO_HOPOPTS || next == IPPROTO_ROUTING || next == IPPROTO_DSTOPTS;
+}
+
+// Slow path: headers outside the linear part, copied out. Returns 0 or -1.
+static __always_inline int parse_copy(struct __sk_buff *skb, struct pkt *p) {
+  __u32 off = l2_len;
+  if (p->v4) {
+    struct iphdr ip;
+    if (bpf_skb_load_bytes(skb, off, &ip, sizeof ip) < 0) return -1;
+    if (ip.frag_off & bpf_htons(0x1fff)) return -1;  // non-first fragment: no ports
+    p->src.a4 = ip.saddr;
+    p->dst.a4 = ip.daddr;
+    p->proto = ip.protocol;
+    off += ip.ihl * 4;
+  } else {
+    struct ipv6hdr ip;
+    if (bpf_skb_load_bytes(skb, off, &ip, sizeof ip) < 0) return -1;
+    __builtin_memcpy(p->src.a6, &ip.saddr, 16);
+    __builtin_memcpy(p->dst.a6, &ip.daddr, 16);
+    __u8 next = ip.nexthdr;
+    off += sizeof ip;
+#pragma unroll
+    for (int i = 0; i < 3; i++) {
+      __u8 ext[4];
+      if (is_ext(next)) {
+        if (bpf_skb_load_bytes(skb, off, ext, 2) < 0) return -1;
+        next = ext[0];
+        off += (ext[1] + 1) * 8;
+      } else if (next == IPPROTO_FRAGMENT) {
+        if (bpf_skb_load_bytes(skb, off, ext, 4) < 0) return -1;
+        if (((ext[2] << 8) | ext[3]) & 0xfff8) return -1;  // non-first fragment
+        next = ext[0];
+        off += 8;
+      } else {
+        break;
+      }
+    }
+    p->proto = next;
+  }
+  if (!has_ports(p->proto)) return -1;
+  __be16 ports[2];
+  if (bpf_skb_load_bytes(skb, off, ports, sizeof ports) < 0) return -1;
+  p->sport = bpf_ntohs(ports[0]);
+  p->dport = bpf_ntohs(ports[1]);
+  return 0;
+}
+
+// Fills p from the packet; returns 0, or -1 for packets nothing can match
+// (non-IP, no ports, non-first fragments, truncated).
+static __always_inline int parse(struct __sk_buff *skb, struct pkt *p) {
+  void *data = (void *)(long)skb->data;
+  void *end = (void *)(long)skb->data_end;
+  void *l4;
+  if (skb->protocol == bpf_htons(ETH_P_IP)) {
+    p->v4 = 1;
+    struct iphdr *ip = data + l2_len;
+    if ((void *)(ip + 1) > end) return parse_copy(skb, p);
+    if (ip->frag_off & bpf_htons(0x1fff)) return -1;
+    p->proto = ip->protocol;
+    if (!has_ports(p->proto)) return -1;
+    p->src.a4 = ip->saddr;
+    p->dst.a4 = ip->daddr;
+    l4 = (void *)ip + ip->ihl * 4;
+  } else if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
+    p->v4 = 0;
+    struct ipv6hdr *ip = data + l2_len;
+    if ((void *)(ip + 1) > end) return parse_copy(skb, p);
+    __u8 next = ip->nexthdr;
+    l4 = ip + 1;
+#pragma unroll
+    for (int i = 0; i < 3; i++) {
+      if (!is_ext(next) && next != IPPROTO_FRAGMENT) break;
+      __u8 *ext = l4;
+      if ((void *)(ext + 4) > end) return parse_copy(skb, p);
+      if (next == IPPROTO_FRAGMENT) {
+        if (((ext[2] << 8) | ext[3]) & 0xfff8) return -1;  // non-first fragment
+        l4 += 8;
+      } else {
+        l4 += (ext[1] + 1) * 8;
+      }
+      next = ext[0];
+    }
+    p->proto = next;
+    if (!has_ports(next)) return -1;
+    __builtin_memcpy(p->src.a6, &ip->saddr, 16);
+    __builtin_memcpy(p->dst.a6, &ip->daddr, 16);
+  } else {
+    return -1;
+  }
+  __be16 *ports = l4;
+  if ((void *)(ports + 2) > end) return parse_copy(skb, p);
+  p->sport = bpf_ntohs(ports[0]);
+  p->dport = bpf_ntohs(ports[1]);
+  return 0;
+}
+
+// local_flag bits of an address: the host hash, OR-ed with every configured
+// prefix that holds it (the same as the longest match of a trie whose entries
+// carry the flags of the prefixes covering them).
+static __always_inline __u32 local_flags4(const struct config *c, __be32 a) {
+  __u32 flags = 0;
+  __u32 n = c->n4;
+  for (__u32 i = 0; i < MAX_NETS; i++) {
+    if (i >= n) break;
+    if ((a & c->v4[i].mask) == c->v4[i].addr) flags |= c->v4[i].flags;
+  }
+  __u32 *h = bpf_map_lookup_elem(&hosts4, &a);
+  return h ? flags | *h : flags;
+}
+
+static __always_inline __u32 local_flags6(const struct config *c, const __u64 *a) {
+  __u32 flags = 0;
+  __u32 n = c->n6;
+  for (__u32 i = 0; i < MAX_NETS; i++) {
+    if (i >= n) break;
+    const struct net6 *e = &c->v6[i];
+    if ((a[0] & e->mask[0]) == e->addr[0] && (a[1] & e->mask[1]) == e->addr[1]) flags |= e->flags;
+  }
+  __u32 *h = bpf_map_lookup_elem(&hosts6, a);
+  return h ? flags | *h : flags;
+}
+
+static __always_inline __u32 local_flags(const struct config *c, const struct pkt *p, int dst) {
+  if (p->v4) return local_flags4(c, dst ? p->dst.a4 : p->src.a4);
+  return local_flags6(c, dst ? p->dst.a6 : p->src.a6);
+}
 
 static __always_inline void bump_stat(__u32 slot) {
   __u64 *v = bpf_map_lookup_elem(&stats, &slot);
   if (v) *v += 1;
 }
 
-static __always_inline void set_v4_mapped(__u8 *dst, __u32 a) {
-  __builtin_memset(dst, 0, 10);
-  dst[10] = 0xff;
-  dst[11] = 0xff;
-  __builtin_memcpy(dst + 12, &a, 4);
-}
-
-static __always_inline int has_ports(__u8 proto) {
-  return proto == IPPROTO_TCP || proto == IPPROTO_UDP || proto == IPPROTO_SCTP;
-}
-
-// Fills p from the IPv4 header at off; returns the L4 offset or -1.
-static __always_inline int parse_v4(struct __sk_buff *skb, __u32 off, struct pkt *p) {
-  struct iphdr ip = {};
-  if (bpf_skb_load_bytes(skb, off, &ip, sizeof ip) < 0) return -1;
-  // Non-first fragments carry no ports.
-  if (ip.frag_off & bpf_htons(0x1fff)) return -1;
-  set_v4_mapped(p->src, ip.saddr);
-  set_v4_mapped(p->dst, ip.daddr);
-  p->proto = ip.protocol;
-  p->v4 = 1;
-  return off + ip.ihl * 4;
-}
-
-// Fills p from the IPv6 header at off, skipping up to three extension headers.
-static __always_inline int parse_v6(struct __sk_buff *skb, __u32 off, struct pkt *p) {
-  struct ipv6hdr ip = {};
-  if (bpf_skb_load_bytes(skb, off, &ip, sizeof ip) < 0) return -1;
-  __builtin_memcpy(p->src, &ip.saddr, 16);
-  __builtin_memcpy(p->dst, &ip.daddr, 16);
-  p->v4 = 0;
-  __u8 next = ip.nexthdr;
-  off += sizeof ip;
-#pragma unroll
-  for (int i = 0; i < 3; i++) {
-    __u8 ext[2];
-    if (next == IPPROTO_HOPOPTS || next == IPPROTO_ROUTING || next == IPPROTO_DSTOPTS) {
-      if (bpf_skb_load_bytes(skb, off, ext, 2) < 0) return -1;
-      next = ext[0];
-      off += (ext[1] + 1) * 8;
-    } else if (next == IPPROTO_FRAGMENT) {
-      __be16 frag;
-      if (bpf_skb_load_bytes(skb, off, ext, 2) < 0 ||
-          bpf_skb_load_bytes(skb, off + 2, &frag, 2) < 0)
-        return -1;
-      if (frag & bpf_htons(0xfff8)) return -1;  // non-first fragment
-      next = ext[0];
-      off += 8;
-    } else {
-      break;
-    }
+// The counter key's address: the 16-byte form of a4/a6 (IPv4-mapped for IPv4).
+static __always_inline void key_addr(struct ctr_key *k, const struct pkt *p, int dst) {
+  if (p->v4) {
+    __u32 *w = (__u32 *)k->addr;
+    w[2] = bpf_htonl(0xffff);
+    w[3] = dst ? p->dst.a4 : p->src.a4;
+  } else {
+    __builtin_memcpy(k->addr, dst ? p->dst.a6 : p->src.a6, 16);
   }
-  p->proto = next;
-  return off;
 }
 
-static __always_inline int parse(struct __sk_buff *skb, struct pkt *p) {
-  int l4;
-  if (skb->protocol == bpf_htons(ETH_P_IP))
-    l4 = parse_v4(skb, l2_len, p);
-  else if (skb->protocol == bpf_htons(ETH_P_IPV6))
-    l4 = parse_v6(skb, l2_len, p);
-  else
-    return -1;
-  if (l4 < 0 || !has_ports(p->proto)) return -1;
-  __be16 ports[2];
-  if (bpf_skb_load_bytes(skb, l4, ports, sizeof ports) < 0) return -1;
-  p->sport = bpf_ntohs(ports[0]);
-  p->dport = bpf_ntohs(ports[1]);
-  return 0;
-}
-
-static __always_inline __u32 local_flags(const __u8 *addr) {
-  struct lpm_key k = {.prefixlen = 128};
-  __builtin_memcpy(k.addr, addr, 16);
-  __u32 *v = bpf_map_lookup_elem(&locals, &k);
-  return v ? *v : 0;
-}
-
-static __always_inline void count(const __u8 *addr, __u16 port, __u8 proto, __u8 kind, __u8 dir,
-                                  struct __sk_buff *skb) {
-  struct ctr_key k = {.port = port, .proto = proto, .kind = kind, .dir = dir};
-  __builtin_memcpy(k.addr, addr, 16);
+static __always_inline void count(struct ctr_key *k, struct __sk_buff *skb) {
   __u64 segs = skb->gso_segs ? skb->gso_segs : 1;
-  struct ctr_val *v = bpf_map_lookup_elem(&counters, &k);
+  struct ctr_val *v = bpf_map_lookup_elem(&counters, k);
   if (!v) {
     struct ctr_val init = {.packets = segs, .bytes = skb->len};
-    if (bpf_map_update_elem(&counters, &k, &init, BPF_NOEXIST) == 0) return;
-    v = bpf_map_lookup_elem(&counters, &k);  // another CPU created it meanwhile
+    if (bpf_map_update_elem(&counters, k, &init, BPF_NOEXIST) == 0) return;
+    v = bpf_map_lookup_elem(&counters, k);  // another CPU created it meanwhile
     if (!v) {
       bump_stat(STAT_COUNTERS_FULL);
       return;
@@ -217,42 +341,63 @@ static __always_inline void count(const __u8 *addr, __u16 port, __u8 proto, __u8
   v->bytes += skb->len;
 }
 
+// The VIP entry a destination matches: its port (the packet's or 0 = any), or -1.
+static __always_inline int vip_port(const struct config *c, const struct pkt *p) {
+  if (p->v4) {
+    struct vip4_key k = {.addr = p->dst.a4, .port = p->dport, .proto = p->proto};
+    if (bpf_map_lookup_elem(&vips4, &k)) return p->dport;
+    if (!c->any_port4) return -1;
+    k.port = 0;
+    return bpf_map_lookup_elem(&vips4, &k) ? 0 : -1;
+  }
+  struct vip6_key k = {.port = p->dport, .proto = p->proto};
+  __builtin_memcpy(k.addr, p->dst.a6, 16);
+  if (bpf_map_lookup_elem(&vips6, &k)) return p->dport;
+  if (!c->any_port6) return -1;
+  k.port = 0;
+  return bpf_map_lookup_elem(&vips6, &k) ? 0 : -1;
+}
+
 SEC("tc")
 int clbp_egress(struct __sk_buff *skb) {
-  bump_stat(STAT_SEEN_EGRESS);
-  struct pkt p = {};
+  struct pkt p;
   if (parse(skb, &p) < 0) return TC_ACT_UNSPEC;
+  __u32 zero = 0;
+  const struct config *c = bpf_map_lookup_elem(&config, &zero);
+  if (!c) return TC_ACT_UNSPEC;
   // Destination first: most egress packets are not for a VIP.
-  struct vip_key vk = {.port = p.dport, .proto = p.proto};
-  __builtin_memcpy(vk.addr, p.dst, 16);
-  if (!bpf_map_lookup_elem(&vips, &vk)) {
-    vk.port = 0;
-    if (!bpf_map_lookup_elem(&vips, &vk)) return TC_ACT_UNSPEC;
-  }
-  if (local_flags(p.src)) count(p.dst, vk.port, p.proto, KIND_TO_LB, DIR_EGRESS, skb);
+  int port = vip_port(c, &p);
+  if (port < 0 || !local_flags(c, &p, 0)) return TC_ACT_UNSPEC;
+  struct ctr_key k = {.port = port, .proto = p.proto, .kind = KIND_TO_LB, .dir = DIR_EGRESS};
+  key_addr(&k, &p, 1);
+  count(&k, skb);
   return TC_ACT_UNSPEC;
 }
 
 SEC("tc")
 int clbp_ingress(struct __sk_buff *skb) {
-  bump_stat(STAT_SEEN_INGRESS);
-  struct pkt p = {};
+  struct pkt p;
   if (parse(skb, &p) < 0) return TC_ACT_UNSPEC;
+  __u32 zero = 0;
+  const struct config *c = bpf_map_lookup_elem(&config, &zero);
+  if (!c) return TC_ACT_UNSPEC;
   // Source first: most packets from the uplink come from elsewhere.
-  __u32 src = local_flags(p.src);
+  __u32 src = local_flags(c, &p, 0);
   if (!src) return TC_ACT_UNSPEC;
-  if (src & LOCAL_BOUND) count(p.src, p.dport, p.proto, KIND_HC_LOCAL_SRC, DIR_INGRESS, skb);
+  if (src & LOCAL_BOUND) {
+    struct ctr_key k = {.port = p.dport, .proto = p.proto, .kind = KIND_HC_LOCAL_SRC, .dir = DIR_INGRESS};
+    key_addr(&k, &p, 0);
+    count(&k, skb);
+  }
+  struct ctr_key k = {.port = p.dport, .proto = p.proto, .kind = KIND_LOOP_RETURN, .dir = DIR_INGRESS};
   struct nodeport_key nk = {.port = p.dport, .proto = p.proto};
   if (bpf_map_lookup_elem(&nodeports, &nk)) {
-    __u8 any[16] = {};
     // Keep the family in the key: ::ffff:0.0.0.0 for IPv4, :: for IPv6.
-    if (p.v4) {
-      any[10] = 0xff;
-      any[11] = 0xff;
-    }
-    count(any, p.dport, p.proto, KIND_LOOP_RETURN, DIR_INGRESS, skb);
-  } else if (local_flags(p.dst) & LOCAL_POD) {
-    count(p.dst, p.dport, p.proto, KIND_LOOP_RETURN, DIR_INGRESS, skb);
+    if (p.v4) ((__u32 *)k.addr)[2] = bpf_htonl(0xffff);
+    count(&k, skb);
+  } else if (local_flags(c, &p, 1) & LOCAL_POD) {
+    key_addr(&k, &p, 1);
+    count(&k, skb);
   }
   return TC_ACT_UNSPEC;
 }

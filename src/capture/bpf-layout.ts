@@ -1,65 +1,124 @@
 // Byte layouts of the eBPF program's map keys and values
-// (native/bpf/clbprobe.bpf.c; little-endian host order for the u16/u32/u64s).
+// (native/bpf/clbprobe.bpf.c; little-endian host order for the u16/u32/u64s,
+// addresses and prefixes in network order).
 import {
   address16,
   formatAddress16,
   PROTO_NUMBERS,
   type CounterKind,
   type Direction,
-  type Prefix16,
   type Proto,
 } from './targets.js';
 
-export const MAP_VIPS = 'vips';
-export const MAP_LOCALS = 'locals';
+export const MAP_VIPS4 = 'vips4';
+export const MAP_VIPS6 = 'vips6';
+export const MAP_HOSTS4 = 'hosts4';
+export const MAP_HOSTS6 = 'hosts6';
+export const MAP_CONFIG = 'config';
 export const MAP_NODEPORTS = 'nodeports';
 export const MAP_COUNTERS = 'counters';
 export const MAP_STATS = 'stats';
 export const PROG_INGRESS = 'clbp_ingress';
 export const PROG_EGRESS = 'clbp_egress';
 
-export const VIP_KEY_SIZE = 20;
-export const LPM_KEY_SIZE = 20;
+export const VIP4_KEY_SIZE = 8;
+export const VIP6_KEY_SIZE = 20;
+export const HOST4_KEY_SIZE = 4;
+export const HOST6_KEY_SIZE = 16;
 export const NODEPORT_KEY_SIZE = 4;
 export const COUNTER_KEY_SIZE = 24;
 export const COUNTER_VALUE_SIZE = 16;
-/** Values of the locals trie. */
+
+/** struct config: counts, any-port flags, then MAX_NETS net4 (12 bytes) and MAX_NETS net6 (40 bytes). */
+export const MAX_NETS = 16;
+export const NET4_SIZE = 12;
+export const NET6_SIZE = 40;
+export const CONFIG_N4 = 0;
+export const CONFIG_N6 = 4;
+export const CONFIG_ANY_PORT4 = 8;
+export const CONFIG_ANY_PORT6 = 9;
+export const CONFIG_NETS4 = 16;
+export const CONFIG_NETS6 = CONFIG_NETS4 + MAX_NETS * NET4_SIZE;
+export const CONFIG_VALUE_SIZE = CONFIG_NETS6 + MAX_NETS * NET6_SIZE;
+
+/** local_flag bits (hosts maps' values and the config's prefixes). */
 export const LOCAL_BOUND = 1;
 export const LOCAL_POD = 2;
 /** Slots of the stats per-CPU array. */
-export const STAT_SEEN_INGRESS = 0;
-export const STAT_SEEN_EGRESS = 1;
-export const STAT_COUNTERS_FULL = 2;
+export const STAT_COUNTERS_FULL = 0;
 
 const KIND_CODES: Record<CounterKind, number> = { to_lb: 1, loop_return: 2, hc_local_src: 3 };
 const KINDS = Object.fromEntries(Object.entries(KIND_CODES).map(([k, v]) => [v, k])) as Record<number, CounterKind>;
 const PROTOS = Object.fromEntries(Object.entries(PROTO_NUMBERS).map(([k, v]) => [v, k])) as Record<number, Proto>;
 
-export function vipKey(address: string, port: number, proto: Proto): Buffer {
-  const b = Buffer.alloc(VIP_KEY_SIZE);
-  address16(address).copy(b, 0);
-  b.writeUInt16LE(port, 16);
-  b[18] = PROTO_NUMBERS[proto];
+/**
+ * The VIP key of a 16-byte address (IPv4-mapped for IPv4): vip4_key for IPv4,
+ * vip6_key otherwise. proto is the IP protocol number.
+ */
+export function vipKey16(addr: Uint8Array, v4: boolean, port: number, proto: number): Buffer {
+  const b = Buffer.alloc(v4 ? VIP4_KEY_SIZE : VIP6_KEY_SIZE);
+  const at = v4 ? 4 : 16;
+  b.set(v4 ? addr.subarray(12, 16) : addr.subarray(0, 16), 0);
+  b.writeUInt16LE(port, at);
+  b[at + 2] = proto;
   return b;
 }
 
-export function lpmKey(p: Prefix16): Buffer {
-  const b = Buffer.alloc(LPM_KEY_SIZE);
-  b.writeUInt32LE(p.bits, 0);
-  p.address.copy(b, 4);
-  return b;
+export function vipKey(address: string, port: number, proto: Proto): { v4: boolean; key: Buffer } {
+  const a = address16(address);
+  const v4 = !address.includes(':');
+  return { v4, key: vipKey16(a, v4, port, PROTO_NUMBERS[proto]) };
 }
 
-export function nodePortKey(port: number, proto: Proto): Buffer {
+export function nodePortKey(port: number, proto: Proto | number): Buffer {
   const b = Buffer.alloc(NODEPORT_KEY_SIZE);
   b.writeUInt16LE(port, 0);
-  b[2] = PROTO_NUMBERS[proto];
+  b[2] = typeof proto === 'number' ? proto : PROTO_NUMBERS[proto];
   return b;
 }
 
 export function u32Value(v: number): Buffer {
   const b = Buffer.alloc(4);
   b.writeUInt32LE(v, 0);
+  return b;
+}
+
+export interface Net4 {
+  /** Masked address and mask, as unsigned 32-bit numbers in network (big-endian) reading. */
+  addr: number;
+  mask: number;
+  flags: number;
+}
+
+export interface Net6 {
+  /** Masked address and mask, 16 bytes each. */
+  addr: Buffer;
+  mask: Buffer;
+  flags: number;
+}
+
+/** struct config's bytes. */
+export function configValue(nets4: Net4[], nets6: Net6[], anyPort4: boolean, anyPort6: boolean): Buffer {
+  if (nets4.length > MAX_NETS || nets6.length > MAX_NETS) {
+    throw new Error(`the eBPF program takes at most ${MAX_NETS} local prefixes per family (other than host addresses)`);
+  }
+  const b = Buffer.alloc(CONFIG_VALUE_SIZE);
+  b.writeUInt32LE(nets4.length, CONFIG_N4);
+  b.writeUInt32LE(nets6.length, CONFIG_N6);
+  b[CONFIG_ANY_PORT4] = anyPort4 ? 1 : 0;
+  b[CONFIG_ANY_PORT6] = anyPort6 ? 1 : 0;
+  nets4.forEach((n, i) => {
+    const at = CONFIG_NETS4 + i * NET4_SIZE;
+    b.writeUInt32BE(n.addr, at);
+    b.writeUInt32BE(n.mask, at + 4);
+    b.writeUInt32LE(n.flags, at + 8);
+  });
+  nets6.forEach((n, i) => {
+    const at = CONFIG_NETS6 + i * NET6_SIZE;
+    n.addr.copy(b, at);
+    n.mask.copy(b, at + 16);
+    b.writeUInt32LE(n.flags, at + 32);
+  });
   return b;
 }
 

@@ -1,9 +1,9 @@
 // The eBPF program's classification, in TypeScript, for packets captured with
 // pcap (the fallback path). Same rules as native/bpf/clbprobe.bpf.c, built
 // from the same map contents (ebpf-maps.ts), so both paths count alike.
-import { LOCAL_BOUND, LOCAL_POD, NODEPORT_KEY_SIZE, VIP_KEY_SIZE } from './bpf-layout.js';
-import { bytesText, localsContents, nodePortsContents, textBytes, vipsContents } from './ebpf-maps.js';
-import { maskInPlace, type CounterKind, type Direction, type Targets } from './targets.js';
+import { LOCAL_BOUND, LOCAL_POD, MAP_NODEPORTS, MAP_VIPS4, MAP_VIPS6, nodePortKey, vipKey16 } from './bpf-layout.js';
+import { bytesText, localSets, targetMaps, type LocalSets } from './ebpf-maps.js';
+import { isV4Mapped, type CounterKind, type Direction, type Targets } from './targets.js';
 
 export interface PacketHeaders {
   /** 16-byte addresses (IPv4-mapped for IPv4). */
@@ -105,51 +105,45 @@ export function parseHeaders(data: Uint8Array, off: number, caplen: number, l2: 
   return { src, dst, v4, proto, sport: (data[p]! << 8) | data[p + 1]!, dport: (data[p + 2]! << 8) | data[p + 3]! };
 }
 
-/** Target sets in lookup form: the same entries the eBPF maps get. */
+/** Target sets in lookup form: the same entries the eBPF maps get, looked up as the program does. */
 export class TargetIndex {
-  private readonly vips: Set<string>;
+  private readonly vips4: Set<string>;
+  private readonly vips6: Set<string>;
   private readonly nodePorts: Set<string>;
-  /** Prefix lengths, longest first, each with masked address (as bytesText) -> flags. */
-  private readonly locals: { bits: number; byAddress: Map<string, number> }[] = [];
+  private readonly local: LocalSets;
 
   constructor(t: Targets) {
-    // Map contents are text of one character a byte (bytesText).
-    this.vips = new Set([...vipsContents(t).keys()].map((k) => k.slice(0, VIP_KEY_SIZE)));
-    this.nodePorts = new Set([...nodePortsContents(t).keys()].map((k) => k.slice(0, NODEPORT_KEY_SIZE)));
-    const byBits = new Map<number, Map<string, number>>();
-    for (const [keyText, valueText] of localsContents(t)) {
-      const key = textBytes(keyText);
-      const value = textBytes(valueText);
-      const bits = key.readUInt32LE(0);
-      if (!byBits.has(bits)) byBits.set(bits, new Map());
-      byBits.get(bits)!.set(bytesText(key.subarray(4, 20)), value.readUInt32LE(0));
-    }
-    for (const bits of [...byBits.keys()].sort((a, b) => b - a)) this.locals.push({ bits, byAddress: byBits.get(bits)! });
+    const maps = targetMaps(t);
+    this.vips4 = new Set(maps[MAP_VIPS4]!.keys());
+    this.vips6 = new Set(maps[MAP_VIPS6]!.keys());
+    this.nodePorts = new Set(maps[MAP_NODEPORTS]!.keys());
+    this.local = localSets(t);
   }
 
+  /** Local flags of a 16-byte address (IPv4-mapped for IPv4). */
   localFlags(addr: Buffer): number {
-    for (const { bits, byAddress } of this.locals) {
-      const masked = Buffer.from(addr);
-      maskInPlace(masked, bits);
-      const flags = byAddress.get(bytesText(masked));
-      if (flags !== undefined) return flags;
+    if (isV4Mapped(addr)) {
+      const a = addr.readUInt32BE(12);
+      let flags = this.local.hosts4.get(bytesText(addr.subarray(12, 16))) ?? 0;
+      for (const n of this.local.nets4) if (((a & n.mask) >>> 0) === n.addr) flags |= n.flags;
+      return flags;
     }
-    return 0;
+    let flags = this.local.hosts6.get(bytesText(addr.subarray(0, 16))) ?? 0;
+    for (const n of this.local.nets6) {
+      let inside = true;
+      for (let i = 0; i < 16 && inside; i++) inside = (addr[i]! & n.mask[i]!) === n.addr[i];
+      if (inside) flags |= n.flags;
+    }
+    return flags;
   }
 
   hasVip(addr: Buffer, port: number, proto: number): boolean {
-    const key = Buffer.alloc(VIP_KEY_SIZE);
-    addr.copy(key, 0);
-    key.writeUInt16LE(port, 16);
-    key[18] = proto;
-    return this.vips.has(bytesText(key));
+    const v4 = isV4Mapped(addr);
+    return (v4 ? this.vips4 : this.vips6).has(bytesText(vipKey16(addr, v4, port, proto)));
   }
 
   hasNodePort(port: number, proto: number): boolean {
-    const key = Buffer.alloc(NODEPORT_KEY_SIZE);
-    key.writeUInt16LE(port, 0);
-    key[2] = proto;
-    return this.nodePorts.has(bytesText(key));
+    return this.nodePorts.has(bytesText(nodePortKey(port, proto)));
   }
 }
 

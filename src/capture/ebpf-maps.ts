@@ -4,19 +4,27 @@ import type { CaptureAddon } from './addon.js';
 import {
   COUNTER_KEY_SIZE,
   COUNTER_VALUE_SIZE,
+  configValue,
   decodeCounterKey,
   type DecodedCounterKey,
   LOCAL_BOUND,
   LOCAL_POD,
-  lpmKey,
+  MAP_CONFIG,
+  MAP_HOSTS4,
+  MAP_HOSTS6,
+  MAP_NODEPORTS,
+  MAP_VIPS4,
+  MAP_VIPS6,
+  type Net4,
+  type Net6,
   nodePortKey,
   u32Value,
   vipKey,
 } from './bpf-layout.js';
-import { maskInPlace, parsePrefix16, type CounterSample, type Prefix16, type Targets } from './targets.js';
+import { parsePrefix16, type CounterSample, type Targets } from './targets.js';
 
 /**
- * key -> value, each as text (bytesText). Kept as text, not Buffers: at 5,000 Services the three
+ * key -> value, each as text (bytesText). Kept as text, not Buffers: at 5,000 Services the
  * maps hold ~15k entries, and two Buffer objects per entry cost ~5 MB of heap (bench/agent.ts).
  */
 export type MapContents = Map<string, string>;
@@ -35,44 +43,75 @@ function put(m: MapContents, key: Buffer, value: Buffer): void {
   m.set(bytesText(key), bytesText(value));
 }
 
-function covers(outer: Prefix16, inner: Prefix16): boolean {
-  if (outer.bits > inner.bits) return false;
-  const masked = Buffer.from(inner.address);
-  maskInPlace(masked, outer.bits);
-  return masked.equals(outer.address);
-}
-
 /**
- * The trie returns only the longest match, so each prefix carries the flags of
- * every prefix that covers it (a node address inside a pod CIDR is both).
+ * The node's local prefixes as the program reads them: host addresses (/32,
+ * /128) in exact hashes, wider prefixes (pod CIDRs) in a short list compared
+ * one by one. An address's flags are its host entry's OR-ed with those of
+ * every prefix that holds it. Duplicates merge their flags.
  */
-export function localsContents(t: Targets): MapContents {
-  const entries = t.localPrefixes.map((p) => ({ prefix: parsePrefix16(p.cidr), flags: p.bound ? LOCAL_BOUND : LOCAL_POD }));
-  const wide = entries.filter((e) => e.prefix.bits < 128);
-  const out: MapContents = new Map();
-  const flagsByKey = new Map<string, { key: Buffer; flags: number }>();
-  for (const e of entries) {
-    let flags = e.flags;
-    for (const w of wide) if (covers(w.prefix, e.prefix)) flags |= w.flags;
-    const key = lpmKey(e.prefix);
-    const text = bytesText(key);
-    const prev = flagsByKey.get(text);
-    flagsByKey.set(text, { key, flags: flags | (prev?.flags ?? 0) });
+export interface LocalSets {
+  /** 4-byte address (bytesText) -> local flags. */
+  hosts4: Map<string, number>;
+  /** 16-byte address (bytesText) -> local flags. */
+  hosts6: Map<string, number>;
+  nets4: Net4[];
+  nets6: Net6[];
+}
+
+function mask6(bits: number): Buffer {
+  const m = Buffer.alloc(16);
+  for (let i = 0; i < 16; i++) m[i] = (0xff00 >> Math.max(0, Math.min(8, bits - i * 8))) & 0xff;
+  return m;
+}
+
+export function localSets(t: Targets): LocalSets {
+  const out: LocalSets = { hosts4: new Map(), hosts6: new Map(), nets4: [], nets6: [] };
+  const nets4 = new Map<string, Net4>();
+  const nets6 = new Map<string, Net6>();
+  const or = (m: Map<string, number>, k: string, f: number) => m.set(k, (m.get(k) ?? 0) | f);
+  for (const lp of t.localPrefixes) {
+    const p = parsePrefix16(lp.cidr);
+    const flags = lp.bound ? LOCAL_BOUND : LOCAL_POD;
+    const v4 = !lp.cidr.split('/')[0]!.includes(':');
+    if (p.bits === 128) {
+      if (v4) or(out.hosts4, bytesText(p.address.subarray(12)), flags);
+      else or(out.hosts6, bytesText(p.address), flags);
+    } else if (v4) {
+      const bits = p.bits - 96;
+      const mask = bits === 0 ? 0 : (0xffffffff << (32 - bits)) >>> 0;
+      const addr = p.address.readUInt32BE(12);
+      const k = `${addr}/${bits}`;
+      const prev = nets4.get(k);
+      nets4.set(k, { addr, mask, flags: flags | (prev?.flags ?? 0) });
+    } else {
+      const k = `${p.address.toString('hex')}/${p.bits}`;
+      const prev = nets6.get(k);
+      nets6.set(k, { addr: p.address, mask: mask6(p.bits), flags: flags | (prev?.flags ?? 0) });
+    }
   }
-  for (const { key, flags } of flagsByKey.values()) put(out, key, u32Value(flags));
+  out.nets4 = [...nets4.values()];
+  out.nets6 = [...nets6.values()];
   return out;
 }
 
-export function vipsContents(t: Targets): MapContents {
-  const out: MapContents = new Map();
-  for (const v of t.vips) put(out, vipKey(v.address, v.port, v.proto), PRESENT);
-  return out;
-}
+/** The maps the agent writes; the program only reads them. */
+export const TARGET_MAPS = [MAP_VIPS4, MAP_VIPS6, MAP_HOSTS4, MAP_HOSTS6, MAP_NODEPORTS, MAP_CONFIG] as const;
 
-export function nodePortsContents(t: Targets): MapContents {
-  const out: MapContents = new Map();
-  for (const n of t.nodePorts) put(out, nodePortKey(n.port, n.proto), PRESENT);
-  return out;
+/** Map name -> contents, for every map of TARGET_MAPS (the config array's only key is 0). */
+export function targetMaps(t: Targets): Record<string, MapContents> {
+  const local = localSets(t);
+  const maps: Record<string, MapContents> = Object.fromEntries(TARGET_MAPS.map((m) => [m, new Map()]));
+  const any = { v4: false, v6: false };
+  for (const v of t.vips) {
+    const { v4, key } = vipKey(v.address, v.port, v.proto);
+    put(maps[v4 ? MAP_VIPS4 : MAP_VIPS6]!, key, PRESENT);
+    if (v.port === 0) any[v4 ? 'v4' : 'v6'] = true;
+  }
+  for (const [k, flags] of local.hosts4) maps[MAP_HOSTS4]!.set(k, bytesText(u32Value(flags)));
+  for (const [k, flags] of local.hosts6) maps[MAP_HOSTS6]!.set(k, bytesText(u32Value(flags)));
+  for (const n of t.nodePorts) put(maps[MAP_NODEPORTS]!, nodePortKey(n.port, n.proto), PRESENT);
+  put(maps[MAP_CONFIG]!, u32Value(0), configValue(local.nets4, local.nets6, any.v4, any.v6));
+  return maps;
 }
 
 /**

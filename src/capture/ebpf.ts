@@ -6,29 +6,10 @@ import { join } from 'node:path';
 import { projectRoot } from '../native.js';
 import { captureAddon, type BpfObject, type CaptureAddon } from './addon.js';
 import { attachPrograms, removeTcLeftovers, type Attachment } from './attach.js';
-import {
-  MAP_COUNTERS,
-  MAP_LOCALS,
-  MAP_NODEPORTS,
-  MAP_STATS,
-  MAP_VIPS,
-  PROG_EGRESS,
-  PROG_INGRESS,
-  STAT_COUNTERS_FULL,
-  STAT_SEEN_EGRESS,
-  STAT_SEEN_INGRESS,
-  u32Value,
-} from './bpf-layout.js';
+import { MAP_COUNTERS, MAP_STATS, PROG_EGRESS, PROG_INGRESS, STAT_COUNTERS_FULL, u32Value } from './bpf-layout.js';
 import type { Counter, CounterOptions } from './counter.js';
-import {
-  CounterMapReader,
-  localsContents,
-  nodePortsContents,
-  readPerCpuU64,
-  syncMap,
-  vipsContents,
-  type MapContents,
-} from './ebpf-maps.js';
+import { CounterMapReader, readPerCpuU64, syncMap, TARGET_MAPS, targetMaps, type MapContents } from './ebpf-maps.js';
+import { LinkPackets } from './link-packets.js';
 import { captureError, CaptureError } from './errors.js';
 import { validateTargets, type CounterReading, type Targets } from './targets.js';
 
@@ -58,11 +39,8 @@ export class EbpfCounter implements Counter {
   readonly backend = 'ebpf' as const;
   readonly description: string;
   private readonly fds: Record<string, number>;
-  private readonly contents: Record<string, MapContents> = {
-    [MAP_VIPS]: new Map(),
-    [MAP_LOCALS]: new Map(),
-    [MAP_NODEPORTS]: new Map(),
-  };
+  /** What each map the agent writes holds (targetMaps' names). */
+  private readonly contents: Record<string, MapContents> = Object.fromEntries(TARGET_MAPS.map((m) => [m, new Map()]));
   private readonly reader: CounterMapReader;
   private readonly cpus: number;
   private closed = false;
@@ -71,11 +49,13 @@ export class EbpfCounter implements Counter {
     private readonly addon: CaptureAddon,
     private readonly obj: BpfObject,
     private readonly attachment: Attachment,
+    private readonly link: LinkPackets,
     readonly ifname: string,
   ) {
     this.description = `eBPF (${attachment.mode}) on ${ifname}`;
+    // The config array starts as zeros: no prefixes, so nothing is local until setTargets.
     this.fds = Object.fromEntries(
-      [MAP_VIPS, MAP_LOCALS, MAP_NODEPORTS, MAP_COUNTERS, MAP_STATS].map((m) => [m, addon.bpfObjectMapFd(obj, m)]),
+      [...TARGET_MAPS, MAP_COUNTERS, MAP_STATS].map((m) => [m, addon.bpfObjectMapFd(obj, m)]),
     );
     this.cpus = addon.bpfPossibleCpus();
     this.reader = new CounterMapReader(addon, this.fds[MAP_COUNTERS]!, this.cpus);
@@ -114,7 +94,15 @@ export class EbpfCounter implements Counter {
       addon.bpfObjectClose(obj);
       throw captureError(e, 'attach', `attaching the eBPF counters to ${opts.ifname}`);
     }
-    const counter = new EbpfCounter(addon, obj, attachment, opts.ifname);
+    let link: LinkPackets;
+    try {
+      link = LinkPackets.open(opts.ifname, opts.netnsPath);
+    } catch (e) {
+      attachment.detach();
+      addon.bpfObjectClose(obj);
+      throw captureError(e, 'attach', `reading the packet counts of ${opts.ifname}`);
+    }
+    const counter = new EbpfCounter(addon, obj, attachment, link, opts.ifname);
     opts.logger?.info({ ifname: opts.ifname, attach: attachment.mode }, 'eBPF counters attached');
     return counter;
   }
@@ -134,11 +122,12 @@ export class EbpfCounter implements Counter {
   setTargets(targets: Targets): void {
     this.ensureOpen();
     validateTargets(targets);
-    const next: Record<string, MapContents> = {
-      [MAP_VIPS]: vipsContents(targets),
-      [MAP_LOCALS]: localsContents(targets),
-      [MAP_NODEPORTS]: nodePortsContents(targets),
-    };
+    let next: Record<string, MapContents>;
+    try {
+      next = targetMaps(targets);
+    } catch (e) {
+      throw captureError(e, 'maps', 'preparing the eBPF maps');
+    }
     for (const name of Object.keys(next)) {
       try {
         syncMap(this.addon, this.fds[name]!, this.contents[name]!, next[name]!);
@@ -160,7 +149,9 @@ export class EbpfCounter implements Counter {
     return {
       backend: 'ebpf',
       counters: this.reader.read(),
-      seen: { ingress: stat(STAT_SEEN_INGRESS), egress: stat(STAT_SEEN_EGRESS) },
+      // The programs run on every packet of the interface; counting them there
+      // would cost a map write per packet, so the interface's own counts stand in.
+      seen: this.link.read(),
       drops: { counterMapFull: stat(STAT_COUNTERS_FULL), captureBuffer: 0, interface: 0 },
     };
   }
@@ -171,6 +162,7 @@ export class EbpfCounter implements Counter {
     try {
       this.attachment.detach();
     } finally {
+      this.link.close();
       this.addon.bpfObjectClose(this.obj);
     }
   }
