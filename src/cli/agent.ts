@@ -5,8 +5,8 @@ import { Command, Option } from 'commander';
 import { hostname } from 'node:os';
 import type { Server } from 'node:http';
 import { createRegistry, isBufferedRegistry } from '../export/metrics.js';
-import { createMetricsServer, parseListen } from '../export/server.js';
-import { createLogger } from '../log.js';
+import { createMetricsServer, parseListen, type MetricsServerOptions } from '../export/server.js';
+import { createLogger, type Logger } from '../log.js';
 import { UserError, fail } from './errors.js';
 import { netnsPath } from './netns.js';
 
@@ -26,6 +26,7 @@ interface AgentFlags {
   conntrackFilter: 'kernel' | 'user';
   evidenceSocket: string;
   maxServicePorts: string;
+  metricsAuth: 'none' | 'kubernetes';
   netns?: string;
 }
 
@@ -72,13 +73,14 @@ async function run(flags: AgentFlags): Promise<void> {
     maxServicePorts: positiveInt(flags.maxServicePorts, '--max-service-ports'),
     processMetrics: true,
   });
+  const authorize = flags.metricsAuth === 'kubernetes' ? await metricsAuthorizer(flags.kubeconfig, log) : undefined;
   // Serve /healthz at once; /readyz turns 200 after the first sync.
-  const http: Server = createMetricsServer({ registry, ready: () => agent.ready });
+  const http: Server = createMetricsServer({ registry, ready: () => agent.ready, ...(authorize ? { authorize } : {}) });
   await new Promise<void>((resolve, reject) => {
     http.once('error', (e) => reject(new UserError(`--listen ${flags.listen}: ${e.message}`)));
     http.listen(listen.port, listen.host, () => resolve());
   });
-  log.info({ listen: flags.listen, node: flags.nodeName }, 'metrics server listening');
+  log.info({ listen: flags.listen, node: flags.nodeName, auth: flags.metricsAuth }, 'metrics server listening');
   let stopping = false;
   const shutdown = (signal: string) => {
     if (stopping) return;
@@ -107,6 +109,28 @@ async function run(flags: AgentFlags): Promise<void> {
   if (isBufferedRegistry(registry)) {
     await registry.metricsBody().catch((e: unknown) => log.warn({ err: e instanceof Error ? e.message : String(e) }, 'rendering /metrics after the first sync failed'));
   }
+}
+
+/**
+ * /metrics behind the API server's TokenReview + SubjectAccessReview ("get" on the non-resource
+ * URL /metrics), with the agent's own credentials (in a pod: its service account).
+ */
+async function metricsAuthorizer(kubeconfig: string | undefined, log: Logger): Promise<NonNullable<MetricsServerOptions['authorize']>> {
+  const { loadApiTarget } = await import('../cluster/kube-config.js');
+  const { AccessReviewClient } = await import('../cluster/access-review.js');
+  const { KubeAuthorizer } = await import('../agent/kube-authorizer.js');
+  let target;
+  try {
+    target = loadApiTarget(kubeconfig);
+  } catch (e) {
+    throw new UserError(`--metrics-auth kubernetes checks tokens with the API server: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  const authz = new KubeAuthorizer(new AccessReviewClient(target));
+  return async (req) => {
+    const d = await authz.check(req.headers.authorization, { nonResource: { path: '/metrics', verb: 'get' } });
+    if (!d.ok && d.status === 503) log.warn({ err: d.message }, '/metrics: token check failed');
+    return d;
+  };
 }
 
 export function register(program: Command): void {
@@ -150,6 +174,17 @@ export function register(program: Command): void {
     )
     .addOption(env(new Option('--evidence-socket <path>', 'Unix socket for `clbprobe evidence`').default(DEFAULT_EVIDENCE_SOCKET), 'CLBPROBE_EVIDENCE_SOCKET'))
     .addOption(env(new Option('--max-service-ports <n>', 'cardinality cap: Service ports with series').default('10000'), 'CLBPROBE_MAX_SERVICE_PORTS'))
+    .addOption(
+      env(
+        new Option(
+          '--metrics-auth <mode>',
+          'who may read /metrics: none, or kubernetes (a bearer token the API server accepts, whose user may "get" the non-resource URL /metrics; /healthz and /readyz stay open)',
+        )
+          .choices(['none', 'kubernetes'])
+          .default('none'),
+        'CLBPROBE_METRICS_AUTH',
+      ),
+    )
     .option('--netns <name>', 'read the datapath of network namespace NAME or a path (tests); needs --interface for counters')
     .addHelpText(
       'after',
@@ -157,6 +192,7 @@ export function register(program: Command): void {
 Examples:
   NODE_NAME=node-1 clbprobe agent                       in a DaemonSet pod (API via service account)
   clbprobe agent --cluster-file cluster.json --listen 127.0.0.1:9811 --capture pcap
+  clbprobe agent --metrics-auth kubernetes --listen "$HOST_IP:9811"   /metrics for RBAC-allowed tokens, on the node IP only
   curl -s localhost:9811/metrics | grep clbprobe_lb_path_packets_total`,
     )
     .action(async (flags: AgentFlags) => {

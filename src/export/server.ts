@@ -1,6 +1,6 @@
 // The metrics HTTP server: /metrics, /healthz (alive), /readyz (first sync
 // done). Connection data is never served here (see src/agent/evidence-server.ts).
-import { createServer, type Server, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
 import { isBufferedRegistry } from './metrics.js';
 
@@ -8,6 +8,24 @@ export interface MetricsServerOptions {
   registry: Registry;
   /** True once every source has been read once. */
   ready: () => boolean;
+  /**
+   * Access control for /metrics (--metrics-auth kubernetes): resolves to ok, or to the status
+   * and message to refuse with. /healthz and /readyz stay open for the kubelet's probes.
+   */
+  authorize?: (req: IncomingMessage) => Promise<{ ok: true } | { ok: false; status: number; message: string }>;
+}
+
+/** Answers with the authorizer's refusal, or passes the request on. */
+function guarded(authorize: NonNullable<MetricsServerOptions['authorize']>, req: IncomingMessage, res: ServerResponse, next: () => void): void {
+  authorize(req).then(
+    (d) => {
+      if (d.ok) return next();
+      // RFC 6750: a 401 names the scheme to use.
+      const scheme = d.status === 401 ? { 'WWW-Authenticate': 'Bearer realm="clbprobe"' } : undefined;
+      res.writeHead(d.status, { 'Content-Type': 'text/plain; charset=utf-8', ...scheme }).end(`${d.message}\n`);
+    },
+    (e: unknown) => res.writeHead(500).end(`${e instanceof Error ? e.message : String(e)}\n`),
+  );
 }
 
 /** "host:port", ":port" (all addresses) or "port". */
@@ -73,10 +91,12 @@ function drained(res: ServerResponse): Promise<void> {
 }
 
 export function createMetricsServer(o: MetricsServerOptions): Server {
-  return createServer((req, res) => {
+  const handle = (req: IncomingMessage, res: ServerResponse, authorized: boolean): void => {
     const path = (req.url ?? '/').split('?')[0];
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       res.writeHead(405).end();
+    } else if (path === '/metrics' && o.authorize && !authorized) {
+      guarded(o.authorize, req, res, () => handle(req, res, true));
     } else if (path === '/metrics') {
       const fail = (e: unknown) => res.writeHead(500).end(`${e instanceof Error ? e.message : String(e)}\n`);
       const type = { 'Content-Type': o.registry.contentType };
@@ -107,5 +127,6 @@ export function createMetricsServer(o: MetricsServerOptions): Server {
     } else {
       res.writeHead(404).end('try /metrics, /healthz or /readyz\n');
     }
-  });
+  };
+  return createServer((req, res) => handle(req, res, false));
 }

@@ -5,16 +5,21 @@
 // writable paths, root as the manifest's user, and hostNetwork as a network
 // namespace this test builds (the loop lab's node1). The image test runs the
 // same settings in a real container; this one needs no container engine.
-// Namespaces are cbds-*.
+// The API server the pod would reach through its service account is the test API
+// server, reached from the namespace through a relay (KUBECONFIG stands in for the
+// in-cluster credentials); it answers the agent's lists and watches and the token
+// reviews of --metrics-auth. Namespaces are cbds-*.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseSamples } from '../../src/demo/agent.js';
 import { LAB, createLoopLab, type LoopLab } from '../../src/demo/lab.js';
 import { agentContainer, containerEnv, hostArgv, type AgentContainer } from '../support/daemonset.js';
+import { FakeApiServer } from '../support/fake-apiserver.js';
 import { isRoot } from '../support/netns.js';
+import { relay, type Relay } from '../support/relay.js';
 import { until } from '../support/wait.js';
 
 const PREFIX = 'cbds-';
@@ -49,15 +54,42 @@ describe.skipIf(!isRoot)("the agent as deploy/daemonset.yaml starts it", () => {
   let stderr = '';
   let exited: string | undefined;
   const port = Number(/:(\d+)$/.exec(c.args[c.args.indexOf('--listen') + 1] ?? '')?.[1] ?? 9811);
+  const api = new FakeApiServer();
+  const relays: Relay[] = [];
+  /** Outside /tmp, which the container's emptyDir hides. */
+  let apiDir: string | undefined;
+  /** Prometheus' service-account token, allowed to get /metrics. */
+  const PROM_TOKEN = 'prometheus-sa-token';
   const get = (path: string): string =>
     lab.node.run('curl', '-sS', '--max-time', '2', '-w', '\n%{http_code}', `http://127.0.0.1:${port}${path}`);
+  /** Not blocking: the agent asks the test API server, in this process, about the token. */
+  const getWithToken = (path: string, token: string): Promise<string> =>
+    new Promise((resolve, reject) => {
+      const p = spawn('ip', ['netns', 'exec', lab.node.name, 'curl', '-sS', '--max-time', '5', '-w', '\n%{http_code}', '-H', `Authorization: Bearer ${token}`, `http://127.0.0.1:${port}${path}`]);
+      let out = '';
+      p.stdout.on('data', (b: Buffer) => (out += b.toString()));
+      p.on('error', reject);
+      p.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`curl exited ${code}: ${out}`))));
+    });
 
   beforeAll(async () => {
     if (!existsSync(hostArgv(c).find((a) => a.endsWith('.js')) ?? '')) throw new Error('dist missing: run npm run build first');
     expect(c.hostNetwork).toBe(true);
     scratch = mkdtempSync(join(tmpdir(), PREFIX));
     lab = await createLoopLab('Local', PREFIX);
-    const env = { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', ...containerEnv(c, { 'spec.nodeName': LAB.node1Name }) };
+    await api.start();
+    api.access.addToken(PROM_TOKEN, { username: 'system:serviceaccount:monitoring:prometheus-k8s', groups: ['system:serviceaccounts'] });
+    api.access.grant({ subject: { user: 'system:serviceaccount:monitoring:prometheus-k8s' }, rule: { verbs: ['get'], nonResourceURLs: ['/metrics'] } });
+    apiDir = mkdtempSync('/var/tmp/cbds-api-');
+    const sock = join(apiDir, 'api.sock');
+    relays.push(await relay(undefined, { path: sock }, { port: Number(new URL(api.url).port) }));
+    relays.push(await relay(lab.node.name, { port: 16443 }, { path: sock }));
+    writeFileSync(join(apiDir, 'kubeconfig'), api.kubeconfig().replace(api.url, 'http://127.0.0.1:16443'));
+    const env = {
+      PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+      ...containerEnv(c, { 'spec.nodeName': LAB.node1Name }),
+      KUBECONFIG: join(apiDir, 'kubeconfig'),
+    };
     agent = spawn('ip', ['netns', 'exec', lab.node.name, ...containerScript(c, scratch)], { env, stdio: ['ignore', 'ignore', 'pipe'] });
     agent.stderr!.on('data', (b: Buffer) => (stderr += b));
     agent.on('exit', (code, sig) => (exited = `exit ${code ?? sig}`));
@@ -74,16 +106,24 @@ describe.skipIf(!isRoot)("the agent as deploy/daemonset.yaml starts it", () => {
     });
   }, 60_000);
 
-  afterAll(() => {
+  afterAll(async () => {
     agent?.kill('SIGKILL');
+    for (const r of relays) r.close();
+    await api.stop();
+    if (apiDir) rmSync(apiDir, { recursive: true, force: true });
     lab?.destroy();
     if (scratch) rmSync(scratch, { recursive: true, force: true });
   });
 
-  it('node accepts the command and the env, and the agent serves /healthz and /metrics', () => {
+  it("node accepts the command and the env, and the agent serves /healthz, and /metrics to Prometheus' token only", async () => {
     expect(exited).toBeUndefined();
     expect(get('/healthz').endsWith('\n200')).toBe(true);
-    const body = get('/metrics');
+    const anonymous = get('/metrics');
+    expect(anonymous.endsWith('\n401'), anonymous).toBe(true);
+    expect(anonymous).toContain('no bearer token');
+    expect((await getWithToken('/metrics', 'not-a-known-token')).endsWith('\n401')).toBe(true);
+    expect(api.access.log.filter((l) => l.kind === 'TokenReview').length).toBeGreaterThan(0);
+    const body = await getWithToken('/metrics', PROM_TOKEN);
     expect(body.endsWith('\n200')).toBe(true);
     const up = Object.fromEntries(parseSamples(body).filter((s) => s.name === 'clbprobe_source_up').map((s) => [s.labels.source, s.value]));
     // Every node source the four capabilities must be enough for; the eBPF counters included.

@@ -15,6 +15,8 @@
 //   code in details.causes), then a normal close. The test supplies the process
 //   to run (onExec); refusals are the API server's: 401, 403 per pod
 //   (forbidExec), 404 unknown pod, 400 wrong container / pod not running.
+// - TokenReview and SubjectAccessReview with RBAC-like grants (fake-access.ts). The kubeconfig's
+//   user "tester" (token fake-token) may create both reviews, as system:auth-delegator allows.
 // It can be stopped (all connections cut) and started again on the same port.
 import type { ChildProcess } from 'node:child_process';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -22,6 +24,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { constants } from 'node:os';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
+import { FakeAccess } from './fake-access.js';
 
 export type ResourceName = 'services' | 'endpointslices' | 'ingresses' | 'nodes' | 'pods';
 
@@ -113,8 +116,18 @@ export class FakeApiServer {
   readonly requests: LoggedRequest[] = [];
   /** Watches answered with 410 Expired. */
   expiredWatches = 0;
+  /** Tokens, users and RBAC grants, and the review APIs on them. */
+  readonly access = new FakeAccess();
+  /** Revokes tester's right to create reviews (the agent's ClusterRoleBinding missing). */
+  readonly revokeReviews: () => void;
 
   constructor() {
+    this.access.addToken('fake-token', { username: 'tester', uid: 'tester-uid', groups: ['testers'] });
+    this.revokeReviews = this.access.grant({
+      subject: { user: 'tester' },
+      binding: 'system:auth-delegator',
+      rule: { verbs: ['create'], apiGroups: ['authentication.k8s.io', 'authorization.k8s.io'], resources: ['tokenreviews', 'subjectaccessreviews'] },
+    });
     for (const r of Object.keys(RESOURCES) as ResourceName[]) {
       this.objects.set(r, new Map());
       this.history.set(r, []);
@@ -251,6 +264,7 @@ export class FakeApiServer {
 
   private handle(req: IncomingMessage, res: ServerResponse): void {
     const url = new URL(req.url ?? '/', 'http://x');
+    if (this.access.handle(req, res, url.pathname)) return;
     // /api/v1/namespaces/NS/pods → the collection /api/v1/pods, only NS.
     const nsPath = /^(\/api\/v1|\/apis\/[^/]+\/[^/]+)\/namespaces\/([^/]+)\/([^/]+)$/.exec(url.pathname);
     const path = nsPath ? `${nsPath[1]}/${nsPath[3]}` : url.pathname;

@@ -46,6 +46,7 @@ describe('deploy/ kustomization', () => {
   it('renders exactly the objects the agent needs, in the clbprobe namespace with the common labels', () => {
     expect(objects.map((o) => `${o.kind}/${o.metadata.name}`).sort()).toEqual([
       'ClusterRole/clbprobe',
+      'ClusterRole/clbprobe-metrics-reader',
       'ClusterRoleBinding/clbprobe',
       'ConfigMap/clbprobe-dashboard',
       'DaemonSet/clbprobe',
@@ -76,15 +77,28 @@ describe('deploy/ kustomization', () => {
     expect(() => validate(rule as unknown as K8sObject)).toThrow();
   });
 
-  it('RBAC: get/list/watch on services, nodes, endpointslices and ingresses, nothing else', () => {
-    const role = one('ClusterRole') as unknown as { rules: { apiGroups: string[]; resources: string[]; verbs: string[] }[] };
-    const granted = role.rules.flatMap((r) => r.apiGroups.flatMap((g) => r.resources.map((res) => `${g}/${res}:${[...r.verbs].sort().join(',')}`)));
-    expect(granted.sort()).toEqual([
+  it('RBAC: get/list/watch on services, nodes, endpointslices and ingresses, the two reviews of --metrics-auth, nothing else', () => {
+    type Rules = { rules: { apiGroups?: string[]; resources?: string[]; nonResourceURLs?: string[]; verbs: string[] }[] };
+    const roles = objects.filter((o) => o.kind === 'ClusterRole') as unknown as (K8sObject & Rules)[];
+    const granted = (name: string) =>
+      roles.find((r) => r.metadata.name === name)!.rules.flatMap((r) => [
+        ...(r.apiGroups ?? []).flatMap((g) => (r.resources ?? []).map((res) => `${g}/${res}:${[...r.verbs].sort().join(',')}`)),
+        ...(r.nonResourceURLs ?? []).map((u) => `${u}:${[...r.verbs].sort().join(',')}`),
+      ]);
+    expect(granted('clbprobe').sort()).toEqual([
       '/nodes:get,list,watch',
       '/services:get,list,watch',
+      'authentication.k8s.io/tokenreviews:create',
+      'authorization.k8s.io/subjectaccessreviews:create',
       'discovery.k8s.io/endpointslices:get,list,watch',
       'networking.k8s.io/ingresses:get,list,watch',
     ]);
+    // What Prometheus' service account needs (bound by the site; kube-prometheus grants it already).
+    expect(granted('clbprobe-metrics-reader')).toEqual(['/metrics:get']);
+    const ds = one('DaemonSet') as unknown as { spec: { template: { spec: { containers: { args: string[] }[] } } } };
+    const args = ds.spec.template.spec.containers[0]!.args;
+    expect(args[args.indexOf('--metrics-auth') + 1]).toBe('kubernetes');
+    expect((one('PodMonitor') as unknown as { spec: { scrapeClass: string } }).spec.scrapeClass).toBe('serviceaccount-token');
     const binding = one('ClusterRoleBinding') as unknown as { roleRef: { name: string }; subjects: { kind: string; name: string; namespace: string }[] };
     expect(binding.roleRef.name).toBe('clbprobe');
     expect(binding.subjects).toEqual([{ kind: 'ServiceAccount', name: 'clbprobe', namespace: 'clbprobe' }]);

@@ -140,3 +140,45 @@ describe('parseListen', () => {
     expect(() => parseListen(':70000')).toThrow(/bad port/);
   });
 });
+
+describe('metrics server with an authorizer (--metrics-auth kubernetes)', () => {
+  const asked: string[] = [];
+  const server = createMetricsServer({
+    registry: createRegistry(() => emptyState('node-1', '0.1.0'), { maxServicePorts: 10, processMetrics: false }),
+    ready: () => true,
+    authorize: async (req) => {
+      asked.push(req.url ?? '');
+      const h = req.headers.authorization;
+      if (h === 'Bearer good') return { ok: true };
+      return h ? { ok: false, status: 403, message: 'dev may not get /metrics' } : { ok: false, status: 401, message: 'no bearer token' };
+    },
+  });
+  let port = 0;
+  beforeAll(() => new Promise<void>((ok) => server.listen(0, '127.0.0.1', () => ((port = (server.address() as AddressInfo).port), ok()))));
+  afterAll(() => new Promise<void>((ok) => server.close(() => ok())));
+  const get = (path: string, headers: Record<string, string> = {}) =>
+    new Promise<Reply>((ok, fail) => {
+      const req = request({ host: '127.0.0.1', port, path, headers }, (res) => {
+        const parts: Buffer[] = [];
+        res.on('data', (b: Buffer) => parts.push(b));
+        res.on('end', () => ok({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(parts) }));
+      });
+      req.on('error', fail);
+      req.end();
+    });
+
+  it('/metrics: 401 with the Bearer scheme, 403 with the reason, 200 for an allowed token; probes never ask', async () => {
+    const none = await get('/metrics');
+    expect([none.status, none.headers['www-authenticate'], none.body.toString()]).toEqual([401, 'Bearer realm="clbprobe"', 'no bearer token\n']);
+    const denied = await get('/metrics?x=1', { Authorization: 'Bearer dev' });
+    expect([denied.status, denied.body.toString()]).toEqual([403, 'dev may not get /metrics\n']);
+    expect(denied.headers['www-authenticate']).toBeUndefined();
+    const ok = await get('/metrics', { Authorization: 'Bearer good' });
+    expect(ok.status).toBe(200);
+    expect(ok.body.toString()).toContain('clbprobe_build_info');
+    expect(asked).toEqual(['/metrics', '/metrics?x=1', '/metrics']);
+    expect((await get('/healthz')).status).toBe(200);
+    expect((await get('/readyz')).status).toBe(200);
+    expect(asked).toHaveLength(3);
+  });
+});

@@ -1,0 +1,145 @@
+// Asking the API server who a bearer token belongs to (TokenReview) and whether that user may do
+// something (SubjectAccessReview), as kube-rbac-proxy and every aggregated API server do. Both are
+// a POST of the review object; the answer is the same object with `status` filled in. The v1
+// groups exist on every cluster we support (authentication.k8s.io/v1 and authorization.k8s.io/v1
+// since Kubernetes 1.6). The agent's service account needs "create" on both (deploy/rbac.yaml).
+import { request as httpRequest } from 'node:http';
+import { request as httpsRequest, type RequestOptions } from 'node:https';
+import type { ApiTarget } from './kube-config.js';
+
+/** A user as TokenReview reports it and SubjectAccessReview takes it. */
+export interface UserInfo {
+  username: string;
+  uid?: string;
+  groups: string[];
+  extra?: Record<string, string[]>;
+}
+
+/** What is asked: a non-resource URL ("get" /metrics) or a resource ("get" services web in shop). */
+export type AccessAttributes =
+  | { nonResource: { path: string; verb: string } }
+  | { resource: { verb: string; group: string; resource: string; namespace?: string; name?: string } };
+
+export type TokenReviewResult = { authenticated: true; user: UserInfo } | { authenticated: false; error: string };
+export interface AccessReviewResult {
+  allowed: boolean;
+  reason: string;
+}
+
+/** A review the API server could not answer (unreachable, refused our own credentials, garbled). */
+export class ReviewError extends Error {
+  constructor(
+    message: string,
+    readonly statusCode?: number,
+  ) {
+    super(message);
+    this.name = 'ReviewError';
+  }
+}
+
+/** A review answer is a few hundred bytes; anything far larger is not one. */
+const MAX_ANSWER = 64 << 10;
+
+/** Sends reviews to the API server; one object per agent. */
+export class AccessReviewClient {
+  constructor(
+    private readonly target: ApiTarget,
+    private readonly timeoutMs = 10_000,
+  ) {}
+
+  async reviewToken(token: string, audiences?: string[]): Promise<TokenReviewResult> {
+    const body = {
+      apiVersion: 'authentication.k8s.io/v1',
+      kind: 'TokenReview',
+      spec: { token, ...(audiences?.length ? { audiences } : {}) },
+    };
+    return parseTokenReview(await this.post('/apis/authentication.k8s.io/v1/tokenreviews', body));
+  }
+
+  async reviewAccess(user: UserInfo, attrs: AccessAttributes): Promise<AccessReviewResult> {
+    const spec: Record<string, unknown> = { user: user.username, groups: user.groups };
+    if (user.uid) spec.uid = user.uid;
+    if (user.extra && Object.keys(user.extra).length) spec.extra = user.extra;
+    if ('nonResource' in attrs) spec.nonResourceAttributes = attrs.nonResource;
+    else spec.resourceAttributes = attrs.resource;
+    const body = { apiVersion: 'authorization.k8s.io/v1', kind: 'SubjectAccessReview', spec };
+    return parseAccessReview(await this.post('/apis/authorization.k8s.io/v1/subjectaccessreviews', body));
+  }
+
+  private async post(path: string, body: unknown): Promise<unknown> {
+    const url = new URL(this.target.server + path);
+    const base = await this.target.requestOptions();
+    const data = Buffer.from(JSON.stringify(body));
+    const opts: RequestOptions = {
+      ...base,
+      method: 'POST',
+      headers: { ...base.headers, accept: 'application/json', 'content-type': 'application/json', 'content-length': data.length },
+    };
+    const what = `POST ${path}`;
+    return new Promise((resolve, reject) => {
+      const req = (url.protocol === 'https:' ? httpsRequest : httpRequest)(url, opts, (res) => {
+        const pieces: Buffer[] = [];
+        let size = 0;
+        res.on('data', (b: Buffer) => {
+          size += b.length;
+          if (size > MAX_ANSWER) return req.destroy(new Error(`answer larger than ${MAX_ANSWER} bytes`));
+          pieces.push(b);
+        });
+        res.on('end', () => {
+          const text = Buffer.concat(pieces).toString('utf8');
+          const code = res.statusCode ?? 0;
+          if (code !== 200 && code !== 201) return reject(new ReviewError(`${what}: ${statusText(code, text)}`, code));
+          try {
+            resolve(JSON.parse(text));
+          } catch {
+            reject(new ReviewError(`${what}: the answer is not JSON (${text.slice(0, 80)})`));
+          }
+        });
+        res.on('error', (e) => reject(new ReviewError(`${what}: ${e.message}`)));
+      });
+      req.setTimeout(this.timeoutMs, () => req.destroy(new Error(`no answer within ${this.timeoutMs / 1000} s`)));
+      req.on('error', (e) => reject(new ReviewError(`${what}: ${e.message}`)));
+      req.end(data);
+    });
+  }
+}
+
+const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const strings = (v: unknown): string[] => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : []);
+
+/** A TokenReview answer's status; a malformed one is an error, never "authenticated". */
+export function parseTokenReview(answer: unknown): TokenReviewResult {
+  const status = isObj(answer) && isObj(answer.status) ? answer.status : undefined;
+  if (!status) throw new ReviewError('TokenReview answer without a status');
+  if (status.authenticated !== true) {
+    return { authenticated: false, error: typeof status.error === 'string' && status.error ? status.error : 'token not authenticated' };
+  }
+  const u = isObj(status.user) ? status.user : {};
+  if (typeof u.username !== 'string' || !u.username) throw new ReviewError('TokenReview answer: authenticated without a username');
+  const user: UserInfo = { username: u.username, groups: strings(u.groups) };
+  if (typeof u.uid === 'string' && u.uid) user.uid = u.uid;
+  if (isObj(u.extra)) {
+    const extra: Record<string, string[]> = {};
+    for (const [k, v] of Object.entries(u.extra)) extra[k] = strings(v);
+    if (Object.keys(extra).length) user.extra = extra;
+  }
+  return { authenticated: true, user };
+}
+
+/** A SubjectAccessReview answer's status; anything but `allowed: true` denies. */
+export function parseAccessReview(answer: unknown): AccessReviewResult {
+  const status = isObj(answer) && isObj(answer.status) ? answer.status : undefined;
+  if (!status) throw new ReviewError('SubjectAccessReview answer without a status');
+  const reason = [status.reason, status.evaluationError].filter((x): x is string => typeof x === 'string' && x !== '').join('; ');
+  return { allowed: status.allowed === true && status.denied !== true, reason };
+}
+
+function statusText(code: number, body: string): string {
+  try {
+    const s = JSON.parse(body) as { message?: unknown };
+    if (typeof s.message === 'string') return `${code} ${s.message}`;
+  } catch {
+    // not a Status object
+  }
+  return `${code} ${body.slice(0, 120)}`;
+}
