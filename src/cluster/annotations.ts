@@ -8,6 +8,7 @@
 // - AWS (in-tree: any value but "false" means internal; LB controller: scheme),
 //   Azure, GCP (current and legacy key): internal load balancers.
 import { BlockList } from 'node:net';
+import { LB_CLIENT_ADDRESS_KEYS } from './lb-client-address.js';
 import type { LoopbackAnnotations } from './types.js';
 
 export const TENCENT_PREVENT_LOOPBACK = 'service.cloud.tencent.com/prevent-loopback';
@@ -42,6 +43,8 @@ const KNOWN_KEYS = new Set<string>([
   ...ALIBABA_HOSTNAME,
   ...INTERNAL_RULES.map(([k]) => k),
   ...EXISTING_LB_KEYS,
+  // How the LB treats client addresses (lb-client-address.ts), and AWS's pod targets (detect/path.ts).
+  ...LB_CLIENT_ADDRESS_KEYS,
 ]);
 
 /** For the many Services with none of these annotations. Frozen: views share it. */

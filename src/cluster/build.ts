@@ -131,6 +131,7 @@ function serviceView(svc: ServiceEntry, port: PortFields, ingressVips: ServiceVi
     annotations: spec.annotations,
     internalLb: spec.internalLb,
     lbHostnames: spec.lbHostnames,
+    lbHostnameLookups: undefined,
     healthCheckNodePort: spec.healthCheckNodePort,
     loadBalancerClass: spec.loadBalancerClass,
     ingressVips,
@@ -150,7 +151,7 @@ function constant<T extends string>(list: readonly T[], value: string): T | unde
 }
 
 type PortFields = Pick<ServiceView, 'portName' | 'protocol' | 'port' | 'targetPort' | 'nodePort'>;
-type SpecFields = Omit<ServiceView, 'namespace' | 'name' | keyof PortFields | 'ingressVips' | 'endpoints'>;
+type SpecFields = Omit<ServiceView, 'namespace' | 'name' | keyof PortFields | 'ingressVips' | 'endpoints' | 'lbHostnameLookups'>;
 
 function parseServicePort(p: unknown, path: string): PortFields {
   if (!isObj(p)) throw new FieldError(`${path} is not an object`);

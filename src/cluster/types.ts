@@ -9,6 +9,27 @@ export interface LbIngressIp {
   /** 'VIP' (default: kube-proxy binds/handles it) or 'Proxy' (traffic must go to the LB). */
   ipMode: 'VIP' | 'Proxy';
   hostname?: string;
+  /**
+   * Set on addresses that status.loadBalancer carried only as this hostname and that this node's
+   * resolver returned (cluster/lb-hostnames.ts): kube-proxy knows nothing of them, so pod traffic
+   * to them always goes to the LB, whatever ipMode says.
+   */
+  resolvedFrom?: string;
+}
+
+/** What this node's resolver said for one hostname-only LB name (cluster/dns/hostname-cache.ts). */
+export interface HostnameLookup {
+  hostname: string;
+  /** The addresses the name resolved to (with `error`: the stale ones of an earlier answer). */
+  addresses: string[];
+  /** The answer's shortest TTL, seconds. */
+  ttlS?: number;
+  /** ISO time of the last good answer. */
+  resolvedAt?: string;
+  /** Why the last lookup failed. */
+  error?: string;
+  /** The resolver asked, e.g. "nameserver 10.96.0.10 (/etc/resolv.conf)". */
+  resolver: string;
 }
 
 export interface EndpointView {
@@ -56,6 +77,8 @@ export interface ServiceView {
   lbIngress: LbIngressIp[];
   /** status.loadBalancer.ingress entries that carry only a hostname (e.g. AWS NLB); absent when none. */
   lbHostnames?: string[];
+  /** This node's lookups of lbHostnames, when they were looked up (their addresses are in lbIngress). */
+  lbHostnameLookups?: HostnameLookup[];
   /** VIPs of Ingresses whose backends reference this Service port. */
   ingressVips: { ingress: string; ip: string }[];
   externalIPs: string[];

@@ -29,7 +29,7 @@ export const key = (ip: string, proto: string, port: number | undefined): Key =>
 
 export interface DetectContext {
   input: DiagnoseInput;
-  /** Service ports that have an LB ingress IP or an Ingress VIP: the only ones loopback concerns. */
+  /** Service ports that have an LB ingress IP, an LB hostname or an Ingress VIP: the only ones loopback concerns. */
   services: ServiceView[];
   nodeIps: Set<string>;
   ipvsBound: Set<string>;
@@ -67,7 +67,7 @@ export function addTo<K>(m: Map<K, OneOrMore>, k: K, v: ServiceView): void {
 export const listOf = (v: OneOrMore | undefined): ServiceView[] | undefined => (v === undefined || Array.isArray(v) ? v : [v]);
 
 export function buildContext(input: DiagnoseInput): DetectContext {
-  const services = input.cluster.services.filter((s) => s.lbIngress.length > 0 || s.ingressVips.length > 0);
+  const services = input.cluster.services.filter((s) => s.lbIngress.length > 0 || s.ingressVips.length > 0 || s.lbHostnames !== undefined);
   const byLbVip = new Map<Key, OneOrMore>();
   const byLbIp = new Map<string, OneOrMore>();
   const byIngressVip = new Map<string, OneOrMore>();

@@ -6,7 +6,7 @@ import type { Observations } from './correlator.js';
 import { endpointsLine, finding } from './evidence.js';
 import { activeFindings, activePorts, portKey } from './observed.js';
 import { podTargetAnnotation, vipPath } from './path.js';
-import { mitigationsFor, remedy } from './remedies.js';
+import { credited, mitigationsFor, remedy } from './remedies.js';
 import type { Finding } from './types.js';
 
 export function detectDirectPod(ctx: DetectContext, obs: Observations): Finding[] {
@@ -29,14 +29,18 @@ export function detectDirectPod(ctx: DetectContext, obs: Observations): Finding[
     for (const ing of s.lbIngress) {
       const path = vipPath(ctx, s, ing.ip);
       if (path.leaves === false) continue;
+      const m = mitigationsFor(ctx, s, ing.ip);
+      const mitigated = credited('direct-pod', m).length > 0;
       risks.push(
         finding(
           s,
           'direct-pod',
-          'risk',
-          `the LB targets pods directly and a target pod runs on this node: pods here calling ${ing.ip}:${s.port} can be looped to it`,
+          mitigated ? 'info' : 'risk',
+          mitigated
+            ? `the LB targets pods directly and a target pod runs on this node, but the LB connects from its own address: pods here calling ${ing.ip}:${s.port} are not looped`
+            : `the LB targets pods directly and a target pod runs on this node: pods here calling ${ing.ip}:${s.port} can be looped to it`,
           [annotation, ...path.evidence, endpointsLine(s)],
-          remedy('direct-pod', mitigationsFor(ctx, s, ing.ip)),
+          remedy('direct-pod', m),
         ),
       );
     }

@@ -11,6 +11,8 @@ export function detectDrift(ctx: DetectContext): Finding[] {
   const out: Finding[] = [];
   for (const s of ctx.services) {
     for (const ing of s.lbIngress) {
+      // Resolved from a hostname: kube-proxy never saw the address, there is nothing to drift from.
+      if (ing.resolvedFrom) continue;
       const bound = ctx.ipvsBound.has(ing.ip);
       const state = `${ing.ip} ${bound ? 'is' : 'is not'} bound on ${KUBE_IPVS_IFNAME}`;
       const add = (summary: string, because: string, fix: string): void => {

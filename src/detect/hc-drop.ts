@@ -25,7 +25,23 @@ export function detectHcDrop(ctx: DetectContext, obs: Observations): Finding[] {
   for (const s of ctx.services) {
     if (done.has(portKey(s, s.protocol, s.port))) continue;
     for (const ing of s.lbIngress) {
-      if (!ctx.ipvsBound.has(ing.ip)) continue;
+      if (!ctx.ipvsBound.has(ing.ip)) {
+        // IPVS binds every ipMode VIP LB IP; ipMode: Proxy is what keeps this one off: credit it.
+        if (ctx.proxy.mode === 'ipvs' && ing.ipMode === 'Proxy' && !ing.resolvedFrom) {
+          const m = mitigationsFor(ctx, s, ing.ip);
+          risks.push(
+            finding(
+              s,
+              'hc-drop',
+              'info',
+              `${ing.ip} is not bound on ${KUBE_IPVS_IFNAME} because of ipMode: Proxy: LB health checks sent from ${ing.ip} reach this node as from any other address`,
+              [`${ing.ip} is not bound on ${KUBE_IPVS_IFNAME}`, `LB ${ing.ip} ipMode=Proxy`],
+              remedy('hc-drop', m),
+            ),
+          );
+        }
+        continue;
+      }
       const m = mitigationsFor(ctx, s, ing.ip);
       const mitigated = credited('hc-drop', m).length > 0;
       const hcPort = s.healthCheckNodePort ?? s.nodePort;

@@ -7,7 +7,7 @@ import type { Observations } from './correlator.js';
 import { endpointsLine, finding } from './evidence.js';
 import { activeFindings, activePorts, portKey } from './observed.js';
 import { vipPath } from './path.js';
-import { mitigationsFor, remedy } from './remedies.js';
+import { credited, mitigationsFor, remedy } from './remedies.js';
 import type { Finding } from './types.js';
 
 export function detectNoSnat(ctx: DetectContext, obs: Observations): Finding[] {
@@ -38,7 +38,7 @@ export function detectNoSnat(ctx: DetectContext, obs: Observations): Finding[] {
         finding(
           s,
           'no-SNAT',
-          m.ipModeProxy ? 'info' : 'risk',
+          credited('no-SNAT', m).length > 0 ? 'info' : 'risk',
           `externalTrafficPolicy=Local: pod traffic to ${ing.ip}:${s.port} leaves the node without SNAT`,
           [...path.evidence, ...ruleEvidence, endpointsLine(s)],
           remedy('no-SNAT', m),

@@ -23,6 +23,10 @@ export interface ActiveSpec {
   pathRoles?: [string, string];
   /** The LB IP the mitigations are looked up for. */
   vipOf?(first: ConntrackEntry[], s: ServiceView): string | undefined;
+  /** Lines added after the entries (e.g. the hostname lookup behind a resolved VIP). */
+  extraEvidence?(s: ServiceView): string[];
+  /** Advice added to the remedy for this Service (e.g. the AWS NLB settings). */
+  extraRemedy?(s: ServiceView): string | undefined;
 }
 
 export function activeFindings(ctx: DetectContext, obs: Observations, spec: ActiveSpec): Finding[] {
@@ -31,8 +35,10 @@ export function activeFindings(ctx: DetectContext, obs: Observations, spec: Acti
     const evidence: string[] = [];
     for (const ex of g.examples) ex.forEach((e, i) => evidence.push(`conntrack ${spec.labels[i] ?? ''}: ${formatConntrack(e)}`));
     if (g.count > g.examples.length) evidence.push(`(${g.count - g.examples.length} more like these)`);
+    evidence.push(...(spec.extraEvidence?.(g.svc) ?? []));
     const vip = spec.vipOf?.(first, g.svc);
-    const f = finding(g.svc, spec.mechanism, 'active', spec.summary(g, first), evidence, remedy(spec.mechanism, mitigationsFor(ctx, g.svc, vip)));
+    const fix = remedy(spec.mechanism, mitigationsFor(ctx, g.svc, vip), spec.extraRemedy?.(g.svc));
+    const f = finding(g.svc, spec.mechanism, 'active', spec.summary(g, first), evidence, fix);
     if (first.length === 2 && spec.pathRoles) f.path = loopPath(first[0]!, first[1]!, spec.labels, spec.pathRoles);
     return f;
   });

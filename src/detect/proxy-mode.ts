@@ -5,6 +5,8 @@
 import type { ServiceView } from '../cluster/types.js';
 import type { DetectContext } from './context.js';
 import { KUBE_IPVS_IFNAME, finding } from './evidence.js';
+import { handoffOf, handoffVerdict, vipName } from './handoff.js';
+import { vipPath } from './path.js';
 import type { DiagnoseInput, Finding, ProxyMode } from './types.js';
 
 export type LbBinding = 'bound' | 'unbound' | 'mixed' | 'none-expected';
@@ -19,7 +21,7 @@ export interface ProxyModeInfo {
 /** LB IPs a community kube-proxy would bind: ipMode VIP and no hostname-only status. */
 function expectedBound(services: ServiceView[]): string[] {
   const ips = new Set<string>();
-  for (const s of services) for (const i of s.lbIngress) if (i.ipMode === 'VIP') ips.add(i.ip);
+  for (const s of services) for (const i of s.lbIngress) if (i.ipMode === 'VIP' && !i.resolvedFrom) ips.add(i.ip);
   return [...ips];
 }
 
@@ -76,9 +78,11 @@ export function detectProxyMode(ctx: DetectContext): Finding[] {
       if (ctx.proxy.mode === 'ipvs') ev.push(`${ing.ip} ${bound ? 'is' : 'is not'} bound on ${KUBE_IPVS_IFNAME}`);
       const nat = ctx.natFact(ing.ip, s.protocol, s.port);
       if (nat) ev.push(...nat.evidence);
-      out.push(
-        finding(s, 'proxy-mode', 'info', `${ing.ip}:${s.port}: ${describe(ctx.proxy, bound)}`, ev, 'No action: context for the other findings.'),
-      );
+      // ipMode: Proxy and hostname-only addresses: kube-proxy leaves them to the LB, whose client-address handling decides.
+      const h = vipPath(ctx, s, ing.ip).leaves !== false ? handoffOf(s, ing) : undefined;
+      if (h) ev.push(...h.evidence, ...h.client.evidence);
+      const what = h ? `${describe(ctx.proxy, bound)}; ${h.why}, so pod traffic goes to the LB: ${handoffVerdict(h)}` : describe(ctx.proxy, bound);
+      out.push(finding(s, 'proxy-mode', 'info', `${vipName(s, ing.ip)}:${s.port}: ${what}`, ev, 'No action: context for the other findings.'));
     }
   }
   return out;

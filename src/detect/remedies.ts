@@ -1,5 +1,6 @@
 // The fixes from domain.md, per mechanism, and the mitigations the
 // diagnosis credits when they are already in place for a Service.
+import { lbClientAddress, rewritesSource } from '../cluster/lb-client-address.js';
 import type { ServiceView } from '../cluster/types.js';
 import type { DetectContext } from './context.js';
 import type { LbNatFact, Mechanism } from './types.js';
@@ -37,6 +38,8 @@ const FIX: Record<Exclude<Mechanism, 'proxy-mode' | 'drift'>, string> = {
 export interface Mitigations {
   ip?: string;
   ipModeProxy: boolean;
+  /** The LB connects to backends from its own address (proxy or PROXY protocol), per its annotations: why. */
+  lbRewritesSource?: string;
   preventLoopback: boolean;
   alibabaHostname?: string;
   /** kube-proxy masquerades pod→VIP:port (ETP=Cluster behaviour), per the NAT rules. */
@@ -44,17 +47,22 @@ export interface Mitigations {
   nat?: LbNatFact;
 }
 
-type Credit = 'ipModeProxy' | 'preventLoopback' | 'alibabaHostname' | 'masquerade';
+type Credit = 'ipModeProxy' | 'lbRewritesSource' | 'preventLoopback' | 'alibabaHostname' | 'masquerade';
 
-/** Which mitigations count against which mechanism (domain.md; the Alibaba hostname keeps the IP unbound, so TCP/UDP may still loop). */
+/**
+ * Which mitigations count against which mechanism (domain.md; the Alibaba hostname keeps the IP
+ * unbound, so TCP/UDP may still loop). ipMode: Proxy keeps the IP off the node (hc-drop,
+ * port-refused, local-no-ep) but sends pod traffic to the LB, which loops unless the LB rewrites
+ * the source: against the loops it is the LB's behaviour that counts.
+ */
 const COUNTS: Record<keyof typeof FIX, Credit[]> = {
-  'L4-loop': ['ipModeProxy', 'preventLoopback', 'masquerade'],
+  'L4-loop': ['lbRewritesSource', 'preventLoopback', 'masquerade'],
   'L7-loop': [],
-  'no-SNAT': ['ipModeProxy', 'masquerade'],
+  'no-SNAT': ['lbRewritesSource', 'masquerade'],
   'hc-drop': ['preventLoopback', 'ipModeProxy'],
   'port-refused': ['ipModeProxy', 'alibabaHostname'],
   'local-no-ep': ['ipModeProxy', 'alibabaHostname'],
-  'direct-pod': [],
+  'direct-pod': ['lbRewritesSource'],
 };
 
 export function mitigationsFor(ctx: DetectContext, s: ServiceView, ip?: string): Mitigations {
@@ -63,6 +71,7 @@ export function mitigationsFor(ctx: DetectContext, s: ServiceView, ip?: string):
   return {
     ...(ip !== undefined ? { ip } : {}),
     ipModeProxy: ing?.ipMode === 'Proxy',
+    ...lbRewrites(s),
     preventLoopback: s.annotations.tencentPreventLoopback === true,
     ...(s.annotations.alibabaHostname !== undefined ? { alibabaHostname: s.annotations.alibabaHostname } : {}),
     masquerade: nat?.podTraffic === 'masquerade',
@@ -70,11 +79,35 @@ export function mitigationsFor(ctx: DetectContext, s: ServiceView, ip?: string):
   };
 }
 
+function lbRewrites(s: ServiceView): { lbRewritesSource?: string } {
+  const c = lbClientAddress(s.annotations.raw, s.loadBalancerClass, s.protocol);
+  return rewritesSource(c) ? { lbRewritesSource: `the LB does not pass the client address (${c.evidence.join('; ')})` } : {};
+}
+
+/**
+ * AWS NLB advice (hostname-only LBs, AWS annotations): client-IP preservation is what makes the
+ * NLB hand a pod's connection back to the pod's node.
+ */
+export const AWS_NLB_FIX =
+  'AWS NLB: with aws-load-balancer-nlb-target-type: instance the NLB preserves client IPs, so a pod’s connection can be sent to its own node and hang; ' +
+  'set service.beta.kubernetes.io/aws-load-balancer-target-group-attributes: preserve_client_ip.enabled=false (the NLB then connects from its own private address), ' +
+  'or use aws-load-balancer-nlb-target-type: ip (TCP target groups do not preserve client IPs by default), ' +
+  'or call the Service by its name (NAME.NAMESPACE.svc) from inside the cluster instead of the NLB hostname.';
+
+export function isAws(s: ServiceView): boolean {
+  return (
+    s.loadBalancerClass === 'service.k8s.aws/nlb' ||
+    Object.keys(s.annotations.raw).some((k) => k.startsWith('service.beta.kubernetes.io/aws-load-balancer-')) ||
+    (s.lbHostnames ?? []).some((h) => /\.amazonaws\.com\.?$/i.test(h))
+  );
+}
+
 /** The mitigations in place that count against this mechanism, as human lines. */
 export function credited(mechanism: keyof typeof FIX, m: Mitigations | undefined): string[] {
   if (!m) return [];
   const lines: Record<Credit, string | undefined> = {
     ipModeProxy: m.ipModeProxy ? `status.loadBalancer.ingress ipMode: Proxy on ${m.ip}` : undefined,
+    lbRewritesSource: m.lbRewritesSource,
     preventLoopback: m.preventLoopback ? 'service.cloud.tencent.com/prevent-loopback: "true"' : undefined,
     alibabaHostname: m.alibabaHostname !== undefined ? `alibaba-cloud-loadbalancer-hostname: ${m.alibabaHostname}` : undefined,
     masquerade: m.masquerade ? `kube-proxy masquerades pod traffic to ${m.ip} (ETP=Cluster SNAT to the node IP)` : undefined,

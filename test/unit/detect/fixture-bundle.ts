@@ -5,6 +5,8 @@
 import { readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { loadClusterFile } from '../../../src/cluster/file.js';
+import { withLbHostnames } from '../../../src/cluster/lb-hostnames.js';
+import type { HostnameLookup } from '../../../src/cluster/types.js';
 import { diagnoseInputOf } from '../../../src/detect/input.js';
 import type { DiagnoseInput } from '../../../src/detect/types.js';
 import { parseIpsetSave } from '../../../src/kernel/nat/ipset.js';
@@ -24,6 +26,8 @@ export interface FixtureCase {
   description: string;
   nodeName: string;
   nat?: { v4?: string; v6?: string; ipset?: string };
+  /** What the node's resolver answered for hostname-only LBs (the agent's lookups). */
+  dns?: HostnameLookup[];
   expect: Expectation[];
   absent: Expectation[];
 }
@@ -49,7 +53,8 @@ export function loadCase(name: string): { c: FixtureCase; input: DiagnoseInput }
   const c = JSON.parse(readFileSync(join(dir, 'case.json'), 'utf8')) as FixtureCase;
   const node = JSON.parse(readFileSync(join(dir, 'node.json'), 'utf8')) as NodeSnapshot;
   if (c.nat) node.nat = natFromFiles(dir, c.nat);
-  const cluster = loadClusterFile(join(dir, 'cluster.json'), { nodeName: c.nodeName });
+  const listed = loadClusterFile(join(dir, 'cluster.json'), { nodeName: c.nodeName });
+  const cluster = c.dns ? withLbHostnames(listed, new Map(c.dns.map((l) => [l.hostname, l]))) : listed;
   const entries = node.conntrack?.entries;
   return { c, input: { ...diagnoseInputOf(node, cluster), ...(entries ? { conntrack: entries } : {}) } };
 }

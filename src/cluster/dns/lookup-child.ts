@@ -1,0 +1,26 @@
+// Entry point run inside another network namespace (lookup-netns.ts starts it
+// under `ip netns exec` / `nsenter`): names in on stdin as JSON, the round out
+// on stdout. The queries then leave from that namespace, to its resolver.
+import { lookupHostnames, type LookupOptions } from './lookup.js';
+
+const MAX_INPUT = 1024 * 1024;
+
+let input = '';
+process.stdin.setEncoding('utf8');
+process.stdin.on('data', (d: string) => {
+  input += d;
+  if (input.length > MAX_INPUT) {
+    process.stderr.write(`lookup-child: input over ${MAX_INPUT} bytes\n`);
+    process.exit(2);
+  }
+});
+process.stdin.on('end', () => {
+  void (async () => {
+    const req = JSON.parse(input) as { names: string[]; opts: LookupOptions };
+    const round = await lookupHostnames(req.names, req.opts);
+    process.stdout.write(JSON.stringify(round));
+  })().catch((e: unknown) => {
+    process.stderr.write(`lookup-child: ${e instanceof Error ? e.message : String(e)}\n`);
+    process.exit(1);
+  });
+});

@@ -1,0 +1,67 @@
+// LB addresses that kube-proxy leaves to the LB on purpose: ipMode: Proxy
+// (KEP-1860; kube-proxy >= 1.29 in every mode writes no rule and binds nothing
+// for them) and the addresses of hostname-only LBs (kube-proxy never sees an
+// address). Pod traffic to them reaches the LB, and whether it loops is the
+// LB's business: a proxy (or PROXY protocol) connects from its own address, a
+// pass-through LB that keeps the client address sends the pod's own
+// connection back to its node.
+import { lbClientAddress, type LbClientAddress } from '../cluster/lb-client-address.js';
+import type { HostnameLookup, LbIngressIp, ServiceView } from '../cluster/types.js';
+
+export interface Handoff {
+  /** Why kube-proxy leaves the address alone, in a few words. */
+  why: string;
+  /** The status entry / lookup lines behind `why`. */
+  evidence: string[];
+  client: LbClientAddress;
+}
+
+/** One line for a lookup: "LB hostname X resolved to A, B (TTL 60 s) by nameserver ...". */
+export function lookupLine(l: HostnameLookup): string {
+  const ttl = l.ttlS !== undefined ? `, TTL ${l.ttlS} s` : '';
+  if (l.error && l.addresses.length > 0) {
+    return `LB hostname ${l.hostname}: lookup now fails (${l.error}); last answer ${l.addresses.join(', ')} (at ${l.resolvedAt}${ttl}) by ${l.resolver}`;
+  }
+  if (l.error) return `LB hostname ${l.hostname}: not resolved (${l.error}) by ${l.resolver}`;
+  return `LB hostname ${l.hostname} resolved to ${l.addresses.join(', ')} (at ${l.resolvedAt}${ttl}) by ${l.resolver}`;
+}
+
+/** The address as findings name it: "10.0.0.5 (nlb-x.elb.amazonaws.com)" for resolved ones. */
+export function vipName(s: ServiceView, ip: string): string {
+  const ing = s.lbIngress.find((i) => i.ip === ip);
+  return ing?.resolvedFrom ? `${ip} (${ing.resolvedFrom})` : ip;
+}
+
+export function handoffOf(s: ServiceView, ing: LbIngressIp): Handoff | undefined {
+  if (ing.resolvedFrom) {
+    const l = s.lbHostnameLookups?.find((x) => x.hostname === ing.resolvedFrom);
+    return {
+      why: `hostname-only LB ${ing.resolvedFrom}: kube-proxy has no rule for its addresses`,
+      evidence: [`status.loadBalancer.ingress: {hostname: ${ing.resolvedFrom}}`, ...(l ? [lookupLine(l)] : [])],
+      client: lbClientAddress(s.annotations.raw, s.loadBalancerClass, s.protocol),
+    };
+  }
+  if (ing.ipMode === 'Proxy') {
+    return {
+      why: 'ipMode: Proxy: kube-proxy (>= 1.29) leaves the address to the LB',
+      evidence: [`status.loadBalancer.ingress: {ip: ${ing.ip}${ing.hostname ? `, hostname: ${ing.hostname}` : ''}, ipMode: Proxy}`],
+      client: lbClientAddress(s.annotations.raw, s.loadBalancerClass, s.protocol),
+    };
+  }
+  return undefined;
+}
+
+/** The verdict sentence for traffic handed to the LB. */
+export function handoffVerdict(h: Handoff): string {
+  const by = h.client.provider ? `${h.client.provider} ` : '';
+  switch (h.client.kind) {
+    case 'proxied':
+      return `the ${by}LB connects to the backends from its own address, so nothing comes back to this node with a pod's source: no loop`;
+    case 'proxy-protocol':
+      return `the ${by}LB proxies and carries the client address in a PROXY protocol header: no loop`;
+    case 'preserved':
+      return `the ${by}LB passes the client address through: a connection it sends to this node arrives with the pod's own source and the reply bypasses the LB (loop, connection hangs)`;
+    default:
+      return 'whether it loops depends on the LB: a proxy or PROXY protocol does not loop; a pass-through LB that keeps the client address does';
+  }
+}
