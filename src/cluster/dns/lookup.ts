@@ -96,19 +96,31 @@ export async function lookupHostnames(names: readonly string[], opts: LookupOpti
   }
   const resolverText = `nameserver ${conf.nameservers.join(', ') || '(none)'} (${path})`;
   if (conf.nameservers.length === 0) return failAll(resolverText, `no nameserver in ${path}`, conf.warnings);
-  // c-ares' timeout is per try and doubles on each retry; the deadline below bounds the whole name.
-  const resolver = new Resolver({ timeout: Math.min(conf.timeoutS * 1000, timeoutMs), tries: conf.attempts });
+  // One channel (socket) per name: c-ares fails every query pending on a server connection that
+  // delivered a malformed answer, so a shared one let one bad name fail the others.
+  // Its timeout is per try and doubles on each retry; the deadline below bounds the whole name.
+  const resolverFor = (): Resolver => {
+    const r = new Resolver({ timeout: Math.min(conf.timeoutS * 1000, timeoutMs), tries: conf.attempts });
+    r.setServers(conf.nameservers);
+    return r;
+  };
   try {
-    resolver.setServers(conf.nameservers);
+    resolverFor().cancel();
   } catch (e) {
     return failAll(resolverText, `nameservers not usable: ${e instanceof Error ? e.message : String(e)}`, conf.warnings);
   }
+  const live = new Set<Resolver>();
 
   const one = async (hostname: string): Promise<LookupResult> => {
     if (!isHostname(hostname)) return { hostname, addresses: [], error: 'not a valid DNS name (never sent)' };
     // Absolute: a search list must not turn an LB name into something else (ndots:5 in pods).
     const q = hostname.endsWith('.') ? hostname : `${hostname}.`;
-    const [v4, v6] = await Promise.allSettled([resolver.resolve4(q, { ttl: true }), resolver.resolve6(q, { ttl: true })]);
+    const resolver = resolverFor();
+    live.add(resolver);
+    const [v4, v6] = await Promise.allSettled([resolver.resolve4(q, { ttl: true }), resolver.resolve6(q, { ttl: true })]).finally(() => {
+      live.delete(resolver);
+      resolver.cancel();
+    });
     const addresses = [
       ...(v4.status === 'fulfilled' ? v4.value.slice(0, maxAddresses).map((r) => ({ ip: r.address, ttl: r.ttl })) : []),
       ...(v6.status === 'fulfilled' ? v6.value.slice(0, maxAddresses).map((r) => ({ ip: r.address, ttl: r.ttl })) : []),
@@ -141,7 +153,8 @@ export async function lookupHostnames(names: readonly string[], opts: LookupOpti
   try {
     await Promise.all(Array.from({ length: Math.min(concurrency, todo.length) }, worker));
   } finally {
-    resolver.cancel();
+    // Names past their deadline: stop their queries.
+    for (const r of live) r.cancel();
   }
   for (const hostname of names.slice(maxNames)) {
     results.push({ hostname, addresses: [], error: `not looked up: more than ${maxNames} hostname-only LBs (--dns-max-names)` });
