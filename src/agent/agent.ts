@@ -15,17 +15,16 @@ import { diagnoseInputOf } from '../detect/input.js';
 import { localAddresses } from '../detect/local.js';
 import type { Finding } from '../detect/types.js';
 import { emptyState, type ExportState, type LbPathKind, type SvcPortLabels } from '../export/state.js';
-import { readAddresses, watchAddresses } from '../kernel/addresses.js';
 import { dumpConntrack } from '../kernel/conntrack/dump.js';
 import { ConntrackWatch } from '../kernel/conntrack/events.js';
 import { ConntrackPrefilter } from '../kernel/conntrack/prefilter.js';
-import { readIpvs } from '../kernel/ipvs/reader.js';
-import { readNat } from '../kernel/nat/read.js';
-import type { AddressSnapshot, IpvsSnapshot, NodeSnapshot, SourceStatus } from '../kernel/types.js';
-import type { NatSnapshot } from '../kernel/nat/types.js';
+import type { AddressSnapshot, IpvsSnapshot, NodeSnapshot } from '../kernel/types.js';
 import type { Logger } from '../log.js';
 import { ConntrackTable, FLOW_OUTCOMES } from './conntrack-table.js';
-import { SourceHealth } from './health.js';
+import { errText, type SourceDef, type SourceReader } from '../source/contract.js';
+import type { SourceHealth } from '../source/health.js';
+import { liveReaders } from '../source/list.js';
+import { SourceRunner } from '../source/runner.js';
 import { ServiceIndex, labelsOf } from './service-index.js';
 
 export interface AgentOptions {
@@ -60,7 +59,6 @@ export interface AgentOptions {
 const KINDS: LbPathKind[] = ['to_lb', 'loop_return', 'hc_local_src'];
 /** Conntrack events trigger a diagnosis at most this often: one costs ~50 ms at 5,000 Services (bench/agent.ts). */
 const DIAGNOSE_DELAY_MS = 1000;
-const errText = (e: unknown): string => (e instanceof Error ? e.message : String(e));
 
 /** The interface of the IPv4 default route in our namespace, from /proc/net/route. */
 export function defaultRouteInterface(): string | undefined {
@@ -68,17 +66,18 @@ export function defaultRouteInterface(): string | undefined {
   return lines.map((l) => l.trim().split(/\s+/)).find((f) => f[1] === '00000000' && f[7] === '00000000')?.[0];
 }
 
+/** A kernel notification asks for a re-read of its source at most this often. */
+const WATCH_DELAY_MS = 100;
+
 export class Agent {
-  readonly health: SourceHealth;
+  /** Every polled source's reads, health, durations, resyncs and errors (src/source). */
+  private readonly runner: SourceRunner;
+  /** The live readers of src/source/list.ts the agent polls (conntrack it follows by events, below). */
+  private readonly readers: { def: SourceDef<unknown>; reader: SourceReader }[];
+  private stopWatches: (() => void)[] = [];
+  private readTimers = new Map<string, NodeJS.Timeout>();
   private cluster: ClusterView = { fresh: false, staleReason: 'not read yet', services: [], warnings: [] };
-  private addresses?: AddressSnapshot;
-  private addressesJson?: string;
   private clusterFileDigest?: string;
-  private ipvs?: IpvsSnapshot;
-  private nat?: NatSnapshot;
-  /** Of the save commands' outputs behind `nat` (readNat's unchangedSince). */
-  private natDigest?: string;
-  private statuses = new Map<string, SourceStatus>();
   private index: ServiceIndex;
   /** Skips conntrack messages that touch no LB Service before decoding them (most of a busy table). */
   private prefilter: ConntrackPrefilter;
@@ -86,7 +85,6 @@ export class Agent {
   private counter?: Counter;
   private watch?: ConntrackWatch;
   private clusterWatch?: ClusterWatch;
-  private stopAddresses?: () => void;
   private findings: Finding[] = [];
   private findingsCache?: { of: Finding[]; items: ExportState['findings']; labels: Map<string, SvcPortLabels> };
   private tableCache?: Pick<ExportState, 'flows' | 'conntrackEntries'> & { changes: number };
@@ -100,12 +98,12 @@ export class Agent {
   private configCache?: Pick<ExportState, 'lbIpBound' | 'ipvsRealServers'> & { index: ServiceIndex; addresses?: AddressSnapshot; ipvs?: IpvsSnapshot };
   private timers: NodeJS.Timeout[] = [];
   private diagnoseTimer?: NodeJS.Timeout;
-  private addressTimer?: NodeJS.Timeout;
   private firstSync = false;
   readonly ifname?: string;
 
   constructor(private readonly o: AgentOptions) {
-    this.health = new SourceHealth(o.log);
+    this.runner = new SourceRunner(o.log);
+    this.readers = liveReaders(o.netns ? { netns: o.netns } : {}, (d) => !d.streamedByAgent);
     this.index = new ServiceIndex(this.cluster, localAddresses(undefined, undefined));
     this.table = new ConntrackTable(this.index);
     this.prefilter = new ConntrackPrefilter(this.index.prefilterTargets());
@@ -122,23 +120,36 @@ export class Agent {
     return this.firstSync;
   }
 
+  get health(): SourceHealth {
+    return this.runner.health;
+  }
+
+  private get addresses(): AddressSnapshot | undefined {
+    return this.runner.value<AddressSnapshot>('addresses');
+  }
+
+  private get ipvs(): IpvsSnapshot | undefined {
+    return this.runner.value<IpvsSnapshot>('ipvs');
+  }
+
   private get ns(): { netns?: string } {
     return this.o.netns ? { netns: this.o.netns } : {};
   }
 
   async start(): Promise<void> {
     await this.startCluster();
-    await this.readAddresses();
-    try {
-      this.stopAddresses = watchAddresses(() => this.scheduleAddresses(), () => this.scheduleAddresses(), {
-        ...this.ns,
-        onError: (e) => this.health.down('addresses', `address events: ${e.message}`),
+    // The sources the Service index is built from come first: the counters' targets and the
+    // conntrack prefilter start from that index.
+    await this.readSources(this.readers.filter((x) => x.def.indexes));
+    for (const x of this.readers) {
+      const stop = x.reader.watch?.({
+        changed: () => this.scheduleRead(x),
+        failed: (reason) => this.health.down(x.def.name, reason),
       });
-    } catch (e) {
-      this.health.down('addresses', `address events: ${errText(e)}`);
+      if (stop) this.stopWatches.push(stop);
     }
     this.startCapture();
-    await Promise.all([this.readNat(), this.readIpvs()]);
+    await this.readSources(this.readers.filter((x) => !x.def.indexes));
     await this.startConntrack();
     this.firstSync = true;
     this.o.log.info({ services: this.index.services.length, kept: this.table.size }, 'first sync done');
@@ -155,8 +166,8 @@ export class Agent {
   async stop(): Promise<void> {
     for (const t of this.timers) clearInterval(t);
     clearTimeout(this.diagnoseTimer);
-    clearTimeout(this.addressTimer);
-    this.stopAddresses?.();
+    for (const t of this.readTimers.values()) clearTimeout(t);
+    for (const stop of this.stopWatches) stop();
     this.watch?.stop();
     this.counter?.close();
     await this.clusterWatch?.stop();
@@ -165,7 +176,7 @@ export class Agent {
   /** Full re-read of every polled source; with `conntrack`, of the conntrack table too. */
   async resync(opts: { conntrack?: boolean } = {}): Promise<void> {
     if (this.o.clusterFile) this.loadClusterFile();
-    await Promise.all([this.readAddresses(), this.readNat(), this.readIpvs(), ...(opts.conntrack ? [this.dumpConntrack()] : [])]);
+    await Promise.all([this.readSources(this.readers), ...(opts.conntrack ? [this.dumpConntrack()] : [])]);
     this.diagnose();
   }
 
@@ -217,58 +228,30 @@ export class Agent {
     this.rebuildIndex();
   }
 
-  private scheduleAddresses(): void {
-    clearTimeout(this.addressTimer);
-    this.addressTimer = setTimeout(() => void this.readAddresses().then(() => this.diagnose()), 100);
+  private scheduleRead(x: { def: SourceDef<unknown>; reader: SourceReader }): void {
+    clearTimeout(this.readTimers.get(x.def.name));
+    const t = setTimeout(() => {
+      this.readTimers.delete(x.def.name);
+      void this.readSources([x]).then(() => this.diagnose());
+    }, WATCH_DELAY_MS);
+    this.readTimers.set(x.def.name, t);
   }
 
-  private async readAddresses(): Promise<void> {
-    const r = await readAddresses(this.ns);
-    this.statuses.set('addresses', r.status);
-    if (!r.snapshot) return this.health.down('addresses', r.status.reason ?? 'unreadable');
-    this.health.up('addresses');
-    // The periodic re-read mostly finds the same addresses: nothing to rebuild then.
-    const json = JSON.stringify(r.snapshot);
-    if (json === this.addressesJson) return;
-    this.addressesJson = json;
-    this.addresses = r.snapshot;
-    this.rebuildIndex();
-  }
-
-  private async readNat(): Promise<void> {
-    const netns = this.o.netns;
-    const r = await readNat({ ...(netns ? { netns } : {}), ...(this.natDigest ? { unchangedSince: this.natDigest } : {}) });
-    this.health.resynced('nat');
-    // The same rules as last time: keep the snapshot, and with it the prepared diagnosis and the
-    // findings (a new snapshot made both again, and the next scrape re-rendered every finding).
-    if (r.unchanged) return;
-    this.natDigest = r.digest;
-    for (const s of r.sources) this.statuses.set(s.source, s);
-    if (r.nat) {
-      this.nat = r.nat;
+  /**
+   * Reads sources through the runner. A changed value or availability makes the prepared
+   * diagnosis stale; a new value of a source the index is built from rebuilds the index. An
+   * unchanged input (the same rules, no IPVS again for the same reason) keeps both, and with them
+   * the rendered findings.
+   */
+  private async readSources(list: readonly { def: SourceDef<unknown>; reader: SourceReader }[]): Promise<void> {
+    const outcomes = await this.runner.readAll(list.map((x) => x.reader));
+    let reindex = false;
+    outcomes.forEach((o, i) => {
+      if (!o.changed) return;
       this.prepared = undefined;
-      this.health.up('nat');
-    } else this.health.down('nat', r.sources.map((s) => s.reason).filter(Boolean).join('; ') || 'unreadable');
-  }
-
-  private async readIpvs(): Promise<void> {
-    try {
-      const r = await readIpvs(this.ns);
-      const was = this.statuses.get('ipvs');
-      this.statuses.set('ipvs', r.status);
-      // No IPVS now and before, for the same reason (an iptables-mode node, re-read every 60 s):
-      // nothing the diagnosis was prepared from changed. Snapshots are not compared: their
-      // connection counts move with traffic and appear in findings' evidence.
-      const stillAbsent = !r.snapshot && !this.ipvs && was?.available === r.status.available && was.reason === r.status.reason;
-      this.ipvs = r.snapshot;
-      if (!stillAbsent) this.prepared = undefined;
-      if (r.status.notPresent) return this.health.absent('ipvs', r.status.reason ?? 'not present');
-      this.health.resynced('ipvs');
-      if (r.snapshot) this.health.up('ipvs');
-      else this.health.down('ipvs', r.status.reason ?? 'unreadable');
-    } catch (e) {
-      this.health.down('ipvs', errText(e));
-    }
+      if (list[i]!.def.indexes && o.result.state !== 'down') reindex = true;
+    });
+    if (reindex) this.rebuildIndex();
   }
 
   private rebuildIndex(): void {
@@ -316,6 +299,7 @@ export class Agent {
 
   private async startConntrack(): Promise<void> {
     let first!: () => void;
+    let dumpStart = performance.now();
     const done = new Promise<void>((r) => (first = r));
     try {
       this.watch = new ConntrackWatch({
@@ -327,15 +311,17 @@ export class Agent {
           if (this.table.event(ev)) this.scheduleDiagnose();
         },
         resync: {
-          begin: () => this.table.beginResync(),
+          begin: () => {
+            dumpStart = performance.now();
+            this.table.beginResync();
+          },
           entries: (batch) => {
             const now = Date.now();
             for (const e of batch) this.table.upsert(e, now);
           },
           end: (info) => {
             this.table.endResync();
-            this.health.resynced('conntrack');
-            this.health.up('conntrack');
+            this.runner.record('conntrack', { state: 'up', value: undefined }, performance.now() - dumpStart);
             if (info.interrupted) this.o.log.info(info, 'conntrack resync interrupted by table changes');
             this.scheduleDiagnose();
             first();
@@ -363,15 +349,16 @@ export class Agent {
 
   private async dumpConntrack(): Promise<void> {
     if (!this.watch) return;
+    const t0 = performance.now();
     try {
       this.table.beginResync();
       const now = Date.now();
       await dumpConntrack((b) => b.forEach((e) => this.table.upsert(e, now)), { ...this.ns, prefilter: this.prefilter });
       this.table.endResync();
-      this.health.resynced('conntrack');
-      this.health.up('conntrack');
+      // No key: the table, not a snapshot value, is what the diagnosis reads of conntrack.
+      this.runner.record('conntrack', { state: 'up', value: undefined }, performance.now() - t0);
     } catch (e) {
-      this.health.down('conntrack', `dump: ${errText(e)}`);
+      this.runner.record('conntrack', { state: 'down', reason: `dump: ${errText(e)}` }, performance.now() - t0);
     }
   }
 
@@ -417,15 +404,7 @@ export class Agent {
   }
 
   private nodeSnapshot(): NodeSnapshot {
-    return {
-      takenAt: new Date().toISOString(),
-      hostname: hostname(),
-      kernel: release(),
-      sources: [...this.statuses.values()],
-      ...(this.addresses ? { addresses: this.addresses } : {}),
-      ...(this.ipvs ? { ipvs: this.ipvs } : {}),
-      ...(this.nat ? { nat: this.nat } : {}),
-    };
+    return this.runner.snapshot({ takenAt: new Date().toISOString(), hostname: hostname(), kernel: release() });
   }
 
   private logChanges(next: Finding[]): void {
@@ -446,6 +425,7 @@ export class Agent {
     st.sources = this.health.list();
     Object.assign(st.resyncs, this.health.resyncs);
     Object.assign(st.errors, this.health.errors);
+    Object.assign(st.sourceDurations, this.runner.durations);
     const idx = this.index;
     if (this.counter) st.lbPath = this.lbPathState(idx, this.counter);
     const table = this.tableState();

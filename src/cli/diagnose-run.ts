@@ -9,7 +9,7 @@ import { Diagnosis } from '../detect/index.js';
 import { diagnoseInputOf } from '../detect/input.js';
 import type { DiagnoseResult } from '../detect/types.js';
 import { dumpConntrack } from '../kernel/conntrack/dump.js';
-import { takeSnapshot } from '../kernel/snapshot.js';
+import { takeSnapshot } from '../source/snapshot.js';
 import { renderHtml, type HtmlReportOptions } from '../detect/render-html.js';
 import { UserError } from './errors.js';
 import { netnsPath } from './netns.js';

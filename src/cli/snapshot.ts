@@ -24,7 +24,7 @@ export async function runSnapshot(flags: SnapshotFlags, out: NodeJS.WritableStre
     if (!isIP(a)) throw new UserError(`--filter-address: not an IP address: ${a}`);
   }
   const [{ takeSnapshot }, { renderSnapshot }, { formatConntrack }] = await Promise.all([
-    import('../kernel/snapshot.js'),
+    import('../source/snapshot.js'),
     import('./snapshot-render.js'),
     import('../kernel/conntrack/format.js'),
   ]);

@@ -316,11 +316,16 @@ export function createRegistry(getState: () => ExportState, opts: MetricsOptions
     });
   };
   /** A family with only a `source` label. */
-  const bySource = (name: string, help: string, counts: (s: ExportState) => Record<string, number>): FamilyRenderer<[string, number]> =>
+  const bySource = (
+    name: string,
+    help: string,
+    counts: (s: ExportState) => Record<string, number>,
+    type: 'counter' | 'gauge' = 'counter',
+  ): FamilyRenderer<[string, number]> =>
     new FamilyRenderer<[string, number]>({
       name,
       help,
-      type: 'counter',
+      type,
       labelNames: ['source'],
       items: (s) => Object.entries(counts(s)),
       group: () => '',
@@ -353,6 +358,7 @@ export function createRegistry(getState: () => ExportState, opts: MetricsOptions
     }),
     bySource('clbprobe_resyncs_total', 'Full re-reads of a source (periodic, or after lost events).', (s) => s.resyncs),
     bySource('clbprobe_errors_total', 'Failed reads or updates, by source.', (s) => s.errors),
+    bySource('clbprobe_source_duration_seconds', 'How long the last read of a source took.', (s) => s.sourceDurations, 'gauge'),
     ...(['packets', 'bytes'] as const).map((unit) =>
       perSvc(
         {

@@ -29,6 +29,8 @@ export interface ExportState {
   sources: { source: string; up: boolean }[];
   resyncs: Record<string, number>;
   errors: Record<string, number>;
+  /** Each source's last read, in seconds (clbprobe_source_duration_seconds). */
+  sourceDurations: Record<string, number>;
   lbPath: { svc: SvcPortLabels; kind: LbPathKind; packets: number; bytes: number }[];
   flows: { svc: SvcPortLabels; outcome: FlowOutcome; count: number }[];
   findings: { svc: SvcPortLabels; mechanism: string; severity: string }[];
@@ -44,6 +46,7 @@ export function emptyState(nodeName: string, version: string): ExportState {
     sources: [],
     resyncs: {},
     errors: {},
+    sourceDurations: {},
     lbPath: [],
     flows: [],
     findings: [],

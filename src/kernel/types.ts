@@ -5,7 +5,8 @@ import type { NatSnapshot } from './nat/types.js';
 
 /** Whether a source could be read, and if not, why (node_exporter style: each source reports itself). */
 export interface SourceStatus {
-  source: 'addresses' | 'ipvs' | 'conntrack' | 'nat' | 'ipset' | 'routes' | 'sysctl' | 'cluster' | 'capture';
+  /** A source's name (src/source/list.ts), or a part one reports (nat reports ipset). */
+  source: string;
   available: boolean;
   /** Why the source is unavailable or degraded (e.g. "IPVS: genl family not present in this kernel"). */
   reason?: string;

@@ -2,7 +2,7 @@
 import { Writable } from 'node:stream';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { SourceHealth } from '../../../src/agent/health.js';
+import { SourceHealth } from '../../../src/source/health.js';
 
 function logged(): { log: pino.Logger; lines: () => Record<string, unknown>[] } {
   const out: string[] = [];

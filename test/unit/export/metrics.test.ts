@@ -20,6 +20,7 @@ function fixedState(): ExportState {
   ];
   s.resyncs = { conntrack: 3, nat: 2 };
   s.errors = { ipvs: 2 };
+  s.sourceDurations = { addresses: 0.0042, nat: 0.125 };
   s.lbPath = [
     { svc: web, kind: 'to_lb', packets: 12, bytes: 720 },
     { svc: web, kind: 'loop_return', packets: 4, bytes: 240 },

@@ -3,19 +3,21 @@
 import { byText } from '../compare.js';
 import type { Logger } from '../log.js';
 
-export type SourceName = 'addresses' | 'conntrack' | 'cluster' | 'nat' | 'ipvs' | 'capture';
+/** A source's name, as the list in src/source/list.ts and the agent's own inputs (cluster, capture) spell it. */
+export type SourceName = string;
 
 export class SourceHealth {
   private readonly state = new Map<SourceName, { up: boolean; reason?: string; absent?: boolean }>();
   readonly resyncs: Record<string, number> = {};
   readonly errors: Record<string, number> = {};
 
-  constructor(private readonly log: Logger) {}
+  /** Without a logger (snapshot, bundle reading) changes are only recorded. */
+  constructor(private readonly log?: Logger) {}
 
   up(source: SourceName): void {
     const was = this.state.get(source);
     this.state.set(source, { up: true });
-    if (!was?.up) this.log.info({ source }, was ? 'source recovered' : 'source up');
+    if (!was?.up) this.log?.info({ source }, was ? 'source recovered' : 'source up');
   }
 
   /** A failed read: counted, and logged when the health or the reason changes. */
@@ -23,7 +25,7 @@ export class SourceHealth {
     const was = this.state.get(source);
     this.state.set(source, { up: false, reason });
     if (countError) this.errors[source] = (this.errors[source] ?? 0) + 1;
-    if (was?.up !== false || was.reason !== reason) this.log.warn({ source, reason }, 'source down');
+    if (was?.up !== false || was.reason !== reason) this.log?.warn({ source, reason }, 'source down');
   }
 
   /**
@@ -33,7 +35,7 @@ export class SourceHealth {
   absent(source: SourceName, reason: string): void {
     const was = this.state.get(source);
     this.state.set(source, { up: false, reason, absent: true });
-    if (!was?.absent) this.log.info({ source, reason }, 'source not present on this node');
+    if (!was?.absent) this.log?.info({ source, reason }, 'source not present on this node');
   }
 
   resynced(source: SourceName): void {

@@ -1,0 +1,49 @@
+// The node's interfaces and addresses (rtnetlink), kube-ipvs0 among them:
+// which LB IPs are bound, which source addresses are local.
+import { BUNDLE_FILES } from '../bundle/names.js';
+import { parseIpAddrJson } from '../bundle/parse-ip.js';
+import { readAddresses, watchAddresses } from '../kernel/addresses.js';
+import type { AddressSnapshot } from '../kernel/types.js';
+import { errText, type SourceDef } from './contract.js';
+
+export const addresses: SourceDef<AddressSnapshot> = {
+  name: 'addresses',
+  key: 'addresses',
+  indexes: true,
+  live(opts) {
+    const ns = opts.netns ? { netns: opts.netns } : {};
+    // The periodic re-read mostly finds the same addresses: nothing to rebuild then.
+    let last: string | undefined;
+    return {
+      name: 'addresses',
+      key: 'addresses',
+      watch(ev) {
+        try {
+          return watchAddresses(ev.changed, ev.changed, { ...ns, onError: (e) => ev.failed(`address events: ${e.message}`) });
+        } catch (e) {
+          ev.failed(`address events: ${errText(e)}`);
+          return () => undefined;
+        }
+      },
+      async read() {
+        const r = await readAddresses(ns);
+        if (!r.snapshot) {
+          last = undefined;
+          return { state: 'down', reason: r.status.reason ?? 'unreadable' };
+        }
+        const json = JSON.stringify(r.snapshot);
+        if (json === last) return { state: 'unchanged' };
+        last = json;
+        return { state: 'up', value: r.snapshot };
+      },
+    };
+  },
+  async collect(w) {
+    await w.run(BUNDLE_FILES.ipAddr, ['ip', '-j', '-d', 'addr']);
+  },
+  fromBundle(b) {
+    if (!b.has(BUNDLE_FILES.ipAddr)) return { state: 'down', reason: b.whyMissing(BUNDLE_FILES.ipAddr) };
+    const r = parseIpAddrJson(b.text(BUNDLE_FILES.ipAddr), b.path(BUNDLE_FILES.ipAddr));
+    return { state: 'up', value: r.value, warnings: r.warnings };
+  },
+};

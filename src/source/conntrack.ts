@@ -1,0 +1,77 @@
+// The conntrack table (ctnetlink; `conntrack -L` text in a bundle). The live
+// agent keeps it from the event stream (src/agent) and records its reads here
+// through the runner; `snapshot` and `collect` dump it.
+import { once } from 'node:events';
+import { createWriteStream, rmSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { BUNDLE_FILES } from '../bundle/names.js';
+import { parseConntrackText } from '../bundle/parse-conntrack.js';
+import { ms, runToFile } from '../bundle/writer.js';
+import { SummaryCounter, dumpConntrack, readConntrack } from '../kernel/conntrack/dump.js';
+import { formatConntrack } from '../kernel/conntrack/format.js';
+import type { NodeSnapshot } from '../kernel/types.js';
+import type { SourceDef } from './contract.js';
+
+type ConntrackValue = NonNullable<NodeSnapshot['conntrack']>;
+
+export const conntrack: SourceDef<ConntrackValue> = {
+  name: 'conntrack',
+  key: 'conntrack',
+  streamedByAgent: true,
+  live(opts) {
+    return {
+      name: 'conntrack',
+      key: 'conntrack',
+      async read() {
+        const r = await readConntrack({
+          ...(opts.netns ? { netns: opts.netns } : {}),
+          ...(opts.conntrackEntries ? { entries: true } : {}),
+          ...(opts.conntrackFilter ? { filter: opts.conntrackFilter } : {}),
+        });
+        if (!r.summary) return { state: 'down', reason: r.status.reason ?? 'unreadable' };
+        const value = { summary: r.summary, ...(r.entries ? { entries: r.entries } : {}) };
+        return { state: 'up', value, ...(r.status.reason ? { note: r.status.reason } : {}) };
+      },
+    };
+  },
+  /** Our ctnetlink reader, in `conntrack -L -o extended,id` text; the conntrack tool if the reader fails. */
+  async collect(w) {
+    const path = join(w.out, BUNDLE_FILES.conntrack);
+    const t0 = performance.now();
+    const out = createWriteStream(path);
+    // Opened before the dump, so the removal below cannot race the stream's own open.
+    await once(out, 'ready');
+    try {
+      await dumpConntrack(
+        async (batch) => {
+          const text = batch.map((e) => formatConntrack(e, { extended: true, id: true })).join('\n');
+          if (!out.write(`${text}\n`)) await once(out, 'drain');
+        },
+        w.netns ? { netns: w.netns } : {},
+      );
+      out.end();
+      await once(out, 'finish');
+      w.add({
+        file: BUNDLE_FILES.conntrack,
+        command: 'clbprobe conntrack reader (ctnetlink dump), printed as conntrack -L -o extended,id',
+        exitStatus: 0,
+        durationMs: ms(t0),
+        size: statSync(path).size,
+      });
+    } catch (e) {
+      out.destroy();
+      // A partial (or empty) file would read as a complete table: only the fallback's output may stay.
+      rmSync(path, { force: true });
+      const why = e instanceof Error ? e.message : String(e);
+      const entry = await runToFile(path, BUNDLE_FILES.conntrack, w.inNs(['conntrack', '-L', '-o', 'extended,id']), w.timeoutMs);
+      w.add({ ...entry, error: `clbprobe conntrack reader failed (${why}); ${entry.error ?? 'conntrack -L used instead'}` });
+    }
+  },
+  fromBundle(b) {
+    if (!b.has(BUNDLE_FILES.conntrack)) return { state: 'down', reason: b.whyMissing(BUNDLE_FILES.conntrack) };
+    const r = parseConntrackText(b.text(BUNDLE_FILES.conntrack), b.path(BUNDLE_FILES.conntrack));
+    const counter = new SummaryCounter();
+    r.entries.forEach((e) => counter.add(e));
+    return { state: 'up', value: { summary: counter.summary, entries: r.entries }, warnings: r.warnings };
+  },
+};

@@ -1,0 +1,90 @@
+// The one contract every input of the node follows, whoever reads it: the live
+// agent, `snapshot`, `collect` and the bundle reader. A source is one file in
+// src/source exporting a SourceDef, and one entry in SOURCES (list.ts); the
+// runner (runner.ts) records health, duration, resyncs and errors the same way
+// for every one, so a new source gets its clbprobe_source_* series for free.
+import type { BundleFiles } from '../bundle/files.js';
+import type { BundleWriter } from '../bundle/writer.js';
+import type { ConntrackFilter } from '../kernel/conntrack/dump.js';
+import type { NodeSnapshot, SourceStatus } from '../kernel/types.js';
+
+/** The parts of a NodeSnapshot that sources fill (the rest is the snapshot's own header). */
+export type NodeData = Omit<NodeSnapshot, 'takenAt' | 'hostname' | 'kernel' | 'sources'>;
+
+/** What a source says beside its value or reason. */
+interface ReadExtras {
+  /** Problems with parts of the input that did not stop the read (a bad line, a missing IPv6 file). */
+  warnings?: string[];
+  /** Statuses of parts the source reads together and reports separately (nat reports ipset). */
+  parts?: SourceStatus[];
+}
+
+/**
+ * One read's outcome:
+ * - up: the value, with an optional note when it is degraded (shown as the status reason);
+ * - down: the input could not be read; the last value read is kept, marked stale by the status;
+ * - absent: the node has no such datapath at all (no IPVS on an iptables node): not a failure,
+ *   no error counted, no clbprobe_source_up series;
+ * - unchanged: the input says what it said at the last read (the source decides how it knows).
+ */
+export type ReadResult<T> =
+  | ({ state: 'up'; value: T; note?: string } & ReadExtras)
+  | ({ state: 'down'; reason: string } & ReadExtras)
+  | ({ state: 'absent'; reason: string } & ReadExtras)
+  | { state: 'unchanged' };
+
+/** Told by a reader that watches its input (kernel notifications) between reads. */
+export interface SourceEvents {
+  /** The input changed: read it again (the caller debounces). */
+  changed(): void;
+  /** The watch failed; the source is down until the next good read. */
+  failed(reason: string): void;
+}
+
+/** One implementation of a source, as the runner calls it: live, or a bundle's files. */
+export interface SourceReader<T = unknown> {
+  readonly name: string;
+  /** Where the value goes in a NodeSnapshot; none for values only a bundle carries (routes, sysctls). */
+  readonly key?: keyof NodeData;
+  /** Starts watching for changes between reads; returns how to stop. Optional: most sources are polled. */
+  watch?(events: SourceEvents): () => void;
+  read(): Promise<ReadResult<T>> | ReadResult<T>;
+}
+
+/** What a live reader needs to know about where it reads. */
+export interface LiveOptions {
+  /** Path of a network namespace to read instead of ours (labs, tests). */
+  netns?: string;
+  /** conntrack: keep the entries (else only the summary) and which. */
+  conntrackEntries?: boolean;
+  conntrackFilter?: ConntrackFilter;
+}
+
+/**
+ * A source, defined once: how to read it live, how `collect` writes it into a bundle, and how a
+ * bundle's files read back into the same value. Each part is optional (routes and sysctls are
+ * only collected; the live agent follows conntrack from its event stream).
+ */
+export interface SourceDef<T = unknown> {
+  readonly name: string;
+  readonly key?: keyof NodeData;
+  /**
+   * The value decides which addresses the agent follows (node addresses, resolved LB names):
+   * the agent rebuilds its Service index when it changes.
+   */
+  readonly indexes?: boolean;
+  /** The live agent keeps this input itself from an event stream (conntrack), and does not poll it. */
+  readonly streamedByAgent?: boolean;
+  live?(opts: LiveOptions): SourceReader<T>;
+  /** Writes this source's files into a bundle; a failure is recorded in the manifest, never thrown. */
+  collect?(w: BundleWriter): Promise<void>;
+  /** Reads this source's files of a bundle; may throw (the runner turns it into down + a warning). */
+  fromBundle?(b: BundleFiles): ReadResult<T>;
+}
+
+/** The bundle implementation of a source: its files, through the same runner as a live read. */
+export function bundleReader<T>(def: SourceDef<T>, b: BundleFiles): SourceReader<T> {
+  return { name: def.name, ...(def.key ? { key: def.key } : {}), read: () => def.fromBundle!(b) };
+}
+
+export const errText = (e: unknown): string => (e instanceof Error ? e.message : String(e));

@@ -1,0 +1,76 @@
+// kube-proxy's IPVS table (generic netlink; ipvsadm's text in a bundle).
+// A node without IPVS (iptables or nftables mode) has the source absent.
+import { existsSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { BUNDLE_FILES } from '../bundle/names.js';
+import { ms, onPath } from '../bundle/writer.js';
+import type { ManifestEntry } from '../bundle/manifest.js';
+import { parseIpvsadm } from '../kernel/ipvs/ipvsadm-text.js';
+import { mergeIpvsSnapshots } from '../kernel/ipvs/merge.js';
+import { readIpvs } from '../kernel/ipvs/reader.js';
+import type { IpvsSnapshot } from '../kernel/types.js';
+import type { SourceDef } from './contract.js';
+
+export const ipvs: SourceDef<IpvsSnapshot> = {
+  name: 'ipvs',
+  key: 'ipvs',
+  live(opts) {
+    const ns = opts.netns ? { netns: opts.netns } : {};
+    return {
+      name: 'ipvs',
+      key: 'ipvs',
+      // Never "unchanged": connection counts move with traffic and appear in findings' evidence.
+      async read() {
+        const r = await readIpvs(ns);
+        if (r.status.notPresent) return { state: 'absent', reason: r.status.reason ?? 'not present' };
+        if (!r.snapshot) return { state: 'down', reason: r.status.reason ?? 'unreadable' };
+        return { state: 'up', value: r.snapshot };
+      },
+    };
+  },
+  /** ipvsadm's two views when IPVS and ipvsadm are there; our own genl dump when only ipvsadm is missing. */
+  async collect(w) {
+    // IPVS registers /proc/net/ip_vs in every namespace once the module is loaded.
+    if (!existsSync('/proc/net/ip_vs')) {
+      w.skip('ipvsadm-save -n', 'IPVS is not loaded in this kernel (/proc/net/ip_vs absent): kube-proxy cannot be in IPVS mode');
+      return;
+    }
+    if (onPath('ipvsadm-save') && onPath('ipvsadm')) {
+      await w.run(BUNDLE_FILES.ipvsadmSave, ['ipvsadm-save', '-n']);
+      await w.run(BUNDLE_FILES.ipvsadmStats, ['ipvsadm', '-Ln', '--stats', '--exact']);
+      return;
+    }
+    const t0 = performance.now();
+    const res = await readIpvs(w.netns ? { netns: w.netns } : {});
+    const entry: ManifestEntry = { command: 'clbprobe IPVS reader (generic netlink), ipvsadm not installed', durationMs: ms(t0) };
+    if (res.snapshot) {
+      const path = join(w.out, BUNDLE_FILES.ipvsJson);
+      writeFileSync(path, `${JSON.stringify(res.snapshot, null, 2)}\n`);
+      Object.assign(entry, { file: BUNDLE_FILES.ipvsJson, size: statSync(path).size });
+    } else entry.error = res.status.reason ?? 'IPVS table not readable';
+    w.add(entry);
+  },
+  fromBundle(b) {
+    const texts = b.names.filter((n) => /^ipvsadm.*\.txt$/.test(n)).sort();
+    if (texts.length > 0) {
+      // Each file on its own, so one bad view does not lose the others.
+      const parts: IpvsSnapshot[] = [];
+      const warnings: string[] = [];
+      for (const f of texts) {
+        try {
+          parts.push(parseIpvsadm([{ source: b.path(f), text: b.text(f) }]));
+        } catch (e) {
+          warnings.push(e instanceof Error ? e.message : String(e));
+        }
+      }
+      if (parts.length === 0) throw new Error(warnings.join('; '));
+      return { state: 'up', value: mergeIpvsSnapshots(parts), warnings };
+    }
+    if (b.has(BUNDLE_FILES.ipvsJson)) {
+      const snap = JSON.parse(b.text(BUNDLE_FILES.ipvsJson)) as IpvsSnapshot;
+      if (!Array.isArray(snap?.virtualServers)) throw new Error(`${b.path(BUNDLE_FILES.ipvsJson)}: no "virtualServers" array`);
+      return { state: 'up', value: snap };
+    }
+    return { state: 'down', reason: b.whyMissing(BUNDLE_FILES.ipvsadmSave) };
+  },
+};

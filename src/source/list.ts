@@ -1,0 +1,17 @@
+// Every input of the node, in the order their statuses are listed. The live
+// agent, `snapshot`, `collect` and the bundle reader all walk this list: a new
+// source is a file in this folder (a SourceDef) and one entry here.
+import { addresses } from './addresses.js';
+import { conntrack } from './conntrack.js';
+import type { LiveOptions, SourceDef, SourceReader } from './contract.js';
+import { ipvs } from './ipvs.js';
+import { nat } from './nat.js';
+import { routes } from './routes.js';
+import { sysctl } from './sysctl.js';
+
+export const SOURCES: readonly SourceDef<unknown>[] = [addresses, routes, ipvs, conntrack, nat, sysctl];
+
+/** The live readers of the sources that have one. */
+export function liveReaders(opts: LiveOptions, filter: (d: SourceDef<unknown>) => boolean = () => true): { def: SourceDef<unknown>; reader: SourceReader }[] {
+  return SOURCES.filter((d) => d.live && filter(d)).map((def) => ({ def, reader: def.live!(opts) }));
+}

@@ -1,0 +1,127 @@
+// The one loop every source goes through: it times the read, turns a throw
+// into a down source with its reason, and records health, duration, resyncs
+// and errors the same way for all, so a source never has its own bookkeeping.
+import type { NodeSnapshot, SourceStatus } from '../kernel/types.js';
+import type { Logger } from '../log.js';
+import { errText, type NodeData, type ReadResult, type SourceReader } from './contract.js';
+import { SourceHealth } from './health.js';
+
+export interface ReadOutcome {
+  /** The value or the availability changed: what was built from the sources is stale. */
+  changed: boolean;
+  result: ReadResult<unknown>;
+}
+
+/**
+ * A reader that throws (a corrupt reply, a malformed file) is down for that reason, and the
+ * reason is a warning too: something was there and could not be read.
+ */
+function thrown(e: unknown): ReadResult<unknown> {
+  return { state: 'down', reason: errText(e), warnings: [errText(e)] };
+}
+
+export class SourceRunner {
+  readonly health: SourceHealth;
+  /** Each source's last read, in seconds (clbprobe_source_duration_seconds). */
+  readonly durations: Record<string, number> = {};
+  private readonly values = new Map<string, { key?: keyof NodeData; value: unknown }>();
+  /** Per source: its own status, then the parts it reports; in the order sources were first recorded. */
+  private readonly statuses = new Map<string, SourceStatus[]>();
+
+  constructor(log?: Logger) {
+    this.health = new SourceHealth(log);
+  }
+
+  async read(r: SourceReader): Promise<ReadOutcome> {
+    const [out] = await this.readAll([r]);
+    return out!;
+  }
+
+  /** A reader whose read is synchronous (a bundle's files), recorded at once. */
+  readSync(r: SourceReader): ReadOutcome {
+    const t0 = performance.now();
+    let result: ReadResult<unknown>;
+    try {
+      const got = r.read();
+      if (got instanceof Promise) throw new Error(`source ${r.name}: readSync of an asynchronous read`);
+      result = got;
+    } catch (e) {
+      result = thrown(e);
+    }
+    return { changed: this.record(r.name, result, performance.now() - t0, r.key), result };
+  }
+
+  /** Reads concurrently, records in the given order (so statuses list in the sources' order). */
+  async readAll(readers: readonly SourceReader[]): Promise<ReadOutcome[]> {
+    const done = await Promise.all(
+      readers.map(async (r) => {
+        const t0 = performance.now();
+        let result: ReadResult<unknown>;
+        try {
+          result = await r.read();
+        } catch (e) {
+          result = thrown(e);
+        }
+        return { r, result, ms: performance.now() - t0 };
+      }),
+    );
+    return done.map(({ r, result, ms }) => ({ changed: this.record(r.name, result, ms, r.key), result }));
+  }
+
+  /**
+   * Records one read of a source (the runner's own reads, and inputs kept from an event stream,
+   * e.g. the agent's conntrack dumps). Every read but an absent one counts as a resync; a down
+   * one counts an error. Unchanged leaves the health as the last read left it.
+   */
+  record(name: string, result: ReadResult<unknown>, durationMs: number, key?: keyof NodeData): boolean {
+    this.durations[name] = durationMs / 1000;
+    const before = this.statuses.get(name)?.[0];
+    const h = this.health;
+    const rounded = Math.round(durationMs * 1000) / 1000;
+    switch (result.state) {
+      case 'unchanged':
+        h.resynced(name);
+        return false;
+      case 'up': {
+        h.resynced(name);
+        h.up(name);
+        this.values.set(name, { ...(key ? { key } : {}), value: result.value });
+        this.setStatus(name, { source: name, available: true, ...(result.note ? { reason: result.note } : {}), durationMs: rounded }, result.parts);
+        return true;
+      }
+      case 'down': {
+        h.resynced(name);
+        h.down(name, result.reason);
+        this.setStatus(name, { source: name, available: false, reason: result.reason, durationMs: rounded }, result.parts);
+        return !(before && !before.available && !before.notPresent && before.reason === result.reason);
+      }
+      case 'absent': {
+        h.absent(name, result.reason);
+        const had = this.values.delete(name);
+        this.setStatus(name, { source: name, available: false, reason: result.reason, notPresent: true, durationMs: rounded }, result.parts);
+        return had || !(before?.notPresent && before.reason === result.reason);
+      }
+    }
+  }
+
+  private setStatus(name: string, own: SourceStatus, parts: SourceStatus[] | undefined): void {
+    this.statuses.set(name, [own, ...(parts ?? [])]);
+  }
+
+  /** The last good value of a source (kept while it is down), undefined when none or absent. */
+  value<T>(name: string): T | undefined {
+    return this.values.get(name)?.value as T | undefined;
+  }
+
+  statusList(): SourceStatus[] {
+    return [...this.statuses.values()].flat();
+  }
+
+  /** The snapshot of everything read so far, each value under its source's key. */
+  snapshot(header: Pick<NodeSnapshot, 'takenAt' | 'hostname' | 'kernel'>): NodeSnapshot {
+    const snap: NodeSnapshot = { ...header, sources: this.statusList() };
+    const data = snap as NodeData;
+    for (const { key, value } of this.values.values()) if (key) (data as Record<string, unknown>)[key] = value;
+    return snap;
+  }
+}

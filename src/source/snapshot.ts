@@ -1,0 +1,22 @@
+// One typed snapshot of the node's datapath: every live source of
+// src/source/list.ts is read once, each reports its own status, and one
+// unavailable source never hides the others.
+import { hostname, release } from 'node:os';
+import { liveReaders } from './list.js';
+import { SourceRunner } from './runner.js';
+import type { ConntrackFilter } from '../kernel/conntrack/dump.js';
+import type { NodeSnapshot } from '../kernel/types.js';
+
+export interface SnapshotOptions {
+  /** Path of a network namespace to read instead of our own (labs, tests). */
+  netns?: string;
+  /** Keep conntrack entries (else only the summary). */
+  conntrackEntries?: boolean;
+  conntrackFilter?: ConntrackFilter;
+}
+
+export async function takeSnapshot(opts: SnapshotOptions = {}): Promise<NodeSnapshot> {
+  const runner = new SourceRunner();
+  await runner.readAll(liveReaders(opts).map((x) => x.reader));
+  return runner.snapshot({ takenAt: new Date().toISOString(), hostname: hostname(), kernel: release() });
+}

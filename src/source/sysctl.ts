@@ -1,0 +1,25 @@
+// The kernel settings that decide whether a looped packet survives (bundle only).
+import { BUNDLE_FILES } from '../bundle/names.js';
+import { parseSysctl, type SysctlSnapshot } from '../bundle/parse-sysctl.js';
+import type { SourceDef } from './contract.js';
+
+/** Kernel-side keys kept from `sysctl -a`. */
+const SYSCTL_KEYS = /^net\.(ipv4\.conf\.[^.\s]+\.(rp_filter|route_localnet)|netfilter\.nf_conntrack_\w+)\s*=/;
+
+export const sysctl: SourceDef<SysctlSnapshot> = {
+  name: 'sysctl',
+  async collect(w) {
+    await w.run(BUNDLE_FILES.sysctl, ['sysctl', '-a'], (out) =>
+      out
+        .split('\n')
+        .filter((l) => SYSCTL_KEYS.test(l))
+        .join('\n')
+        .concat('\n'),
+    );
+  },
+  fromBundle(b) {
+    if (!b.has(BUNDLE_FILES.sysctl)) return { state: 'down', reason: b.whyMissing(BUNDLE_FILES.sysctl) };
+    const r = parseSysctl(b.text(BUNDLE_FILES.sysctl), b.path(BUNDLE_FILES.sysctl));
+    return { state: 'up', value: r.value, warnings: r.warnings };
+  },
+};
