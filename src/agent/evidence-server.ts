@@ -1,6 +1,12 @@
-// Serves evidence to local callers over a Unix socket (mode 0600: root, or
-// whoever `kubectl exec`s into the agent pod). Never on the metrics port:
-// connection data stays behind the node's (and the cluster's RBAC's) access control.
+// Serves evidence to local callers over a Unix socket (mode 0600 from its creation: root, or
+// whoever `kubectl exec`s into the agent pod). Never on the metrics port: connection data stays
+// behind the node's (and the cluster's RBAC's) access control.
+//
+// Bounded against callers that misbehave, so that no caller can take the agent's memory or file
+// descriptors from its sources and /healthz: a cap on open connections (the oldest one that has
+// not asked yet gives way to a new one), a cap on answers in progress, a time limit to ask, a cap
+// on entries per answer (said in the answer's end line), and backpressure: an answer is written
+// only as fast as its reader takes it, and a reader that takes nothing for stallTimeoutMs is dropped.
 import { chmodSync, mkdirSync, rmSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { dirname } from 'node:path';
@@ -15,75 +21,284 @@ export interface EvidenceBackend {
   ifname?: string;
 }
 
+export interface EvidenceLimits {
+  /** Connections open at once. */
+  maxConnections: number;
+  /** Answers in progress at once (each holds its matched entries' list and a socket buffer). */
+  maxAnswers: number;
+  /** Entries per answer, the current ones and the watched ones together. */
+  maxEntries: number;
+  /** Time from connecting to a complete request line. */
+  requestTimeoutMs: number;
+  /** Time a reader may take nothing of what waits for it. */
+  stallTimeoutMs: number;
+  /** Bytes of a request line. */
+  maxRequestBytes: number;
+  /** Bytes of new entries that may wait for a slow watching reader; past it they are counted as dropped. */
+  maxLiveQueueBytes: number;
+}
+
+/**
+ * 21k kept entries are ~20 MB of JSON: 4 answers written at once used to take the agent past its
+ * 256Mi. With backpressure an answer holds ~one socket buffer of text, so the caps are about CPU
+ * and fairness; 10,000 entries is far more than a person reads, and the end line says how many more.
+ */
+export const DEFAULT_EVIDENCE_LIMITS: EvidenceLimits = {
+  maxConnections: 32,
+  maxAnswers: 4,
+  maxEntries: 10_000,
+  requestTimeoutMs: 5_000,
+  stallTimeoutMs: 30_000,
+  maxRequestBytes: 4096,
+  maxLiveQueueBytes: 1 << 20,
+};
+
 /** Longest watch a caller may ask for. */
-const MAX_WATCH_S = 3600;
+export const MAX_WATCH_S = 3600;
+
+export class EvidenceRequestError extends Error {}
+
+/** A request line as an EvidenceRequest; an EvidenceRequestError that says what is wrong with it. */
+export function parseEvidenceRequest(text: string): EvidenceRequest {
+  let r: unknown;
+  try {
+    r = JSON.parse(text);
+  } catch {
+    throw new EvidenceRequestError(`the request is not JSON (want {"service":"NAMESPACE/NAME"} and a newline)`);
+  }
+  if (typeof r !== 'object' || r === null || Array.isArray(r)) throw new EvidenceRequestError('the request must be a JSON object like {"service":"NAMESPACE/NAME"}');
+  const o = r as Record<string, unknown>;
+  if (typeof o.service !== 'string') throw new EvidenceRequestError('the request has no "service" text (NAMESPACE/NAME)');
+  try {
+    parseServiceRef(o.service);
+  } catch (e) {
+    throw new EvidenceRequestError((e as Error).message.replace(/^--service/, '"service"'));
+  }
+  const req: EvidenceRequest = { service: o.service };
+  if (o.port !== undefined) {
+    if (typeof o.port !== 'number' || !Number.isInteger(o.port) || o.port < 1 || o.port > 65535) {
+      throw new EvidenceRequestError(`"port" must be a number from 1 to 65535, not ${JSON.stringify(o.port)}`);
+    }
+    req.port = o.port;
+  }
+  if (o.watchS !== undefined) {
+    if (typeof o.watchS !== 'number' || !(o.watchS >= 0) || !Number.isFinite(o.watchS)) {
+      throw new EvidenceRequestError(`"watchS" must be a number of seconds, not ${JSON.stringify(o.watchS)}`);
+    }
+    req.watchS = Math.min(o.watchS, MAX_WATCH_S);
+  }
+  return req;
+}
 
 const json = (l: EvidenceLine): string =>
   `${JSON.stringify(l, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v))}\n`;
 
-function answer(sock: Socket, req: EvidenceRequest, b: EvidenceBackend): void {
+/** One caller's connection: writes that wait for the reader, and an end that cannot hang. */
+class Caller {
+  answering = false;
+  constructor(
+    readonly sock: Socket,
+    private readonly limits: EvidenceLimits,
+  ) {}
+
+  get gone(): boolean {
+    return this.sock.destroyed || this.sock.writableEnded;
+  }
+
+  /** Writes a line; resolves false when the caller is gone (or dropped for not reading). */
+  async send(text: string): Promise<boolean> {
+    if (this.gone) return false;
+    if (this.sock.write(text)) return true;
+    return this.drained();
+  }
+
+  private drained(): Promise<boolean> {
+    return new Promise((resolve) => {
+      const done = (ok: boolean): void => {
+        clearTimeout(timer);
+        this.sock.off('drain', onDrain);
+        this.sock.off('close', onClose);
+        resolve(ok);
+      };
+      const onDrain = (): void => done(true);
+      const onClose = (): void => done(false);
+      const timer = setTimeout(() => {
+        this.sock.destroy();
+        done(false);
+      }, this.limits.stallTimeoutMs);
+      this.sock.on('drain', onDrain);
+      this.sock.on('close', onClose);
+    });
+  }
+
+  /** The last line; a caller that never reads it is dropped after stallTimeoutMs. */
+  finish(l: EvidenceLine): void {
+    if (this.gone) return;
+    this.sock.end(json(l));
+    const timer = setTimeout(() => this.sock.destroy(), this.limits.stallTimeoutMs);
+    this.sock.once('close', () => clearTimeout(timer));
+  }
+}
+
+async function answer(c: Caller, req: EvidenceRequest, b: EvidenceBackend, limits: EvidenceLimits): Promise<void> {
   const { namespace, name } = parseServiceRef(req.service);
   const svcs = b.find(namespace, name, req.port);
   if (!svcs.length) {
     const what = `${namespace}/${name}${req.port ? ` port ${req.port}` : ''}`;
-    throw new Error(`no LoadBalancer Service ${what} in this node's cluster view`);
+    return c.finish({ type: 'error', message: `no LoadBalancer Service ${what} in this node's cluster view` });
   }
-  sock.write(json({ type: 'service', service: serviceAddresses(svcs, b.ifname), node: b.nodeName }));
   const table = b.table();
+  // The current entries (references, no text yet) and, from the same moment, the new ones: none
+  // lost between the two, none twice.
+  const matched: KeptEntry[] = [];
+  for (const k of table.entries()) if (belongsTo(k, svcs)) matched.push(k);
+  matched.sort((x, y) => x.firstSeenMs - y.firstSeenMs);
+  const watchS = req.watchS ?? 0;
+  const sent = Math.min(matched.length, limits.maxEntries);
+  const omitted = matched.length - sent;
+  // New entries: what the cap leaves after the current ones; those past it, or past what may wait
+  // for a slow reader, are counted and said in the end line.
+  let liveBudget = limits.maxEntries - sent;
+  const live: string[] = [];
+  let liveBytes = 0;
+  let dumping = true;
   let n = 0;
-  for (const k of [...table.entries()].filter((k) => belongsTo(k, svcs)).sort((x, y) => x.firstSeenMs - y.firstSeenMs)) {
-    sock.write(json(entryLine(k, false)));
-    n++;
-  }
-  const watchS = Math.min(req.watchS ?? 0, MAX_WATCH_S);
-  if (!(watchS > 0)) {
-    sock.end(json({ type: 'end', entries: n }));
-    return;
-  }
-  const listener = (k: KeptEntry) => {
+  let overCap = 0;
+  let tooSlow = 0;
+  const listener = (k: KeptEntry): void => {
     if (!belongsTo(k, svcs)) return;
+    if (liveBudget <= 0) return void overCap++;
+    const text = json(entryLine(k, true));
+    if (liveBytes + c.sock.writableLength + text.length > limits.maxLiveQueueBytes) return void tooSlow++;
+    liveBudget--;
+    if (dumping) {
+      live.push(text);
+      liveBytes += text.length;
+      return;
+    }
     n++;
-    sock.write(json(entryLine(k, true)));
+    c.sock.write(text);
   };
-  table.listeners.add(listener);
-  const stop = () => {
+  const watching = watchS > 0;
+  if (watching) table.listeners.add(listener);
+  let timer: NodeJS.Timeout | undefined;
+  const stop = (): void => {
     clearTimeout(timer);
     table.listeners.delete(listener);
   };
-  const timer = setTimeout(() => {
+  c.sock.once('close', stop);
+  try {
+    if (!(await c.send(json({ type: 'service', service: serviceAddresses(svcs, b.ifname), node: b.nodeName })))) return stop();
+    for (let i = 0; i < sent; i++) {
+      if (!(await c.send(json(entryLine(matched[i]!, false))))) return stop();
+      n++;
+    }
+    matched.length = 0;
+    dumping = false;
+    for (const text of live.splice(0)) {
+      if (!(await c.send(text))) return stop();
+      n++;
+    }
+    liveBytes = 0;
+    const end = (): void => {
+      stop();
+      const notSent = omitted + overCap + tooSlow;
+      const why = [
+        omitted + overCap ? `${omitted + overCap} over the limit of ${limits.maxEntries} entries per answer` : '',
+        tooSlow ? `${tooSlow} new ones while the reader lagged by more than ${limits.maxLiveQueueBytes} bytes` : '',
+      ].filter(Boolean);
+      c.finish({ type: 'end', entries: n, ...(notSent ? { truncated: true, notSent, reason: `not sent: ${why.join('; ')}` } : {}) });
+    };
+    if (!watching) return end();
+    timer = setTimeout(end, watchS * 1000);
+  } catch (e) {
     stop();
-    sock.end(json({ type: 'end', entries: n }));
-  }, watchS * 1000);
-  sock.once('close', stop);
+    throw e;
+  }
 }
 
-export function startEvidenceServer(path: string, backend: EvidenceBackend): Promise<Server> {
+/**
+ * Listens on `path`, created 0600 (the umask is tightened around the bind, so there is no moment
+ * when others may connect).
+ */
+export function startEvidenceServer(path: string, backend: EvidenceBackend, limitsIn: Partial<EvidenceLimits> = {}): Promise<Server> {
+  const limits = { ...DEFAULT_EVIDENCE_LIMITS, ...limitsIn };
   mkdirSync(dirname(path), { recursive: true });
   rmSync(path, { force: true });
+  // Insertion order is age: the first caller still asking is the oldest.
+  const callers = new Map<Socket, Caller>();
+  let answering = 0;
   const server = createServer((sock) => {
-    let buf = '';
-    sock.setEncoding('utf8');
-    sock.on('error', () => sock.destroy());
-    sock.on('data', (d: string) => {
-      buf += d;
-      const nl = buf.indexOf('\n');
-      if (nl < 0) {
-        if (buf.length > 4096) sock.end(json({ type: 'error', message: 'request too long' }));
+    if (callers.size >= limits.maxConnections) {
+      const silent = [...callers.values()].find((c) => !c.answering);
+      if (silent) {
+        silent.sock.destroy();
+        callers.delete(silent.sock);
+      } else {
+        sock.on('error', () => sock.destroy());
+        sock.end(json({ type: 'error', message: `too many connections to the evidence socket (${limits.maxConnections}), all answering; try again` }));
+        setTimeout(() => sock.destroy(), 1000).unref();
         return;
       }
-      sock.removeAllListeners('data');
-      try {
-        answer(sock, JSON.parse(buf.slice(0, nl)) as EvidenceRequest, backend);
-      } catch (e) {
-        sock.end(json({ type: 'error', message: e instanceof Error ? e.message : String(e) }));
-      }
+    }
+    const c = new Caller(sock, limits);
+    callers.set(sock, c);
+    sock.on('close', () => callers.delete(sock));
+    sock.on('error', () => sock.destroy());
+    sock.setTimeout(limits.requestTimeoutMs, () => {
+      if (c.answering) return;
+      c.finish({ type: 'error', message: `no request within ${limits.requestTimeoutMs / 1000} s` });
+      sock.destroy();
     });
+    let pending: Buffer[] = [];
+    let pendingBytes = 0;
+    const onData = (d: Buffer): void => {
+      const nl = d.indexOf(10);
+      if (nl < 0) {
+        pending.push(d);
+        pendingBytes += d.length;
+        if (pendingBytes > limits.maxRequestBytes) {
+          sock.off('data', onData);
+          c.finish({ type: 'error', message: `request longer than ${limits.maxRequestBytes} bytes` });
+        }
+        return;
+      }
+      sock.off('data', onData);
+      sock.pause();
+      sock.setTimeout(0);
+      const line = Buffer.concat([...pending, d.subarray(0, nl)]);
+      pending = [];
+      if (line.length > limits.maxRequestBytes) return c.finish({ type: 'error', message: `request longer than ${limits.maxRequestBytes} bytes` });
+      let req: EvidenceRequest;
+      try {
+        req = parseEvidenceRequest(line.toString('utf8'));
+      } catch (e) {
+        return c.finish({ type: 'error', message: e instanceof EvidenceRequestError ? e.message : 'bad request' });
+      }
+      if (answering >= limits.maxAnswers) {
+        return c.finish({ type: 'error', message: `busy: ${limits.maxAnswers} evidence answers in progress; try again` });
+      }
+      // The slot is held until the connection closes: a watch holds it for its length; a caller
+      // that never reads its end is dropped after stallTimeoutMs.
+      answering++;
+      c.answering = true;
+      sock.once('close', () => answering--);
+      answer(c, req, backend, limits).catch((e: unknown) => c.finish({ type: 'error', message: `evidence failed: ${e instanceof Error ? e.message : String(e)}` }));
+    };
+    sock.on('data', onData);
   });
   return new Promise((resolve, reject) => {
     server.once('error', reject);
-    server.listen(path, () => {
-      chmodSync(path, 0o600);
-      resolve(server);
-    });
+    // The socket file is made by the bind inside listen(), synchronously: 0600 from its first moment.
+    const umask = process.umask(0o177);
+    try {
+      server.listen(path, () => {
+        server.off('error', reject);
+        chmodSync(path, 0o600); // whatever umask the process was started with
+        resolve(server);
+      });
+    } finally {
+      process.umask(umask);
+    }
   });
 }

@@ -28,7 +28,8 @@ export interface ServiceAddresses {
 export type EvidenceLine =
   | { type: 'service'; service: ServiceAddresses; node: string }
   | { type: 'entry'; class: EntryClass; line: string; firstSeen: string; lastSeen: string; entry: ConntrackEntry; live: boolean }
-  | { type: 'end'; entries: number }
+  /** truncated: entries were left out (the server's caps), notSent of them, reason says which cap. */
+  | { type: 'end'; entries: number; truncated?: boolean; notSent?: number; reason?: string }
   | { type: 'error'; message: string };
 
 export function parseServiceRef(ref: string): { namespace: string; name: string } {

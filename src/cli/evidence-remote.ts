@@ -14,6 +14,7 @@ import { listAgentPods, planNodes, type AgentPod } from '../remote/agent-pods.js
 import { execInPod, PodExecError } from '../remote/pod-exec.js';
 import type { EvidenceLine } from '../agent/evidence.js';
 import { UserError } from './errors.js';
+import { lineSplitter, parseEvidenceLine } from './evidence-lines.js';
 import { textLine } from './evidence-text.js';
 
 /** The agent image's entrypoint (Dockerfile ENTRYPOINT): the image has no `clbprobe` on PATH. */
@@ -102,25 +103,6 @@ export function pcapFileFor(base: string, node: string): string {
   return `${base.slice(0, base.length - ext.length)}.${node}${ext}`;
 }
 
-/** Splits a byte stream into lines (a frame may end mid-line or mid-character). */
-function lineSplitter(onLine: (line: string) => void): { push(b: Buffer): void; flush(): void } {
-  let rest: Buffer = Buffer.alloc(0);
-  return {
-    push(b) {
-      rest = rest.length ? Buffer.concat([rest, b]) : b;
-      let nl: number;
-      while ((nl = rest.indexOf(10)) >= 0) {
-        onLine(rest.subarray(0, nl).toString('utf8'));
-        rest = rest.subarray(nl + 1);
-      }
-    },
-    flush() {
-      if (rest.length) onLine(rest.toString('utf8'));
-      rest = Buffer.alloc(0);
-    },
-  };
-}
-
 class Output {
   private readonly width: number;
   constructor(
@@ -164,7 +146,7 @@ async function askNode(kc: KubeConfig, o: AllNodesOptions, pod: AgentPod, out: O
     if (!text.trim()) return;
     let l: EvidenceLine;
     try {
-      l = JSON.parse(text) as EvidenceLine;
+      l = parseEvidenceLine(text);
     } catch {
       agentErrors.push(`unexpected output: ${text.slice(0, 200)}`);
       return;
@@ -183,12 +165,20 @@ async function askNode(kc: KubeConfig, o: AllNodesOptions, pod: AgentPod, out: O
   const target = { namespace: o.namespace, pod: pod.name, container: o.container };
   const remotePcap = o.pcap ? `${REMOTE_TMP}/clbprobe-evidence-${randomBytes(6).toString('hex')}.pcap` : undefined;
   let ran = false;
+  // A line past the bound is the node's error, never this process's.
+  const pushLines = (s: ReturnType<typeof lineSplitter>, b: Buffer): void => {
+    try {
+      s.push(b);
+    } catch (e) {
+      agentErrors.push((e as Error).message);
+    }
+  };
   try {
     const code = await execInPod(
       kc,
       target,
       remoteCommand(o, remotePcap),
-      { stdout: (b) => stdout.push(b), stderr: (b) => stderr.push(b) },
+      { stdout: (b) => pushLines(stdout, b), stderr: (b) => pushLines(stderr, b) },
       o.timeoutS * 1000,
     );
     ran = true;

@@ -11,7 +11,7 @@ export function textLine(l: EvidenceLine): string {
     case 'entry':
       return `${l.firstSeen} ${l.class.padEnd(13)} ${l.live ? 'new  ' : 'now  '}${l.line}`;
     case 'end':
-      return `# ${l.entries} entries`;
+      return `# ${l.entries} entries${l.truncated ? ` (truncated: ${l.reason ?? `${l.notSent ?? 'some'} not sent`})` : ''}`;
     case 'error':
       return `# error: ${l.message}`;
   }

@@ -3,11 +3,11 @@
 // capture the Service's packets for the same window into a .pcap file.
 import { Command } from 'commander';
 import { createConnection } from 'node:net';
-import { createInterface } from 'node:readline';
-import { parseServiceRef, type EvidenceLine, type EvidenceRequest, type ServiceAddresses } from '../agent/evidence.js';
+import { parseServiceRef, type EvidenceRequest, type ServiceAddresses } from '../agent/evidence.js';
 import type { CaptureResult } from '../capture/evidence.js';
 import { DEFAULT_EVIDENCE_SOCKET, parseSeconds } from './agent.js';
 import { UserError, fail } from './errors.js';
+import { EvidenceLineError, lineSplitter, parseEvidenceLine } from './evidence-lines.js';
 import { textLine } from './evidence-text.js';
 
 interface EvidenceFlags {
@@ -80,17 +80,34 @@ async function run(flags: EvidenceFlags): Promise<void> {
     sock.once('connect', resolve);
     sock.once('error', (e) => reject(new UserError(`cannot reach the agent at ${flags.socket}: ${e.message} (is clbprobe agent running on this node? --socket)`)));
   });
+  // `clbprobe evidence | head`: the reader went away; stop quietly, as cat or grep do.
+  process.stdout.on('error', (e: NodeJS.ErrnoException) => {
+    if (e.code !== 'EPIPE') throw e;
+    sock.destroy();
+    process.exit(0);
+  });
   sock.write(`${JSON.stringify(req)}\n`);
   let pcap: Promise<CaptureResult> | undefined;
   let error: string | undefined;
-  for await (const text of createInterface({ input: sock })) {
-    const l = JSON.parse(text) as EvidenceLine;
+  const lines = lineSplitter((text) => {
+    if (!text.trim()) return;
+    const l = parseEvidenceLine(text);
     if (l.type === 'error') error = l.message;
     if (l.type === 'service' && flags.pcap) {
       if (!l.service.ifname) throw new UserError('evidence --pcap: the agent has no uplink interface');
       pcap = capture!(pcapFilter(l.service), { ifname: l.service.ifname, file: flags.pcap, durationS: watchS, maxBytes: pcapMaxMiB(flags) << 20 });
     }
-    process.stdout.write(`${flags.json ? text : textLine(l)}\n`);
+    // Read from the agent only as fast as our reader takes it (the agent waits for us in turn).
+    if (!process.stdout.write(`${flags.json ? text : textLine(l)}\n`)) sock.pause();
+  });
+  process.stdout.on('drain', () => sock.resume());
+  try {
+    for await (const chunk of sock) lines.push(chunk as Buffer);
+    lines.flush();
+  } catch (e) {
+    sock.destroy();
+    if (e instanceof EvidenceLineError) throw new UserError(`evidence: ${e.message}`);
+    throw e;
   }
   if (error) throw new UserError(`evidence: ${error}`);
   if (pcap) {

@@ -1,0 +1,79 @@
+// Lines of an evidence answer, from a byte stream (the agent's socket, an exec's stdout frames)
+// that may end mid-line or mid-character. Each line is bounded: an answer line is one conntrack
+// entry (~1 KB); past MAX_EVIDENCE_LINE the peer is not an agent talking, and the reader stops
+// with a clear error instead of buffering it.
+import type { EvidenceLine } from '../agent/evidence.js';
+
+export const MAX_EVIDENCE_LINE = 1 << 20;
+
+export class EvidenceLineError extends Error {}
+
+export interface LineSplitter {
+  push(b: Buffer): void;
+  /** The last line when the stream did not end with a newline. */
+  flush(): void;
+}
+
+/** Calls onLine with each complete line; throws EvidenceLineError (from push) on a line past maxLine bytes. */
+export function lineSplitter(onLine: (line: string) => void, maxLine = MAX_EVIDENCE_LINE): LineSplitter {
+  let pending: Buffer[] = [];
+  let pendingBytes = 0;
+  const tooLong = (): never => {
+    pending = [];
+    pendingBytes = 0;
+    throw new EvidenceLineError(`a line of the answer is longer than ${maxLine} bytes`);
+  };
+  return {
+    push(b) {
+      let from = 0;
+      for (let nl = b.indexOf(10); nl >= 0; nl = b.indexOf(10, from)) {
+        if (pendingBytes + nl - from > maxLine) tooLong();
+        pending.push(b.subarray(from, nl));
+        const line = Buffer.concat(pending).toString('utf8');
+        pending = [];
+        pendingBytes = 0;
+        from = nl + 1;
+        onLine(line);
+      }
+      if (from < b.length) {
+        pending.push(b.subarray(from));
+        pendingBytes += b.length - from;
+        if (pendingBytes > maxLine) tooLong();
+      }
+    },
+    flush() {
+      if (pendingBytes) onLine(Buffer.concat(pending).toString('utf8'));
+      pending = [];
+      pendingBytes = 0;
+    },
+  };
+}
+
+const isStr = (v: unknown): boolean => typeof v === 'string';
+const isObj = (v: unknown): boolean => typeof v === 'object' && v !== null;
+const arrOf = (v: unknown, each: (x: unknown) => boolean): boolean => Array.isArray(v) && v.every(each);
+/** What each type must carry for the text form (evidence-text.ts) to print it. */
+const SHAPES: Record<string, (l: Record<string, unknown>) => boolean> = {
+  service: (l) => {
+    const s = l.service as Record<string, unknown> | null;
+    return isStr(l.node) && isObj(s) && isStr(s!.namespace) && isStr(s!.name) && arrOf(s!.vips, isStr) && arrOf(s!.ports, isObj) && arrOf(s!.endpoints, isObj);
+  },
+  entry: (l) => isStr(l.class) && isStr(l.line) && isStr(l.firstSeen),
+  end: (l) => Number.isInteger(l.entries),
+  error: (l) => isStr(l.message),
+};
+
+/** One answer line as an EvidenceLine; an EvidenceLineError saying why it is not one. */
+export function parseEvidenceLine(text: string): EvidenceLine {
+  let l: unknown;
+  try {
+    l = JSON.parse(text);
+  } catch {
+    throw new EvidenceLineError(`the agent sent a line that is not JSON: ${text.slice(0, 120)}`);
+  }
+  const type = (l as { type?: unknown } | null)?.type;
+  const shape = typeof type === 'string' && Object.hasOwn(SHAPES, type) ? SHAPES[type] : undefined;
+  if (!shape) throw new EvidenceLineError(`the agent sent a line of no known type: ${text.slice(0, 120)}`);
+  if (!shape(l as Record<string, unknown>)) throw new EvidenceLineError(`the agent sent a ${String(type)} line without its fields: ${text.slice(0, 120)}`);
+  return l as EvidenceLine;
+}
