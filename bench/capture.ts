@@ -9,7 +9,7 @@
 // reading the counters every second; then the read time at 16k counter keys,
 // and the pcap fallback's loss at increasing rates. The host's load average is
 // printed with every case: the figures mean little on a busy machine.
-//   sudo node --import tsx bench/capture.ts [--rounds N] [--seconds S] [--only ebpf]
+//   sudo node --import tsx bench/capture.ts [--rounds N] [--seconds S] [--only ebpf] [--case TEXT]
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -236,7 +236,8 @@ async function ebpfPhases(): Promise<boolean> {
   console.log(`\n== eBPF path (TCX), UDP 60/80-byte frames, ${SECONDS} s per run, ${ROUNDS} rounds of (empty program, ours) per case; medians`);
   console.log('case | load avg | ns/pkt empty | ns/pkt ours | ratio (target) | pps empty | pps ours | counted / delivered (loss) | agent CPU');
   let allMet = true;
-  for (const cs of cases()) {
+  const only = arg('case', '');
+  for (const cs of cases().filter((c) => c.name.includes(only))) {
     const load0 = load();
     const empty: Run[] = [];
     const ours: Awaited<ReturnType<typeof oursRun>>[] = [];

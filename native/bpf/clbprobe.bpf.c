@@ -5,7 +5,7 @@
 //
 // What is counted (all kinds need a *local* source):
 //   to_lb        egress:  local source -> VIP:port (`vips4` / `vips6`)
-//   loop_return  ingress: local source -> NodePort (`nodeports`) or local pod
+//   loop_return  ingress: local source -> NodePort (`filters`) or local pod
 //   hc_local_src ingress: source is an address bound on this node
 // A packet can bump both ingress kinds (e.g. node IP -> NodePort).
 //
@@ -15,9 +15,13 @@
 // - headers are read in place (direct packet access); only when they are not
 //   in the skb's linear part are they copied with bpf_skb_load_bytes;
 // - IPv4 is looked up with 4-byte addresses, IPv6 with 16-byte ones;
-// - an address is local when one of the node's few prefixes (pod CIDRs) holds
-//   it, compared in place from the `config` array, or when it is in the exact
-//   hash of host addresses (`hosts4` / `hosts6`: node IPs, kube-ipvs0 VIPs);
+// - an address is local when one of the node's few prefixes (pod CIDRs, and
+//   its first host addresses while there is room) holds it, compared in place
+//   from the `config` array, or when it is in the exact hash of the other host
+//   addresses (`hosts4` / `hosts6`: e.g. kube-ipvs0 VIPs);
+// - before a hash is looked up, a bitmap (`filters`) indexed by a hash of the
+//   key says whether the key can be there at all: one memory word read decides
+//   for nearly every packet that matches nothing. NodePorts are an exact bitmap;
 // - nothing is written for a packet that matches nothing.
 // Packets are counted as GSO segments (a GRO/TSO super-packet stands for
 // gso_segs wire packets).
@@ -37,6 +41,9 @@
 // Prefixes (other than host addresses) per family; a node has one pod CIDR per
 // family, so this is generous. src/capture/ebpf-maps.ts refuses more.
 #define MAX_NETS 16
+// Bits of the prefilter bitmaps (32768: ~1 in 6 false positives with 5,000 keys).
+#define FILTER_BITS 15
+#define FILTER_WORDS (1 << (FILTER_BITS - 6))
 
 enum kind { KIND_TO_LB = 1, KIND_LOOP_RETURN = 2, KIND_HC_LOCAL_SRC = 3 };
 enum dir { DIR_INGRESS = 0, DIR_EGRESS = 1 };
@@ -59,12 +66,6 @@ struct vip6_key {
   __u8 pad;
 };
 
-struct nodeport_key {
-  __u16 port;  // host order
-  __u8 proto;
-  __u8 pad;
-};
-
 struct net4 {
   __be32 addr;  // masked
   __be32 mask;
@@ -82,13 +83,17 @@ struct net6 {
 struct config {
   __u32 n4;  // entries used in v4
   __u32 n6;
-  // Whether any VIP entry of that family has port 0 (any port): without one,
-  // a miss on the exact port needs no second lookup.
-  __u8 any_port4;
-  __u8 any_port6;
-  __u8 pad[6];
   struct net4 v4[MAX_NETS];
   struct net6 v6[MAX_NETS];
+};
+
+// One entry (key 0). A set bit at filter_bit(key) says the key may be in the
+// hash; a clear one, that it is not. Written after the hashes when keys are
+// added, so a key is never in the hash with its bit still clear.
+struct filters {
+  __u64 vip[FILTER_WORDS];   // (VIP address, port, protocol) of vips4/vips6
+  __u64 host[FILTER_WORDS];  // addresses of hosts4/hosts6
+  __u64 nodeport[3][65536 / 64];  // exact: NodePorts of TCP, UDP, SCTP
 };
 
 struct ctr_key {
@@ -141,11 +146,11 @@ struct {
 } config SEC(".maps");
 
 struct {
-  __uint(type, BPF_MAP_TYPE_HASH);
-  __uint(max_entries, MAX_TARGETS);
-  __type(key, struct nodeport_key);
-  __type(value, __u8);
-} nodeports SEC(".maps");
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct filters);
+} filters SEC(".maps");
 
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_HASH);
@@ -184,8 +189,38 @@ static __always_inline int is_ext(__u8 next) {
   return next == IPPROTO_HOPOPTS || next == IPPROTO_ROUTING || next == IPPROTO_DSTOPTS;
 }
 
+// A murmur3-style finaliser; src/capture/bpf-layout.ts computes the same.
+static __always_inline __u32 mix(__u32 x) {
+  x *= 0x9e3779b1;
+  x ^= x >> 15;
+  x *= 0x85ebca77;
+  return x;
+}
+
+// Bit of a filter for a 32-bit key word, port and protocol. The word and the
+// protocol choose the 512-bit block (one cache line), the port the bit in it:
+// a VIP's exact-port and any-port bits share a line, and a packet that
+// matches nothing costs one line of the bitmap.
+static __always_inline __u32 filter_bit(__u32 w, __u16 port, __u8 proto) {
+  __u32 h = mix(w ^ proto);
+  __u32 block = h >> (32 - (FILTER_BITS - 9));
+  return (block << 9) | ((h ^ mix(port + 1)) & 511);
+}
+
+// An IPv6 address folded to 32 bits (its four words XOR-ed, in host order).
+static __always_inline __u32 fold6(const __u64 *a) {
+  __u64 x = a[0] ^ a[1];
+  return (__u32)x ^ (__u32)(x >> 32);
+}
+
+static __always_inline int test_bit(const __u64 *words, __u32 bit) {
+  return (words[bit >> 6] >> (bit & 63)) & 1;
+}
+
 // Slow path: headers outside the linear part, copied out. Returns 0 or -1.
-static __always_inline int parse_copy(struct __sk_buff *skb, struct pkt *p) {
+// Not inlined: the common path stays short, and so does the code it runs
+// through (the stack between two packets evicts most of it from the cache).
+static __noinline int parse_copy(struct __sk_buff *skb, struct pkt *p) {
   __u32 off = l2_len;
   if (p->v4) {
     struct iphdr ip;
@@ -280,32 +315,36 @@ static __always_inline int parse(struct __sk_buff *skb, struct pkt *p) {
 // local_flag bits of an address: the host hash, OR-ed with every configured
 // prefix that holds it (the same as the longest match of a trie whose entries
 // carry the flags of the prefixes covering them).
-static __always_inline __u32 local_flags4(const struct config *c, __be32 a) {
+static __always_inline __u32 local_flags4(const struct config *c, const struct filters *f, __be32 a) {
   __u32 flags = 0;
   __u32 n = c->n4;
+#pragma clang loop unroll(disable)
   for (__u32 i = 0; i < MAX_NETS; i++) {
     if (i >= n) break;
     if ((a & c->v4[i].mask) == c->v4[i].addr) flags |= c->v4[i].flags;
   }
+  if (!test_bit(f->host, filter_bit(a, 0, 0))) return flags;
   __u32 *h = bpf_map_lookup_elem(&hosts4, &a);
   return h ? flags | *h : flags;
 }
 
-static __always_inline __u32 local_flags6(const struct config *c, const __u64 *a) {
+static __always_inline __u32 local_flags6(const struct config *c, const struct filters *f, const __u64 *a) {
   __u32 flags = 0;
   __u32 n = c->n6;
+#pragma clang loop unroll(disable)
   for (__u32 i = 0; i < MAX_NETS; i++) {
     if (i >= n) break;
     const struct net6 *e = &c->v6[i];
     if ((a[0] & e->mask[0]) == e->addr[0] && (a[1] & e->mask[1]) == e->addr[1]) flags |= e->flags;
   }
+  if (!test_bit(f->host, filter_bit(fold6(a), 0, 0))) return flags;
   __u32 *h = bpf_map_lookup_elem(&hosts6, a);
   return h ? flags | *h : flags;
 }
 
-static __always_inline __u32 local_flags(const struct config *c, const struct pkt *p, int dst) {
-  if (p->v4) return local_flags4(c, dst ? p->dst.a4 : p->src.a4);
-  return local_flags6(c, dst ? p->dst.a6 : p->src.a6);
+static __always_inline __u32 local_flags(const struct config *c, const struct filters *f, const struct pkt *p, int dst) {
+  if (p->v4) return local_flags4(c, f, dst ? p->dst.a4 : p->src.a4);
+  return local_flags6(c, f, dst ? p->dst.a6 : p->src.a6);
 }
 
 static __always_inline void bump_stat(__u32 slot) {
@@ -341,21 +380,30 @@ static __always_inline void count(struct ctr_key *k, struct __sk_buff *skb) {
   v->bytes += skb->len;
 }
 
+// Whether (destination, port, protocol) may be a VIP entry.
+static __always_inline int maybe_vip(const struct filters *f, const struct pkt *p, __u16 port) {
+  __u32 w = p->v4 ? p->dst.a4 : fold6(p->dst.a6);
+  return test_bit(f->vip, filter_bit(w, port, p->proto));
+}
+
 // The VIP entry a destination matches: its port (the packet's or 0 = any), or -1.
-static __always_inline int vip_port(const struct config *c, const struct pkt *p) {
+static __always_inline int vip_port(const struct filters *f, const struct pkt *p) {
   if (p->v4) {
     struct vip4_key k = {.addr = p->dst.a4, .port = p->dport, .proto = p->proto};
-    if (bpf_map_lookup_elem(&vips4, &k)) return p->dport;
-    if (!c->any_port4) return -1;
+    if (maybe_vip(f, p, p->dport) && bpf_map_lookup_elem(&vips4, &k)) return p->dport;
     k.port = 0;
-    return bpf_map_lookup_elem(&vips4, &k) ? 0 : -1;
+    return maybe_vip(f, p, 0) && bpf_map_lookup_elem(&vips4, &k) ? 0 : -1;
   }
   struct vip6_key k = {.port = p->dport, .proto = p->proto};
   __builtin_memcpy(k.addr, p->dst.a6, 16);
-  if (bpf_map_lookup_elem(&vips6, &k)) return p->dport;
-  if (!c->any_port6) return -1;
+  if (maybe_vip(f, p, p->dport) && bpf_map_lookup_elem(&vips6, &k)) return p->dport;
   k.port = 0;
-  return bpf_map_lookup_elem(&vips6, &k) ? 0 : -1;
+  return maybe_vip(f, p, 0) && bpf_map_lookup_elem(&vips6, &k) ? 0 : -1;
+}
+
+// Index of a protocol in filters.nodeport.
+static __always_inline int proto_slot(__u8 proto) {
+  return proto == IPPROTO_TCP ? 0 : proto == IPPROTO_UDP ? 1 : 2;
 }
 
 SEC("tc")
@@ -363,11 +411,13 @@ int clbp_egress(struct __sk_buff *skb) {
   struct pkt p;
   if (parse(skb, &p) < 0) return TC_ACT_UNSPEC;
   __u32 zero = 0;
-  const struct config *c = bpf_map_lookup_elem(&config, &zero);
-  if (!c) return TC_ACT_UNSPEC;
+  const struct filters *f = bpf_map_lookup_elem(&filters, &zero);
+  if (!f) return TC_ACT_UNSPEC;
   // Destination first: most egress packets are not for a VIP.
-  int port = vip_port(c, &p);
-  if (port < 0 || !local_flags(c, &p, 0)) return TC_ACT_UNSPEC;
+  int port = vip_port(f, &p);
+  if (port < 0) return TC_ACT_UNSPEC;
+  const struct config *c = bpf_map_lookup_elem(&config, &zero);
+  if (!c || !local_flags(c, f, &p, 0)) return TC_ACT_UNSPEC;
   struct ctr_key k = {.port = port, .proto = p.proto, .kind = KIND_TO_LB, .dir = DIR_EGRESS};
   key_addr(&k, &p, 1);
   count(&k, skb);
@@ -379,10 +429,11 @@ int clbp_ingress(struct __sk_buff *skb) {
   struct pkt p;
   if (parse(skb, &p) < 0) return TC_ACT_UNSPEC;
   __u32 zero = 0;
+  const struct filters *f = bpf_map_lookup_elem(&filters, &zero);
   const struct config *c = bpf_map_lookup_elem(&config, &zero);
-  if (!c) return TC_ACT_UNSPEC;
+  if (!f || !c) return TC_ACT_UNSPEC;
   // Source first: most packets from the uplink come from elsewhere.
-  __u32 src = local_flags(c, &p, 0);
+  __u32 src = local_flags(c, f, &p, 0);
   if (!src) return TC_ACT_UNSPEC;
   if (src & LOCAL_BOUND) {
     struct ctr_key k = {.port = p.dport, .proto = p.proto, .kind = KIND_HC_LOCAL_SRC, .dir = DIR_INGRESS};
@@ -390,12 +441,11 @@ int clbp_ingress(struct __sk_buff *skb) {
     count(&k, skb);
   }
   struct ctr_key k = {.port = p.dport, .proto = p.proto, .kind = KIND_LOOP_RETURN, .dir = DIR_INGRESS};
-  struct nodeport_key nk = {.port = p.dport, .proto = p.proto};
-  if (bpf_map_lookup_elem(&nodeports, &nk)) {
+  if (test_bit(f->nodeport[proto_slot(p.proto)], p.dport)) {
     // Keep the family in the key: ::ffff:0.0.0.0 for IPv4, :: for IPv6.
     if (p.v4) ((__u32 *)k.addr)[2] = bpf_htonl(0xffff);
     count(&k, skb);
-  } else if (local_flags(c, &p, 1) & LOCAL_POD) {
+  } else if (local_flags(c, f, &p, 1) & LOCAL_POD) {
     key_addr(&k, &p, 1);
     count(&k, skb);
   }

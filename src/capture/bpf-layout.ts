@@ -15,7 +15,7 @@ export const MAP_VIPS6 = 'vips6';
 export const MAP_HOSTS4 = 'hosts4';
 export const MAP_HOSTS6 = 'hosts6';
 export const MAP_CONFIG = 'config';
-export const MAP_NODEPORTS = 'nodeports';
+export const MAP_FILTERS = 'filters';
 export const MAP_COUNTERS = 'counters';
 export const MAP_STATS = 'stats';
 export const PROG_INGRESS = 'clbp_ingress';
@@ -25,19 +25,16 @@ export const VIP4_KEY_SIZE = 8;
 export const VIP6_KEY_SIZE = 20;
 export const HOST4_KEY_SIZE = 4;
 export const HOST6_KEY_SIZE = 16;
-export const NODEPORT_KEY_SIZE = 4;
 export const COUNTER_KEY_SIZE = 24;
 export const COUNTER_VALUE_SIZE = 16;
 
-/** struct config: counts, any-port flags, then MAX_NETS net4 (12 bytes) and MAX_NETS net6 (40 bytes). */
+/** struct config: two counts, then MAX_NETS net4 (12 bytes) and MAX_NETS net6 (40 bytes). */
 export const MAX_NETS = 16;
 export const NET4_SIZE = 12;
 export const NET6_SIZE = 40;
 export const CONFIG_N4 = 0;
 export const CONFIG_N6 = 4;
-export const CONFIG_ANY_PORT4 = 8;
-export const CONFIG_ANY_PORT6 = 9;
-export const CONFIG_NETS4 = 16;
+export const CONFIG_NETS4 = 8;
 export const CONFIG_NETS6 = CONFIG_NETS4 + MAX_NETS * NET4_SIZE;
 export const CONFIG_VALUE_SIZE = CONFIG_NETS6 + MAX_NETS * NET6_SIZE;
 
@@ -70,11 +67,47 @@ export function vipKey(address: string, port: number, proto: Proto): { v4: boole
   return { v4, key: vipKey16(a, v4, port, PROTO_NUMBERS[proto]) };
 }
 
-export function nodePortKey(port: number, proto: Proto | number): Buffer {
-  const b = Buffer.alloc(NODEPORT_KEY_SIZE);
-  b.writeUInt16LE(port, 0);
-  b[2] = typeof proto === 'number' ? proto : PROTO_NUMBERS[proto];
-  return b;
+/** struct filters: the VIP and host prefilter bitmaps, then one exact NodePort bitmap per protocol. */
+export const FILTER_BITS = 15;
+const FILTER_BYTES = (1 << FILTER_BITS) / 8;
+export const FILTERS_VIP = 0;
+export const FILTERS_HOST = FILTER_BYTES;
+export const FILTERS_NODEPORT = 2 * FILTER_BYTES;
+const NODEPORT_BYTES = 65536 / 8;
+export const FILTERS_VALUE_SIZE = FILTERS_NODEPORT + 3 * NODEPORT_BYTES;
+/** filters.nodeport's index of a protocol number (TCP, UDP, SCTP). */
+export const nodePortSlot = (proto: number): number => (proto === 6 ? 0 : proto === 17 ? 1 : 2);
+
+function mix(x: number): number {
+  x = Math.imul(x >>> 0, 0x9e3779b1) >>> 0;
+  x = (x ^ (x >>> 15)) >>> 0;
+  return Math.imul(x, 0x85ebca77) >>> 0;
+}
+
+/**
+ * The program's filter_bit(): w is the key word as the CPU loads it (little-endian here). Word
+ * and protocol choose a 512-bit block, the port a bit in it.
+ */
+export function filterBit(w: number, port: number, proto: number): number {
+  const h = mix(w ^ proto);
+  const block = h >>> (32 - (FILTER_BITS - 9));
+  return ((block << 9) | ((h ^ mix(port + 1)) & 511)) >>> 0;
+}
+
+/** The key word of a 16-byte address: an IPv4 address's 4 bytes, or an IPv6 one folded (fold6). */
+export function addressWord(addr16: Uint8Array, v4: boolean): number {
+  const b = Buffer.from(addr16.buffer, addr16.byteOffset, 16);
+  if (v4) return b.readUInt32LE(12);
+  return (b.readUInt32LE(0) ^ b.readUInt32LE(4) ^ b.readUInt32LE(8) ^ b.readUInt32LE(12)) >>> 0;
+}
+
+/** Sets bit `bit` of the bitmap at byte offset `at` (u64 words, little-endian: byte bit>>3, bit bit&7). */
+export function setBit(b: Buffer, at: number, bit: number): void {
+  b[at + (bit >> 3)]! |= 1 << (bit & 7);
+}
+
+export function testBit(b: Buffer, at: number, bit: number): boolean {
+  return (b[at + (bit >> 3)]! & (1 << (bit & 7))) !== 0;
 }
 
 export function u32Value(v: number): Buffer {
@@ -98,15 +131,13 @@ export interface Net6 {
 }
 
 /** struct config's bytes. */
-export function configValue(nets4: Net4[], nets6: Net6[], anyPort4: boolean, anyPort6: boolean): Buffer {
+export function configValue(nets4: Net4[], nets6: Net6[]): Buffer {
   if (nets4.length > MAX_NETS || nets6.length > MAX_NETS) {
     throw new Error(`the eBPF program takes at most ${MAX_NETS} local prefixes per family (other than host addresses)`);
   }
   const b = Buffer.alloc(CONFIG_VALUE_SIZE);
   b.writeUInt32LE(nets4.length, CONFIG_N4);
   b.writeUInt32LE(nets6.length, CONFIG_N6);
-  b[CONFIG_ANY_PORT4] = anyPort4 ? 1 : 0;
-  b[CONFIG_ANY_PORT6] = anyPort6 ? 1 : 0;
   nets4.forEach((n, i) => {
     const at = CONFIG_NETS4 + i * NET4_SIZE;
     b.writeUInt32BE(n.addr, at);

@@ -1,8 +1,18 @@
 // The eBPF program's classification, in TypeScript, for packets captured with
 // pcap (the fallback path). Same rules as native/bpf/clbprobe.bpf.c, built
 // from the same map contents (ebpf-maps.ts), so both paths count alike.
-import { LOCAL_BOUND, LOCAL_POD, MAP_NODEPORTS, MAP_VIPS4, MAP_VIPS6, nodePortKey, vipKey16 } from './bpf-layout.js';
-import { bytesText, localSets, targetMaps, type LocalSets } from './ebpf-maps.js';
+import {
+  FILTERS_NODEPORT,
+  LOCAL_BOUND,
+  LOCAL_POD,
+  MAP_FILTERS,
+  MAP_VIPS4,
+  MAP_VIPS6,
+  nodePortSlot,
+  testBit,
+  vipKey16,
+} from './bpf-layout.js';
+import { bytesText, localSets, targetMaps, textBytes, type LocalSets } from './ebpf-maps.js';
 import { isV4Mapped, type CounterKind, type Direction, type Targets } from './targets.js';
 
 export interface PacketHeaders {
@@ -109,14 +119,15 @@ export function parseHeaders(data: Uint8Array, off: number, caplen: number, l2: 
 export class TargetIndex {
   private readonly vips4: Set<string>;
   private readonly vips6: Set<string>;
-  private readonly nodePorts: Set<string>;
+  /** The filters map's value (its NodePort bitmaps are exact). */
+  private readonly filters: Buffer;
   private readonly local: LocalSets;
 
   constructor(t: Targets) {
     const maps = targetMaps(t);
     this.vips4 = new Set(maps[MAP_VIPS4]!.keys());
     this.vips6 = new Set(maps[MAP_VIPS6]!.keys());
-    this.nodePorts = new Set(maps[MAP_NODEPORTS]!.keys());
+    this.filters = textBytes([...maps[MAP_FILTERS]!.values()][0]!);
     this.local = localSets(t);
   }
 
@@ -143,7 +154,7 @@ export class TargetIndex {
   }
 
   hasNodePort(port: number, proto: number): boolean {
-    return this.nodePorts.has(bytesText(nodePortKey(port, proto)));
+    return testBit(this.filters, FILTERS_NODEPORT + nodePortSlot(proto) * 8192, port);
   }
 }
 

@@ -9,19 +9,26 @@ import {
   type DecodedCounterKey,
   LOCAL_BOUND,
   LOCAL_POD,
+  addressWord,
+  filterBit,
+  FILTERS_HOST,
+  FILTERS_NODEPORT,
+  FILTERS_VALUE_SIZE,
+  FILTERS_VIP,
   MAP_CONFIG,
+  MAP_FILTERS,
   MAP_HOSTS4,
   MAP_HOSTS6,
-  MAP_NODEPORTS,
   MAP_VIPS4,
   MAP_VIPS6,
   type Net4,
   type Net6,
-  nodePortKey,
+  nodePortSlot,
+  setBit,
   u32Value,
   vipKey,
 } from './bpf-layout.js';
-import { parsePrefix16, type CounterSample, type Targets } from './targets.js';
+import { address16, parsePrefix16, PROTO_NUMBERS, type CounterSample, type Targets } from './targets.js';
 
 /**
  * key -> value, each as text (bytesText). Kept as text, not Buffers: at 5,000 Services the
@@ -44,10 +51,11 @@ function put(m: MapContents, key: Buffer, value: Buffer): void {
 }
 
 /**
- * The node's local prefixes as the program reads them: host addresses (/32,
- * /128) in exact hashes, wider prefixes (pod CIDRs) in a short list compared
- * one by one. An address's flags are its host entry's OR-ed with those of
- * every prefix that holds it. Duplicates merge their flags.
+ * The node's local prefixes as the program reads them: wider prefixes (pod
+ * CIDRs) and the first host addresses in a short list compared one by one,
+ * the other host addresses (/32, /128) in exact hashes. An address's flags
+ * are its host entry's OR-ed with those of every prefix that holds it.
+ * Duplicates merge their flags.
  */
 export interface LocalSets {
   /** 4-byte address (bytesText) -> local flags. */
@@ -91,26 +99,51 @@ export function localSets(t: Targets): LocalSets {
   }
   out.nets4 = [...nets4.values()];
   out.nets6 = [...nets6.values()];
+  // The first host addresses (node IPs come before kube-ipvs0's many VIPs) are compared in
+  // place too, while the list stays short: a hash lookup costs more than a few compares.
+  for (const [k, flags] of out.hosts4) {
+    if (out.nets4.length >= INLINE_PREFIXES) break;
+    out.nets4.push({ addr: textBytes(k).readUInt32BE(0), mask: 0xffffffff, flags });
+    out.hosts4.delete(k);
+  }
+  for (const [k, flags] of out.hosts6) {
+    if (out.nets6.length >= INLINE_PREFIXES) break;
+    out.nets6.push({ addr: textBytes(k), mask: Buffer.alloc(16, 0xff), flags });
+    out.hosts6.delete(k);
+  }
   return out;
 }
 
-/** The maps the agent writes; the program only reads them. */
-export const TARGET_MAPS = [MAP_VIPS4, MAP_VIPS6, MAP_HOSTS4, MAP_HOSTS6, MAP_NODEPORTS, MAP_CONFIG] as const;
+/** Prefixes per family compared in place before host addresses go to the hash (see localSets). */
+const INLINE_PREFIXES = 4;
+
+/**
+ * The maps the agent writes; the program only reads them. In this order: the
+ * filters come after the hashes they guard, so a new key is in its hash
+ * before its bit is set (a stale bit only costs a lookup).
+ */
+export const TARGET_MAPS = [MAP_VIPS4, MAP_VIPS6, MAP_HOSTS4, MAP_HOSTS6, MAP_CONFIG, MAP_FILTERS] as const;
 
 /** Map name -> contents, for every map of TARGET_MAPS (the config array's only key is 0). */
 export function targetMaps(t: Targets): Record<string, MapContents> {
   const local = localSets(t);
   const maps: Record<string, MapContents> = Object.fromEntries(TARGET_MAPS.map((m) => [m, new Map()]));
-  const any = { v4: false, v6: false };
+  const filters = Buffer.alloc(FILTERS_VALUE_SIZE);
   for (const v of t.vips) {
     const { v4, key } = vipKey(v.address, v.port, v.proto);
     put(maps[v4 ? MAP_VIPS4 : MAP_VIPS6]!, key, PRESENT);
-    if (v.port === 0) any[v4 ? 'v4' : 'v6'] = true;
+    setBit(filters, FILTERS_VIP, filterBit(addressWord(address16(v.address), v4), v.port, PROTO_NUMBERS[v.proto]));
   }
-  for (const [k, flags] of local.hosts4) maps[MAP_HOSTS4]!.set(k, bytesText(u32Value(flags)));
-  for (const [k, flags] of local.hosts6) maps[MAP_HOSTS6]!.set(k, bytesText(u32Value(flags)));
-  for (const n of t.nodePorts) put(maps[MAP_NODEPORTS]!, nodePortKey(n.port, n.proto), PRESENT);
-  put(maps[MAP_CONFIG]!, u32Value(0), configValue(local.nets4, local.nets6, any.v4, any.v6));
+  for (const [hosts, v4] of [[local.hosts4, true], [local.hosts6, false]] as const) {
+    for (const [k, flags] of hosts) {
+      maps[v4 ? MAP_HOSTS4 : MAP_HOSTS6]!.set(k, bytesText(u32Value(flags)));
+      const a = textBytes(k);
+      setBit(filters, FILTERS_HOST, filterBit(v4 ? a.readUInt32LE(0) : addressWord(a, false), 0, 0));
+    }
+  }
+  for (const n of t.nodePorts) setBit(filters, FILTERS_NODEPORT + nodePortSlot(PROTO_NUMBERS[n.proto]) * 8192, n.port);
+  put(maps[MAP_CONFIG]!, u32Value(0), configValue(local.nets4, local.nets6));
+  put(maps[MAP_FILTERS]!, u32Value(0), filters);
   return maps;
 }
 
