@@ -1,0 +1,91 @@
+// The metrics server against clients that misbehave (issue 16, defect 5): silent connections,
+// headers sent a byte at a time, a /metrics reader that never reads, more connections than the cap.
+import { request } from 'node:http';
+import { createConnection, type AddressInfo, type Socket } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createRegistry } from '../../../src/export/metrics.js';
+import { createMetricsServer, type ServerLimits } from '../../../src/export/server.js';
+import { emptyState } from '../../../src/export/state.js';
+
+const state = emptyState('node-1', '0.1.0');
+for (let i = 0; i < 20_000; i++) state.lbPath.push({ svc: { namespace: 'a', service: `s${i}`, port: '80', protocol: 'TCP' }, kind: 'to_lb', packets: i, bytes: 2 * i });
+
+const cleanups: (() => void)[] = [];
+afterEach(() => cleanups.splice(0).forEach((c) => c()));
+
+async function start(limits: Partial<ServerLimits>) {
+  const server = createMetricsServer({ registry: createRegistry(() => state, { maxServicePorts: 100_000, processMetrics: false }), ready: () => true }, limits);
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const port = (server.address() as AddressInfo).port;
+  const socks: Socket[] = [];
+  cleanups.push(() => {
+    for (const s of socks) s.destroy();
+    server.closeAllConnections();
+    server.close();
+  });
+  const open = (): Promise<Socket> =>
+    new Promise((resolve, reject) => {
+      const s = createConnection(port, '127.0.0.1');
+      socks.push(s);
+      s.on('error', () => {});
+      s.once('connect', () => resolve(s));
+      s.once('error', reject);
+    });
+  const closedWithin = (s: Socket, ms: number): Promise<number> =>
+    new Promise((resolve, reject) => {
+      const t0 = Date.now();
+      if (s.destroyed) return resolve(0);
+      const t = setTimeout(() => reject(new Error(`still open after ${ms} ms`)), ms);
+      s.once('close', () => (clearTimeout(t), resolve(Date.now() - t0)));
+      s.resume();
+    });
+  const healthz = (): Promise<number> =>
+    new Promise((resolve, reject) => {
+      const req = request({ host: '127.0.0.1', port, path: '/healthz', agent: false }, (res) => (res.resume(), resolve(res.statusCode!)));
+      req.on('error', reject);
+      req.end();
+    });
+  return { server, port, open, closedWithin, healthz };
+}
+
+describe('metrics server limits', () => {
+  it('a client that sends its headers a byte at a time is closed after headersTimeoutMs', async () => {
+    const { open, closedWithin } = await start({ headersTimeoutMs: 300 });
+    const s = await open();
+    s.write('GET /metrics HTTP/1.1\r\nHost: x\r\n');
+    const drip = setInterval(() => s.writable && s.write('X'), 50);
+    cleanups.push(() => clearInterval(drip));
+    expect(await closedWithin(s, 3000)).toBeLessThan(3000);
+  });
+
+  it('a connection that says nothing is closed after the stall timeout', async () => {
+    const { open, closedWithin } = await start({ stallTimeoutMs: 300, headersTimeoutMs: 60_000, requestTimeoutMs: 120_000 });
+    expect(await closedWithin(await open(), 3000)).toBeLessThan(3000);
+  });
+
+  it('a /metrics client that never reads is dropped after the stall timeout', async () => {
+    const { open, server } = await start({ stallTimeoutMs: 500 });
+    const accepted: Socket[] = [];
+    server.prependListener('connection', (x: Socket) => accepted.push(x));
+    const s = await open();
+    s.pause();
+    s.write('GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n');
+    // The client never reads, so it would not see the close: the server's side is watched.
+    const t0 = Date.now();
+    await new Promise((r) => (accepted[0]!.destroyed ? r(0) : accepted[0]!.once('close', r)));
+    expect(Date.now() - t0).toBeLessThan(5000);
+    expect(accepted[0]!.bytesWritten).toBeGreaterThan(100_000);
+  });
+
+  it('at the connection cap the oldest silent one gives way: /healthz still answers', async () => {
+    const { open, healthz, server } = await start({ maxConnections: 32 });
+    const silent = await Promise.all(Array.from({ length: 32 }, () => open()));
+    const firstClosed = new Promise((r) => silent[0]!.once('close', r));
+    expect(await healthz()).toBe(200);
+    await firstClosed;
+    // More silent ones: each new one evicts the oldest; the server never holds more than the cap.
+    await Promise.all(Array.from({ length: 100 }, () => open()));
+    expect(await healthz()).toBe(200);
+    expect(await new Promise((r) => server.getConnections((_e, n) => r(n)))).toBeLessThanOrEqual(32);
+  });
+});
