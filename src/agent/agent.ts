@@ -200,7 +200,7 @@ export class Agent {
       // Wait a little for the first list; the agent starts degraded if the API is slow or away.
       const first = await Promise.race([this.clusterWatch.synced(), new Promise<undefined>((r) => setTimeout(() => r(undefined), 10_000).unref())]);
       if (first) this.setCluster(first);
-      else this.health.down('cluster', 'Kubernetes API: first list not complete after 10 s');
+      else this.health.down('cluster', `Kubernetes API: first list not complete after 10 s: ${this.clusterWatch.status().reason ?? 'no reason known'}`);
     } catch (e) {
       this.health.down('cluster', errText(e));
     }

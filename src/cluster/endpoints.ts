@@ -1,13 +1,16 @@
-// EndpointSlices (discovery.k8s.io/v1) → endpoints per Service port.
+// EndpointSlices (discovery.k8s.io/v1, and v1beta1 as 1.17-1.20 serve them) → endpoints per Service port.
 // A slice belongs to the Service named by its `kubernetes.io/service-name`
 // label in its namespace; its ports are matched to a ServicePort by name and
 // protocol, as kube-proxy does. Condition defaults follow the API docs:
 // ready nil → true, serving nil → ready, terminating nil → false.
+// v1beta1 puts an endpoint's node in topology["kubernetes.io/hostname"] (its nodeName field
+// needs an alpha gate in 1.20); kube-proxy 1.20 compares that label with its own node name.
 import { canonicalIp, FieldError, isObj, optArr, optBool, optInt, optObj, optStr, reqStr, strMap } from './fields.js';
 import { compact, parseOne, parseParts, type Parsed, type SourcedObject } from './objects.js';
 import type { EndpointView } from './types.js';
 
 export const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
+export const HOSTNAME_TOPOLOGY_KEY = 'kubernetes.io/hostname';
 
 /**
  * One port of a slice with the slice's endpoints as that port's EndpointViews. The views are
@@ -90,9 +93,10 @@ function parseEndpoint(v: unknown, path: string): SliceEndpoint {
   if (addresses.length === 0) throw new FieldError(`${path}.addresses is empty`);
   const conditions = optObj(v.conditions, `${path}.conditions`) ?? {};
   const ready = optBool(conditions.ready, `${path}.conditions.ready`) ?? true;
+  const nodeName = optStr(v.nodeName, `${path}.nodeName`) || strMap(v.topology, `${path}.topology`)[HOSTNAME_TOPOLOGY_KEY] || undefined;
   return {
     address: canonicalIp(addresses[0], `${path}.addresses[0]`),
-    nodeName: optStr(v.nodeName, `${path}.nodeName`) || undefined,
+    nodeName,
     ready,
     serving: optBool(conditions.serving, `${path}.conditions.serving`) ?? ready,
     terminating: optBool(conditions.terminating, `${path}.conditions.terminating`) ?? false,

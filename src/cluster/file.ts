@@ -20,12 +20,15 @@ export class ClusterFileError extends Error {
   }
 }
 
-/** kind → [bucket, the apiVersion whose shape the builder reads]. */
-const KINDS: Record<string, [keyof ClusterObjects, string]> = {
-  Service: ['services', 'v1'],
-  EndpointSlice: ['endpointSlices', 'discovery.k8s.io/v1'],
-  Ingress: ['ingresses', 'networking.k8s.io/v1'],
-  Node: ['nodes', 'v1'],
+/**
+ * kind → [bucket, the apiVersions whose shape the builder reads]. EndpointSlices also in v1beta1:
+ * what `kubectl get endpointslices -o json` prints on 1.17-1.20 (v1 was first served in 1.21).
+ */
+const KINDS: Record<string, [keyof ClusterObjects, readonly string[]]> = {
+  Service: ['services', ['v1']],
+  EndpointSlice: ['endpointSlices', ['discovery.k8s.io/v1', 'discovery.k8s.io/v1beta1']],
+  Ingress: ['ingresses', ['networking.k8s.io/v1']],
+  Node: ['nodes', ['v1']],
 };
 
 export interface ClusterFileContents {
@@ -48,8 +51,8 @@ export function classifyDocuments(docs: readonly unknown[]): ClusterFileContents
       return;
     }
     const [bucket, wanted] = known;
-    if (apiVersion !== undefined && apiVersion !== wanted) {
-      warnings.push(`${origin} (${String(kind)}): apiVersion ${JSON.stringify(apiVersion)} is not supported (want ${wanted}), skipped`);
+    if (apiVersion !== undefined && !wanted.includes(apiVersion as string)) {
+      warnings.push(`${origin} (${String(kind)}): apiVersion ${JSON.stringify(apiVersion)} is not supported (want ${wanted.join(' or ')}), skipped`);
       return;
     }
     objects[bucket].push({ origin, object });

@@ -20,6 +20,14 @@ export interface ReflectorOptions<T> {
   backoffMaxMs: number;
   /** A 403/404 on list means "this kind is not readable": synced empty with a note instead of failing. */
   optional?: boolean;
+  /**
+   * Where an older API server serves the same kind (EndpointSlices in discovery.k8s.io/v1beta1 on
+   * 1.17-1.20): a 404 on listing `path` switches to it, and `note` stays in the health as the
+   * reason while healthy; a 404 there too switches back and fails with `neither`.
+   */
+  fallback?: { path: string; note: string; neither: string };
+  /** Called when the reflector switches to (or back from) `fallback`, with the note or the failure. */
+  onFallback?(message: string): void;
   /** What the store keeps of each object: the object parsed, not the JSON (a fraction of its size). */
   transform(object: unknown): T;
   /** Something changed: the store, or whether it is synced/healthy. */
@@ -45,6 +53,9 @@ export class Reflector<T> {
   /** What `transform` kept of each object. Replaced whole by each list. */
   store = new ObjectStore<T>();
   private rv?: string;
+  /** The collection's path now: o.path, or o.fallback.path after a 404. */
+  private path: string;
+  private note?: string;
   private stopped = false;
   private readonly stopping: Promise<'stopped'>;
   private signalStop!: () => void;
@@ -56,6 +67,7 @@ export class Reflector<T> {
     private readonly o: ReflectorOptions<T>,
   ) {
     this.stopping = new Promise((resolve) => (this.signalStop = () => resolve('stopped')));
+    this.path = o.path;
   }
 
   health(): ReflectorHealth {
@@ -80,7 +92,20 @@ export class Reflector<T> {
         if (ended === 'closed' && Date.now() - started < 1000) await this.sleep(this.o.backoffInitialMs);
       } catch (e) {
         if (this.stopped) break;
-        const err = e instanceof ApiError ? e : new ApiError(String(e));
+        let err = e instanceof ApiError ? e : new ApiError(String(e));
+        const fb = this.o.fallback;
+        if (fb && needList && err.statusCode === 404) {
+          if (this.path === this.o.path) {
+            this.path = fb.path;
+            this.note = fb.note;
+            this.o.onFallback?.(fb.note);
+            continue;
+          }
+          this.path = this.o.path;
+          this.note = undefined;
+          err = new ApiError(fb.neither, 404);
+          this.o.onFallback?.(fb.neither);
+        }
         if (this.o.optional && needList && (err.statusCode === 403 || err.statusCode === 404)) {
           this.store.clear();
           this.setHealth({ synced: true, healthy: true, reason: `${this.o.name} not readable (${err.message}); treated as empty` });
@@ -88,7 +113,7 @@ export class Reflector<T> {
           continue;
         }
         if (err.statusCode === 410) needList = true;
-        this.setHealth({ synced: this.state.synced, healthy: false, reason: `${this.o.name}: ${err.message}` });
+        this.setHealth({ synced: this.state.synced, healthy: false, reason: err.message === this.o.fallback?.neither ? err.message : `${this.o.name}: ${err.message}` });
         await this.sleep(backoff(failures++, this.o.backoffInitialMs, this.o.backoffMaxMs));
       }
     }
@@ -104,16 +129,16 @@ export class Reflector<T> {
     const started = Date.now();
     const items = new ObjectStore<T>();
     const query = { ...this.o.query, limit: String(this.o.pageSize) };
-    let page = await this.api.listPage(this.o.path, query);
+    let page = await this.api.listPage(this.path, query);
     for (;;) {
       for (const item of page.items) items.set(...keyOf(item), this.o.transform(item));
       if (!page.continueToken) break;
-      page = await this.api.listPage(this.o.path, { ...query, continue: page.continueToken });
+      page = await this.api.listPage(this.path, { ...query, continue: page.continueToken });
     }
     if (this.stopped) return 'listed';
     this.store = items;
     this.rv = page.resourceVersion;
-    this.setHealth({ synced: true, healthy: true, listMs: Date.now() - started });
+    this.setHealth({ synced: true, healthy: true, listMs: Date.now() - started, ...(this.note ? { reason: this.note } : {}) });
     this.o.onChange();
     return 'listed';
   }
@@ -159,11 +184,11 @@ export class Reflector<T> {
       };
       // The watch request uses the resourceVersion at the time it is sent.
       const query = { ...this.o.query, resourceVersion: this.rv ?? '', allowWatchBookmarks: 'true', timeoutSeconds: String(timeoutS) };
-      this.api.watch(this.o.path, query, onEvent, onEnd).then(
+      this.api.watch(this.path, query, onEvent, onEnd).then(
         (close) => {
           if (settled || this.stopped) return close();
           this.closeWatch = close;
-          if (!this.state.healthy) this.setHealth({ synced: this.state.synced, healthy: true });
+          if (!this.state.healthy) this.setHealth({ synced: this.state.synced, healthy: true, ...(this.note ? { reason: this.note } : {}) });
         },
         (e: unknown) => finish(e instanceof ApiError ? e : new ApiError(String(e))),
       );

@@ -33,9 +33,18 @@ export interface ClusterWatchOptions {
 type Kind = keyof ParsedObjects;
 
 /** Where each kind is listed and watched; `name` labels it in reasons and warnings. */
-const COLLECTIONS: { [K in Kind]: { name: string; path: string; optional?: boolean } } = {
+const COLLECTIONS: { [K in Kind]: { name: string; path: string; optional?: boolean; fallback?: { path: string; note: string; neither: string } } } = {
   services: { name: 'services', path: '/api/v1/services' },
-  endpointSlices: { name: 'endpointslices', path: '/apis/discovery.k8s.io/v1/endpointslices' },
+  endpointSlices: {
+    name: 'endpointslices',
+    path: '/apis/discovery.k8s.io/v1/endpointslices',
+    // 1.17-1.20 serve EndpointSlices only as v1beta1 (same fields but topology for nodeName, endpoints.ts).
+    fallback: {
+      path: '/apis/discovery.k8s.io/v1beta1/endpointslices',
+      note: 'EndpointSlices: discovery.k8s.io/v1 not served (404), using v1beta1',
+      neither: 'EndpointSlices: neither discovery.k8s.io/v1 nor v1beta1 served (404)',
+    },
+  },
   // Ingress VIPs only add L7 detail; an agent without RBAC for them still works.
   ingresses: { name: 'ingresses', path: '/apis/networking.k8s.io/v1/ingresses', optional: true },
   nodes: { name: 'node', path: '/api/v1/nodes' },
@@ -69,6 +78,7 @@ export class ClusterWatch {
         backoffInitialMs: o.backoffInitialMs ?? 500,
         backoffMaxMs: o.backoffMaxMs ?? 30_000,
         optional: c.optional,
+        ...(c.fallback ? { fallback: c.fallback, onFallback: (m: string) => o.log?.warn({ source: 'cluster', reason: m }, m) } : {}),
         // Each object is parsed once, as it arrives; the store keeps the result, not the JSON.
         transform: (object) => parse({ origin: c.name, object }),
         onChange: () => this.schedule(),

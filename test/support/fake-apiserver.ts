@@ -120,6 +120,19 @@ export class FakeApiServer {
   readonly access = new FakeAccess();
   /** Revokes tester's right to create reviews (the agent's ClusterRoleBinding missing). */
   readonly revokeReviews: () => void;
+  /**
+   * The group version EndpointSlices are served in: v1 (1.21+), v1beta1 only (1.17-1.20, where
+   * /apis/discovery.k8s.io/v1/... is 404), or none (1.16 and older).
+   */
+  endpointSliceVersion: 'v1' | 'v1beta1' | 'none' = 'v1';
+
+  /** A resource as this server serves it now (EndpointSlices move with endpointSliceVersion). */
+  private typeOf(resource: ResourceName): ResourceType {
+    const t = RESOURCES[resource];
+    if (resource !== 'endpointslices' || this.endpointSliceVersion === 'v1') return t;
+    const v = this.endpointSliceVersion === 'v1beta1' ? 'v1beta1' : 'v0none';
+    return { ...t, path: `/apis/discovery.k8s.io/${v}/endpointslices`, apiVersion: `discovery.k8s.io/${v}` };
+  }
 
   constructor() {
     this.access.addToken('fake-token', { username: 'tester', uid: 'tester-uid', groups: ['testers'] });
@@ -230,7 +243,7 @@ export class FakeApiServer {
   bookmark(): void {
     for (const w of this.watchers) {
       if (!w.bookmarks) continue;
-      const t = RESOURCES[w.resource];
+      const t = this.typeOf(w.resource);
       writeEvent(w.res, 'BOOKMARK', { kind: t.kind, apiVersion: t.apiVersion, metadata: { resourceVersion: String(this.rv) } });
     }
   }
@@ -247,7 +260,7 @@ export class FakeApiServer {
 
   private record(resource: ResourceName, type: EventType, object: Obj): void {
     this.rv++;
-    const t = RESOURCES[resource];
+    const t = this.typeOf(resource);
     const stored: Obj = {
       ...structuredClone(object),
       kind: t.kind,
@@ -268,7 +281,7 @@ export class FakeApiServer {
     // /api/v1/namespaces/NS/pods → the collection /api/v1/pods, only NS.
     const nsPath = /^(\/api\/v1|\/apis\/[^/]+\/[^/]+)\/namespaces\/([^/]+)\/([^/]+)$/.exec(url.pathname);
     const path = nsPath ? `${nsPath[1]}/${nsPath[3]}` : url.pathname;
-    const entry = Object.entries(RESOURCES).find(([, t]) => t.path === path && (!nsPath || t.namespaced));
+    const entry = (Object.keys(RESOURCES) as ResourceName[]).map((r) => [r, this.typeOf(r)] as const).find(([, t]) => t.path === path && (!nsPath || t.namespaced));
     if (!entry) return sendStatus(res, 404, 'NotFound', `the server could not find the requested resource (${url.pathname})`);
     const resource = entry[0] as ResourceName;
     const namespace = nsPath?.[2];
@@ -335,7 +348,7 @@ export class FakeApiServer {
   }
 
   private serveList(resource: ResourceName, sel: Selector, q: Record<string, string>, res: ServerResponse): void {
-    const t = RESOURCES[resource];
+    const t = this.typeOf(resource);
     const all = [...this.objects.get(resource)!.values()].filter((o) => matches(sel, o)).sort((a, b) => (keyOf(a) < keyOf(b) ? -1 : 1));
     let listRv = this.rv;
     let offset = 0;

@@ -17,8 +17,9 @@ const tmp = mkdtempSync(join(tmpdir(), 'clbprobe-watch-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
 /** A fake API server loaded with the fixture cluster, a kubeconfig for it, and a watcher that records its views. */
-async function setup(opts: { forbidIngresses?: boolean; items?: typeof fixtureItems } = {}) {
+async function setup(opts: { forbidIngresses?: boolean; items?: typeof fixtureItems; endpointSliceVersion?: FakeApiServer['endpointSliceVersion'] } = {}) {
   const api = new FakeApiServer();
+  api.endpointSliceVersion = opts.endpointSliceVersion ?? 'v1';
   for (const item of opts.items ?? fixtureItems) api.apply(BUCKET[item.kind]!, structuredClone(item));
   if (opts.forbidIngresses) api.forbid('ingresses');
   await api.start();
@@ -230,6 +231,43 @@ describe('ClusterWatch against a fake API server', () => {
     } finally {
       if (saved !== undefined) process.env.KUBERNETES_SERVICE_HOST = saved;
     }
+  });
+});
+
+/** An EndpointSlice as a 1.20 API server serves it: discovery.k8s.io/v1beta1, the node in topology. */
+function asV1beta1(item: (typeof fixtureItems)[number]): (typeof fixtureItems)[number] {
+  const s = structuredClone(item) as unknown as { apiVersion: string; endpoints?: Record<string, unknown>[] };
+  s.apiVersion = 'discovery.k8s.io/v1beta1';
+  for (const ep of s.endpoints ?? []) {
+    if (typeof ep.nodeName === 'string') ep.topology = { 'kubernetes.io/hostname': ep.nodeName };
+    delete ep.nodeName;
+  }
+  return s as unknown as (typeof fixtureItems)[number];
+}
+
+describe('ClusterWatch and EndpointSlice API versions', () => {
+  it('1.17-1.20 (v1 not served): lists and watches v1beta1, locality from topology, and says so', async () => {
+    const items = fixtureItems.map((i) => (i.kind === 'EndpointSlice' ? asV1beta1(i) : i));
+    expect(JSON.stringify(items)).toContain('"topology"');
+    const { api, watch, next } = await setup({ items, endpointSliceVersion: 'v1beta1' });
+    watch.start();
+    const v = await watch.synced();
+    const fromFile = loadClusterFile(`${FIX}kubectl-list.json`, { nodeName: 'node-a' });
+    expect(v.services).toEqual(fromFile.services);
+    expect(web(v)?.endpoints.some((e) => e.local)).toBe(true);
+    expect(v.warnings).toEqual(['EndpointSlices: discovery.k8s.io/v1 not served (404), using v1beta1']);
+    expect(watch.status()).toMatchObject({ source: 'cluster', available: true });
+    // The watch is on v1beta1 too: a deletion arrives.
+    api.delete('endpointslices', 'default', 'web-9f2bd');
+    await next((x) => web(x)?.endpoints.length === 0, 'web without endpoints');
+  });
+
+  it('neither v1 nor v1beta1 served: not synced, and the reason names the missing API', async () => {
+    const { watch } = await setup({ endpointSliceVersion: 'none' });
+    watch.start();
+    await waitFor(() => /neither discovery\.k8s\.io\/v1 nor v1beta1 served \(404\)/.test(watch.status().reason ?? ''), 'the reason');
+    expect(watch.status()).toMatchObject({ available: false });
+    expect(watch.status().reason).toMatch(/^not synced yet: EndpointSlices: neither/);
   });
 });
 
