@@ -10,12 +10,13 @@ import type { DiagnoseInput, LbNatFact, NatFacts, ProxyMode } from './types.js';
 const PROTOCOLS = { tcp: 'TCP', udp: 'UDP', sctp: 'SCTP' } as const;
 
 /**
- * The detectors' view of kube-proxy's NAT facts. "mixed" (chains of both modes,
- * e.g. left over after a mode switch) is decided by whether IPVS state exists.
+ * The detectors' view of kube-proxy's NAT facts. "mixed" (rules of two modes,
+ * e.g. left over after a mode switch) is decided by whether IPVS state exists,
+ * then by whether kube-proxy's nftables tables hold Services.
  */
 export function natFactsFrom(k: KubeNatFacts, ipvsState: boolean): NatFacts {
-  const mode: ProxyMode =
-    k.mode === 'mixed' ? (ipvsState ? 'ipvs' : 'iptables') : k.mode === 'none' ? 'unknown' : k.mode;
+  const mixed: ProxyMode = ipvsState ? 'ipvs' : k.nftLayouts ? 'nftables' : 'iptables';
+  const mode: ProxyMode = k.mode === 'mixed' ? mixed : k.mode === 'none' ? 'unknown' : k.mode;
   const lb: LbNatFact[] = [];
   for (const f of k.loadBalancers) {
     const protocol = PROTOCOLS[f.protocol.toLowerCase() as keyof typeof PROTOCOLS];
@@ -27,10 +28,11 @@ export function natFactsFrom(k: KubeNatFacts, ipvsState: boolean): NatFacts {
       podTraffic: f.podTraffic,
       // Only 'not-captured' is known to leave the node; an unknown walk claims nothing.
       interceptedLocally: f.capture !== 'not-captured',
+      ...(f.noEndpoints ? { noEndpoints: f.noEndpoints } : {}),
       evidence: f.evidence,
     });
   }
-  return { proxyMode: mode, evidence: k.modeEvidence, lb };
+  return { proxyMode: mode, evidence: k.modeEvidence, lb, ...(k.nftLayouts ? { nftLayouts: k.nftLayouts } : {}) };
 }
 
 export function diagnoseInputOf(node: NodeSnapshot, cluster: ClusterView, warnings: string[] = []): Omit<DiagnoseInput, 'conntrack'> {

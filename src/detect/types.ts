@@ -72,8 +72,14 @@ export interface LbNatFact {
   protocol: 'TCP' | 'UDP' | 'SCTP';
   /** masquerade: pod→VIP gets KUBE-MARK-MASQ (source becomes the node IP); exempt: ETP=Local skips it. */
   podTraffic: 'masquerade' | 'exempt' | 'unknown';
-  /** kube-proxy's rules DNAT VIP:port on this node (iptables KUBE-SERVICES/KUBE-EXT, or an IPVS ipset entry). */
+  /** kube-proxy's rules DNAT VIP:port on this node (iptables KUBE-SERVICES/KUBE-EXT, nftables service-ips, or an IPVS ipset entry). */
   interceptedLocally: boolean;
+  /**
+   * nftables mode: the VIP's no-endpoint-services element. `drop` with ETP=Local and no local
+   * endpoints; preDnatChecks lists the output-hook filter chains that look it up before DNAT
+   * (the v1.31 to early v1.33 layout, kubernetes#131765).
+   */
+  noEndpoints?: { verdict: 'drop' | 'reject'; preDnatChecks: string[]; evidence: string[] };
   /** The rule lines or ipset members this fact comes from, verbatim. */
   evidence: string[];
 }
@@ -85,6 +91,8 @@ export interface NatFacts {
   /** Why that mode (e.g. "chain KUBE-SVC-ABC present"). */
   evidence: string[];
   lb: LbNatFact[];
+  /** nftables mode: kube-proxy's filter-chain layout per family ('v1.31': kubernetes#131765; 'v1.34': fixed by #132456). */
+  nftLayouts?: Partial<Record<4 | 6, 'v1.31' | 'v1.34' | 'other'>>;
 }
 
 export interface DiagnoseInput {

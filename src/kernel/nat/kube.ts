@@ -13,11 +13,13 @@
 //     ETP=Local:   KUBE-EXT-X "pod traffic for ..." -> KUBE-SVC-X, then -> KUBE-SVL-X.
 //   IPVS: KUBE-SERVICES --match-set KUBE-LOAD-BALANCER -> KUBE-LOAD-BALANCER:
 //     --match-set KUBE-LOAD-BALANCER-LOCAL -> RETURN, then -> KUBE-MARK-MASQ.
+//   nftables: `table ip|ip6 kube-proxy`, read by src/kernel/nft/kube.ts and merged here.
+import { kubeNftFacts, type NftFilterChain, type NftNoLocalEndpoints } from '../nft/kube.js';
 import { findOptions } from './rule-spec.js';
 import { sourceSelectors, walkNat, type PodSelectors, type WalkResult, type WalkTables } from './walk.js';
 import type { IpsetSet, IptablesDump, IptablesRule, NatFamily, NatSnapshot } from './types.js';
 
-export type KubeProxyMode = 'iptables' | 'ipvs' | 'mixed' | 'none';
+export type KubeProxyMode = 'iptables' | 'ipvs' | 'nftables' | 'mixed' | 'none';
 export type TrafficPolicy = 'Local' | 'Cluster';
 
 export interface LoadBalancerFact {
@@ -37,7 +39,9 @@ export interface LoadBalancerFact {
    * (e.g. KUBE-PROXY-FIREWALL for loadBalancerSourceRanges) is not seen here.
    */
   capture: 'dnat' | 'ipvs' | 'not-captured' | 'dropped' | 'unknown';
-  /** Rule lines ('iptables-nft-save:123: -A ...') and ipset lookups that show the above. */
+  /** nftables mode: the VIP's no-endpoint-services element (ETP=Local without local endpoints, or no endpoints). */
+  noEndpoints?: NftNoLocalEndpoints;
+  /** Rule lines ('iptables-nft-save:123: -A ...'), ipset lookups and nft objects that show the above. */
   evidence: string[];
 }
 
@@ -55,6 +59,9 @@ export interface KubeNatFacts {
   modeEvidence: string[];
   /** iptables mode: chain names before 1.24 (KUBE-XLB) or from 1.24 (KUBE-EXT/KUBE-SVL). */
   iptablesGeneration?: 'pre-1.24' | '1.24+';
+  /** nftables mode: the filter base chains' layout, per family (v1.31: -110 filter chains, kubernetes#131765; v1.34: #132456). */
+  nftLayouts?: Partial<Record<NatFamily, 'v1.31' | 'v1.34' | 'other'>>;
+  nftFilterChains?: NftFilterChain[];
   /** How kube-proxy tells pod traffic apart (e.g. '-s 10.244.0.0/16'), per family. */
   podSelectors: Partial<Record<NatFamily, PodSelectors>>;
   loadBalancers: LoadBalancerFact[];
@@ -88,8 +95,18 @@ export function kubeNatFacts(nat: NatSnapshot): KubeNatFacts {
     facts.loadBalancers.push(...loadBalancers(dump, tables));
     facts.nodePorts.push(...iptablesNodePorts(dump, tables), ...ipvsNodePorts(dump, tables));
   }
-  facts.mode = iptables && ipvs ? 'mixed' : iptables ? 'iptables' : ipvs ? 'ipvs' : 'none';
-  if (facts.mode !== 'iptables' && facts.mode !== 'mixed') delete facts.iptablesGeneration;
+  const nft = kubeNftFacts(nat.nft);
+  facts.modeEvidence.push(...nft.modeEvidence);
+  if (nft.active) {
+    for (const [fam, sel] of Object.entries(nft.podSelectors)) facts.podSelectors[Number(fam) as NatFamily] ??= sel;
+    facts.loadBalancers.push(...nft.loadBalancers);
+    facts.nodePorts.push(...nft.nodePorts);
+    facts.nftLayouts = nft.layouts;
+    facts.nftFilterChains = nft.filterChains;
+  }
+  const modes = [iptables && 'iptables', ipvs && 'ipvs', nft.active && 'nftables'].filter((m): m is KubeProxyMode => !!m);
+  facts.mode = modes.length > 1 ? 'mixed' : (modes[0] ?? 'none');
+  if (!iptables) delete facts.iptablesGeneration;
   return facts;
 }
 

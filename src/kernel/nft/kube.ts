@@ -1,0 +1,421 @@
+// What kube-proxy's nftables tables (`table ip kube-proxy`, `table ip6
+// kube-proxy`) say about LoadBalancer traffic on this node, in the same shape
+// as the iptables/IPVS analysis (src/kernel/nat/kube.ts). Names are kube-proxy's
+// own (pkg/proxy/nftables):
+//   services: `ip daddr . meta l4proto . th dport vmap @service-ips`;
+//   service-ips: LB IP . proto . port -> goto external-HASH-ns/svc/proto/port;
+//   external-*: ETP=Cluster `jump mark-for-masquerade` then `goto service-*`;
+//     ETP=Local `ip saddr PODCIDR goto service-*` "short-circuit pod traffic",
+//     `fib saddr type local jump mark-for-masquerade` "masquerade local traffic",
+//     "short-circuit local traffic", then `goto local-*` when it has local endpoints;
+//   no-endpoint-services / no-endpoint-nodeports: `drop` (ETP=Local, no local
+//     endpoints) or `goto reject-chain` (no endpoints), looked up from
+//     service-endpoints-check (endpoints-check before v1.31);
+//   firewall-ips -> firewall-* chains: loadBalancerSourceRanges, checked pre-DNAT.
+// The filter chains' priorities decide whether that lookup sees the LB IP or the
+// endpoint: at -110 on the output hook (v1.31 to early v1.33, kubernetes#131765)
+// it runs before nat-output's DNAT, so host-network clients of an ETP=Local
+// Service without local endpoints are dropped; #132456 moved filter-input,
+// -forward and -output to priority 0.
+import { inCidr, ipFamily } from '../ip.js';
+import type { NatFamily } from '../nat/types.js';
+import { renderElement } from './parse.js';
+import type { NftElement, NftRule, NftSnapshot, NftTable } from './types.js';
+
+export type Tri = 'yes' | 'no' | 'maybe';
+
+export interface NftNoLocalEndpoints {
+  /** The no-endpoint-services verdict: drop (ETP=Local, endpoints elsewhere) or reject (no endpoints at all). */
+  verdict: 'drop' | 'reject';
+  /** Base chains that look the VIP up before DNAT on a hook local clients use (the kubernetes#131765 layout). */
+  preDnatChecks: string[];
+  evidence: string[];
+}
+
+/** One LB (or external) IP:port from service-ips / no-endpoint-services; the fields of nat/kube.ts's LoadBalancerFact. */
+export interface NftLbFact {
+  family: NatFamily;
+  vip: string;
+  port: number;
+  protocol: string;
+  service?: string;
+  trafficPolicy?: 'Local' | 'Cluster';
+  podTraffic: 'masquerade' | 'exempt' | 'unknown';
+  capture: 'dnat' | 'not-captured' | 'dropped' | 'unknown';
+  noEndpoints?: NftNoLocalEndpoints;
+  evidence: string[];
+}
+
+export interface NftNodePortFact {
+  family: NatFamily;
+  port: number;
+  protocol: string;
+  service?: string;
+  trafficPolicy?: 'Local' | 'Cluster';
+  evidence: string[];
+}
+
+export interface NftFilterChain {
+  family: NatFamily;
+  name: string;
+  hook: string;
+  prio: number;
+  /** The chains its `ct state new jump X` rules go to. */
+  jumps: string[];
+}
+
+export interface NftKubeFacts {
+  /** True when a kube-proxy table holds any Service (service-ips or no-endpoint-services elements). */
+  active: boolean;
+  modeEvidence: string[];
+  /** 'v1.31' (filter chains at -110 on input/forward/output) or 'v1.34' (kubernetes#132456 layout), per table. */
+  layouts: Partial<Record<NatFamily, 'v1.31' | 'v1.34' | 'other'>>;
+  filterChains: NftFilterChain[];
+  podSelectors: Partial<Record<NatFamily, { cidrs: string[]; interfaces: string[] }>>;
+  loadBalancers: NftLbFact[];
+  nodePorts: NftNodePortFact[];
+}
+
+const MAX_DEPTH = 16;
+/** nf_tables' NF_IP_PRI_NAT_DST: filter chains below it see the packet before DNAT. */
+const DSTNAT_PRIORITY = -100;
+
+export function kubeNftFacts(snap: NftSnapshot | undefined): NftKubeFacts {
+  const facts: NftKubeFacts = { active: false, modeEvidence: [], layouts: {}, filterChains: [], podSelectors: {}, loadBalancers: [], nodePorts: [] };
+  for (const table of snap?.tables ?? []) {
+    if (table.name !== 'kube-proxy' || (table.family !== 'ip' && table.family !== 'ip6')) continue;
+    const source = snap?.sources[table.family] ?? `nft list table ${table.family} kube-proxy`;
+    new TableFacts(table, table.family === 'ip6' ? 6 : 4, source).into(facts);
+  }
+  return facts;
+}
+
+class TableFacts {
+  private readonly chains = new Map<string, NftRule[]>();
+  private readonly sets: Map<string, NftElement[]>;
+  private readonly pod: { cidrs: string[]; interfaces: string[] };
+
+  constructor(
+    private readonly t: NftTable,
+    private readonly family: NatFamily,
+    private readonly source: string,
+  ) {
+    for (const c of t.chains) this.chains.set(c.name, []);
+    for (const r of t.rules) {
+      const list = this.chains.get(r.chain) ?? [];
+      list.push(r);
+      this.chains.set(r.chain, list);
+    }
+    this.sets = new Map(t.sets.map((s) => [s.name, s.elements]));
+    this.pod = this.podSelectors();
+  }
+
+  private get ref(): string {
+    return `${this.t.family} kube-proxy`;
+  }
+
+  /** One evidence line: where, and the rule as nft prints it. */
+  private ruleLine(r: NftRule): string {
+    return `${this.source}: chain ${r.chain}: ${r.text}`;
+  }
+
+  private elementLine(map: string, e: NftElement): string {
+    return `${this.source}: map ${map}: ${renderElement(e)}`;
+  }
+
+  into(f: NftKubeFacts): void {
+    const serviceIps = this.sets.get('service-ips') ?? [];
+    const noEp = this.sets.get('no-endpoint-services') ?? [];
+    const chainCount = this.t.chains.length;
+    f.modeEvidence.push(
+      `${this.source}: table ${this.ref} with ${chainCount} chains, service-ips ${serviceIps.length} elements, ` +
+        `no-endpoint-services ${noEp.length}`,
+    );
+    f.active ||= serviceIps.length > 0 || noEp.length > 0;
+    f.podSelectors[this.family] = this.pod;
+    const filters = this.filterChains();
+    f.filterChains.push(...filters);
+    f.layouts[this.family] = this.layout(filters);
+    const checks = this.preDnatEndpointChecks(filters);
+    const seen = new Set<string>();
+    for (const e of serviceIps) {
+      const fact = this.lbFact(e, checks);
+      if (!fact) continue;
+      seen.add(`${fact.vip}|${fact.protocol}|${fact.port}`);
+      f.loadBalancers.push(fact);
+    }
+    // No endpoints at all: the LB IP is only in no-endpoint-services (rejected on this node).
+    for (const e of noEp) {
+      const k = keyOf(e);
+      if (!k || seen.has(`${k.ip}|${k.proto}|${k.port}`) || e.verdict?.kind === 'drop') continue;
+      if (this.isClusterIp(k.ip)) continue;
+      seen.add(`${k.ip}|${k.proto}|${k.port}`);
+      f.loadBalancers.push({
+        family: this.family,
+        vip: k.ip,
+        port: k.port,
+        protocol: k.proto,
+        ...(e.comment ? { service: e.comment } : {}),
+        podTraffic: 'unknown',
+        capture: 'dropped',
+        noEndpoints: { verdict: 'reject', preDnatChecks: checks.map((c) => c.label), evidence: [this.elementLine('no-endpoint-services', e)] },
+        evidence: [this.elementLine('no-endpoint-services', e), ...this.rejectEvidence()],
+      });
+    }
+    f.nodePorts.push(...this.nodePorts());
+  }
+
+  private isClusterIp(ip: string): boolean {
+    return (this.sets.get('cluster-ips') ?? []).some((e) => e.key[0] === ip);
+  }
+
+  private rejectEvidence(): string[] {
+    return (this.chains.get('reject-chain') ?? []).map((r) => this.ruleLine(r));
+  }
+
+  private lbFact(e: NftElement, checks: { chain: string; label: string; line: string }[]): NftLbFact | undefined {
+    const k = keyOf(e);
+    const target = e.verdict?.target;
+    // ClusterIPs go to service-* chains; LB and external IPs to external-* chains.
+    if (!k || !target?.startsWith('external-')) return undefined;
+    const evidence = [this.elementLine('service-ips', e)];
+    const probe = { dst: k.ip, proto: k.proto, port: k.port };
+    const fw = this.firewall(probe, evidence);
+    const walk: Walk = { masq: [], steps: [], end: 'fallthrough' };
+    walk.end = this.walk(target, probe, true, 0, walk);
+    evidence.push(...walk.steps.map((s) => `${this.ruleLine(s.rule)}${s.certain ? '' : ' (may not apply)'}`));
+    const ext = this.chains.get(target) ?? [];
+    const local = ext.some((r) => r.comment === 'short-circuit pod traffic' || r.comment === 'masquerade local traffic');
+    const fact: NftLbFact = {
+      family: this.family,
+      vip: k.ip,
+      port: k.port,
+      protocol: k.proto,
+      service: serviceOfChain(target) ?? e.comment ?? '',
+      trafficPolicy: local ? 'Local' : 'Cluster',
+      podTraffic: walk.masq.some((m) => m) ? 'masquerade' : walk.masq.length ? 'unknown' : 'exempt',
+      capture: fw === 'yes' ? 'dropped' : walk.end === 'dnat' ? 'dnat' : walk.end === 'dropped' ? 'dropped' : 'unknown',
+      evidence,
+    };
+    if (!fact.service) delete fact.service;
+    const drop = (this.sets.get('no-endpoint-services') ?? []).find((x) => sameKey(x, k));
+    if (drop?.verdict) {
+      const line = this.elementLine('no-endpoint-services', drop);
+      const pre = checks.filter((c) => c.chain);
+      fact.noEndpoints = {
+        verdict: drop.verdict.kind === 'drop' ? 'drop' : 'reject',
+        preDnatChecks: pre.map((c) => c.label),
+        evidence: [line, ...pre.map((c) => c.line)],
+      };
+      evidence.push(line);
+    }
+    return fact;
+  }
+
+  /** firewall-ips: loadBalancerSourceRanges, applied before DNAT to every source, pods included. */
+  private firewall(p: Probe, evidence: string[]): Tri {
+    const e = (this.sets.get('firewall-ips') ?? []).find((x) => sameKey(x, { ip: p.dst, proto: p.proto, port: p.port }));
+    if (!e?.verdict?.target) return 'no';
+    evidence.push(this.elementLine('firewall-ips', e));
+    let dropped: Tri = 'no';
+    for (const r of this.chains.get(e.verdict.target) ?? []) {
+      const m = this.matchRule(r, p);
+      if (m === 'no') continue;
+      evidence.push(`${this.ruleLine(r)}${m === 'yes' ? '' : ' (may not apply)'}`);
+      if (r.verdict?.kind === 'drop') dropped = m;
+      if (r.verdict) break;
+    }
+    return dropped;
+  }
+
+  /** Follows pod -> VIP through a chain as netfilter would; returns how the certain path ended. */
+  private walk(chain: string, p: Probe, certain: boolean, depth: number, w: Walk): WalkEnd {
+    if (depth > MAX_DEPTH) return 'unknown';
+    for (const r of this.chains.get(chain) ?? []) {
+      const m = this.matchRule(r, p);
+      if (m === 'no') continue;
+      const sure = certain && m === 'yes';
+      const v = r.verdict;
+      if (r.setsMark) {
+        w.steps.push({ rule: r, certain: sure });
+        w.masq.push(sure);
+      }
+      if (r.nat?.kind === 'dnat' || r.reject || v?.kind === 'drop') {
+        w.steps.push({ rule: r, certain: sure });
+        if (m === 'yes') return r.nat ? 'dnat' : 'dropped';
+        continue;
+      }
+      if (v?.target === 'mark-for-masquerade') {
+        w.steps.push({ rule: r, certain: sure });
+        w.masq.push(sure);
+        continue;
+      }
+      const next = v?.target ?? r.vmap?.verdicts[0]?.target;
+      if (next !== undefined && this.chains.has(next)) {
+        w.steps.push({ rule: r, certain: sure });
+        const sub = this.walk(next, p, sure, depth + 1, w); // numgen picks one endpoint chain; all have the same shape
+        if (m !== 'yes') continue;
+        if (sub !== 'fallthrough' && sub !== 'return') return sub;
+        if (v?.kind === 'goto' || r.vmap) return 'return';
+        continue;
+      }
+      if (v?.kind === 'return' && m === 'yes') return 'return';
+      if (v?.kind === 'accept' && m === 'yes') return 'unknown';
+    }
+    return 'fallthrough';
+  }
+
+  /** Whether a rule applies to the first packet from a pod of this node to p. */
+  private matchRule(r: NftRule, p: Probe): Tri {
+    let acc: Tri = 'yes';
+    for (const m of r.matches) {
+      const t = this.matchOne(m.left, m.op, m.right, p, r);
+      if (t === 'no') return 'no';
+      if (t === 'maybe') acc = 'maybe';
+    }
+    return acc;
+  }
+
+  private matchOne(left: string, op: string, right: string, p: Probe, r: NftRule): Tri {
+    const eq = op === '==' || op === 'in';
+    const neq = op === '!=';
+    const flip = (t: Tri): Tri => (neq ? (t === 'yes' ? 'no' : t === 'no' ? 'yes' : 'maybe') : eq ? t : 'maybe');
+    if (left === 'ip saddr' || left === 'ip6 saddr') {
+      if (right.startsWith('@') || right.startsWith('{')) return flip(this.podInRanges(right));
+      if (!right.includes('/')) return flip('no'); // one endpoint's own address (hairpin): not pods in general
+      return flip(this.pod.cidrs.includes(right) ? 'yes' : this.pod.cidrs.some((c) => cidrWithin(c, right)) ? 'yes' : 'maybe');
+    }
+    if (left === 'ip daddr' || left === 'ip6 daddr') {
+      if (right.startsWith('@') || right.startsWith('{')) return 'maybe';
+      return flip(right.includes('/') ? (inCidr(p.dst, right) ? 'yes' : 'no') : right === p.dst ? 'yes' : 'no');
+    }
+    if (/^(tcp|udp|sctp|th) dport$/.test(left)) return flip(Number(right) === p.port ? 'yes' : 'no');
+    if (left === 'meta l4proto') return flip(right === p.proto ? 'yes' : 'no');
+    if (left === 'fib saddr type') return flip(right === 'local' ? 'no' : 'maybe'); // a pod's address is not local to the node
+    if (left === 'ct state') return flip(right.includes('new') ? 'yes' : 'no');
+    if ((left === 'iifname' || left === 'iif') && r.comment === 'short-circuit pod traffic') return flip('yes');
+    return 'maybe';
+  }
+
+  /** A `{ a, b }` or `@set` source match against the pod CIDRs: yes only when every pod CIDR is inside a listed range. */
+  private podInRanges(right: string): Tri {
+    if (right.startsWith('@') || this.pod.cidrs.length === 0) return 'maybe';
+    const ranges = right.replace(/[{}]/g, '').split(',').map((s) => s.trim()).filter(Boolean);
+    return this.pod.cidrs.every((c) => ranges.some((r) => cidrWithin(c, r))) ? 'yes' : 'no';
+  }
+
+  /** kube-proxy's local traffic detector, read back from "short-circuit pod traffic" and `ip saddr != CIDR jump mark-for-masquerade`. */
+  private podSelectors(): { cidrs: string[]; interfaces: string[] } {
+    const cidrs = new Set<string>();
+    const interfaces = new Set<string>();
+    for (const r of this.t.rules) {
+      const short = r.comment === 'short-circuit pod traffic';
+      const masq = r.verdict?.target === 'mark-for-masquerade';
+      for (const m of r.matches) {
+        if ((m.left === 'ip saddr' || m.left === 'ip6 saddr') && m.right.includes('/') && !m.right.startsWith('{')) {
+          if ((short && m.op === '==') || (masq && m.op === '!=')) cidrs.add(m.right);
+        }
+        if (short && (m.left === 'iifname' || m.left === 'iif')) interfaces.add(m.right);
+      }
+    }
+    return { cidrs: [...cidrs], interfaces: [...interfaces] };
+  }
+
+  private filterChains(): NftFilterChain[] {
+    const out: NftFilterChain[] = [];
+    for (const c of this.t.chains) {
+      if (c.type !== 'filter' || c.hook === undefined || c.prio === undefined) continue;
+      const jumps = (this.chains.get(c.name) ?? []).flatMap((r) => (r.verdict?.kind === 'jump' && r.verdict.target ? [r.verdict.target] : []));
+      out.push({ family: this.family, name: c.name, hook: c.hook, prio: c.prio, jumps });
+    }
+    return out;
+  }
+
+  private layout(filters: NftFilterChain[]): 'v1.31' | 'v1.34' | 'other' {
+    const local = filters.filter((c) => ['input', 'forward', 'output'].includes(c.hook) && this.checksNoEndpoints(c));
+    if (local.length === 0) return 'other';
+    return local.some((c) => c.prio < DSTNAT_PRIORITY) ? 'v1.31' : 'v1.34';
+  }
+
+  /** Output-hook chains that consult no-endpoint-services before nat-output's DNAT (kubernetes#131765). */
+  private preDnatEndpointChecks(filters: NftFilterChain[]): { chain: string; label: string; line: string }[] {
+    return filters
+      .filter((c) => c.hook === 'output' && c.prio < DSTNAT_PRIORITY && this.checksNoEndpoints(c))
+      .map((c) => {
+        const jump = (this.chains.get(c.name) ?? []).find((r) => r.verdict?.target && this.vmapsNoEndpoints(r.verdict.target));
+        return {
+          chain: c.name,
+          label: `${c.name} (hook ${c.hook}, priority ${c.prio})`,
+          line: `${this.source}: chain ${c.name} { type filter hook ${c.hook} priority ${c.prio} }: ${jump?.text ?? ''}`,
+        };
+      });
+  }
+
+  private checksNoEndpoints(c: NftFilterChain): boolean {
+    return c.jumps.some((j) => this.vmapsNoEndpoints(j));
+  }
+
+  private vmapsNoEndpoints(chain: string): boolean {
+    return (this.chains.get(chain) ?? []).some((r) => r.vmap?.map === '@no-endpoint-services');
+  }
+
+  private nodePorts(): NftNodePortFact[] {
+    const out: NftNodePortFact[] = [];
+    for (const e of this.sets.get('service-nodeports') ?? []) {
+      const [proto, port] = e.key;
+      const target = e.verdict?.target;
+      if (!proto || !port || !target) continue;
+      const ext = this.chains.get(target) ?? [];
+      const local = ext.some((r) => r.comment === 'short-circuit pod traffic' || r.comment === 'masquerade local traffic');
+      const service = serviceOfChain(target);
+      out.push({
+        family: this.family,
+        port: Number(port),
+        protocol: proto,
+        ...(service ? { service } : {}),
+        trafficPolicy: local ? 'Local' : 'Cluster',
+        evidence: [this.elementLine('service-nodeports', e)],
+      });
+    }
+    return out;
+  }
+}
+
+interface Probe {
+  dst: string;
+  proto: string;
+  port: number;
+}
+
+type WalkEnd = 'dnat' | 'dropped' | 'return' | 'fallthrough' | 'unknown';
+
+interface Walk {
+  /** One entry per masquerade mark on the way: whether it certainly applies. */
+  masq: boolean[];
+  steps: { rule: NftRule; certain: boolean }[];
+  end: WalkEnd;
+}
+
+function keyOf(e: NftElement): { ip: string; proto: string; port: number } | undefined {
+  const [ip, proto, port] = e.key;
+  if (!ip || !proto || !port || ipFamily(ip) === 0 || !/^\d+$/.test(port)) return undefined;
+  return { ip, proto, port: Number(port) };
+}
+
+function sameKey(e: NftElement, k: { ip: string; proto: string; port: number }): boolean {
+  return e.key[0] === k.ip && e.key[1] === k.proto && Number(e.key[2]) === k.port;
+}
+
+/** 'external-42NFTM6N-ns2/svc2/tcp/p80' -> 'ns2/svc2:p80' (kube-proxy's ServicePortName). */
+export function serviceOfChain(chain: string): string | undefined {
+  const m = /^[a-z]+-[A-Z2-7]{8}-([^/]+)\/([^/]+)\/[a-z]+\/(.*)$/.exec(chain);
+  return m ? `${m[1]}/${m[2]}:${m[3]}` : undefined;
+}
+
+/** Whether CIDR a lies inside CIDR b. */
+function cidrWithin(a: string, b: string): boolean {
+  const [addr, len] = a.split('/');
+  const [, blen] = b.split('/');
+  if (!addr) return false;
+  return inCidr(addr, b) && Number(len ?? (ipFamily(addr) === 6 ? 128 : 32)) >= Number(blen ?? (ipFamily(addr) === 6 ? 128 : 32));
+}

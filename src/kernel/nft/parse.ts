@@ -1,0 +1,218 @@
+// `nft -j list ...` output (libnftables-json(5): {"nftables": [item, ...]})
+// into an NftDump. nft prints the whole listing as one JSON line, so a capture
+// cut short (a timeout, a full disk, a hand copy) is not valid JSON at all: the
+// top-level array is then split item by item, every complete item is kept and
+// the cut one becomes a warning. An item of an unexpected shape is a warning
+// naming its position; it never loses the others.
+import { quote, renderExpr, renderStatement, verdictOf } from './render.js';
+import type { NftChain, NftDump, NftElement, NftFamily, NftRule, NftSet, NftTable } from './types.js';
+
+/** kube-proxy's tables hold ~10 objects per Service port; 64 MiB is far beyond 100k Services. */
+export const MAX_NFT_JSON_BYTES = 64 * 1024 * 1024;
+
+export class NftParseError extends Error {
+  constructor(
+    readonly source: string,
+    detail: string,
+  ) {
+    super(`${source}: ${detail}`);
+    this.name = 'NftParseError';
+  }
+}
+
+type Json = unknown;
+type Obj = Record<string, Json>;
+const isObj = (v: Json): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
+const FAMILIES = new Set<string>(['ip', 'ip6', 'inet', 'arp', 'bridge', 'netdev']);
+
+export function parseNftJson(text: string, source: string): NftDump {
+  if (text.length > MAX_NFT_JSON_BYTES) throw new NftParseError(source, `${text.length} bytes, more than the ${MAX_NFT_JSON_BYTES} accepted`);
+  const dump: NftDump = { source, tables: [], warnings: [] };
+  for (const item of topLevelItems(text, source, dump.warnings)) addItem(dump, item.value, item.index);
+  return dump;
+}
+
+interface Item {
+  value: Json;
+  index: number;
+}
+
+/** The items of the top-level "nftables" array: JSON.parse when the text is whole, else item by item. */
+function topLevelItems(text: string, source: string, warnings: string[]): Item[] {
+  const trimmed = text.trim();
+  if (trimmed === '') throw new NftParseError(source, 'empty output');
+  try {
+    const doc = JSON.parse(trimmed) as Json;
+    if (!isObj(doc) || !Array.isArray(doc.nftables)) throw new NftParseError(source, 'not an nft JSON listing (no "nftables" array)');
+    return doc.nftables.map((value, index) => ({ value, index }));
+  } catch (e) {
+    if (e instanceof NftParseError) throw e;
+    return salvage(trimmed, source, warnings, e instanceof Error ? e.message : String(e));
+  }
+}
+
+/** Splits `{"nftables": [ {...}, {...}, ...` at depth-1 commas, honouring strings; parses each piece alone. */
+function salvage(text: string, source: string, warnings: string[], why: string): Item[] {
+  const head = /^\{\s*"nftables"\s*:\s*\[/.exec(text);
+  if (!head) throw new NftParseError(source, `not JSON nft output (${why})`);
+  const items: Item[] = [];
+  let depth = 0;
+  let inString = false;
+  let start = head[0].length;
+  let index = 0;
+  let closed = false;
+  for (let i = start; i < text.length; i++) {
+    const c = text[i];
+    if (inString) {
+      if (c === '\\') i++;
+      else if (c === '"') inString = false;
+      continue;
+    }
+    if (c === '"') inString = true;
+    else if (c === '{' || c === '[') depth++;
+    else if (c === '}' || c === ']') {
+      if (depth === 0) {
+        // The closing bracket of the top-level array.
+        pushPiece(text.slice(start, i), index++, items, source, warnings);
+        closed = true;
+        break;
+      }
+      depth--;
+    } else if (c === ',' && depth === 0) {
+      pushPiece(text.slice(start, i), index++, items, source, warnings);
+      start = i + 1;
+    }
+  }
+  if (!closed) {
+    const rest = text.slice(start).trim();
+    warnings.push(`${source}: output ends inside item ${index} (${rest.length} characters cut short): truncated; ${items.length} complete items kept`);
+  }
+  if (closed && items.length === 0) throw new NftParseError(source, `not valid JSON (${why})`);
+  return items;
+}
+
+function pushPiece(piece: string, index: number, items: Item[], source: string, warnings: string[]): void {
+  if (piece.trim() === '') return;
+  try {
+    items.push({ value: JSON.parse(piece) as Json, index });
+  } catch (e) {
+    warnings.push(`${source}: item ${index}: not valid JSON (${e instanceof Error ? e.message : String(e)})`);
+  }
+}
+
+function addItem(dump: NftDump, item: Json, index: number): void {
+  const where = `${dump.source}: item ${index}`;
+  if (!isObj(item)) {
+    dump.warnings.push(`${where}: not an object`);
+    return;
+  }
+  const [kind, body] = Object.entries(item)[0] ?? [];
+  if (kind === 'metainfo') {
+    if (isObj(body) && typeof body.version === 'string') dump.version = body.version;
+    return;
+  }
+  if (!kind || !isObj(body)) {
+    dump.warnings.push(`${where}: not an nft object`);
+    return;
+  }
+  if (kind === 'table') {
+    const t = tableOf(dump, body, where, true);
+    if (t && body.handle !== undefined) t.handle = Number(body.handle);
+    return;
+  }
+  if (!['chain', 'rule', 'set', 'map'].includes(kind)) return; // flowtables, counters, quotas, ...: not kube-proxy's
+  const table = tableOf(dump, body, where, false);
+  if (!table) return;
+  try {
+    if (kind === 'chain') table.chains.push(chainOf(body));
+    else if (kind === 'rule') table.rules.push(ruleOf(body));
+    else table.sets.push(setOf(kind as 'set' | 'map', body));
+  } catch (e) {
+    dump.warnings.push(`${where} (${kind}${typeof body.name === 'string' ? ` ${body.name}` : ''}): ${e instanceof Error ? e.message : String(e)}`);
+  }
+}
+
+function tableOf(dump: NftDump, body: Obj, where: string, isTable: boolean): NftTable | undefined {
+  const family = body.family;
+  const name = isTable ? body.name : body.table;
+  if (typeof family !== 'string' || !FAMILIES.has(family) || typeof name !== 'string') {
+    dump.warnings.push(`${where}: no family/table name`);
+    return undefined;
+  }
+  let t = dump.tables.find((x) => x.family === family && x.name === name);
+  if (!t) {
+    t = { family: family as NftFamily, name, chains: [], rules: [], sets: [] };
+    dump.tables.push(t);
+  }
+  return t;
+}
+
+function str(o: Obj, k: string): string {
+  const v = o[k];
+  if (typeof v !== 'string') throw new Error(`"${k}" missing or not a string`);
+  return v;
+}
+
+function chainOf(o: Obj): NftChain {
+  const c: NftChain = { name: str(o, 'name') };
+  if (typeof o.handle === 'number') c.handle = o.handle;
+  if (typeof o.type === 'string') c.type = o.type;
+  if (typeof o.hook === 'string') c.hook = o.hook;
+  if (typeof o.prio === 'number') c.prio = o.prio;
+  if (typeof o.policy === 'string') c.policy = o.policy;
+  if (typeof o.comment === 'string') c.comment = o.comment;
+  return c;
+}
+
+function ruleOf(o: Obj): NftRule {
+  const r: NftRule = { chain: str(o, 'chain'), text: '', matches: [] };
+  if (!Array.isArray(o.expr)) throw new Error('"expr" missing or not a list');
+  if (typeof o.handle === 'number') r.handle = o.handle;
+  if (typeof o.comment === 'string') r.comment = o.comment;
+  const parts = o.expr.map((s) => renderStatement(s, r));
+  if (r.comment !== undefined) parts.push(`comment ${quote(r.comment)}`);
+  r.text = parts.join(' ');
+  return r;
+}
+
+function setOf(kind: 'set' | 'map', o: Obj): NftSet {
+  const type = Array.isArray(o.type) ? o.type.map(String) : typeof o.type === 'string' ? [o.type] : [];
+  const s: NftSet = { kind, name: str(o, 'name'), type, elements: [] };
+  if (typeof o.handle === 'number') s.handle = o.handle;
+  if (kind === 'map' && o.map !== undefined) s.mapType = Array.isArray(o.map) ? o.map.map(String).join(' . ') : String(o.map);
+  if (Array.isArray(o.flags)) s.flags = o.flags.map(String);
+  else if (typeof o.flags === 'string') s.flags = [o.flags];
+  if (typeof o.comment === 'string') s.comment = o.comment;
+  const elems = o.elem === undefined ? [] : Array.isArray(o.elem) ? o.elem : null;
+  if (elems === null) throw new Error('"elem" is not a list');
+  for (const e of elems) s.elements.push(elementOf(kind, e));
+  return s;
+}
+
+/** Set elements: a key; map elements: [key, value]. A key with a comment is wrapped in {elem: {val, comment}}. */
+function elementOf(kind: 'set' | 'map', e: Json): NftElement {
+  const [rawKey, rawValue] = kind === 'map' && Array.isArray(e) ? [e[0], e[1]] : [e, undefined];
+  let key: Json = rawKey;
+  let comment: string | undefined;
+  if (isObj(key) && isObj(key.elem)) {
+    comment = typeof key.elem.comment === 'string' ? key.elem.comment : undefined;
+    key = key.elem.val;
+  }
+  const parts = isObj(key) && Array.isArray(key.concat) ? key.concat.map(renderExpr) : [renderExpr(key)];
+  const out: NftElement = { key: parts };
+  if (comment !== undefined) out.comment = comment;
+  if (kind === 'map') {
+    const v = verdictOf(rawValue);
+    if (v) out.verdict = v;
+    else if (rawValue !== undefined) out.value = renderExpr(rawValue);
+  }
+  return out;
+}
+
+/** An element as `nft list` prints it inside `elements = { ... }`. */
+export function renderElement(e: NftElement): string {
+  const key = e.key.join(' . ');
+  const comment = e.comment !== undefined ? ` comment ${quote(e.comment)}` : '';
+  const value = e.verdict ? ` : ${e.verdict.target !== undefined ? `${e.verdict.kind} ${e.verdict.target}` : e.verdict.kind}` : e.value !== undefined ? ` : ${e.value}` : '';
+  return `${key}${comment}${value}`;
+}

@@ -1,0 +1,92 @@
+// Reads kube-proxy's nftables tables with `nft -j list table ip kube-proxy` and
+// `nft -j list table ip6 kube-proxy` (inside a network namespace when asked).
+//
+// Why the nft binary's JSON and not nf_tables netlink: the kernel holds rules as
+// register-level bytecode (payload loads at offsets, bitwise, cmp, lookup); turning
+// that back into `ip saddr 10.0.0.0/8 goto service-...` is what libnftables does,
+// with knowledge that changes between releases. `nft -j` gives libnftables' own
+// decoding in its documented, versioned schema (libnftables-json(5)): addresses,
+// verdicts and set elements as typed values, no text to re-tokenize. Listing only
+// kube-proxy's tables keeps another component's tables (with expressions this nft
+// may not know) from failing the read, the reason kube-proxy itself lists by table.
+// It is one more Debian package (nftables) next to iptables and ipset.
+import { execFile } from 'node:child_process';
+import { parseNftJson } from './parse.js';
+import type { NftSnapshot, NftTable } from './types.js';
+
+export interface ReadNftOptions {
+  /** `ip netns` name, or a path such as /proc/PID/ns/net. */
+  netns?: string;
+  timeoutMs?: number;
+}
+
+export type NftCommandResult = { ok: true; stdout: string } | { ok: false; reason: string; absent?: boolean };
+
+export const NFT_FAMILIES = ['ip', 'ip6'] as const;
+
+/** The command for one family's table, as evidence and manifests name it. */
+export function nftListCommand(family: 'ip' | 'ip6'): string {
+  return `nft -j list table ${family} kube-proxy`;
+}
+
+/** nft's "No such file or directory" for `list table`: the table is not there (another proxy mode, or single-stack). */
+const NO_TABLE = /No such file or directory/;
+/** Bounds the output: kube-proxy's tables at 100k Service ports stay well below. */
+const MAX_OUTPUT = 64 * 1024 * 1024;
+
+export async function runNftLists(opts: ReadNftOptions = {}): Promise<Record<'ip' | 'ip6', NftCommandResult>> {
+  const [ip, ip6] = await Promise.all(NFT_FAMILIES.map((f) => runNft(['-j', 'list', 'table', f, 'kube-proxy'], opts)));
+  return { ip: ip!, ip6: ip6! };
+}
+
+/** The snapshot from both families' outputs; undefined (with the reason) when nft could not run at all. */
+export function nftSnapshotOf(results: Record<'ip' | 'ip6', NftCommandResult>): { snapshot?: NftSnapshot; error?: string } {
+  const snap: NftSnapshot = { tables: [], sources: {}, absent: [], warnings: [] };
+  const errors: string[] = [];
+  for (const family of NFT_FAMILIES) {
+    const r = results[family];
+    const cmd = nftListCommand(family);
+    if (!r.ok) {
+      if (r.absent) snap.absent.push(family);
+      else errors.push(`${cmd}: ${r.reason}`);
+      continue;
+    }
+    try {
+      const dump = parseNftJson(r.stdout, cmd);
+      snap.warnings.push(...dump.warnings);
+      if (dump.version) snap.version = dump.version;
+      const table = dump.tables.find((t: NftTable) => t.family === family && t.name === 'kube-proxy');
+      if (table) {
+        snap.tables.push(table);
+        snap.sources[family] = cmd;
+      } else snap.absent.push(family);
+    } catch (e) {
+      errors.push(e instanceof Error ? e.message : String(e));
+    }
+  }
+  if (errors.length === NFT_FAMILIES.length) return { error: errors.join('; ') };
+  snap.warnings.push(...errors);
+  return { snapshot: snap };
+}
+
+function runNft(args: string[], opts: ReadNftOptions): Promise<NftCommandResult> {
+  const timeout = opts.timeoutMs ?? 10_000;
+  const ns = opts.netns;
+  const [file, argv] = !ns ? ['nft', args] : ns.includes('/') ? ['nsenter', [`--net=${ns}`, '--', 'nft', ...args]] : ['ip', ['netns', 'exec', ns, 'nft', ...args]];
+  return new Promise((resolve) => {
+    execFile(file, argv, { timeout, killSignal: 'SIGKILL', maxBuffer: MAX_OUTPUT, env: { ...process.env, LC_ALL: 'C' } }, (err, stdout, stderr) => {
+      if (!err) return resolve({ ok: true, stdout });
+      const msg = String(stderr).trim().split('\n')[0] ?? '';
+      if (err.code === 'ENOENT' || /exec of .*No such file|failed to execute .*No such file/.test(String(stderr))) {
+        return resolve({ ok: false, reason: 'nft not found in PATH (install the nftables package)' });
+      }
+      if (err.killed || err.signal === 'SIGKILL') return resolve({ ok: false, reason: `timed out after ${timeout} ms` });
+      if (/maxBuffer/i.test(err.message)) return resolve({ ok: false, reason: `output larger than ${MAX_OUTPUT} bytes` });
+      if (NO_TABLE.test(String(stderr))) return resolve({ ok: false, reason: 'no such table', absent: true });
+      if (/Operation not permitted|Permission denied/i.test(String(stderr))) {
+        return resolve({ ok: false, reason: `permission denied (needs CAP_NET_ADMIN): ${msg}` });
+      }
+      resolve({ ok: false, reason: msg || `exited with ${err.code ?? err.signal}` });
+    });
+  });
+}

@@ -1,0 +1,136 @@
+// libnftables JSON expressions and statements (libnftables-json(5)) back into
+// the text `nft list` prints, for evidence lines a user can grep for in their
+// own `nft list table ip kube-proxy`. Only the shapes kube-proxy writes are
+// spelled exactly; anything else is rendered recognisably, never dropped.
+import type { NftMatch, NftRule, NftVerdict } from './types.js';
+
+type Json = unknown;
+const isObj = (v: Json): v is Record<string, Json> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** meta keys nft prints without the `meta` prefix. */
+const BARE_META = new Set(['mark', 'iif', 'iifname', 'oif', 'oifname', 'iiftype', 'oiftype', 'skuid', 'skgid', 'rtclassid', 'cpu', 'iifgroup', 'oifgroup', 'cgroup']);
+const BINOPS = ['&', '|', '^', '<<', '>>'] as const;
+const VERDICTS = new Set(['accept', 'drop', 'continue', 'return', 'jump', 'goto', 'queue']);
+
+export function renderExpr(e: Json): string {
+  if (typeof e === 'string') return e;
+  if (typeof e === 'number' || typeof e === 'boolean') return String(e);
+  if (e === null || e === undefined) return '';
+  if (Array.isArray(e)) return `{ ${e.map(renderExpr).join(', ')} }`;
+  const [k, v] = Object.entries(e)[0] ?? ['', undefined];
+  const o = isObj(v) ? v : {};
+  switch (k) {
+    case 'payload':
+      return o.protocol !== undefined ? `${String(o.protocol)} ${String(o.field)}` : `@${String(o.base)},${String(o.offset)},${String(o.len)}`;
+    case 'meta':
+      return BARE_META.has(String(o.key)) ? String(o.key) : `meta ${String(o.key)}`;
+    case 'ct':
+      return `ct ${o.dir !== undefined ? `${String(o.dir)} ` : ''}${o.family !== undefined ? `${String(o.family)} ` : ''}${String(o.key)}`;
+    case 'fib':
+      return `fib ${(Array.isArray(o.flags) ? o.flags : [o.flags]).map(String).join(' . ')} ${String(o.result)}`;
+    case 'prefix':
+      return `${String(o.addr)}/${String(o.len)}`;
+    case 'range':
+      return Array.isArray(v) ? `${renderExpr(v[0])}-${renderExpr(v[1])}` : '?';
+    case 'concat':
+      return Array.isArray(v) ? v.map(renderExpr).join(' . ') : '?';
+    case 'set':
+      return Array.isArray(v) ? `{ ${v.map(setItem).join(', ')} }` : renderExpr(v);
+    case 'elem':
+      return `${renderExpr(o.val)}${o.comment !== undefined ? ` comment ${quote(String(o.comment))}` : ''}`;
+    case 'numgen':
+      return `numgen ${String(o.mode)} mod ${String(o.mod)}${o.offset ? ` offset ${String(o.offset)}` : ''}`;
+    case 'map':
+      return `${renderExpr(o.key)} map ${renderExpr(o.data)}`;
+    default:
+      if ((BINOPS as readonly string[]).includes(k) && Array.isArray(v)) return v.map((x) => renderExpr(x)).join(` ${k} `);
+      if (VERDICTS.has(k)) return renderVerdict(verdictOf(e) ?? { kind: 'accept' });
+      return `${k} ${JSON.stringify(v)}`;
+  }
+}
+
+/** Set elements may be [key, value] pairs (anonymous maps) or plain keys. */
+function setItem(x: Json): string {
+  return Array.isArray(x) && x.length === 2 ? `${renderExpr(x[0])} : ${renderExpr(x[1])}` : renderExpr(x);
+}
+
+export function quote(s: string): string {
+  return `"${s.replace(/"/g, '\\"')}"`;
+}
+
+/** A verdict statement or expression ({drop: null}, {goto: {target}}), if that is what e is. */
+export function verdictOf(e: Json): NftVerdict | undefined {
+  if (!isObj(e)) return undefined;
+  const [k, v] = Object.entries(e)[0] ?? [];
+  if (!k || !VERDICTS.has(k)) return undefined;
+  const kind = k as NftVerdict['kind'];
+  if (kind === 'jump' || kind === 'goto') {
+    const target = isObj(v) && typeof v.target === 'string' ? v.target : undefined;
+    return target !== undefined ? { kind, target } : undefined;
+  }
+  return { kind };
+}
+
+export function renderVerdict(v: NftVerdict): string {
+  return v.target !== undefined ? `${v.kind} ${v.target}` : v.kind;
+}
+
+/** One statement of a rule's expr list, as text, recording what the analysis needs on `r`. */
+export function renderStatement(s: Json, r: NftRule): string {
+  const verdict = verdictOf(s);
+  if (verdict) {
+    r.verdict = verdict;
+    return renderVerdict(verdict);
+  }
+  if (!isObj(s)) return JSON.stringify(s);
+  const [k, v] = Object.entries(s)[0] ?? ['', undefined];
+  const o = isObj(v) ? v : {};
+  switch (k) {
+    case 'match': {
+      const m: NftMatch = { left: renderExpr(o.left), op: String(o.op ?? '=='), right: renderExpr(o.right) };
+      r.matches.push(m);
+      return m.op === '==' || m.op === 'in' ? `${m.left} ${m.right}` : `${m.left} ${m.op} ${m.right}`;
+    }
+    case 'vmap': {
+      const verdicts = vmapVerdicts(o.data);
+      const map = typeof o.data === 'string' ? o.data : undefined;
+      r.vmap = { key: renderExpr(o.key), ...(map ? { map } : {}), verdicts };
+      return `${renderExpr(o.key)} vmap ${renderExpr(o.data)}`;
+    }
+    case 'mangle':
+      if (renderExpr(o.key) === 'mark') r.setsMark = true;
+      return `${renderExpr(o.key)} set ${renderExpr(o.value)}`;
+    case 'dnat':
+    case 'snat': {
+      const addr = o.addr !== undefined ? renderExpr(o.addr) : undefined;
+      const port = typeof o.port === 'number' ? o.port : undefined;
+      r.nat = { kind: k, ...(addr !== undefined ? { addr } : {}), ...(port !== undefined ? { port } : {}) };
+      const host = addr !== undefined && addr.includes(':') && port !== undefined ? `[${addr}]` : addr ?? '';
+      return `${k} to ${host}${port !== undefined ? `:${port}` : ''}`;
+    }
+    case 'masquerade':
+    case 'redirect': {
+      r.nat = { kind: k };
+      const flags = Array.isArray(o.flags) ? o.flags : o.flags !== undefined ? [o.flags] : [];
+      return [k, ...flags.map(String)].join(' ');
+    }
+    case 'reject':
+      r.reject = true;
+      return 'reject';
+    case 'counter':
+      return o.packets !== undefined ? `counter packets ${String(o.packets)} bytes ${String(o.bytes)}` : 'counter';
+    case 'set':
+      return `${String(o.op)} ${String(o.set)} { ${renderExpr(o.elem)} }`;
+    case 'log':
+      return 'log';
+    case 'notrack':
+      return 'notrack';
+    default:
+      return `${k} ${JSON.stringify(v)}`;
+  }
+}
+
+function vmapVerdicts(data: Json): NftVerdict[] {
+  if (!isObj(data) || !Array.isArray(data.set)) return [];
+  return data.set.flatMap((x) => (Array.isArray(x) ? [verdictOf(x[1])].filter((v): v is NftVerdict => !!v) : []));
+}

@@ -1,0 +1,107 @@
+// Typed form of what `nft -j list table ip|ip6 kube-proxy` (or `nft -j list
+// ruleset`) prints, reduced to what the kube-proxy analysis and the evidence
+// need. Every rule keeps its text as `nft list` would print it, so a finding
+// can quote the kernel's own objects; the parsed matches and verdicts are
+// there for src/kernel/nft/kube.ts.
+
+export type NftFamily = 'ip' | 'ip6' | 'inet' | 'arp' | 'bridge' | 'netdev';
+
+/** A verdict as nft spells it: accept, drop, continue, return, jump X, goto X. */
+export interface NftVerdict {
+  kind: 'accept' | 'drop' | 'continue' | 'return' | 'jump' | 'goto' | 'queue';
+  target?: string;
+}
+
+/** One `left op right` match of a rule, both sides as text (`ip saddr`, `10.0.0.0/8`). */
+export interface NftMatch {
+  left: string;
+  /** '==', '!=', 'in', '<', ... (nft prints '==' and 'in' as nothing). */
+  op: string;
+  right: string;
+}
+
+export interface NftRule {
+  chain: string;
+  handle?: number;
+  comment?: string;
+  /** The rule as `nft list` prints it (without `# handle`). */
+  text: string;
+  matches: NftMatch[];
+  /** The rule's final verdict statement, if it has one. */
+  verdict?: NftVerdict;
+  /** A verdict-map lookup: key expression and map ('@service-ips', or the inline map's verdicts). */
+  vmap?: { key: string; map?: string; verdicts: NftVerdict[] };
+  /** `dnat to ADDR:PORT`, `snat`, `masquerade`. */
+  nat?: { kind: 'dnat' | 'snat' | 'masquerade' | 'redirect'; addr?: string; port?: number };
+  /** `reject` statement (a terminal verdict in effect). */
+  reject?: boolean;
+  /** `meta mark set ...`. */
+  setsMark?: boolean;
+}
+
+export interface NftChain {
+  name: string;
+  handle?: number;
+  /** Base chains only. */
+  type?: string;
+  hook?: string;
+  prio?: number;
+  policy?: string;
+  comment?: string;
+}
+
+export interface NftElement {
+  /** The key's parts as text: ['1.2.3.4', 'tcp', '80'] for `1.2.3.4 . tcp . 80`. */
+  key: string[];
+  /** Verdict maps: where the element sends the packet. */
+  verdict?: NftVerdict;
+  /** Data maps: the value as text. */
+  value?: string;
+  comment?: string;
+}
+
+export interface NftSet {
+  kind: 'set' | 'map';
+  name: string;
+  handle?: number;
+  /** Key type parts: ['ipv4_addr', 'inet_proto', 'inet_service']. */
+  type: string[];
+  /** Maps: the value type ('verdict', 'ipv4_addr', ...). */
+  mapType?: string;
+  flags?: string[];
+  comment?: string;
+  elements: NftElement[];
+}
+
+export interface NftTable {
+  family: NftFamily;
+  name: string;
+  handle?: number;
+  chains: NftChain[];
+  /** In listing order (chain by chain, as nft prints them). */
+  rules: NftRule[];
+  sets: NftSet[];
+}
+
+/** One parsed `nft -j list ...` output. */
+export interface NftDump {
+  /** Name of the input (command or file) for warnings and evidence. */
+  source: string;
+  /** nft's version from the metainfo object. */
+  version?: string;
+  tables: NftTable[];
+  /** Items that could not be read, each naming the input and the item's position. */
+  warnings: string[];
+}
+
+/** kube-proxy's nftables tables on this node. */
+export interface NftSnapshot {
+  /** The kube-proxy tables found (ip and/or ip6); empty when kube-proxy is not in nftables mode. */
+  tables: NftTable[];
+  /** Per family, where the table came from ('nft -j list table ip kube-proxy', a bundle file). */
+  sources: Partial<Record<'ip' | 'ip6', string>>;
+  /** Families whose kube-proxy table does not exist (not an error: another proxy mode, or single-stack). */
+  absent: ('ip' | 'ip6')[];
+  version?: string;
+  warnings: string[];
+}
