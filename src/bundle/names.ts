@@ -13,6 +13,8 @@ export const BUNDLE_FILES = {
   iptablesSave: 'iptables-save.txt',
   ip6tablesSave: 'ip6tables-save.txt',
   ipset: 'ipset.txt',
+  /** `nft -j list ruleset`: kube-proxy's nftables-mode tables are read from it. */
+  nftRuleset: 'nft-ruleset.json',
   conntrack: 'conntrack.txt',
   sysctl: 'sysctl.txt',
   uname: 'uname.txt',

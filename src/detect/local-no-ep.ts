@@ -2,12 +2,53 @@
 // (IPVS, Kubernetes >= 1.24): the bound LB IP has no local real servers, so
 // in-cluster clients are refused, or sent to remote pods with source = VIP
 // and no SNAT (timeout). Active: entries VIP → VIP that never got a reply.
+// nftables: the LB IP sits in no-endpoint-services with `drop`; pods are
+// short-circuited to endpoints elsewhere, but the v1.31 to early v1.33 layout
+// (filter-output at priority -110, kubernetes#131765, fixed by #132456) looks the
+// LB IP up before DNAT and drops every host-network client on this node.
 import type { DetectContext } from './context.js';
 import type { Observations } from './correlator.js';
 import { KUBE_IPVS_IFNAME, endpointsLine, finding, formatIpvs } from './evidence.js';
 import { activeFindings, activePorts, portKey } from './observed.js';
 import { credited, mitigationsFor, remedy } from './remedies.js';
+import type { ServiceView } from '../cluster/types.js';
 import type { Finding } from './types.js';
+
+export const NFT_BUG =
+  'kube-proxy v1.31 to early v1.33 in nftables mode (kubernetes#131765, fixed by #132456 in v1.34 and the 1.33 cherry-pick #133969)';
+
+/** nftables mode: what the LB IP's no-endpoint-services element does to clients on this node. */
+function nftablesFinding(ctx: DetectContext, s: ServiceView, ip: string): Finding | undefined {
+  const nat = ctx.natFact(ip, s.protocol, s.port);
+  const noEp = nat?.noEndpoints;
+  if (!nat || !noEp || noEp.verdict !== 'drop') return undefined;
+  const m = mitigationsFor(ctx, s, ip);
+  const evidence = [...noEp.evidence, ...nat.evidence.filter((l) => !noEp.evidence.includes(l)), endpointsLine(s)];
+  if (noEp.preDnatChecks.length > 0) {
+    return finding(
+      s,
+      'local-no-ep',
+      'risk',
+      `${NFT_BUG}: ${noEp.preDnatChecks.join(', ')} looks ${ip}:${s.port} up in no-endpoint-services before DNAT, so host-network pods and ` +
+        `processes on this node get their connections dropped (timeouts); pods in their own network namespace are short-circuited to endpoints on other nodes`,
+      evidence,
+      remedy(
+        'local-no-ep',
+        m,
+        'Upgrade kube-proxy to a release with kubernetes#132456 (v1.34, or a 1.33 patch release with #133969): its filter-input/-forward/-output chains run at priority 0, after DNAT.',
+      ),
+    );
+  }
+  return finding(
+    s,
+    'local-no-ep',
+    'info',
+    `no ready local endpoint for this ETP=Local Service: kube-proxy drops external traffic to ${ip}:${s.port} arriving at this node, ` +
+      `while pods here are short-circuited to endpoints on other nodes ("short-circuit pod traffic"); the LB's health check takes this node out`,
+    evidence,
+    remedy('local-no-ep', m),
+  );
+}
 
 export function detectLocalNoEp(ctx: DetectContext, obs: Observations): Finding[] {
   const active = activeFindings(ctx, obs, {
@@ -24,6 +65,11 @@ export function detectLocalNoEp(ctx: DetectContext, obs: Observations): Finding[
     if (s.externalTrafficPolicy !== 'Local' || done.has(portKey(s, s.protocol, s.port))) continue;
     if (s.endpoints.some((e) => e.local && e.ready)) continue;
     for (const ing of s.lbIngress) {
+      if (ctx.proxy.mode === 'nftables') {
+        const f = nftablesFinding(ctx, s, ing.ip);
+        if (f) risks.push(f);
+        continue;
+      }
       if (!ctx.ipvsBound.has(ing.ip)) continue;
       const m = mitigationsFor(ctx, s, ing.ip);
       const vs = ctx.ipvsService(ing.ip, s.protocol, s.port);

@@ -1,13 +1,15 @@
 // proxy-mode: which kube-proxy datapath this node runs, because it decides
-// which loopback mechanisms can apply. iptables (LB IPs DNATed by rules),
-// IPVS binding LB IPs on kube-ipvs0 (community), or IPVS without binding
-// them (TKE behaviour: pod→LB traffic leaves the node).
+// which loopback mechanisms can apply. iptables or nftables (LB IPs DNATed by
+// rules / the service-ips map), IPVS binding LB IPs on kube-ipvs0 (community),
+// or IPVS without binding them (TKE behaviour: pod→LB traffic leaves the node).
+// IPVS mode is deprecated since Kubernetes v1.35 (KEP-5495): on an IPVS node the
+// finding also says what would change for each Service under nftables mode.
 import type { ServiceView } from '../cluster/types.js';
 import type { DetectContext } from './context.js';
 import { KUBE_IPVS_IFNAME, finding } from './evidence.js';
 import { handoffOf, handoffVerdict, vipName } from './handoff.js';
 import { vipPath } from './path.js';
-import type { DiagnoseInput, Finding, ProxyMode } from './types.js';
+import type { DiagnoseInput, Finding, LbNatFact, ProxyMode } from './types.js';
 
 export type LbBinding = 'bound' | 'unbound' | 'mixed' | 'none-expected';
 
@@ -54,11 +56,14 @@ function listed(ips: string[]): string {
   return ips.length <= MAX_LISTED ? ips.join(', ') : `${ips.slice(0, MAX_LISTED).join(', ')} and ${ips.length - MAX_LISTED} more`;
 }
 
-function describe(p: ProxyModeInfo, bound: boolean): string {
+function describe(p: ProxyModeInfo, bound: boolean, nat: LbNatFact | undefined): string {
   switch (p.mode) {
     case 'iptables':
+      return `kube-proxy iptables mode: LB IPs are handled by NAT rules on the node`;
     case 'nftables':
-      return `kube-proxy ${p.mode} mode: LB IPs are handled by NAT rules on the node`;
+      return nat
+        ? `kube-proxy nftables mode: ${nat.ip}:${nat.port} is in kube-proxy's service-ips or no-endpoint-services map, so pod traffic to it is handled on the node`
+        : `kube-proxy nftables mode: no kube-proxy map holds this LB IP:port (ipMode Proxy, or not synced), so pod traffic to it leaves the node for the LB`;
     case 'ipvs':
       return bound
         ? `kube-proxy IPVS mode binding LB IPs on ${KUBE_IPVS_IFNAME} (community): pod→LB traffic stays on the node`
@@ -66,6 +71,37 @@ function describe(p: ProxyModeInfo, bound: boolean): string {
     default:
       return 'kube-proxy mode unknown (no IPVS state and no kube-proxy NAT rules read)';
   }
+}
+
+export const IPVS_DEPRECATED =
+  'IPVS mode is deprecated since Kubernetes v1.35 (KEP-5495) and will be removed; nftables mode (GA since v1.33, KEP-3866) is the path forward.';
+
+/**
+ * What kube-proxy's nftables mode would do differently for this LB IP than IPVS does now.
+ * nftables binds no address: it DNATs ipMode VIP addresses from its service-ips map and
+ * leaves ipMode Proxy addresses to the LB, in every version.
+ */
+function underNftables(s: ServiceView, ip: string, ipMode: 'VIP' | 'Proxy', bound: boolean): string {
+  if (ipMode === 'Proxy') {
+    return `Under nftables, unchanged for ${ip}: kube-proxy leaves ipMode Proxy addresses to the LB in every mode, so pod traffic still goes to the LB (it loops only if the LB passes connections through with the client address kept).`;
+  }
+  const out: string[] = [];
+  if (!bound) {
+    out.push(
+      `would stop looping: ${ip}:${s.port} would be DNATed on the node from the service-ips map, so pod traffic no longer leaves for the LB (the L4-loop and no-SNAT risks on this node go away)`,
+    );
+  } else {
+    out.push(
+      `${ip} would no longer be bound on ${KUBE_IPVS_IFNAME}: LB health checks sent from ${ip} would stop being dropped as martians (hc-drop goes away)`,
+      `ports of ${ip} with no Service would go out to the LB instead of being refused here (port-refused goes away)`,
+    );
+  }
+  if (s.externalTrafficPolicy === 'Local' && !s.endpoints.some((e) => e.local && e.ready)) {
+    out.push(
+      `with ETP=Local and no local endpoint, pods would be short-circuited to endpoints on other nodes ("short-circuit pod traffic"); host-network clients are dropped by kube-proxy v1.31 to early v1.33 (kubernetes#131765, fixed by #132456)`,
+    );
+  }
+  return `Under nftables: ${out.join('; ')}.`;
 }
 
 /** One info finding per LB Service port: the datapath its VIPs take from this node. */
@@ -81,8 +117,13 @@ export function detectProxyMode(ctx: DetectContext): Finding[] {
       // ipMode: Proxy and hostname-only addresses: kube-proxy leaves them to the LB, whose client-address handling decides.
       const h = vipPath(ctx, s, ing.ip).leaves !== false ? handoffOf(s, ing) : undefined;
       if (h) ev.push(...h.evidence, ...h.client.evidence);
-      const what = h ? `${describe(ctx.proxy, bound)}; ${h.why}, so pod traffic goes to the LB: ${handoffVerdict(h)}` : describe(ctx.proxy, bound);
-      out.push(finding(s, 'proxy-mode', 'info', `${vipName(s, ing.ip)}:${s.port}: ${what}`, ev, 'No action: context for the other findings.'));
+      const base = describe(ctx.proxy, bound, nat);
+      const what = h ? `${base}; ${h.why}, so pod traffic goes to the LB: ${handoffVerdict(h)}` : base;
+      const ipvs = ctx.proxy.mode === 'ipvs';
+      const remedy = ipvs
+        ? `Plan the move to kube-proxy nftables mode. ${underNftables(s, ing.ip, ing.ipMode, bound)}`
+        : 'No action: context for the other findings.';
+      out.push(finding(s, 'proxy-mode', 'info', `${vipName(s, ing.ip)}:${s.port}: ${what}${ipvs ? `. ${IPVS_DEPRECATED}` : ''}`, ev, remedy));
     }
   }
   return out;

@@ -17,8 +17,17 @@ export function formatNatSummary(nat: NatSnapshot): string[] {
         (lb.length ? `; LB sets: ${lb.map((s) => `${s.name} ${s.members.length}`).join(', ')}` : ''),
     );
   }
+  for (const t of nat.nft?.tables ?? []) {
+    const maps = t.sets.filter((x) => x.kind === 'map' && x.elements.length > 0).map((x) => `${x.name} ${x.elements.length}`);
+    out.push(`nftables: table ${t.family} ${t.name}: ${t.chains.length} chains, ${t.rules.length} rules${maps.length ? `; maps: ${maps.join(', ')}` : ''}`);
+  }
   const facts = kubeNatFacts(nat);
-  const gen = facts.iptablesGeneration ? ` (${facts.iptablesGeneration} chain names)` : '';
+  const layouts = Object.values(facts.nftLayouts ?? {});
+  const gen = facts.iptablesGeneration
+    ? ` (${facts.iptablesGeneration} chain names)`
+    : layouts.length
+      ? ` (filter chains: ${[...new Set(layouts)].map((l) => (l === 'v1.31' ? 'v1.31 layout, priority -110, kubernetes#131765' : l === 'v1.34' ? 'v1.34 layout, kubernetes#132456' : 'unrecognised layout')).join('; ')})`
+      : '';
   out.push(`kube-proxy: ${facts.mode === 'none' ? 'no kube-proxy rules found' : `${facts.mode} mode${gen}`}`);
   for (const lb of facts.loadBalancers) {
     const host = lb.family === 6 ? `[${lb.vip}]` : lb.vip;
@@ -30,7 +39,7 @@ export function formatNatSummary(nat: NatSnapshot): string[] {
     const local = facts.nodePorts.filter((n) => n.trafficPolicy === 'Local').length;
     out.push(`  NodePorts: ${facts.nodePorts.length} (${local} with ETP=Local)`);
   }
-  const warnings = [...nat.warnings, ...(nat.v4?.warnings ?? []), ...(nat.v6?.warnings ?? []), ...(nat.ipsets?.warnings ?? [])];
+  const warnings = [...nat.warnings, ...(nat.v4?.warnings ?? []), ...(nat.v6?.warnings ?? []), ...(nat.ipsets?.warnings ?? []), ...(nat.nft?.warnings ?? [])];
   for (const w of warnings.slice(0, 5)) out.push(`warning: ${w}`);
   if (warnings.length > 5) out.push(`warning: ... and ${warnings.length - 5} more`);
   return out;

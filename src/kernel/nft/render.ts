@@ -8,7 +8,7 @@ type Json = unknown;
 const isObj = (v: Json): v is Record<string, Json> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** meta keys nft prints without the `meta` prefix. */
-const BARE_META = new Set(['mark', 'iif', 'iifname', 'oif', 'oifname', 'iiftype', 'oiftype', 'skuid', 'skgid', 'rtclassid', 'cpu', 'iifgroup', 'oifgroup', 'cgroup']);
+const BARE_META = new Set(['iif', 'iifname', 'oif', 'oifname', 'iiftype', 'oiftype', 'skuid', 'skgid', 'rtclassid', 'cpu', 'iifgroup', 'oifgroup', 'cgroup']);
 const BINOPS = ['&', '|', '^', '<<', '>>'] as const;
 const VERDICTS = new Set(['accept', 'drop', 'continue', 'return', 'jump', 'goto', 'queue']);
 
@@ -43,7 +43,10 @@ export function renderExpr(e: Json): string {
     case 'map':
       return `${renderExpr(o.key)} map ${renderExpr(o.data)}`;
     default:
-      if ((BINOPS as readonly string[]).includes(k) && Array.isArray(v)) return v.map((x) => renderExpr(x)).join(` ${k} `);
+      if ((BINOPS as readonly string[]).includes(k) && Array.isArray(v)) {
+        const left = renderExpr(v[0]);
+        return [left, ...v.slice(1).map((x) => (isMark(left) ? hex32(x) : renderExpr(x)))].join(` ${k} `);
+      }
       if (VERDICTS.has(k)) return renderVerdict(verdictOf(e) ?? { kind: 'accept' });
       return `${k} ${JSON.stringify(v)}`;
   }
@@ -52,6 +55,12 @@ export function renderExpr(e: Json): string {
 /** Set elements may be [key, value] pairs (anonymous maps) or plain keys. */
 function setItem(x: Json): string {
   return Array.isArray(x) && x.length === 2 ? `${renderExpr(x[0])} : ${renderExpr(x[1])}` : renderExpr(x);
+}
+
+/** nft prints packet marks as 0x%08x. */
+const isMark = (text: string): boolean => text === 'meta mark' || text === 'ct mark' || text.startsWith('meta mark ');
+function hex32(x: Json): string {
+  return typeof x === 'number' ? `0x${x.toString(16).padStart(8, '0')}` : renderExpr(x);
 }
 
 export function quote(s: string): string {
@@ -87,9 +96,12 @@ export function renderStatement(s: Json, r: NftRule): string {
   const o = isObj(v) ? v : {};
   switch (k) {
     case 'match': {
-      const m: NftMatch = { left: renderExpr(o.left), op: String(o.op ?? '=='), right: renderExpr(o.right) };
+      const left = renderExpr(o.left);
+      const m: NftMatch = { left, op: String(o.op ?? '=='), right: isMark(left) ? hex32(o.right) : renderExpr(o.right) };
       r.matches.push(m);
-      return m.op === '==' || m.op === 'in' ? `${m.left} ${m.right}` : `${m.left} ${m.op} ${m.right}`;
+      // nft leaves `==` out except after an expression with an operator (`meta mark & 0x4000 == 0x0`).
+      const binop = isObj(o.left) && (BINOPS as readonly string[]).includes(Object.keys(o.left)[0] ?? '');
+      return (m.op === '==' && !binop) || m.op === 'in' ? `${m.left} ${m.right}` : `${m.left} ${m.op} ${m.right}`;
     }
     case 'vmap': {
       const verdicts = vmapVerdicts(o.data);
@@ -97,9 +109,11 @@ export function renderStatement(s: Json, r: NftRule): string {
       r.vmap = { key: renderExpr(o.key), ...(map ? { map } : {}), verdicts };
       return `${renderExpr(o.key)} vmap ${renderExpr(o.data)}`;
     }
-    case 'mangle':
-      if (renderExpr(o.key) === 'mark') r.setsMark = true;
-      return `${renderExpr(o.key)} set ${renderExpr(o.value)}`;
+    case 'mangle': {
+      const key = renderExpr(o.key);
+      if (key === 'meta mark') r.setsMark = true;
+      return `${key} set ${renderExpr(o.value)}`;
+    }
     case 'dnat':
     case 'snat': {
       const addr = o.addr !== undefined ? renderExpr(o.addr) : undefined;
