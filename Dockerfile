@@ -5,7 +5,7 @@
 # drops dev dependencies. Runtime: slim Node LTS with only the shared libraries
 # the addon links (libbpf, libelf, libpcap, zlib) and the tools clbprobe runs
 # (iptables-save/ip6tables-save in both legacy and nft flavours, ipset,
-# conntrack, ip, ipvsadm, nsenter, sysctl). Everything comes from the Docker
+# conntrack, ip, ipvsadm, nft for kube-proxy's nftables mode, nsenter, sysctl). Everything comes from the Docker
 # Hub Node image, Debian's apt and the npm registry.
 # Keep the builder and runtime on the same Node major: the addon's ABI is N-API
 # but node-gyp builds against the builder's headers.
@@ -34,7 +34,7 @@ FROM node:${NODE_VERSION}-${DEBIAN}-slim AS runtime
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       libbpf1 libelf1 libpcap0.8 zlib1g \
-      iptables ipset iproute2 conntrack ipvsadm procps \
+      iptables ipset iproute2 conntrack ipvsadm nftables procps \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 # projectRoot() (src/native.ts) finds the addon next to package.json + binding.gyp.

@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-test}
 
-run_pkgs=(iproute2 iptables ipset conntrack procps)
+run_pkgs=(iproute2 iptables ipset conntrack procps nftables)
 build_pkgs=(make g++ python3 clang llvm libbpf-dev libelf-dev zlib1g-dev libpcap-dev)
 # qemu + busybox + kmod + xz boot Debian's kernel for the IPVS tests (test/vm);
 # ipvsadm checks our IPVS reader there; prometheus scrapes the agent end to end;

@@ -98,7 +98,11 @@ export function kubeNatFacts(nat: NatSnapshot): KubeNatFacts {
   const nft = kubeNftFacts(nat.nft);
   facts.modeEvidence.push(...nft.modeEvidence);
   if (nft.active) {
-    for (const [fam, sel] of Object.entries(nft.podSelectors)) facts.podSelectors[Number(fam) as NatFamily] ??= sel;
+    for (const [fam, sel] of Object.entries(nft.podSelectors)) {
+      const f = Number(fam) as NatFamily;
+      const had = facts.podSelectors[f];
+      if (!had || had.cidrs.length + had.interfaces.length === 0) facts.podSelectors[f] = sel;
+    }
     facts.loadBalancers.push(...nft.loadBalancers);
     facts.nodePorts.push(...nft.nodePorts);
     facts.nftLayouts = nft.layouts;

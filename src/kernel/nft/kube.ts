@@ -283,7 +283,7 @@ class TableFacts {
     if (left === 'ip saddr' || left === 'ip6 saddr') {
       if (right.startsWith('@') || right.startsWith('{')) return flip(this.podInRanges(right));
       if (!right.includes('/')) return flip('no'); // one endpoint's own address (hairpin): not pods in general
-      return flip(this.pod.cidrs.includes(right) ? 'yes' : this.pod.cidrs.some((c) => cidrWithin(c, right)) ? 'yes' : 'maybe');
+      return flip(this.podInRanges(`{ ${right} }`));
     }
     if (left === 'ip daddr' || left === 'ip6 daddr') {
       if (right.startsWith('@') || right.startsWith('{')) return 'maybe';
@@ -301,7 +301,9 @@ class TableFacts {
   private podInRanges(right: string): Tri {
     if (right.startsWith('@') || this.pod.cidrs.length === 0) return 'maybe';
     const ranges = right.replace(/[{}]/g, '').split(',').map((s) => s.trim()).filter(Boolean);
-    return this.pod.cidrs.every((c) => ranges.some((r) => cidrWithin(c, r))) ? 'yes' : 'no';
+    if (this.pod.cidrs.every((c) => ranges.some((r) => cidrWithin(c, r)))) return 'yes';
+    if (this.pod.cidrs.every((c) => ranges.every((r) => disjoint(c, r)))) return 'no';
+    return 'maybe';
   }
 
   /** kube-proxy's local traffic detector, read back from "short-circuit pod traffic" and `ip saddr != CIDR jump mark-for-masquerade`. */
@@ -410,6 +412,15 @@ function sameKey(e: NftElement, k: { ip: string; proto: string; port: number }):
 export function serviceOfChain(chain: string): string | undefined {
   const m = /^[a-z]+-[A-Z2-7]{8}-([^/]+)\/([^/]+)\/[a-z]+\/(.*)$/.exec(chain);
   return m ? `${m[1]}/${m[2]}:${m[3]}` : undefined;
+}
+
+/** Whether CIDRs (or addresses) a and b share no address. */
+function disjoint(a: string, b: string): boolean {
+  const [aa] = a.split('/');
+  const [ba] = b.split('/');
+  if (!aa || !ba || ipFamily(aa) !== ipFamily(ba)) return true;
+  const cidr = (x: string, addr: string): string => (x.includes('/') ? x : `${addr}/${ipFamily(addr) === 6 ? 128 : 32}`);
+  return !inCidr(aa, cidr(b, ba)) && !inCidr(ba, cidr(a, aa));
 }
 
 /** Whether CIDR a lies inside CIDR b. */
