@@ -47,7 +47,15 @@ export function renderSnapshot(s: NodeSnapshot): string[] {
 
   if (s.nat) {
     out.push('', 'NAT:');
-    out.push(...formatNatSummary(s.nat).map((l) => `  ${l}`));
+    out.push(...formatNatSummary(s.nat, s.nft).map((l) => `  ${l}`));
+  } else if (s.nft) {
+    const backend = { backend: 'nft', reason: 'no iptables rules read', ruleLines: 0, kubeRuleLines: 0, kubeletChains: false } as const;
+    out.push('', 'NAT (nftables only):');
+    out.push(
+      ...formatNatSummary({ backend: 'nft', backendChoice: { backend: 'nft', reason: backend.reason, legacy: backend, nft: backend }, warnings: [] }, s.nft)
+        .slice(1)
+        .map((l) => `  ${l}`),
+    );
   }
 
   if (s.conntrack) {

@@ -42,7 +42,7 @@ export function diagnoseInputOf(node: NodeSnapshot, cluster: ClusterView, warnin
     node,
     cluster,
     local: localAddresses(node.addresses, cluster.node),
-    ...(node.nat ? { nat: natFactsFrom(kubeNatFacts(node.nat), ipvsState) } : {}),
+    ...(node.nat || node.nft ? { nat: natFactsFrom(kubeNatFacts(node.nat, node.nft), ipvsState) } : {}),
     warnings,
   };
 }

@@ -1,4 +1,5 @@
 import type { NatSnapshot } from './nat/types.js';
+import type { NftSnapshot } from './nft/types.js';
 
 // Typed snapshots of the node's datapath, as the readers produce them.
 // Detectors (src/detect) consume these and nothing else from the kernel.
@@ -205,4 +206,6 @@ export interface NodeSnapshot {
   conntrack?: { summary: ConntrackSummary; entries?: ConntrackEntry[] };
   /** iptables/ip6tables nat table and kube-proxy ipsets; see src/kernel/nat/types.ts. */
   nat?: NatSnapshot;
+  /** kube-proxy's nftables tables (nftables mode); see src/kernel/nft/types.ts. */
+  nft?: NftSnapshot;
 }

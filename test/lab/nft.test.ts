@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { kubeNatFacts, type KubeNatFacts, type LoadBalancerFact } from '../../src/kernel/nat/kube.js';
 import { readNat } from '../../src/kernel/nat/read.js';
+import { nft } from '../../src/source/nft.js';
 import type { Finding } from '../../src/detect/types.js';
 import { isRoot } from '../support/netns.js';
 import { createNftLab, NFT_LAB as L, type NftLab } from '../support/nft-lab.js';
@@ -36,6 +37,15 @@ describe.skipIf(!isRoot || !hasNft)('kube-proxy nftables mode on a real kernel (
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
+  it('the nft source is absent on a node without kube-proxy tables, and unchanged when the tables are', async () => {
+    lab.node.sh('nft delete table ip kube-proxy 2>/dev/null || true');
+    const reader = nft.live!({ netns: `/var/run/netns/${lab.node.name}` });
+    expect(await reader.read()).toMatchObject({ state: 'absent', reason: expect.stringMatching(/not in nftables mode/) });
+    lab.load('v1.34', LAB_SERVICES);
+    expect(await reader.read()).toMatchObject({ state: 'up' });
+    expect(await reader.read()).toEqual({ state: 'unchanged' });
+  });
+
   const fact = (f: KubeNatFacts, n: number): LoadBalancerFact | undefined => f.loadBalancers.find((l) => l.vip === lbIp(n) && l.port === 80);
 
   for (const layout of ['v1.34', 'v1.31'] as const) {
@@ -43,10 +53,14 @@ describe.skipIf(!isRoot || !hasNft)('kube-proxy nftables mode on a real kernel (
       let facts: KubeNatFacts;
       beforeAll(async () => {
         lab.load(layout, LAB_SERVICES);
-        const r = await readNat({ netns: lab.node.name });
-        expect(r.nat?.nft?.tables.map((t) => `${t.family} ${t.name}`)).toEqual(['ip kube-proxy']);
-        expect(r.nat?.nft?.absent).toEqual(['ip6']);
-        facts = kubeNatFacts(r.nat!);
+        // The live reader of the source, as the agent and `snapshot` run it.
+        const r = await nft.live!({ netns: `/var/run/netns/${lab.node.name}` }).read();
+        if (r.state !== 'up') throw new Error(`nft source ${r.state}: ${'reason' in r ? r.reason : ''}`);
+        expect(r.value.tables.map((t) => `${t.family} ${t.name}`)).toEqual(['ip kube-proxy']);
+        expect(r.value.absent).toEqual(['ip6']);
+        expect(r.note).toBe('no table ip6 kube-proxy (single-stack)');
+        const n = await readNat({ netns: lab.node.name });
+        facts = kubeNatFacts(n.nat, r.value);
       }, 30_000);
 
       it('reads the mode and the filter-chain layout', () => {

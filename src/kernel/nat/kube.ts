@@ -15,6 +15,7 @@
 //     --match-set KUBE-LOAD-BALANCER-LOCAL -> RETURN, then -> KUBE-MARK-MASQ.
 //   nftables: `table ip|ip6 kube-proxy`, read by src/kernel/nft/kube.ts and merged here.
 import { kubeNftFacts, type NftFilterChain, type NftNoLocalEndpoints } from '../nft/kube.js';
+import type { NftSnapshot } from '../nft/types.js';
 import { findOptions } from './rule-spec.js';
 import { sourceSelectors, walkNat, type PodSelectors, type WalkResult, type WalkTables } from './walk.js';
 import type { IpsetSet, IptablesDump, IptablesRule, NatFamily, NatSnapshot } from './types.js';
@@ -70,9 +71,10 @@ export interface KubeNatFacts {
 
 const IPTABLES_CHAIN = /^KUBE-(SVC|SEP|EXT|SVL|FW|XLB)-/;
 
-export function kubeNatFacts(nat: NatSnapshot): KubeNatFacts {
-  const dumps = [nat.v4, nat.v6].filter((d): d is IptablesDump => !!d);
-  const sets = new Map((nat.ipsets?.sets ?? []).map((s) => [s.name, s] as const));
+/** From the iptables/ipset snapshot and kube-proxy's nftables tables, either of which may be missing. */
+export function kubeNatFacts(nat: NatSnapshot | undefined, nftTables?: NftSnapshot): KubeNatFacts {
+  const dumps = [nat?.v4, nat?.v6].filter((d): d is IptablesDump => !!d);
+  const sets = new Map((nat?.ipsets?.sets ?? []).map((s) => [s.name, s] as const));
   const facts: KubeNatFacts = { mode: 'none', modeEvidence: [], podSelectors: {}, loadBalancers: [], nodePorts: [] };
   let iptables = false;
   let ipvs = false;
@@ -95,7 +97,7 @@ export function kubeNatFacts(nat: NatSnapshot): KubeNatFacts {
     facts.loadBalancers.push(...loadBalancers(dump, tables));
     facts.nodePorts.push(...iptablesNodePorts(dump, tables), ...ipvsNodePorts(dump, tables));
   }
-  const nft = kubeNftFacts(nat.nft);
+  const nft = kubeNftFacts(nftTables);
   facts.modeEvidence.push(...nft.modeEvidence);
   if (nft.active) {
     for (const [fam, sel] of Object.entries(nft.podSelectors)) {

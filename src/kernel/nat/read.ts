@@ -8,7 +8,6 @@ import type { SourceStatus } from '../types.js';
 import { chooseBackend, type BackendOutput } from './backend.js';
 import { parseIptablesSave } from './iptables-save.js';
 import { parseIpsetSave } from './ipset.js';
-import { nftSnapshotOf, runNftLists, type NftCommandResult } from '../nft/read.js';
 import type { IptablesDump, IpsetDump, NatFamily, NatSnapshot, XtablesBackend } from './types.js';
 
 export interface ReadNatOptions {
@@ -67,42 +66,32 @@ const SAVE_COMMANDS: Record<XtablesBackend, Record<NatFamily, string>> = {
 export async function readNat(opts: ReadNatOptions = {}): Promise<ReadNatResult> {
   const t0 = performance.now();
   const run = (cmd: string, args: string[] = []): Promise<CommandResult> => runCommand(cmd, args, opts);
-  // kube-proxy's nftables mode lives in its own tables, read alongside the xtables ones.
-  const [l4, l6, n4, n6, sets, nftLists] = await Promise.all([
+  const [l4, l6, n4, n6, sets] = await Promise.all([
     run(SAVE_COMMANDS.legacy[4]),
     run(SAVE_COMMANDS.legacy[6]),
     run(SAVE_COMMANDS.nft[4]),
     run(SAVE_COMMANDS.nft[6]),
     run('ipset', ['save']),
-    runNftLists({ ...(opts.netns ? { netns: opts.netns } : {}), ...(opts.timeoutMs ? { timeoutMs: opts.timeoutMs } : {}) }),
   ]);
   const natMs = performance.now() - t0;
-  const digest = natDigest([l4, l6, n4, n6, sets, nftResult(nftLists.ip), nftResult(nftLists.ip6)]);
+  const digest = natDigest([l4, l6, n4, n6, sets]);
   if (digest === opts.unchangedSince) return { sources: [], digest, unchanged: true };
-  const nft = nftSnapshotOf(nftLists);
   const ipset = ipsetSource(sets, natMs);
   const results = { legacy: { 4: l4, 6: l6 }, nft: { 4: n4, 6: n6 } } as const;
   const choice = chooseBackend(backendOutput(l4, l6), backendOutput(n4, n6));
   const v4res = results[choice.backend][4];
   const v6res = results[choice.backend][6];
-  const notes: string[] = [];
-  if (nft.error) notes.push(`kube-proxy's nftables tables unavailable: ${nft.error}`);
-  const nftTables = (nft.snapshot?.tables.length ?? 0) > 0;
-  let v4: IptablesDump | undefined;
-  const v4failure = (reason: string): ReadNatResult => ({ sources: [{ source: 'nat', available: false, reason, durationMs: natMs }, ipset.status], digest });
   if (!v4res.ok) {
     const reason = withCommand(SAVE_COMMANDS[choice.backend][4], v4res.reason);
-    // An nftables-mode node needs no iptables: its kube-proxy tables alone are the NAT snapshot.
-    if (!nftTables) return v4failure(reason);
-    notes.push(`IPv4 iptables rules unavailable: ${reason}`);
-  } else {
-    try {
-      v4 = parseIptablesSave(v4res.stdout, { source: SAVE_COMMANDS[choice.backend][4], family: 4 });
-    } catch (e) {
-      const reason = e instanceof Error ? e.message : String(e);
-      if (!nftTables) return v4failure(reason);
-      notes.push(`IPv4 iptables rules unavailable: ${reason}`);
-    }
+    return { sources: [{ source: 'nat', available: false, reason, durationMs: natMs }, ipset.status], digest };
+  }
+  const notes: string[] = [];
+  let v4: IptablesDump;
+  try {
+    v4 = parseIptablesSave(v4res.stdout, { source: SAVE_COMMANDS[choice.backend][4], family: 4 });
+  } catch (e) {
+    const reason = e instanceof Error ? e.message : String(e);
+    return { sources: [{ source: 'nat', available: false, reason, durationMs: natMs }, ipset.status], digest };
   }
   // IPv6 is a bonus: its failure is a note, not a lost snapshot.
   let v6: IptablesDump | undefined;
@@ -123,10 +112,9 @@ export async function readNat(opts: ReadNatOptions = {}): Promise<ReadNatResult>
   const nat: NatSnapshot = {
     backend: choice.backend,
     backendChoice: choice,
-    ...(v4 ? { v4 } : {}),
+    v4,
     ...(v6 ? { v6 } : {}),
     ...(ipset.dump ? { ipsets: ipset.dump } : {}),
-    ...(nft.snapshot ? { nft: nft.snapshot } : {}),
     warnings: notes,
   };
   const natStatus: SourceStatus = {
@@ -141,11 +129,6 @@ export async function readNat(opts: ReadNatOptions = {}): Promise<ReadNatResult>
 /** Prefixes the command unless the reason already names it (permission reasons start with 'permission denied'). */
 function withCommand(cmd: string, reason: string): string {
   return reason.startsWith('permission denied') || reason.includes(cmd) ? reason : `${cmd}: ${reason}`;
-}
-
-/** An nft listing in the digest's terms: a missing table is an answer like any output. */
-function nftResult(r: NftCommandResult): CommandResult {
-  return r.ok ? r : { ok: false, reason: r.reason };
 }
 
 function backendOutput(v4: CommandResult, v6: CommandResult): BackendOutput {

@@ -1,12 +1,13 @@
 // Lines for the `snapshot` text output: which backend, how many kube-proxy
 // chains of each kind, the LB-related rules and ipsets, and per LB VIP what
 // happens to pod traffic.
+import type { NftSnapshot } from '../nft/types.js';
 import { kubeNatFacts } from './kube.js';
 import type { IptablesDump, NatSnapshot } from './types.js';
 
 const KINDS = ['SVC', 'SEP', 'EXT', 'SVL', 'FW', 'XLB'] as const;
 
-export function formatNatSummary(nat: NatSnapshot): string[] {
+export function formatNatSummary(nat: NatSnapshot, nft?: NftSnapshot): string[] {
   const out = [`backend: ${nat.backend} (${nat.backendChoice.reason})`];
   for (const dump of [nat.v4, nat.v6]) if (dump) out.push(dumpLine(dump));
   if (nat.ipsets) {
@@ -17,11 +18,11 @@ export function formatNatSummary(nat: NatSnapshot): string[] {
         (lb.length ? `; LB sets: ${lb.map((s) => `${s.name} ${s.members.length}`).join(', ')}` : ''),
     );
   }
-  for (const t of nat.nft?.tables ?? []) {
+  for (const t of nft?.tables ?? []) {
     const maps = t.sets.filter((x) => x.kind === 'map' && x.elements.length > 0).map((x) => `${x.name} ${x.elements.length}`);
     out.push(`nftables: table ${t.family} ${t.name}: ${t.chains.length} chains, ${t.rules.length} rules${maps.length ? `; maps: ${maps.join(', ')}` : ''}`);
   }
-  const facts = kubeNatFacts(nat);
+  const facts = kubeNatFacts(nat, nft);
   const layouts = Object.values(facts.nftLayouts ?? {});
   const gen = facts.iptablesGeneration
     ? ` (${facts.iptablesGeneration} chain names)`
@@ -39,7 +40,7 @@ export function formatNatSummary(nat: NatSnapshot): string[] {
     const local = facts.nodePorts.filter((n) => n.trafficPolicy === 'Local').length;
     out.push(`  NodePorts: ${facts.nodePorts.length} (${local} with ETP=Local)`);
   }
-  const warnings = [...nat.warnings, ...(nat.v4?.warnings ?? []), ...(nat.v6?.warnings ?? []), ...(nat.ipsets?.warnings ?? []), ...(nat.nft?.warnings ?? [])];
+  const warnings = [...nat.warnings, ...(nat.v4?.warnings ?? []), ...(nat.v6?.warnings ?? []), ...(nat.ipsets?.warnings ?? []), ...(nft?.warnings ?? [])];
   for (const w of warnings.slice(0, 5)) out.push(`warning: ${w}`);
   if (warnings.length > 5) out.push(`warning: ... and ${warnings.length - 5} more`);
   return out;

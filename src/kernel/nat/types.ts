@@ -2,7 +2,6 @@
 // Rules keep their spec exactly as written so evidence can quote the kernel's
 // own text; the parsed matches are there for the kube-proxy analysis
 // (src/kernel/nat/kube.ts).
-import type { NftSnapshot } from '../nft/types.js';
 
 export type NatFamily = 4 | 6;
 export type XtablesBackend = 'legacy' | 'nft';
@@ -124,8 +123,6 @@ export interface NatSnapshot {
   v6?: IptablesDump;
   /** `ipset save`; undefined when ipset could not be read. */
   ipsets?: IpsetDump;
-  /** kube-proxy's nftables tables (nftables mode); undefined when nft could not be run. */
-  nft?: NftSnapshot;
   /** Reader-level warnings (e.g. the other backend also holds KUBE rules). */
   warnings: string[];
 }

@@ -1,0 +1,65 @@
+// kube-proxy's nftables tables (`table ip kube-proxy`, `table ip6 kube-proxy`):
+// live through `nft -j list table` (src/kernel/nft/read.ts says why the nft
+// binary's JSON), in a bundle from `nft -j list ruleset`. A node whose kube-proxy
+// is in another mode has neither table: the source is absent, not down.
+import { createHash } from 'node:crypto';
+import { BUNDLE_FILES } from '../bundle/names.js';
+import { parseNftJson } from '../kernel/nft/parse.js';
+import { nftSnapshotOf, runNftLists, type NftCommandResult } from '../kernel/nft/read.js';
+import type { NftSnapshot } from '../kernel/nft/types.js';
+import type { ReadResult, SourceDef } from './contract.js';
+
+const NOT_NFTABLES = 'no table ip/ip6 kube-proxy: kube-proxy is not in nftables mode';
+
+/** Of both listings: the same tables again are "unchanged" (nft prints no counters or timestamps here). */
+function digestOf(r: Record<'ip' | 'ip6', NftCommandResult>): string {
+  const h = createHash('sha256');
+  for (const x of [r.ip, r.ip6]) h.update(x.ok ? `ok\0${x.stdout}` : `failed\0${x.reason}`).update('\0');
+  return h.digest('hex');
+}
+
+function resultOf(snap: NftSnapshot | undefined, error: string | undefined): ReadResult<NftSnapshot> {
+  if (!snap) return { state: 'down', reason: error ?? 'unreadable' };
+  if (snap.tables.length === 0) return { state: 'absent', reason: NOT_NFTABLES, warnings: snap.warnings };
+  const note = snap.absent.length > 0 ? `no table ${snap.absent.join('/')} kube-proxy (single-stack)` : undefined;
+  return { state: 'up', value: snap, warnings: snap.warnings, ...(note ? { note } : {}) };
+}
+
+export const nft: SourceDef<NftSnapshot> = {
+  name: 'nft',
+  key: 'nft',
+  live(opts) {
+    let digest: string | undefined;
+    return {
+      name: 'nft',
+      key: 'nft',
+      async read() {
+        const lists = await runNftLists(opts.netns ? { netns: opts.netns } : {});
+        const d = digestOf(lists);
+        if (d === digest) return { state: 'unchanged' };
+        digest = d;
+        const r = nftSnapshotOf(lists);
+        return resultOf(r.snapshot, r.error);
+      },
+    };
+  },
+  /** The whole ruleset, not only kube-proxy's tables: what else hooks in, and at which priority, matters too. */
+  async collect(w) {
+    await w.run(BUNDLE_FILES.nftRuleset, ['nft', '-j', 'list', 'ruleset']);
+  },
+  /** kube-proxy's tables out of nft-ruleset.json; a cut file keeps its complete items (with a warning). */
+  fromBundle(b) {
+    if (!b.has(BUNDLE_FILES.nftRuleset)) return { state: 'down', reason: b.whyMissing(BUNDLE_FILES.nftRuleset) };
+    const path = b.path(BUNDLE_FILES.nftRuleset);
+    const dump = parseNftJson(b.text(BUNDLE_FILES.nftRuleset), path);
+    const snap: NftSnapshot = { tables: [], sources: {}, absent: [], warnings: dump.warnings, ...(dump.version ? { version: dump.version } : {}) };
+    for (const family of ['ip', 'ip6'] as const) {
+      const t = dump.tables.find((x) => x.family === family && x.name === 'kube-proxy');
+      if (t) {
+        snap.tables.push(t);
+        snap.sources[family] = path;
+      } else snap.absent.push(family);
+    }
+    return resultOf(snap, undefined);
+  },
+};
