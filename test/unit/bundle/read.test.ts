@@ -28,6 +28,7 @@ const HANDMADE = {
   'ipvsadm-stats.txt': 'ipvs/ipvsadm-stats.txt',
   'iptables-save.txt': 'nat/ipvs-1.28.v4.save',
   'ipset.txt': 'nat/ipvs-1.28.ipset-list.txt',
+  'nft-ruleset.json': 'nft/ruleset-ipvs-1.28-iptables-nft.json',
   'conntrack.txt': 'text/proc-nf_conntrack.txt',
   'sysctl.txt': 'text/sysctl.txt',
   'cluster.json': 'bundles/tke-ipvs-unbound-l4-loop/cluster.json',
@@ -38,7 +39,9 @@ describe('readBundle on a hand-made bundle', () => {
     const dir = bundle(HANDMADE);
     const r = readBundle(dir, { nodeName: 'node-a' });
     expect(r.warnings).toEqual([]);
-    expect(r.node.sources.filter((s) => !s.available)).toEqual([]);
+    // An IPVS node has no kube-proxy nftables table: the nft source is absent (not present), not failed.
+    expect(r.node.sources.filter((s) => !s.available && !s.notPresent)).toEqual([]);
+    expect(r.node.sources.find((s) => s.source === 'nft')).toMatchObject({ available: false, notPresent: true });
     expect(r.node.addresses!.interfaces[0]!.name).toBe('kube-ipvs0');
     expect(r.routes).toMatchObject({ uplink: 'eth0', uplink6: 'eth0' });
     expect(r.routes!.podCidrRoutes.map((x) => x.dst)).toEqual(['10.244.1.0/24']);
@@ -112,7 +115,7 @@ describe('readBundle with broken files: a warning naming file and line, the rest
     expect(w).toMatch(new RegExp(`${dir}/conntrack\\.txt:1: not conntrack -L`));
     expect(w).toMatch(new RegExp(`${dir}/ip6-route\\.json:1: not valid JSON`));
     expect(w).toMatch(new RegExp(`${dir}/ipvsadm\\.txt:3: `));
-    const unavailable = r.node.sources.filter((s) => !s.available).map((s) => s.source);
+    const unavailable = r.node.sources.filter((s) => !s.available && !s.notPresent).map((s) => s.source);
     expect(unavailable.sort()).toEqual(['cluster', 'conntrack', 'routes']);
     // What was fine is still there.
     expect(r.node.addresses!.interfaces.length).toBeGreaterThan(0);
@@ -142,7 +145,8 @@ describe('readBundle with broken files: a warning naming file and line, the rest
     const why = Object.fromEntries(r.node.sources.filter((s) => !s.available).map((s) => [s.source, s.reason]));
     expect(why.ipvs).toBe('ipvsadm-save.txt not in the bundle: ipvsadm-save -n: IPVS is not loaded in this kernel');
     expect(why.addresses).toMatch(/^ip-addr\.json not in the bundle/);
-    expect(Object.keys(why).sort()).toEqual(['addresses', 'cluster', 'conntrack', 'ipset', 'ipvs', 'nat', 'routes']);
+    expect(Object.keys(why).sort()).toEqual(['addresses', 'cluster', 'conntrack', 'ipset', 'ipvs', 'nat', 'nft', 'routes']);
+    expect(why.nft).toMatch(/^nft-ruleset\.json not in the bundle/);
   });
 
   it('warns that a file kept from a failed command may be incomplete', () => {
