@@ -6,7 +6,9 @@ import { hostname } from 'node:os';
 import type { Server } from 'node:http';
 import { createRegistry, isBufferedRegistry } from '../export/metrics.js';
 import { createMetricsServer, parseListen, type MetricsServerOptions } from '../export/server.js';
-import { createLogger, type Logger } from '../log.js';
+import { evidenceRoute, type CheckAccess } from '../agent/evidence-http.js';
+import type { KubeAuthorizer } from '../agent/kube-authorizer.js';
+import { createLogger } from '../log.js';
 import { UserError, fail } from './errors.js';
 import { netnsPath } from './netns.js';
 
@@ -73,9 +75,23 @@ async function run(flags: AgentFlags): Promise<void> {
     maxServicePorts: positiveInt(flags.maxServicePorts, '--max-service-ports'),
     processMetrics: true,
   });
-  const authorize = flags.metricsAuth === 'kubernetes' ? await metricsAuthorizer(flags.kubeconfig, log) : undefined;
-  // Serve /healthz at once; /readyz turns 200 after the first sync.
-  const http: Server = createMetricsServer({ registry, ready: () => agent.ready, ...(authorize ? { authorize } : {}) });
+  const { authz, why } = await apiAuthorizer(flags.kubeconfig);
+  if (flags.metricsAuth === 'kubernetes' && !authz) throw new UserError(`--metrics-auth kubernetes checks tokens with the API server: ${why}`);
+  const check: CheckAccess = async (authorization, attrs) => {
+    const d = authz ? await authz.check(authorization, attrs) : { ok: false as const, status: 503 as const, message: `no API server to check the token: ${why}` };
+    if (!d.ok && d.status === 503) log.warn({ err: d.message }, 'token check failed');
+    return d;
+  };
+  const authorize: MetricsServerOptions['authorize'] =
+    flags.metricsAuth === 'kubernetes' ? (req) => check(req.headers.authorization, { nonResource: { path: '/metrics', verb: 'get' } }) : undefined;
+  // Serve /healthz at once; /readyz turns 200 after the first sync. /evidence is for whoever may
+  // get the Service (the evidence relay passes the on-call engineer's token), whatever --metrics-auth.
+  const http: Server = createMetricsServer({
+    registry,
+    ready: () => agent.ready,
+    ...(authorize ? { authorize } : {}),
+    routes: { '/evidence': evidenceRoute(check, flags.evidenceSocket) },
+  });
   await new Promise<void>((resolve, reject) => {
     http.once('error', (e) => reject(new UserError(`--listen ${flags.listen}: ${e.message}`)));
     http.listen(listen.port, listen.host, () => resolve());
@@ -112,25 +128,18 @@ async function run(flags: AgentFlags): Promise<void> {
 }
 
 /**
- * /metrics behind the API server's TokenReview + SubjectAccessReview ("get" on the non-resource
- * URL /metrics), with the agent's own credentials (in a pod: its service account).
+ * Checks bearer tokens with the API server's TokenReview + SubjectAccessReview, with the agent's
+ * own credentials (in a pod: its service account); undefined, with the reason, without an API.
  */
-async function metricsAuthorizer(kubeconfig: string | undefined, log: Logger): Promise<NonNullable<MetricsServerOptions['authorize']>> {
+async function apiAuthorizer(kubeconfig: string | undefined): Promise<{ authz?: KubeAuthorizer; why?: string }> {
   const { loadApiTarget } = await import('../cluster/kube-config.js');
   const { AccessReviewClient } = await import('../cluster/access-review.js');
   const { KubeAuthorizer } = await import('../agent/kube-authorizer.js');
-  let target;
   try {
-    target = loadApiTarget(kubeconfig);
+    return { authz: new KubeAuthorizer(new AccessReviewClient(loadApiTarget(kubeconfig))) };
   } catch (e) {
-    throw new UserError(`--metrics-auth kubernetes checks tokens with the API server: ${e instanceof Error ? e.message : String(e)}`);
+    return { why: e instanceof Error ? e.message : String(e) };
   }
-  const authz = new KubeAuthorizer(new AccessReviewClient(target));
-  return async (req) => {
-    const d = await authz.check(req.headers.authorization, { nonResource: { path: '/metrics', verb: 'get' } });
-    if (!d.ok && d.status === 503) log.warn({ err: d.message }, '/metrics: token check failed');
-    return d;
-  };
 }
 
 export function register(program: Command): void {

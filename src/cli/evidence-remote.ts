@@ -43,6 +43,14 @@ export interface AllNodesOptions {
   pcapMaxMiB?: number;
   /** Where lines go (stdout in the CLI). */
   write: (text: string) => void;
+  /**
+   * relay (default): one request to the evidence relay through the API server's service proxy,
+   * which asks each agent with the caller's token (deploy/evidence-relay.yaml); exec: an exec into
+   * each agent pod (node admin: needed only for --pcap).
+   */
+  via?: 'relay' | 'exec';
+  /** The relay's Service, NAMESPACE/NAME. */
+  relay?: string;
 }
 
 /** One node's outcome, as the summary reports it. */
@@ -231,9 +239,50 @@ async function copyOut(kc: KubeConfig, t: { namespace: string; pod: string; cont
   }
 }
 
+/** The relay's Service when --relay is not given. */
+export const DEFAULT_RELAY = 'clbprobe/clbprobe-evidence';
+
+/** Asks the evidence relay, which fans out to the nodes; same output and exit codes as the exec fan-out. */
+async function runViaRelay(o: AllNodesOptions, kc: KubeConfig): Promise<number> {
+  if (o.pcap) throw new UserError('--pcap with --all-nodes copies each capture out of the agent pod: add --via exec (needs pods/exec, deploy/README.md)');
+  const [namespace = '', service = ''] = (o.relay ?? DEFAULT_RELAY).split('/');
+  const query = new URLSearchParams({ service: o.service });
+  if (o.port) query.set('port', String(o.port));
+  if (o.watchS) query.set('watch', String(o.watchS));
+  for (const n of o.nodes ?? []) query.append('node', n);
+  const out = new Output(o, o.nodes ?? []);
+  let summary: NodeResult[] | undefined;
+  let bad = 0;
+  const { askRelay, RelayError } = await import('../remote/relay-client.js');
+  try {
+    await askRelay(kc, { namespace, service }, query, (text) => {
+      if (!text.trim()) return;
+      let l: EvidenceLine & { node?: unknown; pod?: unknown; nodes?: unknown };
+      try {
+        l = JSON.parse(text) as typeof l;
+      } catch {
+        bad++;
+        return;
+      }
+      if ((l as { type: string }).type === 'summary') {
+        summary = Array.isArray(l.nodes) ? (l.nodes as NodeResult[]) : [];
+        return;
+      }
+      const { node, pod, ...line } = l;
+      out.line(typeof node === 'string' ? node : '?', typeof pod === 'string' ? pod : undefined, line as EvidenceLine);
+    }, (o.timeoutS + 30) * 1000);
+  } catch (e) {
+    throw new UserError(e instanceof RelayError ? e.message : String(e));
+  }
+  if (!summary) throw new UserError(`the evidence relay ended without its summary${bad ? ` (${bad} lines were not JSON)` : ''}`);
+  out.summary(summary);
+  return summary.every((r) => r.status === 'ok') ? 0 : EXIT_SOME_NODES_FAILED;
+}
+
 /** Runs the fan-out; returns the exit code (0 all nodes answered, 1 some did not). */
 export async function runAllNodes(o: AllNodesOptions): Promise<number> {
   const kc = loadWorkstationConfig(o.kubeconfig);
+  if ((o.via ?? 'relay') === 'relay') return runViaRelay(o, kc);
   let pods: AgentPod[];
   try {
     pods = await listAgentPods(kc, o.namespace, o.selector, o.container, 30_000);

@@ -1,7 +1,7 @@
 // `clbprobe evidence`: asks the local agent (Unix socket) for one Service's
 // conntrack entries, classified, now and optionally for a while; can also
 // capture the Service's packets for the same window into a .pcap file.
-import { Command } from 'commander';
+import { Command, Option } from 'commander';
 import { createConnection } from 'node:net';
 import { parseServiceRef, type EvidenceRequest, type ServiceAddresses } from '../agent/evidence.js';
 import type { CaptureResult } from '../capture/evidence.js';
@@ -26,13 +26,15 @@ interface EvidenceFlags {
   node?: string[];
   concurrency: string;
   timeout?: string;
+  via: 'relay' | 'exec';
+  relay: string;
 }
 
 /** Defaults that match deploy/daemonset.yaml (test/unit/remote checks they still do). */
 export const AGENT_DEFAULTS = { namespace: 'clbprobe', selector: 'app.kubernetes.io/name=clbprobe', container: 'agent' } as const;
 
 /** Flags that only mean something with --all-nodes. */
-const REMOTE_ONLY = ['kubeconfig', 'agentNamespace', 'agentSelector', 'container', 'node', 'concurrency', 'timeout'] as const;
+const REMOTE_ONLY = ['via', 'relay', 'kubeconfig', 'agentNamespace', 'agentSelector', 'container', 'node', 'concurrency', 'timeout'] as const;
 
 /** --node a --node b,c → [a, b, c]. */
 const collectNodes = (v: string, prev: string[] = []): string[] => [...prev, ...v.split(',').map((n) => n.trim()).filter(Boolean)];
@@ -66,6 +68,8 @@ async function runAllNodes(flags: EvidenceFlags): Promise<number> {
     timeoutS: flags.timeout ? parseSeconds(flags.timeout, '--timeout') : watchS + 30,
     ...(flags.pcap ? { pcap: flags.pcap, pcapMaxMiB: pcapMaxMiB(flags) } : {}),
     write: (text) => process.stdout.write(text),
+    via: flags.via,
+    relay: flags.relay,
   });
 }
 
@@ -147,9 +151,9 @@ export function register(program: Command): void {
     .description(
       "Show a Service's conntrack entries on this node (its LB VIPs, NodePorts and endpoints), classified as " +
         'loopback_pair, not_snated, unreplied or healthy, from the local agent over its Unix socket. ' +
-        'With --all-nodes, from a workstation: the same from every node through the Kubernetes API, by an exec into ' +
-        'each agent pod as kubectl exec does (needs list pods, and get + create pods/exec, in the agent namespace: ' +
-        'deploy/oncall-rbac.yaml). Exit code with --all-nodes: 0 every node answered, 1 some did not (each is ' +
+        'With --all-nodes, from a workstation: the same from every node through the Kubernetes API: through the ' +
+        "evidence relay (the API server's service proxy; needs get services/proxy on the relay, deploy/oncall-rbac.yaml, " +
+        'and get on the Service itself), or with --via exec by an exec into each agent pod (list pods, get + create pods/exec). Exit code with --all-nodes: 0 every node answered, 1 some did not (each is ' +
         'reported; the others still answer), 2 usage or API errors.',
     )
     .requiredOption('--service <ns/name>', 'the Service, NAMESPACE/NAME')
@@ -165,6 +169,8 @@ export function register(program: Command): void {
     .option('--agent-namespace <ns>', "the agent pods' namespace", AGENT_DEFAULTS.namespace)
     .option('--agent-selector <labels>', 'label selector of the agent pods', AGENT_DEFAULTS.selector)
     .option('--container <name>', 'the agent container in those pods', AGENT_DEFAULTS.container)
+    .addOption(new Option('--via <how>', 'with --all-nodes: relay (the evidence relay checks your access to the Service) or exec (into each agent pod: node admin, for --pcap)').choices(['relay', 'exec']).default('relay'))
+    .option('--relay <ns/name>', "with --all-nodes: the evidence relay's Service", 'clbprobe/clbprobe-evidence')
     .option('--concurrency <n>', 'nodes asked at the same time', '10')
     .option('--timeout <dur>', 'per-node limit (default: --watch + 30s)')
     .addHelpText(

@@ -8,6 +8,7 @@ import { register as registerCollect } from './collect.js';
 import { register as registerAgent } from './agent.js';
 import { register as registerEvidence } from './evidence.js';
 import { register as registerDemo } from './demo.js';
+import { register as registerEvidenceRelay } from './evidence-relay.js';
 
 const program = new Command();
 program
@@ -33,6 +34,7 @@ registerCollect(program);
 registerAgent(program);
 registerEvidence(program);
 registerDemo(program);
+registerEvidenceRelay(program);
 
 program.parseAsync(process.argv).catch((e: unknown) => {
   process.stderr.write(`clbprobe: ${e instanceof Error ? e.message : String(e)}\n`);

@@ -14,6 +14,8 @@ export interface MetricsServerOptions {
    * and message to refuse with. /healthz and /readyz stay open for the kubelet's probes.
    */
   authorize?: (req: IncomingMessage) => Promise<{ ok: true } | { ok: false; status: number; message: string }>;
+  /** More GET paths, each with its own access control (the agent's /evidence). */
+  routes?: Record<string, (req: IncomingMessage, res: ServerResponse) => void>;
 }
 
 /** Answers with the authorizer's refusal, or passes the request on. */
@@ -197,6 +199,8 @@ export function createMetricsServer(o: MetricsServerOptions, limits: Partial<Ser
       } else r.metrics().then((text) => res.writeHead(200, type).end(text), fail);
     } else if (path === '/healthz') {
       res.writeHead(200).end('ok\n');
+    } else if (o.routes && path && Object.hasOwn(o.routes, path) && req.method === 'GET') {
+      o.routes[path]!(req, res);
     } else if (path === '/readyz') {
       const ok = o.ready();
       res.writeHead(ok ? 200 : 503).end(ok ? 'ready\n' : 'first sync not done\n');

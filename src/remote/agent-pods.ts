@@ -15,6 +15,8 @@ export interface AgentPod {
   waiting?: string;
   containers: string[];
   deleting: boolean;
+  /** status.podIP (the node's address: the agent runs in the host network); '' until known. */
+  ip: string;
 }
 
 export function toAgentPod(p: V1Pod, container: string): AgentPod {
@@ -28,6 +30,7 @@ export function toAgentPod(p: V1Pod, container: string): AgentPod {
     ...(waiting ? { waiting } : {}),
     containers: (p.spec?.containers ?? []).map((c) => c.name),
     deleting: Boolean(p.metadata?.deletionTimestamp),
+    ip: p.status?.podIP ?? '',
   };
 }
 

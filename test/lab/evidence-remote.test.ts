@@ -8,15 +8,22 @@
 // against its agent's socket; node-c's exec is forbidden (RBAC); node-d's
 // pod is Pending. The workstation command is the compiled CLI with a
 // kubeconfig pointing at the fake. Namespaces are cbr-*.
+// The default transport, the evidence relay: the compiled `clbprobe evidence-relay` runs
+// (no namespace, no capabilities) behind the fake's service proxy; it reaches node-a's and
+// node-b's agents at their pod IPs (127.0.83.2/3 on loopback, relayed through a Unix socket
+// into each node's namespace); node-c's IP has no agent. Agents and relay check tokens with
+// the fake's TokenReview/SubjectAccessReview, reached from each namespace through a relay.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AGENT_ENTRYPOINT } from '../../src/cli/evidence-remote.js';
 import { LAB, clusterList, createLoopLab, type Etp, type LoopLab } from '../../src/demo/lab.js';
 import { FakeApiServer } from '../support/fake-apiserver.js';
 import { isRoot } from '../support/netns.js';
+import { relay, type Relay } from '../support/relay.js';
 import { sleep, until } from '../support/wait.js';
 
 const CLI = join(import.meta.dirname, '../../dist/src/cli/main.js');
@@ -44,11 +51,13 @@ function writeClusterFile(dir: string, etp: Etp, node: string): string {
   return path;
 }
 
+const POD_IPS: Record<string, string> = { 'node-a': '127.0.83.2', 'node-b': '127.0.83.3', 'node-c': '127.0.83.4' };
+
 function agentPod(name: string, node: string, phase: string) {
   return {
     metadata: { name, namespace: 'clbprobe', labels: AGENT_LABELS },
     spec: { nodeName: node, containers: [{ name: 'agent', image: 'clbprobe:0.1.0' }] },
-    status: { phase, containerStatuses: [{ name: 'agent', ready: phase === 'Running', restartCount: 0, image: '', imageID: '', state: {} }] },
+    status: { phase, ...(POD_IPS[node] && phase === 'Running' ? { podIP: POD_IPS[node] } : {}), containerStatuses: [{ name: 'agent', ready: phase === 'Running', restartCount: 0, image: '', imageID: '', state: {} }] },
   };
 }
 
@@ -87,6 +96,15 @@ function cli(args: string[], opts: { netns?: string; onLine?: (text: string) => 
   );
 }
 
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const port = (s.address() as AddressInfo).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
 type Line = { node: string; pod?: string; type: string; class?: string; line?: string; live?: boolean; message?: string; entries?: number };
 
 describe.skipIf(!isRoot)('clbprobe evidence against real agents (local, and --all-nodes through a fake API server)', () => {
@@ -95,6 +113,11 @@ describe.skipIf(!isRoot)('clbprobe evidence against real agents (local, and --al
   const api = new FakeApiServer();
   const nodes: Node[] = [];
   const execProcs: ChildProcess[] = [];
+  const relays: Relay[] = [];
+  let relayProc: ChildProcess | undefined;
+  let relayStderr = '';
+  /** Kubeconfigs of on-call users: alice may read lab/web, bob may not; carol may not use the relay. */
+  const users: Record<string, string> = {};
 
   beforeAll(async () => {
     if (!existsSync(CLI)) throw new Error(`${CLI} missing: run npm run build first`);
@@ -105,15 +128,25 @@ describe.skipIf(!isRoot)('clbprobe evidence against real agents (local, and --al
         { name: 'node-a', pod: 'clbprobe-aaaaa', lab: loop, socket: join(dir, 'a.sock'), stderr: '' },
         { name: 'node-b', pod: 'clbprobe-bbbbb', lab: safe, socket: join(dir, 'b.sock'), stderr: '' },
       );
+      await api.start();
+      // The API server as each node's namespace sees it: 127.0.0.1:16443 there, relayed to this process.
+      const apiSock = join(dir, 'api.sock');
+      relays.push(await relay(undefined, { path: apiSock }, { port: Number(new URL(api.url).port) }));
+      const nsKubeconfig = join(dir, 'ns-kubeconfig');
+      writeFileSync(nsKubeconfig, api.kubeconfig().replace(api.url, 'http://127.0.0.1:16443'));
       for (const n of nodes) {
+        relays.push(await relay(n.lab.node.name, { port: 16443 }, { path: apiSock }));
+        // The agent's pod IP on this side: loopback, relayed into the node's namespace.
+        const agentSock = join(dir, `${n.name}-agent.sock`);
+        relays.push(await relay(n.lab.node.name, { path: agentSock }, { port: 9811 }));
+        relays.push(await relay(undefined, { host: POD_IPS[n.name]!, port: 9811 }, { path: agentSock }));
         const args = [
           CLI, 'agent', '--cluster-file', writeClusterFile(dir, n.lab.etp, n.name), '--node-name', n.name, '--listen', '127.0.0.1:9811',
-          '--interface', 'eth0', '--capture', 'off', '--evidence-socket', n.socket, '--log-level', 'warn',
+          '--interface', 'eth0', '--capture', 'off', '--evidence-socket', n.socket, '--log-level', 'warn', '--kubeconfig', nsKubeconfig,
         ];
         n.agent = spawn('ip', ['netns', 'exec', n.lab.node.name, process.execPath, ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
         n.agent.stderr!.on('data', (b: Buffer) => (n.stderr += b.toString()));
       }
-      await api.start();
       kubeconfig = join(dir, 'kubeconfig');
       writeFileSync(kubeconfig, api.kubeconfig());
       for (const n of nodes) api.apply('pods', agentPod(n.pod, n.name, 'Running'));
@@ -121,6 +154,20 @@ describe.skipIf(!isRoot)('clbprobe evidence against real agents (local, and --al
       api.apply('pods', agentPod('clbprobe-ddddd', 'node-d', 'Pending'));
       api.apply('pods', { ...agentPod('prometheus-0', 'node-a', 'Running'), metadata: { name: 'prometheus-0', namespace: 'clbprobe', labels: { app: 'prometheus' } } });
       api.forbidExec('clbprobe', 'clbprobe-ccccc');
+      // The relay, as deploy/evidence-relay.yaml runs it, behind the Service the CLI names.
+      const relayPort = await freePort();
+      relayProc = spawn(process.execPath, [CLI, 'evidence-relay', '--listen', `127.0.0.1:${relayPort}`, '--kubeconfig', kubeconfig, '--log-level', 'warn'], { stdio: ['ignore', 'ignore', 'pipe'] });
+      relayProc.stderr!.on('data', (b: Buffer) => (relayStderr += b.toString()));
+      api.apply('services', { metadata: { name: 'clbprobe-evidence', namespace: 'clbprobe' }, spec: { type: 'ClusterIP', ports: [{ port: 80, targetPort: 9812 }] } });
+      api.onServiceProxy = (ns, name) => (ns === 'clbprobe' && name === 'clbprobe-evidence' ? { port: relayPort } : undefined);
+      // deploy/oncall-rbac.yaml for group oncall; alice may also read the Service (a RoleBinding in lab).
+      api.access.grant({ subject: { group: 'oncall' }, namespace: 'clbprobe', rule: { verbs: ['get'], apiGroups: [''], resources: ['services/proxy'], resourceNames: ['clbprobe-evidence'] } });
+      api.access.grant({ subject: { user: 'alice' }, namespace: 'lab', rule: { verbs: ['get', 'list'], apiGroups: [''], resources: ['services'] } });
+      for (const [user, groups] of [['alice', ['oncall']], ['bob', ['oncall']], ['carol', ['developers']]] as const) {
+        api.access.addToken(`${user}-token`, { username: user, groups: [...groups] });
+        users[user] = join(dir, `${user}.kubeconfig`);
+        writeFileSync(users[user], api.kubeconfig(`${user}-token`));
+      }
       // What the kubelet would do in the agent container: run the image's command, here the
       // compiled CLI in that node's namespace, pointed at that node's agent socket. Other
       // commands (copying a capture out of the pod's /tmp) run as they are, in the same namespace.
@@ -155,6 +202,8 @@ describe.skipIf(!isRoot)('clbprobe evidence against real agents (local, and --al
 
   async function cleanup(): Promise<void> {
     for (const p of execProcs) p.kill('SIGKILL');
+    relayProc?.kill('SIGKILL');
+    for (const r of relays) r.close();
     for (const n of nodes) {
       n.agent?.kill('SIGKILL');
       n.lab.destroy();
@@ -165,7 +214,7 @@ describe.skipIf(!isRoot)('clbprobe evidence against real agents (local, and --al
   afterAll(cleanup);
 
   it('--all-nodes --json: the loop pair from node-a only, node-b healthy, node-c 403 naming the RBAC verb, node-d Pending; exit 1', async () => {
-    const r = await cli(['evidence', '--all-nodes', '--service', 'lab/web', '--json', '--kubeconfig', kubeconfig]);
+    const r = await cli(['evidence', '--all-nodes', '--via', 'exec', '--service', 'lab/web', '--json', '--kubeconfig', kubeconfig]);
     expect(r.code, r.stderr).toBe(1);
     const lines = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as Line);
     const entries = (node: string) => lines.filter((l) => l.node === node && l.type === 'entry');
@@ -201,7 +250,7 @@ describe.skipIf(!isRoot)('clbprobe evidence against real agents (local, and --al
   });
 
   it('--all-nodes text: the local text with a node column and a summary; --node limits the nodes (exit 0)', async () => {
-    const all = await cli(['evidence', '--all-nodes', '--service', 'lab/web', '--kubeconfig', kubeconfig]);
+    const all = await cli(['evidence', '--all-nodes', '--via', 'exec', '--service', 'lab/web', '--kubeconfig', kubeconfig]);
     expect(all.code).toBe(1);
     const out = all.stdout.split('\n');
     expect(out).toContain(`node-a  # lab/web on node-a: VIPs ${LAB.vip}; ports 80/TCP (NodePort ${LAB.nodePort}); endpoints ${LAB.serverPod}:${LAB.serverPort}`);
@@ -211,7 +260,7 @@ describe.skipIf(!isRoot)('clbprobe evidence against real agents (local, and --al
     expect(out).toContain('# summary: 2 of 4 nodes answered');
     expect(out.some((l) => /^# node-d {2}clbprobe-ddddd +failed: agent pod not running: phase Pending$/.test(l))).toBe(true);
 
-    const one = await cli(['evidence', '--all-nodes', '--service', 'lab/web', '--kubeconfig', kubeconfig, '--node', 'node-a']);
+    const one = await cli(['evidence', '--all-nodes', '--via', 'exec', '--service', 'lab/web', '--kubeconfig', kubeconfig, '--node', 'node-a']);
     expect(one.code, one.stderr).toBe(0);
     expect(one.stdout).not.toMatch(/^node-[bcd]/m);
     expect(one.stdout).toContain('# summary: 1 of 1 nodes answered');
@@ -219,7 +268,7 @@ describe.skipIf(!isRoot)('clbprobe evidence against real agents (local, and --al
 
   it('--all-nodes --watch streams new entries from the node as they happen, before the watch ends', async () => {
     let connect: Promise<string> | undefined;
-    const r = await cli(['evidence', '--all-nodes', '--service', 'lab/web', '--json', '--kubeconfig', kubeconfig, '--node', 'node-a', '--watch', '4s'], {
+    const r = await cli(['evidence', '--all-nodes', '--via', 'exec', '--service', 'lab/web', '--json', '--kubeconfig', kubeconfig, '--node', 'node-a', '--watch', '4s'], {
       onLine: (text) => {
         if (!connect && text.includes('"type":"service"')) connect = nodes[0]!.lab.connect(1000);
       },
@@ -238,7 +287,7 @@ describe.skipIf(!isRoot)('clbprobe evidence against real agents (local, and --al
     const base = join(dir, 'all.pcap');
     let connects: Promise<string[]> | undefined;
     const started = new Set<string>();
-    const r = await cli(['evidence', '--all-nodes', '--service', 'lab/web', '--kubeconfig', kubeconfig, '--node', 'node-a,node-b', '--watch', '3s', '--pcap', base, '--json'], {
+    const r = await cli(['evidence', '--all-nodes', '--via', 'exec', '--service', 'lab/web', '--kubeconfig', kubeconfig, '--node', 'node-a,node-b', '--watch', '3s', '--pcap', base, '--json'], {
       onLine: (text) => {
         // A node's capture starts when its first line arrives; connect once both have.
         if (text.includes('"type":"service"')) started.add((JSON.parse(text) as Line).node);
@@ -274,7 +323,7 @@ describe.skipIf(!isRoot)('clbprobe evidence against real agents (local, and --al
   it('the API server refusing the pod list is a usage/API error (exit 2) naming the list verb', async () => {
     api.forbid('pods');
     try {
-      const r = await cli(['evidence', '--all-nodes', '--service', 'lab/web', '--kubeconfig', kubeconfig]);
+      const r = await cli(['evidence', '--all-nodes', '--via', 'exec', '--service', 'lab/web', '--kubeconfig', kubeconfig]);
       expect(r.code).toBe(2);
       expect(r.stderr).toMatch(/403 Forbidden: .*cannot list resource "pods".*needs RBAC verb "list" on "pods" in namespace clbprobe/);
     } finally {
@@ -309,5 +358,75 @@ describe.skipIf(!isRoot)('clbprobe evidence against real agents (local, and --al
     // Out to the LB, and the same client port back in from the LB to the NodePort: the loop, on the wire.
     expect(packets.some((l) => l.includes(`${LAB.clientPod}.`) && l.includes(`> ${LAB.vip}.${LAB.port}:`))).toBe(true);
     expect(packets.some((l) => l.includes(`${LAB.clientPod}.`) && l.includes(`> ${LAB.node1}.${LAB.nodePort}:`))).toBe(true);
+  });
+  it('through the relay (default): alice, who may get lab/web, gets each node with her own token checked by the relay and by every agent; no exec', async () => {
+    api.access.log.length = 0;
+    const execsBefore = api.execs.length;
+    const r = await cli(['evidence', '--all-nodes', '--service', 'lab/web', '--json', '--kubeconfig', users.alice!]);
+    expect(r.code, `${r.stderr}\nrelay: ${relayStderr}`).toBe(1);
+    const lines = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as Line);
+    const entries = (node: string) => lines.filter((l) => l.node === node && l.type === 'entry');
+    const pairA = entries('node-a').filter((l) => l.class === 'loopback_pair').map((l) => l.line!);
+    expect(pairA.some((l) => l.includes(`src=${LAB.clientPod} dst=${LAB.vip}`) && l.includes('[UNREPLIED]'))).toBe(true);
+    expect(entries('node-b').some((l) => l.line!.includes(`dst=${LAB.vip}`))).toBe(true);
+    expect(entries('node-b').filter((l) => l.class === 'loopback_pair')).toEqual([]);
+    const errors = Object.fromEntries(lines.filter((l) => l.type === 'error').map((l) => [l.node, l.message!]));
+    expect(Object.keys(errors).sort()).toEqual(['node-c', 'node-d']);
+    expect(errors['node-c']).toContain('cannot reach the agent at 127.0.83.4:9811');
+    expect(errors['node-d']).toBe('agent pod not running: phase Pending');
+    const summary = lines.at(-1) as unknown as { type: string; answered: number; failed: number; nodes: { node: string; status: string; entries: number }[] };
+    expect(summary).toMatchObject({ type: 'summary', answered: 2, failed: 2 });
+    expect(summary.nodes.map((n) => [n.node, n.status, n.entries])).toEqual([
+      ['node-a', 'ok', entries('node-a').length],
+      ['node-b', 'ok', entries('node-b').length],
+      ['node-c', 'failed', 0],
+      ['node-d', 'failed', 0],
+    ]);
+    expect(api.execs.length).toBe(execsBefore);
+    // alice's access to the Service was asked by the relay and by node-a's and node-b's agents.
+    const asked = api.access.log.filter((l) => l.kind === 'SubjectAccessReview').map((l) => l.spec);
+    expect(asked.length).toBeGreaterThanOrEqual(3);
+    for (const spec of asked) expect(spec).toMatchObject({ user: 'alice', resourceAttributes: { verb: 'get', resource: 'services', namespace: 'lab', name: 'web' } });
+  });
+
+  it('through the relay, text and --watch: the node column, live entries as they happen, a summary', async () => {
+    let connect: Promise<string> | undefined;
+    const r = await cli(['evidence', '--all-nodes', '--service', 'lab/web', '--kubeconfig', users.alice!, '--node', 'node-a', '--watch', '4s'], {
+      onLine: (text) => {
+        if (!connect && text.startsWith('node-a  # lab/web')) connect = nodes[0]!.lab.connect(1000);
+      },
+    });
+    expect(await connect).toBe('timeout');
+    expect(r.code, r.stderr).toBe(0);
+    const live = r.lines.filter((l) => /^node-a {2}\S+Z loopback_pair +new /.test(l.text));
+    expect(live.length).toBeGreaterThan(0);
+    expect(r.exitAt - live[0]!.at).toBeGreaterThan(1500);
+    expect(r.stdout).toContain('# summary: 1 of 1 nodes answered');
+  });
+
+  it('bob, on call but without get on the Service, is refused by the relay; carol, without the relay, by the API server (exit 2)', async () => {
+    const bob = await cli(['evidence', '--all-nodes', '--service', 'lab/web', '--kubeconfig', users.bob!]);
+    expect(bob.code).toBe(2);
+    expect(bob.stderr).toContain('403: bob may not get services web in namespace lab');
+    const carol = await cli(['evidence', '--all-nodes', '--service', 'lab/web', '--kubeconfig', users.carol!]);
+    expect(carol.code).toBe(2);
+    expect(carol.stderr).toMatch(/403 Forbidden: services "clbprobe-evidence" is forbidden: User "carol" cannot get resource "services\/proxy".*see deploy\/oncall-rbac.yaml/);
+  });
+
+  it("each agent checks the token itself: bob's token straight to an agent's /evidence is 403, alice's gets the stream", async () => {
+    const curl = (token: string) =>
+      new Promise<string>((resolve) => {
+        const p = spawn('ip', ['netns', 'exec', nodes[0]!.lab.node.name, 'curl', '-sS', '-w', '\n%{http_code}', '-H', `Authorization: Bearer ${token}`, 'http://127.0.0.1:9811/evidence?service=lab/web']);
+        let out = '';
+        p.stdout.on('data', (b: Buffer) => (out += b.toString()));
+        p.on('close', () => resolve(out));
+      });
+    const denied = await curl('bob-token');
+    expect(denied.endsWith('\n403')).toBe(true);
+    expect(denied).toContain('bob may not get services web in namespace lab');
+    const allowed = await curl('alice-token');
+    expect(allowed.endsWith('\n200')).toBe(true);
+    expect(allowed).toContain('"type":"service"');
+    expect(allowed).toMatch(/"type":"end","entries":\d+/);
   });
 });

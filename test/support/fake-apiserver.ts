@@ -15,11 +15,16 @@
 //   code in details.causes), then a normal close. The test supplies the process
 //   to run (onExec); refusals are the API server's: 401, 403 per pod
 //   (forbidExec), 404 unknown pod, 400 wrong container / pod not running.
+// - the service proxy, GET /api/v1/namespaces/NS/services/NAME[:PORT]/proxy/PATH: authorized as
+//   "get" services/proxy on NAME[:PORT] (fake-access.ts grants), the caller's Authorization header
+//   removed (the real server drops it once it authenticated the request), other headers, the path
+//   and the query passed on, the answer streamed back; the test names where a Service's endpoint
+//   listens (onServiceProxy), else 503 "no endpoints available".
 // - TokenReview and SubjectAccessReview with RBAC-like grants (fake-access.ts). The kubeconfig's
 //   user "tester" (token fake-token) may create both reviews, as system:auth-delegator allows.
 // It can be stopped (all connections cut) and started again on the same port.
 import type { ChildProcess } from 'node:child_process';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { constants } from 'node:os';
 import type { Duplex } from 'node:stream';
@@ -116,6 +121,8 @@ export class FakeApiServer {
   readonly requests: LoggedRequest[] = [];
   /** Watches answered with 410 Expired. */
   expiredWatches = 0;
+  /** Where a proxied Service's endpoint listens on loopback (a relay into a namespace), or undefined for none. */
+  onServiceProxy?: (namespace: string, name: string) => { port: number } | undefined;
   /** Tokens, users and RBAC grants, and the review APIs on them. */
   readonly access = new FakeAccess();
   /** Revokes tester's right to create reviews (the agent's ClusterRoleBinding missing). */
@@ -179,7 +186,7 @@ export class FakeApiServer {
   }
 
   /** A kubeconfig for this server (plain HTTP needs insecure-skip-tls-verify in client-node). */
-  kubeconfig(): string {
+  kubeconfig(token = 'fake-token'): string {
     return [
       'apiVersion: v1',
       'kind: Config',
@@ -191,7 +198,7 @@ export class FakeApiServer {
       'users:',
       '- name: tester',
       '  user:',
-      '    token: fake-token',
+      `    token: ${token}`,
       'contexts:',
       '- name: fake',
       '  context:',
@@ -278,6 +285,8 @@ export class FakeApiServer {
   private handle(req: IncomingMessage, res: ServerResponse): void {
     const url = new URL(req.url ?? '/', 'http://x');
     if (this.access.handle(req, res, url.pathname)) return;
+    const proxy = /^\/api\/v1\/namespaces\/([^/]+)\/services\/([^/]+)\/proxy(\/.*)?$/.exec(url.pathname);
+    if (proxy) return this.serviceProxy(req, res, proxy[1]!, proxy[2]!, `${proxy[3] ?? '/'}${url.search}`);
     // /api/v1/namespaces/NS/pods → the collection /api/v1/pods, only NS.
     const nsPath = /^(\/api\/v1|\/apis\/[^/]+\/[^/]+)\/namespaces\/([^/]+)\/([^/]+)$/.exec(url.pathname);
     const path = nsPath ? `${nsPath[1]}/${nsPath[3]}` : url.pathname;
@@ -306,6 +315,29 @@ export class FakeApiServer {
     }
     if (watch) this.serveWatch(resource, sel, q, res);
     else this.serveList(resource, sel, q, res);
+  }
+
+  private serviceProxy(req: IncomingMessage, res: ServerResponse, namespace: string, nameAndPort: string, path: string): void {
+    const caller = this.access.userOf(req.headers.authorization);
+    if (!caller) return sendStatus(res, 401, 'Unauthorized', 'Unauthorized');
+    const verb = req.method === 'GET' || req.method === 'HEAD' ? 'get' : req.method === 'POST' ? 'create' : (req.method ?? '').toLowerCase();
+    const attrs = { verb, group: '', resource: 'services', subresource: 'proxy', namespace, name: nameAndPort };
+    if (!this.access.decide(caller, { resource: attrs }).allowed) {
+      return sendStatus(res, 403, 'Forbidden', `services "${nameAndPort}" is forbidden: User "${caller.username}" cannot ${verb} resource "services/proxy" in API group "" in the namespace "${namespace}"`);
+    }
+    const name = nameAndPort.split(':')[0]!;
+    if (!this.objects.get('services')!.has(`${namespace}/${name}`)) return sendStatus(res, 404, 'NotFound', `services "${name}" not found`);
+    const target = this.onServiceProxy?.(namespace, name);
+    if (!target) return sendStatus(res, 503, 'ServiceUnavailable', `no endpoints available for service "${name}"`);
+    const { authorization: _dropped, host: _host, connection: _c, ...headers } = req.headers;
+    const upstream = httpRequest({ host: '127.0.0.1', port: target.port, method: req.method, path, headers }, (up) => {
+      res.writeHead(up.statusCode ?? 502, up.headers);
+      res.flushHeaders();
+      up.pipe(res);
+    });
+    upstream.on('error', (e) => (res.headersSent ? res.destroy() : sendStatus(res, 503, 'ServiceUnavailable', `error trying to reach service: ${e.message}`)));
+    res.on('close', () => upstream.destroy());
+    req.pipe(upstream);
   }
 
   /** The exec subresource: checks in the API server's order, then a WebSocket running onExec's process. */

@@ -7,12 +7,12 @@
 // - the API server's proxy to that agent: relay(ns, {path: S2}, {port: 9811}), then connect to S2.
 import { spawn, type ChildProcess } from 'node:child_process';
 
-export type Endpoint = { port: number } | { path: string };
+export type Endpoint = { port: number; host?: string } | { path: string };
 
 const SCRIPT = `
 const net = require('node:net');
 const [listen, connect] = process.argv.slice(1).map((x) => JSON.parse(x));
-const at = (e) => ('port' in e ? { port: e.port, host: '127.0.0.1' } : { path: e.path });
+const at = (e) => ('port' in e ? { port: e.port, host: e.host || '127.0.0.1' } : { path: e.path });
 const server = net.createServer((c) => {
   const u = net.connect(at(connect));
   c.pipe(u).pipe(c);

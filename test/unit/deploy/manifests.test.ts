@@ -7,6 +7,10 @@ import { join } from 'node:path';
 import { PodMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PodMonitor';
 import { PrometheusRule } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PrometheusRule';
 import { DaemonSet } from 'kubernetes-models/apps/v1/DaemonSet';
+import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
+import { Service } from 'kubernetes-models/v1/Service';
+import { Role } from 'kubernetes-models/rbac.authorization.k8s.io/v1/Role';
+import { RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/RoleBinding';
 import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import { Namespace } from 'kubernetes-models/v1/Namespace';
 import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
@@ -23,6 +27,10 @@ const MODELS: Record<string, new (o: never) => { validate(): void }> = {
   'v1/ServiceAccount': ServiceAccount,
   'v1/ConfigMap': ConfigMap,
   'apps/v1/DaemonSet': DaemonSet,
+  'apps/v1/Deployment': Deployment,
+  'v1/Service': Service,
+  'rbac.authorization.k8s.io/v1/Role': Role,
+  'rbac.authorization.k8s.io/v1/RoleBinding': RoleBinding,
   'rbac.authorization.k8s.io/v1/ClusterRole': ClusterRole,
   'rbac.authorization.k8s.io/v1/ClusterRoleBinding': ClusterRoleBinding,
   'monitoring.coreos.com/v1/PodMonitor': PodMonitor,
@@ -46,14 +54,21 @@ describe('deploy/ kustomization', () => {
   it('renders exactly the objects the agent needs, in the clbprobe namespace with the common labels', () => {
     expect(objects.map((o) => `${o.kind}/${o.metadata.name}`).sort()).toEqual([
       'ClusterRole/clbprobe',
+      'ClusterRole/clbprobe-evidence-relay',
       'ClusterRole/clbprobe-metrics-reader',
       'ClusterRoleBinding/clbprobe',
+      'ClusterRoleBinding/clbprobe-evidence-relay',
       'ConfigMap/clbprobe-dashboard',
       'DaemonSet/clbprobe',
+      'Deployment/clbprobe-evidence-relay',
       'Namespace/clbprobe',
       'PodMonitor/clbprobe',
       'PrometheusRule/clbprobe',
+      'Role/clbprobe-evidence-relay',
+      'RoleBinding/clbprobe-evidence-relay',
+      'Service/clbprobe-evidence',
       'ServiceAccount/clbprobe',
+      'ServiceAccount/clbprobe-evidence-relay',
     ]);
     for (const o of objects) {
       expect(o.metadata.labels?.['app.kubernetes.io/name'], o.kind).toBe('clbprobe');
@@ -99,7 +114,7 @@ describe('deploy/ kustomization', () => {
     const args = ds.spec.template.spec.containers[0]!.args;
     expect(args[args.indexOf('--metrics-auth') + 1]).toBe('kubernetes');
     expect((one('PodMonitor') as unknown as { spec: { scrapeClass: string } }).spec.scrapeClass).toBe('serviceaccount-token');
-    const binding = one('ClusterRoleBinding') as unknown as { roleRef: { name: string }; subjects: { kind: string; name: string; namespace: string }[] };
+    const binding = objects.find((o) => o.kind === 'ClusterRoleBinding' && o.metadata.name === 'clbprobe') as unknown as { roleRef: { name: string }; subjects: { kind: string; name: string; namespace: string }[] };
     expect(binding.roleRef.name).toBe('clbprobe');
     expect(binding.subjects).toEqual([{ kind: 'ServiceAccount', name: 'clbprobe', namespace: 'clbprobe' }]);
   });
@@ -131,6 +146,29 @@ describe('deploy/ kustomization', () => {
     const hostPaths = pod.volumes.filter((v: { hostPath?: unknown }) => v.hostPath).map((v: { hostPath: { path: string } }) => v.hostPath.path);
     expect(hostPaths).toEqual(['/run/clbprobe']);
     expect(ds.spec.template.metadata.annotations).toEqual({ 'prometheus.io/scrape': 'true', 'prometheus.io/port': '9811', 'prometheus.io/path': '/metrics' });
+  });
+
+  it('evidence relay: no capabilities, no host network, nobody, read-only root; its pods are not selected as agents; it may list pods and create reviews only', () => {
+    const d = objects.find((o) => o.kind === 'Deployment') as unknown as { spec: { selector: { matchLabels: Record<string, string> }; template: { metadata: { labels: Record<string, string> }; spec: any } } };
+    const pod = d.spec.template.spec;
+    expect(pod.hostNetwork).toBeUndefined();
+    expect(pod.serviceAccountName).toBe('clbprobe-evidence-relay');
+    const [c] = pod.containers;
+    expect(c.securityContext).toMatchObject({ runAsNonRoot: true, allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } });
+    expect(c.securityContext.capabilities.add).toBeUndefined();
+    expect(c.args[0]).toBe('evidence-relay');
+    expect(d.spec.template.metadata.labels['app.kubernetes.io/name']).toBeUndefined();
+    const svc = objects.find((o) => o.kind === 'Service') as unknown as { metadata: { name: string }; spec: { selector: Record<string, string>; ports: { name?: string }[] } };
+    expect(d.spec.template.metadata.labels).toMatchObject(svc.spec.selector);
+    expect(svc.spec.ports).toHaveLength(1);
+    expect(svc.spec.ports[0]!.name).toBeUndefined();
+    type Rules = { metadata: { name: string }; rules: { apiGroups: string[]; resources: string[]; verbs: string[] }[] };
+    const grants = (kind: string) =>
+      (objects.filter((o) => o.kind === kind && o.metadata.name === 'clbprobe-evidence-relay') as unknown as Rules[]).flatMap((r) =>
+        r.rules.flatMap((x) => x.apiGroups.flatMap((g) => x.resources.map((res) => `${g}/${res}:${x.verbs.join(',')}`))),
+      );
+    expect(grants('Role')).toEqual(['/pods:list']);
+    expect(grants('ClusterRole').sort()).toEqual(['authentication.k8s.io/tokenreviews:create', 'authorization.k8s.io/subjectaccessreviews:create']);
   });
 
   it('PodMonitor scrapes the DaemonSet pods on their metrics port and keeps the Service labels', () => {

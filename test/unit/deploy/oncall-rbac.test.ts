@@ -9,12 +9,13 @@ import { RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/Role
 import { parseAllDocuments } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { AGENT_DEFAULTS } from '../../../src/cli/evidence.js';
+import { DEFAULT_RELAY } from '../../../src/cli/evidence-remote.js';
 import { renderKustomization } from './render.js';
 
 const DEPLOY = join(import.meta.dirname, '../../../deploy');
 const text = readFileSync(join(DEPLOY, 'oncall-rbac.yaml'), 'utf8');
 
-type Rule = { apiGroups: string[]; resources: string[]; verbs: string[] };
+type Rule = { apiGroups: string[]; resources: string[]; resourceNames?: string[]; verbs: string[] };
 const docs = (t: string) =>
   parseAllDocuments(t).map((d) => {
     if (d.errors.length) throw new Error(d.errors[0]!.message);
@@ -31,9 +32,14 @@ describe('deploy/oncall-rbac.yaml', () => {
     expect(role!.metadata).toMatchObject({ name: 'clbprobe-oncall', namespace: AGENT_DEFAULTS.namespace });
   });
 
-  it('grants exactly what --all-nodes uses: list/get pods, get/create pods/exec (WebSocket exec is a GET; 1.35+ also checks create)', () => {
-    const granted = role!.rules!.flatMap((r) => r.apiGroups.flatMap((g) => r.resources.map((res) => `${g}/${res}:${[...r.verbs].sort().join(',')}`)));
-    expect(granted.sort()).toEqual(['/pods/exec:create,get', '/pods:get,list']);
+  it('grants exactly what --all-nodes uses through the relay: get on services/proxy of the relay Service, nothing on pods or exec', () => {
+    const granted = role!.rules!.flatMap((r) =>
+      r.apiGroups.flatMap((g) => r.resources.map((res) => `${g}/${res}[${(r.resourceNames ?? []).join(',')}]:${[...r.verbs].sort().join(',')}`)),
+    );
+    expect(granted).toEqual([`/services/proxy[${DEFAULT_RELAY.split('/')[1]}]:get`]);
+    expect(role!.metadata.namespace).toBe(DEFAULT_RELAY.split('/')[0]);
+    // The relay Service the Role names is the one deploy/ installs.
+    expect(renderKustomization(DEPLOY).some((o) => o.kind === 'Service' && o.metadata.name === DEFAULT_RELAY.split('/')[1])).toBe(true);
   });
 
   it('the commented RoleBinding example, uncommented, is valid and binds this Role to a group', () => {
@@ -50,6 +56,6 @@ describe('deploy/oncall-rbac.yaml', () => {
   });
 
   it('is not part of `kubectl apply -k deploy/` (bound per site, on purpose)', () => {
-    expect(renderKustomization(DEPLOY).some((o) => o.kind === 'Role')).toBe(false);
+    expect(renderKustomization(DEPLOY).some((o) => o.kind === 'Role' && o.metadata.name === 'clbprobe-oncall')).toBe(false);
   });
 });

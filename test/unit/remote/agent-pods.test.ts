@@ -17,6 +17,7 @@ const p = (name: string, node: string, o: Partial<AgentPod> = {}): AgentPod => (
   ready: true,
   containers: ['agent'],
   deleting: false,
+  ip: '10.0.0.1',
   ...o,
 });
 
@@ -62,7 +63,7 @@ describe('planNodes', () => {
       },
       'agent',
     );
-    expect(pod).toEqual({ name: 'clbprobe-x', node: 'n1', phase: 'Running', ready: false, waiting: 'CrashLoopBackOff', containers: ['agent'], deleting: true });
+    expect(pod).toEqual({ name: 'clbprobe-x', node: 'n1', phase: 'Running', ready: false, waiting: 'CrashLoopBackOff', containers: ['agent'], deleting: true, ip: '' });
   });
 });
 

@@ -1,0 +1,95 @@
+// The workstation's side of the evidence relay: one GET through the API server's service proxy
+// (/api/v1/namespaces/NS/services/NAME/proxy/evidence), authenticated to the API server as
+// kubectl would be (client-node applies the kubeconfig: token, exec plugin, client certificate),
+// with the bearer token repeated in TOKEN_HEADER for the relay, since the API server removes the
+// Authorization header of a request it has authenticated. Lines are handed over as they arrive.
+import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { request as httpsRequest, type RequestOptions } from 'node:https';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { TOKEN_HEADER } from './relay.js';
+
+export interface RelayTarget {
+  namespace: string;
+  service: string;
+}
+
+export class RelayError extends Error {
+  constructor(
+    message: string,
+    readonly statusCode?: number,
+  ) {
+    super(message);
+    this.name = 'RelayError';
+  }
+}
+
+/** Longest line accepted from the relay. */
+const MAX_LINE = 1 << 20;
+
+/** Streams the relay's answer line by line; resolves when it ends, rejects with what to fix. */
+export async function askRelay(kc: KubeConfig, t: RelayTarget, query: URLSearchParams, onLine: (text: string) => void, timeoutMs: number): Promise<void> {
+  const cluster = kc.getCurrentCluster();
+  if (!cluster) throw new RelayError('the kubeconfig has no current cluster');
+  const opts: RequestOptions = {};
+  await kc.applyToHTTPSOptions(opts);
+  const headers = (opts.headers ?? {}) as Record<string, string>;
+  const authorization = headers.Authorization ?? headers.authorization;
+  if (!authorization || !/^bearer\s/i.test(authorization)) {
+    throw new RelayError(
+      'the evidence relay needs a bearer token to check your access on each node, and this kubeconfig user has none ' +
+        '(a client certificate?): use a token or exec-plugin user, or --via exec (needs pods/exec, deploy/README.md)',
+    );
+  }
+  opts.headers = { ...headers, [TOKEN_HEADER]: authorization, accept: 'application/x-ndjson' };
+  const path = `/api/v1/namespaces/${encodeURIComponent(t.namespace)}/services/${encodeURIComponent(t.service)}/proxy/evidence?${query}`;
+  const url = new URL(cluster.server.replace(/\/$/, '') + path);
+  const where = `the evidence relay (service ${t.namespace}/${t.service} through ${url.host})`;
+  return new Promise((resolve, reject) => {
+    const req = (url.protocol === 'https:' ? httpsRequest : httpRequest)(url, { ...opts, method: 'GET' }, (res: IncomingMessage) => {
+      let rest = '';
+      res.setEncoding('utf8');
+      if (res.statusCode !== 200) {
+        res.on('data', (d: string) => {
+          if (rest.length < 4096) rest += d;
+        });
+        res.on('end', () => reject(refusal(res.statusCode ?? 0, rest, t, where)));
+        return;
+      }
+      res.on('data', (d: string) => {
+        rest += d;
+        let nl: number;
+        while ((nl = rest.indexOf('\n')) >= 0) {
+          onLine(rest.slice(0, nl));
+          rest = rest.slice(nl + 1);
+        }
+        if (rest.length > MAX_LINE) req.destroy(new Error(`a line longer than ${MAX_LINE} bytes`));
+      });
+      res.on('end', () => {
+        if (rest) onLine(rest);
+        if (res.complete) resolve();
+        else reject(new RelayError(`${where}: the answer was cut short`));
+      });
+      res.on('error', (e) => reject(new RelayError(`${where}: ${e.message}`)));
+    });
+    req.setTimeout(timeoutMs, () => req.destroy(new Error(`no answer within ${Math.round(timeoutMs / 1000)} s`)));
+    req.on('error', (e) => reject(new RelayError(`${where}: ${e.message}`)));
+    req.end();
+  });
+}
+
+/** An error answer from the API server (a Status) or from the relay (an error line), in words that say what to fix. */
+function refusal(code: number, body: string, t: RelayTarget, where: string): RelayError {
+  let msg = body.trim().slice(0, 300) || '(empty answer)';
+  try {
+    const m = (JSON.parse(body.split('\n')[0] ?? '') as { message?: unknown }).message;
+    if (typeof m === 'string') msg = m;
+  } catch {
+    // not JSON
+  }
+  if (code === 403 && msg.includes('services/proxy')) {
+    return new RelayError(`403 Forbidden: ${msg} (needs RBAC verb "get" on "services/proxy" named ${t.service} in namespace ${t.namespace}; see deploy/oncall-rbac.yaml)`, code);
+  }
+  if (code === 401) return new RelayError(`401 Unauthorized: ${msg}`, code);
+  if (code === 503 && /no endpoints/i.test(msg)) return new RelayError(`${where}: no relay pod is ready (${msg}); is deploy/evidence-relay.yaml applied?`, code);
+  return new RelayError(`${code}: ${msg}`, code);
+}

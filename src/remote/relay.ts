@@ -1,0 +1,197 @@
+// The evidence relay: a capability-free Deployment (deploy/evidence-relay.yaml) that on-call
+// engineers reach through the API server's service proxy, the only thing their Role grants
+// ("get" services/proxy on this one Service). The API server authenticates them and then drops
+// their Authorization header, so the CLI sends its bearer token again in TOKEN_HEADER. The relay
+// checks that the token's user may "get" the Service (TokenReview + SubjectAccessReview), lists
+// the agent pods with its own service account, and asks each node's agent GET /evidence with the
+// caller's token, which every agent checks again itself (src/agent/evidence-http.ts): the relay
+// cannot read evidence on its own, and a user cannot name any address or port to reach.
+// The answer is NDJSON: each agent line with "node" and "pod" added, an error line per node that
+// failed, and a summary, the format of `clbprobe evidence --all-nodes --json`.
+import { request, type IncomingMessage, type ServerResponse } from 'node:http';
+import { byText } from '../compare.js';
+import type { CheckAccess } from '../agent/evidence-http.js';
+import { parseEvidenceQuery, type EvidenceQuery } from '../agent/evidence-http.js';
+import type { EvidenceLine } from '../agent/evidence.js';
+import { planNodes, type AgentPod } from './agent-pods.js';
+
+/** The header that carries the caller's "Bearer TOKEN" through the API server's proxy. */
+export const TOKEN_HEADER = 'x-clbprobe-authorization';
+
+export interface RelayOptions {
+  check: CheckAccess;
+  listPods: () => Promise<AgentPod[]>;
+  container: string;
+  /** The agents' HTTP port (their --listen). */
+  agentPort: number;
+  /** Nodes asked at once for one request. */
+  concurrency: number;
+  /** Requests answered at once; more get 503. */
+  maxRequests: number;
+}
+
+/** One node's outcome, as the summary reports it. */
+export interface RelayNodeResult {
+  node: string;
+  pod?: string;
+  status: 'ok' | 'failed';
+  entries: number;
+  error?: string;
+}
+
+/** Longest line an agent may send (an entry is ~500 bytes). */
+const MAX_LINE = 1 << 20;
+/** Longest refusal body read from an agent. */
+const MAX_REFUSAL = 4096;
+
+const json = (o: object): string => `${JSON.stringify(o)}\n`;
+
+export function relayRoute(o: RelayOptions): (req: IncomingMessage, res: ServerResponse) => void {
+  let active = 0;
+  return (req, res) => {
+    const refuse = (status: number, message: string): void => {
+      res.writeHead(status, { 'Content-Type': 'application/x-ndjson' }).end(json({ type: 'error', message }));
+    };
+    const search = new URL(req.url ?? '/', 'http://x').searchParams;
+    const q = parseEvidenceQuery(search);
+    if ('error' in q) return refuse(400, q.error);
+    const only = search.getAll('node').flatMap((n) => n.split(',')).filter(Boolean);
+    if (only.some((n) => n.length > 253)) return refuse(400, 'node names are at most 253 characters');
+    if (active >= o.maxRequests) return refuse(503, `${active} evidence requests are being answered; try again shortly`);
+    active++;
+    res.once('close', () => active--);
+    const token = req.headers[TOKEN_HEADER];
+    const authorization = typeof token === 'string' ? token : undefined;
+    const attrs = { resource: { verb: 'get', group: '', resource: 'services', namespace: q.namespace, name: q.name } };
+    void (async () => {
+      const d = await o.check(authorization, attrs);
+      if (!d.ok) return refuse(d.status, d.message);
+      let pods: AgentPod[];
+      try {
+        pods = await o.listPods();
+      } catch (e) {
+        return refuse(502, `the relay cannot list the agent pods: ${e instanceof Error ? e.message : String(e)}`);
+      }
+      const plan = planNodes(pods, o.container, only.length ? only : undefined);
+      // Each node's request listens for the caller going away.
+      res.setMaxListeners(o.concurrency + 10);
+      res.writeHead(200, { 'Content-Type': 'application/x-ndjson', 'Cache-Control': 'no-store' });
+      res.flushHeaders();
+      const results: RelayNodeResult[] = plan.unreachable.map((u) => ({ node: u.node, ...(u.pod ? { pod: u.pod } : {}), status: 'failed', entries: 0, error: u.reason }));
+      for (const r of results) res.write(json({ node: r.node, ...(r.pod ? { pod: r.pod } : {}), type: 'error', message: r.error }));
+      const queue = [...plan.ask];
+      const worker = async (): Promise<void> => {
+        for (let pod = queue.shift(); pod && !res.destroyed; pod = queue.shift()) results.push(await askAgent(o, q, pod, authorization!, res));
+      };
+      await Promise.all(Array.from({ length: Math.min(o.concurrency, queue.length) }, worker));
+      results.sort((a, b) => byText(a.node, b.node));
+      const ok = results.filter((r) => r.status === 'ok').length;
+      res.end(json({ type: 'summary', answered: ok, failed: results.length - ok, nodes: results }));
+    })().catch((e: unknown) => {
+      if (!res.headersSent) refuse(500, e instanceof Error ? e.message : String(e));
+      else res.destroy();
+    });
+  };
+}
+
+/** Streams one agent's answer into `res`, each line with node and pod; never throws. */
+function askAgent(o: RelayOptions, q: EvidenceQuery, pod: AgentPod, authorization: string, res: ServerResponse): Promise<RelayNodeResult> {
+  const result: RelayNodeResult = { node: pod.node, pod: pod.name, status: 'failed', entries: 0 };
+  const fail = (message: string): RelayNodeResult => {
+    result.error = message + (pod.ready ? '' : ' (the agent container is not ready)');
+    res.write(json({ node: pod.node, pod: pod.name, type: 'error', message: result.error }));
+    return result;
+  };
+  if (!pod.ip) return Promise.resolve(fail('the agent pod has no IP yet'));
+  const search = new URLSearchParams({ service: `${q.namespace}/${q.name}` });
+  if (q.port) search.set('port', String(q.port));
+  if (q.watchS) search.set('watch', String(q.watchS));
+  const timeoutMs = (q.watchS + 30) * 1000;
+  return new Promise((resolve) => {
+    let settled = false;
+    const done = (r: RelayNodeResult): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      resolve(r);
+    };
+    const agentReq = request({ host: pod.ip, port: o.agentPort, path: `/evidence?${search}`, headers: { authorization } }, (agentRes) => {
+      if (agentRes.statusCode !== 200) {
+        let body = '';
+        agentRes.setEncoding('utf8');
+        agentRes.on('data', (d: string) => {
+          if (body.length < MAX_REFUSAL) body += d;
+        });
+        agentRes.on('end', () => done(fail(`the agent answered ${agentRes.statusCode}: ${refusalText(body)}`)));
+        agentRes.on('error', (e) => done(fail(`the agent's answer broke: ${e.message}`)));
+        return;
+      }
+      let rest = '';
+      let sawEnd = false;
+      const errors: string[] = [];
+      const onLine = (text: string): void => {
+        if (!text.trim()) return;
+        let l: EvidenceLine;
+        try {
+          l = JSON.parse(text) as EvidenceLine;
+        } catch {
+          errors.push(`unexpected output: ${text.slice(0, 200)}`);
+          return;
+        }
+        if (l.type === 'entry') result.entries++;
+        if (l.type === 'end') sawEnd = true;
+        if (l.type === 'error') errors.push(l.message);
+        if (!res.write(json(Object.assign({ node: pod.node, pod: pod.name }, l, { node: pod.node, pod: pod.name })))) {
+          agentRes.pause();
+          res.once('drain', () => agentRes.resume());
+        }
+      };
+      agentRes.setEncoding('utf8');
+      agentRes.on('data', (d: string) => {
+        rest += d;
+        let nl: number;
+        while ((nl = rest.indexOf('\n')) >= 0) {
+          onLine(rest.slice(0, nl));
+          rest = rest.slice(nl + 1);
+        }
+        if (rest.length > MAX_LINE) {
+          agentReq.destroy();
+          done(fail(`the agent sent a line longer than ${MAX_LINE} bytes`));
+        }
+      });
+      agentRes.on('end', () => {
+        onLine(rest);
+        if (sawEnd && !errors.length) {
+          result.status = 'ok';
+          done(result);
+        } else {
+          result.error = errors[0] ?? 'the agent ended without its end line';
+          done(result);
+        }
+      });
+      agentRes.on('error', (e) => done(fail(`the agent's answer broke: ${e.message}`)));
+    });
+    agentReq.on('error', (e) => done(fail(`cannot reach the agent at ${pod.ip}:${o.agentPort}: ${e.message}`)));
+    const timer = setTimeout(() => {
+      agentReq.destroy();
+      done(fail(`no complete answer within ${timeoutMs / 1000} s (timeout)`));
+    }, timeoutMs);
+    // The caller going away stops asking.
+    res.once('close', () => {
+      agentReq.destroy();
+      done(result);
+    });
+    agentReq.end();
+  });
+}
+
+/** The message of an error line or Status body, else the body itself. */
+function refusalText(body: string): string {
+  try {
+    const m = (JSON.parse(body.split('\n')[0] ?? '') as { message?: unknown }).message;
+    if (typeof m === 'string') return m;
+  } catch {
+    // not JSON
+  }
+  return body.trim().slice(0, 300) || '(empty answer)';
+}
