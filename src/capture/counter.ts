@@ -1,35 +1,10 @@
-// The counter backends' common interface and the choice between them.
-import type { Logger } from '../log.js';
-import type { AttachMode } from './attach.js';
+// The choice between the counter backends (their interface: counter-types.ts).
+import type { Counter, CounterOptions } from './counter-types.js';
 import { EbpfCounter } from './ebpf.js';
 import { CaptureError } from './errors.js';
 import { PcapCounter } from './pcap-counter.js';
-import type { CounterReading, Targets } from './targets.js';
 
-export interface Counter {
-  readonly backend: 'ebpf' | 'pcap';
-  /** e.g. "eBPF (tcx) on eth0" */
-  readonly description: string;
-  /** Replaces the target sets; takes effect at once, counting continues. */
-  setTargets(targets: Targets): void;
-  /** Cumulative counters since open. */
-  read(): CounterReading;
-  /** Detaches/stops capturing. Idempotent. */
-  close(): void;
-}
-
-export interface CounterOptions {
-  /** The uplink (the default-route interface unless configured). */
-  ifname: string;
-  /** Attach inside this network namespace instead of ours (tests, benchmarks). */
-  netnsPath?: string;
-  backend?: 'auto' | 'ebpf' | 'pcap';
-  /** eBPF only: TCX, legacy cls_bpf, or TCX falling back to cls_bpf. */
-  attach?: AttachMode | 'auto';
-  /** pcap only: kernel capture buffer per direction (bytes). */
-  pcapBufferSize?: number;
-  logger?: Logger;
-}
+export type { Counter, CounterOptions } from './counter-types.js';
 
 /**
  * Opens the requested backend. 'auto' (default) uses eBPF and falls back to

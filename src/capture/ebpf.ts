@@ -7,7 +7,7 @@ import { projectRoot } from '../native.js';
 import { captureAddon, type BpfObject, type CaptureAddon } from './addon.js';
 import { attachPrograms, removeTcLeftovers, type Attachment } from './attach.js';
 import { MAP_COUNTERS, MAP_STATS, PROG_EGRESS, PROG_INGRESS, STAT_COUNTERS_FULL, u32Value } from './bpf-layout.js';
-import type { Counter, CounterOptions } from './counter.js';
+import type { Counter, CounterOptions } from './counter-types.js';
 import { CounterMapReader, readPerCpuU64, syncMap, TARGET_MAPS, targetMaps, type MapContents } from './ebpf-maps.js';
 import { LinkPackets } from './link-packets.js';
 import { captureError, CaptureError } from './errors.js';

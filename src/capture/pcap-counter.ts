@@ -5,7 +5,7 @@
 import type { Logger } from '../log.js';
 import { PCAP_META_WORDS } from './addon.js';
 import { classify, linkHeaderLength, parseHeaders, TargetIndex } from './classify.js';
-import type { Counter, CounterOptions } from './counter.js';
+import type { Counter, CounterOptions } from './counter-types.js';
 import { CaptureError } from './errors.js';
 import { egressFilter, ingressFilter, MATCH_PORT_PROTOCOLS } from './pcap-filter.js';
 import { PcapReader, type PcapBatch } from './pcap-reader.js';

@@ -1,9 +1,10 @@
 // Indexes built once per diagnosis so each detector and the conntrack
 // correlator answer "is this address/port one of ours?" in O(1).
 import type { ServiceView } from '../cluster/types.js';
-import { cidrMatcher, ipv4Number } from '../kernel/ip.js';
 import type { IpvsVirtualServer } from '../kernel/types.js';
-import { classifyProxyMode, type ProxyModeInfo } from './proxy-mode.js';
+import { cidrMatcher, ipv4Number } from '../kernel/ip.js';
+import type { DetectContext } from './context-types.js';
+import { classifyProxyMode } from './proxy-mode.js';
 import type { DiagnoseInput, LbNatFact } from './types.js';
 
 export type Proto = 'TCP' | 'UDP' | 'SCTP';
@@ -27,29 +28,7 @@ export const key = (ip: string, proto: string, port: number | undefined): Key =>
   return `${ip}|${proto}|${port ?? ''}`;
 };
 
-export interface DetectContext {
-  input: DiagnoseInput;
-  /** Service ports that have an LB ingress IP, an LB hostname or an Ingress VIP: the only ones loopback concerns. */
-  services: ServiceView[];
-  nodeIps: Set<string>;
-  ipvsBound: Set<string>;
-  proxy: ProxyModeInfo;
-  isPodIp(ip: string): boolean;
-  /** A source that belongs to this node: one of its pods or its own addresses. */
-  isLocalSource(ip: string): boolean;
-  /** The Service ports with this LB ingress IP:port. */
-  lbVipServices(ip: string, proto: string, port: number | undefined): ServiceView[] | undefined;
-  /** The Service ports with this LB ingress IP, any port: health checks come from the VIP itself. */
-  lbIpServices(ip: string): ServiceView[] | undefined;
-  /** The Service ports behind this Ingress VIP (port-agnostic: the Ingress listens on 80/443). */
-  ingressVipServices(ip: string): ServiceView[] | undefined;
-  /** The Service port with this NodePort. */
-  nodePortService(proto: string, port: number | undefined): ServiceView | undefined;
-  /** The Service ports with this local endpoint ip:port (the direct-pod return leg). */
-  localEndpointServices(ip: string, proto: string, port: number | undefined): ServiceView[] | undefined;
-  ipvsService(ip: string, proto: string, port: number): IpvsVirtualServer | undefined;
-  natFact(ip: string, proto: string, port: number): LbNatFact | undefined;
-}
+export type { DetectContext, ProxyModeInfo } from './context-types.js';
 
 /**
  * A map value: one ServiceView alone, or a list when several share the key. Nearly every key has

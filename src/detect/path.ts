@@ -2,7 +2,7 @@
 // (VIP bound on kube-ipvs0, or DNATed by iptables rules), or out to the LB.
 // Only traffic that leaves can come back as a loop.
 import type { ServiceView } from '../cluster/types.js';
-import type { DetectContext } from './context.js';
+import type { DetectContext } from './context-types.js';
 import { KUBE_IPVS_IFNAME } from './evidence.js';
 
 export interface VipPath {

@@ -5,20 +5,13 @@
 // IPVS mode is deprecated since Kubernetes v1.35 (KEP-5495): on an IPVS node the
 // finding also says what would change for each Service under nftables mode.
 import type { ServiceView } from '../cluster/types.js';
-import type { DetectContext } from './context.js';
+import type { DetectContext, LbBinding, ProxyModeInfo } from './context-types.js';
 import { KUBE_IPVS_IFNAME, finding } from './evidence.js';
 import { handoffOf, handoffVerdict, vipName } from './handoff.js';
 import { vipPath } from './path.js';
 import type { DiagnoseInput, Finding, LbNatFact, ProxyMode } from './types.js';
 
-export type LbBinding = 'bound' | 'unbound' | 'mixed' | 'none-expected';
-
-export interface ProxyModeInfo {
-  mode: ProxyMode;
-  /** IPVS only: whether the LB IPs kube-proxy should handle are bound on kube-ipvs0. */
-  lbBinding?: LbBinding;
-  evidence: string[];
-}
+export type { LbBinding, ProxyModeInfo } from './context-types.js';
 
 /** LB IPs a community kube-proxy would bind: ipMode VIP and no hostname-only status. */
 function expectedBound(services: ServiceView[]): string[] {

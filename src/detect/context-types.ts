@@ -1,0 +1,39 @@
+// What every detector is given: the diagnosis input with its indexes
+// (built in context.ts) and the node's proxy mode (proxy-mode.ts). Types only,
+// so the detectors that build a part of it can name it without a loop.
+import type { ServiceView } from '../cluster/types.js';
+import type { IpvsVirtualServer } from '../kernel/types.js';
+import type { DiagnoseInput, LbNatFact, ProxyMode } from './types.js';
+
+export type LbBinding = 'bound' | 'unbound' | 'mixed' | 'none-expected';
+
+export interface ProxyModeInfo {
+  mode: ProxyMode;
+  /** IPVS only: whether the LB IPs kube-proxy should handle are bound on kube-ipvs0. */
+  lbBinding?: LbBinding;
+  evidence: string[];
+}
+
+export interface DetectContext {
+  input: DiagnoseInput;
+  /** Service ports that have an LB ingress IP, an LB hostname or an Ingress VIP: the only ones loopback concerns. */
+  services: ServiceView[];
+  nodeIps: Set<string>;
+  ipvsBound: Set<string>;
+  proxy: ProxyModeInfo;
+  isPodIp(ip: string): boolean;
+  /** A source that belongs to this node: one of its pods or its own addresses. */
+  isLocalSource(ip: string): boolean;
+  /** The Service ports with this LB ingress IP:port. */
+  lbVipServices(ip: string, proto: string, port: number | undefined): ServiceView[] | undefined;
+  /** The Service ports with this LB ingress IP, any port: health checks come from the VIP itself. */
+  lbIpServices(ip: string): ServiceView[] | undefined;
+  /** The Service ports behind this Ingress VIP (port-agnostic: the Ingress listens on 80/443). */
+  ingressVipServices(ip: string): ServiceView[] | undefined;
+  /** The Service port with this NodePort. */
+  nodePortService(proto: string, port: number | undefined): ServiceView | undefined;
+  /** The Service ports with this local endpoint ip:port (the direct-pod return leg). */
+  localEndpointServices(ip: string, proto: string, port: number | undefined): ServiceView[] | undefined;
+  ipvsService(ip: string, proto: string, port: number): IpvsVirtualServer | undefined;
+  natFact(ip: string, proto: string, port: number): LbNatFact | undefined;
+}

@@ -1,0 +1,86 @@
+// The module graph of src/: no import loops (type-only imports included: a
+// loop of types still ties the two files' meanings together), and every
+// relative import names a file that exists.
+import { readFileSync, readdirSync, statSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+const SRC = resolve(import.meta.dirname, '../../../src');
+
+function tsFiles(dir: string): string[] {
+  return readdirSync(dir).flatMap((n) => {
+    const p = join(dir, n);
+    if (statSync(p).isDirectory()) return tsFiles(p);
+    return n.endsWith('.ts') && !n.endsWith('.d.ts') ? [p] : [];
+  });
+}
+
+/** Relative imports and re-exports of a file, static and dynamic, resolved to .ts paths. */
+export function importsOf(file: string): string[] {
+  const text = readFileSync(file, 'utf8');
+  const out: string[] = [];
+  const re = /(?:^|[\s;])(?:import|export)\s[^'"]*?from\s+['"](\.[^'"]+)['"]|import\(\s*['"](\.[^'"]+)['"]\s*\)|^import\s+['"](\.[^'"]+)['"]/gm;
+  for (const m of text.matchAll(re)) {
+    const spec = m[1] ?? m[2] ?? m[3]!;
+    out.push(resolve(dirname(file), spec.replace(/\.js$/, '.ts')));
+  }
+  return out;
+}
+
+/** Each cycle once, as a list of files from its smallest member (Tarjan's strongly connected components). */
+export function cycles(graph: Map<string, string[]>): string[][] {
+  let counter = 0;
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const on = new Set<string>();
+  const found: string[][] = [];
+  const visit = (v: string): void => {
+    index.set(v, counter);
+    low.set(v, counter++);
+    stack.push(v);
+    on.add(v);
+    for (const w of graph.get(v) ?? []) {
+      if (!index.has(w)) {
+        visit(w);
+        low.set(v, Math.min(low.get(v)!, low.get(w)!));
+      } else if (on.has(w)) low.set(v, Math.min(low.get(v)!, index.get(w)!));
+    }
+    if (low.get(v) === index.get(v)) {
+      const scc: string[] = [];
+      let w: string;
+      do {
+        w = stack.pop()!;
+        on.delete(w);
+        scc.push(w);
+      } while (w !== v);
+      if (scc.length > 1 || graph.get(v)?.includes(v)) found.push(scc.sort());
+    }
+  };
+  for (const v of graph.keys()) if (!index.has(v)) visit(v);
+  return found;
+}
+
+describe('src/ import graph', () => {
+  const files = tsFiles(SRC);
+  const graph = new Map(files.map((f) => [f, importsOf(f)]));
+
+  it('finds the loops it is meant to find', () => {
+    const g = new Map([
+      ['a', ['b']],
+      ['b', ['c']],
+      ['c', ['a']],
+      ['d', ['a']],
+    ]);
+    expect(cycles(g)).toEqual([['a', 'b', 'c']]);
+  });
+
+  it('every relative import names an existing file', () => {
+    const missing = [...graph].flatMap(([f, deps]) => deps.filter((d) => !graph.has(d)).map((d) => `${relative(SRC, f)} -> ${relative(SRC, d)}`));
+    expect(missing).toEqual([]);
+  });
+
+  it('has no import loops', () => {
+    expect(cycles(graph).map((c) => c.map((f) => relative(SRC, f)).join(' <-> '))).toEqual([]);
+  });
+});
