@@ -6,7 +6,7 @@
 // benchmark checks that no event was lost.
 import * as C from '../src/kernel/conntrack/constants.js';
 import { NETLINK_NETFILTER, NetlinkSocket } from '../src/kernel/netlink/socket.js';
-import { native } from '../src/native.js';
+import { native } from '../src/native/index.js';
 import { entryMessage, type Destination } from './conntrack-dump.js';
 
 export interface EventRun {

@@ -15,12 +15,12 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { captureAddon } from '../src/capture/addon.js';
+import { native } from '../src/native/index.js';
 import { EbpfCounter } from '../src/capture/ebpf.js';
 import { PcapCounter } from '../src/capture/pcap-counter.js';
 import type { Counter } from '../src/capture/counter.js';
 import type { CounterKind, Targets } from '../src/capture/targets.js';
-import { projectRoot } from '../src/native.js';
+import { projectRoot } from '../src/native/addon.js';
 
 const arg = (name: string, dflt: string) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -181,7 +181,7 @@ interface Run {
 
 /** Kernel ns per run of prog and packets delivered per second while blasting. */
 async function measure(prog: number, cs: Case, during?: () => void): Promise<Run & { delivered: number }> {
-  const addon = captureAddon();
+  const addon = native();
   const receiver = cs.b.from === NODE ? PEER : NODE;
   const i0 = addon.bpfProgInfo(prog);
   const rx0 = udpDelivered(receiver);
@@ -194,7 +194,7 @@ async function measure(prog: number, cs: Case, during?: () => void): Promise<Run
 
 /** The empty program on the case's hook. */
 async function emptyRun(cs: Case): Promise<Run> {
-  const addon = captureAddon();
+  const addon = native();
   const obj = addon.bpfObjectOpen(emptyObj);
   try {
     addon.bpfObjectLoad(obj);
@@ -330,7 +330,7 @@ async function main(): Promise<void> {
     writeFileSync(statsPath, '1');
     const commit = spawnSync('git', ['-C', projectRoot(), 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).stdout.trim();
     console.log(
-      `capture benchmark at ${commit || '?'}: kernel ${execFileSync('uname', ['-r'], { encoding: 'utf8' }).trim()}, ${captureAddon().bpfPossibleCpus()} CPUs, load avg ${load()}`,
+      `capture benchmark at ${commit || '?'}: kernel ${execFileSync('uname', ['-r'], { encoding: 'utf8' }).trim()}, ${native().bpfPossibleCpus()} CPUs, load avg ${load()}`,
     );
     await ebpfPhases();
     if (arg('only', '') === 'ebpf') return;

@@ -12,7 +12,7 @@ import * as C from '../src/kernel/conntrack/constants.js';
 import { SummaryCounter, dumpConntrack } from '../src/kernel/conntrack/dump.js';
 import { MessageWriter, NLM_F_CREATE, NLM_F_REQUEST } from '../src/kernel/netlink/codec.js';
 import { NETLINK_NETFILTER, NetlinkSocket } from '../src/kernel/netlink/socket.js';
-import { native } from '../src/native.js';
+import { native } from '../src/native/index.js';
 
 const MAX_PATH = '/proc/sys/net/netfilter/nf_conntrack_max';
 

@@ -7,8 +7,8 @@
 // crashed run's filters are removed at the next start. The clsact qdisc is
 // created if missing and never deleted (the CNI may use it).
 import type { Logger } from '../log.js';
-import { isSyscallError } from '../native.js';
-import type { CaptureAddon } from './addon.js';
+import { isSyscallError } from '../native/addon.js';
+import type { BpfAddon } from '../native/bpf.js';
 import { PROG_EGRESS, PROG_INGRESS } from './bpf-layout.js';
 import { captureError } from './errors.js';
 
@@ -41,7 +41,7 @@ const HOOKS = [
  * priority. A filter there that runs someone else's program is left alone.
  * Returns how many were removed.
  */
-export function removeTcLeftovers(addon: CaptureAddon, t: AttachTarget, log?: Logger): number {
+export function removeTcLeftovers(addon: BpfAddon, t: AttachTarget, log?: Logger): number {
   let removed = 0;
   for (const { egress } of HOOKS) {
     const hook = egress ? 'egress' : 'ingress';
@@ -60,7 +60,7 @@ export function removeTcLeftovers(addon: CaptureAddon, t: AttachTarget, log?: Lo
   return removed;
 }
 
-function attachTcx(addon: CaptureAddon, progFds: Record<string, number>, t: AttachTarget): Attachment {
+function attachTcx(addon: BpfAddon, progFds: Record<string, number>, t: AttachTarget): Attachment {
   const links: number[] = [];
   try {
     for (const h of HOOKS) links.push(addon.bpfTcxAttach(progFds[h.prog]!, t.ifname, h.egress, BPF_F_BEFORE, t.netnsPath));
@@ -79,7 +79,7 @@ function attachTcx(addon: CaptureAddon, progFds: Record<string, number>, t: Atta
   };
 }
 
-function attachTc(addon: CaptureAddon, progFds: Record<string, number>, t: AttachTarget): Attachment {
+function attachTc(addon: BpfAddon, progFds: Record<string, number>, t: AttachTarget): Attachment {
   const done: boolean[] = [];
   const detachAll = () => {
     done.forEach((egress) => addon.bpfTcDetach(t.ifname, egress, TC_HANDLE, TC_PRIORITY, t.netnsPath));
@@ -104,7 +104,7 @@ function tcxUnsupported(e: unknown): boolean {
 
 /** Attaches both programs; 'auto' tries TCX and falls back to cls_bpf. */
 export function attachPrograms(
-  addon: CaptureAddon,
+  addon: BpfAddon,
   progFds: Record<string, number>,
   t: AttachTarget,
   mode: AttachMode | 'auto',

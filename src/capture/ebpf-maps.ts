@@ -1,6 +1,6 @@
 // Contents of the eBPF program's maps: target sets -> map entries (kept in
 // sync by diffing against what we wrote last), and counters <- per-CPU values.
-import type { CaptureAddon } from './addon.js';
+import type { BpfAddon } from '../native/bpf.js';
 import {
   COUNTER_KEY_SIZE,
   COUNTER_VALUE_SIZE,
@@ -152,7 +152,7 @@ export function targetMaps(t: Targets): Record<string, MapContents> {
  * entries first, then deletions, so that a key present in both never
  * disappears for a moment.
  */
-export function syncMap(addon: CaptureAddon, fd: number, current: MapContents, next: MapContents): void {
+export function syncMap(addon: BpfAddon, fd: number, current: MapContents, next: MapContents): void {
   for (const [key, value] of next) {
     if (current.get(key) !== value) addon.bpfMapUpdate(fd, textBytes(key), textBytes(value), 0 /* BPF_ANY */);
   }
@@ -175,7 +175,7 @@ export class CounterMapReader {
   private decoded = new Map<string, DecodedCounterKey>();
 
   constructor(
-    private readonly addon: CaptureAddon,
+    private readonly addon: BpfAddon,
     private readonly fd: number,
     private readonly cpus: number,
     private readonly batch = 4096,
@@ -224,12 +224,3 @@ export class CounterMapReader {
   }
 }
 
-/** Sum over CPUs of one slot of a per-CPU u64 array. */
-export function readPerCpuU64(addon: CaptureAddon, fd: number, cpus: number, slot: number): number {
-  const key = u32Value(slot);
-  const value = Buffer.alloc(cpus * 8);
-  if (!addon.bpfMapLookup(fd, key, value)) return 0;
-  let sum = 0n;
-  for (let c = 0; c < cpus; c++) sum += value.readBigUInt64LE(c * 8);
-  return Number(sum);
-}

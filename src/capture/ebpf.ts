@@ -3,12 +3,12 @@
 // and reads the per-CPU counters.
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { projectRoot } from '../native.js';
-import { captureAddon, type BpfObject, type CaptureAddon } from './addon.js';
+import { projectRoot } from '../native/addon.js';
+import { bpfAddon, readPerCpuU64, type BpfAddon, type BpfObject } from '../native/bpf.js';
 import { attachPrograms, removeTcLeftovers, type Attachment } from './attach.js';
 import { MAP_COUNTERS, MAP_STATS, PROG_EGRESS, PROG_INGRESS, STAT_COUNTERS_FULL, u32Value } from './bpf-layout.js';
 import type { Counter, CounterOptions } from './counter-types.js';
-import { CounterMapReader, readPerCpuU64, syncMap, TARGET_MAPS, targetMaps, type MapContents } from './ebpf-maps.js';
+import { CounterMapReader, syncMap, TARGET_MAPS, targetMaps, type MapContents } from './ebpf-maps.js';
 import { LinkPackets } from './link-packets.js';
 import { captureError, CaptureError } from './errors.js';
 import { validateTargets, type CounterReading, type Targets } from './targets.js';
@@ -46,7 +46,7 @@ export class EbpfCounter implements Counter {
   private closed = false;
 
   private constructor(
-    private readonly addon: CaptureAddon,
+    private readonly addon: BpfAddon,
     private readonly obj: BpfObject,
     private readonly attachment: Attachment,
     private readonly link: LinkPackets,
@@ -67,7 +67,7 @@ export class EbpfCounter implements Counter {
     if (!existsSync(path)) {
       throw new CaptureError(`eBPF program not built (${path} missing); run: npm run build`, 'ENOENT', 'load');
     }
-    const addon = captureAddon();
+    const addon = bpfAddon();
     const target = { ifname: opts.ifname, netnsPath: opts.netnsPath };
     let obj: BpfObject;
     try {

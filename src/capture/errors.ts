@@ -1,5 +1,5 @@
 // Errors of the capture module that tell the operator what to change.
-import { isSyscallError } from '../native.js';
+import { isSyscallError } from '../native/addon.js';
 
 export type CaptureStep = 'load' | 'attach' | 'maps' | 'pcap';
 

@@ -1,6 +1,6 @@
 // Evidence capture: packets matching a filter, written to a standard .pcap
 // file (tcpdump/Wireshark), bounded in time and in file size.
-import { captureAddon, PCAP_META_WORDS } from './addon.js';
+import { pcapAddon, PCAP_META_WORDS } from '../native/pcap.js';
 import { captureError } from './errors.js';
 import { PcapReader, type PcapBatch } from './pcap-reader.js';
 
@@ -39,7 +39,7 @@ export async function capture(filter: string, opts: CaptureOptions): Promise<Cap
   if (!(opts.durationS > 0) || !(opts.maxBytes >= FILE_HEADER)) {
     throw new Error(`capture: durationS must be > 0 and maxBytes >= ${FILE_HEADER}`);
   }
-  const addon = captureAddon();
+  const addon = pcapAddon();
   let size = FILE_HEADER;
   let packets = 0;
   let skipped = 0;

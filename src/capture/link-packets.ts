@@ -5,7 +5,7 @@
 //
 // The read is synchronous: rtnetlink answers a single-link RTM_GETLINK inside
 // the sendmsg() call, so the reply is queued by the time nlSend returns.
-import { native } from '../native.js';
+import { native } from '../native/index.js';
 import { MessageWriter, needLen, NLM_F_REQUEST, NLMSG_ERROR, splitMessages, walkAttrs } from '../kernel/netlink/codec.js';
 import { NETLINK_ROUTE, NetlinkError } from '../kernel/netlink/socket.js';
 

@@ -3,7 +3,7 @@
 // snap length, large buffer, batched reads), classified in TypeScript.
 // Limits: counts skbs, not GSO segments; losses show as drops (pcap_stats).
 import type { Logger } from '../log.js';
-import { PCAP_META_WORDS } from './addon.js';
+import { PCAP_META_WORDS } from '../native/pcap.js';
 import { classify, linkHeaderLength, parseHeaders, TargetIndex } from './classify.js';
 import type { Counter, CounterOptions } from './counter-types.js';
 import { CaptureError } from './errors.js';

@@ -1,7 +1,8 @@
 // A live pcap capture read in batches: the event loop watches the capture's
 // fd, and each readable event drains whatever the kernel has handed over.
-import { native, type PollHandle } from '../native.js';
-import { captureAddon, PCAP_META_WORDS, type CaptureAddon, type PcapHandle, type PcapOpenOptions } from './addon.js';
+import { native } from '../native/index.js';
+import type { PollHandle } from '../native/poll.js';
+import { pcapAddon, PCAP_META_WORDS, type PcapAddon, type PcapHandle, type PcapOpenOptions } from '../native/pcap.js';
 import { captureError } from './errors.js';
 
 export interface PcapBatch {
@@ -29,7 +30,7 @@ export interface PcapStats {
 export class PcapReader {
   readonly handle: PcapHandle;
   readonly linkType: number;
-  private readonly addon: CaptureAddon;
+  private readonly addon: PcapAddon;
   private readonly batch: PcapBatch;
   private poll: PollHandle | undefined;
   private closed = false;
@@ -39,7 +40,7 @@ export class PcapReader {
     opts: PcapReaderOptions,
     private readonly onBatch: (b: PcapBatch) => void,
   ) {
-    this.addon = captureAddon();
+    this.addon = pcapAddon();
     try {
       this.handle = this.addon.pcapOpen(ifname, opts);
     } catch (e) {

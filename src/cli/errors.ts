@@ -1,5 +1,5 @@
 // How subcommands fail: one clear line on stderr and a documented exit code.
-import { isSyscallError } from '../native.js';
+import { isSyscallError } from '../native/addon.js';
 import { NetlinkError } from '../kernel/netlink/socket.js';
 
 /** Exit codes shared by all subcommands. */

@@ -1,5 +1,5 @@
 // Turning a reader's failure into a SourceStatus with a reason a human can act on.
-import { isSyscallError } from '../native.js';
+import { isSyscallError } from '../native/addon.js';
 import { NetlinkError, errnoName } from './netlink/socket.js';
 import type { SourceStatus } from './types.js';
 

@@ -2,7 +2,7 @@
 // TCP and UDP, matching and not), with TCX and with legacy cls_bpf; live map
 // updates; nothing left behind after close or after a SIGKILL.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { captureAddon } from '../../src/capture/addon.js';
+import { bpfAddon } from '../../src/native/bpf.js';
 import { TC_HANDLE, TC_PRIORITY } from '../../src/capture/attach.js';
 import { EbpfCounter } from '../../src/capture/ebpf.js';
 import { isRoot } from '../support/netns.js';
@@ -11,7 +11,7 @@ import { expectCounters, merge } from './capture-expect.js';
 
 /** Program ids attached to the node's uplink: TCX (both hooks) and our cls_bpf filters. */
 function attached(lab: CaptureLab): { tcx: number[]; tc: number[] } {
-  const a = captureAddon();
+  const a = bpfAddon();
   const ns = lab.nodeNetns;
   return {
     tcx: [...a.bpfTcxQuery(UPLINK, false, ns), ...a.bpfTcxQuery(UPLINK, true, ns)],
@@ -101,7 +101,7 @@ describe.skipIf(!isRoot)('eBPF counters (real kernel, namespaces cbe-*)', () => 
     await agent.kill();
     const left = attached(lab).tc;
     expect(left).toHaveLength(2);
-    const names = left.map((id) => captureAddon().bpfProgInfoById(id)?.name).sort();
+    const names = left.map((id) => bpfAddon().bpfProgInfoById(id)?.name).sort();
     expect(names).toEqual(['clbp_egress', 'clbp_ingress']);
     // The next start (here with TCX) removes them before attaching.
     const c = openCounter('tcx');

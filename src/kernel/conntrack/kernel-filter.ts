@@ -6,9 +6,8 @@
 // caller keeps filtering in user space, as before.
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { captureAddon, type BpfObject, type CaptureAddon } from '../../capture/addon.js';
-import { readPerCpuU64 } from '../../capture/ebpf-maps.js';
-import { projectRoot } from '../../native.js';
+import { projectRoot } from '../../native/addon.js';
+import { bpfAddon, readPerCpuU64, type BpfAddon, type BpfObject } from '../../native/bpf.js';
 import type { NetlinkSocket } from '../netlink/socket.js';
 import type { KeySet, PrefilterKeys } from './prefilter.js';
 
@@ -61,7 +60,7 @@ export class KernelEventFilter {
   private closed = false;
 
   private constructor(
-    private readonly addon: CaptureAddon,
+    private readonly addon: BpfAddon,
     private readonly obj: BpfObject,
   ) {
     this.mapFd = addon.bpfObjectMapFd(obj, MAP_KEYS);
@@ -73,7 +72,7 @@ export class KernelEventFilter {
   static open(): KernelEventFilter {
     const path = ctEventsObjectPath();
     if (!existsSync(path)) throw new Error(`${path} missing; run: npm run build`);
-    const addon = captureAddon();
+    const addon = bpfAddon();
     const obj = addon.bpfObjectOpen(path);
     try {
       addon.bpfObjectLoad(obj);

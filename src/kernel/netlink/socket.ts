@@ -1,7 +1,9 @@
 // A netlink socket: request/ACK, streaming dumps and multicast subscriptions,
 // over the addon's non-blocking syscalls and the Node event loop.
 import { constants as osConstants } from 'node:os';
-import { native, type PollHandle, isSyscallError } from '../../native.js';
+import { isSyscallError } from '../../native/addon.js';
+import { native } from '../../native/index.js';
+import type { PollHandle } from '../../native/poll.js';
 import {
   NLMSG_DONE,
   NLMSG_ERROR,

@@ -1,15 +1,9 @@
-// Types of the addon's eBPF and pcap primitives (native/bpf.c, native/pcap.c).
-// Every function is a thin syscall/libbpf/libpcap wrapper; all policy is in
-// the other files of this directory.
-import { native } from '../native.js';
+// Bindings of native/bpf.c: libbpf object loading, TCX and cls_bpf attach,
+// map syscalls. Thin wrappers; all policy is in their callers.
+import { loadAddon } from './addon.js';
 
 /** A libbpf object (ELF file opened, maybe loaded). */
 export type BpfObject = { readonly __bpfObject: unique symbol };
-/** A live pcap capture handle. */
-export type PcapHandle = { readonly __pcap: unique symbol };
-/** An open .pcap output file. */
-export type PcapDumper = { readonly __pcapDump: unique symbol };
-
 export interface BpfProgInfo {
   id: number;
   name: string;
@@ -18,17 +12,7 @@ export interface BpfProgInfo {
   runCount: bigint;
 }
 
-export interface PcapOpenOptions {
-  snaplen?: number;
-  bufferSize?: number;
-  timeoutMs?: number;
-  immediate?: 0 | 1;
-  /** 0 both directions, 1 inbound only, 2 outbound only. */
-  direction?: 0 | 1 | 2;
-  netnsPath?: string;
-}
-
-export interface CaptureAddon {
+export interface BpfAddon {
   bpfObjectOpen(path: string): BpfObject;
   bpfObjectSetInitialValue(obj: BpfObject, mapName: string, bytes: Uint8Array): void;
   bpfObjectLoad(obj: BpfObject): void;
@@ -59,24 +43,19 @@ export interface CaptureAddon {
     maxCount: number,
   ): void;
   bpfPossibleCpus(): number;
-
-  pcapOpen(ifname: string, options: PcapOpenOptions): PcapHandle;
-  pcapDatalink(cap: PcapHandle): number;
-  pcapSetFilter(cap: PcapHandle, expression: string): void;
-  pcapFd(cap: PcapHandle): number;
-  /** Per packet 5 words in meta: ts sec, ts usec, captured length, wire length, data offset. */
-  pcapRead(cap: PcapHandle, data: Uint8Array, meta: Uint32Array): number;
-  /** [received, dropped by the buffer, dropped by the interface] */
-  pcapStats(cap: PcapHandle): [number, number, number];
-  pcapClose(cap: PcapHandle): void;
-  pcapDumpOpen(cap: PcapHandle, path: string): PcapDumper;
-  pcapDumpWrite(dump: PcapDumper, data: Uint8Array, meta: Uint32Array, first: number, count: number): void;
-  pcapDumpClose(dump: PcapDumper): void;
 }
 
-/** Words per packet in pcapRead's meta array. */
-export const PCAP_META_WORDS = 5;
+export function bpfAddon(): BpfAddon {
+  return loadAddon() as BpfAddon;
+}
 
-export function captureAddon(): CaptureAddon {
-  return native() as unknown as CaptureAddon;
+/** The sum over CPUs of slot `slot` of a per-CPU array map of u64. */
+export function readPerCpuU64(addon: BpfAddon, fd: number, cpus: number, slot: number): number {
+  const key = Buffer.alloc(4);
+  key.writeUInt32LE(slot >>> 0);
+  const value = Buffer.alloc(cpus * 8);
+  if (!addon.bpfMapLookup(fd, key, value)) return 0;
+  let sum = 0n;
+  for (let c = 0; c < cpus; c++) sum += value.readBigUInt64LE(c * 8);
+  return Number(sum);
 }
