@@ -1,0 +1,120 @@
+// kube-proxy's nftables tables interpreted (captured `nft -j` listings of the
+// lab's ruleset, test/fixtures/nft), and the diagnosis on an nftables node and
+// on IPVS nodes (IPVS deprecated: what nftables would change per Service).
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { loadClusterFile } from '../../../src/cluster/file.js';
+import { diagnose } from '../../../src/detect/index.js';
+import { diagnoseInputOf } from '../../../src/detect/input.js';
+import type { Finding } from '../../../src/detect/types.js';
+import { kubeNatFacts } from '../../../src/kernel/nat/kube.js';
+import { kubeNftFacts, serviceOfChain } from '../../../src/kernel/nft/kube.js';
+import type { NodeSnapshot } from '../../../src/kernel/types.js';
+import { labClusterList, NODE_NAME } from '../../support/nft-services.js';
+import { loadCase } from '../detect/fixture-bundle.js';
+import { nftSnapshotOf } from './fixtures.js';
+
+const lb = (layout: 'v1.31' | 'v1.34', vip: string) => {
+  const f = kubeNftFacts(nftSnapshotOf(layout)).loadBalancers.find((l) => l.vip === vip);
+  if (!f) throw new Error(`no LB fact for ${vip}`);
+  return f;
+};
+
+describe('kubeNftFacts on captured kube-proxy tables', () => {
+  it('names kube-proxy ServicePortNames from chain names', () => {
+    expect(serviceOfChain('external-42NFTM6N-ns2/svc2/tcp/p80')).toBe('ns2/svc2:p80');
+    expect(serviceOfChain('services')).toBeUndefined();
+  });
+
+  it('tells the two filter-chain layouts apart, per family', () => {
+    expect(kubeNftFacts(nftSnapshotOf('v1.31')).layouts).toEqual({ 4: 'v1.31', 6: 'v1.31' });
+    expect(kubeNftFacts(nftSnapshotOf('v1.34')).layouts).toEqual({ 4: 'v1.34', 6: 'v1.34' });
+  });
+
+  it('per LB IP: ETP, masquerade, capture, and the pre-DNAT drop of the v1.31 layout', () => {
+    expect(lb('v1.34', '203.0.113.10')).toMatchObject({ service: 'shop/web:http', trafficPolicy: 'Cluster', podTraffic: 'masquerade', capture: 'dnat' });
+    expect(lb('v1.34', '203.0.113.11')).toMatchObject({ trafficPolicy: 'Local', podTraffic: 'exempt', capture: 'dnat' });
+    expect(lb('v1.34', '203.0.113.12').noEndpoints).toMatchObject({ verdict: 'drop', preDnatChecks: [] });
+    expect(lb('v1.31', '203.0.113.12').noEndpoints).toMatchObject({ verdict: 'drop', preDnatChecks: ['filter-output (hook output, priority -110)'] });
+    expect(lb('v1.31', '203.0.113.12').noEndpoints!.evidence[1]).toBe(
+      'kube-proxy-v1.31.ip.json: chain filter-output { type filter hook output priority -110 }: ct state new jump service-endpoints-check',
+    );
+    expect(lb('v1.34', '203.0.113.13')).toMatchObject({ capture: 'dropped', noEndpoints: { verdict: 'reject' } });
+    expect(lb('v1.34', '203.0.113.15')).toMatchObject({ capture: 'dropped' });
+    expect(() => lb('v1.34', '203.0.113.14')).toThrow(); // ipMode Proxy: not in kube-proxy's maps
+  });
+
+  it('IPv6 tables: the same facts, with the family', () => {
+    expect(lb('v1.34', '2001:db8:113::10')).toMatchObject({ family: 6, trafficPolicy: 'Cluster', podTraffic: 'masquerade', capture: 'dnat' });
+    expect(lb('v1.31', '2001:db8:113::12')).toMatchObject({ family: 6, trafficPolicy: 'Local', podTraffic: 'exempt', noEndpoints: { verdict: 'drop' } });
+  });
+
+  it('merged with iptables facts: mode nftables, NodePorts, pod selectors', () => {
+    const f = kubeNatFacts(undefined, nftSnapshotOf('v1.34', ['ip']));
+    expect(f.mode).toBe('nftables');
+    expect(f.podSelectors[4]).toEqual({ cidrs: ['10.244.0.0/16'], interfaces: [] });
+    expect(f.nodePorts.find((n) => n.port === 30012)).toMatchObject({ service: 'shop/far:http', trafficPolicy: 'Local' });
+    expect(kubeNatFacts(undefined, { tables: [], sources: {}, absent: ['ip', 'ip6'], warnings: [] }).mode).toBe('none');
+  });
+});
+
+describe('diagnose on an nftables node (captured tables + the lab cluster)', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'cbn-unit-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  writeFileSync(join(dir, 'cluster.json'), JSON.stringify(labClusterList()));
+  const run = (layout: 'v1.31' | 'v1.34'): Finding[] => {
+    const node: NodeSnapshot = { takenAt: '', hostname: NODE_NAME, kernel: '', sources: [], nft: nftSnapshotOf(layout, ['ip']) };
+    const cluster = loadClusterFile(join(dir, 'cluster.json'), { nodeName: NODE_NAME });
+    return diagnose({ ...diagnoseInputOf(node, cluster), conntrack: [] }).findings;
+  };
+  const of = (fs: Finding[], svc: string, mech: string) => fs.filter((f) => f.service.name === svc && f.mechanism === mech);
+
+  it('v1.31 layout: the ETP=Local Service without local endpoints is a risk naming kubernetes#131765', () => {
+    const [f] = of(run('v1.31'), 'far', 'local-no-ep');
+    expect(f).toMatchObject({ severity: 'risk' });
+    expect(f!.summary).toContain('kubernetes#131765');
+    expect(f!.remedy).toContain('#132456');
+  });
+
+  it('v1.34 layout: the same Service is context only (pods are short-circuited)', () => {
+    expect(of(run('v1.34'), 'far', 'local-no-ep')).toMatchObject([{ severity: 'info' }]);
+  });
+
+  it('names the mode per LB IP and says which IPs kube-proxy leaves to the LB', () => {
+    const fs = run('v1.34');
+    expect(of(fs, 'web', 'proxy-mode')[0]!.summary).toMatch(/nftables mode: 203\.0\.113\.10:80 is in kube-proxy's service-ips/);
+    expect(of(fs, 'proxy', 'proxy-mode')[0]!.summary).toMatch(/no kube-proxy map holds this LB IP:port/);
+    for (const svc of ['web', 'api', 'far']) expect(fs.filter((f) => f.service.name === svc && ['L4-loop', 'no-SNAT'].includes(f.mechanism))).toEqual([]);
+  });
+});
+
+describe('IPVS nodes: the proxy-mode finding says IPVS is deprecated and what nftables would change', () => {
+  const modeOf = (name: string, svc: string): Finding => {
+    const { input } = loadCase(name);
+    const f = diagnose(input).findings.find((x) => x.mechanism === 'proxy-mode' && x.service.name === svc);
+    if (!f) throw new Error(`no proxy-mode finding for ${svc}`);
+    return f;
+  };
+
+  it('LB IP not bound (TKE style): would stop looping under nftables', () => {
+    const f = modeOf('tke-ipvs-unbound-l4-loop', 'web');
+    expect(f.summary).toContain('IPVS mode is deprecated since Kubernetes v1.35 (KEP-5495)');
+    expect(f.remedy).toMatch(/^Plan the move to kube-proxy nftables mode\. Under nftables: would stop looping: /);
+  });
+
+  it('LB IP bound (community): hc-drop and port-refused go away under nftables', () => {
+    const f = modeOf('community-ipvs-bound', 'web');
+    expect(f.summary).toContain('deprecated since Kubernetes v1.35');
+    expect(f.remedy).toContain('hc-drop goes away');
+    expect(f.remedy).toContain('port-refused goes away');
+  });
+
+  it('an iptables node gets no deprecation text', () => {
+    const { input } = loadCase('iptables-1.29-nft-no-loop');
+    const fs = diagnose(input).findings.filter((x) => x.mechanism === 'proxy-mode');
+    expect(fs.length).toBeGreaterThan(0);
+    for (const f of fs) expect(f.summary).not.toContain('deprecated');
+  });
+});
