@@ -54,8 +54,11 @@ function describe(p: ProxyModeInfo, bound: boolean, nat: LbNatFact | undefined):
     case 'iptables':
       return `kube-proxy iptables mode: LB IPs are handled by NAT rules on the node`;
     case 'nftables':
+      if (nat?.noEndpoints?.verdict === 'reject') {
+        return `kube-proxy nftables mode: ${nat.ip}:${nat.port} has no endpoints, so kube-proxy's no-endpoint-services map rejects connections to it on the node`;
+      }
       return nat
-        ? `kube-proxy nftables mode: ${nat.ip}:${nat.port} is in kube-proxy's service-ips or no-endpoint-services map, so pod traffic to it is handled on the node`
+        ? `kube-proxy nftables mode: ${nat.ip}:${nat.port} is in kube-proxy's service-ips map, so pod traffic to it is handled on the node`
         : `kube-proxy nftables mode: no kube-proxy map holds this LB IP:port (ipMode Proxy, or not synced), so pod traffic to it leaves the node for the LB`;
     case 'ipvs':
       return bound

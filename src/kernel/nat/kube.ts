@@ -98,6 +98,8 @@ export function kubeNatFacts(nat: NatSnapshot | undefined, nftTables?: NftSnapsh
     facts.nodePorts.push(...iptablesNodePorts(dump, tables), ...ipvsNodePorts(dump, tables));
   }
   const nft = kubeNftFacts(nftTables);
+  // On an nftables node the empty xtables nat table is expected, not evidence.
+  if (nft.active) facts.modeEvidence = facts.modeEvidence.filter((l) => !l.endsWith(': no KUBE-SERVICES chain in the nat table'));
   facts.modeEvidence.push(...nft.modeEvidence);
   if (nft.active) {
     for (const [fam, sel] of Object.entries(nft.podSelectors)) {
