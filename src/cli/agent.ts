@@ -10,7 +10,7 @@ import { evidenceRoute, type CheckAccess } from '../agent/evidence-http.js';
 import type { KubeAuthorizer } from '../agent/kube-authorizer.js';
 import { createLogger } from '../log.js';
 import { UserError, fail } from './errors.js';
-import { netnsPath } from './netns.js';
+import { netnsPath } from '../netns-path.js';
 
 export const DEFAULT_EVIDENCE_SOCKET = '/run/clbprobe/evidence.sock';
 const VERSION = process.env.npm_package_version ?? '0.1.0';

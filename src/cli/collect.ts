@@ -3,7 +3,7 @@ import { Command } from 'commander';
 import { existsSync } from 'node:fs';
 import type { BundleManifest } from '../bundle/manifest.js';
 import { UserError, fail } from './errors.js';
-import { netnsPath } from './netns.js';
+import { netnsPath } from '../netns-path.js';
 
 interface CollectFlags {
   out: string;

@@ -3,7 +3,7 @@
 // command runs: the agent (the same binary) need not hold the bundle readers in memory.
 import { Command } from 'commander';
 import { hostname } from 'node:os';
-import type { DiagnoseFlags } from './diagnose-run.js';
+import type { DiagnoseFlags } from '../diagnose/run.js';
 import type { DiagnoseResult } from '../detect/types.js';
 import { EXIT_FINDING, EXIT_OK, UserError, fail } from './errors.js';
 
@@ -38,7 +38,7 @@ Exit codes: 0 nothing active, 1 an active loopback was found (conntrack shows it
     .action(async (flags: DiagnoseFlags) => {
       try {
         const [{ runFromBundle, runLive, writeHtmlReport }, { hasActive }, { renderJson, renderText, wantColor }] = await Promise.all([
-          import('./diagnose-run.js'),
+          import('../diagnose/run.js'),
           import('../detect/index.js'),
           import('../detect/render.js'),
         ]);

@@ -1,24 +1,9 @@
 // How subcommands fail: one clear line on stderr and a documented exit code.
 import { isSyscallError } from '../native/addon.js';
 import { NetlinkError } from '../kernel/netlink/socket.js';
+import { EXIT_ERROR, UserError } from '../user-error.js';
 
-/** Exit codes shared by all subcommands. */
-export const EXIT_OK = 0;
-/** diagnose: an active loopback was found. */
-export const EXIT_FINDING = 1;
-/** Usage errors, missing privileges, unreadable inputs. */
-export const EXIT_ERROR = 2;
-
-/** A failure the user can act on; message is printed as is. */
-export class UserError extends Error {
-  constructor(
-    message: string,
-    readonly exitCode = EXIT_ERROR,
-  ) {
-    super(message);
-    this.name = 'UserError';
-  }
-}
+export { EXIT_ERROR, EXIT_FINDING, EXIT_OK, UserError } from '../user-error.js';
 
 /** Turns EPERM/EACCES from the kernel into a line that names the capability to add. */
 export function privilegeError(e: unknown, what: string, capability: string): UserError | undefined {

@@ -3,7 +3,7 @@ import { Command, Option } from 'commander';
 import { isIP } from 'node:net';
 import type { NodeSnapshot, SourceStatus } from '../kernel/types.js';
 import { EXIT_ERROR, UserError, fail } from './errors.js';
-import { netnsPath } from './netns.js';
+import { netnsPath } from '../netns-path.js';
 
 interface SnapshotFlags {
   json?: boolean;

@@ -6,29 +6,11 @@ import { Writable } from 'node:stream';
 import type { AddressInfo } from 'node:net';
 import pino from 'pino';
 import { createRegistry } from '../export/metrics.js';
+import { parseSamples, type Sample } from '../export/parse-samples.js';
 import { createMetricsServer } from '../export/server.js';
 import { LAB, type LoopLab } from './lab.js';
 
 /** One sample line of the exposition format: name, labels, value. */
-export interface Sample {
-  name: string;
-  labels: Record<string, string>;
-  value: number;
-}
-
-/** Parses the samples of a Prometheus text exposition (comments and blank lines skipped). */
-export function parseSamples(text: string): Sample[] {
-  const out: Sample[] = [];
-  for (const line of text.split('\n')) {
-    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
-    if (!m) continue;
-    const labels: Record<string, string> = {};
-    for (const l of (m[2] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) labels[l[1]!] = l[2]!;
-    out.push({ name: m[1]!, labels, value: Number(m[3]) });
-  }
-  return out;
-}
-
 export interface DemoAgent {
   /** e.g. "eBPF (tcx) on eth0", or why the counters are off. */
   readonly counting: string;

@@ -10,11 +10,12 @@ import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline/promises';
-import { runLive, writeHtmlReport } from '../cli/diagnose-run.js';
+import { runLive, writeHtmlReport } from '../diagnose/run.js';
 import { hasActive } from '../detect/index.js';
 import { renderText } from '../detect/render.js';
 import type { Finding } from '../detect/types.js';
-import { startDemoAgent, type DemoAgent, type Sample } from './agent.js';
+import type { Sample } from '../export/parse-samples.js';
+import { startDemoAgent, type DemoAgent } from './agent.js';
 import { LAB, createLoopLab, type LoopLab } from './lab.js';
 
 export interface DemoOptions {

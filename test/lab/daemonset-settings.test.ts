@@ -14,7 +14,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseSamples } from '../../src/demo/agent.js';
+import { parseSamples } from '../../src/export/parse-samples.js';
 import { LAB, createLoopLab, type LoopLab } from '../../src/demo/lab.js';
 import { agentContainer, containerEnv, hostArgv, type AgentContainer } from '../support/daemonset.js';
 import { FakeApiServer } from '../support/fake-apiserver.js';

@@ -2,7 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { parseSamples } from '../../../src/demo/agent.js';
+import { parseSamples } from '../../../src/export/parse-samples.js';
 
 const golden = readFileSync(join(import.meta.dirname, '../export/metrics.golden.txt'), 'utf8');
 

@@ -61,6 +61,32 @@ export function cycles(graph: Map<string, string[]>): string[][] {
   return found;
 }
 
+/**
+ * What each folder of src/ must not import: the layers read from the folder names (cli on top,
+ * then agent, demo and the diagnosis runner, then detect / cluster / source / bundle, then kernel
+ * and capture, with native bindings and the top-level helpers usable by all).
+ */
+const FORBIDDEN: Record<string, string[]> = {
+  native: ['kernel', 'capture', 'cluster', 'detect', 'source', 'bundle', 'export', 'agent', 'diagnose', 'demo', 'remote', 'cli'],
+  kernel: ['capture', 'cluster', 'detect', 'source', 'bundle', 'export', 'agent', 'diagnose', 'demo', 'remote', 'cli'],
+  capture: ['cluster', 'detect', 'source', 'bundle', 'export', 'agent', 'diagnose', 'demo', 'remote', 'cli'],
+  cluster: ['capture', 'detect', 'source', 'bundle', 'export', 'agent', 'diagnose', 'demo', 'remote', 'cli'],
+  detect: ['capture', 'source', 'bundle', 'export', 'agent', 'diagnose', 'demo', 'remote', 'cli'],
+  export: ['kernel', 'capture', 'cluster', 'detect', 'source', 'bundle', 'agent', 'diagnose', 'demo', 'remote', 'cli'],
+  source: ['capture', 'detect', 'export', 'agent', 'diagnose', 'demo', 'remote', 'cli'],
+  bundle: ['capture', 'detect', 'export', 'agent', 'diagnose', 'demo', 'remote', 'cli'],
+  agent: ['diagnose', 'demo', 'cli'],
+  diagnose: ['agent', 'demo', 'cli'],
+  demo: ['cli'],
+  remote: ['diagnose', 'demo', 'cli'],
+};
+
+/** The top folder of a file under src/ ('' for the shared top-level files such as log.ts). */
+const folderOf = (file: string): string => {
+  const parts = relative(SRC, file).split('/');
+  return parts.length > 1 ? parts[0]! : '';
+};
+
 describe('src/ import graph', () => {
   const files = tsFiles(SRC);
   const graph = new Map(files.map((f) => [f, importsOf(f)]));
@@ -78,6 +104,18 @@ describe('src/ import graph', () => {
   it('every relative import names an existing file', () => {
     const missing = [...graph].flatMap(([f, deps]) => deps.filter((d) => !graph.has(d)).map((d) => `${relative(SRC, f)} -> ${relative(SRC, d)}`));
     expect(missing).toEqual([]);
+  });
+
+  it('imports run one way: no folder imports a layer above it, and nothing in src/ imports test/', () => {
+    const wrong: string[] = [];
+    for (const [f, deps] of graph) {
+      const from = folderOf(f);
+      for (const d of deps) {
+        const to = folderOf(d);
+        if (!d.startsWith(SRC) || FORBIDDEN[from]?.includes(to)) wrong.push(`${relative(SRC, f)} -> ${relative(SRC, d)}`);
+      }
+    }
+    expect(wrong).toEqual([]);
   });
 
   it('has no import loops', () => {

@@ -1,4 +1,4 @@
-// What `clbprobe diagnose` does, loaded only when it runs (src/cli/diagnose.ts registers it):
+// The diagnosis runner the CLI's `diagnose` (loaded only when it runs) and the demo share:
 // reads this node (or a bundle), streams conntrack through the correlator, gives the findings.
 import { writeFileSync } from 'node:fs';
 import { BundleDirError, readBundle } from '../bundle/read.js';
@@ -11,8 +11,8 @@ import type { DiagnoseResult } from '../detect/types.js';
 import { dumpConntrack } from '../kernel/conntrack/dump.js';
 import { takeSnapshot } from '../source/snapshot.js';
 import { renderHtml, type HtmlReportOptions } from '../detect/render-html.js';
-import { UserError } from './errors.js';
-import { netnsPath } from './netns.js';
+import { UserError } from '../user-error.js';
+import { netnsPath } from '../netns-path.js';
 
 export interface DiagnoseFlags {
   json?: boolean;
