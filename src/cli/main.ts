@@ -9,6 +9,7 @@ import { register as registerAgent } from './agent.js';
 import { register as registerEvidence } from './evidence.js';
 import { register as registerDemo } from './demo.js';
 import { register as registerEvidenceRelay } from './evidence-relay.js';
+import { register as registerCleanup } from './cleanup.js';
 
 const program = new Command();
 program
@@ -35,6 +36,7 @@ registerAgent(program);
 registerEvidence(program);
 registerDemo(program);
 registerEvidenceRelay(program);
+registerCleanup(program);
 
 program.parseAsync(process.argv).catch((e: unknown) => {
   process.stderr.write(`clbprobe: ${e instanceof Error ? e.message : String(e)}\n`);

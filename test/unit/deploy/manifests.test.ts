@@ -16,6 +16,7 @@ import { Namespace } from 'kubernetes-models/v1/Namespace';
 import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
 import { ClusterRole } from 'kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRole';
 import { ClusterRoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRoleBinding';
+import { parse } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { renderKustomization, type K8sObject } from './render.js';
 
@@ -169,6 +170,18 @@ describe('deploy/ kustomization', () => {
       );
     expect(grants('Role')).toEqual(['/pods:list']);
     expect(grants('ClusterRole').sort()).toEqual(['authentication.k8s.io/tokenreviews:create', 'authorization.k8s.io/subjectaccessreviews:create']);
+  });
+
+  it('DaemonSet preStop and cleanup-daemonset.yaml run `clbprobe cleanup` (valid DaemonSet, not in the kustomization)', () => {
+    const ds = one('DaemonSet') as unknown as { spec: { template: { spec: { containers: { lifecycle: { preStop: { exec: { command: string[] } } } }[] } } } };
+    expect(ds.spec.template.spec.containers[0]!.lifecycle.preStop.exec.command.slice(-2)).toEqual(['/app/dist/src/cli/main.js', 'cleanup']);
+    const docs = readFileSync(join(DEPLOY, 'cleanup-daemonset.yaml'), 'utf8').split(/^---$/m).map((d) => parse(d) as K8sObject);
+    expect(docs.map((d) => d.kind)).toEqual(['Namespace', 'DaemonSet']);
+    for (const d of docs) expect(() => validate(d)).not.toThrow();
+    const init = (docs[1] as unknown as { spec: { template: { spec: { initContainers: { args: string[]; securityContext: { capabilities: { add: string[] } } }[] } } } }).spec.template.spec.initContainers[0]!;
+    expect(init.args).toEqual(['cleanup']);
+    expect(init.securityContext.capabilities.add).toEqual(['NET_ADMIN', 'BPF', 'PERFMON']);
+    expect(objects.some((o) => o.metadata.name === 'clbprobe-cleanup')).toBe(false);
   });
 
   it('PodMonitor scrapes the DaemonSet pods on their metrics port and keeps the Service labels', () => {
