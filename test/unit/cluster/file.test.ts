@@ -19,6 +19,40 @@ function errorOf(fn: () => unknown): Error {
 }
 
 describe('readClusterFile', () => {
+  it('EndpointSlices saved from a 1.17-1.20 cluster (discovery.k8s.io/v1beta1): read, locality from topology', () => {
+    const slice = (name: string, ip: string, host: string) => ({
+      apiVersion: 'discovery.k8s.io/v1beta1',
+      kind: 'EndpointSlice',
+      metadata: { name, namespace: 'lab', labels: { 'kubernetes.io/service-name': 'web' } },
+      addressType: 'IPv4',
+      endpoints: [{ addresses: [ip], conditions: { ready: true }, topology: { 'kubernetes.io/hostname': host } }],
+      ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
+    });
+    const list = {
+      apiVersion: 'v1',
+      kind: 'List',
+      items: [
+        {
+          apiVersion: 'v1',
+          kind: 'Service',
+          metadata: { name: 'web', namespace: 'lab' },
+          spec: { type: 'ClusterIP', clusterIP: '10.96.0.80', ports: [{ name: 'http', port: 80, protocol: 'TCP', targetPort: 8080 }] },
+        },
+        slice('web-a', '10.244.1.20', 'node1'),
+        slice('web-b', '10.244.2.20', 'node2'),
+        { apiVersion: 'v1', kind: 'Node', metadata: { name: 'node1' }, spec: { podCIDR: '10.244.1.0/24' } },
+      ],
+    };
+    const file = join(tmp, 'v1beta1.json');
+    writeFileSync(file, JSON.stringify(list));
+    const view = loadClusterFile(file, { nodeName: 'node1' });
+    expect(view.warnings).toEqual([]);
+    expect(view.services[0]?.endpoints).toEqual([
+      expect.objectContaining({ address: '10.244.1.20', nodeName: 'node1', local: true }),
+      expect.objectContaining({ address: '10.244.2.20', nodeName: 'node2', local: false }),
+    ]);
+  });
+
   it('concatenated documents: a v1 List, a typed EndpointSliceList (items without kind) and a single Node', () => {
     const view = loadClusterFile(`${FIX}multi-doc.json`, { nodeName: 'kind-worker' });
     expect(view.warnings).toEqual([]);
