@@ -394,7 +394,18 @@ export function fuzzOne(t: FuzzTarget, cases: number, seed = 1): FuzzResult {
         }
       } else r.refused++;
     }
-    const ms = performance.now() - c0;
+    let ms = performance.now() - c0;
+    // A pause of the machine (GC, a loaded shared box) is not the parser's: slow only if it is
+    // slow again, as a quadratic path is every time.
+    for (let again = 0; again < 2 && ms > SLOW_MS; again++) {
+      const a0 = performance.now();
+      try {
+        t.run(input);
+      } catch {
+        // counted above
+      }
+      ms = Math.min(ms, performance.now() - a0);
+    }
     if (ms > SLOW_MS) r.slow.push({ case: i, ms: Math.round(ms) });
     r.cases++;
   }
