@@ -238,7 +238,7 @@ function address(value: string, key: string): string {
   let c = canonical.get(value);
   if (c !== undefined) return c;
   const fam = ipFamily(value);
-  if (fam === 0) bad(`${key}=${JSON.stringify(value)} is not an IP address`);
+  if (fam === 0 || value.includes('%')) bad(`${key}=${JSON.stringify(value)} is not an IP address`);
   // A valid IPv4 text is already canonical (leading zeros are rejected above); IPv6 may be
   // in /proc's uncompressed form.
   c = fam === 4 ? value : canonicalIP(value);

@@ -63,7 +63,8 @@ export function formatIP(b: Uint8Array, off: number, len: number): string {
 export function parseIP(s: string): Buffer {
   const v = isIP(s);
   if (v === 4) return Buffer.from(s.split('.').map(Number));
-  if (v !== 6) throw new Error(`not an IP address: ${JSON.stringify(s)}`);
+  // isIP takes a zone ("fe80::1%eth0", the zone may hold colons): no kernel table prints one.
+  if (v !== 6 || s.includes('%')) throw new Error(`not an IP address: ${JSON.stringify(s)}`);
   let text = s;
   const out = Buffer.alloc(16);
   // Trailing dotted quad (::ffff:1.2.3.4).

@@ -105,3 +105,15 @@ describe('issue 16 defect 8: one bad item never loses the rest', () => {
     });
   });
 });
+
+describe('found by the fuzz harness', () => {
+  it('a conntrack line with a zone in an IPv6 address ("fd77::1%a:b") is a line error, not a RangeError that loses the file', async () => {
+    const { parseConntrackText } = await import('../../../src/bundle/parse-conntrack.js');
+    const good = readFileSync(join(FX, 'text/conntrack-L.txt'), 'utf8');
+    const lines = good.split('\n').filter(Boolean).length;
+    const r = parseConntrackText(`${good}ipv6     10 tcp      6 59 CLOSE_WAIT src=fd77::1%a:b dst=fd77::2 sport=1 dport=2 src=fd77::2 dst=fd77::1 sport=2 dport=1 mark=0 use=1\n`, 'f');
+    expect(r.entries.length).toBeGreaterThan(0);
+    expect(r.entries.length).toBeLessThanOrEqual(lines);
+    expect(r.warnings.join('\n')).toContain('fd77::1%a:b');
+  });
+});
