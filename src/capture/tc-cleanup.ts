@@ -9,7 +9,7 @@ import { dumpAddresses } from '../kernel/addresses.js';
 import { MessageWriter, NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST } from '../kernel/netlink/codec.js';
 import { NETLINK_ROUTE, NetlinkError, NetlinkSocket } from '../kernel/netlink/socket.js';
 import type { Logger } from '../log.js';
-import type { CaptureAddon } from './addon.js';
+import type { BpfAddon } from '../native/bpf.js';
 import { removeTcLeftovers } from './attach.js';
 
 const RTM_DELQDISC = 37;
@@ -86,7 +86,7 @@ async function filterCount(sock: NetlinkSocket, ifindex: number, parent: number)
  * qdisc where we removed one and nothing else is attached. Returns what was done per interface
  * where something of ours was found.
  */
-export async function cleanupTc(addon: CaptureAddon, o: { ifname?: string; netnsPath?: string; log?: Logger } = {}): Promise<InterfaceCleanup[]> {
+export async function cleanupTc(addon: BpfAddon, o: { ifname?: string; netnsPath?: string; log?: Logger } = {}): Promise<InterfaceCleanup[]> {
   const sock = NetlinkSocket.open(NETLINK_ROUTE, o.netnsPath ? { netns: o.netnsPath } : {});
   try {
     const { interfaces } = await dumpAddresses(sock);

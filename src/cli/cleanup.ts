@@ -4,7 +4,7 @@
 import { Command } from 'commander';
 import { createLogger } from '../log.js';
 import { fail } from './errors.js';
-import { netnsPath } from './netns.js';
+import { netnsPath } from '../netns-path.js';
 
 interface CleanupFlags {
   interface?: string;
@@ -13,10 +13,10 @@ interface CleanupFlags {
 }
 
 async function run(f: CleanupFlags): Promise<void> {
-  const { captureAddon } = await import('../capture/addon.js');
+  const { bpfAddon } = await import('../native/bpf.js');
   const { cleanupTc } = await import('../capture/tc-cleanup.js');
   const log = createLogger(f.logLevel);
-  const done = await cleanupTc(captureAddon(), {
+  const done = await cleanupTc(bpfAddon(), {
     ...(f.interface ? { ifname: f.interface } : {}),
     ...(f.netns ? { netnsPath: netnsPath(f.netns) } : {}),
     log,
