@@ -24,8 +24,10 @@ export interface EvidenceBackend {
 export interface EvidenceLimits {
   /** Connections open at once. */
   maxConnections: number;
-  /** Answers in progress at once (each holds its matched entries' list and a socket buffer). */
+  /** Answers being written at once (each holds its matched entries' list and a socket buffer). */
   maxAnswers: number;
+  /** Watches at once (each holds at most maxLiveQueueBytes); a watch holds no answer slot once its current entries are sent. */
+  maxWatches: number;
   /** Entries per answer, the current ones and the watched ones together. */
   maxEntries: number;
   /** Time from connecting to a complete request line. */
@@ -46,6 +48,7 @@ export interface EvidenceLimits {
 export const DEFAULT_EVIDENCE_LIMITS: EvidenceLimits = {
   maxConnections: 32,
   maxAnswers: 4,
+  maxWatches: 16,
   maxEntries: 10_000,
   requestTimeoutMs: 5_000,
   stallTimeoutMs: 30_000,
@@ -228,6 +231,7 @@ export function startEvidenceServer(path: string, backend: EvidenceBackend, limi
   // Insertion order is age: the first caller still asking is the oldest.
   const callers = new Map<Socket, Caller>();
   let answering = 0;
+  let watches = 0;
   const server = createServer((sock) => {
     if (callers.size >= limits.maxConnections) {
       const silent = [...callers.values()].find((c) => !c.answering);
@@ -278,12 +282,21 @@ export function startEvidenceServer(path: string, backend: EvidenceBackend, limi
       if (answering >= limits.maxAnswers) {
         return c.finish({ type: 'error', message: `busy: ${limits.maxAnswers} evidence answers in progress; try again` });
       }
-      // The slot is held until the connection closes: a watch holds it for its length; a caller
-      // that never reads its end is dropped after stallTimeoutMs.
+      const watching = (req.watchS ?? 0) > 0;
+      if (watching && watches >= limits.maxWatches) {
+        return c.finish({ type: 'error', message: `busy: ${limits.maxWatches} evidence watches in progress; try again, or ask without --watch` });
+      }
+      // The answer slot is held while the current entries are written (a reader that takes
+      // nothing is dropped after stallTimeoutMs); a watch's slot for the watch's length.
       answering++;
       c.answering = true;
-      sock.once('close', () => answering--);
-      answer(c, req, backend, limits).catch((e: unknown) => c.finish({ type: 'error', message: `evidence failed: ${e instanceof Error ? e.message : String(e)}` }));
+      if (watching) {
+        watches++;
+        sock.once('close', () => watches--);
+      }
+      answer(c, req, backend, limits)
+        .catch((e: unknown) => c.finish({ type: 'error', message: `evidence failed: ${e instanceof Error ? e.message : String(e)}` }))
+        .finally(() => answering--);
     };
     sock.on('data', onData);
   });

@@ -176,6 +176,18 @@ describe('evidence socket: limits', () => {
     expect(await ask(path, { service: 'lab/web' })).toEqual([{ type: 'error', message: 'busy: 2 evidence answers in progress; try again' }]);
   });
 
+  it('at most maxWatches watches; watches that never read do not keep a plain request out', async () => {
+    const { path } = await start({ maxWatches: 2, maxAnswers: 2, maxEntries: 5 });
+    for (let i = 0; i < 2; i++) {
+      const s = await connect(path);
+      s.pause();
+      s.write('{"service":"lab/web","watchS":60}\n');
+    }
+    await sleep(200);
+    expect(await ask(path, { service: 'lab/web', watchS: 1 })).toEqual([{ type: 'error', message: 'busy: 2 evidence watches in progress; try again, or ask without --watch' }]);
+    expect((await ask(path, { service: 'lab/web' })).at(-1)).toMatchObject({ type: 'end', entries: 5, truncated: true });
+  });
+
   it('at most maxConnections open; the oldest silent one gives way, so a real caller still gets in', async () => {
     const { path, server } = await start({ maxConnections: 8 });
     const silent = await Promise.all(Array.from({ length: 8 }, () => connect(path)));
