@@ -93,6 +93,9 @@ export function kubeNftFacts(snap: NftSnapshot | undefined): NftKubeFacts {
 class TableFacts {
   private readonly chains = new Map<string, NftRule[]>();
   private readonly sets: Map<string, NftElement[]>;
+  /** Elements of the IP . proto . port maps by that key, and cluster-ips members: one lookup per LB IP, not a scan. */
+  private readonly byKey = new Map<string, Map<string, NftElement>>();
+  private readonly clusterIps: Set<string>;
   private readonly pod: { cidrs: string[]; interfaces: string[] };
 
   constructor(
@@ -107,6 +110,12 @@ class TableFacts {
       this.chains.set(r.chain, list);
     }
     this.sets = new Map(t.sets.map((s) => [s.name, s.elements]));
+    for (const name of ['no-endpoint-services', 'firewall-ips']) {
+      const m = new Map<string, NftElement>();
+      for (const e of this.sets.get(name) ?? []) m.set(e.key.join(' . '), e);
+      this.byKey.set(name, m);
+    }
+    this.clusterIps = new Set((this.sets.get('cluster-ips') ?? []).map((e) => e.key[0] ?? ''));
     this.pod = this.podSelectors();
   }
 
@@ -166,7 +175,11 @@ class TableFacts {
   }
 
   private isClusterIp(ip: string): boolean {
-    return (this.sets.get('cluster-ips') ?? []).some((e) => e.key[0] === ip);
+    return this.clusterIps.has(ip);
+  }
+
+  private element(map: string, k: { ip: string; proto: string; port: number }): NftElement | undefined {
+    return this.byKey.get(map)?.get(`${k.ip} . ${k.proto} . ${k.port}`);
   }
 
   private rejectEvidence(): string[] {
@@ -198,7 +211,7 @@ class TableFacts {
       evidence,
     };
     if (!fact.service) delete fact.service;
-    const drop = (this.sets.get('no-endpoint-services') ?? []).find((x) => sameKey(x, k));
+    const drop = this.element('no-endpoint-services', k);
     if (drop?.verdict) {
       const line = this.elementLine('no-endpoint-services', drop);
       const pre = checks.filter((c) => c.chain);
@@ -214,7 +227,7 @@ class TableFacts {
 
   /** firewall-ips: loadBalancerSourceRanges, applied before DNAT to every source, pods included. */
   private firewall(p: Probe, evidence: string[]): Tri {
-    const e = (this.sets.get('firewall-ips') ?? []).find((x) => sameKey(x, { ip: p.dst, proto: p.proto, port: p.port }));
+    const e = this.element('firewall-ips', { ip: p.dst, proto: p.proto, port: p.port });
     if (!e?.verdict?.target) return 'no';
     evidence.push(this.elementLine('firewall-ips', e));
     let dropped: Tri = 'no';
@@ -402,10 +415,6 @@ function keyOf(e: NftElement): { ip: string; proto: string; port: number } | und
   const [ip, proto, port] = e.key;
   if (!ip || !proto || !port || ipFamily(ip) === 0 || !/^\d+$/.test(port)) return undefined;
   return { ip, proto, port: Number(port) };
-}
-
-function sameKey(e: NftElement, k: { ip: string; proto: string; port: number }): boolean {
-  return e.key[0] === k.ip && e.key[1] === k.proto && Number(e.key[2]) === k.port;
 }
 
 /** 'external-42NFTM6N-ns2/svc2/tcp/p80' -> 'ns2/svc2:p80' (kube-proxy's ServicePortName). */

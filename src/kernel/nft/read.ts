@@ -17,6 +17,7 @@ import type { NftSnapshot, NftTable } from './types.js';
 export interface ReadNftOptions {
   /** `ip netns` name, or a path such as /proc/PID/ns/net. */
   netns?: string;
+  /** Per listing; default 60 s. */
   timeoutMs?: number;
 }
 
@@ -70,7 +71,8 @@ export function nftSnapshotOf(results: Record<'ip' | 'ip6', NftCommandResult>): 
 }
 
 function runNft(args: string[], opts: ReadNftOptions): Promise<NftCommandResult> {
-  const timeout = opts.timeoutMs ?? 10_000;
+  // nft's own listing is the slow part: 5,000 Service ports (12.7 MB of JSON) took 25 s on a host with load 26.
+  const timeout = opts.timeoutMs ?? 60_000;
   const ns = opts.netns;
   const [file, argv] = !ns ? ['nft', args] : ns.includes('/') ? ['nsenter', [`--net=${ns}`, '--', 'nft', ...args]] : ['ip', ['netns', 'exec', ns, 'nft', ...args]];
   return new Promise((resolve) => {
