@@ -7,6 +7,8 @@ import { hostname, release } from 'node:os';
 import { openCounter, type Counter } from '../capture/counter.js';
 import type { ClusterWatch } from '../cluster/watch.js';
 import { reloadClusterFile } from '../cluster/file.js';
+import type { LookupOptions } from '../cluster/dns/lookup.js';
+import { lbHostnamesOf, withLbHostnames } from '../cluster/lb-hostnames.js';
 import type { ClusterView, ServiceView } from '../cluster/types.js';
 import { changedServices, compareFindings, Diagnosis, prepareDiagnosis, type PreparedDiagnosis } from '../detect/index.js';
 import type { Observations } from '../detect/correlator.js';
@@ -23,6 +25,7 @@ import type { Logger } from '../log.js';
 import { ConntrackTable, FLOW_OUTCOMES } from './conntrack-table.js';
 import { errText, type SourceDef, type SourceReader } from '../source/contract.js';
 import type { SourceHealth } from '../source/health.js';
+import { lookupsByName, type DnsSnapshot } from '../source/dns.js';
 import { liveReaders } from '../source/list.js';
 import { SourceRunner } from '../source/runner.js';
 import { ServiceIndex, labelsOf } from './service-index.js';
@@ -54,6 +57,8 @@ export interface AgentOptions {
    * Default true.
    */
   conntrackKernelFilter?: boolean;
+  /** Bounds and resolv.conf of the hostname-only LB lookups (cluster/dns/lookup.ts). */
+  dnsLookup?: LookupOptions;
 }
 
 const KINDS: LbPathKind[] = ['to_lb', 'loop_return', 'hc_local_src'];
@@ -77,6 +82,8 @@ export class Agent {
   private stopWatches: (() => void)[] = [];
   private readTimers = new Map<string, NodeJS.Timeout>();
   private cluster: ClusterView = { fresh: false, staleReason: 'not read yet', services: [], warnings: [] };
+  /** `cluster` with the hostname-only LBs' resolved addresses (the dns source): what the index and the diagnosis read. */
+  private view: ClusterView = this.cluster;
   private clusterFileDigest?: string;
   private index: ServiceIndex;
   /** Skips conntrack messages that touch no LB Service before decoding them (most of a busy table). */
@@ -103,7 +110,10 @@ export class Agent {
 
   constructor(private readonly o: AgentOptions) {
     this.runner = new SourceRunner(o.log);
-    this.readers = liveReaders(o.netns ? { netns: o.netns } : {}, (d) => !d.streamedByAgent);
+    this.readers = liveReaders(
+      { ...(o.netns ? { netns: o.netns } : {}), lbHostnames: () => lbHostnamesOf(this.cluster), ...(o.dnsLookup ? { dnsLookup: o.dnsLookup } : {}) },
+      (d) => !d.streamedByAgent,
+    );
     this.index = new ServiceIndex(this.cluster, localAddresses(undefined, undefined));
     this.table = new ConntrackTable(this.index);
     this.prefilter = new ConntrackPrefilter(this.index.prefilterTargets());
@@ -226,6 +236,8 @@ export class Agent {
     else this.health.down('cluster', v.staleReason ?? 'stale', false);
     if (v.services.length !== before) this.o.log.info({ servicePorts: v.services.length }, 'cluster view changed');
     this.rebuildIndex();
+    // New LB names are looked up at once (before the first sync, start() reads them itself).
+    if (this.firstSync) for (const x of this.readers) if (x.def.followsCluster) this.scheduleRead(x);
   }
 
   private scheduleRead(x: { def: SourceDef<unknown>; reader: SourceReader }): void {
@@ -249,14 +261,15 @@ export class Agent {
     outcomes.forEach((o, i) => {
       if (!o.changed) return;
       this.prepared = undefined;
-      if (list[i]!.def.indexes && o.result.state !== 'down') reindex = true;
+      if (list[i]!.def.indexes && (o.result.state !== 'down' || o.result.value !== undefined)) reindex = true;
     });
     if (reindex) this.rebuildIndex();
   }
 
   private rebuildIndex(): void {
     this.prepared = undefined;
-    this.index = new ServiceIndex(this.cluster, localAddresses(this.addresses, this.cluster.node));
+    this.view = withLbHostnames(this.cluster, lookupsByName(this.runner.value<DnsSnapshot>('dns')));
+    this.index = new ServiceIndex(this.view, localAddresses(this.addresses, this.cluster.node));
     this.table.reindex(this.index);
     this.prefilter = new ConntrackPrefilter(this.index.prefilterTargets());
     if (this.watch) {
@@ -380,7 +393,7 @@ export class Agent {
     try {
       // Observations of an earlier prepared input say nothing about what changed since.
       const before = this.prepared ? this.lastObs : undefined;
-      if (!this.prepared) this.prepared = prepareDiagnosis(diagnoseInputOf(this.nodeSnapshot(), this.cluster));
+      if (!this.prepared) this.prepared = prepareDiagnosis(diagnoseInputOf(this.nodeSnapshot(), this.view));
       const d = new Diagnosis(this.prepared);
       if (this.health.has('conntrack')) d.conntrackSeen();
       for (const k of this.table.entries()) d.add(k.entry);

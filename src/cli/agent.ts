@@ -30,6 +30,8 @@ interface AgentFlags {
   maxServicePorts: string;
   metricsAuth: 'none' | 'kubernetes';
   netns?: string;
+  resolvConf: string;
+  dnsMaxNames: string;
 }
 
 function positiveInt(text: string, flag: string): number {
@@ -70,6 +72,7 @@ async function run(flags: AgentFlags): Promise<void> {
     resyncIntervalS: parseSeconds(flags.resyncInterval, '--resync-interval'),
     conntrackResyncIntervalS: parseSeconds(flags.conntrackResyncInterval, '--conntrack-resync-interval'),
     conntrackKernelFilter: flags.conntrackFilter === 'kernel',
+    dnsLookup: { resolvConf: flags.resolvConf, maxNames: positiveInt(flags.dnsMaxNames, '--dns-max-names') },
   });
   const registry = createRegistry(() => agent.exportState(), {
     maxServicePorts: positiveInt(flags.maxServicePorts, '--max-service-ports'),
@@ -194,6 +197,16 @@ export function register(program: Command): void {
         'CLBPROBE_METRICS_AUTH',
       ),
     )
+    .addOption(
+      env(
+        new Option(
+          '--resolv-conf <file>',
+          'resolver for hostname-only LB names (AWS NLB): in the DaemonSet (dnsPolicy ClusterFirstWithHostNet) /etc/resolv.conf is the cluster DNS this node\'s pods use; with --netns NAME, /etc/netns/NAME/resolv.conf as `ip netns exec` binds it',
+        ).default('/etc/resolv.conf'),
+        'CLBPROBE_RESOLV_CONF',
+      ),
+    )
+    .addOption(env(new Option('--dns-max-names <n>', 'hostname-only LB names looked up at most (the rest are reported as not looked up)').default('256'), 'CLBPROBE_DNS_MAX_NAMES'))
     .option('--netns <name>', 'read the datapath of network namespace NAME or a path (tests); needs --interface for counters')
     .addHelpText(
       'after',

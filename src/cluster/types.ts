@@ -1,5 +1,8 @@
 // What the cluster says about Services, as the detectors consume it.
 // Built from list/watch of the API or from `kubectl get ... -o json` output.
+import type { HostnameLookup } from '../kernel/types.js';
+
+export type { HostnameLookup };
 
 export type TrafficPolicy = 'Cluster' | 'Local';
 
@@ -17,20 +20,6 @@ export interface LbIngressIp {
   resolvedFrom?: string;
 }
 
-/** What this node's resolver said for one hostname-only LB name (cluster/dns/hostname-cache.ts). */
-export interface HostnameLookup {
-  hostname: string;
-  /** The addresses the name resolved to (with `error`: the stale ones of an earlier answer). */
-  addresses: string[];
-  /** The answer's shortest TTL, seconds. */
-  ttlS?: number;
-  /** ISO time of the last good answer. */
-  resolvedAt?: string;
-  /** Why the last lookup failed. */
-  error?: string;
-  /** The resolver asked, e.g. "nameserver 10.96.0.10 (/etc/resolv.conf)". */
-  resolver: string;
-}
 
 export interface EndpointView {
   address: string;

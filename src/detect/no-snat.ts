@@ -16,6 +16,7 @@ export function detectNoSnat(ctx: DetectContext, obs: Observations): Finding[] {
     mechanism: 'no-SNAT',
     labels: ['not SNATed'],
     vipOf: (ex) => ex[0]!.orig.dst,
+    harmlessWhenCredited: true,
     summary: (g, [e]) =>
       `${g.count} connection(s) from pods to ${e!.orig.dst}:${e!.orig.dport} left the node with the pod's own source ` +
       `(reply destination ${e!.reply.dst} = original source): the LB cannot recognise them as coming from a backend`,

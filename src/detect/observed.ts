@@ -5,7 +5,7 @@ import type { ConntrackEntry } from '../kernel/types.js';
 import type { DetectContext } from './context.js';
 import type { ObsGroup, ObsKind, Observations } from './correlator.js';
 import { finding, formatConntrack } from './evidence.js';
-import { mitigationsFor, remedy } from './remedies.js';
+import { credited, mitigationsFor, remedy } from './remedies.js';
 import { hostPort } from './evidence.js';
 import type { Finding, LoopPath, Mechanism } from './types.js';
 
@@ -27,6 +27,11 @@ export interface ActiveSpec {
   extraEvidence?(s: ServiceView): string[];
   /** Advice added to the remedy for this Service (e.g. the AWS NLB settings). */
   extraRemedy?(s: ServiceView): string | undefined;
+  /**
+   * The entries show a precondition, not a failure: with a mitigation that counts against the
+   * mechanism in place (e.g. an LB that connects from its own address), they are info.
+   */
+  harmlessWhenCredited?: boolean;
 }
 
 export function activeFindings(ctx: DetectContext, obs: Observations, spec: ActiveSpec): Finding[] {
@@ -37,8 +42,11 @@ export function activeFindings(ctx: DetectContext, obs: Observations, spec: Acti
     if (g.count > g.examples.length) evidence.push(`(${g.count - g.examples.length} more like these)`);
     evidence.push(...(spec.extraEvidence?.(g.svc) ?? []));
     const vip = spec.vipOf?.(first, g.svc);
-    const fix = remedy(spec.mechanism, mitigationsFor(ctx, g.svc, vip), spec.extraRemedy?.(g.svc));
-    const f = finding(g.svc, spec.mechanism, 'active', spec.summary(g, first), evidence, fix);
+    const m = mitigationsFor(ctx, g.svc, vip);
+    const fix = remedy(spec.mechanism, m, spec.extraRemedy?.(g.svc));
+    const credits = spec.harmlessWhenCredited ? credited(spec.mechanism, m) : [];
+    const summary = spec.summary(g, first) + (credits.length > 0 ? `; harmless here: ${credits.join('; ')}` : '');
+    const f = finding(g.svc, spec.mechanism, credits.length > 0 ? 'info' : 'active', summary, evidence, fix);
     if (first.length === 2 && spec.pathRoles) f.path = loopPath(first[0]!, first[1]!, spec.labels, spec.pathRoles);
     return f;
   });

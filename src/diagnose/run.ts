@@ -3,12 +3,14 @@
 import { writeFileSync } from 'node:fs';
 import { BundleDirError, readBundle } from '../bundle/read.js';
 import { loadClusterFile, ClusterFileError } from '../cluster/file.js';
+import { lbHostnamesOf, withLbHostnames } from '../cluster/lb-hostnames.js';
 import type { ClusterWatch } from '../cluster/watch.js';
 import type { ClusterView } from '../cluster/types.js';
 import { Diagnosis } from '../detect/index.js';
 import { diagnoseInputOf } from '../detect/input.js';
 import type { DiagnoseResult } from '../detect/types.js';
 import { dumpConntrack } from '../kernel/conntrack/dump.js';
+import { lookupsByName } from '../source/dns.js';
 import { takeSnapshot } from '../source/snapshot.js';
 import { renderHtml, type HtmlReportOptions } from '../detect/render-html.js';
 import { UserError } from '../user-error.js';
@@ -64,10 +66,14 @@ async function loadCluster(flags: DiagnoseFlags, nodeName: string): Promise<Clus
 
 /** Reads this node live and diagnoses it; conntrack is streamed, never held whole. */
 export async function runLive(flags: DiagnoseFlags, nodeName: string): Promise<DiagnoseResult> {
-  const cluster = await loadCluster(flags, nodeName);
+  const listed = await loadCluster(flags, nodeName);
   const netns = flags.netns ? netnsPath(flags.netns) : undefined;
   const ns = netns ? { netns } : {};
-  const node = await takeSnapshot(ns);
+
+  // Hostname-only LBs are looked up by the dns source with this node's (or the namespace's) resolver.
+  const names = lbHostnamesOf(listed);
+  const node = await takeSnapshot({ ...ns, ...(names.length > 0 ? { lbHostnames: () => names } : {}) });
+  const cluster = withLbHostnames(listed, lookupsByName(node.dns));
   const warnings: string[] = [];
   const diag = new Diagnosis(diagnoseInputOf(node, cluster, warnings));
   try {

@@ -5,6 +5,7 @@
 // for every one, so a new source gets its clbprobe_source_* series for free.
 import type { BundleFiles } from '../bundle/files.js';
 import type { BundleWriter } from '../bundle/writer.js';
+import type { LookupOptions } from '../cluster/dns/lookup.js';
 import type { ConntrackFilter } from '../kernel/conntrack/dump.js';
 import type { NodeSnapshot, SourceStatus } from '../kernel/types.js';
 
@@ -22,14 +23,15 @@ interface ReadExtras {
 /**
  * One read's outcome:
  * - up: the value, with an optional note when it is degraded (shown as the status reason);
- * - down: the input could not be read; the last value read is kept, marked stale by the status;
+ * - down: the input could not be read; the last value read is kept, marked stale by the status,
+ *   unless the read carries what it could still read (dns: the names that did resolve);
  * - absent: the node has no such datapath at all (no IPVS on an iptables node): not a failure,
  *   no error counted, no clbprobe_source_up series;
  * - unchanged: the input says what it said at the last read (the source decides how it knows).
  */
 export type ReadResult<T> =
   | ({ state: 'up'; value: T; note?: string } & ReadExtras)
-  | ({ state: 'down'; reason: string } & ReadExtras)
+  | ({ state: 'down'; reason: string; value?: T } & ReadExtras)
   | ({ state: 'absent'; reason: string } & ReadExtras)
   | { state: 'unchanged' };
 
@@ -58,6 +60,10 @@ export interface LiveOptions {
   /** conntrack: keep the entries (else only the summary) and which. */
   conntrackEntries?: boolean;
   conntrackFilter?: ConntrackFilter;
+  /** dns: the hostname-only LB names the cluster view publishes now (none: the source is absent). */
+  lbHostnames?: () => readonly string[];
+  /** dns: resolv.conf and bounds of the lookups. */
+  dnsLookup?: LookupOptions;
 }
 
 /**
@@ -75,6 +81,8 @@ export interface SourceDef<T = unknown> {
   readonly indexes?: boolean;
   /** The live agent keeps this input itself from an event stream (conntrack), and does not poll it. */
   readonly streamedByAgent?: boolean;
+  /** Its input depends on the cluster view (LB names to resolve): the agent reads it again when the view changes. */
+  readonly followsCluster?: boolean;
   live?(opts: LiveOptions): SourceReader<T>;
   /** Writes this source's files into a bundle; a failure is recorded in the manifest, never thrown. */
   collect?(w: BundleWriter): Promise<void>;

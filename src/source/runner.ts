@@ -93,6 +93,10 @@ export class SourceRunner {
         h.resynced(name);
         h.down(name, result.reason);
         this.setStatus(name, { source: name, available: false, reason: result.reason, durationMs: rounded }, result.parts);
+        if (result.value !== undefined) {
+          this.values.set(name, { ...(key ? { key } : {}), value: result.value });
+          return true;
+        }
         return !(before && !before.available && !before.notPresent && before.reason === result.reason);
       }
       case 'absent': {

@@ -13,6 +13,8 @@ export interface SnapshotOptions {
   /** Keep conntrack entries (else only the summary). */
   conntrackEntries?: boolean;
   conntrackFilter?: ConntrackFilter;
+  /** The hostname-only LB names to look up (the dns source); without them it is not read. */
+  lbHostnames?: () => readonly string[];
 }
 
 export async function takeSnapshot(opts: SnapshotOptions = {}): Promise<NodeSnapshot> {
