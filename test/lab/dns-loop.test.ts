@@ -13,7 +13,7 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseSamples, type Sample } from '../../src/demo/agent.js';
+import { parseSamples, type Sample } from '../../src/export/parse-samples.js';
 import { LAB, clusterList, createLoopLab, type LoopLab } from '../../src/demo/lab.js';
 import type { Finding } from '../../src/detect/types.js';
 import { startDns, type DnsServer } from '../support/dns-lab.js';
