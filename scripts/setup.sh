@@ -42,3 +42,6 @@ if [ ! -f "$stamp" ] || [ -n "$(find src native bench binding.gyp package.json t
   npm run --silent build >&2
   touch "$stamp"
 fi
+
+# The image test's container engine and base images (slow the first time: cached under /var/cache).
+if [ "$mode" = test ]; then bash scripts/setup-image.sh; fi
