@@ -1,5 +1,6 @@
 // Errors of the capture module that tell the operator what to change.
 import { isSyscallError } from '../native/addon.js';
+import { explainBpfRefusal, ownBpfPrivileges } from './bpf-refusal.js';
 
 export type CaptureStep = 'load' | 'attach' | 'maps' | 'pcap';
 
@@ -32,6 +33,9 @@ export function captureError(e: unknown, step: CaptureStep, what: string): Captu
   if (e instanceof CaptureError) return e;
   const code = isSyscallError(e) ? e.code : 'EUNKNOWN';
   const detail = e instanceof Error ? e.message : String(e);
+  // bpf() itself refused: say whether a capability, seccomp or the kernel is why.
+  const bpfCause = step === 'load' || step === 'maps' ? explainBpfRefusal(code, ownBpfPrivileges()) : undefined;
+  if (bpfCause) return new CaptureError(`${what}: ${bpfCause} (${detail})`, code, step);
   if (code === 'EPERM' || code === 'EACCES') {
     return new CaptureError(`${what}: permission denied; run as root or grant ${CAPABILITIES[step]} (${detail})`, code, step);
   }

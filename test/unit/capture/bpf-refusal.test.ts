@@ -1,0 +1,69 @@
+// Telling "blocked by seccomp" from "missing capability" and "kernel without
+// BPF", from /proc/self/status files captured on this machine: the host's root,
+// the DaemonSet's four capabilities without seccomp (setpriv), without CAP_BPF,
+// and inside podman with the four capabilities under its default seccomp profile.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { explainBpfRefusal, parseBpfPrivileges } from '../../../src/capture/bpf-refusal.js';
+import { captureError } from '../../../src/capture/errors.js';
+
+const status = (name: string): string => readFileSync(join(import.meta.dirname, '../../fixtures/proc-status', name), 'utf8');
+const privileges = (name: string) => parseBpfPrivileges(status(name));
+
+describe('parseBpfPrivileges', () => {
+  it('reads CapEff and the seccomp mode', () => {
+    expect(privileges('four-caps-no-seccomp.txt')).toEqual({ capEff: 0xc000003000n, seccomp: 0 });
+    expect(privileges('podman-four-caps-default-seccomp.txt')).toEqual({ capEff: 0xc000003000n, seccomp: 2 });
+  });
+
+  it('gives undefined for a status cut before CapEff, and for text that is no status file', () => {
+    const whole = status('four-caps-no-seccomp.txt');
+    expect(parseBpfPrivileges(whole.slice(0, whole.indexOf('CapEff:') + 5))).toBeUndefined();
+    expect(parseBpfPrivileges('CapEff:\tzz\n')).toBeUndefined();
+    expect(parseBpfPrivileges('')).toBeUndefined();
+  });
+
+  it('takes a status without a Seccomp line (kernels before 3.8) as no filter', () => {
+    const noSeccomp = status('four-caps-no-seccomp.txt').replace(/^Seccomp.*\n/gm, '');
+    expect(parseBpfPrivileges(noSeccomp)).toEqual({ capEff: 0xc000003000n, seccomp: 0 });
+  });
+});
+
+describe('explainBpfRefusal', () => {
+  it('EPERM with CAP_BPF effective under a seccomp filter: blocked by seccomp, and the fix', () => {
+    const why = explainBpfRefusal('EPERM', privileges('podman-four-caps-default-seccomp.txt'));
+    expect(why).toMatch(/^blocked by seccomp: bpf\(\) returned EPERM although CAP_BPF is effective/);
+    expect(why).toContain('deploy/seccomp/clbprobe.json');
+  });
+
+  it('EPERM without CAP_BPF: missing capability', () => {
+    expect(explainBpfRefusal('EPERM', privileges('no-bpf-cap.txt'))).toMatch(/^missing capability: CAP_BPF/);
+  });
+
+  it('EPERM with CAP_BPF and no seccomp filter: neither, a security module', () => {
+    expect(explainBpfRefusal('EPERM', privileges('four-caps-no-seccomp.txt'))).toMatch(/no seccomp filter is on: a security module/);
+    expect(explainBpfRefusal('EPERM', privileges('host-root.txt'))).toMatch(/security module/);
+  });
+
+  it('ENOSYS: kernel without BPF (or, under a filter, a profile that does not list bpf)', () => {
+    expect(explainBpfRefusal('ENOSYS', privileges('four-caps-no-seccomp.txt'))).toMatch(/^kernel without BPF: .*CONFIG_BPF_SYSCALL/);
+    expect(explainBpfRefusal('ENOSYS', privileges('podman-four-caps-default-seccomp.txt'))).toMatch(/^kernel without BPF, or a seccomp profile/);
+  });
+
+  it('other errors and an unreadable status say nothing', () => {
+    expect(explainBpfRefusal('EINVAL', privileges('four-caps-no-seccomp.txt'))).toBeUndefined();
+    expect(explainBpfRefusal('EPERM', undefined)).toBeUndefined();
+  });
+});
+
+describe('captureError', () => {
+  it('names the cause of a refused load in the one line the log and source_up carry', () => {
+    const e = Object.assign(new Error("Couldn't load trivial BPF program. Operation not permitted"), { code: 'EPERM', errno: 1, syscall: 'bpf' });
+    const err = captureError(e, 'load', 'loading the eBPF counter program');
+    expect(err.code).toBe('EPERM');
+    // This process's own status decides the clause; as root on the host it has CAP_BPF.
+    expect(err.message).toMatch(/^loading the eBPF counter program: (blocked by seccomp|bpf\(\) returned EPERM although|missing capability)/);
+    expect(err.message).toContain("Couldn't load trivial BPF program");
+  });
+});
