@@ -42,6 +42,8 @@ COPY --from=builder /app/package.json /app/binding.gyp ./
 COPY --from=builder /app/node_modules ./node_modules
 COPY --from=builder /app/dist ./dist
 COPY --from=builder /app/build/Release/clbprobe.node /app/build/Release/clbprobe.bpf.o /app/build/Release/ctevents.bpf.o ./build/Release/
+# The agent's seccomp profile: the DaemonSet's init container copies it to the kubelet's directory.
+COPY deploy/seccomp/clbprobe.json ./deploy/seccomp/
 # `clbprobe` on PATH for whoever execs into the pod (kubectl exec POD -- clbprobe evidence ...).
 RUN printf '#!/bin/sh\nexec node /app/dist/src/cli/main.js "$@"\n' > /usr/local/bin/clbprobe \
  && chmod 0755 /usr/local/bin/clbprobe

@@ -54,11 +54,16 @@ const strings = (v: unknown, what: string): string[] =>
 
 /** The DaemonSet's one container, "agent", as shipped. */
 export function agentContainer(path = DAEMONSET_PATH): AgentContainer {
+  return podContainer('agent', path);
+}
+
+/** A container or init container of the DaemonSet's pod, by name, as shipped. */
+export function podContainer(name: string, path = DAEMONSET_PATH): AgentContainer {
   const ds = obj(parse(readFileSync(path, 'utf8')), 'the document');
   const pod = obj(obj(obj(ds.spec, 'spec').template, 'spec.template').spec, 'spec.template.spec');
-  const containers = list(pod.containers, 'containers').map((c, i) => obj(c, `containers[${i}]`));
-  const c = containers.find((x) => x.name === 'agent');
-  if (!c) throw new Error(`${path}: no container named agent`);
+  const containers = [...list(pod.initContainers, 'initContainers'), ...list(pod.containers, 'containers')].map((c, i) => obj(c, `containers[${i}]`));
+  const c = containers.find((x) => x.name === name);
+  if (!c) throw new Error(`${path}: no container named ${name}`);
   const sc = obj(c.securityContext ?? {}, 'securityContext');
   const caps = obj(sc.capabilities ?? {}, 'capabilities');
   const volumes = new Map(list(pod.volumes, 'volumes').map((v, i) => {

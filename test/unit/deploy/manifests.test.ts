@@ -145,7 +145,14 @@ describe('deploy/ kustomization', () => {
     // From bench/agent (1M conntrack entries, 5,000 Services): RSS 160-180 MB, peak 205 MB; 23 % of a core at 10k events/s.
     expect(c.resources).toEqual({ requests: { cpu: '50m', memory: '128Mi' }, limits: { cpu: '500m', memory: '256Mi' } });
     const hostPaths = pod.volumes.filter((v: { hostPath?: unknown }) => v.hostPath).map((v: { hostPath: { path: string } }) => v.hostPath.path);
-    expect(hostPaths).toEqual(['/run/clbprobe']);
+    expect(hostPaths).toEqual(['/run/clbprobe', '/var/lib/kubelet/seccomp']);
+    // The agent's Localhost seccomp profile is the file the init container installs (the kubelet
+    // resolves localhostProfile under its seccomp directory, the init container's hostPath).
+    expect(c.securityContext.seccompProfile).toEqual({ type: 'Localhost', localhostProfile: 'clbprobe.json' });
+    const [init] = pod.initContainers;
+    const seccompDir = init.volumeMounts.find((m: { name: string }) => m.name === 'seccomp').mountPath;
+    expect(init.command.join(' ')).toContain(`${seccompDir}/${c.securityContext.seccompProfile.localhostProfile}`);
+    expect(init.securityContext).toMatchObject({ allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } });
     expect(ds.spec.template.metadata.annotations).toEqual({ 'prometheus.io/scrape': 'true', 'prometheus.io/port': '9811', 'prometheus.io/path': '/metrics' });
   });
 
