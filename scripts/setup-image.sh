@@ -131,6 +131,13 @@ assemble() { # name slim(0|1) -> $CACHE/<file>.tar
   tar -C "$work/root/usr/local/lib/node_modules/npm" --strip-components=1 -xzf "$CACHE/npm-$NPM_RELEASE.tgz"
   ln -sf ../lib/node_modules/npm/bin/npm-cli.js "$work/root/usr/local/bin/npm"
   ln -sf ../lib/node_modules/npm/bin/npx-cli.js "$work/root/usr/local/bin/npx"
+  # As Docker Hub's debian images: apt keeps no downloaded packages and no package caches in a layer.
+  cat > "$work/root/etc/apt/apt.conf.d/docker-clean" <<'EOF'
+DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
+APT::Update::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
+Dir::Cache::pkgcache "";
+Dir::Cache::srcpkgcache "";
+EOF
   if [ "$isslim" = 1 ]; then
     cat > "$work/root/etc/dpkg/dpkg.cfg.d/slim" <<'EOF'
 # Leave out documentation and translations (as in debian:*-slim).
@@ -163,9 +170,25 @@ import() { # image-name tarball
     "$tarball" "$name" >&2
 }
 
-full_tar="$CACHE/node-$NODE_RELEASE-$DEBIAN_SUITE.tar"
-slim_tar="$CACHE/node-$NODE_RELEASE-$DEBIAN_SUITE-slim.tar"
+# BASE_REVISION names the recipe above: a change to it makes new tarballs and re-imports.
+BASE_REVISION=2
+full_tar="$CACHE/node-$NODE_RELEASE-$DEBIAN_SUITE-r$BASE_REVISION.tar"
+slim_tar="$CACHE/node-$NODE_RELEASE-$DEBIAN_SUITE-slim-r$BASE_REVISION.tar"
 assemble "$full_tar" 0
 assemble "$slim_tar" 1
 import "$full" "$full_tar"
 import "$slim" "$slim_tar"
+
+# Debian's kubectl (kubernetes-client) for the kubectl plugin test. Unpacked, not
+# installed: on some machines /usr/bin/kubectl belongs to another package.
+kubectl_dir="$CACHE/kubernetes-client"
+if [ ! -x "$kubectl_dir/usr/bin/kubectl" ]; then
+  echo "setup-image: unpacking Debian's kubernetes-client into $kubectl_dir" >&2
+  work=$(mktemp -d "$CACHE/kubectl.XXXXXX")
+  trap 'rm -rf "$work"' EXIT
+  (cd "$work" && apt-get download -q kubernetes-client >&2)
+  dpkg-deb -x "$work"/kubernetes-client_*.deb "$work/root"
+  rm -rf "$kubectl_dir"
+  mv "$work/root" "$kubectl_dir"
+  rm -rf "$work"; trap - EXIT
+fi
