@@ -29,6 +29,8 @@ export interface AllNodesOptions {
   watchS: number;
   json: boolean;
   kubeconfig?: string;
+  /** The kubeconfig context instead of its current-context (kubectl's --context). */
+  context?: string;
   namespace: string;
   selector: string;
   container: string;
@@ -74,14 +76,19 @@ export interface PcapCopy {
 /** The agent pods' scratch space (an emptyDir in deploy/daemonset.yaml). */
 const REMOTE_TMP = '/tmp';
 
-/** KUBECONFIG / ~/.kube/config / in-cluster, as kubectl finds them, or the given file. */
-export function loadWorkstationConfig(file?: string): KubeConfig {
+/** KUBECONFIG / ~/.kube/config / in-cluster, as kubectl finds them, or the given file; `context` instead of current-context. */
+export function loadWorkstationConfig(file?: string, context?: string): KubeConfig {
   const kc = new KubeConfig();
   try {
     if (file) kc.loadFromFile(file);
     else kc.loadFromDefault();
   } catch (e) {
     throw new UserError(`cannot load kubeconfig ${file ?? process.env.KUBECONFIG ?? '~/.kube/config'}: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  if (context !== undefined) {
+    // kubectl's words for a context that is not there.
+    if (!kc.getContextObject(context)) throw new UserError(`context "${context}" does not exist`);
+    kc.setCurrentContext(context);
   }
   const cluster = kc.getCurrentCluster();
   // loadFromDefault's last resort when it found nothing at all.
@@ -281,7 +288,7 @@ async function runViaRelay(o: AllNodesOptions, kc: KubeConfig): Promise<number> 
 
 /** Runs the fan-out; returns the exit code (0 all nodes answered, 1 some did not). */
 export async function runAllNodes(o: AllNodesOptions): Promise<number> {
-  const kc = loadWorkstationConfig(o.kubeconfig);
+  const kc = loadWorkstationConfig(o.kubeconfig, o.context);
   if ((o.via ?? 'relay') === 'relay') return runViaRelay(o, kc);
   let pods: AgentPod[];
   try {

@@ -20,6 +20,7 @@ interface EvidenceFlags {
   socket: string;
   allNodes?: boolean;
   kubeconfig?: string;
+  context?: string;
   agentNamespace: string;
   agentSelector: string;
   container: string;
@@ -34,7 +35,7 @@ interface EvidenceFlags {
 export const AGENT_DEFAULTS = { namespace: 'clbprobe', selector: 'app.kubernetes.io/name=clbprobe', container: 'agent' } as const;
 
 /** Flags that only mean something with --all-nodes. */
-const REMOTE_ONLY = ['via', 'relay', 'kubeconfig', 'agentNamespace', 'agentSelector', 'container', 'node', 'concurrency', 'timeout'] as const;
+const REMOTE_ONLY = ['via', 'relay', 'kubeconfig', 'context', 'agentNamespace', 'agentSelector', 'container', 'node', 'concurrency', 'timeout'] as const;
 
 /** --node a --node b,c → [a, b, c]. */
 const collectNodes = (v: string, prev: string[] = []): string[] => [...prev, ...v.split(',').map((n) => n.trim()).filter(Boolean)];
@@ -60,6 +61,7 @@ async function runAllNodes(flags: EvidenceFlags): Promise<number> {
     watchS,
     json: Boolean(flags.json),
     ...(flags.kubeconfig ? { kubeconfig: flags.kubeconfig } : {}),
+    ...(flags.context ? { context: flags.context } : {}),
     namespace: flags.agentNamespace,
     selector: flags.agentSelector,
     container: flags.container,
@@ -165,6 +167,7 @@ export function register(program: Command): void {
     .option('--socket <path>', "the agent's evidence socket", DEFAULT_EVIDENCE_SOCKET)
     .option('--all-nodes', 'ask every node (or --node ones) through the Kubernetes API')
     .option('--kubeconfig <file>', 'with --all-nodes: kubeconfig (default: KUBECONFIG, ~/.kube/config, in-cluster)')
+    .option('--context <name>', "with --all-nodes: the kubeconfig context to use (default: its current-context), as kubectl's --context")
     .option('--node <names>', 'with --all-nodes: only these nodes (repeat or comma-separate)', collectNodes)
     .option('--agent-namespace <ns>', "the agent pods' namespace", AGENT_DEFAULTS.namespace)
     .option('--agent-selector <labels>', 'label selector of the agent pods', AGENT_DEFAULTS.selector)
