@@ -7,6 +7,7 @@ import type { ServiceView } from '../cluster/types.js';
 import { key, protoOf, type Key } from '../detect/context.js';
 import { portKey } from '../detect/observed.js';
 import type { FlowOutcome, SvcPortLabels } from '../export/state.js';
+import { FLOW_OUTCOMES } from '../model/flow.js';
 import type { ConntrackEntry, ConntrackEvent } from '../kernel/types.js';
 import { labelsOf, type EntryMatch, type ServiceIndex } from './service-index.js';
 
@@ -20,7 +21,6 @@ export type EntryClass = 'loopback_pair' | 'not_snated' | 'unreplied' | 'healthy
 export type FlowCounts = { svc: SvcPortLabels } & Record<FlowOutcome, number>;
 
 /** The outcomes in the order they are exported. */
-export const FLOW_OUTCOMES: readonly FlowOutcome[] = ['replied', 'unreplied', 'loopback_pair', 'not_snated'];
 
 export interface KeptEntry {
   entry: ConntrackEntry;

@@ -9,6 +9,7 @@ import { cidrMatcher } from '../kernel/ip.js';
 import type { PrefilterTargets } from '../kernel/conntrack/prefilter.js';
 import type { ConntrackEntry } from '../kernel/types.js';
 import type { SvcPortLabels } from '../export/state.js';
+import { protocolNumber } from '../model/protocol.js';
 
 
 /** The port an endpoint answers on: its EndpointSlice port, else a numeric targetPort, else the Service port. */
@@ -16,7 +17,6 @@ function endpointPort(s: ServiceView, ep: ServiceView['endpoints'][number]): num
   return ep.port ?? (typeof s.targetPort === 'number' ? s.targetPort : s.port);
 }
 
-const PROTO_NUM: Record<string, number> = { TCP: 6, UDP: 17, SCTP: 132 };
 
 /** Ingress LBs listen on HTTP and HTTPS whatever the backend Service port is. */
 const INGRESS_PORTS = [80, 443];
@@ -135,10 +135,10 @@ export class ServiceIndex {
     const t: PrefilterTargets = { vips: [], nodeIps: [...this.nodeIps], nodePorts: [], endpoints: [] };
     for (const s of this.services) {
       for (const v of vipsOf(s)) {
-        const n = PROTO_NUM[v.protocol];
+        const n = protocolNumber(v.protocol);
         if (n !== undefined) t.vips.push({ address: v.ip, protoNum: n, port: v.port });
       }
-      const protoNum = PROTO_NUM[s.protocol];
+      const protoNum = protocolNumber(s.protocol);
       if (protoNum === undefined) continue;
       if (s.nodePort) t.nodePorts.push({ protoNum, port: s.nodePort });
       for (const ep of s.endpoints) t.endpoints.push({ address: ep.address, protoNum, port: endpointPort(s, ep) });

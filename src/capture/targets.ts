@@ -1,12 +1,13 @@
 // What the counters look for, as the agent hands it over (from the address
 // reader and the cluster view), and the counter samples they give back.
 import { formatIP, parseIP } from '../kernel/ip.js';
+import { LOWER_PROTOCOL_NUMBERS, type LowerProtocol } from '../model/protocol.js';
 
-export type Proto = 'tcp' | 'udp' | 'sctp';
+export type Proto = LowerProtocol;
 export type CounterKind = 'to_lb' | 'loop_return' | 'hc_local_src';
 export type Direction = 'ingress' | 'egress';
 
-export const PROTO_NUMBERS: Record<Proto, number> = { tcp: 6, udp: 17, sctp: 132 };
+export const PROTO_NUMBERS: Record<Proto, number> = LOWER_PROTOCOL_NUMBERS;
 
 export interface VipTarget {
   address: string;

@@ -7,11 +7,8 @@ import type { DetectContext } from './context-types.js';
 import { classifyProxyMode } from './proxy-mode.js';
 import type { DiagnoseInput, LbNatFact } from './types.js';
 
-export type Proto = 'TCP' | 'UDP' | 'SCTP';
-
-export function protoOf(protoNum: number): Proto | undefined {
-  return protoNum === 6 ? 'TCP' : protoNum === 17 ? 'UDP' : protoNum === 132 ? 'SCTP' : undefined;
-}
+export type { ServiceProtocol as Proto } from '../model/protocol.js';
+export { protocolOfNumber as protoOf } from '../model/protocol.js';
 
 const PROTO_CODE: Record<string, number> = { TCP: 1, UDP: 2, SCTP: 3 };
 

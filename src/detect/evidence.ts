@@ -60,6 +60,6 @@ export function endpointsLine(s: ServiceView): string {
 export { hostPort };
 
 /** kube-proxy's IPVS dummy device (same name as src/kernel/addresses.ts; not imported to keep detectors free of the native addon). */
-export const KUBE_IPVS_IFNAME = 'kube-ipvs0';
+export { KUBE_IPVS_IFNAME } from '../model/kube-proxy.js';
 
 export { formatConntrack } from '../kernel/conntrack/format.js';

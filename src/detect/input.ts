@@ -6,8 +6,8 @@ import { kubeNatFacts, type KubeNatFacts } from '../kernel/nat/kube.js';
 import type { NodeSnapshot } from '../kernel/types.js';
 import { localAddresses } from './local.js';
 import type { DiagnoseInput, LbNatFact, NatFacts, ProxyMode } from './types.js';
+import { serviceProtocolOf } from '../model/protocol.js';
 
-const PROTOCOLS = { tcp: 'TCP', udp: 'UDP', sctp: 'SCTP' } as const;
 
 /**
  * The detectors' view of kube-proxy's NAT facts. "mixed" (rules of two modes,
@@ -19,7 +19,7 @@ export function natFactsFrom(k: KubeNatFacts, ipvsState: boolean): NatFacts {
   const mode: ProxyMode = k.mode === 'mixed' ? mixed : k.mode === 'none' ? 'unknown' : k.mode;
   const lb: LbNatFact[] = [];
   for (const f of k.loadBalancers) {
-    const protocol = PROTOCOLS[f.protocol.toLowerCase() as keyof typeof PROTOCOLS];
+    const protocol = serviceProtocolOf(f.protocol);
     if (!protocol) continue;
     lb.push({
       ip: f.vip,

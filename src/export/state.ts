@@ -15,7 +15,9 @@ export interface SvcPortLabels {
 }
 
 export type LbPathKind = 'to_lb' | 'loop_return' | 'hc_local_src';
-export type FlowOutcome = 'replied' | 'unreplied' | 'loopback_pair' | 'not_snated';
+import type { FlowOutcome } from '../model/flow.js';
+
+export type { FlowOutcome };
 
 /**
  * The per-Service lists may be the same arrays from one scrape to the next (the agent reuses them

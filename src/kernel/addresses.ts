@@ -16,8 +16,9 @@ import {
 import { NETLINK_ROUTE, NetlinkSocket, NOTIFICATION_BATCH } from './netlink/socket.js';
 import type { AddressEvent, AddressSnapshot, InterfaceAddress, NetInterface, SourceStatus } from './types.js';
 import { sourceFailure } from './source.js';
+import { KUBE_IPVS_IFNAME } from '../model/kube-proxy.js';
 
-export const KUBE_IPVS_IFNAME = 'kube-ipvs0';
+export { KUBE_IPVS_IFNAME } from '../model/kube-proxy.js';
 
 const RTM_NEWLINK = 16;
 const RTM_GETLINK = 18;

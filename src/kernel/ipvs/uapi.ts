@@ -2,6 +2,7 @@
 // clbprobe gives them, shared by the netlink reader and the ipvsadm text parser
 // so that both produce identical snapshots.
 import type { IpvsForward, IpvsTunnel, IpvsVirtualServer } from '../types.js';
+import { protocolOfNumber } from '../../model/protocol.js';
 
 export const IPVS_GENL_NAME = 'IPVS';
 export const IPVS_GENL_VERSION = 1;
@@ -64,11 +65,10 @@ const IP_VS_SVC_F_SCHED3 = 0x20;
 
 export const IP_VS_CONN_F_FWD_MASK = 0x7;
 
-const PROTOCOLS: Record<number, IpvsVirtualServer['protocol']> = { 6: 'TCP', 17: 'UDP', 132: 'SCTP' };
 
 /** IPPROTO number → name; 0 (fwmark services) and unknown numbers stay numbers. */
 export function protocolName(n: number): IpvsVirtualServer['protocol'] {
-  return PROTOCOLS[n] ?? n;
+  return protocolOfNumber(n) ?? n;
 }
 
 const FORWARDS: IpvsForward[] = ['masq', 'local', 'tunnel', 'route', 'bypass'];

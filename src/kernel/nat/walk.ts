@@ -7,6 +7,7 @@
 import { canonicalIP, inCidr } from '../ip.js';
 import { findOptions } from './rule-spec.js';
 import type { IpsetSet, IptablesRule, MatchOption, RuleMatch } from './types.js';
+import { lowerProtocolOfNumberText } from '../../model/protocol.js';
 
 export type Tri = 'yes' | 'no' | 'maybe';
 
@@ -305,11 +306,10 @@ function probeKey(dims: string[], dirs: string[], probe: Probe): string {
     .join(',');
 }
 
-const PROTO_NUMBERS: Record<string, string> = { '6': 'tcp', '17': 'udp', '132': 'sctp' };
 
 function protoMatches(written: string, proto: string): boolean {
   const w = written.toLowerCase();
-  return w === 'all' || w === '0' || w === proto || PROTO_NUMBERS[w] === proto;
+  return w === 'all' || w === '0' || w === proto || lowerProtocolOfNumberText(w) === proto;
 }
 
 /** '80', '80:90', '80,443', '30000-30010' (ipset ranges). */

@@ -64,9 +64,11 @@ export function cycles(graph: Map<string, string[]>): string[][] {
 /**
  * What each folder of src/ must not import: the layers read from the folder names (cli on top,
  * then agent, demo and the diagnosis runner, then detect / cluster / source / bundle, then kernel
- * and capture, with native bindings and the top-level helpers usable by all).
+ * and capture, with native bindings, the domain model (src/model) and the top-level helpers usable
+ * by all; the model imports nothing).
  */
 const FORBIDDEN: Record<string, string[]> = {
+  model: ['native', 'kernel', 'capture', 'cluster', 'detect', 'source', 'bundle', 'export', 'agent', 'diagnose', 'demo', 'remote', 'cli'],
   native: ['kernel', 'capture', 'cluster', 'detect', 'source', 'bundle', 'export', 'agent', 'diagnose', 'demo', 'remote', 'cli'],
   kernel: ['capture', 'cluster', 'detect', 'source', 'bundle', 'export', 'agent', 'diagnose', 'demo', 'remote', 'cli'],
   capture: ['cluster', 'detect', 'source', 'bundle', 'export', 'agent', 'diagnose', 'demo', 'remote', 'cli'],

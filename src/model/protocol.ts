@@ -1,0 +1,38 @@
+// The transport protocols a Service port can have, in the two spellings the
+// node's tools use, and their IP protocol numbers: one table for every layer.
+
+/** As Kubernetes (and ipvsadm) spell it. */
+export type ServiceProtocol = 'TCP' | 'UDP' | 'SCTP';
+/** As conntrack(8), iptables and pcap filters spell it. */
+export type LowerProtocol = 'tcp' | 'udp' | 'sctp';
+
+const TABLE: readonly { name: ServiceProtocol; lower: LowerProtocol; number: number }[] = [
+  { name: 'TCP', lower: 'tcp', number: 6 },
+  { name: 'UDP', lower: 'udp', number: 17 },
+  { name: 'SCTP', lower: 'sctp', number: 132 },
+];
+
+/** IPPROTO_* numbers by lower-case name. */
+export const LOWER_PROTOCOL_NUMBERS = Object.fromEntries(TABLE.map((p) => [p.lower, p.number])) as Record<LowerProtocol, number>;
+
+/** The IPPROTO number of a Service protocol name (any case); undefined for anything else. */
+export function protocolNumber(name: string): number | undefined {
+  const n = name.toUpperCase();
+  return TABLE.find((p) => p.name === n)?.number;
+}
+
+/** The Service protocol of an IPPROTO number; undefined for others (ICMP, ...). */
+export function protocolOfNumber(n: number): ServiceProtocol | undefined {
+  return TABLE.find((p) => p.number === n)?.name;
+}
+
+/** The Service protocol of a name in any case ('tcp', 'TCP'); undefined for others. */
+export function serviceProtocolOf(name: string): ServiceProtocol | undefined {
+  const n = name.toUpperCase();
+  return TABLE.find((p) => p.name === n)?.name;
+}
+
+/** The lower-case name of an IPPROTO number given as text ('6' → 'tcp'), as iptables prints `-p 6`. */
+export function lowerProtocolOfNumberText(text: string): LowerProtocol | undefined {
+  return TABLE.find((p) => String(p.number) === text)?.lower;
+}
