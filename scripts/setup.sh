@@ -45,3 +45,9 @@ fi
 
 # The image test's container engine and base images (slow the first time: cached under /var/cache).
 if [ "$mode" = test ]; then bash scripts/setup-image.sh; fi
+
+# Real Kubernetes pieces for the tests (kube-apiserver and kube-proxy v1.20.2 from Debian's source,
+# etcd, kubectl): built once into /var/cache/clbprobe-kube, a few seconds when cached.
+if [ "$mode" = test ]; then
+  bash scripts/setup-kube.sh
+fi
