@@ -111,8 +111,14 @@ export class Agent {
 
   constructor(private readonly o: AgentOptions) {
     this.runner = new SourceRunner(o.log);
+    // natFactsOnly: the agent diagnoses from the NAT facts alone; it never keeps the parsed rules (issue 16).
     this.readers = liveReaders(
-      { ...(o.netns ? { netns: o.netns } : {}), lbHostnames: () => lbHostnamesOf(this.cluster), ...(o.dnsLookup ? { dnsLookup: o.dnsLookup } : {}) },
+      {
+        ...(o.netns ? { netns: o.netns } : {}),
+        natFactsOnly: true,
+        lbHostnames: () => lbHostnamesOf(this.cluster),
+        ...(o.dnsLookup ? { dnsLookup: o.dnsLookup } : {}),
+      },
       (d) => !d.streamedByAgent,
     );
     this.index = new ServiceIndex(this.cluster, localAddresses(undefined, undefined));

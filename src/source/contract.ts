@@ -64,6 +64,8 @@ export interface LiveOptions {
   lbHostnames?: () => readonly string[];
   /** dns: resolv.conf and bounds of the lookups. */
   dnsLookup?: LookupOptions;
+  /** nat: keep only what detection needs of the rules (the agent), not the parsed rules (snapshot, bundles). */
+  natFactsOnly?: boolean;
 }
 
 /**

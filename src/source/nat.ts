@@ -21,7 +21,11 @@ export const nat: SourceDef<NatSnapshot> = {
       name: 'nat',
       key: 'nat',
       async read() {
-        const r = await readNat({ ...(opts.netns ? { netns: opts.netns } : {}), ...(digest ? { unchangedSince: digest } : {}) });
+        const r = await readNat({
+          ...(opts.netns ? { netns: opts.netns } : {}),
+          ...(digest ? { unchangedSince: digest } : {}),
+          ...(opts.natFactsOnly ? { factsOnly: true } : {}),
+        });
         if (r.unchanged) return { state: 'unchanged' };
         digest = r.digest;
         const own = r.sources.find((s) => s.source === 'nat');

@@ -107,6 +107,21 @@ describe.skipIf(!isRoot)('readNat on a real kernel (both xtables backends, ipset
     expect(natRules(changed)).toBe(natRules(first) + 1);
   });
 
+  it('factsOnly keeps the same kube-proxy facts and none of the parsed rules (the agent)', async () => {
+    const ns = netns();
+    restore(ns, 'iptables-nft-restore', fixture(NEW4));
+    restore(ns, 'ip6tables-nft-restore', fixture(NEW6));
+    const full = await readNat({ netns: ns.name });
+    const slim = await readNat({ netns: ns.name, factsOnly: true });
+    expect(slim.nat!.v4).toBeUndefined();
+    expect(slim.nat!.v6).toBeUndefined();
+    expect(slim.nat!.ipsets).toBeUndefined();
+    expect(slim.nat!.backend).toBe('nft');
+    expect(slim.digest).toBe(full.digest);
+    expect(kubeNatFacts(slim.nat!)).toEqual(kubeNatFacts(full.nat!));
+    expect(kubeNatFacts(slim.nat!).loadBalancers).toHaveLength(4);
+  });
+
   it('IPVS rules and ipsets: returns exactly the restored sets and members, by netns path too', async () => {
     const ns = netns();
     restore(ns, 'ipset', fixture(IPSET), 'restore');

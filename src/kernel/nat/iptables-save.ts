@@ -14,6 +14,11 @@ export interface SaveInput {
   /** Name of the input used in messages: a command ('iptables-nft-save') or a file path. */
   source: string;
   family: NatFamily;
+  /**
+   * Only these tables' chains and rules are kept (the others' headers still are, empty): the
+   * agent needs the nat table alone, and at 5,000 Services the parsed filter table is tens of MB.
+   */
+  tables?: ReadonlySet<string>;
 }
 
 export function parseIptablesSave(text: string, input: SaveInput): IptablesDump {
@@ -53,6 +58,7 @@ export function parseIptablesSave(text: string, input: SaveInput): IptablesDump 
       table = undefined;
       continue;
     }
+    if (table && input.tables && !input.tables.has(table.name)) continue;
     if (trimmed.startsWith(':')) {
       if (!table) throw new NatParseError(source, lineNo, 'chain declared before any table header (*nat, *filter, ...)');
       const [name, policy, counters] = trimmed.slice(1).split(/\s+/);

@@ -71,8 +71,51 @@ export interface KubeNatFacts {
 
 const IPTABLES_CHAIN = /^KUBE-(SVC|SEP|EXT|SVL|FW|XLB)-/;
 
+/**
+ * A NAT snapshot as readNat's factsOnly leaves it: what detection needs of the rules (facts),
+ * derived when they were read, and no v4, v6 or ipsets. The agent keeps this, never the parsed rules.
+ */
+export type NatFactsSnapshot = NatSnapshot & { facts?: KubeNatFacts };
+
 /** From the iptables/ipset snapshot and kube-proxy's nftables tables, either of which may be missing. */
-export function kubeNatFacts(nat: NatSnapshot | undefined, nftTables?: NftSnapshot): KubeNatFacts {
+export function kubeNatFacts(nat: NatFactsSnapshot | undefined, nftTables?: NftSnapshot): KubeNatFacts {
+  // A copy: the facts a factsOnly read kept are shared by every diagnosis.
+  const x = nat?.facts ?? xtablesFacts(nat);
+  const facts: KubeNatFacts = {
+    ...x,
+    modeEvidence: [...x.modeEvidence],
+    podSelectors: { ...x.podSelectors },
+    loadBalancers: [...x.loadBalancers],
+    nodePorts: [...x.nodePorts],
+  };
+  const iptables = x.mode === 'iptables' || x.mode === 'mixed';
+  const ipvs = x.mode === 'ipvs' || x.mode === 'mixed';
+  const nft = kubeNftFacts(nftTables);
+  // On an nftables node the empty xtables nat table is expected, not evidence.
+  if (nft.active) facts.modeEvidence = facts.modeEvidence.filter((l) => !l.endsWith(': no KUBE-SERVICES chain in the nat table'));
+  facts.modeEvidence.push(...nft.modeEvidence);
+  if (nft.active) {
+    for (const [fam, sel] of Object.entries(nft.podSelectors)) {
+      const f = Number(fam) as NatFamily;
+      const had = facts.podSelectors[f];
+      if (!had || had.cidrs.length + had.interfaces.length === 0) facts.podSelectors[f] = sel;
+    }
+    facts.loadBalancers.push(...nft.loadBalancers);
+    facts.nodePorts.push(...nft.nodePorts);
+    facts.nftLayouts = nft.layouts;
+    facts.nftFilterChains = nft.filterChains;
+  }
+  const modes = [iptables && 'iptables', ipvs && 'ipvs', nft.active && 'nftables'].filter((m): m is KubeProxyMode => !!m);
+  facts.mode = modes.length > 1 ? 'mixed' : (modes[0] ?? 'none');
+  if (!iptables) delete facts.iptablesGeneration;
+  return facts;
+}
+
+/**
+ * What the iptables rules and ipsets alone say (mode 'mixed' = chains of both iptables and IPVS
+ * mode). readNat's factsOnly keeps this instead of the rules (NatFactsSnapshot).
+ */
+export function xtablesFacts(nat: NatSnapshot | undefined): KubeNatFacts {
   const dumps = [nat?.v4, nat?.v6].filter((d): d is IptablesDump => !!d);
   const sets = new Map((nat?.ipsets?.sets ?? []).map((s) => [s.name, s] as const));
   const facts: KubeNatFacts = { mode: 'none', modeEvidence: [], podSelectors: {}, loadBalancers: [], nodePorts: [] };
@@ -97,23 +140,7 @@ export function kubeNatFacts(nat: NatSnapshot | undefined, nftTables?: NftSnapsh
     facts.loadBalancers.push(...loadBalancers(dump, tables));
     facts.nodePorts.push(...iptablesNodePorts(dump, tables), ...ipvsNodePorts(dump, tables));
   }
-  const nft = kubeNftFacts(nftTables);
-  // On an nftables node the empty xtables nat table is expected, not evidence.
-  if (nft.active) facts.modeEvidence = facts.modeEvidence.filter((l) => !l.endsWith(': no KUBE-SERVICES chain in the nat table'));
-  facts.modeEvidence.push(...nft.modeEvidence);
-  if (nft.active) {
-    for (const [fam, sel] of Object.entries(nft.podSelectors)) {
-      const f = Number(fam) as NatFamily;
-      const had = facts.podSelectors[f];
-      if (!had || had.cidrs.length + had.interfaces.length === 0) facts.podSelectors[f] = sel;
-    }
-    facts.loadBalancers.push(...nft.loadBalancers);
-    facts.nodePorts.push(...nft.nodePorts);
-    facts.nftLayouts = nft.layouts;
-    facts.nftFilterChains = nft.filterChains;
-  }
-  const modes = [iptables && 'iptables', ipvs && 'ipvs', nft.active && 'nftables'].filter((m): m is KubeProxyMode => !!m);
-  facts.mode = modes.length > 1 ? 'mixed' : (modes[0] ?? 'none');
+  facts.mode = iptables && ipvs ? 'mixed' : iptables ? 'iptables' : ipvs ? 'ipvs' : 'none';
   if (!iptables) delete facts.iptablesGeneration;
   return facts;
 }

@@ -8,6 +8,7 @@ import type { SourceStatus } from '../types.js';
 import { chooseBackend, type BackendOutput } from './backend.js';
 import { parseIptablesSave } from './iptables-save.js';
 import { parseIpsetSave } from './ipset.js';
+import { xtablesFacts, type NatFactsSnapshot } from './kube.js';
 import type { IptablesDump, IpsetDump, NatFamily, NatSnapshot, XtablesBackend } from './types.js';
 
 export interface ReadNatOptions {
@@ -23,6 +24,12 @@ export interface ReadNatOptions {
    * the result is `{ unchanged: true }` (the periodic re-read mostly finds the same rules).
    */
   unchangedSince?: string;
+  /**
+   * Keep only what detection needs (NatFactsSnapshot): only the nat table is parsed, the facts
+   * are derived at once and the parsed rules dropped, so a long-running reader never holds two
+   * parsed rule sets (issue 16: 5,000 Services x 4 endpoints parse to ~108 MB of heap).
+   */
+  factsOnly?: boolean;
 }
 
 export interface ReadNatResult {
@@ -86,9 +93,10 @@ export async function readNat(opts: ReadNatOptions = {}): Promise<ReadNatResult>
     return { sources: [{ source: 'nat', available: false, reason, durationMs: natMs }, ipset.status], digest };
   }
   const notes: string[] = [];
+  const tables = opts.factsOnly ? { tables: NAT_ONLY } : {};
   let v4: IptablesDump;
   try {
-    v4 = parseIptablesSave(v4res.stdout, { source: SAVE_COMMANDS[choice.backend][4], family: 4 });
+    v4 = parseIptablesSave(v4res.stdout, { source: SAVE_COMMANDS[choice.backend][4], family: 4, ...tables });
   } catch (e) {
     const reason = e instanceof Error ? e.message : String(e);
     return { sources: [{ source: 'nat', available: false, reason, durationMs: natMs }, ipset.status], digest };
@@ -98,7 +106,7 @@ export async function readNat(opts: ReadNatOptions = {}): Promise<ReadNatResult>
   if (!v6res.ok) notes.push(`IPv6 rules unavailable: ${withCommand(SAVE_COMMANDS[choice.backend][6], v6res.reason)}`);
   else {
     try {
-      v6 = parseIptablesSave(v6res.stdout, { source: SAVE_COMMANDS[choice.backend][6], family: 6 });
+      v6 = parseIptablesSave(v6res.stdout, { source: SAVE_COMMANDS[choice.backend][6], family: 6, ...tables });
     } catch (e) {
       notes.push(`IPv6 rules unavailable: ${e instanceof Error ? e.message : String(e)}`);
     }
@@ -109,7 +117,7 @@ export async function readNat(opts: ReadNatOptions = {}): Promise<ReadNatResult>
       `the ${other} backend also holds ${choice[other].kubeRuleLines} KUBE-* rule lines (stale rules from an earlier kube-proxy?)`,
     );
   }
-  const nat: NatSnapshot = {
+  let nat: NatFactsSnapshot = {
     backend: choice.backend,
     backendChoice: choice,
     v4,
@@ -117,6 +125,7 @@ export async function readNat(opts: ReadNatOptions = {}): Promise<ReadNatResult>
     ...(ipset.dump ? { ipsets: ipset.dump } : {}),
     warnings: notes,
   };
+  if (opts.factsOnly) nat = { backend: nat.backend, backendChoice: choice, warnings: notes, facts: detached(xtablesFacts(nat)) };
   const natStatus: SourceStatus = {
     source: 'nat',
     available: true,
@@ -124,6 +133,16 @@ export async function readNat(opts: ReadNatOptions = {}): Promise<ReadNatResult>
     durationMs: natMs,
   };
   return { nat, sources: [natStatus, ipset.status], digest };
+}
+
+const NAT_ONLY: ReadonlySet<string> = new Set(['nat']);
+
+/**
+ * A deep copy whose strings are new: the facts' rule texts are slices and concatenations of the
+ * save commands' whole output, and would keep all of it alive.
+ */
+function detached<T>(v: T): T {
+  return JSON.parse(JSON.stringify(v)) as T;
 }
 
 /** Prefixes the command unless the reason already names it (permission reasons start with 'permission denied'). */

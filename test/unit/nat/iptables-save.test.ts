@@ -22,6 +22,18 @@ describe('parseIptablesSave on captured kube-proxy nodes', () => {
     expect(nat.chains.find((c) => c.name === 'KUBE-XLB-RUKNB3TURLFC6SGL')!.policy).toBeUndefined();
   });
 
+  it('keeps only the tables asked for: the same nat table, the others empty', () => {
+    const all = parseFixture(OLD);
+    const natOnly = parseIptablesSave(fixture(OLD), { source: 'iptables-1.21-legacy.v4.save', family: 4, tables: new Set(['nat']) });
+    expect(natOnly.warnings).toEqual([]);
+    expect(natOnly.tables.map((t) => [t.name, t.chains.length, t.rules.length, t.committed])).toEqual([
+      ['nat', 25, 57, true],
+      ['filter', 0, 0, true],
+      ['mangle', 0, 0, true],
+    ]);
+    expect(natOnly.tables[0]).toEqual(all.tables[0]);
+  });
+
   it('keeps the spec as written, the target, the comment, the matches and the line', () => {
     const nat = parseFixture(OLD).tables[0]!;
     const lb = nat.rules.find((r) => r.line === 70)!;

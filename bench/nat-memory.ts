@@ -1,0 +1,121 @@
+// NAT rules in memory on a large iptables-mode node (issue 16, item 2), not a test:
+// kube-proxy-format rules for S Services x E endpoints (bench/kube-proxy-rules.ts,
+// from bench/agent-cluster.ts's cluster) loaded with the real iptables-restore into
+// a namespace (cbp-nat*), then read by the NAT reader in child processes started
+// with the DaemonSet's node flags (deploy/daemonset.yaml), each way:
+//   none   a bare node process with the same loader (the reference)
+//   full   what `snapshot` keeps: the parsed rules of every table
+//   facts  what the agent keeps: only kube-proxy's NAT facts (ReadNatOptions.factsOnly)
+// Each child reads, changes one rule, reads again while still holding the first
+// result (as the agent's source runner does), and reports heap and RSS after a
+// full GC, and its peak RSS. Prints the host's load.
+//   sudo node --import tsx bench/nat-memory.ts [--services 5000] [--endpoints 20000]
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Netns } from '../src/demo/netns.js';
+import { readNat } from '../src/kernel/nat/read.js';
+import { kubeNatFacts } from '../src/kernel/nat/kube.js';
+import { agentContainer, hostArgv } from '../test/support/daemonset.js';
+import { syntheticCluster } from './agent-cluster.js';
+import { kubeProxyRules } from './kube-proxy-rules.js';
+
+const argv = process.argv.slice(2);
+const num = (name: string, dflt: number) => (argv.includes(name) ? Number(argv[argv.indexOf(name) + 1]) : dflt);
+const load = () => loadavg().map((l) => l.toFixed(2)).join(' ');
+const mb = (bytes: number) => (bytes / 2 ** 20).toFixed(1);
+
+function status(field: string): number {
+  const m = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync('/proc/self/status', 'utf8'));
+  return m ? Number(m[1]) * 1024 : NaN;
+}
+
+function settled(): { heap: number; rss: number } {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  if (!gc) throw new Error('run the child with --expose-gc');
+  gc();
+  gc();
+  return { heap: process.memoryUsage().heapUsed, rss: status('VmRSS') };
+}
+
+/** In the child: read, change a rule, read again holding the first result. */
+async function child(mode: string, ns: string): Promise<void> {
+  const out: Record<string, unknown> = { mode };
+  if (mode !== 'none') {
+    const factsOnly = mode === 'facts';
+    const t0 = performance.now();
+    const first = await readNat({ netns: ns, timeoutMs: 120_000, ...(factsOnly ? { factsOnly: true } : {}) });
+    out.readMs = Math.round(performance.now() - t0);
+    if (!first.nat) throw new Error(`nat unreadable: ${JSON.stringify(first.sources)}`);
+    const facts = kubeNatFacts(first.nat);
+    out.loadBalancers = facts.loadBalancers.length;
+    out.mode = `${mode} (proxy mode ${facts.mode})`;
+    out.afterRead = settled();
+    execFileSync('ip', ['netns', 'exec', ns, 'iptables', '-t', 'nat', '-I', 'KUBE-SERVICES', '-d', '10.255.255.1/32', '-j', 'RETURN']);
+    const second = await readNat({ netns: ns, timeoutMs: 120_000, unchangedSince: first.digest, ...(factsOnly ? { factsOnly: true } : {}) });
+    if (second.unchanged || !second.nat) throw new Error('the second read did not see the rule change');
+    out.afterChange = settled();
+    out.held = [first.nat.backend, second.nat.backend].length; // both results stay reachable up to here
+  } else {
+    out.afterRead = settled();
+  }
+  out.peakRss = status('VmHWM');
+  console.log(JSON.stringify(out));
+}
+
+async function main(): Promise<void> {
+  if (argv[0] === '--child') return child(argv[1]!, argv[2]!);
+  if (process.getuid?.() !== 0) throw new Error('run as root (namespaces, iptables-restore)');
+  const services = num('--services', 5000);
+  const endpoints = num('--endpoints', 20_000);
+  const commit = spawnSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).stdout.trim();
+  console.log(`NAT memory benchmark at ${commit}: ${services} Services, ${endpoints} endpoints, load avg ${load()}`);
+  const cluster = syntheticCluster(services, endpoints);
+  const rules = kubeProxyRules(cluster.list.items);
+  const dir = mkdtempSync(join(tmpdir(), 'cbp-nat-'));
+  const ns = Netns.create('cbp-nat');
+  try {
+    const file = join(dir, 'rules');
+    writeFileSync(file, rules.text);
+    const t0 = performance.now();
+    execFileSync('sh', ['-c', `ip netns exec ${ns.name} iptables-restore < ${file}`]);
+    const save = execFileSync('ip', ['netns', 'exec', ns.name, 'iptables-save'], { maxBuffer: 1 << 30 });
+    console.log(
+      `rules: ${rules.rules} lines restored in ${((performance.now() - t0) / 1000).toFixed(1)} s (iptables-restore, ${execFileSync('iptables', ['-V'], { encoding: 'utf8' }).trim()}); iptables-save prints ${mb(save.length)} MB`,
+    );
+    const deployed = hostArgv(agentContainer());
+    const v8flags = deployed.slice(1, deployed.findIndex((a) => a.endsWith('/cli/main.js')));
+    console.log(`children run with the DaemonSet's node flags: ${v8flags.join(' ')} (limit 256Mi)`);
+    console.log('mode | read | LB facts | heap after read | RSS after read | heap after change (both held) | RSS after change | peak RSS | load avg');
+    const self = fileURLToPath(import.meta.url);
+    for (const mode of ['none', 'full', 'facts']) {
+      const r = spawnSync(process.execPath, [...v8flags, '--expose-gc', '--import', 'tsx', self, '--child', mode, ns.name], { encoding: 'utf8', maxBuffer: 1 << 24 });
+      if (r.status !== 0) {
+        const why = r.stderr.includes('heap out of memory') ? 'died: JavaScript heap out of memory' : `exited ${r.status ?? r.signal}: ${r.stderr.trim().split('\n').slice(-3).join(' ')}`;
+        console.log(`${mode} | ${why} | | | | | | | ${load()}`);
+        continue;
+      }
+      const o = JSON.parse(r.stdout.trim().split('\n').pop()!) as {
+        mode: string;
+        readMs?: number;
+        loadBalancers?: number;
+        afterRead: { heap: number; rss: number };
+        afterChange?: { heap: number; rss: number };
+        peakRss: number;
+      };
+      console.log(
+        `${o.mode} | ${o.readMs ?? '-'} ms | ${o.loadBalancers ?? '-'} | ${mb(o.afterRead.heap)} MB | ${mb(o.afterRead.rss)} MB | ${o.afterChange ? `${mb(o.afterChange.heap)} MB` : '-'} | ${o.afterChange ? `${mb(o.afterChange.rss)} MB` : '-'} | ${mb(o.peakRss)} MB | ${load()}`,
+      );
+    }
+  } finally {
+    ns.delete();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+main().catch((e: unknown) => {
+  console.error(`bench/nat-memory: ${e instanceof Error ? e.message : String(e)}`);
+  process.exit(1);
+});
