@@ -308,7 +308,7 @@ export class Agent {
         logger: this.o.log,
       });
       this.counter.setTargets(this.index.targets());
-      this.health.up('capture');
+      this.health.up('capture', this.counter.fallbackReason);
       this.o.log.info({ counter: this.counter.description }, 'counters running');
     } catch (e) {
       this.counter?.close();

@@ -8,6 +8,11 @@ export interface Counter {
   readonly backend: 'ebpf' | 'pcap';
   /** e.g. "eBPF (tcx) on eth0" */
   readonly description: string;
+  /**
+   * Set when this backend runs because the one asked for could not ('auto' fell back to pcap): why
+   * eBPF did not run. The capture source is then up but degraded, and says so.
+   */
+  fallbackReason?: string;
   /** Replaces the target sets; takes effect at once, counting continues. */
   setTargets(targets: Targets): void;
   /** Cumulative counters since open. */

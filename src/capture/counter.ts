@@ -22,7 +22,9 @@ export function openCounter(opts: CounterOptions): Counter {
     opts.logger?.warn({ reason: e instanceof Error ? e.message : String(e) }, 'eBPF counters unavailable; falling back to pcap');
   }
   try {
-    return PcapCounter.open(opts);
+    const pcap = PcapCounter.open(opts);
+    pcap.fallbackReason = `counting with pcap (more CPU per packet): eBPF unavailable: ${ebpfError instanceof Error ? ebpfError.message : String(ebpfError)}`;
+    return pcap;
   } catch (e) {
     const a = ebpfError instanceof Error ? ebpfError.message : String(ebpfError);
     const b = e instanceof Error ? e.message : String(e);

@@ -28,6 +28,7 @@ const PROTOS = Object.fromEntries(Object.entries(PROTO_NUMBERS).map(([k, v]) => 
 export class PcapCounter implements Counter {
   readonly backend = 'pcap' as const;
   readonly description: string;
+  fallbackReason?: string;
   private index = new TargetIndex({ vips: [], localPrefixes: [], nodePorts: [] });
   private readonly samples = new Map<string, CounterSample>();
   private readonly seen = { ingress: 0, egress: 0 };

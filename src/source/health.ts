@@ -14,10 +14,12 @@ export class SourceHealth {
   /** Without a logger (snapshot, bundle reading) changes are only recorded. */
   constructor(private readonly log?: Logger) {}
 
-  up(source: SourceName): void {
+  /** A good read; `degraded` says what works less well than it should (e.g. capture fell back to pcap). */
+  up(source: SourceName, degraded?: string): void {
     const was = this.state.get(source);
-    this.state.set(source, { up: true });
-    if (!was?.up) this.log?.info({ source }, was ? 'source recovered' : 'source up');
+    this.state.set(source, degraded === undefined ? { up: true } : { up: true, reason: degraded });
+    if (degraded !== undefined && (!was?.up || was.reason !== degraded)) this.log?.warn({ source, reason: degraded }, 'source up, degraded');
+    else if (!was?.up) this.log?.info({ source }, was ? 'source recovered' : 'source up');
   }
 
   /** A failed read: counted, and logged when the health or the reason changes. */
@@ -42,7 +44,7 @@ export class SourceHealth {
     this.resyncs[source] = (this.resyncs[source] ?? 0) + 1;
   }
 
-  /** Why a source is down or absent; undefined while it is up. */
+  /** Why a source is down, absent or degraded; undefined while it is fully up. */
   reasonOf(source: SourceName): string | undefined {
     return this.state.get(source)?.reason;
   }

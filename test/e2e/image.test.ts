@@ -375,6 +375,10 @@ describe.skipIf(!isRoot)('the image, built with podman and run as deploy/daemons
       expect(log).toMatch(/blocked by seccomp: bpf\(\) returned EPERM although CAP_BPF is effective/);
       expect(log).toContain('deploy/seccomp/clbprobe.json');
       expect(log).toMatch(/"counter":"pcap/);
+      // The capture source is up, degraded, with the seccomp block as its reason.
+      const degraded = log.split('\n').filter((l) => l.startsWith('{')).map((l) => { try { return JSON.parse(l) as { msg?: string; source?: string; reason?: string }; } catch { return {}; } })
+        .find((l) => l.msg === 'source up, degraded' && l.source === 'capture');
+      expect(degraded?.reason, log).toMatch(/^counting with pcap .*blocked by seccomp/);
       const s = parseSamples(await get('/metrics'));
       expect(find(s, 'clbprobe_source_up', { source: 'capture' })).toBe(1);
     });

@@ -5,6 +5,7 @@
 //   node --import tsx test/lab/capture-agent.ts <ifname> <netnsPath|-> <tcx|tc|auto>
 import { createInterface } from 'node:readline';
 import { openCounter } from '../../src/capture/counter.js';
+import type { Counter } from '../../src/capture/counter-types.js';
 import { EbpfCounter } from '../../src/capture/ebpf.js';
 import { labTargets } from './capture-lab.js';
 
@@ -23,7 +24,7 @@ try {
       : EbpfCounter.open({ ifname, netnsPath, attach: mode });
   counter.setTargets(labTargets());
   const attach = counter instanceof EbpfCounter ? counter.attachMode : undefined;
-  process.stdout.write(`${JSON.stringify({ backend: counter.backend, description: counter.description, attach, warnings })}\n`);
+  process.stdout.write(`${JSON.stringify({ backend: counter.backend, description: counter.description, attach, fallbackReason: (counter as Counter).fallbackReason, warnings })}\n`);
   createInterface({ input: process.stdin })
     .on('line', (l) => {
       if (l.trim() === 'read') process.stdout.write(`${JSON.stringify(counter.read())}\n`);

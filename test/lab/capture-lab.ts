@@ -178,6 +178,7 @@ export interface AgentHello {
   backend?: 'ebpf' | 'pcap';
   description?: string;
   attach?: 'tcx' | 'tc';
+  fallbackReason?: string;
   warnings: string[];
   error?: string;
 }

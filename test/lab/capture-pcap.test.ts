@@ -72,7 +72,9 @@ describe.skipIf(!isRoot)('pcap counters and evidence (real kernel, namespaces cb
     try {
       expect(agent.hello).toMatchObject({ backend: 'pcap', description: `pcap on ${UPLINK}` });
       expect(agent.hello.warnings).toHaveLength(1);
-      expect(agent.hello.warnings[0]).toMatch(/eBPF counters unavailable.*permission denied.*CAP_BPF and CAP_NET_ADMIN/);
+      expect(agent.hello.warnings[0]).toMatch(/eBPF counters unavailable.*missing capability: CAP_BPF .*CAP_NET_ADMIN/);
+      // The capture source is up but says it is degraded, and why (its status reason).
+      expect(agent.hello.fallbackReason).toMatch(/^counting with pcap .*eBPF unavailable: .*CAP_BPF/);
       const want = sendScenario(lab, V4);
       await new Promise((r) => setTimeout(r, 400)); // > the 100 ms block timeout
       expectCounters(await agent.read(), want);
@@ -85,7 +87,7 @@ describe.skipIf(!isRoot)('pcap counters and evidence (real kernel, namespaces cb
     const agent = await startAgent(lab, 'auto', { caps: [] });
     await agent.kill();
     expect(agent.hello.backend).toBeUndefined();
-    expect(agent.hello.error).toMatch(/no counter backend can run: eBPF: .*CAP_BPF and CAP_NET_ADMIN.*; pcap: .*CAP_NET_RAW/);
+    expect(agent.hello.error).toMatch(/no counter backend can run: eBPF: .*missing capability: CAP_BPF .*CAP_NET_ADMIN.*; pcap: .*CAP_NET_RAW/);
   });
 
   it('writes an evidence .pcap that tcpdump reads, with exactly the matching packets', async () => {

@@ -36,4 +36,19 @@ describe('SourceHealth', () => {
     h.up('ipvs');
     expect(h.list()).toContainEqual({ source: 'ipvs', up: true });
   });
+
+  it('an up source may be degraded: counted as up, its reason kept and logged once as a warning', () => {
+    const { log, lines } = logged();
+    const h = new SourceHealth(log);
+    const why = 'counting with pcap (more CPU per packet): eBPF unavailable: blocked by seccomp';
+    h.up('capture', why);
+    h.up('capture', why);
+    expect(h.list()).toEqual([{ source: 'capture', up: true }]);
+    expect(h.reasonOf('capture')).toBe(why);
+    expect(h.errors.capture).toBeUndefined();
+    expect(lines().map((l) => [l.msg, l.level, l.reason])).toEqual([['source up, degraded', 40, why]]);
+    // Back to full health: the reason goes, and nothing more is logged for an up source.
+    h.up('capture');
+    expect(h.reasonOf('capture')).toBeUndefined();
+  });
 });
