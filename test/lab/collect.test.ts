@@ -155,7 +155,9 @@ describe.skipIf(!isRoot)('clbprobe collect on a namespace node, read back with r
     expect(bundle.cluster!.services.map((s) => s.name).sort()).toEqual(['api', 'web']);
     expect(bundle.nodeName).toEqual({ name: 'node-a', from: 'given' });
     expect(bundle.node.kernel).toBe(release());
-    expect(bundle.node.sources.filter((s) => !s.available).map((s) => s.source)).toEqual(['ipvs']);
+    // IPVS and nftables mode are absent on this iptables-mode node: not in use, not failed.
+    expect(bundle.node.sources.filter((s) => !s.available).map((s) => s.source)).toEqual(['ipvs', 'nft']);
+    expect(bundle.node.sources.find((s) => s.source === 'nft')!.reason).toMatch(/kube-proxy|nftables/);
     expect(bundle.warnings).toEqual([]);
   });
 
@@ -181,7 +183,7 @@ describe.skipIf(!isRoot)('clbprobe collect on a namespace node, read back with r
       expect(r.node.conntrack!.entries!.length).toBeGreaterThanOrEqual(3); // our own reader needs no tool
       expect(r.sysctls!.rpFilter.eth0).toBe(2);
       const down = Object.fromEntries(r.node.sources.filter((s) => !s.available).map((s) => [s.source, s.reason]));
-      expect(Object.keys(down).sort()).toEqual(['ipset', 'ipvs', 'nat']);
+      expect(Object.keys(down).sort()).toEqual(['ipset', 'ipvs', 'nat', 'nft']);
       expect(down.ipset).toMatch(/^ipset\.txt not in the bundle: .*ipset save: /);
     } finally {
       rmSync(bin, { recursive: true, force: true });
@@ -211,7 +213,7 @@ describe.skipIf(!isRoot)('clbprobe collect on a namespace node, read back with r
       expect(b.node.addresses!.interfaces.map((i) => i.name)).toContain('kube-ipvs0');
       const down = Object.fromEntries(b.node.sources.filter((s) => !s.available).map((s) => [s.source, s.reason]));
       expect(down.conntrack).toMatch(/^conntrack\.txt not in the bundle: conntrack -L -o extended,id: clbprobe conntrack reader failed/);
-      expect(Object.keys(down).sort()).toEqual(['cluster', 'conntrack', 'ipset', 'ipvs', 'nat']);
+      expect(Object.keys(down).sort()).toEqual(['cluster', 'conntrack', 'ipset', 'ipvs', 'nat', 'nft']);
     } finally {
       rmSync(out, { recursive: true, force: true });
     }
