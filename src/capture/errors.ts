@@ -1,6 +1,6 @@
 // Errors of the capture module that tell the operator what to change.
 import { isSyscallError } from '../native/addon.js';
-import { explainBpfRefusal, ownBpfPrivileges } from './bpf-refusal.js';
+import { explainBpfRefusal, ownBpfPrivileges } from '../native/bpf-refusal.js';
 
 export type CaptureStep = 'load' | 'attach' | 'maps' | 'pcap';
 

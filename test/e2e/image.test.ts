@@ -379,6 +379,8 @@ describe.skipIf(!isRoot)('the image, built with podman and run as deploy/daemons
       const degraded = log.split('\n').filter((l) => l.startsWith('{')).map((l) => { try { return JSON.parse(l) as { msg?: string; source?: string; reason?: string }; } catch { return {}; } })
         .find((l) => l.msg === 'source up, degraded' && l.source === 'capture');
       expect(degraded?.reason, log).toMatch(/^counting with pcap .*blocked by seccomp/);
+      // The conntrack event filter, the other eBPF program, says the same of itself.
+      expect(log).toMatch(/"reason":"off: blocked by seccomp[^\n]*conntrack events filtered in user space only/);
       const s = parseSamples(await get('/metrics'));
       expect(find(s, 'clbprobe_source_up', { source: 'capture' })).toBe(1);
     });

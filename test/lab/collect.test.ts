@@ -149,7 +149,7 @@ describe.skipIf(!isRoot)('clbprobe collect on a namespace node, read back with r
     }
   });
 
-  it('reads back the sysctls and the cluster view, with nothing unavailable but IPVS', () => {
+  it('reads back the sysctls and the cluster view, with nothing unavailable but IPVS and nftables (not this node\'s modes)', () => {
     expect(bundle.sysctls!.rpFilter.eth0).toBe(2);
     expect(bundle.sysctls!.conntrack.max).toBeGreaterThan(0);
     expect(bundle.cluster!.services.map((s) => s.name).sort()).toEqual(['api', 'web']);

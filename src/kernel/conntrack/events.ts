@@ -2,6 +2,8 @@
 // automatic resync: when the kernel drops events (ENOBUFS), the table is
 // re-read by a dump on a second socket and handed to the consumer, so that
 // state derived from events is rebuilt instead of silently drifting.
+import { explainBpfRefusal, ownBpfPrivileges } from '../../native/bpf-refusal.js';
+import { isSyscallError } from '../../native/addon.js';
 import type { NetlinkSocket } from '../netlink/socket.js';
 import { NETLINK_NETFILTER, NetlinkSocket as Socket, NOTIFICATION_BATCH } from '../netlink/socket.js';
 import type { ConntrackEntry, ConntrackEvent, ConntrackEventType } from '../types.js';
@@ -144,7 +146,9 @@ export class ConntrackWatch {
       this.stats.kernelFilter = 'on';
     } catch (e) {
       f?.close();
-      this.stats.kernelFilter = `off: ${(e as Error).message}`;
+      // A refused bpf() says whether a capability, seccomp or the kernel is why (as the counters do).
+      const cause = isSyscallError(e) ? explainBpfRefusal(e.code, ownBpfPrivileges()) : undefined;
+      this.stats.kernelFilter = `off: ${cause ? `${cause} (${(e as Error).message})` : (e as Error).message}`;
     }
   }
 

@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { explainBpfRefusal, parseBpfPrivileges } from '../../../src/capture/bpf-refusal.js';
+import { explainBpfRefusal, parseBpfPrivileges } from '../../../src/native/bpf-refusal.js';
 import { captureError } from '../../../src/capture/errors.js';
 
 const status = (name: string): string => readFileSync(join(import.meta.dirname, '../../fixtures/proc-status', name), 'utf8');
