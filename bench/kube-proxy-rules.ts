@@ -5,7 +5,7 @@
 // KUBE-FW-X, KUBE-SVC-X balancing over one KUBE-SEP-Y per endpoint (mark + DNAT),
 // NodePort rules, and for externalTrafficPolicy=Local a KUBE-XLB-X chain; plus the
 // filter table's KUBE-* chains. Chain names are hashes of the port's name, as kube-proxy's.
-import { createHash } from 'node:crypto';
+import { kubeProxyHash } from '../test/support/kube-proxy-hash.js';
 
 interface Svc {
   metadata: { name: string; namespace: string };
@@ -23,26 +23,8 @@ interface Slice {
   endpoints: { addresses: string[] }[];
 }
 
-const BASE32 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
-
-/** kube-proxy's chain suffix: base32 of a SHA-256, 16 characters. */
-function chainHash(text: string): string {
-  const h = createHash('sha256').update(text).digest();
-  let bits = 0;
-  let acc = 0;
-  let out = '';
-  for (const b of h) {
-    acc = (acc << 8) | b;
-    bits += 8;
-    while (bits >= 5 && out.length < 16) {
-      out += BASE32[(acc >> (bits - 5)) & 31];
-      bits -= 5;
-    }
-    if (out.length >= 16) break;
-    acc &= (1 << bits) - 1;
-  }
-  return out;
-}
+/** kube-proxy's iptables chain suffix: 16 base32 characters of a SHA-256. */
+const chainHash = (text: string): string => kubeProxyHash(text, 16);
 
 export interface KubeProxyRules {
   text: string;

@@ -61,6 +61,19 @@ function agentPod(name: string, node: string, phase: string) {
   };
 }
 
+/** The summary line of an --all-nodes --json run in which node-a and node-b answered and node-c and node-d failed. */
+function expectSummaryAandB(lines: Line[]): void {
+  const entries = (node: string) => lines.filter((l) => l.node === node && l.type === 'entry');
+  const summary = lines.at(-1) as unknown as { type: string; answered: number; failed: number; nodes: { node: string; status: string; entries: number }[] };
+  expect(summary).toMatchObject({ type: 'summary', answered: 2, failed: 2 });
+  expect(summary.nodes.map((n) => [n.node, n.status, n.entries])).toEqual([
+    ['node-a', 'ok', entries('node-a').length],
+    ['node-b', 'ok', entries('node-b').length],
+    ['node-c', 'failed', 0],
+    ['node-d', 'failed', 0],
+  ]);
+}
+
 interface CliRun {
   code: number | null;
   stdout: string;
@@ -232,14 +245,7 @@ describe.skipIf(!isRoot)('clbprobe evidence against real agents (local, and --al
     expect(errors['node-c']).toContain('403 Forbidden: pods "clbprobe-ccccc" is forbidden: User "tester" cannot create resource "pods/exec"');
     expect(errors['node-c']).toContain('needs RBAC verbs "get" and "create" on "pods/exec" in namespace clbprobe');
     expect(errors['node-d']).toBe('agent pod not running: phase Pending');
-    const summary = lines.at(-1) as unknown as { type: string; answered: number; failed: number; nodes: { node: string; status: string; entries: number }[] };
-    expect(summary).toMatchObject({ type: 'summary', answered: 2, failed: 2 });
-    expect(summary.nodes.map((n) => [n.node, n.status, n.entries])).toEqual([
-      ['node-a', 'ok', entries('node-a').length],
-      ['node-b', 'ok', entries('node-b').length],
-      ['node-c', 'failed', 0],
-      ['node-d', 'failed', 0],
-    ]);
+    expectSummaryAandB(lines);
     // Only the agent pods were asked, in their agent container, with the image's command.
     const asked = api.execs.filter((c) => c.pod !== 'clbprobe-ccccc');
     expect(asked.map((c) => c.pod).sort()).toEqual(['clbprobe-aaaaa', 'clbprobe-bbbbb']);
@@ -374,14 +380,7 @@ describe.skipIf(!isRoot)('clbprobe evidence against real agents (local, and --al
     expect(Object.keys(errors).sort()).toEqual(['node-c', 'node-d']);
     expect(errors['node-c']).toContain('cannot reach the agent at 127.0.83.4:9811');
     expect(errors['node-d']).toBe('agent pod not running: phase Pending');
-    const summary = lines.at(-1) as unknown as { type: string; answered: number; failed: number; nodes: { node: string; status: string; entries: number }[] };
-    expect(summary).toMatchObject({ type: 'summary', answered: 2, failed: 2 });
-    expect(summary.nodes.map((n) => [n.node, n.status, n.entries])).toEqual([
-      ['node-a', 'ok', entries('node-a').length],
-      ['node-b', 'ok', entries('node-b').length],
-      ['node-c', 'failed', 0],
-      ['node-d', 'failed', 0],
-    ]);
+    expectSummaryAandB(lines);
     expect(api.execs.length).toBe(execsBefore);
     // alice's access to the Service was asked by the relay and by node-a's and node-b's agents.
     const asked = api.access.log.filter((l) => l.kind === 'SubjectAccessReview').map((l) => l.spec);

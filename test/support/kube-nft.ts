@@ -8,7 +8,7 @@
 //     and filter-output-pre-dnat at -110, filter-input/-forward/-output at 0.
 // Written from reading kube-proxy's source and tests; the labs load it into a
 // namespace with the real nft and send traffic through it.
-import { createHash } from 'node:crypto';
+import { kubeProxyHash } from './kube-proxy-hash.js';
 
 export type NftLayout = 'v1.31' | 'v1.34';
 
@@ -44,25 +44,8 @@ export interface NftRulesetOptions {
   services: NftService[];
 }
 
-const B32 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
-
-/** kube-proxy's chain-name prefix: 8 base32 characters of the name's SHA-256. */
-export function nameHash(name: string): string {
-  const bytes = createHash('sha256').update(name).digest();
-  let bits = 0;
-  let value = 0;
-  let out = '';
-  for (const b of bytes) {
-    value = (value << 8) | b;
-    bits += 8;
-    while (bits >= 5 && out.length < 8) {
-      out += B32[(value >>> (bits - 5)) & 31];
-      bits -= 5;
-    }
-    if (out.length >= 8) break;
-  }
-  return out;
-}
+/** kube-proxy's nftables chain-name prefix: 8 base32 characters of the name's SHA-256. */
+export const nameHash = (name: string): string => kubeProxyHash(name, 8);
 
 const base = (s: NftService): string => `${s.namespace}/${s.name}/${s.protocol}/${s.portName}`;
 const chainName = (prefix: string, s: NftService): string => `${prefix}-${nameHash(base(s))}-${base(s)}`;
