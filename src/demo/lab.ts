@@ -183,8 +183,17 @@ function waitUp(p: ChildProcess): Promise<void> {
   });
 }
 
+export interface LoopLabOptions {
+  /**
+   * Who writes node1's kube-proxy rules: the hand-written ones of this file (default), or nobody,
+   * for a test that runs the real kube-proxy in node1 (test/support/kube-proxy.ts).
+   */
+  kubeProxy?: 'hand-written' | 'none';
+}
+
 /** Builds the lab with namespaces named `prefix`PID-N; Service externalTrafficPolicy `etp`. */
-export async function createLoopLab(etp: Etp, prefix: string): Promise<LoopLab> {
+export async function createLoopLab(etp: Etp, prefix: string, opts: LoopLabOptions = {}): Promise<LoopLab> {
+  const handWritten = (opts.kubeProxy ?? 'hand-written') === 'hand-written';
   const created: Netns[] = [];
   const procs: ChildProcess[] = [];
   const destroy = (): void => {
@@ -219,7 +228,7 @@ export async function createLoopLab(etp: Etp, prefix: string): Promise<LoopLab> 
            sysctl -qw net.ipv4.ip_forward=1 net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0
            iptables -t nat -A PREROUTING -s ${LAB.node1} -d ${LAB.vip} -p tcp --dport ${LAB.port} -j DNAT --to-destination ${LAB.node2}:${LAB.nodePort}
            iptables -t nat -A PREROUTING -d ${LAB.vip} -p tcp --dport ${LAB.port} -j DNAT --to-destination ${LAB.node1}:${LAB.nodePort}`);
-    loadKubeProxyState(node, etp);
+    if (handWritten) loadKubeProxyState(node, etp);
     const servers = [serve(server, LAB.serverPort, 'server-pod'), serve(node2, LAB.nodePort, 'node2')];
     procs.push(...servers);
     await Promise.all(servers.map(waitUp));
@@ -240,6 +249,7 @@ export async function createLoopLab(etp: Etp, prefix: string): Promise<LoopLab> 
         return path;
       },
       setEtp(next) {
+        if (!handWritten) throw new Error('setEtp: node1 runs the real kube-proxy; change the Service through the API');
         loadKubeProxyState(node, next);
         node.run('conntrack', '-F');
         current = next;
