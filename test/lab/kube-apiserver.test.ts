@@ -5,8 +5,13 @@
 //   privilege (everything else is refused by the real RBAC authorizer);
 // - 1.20 serves EndpointSlices only as discovery.k8s.io/v1beta1: the watcher falls back, takes
 //   locality from topology["kubernetes.io/hostname"], and says which API is missing;
-// - `kubectl get ... -o json` from this server reads back through --cluster-file.
-// Everything listens on 127.0.0.1 only.
+// - `kubectl get ... -o json` from this server reads back through --cluster-file;
+// - the API server stopped and started again (same etcd) while the watcher runs: down with the
+//   reason while it is away, fresh again soon after, and what changed meanwhile is seen; a watch
+//   from a resourceVersion older than the restarted server's watch cache gets the real 410
+//   ("too old resource version") and the watcher lists once again instead of looping.
+// Everything listens on 127.0.0.1 only; the watcher reaches the API server through a TCP relay on
+// loopback, so the test can keep it away while the server restarts and objects change.
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,9 +22,11 @@ import { loadClusterFile } from '../../src/cluster/file.js';
 import type { ClusterView } from '../../src/cluster/types.js';
 import { ClusterWatch } from '../../src/cluster/watch.js';
 import { LAB, clusterList } from '../../src/demo/lab.js';
-import { startControlPlane, type ControlPlane } from '../support/kube-control-plane.js';
-import { createList } from '../support/kube-objects.js';
+import { startControlPlane, type AuditEvent, type ControlPlane } from '../support/kube-control-plane.js';
+import { createList, createObject } from '../support/kube-objects.js';
 import { isRoot } from '../support/netns.js';
+import { relay, type Relay } from '../support/relay.js';
+import { freePort, until } from '../support/wait.js';
 
 const DEPLOY = join(import.meta.dirname, '../../deploy');
 const NOTE = 'EndpointSlices: discovery.k8s.io/v1 not served (404), using v1beta1';
@@ -32,6 +39,12 @@ describe.skipIf(!isRoot)('cluster watch against a real kube-apiserver v1.20.2 wi
   let watch: ClusterWatch | undefined;
   const views: ClusterView[] = [];
   let logText = '';
+  /** The watcher's way to the API server: 127.0.0.1:relayPort -> the API server's port. */
+  let relayPort: number;
+  let apiRelay: Relay | undefined;
+  const openRelay = async (): Promise<void> => {
+    apiRelay = await relay(undefined, { port: relayPort }, { port: cp.port });
+  };
 
   beforeAll(async () => {
     cp = await startControlPlane();
@@ -40,10 +53,13 @@ describe.skipIf(!isRoot)('cluster watch against a real kube-apiserver v1.20.2 wi
     cp.kubectl(['apply', '-f', join(DEPLOY, 'namespace.yaml')]);
     cp.kubectl(['apply', '-n', 'clbprobe', '-f', join(DEPLOY, 'rbac.yaml')]);
     await createList(cp, clusterList('Local') as { items: Record<string, unknown>[] });
+    relayPort = await freePort();
+    await openRelay();
   }, 180_000);
 
   afterAll(async () => {
     await watch?.stop();
+    apiRelay?.close();
     await cp?.stop();
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
@@ -100,7 +116,7 @@ describe.skipIf(!isRoot)('cluster watch against a real kube-apiserver v1.20.2 wi
         cb();
       },
     });
-    const kubeconfig = cp.kubeconfig('clbprobe');
+    const kubeconfig = cp.kubeconfig('clbprobe', `https://127.0.0.1:${relayPort}`);
     watch = new ClusterWatch({
       nodeName: LAB.node1Name,
       kubeconfig,
@@ -137,4 +153,65 @@ describe.skipIf(!isRoot)('cluster watch against a real kube-apiserver v1.20.2 wi
     expect(web(fromFile)).toEqual(web(watch!.view()));
     expect(JSON.parse(readFileSync(file, 'utf8')).items.length).toBeGreaterThanOrEqual(4);
   });
+
+  it('the API server restarts (same etcd): down with its reason while away, fresh soon after, changes made meanwhile seen, one relist after the 410', async () => {
+    const w = watch!;
+    // Where the watcher is now: the collection's resourceVersion as a list gives it.
+    const before = (await cp.request('GET', '/api/v1/services')).body as { metadata: { resourceVersion: string } };
+    const oldRv = before.metadata.resourceVersion;
+
+    // 1. The server goes away: the view is kept, marked stale, with the reason.
+    await cp.stopApiServer();
+    const down = await until('the cluster source down', 20_000, () => (w.status().available ? undefined : w.status()), 100);
+    expect(down.reason).toMatch(/^API unavailable, showing the last good view: .*(connection to the API server lost|ECONNREFUSED|ECONNRESET|socket hang up)/);
+    expect(web(w.view())?.externalTrafficPolicy).toBe('Local');
+
+    // 2. While the watcher cannot reach it, the server comes back and the cluster changes; then the
+    //    server restarts once more, so its new watch cache begins after those changes.
+    apiRelay!.close();
+    await cp.startApiServer();
+    type Svc = { kind: string; metadata: { name: string }; spec: { clusterIP?: string; clusterIPs?: string[]; ports: { nodePort?: number }[] }; status?: unknown };
+    const svc = (clusterList('Cluster') as { items: Svc[] }).items.find((i) => i.kind === 'Service')!;
+    svc.metadata.name = 'web2';
+    // The API server allocates its own (web holds the lab's).
+    delete svc.spec.clusterIP;
+    delete svc.spec.clusterIPs;
+    for (const p of svc.spec.ports) delete p.nodePort;
+    svc.status = { loadBalancer: { ingress: [{ ip: '10.0.100.102' }] } };
+    await createObject(cp, svc as unknown as Record<string, unknown>);
+    const patched = await cp.request('PATCH', '/api/v1/namespaces/lab/services/web', { spec: { externalTrafficPolicy: 'Cluster' } });
+    expect(patched.status).toBe(200);
+    await cp.restartApiServer();
+    // The restarted server answers a watch from the old version with the real 410 (as an ERROR event).
+    const expired = await cp.request('GET', `/api/v1/services?watch=1&timeoutSeconds=2&resourceVersion=${oldRv}`, undefined, 'clbprobe');
+    // One event line: the answer parses as that one object.
+    expect(expired.status).toBe(200);
+    expect(expired.body).toMatchObject({ type: 'ERROR', object: { kind: 'Status', code: 410, reason: 'Expired' } });
+    expect(w.status().available).toBe(false);
+
+    // 3. The watcher may reach it again: fresh within its backoff (max 1 s here) plus a list.
+    const auditFrom = cp.audit().length;
+    const t0 = Date.now();
+    await openRelay();
+    const fresh = await until('the cluster view fresh again, with the changes', 30_000, () => {
+      const v = w.view();
+      return w.status().available && v.services.some((s) => s.name === 'web2') && web(v)?.externalTrafficPolicy === 'Cluster' ? v : undefined;
+    }, 100);
+    const recoverMs = Date.now() - t0;
+    expect(recoverMs).toBeLessThan(15_000);
+    expect(fresh.fresh).toBe(true);
+    expect(fresh.services.find((s) => s.name === 'web2')?.lbIngress).toEqual([{ ip: '10.0.100.102', ipMode: 'VIP' }]);
+
+    // 4. One relist per collection after the 410, then watches from the new version; no loop.
+    await new Promise((r) => setTimeout(r, 3000));
+    const mine = (e: AuditEvent) => e.user.username === 'system:serviceaccount:clbprobe:clbprobe';
+    const after = cp.audit().slice(auditFrom).filter(mine);
+    const lists = after.filter((e) => e.verb === 'list').map((e) => e.requestURI.split('?')[0]);
+    expect(lists.sort()).toEqual(['/api/v1/nodes', '/api/v1/services', '/apis/discovery.k8s.io/v1beta1/endpointslices', '/apis/networking.k8s.io/v1/ingresses']);
+    // The completed watches are the ones that got the 410 (at most one per collection); the watches
+    // from the new version are still open, so not yet in the log as complete.
+    const watches = after.filter((e) => e.verb === 'watch');
+    expect(watches.length).toBeLessThanOrEqual(4);
+    console.log(`cluster view fresh ${recoverMs} ms after the API server became reachable; ${after.length} requests by the watcher since (${lists.length} lists, ${watches.length} watches)`);
+  }, 240_000);
 });

@@ -53,8 +53,21 @@ export interface ControlPlane {
   restartApiServer(downMs?: number): Promise<void>;
   stopApiServer(): Promise<void>;
   startApiServer(): Promise<void>;
+  /** etcd's client URL (http://127.0.0.1:PORT; its v3 JSON gateway answers under /v3/). */
+  readonly etcdUrl: string;
+  /** The API server's audit log so far (level Metadata, stage ResponseComplete): who asked what, and the answer. */
+  audit(): AuditEvent[];
   /** Stops everything and removes the directory; idempotent. */
   stop(): Promise<void>;
+}
+
+/** One audit.k8s.io/v1 Event, the fields the tests read. */
+export interface AuditEvent {
+  verb: string;
+  requestURI: string;
+  user: { username: string };
+  responseStatus?: { code?: number };
+  stageTimestamp: string;
 }
 
 let running: Promise<ControlPlane> | undefined;
@@ -140,6 +153,7 @@ async function launch(): Promise<ControlPlane> {
       .map(([name, u]) => `${tokens[name as UserName]},${u.user},uid-${name},"${u.groups.join(',')}"`)
       .join('\n') + '\n',
   );
+  writeFileSync(join(dir, 'audit-policy.yaml'), 'apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n');
   const ca = readFileSync(join(dir, 'ca.crt'));
   const [etcdPort, peerPort, port] = [await freePort(), await freePort(), await freePort()];
   const server = `https://127.0.0.1:${port}`;
@@ -165,6 +179,8 @@ async function launch(): Promise<ControlPlane> {
     `--service-cluster-ip-range=${SERVICE_CIDR}`, '--service-node-port-range=30000-32767',
     // The "kubernetes" Service's endpoints would be 127.0.0.1, which the API rejects (loopback) every 10 s.
     '--endpoint-reconciler-type=none',
+    // Every request with its user and answer, so a test can see what a client really asked (a relist, a watch's resourceVersion).
+    `--audit-policy-file=${dir}/audit-policy.yaml`, `--audit-log-path=${dir}/audit.log`, '--audit-log-mode=blocking',
     `--cert-dir=${dir}/certs`, '--profiling=false', '--v=1',
   ];
   let apiserver: ChildProcess | undefined;
@@ -207,7 +223,8 @@ async function launch(): Promise<ControlPlane> {
     });
 
   const startApiServer = async (): Promise<void> => {
-    if (apiserver && apiserver.exitCode === null) return;
+    // A process killed by a signal has exitCode null too: only one with neither is still running.
+    if (apiserver && apiserver.exitCode === null && apiserver.signalCode === null) return;
     const p = start(apiserverBin, apiserverArgs, apiLog);
     apiserver = p;
     // A loaded 2-core machine has taken ~20 s for the first start (bootstrap RBAC policy, CRD informers).
@@ -282,6 +299,16 @@ async function launch(): Promise<ControlPlane> {
     port,
     dir,
     caFile: join(dir, 'ca.crt'),
+    etcdUrl: `http://127.0.0.1:${etcdPort}`,
+    audit() {
+      let text = '';
+      try {
+        text = readFileSync(join(dir, 'audit.log'), 'utf8');
+      } catch {
+        return [];
+      }
+      return text.split('\n').filter((l) => l.includes('"stage":"ResponseComplete"')).map((l) => JSON.parse(l) as AuditEvent);
+    },
     token: (user) => tokens[user],
     kubeconfig,
     request: (method, path, body, user = 'admin') => doRequest(method, path, body, user),
