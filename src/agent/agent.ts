@@ -12,7 +12,7 @@ import { lbHostnamesOf, withLbHostnames } from '../cluster/lb-hostnames.js';
 import type { ClusterView, ServiceView } from '../cluster/types.js';
 import { changedServices, compareFindings, Diagnosis, prepareDiagnosis, type PreparedDiagnosis } from '../detect/index.js';
 import type { Observations } from '../detect/correlator.js';
-import { portKey } from '../detect/observed.js';
+import { portKey } from '../model/service.js';
 import { diagnoseInputOf } from '../detect/input.js';
 import { localAddresses } from '../detect/local.js';
 import type { Finding } from '../detect/types.js';

@@ -4,8 +4,9 @@
 // going out to the VIP and coming back in), classifies each entry for
 // evidence, and counts finished VIP flows by outcome for the metrics.
 import type { ServiceView } from '../cluster/types.js';
-import { key, protoOf, type Key } from '../detect/context.js';
-import { portKey } from '../detect/observed.js';
+import { key, type Key } from '../model/address-key.js';
+import { protocolOfNumber as protoOf } from '../model/protocol.js';
+import { portKey } from '../model/service.js';
 import type { FlowOutcome, SvcPortLabels } from '../export/state.js';
 import { FLOW_OUTCOMES } from '../model/flow.js';
 import type { ConntrackEntry, ConntrackEvent } from '../kernel/types.js';

@@ -3,13 +3,16 @@
 // Rebuilt whenever either changes; lookups are O(1).
 import type { ClusterView, ServiceView } from '../cluster/types.js';
 import type { CounterSample, Proto, Targets } from '../capture/targets.js';
-import { addTo, key, listOf, protoOf, type Key, type OneOrMore } from '../detect/context.js';
+import { addTo, key, listOf, type Key, type OneOrMore as OneOrMoreOf } from '../model/address-key.js';
+import { protocolOfNumber as protoOf } from '../model/protocol.js';
 import type { LocalAddresses } from '../detect/types.js';
 import { cidrMatcher } from '../kernel/ip.js';
 import type { PrefilterTargets } from '../kernel/conntrack/prefilter.js';
 import type { ConntrackEntry } from '../kernel/types.js';
 import type { SvcPortLabels } from '../export/state.js';
 import { protocolNumber } from '../model/protocol.js';
+
+type OneOrMore = OneOrMoreOf<ServiceView>;
 
 
 /** The port an endpoint answers on: its EndpointSlice port, else a numeric targetPort, else the Service port. */

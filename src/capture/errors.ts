@@ -1,6 +1,7 @@
 // Errors of the capture module that tell the operator what to change.
 import { isSyscallError } from '../native/addon.js';
 import { explainBpfRefusal, ownBpfPrivileges } from '../native/bpf-refusal.js';
+import { isPermissionErrno } from '../model/permission.js';
 
 export type CaptureStep = 'load' | 'attach' | 'maps' | 'pcap';
 
@@ -24,7 +25,7 @@ export class CaptureError extends Error {
   }
 
   get isPermission(): boolean {
-    return this.code === 'EPERM' || this.code === 'EACCES';
+    return isPermissionErrno(this.code);
   }
 }
 
@@ -36,7 +37,7 @@ export function captureError(e: unknown, step: CaptureStep, what: string): Captu
   // bpf() itself refused: say whether a capability, seccomp or the kernel is why.
   const bpfCause = step === 'load' || step === 'maps' ? explainBpfRefusal(code, ownBpfPrivileges()) : undefined;
   if (bpfCause) return new CaptureError(`${what}: ${bpfCause} (${detail})`, code, step);
-  if (code === 'EPERM' || code === 'EACCES') {
+  if (isPermissionErrno(code)) {
     return new CaptureError(`${what}: permission denied; run as root or grant ${CAPABILITIES[step]} (${detail})`, code, step);
   }
   return new CaptureError(`${what}: ${detail}`, code, step);

@@ -1,14 +1,12 @@
 // How subcommands fail: one clear line on stderr and a documented exit code.
-import { isSyscallError } from '../native/addon.js';
-import { NetlinkError } from '../kernel/netlink/socket.js';
+import { isPermissionError } from '../kernel/source.js';
 import { EXIT_ERROR, UserError } from '../user-error.js';
 
 export { EXIT_ERROR, EXIT_FINDING, EXIT_OK, UserError } from '../user-error.js';
 
 /** Turns EPERM/EACCES from the kernel into a line that names the capability to add. */
 export function privilegeError(e: unknown, what: string, capability: string): UserError | undefined {
-  const code = isSyscallError(e) ? e.code : e instanceof NetlinkError ? e.code : undefined;
-  if (code === 'EPERM' || code === 'EACCES') {
+  if (isPermissionError(e)) {
     return new UserError(`${what}: permission denied; run as root or grant ${capability}`);
   }
   return undefined;

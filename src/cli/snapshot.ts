@@ -4,6 +4,7 @@ import { isIP } from 'node:net';
 import type { NodeSnapshot, SourceStatus } from '../kernel/types.js';
 import { EXIT_ERROR, UserError, fail } from './errors.js';
 import { netnsPath } from '../netns-path.js';
+import { isPermissionReason } from '../model/permission.js';
 
 interface SnapshotFlags {
   json?: boolean;
@@ -14,7 +15,7 @@ interface SnapshotFlags {
 
 /** Sources whose failure is a missing privilege: the whole command fails with exit 2. */
 function privilegeProblem(sources: SourceStatus[]): string | undefined {
-  const denied = sources.filter((s) => !s.available && s.reason?.startsWith('permission denied'));
+  const denied = sources.filter((s) => !s.available && isPermissionReason(s.reason));
   if (!denied.length) return undefined;
   return `snapshot: cannot read ${denied.map((s) => s.source).join(', ')}: ${denied[0]!.reason}; run as root or grant the capability`;
 }

@@ -4,7 +4,8 @@ import type { HostnameLookup } from '../kernel/types.js';
 
 export type { HostnameLookup };
 
-export type TrafficPolicy = 'Cluster' | 'Local';
+export type { TrafficPolicy } from '../model/service.js';
+import type { TrafficPolicy } from '../model/service.js';
 
 /** One IP in status.loadBalancer.ingress (or an Ingress' status), with KEP-1860's ipMode. */
 export interface LbIngressIp {

@@ -3,12 +3,12 @@
 // so the detectors that build a part of it can name it without a loop.
 import type { ServiceView } from '../cluster/types.js';
 import type { IpvsVirtualServer } from '../kernel/types.js';
-import type { DiagnoseInput, LbNatFact, ProxyMode } from './types.js';
+import type { DiagnoseInput, LbNatFact, NodeProxyMode } from './core-types.js';
 
 export type LbBinding = 'bound' | 'unbound' | 'mixed' | 'none-expected';
 
 export interface ProxyModeInfo {
-  mode: ProxyMode;
+  mode: NodeProxyMode;
   /** IPVS only: whether the LB IPs kube-proxy should handle are bound on kube-ipvs0. */
   lbBinding?: LbBinding;
   evidence: string[];

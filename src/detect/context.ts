@@ -2,45 +2,18 @@
 // correlator answer "is this address/port one of ours?" in O(1).
 import type { ServiceView } from '../cluster/types.js';
 import type { IpvsVirtualServer } from '../kernel/types.js';
-import { cidrMatcher, ipv4Number } from '../kernel/ip.js';
+import { cidrMatcher } from '../kernel/ip.js';
+import { addTo, key, listOf, type Key, type OneOrMore as ModelOneOrMore } from '../model/address-key.js';
 import type { DetectContext } from './context-types.js';
-import { classifyProxyMode } from './proxy-mode.js';
-import type { DiagnoseInput, LbNatFact } from './types.js';
+import { classifyProxyMode } from './proxy-classify.js';
+import type { DiagnoseInput, LbNatFact } from './core-types.js';
 
 export type { ServiceProtocol as Proto } from '../model/protocol.js';
 export { protocolOfNumber as protoOf } from '../model/protocol.js';
-
-const PROTO_CODE: Record<string, number> = { TCP: 1, UDP: 2, SCTP: 3 };
-
-/**
- * The map key of address + protocol + port ('' address: any, for NodePorts). A number for IPv4
- * (32 + 2 + 16 bits fit a double exactly): at 20k endpoints, text keys held ~4 MB of heap as
- * concatenated strings (bench/agent.ts). Text for IPv6 and anything unusual.
- */
-export type Key = number | string;
-export const key = (ip: string, proto: string, port: number | undefined): Key => {
-  const n = ip === '' ? 0 : ipv4Number(ip);
-  const p = PROTO_CODE[proto];
-  if (n !== undefined && p !== undefined && port !== undefined) return (n * 4 + p) * 65536 + port;
-  return `${ip}|${proto}|${port ?? ''}`;
-};
-
 export type { DetectContext, ProxyModeInfo } from './context-types.js';
 
-/**
- * A map value: one ServiceView alone, or a list when several share the key. Nearly every key has
- * one Service port; a one-element list each was ~1.5 MB at 20k endpoints (bench/agent.ts).
- */
-export type OneOrMore = ServiceView | ServiceView[];
-
-export function addTo<K>(m: Map<K, OneOrMore>, k: K, v: ServiceView): void {
-  const a = m.get(k);
-  if (a === undefined) m.set(k, v);
-  else if (Array.isArray(a)) a.push(v);
-  else m.set(k, [a, v]);
-}
-
-export const listOf = (v: OneOrMore | undefined): ServiceView[] | undefined => (v === undefined || Array.isArray(v) ? v : [v]);
+/** A context map's value: one Service port, or several sharing the key. */
+type OneOrMore = ModelOneOrMore<ServiceView>;
 
 export function buildContext(input: DiagnoseInput): DetectContext {
   const services = input.cluster.services.filter((s) => s.lbIngress.length > 0 || s.ingressVips.length > 0 || s.lbHostnames !== undefined);

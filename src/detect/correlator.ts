@@ -6,9 +6,12 @@
 // (or, LB targeting pods, straight to a local pod).
 import type { ServiceView } from '../cluster/types.js';
 import type { ConntrackEntry } from '../kernel/types.js';
-import { protoOf, type DetectContext } from './context.js';
+import { protocolOfNumber as protoOf } from '../model/protocol.js';
+import type { DetectContext } from './context-types.js';
 
-export type ObsKind = 'l4' | 'direct' | 'noSnat' | 'selfVip' | 'refused' | 'l7' | 'hcSrc';
+/** What the correlator can tell from conntrack entries; each detector lists the kinds it reads (DetectorDef.observes). */
+export const OBS_KINDS = ['l4', 'direct', 'noSnat', 'selfVip', 'refused', 'l7', 'hcSrc'] as const;
+export type ObsKind = (typeof OBS_KINDS)[number];
 
 /** Observations of one kind for one Service port. */
 export interface ObsGroup {
@@ -53,7 +56,11 @@ export class ConntrackCorrelator {
   private overflowed = 0;
   private done?: Observations;
 
-  constructor(private readonly ctx: DetectContext) {}
+  /** `wanted`: the kinds some detector reads (list.ts OBSERVED_KINDS); entries of other kinds are not kept. */
+  constructor(
+    private readonly ctx: DetectContext,
+    private readonly wanted: ReadonlySet<ObsKind> = new Set(OBS_KINDS),
+  ) {}
 
   add(e: ConntrackEntry): void {
     if (this.done) throw new Error('ConntrackCorrelator.add() after observations()');
@@ -131,6 +138,7 @@ export class ConntrackCorrelator {
   }
 
   private record(kind: ObsKind, svcs: ServiceView[], entries: ConntrackEntry[]): void {
+    if (!this.wanted.has(kind)) return;
     for (const svc of svcs) {
       const k = `${kind}|${svc.namespace}/${svc.name}|${svc.protocol}|${svc.port}`;
       let g = this.groups.get(k);

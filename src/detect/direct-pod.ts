@@ -1,18 +1,33 @@
 // direct-pod: the LB targets pod IPs (ENI / VPC-CNI modes). A client pod on
 // the same node as a target pod gets its own connection delivered from the
 // uplink straight to the local pod, and the reply bypasses the LB.
-import type { DetectContext } from './context.js';
+import type { DetectContext } from './context-types.js';
 import type { Observations } from './correlator.js';
 import { endpointsLine, finding } from './evidence.js';
-import { activeFindings, activePorts, portKey } from './observed.js';
+import { activeFindings, activePorts } from './observed.js';
+import { portKey } from '../model/service.js';
 import { podTargetAnnotation, vipPath } from './path.js';
 import { credited, mitigationsFor, remedy } from './remedies.js';
-import type { Finding } from './types.js';
+import type { FindingOf } from './core-types.js';
+import type { DetectorDef } from './detector.js';
 
-export function detectDirectPod(ctx: DetectContext, obs: Observations): Finding[] {
+export const directPod: DetectorDef<'direct-pod'> = {
+  mechanism: 'direct-pod',
+  fix:
+    'Call the Service by DNS name; or keep client pods off the nodes of the LB’s target pods (anti-affinity); ' +
+    'or register nodes (NodePort, ETP=Cluster) instead of pods as LB backends.',
+  credits: ['lbRewritesSource'],
+  observes: ['direct'],
+  readme: {
+    what: "the LB targets pod IPs (ENI/VPC-CNI) and client and server pods share a node",
+    fix: "DNS name; anti-affinity; node (NodePort) backends",
+  },
+  detect: detectDirectPod,
+};
+
+function detectDirectPod(ctx: DetectContext, obs: Observations): FindingOf<'direct-pod'>[] {
   const active = activeFindings(ctx, obs, {
-    kind: 'direct',
-    mechanism: 'direct-pod',
+    detector: directPod,
     pathRoles: ['LB VIP', 'server pod (LB target)'],
     labels: ['outbound', 'return leg to the local pod'],
     vipOf: (ex) => ex[0]!.orig.dst,
@@ -21,7 +36,7 @@ export function detectDirectPod(ctx: DetectContext, obs: Observations): Finding[
       `${back!.orig.dst}:${back!.orig.dport}: client and target pod share this node`,
   });
   const done = activePorts(active);
-  const risks: Finding[] = [];
+  const risks: FindingOf<'direct-pod'>[] = [];
   for (const s of ctx.services) {
     const annotation = podTargetAnnotation(s);
     if (!annotation || done.has(portKey(s, s.protocol, s.port))) continue;
@@ -30,7 +45,7 @@ export function detectDirectPod(ctx: DetectContext, obs: Observations): Finding[
       const path = vipPath(ctx, s, ing.ip);
       if (path.leaves === false) continue;
       const m = mitigationsFor(ctx, s, ing.ip);
-      const mitigated = credited('direct-pod', m).length > 0;
+      const mitigated = credited(directPod, m).length > 0;
       risks.push(
         finding(
           s,
@@ -40,7 +55,7 @@ export function detectDirectPod(ctx: DetectContext, obs: Observations): Finding[
             ? `the LB targets pods directly and a target pod runs on this node, but the LB connects from its own address: pods here calling ${ing.ip}:${s.port} are not looped`
             : `the LB targets pods directly and a target pod runs on this node: pods here calling ${ing.ip}:${s.port} can be looped to it`,
           [annotation, ...path.evidence, endpointsLine(s)],
-          remedy('direct-pod', m),
+          remedy(directPod, m),
         ),
       );
     }

@@ -2,13 +2,26 @@
 // for. ipMode: Proxy or the Alibaba hostname annotation mean "do not bind";
 // Tencent prevent-loopback means "bind" (TKE kube-proxy binds the VIP when
 // annotated); a community kube-proxy binds every ipMode VIP IP.
-import type { DetectContext } from './context.js';
+import type { DetectContext } from './context-types.js';
+import type { FindingOf } from './core-types.js';
+import type { DetectorDef } from './detector.js';
 import { KUBE_IPVS_IFNAME, finding } from './evidence.js';
-import type { Finding } from './types.js';
 
-export function detectDrift(ctx: DetectContext): Finding[] {
+export const drift: DetectorDef<'drift'> = {
+  mechanism: 'drift',
+  fix: 'Bring kube-proxy and the Service in line: each finding names the version, annotation or sync that disagrees.',
+  credits: [],
+  observes: [],
+  readme: {
+    what: 'IPVS mode: what is bound on kube-ipvs0 disagrees with what the Service asks for (ipMode: Proxy or the Alibaba hostname annotation bound anyway, Tencent prevent-loopback not bound, other LB IPs bound but not this one)',
+    fix: 'kube-proxy >= 1.30 for ipMode; the CCM or TKE kube-proxy version the annotation needs; kube-proxy logs and a restart for a failed sync',
+  },
+  detect: detectDrift,
+};
+
+function detectDrift(ctx: DetectContext): FindingOf<'drift'>[] {
   if (ctx.proxy.mode !== 'ipvs') return [];
-  const out: Finding[] = [];
+  const out: FindingOf<'drift'>[] = [];
   for (const s of ctx.services) {
     for (const ing of s.lbIngress) {
       // Resolved from a hostname: kube-proxy never saw the address, there is nothing to drift from.

@@ -2,7 +2,7 @@
 // conntrack entries (the lead's formatter), ipvsadm -Ln for IPVS virtual servers.
 import type { ServiceView } from '../cluster/types.js';
 import type { IpvsForward, IpvsVirtualServer } from '../kernel/types.js';
-import type { Finding, Mechanism, Severity } from './types.js';
+import type { FindingOf, Severity } from './core-types.js';
 
 function hostPort(ip: string, port: number | undefined): string {
   const h = ip.includes(':') ? `[${ip}]` : ip;
@@ -32,14 +32,14 @@ export function svcName(s: ServiceView): string {
   return `${s.namespace}/${s.name}`;
 }
 
-export function finding(
+export function finding<M extends string>(
   s: ServiceView,
-  mechanism: Mechanism,
+  mechanism: M,
   severity: Severity,
   summary: string,
   evidence: string[],
   remedy: string,
-): Finding {
+): FindingOf<M> {
   return {
     service: { namespace: s.namespace, name: s.name },
     port: { port: s.port, protocol: s.protocol, name: s.portName },

@@ -4,24 +4,39 @@
 // Dropped packets are usually never confirmed in conntrack, so the active
 // signature needs packet capture; unreplied entries from a bound VIP to a
 // node IP are reported when they do show up.
-import type { DetectContext } from './context.js';
+import type { DetectContext } from './context-types.js';
 import type { Observations } from './correlator.js';
 import { KUBE_IPVS_IFNAME, finding } from './evidence.js';
-import { activeFindings, activePorts, portKey } from './observed.js';
+import { activeFindings, activePorts } from './observed.js';
+import { portKey } from '../model/service.js';
 import { credited, mitigationsFor, remedy } from './remedies.js';
-import type { Finding } from './types.js';
+import type { FindingOf } from './core-types.js';
+import type { DetectorDef } from './detector.js';
 
-export function detectHcDrop(ctx: DetectContext, obs: Observations): Finding[] {
+export const hcDrop: DetectorDef<'hc-drop'> = {
+  mechanism: 'hc-drop',
+  fix:
+    'TKE: annotate service.cloud.tencent.com/prevent-loopback: "true" (the service controller moves the CLB health-check source to 100.64.0.0/10); ' +
+    'or have the LB controller set status.loadBalancer.ingress[].ipMode: Proxy (kube-proxy >= 1.30 then does not bind the IP).',
+  credits: ['preventLoopback', 'ipModeProxy'],
+  observes: ['hcSrc'],
+  readme: {
+    what: "the LB IP is bound on kube-ipvs0 and the LB's health checks arrive with it as source: dropped as martians, backends flap (kubernetes#79783)",
+    fix: "TKE prevent-loopback; `status.loadBalancer.ingress[].ipMode: Proxy`",
+  },
+  detect: detectHcDrop,
+};
+
+function detectHcDrop(ctx: DetectContext, obs: Observations): FindingOf<'hc-drop'>[] {
   const active = activeFindings(ctx, obs, {
-    kind: 'hcSrc',
-    mechanism: 'hc-drop',
+    detector: hcDrop,
     labels: ['from a bound VIP, unreplied'],
     vipOf: (ex) => ex[0]!.orig.src,
     summary: (g, [e]) =>
       `${g.count} packet flow(s) arrived with source ${e!.orig.src} (an address bound on ${KUBE_IPVS_IFNAME}) and got no reply: LB health checks are being dropped`,
   });
   const done = activePorts(active);
-  const risks: Finding[] = [];
+  const risks: FindingOf<'hc-drop'>[] = [];
   for (const s of ctx.services) {
     if (done.has(portKey(s, s.protocol, s.port))) continue;
     for (const ing of s.lbIngress) {
@@ -36,14 +51,14 @@ export function detectHcDrop(ctx: DetectContext, obs: Observations): Finding[] {
               'info',
               `${ing.ip} is not bound on ${KUBE_IPVS_IFNAME} because of ipMode: Proxy: LB health checks sent from ${ing.ip} reach this node as from any other address`,
               [`${ing.ip} is not bound on ${KUBE_IPVS_IFNAME}`, `LB ${ing.ip} ipMode=Proxy`],
-              remedy('hc-drop', m),
+              remedy(hcDrop, m),
             ),
           );
         }
         continue;
       }
       const m = mitigationsFor(ctx, s, ing.ip);
-      const mitigated = credited('hc-drop', m).length > 0;
+      const mitigated = credited(hcDrop, m).length > 0;
       const hcPort = s.healthCheckNodePort ?? s.nodePort;
       risks.push(
         finding(
@@ -54,7 +69,7 @@ export function detectHcDrop(ctx: DetectContext, obs: Observations): Finding[] {
             ? `${ing.ip} is bound on ${KUBE_IPVS_IFNAME}; health checks from it would be dropped, but a mitigation is in place`
             : `${ing.ip} is bound on ${KUBE_IPVS_IFNAME}: LB health checks sent from ${ing.ip} to this node${hcPort ? ` (port ${hcPort})` : ''} are dropped as martians`,
           [`${ing.ip} bound on ${KUBE_IPVS_IFNAME}`, `LB ${ing.ip} ipMode=${ing.ipMode}`],
-          remedy('hc-drop', m, 'Applies when the LB health-checks from its VIP (Tencent CLB does).'),
+          remedy(hcDrop, m, 'Applies when the LB health-checks from its VIP (Tencent CLB does).'),
         ),
       );
     }

@@ -6,30 +6,10 @@ import type { ServiceView } from '../cluster/types.js';
 import type { ConntrackEntry } from '../kernel/types.js';
 import { buildContext, type DetectContext } from './context.js';
 import { ConntrackCorrelator, type ObsGroup, type Observations } from './correlator.js';
-import { detectDirectPod } from './direct-pod.js';
-import { detectDrift } from './drift.js';
-import { detectHcDrop } from './hc-drop.js';
-import { detectL4Loop } from './l4-loop.js';
-import { detectL7Loop } from './l7-loop.js';
-import { detectLocalNoEp } from './local-no-ep.js';
-import { detectNoSnat } from './no-snat.js';
-import { detectPortRefused } from './port-refused.js';
-import { detectProxyMode } from './proxy-mode.js';
-import type { DiagnoseInput, DiagnoseResult, Finding, Mechanism, Severity } from './types.js';
+import { DETECTORS, MECHANISM_RANK, OBSERVED_KINDS } from './list.js';
+import type { DiagnoseInput, DiagnoseResult, Finding, Severity } from './types.js';
 
 const SEVERITY_RANK: Record<Severity, number> = { active: 0, risk: 1, info: 2 };
-/** Loops first, then their preconditions, then context. */
-const MECHANISM_RANK: Record<Mechanism, number> = {
-  'L4-loop': 0,
-  'L7-loop': 1,
-  'direct-pod': 2,
-  'local-no-ep': 3,
-  'port-refused': 4,
-  'hc-drop': 5,
-  'no-SNAT': 6,
-  drift: 7,
-  'proxy-mode': 8,
-};
 
 export function compareFindings(a: Finding, b: Finding): number {
   return (
@@ -42,17 +22,9 @@ export function compareFindings(a: Finding, b: Finding): number {
 }
 
 function runDetectors(ctx: DetectContext, obs: Observations): Finding[] {
-  return [
-    ...detectL4Loop(ctx, obs),
-    ...detectL7Loop(ctx, obs),
-    ...detectDirectPod(ctx, obs),
-    ...detectLocalNoEp(ctx, obs),
-    ...detectPortRefused(ctx, obs),
-    ...detectHcDrop(ctx, obs),
-    ...detectNoSnat(ctx, obs),
-    ...detectDrift(ctx),
-    ...detectProxyMode(ctx),
-  ].sort(compareFindings);
+  const out: Finding[] = [];
+  for (const d of DETECTORS) out.push(...d.detect(ctx, obs));
+  return out.sort(compareFindings);
 }
 
 function warningsOf(input: DiagnoseInput, obs: Observations, conntrackRead: boolean): string[] {
@@ -94,7 +66,7 @@ export class Diagnosis {
     const prepared = 'ctx' in input ? input : prepareDiagnosis(input);
     this.input = prepared.input;
     this.ctx = prepared.ctx;
-    this.corr = new ConntrackCorrelator(this.ctx);
+    this.corr = new ConntrackCorrelator(this.ctx, OBSERVED_KINDS);
   }
 
   /** Marks conntrack as read even if the table was empty. */

@@ -5,7 +5,7 @@ import type { ClusterView } from '../cluster/types.js';
 import { kubeNatFacts, type KubeNatFacts } from '../kernel/nat/kube.js';
 import type { NodeSnapshot } from '../kernel/types.js';
 import { localAddresses } from './local.js';
-import type { DiagnoseInput, LbNatFact, NatFacts, ProxyMode } from './types.js';
+import type { DiagnoseInput, LbNatFact, NatFacts, NodeProxyMode } from './core-types.js';
 import { serviceProtocolOf } from '../model/protocol.js';
 
 
@@ -15,8 +15,8 @@ import { serviceProtocolOf } from '../model/protocol.js';
  * then by whether kube-proxy's nftables tables hold Services.
  */
 export function natFactsFrom(k: KubeNatFacts, ipvsState: boolean): NatFacts {
-  const mixed: ProxyMode = ipvsState ? 'ipvs' : k.nftLayouts ? 'nftables' : 'iptables';
-  const mode: ProxyMode = k.mode === 'mixed' ? mixed : k.mode === 'none' ? 'unknown' : k.mode;
+  const mixed: NodeProxyMode = ipvsState ? 'ipvs' : k.nftLayouts ? 'nftables' : 'iptables';
+  const mode: NodeProxyMode = k.mode === 'mixed' ? mixed : k.mode === 'none' ? 'unknown' : k.mode;
   const lb: LbNatFact[] = [];
   for (const f of k.loadBalancers) {
     const protocol = serviceProtocolOf(f.protocol);

@@ -4,19 +4,38 @@
 // to the pod. Active: the correlator paired the two conntrack entries of the
 // same pod:p. Risk: the path leaves the node and nothing rewrites the source.
 import type { ServiceView } from '../cluster/types.js';
-import type { DetectContext } from './context.js';
+import type { DetectContext } from './context-types.js';
 import type { Observations } from './correlator.js';
 import { endpointsLine, finding } from './evidence.js';
 import { handoffOf, handoffVerdict, lookupLine, vipName } from './handoff.js';
-import { activeFindings, activePorts, portKey } from './observed.js';
+import { activeFindings, activePorts } from './observed.js';
+import { portKey } from '../model/service.js';
 import { lbMayTargetNode, vipPath } from './path.js';
 import { AWS_NLB_FIX, credited, isAws, mitigationsFor, remedy } from './remedies.js';
-import type { Finding } from './types.js';
+import type { FindingOf } from './core-types.js';
+import type { DetectorDef } from './detector.js';
 
-export function detectL4Loop(ctx: DetectContext, obs: Observations): Finding[] {
+export const l4Loop: DetectorDef<'L4-loop'> = {
+  mechanism: 'L4-loop',
+  fix:
+    'Call the Service by its DNS name or ClusterIP instead of the LB IP (or a CoreDNS rewrite of the LB name to the Service); ' +
+    'TKE: annotate service.cloud.tencent.com/prevent-loopback: "true" (kube-proxy then binds the VIP locally); ' +
+    'keep externalTrafficPolicy: Cluster so kube-proxy SNATs pod→LB traffic to the node IP and the LB never sends it back to this node; ' +
+    'with ETP=Local, use anti-affinity so clients and backends do not share a node.',
+  // ipMode: Proxy is not credited: it sends pod traffic to the LB, which loops unless the LB
+  // rewrites the source, and that is what lbRewritesSource counts.
+  credits: ['lbRewritesSource', 'preventLoopback', 'masquerade'],
+  observes: ['l4'],
+  readme: {
+    what: "pod→LB-IP traffic leaves the node (IPVS mode with the LB IP not bound on kube-ipvs0, or iptables mode), the L4 LB keeps the client address and picks this node: the reply skips the LB and the connect hangs",
+    fix: "call the Service by DNS name/ClusterIP; TKE `service.cloud.tencent.com/prevent-loopback: \"true\"`; externalTrafficPolicy: Cluster (SNAT to the node IP); with ETP=Local, anti-affinity between clients and backends",
+  },
+  detect: detectL4Loop,
+};
+
+function detectL4Loop(ctx: DetectContext, obs: Observations): FindingOf<'L4-loop'>[] {
   const active = activeFindings(ctx, obs, {
-    kind: 'l4',
-    mechanism: 'L4-loop',
+    detector: l4Loop,
     pathRoles: ['LB VIP', 'node NodePort'],
     labels: ['outbound', 'return leg from the uplink'],
     vipOf: (ex) => ex[0]!.orig.dst,
@@ -27,7 +46,7 @@ export function detectL4Loop(ctx: DetectContext, obs: Observations): Finding[] {
     extraRemedy: (s) => (isAws(s) ? AWS_NLB_FIX : undefined),
   });
   const done = activePorts(active);
-  const risks: Finding[] = [];
+  const risks: FindingOf<'L4-loop'>[] = [];
   for (const s of ctx.services) {
     if (s.protocol === 'SCTP' || done.has(portKey(s, s.protocol, s.port))) continue;
     if (!s.internalLb || !lbMayTargetNode(s)) continue;
@@ -35,7 +54,7 @@ export function detectL4Loop(ctx: DetectContext, obs: Observations): Finding[] {
       const path = vipPath(ctx, s, ing.ip);
       if (!path.leaves) continue;
       const m = mitigationsFor(ctx, s, ing.ip);
-      const mitigated = credited('L4-loop', m).length > 0;
+      const mitigated = credited(l4Loop, m).length > 0;
       const handoff = handoffOf(s, ing);
       const evidence = [
         ...ctx.proxy.evidence,
@@ -45,14 +64,14 @@ export function detectL4Loop(ctx: DetectContext, obs: Observations): Finding[] {
         endpointsLine(s),
       ];
       const where = `pod traffic to ${vipName(s, ing.ip)}:${s.port}`;
-      const others = credited('L4-loop', m).filter((c) => !c.startsWith('the LB does not pass'));
+      const others = credited(l4Loop, m).filter((c) => !c.startsWith('the LB does not pass'));
       const summary = handoff
         ? `${where} goes to the LB (${handoff.why}); ${handoffVerdict(handoff)}${others.length > 0 ? `; mitigated on this node: ${others.join('; ')}` : ''}`
         : mitigated
           ? `${where} leaves the node to the LB, but a mitigation is in place`
           : `${where} leaves the node; the LB can send it back to this node without SNAT (connection hangs)`;
       const extra = isAws(s) ? AWS_NLB_FIX : undefined;
-      risks.push(finding(s, 'L4-loop', mitigated ? 'info' : 'risk', summary, evidence, remedy('L4-loop', m, extra)));
+      risks.push(finding(s, 'L4-loop', mitigated ? 'info' : 'risk', summary, evidence, remedy(l4Loop, m, extra)));
     }
   }
   return [...active, ...risks, ...unresolved(ctx, done)];
@@ -66,8 +85,8 @@ function lookupsOf(s: ServiceView): string[] {
  * Hostname-only LBs this node could not resolve: no address, so no counter and no conntrack
  * match; the finding says the loop question is open (unknown, not "no loop").
  */
-function unresolved(ctx: DetectContext, done: Set<string>): Finding[] {
-  const out: Finding[] = [];
+function unresolved(ctx: DetectContext, done: Set<string>): FindingOf<'L4-loop'>[] {
+  const out: FindingOf<'L4-loop'>[] = [];
   for (const s of ctx.services) {
     if (!s.lbHostnames || s.type !== 'LoadBalancer' || done.has(portKey(s, s.protocol, s.port))) continue;
     for (const h of s.lbHostnames) {
@@ -81,7 +100,7 @@ function unresolved(ctx: DetectContext, done: Set<string>): Finding[] {
           s.annotations.internalByAnnotation ? 'risk' : 'info',
           `hostname-only LB ${h}: ${why}; its addresses are unknown, so pod traffic to it can be neither counted nor told looping or not`,
           [`status.loadBalancer.ingress: {hostname: ${h}}`, ...(l ? [lookupLine(l)] : []), ...(s.annotations.internalByAnnotation ? [`${s.annotations.internalByAnnotation.key}: "${s.annotations.internalByAnnotation.value}"`] : [])],
-          remedy('L4-loop', mitigationsFor(ctx, s), isAws(s) ? AWS_NLB_FIX : undefined),
+          remedy(l4Loop, mitigationsFor(ctx, s), isAws(s) ? AWS_NLB_FIX : undefined),
         ),
       );
     }

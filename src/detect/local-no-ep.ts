@@ -6,19 +6,35 @@
 // short-circuited to endpoints elsewhere, but the v1.31 to early v1.33 layout
 // (filter-output at priority -110, kubernetes#131765, fixed by #132456) looks the
 // LB IP up before DNAT and drops every host-network client on this node.
-import type { DetectContext } from './context.js';
+import type { DetectContext } from './context-types.js';
 import type { Observations } from './correlator.js';
 import { KUBE_IPVS_IFNAME, endpointsLine, finding, formatIpvs } from './evidence.js';
-import { activeFindings, activePorts, portKey } from './observed.js';
+import { activeFindings, activePorts } from './observed.js';
+import { portKey } from '../model/service.js';
 import { credited, mitigationsFor, remedy } from './remedies.js';
 import type { ServiceView } from '../cluster/types.js';
-import type { Finding } from './types.js';
+import type { FindingOf } from './core-types.js';
+import type { DetectorDef } from './detector.js';
+
+export const localNoEp: DetectorDef<'local-no-ep'> = {
+  mechanism: 'local-no-ep',
+  fix:
+    'Call the Service by DNS name; or use externalTrafficPolicy: Cluster; or run a backend on every node with clients (DaemonSet or topology spread); ' +
+    'ipMode: Proxy or the Alibaba hostname annotation keeps the IP off kube-ipvs0 so traffic goes through the LB.',
+  credits: ['ipModeProxy', 'alibabaHostname'],
+  observes: ['selfVip'],
+  readme: {
+    what: "ETP=Local on a node without local endpoints. IPVS: refused, or sent to remote pods with source = VIP. nftables: the LB IP is in kube-proxy's `no-endpoint-services` map with `drop`; pods are short-circuited to other nodes' endpoints (`info`), but kube-proxy v1.31 to early v1.33 looks the map up from `filter-output` at priority -110, before DNAT, and drops every host-network client on the node (`risk`, kubernetes#131765)",
+    fix: "DNS name; ETP=Cluster; a backend on every client node; ipMode: Proxy; on nftables v1.31-v1.33: a kube-proxy with #132456 (v1.34, or the 1.33 cherry-pick #133969)",
+  },
+  detect: detectLocalNoEp,
+};
 
 export const NFT_BUG =
   'kube-proxy v1.31 to early v1.33 in nftables mode (kubernetes#131765, fixed by #132456 in v1.34 and the 1.33 cherry-pick #133969)';
 
 /** nftables mode: what the LB IP's no-endpoint-services element does to clients on this node. */
-function nftablesFinding(ctx: DetectContext, s: ServiceView, ip: string): Finding | undefined {
+function nftablesFinding(ctx: DetectContext, s: ServiceView, ip: string): FindingOf<'local-no-ep'> | undefined {
   const nat = ctx.natFact(ip, s.protocol, s.port);
   const noEp = nat?.noEndpoints;
   if (!nat || !noEp || noEp.verdict !== 'drop') return undefined;
@@ -33,7 +49,7 @@ function nftablesFinding(ctx: DetectContext, s: ServiceView, ip: string): Findin
         `processes on this node get their connections dropped (timeouts); pods in their own network namespace are short-circuited to endpoints on other nodes`,
       evidence,
       remedy(
-        'local-no-ep',
+        localNoEp,
         m,
         'Upgrade kube-proxy to a release with kubernetes#132456 (v1.34, or a 1.33 patch release with #133969): its filter-input/-forward/-output chains run at priority 0, after DNAT.',
       ),
@@ -46,21 +62,20 @@ function nftablesFinding(ctx: DetectContext, s: ServiceView, ip: string): Findin
     `no ready local endpoint for this ETP=Local Service: kube-proxy drops external traffic to ${ip}:${s.port} arriving at this node, ` +
       `while pods here are short-circuited to endpoints on other nodes ("short-circuit pod traffic"); the LB's health check takes this node out`,
     evidence,
-    remedy('local-no-ep', m),
+    remedy(localNoEp, m),
   );
 }
 
-export function detectLocalNoEp(ctx: DetectContext, obs: Observations): Finding[] {
+function detectLocalNoEp(ctx: DetectContext, obs: Observations): FindingOf<'local-no-ep'>[] {
   const active = activeFindings(ctx, obs, {
-    kind: 'selfVip',
-    mechanism: 'local-no-ep',
+    detector: localNoEp,
     labels: ['source = destination = VIP, unreplied'],
     vipOf: (ex) => ex[0]!.orig.dst,
     summary: (g, [e]) =>
       `${g.count} connection(s) with source and destination ${e!.orig.dst} got no reply: ETP=Local Service reached from a node without local endpoints`,
   });
   const done = activePorts(active);
-  const risks: Finding[] = [];
+  const risks: FindingOf<'local-no-ep'>[] = [];
   for (const s of ctx.services) {
     if (s.externalTrafficPolicy !== 'Local' || done.has(portKey(s, s.protocol, s.port))) continue;
     if (s.endpoints.some((e) => e.local && e.ready)) continue;
@@ -82,10 +97,10 @@ export function detectLocalNoEp(ctx: DetectContext, obs: Observations): Finding[
         finding(
           s,
           'local-no-ep',
-          credited('local-no-ep', m).length > 0 ? 'info' : 'risk',
+          credited(localNoEp, m).length > 0 ? 'info' : 'risk',
           `no ready local endpoint for this ETP=Local Service: in-cluster traffic to ${ing.ip}:${s.port} ${outcome}`,
           [`${ing.ip} bound on ${KUBE_IPVS_IFNAME}`, endpointsLine(s), ...(vs ? formatIpvs(vs) : [`no IPVS virtual server ${s.protocol} ${ing.ip}:${s.port}`])],
-          remedy('local-no-ep', m),
+          remedy(localNoEp, m),
         ),
       );
     }

@@ -2,7 +2,7 @@
 import type { NodeView } from '../cluster/types.js';
 import { inCidr, ipFamily } from '../kernel/ip.js';
 import type { AddressSnapshot } from '../kernel/types.js';
-import type { LocalAddresses } from './types.js';
+import type { LocalAddresses } from './core-types.js';
 
 function isLoopback(ip: string): boolean {
   return ip === '::1' || (ipFamily(ip) === 4 && inCidr(ip, '127.0.0.0/8'));

@@ -2,18 +2,33 @@
 // traffic from KUBE-MARK-MASQ (iptables KUBE-XLB/KUBE-EXT, IPVS
 // KUBE-LOAD-BALANCER-LOCAL), so the LB sees the pod IP and its own
 // anti-loopback cannot tell the packet came from a backend node.
-import type { DetectContext } from './context.js';
+import type { DetectContext } from './context-types.js';
 import type { Observations } from './correlator.js';
 import { endpointsLine, finding } from './evidence.js';
-import { activeFindings, activePorts, portKey } from './observed.js';
+import { activeFindings, activePorts } from './observed.js';
+import { portKey } from '../model/service.js';
 import { vipPath } from './path.js';
 import { credited, mitigationsFor, remedy } from './remedies.js';
-import type { Finding } from './types.js';
+import type { FindingOf } from './core-types.js';
+import type { DetectorDef } from './detector.js';
 
-export function detectNoSnat(ctx: DetectContext, obs: Observations): Finding[] {
+export const noSnat: DetectorDef<'no-SNAT'> = {
+  mechanism: 'no-SNAT',
+  fix:
+    'Use externalTrafficPolicy: Cluster (kube-proxy then masquerades pod→LB-IP traffic and the LB’s anti-loopback works), ' +
+    'or call the Service by DNS name; if ETP=Local is needed for client IPs, keep clients off backend nodes with anti-affinity.',
+  credits: ['lbRewritesSource', 'masquerade'],
+  observes: ['noSnat'],
+  readme: {
+    what: "externalTrafficPolicy=Local makes kube-proxy skip masquerade for pod→LB-IP traffic, so the LB's own anti-loopback cannot recognise the node",
+    fix: "externalTrafficPolicy: Cluster, or DNS name; anti-affinity if ETP=Local is needed",
+  },
+  detect: detectNoSnat,
+};
+
+function detectNoSnat(ctx: DetectContext, obs: Observations): FindingOf<'no-SNAT'>[] {
   const active = activeFindings(ctx, obs, {
-    kind: 'noSnat',
-    mechanism: 'no-SNAT',
+    detector: noSnat,
     labels: ['not SNATed'],
     vipOf: (ex) => ex[0]!.orig.dst,
     harmlessWhenCredited: true,
@@ -22,7 +37,7 @@ export function detectNoSnat(ctx: DetectContext, obs: Observations): Finding[] {
       `(reply destination ${e!.reply.dst} = original source): the LB cannot recognise them as coming from a backend`,
   });
   const done = activePorts(active);
-  const risks: Finding[] = [];
+  const risks: FindingOf<'no-SNAT'>[] = [];
   for (const s of ctx.services) {
     if (s.externalTrafficPolicy !== 'Local' || done.has(portKey(s, s.protocol, s.port))) continue;
     for (const ing of s.lbIngress) {
@@ -39,10 +54,10 @@ export function detectNoSnat(ctx: DetectContext, obs: Observations): Finding[] {
         finding(
           s,
           'no-SNAT',
-          credited('no-SNAT', m).length > 0 ? 'info' : 'risk',
+          credited(noSnat, m).length > 0 ? 'info' : 'risk',
           `externalTrafficPolicy=Local: pod traffic to ${ing.ip}:${s.port} leaves the node without SNAT`,
           [...path.evidence, ...ruleEvidence, endpointsLine(s)],
-          remedy('no-SNAT', m),
+          remedy(noSnat, m),
         ),
       );
     }

@@ -2,20 +2,21 @@
 // conntrack-based detectors so each only says what its entries mean.
 import type { ServiceView } from '../cluster/types.js';
 import type { ConntrackEntry } from '../kernel/types.js';
-import type { DetectContext } from './context.js';
+import { portKey } from '../model/service.js';
+import type { DetectContext } from './context-types.js';
+import type { FindingOf, LoopPath } from './core-types.js';
 import type { ObsGroup, ObsKind, Observations } from './correlator.js';
-import { finding, formatConntrack } from './evidence.js';
+import type { DetectorDef } from './detector.js';
+import { finding, formatConntrack, hostPort } from './evidence.js';
 import { credited, mitigationsFor, remedy } from './remedies.js';
-import { hostPort } from './evidence.js';
-import type { Finding, LoopPath, Mechanism } from './types.js';
 
-export function groupsOf(obs: Observations, kind: ObsKind): ObsGroup[] {
-  return obs.groups.filter((g) => g.kind === kind);
+export function groupsOf(obs: Observations, kinds: readonly ObsKind[]): ObsGroup[] {
+  return obs.groups.filter((g) => kinds.includes(g.kind));
 }
 
-export interface ActiveSpec {
-  kind: ObsKind;
-  mechanism: Exclude<Mechanism, 'proxy-mode' | 'drift'>;
+export interface ActiveSpec<M extends string> {
+  /** The detector the findings are of: its mechanism, fix and credits, and the observations it reads. */
+  detector: Pick<DetectorDef<M>, 'mechanism' | 'fix' | 'credits' | 'observes'>;
   /** Labels for the entries of one example, e.g. ['outbound', 'return leg']. */
   labels: string[];
   summary(g: ObsGroup, first: ConntrackEntry[]): string;
@@ -34,8 +35,8 @@ export interface ActiveSpec {
   harmlessWhenCredited?: boolean;
 }
 
-export function activeFindings(ctx: DetectContext, obs: Observations, spec: ActiveSpec): Finding[] {
-  return groupsOf(obs, spec.kind).map((g) => {
+export function activeFindings<M extends string>(ctx: DetectContext, obs: Observations, spec: ActiveSpec<M>): FindingOf<M>[] {
+  return groupsOf(obs, spec.detector.observes).map((g) => {
     const first = g.examples[0]!;
     const evidence: string[] = [];
     for (const ex of g.examples) ex.forEach((e, i) => evidence.push(`conntrack ${spec.labels[i] ?? ''}: ${formatConntrack(e)}`));
@@ -43,10 +44,10 @@ export function activeFindings(ctx: DetectContext, obs: Observations, spec: Acti
     evidence.push(...(spec.extraEvidence?.(g.svc) ?? []));
     const vip = spec.vipOf?.(first, g.svc);
     const m = mitigationsFor(ctx, g.svc, vip);
-    const fix = remedy(spec.mechanism, m, spec.extraRemedy?.(g.svc));
-    const credits = spec.harmlessWhenCredited ? credited(spec.mechanism, m) : [];
+    const fix = remedy(spec.detector, m, spec.extraRemedy?.(g.svc));
+    const credits = spec.harmlessWhenCredited ? credited(spec.detector, m) : [];
     const summary = spec.summary(g, first) + (credits.length > 0 ? `; harmless here: ${credits.join('; ')}` : '');
-    const f = finding(g.svc, spec.mechanism, credits.length > 0 ? 'info' : 'active', summary, evidence, fix);
+    const f = finding(g.svc, spec.detector.mechanism, credits.length > 0 ? 'info' : 'active', summary, evidence, fix);
     if (first.length === 2 && spec.pathRoles) f.path = loopPath(first[0]!, first[1]!, spec.labels, spec.pathRoles);
     return f;
   });
@@ -81,15 +82,6 @@ function loopPath(out: ConntrackEntry, back: ConntrackEntry, labels: string[], r
   };
 }
 
-/** Key of a Service port, to let active findings supersede the config ones for the same port. */
-/**
- * A Service port's identity across cluster views, as one flat text (join): the agent keeps one per
- * Service port with finished flows, and a template literal's text is a tree of concatenations.
- */
-export function portKey(s: { namespace: string; name: string }, proto: string, port: number): string {
-  return [`${s.namespace}/${s.name}`, proto, port].join('|');
-}
-
-export function activePorts(findings: Finding[]): Set<string> {
+export function activePorts(findings: FindingOf<string>[]): Set<string> {
   return new Set(findings.map((f) => portKey(f.service, f.port.protocol, f.port.port)));
 }

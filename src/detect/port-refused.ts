@@ -1,17 +1,34 @@
 // port-refused: the LB IP is bound on kube-ipvs0, so in-cluster clients never
 // reach the LB; any LB listener port with no IPVS virtual server here is
 // refused (or answered by a local process listening on 0.0.0.0:port).
-import type { DetectContext } from './context.js';
+import type { DetectContext } from './context-types.js';
 import type { Observations } from './correlator.js';
 import { KUBE_IPVS_IFNAME, finding, formatIpvs } from './evidence.js';
-import { activeFindings, activePorts, portKey } from './observed.js';
+import { activeFindings, activePorts } from './observed.js';
+import { portKey } from '../model/service.js';
 import { credited, mitigationsFor, remedy } from './remedies.js';
-import type { Finding } from './types.js';
+import type { FindingOf } from './core-types.js';
+import type { DetectorDef } from './detector.js';
 
-export function detectPortRefused(ctx: DetectContext, obs: Observations): Finding[] {
+export const portRefused: DetectorDef<'port-refused'> = {
+  mechanism: 'port-refused',
+  fix:
+    'Use separate LBs for in-cluster Services and for listeners outside the cluster, or declare every listener port of the shared LB in a Service; ' +
+    'Alibaba: service.beta.kubernetes.io/alibaba-cloud-loadbalancer-hostname keeps the IP off kube-ipvs0 (TCP/UDP may then loop); ' +
+    'check for a local process listening on 0.0.0.0 at that port.',
+  // Both keep the IP off kube-ipvs0, so every port goes to the LB (TCP/UDP may then loop: L4-loop).
+  credits: ['ipModeProxy', 'alibabaHostname'],
+  observes: ['refused'],
+  readme: {
+    what: "the LB IP is bound on kube-ipvs0 but the (shared) LB listens on ports with no IPVS virtual server here: refused, or a local process answers",
+    fix: "separate LBs, or declare every listener port in a Service; Alibaba hostname annotation; check local listeners",
+  },
+  detect: detectPortRefused,
+};
+
+function detectPortRefused(ctx: DetectContext, obs: Observations): FindingOf<'port-refused'>[] {
   const active = activeFindings(ctx, obs, {
-    kind: 'refused',
-    mechanism: 'port-refused',
+    detector: portRefused,
     labels: ['answered by the node itself'],
     vipOf: (ex) => ex[0]!.orig.dst,
     summary: (g, [e]) =>
@@ -19,14 +36,14 @@ export function detectPortRefused(ctx: DetectContext, obs: Observations): Findin
       (e!.tcpState === 'CLOSE' ? 'refused by this node' : 'answered by a local process, not by the LB backends'),
   });
   const done = activePorts(active);
-  const risks: Finding[] = [];
+  const risks: FindingOf<'port-refused'>[] = [];
   const ipvsRead = ctx.input.node.ipvs !== undefined;
   for (const s of ctx.services) {
     if (done.has(portKey(s, s.protocol, s.port))) continue;
     for (const ing of s.lbIngress) {
       if (!ctx.ipvsBound.has(ing.ip)) continue;
       const m = mitigationsFor(ctx, s, ing.ip);
-      const mitigated = credited('port-refused', m).length > 0;
+      const mitigated = credited(portRefused, m).length > 0;
       const vs = ctx.ipvsService(ing.ip, s.protocol, s.port);
       const bound = `${ing.ip} bound on ${KUBE_IPVS_IFNAME}`;
       if (ipvsRead && !vs) {
@@ -38,7 +55,7 @@ export function detectPortRefused(ctx: DetectContext, obs: Observations): Findin
             mitigated ? 'info' : 'risk',
             `${ing.ip}:${s.port}/${s.protocol} has no IPVS virtual server on this node: in-cluster clients get "connection refused"`,
             [bound, `no IPVS virtual server ${s.protocol} ${ing.ip}:${s.port}`, ...others],
-            remedy('port-refused', m),
+            remedy(portRefused, m),
           ),
         );
       }
@@ -51,7 +68,7 @@ export function detectPortRefused(ctx: DetectContext, obs: Observations): Findin
             'info',
             `${ing.ip} is a reused LB (${shared.key}) and bound here: listeners created on it outside this cluster are refused from this node`,
             [bound, `${shared.key}: ${shared.value}`],
-            remedy('port-refused', m),
+            remedy(portRefused, m),
           ),
         );
       }

@@ -5,49 +5,24 @@
 // IPVS mode is deprecated since Kubernetes v1.35 (KEP-5495): on an IPVS node the
 // finding also says what would change for each Service under nftables mode.
 import type { ServiceView } from '../cluster/types.js';
-import type { DetectContext, LbBinding, ProxyModeInfo } from './context-types.js';
+import type { DetectContext, ProxyModeInfo } from './context-types.js';
+import type { FindingOf, LbNatFact } from './core-types.js';
+import type { DetectorDef } from './detector.js';
 import { KUBE_IPVS_IFNAME, finding } from './evidence.js';
 import { handoffOf, handoffVerdict, vipName } from './handoff.js';
 import { vipPath } from './path.js';
-import type { DiagnoseInput, Finding, LbNatFact, ProxyMode } from './types.js';
 
-export type { LbBinding, ProxyModeInfo } from './context-types.js';
-
-/** LB IPs a community kube-proxy would bind: ipMode VIP and no hostname-only status. */
-function expectedBound(services: ServiceView[]): string[] {
-  const ips = new Set<string>();
-  for (const s of services) for (const i of s.lbIngress) if (i.ipMode === 'VIP' && !i.resolvedFrom) ips.add(i.ip);
-  return [...ips];
-}
-
-export function classifyProxyMode(input: DiagnoseInput, services: ServiceView[]): ProxyModeInfo {
-  const evidence: string[] = [];
-  const ifaces = input.node.addresses?.interfaces ?? [];
-  const kubeIpvs = ifaces.find((i) => i.isKubeIpvs);
-  const vsCount = input.node.ipvs?.virtualServers.length ?? 0;
-  let mode: ProxyMode = input.nat?.proxyMode ?? 'unknown';
-  if (input.nat && mode !== 'unknown') evidence.push(...input.nat.evidence);
-  if (mode === 'unknown' && (vsCount > 0 || kubeIpvs)) mode = 'ipvs';
-  if (kubeIpvs) evidence.push(`${KUBE_IPVS_IFNAME}: ${kubeIpvs.addresses.length} addresses bound`);
-  if (vsCount > 0) evidence.push(`IPVS: ${vsCount} virtual servers`);
-  if (mode !== 'ipvs') return { mode, evidence };
-  const want = expectedBound(services);
-  const onIpvs = new Set(input.local.ipvsIps);
-  const bound = want.filter((ip) => onIpvs.has(ip));
-  const unbound = want.filter((ip) => !onIpvs.has(ip));
-  if (bound.length > 0) evidence.push(`LB IPs bound on ${KUBE_IPVS_IFNAME}: ${listed(bound)}`);
-  if (unbound.length > 0) evidence.push(`LB IPs not bound on ${KUBE_IPVS_IFNAME}: ${listed(unbound)}`);
-  const lbBinding: LbBinding =
-    want.length === 0 ? 'none-expected' : unbound.length === 0 ? 'bound' : bound.length === 0 ? 'unbound' : 'mixed';
-  return { mode, lbBinding, evidence };
-}
-
-/** Every finding carries this evidence: at 5,000 LB IPs a full list would be 70 kB per line. */
-const MAX_LISTED = 10;
-
-function listed(ips: string[]): string {
-  return ips.length <= MAX_LISTED ? ips.join(', ') : `${ips.slice(0, MAX_LISTED).join(', ')} and ${ips.length - MAX_LISTED} more`;
-}
+export const proxyMode: DetectorDef<'proxy-mode'> = {
+  mechanism: 'proxy-mode',
+  fix: 'No action: context for the other findings.',
+  credits: [],
+  observes: [],
+  readme: {
+    what: "info: which kube-proxy mode handles the LB IP (iptables, IPVS bound or not, nftables: whether the IP is in kube-proxy's `service-ips` map or left to the LB), with the rules, ipset members or nft objects as evidence",
+    fix: 'on IPVS nodes: IPVS is deprecated since v1.35 (KEP-5495); the finding says what nftables mode would change for this Service (stops looping when the IP is not bound; hc-drop and port-refused go away when it is)',
+  },
+  detect: detectProxyMode,
+};
 
 function describe(p: ProxyModeInfo, bound: boolean, nat: LbNatFact | undefined): string {
   switch (p.mode) {
@@ -101,8 +76,8 @@ function underNftables(s: ServiceView, ip: string, ipMode: 'VIP' | 'Proxy', boun
 }
 
 /** One info finding per LB Service port: the datapath its VIPs take from this node. */
-export function detectProxyMode(ctx: DetectContext): Finding[] {
-  const out: Finding[] = [];
+function detectProxyMode(ctx: DetectContext): FindingOf<'proxy-mode'>[] {
+  const out: FindingOf<'proxy-mode'>[] = [];
   for (const s of ctx.services) {
     for (const ing of s.lbIngress) {
       const bound = ctx.ipvsBound.has(ing.ip);
@@ -118,7 +93,7 @@ export function detectProxyMode(ctx: DetectContext): Finding[] {
       const ipvs = ctx.proxy.mode === 'ipvs';
       const remedy = ipvs
         ? `Plan the move to kube-proxy nftables mode. ${underNftables(s, ing.ip, ing.ipMode, bound)}`
-        : 'No action: context for the other findings.';
+        : proxyMode.fix;
       out.push(finding(s, 'proxy-mode', 'info', `${vipName(s, ing.ip)}:${s.port}: ${what}${ipvs ? `. ${IPVS_DEPRECATED}` : ''}`, ev, remedy));
     }
   }

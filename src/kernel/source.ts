@@ -2,6 +2,7 @@
 import { isSyscallError } from '../native/addon.js';
 import { NetlinkError, errnoName } from './netlink/socket.js';
 import type { SourceStatus } from './types.js';
+import { isPermissionErrno, permissionDenied } from '../model/permission.js';
 
 /** The errno name of a syscall or netlink error, if it is one. */
 export function errorCode(e: unknown): string | undefined {
@@ -11,8 +12,7 @@ export function errorCode(e: unknown): string | undefined {
 }
 
 export function isPermissionError(e: unknown): boolean {
-  const c = errorCode(e);
-  return c === 'EPERM' || c === 'EACCES';
+  return isPermissionErrno(errorCode(e));
 }
 
 export function sourceFailure(
@@ -22,6 +22,6 @@ export function sourceFailure(
   t0: number,
 ): SourceStatus {
   const msg = e instanceof Error ? e.message : String(e);
-  const reason = isPermissionError(e) ? `permission denied (needs ${capability}): ${msg}` : msg;
+  const reason = isPermissionError(e) ? permissionDenied(capability, msg) : msg;
   return { source, available: false, reason, durationMs: performance.now() - t0 };
 }

@@ -6,6 +6,7 @@
 // with CAP_SYS_ADMIN, so with exactly the DaemonSet's capabilities eBPF fails
 // there, and an SRE must learn that from one log line and source_up's reason.
 import { readFileSync } from 'node:fs';
+import { isPermissionErrno } from '../model/permission.js';
 
 const CAP_SYS_ADMIN = 21n;
 const CAP_BPF = 39n;
@@ -50,7 +51,7 @@ export function explainBpfRefusal(code: string, privileges: BpfPrivileges | unde
       ? 'kernel without BPF, or a seccomp profile that does not list bpf(): bpf() is not implemented here (ENOSYS)'
       : 'kernel without BPF: bpf() is not implemented (a kernel built without CONFIG_BPF_SYSCALL); use --capture pcap';
   }
-  if (code !== 'EPERM' && code !== 'EACCES') return undefined;
+  if (!isPermissionErrno(code)) return undefined;
   if (!privileges) return undefined;
   const capable = has(privileges, CAP_BPF) || has(privileges, CAP_SYS_ADMIN);
   if (!capable) return 'missing capability: CAP_BPF is not in the effective set; grant CAP_BPF (and CAP_NET_ADMIN, CAP_PERFMON) or run as root';

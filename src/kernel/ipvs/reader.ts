@@ -8,6 +8,7 @@ import { NetlinkError } from '../netlink/socket.js';
 import type { IpvsSnapshot, IpvsVirtualServer, SourceStatus } from '../types.js';
 import { decodeDest, decodeService, destDumpRequest, serviceDumpRequest, type ServiceSelector } from './decode.js';
 import { IPVS_GENL_NAME } from './uapi.js';
+import { isPermissionErrno, permissionDenied } from '../../model/permission.js';
 
 export interface ReadIpvsOptions {
   /** Path of a network namespace (e.g. /var/run/netns/NAME); default: the caller's. */
@@ -24,7 +25,6 @@ export interface IpvsReadResult {
   snapshot?: IpvsSnapshot;
 }
 
-const PERMISSION = new Set(['EPERM', 'EACCES']);
 
 export async function readIpvs(opts: ReadIpvsOptions = {}): Promise<IpvsReadResult> {
   const started = performance.now();
@@ -61,8 +61,8 @@ export async function readIpvs(opts: ReadIpvsOptions = {}): Promise<IpvsReadResu
     }
     return { status: status(true), snapshot: { virtualServers: found.map((f) => f.service) } };
   } catch (e) {
-    if (e instanceof NetlinkError && PERMISSION.has(e.code)) {
-      return { status: status(false, `IPVS: permission denied (${e.code}); reading the IPVS table needs CAP_NET_ADMIN`) };
+    if (e instanceof NetlinkError && isPermissionErrno(e.code)) {
+      return { status: status(false, permissionDenied('CAP_NET_ADMIN', `reading the IPVS table: ${e.code}`)) };
     }
     throw e;
   } finally {

@@ -19,9 +19,11 @@ import type { NftSnapshot } from '../nft/types.js';
 import { findOptions } from './rule-spec.js';
 import { sourceSelectors, walkNat, type PodSelectors, type WalkResult, type WalkTables } from './walk.js';
 import type { IpsetSet, IptablesDump, IptablesRule, NatFamily, NatSnapshot } from './types.js';
+import type { ProxyMode } from '../../model/kube-proxy.js';
+import type { TrafficPolicy } from '../../model/service.js';
 
-export type KubeProxyMode = 'iptables' | 'ipvs' | 'nftables' | 'mixed' | 'none';
-export type TrafficPolicy = 'Local' | 'Cluster';
+/** What the rules show: one mode, rules of several (left over after a mode switch), or none. */
+export type KubeProxyMode = ProxyMode | 'mixed' | 'none';
 
 export interface LoadBalancerFact {
   family: NatFamily;

@@ -10,6 +10,7 @@ import { parseIptablesSave } from './iptables-save.js';
 import { parseIpsetSave } from './ipset.js';
 import { xtablesFacts, type NatFactsSnapshot } from './kube.js';
 import type { IptablesDump, IpsetDump, NatFamily, NatSnapshot, XtablesBackend } from './types.js';
+import { isPermissionReason, permissionDenied } from '../../model/permission.js';
 
 export interface ReadNatOptions {
   /**
@@ -147,7 +148,7 @@ function detached<T>(v: T): T {
 
 /** Prefixes the command unless the reason already names it (permission reasons start with 'permission denied'). */
 function withCommand(cmd: string, reason: string): string {
-  return reason.startsWith('permission denied') || reason.includes(cmd) ? reason : `${cmd}: ${reason}`;
+  return isPermissionReason(reason) || reason.includes(cmd) ? reason : `${cmd}: ${reason}`;
 }
 
 function backendOutput(v4: CommandResult, v6: CommandResult): BackendOutput {
@@ -205,7 +206,7 @@ function explainFailure(
     return `${cmd} not found in PATH (install the iptables/ipset package)`;
   }
   if (/permission denied|operation not permitted|you must be root/i.test(stderr)) {
-    return `permission denied (needs root or CAP_NET_ADMIN): ${cmd}: ${msg}`;
+    return permissionDenied('root or CAP_NET_ADMIN', `${cmd}: ${msg}`);
   }
   if (/Cannot open network namespace/i.test(stderr)) return msg;
   return msg || `exited with ${err.code ?? err.signal}`;

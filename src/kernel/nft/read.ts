@@ -13,6 +13,7 @@
 import { execFile } from 'node:child_process';
 import { parseNftJson } from './parse.js';
 import type { NftSnapshot, NftTable } from './types.js';
+import { permissionDenied } from '../../model/permission.js';
 
 export interface ReadNftOptions {
   /** `ip netns` name, or a path such as /proc/PID/ns/net. */
@@ -86,7 +87,7 @@ function runNft(args: string[], opts: ReadNftOptions): Promise<NftCommandResult>
       if (/maxBuffer/i.test(err.message)) return resolve({ ok: false, reason: `output larger than ${MAX_OUTPUT} bytes` });
       if (NO_TABLE.test(String(stderr))) return resolve({ ok: false, reason: 'no such table', absent: true });
       if (/Operation not permitted|Permission denied/i.test(String(stderr))) {
-        return resolve({ ok: false, reason: `permission denied (needs CAP_NET_ADMIN): ${msg}` });
+        return resolve({ ok: false, reason: permissionDenied('CAP_NET_ADMIN', msg) });
       }
       resolve({ ok: false, reason: msg || `exited with ${err.code ?? err.signal}` });
     });

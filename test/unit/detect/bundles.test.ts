@@ -2,6 +2,7 @@
 import { readdirSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { diagnose } from '../../../src/detect/index.js';
+import { DETECTORS } from '../../../src/detect/list.js';
 import type { Finding } from '../../../src/detect/types.js';
 import { BUNDLES, loadCase, type Expectation } from './fixture-bundle.js';
 
@@ -13,7 +14,7 @@ const cases = readdirSync(BUNDLES, { withFileTypes: true }).filter((d) => d.isDi
 describe('fixture bundles', () => {
   it('has a case for every mechanism, positive and negative', () => {
     const all = cases.map((n) => loadCase(n).c);
-    for (const m of ['L4-loop', 'L7-loop', 'no-SNAT', 'hc-drop', 'port-refused', 'local-no-ep', 'direct-pod', 'proxy-mode', 'drift']) {
+    for (const m of DETECTORS.map((d) => d.mechanism)) {
       expect(all.some((c) => c.expect.some((e) => e.mechanism === m)), `positive ${m}`).toBe(true);
       expect(all.some((c) => c.absent.some((e) => e.mechanism === m)), `negative ${m}`).toBe(true);
     }

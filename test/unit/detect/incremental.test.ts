@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { changedServices, compareFindings, Diagnosis, prepareDiagnosis, type PreparedDiagnosis } from '../../../src/detect/index.js';
 import type { Observations } from '../../../src/detect/correlator.js';
-import { portKey } from '../../../src/detect/observed.js';
+import { portKey } from '../../../src/model/service.js';
 import type { Finding } from '../../../src/detect/types.js';
 import type { ConntrackEntry } from '../../../src/kernel/types.js';
 import { BUNDLES, loadCase } from './fixture-bundle.js';

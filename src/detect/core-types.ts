@@ -1,0 +1,103 @@
+// What the detectors consume and the shape of what they report, for the
+// detector files themselves: the Mechanism names come from the DETECTORS list
+// (list.ts), which imports the detectors, so the list-derived types live in
+// types.ts and the detectors import these.
+// A finding is one mechanism from domain.md's table, for one Service port on
+// this node, with the exact evidence it relied on and the fix that applies.
+import type { ClusterView } from '../cluster/types.js';
+import type { ConntrackEntry, NodeSnapshot } from '../kernel/types.js';
+import type { ProxyMode } from '../model/kube-proxy.js';
+
+/** active: the datapath (conntrack) shows it happening now; risk: the configuration allows it; info: context or fully mitigated. */
+export type Severity = 'active' | 'risk' | 'info';
+
+/** A finding of mechanism M (types.ts: Finding, any mechanism of the list). */
+export interface FindingOf<M extends string> {
+  service: { namespace: string; name: string };
+  port: { port: number; protocol: string; name: string };
+  mechanism: M;
+  severity: Severity;
+  summary: string;
+  /** Exact addresses, rule lines, IPVS entries, conntrack entries (conntrack -L style). */
+  evidence: string[];
+  /** The concrete fix from domain.md that applies, and the mitigations already in place. */
+  remedy: string;
+  /** For a loop seen in conntrack: the path of its first example, leg by leg (reports draw it). */
+  path?: LoopPath;
+}
+
+/** An endpoint of a loop's path, as ip:port (IPv6 in brackets). */
+export interface PathHop {
+  /** What it is: 'client pod', 'LB VIP', 'node NodePort', 'server pod'. */
+  role: string;
+  address: string;
+}
+
+/**
+ * One looping connection as the node's conntrack shows it: the client's leg towards the LB, the leg
+ * the LB sent back to this node, and where the reply went (straight to the client, skipping the LB).
+ */
+export interface LoopPath {
+  /** client → LB VIP → this node's target (NodePort, or a pod for LBs that target pods) → server. */
+  hops: PathHop[];
+  /** Each leg with the conntrack entry it is (conntrack -L form). */
+  legs: { label: string; from: string; to: string; conntrack: string }[];
+  /** The reply's path: from the server straight to the client, not through the LB. */
+  reply: { from: string; to: string; note: string };
+}
+
+/** The node's own addresses, split by role (domain.md "local address"). */
+export interface LocalAddresses {
+  /** Addresses of the node's interfaces other than kube-ipvs0 and loopback, plus the Node object's addresses. */
+  nodeIps: string[];
+  /** Addresses bound on kube-ipvs0 (IPVS mode: VIPs kube-proxy answers for locally). */
+  ipvsIps: string[];
+  /** The node's pod CIDR(s). */
+  podCidrs: string[];
+}
+
+/**
+ * What kube-proxy's NAT rules do to pod traffic towards one LB VIP:port.
+ * The narrow view the detectors need from src/kernel/nat (kubeNatFacts).
+ */
+export interface LbNatFact {
+  ip: string;
+  port: number;
+  protocol: 'TCP' | 'UDP' | 'SCTP';
+  /** masquerade: pod→VIP gets KUBE-MARK-MASQ (source becomes the node IP); exempt: ETP=Local skips it. */
+  podTraffic: 'masquerade' | 'exempt' | 'unknown';
+  /** kube-proxy's rules DNAT VIP:port on this node (iptables KUBE-SERVICES/KUBE-EXT, nftables service-ips, or an IPVS ipset entry). */
+  interceptedLocally: boolean;
+  /**
+   * nftables mode: the VIP's no-endpoint-services element. `drop` with ETP=Local and no local
+   * endpoints; preDnatChecks lists the output-hook filter chains that look it up before DNAT
+   * (the v1.31 to early v1.33 layout, kubernetes#131765).
+   */
+  noEndpoints?: { verdict: 'drop' | 'reject'; preDnatChecks: string[]; evidence: string[] };
+  /** The rule lines or ipset members this fact comes from, verbatim. */
+  evidence: string[];
+}
+
+/** The proxy mode a node shows: one of kube-proxy's, or unknown (no IPVS state and no kube-proxy rules read). */
+export type NodeProxyMode = ProxyMode | 'unknown';
+
+export interface NatFacts {
+  proxyMode: NodeProxyMode;
+  /** Why that mode (e.g. "chain KUBE-SVC-ABC present"). */
+  evidence: string[];
+  lb: LbNatFact[];
+  /** nftables mode: kube-proxy's filter-chain layout per family ('v1.31': kubernetes#131765; 'v1.34': fixed by #132456). */
+  nftLayouts?: Partial<Record<4 | 6, 'v1.31' | 'v1.34' | 'other'>>;
+}
+
+export interface DiagnoseInput {
+  node: NodeSnapshot;
+  cluster: ClusterView;
+  local: LocalAddresses;
+  /** kube-proxy's NAT behaviour per LB VIP; undefined when the NAT tables could not be read. */
+  nat?: NatFacts;
+  /** Conntrack entries to correlate; may be a generator (the correlator keeps only the relevant ones). */
+  conntrack?: Iterable<ConntrackEntry>;
+  /** Problems reading the inputs (file + line), shown with the findings. */
+  warnings: string[];
+}

@@ -1,0 +1,27 @@
+// What one detector file exports: its mechanism and everything said about it, in one place.
+// The DETECTORS list (list.ts) holds them; the Mechanism type, the order of findings, the
+// remedies, the conntrack observations the correlator keeps and the README's Findings reference
+// are all read from there.
+import type { DetectContext } from './context-types.js';
+import type { FindingOf } from './core-types.js';
+import type { ObsKind, Observations } from './correlator.js';
+
+/** A mitigation a detector may credit (remedies.ts says how each is seen). */
+export type Credit = 'ipModeProxy' | 'lbRewritesSource' | 'preventLoopback' | 'alibabaHostname' | 'masquerade';
+
+export interface DetectorDef<M extends string = string> {
+  /** The finding's `mechanism` (the metric label, the CLI column). */
+  mechanism: M;
+  /**
+   * The fix the finding names (domain.md); remedy() follows it with the mitigations already in
+   * place. Context findings may write their own remedy per finding instead.
+   */
+  fix: string;
+  /** The mitigations that count against this mechanism when in place (remedies.ts). */
+  credits: readonly Credit[];
+  /** The correlator's observation kinds this detector turns into findings (none: configuration only). */
+  observes: readonly ObsKind[];
+  /** Its row of the README's Findings reference: what happens, and the fix in short. */
+  readme: { what: string; fix: string };
+  detect(ctx: DetectContext, obs: Observations): FindingOf<M>[];
+}

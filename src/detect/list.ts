@@ -1,0 +1,29 @@
+// Every detector, in the order their findings are listed for the same severity: loops first,
+// then their preconditions, then context. A detector is one file exporting a DetectorDef plus
+// one entry here; everything else that names mechanisms reads this list:
+// - the Mechanism type and the Finding type (types.ts);
+// - the order of findings (index.ts: MECHANISM_RANK);
+// - which conntrack observations the correlator keeps (OBSERVED_KINDS);
+// - the README's Findings reference (test/unit/detect/list.test.ts checks it, `npm run readme:findings` writes it);
+// - the fixture test's "a case for every mechanism" (test/unit/detect/bundles.test.ts).
+// test/unit/detect/list.test.ts fails for a detector file whose DetectorDef is not listed.
+import type { ObsKind } from './correlator.js';
+import { directPod } from './direct-pod.js';
+import { drift } from './drift.js';
+import { hcDrop } from './hc-drop.js';
+import { l4Loop } from './l4-loop.js';
+import { l7Loop } from './l7-loop.js';
+import { localNoEp } from './local-no-ep.js';
+import { noSnat } from './no-snat.js';
+import { portRefused } from './port-refused.js';
+import { proxyMode } from './proxy-mode.js';
+
+export const DETECTORS = [l4Loop, l7Loop, directPod, localNoEp, portRefused, hcDrop, noSnat, drift, proxyMode] as const;
+
+export type Mechanism = (typeof DETECTORS)[number]['mechanism'];
+
+/** A finding's place in the list: the sort order within one severity. */
+export const MECHANISM_RANK = Object.fromEntries(DETECTORS.map((d, i) => [d.mechanism, i])) as Record<Mechanism, number>;
+
+/** The observation kinds some detector reads: the correlator records no other (nothing would report them). */
+export const OBSERVED_KINDS: ReadonlySet<ObsKind> = new Set(DETECTORS.flatMap((d) => d.observes));

@@ -1,0 +1,22 @@
+// The README's Findings reference, written from the DETECTORS list: one row per detector, in
+// the list's order (`npm run readme:findings` puts it between the README's markers; a unit test
+// fails when they disagree).
+import { DETECTORS } from './list.js';
+
+export const FINDINGS_BEGIN = '<!-- findings-reference: generated from src/detect/list.ts by `npm run readme:findings` -->';
+export const FINDINGS_END = '<!-- /findings-reference -->';
+
+const cell = (s: string): string => s.replace(/\|/g, '\\|').replace(/\s*\n\s*/g, ' ');
+
+export function findingsTable(): string {
+  const rows = DETECTORS.map((d) => `| \`${d.mechanism}\` | ${cell(d.readme.what)} | ${cell(d.readme.fix)} |`);
+  return ['| mechanism | what happens | fix (the finding says which mitigation it already sees) |', '|---|---|---|', ...rows].join('\n');
+}
+
+/** The README text with the table between the markers replaced; throws when a marker is missing. */
+export function withFindingsTable(readme: string): string {
+  const a = readme.indexOf(FINDINGS_BEGIN);
+  const b = readme.indexOf(FINDINGS_END);
+  if (a < 0 || b < a) throw new Error(`README: the markers ${FINDINGS_BEGIN} ... ${FINDINGS_END} are missing`);
+  return `${readme.slice(0, a + FINDINGS_BEGIN.length)}\n\n${findingsTable()}\n\n${readme.slice(b)}`;
+}

@@ -1,0 +1,12 @@
+// Service concepts every layer names: the traffic policies and the identity of a Service port.
+
+/** spec.externalTrafficPolicy / internalTrafficPolicy, as Kubernetes spells them. */
+export type TrafficPolicy = 'Cluster' | 'Local';
+
+/**
+ * A Service port's identity across cluster views, as one flat text (join): the agent keeps one per
+ * Service port with finished flows, and a template literal's text is a tree of concatenations.
+ */
+export function portKey(s: { namespace: string; name: string }, proto: string, port: number): string {
+  return [`${s.namespace}/${s.name}`, proto, port].join('|');
+}
