@@ -4,7 +4,9 @@
 // per Service port a cluster-IP pair in KUBE-SERVICES, a "loadbalancer IP" rule to
 // KUBE-FW-X, KUBE-SVC-X balancing over one KUBE-SEP-Y per endpoint (mark + DNAT),
 // NodePort rules, and for externalTrafficPolicy=Local a KUBE-XLB-X chain; plus the
-// filter table's KUBE-* chains. Chain names are hashes of the port's name, as kube-proxy's.
+// filter table's KUBE-* chains; kubelet's KUBE-MARK-DROP rule, as on a whole node. Chain names are
+// hashes of the port's name, as kube-proxy's. test/lab/kube-proxy-rules.test.ts compares the nat
+// table with the real kube-proxy v1.20.2's for the same Services.
 import { kubeProxyHash } from '../test/support/kube-proxy-hash.js';
 
 interface Svc {
@@ -109,7 +111,7 @@ export function kubeProxyRules(items: object[], podCidr = '10.128.0.0/14'): Kube
   rule(svcRules, 'KUBE-SERVICES', '-m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS');
   const natRules = [...nat, ...nodePorts, ...svcRules];
   const builtinNat = ['PREROUTING', 'INPUT', 'OUTPUT', 'POSTROUTING'].map((c) => `:${c} ACCEPT [0:0]`);
-  const userNat = ['KUBE-MARK-DROP', 'KUBE-MARK-MASQ', 'KUBE-NODEPORTS', 'KUBE-POSTROUTING', 'KUBE-SERVICES', ...new Set(chains)].map((c) => `:${c} - [0:0]`);
+  const userNat = ['KUBE-MARK-DROP', 'KUBE-MARK-MASQ', 'KUBE-NODEPORTS', 'KUBE-POSTROUTING', 'KUBE-PROXY-CANARY', 'KUBE-SERVICES', ...new Set(chains)].map((c) => `:${c} - [0:0]`);
   const filterHead = [':INPUT ACCEPT [0:0]', ':FORWARD ACCEPT [0:0]', ':OUTPUT ACCEPT [0:0]', ':KUBE-EXTERNAL-SERVICES - [0:0]', ':KUBE-FORWARD - [0:0]', ':KUBE-NODEPORTS - [0:0]', ':KUBE-SERVICES - [0:0]'];
   const filterRules = [
     '-A INPUT -m comment --comment "kubernetes health check service ports" -j KUBE-NODEPORTS',

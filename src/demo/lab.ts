@@ -1,12 +1,17 @@
 // A namespace lab that really loops (platform-notes "A namespace lab that
 // really loops"): a client pod and a server pod on node1's bridge, node1 and
 // node2 each on their own veth to an "LB" namespace that routes (no bridge)
-// and DNATs VIP:80 to node1:NodePort without SNAT. node1 carries kube-proxy
-// style NAT: KUBE-NODEPORTS DNAT to the local server pod, and the IPVS-mode
-// KUBE-LOAD-BALANCER ipset rules that masquerade pod→LB-IP traffic unless the
-// Service is ETP=Local (KUBE-LOAD-BALANCER-LOCAL), as on TKE where the LB IP
-// is not bound on the node. The LB has the usual anti-loopback: traffic whose
-// source is a backend node goes to another backend (node2).
+// and DNATs VIP:80 to node1:NodePort without SNAT. node1 is a TKE-style
+// IPVS-mode node: kube-proxy v1.20's IPVS-mode rules and ipsets (node1Rules,
+// node1Ipsets), with the LB IP in KUBE-LOAD-BALANCER but not bound on
+// kube-ipvs0, so pod→LB-IP traffic leaves the node, masqueraded to the node
+// address unless the Service is ETP=Local (KUBE-LOAD-BALANCER-LOCAL). This
+// kernel has no IPVS (nor the dummy link kube-ipvs0 is): one DNAT rule, in a
+// chain that is not kube-proxy's, stands in for the NodePort's IPVS virtual
+// server. The LB has the usual anti-loopback: traffic whose source is a
+// backend node goes to another backend (node2).
+// With { kubeProxy: 'none' } node1 gets no rules at all, for tests that run
+// the real kube-proxy there (test/support/kube-lab.ts).
 // Everything lives in namespaces whose names start with the caller's prefix;
 // destroy() removes them all. `clbprobe demo` and test/lab use it
 // (test/support/lab.ts re-exports it with the tests' prefix).
@@ -51,69 +56,93 @@ export interface LoopLab {
   destroy(): void;
 }
 
-/** kube-proxy nat table for node1 (iptables-save format, kube-proxy >= 1.27 chain names). */
+/** The chain that stands in for the IPVS virtual server of node1's NodePort (see node1Rules). */
+export const IPVS_STANDIN_CHAIN = 'CLBPROBE-LAB-IPVS-VS';
+
+/**
+ * node1's nat table (iptables-save format): what kube-proxy v1.20's IPVS proxier
+ * (pkg/proxy/ipvs/proxier.go, writeIptablesRules) writes for lab/web: rules that match ipsets only
+ * (node1Ipsets) and never name a Service, a rule for a set only when the set has members. Plus the
+ * one thing IPVS itself does that this kernel cannot (no ip_vs): the NodePort's virtual server
+ * node1:NodePort -> server pod, stood in by one DNAT rule in a chain of ours (IPVS_STANDIN_CHAIN),
+ * after KUBE-SERVICES as IPVS comes after the nat table. The VIP is in KUBE-LOAD-BALANCER but not
+ * bound on kube-ipvs0 (TKE): pod -> VIP leaves the node, masqueraded unless the VIP is in
+ * KUBE-LOAD-BALANCER-LOCAL (ETP=Local). KUBE-MARK-DROP is kube-proxy's too, but only kubelet
+ * writes its rule.
+ */
 export function node1Rules(etp: Etp): string {
-  const svc = 'KUBE-SVC-LAB4WEBHTTP00000';
-  const ext = 'KUBE-EXT-LAB4WEBHTTP00000';
-  const sep = 'KUBE-SEP-LAB4WEBSRV000000';
-  const c = '"lab/web:http"';
-  const extRules =
-    etp === 'Local'
-      ? [
-          `-A ${ext} -s 10.244.0.0/16 -m comment --comment "pod traffic for lab/web:http external destinations" -j ${svc}`,
-          `-A ${ext} -m comment --comment "masquerade LOCAL traffic for lab/web:http external destinations" -m addrtype --src-type LOCAL -j KUBE-MARK-MASQ`,
-          `-A ${ext} -m comment --comment "route LOCAL traffic for lab/web:http external destinations" -m addrtype --src-type LOCAL -j ${svc}`,
-          `-A ${ext} -j ${svc}`,
-        ]
-      : [
-          `-A ${ext} -m comment --comment "masquerade traffic for lab/web:http external destinations" -j KUBE-MARK-MASQ`,
-          `-A ${ext} -j ${svc}`,
-        ];
+  const local = etp === 'Local';
   return [
     '*nat',
     ':PREROUTING ACCEPT [0:0]',
     ':INPUT ACCEPT [0:0]',
     ':OUTPUT ACCEPT [0:0]',
     ':POSTROUTING ACCEPT [0:0]',
+    `:${IPVS_STANDIN_CHAIN} - [0:0]`,
+    ':KUBE-FIREWALL - [0:0]',
     ':KUBE-LOAD-BALANCER - [0:0]',
+    ':KUBE-MARK-DROP - [0:0]',
     ':KUBE-MARK-MASQ - [0:0]',
-    ':KUBE-NODEPORTS - [0:0]',
+    ':KUBE-NODE-PORT - [0:0]',
     ':KUBE-POSTROUTING - [0:0]',
     ':KUBE-SERVICES - [0:0]',
-    `:${ext} - [0:0]`,
-    `:${sep} - [0:0]`,
-    `:${svc} - [0:0]`,
     '-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES',
+    `-A PREROUTING -m comment --comment "stands in for IPVS: this kernel has no ip_vs" -j ${IPVS_STANDIN_CHAIN}`,
     '-A OUTPUT -m comment --comment "kubernetes service portals" -j KUBE-SERVICES',
     '-A POSTROUTING -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING',
-    '-A KUBE-LOAD-BALANCER -m comment --comment "Kubernetes service load balancer ip + port with externalTrafficPolicy=local" -m set --match-set KUBE-LOAD-BALANCER-LOCAL dst,dst -j RETURN',
+    `-A ${IPVS_STANDIN_CHAIN} -d ${LAB.node1}/32 -p tcp -m tcp --dport ${LAB.nodePort} -j DNAT --to-destination ${LAB.serverPod}:${LAB.serverPort}`,
+    '-A KUBE-FIREWALL -j KUBE-MARK-DROP',
+    ...(local
+      ? ['-A KUBE-LOAD-BALANCER -m comment --comment "Kubernetes service load balancer ip + port with externalTrafficPolicy=local" -m set --match-set KUBE-LOAD-BALANCER-LOCAL dst,dst -j RETURN']
+      : []),
     '-A KUBE-LOAD-BALANCER -j KUBE-MARK-MASQ',
     '-A KUBE-MARK-MASQ -j MARK --set-xmark 0x4000/0x4000',
-    `-A KUBE-NODEPORTS -p tcp -m comment --comment ${c} -m tcp --dport ${LAB.nodePort} -j ${ext}`,
+    ...(local
+      ? ['-A KUBE-NODE-PORT -p tcp -m comment --comment "Kubernetes nodeport TCP port with externalTrafficPolicy=local" -m set --match-set KUBE-NODE-PORT-LOCAL-TCP dst -j RETURN']
+      : []),
+    '-A KUBE-NODE-PORT -p tcp -m comment --comment "Kubernetes nodeport TCP port for masquerade purpose" -m set --match-set KUBE-NODE-PORT-TCP dst -j KUBE-MARK-MASQ',
+    '-A KUBE-POSTROUTING -m comment --comment "Kubernetes endpoints dst ip:port, source ip for solving hairpin purpose" -m set --match-set KUBE-LOOP-BACK dst,dst,src -j MASQUERADE',
     '-A KUBE-POSTROUTING -m mark ! --mark 0x4000/0x4000 -j RETURN',
     '-A KUBE-POSTROUTING -j MARK --set-xmark 0x4000/0x0',
     '-A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully',
-    `-A KUBE-SERVICES -d ${LAB.clusterIp}/32 -p tcp -m comment --comment "lab/web:http cluster IP" -m tcp --dport ${LAB.port} -j ${svc}`,
     '-A KUBE-SERVICES -m comment --comment "Kubernetes service lb portal" -m set --match-set KUBE-LOAD-BALANCER dst,dst -j KUBE-LOAD-BALANCER',
-    '-A KUBE-SERVICES -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS',
-    ...extRules,
-    `-A ${sep} -s ${LAB.serverPod}/32 -m comment --comment ${c} -j KUBE-MARK-MASQ`,
-    `-A ${sep} -p tcp -m comment --comment ${c} -m tcp -j DNAT --to-destination ${LAB.serverPod}:${LAB.serverPort}`,
-    `-A ${svc} -m comment --comment "lab/web:http -> ${LAB.serverPod}:${LAB.serverPort}" -j ${sep}`,
+    '-A KUBE-SERVICES ! -s 10.244.0.0/16 -m comment --comment "Kubernetes service cluster ip + port for masquerade purpose" -m set --match-set KUBE-CLUSTER-IP dst,dst -j KUBE-MARK-MASQ',
+    '-A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODE-PORT',
+    '-A KUBE-SERVICES -m set --match-set KUBE-CLUSTER-IP dst,dst -j ACCEPT',
+    '-A KUBE-SERVICES -m set --match-set KUBE-LOAD-BALANCER dst,dst -j ACCEPT',
     'COMMIT',
     '',
   ].join('\n');
 }
 
-/** ipsets of node1 (ipset save format). ETP=Local puts the VIP in KUBE-LOAD-BALANCER-LOCAL too. */
+/** node1's ipsets (ipset save format): kube-proxy v1.20's IPVS-mode sets, filled for lab/web with `etp`. */
 export function node1Ipsets(etp: Etp): string {
-  const member = `${LAB.vip},tcp:${LAB.port}`;
+  const local = etp === 'Local';
+  const hash = (name: string, type: string): string => `create ${name} ${type} family inet hashsize 1024 maxelem 65536`;
+  const bitmap = (name: string): string => `create ${name} bitmap:port range 0-65535`;
   const lines = [
-    'create KUBE-LOAD-BALANCER hash:ip,port family inet hashsize 1024 maxelem 65536',
-    `add KUBE-LOAD-BALANCER ${member}`,
-    'create KUBE-LOAD-BALANCER-LOCAL hash:ip,port family inet hashsize 1024 maxelem 65536',
+    hash('KUBE-LOOP-BACK', 'hash:ip,port,ip'),
+    `add KUBE-LOOP-BACK ${LAB.serverPod},tcp:${LAB.serverPort},${LAB.serverPod}`,
+    hash('KUBE-CLUSTER-IP', 'hash:ip,port'),
+    `add KUBE-CLUSTER-IP ${LAB.clusterIp},tcp:${LAB.port}`,
+    hash('KUBE-EXTERNAL-IP', 'hash:ip,port'),
+    hash('KUBE-EXTERNAL-IP-LOCAL', 'hash:ip,port'),
+    hash('KUBE-LOAD-BALANCER', 'hash:ip,port'),
+    `add KUBE-LOAD-BALANCER ${LAB.vip},tcp:${LAB.port}`,
+    hash('KUBE-LOAD-BALANCER-FW', 'hash:ip,port'),
+    hash('KUBE-LOAD-BALANCER-LOCAL', 'hash:ip,port'),
+    ...(local ? [`add KUBE-LOAD-BALANCER-LOCAL ${LAB.vip},tcp:${LAB.port}`] : []),
+    hash('KUBE-LOAD-BALANCER-SOURCE-IP', 'hash:ip,port,ip'),
+    hash('KUBE-LOAD-BALANCER-SOURCE-CIDR', 'hash:ip,port,net'),
+    bitmap('KUBE-NODE-PORT-TCP'),
+    `add KUBE-NODE-PORT-TCP ${LAB.nodePort}`,
+    bitmap('KUBE-NODE-PORT-LOCAL-TCP'),
+    ...(local ? [`add KUBE-NODE-PORT-LOCAL-TCP ${LAB.nodePort}`] : []),
+    bitmap('KUBE-NODE-PORT-UDP'),
+    bitmap('KUBE-NODE-PORT-LOCAL-UDP'),
+    hash('KUBE-NODE-PORT-SCTP-HASH', 'hash:ip,port'),
+    hash('KUBE-NODE-PORT-LOCAL-SCTP-HASH', 'hash:ip,port'),
   ];
-  if (etp === 'Local') lines.push(`add KUBE-LOAD-BALANCER-LOCAL ${member}`);
   return `${lines.join('\n')}\n`;
 }
 
@@ -264,7 +293,7 @@ export async function createLoopLab(etp: Etp, prefix: string, opts: LoopLabOptio
 
 /** Replaces node1's nat table and KUBE-* ipsets with kube-proxy's for `etp` (ipset restore -exist keeps the sets' identity). */
 function loadKubeProxyState(node: Netns, etp: Etp): void {
-  node.sh(`ipset flush KUBE-LOAD-BALANCER-LOCAL 2>/dev/null || true
+  node.sh(`for s in KUBE-LOAD-BALANCER-LOCAL KUBE-NODE-PORT-LOCAL-TCP; do ipset flush $s 2>/dev/null || true; done
 ipset restore -exist <<'EOF'\n${node1Ipsets(etp)}EOF\niptables-restore <<'EOF'\n${node1Rules(etp)}EOF`);
 }
 

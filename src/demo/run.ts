@@ -70,7 +70,9 @@ export async function runDemo(opts: DemoOptions): Promise<DemoOutcome> {
     running.lab = lab;
     say(`  LB      ${lab.lb.name}: VIP ${LAB.vip}:${LAB.port} -> ${LAB.node1}:${LAB.nodePort} (node1's NodePort), no SNAT;`);
     say(`          traffic from node1's own address goes to node2 (${LAB.node2}:${LAB.nodePort}) instead: its anti-loopback`);
-    say(`  node1   ${lab.node.name}: kube-proxy rules for Service lab/web (type LoadBalancer, externalTrafficPolicy=Local)`);
+    say(`  node1   ${lab.node.name}: kube-proxy in IPVS mode as on TKE: ${LAB.vip} is in its KUBE-LOAD-BALANCER ipset but not bound`);
+    say('          on kube-ipvs0, so pod traffic to it leaves the node; Service lab/web: LoadBalancer, externalTrafficPolicy=Local');
+    say('          (this kernel has no IPVS: one DNAT rule stands in for the NodePort\'s IPVS virtual server)');
     say(`  pods    client ${LAB.clientPod} (${lab.pod.name}), server ${LAB.serverPod}:${LAB.serverPort} (${lab.server.name}), both on node1`);
 
     await step(1, 'Start the clbprobe agent on node1 (what the DaemonSet runs on every node)');
@@ -110,7 +112,7 @@ export async function runDemo(opts: DemoOptions): Promise<DemoOutcome> {
     lab.setEtp('Cluster');
     copyFileSync(lab.writeClusterFile(running.dir), clusterFile);
     say('  node1 now runs kube-proxy\'s ETP=Cluster rules: pod->LB-IP traffic is masqueraded to the node address');
-    say(`  (KUBE-EXT -> KUBE-MARK-MASQ; ${LAB.vip} left KUBE-LOAD-BALANCER-LOCAL), so the LB sees node1 as the source`);
+    say(`  (KUBE-LOAD-BALANCER -> KUBE-MARK-MASQ: ${LAB.vip} left KUBE-LOAD-BALANCER-LOCAL), so the LB sees node1 as the source`);
     say('  and sends the connection to another backend. node1\'s old conntrack entries were flushed.');
     await agent.resync();
     say('  The agent re-read the Service and the NAT rules (in a cluster: the Service watch at once, NAT every');

@@ -43,6 +43,10 @@ describe.skipIf(!isRoot)('clbprobe demo (compiled CLI, real kernel)', () => {
     const counter = (step: string, kind: string): RegExpMatchArray | null =>
       new RegExp(`clbprobe_lb_path_packets_total\\{port="80",kind="${kind}"\\} +(\\d+)(?: +\\(\\+(\\d+)\\))?`).exec(step);
     const steps = out.split(/\n(?=\d\. )/);
+    // The node is what a real kube-proxy writes: IPVS mode with the LB IP unbound (TKE), stated as such.
+    expect(steps[0]).toMatch(/kube-proxy in IPVS mode as on TKE: 10\.0\.100\.100 is in its KUBE-LOAD-BALANCER ipset but not bound/);
+    expect(steps[0]).toContain("one DNAT rule stands in for the NodePort's IPVS virtual server");
+    expect(out).toMatch(/INFO +proxy-mode[\s\S]*kube-proxy IPVS mode without LB-IP binding \(TKE style\)/);
     expect(steps[1]).toMatch(/^1\. Start the clbprobe agent on node1[\s\S]*counting LB-path packets with (eBPF|pcap)/);
     expect(counter(steps[1]!, 'loop_return')?.[1]).toBe('0');
     expect(steps[2]).toMatch(/^2\. The client pod connects[^\n]*\n {2}results: timeout, timeout, timeout\n/);
