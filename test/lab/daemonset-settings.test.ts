@@ -16,39 +16,14 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseSamples } from '../../src/export/parse-samples.js';
 import { LAB, createLoopLab, type LoopLab } from '../../src/demo/lab.js';
-import { REPO_ROOT, agentContainer, containerEnv, hostArgv, type AgentContainer } from '../support/daemonset.js';
+import { agentContainer, containerEnv, containerScript, hostArgv } from '../support/daemonset.js';
 import { FakeApiServer } from '../support/fake-apiserver.js';
 import { isRoot } from '../support/netns.js';
 import { relay, type Relay } from '../support/relay.js';
 import { until } from '../support/wait.js';
 
 const PREFIX = 'cbds-';
-/** Where the checkout appears inside the agent's mount namespace. */
-const APP = '/run/clbprobe-app';
 const CAP_BITS: Record<string, number> = { NET_ADMIN: 12, NET_RAW: 13, PERFMON: 38, BPF: 39 };
-
-/** The shell that builds the container's file system view, then execs the agent as the manifest says. */
-function containerScript(c: AgentContainer, scratch: string): string[] {
-  const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
-  // /run lives on the root file system here: give hostPaths under it a tmpfs to be created in.
-  // The checkout is bound into it as the image's /app stands in the image: the emptyDir on /tmp
-  // below would hide a checkout that lives under /tmp (a CI clone).
-  const lines = ['mount -t tmpfs tmpfs /run', `mkdir ${APP} && mount --bind ${q(REPO_ROOT)} ${APP}`];
-  // A hostPath is a directory of this test's (bound first: it lives under /tmp, an emptyDir below).
-  c.mounts.forEach((m, i) => {
-    if (m.hostPath === undefined) return;
-    lines.push(`mkdir -p ${q(join(scratch, `host${i}`))} ${q(m.mountPath)} && mount --bind ${q(join(scratch, `host${i}`))} ${q(m.mountPath)}`);
-  });
-  // A writable tmpfs stands in for each emptyDir.
-  for (const m of c.mounts) if (m.emptyDir) lines.push(`mount -t tmpfs -o size=64m tmpfs ${q(m.mountPath)}`);
-  if (c.readOnlyRootFilesystem) lines.push('mount -o remount,bind,ro /');
-  const keep = c.capabilities.add.map((x) => `+${x.toLowerCase()}`).join(',');
-  const drop = c.capabilities.drop.includes('ALL') ? '-all' : '';
-  const setpriv = ['setpriv', ...(c.allowPrivilegeEscalation ? [] : ['--no-new-privs']), '--reuid', String(c.runAsUser), '--regid', '0', '--clear-groups',
-    '--bounding-set', [drop, keep].filter(Boolean).join(','), '--inh-caps', '-all', '--'];
-  lines.push(`exec ${[...setpriv, ...hostArgv(c, APP)].map(q).join(' ')}`);
-  return ['unshare', '--mount', '--propagation', 'private', '--', 'sh', '-euc', lines.join('\n')];
-}
 
 describe.skipIf(!isRoot)("the agent as deploy/daemonset.yaml starts it", () => {
   const c = agentContainer();

@@ -141,3 +141,35 @@ export function bytesOf(quantity: string): number {
   if (!m) throw new Error(`unsupported quantity ${quantity}`);
   return Number(m[1]) * ({ Ki: 1024, Mi: 1024 ** 2, Gi: 1024 ** 3 }[m[2] ?? ''] ?? 1);
 }
+
+/** Where the checkout appears inside the agent's mount namespace. */
+const APP = '/run/clbprobe-app';
+
+/**
+ * The argv that runs container `c` as the manifest says, on the host: a private mount namespace
+ * with the checkout at APP (as the image's /app), each hostPath bound from `scratch`/hostN, a tmpfs
+ * per emptyDir, a read-only root, then setpriv with the manifest's user, no new privileges and only
+ * its capabilities, exec-ing the container's command line. Run it in the namespace standing in for
+ * hostNetwork (`ip netns exec NS ...`).
+ */
+export function containerScript(c: AgentContainer, scratch: string): string[] {
+  const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+  // /run lives on the root file system here: give hostPaths under it a tmpfs to be created in.
+  // The checkout is bound into it as the image's /app stands in the image: the emptyDir on /tmp
+  // below would hide a checkout that lives under /tmp (a CI clone).
+  const lines = ['mount -t tmpfs tmpfs /run', `mkdir ${APP} && mount --bind ${q(REPO_ROOT)} ${APP}`];
+  // A hostPath is a directory of this test's (bound first: it lives under /tmp, an emptyDir below).
+  c.mounts.forEach((m, i) => {
+    if (m.hostPath === undefined) return;
+    lines.push(`mkdir -p ${q(join(scratch, `host${i}`))} ${q(m.mountPath)} && mount --bind ${q(join(scratch, `host${i}`))} ${q(m.mountPath)}`);
+  });
+  // A writable tmpfs stands in for each emptyDir.
+  for (const m of c.mounts) if (m.emptyDir) lines.push(`mount -t tmpfs -o size=64m tmpfs ${q(m.mountPath)}`);
+  if (c.readOnlyRootFilesystem) lines.push('mount -o remount,bind,ro /');
+  const keep = c.capabilities.add.map((x) => `+${x.toLowerCase()}`).join(',');
+  const drop = c.capabilities.drop.includes('ALL') ? '-all' : '';
+  const setpriv = ['setpriv', ...(c.allowPrivilegeEscalation ? [] : ['--no-new-privs']), '--reuid', String(c.runAsUser), '--regid', '0', '--clear-groups',
+    '--bounding-set', [drop, keep].filter(Boolean).join(','), '--inh-caps', '-all', '--'];
+  lines.push(`exec ${[...setpriv, ...hostArgv(c, APP)].map(q).join(' ')}`);
+  return ['unshare', '--mount', '--propagation', 'private', '--', 'sh', '-euc', lines.join('\n')];
+}
