@@ -100,6 +100,7 @@ export function assembleClusterView(parsed: ParsedObjects, opts: BuildOptions = 
   if (opts.syncedAt !== undefined) view.syncedAt = opts.syncedAt;
   if (opts.staleReason !== undefined) view.staleReason = opts.staleReason;
   if (opts.nodeName !== undefined) {
+    view.nodeName = opts.nodeName;
     const node = valuesOf(parsed.nodes, warnings).find((n) => n.name === opts.nodeName);
     if (node) view.node = node;
     else warnings.push(`node ${JSON.stringify(opts.nodeName)} not found: its addresses and pod CIDRs are unknown`);

@@ -93,6 +93,9 @@ export interface ClusterView {
   /** False when the API is unreachable and this is the last good view. */
   fresh: boolean;
   staleReason?: string;
+  /** The name this view was built for (the agent's --node-name): endpoints filed under it are `local`. */
+  nodeName?: string;
+  /** This node's Node object, when one of that name exists. */
   node?: NodeView;
   services: ServiceView[];
   /** Problems reading the input (bad objects are skipped, not fatal), e.g. 'items[3]: Service without metadata.name'. */

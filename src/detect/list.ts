@@ -14,11 +14,12 @@ import { hcDrop } from './hc-drop.js';
 import { l4Loop } from './l4-loop.js';
 import { l7Loop } from './l7-loop.js';
 import { localNoEp } from './local-no-ep.js';
+import { nodeNameMismatch } from './node-name-mismatch.js';
 import { noSnat } from './no-snat.js';
 import { portRefused } from './port-refused.js';
 import { proxyMode } from './proxy-mode.js';
 
-export const DETECTORS = [l4Loop, l7Loop, directPod, localNoEp, portRefused, hcDrop, noSnat, drift, proxyMode] as const;
+export const DETECTORS = [l4Loop, l7Loop, directPod, localNoEp, nodeNameMismatch, portRefused, hcDrop, noSnat, drift, proxyMode] as const;
 
 export type Mechanism = (typeof DETECTORS)[number]['mechanism'];
 

@@ -1,0 +1,167 @@
+// node-name-mismatch: the endpoints of this node's pods are filed in the EndpointSlices under
+// another node name than this node's (v1 `nodeName`, v1beta1 topology kubernetes.io/hostname).
+// kube-proxy takes as local only the endpoints filed under its own name (--hostname-override,
+// else the OS hostname), so when the names differ an ETP=Local Service has no local endpoint on
+// any node: external traffic is dropped and the LB health check fails everywhere.
+// "This node's pods" is told by address: inside this node's pod CIDR, or one of its own
+// addresses (hostNetwork pods). Endpoints that are simply remote never match; IPAM that hands
+// out addresses of this node's CIDR to other nodes (Calico blocks) is told apart by requiring the
+// rename to be node-wide: no endpoint at all filed under this node's name, and one other name;
+// the finding is a risk when something confirms the addresses are this node's (an endpoint at
+// one of its own addresses, kube-proxy's rules showing no local endpoint, or names that are the
+// FQDN and short form of each other), and info when only the pod CIDR says so.
+import type { ServiceView } from '../cluster/types.js';
+import { portKey } from '../model/service.js';
+import type { DetectContext } from './context-types.js';
+import type { DiagnoseInput, FindingOf } from './core-types.js';
+import type { DetectorDef } from './detector.js';
+import { endpointsLine, finding, formatIpvs, hostPort } from './evidence.js';
+
+export const nodeNameMismatch: DetectorDef<'node-name-mismatch'> = {
+  mechanism: 'node-name-mismatch',
+  fix:
+    'Make the names agree: kube-proxy’s --hostname-override (hostnameOverride in its config) must be the Node name the kubelet registers, ' +
+    'which the EndpointSlices carry as nodeName (v1) or topology kubernetes.io/hostname (v1beta1); on clouds that name nodes by FQDN ' +
+    '(e.g. AWS ip-10-0-1-5.ec2.internal) use the same form, FQDN or short name, for the kubelet, kube-proxy and the node label; ' +
+    'run clbprobe with --node-name from the downward API spec.nodeName (as deploy/daemonset.yaml does).',
+  credits: [],
+  observes: [],
+  readme: {
+    what:
+      'the EndpointSlices file the endpoints of this node’s pods (addresses in its pod CIDR or its own IPs) under another node name than this node’s (FQDN vs short name, a `--hostname-override`): kube-proxy then sees no local endpoint for ETP=Local Services, drops external traffic and fails the LB health check. Quiet when endpoints are merely remote, or when any endpoint is filed under this node’s name',
+    fix: 'the same name for the kubelet, kube-proxy’s `--hostname-override` and the node label (FQDN or short name, not both)',
+  },
+  detect: detectNodeNameMismatch,
+};
+
+/** Endpoint lines quoted per finding; the count says how many more. */
+const MAX_QUOTED = 5;
+
+interface Rename {
+  /** This node's name, as the cluster view was built for. */
+  own: string;
+  /** The one name this node's endpoints are filed under. */
+  other: string;
+  /** Why an address is this node's: its pod CIDR(s) or its own addresses. */
+  where: string;
+}
+
+const renames = new WeakMap<DiagnoseInput, Rename | null>();
+
+/**
+ * Whether this node's endpoints are filed under one other name, across every Service of the view
+ * (the rename is node-wide; one Service's endpoints prove nothing). Kept per input: the agent
+ * re-runs detectors over one prepared input for each conntrack change.
+ */
+function renameOf(ctx: DetectContext): Rename | undefined {
+  const input = ctx.input;
+  const cached = renames.get(input);
+  if (cached !== undefined) return cached ?? undefined;
+  let found: Rename | null = null;
+  const own = input.cluster.nodeName;
+  if (own !== undefined) {
+    const others = new Set<string>();
+    let anyOwn = false;
+    for (const s of input.cluster.services) {
+      for (const ep of s.endpoints) {
+        if (ep.local) anyOwn = true;
+        else if (ep.nodeName !== undefined && isThisNodes(ctx, ep.address)) others.add(ep.nodeName);
+      }
+    }
+    if (!anyOwn && others.size === 1) {
+      const cidrs = input.local.podCidrs.length > 0 ? `pod CIDR ${input.local.podCidrs.join(', ')}` : 'no pod CIDR known';
+      found = { own, other: [...others][0]!, where: `${cidrs}; node addresses ${[...ctx.nodeIps].join(', ') || 'unknown'}` };
+    }
+  }
+  renames.set(input, found);
+  return found ?? undefined;
+}
+
+function isThisNodes(ctx: DetectContext, ip: string): boolean {
+  return ctx.isPodIp(ip) || ctx.nodeIps.has(ip);
+}
+
+/** How the two names differ, when it is a known pattern. */
+function howTheyDiffer(own: string, other: string): string | undefined {
+  if (other.toLowerCase() === own.toLowerCase()) return 'the names differ only in case';
+  if (other.startsWith(`${own}.`)) return `"${other}" is the FQDN of "${own}"`;
+  if (own.startsWith(`${other}.`)) return `"${other}" is the short name of "${own}"`;
+  return undefined;
+}
+
+/** kube-proxy's own state for this Service's LB IPs: evidence lines, and whether it shows no local endpoint. */
+function kubeProxyView(ctx: DetectContext, s: ServiceView, mine: ServiceView['endpoints']): { lines: string[]; agrees: boolean } {
+  const lines: string[] = [];
+  let agrees = false;
+  const addrs = new Set(mine.map((e) => e.address));
+  for (const ing of s.lbIngress) {
+    const nat = ctx.natFact(ing.ip, s.protocol, s.port);
+    if (nat?.noEndpoints?.verdict === 'drop') {
+      agrees = true;
+      lines.push(`kube-proxy has no local endpoint either: ${nat.noEndpoints.evidence.join('; ') || `${ing.ip}:${s.port} in no-endpoint-services`}`);
+    }
+    const vs = ctx.proxy.mode === 'ipvs' ? ctx.ipvsService(ing.ip, s.protocol, s.port) : undefined;
+    if (vs && !vs.realServers.some((rs) => addrs.has(rs.address))) {
+      agrees = true;
+      lines.push(`kube-proxy's IPVS virtual server for ${ing.ip}:${s.port} has none of these endpoints:`, ...formatIpvs(vs));
+    }
+  }
+  return { lines, agrees };
+}
+
+function detectNodeNameMismatch(ctx: DetectContext): FindingOf<'node-name-mismatch'>[] {
+  const r = renameOf(ctx);
+  if (!r) return [];
+  const out: FindingOf<'node-name-mismatch'>[] = [];
+  const seen = new Set<string>();
+  for (const s of ctx.services) {
+    if (s.externalTrafficPolicy !== 'Local') continue;
+    const mine = s.endpoints.filter((e) => !e.local && e.nodeName === r.other && isThisNodes(ctx, e.address));
+    if (mine.length === 0) continue;
+    const k = portKey(s, s.protocol, s.port);
+    if (seen.has(k)) continue;
+    seen.add(k);
+    out.push(mismatchFinding(ctx, s, r, mine));
+  }
+  return out;
+}
+
+function mismatchFinding(ctx: DetectContext, s: ServiceView, r: Rename, mine: ServiceView['endpoints']): FindingOf<'node-name-mismatch'> {
+  const ready = mine.filter((e) => e.ready);
+  const quoted = mine.slice(0, MAX_QUOTED).map(
+    (e) => `endpoint ${hostPort(e.address, e.port)} (${e.ready ? 'ready' : 'not ready'}) filed under nodeName "${e.nodeName}", at an address of this node`,
+  );
+  if (mine.length > MAX_QUOTED) quoted.push(`(${mine.length - MAX_QUOTED} more endpoints of this node filed under "${r.other}")`);
+  const differ = howTheyDiffer(r.own, r.other);
+  const kp = kubeProxyView(ctx, s, mine);
+  const evidence = [
+    `this node: "${r.own}" (${ctx.input.cluster.node ? 'its Node object' : 'the agent’s --node-name; no Node object of that name'}); ${r.where}`,
+    ...quoted,
+    `no endpoint of any Service is filed under "${r.own}"`,
+    ...(differ ? [differ] : []),
+    ...kp.lines,
+    endpointsLine(s),
+  ];
+  const confirmed = differ !== undefined || kp.agrees || mine.some((e) => ctx.nodeIps.has(e.address));
+  const hc = s.healthCheckNodePort !== undefined ? ` (health check port ${s.healthCheckNodePort})` : '';
+  const summary =
+    `${mine.length} endpoint(s) of this node's pods (${mine.slice(0, 3).map((e) => e.address).join(', ')}${mine.length > 3 ? ', ...' : ''}) are filed under ` +
+    `"${r.other}", not this node's name "${r.own}": kube-proxy takes only endpoints filed under its own name as local, so this ETP=Local Service ` +
+    `has no local endpoint${ready.length > 0 ? ` although ${ready.length} ready endpoint(s) run here` : ''}: external traffic to this node is dropped and the LB health check${hc} fails`;
+  if (!ctx.input.cluster.node) {
+    // No Node object has this node's name: the agent's own --node-name is the likelier culprit.
+    return finding(
+      s,
+      'node-name-mismatch',
+      'info',
+      `no Node object is named "${r.own}" (clbprobe's --node-name) while the endpoints at this node's addresses are filed under "${r.other}": ` +
+        `clbprobe is probably running under the wrong name, and every endpoint looks remote to it; if "${r.own}" is right, ${summary}`,
+      evidence,
+      `Run clbprobe with --node-name "${r.other}" if that is this node (the DaemonSet passes spec.nodeName). ${nodeNameMismatch.fix}`,
+    );
+  }
+  const caveat = confirmed
+    ? ''
+    : `; only the pod CIDR says these addresses are this node's (with IPAM that hands out addresses outside the Node's podCIDR, such as Calico's blocks, they may be another node's)`;
+  return finding(s, 'node-name-mismatch', confirmed ? 'risk' : 'info', summary + caveat, evidence, nodeNameMismatch.fix);
+}
