@@ -19,6 +19,7 @@ import { LAB } from '../../src/demo/lab.js';
 import { Netns, vethPair } from '../../src/demo/netns.js';
 import { startDns, type DnsServer } from '../support/dns-lab.js';
 import { CLI, createKubeLab, type KubeLab } from '../support/kube-lab.js';
+import { startControlPlane, type ControlPlane } from '../support/kube-control-plane.js';
 import { createList } from '../support/kube-objects.js';
 import { kubeCacheReady } from '../support/kube-proxy.js';
 import { isRoot } from '../support/netns.js';
@@ -84,6 +85,7 @@ type PromResult = { metric: Record<string, string>; value: [number, string] }[];
 
 describe.skipIf(!isRoot || !existsSync(PROMETHEUS) || !ready)('agent metrics through a real Prometheus, on real kube-proxy rules and a real API server', () => {
   let dir: string;
+  let cp: ControlPlane | undefined;
   let k: KubeLab | undefined;
   let dns: DnsServer | undefined;
   let scrape: Netns | undefined;
@@ -107,8 +109,8 @@ describe.skipIf(!isRoot || !existsSync(PROMETHEUS) || !ready)('agent metrics thr
     if (k) {
       await k.cp.request('DELETE', '/api/v1/namespaces/lab/services/web-safe').catch(() => undefined);
       await k.destroy();
-      await k.cp.stop();
     }
+    await cp?.stop();
     if (dir) rmSync(dir, { recursive: true, force: true });
   };
 
@@ -118,8 +120,9 @@ describe.skipIf(!isRoot || !existsSync(PROMETHEUS) || !ready)('agent metrics thr
     socket = join(dir, 'evidence.sock');
     try {
       const t0 = Date.now();
+      cp = await startControlPlane();
       k = await createKubeLab(PREFIX, 'Local');
-      const { cp, lab } = k;
+      const { lab } = k;
       // lab/web becomes hostname-only (the NLB's name), its address served by the LB namespace's DNS.
       dns = await startDns(lab.lb, '10.0.1.1', { [NAME]: { A: [[LAB.vip, 30]] } });
       dns.serve(lab.node, '10.0.1.1');
