@@ -4,8 +4,7 @@
 import { Command, Option } from 'commander';
 import { hostname } from 'node:os';
 import type { Server } from 'node:http';
-import { isBufferedRegistry } from '../export/metrics.js';
-import { createRegistry } from '../agent/metrics/list.js';
+import { createRegistry, isBufferedRegistry } from '../export/metrics.js';
 import { createMetricsServer, parseListen, type MetricsServerOptions } from '../export/server.js';
 import { evidenceRoute, type CheckAccess } from '../agent/evidence-http.js';
 import type { KubeAuthorizer } from '../agent/kube-authorizer.js';

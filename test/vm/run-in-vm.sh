@@ -22,6 +22,10 @@
 #      CLBVM_MEM (MiB, 1536)  CLBVM_CPUS (2)  CLBVM_ACCEL (auto|tcg|kvm)
 #      CLBVM_MODULES (modprobe'd in the guest before SCRIPT)
 #      CLBVM_DEBUG=1 (print the whole guest kernel console on stderr afterwards)
+#      CLBVM_PORTS="NAME=SOCKET ..." one virtio-serial port per pair: qemu connects to the
+#        host Unix socket SOCKET (which must already listen) and the guest sees the byte
+#        stream as /dev/virtio-ports/NAME. It is the guest's only way out, to whatever
+#        the host side of that socket chooses to reach (test/vm/api-bridge.ts).
 set -euo pipefail
 [ $# -eq 1 ] || { echo "usage: $0 'shell script text'" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "run-in-vm: must run as root (9p share of / and module cache)" >&2; exit 125; }
@@ -29,7 +33,9 @@ command -v qemu-system-x86_64 >/dev/null || { echo "run-in-vm: qemu-system-x86_6
 
 self=$(readlink -f "$0")
 root=${CLBVM_CACHE:-/var/cache/clbprobe-vm}
-cache=$root/$(cksum < "$self" | cut -d' ' -f1)
+# Keyed on the text of the preparation only (between the cache-key markers):
+# changing how a VM runs does not cost a new kernel download.
+cache=$root/$(sed -n '/^# cache-key: begin$/,/^# cache-key: end$/p' "$self" | cksum | cut -d' ' -f1)
 
 # The kernel package name changes with every Debian kernel ABI bump; the
 # metapackage's dependency names the current one.
@@ -37,6 +43,7 @@ kernel_pkg() {
   { apt-cache depends linux-image-amd64 2>/dev/null || true; } | sed -n 's/^ *Depends: \(linux-image-[0-9].*\)$/\1/p;T;q'
 }
 
+# cache-key: begin
 # One-time preparation into a temporary sibling, renamed into place when complete.
 prepare() (
   tmp=$(mktemp -d "$cache.tmp.XXXX")
@@ -94,9 +101,8 @@ EOF
   echo "$ver" > "$tmp/version"
   rm -rf "$cache"
   mv "$tmp" "$cache"
-  # Caches of older versions of this script are dead weight (~400 MB each).
-  find "$root" -mindepth 1 -maxdepth 1 -type d -regex '.*/[0-9]+' ! -path "$cache" -exec rm -rf {} +
 )
+# cache-key: end
 
 mkdir -p "$root"
 (
@@ -105,6 +111,15 @@ mkdir -p "$root"
     echo "run-in-vm: preparing the kernel cache in $cache (once)" >&2
     prepare
   fi
+  touch "$cache/used"
+  # Caches of other versions of the preparation are dead weight (~400 MB each);
+  # one used in the last day may belong to another checkout running right now.
+  for d in "$root"/*; do
+    case ${d##*/} in *[!0-9]* | '') continue ;; esac
+    [ "$d" != "$cache" ] && [ -d "$d" ] || continue
+    u=$d; [ -e "$d/used" ] && u=$d/used
+    [ -n "$(find "$u" -maxdepth 0 -newermt '-1 day')" ] || rm -rf "$d"
+  done
 ) 9> "$root/lock"
 
 job=$(mktemp -d /tmp/clbvm.XXXXXX)
@@ -116,6 +131,17 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 129' HUP INT TERM
+
+# Named virtio-serial ports (CLBVM_PORTS): qemu side here, /dev/virtio-ports/NAME links in the guest.
+ports=()
+port_links=
+for p in ${CLBVM_PORTS:-}; do
+  name=${p%%=*} sock=${p#*=}
+  case $name in *[!A-Za-z0-9._-]* | '') echo "run-in-vm: bad port name in CLBVM_PORTS: $p" >&2; exit 125 ;; esac
+  [ -S "$sock" ] || { echo "run-in-vm: CLBVM_PORTS: $sock is not a listening Unix socket" >&2; exit 125; }
+  ports+=(-chardev "socket,id=port${#ports[@]},path=${sock//,/,,}" -device "virtserialport,chardev=port${#ports[@]},name=$name")
+  port_links+=" $name"
+done
 
 pwd > "$job/cwd"
 printf '%s\n' "$1" > "$job/script"
@@ -130,6 +156,13 @@ mount -t devpts devpts /dev/pts; mount -t tmpfs shm /dev/shm; mount -t tmpfs run
 mount --bind "$cache/k/lib/modules" /usr/lib/modules
 hostname clbvm
 ip link set lo up
+# What udev would do for named virtio-serial ports.
+for name in$port_links; do
+  for f in /sys/class/virtio-ports/*/name; do
+    [ "\$(cat "\$f")" = "\$name" ] || continue
+    mkdir -p /dev/virtio-ports; d=\${f%/name}; ln -sf "/dev/\${d##*/}" "/dev/virtio-ports/\$name"
+  done
+done
 modprobe -a ${CLBVM_MODULES:-ip_vs ip_vs_rr ip_vs_wrr ip_vs_sh dummy}
 cd "\$(cat "$job/cwd")"
 # Raw mode only lasts while the console stays open: set it on the fds the job writes to.
@@ -169,7 +202,7 @@ timeout --kill-after=5 "${CLBVM_TIMEOUT:-300}" qemu-system-x86_64 "${accel_args[
   -chardev stdio,id=out,signal=off -device virtconsole,chardev=out \
   -chardev file,id=err,path="$job/stderr" -device virtconsole,chardev=err \
   -chardev file,id=rc,path="$job/rc" -device virtconsole,chardev=rc \
-  < /dev/null &
+  "${ports[@]}" < /dev/null &
 qemu_pid=$!
 qemu_status=0
 wait "$qemu_pid" || qemu_status=$?

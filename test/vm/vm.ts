@@ -23,6 +23,8 @@ export interface GuestOptions {
   timeoutS?: number;
   /** Modules to load before the script (default: IPVS core + rr/wrr/sh, dummy). */
   modules?: string[];
+  /** Named virtio-serial ports: guest /dev/virtio-ports/NAME <-> the host Unix socket (listening) at the path. */
+  ports?: Record<string, string>;
 }
 
 /** The VM could not run the script (no qemu, boot failure, timeout): a test failure, never a skip. */
@@ -43,6 +45,7 @@ export function runInGuest(script: string, opts: GuestOptions = {}): Promise<Gue
   const timeoutS = opts.timeoutS ?? 240;
   const env: NodeJS.ProcessEnv = { ...process.env, CLBVM_TIMEOUT: String(timeoutS) };
   if (opts.modules) env.CLBVM_MODULES = opts.modules.join(' ');
+  if (opts.ports) env.CLBVM_PORTS = Object.entries(opts.ports).map(([name, path]) => `${name}=${path}`).join(' ');
   const started = Date.now();
   return new Promise((resolve, reject) => {
     const child = spawn('bash', [RUN_IN_VM, script], { cwd: PROJECT_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });

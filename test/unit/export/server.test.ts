@@ -2,8 +2,9 @@ import { request } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { gunzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createRegistry } from '../../../src/export/metrics.js';
 import { acceptsGzip, createMetricsServer, parseListen } from '../../../src/export/server.js';
-import { createRegistry, emptyState } from '../../../src/agent/metrics/list.js';
+import { emptyState } from '../../../src/export/state.js';
 
 interface Reply {
   status: number;
