@@ -63,6 +63,17 @@ describe.skipIf(!isRoot || !ready)('loops on real kube-proxy v1.20.2 rules (ipta
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
+  it('kube-proxy runs as configured: iptables mode, node1 found through the API, no machine-wide sysctl written', () => {
+    const log = k.kubeProxy.log(100_000);
+    expect(log).toContain('Using iptables Proxier.');
+    expect(log).toContain(`Successfully retrieved node IP: ${LAB.node1}`);
+    // Conntrack tuning off: no nf_conntrack_max, hashsize or netfilter timeout; the sysctls it did
+    // change are the namespace's own (route_localnet).
+    expect(log).not.toMatch(/Setting nf_conntrack_max|Set sysctl|hashsize/);
+    const changed = [...log.matchAll(/Changed sysctl "([^"]+)"/g)].map((m) => m[1]);
+    expect(changed).toEqual(['net/ipv4/conf/all/route_localnet']);
+  });
+
   it('VIP-mode LB IP, ETP=Local: kube-proxy short-circuits the pod to the server pod on the node; clbprobe says no loop and why', async () => {
     const save = k.kubeProxy.save();
     expect(save).toMatch(/-A KUBE-XLB-\w+ -s 10\.244\.0\.0\/16 -m comment --comment "Redirect pods trying to reach external loadbalancer VIP to clusterIP" -j KUBE-SVC-/);
