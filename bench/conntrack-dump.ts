@@ -2,17 +2,18 @@
 // `conntrack -L -o extended > /dev/null`, on the same table, same run.
 // Fills a network namespace's table with N entries over ctnetlink (batched
 // CT_NEW messages), then times both readers and their peak RSS.
-//   node --import tsx bench/conntrack-dump.ts [--sizes 100000,1000000] [--runs 3]
+//   npm run build && node --import tsx bench/conntrack-dump.ts [--sizes 100000,1000000] [--runs 3]
+// Ours runs as deployed: the compiled reader (dist/) under deploy/daemonset.yaml's node flags.
 // Root only. Raises net.netfilter.nf_conntrack_max in the root namespace when
 // needed (it cannot be set per namespace) and restores it afterwards.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import * as C from '../src/kernel/conntrack/constants.js';
-import { SummaryCounter, dumpConntrack } from '../src/kernel/conntrack/dump.js';
 import { MessageWriter, NLM_F_CREATE, NLM_F_REQUEST } from '../src/kernel/netlink/codec.js';
 import { NETLINK_NETFILTER, NetlinkSocket } from '../src/kernel/netlink/socket.js';
 import { native } from '../src/native/index.js';
+import { agentContainer, hostArgv } from '../test/support/daemonset.js';
 
 const MAX_PATH = '/proc/sys/net/netfilter/nf_conntrack_max';
 
@@ -75,20 +76,47 @@ export function raiseConntrackMax(n: number): () => void {
   return () => writeFileSync(MAX_PATH, old);
 }
 
-/** The child side: dump + decode + summarise, print figures as JSON. */
-async function child(netns: string): Promise<void> {
-  const t0 = performance.now();
+/** The compiled reader, as the agent ships it (npm run build). */
+const DIST_DUMP = new URL('../dist/src/kernel/conntrack/dump.js', import.meta.url).href;
+
+/**
+ * The child: dump + decode + summarise with the compiled reader, print figures as JSON. It runs
+ * as an ES module text (node -e) so it loads no TypeScript tooling that the agent does not load.
+ * Mode "summary" is `snapshot`'s read (readConntrack: every entry decoded and counted, strings
+ * made only for entries kept, here none); mode "objects" makes a ConntrackEntry of every entry
+ * (dumpConntrack, as `diagnose` and `collect` consume the table).
+ */
+const CHILD = `
+const { SummaryCounter, dumpConntrack, readConntrack } = await import(${JSON.stringify(DIST_DUMP)});
+const [netns, mode] = process.argv.slice(1);
+const t0 = performance.now();
+let entries, total;
+if (mode === 'objects') {
   const counter = new SummaryCounter();
-  const res = await dumpConntrack((b) => b.forEach((e) => counter.add(e)), { netns });
-  const ms = performance.now() - t0;
-  process.stdout.write(
-    JSON.stringify({ entries: res.entries, ms, maxRssMB: process.resourceUsage().maxRSS / 1024, total: counter.summary.total }) + '\n',
-  );
+  entries = (await dumpConntrack((b) => b.forEach((e) => counter.add(e)), { netns })).entries;
+  total = counter.summary.total;
+} else {
+  const r = await readConntrack({ netns });
+  if (!r.summary) throw new Error(r.status.reason);
+  entries = total = r.summary.total;
+}
+const ms = performance.now() - t0;
+process.stdout.write(JSON.stringify({ entries, ms, maxRssMB: process.resourceUsage().maxRSS / 1024, total }) + '\\n');
+`;
+
+/** deploy/daemonset.yaml's node flags (the agent's command up to its script). */
+function deployedNodeFlags(): string[] {
+  const argv = hostArgv(agentContainer());
+  return argv.slice(1, argv.findIndex((a) => a.endsWith('/cli/main.js')));
 }
 
-function measureOurs(netns: string): { entries: number; ms: number; wallMs: number; maxRssMB: number } {
+type Mode = 'summary' | 'objects';
+
+function measureOurs(netns: string, mode: Mode, extraFlags: string[]): { entries: number; ms: number; wallMs: number; maxRssMB: number } {
   const t0 = performance.now();
-  const r = spawnSync(process.execPath, [fileURLToPath(import.meta.url), '--child', netns], { encoding: 'utf8' });
+  const r = spawnSync(process.execPath, [...deployedNodeFlags(), ...extraFlags, '--input-type=module', '-e', CHILD, netns, mode], {
+    encoding: 'utf8',
+  });
   if (r.status !== 0) throw new Error(`ours failed: ${r.stderr}`);
   return { ...(JSON.parse(r.stdout) as { entries: number; ms: number; maxRssMB: number }), wallMs: performance.now() - t0 };
 }
@@ -107,16 +135,20 @@ const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floo
 
 async function main(): Promise<void> {
   const argv = process.argv.slice(2);
-  if (argv[0] === '--child') return child(argv[1]!);
   const arg = (name: string, def: string): string => {
     const i = argv.indexOf(name);
     return i >= 0 && argv[i + 1] ? argv[i + 1]! : def;
   };
   const sizes = arg('--sizes', '100000,1000000').split(',').map(Number);
   const runs = Number(arg('--runs', '3'));
+  // e.g. --child-flags "--cpu-prof --cpu-prof-dir=/tmp/p" to profile ours.
+  const childFlags = arg('--child-flags', '').split(' ').filter(Boolean);
+  if (!existsSync(fileURLToPath(DIST_DUMP))) throw new Error('dist/ is missing: npm run build first');
+  const load = (): string => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+  console.log(`host load (1/5/15 min) at start: ${load()}; node flags of ours: ${deployedNodeFlags().join(' ')}`);
   if (process.getuid?.() !== 0) throw new Error('bench/conntrack-dump needs root (network namespaces, ctnetlink)');
 
-  const ns = `cbl-bench${process.pid}`;
+  const ns = `${process.env.CLBPROBE_BENCH_NETNS ?? 'cbl-bench'}${process.pid}`;
   execFileSync('ip', ['netns', 'add', ns]);
   const path = `/var/run/netns/${ns}`;
   const rows: string[] = [];
@@ -129,26 +161,35 @@ async function main(): Promise<void> {
       fill(path, n);
       const count = Number(execFileSync('ip', ['netns', 'exec', ns, 'conntrack', '-C'], { encoding: 'utf8' }).trim());
       console.error(`filled ${count} entries in ${((performance.now() - tf) / 1000).toFixed(1)} s`);
-      const ours = [];
+      // Interleaved, so that a change in host load falls on all three alike.
+      const ours: Record<Mode, ReturnType<typeof measureOurs>[]> = { summary: [], objects: [] };
       const theirs = [];
       for (let r = 0; r < runs; r++) {
-        ours.push(measureOurs(path));
+        ours.summary.push(measureOurs(path, 'summary', childFlags));
         theirs.push(measureConntrack(ns));
+        ours.objects.push(measureOurs(path, 'objects', childFlags));
       }
-      const o = { ms: median(ours.map((x) => x.ms)), wall: median(ours.map((x) => x.wallMs)), rss: Math.max(...ours.map((x) => x.maxRssMB)) };
       const t = { ms: median(theirs.map((x) => x.ms)), rss: Math.max(...theirs.map((x) => x.maxRssMB)) };
-      if (ours.some((x) => x.entries !== count)) throw new Error(`ours saw ${ours.map((x) => x.entries)} entries, table has ${count}`);
-      rows.push(
-        `${String(count).padStart(8)}  ours ${o.ms.toFixed(0).padStart(6)} ms (process ${o.wall.toFixed(0)} ms) ${o.rss.toFixed(1).padStart(6)} MB` +
-          `   conntrack -L ${t.ms.toFixed(0).padStart(6)} ms ${t.rss.toFixed(1).padStart(6)} MB   ratio ours/conntrack ${(o.ms / t.ms).toFixed(2)}`,
-      );
-      console.error(rows.at(-1));
+      for (const mode of ['summary', 'objects'] as const) {
+        const runsOf = ours[mode];
+        const o = { ms: median(runsOf.map((x) => x.ms)), wall: median(runsOf.map((x) => x.wallMs)), rss: Math.max(...runsOf.map((x) => x.maxRssMB)) };
+        if (runsOf.some((x) => x.entries !== count)) throw new Error(`ours (${mode}) saw ${runsOf.map((x) => x.entries)} entries, table has ${count}`);
+        rows.push(
+          `${String(count).padStart(8)}  ours/${mode.padEnd(7)} ${o.ms.toFixed(0).padStart(6)} ms (process ${o.wall.toFixed(0)} ms) peak RSS ${o.rss.toFixed(1).padStart(5)} MB` +
+            `   conntrack -L ${t.ms.toFixed(0).padStart(6)} ms ${t.rss.toFixed(1).padStart(5)} MB   ratio ours/conntrack ${(o.ms / t.ms).toFixed(2)}`,
+        );
+        console.error(rows.at(-1));
+      }
     }
   } finally {
     spawnSync('ip', ['netns', 'delete', ns]);
     restoreMax();
   }
-  console.log(`conntrack dump + decode, median of ${runs} runs (ours: dump+decode+summary inside the process; process: incl. node start-up)`);
+  console.log(
+    `conntrack dump + decode, median of ${runs} runs; peak RSS: the largest. ours/summary: snapshot's read (every entry decoded` +
+      ` and counted, strings only for entries kept); ours/objects: a ConntrackEntry made of every entry. Time inside the process` +
+      ` (process: incl. node start-up). Host load at end: ${load()}`,
+  );
   for (const r of rows) console.log(r);
 }
 

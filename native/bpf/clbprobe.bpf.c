@@ -26,7 +26,9 @@
 // Packets are counted as GSO segments (a GRO/TSO super-packet stands for
 // gso_segs wire packets).
 //
-// Keep the struct layouts in sync with src/capture/bpf-layout.ts.
+// src/capture/bpf-layout.ts writes and reads these maps; test/unit/capture/
+// bpf-layout-btf.test.ts checks its sizes and offsets against this object's BTF
+// (the enums are map key/value types so that BTF carries their values).
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/in.h>
@@ -128,14 +130,14 @@ struct {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, MAX_TARGETS);
   __type(key, __be32);
-  __type(value, __u32);  // local_flag bits
+  __type(value, enum local_flag);  // local_flag bits, OR-ed (a u32)
 } hosts4 SEC(".maps");
 
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, MAX_TARGETS);
   __type(key, __u8[16]);
-  __type(value, __u32);  // local_flag bits
+  __type(value, enum local_flag);  // local_flag bits, OR-ed (a u32)
 } hosts6 SEC(".maps");
 
 struct {
@@ -162,7 +164,7 @@ struct {
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
   __uint(max_entries, STAT_MAX);
-  __type(key, __u32);
+  __type(key, enum stat);
   __type(value, __u64);
 } stats SEC(".maps");
 

@@ -62,7 +62,7 @@ struct {
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
   __uint(max_entries, STAT_MAX);
-  __type(key, __u32);
+  __type(key, enum stat);  // so that BTF carries the slots (kernel-filter.ts reads them)
   __type(value, __u64);
 } ct_stats SEC(".maps");
 

@@ -7,8 +7,8 @@ import type { ServiceView } from '../cluster/types.js';
 import { key, type Key } from '../model/address-key.js';
 import { protocolOfNumber as protoOf } from '../model/protocol.js';
 import { portKey } from '../model/service.js';
-import type { FlowOutcome, SvcPortLabels } from '../export/state.js';
-import { FLOW_OUTCOMES } from '../model/flow.js';
+import type { SvcPortLabels } from '../export/state.js';
+import { FLOW_OUTCOMES, type FlowOutcome } from '../model/flow.js';
 import type { ConntrackEntry, ConntrackEvent } from '../kernel/types.js';
 import { labelsOf, type EntryMatch, type ServiceIndex } from './service-index.js';
 

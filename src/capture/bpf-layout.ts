@@ -1,6 +1,8 @@
 // Byte layouts of the eBPF program's map keys and values
 // (native/bpf/clbprobe.bpf.c; little-endian host order for the u16/u32/u64s,
-// addresses and prefixes in network order).
+// addresses and prefixes in network order). Every size and offset used to
+// read or write a map is a named constant here, and test/unit/capture/
+// bpf-layout-btf.test.ts checks each one against the compiled object's BTF.
 import {
   address16,
   formatAddress16,
@@ -21,17 +23,41 @@ export const MAP_STATS = 'stats';
 export const PROG_INGRESS = 'clbp_ingress';
 export const PROG_EGRESS = 'clbp_egress';
 
+/** struct vip4_key / vip6_key: address, port (host order), protocol. */
 export const VIP4_KEY_SIZE = 8;
+export const VIP4_PORT = 4;
+export const VIP4_PROTO = 6;
 export const VIP6_KEY_SIZE = 20;
+export const VIP6_PORT = 16;
+export const VIP6_PROTO = 18;
+/** hosts4/hosts6: the address is the key, a u32 of local_flag bits the value. */
 export const HOST4_KEY_SIZE = 4;
 export const HOST6_KEY_SIZE = 16;
+export const HOST_VALUE_SIZE = 4;
+/** struct ctr_key: 16-byte address, port, protocol, kind, direction. */
 export const COUNTER_KEY_SIZE = 24;
+export const CTR_KEY_ADDR = 0;
+export const CTR_KEY_PORT = 16;
+export const CTR_KEY_PROTO = 18;
+export const CTR_KEY_KIND = 19;
+export const CTR_KEY_DIR = 20;
+/** struct ctr_val: packets, bytes (u64 each, one per CPU). */
 export const COUNTER_VALUE_SIZE = 16;
+export const CTR_VAL_PACKETS = 0;
+export const CTR_VAL_BYTES = 8;
+/** The stats per-CPU array: u64 slots. */
+export const STAT_VALUE_SIZE = 8;
 
 /** struct config: two counts, then MAX_NETS net4 (12 bytes) and MAX_NETS net6 (40 bytes). */
 export const MAX_NETS = 16;
 export const NET4_SIZE = 12;
+export const NET4_ADDR = 0;
+export const NET4_MASK = 4;
+export const NET4_FLAGS = 8;
 export const NET6_SIZE = 40;
+export const NET6_ADDR = 0;
+export const NET6_MASK = 16;
+export const NET6_FLAGS = 32;
 export const CONFIG_N4 = 0;
 export const CONFIG_N6 = 4;
 export const CONFIG_NETS4 = 8;
@@ -54,10 +80,9 @@ const PROTOS = Object.fromEntries(Object.entries(PROTO_NUMBERS).map(([k, v]) => 
  */
 export function vipKey16(addr: Uint8Array, v4: boolean, port: number, proto: number): Buffer {
   const b = Buffer.alloc(v4 ? VIP4_KEY_SIZE : VIP6_KEY_SIZE);
-  const at = v4 ? 4 : 16;
   b.set(v4 ? addr.subarray(12, 16) : addr.subarray(0, 16), 0);
-  b.writeUInt16LE(port, at);
-  b[at + 2] = proto;
+  b.writeUInt16LE(port, v4 ? VIP4_PORT : VIP6_PORT);
+  b[v4 ? VIP4_PROTO : VIP6_PROTO] = proto;
   return b;
 }
 
@@ -73,10 +98,14 @@ const FILTER_BYTES = (1 << FILTER_BITS) / 8;
 export const FILTERS_VIP = 0;
 export const FILTERS_HOST = FILTER_BYTES;
 export const FILTERS_NODEPORT = 2 * FILTER_BYTES;
-const NODEPORT_BYTES = 65536 / 8;
-export const FILTERS_VALUE_SIZE = FILTERS_NODEPORT + 3 * NODEPORT_BYTES;
+/** filters.nodeport: one exact bitmap of 65536 bits per protocol, NODEPORT_SLOTS of them. */
+export const NODEPORT_BYTES = 65536 / 8;
+export const NODEPORT_SLOTS = 3;
+export const FILTERS_VALUE_SIZE = FILTERS_NODEPORT + NODEPORT_SLOTS * NODEPORT_BYTES;
 /** filters.nodeport's index of a protocol number (TCP, UDP, SCTP). */
 export const nodePortSlot = (proto: number): number => (proto === 6 ? 0 : proto === 17 ? 1 : 2);
+/** Byte offset in struct filters of the NodePort bitmap for a protocol number. */
+export const nodePortBitmap = (proto: number): number => FILTERS_NODEPORT + nodePortSlot(proto) * NODEPORT_BYTES;
 
 function mix(x: number): number {
   x = Math.imul(x >>> 0, 0x9e3779b1) >>> 0;
@@ -140,15 +169,15 @@ export function configValue(nets4: Net4[], nets6: Net6[]): Buffer {
   b.writeUInt32LE(nets6.length, CONFIG_N6);
   nets4.forEach((n, i) => {
     const at = CONFIG_NETS4 + i * NET4_SIZE;
-    b.writeUInt32BE(n.addr, at);
-    b.writeUInt32BE(n.mask, at + 4);
-    b.writeUInt32LE(n.flags, at + 8);
+    b.writeUInt32BE(n.addr, at + NET4_ADDR);
+    b.writeUInt32BE(n.mask, at + NET4_MASK);
+    b.writeUInt32LE(n.flags, at + NET4_FLAGS);
   });
   nets6.forEach((n, i) => {
     const at = CONFIG_NETS6 + i * NET6_SIZE;
-    n.addr.copy(b, at);
-    n.mask.copy(b, at + 16);
-    b.writeUInt32LE(n.flags, at + 32);
+    n.addr.copy(b, at + NET6_ADDR);
+    n.mask.copy(b, at + NET6_MASK);
+    b.writeUInt32LE(n.flags, at + NET6_FLAGS);
   });
   return b;
 }
@@ -164,15 +193,15 @@ export interface DecodedCounterKey {
 /** Decodes the counter key at off; throws naming the offset on a value the program never writes. */
 export function decodeCounterKey(b: Uint8Array, off: number): DecodedCounterKey {
   const view = Buffer.from(b.buffer, b.byteOffset + off, COUNTER_KEY_SIZE);
-  const proto = PROTOS[view[18]!];
-  const kind = KINDS[view[19]!];
-  const dir = view[20];
+  const proto = PROTOS[view[CTR_KEY_PROTO]!];
+  const kind = KINDS[view[CTR_KEY_KIND]!];
+  const dir = view[CTR_KEY_DIR];
   if (!proto || !kind || (dir !== 0 && dir !== 1)) {
     throw new Error(`counters map: unexpected key at byte ${off}: ${view.toString('hex')}`);
   }
   return {
-    target: formatAddress16(view, 0),
-    port: view.readUInt16LE(16),
+    target: formatAddress16(view, CTR_KEY_ADDR),
+    port: view.readUInt16LE(CTR_KEY_PORT),
     proto,
     kind,
     direction: dir === 0 ? 'ingress' : 'egress',

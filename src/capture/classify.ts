@@ -2,7 +2,7 @@
 // pcap (the fallback path). Same rules as native/bpf/clbprobe.bpf.c, built
 // from the same map contents (ebpf-maps.ts), so both paths count alike.
 import {
-  FILTERS_NODEPORT,
+  nodePortBitmap,
   LOCAL_BOUND,
   LOCAL_POD,
   MAP_FILTERS,
@@ -154,7 +154,7 @@ export class TargetIndex {
   }
 
   hasNodePort(port: number, proto: number): boolean {
-    return testBit(this.filters, FILTERS_NODEPORT + nodePortSlot(proto) * 8192, port);
+    return testBit(this.filters, nodePortBitmap(proto), port);
   }
 }
 

@@ -4,6 +4,8 @@ import type { BpfAddon } from '../native/bpf.js';
 import {
   COUNTER_KEY_SIZE,
   COUNTER_VALUE_SIZE,
+  CTR_VAL_BYTES,
+  CTR_VAL_PACKETS,
   configValue,
   decodeCounterKey,
   type DecodedCounterKey,
@@ -12,7 +14,7 @@ import {
   addressWord,
   filterBit,
   FILTERS_HOST,
-  FILTERS_NODEPORT,
+  nodePortBitmap,
   FILTERS_VALUE_SIZE,
   FILTERS_VIP,
   MAP_CONFIG,
@@ -141,7 +143,7 @@ export function targetMaps(t: Targets): Record<string, MapContents> {
       setBit(filters, FILTERS_HOST, filterBit(v4 ? a.readUInt32LE(0) : addressWord(a, false), 0, 0));
     }
   }
-  for (const n of t.nodePorts) setBit(filters, FILTERS_NODEPORT + nodePortSlot(PROTO_NUMBERS[n.proto]) * 8192, n.port);
+  for (const n of t.nodePorts) setBit(filters, nodePortBitmap(PROTO_NUMBERS[n.proto]), n.port);
   put(maps[MAP_CONFIG]!, u32Value(0), configValue(local.nets4, local.nets6));
   put(maps[MAP_FILTERS]!, u32Value(0), filters);
   return maps;
@@ -202,8 +204,8 @@ export class CounterMapReader {
           proto: key.proto,
           kind: key.kind,
           direction: key.direction,
-          packets: this.sum(i, 0),
-          bytes: this.sum(i, 8),
+          packets: this.sum(i, CTR_VAL_PACKETS),
+          bytes: this.sum(i, CTR_VAL_BYTES),
         });
       }
       if (this.status[1] || n === 0) break;

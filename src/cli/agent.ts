@@ -4,7 +4,8 @@
 import { Command, Option } from 'commander';
 import { hostname } from 'node:os';
 import type { Server } from 'node:http';
-import { createRegistry, isBufferedRegistry } from '../export/metrics.js';
+import { isBufferedRegistry } from '../export/metrics.js';
+import { createRegistry } from '../agent/metrics/list.js';
 import { createMetricsServer, parseListen, type MetricsServerOptions } from '../export/server.js';
 import { evidenceRoute, type CheckAccess } from '../agent/evidence-http.js';
 import type { KubeAuthorizer } from '../agent/kube-authorizer.js';

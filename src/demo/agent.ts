@@ -5,7 +5,7 @@
 import { Writable } from 'node:stream';
 import type { AddressInfo } from 'node:net';
 import pino from 'pino';
-import { createRegistry } from '../export/metrics.js';
+import { createRegistry } from '../agent/metrics/list.js';
 import { parseSamples, type Sample } from '../export/parse-samples.js';
 import { createMetricsServer } from '../export/server.js';
 import { LAB, type LoopLab } from './lab.js';

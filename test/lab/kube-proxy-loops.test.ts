@@ -23,8 +23,10 @@ import { LAB } from '../../src/demo/lab.js';
 import type { Finding } from '../../src/detect/types.js';
 import { startDns, type DnsServer } from '../support/dns-lab.js';
 import { CLI, createKubeLab, startIngressLb, type IngressLb, type KubeLab } from '../support/kube-lab.js';
+import { startControlPlane, type ControlPlane } from '../support/kube-control-plane.js';
 import { kubeCacheReady } from '../support/kube-proxy.js';
 import { isRoot } from '../support/netns.js';
+import { sleep } from '../support/wait.js';
 
 const PREFIX = 'cbkp-';
 const INGRESS_VIP = '10.0.100.200';
@@ -42,6 +44,7 @@ const active = (fs: Finding[]): string[] => fs.filter((f) => f.severity === 'act
 const of = (fs: Finding[], mechanism: string): Finding[] => fs.filter((f) => f.mechanism === mechanism && f.service.name === 'web');
 
 describe.skipIf(!isRoot || !ready)('loops on real kube-proxy v1.20.2 rules (iptables mode, real API server)', () => {
+  let cp: ControlPlane | undefined;
   let k: KubeLab;
   let dir: string;
   let ingressLb: IngressLb | undefined;
@@ -51,6 +54,7 @@ describe.skipIf(!isRoot || !ready)('loops on real kube-proxy v1.20.2 rules (ipta
     if (!existsSync(CLI)) throw new Error(`${CLI} missing: run npm run build first`);
     dir = mkdtempSync(join(tmpdir(), 'cbkp-'));
     const t0 = Date.now();
+    cp = await startControlPlane();
     k = await createKubeLab(PREFIX, 'Local');
     console.log(`control plane + lab + kube-proxy synced: ${Date.now() - t0} ms`);
   }, 180_000);
@@ -59,7 +63,7 @@ describe.skipIf(!isRoot || !ready)('loops on real kube-proxy v1.20.2 rules (ipta
     ingressLb?.stop();
     dns?.stop();
     await k?.destroy();
-    await k?.cp.stop();
+    await cp?.stop();
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
@@ -87,25 +91,32 @@ describe.skipIf(!isRoot || !ready)('loops on real kube-proxy v1.20.2 rules (ipta
     const l4 = of(d.findings, 'L4-loop');
     expect(l4.every((f) => f.severity !== 'active')).toBe(true);
     expect(JSON.stringify(d.findings)).toContain('Redirect pods trying to reach external loadbalancer VIP to clusterIP');
-  }, 60_000);
+  }, 120_000);
 
   it('VIP-mode LB IP, ETP=Cluster: masquerade + service chain on the node; no loop', async () => {
     await k.patchService({ spec: { externalTrafficPolicy: 'Cluster' } }, 'ETP=Cluster rules', (s) => !s.includes(':KUBE-XLB-') && /-A KUBE-FW-\w+ .*-j KUBE-MARK-MASQ/.test(s));
-    expect(await k.connect(LAB.vip, LAB.port, 2000)).toBe('connected server-pod');
-    const d = k.diagnose(k.writeClusterFile(join(dir, 'vip-cluster.json')));
-    expect(active(d.findings)).toEqual([]);
-    expect(d.status, d.stderr).toBe(0);
-    expect(of(d.findings, 'proxy-mode')[0]?.summary).toContain('kube-proxy iptables mode: LB IPs are handled by NAT rules on the node');
-    await k.patchService({ spec: { externalTrafficPolicy: 'Local' } }, 'ETP=Local rules again', (s) => s.includes(':KUBE-XLB-'));
-  }, 60_000);
+    try {
+      expect(await k.connect(LAB.vip, LAB.port, 2000)).toBe('connected server-pod');
+      const d = k.diagnose(k.writeClusterFile(join(dir, 'vip-cluster.json')));
+      expect(active(d.findings)).toEqual([]);
+      expect(d.status, d.stderr).toBe(0);
+      expect(of(d.findings, 'proxy-mode')[0]?.summary).toContain('kube-proxy iptables mode: LB IPs are handled by NAT rules on the node');
+    } finally {
+      await k.patchService({ spec: { externalTrafficPolicy: 'Local' } }, 'ETP=Local rules again', (s) => s.includes(':KUBE-XLB-'));
+    }
+  }, 120_000);
 
   it('L7 loop: an Ingress LB keeping the client address proxies back to node1; clbprobe reports L7-loop active with both legs', async () => {
-    ingressLb = await startIngressLb(k, INGRESS_VIP, true);
+    // The LB retries its backend connect for 15 s, so the loop's conntrack entries stay while diagnose runs.
+    ingressLb = await startIngressLb(k, INGRESS_VIP, true, 15);
     // kube-proxy writes nothing for an Ingress address.
     expect(k.kubeProxy.save()).not.toContain(INGRESS_VIP);
-    // The LB accepts, its backend connection loops, it gives up after 3 s and closes: nothing comes back.
-    expect(await k.connect(INGRESS_VIP, 80, 6000)).toBe('connected');
-    const d = k.diagnose(k.writeClusterFile(join(dir, 'l7.json')));
+    const clusterFile = k.writeClusterFile(join(dir, 'l7.json'));
+    const connect = k.connect(INGRESS_VIP, 80, 30_000);
+    await sleep(2000);
+    const d = k.diagnose(clusterFile);
+    // The LB accepted, its backend connection looped until it gave up and closed: nothing came back.
+    expect(await connect).toBe('connected');
     expect(d.status, d.stderr).toBe(1);
     const [loop, ...more] = of(d.findings, 'L7-loop').filter((f) => f.severity === 'active');
     expect(more).toEqual([]);
@@ -116,13 +127,13 @@ describe.skipIf(!isRoot || !ready)('loops on real kube-proxy v1.20.2 rules (ipta
     expect(legs).toMatch(new RegExp(`src=${LAB.clientPod} dst=${INGRESS_VIP} sport=\\d+ dport=80`));
     expect(legs).toMatch(new RegExp(`src=${LAB.clientPod} dst=${LAB.node1} sport=\\d+ dport=${LAB.nodePort}`));
     expect(legs).toContain(`src=${LAB.serverPod} dst=${LAB.clientPod} sport=${LAB.serverPort}`);
-  }, 60_000);
+  }, 120_000);
 
   it('L7 control: the same Ingress LB connecting from its own address works, and nothing is active', async () => {
     ingressLb?.stop();
     k.lab.node.run('conntrack', '-F');
     ingressLb = await startIngressLb(k, INGRESS_VIP, false);
-    expect(await k.connect(INGRESS_VIP, 80, 6000)).toBe('connected server-pod');
+    expect(await k.connect(INGRESS_VIP, 80, 10_000)).toBe('connected server-pod');
     const d = k.diagnose(k.writeClusterFile(join(dir, 'l7-snat.json')));
     expect(active(d.findings)).toEqual([]);
     expect(d.status, d.stderr).toBe(0);
@@ -130,7 +141,7 @@ describe.skipIf(!isRoot || !ready)('loops on real kube-proxy v1.20.2 rules (ipta
     expect(of(d.findings, 'L7-loop').map((f) => f.severity)).toEqual(['risk']);
     ingressLb.stop();
     ingressLb = undefined;
-  }, 60_000);
+  }, 120_000);
 
   it('hostname-only LB: kube-proxy drops the LB-IP rules, the NLB sends the pod back to node1 (L4 loop); clbprobe names the hostname', async () => {
     dns = await startDns(k.lab.lb, '10.0.1.1', { [NAME]: { A: [[LAB.vip, 30]] } });
@@ -144,14 +155,18 @@ describe.skipIf(!isRoot || !ready)('loops on real kube-proxy v1.20.2 rules (ipta
     // Still the NodePort and the local-endpoint chain (ETP=Local).
     expect(save).toMatch(/-A KUBE-NODEPORTS -p tcp -m comment --comment "lab\/web:http" -m tcp --dport 30080 -j KUBE-XLB-/);
     k.lab.node.run('conntrack', '-F');
-    expect(await k.connect(LAB.vip, LAB.port, 2000)).toBe('timeout');
-    const d = k.diagnose(k.writeClusterFile(join(dir, 'hostname.json')));
+    // Diagnosed while the client still retries its SYN, so the loop's conntrack entries are fresh.
+    const clusterFile = k.writeClusterFile(join(dir, 'hostname.json'));
+    const connect = k.connect(LAB.vip, LAB.port, 10_000);
+    await sleep(2000);
+    const d = k.diagnose(clusterFile);
+    expect(await connect).toBe('timeout');
     expect(d.status, d.stderr).toBe(1);
     const loop = of(d.findings, 'L4-loop').find((f) => f.severity === 'active');
     expect(loop, JSON.stringify(d.findings.map((f) => `${f.mechanism} ${f.severity}: ${f.summary}`))).toBeDefined();
     expect(loop!.summary).toContain(`${LAB.vip} (${NAME}):${LAB.port}`);
     expect(loop!.evidence.join('\n')).toContain(`src=${LAB.clientPod} dst=${LAB.node1} sport=`);
-  }, 60_000);
+  }, 120_000);
 
   it('hostname-only control: the NLB without client IP preservation (SNAT) does not loop', async () => {
     k.lab.lb.sh('iptables -t nat -A POSTROUTING -o n1 -j MASQUERADE');
@@ -166,5 +181,5 @@ describe.skipIf(!isRoot || !ready)('loops on real kube-proxy v1.20.2 rules (ipta
     expect(active(d.findings)).toEqual([]);
     expect(d.status, d.stderr).toBe(0);
     expect(of(d.findings, 'L4-loop')[0]?.summary).toContain('no loop');
-  }, 60_000);
+  }, 120_000);
 });

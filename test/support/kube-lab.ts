@@ -28,7 +28,11 @@ export interface KubeLab {
   setLbIngress(ingress: object[], what: string, synced: (save: string) => boolean): Promise<string>;
   /** `kubectl get services,endpointslices,ingresses,nodes -A -o json` from the API server, written to `path`. */
   writeClusterFile(path: string): string;
-  /** The compiled `clbprobe diagnose --json` in node1's namespace. */
+  /**
+   * The compiled `clbprobe diagnose --json` in node1's namespace. Blocks this process: a connect
+   * started before it (its own child process) keeps going, which is how tests diagnose a loop while
+   * its short-lived conntrack entries are still there.
+   */
   diagnose(clusterFile: string): Diagnosis;
   /** TCP connect from the client pod to ip:port: 'connected <greeting>' (what came back before the end), 'timeout' or an errno. */
   connect(ip: string, port: number, timeoutMs: number): Promise<string>;
@@ -79,7 +83,7 @@ export async function createKubeLab(prefix: string, etp: Etp): Promise<KubeLab> 
       const r = spawnSync(
         'ip',
         ['netns', 'exec', lab.node.name, process.execPath, CLI, 'diagnose', '--json', '--cluster-file', clusterFile, '--node-name', LAB.node1Name],
-        { encoding: 'utf8', timeout: 30_000 },
+        { encoding: 'utf8', timeout: 90_000 },
       );
       const out = r.stdout ? (JSON.parse(r.stdout) as { findings: Finding[] }) : { findings: [] };
       return { status: r.status, findings: out.findings, stderr: r.stderr };
@@ -108,11 +112,12 @@ export interface IngressLb {
 
 /**
  * An L7 LB on `vip`:80 in the lab's LB namespace that proxies to node1's NodePort, keeping the
- * client's address (IP_TRANSPARENT) or not; and the Ingress lab/web whose status carries `vip`.
+ * client's address (IP_TRANSPARENT) or not, giving up on a backend after `backendTimeoutS`; and the
+ * Ingress lab/web whose status carries `vip`.
  */
-export async function startIngressLb(k: KubeLab, vip: string, keepClientIp: boolean): Promise<IngressLb> {
+export async function startIngressLb(k: KubeLab, vip: string, keepClientIp: boolean, backendTimeoutS = 3): Promise<IngressLb> {
   k.lab.lb.sh(`ip addr replace ${vip}/32 dev lo`);
-  const args = [INGRESS_LB, vip, '80', LAB.node1, String(LAB.nodePort), '--backend-timeout', '3', ...(keepClientIp ? ['--keep-client-ip'] : [])];
+  const args = [INGRESS_LB, vip, '80', LAB.node1, String(LAB.nodePort), '--backend-timeout', String(backendTimeoutS), ...(keepClientIp ? ['--keep-client-ip'] : [])];
   const p = spawn('ip', ['netns', 'exec', k.lab.lb.name, '/usr/bin/python3', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   let err = '';
   p.stderr!.on('data', (b: Buffer) => (err += b));

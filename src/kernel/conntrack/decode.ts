@@ -1,17 +1,13 @@
 // Decoding ctnetlink messages into ConntrackEntry. Hot path: a 1M-entry dump
-// passes through here, so it walks attributes with plain loops (no closures,
-// no intermediate maps). ctnetlink integers are big-endian.
+// passes through here. CtView decodes one message straight from the receive
+// buffer into reused numeric fields (no object per attribute, no string), so
+// a dump that only counts, or keeps a few entries, allocates nothing for the
+// rest; toEntry() makes the ConntrackEntry, strings included, for those kept.
+// ctnetlink integers are big-endian.
 import { formatIPv4, formatIPv6 } from '../ip.js';
-import { AttrCursor, NetlinkParseError, type NetlinkMessage } from '../netlink/codec.js';
-import type { ConntrackEntry, ConntrackEventType, ConntrackTuple } from '../types.js';
+import { NetlinkParseError, type NetlinkMessage } from '../netlink/codec.js';
+import type { ConntrackCounters, ConntrackEntry, ConntrackEventType, ConntrackTuple } from '../types.js';
 import * as C from './constants.js';
-
-/** The codec's attribute cursor, naming conntrack attributes in its errors (one class: no subclass, one object shape). */
-const attrs = (buf: Buffer, start: number, end: number): AttrCursor => new AttrCursor(buf, start, end, 'conntrack attribute');
-
-function need(a: AttrCursor, n: number, what: string): void {
-  if (a.ve - a.vs < n) throw new NetlinkParseError(`${what}: ${a.ve - a.vs} bytes, need ${n}`, a.vs);
-}
 
 const be16 = (b: Buffer, o: number): number => (b[o]! << 8) | b[o + 1]!;
 const be32 = (b: Buffer, o: number): number => ((b[o]! << 24) | (b[o + 1]! << 16) | (b[o + 2]! << 8) | b[o + 3]!) >>> 0;
@@ -21,92 +17,410 @@ function readBe64(b: Buffer, off: number): number {
   return be32(b, off) * 0x100000000 + be32(b, off + 4);
 }
 
-function decodeTuple(b: Buffer, start: number, end: number): ConntrackTuple {
-  // The ports in the literal (undefined until read): a TCP/UDP tuple keeps all its fields inside the object.
-  const t: ConntrackTuple = { src: '', dst: '', protoNum: 0, sport: undefined, dport: undefined };
-  const a = attrs(b, start, end);
-  while (a.next()) {
-    if (a.type === C.CTA_TUPLE_IP) {
-      const ip = attrs(b, a.vs, a.ve);
-      while (ip.next()) {
-        switch (ip.type) {
-          case C.CTA_IP_V4_SRC:
-            need(ip, 4, 'CTA_IP_V4_SRC');
-            t.src = formatIPv4(b, ip.vs);
-            break;
-          case C.CTA_IP_V4_DST:
-            need(ip, 4, 'CTA_IP_V4_DST');
-            t.dst = formatIPv4(b, ip.vs);
-            break;
-          case C.CTA_IP_V6_SRC:
-            need(ip, 16, 'CTA_IP_V6_SRC');
-            t.src = formatIPv6(b, ip.vs);
-            break;
-          case C.CTA_IP_V6_DST:
-            need(ip, 16, 'CTA_IP_V6_DST');
-            t.dst = formatIPv6(b, ip.vs);
-            break;
-        }
-      }
-    } else if (a.type === C.CTA_TUPLE_PROTO) {
-      const p = attrs(b, a.vs, a.ve);
-      while (p.next()) {
-        switch (p.type) {
-          case C.CTA_PROTO_NUM:
-            need(p, 1, 'CTA_PROTO_NUM');
-            t.protoNum = b[p.vs]!;
-            break;
-          case C.CTA_PROTO_SRC_PORT:
-            need(p, 2, 'CTA_PROTO_SRC_PORT');
-            t.sport = be16(b, p.vs);
-            break;
-          case C.CTA_PROTO_DST_PORT:
-            need(p, 2, 'CTA_PROTO_DST_PORT');
-            t.dport = be16(b, p.vs);
-            break;
-          case C.CTA_PROTO_ICMP_ID:
-          case C.CTA_PROTO_ICMPV6_ID:
-            need(p, 2, 'CTA_PROTO_ICMP_ID');
-            t.icmpId = be16(b, p.vs);
-            break;
-          case C.CTA_PROTO_ICMP_TYPE:
-          case C.CTA_PROTO_ICMPV6_TYPE:
-            need(p, 1, 'CTA_PROTO_ICMP_TYPE');
-            t.icmpType = b[p.vs]!;
-            break;
-          case C.CTA_PROTO_ICMP_CODE:
-          case C.CTA_PROTO_ICMPV6_CODE:
-            need(p, 1, 'CTA_PROTO_ICMP_CODE');
-            t.icmpCode = b[p.vs]!;
-            break;
-        }
-      }
-    }
+/** -1 marks a field the message did not carry. */
+const NONE = -1;
+
+/** One tuple's fields, as offsets and numbers into the message being decoded. */
+export class CtTupleView {
+  /** Offset of the source address in the buffer, and its length (4 or 16); NONE when absent. */
+  srcOff = NONE;
+  srcLen = 0;
+  dstOff = NONE;
+  dstLen = 0;
+  protoNum = 0;
+  sport = NONE;
+  dport = NONE;
+  icmpId = NONE;
+  icmpType = NONE;
+  icmpCode = NONE;
+
+  clear(): void {
+    this.srcOff = this.dstOff = NONE;
+    this.srcLen = this.dstLen = 0;
+    this.protoNum = 0;
+    this.sport = this.dport = this.icmpId = this.icmpType = this.icmpCode = NONE;
   }
-  if (!t.src || !t.dst) throw new NetlinkParseError('conntrack tuple without addresses', start);
-  return t;
+
+  copyFrom(t: CtTupleView): void {
+    this.srcOff = t.srcOff;
+    this.srcLen = t.srcLen;
+    this.dstOff = t.dstOff;
+    this.dstLen = t.dstLen;
+    this.protoNum = t.protoNum;
+    this.sport = t.sport;
+    this.dport = t.dport;
+    this.icmpId = t.icmpId;
+    this.icmpType = t.icmpType;
+    this.icmpCode = t.icmpCode;
+  }
+
+  /** The reverse of t (src <-> dst, sport <-> dport), for a DESTROY without a reply tuple. */
+  mirrorOf(t: CtTupleView): void {
+    this.copyFrom(t);
+    this.srcOff = t.dstOff;
+    this.srcLen = t.dstLen;
+    this.dstOff = t.srcOff;
+    this.dstLen = t.srcLen;
+    this.sport = t.dport;
+    this.dport = t.sport;
+  }
+
+  /** The IPv4 source as a u32 (NONE if it is not IPv4), read from buf. */
+  src4(b: Buffer): number {
+    return this.srcLen === 4 ? be32(b, this.srcOff) : NONE;
+  }
+  dst4(b: Buffer): number {
+    return this.dstLen === 4 ? be32(b, this.dstOff) : NONE;
+  }
+
+  toTuple(b: Buffer): ConntrackTuple {
+    // The ports in the literal (undefined until read): a TCP/UDP tuple keeps all its fields inside the object.
+    const t: ConntrackTuple = {
+      src: formatAddr(b, this.srcOff, this.srcLen),
+      dst: formatAddr(b, this.dstOff, this.dstLen),
+      protoNum: this.protoNum,
+      sport: this.sport === NONE ? undefined : this.sport,
+      dport: this.dport === NONE ? undefined : this.dport,
+    };
+    if (this.icmpId !== NONE) t.icmpId = this.icmpId;
+    if (this.icmpType !== NONE) t.icmpType = this.icmpType;
+    if (this.icmpCode !== NONE) t.icmpCode = this.icmpCode;
+    return t;
+  }
 }
 
-function decodeCounters(b: Buffer, start: number, end: number): { packets: number; bytes: number } {
-  const c = { packets: 0, bytes: 0 };
-  const a = attrs(b, start, end);
-  while (a.next()) {
-    if (a.type === C.CTA_COUNTERS_PACKETS) {
-      need(a, 8, 'CTA_COUNTERS_PACKETS');
-      c.packets = readBe64(b, a.vs);
-    } else if (a.type === C.CTA_COUNTERS_BYTES) {
-      need(a, 8, 'CTA_COUNTERS_BYTES');
-      c.bytes = readBe64(b, a.vs);
-    } else if (a.type === C.CTA_COUNTERS32_PACKETS) {
-      need(a, 4, 'CTA_COUNTERS32_PACKETS');
-      c.packets = be32(b, a.vs);
-    } else if (a.type === C.CTA_COUNTERS32_BYTES) {
-      need(a, 4, 'CTA_COUNTERS32_BYTES');
-      c.bytes = be32(b, a.vs);
+const formatAddr = (b: Buffer, off: number, len: number): string => (len === 4 ? formatIPv4(b, off) : formatIPv6(b, off));
+
+function overrun(type: number, len: number, at: number): NetlinkParseError {
+  return new NetlinkParseError(`conntrack attribute type ${type} length ${len} overruns its container`, at);
+}
+
+function short(what: string, have: number, need: number, at: number): NetlinkParseError {
+  return new NetlinkParseError(`${what}: ${have} bytes, need ${need}`, at);
+}
+
+/**
+ * One ctnetlink entry message (nfgenmsg + attributes), decoded in place. decode() validates the
+ * whole message as decodeEntry always did (a malformed attribute throws NetlinkParseError with
+ * its offset in the message); the fields stay valid until the buffer is reused, so a caller
+ * reads them (or calls toEntry()) before the next receive.
+ */
+export class CtView {
+  buf: Buffer = Buffer.alloc(0);
+  /** The message's payload (nfgenmsg + attributes) is buf[start, end); error offsets are relative to start. */
+  start = 0;
+  end = 0;
+  family: 4 | 6 = 4;
+  readonly orig = new CtTupleView();
+  readonly reply = new CtTupleView();
+  hasOrig = false;
+  hasReply = false;
+  status = 0;
+  timeoutS = 0;
+  mark = 0;
+  zone = 0;
+  id = 0;
+  /** CTA_PROTOINFO_TCP_STATE, NONE when absent. */
+  tcpState = NONE;
+  use = NONE;
+  origPackets = NONE;
+  origBytes = NONE;
+  replyPackets = NONE;
+  replyBytes = NONE;
+  hasOrigCounters = false;
+  hasReplyCounters = false;
+  /** Offset of CTA_TIMESTAMP_START's 8 bytes, NONE when absent. */
+  startOff = NONE;
+
+  /** Decodes buf[start, end) (an IPCTNL_MSG_CT_NEW/DELETE payload); throws NetlinkParseError. */
+  decode(b: Buffer, start: number, end: number): this {
+    this.buf = b;
+    this.start = start;
+    this.end = end;
+    if (end - start < C.NFGENMSG_LEN) throw new NetlinkParseError(`nfgenmsg: ${end - start} bytes, need 4`, 0);
+    const fam = b[start];
+    if (fam !== C.AF_INET && fam !== C.AF_INET6) throw new NetlinkParseError(`conntrack family ${fam}`, 0);
+    this.family = fam === C.AF_INET ? 4 : 6;
+    this.hasOrig = this.hasReply = this.hasOrigCounters = this.hasReplyCounters = false;
+    this.status = this.timeoutS = this.mark = this.zone = this.id = 0;
+    this.tcpState = this.use = this.startOff = NONE;
+    this.origPackets = this.origBytes = this.replyPackets = this.replyBytes = NONE;
+    let o = start + C.NFGENMSG_LEN;
+    while (o + 4 <= end) {
+      const len = b[o]! | (b[o + 1]! << 8);
+      const type = (b[o + 2]! | (b[o + 3]! << 8)) & 0x3fff;
+      if (len < 4 || o + len > end) throw overrun(type, len, o - start);
+      const vs = o + 4;
+      const ve = o + len;
+      const have = len - 4;
+      switch (type) {
+        case C.CTA_TUPLE_ORIG:
+          this.tuple(this.orig, vs, ve);
+          this.hasOrig = true;
+          break;
+        case C.CTA_TUPLE_REPLY:
+          this.tuple(this.reply, vs, ve);
+          this.hasReply = true;
+          break;
+        case C.CTA_STATUS:
+          if (have < 4) throw short('CTA_STATUS', have, 4, vs - start);
+          this.status = be32(b, vs);
+          break;
+        case C.CTA_TIMEOUT:
+          if (have < 4) throw short('CTA_TIMEOUT', have, 4, vs - start);
+          this.timeoutS = be32(b, vs);
+          break;
+        case C.CTA_MARK:
+          if (have < 4) throw short('CTA_MARK', have, 4, vs - start);
+          this.mark = be32(b, vs);
+          break;
+        case C.CTA_ZONE:
+          if (have < 2) throw short('CTA_ZONE', have, 2, vs - start);
+          this.zone = be16(b, vs);
+          break;
+        case C.CTA_ID:
+          if (have < 4) throw short('CTA_ID', have, 4, vs - start);
+          this.id = be32(b, vs);
+          break;
+        case C.CTA_USE:
+          if (have < 4) throw short('CTA_USE', have, 4, vs - start);
+          this.use = be32(b, vs);
+          break;
+        case C.CTA_COUNTERS_ORIG:
+          this.counters(vs, ve, false);
+          break;
+        case C.CTA_COUNTERS_REPLY:
+          this.counters(vs, ve, true);
+          break;
+        case C.CTA_TIMESTAMP:
+          this.timestamp(vs, ve);
+          break;
+        case C.CTA_PROTOINFO:
+          this.protoinfo(vs, ve);
+          break;
+      }
+      o += (len + 3) & ~3;
+    }
+    if (!this.hasOrig) throw new NetlinkParseError('conntrack entry without CTA_TUPLE_ORIG', C.NFGENMSG_LEN);
+    // DESTROY events may omit the reply tuple on some kernels; mirror the original then.
+    if (!this.hasReply) this.reply.mirrorOf(this.orig);
+    return this;
+  }
+
+  private tuple(t: CtTupleView, start: number, end: number): void {
+    const b = this.buf;
+    const base = this.start;
+    t.clear();
+    let o = start;
+    while (o + 4 <= end) {
+      const len = b[o]! | (b[o + 1]! << 8);
+      const type = (b[o + 2]! | (b[o + 3]! << 8)) & 0x3fff;
+      if (len < 4 || o + len > end) throw overrun(type, len, o - base);
+      if (type === C.CTA_TUPLE_IP) this.tupleIp(t, o + 4, o + len);
+      else if (type === C.CTA_TUPLE_PROTO) this.tupleProto(t, o + 4, o + len);
+      o += (len + 3) & ~3;
+    }
+    if (t.srcOff === NONE || t.dstOff === NONE) throw new NetlinkParseError('conntrack tuple without addresses', start - base);
+  }
+
+  private tupleIp(t: CtTupleView, start: number, end: number): void {
+    const b = this.buf;
+    const base = this.start;
+    let o = start;
+    while (o + 4 <= end) {
+      const len = b[o]! | (b[o + 1]! << 8);
+      const type = (b[o + 2]! | (b[o + 3]! << 8)) & 0x3fff;
+      if (len < 4 || o + len > end) throw overrun(type, len, o - base);
+      const vs = o + 4;
+      const have = len - 4;
+      switch (type) {
+        case C.CTA_IP_V4_SRC:
+          if (have < 4) throw short('CTA_IP_V4_SRC', have, 4, vs - base);
+          t.srcOff = vs;
+          t.srcLen = 4;
+          break;
+        case C.CTA_IP_V4_DST:
+          if (have < 4) throw short('CTA_IP_V4_DST', have, 4, vs - base);
+          t.dstOff = vs;
+          t.dstLen = 4;
+          break;
+        case C.CTA_IP_V6_SRC:
+          if (have < 16) throw short('CTA_IP_V6_SRC', have, 16, vs - base);
+          t.srcOff = vs;
+          t.srcLen = 16;
+          break;
+        case C.CTA_IP_V6_DST:
+          if (have < 16) throw short('CTA_IP_V6_DST', have, 16, vs - base);
+          t.dstOff = vs;
+          t.dstLen = 16;
+          break;
+      }
+      o += (len + 3) & ~3;
     }
   }
-  return c;
+
+  private tupleProto(t: CtTupleView, start: number, end: number): void {
+    const b = this.buf;
+    const base = this.start;
+    let o = start;
+    while (o + 4 <= end) {
+      const len = b[o]! | (b[o + 1]! << 8);
+      const type = (b[o + 2]! | (b[o + 3]! << 8)) & 0x3fff;
+      if (len < 4 || o + len > end) throw overrun(type, len, o - base);
+      const vs = o + 4;
+      const have = len - 4;
+      switch (type) {
+        case C.CTA_PROTO_NUM:
+          if (have < 1) throw short('CTA_PROTO_NUM', have, 1, vs - base);
+          t.protoNum = b[vs]!;
+          break;
+        case C.CTA_PROTO_SRC_PORT:
+          if (have < 2) throw short('CTA_PROTO_SRC_PORT', have, 2, vs - base);
+          t.sport = be16(b, vs);
+          break;
+        case C.CTA_PROTO_DST_PORT:
+          if (have < 2) throw short('CTA_PROTO_DST_PORT', have, 2, vs - base);
+          t.dport = be16(b, vs);
+          break;
+        case C.CTA_PROTO_ICMP_ID:
+        case C.CTA_PROTO_ICMPV6_ID:
+          if (have < 2) throw short('CTA_PROTO_ICMP_ID', have, 2, vs - base);
+          t.icmpId = be16(b, vs);
+          break;
+        case C.CTA_PROTO_ICMP_TYPE:
+        case C.CTA_PROTO_ICMPV6_TYPE:
+          if (have < 1) throw short('CTA_PROTO_ICMP_TYPE', have, 1, vs - base);
+          t.icmpType = b[vs]!;
+          break;
+        case C.CTA_PROTO_ICMP_CODE:
+        case C.CTA_PROTO_ICMPV6_CODE:
+          if (have < 1) throw short('CTA_PROTO_ICMP_CODE', have, 1, vs - base);
+          t.icmpCode = b[vs]!;
+          break;
+      }
+      o += (len + 3) & ~3;
+    }
+  }
+
+  private counters(start: number, end: number, reply: boolean): void {
+    const b = this.buf;
+    const base = this.start;
+    let packets = 0;
+    let bytes = 0;
+    let o = start;
+    while (o + 4 <= end) {
+      const len = b[o]! | (b[o + 1]! << 8);
+      const type = (b[o + 2]! | (b[o + 3]! << 8)) & 0x3fff;
+      if (len < 4 || o + len > end) throw overrun(type, len, o - base);
+      const vs = o + 4;
+      const have = len - 4;
+      if (type === C.CTA_COUNTERS_PACKETS) {
+        if (have < 8) throw short('CTA_COUNTERS_PACKETS', have, 8, vs - base);
+        packets = readBe64(b, vs);
+      } else if (type === C.CTA_COUNTERS_BYTES) {
+        if (have < 8) throw short('CTA_COUNTERS_BYTES', have, 8, vs - base);
+        bytes = readBe64(b, vs);
+      } else if (type === C.CTA_COUNTERS32_PACKETS) {
+        if (have < 4) throw short('CTA_COUNTERS32_PACKETS', have, 4, vs - base);
+        packets = be32(b, vs);
+      } else if (type === C.CTA_COUNTERS32_BYTES) {
+        if (have < 4) throw short('CTA_COUNTERS32_BYTES', have, 4, vs - base);
+        bytes = be32(b, vs);
+      }
+      o += (len + 3) & ~3;
+    }
+    if (reply) {
+      this.replyPackets = packets;
+      this.replyBytes = bytes;
+      this.hasReplyCounters = true;
+    } else {
+      this.origPackets = packets;
+      this.origBytes = bytes;
+      this.hasOrigCounters = true;
+    }
+  }
+
+  private timestamp(start: number, end: number): void {
+    const b = this.buf;
+    let o = start;
+    while (o + 4 <= end) {
+      const len = b[o]! | (b[o + 1]! << 8);
+      const type = (b[o + 2]! | (b[o + 3]! << 8)) & 0x3fff;
+      if (len < 4 || o + len > end) throw overrun(type, len, o - this.start);
+      if (type === C.CTA_TIMESTAMP_START) {
+        if (len - 4 < 8) throw short('CTA_TIMESTAMP_START', len - 4, 8, o + 4 - this.start);
+        this.startOff = o + 4;
+      }
+      o += (len + 3) & ~3;
+    }
+  }
+
+  private protoinfo(start: number, end: number): void {
+    const b = this.buf;
+    const base = this.start;
+    let o = start;
+    while (o + 4 <= end) {
+      const len = b[o]! | (b[o + 1]! << 8);
+      const type = (b[o + 2]! | (b[o + 3]! << 8)) & 0x3fff;
+      if (len < 4 || o + len > end) throw overrun(type, len, o - base);
+      if (type === C.CTA_PROTOINFO_TCP) {
+        const tend = o + len;
+        let q = o + 4;
+        while (q + 4 <= tend) {
+          const l2 = b[q]! | (b[q + 1]! << 8);
+          const t2 = (b[q + 2]! | (b[q + 3]! << 8)) & 0x3fff;
+          if (l2 < 4 || q + l2 > tend) throw overrun(t2, l2, q - base);
+          if (t2 === C.CTA_PROTOINFO_TCP_STATE) {
+            if (l2 - 4 < 1) throw short('CTA_PROTOINFO_TCP_STATE', l2 - 4, 1, q + 4 - base);
+            this.tcpState = b[q + 4]!;
+          }
+          q += (l2 + 3) & ~3;
+        }
+      }
+      o += (len + 3) & ~3;
+    }
+  }
+
+  /** Protocol name as conntrack(8) prints it. */
+  protoName(): string {
+    return protoName(this.orig.protoNum);
+  }
+
+  /** TCP state name, undefined when the message carried none. */
+  tcpStateName(): string | undefined {
+    return this.tcpState === NONE ? undefined : tcpStateName(this.tcpState);
+  }
+
+  /** The decoded message as a ConntrackEntry (its own strings: valid after the buffer is reused). */
+  toEntry(): ConntrackEntry {
+    const b = this.buf;
+    // One literal, one field order: entries share an object shape with their fields inside the object
+    // (tcpState is there, undefined, for other protocols; deleting it would make a slow dictionary object).
+    const entry: ConntrackEntry = {
+      family: this.family,
+      proto: protoName(this.orig.protoNum),
+      orig: this.orig.toTuple(b),
+      reply: this.reply.toTuple(b),
+      tcpState: this.tcpStateName(),
+      status: this.status,
+      statusFlags: statusFlagNames(this.status),
+      timeoutS: this.timeoutS,
+      mark: this.mark,
+      zone: this.zone,
+      id: this.id,
+    };
+    if (this.use === NONE && !this.hasOrigCounters && !this.hasReplyCounters && this.startOff === NONE) return entry;
+    const opt: { use?: number; origCounters?: ConntrackCounters; replyCounters?: ConntrackCounters; startNs?: bigint } = {};
+    if (this.use !== NONE) opt.use = this.use;
+    if (this.hasOrigCounters) opt.origCounters = { packets: this.origPackets, bytes: this.origBytes };
+    if (this.hasReplyCounters) opt.replyCounters = { packets: this.replyPackets, bytes: this.replyBytes };
+    if (this.startOff !== NONE) opt.startNs = b.readBigUInt64BE(this.startOff);
+    return Object.assign(entry, opt);
+  }
 }
+
+const protoName = (n: number): string => C.PROTO_NAMES[n] ?? String(n);
+const tcpStateName = (s: number): string => C.TCP_STATES[s] ?? String(s);
 
 const flagNames = new Map<number, string[]>();
 
@@ -127,102 +441,12 @@ export function statusFlagNames(status: number): string[] {
   return names;
 }
 
+/** One view for decodeEntry: it is used and left within each call. */
+const sharedView = new CtView();
+
 /** Decodes the payload of an IPCTNL_MSG_CT_NEW/DELETE message (nfgenmsg + attributes). */
 export function decodeEntry(p: Buffer): ConntrackEntry {
-  if (p.length < C.NFGENMSG_LEN) throw new NetlinkParseError(`nfgenmsg: ${p.length} bytes, need 4`, 0);
-  const fam = p[0];
-  if (fam !== C.AF_INET && fam !== C.AF_INET6) throw new NetlinkParseError(`conntrack family ${fam}`, 0);
-  let orig: ConntrackTuple | undefined;
-  let reply: ConntrackTuple | undefined;
-  let tcpState: string | undefined;
-  // The optional attributes, set on the entry only when present.
-  const opt: Pick<ConntrackEntry, 'use' | 'origCounters' | 'replyCounters' | 'startNs'> = {};
-  const e = { status: 0, timeoutS: 0, mark: 0, zone: 0, id: 0 };
-  const a = attrs(p, C.NFGENMSG_LEN, p.length);
-  while (a.next()) {
-    switch (a.type) {
-      case C.CTA_TUPLE_ORIG:
-        orig = decodeTuple(p, a.vs, a.ve);
-        break;
-      case C.CTA_TUPLE_REPLY:
-        reply = decodeTuple(p, a.vs, a.ve);
-        break;
-      case C.CTA_STATUS:
-        need(a, 4, 'CTA_STATUS');
-        e.status = be32(p, a.vs);
-        break;
-      case C.CTA_TIMEOUT:
-        need(a, 4, 'CTA_TIMEOUT');
-        e.timeoutS = be32(p, a.vs);
-        break;
-      case C.CTA_MARK:
-        need(a, 4, 'CTA_MARK');
-        e.mark = be32(p, a.vs);
-        break;
-      case C.CTA_ZONE:
-        need(a, 2, 'CTA_ZONE');
-        e.zone = be16(p, a.vs);
-        break;
-      case C.CTA_ID:
-        need(a, 4, 'CTA_ID');
-        e.id = be32(p, a.vs);
-        break;
-      case C.CTA_USE:
-        need(a, 4, 'CTA_USE');
-        opt.use = be32(p, a.vs);
-        break;
-      case C.CTA_COUNTERS_ORIG:
-        opt.origCounters = decodeCounters(p, a.vs, a.ve);
-        break;
-      case C.CTA_COUNTERS_REPLY:
-        opt.replyCounters = decodeCounters(p, a.vs, a.ve);
-        break;
-      case C.CTA_TIMESTAMP: {
-        const t = attrs(p, a.vs, a.ve);
-        while (t.next()) {
-          if (t.type === C.CTA_TIMESTAMP_START) {
-            need(t, 8, 'CTA_TIMESTAMP_START');
-            opt.startNs = p.readBigUInt64BE(t.vs);
-          }
-        }
-        break;
-      }
-      case C.CTA_PROTOINFO: {
-        const pi = attrs(p, a.vs, a.ve);
-        while (pi.next()) {
-          if (pi.type !== C.CTA_PROTOINFO_TCP) continue;
-          const tcp = attrs(p, pi.vs, pi.ve);
-          while (tcp.next()) {
-            if (tcp.type === C.CTA_PROTOINFO_TCP_STATE) {
-              need(tcp, 1, 'CTA_PROTOINFO_TCP_STATE');
-              const s = p[tcp.vs]!;
-              tcpState = C.TCP_STATES[s] ?? String(s);
-            }
-          }
-        }
-        break;
-      }
-    }
-  }
-  if (!orig) throw new NetlinkParseError('conntrack entry without CTA_TUPLE_ORIG', C.NFGENMSG_LEN);
-  // DESTROY events may omit the reply tuple on some kernels; mirror the original then.
-  if (!reply) reply = { ...orig, src: orig.dst, dst: orig.src, sport: orig.dport, dport: orig.sport };
-  // One literal, one field order: entries share an object shape with their fields inside the object
-  // (tcpState is there, undefined, for other protocols; deleting it would make a slow dictionary object).
-  const entry: ConntrackEntry = {
-    family: fam === C.AF_INET ? 4 : 6,
-    proto: C.PROTO_NAMES[orig.protoNum] ?? String(orig.protoNum),
-    orig,
-    reply,
-    tcpState,
-    status: e.status,
-    statusFlags: statusFlagNames(e.status),
-    timeoutS: e.timeoutS,
-    mark: e.mark,
-    zone: e.zone,
-    id: e.id,
-  };
-  return opt.use === undefined && !opt.origCounters && !opt.replyCounters && opt.startNs === undefined ? entry : Object.assign(entry, opt);
+  return sharedView.decode(p, 0, p.length).toEntry();
 }
 
 /** Message type of a ctnetlink message, or undefined if it is not ctnetlink. */

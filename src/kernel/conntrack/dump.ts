@@ -7,7 +7,7 @@ import { NETLINK_NETFILTER, NetlinkSocket, type DumpResult } from '../netlink/so
 import { sourceFailure } from '../source.js';
 import type { ConntrackEntry, ConntrackSummary, SourceStatus } from '../types.js';
 import * as C from './constants.js';
-import { ctMessageType, decodeEntry } from './decode.js';
+import { CtView } from './decode.js';
 import type { PrefilterKeys } from './prefilter.js';
 
 export interface TupleMatch {
@@ -150,36 +150,41 @@ export function keepFor(prefilter: () => RawPrefilter | undefined): KeepMessage 
 }
 
 /**
- * Dumps the table, handing decoded entries to onEntries batch by batch.
- * onEntries may return a promise for backpressure.
+ * Dumps the table, handing each entry that passes the filters to onView as a CtView decoded in
+ * place (valid only during the call: read it, or keep view.toEntry()). afterBatch runs after each
+ * receive call and may return a promise for backpressure. Nothing per entry is allocated here.
  */
-export async function dumpConntrack(
-  onEntries: (entries: ConntrackEntry[]) => void | Promise<void>,
+export async function dumpConntrackViews(
+  onView: (view: CtView) => void,
   opts: DumpOptions = {},
+  afterBatch?: () => void | Promise<void>,
 ): Promise<DumpResult & { entries: number }> {
   const sock = opts.socket ?? openConntrackSocket(opts.netns);
   const match = addressMatcher(opts.filter?.addresses);
   const filter = opts.filter ?? {};
+  const pre = opts.prefilter;
   // Tuple filters are parsed per l3 family: without an address or a family
   // the kernel answers EOPNOTSUPP, so such a dump runs once per family.
   const perFamily = (filter.orig || filter.reply) && !filter.family && !tupleMatchFamily(filter);
   const passes: ConntrackFilter[] = perFamily ? [{ ...filter, family: 4 }, { ...filter, family: 6 }] : [filter];
   const total = { messages: 0, interrupted: false, entries: 0 };
+  const view = new CtView();
   try {
     for (const f of passes) {
-      const res = await sock.dump(dumpRequest(f), 'ctnetlink: dump', (msgs) => {
-        const out: ConntrackEntry[] = [];
-        for (const m of msgs) {
-          if (ctMessageType(m) !== C.IPCTNL_MSG_CT_NEW) continue;
-          if (opts.prefilter && !opts.prefilter.maybe(m.payload)) continue;
-          if (match && !match.maybe(m.payload)) continue;
-          const e = decodeEntry(m.payload);
-          if (match && !match.exact(e)) continue;
-          out.push(e);
-        }
-        total.entries += out.length;
-        if (out.length) return onEntries(out);
-      }, keepFor(() => opts.prefilter));
+      const res = await sock.dumpRaw(
+        dumpRequest(f),
+        'ctnetlink: dump',
+        (buf, start, end, type) => {
+          if (type >> 8 !== C.NFNL_SUBSYS_CTNETLINK || (type & 0xff) !== C.IPCTNL_MSG_CT_NEW) return;
+          if (pre && !(pre.maybeIn ? pre.maybeIn(buf, start, end) : pre.maybe(buf.subarray(start, end)))) return;
+          if (match && !match.maybe(buf.subarray(start, end))) return;
+          view.decode(buf, start, end);
+          if (match && !match.exact(view.toEntry())) return;
+          total.entries++;
+          onView(view);
+        },
+        afterBatch,
+      );
       total.messages += res.messages;
       total.interrupted ||= res.interrupted;
     }
@@ -187,6 +192,27 @@ export async function dumpConntrack(
   } finally {
     if (!opts.socket) sock.close();
   }
+}
+
+/**
+ * Dumps the table, handing decoded entries to onEntries batch by batch (one batch per receive
+ * call). onEntries may return a promise for backpressure.
+ */
+export async function dumpConntrack(
+  onEntries: (entries: ConntrackEntry[]) => void | Promise<void>,
+  opts: DumpOptions = {},
+): Promise<DumpResult & { entries: number }> {
+  let out: ConntrackEntry[] = [];
+  return dumpConntrackViews(
+    (v) => void out.push(v.toEntry()),
+    opts,
+    () => {
+      if (!out.length) return;
+      const batch = out;
+      out = [];
+      return onEntries(batch);
+    },
+  );
 }
 
 export function openConntrackSocket(netns?: string): NetlinkSocket {
@@ -197,10 +223,17 @@ export function openConntrackSocket(netns?: string): NetlinkSocket {
 export class SummaryCounter {
   readonly summary: ConntrackSummary = { total: 0, byProto: {}, byState: {} };
   add(e: ConntrackEntry): void {
+    this.count(e.proto, e.tcpState, e.status);
+  }
+  /** The same count from a decoded view, without making the entry. */
+  addView(v: CtView): void {
+    this.count(v.protoName(), v.tcpStateName(), v.status);
+  }
+  private count(proto: string, tcpState: string | undefined, status: number): void {
     const s = this.summary;
     s.total++;
-    s.byProto[e.proto] = (s.byProto[e.proto] ?? 0) + 1;
-    const state = e.tcpState ?? (e.status & C.IPS_SEEN_REPLY ? 'REPLIED' : 'UNREPLIED');
+    s.byProto[proto] = (s.byProto[proto] ?? 0) + 1;
+    const state = tcpState ?? (status & C.IPS_SEEN_REPLY ? 'REPLIED' : 'UNREPLIED');
     s.byState[state] = (s.byState[state] ?? 0) + 1;
   }
 }
@@ -219,11 +252,15 @@ export async function readConntrack(
   const { addresses, ...kernelFilter } = opts.filter ?? {};
   const match = addressMatcher(addresses);
   try {
-    const res = await dumpConntrack(
-      (batch) => {
-        for (const e of batch) {
-          counter.add(e);
-          if (opts.entries && (!match || match.exact(e))) kept.push(e);
+    // Strings are made only for the entries kept; the rest are counted from the view.
+    const res = await dumpConntrackViews(
+      (v) => {
+        counter.addView(v);
+        if (!opts.entries) return;
+        if (!match) kept.push(v.toEntry());
+        else if (match.maybe(v.buf.subarray(v.start, v.end))) {
+          const e = v.toEntry();
+          if (match.exact(e)) kept.push(e);
         }
       },
       { ...opts, filter: kernelFilter },

@@ -11,23 +11,30 @@ import { bpfAddon, readPerCpuU64, type BpfAddon, type BpfObject } from '../../na
 import type { NetlinkSocket } from '../netlink/socket.js';
 import type { KeySet, PrefilterKeys } from './prefilter.js';
 
-const PROGRAM = 'ct_event_filter';
-const MAP_KEYS = 'ct_keys';
-const MAP_STATS = 'ct_stats';
+// Names, sizes and offsets of ctevents.bpf.c's maps; test/unit/conntrack/kernel-filter-btf.test.ts
+// checks each against the compiled object's BTF.
+export const CT_FILTER_PROGRAM = 'ct_event_filter';
+export const CT_MAP_KEYS = 'ct_keys';
+export const CT_MAP_STATS = 'ct_stats';
 /** The key map's max_entries (ctevents.bpf.c MAX_KEYS). */
 export const KERNEL_FILTER_MAX_KEYS = 262144;
-const STAT_PASSED = 0;
-const STAT_DROPPED = 1;
+/** struct ct_key: address and port in network order, protocol, kind; the value one byte. */
+export const CT_KEY_SIZE = 8;
+export const CT_KEY_ADDR = 0;
+export const CT_KEY_PORT = 4;
+export const CT_KEY_PROTO = 6;
+export const CT_KEY_KIND = 7;
+export const CT_VALUE_SIZE = 1;
+/** Slots of ct_stats (enum stat), u64 per CPU. */
+export const CT_STAT_PASSED = 0;
+export const CT_STAT_DROPPED = 1;
+export const CT_STAT_SLOTS = 2;
 
-// Key kinds (ctevents.bpf.c enum kind).
-const KIND_PROTO = 1;
-const KIND_VIP = 2;
-const KIND_NODE_IP = 3;
-const KIND_NODE_PORT = 4;
-const KIND_ENDPOINT = 5;
+/** Key kinds (ctevents.bpf.c enum kind). */
+export const CT_KIND = { proto: 1, vip: 2, nodeIp: 3, nodePort: 4, endpoint: 5 } as const;
 
 const BPF_ANY = 0;
-const PRESENT = Buffer.from([1]);
+const PRESENT = Buffer.alloc(CT_VALUE_SIZE, 1);
 
 export function ctEventsObjectPath(): string {
   return join(projectRoot(), 'build', 'Release', 'ctevents.bpf.o');
@@ -56,15 +63,15 @@ export class KernelEventFilter {
   private applied: PrefilterKeys = NO_SETS;
   private attachedTo?: NetlinkSocket;
   /** One key, rewritten for each map call (8 bytes: addr, port, proto, kind). */
-  private readonly key = Buffer.alloc(8);
+  private readonly key = Buffer.alloc(CT_KEY_SIZE);
   private closed = false;
 
   private constructor(
     private readonly addon: BpfAddon,
     private readonly obj: BpfObject,
   ) {
-    this.mapFd = addon.bpfObjectMapFd(obj, MAP_KEYS);
-    this.statsFd = addon.bpfObjectMapFd(obj, MAP_STATS);
+    this.mapFd = addon.bpfObjectMapFd(obj, CT_MAP_KEYS);
+    this.statsFd = addon.bpfObjectMapFd(obj, CT_MAP_STATS);
     this.cpus = addon.bpfPossibleCpus();
   }
 
@@ -103,23 +110,23 @@ export class KernelEventFilter {
   private eachKeyOnlyIn(a: PrefilterKeys, b: PrefilterKeys, apply: () => void): void {
     for (const p of a.protos) {
       if (b.protos.has(p)) continue;
-      this.setKey(0, 0, p, KIND_PROTO);
+      this.setKey(0, 0, p, CT_KIND.proto);
       apply();
     }
     for (const ip of a.nodeIps) {
       if (b.nodeIps.has(ip)) continue;
-      this.setKey(ip, 0, 0, KIND_NODE_IP);
+      this.setKey(ip, 0, 0, CT_KIND.nodeIp);
       apply();
     }
     for (const [kind, aSets, bSets] of [
-      [KIND_VIP, a.vips, b.vips],
-      [KIND_ENDPOINT, a.endpoints, b.endpoints],
-      [KIND_NODE_PORT, a.nodePorts, b.nodePorts],
+      [CT_KIND.vip, a.vips, b.vips],
+      [CT_KIND.endpoint, a.endpoints, b.endpoints],
+      [CT_KIND.nodePort, a.nodePorts, b.nodePorts],
     ] as const) {
       for (const [proto, keys] of aSets) {
         onlyIn(keys, bSets.get(proto), (k) => {
           // NodePort keys are bare ports; the others ip * 65536 + port.
-          if (kind === KIND_NODE_PORT) this.setKey(0, k, proto, kind);
+          if (kind === CT_KIND.nodePort) this.setKey(0, k, proto, kind);
           else this.setKey(Math.floor(k / 65536), k % 65536, proto, kind);
           apply();
         });
@@ -130,7 +137,7 @@ export class KernelEventFilter {
   /** Attaches to a socket (after the first sync: an empty map would drop every IPv4 event). */
   attach(socket: NetlinkSocket): void {
     this.ensureOpen();
-    socket.attachBpf(this.addon.bpfObjectProgFd(this.obj, PROGRAM));
+    socket.attachBpf(this.addon.bpfObjectProgFd(this.obj, CT_FILTER_PROGRAM));
     this.attachedTo = socket;
   }
 
@@ -144,8 +151,8 @@ export class KernelEventFilter {
   stats(): KernelFilterStats {
     this.ensureOpen();
     return {
-      passed: readPerCpuU64(this.addon, this.statsFd, this.cpus, STAT_PASSED),
-      dropped: readPerCpuU64(this.addon, this.statsFd, this.cpus, STAT_DROPPED),
+      passed: readPerCpuU64(this.addon, this.statsFd, this.cpus, CT_STAT_PASSED),
+      dropped: readPerCpuU64(this.addon, this.statsFd, this.cpus, CT_STAT_DROPPED),
     };
   }
 
@@ -158,10 +165,10 @@ export class KernelEventFilter {
 
   private setKey(ip: number, port: number, proto: number, kind: number): void {
     const k = this.key;
-    k.writeUInt32BE(ip >>> 0, 0);
-    k.writeUInt16BE(port, 4);
-    k[6] = proto;
-    k[7] = kind;
+    k.writeUInt32BE(ip >>> 0, CT_KEY_ADDR);
+    k.writeUInt16BE(port, CT_KEY_PORT);
+    k[CT_KEY_PROTO] = proto;
+    k[CT_KEY_KIND] = kind;
   }
 
   private ensureOpen(): void {

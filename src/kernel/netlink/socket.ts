@@ -215,6 +215,71 @@ export class NetlinkSocket {
     });
   }
 
+  /**
+   * dump() without a message object per reply: visit(buf, start, end, type, flags) gets each of
+   * our reply messages' payload range in the receive buffer, valid only during the call (for
+   * hot decoders that read in place). afterBatch runs after each receive call's messages and may
+   * return a promise for backpressure. A header that does not fit its datagram throws
+   * NetlinkParseError, as splitMessages does.
+   */
+  dumpRaw(
+    msg: Buffer,
+    what: string,
+    visit: (buf: Buffer, start: number, end: number, type: number, flags: number) => void,
+    afterBatch?: () => void | Promise<void>,
+  ): Promise<DumpResult> {
+    return this.exclusive(async () => {
+      const seq = this.send(msg);
+      const res: DumpResult = { messages: 0, interrupted: false };
+      const b = this.buf;
+      for (;;) {
+        const count = await this.receiveRaw(what);
+        let done = false;
+        let off = 0;
+        for (let i = 0; i < count && !done; i++) {
+          const dend = off + this.status[2 + i]!;
+          let o = off;
+          off = dend;
+          while (o < dend) {
+            if (dend - o < NLMSG_HDRLEN) throw new NetlinkParseError(`truncated header: ${dend - o} bytes left`, o);
+            const len = b.readUInt32LE(o);
+            if (len < NLMSG_HDRLEN || o + len > dend) {
+              throw new NetlinkParseError(`message length ${len} does not fit the ${dend - o} bytes left`, o);
+            }
+            const at = o;
+            o += (len + 3) & ~3;
+            // A stray notification or someone else's reply.
+            if (b.readUInt32LE(at + 8) !== seq || b.readUInt32LE(at + 12) !== this.port) continue;
+            const type = b.readUInt16LE(at + 4);
+            const flags = b.readUInt16LE(at + 6);
+            if (flags & NLM_F_DUMP_INTR) res.interrupted = true;
+            if (type === NLMSG_DONE || type === NLMSG_ERROR) {
+              const m: NetlinkMessage = { type, flags, seq, pid: this.port, payload: b.subarray(at + NLMSG_HDRLEN, at + len) };
+              if (type === NLMSG_DONE) {
+                // ctnetlink and others put an int error in DONE's payload.
+                const err = m.payload.length >= 4 ? m.payload.readInt32LE(0) : 0;
+                if (err < 0) throw new NetlinkError(-err, what, doneMessage(m));
+                done = true;
+                break;
+              }
+              const { errno, message } = parseError(m);
+              if (errno === 0) continue;
+              throw new NetlinkError(errno, what, message);
+            }
+            if (type === NLMSG_NOOP || type === NLMSG_OVERRUN) continue;
+            res.messages++;
+            visit(b, at + NLMSG_HDRLEN, at + len, type, flags);
+          }
+        }
+        if (afterBatch) {
+          const p = afterBatch();
+          if (p) await p;
+        }
+        if (done) return res;
+      }
+    });
+  }
+
   /** Sends a request expecting an ACK (send it with NLM_F_ACK); returns the replies before it. */
   request(msg: Buffer, what: string): Promise<NetlinkMessage[]> {
     return this.exclusive(async () => {
@@ -341,12 +406,17 @@ export class NetlinkSocket {
   }
 
   private async receiveBatch(what: string, keep?: KeepMessage): Promise<NetlinkMessage[]> {
+    return this.parseBatch(await this.receiveRaw(what), keep);
+  }
+
+  /** Receives at least one datagram into buf; returns how many (their lengths are in status[2..]). */
+  private async receiveRaw(what: string): Promise<number> {
     const n = native();
     for (;;) {
       this.assertOpen();
       const count = n.nlRecv(this.fd, this.buf, this.status, this.maxDatagram);
       const err = this.status[1]!;
-      if (count > 0) return this.parseBatch(count, keep);
+      if (count > 0) return count;
       if (err === ENOBUFS) throw new NetlinkOverflowError(what);
       if (err !== 0 && err !== EAGAIN) throw new NetlinkError(err, `${what}: receive`);
       await this.waitReadable();

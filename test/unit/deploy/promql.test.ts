@@ -8,8 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
-import { createRegistry } from '../../../src/export/metrics.js';
-import { emptyState } from '../../../src/export/state.js';
+import { createRegistry, emptyState } from '../../../src/agent/metrics/list.js';
 import { renderKustomization } from './render.js';
 
 const PROMTOOL = '/usr/bin/promtool';

@@ -5,8 +5,9 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { constants as zlibConstants, gunzipSync, inflateRawSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
-import { createRegistry, type BufferedRegistry } from '../../../src/export/metrics.js';
-import { emptyState, type ExportState, type SvcPortLabels } from '../../../src/export/state.js';
+import { createRegistry, emptyState, type ExportState } from '../../../src/agent/metrics/list.js';
+import type { BufferedRegistry } from '../../../src/export/metrics.js';
+import type { SvcPortLabels } from '../../../src/export/state.js';
 
 const GOLDEN = join(import.meta.dirname, 'metrics.golden.txt');
 const web: SvcPortLabels = { namespace: 'shop', service: 'web', port: '80', protocol: 'TCP' };

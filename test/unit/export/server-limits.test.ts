@@ -3,9 +3,8 @@
 import { request } from 'node:http';
 import { createConnection, type AddressInfo, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createRegistry } from '../../../src/export/metrics.js';
 import { createMetricsServer, type ServerLimits } from '../../../src/export/server.js';
-import { emptyState } from '../../../src/export/state.js';
+import { createRegistry, emptyState } from '../../../src/agent/metrics/list.js';
 
 const state = emptyState('node-1', '0.1.0');
 for (let i = 0; i < 20_000; i++) state.lbPath.push({ svc: { namespace: 'a', service: `s${i}`, port: '80', protocol: 'TCP' }, kind: 'to_lb', packets: i, bytes: 2 * i });

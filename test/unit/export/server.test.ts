@@ -2,9 +2,8 @@ import { request } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { gunzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createRegistry } from '../../../src/export/metrics.js';
 import { acceptsGzip, createMetricsServer, parseListen } from '../../../src/export/server.js';
-import { emptyState } from '../../../src/export/state.js';
+import { createRegistry, emptyState } from '../../../src/agent/metrics/list.js';
 
 interface Reply {
   status: number;

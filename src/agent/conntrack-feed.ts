@@ -1,0 +1,179 @@
+// Where the agent's conntrack table comes from. Live: a full dump at start,
+// then the kernel's event stream (with a dump again after any lost events) and
+// a periodic re-dump. From a bundle: the entries the bundle's conntrack file
+// holds, read through the conntrack source's own bundle reader.
+import type { BundleFiles } from '../bundle/files.js';
+import { dumpConntrack } from '../kernel/conntrack/dump.js';
+import { ConntrackWatch } from '../kernel/conntrack/events.js';
+import type { ConntrackPrefilter } from '../kernel/conntrack/prefilter.js';
+import type { ConntrackEntry, NodeSnapshot } from '../kernel/types.js';
+import type { Logger } from '../log.js';
+import { conntrack } from '../source/conntrack.js';
+import { errText, type ReadResult } from '../source/contract.js';
+import type { ConntrackTable } from './conntrack-table.js';
+
+/** What a feed fills and tells. */
+export interface ConntrackSink {
+  table: ConntrackTable;
+  /** A full read ended (or failed): recorded as the conntrack source's read, through the runner. */
+  record(result: ReadResult<unknown>, durationMs: number): void;
+  /** The feed failed outside a read (the event socket). */
+  down(reason: string): void;
+  /** The table changed (an event): the diagnosis may be due. */
+  changed(): void;
+}
+
+export interface ConntrackFeed {
+  /** Fills the table with a first full read and follows it from then on; resolves after that read. */
+  start(sink: ConntrackSink, prefilter: ConntrackPrefilter): Promise<void>;
+  /** A full re-read. */
+  resync(): Promise<void>;
+  /** The Service index changed: skip what touches no LB Service of the new one. */
+  setPrefilter(p: ConntrackPrefilter): void;
+  stop(): void;
+}
+
+/** No key is recorded: the table, not a snapshot value, is what the diagnosis reads of conntrack. */
+const UP: ReadResult<unknown> = { state: 'up', value: undefined };
+
+export class LiveConntrack implements ConntrackFeed {
+  private watch?: ConntrackWatch;
+  private sink?: ConntrackSink;
+  private prefilter?: ConntrackPrefilter;
+
+  constructor(
+    private readonly o: {
+      log: Logger;
+      netns?: string;
+      /** Drop events that touch no LB Service in the kernel (an eBPF socket filter); falls back to user space. */
+      kernelFilter: boolean;
+    },
+  ) {}
+
+  private get ns(): { netns?: string } {
+    return this.o.netns ? { netns: this.o.netns } : {};
+  }
+
+  async start(sink: ConntrackSink, prefilter: ConntrackPrefilter): Promise<void> {
+    this.sink = sink;
+    this.prefilter = prefilter;
+    const { table } = sink;
+    let first!: () => void;
+    let dumpStart = performance.now();
+    const done = new Promise<void>((r) => (first = r));
+    try {
+      this.watch = new ConntrackWatch({
+        ...this.ns,
+        initialDump: true,
+        prefilter,
+        kernelFilter: this.o.kernelFilter,
+        onEvent: (ev) => {
+          if (table.event(ev)) sink.changed();
+        },
+        resync: {
+          begin: () => {
+            dumpStart = performance.now();
+            table.beginResync();
+          },
+          entries: (batch) => {
+            const now = Date.now();
+            for (const e of batch) table.upsert(e, now);
+          },
+          end: (info) => {
+            table.endResync();
+            sink.record(UP, performance.now() - dumpStart);
+            if (info.interrupted) this.o.log.info(info, 'conntrack resync interrupted by table changes');
+            sink.changed();
+            first();
+          },
+        },
+        onError: (e) => {
+          sink.down(e.message);
+          first();
+        },
+      });
+    } catch (e) {
+      sink.down(errText(e));
+      return;
+    }
+    this.logKernelFilter();
+    await done;
+  }
+
+  async resync(): Promise<void> {
+    const { watch, sink } = this;
+    if (!watch || !sink) return;
+    const t0 = performance.now();
+    try {
+      sink.table.beginResync();
+      const now = Date.now();
+      await dumpConntrack((b) => b.forEach((e) => sink.table.upsert(e, now)), { ...this.ns, ...(this.prefilter ? { prefilter: this.prefilter } : {}) });
+      sink.table.endResync();
+      sink.record(UP, performance.now() - t0);
+    } catch (e) {
+      sink.record({ state: 'down', reason: `dump: ${errText(e)}` }, performance.now() - t0);
+    }
+  }
+
+  setPrefilter(p: ConntrackPrefilter): void {
+    this.prefilter = p;
+    if (!this.watch) return;
+    const was = this.watch.stats.kernelFilter;
+    this.watch.setPrefilter(p);
+    if (this.watch.stats.kernelFilter !== was) this.logKernelFilter();
+  }
+
+  stop(): void {
+    this.watch?.stop();
+  }
+
+  /** Where conntrack events that touch no LB Service are dropped, once at start and when it changes. */
+  private logKernelFilter(): void {
+    const state = this.watch!.stats.kernelFilter;
+    if (state === 'on') this.o.log.info('conntrack events pre-filtered in the kernel (eBPF socket filter)');
+    else if (state !== 'not requested') this.o.log.warn({ reason: state }, 'conntrack events filtered in user space only');
+  }
+}
+
+/**
+ * The conntrack table of a bundle (its conntrack file, read by the conntrack source's bundle
+ * reader): each read puts its entries in the table, as a live dump does. There are no events.
+ */
+export class BundleConntrack implements ConntrackFeed {
+  private sink?: ConntrackSink;
+  constructor(
+    private readonly files: BundleFiles,
+    /** What the bundle's entries are seen at (Date.now()), so that a replay gives the same ages. */
+    private readonly seenAtMs: () => number = Date.now,
+  ) {}
+
+  async start(sink: ConntrackSink): Promise<void> {
+    this.sink = sink;
+    await this.resync();
+  }
+
+  async resync(): Promise<void> {
+    const sink = this.sink;
+    if (!sink) return;
+    const t0 = performance.now();
+    let result: ReadResult<NonNullable<NodeSnapshot['conntrack']>>;
+    try {
+      result = conntrack.fromBundle!(this.files);
+    } catch (e) {
+      result = { state: 'down', reason: errText(e) };
+    }
+    if (result.state === 'up' || (result.state === 'down' && result.value)) {
+      const entries: ConntrackEntry[] = result.value?.entries ?? [];
+      const now = this.seenAtMs();
+      sink.table.beginResync();
+      for (const e of entries) sink.table.upsert(e, now);
+      sink.table.endResync();
+    }
+    sink.record(result.state === 'up' ? UP : result, performance.now() - t0);
+    sink.changed();
+  }
+
+  setPrefilter(): void {}
+
+  stop(): void {}
+}

@@ -1,0 +1,210 @@
+// The agent's inputs apart from conntrack: the polled sources of
+// src/source/list.ts (through one runner: health, durations, resyncs and errors
+// alike), the cluster view (a file or the API), and the Service index built
+// from the view and the node's addresses. It tells the agent two things: a
+// value changed (what was diagnosed from it is stale), and a new index.
+import type { ClusterWatch } from '../cluster/watch.js';
+import { reloadClusterFile } from '../cluster/file.js';
+import { lbHostnamesOf, withLbHostnames } from '../cluster/lb-hostnames.js';
+import type { ClusterView } from '../cluster/types.js';
+import { localAddresses } from '../detect/local.js';
+import type { AddressSnapshot, NodeSnapshot } from '../kernel/types.js';
+import type { Logger } from '../log.js';
+import { errText, type LiveOptions, type SourceDef, type SourceReader } from '../source/contract.js';
+import { lookupsByName, type DnsSnapshot } from '../source/dns.js';
+import type { SourceHealth } from '../source/health.js';
+import { liveReaders } from '../source/list.js';
+import { SourceRunner } from '../source/runner.js';
+import { ServiceIndex } from './service-index.js';
+
+/** A source as the agent polls it: its definition (what it feeds) and one implementation. */
+export interface PolledSource {
+  def: SourceDef<unknown>;
+  reader: SourceReader;
+}
+
+export interface SourcesOptions {
+  nodeName: string;
+  log: Logger;
+  clusterFile?: string;
+  kubeconfig?: string;
+  /** Use the API (in-cluster or --kubeconfig) when there is no cluster file. */
+  clusterApi: boolean;
+  /** The live readers' options (netns, DNS bounds); the agent's own choices are added. */
+  live?: Pick<LiveOptions, 'netns' | 'dnsLookup'>;
+  /** Readers to poll instead of the live ones (a bundle's files: the golden test). */
+  readers?: (lbHostnames: () => readonly string[]) => PolledSource[];
+  /** A new value, or a new availability, of a source: what was built from the sources is stale. */
+  onChange(): void;
+  /** A new Service index (the cluster view or a source it is built from changed). */
+  onIndex(index: ServiceIndex): void;
+  /** A source re-read because its watch or the cluster view asked (what to do after it: diagnose). */
+  onWatchedRead(): void;
+}
+
+/** A kernel notification asks for a re-read of its source at most this often. */
+const WATCH_DELAY_MS = 100;
+
+export class AgentSources {
+  readonly runner: SourceRunner;
+  private readonly readers: PolledSource[];
+  private stopWatches: (() => void)[] = [];
+  private readTimers = new Map<string, NodeJS.Timeout>();
+  private cluster: ClusterView = { fresh: false, staleReason: 'not read yet', services: [], warnings: [] };
+  /** `cluster` with the hostname-only LBs' resolved addresses (the dns source): what the index and the diagnosis read. */
+  private viewWithDns: ClusterView = this.cluster;
+  private clusterFileDigest?: string;
+  private clusterWatch?: ClusterWatch;
+  private indexValue: ServiceIndex;
+  /** After the first sync, a changed cluster view has its LB names looked up at once (before it, start() reads them). */
+  private started = false;
+
+  constructor(private readonly o: SourcesOptions) {
+    this.runner = new SourceRunner(o.log);
+    const lbHostnames = () => lbHostnamesOf(this.cluster);
+    // natFactsOnly: the agent diagnoses from the NAT facts alone; it never keeps the parsed rules.
+    this.readers =
+      o.readers?.(lbHostnames) ??
+      liveReaders({ ...o.live, natFactsOnly: true, lbHostnames }, (d) => !d.streamedByAgent);
+    this.indexValue = new ServiceIndex(this.cluster, localAddresses(undefined, undefined));
+  }
+
+  get health(): SourceHealth {
+    return this.runner.health;
+  }
+
+  get index(): ServiceIndex {
+    return this.indexValue;
+  }
+
+  /** The cluster view the diagnosis reads (with the resolved LB names). */
+  get view(): ClusterView {
+    return this.viewWithDns;
+  }
+
+  /** Everything read so far, as a snapshot for the detectors. */
+  snapshot(header: Pick<NodeSnapshot, 'takenAt' | 'hostname' | 'kernel'>): NodeSnapshot {
+    return this.runner.snapshot(header);
+  }
+
+  /**
+   * The cluster view, then the sources the Service index is built from (the counters' targets and
+   * the conntrack prefilter start from that index); then the watches. The other sources are read
+   * by readRest(), after the capture has started.
+   */
+  async startIndexed(): Promise<void> {
+    await this.startCluster();
+    await this.readSources(this.readers.filter((x) => x.def.indexes));
+    for (const x of this.readers) {
+      const stop = x.reader.watch?.({
+        changed: () => this.scheduleRead(x),
+        failed: (reason) => this.health.down(x.def.name, reason),
+      });
+      if (stop) this.stopWatches.push(stop);
+    }
+  }
+
+  async readRest(): Promise<void> {
+    await this.readSources(this.readers.filter((x) => !x.def.indexes));
+  }
+
+  /** The first sync is done: from now on a new cluster view has its LB names looked up at once. */
+  synced(): void {
+    this.started = true;
+  }
+
+  /** Full re-read of every polled source and of the cluster file. */
+  async resync(): Promise<void> {
+    if (this.o.clusterFile) this.loadClusterFile();
+    await this.readSources(this.readers);
+  }
+
+  async stop(): Promise<void> {
+    for (const t of this.readTimers.values()) clearTimeout(t);
+    for (const stop of this.stopWatches) stop();
+    await this.clusterWatch?.stop();
+  }
+
+  private async startCluster(): Promise<void> {
+    if (this.o.clusterFile) return this.loadClusterFile();
+    if (!this.o.clusterApi) {
+      this.health.down('cluster', 'no cluster source: pass --cluster-file or --kubeconfig (or run in a pod)');
+      return;
+    }
+    try {
+      // Loaded only for the API. (The API client is our own, cluster/kube-config.ts: @kubernetes/client-node
+      // would cost ~70 MB of RSS; it loads only for kubeconfigs with exec plugins or auth-providers.)
+      const { ClusterWatch } = await import('../cluster/watch.js');
+      this.clusterWatch = new ClusterWatch({
+        nodeName: this.o.nodeName,
+        ...(this.o.kubeconfig ? { kubeconfig: this.o.kubeconfig } : {}),
+        log: this.o.log,
+        onChange: (v) => this.setCluster(v),
+      });
+      this.clusterWatch.start();
+      // Wait a little for the first list; the agent starts degraded if the API is slow or away.
+      const first = await Promise.race([this.clusterWatch.synced(), new Promise<undefined>((r) => setTimeout(() => r(undefined), 10_000).unref())]);
+      if (first) this.setCluster(first);
+      else this.health.down('cluster', `Kubernetes API: first list not complete after 10 s: ${this.clusterWatch.status().reason ?? 'no reason known'}`);
+    } catch (e) {
+      this.health.down('cluster', errText(e));
+    }
+  }
+
+  private loadClusterFile(): void {
+    try {
+      // Re-built only when the file changed: besides the parse, the indexes built from a new view
+      // cost CPU and, while the old ones are still alive, tens of MB.
+      const r = reloadClusterFile(this.o.clusterFile!, this.clusterFileDigest, { nodeName: this.o.nodeName });
+      if (r.view) this.setCluster(r.view);
+      this.clusterFileDigest = r.digest;
+      this.health.resynced('cluster');
+    } catch (e) {
+      this.health.down('cluster', errText(e));
+    }
+  }
+
+  private setCluster(v: ClusterView): void {
+    const before = this.cluster.services.length;
+    this.cluster = v;
+    if (v.fresh) this.health.up('cluster');
+    else this.health.down('cluster', v.staleReason ?? 'stale', false);
+    if (v.services.length !== before) this.o.log.info({ servicePorts: v.services.length }, 'cluster view changed');
+    this.rebuildIndex();
+    // New LB names are looked up at once.
+    if (this.started) for (const x of this.readers) if (x.def.followsCluster) this.scheduleRead(x);
+  }
+
+  private scheduleRead(x: PolledSource): void {
+    clearTimeout(this.readTimers.get(x.def.name));
+    const t = setTimeout(() => {
+      this.readTimers.delete(x.def.name);
+      void this.readSources([x]).then(() => this.o.onWatchedRead());
+    }, WATCH_DELAY_MS);
+    this.readTimers.set(x.def.name, t);
+  }
+
+  /**
+   * Reads sources through the runner. A changed value or availability is told (onChange); a new
+   * value of a source the index is built from rebuilds the index. An unchanged input (the same
+   * rules, no IPVS again for the same reason) tells nothing, so what was built from it is kept.
+   */
+  private async readSources(list: readonly PolledSource[]): Promise<void> {
+    const outcomes = await this.runner.readAll(list.map((x) => x.reader));
+    let changed = false;
+    let reindex = false;
+    outcomes.forEach((o, i) => {
+      if (!o.changed) return;
+      changed = true;
+      if (list[i]!.def.indexes && (o.result.state !== 'down' || o.result.value !== undefined)) reindex = true;
+    });
+    if (changed) this.o.onChange();
+    if (reindex) this.rebuildIndex();
+  }
+
+  private rebuildIndex(): void {
+    this.viewWithDns = withLbHostnames(this.cluster, lookupsByName(this.runner.value<DnsSnapshot>('dns')));
+    this.indexValue = new ServiceIndex(this.viewWithDns, localAddresses(this.runner.value<AddressSnapshot>('addresses'), this.cluster.node));
+    this.o.onIndex(this.indexValue);
+  }
+}

@@ -1,0 +1,106 @@
+// The byte layouts src/capture/bpf-layout.ts writes into and reads out of the
+// eBPF program's maps, checked against the compiled program's own BTF: a change
+// to a struct in native/bpf/clbprobe.bpf.c that the TypeScript side does not
+// follow fails here (needs the build: npm run build).
+import { existsSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import * as L from '../../../src/capture/bpf-layout.js';
+import { bpfObjectPath } from '../../../src/capture/ebpf.js';
+import { Btf } from '../../support/btf.js';
+
+const BPF_MAP_TYPE_HASH = 1;
+const BPF_MAP_TYPE_ARRAY = 2;
+const BPF_MAP_TYPE_PERCPU_HASH = 5;
+const BPF_MAP_TYPE_PERCPU_ARRAY = 6;
+
+describe('clbprobe.bpf.o map layouts (BTF) against src/capture/bpf-layout.ts', () => {
+  if (!existsSync(bpfObjectPath())) throw new Error(`${bpfObjectPath()} missing: npm run build`);
+  const btf = Btf.fromObject(bpfObjectPath());
+
+  it('has the programs and maps the loader names', () => {
+    expect(btf.functions()).toEqual(expect.arrayContaining([L.PROG_INGRESS, L.PROG_EGRESS]));
+    for (const m of [L.MAP_VIPS4, L.MAP_VIPS6, L.MAP_HOSTS4, L.MAP_HOSTS6, L.MAP_CONFIG, L.MAP_FILTERS, L.MAP_COUNTERS, L.MAP_STATS]) {
+      expect(() => btf.map(m), m).not.toThrow();
+    }
+  });
+
+  it('VIP keys: size, port and protocol offsets', () => {
+    const v4 = btf.map(L.MAP_VIPS4);
+    expect(v4.type).toBe(BPF_MAP_TYPE_HASH);
+    expect(v4.keySize).toBe(L.VIP4_KEY_SIZE);
+    const k4 = btf.struct('vip4_key');
+    expect(k4.members.addr).toMatchObject({ offset: 0, size: 4 });
+    expect(k4.members.port).toMatchObject({ offset: L.VIP4_PORT, size: 2 });
+    expect(k4.members.proto).toMatchObject({ offset: L.VIP4_PROTO, size: 1 });
+
+    const v6 = btf.map(L.MAP_VIPS6);
+    expect(v6.keySize).toBe(L.VIP6_KEY_SIZE);
+    const k6 = btf.struct('vip6_key');
+    expect(k6.members.addr).toMatchObject({ offset: 0, size: 16 });
+    expect(k6.members.port).toMatchObject({ offset: L.VIP6_PORT, size: 2 });
+    expect(k6.members.proto).toMatchObject({ offset: L.VIP6_PROTO, size: 1 });
+  });
+
+  it('host maps: address keys, local_flag values', () => {
+    expect(btf.map(L.MAP_HOSTS4)).toMatchObject({ type: BPF_MAP_TYPE_HASH, keySize: L.HOST4_KEY_SIZE, valueSize: L.HOST_VALUE_SIZE });
+    expect(btf.map(L.MAP_HOSTS6)).toMatchObject({ type: BPF_MAP_TYPE_HASH, keySize: L.HOST6_KEY_SIZE, valueSize: L.HOST_VALUE_SIZE });
+    expect(btf.enumValues('local_flag')).toMatchObject({ LOCAL_BOUND: L.LOCAL_BOUND, LOCAL_POD: L.LOCAL_POD });
+  });
+
+  it('struct config: counts, prefix arrays and their entries', () => {
+    const m = btf.map(L.MAP_CONFIG);
+    expect(m).toMatchObject({ type: BPF_MAP_TYPE_ARRAY, maxEntries: 1, keySize: 4, valueSize: L.CONFIG_VALUE_SIZE });
+    const c = btf.struct('config');
+    expect(c.size).toBe(L.CONFIG_VALUE_SIZE);
+    expect(c.members.n4).toMatchObject({ offset: L.CONFIG_N4, size: 4 });
+    expect(c.members.n6).toMatchObject({ offset: L.CONFIG_N6, size: 4 });
+    expect(c.members.v4).toMatchObject({ offset: L.CONFIG_NETS4, size: L.MAX_NETS * L.NET4_SIZE, nelems: L.MAX_NETS });
+    expect(c.members.v6).toMatchObject({ offset: L.CONFIG_NETS6, size: L.MAX_NETS * L.NET6_SIZE, nelems: L.MAX_NETS });
+    const n4 = btf.struct('net4');
+    expect(n4.size).toBe(L.NET4_SIZE);
+    expect(n4.members.addr).toMatchObject({ offset: L.NET4_ADDR, size: 4 });
+    expect(n4.members.mask).toMatchObject({ offset: L.NET4_MASK, size: 4 });
+    expect(n4.members.flags).toMatchObject({ offset: L.NET4_FLAGS, size: 4 });
+    const n6 = btf.struct('net6');
+    expect(n6.size).toBe(L.NET6_SIZE);
+    expect(n6.members.addr).toMatchObject({ offset: L.NET6_ADDR, size: 16 });
+    expect(n6.members.mask).toMatchObject({ offset: L.NET6_MASK, size: 16 });
+    expect(n6.members.flags).toMatchObject({ offset: L.NET6_FLAGS, size: 4 });
+  });
+
+  it('struct filters: the two prefilter bitmaps and the NodePort bitmaps', () => {
+    const m = btf.map(L.MAP_FILTERS);
+    expect(m).toMatchObject({ type: BPF_MAP_TYPE_ARRAY, maxEntries: 1, keySize: 4, valueSize: L.FILTERS_VALUE_SIZE });
+    const f = btf.struct('filters');
+    expect(f.size).toBe(L.FILTERS_VALUE_SIZE);
+    const bitmapBytes = (1 << L.FILTER_BITS) / 8;
+    expect(f.members.vip).toMatchObject({ offset: L.FILTERS_VIP, size: bitmapBytes });
+    expect(f.members.host).toMatchObject({ offset: L.FILTERS_HOST, size: bitmapBytes });
+    expect(f.members.nodeport).toMatchObject({ offset: L.FILTERS_NODEPORT, size: L.NODEPORT_SLOTS * L.NODEPORT_BYTES, nelems: L.NODEPORT_SLOTS });
+    expect(L.nodePortBitmap(6)).toBe(L.FILTERS_NODEPORT);
+    expect(L.nodePortBitmap(132)).toBe(L.FILTERS_NODEPORT + 2 * L.NODEPORT_BYTES);
+  });
+
+  it('counters: key fields and per-CPU packet/byte values', () => {
+    const m = btf.map(L.MAP_COUNTERS);
+    expect(m).toMatchObject({ type: BPF_MAP_TYPE_PERCPU_HASH, keySize: L.COUNTER_KEY_SIZE, valueSize: L.COUNTER_VALUE_SIZE });
+    const k = btf.struct('ctr_key');
+    expect(k.size).toBe(L.COUNTER_KEY_SIZE);
+    expect(k.members.addr).toMatchObject({ offset: L.CTR_KEY_ADDR, size: 16 });
+    expect(k.members.port).toMatchObject({ offset: L.CTR_KEY_PORT, size: 2 });
+    expect(k.members.proto).toMatchObject({ offset: L.CTR_KEY_PROTO, size: 1 });
+    expect(k.members.kind).toMatchObject({ offset: L.CTR_KEY_KIND, size: 1 });
+    expect(k.members.dir).toMatchObject({ offset: L.CTR_KEY_DIR, size: 1 });
+    const v = btf.struct('ctr_val');
+    expect(v.members.packets).toMatchObject({ offset: L.CTR_VAL_PACKETS, size: 8 });
+    expect(v.members.bytes).toMatchObject({ offset: L.CTR_VAL_BYTES, size: 8 });
+  });
+
+  it('stats: u64 per CPU at the slots the reader asks for', () => {
+    const m = btf.map(L.MAP_STATS);
+    expect(m).toMatchObject({ type: BPF_MAP_TYPE_PERCPU_ARRAY, keySize: 4, valueSize: L.STAT_VALUE_SIZE });
+    const slots = btf.enumValues('stat');
+    expect(slots.STAT_COUNTERS_FULL).toBe(L.STAT_COUNTERS_FULL);
+    expect(m.maxEntries).toBe(slots.STAT_MAX);
+  });
+});
