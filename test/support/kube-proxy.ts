@@ -55,7 +55,7 @@ export function kubeCacheReady(): boolean {
   }
 }
 
-export function kubeProxyArgs(kubeconfig: string, o: KubeProxyOptions): string[] {
+function kubeProxyArgs(kubeconfig: string, o: KubeProxyOptions): string[] {
   return [
     `--kubeconfig=${kubeconfig}`,
     `--hostname-override=${o.nodeName}`,
@@ -156,12 +156,4 @@ export async function startKubeProxy(cp: ControlPlane, node: Netns, o: KubeProxy
     },
     stop,
   };
-}
-
-/** The chains a synced kube-proxy writes for `service` ("ns/name:port") in iptables-save output. */
-export function hasServiceRules(save: string, service: string, kinds: ('cluster IP' | 'loadbalancer IP' | 'nodeport')[]): boolean {
-  return kinds.every((k) => {
-    if (k === 'nodeport') return save.split('\n').some((l) => l.startsWith('-A KUBE-NODEPORTS') && l.includes(`"${service}"`));
-    return save.includes(`"${service} ${k}"`);
-  });
 }
