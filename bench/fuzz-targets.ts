@@ -14,6 +14,7 @@ import { parseEvidenceRequest } from '../src/agent/evidence-server.js';
 import { modeFromConfig } from '../src/bundle/kube-proxy.js';
 import { parseManifest } from '../src/bundle/manifest.js';
 import { parseConntrackText } from '../src/bundle/parse-conntrack.js';
+import { parseDnsLookups } from '../src/bundle/parse-dns.js';
 import { parseIpAddrJson, parseIpRouteJson } from '../src/bundle/parse-ip.js';
 import { parseSysctl } from '../src/bundle/parse-sysctl.js';
 import { parseEvidenceLine } from '../src/cli/evidence-lines.js';
@@ -346,6 +347,7 @@ export function fuzzTargets(): FuzzTarget[] {
       [JSON.stringify({ format: 'clbprobe-bundle/1', clbprobeVersion: '0.1.0', nodeName: 'node-a', hostname: 'node-a', kernel: '6.1.0', startedAt: '2026-01-01T00:00:00Z', endedAt: '2026-01-01T00:00:02Z', kubeProxy: { mode: 'ipvs', source: '--proxy-mode flag', pid: 1, args: ['--proxy-mode=ipvs'] }, files: [{ file: 'ip-addr.json', command: 'ip -j -d addr', exitStatus: 0, durationMs: 3, size: 100 }, { command: 'ipvsadm-save -n', exitStatus: null, durationMs: 1, error: 'not found', skipped: true }] })],
       (t) => parseManifest(t, 'manifest.json', []),
     ),
+    jsonTarget('bundle dns-lookups.json', [text('dns/dns-lookups.lab.json'), text('dns/dns-lookups.lab-servfail.json')], (t) => parseDnsLookups(t, 'dns-lookups.json')),
     jsonTarget('evidence request', ['{"service":"lab/web"}', '{"service":"lab/web","port":80,"watchS":30}'], parseEvidenceRequest),
     jsonTarget('evidence answer line', evidenceAnswers, (t) => textLine(parseEvidenceLine(t))),
     {

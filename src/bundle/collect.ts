@@ -5,10 +5,12 @@
 // src/source/list.ts writes its own files; each step is recorded in
 // manifest.json, and a missing tool, a permission problem or an absent kernel
 // feature is written down there and never stops the other steps.
-import { copyFileSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
+import { buildClusterView } from '../cluster/build.js';
 import { readClusterFile } from '../cluster/file.js';
+import { lbHostnamesOf } from '../cluster/lb-hostnames.js';
 import { SOURCES } from '../source/list.js';
 import { listClusterObjects } from './cluster-list.js';
 import { findKubeProxy } from './kube-proxy.js';
@@ -37,15 +39,16 @@ export async function collectBundle(opts: CollectOptions): Promise<BundleManifes
   const startedAt = new Date().toISOString();
   const files: ManifestEntry[] = [];
   const timeoutMs = opts.timeoutMs ?? 30_000;
-  const w = bundleWriter(opts.out, files, { ...(opts.netns ? { netns: opts.netns } : {}), timeoutMs });
-  const skip = w.skip;
+  // The cluster view first: the dns source looks up the hostname-only LB names it publishes.
+  if (opts.clusterFile) files.push(copyCluster(opts.clusterFile, opts.out));
+  else if (opts.kubeconfig || process.env.KUBERNETES_SERVICE_HOST) files.push(await listCluster(opts.out, opts.kubeconfig));
+  else files.push({ command: 'cluster view', durationMs: 0, skipped: true, error: 'no --cluster-file or --kubeconfig given and not in a pod: the bundle has no cluster.json' });
+  const lbHostnames = hostnamesOf(join(opts.out, BUNDLE_FILES.cluster));
+  const w = bundleWriter(opts.out, files, { ...(opts.netns ? { netns: opts.netns } : {}), timeoutMs, lbHostnames });
   // Each source writes its own files (src/source/list.ts), in the list's order.
   for (const def of SOURCES) await def.collect?.(w);
   const uname = await runToFile(join(opts.out, BUNDLE_FILES.uname), BUNDLE_FILES.uname, ['uname', '-r'], timeoutMs);
   files.push(uname);
-  if (opts.clusterFile) files.push(copyCluster(opts.clusterFile, opts.out));
-  else if (opts.kubeconfig || process.env.KUBERNETES_SERVICE_HOST) files.push(await listCluster(opts.out, opts.kubeconfig));
-  else skip('cluster view', 'no --cluster-file or --kubeconfig given and not in a pod: the bundle has no cluster.json');
 
   const t0 = performance.now();
   const kubeProxy = findKubeProxy(opts.procRoot);
@@ -106,6 +109,17 @@ async function listCluster(out: string, kubeconfig: string | undefined): Promise
     return { file: BUNDLE_FILES.cluster, command, durationMs: ms(t0), size: statSync(path).size, ...(errors.length ? { error: errors.join('; ') } : {}) };
   } catch (e) {
     return { command, durationMs: ms(t0), error: e instanceof Error ? e.message : String(e) };
+  }
+}
+
+/** The hostname-only LB names of the cluster.json just written; none when there is none or it cannot be read (its entry says why). */
+function hostnamesOf(path: string): string[] {
+  if (!existsSync(path)) return [];
+  try {
+    const { objects } = readClusterFile(path);
+    return lbHostnamesOf(buildClusterView(objects, {}));
+  } catch {
+    return [];
   }
 }
 

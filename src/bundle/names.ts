@@ -16,6 +16,8 @@ export const BUNDLE_FILES = {
   /** `nft -j list ruleset`: kube-proxy's nftables-mode tables are read from it. */
   nftRuleset: 'nft-ruleset.json',
   conntrack: 'conntrack.txt',
+  /** What the node's resolver answered for the hostname-only LB names (collect only; src/bundle/parse-dns.ts). */
+  dnsLookups: 'dns-lookups.json',
   sysctl: 'sysctl.txt',
   uname: 'uname.txt',
   kubeProxy: 'kube-proxy.json',

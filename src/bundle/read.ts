@@ -7,9 +7,11 @@
 import { readdirSync, statSync } from 'node:fs';
 import { ClusterFileError, readClusterFile } from '../cluster/file.js';
 import { buildClusterView } from '../cluster/build.js';
+import { lbHostnamesOf, withLbHostnames } from '../cluster/lb-hostnames.js';
 import type { ClusterView } from '../cluster/types.js';
 import type { NodeSnapshot, SourceStatus } from '../kernel/types.js';
 import { bundleReader } from '../source/contract.js';
+import { lookupsByName } from '../source/dns.js';
 import { SOURCES } from '../source/list.js';
 import { SourceRunner } from '../source/runner.js';
 import { BundleFiles } from './files.js';
@@ -91,6 +93,7 @@ export function readBundle(dir: string, opts: ReadBundleOptions = {}): BundleRea
   } else {
     sources.push({ source: 'cluster', available: false, reason: b.whyMissing(BUNDLE_FILES.cluster) });
   }
+  if (result.cluster) result.cluster = withBundleLookups(result.cluster, node, b);
   const routes = runner.value<RouteSnapshot>('routes');
   const sysctls = runner.value<SysctlSnapshot>('sysctl');
   if (routes) result.routes = routes;
@@ -98,6 +101,36 @@ export function readBundle(dir: string, opts: ReadBundleOptions = {}): BundleRea
   if (kubeProxy) result.kubeProxy = kubeProxy;
   if (manifest) result.manifest = manifest;
   return result;
+}
+
+/**
+ * The hostname-only LBs of the view get the addresses dns-lookups.json holds for them, as the live
+ * diagnosis gives them the resolver's answers. Names the file does not answer leave the dns source
+ * down with their count (unknown, not "no address"): a bundle made by hand has no such file.
+ */
+function withBundleLookups(view: ClusterView, node: NodeSnapshot, b: BundleFiles): ClusterView {
+  const names = lbHostnamesOf(view);
+  if (names.length === 0) {
+    // Nothing to resolve: absent for that reason, whatever the bundle holds.
+    const i = node.sources.findIndex((s) => s.source === 'dns');
+    if (i >= 0 && node.sources[i]!.notPresent) node.sources[i] = { ...node.sources[i]!, reason: 'no hostname-only LoadBalancer Service in the cluster view' };
+    return view;
+  }
+  const lookups = lookupsByName(node.dns);
+  const unanswered = names.filter((n) => !lookups.has(n));
+  if (unanswered.length > 0) {
+    const i = node.sources.findIndex((s) => s.source === 'dns');
+    const before = i >= 0 ? node.sources[i] : undefined;
+    const why = lookups.size === 0 ? (before?.reason ?? b.whyMissing(BUNDLE_FILES.dnsLookups)) : `${b.path(BUNDLE_FILES.dnsLookups)} has no answer for them`;
+    const status: SourceStatus = {
+      source: 'dns',
+      available: false,
+      reason: `${unanswered.length} of ${names.length} hostname-only LB names not answered (${unanswered.slice(0, 3).join(', ')}${unanswered.length > 3 ? ', ...' : ''}): ${why}`,
+    };
+    if (i >= 0) node.sources[i] = status;
+    else node.sources.push(status);
+  }
+  return withLbHostnames(view, lookups);
 }
 
 /** A bad manifest is only a warning: the files can be read without it. */

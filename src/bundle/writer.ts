@@ -12,6 +12,8 @@ export interface BundleWriter {
   /** The network namespace collected (path), if not ours. */
   readonly netns?: string;
   readonly timeoutMs: number;
+  /** The hostname-only LB names of the bundle's cluster view (the dns source looks them up). */
+  readonly lbHostnames: readonly string[];
   /** Runs argv in the namespace collected, writes its stdout (through filter) to file, records the step. */
   run(file: string, argv: string[], filter?: (out: string) => string): Promise<ManifestEntry>;
   /** Records a step that was not run, and why. */
@@ -22,12 +24,13 @@ export interface BundleWriter {
   inNs(argv: string[]): string[];
 }
 
-export function bundleWriter(out: string, files: ManifestEntry[], opts: { netns?: string; timeoutMs: number }): BundleWriter {
+export function bundleWriter(out: string, files: ManifestEntry[], opts: { netns?: string; timeoutMs: number; lbHostnames?: readonly string[] }): BundleWriter {
   const inNs = (argv: string[]): string[] => (opts.netns ? ['nsenter', `--net=${opts.netns}`, '--', ...argv] : argv);
   return {
     out,
     ...(opts.netns ? { netns: opts.netns } : {}),
     timeoutMs: opts.timeoutMs,
+    lbHostnames: opts.lbHostnames ?? [],
     inNs,
     async run(file, argv, filter) {
       const entry = await runToFile(join(out, file), file, inNs(argv), opts.timeoutMs, filter);

@@ -5,7 +5,13 @@
 // watch asks for a read when the next one is due). Up when every name resolved;
 // down with the failing names and reasons, still carrying the answers it has
 // (stale addresses of a failing name stay counted for a while); absent when
-// the cluster has no hostname-only LB.
+// the cluster has no hostname-only LB. In a bundle: dns-lookups.json, the
+// answers `collect` got for the names of the bundle's cluster view.
+import { BUNDLE_FILES } from '../bundle/names.js';
+import { formatDnsLookups, parseDnsLookups } from '../bundle/parse-dns.js';
+import { ms } from '../bundle/writer.js';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { CACHE_DEFAULTS, HostnameCache } from '../cluster/dns/hostname-cache.js';
 import { LOOKUP_DEFAULTS, type LookupRound } from '../cluster/dns/lookup.js';
 import { lookupHostnamesIn } from '../cluster/dns/lookup-netns.js';
@@ -21,12 +27,47 @@ const REASON_NAMES = 3;
 /** Reads for due names start at most this often, however short the TTLs. */
 const MIN_GAP_MS = 1000;
 
+const NO_HOSTNAME_LB = 'no hostname-only LoadBalancer Service';
+
+/** up when every name resolved, else down naming the failing ones; the answers go along either way. */
+function resultOf(lookups: HostnameLookup[], names: number, resolver: string | undefined, warnings: string[]): ReadResult<DnsSnapshot> {
+  const value = { lookups };
+  const failing = lookups.filter((l) => l.error);
+  if (failing.length === 0) return { state: 'up', value, warnings };
+  const listed = failing.slice(0, REASON_NAMES).map((l) => `${l.hostname}: ${l.error}`);
+  const more = failing.length > REASON_NAMES ? ` (and ${failing.length - REASON_NAMES} more)` : '';
+  const by = resolver ?? failing[0]!.resolver;
+  return { state: 'down', reason: `${failing.length} of ${names} LB hostnames not resolved by ${by}: ${listed.join('; ')}${more}`, value, warnings };
+}
+
 export const dns: SourceDef<DnsSnapshot> = {
   name: 'dns',
   key: 'dns',
   indexes: true,
   followsCluster: true,
   live: (opts) => dnsReader(opts),
+  /** One round of lookups, as the live reader makes it, of the names the bundle's cluster view publishes. */
+  async collect(w) {
+    const file = BUNDLE_FILES.dnsLookups;
+    const names = w.lbHostnames;
+    const command = `look up ${names.length} hostname-only LB name(s) with the ${w.netns ? `namespace's (${w.netns})` : "node's"} resolver`;
+    if (names.length === 0) return w.skip(command, `${NO_HOSTNAME_LB} in the cluster view (or no cluster view)`);
+    const t0 = performance.now();
+    const r = await dnsReader({ ...(w.netns ? { netns: w.netns } : {}), lbHostnames: () => names }).read();
+    const value = r.state === 'up' || r.state === 'down' ? r.value : undefined;
+    if (!value) return w.add({ command, durationMs: ms(t0), error: r.state === 'down' || r.state === 'absent' ? r.reason : 'no lookup made' });
+    const path = join(w.out, file);
+    const text = formatDnsLookups(value.lookups);
+    writeFileSync(path, text);
+    w.add({ file, command, durationMs: ms(t0), size: Buffer.byteLength(text), ...(r.state === 'down' ? { error: r.reason } : {}) });
+  },
+  fromBundle(b) {
+    const file = BUNDLE_FILES.dnsLookups;
+    // Whether the cluster has hostname-only LBs is the bundle reader's to say (it reads the cluster after the sources).
+    if (!b.has(file)) return { state: 'absent', reason: b.whyMissing(file) };
+    const { lookups, warnings } = parseDnsLookups(b.text(file), b.path(file));
+    return resultOf(lookups, lookups.length, undefined, warnings);
+  },
 };
 
 export function dnsReader(opts: LiveOptions, lookupIn: typeof lookupHostnamesIn = lookupHostnamesIn): SourceReader<DnsSnapshot> {
@@ -54,7 +95,7 @@ export function dnsReader(opts: LiveOptions, lookupIn: typeof lookupHostnamesIn 
     async read(): Promise<ReadResult<DnsSnapshot>> {
       const names = opts.lbHostnames?.() ?? [];
       const wantChanged = cache.want(names);
-      if (names.length === 0) return { state: 'absent', reason: 'no hostname-only LoadBalancer Service' };
+      if (names.length === 0) return { state: 'absent', reason: NO_HOSTNAME_LB };
       const todo = cache.due(Date.now());
       let changed = wantChanged;
       let round: LookupRound | undefined;
@@ -64,15 +105,7 @@ export function dnsReader(opts: LiveOptions, lookupIn: typeof lookupHostnamesIn 
       }
       arm();
       if (!changed) return { state: 'unchanged' };
-      const lookups = [...cache.lookups().values()];
-      const value = { lookups };
-      const warnings = round?.warnings ?? [];
-      const failing = lookups.filter((l) => l.error);
-      if (failing.length === 0) return { state: 'up', value, warnings };
-      const listed = failing.slice(0, REASON_NAMES).map((l) => `${l.hostname}: ${l.error}`);
-      const more = failing.length > REASON_NAMES ? ` (and ${failing.length - REASON_NAMES} more)` : '';
-      const by = round?.resolver ?? failing[0]!.resolver;
-      return { state: 'down', reason: `${failing.length} of ${names.length} LB hostnames not resolved by ${by}: ${listed.join('; ')}${more}`, value, warnings };
+      return resultOf([...cache.lookups().values()], names.length, round?.resolver, round?.warnings ?? []);
     },
   };
 }

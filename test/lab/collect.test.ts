@@ -155,8 +155,10 @@ describe.skipIf(!isRoot)('clbprobe collect on a namespace node, read back with r
     expect(bundle.cluster!.services.map((s) => s.name).sort()).toEqual(['api', 'web']);
     expect(bundle.nodeName).toEqual({ name: 'node-a', from: 'given' });
     expect(bundle.node.kernel).toBe(release());
-    // IPVS and nftables mode are absent on this iptables-mode node: not in use, not failed.
-    expect(bundle.node.sources.filter((s) => !s.available).map((s) => s.source)).toEqual(['ipvs', 'nft']);
+    // IPVS and nftables mode are absent on this iptables-mode node, and no LB publishes only a
+    // hostname: not in use, not failed.
+    expect(bundle.node.sources.filter((s) => !s.available).map((s) => s.source)).toEqual(['ipvs', 'nft', 'dns']);
+    expect(bundle.node.sources.find((s) => s.source === 'dns')).toMatchObject({ notPresent: true, reason: 'no hostname-only LoadBalancer Service in the cluster view' });
     expect(bundle.node.sources.find((s) => s.source === 'nft')!.reason).toMatch(/kube-proxy|nftables/);
     expect(bundle.warnings).toEqual([]);
   });
@@ -183,7 +185,7 @@ describe.skipIf(!isRoot)('clbprobe collect on a namespace node, read back with r
       expect(r.node.conntrack!.entries!.length).toBeGreaterThanOrEqual(3); // our own reader needs no tool
       expect(r.sysctls!.rpFilter.eth0).toBe(2);
       const down = Object.fromEntries(r.node.sources.filter((s) => !s.available).map((s) => [s.source, s.reason]));
-      expect(Object.keys(down).sort()).toEqual(['ipset', 'ipvs', 'nat', 'nft']);
+      expect(Object.keys(down).sort()).toEqual(['dns', 'ipset', 'ipvs', 'nat', 'nft']);
       expect(down.ipset).toMatch(/^ipset\.txt not in the bundle: .*ipset save: /);
     } finally {
       rmSync(bin, { recursive: true, force: true });
@@ -213,7 +215,7 @@ describe.skipIf(!isRoot)('clbprobe collect on a namespace node, read back with r
       expect(b.node.addresses!.interfaces.map((i) => i.name)).toContain('kube-ipvs0');
       const down = Object.fromEntries(b.node.sources.filter((s) => !s.available).map((s) => [s.source, s.reason]));
       expect(down.conntrack).toMatch(/^conntrack\.txt not in the bundle: conntrack -L -o extended,id: clbprobe conntrack reader failed/);
-      expect(Object.keys(down).sort()).toEqual(['cluster', 'conntrack', 'ipset', 'ipvs', 'nat', 'nft']);
+      expect(Object.keys(down).sort()).toEqual(['cluster', 'conntrack', 'dns', 'ipset', 'ipvs', 'nat', 'nft']);
     } finally {
       rmSync(out, { recursive: true, force: true });
     }

@@ -9,7 +9,7 @@
 // source_up{source="dns"} 0. The control: the LB SNATs (client IP
 // preservation off), the connect works and `diagnose` reports no loop.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -121,6 +121,46 @@ describe.skipIf(!isRoot)('hostname-only LB in the loop lab (real DNS, real loop,
     expect(loop!.remedy).toContain('preserve_client_ip.enabled=false');
     expect(loop!.remedy).toContain('aws-load-balancer-nlb-target-type: ip');
   }, 40_000);
+
+  it('`collect` in the node namespace writes the answers, and `diagnose --from` gives the same verdict as live', async () => {
+    const diagnoseLive = (): Finding[] => {
+      const r = spawnSync('ip', ['netns', 'exec', lab.node.name, process.execPath, CLI, 'diagnose', '--json', '--cluster-file', clusterFile, '--node-name', LAB.node1Name], { encoding: 'utf8', timeout: 30_000 });
+      expect(r.status, r.stderr).toBe(1);
+      return (JSON.parse(r.stdout) as { findings: Finding[] }).findings;
+    };
+    // The same name, answer and loop for both: a fresh loop before each read (the return leg's
+    // conntrack entry lasts seconds; on a loaded machine a read can come too late for one).
+    const looped = (fs: Finding[]) => fs.some((f) => f.mechanism === 'L4-loop' && f.severity === 'active');
+    let live: Finding[] = [];
+    for (let i = 0; i < 3 && !looped(live); i++) {
+      expect(await lab.connect(2000)).toBe('timeout');
+      live = diagnoseLive();
+    }
+    expect(looped(live)).toBe(true);
+    expect(await lab.connect(2000)).toBe('timeout');
+    const bundle = join(dir, 'bundle');
+    const c = spawnSync('ip', ['netns', 'exec', lab.node.name, process.execPath, CLI, 'collect', '--out', bundle, '--cluster-file', clusterFile, '--node-name', LAB.node1Name], { encoding: 'utf8', timeout: 60_000 });
+    expect(c.status, c.stderr).toBe(0);
+    const lookups = JSON.parse(readFileSync(join(bundle, 'dns-lookups.json'), 'utf8')) as { lookups: { hostname: string; addresses: string[]; ttlS: number; resolver: string }[] };
+    expect(lookups.lookups).toEqual([expect.objectContaining({ hostname: NAME, addresses: [LAB.vip], ttlS: 5, resolver: `nameserver ${LB_DNS} (/etc/resolv.conf)` })]);
+    const manifest = JSON.parse(readFileSync(join(bundle, 'manifest.json'), 'utf8')) as { files: { file?: string; command: string; error?: string }[] };
+    expect(manifest.files.find((f) => f.file === 'dns-lookups.json')).toMatchObject({ command: expect.stringContaining('look up 1 hostname-only LB name') });
+    expect(manifest.files.find((f) => f.file === 'dns-lookups.json')?.error).toBeUndefined();
+
+    // Offline, from the root namespace: no resolver is asked, the bundle's answers are used.
+    const r = spawnSync(process.execPath, [CLI, 'diagnose', '--json', '--from', bundle], { encoding: 'utf8', timeout: 30_000 });
+    expect(r.status, r.stderr).toBe(1);
+    const offline = (JSON.parse(r.stdout) as { findings: Finding[] }).findings;
+    // The lookup's time and the number of connections seen differ (live asked again, more loops
+    // since); everything else is the same verdict.
+    const verdict = (fs: Finding[]) =>
+      fs.filter((f) => f.service.name === 'web').map((f) => ({ mechanism: f.mechanism, severity: f.severity, summary: f.summary.replace(/^\d+ connection\(s\)/, 'N connection(s)'), remedy: f.remedy, hostname: f.evidence.filter((e) => e.startsWith('LB hostname')).map((e) => e.replace(/\(at [^,]*,/, '(at T,')) }));
+    const loop = verdict(offline).find((f) => f.mechanism === 'L4-loop');
+    expect(loop).toMatchObject({ severity: 'active', hostname: [`LB hostname ${NAME} resolved to ${LAB.vip} (at T, TTL 5 s) by nameserver ${LB_DNS} (/etc/resolv.conf)`] });
+    expect(loop!.summary).toContain(`${LAB.vip} (${NAME}):${LAB.port}`);
+    expect(verdict(offline).filter((f) => f.severity === 'active')).toEqual(verdict(live).filter((f) => f.severity === 'active'));
+    expect(verdict(offline).map((f) => `${f.mechanism} ${f.severity}`).sort()).toEqual(verdict(live).map((f) => `${f.mechanism} ${f.severity}`).sort());
+  }, 120_000);
 
   it('follows a new answer once the TTL ran out', async () => {
     dns.setZone({ [NAME]: { A: [[NEXT_VIP, 5]] } });

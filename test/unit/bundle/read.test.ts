@@ -145,7 +145,9 @@ describe('readBundle with broken files: a warning naming file and line, the rest
     const why = Object.fromEntries(r.node.sources.filter((s) => !s.available).map((s) => [s.source, s.reason]));
     expect(why.ipvs).toBe('ipvsadm-save.txt not in the bundle: ipvsadm-save -n: IPVS is not loaded in this kernel');
     expect(why.addresses).toMatch(/^ip-addr\.json not in the bundle/);
-    expect(Object.keys(why).sort()).toEqual(['addresses', 'cluster', 'conntrack', 'ipset', 'ipvs', 'nat', 'nft', 'routes']);
+    expect(Object.keys(why).sort()).toEqual(['addresses', 'cluster', 'conntrack', 'dns', 'ipset', 'ipvs', 'nat', 'nft', 'routes']);
+    // No cluster view, so no hostname-only LB to have answers for: absent, saying which file.
+    expect(why.dns).toMatch(/^dns-lookups\.json not in the bundle/);
     expect(why.nft).toMatch(/^nft-ruleset\.json not in the bundle/);
   });
 

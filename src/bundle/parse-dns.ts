@@ -1,0 +1,114 @@
+// dns-lookups.json: what the node's resolver said for the cluster's hostname-only LB names when
+// `collect` ran (the dns source's HostnameLookup list). Written one lookup per line inside the
+// JSON, so a file cut short (a full disk, a copy interrupted) still gives back every complete
+// lookup: the reader falls back to reading it line by line and says so. Each lookup is checked on
+// its own; a bad one is a warning naming its index, never the loss of the others.
+import { isIP } from 'node:net';
+import type { HostnameLookup } from '../kernel/types.js';
+
+/** What `collect` writes as the file's "format". */
+export const DNS_LOOKUPS_FORMAT = 'clbprobe-dns-lookups/1';
+/** More names than the agent ever resolves (256 by default): past this the rest is dropped, with a warning. */
+export const MAX_BUNDLE_LOOKUPS = 4096;
+/** Addresses kept per name (a DNS answer over UDP holds far fewer). */
+export const MAX_LOOKUP_ADDRESSES = 256;
+const MAX_TEXT = 1024;
+
+export function formatDnsLookups(lookups: readonly HostnameLookup[]): string {
+  const lines = lookups.map((l) => JSON.stringify(l));
+  return `{"format":${JSON.stringify(DNS_LOOKUPS_FORMAT)},"lookups":[\n${lines.join(',\n')}\n]}\n`;
+}
+
+export interface DnsLookupsRead {
+  lookups: HostnameLookup[];
+  warnings: string[];
+}
+
+/** Throws only when nothing in the file is a lookup (not JSON at all, or no lookups list). */
+export function parseDnsLookups(text: string, path: string): DnsLookupsRead {
+  const warnings: string[] = [];
+  let items: unknown[];
+  let whole: unknown;
+  try {
+    whole = JSON.parse(text);
+  } catch (e) {
+    const salvaged = lineItems(text);
+    if (salvaged.length === 0) throw new Error(`${path}: not JSON (${e instanceof Error ? e.message : String(e)})`);
+    warnings.push(`${path}: not complete JSON (cut short?): read the ${salvaged.length} complete lookup line(s)`);
+    items = salvaged.map((x) => x.value);
+    return { lookups: checkAll(items, path, warnings, salvaged.map((x) => `line ${x.line}`)), warnings };
+  }
+  const list = whole !== null && typeof whole === 'object' && !Array.isArray(whole) ? (whole as { lookups?: unknown }).lookups : Array.isArray(whole) ? whole : undefined;
+  if (!Array.isArray(list)) throw new Error(`${path}: no "lookups" list`);
+  const format = (whole as { format?: unknown }).format;
+  if (format !== undefined && format !== DNS_LOOKUPS_FORMAT) warnings.push(`${path}: format ${JSON.stringify(format).slice(0, 60)}, not ${DNS_LOOKUPS_FORMAT}: read as far as it matches`);
+  items = list;
+  return { lookups: checkAll(items, path, warnings, items.map((_, i) => `lookups[${i}]`)), warnings };
+}
+
+/** Lines of a cut file that are whole lookup objects (the writer puts one per line). */
+function lineItems(text: string): { line: number; value: unknown }[] {
+  const out: { line: number; value: unknown }[] = [];
+  text.split('\n').forEach((raw, i) => {
+    const s = raw.trim().replace(/,$/, '');
+    if (!s.startsWith('{"hostname"')) return;
+    try {
+      out.push({ line: i + 1, value: JSON.parse(s) });
+    } catch {
+      // the cut line itself
+    }
+  });
+  return out;
+}
+
+function checkAll(items: unknown[], path: string, warnings: string[], where: string[]): HostnameLookup[] {
+  const out: HostnameLookup[] = [];
+  const seen = new Set<string>();
+  if (items.length > MAX_BUNDLE_LOOKUPS) warnings.push(`${path}: ${items.length} lookups, only the first ${MAX_BUNDLE_LOOKUPS} read`);
+  items.slice(0, MAX_BUNDLE_LOOKUPS).forEach((item, i) => {
+    const at = `${path}: ${where[i]}`;
+    const l = checkLookup(item, at, warnings);
+    if (!l) return;
+    if (seen.has(l.hostname)) return void warnings.push(`${at}: ${l.hostname} listed again; the first kept`);
+    seen.add(l.hostname);
+    out.push(l);
+  });
+  return out;
+}
+
+const text = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v.slice(0, MAX_TEXT) : undefined);
+
+function checkLookup(item: unknown, at: string, warnings: string[]): HostnameLookup | undefined {
+  if (item === null || typeof item !== 'object' || Array.isArray(item)) {
+    warnings.push(`${at}: not an object; skipped`);
+    return undefined;
+  }
+  const o = item as Record<string, unknown>;
+  const hostname = text(o.hostname);
+  if (!hostname || hostname.length > 253) {
+    warnings.push(`${at}: no hostname; skipped`);
+    return undefined;
+  }
+  const addresses: string[] = [];
+  if (!Array.isArray(o.addresses)) warnings.push(`${at}: ${hostname}: no "addresses" list; read as none`);
+  else {
+    for (const a of o.addresses.slice(0, MAX_LOOKUP_ADDRESSES)) {
+      // A zone ("fe80::1%eth0") is not an LB address, as everywhere else clbprobe reads addresses.
+      if (typeof a === 'string' && isIP(a) !== 0 && !a.includes('%')) addresses.push(a);
+      else warnings.push(`${at}: ${hostname}: ${JSON.stringify(a)?.slice(0, 60)} is not an IP address; skipped`);
+    }
+    if (o.addresses.length > MAX_LOOKUP_ADDRESSES) warnings.push(`${at}: ${hostname}: ${o.addresses.length} addresses, the first ${MAX_LOOKUP_ADDRESSES} kept`);
+  }
+  const l: HostnameLookup = { hostname, addresses, resolver: text(o.resolver) ?? 'unknown resolver' };
+  if (typeof o.ttlS === 'number' && Number.isFinite(o.ttlS) && o.ttlS >= 0) l.ttlS = o.ttlS;
+  else if (o.ttlS !== undefined) warnings.push(`${at}: ${hostname}: ttlS ${JSON.stringify(o.ttlS)?.slice(0, 40)} is not a number of seconds; ignored`);
+  const resolvedAt = text(o.resolvedAt);
+  if (resolvedAt && !Number.isNaN(Date.parse(resolvedAt))) l.resolvedAt = resolvedAt;
+  else if (o.resolvedAt !== undefined) warnings.push(`${at}: ${hostname}: resolvedAt is not a time; ignored`);
+  const error = text(o.error);
+  if (error) l.error = error;
+  else if (o.error !== undefined) warnings.push(`${at}: ${hostname}: error is not text; ignored`);
+  // A name without an answer or an error says nothing: an unresolved name, as the reader tells it.
+  if (addresses.length === 0 && !l.error) l.error = 'no address in the bundle';
+  return l;
+}
