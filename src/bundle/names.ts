@@ -1,6 +1,8 @@
 // File names of a bundle directory: what `clbprobe collect` writes and what
 // readBundle looks for (an SRE making a bundle by hand uses the same names;
 // src/bundle/README.md lists the command behind each).
+import type { IpFamily } from '../model/address-family.js';
+
 export const BUNDLE_FILES = {
   ipAddr: 'ip-addr.json',
   ipRoute: 'ip-route.json',
@@ -25,6 +27,6 @@ export const BUNDLE_FILES = {
 } as const;
 
 /** Per-backend save outputs: iptables-legacy-save.txt, ip6tables-nft-save.txt, ... */
-export function backendSaveFile(backend: 'legacy' | 'nft', family: 4 | 6): string {
+export function backendSaveFile(backend: 'legacy' | 'nft', family: IpFamily): string {
   return `ip${family === 6 ? '6' : ''}tables-${backend}-save.txt`;
 }

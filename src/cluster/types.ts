@@ -5,6 +5,7 @@ import type { HostnameLookup } from '../kernel/types.js';
 export type { HostnameLookup };
 
 export type { TrafficPolicy } from '../model/service.js';
+import type { ServiceProtocol } from '../model/protocol.js';
 import type { TrafficPolicy } from '../model/service.js';
 
 /** One IP in status.loadBalancer.ingress (or an Ingress' status), with KEP-1860's ipMode. */
@@ -56,7 +57,7 @@ export interface ServiceView {
   name: string;
   /** ServicePort.name ('' when unnamed). */
   portName: string;
-  protocol: 'TCP' | 'UDP' | 'SCTP';
+  protocol: ServiceProtocol;
   port: number;
   targetPort?: number | string;
   type: 'ClusterIP' | 'NodePort' | 'LoadBalancer' | 'ExternalName';

@@ -16,6 +16,7 @@ import {
 import { NETLINK_ROUTE, NetlinkSocket, NOTIFICATION_BATCH } from './netlink/socket.js';
 import type { AddressEvent, AddressSnapshot, InterfaceAddress, NetInterface, SourceStatus } from './types.js';
 import { sourceFailure } from './source.js';
+import { AF_INET, AF_INET6 } from '../model/address-family.js';
 import { KUBE_IPVS_IFNAME } from '../model/kube-proxy.js';
 
 export { KUBE_IPVS_IFNAME } from '../model/kube-proxy.js';
@@ -38,8 +39,6 @@ const IFA_LOCAL = 2;
 const IFA_LABEL = 3;
 const IFA_FLAGS = 8;
 const IFF_UP = 1;
-const AF_INET = 2;
-const AF_INET6 = 10;
 const RTMGRP_IPV4_IFADDR = 0x10;
 const RTMGRP_IPV6_IFADDR = 0x100;
 

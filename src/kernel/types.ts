@@ -1,3 +1,5 @@
+import type { IpFamily } from '../model/address-family.js';
+import type { ServiceProtocol } from '../model/protocol.js';
 import type { NatSnapshot } from './nat/types.js';
 import type { NftSnapshot } from './nft/types.js';
 
@@ -20,7 +22,8 @@ export interface SourceStatus {
   durationMs?: number;
 }
 
-export type Family = 4 | 6;
+/** IPv4 or IPv6 (src/model/address-family.ts). */
+export type Family = IpFamily;
 
 export interface InterfaceAddress {
   family: Family;
@@ -103,7 +106,7 @@ export interface IpvsTunnel {
 export interface IpvsVirtualServer {
   family: Family;
   /** 0 for fwmark services (they match any protocol). */
-  protocol: 'TCP' | 'UDP' | 'SCTP' | number;
+  protocol: ServiceProtocol | number;
   /** Absent for fwmark services. */
   address?: string;
   port?: number;

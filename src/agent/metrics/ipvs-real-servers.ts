@@ -3,6 +3,7 @@
 import { perServicePort } from '../../export/family.js';
 import type { SvcPortLabels } from '../../export/state.js';
 import type { IpvsSnapshot } from '../../kernel/types.js';
+import { key, type Key } from '../../model/address-key.js';
 import { labelsOf, type ServiceIndex } from '../service-index.js';
 import type { Collector } from './collector.js';
 
@@ -33,9 +34,10 @@ export const ipvsRealServers: Collector<IpvsRealServersPart> = {
       const list: RealServersItem[] = [];
       if (ipvs) {
         // Virtual servers by address|protocol|port: a lookup per LB ingress, not a scan of them all per Service.
-        const vsByKey = new Map<string, IpvsSnapshot['virtualServers']>();
+        const vsByKey = new Map<Key, IpvsSnapshot['virtualServers']>();
         for (const v of ipvs.virtualServers) {
-          const k = `${v.address}|${v.protocol}|${v.port}`;
+          if (v.address === undefined || typeof v.protocol !== 'string') continue; // fwmark services have no VIP:port
+          const k = key(v.address, v.protocol, v.port);
           const at = vsByKey.get(k);
           if (at) at.push(v);
           else vsByKey.set(k, [v]);
@@ -44,7 +46,7 @@ export const ipvsRealServers: Collector<IpvsRealServersPart> = {
           let local = 0;
           let remote = 0;
           for (const ip of new Set(s.lbIngress.map((i) => i.ip))) {
-            for (const v of vsByKey.get(`${ip}|${s.protocol}|${s.port}`) ?? []) {
+            for (const v of vsByKey.get(key(ip, s.protocol, s.port)) ?? []) {
               for (const r of v.realServers) if (index.isLocal(r.address)) local++;
               else remote++;
             }

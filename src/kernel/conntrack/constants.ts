@@ -114,5 +114,4 @@ export const PROTO_NAMES: Record<number, string> = {
   136: 'udplite',
 };
 
-export const AF_INET = 2;
-export const AF_INET6 = 10;
+export { AF_INET, AF_INET6 } from '../../model/address-family.js';

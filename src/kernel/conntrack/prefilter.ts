@@ -20,7 +20,6 @@ export interface PrefilterTargets {
   endpoints: { address: string; protoNum: number; port: number }[];
 }
 
-const AF_INET = 2;
 /** What the cursors point at between messages. */
 const NO_BYTES = Buffer.alloc(0);
 
@@ -133,7 +132,7 @@ export class ConntrackPrefilter {
 
   /** maybe() on the payload at buf[start, end), without a Buffer view of it (no allocation). */
   maybeIn(buf: Buffer, start: number, end: number): boolean {
-    if (end - start < C.NFGENMSG_LEN || buf[start] !== AF_INET) return true;
+    if (end - start < C.NFGENMSG_LEN || buf[start] !== C.AF_INET) return true;
     this.proto = this.origDst = this.dport = this.replySrc = this.sport = -1;
     if (!this.scan(buf, start + C.NFGENMSG_LEN, end)) return true;
     const p = this.proto;

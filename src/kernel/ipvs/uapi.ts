@@ -53,8 +53,8 @@ export const IPVS_STATS_ATTR_OUTPPS = 8;
 export const IPVS_STATS_ATTR_INBPS = 9;
 export const IPVS_STATS_ATTR_OUTBPS = 10;
 
-export const AF_INET = 2;
-export const AF_INET6 = 10;
+export { AF_INET, AF_INET6 } from '../../model/address-family.js';
+import type { IpFamily } from '../../model/address-family.js';
 
 export const IP_VS_SVC_F_PERSISTENT = 0x1;
 export const IP_VS_SVC_F_HASHED = 0x2;
@@ -112,6 +112,6 @@ export function tunnelChecksumName(n: number): IpvsTunnel['checksum'] {
 }
 
 /** The persistence netmask as ipvsadm prints it: dotted for IPv4, a prefix length for IPv6. */
-export function defaultNetmask(family: 4 | 6): string {
+export function defaultNetmask(family: IpFamily): string {
   return family === 4 ? '255.255.255.255' : '128';
 }

@@ -3,7 +3,9 @@
 // own text; the parsed matches are there for the kube-proxy analysis
 // (src/kernel/nat/kube.ts).
 
-export type NatFamily = 4 | 6;
+import type { IpFamily } from '../../model/address-family.js';
+
+export type NatFamily = IpFamily;
 export type XtablesBackend = 'legacy' | 'nft';
 
 /** One option of a match or of the base rule, e.g. `! -s 10.0.0.0/8` or `--dport 80`. */
