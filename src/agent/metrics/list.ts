@@ -10,12 +10,13 @@ import type { AgentState, Collector } from './collector.js';
 import { conntrackEntries } from './conntrack-entries.js';
 import { findings } from './findings.js';
 import { flows } from './flows.js';
+import { followed } from './followed.js';
 import { ipvsRealServers } from './ipvs-real-servers.js';
 import { lbIpBound } from './lb-ip-bound.js';
 import { lbPath } from './lb-path.js';
 import { sourceHealth } from './source-health.js';
 
-export const COLLECTORS = [buildInfo, sourceHealth, lbPath, flows, findings, lbIpBound, ipvsRealServers, conntrackEntries] as const;
+export const COLLECTORS = [buildInfo, sourceHealth, lbPath, flows, findings, lbIpBound, ipvsRealServers, conntrackEntries, followed] as const;
 
 type PartOf<C> = C extends Collector<infer P> ? P : never;
 type Intersection<U> = (U extends unknown ? (x: U) => void : never) extends (x: infer I) => void ? I : never;
