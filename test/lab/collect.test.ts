@@ -1,6 +1,7 @@
 // `clbprobe collect` (the compiled CLI) on a real kernel: a "node" namespace
-// with v4+v6 addresses, a CNI bridge, kube-ipvs0 with a VIP, kube-proxy-like
-// NAT rules (iptables-nft, ip6tables-nft, an ipset), real TCP traffic and
+// with v4+v6 addresses, a CNI bridge, kube-ipvs0 with a VIP, some of IPVS-mode
+// kube-proxy's NAT rules and ipsets for that VIP (ETP=Local; iptables-nft) and an
+// IPv6 DNAT rule (ip6tables-nft), real TCP traffic and
 // inserted NAT conntrack entries; the bundle it writes must read back
 // (readBundle) into those addresses, rules and entries, matching what the live
 // readers see. A second run without some tools on PATH must record them as
@@ -54,12 +55,26 @@ describe.skipIf(!isRoot)('clbprobe collect on a namespace node, read back with r
       ip link add kube-ipvs0 type bridge && ip addr add 203.0.113.50/32 dev kube-ipvs0
       ip route add default via 10.77.0.1 dev eth0
       sysctl -qw net.ipv4.conf.eth0.rp_filter=2
-      iptables-nft -t nat -N KUBE-SERVICES
-      iptables-nft -t nat -A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
-      iptables-nft -t nat -A KUBE-SERVICES -d 203.0.113.50/32 -p tcp -m tcp --dport 80 -j DNAT --to-destination 10.244.1.7:8080
-      ip6tables-nft -t nat -A PREROUTING -d fd77::50/128 -p tcp -m tcp --dport 443 -j DNAT --to-destination [fd00:244:1::7]:8443
+      ipset create KUBE-LOAD-BALANCER hash:ip,port
+      ipset add KUBE-LOAD-BALANCER 203.0.113.50,tcp:80
       ipset create KUBE-LOAD-BALANCER-LOCAL hash:ip,port
       ipset add KUBE-LOAD-BALANCER-LOCAL 203.0.113.50,tcp:80
+      iptables-nft -t nat -N KUBE-SERVICES
+      iptables-nft -t nat -N KUBE-LOAD-BALANCER
+      iptables-nft -t nat -N KUBE-MARK-MASQ
+      iptables-nft -t nat -A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+      iptables-nft -t nat -A KUBE-SERVICES -m comment --comment "Kubernetes service lb portal" -m set --match-set KUBE-LOAD-BALANCER dst,dst -j KUBE-LOAD-BALANCER
+      iptables-nft -t nat -A KUBE-SERVICES -m set --match-set KUBE-LOAD-BALANCER dst,dst -j ACCEPT
+      iptables-nft -t nat -A KUBE-LOAD-BALANCER -m comment --comment "Kubernetes service load balancer ip + port with externalTrafficPolicy=local" -m set --match-set KUBE-LOAD-BALANCER-LOCAL dst,dst -j RETURN
+      iptables-nft -t nat -A KUBE-LOAD-BALANCER -j KUBE-MARK-MASQ
+      iptables-nft -t nat -A KUBE-MARK-MASQ -j MARK --or-mark 0x4000
+      # kube-proxy's MASQUERADE rule is also what turns conntrack on in this namespace (the real traffic below).
+      iptables-nft -t nat -N KUBE-POSTROUTING
+      iptables-nft -t nat -A POSTROUTING -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING
+      iptables-nft -t nat -A KUBE-POSTROUTING -m mark ! --mark 0x4000/0x4000 -j RETURN
+      iptables-nft -t nat -A KUBE-POSTROUTING -j MARK --xor-mark 0x4000
+      iptables-nft -t nat -A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully
+      ip6tables-nft -t nat -A PREROUTING -d fd77::50/128 -p tcp -m tcp --dport 443 -j DNAT --to-destination [fd00:244:1::7]:8443
       conntrack -I -p tcp -s 10.244.1.5 -d 203.0.113.50 --sport 40000 --dport 80 -r 203.0.113.50 -q 10.244.1.5 \
         --reply-port-src 80 --reply-port-dst 40000 --state SYN_SENT -t 300 2>/dev/null
       conntrack -I -p tcp -s 10.244.1.5 -d 10.77.0.2 --sport 40000 --dport 30080 -r 10.244.1.7 -q 10.244.1.5 \
@@ -122,7 +137,10 @@ describe.skipIf(!isRoot)('clbprobe collect on a namespace node, read back with r
     const nat = bundle.node.nat!;
     expect(nat.backend).toBe('nft');
     const rules = nat.v4!.tables.find((t) => t.name === 'nat')!.rules.map((r) => `${r.chain} ${r.spec}`);
-    expect(rules).toContain('KUBE-SERVICES -d 203.0.113.50/32 -p tcp -m tcp --dport 80 -j DNAT --to-destination 10.244.1.7:8080');
+    expect(rules).toContain(
+      'KUBE-LOAD-BALANCER -m comment --comment "Kubernetes service load balancer ip + port with externalTrafficPolicy=local" -m set --match-set KUBE-LOAD-BALANCER-LOCAL dst,dst -j RETURN',
+    );
+    expect(rules).toContain('KUBE-MARK-MASQ -j MARK --set-xmark 0x4000/0x4000');
     const rules6 = nat.v6!.tables.find((t) => t.name === 'nat')!.rules.map((r) => `${r.chain} ${r.spec}`);
     expect(rules6.join('\n')).toMatch(/PREROUTING -d fd77::50\/128 -p tcp -m tcp --dport 443 -j DNAT --to-destination \[fd00:244:1::7\]:8443/);
     const set = nat.ipsets!.sets.find((s) => s.name === 'KUBE-LOAD-BALANCER-LOCAL')!;
@@ -155,7 +173,7 @@ describe.skipIf(!isRoot)('clbprobe collect on a namespace node, read back with r
     expect(bundle.cluster!.services.map((s) => s.name).sort()).toEqual(['api', 'web']);
     expect(bundle.nodeName).toEqual({ name: 'node-a', from: 'given' });
     expect(bundle.node.kernel).toBe(release());
-    // IPVS and nftables mode are absent on this iptables-mode node, and no LB publishes only a
+    // IPVS (this kernel has none) and nftables mode are absent, and no LB publishes only a
     // hostname: not in use, not failed.
     expect(bundle.node.sources.filter((s) => !s.available).map((s) => s.source)).toEqual(['ipvs', 'nft', 'dns']);
     expect(bundle.node.sources.find((s) => s.source === 'dns')).toMatchObject({ notPresent: true, reason: 'no hostname-only LoadBalancer Service in the cluster view' });
