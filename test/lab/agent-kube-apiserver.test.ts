@@ -9,6 +9,8 @@
 //   SubjectAccessReview: Prometheus' service-account token bound to the shipped
 //   clbprobe-metrics-reader ClusterRole (the binding deploy/README.md gives) gets 200, a valid
 //   token without it 403, no or a bad token 401, a new token while the API server is stopped 503;
+// - /evidence (the evidence relay's per-node call) for whoever may get the Service, by the real
+//   RBAC: a Role with resourceNames, one for the namespace's Services, deploy/oncall-rbac.yaml's Role;
 // - the API server stopped and started (same etcd) while it runs: source down with the reason,
 //   up again after, with what changed while it could not reach the server.
 // The agent runs in the loop lab's node namespace (cbka-*, standing in for hostNetwork); the API
@@ -208,6 +210,48 @@ describe.skipIf(!isRoot)('the agent as the DaemonSet runs it, against the real k
     expect(reviews.some((e) => e.requestURI === '/apis/authentication.k8s.io/v1/tokenreviews' && e.responseStatus?.code === 201)).toBe(true);
     expect(reviews.some((e) => e.requestURI === '/apis/authorization.k8s.io/v1/subjectaccessreviews' && e.responseStatus?.code === 201)).toBe(true);
     expect(reviews.filter((e) => e.responseStatus?.code !== 201)).toEqual([]);
+  }, 60_000);
+
+  it("/evidence (what the evidence relay calls with the on-call engineer's token): whoever may get the Service, decided by the real RBAC", async () => {
+    // A reader of lab/web only (resourceNames), a reader of every Service in lab, and an on-call user
+    // with deploy/oncall-rbac.yaml's Role alone. (Not the bootstrap `view` role: it is filled by the
+    // controller-manager's aggregation, which does not run here.)
+    cp.kubectl(['create', 'role', 'web-reader', '-n', 'lab', '--verb', 'get', '--resource', 'services', '--resource-name', 'web']);
+    cp.kubectl(['create', 'role', 'service-reader', '-n', 'lab', '--verb', 'get,list', '--resource', 'services']);
+    for (const [sa, ns] of [['web-reader', 'lab'], ['viewer', 'lab'], ['oncall', 'clbprobe']] as const) await serviceAccount(ns, sa);
+    cp.kubectl(['create', 'rolebinding', 'web-reader', '-n', 'lab', '--role', 'web-reader', '--serviceaccount', 'lab:web-reader']);
+    cp.kubectl(['create', 'rolebinding', 'viewer', '-n', 'lab', '--role', 'service-reader', '--serviceaccount', 'lab:viewer']);
+    cp.kubectl(['apply', '-f', join(DEPLOY, 'oncall-rbac.yaml')]);
+    cp.kubectl(['create', 'rolebinding', 'clbprobe-oncall', '-n', 'clbprobe', '--role', 'clbprobe-oncall', '--serviceaccount', 'clbprobe:oncall']);
+    const [webReader, viewer, oncall] = [await saToken('lab', 'web-reader'), await saToken('lab', 'viewer'), await saToken('clbprobe', 'oncall')];
+    const evidence = (service: string, token?: string) => get(`/evidence?service=${service}`, token);
+
+    const allowed = await evidence('lab/web', webReader);
+    expect(allowed.status, allowed.body).toBe(200);
+    const lines = allowed.body.trim().split('\n').map((l) => JSON.parse(l) as { type: string });
+    expect(lines[0]).toMatchObject({ type: 'service', node: LAB.node1Name });
+    expect(lines.at(-1)).toMatchObject({ type: 'end' });
+    expect((await evidence('lab/web3', webReader)).status).toBe(403);
+    expect((await evidence('lab/web3', viewer)).status).toBe(200);
+    expect((await evidence('clbprobe/clbprobe-evidence', viewer)).status).toBe(403);
+    // The on-call Role opens the relay's proxy and nothing else: no Service's evidence by itself.
+    const denied = await evidence('lab/web', oncall);
+    expect(denied.status).toBe(403);
+    expect(denied.body).toContain('system:serviceaccount:clbprobe:oncall');
+    expect((await evidence('lab/web')).status).toBe(401);
+    // ...and the hop it is for: the API server's service proxy to the relay, as that user.
+    const sar = async (user: string, attrs: Record<string, string>): Promise<boolean> => {
+      const r = await cp.request('POST', '/apis/authorization.k8s.io/v1/subjectaccessreviews', {
+        apiVersion: 'authorization.k8s.io/v1',
+        kind: 'SubjectAccessReview',
+        spec: { user, groups: ['system:serviceaccounts', 'system:authenticated'], resourceAttributes: attrs },
+      });
+      return (r.body as { status: { allowed: boolean } }).status.allowed;
+    };
+    const proxy = { namespace: 'clbprobe', verb: 'get', resource: 'services', subresource: 'proxy' };
+    expect(await sar('system:serviceaccount:clbprobe:oncall', { ...proxy, name: 'clbprobe-evidence' })).toBe(true);
+    expect(await sar('system:serviceaccount:clbprobe:oncall', { ...proxy, name: 'other' })).toBe(false);
+    expect(await sar('system:serviceaccount:clbprobe:oncall', { namespace: 'clbprobe', verb: 'create', resource: 'pods', subresource: 'exec' })).toBe(false);
   }, 60_000);
 
   it('the API server stops and starts again (same etcd): down with the reason, 503 for new tokens, up again with what changed meanwhile', async () => {
