@@ -9,8 +9,8 @@
 // What only kubelet writes on a real node (KUBE-MARK-DROP's rule, KUBE-KUBELET-CANARY) is named and
 // left out; the API server's own default/kubernetes Service is left out (its endpoints are not
 // the fixture's).
-// The loop lab and the demo (src/demo/lab.ts) are an IPVS-mode node: this kernel has no IPVS, and
-// kube-proxy falls back to iptables mode here, so their rules are not compared in this file.
+// The loop lab and the demo (src/demo/lab.ts) are an IPVS-mode node: this kernel has no IPVS (kube-proxy
+// falls back to iptables mode here), so test/vm/kube-proxy-ipvs.test.ts compares their rules in the VM.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
