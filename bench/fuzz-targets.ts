@@ -16,6 +16,7 @@ import { parseManifest } from '../src/bundle/manifest.js';
 import { parseConntrackText } from '../src/bundle/parse-conntrack.js';
 import { parseDnsLookups } from '../src/bundle/parse-dns.js';
 import { parseIpAddrJson, parseIpRouteJson } from '../src/bundle/parse-ip.js';
+import { localRoutesOf } from '../src/source/local-routes.js';
 import { parseSysctl } from '../src/bundle/parse-sysctl.js';
 import { parseEvidenceLine } from '../src/cli/evidence-lines.js';
 import { textLine } from '../src/cli/evidence-text.js';
@@ -330,6 +331,7 @@ export function fuzzTargets(): FuzzTarget[] {
     textTarget('kube-proxy config mode', ['text/sysctl.txt'], (t) => modeFromConfig(`${t}\nmode: "ipvs"\n`)),
     jsonTarget('ip -j addr', [text('text/ip-addr.json'), text('text/ip-d-addr.json'), text('netlink/ip-addr.json')], (t) => parseIpAddrJson(t, 'f')),
     jsonTarget('ip -j route', [text('text/ip-route.json'), text('text/ip-6-route.json')], (t) => parseIpRouteJson(t, 'f')),
+    jsonTarget('ip -j route show table local', [text('routes/gce-guest-agent.local.v4.json'), text('routes/gce-guest-agent.local.v6.json')], (t) => localRoutesOf(t, 'f', 4)),
     jsonTarget('cluster file', CLUSTER_FILES.map(text), (t) => {
       const c = classifyDocuments(parseJsonDocuments(t));
       return buildClusterView(c.objects, { nodeName: 'node-a', warnings: c.warnings });

@@ -7,6 +7,9 @@ export const BUNDLE_FILES = {
   ipAddr: 'ip-addr.json',
   ipRoute: 'ip-route.json',
   ip6Route: 'ip6-route.json',
+  /** `ip -j route show table local`: local routes no address made (cloud guest agents'). */
+  ipRouteLocal: 'ip-route-local.json',
+  ip6RouteLocal: 'ip6-route-local.json',
   /** Any `ipvsadm*.txt` is read; collect writes these two views. */
   ipvsadmSave: 'ipvsadm-save.txt',
   ipvsadmStats: 'ipvsadm-stats.txt',

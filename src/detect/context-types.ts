@@ -2,7 +2,7 @@
 // (built in context.ts) and the node's proxy mode (proxy-mode.ts). Types only,
 // so the detectors that build a part of it can name it without a loop.
 import type { ServiceView } from '../cluster/types.js';
-import type { IpvsVirtualServer } from '../kernel/types.js';
+import type { IpvsVirtualServer, LocalRoute } from '../kernel/types.js';
 import type { DiagnoseInput, LbNatFact, NodeProxyMode } from './core-types.js';
 
 export type LbBinding = 'bound' | 'unbound' | 'mixed' | 'none-expected';
@@ -36,4 +36,10 @@ export interface DetectContext {
   localEndpointServices(ip: string, proto: string, port: number | undefined): ServiceView[] | undefined;
   ipvsService(ip: string, proto: string, port: number): IpvsVirtualServer | undefined;
   natFact(ip: string, proto: string, port: number): LbNatFact | undefined;
+  /**
+   * The non-kernel `local` route (table local) that makes this address the node's own without
+   * an address on any interface (a cloud guest agent's), if one covers it; undefined also when
+   * the local-routes source was not read.
+   */
+  localRouteFor(ip: string): LocalRoute | undefined;
 }

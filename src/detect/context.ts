@@ -2,7 +2,7 @@
 // correlator answer "is this address/port one of ours?" in O(1).
 import type { ServiceView } from '../cluster/types.js';
 import type { IpvsVirtualServer } from '../kernel/types.js';
-import { cidrMatcher } from '../kernel/ip.js';
+import { cidrMatcher, inCidr } from '../kernel/ip.js';
 import { addTo, key, listOf, type Key, type OneOrMore as ModelOneOrMore } from '../model/address-key.js';
 import type { DetectContext } from './context-types.js';
 import { classifyProxyMode } from './proxy-classify.js';
@@ -44,6 +44,7 @@ export function buildContext(input: DiagnoseInput): DetectContext {
   // Parsed once: isPodIp runs for every conntrack entry (a malformed CIDR from the cluster matches nothing).
   const podCidrs = cidrMatcher(input.local.podCidrs);
   const isPodIp = (ip: string): boolean => podCidrs.has(ip);
+  const localRoutes = input.node.localRoutes?.routes ?? [];
   return {
     input,
     services,
@@ -59,6 +60,8 @@ export function buildContext(input: DiagnoseInput): DetectContext {
     localEndpointServices: (ip, proto, port) => listOf(byLocalEndpoint.get(key(ip, proto, port))),
     ipvsService: (ip, proto, port) => ipvs.get(key(ip, proto, port)),
     natFact: (ip, proto, port) => nat.get(key(ip, proto, port)),
+    // A handful of routes per node (guest agents add one per forwarded IP or alias range): a scan.
+    localRouteFor: (ip) => localRoutes.find((r) => inCidr(ip, r.dst)),
   };
 }
 

@@ -41,8 +41,9 @@ function detectHcDrop(ctx: DetectContext, obs: Observations): FindingOf<'hc-drop
     if (done.has(portKey(s, s.protocol, s.port))) continue;
     for (const ing of s.lbIngress) {
       if (!ctx.ipvsBound.has(ing.ip)) {
-        // IPVS binds every ipMode VIP LB IP; ipMode: Proxy is what keeps this one off: credit it.
-        if (ctx.proxy.mode === 'ipvs' && ing.ipMode === 'Proxy' && !ing.resolvedFrom) {
+        // IPVS binds every ipMode VIP LB IP; ipMode: Proxy is what keeps this one off: credit it,
+        // unless a guest agent's local route makes it the node's own anyway (guest-local-route says so).
+        if (ctx.proxy.mode === 'ipvs' && ing.ipMode === 'Proxy' && !ing.resolvedFrom && !ctx.localRouteFor(ing.ip)) {
           const m = mitigationsFor(ctx, s, ing.ip);
           risks.push(
             finding(

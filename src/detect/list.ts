@@ -10,6 +10,7 @@
 import type { ObsKind } from './correlator.js';
 import { directPod } from './direct-pod.js';
 import { drift } from './drift.js';
+import { guestLocalRoute } from './guest-local-route.js';
 import { hcDrop } from './hc-drop.js';
 import { l4Loop } from './l4-loop.js';
 import { l7Loop } from './l7-loop.js';
@@ -19,7 +20,7 @@ import { noSnat } from './no-snat.js';
 import { portRefused } from './port-refused.js';
 import { proxyMode } from './proxy-mode.js';
 
-export const DETECTORS = [l4Loop, l7Loop, directPod, localNoEp, nodeNameMismatch, portRefused, hcDrop, noSnat, drift, proxyMode] as const;
+export const DETECTORS = [l4Loop, l7Loop, directPod, localNoEp, nodeNameMismatch, portRefused, hcDrop, noSnat, drift, guestLocalRoute, proxyMode] as const;
 
 export type Mechanism = (typeof DETECTORS)[number]['mechanism'];
 

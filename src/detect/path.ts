@@ -1,9 +1,11 @@
 // Where pod→LB-IP traffic goes from this node: handled locally by kube-proxy
-// (VIP bound on kube-ipvs0, or DNATed by iptables rules), or out to the LB.
-// Only traffic that leaves can come back as a loop.
+// (VIP bound on kube-ipvs0, or DNATed by iptables rules), delivered to the node
+// by a cloud guest agent's local route, or out to the LB. Only traffic that
+// leaves can come back as a loop.
 import type { ServiceView } from '../cluster/types.js';
 import type { DetectContext } from './context-types.js';
 import { KUBE_IPVS_IFNAME } from './evidence.js';
+import { routeLine, routeOwner } from './local-route.js';
 
 export interface VipPath {
   /** undefined: cannot tell (no IPVS state and no NAT rules were read). */
@@ -11,7 +13,23 @@ export interface VipPath {
   evidence: string[];
 }
 
+/**
+ * Where the node sends pod traffic to ip:port. A local route that no address made (a guest
+ * agent's) keeps traffic that kube-proxy leaves to the LB on the node: the kernel takes the
+ * address as its own.
+ */
 export function vipPath(ctx: DetectContext, s: ServiceView, ip: string): VipPath {
+  const kp = kubeProxyPath(ctx, s, ip);
+  const route = kp.leaves === false ? undefined : ctx.localRouteFor(ip);
+  if (!route) return kp;
+  return {
+    leaves: false,
+    evidence: [...kp.evidence, `${routeLine(route)}: ${ip} is local here through ${routeOwner(route)}, so pod traffic to it is delivered to this node, not sent to the LB`],
+  };
+}
+
+/** What kube-proxy alone does with pod traffic to ip:port: handle it on the node, or leave it to the LB. */
+export function kubeProxyPath(ctx: DetectContext, s: ServiceView, ip: string): VipPath {
   const nat = ctx.natFact(ip, s.protocol, s.port);
   switch (ctx.proxy.mode) {
     case 'ipvs': {

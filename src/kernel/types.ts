@@ -228,4 +228,24 @@ export interface NodeSnapshot {
   nft?: NftSnapshot;
   /** What this node's resolver said for the hostname-only LB names (src/source/dns.ts). */
   dns?: { lookups: HostnameLookup[] };
+  /** Routes of table local that no address made (src/source/local-routes.ts). */
+  localRoutes?: LocalRouteSnapshot;
+}
+
+/**
+ * A `local` route of table local that the kernel did not make for an address (protocol other than
+ * kernel): the node accepts packets to `dst` as its own without the address being on any
+ * interface. Cloud guest agents install them for load-balancer IPs (GCE: protocol 66).
+ */
+export interface LocalRoute {
+  family: Family;
+  /** The prefix, as 'a.b.c.d/32' or 'x::y/128' for single addresses. */
+  dst: string;
+  dev?: string;
+  /** As ip prints it: a name from rt_protos ('static', 'boot') or the number ('66'). */
+  protocol: string;
+}
+
+export interface LocalRouteSnapshot {
+  routes: LocalRoute[];
 }

@@ -8,10 +8,11 @@ import type { LiveOptions, SourceDef, SourceReader } from './contract.js';
 import { ipvs } from './ipvs.js';
 import { nat } from './nat.js';
 import { nft } from './nft.js';
+import { localRoutes } from './local-routes.js';
 import { routes } from './routes.js';
 import { sysctl } from './sysctl.js';
 
-export const SOURCES: readonly SourceDef<unknown>[] = [addresses, routes, ipvs, conntrack, nat, nft, sysctl, dns];
+export const SOURCES: readonly SourceDef<unknown>[] = [addresses, routes, localRoutes, ipvs, conntrack, nat, nft, sysctl, dns];
 
 /** The live readers of the sources that have one. */
 export function liveReaders(opts: LiveOptions, filter: (d: SourceDef<unknown>) => boolean = () => true): { def: SourceDef<unknown>; reader: SourceReader }[] {

@@ -106,7 +106,7 @@ describe.skipIf(!isRoot)("the agent as deploy/daemonset.yaml starts it", () => {
     expect(body.endsWith('\n200')).toBe(true);
     const up = Object.fromEntries(parseSamples(body).filter((s) => s.name === 'clbprobe_source_up').map((s) => [s.labels.source, s.value]));
     // Every node source the four capabilities must be enough for; the eBPF counters included.
-    expect(up).toMatchObject({ addresses: 1, nat: 1, conntrack: 1, capture: 1 });
+    expect(up).toMatchObject({ addresses: 1, 'local-routes': 1, nat: 1, conntrack: 1, capture: 1 });
     expect(stderr).toMatch(/"counter":"eBPF/);
   });
 

@@ -31,6 +31,7 @@ const GOLDEN = join(import.meta.dirname, 'metrics-golden.txt');
  */
 const BUNDLE = {
   'ip-addr.json': 'text/ip-d-addr.json',
+  'ip-route-local.json': 'routes/plain.local.v4.json',
   'iptables-save.txt': 'nat/ipvs-1.28.v4.save',
   'ipset.txt': 'nat/ipvs-1.28.ipset-list.txt',
   'nft-ruleset.json': 'nft/ruleset-ipvs-1.28-iptables-nft.json',

@@ -24,6 +24,8 @@ const HANDMADE = {
   'ip-addr.json': 'text/ip-d-addr.json',
   'ip-route.json': 'text/ip-route.json',
   'ip6-route.json': 'text/ip-6-route.json',
+  'ip-route-local.json': 'routes/gce-guest-agent.local.v4.json',
+  'ip6-route-local.json': 'routes/gce-guest-agent.local.v6.json',
   'ipvsadm.txt': 'ipvs/ipvsadm-list.txt',
   'ipvsadm-stats.txt': 'ipvs/ipvsadm-stats.txt',
   'iptables-save.txt': 'nat/ipvs-1.28.v4.save',
@@ -145,7 +147,7 @@ describe('readBundle with broken files: a warning naming file and line, the rest
     const why = Object.fromEntries(r.node.sources.filter((s) => !s.available).map((s) => [s.source, s.reason]));
     expect(why.ipvs).toBe('ipvsadm-save.txt not in the bundle: ipvsadm-save -n: IPVS is not loaded in this kernel');
     expect(why.addresses).toMatch(/^ip-addr\.json not in the bundle/);
-    expect(Object.keys(why).sort()).toEqual(['addresses', 'cluster', 'conntrack', 'dns', 'ipset', 'ipvs', 'nat', 'nft', 'routes']);
+    expect(Object.keys(why).sort()).toEqual(['addresses', 'cluster', 'conntrack', 'dns', 'ipset', 'ipvs', 'local-routes', 'nat', 'nft', 'routes']);
     // No cluster view, so no hostname-only LB to have answers for: absent, saying which file.
     expect(why.dns).toMatch(/^dns-lookups\.json not in the bundle/);
     expect(why.nft).toMatch(/^nft-ruleset\.json not in the bundle/);

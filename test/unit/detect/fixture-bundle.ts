@@ -13,6 +13,7 @@ import { parseIpsetSave } from '../../../src/kernel/nat/ipset.js';
 import { parseIptablesSave } from '../../../src/kernel/nat/iptables-save.js';
 import type { BackendEvidence, NatSnapshot } from '../../../src/kernel/nat/types.js';
 import type { NodeSnapshot } from '../../../src/kernel/types.js';
+import { localRoutesOf } from '../../../src/source/local-routes.js';
 
 export const BUNDLES = resolve(dirname(new URL(import.meta.url).pathname), '../../fixtures/bundles');
 
@@ -26,6 +27,8 @@ export interface FixtureCase {
   description: string;
   nodeName: string;
   nat?: { v4?: string; v6?: string; ipset?: string };
+  /** `ip -j route show table local` captures (paths relative to the case), read as the local-routes source reads them. */
+  localRoutes?: { v4?: string; v6?: string };
   /** What the node's resolver answered for hostname-only LBs (the agent's lookups). */
   dns?: HostnameLookup[];
   expect: Expectation[];
@@ -53,6 +56,10 @@ export function loadCase(name: string): { c: FixtureCase; input: DiagnoseInput }
   const c = JSON.parse(readFileSync(join(dir, 'case.json'), 'utf8')) as FixtureCase;
   const node = JSON.parse(readFileSync(join(dir, 'node.json'), 'utf8')) as NodeSnapshot;
   if (c.nat) node.nat = natFromFiles(dir, c.nat);
+  if (c.localRoutes) {
+    const files = [[c.localRoutes.v4, 4], [c.localRoutes.v6, 6]] as const;
+    node.localRoutes = { routes: files.flatMap(([f, fam]) => (f ? localRoutesOf(readFileSync(join(dir, f), 'utf8'), f, fam).routes : [])) };
+  }
   const listed = loadClusterFile(join(dir, 'cluster.json'), { nodeName: c.nodeName });
   const cluster = c.dns ? withLbHostnames(listed, new Map(c.dns.map((l) => [l.hostname, l]))) : listed;
   const entries = node.conntrack?.entries;

@@ -1,0 +1,82 @@
+// guest-local-route: an LB IP that is the node's own through a `local` route of table local that
+// no address made, not through kube-ipvs0. Google's guest agent adds one for every forwarding
+// rule (internal LB) IP of the instance, `local IP dev NIC proto 66 scope host`, because the ILB
+// delivers packets without rewriting their destination. It looks like a kube-ipvs0 binding
+// (`ip route get IP` says local) but is not one: drift, hc-drop and port-refused read only the
+// addresses on kube-ipvs0, and this finding says what the route does instead:
+// - kube-proxy handles the IP on the node anyway (a rule DNATs it, or kube-ipvs0 holds it): the
+//   route only lets the node accept the LB's packets; context (info);
+// - kube-proxy leaves the IP to the LB (ipMode Proxy, IPVS without binding, no rule): pod
+//   traffic to it is delivered to this node itself (a local socket, or IPVS at LOCAL_IN when a
+//   virtual server exists) and never reaches the LB (risk).
+import type { ServiceView } from '../cluster/types.js';
+import type { LocalRoute } from '../kernel/types.js';
+import type { DetectContext } from './context-types.js';
+import type { FindingOf } from './core-types.js';
+import type { DetectorDef } from './detector.js';
+import { KUBE_IPVS_IFNAME, finding } from './evidence.js';
+import { vipName } from './handoff.js';
+import { routeLine, routeOwner } from './local-route.js';
+import { kubeProxyPath } from './path.js';
+
+export const guestLocalRoute: DetectorDef<'guest-local-route'> = {
+  mechanism: 'guest-local-route',
+  fix:
+    'Nothing to change when kube-proxy handles the IP on the node: the route only lets the node accept the LB’s packets, which keep the LB IP as destination. ' +
+    'When kube-proxy leaves the IP to the LB (ipMode: Proxy, no rule for it), traffic from this node to it stays on the node: let kube-proxy handle it ' +
+    '(ipMode: VIP, which a pass-through internal LB such as GCE’s needs anyway), or call the Service by its DNS name. ' +
+    'The guest agent stops adding routes for forwarded IPs only with [NetworkInterfaces] ip_forwarding = false in /etc/default/instance_configs.cfg, ' +
+    'after which kube-proxy alone must take the LB’s packets.',
+  credits: [],
+  observes: [],
+  readme: {
+    what:
+      'an LB IP is local on the node through a `local` route that no address made (GCE guest agent: `local IP dev eth0 proto 66 scope host` for internal-LB forwarding rules), not through kube-ipvs0: never read as a binding (no drift, hc-drop or port-refused from it); `info` when kube-proxy handles the IP on the node anyway, `risk` when it leaves it to the LB, because pod traffic is then delivered to the node itself and never reaches the LB',
+    fix: 'nothing when kube-proxy handles the IP; else ipMode: VIP (a pass-through internal LB needs it), or the DNS name',
+  },
+  detect: detectGuestLocalRoute,
+};
+
+function detectGuestLocalRoute(ctx: DetectContext): FindingOf<'guest-local-route'>[] {
+  const out: FindingOf<'guest-local-route'>[] = [];
+  for (const s of ctx.services) {
+    for (const ing of s.lbIngress) {
+      const route = ctx.localRouteFor(ing.ip);
+      if (route) out.push(routeFinding(ctx, s, ing.ip, route));
+    }
+  }
+  return out;
+}
+
+function routeFinding(ctx: DetectContext, s: ServiceView, ip: string, route: LocalRoute): FindingOf<'guest-local-route'> {
+  const bound = ctx.ipvsBound.has(ip);
+  const kp = kubeProxyPath(ctx, s, ip);
+  const evidence = [
+    routeLine(route),
+    // IPVS mode: kubeProxyPath already says whether the IP is on kube-ipvs0.
+    ...(ctx.proxy.mode === 'ipvs' ? [] : [`${ip} ${bound ? 'is also' : 'is not'} bound on ${KUBE_IPVS_IFNAME}${ctx.input.node.addresses ? '' : ' (addresses not read)'}`]),
+    ...kp.evidence,
+    `packets arriving with source ${ip} are dropped as martians here (the address is local)${route.protocol === '66' ? ': harmless for GCE health checks, which come from 35.191.0.0/16 and 130.211.0.0/22' : ''}`,
+  ];
+  const what = `${vipName(s, ip)} is local on this node through ${routeOwner(route)}, ${bound ? `besides its address on ${KUBE_IPVS_IFNAME}` : `not through ${KUBE_IPVS_IFNAME}`}`;
+  if (kp.leaves === false) {
+    return finding(
+      s,
+      'guest-local-route',
+      'info',
+      `${what}: kube-proxy handles ${ip}:${s.port} on the node anyway, so the route only lets the node accept the LB's packets for it; it is not a kube-ipvs0 binding`,
+      evidence,
+      guestLocalRoute.fix,
+    );
+  }
+  const vs = ctx.input.node.ipvs !== undefined ? ctx.ipvsService(ip, s.protocol, s.port) : undefined;
+  const where = vs ? 'to IPVS on this node (its virtual server takes it at LOCAL_IN)' : 'to this node itself (a local listener, or refused)';
+  return finding(
+    s,
+    'guest-local-route',
+    kp.leaves === true ? 'risk' : 'info',
+    `${what}: kube-proxy ${kp.leaves === true ? 'leaves' : 'may leave'} ${ip}:${s.port} to the LB, but the route delivers pod traffic to it ${where}: it never reaches the LB`,
+    evidence,
+    guestLocalRoute.fix,
+  );
+}

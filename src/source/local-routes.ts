@@ -1,0 +1,96 @@
+// Routes of table local that no address made: `local` routes whose protocol is not `kernel`.
+// Cloud guest agents add them for load-balancer IPs the node must accept as its own without
+// owning the address: Google's guest agent runs `ip route add to local IP/32 scope host dev NIC
+// proto 66` for every forwarding-rule (internal LB) IP of the instance. Such an IP is local to
+// the kernel, as a kube-ipvs0 binding is, but it is not one (detect/guest-local-route.ts).
+// Live and in a bundle through `ip -j route show table local` (and -6): the addresses source
+// reads addresses, not routes, and this is the only place they show.
+import { execFile } from 'node:child_process';
+import { BUNDLE_FILES } from '../bundle/names.js';
+import { parseIpRouteJson } from '../bundle/parse-ip.js';
+import type { Family, LocalRoute, LocalRouteSnapshot } from '../kernel/types.js';
+import { permissionDenied } from '../model/permission.js';
+import type { ReadResult, SourceDef } from './contract.js';
+
+/** `ip -j` output of table local: one route per local address, ~150 bytes each. */
+const MAX_OUTPUT = 16 << 20;
+/** Routes kept: guest agents add a handful per NIC; more is something else, and is cut with a warning. */
+const MAX_ROUTES = 4096;
+const TIMEOUT_MS = 10_000;
+
+const FAMILIES: { family: Family; flag: string[]; file: string }[] = [
+  { family: 4, flag: [], file: BUNDLE_FILES.ipRouteLocal },
+  { family: 6, flag: ['-6'], file: BUNDLE_FILES.ip6RouteLocal },
+];
+
+/** The routes of one `ip -j route show table local` output that no address made. */
+export function localRoutesOf(text: string, file: string, family: Family): { routes: LocalRoute[]; warnings: string[] } {
+  const parsed = parseIpRouteJson(text, file, family);
+  const routes: LocalRoute[] = [];
+  for (const r of parsed.value) {
+    if (r.type !== 'local' || r.protocol === undefined || r.protocol === 'kernel') continue;
+    routes.push({ family: r.family, dst: r.dst, ...(r.dev !== undefined ? { dev: r.dev } : {}), protocol: r.protocol });
+  }
+  return { routes, warnings: parsed.warnings };
+}
+
+function snapshotOf(parts: { routes: LocalRoute[]; warnings: string[] }[]): ReadResult<LocalRouteSnapshot> {
+  const all = parts.flatMap((p) => p.routes);
+  const warnings = parts.flatMap((p) => p.warnings);
+  if (all.length > MAX_ROUTES) warnings.push(`${all.length} non-kernel local routes, only the first ${MAX_ROUTES} kept`);
+  return { state: 'up', value: { routes: all.slice(0, MAX_ROUTES) }, warnings };
+}
+
+type IpResult = { ok: true; stdout: string } | { ok: false; reason: string };
+
+function runIp(args: string[], netns: string | undefined): Promise<IpResult> {
+  const argv = ['-j', ...args];
+  const [file, full] = !netns ? ['ip', argv] : netns.includes('/') ? ['nsenter', [`--net=${netns}`, '--', 'ip', ...argv]] : ['ip', ['-n', netns, ...argv]];
+  return new Promise((resolve) => {
+    execFile(file, full, { timeout: TIMEOUT_MS, killSignal: 'SIGKILL', maxBuffer: MAX_OUTPUT, env: { ...process.env, LC_ALL: 'C' } }, (err, stdout, stderr) => {
+      if (!err) return resolve({ ok: true, stdout });
+      const msg = String(stderr).trim().split('\n')[0] ?? '';
+      if (err.code === 'ENOENT') return resolve({ ok: false, reason: `${file} not found in PATH (install iproute2)` });
+      if (err.killed || err.signal === 'SIGKILL') return resolve({ ok: false, reason: `ip ${argv.join(' ')}: timed out after ${TIMEOUT_MS} ms` });
+      if (/maxBuffer/i.test(err.message)) return resolve({ ok: false, reason: `ip ${argv.join(' ')}: output larger than ${MAX_OUTPUT} bytes` });
+      if (/Operation not permitted|Permission denied/i.test(msg)) return resolve({ ok: false, reason: permissionDenied('root or CAP_SYS_ADMIN for another namespace', msg) });
+      resolve({ ok: false, reason: `ip ${argv.join(' ')}: ${msg || `exited with ${err.code ?? err.signal}`}` });
+    });
+  });
+}
+
+export const localRoutes: SourceDef<LocalRouteSnapshot> = {
+  name: 'local-routes',
+  key: 'localRoutes',
+  live(opts) {
+    let last: string | undefined;
+    return {
+      name: 'local-routes',
+      key: 'localRoutes',
+      async read() {
+        const outs = await Promise.all(FAMILIES.map((f) => runIp([...f.flag, 'route', 'show', 'table', 'local'], opts.netns)));
+        const failed = outs.filter((o): o is { ok: false; reason: string } => !o.ok);
+        // IPv4 is always there; an IPv6 listing fails only where IPv6 is off, which leaves IPv4's answer.
+        if (!outs[0]!.ok) return { state: 'down', reason: failed.map((f) => f.reason).join('; ') };
+        const digest = outs.map((o) => (o.ok ? o.stdout : '')).join('\0');
+        if (digest === last) return { state: 'unchanged' };
+        last = digest;
+        const parts = FAMILIES.flatMap((f, i) => {
+          const o = outs[i]!;
+          return o.ok ? [localRoutesOf(o.stdout, ['ip', ...f.flag, '-j', 'route', 'show', 'table', 'local'].join(' '), f.family)] : [];
+        });
+        const r = snapshotOf(parts);
+        if (failed.length > 0 && r.state === 'up') r.warnings = [...(r.warnings ?? []), ...failed.map((f) => f.reason)];
+        return r;
+      },
+    };
+  },
+  async collect(w) {
+    for (const f of FAMILIES) await w.run(f.file, ['ip', ...f.flag, '-j', 'route', 'show', 'table', 'local']);
+  },
+  fromBundle(b) {
+    const present = FAMILIES.filter((f) => b.has(f.file));
+    if (present.length === 0) return { state: 'down', reason: b.whyMissing(BUNDLE_FILES.ipRouteLocal) };
+    return snapshotOf(present.map((f) => localRoutesOf(b.text(f.file), b.path(f.file), f.family)));
+  },
+};
