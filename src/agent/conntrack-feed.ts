@@ -3,7 +3,7 @@
 // a periodic re-dump. From a bundle: the entries the bundle's conntrack file
 // holds, read through the conntrack source's own bundle reader.
 import type { BundleFiles } from '../bundle/files.js';
-import { dumpConntrack } from '../kernel/conntrack/dump.js';
+import { dumpConntrack, malformedNote, type ConntrackDumpResult } from '../kernel/conntrack/dump.js';
 import { ConntrackWatch } from '../kernel/conntrack/events.js';
 import type { ConntrackPrefilter } from '../kernel/conntrack/prefilter.js';
 import type { ConntrackEntry, NodeSnapshot } from '../kernel/types.js';
@@ -35,6 +35,12 @@ export interface ConntrackFeed {
 
 /** No key is recorded: the table, not a snapshot value, is what the diagnosis reads of conntrack. */
 const UP: ReadResult<unknown> = { state: 'up', value: undefined };
+
+/** A dump that skipped malformed entries is up, with a note saying how many (the source's status reason). */
+function dumped(r: Pick<ConntrackDumpResult, 'malformed' | 'firstMalformed'>): ReadResult<unknown> {
+  const note = malformedNote(r);
+  return note ? { state: 'up', value: undefined, note } : UP;
+}
 
 export class LiveConntrack implements ConntrackFeed {
   private watch?: ConntrackWatch;
@@ -81,7 +87,8 @@ export class LiveConntrack implements ConntrackFeed {
           },
           end: (info) => {
             table.endResync();
-            sink.record(UP, performance.now() - dumpStart);
+            sink.record(dumped(info), performance.now() - dumpStart);
+            if (info.malformed) this.o.log.warn({ malformed: info.malformed, first: info.firstMalformed }, 'conntrack dump skipped malformed entries');
             if (info.interrupted) this.o.log.info(info, 'conntrack resync interrupted by table changes');
             sink.changed();
             first();
@@ -107,9 +114,10 @@ export class LiveConntrack implements ConntrackFeed {
     try {
       sink.table.beginResync();
       const now = Date.now();
-      await dumpConntrack((b) => b.forEach((e) => sink.table.upsert(e, now)), { ...this.ns, ...(this.prefilter ? { prefilter: this.prefilter } : {}) });
+      const res = await dumpConntrack((b) => b.forEach((e) => sink.table.upsert(e, now)), { ...this.ns, ...(this.prefilter ? { prefilter: this.prefilter } : {}) });
       sink.table.endResync();
-      sink.record(UP, performance.now() - t0);
+      sink.record(dumped(res), performance.now() - t0);
+      if (res.malformed) this.o.log.warn({ malformed: res.malformed, first: res.firstMalformed }, 'conntrack dump skipped malformed entries');
     } catch (e) {
       sink.record({ state: 'down', reason: `dump: ${errText(e)}` }, performance.now() - t0);
     }

@@ -9,7 +9,7 @@ import type { ClusterView } from '../cluster/types.js';
 import { Diagnosis } from '../detect/index.js';
 import { diagnoseInputOf } from '../detect/input.js';
 import type { DiagnoseResult } from '../detect/types.js';
-import { dumpConntrack } from '../kernel/conntrack/dump.js';
+import { dumpConntrack, malformedNote } from '../kernel/conntrack/dump.js';
 import { lookupsByName } from '../source/dns.js';
 import { takeSnapshot } from '../source/snapshot.js';
 import { renderHtml, type HtmlReportOptions } from '../detect/render-html.js';
@@ -77,7 +77,9 @@ export async function runLive(flags: DiagnoseFlags, nodeName: string): Promise<D
   const warnings: string[] = [];
   const diag = new Diagnosis(diagnoseInputOf(node, cluster, warnings));
   try {
-    await dumpConntrack((batch) => batch.forEach((e) => diag.add(e)), ns);
+    const res = await dumpConntrack((batch) => batch.forEach((e) => diag.add(e)), ns);
+    const skipped = malformedNote(res);
+    if (skipped) warnings.push(`conntrack: ${skipped}`);
     diag.conntrackSeen();
   } catch (e) {
     warnings.push(`conntrack not streamed: ${e instanceof Error ? e.message : String(e)}`);

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { BUNDLE_FILES } from '../bundle/names.js';
 import { parseConntrackText } from '../bundle/parse-conntrack.js';
 import { ms, runToFile } from '../bundle/writer.js';
-import { SummaryCounter, dumpConntrack, readConntrack } from '../kernel/conntrack/dump.js';
+import { SummaryCounter, dumpConntrack, malformedNote, readConntrack } from '../kernel/conntrack/dump.js';
 import { formatConntrack } from '../kernel/conntrack/format.js';
 import type { NodeSnapshot } from '../kernel/types.js';
 import type { SourceDef } from './contract.js';
@@ -42,7 +42,7 @@ export const conntrack: SourceDef<ConntrackValue> = {
     // Opened before the dump, so the removal below cannot race the stream's own open.
     await once(out, 'ready');
     try {
-      await dumpConntrack(
+      const res = await dumpConntrack(
         async (batch) => {
           const text = batch.map((e) => formatConntrack(e, { extended: true, id: true })).join('\n');
           if (!out.write(`${text}\n`)) await once(out, 'drain');
@@ -51,12 +51,14 @@ export const conntrack: SourceDef<ConntrackValue> = {
       );
       out.end();
       await once(out, 'finish');
+      const skipped = malformedNote(res);
       w.add({
         file: BUNDLE_FILES.conntrack,
         command: 'clbprobe conntrack reader (ctnetlink dump), printed as conntrack -L -o extended,id',
         exitStatus: 0,
         durationMs: ms(t0),
         size: statSync(path).size,
+        ...(skipped ? { error: skipped } : {}),
       });
     } catch (e) {
       out.destroy();

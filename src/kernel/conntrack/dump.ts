@@ -2,8 +2,8 @@
 // and user-side filtering. Entries are handed over batch by batch; nothing
 // here holds the table.
 import { ipFamily, parseIP } from '../ip.js';
-import { MessageWriter, NLM_F_DUMP, NLM_F_REQUEST, type KeepMessage } from '../netlink/codec.js';
-import { NETLINK_NETFILTER, NetlinkSocket, type DumpResult } from '../netlink/socket.js';
+import { MessageWriter, NLM_F_DUMP, NLM_F_REQUEST, NetlinkParseError, type KeepMessage } from '../netlink/codec.js';
+import { NETLINK_NETFILTER, NetlinkSocket, type DumpResult, type RawDumper } from '../netlink/socket.js';
 import { sourceFailure } from '../source.js';
 import type { ConntrackEntry, ConntrackSummary, SourceStatus } from '../types.js';
 import * as C from './constants.js';
@@ -127,7 +127,7 @@ export interface DumpOptions {
   netns?: string;
   filter?: ConntrackFilter;
   /** Reuse an open NETLINK_NETFILTER socket (the caller closes it). */
-  socket?: NetlinkSocket;
+  socket?: RawDumper;
   /** Skips messages before decoding when this says they cannot matter (see prefilter.ts). */
   prefilter?: RawPrefilter;
 }
@@ -149,16 +149,35 @@ export function keepFor(prefilter: () => RawPrefilter | undefined): KeepMessage 
   };
 }
 
+/** A dump's counts. A malformed entry is skipped, counted and described; the dump goes on. */
+export interface ConntrackDumpResult extends DumpResult {
+  /** Entries handed over (after the filters). */
+  entries: number;
+  /** Entry messages whose attributes did not parse (their length header did): skipped. */
+  malformed: number;
+  /** The first of them: where it was and why it was refused. */
+  firstMalformed?: string;
+}
+
+/** What a dump says about the entries it skipped as malformed, for a status reason or a log line. */
+export function malformedNote(r: Pick<ConntrackDumpResult, 'malformed' | 'firstMalformed'>): string | undefined {
+  if (!r.malformed) return undefined;
+  return `${r.malformed} malformed conntrack ${r.malformed === 1 ? 'entry' : 'entries'} skipped (first: ${r.firstMalformed})`;
+}
+
 /**
  * Dumps the table, handing each entry that passes the filters to onView as a CtView decoded in
  * place (valid only during the call: read it, or keep view.toEntry()). afterBatch runs after each
  * receive call and may return a promise for backpressure. Nothing per entry is allocated here.
+ * An entry whose attributes do not parse is skipped and counted (its length header still leads
+ * to the next one); a length header that does not fit its datagram fails the dump, since
+ * nothing after it can be found.
  */
 export async function dumpConntrackViews(
   onView: (view: CtView) => void,
   opts: DumpOptions = {},
   afterBatch?: () => void | Promise<void>,
-): Promise<DumpResult & { entries: number }> {
+): Promise<ConntrackDumpResult> {
   const sock = opts.socket ?? openConntrackSocket(opts.netns);
   const match = addressMatcher(opts.filter?.addresses);
   const filter = opts.filter ?? {};
@@ -167,18 +186,27 @@ export async function dumpConntrackViews(
   // the kernel answers EOPNOTSUPP, so such a dump runs once per family.
   const perFamily = (filter.orig || filter.reply) && !filter.family && !tupleMatchFamily(filter);
   const passes: ConntrackFilter[] = perFamily ? [{ ...filter, family: 4 }, { ...filter, family: 6 }] : [filter];
-  const total = { messages: 0, interrupted: false, entries: 0 };
+  const total: ConntrackDumpResult = { messages: 0, interrupted: false, entries: 0, malformed: 0 };
   const view = new CtView();
+  let seen = 0;
   try {
     for (const f of passes) {
       const res = await sock.dumpRaw(
         dumpRequest(f),
         'ctnetlink: dump',
         (buf, start, end, type) => {
+          seen++;
           if (type >> 8 !== C.NFNL_SUBSYS_CTNETLINK || (type & 0xff) !== C.IPCTNL_MSG_CT_NEW) return;
           if (pre && !(pre.maybeIn ? pre.maybeIn(buf, start, end) : pre.maybe(buf.subarray(start, end)))) return;
           if (match && !match.maybe(buf.subarray(start, end))) return;
-          view.decode(buf, start, end);
+          try {
+            view.decode(buf, start, end);
+          } catch (e) {
+            if (!(e instanceof NetlinkParseError)) throw e;
+            total.malformed++;
+            total.firstMalformed ??= `message ${seen} of the dump: ${e.message}`;
+            return;
+          }
           if (match && !match.exact(view.toEntry())) return;
           total.entries++;
           onView(view);
@@ -201,7 +229,7 @@ export async function dumpConntrackViews(
 export async function dumpConntrack(
   onEntries: (entries: ConntrackEntry[]) => void | Promise<void>,
   opts: DumpOptions = {},
-): Promise<DumpResult & { entries: number }> {
+): Promise<ConntrackDumpResult> {
   let out: ConntrackEntry[] = [];
   return dumpConntrackViews(
     (v) => void out.push(v.toEntry()),
@@ -245,7 +273,7 @@ export class SummaryCounter {
  */
 export async function readConntrack(
   opts: DumpOptions & { entries?: boolean } = {},
-): Promise<{ status: SourceStatus; summary?: ConntrackSummary; entries?: ConntrackEntry[]; interrupted?: boolean }> {
+): Promise<{ status: SourceStatus; summary?: ConntrackSummary; entries?: ConntrackEntry[]; interrupted?: boolean; malformed?: number }> {
   const t0 = performance.now();
   const counter = new SummaryCounter();
   const kept: ConntrackEntry[] = [];
@@ -266,12 +294,17 @@ export async function readConntrack(
       { ...opts, filter: kernelFilter },
     );
     const status: SourceStatus = { source: 'conntrack', available: true, durationMs: performance.now() - t0 };
-    if (res.interrupted) status.reason = 'the table changed during the dump (NLM_F_DUMP_INTR); counts are approximate';
+    const degraded = [
+      res.interrupted ? 'the table changed during the dump (NLM_F_DUMP_INTR); counts are approximate' : undefined,
+      malformedNote(res),
+    ].filter((r): r is string => !!r);
+    if (degraded.length) status.reason = degraded.join('; ');
     return {
       status,
       summary: counter.summary,
       ...(opts.entries ? { entries: kept } : {}),
       interrupted: res.interrupted,
+      malformed: res.malformed,
     };
   } catch (e) {
     return { status: sourceFailure('conntrack', e, 'CAP_NET_ADMIN', t0) };

@@ -18,7 +18,8 @@ export interface ResyncHandler {
   /** Entries of the re-read table, batch by batch. */
   entries(batch: ConntrackEntry[]): void;
   /** The table was read completely (entries counted, after filtering). */
-  end(info: { entries: number; durationMs: number; interrupted: boolean }): void;
+  /** malformed: entries skipped because their attributes did not parse (malformedNote describes them). */
+  end(info: { entries: number; durationMs: number; interrupted: boolean; malformed: number; firstMalformed?: string }): void;
 }
 
 export interface WatchOptions {
@@ -208,7 +209,13 @@ export class ConntrackWatch {
           ...(this.opts.filter ? { filter: this.opts.filter } : {}),
           ...(this.prefilter ? { prefilter: this.prefilter } : {}),
         });
-        handler.end({ entries: res.entries, durationMs: performance.now() - t0, interrupted: res.interrupted });
+        handler.end({
+          entries: res.entries,
+          durationMs: performance.now() - t0,
+          interrupted: res.interrupted,
+          malformed: res.malformed,
+          ...(res.firstMalformed ? { firstMalformed: res.firstMalformed } : {}),
+        });
       } while (this.resyncAgain && !this.stopped);
     })()
       .catch((e: unknown) => this.error(e as Error))

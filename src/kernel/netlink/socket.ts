@@ -103,7 +103,67 @@ export interface DumpResult {
 
 const MAX_BATCH_DATAGRAMS = 4096;
 
-export class NetlinkSocket {
+/** What a dump of raw messages needs of a socket (NetlinkSocket; a replay of recorded datagrams in tests). */
+export interface RawDumper {
+  dumpRaw(
+    msg: Buffer,
+    what: string,
+    visit: (buf: Buffer, start: number, end: number, type: number, flags: number) => void,
+    afterBatch?: () => void | Promise<void>,
+  ): Promise<DumpResult>;
+  close(): void;
+}
+
+/**
+ * Walks one received datagram of a dump reply, buf[off, dend): hands each of our messages
+ * (sequence seq, port) to visit, counts them in res, and returns true at NLMSG_DONE. A header
+ * that does not fit the datagram throws NetlinkParseError: the next message cannot be found, so
+ * the dump cannot go on. What visit does with a message whose payload is bad is the caller's.
+ */
+export function walkDumpDatagram(
+  b: Buffer,
+  off: number,
+  dend: number,
+  seq: number,
+  port: number,
+  what: string,
+  res: DumpResult,
+  visit: (buf: Buffer, start: number, end: number, type: number, flags: number) => void,
+): boolean {
+  let o = off;
+  while (o < dend) {
+    if (dend - o < NLMSG_HDRLEN) throw new NetlinkParseError(`truncated header: ${dend - o} bytes left`, o);
+    const len = b.readUInt32LE(o);
+    if (len < NLMSG_HDRLEN || o + len > dend) {
+      throw new NetlinkParseError(`message length ${len} does not fit the ${dend - o} bytes left`, o);
+    }
+    const at = o;
+    o += (len + 3) & ~3;
+    // A stray notification or someone else's reply.
+    if (b.readUInt32LE(at + 8) !== seq || b.readUInt32LE(at + 12) !== port) continue;
+    const type = b.readUInt16LE(at + 4);
+    const flags = b.readUInt16LE(at + 6);
+    if (flags & NLM_F_DUMP_INTR) res.interrupted = true;
+    if (type === NLMSG_DONE || type === NLMSG_ERROR) {
+      const m: NetlinkMessage = { type, flags, seq, pid: port, payload: b.subarray(at + NLMSG_HDRLEN, at + len) };
+      if (type === NLMSG_DONE) {
+        // ctnetlink and others put an int error in DONE's payload.
+        const err = m.payload.length >= 4 ? m.payload.readInt32LE(0) : 0;
+        if (err < 0) throw new NetlinkError(-err, what, doneMessage(m));
+        return true;
+      }
+      const { errno, message } = parseError(m);
+      if (errno === 0) continue;
+      throw new NetlinkError(errno, what, message);
+    }
+    if (type === NLMSG_NOOP || type === NLMSG_OVERRUN) continue;
+    res.messages++;
+    visit(b, at + NLMSG_HDRLEN, at + len, type, flags);
+  }
+  return false;
+}
+
+export class NetlinkSocket implements RawDumper {
   readonly fd: number;
   readonly port: number;
   /** Effective receive buffer (as the kernel reports it). */
@@ -238,38 +298,8 @@ export class NetlinkSocket {
         let off = 0;
         for (let i = 0; i < count && !done; i++) {
           const dend = off + this.status[2 + i]!;
-          let o = off;
+          done = walkDumpDatagram(b, off, dend, seq, this.port, what, res, visit);
           off = dend;
-          while (o < dend) {
-            if (dend - o < NLMSG_HDRLEN) throw new NetlinkParseError(`truncated header: ${dend - o} bytes left`, o);
-            const len = b.readUInt32LE(o);
-            if (len < NLMSG_HDRLEN || o + len > dend) {
-              throw new NetlinkParseError(`message length ${len} does not fit the ${dend - o} bytes left`, o);
-            }
-            const at = o;
-            o += (len + 3) & ~3;
-            // A stray notification or someone else's reply.
-            if (b.readUInt32LE(at + 8) !== seq || b.readUInt32LE(at + 12) !== this.port) continue;
-            const type = b.readUInt16LE(at + 4);
-            const flags = b.readUInt16LE(at + 6);
-            if (flags & NLM_F_DUMP_INTR) res.interrupted = true;
-            if (type === NLMSG_DONE || type === NLMSG_ERROR) {
-              const m: NetlinkMessage = { type, flags, seq, pid: this.port, payload: b.subarray(at + NLMSG_HDRLEN, at + len) };
-              if (type === NLMSG_DONE) {
-                // ctnetlink and others put an int error in DONE's payload.
-                const err = m.payload.length >= 4 ? m.payload.readInt32LE(0) : 0;
-                if (err < 0) throw new NetlinkError(-err, what, doneMessage(m));
-                done = true;
-                break;
-              }
-              const { errno, message } = parseError(m);
-              if (errno === 0) continue;
-              throw new NetlinkError(errno, what, message);
-            }
-            if (type === NLMSG_NOOP || type === NLMSG_OVERRUN) continue;
-            res.messages++;
-            visit(b, at + NLMSG_HDRLEN, at + len, type, flags);
-          }
         }
         if (afterBatch) {
           const p = afterBatch();
