@@ -2,8 +2,8 @@
 // reflector does it: list (paged) to get a consistent snapshot and its
 // resourceVersion, then watch from that version; after a normal end of the
 // watch resume from the last version seen; after "410 Gone" (history
-// compacted) list again; after a failure back off exponentially with jitter
-// and resume. The store keeps the last good state while the API is away.
+// compacted) list again, and a list whose later page gets a 410 starts
+// over; after a failure back off exponentially with jitter and resume. The store keeps the last good state while the API is away.
 import { ApiError, type KubeApi } from './kube-api.js';
 import { ObjectStore } from './object-store.js';
 
@@ -48,6 +48,15 @@ export interface ReflectorHealth {
 }
 
 type WatchEnd = 'closed' | 'expired' | 'stopped';
+
+/** Lists started again after a 410 on a continued page before the list counts as failed. */
+const MAX_LIST_RESTARTS = 3;
+
+class ContinueExpired extends Error {
+  constructor(readonly expired: ApiError) {
+    super(expired.message);
+  }
+}
 
 export class Reflector<T> {
   /** What `transform` kept of each object. Replaced whole by each list. */
@@ -127,20 +136,42 @@ export class Reflector<T> {
 
   private async list(): Promise<'listed'> {
     const started = Date.now();
+    let listed: { items: ObjectStore<T>; resourceVersion: string } | undefined;
+    // A 410 on a later page: etcd compacted the version the first page was read at. The pages so far
+    // cannot be finished consistently; start the list again (as client-go's pager falls back to a
+    // full list), a few times, before it counts as a failure.
+    for (let attempt = 0; !listed; attempt++) {
+      try {
+        listed = await this.listPages();
+      } catch (e) {
+        if (!(e instanceof ContinueExpired) || attempt >= MAX_LIST_RESTARTS) throw e instanceof ContinueExpired ? e.expired : e;
+      }
+    }
+    const { items } = listed;
+    if (this.stopped) return 'listed';
+    this.store = items;
+    this.rv = listed.resourceVersion;
+    this.setHealth({ synced: true, healthy: true, listMs: Date.now() - started, ...(this.note ? { reason: this.note } : {}) });
+    this.o.onChange();
+    return 'listed';
+  }
+
+  /** Every page of one list; a 410 on a continued page is a ContinueExpired. */
+  private async listPages(): Promise<{ items: ObjectStore<T>; resourceVersion: string }> {
     const items = new ObjectStore<T>();
     const query = { ...this.o.query, limit: String(this.o.pageSize) };
     let page = await this.api.listPage(this.path, query);
     for (;;) {
       for (const item of page.items) items.set(...keyOf(item), this.o.transform(item));
-      if (!page.continueToken) break;
-      page = await this.api.listPage(this.path, { ...query, continue: page.continueToken });
+      if (!page.continueToken || this.stopped) break;
+      try {
+        page = await this.api.listPage(this.path, { ...query, continue: page.continueToken });
+      } catch (e) {
+        if (e instanceof ApiError && e.statusCode === 410) throw new ContinueExpired(e);
+        throw e;
+      }
     }
-    if (this.stopped) return 'listed';
-    this.store = items;
-    this.rv = page.resourceVersion;
-    this.setHealth({ synced: true, healthy: true, listMs: Date.now() - started, ...(this.note ? { reason: this.note } : {}) });
-    this.o.onChange();
-    return 'listed';
+    return { items, resourceVersion: page.resourceVersion };
   }
 
   /** One watch from this.rv: 'closed' at a normal end, 'expired' on 410; rejects on failure. */

@@ -9,7 +9,9 @@
 // - the API server stopped and started again (same etcd) while the watcher runs: down with the
 //   reason while it is away, fresh again soon after, and what changed meanwhile is seen; a watch
 //   from a resourceVersion older than the restarted server's watch cache gets the real 410
-//   ("too old resource version") and the watcher lists once again instead of looping.
+//   ("too old resource version") and the watcher lists once again instead of looping;
+// - etcd compacted between two pages of a list: the real 410 on the continue token, and the list
+//   starts over at once (no failure reported), as client-go's pager does.
 // Everything listens on 127.0.0.1 only; the watcher reaches the API server through a TCP relay on
 // loopback, so the test can keep it away while the server restarts and objects change.
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -20,6 +22,9 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadClusterFile } from '../../src/cluster/file.js';
 import type { ClusterView } from '../../src/cluster/types.js';
+import { ApiError, KubeApi } from '../../src/cluster/kube-api.js';
+import { loadApiTarget } from '../../src/cluster/kube-config.js';
+import { Reflector } from '../../src/cluster/reflector.js';
 import { ClusterWatch } from '../../src/cluster/watch.js';
 import { LAB, clusterList } from '../../src/demo/lab.js';
 import { startControlPlane, type AuditEvent, type ControlPlane } from '../support/kube-control-plane.js';
@@ -214,4 +219,69 @@ describe.skipIf(!isRoot)('cluster watch against a real kube-apiserver v1.20.2 wi
     expect(watches.length).toBeLessThanOrEqual(4);
     console.log(`cluster view fresh ${recoverMs} ms after the API server became reachable; ${after.length} requests by the watcher since (${lists.length} lists, ${watches.length} watches)`);
   }, 240_000);
+
+  it('etcd compacted between two pages of a list: the real 410 on the continue token, the list starts over, once', async () => {
+    // etcd's v3 JSON gateway (on 127.0.0.1): the current revision, and a compaction up to it.
+    const etcd = async (path: string, body: unknown): Promise<{ header: { revision: string } }> => {
+      const r = await fetch(`${cp.etcdUrl}/v3/${path}`, { method: 'POST', body: JSON.stringify(body) });
+      if (!r.ok) throw new Error(`etcd ${path}: ${r.status} ${await r.text()}`);
+      return (await r.json()) as { header: { revision: string } };
+    };
+    const compactNow = async (): Promise<void> => {
+      // One write first, so the revision the first page was read at is older than the compaction.
+      await cp.request('PATCH', '/api/v1/namespaces/lab/services/web', { metadata: { labels: { compacted: String(Date.now()) } } });
+      const { header } = await etcd('kv/range', { key: Buffer.from('/').toString('base64') });
+      await etcd('kv/compaction', { revision: header.revision, physical: true });
+    };
+    // The API as the watcher uses it, with etcd compacted right after the first page of the first list.
+    const pages: string[] = [];
+    class CompactingApi extends KubeApi {
+      override async listPage(path: string, query: Record<string, string>, timeoutMs?: number) {
+        const continued = query.continue !== undefined;
+        const first = pages.length === 0;
+        try {
+          const page = await super.listPage(path, query, timeoutMs);
+          pages.push(`${continued ? 'continue' : 'first'} 200`);
+          if (first) await compactNow();
+          return page;
+        } catch (e) {
+          pages.push(`${continued ? 'continue' : 'first'} ${(e as ApiError).statusCode} ${(e as Error).message}`);
+          throw e;
+        }
+      }
+    }
+    const services = (await cp.request('GET', '/api/v1/services')).body as { items: unknown[] };
+    expect(services.items.length).toBeGreaterThanOrEqual(2);
+    let changes = 0;
+    const r = new Reflector(new CompactingApi(loadApiTarget(cp.kubeconfig('clbprobe'))), {
+      name: 'services',
+      path: '/api/v1/services',
+      pageSize: 1,
+      watchTimeoutS: 60,
+      backoffInitialMs: 100,
+      backoffMaxMs: 1000,
+      transform: (o) => o,
+      onChange: () => changes++,
+    });
+    const reasonsSeen = new Set<string | undefined>();
+    const running = r.run();
+    try {
+      await until('listed', 30_000, () => {
+        reasonsSeen.add(r.health().reason);
+        return r.health().synced ? true : undefined;
+      }, 20);
+    } finally {
+      r.stop();
+      await running;
+    }
+    // Page 1, then the continue token from before the compaction: 410 Expired from the real server.
+    expect(pages[0]).toBe('first 200');
+    expect(pages[1]).toMatch(/^continue 410 GET \/api\/v1\/services: 410 Expired: The provided continue parameter is too old/);
+    // Then one whole list again, page by page, and no failure reported for it.
+    expect(pages.slice(2)).toEqual(Array.from({ length: services.items.length }, (_, i) => (i === 0 ? 'first 200' : 'continue 200')));
+    expect(r.health()).toMatchObject({ synced: true, healthy: true });
+    // No failure reported on the way: starting over is part of listing.
+    expect([...reasonsSeen]).toEqual(['not listed yet', undefined]);
+    expect([...r.store.values()].length).toBe(services.items.length);
+  }, 60_000);
 });
