@@ -7,6 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { hostname, release } from 'node:os';
 import { openCounter, type Counter } from '../capture/counter.js';
+import type { CaptureMode } from '../capture/targets.js';
 import type { LookupOptions } from '../cluster/dns/lookup.js';
 import { diagnoseInputOf } from '../detect/input.js';
 import { ConntrackPrefilter } from '../kernel/conntrack/prefilter.js';
@@ -28,7 +29,7 @@ export interface AgentOptions {
   netns?: string;
   /** The uplink for the counters; default: the default-route interface. */
   ifname?: string;
-  capture: 'ebpf' | 'pcap' | 'off' | 'auto';
+  capture: CaptureMode;
   clusterFile?: string;
   kubeconfig?: string;
   /** Use the API (in-cluster or --kubeconfig) when there is no cluster file. */

@@ -2,10 +2,10 @@
 // backend, so that each backend can name it without importing the others.
 import type { Logger } from '../log.js';
 import type { AttachMode } from './attach.js';
-import type { CounterReading, Targets } from './targets.js';
+import type { CaptureMode, CounterBackend, CounterReading, Targets } from './targets.js';
 
 export interface Counter {
-  readonly backend: 'ebpf' | 'pcap';
+  readonly backend: CounterBackend;
   /** e.g. "eBPF (tcx) on eth0" */
   readonly description: string;
   /**
@@ -26,7 +26,7 @@ export interface CounterOptions {
   ifname: string;
   /** Attach inside this network namespace instead of ours (tests, benchmarks). */
   netnsPath?: string;
-  backend?: 'auto' | 'ebpf' | 'pcap';
+  backend?: Exclude<CaptureMode, 'off'>;
   /** eBPF only: TCX, legacy cls_bpf, or TCX falling back to cls_bpf. */
   attach?: AttachMode | 'auto';
   /** pcap only: kernel capture buffer per direction (bytes). */

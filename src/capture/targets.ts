@@ -6,6 +6,10 @@ import { LOWER_PROTOCOL_NUMBERS, type LowerProtocol } from '../model/protocol.js
 export type Proto = LowerProtocol;
 export type CounterKind = 'to_lb' | 'loop_return' | 'hc_local_src';
 export type Direction = 'ingress' | 'egress';
+/** What counts the LB-path packets. */
+export type CounterBackend = 'ebpf' | 'pcap';
+/** What `--capture` asks for: a backend, the best one that loads, or none. */
+export type CaptureMode = CounterBackend | 'auto' | 'off';
 
 export const PROTO_NUMBERS: Record<Proto, number> = LOWER_PROTOCOL_NUMBERS;
 
@@ -52,7 +56,7 @@ export interface CounterSample {
 }
 
 export interface CounterReading {
-  backend: 'ebpf' | 'pcap';
+  backend: CounterBackend;
   /** Cumulative since the counter was opened. */
   counters: CounterSample[];
   /** Packets the classifier looked at (every packet on eBPF, filter matches on pcap). */

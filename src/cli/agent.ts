@@ -9,6 +9,7 @@ import { createRegistry } from '../agent/metrics/list.js';
 import { createMetricsServer, parseListen, type MetricsServerOptions } from '../export/server.js';
 import { evidenceRoute, type CheckAccess } from '../agent/evidence-http.js';
 import type { KubeAuthorizer } from '../agent/kube-authorizer.js';
+import type { CaptureMode } from '../capture/targets.js';
 import { createLogger } from '../log.js';
 import { UserError, fail } from './errors.js';
 import { netnsPath } from '../netns-path.js';
@@ -20,7 +21,7 @@ interface AgentFlags {
   nodeName?: string;
   listen: string;
   interface?: string;
-  capture: 'ebpf' | 'pcap' | 'off' | 'auto';
+  capture: CaptureMode;
   kubeconfig?: string;
   clusterFile?: string;
   logLevel: string;
