@@ -31,6 +31,9 @@ import { decodeDest, decodeService } from '../src/kernel/ipvs/decode.js';
 import { parseIpvsadm } from '../src/kernel/ipvs/ipvsadm-text.js';
 import { parseIpsetList, parseIpsetSave } from '../src/kernel/nat/ipset.js';
 import { parseIptablesSave } from '../src/kernel/nat/iptables-save.js';
+import { natRulesFacts } from '../src/kernel/nat/kube.js';
+import { DumpNatRules } from '../src/kernel/nat/nat-rules.js';
+import { SaveNatRules } from '../src/kernel/nat/save-rules.js';
 import { NLMSG_DONE, splitMessages } from '../src/kernel/netlink/codec.js';
 
 const FX = join(import.meta.dirname, '../test/fixtures');
@@ -325,7 +328,15 @@ export function fuzzTargets(): FuzzTarget[] {
     textTarget('conntrack -L / nf_conntrack text', ['netlink/conntrack-L.txt', 'text/conntrack-L.txt', 'text/conntrack-L-extended.txt', 'text/conntrack-L-extended-id.txt', 'text/conntrack-L-with-summary.txt', 'text/proc-nf_conntrack.txt'], (t) => parseConntrackText(t, 'f')),
     textTarget('ipvsadm text', ['ipvs/ipvsadm-list.txt', 'ipvs/ipvsadm-save.txt', 'ipvs/ipvsadm-stats.txt', 'ipvs/ipvsadm-persistent-conn.txt', 'ipvs/ipvsadm-thresholds.txt', 'ipvs/ipvsadm-tun-info.txt', 'ipvs/ipvsadm-rate-after.txt'], (t) => parseIpvsadm([{ source: 'f', text: t }])),
     textTarget('iptables-save', ['nat/iptables-1.21-legacy.v4.save', 'nat/iptables-1.29-nft.v4.save', 'nat/iptables-1.29-nft.v6.save', 'nat/ipvs-1.28.v4.save'], (t) => parseIptablesSave(t, { source: 'f', family: 4 })),
+    textTarget('iptables-save facts, a rule at a time', ['nat/iptables-1.21-legacy.v4.save', 'nat/iptables-1.29-nft.v4.save', 'nat/iptables-1.29-nft.v6.save', 'nat/ipvs-1.28.v4.save'], (t) => sameFacts(t, ipvsSets)),
     textTarget('ipset save', ['nat/ipvs-1.28.ipset.save'], (t) => parseIpsetSave(t, 'f')),
+    textTarget('ipset save, bytes', ['nat/ipvs-1.28.ipset.save'], (t) => {
+      // What the command printed is bytes: the reader used to decode them whole, now a line at a time.
+      const bytes = Buffer.from(t);
+      const a = JSON.stringify(parseIpsetSave(bytes.toString(), 'f'));
+      if (JSON.stringify(parseIpsetSave(bytes, 'f')) !== a) throw new TypeError('ipset save read from bytes differs from the text read');
+      return a;
+    }),
     textTarget('ipset list', ['nat/ipvs-1.28.ipset-list.txt'], (t) => parseIpsetList(t, 'f')),
     textTarget('sysctl -a', ['text/sysctl.txt'], (t) => parseSysctl(t, 'f')),
     textTarget('kube-proxy config mode', ['text/sysctl.txt'], (t) => modeFromConfig(`${t}\nmode: "ipvs"\n`)),
@@ -365,6 +376,32 @@ export function fuzzTargets(): FuzzTarget[] {
 }
 
 /** JavaScript's own errors: a parser that lets one out has a bug. */
+const ipvsSets = parseIpsetSave(text('nat/ipvs-1.28.ipset.save'), 'ipset save').sets;
+
+/**
+ * The agent's facts (save-rules.ts, a rule at a time from the bytes) must equal those of the
+ * parsed dump for any input, and refuse exactly the inputs the full parser refuses. A
+ * difference is a bug (TypeError); the shared refusal is a clear error.
+ */
+function sameFacts(t: string, sets: Parameters<typeof natRulesFacts>[1]): unknown {
+  // What the command printed is bytes: the full parser reads them decoded whole.
+  const bytes = Buffer.from(t);
+  let full: string;
+  try {
+    full = JSON.stringify(natRulesFacts([new DumpNatRules(parseIptablesSave(bytes.toString(), { source: 'f', family: 4 }))], sets));
+  } catch (e) {
+    try {
+      new SaveNatRules(bytes, { source: 'f', family: 4 });
+    } catch (e2) {
+      if ((e2 as Error).message === (e as Error).message) throw e;
+    }
+    throw new TypeError(`a rule at a time, the input is not refused as the full parser refuses it: ${(e as Error).message}`);
+  }
+  const streamed = JSON.stringify(natRulesFacts([new SaveNatRules(bytes, { source: 'f', family: 4 })], sets));
+  if (streamed !== full) throw new TypeError('facts read a rule at a time differ from the parsed dump\'s');
+  return streamed;
+}
+
 const BUG = [TypeError, RangeError, ReferenceError, SyntaxError, EvalError, URIError];
 
 export interface FuzzResult {

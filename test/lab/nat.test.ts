@@ -155,6 +155,19 @@ describe.skipIf(!isRoot)('readNat on a real kernel (both xtables backends, ipset
     expect(nat!.warnings).toEqual(['the legacy backend also holds 65 KUBE-* rule lines (stale rules from an earlier kube-proxy?)']);
   });
 
+  it('an output over the bound makes the source unavailable with a reason that says so, the ipsets still read', async () => {
+    const ns = netns();
+    restore(ns, 'iptables-nft-restore', fixture(NEW4));
+    const { nat, sources } = await readNat({ netns: ns.name, maxOutputBytes: 4096 });
+    expect(nat).toBeUndefined();
+    expect(sources[0]).toMatchObject({
+      source: 'nat',
+      available: false,
+      reason: 'iptables-nft-save: printed more than 4096 bytes (the bound on what the NAT reader keeps); stopped reading it',
+    });
+    expect(sources[1]).toMatchObject({ source: 'ipset', available: true });
+  });
+
   it('reports a namespace that does not exist, and a missing privilege, in one line each', async () => {
     const missing = await readNat({ netns: 'cbn-nat-does-not-exist' });
     expect(missing.nat).toBeUndefined();

@@ -6,34 +6,42 @@
 // A backend whose save commands cannot run at all loses to one that can.
 // The wrapper looks only at the mangle table for nft (to be quick); we have every
 // table of both backends at hand, so both are checked in full.
+import { eachLine } from './lines.js';
 import type { BackendChoice, BackendEvidence } from './types.js';
 
 export interface BackendOutput {
-  /** iptables-save and ip6tables-save texts of this backend that could be read. */
-  texts: string[];
+  /** iptables-save and ip6tables-save outputs (text, or bytes as the commands printed them) of this backend that could be read. */
+  texts: (string | Uint8Array)[];
   /** Why (some of) this backend could not be read. */
   error?: string;
 }
 
-const KUBELET_CHAIN = /^:(KUBE-IPTABLES-HINT|KUBE-KUBELET-CANARY)\s/m;
+const KUBELET_CHAINS = [':KUBE-IPTABLES-HINT', ':KUBE-KUBELET-CANARY'].map((c) => Buffer.from(c));
 const RULE_LINE = /^(?:\[\d+:\d+\]\s+)?-/;
+const KUBE = Buffer.from('KUBE-');
+/** What \s matches in one byte (a newline ends the line). */
+const SPACE = new Set([0x20, 0x09, 0x0a, 0x0b, 0x0c, 0x0d]);
 
 export function backendEvidence(out: BackendOutput): BackendEvidence {
   let ruleLines = 0;
   let kubeRuleLines = 0;
-  for (const text of out.texts) {
-    for (const line of text.split('\n')) {
-      if (!RULE_LINE.test(line)) continue;
+  let kubeletChains = false;
+  for (const t of out.texts) {
+    const buf = typeof t === 'string' ? Buffer.from(t) : Buffer.from(t.buffer, t.byteOffset, t.byteLength);
+    // The next 'KUBE-' at or after a line's start: found once per occurrence, not once per line.
+    let kube = -2;
+    eachLine(buf, (start, end) => {
+      const first = buf[start];
+      if (first === 0x3a /* : */ && !kubeletChains) {
+        kubeletChains = KUBELET_CHAINS.some((c) => end - start >= c.length && buf.compare(c, 0, c.length, start, start + c.length) === 0 && (start + c.length < end ? SPACE.has(buf[start + c.length]!) : end < buf.length));
+      }
+      if (first !== 0x2d /* - */ && (first !== 0x5b /* [ */ || !RULE_LINE.test(buf.toString('latin1', start, end)))) return;
       ruleLines++;
-      if (line.includes('KUBE-')) kubeRuleLines++;
-    }
+      if (kube !== -1 && kube < start) kube = buf.indexOf(KUBE, start);
+      if (kube >= 0 && kube + KUBE.length <= end) kubeRuleLines++;
+    });
   }
-  return {
-    ruleLines,
-    kubeRuleLines,
-    kubeletChains: out.texts.some((t) => KUBELET_CHAIN.test(t)),
-    ...(out.error ? { error: out.error } : {}),
-  };
+  return { ruleLines, kubeRuleLines, kubeletChains, ...(out.error ? { error: out.error } : {}) };
 }
 
 export function chooseBackend(legacyOut: BackendOutput, nftOut: BackendOutput): BackendChoice {

@@ -3,28 +3,28 @@
 // IpsetDump; one bad line is a warning, input that is no ipset output at all
 // is a NatParseError.
 import { NatParseError, lineIssue } from './errors.js';
+import { eachLineText } from './lines.js';
 import { tokenize, type Token } from './tokenize.js';
 import type { IpsetDump, IpsetSet } from './types.js';
 
 /** Header and element options that are flags (no value). */
 const FLAGS = new Set(['counters', 'comment', 'skbinfo', 'forceadd', 'nomatch', 'before', 'after']);
 
-export function parseIpsetSave(text: string, source: string): IpsetDump {
+/** `ipset save` output as text or as the bytes the command printed (read a line at a time). */
+export function parseIpsetSave(text: string | Buffer, source: string): IpsetDump {
   const sets: IpsetSet[] = [];
   const byName = new Map<string, IpsetSet>();
   const warnings: string[] = [];
   let unrecognised = 0;
   let lastLine = 0;
-  const lines = text.split('\n');
-  for (let idx = 0; idx < lines.length; idx++) {
-    const lineNo = idx + 1;
-    const line = lines[idx]!.replace(/\r$/, '').trim();
-    if (line === '' || line.startsWith('#')) continue;
+  const each = (raw: string, lineNo: number): void => {
+    const line = raw.trim();
+    if (line === '' || line.startsWith('#')) return;
     lastLine = lineNo;
     const tok = tokenize(line);
     if (!tok.ok) {
       warnings.push(lineIssue(source, lineNo, `line skipped: ${tok.error}`));
-      continue;
+      return;
     }
     const [verb, name, arg, ...rest] = tok.tokens.map((t) => t.text);
     if (verb === 'create' && name && arg) {
@@ -40,7 +40,9 @@ export function parseIpsetSave(text: string, source: string): IpsetDump {
       unrecognised++;
       warnings.push(lineIssue(source, lineNo, `unrecognised line '${line.length > 60 ? `${line.slice(0, 57)}...` : line}'`));
     }
-  }
+  };
+  if (typeof text === 'string') text.split('\n').forEach((l, i) => each(l, i + 1));
+  else eachLineText(text, each);
   if (sets.length === 0 && unrecognised > 0) {
     throw new NatParseError(source, lastLine, `no 'create' line found; not 'ipset save' output (${warnings[0]})`);
   }

@@ -5,7 +5,7 @@
 import { NatParseError, lineIssue } from './errors.js';
 import { parseRuleSpec } from './rule-spec.js';
 import { tokenize } from './tokenize.js';
-import type { IptablesDump, IptablesTable, NatFamily } from './types.js';
+import type { IptablesDump, IptablesRule, IptablesTable, NatFamily } from './types.js';
 
 const BUILTIN_CHAINS = new Set(['PREROUTING', 'INPUT', 'FORWARD', 'OUTPUT', 'POSTROUTING']);
 const COUNTERS = /^\[(\d+):(\d+)\]$/;
@@ -22,49 +22,74 @@ export interface SaveInput {
 }
 
 export function parseIptablesSave(text: string, input: SaveInput): IptablesDump {
-  const { source } = input;
-  const warnings: string[] = [];
-  const tables: IptablesTable[] = [];
-  let table: IptablesTable | undefined;
-  let declared = new Set<string>();
-  const lines = text.split('\n');
-  let lastLine = 0;
-  let unrecognised: string | undefined;
-
-  for (let idx = 0; idx < lines.length; idx++) {
-    const lineNo = idx + 1;
-    const line = lines[idx]!.replace(/\r$/, '');
-    const trimmed = line.trim();
-    if (trimmed === '') continue;
-    lastLine = lineNo;
-    if (trimmed.startsWith('#')) {
-      // iptables-nft-save says so when a table holds rules it cannot express.
-      if (/incompatible/i.test(trimmed)) warnings.push(lineIssue(source, lineNo, trimmed.slice(1).trim()));
-      continue;
+  const save: SaveLines = new SaveLines(input, (table, trimmed, lineNo) => {
+    const r = parseRule(trimmed, lineNo, table.name);
+    if (!r.ok) save.warnings.push(lineIssue(input.source, lineNo, r.error));
+    else {
+      if (!save.declared.has(r.rule.chain)) save.warnings.push(lineIssue(input.source, lineNo, `rule for undeclared chain '${r.rule.chain}'`));
+      table.rules.push(r.rule);
     }
-    if (trimmed.startsWith('*')) {
+  });
+  const lines = text.split('\n');
+  for (let idx = 0; idx < lines.length; idx++) save.line(lines[idx]!, idx + 1);
+  return save.end();
+}
+
+/**
+ * The structure of a save output, line by line: tables, chain declarations, COMMIT, and the
+ * problems that concern the whole input. What a rule line becomes is the caller's (onRule):
+ * parseIptablesSave parses each one; the agent's reader (save-rules.ts) notes where it is.
+ */
+export class SaveLines {
+  readonly warnings: string[] = [];
+  readonly tables: IptablesTable[] = [];
+  /** Chains declared so far in the current table. */
+  declared = new Set<string>();
+  private table: IptablesTable | undefined;
+  private lastLine = 0;
+  private unrecognised: string | undefined;
+
+  constructor(
+    private readonly input: SaveInput,
+    private readonly onRule: (table: IptablesTable, trimmed: string, lineNo: number) => void,
+  ) {}
+
+  /** One line (without its newline), 1-based. Throws NatParseError for input that is no save output. */
+  line(raw: string, lineNo: number): void {
+    const { source } = this.input;
+    const trimmed = raw.trim();
+    if (trimmed === '') return;
+    this.lastLine = lineNo;
+    const first = trimmed.charCodeAt(0);
+    if (first === 0x23 /* # */) {
+      // iptables-nft-save says so when a table holds rules it cannot express.
+      if (/incompatible/i.test(trimmed)) this.warnings.push(lineIssue(source, lineNo, trimmed.slice(1).trim()));
+      return;
+    }
+    if (first === 0x2a /* * */) {
       const name = trimmed.slice(1).trim();
       if (!/^[a-z_]+$/.test(name)) throw new NatParseError(source, lineNo, `bad table header '${trimmed}'`);
-      if (table) warnings.push(lineIssue(source, lineNo, `table '${table.name}' has no COMMIT before '*${name}'`));
-      if (tables.some((t) => t.name === name)) warnings.push(lineIssue(source, lineNo, `table '${name}' appears twice`));
-      table = { name, chains: [], rules: [], committed: false, line: lineNo };
-      tables.push(table);
-      declared = new Set();
-      continue;
+      if (this.table) this.warnings.push(lineIssue(source, lineNo, `table '${this.table.name}' has no COMMIT before '*${name}'`));
+      if (this.tables.some((t) => t.name === name)) this.warnings.push(lineIssue(source, lineNo, `table '${name}' appears twice`));
+      this.table = { name, chains: [], rules: [], committed: false, line: lineNo };
+      this.tables.push(this.table);
+      this.declared = new Set();
+      return;
     }
     if (trimmed === 'COMMIT') {
-      if (!table) warnings.push(lineIssue(source, lineNo, 'COMMIT outside a table'));
-      else table.committed = true;
-      table = undefined;
-      continue;
+      if (!this.table) this.warnings.push(lineIssue(source, lineNo, 'COMMIT outside a table'));
+      else this.table.committed = true;
+      this.table = undefined;
+      return;
     }
-    if (table && input.tables && !input.tables.has(table.name)) continue;
-    if (trimmed.startsWith(':')) {
+    const table = this.table;
+    if (table && this.input.tables && !this.input.tables.has(table.name)) return;
+    if (first === 0x3a /* : */) {
       if (!table) throw new NatParseError(source, lineNo, 'chain declared before any table header (*nat, *filter, ...)');
       const [name, policy, counters] = trimmed.slice(1).split(/\s+/);
       if (!name) {
-        warnings.push(lineIssue(source, lineNo, 'chain declaration without a name'));
-        continue;
+        this.warnings.push(lineIssue(source, lineNo, 'chain declaration without a name'));
+        return;
       }
       const c = counters ? COUNTERS.exec(counters) : null;
       table.chains.push({
@@ -74,40 +99,37 @@ export function parseIptablesSave(text: string, input: SaveInput): IptablesDump 
         ...(c ? { counters: { packets: Number(c[1]), bytes: Number(c[2]) } } : {}),
         line: lineNo,
       });
-      declared.add(name);
-      continue;
+      this.declared.add(name);
+      return;
     }
-    if (trimmed.startsWith('-') || trimmed.startsWith('[')) {
+    if (first === 0x2d /* - */ || first === 0x5b /* [ */) {
       if (!table) throw new NatParseError(source, lineNo, 'rule before any table header (*nat, *filter, ...)');
-      parseRuleLine(trimmed, lineNo, table, declared, source, warnings);
-      continue;
+      this.onRule(table, trimmed, lineNo);
+      return;
     }
     const issue = lineIssue(source, lineNo, `unrecognised line '${truncate(trimmed)}'`);
-    unrecognised ??= issue;
-    warnings.push(issue);
+    this.unrecognised ??= issue;
+    this.warnings.push(issue);
   }
-  if (table) {
-    warnings.push(lineIssue(source, lastLine, `input ends inside table '${table.name}' (no COMMIT): truncated capture?`));
+
+  end(): IptablesDump {
+    const { source } = this.input;
+    if (this.table) {
+      this.warnings.push(lineIssue(source, this.lastLine, `input ends inside table '${this.table.name}' (no COMMIT): truncated capture?`));
+    }
+    if (this.tables.length === 0 && this.unrecognised) {
+      throw new NatParseError(source, this.lastLine, `no table found; not iptables-save output (${this.unrecognised})`);
+    }
+    return { family: this.input.family, source, tables: this.tables, warnings: this.warnings };
   }
-  if (tables.length === 0 && unrecognised) {
-    throw new NatParseError(source, lastLine, `no table found; not iptables-save output (${unrecognised})`);
-  }
-  return { family: input.family, source, tables, warnings };
 }
 
-function parseRuleLine(
-  text: string,
-  lineNo: number,
-  table: IptablesTable,
-  declared: Set<string>,
-  source: string,
-  warnings: string[],
-): void {
+export type RuleResult = { ok: true; rule: IptablesRule } | { ok: false; error: string };
+
+/** One rule line (trimmed) of table `table`; the error says why the rule is skipped. */
+export function parseRule(text: string, lineNo: number, table: string): RuleResult {
   const tok = tokenize(text);
-  if (!tok.ok) {
-    warnings.push(lineIssue(source, lineNo, `rule skipped: ${tok.error}`));
-    return;
-  }
+  if (!tok.ok) return { ok: false, error: `rule skipped: ${tok.error}` };
   const words = tok.tokens;
   let counters: { packets: number; bytes: number } | undefined;
   let i = 0;
@@ -118,24 +140,20 @@ function parseRuleLine(
   }
   const verb = words[i]?.text;
   const chain = words[i + 1]?.text;
-  if (verb !== '-A' || !chain) {
-    warnings.push(lineIssue(source, lineNo, `rule skipped: expected '-A CHAIN ...', got '${truncate(text)}'`));
-    return;
-  }
+  if (verb !== '-A' || !chain) return { ok: false, error: `rule skipped: expected '-A CHAIN ...', got '${truncate(text)}'` };
   const parsed = parseRuleSpec(words.slice(i + 2));
-  if (!parsed.ok) {
-    warnings.push(lineIssue(source, lineNo, `rule skipped: ${parsed.error}`));
-    return;
-  }
-  if (!declared.has(chain)) warnings.push(lineIssue(source, lineNo, `rule for undeclared chain '${chain}'`));
-  table.rules.push({
-    table: table.name,
-    chain,
-    spec: specText(text),
-    ...parsed.spec,
-    ...(counters ? { counters } : {}),
-    line: lineNo,
-  });
+  if (!parsed.ok) return { ok: false, error: `rule skipped: ${parsed.error}` };
+  return {
+    ok: true,
+    rule: {
+      table,
+      chain,
+      spec: specText(text),
+      ...parsed.spec,
+      ...(counters ? { counters } : {}),
+      line: lineNo,
+    },
+  };
 }
 
 /** The text after `-A CHAIN `, byte for byte. */

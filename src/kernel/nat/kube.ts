@@ -16,8 +16,9 @@
 //   nftables: `table ip|ip6 kube-proxy`, read by src/kernel/nft/kube.ts and merged here.
 import { kubeNftFacts, type NftFilterChain, type NftNoLocalEndpoints } from '../nft/kube.js';
 import type { NftSnapshot } from '../nft/types.js';
+import { DumpNatRules, type NatRules, type PodSelectors } from './nat-rules.js';
 import { findOptions } from './rule-spec.js';
-import { sourceSelectors, walkNat, type PodSelectors, type WalkResult, type WalkTables } from './walk.js';
+import { walkNat, type WalkResult, type WalkTables } from './walk.js';
 import type { IpsetSet, IptablesDump, IptablesRule, NatFamily, NatSnapshot } from './types.js';
 import type { ProxyMode } from '../../model/kube-proxy.js';
 import type { TrafficPolicy } from '../../model/service.js';
@@ -119,67 +120,36 @@ export function kubeNatFacts(nat: NatFactsSnapshot | undefined, nftTables?: NftS
  */
 export function xtablesFacts(nat: NatSnapshot | undefined): KubeNatFacts {
   const dumps = [nat?.v4, nat?.v6].filter((d): d is IptablesDump => !!d);
-  const sets = new Map((nat?.ipsets?.sets ?? []).map((s) => [s.name, s] as const));
+  return natRulesFacts(dumps.map((d) => new DumpNatRules(d)), nat?.ipsets?.sets ?? []);
+}
+
+/** xtablesFacts over each family's nat table however it is held (nat-rules.ts), and the ipsets. */
+export function natRulesFacts(tables: readonly NatRules[], ipsets: readonly IpsetSet[]): KubeNatFacts {
+  const sets = new Map(ipsets.map((s) => [s.name, s] as const));
   const facts: KubeNatFacts = { mode: 'none', modeEvidence: [], podSelectors: {}, loadBalancers: [], nodePorts: [] };
   let iptables = false;
   let ipvs = false;
-  for (const dump of dumps) {
-    const chains = natChains(dump);
-    const names = [...chains.keys()];
+  for (const chains of tables) {
+    const names = chains.chainNames();
     const ipt = names.filter((n) => IPTABLES_CHAIN.test(n) || n === 'KUBE-NODEPORTS');
     const vs = names.filter((n) => n === 'KUBE-LOAD-BALANCER' || n === 'KUBE-NODE-PORT');
-    if (ipt.length) facts.modeEvidence.push(`${dump.source}: iptables-mode chains ${sample(ipt)}`);
-    if (vs.length) facts.modeEvidence.push(`${dump.source}: IPVS-mode chains ${sample(vs)}`);
-    if (!chains.has('KUBE-SERVICES')) facts.modeEvidence.push(`${dump.source}: no KUBE-SERVICES chain in the nat table`);
+    if (ipt.length) facts.modeEvidence.push(`${chains.source}: iptables-mode chains ${sample(ipt)}`);
+    if (vs.length) facts.modeEvidence.push(`${chains.source}: IPVS-mode chains ${sample(vs)}`);
+    if (!chains.has('KUBE-SERVICES')) facts.modeEvidence.push(`${chains.source}: no KUBE-SERVICES chain in the nat table`);
     iptables ||= ipt.length > 0;
     ipvs ||= vs.length > 0;
     if (names.some((n) => n.startsWith('KUBE-XLB-'))) facts.iptablesGeneration = 'pre-1.24';
     else if (names.some((n) => n.startsWith('KUBE-EXT-') || n.startsWith('KUBE-SVL-'))) facts.iptablesGeneration ??= '1.24+';
 
-    const familySets = new Map([...sets].filter(([, s]) => setFamily(s) === undefined || setFamily(s) === dump.family));
-    const tables: WalkTables = { chains, sets: familySets, pod: podSelectors(chains) };
-    facts.podSelectors[dump.family] = tables.pod;
-    facts.loadBalancers.push(...loadBalancers(dump, tables));
-    facts.nodePorts.push(...iptablesNodePorts(dump, tables), ...ipvsNodePorts(dump, tables));
+    const familySets = new Map([...sets].filter(([, s]) => setFamily(s) === undefined || setFamily(s) === chains.family));
+    const t: WalkTables = { chains, sets: familySets, pod: chains.podSelectors() };
+    facts.podSelectors[chains.family] = t.pod;
+    facts.loadBalancers.push(...loadBalancers(t));
+    facts.nodePorts.push(...iptablesNodePorts(t), ...ipvsNodePorts(t));
   }
   facts.mode = iptables && ipvs ? 'mixed' : iptables ? 'iptables' : ipvs ? 'ipvs' : 'none';
   if (!iptables) delete facts.iptablesGeneration;
   return facts;
-}
-
-function natChains(dump: IptablesDump): Map<string, IptablesRule[]> {
-  const chains = new Map<string, IptablesRule[]>();
-  const nat = dump.tables.find((t) => t.name === 'nat');
-  for (const c of nat?.chains ?? []) chains.set(c.name, []);
-  for (const r of nat?.rules ?? []) {
-    const list = chains.get(r.chain) ?? [];
-    list.push(r);
-    chains.set(r.chain, list);
-  }
-  return chains;
-}
-
-/**
- * kube-proxy's local traffic detector, read back from the rules it wrote: the source
- * of "pod traffic"/"Redirect pods" rules, and the negated source of masquerade rules
- * for cluster IPs ("! -s podCIDR ... -j KUBE-MARK-MASQ").
- */
-function podSelectors(chains: Map<string, IptablesRule[]>): PodSelectors {
-  const cidrs = new Set<string>();
-  const interfaces = new Set<string>();
-  for (const rules of chains.values()) {
-    for (const r of rules) {
-      const c = r.comment ?? '';
-      const sel = c.startsWith('pod traffic for ') || c.startsWith('Redirect pods trying to reach external')
-        ? sourceSelectors(r, false)
-        : r.target === 'KUBE-MARK-MASQ'
-          ? sourceSelectors(r, true)
-          : undefined;
-      sel?.cidrs.forEach((x) => cidrs.add(x));
-      sel?.interfaces.forEach((x) => interfaces.add(x));
-    }
-  }
-  return { cidrs: [...cidrs], interfaces: [...interfaces] };
 }
 
 interface VipCandidate {
@@ -191,18 +161,19 @@ interface VipCandidate {
   origin: string;
 }
 
-function loadBalancers(dump: IptablesDump, t: WalkTables): LoadBalancerFact[] {
-  const start = (t.chains.get('PREROUTING') ?? []).some((r) => r.target === 'KUBE-SERVICES') ? 'PREROUTING' : 'KUBE-SERVICES';
+function loadBalancers(t: WalkTables): LoadBalancerFact[] {
+  const start = some(t.chains.rules('PREROUTING', 'KUBE-SERVICES'), (r) => r.target === 'KUBE-SERVICES') ? 'PREROUTING' : 'KUBE-SERVICES';
+  const source = t.chains.source;
   const seen = new Set<string>();
   const out: LoadBalancerFact[] = [];
-  for (const c of [...iptablesVips(dump, t), ...ipvsVips(t)]) {
+  for (const c of [...iptablesVips(t), ...ipvsVips(t)]) {
     const key = `${c.vip}|${c.port}|${c.protocol}`;
     if (seen.has(key)) continue;
     seen.add(key);
     const walk = walkNat(t, start, { dst: c.vip, protocol: c.protocol, dport: c.port });
     const policy = trafficPolicy(t, walk);
     out.push({
-      family: dump.family,
+      family: t.chains.family,
       vip: c.vip,
       port: c.port,
       protocol: c.protocol,
@@ -210,16 +181,16 @@ function loadBalancers(dump: IptablesDump, t: WalkTables): LoadBalancerFact[] {
       ...(policy ? { trafficPolicy: policy } : {}),
       podTraffic: walk.masq.some((s) => s.certain) ? 'masquerade' : walk.masq.length ? 'unknown' : 'exempt',
       capture: captureOf(walk),
-      evidence: [...new Set([c.origin, ...walkEvidence(dump.source, walk)])],
+      evidence: [...new Set([c.origin, ...walkEvidence(source, walk)])],
     });
   }
   return out;
 }
 
-function iptablesVips(dump: IptablesDump, t: WalkTables): VipCandidate[] {
+function iptablesVips(t: WalkTables): VipCandidate[] {
   const out: VipCandidate[] = [];
-  for (const r of t.chains.get('KUBE-SERVICES') ?? []) {
-    if (!r.comment?.endsWith(' loadbalancer IP')) continue;
+  for (const r of t.chains.rules('KUBE-SERVICES', LB_COMMENT_END)) {
+    if (!r.comment?.endsWith(LB_COMMENT_END)) continue;
     const d = findOptions(r.matches, '-d', '')[0]?.values[0];
     const p = findOptions(r.matches, '-p', '')[0]?.values[0];
     const port = findOptions(r.matches, '--dport')[0]?.values[0];
@@ -228,8 +199,8 @@ function iptablesVips(dump: IptablesDump, t: WalkTables): VipCandidate[] {
       vip: d.replace(/\/(32|128)$/, ''),
       port: Number(port),
       protocol: p.toLowerCase(),
-      service: r.comment.slice(0, -' loadbalancer IP'.length),
-      origin: ruleEvidence(dump.source, r),
+      service: r.comment.slice(0, -LB_COMMENT_END.length),
+      origin: ruleEvidence(t.chains.source, r),
     });
   }
   return out;
@@ -238,7 +209,7 @@ function iptablesVips(dump: IptablesDump, t: WalkTables): VipCandidate[] {
 /** IPVS mode: the members of the sets that KUBE-SERVICES matches to jump to KUBE-LOAD-BALANCER. */
 function ipvsVips(t: WalkTables): VipCandidate[] {
   const out: VipCandidate[] = [];
-  for (const r of t.chains.get('KUBE-SERVICES') ?? []) {
+  for (const r of t.chains.rules('KUBE-SERVICES', 'KUBE-LOAD-BALANCER')) {
     if (r.target !== 'KUBE-LOAD-BALANCER') continue;
     for (const o of findOptions(r.matches, '--match-set', 'set')) {
       const set = t.sets.get(o.values[0] ?? '');
@@ -246,7 +217,7 @@ function ipvsVips(t: WalkTables): VipCandidate[] {
         const [ip, protoPort] = m.entry.split(',');
         const [proto, port] = (protoPort ?? '').split(':');
         if (!ip || !proto || !port) continue;
-        out.push({ vip: ip, port: Number(port), protocol: proto, origin: `ipset ${set!.name} member ${m.entry}` });
+        out.push({ vip: ip, port: Number(port), protocol: proto, origin: flat('ipset ', set!.name, ' member ', m.entry) });
       }
     }
   }
@@ -256,15 +227,15 @@ function ipvsVips(t: WalkTables): VipCandidate[] {
 /** externalTrafficPolicy from the shape of the chains the VIP's traffic passes. */
 function trafficPolicy(t: WalkTables, walk: WalkResult): TrafficPolicy | undefined {
   for (const chain of walk.visited) {
-    const rules = t.chains.get(chain) ?? [];
     if (chain.startsWith('KUBE-XLB-')) return 'Local';
-    if (chain.startsWith('KUBE-EXT-')) return extPolicy(rules);
+    if (chain.startsWith('KUBE-EXT-')) return extPolicy(t.chains.rules(chain));
     if (chain.startsWith('KUBE-FW-')) {
       // Before 1.24 KUBE-FW-X marks and jumps to KUBE-SVC-X (Cluster) or jumps to KUBE-XLB-X (Local);
       // from 1.24 it filters source ranges and jumps to KUBE-EXT-X.
+      const rules = [...t.chains.rules(chain)];
       if (rules.some((r) => r.target?.startsWith('KUBE-XLB-'))) return 'Local';
       const ext = rules.find((r) => r.target?.startsWith('KUBE-EXT-'))?.target;
-      return ext ? extPolicy(t.chains.get(ext) ?? []) : 'Cluster';
+      return ext ? extPolicy(t.chains.rules(ext)) : 'Cluster';
     }
     if (chain === 'KUBE-LOAD-BALANCER') {
       const local = walk.lookups.some((l) => l.rule.chain === chain && l.rule.target === 'RETURN' && l.result === 'yes');
@@ -274,8 +245,9 @@ function trafficPolicy(t: WalkTables, walk: WalkResult): TrafficPolicy | undefin
   return undefined;
 }
 
-function extPolicy(rules: IptablesRule[]): TrafficPolicy {
-  const local = rules.some(
+function extPolicy(rules: Iterable<IptablesRule>): TrafficPolicy {
+  const local = some(
+    rules,
     (r) =>
       r.target?.startsWith('KUBE-SVL-') ||
       r.comment?.startsWith('pod traffic for ') ||
@@ -303,32 +275,43 @@ function captureOf(walk: WalkResult): LoadBalancerFact['capture'] {
 
 function walkEvidence(source: string, walk: WalkResult): string[] {
   const out: string[] = [];
-  for (const s of walk.steps) out.push(`${ruleEvidence(source, s.rule)}${s.certain ? '' : ' (may not apply)'}`);
+  for (const s of walk.steps) out.push(ruleEvidence(source, s.rule, s.certain ? '' : ' (may not apply)'));
   for (const l of walk.lookups) {
-    if (l.result === 'yes') out.push(`ipset ${l.set} has ${l.key} (${source}:${l.rule.line})`);
-    else if (l.certain && l.rule.target === 'RETURN' && l.result === 'no') out.push(`ipset ${l.set} does not have ${l.key} (${source}:${l.rule.line})`);
+    if (l.result === 'yes') out.push(flat('ipset ', l.set, ' has ', l.key, ' (', source, ':', String(l.rule.line), ')'));
+    else if (l.certain && l.rule.target === 'RETURN' && l.result === 'no') {
+      out.push(flat('ipset ', l.set, ' does not have ', l.key, ' (', source, ':', String(l.rule.line), ')'));
+    }
   }
   return out;
 }
 
-function ruleEvidence(source: string, r: IptablesRule): string {
-  return `${source}:${r.line}: -A ${r.chain} ${r.spec}`;
+function ruleEvidence(source: string, r: IptablesRule, suffix = ''): string {
+  return flat(source, ':', String(r.line), ': -A ', r.chain, ' ', r.spec, suffix);
 }
 
-function iptablesNodePorts(dump: IptablesDump, t: WalkTables): NodePortFact[] {
+/**
+ * One new string of the parts. Facts outlive the rules they come from (the agent keeps them for
+ * every Service); a template literal would keep each part, and with it the rule's whole
+ * save-output line, alive in every evidence line. Array#join copies the characters.
+ */
+function flat(...parts: string[]): string {
+  return parts.join('');
+}
+
+function iptablesNodePorts(t: WalkTables): NodePortFact[] {
   const byKey = new Map<string, NodePortFact>();
-  for (const r of t.chains.get('KUBE-NODEPORTS') ?? []) {
+  for (const r of t.chains.rules('KUBE-NODEPORTS')) {
     const port = findOptions(r.matches, '--dport')[0]?.values[0];
     const proto = findOptions(r.matches, '-p', '')[0]?.values[0];
     if (!port || !proto || !r.target) continue;
     const key = `${proto}|${port}`;
-    const fact = byKey.get(key) ?? { family: dump.family, port: Number(port), protocol: proto.toLowerCase(), evidence: [] };
+    const fact = byKey.get(key) ?? { family: t.chains.family, port: Number(port), protocol: proto.toLowerCase(), evidence: [] };
     if (r.comment && !fact.service) fact.service = r.comment;
-    fact.evidence.push(ruleEvidence(dump.source, r));
+    fact.evidence.push(ruleEvidence(t.chains.source, r));
     const policy = r.target.startsWith('KUBE-XLB-')
       ? 'Local'
       : r.target.startsWith('KUBE-EXT-')
-        ? extPolicy(t.chains.get(r.target) ?? [])
+        ? extPolicy(t.chains.rules(r.target))
         : r.target.startsWith('KUBE-SVC-')
           ? 'Cluster'
           : undefined;
@@ -339,9 +322,9 @@ function iptablesNodePorts(dump: IptablesDump, t: WalkTables): NodePortFact[] {
 }
 
 /** IPVS mode: KUBE-NODE-PORT matches port sets; the ones that RETURN hold the ETP=Local ports. */
-function ipvsNodePorts(dump: IptablesDump, t: WalkTables): NodePortFact[] {
+function ipvsNodePorts(t: WalkTables): NodePortFact[] {
   const byKey = new Map<string, NodePortFact>();
-  for (const r of t.chains.get('KUBE-NODE-PORT') ?? []) {
+  for (const r of t.chains.rules('KUBE-NODE-PORT')) {
     const proto = findOptions(r.matches, '-p', '')[0]?.values[0]?.toLowerCase();
     const setName = findOptions(r.matches, '--match-set', 'set')[0]?.values[0];
     const set = setName ? t.sets.get(setName) : undefined;
@@ -349,8 +332,8 @@ function ipvsNodePorts(dump: IptablesDump, t: WalkTables): NodePortFact[] {
     for (const m of set.members) {
       const port = Number(m.entry.slice(m.entry.lastIndexOf(':') + 1));
       const key = `${proto}|${port}`;
-      const fact = byKey.get(key) ?? { family: dump.family, port, protocol: proto, evidence: [] };
-      fact.evidence.push(`ipset ${set.name} member ${m.entry} (${ruleEvidence(dump.source, r)})`);
+      const fact = byKey.get(key) ?? { family: t.chains.family, port, protocol: proto, evidence: [] };
+      fact.evidence.push(flat('ipset ', set.name, ' member ', m.entry, ' (', ruleEvidence(t.chains.source, r), ')'));
       if (r.target === 'RETURN') fact.trafficPolicy = 'Local';
       else fact.trafficPolicy ??= 'Cluster';
       byKey.set(key, fact);
@@ -361,6 +344,13 @@ function ipvsNodePorts(dump: IptablesDump, t: WalkTables): NodePortFact[] {
 
 function setFamily(s: IpsetSet): NatFamily | undefined {
   return s.family === 'inet' ? 4 : s.family === 'inet6' ? 6 : undefined;
+}
+
+const LB_COMMENT_END = ' loadbalancer IP';
+
+function some<T>(items: Iterable<T>, test: (item: T) => boolean | undefined): boolean {
+  for (const item of items) if (test(item)) return true;
+  return false;
 }
 
 function sample(names: string[]): string {

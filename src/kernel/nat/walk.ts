@@ -4,9 +4,9 @@
 // from the rules alone (a statistic match, a mark, a source inside the pod
 // range but narrower than it) make a rule 'maybe'; what happens under a 'maybe'
 // rule is recorded as uncertain and the walk goes on past it.
-import { canonicalIP, inCidr } from '../ip.js';
-import { findOptions } from './rule-spec.js';
-import type { IpsetSet, IptablesRule, MatchOption, RuleMatch } from './types.js';
+import { inCidr } from '../ip.js';
+import { canonicalSafe, type NatRules, type PodSelectors } from './nat-rules.js';
+import type { IpsetMember, IpsetSet, IptablesRule, MatchOption, RuleMatch } from './types.js';
 import { lowerProtocolOfNumberText } from '../../model/protocol.js';
 
 export type Tri = 'yes' | 'no' | 'maybe';
@@ -17,31 +17,13 @@ export interface Probe {
   dport: number;
 }
 
-/** How kube-proxy recognises pod traffic here (its "local traffic detector"). */
-export interface PodSelectors {
-  cidrs: string[];
-  interfaces: string[];
-}
-
 export interface WalkTables {
-  /** nat rules by chain, in order. */
-  chains: Map<string, IptablesRule[]>;
+  /** The nat table of one family. */
+  chains: NatRules;
   sets: Map<string, IpsetSet>;
   pod: PodSelectors;
-  /** Per-chain index by destination address, built on first use (see candidates()). */
-  index?: Map<string, ChainIndex>;
-}
-
-/**
- * KUBE-SERVICES holds one rule per Service IP and port; walking it for every VIP
- * would be O(VIPs x Services). Rules whose only destination is one host address
- * can match only a probe to that address, so they are looked up by it.
- */
-interface ChainIndex {
-  /** Positions of rules without a single-host `-d`, ascending. */
-  general: number[];
-  /** Positions of rules with `-d HOST/32` (or /128), by canonical HOST, ascending. */
-  byDst: Map<string, number[]>;
+  /** Per-set index of exact members, built on first lookup (see setMatch()). */
+  setIndex?: Map<string, SetIndex>;
 }
 
 export interface WalkStep {
@@ -86,7 +68,7 @@ export function walkNat(tables: WalkTables, start: string, probe: Probe): WalkRe
 function walkChain(t: WalkTables, chain: string, probe: Probe, certain: boolean, depth: number, res: WalkResult): WalkEnd {
   if (depth > MAX_DEPTH) return 'loop';
   res.visited.push(chain);
-  for (const rule of candidates(t, chain, probe.dst)) {
+  for (const rule of t.chains.candidates(chain, probe.dst)) {
     const m = matchRule(t, rule, probe, res, certain);
     if (m === 'no') continue;
     const sure = certain && m === 'yes';
@@ -119,60 +101,6 @@ function walkChain(t: WalkTables, chain: string, probe: Probe, certain: boolean,
     if (rule.goto) return 'return';
   }
   return 'fallthrough';
-}
-
-/** The rules of `chain` that could match a packet to `dst`, in chain order. */
-function candidates(t: WalkTables, chain: string, dst: string): IptablesRule[] {
-  const rules = t.chains.get(chain) ?? [];
-  if (rules.length < 16) return rules;
-  t.index ??= new Map();
-  let idx = t.index.get(chain);
-  if (!idx) {
-    idx = indexChain(rules);
-    t.index.set(chain, idx);
-  }
-  const a = idx.general;
-  const b = idx.byDst.get(canonicalSafe(dst)) ?? [];
-  const out: IptablesRule[] = [];
-  let i = 0;
-  let j = 0;
-  while (i < a.length || j < b.length) {
-    if (j >= b.length || (i < a.length && a[i]! < b[j]!)) out.push(rules[a[i++]!]!);
-    else out.push(rules[b[j++]!]!);
-  }
-  return out;
-}
-
-function indexChain(rules: IptablesRule[]): ChainIndex {
-  const idx: ChainIndex = { general: [], byDst: new Map() };
-  rules.forEach((r, pos) => {
-    const d = findOptions(r.matches, '-d', '');
-    const host = d.length === 1 && !d[0]!.negated ? hostOf(d[0]!.values[0] ?? '') : undefined;
-    if (host === undefined) {
-      idx.general.push(pos);
-      return;
-    }
-    const list = idx.byDst.get(host) ?? [];
-    list.push(pos);
-    idx.byDst.set(host, list);
-  });
-  return idx;
-}
-
-/** 'A/32', 'A/128' or a bare address -> canonical A; anything wider -> undefined. */
-function hostOf(cidr: string): string | undefined {
-  const [addr, len] = cidr.split('/');
-  if (len !== undefined && len !== '32' && len !== '128') return undefined;
-  const c = canonicalSafe(addr ?? '');
-  return c === '' ? undefined : c;
-}
-
-function canonicalSafe(address: string): string {
-  try {
-    return canonicalIP(address);
-  } catch {
-    return '';
-  }
 }
 
 function matchRule(t: WalkTables, rule: IptablesRule, probe: Probe, res: WalkResult, certain: boolean): Tri {
@@ -263,16 +191,73 @@ function setMatch(t: WalkTables, name: string, flags: string, probe: Probe): { t
   if (!set) return { tri: 'maybe' };
   const dims = set.type.split(':')[1]?.split(',') ?? [];
   const dirs = flags.split(',');
-  let result: Tri = 'no';
-  for (const member of set.members) {
-    const r = memberMatch(member.entry.split(','), dims, dirs, t.pod, probe);
-    if (r === 'yes') {
-      result = 'yes';
-      break;
-    }
-    if (r === 'maybe') result = 'maybe';
+  t.setIndex ??= new Map();
+  const indexKey = `${name}|${flags}`;
+  let idx = t.setIndex.get(indexKey);
+  if (!idx) {
+    idx = indexSet(set.members, dims, dirs);
+    t.setIndex.set(indexKey, idx);
+  }
+  let result: Tri = idx.exact.has(exactKey(dims, probe)) ? 'yes' : 'no';
+  for (let i = 0; i < idx.rest.length && result !== 'yes'; i++) {
+    const r = memberMatch(idx.rest[i]!.entry.split(','), dims, dirs, t.pod, probe);
+    if (r === 'yes') result = 'yes';
+    else if (r === 'maybe') result = 'maybe';
   }
   return { tri: result, key: probeKey(dims, dirs, probe) };
+}
+
+/**
+ * kube-proxy's IPVS sets hold one member per Service (KUBE-LOAD-BALANCER: 5,000 on a
+ * 5,000-Service node), and every VIP's walk looks each set up: members that can only
+ * equal one probe (a plain address, a 'proto:port' with one port, both in a 'dst'
+ * direction) are found by that probe's key instead of compared one by one.
+ */
+export interface SetIndex {
+  exact: Set<string>;
+  /** Members that may match more than one probe (ranges, CIDRs, 'src' parts): compared in full. */
+  rest: IpsetMember[];
+}
+
+function indexSet(members: IpsetMember[], dims: string[], dirs: string[]): SetIndex {
+  const idx: SetIndex = { exact: new Set(), rest: [] };
+  for (const m of members) {
+    const key = memberKey(m.entry.split(','), dims, dirs);
+    if (key === undefined) idx.rest.push(m);
+    else idx.exact.add(key);
+  }
+  return idx;
+}
+
+const PLAIN_PROTO = /^[a-z]+$/i;
+const PLAIN_PORT = /^\d+$/;
+
+/** The key only one probe has, when the member matches exactly that probe; else undefined. */
+function memberKey(parts: string[], dims: string[], dirs: string[]): string | undefined {
+  if (dims.length === 0) return undefined;
+  const out: string[] = [];
+  for (let i = 0; i < dims.length; i++) {
+    const part = parts[i] ?? '';
+    if ((dirs[i] ?? dirs[dirs.length - 1]) === 'src') return undefined;
+    if (dims[i] === 'port') {
+      const colon = part.indexOf(':');
+      if (colon < 0) return undefined;
+      const proto = part.slice(0, colon).toLowerCase();
+      const port = part.slice(colon + 1);
+      if (!PLAIN_PROTO.test(proto) || proto === 'all' || !PLAIN_PORT.test(port)) return undefined;
+      out.push(`${proto}:${Number(port)}`);
+    } else if (dims[i] === 'ip' || dims[i] === 'net') {
+      const c = part.includes('/') ? '' : canonicalSafe(part);
+      if (c === '') return undefined;
+      out.push(c);
+    } else return undefined;
+  }
+  return out.join(',');
+}
+
+/** The key of the exact members the probe matches (see memberKey). */
+function exactKey(dims: string[], probe: Probe): string {
+  return dims.map((dim) => (dim === 'port' ? `${probe.protocol}:${probe.dport}` : canonicalSafe(probe.dst))).join(',');
 }
 
 function memberMatch(parts: string[], dims: string[], dirs: string[], pod: PodSelectors, probe: Probe): Tri {
@@ -341,12 +326,4 @@ export function cidrContains(outer: string, inner: string): boolean {
   const slash = inner.indexOf('/');
   const addr = slash < 0 ? inner : inner.slice(0, slash);
   return prefixLen(inner) >= prefixLen(outer) && inCidrSafe(addr, outer);
-}
-
-/** Base-match `-s`/`-i` options of a rule that are not negated (or are, with negated=true). */
-export function sourceSelectors(rule: IptablesRule, negated: boolean): PodSelectors {
-  return {
-    cidrs: findOptions(rule.matches, '-s', '').filter((o) => o.negated === negated).map((o) => o.values[0]!),
-    interfaces: findOptions(rule.matches, '-i', '').filter((o) => o.negated === negated).map((o) => o.values[0]!),
-  };
 }

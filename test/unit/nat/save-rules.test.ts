@@ -1,0 +1,78 @@
+// The agent's facts-only read (save-rules.ts): the nat table held as the save
+// output's bytes and parsed a rule at a time must give exactly the facts of the
+// parsed dump, for the captured fixtures, for kube-proxy's rules at scale, and
+// for malformed input (one bad line is skipped as the full parser skips it).
+import { describe, expect, it } from 'vitest';
+import { kubeProxyRules } from '../../../bench/kube-proxy-rules.js';
+import { syntheticCluster } from '../../../bench/agent-cluster.js';
+import { runCommand } from '../../../src/kernel/nat/command.js';
+import { parseIpsetSave } from '../../../src/kernel/nat/ipset.js';
+import { parseIptablesSave } from '../../../src/kernel/nat/iptables-save.js';
+import { natRulesFacts, type KubeNatFacts } from '../../../src/kernel/nat/kube.js';
+import { mayContain } from '../../../src/kernel/nat/lines.js';
+import { DumpNatRules } from '../../../src/kernel/nat/nat-rules.js';
+import { SaveNatRules } from '../../../src/kernel/nat/save-rules.js';
+import type { IpsetSet, NatFamily } from '../../../src/kernel/nat/types.js';
+import { fixture } from './fixtures.js';
+
+const full = (text: string, family: NatFamily = 4, sets: IpsetSet[] = []): KubeNatFacts =>
+  natRulesFacts([new DumpNatRules(parseIptablesSave(text, { source: 's', family }))], sets);
+const streamed = (text: string, family: NatFamily = 4, sets: IpsetSet[] = []): KubeNatFacts =>
+  natRulesFacts([new SaveNatRules(Buffer.from(text), { source: 's', family })], sets);
+
+const OLD = fixture('iptables-1.21-legacy.v4.save');
+
+describe('SaveNatRules: the facts of the parsed dump, a rule at a time', () => {
+  it('for every captured fixture (iptables before/after 1.24, IPv6, IPVS with its ipsets)', () => {
+    const sets = parseIpsetSave(fixture('ipvs-1.28.ipset.save'), 'ipset save').sets;
+    for (const [name, family] of [['iptables-1.21-legacy.v4.save', 4], ['iptables-1.29-nft.v4.save', 4], ['iptables-1.29-nft.v6.save', 6], ['ipvs-1.28.v4.save', 4]] as const) {
+      const want = full(fixture(name), family, sets);
+      expect(want.mode).not.toBe('none');
+      expect(streamed(fixture(name), family, sets), name).toEqual(want);
+    }
+  });
+
+  it("for kube-proxy's rules of 300 LB Services (KUBE-SERVICES through the destination index)", () => {
+    const text = kubeProxyRules(syntheticCluster(300, 1200).list.items).text;
+    const want = full(text);
+    expect(want.loadBalancers.length).toBeGreaterThan(300);
+    expect(streamed(text)).toEqual(want);
+  });
+
+  it('skips what the full parser skips: bad quotes, counters, undeclared chains, a second nat table, truncation', () => {
+    const variants = [
+      OLD.replace(/^(-A KUBE-FW-67NZLRHBNDSAWJRO .*KUBE-MARK-MASQ)$/m, '-A KUBE-FW-67NZLRHBNDSAWJRO -m comment --comment "unterminated -j KUBE-MARK-MASQ'),
+      OLD.replace(/^-A KUBE-SERVICES /gm, '[12:345] -A KUBE-SERVICES '),
+      OLD.replace(/^:KUBE-XLB-RUKNB3TURLFC6SGL .*\n/m, ''),
+      OLD.replace(/^(-A KUBE-XLB-RUKNB3TURLFC6SGL -s 10.244.0.0\/16 -m comment --comment )"Redirect pods/m, '$1Redirect" pods'),
+      `${OLD}\n*nat\n:KUBE-SERVICES - [0:0]\n-A KUBE-SERVICES -j ACCEPT\nCOMMIT\n`,
+      OLD.slice(0, OLD.indexOf('-A KUBE-SVC-')),
+      OLD.slice(0, OLD.indexOf(':KUBE-SERVICES') + 20),
+    ];
+    for (const v of variants) expect(streamed(v)).toEqual(full(v));
+    // The quote-split "Redirect pods" comment still names the pod CIDR (mayContain looks through quotes).
+    expect(streamed(variants[3]!).podSelectors[4]).toEqual({ cidrs: ['10.244.0.0/16'], interfaces: [] });
+  });
+
+  it('refuses input that is no save output with the full parser\'s error', () => {
+    const text = 'create KUBE-LOAD-BALANCER hash:ip,port\nadd KUBE-LOAD-BALANCER 192.0.2.1,tcp:80\n';
+    expect(() => new SaveNatRules(Buffer.from(text), { source: 's', family: 4 })).toThrow(
+      /^s:2: no table found; not iptables-save output \(s:1: unrecognised line/,
+    );
+  });
+
+  it('mayContain sees a word through its quotes and escapes, and only then', () => {
+    expect(mayContain('-m comment --comment "pod traffic for x"', 'pod traffic for ')).toBe(true);
+    expect(mayContain('-m comment --comment pod" traffic "for', 'pod traffic for')).toBe(true);
+    expect(mayContain('-m comment --comment "pod traffic fur x"', 'pod traffic for ')).toBe(false);
+  });
+});
+
+describe('runCommand: a bounded output', () => {
+  it('stops a command that prints more than the bound, and says so', async () => {
+    const r = await runCommand('head', ['-c', '1000000', '/dev/zero'], { timeoutMs: 10_000, maxBytes: 64 * 1024 });
+    expect(r).toEqual({ ok: false, reason: 'printed more than 65536 bytes (the bound on what the NAT reader keeps); stopped reading it' });
+    const ok = await runCommand('head', ['-c', '1000', '/dev/zero'], { timeoutMs: 10_000, maxBytes: 64 * 1024 });
+    expect(ok.ok && ok.stdout.length).toBe(1000);
+  });
+});
