@@ -22,7 +22,13 @@
 // - before a hash is looked up, a bitmap (`filters`) indexed by a hash of the
 //   key says whether the key can be there at all: one memory word read decides
 //   for nearly every packet that matches nothing. NodePorts are an exact bitmap;
-// - nothing is written for a packet that matches nothing.
+// - nothing is written for a packet that matches nothing;
+// - a VIP entry and a NodePort carry the index of their counter in the per-CPU
+//   `slots` array (allocated by the agent, never reused while it runs), so a
+//   matching packet bumps an array slot the verifier inlines instead of
+//   hashing a 24-byte counter key. Slot 0 means none (the agent ran out):
+//   such a packet, and the kinds keyed by the packet's own address and port
+//   (a bound source, a local pod), are counted in the `counters` hash.
 // Packets are counted as GSO segments (a GRO/TSO super-packet stands for
 // gso_segs wire packets).
 //
@@ -40,6 +46,8 @@
 
 #define MAX_TARGETS 16384
 #define MAX_COUNTERS 16384
+// Counter slots for VIP entries and NodePorts (slot 0 is never used).
+#define MAX_SLOTS 16384
 // Prefixes (other than host addresses) per family; a node has one pod CIDR per
 // family, so this is generous. src/capture/ebpf-maps.ts refuses more.
 #define MAX_NETS 16
@@ -112,18 +120,24 @@ struct ctr_val {
   __u64 bytes;
 };
 
+// The counter slots of a NodePort, one per family (loop_return to ::ffff:0.0.0.0 or ::); 0 = none.
+struct nodeport_slots {
+  __u16 v4;
+  __u16 v6;
+};
+
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, MAX_TARGETS);
   __type(key, struct vip4_key);
-  __type(value, __u8);
+  __type(value, __u32);  // counter slot, 0 = none
 } vips4 SEC(".maps");
 
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, MAX_TARGETS);
   __type(key, struct vip6_key);
-  __type(value, __u8);
+  __type(value, __u32);  // counter slot, 0 = none
 } vips6 SEC(".maps");
 
 struct {
@@ -160,6 +174,21 @@ struct {
   __type(key, struct ctr_key);
   __type(value, struct ctr_val);
 } counters SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, MAX_SLOTS);
+  __type(key, __u32);
+  __type(value, struct ctr_val);
+} slots SEC(".maps");
+
+// Index: protocol slot (as filters.nodeport) * 65536 + port.
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 3 * 65536);
+  __type(key, __u32);
+  __type(value, struct nodeport_slots);
+} nodeports SEC(".maps");
 
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -382,25 +411,49 @@ static __always_inline void count(struct ctr_key *k, struct __sk_buff *skb) {
   v->bytes += skb->len;
 }
 
+// Bumps a counter slot (1 .. MAX_SLOTS-1).
+static __always_inline void count_slot(__u32 slot, struct __sk_buff *skb) {
+  struct ctr_val *v = bpf_map_lookup_elem(&slots, &slot);
+  if (!v) return;
+  v->packets += skb->gso_segs ? skb->gso_segs : 1;
+  v->bytes += skb->len;
+}
+
 // Whether (destination, port, protocol) may be a VIP entry.
 static __always_inline int maybe_vip(const struct filters *f, const struct pkt *p, __u16 port) {
   __u32 w = p->v4 ? p->dst.a4 : fold6(p->dst.a6);
   return test_bit(f->vip, filter_bit(w, port, p->proto));
 }
 
-// The VIP entry a destination matches: its port (the packet's or 0 = any), or -1.
-static __always_inline int vip_port(const struct filters *f, const struct pkt *p) {
+// The VIP entry a destination matches: its port (the packet's or 0 = any) and
+// its counter slot in *slot, or -1.
+static __always_inline int vip_port(const struct filters *f, const struct pkt *p, __u32 *slot) {
+  __u32 *v;
   if (p->v4) {
     struct vip4_key k = {.addr = p->dst.a4, .port = p->dport, .proto = p->proto};
-    if (maybe_vip(f, p, p->dport) && bpf_map_lookup_elem(&vips4, &k)) return p->dport;
+    if (maybe_vip(f, p, p->dport) && (v = bpf_map_lookup_elem(&vips4, &k))) {
+      *slot = *v;
+      return p->dport;
+    }
     k.port = 0;
-    return maybe_vip(f, p, 0) && bpf_map_lookup_elem(&vips4, &k) ? 0 : -1;
+    if (maybe_vip(f, p, 0) && (v = bpf_map_lookup_elem(&vips4, &k))) {
+      *slot = *v;
+      return 0;
+    }
+    return -1;
   }
   struct vip6_key k = {.port = p->dport, .proto = p->proto};
   __builtin_memcpy(k.addr, p->dst.a6, 16);
-  if (maybe_vip(f, p, p->dport) && bpf_map_lookup_elem(&vips6, &k)) return p->dport;
+  if (maybe_vip(f, p, p->dport) && (v = bpf_map_lookup_elem(&vips6, &k))) {
+    *slot = *v;
+    return p->dport;
+  }
   k.port = 0;
-  return maybe_vip(f, p, 0) && bpf_map_lookup_elem(&vips6, &k) ? 0 : -1;
+  if (maybe_vip(f, p, 0) && (v = bpf_map_lookup_elem(&vips6, &k))) {
+    *slot = *v;
+    return 0;
+  }
+  return -1;
 }
 
 // Index of a protocol in filters.nodeport.
@@ -416,10 +469,15 @@ int clbp_egress(struct __sk_buff *skb) {
   const struct filters *f = bpf_map_lookup_elem(&filters, &zero);
   if (!f) return TC_ACT_UNSPEC;
   // Destination first: most egress packets are not for a VIP.
-  int port = vip_port(f, &p);
+  __u32 slot = 0;
+  int port = vip_port(f, &p, &slot);
   if (port < 0) return TC_ACT_UNSPEC;
   const struct config *c = bpf_map_lookup_elem(&config, &zero);
   if (!c || !local_flags(c, f, &p, 0)) return TC_ACT_UNSPEC;
+  if (slot) {
+    count_slot(slot, skb);
+    return TC_ACT_UNSPEC;
+  }
   struct ctr_key k = {.port = port, .proto = p.proto, .kind = KIND_TO_LB, .dir = DIR_EGRESS};
   key_addr(&k, &p, 1);
   count(&k, skb);
@@ -444,6 +502,13 @@ int clbp_ingress(struct __sk_buff *skb) {
   }
   struct ctr_key k = {.port = p.dport, .proto = p.proto, .kind = KIND_LOOP_RETURN, .dir = DIR_INGRESS};
   if (test_bit(f->nodeport[proto_slot(p.proto)], p.dport)) {
+    __u32 at = proto_slot(p.proto) * 65536 + p.dport;
+    const struct nodeport_slots *np = bpf_map_lookup_elem(&nodeports, &at);
+    __u32 slot = np ? (p.v4 ? np->v4 : np->v6) : 0;
+    if (slot) {
+      count_slot(slot, skb);
+      return TC_ACT_UNSPEC;
+    }
     // Keep the family in the key: ::ffff:0.0.0.0 for IPv4, :: for IPv6.
     if (p.v4) ((__u32 *)k.addr)[2] = bpf_htonl(0xffff);
     count(&k, skb);

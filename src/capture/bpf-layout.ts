@@ -20,6 +20,8 @@ export const MAP_CONFIG = 'config';
 export const MAP_FILTERS = 'filters';
 export const MAP_COUNTERS = 'counters';
 export const MAP_STATS = 'stats';
+export const MAP_SLOTS = 'slots';
+export const MAP_NODEPORTS = 'nodeports';
 export const PROG_INGRESS = 'clbp_ingress';
 export const PROG_EGRESS = 'clbp_egress';
 
@@ -30,6 +32,8 @@ export const VIP4_PROTO = 6;
 export const VIP6_KEY_SIZE = 20;
 export const VIP6_PORT = 16;
 export const VIP6_PROTO = 18;
+/** vips4/vips6 values: the entry's counter slot (u32), 0 = none. */
+export const VIP_VALUE_SIZE = 4;
 /** hosts4/hosts6: the address is the key, a u32 of local_flag bits the value. */
 export const HOST4_KEY_SIZE = 4;
 export const HOST6_KEY_SIZE = 16;
@@ -45,6 +49,12 @@ export const CTR_KEY_DIR = 20;
 export const COUNTER_VALUE_SIZE = 16;
 export const CTR_VAL_PACKETS = 0;
 export const CTR_VAL_BYTES = 8;
+/** The slots per-CPU array: one ctr_val per counter slot; slot 0 is never used. */
+export const MAX_SLOTS = 16384;
+/** nodeports: struct nodeport_slots (u16 slot per family, 0 = none) at protocol slot * 65536 + port. */
+export const NODEPORT_VALUE_SIZE = 4;
+export const NODEPORT_SLOT_V4 = 0;
+export const NODEPORT_SLOT_V6 = 2;
 /** The stats per-CPU array: u64 slots. */
 export const STAT_VALUE_SIZE = 8;
 
@@ -106,6 +116,9 @@ export const FILTERS_VALUE_SIZE = FILTERS_NODEPORT + NODEPORT_SLOTS * NODEPORT_B
 export const nodePortSlot = (proto: number): number => (proto === 6 ? 0 : proto === 17 ? 1 : 2);
 /** Byte offset in struct filters of the NodePort bitmap for a protocol number. */
 export const nodePortBitmap = (proto: number): number => FILTERS_NODEPORT + nodePortSlot(proto) * NODEPORT_BYTES;
+/** The nodeports array's index of a NodePort, and its number of entries. */
+export const nodePortIndex = (proto: number, port: number): number => nodePortSlot(proto) * 65536 + port;
+export const NODEPORT_ENTRIES = NODEPORT_SLOTS * 65536;
 
 function mix(x: number): number {
   x = Math.imul(x >>> 0, 0x9e3779b1) >>> 0;
@@ -188,6 +201,17 @@ export interface DecodedCounterKey {
   proto: Proto;
   kind: CounterKind;
   direction: Direction;
+}
+
+/** A struct ctr_key, as the program fills it (addr16: IPv4-mapped for IPv4). */
+export function counterKey(addr16: Uint8Array, port: number, proto: number, kind: CounterKind, direction: Direction): Buffer {
+  const b = Buffer.alloc(COUNTER_KEY_SIZE);
+  b.set(addr16.subarray(0, 16), CTR_KEY_ADDR);
+  b.writeUInt16LE(port, CTR_KEY_PORT);
+  b[CTR_KEY_PROTO] = proto;
+  b[CTR_KEY_KIND] = KIND_CODES[kind];
+  b[CTR_KEY_DIR] = direction === 'ingress' ? 0 : 1;
+  return b;
 }
 
 /** Decodes the counter key at off; throws naming the offset on a value the program never writes. */

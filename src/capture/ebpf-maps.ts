@@ -23,6 +23,13 @@ import {
   MAP_HOSTS6,
   MAP_VIPS4,
   MAP_VIPS6,
+  MAP_NODEPORTS,
+  MAX_SLOTS,
+  NODEPORT_SLOT_V4,
+  NODEPORT_SLOT_V6,
+  NODEPORT_VALUE_SIZE,
+  counterKey,
+  nodePortIndex,
   type Net4,
   type Net6,
   nodePortSlot,
@@ -46,7 +53,36 @@ export type MapContents = Map<string, string>;
 export const bytesText = (b: Buffer): string => b.toString('latin1');
 export const textBytes = (t: string): Buffer => Buffer.from(t, 'latin1');
 
-const PRESENT = Buffer.from([1]);
+/**
+ * Counter slots of the `slots` array, one per counter key the program counts by slot (a VIP
+ * entry's to_lb, a NodePort's loop_return per family). A key keeps its slot for the life of the
+ * agent, also while its target is gone, and a slot never changes key: the per-CPU sums stay
+ * monotonic. When MAX_SLOTS - 1 are taken, new keys get 0 (none) and the program counts them in
+ * the counters hash, as before slots.
+ */
+export class SlotAllocator {
+  private readonly byKey = new Map<string, number>();
+  /** Counter key (bytesText of a struct ctr_key) of each slot; index 0 is unused. */
+  readonly keys: string[] = [''];
+
+  constructor(private readonly max = MAX_SLOTS) {}
+
+  slot(key: Buffer): number {
+    const k = bytesText(key);
+    let s = this.byKey.get(k);
+    if (s !== undefined) return s;
+    if (this.keys.length >= this.max) return 0;
+    s = this.keys.length;
+    this.keys.push(k);
+    this.byKey.set(k, s);
+    return s;
+  }
+
+  /** Slots handed out, slot 0 included (the part of the array the reader reads). */
+  get used(): number {
+    return this.keys.length;
+  }
+}
 
 function put(m: MapContents, key: Buffer, value: Buffer): void {
   m.set(bytesText(key), bytesText(value));
@@ -124,16 +160,28 @@ const INLINE_PREFIXES = 4;
  * filters come after the hashes they guard, so a new key is in its hash
  * before its bit is set (a stale bit only costs a lookup).
  */
-export const TARGET_MAPS = [MAP_VIPS4, MAP_VIPS6, MAP_HOSTS4, MAP_HOSTS6, MAP_CONFIG, MAP_FILTERS] as const;
+export const TARGET_MAPS = [MAP_VIPS4, MAP_VIPS6, MAP_HOSTS4, MAP_HOSTS6, MAP_NODEPORTS, MAP_CONFIG, MAP_FILTERS] as const;
 
-/** Map name -> contents, for every map of TARGET_MAPS (the config array's only key is 0). */
-export function targetMaps(t: Targets): Record<string, MapContents> {
+/** Array maps of TARGET_MAPS whose entries cannot be deleted: a key that goes is written with this value. */
+export const ARRAY_ZERO: Partial<Record<string, Buffer>> = { [MAP_NODEPORTS]: Buffer.alloc(NODEPORT_VALUE_SIZE) };
+
+const ANY_V4 = address16('0.0.0.0');
+const ANY_V6 = Buffer.alloc(16);
+
+/**
+ * Map name -> contents, for every map of TARGET_MAPS (the config array's only key is 0). Counter
+ * slots come from `slots`; without it (classify's TargetIndex, which only reads keys) every
+ * slot is 0.
+ */
+export function targetMaps(t: Targets, slots?: SlotAllocator): Record<string, MapContents> {
   const local = localSets(t);
   const maps: Record<string, MapContents> = Object.fromEntries(TARGET_MAPS.map((m) => [m, new Map()]));
   const filters = Buffer.alloc(FILTERS_VALUE_SIZE);
   for (const v of t.vips) {
     const { v4, key } = vipKey(v.address, v.port, v.proto);
-    put(maps[v4 ? MAP_VIPS4 : MAP_VIPS6]!, key, PRESENT);
+    const proto = PROTO_NUMBERS[v.proto];
+    const slot = slots?.slot(counterKey(address16(v.address), v.port, proto, 'to_lb', 'egress')) ?? 0;
+    put(maps[v4 ? MAP_VIPS4 : MAP_VIPS6]!, key, u32Value(slot));
     setBit(filters, FILTERS_VIP, filterBit(addressWord(address16(v.address), v4), v.port, PROTO_NUMBERS[v.proto]));
   }
   for (const [hosts, v4] of [[local.hosts4, true], [local.hosts6, false]] as const) {
@@ -143,7 +191,16 @@ export function targetMaps(t: Targets): Record<string, MapContents> {
       setBit(filters, FILTERS_HOST, filterBit(v4 ? a.readUInt32LE(0) : addressWord(a, false), 0, 0));
     }
   }
-  for (const n of t.nodePorts) setBit(filters, nodePortBitmap(PROTO_NUMBERS[n.proto]), n.port);
+  for (const n of t.nodePorts) {
+    const proto = PROTO_NUMBERS[n.proto];
+    setBit(filters, nodePortBitmap(proto), n.port);
+    const value = Buffer.alloc(NODEPORT_VALUE_SIZE);
+    if (slots) {
+      value.writeUInt16LE(slots.slot(counterKey(ANY_V4, n.port, proto, 'loop_return', 'ingress')), NODEPORT_SLOT_V4);
+      value.writeUInt16LE(slots.slot(counterKey(ANY_V6, n.port, proto, 'loop_return', 'ingress')), NODEPORT_SLOT_V6);
+    }
+    put(maps[MAP_NODEPORTS]!, u32Value(nodePortIndex(proto, n.port)), value);
+  }
   put(maps[MAP_CONFIG]!, u32Value(0), configValue(local.nets4, local.nets6));
   put(maps[MAP_FILTERS]!, u32Value(0), filters);
   return maps;
@@ -154,11 +211,15 @@ export function targetMaps(t: Targets): Record<string, MapContents> {
  * entries first, then deletions, so that a key present in both never
  * disappears for a moment.
  */
-export function syncMap(addon: BpfAddon, fd: number, current: MapContents, next: MapContents): void {
+export function syncMap(addon: BpfAddon, fd: number, current: MapContents, next: MapContents, arrayZero?: Buffer): void {
   for (const [key, value] of next) {
     if (current.get(key) !== value) addon.bpfMapUpdate(fd, textBytes(key), textBytes(value), 0 /* BPF_ANY */);
   }
-  for (const key of current.keys()) if (!next.has(key)) addon.bpfMapDelete(fd, textBytes(key));
+  for (const key of current.keys()) {
+    if (next.has(key)) continue;
+    if (arrayZero) addon.bpfMapUpdate(fd, textBytes(key), arrayZero, 0 /* BPF_ANY */);
+    else addon.bpfMapDelete(fd, textBytes(key));
+  }
 }
 
 /** Per-CPU values occupy one 8-byte-aligned slot per possible CPU. */
@@ -226,3 +287,79 @@ export class CounterMapReader {
   }
 }
 
+
+/**
+ * Reads the per-CPU `slots` array with batch lookups, only as far as the slots handed out, and
+ * gives each slot that counted a packet as the sample of its counter key.
+ */
+export class SlotMapReader {
+  private keys = Buffer.alloc(0);
+  private values = Buffer.alloc(0);
+  private readonly token = Buffer.alloc(8);
+  private readonly status = new Int32Array(2);
+  private readonly stride = perCpuStride(COUNTER_VALUE_SIZE);
+  private readonly decoded: DecodedCounterKey[] = [];
+
+  constructor(
+    private readonly addon: BpfAddon,
+    private readonly fd: number,
+    private readonly cpus: number,
+    private readonly slots: SlotAllocator,
+  ) {}
+
+  read(): CounterSample[] {
+    const used = this.slots.used;
+    if (used <= 1) return [];
+    if (this.keys.length < used * 4) {
+      this.keys = Buffer.alloc(used * 4);
+      this.values = Buffer.alloc(used * this.cpus * this.stride);
+    }
+    const out: CounterSample[] = [];
+    let first = true;
+    for (let done = 0; done < used; ) {
+      this.addon.bpfMapLookupBatch(this.fd, this.keys, this.values, this.token, first, this.status, used - done);
+      first = false;
+      const n = this.status[0]!;
+      for (let i = 0; i < n; i++) {
+        const slot = this.keys.readUInt32LE(i * 4);
+        if (slot === 0 || slot >= used) continue;
+        const packets = this.sum(i, CTR_VAL_PACKETS);
+        if (packets === 0) continue;
+        const key = (this.decoded[slot] ??= decodeCounterKey(textBytes(this.slots.keys[slot]!), 0));
+        out.push({ ...key, packets, bytes: this.sum(i, CTR_VAL_BYTES) });
+      }
+      done += n;
+      if (this.status[1] || n === 0) break;
+    }
+    return out;
+  }
+
+  private sum(i: number, field: number): number {
+    let total = 0;
+    const base = i * this.cpus * this.stride + field;
+    for (let c = 0; c < this.cpus; c++) {
+      const off = base + c * this.stride;
+      total += this.values.readUInt32LE(off) + this.values.readUInt32LE(off + 4) * 0x1_0000_0000;
+    }
+    return total;
+  }
+}
+
+/**
+ * The counters hash's samples and the slots' together, one sample per key. A key is counted in
+ * one of the two only (one that found no free slot never gets one later); should both hold it,
+ * the reading still has one sample for it, the sum.
+ */
+export function mergeSamples(a: CounterSample[], b: CounterSample[]): CounterSample[] {
+  if (b.length === 0) return a;
+  const byKey = new Map<string, CounterSample>();
+  for (const s of [...a, ...b]) {
+    const k = `${s.target}|${s.port}|${s.proto}|${s.kind}|${s.direction}`;
+    const had = byKey.get(k);
+    if (had) {
+      had.packets += s.packets;
+      had.bytes += s.bytes;
+    } else byKey.set(k, { ...s });
+  }
+  return [...byKey.values()];
+}

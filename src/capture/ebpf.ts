@@ -6,9 +6,9 @@ import { join } from 'node:path';
 import { projectRoot } from '../native/addon.js';
 import { bpfAddon, readPerCpuU64, type BpfAddon, type BpfObject } from '../native/bpf.js';
 import { attachPrograms, removeTcLeftovers, type Attachment } from './attach.js';
-import { MAP_COUNTERS, MAP_STATS, PROG_EGRESS, PROG_INGRESS, STAT_COUNTERS_FULL, u32Value } from './bpf-layout.js';
+import { MAP_COUNTERS, MAP_SLOTS, MAP_STATS, PROG_EGRESS, PROG_INGRESS, STAT_COUNTERS_FULL, u32Value } from './bpf-layout.js';
 import type { Counter, CounterOptions } from './counter-types.js';
-import { CounterMapReader, syncMap, TARGET_MAPS, targetMaps, type MapContents } from './ebpf-maps.js';
+import { ARRAY_ZERO, CounterMapReader, mergeSamples, SlotAllocator, SlotMapReader, syncMap, TARGET_MAPS, targetMaps, type MapContents } from './ebpf-maps.js';
 import { LinkPackets } from './link-packets.js';
 import { captureError, CaptureError } from './errors.js';
 import { validateTargets, type CounterReading, type Targets } from './targets.js';
@@ -42,6 +42,9 @@ export class EbpfCounter implements Counter {
   /** What each map the agent writes holds (targetMaps' names). */
   private readonly contents: Record<string, MapContents> = Object.fromEntries(TARGET_MAPS.map((m) => [m, new Map()]));
   private readonly reader: CounterMapReader;
+  /** Counter slots of VIP entries and NodePorts, for the life of this counter. */
+  private readonly slots = new SlotAllocator();
+  private readonly slotReader: SlotMapReader;
   private readonly cpus: number;
   private closed = false;
 
@@ -55,10 +58,11 @@ export class EbpfCounter implements Counter {
     this.description = `eBPF (${attachment.mode}) on ${ifname}`;
     // The config array starts as zeros: no prefixes, so nothing is local until setTargets.
     this.fds = Object.fromEntries(
-      [...TARGET_MAPS, MAP_COUNTERS, MAP_STATS].map((m) => [m, addon.bpfObjectMapFd(obj, m)]),
+      [...TARGET_MAPS, MAP_COUNTERS, MAP_SLOTS, MAP_STATS].map((m) => [m, addon.bpfObjectMapFd(obj, m)]),
     );
     this.cpus = addon.bpfPossibleCpus();
     this.reader = new CounterMapReader(addon, this.fds[MAP_COUNTERS]!, this.cpus);
+    this.slotReader = new SlotMapReader(addon, this.fds[MAP_SLOTS]!, this.cpus, this.slots);
   }
 
   /** Loads and attaches; cleans a crashed run's cls_bpf filters first. */
@@ -124,13 +128,13 @@ export class EbpfCounter implements Counter {
     validateTargets(targets);
     let next: Record<string, MapContents>;
     try {
-      next = targetMaps(targets);
+      next = targetMaps(targets, this.slots);
     } catch (e) {
       throw captureError(e, 'maps', 'preparing the eBPF maps');
     }
     for (const name of Object.keys(next)) {
       try {
-        syncMap(this.addon, this.fds[name]!, this.contents[name]!, next[name]!);
+        syncMap(this.addon, this.fds[name]!, this.contents[name]!, next[name]!, ARRAY_ZERO[name]);
       } catch (e) {
         // The map now holds some mix of both; record every key either had,
         // with an unknown (empty) value, so the next call rewrites or deletes each.
@@ -148,7 +152,7 @@ export class EbpfCounter implements Counter {
     const stat = (slot: number) => readPerCpuU64(this.addon, this.fds[MAP_STATS]!, this.cpus, slot);
     return {
       backend: 'ebpf',
-      counters: this.reader.read(),
+      counters: mergeSamples(this.reader.read(), this.slotReader.read()),
       // The programs run on every packet of the interface; counting them there
       // would cost a map write per packet, so the interface's own counts stand in.
       seen: this.link.read(),

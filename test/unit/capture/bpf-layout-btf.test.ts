@@ -96,6 +96,30 @@ describe('clbprobe.bpf.o map layouts (BTF) against src/capture/bpf-layout.ts', (
     expect(v.members.bytes).toMatchObject({ offset: L.CTR_VAL_BYTES, size: 8 });
   });
 
+  it('counter slots: per-CPU ctr_val array, VIP values and the NodePort slot array', () => {
+    expect(btf.map(L.MAP_SLOTS)).toMatchObject({
+      type: BPF_MAP_TYPE_PERCPU_ARRAY,
+      maxEntries: L.MAX_SLOTS,
+      keySize: 4,
+      valueSize: L.COUNTER_VALUE_SIZE,
+    });
+    expect(btf.map(L.MAP_VIPS4).valueSize).toBe(L.VIP_VALUE_SIZE);
+    expect(btf.map(L.MAP_VIPS6).valueSize).toBe(L.VIP_VALUE_SIZE);
+    expect(btf.map(L.MAP_NODEPORTS)).toMatchObject({
+      type: BPF_MAP_TYPE_ARRAY,
+      maxEntries: L.NODEPORT_ENTRIES,
+      keySize: 4,
+      valueSize: L.NODEPORT_VALUE_SIZE,
+    });
+    const np = btf.struct('nodeport_slots');
+    expect(np.size).toBe(L.NODEPORT_VALUE_SIZE);
+    expect(np.members.v4).toMatchObject({ offset: L.NODEPORT_SLOT_V4, size: 2 });
+    expect(np.members.v6).toMatchObject({ offset: L.NODEPORT_SLOT_V6, size: 2 });
+    // A u16 holds every slot; the index follows filters.nodeport's protocol order.
+    expect(L.MAX_SLOTS).toBeLessThanOrEqual(0xffff);
+    expect(L.nodePortIndex(17, 30080)).toBe(65536 + 30080);
+  });
+
   it('stats: u64 per CPU at the slots the reader asks for', () => {
     const m = btf.map(L.MAP_STATS);
     expect(m).toMatchObject({ type: BPF_MAP_TYPE_PERCPU_ARRAY, keySize: 4, valueSize: L.STAT_VALUE_SIZE });
