@@ -7,6 +7,13 @@
 //   --cli PATH (another build of dist/src/cli/main.js, to compare a change)
 //   --cluster api|file (default api: Services, EndpointSlices, Nodes through list/watch from the
 //   tests' fake API server, as deployed; file: the same objects in a --cluster-file)
+//   --node-mode none|iptables|ipvs (default none: no kube-proxy rules on the node): kube-proxy's
+//   rules for the synthetic cluster in the node namespace, loaded with iptables-restore (and
+//   `ipset restore`): iptables mode as bench/kube-proxy-rules.ts writes them (5,000 Services x 4
+//   endpoints: 147k rule lines), IPVS mode as bench/kube-proxy-ipvs-rules.ts does (the fixed
+//   nat rules and the ipsets, KUBE-LOAD-BALANCER with one member per LB VIP:port). The IPVS
+//   table itself and kube-ipvs0 cannot exist on a kernel without ip_vs and dummy links: the
+//   IPVS-mode figures cover the agent reading those rules and sets, not an IPVS table.
 // 1. A small loop lab (src/demo/lab.ts) with the agent on node1: time from a looping
 //    connect to the loop_return counter in /metrics.
 // 2. A node namespace with an uplink veth, N conntrack entries inserted over ctnetlink,
@@ -28,6 +35,8 @@ import { createLoopLab, LAB } from '../src/demo/lab.js';
 import { Netns, vethPair } from '../src/demo/netns.js';
 import { BENCH_NODE, syntheticCluster } from './agent-cluster.js';
 import { paceEvents } from './agent-events.js';
+import { kubeProxyIpvsRules } from './kube-proxy-ipvs-rules.js';
+import { kubeProxyRules } from './kube-proxy-rules.js';
 import { fill, raiseConntrackMax, type Destination } from './conntrack-dump.js';
 import { FakeApiServer, type ResourceName } from '../test/support/fake-apiserver.js';
 import { agentContainer, containerEnv, hostArgv } from '../test/support/daemonset.js';
@@ -59,8 +68,10 @@ const opt = {
   scrapes: arg('--scrapes', 20),
   loops: arg('--loops', 5),
   cluster: argv.includes('--cluster') ? argv[argv.indexOf('--cluster') + 1]! : 'api',
+  nodeMode: argv.includes('--node-mode') ? argv[argv.indexOf('--node-mode') + 1]! : 'none',
 };
 if (opt.cluster !== 'api' && opt.cluster !== 'file') throw new Error(`--cluster: api or file, not ${opt.cluster}`);
+if (!['none', 'iptables', 'ipvs'].includes(opt.nodeMode)) throw new Error(`--node-mode: none, iptables or ipvs, not ${opt.nodeMode}`);
 /**
  * The agent runs as deployed: with deploy/daemonset.yaml's node flags (its command) and env (memory
  * depends on both). --node-flags "..." replaces the node flags, e.g. to add "--cpu-prof --cpu-prof-dir=/tmp/p".
@@ -286,6 +297,8 @@ async function bigNode(dir: string): Promise<void> {
   const clusterArgs = await clusterSource(dir, cluster.list);
   log(`cluster (${opt.cluster === 'file' ? '--cluster-file' : 'Kubernetes API (fake API server, list/watch)'}): ${opt.services} Services (${cluster.servicePorts} ports), ${opt.endpoints} endpoints`);
 
+  if (opt.nodeMode !== 'none') loadKubeProxyRules(node, dir, cluster.list.items);
+
   undo.push(raiseConntrackMax(opt.entries + 200_000));
   const vips = cluster.tcpVipPorts;
   const toVip: Destination = (i) => {
@@ -320,7 +333,8 @@ async function bigNode(dir: string): Promise<void> {
 
   const metrics = async () => (await httpGet(`${agent.url}/metrics`)).body;
   let text = await metrics();
-  for (const source of ['conntrack', 'capture', 'cluster', 'addresses']) {
+  const kubeProxySources = opt.nodeMode === 'iptables' ? ['nat'] : opt.nodeMode === 'ipvs' ? ['nat', 'ipset'] : [];
+  for (const source of ['conntrack', 'capture', 'cluster', 'addresses', ...kubeProxySources]) {
     if (metricSum(text, 'clbprobe_source_up', `source="${source}"`) !== 1) {
       throw new Error(`source ${source} is not up: ${text.split('\n').filter((x) => x.startsWith('clbprobe_source_up')).join(', ')}`);
     }
@@ -486,6 +500,30 @@ async function burst(pid: number, dueAt: number): Promise<{ cpuS: number; busyS:
   return { cpuS: last - cpu0, busyS: Math.max(0, quietSince - dueAt) / 1000 };
 }
 
+/** kube-proxy's rules for the cluster (--node-mode) into the node namespace, with the real restore tools. */
+function loadKubeProxyRules(node: Netns, dir: string, items: object[]): void {
+  const t0 = performance.now();
+  const rulesFile = join(dir, 'kube-proxy.rules');
+  let what: string;
+  if (opt.nodeMode === 'iptables') {
+    const r = kubeProxyRules(items);
+    writeFileSync(rulesFile, r.text);
+    node.sh(`iptables-restore < ${rulesFile}`);
+    what = `iptables mode, kube-proxy 1.20 format: ${r.rules} rule lines`;
+  } else {
+    const r = kubeProxyIpvsRules(items);
+    const setsFile = join(dir, 'kube-proxy.ipset');
+    writeFileSync(setsFile, r.ipset);
+    writeFileSync(rulesFile, r.iptables);
+    node.sh(`ipset restore < ${setsFile} && iptables-restore < ${rulesFile}`);
+    what = `IPVS mode, kube-proxy 1.28 layout: ${r.members} ipset members, ${r.loadBalancerEntries} in KUBE-LOAD-BALANCER; no IPVS table (no ip_vs on this kernel): the figures cover the rules and sets, not IPVS virtual servers`;
+  }
+  const save = node.run('iptables-save');
+  log(`kube-proxy rules (${what}) loaded in ${((performance.now() - t0) / 1000).toFixed(1)} s; iptables-save prints ${(save.length / 2 ** 20).toFixed(1)} MB`);
+  ref.push({ figure: `kube-proxy rules on the node (--node-mode ${opt.nodeMode})`, value: `${save.split('\n').filter((l) => l.startsWith('-A')).length} rule lines, ${(save.length / 2 ** 20).toFixed(1)} MB saved` });
+  if (opt.nodeMode === 'ipvs') ref.push({ figure: 'IPVS table (kube-ipvs0, virtual servers)', value: 'absent: this kernel has no ip_vs' });
+}
+
 /** RSS of a node process that loaded nothing: what the runtime alone costs here. */
 async function bareNodeRss(): Promise<void> {
   const p = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 5000)'], { stdio: 'ignore' });
@@ -499,7 +537,7 @@ function print(): void {
   const w = Math.max(...[...rows, ...ref].map((r) => r.figure.length));
   const line = (r: Row) =>
     `${r.figure.padEnd(w)}  ${r.value.padEnd(36)}  ${(r.target ?? '').padEnd(10)}  ${r.pass === undefined ? '' : r.pass ? 'pass' : 'FAIL'}`;
-  console.log(`\nclbprobe agent benchmark: ${opt.entries} conntrack entries (${opt.vipEntries} towards VIPs), ${opt.services} Services, ${opt.endpoints} endpoints`);
+  console.log(`\nclbprobe agent benchmark: ${opt.entries} conntrack entries (${opt.vipEntries} towards VIPs), ${opt.services} Services, ${opt.endpoints} endpoints, kube-proxy rules: ${opt.nodeMode === 'none' ? 'none' : `${opt.nodeMode} mode`}`);
   const commit = spawnSync('git', ['-C', import.meta.dirname, 'describe', '--always', '--dirty'], { encoding: 'utf8' }).stdout.trim();
   console.log(`command: ${process.argv.slice(1).join(' ')}; agent ${CLI} at ${commit}; node ${process.version} ${nodeFlags.join(' ')}, MALLOC_ARENA_MAX=${mallocArenaMax}`);
   console.log(`load average at the end: ${loadavg().map((x) => x.toFixed(2)).join(' ')} (2 shared cores)`);

@@ -23,7 +23,7 @@ import { fileURLToPath } from 'node:url';
 import { Netns } from '../src/demo/netns.js';
 import { readNat } from '../src/kernel/nat/read.js';
 import { kubeNatFacts } from '../src/kernel/nat/kube.js';
-import { agentContainer, bytesOf, hostArgv } from '../test/support/daemonset.js';
+import { agentContainer, bytesOf, containerEnv, hostArgv } from '../test/support/daemonset.js';
 import { syntheticCluster } from './agent-cluster.js';
 import { kubeProxyRules } from './kube-proxy-rules.js';
 
@@ -113,7 +113,9 @@ async function main(): Promise<void> {
     const v8flags = deployed.slice(1, deployed.findIndex((a) => a.endsWith('/cli/main.js')));
     const limit = container.resources.limits.memory;
     const limitBytes = limit ? bytesOf(limit) : Infinity;
-    console.log(`children run with the DaemonSet's node flags: ${v8flags.join(' ')} (memory limit ${limit ?? 'none'})`);
+    // The DaemonSet's env too (MALLOC_ARENA_MAX shapes RSS).
+    const env = { ...process.env, ...containerEnv(container, { 'spec.nodeName': 'bench' }) };
+    console.log(`children run with the DaemonSet's node flags: ${v8flags.join(' ')}, env MALLOC_ARENA_MAX=${env.MALLOC_ARENA_MAX ?? '(unset)'} (memory limit ${limit ?? 'none'})`);
     console.log('mode | read (wall / CPU) | unchanged re-read CPU | LB facts | heap after read | RSS after read | heap after change (both held) | RSS after change | peak RSS | peak RSS / bare node | within limit | load avg');
     const self = fileURLToPath(import.meta.url);
     const modes = (argv.includes('--modes') ? argv[argv.indexOf('--modes') + 1]! : 'none,facts,parsed,full').split(',');
@@ -121,7 +123,7 @@ async function main(): Promise<void> {
     for (const mode of modes) {
       // The CPU reference cannot finish under the DaemonSet's heap at 5,000 Services (see the top).
       const flags = mode === 'parsed' ? [...v8flags.filter((f) => !f.startsWith('--max-old-space-size')), '--max-old-space-size=1024'] : v8flags;
-      const r = spawnSync(process.execPath, [...flags, '--expose-gc', '--import', 'tsx', self, '--child', mode, ns.name], { encoding: 'utf8', maxBuffer: 1 << 24 });
+      const r = spawnSync(process.execPath, [...flags, '--expose-gc', '--import', 'tsx', self, '--child', mode, ns.name], { encoding: 'utf8', maxBuffer: 1 << 24, env });
       if (r.status !== 0) {
         const why = r.stderr.includes('heap out of memory') ? 'died: JavaScript heap out of memory' : `exited ${r.status ?? r.signal}: ${r.stderr.trim().split('\n').slice(-3).join(' ')}`;
         console.log(`${mode} | ${why} | | | | | | | | | no | ${load()}`);
