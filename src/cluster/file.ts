@@ -5,7 +5,7 @@
 // (ServiceList, whose items carry no kind), or several such documents
 // concatenated. Broken JSON fails with the file, line and column.
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { buildClusterView, type BuildOptions } from './build.js';
 import { isObj } from './fields.js';
 import { JsonSyntaxError, parseJsonDocuments } from './json-docs.js';
@@ -84,10 +84,21 @@ export function classifyDocuments(docs: readonly unknown[]): ClusterFileContents
   return { objects, warnings };
 }
 
-function readText(path: string): string {
+/**
+ * The same bound as an API server's list answer (DEFAULT_API_LIMITS.maxBodyBytes): a saved
+ * cluster is what `kubectl get -o json` printed from such answers.
+ */
+export const MAX_CLUSTER_FILE = 64 << 20;
+
+function readText(path: string, maxBytes = MAX_CLUSTER_FILE): string {
   try {
+    const size = statSync(path).size;
+    if (size > maxBytes) {
+      throw new ClusterFileError(`cluster file ${path} is ${size} bytes, more than the ${maxBytes >> 20} MiB clbprobe reads (a saved cluster the API server could answer in one list)`);
+    }
     return readFileSync(path, 'utf8');
   } catch (e) {
+    if (e instanceof ClusterFileError) throw e;
     throw new ClusterFileError(`cannot read cluster file ${path}: ${e instanceof Error ? e.message : String(e)}`);
   }
 }

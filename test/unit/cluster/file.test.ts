@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -152,5 +152,16 @@ describe('reloadClusterFile', () => {
     expect(changed.digest).not.toBe(first.digest);
     expect(changed.view).toBeDefined();
     expect(() => reloadClusterFile(join(tmp, 'missing.json'), first.digest)).toThrow(ClusterFileError);
+  });
+});
+
+describe('cluster file size bound', () => {
+  it('refuses a file over 64 MiB with a clear error, before reading it', () => {
+    const big = join(tmp, 'big.json');
+    writeFileSync(big, '');
+    truncateSync(big, (64 << 20) + 1);
+    const e = errorOf(() => readClusterFile(big));
+    expect(e).toBeInstanceOf(ClusterFileError);
+    expect(e.message).toBe(`cluster file ${big} is 67108865 bytes, more than the 64 MiB clbprobe reads (a saved cluster the API server could answer in one list)`);
   });
 });
