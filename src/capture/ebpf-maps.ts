@@ -290,7 +290,8 @@ export class CounterMapReader {
 
 /**
  * Reads the per-CPU `slots` array with batch lookups, only as far as the slots handed out, and
- * gives each slot that counted a packet as the sample of its counter key.
+ * gives each slot that counted a packet as the sample of its counter key. A batch holds at most
+ * `batch` slots (their per-CPU values: batch x CPUs x 16 bytes, 4 MiB at 4,096 slots and 64 CPUs).
  */
 export class SlotMapReader {
   private keys = Buffer.alloc(0);
@@ -305,19 +306,21 @@ export class SlotMapReader {
     private readonly fd: number,
     private readonly cpus: number,
     private readonly slots: SlotAllocator,
+    private readonly batch = 4096,
   ) {}
 
   read(): CounterSample[] {
     const used = this.slots.used;
     if (used <= 1) return [];
-    if (this.keys.length < used * 4) {
-      this.keys = Buffer.alloc(used * 4);
-      this.values = Buffer.alloc(used * this.cpus * this.stride);
+    const size = Math.min(used, this.batch);
+    if (this.keys.length < size * 4) {
+      this.keys = Buffer.alloc(size * 4);
+      this.values = Buffer.alloc(size * this.cpus * this.stride);
     }
     const out: CounterSample[] = [];
     let first = true;
     for (let done = 0; done < used; ) {
-      this.addon.bpfMapLookupBatch(this.fd, this.keys, this.values, this.token, first, this.status, used - done);
+      this.addon.bpfMapLookupBatch(this.fd, this.keys, this.values, this.token, first, this.status, Math.min(size, used - done));
       first = false;
       const n = this.status[0]!;
       for (let i = 0; i < n; i++) {
