@@ -17,8 +17,10 @@ export interface ResyncHandler {
   begin(reason: 'overflow' | 'start'): void;
   /** Entries of the re-read table, batch by batch. */
   entries(batch: ConntrackEntry[]): void;
-  /** The table was read completely (entries counted, after filtering). */
-  /** malformed: entries skipped because their attributes did not parse (malformedNote describes them). */
+  /**
+   * The table was read completely (entries counted, after filtering); malformed: entries skipped
+   * because their attributes did not parse (dump.ts malformedNote describes them).
+   */
   end(info: { entries: number; durationMs: number; interrupted: boolean; malformed: number; firstMalformed?: string }): void;
 }
 
