@@ -4,7 +4,7 @@
 // holds, read through the conntrack source's own bundle reader.
 import type { BundleFiles } from '../bundle/files.js';
 import { dumpConntrack, malformedNote, type ConntrackDumpResult } from '../kernel/conntrack/dump.js';
-import { ConntrackWatch } from '../kernel/conntrack/events.js';
+import { ConntrackWatch, type WatchStats } from '../kernel/conntrack/events.js';
 import type { ConntrackPrefilter } from '../kernel/conntrack/prefilter.js';
 import type { ConntrackEntry, NodeSnapshot } from '../kernel/types.js';
 import type { Logger } from '../log.js';
@@ -36,9 +36,16 @@ export interface ConntrackFeed {
 /** No key is recorded: the table, not a snapshot value, is what the diagnosis reads of conntrack. */
 const UP: ReadResult<unknown> = { state: 'up', value: undefined };
 
-/** A dump that skipped malformed entries is up, with a note saying how many (the source's status reason). */
-function dumped(r: Pick<ConntrackDumpResult, 'malformed' | 'firstMalformed'>): ReadResult<unknown> {
-  const note = malformedNote(r);
+/**
+ * A dump that skipped malformed entries, or a stream that skipped malformed events, is up with a
+ * note saying how many (the source's status reason).
+ */
+function dumped(r: Pick<ConntrackDumpResult, 'malformed' | 'firstMalformed'>, events?: WatchStats): ReadResult<unknown> {
+  const notes = [malformedNote(r)];
+  if (events?.malformed) {
+    notes.push(`${events.malformed} malformed conntrack ${events.malformed === 1 ? 'event' : 'events'} skipped since start (first: ${events.firstMalformed})`);
+  }
+  const note = notes.filter((n): n is string => !!n).join('; ');
   return note ? { state: 'up', value: undefined, note } : UP;
 }
 
@@ -87,7 +94,7 @@ export class LiveConntrack implements ConntrackFeed {
           },
           end: (info) => {
             table.endResync();
-            sink.record(dumped(info), performance.now() - dumpStart);
+            sink.record(dumped(info, this.watch?.stats), performance.now() - dumpStart);
             if (info.malformed) this.o.log.warn({ malformed: info.malformed, first: info.firstMalformed }, 'conntrack dump skipped malformed entries');
             if (info.interrupted) this.o.log.info(info, 'conntrack resync interrupted by table changes');
             sink.changed();
@@ -97,6 +104,10 @@ export class LiveConntrack implements ConntrackFeed {
         onError: (e) => {
           sink.down(e.message);
           first();
+        },
+        onMalformed: (e) => {
+          // The first one is logged; the count goes into the source's note at the next dump.
+          if (this.watch?.stats.malformed === 1) this.o.log.warn({ error: e.message }, 'conntrack event skipped as malformed');
         },
       });
     } catch (e) {
@@ -116,7 +127,7 @@ export class LiveConntrack implements ConntrackFeed {
       const now = Date.now();
       const res = await dumpConntrack((b) => b.forEach((e) => sink.table.upsert(e, now)), { ...this.ns, ...(this.prefilter ? { prefilter: this.prefilter } : {}) });
       sink.table.endResync();
-      sink.record(dumped(res), performance.now() - t0);
+      sink.record(dumped(res, watch.stats), performance.now() - t0);
       if (res.malformed) this.o.log.warn({ malformed: res.malformed, first: res.firstMalformed }, 'conntrack dump skipped malformed entries');
     } catch (e) {
       sink.record({ state: 'down', reason: `dump: ${errText(e)}` }, performance.now() - t0);

@@ -4,6 +4,7 @@
 // state derived from events is rebuilt instead of silently drifting.
 import { explainBpfRefusal, ownBpfPrivileges } from '../../native/bpf-refusal.js';
 import { isSyscallError } from '../../native/addon.js';
+import { NetlinkParseError } from '../netlink/codec.js';
 import type { NetlinkSocket } from '../netlink/socket.js';
 import { NETLINK_NETFILTER, NetlinkSocket as Socket, NOTIFICATION_BATCH } from '../netlink/socket.js';
 import type { ConntrackEntry, ConntrackEvent, ConntrackEventType } from '../types.js';
@@ -46,6 +47,8 @@ export interface WatchOptions {
   /** Dump the table once at start, through resync.begin('start'). */
   initialDump?: boolean;
   onError?(e: Error): void;
+  /** An event was skipped as malformed (stats.malformed counts them). */
+  onMalformed?(e: NetlinkParseError): void;
 }
 
 export interface WatchStats {
@@ -56,6 +59,10 @@ export interface WatchStats {
   rcvbuf: number;
   /** 'on' while the kernel pre-checks events; otherwise 'not requested' or 'off: <why>'. */
   kernelFilter: string;
+  /** Events whose attributes did not parse: skipped, the rest of their batch delivered. */
+  malformed: number;
+  /** The first of them: why it was refused. */
+  firstMalformed?: string;
 }
 
 const GROUP: Record<ConntrackEventType, number> = {
@@ -89,7 +96,7 @@ export class ConntrackWatch {
       this.events.close();
       throw e;
     }
-    this.stats = { events: 0, overflows: 0, resyncs: 0, rcvbuf: this.events.rcvbuf, kernelFilter: 'not requested' };
+    this.stats = { events: 0, overflows: 0, resyncs: 0, rcvbuf: this.events.rcvbuf, kernelFilter: 'not requested', malformed: 0 };
     const match = addressMatcher(opts.filter?.addresses);
     this.stopSub = this.events.subscribe(
       (msgs) => {
@@ -99,7 +106,16 @@ export class ConntrackWatch {
           if (!type) continue;
           if (this.prefilter && !this.prefilter.maybe(m.payload)) continue;
           if (match && !match.maybe(m.payload)) continue;
-          const entry = decodeEntry(m.payload);
+          let entry: ConntrackEntry;
+          try {
+            entry = decodeEntry(m.payload);
+          } catch (e) {
+            if (!(e instanceof NetlinkParseError)) throw e;
+            this.stats.malformed++;
+            this.stats.firstMalformed ??= e.message;
+            opts.onMalformed?.(e);
+            continue;
+          }
           if (match && !match.exact(entry)) continue;
           this.stats.events++;
           opts.onEvent({ type, entry, receivedAtMs: now });
