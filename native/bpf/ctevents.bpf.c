@@ -72,9 +72,9 @@ struct {
 // the protocol part with the protocol number, then the source and destination
 // port. The program checks every header against this layout and passes on any
 // message that differs (a zone in the tuple, ICMP ids, a future kernel), so it
-// needs no loops: straight-line code is quick to verify. (A first version walked
-// the attributes in bounded loops; its verification took long enough that a
-// profiler's SIGPROF made the load fail with EAGAIN.)
+// needs no loops: straight-line code is quick to verify. (Bounded loops over the
+// attributes take long enough to verify that a profiler's SIGPROF can make the
+// load fail with EAGAIN.)
 struct attr_u32 {
   struct nlattr h;
   __u32 v;

@@ -43,8 +43,8 @@ export interface AgentOptions {
   conntrackResyncIntervalS: number;
   /**
    * Drop conntrack events that touch no LB Service in the kernel (an eBPF socket filter on the
-   * event socket) instead of after receiving them: at 10k events/s towards no VIP, 5-7 % of a
-   * core became 0.1 % (bench/agent). Falls back to user space when the program cannot load.
+   * event socket) instead of after receiving them: at 10k events/s towards no VIP, 0.1 % of a
+   * core instead of 5-7 % in user space (bench/agent). Falls back to user space when the program cannot load.
    * Default true.
    */
   conntrackKernelFilter?: boolean;

@@ -16,8 +16,8 @@ export type EntryClass = 'loopback_pair' | 'not_snated' | 'unreplied' | 'healthy
 
 /**
  * Finished VIP flows of one Service port, one count per outcome. One object with four numbers: a
- * Map per Service port plus a JSON key was ~300 bytes each, ~2 MB once flows to 6,667 Service
- * ports had ended (bench/agent.ts at 10k events/s).
+ * Map per Service port plus a JSON key costs ~300 bytes each, ~2 MB once flows to 6,667 Service
+ * ports have ended (bench/agent.ts at 10k events/s).
  */
 export type FlowCounts = { svc: SvcPortLabels } & Record<FlowOutcome, number>;
 
@@ -54,7 +54,7 @@ function outcomeOf(k: KeptEntry): FlowOutcome {
 
 export class ConntrackTable {
   private readonly byId = new Map<number, KeptEntry>();
-  /** Entry ids by client socket: one or two each, in a small list (a Set each was ~250 bytes). */
+  /** Entry ids by client socket: one or two each, in a small list (a Set each costs ~250 bytes). */
   private readonly bySock = new Map<Key, number[]>();
   private generation = 0;
   /** Finished VIP flows per Service port (keyed by portKey: its labels object is per cluster view). */

@@ -41,8 +41,8 @@ export interface EvidenceLimits {
 }
 
 /**
- * 21k kept entries are ~20 MB of JSON: 4 answers written at once used to take the agent past its
- * 256Mi. With backpressure an answer holds ~one socket buffer of text, so the caps are about CPU
+ * 21k kept entries are ~20 MB of JSON: 4 answers written at once without backpressure take the agent
+ * past its 256Mi. With backpressure an answer holds ~one socket buffer of text, so the caps are about CPU
  * and fairness; 10,000 entries is far more than a person reads, and the end line says how many more.
  */
 export const DEFAULT_EVIDENCE_LIMITS: EvidenceLimits = {

@@ -48,7 +48,7 @@ export type MapContents = Map<string, string>;
 /**
  * Bytes as text, one character a byte ('latin1' maps every byte to one character and back):
  * half the length of hex, and a one-byte value is one of V8's shared one-character strings
- * (at 5,000 Services, hex text was ~0.9 MB of the agent's heap).
+ * (at 5,000 Services, hex text would be ~0.9 MB of the agent's heap).
  */
 export const bytesText = (b: Buffer): string => b.toString('latin1');
 export const textBytes = (t: string): Buffer => Buffer.from(t, 'latin1');

@@ -17,7 +17,7 @@ export const HOSTNAME_TOPOLOGY_KEY = 'kubernetes.io/hostname';
  * made here, once per object, so that a Service port served by one slice (the usual case) uses
  * this list as it is: rebuilding the view after an event makes no endpoint objects, and the
  * view and the watch store share one object per endpoint and port (at 20k endpoints, a second
- * set was ~2 MB of the agent's heap, bench/agent.ts).
+ * set would be ~2 MB of the agent's heap, bench/agent.ts).
  */
 interface SlicePort {
   name: string;

@@ -34,7 +34,7 @@ export interface EndpointView {
   /** Target port for this ServicePort (from the EndpointSlice port of the same name). */
   port?: number;
   // No targetRef: nothing reads which Pod an endpoint is, and at 20k endpoints the references
-  // were 2 MB of the agent's heap (bench/agent.ts).
+  // would be 2 MB of the agent's heap (bench/agent.ts).
 }
 
 /** The annotations that matter for loopback, already interpreted (src/cluster/annotations.ts has the exact keys). */

@@ -67,7 +67,7 @@ export class FamilyRenderer<S, T> {
       n = same = 0;
       cur = undefined;
     };
-    // An index loop, not for-of: at 50k samples a scrape, for-of's iterator results were ~1.8 MB
+    // An index loop, not for-of: at 50k samples a scrape, for-of's iterator results are ~1.8 MB
     // of garbage per scrape (allocation sampling), several scavenges in every scrape.
     const items = f.items(state);
     for (let i = 0; i < items.length; i++) {

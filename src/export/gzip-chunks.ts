@@ -3,8 +3,8 @@
 // final: segments from separate compressors can be laid end to end, and only the gzip header,
 // an empty final block and the trailer are written per scrape. The trailer's CRC-32 of the whole
 // text is combined from the pieces' CRCs (crc32Combine), so the text itself is never needed.
-// Why: at 5,000 Services the text is 5.5 MB; kept plain it was 5.5 MB of the agent's RSS and
-// went over the network as such, while Prometheus always asks for gzip (~10x smaller).
+// Why: at 5,000 Services the text is 5.5 MB; kept plain it would be 5.5 MB of the agent's RSS
+// and go over the network as such, while Prometheus always asks for gzip (~10x smaller).
 import zlib from 'node:zlib';
 
 export interface Chunk {
@@ -17,14 +17,14 @@ export interface Chunk {
 }
 
 /**
- * Level 1: on 5.7 MB of /metrics text, 32 ms and 471 KB; the default level 6 took 46 ms for
+ * Level 1: on 5.7 MB of /metrics text, 32 ms and 471 KB; the default level 6 takes 46 ms for
  * 390 KB (measured on this machine). A chunk is compressed when its text changes.
  */
 const LEVEL = 1;
 
 /**
  * zlib's output buffer size. Below half of Buffer.poolSize, so the buffers are slices of Node's
- * shared pool: with the default 16 KB, each re-formatted chunk left a 16 KB buffer in the C heap
+ * shared pool: with the default 16 KB, each re-formatted chunk leaves a 16 KB buffer in the C heap
  * until V8's next full collection, ~6 MB after a scrape under 10k conntrack events/s (heaptrack).
  * A bigger deflated chunk comes out in several pieces, joined by zlib.
  */
@@ -32,7 +32,7 @@ const OUTPUT_PIECE = 2048;
 
 /**
  * The text's UTF-8 bytes in one reused buffer, valid until the next call. A new Buffer per chunk
- * (~30 KB each) stayed in the C heap until V8's next full collection, like zlib's output pieces.
+ * (~30 KB each) would stay in the C heap until V8's next full collection, like zlib's output pieces.
  */
 let scratch = Buffer.allocUnsafeSlow(64 * 1024);
 const SCRATCH_MAX = 1 << 20;
@@ -48,7 +48,7 @@ export function chunkOf(text: string): Chunk {
   if (plain.length === 0) return { deflated: Buffer.alloc(0), crc: 0, size: 0 };
   const out = zlib.deflateRawSync(plain, { level: LEVEL, finishFlush: zlib.constants.Z_SYNC_FLUSH, chunkSize: OUTPUT_PIECE });
   // zlib hands back a view into its output buffer; a chunk deflates to ~1.5 KB and is kept
-  // until its samples change, so it is copied out (200 chunks kept 3.2 MB instead of 0.3 MB).
+  // until its samples change, so it is copied out (200 chunks as views keep 3.2 MB, as copies 0.3 MB).
   const deflated = Buffer.allocUnsafeSlow(out.length);
   out.copy(deflated);
   return { deflated, crc: crc32(plain), size: plain.length };

@@ -4,7 +4,7 @@
 // metrics (the registry lists their names, help and label names) but their
 // samples are written straight from the state in prom-client's text format:
 // with 5,000 Services (~50k series) going through prom-client's per-series
-// label objects took ~0.5 s a scrape (bench/agent.ts).
+// label objects costs ~0.5 s a scrape (bench/agent.ts).
 import client from 'prom-client';
 import { label, plain, SVC_LABELS, type FamilyDecl, type ServicePortLabelText } from './family.js';
 import { FamilyRenderer } from './family-renderer.js';
@@ -23,7 +23,7 @@ export interface MetricsOptions {
  * so the set is stable between scrapes. A Service port is known by its label text, cached per
  * labels object (they are immutable, see state.ts): the same objects come back at every scrape, so
  * a scrape does not rebuild 5,000 label texts. One flat text each (join): a separate key built by
- * a template literal was a tree of concatenations, ~1 MB at 5,000 Services (heap snapshot).
+ * a template literal is a tree of concatenations, ~1 MB at 5,000 Services (heap snapshot).
  */
 class CardinalityCap implements ServicePortLabelText {
   private readonly dropped = new Set<string>();
@@ -69,7 +69,7 @@ class CardinalityCap implements ServicePortLabelText {
 
 /**
  * A Service port's label text. Its own function, not a closure inside textOf: a closure over `s`
- * there made V8 allocate a context on every call, hit or miss (~40 bytes, 120k calls a scrape at
+ * there makes V8 allocate a context on every call, hit or miss (~40 bytes, 120k calls a scrape at
  * 5,000 Services: 4.7 MB of garbage per scrape, found by allocation sampling).
  */
 function svcLabelText(s: SvcPortLabels): string {
@@ -102,7 +102,7 @@ export function isBufferedRegistry(r: client.Registry): r is BufferedRegistry {
  * A registry whose metrics() renders the families from one state read per scrape, then the
  * process metrics. metricsBody() gives the same text as one gzip stream of the chunks as they are
  * kept (compressed once, for as long as a chunk is reused). At 5,000 Services the text is 5.5 MB;
- * kept plain it was 5.5 MB of RSS.
+ * kept plain it would be 5.5 MB of RSS.
  */
 class FamilyRegistry extends client.Registry implements BufferedRegistry {
   constructor(
@@ -159,7 +159,7 @@ export function createFamilyRegistry<S>(families: readonly FamilyDecl<S>[], getS
   if (opts.processMetrics) {
     processRegistry = new client.Registry();
     // The event-loop lag histogram samples every 100 ms, not prom-client's default 10 ms: that
-    // timer alone kept an idle process at 0.7 % of a core (node's monitorEventLoopDelay on this
+    // timer alone keeps an idle process at 0.7 % of a core (node's monitorEventLoopDelay on this
     // machine: 0.70 % at 10 ms, 0.05 % at 100 ms). The lag quantiles stay meaningful.
     client.collectDefaultMetrics({ register: processRegistry, eventLoopMonitoringPrecision: 100 });
   }

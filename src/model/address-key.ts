@@ -6,7 +6,7 @@ import { ipv4Number } from './ip.js';
 const PROTO_CODE: Record<string, number> = { TCP: 1, UDP: 2, SCTP: 3 };
 
 /**
- * A number for IPv4 (32 + 2 + 16 bits fit a double exactly): at 20k endpoints, text keys held
+ * A number for IPv4 (32 + 2 + 16 bits fit a double exactly): at 20k endpoints, text keys hold
  * ~4 MB of heap as concatenated strings (bench/agent.ts). Text for IPv6 and anything unusual.
  * The '' address means any (NodePorts).
  */
@@ -20,7 +20,7 @@ export const key = (ip: string, proto: string, port: number | undefined): Key =>
 
 /**
  * A map value: one value alone, or a list when several share the key. Nearly every key has one
- * Service port; a one-element list each was ~1.5 MB at 20k endpoints (bench/agent.ts).
+ * Service port; a one-element list each would be ~1.5 MB at 20k endpoints (bench/agent.ts).
  */
 export type OneOrMore<V extends object> = V | V[];
 

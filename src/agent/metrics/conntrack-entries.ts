@@ -25,8 +25,8 @@ export const conntrackEntries: Collector<ConntrackEntriesPart> = {
   empty: () => ({ conntrackEntries: [] }),
   filler: () => {
     // Counted again only when the table changed since the last scrape: between events a scrape
-    // allocates none of the items and per-Service maps, which at 5,000 Services was most of a
-    // scrape's garbage.
+    // allocates none of the items and per-Service maps, which at 5,000 Services would be most
+    // of a scrape's garbage.
     let cache: { changes: number; part: ConntrackEntriesPart } | undefined;
     return ({ table }) => {
       if (cache?.changes === table.changes) return cache.part;

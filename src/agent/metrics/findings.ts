@@ -28,8 +28,8 @@ export const findings: Collector<FindingsPart> = {
   ],
   empty: () => ({ findings: [] }),
   filler: () => {
-    // Made again only when a diagnosis replaced the findings. Made per scrape, each carried a new
-    // labels object, and the exporter formats label text again for every new labels object.
+    // Made again only when a diagnosis replaced the findings. Made per scrape, each would carry a
+    // new labels object, and the exporter formats label text again for every new labels object.
     let cache: { of: readonly Finding[]; part: FindingsPart; labels: Map<string, SvcPortLabels> } | undefined;
     return ({ findings: of }) => {
       if (cache?.of === of) return cache.part;

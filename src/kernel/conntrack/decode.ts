@@ -426,8 +426,8 @@ const flagNames = new Map<number, string[]>();
 
 /**
  * The IPS_* names of a status word. One shared, frozen list per distinct word (a node sees a few
- * dozen): at 10k events/s a fresh list each was 10k allocations a second, and each kept entry
- * held its own list, sized by push for 17 names (~150 bytes).
+ * dozen): at 10k events/s a fresh list each would be 10k allocations a second, and each kept
+ * entry would hold its own list, sized by push for 17 names (~150 bytes).
  */
 export function statusFlagNames(status: number): string[] {
   let names = flagNames.get(status);

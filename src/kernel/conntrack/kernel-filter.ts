@@ -3,7 +3,7 @@
 // to a ConntrackPrefilter's target sets. Events it drops are never queued to
 // the agent; the ones it passes still go through the prefilter's exact test.
 // When the program cannot be loaded (no BPF, not permitted, not built) the
-// caller keeps filtering in user space, as before.
+// caller filters in user space only.
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { projectRoot } from '../../native/addon.js';

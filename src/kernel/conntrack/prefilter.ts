@@ -167,8 +167,8 @@ export class ConntrackPrefilter {
       if (e instanceof NetlinkParseError) return false;
       throw e;
     } finally {
-      // The cursors must not keep the receive buffer: after a dump that was the 1 MiB batch
-      // buffer, held for as long as the agent ran (heap snapshot).
+      // The cursors must not keep the receive buffer: after a dump it is the 1 MiB batch buffer,
+      // which a cursor would hold for as long as the agent runs.
       this.top.reset(NO_BYTES, 0, 0);
       this.inTuple.reset(NO_BYTES, 0, 0);
       this.inPart.reset(NO_BYTES, 0, 0);

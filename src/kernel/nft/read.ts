@@ -72,7 +72,7 @@ export function nftSnapshotOf(results: Record<'ip' | 'ip6', NftCommandResult>): 
 }
 
 function runNft(args: string[], opts: ReadNftOptions): Promise<NftCommandResult> {
-  // nft's own listing is the slow part: 5,000 Service ports (12.7 MB of JSON) took 25 s on a host with load 26.
+  // nft's own listing is the slow part: 5,000 Service ports (12.7 MB of JSON) take 25 s on a host with load 26.
   const timeout = opts.timeoutMs ?? 60_000;
   const ns = opts.netns;
   const [file, argv] = !ns ? ['nft', args] : ns.includes('/') ? ['nsenter', [`--net=${ns}`, '--', 'nft', ...args]] : ['ip', ['netns', 'exec', ns, 'nft', ...args]];
