@@ -198,7 +198,7 @@ function setMatch(t: WalkTables, name: string, flags: string, probe: Probe): { t
     idx = indexSet(set.members, dims, dirs);
     t.setIndex.set(indexKey, idx);
   }
-  let result: Tri = idx.exact.has(exactKey(dims, probe)) ? 'yes' : 'no';
+  let result: Tri = idx.exact.size > 0 && exactKeys(dims, probe).some((k) => idx.exact.has(k)) ? 'yes' : 'no';
   for (let i = 0; i < idx.rest.length && result !== 'yes'; i++) {
     const r = memberMatch(idx.rest[i]!.entry.split(','), dims, dirs, t.pod, probe);
     if (r === 'yes') result = 'yes';
@@ -210,8 +210,8 @@ function setMatch(t: WalkTables, name: string, flags: string, probe: Probe): { t
 /**
  * kube-proxy's IPVS sets hold one member per Service (KUBE-LOAD-BALANCER: 5,000 on a
  * 5,000-Service node), and every VIP's walk looks each set up: members that can only
- * equal one probe (a plain address, a 'proto:port' with one port, both in a 'dst'
- * direction) are found by that probe's key instead of compared one by one.
+ * equal one probe's address and port (a plain address, a 'proto:port' or a bare port with
+ * one port, in a 'dst' direction) are found by that probe's keys instead of one by one.
  */
 export interface SetIndex {
   exact: Set<string>;
@@ -241,7 +241,12 @@ function memberKey(parts: string[], dims: string[], dirs: string[]): string | un
     if ((dirs[i] ?? dirs[dirs.length - 1]) === 'src') return undefined;
     if (dims[i] === 'port') {
       const colon = part.indexOf(':');
-      if (colon < 0) return undefined;
+      // A port without a protocol (bitmap:port sets) matches it under any protocol.
+      if (colon < 0) {
+        if (!PLAIN_PORT.test(part)) return undefined;
+        out.push(`*:${Number(part)}`);
+        continue;
+      }
       const proto = part.slice(0, colon).toLowerCase();
       const port = part.slice(colon + 1);
       if (!PLAIN_PROTO.test(proto) || proto === 'all' || !PLAIN_PORT.test(port)) return undefined;
@@ -255,9 +260,11 @@ function memberKey(parts: string[], dims: string[], dirs: string[]): string | un
   return out.join(',');
 }
 
-/** The key of the exact members the probe matches (see memberKey). */
-function exactKey(dims: string[], probe: Probe): string {
-  return dims.map((dim) => (dim === 'port' ? `${probe.protocol}:${probe.dport}` : canonicalSafe(probe.dst))).join(',');
+/** The keys of the exact members the probe matches (see memberKey): its protocol's, and any protocol's. */
+function exactKeys(dims: string[], probe: Probe): string[] {
+  const key = (anyProto: boolean): string =>
+    dims.map((dim) => (dim === 'port' ? `${anyProto ? '*' : probe.protocol}:${probe.dport}` : canonicalSafe(probe.dst))).join(',');
+  return dims.includes('port') ? [key(false), key(true)] : [key(false)];
 }
 
 function memberMatch(parts: string[], dims: string[], dirs: string[], pod: PodSelectors, probe: Probe): Tri {
