@@ -94,13 +94,17 @@ export function ipFamily(s: string): 4 | 6 | 0 {
   return isIP(s) as 4 | 6 | 0;
 }
 
-/** Whether address (text) lies in cidr ('10.0.0.0/8', '2001:db8::/32'). */
+/** Whether address (text) lies in cidr ('10.0.0.0/8', '2001:db8::/32'); throws on anything that is not a CIDR. */
 export function inCidr(address: string, cidr: string): boolean {
   const slash = cidr.indexOf('/');
   const net = parseIP(slash < 0 ? cidr : cidr.slice(0, slash));
   const a = parseIP(address);
   if (a.length !== net.length) return false;
-  const bits = slash < 0 ? a.length * 8 : Number(cidr.slice(slash + 1));
+  const bitsText = slash < 0 ? undefined : cidr.slice(slash + 1);
+  const bits = bitsText === undefined ? a.length * 8 : /^\d{1,3}$/.test(bitsText) ? Number(bitsText) : -1;
+  // A prefix past the address (e.g. '/99999999999999999999' in a corrupt save output) is no CIDR;
+  // taken as a number it would also run the byte loop below billions of times.
+  if (bits < 0 || bits > a.length * 8) throw new Error(`not a prefix length: ${JSON.stringify(cidr)}`);
   const full = bits >> 3;
   for (let i = 0; i < full; i++) if (a[i] !== net[i]) return false;
   const rem = bits & 7;

@@ -46,27 +46,77 @@ export type WalkEnd = 'dnat' | 'accept' | 'drop' | 'reject' | 'return' | 'fallth
 export interface WalkResult {
   /** How the certain path ended: 'fallthrough' means no nat rule took the packet. */
   end: WalkEnd;
-  /** Rules that fired (jumps, marks, terminal targets), in order. */
+  /**
+   * Rules that fired (jumps, marks, terminal targets), in order of their first firing. A chain
+   * entered again (same certainty, see walkChain) adds nothing: what it would add is already here.
+   */
   steps: WalkStep[];
   /** Jumps to KUBE-MARK-MASQ among the steps. */
   masq: WalkStep[];
   /** ipset lookups made on the way, for evidence. */
   lookups: SetLookup[];
-  /** Chains entered. */
+  /** Chains entered, in order of their first entry. */
   visited: string[];
 }
 
+/** Jumps deeper than this end the walk as 'loop' (a cycle of chains, or nesting no node has). */
 const MAX_DEPTH = 32;
 const TERMINAL: Record<string, WalkEnd> = { DNAT: 'dnat', REDIRECT: 'dnat', ACCEPT: 'accept', DROP: 'drop', REJECT: 'reject' };
 
+/** How one walk of a chain ended, and what that depends on (see walkChain). */
+interface ChainWalk {
+  end: WalkEnd;
+  /** How many jumps deep below this chain the walk went. */
+  height: number;
+  /** Whether the walk below hit MAX_DEPTH: then its outcome depends on the depth it started at. */
+  cut: boolean;
+}
+
+const CUT: ChainWalk = { end: 'loop', height: 0, cut: true };
+
+/** One probe's walk: the result so far, and the chains already walked. */
+interface Walk {
+  t: WalkTables;
+  probe: Probe;
+  res: WalkResult;
+  /** Walks not cut by MAX_DEPTH, by certainty and chain: the same at any depth their height fits. */
+  free: Map<string, ChainWalk>;
+  /** Walks cut by MAX_DEPTH, by depth, certainty and chain. */
+  deep: Map<string, ChainWalk>;
+}
+
 export function walkNat(tables: WalkTables, start: string, probe: Probe): WalkResult {
   const res: WalkResult = { end: 'fallthrough', steps: [], masq: [], lookups: [], visited: [] };
-  res.end = walkChain(tables, start, probe, true, 0, res);
+  res.end = walkChain({ t: tables, probe, res, free: new Map(), deep: new Map() }, start, true, 0).end;
   return res;
 }
 
-function walkChain(t: WalkTables, chain: string, probe: Probe, certain: boolean, depth: number, res: WalkResult): WalkEnd {
-  if (depth > MAX_DEPTH) return 'loop';
+/**
+ * A chain's walk depends only on the chain, the probe, whether the jump to it was certain, and
+ * (only when it goes MAX_DEPTH deep) the depth it starts at. Walked again, it would add the same
+ * steps, lookups and chains, already in the result, and end the same: so each is walked once per
+ * probe. Without this, chains that jump to the same chain more than once (rules kube-proxy never
+ * writes, but a node may hold) cost 2^depth walks: 32 chains each jumping twice to the next
+ * would never finish. A cycle still goes MAX_DEPTH deep and ends 'loop', each depth walked once.
+ */
+function walkChain(w: Walk, chain: string, certain: boolean, depth: number): ChainWalk {
+  if (depth > MAX_DEPTH) return CUT;
+  const key = `${certain ? 1 : 0}|${chain}`;
+  const free = w.free.get(key);
+  if (free && depth + free.height <= MAX_DEPTH) return free;
+  const deepKey = `${depth}|${key}`;
+  const deep = w.deep.get(deepKey);
+  if (deep) return deep;
+  const out: ChainWalk = { end: 'fallthrough', height: 0, cut: false };
+  out.end = walkRules(w, chain, certain, depth, out);
+  if (out.cut) w.deep.set(deepKey, out);
+  else w.free.set(key, out);
+  return out;
+}
+
+/** The chain's rules in order; `out` gathers the height and cut of the chains it jumps to. */
+function walkRules(w: Walk, chain: string, certain: boolean, depth: number, out: ChainWalk): WalkEnd {
+  const { t, probe, res } = w;
   res.visited.push(chain);
   for (const rule of t.chains.candidates(chain, probe.dst)) {
     const m = matchRule(t, rule, probe, res, certain);
@@ -93,11 +143,13 @@ function walkChain(t: WalkTables, chain: string, probe: Probe, certain: boolean,
     }
     if (!t.chains.has(target)) continue; // MARK, LOG, CONNMARK, ...: the packet goes on
     res.steps.push(step);
-    const sub = walkChain(t, target, probe, sure, depth + 1, res);
+    const sub = walkChain(w, target, sure, depth + 1);
+    out.height = Math.max(out.height, sub.height + 1);
+    out.cut ||= sub.cut;
     if (m !== 'yes') continue;
-    if (sub === 'loop') return 'loop';
+    if (sub.end === 'loop') return 'loop';
     // After -g, the end of the called chain returns past this chain too.
-    if (sub !== 'return' && sub !== 'fallthrough') return sub;
+    if (sub.end !== 'return' && sub.end !== 'fallthrough') return sub.end;
     if (rule.goto) return 'return';
   }
   return 'fallthrough';
