@@ -26,11 +26,24 @@ export async function openPage(width = 1280, height = 1000): Promise<Page> {
     ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
       '--disable-component-update', '--disable-sync', '--disable-extensions', '--hide-scrollbars', `--window-size=${width},${height}`,
       `--user-data-dir=${profile}`, '--remote-debugging-address=127.0.0.1', '--remote-debugging-port=0', 'about:blank'],
-    { stdio: ['ignore', 'ignore', 'pipe'] },
+    // Its own process group: the renderer and utility processes it forks
+    // write into the profile too, and must die with it.
+    { stdio: ['ignore', 'ignore', 'pipe'], detached: true },
   );
-  const stop = () => {
-    proc.kill('SIGKILL');
-    rmSync(profile, { recursive: true, force: true });
+  const exited = new Promise<void>((resolve) => {
+    if (proc.exitCode !== null || proc.signalCode !== null) resolve();
+    else proc.once('exit', () => resolve());
+  });
+  const stop = async () => {
+    try {
+      process.kill(-proc.pid!, 'SIGKILL');
+    } catch {
+      proc.kill('SIGKILL');
+    }
+    await Promise.race([exited, new Promise((r) => setTimeout(r, 5_000))]);
+    // A child may still be closing its files for a moment after the group's
+    // SIGKILL: retry rather than leave the profile behind or fail the test.
+    rmSync(profile, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
   };
   try {
     const browserUrl = await new Promise<string>((resolve, reject) => {
@@ -93,11 +106,11 @@ export async function openPage(width = 1280, height = 1000): Promise<Page> {
       },
       async close() {
         ws.close();
-        stop();
+        await stop();
       },
     };
   } catch (e) {
-    stop();
+    await stop();
     throw e;
   }
 }
