@@ -113,6 +113,19 @@ export function inCidr(address: string, cidr: string): boolean {
   return (a[full]! & mask) === (net[full]! & mask);
 }
 
+/**
+ * inCidr for CIDRs read from a ruleset (iptables-save, nft -j): one that is not a CIDR (a corrupt
+ * prefix length, an invalid address) matches no address, as netfilter could never have loaded it;
+ * the rule it is in then does not apply, and the rest of the ruleset is read as usual.
+ */
+export function inCidrSafe(address: string, cidr: string): boolean {
+  try {
+    return inCidr(address, cidr);
+  } catch {
+    return false;
+  }
+}
+
 export { ipv4Number } from '../model/ip.js';
 import { ipv4Number } from '../model/ip.js';
 

@@ -4,7 +4,7 @@
 // from the rules alone (a statistic match, a mark, a source inside the pod
 // range but narrower than it) make a rule 'maybe'; what happens under a 'maybe'
 // rule is recorded as uncertain and the walk goes on past it.
-import { inCidr } from '../ip.js';
+import { inCidrSafe } from '../ip.js';
 import { canonicalSafe, type NatRules, type PodSelectors } from './nat-rules.js';
 import type { IpsetMember, IpsetSet, IptablesRule, MatchOption, RuleMatch } from './types.js';
 import { lowerProtocolOfNumberText } from '../../model/protocol.js';
@@ -370,14 +370,6 @@ function prefixLen(cidr: string): number {
   const slash = cidr.indexOf('/');
   if (slash >= 0) return Number(cidr.slice(slash + 1));
   return cidr.includes(':') ? 128 : 32;
-}
-
-function inCidrSafe(address: string, cidr: string): boolean {
-  try {
-    return inCidr(address, cidr);
-  } catch {
-    return false;
-  }
 }
 
 /** Whether `outer` contains all of `inner`. */

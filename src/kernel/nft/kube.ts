@@ -17,7 +17,7 @@
 // it runs before nat-output's DNAT, so host-network clients of an ETP=Local
 // Service without local endpoints are dropped; #132456 moved filter-input,
 // -forward and -output to priority 0.
-import { inCidr, ipFamily } from '../ip.js';
+import { inCidrSafe, ipFamily } from '../ip.js';
 import type { NatFamily } from '../nat/types.js';
 import { renderElement } from './parse.js';
 import type { NftElement, NftRule, NftSnapshot, NftTable } from './types.js';
@@ -300,7 +300,7 @@ class TableFacts {
     }
     if (left === 'ip daddr' || left === 'ip6 daddr') {
       if (right.startsWith('@') || right.startsWith('{')) return 'maybe';
-      return flip(right.includes('/') ? (inCidr(p.dst, right) ? 'yes' : 'no') : right === p.dst ? 'yes' : 'no');
+      return flip(right.includes('/') ? (inCidrSafe(p.dst, right) ? 'yes' : 'no') : right === p.dst ? 'yes' : 'no');
     }
     if (/^(tcp|udp|sctp|th) dport$/.test(left)) return flip(Number(right) === p.port ? 'yes' : 'no');
     if (left === 'meta l4proto') return flip(right === p.proto ? 'yes' : 'no');
@@ -328,7 +328,8 @@ class TableFacts {
       const masq = r.verdict?.target === 'mark-for-masquerade';
       for (const m of r.matches) {
         if ((m.left === 'ip saddr' || m.left === 'ip6 saddr') && m.right.includes('/') && !m.right.startsWith('{')) {
-          if ((short && m.op === '==') || (masq && m.op === '!=')) cidrs.add(m.right);
+          // A corrupt CIDR (prefix past the address) selects no pod.
+          if (((short && m.op === '==') || (masq && m.op === '!=')) && isCidr(m.right)) cidrs.add(m.right);
         }
         if (short && (m.left === 'iifname' || m.left === 'iif')) interfaces.add(m.right);
       }
@@ -423,19 +424,29 @@ export function serviceOfChain(chain: string): string | undefined {
   return m ? `${m[1]}/${m[2]}:${m[3]}` : undefined;
 }
 
+/** Whether s is a CIDR (or address) at all: its own address lies in it. */
+function isCidr(s: string): boolean {
+  const [addr] = s.split('/');
+  return !!addr && inCidrSafe(addr, s);
+}
+
+// Both below read a CIDR that is not one (e.g. '10.0.0.0/99' in a corrupt listing) as a range
+// holding no address: disjoint from everything, inside nothing.
+
 /** Whether CIDRs (or addresses) a and b share no address. */
 function disjoint(a: string, b: string): boolean {
   const [aa] = a.split('/');
   const [ba] = b.split('/');
   if (!aa || !ba || ipFamily(aa) !== ipFamily(ba)) return true;
   const cidr = (x: string, addr: string): string => (x.includes('/') ? x : `${addr}/${ipFamily(addr) === 6 ? 128 : 32}`);
-  return !inCidr(aa, cidr(b, ba)) && !inCidr(ba, cidr(a, aa));
+  if (!isCidr(a) || !isCidr(b)) return true;
+  return !inCidrSafe(aa, cidr(b, ba)) && !inCidrSafe(ba, cidr(a, aa));
 }
 
 /** Whether CIDR a lies inside CIDR b. */
 function cidrWithin(a: string, b: string): boolean {
   const [addr, len] = a.split('/');
   const [, blen] = b.split('/');
-  if (!addr) return false;
-  return inCidr(addr, b) && Number(len ?? (ipFamily(addr) === 6 ? 128 : 32)) >= Number(blen ?? (ipFamily(addr) === 6 ? 128 : 32));
+  if (!addr || !isCidr(a)) return false;
+  return inCidrSafe(addr, b) && Number(len ?? (ipFamily(addr) === 6 ? 128 : 32)) >= Number(blen ?? (ipFamily(addr) === 6 ? 128 : 32));
 }

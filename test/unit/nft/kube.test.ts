@@ -11,10 +11,12 @@ import { diagnoseInputOf } from '../../../src/detect/input.js';
 import type { Finding } from '../../../src/detect/types.js';
 import { kubeNatFacts } from '../../../src/kernel/nat/kube.js';
 import { kubeNftFacts, serviceOfChain } from '../../../src/kernel/nft/kube.js';
+import { parseNftJson } from '../../../src/kernel/nft/parse.js';
+import type { NftSnapshot } from '../../../src/kernel/nft/types.js';
 import type { NodeSnapshot } from '../../../src/kernel/types.js';
 import { labClusterList, NODE_NAME } from '../../support/nft-services.js';
 import { loadCase } from '../detect/fixture-bundle.js';
-import { nftSnapshotOf } from './fixtures.js';
+import { nftFixture, nftSnapshotOf } from './fixtures.js';
 
 const lb = (layout: 'v1.31' | 'v1.34', vip: string) => {
   const f = kubeNftFacts(nftSnapshotOf(layout)).loadBalancers.find((l) => l.vip === vip);
@@ -116,5 +118,56 @@ describe('IPVS nodes: the proxy-mode finding says IPVS is deprecated and what nf
     const fs = diagnose(input).findings.filter((x) => x.mechanism === 'proxy-mode');
     expect(fs.length).toBeGreaterThan(0);
     for (const f of fs) expect(f.summary).not.toContain('deprecated');
+  });
+});
+
+describe('kubeNftFacts on a corrupt listing: a prefix length past the address', () => {
+  type Item = { rule?: { chain: string; expr: { match?: { left: { payload?: { field: string } }; right: unknown } }[] } };
+  /** The captured listing with the prefix (or address) of the chain's first `field` match replaced. */
+  const corrupt = (name: string, edits: { chain: string; field: 'saddr' | 'daddr'; right: unknown }[]): NftSnapshot['tables'] => {
+    const doc = JSON.parse(nftFixture(name)) as { nftables: Item[] };
+    for (const e of edits) {
+      const rule = doc.nftables.find((i) => i.rule?.chain === e.chain)?.rule;
+      const m = rule?.expr.find((x) => x.match?.left.payload?.field === e.field)?.match;
+      if (!m) throw new Error(`no ${e.field} match in ${e.chain}`);
+      m.right = e.right;
+    }
+    return parseNftJson(JSON.stringify(doc), name).tables;
+  };
+  const snap = (): NftSnapshot => ({
+    tables: [
+      ...corrupt('kube-proxy-v1.34.ip.json', [
+        // ETP=Local's "short-circuit pod traffic" (also read as the pod selector), the firewall's
+        // loadBalancerSourceRanges and a destination match on the walk of 203.0.113.10.
+        { chain: 'external-WEZGB4Y6-shop/api/tcp/http', field: 'saddr', right: { prefix: { addr: '10.244.0.0', len: 99 } } },
+        { chain: 'firewall-E4CSEQH2-shop/ranged/tcp/http', field: 'saddr', right: { prefix: { addr: '198.51.100.0', len: 99999999999 } } },
+        { chain: 'service-KHN6ECMT-shop/web/tcp/http', field: 'daddr', right: { prefix: { addr: '203.0.113.10', len: 33 } } },
+      ]),
+      ...corrupt('kube-proxy-v1.34.ip6.json', [{ chain: 'external-YSFNGHT2-shop/far/tcp/http', field: 'saddr', right: { prefix: { addr: 'fd00:10:244::', len: 200 } } }]),
+    ],
+    sources: { ip: 'kube-proxy-v1.34.ip.json', ip6: 'kube-proxy-v1.34.ip6.json' },
+    absent: [],
+    warnings: [],
+  });
+
+  it('never throws, keeps every LB IP, and reads the bad prefix as matching nothing', () => {
+    const good = kubeNftFacts(nftSnapshotOf('v1.34'));
+    const bad = kubeNftFacts(snap());
+    expect(bad.loadBalancers.map((l) => l.vip)).toEqual(good.loadBalancers.map((l) => l.vip));
+    // Services whose rules were not touched are read exactly as before.
+    for (const vip of ['203.0.113.12', '203.0.113.13', '2001:db8:113::10']) {
+      expect(bad.loadBalancers.find((l) => l.vip === vip)).toEqual(good.loadBalancers.find((l) => l.vip === vip));
+    }
+    // The corrupt pod selector selects no pod: the other rules' 10.244.0.0/16 remains, nothing else.
+    expect(bad.podSelectors[4]).toEqual({ cidrs: ['10.244.0.0/16'], interfaces: [] });
+    expect(bad.podSelectors[6]!.cidrs).not.toContain('fd00:10:244::/200');
+    // `ip saddr != <no range> drop`: no source is in the range, so every source is dropped.
+    expect(bad.loadBalancers.find((l) => l.vip === '203.0.113.15')).toMatchObject({ capture: 'dropped' });
+    // The short-circuit matches no pod: pods take the ETP=Local path to the local endpoint.
+    const api = bad.loadBalancers.find((l) => l.vip === '203.0.113.11')!;
+    expect(api).toMatchObject({ trafficPolicy: 'Local', capture: 'dnat' });
+    expect(api.evidence.some((e) => e.includes('chain local-WEZGB4Y6'))).toBe(true);
+    expect(good.loadBalancers.find((l) => l.vip === '203.0.113.11')!.evidence.some((e) => e.includes('chain local-WEZGB4Y6'))).toBe(false);
+    expect(bad.loadBalancers.find((l) => l.vip === '203.0.113.10')).toMatchObject({ capture: 'dnat', podTraffic: 'masquerade' });
   });
 });
