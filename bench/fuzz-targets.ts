@@ -31,9 +31,10 @@ import { decodeDest, decodeService } from '../src/kernel/ipvs/decode.js';
 import { parseIpvsadm } from '../src/kernel/ipvs/ipvsadm-text.js';
 import { parseIpsetList, parseIpsetSave } from '../src/kernel/nat/ipset.js';
 import { parseIptablesSave } from '../src/kernel/nat/iptables-save.js';
-import { natRulesFacts } from '../src/kernel/nat/kube.js';
+import { kubeNatFacts, natRulesFacts } from '../src/kernel/nat/kube.js';
 import { DumpNatRules } from '../src/kernel/nat/nat-rules.js';
 import { SaveNatRules } from '../src/kernel/nat/save-rules.js';
+import { nftSnapshotOfRuleset } from '../src/kernel/nft/read.js';
 import { NLMSG_DONE, splitMessages } from '../src/kernel/netlink/codec.js';
 
 const FX = join(import.meta.dirname, '../test/fixtures');
@@ -268,6 +269,21 @@ function watchLines(): string[] {
   return lines;
 }
 
+const NFT_FILES = ['nft/kube-proxy-v1.31.ip.json', 'nft/kube-proxy-v1.31.ip6.json', 'nft/kube-proxy-v1.34.ip.json', 'nft/kube-proxy-v1.34.ip6.json', 'nft/ruleset-ipvs-1.28-iptables-nft.json'];
+
+/**
+ * The captured `nft -j` listings, and per layout both families in one listing as `nft -j list
+ * ruleset` prints them (one metainfo, then each table's objects).
+ */
+function nftListings(): string[] {
+  const seeds = NFT_FILES.map(text);
+  for (const layout of ['v1.31', 'v1.34']) {
+    const [ip, ip6] = ['ip', 'ip6'].map((f) => (JSON.parse(text(`nft/kube-proxy-${layout}.${f}.json`)) as { nftables: unknown[] }).nftables);
+    seeds.push(JSON.stringify({ nftables: [...ip!, ...ip6!.slice(1)] }));
+  }
+  return seeds;
+}
+
 const KIND_PARSER = { Service: 'services', EndpointSlice: 'endpointSlices', Ingress: 'ingresses', Node: 'nodes' } as const;
 
 /** A kubeconfig as kubectl writes one (no fixture file holds one: tests write theirs at run time). */
@@ -340,6 +356,17 @@ export function fuzzTargets(): FuzzTarget[] {
     textTarget('ipset list', ['nat/ipvs-1.28.ipset-list.txt'], (t) => parseIpsetList(t, 'f')),
     textTarget('sysctl -a', ['text/sysctl.txt'], (t) => parseSysctl(t, 'f')),
     textTarget('kube-proxy config mode', ['text/sysctl.txt'], (t) => modeFromConfig(`${t}\nmode: "ipvs"\n`)),
+    // The bundle's nft-ruleset.json as the nft source reads it (an unusable listing is refused with
+    // an NftParseError), then kube-proxy's tables interpreted: that must never throw, whatever
+    // the tables hold, or every table is lost for one bad item.
+    jsonTarget('nft -j list ruleset, kube-proxy facts', nftListings(), (t) => {
+      const snap = nftSnapshotOfRuleset(t, 'f');
+      try {
+        return kubeNatFacts(undefined, snap);
+      } catch (e) {
+        throw new TypeError(`the kube-proxy interpretation threw, losing every table: ${(e as Error).message}`);
+      }
+    }),
     jsonTarget('ip -j addr', [text('text/ip-addr.json'), text('text/ip-d-addr.json'), text('netlink/ip-addr.json')], (t) => parseIpAddrJson(t, 'f')),
     jsonTarget('ip -j route', [text('text/ip-route.json'), text('text/ip-6-route.json')], (t) => parseIpRouteJson(t, 'f')),
     jsonTarget('ip -j route show table local', [text('routes/gce-guest-agent.local.v4.json'), text('routes/gce-guest-agent.local.v6.json')], (t) => localRoutesOf(t, 'f', 4)),
@@ -416,8 +443,14 @@ export interface FuzzResult {
   ms: number;
 }
 
+/** Told after each case (its number and time in ms) and after each slow case; for a long run's progress. */
+export interface FuzzProgress {
+  case?(i: number, ms: number): void;
+  slow?(i: number, ms: number, input: string | Buffer): void;
+}
+
 /** Runs `cases` cases of one target: each seed as it is, then mutations of them. */
-export function fuzzOne(t: FuzzTarget, cases: number, seed = 1): FuzzResult {
+export function fuzzOne(t: FuzzTarget, cases: number, seed = 1, progress: FuzzProgress = {}): FuzzResult {
   const rng = new Rng(seed);
   const r: FuzzResult = { name: t.name, cases: 0, refused: 0, crashCount: 0, crashes: [], slow: [], ms: 0 };
   const t0 = performance.now();
@@ -447,8 +480,12 @@ export function fuzzOne(t: FuzzTarget, cases: number, seed = 1): FuzzResult {
       }
       ms = Math.min(ms, performance.now() - a0);
     }
-    if (ms > SLOW_MS) r.slow.push({ case: i, ms: Math.round(ms) });
+    if (ms > SLOW_MS) {
+      r.slow.push({ case: i, ms: Math.round(ms) });
+      progress.slow?.(i, ms, input);
+    }
     r.cases++;
+    progress.case?.(i, ms);
   }
   r.ms = Math.round(performance.now() - t0);
   return r;

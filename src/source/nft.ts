@@ -4,8 +4,7 @@
 // is in another mode has neither table: the source is absent, not down.
 import { createHash } from 'node:crypto';
 import { BUNDLE_FILES } from '../bundle/names.js';
-import { parseNftJson } from '../kernel/nft/parse.js';
-import { nftSnapshotOf, runNftLists, type NftCommandResult } from '../kernel/nft/read.js';
+import { nftSnapshotOf, nftSnapshotOfRuleset, runNftLists, type NftCommandResult } from '../kernel/nft/read.js';
 import type { NftSnapshot } from '../kernel/nft/types.js';
 import type { ReadResult, SourceDef } from './contract.js';
 
@@ -51,15 +50,6 @@ export const nft: SourceDef<NftSnapshot> = {
   fromBundle(b) {
     if (!b.has(BUNDLE_FILES.nftRuleset)) return { state: 'down', reason: b.whyMissing(BUNDLE_FILES.nftRuleset) };
     const path = b.path(BUNDLE_FILES.nftRuleset);
-    const dump = parseNftJson(b.text(BUNDLE_FILES.nftRuleset), path);
-    const snap: NftSnapshot = { tables: [], sources: {}, absent: [], warnings: dump.warnings, ...(dump.version ? { version: dump.version } : {}) };
-    for (const family of ['ip', 'ip6'] as const) {
-      const t = dump.tables.find((x) => x.family === family && x.name === 'kube-proxy');
-      if (t) {
-        snap.tables.push(t);
-        snap.sources[family] = path;
-      } else snap.absent.push(family);
-    }
-    return resultOf(snap, undefined);
+    return resultOf(nftSnapshotOfRuleset(b.text(BUNDLE_FILES.nftRuleset), path), undefined);
   },
 };

@@ -194,9 +194,10 @@ class TableFacts {
     const evidence = [this.elementLine('service-ips', e)];
     const probe = { dst: k.ip, proto: k.proto, port: k.port };
     const fw = this.firewall(probe, evidence);
-    const walk: Walk = { masq: [], steps: [], end: 'fallthrough' };
+    const walk: Walk = { masq: [], steps: [], end: 'fallthrough', ends: new Map(), active: new Set(), cut: 0 };
     walk.end = this.walk(target, probe, true, 0, walk);
-    evidence.push(...walk.steps.map((s) => `${this.ruleLine(s.rule)}${s.certain ? '' : ' (may not apply)'}`));
+    // A loop, not a spread: a hostile listing's walk may hold more steps than a call takes arguments.
+    for (const s of walk.steps) evidence.push(`${this.ruleLine(s.rule)}${s.certain ? '' : ' (may not apply)'}`);
     const ext = this.chains.get(target) ?? [];
     const local = ext.some((r) => r.comment === 'short-circuit pod traffic' || r.comment === 'masquerade local traffic');
     const fact: NftLbFact = {
@@ -241,9 +242,32 @@ class TableFacts {
     return dropped;
   }
 
-  /** Follows pod -> VIP through a chain as netfilter would; returns how the certain path ended. */
+  /**
+   * Follows pod -> VIP through a chain as netfilter would; returns how the certain path ended.
+   * Each chain is walked once per probe and certainty: a second walk would only add steps and
+   * masquerade marks already in `w`. Without that, a listing whose chains jump to one chain
+   * twice at each level (never kube-proxy's, but a corrupt or hostile file's) costs 2^depth walks.
+   */
   private walk(chain: string, p: Probe, certain: boolean, depth: number, w: Walk): WalkEnd {
-    if (depth > MAX_DEPTH) return 'unknown';
+    const key = `${certain ? 'sure' : 'maybe'}|${chain}`;
+    const done = w.ends.get(key) ?? w.ends.get(`${depth}|${key}`);
+    if (done) return done;
+    // A loop (netfilter refuses to load one, a file may hold one) or a nesting past the limit:
+    // how the walk ends is not known. What a chain's walk saw below such a point depends on the
+    // way it was reached, so that walk is kept for its depth only.
+    if (depth > MAX_DEPTH || w.active.has(key)) {
+      w.cut++;
+      return 'unknown';
+    }
+    w.active.add(key);
+    const cut = w.cut;
+    const end = this.walkRules(chain, p, certain, depth, w);
+    w.active.delete(key);
+    w.ends.set(w.cut === cut ? key : `${depth}|${key}`, end);
+    return end;
+  }
+
+  private walkRules(chain: string, p: Probe, certain: boolean, depth: number, w: Walk): WalkEnd {
     for (const r of this.chains.get(chain) ?? []) {
       const m = this.matchRule(r, p);
       if (m === 'no') continue;
@@ -410,6 +434,12 @@ interface Walk {
   masq: boolean[];
   steps: { rule: NftRule; certain: boolean }[];
   end: WalkEnd;
+  /** How each chain's walk ended, by certainty and chain (or depth, certainty and chain: see walk). */
+  ends: Map<string, WalkEnd>;
+  /** The chains being walked (a loop comes back to one). */
+  active: Set<string>;
+  /** How many times the walk stopped at a loop or the depth limit. */
+  cut: number;
 }
 
 function keyOf(e: NftElement): { ip: string; proto: string; port: number } | undefined {

@@ -71,6 +71,23 @@ export function nftSnapshotOf(results: Record<'ip' | 'ip6', NftCommandResult>): 
   return { snapshot: snap };
 }
 
+/**
+ * The snapshot from one `nft -j list ruleset` (a bundle's nft-ruleset.json): kube-proxy's table of
+ * each family, if there; every other table is left out. A cut listing keeps its complete items.
+ */
+export function nftSnapshotOfRuleset(text: string, source: string): NftSnapshot {
+  const dump = parseNftJson(text, source);
+  const snap: NftSnapshot = { tables: [], sources: {}, absent: [], warnings: dump.warnings, ...(dump.version ? { version: dump.version } : {}) };
+  for (const family of NFT_FAMILIES) {
+    const t = dump.tables.find((x) => x.family === family && x.name === 'kube-proxy');
+    if (t) {
+      snap.tables.push(t);
+      snap.sources[family] = source;
+    } else snap.absent.push(family);
+  }
+  return snap;
+}
+
 function runNft(args: string[], opts: ReadNftOptions): Promise<NftCommandResult> {
   // nft's own listing is the slow part: 5,000 Service ports (12.7 MB of JSON) take 25 s on a host with load 26.
   const timeout = opts.timeoutMs ?? 60_000;

@@ -171,3 +171,46 @@ describe('kubeNftFacts on a corrupt listing: a prefix length past the address', 
     expect(bad.loadBalancers.find((l) => l.vip === '203.0.113.10')).toMatchObject({ capture: 'dnat', podTraffic: 'masquerade' });
   });
 });
+
+describe('kubeNftFacts on a hostile listing: loops and chains jumped to twice per level', () => {
+  const WEB = 'external-KHN6ECMT-shop/web/tcp/http';
+  const rule = (chain: string, handle: number, mark: number, target: string, verdict: 'jump' | 'goto' = 'jump') => ({
+    rule: { family: 'ip', table: 'kube-proxy', chain, handle, expr: [{ match: { op: '==', left: { meta: { key: 'mark' } }, right: mark } }, { [verdict]: { target } }] },
+  });
+  /** The captured v1.34 listing with `extra` items put before the web Service's external chain's rules. */
+  const withItems = (extra: unknown[]): NftSnapshot => {
+    const doc = JSON.parse(nftFixture('kube-proxy-v1.34.ip.json')) as { nftables: unknown[] };
+    doc.nftables.splice(3, 0, ...extra);
+    return { tables: parseNftJson(JSON.stringify(doc), 'kube-proxy-v1.34.ip.json').tables, sources: { ip: 'kube-proxy-v1.34.ip.json' }, absent: ['ip6'], warnings: [] };
+  };
+  const good = kubeNftFacts(nftSnapshotOf('v1.34', ['ip']));
+  const timed = (snap: NftSnapshot) => {
+    const t0 = performance.now();
+    const f = kubeNftFacts(snap);
+    return { f, ms: performance.now() - t0 };
+  };
+
+  it('a chain that jumps to itself (netfilter would refuse it): the walk ends, the facts stand', () => {
+    // Before, two self-jumps overflowed the stack (RangeError); three took 3^16 walks.
+    const { f, ms } = timed(withItems([0, 1, 2].map((i) => rule(WEB, 900 + i, i, WEB))));
+    expect(ms).toBeLessThan(2000);
+    expect(f.loadBalancers.map((l) => l.vip)).toEqual(good.loadBalancers.map((l) => l.vip));
+    expect(f.loadBalancers.find((l) => l.vip === '203.0.113.10')).toMatchObject({ capture: 'dnat', podTraffic: 'masquerade' });
+    expect(f.loadBalancers.find((l) => l.vip === '203.0.113.12')).toEqual(good.loadBalancers.find((l) => l.vip === '203.0.113.12'));
+  });
+
+  it('30 levels of chains, each jumping twice to the next: each chain walked once', () => {
+    const levels = 30;
+    const name = (i: number) => `ladder-${i}`;
+    const items: unknown[] = [];
+    for (let i = 0; i < levels; i++) items.push({ chain: { family: 'ip', table: 'kube-proxy', name: name(i), handle: 800 + i } });
+    for (let i = 0; i + 1 < levels; i++) items.push(rule(name(i), 1000 + 2 * i, 1, name(i + 1)), rule(name(i), 1001 + 2 * i, 2, name(i + 1)));
+    items.push(rule(WEB, 999, 0, name(0)));
+    const { f, ms } = timed(withItems(items));
+    expect(ms).toBeLessThan(2000);
+    const web = f.loadBalancers.find((l) => l.vip === '203.0.113.10')!;
+    expect(web).toMatchObject({ capture: 'dnat', podTraffic: 'masquerade' });
+    // Each ladder rule is evidence once (as far as the depth limit reaches), not once per path.
+    expect(web.evidence.filter((e) => e.includes('chain ladder-3:')).length).toBe(2);
+  });
+});
