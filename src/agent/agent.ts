@@ -9,6 +9,7 @@ import { hostname, release } from 'node:os';
 import { openCounter, type Counter } from '../capture/counter.js';
 import type { CaptureMode } from '../capture/targets.js';
 import type { LookupOptions } from '../cluster/dns/lookup.js';
+import { prepareDiagnosis } from '../detect/index.js';
 import { diagnoseInputOf } from '../detect/input.js';
 import { ConntrackPrefilter } from '../kernel/conntrack/prefilter.js';
 import type { Logger } from '../log.js';
@@ -224,7 +225,12 @@ export class Agent {
 
   private diagnose(): void {
     this.diagnosis.run(
-      () => diagnoseInputOf(this.sources.snapshot({ takenAt: new Date().toISOString(), hostname: hostname(), kernel: release() }), this.sources.view),
+      // The view's LB-Service index is the one the Service index was built on: built once per view.
+      () =>
+        prepareDiagnosis(
+          diagnoseInputOf(this.sources.snapshot({ takenAt: new Date().toISOString(), hostname: hostname(), kernel: release() }), this.sources.view),
+          this.sources.index.lb,
+        ),
       this.table.entries(),
       this.health.has('conntrack'),
     );

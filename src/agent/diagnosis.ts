@@ -4,8 +4,7 @@
 // diagnosis costs ~50 ms at 5,000 Services, bench/agent.ts: too much once a
 // second). Findings that appear or clear are logged.
 import type { Observations } from '../detect/correlator.js';
-import { changedServices, compareFindings, Diagnosis, prepareDiagnosis, type PreparedDiagnosis } from '../detect/index.js';
-import type { DiagnoseInput } from '../detect/types.js';
+import { changedServices, compareFindings, Diagnosis, type PreparedDiagnosis } from '../detect/index.js';
 import { portKey } from '../model/service.js';
 import type { Finding } from '../detect/types.js';
 import type { Logger } from '../log.js';
@@ -28,14 +27,14 @@ export class IncrementalDiagnosis {
   }
 
   /**
-   * Runs the detectors over the current state (kept entries only: small). `input` is asked for
+   * Runs the detectors over the current state (kept entries only: small). `prepare` is called
    * only when the prepared half is stale; `conntrackSeen` says the conntrack table was read at all.
    */
-  run(input: () => Omit<DiagnoseInput, 'conntrack'>, entries: Iterable<KeptEntry>, conntrackSeen: boolean): void {
+  run(prepare: () => PreparedDiagnosis, entries: Iterable<KeptEntry>, conntrackSeen: boolean): void {
     try {
       // Observations of an earlier prepared input say nothing about what changed since.
       const before = this.prepared ? this.lastObs : undefined;
-      if (!this.prepared) this.prepared = prepareDiagnosis(input());
+      if (!this.prepared) this.prepared = prepare();
       const d = new Diagnosis(this.prepared);
       if (conntrackSeen) d.conntrackSeen();
       for (const k of entries) d.add(k.entry);

@@ -1,9 +1,11 @@
 // Which Service port a conntrack entry or a counter sample belongs to, and
-// the capture targets, from one cluster view and this node's addresses.
+// the capture targets, from one cluster view's LB-Service index
+// (cluster/lb-index.ts, shared with the diagnosis) and this node's addresses.
 // Rebuilt whenever either changes; lookups are O(1).
 import type { ClusterView, ServiceView } from '../cluster/types.js';
 import type { CounterSample, Proto, Targets } from '../capture/targets.js';
-import { addTo, key, listOf, type Key, type OneOrMore as OneOrMoreOf } from '../model/address-key.js';
+import { endpointPort, INGRESS_PORTS, LbServiceIndex } from '../cluster/lb-index.js';
+import { key, type Key } from '../model/address-key.js';
 import { protocolOfNumber as protoOf } from '../model/protocol.js';
 import type { LocalAddresses } from '../detect/types.js';
 import { cidrMatcher } from '../kernel/ip.js';
@@ -12,21 +14,10 @@ import type { ConntrackEntry } from '../kernel/types.js';
 import type { SvcPortLabels } from '../export/state.js';
 import { protocolNumber } from '../model/protocol.js';
 
-type OneOrMore = OneOrMoreOf<ServiceView>;
-
-
-/** The port an endpoint answers on: its EndpointSlice port, else a numeric targetPort, else the Service port. */
-function endpointPort(s: ServiceView, ep: ServiceView['endpoints'][number]): number {
-  return ep.port ?? (typeof s.targetPort === 'number' ? s.targetPort : s.port);
-}
-
-
-/** Ingress LBs listen on HTTP and HTTPS whatever the backend Service port is. */
-const INGRESS_PORTS = [80, 443];
-
 /**
- * The LB VIP:ports through which a Service port is reached: its own LB ingress IPs at its port,
- * and the VIPs of Ingresses that route to it (an L7 LB; its loop comes back on the NodePort).
+ * The LB VIP:ports through which a Service port is reached, as the agent counts them (see
+ * LbServiceIndex.vipServices): its own LB ingress IPs at its port, and the VIPs of Ingresses that
+ * route to it at 80/443 (an L7 LB; its loop comes back on the NodePort).
  */
 function vipsOf(s: ServiceView): { ip: string; protocol: string; port: number }[] {
   const own = s.lbIngress.map((i) => ({ ip: i.ip, protocol: s.protocol, port: s.port }));
@@ -53,28 +44,26 @@ export interface EntryMatch {
 }
 
 export class ServiceIndex {
-  /** Services with an LB ingress IP or behind an Ingress' VIP: the only ones loopback concerns. */
+  /** Services with an LB ingress IP or behind an Ingress' VIP: the only ones whose traffic can be matched. */
   readonly services: ServiceView[];
-  private readonly byVip = new Map<Key, OneOrMore>();
-  private readonly byNodePort = new Map<Key, OneOrMore>();
-  private readonly byEndpoint = new Map<Key, OneOrMore>();
   private readonly nodeIps: Set<string>;
   private readonly podCidrs: ReturnType<typeof cidrMatcher>;
   private readonly ipvsBound: Set<string>;
 
+  /**
+   * `lb`: the view's LB-Service index, when the caller has one (the agent hands the same one to
+   * the diagnosis); built here otherwise.
+   */
   constructor(
     cluster: ClusterView,
     readonly local: LocalAddresses,
+    readonly lb: LbServiceIndex = new LbServiceIndex(cluster),
   ) {
-    this.services = cluster.services.filter((s) => s.lbIngress.length > 0 || s.ingressVips.length > 0);
+    if (lb.view !== cluster) throw new Error('ServiceIndex: the LB-Service index is of another cluster view');
+    this.services = lb.addressed;
     this.nodeIps = new Set([...local.nodeIps, ...local.ipvsIps]);
     this.podCidrs = cidrMatcher(local.podCidrs);
     this.ipvsBound = new Set(local.ipvsIps);
-    for (const s of this.services) {
-      for (const v of vipsOf(s)) addTo(this.byVip, key(v.ip, v.protocol, v.port), s);
-      if (s.nodePort) addTo(this.byNodePort, key('', s.protocol, s.nodePort), s);
-      for (const ep of s.endpoints) addTo(this.byEndpoint, key(ep.address, s.protocol, endpointPort(s, ep)), s);
-    }
   }
 
   /** The address is bound on kube-ipvs0. */
@@ -90,14 +79,14 @@ export class ServiceIndex {
   match(e: ConntrackEntry): EntryMatch | undefined {
     const proto = protoOf(e.orig.protoNum);
     if (!proto || e.orig.dport === undefined) return undefined;
-    const vip = listOf(this.byVip.get(key(e.orig.dst, proto, e.orig.dport)));
+    const vip = this.lb.vipServices(e.orig.dst, proto, e.orig.dport);
     if (vip) return { svcs: vip, toVip: true };
     if (this.nodeIps.has(e.orig.dst)) {
-      const np = listOf(this.byNodePort.get(key('', proto, e.orig.dport)));
+      const np = this.lb.nodePortServices(proto, e.orig.dport);
       if (np) return { svcs: np, toVip: false };
     }
     // After DNAT the reply comes from the endpoint that was chosen.
-    const ep = listOf(this.byEndpoint.get(key(e.reply.src, proto, e.reply.sport)));
+    const ep = this.lb.endpointServices(e.reply.src, proto, e.reply.sport);
     return ep ? { svcs: ep, toVip: false } : undefined;
   }
 
@@ -105,14 +94,14 @@ export class ServiceIndex {
   ofSample(s: CounterSample): ServiceView[] {
     const proto = s.proto.toUpperCase();
     if (s.kind === 'to_lb') {
-      return s.port ? (listOf(this.byVip.get(key(s.target, proto, s.port))) ?? []) : this.services.filter((v) => vipsOf(v).some((x) => x.ip === s.target));
+      return s.port ? (this.lb.vipServices(s.target, proto, s.port) ?? []) : this.services.filter((v) => vipsOf(v).some((x) => x.ip === s.target));
     }
     if (s.target === '0.0.0.0' || s.target === '::' || s.kind === 'hc_local_src') {
-      const np = listOf(this.byNodePort.get(key('', proto, s.port))) ?? [];
+      const np = this.lb.nodePortServices(proto, s.port) ?? [];
       if (np.length || s.kind !== 'hc_local_src') return np;
       return this.services.filter((v) => v.protocol === proto && v.healthCheckNodePort === s.port);
     }
-    return listOf(this.byEndpoint.get(key(s.target, proto, s.port))) ?? [];
+    return this.lb.endpointServices(s.target, proto, s.port) ?? [];
   }
 
   /** What the counters look for: LB VIPs, this node's prefixes, NodePorts. */

@@ -5,6 +5,7 @@
 // value changed (what was diagnosed from it is stale), and a new index.
 import type { ClusterWatch } from '../cluster/watch.js';
 import { reloadClusterFile } from '../cluster/file.js';
+import { LbServiceIndex } from '../cluster/lb-index.js';
 import { lbHostnamesOf, withLbHostnames } from '../cluster/lb-hostnames.js';
 import type { ClusterView } from '../cluster/types.js';
 import { localAddresses } from '../detect/local.js';
@@ -204,7 +205,9 @@ export class AgentSources {
 
   private rebuildIndex(): void {
     this.viewWithDns = withLbHostnames(this.cluster, lookupsByName(this.runner.value<DnsSnapshot>('dns')));
-    this.indexValue = new ServiceIndex(this.viewWithDns, localAddresses(this.runner.value<AddressSnapshot>('addresses'), this.cluster.node));
+    // Only the addresses changed: the view's LB-Service index stays.
+    const lb = this.indexValue.lb.view === this.viewWithDns ? this.indexValue.lb : new LbServiceIndex(this.viewWithDns);
+    this.indexValue = new ServiceIndex(this.viewWithDns, localAddresses(this.runner.value<AddressSnapshot>('addresses'), this.cluster.node), lb);
     this.o.onIndex(this.indexValue);
   }
 }

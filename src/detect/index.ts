@@ -2,6 +2,7 @@
 // Conntrack entries are streamed through the correlator; config detectors
 // read the indexes. Pure: the CLI does all reading.
 import { byText } from '../compare.js';
+import type { LbServiceIndex } from '../cluster/lb-index.js';
 import type { ServiceView } from '../cluster/types.js';
 import type { ConntrackEntry } from '../kernel/types.js';
 import { buildContext, type DetectContext } from './context.js';
@@ -48,8 +49,9 @@ export interface PreparedDiagnosis {
   readonly ctx: DetectContext;
 }
 
-export function prepareDiagnosis(input: BaseInput): PreparedDiagnosis {
-  return { input, ctx: buildContext(input) };
+/** `lb`: the LB-Service index of input.cluster, when the caller has built one (the agent); built here otherwise. */
+export function prepareDiagnosis(input: BaseInput, lb?: LbServiceIndex): PreparedDiagnosis {
+  return { input, ctx: buildContext(input, lb) };
 }
 
 /**

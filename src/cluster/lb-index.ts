@@ -1,0 +1,164 @@
+// The LB Services of one cluster view and their lookups by address: the one index both the
+// agent's Service index (which Service port a conntrack entry or a counter sample is about) and
+// the detectors' context (detect/context.ts) read. The agent builds it once per cluster view and
+// hands the same object to the diagnosis: at 5,000 Services the maps cost CPU and megabytes.
+// Where the two readers differ on purpose, the index keeps both answers, named for what they mean.
+import { addTo, key, listOf, type Key, type OneOrMore } from '../model/address-key.js';
+import type { ClusterView, ServiceView } from './types.js';
+
+type Svcs = OneOrMore<ServiceView>;
+
+/** Ingress LBs listen on HTTP and HTTPS whatever the backend Service port is. */
+export const INGRESS_PORTS: readonly number[] = [80, 443];
+
+/** The Service port has an address traffic can be matched against: an LB ingress IP, or an Ingress VIP routing to it. */
+export function hasLbAddress(s: ServiceView): boolean {
+  return s.lbIngress.length > 0 || s.ingressVips.length > 0;
+}
+
+/**
+ * The port an endpoint answers on as the agent keys it: its EndpointSlice port, else a numeric
+ * targetPort, else the Service port. Every endpoint needs a concrete port there: a conntrack
+ * reply always carries one, and the conntrack pre-check and kernel filter match on it.
+ */
+export function endpointPort(s: ServiceView, ep: ServiceView['endpoints'][number]): number {
+  return ep.port ?? knownTargetPort(s, ep) ?? s.port;
+}
+
+/**
+ * The port an endpoint answers on as far as the cluster says: its EndpointSlice port, else a
+ * numeric targetPort; undefined for a named targetPort without an EndpointSlice port. The
+ * detectors key local endpoints by this: a guessed port must not make a flow a finding.
+ */
+export function knownTargetPort(s: ServiceView, ep: ServiceView['endpoints'][number]): number | undefined {
+  return ep.port ?? (typeof s.targetPort === 'number' ? s.targetPort : undefined);
+}
+
+/** The only one-or-more values that are the agent's: Service ports with an LB address. */
+function addressedOf(v: Svcs | undefined): ServiceView[] | undefined {
+  if (v === undefined) return undefined;
+  if (!Array.isArray(v)) return hasLbAddress(v) ? [v] : undefined;
+  if (v.every(hasLbAddress)) return v;
+  const some = v.filter(hasLbAddress);
+  return some.length > 0 ? some : undefined;
+}
+
+export class LbServiceIndex {
+  /**
+   * The Service ports loopback concerns, in the view's order: an LB ingress IP, an Ingress VIP,
+   * or an LB hostname (the detectors report a hostname with no address yet as unresolved).
+   */
+  readonly services: ServiceView[];
+  /**
+   * Of `services`, those with an address (hasLbAddress): all the agent counts and keeps entries
+   * for, since a hostname that resolved to nothing matches no packet.
+   */
+  readonly addressed: ServiceView[];
+  /** Own LB ingress IP + protocol + Service port. */
+  private readonly byLbVip = new Map<Key, Svcs>();
+  /** Own LB ingress IP, any port. */
+  private readonly byLbIp = new Map<string, Svcs>();
+  /** Ingress VIP, any port (cluster IPs are canonical text, so text keys match as the address keys do). */
+  private readonly byIngressVip = new Map<string, Svcs>();
+  /** NodePort (any address) over `services`. */
+  private readonly byNodePort = new Map<Key, Svcs>();
+  /** Every endpoint of the `addressed` ports, at endpointPort(). */
+  private readonly byEndpoint = new Map<Key, Svcs>();
+  /** This node's endpoints of `services`, at knownTargetPort(). */
+  private readonly byLocalEndpoint = new Map<Key, Svcs>();
+  /**
+   * The keys where an own LB VIP:port is also an Ingress VIP at 80/443 (rare): their agent VIP
+   * lists in the view's order, as one map over both would hold them.
+   */
+  private readonly vipOverlap = new Map<Key, ServiceView[]>();
+
+  constructor(readonly view: ClusterView) {
+    this.services = view.services.filter((s) => hasLbAddress(s) || s.lbHostnames !== undefined);
+    this.addressed = this.services.filter(hasLbAddress);
+    for (const s of this.services) {
+      for (const ing of s.lbIngress) {
+        addTo(this.byLbVip, key(ing.ip, s.protocol, s.port), s);
+        addTo(this.byLbIp, ing.ip, s);
+      }
+      for (const iv of s.ingressVips) addTo(this.byIngressVip, iv.ip, s);
+      if (s.nodePort) addTo(this.byNodePort, key('', s.protocol, s.nodePort), s);
+      const addressed = hasLbAddress(s);
+      for (const ep of s.endpoints) {
+        if (addressed) addTo(this.byEndpoint, key(ep.address, s.protocol, endpointPort(s, ep)), s);
+        if (ep.local) addTo(this.byLocalEndpoint, key(ep.address, s.protocol, knownTargetPort(s, ep)), s);
+      }
+    }
+    this.indexOverlaps();
+  }
+
+  private indexOverlaps(): void {
+    const keys = new Set<Key>();
+    for (const ip of this.byIngressVip.keys()) {
+      for (const port of INGRESS_PORTS) if (this.byLbVip.has(key(ip, 'TCP', port))) keys.add(key(ip, 'TCP', port));
+    }
+    if (keys.size === 0) return;
+    const add = (k: Key, s: ServiceView) => {
+      if (!keys.has(k)) return;
+      const l = this.vipOverlap.get(k);
+      if (l) l.push(s);
+      else this.vipOverlap.set(k, [s]);
+    };
+    for (const s of this.addressed) {
+      for (const ing of s.lbIngress) add(key(ing.ip, s.protocol, s.port), s);
+      for (const iv of s.ingressVips) for (const port of INGRESS_PORTS) add(key(iv.ip, 'TCP', port), s);
+    }
+  }
+
+  /** The Service ports with this own LB ingress IP:port (the detectors' L4 LB VIP). */
+  lbVipServices(ip: string, proto: string, port: number | undefined): ServiceView[] | undefined {
+    return listOf(this.byLbVip.get(key(ip, proto, port)));
+  }
+
+  /**
+   * The Service ports reached through this VIP:port as the agent counts them: their own LB
+   * ingress IP at their port, and the VIP of an Ingress routing to them at 80/443 TCP (traffic to
+   * an L7 LB's VIP is the Service's too; its loop comes back on the NodePort). The detectors ask
+   * lbVipServices and ingressVipServices apart: the two are different mechanisms there.
+   */
+  vipServices(ip: string, proto: string, port: number | undefined): ServiceView[] | undefined {
+    const own = this.byLbVip.get(key(ip, proto, port));
+    const ingress = proto === 'TCP' && port !== undefined && INGRESS_PORTS.includes(port) ? this.byIngressVip.get(ip) : undefined;
+    if (ingress === undefined) return listOf(own);
+    if (own === undefined) return listOf(ingress);
+    return this.vipOverlap.get(key(ip, proto, port));
+  }
+
+  /** The Service ports with this own LB ingress IP, any port: health checks come from the VIP itself. */
+  lbIpServices(ip: string): ServiceView[] | undefined {
+    return listOf(this.byLbIp.get(ip));
+  }
+
+  /** The Service ports behind this Ingress VIP (any port: the Ingress listens on 80/443). */
+  ingressVipServices(ip: string): ServiceView[] | undefined {
+    return listOf(this.byIngressVip.get(ip));
+  }
+
+  /** The Service ports with an LB address that have this NodePort (the agent's). */
+  nodePortServices(proto: string, port: number | undefined): ServiceView[] | undefined {
+    return addressedOf(this.byNodePort.get(key('', proto, port)));
+  }
+
+  /**
+   * The one Service port of `services` with this NodePort (the detectors'): NodePorts are unique
+   * in a cluster; should a view hold two, the later one in the view's order.
+   */
+  nodePortService(proto: string, port: number | undefined): ServiceView | undefined {
+    const v = this.byNodePort.get(key('', proto, port));
+    return Array.isArray(v) ? v[v.length - 1] : v;
+  }
+
+  /** The `addressed` Service ports with an endpoint at ip:port (endpointPort), on any node: where a DNAT-ed reply comes from. */
+  endpointServices(ip: string, proto: string, port: number | undefined): ServiceView[] | undefined {
+    return listOf(this.byEndpoint.get(key(ip, proto, port)));
+  }
+
+  /** The Service ports with an endpoint on this node at ip:port (knownTargetPort): the direct-pod return leg. */
+  localEndpointServices(ip: string, proto: string, port: number | undefined): ServiceView[] | undefined {
+    return listOf(this.byLocalEndpoint.get(key(ip, proto, port)));
+  }
+}
