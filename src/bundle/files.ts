@@ -1,7 +1,8 @@
 // A bundle directory's files, read once, with the manifest's word on the ones
 // that are missing: what each source's fromBundle reads.
-import { readFileSync, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import { join } from 'node:path';
+import { readFileBounded } from '../read-bounded.js';
 import type { BundleManifest } from './manifest.js';
 
 /**
@@ -27,7 +28,8 @@ export class BundleFiles {
     try {
       const size = statSync(this.path(name)).size;
       if (size > MAX_BUNDLE_FILE) throw new Error(`${size} bytes, more than the ${MAX_BUNDLE_FILE >> 20} MiB clbprobe reads of one file`);
-      return readFileSync(this.path(name), 'utf8');
+      // The size stat gives bounds a regular file; a device or a file still growing is bounded here.
+      return readFileBounded(this.path(name), MAX_BUNDLE_FILE, 'bundle file').toString('utf8');
     } catch (e) {
       throw new Error(`${this.path(name)}: cannot read: ${e instanceof Error ? e.message : String(e)}`);
     }

@@ -4,10 +4,14 @@
 // path is inside kube-proxy's container), else kube-proxy's default.
 import { readFileSync, readdirSync } from 'node:fs';
 import { basename, join } from 'node:path';
+import { FileTooLargeError, readFileBounded } from '../read-bounded.js';
 import type { KubeProxyInfo } from './manifest.js';
 
 /** kube-proxy's built-in default on Linux when no mode is configured. */
 const DEFAULT_MODE = 'iptables';
+
+/** A KubeProxyConfiguration is ~2 KB (kubeadm's, every field set); 1 MiB leaves any real one room. */
+export const MAX_KUBE_PROXY_CONFIG_BYTES = 1 << 20;
 
 /** The value of `--name=V` or `--name V` in args. */
 export function flagValue(args: string[], name: string): string | undefined {
@@ -29,13 +33,21 @@ export function modeFromConfig(text: string): string | undefined {
   return undefined;
 }
 
-/** Mode of a kube-proxy with these args; readConfig reads its --config file (undefined when unreadable). */
+/**
+ * Mode of a kube-proxy with these args; readConfig reads its --config file (undefined when
+ * unreadable; an error it throws is the reason, said in the source).
+ */
 export function proxyModeOf(args: string[], readConfig: (path: string) => string | undefined): KubeProxyInfo {
   const flag = flagValue(args, '--proxy-mode');
   if (flag) return { mode: flag, source: '--proxy-mode flag' };
   const config = flagValue(args, '--config');
   if (config) {
-    const text = readConfig(config);
+    let text: string | undefined;
+    try {
+      text = readConfig(config);
+    } catch (e) {
+      return { source: `config file ${config} could not be read: ${e instanceof Error ? e.message : String(e)}` };
+    }
     if (text === undefined) return { source: `config file ${config} could not be read` };
     const mode = modeFromConfig(text);
     if (mode) return { mode, source: `config file ${config}: mode` };
@@ -63,8 +75,9 @@ export function findKubeProxy(procRoot = '/proc'): KubeProxyInfo {
     if (args.length === 0 || basename(args[0]!) !== 'kube-proxy') continue;
     const readConfig = (path: string): string | undefined => {
       try {
-        return readFileSync(join(procRoot, pid, 'root', path), 'utf8');
-      } catch {
+        return readFileBounded(join(procRoot, pid, 'root', path), MAX_KUBE_PROXY_CONFIG_BYTES, 'kube-proxy config file').toString('utf8');
+      } catch (e) {
+        if (e instanceof FileTooLargeError) throw e;
         return undefined;
       }
     };

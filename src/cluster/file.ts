@@ -5,7 +5,8 @@
 // (ServiceList, whose items carry no kind), or several such documents
 // concatenated. Broken JSON fails with the file, line and column.
 import { createHash } from 'node:crypto';
-import { readFileSync, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
+import { FileTooLargeError, readFileBounded } from '../read-bounded.js';
 import { buildClusterView, type BuildOptions } from './build.js';
 import { isObj } from './fields.js';
 import { JsonSyntaxError, parseJsonDocuments } from './json-docs.js';
@@ -96,9 +97,11 @@ function readText(path: string, maxBytes = MAX_CLUSTER_FILE): string {
     if (size > maxBytes) {
       throw new ClusterFileError(`cluster file ${path} is ${size} bytes, more than the ${maxBytes >> 20} MiB clbprobe reads (a saved cluster the API server could answer in one list)`);
     }
-    return readFileSync(path, 'utf8');
+    // The size stat gives bounds a regular file; a device or a file still growing is bounded here.
+    return readFileBounded(path, maxBytes, 'cluster file').toString('utf8');
   } catch (e) {
     if (e instanceof ClusterFileError) throw e;
+    if (e instanceof FileTooLargeError) throw new ClusterFileError(e.message);
     throw new ClusterFileError(`cannot read cluster file ${path}: ${e instanceof Error ? e.message : String(e)}`);
   }
 }

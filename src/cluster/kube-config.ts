@@ -5,10 +5,10 @@
 // kubeconfigs with static credentials (tokens, token files, client certificates, basic auth).
 // Kubeconfigs whose user runs an exec plugin or an auth-provider, or whose cluster needs a proxy,
 // are handed to client-node (loaded then, and only then).
-import { readFileSync } from 'node:fs';
 import type { RequestOptions } from 'node:https';
 import { dirname, resolve } from 'node:path';
 import yaml from 'js-yaml';
+import { FileTooLargeError, readFileBounded } from '../read-bounded.js';
 
 /** The service account files every pod gets (projected, the token rotated by the kubelet). */
 export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
@@ -39,10 +39,21 @@ export function loadApiTarget(kubeconfigPath?: string, env: NodeJS.ProcessEnv = 
   throw new KubeConfigError('not running in a pod (KUBERNETES_SERVICE_HOST is unset): pass --kubeconfig FILE, or --cluster-file FILE');
 }
 
-function readFile(path: string, what: string): Buffer {
+/**
+ * Bounds on the files read here. A kubeconfig is a few KB (kubectl's with dozens of clusters and
+ * embedded certificates stay far below 4 MiB). A token travels in an HTTP header, and the API
+ * server (Go's net/http) takes at most 1 MiB of headers. Certificate and key files are PEM: the
+ * whole Mozilla CA bundle is ~220 KB.
+ */
+export const MAX_KUBECONFIG_BYTES = 4 << 20;
+export const MAX_TOKEN_BYTES = 1 << 20;
+export const MAX_CERTIFICATE_BYTES = 4 << 20;
+
+function readFile(path: string, what: string, maxBytes: number): Buffer {
   try {
-    return readFileSync(path);
+    return readFileBounded(path, maxBytes, what);
   } catch (e) {
+    if (e instanceof FileTooLargeError) throw new KubeConfigError(e.message);
     throw new KubeConfigError(`cannot read ${what} ${path}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`);
   }
 }
@@ -53,9 +64,9 @@ function inCluster(env: NodeJS.ProcessEnv, dir: string): ApiTarget {
   const port = env.KUBERNETES_SERVICE_PORT || '443';
   if (!/^\d{1,5}$/.test(port)) throw new KubeConfigError(`KUBERNETES_SERVICE_PORT is not a port: ${JSON.stringify(port)}`);
   const tokenFile = `${dir}/token`;
-  const ca = readFile(`${dir}/ca.crt`, 'the service account CA');
+  const ca = readFile(`${dir}/ca.crt`, 'the service account CA', MAX_CERTIFICATE_BYTES);
   const token = () => {
-    const t = readFile(tokenFile, 'the service account token').toString().trim();
+    const t = readFile(tokenFile, 'the service account token', MAX_TOKEN_BYTES).toString().trim();
     if (!t) throw new KubeConfigError(`the service account token ${tokenFile} is empty`);
     return t;
   };
@@ -74,7 +85,7 @@ function fromKubeconfig(path: string): ApiTarget {
   const where = `kubeconfig ${path}`;
   let doc: unknown;
   try {
-    doc = yaml.load(readFile(path, 'kubeconfig').toString());
+    doc = yaml.load(readFile(path, 'kubeconfig', MAX_KUBECONFIG_BYTES).toString());
   } catch (e) {
     if (e instanceof KubeConfigError) throw e;
     throw new KubeConfigError(`${where}: not YAML: ${e instanceof Error ? e.message.split('\n')[0] : String(e)}`);
@@ -114,7 +125,7 @@ function fromKubeconfig(path: string): ApiTarget {
     const data = str(o, `${k}-data`);
     if (data !== undefined) return Buffer.from(data, 'base64');
     const file = str(o, k);
-    return file === undefined ? undefined : readFile(resolve(base, file), `${what} (${k})`);
+    return file === undefined ? undefined : readFile(resolve(base, file), `${what} (${k})`, MAX_CERTIFICATE_BYTES);
   };
   const tls: RequestOptions = {};
   const ca = material(cluster, 'certificate-authority', 'the cluster CA');
@@ -133,7 +144,7 @@ function fromKubeconfig(path: string): ApiTarget {
   const password = str(user, 'password') ?? '';
   const authorization = (): string | undefined => {
     if (token) return `Bearer ${token}`;
-    if (tokenFile) return `Bearer ${readFile(resolve(base, tokenFile), 'the token file').toString().trim()}`;
+    if (tokenFile) return `Bearer ${readFile(resolve(base, tokenFile), 'the token file', MAX_TOKEN_BYTES).toString().trim()}`;
     if (username) return `Basic ${Buffer.from(`${username}:${password}`).toString('base64')}`;
     return undefined;
   };

@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { findKubeProxy, modeFromConfig, proxyModeOf } from '../../../src/bundle/kube-proxy.js';
+import { findKubeProxy, MAX_KUBE_PROXY_CONFIG_BYTES, modeFromConfig, proxyModeOf } from '../../../src/bundle/kube-proxy.js';
 
 const roots: string[] = [];
 afterEach(() => roots.splice(0).forEach((d) => rmSync(d, { recursive: true, force: true })));
@@ -60,6 +60,19 @@ describe('kube-proxy mode discovery', () => {
     expect(proxyModeOf(['--v=2'], () => undefined)).toMatchObject({ mode: 'iptables' });
     expect(modeFromConfig('{"kind":"KubeProxyConfiguration",\n "mode": "nftables",\n "x": 1}')).toBe('nftables');
     expect(modeFromConfig('ipvs:\n  mode: x\nmode: ipvs # set by kubeadm\n')).toBe('ipvs');
+  });
+
+  it(`a --config file over ${MAX_KUBE_PROXY_CONFIG_BYTES >> 20} MiB is not read: the source says so, naming the file and the bound`, () => {
+    const big = KUBEADM_CONFIG + '#'.repeat(MAX_KUBE_PROXY_CONFIG_BYTES + 1 - KUBEADM_CONFIG.length);
+    const root = fakeProc({ '4242': { argv: ['kube-proxy', '--config=/var/lib/kube-proxy/config.conf'], files: { 'var/lib/kube-proxy/config.conf': big } } });
+    const file = join(root, '4242/root/var/lib/kube-proxy/config.conf');
+    expect(findKubeProxy(root)).toEqual({
+      source: `config file /var/lib/kube-proxy/config.conf could not be read: kube-proxy config file ${file} is larger than 1 MiB, the most clbprobe reads of it`,
+      pid: 4242,
+      args: ['kube-proxy', '--config=/var/lib/kube-proxy/config.conf'],
+    });
+    const atBound = fakeProc({ '4243': { argv: ['kube-proxy', '--config=/ok.conf'], files: { 'ok.conf': big.slice(0, MAX_KUBE_PROXY_CONFIG_BYTES) } } });
+    expect(findKubeProxy(atBound)).toMatchObject({ mode: 'ipvs', pid: 4243 });
   });
 
   it('explains when there is no kube-proxy process', () => {

@@ -164,4 +164,10 @@ describe('cluster file size bound', () => {
     expect(e).toBeInstanceOf(ClusterFileError);
     expect(e.message).toBe(`cluster file ${big} is 67108865 bytes, more than the 64 MiB clbprobe reads (a saved cluster the API server could answer in one list)`);
   });
+
+  it('a file stat calls empty that never ends (/dev/zero) is read only to the bound', () => {
+    const e = errorOf(() => readClusterFile('/dev/zero'));
+    expect(e).toBeInstanceOf(ClusterFileError);
+    expect(e.message).toBe('cluster file /dev/zero is larger than 64 MiB, the most clbprobe reads of it');
+  });
 });
