@@ -5,12 +5,13 @@
 // src/source/list.ts writes its own files; each step is recorded in
 // manifest.json, and a missing tool, a permission problem or an absent kernel
 // feature is written down there and never stops the other steps.
-import { copyFileSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { buildClusterView } from '../cluster/build.js';
-import { readClusterFile } from '../cluster/file.js';
+import { MAX_CLUSTER_FILE, readClusterFile } from '../cluster/file.js';
 import { lbHostnamesOf } from '../cluster/lb-hostnames.js';
+import { readFileBounded } from '../read-bounded.js';
 import { SOURCES } from '../source/list.js';
 import { listClusterObjects } from './cluster-list.js';
 import { findKubeProxy } from './kube-proxy.js';
@@ -78,11 +79,12 @@ export async function collectBundle(opts: CollectOptions): Promise<BundleManifes
   return manifest;
 }
 
-function copyCluster(from: string, out: string): ManifestEntry {
+/** --cluster-file into the bundle, to at most the bound the cluster file reader takes (a device never ends). */
+export function copyCluster(from: string, out: string): ManifestEntry {
   const t0 = performance.now();
   const command = `copy of --cluster-file ${from}`;
   try {
-    copyFileSync(from, join(out, BUNDLE_FILES.cluster));
+    writeFileSync(join(out, BUNDLE_FILES.cluster), readFileBounded(from, MAX_CLUSTER_FILE, 'cluster file'));
   } catch (e) {
     return { command, durationMs: ms(t0), error: `cannot copy: ${e instanceof Error ? e.message : String(e)}` };
   }
