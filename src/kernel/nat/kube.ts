@@ -273,9 +273,38 @@ function captureOf(walk: WalkResult): LoadBalancerFact['capture'] {
   }
 }
 
+/** A Service's endpoint fan-out: KUBE-SVC-/KUBE-SVL- chains jumping to one KUBE-SEP- chain per endpoint. */
+const FAN_OUT_CHAIN = /^KUBE-(SVC|SVL)-/;
+const ENDPOINT_CHAIN = 'KUBE-SEP-';
+
 function walkEvidence(source: string, walk: WalkResult): string[] {
   const out: string[] = [];
-  for (const s of walk.steps) out.push(ruleEvidence(source, s.rule, s.certain ? '' : ' (may not apply)'));
+  // One endpoint of a fan-out shows the path; the others only repeat it with another address
+  // (the endpoints are in the cluster view). Quoting each would make a fact's size grow with
+  // its endpoints, and the agent keeps the facts of every LB Service.
+  const quotedOf = new Set<string>();
+  const skippedSep = new Set<string>();
+  const more = new Map<string, { at: number; n: number }>();
+  for (const s of walk.steps) {
+    const r = s.rule;
+    if (r.target?.startsWith(ENDPOINT_CHAIN) && FAN_OUT_CHAIN.test(r.chain)) {
+      if (quotedOf.has(r.chain)) {
+        skippedSep.add(r.target);
+        const m = more.get(r.chain);
+        if (m) m.n++;
+        else {
+          more.set(r.chain, { at: out.length, n: 1 });
+          out.push('');
+        }
+        continue;
+      }
+      quotedOf.add(r.chain);
+    } else if (r.chain.startsWith(ENDPOINT_CHAIN) && skippedSep.has(r.chain)) continue;
+    out.push(ruleEvidence(source, r, s.certain ? '' : ' (may not apply)'));
+  }
+  for (const [chain, m] of more) {
+    out[m.at] = flat(source, ': ', chain, ' jumps to ', String(m.n), ' more endpoint chain', m.n === 1 ? '' : 's', ' (KUBE-SEP-... DNAT), like the one above');
+  }
   for (const l of walk.lookups) {
     if (l.result === 'yes') out.push(flat('ipset ', l.set, ' has ', l.key, ' (', source, ':', String(l.rule.line), ')'));
     else if (l.certain && l.rule.target === 'RETURN' && l.result === 'no') {

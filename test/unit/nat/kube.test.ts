@@ -156,6 +156,35 @@ describe('kubeNatFacts on a large node', () => {
   });
 });
 
+describe('kubeNatFacts: evidence of an endpoint fan-out', () => {
+  it('quotes one endpoint chain and counts the others, so a fact does not grow with its endpoints', () => {
+    const seps = Array.from({ length: 50 }, (_, i) => `KUBE-SEP-${String(i).padStart(16, '0')}`);
+    const svc = 'KUBE-SVC-AAAAAAAAAAAAAAAA';
+    const text = [
+      ':PREROUTING ACCEPT [0:0]',
+      ':KUBE-SERVICES - [0:0]',
+      ':KUBE-MARK-MASQ - [0:0]',
+      ':KUBE-FW-AAAAAAAAAAAAAAAA - [0:0]',
+      `:${svc} - [0:0]`,
+      ...seps.map((c) => `:${c} - [0:0]`),
+      '-A PREROUTING -j KUBE-SERVICES',
+      '-A KUBE-SERVICES -d 192.0.2.99/32 -p tcp -m comment --comment "ns/big:http loadbalancer IP" -m tcp --dport 80 -j KUBE-FW-AAAAAAAAAAAAAAAA',
+      '-A KUBE-FW-AAAAAAAAAAAAAAAA -j KUBE-MARK-MASQ',
+      `-A KUBE-FW-AAAAAAAAAAAAAAAA -j ${svc}`,
+      // As kube-proxy writes them: the last endpoint takes what the others left, without a statistic match.
+      ...seps.map((c, i) => (i < 49 ? `-A ${svc} -m statistic --mode random --probability ${(1 / (50 - i)).toFixed(11)} -j ${c}` : `-A ${svc} -j ${c}`)),
+      ...seps.map((c, i) => `-A ${c} -p tcp -m tcp -j DNAT --to-destination 10.244.3.${i}:8080`),
+    ].join('\n');
+    const big = lb(natOf(text), '192.0.2.99');
+    expect(big).toMatchObject({ service: 'ns/big:http', podTraffic: 'masquerade', capture: 'dnat' });
+    expect(big.evidence.filter((e) => e.includes('DNAT --to-destination'))).toEqual([
+      `variant:111: -A ${seps[0]} -p tcp -m tcp -j DNAT --to-destination 10.244.3.0:8080 (may not apply)`,
+    ]);
+    expect(big.evidence).toContain(`variant: ${svc} jumps to 49 more endpoint chains (KUBE-SEP-... DNAT), like the one above`);
+    expect(big.evidence.length).toBeLessThan(10);
+  });
+});
+
 describe('kubeNatFacts: IPVS mode', () => {
   it('reads VIPs from the KUBE-LOAD-BALANCER ipset and policy from KUBE-LOAD-BALANCER-LOCAL', () => {
     const f = kubeNatFacts(IPVS);

@@ -75,4 +75,16 @@ describe('runCommand: a bounded output', () => {
     const ok = await runCommand('head', ['-c', '1000', '/dev/zero'], { timeoutMs: 10_000, maxBytes: 64 * 1024 });
     expect(ok.ok && ok.stdout.length).toBe(1000);
   });
+
+  it('keeps every byte of an output that arrives in many chunks, in a buffer of its exact size', async () => {
+    // 3 MB of a pattern that shows a misplaced or lost chunk: each line carries its own number.
+    const lines = 150_000;
+    const r = await runCommand('seq', ['-w', '1', String(lines)], { timeoutMs: 10_000, maxBytes: 64 * 1024 * 1024 });
+    expect(r.ok).toBe(true);
+    if (!r.ok) return;
+    const want = Array.from({ length: lines }, (_, i) => `${String(i + 1).padStart(6, '0')}\n`).join('');
+    expect(r.stdout.length).toBe(want.length);
+    expect(r.stdout.buffer.byteLength).toBe(r.stdout.length);
+    expect(r.stdout.toString('latin1') === want).toBe(true);
+  });
 });
