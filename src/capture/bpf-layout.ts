@@ -21,6 +21,7 @@ export const MAP_FILTERS = 'filters';
 export const MAP_COUNTERS = 'counters';
 export const MAP_STATS = 'stats';
 export const MAP_SLOTS = 'slots';
+export const MAP_SLOTS_SEEN = 'slots_seen';
 export const MAP_NODEPORTS = 'nodeports';
 export const PROG_INGRESS = 'clbp_ingress';
 export const PROG_EGRESS = 'clbp_egress';
@@ -51,6 +52,8 @@ export const CTR_VAL_PACKETS = 0;
 export const CTR_VAL_BYTES = 8;
 /** The slots per-CPU array: one ctr_val per counter slot; slot 0 is never used. */
 export const MAX_SLOTS = 16384;
+/** slots_seen: one array entry (key 0), struct slots_seen: a byte per slot, 1 once the slot was bumped. */
+export const SLOTS_SEEN_VALUE_SIZE = MAX_SLOTS;
 /** nodeports: struct nodeport_slots (u16 slot per family, 0 = none) at protocol slot * 65536 + port. */
 export const NODEPORT_VALUE_SIZE = 4;
 export const NODEPORT_SLOT_V4 = 0;

@@ -25,6 +25,7 @@ import {
   MAP_VIPS6,
   MAP_NODEPORTS,
   MAX_SLOTS,
+  SLOTS_SEEN_VALUE_SIZE,
   NODEPORT_SLOT_V4,
   NODEPORT_SLOT_V6,
   NODEPORT_VALUE_SIZE,
@@ -289,9 +290,11 @@ export class CounterMapReader {
 
 
 /**
- * Reads the per-CPU `slots` array with batch lookups, only as far as the slots handed out, and
- * gives each slot that counted a packet as the sample of its counter key. A batch holds at most
- * `batch` slots (their per-CPU values: batch x CPUs x 16 bytes, 4 MiB at 4,096 slots and 64 CPUs).
+ * Reads the per-CPU `slots` array and gives each slot that counted a packet as the sample of its
+ * counter key. Only the slots the program marked in `slots_seen` (bumped at least once) are read:
+ * the kernel copies per-CPU values out one element at a time, and most slots stay at zero. A few
+ * marked slots are looked up one by one; many, with batch lookups as far as the slots handed out
+ * (a batch holds at most `batch` slots: batch x CPUs x 16 bytes, 4 MiB at 4,096 slots and 64 CPUs).
  */
 export class SlotMapReader {
   private keys = Buffer.alloc(0);
@@ -300,18 +303,40 @@ export class SlotMapReader {
   private readonly status = new Int32Array(2);
   private readonly stride = perCpuStride(COUNTER_VALUE_SIZE);
   private readonly decoded: DecodedCounterKey[] = [];
+  private readonly seen = Buffer.alloc(SLOTS_SEEN_VALUE_SIZE);
+  private readonly key = Buffer.alloc(4);
+  private readonly one: Buffer;
 
   constructor(
     private readonly addon: BpfAddon,
     private readonly fd: number,
+    private readonly seenFd: number,
     private readonly cpus: number,
     private readonly slots: SlotAllocator,
     private readonly batch = 4096,
-  ) {}
+  ) {
+    this.one = Buffer.alloc(cpus * this.stride);
+  }
 
   read(): CounterSample[] {
     const used = this.slots.used;
     if (used <= 1) return [];
+    // A slot not marked is zero on every CPU: the mark is set after the counts, and never cleared.
+    if (!this.addon.bpfMapLookup(this.seenFd, this.key.fill(0), this.seen)) return this.readAll(used);
+    const marked: number[] = [];
+    for (let at = this.seen.indexOf(1, 1); at >= 0 && at < used; at = this.seen.indexOf(1, at + 1)) marked.push(at);
+    // A lookup per slot costs about what a batch costs per slot, plus a system call.
+    if (marked.length * 4 > used) return this.readAll(used);
+    const out: CounterSample[] = [];
+    for (const slot of marked) {
+      this.key.writeUInt32LE(slot, 0);
+      if (this.addon.bpfMapLookup(this.fd, this.key, this.one)) this.sample(out, slot, this.one, 0);
+    }
+    return out;
+  }
+
+  /** Every slot handed out, with batch lookups. */
+  private readAll(used: number): CounterSample[] {
     const size = Math.min(used, this.batch);
     if (this.keys.length < size * 4) {
       this.keys = Buffer.alloc(size * 4);
@@ -326,10 +351,7 @@ export class SlotMapReader {
       for (let i = 0; i < n; i++) {
         const slot = this.keys.readUInt32LE(i * 4);
         if (slot === 0 || slot >= used) continue;
-        const packets = this.sum(i, CTR_VAL_PACKETS);
-        if (packets === 0) continue;
-        const key = (this.decoded[slot] ??= decodeCounterKey(textBytes(this.slots.keys[slot]!), 0));
-        out.push({ ...key, packets, bytes: this.sum(i, CTR_VAL_BYTES) });
+        this.sample(out, slot, this.values, i);
       }
       done += n;
       if (this.status[1] || n === 0) break;
@@ -337,12 +359,20 @@ export class SlotMapReader {
     return out;
   }
 
-  private sum(i: number, field: number): number {
+  /** The sample of `slot`, whose per-CPU values are the i-th in `values`, if it counted a packet. */
+  private sample(out: CounterSample[], slot: number, values: Buffer, i: number): void {
+    const packets = this.sum(values, i, CTR_VAL_PACKETS);
+    if (packets === 0) return;
+    const key = (this.decoded[slot] ??= decodeCounterKey(textBytes(this.slots.keys[slot]!), 0));
+    out.push({ ...key, packets, bytes: this.sum(values, i, CTR_VAL_BYTES) });
+  }
+
+  private sum(values: Buffer, i: number, field: number): number {
     let total = 0;
     const base = i * this.cpus * this.stride + field;
     for (let c = 0; c < this.cpus; c++) {
       const off = base + c * this.stride;
-      total += this.values.readUInt32LE(off) + this.values.readUInt32LE(off + 4) * 0x1_0000_0000;
+      total += values.readUInt32LE(off) + values.readUInt32LE(off + 4) * 0x1_0000_0000;
     }
     return total;
   }

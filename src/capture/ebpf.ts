@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { projectRoot } from '../native/addon.js';
 import { bpfAddon, readPerCpuU64, type BpfAddon, type BpfObject } from '../native/bpf.js';
 import { attachPrograms, removeTcLeftovers, type Attachment } from './attach.js';
-import { MAP_COUNTERS, MAP_SLOTS, MAP_STATS, PROG_EGRESS, PROG_INGRESS, STAT_COUNTERS_FULL, u32Value } from './bpf-layout.js';
+import { MAP_COUNTERS, MAP_SLOTS, MAP_SLOTS_SEEN, MAP_STATS, PROG_EGRESS, PROG_INGRESS, STAT_COUNTERS_FULL, u32Value } from './bpf-layout.js';
 import type { Counter, CounterOptions } from './counter-types.js';
 import { ARRAY_ZERO, CounterMapReader, mergeSamples, SlotAllocator, SlotMapReader, syncMap, TARGET_MAPS, targetMaps, type MapContents } from './ebpf-maps.js';
 import { LinkPackets } from './link-packets.js';
@@ -58,11 +58,11 @@ export class EbpfCounter implements Counter {
     this.description = `eBPF (${attachment.mode}) on ${ifname}`;
     // The config array starts as zeros: no prefixes, so nothing is local until setTargets.
     this.fds = Object.fromEntries(
-      [...TARGET_MAPS, MAP_COUNTERS, MAP_SLOTS, MAP_STATS].map((m) => [m, addon.bpfObjectMapFd(obj, m)]),
+      [...TARGET_MAPS, MAP_COUNTERS, MAP_SLOTS, MAP_SLOTS_SEEN, MAP_STATS].map((m) => [m, addon.bpfObjectMapFd(obj, m)]),
     );
     this.cpus = addon.bpfPossibleCpus();
     this.reader = new CounterMapReader(addon, this.fds[MAP_COUNTERS]!, this.cpus);
-    this.slotReader = new SlotMapReader(addon, this.fds[MAP_SLOTS]!, this.cpus, this.slots);
+    this.slotReader = new SlotMapReader(addon, this.fds[MAP_SLOTS]!, this.fds[MAP_SLOTS_SEEN]!, this.cpus, this.slots);
   }
 
   /** Loads and attaches; cleans a crashed run's cls_bpf filters first. */

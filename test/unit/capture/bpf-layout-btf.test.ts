@@ -103,6 +103,9 @@ describe('clbprobe.bpf.o map layouts (BTF) against src/capture/bpf-layout.ts', (
       keySize: 4,
       valueSize: L.COUNTER_VALUE_SIZE,
     });
+    // The slots' marks: one array entry holding a byte per slot, read whole by the reader.
+    expect(btf.map(L.MAP_SLOTS_SEEN)).toMatchObject({ type: BPF_MAP_TYPE_ARRAY, maxEntries: 1, keySize: 4, valueSize: L.SLOTS_SEEN_VALUE_SIZE });
+    expect(btf.struct('slots_seen').members.seen).toMatchObject({ offset: 0, size: L.MAX_SLOTS });
     expect(btf.map(L.MAP_VIPS4).valueSize).toBe(L.VIP_VALUE_SIZE);
     expect(btf.map(L.MAP_VIPS6).valueSize).toBe(L.VIP_VALUE_SIZE);
     expect(btf.map(L.MAP_NODEPORTS)).toMatchObject({
