@@ -223,7 +223,13 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((e: unknown) => {
-  console.error(e instanceof Error ? (e.stack ?? e.message) : String(e));
-  process.exitCode = 1;
-});
+main()
+  .catch((e: unknown) => {
+    console.error(e instanceof Error ? (e.stack ?? e.message) : String(e));
+    process.exitCode = 1;
+  })
+  // The fake API server would keep the process alive: clean up and leave.
+  .finally(() => {
+    cleanup();
+    process.exit();
+  });
