@@ -5,6 +5,7 @@
 //   --event-rate 10000 (conntrack events/s) --window 20 (seconds per CPU window) --scrapes 20 --loops 5
 //   --node-flags "..." (node options for the agents, default deploy/daemonset.yaml's NODE_OPTIONS; add e.g. --cpu-prof)
 //   --cli PATH (another build of dist/src/cli/main.js, to compare a change)
+//   --netns-prefix P (namespace name prefix, default cbk-: runs beside one another use their own)
 //   --cluster api|file (default api: Services, EndpointSlices, Nodes through list/watch from the
 //   tests' fake API server, as deployed; file: the same objects in a --cluster-file)
 //   --node-mode none|iptables|ipvs (default none: no kube-proxy rules on the node): kube-proxy's
@@ -22,7 +23,7 @@
 //    CPU under paced conntrack events (and whether any was lost), /metrics render time,
 //    one periodic resync. Reference figures from the same run (conntrack -C / -L on the
 //    same table, a bare node process) make the numbers comparable across machines.
-// Root only. Namespaces are cbk-*; everything (namespaces, processes, temp files,
+// Root only. Namespaces are cbk-* (or --netns-prefix); everything (namespaces, processes, temp files,
 // nf_conntrack_max) is put back on exit, on failure and on Ctrl-C.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createWriteStream, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -44,7 +45,8 @@ import { agentContainer, containerEnv, hostArgv } from '../test/support/daemonse
 const argCli = process.argv.indexOf('--cli');
 /** --cli PATH: another build of the agent (to compare a change); default the project's dist/. */
 const CLI = argCli > 0 ? process.argv[argCli + 1]! : join(import.meta.dirname, '../dist/src/cli/main.js');
-const PREFIX = 'cbk-';
+const argPrefix = process.argv.indexOf('--netns-prefix');
+const PREFIX = argPrefix > 0 ? process.argv[argPrefix + 1]! : 'cbk-';
 /** The conntrack re-dump interval given to the agent, so that one happens during the run (default 10 min), after the event windows. */
 const CONNTRACK_RESYNC_S = 110;
 /** Seconds of start-up settling between the first-sync RSS and the idle window. */
@@ -390,12 +392,21 @@ async function bigNode(dir: string): Promise<void> {
   const counted = flows(after) - flows(before);
   const lost = resyncs(after) - resyncs(before);
   const errs = errors(after) - errors(before);
+  // Entries the kernel refused never existed: no event, nothing for the agent to count. A refusal
+  // makes the run invalid (the table was full: nf_conntrack_max is machine-wide, and another
+  // process can lower it below this namespace's 1M entries while the bench runs).
+  const created = run.vipEntries - run.vipRefused;
   rows.push({
     figure: `events seen: VIP flows counted / VIP entries created+deleted; resyncs, errors during the run`,
-    value: `${counted} / ${run.vipEntries}; ${lost}, ${errs}`,
+    value: `${counted} / ${created}; ${lost}, ${errs}`,
     target: 'all; 0, 0',
-    pass: counted === run.vipEntries && lost === 0 && errs === 0,
+    pass: counted === created && lost === 0 && errs === 0,
   });
+  if (run.refused > 0 || run.answersLost) {
+    const why = `the kernel refused ${run.refused} entries of the event window (${run.vipRefused} towards VIPs; first: ${run.firstRefusal ?? 'not read: answers lost'}); nf_conntrack_max is now ${conntrackMax()}, the node namespace holds ${conntrackCount(node)}`;
+    log(`INVALID RUN: ${why}`);
+    rows.push({ figure: 'event window: entries refused by the kernel (table full: nf_conntrack_max lowered by another process?)', value: why, target: '0', pass: false });
+  }
   const steady = memory(agent.pid);
   rows.push({ figure: 'RSS after first sync (VmRSS)', value: `${settled.rss.toFixed(1)} MB`, target: '< 100 MB', pass: settled.rss < 100 });
   rows.push({ figure: 'RSS after scrapes and events (VmRSS)', value: `${steady.rss.toFixed(1)} MB`, target: '< 100 MB', pass: steady.rss < 100 });
@@ -411,6 +422,7 @@ async function bigNode(dir: string): Promise<void> {
   // Before the re-dump, the same event rate with no entry the agent keeps: what reading and
   // pre-checking events costs alone.
   const bare = await eventLoad(agent.pid, node.path, opt.window / 2, Number.MAX_SAFE_INTEGER, toVip);
+  if (bare.run.refused > 0) log(`INVALID RUN: the kernel refused ${bare.run.refused} entries of the window with none towards VIPs (first: ${bare.run.firstRefusal})`);
   rows.push({
     figure: `CPU at ${(bare.run.events / bare.run.seconds).toFixed(0)} events/s, none towards VIPs (${bare.run.seconds.toFixed(0)} s)`,
     value: `${bare.cpu.toFixed(2)} % of a core (user ${bare.user.toFixed(1)}, sys ${bare.sys.toFixed(1)})`,
@@ -525,6 +537,10 @@ function loadKubeProxyRules(node: Netns, dir: string, items: object[]): void {
   ref.push({ figure: `kube-proxy rules on the node (--node-mode ${opt.nodeMode})`, value: `${save.split('\n').filter((l) => l.startsWith('-A')).length} rule lines, ${(save.length / 2 ** 20).toFixed(1)} MB saved` });
   if (opt.nodeMode === 'ipvs') ref.push({ figure: 'IPVS table (kube-ipvs0, virtual servers)', value: 'absent: this kernel has no ip_vs' });
 }
+
+const conntrackMax = (): number => Number(readFileSync('/proc/sys/net/netfilter/nf_conntrack_max', 'utf8'));
+/** Entries in one namespace's table (the limit is machine-wide, the count per namespace). */
+const conntrackCount = (ns: Netns): number => Number(ns.run('cat', '/proc/sys/net/netfilter/nf_conntrack_count'));
 
 /** RSS of a node process that loaded nothing: what the runtime alone costs here. */
 async function bareNodeRss(): Promise<void> {

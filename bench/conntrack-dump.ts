@@ -72,8 +72,14 @@ export function fill(netns: string, n: number, to?: Destination): void {
 /** nf_conntrack_max can only be set from the root namespace: raises it to fit n entries; returns what puts the old value back. */
 export function raiseConntrackMax(n: number): () => void {
   const old = readFileSync(MAX_PATH, 'utf8').trim();
-  writeFileSync(MAX_PATH, String(Math.max(Number(old), n + 10_000)));
-  return () => writeFileSync(MAX_PATH, old);
+  const ours = String(Math.max(Number(old), n + 10_000));
+  writeFileSync(MAX_PATH, ours);
+  // The limit is machine-wide: put the old value back only while it is still ours. Another bench
+  // that raised it since needs it (lowering it under that bench's table makes the kernel refuse
+  // every new entry there, ENOMEM, and its events never happen).
+  return () => {
+    if (readFileSync(MAX_PATH, 'utf8').trim() === ours) writeFileSync(MAX_PATH, old);
+  };
 }
 
 /** The compiled reader, as the agent ships it (npm run build). */
