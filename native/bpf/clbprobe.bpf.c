@@ -28,7 +28,16 @@
 //   matching packet bumps an array slot the verifier inlines instead of
 //   hashing a 24-byte counter key. Slot 0 means none (the agent ran out):
 //   such a packet, and the kinds keyed by the packet's own address and port
-//   (a bound source, a local pod), are counted in the `counters` hash.
+//   (a bound source, a local pod), are counted in the `counters` hash;
+// - a VIP entry is found in `viptab`, an array of one-cache-line buckets
+//   indexed by the key's filter bit, compared in place: a hash lookup is a
+//   function call (retpolines, call-depth tracking) and costs more than the
+//   whole rest of the path. A bucket holds two entries; a key that finds its
+//   bucket full stays in `vips4` / `vips6` only, and the bucket's `more` says
+//   to look there;
+// - an address that equals one of the host addresses compared in place is
+//   not in the host hash (the agent puts each address in one place only), so
+//   that match ends the search.
 // Packets are counted as GSO segments (a GRO/TSO super-packet stands for
 // gso_segs wire packets).
 //
@@ -55,6 +64,9 @@ _Static_assert((MAX_SLOTS & (MAX_SLOTS - 1)) == 0, "slots_seen is indexed with a
 // Bits of the prefilter bitmaps (32768: ~1 in 6 false positives with 5,000 keys).
 #define FILTER_BITS 15
 #define FILTER_WORDS (1 << (FILTER_BITS - 6))
+// Buckets of `viptab` (a power of two; 2 entries each: at 5,000 VIP keys about
+// 2 % of them find their bucket full and are looked up in the hash).
+#define VIPTAB_BUCKETS 8192
 
 enum kind { KIND_TO_LB = 1, KIND_LOOP_RETURN = 2, KIND_HC_LOCAL_SRC = 3 };
 enum dir { DIR_INGRESS = 0, DIR_EGRESS = 1 };
@@ -121,6 +133,24 @@ struct ctr_val {
   __u64 bytes;
 };
 
+// A VIP entry in place: the address as in the packet (IPv4: addr[0]'s first 4
+// bytes, the rest zero), tag = port | proto << 16 | family << 24 (family 4 or
+// 6; tag 0 = empty entry), and its counter slot (0 = none).
+struct vip_ent {
+  __u64 addr[2];
+  __u32 tag;
+  __u32 slot;
+};
+
+// One cache line. The agent never moves an entry while its key stays, so a
+// bucket rewritten under a reader only changes the entries of keys that come
+// or go.
+struct vip_bucket {
+  struct vip_ent e[2];
+  __u32 more;  // 1 = a key of this bucket is only in vips4/vips6
+  __u32 pad[3];
+};
+
 // The counter slots of a NodePort, one per family (loop_return to ::ffff:0.0.0.0 or ::); 0 = none.
 struct nodeport_slots {
   __u16 v4;
@@ -140,6 +170,13 @@ struct {
   __type(key, struct vip6_key);
   __type(value, __u32);  // counter slot, 0 = none
 } vips6 SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, VIPTAB_BUCKETS);
+  __type(key, __u32);
+  __type(value, struct vip_bucket);
+} viptab SEC(".maps");
 
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
@@ -370,7 +407,10 @@ static __always_inline __u32 local_flags4(const struct config *c, const struct f
 #pragma clang loop unroll(disable)
   for (__u32 i = 0; i < MAX_NETS; i++) {
     if (i >= n) break;
-    if ((a & c->v4[i].mask) == c->v4[i].addr) flags |= c->v4[i].flags;
+    if ((a & c->v4[i].mask) == c->v4[i].addr) {
+      flags |= c->v4[i].flags;
+      if (c->v4[i].mask == 0xffffffff) return flags;  // a host address: not in hosts4
+    }
   }
   if (!test_bit(f->host, filter_bit(a, 0, 0))) return flags;
   __u32 *h = bpf_map_lookup_elem(&hosts4, &a);
@@ -384,7 +424,10 @@ static __always_inline __u32 local_flags6(const struct config *c, const struct f
   for (__u32 i = 0; i < MAX_NETS; i++) {
     if (i >= n) break;
     const struct net6 *e = &c->v6[i];
-    if ((a[0] & e->mask[0]) == e->addr[0] && (a[1] & e->mask[1]) == e->addr[1]) flags |= e->flags;
+    if ((a[0] & e->mask[0]) == e->addr[0] && (a[1] & e->mask[1]) == e->addr[1]) {
+      flags |= e->flags;
+      if ((e->mask[0] & e->mask[1]) == ~0ULL) return flags;  // a host address: not in hosts6
+    }
   }
   if (!test_bit(f->host, filter_bit(fold6(a), 0, 0))) return flags;
   __u32 *h = bpf_map_lookup_elem(&hosts6, a);
@@ -443,40 +486,46 @@ static __always_inline void count_slot(__u32 slot, struct __sk_buff *skb) {
   if (!*seen) *seen = 1;
 }
 
-// Whether (destination, port, protocol) may be a VIP entry.
-static __always_inline int maybe_vip(const struct filters *f, const struct pkt *p, __u16 port) {
-  __u32 w = p->v4 ? p->dst.a4 : fold6(p->dst.a6);
-  return test_bit(f->vip, filter_bit(w, port, p->proto));
+// The VIP entry (destination, port, protocol), looked up in the bucket of its
+// filter bit `bit`: 1 and its counter slot in *slot when there is one.
+static __always_inline int vip_find(const struct pkt *p, __u16 port, __u32 bit, __u32 *slot) {
+  __u32 at = bit & (VIPTAB_BUCKETS - 1);
+  const struct vip_bucket *b = bpf_map_lookup_elem(&viptab, &at);
+  if (!b) return 0;
+  __u32 tag = port | (__u32)p->proto << 16 | (p->v4 ? 4u : 6u) << 24;
+  __u64 a0 = p->v4 ? (__u64)p->dst.a4 : p->dst.a6[0];
+  __u64 a1 = p->v4 ? 0 : p->dst.a6[1];
+#pragma unroll
+  for (int i = 0; i < 2; i++) {
+    if (b->e[i].tag == tag && b->e[i].addr[0] == a0 && b->e[i].addr[1] == a1) {
+      *slot = b->e[i].slot;
+      return 1;
+    }
+  }
+  if (!b->more) return 0;
+  __u32 *v;
+  if (p->v4) {
+    struct vip4_key k = {.addr = p->dst.a4, .port = port, .proto = p->proto};
+    v = bpf_map_lookup_elem(&vips4, &k);
+  } else {
+    struct vip6_key k = {.port = port, .proto = p->proto};
+    __builtin_memcpy(k.addr, p->dst.a6, 16);
+    v = bpf_map_lookup_elem(&vips6, &k);
+  }
+  if (!v) return 0;
+  *slot = *v;
+  return 1;
 }
 
 // The VIP entry a destination matches: its port (the packet's or 0 = any) and
-// its counter slot in *slot, or -1.
+// its counter slot in *slot, or -1. The filter bit says first whether the key
+// can be there at all.
 static __always_inline int vip_port(const struct filters *f, const struct pkt *p, __u32 *slot) {
-  __u32 *v;
-  if (p->v4) {
-    struct vip4_key k = {.addr = p->dst.a4, .port = p->dport, .proto = p->proto};
-    if (maybe_vip(f, p, p->dport) && (v = bpf_map_lookup_elem(&vips4, &k))) {
-      *slot = *v;
-      return p->dport;
-    }
-    k.port = 0;
-    if (maybe_vip(f, p, 0) && (v = bpf_map_lookup_elem(&vips4, &k))) {
-      *slot = *v;
-      return 0;
-    }
-    return -1;
-  }
-  struct vip6_key k = {.port = p->dport, .proto = p->proto};
-  __builtin_memcpy(k.addr, p->dst.a6, 16);
-  if (maybe_vip(f, p, p->dport) && (v = bpf_map_lookup_elem(&vips6, &k))) {
-    *slot = *v;
-    return p->dport;
-  }
-  k.port = 0;
-  if (maybe_vip(f, p, 0) && (v = bpf_map_lookup_elem(&vips6, &k))) {
-    *slot = *v;
-    return 0;
-  }
+  __u32 w = p->v4 ? p->dst.a4 : fold6(p->dst.a6);
+  __u32 bit = filter_bit(w, p->dport, p->proto);
+  if (test_bit(f->vip, bit) && vip_find(p, p->dport, bit, slot)) return p->dport;
+  bit = filter_bit(w, 0, p->proto);
+  if (test_bit(f->vip, bit) && vip_find(p, 0, bit, slot)) return 0;
   return -1;
 }
 

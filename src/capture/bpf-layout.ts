@@ -23,6 +23,7 @@ export const MAP_STATS = 'stats';
 export const MAP_SLOTS = 'slots';
 export const MAP_SLOTS_SEEN = 'slots_seen';
 export const MAP_NODEPORTS = 'nodeports';
+export const MAP_VIPTAB = 'viptab';
 export const PROG_INGRESS = 'clbp_ingress';
 export const PROG_EGRESS = 'clbp_egress';
 
@@ -58,6 +59,29 @@ export const SLOTS_SEEN_VALUE_SIZE = MAX_SLOTS;
 export const NODEPORT_VALUE_SIZE = 4;
 export const NODEPORT_SLOT_V4 = 0;
 export const NODEPORT_SLOT_V6 = 2;
+/**
+ * viptab: VIPTAB_BUCKETS buckets (struct vip_bucket, one cache line) of VIP_BUCKET_ENTRIES
+ * struct vip_ent each, indexed by filterBit(...) & (VIPTAB_BUCKETS - 1); `more` = 1 when a key of
+ * the bucket is only in vips4/vips6.
+ */
+export const VIPTAB_BUCKETS = 8192;
+export const VIP_BUCKET_SIZE = 64;
+export const VIP_BUCKET_ENTRIES = 2;
+export const VIP_BUCKET_MORE = 48;
+export const VIP_ENT_SIZE = 24;
+export const VIP_ENT_ADDR = 0;
+export const VIP_ENT_TAG = 16;
+export const VIP_ENT_SLOT = 20;
+
+/** A struct vip_ent: the address as in the packet (IPv4: 4 bytes, then zeros), tag, slot. */
+export function vipEntry(addr16: Uint8Array, v4: boolean, port: number, proto: number, slot: number): Buffer {
+  const b = Buffer.alloc(VIP_ENT_SIZE);
+  b.set(v4 ? addr16.subarray(12, 16) : addr16.subarray(0, 16), VIP_ENT_ADDR);
+  b.writeUInt32LE((port | (proto << 16) | ((v4 ? 4 : 6) << 24)) >>> 0, VIP_ENT_TAG);
+  b.writeUInt32LE(slot, VIP_ENT_SLOT);
+  return b;
+}
+
 /** The stats per-CPU array: u64 slots. */
 export const STAT_VALUE_SIZE = 8;
 

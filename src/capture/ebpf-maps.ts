@@ -23,6 +23,7 @@ import {
   MAP_HOSTS6,
   MAP_VIPS4,
   MAP_VIPS6,
+  MAP_VIPTAB,
   MAP_NODEPORTS,
   MAX_SLOTS,
   SLOTS_SEEN_VALUE_SIZE,
@@ -37,6 +38,12 @@ import {
   setBit,
   u32Value,
   vipKey,
+  vipEntry,
+  VIP_BUCKET_ENTRIES,
+  VIP_BUCKET_MORE,
+  VIP_BUCKET_SIZE,
+  VIP_ENT_SIZE,
+  VIPTAB_BUCKETS,
 } from './bpf-layout.js';
 import { address16, parsePrefix16, PROTO_NUMBERS, type CounterSample, type Targets } from './targets.js';
 
@@ -82,6 +89,46 @@ export class SlotAllocator {
   /** Slots handed out, slot 0 included (the part of the array the reader reads). */
   get used(): number {
     return this.keys.length;
+  }
+}
+
+/**
+ * Where each VIP entry sits in the program's `viptab` buckets, for the life of the agent: an
+ * entry keeps its place while its key stays, because a bucket is rewritten as a whole while the
+ * program may be reading it, and only the entries that change may read torn. A new key takes a
+ * free entry of its bucket; when there is none it is looked up in vips4/vips6 only (the bucket's
+ * `more`) and stays there while it stays.
+ */
+export class VipTable {
+  /** Bucket -> its entries (bytesText of a struct vip_ent, '' = free) and its hash-only entries. */
+  private readonly buckets = new Map<number, { entries: string[]; more: Set<string> }>();
+
+  /** Makes the table hold exactly `wanted` (bucket -> entries) and returns the buckets in use. */
+  update(wanted: Map<number, Set<string>>): MapContents {
+    for (const [at, b] of this.buckets) {
+      const w = wanted.get(at);
+      b.entries = b.entries.map((e) => (e && w?.has(e) ? e : ''));
+      for (const e of b.more) if (!w?.has(e)) b.more.delete(e);
+      if (b.entries.every((e) => !e) && b.more.size === 0) this.buckets.delete(at);
+    }
+    for (const [at, w] of wanted) {
+      let b = this.buckets.get(at);
+      if (!b) this.buckets.set(at, (b = { entries: Array<string>(VIP_BUCKET_ENTRIES).fill(''), more: new Set() }));
+      for (const e of w) {
+        if (b.entries.includes(e) || b.more.has(e)) continue;
+        const free = b.entries.indexOf('');
+        if (free >= 0) b.entries[free] = e;
+        else b.more.add(e);
+      }
+    }
+    const out: MapContents = new Map();
+    for (const [at, b] of this.buckets) {
+      const v = Buffer.alloc(VIP_BUCKET_SIZE);
+      b.entries.forEach((e, i) => e && v.set(textBytes(e), i * VIP_ENT_SIZE));
+      v.writeUInt32LE(b.more.size ? 1 : 0, VIP_BUCKET_MORE);
+      put(out, u32Value(at), v);
+    }
+    return out;
   }
 }
 
@@ -161,10 +208,13 @@ const INLINE_PREFIXES = 4;
  * filters come after the hashes they guard, so a new key is in its hash
  * before its bit is set (a stale bit only costs a lookup).
  */
-export const TARGET_MAPS = [MAP_VIPS4, MAP_VIPS6, MAP_HOSTS4, MAP_HOSTS6, MAP_NODEPORTS, MAP_CONFIG, MAP_FILTERS] as const;
+export const TARGET_MAPS = [MAP_VIPS4, MAP_VIPS6, MAP_VIPTAB, MAP_HOSTS4, MAP_HOSTS6, MAP_NODEPORTS, MAP_CONFIG, MAP_FILTERS] as const;
 
 /** Array maps of TARGET_MAPS whose entries cannot be deleted: a key that goes is written with this value. */
-export const ARRAY_ZERO: Partial<Record<string, Buffer>> = { [MAP_NODEPORTS]: Buffer.alloc(NODEPORT_VALUE_SIZE) };
+export const ARRAY_ZERO: Partial<Record<string, Buffer>> = {
+  [MAP_NODEPORTS]: Buffer.alloc(NODEPORT_VALUE_SIZE),
+  [MAP_VIPTAB]: Buffer.alloc(VIP_BUCKET_SIZE),
+};
 
 const ANY_V4 = address16('0.0.0.0');
 const ANY_V6 = Buffer.alloc(16);
@@ -172,19 +222,27 @@ const ANY_V6 = Buffer.alloc(16);
 /**
  * Map name -> contents, for every map of TARGET_MAPS (the config array's only key is 0). Counter
  * slots come from `slots`; without it (classify's TargetIndex, which only reads keys) every
- * slot is 0.
+ * slot is 0. The viptab buckets come from `table` (empty without it: the program would then
+ * find no VIP, so the counter always passes one).
  */
-export function targetMaps(t: Targets, slots?: SlotAllocator): Record<string, MapContents> {
+export function targetMaps(t: Targets, slots?: SlotAllocator, table?: VipTable): Record<string, MapContents> {
   const local = localSets(t);
   const maps: Record<string, MapContents> = Object.fromEntries(TARGET_MAPS.map((m) => [m, new Map()]));
   const filters = Buffer.alloc(FILTERS_VALUE_SIZE);
+  const buckets = new Map<number, Set<string>>();
   for (const v of t.vips) {
     const { v4, key } = vipKey(v.address, v.port, v.proto);
     const proto = PROTO_NUMBERS[v.proto];
-    const slot = slots?.slot(counterKey(address16(v.address), v.port, proto, 'to_lb', 'egress')) ?? 0;
+    const a16 = address16(v.address);
+    const slot = slots?.slot(counterKey(a16, v.port, proto, 'to_lb', 'egress')) ?? 0;
     put(maps[v4 ? MAP_VIPS4 : MAP_VIPS6]!, key, u32Value(slot));
-    setBit(filters, FILTERS_VIP, filterBit(addressWord(address16(v.address), v4), v.port, PROTO_NUMBERS[v.proto]));
+    const bit = filterBit(addressWord(a16, v4), v.port, proto);
+    setBit(filters, FILTERS_VIP, bit);
+    const at = bit & (VIPTAB_BUCKETS - 1);
+    if (!buckets.has(at)) buckets.set(at, new Set());
+    buckets.get(at)!.add(bytesText(vipEntry(a16, v4, v.port, proto, slot)));
   }
+  if (table) maps[MAP_VIPTAB] = table.update(buckets);
   for (const [hosts, v4] of [[local.hosts4, true], [local.hosts6, false]] as const) {
     for (const [k, flags] of hosts) {
       maps[v4 ? MAP_HOSTS4 : MAP_HOSTS6]!.set(k, bytesText(u32Value(flags)));

@@ -8,7 +8,7 @@ import { bpfAddon, readPerCpuU64, type BpfAddon, type BpfObject } from '../nativ
 import { attachPrograms, removeTcLeftovers, type Attachment } from './attach.js';
 import { MAP_COUNTERS, MAP_SLOTS, MAP_SLOTS_SEEN, MAP_STATS, PROG_EGRESS, PROG_INGRESS, STAT_COUNTERS_FULL, u32Value } from './bpf-layout.js';
 import type { Counter, CounterOptions } from './counter-types.js';
-import { ARRAY_ZERO, CounterMapReader, mergeSamples, SlotAllocator, SlotMapReader, syncMap, TARGET_MAPS, targetMaps, type MapContents } from './ebpf-maps.js';
+import { ARRAY_ZERO, CounterMapReader, mergeSamples, SlotAllocator, SlotMapReader, syncMap, TARGET_MAPS, targetMaps, VipTable, type MapContents } from './ebpf-maps.js';
 import { LinkPackets } from './link-packets.js';
 import { captureError, CaptureError } from './errors.js';
 import { validateTargets, type CounterReading, type Targets } from './targets.js';
@@ -44,6 +44,8 @@ export class EbpfCounter implements Counter {
   private readonly reader: CounterMapReader;
   /** Counter slots of VIP entries and NodePorts, for the life of this counter. */
   private readonly slots = new SlotAllocator();
+  /** Where each VIP entry sits in the viptab buckets, for the life of this counter. */
+  private readonly vipTable = new VipTable();
   private readonly slotReader: SlotMapReader;
   private readonly cpus: number;
   private closed = false;
@@ -128,7 +130,7 @@ export class EbpfCounter implements Counter {
     validateTargets(targets);
     let next: Record<string, MapContents>;
     try {
-      next = targetMaps(targets, this.slots);
+      next = targetMaps(targets, this.slots, this.vipTable);
     } catch (e) {
       throw captureError(e, 'maps', 'preparing the eBPF maps');
     }
