@@ -11,12 +11,13 @@ import type { CaptureMode } from '../capture/targets.js';
 import type { LookupOptions } from '../cluster/dns/lookup.js';
 import { prepareDiagnosis } from '../detect/index.js';
 import { diagnoseInputOf } from '../detect/input.js';
-import { ConntrackPrefilter } from '../kernel/conntrack/prefilter.js';
+import { ConntrackPrefilter, type PrefilterTargets } from '../kernel/conntrack/prefilter.js';
 import type { Logger } from '../log.js';
 import { errText } from '../source/contract.js';
 import type { SourceHealth } from '../source/health.js';
 import { LiveConntrack, type ConntrackFeed } from './conntrack-feed.js';
 import { ConntrackTable } from './conntrack-table.js';
+import { VipCoverage } from './vip-coverage.js';
 import { IncrementalDiagnosis } from './diagnosis.js';
 import { exportStateBuilder, type ExportState } from './metrics/list.js';
 import type { ServiceIndex } from './service-index.js';
@@ -60,6 +61,13 @@ export interface AgentOptions {
 
 /** Conntrack events trigger a diagnosis at most this often: one costs ~50 ms at 5,000 Services (bench/agent.ts). */
 const DIAGNOSE_DELAY_MS = 1000;
+/**
+ * A VIP new to the index gets a full conntrack read after this delay (index changes come in
+ * bursts: the cluster view, then the DNS answers), and such reads at most once per interval: a
+ * full read of 1M entries costs seconds of CPU.
+ */
+const NEW_VIP_READ_DELAY_MS = 1000;
+const NEW_VIP_READ_INTERVAL_MS = 30_000;
 
 /** The interface of the IPv4 default route in our namespace, from /proc/net/route. */
 export function defaultRouteInterface(): string | undefined {
@@ -79,6 +87,11 @@ export class Agent {
   private timers: NodeJS.Timeout[] = [];
   private diagnoseTimer?: NodeJS.Timeout;
   private firstSync = false;
+  /** The prefilter's targets: what the index keeps. */
+  private targets: PrefilterTargets;
+  private readonly coverage = new VipCoverage();
+  private newVipTimer?: NodeJS.Timeout;
+  private lastNewVipReadAt = 0;
   readonly ifname?: string;
 
   constructor(private readonly o: AgentOptions) {
@@ -97,7 +110,8 @@ export class Agent {
     });
     const index = this.sources.index;
     this.table = new ConntrackTable(index);
-    this.prefilter = new ConntrackPrefilter(index.prefilterTargets());
+    this.targets = index.prefilterTargets();
+    this.prefilter = new ConntrackPrefilter(this.targets);
     this.conntrack =
       o.inputs?.conntrack ?? new LiveConntrack({ log: o.log, ...(o.netns ? { netns: o.netns } : {}), kernelFilter: o.conntrackKernelFilter ?? true });
     this.ifname = o.ifname ?? (o.netns || o.inputs ? undefined : defaultRouteInterface());
@@ -123,6 +137,7 @@ export class Agent {
     await this.sources.startIndexed();
     this.startCapture();
     await this.sources.readRest();
+    this.coverage.readFor(this.targets);
     await this.conntrack.start(
       {
         table: this.table,
@@ -133,11 +148,13 @@ export class Agent {
       this.prefilter,
     );
     this.firstSync = true;
+    // The index may have gained VIPs while the first read ran with the targets it started with.
+    if (this.coverage.misses(this.targets)) this.scheduleNewVipRead();
     this.sources.synced();
     this.o.log.info({ services: this.sources.index.services.length, kept: this.table.size }, 'first sync done');
     this.diagnose();
     const t = setInterval(() => void this.resync(), this.o.resyncIntervalS * 1000);
-    const c = setInterval(() => void this.conntrack.resync().then(() => this.diagnose()), this.o.conntrackResyncIntervalS * 1000);
+    const c = setInterval(() => void this.fullConntrackRead(), this.o.conntrackResyncIntervalS * 1000);
     for (const x of [t, c]) {
       x.unref();
       this.timers.push(x);
@@ -148,6 +165,7 @@ export class Agent {
   async stop(): Promise<void> {
     for (const t of this.timers) clearInterval(t);
     clearTimeout(this.diagnoseTimer);
+    clearTimeout(this.newVipTimer);
     this.conntrack.stop();
     this.counter?.close();
     await this.sources.stop();
@@ -155,8 +173,32 @@ export class Agent {
 
   /** Full re-read of every polled source; with `conntrack`, of the conntrack table too. */
   async resync(opts: { conntrack?: boolean } = {}): Promise<void> {
-    await Promise.all([this.sources.resync(), ...(opts.conntrack ? [this.conntrack.resync()] : [])]);
+    await Promise.all([this.sources.resync(), ...(opts.conntrack ? [this.readConntrackAgain()] : [])]);
     this.diagnose();
+  }
+
+  /** A full conntrack read, for the VIPs the index holds now. */
+  private readConntrackAgain(): Promise<void> {
+    this.coverage.readFor(this.targets);
+    return this.conntrack.resync();
+  }
+
+  private async fullConntrackRead(): Promise<void> {
+    await this.readConntrackAgain();
+    this.diagnose();
+  }
+
+  /** VIPs joined the index since the last full read: their existing connections are read soon. */
+  private scheduleNewVipRead(): void {
+    if (this.newVipTimer) return;
+    const wait = Math.max(NEW_VIP_READ_DELAY_MS, this.lastNewVipReadAt + NEW_VIP_READ_INTERVAL_MS - Date.now());
+    this.newVipTimer = setTimeout(() => {
+      this.newVipTimer = undefined;
+      this.lastNewVipReadAt = Date.now();
+      this.o.log.info('LB VIPs joined since the last conntrack read: reading the table again for their connections');
+      void this.fullConntrackRead();
+    }, wait);
+    this.newVipTimer.unref();
   }
 
   find(namespace: string, name: string, port?: number) {
@@ -180,8 +222,10 @@ export class Agent {
   private useIndex(index: ServiceIndex): void {
     this.diagnosis.stale();
     this.table.reindex(index);
-    this.prefilter = new ConntrackPrefilter(index.prefilterTargets());
+    this.targets = index.prefilterTargets();
+    this.prefilter = new ConntrackPrefilter(this.targets);
     this.conntrack.setPrefilter(this.prefilter);
+    if (this.firstSync && this.coverage.misses(this.targets)) this.scheduleNewVipRead();
     if (this.counter) {
       try {
         this.counter.setTargets(index.targets());

@@ -1,0 +1,22 @@
+// Which LB VIP:ports the last full conntrack read looked for. Between full reads the table
+// follows the kernel's events, which only tell of connections that change: a VIP that joins
+// the index later (the cluster view arrived after the first dump because the API server was
+// slow or away, a new LB address, a hostname-only LB's new DNS answer) has connections the
+// table has never seen, until the next full read. The agent reads again when this says so.
+import type { PrefilterTargets } from '../kernel/conntrack/prefilter.js';
+
+const keyOf = (v: PrefilterTargets['vips'][number]): string => `${v.protoNum}|${v.address}|${v.port}`;
+
+export class VipCoverage {
+  private covered = new Set<string>();
+
+  /** A full read starts with these targets. */
+  readFor(t: PrefilterTargets): void {
+    this.covered = new Set(t.vips.map(keyOf));
+  }
+
+  /** Whether these targets hold a VIP the last full read did not look for. */
+  misses(t: PrefilterTargets): boolean {
+    return t.vips.some((v) => !this.covered.has(keyOf(v)));
+  }
+}
