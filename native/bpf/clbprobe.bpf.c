@@ -14,6 +14,8 @@
 // against an empty program):
 // - headers are read in place (direct packet access); only when they are not
 //   in the skb's linear part are they copied with bpf_skb_load_bytes;
+// - ingress decides on the source address before it parses the rest of the
+//   headers (protocol, extension headers, ports): most sources are remote;
 // - IPv4 is looked up with 4-byte addresses, IPv6 with 16-byte ones;
 // - an address is local when one of the node's few prefixes (pod CIDRs, and
 //   its first host addresses while there is room) holds it, compared in place
@@ -557,16 +559,38 @@ int clbp_egress(struct __sk_buff *skb) {
   return TC_ACT_UNSPEC;
 }
 
+// The local_flag bits of an ingress packet's source, read before the rest of
+// the headers are parsed: most packets from the uplink come from elsewhere and
+// end here. -1 when the IP header is not in the linear part (parse copies it).
+static __always_inline int src_flags(struct __sk_buff *skb, const struct config *c, const struct filters *f) {
+  void *data = (void *)(long)skb->data;
+  void *end = (void *)(long)skb->data_end;
+  if (skb->protocol == bpf_htons(ETH_P_IP)) {
+    struct iphdr *ip = data + l2_len;
+    if ((void *)(ip + 1) > end) return -1;
+    return local_flags4(c, f, ip->saddr);
+  }
+  if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
+    struct ipv6hdr *ip = data + l2_len;
+    if ((void *)(ip + 1) > end) return -1;
+    __u64 a[2];
+    __builtin_memcpy(a, &ip->saddr, 16);
+    return local_flags6(c, f, a);
+  }
+  return 0;  // not IP: nothing to count
+}
+
 SEC("tc")
 int clbp_ingress(struct __sk_buff *skb) {
-  struct pkt p;
-  if (parse(skb, &p) < 0) return TC_ACT_UNSPEC;
   __u32 zero = 0;
   const struct filters *f = bpf_map_lookup_elem(&filters, &zero);
   const struct config *c = bpf_map_lookup_elem(&config, &zero);
   if (!f || !c) return TC_ACT_UNSPEC;
-  // Source first: most packets from the uplink come from elsewhere.
-  __u32 src = local_flags(c, f, &p, 0);
+  int sf = src_flags(skb, c, f);
+  if (!sf) return TC_ACT_UNSPEC;
+  struct pkt p;
+  if (parse(skb, &p) < 0) return TC_ACT_UNSPEC;
+  __u32 src = sf > 0 ? (__u32)sf : local_flags(c, f, &p, 0);
   if (!src) return TC_ACT_UNSPEC;
   if (src & LOCAL_BOUND) {
     struct ctr_key k = {.port = p.dport, .proto = p.proto, .kind = KIND_HC_LOCAL_SRC, .dir = DIR_INGRESS};
