@@ -7,7 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { hostname, release } from 'node:os';
 import { openCounter, type Counter } from '../capture/counter.js';
-import type { CaptureMode } from '../capture/targets.js';
+import { withinVipCapacity, type CaptureMode, type Targets } from '../capture/targets.js';
 import type { LookupOptions } from '../cluster/dns/lookup.js';
 import { prepareDiagnosis } from '../detect/index.js';
 import { diagnoseInputOf } from '../detect/input.js';
@@ -228,7 +228,7 @@ export class Agent {
     if (this.firstSync && this.coverage.misses(this.targets)) this.scheduleNewVipRead();
     if (this.counter) {
       try {
-        this.counter.setTargets(index.targets());
+        this.applyTargets(this.counter, index.targets());
       } catch (e) {
         this.health.down('capture', `updating targets: ${errText(e)}`);
       }
@@ -249,14 +249,25 @@ export class Agent {
         backend: this.o.capture,
         logger: this.o.log,
       });
-      this.counter.setTargets(this.sources.index.targets());
-      this.health.up('capture', this.counter.fallbackReason);
+      this.applyTargets(this.counter, this.sources.index.targets());
       this.o.log.info({ counter: this.counter.description }, 'counters running');
     } catch (e) {
       this.counter?.close();
       this.counter = undefined;
       this.health.down('capture', errText(e));
     }
+  }
+
+  /** The counters' targets, within what the backend can count; the capture source says what it cannot. */
+  private applyTargets(counter: Counter, all: Targets): void {
+    const max = counter.maxVipsPerFamily ?? Infinity;
+    const { targets, notCounted } = withinVipCapacity(all, max);
+    counter.setTargets(targets);
+    const notes = [
+      counter.fallbackReason,
+      notCounted ? `${notCounted} LB VIP:ports not counted: the eBPF maps hold ${max} per address family` : undefined,
+    ].filter((n): n is string => !!n);
+    this.health.up('capture', notes.length ? notes.join('; ') : undefined);
   }
 
   private scheduleDiagnose(): void {

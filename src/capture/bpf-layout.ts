@@ -53,6 +53,8 @@ export const CTR_VAL_PACKETS = 0;
 export const CTR_VAL_BYTES = 8;
 /** The slots per-CPU array: one ctr_val per counter slot; slot 0 is never used. */
 export const MAX_SLOTS = 16384;
+/** max_entries of vips4 and vips6 (MAX_TARGETS in clbprobe.bpf.c): the LB VIP:ports counted per address family. */
+export const MAX_VIPS_PER_FAMILY = 16384;
 /** slots_seen: one array entry (key 0), struct slots_seen: a byte per slot, 1 once the slot was bumped. */
 export const SLOTS_SEEN_VALUE_SIZE = MAX_SLOTS;
 /** nodeports: struct nodeport_slots (u16 slot per family, 0 = none) at protocol slot * 65536 + port. */

@@ -13,6 +13,8 @@ export interface Counter {
    * eBPF did not run. The capture source is then up but degraded, and says so.
    */
   fallbackReason?: string;
+  /** How many LB VIP:ports per address family the backend can count (eBPF: its maps' size); none: no bound. */
+  readonly maxVipsPerFamily?: number;
   /** Replaces the target sets; takes effect at once, counting continues. */
   setTargets(targets: Targets): void;
   /** Cumulative counters since open. */

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { projectRoot } from '../native/addon.js';
 import { bpfAddon, readPerCpuU64, type BpfAddon, type BpfObject } from '../native/bpf.js';
 import { attachPrograms, removeTcLeftovers, type Attachment } from './attach.js';
-import { MAP_COUNTERS, MAP_SLOTS, MAP_SLOTS_SEEN, MAP_STATS, PROG_EGRESS, PROG_INGRESS, STAT_COUNTERS_FULL, u32Value } from './bpf-layout.js';
+import { MAP_COUNTERS, MAX_VIPS_PER_FAMILY, MAP_SLOTS, MAP_SLOTS_SEEN, MAP_STATS, PROG_EGRESS, PROG_INGRESS, STAT_COUNTERS_FULL, u32Value } from './bpf-layout.js';
 import type { Counter, CounterOptions } from './counter-types.js';
 import { ARRAY_ZERO, CounterMapReader, mergeSamples, SlotAllocator, SlotMapReader, syncMap, TARGET_MAPS, targetMaps, VipTable, type MapContents } from './ebpf-maps.js';
 import { LinkPackets } from './link-packets.js';
@@ -37,6 +37,7 @@ function l2HeaderLength(ifname: string, netnsPath?: string): number {
 
 export class EbpfCounter implements Counter {
   readonly backend = 'ebpf' as const;
+  readonly maxVipsPerFamily = MAX_VIPS_PER_FAMILY;
   readonly description: string;
   private readonly fds: Record<string, number>;
   /** What each map the agent writes holds (targetMaps' names). */

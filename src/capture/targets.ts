@@ -157,3 +157,16 @@ export function validateTargets(t: Targets): void {
     checkPort(n.port, `NodePort ${n.port}/${n.proto}`, false);
   }
 }
+
+/**
+ * The targets a backend that counts at most `maxPerFamily` VIP:ports per address family can take:
+ * the first ones in the index's order (stable while the cluster is), and those left out. Past the
+ * bound the others are still counted; one more VIP never stops the counting of all of them.
+ */
+export function withinVipCapacity(t: Targets, maxPerFamily: number): { targets: Targets; notCounted: number } {
+  let v4 = 0;
+  let v6 = 0;
+  const vips = t.vips.filter((v) => (v.address.includes(':') ? ++v6 : ++v4) <= maxPerFamily);
+  const notCounted = t.vips.length - vips.length;
+  return { targets: notCounted ? { ...t, vips } : t, notCounted };
+}
