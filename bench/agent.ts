@@ -331,7 +331,18 @@ async function bigNode(dir: string): Promise<void> {
   const kept = await until('"first sync done" in the agent log', 5000, async () => /"kept":(\d+)[^\n]*first sync done/.exec(readFileSync(agent.logFile, 'utf8'))?.[1]);
   log(`ready after ${(readyMs / 1000).toFixed(1)} s, kept ${kept} entries`);
   rows.push({ figure: `time to /readyz 200 (process start, first sync of ${count} entries)`, value: `${(readyMs / 1000).toFixed(2)} s` });
-  if (Number(kept) !== opt.vipEntries) throw new Error(`the agent kept ${kept} entries, the table has ${opt.vipEntries} towards VIPs`);
+  if (Number(kept) !== opt.vipEntries) {
+    // The agent waits 10 s for the first list, then starts without Services; when the view comes,
+    // it reads the table again for the new VIPs (at 20,000 Services the list takes longer).
+    const keptLater = await until(`the cluster view and ${opt.vipEntries} kept entries (agent log: ${agent.logFile})`, 300_000, async () => {
+      const t = (await httpGet(`${agent.url}/metrics`)).body;
+      const k = metricSum(t, 'clbprobe_conntrack_entries_kept');
+      return metricSum(t, 'clbprobe_source_up', 'source="cluster"') === 1 && k === opt.vipEntries ? k : undefined;
+    });
+    const syncedMs = performance.now() - t0;
+    log(`first sync without the cluster view (kept ${kept}); the view and ${keptLater} kept entries after ${(syncedMs / 1000).toFixed(1)} s`);
+    rows.push({ figure: 'the cluster view (first list longer than the 10 s wait) and every VIP entry kept, from process start', value: `${(syncedMs / 1000).toFixed(2)} s` });
+  }
 
   const metrics = async () => (await httpGet(`${agent.url}/metrics`)).body;
   let text = await metrics();
