@@ -55,9 +55,13 @@ describe.skipIf(!isRoot || !CHROMIUM)('diagnose --html in a real Chromium (loop 
   }, 90_000);
 
   afterAll(async () => {
-    await page?.close();
-    lab?.destroy();
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    // The lab's namespaces and processes go whatever the browser's teardown does.
+    try {
+      await page?.close();
+    } finally {
+      lab?.destroy();
+      if (dir) rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('diagnose exits 1 (an active loop) and writes the page', () => {
