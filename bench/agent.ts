@@ -51,6 +51,12 @@ const PREFIX = argPrefix > 0 ? process.argv[argPrefix + 1]! : 'cbk-';
 const CONNTRACK_RESYNC_S = 110;
 /** Seconds of start-up settling between the first-sync RSS and the idle window. */
 const SETTLE_S = 15;
+/**
+ * Issue 20's targets for the agent at 1M entries / 5,000 Services / 20k endpoints, printed with
+ * each figure: RSS after scrapes and events, peak RSS, CPU at 10k events/s with 10 % towards
+ * VIPs, and the gzip /metrics p99 on a quiet box (the loaded-box figure is reported beside it).
+ */
+const TARGET = { rssMB: 80, peakMB: 85, eventCpuPct: 5, scrapeMs: 50, idleCpuPct: 1 } as const;
 const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
 
 const argv = process.argv.slice(2);
@@ -367,7 +373,7 @@ async function bigNode(dir: string): Promise<void> {
   const cpu0 = cpuSeconds(agent.pid);
   await sleep(opt.window * 1000);
   const idle = ((cpuSeconds(agent.pid) - cpu0) / opt.window) * 100;
-  rows.push({ figure: `CPU idle (${opt.window} s from ${5 + SETTLE_S} s after ready, no events, no scrapes)`, value: `${idle.toFixed(2)} % of a core`, target: '< 1 %', pass: idle < 1 });
+  rows.push({ figure: `CPU idle (${opt.window} s from ${5 + SETTLE_S} s after ready, no events, no scrapes)`, value: `${idle.toFixed(2)} % of a core`, target: `< ${TARGET.idleCpuPct} %`, pass: idle < TARGET.idleCpuPct });
 
   // The periodic re-read of NAT/IPVS/addresses (every 60 s, the default), measured from just
   // before it is due until the process is quiet again, with nothing else going on.
@@ -384,6 +390,9 @@ async function bigNode(dir: string): Promise<void> {
   text = await metrics();
   const series = text.split('\n').filter((x) => x && !x.startsWith('#')).length;
   rows.push(...scrapeRows('gzip, as Prometheus asks', gz, series));
+  const gzLoaded = loadedScrapeTimes(agent.url, opt.scrapes);
+  log(`gzip scrapes with a busy loop on the other core, in order: ${gzLoaded.times.map((t) => t.toFixed(0)).join(' ')} ms`);
+  rows.push(...scrapeRows('gzip, the box loaded: a busy loop in another process', gzLoaded, series, false));
 
   // CPU under paced conntrack events; every 10th entry towards a VIP, counted by the agent on DESTROY.
   const flows = (t: string) => metricSum(t, 'clbprobe_conntrack_flows_total');
@@ -397,8 +406,8 @@ async function bigNode(dir: string): Promise<void> {
   rows.push({
     figure: `CPU at ${(run.events / run.seconds).toFixed(0)} conntrack events/s, 10 % of them towards VIPs (${run.seconds.toFixed(0)} s)`,
     value: `${ev.cpu.toFixed(2)} % of a core (user ${ev.user.toFixed(1)}, sys ${ev.sys.toFixed(1)})`,
-    target: '< 10 %',
-    pass: ev.cpu < 10,
+    target: `<= ${TARGET.eventCpuPct} %`,
+    pass: ev.cpu <= TARGET.eventCpuPct,
   });
   const counted = flows(after) - flows(before);
   const lost = resyncs(after) - resyncs(before);
@@ -419,9 +428,9 @@ async function bigNode(dir: string): Promise<void> {
     rows.push({ figure: 'event window: entries refused by the kernel (table full: nf_conntrack_max lowered by another process?)', value: why, target: '0', pass: false });
   }
   const steady = memory(agent.pid);
-  rows.push({ figure: 'RSS after first sync (VmRSS)', value: `${settled.rss.toFixed(1)} MB`, target: '< 100 MB', pass: settled.rss < 100 });
-  rows.push({ figure: 'RSS after scrapes and events (VmRSS)', value: `${steady.rss.toFixed(1)} MB`, target: '< 100 MB', pass: steady.rss < 100 });
-  rows.push({ figure: 'peak RSS so far (VmHWM)', value: `${steady.hwm.toFixed(1)} MB`, target: '< 100 MB', pass: steady.hwm < 100 });
+  rows.push({ figure: 'RSS after first sync (VmRSS)', value: `${settled.rss.toFixed(1)} MB` });
+  rows.push({ figure: 'RSS after scrapes and events (VmRSS)', value: `${steady.rss.toFixed(1)} MB`, target: `< ${TARGET.rssMB} MB`, pass: steady.rss < TARGET.rssMB });
+  rows.push({ figure: 'peak RSS so far (VmHWM)', value: `${steady.hwm.toFixed(1)} MB`, target: `< ${TARGET.peakMB} MB`, pass: steady.hwm < TARGET.peakMB });
   rows.push({
     figure: 'of the RSS after scrapes and events: anonymous (RssAnon) / mapped files, mostly the node binary (RssFile)',
     value: `${steady.anon.toFixed(1)} / ${steady.file.toFixed(1)} MB`,
@@ -437,8 +446,8 @@ async function bigNode(dir: string): Promise<void> {
   rows.push({
     figure: `CPU at ${(bare.run.events / bare.run.seconds).toFixed(0)} events/s, none towards VIPs (${bare.run.seconds.toFixed(0)} s)`,
     value: `${bare.cpu.toFixed(2)} % of a core (user ${bare.user.toFixed(1)}, sys ${bare.sys.toFixed(1)})`,
-    target: '< 10 %',
-    pass: bare.cpu < 10,
+    target: `<= ${TARGET.eventCpuPct} %`,
+    pass: bare.cpu <= TARGET.eventCpuPct,
   });
   if (performance.now() > readyAt + CONNTRACK_RESYNC_S * 1000 - 2000) throw new Error(`--window ${opt.window} is too long: the conntrack re-dump at ${CONNTRACK_RESYNC_S} s after ready came before its measurement`);
   const dump = await burst(agent.pid, readyAt + CONNTRACK_RESYNC_S * 1000);
@@ -455,7 +464,7 @@ async function bigNode(dir: string): Promise<void> {
     value: `${dump.cpuS.toFixed(2)} s CPU = ${((dump.cpuS / 600) * 100).toFixed(2)} % of a core at 10 min`,
     pass: seen[1] === 1,
   });
-  rows.push({ figure: 'at the end: VmRSS / VmHWM', value: `${end.rss.toFixed(1)} / ${end.hwm.toFixed(1)} MB`, target: '< 100 MB', pass: end.hwm < 100 });
+  rows.push({ figure: 'at the end: VmRSS / VmHWM', value: `${end.rss.toFixed(1)} / ${end.hwm.toFixed(1)} MB`, target: `peak < ${TARGET.peakMB} MB`, pass: end.hwm < TARGET.peakMB });
   rows.push(...scrapeRows('plain, e.g. curl without --compressed', scrapeTimes(agent.url, false, opt.scrapes), series));
   const afterPlain = memory(agent.pid);
   rows.push({ figure: 'after the plain scrapes: VmRSS / VmHWM', value: `${afterPlain.rss.toFixed(1)} / ${afterPlain.hwm.toFixed(1)} MB` });
@@ -477,13 +486,29 @@ function scrapeTimes(url: string, gzip: boolean, n: number): { times: number[]; 
   return { times, size };
 }
 
-function scrapeRows(how: string, s: { times: number[]; size: number }, series: number): Row[] {
+/** The scrape rows; `judged`: the target applies (a quiet box), else the figure is only reported. */
+function scrapeRows(how: string, s: { times: number[]; size: number }, series: number, judged = true): Row[] {
   const median = pct(s.times, 50);
   const p99 = pct(s.times, 99);
+  const t = (v: number): Pick<Row, 'target' | 'pass'> => (judged ? { target: `< ${TARGET.scrapeMs} ms`, pass: v < TARGET.scrapeMs } : {});
   return [
-    { figure: `/metrics over HTTP (${how}), median of ${s.times.length} scrapes (${(s.size / 1024).toFixed(0)} KiB, ${series} samples)`, value: `${median.toFixed(1)} ms`, target: '< 50 ms', pass: median < 50 },
-    { figure: `/metrics over HTTP (${how}), p99 of ${s.times.length} scrapes`, value: `${p99.toFixed(1)} ms`, target: '< 50 ms', pass: p99 < 50 },
+    { figure: `/metrics over HTTP (${how}), median of ${s.times.length} scrapes (${(s.size / 1024).toFixed(0)} KiB, ${series} samples)`, value: `${median.toFixed(1)} ms`, ...t(median) },
+    { figure: `/metrics over HTTP (${how}), p99 of ${s.times.length} scrapes`, value: `${p99.toFixed(1)} ms`, ...t(p99) },
   ];
+}
+
+/**
+ * The same gzip scrapes with the box loaded: a busy loop in another process (stress-style, one
+ * core of this 2-core box), started before and killed after. Reported beside the quiet figure.
+ */
+function loadedScrapeTimes(url: string, n: number): { times: number[]; size: number } {
+  const busy = spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' });
+  try {
+    spawnSync('sleep', ['0.5']);
+    return scrapeTimes(url, true, n);
+  } finally {
+    busy.kill('SIGKILL');
+  }
 }
 
 /**

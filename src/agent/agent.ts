@@ -87,8 +87,12 @@ export class Agent {
   private timers: NodeJS.Timeout[] = [];
   private diagnoseTimer?: NodeJS.Timeout;
   private firstSync = false;
-  /** The prefilter's targets: what the index keeps. */
-  private targets: PrefilterTargets;
+  /**
+   * The LB VIP:ports of the prefilter's targets, for the coverage check. Only these are kept: the
+   * targets' endpoint list (20k endpoints: 1.5 MB of heap, heap snapshot at 5,000 Services) is
+   * needed only to build the prefilter.
+   */
+  private vips: PrefilterTargets['vips'];
   private readonly coverage = new VipCoverage();
   private newVipTimer?: NodeJS.Timeout;
   private lastNewVipReadAt = 0;
@@ -110,8 +114,9 @@ export class Agent {
     });
     const index = this.sources.index;
     this.table = new ConntrackTable(index);
-    this.targets = index.prefilterTargets();
-    this.prefilter = new ConntrackPrefilter(this.targets);
+    const targets = index.prefilterTargets();
+    this.vips = targets.vips;
+    this.prefilter = new ConntrackPrefilter(targets);
     this.conntrack =
       o.inputs?.conntrack ?? new LiveConntrack({ log: o.log, ...(o.netns ? { netns: o.netns } : {}), kernelFilter: o.conntrackKernelFilter ?? true });
     this.ifname = o.ifname ?? (o.netns || o.inputs ? undefined : defaultRouteInterface());
@@ -137,7 +142,7 @@ export class Agent {
     await this.sources.startIndexed();
     this.startCapture();
     await this.sources.readRest();
-    this.coverage.readFor(this.targets);
+    this.coverage.readFor(this.vips);
     await this.conntrack.start(
       {
         table: this.table,
@@ -149,7 +154,7 @@ export class Agent {
     );
     this.firstSync = true;
     // The index may have gained VIPs while the first read ran with the targets it started with.
-    if (this.coverage.misses(this.targets)) this.scheduleNewVipRead();
+    if (this.coverage.misses(this.vips)) this.scheduleNewVipRead();
     this.sources.synced();
     this.o.log.info({ services: this.sources.index.services.length, kept: this.table.size }, 'first sync done');
     this.diagnose();
@@ -179,7 +184,7 @@ export class Agent {
 
   /** A full conntrack read, for the VIPs the index holds now. */
   private readConntrackAgain(): Promise<void> {
-    this.coverage.readFor(this.targets);
+    this.coverage.readFor(this.vips);
     return this.conntrack.resync();
   }
 
@@ -222,10 +227,11 @@ export class Agent {
   private useIndex(index: ServiceIndex): void {
     this.diagnosis.stale();
     this.table.reindex(index);
-    this.targets = index.prefilterTargets();
-    this.prefilter = new ConntrackPrefilter(this.targets);
+    const targets = index.prefilterTargets();
+    this.vips = targets.vips;
+    this.prefilter = new ConntrackPrefilter(targets);
     this.conntrack.setPrefilter(this.prefilter);
-    if (this.firstSync && this.coverage.misses(this.targets)) this.scheduleNewVipRead();
+    if (this.firstSync && this.coverage.misses(this.vips)) this.scheduleNewVipRead();
     if (this.counter) {
       try {
         this.applyTargets(this.counter, index.targets());

@@ -5,18 +5,19 @@
 // table has never seen, until the next full read. The agent reads again when this says so.
 import type { PrefilterTargets } from '../kernel/conntrack/prefilter.js';
 
-const keyOf = (v: PrefilterTargets['vips'][number]): string => `${v.protoNum}|${v.address}|${v.port}`;
+type Vip = PrefilterTargets['vips'][number];
+const keyOf = (v: Vip): string => `${v.protoNum}|${v.address}|${v.port}`;
 
 export class VipCoverage {
   private covered = new Set<string>();
 
   /** A full read starts with these targets. */
-  readFor(t: PrefilterTargets): void {
-    this.covered = new Set(t.vips.map(keyOf));
+  readFor(vips: readonly Vip[]): void {
+    this.covered = new Set(vips.map(keyOf));
   }
 
-  /** Whether these targets hold a VIP the last full read did not look for. */
-  misses(t: PrefilterTargets): boolean {
-    return t.vips.some((v) => !this.covered.has(keyOf(v)));
+  /** Whether these VIPs hold one the last full read did not look for. */
+  misses(vips: readonly Vip[]): boolean {
+    return vips.some((v) => !this.covered.has(keyOf(v)));
   }
 }
