@@ -14,7 +14,8 @@
 // Each child reads, changes one rule, reads again while still holding the first
 // result (as the agent's source runner does), and reports heap and RSS after a
 // full GC, its peak RSS, and the read's wall and CPU time. Prints the host's load.
-//   sudo node --import tsx bench/nat-memory.ts [--services 5000] [--endpoints 20000] [--modes none,facts,parsed,full]
+//   sudo node --import tsx bench/nat-memory.ts [--services 5000] [--endpoints 20000] [--modes none,facts,parsed,full] [--netns-prefix cbns-nat]
+// (--netns-prefix: runs beside one another use their own namespace names)
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -98,7 +99,7 @@ async function main(): Promise<void> {
   const cluster = syntheticCluster(services, endpoints);
   const rules = kubeProxyRules(cluster.list.items);
   const dir = mkdtempSync(join(tmpdir(), 'cbns-nat-'));
-  const ns = Netns.create('cbns-nat');
+  const ns = Netns.create(argv.includes('--netns-prefix') ? argv[argv.indexOf('--netns-prefix') + 1]! : 'cbns-nat');
   try {
     const file = join(dir, 'rules');
     writeFileSync(file, rules.text);

@@ -17,6 +17,7 @@
 import { kubeNftFacts, type NftFilterChain, type NftNoLocalEndpoints } from '../nft/kube.js';
 import type { NftSnapshot } from '../nft/types.js';
 import { DumpNatRules, type NatRules, type PodSelectors } from './nat-rules.js';
+import { OwnText } from './own-text.js';
 import { findOptions } from './rule-spec.js';
 import { walkNat, type WalkResult, type WalkTables } from './walk.js';
 import type { IpsetSet, IptablesDump, IptablesRule, NatFamily, NatSnapshot } from './types.js';
@@ -127,14 +128,16 @@ export function xtablesFacts(nat: NatSnapshot | undefined): KubeNatFacts {
 export function natRulesFacts(tables: readonly NatRules[], ipsets: readonly IpsetSet[]): KubeNatFacts {
   const sets = new Map(ipsets.map((s) => [s.name, s] as const));
   const facts: KubeNatFacts = { mode: 'none', modeEvidence: [], podSelectors: {}, loadBalancers: [], nodePorts: [] };
+  // The strings the facts keep, for this read only (own-text.ts).
+  const text = new OwnText();
   let iptables = false;
   let ipvs = false;
   for (const chains of tables) {
     const names = chains.chainNames();
     const ipt = names.filter((n) => IPTABLES_CHAIN.test(n) || n === 'KUBE-NODEPORTS');
     const vs = names.filter((n) => n === 'KUBE-LOAD-BALANCER' || n === 'KUBE-NODE-PORT');
-    if (ipt.length) facts.modeEvidence.push(`${chains.source}: iptables-mode chains ${sample(ipt)}`);
-    if (vs.length) facts.modeEvidence.push(`${chains.source}: IPVS-mode chains ${sample(vs)}`);
+    if (ipt.length) facts.modeEvidence.push(text.own(`${chains.source}: iptables-mode chains ${sample(ipt)}`));
+    if (vs.length) facts.modeEvidence.push(text.own(`${chains.source}: IPVS-mode chains ${sample(vs)}`));
     if (!chains.has('KUBE-SERVICES')) facts.modeEvidence.push(`${chains.source}: no KUBE-SERVICES chain in the nat table`);
     iptables ||= ipt.length > 0;
     ipvs ||= vs.length > 0;
@@ -144,8 +147,8 @@ export function natRulesFacts(tables: readonly NatRules[], ipsets: readonly Ipse
     const familySets = new Map([...sets].filter(([, s]) => setFamily(s) === undefined || setFamily(s) === chains.family));
     const t: WalkTables = { chains, sets: familySets, pod: chains.podSelectors() };
     facts.podSelectors[chains.family] = t.pod;
-    facts.loadBalancers.push(...loadBalancers(t));
-    facts.nodePorts.push(...iptablesNodePorts(t), ...ipvsNodePorts(t));
+    facts.loadBalancers.push(...loadBalancers(t, text));
+    facts.nodePorts.push(...iptablesNodePorts(t, text), ...ipvsNodePorts(t, text));
   }
   facts.mode = iptables && ipvs ? 'mixed' : iptables ? 'iptables' : ipvs ? 'ipvs' : 'none';
   if (!iptables) delete facts.iptablesGeneration;
@@ -161,12 +164,12 @@ interface VipCandidate {
   origin: string;
 }
 
-function loadBalancers(t: WalkTables): LoadBalancerFact[] {
+function loadBalancers(t: WalkTables, text: OwnText): LoadBalancerFact[] {
   const start = some(t.chains.rules('PREROUTING', 'KUBE-SERVICES'), (r) => r.target === 'KUBE-SERVICES') ? 'PREROUTING' : 'KUBE-SERVICES';
   const source = t.chains.source;
   const seen = new Set<string>();
   const out: LoadBalancerFact[] = [];
-  for (const c of [...iptablesVips(t), ...ipvsVips(t)]) {
+  for (const c of [...iptablesVips(t, text), ...ipvsVips(t, text)]) {
     const key = `${c.vip}|${c.port}|${c.protocol}`;
     if (seen.has(key)) continue;
     seen.add(key);
@@ -181,13 +184,13 @@ function loadBalancers(t: WalkTables): LoadBalancerFact[] {
       ...(policy ? { trafficPolicy: policy } : {}),
       podTraffic: walk.masq.some((s) => s.certain) ? 'masquerade' : walk.masq.length ? 'unknown' : 'exempt',
       capture: captureOf(walk),
-      evidence: [...new Set([c.origin, ...walkEvidence(source, walk)])],
+      evidence: [...new Set([c.origin, ...walkEvidence(source, walk, text)])],
     });
   }
   return out;
 }
 
-function iptablesVips(t: WalkTables): VipCandidate[] {
+function iptablesVips(t: WalkTables, text: OwnText): VipCandidate[] {
   const out: VipCandidate[] = [];
   for (const r of t.chains.rules('KUBE-SERVICES', LB_COMMENT_END)) {
     if (!r.comment?.endsWith(LB_COMMENT_END)) continue;
@@ -196,18 +199,18 @@ function iptablesVips(t: WalkTables): VipCandidate[] {
     const port = findOptions(r.matches, '--dport')[0]?.values[0];
     if (!d || !p || !port) continue;
     out.push({
-      vip: d.replace(/\/(32|128)$/, ''),
+      vip: text.own(d.replace(/\/(32|128)$/, '')),
       port: Number(port),
-      protocol: p.toLowerCase(),
-      service: r.comment.slice(0, -LB_COMMENT_END.length),
-      origin: ruleEvidence(t.chains.source, r),
+      protocol: text.protocol(p),
+      service: text.own(r.comment.slice(0, -LB_COMMENT_END.length)),
+      origin: ruleEvidence(t.chains.source, r, text),
     });
   }
   return out;
 }
 
 /** IPVS mode: the members of the sets that KUBE-SERVICES matches to jump to KUBE-LOAD-BALANCER. */
-function ipvsVips(t: WalkTables): VipCandidate[] {
+function ipvsVips(t: WalkTables, text: OwnText): VipCandidate[] {
   const out: VipCandidate[] = [];
   for (const r of t.chains.rules('KUBE-SERVICES', 'KUBE-LOAD-BALANCER')) {
     if (r.target !== 'KUBE-LOAD-BALANCER') continue;
@@ -217,7 +220,7 @@ function ipvsVips(t: WalkTables): VipCandidate[] {
         const [ip, protoPort] = m.entry.split(',');
         const [proto, port] = (protoPort ?? '').split(':');
         if (!ip || !proto || !port) continue;
-        out.push({ vip: ip, port: Number(port), protocol: proto, origin: flat('ipset ', set!.name, ' member ', m.entry) });
+        out.push({ vip: text.own(ip), port: Number(port), protocol: text.protocol(proto), origin: text.own(flat('ipset ', set!.name, ' member ', m.entry)) });
       }
     }
   }
@@ -277,7 +280,7 @@ function captureOf(walk: WalkResult): LoadBalancerFact['capture'] {
 const FAN_OUT_CHAIN = /^KUBE-(SVC|SVL)-/;
 const ENDPOINT_CHAIN = 'KUBE-SEP-';
 
-function walkEvidence(source: string, walk: WalkResult): string[] {
+function walkEvidence(source: string, walk: WalkResult, text: OwnText): string[] {
   const out: string[] = [];
   // One endpoint of a fan-out shows the path; the others only repeat it with another address
   // (the endpoints are in the cluster view). Quoting each would make a fact's size grow with
@@ -300,22 +303,22 @@ function walkEvidence(source: string, walk: WalkResult): string[] {
       }
       quotedOf.add(r.chain);
     } else if (r.chain.startsWith(ENDPOINT_CHAIN) && skippedSep.has(r.chain)) continue;
-    out.push(ruleEvidence(source, r, s.certain ? '' : ' (may not apply)'));
+    out.push(ruleEvidence(source, r, text, s.certain ? '' : ' (may not apply)'));
   }
   for (const [chain, m] of more) {
-    out[m.at] = flat(source, ': ', chain, ' jumps to ', String(m.n), ' more endpoint chain', m.n === 1 ? '' : 's', ' (KUBE-SEP-... DNAT), like the one above');
+    out[m.at] = text.own(flat(source, ': ', chain, ' jumps to ', String(m.n), ' more endpoint chain', m.n === 1 ? '' : 's', ' (KUBE-SEP-... DNAT), like the one above'));
   }
   for (const l of walk.lookups) {
-    if (l.result === 'yes') out.push(flat('ipset ', l.set, ' has ', l.key, ' (', source, ':', String(l.rule.line), ')'));
+    if (l.result === 'yes') out.push(text.own(flat('ipset ', l.set, ' has ', l.key, ' (', source, ':', String(l.rule.line), ')')));
     else if (l.certain && l.rule.target === 'RETURN' && l.result === 'no') {
-      out.push(flat('ipset ', l.set, ' does not have ', l.key, ' (', source, ':', String(l.rule.line), ')'));
+      out.push(text.own(flat('ipset ', l.set, ' does not have ', l.key, ' (', source, ':', String(l.rule.line), ')')));
     }
   }
   return out;
 }
 
-function ruleEvidence(source: string, r: IptablesRule, suffix = ''): string {
-  return flat(source, ':', String(r.line), ': -A ', r.chain, ' ', r.spec, suffix);
+function ruleEvidence(source: string, r: IptablesRule, text: OwnText, suffix = ''): string {
+  return text.own(flat(source, ':', String(r.line), ': -A ', r.chain, ' ', r.spec, suffix));
 }
 
 /**
@@ -327,16 +330,16 @@ function flat(...parts: string[]): string {
   return parts.join('');
 }
 
-function iptablesNodePorts(t: WalkTables): NodePortFact[] {
+function iptablesNodePorts(t: WalkTables, text: OwnText): NodePortFact[] {
   const byKey = new Map<string, NodePortFact>();
   for (const r of t.chains.rules('KUBE-NODEPORTS')) {
     const port = findOptions(r.matches, '--dport')[0]?.values[0];
     const proto = findOptions(r.matches, '-p', '')[0]?.values[0];
     if (!port || !proto || !r.target) continue;
     const key = `${proto}|${port}`;
-    const fact = byKey.get(key) ?? { family: t.chains.family, port: Number(port), protocol: proto.toLowerCase(), evidence: [] };
-    if (r.comment && !fact.service) fact.service = r.comment;
-    fact.evidence.push(ruleEvidence(t.chains.source, r));
+    const fact = byKey.get(key) ?? { family: t.chains.family, port: Number(port), protocol: text.protocol(proto), evidence: [] };
+    if (r.comment && !fact.service) fact.service = text.own(r.comment);
+    fact.evidence.push(ruleEvidence(t.chains.source, r, text));
     const policy = r.target.startsWith('KUBE-XLB-')
       ? 'Local'
       : r.target.startsWith('KUBE-EXT-')
@@ -351,10 +354,11 @@ function iptablesNodePorts(t: WalkTables): NodePortFact[] {
 }
 
 /** IPVS mode: KUBE-NODE-PORT matches port sets; the ones that RETURN hold the ETP=Local ports. */
-function ipvsNodePorts(t: WalkTables): NodePortFact[] {
+function ipvsNodePorts(t: WalkTables, text: OwnText): NodePortFact[] {
   const byKey = new Map<string, NodePortFact>();
   for (const r of t.chains.rules('KUBE-NODE-PORT')) {
-    const proto = findOptions(r.matches, '-p', '')[0]?.values[0]?.toLowerCase();
+    const p = findOptions(r.matches, '-p', '')[0]?.values[0];
+    const proto = p === undefined ? undefined : text.protocol(p);
     const setName = findOptions(r.matches, '--match-set', 'set')[0]?.values[0];
     const set = setName ? t.sets.get(setName) : undefined;
     if (!proto || !set) continue;
@@ -362,7 +366,7 @@ function ipvsNodePorts(t: WalkTables): NodePortFact[] {
       const port = Number(m.entry.slice(m.entry.lastIndexOf(':') + 1));
       const key = `${proto}|${port}`;
       const fact = byKey.get(key) ?? { family: t.chains.family, port, protocol: proto, evidence: [] };
-      fact.evidence.push(flat('ipset ', set.name, ' member ', m.entry, ' (', ruleEvidence(t.chains.source, r), ')'));
+      fact.evidence.push(text.own(flat('ipset ', set.name, ' member ', m.entry, ' (', ruleEvidence(t.chains.source, r, text), ')')));
       if (r.target === 'RETURN') fact.trafficPolicy = 'Local';
       else fact.trafficPolicy ??= 'Cluster';
       byKey.set(key, fact);

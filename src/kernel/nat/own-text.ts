@@ -1,0 +1,39 @@
+// Strings the NAT facts keep, made independent of the rule text they were cut
+// from and shared between facts. The agent keeps the facts of every LB Service
+// for as long as the rules do not change; the save output they come from is
+// gone after the read. But V8 makes a substring of 13 characters or more (a
+// slice, a regexp match, a token) a view that keeps its whole parent alive: a
+// fact's service name cut from a rule's comment kept that rule's line. And the
+// same evidence line (e.g. the PREROUTING jump to KUBE-SERVICES) was quoted by
+// every LB fact as its own string. A table lives for one read: each text it is
+// given comes back as one flat copy, the same string for the same text.
+
+/** Protocols as constants: thousands of facts hold one of these. */
+const PROTOCOLS = new Map(['tcp', 'udp', 'sctp'].map((p) => [p, p] as const));
+
+export class OwnText {
+  private readonly seen = new Map<string, string>();
+
+  /** `s`, flat and shared: the string this table returned before for the same text, or a copy. */
+  own(s: string): string {
+    const had = this.seen.get(s);
+    if (had !== undefined) return had;
+    const copy = flatCopy(s);
+    this.seen.set(copy, copy);
+    return copy;
+  }
+
+  /** A protocol name lower-cased: tcp, udp and sctp as constants, others owned. */
+  protocol(p: string): string {
+    const lower = p.toLowerCase();
+    return PROTOCOLS.get(lower) ?? this.own(lower);
+  }
+}
+
+/**
+ * A copy of `s` that refers to nothing else. Array#join of one part, String#concat with '' and
+ * the like return `s` itself (still a slice); joining two non-empty parts writes a new string.
+ */
+export function flatCopy(s: string): string {
+  return s.length < 2 ? s : [s.slice(0, 1), s.slice(1)].join('');
+}
