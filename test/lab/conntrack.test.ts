@@ -160,6 +160,16 @@ describe.skipIf(!isRoot)('conntrack (ctnetlink, real kernel)', () => {
       // The resync dump saw the whole table as it is now.
       expect(resync.entries).toBe(theirs(client).length);
       expect(w.stats.resyncs).toBeGreaterThanOrEqual(1);
+      // Between dumps the dump socket holds no receive buffer (1 MiB touched by each dump)...
+      const dumps = (w as unknown as { dumps: { batch?: Buffer } }).dumps;
+      expect(dumps.batch).toBeUndefined();
+      // ...and the next overflow's dump gets one again and reads the whole table.
+      const before = { ends: resync.ends, entries: resync.entries };
+      client.sh(`for i in $(seq 1 300); do conntrack -I -p udp -s 10.30.0.1 -d 10.0.9.10 --sport $((10000+i)) --dport 53 -t 60 2>/dev/null; done`);
+      await until(() => resync.ends > before.ends, 10_000);
+      await w.idle();
+      expect(resync.entries - before.entries).toBeGreaterThanOrEqual(theirs(client).length);
+      expect(dumps.batch).toBeUndefined();
     } finally {
       w.stop();
     }

@@ -239,6 +239,8 @@ export class ConntrackWatch {
       .catch((e: unknown) => this.error(e as Error))
       .finally(() => {
         this.resyncing = undefined;
+        // Dumps on this socket are rare (after an overflow): its 1 MiB buffer is not kept between them.
+        this.dumps.releaseBuffer();
       });
   }
 }

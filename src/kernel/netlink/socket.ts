@@ -169,7 +169,9 @@ export class NetlinkSocket implements RawDumper {
   /** Effective receive buffer (as the kernel reports it). */
   readonly rcvbuf: number;
   private seq = Math.floor(Math.random() * 0x7fffffff);
-  private readonly buf: Buffer;
+  /** The receive batch buffer, allocated on first use (see releaseBuffer). */
+  private batch?: Buffer;
+  private readonly batchBytes: number;
   private readonly maxDatagram: number;
   private readonly status = new Int32Array(2 + MAX_BATCH_DATAGRAMS);
   private poll: PollHandle | undefined;
@@ -204,12 +206,25 @@ export class NetlinkSocket implements RawDumper {
       n.nlClose(this.fd);
       throw e;
     }
-    this.buf = Buffer.allocUnsafe(opts.batchBytes ?? 1 << 20);
+    this.batchBytes = opts.batchBytes ?? 1 << 20;
     this.maxDatagram = opts.maxDatagram ?? 256 << 10;
   }
 
   static open(protocol: number, opts: SocketOptions = {}): NetlinkSocket {
     return new NetlinkSocket(protocol, opts);
+  }
+
+  private get buf(): Buffer {
+    return (this.batch ??= Buffer.allocUnsafe(this.batchBytes));
+  }
+
+  /**
+   * Lets the receive buffer go until the next receive allocates it again: a socket kept open for
+   * rare dumps (the conntrack watch's, after an overflow) would otherwise hold 1 MiB of touched
+   * memory between them. Call it only between requests, never while one is being received.
+   */
+  releaseBuffer(): void {
+    this.batch = undefined;
   }
 
   /** Joins a multicast group (numbered, as in NETLINK_ADD_MEMBERSHIP). */
@@ -418,7 +433,16 @@ export class NetlinkSocket implements RawDumper {
   private ensurePoll(): void {
     if (this.poll) return;
     this.poll = native().pollStart(this.fd, (status) => {
-      if (this.subscriber) return this.subscriber(status);
+      const sub = this.subscriber;
+      if (sub) {
+        sub(status);
+        // A negative status is libuv saying it saw POLLERR and STOPPED watching the fd (it does so
+        // for any poll handle). On a netlink socket that is the pending socket error, e.g. the
+        // ENOBUFS of an overflow, which the receive above has read and cleared: watch again, or no
+        // event is ever delivered after the first overflow.
+        if (status < 0 && this.subscriber === sub && !this.closed) native().pollSet(this.poll!, UV_READABLE);
+        return;
+      }
       // A request is waiting: pause the level-triggered watcher until the next wait.
       native().pollSet(this.poll!, 0);
       const w = this.wake;
