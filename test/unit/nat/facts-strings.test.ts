@@ -10,16 +10,21 @@ import { natRulesFacts, type KubeNatFacts } from '../../../src/kernel/nat/kube.j
 import { SaveNatRules } from '../../../src/kernel/nat/save-rules.js';
 
 interface Snapshot {
-  snapshot: { meta: { node_fields: string[]; node_types: [string[]] } };
+  snapshot: { meta: { node_fields: string[]; node_types: [string[]]; edge_fields: string[]; edge_types: [string[]] } };
   nodes: number[];
+  edges: number[];
   strings: string[];
+}
+
+async function snapshot(): Promise<Snapshot> {
+  const chunks: Buffer[] = [];
+  for await (const c of getHeapSnapshot()) chunks.push(c as Buffer);
+  return JSON.parse(Buffer.concat(chunks).toString('utf8')) as Snapshot;
 }
 
 /** The values of the string nodes (flat strings, not slices or cons strings) in this process's heap. */
 async function heapStrings(): Promise<string[]> {
-  const chunks: Buffer[] = [];
-  for await (const c of getHeapSnapshot()) chunks.push(c as Buffer);
-  const s = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Snapshot;
+  const s = await snapshot();
   const fields = s.snapshot.meta.node_fields;
   const types = s.snapshot.meta.node_types[0];
   const [iType, iName, n] = [fields.indexOf('type'), fields.indexOf('name'), fields.length];
@@ -43,6 +48,46 @@ describe("the NAT facts' strings after a read", () => {
     // it (one a fact before own-text.ts). One or two may stay as the subject of V8's last regexp match.
     expect(strings.filter((v) => v.startsWith('-A ')).length).toBeLessThanOrEqual(2);
     expect(all.filter((v) => v === prerouting).length).toBe(1);
+    facts = undefined;
+  }, 60_000);
+
+  it('hold each NodePort fact\'s evidence in an array of its size (no room for 17 lines)', async () => {
+    let bytes: Buffer | undefined = Buffer.from(kubeProxyRules(syntheticCluster(60, 240).list.items).text);
+    let facts: KubeNatFacts | undefined = natRulesFacts([new SaveNatRules(bytes, { source: 'iptables-save', family: 4 })], []);
+    bytes = undefined;
+    const most = Math.max(...facts.nodePorts.map((f) => f.evidence.length));
+    expect(facts.nodePorts.length).toBeGreaterThan(60);
+    const s = await snapshot();
+    const { node_fields: nf, edge_fields: ef, node_types: nt, edge_types: et } = s.snapshot.meta;
+    const [iName, iSize, iEdges, nN] = [nf.indexOf('name'), nf.indexOf('self_size'), nf.indexOf('edge_count'), nf.length];
+    const [eType, eName, eTo, nE] = [ef.indexOf('type'), ef.indexOf('name_or_index'), ef.indexOf('to_node'), ef.length];
+    const edgeTypes = et[0];
+    const firstEdge: number[] = [];
+    for (let i = 0, e = 0; i < s.nodes.length; i += nN) {
+      firstEdge.push(e);
+      e += s.nodes[i + iEdges]! * nE;
+    }
+    const edges = (node: number): { type: string; name: string; to: number }[] => {
+      const out = [];
+      for (let k = 0, e = firstEdge[node / nN]!; k < s.nodes[node + iEdges]!; k++, e += nE) {
+        const type = edgeTypes[s.edges[e + eType]!]!;
+        out.push({ type, name: type === 'element' || type === 'hidden' ? '' : s.strings[s.edges[e + eName]!]!, to: s.edges[e + eTo]! });
+      }
+      return out;
+    };
+    // NodePort facts: objects with 'protocol' and 'evidence' and no 'vip' (numbers are no edges); their evidence's store.
+    const stores: number[] = [];
+    for (let i = 0; i < s.nodes.length; i += nN) {
+      if (nt[0][s.nodes[i]!] !== 'object' || s.strings[s.nodes[i + iName]!] !== 'Object') continue;
+      const es = edges(i);
+      const ev = es.find((e) => e.type === 'property' && e.name === 'evidence');
+      if (!ev || !es.some((e) => e.name === 'protocol') || es.some((e) => e.name === 'vip')) continue;
+      const store = edges(ev.to).find((e) => e.type === 'internal' && e.name === 'elements');
+      if (store) stores.push(s.nodes[store.to + iSize]!);
+    }
+    expect(stores.length).toBeGreaterThanOrEqual(facts.nodePorts.length);
+    // A header (16 bytes) and one pointer (8 bytes at most) per line.
+    expect(Math.max(...stores)).toBeLessThanOrEqual(16 + 8 * most);
     facts = undefined;
   }, 60_000);
 });
