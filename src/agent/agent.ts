@@ -273,7 +273,8 @@ export class Agent {
       counter.fallbackReason,
       notCounted ? `${notCounted} LB VIP:ports not counted: the eBPF maps hold ${max} per address family` : undefined,
     ].filter((n): n is string => !!n);
-    this.health.up('capture', notes.length ? notes.join('; ') : undefined);
+    if (counter.stopped !== undefined) this.health.down('capture', counter.stopped);
+    else this.health.up('capture', notes.length ? notes.join('; ') : undefined);
   }
 
   private scheduleDiagnose(): void {

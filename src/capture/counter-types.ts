@@ -13,6 +13,11 @@ export interface Counter {
    * eBPF did not run. The capture source is then up but degraded, and says so.
    */
   fallbackReason?: string;
+  /**
+   * Set when the counters stopped counting for good (pcap: the interface was deleted): why. The
+   * counts read keep what was counted until then; the capture source is down with this reason.
+   */
+  readonly stopped?: string;
   /** How many LB VIP:ports per address family the backend can count (eBPF: its maps' size); none: no bound. */
   readonly maxVipsPerFamily?: number;
   /** Replaces the target sets; takes effect at once, counting continues. */

@@ -25,7 +25,9 @@ export interface CaptureResult {
   /** File size in bytes. */
   bytes: number;
   /** Why the capture ended. */
-  stoppedBy: 'time' | 'size' | 'signal';
+  stoppedBy: 'time' | 'size' | 'signal' | 'error';
+  /** With stoppedBy 'error': why the capture could not go on (e.g. its interface was deleted). */
+  error?: string;
   /** Matching packets the kernel dropped (buffer full) plus those not written because of maxBytes. */
   dropped: number;
 }
@@ -66,7 +68,17 @@ export async function capture(filter: string, opts: CaptureOptions): Promise<Cap
   const reader = new PcapReader(
     opts.ifname,
     // Immediate: evidence is low-rate, and a short capture must not wait for blocks.
-    { snaplen, bufferSize: 8 << 20, timeoutMs: 100, immediate: 1, netnsPath: opts.netnsPath, batchPackets: 256, batchBytes: 64 * snaplen },
+    {
+      snaplen,
+      bufferSize: 8 << 20,
+      timeoutMs: 100,
+      immediate: 1,
+      netnsPath: opts.netnsPath,
+      batchPackets: 256,
+      batchBytes: 64 * snaplen,
+      // The file holds what was captured until then; the result says why it ends early.
+      onStopped: (reason) => finish('error', reason),
+    },
     (b) => write(b),
   );
   let dump: ReturnType<typeof addon.pcapDumpOpen>;
@@ -85,7 +97,7 @@ export async function capture(filter: string, opts: CaptureOptions): Promise<Cap
   const onAbort = () => finish('signal');
   opts.signal?.addEventListener('abort', onAbort, { once: true });
 
-  function finish(why: CaptureResult['stoppedBy']): void {
+  function finish(why: CaptureResult['stoppedBy'], error?: string): void {
     if (finished) return;
     finished = true;
     clearTimeout(timer);
@@ -94,7 +106,14 @@ export async function capture(filter: string, opts: CaptureOptions): Promise<Cap
     const kernelDropped = reader.stats().dropped;
     reader.close();
     addon.pcapDumpClose(dump);
-    resolve({ file: opts.file, packets, bytes: size, stoppedBy: full ? 'size' : why, dropped: kernelDropped + skipped });
+    resolve({
+      file: opts.file,
+      packets,
+      bytes: size,
+      stoppedBy: full ? 'size' : why,
+      dropped: kernelDropped + skipped,
+      ...(error !== undefined && !full ? { error } : {}),
+    });
   }
 
   if (opts.signal?.aborted) finish('signal');

@@ -2,6 +2,10 @@
 // direction with a kernel filter passing only candidates, headers only (short
 // snap length, large buffer, batched reads), classified in TypeScript.
 // Limits: counts skbs, not GSO segments; losses show as drops (pcap_stats).
+// A link flap (down/up) loses nothing: the sockets stay bound to the interface
+// and the readers watch them again after the error a link down reports. A
+// deleted interface ends the capture for good: `stopped` says so and why.
+import { performance } from 'node:perf_hooks';
 import type { Logger } from '../log.js';
 import { PCAP_META_WORDS } from '../native/pcap.js';
 import { classify, linkHeaderLength, parseHeaders, TargetIndex } from './classify.js';
@@ -23,6 +27,8 @@ import {
 /** Enough for Ethernet + VLAN + IPv6 with an extension header + ports. */
 const SNAPLEN = 128;
 const DEFAULT_BUFFER = 8 << 20;
+/** Socket errors (link downs) are logged at most this often. */
+const SOCKET_ERROR_LOG_MS = 60_000;
 const PROTOS = Object.fromEntries(Object.entries(PROTO_NUMBERS).map(([k, v]) => [v, k])) as Record<number, Proto>;
 
 export class PcapCounter implements Counter {
@@ -35,6 +41,8 @@ export class PcapCounter implements Counter {
   private readonly readers: Record<Direction, PcapReader>;
   private readonly l2: Record<Direction, number>;
   private closed = false;
+  private stopReason: string | undefined;
+  private socketErrorsLogged = { at: -Infinity, count: 0 };
 
   private constructor(
     readonly ifname: string,
@@ -53,6 +61,8 @@ export class PcapCounter implements Counter {
           direction: direction === 'ingress' ? 1 : 2,
           netnsPath: opts.netnsPath,
           batchPackets: 4096,
+          onStopped: (reason) => this.readerStopped(direction, reason),
+          onSocketError: () => this.socketError(),
         },
         (b) => this.count(b, direction),
       );
@@ -87,6 +97,30 @@ export class PcapCounter implements Counter {
     return c;
   }
 
+  /**
+   * Why the counters stopped counting (a capture could not go on, e.g. its interface was deleted);
+   * the counts read still hold what was counted until then. Undefined while counting.
+   */
+  get stopped(): string | undefined {
+    return this.stopReason;
+  }
+
+  private readerStopped(direction: Direction, reason: string): void {
+    this.stopReason ??= `pcap capture on ${this.ifname} (${direction}) stopped: ${reason}; ${direction} packets are not counted since`;
+    this.log?.error({ ifname: this.ifname, direction, reason }, 'pcap capture stopped; the counters no longer count');
+  }
+
+  private socketError(): void {
+    const now = performance.now();
+    const total = this.readers.ingress.socketErrors + this.readers.egress.socketErrors;
+    if (now - this.socketErrorsLogged.at < SOCKET_ERROR_LOG_MS) return;
+    this.log?.warn(
+      { ifname: this.ifname, socketErrors: total, sinceLastLog: total - this.socketErrorsLogged.count },
+      'pcap capture socket reported an error (the link went down?); capturing again',
+    );
+    this.socketErrorsLogged = { at: now, count: total };
+  }
+
   private linkHeader(r: PcapReader): number {
     const l2 = linkHeaderLength(r.linkType);
     if (l2 === undefined) {
@@ -106,6 +140,7 @@ export class PcapCounter implements Counter {
   }
 
   private installFilter(direction: Direction, expression: string): void {
+    if (this.readers[direction].stopped !== undefined) return;
     try {
       this.readers[direction].setFilter(expression);
     } catch (e) {

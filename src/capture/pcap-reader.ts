@@ -1,9 +1,19 @@
 // A live pcap capture read in batches: the event loop watches the capture's
 // fd, and each readable event drains whatever the kernel has handed over.
+// A socket error (the link went down) stops libuv's watcher: the reader reads
+// (which clears the error) and watches again. What it cannot recover from
+// (the interface was deleted) stops the capture with a reason, reported to the
+// owner; nothing thrown from the watcher reaches the process (that would be an
+// uncaught exception, i.e. a crash of the agent).
+import { performance } from 'node:perf_hooks';
 import { native } from '../native/index.js';
 import type { PollHandle } from '../native/poll.js';
 import { pcapAddon, PCAP_META_WORDS, type PcapAddon, type PcapHandle, type PcapOpenOptions } from '../native/pcap.js';
 import { captureError } from './errors.js';
+import { SocketErrorPolicy } from './socket-errors.js';
+
+const UV_READABLE = 1;
+const errText = (e: unknown): string => (e instanceof Error ? e.message : String(e));
 
 export interface PcapBatch {
   data: Uint8Array;
@@ -17,6 +27,10 @@ export interface PcapReaderOptions extends PcapOpenOptions {
   batchPackets?: number;
   /** Bytes of packet data per batch; at least one snaplen. */
   batchBytes?: number;
+  /** The capture stopped for good (its interface was deleted...): called once, from the event loop. */
+  onStopped?: (reason: string) => void;
+  /** The socket reported an error and the reader watches it again (e.g. the link went down). */
+  onSocketError?: () => void;
 }
 
 export interface PcapStats {
@@ -34,10 +48,14 @@ export class PcapReader {
   private readonly batch: PcapBatch;
   private poll: PollHandle | undefined;
   private closed = false;
+  private readonly errors = new SocketErrorPolicy();
+  private retry: NodeJS.Timeout | undefined;
+  /** Why the capture stopped; set once, then the reader delivers nothing more. */
+  stopped: string | undefined;
 
   constructor(
     readonly ifname: string,
-    opts: PcapReaderOptions,
+    private readonly opts: PcapReaderOptions,
     private readonly onBatch: (b: PcapBatch) => void,
   ) {
     this.addon = pcapAddon();
@@ -54,25 +72,89 @@ export class PcapReader {
   }
 
   setFilter(expression: string): void {
+    if (this.stopped !== undefined) return; // nothing is read any more
     this.addon.pcapSetFilter(this.handle, expression);
+  }
+
+  /** Socket errors seen so far (one per link down, typically). */
+  get socketErrors(): number {
+    return this.errors.total;
   }
 
   /** Starts delivering batches from the event loop. */
   start(): void {
     if (this.poll || this.closed) return;
-    this.poll = native().pollStart(this.addon.pcapFd(this.handle), () => {
-      // Bounded, so a flood cannot starve the event loop; the watcher is
-      // level-triggered and fires again while packets are pending.
-      if (!this.closed) this.drain(16);
-    });
+    this.poll = native().pollStart(this.addon.pcapFd(this.handle), (status) => this.onPoll(status));
   }
 
-  /** Reads what is pending now (up to maxBatches batches); returns the number of packets. */
+  private onPoll(status: number): void {
+    if (this.closed || this.stopped !== undefined) return;
+    try {
+      this.onReadable(status);
+    } catch (e) {
+      // onBatch or a hook failed: a bug, but one that must not take the agent down (a throw from
+      // here is an uncaught exception). stop() is a no-op when it was the one that failed.
+      this.stop(`reading the capture failed: ${errText(e)}`);
+    }
+  }
+
+  private onReadable(status: number): void {
+    // Bounded, so a flood cannot starve the event loop; the watcher is
+    // level-triggered and fires again while packets are pending. After an
+    // error status this read also takes the error off the socket (libpcap
+    // reads SO_ERROR): a link down reads as no packets, a deleted interface
+    // as "The interface disappeared", which stops the reader.
+    this.drain(16);
+    if (status >= 0 || this.closed || this.stopped !== undefined) return;
+    // libuv saw POLLERR and stopped watching: watch again, or nothing is ever read again.
+    const next = this.errors.onError(performance.now());
+    if (next.watch === 'never') {
+      this.stop(`the capture socket keeps reporting an error (${next.run} in a row, libuv status ${status})`);
+      return;
+    }
+    this.opts.onSocketError?.();
+    if (next.watch === 'now') this.watchAgain();
+    else {
+      this.retry = setTimeout(() => {
+        this.retry = undefined;
+        this.watchAgain();
+      }, next.afterMs);
+    }
+  }
+
+  private watchAgain(): void {
+    if (this.closed || this.stopped !== undefined) return;
+    try {
+      native().pollSet(this.poll!, UV_READABLE);
+    } catch (e) {
+      this.stop(`watching the capture socket again failed: ${errText(e)}`);
+    }
+  }
+
+  /** Ends delivery for good; the handle stays open for stats() until close(). */
+  private stop(reason: string): void {
+    if (this.stopped !== undefined || this.closed) return;
+    this.stopped = reason;
+    clearTimeout(this.retry);
+    if (this.poll) native().pollSet(this.poll, 0);
+    this.opts.onStopped?.(reason);
+  }
+
+  /**
+   * Reads what is pending now (up to maxBatches batches); returns the number of packets. A capture
+   * that cannot be read any more (interface deleted) stops instead of throwing.
+   */
   drain(maxBatches = Infinity): number {
     let total = 0;
-    if (this.closed) return 0;
+    if (this.closed || this.stopped !== undefined) return 0;
     for (let i = 0; i < maxBatches; i++) {
-      const n = this.addon.pcapRead(this.handle, this.batch.data, this.batch.meta);
+      let n: number;
+      try {
+        n = this.addon.pcapRead(this.handle, this.batch.data, this.batch.meta);
+      } catch (e) {
+        this.stop(errText(e));
+        return total;
+      }
       if (n === 0) return total;
       this.batch.count = n;
       total += n;
@@ -90,6 +172,7 @@ export class PcapReader {
   close(): void {
     if (this.closed) return;
     this.closed = true;
+    clearTimeout(this.retry);
     // The watcher must stop before the fd closes.
     if (this.poll) native().pollStop(this.poll);
     this.addon.pcapClose(this.handle);

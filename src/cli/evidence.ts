@@ -119,6 +119,7 @@ async function run(flags: EvidenceFlags): Promise<void> {
   if (pcap) {
     const r = await pcap;
     process.stderr.write(`clbprobe: wrote ${r.packets} packets (${r.bytes} bytes, ${r.dropped} dropped) to ${r.file}\n`);
+    if (r.error) process.stderr.write(`clbprobe: the capture stopped early: ${r.error}\n`);
   }
 }
 

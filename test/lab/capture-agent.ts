@@ -16,7 +16,7 @@ if (!ifname || !nsArg || (mode !== 'tcx' && mode !== 'tc' && mode !== 'auto')) {
 }
 const netnsPath = nsArg === '-' ? undefined : nsArg;
 const warnings: string[] = [];
-const logger = { warn: (o: { reason?: string }, msg: string) => warnings.push(`${msg}: ${o.reason}`), info: () => {} };
+const logger = { warn: (o: { reason?: string }, msg: string) => warnings.push(`${msg}: ${o.reason}`), info: () => {}, error: () => {} };
 try {
   const counter =
     mode === 'auto'
@@ -27,7 +27,7 @@ try {
   process.stdout.write(`${JSON.stringify({ backend: counter.backend, description: counter.description, attach, fallbackReason: (counter as Counter).fallbackReason, warnings })}\n`);
   createInterface({ input: process.stdin })
     .on('line', (l) => {
-      if (l.trim() === 'read') process.stdout.write(`${JSON.stringify(counter.read())}\n`);
+      if (l.trim() === 'read') process.stdout.write(`${JSON.stringify({ ...counter.read(), stopped: (counter as Counter).stopped })}\n`);
     })
     .on('close', () => {
       counter.close();

@@ -75,10 +75,11 @@ export class CaptureLab {
   readonly node: Netns;
   readonly peer: Netns;
 
-  constructor() {
-    this.node = Netns.create('cbe-n');
+  /** `prefix`: of the namespaces' names, so that tests running side by side can tell theirs apart. */
+  constructor(prefix = 'cbe') {
+    this.node = Netns.create(`${prefix}-n`);
     try {
-      this.peer = Netns.create('cbe-p');
+      this.peer = Netns.create(`${prefix}-p`);
       vethPair(this.node, UPLINK, this.peer, 'cbe1');
       this.node.sh(`
         ip addr add ${V4.nodeIp}/24 dev ${UPLINK}

@@ -70,6 +70,8 @@ export const lbPath: Collector<LbPathPart> = {
             x.bytes += c.bytes;
           }
         }
+        // What was counted until the capture stopped is still true: shown, with the source down.
+        if (counter.stopped !== undefined) onError(counter.stopped);
       } catch (e) {
         onError(`reading counters: ${errText(e)}`);
       }
