@@ -2,7 +2,7 @@
 //   npm run build && sudo npm run bench:agent -- [--entries 1000000] [--services 5000] [--endpoints 20000]
 //   (= sudo node --import tsx bench/agent.ts ...; the agent itself runs from dist/, as deployed)
 // Other flags: --vip-entries 3000 (of the entries, towards LB VIPs: the agent keeps these)
-//   --event-rate 10000 (conntrack events/s) --window 20 (seconds per CPU window) --scrapes 20 --loops 5
+//   --event-rate 10000 (conntrack events/s) --window 20 (seconds per CPU window) --scrapes 20 --loops 5 (0: no loop lab)
 //   --node-flags "..." (node options for the agents, default deploy/daemonset.yaml's NODE_OPTIONS; add e.g. --cpu-prof)
 //   --cli PATH (another build of dist/src/cli/main.js, to compare a change)
 //   --netns-prefix P (namespace name prefix, default cbk-: runs beside one another use their own)
@@ -608,7 +608,7 @@ async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'cbk-bench-'));
   undo.push(() => rmSync(dir, { recursive: true, force: true }));
   await bareNodeRss();
-  await loopLatency(dir);
+  if (opt.loops > 0) await loopLatency(dir); // --loops 0: no loop lab (e.g. with --cpu-prof, which slows its first connect)
   await bigNode(dir);
   print();
 }

@@ -108,6 +108,11 @@ struct net6 {
 struct config {
   __u32 n4;  // entries used in v4
   __u32 n6;
+  // Whether hosts4 / hosts6 hold any address. Most nodes' host addresses all fit in v4/v6, and
+  // then a source that no prefix holds is not local without reading the host filter's bitmap:
+  // one cache line less for nearly every ingress packet (most come from elsewhere).
+  __u32 hosts4;
+  __u32 hosts6;
   struct net4 v4[MAX_NETS];
   struct net6 v6[MAX_NETS];
 };
@@ -414,7 +419,7 @@ static __always_inline __u32 local_flags4(const struct config *c, const struct f
       if (c->v4[i].mask == 0xffffffff) return flags;  // a host address: not in hosts4
     }
   }
-  if (!test_bit(f->host, filter_bit(a, 0, 0))) return flags;
+  if (!c->hosts4 || !test_bit(f->host, filter_bit(a, 0, 0))) return flags;
   __u32 *h = bpf_map_lookup_elem(&hosts4, &a);
   return h ? flags | *h : flags;
 }
@@ -431,7 +436,7 @@ static __always_inline __u32 local_flags6(const struct config *c, const struct f
       if ((e->mask[0] & e->mask[1]) == ~0ULL) return flags;  // a host address: not in hosts6
     }
   }
-  if (!test_bit(f->host, filter_bit(fold6(a), 0, 0))) return flags;
+  if (!c->hosts6 || !test_bit(f->host, filter_bit(fold6(a), 0, 0))) return flags;
   __u32 *h = bpf_map_lookup_elem(&hosts6, a);
   return h ? flags | *h : flags;
 }

@@ -99,7 +99,10 @@ export const NET6_MASK = 16;
 export const NET6_FLAGS = 32;
 export const CONFIG_N4 = 0;
 export const CONFIG_N6 = 4;
-export const CONFIG_NETS4 = 8;
+/** u32: 1 when hosts4 / hosts6 hold an address (the program skips the host filter otherwise). */
+export const CONFIG_HOSTS4 = 8;
+export const CONFIG_HOSTS6 = 12;
+export const CONFIG_NETS4 = 16;
 export const CONFIG_NETS6 = CONFIG_NETS4 + MAX_NETS * NET4_SIZE;
 export const CONFIG_VALUE_SIZE = CONFIG_NETS6 + MAX_NETS * NET6_SIZE;
 
@@ -202,13 +205,15 @@ export interface Net6 {
 }
 
 /** struct config's bytes. */
-export function configValue(nets4: Net4[], nets6: Net6[]): Buffer {
+export function configValue(nets4: Net4[], nets6: Net6[], hosts: { v4: boolean; v6: boolean } = { v4: true, v6: true }): Buffer {
   if (nets4.length > MAX_NETS || nets6.length > MAX_NETS) {
     throw new Error(`the eBPF program takes at most ${MAX_NETS} local prefixes per family (other than host addresses)`);
   }
   const b = Buffer.alloc(CONFIG_VALUE_SIZE);
   b.writeUInt32LE(nets4.length, CONFIG_N4);
   b.writeUInt32LE(nets6.length, CONFIG_N6);
+  b.writeUInt32LE(hosts.v4 ? 1 : 0, CONFIG_HOSTS4);
+  b.writeUInt32LE(hosts.v6 ? 1 : 0, CONFIG_HOSTS6);
   nets4.forEach((n, i) => {
     const at = CONFIG_NETS4 + i * NET4_SIZE;
     b.writeUInt32BE(n.addr, at + NET4_ADDR);

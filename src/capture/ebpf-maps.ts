@@ -260,7 +260,7 @@ export function targetMaps(t: Targets, slots?: SlotAllocator, table?: VipTable):
     }
     put(maps[MAP_NODEPORTS]!, u32Value(nodePortIndex(proto, n.port)), value);
   }
-  put(maps[MAP_CONFIG]!, u32Value(0), configValue(local.nets4, local.nets6));
+  put(maps[MAP_CONFIG]!, u32Value(0), configValue(local.nets4, local.nets6, { v4: local.hosts4.size > 0, v6: local.hosts6.size > 0 }));
   put(maps[MAP_FILTERS]!, u32Value(0), filters);
   return maps;
 }

@@ -54,6 +54,8 @@ describe('clbprobe.bpf.o map layouts (BTF) against src/capture/bpf-layout.ts', (
     expect(c.size).toBe(L.CONFIG_VALUE_SIZE);
     expect(c.members.n4).toMatchObject({ offset: L.CONFIG_N4, size: 4 });
     expect(c.members.n6).toMatchObject({ offset: L.CONFIG_N6, size: 4 });
+    expect(c.members.hosts4).toMatchObject({ offset: L.CONFIG_HOSTS4, size: 4 });
+    expect(c.members.hosts6).toMatchObject({ offset: L.CONFIG_HOSTS6, size: 4 });
     expect(c.members.v4).toMatchObject({ offset: L.CONFIG_NETS4, size: L.MAX_NETS * L.NET4_SIZE, nelems: L.MAX_NETS });
     expect(c.members.v6).toMatchObject({ offset: L.CONFIG_NETS6, size: L.MAX_NETS * L.NET6_SIZE, nelems: L.MAX_NETS });
     const n4 = btf.struct('net4');
