@@ -1,7 +1,8 @@
 // Conntrack reader against the real kernel: decoded entries equal
 // `conntrack -L` field by field; kernel-side filters; live events; resync
 // after a forced overflow.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dumpConntrack, readConntrack, type ConntrackFilter } from '../../src/kernel/conntrack/dump.js';
 import { ConntrackWatch } from '../../src/kernel/conntrack/events.js';
@@ -133,6 +134,22 @@ describe.skipIf(!isRoot)('conntrack (ctnetlink, real kernel)', () => {
       expect(mine.map((e) => e.type)).toEqual(['NEW', 'UPDATE', 'DESTROY']);
       expect(mine[1]!.entry.mark).toBe(9);
       expect(w.stats.overflows).toBe(0);
+    } finally {
+      w.stop();
+    }
+  });
+
+  it('reads events that arrive one by one in batches (a rest after each drained queue)', async () => {
+    const seen: ConntrackEvent[] = [];
+    const w = new ConntrackWatch({ netns: client.path, events: ['NEW'], onEvent: (e) => seen.push(e) });
+    try {
+      // 20 entries ~20 ms apart (400 ms): unpaced, ~20 wakeups; resting 100 ms after each, ~5.
+      // Asynchronously (client.sh would block the event loop: one batch whatever the pacing).
+      await promisify(execFile)('nsenter', [`--net=${client.path}`, 'sh', '-c',
+        `for i in $(seq 1 20); do conntrack -I -p udp -s 10.30.0.1 -d 10.0.8.8 --sport $((20000+i)) --dport 53 -t 60 2>/dev/null; sleep 0.02; done`]);
+      await until(() => seen.filter((e) => e.entry.orig.dst === '10.0.8.8').length === 20);
+      const batches = new Set(seen.filter((e) => e.entry.orig.dst === '10.0.8.8').map((e) => e.receivedAtMs));
+      expect(batches.size).toBeLessThanOrEqual(8);
     } finally {
       w.stop();
     }

@@ -177,6 +177,8 @@ export class NetlinkSocket implements RawDumper {
   private poll: PollHandle | undefined;
   private wake: (() => void) | undefined;
   private subscriber: ((status: number) => void) | undefined;
+  /** While set, a paced subscription is resting (subscribe's paceMs). */
+  private paceTimer: NodeJS.Timeout | undefined;
   private busy: Promise<unknown> = Promise.resolve();
   private closed = false;
 
@@ -350,16 +352,28 @@ export class NetlinkSocket implements RawDumper {
    * Delivers multicast messages as they arrive. onOverflow is called when the
    * kernel dropped messages (ENOBUFS): the caller must resync (e.g. by a dump).
    * Returns a function that stops the subscription.
+   * paceMs: after the queue is drained, the socket is not watched for this long, so that messages
+   * arriving one by one are received in batches (see PACE_MS of the conntrack watch): a wakeup per
+   * message costs more than the message. The receive buffer must hold paceMs of messages.
    */
   subscribe(
     onBatch: (msgs: NetlinkMessage[]) => void,
     onOverflow: () => void,
     onError?: (e: Error) => void,
     keep?: KeepMessage,
+    paceMs = 0,
   ): () => void {
     this.assertOpen();
     if (this.subscriber) throw new Error('netlink: socket already has a subscriber');
     const n = native();
+    const rest = (): void => {
+      if (paceMs <= 0 || this.closed) return;
+      n.pollSet(this.poll!, 0);
+      this.paceTimer = setTimeout(() => {
+        this.paceTimer = undefined;
+        if (this.subscriber === drain && !this.closed) n.pollSet(this.poll!, UV_READABLE);
+      }, paceMs);
+    };
     const drain = (): void => {
       // Bounded work per wakeup so that one busy socket cannot starve the
       // event loop; the watcher is level-triggered and fires again.
@@ -378,7 +392,7 @@ export class NetlinkSocket implements RawDumper {
           continue; // the queue still holds what arrived after the overflow
         }
         // Drained: one receive call per wakeup instead of a second one to find the queue empty.
-        if (err === EAGAIN || count === 0) return;
+        if (err === EAGAIN || count === 0) return rest();
         if (err !== 0) {
           (onError ?? rethrow)(new Error(`netlink receive: ${errnoName(err)}`));
           return;
@@ -390,6 +404,8 @@ export class NetlinkSocket implements RawDumper {
     n.pollSet(this.poll!, UV_READABLE);
     return () => {
       this.subscriber = undefined;
+      clearTimeout(this.paceTimer);
+      this.paceTimer = undefined;
       if (this.poll && !this.closed) n.pollSet(this.poll, 0);
     };
   }
@@ -412,6 +428,8 @@ export class NetlinkSocket implements RawDumper {
   close(): void {
     if (this.closed) return;
     this.closed = true;
+    clearTimeout(this.paceTimer);
+    this.paceTimer = undefined;
     const n = native();
     if (this.poll) n.pollStop(this.poll);
     this.poll = undefined;
@@ -440,7 +458,7 @@ export class NetlinkSocket implements RawDumper {
         // for any poll handle). On a netlink socket that is the pending socket error, e.g. the
         // ENOBUFS of an overflow, which the receive above has read and cleared: watch again, or no
         // event is ever delivered after the first overflow.
-        if (status < 0 && this.subscriber === sub && !this.closed) native().pollSet(this.poll!, UV_READABLE);
+        if (status < 0 && this.subscriber === sub && !this.closed && !this.paceTimer) native().pollSet(this.poll!, UV_READABLE);
         return;
       }
       // A request is waiting: pause the level-triggered watcher until the next wait.
