@@ -7,6 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { hostname, release } from 'node:os';
 import { openCounter, type Counter } from '../capture/counter.js';
+import { CaptureHealth } from './capture-health.js';
 import { withinVipCapacity, type CaptureMode, type Targets } from '../capture/targets.js';
 import type { LookupOptions } from '../cluster/dns/lookup.js';
 import { prepareDiagnosis } from '../detect/index.js';
@@ -84,6 +85,7 @@ export class Agent {
   private prefilter: ConntrackPrefilter;
   readonly table: ConntrackTable;
   private counter?: Counter;
+  private readonly captureHealth: CaptureHealth;
   private timers: NodeJS.Timeout[] = [];
   private diagnoseTimer?: NodeJS.Timeout;
   private firstSync = false;
@@ -112,6 +114,7 @@ export class Agent {
       onIndex: (index) => this.useIndex(index),
       onWatchedRead: () => this.diagnose(),
     });
+    this.captureHealth = new CaptureHealth(this.sources.health);
     const index = this.sources.index;
     this.table = new ConntrackTable(index);
     const targets = index.prefilterTargets();
@@ -218,6 +221,7 @@ export class Agent {
       sources: this.sources.runner,
       index: this.sources.index,
       counter: this.counter,
+      captureRead: this.captureHealth.read,
       table: this.table,
       findings: this.diagnosis.findings,
     });
@@ -273,8 +277,7 @@ export class Agent {
       counter.fallbackReason,
       notCounted ? `${notCounted} LB VIP:ports not counted: the eBPF maps hold ${max} per address family` : undefined,
     ].filter((n): n is string => !!n);
-    if (counter.stopped !== undefined) this.health.down('capture', counter.stopped);
-    else this.health.up('capture', notes.length ? notes.join('; ') : undefined);
+    this.captureHealth.applied(notes.length ? notes.join('; ') : undefined, counter.stopped);
   }
 
   private scheduleDiagnose(): void {

@@ -29,6 +29,11 @@ export interface AttachTarget {
 export interface Attachment {
   mode: AttachMode;
   detach(): void;
+  /**
+   * The interface is gone, and its hooks with it: lets go of what we hold (TCX link fds) without
+   * naming the interface, whose name may be a new interface's by now. detach() is a no-op after.
+   */
+  release(): void;
 }
 
 const HOOKS = [
@@ -76,6 +81,17 @@ function attachTcx(addon: BpfAddon, progFds: Record<string, number>, t: AttachTa
       live = false;
       for (const fd of links) addon.bpfLinkDetach(fd);
     },
+    release() {
+      if (!live) return;
+      live = false;
+      for (const fd of links) {
+        try {
+          addon.bpfLinkDetach(fd); // closes the fd also when the defunct link refuses the detach
+        } catch {
+          // nothing attached any more
+        }
+      }
+    },
   };
 }
 
@@ -94,7 +110,8 @@ function attachTc(addon: BpfAddon, progFds: Record<string, number>, t: AttachTar
     detachAll();
     throw e;
   }
-  return { mode: 'tc', detach: detachAll };
+  // The filters died with the interface's qdisc: nothing to let go of.
+  return { mode: 'tc', detach: detachAll, release: () => void (done.length = 0) };
 }
 
 /** Kernel answers that mean "no TCX here" rather than "not allowed". */

@@ -14,8 +14,9 @@ export interface Counter {
    */
   fallbackReason?: string;
   /**
-   * Set when the counters stopped counting for good (pcap: the interface was deleted): why. The
-   * counts read keep what was counted until then; the capture source is down with this reason.
+   * Set while the counters count nothing: why (pcap: the interface was deleted, for good; eBPF: the
+   * interface was deleted, until one of its name is back and the programs are attached to it, at a
+   * read). The counts read keep what was counted until then; the capture source is down with this reason.
    */
   readonly stopped?: string;
   /** How many LB VIP:ports per address family the backend can count (eBPF: its maps' size); none: no bound. */

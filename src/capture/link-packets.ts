@@ -5,6 +5,10 @@
 //
 // The read is synchronous: rtnetlink answers a single-link RTM_GETLINK inside
 // the sendmsg() call, so the reply is queued by the time nlSend returns.
+//
+// The interface is asked for by name, and the answer's ifindex tells whether it
+// is still the one the programs were attached to: a deleted and re-created
+// uplink (driver reload) has the same name, a new ifindex and counts from zero.
 import { native } from '../native/index.js';
 import { MessageWriter, needLen, NLM_F_REQUEST, NLMSG_ERROR, splitMessages, walkAttrs } from '../kernel/netlink/codec.js';
 import { NETLINK_ROUTE, NetlinkError } from '../kernel/netlink/socket.js';
@@ -15,6 +19,7 @@ const IFINFOMSG_LEN = 16;
 const IFLA_IFNAME = 3;
 const IFLA_STATS64 = 23;
 const IFLA_EXT_MASK = 29;
+const ENODEV = 19;
 /** A link message without VF or extended info is ~1.5 KiB. */
 const REPLY_BYTES = 16 << 10;
 
@@ -38,11 +43,29 @@ export function decodeLinkPackets(payload: Buffer): PacketCounts | undefined {
   return out;
 }
 
+/** The ifindex of an RTM_NEWLINK payload (struct ifinfomsg's ifi_index). */
+export function decodeLinkIndex(payload: Buffer): number {
+  needLen(payload.length, IFINFOMSG_LEN, 'ifinfomsg', 0);
+  return payload.readInt32LE(4);
+}
+
+/** The interface that has the name now. */
+export interface LinkNow {
+  ifindex: number;
+  /** Its own totals (since it was created). */
+  totals: PacketCounts;
+}
+
 export class LinkPackets {
   private readonly request: Buffer;
   private readonly reply = Buffer.allocUnsafe(REPLY_BYTES);
   private readonly status = new Int32Array(2 + 8);
-  private readonly base: PacketCounts;
+  /** The interface counted on, and its totals when counting on it began. */
+  private followed: { ifindex: number; base: PacketCounts };
+  /** Packets counted on interfaces followed before this one. */
+  private carried: PacketCounts = { ingress: 0, egress: 0 };
+  /** What read() last returned. */
+  private last: PacketCounts = { ingress: 0, egress: 0 };
   private seq = 1;
   private fd: number;
 
@@ -56,7 +79,9 @@ export class LinkPackets {
     w.attr(IFLA_IFNAME, Buffer.from(`${ifname}\0`));
     w.attrU32(IFLA_EXT_MASK, 0);
     this.request = w.finish();
-    this.base = this.total();
+    const now = this.now();
+    if (!now) throw new NetlinkError(ENODEV, `rtnetlink: link ${ifname}`);
+    this.followed = { ifindex: now.ifindex, base: now.totals };
   }
 
   /** Opens a route socket (in netnsPath's namespace when given) and takes the counts now as zero. */
@@ -72,10 +97,38 @@ export class LinkPackets {
     }
   }
 
-  /** Packets since open. */
-  read(): PacketCounts {
-    const t = this.total();
-    return { ingress: t.ingress - this.base.ingress, egress: t.egress - this.base.egress };
+  /** The ifindex counted on. */
+  get ifindex(): number {
+    return this.followed.ifindex;
+  }
+
+  /**
+   * Packets since open, over every interface followed; undefined when the name no longer names the
+   * interface followed (deleted, or deleted and re-created: see follow()).
+   */
+  read(): PacketCounts | undefined {
+    const now = this.now();
+    if (now?.ifindex !== this.followed.ifindex) return undefined;
+    const { base } = this.followed;
+    this.last = {
+      ingress: this.carried.ingress + now.totals.ingress - base.ingress,
+      egress: this.carried.egress + now.totals.egress - base.egress,
+    };
+    return this.last;
+  }
+
+  /** What read() last returned: the packets counted until the interface followed went away. */
+  get lastRead(): PacketCounts {
+    return this.last;
+  }
+
+  /**
+   * Counts on from `now` (the interface that has the name now): what was counted on the one before
+   * stays (as of the last read; what it passed after that is not known), so the counts only grow.
+   */
+  follow(now: LinkNow): void {
+    this.carried = this.last;
+    this.followed = { ifindex: now.ifindex, base: now.totals };
   }
 
   close(): void {
@@ -84,7 +137,8 @@ export class LinkPackets {
     this.fd = -1;
   }
 
-  private total(): PacketCounts {
+  /** The interface that has the name now; undefined when none has (ENODEV). */
+  now(): LinkNow | undefined {
     if (this.fd < 0) throw new Error('link packet counts already closed');
     const n = native();
     const seq = (this.seq = (this.seq + 1) >>> 0 || 1);
@@ -98,11 +152,15 @@ export class LinkPackets {
         const end = at + this.status[2 + i]!;
         for (const m of splitMessages(this.reply, at, end)) {
           if (m.seq !== seq) continue; // an earlier, abandoned answer
-          if (m.type === NLMSG_ERROR) throw new NetlinkError(-m.payload.readInt32LE(0), `rtnetlink: link ${this.ifname}`);
+          if (m.type === NLMSG_ERROR) {
+            const errno = -m.payload.readInt32LE(0);
+            if (errno === ENODEV) return undefined;
+            throw new NetlinkError(errno, `rtnetlink: link ${this.ifname}`);
+          }
           if (m.type !== RTM_NEWLINK) continue;
-          const c = decodeLinkPackets(m.payload);
-          if (!c) throw new Error(`rtnetlink: link ${this.ifname} without IFLA_STATS64`);
-          return c;
+          const totals = decodeLinkPackets(m.payload);
+          if (!totals) throw new Error(`rtnetlink: link ${this.ifname} without IFLA_STATS64`);
+          return { ifindex: decodeLinkIndex(m.payload), totals };
         }
         at = end;
       }

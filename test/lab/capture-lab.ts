@@ -80,28 +80,49 @@ export class CaptureLab {
     this.node = Netns.create(`${prefix}-n`);
     try {
       this.peer = Netns.create(`${prefix}-p`);
-      vethPair(this.node, UPLINK, this.peer, 'cbe1');
+      // Addresses on lo outlive the uplink; wireUplink() adds the rest.
       this.node.sh(`
-        ip addr add ${V4.nodeIp}/24 dev ${UPLINK}
-        ip addr add ${V6.nodeIp}/64 dev ${UPLINK} nodad
         ip addr add ${V4.localPod}/32 dev lo
-        ip addr add ${V6.localPod}/128 dev lo nodad
-        ip route add default via ${V4.peerIp}
-        ip -6 route add default via ${V6.peerIp}`);
+        ip addr add ${V6.localPod}/128 dev lo nodad`);
       this.peer.sh(`
-        ip addr add ${V4.peerIp}/24 dev cbe1
-        ip addr add ${V6.peerIp}/64 dev cbe1 nodad
         for a in ${V4.vip} ${V4.podSrc} ${V4.boundSrc}; do ip addr add $a/32 dev lo; done
-        for a in ${V6.vip} ${V6.podSrc} ${V6.boundSrc}; do ip addr add $a/128 dev lo nodad; done
-        ip route add ${V4.localPod}/32 via ${V4.nodeIp}
-        ip -6 route add ${V6.localPod}/128 via ${V6.nodeIp}`);
-      // Resolve neighbours now, so that no test packet waits in an ARP/ND queue.
-      this.send('node', [V4, V6].map((f) => ({ proto: 'udp', src: f.nodeIp, dst: f.peerIp, port: 9, count: 1 })));
-      this.send('peer', [V4, V6].map((f) => ({ proto: 'udp', src: f.peerIp, dst: f.nodeIp, port: 9, count: 1 })));
+        for a in ${V6.vip} ${V6.podSrc} ${V6.boundSrc}; do ip addr add $a/128 dev lo nodad; done`);
+      this.wireUplink();
     } catch (e) {
       this.destroy();
       throw e;
     }
+  }
+
+  /**
+   * The veth between the namespaces with its addresses and routes. Again after deleteUplink(): a
+   * re-created uplink (a driver reload) with the same name and addresses, under a new ifindex.
+   */
+  wireUplink(): void {
+    vethPair(this.node, UPLINK, this.peer, 'cbe1');
+    this.node.sh(`
+        ip addr add ${V4.nodeIp}/24 dev ${UPLINK}
+        ip addr add ${V6.nodeIp}/64 dev ${UPLINK} nodad
+        ip route add default via ${V4.peerIp}
+        ip -6 route add default via ${V6.peerIp}`);
+    this.peer.sh(`
+        ip addr add ${V4.peerIp}/24 dev cbe1
+        ip addr add ${V6.peerIp}/64 dev cbe1 nodad
+        ip route add ${V4.localPod}/32 via ${V4.nodeIp}
+        ip -6 route add ${V6.localPod}/128 via ${V6.nodeIp}`);
+    // Resolve neighbours now, so that no test packet waits in an ARP/ND queue.
+    this.send('node', [V4, V6].map((f) => ({ proto: 'udp', src: f.nodeIp, dst: f.peerIp, port: 9, count: 1 })));
+    this.send('peer', [V4, V6].map((f) => ({ proto: 'udp', src: f.peerIp, dst: f.nodeIp, port: 9, count: 1 })));
+  }
+
+  /** Deletes the uplink veth (both ends), as a driver unload does. */
+  deleteUplink(): void {
+    this.node.run('ip', 'link', 'del', UPLINK);
+  }
+
+  /** The uplink's ifindex in the node namespace. */
+  uplinkIndex(): number {
+    return Number(this.node.run('cat', `/sys/class/net/${UPLINK}/ifindex`).trim());
   }
 
   get nodeNetns(): string {

@@ -1,7 +1,7 @@
 // The LB-path packet and byte counters of each Service port, read from the
 // eBPF (or pcap) counters at every scrape, so /metrics is never older than it.
 import type { Counter } from '../../capture/counter.js';
-import type { CounterKind } from '../../capture/targets.js';
+import type { CounterKind, CounterReading } from '../../capture/targets.js';
 import type { ServiceView } from '../../cluster/types.js';
 import { perServicePort } from '../../export/family.js';
 import type { SvcPortLabels } from '../../export/state.js';
@@ -45,7 +45,7 @@ export const lbPath: Collector<LbPathPart> = {
      * an absence. The slots live as long as the index: a scrape zeroes and refills them instead of
      * allocating 20k objects at 5,000 Services.
      */
-    const fill = (idx: ServiceIndex, counter: Counter, onError: (reason: string) => void): LbPathItem[] => {
+    const fill = (idx: ServiceIndex, counter: Counter, report: (down: string | undefined) => void): LbPathItem[] => {
       if (slots?.index !== idx) {
         const first = new Map<ServiceView, number>();
         const all: LbPathItem[] = [];
@@ -57,26 +57,30 @@ export const lbPath: Collector<LbPathPart> = {
         slots = { index: idx, first, all: all.slice() };
       }
       const { first, all } = slots;
-      for (const x of all) x.packets = x.bytes = 0;
+      let counters: CounterReading['counters'];
       try {
-        for (const c of counter.read().counters) {
-          const k = KINDS.indexOf(c.kind);
-          if (k < 0) continue;
-          for (const s of idx.ofSample(c)) {
-            const at = first.get(s);
-            if (at === undefined) continue;
-            const x = all[at + k]!;
-            x.packets += c.packets;
-            x.bytes += c.bytes;
-          }
-        }
-        // What was counted until the capture stopped is still true: shown, with the source down.
-        if (counter.stopped !== undefined) onError(counter.stopped);
+        counters = counter.read().counters;
       } catch (e) {
-        onError(`reading counters: ${errText(e)}`);
+        // Unknown is not zero: the last scrape's values stay (zeros would read as a counter reset).
+        report(`reading counters: ${errText(e)}`);
+        return all;
       }
+      for (const x of all) x.packets = x.bytes = 0;
+      for (const c of counters) {
+        const k = KINDS.indexOf(c.kind);
+        if (k < 0) continue;
+        for (const s of idx.ofSample(c)) {
+          const at = first.get(s);
+          if (at === undefined) continue;
+          const x = all[at + k]!;
+          x.packets += c.packets;
+          x.bytes += c.bytes;
+        }
+      }
+      // What was counted until the capture stopped is still true: shown, with the source down.
+      report(counter.stopped);
       return all;
     };
-    return (a: AgentState) => ({ lbPath: a.counter ? fill(a.index, a.counter, (why) => a.sources.health.down('capture', why)) : empty });
+    return (a: AgentState) => ({ lbPath: a.counter ? fill(a.index, a.counter, a.captureRead ?? ((why) => why !== undefined && a.sources.health.down('capture', why))) : empty });
   },
 };

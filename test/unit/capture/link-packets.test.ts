@@ -3,7 +3,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { decodeLinkPackets } from '../../../src/capture/link-packets.js';
+import { decodeLinkIndex, decodeLinkPackets } from '../../../src/capture/link-packets.js';
 import { NLMSG_DONE, NetlinkParseError, splitMessages, walkAttrs } from '../../../src/kernel/netlink/codec.js';
 
 const IFLA_STATS = 7;
@@ -22,6 +22,13 @@ function stats32(p: Buffer): { ingress: number; egress: number } | undefined {
   });
   return out;
 }
+
+describe('decodeLinkIndex', () => {
+  it('reads ifi_index, which tells a re-created interface of the same name from the one before', () => {
+    expect(links.map((m) => decodeLinkIndex(m.payload))).toEqual(links.map((_, i) => i + 1));
+    expect(() => decodeLinkIndex(links[0]!.payload.subarray(0, 7))).toThrow(NetlinkParseError);
+  });
+});
 
 describe('decodeLinkPackets', () => {
   it('reads rx/tx packets as the kernel reports them in its 32-bit stats too', () => {

@@ -1,0 +1,36 @@
+// The capture source's health from what the counters say. Up (with what they
+// cannot count) while they count; down with the reason while they count
+// nothing (an eBPF uplink deleted, a pcap capture stopped, a failed read); and
+// up again when a scrape finds them counting again (the eBPF counters
+// re-attached to a re-created uplink), unless something else put the source
+// down since (a failed target update says its own reason until the next one).
+import type { SourceHealth } from '../source/health.js';
+
+export class CaptureHealth {
+  /** What the source says while the counters count (the last targets applied). */
+  private notes: string | undefined;
+  /** Why the source is down because the counters count nothing. */
+  private notCounting: string | undefined;
+
+  constructor(private readonly health: SourceHealth) {}
+
+  /** Targets applied: `notes` say what the counters cannot count, `stopped` why they count nothing. */
+  applied(notes: string | undefined, stopped: string | undefined): void {
+    this.notes = notes;
+    if (stopped !== undefined) return this.read(stopped);
+    this.notCounting = undefined;
+    this.health.up('capture', notes);
+  }
+
+  /** After a scrape read the counters: why they count nothing, undefined while they count. */
+  readonly read = (down: string | undefined): void => {
+    if (down !== undefined) {
+      this.notCounting = down;
+      this.health.down('capture', down);
+      return;
+    }
+    if (this.notCounting === undefined) return;
+    if (this.health.reasonOf('capture') === this.notCounting) this.health.up('capture', this.notes);
+    this.notCounting = undefined;
+  };
+}
