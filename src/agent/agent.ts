@@ -7,7 +7,6 @@
 import { readFileSync } from 'node:fs';
 import { hostname, release } from 'node:os';
 import { openCounter, type Counter } from '../capture/counter.js';
-import { CaptureHealth } from './capture-health.js';
 import { withinVipCapacity, type CaptureMode, type Targets } from '../capture/targets.js';
 import type { LookupOptions } from '../cluster/dns/lookup.js';
 import { prepareDiagnosis } from '../detect/index.js';
@@ -16,6 +15,7 @@ import { ConntrackPrefilter, type PrefilterTargets } from '../kernel/conntrack/p
 import type { Logger } from '../log.js';
 import { errText } from '../source/contract.js';
 import type { SourceHealth } from '../source/health.js';
+import { CaptureHealth } from './capture-health.js';
 import { LiveConntrack, type ConntrackFeed } from './conntrack-feed.js';
 import { ConntrackTable } from './conntrack-table.js';
 import { VipCoverage } from './vip-coverage.js';

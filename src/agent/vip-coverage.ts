@@ -4,12 +4,14 @@
 // slow or away, a new LB address, a hostname-only LB's new DNS answer) has connections the
 // table has never seen, until the next full read. The agent reads again when this says so.
 import type { PrefilterTargets } from '../kernel/conntrack/prefilter.js';
+import { key, type Key } from '../model/address-key.js';
+import { protocolOfNumber } from '../model/protocol.js';
 
 type Vip = PrefilterTargets['vips'][number];
-const keyOf = (v: Vip): string => `${v.protoNum}|${v.address}|${v.port}`;
+const keyOf = (v: Vip): Key => key(v.address, protocolOfNumber(v.protoNum) ?? String(v.protoNum), v.port);
 
 export class VipCoverage {
-  private covered = new Set<string>();
+  private covered = new Set<Key>();
 
   /** A full read starts with these targets. */
   readFor(vips: readonly Vip[]): void {

@@ -125,7 +125,7 @@ export class EbpfCounter implements Counter {
       throw captureError(e, 'attach', `reading the packet counts of ${opts.ifname}`);
     }
     const counter = new EbpfCounter(addon, obj, attachment, link, opts.ifname, opts.netnsPath, opts.logger);
-    opts.logger?.info({ ifname: opts.ifname, ifindex: link.ifindex, attach: attachment.mode }, 'eBPF counters attached (again to a re-created interface of that name, at the read that finds it)');
+    opts.logger?.info({ ifname: opts.ifname, ifindex: link.ifindex, attach: attachment.mode }, 'eBPF counters attached');
     return counter;
   }
 

@@ -7,12 +7,11 @@
 // uncaught exception, i.e. a crash of the agent).
 import { performance } from 'node:perf_hooks';
 import { native } from '../native/index.js';
-import type { PollHandle } from '../native/poll.js';
+import { UV_READABLE, type PollHandle } from '../native/poll.js';
 import { pcapAddon, PCAP_META_WORDS, type PcapAddon, type PcapHandle, type PcapOpenOptions } from '../native/pcap.js';
 import { captureError } from './errors.js';
 import { SocketErrorPolicy } from './socket-errors.js';
 
-const UV_READABLE = 1;
 const errText = (e: unknown): string => (e instanceof Error ? e.message : String(e));
 
 export interface PcapBatch {

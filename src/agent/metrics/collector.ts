@@ -20,11 +20,8 @@ export interface AgentState {
   index: ServiceIndex;
   /** The LB-path counters; undefined when capture is off or failed. */
   counter: Counter | undefined;
-  /**
-   * Told after each scrape's read of the counters why they count nothing now (undefined: they
-   * count). Without it, a reason puts the capture source down.
-   */
-  captureRead?: (down: string | undefined) => void;
+  /** Told after each scrape's read of the counters why they count nothing now (undefined: they count). */
+  captureRead: (down: string | undefined) => void;
   table: ConntrackTable;
   /** The significant findings of the last diagnosis (a new array whenever they change). */
   findings: readonly Finding[];

@@ -81,6 +81,6 @@ export const lbPath: Collector<LbPathPart> = {
       report(counter.stopped);
       return all;
     };
-    return (a: AgentState) => ({ lbPath: a.counter ? fill(a.index, a.counter, a.captureRead ?? ((why) => why !== undefined && a.sources.health.down('capture', why))) : empty });
+    return (a: AgentState) => ({ lbPath: a.counter ? fill(a.index, a.counter, a.captureRead) : empty });
   },
 };

@@ -220,7 +220,7 @@ function ipvsVips(t: WalkTables, text: OwnText): VipCandidate[] {
         const [ip, protoPort] = m.entry.split(',');
         const [proto, port] = (protoPort ?? '').split(':');
         if (!ip || !proto || !port) continue;
-        out.push({ vip: text.own(ip), port: Number(port), protocol: text.protocol(proto), origin: text.own(flat('ipset ', set!.name, ' member ', m.entry)) });
+        out.push({ vip: text.own(ip), port: Number(port), protocol: text.protocol(proto), origin: text.join('ipset ', set!.name, ' member ', m.entry) });
       }
     }
   }
@@ -306,28 +306,19 @@ function walkEvidence(source: string, walk: WalkResult, text: OwnText): string[]
     out.push(ruleEvidence(source, r, text, s.certain ? '' : ' (may not apply)'));
   }
   for (const [chain, m] of more) {
-    out[m.at] = text.own(flat(source, ': ', chain, ' jumps to ', String(m.n), ' more endpoint chain', m.n === 1 ? '' : 's', ' (KUBE-SEP-... DNAT), like the one above'));
+    out[m.at] = text.join(source, ': ', chain, ' jumps to ', String(m.n), ' more endpoint chain', m.n === 1 ? '' : 's', ' (KUBE-SEP-... DNAT), like the one above');
   }
   for (const l of walk.lookups) {
-    if (l.result === 'yes') out.push(text.own(flat('ipset ', l.set, ' has ', l.key, ' (', source, ':', String(l.rule.line), ')')));
+    if (l.result === 'yes') out.push(text.join('ipset ', l.set, ' has ', l.key, ' (', source, ':', String(l.rule.line), ')'));
     else if (l.certain && l.rule.target === 'RETURN' && l.result === 'no') {
-      out.push(text.own(flat('ipset ', l.set, ' does not have ', l.key, ' (', source, ':', String(l.rule.line), ')')));
+      out.push(text.join('ipset ', l.set, ' does not have ', l.key, ' (', source, ':', String(l.rule.line), ')'));
     }
   }
   return out;
 }
 
 function ruleEvidence(source: string, r: IptablesRule, text: OwnText, suffix = ''): string {
-  return text.own(flat(source, ':', String(r.line), ': -A ', r.chain, ' ', r.spec, suffix));
-}
-
-/**
- * One new string of the parts. Facts outlive the rules they come from (the agent keeps them for
- * every Service); a template literal would keep each part, and with it the rule's whole
- * save-output line, alive in every evidence line. Array#join copies the characters.
- */
-function flat(...parts: string[]): string {
-  return parts.join('');
+  return text.join(source, ':', String(r.line), ': -A ', r.chain, ' ', r.spec, suffix);
 }
 
 function iptablesNodePorts(t: WalkTables, text: OwnText): NodePortFact[] {
@@ -366,7 +357,7 @@ function ipvsNodePorts(t: WalkTables, text: OwnText): NodePortFact[] {
       const port = Number(m.entry.slice(m.entry.lastIndexOf(':') + 1));
       const key = `${proto}|${port}`;
       const fact = byKey.get(key) ?? { family: t.chains.family, port, protocol: proto, evidence: [] };
-      fact.evidence.push(text.own(flat('ipset ', set.name, ' member ', m.entry, ' (', ruleEvidence(t.chains.source, r, text), ')')));
+      fact.evidence.push(text.join('ipset ', set.name, ' member ', m.entry, ' (', ruleEvidence(t.chains.source, r, text), ')'));
       if (r.target === 'RETURN') fact.trafficPolicy = 'Local';
       else fact.trafficPolicy ??= 'Cluster';
       byKey.set(key, fact);

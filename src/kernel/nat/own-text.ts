@@ -23,6 +23,20 @@ export class OwnText {
     return copy;
   }
 
+  /**
+   * The parts joined, flat and shared. Not a template literal: that is a tree of its parts, each
+   * kept alive (a rule's spec, and with it its whole save-output line). A join of two or more
+   * non-empty parts is already a new flat string, so it is kept as it is, not copied again.
+   */
+  join(...parts: string[]): string {
+    const s = parts.join('');
+    const had = this.seen.get(s);
+    if (had !== undefined) return had;
+    const flat = parts.filter((p) => p.length > 0).length > 1 ? s : flatCopy(s);
+    this.seen.set(flat, flat);
+    return flat;
+  }
+
   /** A protocol name lower-cased: tcp, udp and sctp as constants, others owned. */
   protocol(p: string): string {
     const lower = p.toLowerCase();

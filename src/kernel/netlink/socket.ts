@@ -3,7 +3,7 @@
 import { constants as osConstants } from 'node:os';
 import { isSyscallError } from '../../native/addon.js';
 import { native } from '../../native/index.js';
-import type { PollHandle } from '../../native/poll.js';
+import { UV_READABLE, type PollHandle } from '../../native/poll.js';
 import {
   NLMSG_DONE,
   NLMSG_ERROR,
@@ -36,7 +36,6 @@ const NETLINK_EXT_ACK = 11;
 const NETLINK_GET_STRICT_CHK = 12;
 const NLM_F_ACK_TLVS = 0x200;
 const NLMSGERR_ATTR_MSG = 1;
-const UV_READABLE = 1;
 
 const ENOBUFS = osConstants.errno.ENOBUFS;
 /** nlRecv's status says EAGAIN when it stopped because the queue was empty (not an error). */
@@ -404,8 +403,7 @@ export class NetlinkSocket implements RawDumper {
     n.pollSet(this.poll!, UV_READABLE);
     return () => {
       this.subscriber = undefined;
-      clearTimeout(this.paceTimer);
-      this.paceTimer = undefined;
+      this.stopResting();
       if (this.poll && !this.closed) n.pollSet(this.poll, 0);
     };
   }
@@ -428,13 +426,17 @@ export class NetlinkSocket implements RawDumper {
   close(): void {
     if (this.closed) return;
     this.closed = true;
-    clearTimeout(this.paceTimer);
-    this.paceTimer = undefined;
+    this.stopResting();
     const n = native();
     if (this.poll) n.pollStop(this.poll);
     this.poll = undefined;
     n.nlClose(this.fd);
     this.wake?.();
+  }
+
+  private stopResting(): void {
+    clearTimeout(this.paceTimer);
+    this.paceTimer = undefined;
   }
 
   private assertOpen(): void {
@@ -454,10 +456,9 @@ export class NetlinkSocket implements RawDumper {
       const sub = this.subscriber;
       if (sub) {
         sub(status);
-        // A negative status is libuv saying it saw POLLERR and STOPPED watching the fd (it does so
-        // for any poll handle). On a netlink socket that is the pending socket error, e.g. the
-        // ENOBUFS of an overflow, which the receive above has read and cleared: watch again, or no
-        // event is ever delivered after the first overflow.
+        // libuv stopped watching after POLLERR (PollAddon.pollStart): here the ENOBUFS of an
+        // overflow, which the receive above has read and cleared. Watch again, or no event is ever
+        // delivered after the first overflow.
         if (status < 0 && this.subscriber === sub && !this.closed && !this.paceTimer) native().pollSet(this.poll!, UV_READABLE);
         return;
       }
