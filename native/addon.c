@@ -81,6 +81,7 @@ static napi_value init(napi_env env, napi_value exports) {
   if (register_poll(env, exports) != napi_ok) return NULL;
   if (register_bpf(env, exports) != napi_ok) return NULL;
   if (register_pcap(env, exports) != napi_ok) return NULL;
+  if (register_mem(env, exports) != napi_ok) return NULL;
   return exports;
 }
 

@@ -25,4 +25,5 @@ napi_status register_netlink(napi_env env, napi_value exports);
 napi_status register_poll(napi_env env, napi_value exports);
 napi_status register_bpf(napi_env env, napi_value exports);
 napi_status register_pcap(napi_env env, napi_value exports);
+napi_status register_mem(napi_env env, napi_value exports);
 #endif
