@@ -25,6 +25,7 @@ RUN npm ci --no-audit --no-fund
 COPY binding.gyp tsconfig.json tsconfig.build.json ./
 COPY native ./native
 COPY src ./src
+COPY scripts/bundle.mjs ./scripts/
 RUN npm run build && npm prune --omit=dev --no-audit --no-fund
 
 FROM node:${NODE_VERSION}-${DEBIAN}-slim AS runtime
@@ -45,7 +46,7 @@ COPY --from=builder /app/build/Release/clbprobe.node /app/build/Release/clbprobe
 # The agent's seccomp profile: the DaemonSet's init container copies it to the kubelet's directory.
 COPY deploy/seccomp/clbprobe.json ./deploy/seccomp/
 # `clbprobe` on PATH for whoever execs into the pod (kubectl exec POD -- clbprobe evidence ...).
-RUN printf '#!/bin/sh\nexec node /app/dist/src/cli/main.js "$@"\n' > /usr/local/bin/clbprobe \
+RUN printf '#!/bin/sh\nexec node /app/dist/bundle/main.js "$@"\n' > /usr/local/bin/clbprobe \
  && chmod 0755 /usr/local/bin/clbprobe
 # Runs as root with every capability dropped except NET_ADMIN, NET_RAW, BPF
 # and PERFMON (deploy/daemonset.yaml): iptables-save, ipset and conntrack are
@@ -55,5 +56,5 @@ RUN printf '#!/bin/sh\nexec node /app/dist/src/cli/main.js "$@"\n' > /usr/local/
 USER 0:0
 ENV NODE_ENV=production
 EXPOSE 9811
-ENTRYPOINT ["node", "/app/dist/src/cli/main.js"]
+ENTRYPOINT ["node", "/app/dist/bundle/main.js"]
 CMD ["agent"]

@@ -2,7 +2,7 @@
 // same run (a change against its parent): each build's agent runs on its own node namespace with
 // the same synthetic cluster and conntrack table (bench/agent's, smaller), and the builds are
 // scraped in alternating rounds (A B, then B A, ...) so that the host's load falls on both alike.
-//   npm run build && sudo node --import tsx bench/agent-scrape.ts --cli before=/path/dist/src/cli/main.js --cli after=dist/src/cli/main.js
+//   npm run build && sudo node --import tsx bench/agent-scrape.ts --cli before=/path/dist/bundle/main.js --cli after=dist/bundle/main.js
 // Other flags: --services 2000 --endpoints 8000 --entries 20000 --vip-entries 3000
 //   --rounds 6 --scrapes 15 (per build per round) --cluster api|file (default api, as deployed)
 //   --node-flags "..." (node options of the agents, default deploy/daemonset.yaml's; add e.g. --cpu-prof)
@@ -19,7 +19,7 @@ import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Netns, vethPair } from '../src/demo/netns.js';
 import { FakeApiServer, type ResourceName } from '../test/support/fake-apiserver.js';
-import { agentContainer, containerEnv, hostArgv } from '../test/support/daemonset.js';
+import { agentContainer, containerEnv, hostArgv, nodeCommand } from '../test/support/daemonset.js';
 import { BENCH_NODE, syntheticCluster } from './agent-cluster.js';
 import { fill, raiseConntrackMax, type Destination } from './conntrack-dump.js';
 
@@ -48,7 +48,7 @@ const opt = {
 if (opt.cluster !== 'api' && opt.cluster !== 'file') throw new Error(`--cluster: api or file, not ${opt.cluster}`);
 
 const deployed = agentContainer();
-const deployedFlags = hostArgv(deployed).slice(1, hostArgv(deployed).findIndex((a) => a.endsWith('/cli/main.js')));
+const deployedFlags = nodeCommand(hostArgv(deployed)).nodeFlags;
 /** --node-flags "...": replaces deploy/daemonset.yaml's node flags, e.g. with "--cpu-prof --cpu-prof-dir=/tmp/p" added. */
 const nodeFlags = argv.includes('--node-flags') ? argv[argv.indexOf('--node-flags') + 1]!.split(' ').filter(Boolean) : deployedFlags;
 const deployedEnv = containerEnv(deployed, { 'spec.nodeName': 'bench' });

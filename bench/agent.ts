@@ -1,10 +1,10 @@
 // Benchmark of `clbprobe agent` at scale (issue 5), all figures in one run:
 //   npm run build && sudo npm run bench:agent -- [--entries 1000000] [--services 5000] [--endpoints 20000]
-//   (= sudo node --import tsx bench/agent.ts ...; the agent itself runs from dist/, as deployed)
+//   (= sudo node --import tsx bench/agent.ts ...; the agent itself runs the DaemonSet's command: dist/bundle/main.js)
 // Other flags: --vip-entries 3000 (of the entries, towards LB VIPs: the agent keeps these)
 //   --event-rate 10000 (conntrack events/s) --window 20 (seconds per CPU window) --scrapes 20 --loops 5 (0: no loop lab)
 //   --node-flags "..." (node options for the agents, default deploy/daemonset.yaml's NODE_OPTIONS; add e.g. --cpu-prof)
-//   --cli PATH (another build of dist/src/cli/main.js, to compare a change)
+//   --cli PATH (another build of the agent's script, e.g. ../before/dist/bundle/main.js, to compare a change)
 //   --netns-prefix P (namespace name prefix, default cbk-: runs beside one another use their own)
 //   --cluster api|file (default api: Services, EndpointSlices, Nodes through list/watch from the
 //   tests' fake API server, as deployed; file: the same objects in a --cluster-file)
@@ -40,11 +40,12 @@ import { kubeProxyIpvsRules } from './kube-proxy-ipvs-rules.js';
 import { kubeProxyRules } from './kube-proxy-rules.js';
 import { fill, raiseConntrackMax, type Destination } from './conntrack-dump.js';
 import { FakeApiServer, type ResourceName } from '../test/support/fake-apiserver.js';
-import { agentContainer, containerEnv, hostArgv } from '../test/support/daemonset.js';
+import { agentContainer, containerEnv, hostArgv, nodeCommand } from '../test/support/daemonset.js';
 
 const argCli = process.argv.indexOf('--cli');
 /** --cli PATH: another build of the agent (to compare a change); default the project's dist/. */
-const CLI = argCli > 0 ? process.argv[argCli + 1]! : join(import.meta.dirname, '../dist/src/cli/main.js');
+/** --cli PATH: another build of the agent (to compare a change); default the script deploy/daemonset.yaml runs, in this checkout. */
+const CLI = argCli > 0 ? process.argv[argCli + 1]! : nodeCommand(hostArgv(agentContainer())).script;
 const argPrefix = process.argv.indexOf('--netns-prefix');
 const PREFIX = argPrefix > 0 ? process.argv[argPrefix + 1]! : 'cbk-';
 /** The conntrack re-dump interval given to the agent, so that one happens during the run (default 10 min), after the event windows. */
@@ -85,7 +86,7 @@ if (!['none', 'iptables', 'ipvs'].includes(opt.nodeMode)) throw new Error(`--nod
  * depends on both). --node-flags "..." replaces the node flags, e.g. to add "--cpu-prof --cpu-prof-dir=/tmp/p".
  */
 const deployed = agentContainer();
-const deployedFlags = hostArgv(deployed).slice(1, hostArgv(deployed).findIndex((a) => a.endsWith('/cli/main.js')));
+const deployedFlags = nodeCommand(hostArgv(deployed)).nodeFlags;
 const nodeFlags = argv.includes('--node-flags') ? argv[argv.indexOf('--node-flags') + 1]!.split(' ').filter(Boolean) : deployedFlags;
 const deployedEnv = containerEnv(deployed, { 'spec.nodeName': 'bench' });
 const mallocArenaMax = deployedEnv.MALLOC_ARENA_MAX ?? '';

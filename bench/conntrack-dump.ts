@@ -13,7 +13,7 @@ import * as C from '../src/kernel/conntrack/constants.js';
 import { MessageWriter, NLM_F_CREATE, NLM_F_REQUEST } from '../src/kernel/netlink/codec.js';
 import { NETLINK_NETFILTER, NetlinkSocket } from '../src/kernel/netlink/socket.js';
 import { native } from '../src/native/index.js';
-import { agentContainer, hostArgv } from '../test/support/daemonset.js';
+import { agentContainer, hostArgv, nodeCommand } from '../test/support/daemonset.js';
 
 const MAX_PATH = '/proc/sys/net/netfilter/nf_conntrack_max';
 
@@ -113,7 +113,7 @@ process.stdout.write(JSON.stringify({ entries, ms, maxRssMB: process.resourceUsa
 /** deploy/daemonset.yaml's node flags (the agent's command up to its script). */
 function deployedNodeFlags(): string[] {
   const argv = hostArgv(agentContainer());
-  return argv.slice(1, argv.findIndex((a) => a.endsWith('/cli/main.js')));
+  return nodeCommand(argv).nodeFlags;
 }
 
 type Mode = 'summary' | 'objects';

@@ -24,7 +24,7 @@ import { fileURLToPath } from 'node:url';
 import { Netns } from '../src/demo/netns.js';
 import { readNat } from '../src/kernel/nat/read.js';
 import { kubeNatFacts } from '../src/kernel/nat/kube.js';
-import { agentContainer, bytesOf, containerEnv, hostArgv } from '../test/support/daemonset.js';
+import { agentContainer, bytesOf, containerEnv, hostArgv, nodeCommand } from '../test/support/daemonset.js';
 import { syntheticCluster } from './agent-cluster.js';
 import { kubeProxyRules } from './kube-proxy-rules.js';
 
@@ -111,7 +111,7 @@ async function main(): Promise<void> {
     );
     const container = agentContainer();
     const deployed = hostArgv(container);
-    const v8flags = deployed.slice(1, deployed.findIndex((a) => a.endsWith('/cli/main.js')));
+    const v8flags = nodeCommand(deployed).nodeFlags;
     const limit = container.resources.limits.memory;
     const limitBytes = limit ? bytesOf(limit) : Infinity;
     // The DaemonSet's env too (MALLOC_ARENA_MAX shapes RSS).

@@ -37,7 +37,7 @@ fi
 
 # Rebuild when any source is newer than the last build's stamp.
 stamp=dist/.build-stamp
-if [ ! -f "$stamp" ] || [ -n "$(find src native bench binding.gyp package.json tsconfig*.json -newer "$stamp" -print -quit 2>/dev/null)" ]; then
+if [ ! -f "$stamp" ] || [ -n "$(find src native bench scripts/bundle.mjs binding.gyp package.json tsconfig*.json -newer "$stamp" -print -quit 2>/dev/null)" ]; then
   echo "setup: building" >&2
   npm run --silent build >&2
   touch "$stamp"

@@ -18,7 +18,7 @@ import { lineSplitter, parseEvidenceLine } from './evidence-lines.js';
 import { textLine } from './evidence-text.js';
 
 /** The agent image's entrypoint (Dockerfile ENTRYPOINT): the image has no `clbprobe` on PATH. */
-export const AGENT_ENTRYPOINT = ['node', '/app/dist/src/cli/main.js'] as const;
+export const AGENT_ENTRYPOINT = ['node', '/app/dist/bundle/main.js'] as const;
 
 /** Exit code when at least one node did not answer (0: all answered, 2: usage errors). */
 export const EXIT_SOME_NODES_FAILED = 1;

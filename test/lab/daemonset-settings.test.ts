@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseSamples } from '../../src/export/parse-samples.js';
 import { LAB, createLoopLab, type LoopLab } from '../../src/demo/lab.js';
-import { agentContainer, containerEnv, containerScript, hostArgv } from '../support/daemonset.js';
+import { agentContainer, containerEnv, containerScript, hostArgv, nodeCommand, REPO_ROOT } from '../support/daemonset.js';
 import { FakeApiServer } from '../support/fake-apiserver.js';
 import { isRoot } from '../support/netns.js';
 import { relay, type Relay } from '../support/relay.js';
@@ -112,7 +112,7 @@ describe.skipIf(!isRoot)("the agent as deploy/daemonset.yaml starts it", () => {
 
   it('runs with exactly the manifest capabilities, no new privileges, as its user', () => {
     const pid = lab.node.run('ip', 'netns', 'pids', lab.node.name).split('\n').filter(Boolean)
-      .find((p) => { try { return readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('cli/main.js'); } catch { return false; } });
+      .find((p) => { try { return readFileSync(`/proc/${p}/cmdline`, 'utf8').includes(nodeCommand(hostArgv(c)).script.slice(REPO_ROOT.length)); } catch { return false; } });
     expect(pid).toBeDefined();
     const status = readFileSync(`/proc/${pid}/status`, 'utf8');
     const field = (k: string) => BigInt(`0x${new RegExp(`^${k}:\\s*([0-9a-f]+)`, 'm').exec(status)![1]}`);

@@ -173,3 +173,14 @@ export function containerScript(c: AgentContainer, scratch: string): string[] {
   lines.push(`exec ${[...setpriv, ...hostArgv(c, APP)].map(q).join(' ')}`);
   return ['unshare', '--mount', '--propagation', 'private', '--', 'sh', '-euc', lines.join('\n')];
 }
+
+/**
+ * A `node` command line split into node's own flags and the script it runs (the first argument
+ * ending in .js) with the script's arguments: benches run the shipped flags with the shipped
+ * script, or another build of it (--cli).
+ */
+export function nodeCommand(argv: readonly string[]): { nodeFlags: string[]; script: string; scriptArgs: string[] } {
+  const at = argv.findIndex((a, i) => i > 0 && a.endsWith('.js'));
+  if (argv[0] !== 'node' || at < 0) throw new Error(`not a node command with a script: ${argv.join(' ')}`);
+  return { nodeFlags: argv.slice(1, at), script: argv[at]!, scriptArgs: argv.slice(at + 1) };
+}

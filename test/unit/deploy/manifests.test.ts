@@ -181,7 +181,7 @@ describe('deploy/ kustomization', () => {
 
   it('DaemonSet preStop and cleanup-daemonset.yaml run `clbprobe cleanup` (valid DaemonSet, not in the kustomization)', () => {
     const ds = one('DaemonSet') as unknown as { spec: { template: { spec: { containers: { lifecycle: { preStop: { exec: { command: string[] } } } }[] } } } };
-    expect(ds.spec.template.spec.containers[0]!.lifecycle.preStop.exec.command.slice(-2)).toEqual(['/app/dist/src/cli/main.js', 'cleanup']);
+    expect(ds.spec.template.spec.containers[0]!.lifecycle.preStop.exec.command.slice(-2)).toEqual(['/app/dist/bundle/main.js', 'cleanup']);
     const docs = readFileSync(join(DEPLOY, 'cleanup-daemonset.yaml'), 'utf8').split(/^---$/m).map((d) => parse(d) as K8sObject);
     expect(docs.map((d) => d.kind)).toEqual(['Namespace', 'DaemonSet']);
     for (const d of docs) expect(() => validate(d)).not.toThrow();
