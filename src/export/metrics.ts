@@ -5,7 +5,7 @@
 // samples are written straight from the state in prom-client's text format:
 // with 5,000 Services (~50k series) going through prom-client's per-series
 // label objects costs ~0.5 s a scrape (bench/agent.ts).
-import client from 'prom-client';
+import * as client from './prom-client.js';
 import { label, plain, SVC_LABELS, type FamilyDecl, type ServicePortLabelText } from './family.js';
 import { FamilyRenderer } from './family-renderer.js';
 import { chunkOf, gzipOf, textPieces, textSize, type Chunk } from './gzip-chunks.js';
