@@ -25,19 +25,15 @@ interface SlicePort {
   endpoints: EndpointView[];
 }
 
-interface Slice {
-  ports: SlicePort[];
-}
-
-/** Slices by "namespace/serviceName". */
-export type EndpointIndex = Map<string, Slice[]>;
-
 /** A slice as the view uses it, with the Service it belongs to (kept apart: a joined key is a second string). */
 export interface SliceEntry {
   namespace: string;
   service: string;
-  slice: Slice;
+  ports: SlicePort[];
 }
+
+/** Slices by "namespace/serviceName". */
+export type EndpointIndex = Map<string, SliceEntry[]>;
 
 /**
  * One EndpointSlice; no value for slices of no Service or of FQDN addresses. `nodeName` is this
@@ -57,7 +53,7 @@ export function parseEndpointSlice(s: SourcedObject, nodeName?: string): Parsed<
     return {
       namespace: ctx.namespace,
       service,
-      slice: { ports: ports.map((p) => ({ name: p.name, protocol: p.protocol, endpoints: endpoints.map((ep) => endpointView(ep, p.port, nodeName)) })) },
+      ports: ports.map((p) => ({ name: p.name, protocol: p.protocol, endpoints: endpoints.map((ep) => endpointView(ep, p.port, nodeName)) })),
     };
   });
 }
@@ -68,8 +64,8 @@ export function indexEndpointSlices(entries: readonly (SliceEntry | undefined)[]
     if (!p) continue;
     const key = `${p.namespace}/${p.service}`;
     const slices = index.get(key);
-    if (slices) slices.push(p.slice);
-    else index.set(key, [p.slice]);
+    if (slices) slices.push(p);
+    else index.set(key, [p]);
   }
   return index;
 }
