@@ -16,9 +16,50 @@ export const escapeHelp = (s: string): string => s.replace(/\\/g, '\\\\').replac
 const escapeValue = (s: string): string => (/[\\\n"]/.test(s) ? escapeHelp(s).replace(/"/g, '\\"') : s);
 export const label = (name: string, value: string): string => `${name}="${escapeValue(value)}"`;
 
-/** What a per-Service family asks of the cap: a Service port's label text, or null when it is over the cap. */
-export interface ServicePortLabelText {
-  labels(s: SvcPortLabels): string | null;
+/**
+ * The label text a family's samples share (a Service port's, or '' for families without one), with
+ * a 64-bit hash of it in two 32-bit halves, computed once: a kept chunk of /metrics is told apart
+ * from the next scrape's samples by a hash of their label sets (family-renderer.ts). One class for
+ * every group, so that the render loop reads them through one shape.
+ */
+export class Group {
+  readonly h1: number;
+  readonly h2: number;
+  /** The cardinality cap's count of Service ports: the count that last saw this group (metrics.ts). */
+  mark = 0;
+  constructor(readonly text: string) {
+    [this.h1, this.h2] = hashPair(text);
+  }
+}
+
+/**
+ * Two 32-bit hashes of a string (FNV-1a with different offsets and primes, each finished by
+ * murmur3's fmix32): together 64 bits, so that two of the ~10k label texts of a node colliding
+ * is ~2^-40 likely rather than the ~1 % of one 32-bit hash.
+ */
+export function hashPair(s: string): [number, number] {
+  let a = 0x811c9dc5;
+  let b = 0x2b9a8c4d;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    a = Math.imul(a ^ c, 0x01000193);
+    b = Math.imul(b ^ c, 0x5bd1e995);
+  }
+  return [fmix32(a), fmix32(b)];
+}
+
+export function fmix32(h: number): number {
+  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
+  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
+  return (h ^ (h >>> 16)) | 0;
+}
+
+/** The group of every sample of a family without Service ports. */
+export const NO_GROUP = new Group('');
+
+/** What a per-Service family asks of the cap: a Service port's group (cached), or null when it is over the cap. */
+export interface ServicePortGroups {
+  group(s: SvcPortLabels): Group | null;
 }
 
 /** One metric family bound to a registry: how its samples come out of the state. */
@@ -28,12 +69,12 @@ export interface Family<S, T> {
   type: FamilyType;
   labelNames: string[];
   items(state: S): readonly T[];
-  /** The Service port's label text (cached, so cheap to look up), '' for families without one; null skips the item. */
-  group(x: T): string | null;
+  /** The Service port's group (cached, so cheap to look up), NO_GROUP for families without one; null skips the item. */
+  group(x: T): Group | null;
   /** What tells the item's label set apart within its group (its other label values). */
   key(x: T): string;
-  /** The item's full label text; only computed when the family is formatted again. */
-  labels(x: T): string;
+  /** The item's full label text, given its group; only computed when a chunk is formatted again. */
+  labels(x: T, g: Group): string;
   value(x: T): number;
 }
 
@@ -45,7 +86,7 @@ export interface FamilyDecl<S> {
   readonly labelNames: readonly string[];
   /** Per-Service families only: the items that carry a Service port (what the cap counts). */
   readonly servicePorts?: (state: S) => readonly { svc: SvcPortLabels }[];
-  bind(cap: ServicePortLabelText): Family<S, unknown>;
+  bind(cap: ServicePortGroups): Family<S, unknown>;
 }
 
 interface Head {
@@ -80,9 +121,9 @@ export function perServicePort<S, T extends { svc: SvcPortLabels }>(
         type: head.type,
         labelNames: [...SVC_LABELS, ...extra.map(([n]) => n)],
         items,
-        group: (x: T) => cap.labels(x.svc),
+        group: (x: T) => cap.group(x.svc),
         key: extra.length === 1 ? first![1] : (x: T) => extra.map(([, v]) => v(x)).join('\0'),
-        labels: (x: T) => [cap.labels(x.svc), ...extra.map(([n, v]) => label(n, v(x)))].join(','),
+        labels: (x: T, g: Group) => [g.text, ...extra.map(([n, v]) => label(n, v(x)))].join(','),
         value,
       }) satisfies Family<S, T> as Family<S, unknown>,
   };
@@ -105,6 +146,6 @@ export function perSource<S>(head: Head & { counts: (s: S) => Record<string, num
 
 /** A family without Service ports: its items, their label set (key) and label text. */
 export function plain<S, T>(f: Head & { labelNames: string[]; items: (s: S) => readonly T[]; key(x: T): string; labels(x: T): string; value(x: T): number }): FamilyDecl<S> {
-  const family = { ...f, group: () => '' } satisfies Family<S, T> as Family<S, unknown>;
+  const family = { ...f, group: () => NO_GROUP } satisfies Family<S, T> as Family<S, unknown>;
   return { name: f.name, help: f.help, type: f.type, labelNames: f.labelNames, bind: () => family };
 }

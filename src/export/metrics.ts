@@ -6,7 +6,7 @@
 // with 5,000 Services (~50k series) going through prom-client's per-series
 // label objects costs ~0.5 s a scrape (bench/agent.ts).
 import * as client from './prom-client.js';
-import { label, plain, SVC_LABELS, type FamilyDecl, type ServicePortLabelText } from './family.js';
+import { Group, label, plain, SVC_LABELS, type FamilyDecl, type ServicePortGroups } from './family.js';
 import { FamilyRenderer } from './family-renderer.js';
 import { chunkOf, gzipOf, textPieces, textSize, type Chunk } from './gzip-chunks.js';
 import type { SvcPortLabels } from './state.js';
@@ -21,13 +21,16 @@ export interface MetricsOptions {
 /**
  * Which Service ports fit under the cap: the first N by name (namespace, service, port, protocol),
  * so the set is stable between scrapes. A Service port is known by its label text, cached per
- * labels object (they are immutable, see state.ts): the same objects come back at every scrape, so
- * a scrape does not rebuild 5,000 label texts. One flat text each (join): a separate key built by
- * a template literal is a tree of concatenations, ~1 MB at 5,000 Services (heap snapshot).
+ * labels object with the text's hash (they are immutable, see state.ts): the same objects come
+ * back at every scrape, so a scrape does not rebuild or hash 5,000 label texts. One flat text each
+ * (join): a separate key built by a template literal is a tree of concatenations, ~1 MB at 5,000
+ * Services (heap snapshot).
  */
-class CardinalityCap implements ServicePortLabelText {
+class CardinalityCap implements ServicePortGroups {
   private readonly dropped = new Set<string>();
-  private readonly texts = new WeakMap<SvcPortLabels, string>();
+  private readonly groups = new WeakMap<SvcPortLabels, Group>();
+  /** update()'s count so far: a group whose mark is this one was counted in it. */
+  private generation = 0;
   /** The admitted label texts when some Service ports are over the cap; undefined when all fit. */
   private allowed?: Set<string>;
   constructor(private readonly max: number) {}
@@ -40,8 +43,30 @@ class CardinalityCap implements ServicePortLabelText {
     const all = [...new Set(lists)];
     if (all.length === this.seen.length && all.every((list, i) => list === this.seen[i])) return;
     this.seen = all;
+    // Counted by labels object, with a mark: under conntrack events some lists are new at every
+    // scrape, and a Set of every label text made for them cost more than rendering (cpu profile).
+    // Objects are at least as many as texts, so a count under the cap needs no texts.
+    const generation = ++this.generation;
+    let count = 0;
+    for (const list of all) {
+      let last: SvcPortLabels | undefined;
+      for (let i = 0; i < list.length; i++) {
+        const svc = list[i]!.svc;
+        if (svc === last) continue; // a Service port's items mostly come together
+        last = svc;
+        const g = this.groupOf(svc);
+        if (g.mark !== generation) {
+          g.mark = generation;
+          count++;
+        }
+      }
+    }
+    if (count <= this.max) {
+      this.allowed = undefined;
+      return;
+    }
     const texts = new Set<string>();
-    for (const list of all) for (const x of list) texts.add(this.textOf(x.svc));
+    for (const list of all) for (const x of list) texts.add(this.groupOf(x.svc).text);
     if (texts.size <= this.max) {
       this.allowed = undefined;
       return;
@@ -52,23 +77,23 @@ class CardinalityCap implements ServicePortLabelText {
     this.allowed = new Set(sorted.slice(0, this.max));
     for (const k of sorted.slice(this.max)) this.dropped.add(k);
   }
-  /** The Service port's label text, or null when it is over the cap. */
-  labels(s: SvcPortLabels): string | null {
-    const text = this.textOf(s);
-    return this.allowed && !this.allowed.has(text) ? null : text;
+  /** The Service port's group (label text and hash), or null when it is over the cap. */
+  group(s: SvcPortLabels): Group | null {
+    const g = this.groupOf(s);
+    return this.allowed && !this.allowed.has(g.text) ? null : g;
   }
   get droppedCount(): number {
     return this.dropped.size;
   }
-  private textOf(s: SvcPortLabels): string {
-    let text = this.texts.get(s);
-    if (text === undefined) this.texts.set(s, (text = svcLabelText(s)));
-    return text;
+  private groupOf(s: SvcPortLabels): Group {
+    let g = this.groups.get(s);
+    if (g === undefined) this.groups.set(s, (g = new Group(svcLabelText(s))));
+    return g;
   }
 }
 
 /**
- * A Service port's label text. Its own function, not a closure inside textOf: a closure over `s`
+ * A Service port's label text. Its own function, not a closure inside groupOf: a closure over `s`
  * there makes V8 allocate a context on every call, hit or miss (~40 bytes, 120k calls a scrape at
  * 5,000 Services: 4.7 MB of garbage per scrape, found by allocation sampling).
  */
@@ -167,8 +192,13 @@ export function createFamilyRegistry<S>(families: readonly FamilyDecl<S>[], getS
   const registry = new FamilyRegistry(() => {
     const state = getState();
     cap.update(perService.map((items) => items(state)));
-    // Families are separated by an empty line, as prom-client prints them.
-    return renderers.flatMap((r, i) => (i === 0 ? r.render(state) : [gap, ...r.render(state)]));
+    const out: Chunk[] = [];
+    for (let i = 0; i < renderers.length; i++) {
+      // Families are separated by an empty line, as prom-client prints them.
+      if (i > 0) out.push(gap);
+      renderers[i]!.render(state, out);
+    }
+    return out;
   }, processRegistry);
   for (const { f } of renderers) {
     const declaration = { name: f.name, help: f.help, labelNames: f.labelNames, registers: [registry] };
