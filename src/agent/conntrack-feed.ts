@@ -3,7 +3,7 @@
 // a periodic re-dump. From a bundle: the entries the bundle's conntrack file
 // holds, read through the conntrack source's own bundle reader.
 import type { BundleFiles } from '../bundle/files.js';
-import { dumpConntrack, malformedNote, type ConntrackDumpResult } from '../kernel/conntrack/dump.js';
+import { dumpConntrackViews, malformedNote, type ConntrackDumpResult } from '../kernel/conntrack/dump.js';
 import { ConntrackWatch, type WatchStats } from '../kernel/conntrack/events.js';
 import type { ConntrackPrefilter } from '../kernel/conntrack/prefilter.js';
 import type { ConntrackEntry, NodeSnapshot } from '../kernel/types.js';
@@ -80,18 +80,16 @@ export class LiveConntrack implements ConntrackFeed {
         initialDump: true,
         prefilter,
         kernelFilter: this.o.kernelFilter,
-        onEvent: (ev) => {
-          if (table.event(ev)) sink.changed();
+        // Decoded in place: an event allocates only the entry the table keeps.
+        onView: (type, v, at) => {
+          if (table.eventView(type, v, at)) sink.changed();
         },
         resync: {
           begin: () => {
             dumpStart = performance.now();
             table.beginResync();
           },
-          entries: (batch) => {
-            const now = Date.now();
-            for (const e of batch) table.upsert(e, now);
-          },
+          view: (v) => void table.upsertView(v, Date.now()),
           end: (info) => {
             table.endResync();
             sink.record(dumped(info, this.watch?.stats), performance.now() - dumpStart);
@@ -125,7 +123,7 @@ export class LiveConntrack implements ConntrackFeed {
     try {
       sink.table.beginResync();
       const now = Date.now();
-      const res = await dumpConntrack((b) => b.forEach((e) => sink.table.upsert(e, now)), { ...this.ns, ...(this.prefilter ? { prefilter: this.prefilter } : {}) });
+      const res = await dumpConntrackViews((v) => void sink.table.upsertView(v, now), { ...this.ns, ...(this.prefilter ? { prefilter: this.prefilter } : {}) });
       sink.table.endResync();
       sink.record(dumped(res, watch.stats), performance.now() - t0);
       if (res.malformed) this.o.log.warn({ malformed: res.malformed, first: res.firstMalformed }, 'conntrack dump skipped malformed entries');

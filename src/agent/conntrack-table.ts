@@ -4,12 +4,15 @@
 // going out to the VIP and coming back in), classifies each entry for
 // evidence, and counts finished VIP flows by outcome for the metrics.
 import type { ServiceView } from '../cluster/types.js';
-import { key, type Key } from '../model/address-key.js';
-import { protocolOfNumber as protoOf } from '../model/protocol.js';
+import type { Key } from '../model/address-key.js';
 import { portKey } from '../model/service.js';
 import type { SvcPortLabels } from '../export/state.js';
-import { FLOW_OUTCOMES, type FlowOutcome } from '../model/flow.js';
-import type { ConntrackEntry, ConntrackEvent } from '../kernel/types.js';
+import type { FlowOutcome } from '../model/flow.js';
+import { CompactEntry } from '../kernel/conntrack/compact.js';
+import { IPS_SEEN_REPLY } from '../kernel/conntrack/constants.js';
+import { ipv4Number } from '../model/ip.js';
+import type { CtView } from '../kernel/conntrack/decode.js';
+import type { ConntrackEntry, ConntrackEvent, ConntrackEventType } from '../kernel/types.js';
 import { labelsOf, type EntryMatch, type ServiceIndex } from './service-index.js';
 
 export type EntryClass = 'loopback_pair' | 'not_snated' | 'unreplied' | 'healthy';
@@ -21,10 +24,9 @@ export type EntryClass = 'loopback_pair' | 'not_snated' | 'unreplied' | 'healthy
  */
 export type FlowCounts = { svc: SvcPortLabels } & Record<FlowOutcome, number>;
 
-/** The outcomes in the order they are exported. */
-
 export interface KeptEntry {
-  entry: ConntrackEntry;
+  /** Replaced by a new object when the kernel reports a change (the diagnosis compares by identity). */
+  entry: CompactEntry;
   svcs: ServiceView[];
   toVip: boolean;
   /** When the agent first/last saw it (Date.now()); the kernel's own timestamps are off by default. */
@@ -35,11 +37,20 @@ export interface KeptEntry {
   generation: number;
 }
 
-/** The client socket (source address, protocol, port) as the shared numeric key (a number for IPv4). */
-const sockKey = (e: ConntrackEntry): Key => key(e.orig.src, protoOf(e.orig.protoNum) ?? String(e.orig.protoNum), e.orig.sport);
-const replied = (e: ConntrackEntry): boolean => e.statusFlags.includes('SEEN_REPLY');
+/** 2 bits for the protocols of Services, so that an IPv4 socket key (32 + 2 + 16 bits) is an exact number. */
+const PROTO_CODE: Record<number, number> = { 6: 1, 17: 2, 132: 3 };
+
+/** The client socket (source address, protocol, port): a number for IPv4, text otherwise. */
+function sockKey(e: CompactEntry): Key {
+  const { src, protoNum, sport } = e.orig;
+  const ip = ipv4Number(src);
+  const code = PROTO_CODE[protoNum];
+  if (ip !== undefined && code !== undefined && sport !== undefined) return (ip * 4 + code) * 65536 + sport;
+  return `${src}|${protoNum}|${sport ?? ''}`;
+}
+const replied = (e: CompactEntry): boolean => (e.status & IPS_SEEN_REPLY) !== 0;
 /** The client's address comes back unchanged as the reply's destination: no SNAT on the way out. */
-const notSnated = (e: ConntrackEntry): boolean => e.reply.dst === e.orig.src;
+const notSnated = (e: CompactEntry): boolean => e.reply.dst === e.orig.src;
 
 export function classifyEntry(k: KeptEntry): EntryClass {
   if (k.paired) return 'loopback_pair';
@@ -53,9 +64,10 @@ function outcomeOf(k: KeptEntry): FlowOutcome {
 }
 
 export class ConntrackTable {
+  /** By CTA_ID as a signed 32-bit integer (CompactEntry.id32): small-integer keys, no heap number each. */
   private readonly byId = new Map<number, KeptEntry>();
-  /** Entry ids by client socket: one or two each, in a small list (a Set each costs ~250 bytes). */
-  private readonly bySock = new Map<Key, number[]>();
+  /** Entry ids (id32) by client socket: nearly always one, a list only when two legs share it. */
+  private readonly bySock = new Map<Key, number | number[]>();
   private generation = 0;
   /** Finished VIP flows per Service port (keyed by portKey: its labels object is per cluster view). */
   readonly outcomes = new Map<string, FlowCounts>();
@@ -96,9 +108,16 @@ export class ConntrackTable {
 
   /** Applies an event; true when a kept entry appeared, changed or ended (worth a diagnosis). */
   event(ev: ConntrackEvent): boolean {
-    if (ev.type === 'DESTROY') return this.remove(ev.entry.id, true);
-    const known = this.byId.has(ev.entry.id);
+    if (ev.type === 'DESTROY') return this.remove(ev.entry.id | 0, true);
+    const known = this.byId.has(ev.entry.id | 0);
     return this.upsert(ev.entry, ev.receivedAtMs) || known;
+  }
+
+  /** event() for a message decoded in place (the agent's event stream): only what is kept is allocated. */
+  eventView(type: ConntrackEventType, v: CtView, nowMs: number): boolean {
+    if (type === 'DESTROY') return this.remove(v.id | 0, true);
+    const known = this.byId.has(v.id | 0);
+    return this.upsertView(v, nowMs) || known;
   }
 
   /** A full re-read starts; entries not seen again by endResync() are dropped. */
@@ -106,26 +125,53 @@ export class ConntrackTable {
     this.generation++;
   }
 
+  /** Keeps (or updates) an entry that touches an LB Service; true when it is new. */
   upsert(e: ConntrackEntry, nowMs: number): boolean {
-    const old = this.byId.get(e.id);
+    const old = this.byId.get(e.id | 0);
     if (old) {
-      this.changeCount++;
-      old.entry = e;
-      old.lastSeenMs = nowMs;
-      old.generation = this.generation;
+      const next = CompactEntry.fromEntry(e, old.entry);
+      if (next) this.update(old, next, nowMs);
       return false;
     }
-    const m: EntryMatch | undefined = this.index.match(e);
+    const m = this.index.match(e);
     if (!m || this.byId.size >= this.maxEntries) return false;
+    const c = CompactEntry.fromEntry(e);
+    return c ? this.add(c, m, nowMs) : false;
+  }
+
+  /** upsert() for a message decoded in place (read it before the buffer is reused). */
+  upsertView(v: CtView, nowMs: number): boolean {
+    const old = this.byId.get(v.id | 0);
+    if (old) {
+      const next = CompactEntry.fromView(v, old.entry);
+      if (next) this.update(old, next, nowMs);
+      return false;
+    }
+    if (this.byId.size >= this.maxEntries) return false;
+    const c = CompactEntry.fromView(v);
+    const m = c && this.index.match(c);
+    return m ? this.add(c, m, nowMs) : false;
+  }
+
+  private update(k: KeptEntry, e: CompactEntry, nowMs: number): void {
+    this.changeCount++;
+    k.entry = e;
+    k.lastSeenMs = nowMs;
+    k.generation = this.generation;
+  }
+
+  private add(e: CompactEntry, m: EntryMatch, nowMs: number): boolean {
     this.changeCount++;
     const k: KeptEntry = { entry: e, svcs: m.svcs, toVip: m.toVip, firstSeenMs: nowMs, lastSeenMs: nowMs, paired: false, generation: this.generation };
-    this.byId.set(e.id, k);
+    this.byId.set(e.id32, k);
     const sk = sockKey(e);
     const ids = this.bySock.get(sk);
-    if (ids) {
-      ids.push(e.id);
-      this.pair(ids);
-    } else this.bySock.set(sk, [e.id]);
+    if (ids === undefined) this.bySock.set(sk, e.id32);
+    else {
+      const list = typeof ids === 'number' ? [ids, e.id32] : (ids.push(e.id32), ids);
+      if (list !== ids) this.bySock.set(sk, list);
+      this.pair(list);
+    }
     for (const l of this.listeners) l(k);
     return true;
   }
@@ -141,7 +187,6 @@ export class ConntrackTable {
 
   /** An outbound entry to a VIP plus a return leg from a local source with the same socket. */
   private pair(ids: number[]): void {
-    if (ids.length < 2) return;
     const ks = ids.map((i) => this.byId.get(i)!);
     const out = ks.filter((k) => k.toVip && this.index.isLocal(k.entry.orig.src));
     const back = ks.filter((k) => !k.toVip);
@@ -149,6 +194,7 @@ export class ConntrackTable {
     for (const k of [...out, ...back]) k.paired = true;
   }
 
+  /** id: the entry's id32. */
   private remove(id: number, finished: boolean): boolean {
     const k = this.byId.get(id);
     if (!k) return false;
@@ -156,9 +202,13 @@ export class ConntrackTable {
     this.byId.delete(id);
     const sk = sockKey(k.entry);
     const ids = this.bySock.get(sk);
-    const at = ids ? ids.indexOf(id) : -1;
-    if (at >= 0) ids!.splice(at, 1);
-    if (ids?.length === 0) this.bySock.delete(sk);
+    if (ids === id) this.bySock.delete(sk);
+    else if (Array.isArray(ids)) {
+      const at = ids.indexOf(id);
+      if (at >= 0) ids.splice(at, 1);
+      if (ids.length === 1) this.bySock.set(sk, ids[0]!);
+      else if (ids.length === 0) this.bySock.delete(sk);
+    }
     if (finished && k.toVip) {
       const o = outcomeOf(k);
       for (const s of k.svcs) {

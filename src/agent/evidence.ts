@@ -65,7 +65,8 @@ export function entryLine(k: KeptEntry, live: boolean): EvidenceLine {
     line: formatConntrack(k.entry),
     firstSeen: new Date(k.firstSeenMs).toISOString(),
     lastSeen: new Date(k.lastSeenMs).toISOString(),
-    entry: k.entry,
+    // The plain entry, as decoded (the kept form's names and addresses are getters JSON would not see).
+    entry: k.entry.toEntry(),
     live,
   };
 }

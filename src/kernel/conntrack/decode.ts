@@ -18,7 +18,7 @@ function readBe64(b: Buffer, off: number): number {
 }
 
 /** -1 marks a field the message did not carry. */
-const NONE = -1;
+export const NONE = -1;
 
 /** One tuple's fields, as offsets and numbers into the message being decoded. */
 export class CtTupleView {

@@ -9,21 +9,30 @@ import type { NetlinkSocket } from '../netlink/socket.js';
 import { NETLINK_NETFILTER, NetlinkSocket as Socket, NOTIFICATION_BATCH } from '../netlink/socket.js';
 import type { ConntrackEntry, ConntrackEvent, ConntrackEventType } from '../types.js';
 import * as C from './constants.js';
-import { decodeEntry, eventType } from './decode.js';
-import { addressMatcher, dumpConntrack, keepFor, openConntrackSocket, type ConntrackFilter, type RawPrefilter } from './dump.js';
+import { CtView, eventType } from './decode.js';
+import { addressMatcher, dumpConntrack, dumpConntrackViews, keepFor, openConntrackSocket, type ConntrackFilter, type RawPrefilter } from './dump.js';
 import { KernelEventFilter, type KernelFilterStats } from './kernel-filter.js';
 
-export interface ResyncHandler {
+interface ResyncCommon {
   /** A resync starts: state built from events is no longer trustworthy. */
   begin(reason: 'overflow' | 'start'): void;
-  /** Entries of the re-read table, batch by batch. */
-  entries(batch: ConntrackEntry[]): void;
   /**
    * The table was read completely (entries counted, after filtering); malformed: entries skipped
    * because their attributes did not parse (dump.ts malformedNote describes them).
    */
   end(info: { entries: number; durationMs: number; interrupted: boolean; malformed: number; firstMalformed?: string }): void;
 }
+
+/** The re-read table is handed over as entries, batch by batch, or entry by entry as the decoded message (view). */
+export type ResyncHandler = ResyncCommon &
+  (
+    | { entries(batch: ConntrackEntry[]): void; view?: undefined }
+    | {
+        /** Valid only during the call, so that a consumer that keeps few entries allocates only those. */
+        view(v: CtView): void;
+        entries?: undefined;
+      }
+  );
 
 /**
  * After the event queue is drained it rests this long before it is watched again, so that events
@@ -34,7 +43,7 @@ export interface ResyncHandler {
  */
 export const PACE_MS = 100;
 
-export interface WatchOptions {
+interface WatchCommon {
   netns?: string;
   /** Rest after each drained queue (PACE_MS); 0 reads every event as it arrives. */
   paceMs?: number;
@@ -52,7 +61,6 @@ export interface WatchOptions {
    * space only, and stats.kernelFilter says why.
    */
   kernelFilter?: boolean;
-  onEvent(ev: ConntrackEvent): void;
   /** Without a handler, overflows are only counted. */
   resync?: ResyncHandler;
   /** Dump the table once at start, through resync.begin('start'). */
@@ -61,6 +69,20 @@ export interface WatchOptions {
   /** An event was skipped as malformed (stats.malformed counts them). */
   onMalformed?(e: NetlinkParseError): void;
 }
+
+/** Events are handed over as entries (onEvent) or as the decoded message (onView). */
+export type WatchOptions = WatchCommon &
+  (
+    | { onEvent(ev: ConntrackEvent): void; onView?: undefined }
+    | {
+        /**
+         * Each event as the message decoded in place (valid only during the call; the same view
+         * object every time), so that a consumer that keeps few entries allocates only those.
+         */
+        onView(type: ConntrackEventType, v: CtView, receivedAtMs: number): void;
+        onEvent?: undefined;
+      }
+  );
 
 export interface WatchStats {
   events: number;
@@ -75,6 +97,9 @@ export interface WatchStats {
   /** The first of them: why it was refused. */
   firstMalformed?: string;
 }
+
+/** What the event view points at between batches. */
+const NO_BYTES = Buffer.alloc(0);
 
 const GROUP: Record<ConntrackEventType, number> = {
   NEW: C.NFNLGRP_CONNTRACK_NEW,
@@ -109,17 +134,18 @@ export class ConntrackWatch {
     }
     this.stats = { events: 0, overflows: 0, resyncs: 0, rcvbuf: this.events.rcvbuf, kernelFilter: 'not requested', malformed: 0 };
     const match = addressMatcher(opts.filter?.addresses);
+    const view = new CtView();
     this.stopSub = this.events.subscribe(
       (msgs) => {
         const now = Date.now();
         for (const m of msgs) {
           const type = eventType(m);
           if (!type) continue;
-          if (this.prefilter && !this.prefilter.maybe(m.payload)) continue;
-          if (match && !match.maybe(m.payload)) continue;
-          let entry: ConntrackEntry;
+          const p = m.payload;
+          if (this.prefilter && !this.prefilter.maybe(p)) continue;
+          if (match && !match.maybe(p)) continue;
           try {
-            entry = decodeEntry(m.payload);
+            view.decode(p, 0, p.length);
           } catch (e) {
             if (!(e instanceof NetlinkParseError)) throw e;
             this.stats.malformed++;
@@ -127,10 +153,14 @@ export class ConntrackWatch {
             opts.onMalformed?.(e);
             continue;
           }
-          if (match && !match.exact(entry)) continue;
+          const entry = match || opts.onEvent ? view.toEntry() : undefined;
+          if (match && !match.exact(entry!)) continue;
           this.stats.events++;
-          opts.onEvent({ type, entry, receivedAtMs: now });
+          if (opts.onEvent) opts.onEvent({ type, entry: entry!, receivedAtMs: now });
+          else opts.onView(type, view, now);
         }
+        // The view must not keep the receive buffer between batches.
+        view.buf = NO_BYTES;
       },
       () => {
         this.stats.overflows++;
@@ -234,11 +264,14 @@ export class ConntrackWatch {
         this.stats.resyncs++;
         const t0 = performance.now();
         handler.begin(reason);
-        const res = await dumpConntrack((b) => handler.entries(b), {
+        const dumpOpts = {
           socket: this.dumps,
           ...(this.opts.filter ? { filter: this.opts.filter } : {}),
           ...(this.prefilter ? { prefilter: this.prefilter } : {}),
-        });
+        };
+        const res = handler.entries
+          ? await dumpConntrack((b) => handler.entries(b), dumpOpts)
+          : await dumpConntrackViews((v) => handler.view(v), dumpOpts);
         handler.end({
           entries: res.entries,
           durationMs: performance.now() - t0,
