@@ -1,8 +1,7 @@
 // EndpointSlices (discovery.k8s.io/v1, and v1beta1 as 1.17-1.20 serve them) → endpoints per Service port.
 // A slice belongs to the Service named by its `kubernetes.io/service-name`
 // label in its namespace; its ports are matched to a ServicePort by name and
-// protocol, as kube-proxy does. Condition defaults follow the API docs:
-// ready nil → true, serving nil → ready, terminating nil → false.
+// protocol, as kube-proxy does. A nil ready condition means ready (the API docs).
 // v1beta1 puts an endpoint's node in topology["kubernetes.io/hostname"] (its nodeName field
 // needs an alpha gate in 1.20); kube-proxy 1.20 compares that label with its own node name.
 import { canonicalIp, FieldError, isObj, optArr, optBool, optInt, optObj, optStr, reqStr, strMap } from './fields.js';
@@ -94,8 +93,6 @@ function parseEndpoint(v: unknown, path: string): SliceEndpoint {
     address: canonicalIp(addresses[0], `${path}.addresses[0]`),
     nodeName,
     ready,
-    serving: optBool(conditions.serving, `${path}.conditions.serving`) ?? ready,
-    terminating: optBool(conditions.terminating, `${path}.conditions.terminating`) ?? false,
   };
 }
 
@@ -108,8 +105,6 @@ function endpointView(ep: SliceEndpoint, port: number | undefined, nodeName: str
     address: ep.address,
     nodeName: ep.nodeName,
     ready: ep.ready,
-    serving: ep.serving,
-    terminating: ep.terminating,
     local: nodeName !== undefined && ep.nodeName === nodeName,
     port,
   };

@@ -59,13 +59,11 @@ describe('buildClusterView on a kubectl List', () => {
         address: '10.244.1.17',
         nodeName: 'node-a',
         ready: true,
-        serving: true,
-        terminating: false,
         local: true,
         port: 8080,
       },
       expect.objectContaining({ address: '10.244.2.31', nodeName: 'node-b', local: false, ready: true, port: 8080 }),
-      expect.objectContaining({ address: '10.244.1.9', local: true, ready: false, serving: true, terminating: true }),
+      expect.objectContaining({ address: '10.244.1.9', local: true, ready: false }),
     ]);
     // The https port takes the slice port of the same name, and no Ingress routes to it.
     const https = svc(view.services, 'default', 'web', 'https');
@@ -116,8 +114,8 @@ describe('buildClusterView on a kubectl List', () => {
     expect(cart.annotations.internalByAnnotation?.value).toBe('intranet');
     expect(cart.annotations.existingLb?.value).toBe('lb-uf6x2a9p3q7r8s1t0v');
     expect(cart.internalLb).toBe(true);
-    // Conditions with only `ready` set: serving follows ready, terminating defaults to false.
-    expect(cart.endpoints[0]).toMatchObject({ ready: true, serving: true, terminating: false, local: true });
+    // Conditions with only `ready` set.
+    expect(cart.endpoints[0]).toMatchObject({ ready: true, local: true });
   });
 
   it('AWS NLB scheme internal with a hostname-only status, and ITP=Local', () => {
@@ -187,7 +185,7 @@ describe('buildClusterView on malformed objects', () => {
     // The Ingress path with a port still routes; an empty conditions object means ready.
     expect(lb.ingressVips).toEqual([{ ingress: 'default/no-port', ip: '10.0.0.201' }]);
     expect(lb.endpoints).toEqual([
-      { address: '10.244.1.32', nodeName: 'node-a', ready: true, serving: true, terminating: false, local: true, port: 8080 },
+      { address: '10.244.1.32', nodeName: 'node-a', ready: true, local: true, port: 8080 },
     ]);
   });
 });
