@@ -112,7 +112,7 @@ export const LOCAL_POD = 2;
 /** Slots of the stats per-CPU array. */
 export const STAT_COUNTERS_FULL = 0;
 
-const KIND_CODES: Record<CounterKind, number> = { to_lb: 1, loop_return: 2, hc_local_src: 3 };
+export const KIND_CODES: Record<CounterKind, number> = { to_lb: 1, loop_return: 2, hc_local_src: 3 };
 const KINDS = Object.fromEntries(Object.entries(KIND_CODES).map(([k, v]) => [v, k])) as Record<number, CounterKind>;
 const PROTOS = Object.fromEntries(Object.entries(PROTO_NUMBERS).map(([k, v]) => [v, k])) as Record<number, Proto>;
 

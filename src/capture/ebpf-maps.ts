@@ -1,5 +1,5 @@
-// Contents of the eBPF program's maps: target sets -> map entries (kept in
-// sync by diffing against what we wrote last), and counters <- per-CPU values.
+// Contents of the eBPF program's maps: target sets -> map entries (what they must
+// hold; ebpf-sync.ts writes the changes), and counters <- per-CPU values.
 import type { BpfAddon } from '../native/bpf.js';
 import {
   COUNTER_KEY_SIZE,
@@ -25,116 +25,29 @@ import {
   MAP_VIPS6,
   MAP_VIPTAB,
   MAP_NODEPORTS,
-  MAX_SLOTS,
   SLOTS_SEEN_VALUE_SIZE,
   NODEPORT_SLOT_V4,
   NODEPORT_SLOT_V6,
   NODEPORT_VALUE_SIZE,
-  counterKey,
   nodePortIndex,
   type Net4,
   type Net6,
-  nodePortSlot,
   setBit,
   u32Value,
-  vipKey,
-  vipEntry,
-  VIP_BUCKET_ENTRIES,
-  VIP_BUCKET_MORE,
   VIP_BUCKET_SIZE,
-  VIP_ENT_SIZE,
   VIPTAB_BUCKETS,
 } from './bpf-layout.js';
+import { bytesText, isVip4, nodePortCounterId, textBytes, vipCounterId, vipFilterBit, vipKeyBytes, vipKeyOf, type VipKey } from './ebpf-keys.js';
+import type { SlotAllocator, VipTable } from './ebpf-tables.js';
 import { address16, parsePrefix16, PROTO_NUMBERS, type CounterSample, type Targets } from './targets.js';
 
+export { bytesText, textBytes };
+
 /**
- * key -> value, each as text (bytesText). Kept as text, not Buffers: at 5,000 Services the
- * maps hold ~15k entries, and two Buffer objects per entry cost ~5 MB of heap (bench/agent.ts).
+ * key -> value, each as text (bytesText). Kept as text, not Buffers: two Buffer objects an
+ * entry cost ~5 MB of heap at 5,000 Services (bench/agent.ts).
  */
 export type MapContents = Map<string, string>;
-
-/**
- * Bytes as text, one character a byte ('latin1' maps every byte to one character and back):
- * half the length of hex, and a one-byte value is one of V8's shared one-character strings
- * (at 5,000 Services, hex text would be ~0.9 MB of the agent's heap).
- */
-export const bytesText = (b: Buffer): string => b.toString('latin1');
-export const textBytes = (t: string): Buffer => Buffer.from(t, 'latin1');
-
-/**
- * Counter slots of the `slots` array, one per counter key the program counts by slot (a VIP
- * entry's to_lb, a NodePort's loop_return per family). A key keeps its slot for the life of the
- * agent, also while its target is gone, and a slot never changes key: the per-CPU sums stay
- * monotonic. When MAX_SLOTS - 1 are taken, new keys get 0 (none) and the program counts them in
- * the counters hash, as before slots.
- */
-export class SlotAllocator {
-  private readonly byKey = new Map<string, number>();
-  /** Counter key (bytesText of a struct ctr_key) of each slot; index 0 is unused. */
-  readonly keys: string[] = [''];
-
-  constructor(private readonly max = MAX_SLOTS) {}
-
-  slot(key: Buffer): number {
-    const k = bytesText(key);
-    let s = this.byKey.get(k);
-    if (s !== undefined) return s;
-    if (this.keys.length >= this.max) return 0;
-    s = this.keys.length;
-    this.keys.push(k);
-    this.byKey.set(k, s);
-    return s;
-  }
-
-  /** Slots handed out, slot 0 included (the part of the array the reader reads). */
-  get used(): number {
-    return this.keys.length;
-  }
-}
-
-/**
- * Where each VIP entry sits in the program's `viptab` buckets, for the life of the agent: an
- * entry keeps its place while its key stays, because a bucket is rewritten as a whole while the
- * program may be reading it, and only the entries that change may read torn. A new key takes a
- * free entry of its bucket; when there is none it is looked up in vips4/vips6 only (the bucket's
- * `more`) and stays there while it stays.
- */
-export class VipTable {
-  /** Bucket -> its entries (bytesText of a struct vip_ent, '' = free) and its hash-only entries. */
-  private readonly buckets = new Map<number, { entries: string[]; more: Set<string> }>();
-
-  /** Makes the table hold exactly `wanted` (bucket -> entries) and returns the buckets in use. */
-  update(wanted: Map<number, Set<string>>): MapContents {
-    for (const [at, b] of this.buckets) {
-      const w = wanted.get(at);
-      b.entries = b.entries.map((e) => (e && w?.has(e) ? e : ''));
-      for (const e of b.more) if (!w?.has(e)) b.more.delete(e);
-      if (b.entries.every((e) => !e) && b.more.size === 0) this.buckets.delete(at);
-    }
-    for (const [at, w] of wanted) {
-      let b = this.buckets.get(at);
-      if (!b) this.buckets.set(at, (b = { entries: Array<string>(VIP_BUCKET_ENTRIES).fill(''), more: new Set() }));
-      for (const e of w) {
-        if (b.entries.includes(e) || b.more.has(e)) continue;
-        const free = b.entries.indexOf('');
-        if (free >= 0) b.entries[free] = e;
-        else b.more.add(e);
-      }
-    }
-    const out: MapContents = new Map();
-    for (const [at, b] of this.buckets) {
-      const v = Buffer.alloc(VIP_BUCKET_SIZE);
-      b.entries.forEach((e, i) => e && v.set(textBytes(e), i * VIP_ENT_SIZE));
-      v.writeUInt32LE(b.more.size ? 1 : 0, VIP_BUCKET_MORE);
-      put(out, u32Value(at), v);
-    }
-    return out;
-  }
-}
-
-function put(m: MapContents, key: Buffer, value: Buffer): void {
-  m.set(bytesText(key), bytesText(value));
-}
 
 /**
  * The node's local prefixes as the program reads them: wider prefixes (pod
@@ -209,6 +122,7 @@ const INLINE_PREFIXES = 4;
  * before its bit is set (a stale bit only costs a lookup).
  */
 export const TARGET_MAPS = [MAP_VIPS4, MAP_VIPS6, MAP_VIPTAB, MAP_HOSTS4, MAP_HOSTS6, MAP_NODEPORTS, MAP_CONFIG, MAP_FILTERS] as const;
+export type TargetMap = (typeof TARGET_MAPS)[number];
 
 /** Array maps of TARGET_MAPS whose entries cannot be deleted: a key that goes is written with this value. */
 export const ARRAY_ZERO: Partial<Record<string, Buffer>> = {
@@ -216,8 +130,68 @@ export const ARRAY_ZERO: Partial<Record<string, Buffer>> = {
   [MAP_VIPTAB]: Buffer.alloc(VIP_BUCKET_SIZE),
 };
 
-const ANY_V4 = address16('0.0.0.0');
-const ANY_V6 = Buffer.alloc(16);
+/**
+ * What the target maps must hold, in the keys' compact forms: what targetMaps lays out in full
+ * and TargetSync (ebpf-sync.ts) writes as changes. Slots are handed out while it is built: the
+ * VIPs' in target order, then the NodePorts' (IPv4, IPv6 each).
+ */
+export interface WantedMaps {
+  /** vips4/vips6 keys, in target order (a duplicate target gives its key again). */
+  vips: VipKey[];
+  /** nodeports indexes, in target order. */
+  nodePorts: number[];
+  hosts4: Map<string, number>;
+  hosts6: Map<string, number>;
+  /** The config array's and the filters array's one value. */
+  config: Buffer;
+  filters: Buffer;
+}
+
+/** Throws (before handing out any slot) when the targets do not fit the program (too many local prefixes). */
+export function wantedMaps(t: Targets, slots?: SlotAllocator): WantedMaps {
+  const local = localSets(t);
+  const config = configValue(local.nets4, local.nets6, { v4: local.hosts4.size > 0, v6: local.hosts6.size > 0 });
+  const filters = Buffer.alloc(FILTERS_VALUE_SIZE);
+  const vips: VipKey[] = [];
+  for (const v of t.vips) {
+    const k = vipKeyOf(address16(v.address), !v.address.includes(':'), v.port, PROTO_NUMBERS[v.proto]);
+    slots?.slotOf(vipCounterId(k));
+    setBit(filters, FILTERS_VIP, vipFilterBit(k));
+    vips.push(k);
+  }
+  for (const [hosts, v4] of [[local.hosts4, true], [local.hosts6, false]] as const) {
+    for (const k of hosts.keys()) {
+      const a = textBytes(k);
+      setBit(filters, FILTERS_HOST, filterBit(v4 ? a.readUInt32LE(0) : addressWord(a, false), 0, 0));
+    }
+  }
+  const nodePorts: number[] = [];
+  for (const n of t.nodePorts) {
+    const proto = PROTO_NUMBERS[n.proto];
+    setBit(filters, nodePortBitmap(proto), n.port);
+    slots?.slotOf(nodePortCounterId(n.port, proto, false));
+    slots?.slotOf(nodePortCounterId(n.port, proto, true));
+    nodePorts.push(nodePortIndex(proto, n.port));
+  }
+  return { vips, nodePorts, hosts4: local.hosts4, hosts6: local.hosts6, config, filters };
+}
+
+/** The nodeports array's value at `index` (nodePortIndex): its loop_return slots per family, 0 without slots. */
+export function nodePortValue(index: number, slots?: SlotAllocator): Buffer {
+  const value = Buffer.alloc(NODEPORT_VALUE_SIZE);
+  if (slots) {
+    const proto = PROTO_NUMBERS_BY_SLOT[Math.floor(index / 65536)]!;
+    value.writeUInt16LE(slots.find(nodePortCounterId(index % 65536, proto, false)), NODEPORT_SLOT_V4);
+    value.writeUInt16LE(slots.find(nodePortCounterId(index % 65536, proto, true)), NODEPORT_SLOT_V6);
+  }
+  return value;
+}
+
+/** Protocol numbers by nodeports slot (nodePortSlot's inverse). */
+const PROTO_NUMBERS_BY_SLOT = [PROTO_NUMBERS.tcp, PROTO_NUMBERS.udp, PROTO_NUMBERS.sctp];
+
+/** The vips4/vips6 value of a key: its to_lb slot, 0 without slots. */
+export const vipValue = (k: VipKey, slots?: SlotAllocator): Buffer => u32Value(slots?.find(vipCounterId(k)) ?? 0);
 
 /**
  * Map name -> contents, for every map of TARGET_MAPS (the config array's only key is 0). Counter
@@ -226,43 +200,24 @@ const ANY_V6 = Buffer.alloc(16);
  * find no VIP, so the counter always passes one).
  */
 export function targetMaps(t: Targets, slots?: SlotAllocator, table?: VipTable): Record<string, MapContents> {
-  const local = localSets(t);
+  const w = wantedMaps(t, slots);
   const maps: Record<string, MapContents> = Object.fromEntries(TARGET_MAPS.map((m) => [m, new Map()]));
-  const filters = Buffer.alloc(FILTERS_VALUE_SIZE);
-  const buckets = new Map<number, Set<string>>();
-  for (const v of t.vips) {
-    const { v4, key } = vipKey(v.address, v.port, v.proto);
-    const proto = PROTO_NUMBERS[v.proto];
-    const a16 = address16(v.address);
-    const slot = slots?.slot(counterKey(a16, v.port, proto, 'to_lb', 'egress')) ?? 0;
-    put(maps[v4 ? MAP_VIPS4 : MAP_VIPS6]!, key, u32Value(slot));
-    const bit = filterBit(addressWord(a16, v4), v.port, proto);
-    setBit(filters, FILTERS_VIP, bit);
-    const at = bit & (VIPTAB_BUCKETS - 1);
-    if (!buckets.has(at)) buckets.set(at, new Set());
-    buckets.get(at)!.add(bytesText(vipEntry(a16, v4, v.port, proto, slot)));
+  for (const k of w.vips) put(maps[isVip4(k) ? MAP_VIPS4 : MAP_VIPS6]!, vipKeyBytes(k), vipValue(k, slots));
+  if (table) {
+    table.update(w.vips);
+    const slotOf = (k: VipKey) => slots?.find(vipCounterId(k)) ?? 0;
+    for (let b = 0; b < VIPTAB_BUCKETS; b++) if (table.inUse(b)) put(maps[MAP_VIPTAB]!, u32Value(b), table.bucket(b, slotOf));
   }
-  if (table) maps[MAP_VIPTAB] = table.update(buckets);
-  for (const [hosts, v4] of [[local.hosts4, true], [local.hosts6, false]] as const) {
-    for (const [k, flags] of hosts) {
-      maps[v4 ? MAP_HOSTS4 : MAP_HOSTS6]!.set(k, bytesText(u32Value(flags)));
-      const a = textBytes(k);
-      setBit(filters, FILTERS_HOST, filterBit(v4 ? a.readUInt32LE(0) : addressWord(a, false), 0, 0));
-    }
-  }
-  for (const n of t.nodePorts) {
-    const proto = PROTO_NUMBERS[n.proto];
-    setBit(filters, nodePortBitmap(proto), n.port);
-    const value = Buffer.alloc(NODEPORT_VALUE_SIZE);
-    if (slots) {
-      value.writeUInt16LE(slots.slot(counterKey(ANY_V4, n.port, proto, 'loop_return', 'ingress')), NODEPORT_SLOT_V4);
-      value.writeUInt16LE(slots.slot(counterKey(ANY_V6, n.port, proto, 'loop_return', 'ingress')), NODEPORT_SLOT_V6);
-    }
-    put(maps[MAP_NODEPORTS]!, u32Value(nodePortIndex(proto, n.port)), value);
-  }
-  put(maps[MAP_CONFIG]!, u32Value(0), configValue(local.nets4, local.nets6, { v4: local.hosts4.size > 0, v6: local.hosts6.size > 0 }));
-  put(maps[MAP_FILTERS]!, u32Value(0), filters);
+  for (const [k, flags] of w.hosts4) maps[MAP_HOSTS4]!.set(k, bytesText(u32Value(flags)));
+  for (const [k, flags] of w.hosts6) maps[MAP_HOSTS6]!.set(k, bytesText(u32Value(flags)));
+  for (const i of w.nodePorts) put(maps[MAP_NODEPORTS]!, u32Value(i), nodePortValue(i, slots));
+  put(maps[MAP_CONFIG]!, u32Value(0), w.config);
+  put(maps[MAP_FILTERS]!, u32Value(0), w.filters);
   return maps;
+}
+
+function put(m: MapContents, key: Buffer, value: Buffer): void {
+  m.set(bytesText(key), bytesText(value));
 }
 
 /**
@@ -286,10 +241,16 @@ export function perCpuStride(valueSize: number): number {
   return Math.ceil(valueSize / 8) * 8;
 }
 
-/** Reads and sums the per-CPU counters map with batch lookups. */
+/**
+ * Reads and sums the per-CPU counters map with batch lookups. The batch buffers start small and
+ * grow (up to `batch` entries) while batches come back full: the hash holds only the keys that
+ * have no slot, usually few, and a batch of 4,096 would keep 4,096 x CPUs x 16 bytes (4 MiB at
+ * 64 CPUs) for the life of the agent.
+ */
 export class CounterMapReader {
-  private readonly keys: Buffer;
-  private readonly values: Buffer;
+  private keys: Buffer;
+  private values: Buffer;
+  private size: number;
   private readonly token = Buffer.alloc(8);
   private readonly status = new Int32Array(2);
   private readonly stride = perCpuStride(COUNTER_VALUE_SIZE);
@@ -301,9 +262,16 @@ export class CounterMapReader {
     private readonly fd: number,
     private readonly cpus: number,
     private readonly batch = 4096,
+    first = 128,
   ) {
-    this.keys = Buffer.alloc(batch * COUNTER_KEY_SIZE);
-    this.values = Buffer.alloc(batch * cpus * this.stride);
+    this.size = Math.min(first, batch);
+    this.keys = Buffer.alloc(this.size * COUNTER_KEY_SIZE);
+    this.values = Buffer.alloc(this.size * cpus * this.stride);
+  }
+
+  /** Entries a batch takes now. */
+  get batchSize(): number {
+    return this.size;
   }
 
   read(): CounterSample[] {
@@ -311,7 +279,7 @@ export class CounterMapReader {
     const seen = new Map<string, DecodedCounterKey>();
     let first = true;
     for (;;) {
-      this.addon.bpfMapLookupBatch(this.fd, this.keys, this.values, this.token, first, this.status, this.batch);
+      this.addon.bpfMapLookupBatch(this.fd, this.keys, this.values, this.token, first, this.status, this.size);
       first = false;
       const n = this.status[0]!;
       for (let i = 0; i < n; i++) {
@@ -329,9 +297,17 @@ export class CounterMapReader {
         });
       }
       if (this.status[1] || n === 0) break;
+      // More to come after a full batch: larger batches from now on (the token keeps the place).
+      if (n >= this.size && this.size < this.batch) this.grow(Math.min(this.batch, this.size * 4));
     }
     this.decoded = seen;
     return out;
+  }
+
+  private grow(size: number): void {
+    this.size = size;
+    this.keys = Buffer.alloc(size * COUNTER_KEY_SIZE);
+    this.values = Buffer.alloc(size * this.cpus * this.stride);
   }
 
   /** Sum over CPUs of the u64 at `field` of entry i (exact below 2^53). */
@@ -421,7 +397,7 @@ export class SlotMapReader {
   private sample(out: CounterSample[], slot: number, values: Buffer, i: number): void {
     const packets = this.sum(values, i, CTR_VAL_PACKETS);
     if (packets === 0) return;
-    const key = (this.decoded[slot] ??= decodeCounterKey(textBytes(this.slots.keys[slot]!), 0));
+    const key = (this.decoded[slot] ??= decodeCounterKey(this.slots.keyOf(slot), 0));
     out.push({ ...key, packets, bytes: this.sum(values, i, CTR_VAL_BYTES) });
   }
 

@@ -17,7 +17,8 @@ import { attachPrograms, removeTcLeftovers, type Attachment } from './attach.js'
 import { MAP_COUNTERS, MAX_VIPS_PER_FAMILY, MAP_SLOTS, MAP_SLOTS_SEEN, MAP_STATS, PROG_EGRESS, PROG_INGRESS, STAT_COUNTERS_FULL, u32Value } from './bpf-layout.js';
 import type { Logger } from '../log.js';
 import type { Counter, CounterOptions } from './counter-types.js';
-import { ARRAY_ZERO, CounterMapReader, mergeSamples, SlotAllocator, SlotMapReader, syncMap, TARGET_MAPS, targetMaps, VipTable, type MapContents } from './ebpf-maps.js';
+import { CounterMapReader, mergeSamples, SlotMapReader, TARGET_MAPS } from './ebpf-maps.js';
+import { TargetSync } from './ebpf-sync.js';
 import { LinkPackets, type PacketCounts } from './link-packets.js';
 import { captureError, CaptureError } from './errors.js';
 import { validateTargets, type CounterReading, type Targets } from './targets.js';
@@ -49,13 +50,9 @@ export class EbpfCounter implements Counter {
   readonly maxVipsPerFamily = MAX_VIPS_PER_FAMILY;
   readonly description: string;
   private readonly fds: Record<string, number>;
-  /** What each map the agent writes holds (targetMaps' names). */
-  private readonly contents: Record<string, MapContents> = Object.fromEntries(TARGET_MAPS.map((m) => [m, new Map()]));
   private readonly reader: CounterMapReader;
-  /** Counter slots of VIP entries and NodePorts, for the life of this counter. */
-  private readonly slots = new SlotAllocator();
-  /** Where each VIP entry sits in the viptab buckets, for the life of this counter. */
-  private readonly vipTable = new VipTable();
+  /** Keeps the maps the agent writes equal to the targets; its counter slots last as long as this counter. */
+  private readonly targetSync: TargetSync;
   private readonly slotReader: SlotMapReader;
   private readonly cpus: number;
   private closed = false;
@@ -80,7 +77,8 @@ export class EbpfCounter implements Counter {
     );
     this.cpus = addon.bpfPossibleCpus();
     this.reader = new CounterMapReader(addon, this.fds[MAP_COUNTERS]!, this.cpus);
-    this.slotReader = new SlotMapReader(addon, this.fds[MAP_SLOTS]!, this.fds[MAP_SLOTS_SEEN]!, this.cpus, this.slots);
+    this.targetSync = new TargetSync(addon, this.fds);
+    this.slotReader = new SlotMapReader(addon, this.fds[MAP_SLOTS]!, this.fds[MAP_SLOTS_SEEN]!, this.cpus, this.targetSync.slots);
   }
 
   /** Loads and attaches; cleans a crashed run's cls_bpf filters first. */
@@ -150,25 +148,7 @@ export class EbpfCounter implements Counter {
   setTargets(targets: Targets): void {
     this.ensureOpen();
     validateTargets(targets);
-    let next: Record<string, MapContents>;
-    try {
-      next = targetMaps(targets, this.slots, this.vipTable);
-    } catch (e) {
-      throw captureError(e, 'maps', 'preparing the eBPF maps');
-    }
-    for (const name of Object.keys(next)) {
-      try {
-        syncMap(this.addon, this.fds[name]!, this.contents[name]!, next[name]!, ARRAY_ZERO[name]);
-      } catch (e) {
-        // The map now holds some mix of both; record every key either had,
-        // with an unknown (empty) value, so the next call rewrites or deletes each.
-        const unknown: MapContents = new Map();
-        for (const key of [...this.contents[name]!.keys(), ...next[name]!.keys()]) unknown.set(key, '');
-        this.contents[name] = unknown;
-        throw captureError(e, 'maps', `updating the eBPF ${name} map`);
-      }
-      this.contents[name] = next[name]!;
-    }
+    this.targetSync.sync(targets);
   }
 
   /**

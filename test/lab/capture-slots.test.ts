@@ -6,7 +6,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { counterKey, COUNTER_VALUE_SIZE, MAP_SLOTS, MAP_SLOTS_SEEN, SLOTS_SEEN_VALUE_SIZE } from '../../src/capture/bpf-layout.js';
 import { bpfObjectPath } from '../../src/capture/ebpf.js';
-import { perCpuStride, SlotAllocator, SlotMapReader } from '../../src/capture/ebpf-maps.js';
+import { perCpuStride, SlotMapReader } from '../../src/capture/ebpf-maps.js';
+import { SlotAllocator } from '../../src/capture/ebpf-tables.js';
 import { address16 } from '../../src/capture/targets.js';
 import { bpfAddon, type BpfObject } from '../../src/native/bpf.js';
 import { isRoot } from '../support/netns.js';

@@ -15,7 +15,8 @@ import {
   u32Value,
   vipKey,
 } from '../../../src/capture/bpf-layout.js';
-import { bytesText, mergeSamples, SlotAllocator, targetMaps, textBytes } from '../../../src/capture/ebpf-maps.js';
+import { bytesText, mergeSamples, targetMaps, textBytes } from '../../../src/capture/ebpf-maps.js';
+import { SlotAllocator } from '../../../src/capture/ebpf-tables.js';
 import { address16, type Targets } from '../../../src/capture/targets.js';
 
 const targets = (vips: Targets['vips'], nodePorts: Targets['nodePorts']): Targets => ({
@@ -24,7 +25,7 @@ const targets = (vips: Targets['vips'], nodePorts: Targets['nodePorts']): Target
   localPrefixes: [{ cidr: '10.244.1.0/24', bound: false }],
 });
 
-const slotKey = (a: SlotAllocator, slot: number) => decodeCounterKey(textBytes(a.keys[slot]!), 0);
+const slotKey = (a: SlotAllocator, slot: number) => decodeCounterKey(a.keyOf(slot), 0);
 
 describe('counter slots', () => {
   it('a VIP entry holds the slot of its to_lb key, a NodePort one per family for loop_return', () => {

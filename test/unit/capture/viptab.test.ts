@@ -6,7 +6,9 @@ import { existsSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import * as L from '../../../src/capture/bpf-layout.js';
 import { bpfObjectPath } from '../../../src/capture/ebpf.js';
-import { SlotAllocator, targetMaps, textBytes, VipTable, type MapContents } from '../../../src/capture/ebpf-maps.js';
+import { targetMaps, textBytes, type MapContents } from '../../../src/capture/ebpf-maps.js';
+import { vipKeyOf } from '../../../src/capture/ebpf-keys.js';
+import { bucketOf, SlotAllocator, VipTable } from '../../../src/capture/ebpf-tables.js';
 import { address16, type Targets } from '../../../src/capture/targets.js';
 import { Btf } from '../../support/btf.js';
 import { bucketMates, vipBucket } from '../../support/vip-buckets.js';
@@ -90,6 +92,49 @@ describe('viptab buckets', () => {
     expect(t.size).toBe(1);
     // Slots in entries are the to_lb slots of their keys.
     expect(t.get(at)!.entries.map((e) => e!.slot).every((s) => s > 0)).toBe(true);
+  });
+
+  it('reports what changed: keys added and removed once each, and only buckets whose value changed', () => {
+    const table = new VipTable();
+    const key = (a: string, port = 80) => vipKeyOf(address16(a), !a.includes(':'), port, 6);
+    const [b, c, d] = bucketMates('10.0.0.100', 80, 'tcp', 3).map((a) => key(a));
+    const a = key('10.0.0.100');
+    const [v6, w6, x6] = ['2001:db8::1', ...bucketMates('2001:db8::1', 80, 'tcp', 2)].map((x) => key(x));
+    const at = bucketOf(a);
+    const at6 = bucketOf(v6!);
+
+    let ch = table.update([a, b!, c!, a, v6!, w6!, x6!]); // a twice: one key
+    expect(ch.added).toEqual([a, b, c, v6, w6, x6]);
+    expect(ch.removed).toEqual([]);
+    expect(ch.buckets.sort()).toEqual([at, at6].sort());
+    expect(table.counts()).toEqual({ inBuckets: 4, more: 2 });
+    // Nothing new: nothing changed.
+    ch = table.update([x6!, w6!, v6!, c!, b!, a]);
+    expect(ch).toEqual({ added: [], removed: [], buckets: [] });
+
+    // The hash-only key goes as another comes to the hash: the bucket's value stays as it was.
+    ch = table.update([a, b!, d!, v6!, w6!, x6!]);
+    expect(ch).toEqual({ added: [d], removed: [c], buckets: [] });
+    expect(table.has(c!)).toBe(false);
+    expect(table.has(d!)).toBe(true);
+
+    // An entry's key goes and comes back: it takes a free entry again (the same one, the only free).
+    ch = table.update([b!, d!, w6!, x6!]);
+    expect(ch.removed.sort()).toEqual([a, v6].sort());
+    expect(ch.buckets.sort()).toEqual([at, at6].sort());
+    ch = table.update([a, b!, d!, v6!, w6!, x6!]);
+    expect(ch.added).toEqual([a, v6]);
+    const slotOf = () => 1;
+    expect(table.bucket(at, slotOf).subarray(0, 4).toString('hex')).toBe('0a000064');
+    expect(table.bucket(at6, slotOf).subarray(0, 16).equals(address16('2001:db8::1'))).toBe(true);
+    expect(table.counts()).toEqual({ inBuckets: 4, more: 2 });
+
+    // Everything goes: every bucket is written (as zeros), none is in use.
+    ch = table.update([]);
+    expect(ch.removed).toHaveLength(6);
+    expect(table.inUse(at) || table.inUse(at6)).toBe(false);
+    expect(table.bucket(at, slotOf).equals(Buffer.alloc(L.VIP_BUCKET_SIZE))).toBe(true);
+    expect(table.counts()).toEqual({ inBuckets: 0, more: 0 });
   });
 
   it('without a table (classify: keys only) writes no buckets', () => {

@@ -1,0 +1,152 @@
+// Keeps the maps the agent writes (TARGET_MAPS) equal to the targets, writing only what changed.
+// What the large maps hold is not mirrored entry by entry: a VIP key's value (its slot) and a
+// NodePort's (its slots) never change while the key stays (SlotAllocator), so vips4/vips6 hold
+// the keys of the VipTable, viptab its buckets, and nodeports the set bits of a bitmap; only
+// the few small maps (hosts, config, filters) are kept as contents.
+import type { BpfAddon } from '../native/bpf.js';
+import { MAP_CONFIG, MAP_FILTERS, MAP_HOSTS4, MAP_HOSTS6, MAP_NODEPORTS, MAP_VIPS4, MAP_VIPS6, MAP_VIPTAB, NODEPORT_ENTRIES, u32Value } from './bpf-layout.js';
+import { isVip4, vipCounterId, vipKeyBytes, type VipKey } from './ebpf-keys.js';
+import { ARRAY_ZERO, bytesText, nodePortValue, syncMap, TARGET_MAPS, vipValue, wantedMaps, type MapContents, type TargetMap, type WantedMaps } from './ebpf-maps.js';
+import { SlotAllocator, VipTable } from './ebpf-tables.js';
+import { captureError } from './errors.js';
+import type { Targets } from './targets.js';
+
+const KEY0 = u32Value(0);
+
+export class TargetSync {
+  /** Counter slots of VIP entries and NodePorts, for the life of the program. */
+  readonly slots: SlotAllocator;
+  /** Where each VIP entry sits in the viptab buckets; its keys are those of vips4/vips6. */
+  readonly table = new VipTable();
+  /**
+   * VIP keys and viptab buckets changed in the table but maybe not yet in the kernel's maps: the
+   * changes of the sync under way, and after a failed write those of the maps not (all) written.
+   */
+  private readonly pending4 = new Set<VipKey>();
+  private readonly pending6 = new Set<VipKey>();
+  private readonly pendingBuckets = new Set<number>();
+  /** nodeports indexes the kernel's array may hold non-zero (one bit each). */
+  private nodePortsHeld = new Uint8Array(NODEPORT_ENTRIES / 8);
+  /** After a failed nodeports write: every wanted NodePort is rewritten, not only the new ones. */
+  private nodePortsUnsure = false;
+  private readonly hosts: Record<typeof MAP_HOSTS4 | typeof MAP_HOSTS6, MapContents> = { [MAP_HOSTS4]: new Map(), [MAP_HOSTS6]: new Map() };
+  /** The config's and filters' value as written; undefined before the first write, or after a failed one. */
+  private config: Buffer | undefined;
+  private filters: Buffer | undefined;
+
+  constructor(
+    private readonly addon: BpfAddon,
+    private readonly fds: Record<string, number>,
+    maxSlots?: number,
+  ) {
+    this.slots = new SlotAllocator(maxSlots);
+  }
+
+  /** Throws a CaptureError ('maps') naming the map whose write failed; the next sync completes the work. */
+  sync(t: Targets): void {
+    let w: WantedMaps;
+    try {
+      w = wantedMaps(t, this.slots);
+    } catch (e) {
+      throw captureError(e, 'maps', 'preparing the eBPF maps');
+    }
+    const change = this.table.update(w.vips);
+    for (const k of [...change.added, ...change.removed]) (isVip4(k) ? this.pending4 : this.pending6).add(k);
+    for (const b of change.buckets) this.pendingBuckets.add(b);
+    const steps: Record<TargetMap, () => void> = {
+      [MAP_VIPS4]: () => this.syncVips(MAP_VIPS4, this.pending4),
+      [MAP_VIPS6]: () => this.syncVips(MAP_VIPS6, this.pending6),
+      [MAP_VIPTAB]: () => this.syncBuckets(),
+      [MAP_HOSTS4]: () => this.syncHosts(MAP_HOSTS4, w.hosts4),
+      [MAP_HOSTS6]: () => this.syncHosts(MAP_HOSTS6, w.hosts6),
+      [MAP_NODEPORTS]: () => this.syncNodePorts(w.nodePorts),
+      [MAP_CONFIG]: () => this.syncValue(MAP_CONFIG, w.config),
+      [MAP_FILTERS]: () => this.syncValue(MAP_FILTERS, w.filters),
+    };
+    for (const name of TARGET_MAPS) {
+      try {
+        steps[name]();
+      } catch (e) {
+        throw captureError(e, 'maps', `updating the eBPF ${name} map`);
+      }
+    }
+  }
+
+  /** Keys in the table written with their slot, first; then the others deleted. */
+  private syncVips(name: string, pending: Set<VipKey>): void {
+    const fd = this.fds[name]!;
+    for (const k of pending) if (this.table.has(k)) this.addon.bpfMapUpdate(fd, vipKeyBytes(k), vipValue(k, this.slots), 0 /* BPF_ANY */);
+    for (const k of pending) if (!this.table.has(k)) this.addon.bpfMapDelete(fd, vipKeyBytes(k));
+    pending.clear();
+  }
+
+  private syncBuckets(): void {
+    const fd = this.fds[MAP_VIPTAB]!;
+    const slotOf = (k: VipKey) => this.slots.find(vipCounterId(k));
+    for (const b of this.pendingBuckets) {
+      this.addon.bpfMapUpdate(fd, u32Value(b), this.table.bucket(b, slotOf), 0);
+      this.pendingBuckets.delete(b);
+    }
+  }
+
+  private syncHosts(name: typeof MAP_HOSTS4 | typeof MAP_HOSTS6, wanted: Map<string, number>): void {
+    const next: MapContents = new Map();
+    for (const [k, flags] of wanted) next.set(k, bytesText(u32Value(flags)));
+    try {
+      syncMap(this.addon, this.fds[name]!, this.hosts[name], next);
+    } catch (e) {
+      // The map now holds some mix of both; every key either had, with an unknown (empty)
+      // value, so that the next sync rewrites or deletes each.
+      const unknown: MapContents = new Map();
+      for (const k of [...this.hosts[name].keys(), ...next.keys()]) unknown.set(k, '');
+      this.hosts[name] = unknown;
+      throw e;
+    }
+    this.hosts[name] = next;
+  }
+
+  /** New NodePorts written with their slots, first; then the ones gone written as zeros. */
+  private syncNodePorts(indexes: number[]): void {
+    const fd = this.fds[MAP_NODEPORTS]!;
+    const held = this.nodePortsHeld;
+    const wanted = new Uint8Array(held.length);
+    for (const i of indexes) wanted[i >> 3]! |= 1 << (i & 7);
+    const add: number[] = [];
+    const zero: number[] = [];
+    for (let byte = 0; byte < wanted.length; byte++) {
+      const w = wanted[byte]!;
+      const h = held[byte]!;
+      if (w === h && !(this.nodePortsUnsure && w)) continue;
+      for (let bit = 0; bit < 8; bit++) {
+        const m = 1 << bit;
+        if (w & m && (this.nodePortsUnsure || !(h & m))) add.push(byte * 8 + bit);
+        else if (h & m && !(w & m)) zero.push(byte * 8 + bit);
+      }
+    }
+    if (add.length || zero.length) {
+      // Until the last write is done the array may hold any of both, and wanted ones may be missing.
+      for (let byte = 0; byte < held.length; byte++) held[byte]! |= wanted[byte]!;
+      this.nodePortsUnsure = true;
+      // An index's value is the same whenever it is written (its slots, or zeros once they ran out):
+      // one of zeros is zeros in the array already.
+      for (const i of add) {
+        const value = nodePortValue(i, this.slots);
+        if (value.some((b) => b !== 0)) this.addon.bpfMapUpdate(fd, u32Value(i), value, 0);
+      }
+      for (const i of zero) {
+        if (nodePortValue(i, this.slots).some((b) => b !== 0)) this.addon.bpfMapUpdate(fd, u32Value(i), ARRAY_ZERO[MAP_NODEPORTS]!, 0);
+      }
+    }
+    this.nodePortsHeld = wanted;
+    this.nodePortsUnsure = false;
+  }
+
+  /** A one-value array map (config, filters): written when its value differs from the one written last. */
+  private syncValue(name: typeof MAP_CONFIG | typeof MAP_FILTERS, next: Buffer): void {
+    const written = this[name];
+    if (written?.equals(next)) return;
+    this[name] = undefined; // unknown, should the write fail
+    this.addon.bpfMapUpdate(this.fds[name]!, KEY0, next, 0);
+    this[name] = next;
+  }
+}
