@@ -123,7 +123,13 @@ export function perServicePort<S, T extends { svc: SvcPortLabels }>(
         items,
         group: (x: T) => cap.group(x.svc),
         key: extra.length === 1 ? first![1] : (x: T) => extra.map(([, v]) => v(x)).join('\0'),
-        labels: (x: T, g: Group) => [g.text, ...extra.map(([n, v]) => label(n, v(x)))].join(','),
+        labels: (x: T, g: Group) => {
+          // Appended in place, not an array spread and joined: this runs for every sample of a
+          // chunk formatted again (50k at the first scrape of 5,000 Services).
+          let text = g.text;
+          for (let i = 0; i < extra.length; i++) text += `,${label(extra[i]![0], extra[i]![1](x))}`;
+          return text;
+        },
         value,
       }) satisfies Family<S, T> as Family<S, unknown>,
   };
