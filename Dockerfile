@@ -42,7 +42,7 @@ WORKDIR /app
 COPY --from=builder /app/package.json /app/binding.gyp ./
 COPY --from=builder /app/node_modules ./node_modules
 COPY --from=builder /app/dist ./dist
-COPY --from=builder /app/build/Release/clbprobe.node /app/build/Release/clbprobe.bpf.o /app/build/Release/ctevents.bpf.o ./build/Release/
+COPY --from=builder /app/build/Release/clbprobe.node /app/build/Release/clbprobe.bpf.o /app/build/Release/clbprobe-l3.bpf.o /app/build/Release/ctevents.bpf.o ./build/Release/
 # The agent's seccomp profile: the DaemonSet's init container copies it to the kubelet's directory.
 COPY deploy/seccomp/clbprobe.json ./deploy/seccomp/
 # `clbprobe` on PATH for whoever execs into the pod (kubectl exec POD -- clbprobe evidence ...).

@@ -16,7 +16,13 @@
           "action_name": "compile_bpf",
           "inputs": ["native/bpf/clbprobe.bpf.c"],
           "outputs": ["<(PRODUCT_DIR)/clbprobe.bpf.o"],
-          "action": ["sh", "-c", "clang -O2 -g -Wall -target bpf -I/usr/include/`uname -m`-linux-gnu -c native/bpf/clbprobe.bpf.c -o <(PRODUCT_DIR)/clbprobe.bpf.o"]
+          "action": ["sh", "-c", "clang -O2 -g -Wall -target bpf -mcpu=v3 -I/usr/include/`uname -m`-linux-gnu -c native/bpf/clbprobe.bpf.c -o <(PRODUCT_DIR)/clbprobe.bpf.o"]
+        },
+        {
+          "action_name": "compile_bpf_l3",
+          "inputs": ["native/bpf/clbprobe.bpf.c"],
+          "outputs": ["<(PRODUCT_DIR)/clbprobe-l3.bpf.o"],
+          "action": ["sh", "-c", "clang -O2 -g -Wall -target bpf -mcpu=v3 -DL2_LEN=0 -I/usr/include/`uname -m`-linux-gnu -c native/bpf/clbprobe.bpf.c -o <(PRODUCT_DIR)/clbprobe-l3.bpf.o"]
         },
         {
           "action_name": "compile_ctevents_bpf",

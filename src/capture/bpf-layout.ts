@@ -16,12 +16,17 @@ export const MAP_VIPS4 = 'vips4';
 export const MAP_VIPS6 = 'vips6';
 export const MAP_HOSTS4 = 'hosts4';
 export const MAP_HOSTS6 = 'hosts6';
-export const MAP_CONFIG = 'config';
-export const MAP_FILTERS = 'filters';
+/**
+ * Global variables of the program (struct config, struct filters, struct slots_seen): libbpf
+ * makes each section an array map of one entry (key 0) whose value is the section, and the
+ * program addresses them directly, without a lookup.
+ */
+export const MAP_CONFIG = '.data.config';
+export const MAP_FILTERS = '.data.filters';
 export const MAP_COUNTERS = 'counters';
 export const MAP_STATS = 'stats';
 export const MAP_SLOTS = 'slots';
-export const MAP_SLOTS_SEEN = 'slots_seen';
+export const MAP_SLOTS_SEEN = '.data.seen';
 export const MAP_NODEPORTS = 'nodeports';
 export const MAP_VIPTAB = 'viptab';
 export const PROG_INGRESS = 'clbp_ingress';
@@ -55,7 +60,7 @@ export const CTR_VAL_BYTES = 8;
 export const MAX_SLOTS = 16384;
 /** max_entries of vips4 and vips6 (MAX_TARGETS in clbprobe.bpf.c): the LB VIP:ports counted per address family. */
 export const MAX_VIPS_PER_FAMILY = 16384;
-/** slots_seen: one array entry (key 0), struct slots_seen: a byte per slot, 1 once the slot was bumped. */
+/** .data.seen: one array entry (key 0), struct slots_seen: a byte per slot, 1 once the slot was bumped. */
 export const SLOTS_SEEN_VALUE_SIZE = MAX_SLOTS;
 /** nodeports: struct nodeport_slots (u16 slot per family, 0 = none) at protocol slot * 65536 + port. */
 export const NODEPORT_VALUE_SIZE = 4;
@@ -63,10 +68,11 @@ export const NODEPORT_SLOT_V4 = 0;
 export const NODEPORT_SLOT_V6 = 2;
 /**
  * viptab: VIPTAB_BUCKETS buckets (struct vip_bucket, one cache line) of VIP_BUCKET_ENTRIES
- * struct vip_ent each, indexed by filterBit(...) & (VIPTAB_BUCKETS - 1); `more` = 1 when a key of
+ * struct vip_ent each, indexed by filterBit(...); `more` = 1 when a key of
  * the bucket is only in vips4/vips6.
  */
-export const VIPTAB_BUCKETS = 8192;
+export const VIPTAB_BITS = 13;
+export const VIPTAB_BUCKETS = 1 << VIPTAB_BITS;
 export const VIP_BUCKET_SIZE = 64;
 export const VIP_BUCKET_ENTRIES = 2;
 export const VIP_BUCKET_MORE = 48;
@@ -109,6 +115,11 @@ export const CONFIG_VALUE_SIZE = CONFIG_NETS6 + MAX_NETS * NET6_SIZE;
 /** local_flag bits (hosts maps' values and the config's prefixes). */
 export const LOCAL_BOUND = 1;
 export const LOCAL_POD = 2;
+/**
+ * Only in a config prefix's flags: the host hash holds addresses inside the prefix. An address
+ * that a prefix without it holds is not in the hash: its host filter bit is not read.
+ */
+export const LOCAL_IN_HASH = 4;
 /** Slots of the stats per-CPU array. */
 export const STAT_COUNTERS_FULL = 0;
 
@@ -134,12 +145,28 @@ export function vipKey(address: string, port: number, proto: Proto): { v4: boole
   return { v4, key: vipKey16(a, v4, port, PROTO_NUMBERS[proto]) };
 }
 
-/** struct filters: the VIP and host prefilter bitmaps, then one exact NodePort bitmap per protocol. */
-export const FILTER_BITS = 15;
-const FILTER_BYTES = (1 << FILTER_BITS) / 8;
+/**
+ * struct filters: the VIP filter (VIP_LINES struct vip_line), the host filter, then one exact
+ * NodePort bitmap per protocol. A vip_line holds the VADDR_* bits of VIP_LINE_ADDRS hashed
+ * addresses (hashBits(w, VADDR_BITS): line, then index), then 256 bits for those addresses'
+ * keys, at the low 8 bits of their viptab bucket.
+ */
+export const VIP_LINE_ADDR_BITS = 7;
+export const VIP_LINE_ADDRS = 1 << VIP_LINE_ADDR_BITS;
+export const VIP_LINES = 256;
+export const VADDR_BITS = 8 + VIP_LINE_ADDR_BITS;
+export const VIP_LINE_SIZE = 64;
+export const VIP_LINE_ADDR = 0;
+export const VIP_LINE_KEY = 32;
+export const VADDR_BYTES = VIP_LINES * VIP_LINE_SIZE;
+export const HOST_BITS = 16;
+export const HOST_BYTES = (1 << HOST_BITS) / 8;
 export const FILTERS_VIP = 0;
-export const FILTERS_HOST = FILTER_BYTES;
-export const FILTERS_NODEPORT = 2 * FILTER_BYTES;
+export const FILTERS_HOST = FILTERS_VIP + VADDR_BYTES;
+export const FILTERS_NODEPORT = FILTERS_HOST + HOST_BYTES;
+/** enum vip_addr_bit: some entry of the address has a port / is for any port (port 0). */
+export const VADDR_PORT = 1;
+export const VADDR_ANY = 2;
 /** filters.nodeport: one exact bitmap of 65536 bits per protocol, NODEPORT_SLOTS of them. */
 export const NODEPORT_BYTES = 65536 / 8;
 export const NODEPORT_SLOTS = 3;
@@ -152,21 +179,37 @@ export const nodePortBitmap = (proto: number): number => FILTERS_NODEPORT + node
 export const nodePortIndex = (proto: number, port: number): number => nodePortSlot(proto) * 65536 + port;
 export const NODEPORT_ENTRIES = NODEPORT_SLOTS * 65536;
 
-function mix(x: number): number {
-  x = Math.imul(x >>> 0, 0x9e3779b1) >>> 0;
-  x = (x ^ (x >>> 15)) >>> 0;
-  return Math.imul(x, 0x85ebca77) >>> 0;
+const HASH_MUL = 0x9e3779b1;
+const PORT_MUL = 0x85ebca77;
+
+/** The program's hash_bits(): the top `bits` bits of a multiplicative hash of the u32 x. */
+export function hashBits(x: number, bits: number): number {
+  x = (x ^ (x >>> 16)) >>> 0;
+  return Math.imul(x, HASH_MUL) >>> (32 - bits);
 }
 
 /**
- * The program's filter_bit(): w is the key word as the CPU loads it (little-endian here). Word
- * and protocol choose a 512-bit block, the port a bit in it.
+ * The program's vip_bucket_of(), a VIP key's filter bit: its viptab bucket, and (its low 8 bits)
+ * its key bit in its address's VIP filter line. w is the address's key word (addressWord).
  */
 export function filterBit(w: number, port: number, proto: number): number {
-  const h = mix(w ^ proto);
-  const block = h >>> (32 - (FILTER_BITS - 9));
-  return ((block << 9) | ((h ^ mix(port + 1)) & 511)) >>> 0;
+  return hashBits((w ^ Math.imul((port << 8) | proto, PORT_MUL)) >>> 0, VIPTAB_BITS);
 }
+
+/**
+ * Sets a VIP key's bits in a filters value: its address's VADDR_ANY (port 0) or VADDR_PORT, and
+ * its key bit in the same line. w is the address's key word (addressWord).
+ */
+export function setVipBits(filters: Buffer, w: number, port: number, proto: number): void {
+  const i = hashBits(w, VADDR_BITS);
+  const line = FILTERS_VIP + (i >> VIP_LINE_ADDR_BITS) * VIP_LINE_SIZE;
+  // Two bits per address: VADDR_PORT, then VADDR_ANY.
+  setBit(filters, line + VIP_LINE_ADDR, (i & (VIP_LINE_ADDRS - 1)) * 2 + (port === 0 ? VADDR_ANY : VADDR_PORT) - 1);
+  setBit(filters, line + VIP_LINE_KEY, filterBit(w, port, proto) & 255);
+}
+
+/** The host filter's bit of an address's key word (addressWord). */
+export const hostBit = (w: number): number => hashBits(w, HOST_BITS);
 
 /** The key word of a 16-byte address: an IPv4 address's 4 bytes, or an IPv6 one folded (fold6). */
 export function addressWord(addr16: Uint8Array, v4: boolean): number {
@@ -195,6 +238,8 @@ export interface Net4 {
   addr: number;
   mask: number;
   flags: number;
+  /** The host hash holds addresses inside this prefix (written as LOCAL_IN_HASH). */
+  inHash?: boolean;
 }
 
 export interface Net6 {
@@ -202,6 +247,7 @@ export interface Net6 {
   addr: Buffer;
   mask: Buffer;
   flags: number;
+  inHash?: boolean;
 }
 
 /** struct config's bytes. */
@@ -218,13 +264,13 @@ export function configValue(nets4: Net4[], nets6: Net6[], hosts: { v4: boolean; 
     const at = CONFIG_NETS4 + i * NET4_SIZE;
     b.writeUInt32BE(n.addr, at + NET4_ADDR);
     b.writeUInt32BE(n.mask, at + NET4_MASK);
-    b.writeUInt32LE(n.flags, at + NET4_FLAGS);
+    b.writeUInt32LE(n.flags | (n.inHash ? LOCAL_IN_HASH : 0), at + NET4_FLAGS);
   });
   nets6.forEach((n, i) => {
     const at = CONFIG_NETS6 + i * NET6_SIZE;
     n.addr.copy(b, at + NET6_ADDR);
     n.mask.copy(b, at + NET6_MASK);
-    b.writeUInt32LE(n.flags, at + NET6_FLAGS);
+    b.writeUInt32LE(n.flags | (n.inHash ? LOCAL_IN_HASH : 0), at + NET6_FLAGS);
   });
   return b;
 }

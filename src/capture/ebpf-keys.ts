@@ -13,6 +13,7 @@ import {
   CTR_KEY_PORT,
   CTR_KEY_PROTO,
   filterBit,
+  setVipBits,
   KIND_CODES,
   vipEntry,
   vipKey16,
@@ -98,8 +99,8 @@ export function vipKeyBytes(k: VipKey): Buffer {
 
 export const isVip4 = (k: VipKey): boolean => typeof k === 'number' || k.length === VIP4_KEY_SIZE;
 
-/** The program's filter_bit() of the key (its VIP filter bit; masked, its viptab bucket). */
-export function vipFilterBit(k: VipKey): number {
+/** The key's address word (addressWord), port and protocol number, as the filters hash them. */
+function vipHashParts(k: VipKey): [word: number, port: number, proto: number] {
   if (typeof k === 'number') {
     // vipParts without its Buffer: this runs for every VIP at every sync.
     const p = k % 3;
@@ -108,10 +109,20 @@ export function vipFilterBit(k: VipKey): number {
     const a = (rest - port) / 65536;
     // addressWord of IPv4: the address's bytes as a little-endian word.
     const word = ((a >>> 24) | ((a >>> 8) & 0xff00) | ((a & 0xff00) << 8) | ((a & 0xff) << 24)) >>> 0;
-    return filterBit(word, port, PROTOS[p]!);
+    return [word, port, PROTOS[p]!];
   }
   const { addr16, v4, port, proto } = vipParts(k);
-  return filterBit(addressWord(addr16, v4), port, proto);
+  return [addressWord(addr16, v4), port, proto];
+}
+
+/** The program's vip_bucket_of() of the key (filterBit: its viptab bucket, and its key bit's low bits). */
+export function vipFilterBit(k: VipKey): number {
+  return filterBit(...vipHashParts(k));
+}
+
+/** Sets the key's bits in a filters value (setVipBits: its address's and its own). */
+export function setVipKeyBits(filters: Buffer, k: VipKey): void {
+  setVipBits(filters, ...vipHashParts(k));
 }
 
 /** The key's struct vip_ent with its counter slot. */

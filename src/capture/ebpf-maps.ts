@@ -12,11 +12,10 @@ import {
   LOCAL_BOUND,
   LOCAL_POD,
   addressWord,
-  filterBit,
   FILTERS_HOST,
+  hostBit,
   nodePortBitmap,
   FILTERS_VALUE_SIZE,
-  FILTERS_VIP,
   MAP_CONFIG,
   MAP_FILTERS,
   MAP_HOSTS4,
@@ -37,7 +36,7 @@ import {
   VIP_BUCKET_SIZE,
   VIPTAB_BUCKETS,
 } from './bpf-layout.js';
-import { bytesText, isVip4, nodePortCounterId, textBytes, vipCounterId, vipFilterBit, vipKeyBytes, vipKeyOf, type VipKey } from './ebpf-keys.js';
+import { bytesText, isVip4, nodePortCounterId, setVipKeyBits, textBytes, vipCounterId, vipKeyBytes, vipKeyOf, type VipKey } from './ebpf-keys.js';
 import type { SlotAllocator, VipTable } from './ebpf-tables.js';
 import { address16, parsePrefix16, PROTO_NUMBERS, type CounterSample, type Targets } from './targets.js';
 
@@ -96,20 +95,35 @@ export function localSets(t: Targets): LocalSets {
       nets6.set(k, { addr: p.address, mask: mask6(p.bits), flags: flags | (prev?.flags ?? 0) });
     }
   }
-  out.nets4 = [...nets4.values()];
-  out.nets6 = [...nets6.values()];
+  const prefixes4 = [...nets4.values()];
+  const prefixes6 = [...nets6.values()];
   // The first host addresses (node IPs come before kube-ipvs0's many VIPs) are compared in
-  // place too, while the list stays short: a hash lookup costs more than a few compares.
+  // place too, while the list stays short: a hash lookup costs more than a few compares. They
+  // come first, each with the flags of the prefixes that hold it too, so that the program's
+  // search ends at a host match (a packet from the node itself: egress towards a VIP, a bound
+  // source).
+  const hosts4: Net4[] = [];
   for (const [k, flags] of out.hosts4) {
-    if (out.nets4.length >= INLINE_PREFIXES) break;
-    out.nets4.push({ addr: textBytes(k).readUInt32BE(0), mask: 0xffffffff, flags });
+    if (prefixes4.length + hosts4.length >= INLINE_PREFIXES) break;
+    const addr = textBytes(k).readUInt32BE(0);
+    const within = prefixes4.filter((n) => ((addr & n.mask) >>> 0) === n.addr).reduce((f, n) => f | n.flags, 0);
+    hosts4.push({ addr, mask: 0xffffffff, flags: flags | within });
     out.hosts4.delete(k);
   }
+  const hosts6: Net6[] = [];
   for (const [k, flags] of out.hosts6) {
-    if (out.nets6.length >= INLINE_PREFIXES) break;
-    out.nets6.push({ addr: textBytes(k), mask: Buffer.alloc(16, 0xff), flags });
+    if (prefixes6.length + hosts6.length >= INLINE_PREFIXES) break;
+    const addr = textBytes(k);
+    const within = prefixes6.filter((n) => addr.every((b, i) => (b & n.mask[i]!) === n.addr[i])).reduce((f, n) => f | n.flags, 0);
+    hosts6.push({ addr, mask: Buffer.alloc(16, 0xff), flags: flags | within });
     out.hosts6.delete(k);
   }
+  const hashed4 = [...out.hosts4.keys()].map((k) => textBytes(k).readUInt32BE(0));
+  const hashed6 = [...out.hosts6.keys()].map(textBytes);
+  for (const n of prefixes4) n.inHash = hashed4.some((a) => ((a & n.mask) >>> 0) === n.addr);
+  for (const n of prefixes6) n.inHash = hashed6.some((a) => a.every((b, i) => (b & n.mask[i]!) === n.addr[i]));
+  out.nets4 = [...hosts4, ...prefixes4];
+  out.nets6 = [...hosts6, ...prefixes6];
   return out;
 }
 
@@ -156,13 +170,13 @@ export function wantedMaps(t: Targets, slots?: SlotAllocator): WantedMaps {
   for (const v of t.vips) {
     const k = vipKeyOf(address16(v.address), !v.address.includes(':'), v.port, PROTO_NUMBERS[v.proto]);
     slots?.slotOf(vipCounterId(k));
-    setBit(filters, FILTERS_VIP, vipFilterBit(k));
+    setVipKeyBits(filters, k);
     vips.push(k);
   }
   for (const [hosts, v4] of [[local.hosts4, true], [local.hosts6, false]] as const) {
     for (const k of hosts.keys()) {
       const a = textBytes(k);
-      setBit(filters, FILTERS_HOST, filterBit(v4 ? a.readUInt32LE(0) : addressWord(a, false), 0, 0));
+      setBit(filters, FILTERS_HOST, hostBit(v4 ? a.readUInt32LE(0) : addressWord(a, false)));
     }
   }
   const nodePorts: number[] = [];

@@ -30,9 +30,8 @@ export class TargetSync {
   /** After a failed nodeports write: every wanted NodePort is rewritten, not only the new ones. */
   private nodePortsUnsure = false;
   private readonly hosts: Record<typeof MAP_HOSTS4 | typeof MAP_HOSTS6, MapContents> = { [MAP_HOSTS4]: new Map(), [MAP_HOSTS6]: new Map() };
-  /** The config's and filters' value as written; undefined before the first write, or after a failed one. */
-  private config: Buffer | undefined;
-  private filters: Buffer | undefined;
+  /** The config's and filters' value as written, by map name; none before the first write, or after a failed one. */
+  private readonly values: Partial<Record<typeof MAP_CONFIG | typeof MAP_FILTERS, Buffer>> = {};
 
   constructor(
     private readonly addon: BpfAddon,
@@ -143,10 +142,10 @@ export class TargetSync {
 
   /** A one-value array map (config, filters): written when its value differs from the one written last. */
   private syncValue(name: typeof MAP_CONFIG | typeof MAP_FILTERS, next: Buffer): void {
-    const written = this[name];
+    const written = this.values[name];
     if (written?.equals(next)) return;
-    this[name] = undefined; // unknown, should the write fail
+    delete this.values[name]; // unknown, should the write fail
     this.addon.bpfMapUpdate(this.fds[name]!, KEY0, next, 0);
-    this[name] = next;
+    this.values[name] = next;
   }
 }

@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { projectRoot } from '../native/addon.js';
 import { bpfAddon, readPerCpuU64, type BpfAddon, type BpfObject } from '../native/bpf.js';
 import { attachPrograms, removeTcLeftovers, type Attachment } from './attach.js';
-import { MAP_COUNTERS, MAX_VIPS_PER_FAMILY, MAP_SLOTS, MAP_SLOTS_SEEN, MAP_STATS, PROG_EGRESS, PROG_INGRESS, STAT_COUNTERS_FULL, u32Value } from './bpf-layout.js';
+import { MAP_COUNTERS, MAX_VIPS_PER_FAMILY, MAP_SLOTS, MAP_SLOTS_SEEN, MAP_STATS, PROG_EGRESS, PROG_INGRESS, STAT_COUNTERS_FULL } from './bpf-layout.js';
 import type { Logger } from '../log.js';
 import type { Counter, CounterOptions } from './counter-types.js';
 import { CounterMapReader, mergeSamples, SlotMapReader, TARGET_MAPS } from './ebpf-maps.js';
@@ -23,9 +23,12 @@ import { LinkPackets, type PacketCounts } from './link-packets.js';
 import { captureError, CaptureError } from './errors.js';
 import { validateTargets, type CounterReading, type Targets } from './targets.js';
 
-/** Where the build (binding.gyp, target clbprobe_bpf) puts the compiled program. */
-export function bpfObjectPath(): string {
-  return join(projectRoot(), 'build', 'Release', 'clbprobe.bpf.o');
+/**
+ * Where the build (binding.gyp, target clbprobe_bpf) puts the compiled program: for interfaces
+ * whose frames start with an Ethernet header, or (l3) with the IP header.
+ */
+export function bpfObjectPath(l3 = false): string {
+  return join(projectRoot(), 'build', 'Release', l3 ? 'clbprobe-l3.bpf.o' : 'clbprobe.bpf.o');
 }
 
 /** ARPHRD_* types whose frames start with a 14-byte Ethernet header. */
@@ -83,7 +86,7 @@ export class EbpfCounter implements Counter {
 
   /** Loads and attaches; cleans a crashed run's cls_bpf filters first. */
   static open(opts: CounterOptions): EbpfCounter {
-    const path = bpfObjectPath();
+    const path = bpfObjectPath(l2HeaderLength(opts.ifname, opts.netnsPath) === 0);
     if (!existsSync(path)) {
       throw new CaptureError(`eBPF program not built (${path} missing); run: npm run build`, 'ENOENT', 'load');
     }
@@ -92,7 +95,6 @@ export class EbpfCounter implements Counter {
     let obj: BpfObject;
     try {
       obj = addon.bpfObjectOpen(path);
-      addon.bpfObjectSetInitialValue(obj, '.rodata', u32Value(l2HeaderLength(opts.ifname, opts.netnsPath)));
     } catch (e) {
       throw captureError(e, 'load', `opening ${path}`);
     }

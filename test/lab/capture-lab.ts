@@ -75,8 +75,11 @@ export class CaptureLab {
   readonly node: Netns;
   readonly peer: Netns;
 
-  /** `prefix`: of the namespaces' names, so that tests running side by side can tell theirs apart. */
-  constructor(prefix = 'cbe') {
+  /**
+   * `prefix`: of the namespaces' names, so that tests running side by side can tell theirs apart
+   * (CLBPROBE_LAB_NETNS, when set, for the tests that take the default).
+   */
+  constructor(prefix = process.env.CLBPROBE_LAB_NETNS ?? 'cbe') {
     this.node = Netns.create(`${prefix}-n`);
     try {
       this.peer = Netns.create(`${prefix}-p`);

@@ -197,6 +197,20 @@ export class Btf {
   }
 
   /**
+   * A global-data section (libbpf makes it an array map of one entry, named after the section):
+   * its size and each variable's name, offset, size and resolved type.
+   */
+  section(name: string): { size: number; vars: { name: string; offset: number; size: number; type: BtfType }[] } {
+    const sec = this.types.find((t) => t && t.kind === KIND.DATASEC && t.name === name);
+    if (!sec) throw new Error(`BTF: no section ${name}`);
+    const vars = sec.vars!.map((x) => {
+      const v = this.type(x.type);
+      return { name: v.name, offset: x.offset, size: x.size, type: this.resolve(v.sizeOrType) };
+    });
+    return { size: sec.sizeOrType, vars };
+  }
+
+  /**
    * A map defined with libbpf's __uint/__type macros in SEC(".maps"): __uint(name, n) is a pointer
    * to an array of n elements, __type(name, T) a pointer to T.
    */

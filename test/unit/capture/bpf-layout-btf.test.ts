@@ -2,11 +2,11 @@
 // eBPF program's maps, checked against the compiled program's own BTF: a change
 // to a struct in native/bpf/clbprobe.bpf.c that the TypeScript side does not
 // follow fails here (needs the build: npm run build).
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import * as L from '../../../src/capture/bpf-layout.js';
 import { bpfObjectPath } from '../../../src/capture/ebpf.js';
-import { Btf } from '../../support/btf.js';
+import { Btf, elfSection } from '../../support/btf.js';
 
 const BPF_MAP_TYPE_HASH = 1;
 const BPF_MAP_TYPE_ARRAY = 2;
@@ -16,12 +16,22 @@ const BPF_MAP_TYPE_PERCPU_ARRAY = 6;
 describe('clbprobe.bpf.o map layouts (BTF) against src/capture/bpf-layout.ts', () => {
   if (!existsSync(bpfObjectPath())) throw new Error(`${bpfObjectPath()} missing: npm run build`);
   const btf = Btf.fromObject(bpfObjectPath());
+  /**
+   * A global-data section the agent writes or reads as its map's one value: one variable of
+   * struct `type` at offset 0, and the section (the value libbpf sizes the map by) that long.
+   */
+  const globalValue = (section: string, type: string, size: number) => {
+    const s = btf.section(section);
+    expect(s.vars.map((v) => ({ offset: v.offset, size: v.size, type: v.type.name }))).toEqual([{ offset: 0, size, type }]);
+    expect(elfSection(readFileSync(bpfObjectPath()), section).length).toBe(size);
+  };
 
   it('has the programs and maps the loader names', () => {
     expect(btf.functions()).toEqual(expect.arrayContaining([L.PROG_INGRESS, L.PROG_EGRESS]));
-    for (const m of [L.MAP_VIPS4, L.MAP_VIPS6, L.MAP_HOSTS4, L.MAP_HOSTS6, L.MAP_CONFIG, L.MAP_FILTERS, L.MAP_COUNTERS, L.MAP_STATS]) {
+    for (const m of [L.MAP_VIPS4, L.MAP_VIPS6, L.MAP_HOSTS4, L.MAP_HOSTS6, L.MAP_COUNTERS, L.MAP_STATS, L.MAP_SLOTS, L.MAP_NODEPORTS, L.MAP_VIPTAB]) {
       expect(() => btf.map(m), m).not.toThrow();
     }
+    for (const s of [L.MAP_CONFIG, L.MAP_FILTERS, L.MAP_SLOTS_SEEN]) expect(() => btf.section(s), s).not.toThrow();
   });
 
   it('VIP keys: size, port and protocol offsets', () => {
@@ -44,12 +54,11 @@ describe('clbprobe.bpf.o map layouts (BTF) against src/capture/bpf-layout.ts', (
   it('host maps: address keys, local_flag values', () => {
     expect(btf.map(L.MAP_HOSTS4)).toMatchObject({ type: BPF_MAP_TYPE_HASH, keySize: L.HOST4_KEY_SIZE, valueSize: L.HOST_VALUE_SIZE });
     expect(btf.map(L.MAP_HOSTS6)).toMatchObject({ type: BPF_MAP_TYPE_HASH, keySize: L.HOST6_KEY_SIZE, valueSize: L.HOST_VALUE_SIZE });
-    expect(btf.enumValues('local_flag')).toMatchObject({ LOCAL_BOUND: L.LOCAL_BOUND, LOCAL_POD: L.LOCAL_POD });
+    expect(btf.enumValues('local_flag')).toEqual({ LOCAL_BOUND: L.LOCAL_BOUND, LOCAL_POD: L.LOCAL_POD, LOCAL_IN_HASH: L.LOCAL_IN_HASH });
   });
 
   it('struct config: counts, prefix arrays and their entries', () => {
-    const m = btf.map(L.MAP_CONFIG);
-    expect(m).toMatchObject({ type: BPF_MAP_TYPE_ARRAY, maxEntries: 1, keySize: 4, valueSize: L.CONFIG_VALUE_SIZE });
+    globalValue(L.MAP_CONFIG, 'config', L.CONFIG_VALUE_SIZE);
     const c = btf.struct('config');
     expect(c.size).toBe(L.CONFIG_VALUE_SIZE);
     expect(c.members.n4).toMatchObject({ offset: L.CONFIG_N4, size: 4 });
@@ -70,14 +79,17 @@ describe('clbprobe.bpf.o map layouts (BTF) against src/capture/bpf-layout.ts', (
     expect(n6.members.flags).toMatchObject({ offset: L.NET6_FLAGS, size: 4 });
   });
 
-  it('struct filters: the two prefilter bitmaps and the NodePort bitmaps', () => {
-    const m = btf.map(L.MAP_FILTERS);
-    expect(m).toMatchObject({ type: BPF_MAP_TYPE_ARRAY, maxEntries: 1, keySize: 4, valueSize: L.FILTERS_VALUE_SIZE });
+  it('struct filters: the VIP and host filters and the NodePort bitmaps', () => {
+    globalValue(L.MAP_FILTERS, 'filters', L.FILTERS_VALUE_SIZE);
     const f = btf.struct('filters');
     expect(f.size).toBe(L.FILTERS_VALUE_SIZE);
-    const bitmapBytes = (1 << L.FILTER_BITS) / 8;
-    expect(f.members.vip).toMatchObject({ offset: L.FILTERS_VIP, size: bitmapBytes });
-    expect(f.members.host).toMatchObject({ offset: L.FILTERS_HOST, size: bitmapBytes });
+    expect(f.members.vip).toMatchObject({ offset: L.FILTERS_VIP, size: L.VIP_LINES * L.VIP_LINE_SIZE, nelems: L.VIP_LINES });
+    const line = btf.struct('vip_line');
+    expect(line.size).toBe(L.VIP_LINE_SIZE);
+    expect(line.members.addr).toMatchObject({ offset: L.VIP_LINE_ADDR, size: (2 * L.VIP_LINE_ADDRS) / 8 });
+    expect(line.members.key).toMatchObject({ offset: L.VIP_LINE_KEY, size: 256 / 8 });
+    expect(1 << L.VADDR_BITS).toBe(L.VIP_LINES * L.VIP_LINE_ADDRS);
+    expect(f.members.host).toMatchObject({ offset: L.FILTERS_HOST, size: (1 << L.HOST_BITS) / 8 });
     expect(f.members.nodeport).toMatchObject({ offset: L.FILTERS_NODEPORT, size: L.NODEPORT_SLOTS * L.NODEPORT_BYTES, nelems: L.NODEPORT_SLOTS });
     expect(L.nodePortBitmap(6)).toBe(L.FILTERS_NODEPORT);
     expect(L.nodePortBitmap(132)).toBe(L.FILTERS_NODEPORT + 2 * L.NODEPORT_BYTES);
@@ -106,7 +118,7 @@ describe('clbprobe.bpf.o map layouts (BTF) against src/capture/bpf-layout.ts', (
       valueSize: L.COUNTER_VALUE_SIZE,
     });
     // The slots' marks: one array entry holding a byte per slot, read whole by the reader.
-    expect(btf.map(L.MAP_SLOTS_SEEN)).toMatchObject({ type: BPF_MAP_TYPE_ARRAY, maxEntries: 1, keySize: 4, valueSize: L.SLOTS_SEEN_VALUE_SIZE });
+    globalValue(L.MAP_SLOTS_SEEN, 'slots_seen', L.SLOTS_SEEN_VALUE_SIZE);
     expect(btf.struct('slots_seen').members.seen).toMatchObject({ offset: 0, size: L.MAX_SLOTS });
     expect(btf.map(L.MAP_VIPS4).valueSize).toBe(L.VIP_VALUE_SIZE);
     expect(btf.map(L.MAP_VIPS6).valueSize).toBe(L.VIP_VALUE_SIZE);

@@ -152,7 +152,7 @@ describe('TargetSync', () => {
         sync.sync(t);
       } catch (e) {
         expect(e).toBeInstanceOf(CaptureError);
-        const m = /updating the eBPF (\w+) map/.exec((e as Error).message);
+        const m = /updating the eBPF ([\w.]+) map/.exec((e as Error).message);
         expect(m, (e as Error).message).not.toBeNull();
         failedIn.add(m![1]!);
         // Half the time the same targets again, else new ones.
