@@ -24,7 +24,7 @@
 //   multiply-shift hash, one memory word): some VIP entry of the address has
 //   a port / is for any port. A packet to no VIP address ends after it; one
 //   to a VIP address on a port without an entry (VIP:81) after a bit for the
-//   hashed key, in the same cache line as its address's;
+//   hashed port and protocol, in the same cache line as its address's;
 // - the maps the agent rewrites as a whole (`config`, `filters`, and the
 //   slots' marks) are global variables (sections .data.config, .data.filters,
 //   .data.seen: array maps of one entry, addressed directly, no lookup);
@@ -150,7 +150,7 @@ struct config {
 // line its address was.
 struct vip_line {
   __u64 addr[(2 << VLINE_ADDR_BITS) / 64];
-  __u64 key[4];  // at the low 8 bits of the key's viptab bucket
+  __u64 key[4];  // at key_bit_of(port, protocol)
 };
 
 // A set bit says a key may be there; a clear one, that it is not. Written after
@@ -328,10 +328,23 @@ static __always_inline __u32 vip_addr(__u32 w) {
   return i << 2 | ((l->addr[(i >> 5) & 3] >> ((i & 31) * 2)) & 3);
 }
 
-// Whether a key of viptab bucket b can be one of the address slot va's.
-static __always_inline int vip_key_bit(__u32 va, __u32 b) {
+// The bit of a key (port, protocol) in its address's line: the line is the
+// address's already, so only the port and protocol are hashed.
+static __always_inline __u32 key_bit_of(__u16 port, __u8 proto) {
+  return (((__u32)port << 8 | proto) * PORT_MUL) >> 24;
+}
+
+// Whether a key (port, protocol) can be one of the address slot va's.
+static __always_inline int vip_key_bit(__u32 va, __u16 port, __u8 proto) {
   const struct vip_line *l = &flt.vip[va >> (2 + VLINE_ADDR_BITS)];
+  __u32 b = key_bit_of(port, proto);
   return (l->key[(b >> 6) & 3] >> (b & 63)) & 1;
+}
+
+// Whether a packet to the address slot va on (port, protocol) can match a VIP
+// entry: the address has an any-port entry, or the key's bit is set.
+static __always_inline int vip_maybe(__u32 va, __u16 port, __u8 proto) {
+  return (va & VADDR_ANY) || vip_key_bit(va, port, proto);
 }
 
 static __always_inline int host_bit(__u32 w) {
@@ -546,8 +559,8 @@ static __always_inline void count_slot(__u32 slot, struct __sk_buff *skb) {
 // protocol), looked up in its bucket once the filter lets it: 1 and its
 // counter slot in *slot when there is one.
 static __always_inline int vip_find(const struct pkt *p, __u32 w, __u32 va, __u16 port, __u32 *slot) {
+  if (!vip_key_bit(va, port, p->proto)) return 0;
   __u32 at = vip_bucket_of(w, port, p->proto);
-  if (!vip_key_bit(va, at)) return 0;
   const struct vip_bucket *b = bpf_map_lookup_elem(&viptab, &at);
   if (!b) return 0;
   __u32 tag = port | (__u32)p->proto << 16 | (p->v4 ? 4u : 6u) << 24;
@@ -608,6 +621,11 @@ int clbp_egress(struct __sk_buff *skb) {
     w = ip->daddr;
     va = vip_addr(w);
     if (!(va & 3)) return TC_ACT_UNSPEC;
+    // Then the port, before the fragment and protocol checks (a VIP address on
+    // a port without an entry ends here; rest4 checks all before a match).
+    const __be16 *ports = (const void *)ip + ip->ihl * 4;
+    if ((void *)(ports + 2) > end) goto copy;
+    if (!vip_maybe(va, bpf_ntohs(ports[1]), ip->protocol)) return TC_ACT_UNSPEC;
     struct pkt q;
     int r = rest4(ip, end, &q);
     if (r > 0) goto copy;
@@ -621,6 +639,11 @@ int clbp_egress(struct __sk_buff *skb) {
     w = fold6(&ip->daddr);
     va = vip_addr(w);
     if (!(va & 3)) return TC_ACT_UNSPEC;
+    if (has_ports(ip->nexthdr)) {  // no extension headers: the port, as for IPv4
+      const __be16 *ports = (const void *)(ip + 1);
+      if ((void *)(ports + 2) > end) goto copy;
+      if (!vip_maybe(va, bpf_ntohs(ports[1]), ip->nexthdr)) return TC_ACT_UNSPEC;
+    }
     struct pkt q;
     int r = rest6(ip, end, &q);
     if (r > 0) goto copy;

@@ -149,7 +149,7 @@ export function vipKey(address: string, port: number, proto: Proto): { v4: boole
  * struct filters: the VIP filter (VIP_LINES struct vip_line), the host filter, then one exact
  * NodePort bitmap per protocol. A vip_line holds the VADDR_* bits of VIP_LINE_ADDRS hashed
  * addresses (hashBits(w, VADDR_BITS): line, then index), then 256 bits for those addresses'
- * keys, at the low 8 bits of their viptab bucket.
+ * keys, at keyBit(port, proto).
  */
 export const VIP_LINE_ADDR_BITS = 7;
 export const VIP_LINE_ADDRS = 1 << VIP_LINE_ADDR_BITS;
@@ -188,10 +188,7 @@ export function hashBits(x: number, bits: number): number {
   return Math.imul(x, HASH_MUL) >>> (32 - bits);
 }
 
-/**
- * The program's vip_bucket_of(), a VIP key's filter bit: its viptab bucket, and (its low 8 bits)
- * its key bit in its address's VIP filter line. w is the address's key word (addressWord).
- */
+/** The program's vip_bucket_of(): a VIP key's viptab bucket. w is the address's key word (addressWord). */
 export function filterBit(w: number, port: number, proto: number): number {
   return hashBits((w ^ Math.imul((port << 8) | proto, PORT_MUL)) >>> 0, VIPTAB_BITS);
 }
@@ -205,8 +202,11 @@ export function setVipBits(filters: Buffer, w: number, port: number, proto: numb
   const line = FILTERS_VIP + (i >> VIP_LINE_ADDR_BITS) * VIP_LINE_SIZE;
   // Two bits per address: VADDR_PORT, then VADDR_ANY.
   setBit(filters, line + VIP_LINE_ADDR, (i & (VIP_LINE_ADDRS - 1)) * 2 + (port === 0 ? VADDR_ANY : VADDR_PORT) - 1);
-  setBit(filters, line + VIP_LINE_KEY, filterBit(w, port, proto) & 255);
+  setBit(filters, line + VIP_LINE_KEY, keyBit(port, proto));
 }
+
+/** The program's key_bit_of(): a key's bit in its address's VIP filter line. */
+export const keyBit = (port: number, proto: number): number => Math.imul((port << 8) | proto, PORT_MUL) >>> 24;
 
 /** The host filter's bit of an address's key word (addressWord). */
 export const hostBit = (w: number): number => hashBits(w, HOST_BITS);

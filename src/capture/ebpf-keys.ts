@@ -115,7 +115,7 @@ function vipHashParts(k: VipKey): [word: number, port: number, proto: number] {
   return [addressWord(addr16, v4), port, proto];
 }
 
-/** The program's vip_bucket_of() of the key (filterBit: its viptab bucket, and its key bit's low bits). */
+/** The program's vip_bucket_of() of the key (filterBit: its viptab bucket). */
 export function vipFilterBit(k: VipKey): number {
   return filterBit(...vipHashParts(k));
 }
