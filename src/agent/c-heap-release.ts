@@ -9,8 +9,8 @@ import { constants, PerformanceObserver, type PerformanceEntry } from 'node:perf
 
 export interface CHeapRelease {
   stop(): void;
-  /** Releases done, and the last one's duration in ms (for tests and logs). */
-  readonly stats: { releases: number; lastMs: number };
+  /** Releases done. */
+  readonly stats: { releases: number };
 }
 
 export interface CHeapReleaseOptions {
@@ -26,7 +26,7 @@ const isMajorGc = (e: PerformanceEntry): boolean =>
 
 export function releaseCHeapAfterMajorGc(o: CHeapReleaseOptions): CHeapRelease {
   const now = o.now ?? Date.now;
-  const stats = { releases: 0, lastMs: 0 };
+  const stats = { releases: 0 };
   let last = -Infinity;
   // The observer's callback runs on the event loop after the GC, not inside it.
   const obs = new PerformanceObserver((list) => {
@@ -34,10 +34,8 @@ export function releaseCHeapAfterMajorGc(o: CHeapReleaseOptions): CHeapRelease {
     const t = now();
     if (t - last < o.minIntervalMs) return;
     last = t;
-    const start = performance.now();
     o.trim();
     stats.releases++;
-    stats.lastMs = performance.now() - start;
   });
   obs.observe({ entryTypes: ['gc'] });
   return { stop: () => obs.disconnect(), stats };

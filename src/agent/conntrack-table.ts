@@ -4,13 +4,13 @@
 // going out to the VIP and coming back in), classifies each entry for
 // evidence, and counts finished VIP flows by outcome for the metrics.
 import type { ServiceView } from '../cluster/types.js';
-import type { Key } from '../model/address-key.js';
+import { key, type Key } from '../model/address-key.js';
+import { protocolOfNumber as protoOf } from '../model/protocol.js';
 import { portKey } from '../model/service.js';
 import type { SvcPortLabels } from '../export/state.js';
 import type { FlowOutcome } from '../model/flow.js';
 import { CompactEntry } from '../kernel/conntrack/compact.js';
 import { IPS_SEEN_REPLY } from '../kernel/conntrack/constants.js';
-import { ipv4Number } from '../model/ip.js';
 import type { CtView } from '../kernel/conntrack/decode.js';
 import type { ConntrackEntry, ConntrackEvent, ConntrackEventType } from '../kernel/types.js';
 import { labelsOf, type EntryMatch, type ServiceIndex } from './service-index.js';
@@ -37,17 +37,8 @@ export interface KeptEntry {
   generation: number;
 }
 
-/** 2 bits for the protocols of Services, so that an IPv4 socket key (32 + 2 + 16 bits) is an exact number. */
-const PROTO_CODE: Record<number, number> = { 6: 1, 17: 2, 132: 3 };
-
-/** The client socket (source address, protocol, port): a number for IPv4, text otherwise. */
-function sockKey(e: CompactEntry): Key {
-  const { src, protoNum, sport } = e.orig;
-  const ip = ipv4Number(src);
-  const code = PROTO_CODE[protoNum];
-  if (ip !== undefined && code !== undefined && sport !== undefined) return (ip * 4 + code) * 65536 + sport;
-  return `${src}|${protoNum}|${sport ?? ''}`;
-}
+/** The client socket (source address, protocol, port) as the shared numeric key (a number for IPv4). */
+const sockKey = (e: CompactEntry): Key => key(e.orig.src, protoOf(e.orig.protoNum) ?? String(e.orig.protoNum), e.orig.sport);
 const replied = (e: CompactEntry): boolean => (e.status & IPS_SEEN_REPLY) !== 0;
 /** The client's address comes back unchanged as the reply's destination: no SNAT on the way out. */
 const notSnated = (e: CompactEntry): boolean => e.reply.dst === e.orig.src;
