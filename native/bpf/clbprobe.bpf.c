@@ -41,9 +41,11 @@
 // - a VIP entry and a NodePort carry the index of their counter in the per-CPU
 //   `slots` array (allocated by the agent, never reused while it runs), so a
 //   matching packet bumps an array slot the verifier inlines instead of
-//   hashing a 24-byte counter key. Slot 0 means none (the agent ran out):
-//   such a packet, and the kinds keyed by the packet's own address and port
-//   (a bound source, a local pod), are counted in the `counters` hash;
+//   hashing a 24-byte counter key. Slot 0 means none (the agent ran out, or,
+//   for a NodePort's family, the node has no local address of that family
+//   outside link-local): such a packet, and the kinds keyed by the packet's
+//   own address and port (a bound source, a local pod), are counted in the
+//   `counters` hash;
 // - a VIP entry is found in `viptab`, an array of one-cache-line buckets
 //   indexed by a hash of the key, compared in place: a hash lookup is a
 //   function call (retpolines, call-depth tracking) and costs more than the
@@ -194,7 +196,8 @@ struct vip_bucket {
   __u32 pad[3];
 };
 
-// The counter slots of a NodePort, one per family (loop_return to ::ffff:0.0.0.0 or ::); 0 = none.
+// The counter slots of a NodePort, one per family (loop_return to ::ffff:0.0.0.0 or ::); 0 = none
+// (a family's is 0 until the node has a local address of the family outside link-local).
 struct nodeport_slots {
   __u16 v4;
   __u16 v6;

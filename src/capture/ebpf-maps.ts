@@ -130,6 +130,33 @@ export function localSets(t: Targets): LocalSets {
 /** Prefixes per family compared in place before host addresses go to the hash (see localSets). */
 const INLINE_PREFIXES = 4;
 
+/** Address families as bits: what slotFamilies gives. */
+export const FAMILY_V4 = 1;
+export const FAMILY_V6 = 2;
+
+/**
+ * The families whose NodePort keys get counter slots: those of which the node has a local source
+ * (a node address or a pod CIDR) outside link-local (169.254.0.0/16, fe80::/10). The program counts
+ * a packet to a NodePort only from a local source of the packet's own family, and most IPv4-only
+ * nodes still have an fe80:: address on every link: two slots a NodePort would run out at 5,000
+ * Services (bench/agent.ts: 6,667 VIPs + 2 x 9,167 NodePorts > MAX_SLOTS - 1), one fits. Exact
+ * either way: a NodePort key without a slot is counted in the `counters` hash (a link-local source
+ * routed back to a NodePort, rare), and should its family get slots later its hash and slot samples
+ * add up (mergeSamples).
+ */
+export function slotFamilies(t: Targets): number {
+  let fams = 0;
+  for (const lp of t.localPrefixes) {
+    const v4 = !lp.cidr.split('/')[0]!.includes(':');
+    const fam = v4 ? FAMILY_V4 : FAMILY_V6;
+    if (fams & fam) continue;
+    const { address: a, bits } = parsePrefix16(lp.cidr);
+    const linkLocal = v4 ? bits >= 96 + 16 && a[12] === 169 && a[13] === 254 : bits >= 10 && a[0] === 0xfe && (a[1]! & 0xc0) === 0x80;
+    if (!linkLocal) fams |= fam;
+  }
+  return fams;
+}
+
 /**
  * The maps the agent writes; the program only reads them. In this order: the
  * filters come after the hashes they guard, so a new key is in its hash
@@ -147,13 +174,15 @@ export const ARRAY_ZERO: Partial<Record<string, Buffer>> = {
 /**
  * What the target maps must hold, in the keys' compact forms: what targetMaps lays out in full
  * and TargetSync (ebpf-sync.ts) writes as changes. Slots are handed out while it is built: the
- * VIPs' in target order, then the NodePorts' (IPv4, IPv6 each).
+ * VIPs' in target order, then the NodePorts' (IPv4, IPv6 each, for the families of slotFamilies).
  */
 export interface WantedMaps {
   /** vips4/vips6 keys, in target order (a duplicate target gives its key again). */
   vips: VipKey[];
   /** nodeports indexes, in target order. */
   nodePorts: number[];
+  /** The families (slotFamilies) whose NodePort keys were given slots (when slots were passed). */
+  nodePortFamilies: number;
   hosts4: Map<string, number>;
   hosts6: Map<string, number>;
   /** The config array's and the filters array's one value. */
@@ -180,17 +209,21 @@ export function wantedMaps(t: Targets, slots?: SlotAllocator): WantedMaps {
     }
   }
   const nodePorts: number[] = [];
+  const fams = slotFamilies(t);
   for (const n of t.nodePorts) {
     const proto = PROTO_NUMBERS[n.proto];
     setBit(filters, nodePortBitmap(proto), n.port);
-    slots?.slotOf(nodePortCounterId(n.port, proto, false));
-    slots?.slotOf(nodePortCounterId(n.port, proto, true));
+    if (fams & FAMILY_V4) slots?.slotOf(nodePortCounterId(n.port, proto, false));
+    if (fams & FAMILY_V6) slots?.slotOf(nodePortCounterId(n.port, proto, true));
     nodePorts.push(nodePortIndex(proto, n.port));
   }
-  return { vips, nodePorts, hosts4: local.hosts4, hosts6: local.hosts6, config, filters };
+  return { vips, nodePorts, nodePortFamilies: fams, hosts4: local.hosts4, hosts6: local.hosts6, config, filters };
 }
 
-/** The nodeports array's value at `index` (nodePortIndex): its loop_return slots per family, 0 without slots. */
+/**
+ * The nodeports array's value at `index` (nodePortIndex): its loop_return slots per family, 0 for
+ * a family without one (none handed out yet, or none left), 0 without slots.
+ */
 export function nodePortValue(index: number, slots?: SlotAllocator): Buffer {
   const value = Buffer.alloc(NODEPORT_VALUE_SIZE);
   if (slots) {
@@ -428,8 +461,9 @@ export class SlotMapReader {
 
 /**
  * The counters hash's samples and the slots' together, one sample per key. A key is counted in
- * one of the two only (one that found no free slot never gets one later); should both hold it,
- * the reading still has one sample for it, the sum.
+ * the hash until it has a slot, in its slot from then on: a key that found no free slot never
+ * gets one, but a NodePort's key of a family the node had no local address of (slotFamilies) gets
+ * one once it has, and then both may hold counts of it. The reading has one sample for it, the sum.
  */
 export function mergeSamples(a: CounterSample[], b: CounterSample[]): CounterSample[] {
   if (b.length === 0) return a;

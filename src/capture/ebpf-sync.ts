@@ -1,10 +1,11 @@
 // Keeps the maps the agent writes (TARGET_MAPS) equal to the targets, writing only what changed.
-// What the large maps hold is not mirrored entry by entry: a VIP key's value (its slot) and a
-// NodePort's (its slots) never change while the key stays (SlotAllocator), so vips4/vips6 hold
-// the keys of the VipTable, viptab its buckets, and nodeports the set bits of a bitmap; only
-// the few small maps (hosts, config, filters) are kept as contents.
+// What the large maps hold is not mirrored entry by entry: a VIP key's value (its slot) never
+// changes while the key stays (SlotAllocator), and a NodePort's (its slots) only when a family
+// gets NodePort slots (slotFamilies), so vips4/vips6 hold the keys of the VipTable, viptab its
+// buckets, and nodeports the set bits of a bitmap; only the few small maps (hosts, config,
+// filters) are kept as contents.
 import type { BpfAddon } from '../native/bpf.js';
-import { MAP_CONFIG, MAP_FILTERS, MAP_HOSTS4, MAP_HOSTS6, MAP_NODEPORTS, MAP_VIPS4, MAP_VIPS6, MAP_VIPTAB, NODEPORT_ENTRIES, u32Value } from './bpf-layout.js';
+import { MAP_CONFIG, MAP_FILTERS, MAP_HOSTS4, MAP_HOSTS6, MAP_NODEPORTS, MAP_VIPS4, MAP_VIPS6, MAP_VIPTAB, NODEPORT_ENTRIES, NODEPORT_SLOT_V4, NODEPORT_SLOT_V6, u32Value } from './bpf-layout.js';
 import { isVip4, vipCounterId, vipKeyBytes, type VipKey } from './ebpf-keys.js';
 import { ARRAY_ZERO, bytesText, nodePortValue, syncMap, TARGET_MAPS, vipValue, wantedMaps, type MapContents, type TargetMap, type WantedMaps } from './ebpf-maps.js';
 import { SlotAllocator, VipTable } from './ebpf-tables.js';
@@ -29,6 +30,15 @@ export class TargetSync {
   private nodePortsHeld = new Uint8Array(NODEPORT_ENTRIES / 8);
   /** After a failed nodeports write: every wanted NodePort is rewritten, not only the new ones. */
   private nodePortsUnsure = false;
+  /** The families whose NodePort keys the last sync gave slots (wantedMaps' nodePortFamilies). */
+  private nodePortFamilies = 0;
+  /**
+   * A family got NodePort slots since the last completed nodeports write: NodePorts written then
+   * (held) may have a new slot now, one handed out from `nodePortSlotsFrom` on.
+   */
+  private nodePortsGained = false;
+  /** slots.used at the last completed nodeports write: every slot its values hold is below. */
+  private nodePortSlotsFrom = 1;
   private readonly hosts: Record<typeof MAP_HOSTS4 | typeof MAP_HOSTS6, MapContents> = { [MAP_HOSTS4]: new Map(), [MAP_HOSTS6]: new Map() };
   /** The config's and filters' value as written, by map name; none before the first write, or after a failed one. */
   private readonly values: Partial<Record<typeof MAP_CONFIG | typeof MAP_FILTERS, Buffer>> = {};
@@ -49,6 +59,8 @@ export class TargetSync {
     } catch (e) {
       throw captureError(e, 'maps', 'preparing the eBPF maps');
     }
+    if (w.nodePortFamilies & ~this.nodePortFamilies) this.nodePortsGained = true;
+    this.nodePortFamilies = w.nodePortFamilies;
     const change = this.table.update(w.vips);
     for (const k of [...change.added, ...change.removed]) (isVip4(k) ? this.pending4 : this.pending6).add(k);
     for (const b of change.buckets) this.pendingBuckets.add(b);
@@ -104,7 +116,10 @@ export class TargetSync {
     this.hosts[name] = next;
   }
 
-  /** New NodePorts written with their slots, first; then the ones gone written as zeros. */
+  /**
+   * New NodePorts written with their slots, and those held that have a new slot (a family that got
+   * slots), first; then the ones gone written as zeros.
+   */
   private syncNodePorts(indexes: number[]): void {
     const fd = this.fds[MAP_NODEPORTS]!;
     const held = this.nodePortsHeld;
@@ -112,13 +127,20 @@ export class TargetSync {
     for (const i of indexes) wanted[i >> 3]! |= 1 << (i & 7);
     const add: number[] = [];
     const zero: number[] = [];
+    // Only after a family got slots can a NodePort written before have a new slot: its other keys
+    // were given one, or 0 for good, when it was written.
+    const from = this.nodePortsGained ? this.nodePortSlotsFrom : 0;
+    const newSlot = (i: number) => {
+      const v = nodePortValue(i, this.slots);
+      return v.readUInt16LE(NODEPORT_SLOT_V4) >= from || v.readUInt16LE(NODEPORT_SLOT_V6) >= from;
+    };
     for (let byte = 0; byte < wanted.length; byte++) {
       const w = wanted[byte]!;
       const h = held[byte]!;
-      if (w === h && !(this.nodePortsUnsure && w)) continue;
+      if (w === h && !((this.nodePortsUnsure || from) && w)) continue;
       for (let bit = 0; bit < 8; bit++) {
         const m = 1 << bit;
-        if (w & m && (this.nodePortsUnsure || !(h & m))) add.push(byte * 8 + bit);
+        if (w & m && (this.nodePortsUnsure || !(h & m) || (from && newSlot(byte * 8 + bit)))) add.push(byte * 8 + bit);
         else if (h & m && !(w & m)) zero.push(byte * 8 + bit);
       }
     }
@@ -126,8 +148,8 @@ export class TargetSync {
       // Until the last write is done the array may hold any of both, and wanted ones may be missing.
       for (let byte = 0; byte < held.length; byte++) held[byte]! |= wanted[byte]!;
       this.nodePortsUnsure = true;
-      // An index's value is the same whenever it is written (its slots, or zeros once they ran out):
-      // one of zeros is zeros in the array already.
+      // An index's value only ever gains slots (a slot, once handed out, stays its key's): one of
+      // zeros is zeros in the array already.
       for (const i of add) {
         const value = nodePortValue(i, this.slots);
         if (value.some((b) => b !== 0)) this.addon.bpfMapUpdate(fd, u32Value(i), value, 0);
@@ -137,7 +159,8 @@ export class TargetSync {
       }
     }
     this.nodePortsHeld = wanted;
-    this.nodePortsUnsure = false;
+    this.nodePortsUnsure = this.nodePortsGained = false;
+    this.nodePortSlotsFrom = this.slots.used;
   }
 
   /** A one-value array map (config, filters): written when its value differs from the one written last. */

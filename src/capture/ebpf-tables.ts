@@ -7,11 +7,12 @@ import { NumberIndex, NumberSet } from './number-sets.js';
 
 /**
  * Counter slots of the `slots` array, one per counter key the program counts by slot (a VIP
- * entry's to_lb, a NodePort's loop_return per family). A key keeps its slot for the life of the
- * agent, also while its target is gone, and a slot never changes key: the per-CPU sums stay
- * monotonic. When MAX_SLOTS - 1 are taken, new keys get 0 (none) and the program counts them in
- * the counters hash, as before slots; so a key's slot (or its 0) never changes, and what was
- * written for a key can be told again from the key.
+ * entry's to_lb, a NodePort's loop_return per family the node has local addresses of:
+ * slotFamilies in ebpf-maps.ts). A key keeps its slot for the life of the agent, also while its
+ * target is gone, and a slot never changes key: the per-CPU sums stay monotonic. When
+ * MAX_SLOTS - 1 are taken, new keys get 0 (none) and the program counts them in the counters
+ * hash, as before slots; so a key's slot, once it has one, never changes, and what was written
+ * for a key can be told again from the key.
  */
 export class SlotAllocator {
   /**

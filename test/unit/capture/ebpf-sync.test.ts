@@ -1,7 +1,8 @@
 // TargetSync (src/capture/ebpf-sync.ts) against a model of the kernel's maps: after every sync
 // the maps hold exactly what targetMaps lays out in full for the same targets, slots and table;
 // only changed entries are written; a write that fails leaves work the next sync completes; a
-// key keeps its slot and a slot its key through removals and re-adds, also once slots run out.
+// key keeps its slot and a slot its key through removals and re-adds, also once slots run out;
+// NodePorts held get the slots of a family the node gains local sources of.
 import { describe, expect, it } from 'vitest';
 import { MAP_NODEPORTS, MAP_VIPS4, MAP_VIPS6, MAP_VIPTAB, MAP_CONFIG, MAP_FILTERS, NODEPORT_SLOT_V4, NODEPORT_SLOT_V6, nodePortIndex } from '../../../src/capture/bpf-layout.js';
 import { ARRAY_ZERO, TARGET_MAPS, targetMaps, textBytes } from '../../../src/capture/ebpf-maps.js';
@@ -109,7 +110,11 @@ function draw(r: () => number, p: number): Targets {
   // A duplicate target now and then: the same key, written once.
   const vips = some(VIPS);
   if (vips.length && r() < 0.3) vips.push(vips[0]!);
-  return { vips, nodePorts: some(NODE_PORTS), localPrefixes: some(PREFIXES) };
+  // Now and then local sources of one family only: the other family's NodePort slots come when
+  // it has some again, also for NodePorts already written (slotFamilies).
+  const only = r();
+  const localPrefixes = some(PREFIXES).filter((x) => (only < 0.2 ? !x.cidr.includes(':') : only < 0.3 ? x.cidr.includes(':') : true));
+  return { vips, nodePorts: some(NODE_PORTS), localPrefixes };
 }
 
 describe('TargetSync', () => {
@@ -180,12 +185,17 @@ describe('TargetSync', () => {
       const value = Buffer.from(kernel.maps.get(MAP_NODEPORTS)!.get(Buffer.from(Uint32Array.of(nodePortIndex(17, 30080)).buffer).toString('hex'))!, 'hex');
       return [Buffer.from(v.get(key)!, 'hex').readUInt32LE(0), value.readUInt16LE(NODEPORT_SLOT_V4), value.readUInt16LE(NODEPORT_SLOT_V6)];
     };
-    sync.sync({ vips: [vip], nodePorts: [np], localPrefixes: [] });
+    // Local sources of both families: the NodePort gets a slot for each.
+    const localPrefixes = [
+      { cidr: '10.244.1.0/24', bound: false },
+      { cidr: 'fd00:244::/64', bound: false },
+    ];
+    sync.sync({ vips: [vip], nodePorts: [np], localPrefixes });
     const first = slotsNow();
-    sync.sync({ vips: [other], nodePorts: [], localPrefixes: [] });
+    sync.sync({ vips: [other], nodePorts: [], localPrefixes });
     expect(kernel.maps.get(MAP_VIPS4)!.size).toBe(1);
     expect(kernel.maps.get(MAP_NODEPORTS)!.size).toBe(0);
-    sync.sync({ vips: [other, vip], nodePorts: [np], localPrefixes: [] });
+    sync.sync({ vips: [other, vip], nodePorts: [np], localPrefixes });
     expect(slotsNow()).toEqual(first);
     expect(new Set(first).size).toBe(3);
     expect(sync.slots.used).toBe(5);

@@ -22,7 +22,11 @@ import { address16, type Targets } from '../../../src/capture/targets.js';
 const targets = (vips: Targets['vips'], nodePorts: Targets['nodePorts']): Targets => ({
   vips,
   nodePorts,
-  localPrefixes: [{ cidr: '10.244.1.0/24', bound: false }],
+  // Both families: a NodePort gets a slot per family the node has local sources of.
+  localPrefixes: [
+    { cidr: '10.244.1.0/24', bound: false },
+    { cidr: 'fd00:244::/64', bound: false },
+  ],
 });
 
 const slotKey = (a: SlotAllocator, slot: number) => decodeCounterKey(a.keyOf(slot), 0);
