@@ -8,8 +8,10 @@
 // (every scrape) checks that the name still names the ifindex attached to; if
 // not, the counters are `stopped` with the reason, and as soon as an interface
 // has the name again the same programs are attached to it: the counts go on
-// from where they were, without what passed while nothing was attached.
-import { existsSync, readFileSync } from 'node:fs';
+// from where they were, without what passed while nothing was attached. Not
+// when the new interface is of the other kind of link (Ethernet or L3): the
+// loaded object reads its headers at a fixed offset; the reason says so.
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { projectRoot } from '../native/addon.js';
 import { bpfAddon, readPerCpuU64, type BpfAddon, type BpfObject } from '../native/bpf.js';
@@ -22,6 +24,7 @@ import { TargetSync } from './ebpf-sync.js';
 import { LinkPackets, type PacketCounts } from './link-packets.js';
 import { captureError, CaptureError } from './errors.js';
 import { validateTargets, type CounterReading, type Targets } from './targets.js';
+import { NetlinkError } from '../kernel/netlink/socket.js';
 
 /**
  * Where the build (binding.gyp, target clbprobe_bpf) puts the compiled program: for interfaces
@@ -31,22 +34,18 @@ export function bpfObjectPath(l3 = false): string {
   return join(projectRoot(), 'build', 'Release', l3 ? 'clbprobe-l3.bpf.o' : 'clbprobe.bpf.o');
 }
 
+const ENODEV = 19;
+
 /** ARPHRD_* types whose frames start with a 14-byte Ethernet header. */
 const ETHERNET_TYPES = new Set([1 /* ETHER */, 772 /* LOOPBACK */]);
 
 /**
- * Bytes before the IP header on this interface. Read from sysfs for our own
- * namespace; interfaces in another namespace (tests) are taken as Ethernet.
+ * Whether frames of an interface of this link type (ARPHRD_*, from rtnetlink, in the interface's
+ * own namespace) start with the IP header: tun, WireGuard, IP-in-IP and other L3 devices. Their
+ * program is the L3 object; the Ethernet one would read the IP header 14 bytes too far and count
+ * nothing.
  */
-function l2HeaderLength(ifname: string, netnsPath?: string): number {
-  if (netnsPath) return 14;
-  try {
-    const type = Number(readFileSync(`/sys/class/net/${ifname}/type`, 'utf8').trim());
-    return ETHERNET_TYPES.has(type) ? 14 : 0;
-  } catch {
-    return 14;
-  }
-}
+export const isL3LinkType = (type: number): boolean => !ETHERNET_TYPES.has(type);
 
 export class EbpfCounter implements Counter {
   readonly backend = 'ebpf' as const;
@@ -63,6 +62,8 @@ export class EbpfCounter implements Counter {
   private stopReason: string | undefined;
   /** The new ifindex a failed re-attach was logged for, so that a retry at every read logs once. */
   private failedOn: number | undefined;
+  /** The program loaded reads frames that start with the IP header (isL3LinkType). */
+  private readonly l3: boolean;
 
   private constructor(
     private readonly addon: BpfAddon,
@@ -74,6 +75,7 @@ export class EbpfCounter implements Counter {
     private readonly log: Logger | undefined,
   ) {
     this.description = `eBPF (${attachment.mode}) on ${ifname}`;
+    this.l3 = isL3LinkType(link.type);
     // The config array starts as zeros: no prefixes, so nothing is local until setTargets.
     this.fds = Object.fromEntries(
       [...TARGET_MAPS, MAP_COUNTERS, MAP_SLOTS, MAP_SLOTS_SEEN, MAP_STATS].map((m) => [m, addon.bpfObjectMapFd(obj, m)]),
@@ -84,9 +86,32 @@ export class EbpfCounter implements Counter {
     this.slotReader = new SlotMapReader(addon, this.fds[MAP_SLOTS]!, this.fds[MAP_SLOTS_SEEN]!, this.cpus, this.targetSync.slots);
   }
 
-  /** Loads and attaches; cleans a crashed run's cls_bpf filters first. */
+  /**
+   * Loads the program for the interface's link type (asked in its namespace: the agent may count
+   * in another one, --netns) and attaches it; cleans a crashed run's cls_bpf filters first.
+   */
   static open(opts: CounterOptions): EbpfCounter {
-    const path = bpfObjectPath(l2HeaderLength(opts.ifname, opts.netnsPath) === 0);
+    let link: LinkPackets;
+    try {
+      link = LinkPackets.open(opts.ifname, opts.netnsPath);
+    } catch (e) {
+      const what = `attaching the eBPF counters to ${opts.ifname}`;
+      if (e instanceof NetlinkError && e.errno === ENODEV) throw new CaptureError(`${what}: interface ${opts.ifname}: No such device`, 'ENODEV', 'attach');
+      throw captureError(e, 'attach', what);
+    }
+    let counter: EbpfCounter;
+    try {
+      counter = EbpfCounter.load(opts, link);
+    } catch (e) {
+      link.close();
+      throw e;
+    }
+    opts.logger?.info({ ifname: opts.ifname, ifindex: link.ifindex, attach: counter.attachMode, l3: isL3LinkType(link.type) }, 'eBPF counters attached');
+    return counter;
+  }
+
+  private static load(opts: CounterOptions, link: LinkPackets): EbpfCounter {
+    const path = bpfObjectPath(isL3LinkType(link.type));
     if (!existsSync(path)) {
       throw new CaptureError(`eBPF program not built (${path} missing); run: npm run build`, 'ENOENT', 'load');
     }
@@ -116,17 +141,7 @@ export class EbpfCounter implements Counter {
       addon.bpfObjectClose(obj);
       throw captureError(e, 'attach', `attaching the eBPF counters to ${opts.ifname}`);
     }
-    let link: LinkPackets;
-    try {
-      link = LinkPackets.open(opts.ifname, opts.netnsPath);
-    } catch (e) {
-      attachment.detach();
-      addon.bpfObjectClose(obj);
-      throw captureError(e, 'attach', `reading the packet counts of ${opts.ifname}`);
-    }
-    const counter = new EbpfCounter(addon, obj, attachment, link, opts.ifname, opts.netnsPath, opts.logger);
-    opts.logger?.info({ ifname: opts.ifname, ifindex: link.ifindex, attach: attachment.mode }, 'eBPF counters attached');
-    return counter;
+    return new EbpfCounter(addon, obj, attachment, link, opts.ifname, opts.netnsPath, opts.logger);
   }
 
   get attachMode(): Attachment['mode'] {
@@ -208,6 +223,13 @@ export class EbpfCounter implements Counter {
     const now = this.link.now();
     if (!now) return;
     const was = this.link.ifindex;
+    if (isL3LinkType(now.type) !== this.l3) {
+      // The loaded program would read its headers at the wrong offset and count nothing.
+      this.stopReason = `eBPF counters on ${this.ifname} stopped: the interface was deleted (ifindex ${was}); the new ${this.ifname} (ifindex ${now.ifindex}) is of another link type (ARPHRD ${now.type}: ${this.l3 ? 'Ethernet' : 'no Ethernet header'}), which the program loaded does not read; restart the agent to count on it; packets are not counted since`;
+      if (this.failedOn !== now.ifindex) this.log?.error({ ifname: this.ifname, ifindex: now.ifindex, type: now.type }, 'eBPF counters: the re-created uplink is of another link type; not re-attached');
+      this.failedOn = now.ifindex;
+      return;
+    }
     const target = { ifname: this.ifname, netnsPath: this.netnsPath };
     let attachment: Attachment;
     try {

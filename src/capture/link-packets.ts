@@ -49,9 +49,17 @@ export function decodeLinkIndex(payload: Buffer): number {
   return payload.readInt32LE(4);
 }
 
+/** The link type (ARPHRD_*) of an RTM_NEWLINK payload (struct ifinfomsg's ifi_type). */
+export function decodeLinkType(payload: Buffer): number {
+  needLen(payload.length, IFINFOMSG_LEN, 'ifinfomsg', 0);
+  return payload.readUInt16LE(2);
+}
+
 /** The interface that has the name now. */
 export interface LinkNow {
   ifindex: number;
+  /** Its link type (ARPHRD_*): what its frames start with. */
+  type: number;
   /** Its own totals (since it was created). */
   totals: PacketCounts;
 }
@@ -60,8 +68,8 @@ export class LinkPackets {
   private readonly request: Buffer;
   private readonly reply = Buffer.allocUnsafe(REPLY_BYTES);
   private readonly status = new Int32Array(2 + 8);
-  /** The interface counted on, and its totals when counting on it began. */
-  private followed: { ifindex: number; base: PacketCounts };
+  /** The interface counted on, its link type, and its totals when counting on it began. */
+  private followed: { ifindex: number; type: number; base: PacketCounts };
   /** Packets counted on interfaces followed before this one. */
   private carried: PacketCounts = { ingress: 0, egress: 0 };
   /** What read() last returned. */
@@ -81,7 +89,7 @@ export class LinkPackets {
     this.request = w.finish();
     const now = this.now();
     if (!now) throw new NetlinkError(ENODEV, `rtnetlink: link ${ifname}`);
-    this.followed = { ifindex: now.ifindex, base: now.totals };
+    this.followed = { ifindex: now.ifindex, type: now.type, base: now.totals };
   }
 
   /** Opens a route socket (in netnsPath's namespace when given) and takes the counts now as zero. */
@@ -100,6 +108,11 @@ export class LinkPackets {
   /** The ifindex counted on. */
   get ifindex(): number {
     return this.followed.ifindex;
+  }
+
+  /** The link type (ARPHRD_*) of the interface counted on. */
+  get type(): number {
+    return this.followed.type;
   }
 
   /**
@@ -128,7 +141,7 @@ export class LinkPackets {
    */
   follow(now: LinkNow): void {
     this.carried = this.last;
-    this.followed = { ifindex: now.ifindex, base: now.totals };
+    this.followed = { ifindex: now.ifindex, type: now.type, base: now.totals };
   }
 
   close(): void {
@@ -160,7 +173,7 @@ export class LinkPackets {
           if (m.type !== RTM_NEWLINK) continue;
           const totals = decodeLinkPackets(m.payload);
           if (!totals) throw new Error(`rtnetlink: link ${this.ifname} without IFLA_STATS64`);
-          return { ifindex: decodeLinkIndex(m.payload), totals };
+          return { ifindex: decodeLinkIndex(m.payload), type: decodeLinkType(m.payload), totals };
         }
         at = end;
       }

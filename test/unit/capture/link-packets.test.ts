@@ -3,7 +3,8 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { decodeLinkIndex, decodeLinkPackets } from '../../../src/capture/link-packets.js';
+import { decodeLinkIndex, decodeLinkPackets, decodeLinkType } from '../../../src/capture/link-packets.js';
+import { isL3LinkType } from '../../../src/capture/ebpf.js';
 import { NLMSG_DONE, NetlinkParseError, splitMessages, walkAttrs } from '../../../src/kernel/netlink/codec.js';
 
 const IFLA_STATS = 7;
@@ -27,6 +28,16 @@ describe('decodeLinkIndex', () => {
   it('reads ifi_index, which tells a re-created interface of the same name from the one before', () => {
     expect(links.map((m) => decodeLinkIndex(m.payload))).toEqual(links.map((_, i) => i + 1));
     expect(() => decodeLinkIndex(links[0]!.payload.subarray(0, 7))).toThrow(NetlinkParseError);
+  });
+});
+
+describe('decodeLinkType', () => {
+  it('reads ifi_type, which chooses the eBPF object: lo and the veths start with an Ethernet header', () => {
+    expect(links.map((m) => decodeLinkType(m.payload))).toEqual([772, 1, 1]);
+    expect(links.map((m) => isL3LinkType(decodeLinkType(m.payload)))).toEqual([false, false, false]);
+    // tun and WireGuard (ARPHRD_NONE), IP-in-IP (ARPHRD_TUNNEL), sit, GRE: the IP header first.
+    expect([65534, 768, 776, 778].map(isL3LinkType)).toEqual([true, true, true, true]);
+    expect(() => decodeLinkType(links[0]!.payload.subarray(0, 3))).toThrow(NetlinkParseError);
   });
 });
 
