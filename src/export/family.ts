@@ -27,6 +27,9 @@ export class Group {
   readonly h2: number;
   /** The cardinality cap's count of Service ports: the count that last saw this group (metrics.ts). */
   mark = 0;
+  /** The cap's decision that last saw this group, and whether it left the group out (metrics.ts). */
+  decision = 0;
+  over = false;
   constructor(readonly text: string) {
     [this.h1, this.h2] = hashPair(text);
   }

@@ -76,6 +76,38 @@ describe('/metrics rendering', () => {
     expect(text).not.toMatch(/service="web"/);
   });
 
+  it('over the cap, decides again when new lists hold other Service ports, even as many as before', async () => {
+    const svc = (name: string): SvcPortLabels => ({ namespace: 'shop', service: name, port: '80', protocol: 'TCP' });
+    const [b, c, d] = [svc('b'), svc('c'), svc('d')];
+    const s = emptyState('node-1', '0.1.0');
+    const lbPath = (...svcs: SvcPortLabels[]) => svcs.map((x) => ({ svc: x, kind: 'to_lb' as const, packets: 1, bytes: 60 }));
+    s.lbPath = lbPath(c, d);
+    const reg = createRegistry(() => s, { maxServicePorts: 1, processMetrics: false });
+    let text = await reg.metrics();
+    expect(text).toMatch(/service="c"/);
+    expect(text).not.toMatch(/service="d"/);
+    // New lists of the same Service ports (as under conntrack events): the same decision.
+    s.lbPath = lbPath(c, d);
+    s.flows = [{ svc: d, outcome: 'replied', count: 1 }];
+    text = await reg.metrics();
+    expect(text).toMatch(/service="c"/);
+    expect(text).not.toMatch(/service="d"/);
+    expect(text).toContain('clbprobe_series_dropped_total 1');
+    // As many Service ports as before, one of them new and first by name: it takes the place.
+    s.lbPath = lbPath(d, b);
+    s.flows = [];
+    text = await reg.metrics();
+    expect(text).toMatch(/service="b"/);
+    expect(text).not.toMatch(/service="[cd]"/);
+    expect(text).toContain('clbprobe_series_dropped_total 1');
+    // Then "a" comes and "b" is over: counted as dropped.
+    s.lbPath = lbPath(d, b, svc('a'));
+    text = await reg.metrics();
+    expect(text).toMatch(/service="a"/);
+    expect(text).not.toMatch(/service="[bcd]"/);
+    expect(text).toContain('clbprobe_series_dropped_total 2');
+  });
+
   it('escapes label values and merges repeated label sets as prom-client does (counters add up, gauges keep the last)', async () => {
     const s = emptyState('node-1', '0.1.0');
     const odd: SvcPortLabels = { namespace: 'a"b', service: 'c\\d', port: '80', protocol: 'TCP' };
