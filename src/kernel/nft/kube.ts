@@ -52,7 +52,8 @@ export interface NftNodePortFact {
   protocol: string;
   service?: string;
   trafficPolicy?: 'Local' | 'Cluster';
-  evidence: string[];
+  /** The service-nodeports element, as quoted (NodePortFact's shownBy in src/kernel/nat/kube.ts). */
+  shownBy: string[];
 }
 
 export interface NftFilterChain {
@@ -414,7 +415,7 @@ class TableFacts {
         protocol: proto,
         ...(service ? { service } : {}),
         trafficPolicy: local ? 'Local' : 'Cluster',
-        evidence: [this.elementLine('service-nodeports', e)],
+        shownBy: [this.elementLine('service-nodeports', e)],
       });
     }
     return out;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parseIptablesSave } from '../../../src/kernel/nat/iptables-save.js';
-import { kubeNatFacts, type LoadBalancerFact } from '../../../src/kernel/nat/kube.js';
+import { kubeNatFacts, nodePortEvidence, type LoadBalancerFact } from '../../../src/kernel/nat/kube.js';
 import type { NatSnapshot } from '../../../src/kernel/nat/types.js';
 import { fixture, snapshotOf } from './fixtures.js';
 
@@ -50,9 +50,13 @@ describe('kubeNatFacts: iptables mode before 1.24 (KUBE-FW / KUBE-XLB)', () => {
   });
 
   it('maps NodePorts to Services and policies', () => {
-    expect(kubeNatFacts(OLD).nodePorts.map((n) => [n.port, n.protocol, n.service, n.trafficPolicy, n.evidence.length])).toEqual([
+    expect(kubeNatFacts(OLD).nodePorts.map((n) => [n.port, n.protocol, n.service, n.trafficPolicy, nodePortEvidence(n).length])).toEqual([
       [30080, 'tcp', 'shop/web:http', 'Cluster', 2],
       [31080, 'tcp', 'shop/api:http', 'Local', 2],
+    ]);
+    expect(nodePortEvidence(kubeNatFacts(OLD).nodePorts[1]!)).toEqual([
+      'iptables-1.21-legacy.v4.save:47: -A KUBE-NODEPORTS -s 127.0.0.0/8 -p tcp -m comment --comment "shop/api:http" -m tcp --dport 31080 -j KUBE-MARK-MASQ',
+      'iptables-1.21-legacy.v4.save:48: -A KUBE-NODEPORTS -p tcp -m comment --comment "shop/api:http" -m tcp --dport 31080 -j KUBE-XLB-RUKNB3TURLFC6SGL',
     ]);
   });
 });
@@ -207,10 +211,26 @@ describe('kubeNatFacts: IPVS mode', () => {
   });
 
   it('maps NodePorts from the port bitmaps', () => {
-    expect(kubeNatFacts(IPVS).nodePorts.map((n) => [n.port, n.protocol, n.trafficPolicy])).toEqual([
+    const ports = kubeNatFacts(IPVS).nodePorts;
+    expect(ports.map((n) => [n.port, n.protocol, n.trafficPolicy])).toEqual([
       [31080, 'tcp', 'Local'],
       [30080, 'tcp', 'Cluster'],
     ]);
+    const local = '-A KUBE-NODE-PORT -p tcp -m comment --comment "Kubernetes nodeport TCP port with externalTrafficPolicy=local" -m set --match-set KUBE-NODE-PORT-LOCAL-TCP dst -j RETURN';
+    const masq = '-A KUBE-NODE-PORT -p tcp -m comment --comment "Kubernetes nodeport TCP port for masquerade purpose" -m set --match-set KUBE-NODE-PORT-TCP dst -j KUBE-MARK-MASQ';
+    expect(ports.map(nodePortEvidence)).toEqual([
+      [`ipset KUBE-NODE-PORT-LOCAL-TCP member 31080 (ipvs-1.28.v4.save:20: ${local})`, `ipset KUBE-NODE-PORT-TCP member 31080 (ipvs-1.28.v4.save:21: ${masq})`],
+      [`ipset KUBE-NODE-PORT-TCP member 30080 (ipvs-1.28.v4.save:21: ${masq})`],
+    ]);
+  });
+
+  it('quotes a port set member as written when it is more than the port (hash:ip,port sets)', () => {
+    const sets = IPVS.ipsets!.sets.map((s) =>
+      s.name === 'KUBE-NODE-PORT-TCP' ? { ...s, type: 'hash:ip,port', members: s.members.map((m) => ({ ...m, entry: `10.0.1.11,tcp:${m.entry}` })) } : s,
+    );
+    const ports = kubeNatFacts({ ...IPVS, ipsets: { ...IPVS.ipsets!, sets } }).nodePorts;
+    expect(ports.map((n) => n.port)).toEqual([31080, 30080]);
+    expect(nodePortEvidence(ports[1]!)).toEqual([expect.stringMatching(/^ipset KUBE-NODE-PORT-TCP member 10\.0\.1\.11,tcp:30080 \(ipvs-1\.28\.v4\.save:21: -A KUBE-NODE-PORT /)]);
   });
 
   it('without the ipsets there are no VIPs to look at (IPVS keeps them only in KUBE-LOAD-BALANCER)', () => {
