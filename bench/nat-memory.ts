@@ -6,7 +6,8 @@
 //   none    a bare node process with the same loader (the reference)
 //   full    what `snapshot` keeps: the parsed rules of every table
 //   facts   what the agent keeps: kube-proxy's NAT facts, derived a rule at a time
-//           from the save output's bytes (ReadNatOptions.factsOnly, save-rules.ts)
+//           from the nat table's lines kept as the save output streams by
+//           (ReadNatOptions.factsOnly, nat-lines.ts, save-rules.ts)
 //   parsed  the CPU reference: every rule parsed, then the same facts derived from
 //           the parsed dump and copied (how the facts-only read worked at 18c5778);
 //           it cannot finish under the DaemonSet's 160 MB heap at 5,000 Services,

@@ -99,6 +99,8 @@ describe.skipIf(!isRoot)('readNat on a real kernel (both xtables backends, ipset
     await new Promise((r) => setTimeout(r, 1100));
     const again = await readNat({ netns: ns.name, unchangedSince: first.digest });
     expect(again).toEqual({ sources: [], digest: first.digest, unchanged: true });
+    // The agent's read digests the output a line at a time as it streams: the same digest.
+    expect(await readNat({ netns: ns.name, factsOnly: true, unchangedSince: first.digest })).toEqual(again);
     restore(ns, 'iptables-legacy-restore', '*nat\n-A KUBE-SERVICES -d 10.96.0.99/32 -p tcp -m tcp --dport 80 -j ACCEPT\nCOMMIT\n', '--noflush');
     const changed = await readNat({ netns: ns.name, unchangedSince: first.digest });
     expect(changed.unchanged).toBeUndefined();
@@ -134,6 +136,7 @@ describe.skipIf(!isRoot)('readNat on a real kernel (both xtables backends, ipset
       expect(rulesOf(nat!.v4)).toEqual(rulesOf(parseFixture(IPVS4)));
       const facts = kubeNatFacts(nat!);
       expect(facts.mode).toBe('ipvs');
+      expect(kubeNatFacts((await readNat({ netns: target, factsOnly: true })).nat)).toEqual(facts);
       expect(facts.loadBalancers.map((l) => [l.vip, l.trafficPolicy, l.podTraffic, l.capture])).toEqual(
         expect.arrayContaining([
           ['192.0.2.10', 'Cluster', 'masquerade', 'ipvs'],

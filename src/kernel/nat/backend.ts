@@ -22,36 +22,67 @@ const KUBE = Buffer.from('KUBE-');
 /** What \s matches in one byte (a newline ends the line). */
 const SPACE = new Set([0x20, 0x09, 0x0a, 0x0b, 0x0c, 0x0d]);
 
+/** Counts what backendEvidence reports, a line at a time (the agent sees each output only so). */
+export class BackendCounter {
+  ruleLines = 0;
+  kubeRuleLines = 0;
+  kubeletChains = false;
+  /** The next 'KUBE-' at or after a line's start in `kubeIn`: found once per occurrence, not once per line. */
+  private kube = -2;
+  private kubeIn: Buffer | undefined;
+
+  /** One line, bytes [start, end) of buf; `terminated`: a '\n' followed it. */
+  line(buf: Buffer, start: number, end: number, terminated: boolean): void {
+    const first = buf[start];
+    if (first === 0x3a /* : */ && !this.kubeletChains) {
+      this.kubeletChains = KUBELET_CHAINS.some(
+        (c) => end - start >= c.length && buf.compare(c, 0, c.length, start, start + c.length) === 0 && (start + c.length < end ? SPACE.has(buf[start + c.length]!) : terminated),
+      );
+    }
+    if (first !== 0x2d /* - */ && (first !== 0x5b /* [ */ || !RULE_LINE.test(buf.toString('latin1', start, end)))) return;
+    this.ruleLines++;
+    if (buf !== this.kubeIn) {
+      this.kubeIn = buf;
+      this.kube = -2;
+    }
+    if (this.kube !== -1 && this.kube < start) this.kube = buf.indexOf(KUBE, start);
+    if (this.kube >= 0 && this.kube + KUBE.length <= end) this.kubeRuleLines++;
+  }
+
+  evidence(error?: string): BackendEvidence {
+    return { ruleLines: this.ruleLines, kubeRuleLines: this.kubeRuleLines, kubeletChains: this.kubeletChains, ...(error ? { error } : {}) };
+  }
+}
+
 export function backendEvidence(out: BackendOutput): BackendEvidence {
-  let ruleLines = 0;
-  let kubeRuleLines = 0;
-  let kubeletChains = false;
+  const counter = new BackendCounter();
   for (const t of out.texts) {
     const buf = typeof t === 'string' ? Buffer.from(t) : Buffer.from(t.buffer, t.byteOffset, t.byteLength);
-    // The next 'KUBE-' at or after a line's start: found once per occurrence, not once per line.
-    let kube = -2;
-    eachLine(buf, (start, end) => {
-      const first = buf[start];
-      if (first === 0x3a /* : */ && !kubeletChains) {
-        kubeletChains = KUBELET_CHAINS.some((c) => end - start >= c.length && buf.compare(c, 0, c.length, start, start + c.length) === 0 && (start + c.length < end ? SPACE.has(buf[start + c.length]!) : end < buf.length));
-      }
-      if (first !== 0x2d /* - */ && (first !== 0x5b /* [ */ || !RULE_LINE.test(buf.toString('latin1', start, end)))) return;
-      ruleLines++;
-      if (kube !== -1 && kube < start) kube = buf.indexOf(KUBE, start);
-      if (kube >= 0 && kube + KUBE.length <= end) kubeRuleLines++;
-    });
+    eachLine(buf, (start, end) => counter.line(buf, start, end, end < buf.length));
   }
-  return { ruleLines, kubeRuleLines, kubeletChains, ...(out.error ? { error: out.error } : {}) };
+  return counter.evidence(out.error);
+}
+
+/** What the choice needs of one backend: its outputs' counts, and whether any of its outputs could be read. */
+export interface BackendSide {
+  evidence: BackendEvidence;
+  /** At least one of its save commands ran. */
+  readable: boolean;
 }
 
 export function chooseBackend(legacyOut: BackendOutput, nftOut: BackendOutput): BackendChoice {
-  const legacy = backendEvidence(legacyOut);
-  const nft = backendEvidence(nftOut);
-  if (legacyOut.texts.length === 0 && legacyOut.error && nftOut.texts.length > 0) {
-    return { backend: 'nft', reason: `only nft could be read (legacy: ${legacyOut.error})`, legacy, nft };
+  const side = (o: BackendOutput): BackendSide => ({ evidence: backendEvidence(o), readable: o.texts.length > 0 });
+  return chooseBackendOf(side(legacyOut), side(nftOut));
+}
+
+export function chooseBackendOf(legacySide: BackendSide, nftSide: BackendSide): BackendChoice {
+  const legacy = legacySide.evidence;
+  const nft = nftSide.evidence;
+  if (!legacySide.readable && legacy.error && nftSide.readable) {
+    return { backend: 'nft', reason: `only nft could be read (legacy: ${legacy.error})`, legacy, nft };
   }
-  if (nftOut.texts.length === 0 && nftOut.error && legacyOut.texts.length > 0) {
-    return { backend: 'legacy', reason: `only legacy could be read (nft: ${nftOut.error})`, legacy, nft };
+  if (!nftSide.readable && nft.error && legacySide.readable) {
+    return { backend: 'legacy', reason: `only legacy could be read (nft: ${nft.error})`, legacy, nft };
   }
   const counts = `legacy ${legacy.ruleLines} rule lines (${legacy.kubeRuleLines} KUBE-*), nft ${nft.ruleLines} (${nft.kubeRuleLines} KUBE-*)`;
   if (nft.kubeletChains) {

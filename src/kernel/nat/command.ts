@@ -1,11 +1,15 @@
 // Runs one save command (inside a network namespace when asked) and keeps what
-// it prints as bytes, off the JS heap, up to a bound: a node whose rules print
-// more than that gets a clear reason instead of an agent killed for memory.
-// A missing binary, a permission error or a timeout becomes one line of reason.
+// it prints as bytes, off the JS heap, up to a bound, or hands it over a line at
+// a time (runCommandLines) for a reader that keeps only part of it: a node whose
+// rules print more than the bound gets a clear reason instead of an agent killed
+// for memory. A missing binary, a permission error, a timeout or an over-long
+// line becomes one line of reason.
 import { spawn } from 'node:child_process';
 import { permissionDenied } from '../../model/permission.js';
+import { LineSplitter, type LineFn } from './line-split.js';
 
 export type CommandResult = { ok: true; stdout: Buffer } | { ok: false; reason: string };
+export type LinesResult = { ok: true } | { ok: false; reason: string };
 
 export interface CommandOptions {
   netns?: string;
@@ -19,13 +23,39 @@ const PACKAGE_OF: Record<string, string> = { ip: 'iproute2', nsenter: 'util-linu
 const STDERR_MAX = 64 * 1024;
 
 export function runCommand(cmd: string, args: string[], opts: CommandOptions): Promise<CommandResult> {
+  const out = new GrowingBytes();
+  return runWith(cmd, args, opts, (chunk) => out.append(chunk), () => out.clear()).then((r) =>
+    r.ok ? { ok: true, stdout: out.take() } : r,
+  );
+}
+
+/**
+ * Runs the command and hands its output over a line at a time as it arrives (line-split.ts),
+ * keeping none of it: what the reader keeps of each line is the reader's. A line longer than
+ * `maxLineBytes`, or an error thrown by onLine, stops the command and is the reason.
+ */
+export function runCommandLines(cmd: string, args: string[], opts: CommandOptions & { maxLineBytes: number }, onLine: LineFn): Promise<LinesResult> {
+  const lines = new LineSplitter(opts.maxLineBytes, onLine);
+  return runWith(cmd, args, opts, (chunk) => lines.push(chunk), () => undefined, () => lines.end());
+}
+
+/** Spawns the command; each stdout chunk goes to onChunk (an error it throws stops the command), then onEnd on success. */
+function runWith(
+  cmd: string,
+  args: string[],
+  opts: CommandOptions,
+  onChunk: (chunk: Buffer) => void,
+  onTooBig: () => void,
+  onEnd: () => void = () => undefined,
+): Promise<LinesResult> {
   const [file, argv] = inNetns(cmd, args, opts.netns);
   return new Promise((resolve) => {
-    const out = new GrowingBytes();
+    let size = 0;
     let stderr = '';
-    let why: 'timeout' | 'too-big' | undefined;
+    let why: 'timeout' | 'too-big' | 'reader' | undefined;
+    let readerError = '';
     let done = false;
-    const finish = (r: CommandResult): void => {
+    const finish = (r: LinesResult): void => {
       if (done) return;
       done = true;
       clearTimeout(timer);
@@ -39,12 +69,18 @@ export function runCommand(cmd: string, args: string[], opts: CommandOptions): P
     const timer = setTimeout(() => stop('timeout'), opts.timeoutMs);
     child.stdout.on('data', (chunk: Buffer) => {
       if (why) return;
-      if (out.size + chunk.length > opts.maxBytes) {
-        out.clear();
+      if (size + chunk.length > opts.maxBytes) {
+        onTooBig();
         stop('too-big');
         return;
       }
-      out.append(chunk);
+      size += chunk.length;
+      try {
+        onChunk(chunk);
+      } catch (e) {
+        readerError = e instanceof Error ? e.message : String(e);
+        stop('reader');
+      }
     });
     child.stderr.on('data', (chunk: Buffer) => {
       if (stderr.length < STDERR_MAX) stderr += chunk.toString('utf8', 0, Math.min(chunk.length, STDERR_MAX - stderr.length));
@@ -60,8 +96,14 @@ export function runCommand(cmd: string, args: string[], opts: CommandOptions): P
           reason: `printed more than ${mib(opts.maxBytes)} (the bound on what the NAT reader keeps); stopped reading it`,
         });
       }
-      if (code === 0) return finish({ ok: true, stdout: out.take() });
-      finish({ ok: false, reason: explainFailure(code, signal, stderr, cmd) });
+      if (why === 'reader') return finish({ ok: false, reason: `${readerError}; stopped reading it` });
+      if (code !== 0) return finish({ ok: false, reason: explainFailure(code, signal, stderr, cmd) });
+      try {
+        onEnd();
+      } catch (e) {
+        return finish({ ok: false, reason: e instanceof Error ? e.message : String(e) });
+      }
+      finish({ ok: true });
     });
   });
 }

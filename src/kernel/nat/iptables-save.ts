@@ -112,7 +112,12 @@ export class SaveLines {
     this.warnings.push(issue);
   }
 
-  end(): IptablesDump {
+  /**
+   * The input is over. `lastLine`: its last non-blank line, when the caller passed only some of
+   * its lines (NatLineStore leaves out the other tables' chains and rules).
+   */
+  end(lastLine = this.lastLine): IptablesDump {
+    this.lastLine = Math.max(this.lastLine, lastLine);
     const { source } = this.input;
     if (this.table) {
       this.warnings.push(lineIssue(source, this.lastLine, `input ends inside table '${this.table.name}' (no COMMIT): truncated capture?`));

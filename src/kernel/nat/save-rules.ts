@@ -1,5 +1,6 @@
-// The nat table of one iptables-save output, held as the output's bytes plus
-// where each rule line is, and parsed a rule at a time when the kube-proxy
+// The nat table of one iptables-save output, held as bytes (the whole output,
+// or the nat lines a NatLineStore kept as the output streamed by) plus where
+// each rule line is, and parsed a rule at a time when the kube-proxy
 // analysis asks (nat-rules.ts). The agent derives its facts from this: at 5,000
 // Services x 4 endpoints (143k nat rules) the parsed rules would take ~250 MB of
 // heap, the positions take a few MB. What needs every rule (kube-proxy's pod
@@ -10,6 +11,7 @@ import { candidatePositions, emptyIndex, indexRule, INDEX_MIN_RULES, podSelector
 import type { ChainIndex, NatRules, PodSelectors } from './nat-rules.js';
 import { parseRule, SaveLines } from './iptables-save.js';
 import { eachLine, lineText, mayContain } from './lines.js';
+import { NatLineStore } from './nat-lines.js';
 import type { IptablesRule, IptablesTable, NatFamily } from './types.js';
 
 /**
@@ -88,12 +90,15 @@ export class SaveNatRules implements NatRules {
   private readonly pod: PodSelectors;
   private readonly index = new Map<string, { idx: ChainIndex; ids: Int32Array; general: Map<number, IptablesRule> }>();
   private readonly cache = new Map<string, IptablesRule[]>();
+  private readonly lines: SaveText;
 
-  /** Throws NatParseError for input that is no iptables-save output, as parseIptablesSave does. */
-  constructor(
-    private readonly buf: Buffer,
-    input: SaveRulesInput,
-  ) {
+  /**
+   * From a whole save output, or the lines of one a NatLineStore kept as it streamed by (the
+   * agent). Throws NatParseError for input that is no iptables-save output, as parseIptablesSave does.
+   */
+  constructor(out: Buffer | NatLineStore, input: SaveRulesInput) {
+    const lines = out instanceof NatLineStore ? out : wholeOutput(out);
+    this.lines = lines;
     this.family = input.family;
     this.source = input.source;
     let nat: IptablesTable | undefined;
@@ -139,10 +144,10 @@ export class SaveNatRules implements NatRules {
     // list when declared so that RULE_HEAD's fast path finds it.
     let declaredSeen = 0;
     let tablesSeen = 0;
-    eachLine(buf, (start, stop, lineNo) => {
+    lines.each((start, stop, lineNo) => {
       at = start;
       end = stop;
-      save.line(lineText(buf, start, stop), lineNo);
+      save.line(lines.text(start, stop), lineNo);
       // A new table starts with its header line, before its first rule.
       if (!nat && save.tables.length > tablesSeen) {
         tablesSeen = save.tables.length;
@@ -155,7 +160,7 @@ export class SaveNatRules implements NatRules {
         }
       }
     });
-    const dump = save.end();
+    const dump = save.end(lines.lastLine);
     this.warnings = dump.warnings;
     // Map order of a parsed dump: declared chains, then the undeclared ones by first rule.
     const declaredNames = new Set<string>();
@@ -224,7 +229,7 @@ export class SaveNatRules implements NatRules {
   }
 
   private parseAt(id: number, mustContain?: string): IptablesRule | undefined {
-    const text = lineText(this.buf, this.refs.start[id]!, this.refs.end[id]!).trim();
+    const text = this.lines.text(this.refs.start[id]!, this.refs.end[id]!).trim();
     if (mustContain !== undefined && !mayContain(text, mustContain)) return undefined;
     const r = parseRule(text, this.refs.line[id]!, 'nat');
     return r.ok ? r.rule : undefined;
@@ -234,6 +239,18 @@ export class SaveNatRules implements NatRules {
     if (this.cache.size >= CACHE_CHAINS) this.cache.delete(this.cache.keys().next().value!);
     this.cache.set(chain, rules);
   }
+}
+
+/** Lines of a save output, where they are and their text (a whole output, or a NatLineStore). */
+interface SaveText {
+  each(fn: (start: number, end: number, lineNo: number) => void): void;
+  text(start: number, end: number): string;
+  /** The last non-blank line when `each` leaves lines out. */
+  readonly lastLine?: number;
+}
+
+function wholeOutput(buf: Buffer): SaveText {
+  return { each: (fn) => eachLine(buf, fn), text: (start, end) => lineText(buf, start, end) };
 }
 
 /**
