@@ -3,6 +3,7 @@
 // classified, then (with a watch) new ones as they arrive. One JSON object
 // per line, so `clbprobe evidence` can stream it.
 import type { ServiceView } from '../cluster/types.js';
+import { slicePort } from '../cluster/endpoints.js';
 import { formatConntrack } from '../kernel/conntrack/format.js';
 import type { ConntrackEntry } from '../kernel/types.js';
 import { classifyEntry, type EntryClass, type KeptEntry } from './conntrack-table.js';
@@ -42,7 +43,12 @@ export function serviceAddresses(svcs: ServiceView[], ifname?: string): ServiceA
   const first = svcs[0]!;
   const uniq = <T>(xs: T[]) => [...new Set(xs)];
   const endpoints = new Map<string, { address: string; port?: number }>();
-  for (const s of svcs) for (const ep of s.endpoints) endpoints.set(`${ep.address}|${ep.port}`, { address: ep.address, ...(ep.port ? { port: ep.port } : {}) });
+  for (const s of svcs) {
+    for (const ep of s.endpoints) {
+      const port = slicePort(s, ep);
+      endpoints.set(`${ep.address}|${port}`, { address: ep.address, ...(port ? { port } : {}) });
+    }
+  }
   return {
     namespace: first.namespace,
     name: first.name,

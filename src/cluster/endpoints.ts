@@ -6,29 +6,31 @@
 // needs an alpha gate in 1.20); kube-proxy 1.20 compares that label with its own node name.
 import { canonicalIp, FieldError, isObj, optArr, optBool, optInt, optObj, optStr, reqStr, strMap } from './fields.js';
 import { compact, parseOne, parseParts, type Parsed, type SourcedObject } from './objects.js';
-import type { EndpointView } from './types.js';
+import type { EndpointPorts, EndpointView, ServiceView } from './types.js';
 
 export const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
 export const HOSTNAME_TOPOLOGY_KEY = 'kubernetes.io/hostname';
 
-/**
- * One port of a slice with the slice's endpoints as that port's EndpointViews. The views are
- * made here, once per object, so that a Service port served by one slice (the usual case) uses
- * this list as it is: rebuilding the view after an event makes no endpoint objects, and the
- * view and the watch store share one object per endpoint and port (at 20k endpoints, a second
- * set would be ~2 MB of the agent's heap, bench/agent.ts).
- */
+/** One port of a slice: the ServicePort it serves (by name and protocol) and its number there. */
 interface SlicePort {
   name: string;
   protocol: string;
-  endpoints: EndpointView[];
+  /** Undefined means "all ports" in the API. */
+  port?: number;
 }
 
-/** A slice as the view uses it, with the Service it belongs to (kept apart: a joined key is a second string). */
+/**
+ * A slice as the view uses it, with the Service it belongs to (kept apart: a joined key is a second
+ * string). The endpoint views are made here, once per object and endpoint: a Service port served
+ * by one slice (the usual case) uses `endpoints` as it is, as do the Service's other ports, so
+ * rebuilding the view after an event makes no endpoint objects and the view and the watch store
+ * share one object per endpoint.
+ */
 export interface SliceEntry {
   namespace: string;
   service: string;
   ports: SlicePort[];
+  endpoints: EndpointView[];
 }
 
 /** Slices by "namespace/serviceName". */
@@ -49,11 +51,7 @@ export function parseEndpointSlice(s: SourcedObject, nodeName?: string): Parsed<
     if (addressType !== 'IPv4' && addressType !== 'IPv6') throw new FieldError(`addressType ${JSON.stringify(addressType)} is unknown`);
     const ports = parseParts(optArr(o.ports, 'ports'), 'ports', ctx.warn, parseSlicePort);
     const endpoints = parseParts(optArr(o.endpoints, 'endpoints'), 'endpoints', ctx.warn, parseEndpoint);
-    return {
-      namespace: ctx.namespace,
-      service,
-      ports: ports.map((p) => ({ name: p.name, protocol: p.protocol, endpoints: endpoints.map((ep) => endpointView(ep, p.port, nodeName)) })),
-    };
+    return { namespace: ctx.namespace, service, ports, endpoints: endpoints.map((ep) => endpointView(ep, nodeName)) };
   });
 }
 
@@ -70,7 +68,7 @@ export function indexEndpointSlices(entries: readonly (SliceEntry | undefined)[]
 }
 
 /** Undefined port means "all ports" in the API. */
-function parseSlicePort(v: unknown, path: string): { name: string; protocol: string; port?: number } {
+function parseSlicePort(v: unknown, path: string): SlicePort {
   if (!isObj(v)) throw new FieldError(`${path} is not an object`);
   return {
     name: optStr(v.name, `${path}.name`) ?? '',
@@ -79,7 +77,7 @@ function parseSlicePort(v: unknown, path: string): { name: string; protocol: str
   };
 }
 
-type SliceEndpoint = Omit<EndpointView, 'local' | 'port'>;
+type SliceEndpoint = Omit<EndpointView, 'local'>;
 
 function parseEndpoint(v: unknown, path: string): SliceEndpoint {
   if (!isObj(v)) throw new FieldError(`${path} is not an object`);
@@ -100,38 +98,55 @@ function parseEndpoint(v: unknown, path: string): SliceEndpoint {
  * All fields in one literal, in one order: every endpoint gets the same object shape with its
  * fields in the object (fields added later go to a separate store: ~1 MB more at 20k endpoints).
  */
-function endpointView(ep: SliceEndpoint, port: number | undefined, nodeName: string | undefined): EndpointView {
+function endpointView(ep: SliceEndpoint, nodeName: string | undefined): EndpointView {
   return {
     address: ep.address,
     nodeName: ep.nodeName,
     ready: ep.ready,
     local: nodeName !== undefined && ep.nodeName === nodeName,
-    port,
   };
 }
 
+/** The EndpointSlice port number of one of `s.endpoints` (undefined: the slice's port has none). */
+export function slicePort(s: Pick<ServiceView, 'endpointPorts'>, ep: EndpointView): number | undefined {
+  const p = s.endpointPorts;
+  return typeof p === 'object' ? p.get(ep) : p;
+}
+
 /**
- * Endpoints of one ServicePort: every endpoint of every slice of the Service
- * whose port list has that port name and protocol, once per address+port.
- * With one such slice, that slice's list itself (shared, never modified).
+ * Endpoints of one ServicePort: every endpoint of every slice of the Service whose port list has
+ * that port name and protocol, once per address+port, with their port numbers. With one such
+ * slice, that slice's list itself (shared, never modified) and its port number.
  */
-export function endpointsFor(index: EndpointIndex, namespace: string, service: string, portName: string, protocol: string): EndpointView[] {
-  const lists: EndpointView[][] = [];
+export function endpointsFor(
+  index: EndpointIndex,
+  namespace: string,
+  service: string,
+  portName: string,
+  protocol: string,
+): { endpoints: EndpointView[]; ports: EndpointPorts } {
+  const slices: { endpoints: EndpointView[]; port: number | undefined }[] = [];
   for (const slice of index.get(`${namespace}/${service}`) ?? []) {
     const port = slice.ports.find((p) => p.name === portName && p.protocol === protocol);
-    if (port && port.endpoints.length > 0) lists.push(port.endpoints);
+    if (port && slice.endpoints.length > 0) slices.push({ endpoints: slice.endpoints, port: port.port });
   }
-  if (lists.length <= 1) return lists[0] ?? [];
+  const first = slices[0];
+  if (first === undefined) return { endpoints: [], ports: undefined };
+  if (slices.length === 1) return { endpoints: first.endpoints, ports: first.port };
   // During updates one address can sit in two slices; keep the first.
   const seen = new Set<string>();
   const out: EndpointView[] = [];
-  for (const list of lists) {
-    for (const ep of list) {
-      const key = `${ep.address}|${ep.port ?? ''}`;
+  const byEndpoint = new Map<EndpointView, number | undefined>();
+  for (const { endpoints, port } of slices) {
+    for (const ep of endpoints) {
+      const key = `${ep.address}|${port ?? ''}`;
       if (seen.has(key)) continue;
       seen.add(key);
       out.push(ep);
+      byEndpoint.set(ep, port);
     }
   }
-  return compact(out);
+  // Slices of one Service usually give a port the same number: then one number says it.
+  const uniform = slices.every((s) => s.port === first.port);
+  return { endpoints: compact(out), ports: uniform ? first.port : byEndpoint };
 }

@@ -4,6 +4,7 @@
 // hands the same object to the diagnosis: at 5,000 Services the maps cost CPU and megabytes.
 // Where the two readers differ on purpose, the index keeps both answers, named for what they mean.
 import { addTo, key, listOf, type Key, type OneOrMore } from '../model/address-key.js';
+import { slicePort } from './endpoints.js';
 import type { ClusterView, ServiceView } from './types.js';
 
 type Svcs = OneOrMore<ServiceView>;
@@ -22,7 +23,7 @@ export function hasLbAddress(s: ServiceView): boolean {
  * reply always carries one, and the conntrack pre-check and kernel filter match on it.
  */
 export function endpointPort(s: ServiceView, ep: ServiceView['endpoints'][number]): number {
-  return ep.port ?? knownTargetPort(s, ep) ?? s.port;
+  return knownTargetPort(s, ep) ?? s.port;
 }
 
 /**
@@ -31,7 +32,7 @@ export function endpointPort(s: ServiceView, ep: ServiceView['endpoints'][number
  * detectors key local endpoints by this: a guessed port must not make a flow a finding.
  */
 export function knownTargetPort(s: ServiceView, ep: ServiceView['endpoints'][number]): number | undefined {
-  return ep.port ?? (typeof s.targetPort === 'number' ? s.targetPort : undefined);
+  return slicePort(s, ep) ?? (typeof s.targetPort === 'number' ? s.targetPort : undefined);
 }
 
 /** The only one-or-more values that are the agent's: Service ports with an LB address. */

@@ -1,6 +1,7 @@
 // Evidence lines in the text forms SREs already know: conntrack -L for
 // conntrack entries (the lead's formatter), ipvsadm -Ln for IPVS virtual servers.
 import type { ServiceView } from '../cluster/types.js';
+import { slicePort } from '../cluster/endpoints.js';
 import type { IpvsForward, IpvsVirtualServer } from '../kernel/types.js';
 import type { FindingOf, Severity } from './core-types.js';
 
@@ -52,7 +53,7 @@ export function finding<M extends string>(
 }
 
 export function endpointsLine(s: ServiceView): string {
-  const local = s.endpoints.filter((e) => e.local).map((e) => hostPort(e.address, e.port));
+  const local = s.endpoints.filter((e) => e.local).map((e) => hostPort(e.address, slicePort(s, e)));
   const remote = s.endpoints.filter((e) => !e.local).length;
   return `endpoints: ${local.length} local (${local.join(', ') || 'none'}), ${remote} on other nodes; externalTrafficPolicy=${s.externalTrafficPolicy}`;
 }

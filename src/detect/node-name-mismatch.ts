@@ -11,6 +11,7 @@
 // one of its own addresses, kube-proxy's rules showing no local endpoint, or names that are the
 // FQDN and short form of each other), and info when only the pod CIDR says so.
 import type { ServiceView } from '../cluster/types.js';
+import { slicePort } from '../cluster/endpoints.js';
 import { portKey } from '../model/service.js';
 import type { DetectContext } from './context-types.js';
 import type { DiagnoseInput, FindingOf } from './core-types.js';
@@ -129,7 +130,7 @@ function detectNodeNameMismatch(ctx: DetectContext): FindingOf<'node-name-mismat
 function mismatchFinding(ctx: DetectContext, s: ServiceView, r: Rename, mine: ServiceView['endpoints']): FindingOf<'node-name-mismatch'> {
   const ready = mine.filter((e) => e.ready);
   const quoted = mine.slice(0, MAX_QUOTED).map(
-    (e) => `endpoint ${hostPort(e.address, e.port)} (${e.ready ? 'ready' : 'not ready'}) filed under nodeName "${e.nodeName}", at an address of this node`,
+    (e) => `endpoint ${hostPort(e.address, slicePort(s, e))} (${e.ready ? 'ready' : 'not ready'}) filed under nodeName "${e.nodeName}", at an address of this node`,
   );
   if (mine.length > MAX_QUOTED) quoted.push(`(${mine.length - MAX_QUOTED} more endpoints of this node filed under "${r.other}")`);
   const differ = howTheyDiffer(r.own, r.other);

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { interpretAnnotations, isPrivateIp } from '../../../src/cluster/annotations.js';
 import { buildClusterView } from '../../../src/cluster/build.js';
+import { slicePort } from '../../../src/cluster/endpoints.js';
 import { loadClusterFile } from '../../../src/cluster/file.js';
 import { emptyObjects } from '../../../src/cluster/objects.js';
 import type { ServiceView } from '../../../src/cluster/types.js';
@@ -60,14 +61,15 @@ describe('buildClusterView on a kubectl List', () => {
         nodeName: 'node-a',
         ready: true,
         local: true,
-        port: 8080,
       },
-      expect.objectContaining({ address: '10.244.2.31', nodeName: 'node-b', local: false, ready: true, port: 8080 }),
+      expect.objectContaining({ address: '10.244.2.31', nodeName: 'node-b', local: false, ready: true }),
       expect.objectContaining({ address: '10.244.1.9', local: true, ready: false }),
     ]);
-    // The https port takes the slice port of the same name, and no Ingress routes to it.
+    expect(web.endpointPorts).toBe(8080);
+    // The https port takes the slice port of the same name (the same endpoint objects, held once), and no Ingress routes to it.
     const https = svc(view.services, 'default', 'web', 'https');
-    expect(https.endpoints.map((e) => e.port)).toEqual([8443, 8443, 8443]);
+    expect(https.endpoints).toBe(web.endpoints);
+    expect(https.endpoints.map((e) => slicePort(https, e))).toEqual([8443, 8443, 8443]);
     expect(https.ingressVips).toEqual([]);
   });
 
@@ -129,7 +131,7 @@ describe('buildClusterView on a kubectl List', () => {
     const udp = svc(view.services, 'kube-system', 'kube-dns', 'dns');
     expect(udp.protocol).toBe('UDP');
     expect(udp.nodePort).toBeUndefined();
-    expect(udp.endpoints.map((e) => e.port)).toEqual([53]);
+    expect(udp.endpoints.map((e) => slicePort(udp, e))).toEqual([53]);
     expect(svc(view.services, 'kube-system', 'kube-dns', 'dns-tcp').endpoints).toHaveLength(1);
   });
 
@@ -185,8 +187,9 @@ describe('buildClusterView on malformed objects', () => {
     // The Ingress path with a port still routes; an empty conditions object means ready.
     expect(lb.ingressVips).toEqual([{ ingress: 'default/no-port', ip: '10.0.0.201' }]);
     expect(lb.endpoints).toEqual([
-      { address: '10.244.1.32', nodeName: 'node-a', ready: true, local: true, port: 8080 },
+      { address: '10.244.1.32', nodeName: 'node-a', ready: true, local: true },
     ]);
+    expect(lb.endpointPorts).toBe(8080);
   });
 });
 
@@ -292,15 +295,35 @@ describe('buildClusterView edge cases', () => {
     objects.endpointSlices.push(slice('s-1', '10.0.0.1'));
     const one = buildClusterView(objects, { nodeName: 'me' }).services;
     const again = buildClusterView(objects, { nodeName: 'me' }).services;
-    expect(one.map((v) => v.endpoints.map((e) => `${e.address}:${e.port} ${e.local}`))).toEqual([['10.0.0.1:8080 true'], ['10.0.0.1:9090 true']]);
+    expect(one.map((v) => v.endpoints.map((e) => `${e.address}:${slicePort(v, e)} ${e.local}`))).toEqual([['10.0.0.1:8080 true'], ['10.0.0.1:9090 true']]);
     // Each build parses again: equal lists, not the same (sharing is between a store and its views).
     expect(again[0]!.endpoints).toEqual(one[0]!.endpoints);
     objects.endpointSlices.push(slice('s-2', '10.0.0.2'));
     const two = buildClusterView(objects, { nodeName: 'other' }).services;
-    expect(two.map((v) => v.endpoints.map((e) => `${e.address}:${e.port} ${e.local}`))).toEqual([
+    expect(two.map((v) => v.endpoints.map((e) => `${e.address}:${slicePort(v, e)} ${e.local}`))).toEqual([
       ['10.0.0.1:8080 false', '10.0.0.2:8080 false'],
       ['10.0.0.1:9090 false', '10.0.0.2:9090 false'],
     ]);
+    // Slices that agree on the port number: one number for the port; the merged list holds the slices' own objects.
+    expect(two.map((v) => v.endpointPorts)).toEqual([8080, 9090]);
+  });
+
+  it('slices that give one port different numbers: each endpoint at its own slice\'s, an address at two numbers kept twice', () => {
+    const objects = emptyObjects();
+    objects.services.push({ origin: 'a', object: { metadata: { name: 's', namespace: 'n' }, spec: { ports: [{ name: 'http', port: 80, targetPort: 'web' }] } } });
+    const slice = (name: string, addresses: string[], port: number) => ({
+      origin: name,
+      object: {
+        metadata: { name, namespace: 'n', labels: { 'kubernetes.io/service-name': 's' } },
+        addressType: 'IPv4',
+        endpoints: addresses.map((a) => ({ addresses: [a], nodeName: 'me' })),
+        ports: [{ name: 'http', port }],
+      },
+    });
+    objects.endpointSlices.push(slice('old', ['10.0.0.1', '10.0.0.2'], 8080), slice('new', ['10.0.0.1', '10.0.0.3'], 8081));
+    const [v] = buildClusterView(objects, { nodeName: 'me' }).services;
+    expect(v!.endpoints.map((e) => `${e.address}:${slicePort(v!, e)}`)).toEqual(['10.0.0.1:8080', '10.0.0.2:8080', '10.0.0.1:8081', '10.0.0.3:8081']);
+    expect(v!.endpointPorts).toBeInstanceOf(Map);
   });
 
   it('never throws on garbage', () => {

@@ -59,8 +59,9 @@ describe('readClusterFile', () => {
     expect(view.services).toHaveLength(1);
     expect(view.services[0]).toMatchObject({ name: 'echo', lbIngress: [{ ip: '172.31.0.50', ipMode: 'VIP' }], internalLb: true });
     expect(view.services[0]?.endpoints).toEqual([
-      expect.objectContaining({ address: '10.244.0.7', local: true, port: 5000 }),
+      expect.objectContaining({ address: '10.244.0.7', local: true }),
     ]);
+    expect(view.services[0]?.endpointPorts).toBe(5000);
     expect(view.node?.podCIDRs).toEqual(['10.244.0.0/24']);
   });
 

@@ -5,6 +5,7 @@
 // build on its own, over generated views with shared keys.
 import { describe, expect, it } from 'vitest';
 import { ServiceIndex } from '../../../src/agent/service-index.js';
+import { slicePort } from '../../../src/cluster/endpoints.js';
 import { endpointPort, knownTargetPort, LbServiceIndex } from '../../../src/cluster/lb-index.js';
 import type { ClusterView, ServiceView } from '../../../src/cluster/types.js';
 import { buildContext } from '../../../src/detect/context.js';
@@ -23,6 +24,8 @@ interface Spec {
 }
 
 function svc(s: Spec): ServiceView {
+  // Each endpoint at its own slice port (the view's form when the slices of a port disagree).
+  const endpoints = (s.endpoints ?? []).map((e) => ({ view: { address: e.address, local: e.local ?? false, ready: true }, port: e.port }));
   return {
     namespace: 'shop',
     name: s.name,
@@ -33,7 +36,8 @@ function svc(s: Spec): ServiceView {
     lbIngress: (s.lb ?? []).map((ip) => ({ ip, ipMode: 'VIP' })),
     lbHostnames: s.hostnames,
     ingressVips: (s.ingress ?? []).map((ip) => ({ ingress: 'shop/web', ip })),
-    endpoints: (s.endpoints ?? []).map((e) => ({ address: e.address, port: e.port, local: e.local ?? false, ready: true })),
+    endpoints: endpoints.map((e) => e.view),
+    endpointPorts: new Map(endpoints.map((e) => [e.view, e.port])),
   } as unknown as ServiceView;
 }
 
@@ -164,7 +168,7 @@ describe('LbServiceIndex against the plain maps of each reader', () => {
         for (const i of s.lbIngress) add(vip, `${i.ip}|${s.protocol}|${s.port}`, s);
         for (const iv of s.ingressVips) for (const p of [80, 443]) add(vip, `${iv.ip}|TCP|${p}`, s);
         if (s.nodePort) add(np, `${s.protocol}|${s.nodePort}`, s);
-        for (const e of s.endpoints) add(ep, `${e.address}|${s.protocol}|${e.port ?? (typeof s.targetPort === 'number' ? s.targetPort : s.port)}`, s);
+        for (const e of s.endpoints) add(ep, `${e.address}|${s.protocol}|${slicePort(s, e) ?? (typeof s.targetPort === 'number' ? s.targetPort : s.port)}`, s);
       }
       // The detectors' own maps, over Service ports with an address or a hostname.
       const detSvcs = services.filter((s) => s.lbIngress.length > 0 || s.ingressVips.length > 0 || s.lbHostnames !== undefined);
@@ -180,7 +184,7 @@ describe('LbServiceIndex against the plain maps of each reader', () => {
         }
         for (const iv of s.ingressVips) add(ingVip, iv.ip, s);
         if (s.nodePort) np1.set(`${s.protocol}|${s.nodePort}`, s.name);
-        for (const e of s.endpoints) if (e.local) add(localEp, `${e.address}|${s.protocol}|${e.port ?? (typeof s.targetPort === 'number' ? s.targetPort : '')}`, s);
+        for (const e of s.endpoints) if (e.local) add(localEp, `${e.address}|${s.protocol}|${slicePort(s, e) ?? (typeof s.targetPort === 'number' ? s.targetPort : '')}`, s);
       }
 
       expect(names(lb.addressed)).toEqual(agentSvcs.map((s) => s.name));
