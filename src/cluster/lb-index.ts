@@ -3,7 +3,7 @@
 // the detectors' context (detect/context.ts) read. The agent builds it once per cluster view and
 // hands the same object to the diagnosis: at 5,000 Services the maps cost CPU and megabytes.
 // Where the two readers differ on purpose, the index keeps both answers, named for what they mean.
-import { addTo, key, listOf, type Key, type OneOrMore } from '../model/address-key.js';
+import { addTo, AddressPortMap, key, listOf, type Key, type OneOrMore } from '../model/address-key.js';
 import { slicePort } from './endpoints.js';
 import type { ClusterView, ServiceView } from './types.js';
 
@@ -56,7 +56,7 @@ export class LbServiceIndex {
    */
   readonly addressed: ServiceView[];
   /** Own LB ingress IP + protocol + Service port. */
-  private readonly byLbVip = new Map<Key, Svcs>();
+  private readonly byLbVip = new AddressPortMap<ServiceView>();
   /** Own LB ingress IP, any port. */
   private readonly byLbIp = new Map<string, Svcs>();
   /** Ingress VIP, any port (cluster IPs are canonical text, so text keys match as the address keys do). */
@@ -64,9 +64,9 @@ export class LbServiceIndex {
   /** NodePort (any address) over `services`. */
   private readonly byNodePort = new Map<Key, Svcs>();
   /** Every endpoint of the `addressed` ports, at endpointPort(). */
-  private readonly byEndpoint = new Map<Key, Svcs>();
+  private readonly byEndpoint = new AddressPortMap<ServiceView>();
   /** This node's endpoints of `services`, at knownTargetPort(). */
-  private readonly byLocalEndpoint = new Map<Key, Svcs>();
+  private readonly byLocalEndpoint = new AddressPortMap<ServiceView>();
   /**
    * The keys where an own LB VIP:port is also an Ingress VIP at 80/443 (rare): their agent VIP
    * lists in the view's order, as one map over both would hold them.
@@ -78,15 +78,15 @@ export class LbServiceIndex {
     this.addressed = this.services.filter(hasLbAddress);
     for (const s of this.services) {
       for (const ing of s.lbIngress) {
-        addTo(this.byLbVip, key(ing.ip, s.protocol, s.port), s);
+        this.byLbVip.add(ing.ip, s.protocol, s.port, s);
         addTo(this.byLbIp, ing.ip, s);
       }
       for (const iv of s.ingressVips) addTo(this.byIngressVip, iv.ip, s);
       if (s.nodePort) addTo(this.byNodePort, key('', s.protocol, s.nodePort), s);
       const addressed = hasLbAddress(s);
       for (const ep of s.endpoints) {
-        if (addressed) addTo(this.byEndpoint, key(ep.address, s.protocol, endpointPort(s, ep)), s);
-        if (ep.local) addTo(this.byLocalEndpoint, key(ep.address, s.protocol, knownTargetPort(s, ep)), s);
+        if (addressed) this.byEndpoint.add(ep.address, s.protocol, endpointPort(s, ep), s);
+        if (ep.local) this.byLocalEndpoint.add(ep.address, s.protocol, knownTargetPort(s, ep), s);
       }
     }
     this.indexOverlaps();
@@ -95,7 +95,7 @@ export class LbServiceIndex {
   private indexOverlaps(): void {
     const keys = new Set<Key>();
     for (const ip of this.byIngressVip.keys()) {
-      for (const port of INGRESS_PORTS) if (this.byLbVip.has(key(ip, 'TCP', port))) keys.add(key(ip, 'TCP', port));
+      for (const port of INGRESS_PORTS) if (this.byLbVip.has(ip, 'TCP', port)) keys.add(key(ip, 'TCP', port));
     }
     if (keys.size === 0) return;
     const add = (k: Key, s: ServiceView) => {
@@ -112,7 +112,7 @@ export class LbServiceIndex {
 
   /** The Service ports with this own LB ingress IP:port (the detectors' L4 LB VIP). */
   lbVipServices(ip: string, proto: string, port: number | undefined): ServiceView[] | undefined {
-    return listOf(this.byLbVip.get(key(ip, proto, port)));
+    return listOf(this.byLbVip.get(ip, proto, port));
   }
 
   /**
@@ -122,7 +122,7 @@ export class LbServiceIndex {
    * lbVipServices and ingressVipServices apart: the two are different mechanisms there.
    */
   vipServices(ip: string, proto: string, port: number | undefined): ServiceView[] | undefined {
-    const own = this.byLbVip.get(key(ip, proto, port));
+    const own = this.byLbVip.get(ip, proto, port);
     const ingress = proto === 'TCP' && port !== undefined && INGRESS_PORTS.includes(port) ? this.byIngressVip.get(ip) : undefined;
     if (ingress === undefined) return listOf(own);
     if (own === undefined) return listOf(ingress);
@@ -155,11 +155,11 @@ export class LbServiceIndex {
 
   /** The `addressed` Service ports with an endpoint at ip:port (endpointPort), on any node: where a DNAT-ed reply comes from. */
   endpointServices(ip: string, proto: string, port: number | undefined): ServiceView[] | undefined {
-    return listOf(this.byEndpoint.get(key(ip, proto, port)));
+    return listOf(this.byEndpoint.get(ip, proto, port));
   }
 
   /** The Service ports with an endpoint on this node at ip:port (knownTargetPort): the direct-pod return leg. */
   localEndpointServices(ip: string, proto: string, port: number | undefined): ServiceView[] | undefined {
-    return listOf(this.byLocalEndpoint.get(key(ip, proto, port)));
+    return listOf(this.byLocalEndpoint.get(ip, proto, port));
   }
 }
