@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { interpretAnnotations, isPrivateIp } from '../../../src/cluster/annotations.js';
-import { buildClusterView } from '../../../src/cluster/build.js';
-import { slicePort } from '../../../src/cluster/endpoints.js';
+import { buildClusterView, parsersFor } from '../../../src/cluster/build.js';
+import { slicePort, type SliceEntry } from '../../../src/cluster/endpoints.js';
 import { loadClusterFile } from '../../../src/cluster/file.js';
 import { emptyObjects } from '../../../src/cluster/objects.js';
 import type { ServiceView } from '../../../src/cluster/types.js';
@@ -306,6 +306,27 @@ describe('buildClusterView edge cases', () => {
     ]);
     // Slices that agree on the port number: one number for the port; the merged list holds the slices' own objects.
     expect(two.map((v) => v.endpointPorts)).toEqual([8080, 9090]);
+  });
+
+  it('slices with equal port lists share one frozen list (per parsers); different lists stay apart', () => {
+    const parse = parsersFor('me').endpointSlices;
+    const slice = (name: string, ports: object[]) => ({
+      origin: name,
+      object: { metadata: { name, namespace: 'n', labels: { 'kubernetes.io/service-name': name } }, addressType: 'IPv4', endpoints: [], ports },
+    });
+    const http = [{ name: 'http', port: 8080, protocol: 'TCP' }];
+    const a = parse(slice('a', http)) as SliceEntry;
+    const b = parse(slice('b', structuredClone(http))) as SliceEntry;
+    const c = parse(slice('c', [{ name: 'http', port: 8081, protocol: 'TCP' }])) as SliceEntry;
+    const d = parse(slice('d', [{ name: 'http', protocol: 'TCP' }])) as SliceEntry;
+    expect(a.ports).toEqual([{ name: 'http', protocol: 'TCP', port: 8080 }]);
+    expect(b.ports).toBe(a.ports);
+    expect(c.ports).not.toBe(a.ports);
+    expect(d.ports).toEqual([{ name: 'http', protocol: 'TCP', port: undefined }]);
+    expect(d.ports).not.toBe(a.ports);
+    expect(Object.isFrozen(a.ports) && Object.isFrozen(a.ports[0])).toBe(true);
+    // Another parsers' slices have their own lists.
+    expect((parsersFor('me').endpointSlices(slice('e', http)) as SliceEntry).ports).not.toBe(a.ports);
   });
 
   it('slices that give one port different numbers: each endpoint at its own slice\'s, an address at two numbers kept twice', () => {
