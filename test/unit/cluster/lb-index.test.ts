@@ -57,6 +57,13 @@ describe('LbServiceIndex', () => {
     expect(names(lb.addressed)).toEqual(['ingress', 'lb']);
   });
 
+  it('a view of LB Services only: the view\'s own list, not copies', () => {
+    const v = viewOf(svc({ name: 'a', lb: ['203.0.113.1'] }), svc({ name: 'b', ingress: ['203.0.113.9'] }));
+    const lb = new LbServiceIndex(v);
+    expect(lb.services).toBe(v.services);
+    expect(lb.addressed).toBe(v.services);
+  });
+
   it('VIPs: the agent counts Ingress VIPs at 80/443 TCP too, the detectors only own LB VIPs', () => {
     const lb = new LbServiceIndex(viewOf(svc({ name: 'web', port: 8000, lb: ['203.0.113.1'], ingress: ['203.0.113.9'] })));
     expect(names(lb.vipServices('203.0.113.1', 'TCP', 8000))).toEqual(['web']);
