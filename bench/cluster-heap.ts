@@ -1,11 +1,13 @@
 // The agent's heap for the cluster side alone, without namespaces, root or a conntrack table:
-//   node --expose-gc --import tsx bench/cluster-heap.ts [--services 5000] [--endpoints 20000] [--snapshot FILE]
+//   node --expose-gc --import tsx bench/cluster-heap.ts [--services 5000] [--endpoints 20000] [--snapshot FILE] [--long-node-names]
 // The synthetic cluster of bench/agent.ts (bench/agent-cluster.ts, with managedFields as the API
 // server sends them) goes through what the agent does with it: each list page JSON-parsed (the
 // strings the stores keep come from JSON.parse, as in cluster/kube-api.ts), each object parsed by
 // the watch's parsers into one store per kind (cluster/watch.ts), the view assembled, and the
 // LB-Service index and the agent's Service index built over it. Printed: live heap after a full
 // GC at each step (MB), so a change to the views or indexes is measured in seconds, repeatably.
+// --long-node-names: the other nodes named as on EKS ("ip-10-0-0-17.eu-west-1.compute.internal")
+// instead of "node-17": JSON.parse interns strings of up to 10 characters, not longer ones.
 import { writeHeapSnapshot } from 'node:v8';
 import { assembleClusterView, parsersFor, type ParsedObjects } from '../src/cluster/build.js';
 import { LbServiceIndex } from '../src/cluster/lb-index.js';
@@ -24,6 +26,7 @@ const num = (name: string, def: number): number => {
 const services = num('--services', 5000);
 const endpoints = num('--endpoints', 20_000);
 const snapshotAt = argv.includes('--snapshot') ? argv[argv.indexOf('--snapshot') + 1] : undefined;
+const longNodeNames = argv.includes('--long-node-names');
 
 function live(): number {
   gc!();
@@ -48,6 +51,14 @@ const base = live();
 type Pages = Record<'services' | 'endpointSlices' | 'nodes', string[]>;
 function makePages(): Pages {
   const items = syntheticCluster(services, endpoints, { managedFields: true }).list.items as Item[];
+  if (longNodeNames) {
+    for (const item of items as (Item & { endpoints?: { nodeName?: string }[] })[]) {
+      for (const ep of item.endpoints ?? []) {
+        const n = /^node-(\d+)$/.exec(ep.nodeName ?? '')?.[1];
+        if (n !== undefined) ep.nodeName = `ip-10-0-${n}-17.eu-west-1.compute.internal`;
+      }
+    }
+  }
   return { services: pagesOf(items, 'Service'), endpointSlices: pagesOf(items, 'EndpointSlice'), nodes: pagesOf(items, 'Node') };
 }
 let pages: Pages | undefined = makePages();

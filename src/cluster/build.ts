@@ -3,7 +3,7 @@
 // (see objects.ts for how bad objects and bad parts become warnings).
 import { byText } from '../compare.js';
 import { interpretAnnotations, isPrivateIp } from './annotations.js';
-import { endpointsFor, indexEndpointSlices, parseEndpointSlice, PortLists, type SliceEntry } from './endpoints.js';
+import { endpointsFor, indexEndpointSlices, parseEndpointSlice, SliceTables, type SliceEntry } from './endpoints.js';
 import { canonicalIp, FieldError, isObj, optArr, optInt, optObj, optStr, reqStr, strArr, strMap, type Obj } from './fields.js';
 import { indexIngresses, ingressVipsFor, parseIngress, type IngressEntry } from './ingress.js';
 import { compact, parseOne, parseParts, valuesOf, type ClusterObjects, type Parsed, type SourcedObject } from './objects.js';
@@ -50,7 +50,7 @@ export type Parsers = { [K in keyof ParsedObjects]: (s: SourcedObject) => Parsed
  * and on this node's name, which marks endpoints local: assemble with the same `nodeName`).
  */
 export function parsersFor(nodeName: string | undefined): Parsers {
-  const portLists = new PortLists();
+  const sliceTables = new SliceTables();
   return {
     services: (s) =>
       parseOne(s, 'Service', true, (o, ctx) => ({
@@ -59,7 +59,7 @@ export function parsersFor(nodeName: string | undefined): Parsers {
         spec: parseServiceSpec(o, ctx.metadata, ctx.warn),
         ports: parseParts(optArr(optObj(o.spec, 'spec')?.ports, 'spec.ports'), 'spec.ports', ctx.warn, parseServicePort),
       })),
-    endpointSlices: (s) => parseEndpointSlice(s, nodeName, portLists),
+    endpointSlices: (s) => parseEndpointSlice(s, nodeName, sliceTables),
     ingresses: parseIngress,
     nodes: (s) => parseOne(s, 'Node', false, parseNode),
   };

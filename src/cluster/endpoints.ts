@@ -33,27 +33,44 @@ export interface SliceEntry {
   endpoints: EndpointView[];
 }
 
-/**
- * One shared list per distinct slice port list: a cluster's slices repeat a few (every slice of a
- * Service has the same ports, and many Services have the same ones), and a list made anew per slice
- * is ~110 bytes for one port (~0.6 MB at 5,000 slices, bench/cluster-heap.ts). Shared lists are
- * frozen. Bounded: emptied when it holds MAX_PORT_LISTS lists (those handed out stay shared).
- */
-export class PortLists {
-  private readonly lists = new Map<string, SlicePort[]>();
+/** A bounded table of shared values by key: emptied when full (the values handed out stay shared). */
+class Interned<T> {
+  private readonly values = new Map<string, T>();
 
-  intern(ports: SlicePort[]): SlicePort[] {
-    const key = JSON.stringify(ports);
-    const known = this.lists.get(key);
-    if (known) return known;
-    if (this.lists.size >= MAX_PORT_LISTS) this.lists.clear();
-    const list = Object.freeze(ports.map((p) => Object.freeze(p))) as SlicePort[];
-    this.lists.set(key, list);
-    return list;
+  constructor(private readonly max: number) {}
+
+  get(key: string, make: () => T): T {
+    const known = this.values.get(key);
+    if (known !== undefined) return known;
+    if (this.values.size >= this.max) this.values.clear();
+    const value = make();
+    this.values.set(key, value);
+    return value;
   }
 }
 
-const MAX_PORT_LISTS = 256;
+/**
+ * What the slices of one watch share instead of each holding its own copy:
+ * - port lists: a cluster's slices repeat a few (every slice of a Service has the same ports, and
+ *   many Services have the same ones), and a list made anew per slice is ~110 bytes for one port
+ *   (~0.6 MB at 5,000 slices, bench/cluster-heap.ts). Shared lists are frozen.
+ * - node names: JSON.parse makes each string value longer than 10 characters anew, so every
+ *   endpoint held its own copy of its node's name (EKS "ip-10-0-12-34.ec2.internal", AKS, GKE and
+ *   Alibaba names are 23-40 characters: 40-56 bytes per endpoint, ~1 MB at 20k endpoints).
+ */
+export class SliceTables {
+  private readonly portLists = new Interned<SlicePort[]>(256);
+  /** Up to 16,384 nodes: the largest clusters have ~15k. */
+  private readonly nodeNames = new Interned<string>(16_384);
+
+  ports(ports: SlicePort[]): SlicePort[] {
+    return this.portLists.get(JSON.stringify(ports), () => Object.freeze(ports.map((p) => Object.freeze(p))) as SlicePort[]);
+  }
+
+  nodeName(name: string): string {
+    return this.nodeNames.get(name, () => name);
+  }
+}
 
 /** Slices by "namespace/serviceName". */
 export type EndpointIndex = Map<string, SliceEntry[]>;
@@ -61,9 +78,9 @@ export type EndpointIndex = Map<string, SliceEntry[]>;
 /**
  * One EndpointSlice; no value for slices of no Service or of FQDN addresses. `nodeName` is this
  * node's: endpoints on it are `local` (the agent's node does not change while it runs). Port lists
- * equal to one in `portLists` are that one.
+ * and node names already in `tables` are those.
  */
-export function parseEndpointSlice(s: SourcedObject, nodeName?: string, portLists = new PortLists()): Parsed<SliceEntry | undefined> {
+export function parseEndpointSlice(s: SourcedObject, nodeName?: string, tables = new SliceTables()): Parsed<SliceEntry | undefined> {
   return parseOne(s, 'EndpointSlice', true, (o, ctx) => {
     const labels = strMap(ctx.metadata.labels, 'metadata.labels');
     const service = labels[SERVICE_NAME_LABEL];
@@ -73,8 +90,8 @@ export function parseEndpointSlice(s: SourcedObject, nodeName?: string, portList
     if (addressType === 'FQDN') return undefined;
     if (addressType !== 'IPv4' && addressType !== 'IPv6') throw new FieldError(`addressType ${JSON.stringify(addressType)} is unknown`);
     const ports = parseParts(optArr(o.ports, 'ports'), 'ports', ctx.warn, parseSlicePort);
-    const endpoints = parseParts(optArr(o.endpoints, 'endpoints'), 'endpoints', ctx.warn, parseEndpoint);
-    return { namespace: ctx.namespace, service, ports: portLists.intern(ports), endpoints: endpoints.map((ep) => endpointView(ep, nodeName)) };
+    const endpoints = parseParts(optArr(o.endpoints, 'endpoints'), 'endpoints', ctx.warn, (v, path) => parseEndpoint(v, path, tables));
+    return { namespace: ctx.namespace, service, ports: tables.ports(ports), endpoints: endpoints.map((ep) => endpointView(ep, nodeName)) };
   });
 }
 
@@ -102,7 +119,7 @@ function parseSlicePort(v: unknown, path: string): SlicePort {
 
 type SliceEndpoint = Omit<EndpointView, 'local'>;
 
-function parseEndpoint(v: unknown, path: string): SliceEndpoint {
+function parseEndpoint(v: unknown, path: string, tables: SliceTables): SliceEndpoint {
   if (!isObj(v)) throw new FieldError(`${path} is not an object`);
   const addresses = optArr(v.addresses, `${path}.addresses`);
   // kube-proxy uses the first address; the others are fungible by API contract.
@@ -112,7 +129,7 @@ function parseEndpoint(v: unknown, path: string): SliceEndpoint {
   const nodeName = optStr(v.nodeName, `${path}.nodeName`) || strMap(v.topology, `${path}.topology`)[HOSTNAME_TOPOLOGY_KEY] || undefined;
   return {
     address: canonicalIp(addresses[0], `${path}.addresses[0]`),
-    nodeName,
+    nodeName: nodeName === undefined ? undefined : tables.nodeName(nodeName),
     ready,
   };
 }
