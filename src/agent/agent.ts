@@ -23,6 +23,7 @@ import { IncrementalDiagnosis } from './diagnosis.js';
 import { exportStateBuilder, type ExportState } from './metrics/list.js';
 import type { ServiceIndex } from './service-index.js';
 import { AgentSources, type PolledSource } from './sources.js';
+import { DiagnoseSchedule } from './diagnose-schedule.js';
 
 export interface AgentOptions {
   nodeName: string;
@@ -60,8 +61,6 @@ export interface AgentOptions {
   inputs?: { readers: (lbHostnames: () => readonly string[]) => PolledSource[]; conntrack: ConntrackFeed };
 }
 
-/** Conntrack events trigger a diagnosis at most this often: one costs ~50 ms at 5,000 Services (bench/agent.ts). */
-const DIAGNOSE_DELAY_MS = 1000;
 /**
  * A VIP new to the index gets a full conntrack read after this delay (index changes come in
  * bursts: the cluster view, then the DNS answers), and such reads at most once per interval: a
@@ -87,7 +86,7 @@ export class Agent {
   private counter?: Counter;
   private readonly captureHealth: CaptureHealth;
   private timers: NodeJS.Timeout[] = [];
-  private diagnoseTimer?: NodeJS.Timeout;
+  private readonly diagnoseSoon = new DiagnoseSchedule(() => this.diagnose());
   private firstSync = false;
   /**
    * The LB VIP:ports of the prefilter's targets, for the coverage check. Only these are kept: the
@@ -151,7 +150,7 @@ export class Agent {
         table: this.table,
         record: (result, ms) => this.sources.runner.record('conntrack', result, ms),
         down: (reason) => this.health.down('conntrack', reason),
-        changed: () => this.scheduleDiagnose(),
+        changed: () => this.scheduleDiagnose('events'),
       },
       this.prefilter,
     );
@@ -172,7 +171,7 @@ export class Agent {
   /** Detaches the programs and closes every socket; idempotent. */
   async stop(): Promise<void> {
     for (const t of this.timers) clearInterval(t);
-    clearTimeout(this.diagnoseTimer);
+    this.diagnoseSoon.cancel();
     clearTimeout(this.newVipTimer);
     this.conntrack.stop();
     this.counter?.close();
@@ -243,7 +242,7 @@ export class Agent {
         this.health.down('capture', `updating targets: ${errText(e)}`);
       }
     }
-    this.scheduleDiagnose();
+    this.scheduleDiagnose('index');
   }
 
   private startCapture(): void {
@@ -280,12 +279,8 @@ export class Agent {
     this.captureHealth.applied(notes.length ? notes.join('; ') : undefined, counter.stopped);
   }
 
-  private scheduleDiagnose(): void {
-    if (!this.firstSync || this.diagnoseTimer) return;
-    this.diagnoseTimer = setTimeout(() => {
-      this.diagnoseTimer = undefined;
-      this.diagnose();
-    }, DIAGNOSE_DELAY_MS);
+  private scheduleDiagnose(why: 'events' | 'index'): void {
+    if (this.firstSync) this.diagnoseSoon.request(why);
   }
 
   private diagnose(): void {
