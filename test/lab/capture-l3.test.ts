@@ -13,25 +13,15 @@ import type { Targets } from '../../src/capture/targets.js';
 import { bpfAddon } from '../../src/native/bpf.js';
 import { isRoot, Netns } from '../support/netns.js';
 import { expectCounters, merge, settledReading } from './capture-expect.js';
-import type { Expected } from './capture-lab.js';
+import type { Expected, Family as EthernetFamily } from './capture-lab.js';
 import type { Send } from './capture-sender.js';
 
 const TUN = 'cbl3';
 const PAYLOAD = 100;
 const PORTS = { vipUdp: 80, vipOther: 81, nodePortUdp: 30080, nodePortTcp: 30443, podUdp: 8080, healthTcp: 10256 };
 
-interface Family {
-  nodeIp: string;
-  /** A remote address on the link's far side. */
-  peerIp: string;
-  vip: string;
-  podSrc: string;
-  localPod: string;
-  podCidr: string;
-  boundSrc: string;
-  /** IP header bytes (no L2 header on this link). */
-  ip: number;
-}
+/** The Ethernet lab's family (capture-lab.ts), with the IP header's bytes instead of its frame overhead (no L2 header on this link). */
+type Family = Omit<EthernetFamily, 'udpOverhead'> & { ip: number };
 
 const V4: Family = { nodeIp: '10.78.0.1', peerIp: '10.78.0.2', vip: '10.78.9.9', podSrc: '10.244.3.5', localPod: '10.244.3.9', podCidr: '10.244.3.0/24', boundSrc: '10.78.5.5', ip: 20 };
 const V6: Family = { nodeIp: 'fd78::1', peerIp: 'fd78::2', vip: 'fd78:9::9', podSrc: 'fd44:3::5', localPod: 'fd44:3::9', podCidr: 'fd44:3::/64', boundSrc: 'fd78:5::5', ip: 40 };
