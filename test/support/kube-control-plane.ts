@@ -74,11 +74,26 @@ let running: Promise<ControlPlane> | undefined;
 
 /** Starts etcd + kube-apiserver once per process (later calls get the same one). */
 export function startControlPlane(): Promise<ControlPlane> {
-  running ??= launch().catch((e: unknown) => {
+  running ??= launchRetryingPorts().catch((e: unknown) => {
     running = undefined;
     throw e;
   });
   return running;
+}
+
+/**
+ * launch(), again with new ports when etcd or the API server lost its port: freePort() hands out a
+ * port that was free a moment ago, and another test's connection can take it before the child
+ * binds it (seen in CI: etcd's "bind: address already in use").
+ */
+async function launchRetryingPorts(): Promise<ControlPlane> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await launch();
+    } catch (e) {
+      if (attempt >= 3 || !String(e instanceof Error ? e.message : e).includes('address already in use')) throw e;
+    }
+  }
 }
 
 export function binary(name: string): string {
@@ -290,7 +305,11 @@ async function launch(): Promise<ControlPlane> {
     await startApiServer();
   } catch (e) {
     const etcdLog = tail(join(dir, 'etcd.log'), 10);
+    // stop() forgets the running control plane; this launch failing is startControlPlane's to handle
+    // (it may be retrying, with `running` already its promise).
+    const launching = running;
     await stop().catch(() => undefined);
+    running = launching;
     throw new Error(`${e instanceof Error ? e.message : String(e)}\netcd:\n${etcdLog}`);
   }
 
