@@ -9,16 +9,14 @@ import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { EbpfCounter } from '../../src/capture/ebpf.js';
-import type { Targets } from '../../src/capture/targets.js';
 import { bpfAddon } from '../../src/native/bpf.js';
 import { isRoot, Netns } from '../support/netns.js';
 import { expectCounters, merge, settledReading } from './capture-expect.js';
-import type { Expected, Family as EthernetFamily } from './capture-lab.js';
+import { labTargets, PORTS, type Expected, type Family as EthernetFamily } from './capture-lab.js';
 import type { Send } from './capture-sender.js';
 
 const TUN = 'cbl3';
 const PAYLOAD = 100;
-const PORTS = { vipUdp: 80, vipOther: 81, nodePortUdp: 30080, nodePortTcp: 30443, podUdp: 8080, healthTcp: 10256 };
 
 /** The Ethernet lab's family (capture-lab.ts), with the IP header's bytes instead of its frame overhead (no L2 header on this link). */
 type Family = Omit<EthernetFamily, 'udpOverhead'> & { ip: number };
@@ -26,23 +24,6 @@ type Family = Omit<EthernetFamily, 'udpOverhead'> & { ip: number };
 const V4: Family = { nodeIp: '10.78.0.1', peerIp: '10.78.0.2', vip: '10.78.9.9', podSrc: '10.244.3.5', localPod: '10.244.3.9', podCidr: '10.244.3.0/24', boundSrc: '10.78.5.5', ip: 20 };
 const V6: Family = { nodeIp: 'fd78::1', peerIp: 'fd78::2', vip: 'fd78:9::9', podSrc: 'fd44:3::5', localPod: 'fd44:3::9', podCidr: 'fd44:3::/64', boundSrc: 'fd78:5::5', ip: 40 };
 
-function targets(): Targets {
-  return {
-    vips: [V4, V6].flatMap((f) => [
-      { address: f.vip, port: PORTS.vipUdp, proto: 'udp' as const },
-      { address: f.vip, port: 0, proto: 'tcp' as const },
-    ]),
-    localPrefixes: [V4, V6].flatMap((f) => [
-      { cidr: f.nodeIp, bound: true },
-      { cidr: f.boundSrc, bound: true },
-      { cidr: f.podCidr, bound: false },
-    ]),
-    nodePorts: [
-      { port: PORTS.nodePortUdp, proto: 'udp' },
-      { port: PORTS.nodePortTcp, proto: 'tcp' },
-    ],
-  };
-}
 
 /** Runs a script of test/lab or test/support in the namespace; throws unless every packet went out. */
 function run(ns: Netns, argv: string[], plan: Send[]): void {
@@ -63,7 +44,7 @@ function scenario(ns: Netns, f: Family): Expected[] {
   run(ns, [process.execPath, '--import', 'tsx', sender], [
     { proto: 'udp', src: f.nodeIp, dst: f.vip, port: PORTS.vipUdp, count: 5, payload: PAYLOAD },
     // Not counted: a VIP on a port not in the set, a remote address.
-    { proto: 'udp', src: f.nodeIp, dst: f.vip, port: PORTS.vipOther, count: 4, payload: PAYLOAD },
+    { proto: 'udp', src: f.nodeIp, dst: f.vip, port: PORTS.vipOtherUdp, count: 4, payload: PAYLOAD },
     { proto: 'udp', src: f.nodeIp, dst: f.peerIp, port: PORTS.vipUdp, count: 4, payload: PAYLOAD },
   ]);
   run(ns, ['/usr/bin/python3', injector, TUN], [
@@ -118,7 +99,7 @@ describe.skipIf(!isRoot)('eBPF counters on an L3 uplink (tun; real kernel, names
       const c = EbpfCounter.open({ ifname: TUN, netnsPath: ns.path, attach: mode });
       open.push(c);
       expect(c.attachMode).toBe(mode);
-      c.setTargets(targets());
+      c.setTargets(labTargets([V4, V6]));
       const want = merge(scenario(ns, V4), scenario(ns, V6));
       const r = await settledReading(c, want);
       expectCounters(r, want);
@@ -130,7 +111,7 @@ describe.skipIf(!isRoot)('eBPF counters on an L3 uplink (tun; real kernel, names
     tun();
     const c = EbpfCounter.open({ ifname: TUN, netnsPath: ns.path, attach: 'tcx' });
     open.push(c);
-    c.setTargets(targets());
+    c.setTargets(labTargets([V4, V6]));
     const want = scenario(ns, V4);
     expectCounters(await settledReading(c, want), want);
     // The same name, now an Ethernet link (a veth): the L3 program would read it 14 bytes off.

@@ -53,7 +53,7 @@ export const PORTS = { vipUdp: 80, vipOtherUdp: 81, vipTcp: 443, nodePortUdp: 30
 export const PAYLOAD = 100;
 
 /** The node's view: VIP udp/80 and tcp/any, its own IP and the bound address, the pod CIDR, two NodePorts. */
-export function labTargets(fams: Family[] = [V4, V6]): Targets {
+export function labTargets(fams: readonly Pick<Family, 'vip' | 'nodeIp' | 'boundSrc' | 'podCidr'>[] = [V4, V6]): Targets {
   return {
     vips: fams.flatMap((f) => [
       { address: f.vip, port: PORTS.vipUdp, proto: 'udp' as const },
