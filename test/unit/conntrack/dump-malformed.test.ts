@@ -141,4 +141,32 @@ describe('a conntrack dump with one malformed entry', () => {
     expect(r.summary).toBeUndefined();
     expect(r.status.reason).toMatch(/message length 65535 does not fit/);
   });
+
+  it("another request's or socket's messages (sequence or port differing in either 16-bit half) are not counted", () => {
+    // The first datagram's messages re-stamped with a sequence and port of 2^31 and more; then, in
+    // each of four walks, one message's field changed in one half: only that message is not ours.
+    const ourSeq = 0x8001_0002;
+    const ourPort = 0xc003_0004;
+    const offsets = messageOffsets(first);
+    const changes: [field: number, xor: number][] = [
+      [8, 0x0001], // the sequence's low half
+      [8, 0x0001_0000], // the sequence's high half
+      [12, 0x0001], // the port's low half
+      [12, 0x0001_0000], // the port's high half
+    ];
+    changes.forEach(([field, xor], i) => {
+      const d = Buffer.from(first);
+      for (const o of offsets) {
+        d.writeUInt32LE(ourSeq, o + 8);
+        d.writeUInt32LE(ourPort, o + 12);
+      }
+      const stranger = offsets[i % offsets.length]!;
+      d.writeUInt32LE((d.readUInt32LE(stranger + field) ^ xor) >>> 0, stranger + field);
+      const seen: number[] = [];
+      const res: DumpResult = { messages: 0, interrupted: false };
+      walkDumpDatagram(d, 0, d.length, ourSeq, ourPort, 'test', res, (_b, start) => void seen.push(start - NLMSG_HDRLEN));
+      expect(seen).toEqual(offsets.filter((o) => o !== stranger));
+      expect(res.messages).toBe(offsets.length - 1);
+    });
+  });
 });
