@@ -6,6 +6,7 @@
 // Other flags: --services 2000 --endpoints 8000 --entries 20000 --vip-entries 3000
 //   --rounds 6 --scrapes 15 (per build per round) --cluster api|file (default api, as deployed)
 //   --node-flags "..." (node options of the agents, default deploy/daemonset.yaml's; add e.g. --cpu-prof)
+//   --node image|host|PATH (the agents' node binary, default image: the image's Node release)
 // Per build: curl's median and p99 of all its scrapes, the median of its per-round medians as a
 // ratio to the first --cli (the reference), and the agent's own CPU per scrape (/proc/PID/stat
 // across the scrapes: what the scrape costs the agent, less sensitive to scheduling than curl's time).
@@ -20,6 +21,7 @@ import { join, resolve } from 'node:path';
 import { Netns, vethPair } from '../src/demo/netns.js';
 import { FakeApiServer, type ResourceName } from '../test/support/fake-apiserver.js';
 import { agentContainer, containerEnv, hostArgv, nodeCommand } from '../test/support/daemonset.js';
+import { agentNode, nodeVersion } from '../test/support/image-node.js';
 import { BENCH_NODE, syntheticCluster } from './agent-cluster.js';
 import { fill, raiseConntrackMax, type Destination } from './conntrack-dump.js';
 
@@ -52,6 +54,7 @@ const deployedFlags = nodeCommand(hostArgv(deployed)).nodeFlags;
 /** --node-flags "...": replaces deploy/daemonset.yaml's node flags, e.g. with "--cpu-prof --cpu-prof-dir=/tmp/p" added. */
 const nodeFlags = argv.includes('--node-flags') ? argv[argv.indexOf('--node-flags') + 1]!.split(' ').filter(Boolean) : deployedFlags;
 const deployedEnv = containerEnv(deployed, { 'spec.nodeName': 'bench' });
+const NODE = agentNode(argv);
 const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
 
 const undo: (() => void)[] = [];
@@ -169,7 +172,7 @@ async function main(): Promise<void> {
     const out = createWriteStream(logFile);
     const args = ['agent', '--listen', `127.0.0.1:${port}`, '--evidence-socket', join(dir, `${b.label}.sock`), '--log-level', 'info'];
     args.push('--netns', node.name, '--interface', 'eth0', '--capture', 'ebpf', '--node-name', BENCH_NODE.name, ...cargs);
-    const proc = spawn(process.execPath, [...nodeFlags, b.cli, ...args], { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...deployedEnv } });
+    const proc = spawn(NODE, [...nodeFlags, b.cli, ...args], { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...deployedEnv } });
     proc.stderr!.pipe(out);
     undo.push(() => {
       if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
@@ -206,7 +209,7 @@ async function main(): Promise<void> {
   const ref = all.get(agents[0]!.label)!;
   const commit = spawnSync('git', ['-C', import.meta.dirname, 'describe', '--always', '--dirty'], { encoding: 'utf8' }).stdout.trim();
   console.log(`\nagent gzip /metrics scrapes: ${opt.services} Services, ${opt.endpoints} endpoints, ${opt.entries} conntrack entries (${opt.vipEntries} towards VIPs), cluster ${opt.cluster}`);
-  console.log(`${opt.rounds} alternating rounds x ${opt.scrapes} scrapes per build; bench at ${commit}; load (1/5/15 min) before ${loadBefore}, after ${load()}`);
+  console.log(`${opt.rounds} alternating rounds x ${opt.scrapes} scrapes per build; bench at ${commit}; node ${nodeVersion(NODE)} ${nodeFlags.join(' ')}; load (1/5/15 min) before ${loadBefore}, after ${load()}`);
   console.log('| build | median ms | p99 ms | median of round medians, ratio to ' + agents[0]!.label + ' | agent CPU ms per scrape | cli |');
   console.log('|---|---|---|---|---|---|');
   for (const a of agents) {

@@ -6,6 +6,9 @@
 //   --node-flags "..." (node options for the agents, default deploy/daemonset.yaml's NODE_OPTIONS; add e.g. --cpu-prof)
 //   --cli PATH (another build of the agent's script, e.g. ../before/dist/bundle/main.js, to compare a change)
 //   --netns-prefix P (namespace name prefix, default cbk-: runs beside one another use their own)
+//   --keep-logs DIR (copy the agents' logs there at the end, e.g. to line their timestamps up with a sampler's)
+//   --node image|host|PATH (default image: the image's Node release, test/support/image-node.ts;
+//   host: this host's node) for the agents and the bare-node reference
 //   --cluster api|file (default api: Services, EndpointSlices, Nodes through list/watch from the
 //   tests' fake API server, as deployed; file: the same objects in a --cluster-file)
 //   --node-mode none|iptables|ipvs (default none: no kube-proxy rules on the node): kube-proxy's
@@ -26,11 +29,11 @@
 // Root only. Namespaces are cbk-* (or --netns-prefix); everything (namespaces, processes, temp files,
 // nf_conntrack_max) is put back on exit, on failure and on Ctrl-C.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { createWriteStream, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, createWriteStream, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { get } from 'node:http';
 import { createServer } from 'node:net';
 import { loadavg, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import { createLoopLab, LAB } from '../src/demo/lab.js';
 import { Netns, vethPair } from '../src/demo/netns.js';
@@ -41,6 +44,7 @@ import { kubeProxyRules } from './kube-proxy-rules.js';
 import { fill, raiseConntrackMax, type Destination } from './conntrack-dump.js';
 import { FakeApiServer, type ResourceName } from '../test/support/fake-apiserver.js';
 import { agentContainer, containerEnv, hostArgv, nodeCommand } from '../test/support/daemonset.js';
+import { agentNode, nodeVersion } from '../test/support/image-node.js';
 
 const argCli = process.argv.indexOf('--cli');
 /** --cli PATH: another build of the agent (to compare a change); default the project's dist/. */
@@ -89,6 +93,10 @@ const deployed = agentContainer();
 const deployedFlags = nodeCommand(hostArgv(deployed)).nodeFlags;
 const nodeFlags = argv.includes('--node-flags') ? argv[argv.indexOf('--node-flags') + 1]!.split(' ').filter(Boolean) : deployedFlags;
 const deployedEnv = containerEnv(deployed, { 'spec.nodeName': 'bench' });
+const keepLogs = argv.includes('--keep-logs') ? argv[argv.indexOf('--keep-logs') + 1]! : undefined;
+/** The node binary the agents and the bare-node reference run on (--node). */
+const NODE = agentNode(argv);
+const NODE_VERSION = nodeVersion(NODE);
 const mallocArenaMax = deployedEnv.MALLOC_ARENA_MAX ?? '';
 
 // ---- clean-up: run in reverse order, once, whatever happens ----
@@ -229,7 +237,7 @@ async function startAgent(dir: string, tag: string, args: string[]): Promise<Age
   agentLogs.push(logFile);
   const out = createWriteStream(logFile);
   const proc = spawn(
-    process.execPath,
+    NODE,
     [...nodeFlags, CLI, 'agent', '--listen', `127.0.0.1:${port}`, '--evidence-socket', join(dir, `${tag}.sock`), '--log-level', 'info', ...args],
     { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...deployedEnv } },
   );
@@ -581,7 +589,7 @@ const conntrackCount = (ns: Netns): number => Number(ns.run('cat', '/proc/sys/ne
 
 /** RSS of a node process that loaded nothing: what the runtime alone costs here. */
 async function bareNodeRss(): Promise<void> {
-  const p = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 5000)'], { stdio: 'ignore' });
+  const p = spawn(NODE, ['-e', 'setTimeout(() => {}, 5000)'], { stdio: 'ignore' });
   undo.push(() => p.kill('SIGKILL'));
   await sleep(500);
   ref.push({ figure: 'bare node process RSS (node -e, nothing loaded)', value: `${memory(p.pid!).rss.toFixed(1)} MB` });
@@ -594,7 +602,7 @@ function print(): void {
     `${r.figure.padEnd(w)}  ${r.value.padEnd(36)}  ${(r.target ?? '').padEnd(10)}  ${r.pass === undefined ? '' : r.pass ? 'pass' : 'FAIL'}`;
   console.log(`\nclbprobe agent benchmark: ${opt.entries} conntrack entries (${opt.vipEntries} towards VIPs), ${opt.services} Services, ${opt.endpoints} endpoints, kube-proxy rules: ${opt.nodeMode === 'none' ? 'none' : `${opt.nodeMode} mode`}`);
   const commit = spawnSync('git', ['-C', import.meta.dirname, 'describe', '--always', '--dirty'], { encoding: 'utf8' }).stdout.trim();
-  console.log(`command: ${process.argv.slice(1).join(' ')}; agent ${CLI} at ${commit}; node ${process.version} ${nodeFlags.join(' ')}, MALLOC_ARENA_MAX=${mallocArenaMax}`);
+  console.log(`command: ${process.argv.slice(1).join(' ')}; agent ${CLI} at ${commit}; node ${NODE_VERSION} (${NODE}) ${nodeFlags.join(' ')}, MALLOC_ARENA_MAX=${mallocArenaMax}`);
   console.log(`load average at the end: ${loadavg().map((x) => x.toFixed(2)).join(' ')} (2 shared cores)`);
   console.log(`${'figure'.padEnd(w)}  ${'value'.padEnd(36)}  ${'target'.padEnd(10)}  result`);
   for (const r of rows) console.log(line(r));
@@ -608,6 +616,7 @@ async function main(): Promise<void> {
   log(`load average at start: ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
   const dir = mkdtempSync(join(tmpdir(), 'cbk-bench-'));
   undo.push(() => rmSync(dir, { recursive: true, force: true }));
+  if (keepLogs) undo.push(() => agentLogs.forEach((f) => existsSync(f) && copyFileSync(f, join(keepLogs, basename(f)))));
   await bareNodeRss();
   if (opt.loops > 0) await loopLatency(dir); // --loops 0: no loop lab (e.g. with --cpu-prof, which slows its first connect)
   await bigNode(dir);

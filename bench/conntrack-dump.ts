@@ -3,7 +3,8 @@
 // Fills a network namespace's table with N entries over ctnetlink (batched
 // CT_NEW messages), then times both readers and their peak RSS.
 //   npm run build && node --import tsx bench/conntrack-dump.ts [--sizes 100000,1000000] [--runs 3]
-// Ours runs as deployed: the compiled reader (dist/) under deploy/daemonset.yaml's node flags.
+// Ours runs as deployed: the compiled reader (dist/) under deploy/daemonset.yaml's node flags, on
+// the image's Node release (--node image|host|PATH, default image: test/support/image-node.ts).
 // Root only. Raises net.netfilter.nf_conntrack_max in the root namespace when
 // needed (it cannot be set per namespace) and restores it afterwards.
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -14,6 +15,7 @@ import { MessageWriter, NLM_F_CREATE, NLM_F_REQUEST } from '../src/kernel/netlin
 import { NETLINK_NETFILTER, NetlinkSocket } from '../src/kernel/netlink/socket.js';
 import { native } from '../src/native/index.js';
 import { agentContainer, hostArgv, nodeCommand } from '../test/support/daemonset.js';
+import { agentNode, nodeVersion } from '../test/support/image-node.js';
 
 const MAX_PATH = '/proc/sys/net/netfilter/nf_conntrack_max';
 
@@ -118,9 +120,9 @@ function deployedNodeFlags(): string[] {
 
 type Mode = 'summary' | 'objects';
 
-function measureOurs(netns: string, mode: Mode, extraFlags: string[]): { entries: number; ms: number; wallMs: number; maxRssMB: number } {
+function measureOurs(node: string, netns: string, mode: Mode, extraFlags: string[]): { entries: number; ms: number; wallMs: number; maxRssMB: number } {
   const t0 = performance.now();
-  const r = spawnSync(process.execPath, [...deployedNodeFlags(), ...extraFlags, '--input-type=module', '-e', CHILD, netns, mode], {
+  const r = spawnSync(node, [...deployedNodeFlags(), ...extraFlags, '--input-type=module', '-e', CHILD, netns, mode], {
     encoding: 'utf8',
   });
   if (r.status !== 0) throw new Error(`ours failed: ${r.stderr}`);
@@ -150,8 +152,9 @@ async function main(): Promise<void> {
   // e.g. --child-flags "--cpu-prof --cpu-prof-dir=/tmp/p" to profile ours.
   const childFlags = arg('--child-flags', '').split(' ').filter(Boolean);
   if (!existsSync(fileURLToPath(DIST_DUMP))) throw new Error('dist/ is missing: npm run build first');
+  const node = agentNode(argv);
   const load = (): string => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
-  console.log(`host load (1/5/15 min) at start: ${load()}; node flags of ours: ${deployedNodeFlags().join(' ')}`);
+  console.log(`host load (1/5/15 min) at start: ${load()}; ours on node ${nodeVersion(node)} ${deployedNodeFlags().join(' ')}`);
   if (process.getuid?.() !== 0) throw new Error('bench/conntrack-dump needs root (network namespaces, ctnetlink)');
 
   const ns = `${process.env.CLBPROBE_BENCH_NETNS ?? 'cbl-bench'}${process.pid}`;
@@ -171,9 +174,9 @@ async function main(): Promise<void> {
       const ours: Record<Mode, ReturnType<typeof measureOurs>[]> = { summary: [], objects: [] };
       const theirs = [];
       for (let r = 0; r < runs; r++) {
-        ours.summary.push(measureOurs(path, 'summary', childFlags));
+        ours.summary.push(measureOurs(node, path, 'summary', childFlags));
         theirs.push(measureConntrack(ns));
-        ours.objects.push(measureOurs(path, 'objects', childFlags));
+        ours.objects.push(measureOurs(node, path, 'objects', childFlags));
       }
       const t = { ms: median(theirs.map((x) => x.ms)), rss: Math.max(...theirs.map((x) => x.maxRssMB)) };
       for (const mode of ['summary', 'objects'] as const) {
