@@ -10,7 +10,7 @@
 // in-cluster credentials); it answers the agent's lists and watches and the token
 // reviews of --metrics-auth. Namespaces are cbds-*.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -18,6 +18,7 @@ import { parseSamples } from '../../src/export/parse-samples.js';
 import { LAB, createLoopLab, type LoopLab } from '../../src/demo/lab.js';
 import { agentContainer, containerEnv, containerScript, hostArgv, nodeCommand, REPO_ROOT } from '../support/daemonset.js';
 import { FakeApiServer } from '../support/fake-apiserver.js';
+import { imageNode } from '../support/image-node.js';
 import { isRoot } from '../support/netns.js';
 import { relay, type Relay } from '../support/relay.js';
 import { until } from '../support/wait.js';
@@ -121,6 +122,8 @@ describe.skipIf(!isRoot)("the agent as deploy/daemonset.yaml starts it", () => {
     expect(field('CapBnd').toString(16)).toBe(want.toString(16));
     expect(/^NoNewPrivs:\s*1/m.test(status)).toBe(!c.allowPrivilegeEscalation);
     expect(new RegExp(`^Uid:\\s*${c.runAsUser}\\s`, 'm').test(status)).toBe(true);
+    // The image's Node release, not the host's, runs the command's `node`.
+    expect(readlinkSync(`/proc/${pid}/exe`)).toBe(imageNode());
   });
 
   it('writes only where the manifest mounts a volume (the evidence socket on its hostPath)', async () => {

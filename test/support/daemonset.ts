@@ -5,6 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
+import { imageNode } from './image-node.js';
 
 export const REPO_ROOT = join(import.meta.dirname, '../..');
 export const DAEMONSET_PATH = join(REPO_ROOT, 'deploy/daemonset.yaml');
@@ -149,7 +150,7 @@ const APP = '/run/clbprobe-app';
  * The argv that runs container `c` as the manifest says, on the host: a private mount namespace
  * with the checkout at APP (as the image's /app), each hostPath bound from `scratch`/hostN, a tmpfs
  * per emptyDir, a read-only root, then setpriv with the manifest's user, no new privileges and only
- * its capabilities, exec-ing the container's command line. Run it in the namespace standing in for
+ * its capabilities, exec-ing the container's command line (its `node` the image's release, test/support/image-node.ts). Run it in the namespace standing in for
  * hostNetwork (`ip netns exec NS ...`).
  */
 export function containerScript(c: AgentContainer, scratch: string): string[] {
@@ -170,7 +171,12 @@ export function containerScript(c: AgentContainer, scratch: string): string[] {
   const drop = c.capabilities.drop.includes('ALL') ? '-all' : '';
   const setpriv = ['setpriv', ...(c.allowPrivilegeEscalation ? [] : ['--no-new-privs']), '--reuid', String(c.runAsUser), '--regid', '0', '--clear-groups',
     '--bounding-set', [drop, keep].filter(Boolean).join(','), '--inh-caps', '-all', '--'];
-  lines.push(`exec ${[...setpriv, ...hostArgv(c, APP)].map(q).join(' ')}`);
+  // The image's Node release runs the command's `node`, not the host's: V8's flags, memory and
+  // tiering differ between releases (a bare node 24 maps 2 MB more, and the manifest's --max-opt
+  // stops at Maglev, which node 20 does not run by default).
+  const argv = hostArgv(c, APP);
+  if (argv[0] === 'node') argv[0] = imageNode();
+  lines.push(`exec ${[...setpriv, ...argv].map(q).join(' ')}`);
   return ['unshare', '--mount', '--propagation', 'private', '--', 'sh', '-euc', lines.join('\n')];
 }
 
