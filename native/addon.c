@@ -26,7 +26,9 @@ static const char *errno_name(int err) {
 }
 
 napi_value throw_errno(napi_env env, int err, const char *what) {
-  char msg[256];
+  // Room for what throw_libbpf passes (a verifier log's last 700 bytes) and the errno text after
+  // it: a 256-byte message cut both, the verdict and the reason.
+  char msg[3072];
   snprintf(msg, sizeof msg, "%s: %s", what, strerror(err));
   napi_value m, code, e, n;
   napi_create_string_utf8(env, msg, NAPI_AUTO_LENGTH, &m);

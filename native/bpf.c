@@ -8,6 +8,7 @@
 #include <bpf/libbpf.h>
 #include <errno.h>
 #include <net/if.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -155,7 +156,14 @@ static napi_value object_load(napi_env env, napi_callback_info info) {
   object_t *o = get_object(env, argv[0]);
   if (!o || !o->obj) return throw_type(env, "bpfObjectLoad(obj)");
   lib_log_len = 0;
+  // The verifier gives up with EAGAIN when a signal is pending, and libbpf retries only a few
+  // times: under a CPU profiler (node --cpu-prof sends SIGPROF every 1 ms or less) every load
+  // failed. Signals wait for the load instead; they are delivered when the mask is put back.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old);
   int r = bpf_object__load(o->obj);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (r < 0) return throw_libbpf(env, -r, "bpf_object__load");
   return NULL;
 }
