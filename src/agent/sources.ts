@@ -59,6 +59,14 @@ export class AgentSources {
   private indexValue: ServiceIndex;
   /** After the first sync, a changed cluster view has its LB names looked up at once (before it, start() reads them). */
   private started = false;
+  /**
+   * While startIndexed() runs, a new view or source value only marks the index stale: it is built
+   * once, from the view and the sources together. Built at each step (the view, then the
+   * addresses), the start built it and the conntrack prefilter three times over 5,000 Services,
+   * each time while the cluster lists' garbage was still on the heap: the agent's peak RSS.
+   */
+  private indexDeferred = false;
+  private indexStale = false;
 
   constructor(private readonly o: SourcesOptions) {
     this.runner = new SourceRunner(o.log);
@@ -94,8 +102,14 @@ export class AgentSources {
    * by readRest(), after the capture has started.
    */
   async startIndexed(): Promise<void> {
-    await this.startCluster();
-    await this.readSources(this.readers.filter((x) => x.def.indexes));
+    this.indexDeferred = true;
+    try {
+      await this.startCluster();
+      await this.readSources(this.readers.filter((x) => x.def.indexes));
+    } finally {
+      this.indexDeferred = false;
+    }
+    if (this.indexStale) this.rebuildIndex();
     for (const x of this.readers) {
       const stop = x.reader.watch?.({
         changed: () => this.scheduleRead(x),
@@ -166,6 +180,8 @@ export class AgentSources {
   }
 
   private setCluster(v: ClusterView): void {
+    // The watch hands its first view both to synced() and to onChange: the same view is no change.
+    if (v === this.cluster) return;
     const before = this.cluster.services.length;
     this.cluster = v;
     if (v.fresh) this.health.up('cluster');
@@ -204,6 +220,11 @@ export class AgentSources {
   }
 
   private rebuildIndex(): void {
+    if (this.indexDeferred) {
+      this.indexStale = true;
+      return;
+    }
+    this.indexStale = false;
     this.viewWithDns = withLbHostnames(this.cluster, lookupsByName(this.runner.value<DnsSnapshot>('dns')));
     // Only the addresses changed: the view's LB-Service index stays.
     const lb = this.indexValue.lb.view === this.viewWithDns ? this.indexValue.lb : new LbServiceIndex(this.viewWithDns);
