@@ -239,8 +239,10 @@ async function startAgent(dir: string, tag: string, args: string[]): Promise<Age
   const proc = spawn(
     NODE,
     [...nodeFlags, CLI, 'agent', '--listen', `127.0.0.1:${port}`, '--evidence-socket', join(dir, `${tag}.sock`), '--log-level', 'info', ...args],
-    { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...deployedEnv } },
+    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...deployedEnv } },
   );
+  // stdout too: V8's traces (--node-flags "--trace-gc") are written there.
+  proc.stdout!.pipe(out);
   proc.stderr!.pipe(out);
   undo.push(() => {
     if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
