@@ -4,15 +4,25 @@
 // server sends them) goes through what the agent does with it: each list page JSON-parsed (the
 // strings the stores keep come from JSON.parse, as in cluster/kube-api.ts), each object parsed by
 // the watch's parsers into one store per kind (cluster/watch.ts), the view assembled, and the
-// LB-Service index and the agent's Service index built over it. Printed: live heap after a full
-// GC at each step (MB), so a change to the views or indexes is measured in seconds, repeatably.
+// LB-Service index and the agent's Service index built over it, then what the agent builds from
+// that index at every rebuild (the conntrack prefilter and the counters' targets). Printed: live
+// heap after a full GC at each step (MB), so a change to the views or indexes is measured in
+// seconds, repeatably; and the bytes each step allocated, garbage included: what the agent's heap
+// must hold at once at start, where its peak RSS is. Allocation is read as the heap's growth over
+// the step, so no GC may run inside it: the young generation is made large enough by the flags
+// below, and a step during which one ran says so.
+//   node --expose-gc --min-semi-space-size=256 --max-semi-space-size=256 --max-opt=2 --import tsx bench/cluster-heap.ts
+// (--max-opt=2 as the DaemonSet runs: code that V8 does not optimise allocates more, e.g. an
+// iterator result per element of a for-of loop.)
 // --long-node-names: the other nodes named as on EKS ("ip-10-0-0-17.eu-west-1.compute.internal")
 // instead of "node-17": JSON.parse interns strings of up to 10 characters, not longer ones.
+import { PerformanceObserver } from 'node:perf_hooks';
 import { writeHeapSnapshot } from 'node:v8';
 import { assembleClusterView, parsersFor, type ParsedObjects } from '../src/cluster/build.js';
 import { LbServiceIndex } from '../src/cluster/lb-index.js';
 import { ObjectStore } from '../src/cluster/object-store.js';
 import { ServiceIndex } from '../src/agent/service-index.js';
+import { ConntrackPrefilter } from '../src/kernel/conntrack/prefilter.js';
 import { BENCH_NODE, syntheticCluster } from './agent-cluster.js';
 
 const gc = (globalThis as { gc?: () => void }).gc;
@@ -64,41 +74,74 @@ function makePages(): Pages {
 let pages: Pages | undefined = makePages();
 const withPages = live();
 
+let gcs = 0;
+const gcObserver = new PerformanceObserver((l) => (gcs += l.getEntries().length));
+gcObserver.observe({ entryTypes: ['gc'] });
+const settle = () => new Promise((r) => setTimeout(r, 10));
+interface Step {
+  name: string;
+  kept: number;
+  allocated: number;
+  gcRan: boolean;
+}
+const steps: Step[] = [];
+/** Runs f with the heap collected before: what it allocated (no GC inside) and what stays live after. */
+async function step<T>(name: string, f: () => T): Promise<T> {
+  const before = live();
+  await settle();
+  const gcsBefore = gcs;
+  const r = f();
+  const allocated = process.memoryUsage().heapUsed - before;
+  await settle(); // the observer hears of a GC in the step on a later tick
+  steps.push({ name, kept: live() - before, allocated, gcRan: gcs > gcsBefore });
+  return r;
+}
+
 const stores = { services: new ObjectStore<unknown>(), endpointSlices: new ObjectStore<unknown>(), nodes: new ObjectStore<unknown>() };
 for (const kind of ['services', 'endpointSlices', 'nodes'] as const) {
-  for (const text of pages[kind]) {
-    for (const item of (JSON.parse(text) as { items: Item[] }).items) {
-      const p = parse[kind]({ origin: kind, object: item });
-      stores[kind].set(item.metadata.namespace ?? '', item.metadata.name, p);
+  await step(`${kind} list pages parsed into the store`, () => {
+    for (const text of pages![kind]) {
+      for (const item of (JSON.parse(text) as { items: Item[] }).items) {
+        const p = parse[kind]({ origin: kind, object: item });
+        stores[kind].set(item.metadata.namespace ?? '', item.metadata.name, p);
+      }
     }
-  }
+  });
 }
 pages = undefined;
 const afterStores = live();
 
-const view = assembleClusterView(
-  {
-    services: stores.services.values(),
-    endpointSlices: stores.endpointSlices.values(),
-    ingresses: [],
-    nodes: stores.nodes.values(),
-  } as ParsedObjects,
-  { nodeName: BENCH_NODE.name },
+const view = await step('cluster view', () =>
+  assembleClusterView(
+    {
+      services: stores.services.values(),
+      endpointSlices: stores.endpointSlices.values(),
+      ingresses: [],
+      nodes: stores.nodes.values(),
+    } as ParsedObjects,
+    { nodeName: BENCH_NODE.name },
+  ),
 );
-const afterView = live();
-const lb = new LbServiceIndex(view);
-const afterLb = live();
-const index = new ServiceIndex(view, { nodeIps: [BENCH_NODE.ip], ipvsIps: [], podCidrs: [BENCH_NODE.podCidr] }, lb);
+const lb = await step('LB-Service index', () => new LbServiceIndex(view));
+const index = await step('Service index', () => new ServiceIndex(view, { nodeIps: [BENCH_NODE.ip], ipvsIps: [], podCidrs: [BENCH_NODE.podCidr] }, lb));
 const afterIndex = live();
+// What the agent builds from each new index (agent.ts useIndex): all of it garbage by the next.
+const targets = await step('prefilter targets', () => index.prefilterTargets());
+const prefilter = await step('conntrack prefilter', () => new ConntrackPrefilter(targets));
+const counterTargets = await step("counters' targets", () => index.targets());
+gcObserver.disconnect();
 
 const endpointCount = view.services.reduce((n, s) => n + s.endpoints.length, 0);
 console.log(`${services} Services, ${endpoints} endpoints: ${view.services.length} Service ports, ${endpointCount} endpoints over the ports`);
-console.log(`(list pages as JSON text          ${mb(withPages - base)} MB)`);
-console.log(`watch stores (parsed objects)   ${mb(afterStores - base)} MB`);
-console.log(`+ cluster view                  ${mb(afterView - afterStores)} MB`);
-console.log(`+ LB-Service index              ${mb(afterLb - afterView)} MB`);
-console.log(`+ Service index                 ${mb(afterIndex - afterLb)} MB`);
-console.log(`total                           ${mb(afterIndex - base)} MB`);
+console.log(`node ${process.version} ${process.execArgv.join(' ')}`);
+console.log(`reference: the list pages as JSON text  ${mb(withPages - base)} MB`);
+console.log(`${'step'.padEnd(48)} ${'live after'.padStart(10)} ${'allocated'.padStart(10)}`);
+for (const s of steps) {
+  const alloc = s.gcRan ? 'a GC ran' : `${mb(s.allocated)} MB`;
+  console.log(`${s.name.padEnd(48)} ${`${mb(s.kept)} MB`.padStart(10)} ${alloc.padStart(10)}`);
+}
+console.log(`live: stores ${mb(afterStores - base)} MB, + view and indexes ${mb(afterIndex - afterStores)} MB = ${mb(afterIndex - base)} MB`);
+if (steps.some((s) => s.gcRan)) console.log('a GC ran inside a step: its allocation is not known; run with a larger --min-semi-space-size');
 if (snapshotAt) console.log(`heap snapshot: ${writeHeapSnapshot(snapshotAt)}`);
 // Kept alive to here: the figures above are of live objects.
-if (index.services.length < 0) console.log(stores);
+if (index.services.length < 0) console.log(stores, prefilter, counterTargets);

@@ -17,6 +17,8 @@ export const LOWER_PROTOCOL_NUMBERS = Object.fromEntries(TABLE.map((p) => [p.low
 
 /** The IPPROTO number of a Service protocol name (any case); undefined for anything else. */
 export function protocolNumber(name: string): number | undefined {
+  // The Kubernetes spelling first, without a new string: called per Service port at every index build.
+  for (const p of TABLE) if (p.name === name) return p.number;
   const n = name.toUpperCase();
   return TABLE.find((p) => p.name === n)?.number;
 }
