@@ -1,6 +1,9 @@
 // End to end on a real cluster's pieces: the real kube-apiserver v1.20.2 and the real kube-proxy
 // v1.20.2 in iptables mode writing node1's rules (test/support/kube-lab.ts), the compiled
 // `clbprobe agent` in node1's namespace watching that API server with deploy/rbac.yaml's identity
+// (as shipped: the image's Node release with the DaemonSet's node flags, env and script, the bundle;
+// its own flags for this lab, and /metrics without --metrics-auth: test/lab/agent-kube-apiserver
+// runs the manifest's command whole)
 // (through the socket relay kube-proxy uses), eBPF counters on node1's uplink, and Debian's
 // prometheus scraping it from a scrape namespace joined to node1 by a veth. Two Services:
 // - lab/web: a hostname-only LB (AWS NLB style, instance targets, client IP preserved): kube-proxy
@@ -11,7 +14,7 @@
 // Client connections are driven, then Prometheus' HTTP API must show the loop for lab/web only,
 // and `clbprobe evidence` the loop pair. Namespaces are cba-*; everything is removed on failure too.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -19,6 +22,8 @@ import { LAB } from '../../src/demo/lab.js';
 import { Netns, vethPair } from '../../src/demo/netns.js';
 import { startDns, type DnsServer } from '../support/dns-lab.js';
 import { CLI, createKubeLab, type KubeLab } from '../support/kube-lab.js';
+import { agentContainer, containerEnv, hostArgv, nodeCommand } from '../support/daemonset.js';
+import { imageNode } from '../support/image-node.js';
 import { startControlPlane, type ControlPlane } from '../support/kube-control-plane.js';
 import { createList } from '../support/kube-objects.js';
 import { kubeCacheReady } from '../support/kube-proxy.js';
@@ -116,6 +121,7 @@ describe.skipIf(!isRoot || !existsSync(PROMETHEUS) || !ready)('agent metrics thr
 
   beforeAll(async () => {
     if (!existsSync(CLI)) throw new Error(`${CLI} missing: run npm run build first`);
+    if (!existsSync(nodeCommand(hostArgv(agentContainer())).script)) throw new Error('dist/bundle missing: run npm run build first');
     dir = mkdtempSync(join(tmpdir(), 'cba-e2e-'));
     socket = join(dir, 'evidence.sock');
     try {
@@ -139,11 +145,16 @@ describe.skipIf(!isRoot || !existsSync(PROMETHEUS) || !ready)('agent metrics thr
       vethPair(scrape, 's0', lab.node, 'scrape0');
       scrape.run('ip', 'addr', 'add', '192.168.77.1/30', 'dev', 's0');
       lab.node.run('ip', 'addr', 'add', `${SCRAPE_IP}/30`, 'dev', 'scrape0');
+      const shipped = agentContainer();
+      const { nodeFlags, script } = nodeCommand(hostArgv(shipped));
       const args = [
-        CLI, 'agent', '--kubeconfig', kubeconfig, '--node-name', LAB.node1Name,
+        ...nodeFlags, script, 'agent', '--kubeconfig', kubeconfig, '--node-name', LAB.node1Name,
         '--listen', ':9811', '--interface', 'eth0', '--capture', 'ebpf', '--evidence-socket', socket, '--log-level', 'info',
       ];
-      agent = spawn('ip', ['netns', 'exec', lab.node.name, process.execPath, ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+      agent = spawn('ip', ['netns', 'exec', lab.node.name, imageNode(), ...args], {
+        stdio: ['ignore', 'ignore', 'pipe'],
+        env: { ...process.env, ...containerEnv(shipped, { 'spec.nodeName': LAB.node1Name }) },
+      });
       agent.stderr!.on('data', (b: Buffer) => (stderr += b.toString()));
       writeFileSync(
         join(dir, 'prometheus.yml'),
@@ -158,6 +169,8 @@ describe.skipIf(!isRoot || !existsSync(PROMETHEUS) || !ready)('agent metrics thr
       await until(`agent ready (stderr: ${stderr})`, 30_000, () =>
         inNs(lab.node, 'curl', ['-sf', 'http://127.0.0.1:9811/readyz']).startsWith('ready') ? true : undefined,
       );
+      // `ip netns exec` execs the command: the agent's process is the image's node.
+      expect(readlinkSync(`/proc/${agent.pid}/exe`)).toBe(imageNode());
       console.log(`control plane, kube-proxy, agent and Prometheus up: ${Date.now() - t0} ms`);
     } catch (e) {
       await cleanup();
