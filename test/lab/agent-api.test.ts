@@ -8,6 +8,7 @@
 // `clbprobe diagnose --kubeconfig` on the same lab names the active loop.
 // Namespaces are cbw-*; the fake API and /metrics listen on 127.0.0.1.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { shippedAgent } from '../support/shipped-agent.js';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -54,12 +55,12 @@ describe.skipIf(!isRoot)('agent and diagnose with --kubeconfig (fake API server,
     writeFileSync(kubeconfig, api.kubeconfig());
     const port = await freePort();
     metricsUrl = `http://127.0.0.1:${port}/metrics`;
-    agent = spawn(
-      process.execPath,
-      [CLI, 'agent', '--kubeconfig', kubeconfig, '--node-name', LAB.node1Name, '--netns', lab.node.name, '--interface', 'eth0',
+    const shipped = shippedAgent(
+      ['--kubeconfig', kubeconfig, '--node-name', LAB.node1Name, '--netns', lab.node.name, '--interface', 'eth0',
         '--listen', `127.0.0.1:${port}`, '--evidence-socket', join(dir, 'ev.sock'), '--capture', 'ebpf'],
-      { stdio: ['ignore', 'ignore', 'pipe'] },
+      LAB.node1Name,
     );
+    agent = spawn(shipped.node, shipped.argv, { env: shipped.env, stdio: ['ignore', 'ignore', 'pipe'] });
     agent.stderr!.on('data', (b: Buffer) => (stderr += b));
     await poll('/readyz', 20_000, async () => ((await fetch(metricsUrl.replace('/metrics', '/readyz'))).ok ? true : undefined));
   }, 60_000);

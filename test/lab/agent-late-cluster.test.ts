@@ -5,7 +5,8 @@
 // an established entry towards the lab Service's LB VIP (conntrack -I), and the list/watch
 // fake API server started only after the agent is ready. Namespaces are cbq-*.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { shippedAgent } from '../support/shipped-agent.js';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -16,7 +17,6 @@ import { FakeApiServer, type ResourceName } from '../support/fake-apiserver.js';
 import { isRoot } from '../support/netns.js';
 import { freePort, until } from '../support/wait.js';
 
-const CLI = join(import.meta.dirname, '../../dist/src/cli/main.js');
 const RESOURCE_OF: Record<string, ResourceName> = { Service: 'services', EndpointSlice: 'endpointslices', Node: 'nodes' };
 const WEB = { namespace: 'lab', service: 'web', port: '80', protocol: 'TCP' };
 
@@ -35,7 +35,6 @@ describe.skipIf(!isRoot)('agent: a cluster view that arrives after the first con
   const scrape = async (): Promise<Sample[]> => parseSamples(await (await fetch(metricsUrl)).text());
 
   beforeAll(async () => {
-    if (!existsSync(CLI)) throw new Error(`${CLI} missing: run npm run build first`);
     dir = mkdtempSync(join(tmpdir(), 'cbq-'));
     node = Netns.create('cbq-node');
     // A pod's connection to the LB VIP, established before the agent starts (it never changes again).
@@ -50,12 +49,12 @@ describe.skipIf(!isRoot)('agent: a cluster view that arrives after the first con
     await api.stop();
     const port = await freePort();
     metricsUrl = `http://127.0.0.1:${port}/metrics`;
-    agent = spawn(
-      process.execPath,
-      [CLI, 'agent', '--kubeconfig', join(dir, 'kubeconfig'), '--node-name', LAB.node1Name, '--netns', node.name, '--capture', 'off',
+    const shipped = shippedAgent(
+      ['--kubeconfig', join(dir, 'kubeconfig'), '--node-name', LAB.node1Name, '--netns', node.name, '--capture', 'off',
         '--listen', `127.0.0.1:${port}`, '--evidence-socket', join(dir, 'ev.sock')],
-      { stdio: ['ignore', 'ignore', 'pipe'] },
+      LAB.node1Name,
     );
+    agent = spawn(shipped.node, shipped.argv, { env: shipped.env, stdio: ['ignore', 'ignore', 'pipe'] });
     agent.stderr!.on('data', (b: Buffer) => (stderr += b));
     // The agent waits 10 s for a first list, then starts without a cluster.
     await until('/readyz', 40_000, async () => ((await fetch(metricsUrl.replace('/metrics', '/readyz')).catch(() => undefined))?.ok ? true : undefined), 200);

@@ -9,6 +9,7 @@
 // source_up{source="dns"} 0. The control: the LB SNATs (client IP
 // preservation off), the connect works and `diagnose` reports no loop.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { shippedAgent } from '../support/shipped-agent.js';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -72,13 +73,13 @@ describe.skipIf(!isRoot)('hostname-only LB in the loop lab (real DNS, real loop,
     writeFileSync(clusterFile, JSON.stringify(hostnameCluster(true)));
     const port = await freePort();
     metricsUrl = `http://127.0.0.1:${port}/metrics`;
-    agent = spawn(
-      process.execPath,
-      [CLI, 'agent', '--cluster-file', clusterFile, '--node-name', LAB.node1Name, '--netns', lab.node.name, '--interface', 'eth0',
+    const shipped = shippedAgent(
+      ['--cluster-file', clusterFile, '--node-name', LAB.node1Name, '--netns', lab.node.name, '--interface', 'eth0',
         '--listen', `127.0.0.1:${port}`, '--evidence-socket', join(dir, 'ev.sock'), '--capture', 'ebpf', '--metrics-auth', 'none',
         '--resync-interval', '2s'],
-      { stdio: ['ignore', 'ignore', 'pipe'] },
+      LAB.node1Name,
     );
+    agent = spawn(shipped.node, shipped.argv, { env: shipped.env, stdio: ['ignore', 'ignore', 'pipe'] });
     agent.stderr!.on('data', (b: Buffer) => (stderr += b));
     await poll('/readyz', 30_000, async () => ((await fetch(metricsUrl.replace('/metrics', '/readyz'))).ok ? true : undefined));
   }, 90_000);

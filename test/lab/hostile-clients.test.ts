@@ -11,6 +11,7 @@
 // the clients do. (In a pod the limit is the runtime's, often 1M: the caps are what bounds memory.)
 // Namespaces are cbh-*.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { shippedAgent } from '../support/shipped-agent.js';
 import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -63,12 +64,15 @@ describe.skipIf(!isRoot)('the agent under 20,000 hostile connections', () => {
     dir = mkdtempSync(join(tmpdir(), 'cbh-hostile-'));
     writeFileSync(join(dir, 'cluster.json'), JSON.stringify(clusterList('Local')));
     // prlimit then exec: the agent's own pid is the child's.
-    agent = spawn(
-      'ip',
-      ['netns', 'exec', ns.name, 'prlimit', '--nofile=4096:4096', '--', process.execPath, '--import', 'tsx', 'src/cli/main.ts', 'agent',
-        '--node-name', 'node1', '--cluster-file', join(dir, 'cluster.json'), '--listen', `127.0.0.1:${PORT}`, '--evidence-socket', sock(), '--capture', 'off', '--log-level', 'warn'],
-      { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] },
+    const shipped = shippedAgent(
+      ['--node-name', 'node1', '--cluster-file', join(dir, 'cluster.json'), '--listen', `127.0.0.1:${PORT}`, '--evidence-socket', sock(), '--capture', 'off', '--log-level', 'warn'],
+      'node1',
     );
+    agent = spawn('ip', ['netns', 'exec', ns.name, 'prlimit', '--nofile=4096:4096', '--', shipped.node, ...shipped.argv], {
+      cwd: ROOT,
+      env: shipped.env,
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     agent.stderr!.on('data', (b: Buffer) => (agentLog += b.toString()));
     await until('/readyz', 30_000, async () => ((await curl('/readyz')).endsWith('\n200') ? true : undefined), 300);
   }, 60_000);
