@@ -22,8 +22,8 @@ import { LAB } from '../../src/demo/lab.js';
 import { Netns, vethPair } from '../../src/demo/netns.js';
 import { startDns, type DnsServer } from '../support/dns-lab.js';
 import { CLI, createKubeLab, type KubeLab } from '../support/kube-lab.js';
-import { agentContainer, containerEnv, hostArgv, nodeCommand } from '../support/daemonset.js';
 import { imageNode } from '../support/image-node.js';
+import { shippedAgent } from '../support/shipped-agent.js';
 import { startControlPlane, type ControlPlane } from '../support/kube-control-plane.js';
 import { createList } from '../support/kube-objects.js';
 import { kubeCacheReady } from '../support/kube-proxy.js';
@@ -121,7 +121,6 @@ describe.skipIf(!isRoot || !existsSync(PROMETHEUS) || !ready)('agent metrics thr
 
   beforeAll(async () => {
     if (!existsSync(CLI)) throw new Error(`${CLI} missing: run npm run build first`);
-    if (!existsSync(nodeCommand(hostArgv(agentContainer())).script)) throw new Error('dist/bundle missing: run npm run build first');
     dir = mkdtempSync(join(tmpdir(), 'cba-e2e-'));
     socket = join(dir, 'evidence.sock');
     try {
@@ -145,16 +144,12 @@ describe.skipIf(!isRoot || !existsSync(PROMETHEUS) || !ready)('agent metrics thr
       vethPair(scrape, 's0', lab.node, 'scrape0');
       scrape.run('ip', 'addr', 'add', '192.168.77.1/30', 'dev', 's0');
       lab.node.run('ip', 'addr', 'add', `${SCRAPE_IP}/30`, 'dev', 'scrape0');
-      const shipped = agentContainer();
-      const { nodeFlags, script } = nodeCommand(hostArgv(shipped));
-      const args = [
-        ...nodeFlags, script, 'agent', '--kubeconfig', kubeconfig, '--node-name', LAB.node1Name,
-        '--listen', ':9811', '--interface', 'eth0', '--capture', 'ebpf', '--evidence-socket', socket, '--log-level', 'info',
-      ];
-      agent = spawn('ip', ['netns', 'exec', lab.node.name, imageNode(), ...args], {
-        stdio: ['ignore', 'ignore', 'pipe'],
-        env: { ...process.env, ...containerEnv(shipped, { 'spec.nodeName': LAB.node1Name }) },
-      });
+      const shipped = shippedAgent(
+        ['--kubeconfig', kubeconfig, '--node-name', LAB.node1Name, '--listen', ':9811', '--interface', 'eth0', '--capture', 'ebpf',
+          '--evidence-socket', socket, '--log-level', 'info'],
+        LAB.node1Name,
+      );
+      agent = spawn('ip', ['netns', 'exec', lab.node.name, shipped.node, ...shipped.argv], { env: shipped.env, stdio: ['ignore', 'ignore', 'pipe'] });
       agent.stderr!.on('data', (b: Buffer) => (stderr += b.toString()));
       writeFileSync(
         join(dir, 'prometheus.yml'),
