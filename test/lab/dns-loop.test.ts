@@ -189,7 +189,11 @@ describe.skipIf(!isRoot)('hostname-only LB in the loop lab (real DNS, real loop,
     lab.node.run('conntrack', '-F');
     writeFileSync(clusterFile, JSON.stringify(hostnameCluster(false)));
     return (async () => {
-      expect(await lab.connect(2000)).toBe('connected server-pod');
+      // The verdict is what this case is about, not the first SYN's fate: on a loaded CI box one
+      // 2 s connect through the LB's new MASQUERADE once timed out (the others there take ms).
+      let outcome = '';
+      for (let i = 0; i < 3 && outcome !== 'connected server-pod'; i++) outcome = await lab.connect(2000);
+      expect(outcome).toBe('connected server-pod');
       const r = spawnSync('ip', ['netns', 'exec', lab.node.name, process.execPath, CLI, 'diagnose', '--json', '--cluster-file', clusterFile, '--node-name', LAB.node1Name], {
         encoding: 'utf8',
         timeout: 30_000,
