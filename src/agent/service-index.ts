@@ -12,21 +12,26 @@ import { cidrMatcher } from '../kernel/ip.js';
 import type { PrefilterTargets } from '../kernel/conntrack/prefilter.js';
 import type { ConntrackEntry } from '../kernel/types.js';
 import type { SvcPortLabels } from '../export/state.js';
-import { LOWER_PROTOCOL_NUMBERS, protocolNumber } from '../model/protocol.js';
-
-const TCP = LOWER_PROTOCOL_NUMBERS.tcp;
-
-/** The counters' spelling of a Service protocol ('TCP' -> 'tcp'), without a new string for the three. */
-const lowerProto = (p: string): Proto => (p === 'TCP' ? 'tcp' : p === 'UDP' ? 'udp' : p === 'SCTP' ? 'sctp' : (p.toLowerCase() as Proto));
+import { lowerProtocolOf, protocolNumber, type ServiceProtocol } from '../model/protocol.js';
 
 /**
  * The LB VIP:ports through which a Service port is reached, as the agent counts them (see
  * LbServiceIndex.vipServices): its own LB ingress IPs at its port, and the VIPs of Ingresses that
- * route to it at 80/443 (an L7 LB; its loop comes back on the NodePort).
+ * route to it at 80/443 TCP (an L7 LB; its loop comes back on the NodePort). Visited rather than
+ * listed, with index loops: the index builds call this for every Service port, and under
+ * --max-opt=2 (the DaemonSet's) lists per port and for-of iterator results were megabytes of
+ * garbage per build at 5,000 Services (bench/cluster-heap.ts).
  */
-function vipsOf(s: ServiceView): { ip: string; protocol: string; port: number }[] {
-  const own = s.lbIngress.map((i) => ({ ip: i.ip, protocol: s.protocol, port: s.port }));
-  return own.concat(s.ingressVips.flatMap((v) => INGRESS_PORTS.map((port) => ({ ip: v.ip, protocol: 'TCP', port }))));
+function eachVip(s: ServiceView, visit: (ip: string, protocol: ServiceProtocol, port: number) => void): void {
+  for (let i = 0; i < s.lbIngress.length; i++) visit(s.lbIngress[i]!.ip, s.protocol, s.port);
+  for (let i = 0; i < s.ingressVips.length; i++) for (const port of INGRESS_PORTS) visit(s.ingressVips[i]!.ip, 'TCP', port);
+}
+
+/** Whether `ip` is one of the Service port's VIPs, at any port. */
+function hasVip(s: ServiceView, ip: string): boolean {
+  let found = false;
+  eachVip(s, (vip) => (found ||= vip === ip));
+  return found;
 }
 
 const labelCache = new WeakMap<ServiceView, SvcPortLabels>();
@@ -99,7 +104,7 @@ export class ServiceIndex {
   ofSample(s: CounterSample): ServiceView[] {
     const proto = s.proto.toUpperCase();
     if (s.kind === 'to_lb') {
-      return s.port ? (this.lb.vipServices(s.target, proto, s.port) ?? []) : this.services.filter((v) => vipsOf(v).some((x) => x.ip === s.target));
+      return s.port ? (this.lb.vipServices(s.target, proto, s.port) ?? []) : this.services.filter((v) => hasVip(v, s.target));
     }
     if (s.target === '0.0.0.0' || s.target === '::' || s.kind === 'hc_local_src') {
       const np = this.lb.nodePortServices(proto, s.port) ?? [];
@@ -113,19 +118,13 @@ export class ServiceIndex {
   targets(): Targets {
     const vips = new Map<Key, Targets['vips'][number]>();
     const nodePorts = new Map<Key, Targets['nodePorts'][number]>();
-    // vipsOf()'s VIPs written out, and index loops: this runs at every index build (see prefilterTargets).
+    const addVip = (ip: string, protocol: ServiceProtocol, port: number) =>
+      vips.set(key(ip, protocol, port), { address: ip, port, proto: lowerProtocolOf(protocol) });
     const services = this.services;
     for (let k = 0; k < services.length; k++) {
       const s = services[k]!;
-      const proto = lowerProto(s.protocol);
-      for (let i = 0; i < s.lbIngress.length; i++) {
-        const ip = s.lbIngress[i]!.ip;
-        vips.set(key(ip, s.protocol, s.port), { address: ip, port: s.port, proto });
-      }
-      for (let i = 0; i < s.ingressVips.length; i++) {
-        const ip = s.ingressVips[i]!.ip;
-        for (const port of INGRESS_PORTS) vips.set(key(ip, 'TCP', port), { address: ip, port, proto: 'tcp' });
-      }
+      const proto = lowerProtocolOf(s.protocol);
+      eachVip(s, addVip);
       if (s.nodePort) nodePorts.set(key('', s.protocol, s.nodePort), { port: s.nodePort, proto });
       if (s.healthCheckNodePort) nodePorts.set(key('', s.protocol, s.healthCheckNodePort), { port: s.healthCheckNodePort, proto });
     }
@@ -139,15 +138,16 @@ export class ServiceIndex {
   /** What match() can keep, for the decode-free conntrack pre-check (a superset of match()). */
   prefilterTargets(): PrefilterTargets {
     const t: PrefilterTargets = { vips: [], nodeIps: [...this.nodeIps], nodePorts: [], endpoints: [] };
-    // vipsOf()'s VIPs written out, and index loops: this runs at every index build, at 5,000
-    // Services over 33k targets, and under --max-opt=2 (the DaemonSet's) a for-of allocates an
-    // iterator result per element: 1.9 MB for the endpoints alone (bench/.alloc-index.ts).
+    const addVip = (ip: string, protocol: ServiceProtocol, port: number) => {
+      const protoNum = protocolNumber(protocol);
+      if (protoNum !== undefined) t.vips.push({ address: ip, protoNum, port });
+    };
+    // Index loops, as in eachVip: 26k endpoints at 5,000 Services.
     const services = this.services;
     for (let k = 0; k < services.length; k++) {
       const s = services[k]!;
+      eachVip(s, addVip);
       const protoNum = protocolNumber(s.protocol);
-      if (protoNum !== undefined) for (let i = 0; i < s.lbIngress.length; i++) t.vips.push({ address: s.lbIngress[i]!.ip, protoNum, port: s.port });
-      for (let i = 0; i < s.ingressVips.length; i++) for (const port of INGRESS_PORTS) t.vips.push({ address: s.ingressVips[i]!.ip, protoNum: TCP, port });
       if (protoNum === undefined) continue;
       if (s.nodePort) t.nodePorts.push({ protoNum, port: s.nodePort });
       const eps = s.endpoints;

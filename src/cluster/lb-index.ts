@@ -85,7 +85,7 @@ export class LbServiceIndex {
     this.services = kept(view.services, (s) => hasLbAddress(s) || s.lbHostnames !== undefined);
     this.addressed = kept(this.services, hasLbAddress);
     // Index loops: under --max-opt=2 (the DaemonSet's) a for-of allocates an iterator result per
-    // element, ~2 MB over the 26k endpoints of 5,000 Services at every build (bench/.alloc-index.ts).
+    // element, ~2 MB over the 26k endpoints of 5,000 Services at every build (bench/cluster-heap.ts).
     const services = this.services;
     for (let k = 0; k < services.length; k++) {
       const s = services[k]!;

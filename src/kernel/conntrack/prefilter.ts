@@ -73,7 +73,7 @@ function sortedUnique(a: Float64Array): Float64Array {
  * The keys of a target list per protocol number, as KeySets: counted, then written into one
  * Float64Array per protocol. A (protocol, key) object per target, a list per protocol and a Set to
  * drop repeats allocated 13.7 MB at 5,000 Services (26k endpoint and 6,667 VIP targets; a 1.4 MB
- * Float64Array here), on every Service index build (bench/.alloc-index.ts).
+ * Float64Array here), on every Service index build (bench/cluster-heap.ts).
  */
 function byProto<T extends { protoNum: number }>(items: readonly T[], keyOf: (x: T) => number | undefined): Map<number, KeySet> {
   const counts = new Map<number, number>();
