@@ -7,6 +7,7 @@
 //   --cli PATH (another build of the agent's script, e.g. ../before/dist/bundle/main.js, to compare a change)
 //   --netns-prefix P (namespace name prefix, default cbk-: runs beside one another use their own)
 //   --keep-logs DIR (copy the agents' logs there at the end, e.g. to line their timestamps up with a sampler's)
+//   --agent-args "..." (more arguments for the measured agent, e.g. --no-release-startup-pages)
 //   --node image|host|PATH (default image: the image's Node release, test/support/image-node.ts;
 //   host: this host's node) for the agents and the bare-node reference
 //   --cluster api|file (default api: Services, EndpointSlices, Nodes through list/watch from the
@@ -94,6 +95,7 @@ const deployedFlags = nodeCommand(hostArgv(deployed)).nodeFlags;
 const nodeFlags = argv.includes('--node-flags') ? argv[argv.indexOf('--node-flags') + 1]!.split(' ').filter(Boolean) : deployedFlags;
 const deployedEnv = containerEnv(deployed, { 'spec.nodeName': 'bench' });
 const keepLogs = argv.includes('--keep-logs') ? argv[argv.indexOf('--keep-logs') + 1]! : undefined;
+const agentArgs = argv.includes('--agent-args') ? argv[argv.indexOf('--agent-args') + 1]!.split(' ').filter(Boolean) : [];
 /** The node binary the agents and the bare-node reference run on (--node). */
 const NODE = agentNode(argv);
 const NODE_VERSION = nodeVersion(NODE);
@@ -339,7 +341,7 @@ async function bigNode(dir: string): Promise<void> {
   t0 = performance.now();
   const agent = await startAgent(dir, 'node', [
     '--netns', node.name, '--interface', 'eth0', '--capture', 'ebpf', '--node-name', BENCH_NODE.name, ...clusterArgs,
-    '--conntrack-resync-interval', `${CONNTRACK_RESYNC_S}s`,
+    '--conntrack-resync-interval', `${CONNTRACK_RESYNC_S}s`, ...agentArgs,
   ]);
   await until('/readyz (agent log: ' + agent.logFile + ')', 300_000, async () => ((await httpGet(`${agent.url}/readyz`)).status === 200 ? true : undefined));
   const readyAt = performance.now();

@@ -59,6 +59,8 @@ export interface AgentOptions {
    * poll instead of the live ones, and where the conntrack table comes from.
    */
   inputs?: { readers: (lbHostnames: () => readonly string[]) => PolledSource[]; conntrack: ConntrackFeed };
+  /** Called once every source has been read, before the first diagnosis. */
+  onFirstSync?: () => void;
 }
 
 /**
@@ -159,6 +161,7 @@ export class Agent {
     if (this.coverage.misses(this.vips)) this.scheduleNewVipRead();
     this.sources.synced();
     this.o.log.info({ services: this.sources.index.services.length, kept: this.table.size }, 'first sync done');
+    this.o.onFirstSync?.();
     this.diagnose();
     const t = setInterval(() => void this.resync(), this.o.resyncIntervalS * 1000);
     const c = setInterval(() => void this.fullConntrackRead(), this.o.conntrackResyncIntervalS * 1000);

@@ -10,7 +10,7 @@ import { createMetricsServer, parseListen, type MetricsServerOptions } from '../
 import { evidenceRoute, type CheckAccess } from '../agent/evidence-http.js';
 import type { KubeAuthorizer } from '../agent/kube-authorizer.js';
 import type { CaptureMode } from '../capture/targets.js';
-import { createLogger } from '../log.js';
+import { createLogger, type Logger } from '../log.js';
 import { UserError, fail } from './errors.js';
 import { netnsPath } from '../netns-path.js';
 
@@ -36,6 +36,7 @@ interface AgentFlags {
   netns?: string;
   resolvConf: string;
   dnsMaxNames: string;
+  releaseStartupPages: boolean;
 }
 
 function positiveInt(text: string, flag: string): number {
@@ -60,6 +61,7 @@ async function run(flags: AgentFlags): Promise<void> {
   const { releaseCHeapAfterMajorGc } = await import('../agent/c-heap-release.js');
   const { memAddon } = await import('../native/mem.js');
   const cHeap = releaseCHeapAfterMajorGc({ trim: () => memAddon().trimCHeap(), minIntervalMs: C_HEAP_RELEASE_INTERVAL_MS });
+  const releaseStartupPages = flags.releaseStartupPages ? await startupPagesReleaser(log) : () => undefined;
   const listen = (() => {
     try {
       return parseListen(flags.listen);
@@ -81,6 +83,7 @@ async function run(flags: AgentFlags): Promise<void> {
     conntrackResyncIntervalS: parseSeconds(flags.conntrackResyncInterval, '--conntrack-resync-interval'),
     conntrackKernelFilter: flags.conntrackFilter === 'kernel',
     dnsLookup: { resolvConf: flags.resolvConf, maxNames: positiveInt(flags.dnsMaxNames, '--dns-max-names') },
+    onFirstSync: () => releaseStartupPages('first sync'),
   });
   const registry = createRegistry(() => agent.exportState(), {
     maxServicePorts: positiveInt(flags.maxServicePorts, '--max-service-ports'),
@@ -108,6 +111,7 @@ async function run(flags: AgentFlags): Promise<void> {
     http.listen(listen.port, listen.host, () => resolve());
   });
   log.info({ listen: flags.listen, node: flags.nodeName, auth: flags.metricsAuth }, 'metrics server listening');
+  releaseStartupPages('modules loaded');
   let stopping = false;
   const shutdown = (signal: string) => {
     if (stopping) return;
@@ -137,6 +141,23 @@ async function run(flags: AgentFlags): Promise<void> {
   if (isBufferedRegistry(registry)) {
     await registry.metricsBody().catch((e: unknown) => log.warn({ err: e instanceof Error ? e.message : String(e) }, 'rendering /metrics after the first sync failed'));
   }
+}
+
+/**
+ * Start-up's pages of node and its libraries back to the kernel (src/agent/startup-pages.ts):
+ * once the modules are loaded, and again when the first sync's lists and conntrack dump, which
+ * later cycles do not run, are done.
+ */
+async function startupPagesReleaser(log: Logger): Promise<(phase: string) => void> {
+  const { processStartupPagesIo, releaseStartupPages } = await import('../agent/startup-pages.js');
+  const io = await processStartupPagesIo();
+  return (phase) => {
+    const r = releaseStartupPages(io);
+    const mb = (kib: number | undefined) => (kib === undefined ? undefined : Math.round(kib / 102.4) / 10);
+    const fields = { phase, mappings: r.mappings, rssFileMBBefore: mb(r.rssFileKiBBefore), rssFileMBAfter: mb(r.rssFileKiBAfter) };
+    if (r.errors.length) log.warn({ ...fields, errors: r.errors }, 'start-up pages: not all released');
+    else log.info(fields, 'start-up pages released');
+  };
 }
 
 /**
@@ -216,6 +237,10 @@ export function register(program: Command): void {
       ),
     )
     .addOption(env(new Option('--dns-max-names <n>', 'hostname-only LB names looked up at most (the rest are reported as not looked up)').default('256'), 'CLBPROBE_DNS_MAX_NAMES'))
+    .option(
+      '--no-release-startup-pages',
+      'keep the pages of node and its libraries that only start-up read; by default they go back to the kernel (madvise MADV_PAGEOUT) once the modules are loaded and after the first sync, and what runs later is read back in',
+    )
     .option('--netns <name>', 'read the datapath of network namespace NAME or a path (tests); needs --interface for counters')
     .addHelpText(
       'after',

@@ -1,9 +1,11 @@
-// Bindings of native/mem.c: the C heap's free pages back to the kernel.
+// Bindings of native/mem.c: memory back to the kernel.
 import { loadAddon } from './addon.js';
 
 export interface MemAddon {
   /** glibc's malloc_trim(0): true when pages were released; false on other C libraries (nothing to do). */
   trimCHeap(): boolean;
+  /** madvise(start, length, MADV_PAGEOUT) on the process's own memory; throws the errno (EINVAL before Linux 5.4). */
+  pageOut(start: bigint, length: bigint): void;
 }
 
 export function memAddon(): MemAddon {

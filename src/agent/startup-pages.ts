@@ -1,0 +1,103 @@
+// Once start-up is over, the pages of the agent's executable and libraries that only start-up
+// touched go back to the kernel.
+//
+// Why: starting Node reads far more of its 120 MB binary than the agent runs afterwards
+// (snapshot deserialisation, compiling the bundle, OpenSSL and ICU set-up, the first lists'
+// parsing). At 5,000 Services, 42 MB of the node binary were resident after the first sync and
+// stayed so: the kernel only reclaims clean file pages under memory pressure, and until then
+// they count in the agent's RSS and in its container's memory (they are charged to its cgroup).
+// After MADV_PAGEOUT the binary's resident pages were 3 MB, and what the agent runs later is read
+// back in as it runs (bench/agent.ts measures RSS after scrapes and events, so those pages count).
+//
+// Only private, read-only file mappings: the code and constants of node, its libraries and the
+// addon. Writable ones hold anonymous copies (relocations, .data) that pageout would swap, and
+// anonymous memory is V8's and malloc's own business (c-heap-release.ts). The kernel skips pages
+// another process maps too, and every page of a file the process neither owns nor may write (the
+// agent runs as root, the image's files are root's): the RSS before and after, in the log, is
+// what was actually released.
+import type { Mapping, ProcMaps } from '../kernel/proc-maps.js';
+import { isSyscallError } from '../native/addon.js';
+
+export interface StartupPagesIo {
+  readMaps(): ProcMaps;
+  pageOut(start: bigint, length: bigint): void;
+  /** RssFile of /proc/self/status in KiB; undefined when unreadable. */
+  rssFileKiB(): number | undefined;
+}
+
+export interface StartupPagesRelease {
+  /** Mappings paged out. */
+  mappings: number;
+  /** Their total size (mapped, not resident). */
+  mappedBytes: number;
+  rssFileKiBBefore?: number;
+  rssFileKiBAfter?: number;
+  /** Why some or all of it was not done; [] when every selected mapping was paged out. */
+  errors: string[];
+}
+
+/** The mappings whose pages start-up leaves resident: a file's code and constants, private, read-only. */
+export function isStartupFileMapping(m: Mapping): boolean {
+  return m.path.startsWith('/') && !m.path.endsWith(' (deleted)') && m.private && !m.writable && m.readable;
+}
+
+export function releaseStartupPages(io: StartupPagesIo): StartupPagesRelease {
+  const r: StartupPagesRelease = { mappings: 0, mappedBytes: 0, errors: [] };
+  const before = io.rssFileKiB();
+  if (before !== undefined) r.rssFileKiBBefore = before;
+  let maps: ProcMaps;
+  try {
+    maps = io.readMaps();
+  } catch (e) {
+    r.errors.push(`reading /proc/self/maps: ${e instanceof Error ? e.message : String(e)}`);
+    return r;
+  }
+  r.errors.push(...maps.errors.slice(0, 5));
+  if (maps.errors.length > 5) r.errors.push(`${maps.errors.length - 5} more lines of /proc/self/maps unreadable`);
+  for (const m of maps.mappings) {
+    if (!isStartupFileMapping(m)) continue;
+    try {
+      io.pageOut(m.start, m.end - m.start);
+    } catch (e) {
+      if (isSyscallError(e) && e.errno === EINVAL_ERRNO && r.mappings === 0) {
+        // Every mapping would give the same answer: the kernel predates MADV_PAGEOUT.
+        r.errors.push('the kernel has no MADV_PAGEOUT (Linux < 5.4): start-up pages stay until memory pressure');
+        break;
+      }
+      r.errors.push(`${m.path}: ${e instanceof Error ? e.message : String(e)}`);
+      continue;
+    }
+    r.mappings++;
+    r.mappedBytes += Number(m.end - m.start);
+  }
+  const after = io.rssFileKiB();
+  if (after !== undefined) r.rssFileKiBAfter = after;
+  return r;
+}
+
+const EINVAL_ERRNO = 22;
+
+/** The process's own maps, the addon's madvise and /proc/self/status. */
+export async function processStartupPagesIo(): Promise<StartupPagesIo> {
+  const { readProcMaps } = await import('../kernel/proc-maps.js');
+  const { memAddon } = await import('../native/mem.js');
+  const { readFileBounded } = await import('../read-bounded.js');
+  const mem = memAddon();
+  return {
+    readMaps: () => readProcMaps('self'),
+    pageOut: (start, length) => mem.pageOut(start, length),
+    rssFileKiB: () => {
+      try {
+        return parseRssFileKiB(readFileBounded('/proc/self/status', 64 << 10, 'process status').toString('latin1'));
+      } catch {
+        return undefined;
+      }
+    },
+  };
+}
+
+/** RssFile (kB) of /proc/PID/status text; undefined when absent (kernels before 4.5). */
+export function parseRssFileKiB(status: string): number | undefined {
+  const m = /^RssFile:\s+(\d+) kB$/m.exec(status);
+  return m ? Number(m[1]) : undefined;
+}
