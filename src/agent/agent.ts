@@ -59,8 +59,11 @@ export interface AgentOptions {
    * poll instead of the live ones, and where the conntrack table comes from.
    */
   inputs?: { readers: (lbHostnames: () => readonly string[]) => PolledSource[]; conntrack: ConntrackFeed };
-  /** Called once every source has been read, before the first diagnosis. */
-  onFirstSync?: () => void;
+  /**
+   * Called as start-up's one-off phases end: 'sources read' (every source but conntrack, before
+   * the conntrack dump) and 'first sync' (the dump too, before the first diagnosis).
+   */
+  onStartupPhase?: (phase: 'sources read' | 'first sync') => void;
 }
 
 /**
@@ -147,6 +150,7 @@ export class Agent {
     this.startCapture();
     await this.sources.readRest();
     this.coverage.readFor(this.vips);
+    this.o.onStartupPhase?.('sources read');
     await this.conntrack.start(
       {
         table: this.table,
@@ -161,7 +165,7 @@ export class Agent {
     if (this.coverage.misses(this.vips)) this.scheduleNewVipRead();
     this.sources.synced();
     this.o.log.info({ services: this.sources.index.services.length, kept: this.table.size }, 'first sync done');
-    this.o.onFirstSync?.();
+    this.o.onStartupPhase?.('first sync');
     this.diagnose();
     const t = setInterval(() => void this.resync(), this.o.resyncIntervalS * 1000);
     const c = setInterval(() => void this.fullConntrackRead(), this.o.conntrackResyncIntervalS * 1000);

@@ -83,7 +83,7 @@ async function run(flags: AgentFlags): Promise<void> {
     conntrackResyncIntervalS: parseSeconds(flags.conntrackResyncInterval, '--conntrack-resync-interval'),
     conntrackKernelFilter: flags.conntrackFilter === 'kernel',
     dnsLookup: { resolvConf: flags.resolvConf, maxNames: positiveInt(flags.dnsMaxNames, '--dns-max-names') },
-    onFirstSync: () => releaseStartupPages('first sync'),
+    onStartupPhase: releaseStartupPages,
   });
   const registry = createRegistry(() => agent.exportState(), {
     maxServicePorts: positiveInt(flags.maxServicePorts, '--max-service-ports'),
@@ -145,8 +145,9 @@ async function run(flags: AgentFlags): Promise<void> {
 
 /**
  * Start-up's pages of node and its libraries back to the kernel (src/agent/startup-pages.ts):
- * once the modules are loaded, and again when the first sync's lists and conntrack dump, which
- * later cycles do not run, are done.
+ * once the modules are loaded, when the sources other than conntrack have been read (the cluster
+ * lists, the index build, the counters' set-up), and when the conntrack dump is done: one-off work
+ * whose code later cycles do not run.
  */
 async function startupPagesReleaser(log: Logger): Promise<(phase: string) => void> {
   const { processStartupPagesIo, releaseStartupPages } = await import('../agent/startup-pages.js');
@@ -239,7 +240,7 @@ export function register(program: Command): void {
     .addOption(env(new Option('--dns-max-names <n>', 'hostname-only LB names looked up at most (the rest are reported as not looked up)').default('256'), 'CLBPROBE_DNS_MAX_NAMES'))
     .option(
       '--no-release-startup-pages',
-      'keep the pages of node and its libraries that only start-up read; by default they go back to the kernel (madvise MADV_PAGEOUT) once the modules are loaded and after the first sync, and what runs later is read back in',
+      'keep the pages of node and its libraries that only start-up read; by default they go back to the kernel (madvise MADV_PAGEOUT) once the modules are loaded, when the sources are read and after the conntrack dump, and what runs later is read back in',
     )
     .option('--netns <name>', 'read the datapath of network namespace NAME or a path (tests); needs --interface for counters')
     .addHelpText(

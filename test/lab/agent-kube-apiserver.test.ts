@@ -191,11 +191,11 @@ describe.skipIf(!isRoot)('the agent as the DaemonSet runs it, against the real k
     expect(Date.now() - t0).toBeLessThan(10_000);
   }, 60_000);
 
-  it("gives start-up's file pages back to the kernel once the modules are loaded and at the first sync", () => {
+  it("gives start-up's file pages back to the kernel after each of start-up's phases", () => {
     const lines = stderr.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
     expect(lines.filter((l) => l.msg === 'start-up pages: not all released')).toEqual([]);
     const released = lines.filter((l) => l.msg === 'start-up pages released');
-    expect(released.map((l) => l.phase)).toEqual(['modules loaded', 'first sync']);
+    expect(released.map((l) => l.phase)).toEqual(['modules loaded', 'sources read', 'first sync']);
     for (const l of released) {
       expect(l.mappings).toBeGreaterThan(10); // node, libc, libstdc++, libbpf, the addon...
       // Pages another process maps too stay (the kernel skips them), so only the direction is certain.
