@@ -34,6 +34,8 @@ export interface StartupPagesRelease {
   rssFileKiBAfter?: number;
   /** Why some or all of it was not done; [] when every selected mapping was paged out. */
   errors: string[];
+  /** MADV_PAGEOUT refused as a whole (EINVAL on the first mapping): later releases would fail the same way. */
+  unsupported?: true;
 }
 
 /** The mappings whose pages start-up leaves resident: a file's code and constants, private, read-only. */
@@ -61,7 +63,8 @@ export function releaseStartupPages(io: StartupPagesIo): StartupPagesRelease {
     } catch (e) {
       if (isSyscallError(e) && e.errno === EINVAL_ERRNO && r.mappings === 0) {
         // Every mapping would give the same answer: the kernel predates MADV_PAGEOUT.
-        r.errors.push('the kernel has no MADV_PAGEOUT (Linux < 5.4): start-up pages stay until memory pressure');
+        r.errors.push('madvise(MADV_PAGEOUT) is refused (EINVAL: a kernel before Linux 5.4, or memory locked with mlockall): start-up pages stay until memory pressure');
+        r.unsupported = true;
         break;
       }
       r.errors.push(`${m.path}: ${e instanceof Error ? e.message : String(e)}`);

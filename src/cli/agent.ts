@@ -152,12 +152,17 @@ async function run(flags: AgentFlags): Promise<void> {
 async function startupPagesReleaser(log: Logger): Promise<(phase: string) => void> {
   const { processStartupPagesIo, releaseStartupPages } = await import('../agent/startup-pages.js');
   const io = await processStartupPagesIo();
+  let unsupported = false;
   return (phase) => {
+    if (unsupported) return;
     const r = releaseStartupPages(io);
     const mb = (kib: number | undefined) => (kib === undefined ? undefined : Math.round(kib / 102.4) / 10);
     const fields = { phase, mappings: r.mappings, rssFileMBBefore: mb(r.rssFileKiBBefore), rssFileMBAfter: mb(r.rssFileKiBAfter) };
-    if (r.errors.length) log.warn({ ...fields, errors: r.errors }, 'start-up pages: not all released');
+    // An old kernel is no fault: said once, and not tried again.
+    if (r.unsupported) log.info({ phase, reason: r.errors[0] }, 'start-up pages: not released');
+    else if (r.errors.length) log.warn({ ...fields, errors: r.errors }, 'start-up pages: not all released');
     else log.info(fields, 'start-up pages released');
+    unsupported = r.unsupported === true;
   };
 }
 

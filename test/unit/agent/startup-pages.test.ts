@@ -39,12 +39,13 @@ describe('releaseStartupPages', () => {
     expect(calls).toEqual(captured.mappings.filter(isStartupFileMapping).map((m) => [m.start, m.end - m.start]));
   });
 
-  it('a kernel without MADV_PAGEOUT (EINVAL on the first): one clear error, no more calls', () => {
+  it('MADV_PAGEOUT refused (EINVAL on the first mapping, as before Linux 5.4): one clear error, no more calls', () => {
     let calls = 0;
     const r = releaseStartupPages(io(() => captured, () => (calls++, (() => { throw syscallError(22, 'EINVAL'); })())));
     expect(calls).toBe(1);
     expect(r.mappings).toBe(0);
-    expect(r.errors).toEqual(['the kernel has no MADV_PAGEOUT (Linux < 5.4): start-up pages stay until memory pressure']);
+    expect(r.errors).toEqual(['madvise(MADV_PAGEOUT) is refused (EINVAL: a kernel before Linux 5.4, or memory locked with mlockall): start-up pages stay until memory pressure']);
+    expect(r.unsupported).toBe(true);
   });
 
   it('one mapping refused: named in the errors, the others still paged out', () => {
@@ -56,6 +57,7 @@ describe('releaseStartupPages', () => {
     );
     expect(r.mappings).toBe(85);
     expect(r.errors).toEqual([`${bad.path}: madvise(MADV_PAGEOUT): ENOMEM`]);
+    expect(r).not.toHaveProperty('unsupported');
   });
 
   it('an unreadable map: the error, nothing paged out', () => {
