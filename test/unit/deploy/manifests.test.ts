@@ -142,7 +142,7 @@ describe('deploy/ kustomization', () => {
     expect(c.ports).toEqual([{ name: 'metrics', containerPort: 9811, protocol: 'TCP' }]);
     expect(c.livenessProbe.httpGet).toEqual({ path: '/healthz', port: 'metrics' });
     expect(c.readinessProbe.httpGet).toEqual({ path: '/readyz', port: 'metrics' });
-    // From bench/agent (1M conntrack entries, 5,000 Services): RSS 160-180 MB, peak 205 MB; 23 % of a core at 10k events/s.
+    // From bench/agent (deploy/daemonset.yaml's resources comment has the figures and the commit).
     expect(c.resources).toEqual({ requests: { cpu: '50m', memory: '128Mi' }, limits: { cpu: '500m', memory: '256Mi' } });
     const hostPaths = pod.volumes.filter((v: { hostPath?: unknown }) => v.hostPath).map((v: { hostPath: { path: string } }) => v.hostPath.path);
     expect(hostPaths).toEqual(['/run/clbprobe', '/var/lib/kubelet/seccomp']);
