@@ -1,11 +1,11 @@
 // `clbprobe evidence` end to end on the real kernel, locally and --all-nodes.
 // Two namespace labs (src/demo/lab.ts): node-a's Service traffic loops
-// (ETP=Local), node-b's is protected by SNAT (ETP=Cluster); the compiled
-// agent runs in each lab's node namespace. A fake API server
+// (ETP=Local), node-b's is protected by SNAT (ETP=Cluster); the agent as
+// shipped runs in each lab's node namespace. A fake API server
 // (test/support/fake-apiserver.ts) lists four agent pods: node-a and node-b
-// answer through a real WebSocket exec that runs the real
-// `node dist/src/cli/main.js evidence ...` inside that node's namespace
-// against its agent's socket; node-c's exec is forbidden (RBAC); node-d's
+// answer through a real WebSocket exec that runs the pod's
+// `node /app/dist/bundle/main.js evidence ...` (the image's Node, the shipped bundle)
+// inside that node's namespace against its agent's socket; node-c's exec is forbidden (RBAC); node-d's
 // pod is Pending. The workstation command is the compiled CLI with a
 // kubeconfig pointing at the fake. Namespaces are cbr-*.
 // The default transport, the evidence relay: the compiled `clbprobe evidence-relay` runs
@@ -21,12 +21,17 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AGENT_ENTRYPOINT } from '../../src/cli/evidence-remote.js';
 import { LAB, clusterList, createLoopLab, type Etp, type LoopLab } from '../../src/demo/lab.js';
+import { agentContainer, containerEnv, IMAGE_APP_DIR, REPO_ROOT } from '../support/daemonset.js';
 import { FakeApiServer } from '../support/fake-apiserver.js';
+import { imageNode } from '../support/image-node.js';
+import { shippedAgent } from '../support/shipped-agent.js';
 import { isRoot } from '../support/netns.js';
 import { relay, type Relay } from '../support/relay.js';
 import { sleep, until } from '../support/wait.js';
 
 const CLI = join(import.meta.dirname, '../../dist/src/cli/main.js');
+/** An exec'd command's arguments with the image's /app as this checkout. */
+const hostCommand = (argv: readonly string[]) => argv.map((a) => (a.startsWith(`${IMAGE_APP_DIR}/`) ? REPO_ROOT + a.slice(IMAGE_APP_DIR.length) : a));
 const PREFIX = 'cbr-';
 const AGENT_LABELS = { 'app.kubernetes.io/name': 'clbprobe' };
 
@@ -153,11 +158,13 @@ describe.skipIf(!isRoot)('clbprobe evidence against real agents (local, and --al
         const agentSock = join(dir, `${n.name}-agent.sock`);
         relays.push(await relay(n.lab.node.name, { path: agentSock }, { port: 9811 }));
         relays.push(await relay(undefined, { host: POD_IPS[n.name]!, port: 9811 }, { path: agentSock }));
-        const args = [
-          CLI, 'agent', '--cluster-file', writeClusterFile(dir, n.lab.etp, n.name), '--node-name', n.name, '--listen', '127.0.0.1:9811',
-          '--interface', 'eth0', '--capture', 'off', '--evidence-socket', n.socket, '--log-level', 'warn', '--kubeconfig', nsKubeconfig,
-        ];
-        n.agent = spawn('ip', ['netns', 'exec', n.lab.node.name, process.execPath, ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+        // The agent as shipped (the image's Node, the DaemonSet's node flags, env and bundle).
+        const shipped = shippedAgent(
+          ['--cluster-file', writeClusterFile(dir, n.lab.etp, n.name), '--node-name', n.name, '--listen', '127.0.0.1:9811',
+            '--interface', 'eth0', '--capture', 'off', '--evidence-socket', n.socket, '--log-level', 'warn', '--kubeconfig', nsKubeconfig],
+          n.name,
+        );
+        n.agent = spawn('ip', ['netns', 'exec', n.lab.node.name, shipped.node, ...shipped.argv], { env: shipped.env, stdio: ['ignore', 'ignore', 'pipe'] });
         n.agent.stderr!.on('data', (b: Buffer) => (n.stderr += b.toString()));
       }
       kubeconfig = join(dir, 'kubeconfig');
@@ -181,9 +188,10 @@ describe.skipIf(!isRoot)('clbprobe evidence against real agents (local, and --al
         users[user] = join(dir, `${user}.kubeconfig`);
         writeFileSync(users[user], api.kubeconfig(`${user}-token`));
       }
-      // What the kubelet would do in the agent container: run the image's command, here the
-      // compiled CLI in that node's namespace, pointed at that node's agent socket. Other
-      // commands (copying a capture out of the pod's /tmp) run as they are, in the same namespace.
+      // What the kubelet would do in the agent container: run the exec'd command with the
+      // container's env, here the image's Node and the shipped bundle (the command's /app is this
+      // checkout) in that node's namespace, pointed at that node's agent socket. Other commands
+      // (copying a capture out of the pod's /tmp) run as they are, in the same namespace.
       api.onExec = (call) => {
         const n = nodes.find((x) => x.pod === call.pod);
         const prefix = [...AGENT_ENTRYPOINT, 'evidence'];
@@ -191,7 +199,10 @@ describe.skipIf(!isRoot)('clbprobe evidence against real agents (local, and --al
         const p = !n
           ? spawn('sh', ['-c', `echo 'unexpected exec ${call.pod}: ${call.command.join(' ')}' >&2; exit 127`], { stdio })
           : call.command.slice(0, prefix.length).join(' ') === prefix.join(' ')
-            ? spawn('ip', ['netns', 'exec', n.lab.node.name, process.execPath, CLI, ...call.command.slice(2), '--socket', n.socket], { stdio })
+            ? spawn('ip', ['netns', 'exec', n.lab.node.name, imageNode(), ...hostCommand(call.command.slice(1)), '--socket', n.socket], {
+                stdio,
+                env: { ...process.env, ...containerEnv(agentContainer(), { 'spec.nodeName': n.name }) },
+              })
             : spawn('ip', ['netns', 'exec', n.lab.node.name, ...call.command], { stdio });
         execProcs.push(p);
         return p;
