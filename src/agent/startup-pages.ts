@@ -15,8 +15,10 @@
 // another process maps too, and every page of a file the process neither owns nor may write (the
 // agent runs as root, the image's files are root's): the RSS before and after, in the log, is
 // what was actually released.
-import type { Mapping, ProcMaps } from '../kernel/proc-maps.js';
+import { readProcMaps, type Mapping, type ProcMaps } from '../kernel/proc-maps.js';
 import { isSyscallError } from '../native/addon.js';
+import { memAddon } from '../native/mem.js';
+import { readFileBounded } from '../read-bounded.js';
 
 export interface StartupPagesIo {
   readMaps(): ProcMaps;
@@ -62,7 +64,7 @@ export function releaseStartupPages(io: StartupPagesIo): StartupPagesRelease {
       io.pageOut(m.start, m.end - m.start);
     } catch (e) {
       if (isSyscallError(e) && e.errno === EINVAL_ERRNO && r.mappings === 0) {
-        // Every mapping would give the same answer: the kernel predates MADV_PAGEOUT.
+        // Refused before anything was paged out: every mapping would get the same answer.
         r.errors.push('madvise(MADV_PAGEOUT) is refused (EINVAL: a kernel before Linux 5.4, or memory locked with mlockall): start-up pages stay until memory pressure');
         r.unsupported = true;
         break;
@@ -81,14 +83,10 @@ export function releaseStartupPages(io: StartupPagesIo): StartupPagesRelease {
 const EINVAL_ERRNO = 22;
 
 /** The process's own maps, the addon's madvise and /proc/self/status. */
-export async function processStartupPagesIo(): Promise<StartupPagesIo> {
-  const { readProcMaps } = await import('../kernel/proc-maps.js');
-  const { memAddon } = await import('../native/mem.js');
-  const { readFileBounded } = await import('../read-bounded.js');
-  const mem = memAddon();
+export function processStartupPagesIo(): StartupPagesIo {
   return {
     readMaps: () => readProcMaps('self'),
-    pageOut: (start, length) => mem.pageOut(start, length),
+    pageOut: (start, length) => memAddon().pageOut(start, length),
     rssFileKiB: () => {
       try {
         return parseRssFileKiB(readFileBounded('/proc/self/status', 64 << 10, 'process status').toString('latin1'));

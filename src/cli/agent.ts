@@ -151,7 +151,7 @@ async function run(flags: AgentFlags): Promise<void> {
  */
 async function startupPagesReleaser(log: Logger): Promise<(phase: string) => void> {
   const { processStartupPagesIo, releaseStartupPages } = await import('../agent/startup-pages.js');
-  const io = await processStartupPagesIo();
+  const io = processStartupPagesIo();
   let unsupported = false;
   return (phase) => {
     if (unsupported) return;

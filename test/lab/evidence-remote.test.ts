@@ -21,7 +21,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AGENT_ENTRYPOINT } from '../../src/cli/evidence-remote.js';
 import { LAB, clusterList, createLoopLab, type Etp, type LoopLab } from '../../src/demo/lab.js';
-import { agentContainer, containerEnv, IMAGE_APP_DIR, REPO_ROOT } from '../support/daemonset.js';
+import { agentContainer, containerEnv, inCheckout } from '../support/daemonset.js';
 import { FakeApiServer } from '../support/fake-apiserver.js';
 import { imageNode } from '../support/image-node.js';
 import { shippedAgent } from '../support/shipped-agent.js';
@@ -30,8 +30,6 @@ import { relay, type Relay } from '../support/relay.js';
 import { sleep, until } from '../support/wait.js';
 
 const CLI = join(import.meta.dirname, '../../dist/src/cli/main.js');
-/** An exec'd command's arguments with the image's /app as this checkout. */
-const hostCommand = (argv: readonly string[]) => argv.map((a) => (a.startsWith(`${IMAGE_APP_DIR}/`) ? REPO_ROOT + a.slice(IMAGE_APP_DIR.length) : a));
 const PREFIX = 'cbr-';
 const AGENT_LABELS = { 'app.kubernetes.io/name': 'clbprobe' };
 
@@ -199,7 +197,7 @@ describe.skipIf(!isRoot)('clbprobe evidence against real agents (local, and --al
         const p = !n
           ? spawn('sh', ['-c', `echo 'unexpected exec ${call.pod}: ${call.command.join(' ')}' >&2; exit 127`], { stdio })
           : call.command.slice(0, prefix.length).join(' ') === prefix.join(' ')
-            ? spawn('ip', ['netns', 'exec', n.lab.node.name, imageNode(), ...hostCommand(call.command.slice(1)), '--socket', n.socket], {
+            ? spawn('ip', ['netns', 'exec', n.lab.node.name, imageNode(), ...inCheckout(call.command.slice(1)), '--socket', n.socket], {
                 stdio,
                 env: { ...process.env, ...containerEnv(agentContainer(), { 'spec.nodeName': n.name }) },
               })

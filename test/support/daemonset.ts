@@ -119,7 +119,12 @@ export function imageEntrypoint(dockerfile = join(REPO_ROOT, 'Dockerfile')): str
  */
 export function hostArgv(c: AgentContainer, appDir = REPO_ROOT): string[] {
   const command = c.command.length > 0 ? c.command : imageEntrypoint();
-  return [...command, ...c.args].map((a) => (a.startsWith(`${IMAGE_APP_DIR}/`) ? appDir + a.slice(IMAGE_APP_DIR.length) : a));
+  return inCheckout([...command, ...c.args], appDir);
+}
+
+/** A command line of the image with its /app paths as this checkout's (appDir). */
+export function inCheckout(argv: readonly string[], appDir = REPO_ROOT): string[] {
+  return argv.map((a) => (a.startsWith(`${IMAGE_APP_DIR}/`) ? appDir + a.slice(IMAGE_APP_DIR.length) : a));
 }
 
 /** The container's literal env plus the Downward API fields the caller supplies. */

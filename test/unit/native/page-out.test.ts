@@ -33,7 +33,7 @@ describe('releaseStartupPages on this process', () => {
   const dir = mkdtempSync(join(tmpdir(), 'clbprobe-pageout-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-  it("pages out a file mapping's resident pages; calling into it reads them back", async () => {
+  it("pages out a file mapping's resident pages; calling into it reads them back", () => {
     const copy = join(dir, 'copy.node');
     copyFileSync(join(projectRoot(), 'build', 'Release', 'clbprobe.node'), copy);
     const fd = openSync(copy, 'r+');
@@ -45,7 +45,7 @@ describe('releaseStartupPages on this process', () => {
     const before = fileResidentKiB(copy);
     expect(sum(before, readOnly), JSON.stringify([...before])).toBeGreaterThan(0);
 
-    const r = releaseStartupPages(await processStartupPagesIo());
+    const r = releaseStartupPages(processStartupPagesIo());
     expect(r.errors).toEqual([]);
     expect(r.mappings).toBeGreaterThan(0);
     expect(r.rssFileKiBAfter).toBeLessThan(r.rssFileKiBBefore!);
