@@ -8,7 +8,8 @@
 // inside that node's namespace against its agent's socket; node-c's exec is forbidden (RBAC); node-d's
 // pod is Pending. The workstation command is the compiled CLI with a
 // kubeconfig pointing at the fake. Namespaces are cbr-*.
-// The default transport, the evidence relay: the compiled `clbprobe evidence-relay` runs
+// The default transport, the evidence relay: `clbprobe evidence-relay` as deploy/evidence-relay.yaml
+// runs it (the image's ENTRYPOINT and Node, the manifest's args)
 // (no namespace, no capabilities) behind the fake's service proxy; it reaches node-a's and
 // node-b's agents at their pod IPs (127.0.83.2/3 on loopback, relayed through a Unix socket
 // into each node's namespace); node-c's IP has no agent. Agents and relay check tokens with
@@ -21,7 +22,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AGENT_ENTRYPOINT } from '../../src/cli/evidence-remote.js';
 import { LAB, clusterList, createLoopLab, type Etp, type LoopLab } from '../../src/demo/lab.js';
-import { agentContainer, containerEnv, inCheckout } from '../support/daemonset.js';
+import { agentContainer, containerEnv, EVIDENCE_RELAY_PATH, hostArgv, inCheckout, nodeCommand, podContainer } from '../support/daemonset.js';
 import { FakeApiServer } from '../support/fake-apiserver.js';
 import { imageNode } from '../support/image-node.js';
 import { shippedAgent } from '../support/shipped-agent.js';
@@ -174,7 +175,15 @@ describe.skipIf(!isRoot)('clbprobe evidence against real agents (local, and --al
       api.forbidExec('clbprobe', 'clbprobe-ccccc');
       // The relay, as deploy/evidence-relay.yaml runs it, behind the Service the CLI names.
       const relayPort = await freePort();
-      relayProc = spawn(process.execPath, [CLI, 'evidence-relay', '--listen', `127.0.0.1:${relayPort}`, '--kubeconfig', kubeconfig, '--log-level', 'warn'], { stdio: ['ignore', 'ignore', 'pipe'] });
+      // Its container's command line as shipped (the image's ENTRYPOINT and the manifest's args) on
+      // the image's Node; the test's --listen (a later one wins), kubeconfig and log level follow.
+      const relayContainer = podContainer('relay', EVIDENCE_RELAY_PATH, 'Deployment');
+      const relayCmd = nodeCommand(hostArgv(relayContainer));
+      relayProc = spawn(
+        imageNode(),
+        [...relayCmd.nodeFlags, relayCmd.script, ...relayCmd.scriptArgs, '--listen', `127.0.0.1:${relayPort}`, '--kubeconfig', kubeconfig, '--log-level', 'warn'],
+        { env: { ...process.env, ...containerEnv(relayContainer, {}) }, stdio: ['ignore', 'ignore', 'pipe'] },
+      );
       relayProc.stderr!.on('data', (b: Buffer) => (relayStderr += b.toString()));
       api.apply('services', { metadata: { name: 'clbprobe-evidence', namespace: 'clbprobe' }, spec: { type: 'ClusterIP', ports: [{ port: 80, targetPort: 9812 }] } });
       api.onServiceProxy = (ns, name) => (ns === 'clbprobe' && name === 'clbprobe-evidence' ? { port: relayPort } : undefined);

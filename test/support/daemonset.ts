@@ -4,11 +4,12 @@
 // these values into a test: a change to the manifest must reach every test.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { parse } from 'yaml';
+import { parseAllDocuments } from 'yaml';
 import { imageNode } from './image-node.js';
 
 export const REPO_ROOT = join(import.meta.dirname, '../..');
 export const DAEMONSET_PATH = join(REPO_ROOT, 'deploy/daemonset.yaml');
+export const EVIDENCE_RELAY_PATH = join(REPO_ROOT, 'deploy/evidence-relay.yaml');
 /** Where the image puts the project (Dockerfile: WORKDIR /app). */
 export const IMAGE_APP_DIR = '/app';
 
@@ -58,9 +59,14 @@ export function agentContainer(path = DAEMONSET_PATH): AgentContainer {
   return podContainer('agent', path);
 }
 
-/** A container or init container of the DaemonSet's pod, by name, as shipped. */
-export function podContainer(name: string, path = DAEMONSET_PATH): AgentContainer {
-  const ds = obj(parse(readFileSync(path, 'utf8')), 'the document');
+/**
+ * A container or init container of a workload's pod, by name, as shipped: the DaemonSet's by
+ * default, or the `kind` document of a multi-document manifest (deploy/evidence-relay.yaml's
+ * Deployment).
+ */
+export function podContainer(name: string, path = DAEMONSET_PATH, kind = 'DaemonSet'): AgentContainer {
+  const docs = parseAllDocuments(readFileSync(path, 'utf8')).map((d) => d.toJS() as unknown);
+  const ds = obj(docs.find((d) => (d as Obj | null)?.kind === kind), `the ${kind}`);
   const pod = obj(obj(obj(ds.spec, 'spec').template, 'spec.template').spec, 'spec.template.spec');
   const containers = [...list(pod.initContainers, 'initContainers'), ...list(pod.containers, 'containers')].map((c, i) => obj(c, `containers[${i}]`));
   const c = containers.find((x) => x.name === name);
