@@ -39,18 +39,20 @@ export interface AgentContainer {
 }
 
 type Obj = Record<string, unknown>;
+/** A manifest that is not shaped as expected; podContainer names the file. */
+class ShapeError extends Error {}
 const obj = (v: unknown, what: string): Obj => {
-  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new Error(`${DAEMONSET_PATH}: ${what} is not an object`);
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new ShapeError(`${what} is not an object`);
   return v as Obj;
 };
 const list = (v: unknown, what: string): unknown[] => {
   if (v === undefined) return [];
-  if (!Array.isArray(v)) throw new Error(`${DAEMONSET_PATH}: ${what} is not a list`);
+  if (!Array.isArray(v)) throw new ShapeError(`${what} is not a list`);
   return v;
 };
 const strings = (v: unknown, what: string): string[] =>
   list(v, what).map((x, i) => {
-    if (typeof x !== 'string') throw new Error(`${DAEMONSET_PATH}: ${what}[${i}] is not a string`);
+    if (typeof x !== 'string') throw new ShapeError(`${what}[${i}] is not a string`);
     return x;
   });
 
@@ -65,6 +67,14 @@ export function agentContainer(path = DAEMONSET_PATH): AgentContainer {
  * Deployment).
  */
 export function podContainer(name: string, path = DAEMONSET_PATH, kind = 'DaemonSet'): AgentContainer {
+  try {
+    return readPodContainer(name, path, kind);
+  } catch (e) {
+    throw e instanceof ShapeError ? new Error(`${path}: ${e.message}`) : e;
+  }
+}
+
+function readPodContainer(name: string, path: string, kind: string): AgentContainer {
   const docs = parseAllDocuments(readFileSync(path, 'utf8')).map((d) => d.toJS() as unknown);
   const ds = obj(docs.find((d) => (d as Obj | null)?.kind === kind), `the ${kind}`);
   const pod = obj(obj(obj(ds.spec, 'spec').template, 'spec.template').spec, 'spec.template.spec');
