@@ -1,13 +1,13 @@
-// Once start-up is over, the pages of the agent's executable and libraries that only start-up
-// touched go back to the kernel.
+// After each of start-up's one-off phases (src/cli/agent.ts says which), the pages of the agent's
+// executable and libraries that only start-up touched go back to the kernel.
 //
 // Why: starting Node reads far more of its 120 MB binary than the agent runs afterwards
 // (snapshot deserialisation, compiling the bundle, OpenSSL and ICU set-up, the first lists'
 // parsing). At 5,000 Services, 42 MB of the node binary were resident after the first sync and
 // stayed so: the kernel only reclaims clean file pages under memory pressure, and until then
 // they count in the agent's RSS and in its container's memory (they are charged to its cgroup).
-// After MADV_PAGEOUT the binary's resident pages were 3 MB, and what the agent runs later is read
-// back in as it runs (bench/agent.ts measures RSS after scrapes and events, so those pages count).
+// What the agent runs later is read back in as it runs: after scrapes and events it holds 25-27
+// MB of file pages against 47 MB without the release (bench/agent.ts, README "Benchmarks").
 //
 // Only private, read-only file mappings: the code and constants of node, its libraries and the
 // addon. Writable ones hold anonymous copies (relocations, .data) that pageout would swap, and
