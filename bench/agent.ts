@@ -47,12 +47,15 @@ import { FakeApiServer, type ResourceName } from '../test/support/fake-apiserver
 import { agentContainer, containerEnv, hostArgv, nodeCommand } from '../test/support/daemonset.js';
 import { agentNode, nodeVersion } from '../test/support/image-node.js';
 
-const argCli = process.argv.indexOf('--cli');
-/** --cli PATH: another build of the agent (to compare a change); default the project's dist/. */
+const argv = process.argv.slice(2);
+/** The value after flag `name`; undefined without the flag. */
+const text = (name: string): string | undefined => {
+  const i = argv.indexOf(name);
+  return i >= 0 ? argv[i + 1] : undefined;
+};
 /** --cli PATH: another build of the agent (to compare a change); default the script deploy/daemonset.yaml runs, in this checkout. */
-const CLI = argCli > 0 ? process.argv[argCli + 1]! : nodeCommand(hostArgv(agentContainer())).script;
-const argPrefix = process.argv.indexOf('--netns-prefix');
-const PREFIX = argPrefix > 0 ? process.argv[argPrefix + 1]! : 'cbk-';
+const CLI = text('--cli') ?? nodeCommand(hostArgv(agentContainer())).script;
+const PREFIX = text('--netns-prefix') ?? 'cbk-';
 /** The conntrack re-dump interval given to the agent, so that one happens during the run (default 10 min), after the event windows. */
 const CONNTRACK_RESYNC_S = 110;
 /** Seconds of start-up settling between the first-sync RSS and the idle window. */
@@ -65,7 +68,6 @@ const SETTLE_S = 15;
 const TARGET = { rssMB: 80, peakMB: 85, eventCpuPct: 5, scrapeMs: 50, idleCpuPct: 1 } as const;
 const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
 
-const argv = process.argv.slice(2);
 const arg = (name: string, def: number): number => {
   const i = argv.indexOf(name);
   const v = i >= 0 ? Number(argv[i + 1]) : def;
@@ -81,8 +83,8 @@ const opt = {
   window: arg('--window', 20),
   scrapes: arg('--scrapes', 20),
   loops: arg('--loops', 5),
-  cluster: argv.includes('--cluster') ? argv[argv.indexOf('--cluster') + 1]! : 'api',
-  nodeMode: argv.includes('--node-mode') ? argv[argv.indexOf('--node-mode') + 1]! : 'none',
+  cluster: text('--cluster') ?? 'api',
+  nodeMode: text('--node-mode') ?? 'none',
 };
 if (opt.cluster !== 'api' && opt.cluster !== 'file') throw new Error(`--cluster: api or file, not ${opt.cluster}`);
 if (!['none', 'iptables', 'ipvs'].includes(opt.nodeMode)) throw new Error(`--node-mode: none, iptables or ipvs, not ${opt.nodeMode}`);
@@ -92,10 +94,11 @@ if (!['none', 'iptables', 'ipvs'].includes(opt.nodeMode)) throw new Error(`--nod
  */
 const deployed = agentContainer();
 const deployedFlags = nodeCommand(hostArgv(deployed)).nodeFlags;
-const nodeFlags = argv.includes('--node-flags') ? argv[argv.indexOf('--node-flags') + 1]!.split(' ').filter(Boolean) : deployedFlags;
+const words = (name: string): string[] | undefined => text(name)?.split(' ').filter(Boolean);
+const nodeFlags = words('--node-flags') ?? deployedFlags;
 const deployedEnv = containerEnv(deployed, { 'spec.nodeName': 'bench' });
-const keepLogs = argv.includes('--keep-logs') ? argv[argv.indexOf('--keep-logs') + 1]! : undefined;
-const agentArgs = argv.includes('--agent-args') ? argv[argv.indexOf('--agent-args') + 1]!.split(' ').filter(Boolean) : [];
+const keepLogs = text('--keep-logs');
+const agentArgs = words('--agent-args') ?? [];
 /** The node binary the agents and the bare-node reference run on (--node). */
 const NODE = agentNode(argv);
 const NODE_VERSION = nodeVersion(NODE);

@@ -22,7 +22,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AGENT_ENTRYPOINT } from '../../src/cli/evidence-remote.js';
 import { LAB, clusterList, createLoopLab, type Etp, type LoopLab } from '../../src/demo/lab.js';
-import { agentContainer, containerEnv, EVIDENCE_RELAY_PATH, hostArgv, inCheckout, nodeCommand, podContainer } from '../support/daemonset.js';
+import { containerEnv, EVIDENCE_RELAY_PATH, hostArgv, inCheckout, nodeCommand, podContainer } from '../support/daemonset.js';
 import { FakeApiServer } from '../support/fake-apiserver.js';
 import { imageNode } from '../support/image-node.js';
 import { shippedAgent } from '../support/shipped-agent.js';
@@ -40,6 +40,8 @@ interface Node {
   lab: LoopLab;
   socket: string;
   agent?: ChildProcess;
+  /** The agent container's env on this node (the manifest's, NODE_NAME included): what an exec into it gets. */
+  env?: NodeJS.ProcessEnv;
   stderr: string;
 }
 
@@ -163,7 +165,8 @@ describe.skipIf(!isRoot)('clbprobe evidence against real agents (local, and --al
             '--interface', 'eth0', '--capture', 'off', '--evidence-socket', n.socket, '--log-level', 'warn', '--kubeconfig', nsKubeconfig],
           n.name,
         );
-        n.agent = spawn('ip', ['netns', 'exec', n.lab.node.name, shipped.node, ...shipped.argv], { env: shipped.env, stdio: ['ignore', 'ignore', 'pipe'] });
+        n.env = shipped.env;
+        n.agent = spawn('ip', ['netns', 'exec', n.lab.node.name, shipped.node, ...shipped.argv], { env: n.env, stdio: ['ignore', 'ignore', 'pipe'] });
         n.agent.stderr!.on('data', (b: Buffer) => (n.stderr += b.toString()));
       }
       kubeconfig = join(dir, 'kubeconfig');
@@ -206,10 +209,7 @@ describe.skipIf(!isRoot)('clbprobe evidence against real agents (local, and --al
         const p = !n
           ? spawn('sh', ['-c', `echo 'unexpected exec ${call.pod}: ${call.command.join(' ')}' >&2; exit 127`], { stdio })
           : call.command.slice(0, prefix.length).join(' ') === prefix.join(' ')
-            ? spawn('ip', ['netns', 'exec', n.lab.node.name, imageNode(), ...inCheckout(call.command.slice(1)), '--socket', n.socket], {
-                stdio,
-                env: { ...process.env, ...containerEnv(agentContainer(), { 'spec.nodeName': n.name }) },
-              })
+            ? spawn('ip', ['netns', 'exec', n.lab.node.name, imageNode(), ...inCheckout(call.command.slice(1)), '--socket', n.socket], { stdio, env: n.env })
             : spawn('ip', ['netns', 'exec', n.lab.node.name, ...call.command], { stdio });
         execProcs.push(p);
         return p;
