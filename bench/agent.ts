@@ -30,7 +30,7 @@
 // Root only. Namespaces are cbk-* (or --netns-prefix); everything (namespaces, processes, temp files,
 // nf_conntrack_max) is put back on exit, on failure and on Ctrl-C.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { copyFileSync, createWriteStream, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, createWriteStream, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { get } from 'node:http';
 import { createServer } from 'node:net';
 import { loadavg, tmpdir } from 'node:os';
@@ -623,7 +623,12 @@ async function main(): Promise<void> {
   log(`load average at start: ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
   const dir = mkdtempSync(join(tmpdir(), 'cbk-bench-'));
   undo.push(() => rmSync(dir, { recursive: true, force: true }));
-  if (keepLogs) undo.push(() => agentLogs.forEach((f) => existsSync(f) && copyFileSync(f, join(keepLogs, basename(f)))));
+  if (keepLogs) {
+    undo.push(() => {
+      mkdirSync(keepLogs, { recursive: true });
+      for (const f of agentLogs) if (existsSync(f)) copyFileSync(f, join(keepLogs, basename(f)));
+    });
+  }
   await bareNodeRss();
   if (opt.loops > 0) await loopLatency(dir); // --loops 0: no loop lab (e.g. with --cpu-prof, which slows its first connect)
   await bigNode(dir);
