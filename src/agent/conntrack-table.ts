@@ -84,6 +84,11 @@ export class ConntrackTable {
     return this.byId.values();
   }
 
+  /** The Service index entries are matched with now (evidence judges ownership against the same view). */
+  get serviceIndex(): ServiceIndex {
+    return this.index;
+  }
+
   /** A new cluster view or address set: re-match what is kept. */
   reindex(index: ServiceIndex): void {
     this.index = index;

@@ -12,7 +12,8 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { dirname } from 'node:path';
 import type { ServiceView } from '../cluster/types.js';
 import type { ConntrackTable, KeptEntry } from './conntrack-table.js';
-import { belongsTo, entryLine, parseServiceRef, serviceAddresses, type EvidenceLine, type EvidenceRequest } from './evidence.js';
+import { evidenceOwnership } from './evidence-ownership.js';
+import { entryLine, isEvidenceFor, parseServiceRef, serviceAddresses, type EvidenceLine, type EvidenceRequest } from './evidence.js';
 
 export interface EvidenceBackend {
   table(): ConntrackTable;
@@ -151,10 +152,12 @@ async function answer(c: Caller, req: EvidenceRequest, b: EvidenceBackend, limit
     return c.finish({ type: 'error', message: `no LoadBalancer Service ${what} in this node's cluster view` });
   }
   const table = b.table();
+  // Ownership is judged against the index the table matches with now (a watch outlives indexes).
+  const isEvidence = (k: KeptEntry): boolean => isEvidenceFor(k, svcs, evidenceOwnership(table.serviceIndex));
   // The current entries (references, no text yet) and, from the same moment, the new ones: none
   // lost between the two, none twice.
   const matched: KeptEntry[] = [];
-  for (const k of table.entries()) if (belongsTo(k, svcs)) matched.push(k);
+  for (const k of table.entries()) if (isEvidence(k)) matched.push(k);
   matched.sort((x, y) => x.firstSeenMs - y.firstSeenMs);
   const watchS = req.watchS ?? 0;
   const sent = Math.min(matched.length, limits.maxEntries);
@@ -169,7 +172,7 @@ async function answer(c: Caller, req: EvidenceRequest, b: EvidenceBackend, limit
   let overCap = 0;
   let tooSlow = 0;
   const listener = (k: KeptEntry): void => {
-    if (!belongsTo(k, svcs)) return;
+    if (!isEvidence(k)) return;
     if (liveBudget <= 0) return void overCap++;
     const text = json(entryLine(k, true));
     if (liveBytes + c.sock.writableLength + text.length > limits.maxLiveQueueBytes) return void tooSlow++;

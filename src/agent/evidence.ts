@@ -7,6 +7,7 @@ import { slicePort } from '../cluster/endpoints.js';
 import { formatConntrack } from '../kernel/conntrack/format.js';
 import type { ConntrackEntry } from '../kernel/types.js';
 import { classifyEntry, type EntryClass, type KeptEntry } from './conntrack-table.js';
+import type { EvidenceOwnership } from './evidence-ownership.js';
 
 export interface EvidenceRequest {
   /** NS/NAME */
@@ -62,6 +63,14 @@ export function serviceAddresses(svcs: ServiceView[], ifname?: string): ServiceA
 /** Whether a kept entry belongs to one of these Service ports (matched by name: views are rebuilt). */
 export function belongsTo(k: KeptEntry, svcs: ServiceView[]): boolean {
   return k.svcs.some((s) => svcs.some((t) => t.namespace === s.namespace && t.name === s.name && t.port === s.port && t.protocol === s.protocol));
+}
+
+/**
+ * Whether a kept entry is evidence about these Service ports: matched to one of them, and tied to
+ * that Service by a fact its owner cannot forge against others (evidence-ownership.ts).
+ */
+export function isEvidenceFor(k: KeptEntry, svcs: ServiceView[], ownership: EvidenceOwnership): boolean {
+  return belongsTo(k, svcs) && ownership.owns(k.entry, svcs);
 }
 
 export function entryLine(k: KeptEntry, live: boolean): EvidenceLine {

@@ -91,7 +91,7 @@ export function assembleClusterView(parsed: ParsedObjects, opts: BuildOptions = 
     for (const port of svc.ports) {
       const ingressVips = ingressVipsFor(ingresses, svc.namespace, svc.name, port.port, port.portName);
       const eps = endpointsFor(endpoints, svc.namespace, svc.name, port.portName, port.protocol);
-      services.push(serviceView(svc, port, orNone(ingressVips), orNone(eps.endpoints), eps.ports));
+      services.push(serviceView(svc, port, orNone(ingressVips), orNone(eps.endpoints), eps.ports, eps.unmanaged));
     }
   }
   // Watch stores hold objects in arrival order; the view is ordered so that equal states compare equal.
@@ -120,6 +120,7 @@ function serviceView(
   ingressVips: ServiceView['ingressVips'],
   endpoints: EndpointView[],
   endpointPorts: EndpointPorts,
+  unmanagedEndpoints: boolean,
 ): ServiceView {
   const { spec } = svc;
   return {
@@ -139,12 +140,14 @@ function serviceView(
     annotations: spec.annotations,
     internalLb: spec.internalLb,
     lbHostnames: spec.lbHostnames,
+    chosenLbHostnames: spec.chosenLbHostnames,
     lbHostnameLookups: undefined,
     healthCheckNodePort: spec.healthCheckNodePort,
     loadBalancerClass: spec.loadBalancerClass,
     ingressVips,
     endpoints,
     endpointPorts,
+    unmanagedEndpoints: unmanagedEndpoints || undefined,
   };
 }
 
@@ -160,7 +163,10 @@ function constant<T extends string>(list: readonly T[], value: string): T | unde
 }
 
 type PortFields = Pick<ServiceView, 'portName' | 'protocol' | 'port' | 'targetPort' | 'nodePort'>;
-type SpecFields = Omit<ServiceView, 'namespace' | 'name' | keyof PortFields | 'ingressVips' | 'endpoints' | 'endpointPorts' | 'lbHostnameLookups'>;
+type SpecFields = Omit<
+  ServiceView,
+  'namespace' | 'name' | keyof PortFields | 'ingressVips' | 'endpoints' | 'endpointPorts' | 'unmanagedEndpoints' | 'lbHostnameLookups'
+>;
 
 function parseServicePort(p: unknown, path: string): PortFields {
   if (!isObj(p)) throw new FieldError(`${path} is not an object`);
@@ -192,8 +198,10 @@ function parseServiceSpec(o: Obj, metadata: Obj, warn: (m: string) => void): Spe
   const single = optStr(spec.clusterIP, 'spec.clusterIP');
   if (clusterIPs.length === 0 && single) clusterIPs.push(single);
 
-  const annotations = interpretAnnotations(strMap(metadata.annotations, 'metadata.annotations'));
+  const allAnnotations = strMap(metadata.annotations, 'metadata.annotations');
+  const annotations = interpretAnnotations(allAnnotations);
   const { ips: lbIngress, hostnames } = parseLbStatus(o, warn);
+  const chosen = chosenHostnames(hostnames, allAnnotations);
   return {
     type,
     // 'None' marks a headless Service: there is no VIP to track.
@@ -207,9 +215,24 @@ function parseServiceSpec(o: Obj, metadata: Obj, warn: (m: string) => void): Spe
       annotations.internalByAnnotation !== undefined || (lbIngress.length > 0 && lbIngress.every((e) => isPrivateIp(e.ip))),
     // As in parseServicePort: every field in the literal.
     lbHostnames: hostnames.length > 0 ? hostnames : undefined,
+    chosenLbHostnames: chosen.length > 0 ? chosen : undefined,
     healthCheckNodePort: optInt(spec.healthCheckNodePort, 'spec.healthCheckNodePort', 1, 65535),
     loadBalancerClass: optStr(spec.loadBalancerClass, 'spec.loadBalancerClass') || undefined,
   };
+}
+
+/** A DNS name as compared: lower case, without the root's trailing dot. */
+const dnsName = (name: string): string => name.trim().toLowerCase().replace(/\.$/, '');
+
+/**
+ * The status hostnames that one of the Service's annotations names (any key: each provider that
+ * lets the user pick the name has its own, and the CCM copies it into the status verbatim).
+ */
+function chosenHostnames(hostnames: string[], annotations: Record<string, string>): string[] {
+  if (hostnames.length === 0) return [];
+  const named = new Set<string>();
+  for (const value of Object.values(annotations)) for (const word of value.split(/[\s,]+/)) if (word) named.add(dnsName(word));
+  return hostnames.filter((h) => named.has(dnsName(h)));
 }
 
 /** The shared empty list for an empty one. */

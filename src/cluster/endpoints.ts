@@ -10,6 +10,9 @@ import type { EndpointPorts, EndpointView, ServiceView } from './types.js';
 
 export const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
 export const HOSTNAME_TOPOLOGY_KEY = 'kubernetes.io/hostname';
+/** Who wrote a slice; only the endpointslice controller derives it from the Service's own selector. */
+export const MANAGED_BY_LABEL = 'endpointslice.kubernetes.io/managed-by';
+export const ENDPOINTSLICE_CONTROLLER = 'endpointslice-controller.k8s.io';
 
 /** One port of a slice: the ServicePort it serves (by name and protocol) and its number there. */
 interface SlicePort {
@@ -31,6 +34,11 @@ export interface SliceEntry {
   service: string;
   ports: SlicePort[];
   endpoints: EndpointView[];
+  /**
+   * False for a slice the endpointslice controller did not write: hand-written Endpoints mirrored
+   * into it, or a slice written directly, can name any address in the cluster.
+   */
+  managed: boolean;
 }
 
 /** A bounded table of shared values by key: emptied when full (the values handed out stay shared). */
@@ -91,7 +99,13 @@ export function parseEndpointSlice(s: SourcedObject, nodeName?: string, tables =
     if (addressType !== 'IPv4' && addressType !== 'IPv6') throw new FieldError(`addressType ${JSON.stringify(addressType)} is unknown`);
     const ports = parseParts(optArr(o.ports, 'ports'), 'ports', ctx.warn, parseSlicePort);
     const endpoints = parseParts(optArr(o.endpoints, 'endpoints'), 'endpoints', ctx.warn, (v, path) => parseEndpoint(v, path, tables));
-    return { namespace: ctx.namespace, service, ports: tables.ports(ports), endpoints: endpoints.map((ep) => endpointView(ep, nodeName)) };
+    return {
+      namespace: ctx.namespace,
+      service,
+      ports: tables.ports(ports),
+      endpoints: endpoints.map((ep) => endpointView(ep, nodeName)),
+      managed: labels[MANAGED_BY_LABEL] === ENDPOINTSLICE_CONTROLLER,
+    };
   });
 }
 
@@ -156,7 +170,8 @@ export function slicePort(s: Pick<ServiceView, 'endpointPorts'>, ep: EndpointVie
 /**
  * Endpoints of one ServicePort: every endpoint of every slice of the Service whose port list has
  * that port name and protocol, once per address+port, with their port numbers. With one such
- * slice, that slice's list itself (shared, never modified) and its port number.
+ * slice, that slice's list itself (shared, never modified) and its port number. `unmanaged`: some
+ * of them come from a slice the endpointslice controller did not write.
  */
 export function endpointsFor(
   index: EndpointIndex,
@@ -164,15 +179,18 @@ export function endpointsFor(
   service: string,
   portName: string,
   protocol: string,
-): { endpoints: EndpointView[]; ports: EndpointPorts } {
+): { endpoints: EndpointView[]; ports: EndpointPorts; unmanaged: boolean } {
   const slices: { endpoints: EndpointView[]; port: number | undefined }[] = [];
+  let unmanaged = false;
   for (const slice of index.get(`${namespace}/${service}`) ?? []) {
     const port = slice.ports.find((p) => p.name === portName && p.protocol === protocol);
-    if (port && slice.endpoints.length > 0) slices.push({ endpoints: slice.endpoints, port: port.port });
+    if (!port || slice.endpoints.length === 0) continue;
+    slices.push({ endpoints: slice.endpoints, port: port.port });
+    unmanaged ||= !slice.managed;
   }
   const first = slices[0];
-  if (first === undefined) return { endpoints: [], ports: undefined };
-  if (slices.length === 1) return { endpoints: first.endpoints, ports: first.port };
+  if (first === undefined) return { endpoints: [], ports: undefined, unmanaged };
+  if (slices.length === 1) return { endpoints: first.endpoints, ports: first.port, unmanaged };
   // During updates one address can sit in two slices; keep the first.
   const seen = new Set<string>();
   const out: EndpointView[] = [];
@@ -188,5 +206,5 @@ export function endpointsFor(
   }
   // Slices of one Service usually give a port the same number: then one number says it.
   const uniform = slices.every((s) => s.port === first.port);
-  return { endpoints: compact(out), ports: uniform ? first.port : byEndpoint };
+  return { endpoints: compact(out), ports: uniform ? first.port : byEndpoint, unmanaged };
 }

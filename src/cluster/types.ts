@@ -78,6 +78,12 @@ export interface ServiceView {
   lbIngress: LbIngressIp[];
   /** status.loadBalancer.ingress entries that carry only a hostname (e.g. AWS NLB); absent when none. */
   lbHostnames?: string[];
+  /**
+   * Of lbHostnames, those one of the Service's own annotations names (DigitalOcean's
+   * do-loadbalancer-hostname, Hetzner's, Alibaba's, OpenStack's): the user chose them, so what
+   * they resolve to says nothing about whose a connection is. Absent when none.
+   */
+  chosenLbHostnames?: string[];
   /** This node's lookups of lbHostnames, when they were looked up (their addresses are in lbIngress). */
   lbHostnameLookups?: HostnameLookup[];
   /** VIPs of Ingresses whose backends reference this Service port. */
@@ -90,6 +96,11 @@ export interface ServiceView {
   endpoints: EndpointView[];
   /** Their target ports, from the EndpointSlices (see EndpointPorts). */
   endpointPorts?: EndpointPorts;
+  /**
+   * True when some of `endpoints` come from an EndpointSlice the endpointslice controller did not
+   * write (hand-written Endpoints, mirrored, or a slice written directly): they may name anyone's pods.
+   */
+  unmanagedEndpoints?: boolean;
   annotations: LoopbackAnnotations;
   /** True when the LB is internal (by annotation, or every LB IP is a private address). */
   internalLb: boolean;

@@ -176,7 +176,12 @@ export function clusterList(etp: Etp): object {
       {
         apiVersion: 'discovery.k8s.io/v1',
         kind: 'EndpointSlice',
-        metadata: { name: 'web-abcde', namespace: 'lab', labels: { 'kubernetes.io/service-name': 'web' } },
+        metadata: {
+          name: 'web-abcde',
+          namespace: 'lab',
+          // As the endpointslice controller labels the slices it derives from a selector.
+          labels: { 'kubernetes.io/service-name': 'web', 'endpointslice.kubernetes.io/managed-by': 'endpointslice-controller.k8s.io' },
+        },
         addressType: 'IPv4',
         endpoints: [
           {
