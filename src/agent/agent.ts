@@ -20,7 +20,7 @@ import { LiveConntrack, type ConntrackFeed } from './conntrack-feed.js';
 import { ConntrackTable } from './conntrack-table.js';
 import { VipCoverage } from './vip-coverage.js';
 import { IncrementalDiagnosis } from './diagnosis.js';
-import { exportStateBuilder, type ExportState } from './metrics/list.js';
+import type { AgentState } from './metrics/collector.js';
 import type { ServiceIndex } from './service-index.js';
 import { AgentSources, type PolledSource } from './sources.js';
 import { DiagnoseSchedule } from './diagnose-schedule.js';
@@ -84,7 +84,6 @@ export class Agent {
   private readonly sources: AgentSources;
   private readonly conntrack: ConntrackFeed;
   private readonly diagnosis: IncrementalDiagnosis;
-  private readonly exportStateOf = exportStateBuilder();
   /** Skips conntrack messages that touch no LB Service before decoding them (most of a busy table). */
   private prefilter: ConntrackPrefilter;
   readonly table: ConntrackTable;
@@ -219,9 +218,9 @@ export class Agent {
     return this.sources.index.find(namespace, name, port);
   }
 
-  /** The exporter's view of the current state; reads the counters now, so /metrics is never older than the scrape. */
-  exportState(): ExportState {
-    return this.exportStateOf({
+  /** What /metrics reads at a scrape (the counters are read then, so /metrics is never older than the scrape). */
+  metricsState(): AgentState {
+    return {
       nodeName: this.o.nodeName,
       version: this.o.version,
       sources: this.sources.runner,
@@ -230,7 +229,7 @@ export class Agent {
       captureRead: this.captureHealth.read,
       table: this.table,
       findings: this.diagnosis.findings,
-    });
+    };
   }
 
   /** A new Service index: the table, the conntrack prefilter and the counters follow it. */

@@ -6,23 +6,18 @@
 import type { ServiceView } from '../cluster/types.js';
 import { key, type Key } from '../model/address-key.js';
 import { protocolOfNumber as protoOf } from '../model/protocol.js';
-import { portKey } from '../model/service.js';
-import type { SvcPortLabels } from '../export/state.js';
+import { portKey, servicePortLabels, type ServicePortLabels } from '../model/service.js';
 import type { FlowOutcome } from '../model/flow.js';
 import { CompactEntry } from '../kernel/conntrack/compact.js';
 import { IPS_SEEN_REPLY } from '../kernel/conntrack/constants.js';
 import type { CtView } from '../kernel/conntrack/decode.js';
 import type { ConntrackEntry, ConntrackEvent, ConntrackEventType } from '../kernel/types.js';
-import { labelsOf, type EntryMatch, type ServiceIndex } from './service-index.js';
+import type { EntryMatch, ServiceIndex } from './service-index.js';
 
 export type EntryClass = 'loopback_pair' | 'not_snated' | 'unreplied' | 'healthy';
 
-/**
- * Finished VIP flows of one Service port, one count per outcome. One object with four numbers: a
- * Map per Service port plus a JSON key costs ~300 bytes each, ~2 MB once flows to 6,667 Service
- * ports have ended (bench/agent.ts at 10k events/s).
- */
-export type FlowCounts = { svc: SvcPortLabels } & Record<FlowOutcome, number>;
+/** Finished VIP flows of one Service port, one count per outcome. */
+export type FlowCounts = { svc: ServicePortLabels } & Record<FlowOutcome, number>;
 
 export interface KeptEntry {
   /** Replaced by a new object when the kernel reports a change (the diagnosis compares by identity). */
@@ -208,7 +203,7 @@ export class ConntrackTable {
     if (finished && k.toVip) {
       const o = outcomeOf(k);
       for (const s of k.svcs) {
-        const svc = labelsOf(s);
+        const svc = servicePortLabels(s, s.protocol, s.port);
         const id = portKey(s, s.protocol, s.port);
         let counts = this.outcomes.get(id);
         if (!counts) this.outcomes.set(id, (counts = { svc, replied: 0, unreplied: 0, loopback_pair: 0, not_snated: 0 }));

@@ -11,7 +11,6 @@ import type { LocalAddresses } from '../detect/types.js';
 import { cidrMatcher } from '../kernel/ip.js';
 import type { PrefilterTargets } from '../kernel/conntrack/prefilter.js';
 import type { ConntrackEntry } from '../kernel/types.js';
-import type { SvcPortLabels } from '../export/state.js';
 import { lowerProtocolOf, protocolNumber, type ServiceProtocol } from '../model/protocol.js';
 
 /**
@@ -32,18 +31,6 @@ function hasVip(s: ServiceView, ip: string): boolean {
   let found = false;
   eachVip(s, (vip) => (found ||= vip === ip));
   return found;
-}
-
-const labelCache = new WeakMap<ServiceView, SvcPortLabels>();
-
-/**
- * The metric labels of a Service port: one shared object per ServiceView (read-only), so that a
- * scrape of 5,000 Services does not allocate them per series and the exporter can key on identity.
- */
-export function labelsOf(s: ServiceView): SvcPortLabels {
-  let l = labelCache.get(s);
-  if (!l) labelCache.set(s, (l = { namespace: s.namespace, service: s.name, port: String(s.port), protocol: s.protocol }));
-  return l;
 }
 
 /** How a conntrack entry relates to a Service: towards its LB VIP, its NodePort, or one of its endpoints. */

@@ -4,8 +4,7 @@
 import { Command, Option } from 'commander';
 import { hostname } from 'node:os';
 import type { Server } from 'node:http';
-import { isBufferedRegistry } from '../export/metrics.js';
-import { createRegistry } from '../agent/metrics/list.js';
+import { createAgentRegistry } from '../agent/metrics/list.js';
 import { createMetricsServer, parseListen, type MetricsServerOptions } from '../export/server.js';
 import { evidenceRoute, type CheckAccess } from '../agent/evidence-http.js';
 import type { KubeAuthorizer } from '../agent/kube-authorizer.js';
@@ -32,6 +31,7 @@ interface AgentFlags {
   conntrackFilter: 'kernel' | 'user';
   evidenceSocket: string;
   maxServicePorts: string;
+  seriesIdleTimeout: string;
   metricsAuth: 'none' | 'kubernetes';
   netns?: string;
   resolvConf: string;
@@ -45,11 +45,13 @@ function positiveInt(text: string, flag: string): number {
   return n;
 }
 
-/** "60", "60s", "5m" → seconds. */
+const SECONDS_PER_UNIT: Record<string, number> = { s: 1, m: 60, h: 3600 };
+
+/** "60", "60s", "5m", "1h" → seconds. */
 export function parseSeconds(text: string, flag: string): number {
-  const m = /^(\d+)(s|m)?$/.exec(text);
-  if (!m || Number(m[1]) === 0) throw new UserError(`${flag}: expected a duration like 60s or 5m, not ${JSON.stringify(text)}`);
-  return Number(m[1]) * (m[2] === 'm' ? 60 : 1);
+  const m = /^(\d+)(s|m|h)?$/.exec(text);
+  if (!m || Number(m[1]) === 0) throw new UserError(`${flag}: expected a duration like 60s, 5m or 1h, not ${JSON.stringify(text)}`);
+  return Number(m[1]) * SECONDS_PER_UNIT[m[2] ?? 's']!;
 }
 
 async function run(flags: AgentFlags): Promise<void> {
@@ -85,8 +87,9 @@ async function run(flags: AgentFlags): Promise<void> {
     dnsLookup: { resolvConf: flags.resolvConf, maxNames: positiveInt(flags.dnsMaxNames, '--dns-max-names') },
     onStartupPhase: releaseStartupPages,
   });
-  const registry = createRegistry(() => agent.exportState(), {
+  const registry = createAgentRegistry(() => agent.metricsState(), {
     maxServicePorts: positiveInt(flags.maxServicePorts, '--max-service-ports'),
+    idleMs: parseSeconds(flags.seriesIdleTimeout, '--series-idle-timeout') * 1000,
     processMetrics: true,
   });
   const { authz, why } = await apiAuthorizer(flags.kubeconfig);
@@ -135,12 +138,6 @@ async function run(flags: AgentFlags): Promise<void> {
     ...(agent.ifname ? { ifname: agent.ifname } : {}),
   });
   log.info({ socket: flags.evidenceSocket }, 'evidence socket listening');
-  // Render /metrics once now (after the evidence socket, which must not wait for it), so the first
-  // scrape reuses compressed chunks like every later one instead of formatting and compressing
-  // ~50k series (~300 ms at 5,000 Services, bench/agent.ts).
-  if (isBufferedRegistry(registry)) {
-    await registry.metricsBody().catch((e: unknown) => log.warn({ err: e instanceof Error ? e.message : String(e) }, 'rendering /metrics after the first sync failed'));
-  }
 }
 
 /**
@@ -221,7 +218,24 @@ export function register(program: Command): void {
       ),
     )
     .addOption(env(new Option('--evidence-socket <path>', 'Unix socket for `clbprobe evidence`').default(DEFAULT_EVIDENCE_SOCKET), 'CLBPROBE_EVIDENCE_SOCKET'))
-    .addOption(env(new Option('--max-service-ports <n>', 'cardinality cap: Service ports with series').default('10000'), 'CLBPROBE_MAX_SERVICE_PORTS'))
+    .addOption(
+      env(
+        new Option(
+          '--max-service-ports <n>',
+          'cap on the Service ports with per-Service series (those with findings first); the rest are counted in clbprobe_series_dropped_total',
+        ).default('500'),
+        'CLBPROBE_MAX_SERVICE_PORTS',
+      ),
+    )
+    .addOption(
+      env(
+        new Option(
+          '--series-idle-timeout <dur>',
+          'a Service port gets series once this node counts packets, conntrack entries or flows towards it, or has a finding; they go after this long with nothing new',
+        ).default('1h'),
+        'CLBPROBE_SERIES_IDLE_TIMEOUT',
+      ),
+    )
     .addOption(
       env(
         new Option(

@@ -5,7 +5,7 @@
 import { Writable } from 'node:stream';
 import type { AddressInfo } from 'node:net';
 import pino from 'pino';
-import { createRegistry } from '../agent/metrics/list.js';
+import { createAgentRegistry } from '../agent/metrics/list.js';
 import { parseSamples, type Sample } from '../export/parse-samples.js';
 import { createMetricsServer } from '../export/server.js';
 import { LAB, type LoopLab } from './lab.js';
@@ -41,7 +41,7 @@ export async function startDemoAgent(lab: LoopLab, clusterFile: string): Promise
     resyncIntervalS: 3600,
     conntrackResyncIntervalS: 3600,
   });
-  const registry = createRegistry(() => agent.exportState(), { maxServicePorts: 100, processMetrics: false });
+  const registry = createAgentRegistry(() => agent.metricsState(), { maxServicePorts: 100, processMetrics: false });
   const http = createMetricsServer({ registry, ready: () => agent.ready });
   await new Promise<void>((resolve, reject) => {
     http.once('error', reject);

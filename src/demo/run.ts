@@ -187,7 +187,7 @@ function metricLines(now: Sample[], prev: Sample[]): string {
       const rise = x.name.endsWith('_total') ? x.value - (was.get(key(x)) ?? 0) : 0;
       return `${`${x.name}{${labels}}`.padEnd(72)} ${String(x.value).padStart(4)}${rise ? `  (+${rise})` : ''}`;
     });
-  return lines.length ? `lab/web:\n${lines.map((l) => `  ${l}`).join('\n')}` : 'lab/web: no series yet';
+  return lines.length ? `lab/web:\n${lines.map((l) => `  ${l}`).join('\n')}` : 'lab/web: no series yet (a node exports a Service port once it counts traffic, a conntrack entry or a finding for it)';
 }
 
 async function diagnose(lab: LoopLab, dir: string): ReturnType<typeof runLive> {

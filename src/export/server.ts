@@ -2,8 +2,11 @@
 // done). Connection data is never served here (see src/agent/evidence-server.ts).
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import { promisify } from 'node:util';
+import { gzip as gzipCallback } from 'node:zlib';
 import type { Registry } from 'prom-client';
-import { isBufferedRegistry } from './metrics.js';
+
+const gzip = promisify(gzipCallback);
 
 export interface MetricsServerOptions {
   registry: Registry;
@@ -56,41 +59,6 @@ export function acceptsGzip(header: string | string[] | undefined): boolean {
     if (coding === '*') star = ok;
   }
   return star;
-}
-
-/** Bytes of text per piece of a plain body, and how many may wait for the socket before the next is made. */
-const PLAIN_PIECE = 256 << 10;
-const PLAIN_QUEUE = 1 << 20;
-
-/**
- * Sends plain /metrics text piece by piece, making the next piece only while less than
- * PLAIN_QUEUE bytes wait for the socket (curl without --compressed, a browser). The headers are
- * out: a failure, or a client that hangs up, can only cut the body short.
- */
-async function writeText(res: ServerResponse, pieces: Iterable<Buffer>): Promise<void> {
-  try {
-    for (const b of pieces) {
-      if (res.destroyed) return;
-      res.write(b);
-      if (res.writableLength >= PLAIN_QUEUE) await drained(res);
-    }
-    res.end();
-  } catch (e) {
-    res.destroy(e as Error);
-  }
-}
-
-/** Resolves when the response can take more, or is gone. */
-function drained(res: ServerResponse): Promise<void> {
-  return new Promise((resolve) => {
-    const done = (): void => {
-      res.off('drain', done);
-      res.off('close', done);
-      resolve();
-    };
-    res.on('drain', done);
-    res.on('close', done);
-  });
 }
 
 /**
@@ -169,6 +137,24 @@ export function limitConnections(server: Server, limits: ServerLimits): void {
   });
 }
 
+/** The registry's text, gzipped when the client takes it (Prometheus always does). */
+function serveMetrics(registry: Registry, req: IncomingMessage, res: ServerResponse): void {
+  const zipped = acceptsGzip(req.headers['accept-encoding']);
+  registry
+    .metrics()
+    .then(async (text) => {
+      const body = zipped ? await gzip(text) : Buffer.from(text);
+      res.writeHead(200, {
+        'Content-Type': registry.contentType,
+        'Content-Length': body.length,
+        Vary: 'Accept-Encoding',
+        ...(zipped ? { 'Content-Encoding': 'gzip' } : {}),
+      });
+      res.end(req.method === 'HEAD' ? undefined : body);
+    })
+    .catch((e: unknown) => res.writeHead(500).end(`${e instanceof Error ? e.message : String(e)}\n`));
+}
+
 export function createMetricsServer(o: MetricsServerOptions, limits: Partial<ServerLimits> = {}): Server {
   const handle = (req: IncomingMessage, res: ServerResponse, authorized: boolean): void => {
     const path = (req.url ?? '/').split('?')[0];
@@ -177,27 +163,7 @@ export function createMetricsServer(o: MetricsServerOptions, limits: Partial<Ser
     } else if (path === '/metrics' && o.authorize && !authorized) {
       guarded(o.authorize, req, res, () => handle(req, res, true));
     } else if (path === '/metrics') {
-      const fail = (e: unknown) => res.writeHead(500).end(`${e instanceof Error ? e.message : String(e)}\n`);
-      const type = { 'Content-Type': o.registry.contentType };
-      const r = o.registry;
-      if (isBufferedRegistry(r)) {
-        const gzip = acceptsGzip(req.headers['accept-encoding']);
-        r.metricsBody().then((body) => {
-          res.writeHead(200, {
-            ...type,
-            'Content-Length': gzip ? body.gzippedLength : body.textLength,
-            Vary: 'Accept-Encoding',
-            ...(gzip ? { 'Content-Encoding': 'gzip' } : {}),
-          });
-          if (req.method === 'HEAD') return res.end();
-          if (!gzip) return void writeText(res, body.text(PLAIN_PIECE));
-          // Corked: hundreds of chunk buffers leave in one writev, not one syscall each.
-          res.cork();
-          for (const b of body.gzipped) res.write(b);
-          res.end();
-          res.uncork();
-        }, fail);
-      } else r.metrics().then((text) => res.writeHead(200, type).end(text), fail);
+      serveMetrics(o.registry, req, res);
     } else if (path === '/healthz') {
       res.writeHead(200).end('ok\n');
     } else if (o.routes && path && Object.hasOwn(o.routes, path) && req.method === 'GET') {

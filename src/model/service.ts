@@ -10,3 +10,15 @@ export type TrafficPolicy = 'Cluster' | 'Local';
 export function portKey(s: { namespace: string; name: string }, proto: string, port: number): string {
   return [`${s.namespace}/${s.name}`, proto, port].join('|');
 }
+
+/** A Service port as its metric series label it. */
+export interface ServicePortLabels {
+  namespace: string;
+  service: string;
+  port: string;
+  protocol: string;
+}
+
+export function servicePortLabels(s: { namespace: string; name: string }, protocol: string, port: number): ServicePortLabels {
+  return { namespace: s.namespace, service: s.name, port: String(port), protocol };
+}

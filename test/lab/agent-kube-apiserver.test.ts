@@ -172,7 +172,10 @@ describe.skipIf(!isRoot)('the agent as the DaemonSet runs it, against the real k
     const s = await scrape();
     expect(find(s, 'clbprobe_source_up', { source: 'cluster' })).toBe(1);
     const web = { namespace: 'lab', service: 'web', port: '80', protocol: 'TCP' };
-    expect(find(s, 'clbprobe_lb_path_packets_total', { ...web, kind: 'to_lb' })).toBe(0);
+    // Followed, and idle: no per-Service series.
+    const followed = find(s, 'clbprobe_service_ports_followed', {})!;
+    expect(followed).toBeGreaterThanOrEqual(1);
+    expect(find(s, 'clbprobe_lb_path_packets_total', { ...web, kind: 'to_lb' })).toBeUndefined();
     expect(stderr).toContain('EndpointSlices: discovery.k8s.io/v1 not served (404), using v1beta1');
     expect(stderr).not.toContain('first list not complete');
     // Every list and watch went out as the ServiceAccount and was allowed.
@@ -184,10 +187,10 @@ describe.skipIf(!isRoot)('the agent as the DaemonSet runs it, against the real k
       expect.stringMatching(/^\/apis\/discovery\.k8s\.io\/v1\/endpointslices\?.* 404$/),
     ]);
 
-    // A Service created through the API now: a series within seconds (the watch, not a resync).
+    // A Service created through the API now: followed within seconds (the watch, not a resync).
     const t0 = Date.now();
     await createObject(cp, anotherService('web3', '10.0.100.103'));
-    await until('lab/web3 series', 10_000, async () => (find(await scrape(), 'clbprobe_lb_path_packets_total', { namespace: 'lab', service: 'web3', kind: 'to_lb' }) === 0 ? true : undefined), 200);
+    await until('lab/web3 followed', 10_000, async () => (find(await scrape(), 'clbprobe_service_ports_followed', {}) === followed + 1 ? true : undefined), 200);
     expect(Date.now() - t0).toBeLessThan(10_000);
   }, 60_000);
 
@@ -268,12 +271,13 @@ describe.skipIf(!isRoot)('the agent as the DaemonSet runs it, against the real k
 
   it('the API server stops and starts again (same etcd): down with the reason, 503 for new tokens, up again with what changed meanwhile', async () => {
     const freshToken = await saToken('monitoring', 'prometheus-k8s');
+    const followed = find(await scrape(), 'clbprobe_service_ports_followed', {})!;
     await cp.stopApiServer();
     // Prometheus' token was reviewed before: the cached answer keeps /metrics readable meanwhile.
     await until('source_up{cluster} 0', 30_000, async () => ((await clusterUp()) === 0 ? true : undefined), 250);
     expect(stderr).toMatch(/"reason":"API unavailable, showing the last good view: [^"]*(connection to the API server lost|socket hang up|ECONNRESET|ECONNREFUSED|disconnected)[^"]*","msg":"cluster view is stale"/);
     // Still counting for the Services it knew.
-    expect(find(await scrape(), 'clbprobe_lb_path_packets_total', { namespace: 'lab', service: 'web', kind: 'to_lb' })).toBe(0);
+    expect(find(await scrape(), 'clbprobe_service_ports_followed', {})).toBe(followed);
     // A token it has not seen cannot be reviewed now: 503, not a 401 or 403 the caller would believe.
     const unknown = await get('/metrics', freshToken);
     expect(unknown.status, unknown.body).toBe(503);
@@ -289,7 +293,7 @@ describe.skipIf(!isRoot)('the agent as the DaemonSet runs it, against the real k
     // The agent backs off up to 30 s between attempts, as client-go's reflector does.
     await until('source_up{cluster} 1 with lab/web4', 60_000, async () => {
       const s = await scrape();
-      return find(s, 'clbprobe_source_up', { source: 'cluster' }) === 1 && find(s, 'clbprobe_lb_path_packets_total', { namespace: 'lab', service: 'web4', kind: 'to_lb' }) === 0 ? true : undefined;
+      return find(s, 'clbprobe_source_up', { source: 'cluster' }) === 1 && find(s, 'clbprobe_service_ports_followed', {}) === followed + 1 ? true : undefined;
     }, 250);
     const backMs = Date.now() - t0;
     expect(backMs).toBeLessThan(45_000);

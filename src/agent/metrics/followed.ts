@@ -1,43 +1,46 @@
-// How much the agent follows: the LB Service ports in its index and the
-// conntrack entries it keeps (those touching one of them). Its memory and its
-// scrape size grow with these two; an alert on RSS reads better beside them.
-import { plain } from '../../export/family.js';
-import type { Collector } from './collector.js';
+// How much the agent follows and exports: the LB Service ports in its index, the conntrack entries
+// it keeps, and the Service ports that have series now (the rest of /metrics grows with these).
+import { Counter, Gauge } from 'prom-client';
+import type { Collector, Scrape } from './collector.js';
 
-export interface FollowedPart {
-  followed: { servicePorts: number; conntrackEntries: number };
-}
+const GAUGES: { name: string; help: string; value: (s: Scrape) => number }[] = [
+  {
+    name: 'clbprobe_service_ports_followed',
+    help: 'Service ports with an LB ingress IP or behind an Ingress VIP, which the agent follows.',
+    value: (s) => s.agent.index.services.length,
+  },
+  {
+    name: 'clbprobe_service_ports_active',
+    help: 'Service ports this node has something to say about (packets, conntrack entries or flows, findings): those with per-Service series.',
+    value: (s) => s.servicePorts.active,
+  },
+  {
+    name: 'clbprobe_conntrack_entries_kept',
+    help: 'Conntrack entries the agent keeps: those towards, or back from, a followed Service port.',
+    value: (s) => s.agent.table.size,
+  },
+];
 
-export const followed: Collector<FollowedPart> = {
-  families: [
-    plain<FollowedPart, FollowedPart['followed']>({
-      name: 'clbprobe_service_ports_followed',
-      help: 'Service ports with an LB ingress IP or behind an Ingress VIP, which the agent follows.',
-      type: 'gauge',
-      labelNames: [],
-      items: (s) => [s.followed],
-      key: () => '',
-      labels: () => '',
-      value: (x) => x.servicePorts,
-    }),
-    plain<FollowedPart, FollowedPart['followed']>({
-      name: 'clbprobe_conntrack_entries_kept',
-      help: 'Conntrack entries the agent keeps: those towards, or back from, a followed Service port.',
-      type: 'gauge',
-      labelNames: [],
-      items: (s) => [s.followed],
-      key: () => '',
-      labels: () => '',
-      value: (x) => x.conntrackEntries,
-    }),
-  ],
-  empty: () => ({ followed: { servicePorts: 0, conntrackEntries: 0 } }),
-  filler: () => {
-    const followed = { servicePorts: 0, conntrackEntries: 0 };
-    return ({ index, table }) => {
-      followed.servicePorts = index.services.length;
-      followed.conntrackEntries = table.size;
-      return { followed };
-    };
+export const followed: Collector = {
+  register(registry, scrape) {
+    for (const { name, help, value } of GAUGES) {
+      new Gauge({
+        name,
+        help,
+        registers: [registry],
+        collect() {
+          this.set(value(scrape()));
+        },
+      });
+    }
+    new Counter({
+      name: 'clbprobe_series_dropped_total',
+      help: 'Active Service ports left without series because of the cap (--max-service-ports).',
+      registers: [registry],
+      collect() {
+        this.reset();
+        this.inc(scrape().servicePorts.droppedTotal);
+      },
+    });
   },
 };

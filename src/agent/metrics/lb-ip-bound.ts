@@ -1,40 +1,44 @@
-// Whether each LB ingress IP of a Service port is bound on kube-ipvs0 on this
-// node: the Service index (built from the node's addresses) says.
-import { perServicePort } from '../../export/family.js';
-import type { SvcPortLabels } from '../../export/state.js';
+// Whether LB ingress IPs are bound on kube-ipvs0 on this node: counted for the node, and per IP
+// for the active Service ports only (the state is the same for every idle Service). Without the
+// addresses source nothing is known about binding, so there are no series rather than zeros.
+import { Gauge } from 'prom-client';
 import type { AddressSnapshot } from '../../kernel/types.js';
-import { labelsOf, type ServiceIndex } from '../service-index.js';
 import type { Collector } from './collector.js';
+import { PORT_LABELS } from './service-ports.js';
 
-type BoundItem = { svc: SvcPortLabels; ip: string; bound: boolean };
+/** Per-IP series per Service port: a Service may list many ingress IPs. */
+const MAX_IPS_PER_PORT = 4;
 
-export interface LbIpBoundPart {
-  lbIpBound: BoundItem[];
-}
-
-export const lbIpBound: Collector<LbIpBoundPart> = {
-  families: [
-    perServicePort<LbIpBoundPart, BoundItem>({
+export const lbIpBound: Collector = {
+  register(registry, scrape) {
+    new Gauge({
+      name: 'clbprobe_lb_ips',
+      help: 'LB ingress IPs of the followed Service ports, by whether they are bound on kube-ipvs0 on this node.',
+      labelNames: ['bound'],
+      registers: [registry],
+      collect() {
+        this.reset();
+        const { index, sources } = scrape().agent;
+        if (!sources.value<AddressSnapshot>('addresses')) return;
+        const ips = new Set(index.services.flatMap((s) => s.lbIngress.map((i) => i.ip)));
+        const bound = [...ips].filter((ip) => index.isIpvsBound(ip)).length;
+        this.set({ bound: 'true' }, bound);
+        this.set({ bound: 'false' }, ips.size - bound);
+      },
+    });
+    new Gauge({
       name: 'clbprobe_lb_ip_bound',
-      help: 'Whether the LB ingress IP of a Service port is bound on kube-ipvs0 on this node.',
-      type: 'gauge',
-      items: (s) => s.lbIpBound,
-      extra: [['ip', (x) => x.ip]],
-      value: (x) => (x.bound ? 1 : 0),
-    }),
-  ],
-  empty: () => ({ lbIpBound: [] }),
-  filler: () => {
-    // Rebuilt only when the index or the addresses change. Without addresses nothing is known
-    // about binding: no series rather than a 0.
-    let cache: { index: ServiceIndex; addresses: AddressSnapshot | undefined; part: LbIpBoundPart } | undefined;
-    return ({ index, sources }) => {
-      const addresses = sources.value<AddressSnapshot>('addresses');
-      if (cache?.index === index && cache.addresses === addresses) return cache.part;
-      const list: BoundItem[] = [];
-      if (addresses) for (const s of index.services) for (const i of s.lbIngress) list.push({ svc: labelsOf(s), ip: i.ip, bound: index.isIpvsBound(i.ip) });
-      cache = { index, addresses, part: { lbIpBound: list } };
-      return cache.part;
-    };
+      help: 'Whether an LB ingress IP of an active Service port is bound on kube-ipvs0 on this node (at most 4 IPs per port).',
+      labelNames: [...PORT_LABELS, 'ip'],
+      registers: [registry],
+      collect() {
+        this.reset();
+        const { agent, servicePorts } = scrape();
+        if (!agent.sources.value<AddressSnapshot>('addresses')) return;
+        for (const port of servicePorts.ports) {
+          for (const { ip } of port.view?.lbIngress.slice(0, MAX_IPS_PER_PORT) ?? []) this.set({ ...port.labels, ip }, agent.index.isIpvsBound(ip) ? 1 : 0);
+        }
+      },
+    });
   },
 };

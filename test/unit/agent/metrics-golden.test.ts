@@ -17,7 +17,7 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Agent } from '../../../src/agent/agent.js';
 import { bundleInputs } from '../../../src/agent/bundle-inputs.js';
-import { createRegistry } from '../../../src/agent/metrics/list.js';
+import { createAgentRegistry } from '../../../src/agent/metrics/list.js';
 import { createMetricsServer } from '../../../src/export/server.js';
 import { formatConntrack } from '../../../src/kernel/conntrack/format.js';
 import type { NodeSnapshot } from '../../../src/kernel/types.js';
@@ -101,7 +101,7 @@ describe('agent /metrics end to end, from a bundle', () => {
       inputs,
     });
     // As `clbprobe agent` serves it: prom-client's process metrics included.
-    http = createMetricsServer({ registry: createRegistry(() => agent.exportState(), { maxServicePorts: 100, processMetrics: true }), ready: () => agent.ready });
+    http = createMetricsServer({ registry: createAgentRegistry(() => agent.metricsState(), { maxServicePorts: 100, processMetrics: true }), ready: () => agent.ready });
     await new Promise<void>((r) => http.listen(0, '127.0.0.1', r));
     port = (http.address() as AddressInfo).port;
     await agent.start();

@@ -13,7 +13,7 @@ describe('parseSamples', () => {
     expect(s).toHaveLength(sampleLines.length);
     expect(s).toContainEqual({
       name: 'clbprobe_lb_path_packets_total',
-      labels: { namespace: 'shop', service: 'web', port: '80', protocol: 'TCP', kind: 'loop_return' },
+      labels: { namespace: 'shop', service: 's0', port: '80', protocol: 'TCP', kind: 'loop_return' },
       value: 4,
     });
     expect(s).toContainEqual({ name: 'clbprobe_series_dropped_total', labels: {}, value: 0 });

@@ -8,14 +8,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
-import { createRegistry, emptyState } from '../../../src/agent/metrics/list.js';
+import { createAgentRegistry } from '../../../src/agent/metrics/list.js';
+import { testAgentState } from '../../support/metrics-state.js';
 import { renderKustomization } from './render.js';
 
 const PROMTOOL = '/usr/bin/promtool';
 const objects = renderKustomization(join(import.meta.dirname, '../../../deploy'));
 
 interface Rule {
-  alert: string;
+  alert?: string;
+  record?: string;
   expr: string;
   for?: string;
   labels?: Record<string, string>;
@@ -30,10 +32,12 @@ const dashboard = JSON.parse(
 const dashboardExprs = dashboard.panels.flatMap((p) =>
   p.targets.map((t) => ({ panel: p.title, expr: t.expr.replaceAll('$__rate_interval', '5m').replaceAll('$namespace', '.*') })),
 );
-const alertExprs = groups.flatMap((g) => g.rules.map((r) => ({ panel: r.alert, expr: r.expr })));
+const ruleExprs = groups.flatMap((g) => g.rules.map((r) => ({ panel: r.alert ?? r.record ?? '', expr: r.expr })));
+/** The series the recording rules make, with the labels they keep (by (...), or the rule they sum over without (node)). */
+const recorded = new Set(groups.flatMap((g) => g.rules.flatMap((r) => (r.record ? [r.record] : []))));
 
 /** Exported metric name -> its label names, from the agent's own registry. */
-const registry = createRegistry(() => emptyState('n', 'v'), { maxServicePorts: 10, processMetrics: false });
+const registry = createAgentRegistry(() => testAgentState(1).state, { maxServicePorts: 10, processMetrics: false });
 const exported = new Map(
   registry.getMetricsAsArray().map((m) => [m.name, (m as unknown as { labelNames: string[] }).labelNames] as const),
 );
@@ -44,11 +48,15 @@ describe('alerts and dashboard vs the agent metrics', () => {
   const dir = mkdtempSync(join(tmpdir(), 'cbs-promql-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-  it.each([...alertExprs, ...dashboardExprs].map((e) => [e.panel, e] as const))('%s uses exported metrics and labels', (_, { expr }) => {
-    const names = expr.match(/\bclbprobe_[a-z_]+/g) ?? [];
+  it.each([...ruleExprs, ...dashboardExprs].map((e) => [e.panel, e] as const))('%s uses exported metrics and labels', (_, { expr }) => {
+    const names = expr.match(/[a-z0-9_:]*\bclbprobe_[a-z0-9_:]+/g) ?? [];
     expect(names.length).toBeGreaterThan(0);
     for (const name of names) {
-      expect(exported.has(name), `${name} is not exported by src/export/metrics.ts`).toBe(true);
+      if (name.includes(':')) {
+        expect(recorded.has(name), `${name} is not recorded by a rule of deploy/prometheusrule.yaml`).toBe(true);
+        continue;
+      }
+      expect(exported.has(name), `${name} is not exported by src/agent/metrics`).toBe(true);
       const allowed = [...exported.get(name)!, ...TARGET_LABELS];
       // Label matchers right after the metric name, and the labels of by (...) / on(...) / group_left(...).
       const matchers = new RegExp(`${name}\\{([^}]*)\\}`).exec(expr)?.[1] ?? '';
@@ -65,16 +73,17 @@ describe('alerts and dashboard vs the agent metrics', () => {
     const panels = dashboardExprs.map((e, i) => ({ record: `clbprobe:dashboard_panel_${i}`, expr: e.expr }));
     writeFileSync(rules, stringify({ groups: [...groups, { name: 'dashboard', rules: panels }] }));
     const r = spawnSync(PROMTOOL, ['check', 'rules', rules], { encoding: 'utf8' });
-    expect(r.stderr + r.stdout).toMatch(new RegExp(`SUCCESS: ${alertExprs.length + panels.length} rules found`));
+    expect(r.stderr + r.stdout).toMatch(new RegExp(`SUCCESS: ${ruleExprs.length + panels.length} rules found`));
     expect(r.status).toBe(0);
   });
 
-  it.skipIf(!existsSync(PROMTOOL))('the alerts fire for a looping Service, dropped health checks and a failing source', () => {
+  it.skipIf(!existsSync(PROMTOOL))('the alerts fire for a looping Service, dropped health checks and a failing source; the rules count loops per Service', () => {
     // Annotations are checked by `check rules`; here only what fires, when, with which labels.
     const bare = groups.map((g) => ({ name: g.name, rules: g.rules.map(({ annotations: _, ...r }) => r) }));
     writeFileSync(join(dir, 'bare.yaml'), stringify({ groups: bare }));
     const svc = 'namespace="lab",service="web",port="80",protocol="TCP",node="node1"';
     const labels = { namespace: 'lab', service: 'web', port: '80', protocol: 'TCP', node: 'node1' };
+    const svcOf = 'namespace="lab",service="web",port="80",protocol="TCP"';
     const test = {
       rule_files: ['bare.yaml'],
       evaluation_interval: '1m',
@@ -105,6 +114,30 @@ describe('alerts and dashboard vs the agent metrics', () => {
           alert_rule_test: [
             { eval_time: '10m', alertname: 'ClbprobeHealthChecksDropped', exp_alerts: [{ exp_labels: { ...labels, severity: 'warning' } }] },
             { eval_time: '10m', alertname: 'ClbprobeLoopbackPackets', exp_alerts: [] },
+          ],
+        },
+        {
+          // Two nodes loop through the LB of lab/web, a third only calls it: the cluster's answers per Service port.
+          interval: '1m',
+          input_series: [
+            { series: `clbprobe_findings_active{${svc},mechanism="L4-loop",severity="active"}`, values: '1x20' },
+            { series: `clbprobe_findings_active{${svc.replace('node1', 'node2')},mechanism="L4-loop",severity="active"}`, values: '1x20' },
+            { series: `clbprobe_findings_active{${svc.replace('node1', 'node2')},mechanism="no-SNAT",severity="active"}`, values: '1x20' },
+            { series: `clbprobe_lb_path_packets_total{${svc},kind="loop_return"}`, values: '0+60x20' },
+            { series: `clbprobe_lb_path_packets_total{${svc.replace('node1', 'node2')},kind="loop_return"}`, values: '0+120x20' },
+            { series: `clbprobe_lb_path_packets_total{${svc.replace('node1', 'node3')},kind="to_lb"}`, values: '0+60x20' },
+          ],
+          promql_expr_test: [
+            { expr: 'service:clbprobe_loop_nodes:count', eval_time: '10m', exp_samples: [{ labels: `service:clbprobe_loop_nodes:count{${svcOf}}`, value: 2 }] },
+            { expr: 'service:clbprobe_loops_active:count', eval_time: '10m', exp_samples: [{ labels: `service:clbprobe_loops_active:count{${svcOf}}`, value: 3 }] },
+            {
+              expr: 'service_kind:clbprobe_lb_path_packets:rate5m',
+              eval_time: '10m',
+              exp_samples: [
+                { labels: `service_kind:clbprobe_lb_path_packets:rate5m{${svcOf},kind="loop_return"}`, value: 3 },
+                { labels: `service_kind:clbprobe_lb_path_packets:rate5m{${svcOf},kind="to_lb"}`, value: 1 },
+              ],
+            },
           ],
         },
       ],

@@ -4,16 +4,18 @@ import { request } from 'node:http';
 import { createConnection, type AddressInfo, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createMetricsServer, type ServerLimits } from '../../../src/export/server.js';
-import { createRegistry, emptyState } from '../../../src/agent/metrics/list.js';
+import { createAgentRegistry } from '../../../src/agent/metrics/list.js';
+import { testAgentState, toLb } from '../../support/metrics-state.js';
 
-const state = emptyState('node-1', '0.1.0');
-for (let i = 0; i < 20_000; i++) state.lbPath.push({ svc: { namespace: 'a', service: `s${i}`, port: '80', protocol: 'TCP' }, kind: 'to_lb', packets: i, bytes: 2 * i });
+// 20,000 active Service ports: a body larger than the socket takes at once.
+const t = testAgentState(20_000);
+t.counter.samples = Array.from({ length: 20_000 }, (_, i) => toLb(i, i + 1));
 
 const cleanups: (() => void)[] = [];
 afterEach(() => cleanups.splice(0).forEach((c) => c()));
 
 async function start(limits: Partial<ServerLimits>) {
-  const server = createMetricsServer({ registry: createRegistry(() => state, { maxServicePorts: 100_000, processMetrics: false }), ready: () => true }, limits);
+  const server = createMetricsServer({ registry: createAgentRegistry(() => t.state, { maxServicePorts: 100_000, processMetrics: false }), ready: () => true }, limits);
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const port = (server.address() as AddressInfo).port;
   const socks: Socket[] = [];

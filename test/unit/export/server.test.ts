@@ -3,7 +3,8 @@ import type { AddressInfo } from 'node:net';
 import { gunzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { acceptsGzip, createMetricsServer, parseListen } from '../../../src/export/server.js';
-import { createRegistry, emptyState } from '../../../src/agent/metrics/list.js';
+import { createAgentRegistry } from '../../../src/agent/metrics/list.js';
+import { testAgentState, toLb } from '../../support/metrics-state.js';
 
 interface Reply {
   status: number;
@@ -12,10 +13,10 @@ interface Reply {
 }
 
 describe('metrics server', () => {
-  const state = emptyState('node-1', '0.1.0');
-  for (let i = 0; i < 2000; i++) state.lbPath.push({ svc: { namespace: 'a', service: `s${i}`, port: '80', protocol: 'TCP' }, kind: 'to_lb', packets: i, bytes: 2 * i });
+  const t = testAgentState(2000);
+  t.counter.samples = Array.from({ length: 2000 }, (_, i) => toLb(i, i + 1));
   let ready = false;
-  const server = createMetricsServer({ registry: createRegistry(() => state, { maxServicePorts: 10_000, processMetrics: true }), ready: () => ready });
+  const server = createMetricsServer({ registry: createAgentRegistry(() => t.state, { maxServicePorts: 10_000, processMetrics: true }), ready: () => ready });
   let port = 0;
   beforeAll(() => new Promise<void>((ok) => server.listen(0, '127.0.0.1', () => ((port = (server.address() as AddressInfo).port), ok()))));
   afterAll(() => new Promise<void>((ok) => server.close(() => ok())));
@@ -37,7 +38,7 @@ describe('metrics server', () => {
     expect(plain.headers['content-type']).toContain('text/plain');
     expect(Number(plain.headers['content-length'])).toBe(plain.body.length);
     const text = plain.body.toString();
-    expect(text).toContain('clbprobe_lb_path_packets_total{namespace="a",service="s1999",port="80",protocol="TCP",kind="to_lb"} 1999\n');
+    expect(text).toContain('clbprobe_lb_path_packets_total{namespace="shop",service="s1999",port="80",protocol="TCP",kind="to_lb"} 2000\n');
     expect(text).toContain('process_cpu_user_seconds_total');
     // What Prometheus sends.
     const gz = await get('/metrics', { 'Accept-Encoding': 'gzip' });
@@ -67,10 +68,10 @@ describe('metrics server', () => {
 });
 
 describe('metrics server, plain body larger than the socket takes at once', () => {
-  // ~6 MB of text, as at 5,000 Services: the server must wait for the socket to drain.
-  const state = emptyState('node-1', '0.1.0');
-  for (let i = 0; i < 60_000; i++) state.lbPath.push({ svc: { namespace: 'a', service: `s${i}`, port: '80', protocol: 'TCP' }, kind: 'to_lb', packets: i, bytes: 2 * i });
-  const server = createMetricsServer({ registry: createRegistry(() => state, { maxServicePorts: 100_000, processMetrics: false }), ready: () => true });
+  // ~13 MB of text, 20,000 Service ports active over the default cap: the server must wait for the socket to drain.
+  const t = testAgentState(20_000);
+  t.counter.samples = Array.from({ length: 20_000 }, (_, i) => toLb(i, i + 1));
+  const server = createMetricsServer({ registry: createAgentRegistry(() => t.state, { maxServicePorts: 100_000, processMetrics: false }), ready: () => true });
   let port = 0;
   beforeAll(() => new Promise<void>((ok) => server.listen(0, '127.0.0.1', () => ((port = (server.address() as AddressInfo).port), ok()))));
   afterAll(() => new Promise<void>((ok) => server.close(() => ok())));
@@ -101,7 +102,7 @@ describe('metrics server, plain body larger than the socket takes at once', () =
     expect(slow.length).toBeGreaterThan(5_000_000);
     expect(slow.body.length).toBe(slow.length);
     const text = slow.body.toString();
-    expect(text).toContain('service="s59999",port="80",protocol="TCP",kind="to_lb"} 59999\n');
+    expect(text).toContain('service="s19999",port="80",protocol="TCP",kind="to_lb"} 20000\n');
     expect(text.endsWith('\n')).toBe(true);
     await slowGet(0, true);
     const again = await slowGet(0);
@@ -143,7 +144,7 @@ describe('parseListen', () => {
 describe('metrics server with an authorizer (--metrics-auth kubernetes)', () => {
   const asked: string[] = [];
   const server = createMetricsServer({
-    registry: createRegistry(() => emptyState('node-1', '0.1.0'), { maxServicePorts: 10, processMetrics: false }),
+    registry: createAgentRegistry(() => testAgentState(1).state, { maxServicePorts: 10, processMetrics: false }),
     ready: () => true,
     authorize: async (req) => {
       asked.push(req.url ?? '');
