@@ -9,6 +9,7 @@ import type { CounterReading, CounterSample } from '../../src/capture/targets.js
 import { buildClusterView } from '../../src/cluster/build.js';
 import { emptyObjects } from '../../src/cluster/objects.js';
 import type { Finding } from '../../src/detect/types.js';
+import type { ConntrackEntry } from '../../src/kernel/types.js';
 import { SourceRunner } from '../../src/source/runner.js';
 
 /** The LB VIP of Service shop/s{i}: 10.1.x.y, port 80. */
@@ -48,8 +49,8 @@ export function loopReturn(nodePort: number, packets: number): CounterSample {
   return { target: '0.0.0.0', port: nodePort, proto: 'tcp', kind: 'loop_return', direction: 'ingress', packets, bytes: packets * 60 };
 }
 
-/** NodePort of Service i. */
-export const nodePortOf = (i: number): number => 30000 + (i % 2700);
+/** NodePort of Service i: one each, outside the default range so that 20,000 Services fit. */
+export const nodePortOf = (i: number): number => 20000 + i;
 
 export function finding(i: number, mechanism: Finding['mechanism'], severity: Finding['severity']): Finding {
   return { service: { namespace: 'shop', name: `s${i}` }, port: { port: 80, protocol: 'TCP', name: '' }, mechanism, severity, summary: '', evidence: [], remedy: '' };
@@ -90,4 +91,22 @@ export function testAgentState(services: number, opts: { capture?: boolean; sour
     findings: [],
   };
   return { state, counter, told };
+}
+
+/** A conntrack entry from a pod of this node to Service i's VIP (real match, real table). */
+export function vipEntry(i: number, id: number, established: boolean): ConntrackEntry {
+  const sport = 30000 + (id % 30000);
+  return {
+    family: 4,
+    proto: 'tcp',
+    orig: { src: '10.244.1.5', sport, dst: vipOf(i), dport: 80, protoNum: 6 },
+    reply: { src: vipOf(i), sport: 80, dst: '192.0.2.1', dport: sport, protoNum: 6 },
+    tcpState: established ? 'ESTABLISHED' : 'SYN_SENT',
+    status: established ? 2 : 0,
+    statusFlags: established ? ['SEEN_REPLY'] : [],
+    timeoutS: 100,
+    mark: 0,
+    zone: 0,
+    id,
+  };
 }
