@@ -1,10 +1,13 @@
 // The two API calls the watcher needs: a raw JSON list page, and a watch stream, over node's own
 // http(s) with the target's TLS settings and credentials (kube-config.ts). Raw JSON on purpose:
-// the builder reads the same shape as `kubectl get -o json`, not typed client models.
+// the builder reads the same shape as `kubectl get -o json`, not typed client models. The watcher
+// reads both as streams, keeping of each object only what the view reads (json-reduce.ts).
 import { request as httpRequest, type ClientRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest, type RequestOptions } from 'node:https';
 import { StringDecoder } from 'node:string_decoder';
+import { ANY, JsonReducer, JsonStreamError, reduceText, type ReduceLimits, type Shape } from './json-reduce.js';
 import type { ApiTarget } from './kube-config.js';
+import { eventShape, listShape } from './object-shapes.js';
 
 /** An API answer other than 200, or a transport failure (statusCode undefined). */
 export class ApiError extends Error {
@@ -20,21 +23,28 @@ export class ApiError extends Error {
 export interface ListPage {
   resourceVersion: string;
   continueToken?: string;
+  /** With an item shape, what it keeps of each object, or a SkippedObject in its place. */
   items: unknown[];
 }
 
 /**
  * Size bounds on what the API server sends. An object is at most ~1.5 MB in etcd (the API server
- * refuses bigger writes at 3 MB), so a watch event line past 4 MiB is not Kubernetes talking; a
- * list page of 500 such objects would not fit the agent's 256Mi anyway: past the bound the page
- * fails with a clear error (the reflector keeps its last good store and retries) instead of the
- * agent being OOM-killed.
+ * refuses bigger writes at 3 MB), and JSON's escapes make its text at most ~6 times that: an
+ * object or watch event past maxEventBytes is not Kubernetes talking, and fails the page or the
+ * watch. Objects read with a shape are streamed and reduced: their kept strings are capped at
+ * maxValueBytes (over it the object is skipped, json-reduce.ts). A whole answer (an error's
+ * Status, a page read without a shape) is bounded by maxBodyBytes, past which it fails with a
+ * clear error instead of the agent being OOM-killed.
  */
 export interface ApiLimits {
   maxBodyBytes: number;
   maxEventBytes: number;
+  maxValueBytes: number;
 }
-export const DEFAULT_API_LIMITS: ApiLimits = { maxBodyBytes: 64 << 20, maxEventBytes: 4 << 20 };
+export const DEFAULT_API_LIMITS: ApiLimits = { maxBodyBytes: 64 << 20, maxEventBytes: 16 << 20, maxValueBytes: 16 << 10 };
+
+/** An error answer is a Status of a few hundred bytes; more of it is not read. */
+const MAX_ERROR_BODY = 1 << 20;
 
 const mib = (n: number): string => `${+(n / 2 ** 20).toFixed(2)} MiB`;
 
@@ -47,22 +57,17 @@ export class KubeApi {
     this.limits = { ...DEFAULT_API_LIMITS, ...limits };
   }
 
-  /** GET one page of a collection. */
-  async listPage(path: string, query: Record<string, string>, timeoutMs = 30_000): Promise<ListPage> {
-    const { status, body } = await this.get(path, query, timeoutMs);
-    if (status !== 200) throw new ApiError(`GET ${path}: ${statusText(status, body)}`, status);
-    let list: { metadata?: { resourceVersion?: unknown; continue?: unknown }; items?: unknown };
-    try {
-      list = JSON.parse(body) as typeof list;
-    } catch {
-      throw new ApiError(`GET ${path}: the answer is not JSON (${body.slice(0, 80)})`);
-    }
-    if (!Array.isArray(list.items) || typeof list.metadata?.resourceVersion !== 'string') {
-      throw new ApiError(`GET ${path}: the answer is not a list`);
-    }
-    const page: ListPage = { resourceVersion: list.metadata.resourceVersion, items: list.items };
-    if (typeof list.metadata.continue === 'string' && list.metadata.continue !== '') page.continueToken = list.metadata.continue;
-    return page;
+  /**
+   * GET one page of a collection. With `item`, the page is read as it arrives and each item
+   * reduced to that shape (json-reduce.ts); without, it is read whole and parsed.
+   */
+  async listPage(path: string, query: Record<string, string>, timeoutMs = 30_000, item?: Shape): Promise<ListPage> {
+    const what = `GET ${path}`;
+    const req = await this.open(path, query, timeoutMs);
+    const res = await answer(req, what);
+    if (res.statusCode !== 200) throw await refusal(res, what, this.limits);
+    const list = item ? await readReduced(res, what, listShape(item), this.reduceLimits()) : parseWhole(await readBody(res, what, this.limits.maxBodyBytes), what);
+    return pageOf(list, what);
   }
 
   /**
@@ -71,21 +76,21 @@ export class KubeApi {
    * when the stream ends (err undefined) or breaks. Resolves to a function
    * that closes the stream (then `onEnd` is called with no error).
    * A connection that stays silent for longer than the server's own watch timeout
-   * (query.timeoutSeconds, else 5 min) plus 30 s is taken as broken.
+   * (query.timeoutSeconds, else 5 min) plus 30 s is taken as broken. Each event's object is
+   * what `object` keeps of it (whole by default), or a SkippedObject.
    */
   async watch(
     path: string,
     query: Record<string, string>,
     onEvent: (type: string, object: unknown) => void,
     onEnd: (err?: ApiError) => void,
+    object: Shape = ANY,
   ): Promise<() => void> {
+    const what = `watch ${path}`;
     const idleMs = (Number(query.timeoutSeconds) || 300) * 1000 + 30_000;
     const req = await this.open(path, { ...query, watch: 'true' }, idleMs);
-    const res = await answer(req, `watch ${path}`);
-    if (res.statusCode !== 200) {
-      const body = await readBody(res, `watch ${path}`, this.limits.maxBodyBytes);
-      throw new ApiError(`watch ${path}: ${statusText(res.statusCode ?? 0, body)}`, res.statusCode);
-    }
+    const res = await answer(req, what);
+    if (res.statusCode !== 200) throw await refusal(res, what, this.limits);
     let ended = false;
     const end = (err?: ApiError): void => {
       if (ended) return;
@@ -93,43 +98,45 @@ export class KubeApi {
       req.destroy();
       onEnd(err);
     };
-    // One JSON event per line; a line can span many chunks (a big EndpointSlice), up to maxEventBytes.
-    const maxLine = this.limits.maxEventBytes;
-    let pending: Buffer[] = [];
-    let pendingBytes = 0;
-    res.on('data', (chunk: Buffer) => {
-      let from = 0;
-      for (let nl = chunk.indexOf(10); nl >= 0 && !ended; nl = chunk.indexOf(10, from)) {
-        pending.push(chunk.subarray(from, nl));
-        pendingBytes += nl - from;
-        if (pendingBytes > maxLine) return end(new ApiError(`watch ${path}: an event line is longer than ${mib(maxLine)}`));
-        const line = Buffer.concat(pending).toString('utf8');
-        pending = [];
-        pendingBytes = 0;
-        from = nl + 1;
-        const event = parseWatchLine(line);
-        if (event === undefined) continue;
-        if (typeof event === 'string') return end(new ApiError(`watch ${path}: ${event}`));
-        try {
-          onEvent(event.type, event.object);
-        } catch (e) {
-          // One event the consumer cannot take ends this watch with its reason (then relist/resume),
-          // never the process.
-          return end(new ApiError(`watch ${path}: a ${event.type} event could not be applied: ${e instanceof Error ? e.message : String(e)}`));
-        }
+    const deliver = (event: unknown): void => {
+      if (ended) return;
+      const type = (event as { type?: unknown } | null)?.type;
+      if (typeof type !== 'string') return end(new ApiError(`${what}: an event has no type`));
+      try {
+        onEvent(type, (event as { object?: unknown }).object);
+      } catch (e) {
+        // One event the consumer cannot take ends this watch with its reason (then relist/resume),
+        // never the process.
+        end(new ApiError(`${what}: a ${type} event could not be applied: ${e instanceof Error ? e.message : String(e)}`));
       }
-      if (ended || from >= chunk.length) return;
-      pending.push(chunk.subarray(from));
-      pendingBytes += chunk.length - from;
-      // A line that never ends is cut here, not buffered until the heap runs out.
-      if (pendingBytes > maxLine) end(new ApiError(`watch ${path}: an event line is longer than ${mib(maxLine)} (no newline yet)`));
+    };
+    // Events are read as they arrive, each reduced to the object's shape, up to maxEventBytes raw.
+    const reader = new JsonReducer(eventShape(object), this.reduceLimits(), deliver, true);
+    res.on('data', (chunk: Buffer) => {
+      if (ended) return;
+      try {
+        reader.write(chunk);
+      } catch (e) {
+        end(new ApiError(`${what}: ${streamText(e)}`));
+      }
     });
-    res.on('end', () => end(undefined));
-    res.on('error', (e) => end(new ApiError(`watch ${path}: ${lostText(e)}`)));
+    res.on('end', () => {
+      try {
+        reader.end();
+        end(undefined);
+      } catch (e) {
+        end(new ApiError(`${what}: ${streamText(e)}`));
+      }
+    });
+    res.on('error', (e) => end(new ApiError(`${what}: ${lostText(e)}`)));
     // After the answer, a reset or a silent connection shows up on the request or the socket.
-    req.on('error', (e) => end(new ApiError(`watch ${path}: ${lostText(e)}`)));
-    res.on('close', () => end(res.complete ? undefined : new ApiError(`watch ${path}: connection to the API server lost`)));
+    req.on('error', (e) => end(new ApiError(`${what}: ${lostText(e)}`)));
+    res.on('close', () => end(res.complete ? undefined : new ApiError(`${what}: connection to the API server lost`)));
     return () => end(undefined);
+  }
+
+  private reduceLimits(): ReduceLimits {
+    return { maxValueBytes: this.limits.maxValueBytes, maxUnitBytes: this.limits.maxEventBytes };
   }
 
   private async open(path: string, query: Record<string, string>, idleMs: number): Promise<ClientRequest> {
@@ -144,12 +151,6 @@ export class KubeApi {
     req.end();
     return req;
   }
-
-  private async get(path: string, query: Record<string, string>, timeoutMs: number): Promise<{ status: number; body: string }> {
-    const req = await this.open(path, query, timeoutMs);
-    const res = await answer(req, `GET ${path}`);
-    return { status: res.statusCode ?? 0, body: await readBody(res, `GET ${path}`, this.limits.maxBodyBytes) };
-  }
 }
 
 /** The response's head, or an ApiError naming the transport failure. */
@@ -158,6 +159,77 @@ function answer(req: ClientRequest, what: string): Promise<IncomingMessage> {
     req.once('response', resolve);
     req.once('error', (e) => reject(new ApiError(`${what}: ${transportText(e)}`)));
   });
+}
+
+/** The ApiError for a non-200 answer, with the Status' message when it has one. */
+async function refusal(res: IncomingMessage, what: string, limits: ApiLimits): Promise<ApiError> {
+  const body = await readBody(res, what, Math.min(limits.maxBodyBytes, MAX_ERROR_BODY));
+  return new ApiError(`${what}: ${statusText(res.statusCode ?? 0, body)}`, res.statusCode);
+}
+
+/** A whole list answer, parsed. */
+function parseWhole(body: string, what: string): unknown {
+  try {
+    return JSON.parse(body);
+  } catch {
+    throw new ApiError(`${what}: the answer is not JSON (${body.slice(0, 80)})`);
+  }
+}
+
+/** The page a list answer holds, or why it is not one. */
+function pageOf(answer: unknown, what: string): ListPage {
+  const list = answer as { metadata?: { resourceVersion?: unknown; continue?: unknown }; items?: unknown } | null;
+  if (!Array.isArray(list?.items) || typeof list.metadata?.resourceVersion !== 'string') {
+    throw new ApiError(`${what}: the answer is not a list`);
+  }
+  const page: ListPage = { resourceVersion: list.metadata.resourceVersion, items: list.items };
+  if (typeof list.metadata.continue === 'string' && list.metadata.continue !== '') page.continueToken = list.metadata.continue;
+  return page;
+}
+
+/**
+ * One JSON answer read as it arrives, reduced to `shape`: no piece of it is held past its own
+ * parsing, whatever the answer's size, only what the shape keeps.
+ */
+function readReduced(res: IncomingMessage, what: string, shape: Shape, limits: ReduceLimits): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    let value: unknown;
+    let done = false;
+    const fail = (err: ApiError): void => {
+      if (done) return;
+      done = true;
+      reject(err);
+      res.destroy();
+    };
+    const reader = new JsonReducer(shape, limits, (v) => (value = v));
+    res.on('data', (chunk: Buffer) => {
+      if (done) return;
+      try {
+        reader.write(chunk);
+      } catch (e) {
+        fail(new ApiError(`${what}: ${streamText(e)}`));
+      }
+    });
+    res.on('end', () => {
+      if (done) return;
+      try {
+        reader.end();
+        done = true;
+        resolve(value);
+      } catch (e) {
+        fail(new ApiError(`${what}: ${streamText(e)}`));
+      }
+    });
+    res.on('error', (e) => fail(new ApiError(`${what}: ${lostText(e)}`)));
+    res.on('close', () => {
+      if (!res.complete) fail(new ApiError(`${what}: connection to the API server lost`));
+    });
+  });
+}
+
+/** What a reader error says; anything but a JsonStreamError is a bug and says so. */
+function streamText(e: unknown): string {
+  return e instanceof JsonStreamError ? e.message : `the answer could not be read: ${e instanceof Error ? e.message : String(e)}`;
 }
 
 /**
@@ -214,13 +286,13 @@ function statusText(status: number, body: string): string {
 
 /**
  * One line of a watch stream: the event, undefined for a blank line, or why the line is not an
- * event (text for the error). Exported for the fuzz harness.
+ * event (text for the error). Read by the same reader as a watch stream. Exported for the fuzz harness.
  */
 export function parseWatchLine(line: string): { type: string; object: unknown } | undefined | string {
   if (line.trim() === '') return undefined;
   let event: unknown;
   try {
-    event = JSON.parse(line);
+    event = reduceText(line, eventShape(ANY), { maxValueBytes: DEFAULT_API_LIMITS.maxValueBytes, maxUnitBytes: DEFAULT_API_LIMITS.maxEventBytes });
   } catch {
     return `an event is not JSON (${line.slice(0, 80)})`;
   }

@@ -4,6 +4,9 @@
 // watch resume from the last version seen; after "410 Gone" (history
 // compacted) list again, and a list whose later page gets a 410 starts
 // over; after a failure back off exponentially with jitter and resume. The store keeps the last good state while the API is away.
+// With a shape, objects arrive reduced to it; one past its bounds arrives as a SkippedObject and
+// is kept aside (named, counted) instead of in the store, until it is deleted or fits again.
+import { SkippedObject, type Shape } from './json-reduce.js';
 import { ApiError, type KubeApi, type ListPage } from './kube-api.js';
 import { ObjectStore } from './object-store.js';
 
@@ -28,6 +31,10 @@ export interface ReflectorOptions<T> {
   fallback?: { path: string; note: string; neither: string };
   /** Called when the reflector switches to (or back from) `fallback`, with the note or the failure. */
   onFallback?(message: string): void;
+  /** What is read of each object (object-shapes.ts); without, the whole object. */
+  shape?: Shape;
+  /** An object newly skipped by the shape's bounds (not again while it stays skipped). */
+  onSkip?(skipped: SkippedObject): void;
   /** What the store keeps of each object: the object parsed, not the JSON (a fraction of its size). */
   transform(object: unknown): T;
   /** Something changed: the store, or whether it is synced/healthy. */
@@ -61,6 +68,8 @@ class ContinueExpired extends Error {
 export class Reflector<T> {
   /** What `transform` kept of each object. Replaced whole by each list. */
   store = new ObjectStore<T>();
+  /** The objects left out as too large, by "namespace/name". */
+  private skipped = new Map<string, SkippedObject>();
   private rv?: string;
   /** The collection's path now: o.path, or o.fallback.path after a 404. */
   private path: string;
@@ -81,6 +90,11 @@ export class Reflector<T> {
 
   health(): ReflectorHealth {
     return this.state;
+  }
+
+  /** The objects now left out of the store as too large. */
+  skippedObjects(): SkippedObject[] {
+    return [...this.skipped.values()];
   }
 
   /** Runs until stop(); never rejects. */
@@ -136,7 +150,7 @@ export class Reflector<T> {
 
   private async list(): Promise<'listed'> {
     const started = Date.now();
-    let listed: { items: ObjectStore<T>; resourceVersion: string } | undefined;
+    let listed: Listed<T> | undefined;
     // A 410 on a later page: etcd compacted the version the first page was read at. The pages so far
     // cannot be finished consistently; start the list again (as client-go's pager falls back to a
     // full list), a few times, before it counts as a failure.
@@ -150,6 +164,9 @@ export class Reflector<T> {
     const { items } = listed;
     if (this.stopped) return 'listed';
     this.store = items;
+    const before = this.skipped;
+    this.skipped = listed.skipped;
+    for (const [key, s] of listed.skipped) if (!before.has(key)) this.o.onSkip?.(s);
     this.rv = listed.resourceVersion;
     this.setHealth({ synced: true, healthy: true, listMs: Date.now() - started, ...(this.note ? { reason: this.note } : {}) });
     this.o.onChange();
@@ -157,8 +174,9 @@ export class Reflector<T> {
   }
 
   /** Every page of one list; a 410 on a continued page is a ContinueExpired. */
-  private async listPages(): Promise<{ items: ObjectStore<T>; resourceVersion: string }> {
+  private async listPages(): Promise<Listed<T>> {
     const items = new ObjectStore<T>();
+    const skipped = new Map<string, SkippedObject>();
     const query = { ...this.o.query, limit: String(this.o.pageSize) };
     let resourceVersion: string;
     let next: string | undefined;
@@ -167,18 +185,21 @@ export class Reflector<T> {
       // EndpointSlices) are garbage once transformed, not kept alive through the next page's
       // request and parse.
       const page = await this.nextPage(query, next);
-      for (const item of page.items) items.set(...keyOf(item), this.o.transform(item));
+      for (const item of page.items) {
+        if (item instanceof SkippedObject) skipped.set(skipKey(item, skipped.size), item);
+        else items.set(...keyOf(item), this.o.transform(item));
+      }
       resourceVersion = page.resourceVersion;
       next = page.continueToken;
     } while (next !== undefined && !this.stopped);
-    return { items, resourceVersion };
+    return { items, skipped, resourceVersion };
   }
 
   /** The first page, or the one after `continueToken`; a 410 on a continued page is a ContinueExpired. */
   private async nextPage(query: Record<string, string>, continueToken: string | undefined): Promise<ListPage> {
-    if (continueToken === undefined) return this.api.listPage(this.path, query);
+    if (continueToken === undefined) return this.api.listPage(this.path, query, undefined, this.o.shape);
     try {
-      return await this.api.listPage(this.path, { ...query, continue: continueToken });
+      return await this.api.listPage(this.path, { ...query, continue: continueToken }, undefined, this.o.shape);
     } catch (e) {
       if (e instanceof ApiError && e.statusCode === 410) throw new ContinueExpired(e);
       throw e;
@@ -213,11 +234,15 @@ export class Reflector<T> {
           this.closeWatch?.();
           return;
         }
+        if (object instanceof SkippedObject) return this.skipEvent(type, object);
         const rv = (object as { metadata?: { resourceVersion?: unknown } })?.metadata?.resourceVersion;
         if (typeof rv === 'string') this.rv = rv;
-        if (type === 'ADDED' || type === 'MODIFIED') this.store.set(...keyOf(object), this.o.transform(object));
-        else if (type === 'DELETED') this.store.delete(...keyOf(object));
-        else return; // BOOKMARK: only the resourceVersion moves.
+        if (type !== 'ADDED' && type !== 'MODIFIED' && type !== 'DELETED') return; // BOOKMARK: only the resourceVersion moves.
+        const key = keyOf(object);
+        if (type === 'DELETED') this.store.delete(...key);
+        else this.store.set(...key, this.o.transform(object));
+        // An object that fits again, or is gone, is no longer left out.
+        if (this.skipped.size > 0) this.skipped.delete(key.join('/'));
         this.o.onChange();
       };
       const onEnd = (err?: ApiError): void => {
@@ -226,7 +251,7 @@ export class Reflector<T> {
       };
       // The watch request uses the resourceVersion at the time it is sent.
       const query = { ...this.o.query, resourceVersion: this.rv ?? '', allowWatchBookmarks: 'true', timeoutSeconds: String(timeoutS) };
-      this.api.watch(this.path, query, onEvent, onEnd).then(
+      this.api.watch(this.path, query, onEvent, onEnd, this.o.shape).then(
         (close) => {
           if (settled || this.stopped) return close();
           this.closeWatch = close;
@@ -235,6 +260,21 @@ export class Reflector<T> {
         (e: unknown) => finish(e instanceof ApiError ? e : new ApiError(String(e))),
       );
     });
+  }
+
+  /** A watch event whose object is too large: out of the store, and kept aside unless deleted. */
+  private skipEvent(type: string, s: SkippedObject): void {
+    if (s.resourceVersion !== undefined) this.rv = s.resourceVersion;
+    if (type !== 'ADDED' && type !== 'MODIFIED' && type !== 'DELETED') return;
+    const key = skipKey(s, this.skipped.size);
+    if (s.name !== undefined) this.store.delete(s.namespace ?? '', s.name);
+    if (type === 'DELETED') {
+      this.skipped.delete(key);
+    } else {
+      if (!this.skipped.has(key)) this.o.onSkip?.(s);
+      this.skipped.set(key, s);
+    }
+    this.o.onChange();
   }
 
   private setHealth(h: Omit<ReflectorHealth, 'since'>): void {
@@ -257,6 +297,18 @@ export class Reflector<T> {
 export function backoff(failures: number, initialMs: number, maxMs: number): number {
   const base = Math.min(maxMs, initialMs * 2 ** Math.min(failures, 30));
   return base / 2 + Math.random() * (base / 2);
+}
+
+/** One list's objects: the store, the objects skipped, and the version it was read at. */
+interface Listed<T> {
+  items: ObjectStore<T>;
+  skipped: Map<string, SkippedObject>;
+  resourceVersion: string;
+}
+
+/** "namespace/name" as keyOf gives it; one whose name was not read gets a number of its own. */
+function skipKey(s: SkippedObject, n: number): string {
+  return s.name === undefined ? `#unnamed-${n}` : `${s.namespace ?? ''}/${s.name}`;
 }
 
 /** Namespace ('' when cluster-scoped) and name; an object without a name gets one of its own. */

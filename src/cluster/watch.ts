@@ -2,11 +2,14 @@
 // and this Node, rebuilt into a ClusterView and handed to a callback,
 // debounced (an endpoint rollout is dozens of events). While the API is away
 // the last good view is kept and marked fresh:false with the reason.
+import { byText } from '../compare.js';
 import type { Logger } from '../log.js';
 import type { SourceStatus } from '../kernel/types.js';
 import { assembleClusterView, parsersFor, type ParsedObjects, type ParsedOf } from './build.js';
+import type { SkippedObject } from './json-reduce.js';
 import { KubeApi } from './kube-api.js';
 import { loadApiTarget } from './kube-config.js';
+import { OBJECT_SHAPES } from './object-shapes.js';
 import type { SourcedObject } from './objects.js';
 import { Reflector } from './reflector.js';
 import type { ClusterView } from './types.js';
@@ -79,6 +82,9 @@ export class ClusterWatch {
         backoffMaxMs: o.backoffMaxMs ?? 30_000,
         optional: c.optional,
         ...(c.fallback ? { fallback: c.fallback, onFallback: (m: string) => o.log?.warn({ source: 'cluster', reason: m }, m) } : {}),
+        // Only what the view reads is kept of each object, as it arrives: a namespace's fat objects cost no heap.
+        shape: OBJECT_SHAPES[kind],
+        onSkip: (skipped) => o.log?.warn({ source: 'cluster', kind: skipped.kind, object: objectName(skipped), bytes: skipped.bytes, reason: skipped.reason }, 'cluster object skipped: too large'),
         // Each object is parsed once, as it arrives; the store keeps the result, not the JSON.
         transform: (object) => parse({ origin: c.name, object }),
         onChange: () => this.schedule(),
@@ -114,6 +120,7 @@ export class ClusterWatch {
     for (const r of this.reflectors) {
       const h = r.health();
       if (h.healthy && h.reason) notes.push(h.reason);
+      notes.push(...skippedNotes(r.skippedObjects()));
     }
     const stale = this.staleReason();
     const now = new Date().toISOString();
@@ -132,6 +139,11 @@ export class ClusterWatch {
       ...(this.lastFreshAt ? { syncedAt: this.lastFreshAt } : {}),
       warnings: notes,
     });
+  }
+
+  /** The objects left out of the view as too large, of every kind. */
+  skippedObjects(): SkippedObject[] {
+    return this.reflectors.flatMap((r) => r.skippedObjects());
   }
 
   /** Health of the 'cluster' source, node_exporter style. */
@@ -178,4 +190,21 @@ export class ClusterWatch {
     for (const w of this.waiters.splice(0)) w(view);
     this.o.onChange?.(view);
   }
+}
+
+/** Named one by one up to this many per kind; past it, counted. */
+const SKIPPED_NAMED = 10;
+
+/** One warning per skipped object, as for an object that does not parse, up to SKIPPED_NAMED. */
+function skippedNotes(skipped: SkippedObject[]): string[] {
+  // In name order: the same objects skipped give the same warnings, whatever order they came in.
+  skipped.sort((a, b) => byText(a.label, b.label));
+  const notes = skipped.slice(0, SKIPPED_NAMED).map((s) => `${s.label} skipped: ${s.bytes} bytes; ${s.reason}`);
+  if (skipped.length > SKIPPED_NAMED) notes.push(`${skipped.length - SKIPPED_NAMED} more ${skipped[0]!.kind} objects skipped as too large`);
+  return notes;
+}
+
+/** "namespace/name", or the name of a cluster-scoped object. */
+function objectName(s: SkippedObject): string {
+  return `${s.namespace !== undefined ? `${s.namespace}/` : ''}${s.name ?? '(name not read)'}`;
 }

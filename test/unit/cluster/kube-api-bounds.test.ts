@@ -58,11 +58,11 @@ describe('watch streams from a hostile API server', () => {
     }
   });
 
-  it('a watch line that never ends is cut at maxEventBytes with a clear error', async () => {
+  it('an event that never ends is cut at maxEventBytes with a clear error', async () => {
     let sent = 0;
     const url = await serve((_req, res) => {
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.write('{"type":"ADDED","object":{"metadata":{"name":"a"}}}\n');
+      res.write('{"type":"ADDED","object":{"metadata":{"name":"a"}}}\n{"type":"ADDED","object":{"metadata":{"name":"');
       const chunk = Buffer.alloc(64 << 10, 0x61);
       const pump = (): void => {
         while (!res.destroyed && sent < 256 << 20) {
@@ -80,9 +80,22 @@ describe('watch streams from a hostile API server', () => {
     });
     const err = await ended;
     expect(events).toEqual(['ADDED']);
-    expect(err?.message).toBe('watch /api/v1/services: an event line is longer than 1 MiB (no newline yet)');
+    expect(err?.message).toBe('watch /api/v1/services: the value at byte 52 is longer than 1 MiB');
     // Cut near the bound: what was sent is the bound plus what sat in socket buffers, not 256 MiB.
     expect(sent).toBeLessThan(16 << 20);
+  });
+
+  it('a line that is not JSON ends the watch with where it went wrong; the events before it were delivered', async () => {
+    const url = await serve((_req, res) => {
+      res.writeHead(200);
+      res.write('{"type":"ADDED","object":{"metadata":{"name":"a"}}}\n<html>proxy error</html>\n');
+    });
+    const events: string[] = [];
+    const err = await new Promise<ApiError | undefined>((resolve) => {
+      void new KubeApi(target(url)).watch('/x', {}, (type) => events.push(type), resolve);
+    });
+    expect(events).toEqual(['ADDED']);
+    expect(err?.message).toBe("watch /x: not JSON at byte 52: expected a value, got '<'");
   });
 
   it('an event the consumer throws on ends the watch with the reason, not the process', async () => {

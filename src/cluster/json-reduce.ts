@@ -1,0 +1,532 @@
+// An incremental JSON reader that builds only what a Shape names. API answers arrive as byte
+// chunks and are read as they arrive: a field the cluster view does not read (an annotation of
+// 250 KB, managedFields, a Node's image list) is scanned past and never becomes a string, so the
+// heap holds what the view keeps, not what a namespace's owner wrote. Each object of a list or
+// watch (a "unit") is bounded: a kept string longer than its cap, or kept fields over the unit's
+// budget, make the object a SkippedObject that names it, its size and why; the rest of the page
+// or stream goes on. Past `maxUnitBytes` raw, the answer fails: no object the API server stores
+// is that long.
+
+/** What to keep of a value. */
+export type Shape = ValueShape | FieldsShape | MapShape | EachShape | UnitShape | AnyShape;
+
+/** What of a unit is recorded even when it is skipped: what names it, and its version. */
+export type UnitId = 'name' | 'namespace' | 'resourceVersion';
+
+/** A scalar kept as JSON.parse gives it; `id` records it on the unit too. */
+export interface ValueShape {
+  readonly kind: 'value';
+  readonly id?: UnitId;
+}
+/** An object of which only the named fields are kept. */
+export interface FieldsShape {
+  readonly kind: 'fields';
+  readonly fields: ReadonlyMap<string, Shape>;
+}
+/** An object whose every field is kept, each as `each`. */
+export interface MapShape {
+  readonly kind: 'map';
+  readonly each: Shape;
+}
+/** An array whose every element is kept as `each`. */
+export interface EachShape {
+  readonly kind: 'each';
+  readonly each: Shape;
+}
+/** One object of a list or watch, bounded on its own and reported by `label` when skipped. */
+export interface UnitShape {
+  readonly kind: 'unit';
+  readonly label: string;
+  readonly maxKeptBytes: number;
+  readonly of: Shape;
+}
+/** Everything, as JSON.parse would give it (no caps; the unit's raw bound still holds). */
+export interface AnyShape {
+  readonly kind: 'any';
+}
+
+export const VALUE: ValueShape = { kind: 'value' };
+export const ANY: AnyShape = { kind: 'any' };
+export const idValue = (id: UnitId): ValueShape => ({ kind: 'value', id });
+export const fields = (f: Record<string, Shape>): FieldsShape => ({ kind: 'fields', fields: new Map(Object.entries(f)) });
+export const mapOf = (each: Shape): MapShape => ({ kind: 'map', each });
+export const each = (e: Shape): EachShape => ({ kind: 'each', each: e });
+export const unit = (label: string, maxKeptBytes: number, of: Shape): UnitShape => ({ kind: 'unit', label, maxKeptBytes, of });
+
+export interface ReduceLimits {
+  /** Bytes of each kept string (its JSON text) and object key. */
+  maxValueBytes: number;
+  /** Raw bytes of one unit, and of each top-level value of a sequence. */
+  maxUnitBytes: number;
+}
+
+/** An object left out: what it is, its size in the answer, and why. */
+export class SkippedObject {
+  constructor(
+    readonly kind: string,
+    readonly bytes: number,
+    readonly reason: string,
+    readonly namespace?: string,
+    readonly name?: string,
+    readonly resourceVersion?: string,
+  ) {}
+
+  /** "Service attacker/fat-1", "Node node-a", or the kind alone when no name was read. */
+  get label(): string {
+    if (this.name === undefined) return `${this.kind} (name not read)`;
+    return `${this.kind} ${this.namespace !== undefined ? `${this.namespace}/` : ''}${this.name}`;
+  }
+}
+
+/** Input that is not JSON, is cut short, or a unit past its raw bound. */
+export class JsonStreamError extends Error {
+  constructor(
+    message: string,
+    readonly offset: number,
+  ) {
+    super(message);
+    this.name = 'JsonStreamError';
+  }
+}
+
+/** Bytes a kept value or container counts besides its text: V8's object and pointer. */
+const VALUE_OVERHEAD = 16;
+/** Deeper than any object of the kinds read (managedFields is ~15); deeper input is not Kubernetes'. */
+const MAX_DEPTH = 256;
+/** A number or literal longer than this is not one. */
+const MAX_TOKEN = 64;
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+
+const enum Expect {
+  Value,
+  ValueOrClose,
+  Key,
+  KeyOrClose,
+  Colon,
+  CommaOrClose,
+}
+
+interface Unit {
+  readonly shape: UnitShape;
+  readonly start: number;
+  /** The stack depth of the unit's own container. */
+  readonly depth: number;
+  kept: number;
+  over?: string;
+  name?: string;
+  namespace?: string;
+  resourceVersion?: string;
+}
+
+interface Frame {
+  readonly array: boolean;
+  /** Shape of the children; undefined: children are scanned past. */
+  readonly children: Shape | undefined;
+  /** What is built; undefined when nothing of this container is kept. */
+  readonly value: Record<string, unknown> | unknown[] | undefined;
+  readonly unit: Unit | undefined;
+  /** The unit this container is the root of. */
+  readonly own: Unit | undefined;
+  key: string | undefined;
+  index: number;
+}
+
+/** Where the value being read goes, decided when its first byte is seen. */
+interface Slot {
+  shape: Shape | undefined;
+  unit: Unit | undefined;
+  keep: boolean;
+}
+
+/** A string being read: its bytes when collected, its length always. */
+interface StringRead {
+  readonly isKey: boolean;
+  readonly collect: boolean;
+  readonly cap: number;
+  pieces: Buffer[];
+  bytes: number;
+  escaped: boolean;
+}
+
+export class JsonReducer {
+  private readonly frames: Frame[] = [];
+  private expect = Expect.Value;
+  private offset = 0;
+  private str: StringRead | undefined;
+  private token: string | undefined;
+  private slot: Slot | undefined;
+  private topStart = -1;
+  private values = 0;
+
+  /**
+   * `sequence`: the input is any number of top-level values (a watch stream), each handed to
+   * `onValue` when complete; else exactly one.
+   */
+  constructor(
+    private readonly shape: Shape,
+    private readonly limits: ReduceLimits,
+    private readonly onValue: (value: unknown) => void,
+    private readonly sequence = false,
+  ) {}
+
+  write(chunk: Buffer): void {
+    let i = 0;
+    while (i < chunk.length) {
+      if (this.str) i = this.readString(chunk, i);
+      else if (this.token !== undefined) i = this.readToken(chunk, i);
+      else i = this.readStructure(chunk, i);
+    }
+    this.offset += chunk.length;
+    this.checkRawBounds();
+  }
+
+  /** The input is complete: throws if it ends inside a value. */
+  end(): void {
+    if (this.token !== undefined && this.frames.length === 0) this.finishToken(this.offset);
+    if (this.str || this.token !== undefined || this.frames.length > 0) {
+      throw new JsonStreamError(`not JSON: the text ends inside a value at byte ${this.offset} (cut short?)`, this.offset);
+    }
+    if (!this.sequence && this.values === 0) throw new JsonStreamError('not JSON: no value at all', this.offset);
+  }
+
+  private fail(at: number, message: string): never {
+    throw new JsonStreamError(`not JSON at byte ${this.offset + at}: ${message}`, this.offset + at);
+  }
+
+  private readStructure(chunk: Buffer, i: number): number {
+    const c = chunk[i]!;
+    if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) return i + 1;
+    const e = this.expect;
+    if (e === Expect.CommaOrClose) return this.afterValue(i, c);
+    if (e === Expect.Colon) {
+      if (c !== 0x3a) this.fail(i, `expected ':', got ${describe(c)}`);
+      this.expect = Expect.Value;
+      return i + 1;
+    }
+    if (e === Expect.ValueOrClose && c === 0x5d) return this.close(i, true);
+    if (e === Expect.KeyOrClose && c === 0x7d) return this.close(i, false);
+    if (e === Expect.Value || e === Expect.ValueOrClose) return this.startValue(i, c);
+    if (c !== QUOTE) this.fail(i, `expected a property name, got ${describe(c)}`);
+    this.beginString(true);
+    return i + 1;
+  }
+
+  private afterValue(i: number, c: number): number {
+    const top = this.frames[this.frames.length - 1];
+    if (!top) {
+      // Only a sequence has more than one top-level value.
+      if (!this.sequence) this.fail(i, `unexpected ${describe(c)} after the JSON value`);
+      this.expect = Expect.Value;
+      return this.startValue(i, c);
+    }
+    if (c === 0x2c) {
+      top.index++;
+      this.expect = top.array ? Expect.Value : Expect.Key;
+      return i + 1;
+    }
+    if (c === (top.array ? 0x5d : 0x7d)) return this.close(i, top.array);
+    return this.fail(i, `expected ',' or '${top.array ? ']' : '}'}', got ${describe(c)}`);
+  }
+
+  private startValue(i: number, c: number): number {
+    if (this.frames.length === 0) this.topStart = this.offset + i;
+    this.slot = this.slotHere();
+    if (c === 0x7b || c === 0x5b) return this.open(i, c === 0x5b);
+    if (c === QUOTE) {
+      this.beginString(false);
+      return i + 1;
+    }
+    if (c === 0x2d || (c >= 0x30 && c <= 0x39) || c === 0x74 || c === 0x66 || c === 0x6e) {
+      this.token = '';
+      return i;
+    }
+    return this.fail(i, `expected a value, got ${describe(c)}`);
+  }
+
+  /** The shape and unit of a value starting at the current position, and whether it is built. */
+  private slotHere(): Slot {
+    const top = this.frames[this.frames.length - 1];
+    if (!top) return { shape: this.shape, unit: undefined, keep: true };
+    const shape = top.children && childShape(top.children, top.array, top.key);
+    return { shape, unit: top.unit, keep: top.value !== undefined && shape !== undefined && !top.unit?.over };
+  }
+
+  private open(i: number, array: boolean): number {
+    if (this.frames.length >= MAX_DEPTH) this.fail(i, `nested deeper than ${MAX_DEPTH}`);
+    const slot = this.slot!;
+    let { shape, unit } = slot;
+    let own: Unit | undefined;
+    if (shape?.kind === 'unit') {
+      own = { shape, start: this.offset + i, depth: this.frames.length, kept: 0 };
+      unit = own;
+      shape = shape.of;
+    }
+    const keep = slot.keep && !unit?.over;
+    if (keep) this.account(unit, 0);
+    this.frames.push({
+      array,
+      children: shape && containerChildren(shape, array),
+      value: keep ? (array ? [] : {}) : undefined,
+      unit,
+      own,
+      key: undefined,
+      index: 0,
+    });
+    this.expect = array ? Expect.ValueOrClose : Expect.KeyOrClose;
+    return i + 1;
+  }
+
+  private close(i: number, array: boolean): number {
+    const frame = this.frames.pop()!;
+    if (frame.array !== array) this.fail(i, `unexpected '${array ? ']' : '}'}'`);
+    let value: unknown = frame.value;
+    if (frame.own) value = this.finishUnit(frame.own, this.offset + i + 1, value);
+    this.deliver(value);
+    return i + 1;
+  }
+
+  private finishUnit(u: Unit, end: number, value: unknown): unknown {
+    const bytes = end - u.start;
+    if (bytes > this.limits.maxUnitBytes) this.tooLong(u);
+    if (!u.over) return value;
+    return new SkippedObject(u.shape.label, bytes, u.over, u.namespace, u.name, u.resourceVersion);
+  }
+
+  /** A complete value: into its parent when kept there, or to onValue at the top. */
+  private deliver(value: unknown): void {
+    const top = this.frames[this.frames.length - 1];
+    this.expect = Expect.CommaOrClose;
+    if (!top) {
+      this.values++;
+      this.onValue(value);
+      return;
+    }
+    if (top.value === undefined || top.unit?.over || value === undefined) return;
+    if (Array.isArray(top.value)) top.value.push(value);
+    else if (top.key !== undefined) setField(top.value, top.key, value);
+  }
+
+  private beginString(isKey: boolean): void {
+    const top = this.frames[this.frames.length - 1];
+    let collect: boolean;
+    let cap = this.limits.maxValueBytes;
+    if (isKey) {
+      // Keys are read where they choose a field: in followed objects.
+      collect = top?.children !== undefined && top.children.kind !== 'value';
+      if (top?.children?.kind === 'any') cap = Infinity;
+    } else {
+      const { shape, keep, unit } = this.slot!;
+      const id = shape?.kind === 'value' ? shape.id : undefined;
+      collect = keep || (id !== undefined && unit !== undefined);
+      if (shape?.kind === 'any') cap = Infinity;
+    }
+    this.str = { isKey, collect, cap, pieces: [], bytes: 0, escaped: false };
+  }
+
+  /**
+   * Scans a string's bytes up to its closing quote; only collected strings are copied (and
+   * checked by JSON.parse: a control character in a string scanned past is not looked for).
+   */
+  private readString(chunk: Buffer, i: number): number {
+    const s = this.str!;
+    const from = i;
+    // The next quote is searched for once and reused until an escape consumes it.
+    let q = -2;
+    for (;;) {
+      if (s.escaped) {
+        s.escaped = false;
+        i++;
+        if (i >= chunk.length) break;
+      }
+      if (q !== -1 && q < i) q = chunk.indexOf(QUOTE, i);
+      const b = backslashBefore(chunk, i, q < 0 ? chunk.length : q);
+      if (b >= 0) {
+        i = b + 1;
+        s.escaped = true;
+        if (i >= chunk.length) break;
+        continue;
+      }
+      if (q < 0) break;
+      this.stringPiece(s, chunk, from, q);
+      this.str = undefined;
+      this.finishString(s, q);
+      return q + 1;
+    }
+    this.stringPiece(s, chunk, from, chunk.length);
+    return chunk.length;
+  }
+
+  private stringPiece(s: StringRead, chunk: Buffer, from: number, to: number): void {
+    const room = s.cap - s.bytes;
+    s.bytes += to - from;
+    // Copied: the chunk's memory must not stay alive for a few bytes of it.
+    if (s.collect && room > 0 && to > from) s.pieces.push(Buffer.from(chunk.subarray(from, Math.min(to, from + room))));
+  }
+
+  private finishString(s: StringRead, at: number): void {
+    const top = this.frames[this.frames.length - 1];
+    if (s.isKey) return this.finishKey(s, top!, at);
+    const { shape, unit, keep } = this.slot!;
+    if (!s.collect) return this.deliver(undefined);
+    if (s.bytes > s.cap) {
+      if (!unit) throw new JsonStreamError(`a string of ${s.bytes} bytes at byte ${this.offset + at}, more than the ${kib(s.cap)} kept of a value`, this.offset + at);
+      this.over(unit, `${this.pathIn(unit)} is ${s.bytes} bytes, more than the ${kib(s.cap)} kept of a value`);
+      return this.deliver(undefined);
+    }
+    const text = decodeString(s, () => this.fail(at, 'a string is not valid JSON (a control character or a bad escape)'));
+    if (unit && shape?.kind === 'value' && shape.id) unit[shape.id] = text;
+    if (!keep || unit?.over) return this.deliver(undefined);
+    this.account(unit, s.bytes);
+    this.deliver(text);
+  }
+
+  /** A map's keys are kept (and counted); a followed object's key only chooses the field. */
+  private finishKey(s: StringRead, top: Frame, at: number): void {
+    this.expect = Expect.Colon;
+    top.key = undefined;
+    if (!s.collect) return;
+    const kept = top.children?.kind === 'map' && top.value !== undefined;
+    if (s.bytes > s.cap) {
+      if (kept && top.unit) this.over(top.unit, `${this.pathIn(top.unit)} has a key of ${s.bytes} bytes, more than the ${kib(s.cap)} kept of one`);
+      return;
+    }
+    top.key = decodeString(s, () => this.fail(at, 'a property name is not a valid JSON string'));
+    if (kept) this.account(top.unit, s.bytes);
+  }
+
+  private readToken(chunk: Buffer, i: number): number {
+    let end = i;
+    while (end < chunk.length && isTokenByte(chunk[end]!)) end++;
+    this.token += chunk.toString('latin1', i, end);
+    if (this.token!.length > MAX_TOKEN) this.fail(i, 'a number or literal longer than 64 characters');
+    if (end < chunk.length) this.finishToken(this.offset + end);
+    return end;
+  }
+
+  private finishToken(at: number): void {
+    const text = this.token!;
+    this.token = undefined;
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch {
+      throw new JsonStreamError(`not JSON at byte ${at}: ${JSON.stringify(text.slice(0, 20))} is not a value`, at);
+    }
+    const { keep, unit } = this.slot!;
+    if (!keep || unit?.over) return this.deliver(undefined);
+    this.account(unit, 0);
+    this.deliver(value);
+  }
+
+  /** Counts kept bytes against the unit's budget. */
+  private account(u: Unit | undefined, bytes: number): void {
+    if (!u || u.over) return;
+    u.kept += bytes + VALUE_OVERHEAD;
+    if (u.kept > u.shape.maxKeptBytes) this.over(u, `the fields read of it are more than ${kib(u.shape.maxKeptBytes)}`);
+  }
+
+  private over(u: Unit, reason: string): void {
+    u.over ??= reason;
+  }
+
+  /** "metadata.annotations["x/y"]": where the current value is, inside unit `u`. */
+  private pathIn(u: Unit): string {
+    let path = '';
+    for (let d = u.depth; d < this.frames.length; d++) {
+      const f = this.frames[d]!;
+      if (f.array) path += `[${f.index}]`;
+      else path += /^[A-Za-z_][A-Za-z0-9_]*$/.test(f.key ?? '') ? `${path ? '.' : ''}${f.key}` : `[${JSON.stringify(f.key ?? '?')}]`;
+    }
+    return path || 'the object';
+  }
+
+  private tooLong(u: Unit): never {
+    const who = u.name !== undefined ? ` (${new SkippedObject(u.shape.label, 0, '', u.namespace, u.name).label})` : '';
+    throw new JsonStreamError(`${u.shape.label}${who} at byte ${u.start} is longer than ${mib(this.limits.maxUnitBytes)}: not an object the API server stores`, this.offset);
+  }
+
+  /** A unit, or a top-level value of a sequence, longer than maxUnitBytes ends the answer. */
+  private checkRawBounds(): void {
+    const max = this.limits.maxUnitBytes;
+    const outer = this.frames.find((f) => f.own)?.own;
+    if (outer && this.offset - outer.start > max) this.tooLong(outer);
+    const open = this.frames.length > 0 || this.str !== undefined || this.token !== undefined;
+    if (this.sequence && open && this.offset - this.topStart > max) {
+      throw new JsonStreamError(`the value at byte ${this.topStart} is longer than ${mib(max)}`, this.offset);
+    }
+  }
+}
+
+/** The one JSON value of `text`, reduced to `shape`. Throws JsonStreamError. */
+export function reduceText(text: string | Buffer, shape: Shape, limits: ReduceLimits): unknown {
+  let value: unknown;
+  const reader = new JsonReducer(shape, limits, (v) => (value = v));
+  reader.write(typeof text === 'string' ? Buffer.from(text) : text);
+  reader.end();
+  return value;
+}
+
+/** The shape of a child of a container whose children have `shape`. */
+function childShape(shape: Shape, array: boolean, key: string | undefined): Shape | undefined {
+  switch (shape.kind) {
+    case 'any':
+      return shape;
+    case 'each':
+      return array ? shape.each : undefined;
+    case 'map':
+      return !array && key !== undefined ? shape.each : undefined;
+    case 'fields':
+      return !array && key !== undefined ? shape.fields.get(key) : undefined;
+    default:
+      return undefined;
+  }
+}
+
+/**
+ * The children's shape of a container that has `shape`: the shape itself when it fits the
+ * container, else undefined (a list where an object is expected is kept empty, so the parsers
+ * report "is not an object" as they would of the whole value).
+ */
+function containerChildren(shape: Shape, array: boolean): Shape | undefined {
+  if (shape.kind === 'any') return shape;
+  if (array) return shape.kind === 'each' ? shape : undefined;
+  return shape.kind === 'fields' || shape.kind === 'map' ? shape : undefined;
+}
+
+/** The first backslash in chunk[from, to), or -1; a subarray keeps the search within one string. */
+function backslashBefore(chunk: Buffer, from: number, to: number): number {
+  if (to - from < 32) {
+    for (let k = from; k < to; k++) if (chunk[k] === BACKSLASH) return k;
+    return -1;
+  }
+  const b = chunk.subarray(from, to).indexOf(BACKSLASH);
+  return b < 0 ? -1 : from + b;
+}
+
+function decodeString(s: StringRead, bad: () => never): string {
+  const text = s.pieces.length === 1 ? s.pieces[0]!.toString('utf8') : Buffer.concat(s.pieces).toString('utf8');
+  try {
+    return JSON.parse(`"${text}"`) as string;
+  } catch {
+    return bad();
+  }
+}
+
+/** Own property even for "__proto__", as JSON.parse does. */
+function setField(o: Record<string, unknown>, key: string, value: unknown): void {
+  if (key === '__proto__') Object.defineProperty(o, key, { value, enumerable: true, writable: true, configurable: true });
+  else o[key] = value;
+}
+
+function isTokenByte(c: number): boolean {
+  return (c >= 0x30 && c <= 0x39) || (c >= 0x61 && c <= 0x7a) || (c >= 0x41 && c <= 0x5a) || c === 0x2b || c === 0x2d || c === 0x2e;
+}
+
+function describe(c: number): string {
+  return c >= 0x20 && c < 0x7f ? `'${String.fromCharCode(c)}'` : `byte 0x${c.toString(16).padStart(2, '0')}`;
+}
+
+const kib = (n: number): string => (n < 1024 ? `${n} bytes` : `${+(n / 1024).toFixed(1)} KiB`);
+const mib = (n: number): string => `${+(n / 2 ** 20).toFixed(2)} MiB`;

@@ -1,0 +1,86 @@
+// What the cluster view reads of each kind (build.ts, endpoints.ts, ingress.ts, objects.ts and
+// the reflector's keys), as shapes for the streaming reader (json-reduce.ts): everything else an
+// object holds is scanned past as it arrives. A field a parser starts to read must be added here;
+// test/unit/cluster/object-shapes.test.ts compares views built from reduced and whole objects.
+import { each, fields, idValue, mapOf, unit, VALUE, type Shape, type UnitShape } from './json-reduce.js';
+
+/** A Status in place of the object: what an ERROR event of a watch carries. */
+const STATUS = { code: VALUE, message: VALUE, reason: VALUE };
+
+const metadata = (extra: Record<string, Shape> = {}): Shape =>
+  fields({ name: idValue('name'), namespace: idValue('namespace'), uid: VALUE, resourceVersion: idValue('resourceVersion'), ...extra });
+
+const lbIngress = (entry: Record<string, Shape>): Shape => fields({ loadBalancer: fields({ ingress: each(fields(entry)) }) });
+
+/**
+ * Every annotation is kept (each value within ReduceLimits.maxValueBytes): the loopback and
+ * client-address keys (annotations.ts), and whichever key names a status hostname; so a Service
+ * with an annotation over the cap is skipped whole rather than read without it.
+ */
+const service: Shape = fields({
+  metadata: metadata({ annotations: mapOf(VALUE) }),
+  spec: fields({
+    type: VALUE,
+    clusterIP: VALUE,
+    clusterIPs: each(VALUE),
+    ports: each(fields({ name: VALUE, protocol: VALUE, port: VALUE, targetPort: VALUE, nodePort: VALUE })),
+    externalIPs: each(VALUE),
+    externalTrafficPolicy: VALUE,
+    internalTrafficPolicy: VALUE,
+    healthCheckNodePort: VALUE,
+    loadBalancerClass: VALUE,
+  }),
+  status: lbIngress({ ip: VALUE, hostname: VALUE, ipMode: VALUE }),
+  ...STATUS,
+});
+
+/** Labels whole (a few short ones; which of them the parser reads is its own business). */
+const endpointSlice: Shape = fields({
+  metadata: metadata({ labels: mapOf(VALUE) }),
+  addressType: VALUE,
+  ports: each(fields({ name: VALUE, protocol: VALUE, port: VALUE })),
+  endpoints: each(
+    fields({
+      addresses: each(VALUE),
+      conditions: fields({ ready: VALUE }),
+      nodeName: VALUE,
+      topology: mapOf(VALUE),
+    }),
+  ),
+  ...STATUS,
+});
+
+const backend: Shape = fields({ service: fields({ name: VALUE, port: fields({ number: VALUE, name: VALUE }) }) });
+
+const ingress: Shape = fields({
+  metadata: metadata(),
+  spec: fields({ defaultBackend: backend, rules: each(fields({ http: fields({ paths: each(fields({ backend })) }) })) }),
+  status: lbIngress({ ip: VALUE }),
+  ...STATUS,
+});
+
+const node: Shape = fields({
+  metadata: metadata(),
+  spec: fields({ podCIDR: VALUE, podCIDRs: each(VALUE) }),
+  status: fields({ addresses: each(fields({ type: VALUE, address: VALUE })) }),
+  ...STATUS,
+});
+
+/**
+ * Each kind as one object of a list or watch, with the most the view keeps of one: a Service of
+ * ~500 ports, an EndpointSlice of its 1,000 endpoints with v1beta1 topology, an Ingress of ~1,500
+ * paths, a Node of 100 addresses. Past it the object is skipped, not held.
+ */
+export const OBJECT_SHAPES = {
+  services: unit('Service', 64 << 10, service),
+  endpointSlices: unit('EndpointSlice', 1 << 20, endpointSlice),
+  ingresses: unit('Ingress', 256 << 10, ingress),
+  nodes: unit('Node', 64 << 10, node),
+} satisfies Record<string, UnitShape>;
+
+/** A list page: its resourceVersion and continue token, and its items. */
+export const listShape = (item: Shape): Shape =>
+  fields({ metadata: fields({ resourceVersion: VALUE, continue: VALUE }), items: each(item), ...STATUS });
+
+/** One watch event: its type, and its object (or Status). */
+export const eventShape = (object: Shape): Shape => fields({ type: VALUE, object });
