@@ -389,7 +389,7 @@ export class JsonReducer {
     if (!s.collect) return;
     const kept = top.children?.kind === 'map' && top.value !== undefined;
     if (s.bytes > s.cap) {
-      if (kept && top.unit) this.over(top.unit, `${this.pathIn(top.unit)} has a key of ${s.bytes} bytes, more than the ${kib(s.cap)} kept of one`);
+      if (kept && top.unit) this.over(top.unit, `${this.pathIn(top.unit, this.frames.length - 1)} has a key of ${s.bytes} bytes, more than the ${kib(s.cap)} kept of one`);
       return;
     }
     top.key = decodeString(s, () => this.fail(at, 'a property name is not a valid JSON string'));
@@ -431,10 +431,10 @@ export class JsonReducer {
     u.over ??= reason;
   }
 
-  /** "metadata.annotations["x/y"]": where the current value is, inside unit `u`. */
-  private pathIn(u: Unit): string {
+  /** "metadata.annotations["x/y"]": where the current value (or the container at depth `to`) is, inside unit `u`. */
+  private pathIn(u: Unit, to = this.frames.length): string {
     let path = '';
-    for (let d = u.depth; d < this.frames.length; d++) {
+    for (let d = u.depth; d < to; d++) {
       const f = this.frames[d]!;
       if (f.array) path += `[${f.index}]`;
       else path += /^[A-Za-z_][A-Za-z0-9_]*$/.test(f.key ?? '') ? `${path ? '.' : ''}${f.key}` : `[${JSON.stringify(f.key ?? '?')}]`;
