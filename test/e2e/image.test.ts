@@ -39,6 +39,8 @@ import { relay, type Relay } from '../support/relay.js';
 import { until } from '../support/wait.js';
 
 const PREFIX = 'cbi-';
+/** The init container's hostPath: clbprobe's subdirectory of the kubelet's seccomp directory. */
+const SECCOMP_HOST_PATH = '/var/lib/kubelet/seccomp/clbprobe';
 const CAP_BITS: Record<string, number> = { NET_ADMIN: 12, NET_RAW: 13, PERFMON: 38, BPF: 39 };
 const RESOURCE_OF: Record<string, ResourceName> = { Service: 'services', EndpointSlice: 'endpointslices', Node: 'nodes' };
 /** Where the kubelet puts the service account, and the API's address as a pod sees it (this node's loopback). */
@@ -126,7 +128,7 @@ describe.skipIf(!isRoot)('the image, built with podman and run as deploy/daemons
     podman(podmanRunArgs(container, {
       name,
       netnsPath: lab.node.path,
-      hostDirs: { '/run/clbprobe': hostRun, '/var/lib/kubelet/seccomp': join(scratch, 'kubelet-seccomp') },
+      hostDirs: { '/run/clbprobe': hostRun, [SECCOMP_HOST_PATH]: join(scratch, 'kubelet-seccomp', 'clbprobe') },
       kubeletSeccompDir: join(scratch, 'kubelet-seccomp'),
       fields: { 'spec.nodeName': LAB.node1Name },
       extraEnv: { KUBERNETES_SERVICE_HOST: API_HOST, KUBERNETES_SERVICE_PORT: String(API_PORT) },
@@ -186,7 +188,8 @@ describe.skipIf(!isRoot)('the image, built with podman and run as deploy/daemons
     buildSeconds = (performance.now() - t0) / 1000;
     if (b.status !== 0) throw new Error(`podman build failed (${b.status ?? b.signal}):\n${(b.stdout + b.stderr).slice(-6000)}`);
     console.log(`image: podman build ${image} took ${buildSeconds.toFixed(0)} s (load ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')})`);
-    mkdirSync(join(scratch, 'kubelet-seccomp'));
+    // The kubelet's seccomp directory, with clbprobe's own subdirectory (the hostPath is DirectoryOrCreate).
+    mkdirSync(join(scratch, 'kubelet-seccomp', 'clbprobe'), { recursive: true });
     lab = await createLoopLab('Local', PREFIX);
     await startApi();
   }, 45 * 60_000);
@@ -209,10 +212,10 @@ describe.skipIf(!isRoot)('the image, built with podman and run as deploy/daemons
     expect(appMb).toBeLessThan(APP_BUDGET_MB);
   });
 
-  it("the init container installs the seccomp profile we ship, which is the engine's default plus bpf and perf_event_open", async () => {
+  it("the init container installs the seccomp profile we ship, which is the engine's default minus what the agent does not need plus bpf and perf_event_open", async () => {
     names.push(`${PREFIX}init`);
     podmanQuiet(['rm', '-f', `${PREFIX}init`]);
-    podman(podmanRunArgs(init, { name: `${PREFIX}init`, netnsPath: lab.node.path, hostDirs: { '/var/lib/kubelet/seccomp': join(scratch, 'kubelet-seccomp') } }));
+    podman(podmanRunArgs(init, { name: `${PREFIX}init`, netnsPath: lab.node.path, hostDirs: { [SECCOMP_HOST_PATH]: join(scratch, 'kubelet-seccomp', 'clbprobe') } }));
     const code = podman(['wait', `${PREFIX}init`]).trim();
     expect(code, logs(`${PREFIX}init`)).toBe('0');
     const installed = readFileSync(join(scratch, 'kubelet-seccomp', agent.seccompProfile.localhostProfile!), 'utf8');

@@ -145,13 +145,21 @@ describe('deploy/ kustomization', () => {
     // From bench/agent (deploy/daemonset.yaml's resources comment has the figures and the commit).
     expect(c.resources).toEqual({ requests: { cpu: '50m', memory: '128Mi' }, limits: { cpu: '500m', memory: '256Mi' } });
     const hostPaths = pod.volumes.filter((v: { hostPath?: unknown }) => v.hostPath).map((v: { hostPath: { path: string } }) => v.hostPath.path);
-    expect(hostPaths).toEqual(['/run/clbprobe', '/var/lib/kubelet/seccomp']);
+    // The init container may write only clbprobe's own subdirectory of the kubelet's seccomp
+    // directory, never the directory itself, where other workloads' profiles are.
+    const kubeletSeccompDir = '/var/lib/kubelet/seccomp';
+    expect(hostPaths).toEqual(['/run/clbprobe', `${kubeletSeccompDir}/clbprobe`]);
+    const seccompVolume = pod.volumes.find((v: { name: string }) => v.name === 'seccomp');
+    expect(seccompVolume.hostPath).toEqual({ path: `${kubeletSeccompDir}/clbprobe`, type: 'DirectoryOrCreate' });
     // The agent's Localhost seccomp profile is the file the init container installs (the kubelet
-    // resolves localhostProfile under its seccomp directory, the init container's hostPath).
-    expect(c.securityContext.seccompProfile).toEqual({ type: 'Localhost', localhostProfile: 'clbprobe.json' });
+    // resolves localhostProfile under its seccomp directory).
+    expect(c.securityContext.seccompProfile).toEqual({ type: 'Localhost', localhostProfile: 'clbprobe/clbprobe.json' });
     const [init] = pod.initContainers;
-    const seccompDir = init.volumeMounts.find((m: { name: string }) => m.name === 'seccomp').mountPath;
-    expect(init.command.join(' ')).toContain(`${seccompDir}/${c.securityContext.seccompProfile.localhostProfile}`);
+    const seccompMount = init.volumeMounts.find((m: { name: string }) => m.name === 'seccomp').mountPath;
+    const installedAt = /mv \S+ (\S+)$/.exec(init.command.join(' '))?.[1] ?? '';
+    expect(installedAt.startsWith(`${seccompMount}/`)).toBe(true);
+    const onHost = `${seccompVolume.hostPath.path}${installedAt.slice(seccompMount.length)}`;
+    expect(onHost).toBe(`${kubeletSeccompDir}/${c.securityContext.seccompProfile.localhostProfile}`);
     expect(init.securityContext).toMatchObject({ allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } });
     expect(ds.spec.template.metadata.annotations).toEqual({ 'prometheus.io/scrape': 'true', 'prometheus.io/port': '9811', 'prometheus.io/path': '/metrics' });
   });
