@@ -3,11 +3,26 @@
 // addresses source nothing is known about binding, so there are no series rather than zeros.
 import { Gauge } from 'prom-client';
 import type { AddressSnapshot } from '../../kernel/types.js';
+import type { ServiceIndex } from '../service-index.js';
 import type { Collector } from './collector.js';
 import { PORT_LABELS } from './service-ports.js';
 
 /** Per-IP series per Service port: a Service may list many ingress IPs. */
 const MAX_IPS_PER_PORT = 4;
+
+const lbIpCounts = new WeakMap<ServiceIndex, { bound: number; unbound: number }>();
+
+/** The index's LB ingress IPs, bound on kube-ipvs0 or not: counted once per index (it is rebuilt when the addresses change). */
+function lbIpsOf(index: ServiceIndex): { bound: number; unbound: number } {
+  let counts = lbIpCounts.get(index);
+  if (!counts) {
+    const ips = new Set(index.services.flatMap((s) => s.lbIngress.map((i) => i.ip)));
+    const bound = [...ips].filter((ip) => index.isIpvsBound(ip)).length;
+    counts = { bound, unbound: ips.size - bound };
+    lbIpCounts.set(index, counts);
+  }
+  return counts;
+}
 
 export const lbIpBound: Collector = {
   register(registry, scrape) {
@@ -20,10 +35,9 @@ export const lbIpBound: Collector = {
         this.reset();
         const { index, sources } = scrape().agent;
         if (!sources.value<AddressSnapshot>('addresses')) return;
-        const ips = new Set(index.services.flatMap((s) => s.lbIngress.map((i) => i.ip)));
-        const bound = [...ips].filter((ip) => index.isIpvsBound(ip)).length;
+        const { bound, unbound } = lbIpsOf(index);
         this.set({ bound: 'true' }, bound);
-        this.set({ bound: 'false' }, ips.size - bound);
+        this.set({ bound: 'false' }, unbound);
       },
     });
     new Gauge({

@@ -50,11 +50,20 @@ export interface ServicePortsScrape {
   counterError?: string;
 }
 
+/** What a scrape knows per Service port id (portKey), before deciding which ports get series. */
+interface Facts {
+  packets: Map<string, { view: ServiceView; byKind: Map<CounterKind, PacketCount> }>;
+  flows: AgentState['table']['outcomes'];
+  entries: Map<string, Map<string, number>>;
+  findings: Map<string, AgentState['findings'][number][]>;
+}
+
 /** The sum of everything counted for a Service port: it moves whenever something new was seen. */
-function activityOf(p: ServicePortValues): number {
+function activityOf(facts: Facts, id: string): number {
   let sum = 0;
-  for (const c of p.lbPath.values()) sum += c.packets;
-  for (const n of p.flows.values()) sum += n;
+  for (const c of facts.packets.get(id)?.byKind.values() ?? []) sum += c.packets;
+  const flows = facts.flows.get(id);
+  if (flows) for (const outcome of FLOW_OUTCOMES) sum += flows[outcome];
   return sum;
 }
 
@@ -81,6 +90,12 @@ class EntriesByState {
   }
 }
 
+interface PortIds {
+  index: AgentState['index'];
+  idOf: Map<ServiceView, string>;
+  viewOf: Map<string, ServiceView>;
+}
+
 export class ServicePortSeries {
   /** When each Service port's activity last moved, with the value it had then. */
   private readonly lastMove = new Map<string, { activity: number; atMs: number }>();
@@ -88,6 +103,7 @@ export class ServicePortSeries {
   private readonly entries = new EntriesByState();
   /** The last packet counts read, kept when a read fails: unknown is not zero. */
   private lastSamples: readonly CounterSample[] = [];
+  private ids: PortIds | undefined;
   private readonly now: () => number;
 
   constructor(private readonly opts: ServicePortsOptions) {
@@ -95,80 +111,100 @@ export class ServicePortSeries {
   }
 
   scrape(agent: AgentState): ServicePortsScrape {
-    let counterError: string | undefined;
-    if (agent.counter) {
-      try {
-        this.lastSamples = agent.counter.read().counters;
-        counterError = agent.counter.stopped;
-      } catch (e) {
-        counterError = `reading counters: ${e instanceof Error ? e.message : String(e)}`;
-      }
-      agent.captureRead(counterError);
-    }
-    const candidates = this.candidates(agent);
+    const counterError = this.readCounters(agent);
+    const facts = this.factsOf(agent);
     const nowMs = this.now();
-    const active: ServicePortValues[] = [];
-    for (const [id, values] of candidates) {
-      const activity = activityOf(values);
-      const last = this.lastMove.get(id);
-      if (activity > 0 && last?.activity !== activity) this.lastMove.set(id, { activity, atMs: nowMs });
+    const active: string[] = [];
+    const seen = new Set([...facts.packets.keys(), ...facts.flows.keys(), ...facts.entries.keys(), ...facts.findings.keys()]);
+    for (const id of seen) {
+      const activity = activityOf(facts, id);
+      if (activity > 0 && this.lastMove.get(id)?.activity !== activity) this.lastMove.set(id, { activity, atMs: nowMs });
       const recent = (this.lastMove.get(id)?.atMs ?? -Infinity) > nowMs - this.opts.idleMs;
-      if (recent || values.findings.length > 0 || values.entries.size > 0) active.push(values);
+      if (recent || facts.entries.has(id) || facts.findings.has(id)) active.push(id);
     }
-    for (const id of this.lastMove.keys()) if (!candidates.has(id)) this.lastMove.delete(id);
-    return { ports: this.withinCap(active), active: active.length, droppedTotal: this.dropped.size, ...(counterError ? { counterError } : {}) };
+    for (const id of this.lastMove.keys()) if (!seen.has(id)) this.lastMove.delete(id);
+    const ports = this.withinCap(active, facts).map((id) => this.valuesOf(id, facts, agent));
+    return { ports, active: active.length, droppedTotal: this.dropped.size, ...(counterError ? { counterError } : {}) };
   }
 
-  /** Every Service port with a count, an entry or a finding, keyed by portKey. */
-  private candidates(agent: AgentState): Map<string, ServicePortValues> {
-    const byId = new Map<string, ServicePortValues>();
-    const counting = agent.counter !== undefined;
-    const portOf = (id: string, labels: () => PortLabels, view?: ServiceView): ServicePortValues => {
-      let p = byId.get(id);
-      if (!p) {
-        p = { labels: labels(), view, lbPath: new Map(), flows: new Map(), entries: new Map(), findings: [] };
-        if (counting) for (const kind of COUNTER_KINDS) p.lbPath.set(kind, { packets: 0, bytes: 0 });
-        byId.set(id, p);
-      }
-      p.view ??= view;
-      return p;
-    };
-    const ofView = (s: ServiceView) => portOf(portKey(s, s.protocol, s.port), () => servicePortLabels(s, s.protocol, s.port), s);
+  /** Reads the packet counters, keeping the last counts when a read fails; returns why they count nothing now. */
+  private readCounters(agent: AgentState): string | undefined {
+    if (!agent.counter) return undefined;
+    let counterError: string | undefined;
+    try {
+      this.lastSamples = agent.counter.read().counters;
+      counterError = agent.counter.stopped;
+    } catch (e) {
+      counterError = `reading counters: ${e instanceof Error ? e.message : String(e)}`;
+    }
+    agent.captureRead(counterError);
+    return counterError;
+  }
+
+  private factsOf(agent: AgentState): Facts {
+    const ids = this.idsOf(agent.index);
+    const packets: Facts['packets'] = new Map();
     for (const sample of this.lastSamples) {
-      for (const s of agent.index.ofSample(sample)) {
-        const count = ofView(s).lbPath.get(sample.kind);
-        if (!count) continue;
+      // A zero count says nothing: most of the kernel's counters, one per VIP, are zero.
+      if (sample.packets === 0) continue;
+      for (const view of agent.index.ofSample(sample)) {
+        const id = ids.idOf.get(view) ?? portKey(view, view.protocol, view.port);
+        const port = packets.get(id) ?? { view, byKind: new Map<CounterKind, PacketCount>() };
+        const count = port.byKind.get(sample.kind) ?? { packets: 0, bytes: 0 };
         count.packets += sample.packets;
         count.bytes += sample.bytes;
+        port.byKind.set(sample.kind, count);
+        packets.set(id, port);
       }
     }
-    for (const [id, counts] of agent.table.outcomes) {
-      const p = portOf(id, () => ({ ...counts.svc }));
-      for (const outcome of FLOW_OUTCOMES) if (counts[outcome] > 0) p.flows.set(outcome, counts[outcome]);
-    }
-    const views = new Map(agent.index.services.map((s) => [portKey(s, s.protocol, s.port), s]));
-    for (const [id, byState] of this.entries.of(agent.table)) {
-      const view = views.get(id);
-      if (view) ofView(view).entries = byState;
-    }
+    const findings: Facts['findings'] = new Map();
     for (const f of agent.findings) {
       const id = portKey(f.service, f.port.protocol, f.port.port);
-      const p = portOf(id, () => servicePortLabels(f.service, f.port.protocol, f.port.port), views.get(id));
-      p.findings.push({ mechanism: f.mechanism, severity: f.severity });
+      findings.set(id, [...(findings.get(id) ?? []), f]);
     }
-    // Counts of zero say nothing: such a port is only a candidate through its other parts.
-    for (const [id, p] of byId) {
-      if (activityOf(p) === 0 && p.entries.size === 0 && p.findings.length === 0 && !this.lastMove.has(id)) byId.delete(id);
-    }
-    return byId;
+    return { packets, flows: agent.table.outcomes, entries: this.entries.of(agent.table), findings };
   }
 
-  /** The ports with findings first, then by name, so the same ones keep their series from scrape to scrape. */
-  private withinCap(active: ServicePortValues[]): ServicePortValues[] {
+  /** The values of one port with series. */
+  private valuesOf(id: string, facts: Facts, agent: AgentState): ServicePortValues {
+    const view = facts.packets.get(id)?.view ?? this.ids?.viewOf.get(id);
+    const finding = facts.findings.get(id)?.[0];
+    const flows = facts.flows.get(id);
+    let labels: PortLabels;
+    if (view) labels = servicePortLabels(view, view.protocol, view.port);
+    else if (flows) labels = { ...flows.svc };
+    else labels = servicePortLabels(finding!.service, finding!.port.protocol, finding!.port.port);
+    const lbPath = new Map<CounterKind, PacketCount>();
+    if (agent.counter) {
+      const counted = facts.packets.get(id)?.byKind;
+      for (const kind of COUNTER_KINDS) lbPath.set(kind, counted?.get(kind) ?? { packets: 0, bytes: 0 });
+    }
+    const flowCounts = new Map<FlowOutcome, number>();
+    if (flows) for (const outcome of FLOW_OUTCOMES) if (flows[outcome] > 0) flowCounts.set(outcome, flows[outcome]);
+    return {
+      labels,
+      view,
+      lbPath,
+      flows: flowCounts,
+      entries: facts.entries.get(id) ?? new Map(),
+      findings: (facts.findings.get(id) ?? []).map((f) => ({ mechanism: f.mechanism, severity: f.severity })),
+    };
+  }
+
+  /** The ports with findings first, then by id (namespace/name, protocol, port), so the same ones keep their series. */
+  private withinCap(active: string[], facts: Facts): string[] {
     if (active.length <= this.opts.maxServicePorts) return active;
-    const name = (p: ServicePortValues) => PORT_LABELS.map((l) => p.labels[l]).join('\0');
-    const sorted = active.sort((a, b) => Number(b.findings.length > 0) - Number(a.findings.length > 0) || (name(a) < name(b) ? -1 : 1));
-    for (const p of sorted.slice(this.opts.maxServicePorts)) this.dropped.add(name(p));
-    return sorted.slice(0, this.opts.maxServicePorts);
+    const ranked = active.sort((a, b) => Number(facts.findings.has(b)) - Number(facts.findings.has(a)) || (a < b ? -1 : 1));
+    for (const id of ranked.slice(this.opts.maxServicePorts)) this.dropped.add(id);
+    return ranked.slice(0, this.opts.maxServicePorts);
+  }
+
+  /** Each Service port's id in an index, both ways, made once per index. */
+  private idsOf(index: AgentState['index']): PortIds {
+    if (this.ids?.index !== index) {
+      const idOf = new Map(index.services.map((s) => [s, portKey(s, s.protocol, s.port)]));
+      this.ids = { index, idOf, viewOf: new Map([...idOf].map(([view, id]) => [id, view])) };
+    }
+    return this.ids;
   }
 }
