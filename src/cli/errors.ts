@@ -1,5 +1,6 @@
 // How subcommands fail: one clear line on stderr and a documented exit code.
 import { isPermissionError } from '../kernel/source.js';
+import { printable } from '../printable.js';
 import { EXIT_ERROR, UserError } from '../user-error.js';
 
 export { EXIT_ERROR, EXIT_FINDING, EXIT_OK, UserError } from '../user-error.js';
@@ -14,6 +15,6 @@ export function privilegeError(e: unknown, what: string, capability: string): Us
 
 export function fail(e: unknown): never {
   const msg = e instanceof Error ? e.message : String(e);
-  process.stderr.write(`clbprobe: ${msg}\n`);
+  process.stderr.write(`clbprobe: ${printable(msg)}\n`);
   process.exit(e instanceof UserError ? e.exitCode : EXIT_ERROR);
 }

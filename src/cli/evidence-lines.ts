@@ -71,6 +71,11 @@ export function parseEvidenceLine(text: string): EvidenceLine {
   } catch {
     throw new EvidenceLineError(`the agent sent a line that is not JSON: ${text.slice(0, 120)}`);
   }
+  return evidenceLineOf(l, text);
+}
+
+/** A parsed answer line (`text`, for the error) as an EvidenceLine; an EvidenceLineError saying why it is not one. */
+export function evidenceLineOf(l: unknown, text: string): EvidenceLine {
   const type = (l as { type?: unknown } | null)?.type;
   const shape = typeof type === 'string' && Object.hasOwn(SHAPES, type) ? SHAPES[type] : undefined;
   if (!shape) throw new EvidenceLineError(`the agent sent a line of no known type: ${text.slice(0, 120)}`);

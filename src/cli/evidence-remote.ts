@@ -13,8 +13,9 @@ import { byText } from '../compare.js';
 import { listAgentPods, planNodes, type AgentPod } from '../remote/agent-pods.js';
 import { execInPod, PodExecError } from '../remote/pod-exec.js';
 import type { EvidenceLine } from '../agent/evidence.js';
+import { printable } from '../printable.js';
 import { UserError } from './errors.js';
-import { lineSplitter, parseEvidenceLine } from './evidence-lines.js';
+import { evidenceLineOf, lineSplitter, parseEvidenceLine } from './evidence-lines.js';
 import { textLine } from './evidence-text.js';
 
 /** The agent image's entrypoint (Dockerfile ENTRYPOINT): the image has no `clbprobe` on PATH. */
@@ -129,7 +130,7 @@ class Output {
 
   line(node: string, pod: string | undefined, l: EvidenceLine): void {
     if (this.o.json) this.o.write(`${JSON.stringify(Object.assign({ node, ...(pod ? { pod } : {}) }, l, { node }))}\n`);
-    else this.o.write(`${node.padEnd(this.width)}  ${textLine(l)}\n`);
+    else this.o.write(`${printable(node.padEnd(this.width))}  ${textLine(l)}\n`);
   }
 
   failure(r: NodeResult): void {
@@ -146,7 +147,7 @@ class Output {
     for (const r of results) {
       const pcap = r.pcap ? `; ${r.pcap.packets} packets (${r.pcap.dropped} dropped) in ${r.pcap.file}` : '';
       const what = r.status === 'ok' ? `${r.entries} entries${pcap}` : `failed: ${r.error}`;
-      this.o.write(`# ${r.node.padEnd(this.width)}  ${(r.pod ?? '-').padEnd(20)}  ${what}\n`);
+      this.o.write(`${printable(`# ${r.node.padEnd(this.width)}  ${(r.pod ?? '-').padEnd(20)}  ${what}`)}\n`);
     }
   }
 }
@@ -259,31 +260,71 @@ async function runViaRelay(o: AllNodesOptions, kc: KubeConfig): Promise<number> 
   for (const n of o.nodes ?? []) query.append('node', n);
   const out = new Output(o, o.nodes ?? []);
   let summary: NodeResult[] | undefined;
-  let bad = 0;
+  /** Node ('?' when the line names none) -> the first malformed line the relay passed on from it. */
+  const malformed = new Map<string, string>();
   const { askRelay, RelayError } = await import('../remote/relay-client.js');
   try {
     await askRelay(kc, { namespace, service }, query, (text) => {
       if (!text.trim()) return;
-      let l: EvidenceLine & { node?: unknown; pod?: unknown; nodes?: unknown };
-      try {
-        l = JSON.parse(text) as typeof l;
-      } catch {
-        bad++;
-        return;
+      const l = relayLine(text);
+      if (l.summary) summary = l.summary;
+      else if (l.line) out.line(l.node, l.pod, l.line);
+      else {
+        // One agent's (or a mangled) line is that node's failure, reported in place; the others go on.
+        if (!malformed.has(l.node)) malformed.set(l.node, l.error);
+        out.line(l.node, l.pod, { type: 'error', message: l.error });
       }
-      if ((l as { type: string }).type === 'summary') {
-        summary = Array.isArray(l.nodes) ? (l.nodes as NodeResult[]) : [];
-        return;
-      }
-      const { node, pod, ...line } = l;
-      out.line(typeof node === 'string' ? node : '?', typeof pod === 'string' ? pod : undefined, line as EvidenceLine);
     }, (o.timeoutS + 30) * 1000);
   } catch (e) {
     throw new UserError(e instanceof RelayError ? e.message : String(e));
   }
-  if (!summary) throw new UserError(`the evidence relay ended without its summary${bad ? ` (${bad} lines were not JSON)` : ''}`);
-  out.summary(summary);
-  return summary.every((r) => r.status === 'ok') ? 0 : EXIT_SOME_NODES_FAILED;
+  if (!summary) throw new UserError(`the evidence relay ended without its summary${malformed.size ? ` (malformed lines: ${[...malformed.values()][0]})` : ''}`);
+  const results: NodeResult[] = summary;
+  for (const [node, error] of malformed) {
+    const r = results.find((x) => x.node === node);
+    if (r) Object.assign(r, { status: 'failed', error: r.error ?? error });
+    else results.push({ node, status: 'failed', entries: 0, error });
+  }
+  out.summary(results);
+  return results.every((r) => r.status === 'ok') ? 0 : EXIT_SOME_NODES_FAILED;
+}
+
+type RelayLine =
+  | { summary: NodeResult[]; line?: undefined; node: string; pod?: undefined; error?: undefined }
+  | { summary?: undefined; line: EvidenceLine; node: string; pod?: string; error?: undefined }
+  | { summary?: undefined; line?: undefined; node: string; pod?: string; error: string };
+
+/** One line of the relay's answer, checked as the text form will read it; a malformed one says why. */
+export function relayLine(text: string): RelayLine {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return { node: '?', error: `the relay sent a line that is not JSON: ${text.slice(0, 120)}` };
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return { node: '?', error: `the relay sent a line that is not an object: ${text.slice(0, 120)}` };
+  const { node, pod, ...rest } = value as Record<string, unknown>;
+  const nodeName = typeof node === 'string' ? node : '?';
+  const podName = typeof pod === 'string' ? pod : undefined;
+  if (rest.type === 'summary') {
+    const nodes = Array.isArray(rest.nodes) ? rest.nodes.filter(isNodeResult) : undefined;
+    if (nodes && nodes.length === (rest.nodes as unknown[]).length) return { node: nodeName, summary: nodes };
+    return { node: '?', error: `the relay sent a summary without its nodes: ${text.slice(0, 120)}` };
+  }
+  try {
+    // A service line names its node itself; the relay's "node" is that node.
+    return { node: nodeName, ...(podName ? { pod: podName } : {}), line: evidenceLineOf(rest.type === 'service' ? { ...rest, node } : rest, text) };
+  } catch (e) {
+    return { node: nodeName, ...(podName ? { pod: podName } : {}), error: (e as Error).message };
+  }
+}
+
+function isNodeResult(v: unknown): v is NodeResult {
+  const r = v as Partial<NodeResult> | null;
+  return (
+    typeof r === 'object' && r !== null && typeof r.node === 'string' && (r.status === 'ok' || r.status === 'failed') && Number.isInteger(r.entries) &&
+    (r.pod === undefined || typeof r.pod === 'string') && (r.error === undefined || typeof r.error === 'string')
+  );
 }
 
 /** Runs the fan-out; returns the exit code (0 all nodes answered, 1 some did not). */

@@ -1,8 +1,14 @@
 // The text form of evidence lines, shared by `clbprobe evidence` on a node
 // and `--all-nodes` (which prefixes each line with the node's name).
 import type { EvidenceLine } from '../agent/evidence.js';
+import { printable } from '../printable.js';
 
+/** One evidence line for a terminal; names, entries and messages come from the cluster and the network, so their control characters are shown. */
 export function textLine(l: EvidenceLine): string {
+  return printable(rawTextLine(l));
+}
+
+function rawTextLine(l: EvidenceLine): string {
   switch (l.type) {
     case 'service':
       return `# ${l.service.namespace}/${l.service.name} on ${l.node}: VIPs ${l.service.vips.join(', ') || '-'}; ports ${l.service.ports

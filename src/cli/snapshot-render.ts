@@ -1,6 +1,7 @@
 // Text rendering of a NodeSnapshot for terminals.
 import { formatNatSummary } from '../kernel/nat/summary.js';
 import type { IpvsVirtualServer, NodeSnapshot, SourceStatus } from '../kernel/types.js';
+import { printable } from '../printable.js';
 
 function sourceLine(s: SourceStatus): string {
   const t = s.durationMs !== undefined ? ` (${s.durationMs.toFixed(1)} ms)` : '';
@@ -21,7 +22,12 @@ function counts(rec: Record<string, number>): string {
     .join(', ');
 }
 
+/** The snapshot's lines, each with its control characters shown (interface names, reasons and rules come from outside). */
 export function renderSnapshot(s: NodeSnapshot): string[] {
+  return snapshotLines(s).map(printable);
+}
+
+function snapshotLines(s: NodeSnapshot): string[] {
   const out: string[] = [`Node ${s.hostname}, kernel ${s.kernel}, at ${s.takenAt}`, 'Sources:'];
   out.push(...s.sources.map(sourceLine));
 

@@ -5,6 +5,7 @@ import type { NodeSnapshot, SourceStatus } from '../kernel/types.js';
 import { EXIT_ERROR, UserError, fail } from './errors.js';
 import { netnsPath } from '../netns-path.js';
 import { isPermissionReason } from '../model/permission.js';
+import { printable } from '../printable.js';
 
 interface SnapshotFlags {
   json?: boolean;
@@ -42,7 +43,7 @@ export async function runSnapshot(flags: SnapshotFlags, out: NodeJS.WritableStre
     for (const line of renderSnapshot(snap)) out.write(line + '\n');
     if (snap.conntrack?.entries) {
       out.write(`\nConntrack entries${flags.filterAddress.length ? ` involving ${flags.filterAddress.join(', ')}` : ''}:\n`);
-      for (const e of snap.conntrack.entries) out.write(formatConntrack(e) + '\n');
+      for (const e of snap.conntrack.entries) out.write(printable(formatConntrack(e)) + '\n');
     }
   }
   return snap;

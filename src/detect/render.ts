@@ -1,5 +1,6 @@
 // Rendering findings: grouped by Service for a terminal (colour only on a
 // TTY with NO_COLOR unset), or as JSON for machines.
+import { printable } from '../printable.js';
 import type { DiagnoseResult, Finding, Severity } from './types.js';
 
 export interface RenderOptions {
@@ -40,7 +41,8 @@ function counts(findings: Finding[]): string {
 export function renderText(result: DiagnoseResult, opts: RenderOptions): string {
   const c = opts.color;
   const lines: string[] = [];
-  const head = `clbprobe diagnose${opts.nodeName ? ` — node ${opts.nodeName}` : ''}: ${counts(result.findings)}`;
+  // Findings carry cluster-controlled strings (names, annotations); only the colour codes added here reach the terminal raw.
+  const head = `clbprobe diagnose${opts.nodeName ? ` — node ${printable(opts.nodeName)}` : ''}: ${counts(result.findings)}`;
   lines.push(paint(c, 'bold', head));
   if (result.findings.length === 0) lines.push('No LoadBalancer or Ingress Service found that concerns this node.');
   const groups = new Map<string, Finding[]>();
@@ -49,19 +51,19 @@ export function renderText(result: DiagnoseResult, opts: RenderOptions): string 
     groups.set(k, [...(groups.get(k) ?? []), f]);
   }
   for (const [name, fs] of groups) {
-    lines.push('', paint(c, 'bold', `Service ${name}`));
+    lines.push('', paint(c, 'bold', `Service ${printable(name)}`));
     for (const f of fs) {
-      const port = `${f.port.protocol} ${f.port.port}${f.port.name ? ` (${f.port.name})` : ''}`;
+      const port = printable(`${f.port.protocol} ${f.port.port}${f.port.name ? ` (${f.port.name})` : ''}`);
       lines.push(`  ${paint(c, f.severity, f.severity.toUpperCase().padEnd(6))} ${f.mechanism.padEnd(12)} ${port}`);
-      lines.push(...wrap(f.summary, 100, '      '));
+      lines.push(...wrap(printable(f.summary), 100, '      '));
       if (f.evidence.length > 0) lines.push(paint(c, 'dim', '      evidence:'));
-      for (const e of f.evidence) lines.push(`        ${e}`);
-      if (f.severity !== 'info' || f.mechanism !== 'proxy-mode') lines.push(...wrap(`fix: ${f.remedy}`, 100, '      '));
+      for (const e of f.evidence) lines.push(`        ${printable(e)}`);
+      if (f.severity !== 'info' || f.mechanism !== 'proxy-mode') lines.push(...wrap(`fix: ${printable(f.remedy)}`, 100, '      '));
     }
   }
   if (result.warnings.length > 0) {
     lines.push('', paint(c, 'bold', 'Warnings'));
-    for (const w of result.warnings) lines.push(`  - ${w}`);
+    for (const w of result.warnings) lines.push(`  - ${printable(w)}`);
   }
   return `${lines.join('\n')}\n`;
 }

@@ -13,6 +13,7 @@ import { byText } from '../compare.js';
 import type { CheckAccess } from '../agent/evidence-http.js';
 import { parseEvidenceQuery, type EvidenceQuery } from '../agent/evidence-http.js';
 import type { EvidenceLine } from '../agent/evidence.js';
+import { EvidenceLineError, parseEvidenceLine } from '../cli/evidence-lines.js';
 import { planNodes, type AgentPod } from './agent-pods.js';
 
 /** The header that carries the caller's "Bearer TOKEN" through the API server's proxy. */
@@ -28,6 +29,8 @@ export interface RelayOptions {
   concurrency: number;
   /** Requests answered at once; more get 503. */
   maxRequests: number;
+  /** Characters of unfinished agent lines held at once across all requests (default RELAY_LINE_BUDGET). */
+  lineBudget?: number;
 }
 
 /** One node's outcome, as the summary reports it. */
@@ -39,8 +42,22 @@ export interface RelayNodeResult {
   error?: string;
 }
 
-/** Longest line an agent may send (an entry is ~500 bytes). */
+/** Longest line an agent may send (an entry is ~500 bytes; a Service line lists its endpoints). */
 const MAX_LINE = 1 << 20;
+/** Unfinished agent lines held at once by the whole relay, far below MAX_LINE × --concurrency × --max-requests. */
+export const RELAY_LINE_BUDGET = 16 << 20;
+
+/** The characters of unfinished lines the relay holds, shared by every agent answer it reads. */
+class LineBudget {
+  private used = 0;
+  constructor(readonly limit: number) {}
+  /** Takes `n` more (or gives back, when negative); false, taking nothing, when that would pass the limit. */
+  take(n: number): boolean {
+    if (n > 0 && this.used + n > this.limit) return false;
+    this.used += n;
+    return true;
+  }
+}
 /** Longest refusal body read from an agent. */
 const MAX_REFUSAL = 4096;
 
@@ -48,6 +65,7 @@ const json = (o: object): string => `${JSON.stringify(o)}\n`;
 
 export function relayRoute(o: RelayOptions): (req: IncomingMessage, res: ServerResponse) => void {
   let active = 0;
+  const budget = new LineBudget(o.lineBudget ?? RELAY_LINE_BUDGET);
   return (req, res) => {
     const refuse = (status: number, message: string): void => {
       res.writeHead(status, { 'Content-Type': 'application/x-ndjson' }).end(json({ type: 'error', message }));
@@ -81,7 +99,7 @@ export function relayRoute(o: RelayOptions): (req: IncomingMessage, res: ServerR
       for (const r of results) res.write(json({ node: r.node, ...(r.pod ? { pod: r.pod } : {}), type: 'error', message: r.error }));
       const queue = [...plan.ask];
       const worker = async (): Promise<void> => {
-        for (let pod = queue.shift(); pod && !res.destroyed; pod = queue.shift()) results.push(await askAgent(o, q, pod, authorization!, res));
+        for (let pod = queue.shift(); pod && !res.destroyed; pod = queue.shift()) results.push(await askAgent(o, q, pod, authorization!, res, budget));
       };
       await Promise.all(Array.from({ length: Math.min(o.concurrency, queue.length) }, worker));
       results.sort((a, b) => byText(a.node, b.node));
@@ -95,7 +113,7 @@ export function relayRoute(o: RelayOptions): (req: IncomingMessage, res: ServerR
 }
 
 /** Streams one agent's answer into `res`, each line with node and pod; never throws. */
-function askAgent(o: RelayOptions, q: EvidenceQuery, pod: AgentPod, authorization: string, res: ServerResponse): Promise<RelayNodeResult> {
+function askAgent(o: RelayOptions, q: EvidenceQuery, pod: AgentPod, authorization: string, res: ServerResponse, budget: LineBudget): Promise<RelayNodeResult> {
   const result: RelayNodeResult = { node: pod.node, pod: pod.name, status: 'failed', entries: 0 };
   const fail = (message: string): RelayNodeResult => {
     result.error = message + (pod.ready ? '' : ' (the agent container is not ready)');
@@ -109,11 +127,19 @@ function askAgent(o: RelayOptions, q: EvidenceQuery, pod: AgentPod, authorizatio
   const timeoutMs = (q.watchS + 30) * 1000;
   return new Promise((resolve) => {
     let settled = false;
+    /** Characters of this answer's unfinished line charged to the budget. */
+    let held = 0;
     const done = (r: RelayNodeResult): void => {
       if (settled) return;
       settled = true;
+      budget.take(-held);
+      held = 0;
       clearTimeout(timer);
       resolve(r);
+    };
+    /** Fails this node once: a later event (the abort its own failure causes) does not replace the reason. */
+    const finish = (message: string): void => {
+      if (!settled) done(fail(message));
     };
     const agentReq = request({ host: pod.ip, port: o.agentPort, path: `/evidence?${search}`, headers: { authorization } }, (agentRes) => {
       if (agentRes.statusCode !== 200) {
@@ -122,8 +148,8 @@ function askAgent(o: RelayOptions, q: EvidenceQuery, pod: AgentPod, authorizatio
         agentRes.on('data', (d: string) => {
           if (body.length < MAX_REFUSAL) body += d;
         });
-        agentRes.on('end', () => done(fail(`the agent answered ${agentRes.statusCode}: ${refusalText(body)}`)));
-        agentRes.on('error', (e) => done(fail(`the agent's answer broke: ${e.message}`)));
+        agentRes.on('end', () => finish(`the agent answered ${agentRes.statusCode}: ${refusalText(body)}`));
+        agentRes.on('error', (e) => finish(`the agent's answer broke: ${e.message}`));
         return;
       }
       let rest = '';
@@ -133,9 +159,9 @@ function askAgent(o: RelayOptions, q: EvidenceQuery, pod: AgentPod, authorizatio
         if (!text.trim()) return;
         let l: EvidenceLine;
         try {
-          l = JSON.parse(text) as EvidenceLine;
-        } catch {
-          errors.push(`unexpected output: ${text.slice(0, 200)}`);
+          l = parseEvidenceLine(text);
+        } catch (e) {
+          errors.push(e instanceof EvidenceLineError ? e.message : `unexpected output: ${text.slice(0, 200)}`);
           return;
         }
         if (l.type === 'entry') result.entries++;
@@ -148,16 +174,21 @@ function askAgent(o: RelayOptions, q: EvidenceQuery, pod: AgentPod, authorizatio
       };
       agentRes.setEncoding('utf8');
       agentRes.on('data', (d: string) => {
+        if (settled) return;
         rest += d;
         let nl: number;
         while ((nl = rest.indexOf('\n')) >= 0) {
           onLine(rest.slice(0, nl));
           rest = rest.slice(nl + 1);
         }
+        // The reason first: destroying the request makes its answer emit "aborted".
         if (rest.length > MAX_LINE) {
+          finish(`the agent sent a line longer than ${MAX_LINE} bytes`);
           agentReq.destroy();
-          done(fail(`the agent sent a line longer than ${MAX_LINE} bytes`));
-        }
+        } else if (!budget.take(rest.length - held)) {
+          finish(`the relay holds ${budget.limit} characters of unfinished lines at most, across all answers, and this agent's line would pass that; ask again`);
+          agentReq.destroy();
+        } else held = rest.length;
       });
       agentRes.on('end', () => {
         onLine(rest);
@@ -169,12 +200,12 @@ function askAgent(o: RelayOptions, q: EvidenceQuery, pod: AgentPod, authorizatio
           done(result);
         }
       });
-      agentRes.on('error', (e) => done(fail(`the agent's answer broke: ${e.message}`)));
+      agentRes.on('error', (e) => finish(`the agent's answer broke: ${e.message}`));
     });
-    agentReq.on('error', (e) => done(fail(`cannot reach the agent at ${pod.ip}:${o.agentPort}: ${e.message}`)));
+    agentReq.on('error', (e) => finish(`cannot reach the agent at ${pod.ip}:${o.agentPort}: ${e.message}`));
     const timer = setTimeout(() => {
       agentReq.destroy();
-      done(fail(`no complete answer within ${timeoutMs / 1000} s (timeout)`));
+      finish(`no complete answer within ${timeoutMs / 1000} s (timeout)`);
     }, timeoutMs);
     // The caller going away stops asking.
     res.once('close', () => {
