@@ -1,16 +1,120 @@
 // GET /evidence on the agent's HTTP port: the same NDJSON lines as the evidence socket, for
-// whoever may read the Service. The caller's bearer token is checked with the API server
-// (TokenReview), and its user must be allowed "get" on that Service (SubjectAccessReview), so
-// the cluster's ordinary read access to a Service is the access to its connection evidence.
-// The evidence relay (src/remote/relay.ts) calls this on every node with the on-call engineer's
-// own token; nobody needs exec into the agent pod. The answer is the evidence socket's stream,
-// piped: that server's bounds (concurrent answers, entries per answer, backpressure) hold here too.
+// whoever may read the Service. The caller's user must be allowed "get" on that Service
+// (SubjectAccessReview), so the cluster's ordinary read access to a Service is the access to its
+// connection evidence.
+// No token that works anywhere else is ever accepted here: the bearer token is reviewed with this
+// node's own audience (evidenceAudience), so what reaches a node (over plain HTTP, or to a
+// compromised node) cannot be used against the API server or any other node. The evidence relay
+// (src/remote/relay.ts) sends such a token of its own, minted for this node, and names the on-call
+// user it has authenticated in ON_BEHALF_OF_HEADER; only the relay's user may name another user.
+// Per caller (a service account's namespace, else the user name) at most maxRequestsPerCaller
+// answers and maxWatchesPerCaller watches at a time, so one tenant cannot hold every slot.
+// The answer is the evidence socket's stream, piped: that server's bounds (concurrent answers,
+// entries per answer, backpressure) hold here too.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { connect } from 'node:net';
-import type { AuthDecision } from './kube-authorizer.js';
-import type { AccessAttributes } from '../cluster/access-review.js';
+import type { AuthDecision, AuthnResult } from './kube-authorizer.js';
+import type { AccessAttributes, UserInfo } from '../cluster/access-review.js';
 
-export type CheckAccess = (authorization: string | undefined, attrs: AccessAttributes) => Promise<AuthDecision>;
+export type CheckAccess = (authorization: string | undefined, attrs: AccessAttributes, source?: string) => Promise<AuthDecision>;
+
+/** The header in which the evidence relay names the user it asks for (JSON: username, uid, groups, extra). */
+export const ON_BEHALF_OF_HEADER = 'x-clbprobe-on-behalf-of';
+
+/** The TokenReview audience of a node's /evidence: a token for it is good on that node's agent only. */
+export function evidenceAudience(nodeName: string): string {
+  return `clbprobe-evidence:${nodeName}`;
+}
+
+/** The relay's service account unless --evidence-relay-user says otherwise. */
+export const DEFAULT_RELAY_USER = 'system:serviceaccount:clbprobe:clbprobe-evidence-relay';
+
+export interface EvidenceAccess {
+  /** TokenReview with this node's evidence audience. */
+  authenticate(authorization: string | undefined, source: string): Promise<AuthnResult>;
+  authorize(user: UserInfo, attrs: AccessAttributes, by: { tokenKey: string; source: string }): Promise<AuthDecision>;
+  /** The evidence relay's user: the only one whose requests may name another user. */
+  relayUser: string;
+}
+
+export interface CallerLimits {
+  maxRequestsPerCaller: number;
+  maxWatchesPerCaller: number;
+}
+
+/** 16 watches and 4 answers at once on the socket: one caller takes at most a few of them. */
+export const DEFAULT_CALLER_LIMITS: CallerLimits = { maxRequestsPerCaller: 4, maxWatchesPerCaller: 2 };
+
+/** Bytes of the on-behalf-of header (a user with many groups is a few KB). */
+const MAX_ON_BEHALF_BYTES = 8192;
+const MAX_NAME = 512;
+const MAX_GROUPS = 256;
+
+const shortString = (v: unknown): v is string => typeof v === 'string' && v.length > 0 && v.length <= MAX_NAME;
+
+/** The user the relay names, or why the header is not one. */
+export function parseOnBehalfOf(header: string | string[] | undefined): UserInfo | { error: string } {
+  if (typeof header !== 'string') return { error: `the relay's request names no user (${ON_BEHALF_OF_HEADER})` };
+  if (header.length > MAX_ON_BEHALF_BYTES) return { error: `${ON_BEHALF_OF_HEADER} longer than ${MAX_ON_BEHALF_BYTES} bytes` };
+  let v: unknown;
+  try {
+    v = JSON.parse(header);
+  } catch {
+    return { error: `${ON_BEHALF_OF_HEADER} is not JSON` };
+  }
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) return { error: `${ON_BEHALF_OF_HEADER} is not an object` };
+  const o = v as Record<string, unknown>;
+  if (!shortString(o.username)) return { error: `${ON_BEHALF_OF_HEADER} has no username` };
+  const groups = o.groups ?? [];
+  if (!Array.isArray(groups) || groups.length > MAX_GROUPS || !groups.every(shortString)) return { error: `${ON_BEHALF_OF_HEADER}: groups must be a list of names` };
+  const user: UserInfo = { username: o.username, groups };
+  if (o.uid !== undefined) {
+    if (!shortString(o.uid)) return { error: `${ON_BEHALF_OF_HEADER}: bad uid` };
+    user.uid = o.uid;
+  }
+  if (o.extra !== undefined) {
+    if (typeof o.extra !== 'object' || o.extra === null || Array.isArray(o.extra)) return { error: `${ON_BEHALF_OF_HEADER}: bad extra` };
+    const extra: Record<string, string[]> = {};
+    for (const [k, list] of Object.entries(o.extra)) {
+      if (!shortString(k) || !Array.isArray(list) || !list.every((x) => typeof x === 'string' && x.length <= MAX_NAME)) return { error: `${ON_BEHALF_OF_HEADER}: bad extra` };
+      extra[k] = list;
+    }
+    user.extra = extra;
+  }
+  return user;
+}
+
+/** Whose slots a request takes: a service account's namespace (a tenant can make many), else the user. */
+export function callerKey(user: UserInfo): string {
+  const sa = /^system:serviceaccount:([^:]+):/.exec(user.username);
+  return sa ? `namespace ${sa[1]}` : `user ${user.username}`;
+}
+
+/** Counts of what each caller holds; entries go when they reach zero. */
+export class CallerSlots {
+  private readonly held = new Map<string, { requests: number; watches: number }>();
+  constructor(private readonly limits: CallerLimits) {}
+
+  /** Takes a slot (and a watch slot) for `key`; the release function, or why not. */
+  take(key: string, watching: boolean): { release: () => void } | { error: string } {
+    const h = this.held.get(key) ?? { requests: 0, watches: 0 };
+    if (h.requests >= this.limits.maxRequestsPerCaller) return { error: `${key} has ${h.requests} evidence requests in progress (at most ${this.limits.maxRequestsPerCaller}); try again when one ends` };
+    if (watching && h.watches >= this.limits.maxWatchesPerCaller) return { error: `${key} has ${h.watches} evidence watches open (at most ${this.limits.maxWatchesPerCaller}); end one first` };
+    h.requests++;
+    if (watching) h.watches++;
+    this.held.set(key, h);
+    let released = false;
+    return {
+      release: () => {
+        if (released) return;
+        released = true;
+        h.requests--;
+        if (watching) h.watches--;
+        if (h.requests === 0) this.held.delete(key);
+      },
+    };
+  }
+}
 
 /** Longest watch a caller may ask for (the evidence socket has the same cap). */
 const MAX_WATCH_S = 3600;
@@ -44,18 +148,36 @@ export function parseEvidenceQuery(search: URLSearchParams): EvidenceQuery | { e
 const line = (o: object): string => `${JSON.stringify(o)}\n`;
 
 /** The route's handler; `socketPath` is the agent's evidence socket. */
-export function evidenceRoute(check: CheckAccess, socketPath: string): (req: IncomingMessage, res: ServerResponse) => void {
+export function evidenceRoute(access: EvidenceAccess, socketPath: string, limits: CallerLimits = DEFAULT_CALLER_LIMITS): (req: IncomingMessage, res: ServerResponse) => void {
+  const slots = new CallerSlots(limits);
   return (req, res) => {
-    const refuse = (status: number, message: string): void => {
-      res.writeHead(status, { 'Content-Type': 'application/x-ndjson' }).end(line({ type: 'error', message }));
+    const refuse = (status: number, message: string, retryAfterS?: number): void => {
+      const retry = retryAfterS ? { 'Retry-After': String(retryAfterS) } : undefined;
+      res.writeHead(status, { 'Content-Type': 'application/x-ndjson', ...retry }).end(line({ type: 'error', message }));
     };
     const q = parseEvidenceQuery(new URL(req.url ?? '/', 'http://x').searchParams);
     if ('error' in q) return refuse(400, q.error);
     const attrs: AccessAttributes = { resource: { verb: 'get', group: '', resource: 'services', namespace: q.namespace, name: q.name } };
-    check(req.headers.authorization, attrs).then(
+    const source = req.socket.remoteAddress ?? '';
+    const decide = async (): Promise<AuthDecision> => {
+      const who = await access.authenticate(req.headers.authorization, source);
+      if (!who.ok) return who;
+      const named = req.headers[ON_BEHALF_OF_HEADER];
+      if (who.user.username !== access.relayUser) {
+        if (named !== undefined) return { ok: false, status: 403, message: `${who.user.username} may not name another user (${ON_BEHALF_OF_HEADER}); only the evidence relay may` };
+        return access.authorize(who.user, attrs, { tokenKey: who.tokenKey, source });
+      }
+      const user = parseOnBehalfOf(named);
+      if ('error' in user) return { ok: false, status: 400, message: user.error };
+      return access.authorize(user, attrs, { tokenKey: who.tokenKey, source });
+    };
+    decide().then(
       (d) => {
-        if (!d.ok) return refuse(d.status, d.message);
+        if (!d.ok) return refuse(d.status, d.message, 'retryAfterS' in d ? d.retryAfterS : undefined);
         if (res.destroyed) return;
+        const slot = slots.take(callerKey(d.user), q.watchS > 0);
+        if ('error' in slot) return refuse(429, slot.error, 5);
+        res.on('close', slot.release);
         const sock = connect(socketPath);
         const request = { service: `${q.namespace}/${q.name}`, ...(q.port ? { port: q.port } : {}), ...(q.watchS ? { watchS: q.watchS } : {}) };
         sock.on('connect', () => {

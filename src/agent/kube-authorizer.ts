@@ -6,9 +6,14 @@
 // - who a token is: 2 min (a deleted service account keeps access at most that long);
 // - allowed: 5 min, denied: 30 s (a new RoleBinding takes effect within 30 s);
 // - bounded: at most MAX_ENTRIES of each, oldest dropped first; tokens are kept only as hashes.
+// - "no" answers live in caches of their own, so a flood of bad tokens can never push a good one out.
 // A review the API server could not answer is never cached and gives 503, not 401/403: the caller
-// is not told "no" because the API was briefly away. At most MAX_PENDING reviews are in flight;
-// concurrent requests with the same token share one review.
+// is not told "no" because the API was briefly away. Concurrent requests with one token share one review.
+// Reviews are paid by the API server (and, under API Priority and Fairness, by every agent, since all
+// share one identity), so those asked for strangers are rate-limited, per source address and in all
+// (429 past it), with at most maxPending in flight. A token that was allowed something in the last
+// hour (Prometheus, the evidence relay) is trusted: its renewals use a lane of their own, never rate-
+// limited and never queued behind strangers' reviews.
 import { createHash } from 'node:crypto';
 import type { AccessAttributes, AccessReviewResult, TokenReviewResult, UserInfo } from '../cluster/access-review.js';
 
@@ -17,7 +22,18 @@ export interface Reviews {
   reviewAccess(user: UserInfo, attrs: AccessAttributes): Promise<AccessReviewResult>;
 }
 
-export type AuthDecision = { ok: true; user: UserInfo } | { ok: false; status: 401 | 403 | 503; message: string };
+export type AuthDecision =
+  | { ok: true; user: UserInfo }
+  | { ok: false; status: 400 | 401 | 403 | 503; message: string }
+  | { ok: false; status: 429; message: string; retryAfterS: number };
+
+/** Who a token is, or why the request stops there. */
+export type AuthnResult = { ok: true; user: UserInfo; tokenKey: string } | Exclude<AuthDecision, { ok: true }>;
+
+export interface RateLimit {
+  perSecond: number;
+  burst: number;
+}
 
 export interface AuthorizerOptions {
   authnTtlMs?: number;
@@ -25,13 +41,30 @@ export interface AuthorizerOptions {
   denyTtlMs?: number;
   maxEntries?: number;
   maxPending?: number;
+  /** Reviews in flight for trusted tokens (their own lane). */
+  maxPendingTrusted?: number;
+  /** How long a token stays trusted after it was last allowed something. */
+  trustTtlMs?: number;
+  /** Reviews for untrusted tokens; share one limiter between authorizers that share an API server. */
+  limiter?: ReviewRateLimiter;
   /** TokenReview audiences (empty: the API server's own). */
   audiences?: string[];
   now?: () => number;
 }
 
 const MAX_ENTRIES = 1024;
-const MAX_PENDING = 64;
+const MAX_PENDING = 32;
+const MAX_PENDING_TRUSTED = 16;
+const MAX_TRUSTED = 256;
+/**
+ * One stranger (source address) may cost 1 review/s after a burst of 5, all strangers together
+ * 5/s after 20: at 1,000 nodes the API server sees at most 5,000 reviews/s from a cluster-wide
+ * flood, and one pod alone 1,000/s, instead of what the attacker's CPU can send.
+ */
+export const DEFAULT_PER_SOURCE_RATE: RateLimit = { perSecond: 1, burst: 5 };
+export const DEFAULT_GLOBAL_RATE: RateLimit = { perSecond: 5, burst: 20 };
+/** Source addresses whose buckets are remembered (the oldest forgotten first; the global bucket still holds). */
+const MAX_SOURCES = 4096;
 /** Longer than any real token (service-account JWTs are ~1 KB, cloud OIDC ones a few KB). */
 const MAX_TOKEN = 8192;
 
@@ -59,8 +92,72 @@ export class TtlCache<V> {
     while (this.map.size > this.max) this.map.delete(this.map.keys().next().value!);
   }
 
+  delete(key: string): void {
+    this.map.delete(key);
+  }
+
   get size(): number {
     return this.map.size;
+  }
+}
+
+/** A token bucket: `burst` at once, then `perSecond`. */
+export class TokenBucket {
+  private tokens: number;
+  private at: number;
+  constructor(
+    private readonly rate: RateLimit,
+    private readonly now: () => number,
+  ) {
+    this.tokens = rate.burst;
+    this.at = now();
+  }
+
+  /** Takes one token: 0 when granted, else the milliseconds until one is there. */
+  take(): number {
+    const t = this.now();
+    this.tokens = Math.min(this.rate.burst, this.tokens + ((t - this.at) / 1000) * this.rate.perSecond);
+    this.at = t;
+    if (this.tokens >= 1) {
+      this.tokens -= 1;
+      return 0;
+    }
+    return Math.ceil(((1 - this.tokens) / this.rate.perSecond) * 1000);
+  }
+}
+
+/** Per-source and global rates of reviews asked for untrusted tokens. */
+export class ReviewRateLimiter {
+  private readonly sources = new Map<string, TokenBucket>();
+  private readonly global: TokenBucket;
+  /** Reviews refused, for the log and tests. */
+  refused = 0;
+  constructor(
+    private readonly perSource: RateLimit = DEFAULT_PER_SOURCE_RATE,
+    globalRate: RateLimit = DEFAULT_GLOBAL_RATE,
+    private readonly now: () => number = Date.now,
+    private readonly maxSources = MAX_SOURCES,
+  ) {
+    this.global = new TokenBucket(globalRate, now);
+  }
+
+  /** 0 when a review may be sent for `source`, else the seconds to wait and whose limit it is. */
+  take(source: string): { waitS: 0 } | { waitS: number; limit: string } {
+    let bucket = this.sources.get(source);
+    if (bucket) this.sources.delete(source);
+    else bucket = new TokenBucket(this.perSource, this.now);
+    this.sources.set(source, bucket);
+    while (this.sources.size > this.maxSources) this.sources.delete(this.sources.keys().next().value!);
+    const own = bucket.take();
+    if (own) return this.refuse(own, `${this.perSource.perSecond}/s for ${source}`);
+    const all = this.global.take();
+    if (all) return this.refuse(all, 'the rate for all new tokens');
+    return { waitS: 0 };
+  }
+
+  private refuse(ms: number, limit: string): { waitS: number; limit: string } {
+    this.refused++;
+    return { waitS: Math.max(1, Math.ceil(ms / 1000)), limit };
   }
 }
 
@@ -87,12 +184,33 @@ export function describeAttributes(a: AccessAttributes): string {
   return `${r.verb} ${res}${r.name ? ` ${r.name}` : ''}${r.namespace ? ` in namespace ${r.namespace}` : ''}`;
 }
 
+/** A stable key for a user as SubjectAccessReview sees it (name, uid, groups, extra). */
+function userKey(u: UserInfo): string {
+  return createHash('sha256').update(JSON.stringify([u.username, u.uid ?? '', u.groups, u.extra ?? {}])).digest('base64url');
+}
+
+type Lane = { trusted: boolean; source: string };
+
+class Refusal extends Error {
+  constructor(
+    readonly decision: Exclude<AuthDecision, { ok: true }>,
+  ) {
+    super(decision.message);
+  }
+}
+
 export class KubeAuthorizer {
   private readonly now: () => number;
-  private readonly users: TtlCache<TokenReviewResult>;
-  private readonly decisions: TtlCache<AccessReviewResult>;
+  private readonly users: TtlCache<UserInfo>;
+  private readonly rejectedTokens: TtlCache<string>;
+  private readonly allowed: TtlCache<true>;
+  private readonly denied: TtlCache<string>;
+  private readonly trusted: TtlCache<true>;
   private readonly pending = new Map<string, Promise<unknown>>();
-  private readonly o: Required<Omit<AuthorizerOptions, 'now' | 'audiences'>>;
+  private readonly inFlight = { trusted: 0, untrusted: 0 };
+  private readonly limiter: ReviewRateLimiter;
+  private readonly o: Required<Omit<AuthorizerOptions, 'now' | 'audiences' | 'limiter'>>;
+  private readonly audiences: string[];
   /** Reviews sent to the API server, for tests and the log. */
   reviews = { token: 0, access: 0 };
 
@@ -107,57 +225,112 @@ export class KubeAuthorizer {
       denyTtlMs: opts.denyTtlMs ?? 30_000,
       maxEntries: opts.maxEntries ?? MAX_ENTRIES,
       maxPending: opts.maxPending ?? MAX_PENDING,
+      maxPendingTrusted: opts.maxPendingTrusted ?? MAX_PENDING_TRUSTED,
+      trustTtlMs: opts.trustTtlMs ?? 3_600_000,
     };
     this.audiences = opts.audiences ?? [];
+    this.limiter = opts.limiter ?? new ReviewRateLimiter(DEFAULT_PER_SOURCE_RATE, DEFAULT_GLOBAL_RATE, this.now);
     this.users = new TtlCache(this.o.maxEntries, this.now);
-    this.decisions = new TtlCache(this.o.maxEntries, this.now);
+    this.rejectedTokens = new TtlCache(this.o.maxEntries, this.now);
+    this.allowed = new TtlCache(this.o.maxEntries, this.now);
+    this.denied = new TtlCache(this.o.maxEntries, this.now);
+    this.trusted = new TtlCache(Math.min(MAX_TRUSTED, this.o.maxEntries), this.now);
   }
 
-  private readonly audiences: string[];
+  /** Decides one request from its Authorization header; `source` is the caller's address. Never throws. */
+  async check(authorization: string | undefined, attrs: AccessAttributes, source = ''): Promise<AuthDecision> {
+    const who = await this.authenticate(authorization, source);
+    if (!who.ok) return who;
+    return this.authorize(who.user, attrs, { tokenKey: who.tokenKey, source });
+  }
 
-  /** Decides one request from its Authorization header. Never throws. */
-  async check(authorization: string | undefined, attrs: AccessAttributes): Promise<AuthDecision> {
+  /** Who the bearer token is (TokenReview with this authorizer's audiences). Never throws. */
+  async authenticate(authorization: string | undefined, source = ''): Promise<AuthnResult> {
     const b = bearerToken(authorization);
     if ('error' in b) return { ok: false, status: 401, message: b.error };
-    const hash = createHash('sha256').update(b.token).digest('base64url');
+    const tokenKey = createHash('sha256').update(b.token).digest('base64url');
+    const key = `T ${tokenKey}`;
+    const known = this.users.get(key);
+    if (known) return { ok: true, user: known, tokenKey };
+    const rejected = this.rejectedTokens.get(key);
+    if (rejected !== undefined) return { ok: false, status: 401, message: `token not accepted by the API server: ${rejected}` };
     try {
-      const who = await this.cached(this.users, `T ${hash}`, (r) => (r.authenticated ? this.o.authnTtlMs : this.o.denyTtlMs), () => {
+      const r = await this.review(key, { trusted: this.isTrusted(tokenKey), source }, async () => {
         this.reviews.token++;
-        return this.api.reviewToken(b.token, this.audiences);
+        const r = await this.api.reviewToken(b.token, this.audiences);
+        if (r.authenticated) this.users.set(key, r.user, this.o.authnTtlMs);
+        else this.rejectedTokens.set(key, r.error, this.o.denyTtlMs);
+        return r;
       });
-      if (!who.authenticated) return { ok: false, status: 401, message: `token not accepted by the API server: ${who.error}` };
-      const user = who.user;
-      const decision = await this.cached(this.decisions, `${hash} ${attrsKey(attrs)}`, (r) => (r.allowed ? this.o.allowTtlMs : this.o.denyTtlMs), () => {
-        this.reviews.access++;
-        return this.api.reviewAccess(user, attrs);
-      });
-      if (!decision.allowed) {
-        const why = decision.reason ? ` (${decision.reason})` : '';
-        return { ok: false, status: 403, message: `${user.username} may not ${describeAttributes(attrs)}${why}` };
-      }
-      return { ok: true, user };
+      if (!r.authenticated) return { ok: false, status: 401, message: `token not accepted by the API server: ${r.error}` };
+      return { ok: true, user: r.user, tokenKey };
     } catch (e) {
-      return { ok: false, status: 503, message: `cannot check the token with the API server: ${e instanceof Error ? e.message : String(e)}` };
+      return refusalOf(e);
     }
   }
 
-  private async cached<V>(cache: TtlCache<V>, key: string, ttl: (v: V) => number, ask: () => Promise<V>): Promise<V> {
-    const hit = cache.get(key);
-    if (hit !== undefined) return hit;
-    const inFlight = this.pending.get(key) as Promise<V> | undefined;
-    if (inFlight) return inFlight;
-    if (this.pending.size >= this.o.maxPending) throw new Error(`${this.pending.size} reviews already waiting for the API server`);
-    const p = ask().then(
-      (v) => {
-        cache.set(key, v, ttl(v));
-        return v;
-      },
-    );
+  /**
+   * Whether `user` may do `attrs` (SubjectAccessReview). `tokenKey` is the token that vouched for
+   * the user: an allow makes it trusted. Never throws.
+   */
+  async authorize(user: UserInfo, attrs: AccessAttributes, by: { tokenKey: string; source: string }): Promise<AuthDecision> {
+    const key = `A ${userKey(user)} ${attrsKey(attrs)}`;
+    const deny = (reason: string): AuthDecision => ({ ok: false, status: 403, message: `${user.username} may not ${describeAttributes(attrs)}${reason ? ` (${reason})` : ''}` });
+    if (this.allowed.get(key)) return this.allow(user, by.tokenKey);
+    const denied = this.denied.get(key);
+    if (denied !== undefined) return deny(denied);
+    try {
+      const r = await this.review(key, { trusted: this.isTrusted(by.tokenKey), source: by.source }, async () => {
+        this.reviews.access++;
+        const r = await this.api.reviewAccess(user, attrs);
+        if (r.allowed) this.allowed.set(key, true, this.o.allowTtlMs);
+        else this.denied.set(key, r.reason, this.o.denyTtlMs);
+        return r;
+      });
+      return r.allowed ? this.allow(user, by.tokenKey) : deny(r.reason);
+    } catch (e) {
+      return refusalOf(e);
+    }
+  }
+
+  /** Whether this token was allowed something lately (its reviews take the trusted lane). */
+  isTrusted(tokenKey: string): boolean {
+    return this.trusted.get(tokenKey) !== undefined;
+  }
+
+  private allow(user: UserInfo, tokenKey: string): AuthDecision {
+    this.trusted.set(tokenKey, true, this.o.trustTtlMs);
+    return { ok: true, user };
+  }
+
+  /** One review, shared by concurrent askers of the same key, in its lane's bounds. */
+  private async review<V>(key: string, lane: Lane, ask: () => Promise<V>): Promise<V> {
+    const shared = this.pending.get(key) as Promise<V> | undefined;
+    if (shared) return shared;
+    const kind = lane.trusted ? 'trusted' : 'untrusted';
+    const max = lane.trusted ? this.o.maxPendingTrusted : this.o.maxPending;
+    if (this.inFlight[kind] >= max) {
+      throw new Refusal({ ok: false, status: 503, message: `${this.inFlight[kind]} reviews already waiting for the API server` });
+    }
+    if (!lane.trusted) {
+      const rate = this.limiter.take(lane.source || 'unknown');
+      if ('limit' in rate) {
+        throw new Refusal({ ok: false, status: 429, retryAfterS: rate.waitS, message: `too many token reviews (${rate.limit}); try again in ${rate.waitS} s` });
+      }
+    }
+    this.inFlight[kind]++;
+    const p = ask();
     this.pending.set(key, p);
     try {
       return await p;
     } finally {
       this.pending.delete(key);
+      this.inFlight[kind]--;
     }
   }
+}
+
+function refusalOf(e: unknown): Exclude<AuthDecision, { ok: true }> {
+  if (e instanceof Refusal) return e.decision;
+  return { ok: false, status: 503, message: `cannot check the token with the API server: ${e instanceof Error ? e.message : String(e)}` };
 }

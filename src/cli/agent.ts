@@ -6,7 +6,7 @@ import { hostname } from 'node:os';
 import type { Server } from 'node:http';
 import { createAgentRegistry } from '../agent/metrics/list.js';
 import { createMetricsServer, parseListen, type MetricsServerOptions } from '../export/server.js';
-import { evidenceRoute, type CheckAccess } from '../agent/evidence-http.js';
+import { DEFAULT_RELAY_USER, evidenceRoute, type CheckAccess, type EvidenceAccess } from '../agent/evidence-http.js';
 import type { KubeAuthorizer } from '../agent/kube-authorizer.js';
 import type { CaptureMode } from '../capture/targets.js';
 import { createLogger, type Logger } from '../log.js';
@@ -37,6 +37,7 @@ interface AgentFlags {
   resolvConf: string;
   dnsMaxNames: string;
   releaseStartupPages: boolean;
+  evidenceRelayUser: string;
 }
 
 function positiveInt(text: string, flag: string): number {
@@ -92,22 +93,29 @@ async function run(flags: AgentFlags): Promise<void> {
     idleMs: parseSeconds(flags.seriesIdleTimeout, '--series-idle-timeout') * 1000,
     processMetrics: true,
   });
-  const { authz, why } = await apiAuthorizer(flags.kubeconfig);
+  const nodeName = flags.nodeName ?? hostname();
+  const { authz, evidenceAuthz, why } = await apiAuthorizer(flags.kubeconfig, nodeName);
   if (flags.metricsAuth === 'kubernetes' && !authz) throw new UserError(`--metrics-auth kubernetes checks tokens with the API server: ${why}`);
-  const check: CheckAccess = async (authorization, attrs) => {
-    const d = authz ? await authz.check(authorization, attrs) : { ok: false as const, status: 503 as const, message: `no API server to check the token: ${why}` };
+  const noApi = { ok: false as const, status: 503 as const, message: `no API server to check the token: ${why}` };
+  const logged = <D extends { ok: boolean; status?: number; message?: string }>(d: D): D => {
     if (!d.ok && d.status === 503) log.warn({ err: d.message }, 'token check failed');
     return d;
   };
+  const check: CheckAccess = async (authorization, attrs, source) => logged(authz ? await authz.check(authorization, attrs, source) : noApi);
   const authorize: MetricsServerOptions['authorize'] =
-    flags.metricsAuth === 'kubernetes' ? (req) => check(req.headers.authorization, { nonResource: { path: '/metrics', verb: 'get' } }) : undefined;
-  // Serve /healthz at once; /readyz turns 200 after the first sync. /evidence is for whoever may
-  // get the Service (the evidence relay passes the on-call engineer's token), whatever --metrics-auth.
+    flags.metricsAuth === 'kubernetes' ? (req) => check(req.headers.authorization, { nonResource: { path: '/metrics', verb: 'get' } }, req.socket.remoteAddress) : undefined;
+  // /evidence takes only tokens for this node's audience (the evidence relay's), whatever --metrics-auth.
+  const evidenceAccess: EvidenceAccess = {
+    authenticate: async (authorization, source) => logged(evidenceAuthz ? await evidenceAuthz.authenticate(authorization, source) : noApi),
+    authorize: async (user, attrs, by) => logged(evidenceAuthz ? await evidenceAuthz.authorize(user, attrs, by) : noApi),
+    relayUser: flags.evidenceRelayUser,
+  };
+  // Serve /healthz at once; /readyz turns 200 after the first sync.
   const http: Server = createMetricsServer({
     registry,
     ready: () => agent.ready,
     ...(authorize ? { authorize } : {}),
-    routes: { '/evidence': evidenceRoute(check, flags.evidenceSocket) },
+    routes: { '/evidence': evidenceRoute(evidenceAccess, flags.evidenceSocket) },
   });
   await new Promise<void>((resolve, reject) => {
     http.once('error', (e) => reject(new UserError(`--listen ${flags.listen}: ${e.message}`)));
@@ -165,14 +173,22 @@ async function startupPagesReleaser(log: Logger): Promise<(phase: string) => voi
 
 /**
  * Checks bearer tokens with the API server's TokenReview + SubjectAccessReview, with the agent's
- * own credentials (in a pod: its service account); undefined, with the reason, without an API.
+ * own credentials (in a pod: its service account): /metrics' with the API server's audience,
+ * /evidence's with this node's evidence audience, both under one rate limit of reviews for
+ * strangers; undefined, with the reason, without an API.
  */
-async function apiAuthorizer(kubeconfig: string | undefined): Promise<{ authz?: KubeAuthorizer; why?: string }> {
+async function apiAuthorizer(kubeconfig: string | undefined, nodeName: string): Promise<{ authz?: KubeAuthorizer; evidenceAuthz?: KubeAuthorizer; why?: string }> {
   const { loadApiTarget } = await import('../cluster/kube-config.js');
   const { AccessReviewClient } = await import('../cluster/access-review.js');
-  const { KubeAuthorizer } = await import('../agent/kube-authorizer.js');
+  const { KubeAuthorizer, ReviewRateLimiter } = await import('../agent/kube-authorizer.js');
+  const { evidenceAudience } = await import('../agent/evidence-http.js');
   try {
-    return { authz: new KubeAuthorizer(new AccessReviewClient(loadApiTarget(kubeconfig))) };
+    const reviews = new AccessReviewClient(loadApiTarget(kubeconfig));
+    const limiter = new ReviewRateLimiter();
+    return {
+      authz: new KubeAuthorizer(reviews, { limiter }),
+      evidenceAuthz: new KubeAuthorizer(reviews, { limiter, audiences: [evidenceAudience(nodeName)] }),
+    };
   } catch (e) {
     return { why: e instanceof Error ? e.message : String(e) };
   }
@@ -260,6 +276,12 @@ export function register(program: Command): void {
     .option(
       '--no-release-startup-pages',
       'keep the pages of node and its libraries that only start-up read; by default they go back to the kernel (madvise MADV_PAGEOUT) once the modules are loaded, when the sources are read and after the conntrack dump, and what runs later is read back in',
+    )
+    .addOption(
+      env(
+        new Option('--evidence-relay-user <user>', "the evidence relay's user: the only caller of /evidence that may name the on-call user it asks for").default(DEFAULT_RELAY_USER),
+        'CLBPROBE_EVIDENCE_RELAY_USER',
+      ),
     )
     .option('--netns <name>', 'read the datapath of network namespace NAME or a path (tests); needs --interface for counters')
     .addHelpText(

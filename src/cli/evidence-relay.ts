@@ -1,10 +1,12 @@
 // `clbprobe evidence-relay`: the evidence relay's process (deploy/evidence-relay.yaml), no
-// capabilities, no host network. Serves GET /evidence (src/remote/relay.ts) and /healthz.
-import { createServer } from 'node:http';
+// capabilities, no host network. Serves GET /evidence (src/remote/relay.ts) and /healthz, under
+// the agent's connection limits: at the cap the oldest connection not being served (idle, or still
+// sending its headers) gives way, so idle sockets cannot lock on-call out.
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { Command, Option } from 'commander';
 import type { V1Pod } from '@kubernetes/client-node';
 import { createLogger } from '../log.js';
-import { parseListen } from '../export/server.js';
+import { DEFAULT_SERVER_LIMITS, limitConnections, parseListen } from '../export/server.js';
 import { UserError, fail } from './errors.js';
 import { AGENT_DEFAULTS } from './evidence.js';
 
@@ -17,6 +19,8 @@ interface RelayFlags {
   agentPort: string;
   concurrency: string;
   maxRequests: string;
+  maxRequestsPerCaller: string;
+  serviceAccount: string;
   logLevel: string;
 }
 
@@ -26,12 +30,27 @@ const int = (text: string, flag: string, max: number): number => {
   return n;
 };
 
+/** The relay's HTTP server: /evidence and /healthz, with the connection limits. */
+export function relayServer(route: (req: IncomingMessage, res: ServerResponse) => void): Server {
+  const server = createServer((req, res) => {
+    const path = (req.url ?? '/').split('?')[0];
+    if (req.method === 'GET' && path === '/evidence') route(req, res);
+    else if (req.method === 'GET' && path === '/healthz') res.writeHead(200).end('ok\n');
+    else res.writeHead(404).end('try /evidence or /healthz\n');
+  });
+  limitConnections(server, DEFAULT_SERVER_LIMITS);
+  // A watch's answer may be quiet for its whole hour; a reader that takes nothing is still dropped by limitConnections' watchdog.
+  server.timeout = 0;
+  return server;
+}
+
 async function run(f: RelayFlags): Promise<void> {
   const { loadApiTarget } = await import('../cluster/kube-config.js');
   const { KubeApi } = await import('../cluster/kube-api.js');
   const { AccessReviewClient } = await import('../cluster/access-review.js');
-  const { KubeAuthorizer } = await import('../agent/kube-authorizer.js');
+  const { KubeAuthorizer, ReviewRateLimiter } = await import('../agent/kube-authorizer.js');
   const { relayRoute } = await import('../remote/relay.js');
+  const { NodeTokens, tokenRequester } = await import('../remote/node-tokens.js');
   const { toAgentPod } = await import('../remote/agent-pods.js');
   const log = createLogger(f.logLevel);
   let listen: { host?: string; port: number };
@@ -42,12 +61,17 @@ async function run(f: RelayFlags): Promise<void> {
   } catch (e) {
     throw new UserError(e instanceof Error ? e.message : String(e));
   }
+  const sa = /^([a-z0-9-]{1,63})\/([a-z0-9.-]{1,253})$/.exec(f.serviceAccount);
+  if (!sa) throw new UserError(`--service-account: expected NAMESPACE/NAME, not ${JSON.stringify(f.serviceAccount)}`);
   const api = new KubeApi(target);
-  const authz = new KubeAuthorizer(new AccessReviewClient(target));
+  // On-call callers all arrive from the API server's address: a wider per-source rate than an agent's.
+  const limiter = new ReviewRateLimiter({ perSecond: 5, burst: 20 }, { perSecond: 20, burst: 50 });
+  const authz = new KubeAuthorizer(new AccessReviewClient(target), { limiter });
+  const nodeTokens = new NodeTokens(tokenRequester(target, { namespace: sa[1]!, name: sa[2]! }));
   const pods = `/api/v1/namespaces/${encodeURIComponent(f.agentNamespace)}/pods`;
   const route = relayRoute({
-    check: async (authorization, attrs) => {
-      const d = await authz.check(authorization, attrs);
+    check: async (authorization, attrs, source) => {
+      const d = await authz.check(authorization, attrs, source);
       log.info({ user: d.ok ? d.user.username : undefined, status: d.ok ? 200 : d.status, attrs }, 'evidence request');
       return d;
     },
@@ -56,17 +80,10 @@ async function run(f: RelayFlags): Promise<void> {
     agentPort: int(f.agentPort, '--agent-port', 65535),
     concurrency: int(f.concurrency, '--concurrency', 100),
     maxRequests: int(f.maxRequests, '--max-requests', 1000),
+    maxRequestsPerCaller: int(f.maxRequestsPerCaller, '--max-requests-per-caller', 1000),
+    nodeToken: (node) => nodeTokens.forNode(node),
   });
-  const server = createServer((req, res) => {
-    const path = (req.url ?? '/').split('?')[0];
-    if (req.method === 'GET' && path === '/evidence') route(req, res);
-    else if (req.method === 'GET' && path === '/healthz') res.writeHead(200).end('ok\n');
-    else res.writeHead(404).end('try /evidence or /healthz\n');
-  });
-  // Streams last as long as a watch (at most an hour); only the request head is timed.
-  server.headersTimeout = 10_000;
-  server.requestTimeout = 0;
-  server.maxConnections = 256;
+  const server = relayServer(route);
   await new Promise<void>((resolve, reject) => {
     server.once('error', (e) => reject(new UserError(`--listen ${f.listen}: ${e.message}`)));
     server.listen(listen.port, listen.host, () => resolve());
@@ -91,7 +108,9 @@ export function register(program: Command): void {
     .option('--container <name>', 'the agent container in those pods', AGENT_DEFAULTS.container)
     .option('--agent-port <port>', "the agents' HTTP port (their --listen)", '9811')
     .option('--concurrency <n>', 'nodes asked at once per request', '20')
-    .option('--max-requests <n>', 'requests answered at once', '16')
+    .option('--max-requests <n>', 'requests answered at once (counted once the caller is authenticated)', '16')
+    .option('--max-requests-per-caller <n>', 'requests answered at once for one caller (a service account\'s namespace, else the user)', '2')
+    .option('--service-account <ns/name>', "the relay's own service account: it asks the API server for a token of it per node (TokenRequest, audience clbprobe-evidence:NODE)", 'clbprobe/clbprobe-evidence-relay')
     .option('--log-level <level>', 'pino level', 'info')
     .action(async (f: RelayFlags) => {
       try {

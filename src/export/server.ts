@@ -16,7 +16,7 @@ export interface MetricsServerOptions {
    * Access control for /metrics (--metrics-auth kubernetes): resolves to ok, or to the status
    * and message to refuse with. /healthz and /readyz stay open for the kubelet's probes.
    */
-  authorize?: (req: IncomingMessage) => Promise<{ ok: true } | { ok: false; status: number; message: string }>;
+  authorize?: (req: IncomingMessage) => Promise<{ ok: true } | { ok: false; status: number; message: string; retryAfterS?: number }>;
   /** More GET paths, each with its own access control (the agent's /evidence). */
   routes?: Record<string, (req: IncomingMessage, res: ServerResponse) => void>;
 }
@@ -28,7 +28,8 @@ function guarded(authorize: NonNullable<MetricsServerOptions['authorize']>, req:
       if (d.ok) return next();
       // RFC 6750: a 401 names the scheme to use.
       const scheme = d.status === 401 ? { 'WWW-Authenticate': 'Bearer realm="clbprobe"' } : undefined;
-      res.writeHead(d.status, { 'Content-Type': 'text/plain; charset=utf-8', ...scheme }).end(`${d.message}\n`);
+      const retry = d.retryAfterS ? { 'Retry-After': String(d.retryAfterS) } : undefined;
+      res.writeHead(d.status, { 'Content-Type': 'text/plain; charset=utf-8', ...scheme, ...retry }).end(`${d.message}\n`);
     },
     (e: unknown) => res.writeHead(500).end(`${e instanceof Error ? e.message : String(e)}\n`),
   );

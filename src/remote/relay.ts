@@ -3,15 +3,20 @@
 // ("get" services/proxy on this one Service). The API server authenticates them and then drops
 // their Authorization header, so the CLI sends its bearer token again in TOKEN_HEADER. The relay
 // checks that the token's user may "get" the Service (TokenReview + SubjectAccessReview), lists
-// the agent pods with its own service account, and asks each node's agent GET /evidence with the
-// caller's token, which every agent checks again itself (src/agent/evidence-http.ts): the relay
-// cannot read evidence on its own, and a user cannot name any address or port to reach.
+// the agent pods with its own service account, and asks each node's agent GET /evidence with a
+// token of its own minted for that node's audience (src/remote/node-tokens.ts), naming the user in
+// ON_BEHALF_OF_HEADER; every agent checks that user's access again itself. The on-call token never
+// leaves the relay: a node sees nothing it could use against the API server or another node.
+// A user cannot name any address or port to reach.
+// Bounds: a request without a token is refused and its connection closed at once; the caller is
+// authenticated before the request counts against maxRequests; one caller (a service account's
+// namespace, else the user) has at most maxRequestsPerCaller requests at a time.
 // The answer is NDJSON: each agent line with "node" and "pod" added, an error line per node that
 // failed, and a summary, the format of `clbprobe evidence --all-nodes --json`.
 import { request, type IncomingMessage, type ServerResponse } from 'node:http';
 import { byText } from '../compare.js';
-import type { CheckAccess } from '../agent/evidence-http.js';
-import { parseEvidenceQuery, type EvidenceQuery } from '../agent/evidence-http.js';
+import type { UserInfo } from '../cluster/access-review.js';
+import { CallerSlots, callerKey, ON_BEHALF_OF_HEADER, parseEvidenceQuery, type CheckAccess, type EvidenceQuery } from '../agent/evidence-http.js';
 import type { EvidenceLine } from '../agent/evidence.js';
 import { EvidenceLineError, parseEvidenceLine } from '../cli/evidence-lines.js';
 import { planNodes, type AgentPod } from './agent-pods.js';
@@ -29,6 +34,10 @@ export interface RelayOptions {
   concurrency: number;
   /** Requests answered at once; more get 503. */
   maxRequests: number;
+  /** Requests answered at once for one caller; more get 429. */
+  maxRequestsPerCaller: number;
+  /** The relay's own token for a node's agent (audience clbprobe-evidence:NODE). */
+  nodeToken: (node: string) => Promise<string>;
   /** Characters of unfinished agent lines held at once across all requests (default RELAY_LINE_BUDGET). */
   lineBudget?: number;
 }
@@ -66,24 +75,32 @@ const json = (o: object): string => `${JSON.stringify(o)}\n`;
 export function relayRoute(o: RelayOptions): (req: IncomingMessage, res: ServerResponse) => void {
   let active = 0;
   const budget = new LineBudget(o.lineBudget ?? RELAY_LINE_BUDGET);
+  const slots = new CallerSlots({ maxRequestsPerCaller: o.maxRequestsPerCaller, maxWatchesPerCaller: o.maxRequestsPerCaller });
   return (req, res) => {
-    const refuse = (status: number, message: string): void => {
-      res.writeHead(status, { 'Content-Type': 'application/x-ndjson' }).end(json({ type: 'error', message }));
+    const refuse = (status: number, message: string, extra: Record<string, string> = {}): void => {
+      res.writeHead(status, { 'Content-Type': 'application/x-ndjson', ...extra }).end(json({ type: 'error', message }));
     };
+    const token = req.headers[TOKEN_HEADER];
+    const authorization = typeof token === 'string' ? token : undefined;
+    // Nothing is held for a caller without a token: not the connection either.
+    if (!authorization) return refuse(401, `no bearer token in ${TOKEN_HEADER}`, { Connection: 'close' });
     const search = new URL(req.url ?? '/', 'http://x').searchParams;
     const q = parseEvidenceQuery(search);
     if ('error' in q) return refuse(400, q.error);
     const only = search.getAll('node').flatMap((n) => n.split(',')).filter(Boolean);
     if (only.some((n) => n.length > 253)) return refuse(400, 'node names are at most 253 characters');
-    if (active >= o.maxRequests) return refuse(503, `${active} evidence requests are being answered; try again shortly`);
-    active++;
-    res.once('close', () => active--);
-    const token = req.headers[TOKEN_HEADER];
-    const authorization = typeof token === 'string' ? token : undefined;
+    if (only.length > 5000) return refuse(400, 'at most 5000 node names');
     const attrs = { resource: { verb: 'get', group: '', resource: 'services', namespace: q.namespace, name: q.name } };
     void (async () => {
-      const d = await o.check(authorization, attrs);
-      if (!d.ok) return refuse(d.status, d.message);
+      const d = await o.check(authorization, attrs, req.socket.remoteAddress);
+      if (!d.ok) return refuse(d.status, d.message, 'retryAfterS' in d ? { 'Retry-After': String(d.retryAfterS) } : {});
+      if (res.destroyed) return;
+      const slot = slots.take(callerKey(d.user), false);
+      if ('error' in slot) return refuse(429, slot.error, { 'Retry-After': '5' });
+      res.once('close', slot.release);
+      if (active >= o.maxRequests) return refuse(503, `${active} evidence requests are being answered; try again shortly`);
+      active++;
+      res.once('close', () => active--);
       let pods: AgentPod[];
       try {
         pods = await o.listPods();
@@ -99,7 +116,7 @@ export function relayRoute(o: RelayOptions): (req: IncomingMessage, res: ServerR
       for (const r of results) res.write(json({ node: r.node, ...(r.pod ? { pod: r.pod } : {}), type: 'error', message: r.error }));
       const queue = [...plan.ask];
       const worker = async (): Promise<void> => {
-        for (let pod = queue.shift(); pod && !res.destroyed; pod = queue.shift()) results.push(await askAgent(o, q, pod, authorization!, res, budget));
+        for (let pod = queue.shift(); pod && !res.destroyed; pod = queue.shift()) results.push(await askAgent(o, q, pod, d.user, res, budget));
       };
       await Promise.all(Array.from({ length: Math.min(o.concurrency, queue.length) }, worker));
       results.sort((a, b) => byText(a.node, b.node));
@@ -113,14 +130,21 @@ export function relayRoute(o: RelayOptions): (req: IncomingMessage, res: ServerR
 }
 
 /** Streams one agent's answer into `res`, each line with node and pod; never throws. */
-function askAgent(o: RelayOptions, q: EvidenceQuery, pod: AgentPod, authorization: string, res: ServerResponse, budget: LineBudget): Promise<RelayNodeResult> {
+async function askAgent(o: RelayOptions, q: EvidenceQuery, pod: AgentPod, user: UserInfo, res: ServerResponse, budget: LineBudget): Promise<RelayNodeResult> {
   const result: RelayNodeResult = { node: pod.node, pod: pod.name, status: 'failed', entries: 0 };
   const fail = (message: string): RelayNodeResult => {
     result.error = message + (pod.ready ? '' : ' (the agent container is not ready)');
     res.write(json({ node: pod.node, pod: pod.name, type: 'error', message: result.error }));
     return result;
   };
-  if (!pod.ip) return Promise.resolve(fail('the agent pod has no IP yet'));
+  if (!pod.ip) return fail('the agent pod has no IP yet');
+  let nodeToken: string;
+  try {
+    nodeToken = await o.nodeToken(pod.node);
+  } catch (e) {
+    return fail(`the relay cannot get a token for this node: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  const headers = { authorization: `Bearer ${nodeToken}`, [ON_BEHALF_OF_HEADER]: JSON.stringify(user) };
   const search = new URLSearchParams({ service: `${q.namespace}/${q.name}` });
   if (q.port) search.set('port', String(q.port));
   if (q.watchS) search.set('watch', String(q.watchS));
@@ -141,7 +165,7 @@ function askAgent(o: RelayOptions, q: EvidenceQuery, pod: AgentPod, authorizatio
     const finish = (message: string): void => {
       if (!settled) done(fail(message));
     };
-    const agentReq = request({ host: pod.ip, port: o.agentPort, path: `/evidence?${search}`, headers: { authorization } }, (agentRes) => {
+    const agentReq = request({ host: pod.ip, port: o.agentPort, path: `/evidence?${search}`, headers }, (agentRes) => {
       if (agentRes.statusCode !== 200) {
         let body = '';
         agentRes.setEncoding('utf8');

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { AccessReviewClient, parseAccessReview, parseTokenReview, ReviewError, type AccessAttributes } from '../../../src/cluster/access-review.js';
 import { loadApiTarget } from '../../../src/cluster/kube-config.js';
-import { bearerToken, KubeAuthorizer, TtlCache } from '../../../src/agent/kube-authorizer.js';
+import { bearerToken, KubeAuthorizer, ReviewRateLimiter, TtlCache } from '../../../src/agent/kube-authorizer.js';
 import { FakeApiServer } from '../../support/fake-apiserver.js';
 
 const METRICS: AccessAttributes = { nonResource: { path: '/metrics', verb: 'get' } };
@@ -126,14 +126,70 @@ describe('KubeAuthorizer against the test API server', () => {
   });
 
   it('concurrent requests with one token share one review; the caches stay within their bound', async () => {
-    const a = fresh({ maxEntries: 3 });
+    const a = fresh({ maxEntries: 3, limiter: new ReviewRateLimiter({ perSecond: 1000, burst: 1000 }, { perSecond: 1000, burst: 1000 }, () => now) });
     const all = await Promise.all(Array.from({ length: 20 }, () => a.check('Bearer prom-token', METRICS)));
     expect(all.every((d) => d.ok)).toBe(true);
     expect(a.reviews).toEqual({ token: 1, access: 1 });
     for (let i = 0; i < 10; i++) api.access.addToken(`t${i}`, { username: `u${i}` });
     for (let i = 0; i < 10; i++) await a.check(`Bearer t${i}`, METRICS);
     expect((a as unknown as { users: TtlCache<unknown> }).users.size).toBe(3);
-    expect((a as unknown as { decisions: TtlCache<unknown> }).decisions.size).toBe(3);
+    expect((a as unknown as { denied: TtlCache<unknown> }).denied.size).toBe(3);
+  });
+
+  // Issue 36, finding 3: garbage tokens amplified into TokenReviews and pushed Prometheus out.
+  it("1,100 garbage tokens from one address cost 5 reviews (the rest 429 with Retry-After); Prometheus' answer stays cached", async () => {
+    const a = fresh();
+    expect((await a.check('Bearer prom-token', METRICS, '10.0.0.9')).ok).toBe(true);
+    const before = a.reviews.token;
+    const refused: number[] = [];
+    for (let i = 0; i < 1100; i++) {
+      const d = await a.check(`Bearer garbage-${i}`, METRICS, '10.1.2.3');
+      if (!d.ok && d.status === 429) refused.push(d.retryAfterS);
+    }
+    expect(a.reviews.token - before).toBe(5);
+    expect(refused).toHaveLength(1095);
+    expect(refused.every((s) => s >= 1)).toBe(true);
+    expect((await a.check('Bearer prom-token', METRICS, '10.0.0.9')).ok).toBe(true);
+    expect(a.reviews.token - before).toBe(5);
+  });
+
+  it('strangers from many addresses share one global rate: 20 at once, then 5/s', async () => {
+    const a = fresh();
+    for (let i = 0; i < 1100; i++) await a.check(`Bearer garbage-${i}`, METRICS, `10.2.${i >> 8}.${i & 255}`);
+    expect(a.reviews.token).toBe(20);
+    now += 2000;
+    for (let i = 0; i < 100; i++) await a.check(`Bearer later-${i}`, METRICS, `10.3.0.${i}`);
+    expect(a.reviews.token).toBe(30);
+  });
+
+  it('rejected tokens live in a cache of their own: a full one never pushes out an accepted token', async () => {
+    const a = fresh({ maxEntries: 4, limiter: new ReviewRateLimiter({ perSecond: 1000, burst: 1000 }, { perSecond: 1000, burst: 1000 }, () => now) });
+    expect((await a.check('Bearer prom-token', METRICS)).ok).toBe(true);
+    for (let i = 0; i < 50; i++) expect(await a.check(`Bearer bad-${i}`, METRICS)).toMatchObject({ status: 401 });
+    const tokenReviews = a.reviews.token;
+    expect((await a.check('Bearer prom-token', METRICS)).ok).toBe(true);
+    expect(a.reviews.token).toBe(tokenReviews);
+  });
+
+  it("Prometheus' renewal never waits behind strangers: its own lane, not rate-limited, while their reviews hang", async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const slowForStrangers = {
+      reviewToken: async (token: string) => {
+        if (token !== 'prom-token') await gate;
+        return token === 'prom-token' ? { authenticated: true as const, user: PROM } : { authenticated: false as const, error: 'invalid' };
+      },
+      reviewAccess: async () => ({ allowed: true, reason: '' }),
+    };
+    const a = new KubeAuthorizer(slowForStrangers, { now: () => now, maxPending: 64 });
+    expect((await a.check('Bearer prom-token', METRICS, '10.0.0.9')).ok).toBe(true);
+    // 64 strangers' reviews waiting (as many as the old single queue held), every rate spent.
+    const waiting = Array.from({ length: 64 }, (_, i) => a.check(`Bearer g${i}`, METRICS, `10.4.0.${i}`));
+    now += 121_000; // past who-the-token-is's 2 minutes: Prometheus must be reviewed again
+    const renewed = await a.check('Bearer prom-token', METRICS, '10.0.0.9');
+    expect(renewed.ok).toBe(true);
+    release();
+    await Promise.all(waiting);
   });
 
   it('too many reviews waiting is a 503, not an unbounded queue of API calls', async () => {

@@ -1,0 +1,96 @@
+// The evidence relay's own credentials for each node: a service-account token of the relay's from
+// the TokenRequest API, bound to that one node's evidence audience (clbprobe-evidence:NODE) and
+// short-lived. What an agent receives is good on that agent only: not against the API server (whose
+// audience it lacks), not on another node. Kept until 2 minutes before it expires.
+import { request as httpRequest } from 'node:http';
+import { request as httpsRequest, type RequestOptions } from 'node:https';
+import type { ApiTarget } from '../cluster/kube-config.js';
+import { evidenceAudience } from '../agent/evidence-http.js';
+
+/** The API server's minimum for a TokenRequest. */
+export const NODE_TOKEN_TTL_S = 600;
+const RENEW_BEFORE_MS = 120_000;
+/** Nodes whose tokens are kept (a cluster has at most 5,000 nodes). */
+const MAX_NODES = 5000;
+const MAX_ANSWER = 64 << 10;
+
+export interface ServiceAccountRef {
+  namespace: string;
+  name: string;
+}
+
+export type MintToken = (audience: string, expirationSeconds: number) => Promise<{ token: string; expiresAtMs: number }>;
+
+/** TokenRequest for `sa` through `target` (needs "create" on serviceaccounts/token of that one account). */
+export function tokenRequester(target: ApiTarget, sa: ServiceAccountRef, timeoutMs = 10_000): MintToken {
+  const path = `/api/v1/namespaces/${encodeURIComponent(sa.namespace)}/serviceaccounts/${encodeURIComponent(sa.name)}/token`;
+  return async (audience, expirationSeconds) => {
+    const url = new URL(target.server + path);
+    const base = await target.requestOptions();
+    const data = Buffer.from(JSON.stringify({ apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { audiences: [audience], expirationSeconds } }));
+    const opts: RequestOptions = {
+      ...base,
+      method: 'POST',
+      headers: { ...base.headers, accept: 'application/json', 'content-type': 'application/json', 'content-length': data.length },
+    };
+    const text = await new Promise<{ code: number; body: string }>((resolve, reject) => {
+      const req = (url.protocol === 'https:' ? httpsRequest : httpRequest)(url, opts, (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (d: string) => {
+          body += d;
+          if (body.length > MAX_ANSWER) req.destroy(new Error(`answer larger than ${MAX_ANSWER} bytes`));
+        });
+        res.on('end', () => resolve({ code: res.statusCode ?? 0, body }));
+        res.on('error', reject);
+      });
+      req.setTimeout(timeoutMs, () => req.destroy(new Error(`no answer within ${timeoutMs / 1000} s`)));
+      req.on('error', reject);
+      req.end(data);
+    });
+    let answer: { status?: { token?: unknown; expirationTimestamp?: unknown }; message?: unknown } = {};
+    try {
+      answer = JSON.parse(text.body) as typeof answer;
+    } catch {
+      // reported below
+    }
+    if (text.code !== 201 && text.code !== 200) {
+      throw new Error(`TokenRequest for ${sa.namespace}/${sa.name}: ${text.code} ${typeof answer.message === 'string' ? answer.message : text.body.slice(0, 200)}`);
+    }
+    const token = answer.status?.token;
+    const expires = Date.parse(String(answer.status?.expirationTimestamp ?? ''));
+    if (typeof token !== 'string' || !token || !Number.isFinite(expires)) throw new Error(`TokenRequest for ${sa.namespace}/${sa.name}: no token in the answer`);
+    return { token, expiresAtMs: expires };
+  };
+}
+
+/** One token per node, minted on first use and renewed before it expires; concurrent askers share one request. */
+export class NodeTokens {
+  private readonly tokens = new Map<string, Promise<{ token: string; expiresAtMs: number }>>();
+  /** TokenRequests sent, for tests and the log. */
+  minted = 0;
+  constructor(
+    private readonly mint: MintToken,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  async forNode(node: string): Promise<string> {
+    const held = this.tokens.get(node);
+    if (held) {
+      const t = await held.catch(() => undefined);
+      if (t && t.expiresAtMs - RENEW_BEFORE_MS > this.now()) return t.token;
+      if (this.tokens.get(node) !== held) return this.forNode(node);
+    }
+    this.minted++;
+    const p = this.mint(evidenceAudience(node), NODE_TOKEN_TTL_S);
+    this.tokens.delete(node);
+    this.tokens.set(node, p);
+    while (this.tokens.size > MAX_NODES) this.tokens.delete(this.tokens.keys().next().value!);
+    try {
+      return (await p).token;
+    } catch (e) {
+      if (this.tokens.get(node) === p) this.tokens.delete(node);
+      throw e;
+    }
+  }
+}
