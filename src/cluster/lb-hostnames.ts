@@ -3,14 +3,42 @@
 // them as LB ingress IPs (marked resolvedFrom), so every index built from the
 // view (counters, conntrack prefilter and kernel filter, loop correlation,
 // detectors) treats them as the VIPs they are. Pure.
+import { byText } from '../compare.js';
 import { isPrivateIp } from './annotations.js';
 import type { ClusterView, HostnameLookup, LbIngressIp, ServiceView } from './types.js';
 
-/** Every hostname the view's LB Services publish without an IP, once each. */
+/**
+ * Every hostname the view's LB Services publish without an IP, once each, in the order a cap
+ * (--dns-max-names) keeps them: names the cloud wrote before names a Service's own annotation
+ * chose, and within each, namespaces take turns, so one namespace's many names cannot push
+ * another's out.
+ */
 export function lbHostnamesOf(view: ClusterView): string[] {
-  const names = new Set<string>();
-  for (const s of view.services) for (const h of s.lbHostnames ?? []) names.add(h);
-  return [...names].sort();
+  const written = new Map<string, string[]>();
+  const chosen = new Map<string, string[]>();
+  const seen = new Set<string>();
+  const services = view.services.filter((s) => s.lbHostnames).sort((a, b) => byText(a.namespace, b.namespace) || byText(a.name, b.name) || a.port - b.port);
+  for (const s of services) {
+    const userChosen = new Set(s.chosenLbHostnames ?? []);
+    for (const h of s.lbHostnames ?? []) {
+      if (seen.has(h)) continue;
+      seen.add(h);
+      const byNamespace = userChosen.has(h) ? chosen : written;
+      const names = byNamespace.get(s.namespace);
+      if (names) names.push(h);
+      else byNamespace.set(s.namespace, [h]);
+    }
+  }
+  return [...inTurns(written), ...inTurns(chosen)];
+}
+
+/** Each namespace's first name, then each one's second, and so on (namespaces in name order). */
+function inTurns(byNamespace: Map<string, string[]>): string[] {
+  const queues = [...byNamespace].sort(([a], [b]) => byText(a, b)).map(([, names]) => names);
+  const out: string[] = [];
+  const longest = Math.max(0, ...queues.map((q) => q.length));
+  for (let turn = 0; turn < longest; turn++) for (const q of queues) if (turn < q.length) out.push(q[turn]!);
+  return out;
 }
 
 /**

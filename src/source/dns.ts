@@ -29,15 +29,22 @@ const MIN_GAP_MS = 1000;
 
 const NO_HOSTNAME_LB = 'no hostname-only LoadBalancer Service';
 
-/** up when every name resolved, else down naming the failing ones; the answers go along either way. */
-function resultOf(lookups: HostnameLookup[], names: number, resolver: string | undefined, warnings: string[]): ReadResult<DnsSnapshot> {
+/**
+ * up when every name resolved, else down naming the failing ones; the answers go along either way.
+ * Names past the cap (`notLookedUp`, in lbHostnamesOf's order) make an up source degraded, counted.
+ */
+function resultOf(lookups: HostnameLookup[], names: number, resolver: string | undefined, warnings: string[], notLookedUp: string[] = []): ReadResult<DnsSnapshot> {
   const value = { lookups };
   const failing = lookups.filter((l) => l.error);
-  if (failing.length === 0) return { state: 'up', value, warnings };
+  const capped = notLookedUp.length
+    ? `${notLookedUp.length} of ${names} LB hostnames not looked up: more than --dns-max-names ${names - notLookedUp.length} (${notLookedUp.slice(0, REASON_NAMES).join(', ')}${notLookedUp.length > REASON_NAMES ? ', ...' : ''})`
+    : undefined;
+  if (failing.length === 0) return { state: 'up', value, warnings, ...(capped ? { note: capped } : {}) };
   const listed = failing.slice(0, REASON_NAMES).map((l) => `${l.hostname}: ${l.error}`);
   const more = failing.length > REASON_NAMES ? ` (and ${failing.length - REASON_NAMES} more)` : '';
   const by = resolver ?? failing[0]!.resolver;
-  return { state: 'down', reason: `${failing.length} of ${names} LB hostnames not resolved by ${by}: ${listed.join('; ')}${more}`, value, warnings };
+  const reason = `${failing.length} of ${names} LB hostnames not resolved by ${by}: ${listed.join('; ')}${more}`;
+  return { state: 'down', reason: capped ? `${reason}; ${capped}` : reason, value, warnings };
 }
 
 export const dns: SourceDef<DnsSnapshot> = {
@@ -71,7 +78,8 @@ export const dns: SourceDef<DnsSnapshot> = {
 };
 
 export function dnsReader(opts: LiveOptions, lookupIn: typeof lookupHostnamesIn = lookupHostnamesIn): SourceReader<DnsSnapshot> {
-  const cache = new HostnameCache({ ...CACHE_DEFAULTS, maxNames: opts.dnsLookup?.maxNames ?? LOOKUP_DEFAULTS.maxNames });
+  const maxNames = opts.dnsLookup?.maxNames ?? LOOKUP_DEFAULTS.maxNames;
+  const cache = new HostnameCache({ ...CACHE_DEFAULTS, maxNames });
   let timer: NodeJS.Timeout | undefined;
   let due: (() => void) | undefined;
   const arm = (): void => {
@@ -105,7 +113,7 @@ export function dnsReader(opts: LiveOptions, lookupIn: typeof lookupHostnamesIn 
       }
       arm();
       if (!changed) return { state: 'unchanged' };
-      return resultOf([...cache.lookups().values()], names.length, round?.resolver, round?.warnings ?? []);
+      return resultOf([...cache.lookups().values()], names.length, round?.resolver, round?.warnings ?? [], names.slice(maxNames));
     },
   };
 }

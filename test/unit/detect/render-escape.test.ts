@@ -50,7 +50,7 @@ describe('diagnose text', () => {
 describe('evidence and snapshot text', () => {
   it('evidence lines', () => {
     const lines: EvidenceLine[] = [
-      { type: 'entry', class: 'client', live: false, line: `tcp ${ATTACK}`, firstSeen: '2026-11-28T17:00:00Z' } as EvidenceLine,
+      { type: 'entry', class: 'client', live: false, line: `tcp ${ATTACK}`, firstSeen: '2026-11-28T17:00:00Z' } as unknown as EvidenceLine,
       { type: 'error', message: ATTACK },
       { type: 'service', node: `n1${ATTACK}`, service: { namespace: 'lab', name: `web${ATTACK}`, vips: [], ports: [], endpoints: [] } } as unknown as EvidenceLine,
     ];
