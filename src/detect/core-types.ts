@@ -74,6 +74,11 @@ export interface LbNatFact {
    * (the v1.31 to early v1.33 layout, kubernetes#131765).
    */
   noEndpoints?: { verdict: 'drop' | 'reject'; preDnatChecks: string[]; evidence: string[] };
+  /**
+   * loadBalancerSourceRanges that leave the pods out: kube-proxy drops their connections to the
+   * VIP on the node (iptables KUBE-PROXY-FIREWALL or KUBE-MARK-DROP, nftables firewall-ips).
+   */
+  sourceRangeDrop?: { certain: boolean; evidence: string[] };
   /** The rule lines or ipset members this fact comes from, verbatim. */
   evidence: string[];
 }

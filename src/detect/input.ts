@@ -29,6 +29,7 @@ export function natFactsFrom(k: KubeNatFacts, ipvsState: boolean): NatFacts {
       // Only 'not-captured' is known to leave the node; an unknown walk claims nothing.
       interceptedLocally: f.capture !== 'not-captured',
       ...(f.noEndpoints ? { noEndpoints: f.noEndpoints } : {}),
+      ...(f.sourceRangeDrop ? { sourceRangeDrop: f.sourceRangeDrop } : {}),
       evidence: f.evidence,
     });
   }

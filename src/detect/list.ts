@@ -19,8 +19,9 @@ import { nodeNameMismatch } from './node-name-mismatch.js';
 import { noSnat } from './no-snat.js';
 import { portRefused } from './port-refused.js';
 import { proxyMode } from './proxy-mode.js';
+import { sourceRanges } from './source-ranges.js';
 
-export const DETECTORS = [l4Loop, l7Loop, directPod, localNoEp, nodeNameMismatch, portRefused, hcDrop, noSnat, drift, guestLocalRoute, proxyMode] as const;
+export const DETECTORS = [l4Loop, l7Loop, directPod, localNoEp, sourceRanges, nodeNameMismatch, portRefused, hcDrop, noSnat, drift, guestLocalRoute, proxyMode] as const;
 
 export type Mechanism = (typeof DETECTORS)[number]['mechanism'];
 

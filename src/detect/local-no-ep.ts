@@ -6,6 +6,8 @@
 // short-circuited to endpoints elsewhere, but the v1.31 to early v1.33 layout
 // (filter-output at priority -110, kubernetes#131765, fixed by #132456) looks the
 // LB IP up before DNAT and drops every host-network client on this node.
+// iptables (1.24+): the filter table's KUBE-EXTERNAL-SERVICES drops the LB IP
+// "has no local endpoints" while pods are short-circuited ("pod traffic for").
 import type { DetectContext } from './context-types.js';
 import type { Observations } from './correlator.js';
 import { KUBE_IPVS_IFNAME, endpointsLine, finding, formatIpvs } from './evidence.js';
@@ -24,17 +26,25 @@ export const localNoEp: DetectorDef<'local-no-ep'> = {
   credits: ['ipModeProxy', 'alibabaHostname'],
   observes: ['selfVip'],
   readme: {
-    what: "ETP=Local on a node without local endpoints. IPVS: refused, or sent to remote pods with source = VIP. nftables: the LB IP is in kube-proxy's `no-endpoint-services` map with `drop`; pods are short-circuited to other nodes' endpoints (`info`), but kube-proxy v1.31 to early v1.33 looks the map up from `filter-output` at priority -110, before DNAT, and drops every host-network client on the node (`risk`, kubernetes#131765)",
+    what: "ETP=Local on a node without local endpoints. IPVS: refused, or sent to remote pods with source = VIP. iptables (1.24+): `KUBE-EXTERNAL-SERVICES` drops external traffic (\"has no local endpoints\") while pods are short-circuited (`info`). nftables: the LB IP is in kube-proxy's `no-endpoint-services` map with `drop`; pods are short-circuited to other nodes' endpoints (`info`), but kube-proxy v1.31 to early v1.33 looks the map up from `filter-output` at priority -110, before DNAT, and drops every host-network client on the node (`risk`, kubernetes#131765)",
     fix: "DNS name; ETP=Cluster; a backend on every client node; ipMode: Proxy; on nftables v1.31-v1.33: a kube-proxy with #132456 (v1.34, or the 1.33 cherry-pick #133969)",
   },
   detect: detectLocalNoEp,
 };
 
+/** The fix where kube-proxy binds nothing (iptables, nftables): ipMode Proxy keeps the IP out of its rules, not off kube-ipvs0. */
+const RULES_FIX: Pick<DetectorDef, 'fix' | 'credits'> = {
+  credits: localNoEp.credits,
+  fix:
+    'Call the Service by DNS name; or use externalTrafficPolicy: Cluster; or run a backend on every node with clients (DaemonSet or topology spread); ' +
+    "ipMode: Proxy keeps the IP out of kube-proxy's rules so traffic goes through the LB.",
+};
+
 export const NFT_BUG =
   'kube-proxy v1.31 to early v1.33 in nftables mode (kubernetes#131765, fixed by #132456 in v1.34 and the 1.33 cherry-pick #133969)';
 
-/** nftables mode: what the LB IP's no-endpoint-services element does to clients on this node. */
-function nftablesFinding(ctx: DetectContext, s: ServiceView, ip: string): FindingOf<'local-no-ep'> | undefined {
+/** iptables and nftables mode: what the LB IP's "no local endpoints" drop does to clients on this node. */
+function rulesFinding(ctx: DetectContext, s: ServiceView, ip: string): FindingOf<'local-no-ep'> | undefined {
   const nat = ctx.natFact(ip, s.protocol, s.port);
   const noEp = nat?.noEndpoints;
   if (!nat || !noEp || noEp.verdict !== 'drop') return undefined;
@@ -49,7 +59,7 @@ function nftablesFinding(ctx: DetectContext, s: ServiceView, ip: string): Findin
         `processes on this node get their connections dropped (timeouts); pods in their own network namespace are short-circuited to endpoints on other nodes`,
       evidence,
       remedy(
-        localNoEp,
+        RULES_FIX,
         m,
         'Upgrade kube-proxy to a release with kubernetes#132456 (v1.34, or a 1.33 patch release with #133969): its filter-input/-forward/-output chains run at priority 0, after DNAT.',
       ),
@@ -60,9 +70,9 @@ function nftablesFinding(ctx: DetectContext, s: ServiceView, ip: string): Findin
     'local-no-ep',
     'info',
     `no ready local endpoint for this ETP=Local Service: kube-proxy drops external traffic to ${ip}:${s.port} arriving at this node, ` +
-      `while pods here are short-circuited to endpoints on other nodes ("short-circuit pod traffic"); the LB's health check takes this node out`,
+      `while pods here are short-circuited to endpoints on other nodes (${ctx.proxy.mode === 'nftables' ? '"short-circuit pod traffic"' : '"pod traffic for ... external destinations"'}); the LB's health check takes this node out`,
     evidence,
-    remedy(localNoEp, m),
+    remedy(RULES_FIX, m),
   );
 }
 
@@ -80,8 +90,8 @@ function detectLocalNoEp(ctx: DetectContext, obs: Observations): FindingOf<'loca
     if (s.externalTrafficPolicy !== 'Local' || done.has(portKey(s, s.protocol, s.port))) continue;
     if (s.endpoints.some((e) => e.local && e.ready)) continue;
     for (const ing of s.lbIngress) {
-      if (ctx.proxy.mode === 'nftables') {
-        const f = nftablesFinding(ctx, s, ing.ip);
+      if (ctx.proxy.mode === 'nftables' || ctx.proxy.mode === 'iptables') {
+        const f = rulesFinding(ctx, s, ing.ip);
         if (f) risks.push(f);
         continue;
       }

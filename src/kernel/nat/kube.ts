@@ -16,7 +16,7 @@
 //   nftables: `table ip|ip6 kube-proxy`, read by src/kernel/nft/kube.ts and merged here.
 import { kubeNftFacts, type NftFilterChain, type NftNoLocalEndpoints } from '../nft/kube.js';
 import type { NftSnapshot } from '../nft/types.js';
-import { DumpNatRules, type NatRules, type PodSelectors } from './nat-rules.js';
+import { canonicalSafe, DumpNatRules, type NatRules, type PodSelectors } from './nat-rules.js';
 import { OwnText } from './own-text.js';
 import { findOptions } from './rule-spec.js';
 import { walkNat, type WalkResult, type WalkTables } from './walk.js';
@@ -44,9 +44,26 @@ export interface LoadBalancerFact {
    * (e.g. KUBE-PROXY-FIREWALL for loadBalancerSourceRanges) is not seen here.
    */
   capture: 'dnat' | 'ipvs' | 'not-captured' | 'dropped' | 'unknown';
-  /** nftables mode: the VIP's no-endpoint-services element (ETP=Local without local endpoints, or no endpoints). */
+  /**
+   * The VIP's "no endpoints" verdict: nftables' no-endpoint-services element (ETP=Local without
+   * local endpoints, or no endpoints), or iptables' KUBE-EXTERNAL-SERVICES "has no local endpoints" DROP.
+   */
   noEndpoints?: NftNoLocalEndpoints;
+  /**
+   * loadBalancerSourceRanges that leave this node's pods out: their connections to the VIP are
+   * dropped on the node (iptables KUBE-PROXY-FIREWALL or KUBE-MARK-DROP, nftables firewall-ips).
+   * `certain` is false when the ranges may or may not hold the pod CIDR.
+   */
+  sourceRangeDrop?: SourceRangeDrop;
+  /** nftables mode: an LB IP or a Service external IP (service-ips holds both alike). */
+  lbOrExternal?: true;
   /** Rule lines ('iptables-nft-save:123: -A ...'), ipset lookups and nft objects that show the above. */
+  evidence: string[];
+}
+
+export interface SourceRangeDrop {
+  certain: boolean;
+  /** The rules that let the allowed sources through and drop the rest. */
   evidence: string[];
 }
 
@@ -194,6 +211,15 @@ function loadBalancers(t: WalkTables, text: OwnText): LoadBalancerFact[] {
     seen.add(key);
     const walk = walkNat(t, start, { dst: c.vip, protocol: c.protocol, dport: c.port });
     const policy = trafficPolicy(t, walk);
+    const evidence = [...new Set([c.origin, ...walkEvidence(source, walk, text)])];
+    const drop = sourceRangeDrop(t.chains, c, walk, text);
+    const noLocal = noLocalEndpoints(t.chains, c, text);
+    let capture = captureOf(walk);
+    if (drop) {
+      evidence.push(...drop.evidence.filter((l) => !evidence.includes(l)));
+      if (drop.certain) capture = 'dropped';
+    }
+    if (noLocal) evidence.push(...noLocal.evidence);
     out.push({
       family: t.chains.family,
       vip: c.vip,
@@ -202,11 +228,60 @@ function loadBalancers(t: WalkTables, text: OwnText): LoadBalancerFact[] {
       ...(c.service ? { service: c.service } : {}),
       ...(policy ? { trafficPolicy: policy } : {}),
       podTraffic: walk.masq.some((s) => s.certain) ? 'masquerade' : walk.masq.length ? 'unknown' : 'exempt',
-      capture: captureOf(walk),
-      evidence: [...new Set([c.origin, ...walkEvidence(source, walk, text)])],
+      capture,
+      ...(noLocal ? { noEndpoints: noLocal } : {}),
+      ...(drop ? { sourceRangeDrop: drop } : {}),
+      evidence,
     });
   }
   return out;
+}
+
+/**
+ * loadBalancerSourceRanges without the pods: from 1.25 KUBE-FW-X lets the ranges through to
+ * KUBE-EXT-X and the rest falls through the nat table to the filter table's KUBE-PROXY-FIREWALL
+ * DROP; before, KUBE-FW-X ends in KUBE-MARK-DROP (kubelet's KUBE-FIREWALL drops the mark).
+ */
+function sourceRangeDrop(chains: NatRules, c: VipCandidate, walk: WalkResult, text: OwnText): SourceRangeDrop | undefined {
+  const fw = walk.steps.filter((s) => s.rule.chain.startsWith('KUBE-FW-'));
+  const markDrop = fw.find((s) => s.rule.target === 'KUBE-MARK-DROP');
+  const fwLines = [...new Set(fw.map((s) => ruleEvidence(chains.source, s.rule, text, s.certain ? '' : ' (may not apply)')))];
+  if (markDrop) return { certain: markDrop.certain, evidence: fwLines };
+  const filterDrop = filterRuleFor(chains.filterRules('KUBE-PROXY-FIREWALL'), c, 'DROP');
+  if (!filterDrop) return undefined;
+  const capture = captureOf(walk);
+  // Pods whose connections the nat table DNATs (a range holds the pod CIDR) no longer have the VIP as destination in the filter table.
+  if (capture === 'dnat') return undefined;
+  const chainLines = [...fwChainRules(chains, walk, text)];
+  return {
+    certain: capture === 'not-captured',
+    evidence: [...new Set([...fwLines, ...chainLines, ruleEvidence(chains.source, filterDrop, text, ' (filter table)')])],
+  };
+}
+
+/** The KUBE-FW- chain's rules as written (the walk quotes only those that fired, not the comment-only last one). */
+function fwChainRules(chains: NatRules, walk: WalkResult, text: OwnText): string[] {
+  const fw = walk.visited.find((v) => v.startsWith('KUBE-FW-'));
+  return fw ? [...chains.rules(fw)].map((r) => ruleEvidence(chains.source, r, text)) : [];
+}
+
+/** ETP=Local without local endpoints (1.24+): KUBE-EXTERNAL-SERVICES drops the VIP's external traffic "has no local endpoints". */
+function noLocalEndpoints(chains: NatRules, c: VipCandidate, text: OwnText): NftNoLocalEndpoints | undefined {
+  const r = filterRuleFor(chains.filterRules('KUBE-EXTERNAL-SERVICES'), c, 'DROP');
+  if (!r?.comment?.endsWith(' has no local endpoints')) return undefined;
+  return { verdict: 'drop', preDnatChecks: [], evidence: [ruleEvidence(chains.source, r, text, ' (filter table)')] };
+}
+
+/** The filter rule with -d VIP, -p proto and --dport port and the given target. */
+function filterRuleFor(rules: readonly IptablesRule[], c: VipCandidate, target: string): IptablesRule | undefined {
+  const vip = canonicalSafe(c.vip);
+  return rules.find((r) => {
+    if (r.target !== target) return false;
+    const d = findOptions(r.matches, '-d', '')[0];
+    const p = findOptions(r.matches, '-p', '')[0]?.values[0];
+    const port = findOptions(r.matches, '--dport')[0]?.values[0];
+    return !!d && !d.negated && canonicalSafe(d.values[0]!.replace(/\/(32|128)$/, '')) === vip && !!p && p.toLowerCase() === c.protocol && Number(port) === c.port;
+  });
 }
 
 function iptablesVips(t: WalkTables, text: OwnText): VipCandidate[] {

@@ -1,7 +1,8 @@
 // The lines of a save output the agent's NAT facts can depend on, kept as the
 // output streams by (line-split.ts): the nat table's chains and rules, and the
 // lines that make the output's structure (table headers, COMMIT, lines that are
-// no save output, iptables-nft-save's "incompatible" notes). The other tables'
+// no save output, iptables-nft-save's "incompatible" notes), and the filter
+// table's rules of kube-proxy's drop chains (FILTER_DROP_CHAINS). The other tables'
 // chains and rules are dropped as they go by, and the whole output is never
 // held: SaveNatRules reads these lines as it would read the whole output, with
 // the same line numbers, warnings and errors (SaveLines).
@@ -10,11 +11,15 @@
 // doubles as it grows holds up to 3x its content while it copies); a run of
 // lines from one pipe chunk is copied at once.
 
+import { FILTER_DROP_CHAINS, isFilterDropLine } from './nat-rules.js';
+
 /** A line's start is chunk * CHUNK + offset; every line (and its '\n') lies in one chunk. */
 const CHUNK = 1 << 20;
 /** iptables-restore's own whitespace, as String#trim sees it in one byte (CR included). */
 const ASCII_SPACE = new Set([0x09, 0x0b, 0x0c, 0x0d, 0x20]);
 const INCOMPATIBLE = /incompatible/i;
+/** The longest FILTER_DROP_CHAINS rule prefix ('-A KUBE-EXTERNAL-SERVICES '). */
+const DROP_PREFIX_BYTES = Math.max(...FILTER_DROP_CHAINS.map((c) => c.length + 4));
 
 export class NatLineStore {
   private readonly chunks: Buffer[] = [];
@@ -49,6 +54,9 @@ export class NatLineStore {
       // A chain or a rule: of the nat table, or outside any table (an error SaveLines reports).
       this.lastLine = lineNo;
       if (this.table === undefined || this.table === 'nat') this.keep(buf, start, end, lineNo, terminated);
+      else if (this.table === 'filter' && first === 0x2d && isFilterDropLine(buf.toString('latin1', i, Math.min(end, i + DROP_PREFIX_BYTES)))) {
+        this.keep(buf, start, end, lineNo, terminated);
+      }
       return;
     }
     // Anything else is rare: read as SaveLines reads it.

@@ -30,6 +30,20 @@ export interface NatRules {
   candidates(chain: string, dst: string): IptablesRule[];
   /** kube-proxy's local traffic detector read back from every rule (see podSelectorsOf). */
   podSelectors(): PodSelectors;
+  /** The rules of a FILTER_DROP_CHAINS chain of the filter table, in order. */
+  filterRules(chain: FilterDropChain): readonly IptablesRule[];
+}
+
+/**
+ * The filter-table chains where kube-proxy (1.25+ iptables mode) drops Service traffic the nat
+ * table left alone: loadBalancerSourceRanges, and ETP=Local without local endpoints.
+ */
+export const FILTER_DROP_CHAINS = ['KUBE-PROXY-FIREWALL', 'KUBE-EXTERNAL-SERVICES'] as const;
+export type FilterDropChain = (typeof FILTER_DROP_CHAINS)[number];
+
+/** Whether a filter-table rule line belongs to a FILTER_DROP_CHAINS chain (`-A KUBE-PROXY-FIREWALL ...`). */
+export function isFilterDropLine(trimmed: string): boolean {
+  return FILTER_DROP_CHAINS.some((c) => trimmed.startsWith(`-A ${c} `));
 }
 
 /** Chains below this many rules are walked whole; longer ones through a destination index. */
@@ -137,10 +151,12 @@ export class DumpNatRules implements NatRules {
   readonly source: string;
   private readonly chains = new Map<string, IptablesRule[]>();
   private readonly index = new Map<string, ChainIndex>();
+  private readonly filter: IptablesRule[];
 
   constructor(dump: IptablesDump) {
     this.family = dump.family;
     this.source = dump.source;
+    this.filter = dump.tables.find((t) => t.name === 'filter')?.rules ?? [];
     const nat = dump.tables.find((t) => t.name === 'nat');
     for (const c of nat?.chains ?? []) this.chains.set(c.name, []);
     for (const r of nat?.rules ?? []) {
@@ -178,5 +194,9 @@ export class DumpNatRules implements NatRules {
     const set = new PodSelectorSet();
     for (const rules of this.chains.values()) for (const r of rules) set.add(podSelectorsOfRule(r));
     return set.value();
+  }
+
+  filterRules(chain: FilterDropChain): IptablesRule[] {
+    return this.filter.filter((r) => r.chain === chain);
   }
 }

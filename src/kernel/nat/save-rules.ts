@@ -7,8 +7,8 @@
 // selectors) is collected while the lines go by; lines that cannot matter to it
 // are not parsed. The line structure and its errors are iptables-save.ts's
 // (SaveLines), so a malformed line is skipped exactly as the full parser skips it.
-import { candidatePositions, emptyIndex, indexRule, INDEX_MIN_RULES, podSelectorsOfRule, PodSelectorSet, POD_TRAFFIC, REDIRECT_PODS } from './nat-rules.js';
-import type { ChainIndex, NatRules, PodSelectors } from './nat-rules.js';
+import { candidatePositions, emptyIndex, indexRule, INDEX_MIN_RULES, isFilterDropLine, podSelectorsOfRule, PodSelectorSet, POD_TRAFFIC, REDIRECT_PODS } from './nat-rules.js';
+import type { ChainIndex, FilterDropChain, NatRules, PodSelectors } from './nat-rules.js';
 import { parseRule, SaveLines } from './iptables-save.js';
 import { eachLine, lineText, mayContain } from './lines.js';
 import { NatLineStore } from './nat-lines.js';
@@ -91,6 +91,8 @@ export class SaveNatRules implements NatRules {
   private readonly index = new Map<string, { idx: ChainIndex; ids: Int32Array; general: Map<number, IptablesRule> }>();
   private readonly cache = new Map<string, IptablesRule[]>();
   private readonly lines: SaveText;
+  /** The first filter table's FILTER_DROP_CHAINS rules (one per source-ranged or locally endpoint-less LB port: few). */
+  private readonly filter: IptablesRule[] = [];
 
   /**
    * From a whole save output, or the lines of one a NatLineStore kept as it streamed by (the
@@ -144,10 +146,22 @@ export class SaveNatRules implements NatRules {
     // list when declared so that RULE_HEAD's fast path finds it.
     let declaredSeen = 0;
     let tablesSeen = 0;
+    let filterSeen = false;
+    let inFilter = false;
     lines.each((start, stop, lineNo) => {
       at = start;
       end = stop;
-      save.line(lines.text(start, stop), lineNo);
+      const text = lines.text(start, stop);
+      save.line(text, lineNo);
+      const trimmed = text.trim();
+      if (trimmed.startsWith('*')) {
+        inFilter = !filterSeen && trimmed.slice(1).trim() === 'filter';
+        filterSeen ||= inFilter;
+      } else if (trimmed === 'COMMIT') inFilter = false;
+      else if (inFilter && isFilterDropLine(trimmed)) {
+        const r = parseRule(trimmed, lineNo, 'filter');
+        if (r.ok) this.filter.push(r.rule);
+      }
       // A new table starts with its header line, before its first rule.
       if (!nat && save.tables.length > tablesSeen) {
         tablesSeen = save.tables.length;
@@ -226,6 +240,10 @@ export class SaveNatRules implements NatRules {
 
   podSelectors(): PodSelectors {
     return { cidrs: [...this.pod.cidrs], interfaces: [...this.pod.interfaces] };
+  }
+
+  filterRules(chain: FilterDropChain): IptablesRule[] {
+    return this.filter.filter((r) => r.chain === chain);
   }
 
   private parseAt(id: number, mustContain?: string): IptablesRule | undefined {

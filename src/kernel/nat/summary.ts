@@ -34,7 +34,11 @@ export function formatNatSummary(nat: NatSnapshot, nft?: NftSnapshot): string[] 
     const host = lb.family === 6 ? `[${lb.vip}]` : lb.vip;
     const policy = lb.trafficPolicy ? ` ETP=${lb.trafficPolicy},` : '';
     const pod = { masquerade: 'masqueraded', exempt: 'NOT masqueraded', unknown: 'masquerade unknown' }[lb.podTraffic];
-    out.push(`  LB ${host}:${lb.port}/${lb.protocol}${lb.service ? ` ${lb.service}` : ''}:${policy} pod traffic ${pod}, ${lb.capture}`);
+    const what = lb.sourceRangeDrop?.certain
+      ? 'pod traffic dropped by loadBalancerSourceRanges'
+      : `pod traffic ${pod}, ${lb.capture}${lb.sourceRangeDrop ? ' (loadBalancerSourceRanges may drop it)' : ''}`;
+    const noLocal = lb.noEndpoints?.verdict === 'drop' ? ', no local endpoints (external traffic dropped)' : '';
+    out.push(`  ${lb.lbOrExternal ? 'LB/external IP' : 'LB'} ${host}:${lb.port}/${lb.protocol}${lb.service ? ` ${lb.service}` : ''}:${policy} ${what}${noLocal}`);
   }
   if (facts.nodePorts.length) {
     const local = facts.nodePorts.filter((n) => n.trafficPolicy === 'Local').length;

@@ -43,6 +43,10 @@ export interface NftLbFact {
   podTraffic: 'masquerade' | 'exempt' | 'unknown';
   capture: 'dnat' | 'not-captured' | 'dropped' | 'unknown';
   noEndpoints?: NftNoLocalEndpoints;
+  /** firewall-ips drops pods' connections (nat/kube.ts's LoadBalancerFact.sourceRangeDrop). */
+  sourceRangeDrop?: { certain: boolean; evidence: string[] };
+  /** service-ips sends LB and external IPs alike to external-* chains: only a firewall-ips element says LB. */
+  lbOrExternal?: true;
   evidence: string[];
 }
 
@@ -194,7 +198,9 @@ class TableFacts {
     if (!k || !target?.startsWith('external-')) return undefined;
     const evidence = [this.elementLine('service-ips', e)];
     const probe = { dst: k.ip, proto: k.proto, port: k.port };
-    const fw = this.firewall(probe, evidence);
+    const fwLines: string[] = [];
+    const fw = this.firewall(probe, fwLines);
+    evidence.push(...fwLines);
     const walk: Walk = { masq: [], steps: [], end: 'fallthrough', ends: new Map(), active: new Set(), cut: 0 };
     walk.end = this.walk(target, probe, true, 0, walk);
     // A loop, not a spread: a hostile listing's walk may hold more steps than a call takes arguments.
@@ -213,6 +219,8 @@ class TableFacts {
       evidence,
     };
     if (!fact.service) delete fact.service;
+    if (fw !== 'no') fact.sourceRangeDrop = { certain: fw === 'yes', evidence: fwLines };
+    if (!this.element('firewall-ips', k)) fact.lbOrExternal = true;
     const drop = this.element('no-endpoint-services', k);
     if (drop?.verdict) {
       const line = this.elementLine('no-endpoint-services', drop);
@@ -331,7 +339,7 @@ class TableFacts {
     if (left === 'meta l4proto') return flip(right === p.proto ? 'yes' : 'no');
     if (left === 'fib saddr type') return flip(right === 'local' ? 'no' : 'maybe'); // a pod's address is not local to the node
     if (left === 'ct state') return flip(right.includes('new') ? 'yes' : 'no');
-    if ((left === 'iifname' || left === 'iif') && r.comment === 'short-circuit pod traffic') return flip('yes');
+    if ((left === 'iifname' || left === 'iif') && this.pod.interfaces.includes(unquote(right))) return flip('yes');
     return 'maybe';
   }
 
@@ -350,13 +358,14 @@ class TableFacts {
     const interfaces = new Set<string>();
     for (const r of this.t.rules) {
       const short = r.comment === 'short-circuit pod traffic';
-      const masq = r.verdict?.target === 'mark-for-masquerade';
+      // Before v1.36 a jump to mark-for-masquerade; from v1.36 the mark is set in the rule itself.
+      const masq = r.verdict?.target === 'mark-for-masquerade' || r.setsMark === true;
       for (const m of r.matches) {
         if ((m.left === 'ip saddr' || m.left === 'ip6 saddr') && m.right.includes('/') && !m.right.startsWith('{')) {
           // A corrupt CIDR (prefix past the address) selects no pod.
           if (((short && m.op === '==') || (masq && m.op === '!=')) && isCidr(m.right)) cidrs.add(m.right);
         }
-        if (short && (m.left === 'iifname' || m.left === 'iif')) interfaces.add(m.right);
+        if ((m.left === 'iifname' || m.left === 'iif') && ((short && m.op === '==') || (masq && m.op === '!='))) interfaces.add(unquote(m.right));
       }
     }
     return { cidrs: [...cidrs], interfaces: [...interfaces] };
@@ -453,6 +462,11 @@ function keyOf(e: NftElement): { ip: string; proto: string; port: number } | und
 export function serviceOfChain(chain: string): string | undefined {
   const m = /^[a-z]+-[A-Z2-7]{8}-([^/]+)\/([^/]+)\/[a-z]+\/(.*)$/.exec(chain);
   return m ? `${m[1]}/${m[2]}:${m[3]}` : undefined;
+}
+
+/** An interface name as nft JSON or text may give it ('"cbr0"' or 'cbr0'). */
+function unquote(name: string): string {
+  return name.length >= 2 && name.startsWith('"') && name.endsWith('"') ? name.slice(1, -1) : name;
 }
 
 /** Whether s is a CIDR (or address) at all: its own address lies in it. */

@@ -182,6 +182,7 @@ function setOf(kind: 'set' | 'map', o: Obj): NftSet {
   if (kind === 'map' && o.map !== undefined) s.mapType = Array.isArray(o.map) ? o.map.map(String).join(' . ') : String(o.map);
   if (Array.isArray(o.flags)) s.flags = o.flags.map(String);
   else if (typeof o.flags === 'string') s.flags = [o.flags];
+  if (typeof o.timeout === 'number' && Number.isFinite(o.timeout) && o.timeout >= 0) s.timeout = o.timeout;
   if (typeof o.comment === 'string') s.comment = o.comment;
   const elems = o.elem === undefined ? [] : Array.isArray(o.elem) ? o.elem : null;
   if (elems === null) throw new Error('"elem" is not a list');

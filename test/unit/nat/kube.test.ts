@@ -77,8 +77,16 @@ describe('kubeNatFacts: iptables mode 1.24+ (KUBE-EXT / KUBE-SVL)', () => {
     expect(lb(NEW, '2001:db8:1b::20')).toMatchObject({ family: 6, service: 'shop/api6:http', trafficPolicy: 'Local', podTraffic: 'exempt' });
   });
 
-  it('with loadBalancerSourceRanges that exclude pods, pod traffic is not captured by the nat table', () => {
-    expect(lb(NEW, '192.0.2.30')).toMatchObject({ service: 'shop/admin:https', trafficPolicy: 'Cluster', podTraffic: 'exempt', capture: 'not-captured' });
+  it('with loadBalancerSourceRanges that exclude pods, the nat table lets pod traffic through and KUBE-PROXY-FIREWALL drops it', () => {
+    const f = lb(NEW, '192.0.2.30');
+    expect(f).toMatchObject({ service: 'shop/admin:https', trafficPolicy: 'Cluster', capture: 'dropped', sourceRangeDrop: { certain: true } });
+    expect(f.sourceRangeDrop!.evidence).toEqual([
+      'iptables-1.29-nft.v4.save:85: -A KUBE-FW-BSIRI4CEMEWXIOFC -s 203.0.113.0/24 -m comment --comment "shop/admin:https loadbalancer IP" -j KUBE-EXT-BSIRI4CEMEWXIOFC',
+      'iptables-1.29-nft.v4.save:86: -A KUBE-FW-BSIRI4CEMEWXIOFC -m comment --comment "other traffic to shop/admin:https will be dropped by KUBE-PROXY-FIREWALL"',
+      'iptables-1.29-nft.v4.save:42: -A KUBE-PROXY-FIREWALL -d 192.0.2.30/32 -p tcp -m comment --comment "shop/admin:https traffic not accepted by KUBE-FW-BSIRI4CEMEWXIOFC" -m tcp --dport 443 -j DROP (filter table)',
+    ]);
+    // Without source ranges nothing is dropped.
+    expect(lb(NEW, '192.0.2.10').sourceRangeDrop).toBeUndefined();
   });
 
   it('maps NodePorts of both families', () => {

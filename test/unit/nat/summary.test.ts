@@ -12,7 +12,7 @@ describe('formatNatSummary', () => {
       'kube-proxy: iptables mode (1.24+ chain names)',
       '  LB 192.0.2.10:80/tcp shop/web:http: ETP=Cluster, pod traffic masqueraded, dnat',
       '  LB 192.0.2.20:80/tcp shop/api:http: ETP=Local, pod traffic NOT masqueraded, dnat',
-      '  LB 192.0.2.30:443/tcp shop/admin:https: ETP=Cluster, pod traffic NOT masqueraded, not-captured',
+      '  LB 192.0.2.30:443/tcp shop/admin:https: ETP=Cluster, pod traffic dropped by loadBalancerSourceRanges',
       '  LB [2001:db8:1b::20]:80/tcp shop/api6:http: ETP=Local, pod traffic NOT masqueraded, dnat',
       '  NodePorts: 4 (2 with ETP=Local)',
     ]);

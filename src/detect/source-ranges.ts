@@ -1,0 +1,44 @@
+// source-ranges: the Service's loadBalancerSourceRanges leave out this node's
+// pods, and kube-proxy enforces the ranges on the node, before the packet can
+// leave for the LB: pods calling the LB IP get their connections dropped
+// (timeouts). iptables (1.25+): KUBE-FW-X lets the ranges through and the
+// filter table's KUBE-PROXY-FIREWALL drops the rest; before, KUBE-FW-X ends in
+// KUBE-MARK-DROP. nftables: firewall-ips sends the LB IP to a firewall-* chain
+// that drops sources outside the ranges.
+import type { DetectContext } from './context-types.js';
+import type { FindingOf } from './core-types.js';
+import type { DetectorDef } from './detector.js';
+import { finding } from './evidence.js';
+import { mitigationsFor, remedy } from './remedies.js';
+
+export const sourceRanges: DetectorDef<'source-ranges'> = {
+  mechanism: 'source-ranges',
+  fix:
+    "Call the Service by DNS name (NAME.NAMESPACE.svc) or ClusterIP from inside the cluster (loadBalancerSourceRanges do not apply there); " +
+    "or add the pod CIDR (and the node IPs, for host-network clients) to spec.loadBalancerSourceRanges.",
+  credits: [],
+  observes: [],
+  readme: {
+    what: "the Service's `loadBalancerSourceRanges` leave out this node's pods, and kube-proxy enforces them on the node: pods calling the LB IP are dropped before the LB sees them (timeouts). iptables: `KUBE-FW-*` then the filter table's `KUBE-PROXY-FIREWALL` (`KUBE-MARK-DROP` before 1.25); nftables: `firewall-ips` and its `firewall-*` chain; the rules are the evidence",
+    fix: 'DNS name or ClusterIP from inside the cluster; or add the pod CIDR (and node IPs) to `loadBalancerSourceRanges`',
+  },
+  detect: detectSourceRanges,
+};
+
+function detectSourceRanges(ctx: DetectContext): FindingOf<'source-ranges'>[] {
+  const out: FindingOf<'source-ranges'>[] = [];
+  const pods = ctx.input.local.podCidrs;
+  for (const s of ctx.services) {
+    for (const ing of s.lbIngress) {
+      const nat = ctx.natFact(ing.ip, s.protocol, s.port);
+      const drop = nat?.sourceRangeDrop;
+      if (!drop) continue;
+      const who = pods.length > 0 ? `pods of this node (${pods.join(', ')})` : "this node's pods";
+      const summary = drop.certain
+        ? `loadBalancerSourceRanges leave out ${who}: kube-proxy drops their connections to ${ing.ip}:${s.port} on the node (timeouts), before the LB sees them`
+        : `loadBalancerSourceRanges may leave out ${who}: kube-proxy drops connections to ${ing.ip}:${s.port} from sources outside them on the node`;
+      out.push(finding(s, 'source-ranges', drop.certain ? 'risk' : 'info', summary, [...drop.evidence], remedy(sourceRanges, mitigationsFor(ctx, s, ing.ip))));
+    }
+  }
+  return out;
+}
