@@ -22,6 +22,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseSamples, type Sample } from '../../src/export/parse-samples.js';
 import { LAB, clusterList, createLoopLab, type LoopLab } from '../../src/demo/lab.js';
+import { evidenceAudience } from '../../src/agent/evidence-http.js';
 import { agentContainer, containerEnv, containerScript, hostArgv } from '../support/daemonset.js';
 import { startControlPlane, type ControlPlane } from '../support/kube-control-plane.js';
 import { createList, createObject } from '../support/kube-objects.js';
@@ -68,11 +69,11 @@ describe.skipIf(!isRoot)('the agent as the DaemonSet runs it, against the real k
   let promToken: string;
 
   /** A service-account JWT from the real TokenRequest API (what the kubelet mounts into a pod). */
-  const saToken = async (ns: string, name: string): Promise<string> => {
+  const saToken = async (ns: string, name: string, audiences?: string[]): Promise<string> => {
     const r = await cp.request('POST', `/api/v1/namespaces/${ns}/serviceaccounts/${name}/token`, {
       apiVersion: 'authentication.k8s.io/v1',
       kind: 'TokenRequest',
-      spec: { expirationSeconds: 3600 },
+      spec: { expirationSeconds: 3600, ...(audiences ? { audiences } : {}) },
     });
     if (r.status !== 201) throw new Error(`TokenRequest ${ns}/${name}: ${r.status} ${JSON.stringify(r.body).slice(0, 300)}`);
     return (r.body as { status: { token: string } }).status.token;
@@ -238,8 +239,11 @@ describe.skipIf(!isRoot)('the agent as the DaemonSet runs it, against the real k
     cp.kubectl(['create', 'rolebinding', 'viewer', '-n', 'lab', '--role', 'service-reader', '--serviceaccount', 'lab:viewer']);
     cp.kubectl(['apply', '-f', join(DEPLOY, 'oncall-rbac.yaml')]);
     cp.kubectl(['create', 'rolebinding', 'clbprobe-oncall', '-n', 'clbprobe', '--role', 'clbprobe-oncall', '--serviceaccount', 'clbprobe:oncall']);
-    const [webReader, viewer, oncall] = [await saToken('lab', 'web-reader'), await saToken('lab', 'viewer'), await saToken('clbprobe', 'oncall')];
+    // Tokens for this node's evidence audience (what the relay sends); an ordinary one is refused.
+    const forNode = [evidenceAudience(LAB.node1Name)];
+    const [webReader, viewer, oncall] = [await saToken('lab', 'web-reader', forNode), await saToken('lab', 'viewer', forNode), await saToken('clbprobe', 'oncall', forNode)];
     const evidence = (service: string, token?: string) => get(`/evidence?service=${service}`, token);
+    expect((await evidence('lab/web', await saToken('lab', 'web-reader'))).status).toBe(401);
 
     const allowed = await evidence('lab/web', webReader);
     expect(allowed.status, allowed.body).toBe(200);
