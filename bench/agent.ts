@@ -139,7 +139,8 @@ const log = (s: string) => console.error(`[bench ${new Date().toISOString().slic
  */
 function httpGet(url: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    get(url, { headers: { 'accept-encoding': 'gzip' } }, (res) => {
+    // A connection of its own: a kept-alive one can be closed by the agent's 5 s idle timeout just as it is reused.
+    get(url, { agent: false, headers: { 'accept-encoding': 'gzip' } }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => {

@@ -239,7 +239,7 @@ export function register(program: Command): void {
         new Option(
           '--max-service-ports <n>',
           'cap on the Service ports with per-Service series (those with findings first); the rest are counted in clbprobe_series_dropped_total',
-        ).default('500'),
+        ).default('300'),
         'CLBPROBE_MAX_SERVICE_PORTS',
       ),
     )
