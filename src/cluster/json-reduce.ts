@@ -133,30 +133,33 @@ interface Frame {
   index: number;
 }
 
-/** Where the value being read goes, decided when its first byte is seen. */
-interface Slot {
-  shape: Shape | undefined;
-  unit: Unit | undefined;
-  keep: boolean;
-}
-
-/** A string being read: its bytes when collected, its length always. */
+/** A string being read (one object, reused): its length always; when collected, its bytes from earlier chunks. */
 interface StringRead {
-  readonly isKey: boolean;
-  readonly collect: boolean;
-  readonly cap: number;
+  isKey: boolean;
+  collect: boolean;
+  cap: number;
+  /** Copies of its bytes in earlier chunks: one within a chunk is decoded from the chunk. */
   pieces: Buffer[];
   bytes: number;
   escaped: boolean;
+  /** An escape or a control character was seen: JSON.parse decodes (and checks) it. */
+  special: boolean;
 }
+
+/** Bytes of a string scanned past checked one by one before a native search (memchr) takes over. */
+const SHORT = 64;
 
 export class JsonReducer {
   private readonly frames: Frame[] = [];
   private expect = Expect.Value;
   private offset = 0;
-  private str: StringRead | undefined;
+  private inString = false;
+  private readonly str: StringRead = { isKey: false, collect: false, cap: 0, pieces: [], bytes: 0, escaped: false, special: false };
   private token: string | undefined;
-  private slot: Slot | undefined;
+  /** Where the value being read goes, decided when its first byte is seen. */
+  private slotShape: Shape | undefined;
+  private slotUnit: Unit | undefined;
+  private slotKeep = false;
   private topStart = -1;
   private values = 0;
 
@@ -174,7 +177,7 @@ export class JsonReducer {
   write(chunk: Buffer): void {
     let i = 0;
     while (i < chunk.length) {
-      if (this.str) i = this.readString(chunk, i);
+      if (this.inString) i = this.readString(chunk, i);
       else if (this.token !== undefined) i = this.readToken(chunk, i);
       else i = this.readStructure(chunk, i);
     }
@@ -185,7 +188,7 @@ export class JsonReducer {
   /** The input is complete: throws if it ends inside a value. */
   end(): void {
     if (this.token !== undefined && this.frames.length === 0) this.finishToken(this.offset);
-    if (this.str || this.token !== undefined || this.frames.length > 0) {
+    if (this.inString || this.token !== undefined || this.frames.length > 0) {
       throw new JsonStreamError(`not JSON: the text ends inside a value at byte ${this.offset} (cut short?)`, this.offset);
     }
     if (!this.sequence && this.values === 0) throw new JsonStreamError('not JSON: no value at all', this.offset);
@@ -232,7 +235,7 @@ export class JsonReducer {
 
   private startValue(i: number, c: number): number {
     if (this.frames.length === 0) this.topStart = this.offset + i;
-    this.slot = this.slotHere();
+    this.setSlot();
     if (c === 0x7b || c === 0x5b) return this.open(i, c === 0x5b);
     if (c === QUOTE) {
       this.beginString(false);
@@ -246,24 +249,31 @@ export class JsonReducer {
   }
 
   /** The shape and unit of a value starting at the current position, and whether it is built. */
-  private slotHere(): Slot {
+  private setSlot(): void {
     const top = this.frames[this.frames.length - 1];
-    if (!top) return { shape: this.shape, unit: undefined, keep: true };
+    if (!top) {
+      this.slotShape = this.shape;
+      this.slotUnit = undefined;
+      this.slotKeep = true;
+      return;
+    }
     const shape = top.children && childShape(top.children, top.array, top.key);
-    return { shape, unit: top.unit, keep: top.value !== undefined && shape !== undefined && !top.unit?.over };
+    this.slotShape = shape;
+    this.slotUnit = top.unit;
+    this.slotKeep = top.value !== undefined && shape !== undefined && !top.unit?.over;
   }
 
   private open(i: number, array: boolean): number {
     if (this.frames.length >= MAX_DEPTH) this.fail(i, `nested deeper than ${MAX_DEPTH}`);
-    const slot = this.slot!;
-    let { shape, unit } = slot;
+    let shape = this.slotShape;
+    let unit = this.slotUnit;
     let own: Unit | undefined;
     if (shape?.kind === 'unit') {
       own = { shape, start: this.offset + i, depth: this.frames.length, kept: 0 };
       unit = own;
       shape = shape.of;
     }
-    const keep = slot.keep && !unit?.over;
+    const keep = this.slotKeep && !unit?.over;
     if (keep) this.account(unit, 0);
     this.frames.push({
       array,
@@ -317,45 +327,33 @@ export class JsonReducer {
       collect = top?.children !== undefined && top.children.kind !== 'value';
       if (top?.children?.kind === 'any') cap = Infinity;
     } else {
-      const { shape, keep, unit } = this.slot!;
+      const shape = this.slotShape;
       const id = shape?.kind === 'value' ? shape.id : undefined;
-      collect = keep || (id !== undefined && unit !== undefined);
+      collect = this.slotKeep || (id !== undefined && this.slotUnit !== undefined);
       if (shape?.kind === 'any') cap = Infinity;
     }
-    this.str = { isKey, collect, cap, pieces: [], bytes: 0, escaped: false };
+    const s = this.str;
+    s.isKey = isKey;
+    s.collect = collect;
+    s.cap = cap;
+    s.pieces.length = 0;
+    s.bytes = 0;
+    s.escaped = false;
+    s.special = false;
+    this.inString = true;
   }
 
-  /**
-   * Scans a string's bytes up to its closing quote; only collected strings are copied (and
-   * checked by JSON.parse: a control character in a string scanned past is not looked for).
-   */
+  /** Reads a string's bytes in this chunk: to its closing quote, or all of them. */
   private readString(chunk: Buffer, i: number): number {
-    const s = this.str!;
-    const from = i;
-    // The next quote is searched for once and reused until an escape consumes it.
-    let q = -2;
-    for (;;) {
-      if (s.escaped) {
-        s.escaped = false;
-        i++;
-        if (i >= chunk.length) break;
-      }
-      if (q !== -1 && q < i) q = chunk.indexOf(QUOTE, i);
-      const b = backslashBefore(chunk, i, q < 0 ? chunk.length : q);
-      if (b >= 0) {
-        i = b + 1;
-        s.escaped = true;
-        if (i >= chunk.length) break;
-        continue;
-      }
-      if (q < 0) break;
-      this.stringPiece(s, chunk, from, q);
-      this.str = undefined;
-      this.finishString(s, q);
-      return q + 1;
+    const s = this.str;
+    const end = stringEnd(s, chunk, i);
+    if (end < 0) {
+      this.stringPiece(s, chunk, i, chunk.length);
+      return chunk.length;
     }
-    this.stringPiece(s, chunk, from, chunk.length);
-    return chunk.length;
+    this.inString = false;
+    this.finishString(s, this.stringText(s, chunk, i, end), end);
+    return end + 1;
   }
 
   private stringPiece(s: StringRead, chunk: Buffer, from: number, to: number): void {
@@ -365,25 +363,38 @@ export class JsonReducer {
     if (s.collect && room > 0 && to > from) s.pieces.push(Buffer.from(chunk.subarray(from, Math.min(to, from + room))));
   }
 
-  private finishString(s: StringRead, at: number): void {
+  /** The text of a collected string within its cap (undefined otherwise), ending at chunk[end]. */
+  private stringText(s: StringRead, chunk: Buffer, from: number, end: number): string | undefined {
+    s.bytes += end - from;
+    if (!s.collect || s.bytes > s.cap) return undefined;
+    const raw = s.pieces.length === 0 ? chunk.toString('utf8', from, end) : Buffer.concat([...s.pieces, chunk.subarray(from, end)]).toString('utf8');
+    if (!s.special) return raw;
+    try {
+      return JSON.parse(`"${raw}"`) as string;
+    } catch {
+      return this.fail(end, `a ${s.isKey ? 'property name' : 'string'} is not valid JSON (a control character or a bad escape)`);
+    }
+  }
+
+  private finishString(s: StringRead, text: string | undefined, at: number): void {
     const top = this.frames[this.frames.length - 1];
-    if (s.isKey) return this.finishKey(s, top!, at);
-    const { shape, unit, keep } = this.slot!;
+    if (s.isKey) return this.finishKey(s, text, top!);
+    const shape = this.slotShape;
+    const unit = this.slotUnit;
     if (!s.collect) return this.deliver(undefined);
     if (s.bytes > s.cap) {
       if (!unit) throw new JsonStreamError(`a string of ${s.bytes} bytes at byte ${this.offset + at}, more than the ${kib(s.cap)} kept of a value`, this.offset + at);
       this.over(unit, `${this.pathIn(unit)} is ${s.bytes} bytes, more than the ${kib(s.cap)} kept of a value`);
       return this.deliver(undefined);
     }
-    const text = decodeString(s, () => this.fail(at, 'a string is not valid JSON (a control character or a bad escape)'));
     if (unit && shape?.kind === 'value' && shape.id) unit[shape.id] = text;
-    if (!keep || unit?.over) return this.deliver(undefined);
+    if (!this.slotKeep || unit?.over) return this.deliver(undefined);
     this.account(unit, s.bytes);
     this.deliver(text);
   }
 
   /** A map's keys are kept (and counted); a followed object's key only chooses the field. */
-  private finishKey(s: StringRead, top: Frame, at: number): void {
+  private finishKey(s: StringRead, text: string | undefined, top: Frame): void {
     this.expect = Expect.Colon;
     top.key = undefined;
     if (!s.collect) return;
@@ -392,7 +403,7 @@ export class JsonReducer {
       if (kept && top.unit) this.over(top.unit, `${this.pathIn(top.unit, this.frames.length - 1)} has a key of ${s.bytes} bytes, more than the ${kib(s.cap)} kept of one`);
       return;
     }
-    top.key = decodeString(s, () => this.fail(at, 'a property name is not a valid JSON string'));
+    top.key = text;
     if (kept) this.account(top.unit, s.bytes);
   }
 
@@ -414,8 +425,8 @@ export class JsonReducer {
     } catch {
       throw new JsonStreamError(`not JSON at byte ${at}: ${JSON.stringify(text.slice(0, 20))} is not a value`, at);
     }
-    const { keep, unit } = this.slot!;
-    if (!keep || unit?.over) return this.deliver(undefined);
+    const unit = this.slotUnit;
+    if (!this.slotKeep || unit?.over) return this.deliver(undefined);
     this.account(unit, 0);
     this.deliver(value);
   }
@@ -452,7 +463,7 @@ export class JsonReducer {
     const max = this.limits.maxUnitBytes;
     const outer = this.frames.find((f) => f.own)?.own;
     if (outer && this.offset - outer.start > max) this.tooLong(outer);
-    const open = this.frames.length > 0 || this.str !== undefined || this.token !== undefined;
+    const open = this.frames.length > 0 || this.inString || this.token !== undefined;
     if (this.sequence && open && this.offset - this.topStart > max) {
       throw new JsonStreamError(`the value at byte ${this.topStart} is longer than ${mib(max)}`, this.offset);
     }
@@ -495,23 +506,44 @@ function containerChildren(shape: Shape, array: boolean): Shape | undefined {
   return shape.kind === 'fields' || shape.kind === 'map' ? shape : undefined;
 }
 
-/** The first backslash in chunk[from, to), or -1; a subarray keeps the search within one string. */
-function backslashBefore(chunk: Buffer, from: number, to: number): number {
-  if (to - from < 32) {
-    for (let k = from; k < to; k++) if (chunk[k] === BACKSLASH) return k;
-    return -1;
+/**
+ * The index of a string's closing quote in `chunk` from `from`, or -1 when the string goes on
+ * past the chunk. A collected string is checked byte by byte up to its cap (escapes and control
+ * characters make it `special`); past that, and in a string scanned past, a native search for
+ * the next quote or backslash takes over every SHORT bytes (a control character there is not
+ * looked for: nothing is kept of it).
+ */
+function stringEnd(s: StringRead, chunk: Buffer, from: number): number {
+  const len = chunk.length;
+  const precise = s.collect ? from + Math.max(0, s.cap - s.bytes) + 1 : from;
+  let k = from;
+  let searched = from;
+  // The next quote found natively, reused until the scan passes it (-1: none in this chunk).
+  let quote = -2;
+  if (s.escaped) {
+    s.escaped = false;
+    k++;
   }
-  const b = chunk.subarray(from, to).indexOf(BACKSLASH);
-  return b < 0 ? -1 : from + b;
-}
-
-function decodeString(s: StringRead, bad: () => never): string {
-  const text = s.pieces.length === 1 ? s.pieces[0]!.toString('utf8') : Buffer.concat(s.pieces).toString('utf8');
-  try {
-    return JSON.parse(`"${text}"`) as string;
-  } catch {
-    return bad();
+  while (k < len) {
+    const c = chunk[k]!;
+    if (c === QUOTE) return k;
+    if (c === BACKSLASH) {
+      s.special = true;
+      k += 2;
+      if (k > len) s.escaped = true;
+      continue;
+    }
+    if (c < 0x20) s.special = true;
+    k++;
+    if (k >= precise && k - searched >= SHORT) {
+      if (quote !== -1 && quote < k) quote = chunk.indexOf(QUOTE, k);
+      const stop = quote < 0 ? len : quote;
+      const b = chunk.subarray(k, stop).indexOf(BACKSLASH);
+      k = b < 0 ? stop : k + b;
+      searched = k;
+    }
   }
+  return -1;
 }
 
 /** Own property even for "__proto__", as JSON.parse does. */
