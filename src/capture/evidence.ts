@@ -1,12 +1,14 @@
 // Evidence capture: packets matching a filter, written to a standard .pcap
 // file (tcpdump/Wireshark), bounded in time and in file size.
+import { closeSync, unlinkSync } from 'node:fs';
 import { pcapAddon, PCAP_META_WORDS } from '../native/pcap.js';
+import { createCaptureFile } from './output-file.js';
 import { captureError } from './errors.js';
 import { PcapReader, type PcapBatch } from './pcap-reader.js';
 
 export interface CaptureOptions {
   ifname: string;
-  /** Where to write the .pcap file (created or truncated). */
+  /** Where to write the .pcap file: created, never an existing file and never through a symlink. */
   file: string;
   /** Stop after this many seconds. */
   durationS: number;
@@ -36,12 +38,13 @@ export interface CaptureResult {
 const FILE_HEADER = 24;
 const RECORD_HEADER = 16;
 
-/** Captures packets matching `filter` (pcap syntax) into opts.file. */
+/** Captures packets matching `filter` (pcap syntax) into opts.file, which it creates. */
 export async function capture(filter: string, opts: CaptureOptions): Promise<CaptureResult> {
   if (!(opts.durationS > 0) || !(opts.maxBytes >= FILE_HEADER)) {
     throw new Error(`capture: durationS must be > 0 and maxBytes >= ${FILE_HEADER}`);
   }
   const addon = pcapAddon();
+  const fd = createCaptureFile(opts.file);
   let size = FILE_HEADER;
   let packets = 0;
   let skipped = 0;
@@ -65,30 +68,42 @@ export async function capture(filter: string, opts: CaptureOptions): Promise<Cap
     if (full) finish('size');
   };
   const snaplen = opts.snaplen ?? 65535;
-  const reader = new PcapReader(
-    opts.ifname,
-    // Immediate: evidence is low-rate, and a short capture must not wait for blocks.
-    {
-      snaplen,
-      bufferSize: 8 << 20,
-      timeoutMs: 100,
-      immediate: 1,
-      netnsPath: opts.netnsPath,
-      batchPackets: 256,
-      batchBytes: 64 * snaplen,
-      // The file holds what was captured until then; the result says why it ends early.
-      onStopped: (reason) => finish('error', reason),
-    },
-    (b) => write(b),
-  );
+  const abandon = (e: unknown): never => {
+    closeSync(fd);
+    unlinkSync(opts.file);
+    throw captureError(e, 'pcap', `evidence capture on ${opts.ifname}`);
+  };
+  let reader: PcapReader;
+  try {
+    reader = new PcapReader(
+      opts.ifname,
+      // Immediate: evidence is low-rate, and a short capture must not wait for blocks.
+      {
+        snaplen,
+        bufferSize: 8 << 20,
+        timeoutMs: 100,
+        immediate: 1,
+        netnsPath: opts.netnsPath,
+        batchPackets: 256,
+        batchBytes: 64 * snaplen,
+        // The file holds what was captured until then; the result says why it ends early.
+        onStopped: (reason) => finish('error', reason),
+      },
+      (b) => write(b),
+    );
+  } catch (e) {
+    return abandon(e);
+  }
   let dump: ReturnType<typeof addon.pcapDumpOpen>;
   try {
     reader.setFilter(filter);
-    dump = addon.pcapDumpOpen(reader.handle, opts.file);
+    // libpcap opens by name: the descriptor's own /proc link reaches the file created above, not whatever the name means now.
+    dump = addon.pcapDumpOpen(reader.handle, `/proc/self/fd/${fd}`);
   } catch (e) {
     reader.close();
-    throw captureError(e, 'pcap', `evidence capture on ${opts.ifname}`);
+    return abandon(e);
   }
+  closeSync(fd);
 
   let resolve!: (r: CaptureResult) => void;
   const done = new Promise<CaptureResult>((r) => (resolve = r));

@@ -6,10 +6,11 @@
 // summary. A node that fails is reported and does not stop the others.
 // Loaded on demand by evidence.ts: @kubernetes/client-node costs ~0.6 s of start-up.
 import { randomBytes } from 'node:crypto';
-import { closeSync, openSync, writeSync } from 'node:fs';
+import { closeSync, writeSync } from 'node:fs';
 import { extname } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { byText } from '../compare.js';
+import { createCaptureFile } from '../capture/output-file.js';
 import { listAgentPods, planNodes, type AgentPod } from '../remote/agent-pods.js';
 import { execInPod, PodExecError } from '../remote/pod-exec.js';
 import type { EvidenceLine } from '../agent/evidence.js';
@@ -229,7 +230,7 @@ async function askNode(kc: KubeConfig, o: AllNodesOptions, pod: AgentPod, out: O
 
 /** Streams a file out of the pod into `local` and removes it there; returns the bytes written. */
 async function copyOut(kc: KubeConfig, t: { namespace: string; pod: string; container: string }, remote: string, local: string, timeoutMs: number): Promise<number> {
-  const fd = openSync(local, 'w');
+  const fd = createCaptureFile(local);
   let bytes = 0;
   let err = '';
   try {
