@@ -208,8 +208,8 @@ export class JsonReducer {
       this.expect = Expect.Value;
       return i + 1;
     }
-    if (e === Expect.ValueOrClose && c === 0x5d) return this.close(i, true);
-    if (e === Expect.KeyOrClose && c === 0x7d) return this.close(i, false);
+    if (e === Expect.ValueOrClose && c === 0x5d) return this.close(i);
+    if (e === Expect.KeyOrClose && c === 0x7d) return this.close(i);
     if (e === Expect.Value || e === Expect.ValueOrClose) return this.startValue(i, c);
     if (c !== QUOTE) this.fail(i, `expected a property name, got ${describe(c)}`);
     this.beginString(true);
@@ -229,7 +229,7 @@ export class JsonReducer {
       this.expect = top.array ? Expect.Value : Expect.Key;
       return i + 1;
     }
-    if (c === (top.array ? 0x5d : 0x7d)) return this.close(i, top.array);
+    if (c === (top.array ? 0x5d : 0x7d)) return this.close(i);
     return this.fail(i, `expected ',' or '${top.array ? ']' : '}'}', got ${describe(c)}`);
   }
 
@@ -288,9 +288,9 @@ export class JsonReducer {
     return i + 1;
   }
 
-  private close(i: number, array: boolean): number {
+  private close(i: number): number {
+    // Only called for the kind of container open (readStructure and afterValue check).
     const frame = this.frames.pop()!;
-    if (frame.array !== array) this.fail(i, `unexpected '${array ? ']' : '}'}'`);
     let value: unknown = frame.value;
     if (frame.own) value = this.finishUnit(frame.own, this.offset + i + 1, value);
     this.deliver(value);
@@ -383,8 +383,8 @@ export class JsonReducer {
     const unit = this.slotUnit;
     if (!s.collect) return this.deliver(undefined);
     if (s.bytes > s.cap) {
-      if (!unit) throw new JsonStreamError(`a string of ${s.bytes} bytes at byte ${this.offset + at}, more than the ${kib(s.cap)} kept of a value`, this.offset + at);
-      this.over(unit, `${this.pathIn(unit)} is ${s.bytes} bytes, more than the ${kib(s.cap)} kept of a value`);
+      if (!unit) throw new JsonStreamError(`a string of ${s.bytes} bytes at byte ${this.offset + at}, more than the ${size(s.cap)} kept of a value`, this.offset + at);
+      this.over(unit, `${this.pathIn(unit)} is ${s.bytes} bytes, more than the ${size(s.cap)} kept of a value`);
       return this.deliver(undefined);
     }
     if (unit && shape?.kind === 'value' && shape.id) unit[shape.id] = text;
@@ -400,7 +400,7 @@ export class JsonReducer {
     if (!s.collect) return;
     const kept = top.children?.kind === 'map' && top.value !== undefined;
     if (s.bytes > s.cap) {
-      if (kept && top.unit) this.over(top.unit, `${this.pathIn(top.unit, this.frames.length - 1)} has a key of ${s.bytes} bytes, more than the ${kib(s.cap)} kept of one`);
+      if (kept && top.unit) this.over(top.unit, `${this.pathIn(top.unit, this.frames.length - 1)} has a key of ${s.bytes} bytes, more than the ${size(s.cap)} kept of one`);
       return;
     }
     top.key = text;
@@ -435,7 +435,7 @@ export class JsonReducer {
   private account(u: Unit | undefined, bytes: number): void {
     if (!u || u.over) return;
     u.kept += bytes + VALUE_OVERHEAD;
-    if (u.kept > u.shape.maxKeptBytes) this.over(u, `the fields read of it are more than ${kib(u.shape.maxKeptBytes)}`);
+    if (u.kept > u.shape.maxKeptBytes) this.over(u, `the fields read of it are more than ${size(u.shape.maxKeptBytes)}`);
   }
 
   private over(u: Unit, reason: string): void {
@@ -454,8 +454,8 @@ export class JsonReducer {
   }
 
   private tooLong(u: Unit): never {
-    const who = u.name !== undefined ? ` (${new SkippedObject(u.shape.label, 0, '', u.namespace, u.name).label})` : '';
-    throw new JsonStreamError(`${u.shape.label}${who} at byte ${u.start} is longer than ${mib(this.limits.maxUnitBytes)}: not an object the API server stores`, this.offset);
+    const what = u.name !== undefined ? new SkippedObject(u.shape.label, 0, '', u.namespace, u.name).label : `a ${u.shape.label}`;
+    throw new JsonStreamError(`${what} at byte ${u.start} is longer than ${size(this.limits.maxUnitBytes)}: not an object the API server stores`, this.offset);
   }
 
   /** A unit, or a top-level value of a sequence, longer than maxUnitBytes ends the answer. */
@@ -465,7 +465,7 @@ export class JsonReducer {
     if (outer && this.offset - outer.start > max) this.tooLong(outer);
     const open = this.frames.length > 0 || this.inString || this.token !== undefined;
     if (this.sequence && open && this.offset - this.topStart > max) {
-      throw new JsonStreamError(`the value at byte ${this.topStart} is longer than ${mib(max)}`, this.offset);
+      throw new JsonStreamError(`the value at byte ${this.topStart} is longer than ${size(max)}`, this.offset);
     }
   }
 }
@@ -560,5 +560,8 @@ function describe(c: number): string {
   return c >= 0x20 && c < 0x7f ? `'${String.fromCharCode(c)}'` : `byte 0x${c.toString(16).padStart(2, '0')}`;
 }
 
-const kib = (n: number): string => (n < 1024 ? `${n} bytes` : `${+(n / 1024).toFixed(1)} KiB`);
-const mib = (n: number): string => `${+(n / 2 ** 20).toFixed(2)} MiB`;
+/** "64 bytes", "16 KiB", "16 MiB". */
+function size(n: number): string {
+  if (n < 1024) return `${n} bytes`;
+  return n < 1 << 20 ? `${+(n / 1024).toFixed(1)} KiB` : `${+(n / 2 ** 20).toFixed(2)} MiB`;
+}

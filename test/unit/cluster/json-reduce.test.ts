@@ -232,7 +232,7 @@ describe('with a shape', () => {
       'a string of 100 bytes at byte 132, more than the 64 bytes kept of a value',
     );
     const huge = listOf(svc('a'), svc('huge', { pad: 'p'.repeat(5000) }));
-    expect(() => reduceText(huge, LIST, { maxValueBytes: 64, maxUnitBytes: 4096 })).toThrow(/^Service \(Service ns\/huge\) at byte \d+ is longer than 0 MiB: not an object the API server stores$/);
+    expect(() => reduceText(huge, LIST, { maxValueBytes: 64, maxUnitBytes: 4096 })).toThrow(/^Service ns\/huge at byte \d+ is longer than 4 KiB: not an object the API server stores$/);
   });
 
   it('still reports a malformed object inside a skipped one as not JSON', () => {
