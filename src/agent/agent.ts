@@ -18,7 +18,7 @@ import type { SourceHealth } from '../source/health.js';
 import { CaptureHealth } from './capture-health.js';
 import { LiveConntrack, type ConntrackFeed } from './conntrack-feed.js';
 import { ConntrackTable } from './conntrack-table.js';
-import { VipCoverage } from './vip-coverage.js';
+import { NewVipReads } from './vip-coverage.js';
 import { IncrementalDiagnosis } from './diagnosis.js';
 import type { AgentState } from './metrics/collector.js';
 import type { ServiceIndex } from './service-index.js';
@@ -66,14 +66,6 @@ export interface AgentOptions {
   onStartupPhase?: (phase: 'sources read' | 'first sync') => void;
 }
 
-/**
- * A VIP new to the index gets a full conntrack read after this delay (index changes come in
- * bursts: the cluster view, then the DNS answers), and such reads at most once per interval: a
- * full read of 1M entries costs seconds of CPU.
- */
-const NEW_VIP_READ_DELAY_MS = 1000;
-const NEW_VIP_READ_INTERVAL_MS = 30_000;
-
 /** The interface of the IPv4 default route in our namespace, from /proc/net/route. */
 export function defaultRouteInterface(): string | undefined {
   const lines = readFileSync('/proc/net/route', 'utf8').split('\n').slice(1);
@@ -98,12 +90,18 @@ export class Agent {
    * needed only to build the prefilter.
    */
   private vips: PrefilterTargets['vips'];
-  private readonly coverage = new VipCoverage();
-  private newVipTimer?: NodeJS.Timeout;
-  private lastNewVipReadAt = 0;
+  /** A VIP new to the index gets a full conntrack read for its existing connections, paced (vip-coverage.ts). */
+  private readonly newVipReads: NewVipReads;
   readonly ifname?: string;
 
   constructor(private readonly o: AgentOptions) {
+    this.newVipReads = new NewVipReads({
+      maxGapMs: o.conntrackResyncIntervalS * 1000,
+      read: () => {
+        this.o.log.info('LB VIPs joined since the last conntrack read: reading the table again for their connections');
+        void this.fullConntrackRead();
+      },
+    });
     this.diagnosis = new IncrementalDiagnosis(o.log);
     this.sources = new AgentSources({
       nodeName: o.nodeName,
@@ -148,7 +146,7 @@ export class Agent {
     await this.sources.startIndexed();
     this.startCapture();
     await this.sources.readRest();
-    this.coverage.readFor(this.vips);
+    this.newVipReads.readFor(this.vips);
     this.o.onStartupPhase?.('sources read');
     await this.conntrack.start(
       {
@@ -161,7 +159,7 @@ export class Agent {
     );
     this.firstSync = true;
     // The index may have gained VIPs while the first read ran with the targets it started with.
-    if (this.coverage.misses(this.vips)) this.scheduleNewVipRead();
+    this.newVipReads.changed(this.vips);
     this.sources.synced();
     this.o.log.info({ services: this.sources.index.services.length, kept: this.table.size }, 'first sync done');
     this.o.onStartupPhase?.('first sync');
@@ -178,7 +176,7 @@ export class Agent {
   async stop(): Promise<void> {
     for (const t of this.timers) clearInterval(t);
     this.diagnoseSoon.cancel();
-    clearTimeout(this.newVipTimer);
+    this.newVipReads.stop();
     this.conntrack.stop();
     this.counter?.close();
     await this.sources.stop();
@@ -192,26 +190,13 @@ export class Agent {
 
   /** A full conntrack read, for the VIPs the index holds now. */
   private readConntrackAgain(): Promise<void> {
-    this.coverage.readFor(this.vips);
+    this.newVipReads.readFor(this.vips);
     return this.conntrack.resync();
   }
 
   private async fullConntrackRead(): Promise<void> {
     await this.readConntrackAgain();
     this.diagnose();
-  }
-
-  /** VIPs joined the index since the last full read: their existing connections are read soon. */
-  private scheduleNewVipRead(): void {
-    if (this.newVipTimer) return;
-    const wait = Math.max(NEW_VIP_READ_DELAY_MS, this.lastNewVipReadAt + NEW_VIP_READ_INTERVAL_MS - Date.now());
-    this.newVipTimer = setTimeout(() => {
-      this.newVipTimer = undefined;
-      this.lastNewVipReadAt = Date.now();
-      this.o.log.info('LB VIPs joined since the last conntrack read: reading the table again for their connections');
-      void this.fullConntrackRead();
-    }, wait);
-    this.newVipTimer.unref();
   }
 
   find(namespace: string, name: string, port?: number) {
@@ -240,7 +225,7 @@ export class Agent {
     this.vips = targets.vips;
     this.prefilter = new ConntrackPrefilter(targets);
     this.conntrack.setPrefilter(this.prefilter);
-    if (this.firstSync && this.coverage.misses(this.vips)) this.scheduleNewVipRead();
+    if (this.firstSync) this.newVipReads.changed(this.vips);
     if (this.counter) {
       try {
         this.applyTargets(this.counter, index.targets());

@@ -1,8 +1,12 @@
-// Which LB VIP:ports the last full conntrack read looked for. Between full reads the table
-// follows the kernel's events, which only tell of connections that change: a VIP that joins
-// the index later (the cluster view arrived after the first dump because the API server was
-// slow or away, a new LB address, a hostname-only LB's new DNS answer) has connections the
-// table has never seen, until the next full read. The agent reads again when this says so.
+// Which LB VIP:ports full conntrack reads looked for, and when a VIP new to the index gets one.
+// Between full reads the table follows the kernel's events, which only tell of connections that
+// change: a VIP that joins the index later (the cluster view arrived after the first dump
+// because the API server was slow or away, a new LB address, a hostname-only LB's new DNS
+// answer) has connections the table has never seen, until the next full read.
+// A full read of 1M entries costs seconds of CPU, and DNS answers can churn without end
+// (rotating pools, a tenant's own name server answering a new address each time), so the reads
+// such VIPs cause are paced: a VIP read for recently is not new again, and while new VIPs keep
+// coming the gap between their reads doubles, up to the periodic full read's interval.
 import type { PrefilterTargets } from '../kernel/conntrack/prefilter.js';
 import { key, type Key } from '../model/address-key.js';
 import { protocolOfNumber } from '../model/protocol.js';
@@ -10,16 +14,77 @@ import { protocolOfNumber } from '../model/protocol.js';
 type Vip = PrefilterTargets['vips'][number];
 const keyOf = (v: Vip): Key => key(v.address, protocolOfNumber(v.protoNum) ?? String(v.protoNum), v.port);
 
-export class VipCoverage {
-  private covered = new Set<Key>();
+/** Index changes come in bursts (the cluster view, then the DNS answers): a read waits this long for the rest. */
+export const NEW_VIP_READ_DELAY_MS = 1000;
+/** The shortest gap between two reads for new VIPs; it doubles while they keep coming. */
+export const NEW_VIP_READ_MIN_GAP_MS = 30_000;
 
-  /** A full read starts with these targets. */
-  readFor(vips: readonly Vip[]): void {
-    this.covered = new Set(vips.map(keyOf));
+export interface NewVipReadOptions {
+  /** Starts a full conntrack read (which calls readFor with its targets). */
+  read: () => void;
+  /** The longest gap between reads for new VIPs, and how long a VIP read for stays known: the periodic full read's interval. */
+  maxGapMs: number;
+  delayMs?: number;
+  minGapMs?: number;
+  now?: () => number;
+}
+
+export class NewVipReads {
+  /** VIP -> when a full read last looked for it (ms epoch). */
+  private readonly readAt = new Map<Key, number>();
+  private gapMs: number;
+  private lastReadAt = -Infinity;
+  private timer?: NodeJS.Timeout;
+  private readonly now: () => number;
+
+  constructor(private readonly o: NewVipReadOptions) {
+    this.now = o.now ?? Date.now;
+    this.gapMs = this.minGap;
   }
 
-  /** Whether these VIPs hold one the last full read did not look for. */
+  private get minGap(): number {
+    return Math.min(this.o.minGapMs ?? NEW_VIP_READ_MIN_GAP_MS, this.o.maxGapMs);
+  }
+
+  /** A full read (any: first, periodic, for new VIPs) starts with these targets. */
+  readFor(vips: readonly Vip[]): void {
+    const now = this.now();
+    for (const v of vips) this.readAt.set(keyOf(v), now);
+    // VIPs not read for within maxGapMs are forgotten: the map stays as big as the recent churn.
+    for (const [k, at] of this.readAt) if (now - at > this.o.maxGapMs) this.readAt.delete(k);
+  }
+
+  /** Whether these VIPs hold one no full read looked for within maxGapMs. */
   misses(vips: readonly Vip[]): boolean {
-    return vips.some((v) => !this.covered.has(keyOf(v)));
+    const now = this.now();
+    return vips.some((v) => {
+      const at = this.readAt.get(keyOf(v));
+      return at === undefined || now - at > this.o.maxGapMs;
+    });
+  }
+
+  /** The index changed to these VIPs: a read is scheduled when one is new and none is pending. */
+  changed(vips: readonly Vip[]): void {
+    if (this.timer || !this.misses(vips)) return;
+    const wait = Math.max(this.o.delayMs ?? NEW_VIP_READ_DELAY_MS, this.lastReadAt + this.gapMs - this.now());
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.started();
+      this.o.read();
+    }, wait);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+
+  /** Doubles the gap when this read came as soon as it was allowed to (churn goes on); back to the shortest after a quiet spell as long as the longest gap. */
+  private started(): void {
+    const now = this.now();
+    const quietMs = now - (this.lastReadAt + this.gapMs);
+    this.gapMs = quietMs >= this.o.maxGapMs ? this.minGap : Math.min(this.o.maxGapMs, this.gapMs * 2);
+    this.lastReadAt = now;
   }
 }
