@@ -57,12 +57,12 @@ const MAX_PENDING = 32;
 const MAX_PENDING_TRUSTED = 16;
 const MAX_TRUSTED = 256;
 /**
- * One stranger (source address) may cost 1 review/s after a burst of 5, all strangers together
- * 5/s after 20: at 1,000 nodes the API server sees at most 5,000 reviews/s from a cluster-wide
- * flood, and one pod alone 1,000/s, instead of what the attacker's CPU can send.
+ * One stranger (source address) may cost 1 review/s after a burst of 10 (a new caller costs two:
+ * token and access), all strangers together 5/s after 40: at 1,000 nodes the API server sees at most
+ * 5,000 reviews/s from a cluster-wide flood, and one pod alone 1,000/s, instead of what the attacker's CPU can send.
  */
-export const DEFAULT_PER_SOURCE_RATE: RateLimit = { perSecond: 1, burst: 5 };
-export const DEFAULT_GLOBAL_RATE: RateLimit = { perSecond: 5, burst: 20 };
+export const DEFAULT_PER_SOURCE_RATE: RateLimit = { perSecond: 1, burst: 10 };
+export const DEFAULT_GLOBAL_RATE: RateLimit = { perSecond: 5, burst: 40 };
 /** Source addresses whose buckets are remembered (the oldest forgotten first; the global bucket still holds). */
 const MAX_SOURCES = 4096;
 /** Longer than any real token (service-account JWTs are ~1 KB, cloud OIDC ones a few KB). */

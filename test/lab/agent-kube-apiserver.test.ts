@@ -84,9 +84,10 @@ describe.skipIf(!isRoot)('the agent as the DaemonSet runs it, against the real k
   };
 
   /** GET on the agent's port from inside its namespace; "BODY\nSTATUS". Async: the relays answer meanwhile. */
-  const get = (path: string, token?: string): Promise<{ status: number; body: string }> =>
+  /** `from`: the source address (each caller its own, as pods have: reviews for strangers are rate-limited per address). */
+  const get = (path: string, token?: string, from?: string): Promise<{ status: number; body: string }> =>
     new Promise((resolve, reject) => {
-      const args = ['netns', 'exec', lab.node.name, 'curl', '-sS', '--max-time', '10', '-w', '\n%{http_code}', ...(token ? ['-H', `Authorization: Bearer ${token}`] : []), `http://127.0.0.1:${port}${path}`];
+      const args = ['netns', 'exec', lab.node.name, 'curl', '-sS', '--max-time', '10', '-w', '\n%{http_code}', ...(from ? ['--interface', from] : []), ...(token ? ['-H', `Authorization: Bearer ${token}`] : []), `http://127.0.0.1:${port}${path}`];
       const p = spawn('ip', args, { stdio: ['ignore', 'pipe', 'pipe'] });
       let out = '';
       let err = '';
@@ -242,7 +243,8 @@ describe.skipIf(!isRoot)('the agent as the DaemonSet runs it, against the real k
     // Tokens for this node's evidence audience (what the relay sends); an ordinary one is refused.
     const forNode = [evidenceAudience(LAB.node1Name)];
     const [webReader, viewer, oncall] = [await saToken('lab', 'web-reader', forNode), await saToken('lab', 'viewer', forNode), await saToken('clbprobe', 'oncall', forNode)];
-    const evidence = (service: string, token?: string) => get(`/evidence?service=${service}`, token);
+    let caller = 0;
+    const evidence = (service: string, token?: string) => get(`/evidence?service=${service}`, token, `127.0.7.${++caller}`);
     expect((await evidence('lab/web', await saToken('lab', 'web-reader'))).status).toBe(401);
 
     const allowed = await evidence('lab/web', webReader);

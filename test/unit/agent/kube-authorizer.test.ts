@@ -137,7 +137,7 @@ describe('KubeAuthorizer against the test API server', () => {
   });
 
   // Issue 36, finding 3: garbage tokens amplified into TokenReviews and pushed Prometheus out.
-  it("1,100 garbage tokens from one address cost 5 reviews (the rest 429 with Retry-After); Prometheus' answer stays cached", async () => {
+  it("1,100 garbage tokens from one address cost 10 reviews (the rest 429 with Retry-After); Prometheus' answer stays cached", async () => {
     const a = fresh();
     expect((await a.check('Bearer prom-token', METRICS, '10.0.0.9')).ok).toBe(true);
     const before = a.reviews.token;
@@ -146,20 +146,20 @@ describe('KubeAuthorizer against the test API server', () => {
       const d = await a.check(`Bearer garbage-${i}`, METRICS, '10.1.2.3');
       if (!d.ok && d.status === 429) refused.push(d.retryAfterS);
     }
-    expect(a.reviews.token - before).toBe(5);
-    expect(refused).toHaveLength(1095);
+    expect(a.reviews.token - before).toBe(10);
+    expect(refused).toHaveLength(1090);
     expect(refused.every((s) => s >= 1)).toBe(true);
     expect((await a.check('Bearer prom-token', METRICS, '10.0.0.9')).ok).toBe(true);
-    expect(a.reviews.token - before).toBe(5);
+    expect(a.reviews.token - before).toBe(10);
   });
 
-  it('strangers from many addresses share one global rate: 20 at once, then 5/s', async () => {
+  it('strangers from many addresses share one global rate: 40 at once, then 5/s', async () => {
     const a = fresh();
     for (let i = 0; i < 1100; i++) await a.check(`Bearer garbage-${i}`, METRICS, `10.2.${i >> 8}.${i & 255}`);
-    expect(a.reviews.token).toBe(20);
+    expect(a.reviews.token).toBe(40);
     now += 2000;
     for (let i = 0; i < 100; i++) await a.check(`Bearer later-${i}`, METRICS, `10.3.0.${i}`);
-    expect(a.reviews.token).toBe(30);
+    expect(a.reviews.token).toBe(50);
   });
 
   it('rejected tokens live in a cache of their own: a full one never pushes out an accepted token', async () => {
