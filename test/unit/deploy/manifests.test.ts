@@ -164,7 +164,7 @@ describe('deploy/ kustomization', () => {
     expect(ds.spec.template.metadata.annotations).toEqual({ 'prometheus.io/scrape': 'true', 'prometheus.io/port': '9811', 'prometheus.io/path': '/metrics' });
   });
 
-  it('evidence relay: no capabilities, no host network, nobody, read-only root; its pods are not selected as agents; it may list pods and create reviews only', () => {
+  it('evidence relay: no capabilities, no host network, nobody, read-only root; its pods are not selected as agents; it may list pods, create reviews and mint its own tokens only', () => {
     const d = objects.find((o) => o.kind === 'Deployment') as unknown as { spec: { selector: { matchLabels: Record<string, string> }; template: { metadata: { labels: Record<string, string> }; spec: any } } };
     const pod = d.spec.template.spec;
     expect(pod.hostNetwork).toBeUndefined();
@@ -183,7 +183,10 @@ describe('deploy/ kustomization', () => {
       (objects.filter((o) => o.kind === kind && o.metadata.name === 'clbprobe-evidence-relay') as unknown as Rules[]).flatMap((r) =>
         r.rules.flatMap((x) => x.apiGroups.flatMap((g) => x.resources.map((res) => `${g}/${res}:${x.verbs.join(',')}`))),
       );
-    expect(grants('Role')).toEqual(['/pods:list']);
+    // Its own per-node tokens (TokenRequest), on its own service account only.
+    expect(grants('Role')).toEqual(['/pods:list', '/serviceaccounts/token:create']);
+    const role = objects.find((o) => o.kind === 'Role' && o.metadata.name === 'clbprobe-evidence-relay') as unknown as { rules: { resources: string[]; resourceNames?: string[] }[] } | undefined;
+    expect(role?.rules.find((r) => r.resources.includes('serviceaccounts/token'))?.resourceNames).toEqual(['clbprobe-evidence-relay']);
     expect(grants('ClusterRole').sort()).toEqual(['authentication.k8s.io/tokenreviews:create', 'authorization.k8s.io/subjectaccessreviews:create']);
   });
 
