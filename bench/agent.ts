@@ -2,6 +2,7 @@
 //   npm run build && sudo npm run bench:agent -- [--entries 1000000] [--services 5000] [--endpoints 20000]
 //   (= sudo node --import tsx bench/agent.ts ...; the agent itself runs the DaemonSet's command: dist/bundle/main.js)
 // Other flags: --vip-entries 3000 (of the entries, towards LB VIPs: the agent keeps these)
+//   --active-vips 100 (the LB VIP:ports those entries and the events go to: the Service ports with series)
 //   --event-rate 10000 (conntrack events/s) --window 20 (seconds per CPU window) --scrapes 20 --loops 5 (0: no loop lab)
 //   --node-flags "..." (node options for the agents, default deploy/daemonset.yaml's NODE_OPTIONS; add e.g. --cpu-prof)
 //   --cli PATH (another build of the agent's script, e.g. ../before/dist/bundle/main.js, to compare a change)
@@ -79,6 +80,7 @@ const opt = {
   services: arg('--services', 5000),
   endpoints: arg('--endpoints', 20_000),
   vipEntries: arg('--vip-entries', 3000),
+  activeVips: arg('--active-vips', 100),
   eventRate: arg('--event-rate', 10_000),
   window: arg('--window', 20),
   scrapes: arg('--scrapes', 20),
@@ -325,7 +327,8 @@ async function bigNode(dir: string): Promise<void> {
   if (opt.nodeMode !== 'none') loadKubeProxyRules(node, dir, cluster.list.items);
 
   undo.push(raiseConntrackMax(opt.entries + 200_000));
-  const vips = cluster.tcpVipPorts;
+  // The node's pods call a bounded set of LB Services: the VIP entries and events go to the first --active-vips.
+  const vips = cluster.tcpVipPorts.slice(0, opt.activeVips);
   const toVip: Destination = (i) => {
     const v = vips[i % vips.length]!;
     return { dst: Buffer.from(v.vip.split('.').map(Number)), dport: v.port };
@@ -608,7 +611,7 @@ function print(): void {
   const w = Math.max(...[...rows, ...ref].map((r) => r.figure.length));
   const line = (r: Row) =>
     `${r.figure.padEnd(w)}  ${r.value.padEnd(36)}  ${(r.target ?? '').padEnd(10)}  ${r.pass === undefined ? '' : r.pass ? 'pass' : 'FAIL'}`;
-  console.log(`\nclbprobe agent benchmark: ${opt.entries} conntrack entries (${opt.vipEntries} towards VIPs), ${opt.services} Services, ${opt.endpoints} endpoints, kube-proxy rules: ${opt.nodeMode === 'none' ? 'none' : `${opt.nodeMode} mode`}`);
+  console.log(`\nclbprobe agent benchmark: ${opt.entries} conntrack entries (${opt.vipEntries} towards ${opt.activeVips} VIP:ports), ${opt.services} Services, ${opt.endpoints} endpoints, kube-proxy rules: ${opt.nodeMode === 'none' ? 'none' : `${opt.nodeMode} mode`}`);
   const commit = spawnSync('git', ['-C', import.meta.dirname, 'describe', '--always', '--dirty'], { encoding: 'utf8' }).stdout.trim();
   console.log(`command: ${process.argv.slice(1).join(' ')}; agent ${CLI} at ${commit}; node ${NODE_VERSION} (${NODE}) ${nodeFlags.join(' ')}, MALLOC_ARENA_MAX=${mallocArenaMax}`);
   console.log(`load average at the end: ${loadavg().map((x) => x.toFixed(2)).join(' ')} (2 shared cores)`);
