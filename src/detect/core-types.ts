@@ -2,7 +2,7 @@
 // detector files themselves: the Mechanism names come from the DETECTORS list
 // (list.ts), which imports the detectors, so the list-derived types live in
 // types.ts and the detectors import these.
-// A finding is one mechanism from domain.md's table, for one Service port on
+// A finding is one mechanism from docs/domain.md's table, for one Service port on
 // this node, with the exact evidence it relied on and the fix that applies.
 import type { ClusterView } from '../cluster/types.js';
 import type { ConntrackEntry, NodeSnapshot } from '../kernel/types.js';
@@ -20,7 +20,7 @@ export interface FindingOf<M extends string> {
   summary: string;
   /** Exact addresses, rule lines, IPVS entries, conntrack entries (conntrack -L style). */
   evidence: string[];
-  /** The concrete fix from domain.md that applies, and the mitigations already in place. */
+  /** The concrete fix from docs/domain.md that applies, and the mitigations already in place. */
   remedy: string;
   /** For a loop seen in conntrack: the path of its first example, leg by leg (reports draw it). */
   path?: LoopPath;
@@ -46,7 +46,7 @@ export interface LoopPath {
   reply: { from: string; to: string; note: string };
 }
 
-/** The node's own addresses, split by role (domain.md "local address"). */
+/** The node's own addresses, split by role (docs/domain.md "local address"). */
 export interface LocalAddresses {
   /** Addresses of the node's interfaces other than kube-ipvs0 and loopback, plus the Node object's addresses. */
   nodeIps: string[];

@@ -13,7 +13,7 @@ export interface DetectorDef<M extends string = string> {
   /** The finding's `mechanism` (the metric label, the CLI column). */
   mechanism: M;
   /**
-   * The fix the finding names (domain.md); remedy() follows it with the mitigations already in
+   * The fix the finding names (docs/domain.md); remedy() follows it with the mitigations already in
    * place. Context findings may write their own remedy per finding instead.
    */
   fix: string;
