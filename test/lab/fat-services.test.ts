@@ -6,7 +6,8 @@
 // page's 55 MB text, its pieces and the parsed annotations in a 160 MB heap: "Reached heap
 // limit" at start and at every relist. The agent must come up with the other Services in its
 // view, name each fat one in its log (kind, namespace/name, size, reason), follow the watch past
-// more of them, and stay under the container's memory limit.
+// more of them, list them all again after a 410 without naming them twice, and stay under the
+// container's memory limit.
 // The node namespace is cbf-*; the API server listens on 127.0.0.1.
 // CBF_TRACE_GC=1 adds --trace-gc to the node flags and prints the heap's peak (a measurement, not
 // the shipped command line).
@@ -29,6 +30,7 @@ const NS = 'fat';
 const FAT = 220;
 const BLOB_BYTES = 250_000;
 const SLIM = 5;
+const AGENT_USER = 'system:serviceaccount:clbprobe:clbprobe';
 
 const service = (name: string, annotations: Record<string, string> = {}): Record<string, unknown> => ({
   apiVersion: 'v1',
@@ -169,6 +171,28 @@ describe.skipIf(!isRoot)("a namespace of fat Services doesn't crash the agent (r
     expect(skippedLogged().filter((l) => l.object === `${NS}/fat-late`)).toHaveLength(1);
     alive();
   }, 60_000);
+
+  it('lists them all again after a 410 (the API server restarted past its version): up, no one logged twice', async () => {
+    const lists = () => cp.audit().filter((e) => e.user.username === AGENT_USER && e.verb === 'list' && e.requestURI.startsWith('/api/v1/services?')).length;
+    const listsBefore = lists();
+    const before = servicePorts()!;
+    // A write to etcd while the API server is away: the restarted server's watch cache begins after
+    // the agent's version, so its watch gets 410 Gone and it lists everything again.
+    await cp.stopApiServer();
+    const put = await fetch(`${cp.etcdUrl}/v3/kv/put`, { method: 'POST', body: JSON.stringify({ key: btoa('/cbf-bump'), value: btoa('x') }) });
+    expect(put.ok).toBe(true);
+    await cp.startApiServer();
+    await cp.create(`/api/v1/namespaces/${NS}/services`, service('slim-relist'));
+    await until('a relist of Services with fat/slim-relist', 90_000, () => (lists() > listsBefore && servicePorts() === before + 1 ? true : undefined), 250).catch((e: Error) => {
+      throw new Error(`${e.message}: lists ${listsBefore} -> ${lists()}, servicePorts ${before} -> ${servicePorts()}; log:\n${stderr.split('\n').filter((l) => !l.includes('too large')).slice(-15).join('\n')}`);
+    });
+    alive();
+    const counts = new Map<unknown, number>();
+    for (const l of skippedLogged()) counts.set(l.object, (counts.get(l.object) ?? 0) + 1);
+    // Every fat Service and fat-late, each once: the relist found the same ones still skipped.
+    expect(counts.size).toBe(FAT + 1);
+    expect([...counts].filter(([, n]) => n !== 1)).toEqual([]);
+  }, 180_000);
 
   it("stays within the container's memory limit", () => {
     alive();
