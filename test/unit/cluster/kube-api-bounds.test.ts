@@ -4,7 +4,9 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import { SkippedObject } from '../../../src/cluster/json-reduce.js';
 import { ApiError, KubeApi, parseWatchLine } from '../../../src/cluster/kube-api.js';
+import { OBJECT_SHAPES } from '../../../src/cluster/object-shapes.js';
 import { Reflector } from '../../../src/cluster/reflector.js';
 import { until } from '../../support/wait.js';
 
@@ -133,6 +135,45 @@ describe('API bodies are bounded', () => {
       expect(ok.items).toHaveLength(1);
     });
   }
+});
+
+describe('list pages read as streams, reduced to a shape', () => {
+  const svc = (name: string, blob = '') => ({ metadata: { name, namespace: 'ns', annotations: blob ? { 'example.com/blob': blob } : {} }, spec: { ports: [{ port: 80 }] } });
+  /** Serves `body` in pieces of `piece` bytes, each in its own write. */
+  const pieces = (body: string, piece: number) =>
+    serve((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      const b = Buffer.from(body);
+      for (let i = 0; i < b.length; i += piece) res.write(b.subarray(i, i + piece));
+      res.end();
+    });
+
+  it('a page far over maxBodyBytes is read, its fat object skipped by name and the others kept', async () => {
+    const items = [svc('a'), svc('fat', 'x'.repeat(3 << 20)), svc('c')];
+    const url = await pieces(JSON.stringify({ metadata: { resourceVersion: '5', continue: 'next' }, items }), 1000);
+    const page = await new KubeApi(target(url), { maxBodyBytes: 1 << 20 }).listPage('/api/v1/services', {}, 30_000, OBJECT_SHAPES.services);
+    expect(page).toMatchObject({ resourceVersion: '5', continueToken: 'next' });
+    expect(page.items.map((i) => (i instanceof SkippedObject ? i.label : (i as { metadata: { name: string } }).metadata.name))).toEqual(['a', 'Service ns/fat', 'c']);
+    expect((page.items[1] as SkippedObject).reason).toBe(`metadata.annotations["example.com/blob"] is ${3 << 20} bytes, more than the 16 KiB kept of a value`);
+    expect(page.items[0]).toEqual({ metadata: { name: 'a', namespace: 'ns', annotations: {} }, spec: { ports: [{ port: 80 }] } });
+  });
+
+  it('a page cut short, or not JSON, fails with the reason (the reflector keeps its store and retries)', async () => {
+    const text = JSON.stringify({ metadata: { resourceVersion: '5' }, items: [svc('a'), svc('b')] });
+    const cut = await serve((_req, res) => {
+      res.writeHead(200, { 'content-length': text.length });
+      res.write(text.slice(0, 60), () => res.destroy());
+    });
+    await expect(new KubeApi(target(cut)).listPage('/api/v1/services', {}, 30_000, OBJECT_SHAPES.services)).rejects.toThrow(
+      /^GET \/api\/v1\/services: connection to the API server lost/,
+    );
+    const bad = await pieces(text.replace('"b"', 'b"'), 7);
+    await expect(new KubeApi(target(bad)).listPage('/api/v1/services', {}, 30_000, OBJECT_SHAPES.services)).rejects.toThrow(
+      /^GET \/api\/v1\/services: not JSON at byte \d+: expected a value, got 'b'$/,
+    );
+    const notList = await pieces('{"kind":"Status","code":200}', 3);
+    await expect(new KubeApi(target(notList)).listPage('/api/v1/services', {}, 30_000, OBJECT_SHAPES.services)).rejects.toThrow('GET /api/v1/services: the answer is not a list');
+  });
 });
 
 describe('parseWatchLine', () => {
