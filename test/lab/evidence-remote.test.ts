@@ -13,16 +13,21 @@
 // (no namespace, no capabilities) behind the fake's service proxy; it reaches node-a's and
 // node-b's agents at their pod IPs (127.0.83.2/3 on loopback, relayed through a Unix socket
 // into each node's namespace); node-c's IP has no agent. Agents and relay check tokens with
-// the fake's TokenReview/SubjectAccessReview, reached from each namespace through a relay.
+// the fake's TokenReview/SubjectAccessReview, reached from each namespace through a relay; the
+// relay asks the agents with its own service account's per-node tokens (the fake's TokenRequest,
+// with deploy/evidence-relay.yaml's Role), naming the on-call user.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseAllDocuments } from 'yaml';
+import { evidenceAudience, ON_BEHALF_OF_HEADER } from '../../src/agent/evidence-http.js';
 import { AGENT_ENTRYPOINT } from '../../src/cli/evidence-remote.js';
 import { LAB, clusterList, createLoopLab, type Etp, type LoopLab } from '../../src/demo/lab.js';
 import { containerEnv, EVIDENCE_RELAY_PATH, hostArgv, inCheckout, nodeCommand, podContainer } from '../support/daemonset.js';
+import type { Rule } from '../support/fake-access.js';
 import { FakeApiServer } from '../support/fake-apiserver.js';
 import { imageNode } from '../support/image-node.js';
 import { shippedAgent } from '../support/shipped-agent.js';
@@ -33,6 +38,16 @@ import { sleep, until } from '../support/wait.js';
 const CLI = join(import.meta.dirname, '../../dist/src/cli/main.js');
 const PREFIX = 'cbr-';
 const AGENT_LABELS = { 'app.kubernetes.io/name': 'clbprobe' };
+/** The relay's service account (its --service-account default, deploy/evidence-relay.yaml's ServiceAccount). */
+const RELAY_SA = { namespace: 'clbprobe', name: 'clbprobe-evidence-relay' };
+
+/** deploy/evidence-relay.yaml's Role rules, as shipped. */
+function relayRoleRules(): Rule[] {
+  const docs = parseAllDocuments(readFileSync(EVIDENCE_RELAY_PATH, 'utf8')).map((d) => d.toJS() as { kind?: string; metadata?: { name?: string }; rules?: Rule[] } | null);
+  const role = docs.find((d) => d?.kind === 'Role' && d.metadata?.name === RELAY_SA.name);
+  if (!role?.rules) throw new Error(`${EVIDENCE_RELAY_PATH}: no Role ${RELAY_SA.name} with rules`);
+  return role.rules;
+}
 
 interface Node {
   name: string;
@@ -188,6 +203,9 @@ describe.skipIf(!isRoot)('clbprobe evidence against real agents (local, and --al
         { env: { ...process.env, ...containerEnv(relayContainer, {}) }, stdio: ['ignore', 'ignore', 'pipe'] },
       );
       relayProc.stderr!.on('data', (b: Buffer) => (relayStderr += b.toString()));
+      // The relay's own account and its Role, bound here to the relay's identity (tester: the fake lists pods only for fake-token).
+      api.access.addServiceAccount(RELAY_SA.namespace, RELAY_SA.name);
+      for (const rule of relayRoleRules()) api.access.grant({ subject: { user: 'tester' }, namespace: RELAY_SA.namespace, binding: RELAY_SA.name, rule });
       api.apply('services', { metadata: { name: 'clbprobe-evidence', namespace: 'clbprobe' }, spec: { type: 'ClusterIP', ports: [{ port: 80, targetPort: 9812 }] } });
       api.onServiceProxy = (ns, name) => (ns === 'clbprobe' && name === 'clbprobe-evidence' ? { port: relayPort } : undefined);
       // deploy/oncall-rbac.yaml for group oncall; alice may also read the Service (a RoleBinding in lab).
@@ -383,7 +401,7 @@ describe.skipIf(!isRoot)('clbprobe evidence against real agents (local, and --al
     expect(packets.some((l) => l.includes(`${LAB.clientPod}.`) && l.includes(`> ${LAB.vip}.${LAB.port}:`))).toBe(true);
     expect(packets.some((l) => l.includes(`${LAB.clientPod}.`) && l.includes(`> ${LAB.node1}.${LAB.nodePort}:`))).toBe(true);
   });
-  it('through the relay (default): alice, who may get lab/web, gets each node with her own token checked by the relay and by every agent; no exec', async () => {
+  it("through the relay (default): alice, who may get lab/web, gets each node, her token checked by the relay and her access by every agent (the relay's per-node tokens); no exec", async () => {
     api.access.log.length = 0;
     const execsBefore = api.execs.length;
     const r = await cli(['evidence', '--all-nodes', '--service', 'lab/web', '--json', '--kubeconfig', users.alice!]);
@@ -404,6 +422,15 @@ describe.skipIf(!isRoot)('clbprobe evidence against real agents (local, and --al
     const asked = api.access.log.filter((l) => l.kind === 'SubjectAccessReview').map((l) => l.spec);
     expect(asked.length).toBeGreaterThanOrEqual(3);
     for (const spec of asked) expect(spec).toMatchObject({ user: 'alice', resourceAttributes: { verb: 'get', resource: 'services', namespace: 'lab', name: 'web' } });
+    // Her token never left the relay: it was reviewed for the API server's audience only, and the
+    // agents reviewed the relay's own tokens, each for its node's audience, minted per node.
+    const reviewed = api.access.log.filter((l) => l.kind === 'TokenReview').map((l) => l.spec as { token: string; audiences?: string[] });
+    expect(reviewed.filter((r) => r.token === 'alice-token').length).toBeGreaterThan(0);
+    for (const r of reviewed.filter((x) => x.token === 'alice-token')) expect(r.audiences).toBeUndefined();
+    expect(reviewed.filter((r) => r.token !== 'alice-token').map((r) => r.audiences).sort()).toEqual([[evidenceAudience('node-a')], [evidenceAudience('node-b')]]);
+    const minted = api.access.log.filter((l) => l.kind === 'TokenRequest').map((l) => l.spec);
+    expect(minted.map((m) => (m as { audiences: string[] }).audiences).sort()).toEqual(['node-a', 'node-b', 'node-c'].map((n) => [evidenceAudience(n)]));
+    for (const m of minted) expect(m).toMatchObject({ namespace: RELAY_SA.namespace, name: RELAY_SA.name, expirationSeconds: 600 });
   });
 
   it('through the relay, text and --watch: the node column, live entries as they happen, a summary', async () => {
@@ -430,20 +457,45 @@ describe.skipIf(!isRoot)('clbprobe evidence against real agents (local, and --al
     expect(carol.stderr).toMatch(/403 Forbidden: services "clbprobe-evidence" is forbidden: User "carol" cannot get resource "services\/proxy".*see deploy\/oncall-rbac.yaml/);
   });
 
-  it("each agent checks the token itself: bob's token straight to an agent's /evidence is 403, alice's gets the stream", async () => {
-    const curl = (token: string) =>
+  it("each agent checks the token and the user itself: on-call tokens sent straight to it are 401; the relay's token for that node naming bob is 403, naming alice gets the stream", async () => {
+    const curl = (token: string, onBehalfOf?: object) =>
       new Promise<string>((resolve) => {
-        const p = spawn('ip', ['netns', 'exec', nodes[0]!.lab.node.name, 'curl', '-sS', '-w', '\n%{http_code}', '-H', `Authorization: Bearer ${token}`, 'http://127.0.0.1:9811/evidence?service=lab/web']);
+        const named = onBehalfOf ? ['-H', `${ON_BEHALF_OF_HEADER}: ${JSON.stringify(onBehalfOf)}`] : [];
+        const p = spawn('ip', ['netns', 'exec', nodes[0]!.lab.node.name, 'curl', '-sS', '-w', '\n%{http_code}', '-H', `Authorization: Bearer ${token}`, ...named, 'http://127.0.0.1:9811/evidence?service=lab/web']);
         let out = '';
         p.stdout.on('data', (b: Buffer) => (out += b.toString()));
         p.on('close', () => resolve(out));
       });
-    const denied = await curl('bob-token');
+    /** A token of the relay's service account for `audience`, as the relay mints it (TokenRequest, 10 min). */
+    const relayToken = async (audience: string): Promise<string> => {
+      const r = await fetch(`${api.url}/api/v1/namespaces/${RELAY_SA.namespace}/serviceaccounts/${RELAY_SA.name}/token`, {
+        method: 'POST',
+        headers: { authorization: 'Bearer fake-token', 'content-type': 'application/json' },
+        body: JSON.stringify({ apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { audiences: [audience], expirationSeconds: 600 } }),
+      });
+      expect(r.status).toBe(201);
+      return ((await r.json()) as { status: { token: string } }).status.token;
+    };
+    // Issue 36 finding 5: /evidence reviews tokens for its node's audience only, so an on-call
+    // token (good at the API server) is 401 there whoever holds it, and a node never gets one to reuse.
+    for (const token of ['bob-token', 'alice-token']) {
+      const direct = await curl(token);
+      expect(direct.endsWith('\n401')).toBe(true);
+      expect(direct).toContain('token not accepted by the API server: invalid bearer token');
+    }
+    const forA = await relayToken(evidenceAudience('node-a'));
+    const denied = await curl(forA, { username: 'bob', groups: ['oncall', 'system:authenticated'] });
     expect(denied.endsWith('\n403')).toBe(true);
     expect(denied).toContain('bob may not get services web in namespace lab');
-    const allowed = await curl('alice-token');
+    const allowed = await curl(forA, { username: 'alice', groups: ['oncall', 'system:authenticated'] });
     expect(allowed.endsWith('\n200')).toBe(true);
     expect(allowed).toContain('"type":"service"');
     expect(allowed).toMatch(/"type":"end","entries":\d+/);
+    // What a node receives is good on that node only: node-b's token is 401 on node-a, node-a's at the API server.
+    const forB = await curl(await relayToken(evidenceAudience('node-b')), { username: 'alice', groups: ['oncall', 'system:authenticated'] });
+    expect(forB.endsWith('\n401')).toBe(true);
+    expect((JSON.parse(forB.split('\n')[0]!) as { message: string }).message).toContain(`is invalid for the target audiences ["${evidenceAudience('node-a')}"]`);
+    const atApi = await fetch(`${api.url}/api/v1/namespaces/clbprobe/services/clbprobe-evidence/proxy/healthz`, { headers: { authorization: `Bearer ${forA}` } });
+    expect(atApi.status).toBe(401);
   });
 });

@@ -20,8 +20,10 @@
 //   removed (the real server drops it once it authenticated the request), other headers, the path
 //   and the query passed on, the answer streamed back; the test names where a Service's endpoint
 //   listens (onServiceProxy), else 503 "no endpoints available".
-// - TokenReview and SubjectAccessReview with RBAC-like grants (fake-access.ts). The kubeconfig's
-//   user "tester" (token fake-token) may create both reviews, as system:auth-delegator allows.
+// - TokenReview (with audiences), SubjectAccessReview and TokenRequest
+//   (POST /api/v1/namespaces/NS/serviceaccounts/NAME/token) with RBAC-like grants (fake-access.ts).
+//   The kubeconfig's user "tester" (token fake-token) may create both reviews, as
+//   system:auth-delegator allows; TokenRequest needs a grant and a service account (access.addServiceAccount).
 // It can be stopped (all connections cut) and started again on the same port.
 import type { ChildProcess } from 'node:child_process';
 import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
