@@ -54,7 +54,7 @@ async function run(f: RelayFlags): Promise<void> {
   const { toAgentPod } = await import('../remote/agent-pods.js');
   const log = createLogger(f.logLevel);
   let listen: { host?: string; port: number };
-  let target;
+  let target: ReturnType<typeof loadApiTarget>;
   try {
     listen = parseListen(f.listen);
     target = loadApiTarget(f.kubeconfig);

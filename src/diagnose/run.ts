@@ -90,7 +90,7 @@ export async function runLive(flags: DiagnoseFlags, nodeName: string): Promise<D
 
 /** Diagnoses an offline bundle (collected by `clbprobe collect`, or made by hand). */
 export function runFromBundle(flags: DiagnoseFlags): { result: DiagnoseResult; nodeName: string } {
-  let b;
+  let b: ReturnType<typeof readBundle>;
   try {
     b = readBundle(flags.from!, {
       ...(flags.nodeName ? { nodeName: flags.nodeName } : {}),

@@ -26,7 +26,7 @@ export async function resolveFamily(sock: NetlinkSocket, name: string): Promise<
   const req = genlMessage(GENL_ID_CTRL, NLM_F_REQUEST | NLM_F_ACK, CTRL_CMD_GETFAMILY, 1)
     .attrString(CTRL_ATTR_FAMILY_NAME, name)
     .finish();
-  let replies;
+  let replies: Awaited<ReturnType<typeof sock.request>>;
   try {
     replies = await sock.request(req, `genl: resolve family ${name}`);
   } catch (e) {
