@@ -19,7 +19,8 @@ export function register(program: Command): void {
     .option('--kubeconfig <file>', 'read the cluster from the API with this kubeconfig (default without --cluster-file: in-cluster service account)')
     .option('--api-timeout <seconds>', 'give up on the API after this long', '20')
     .option('--node-name <name>', 'this node in the cluster view (default: $NODE_NAME, else the hostname)')
-    .option('--json', 'print findings and warnings as JSON')
+    .option('--json', 'print findings and warnings as JSON (each fix that changes a Kubernetes object is in its finding\'s `fixes`)')
+    .option('--fix-commands', 'print only the fixes that change a Kubernetes object, as kubectl commands, each with what it changes for clients (clbprobe applies none)')
     .option('--html <file>', 'also write the diagnosis as one self-contained HTML page (each active loop drawn, with its conntrack legs), e.g. for an incident ticket')
     .option('--netns <name>', 'diagnose the network namespace NAME (/var/run/netns/NAME) or a path instead of this one')
     .option('--from <dir>', 'diagnose an offline bundle (clbprobe collect --out DIR, or standard command outputs; see src/bundle/README.md)')
@@ -32,12 +33,14 @@ Examples:
   clbprobe diagnose --cluster-file cluster.json --json | jq '.findings[] | select(.severity=="active")'
   clbprobe diagnose --from ./node-a-bundle               a bundle collected on (or hand-made from) another node
   clbprobe diagnose --from ./node-a-bundle --html node-a.html   the same, plus a page to attach to the ticket
+  clbprobe diagnose --from ./node-a-bundle --fix-commands      e.g. kubectl -n shop patch service web --type merge -p '{"spec":{"externalTrafficPolicy":"Cluster"}}'
 
 Exit codes: 0 nothing active, 1 an active loopback was found (conntrack shows it), 2 errors.`,
     )
     .action(async (flags: DiagnoseFlags) => {
       try {
-        const [{ runFromBundle, runLive, writeHtmlReport }, { hasActive }, { renderJson, renderText, wantColor }] = await Promise.all([
+        if (flags.fixCommands && flags.json) throw new UserError('diagnose: --fix-commands and --json exclude each other (the JSON has each finding\'s fixes)');
+        const [{ runFromBundle, runLive, writeHtmlReport }, { hasActive }, { renderFixCommands, renderJson, renderText, wantColor }] = await Promise.all([
           import('../diagnose/run.js'),
           import('../detect/index.js'),
           import('../detect/render.js'),
@@ -51,7 +54,11 @@ Exit codes: 0 nothing active, 1 an active loopback was found (conntrack shows it
           result = await runLive(flags, nodeName);
         }
         process.stdout.write(
-          flags.json ? renderJson(result, nodeName) : renderText(result, { color: wantColor(process.stdout), nodeName }),
+          flags.fixCommands
+            ? renderFixCommands(result.findings)
+            : flags.json
+              ? renderJson(result, nodeName)
+              : renderText(result, { color: wantColor(process.stdout), nodeName }),
         );
         if (flags.html) {
           writeHtmlReport(flags.html, result, { nodeName, generatedAt: new Date().toISOString(), source: flags.from ? `bundle ${flags.from}` : 'live' });

@@ -24,6 +24,27 @@ export interface FindingOf<M extends string> {
   remedy: string;
   /** For a loop seen in conntrack: the path of its first example, leg by leg (reports draw it). */
   path?: LoopPath;
+  /** The remedy's changes to Kubernetes objects (fixes.ts), for active and risk findings; clbprobe applies none. */
+  fixes?: FixChange[];
+}
+
+/** The object changes a remedy names (fixes.ts makes them). */
+export type FixKind = 'etp-cluster' | 'tencent-prevent-loopback' | 'aws-preserve-client-ip-off' | 'source-ranges-add-pods';
+
+/** A JSON merge patch (RFC 7386) or a JSON patch (RFC 6902), as `kubectl patch --type` names them. */
+export type FixPatch =
+  | { type: 'merge'; body: Record<string, unknown> }
+  | { type: 'json'; body: { op: 'add'; path: string; value: unknown }[] };
+
+/** One change to a Kubernetes object, as data and as the command that makes it. */
+export interface FixChange {
+  kind: FixKind;
+  object: { apiVersion: 'v1'; kind: 'Service'; namespace: string; name: string };
+  patch: FixPatch;
+  /** What the change does to the Service's clients (what they lose, what it costs). */
+  effect: string;
+  /** `kubectl -n NS patch service NAME --type T -p 'PATCH'`, shell-quoted. */
+  command: string;
 }
 
 /** An endpoint of a loop's path, as ip:port (IPv6 in brackets). */

@@ -3,7 +3,8 @@
 // remedies, the conntrack observations the correlator keeps and the README's Findings reference
 // are all read from there.
 import type { DetectContext } from './context-types.js';
-import type { FindingOf } from './core-types.js';
+import type { ServiceView } from '../cluster/types.js';
+import type { FindingOf, FixChange } from './core-types.js';
 import type { ObsKind, Observations } from './correlator.js';
 
 /** A mitigation a detector may credit (remedies.ts says how each is seen). */
@@ -23,5 +24,10 @@ export interface DetectorDef<M extends string = string> {
   observes: readonly ObsKind[];
   /** Its row of the README's Findings reference: what happens, and the fix in short. */
   readme: { what: string; fix: string };
+  /**
+   * The parts of the fix that are a change to the Service (fixes.ts), for its active and risk
+   * findings; absent when the fix is outside Kubernetes objects (kube-proxy, the LB, the clients).
+   */
+  changes?(s: ServiceView, ctx: DetectContext): FixChange[];
   detect(ctx: DetectContext, obs: Observations): FindingOf<M>[];
 }

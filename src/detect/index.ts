@@ -24,7 +24,19 @@ export function compareFindings(a: Finding, b: Finding): number {
 
 function runDetectors(ctx: DetectContext, obs: Observations): Finding[] {
   const out: Finding[] = [];
-  for (const d of DETECTORS) out.push(...d.detect(ctx, obs));
+  let byPort: Map<string, ServiceView> | undefined;
+  const key = (ns: string, name: string, protocol: string, port: number) => `${ns}/${name}/${protocol}/${port}`;
+  for (const d of DETECTORS) {
+    for (const f of d.detect(ctx, obs)) {
+      if (d.changes && f.severity !== 'info') {
+        byPort ??= new Map(ctx.services.map((s) => [key(s.namespace, s.name, s.protocol, s.port), s]));
+        const s = byPort.get(key(f.service.namespace, f.service.name, f.port.protocol, f.port.port));
+        const fixes = s ? d.changes(s, ctx) : [];
+        if (fixes.length > 0) f.fixes = fixes;
+      }
+      out.push(f);
+    }
+  }
   return out.sort(compareFindings);
 }
 

@@ -3,6 +3,7 @@
 // forwards it unchanged to this node's NodePort, and the reply goes straight
 // to the pod. Active: the correlator paired the two conntrack entries of the
 // same pod:p. Risk: the path leaves the node and nothing rewrites the source.
+import { awsPreserveClientIpOff, etpCluster, isTencent, tencentPreventLoopback } from './fixes.js';
 import type { ServiceView } from '../cluster/types.js';
 import type { DetectContext } from './context-types.js';
 import type { Observations } from './correlator.js';
@@ -30,6 +31,7 @@ export const l4Loop: DetectorDef<'L4-loop'> = {
     what: "pod→LB-IP traffic leaves the node (IPVS mode with the LB IP not bound on kube-ipvs0, or iptables mode), the L4 LB keeps the client address and picks this node: the reply skips the LB and the connect hangs",
     fix: "call the Service by DNS name/ClusterIP; TKE `service.cloud.tencent.com/prevent-loopback: \"true\"`; externalTrafficPolicy: Cluster (SNAT to the node IP); with ETP=Local, anti-affinity between clients and backends",
   },
+  changes: (s) => [...etpCluster(s), ...(isTencent(s) ? tencentPreventLoopback(s) : []), ...awsPreserveClientIpOff(s)],
   detect: detectL4Loop,
 };
 

@@ -2,6 +2,7 @@
 // traffic from KUBE-MARK-MASQ (iptables KUBE-XLB/KUBE-EXT, IPVS
 // KUBE-LOAD-BALANCER-LOCAL), so the LB sees the pod IP and its own
 // anti-loopback cannot tell the packet came from a backend node.
+import { etpCluster } from './fixes.js';
 import type { DetectContext } from './context-types.js';
 import type { Observations } from './correlator.js';
 import { endpointsLine, finding } from './evidence.js';
@@ -23,6 +24,7 @@ export const noSnat: DetectorDef<'no-SNAT'> = {
     what: "externalTrafficPolicy=Local makes kube-proxy skip masquerade for pod→LB-IP traffic, so the LB's own anti-loopback cannot recognise the node",
     fix: "externalTrafficPolicy: Cluster, or DNS name; anti-affinity if ETP=Local is needed",
   },
+  changes: (s) => etpCluster(s),
   detect: detectNoSnat,
 };
 

@@ -103,6 +103,7 @@ function findingHtml(f: Finding): string {
   if (f.path) out.push(loopSvg(f.path), legsTable(f.path));
   if (f.evidence.length > 0) out.push('<div>evidence:</div>', `<pre>${f.evidence.map(escapeHtml).join('\n')}</pre>`);
   if (f.mechanism !== 'proxy-mode' || f.severity !== 'info') out.push(`<div class="fix"><b>fix:</b> ${escapeHtml(f.remedy)}</div>`);
+  for (const x of f.fixes ?? []) out.push(`<div class="fix"><code>${escapeHtml(x.command)}</code><br>for clients: ${escapeHtml(x.effect)}</div>`);
   out.push('</div>');
   return out.join('');
 }

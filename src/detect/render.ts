@@ -1,7 +1,7 @@
 // Rendering findings: grouped by Service for a terminal (colour only on a
 // TTY with NO_COLOR unset), or as JSON for machines.
 import { printable } from '../printable.js';
-import type { DiagnoseResult, Finding, Severity } from './types.js';
+import type { DiagnoseResult, Finding, FixChange, Severity } from './types.js';
 
 export interface RenderOptions {
   color: boolean;
@@ -59,6 +59,7 @@ export function renderText(result: DiagnoseResult, opts: RenderOptions): string 
       if (f.evidence.length > 0) lines.push(paint(c, 'dim', '      evidence:'));
       for (const e of f.evidence) lines.push(`        ${printable(e)}`);
       if (f.severity !== 'info' || f.mechanism !== 'proxy-mode') lines.push(...wrap(`fix: ${printable(f.remedy)}`, 100, '      '));
+      for (const x of f.fixes ?? []) lines.push(`      ${paint(c, 'dim', '$')} ${printable(x.command)}`, ...wrap(printable(`(${x.effect})`), 100, '        '));
     }
   }
   if (result.warnings.length > 0) {
@@ -70,4 +71,28 @@ export function renderText(result: DiagnoseResult, opts: RenderOptions): string 
 
 export function renderJson(result: DiagnoseResult, nodeName?: string): string {
   return `${JSON.stringify({ node: nodeName, ...result }, null, 2)}\n`;
+}
+
+/**
+ * The findings' object changes as kubectl commands, each once, under the Services and findings
+ * that ask for it and what it changes for clients; clbprobe applies none of them.
+ */
+export function renderFixCommands(findings: Finding[]): string {
+  const byCommand = new Map<string, { fix: FixChange; why: string[] }>();
+  for (const f of findings) {
+    for (const fix of f.fixes ?? []) {
+      const e = byCommand.get(fix.command) ?? { fix, why: [] };
+      const why = `${f.mechanism} ${f.severity} on ${f.port.protocol} ${f.port.port}`;
+      if (!e.why.includes(why)) e.why.push(why);
+      byCommand.set(fix.command, e);
+    }
+  }
+  if (byCommand.size === 0) return "# No finding's fix is a change to a Kubernetes object.\n";
+  const lines = ['# Fixes that change a Kubernetes object. clbprobe applies none: review each, then run it.'];
+  for (const { fix, why } of byCommand.values()) {
+    lines.push('', printable(`# ${fix.object.namespace}/${fix.object.name}: ${why.join('; ')}`));
+    lines.push(...wrap(printable(`for clients: ${fix.effect}`), 98, '#   '));
+    lines.push(printable(fix.command));
+  }
+  return `${lines.join('\n')}\n`;
 }

@@ -5,6 +5,7 @@
 // filter table's KUBE-PROXY-FIREWALL drops the rest; before, KUBE-FW-X ends in
 // KUBE-MARK-DROP. nftables: firewall-ips sends the LB IP to a firewall-* chain
 // that drops sources outside the ranges.
+import { sourceRangesAddPods } from './fixes.js';
 import type { DetectContext } from './context-types.js';
 import type { FindingOf } from './core-types.js';
 import type { DetectorDef } from './detector.js';
@@ -22,6 +23,7 @@ export const sourceRanges: DetectorDef<'source-ranges'> = {
     what: "the Service's `loadBalancerSourceRanges` leave out this node's pods, and kube-proxy enforces them on the node: pods calling the LB IP are dropped before the LB sees them (timeouts). iptables: `KUBE-FW-*` then the filter table's `KUBE-PROXY-FIREWALL` (`KUBE-MARK-DROP` before 1.25); nftables: `firewall-ips` and its `firewall-*` chain; the rules are the evidence",
     fix: 'DNS name or ClusterIP from inside the cluster; or add the pod CIDR (and node IPs) to `loadBalancerSourceRanges`',
   },
+  changes: (s, ctx) => sourceRangesAddPods(s, ctx),
   detect: detectSourceRanges,
 };
 

@@ -18,6 +18,7 @@ import { netnsPath } from '../netns-path.js';
 
 export interface DiagnoseFlags {
   json?: boolean;
+  fixCommands?: boolean;
   html?: string;
   nodeName?: string;
   clusterFile?: string;

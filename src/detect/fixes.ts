@@ -1,0 +1,97 @@
+// The fixes that are a change to a Kubernetes object, as data (the object and a patch) and as the
+// kubectl command that makes it, with what the change costs the Service's clients. clbprobe only
+// prints them: applying one is the owner's decision.
+import { AWS_TG_ATTRIBUTES } from '../cluster/lb-client-address.js';
+import { TENCENT_PREVENT_LOOPBACK } from '../cluster/annotations.js';
+import type { ServiceView } from '../cluster/types.js';
+import type { DetectContext } from './context-types.js';
+import type { FixChange, FixKind, FixPatch } from './core-types.js';
+import { isAws } from './remedies.js';
+
+export type { FixChange, FixKind, FixPatch } from './core-types.js';
+
+/** POSIX shell quoting: bare when only safe characters, else single quotes. */
+export function shellQuote(s: string): string {
+  return /^[A-Za-z0-9._/:=@%+,-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
+}
+
+/** The kubectl arguments (after `kubectl`) that apply the patch to the Service. */
+export function fixArgs(c: Pick<FixChange, 'object' | 'patch'>): string[] {
+  return ['-n', c.object.namespace, 'patch', 'service', c.object.name, '--type', c.patch.type, '-p', JSON.stringify(c.patch.body)];
+}
+
+function change(s: ServiceView, kind: FixKind, patch: FixPatch, effect: string): FixChange {
+  const object = { apiVersion: 'v1' as const, kind: 'Service' as const, namespace: s.namespace, name: s.name };
+  return { kind, object, patch, effect, command: ['kubectl', ...fixArgs({ object, patch })].map(shellQuote).join(' ') };
+}
+
+/** ETP=Local → Cluster: kube-proxy then SNATs pod→LB traffic to the node IP. */
+export function etpCluster(s: ServiceView): FixChange[] {
+  if (s.externalTrafficPolicy !== 'Local') return [];
+  return [
+    change(
+      s,
+      'etp-cluster',
+      { type: 'merge', body: { spec: { externalTrafficPolicy: 'Cluster' } } },
+      'backends no longer see the client source IP (kube-proxy SNATs to a node IP), and outside traffic may take a second hop to a node with a backend',
+    ),
+  ];
+}
+
+const TENCENT_PREFIXES = ['service.cloud.tencent.com/', 'service.kubernetes.io/qcloud-', 'service.kubernetes.io/tke-'];
+
+export function isTencent(s: ServiceView): boolean {
+  return Object.keys(s.annotations.raw).some((k) => TENCENT_PREFIXES.some((p) => k.startsWith(p)));
+}
+
+/** TKE's prevent-loopback annotation, where it is not set to "true" already. */
+export function tencentPreventLoopback(s: ServiceView): FixChange[] {
+  if (s.annotations.tencentPreventLoopback === true) return [];
+  return [
+    change(
+      s,
+      'tencent-prevent-loopback',
+      { type: 'merge', body: { metadata: { annotations: { [TENCENT_PREVENT_LOOPBACK]: 'true' } } } },
+      'TKE only: kube-proxy binds the CLB VIP on every node, so in-cluster clients reach the backends without the CLB (no CLB access logs, ACLs or persistence for them), and the CLB health checks come from 100.64.0.0/10',
+    ),
+  ];
+}
+
+/**
+ * AWS NLB: preserve_client_ip.enabled=false in the target-group attributes, keeping the other
+ * attributes the annotation already lists (a merge patch replaces the whole value).
+ */
+export function awsPreserveClientIpOff(s: ServiceView): FixChange[] {
+  if (!isAws(s)) return [];
+  const attrs = (s.annotations.raw[AWS_TG_ATTRIBUTES] ?? '')
+    .split(',')
+    .map((a) => a.trim())
+    .filter((a) => a !== '');
+  if (attrs.some((a) => a.replace(/\s+/g, '') === 'preserve_client_ip.enabled=false')) return [];
+  const value = [...attrs.filter((a) => !a.startsWith('preserve_client_ip.enabled')), 'preserve_client_ip.enabled=false'].join(',');
+  return [
+    change(
+      s,
+      'aws-preserve-client-ip-off',
+      { type: 'merge', body: { metadata: { annotations: { [AWS_TG_ATTRIBUTES]: value } } } },
+      'backends see the NLB’s private address instead of the client IP (add proxy-protocol to keep it); needs the AWS Load Balancer Controller, the in-tree controller ignores it',
+    ),
+  ];
+}
+
+/**
+ * This node's pod CIDRs appended to spec.loadBalancerSourceRanges (a JSON patch: the existing
+ * ranges are not in the view, and a merge patch would replace them).
+ */
+export function sourceRangesAddPods(s: ServiceView, ctx: DetectContext): FixChange[] {
+  const pods = ctx.input.local.podCidrs;
+  if (pods.length === 0) return [];
+  return [
+    change(
+      s,
+      'source-ranges-add-pods',
+      { type: 'json', body: pods.map((cidr) => ({ op: 'add', path: '/spec/loadBalancerSourceRanges/-', value: cidr })) },
+      `the LB and kube-proxy admit connections from ${pods.join(', ')} (this node's pods); every other node's pod CIDR needs the same`,
+    ),
+  ];
+}
