@@ -300,6 +300,15 @@ struct pkt {
   __u8 v4;
 };
 
+// A port in host order. Verifiers before 6.x (5.10's, 6.1's) take a byte
+// swap's result as an unknown 64-bit scalar, so the port indexes the NodePort
+// bitmap only after a mask clang cannot drop (it knows the value is 16-bit).
+static __always_inline __u16 port_of(__be16 net) {
+  __u32 v = bpf_ntohs(net);
+  asm volatile("%[v] &= 0xffff" : [v] "+r"(v));
+  return v;
+}
+
 static __always_inline int has_ports(__u8 proto) {
   return proto == IPPROTO_TCP || proto == IPPROTO_UDP || proto == IPPROTO_SCTP;
 }
@@ -405,8 +414,8 @@ static __noinline int parse_copy(struct __sk_buff *skb, struct pkt *p) {
   if (!has_ports(p->proto)) return -1;
   __be16 ports[2];
   if (bpf_skb_load_bytes(skb, off, ports, sizeof ports) < 0) return -1;
-  p->sport = bpf_ntohs(ports[0]);
-  p->dport = bpf_ntohs(ports[1]);
+  p->sport = port_of(ports[0]);
+  p->dport = port_of(ports[1]);
   return 0;
 }
 
@@ -422,8 +431,8 @@ static __always_inline int rest4(const struct iphdr *ip, void *end, struct pkt *
   p->dst.a4 = ip->daddr;
   const __be16 *ports = (const void *)ip + ip->ihl * 4;
   if ((void *)(ports + 2) > end) return 1;
-  p->sport = bpf_ntohs(ports[0]);
-  p->dport = bpf_ntohs(ports[1]);
+  p->sport = port_of(ports[0]);
+  p->dport = port_of(ports[1]);
   return 0;
 }
 
@@ -451,8 +460,8 @@ static __always_inline int rest6(const struct ipv6hdr *ip, void *end, struct pkt
   __builtin_memcpy(p->dst.a6, &ip->daddr, 16);
   const __be16 *ports = l4;
   if ((void *)(ports + 2) > end) return 1;
-  p->sport = bpf_ntohs(ports[0]);
-  p->dport = bpf_ntohs(ports[1]);
+  p->sport = port_of(ports[0]);
+  p->dport = port_of(ports[1]);
   return 0;
 }
 
@@ -628,7 +637,7 @@ int clbp_egress(struct __sk_buff *skb) {
     // a port without an entry ends here; rest4 checks all before a match).
     const __be16 *ports = (const void *)ip + ip->ihl * 4;
     if ((void *)(ports + 2) > end) goto copy;
-    if (!vip_maybe(va, bpf_ntohs(ports[1]), ip->protocol)) return TC_ACT_UNSPEC;
+    if (!vip_maybe(va, port_of(ports[1]), ip->protocol)) return TC_ACT_UNSPEC;
     struct pkt q;
     int r = rest4(ip, end, &q);
     if (r > 0) goto copy;
@@ -645,7 +654,7 @@ int clbp_egress(struct __sk_buff *skb) {
     if (has_ports(ip->nexthdr)) {  // no extension headers: the port, as for IPv4
       const __be16 *ports = (const void *)(ip + 1);
       if ((void *)(ports + 2) > end) goto copy;
-      if (!vip_maybe(va, bpf_ntohs(ports[1]), ip->nexthdr)) return TC_ACT_UNSPEC;
+      if (!vip_maybe(va, port_of(ports[1]), ip->nexthdr)) return TC_ACT_UNSPEC;
     }
     struct pkt q;
     int r = rest6(ip, end, &q);

@@ -1,5 +1,6 @@
 // Contents of the eBPF program's maps: target sets -> map entries (what they must
 // hold; ebpf-sync.ts writes the changes), and counters <- per-CPU values.
+import { isSyscallError } from '../native/addon.js';
 import type { BpfAddon } from '../native/bpf.js';
 import {
   COUNTER_KEY_SIZE,
@@ -283,6 +284,11 @@ export function syncMap(addon: BpfAddon, fd: number, current: MapContents, next:
   }
 }
 
+/** The kernel has no batch lookup for this map type: ENOTSUPP (524), as 5.10 answers for per-CPU arrays. */
+export function batchUnsupported(e: unknown): boolean {
+  return isSyscallError(e) && (e.errno === 524 || e.code === 'EOPNOTSUPP');
+}
+
 /** Per-CPU values occupy one 8-byte-aligned slot per possible CPU. */
 export function perCpuStride(valueSize: number): number {
   return Math.ceil(valueSize / 8) * 8;
@@ -387,6 +393,8 @@ export class SlotMapReader {
   private readonly seen = Buffer.alloc(SLOTS_SEEN_VALUE_SIZE);
   private readonly key = Buffer.alloc(4);
   private readonly one: Buffer;
+  /** Set once the kernel refused a batch lookup of the slots (5.10: no batch ops on per-CPU arrays). */
+  private batchless = false;
 
   constructor(
     private readonly addon: BpfAddon,
@@ -416,8 +424,25 @@ export class SlotMapReader {
     return out;
   }
 
-  /** Every slot handed out, with batch lookups. */
+  /** Every slot handed out: with batch lookups, or one lookup per slot where the kernel has none for per-CPU arrays. */
   private readAll(used: number): CounterSample[] {
+    if (!this.batchless) {
+      try {
+        return this.readBatches(used);
+      } catch (e) {
+        if (!batchUnsupported(e)) throw e;
+        this.batchless = true;
+      }
+    }
+    const out: CounterSample[] = [];
+    for (let slot = 1; slot < used; slot++) {
+      this.key.writeUInt32LE(slot, 0);
+      if (this.addon.bpfMapLookup(this.fd, this.key, this.one)) this.sample(out, slot, this.one, 0);
+    }
+    return out;
+  }
+
+  private readBatches(used: number): CounterSample[] {
     const size = Math.min(used, this.batch);
     if (this.keys.length < size * 4) {
       this.keys = Buffer.alloc(size * 4);

@@ -29,11 +29,18 @@ export class CaptureError extends Error {
   }
 }
 
+/** The end of a verifier log, as libbpf prints it with a failed load. */
+const VERIFIER_LOG = /-- END PROG LOAD LOG --|processed \d+ insns/;
+
 /** Wraps an addon error: one line saying what failed and, for EPERM/EACCES, which capability to grant. */
 export function captureError(e: unknown, step: CaptureStep, what: string): CaptureError {
   if (e instanceof CaptureError) return e;
   const code = isSyscallError(e) ? e.code : 'EUNKNOWN';
   const detail = e instanceof Error ? e.message : String(e);
+  // The verifier's EACCES comes with its log: the program, not a privilege, is what this kernel refused.
+  if (step === 'load' && VERIFIER_LOG.test(detail)) {
+    return new CaptureError(`${what}: this kernel's verifier rejected the program (${detail})`, code, step);
+  }
   // bpf() itself refused: say whether a capability, seccomp or the kernel is why.
   const bpfCause = step === 'load' || step === 'maps' ? explainBpfRefusal(code, ownBpfPrivileges()) : undefined;
   if (bpfCause) return new CaptureError(`${what}: ${bpfCause} (${detail})`, code, step);

@@ -105,4 +105,27 @@ describe.skipIf(!isRoot)('counter slots on the real kernel', () => {
     setSeen(600, 1);
     expect(new SlotMapReader(addon, fd, seenFd, cpus, slots).read().map((x) => x.port)).toEqual([20499, 20599, 20699]);
   });
+  it('where the kernel has no batch lookup for per-CPU arrays (5.10 answers ENOTSUPP), reads every slot one by one, and tries no batch again', () => {
+    reset();
+    const slots = new SlotAllocator();
+    const ports = Array.from({ length: 10 }, (_, i) => 31000 + i);
+    for (const p of ports) slots.slot(counterKey(address16('10.0.0.150'), p, 6, 'to_lb', 'egress'));
+    for (let s = 1; s <= 9; s++) fill(s);
+    let batches = 0;
+    // The real map, with the batch call answered as 5.10's kernel answers it (errno 524, ENOTSUPP).
+    // (defineProperty: the addon's own functions are read-only, so an assignment would not shadow them.)
+    const old = Object.defineProperty(Object.create(addon) as typeof addon, 'bpfMapLookupBatch', {
+      value: () => {
+        batches++;
+        throw Object.assign(new Error('bpf_map_lookup_batch: Unknown error 524'), { errno: 524, code: 'Unknown error 524' });
+      },
+    });
+    const reader = new SlotMapReader(old, fd, seenFd, cpus, slots);
+    for (let round = 0; round < 2; round++) {
+      const got = reader.read();
+      expect(got.map((x) => x.port)).toEqual(ports.slice(0, 9));
+      got.forEach((x, i) => expect([x.packets, x.bytes]).toEqual([sumOver(i + 1), 100 * sumOver(i + 1)]));
+    }
+    expect(batches).toBe(1);
+  });
 });

@@ -18,7 +18,10 @@
 # installed) and builds a busybox initramfs into $CLBVM_CACHE/<key>, keyed by
 # this script's text; later runs only boot (~6 s under TCG).
 #
-# Env: CLBVM_CACHE (/var/cache/clbprobe-vm)  CLBVM_TIMEOUT (seconds, 300)
+# Env: CLBVM_KERNEL (unset: the machine's own linux-image-amd64; 5.10, 6.1 or 6.12: the
+#        linux-image-amd64 of Debian bullseye, bookworm or bookworm-backports, looked up
+#        through apt lists of its own under $CLBVM_CACHE/apt-<kernel>, never the machine's)
+#      CLBVM_CACHE (/var/cache/clbprobe-vm)  CLBVM_TIMEOUT (seconds, 300)
 #      CLBVM_MEM (MiB, 1536)  CLBVM_CPUS (2)  CLBVM_ACCEL (auto|tcg|kvm)
 #      CLBVM_MODULES (modprobe'd in the guest before SCRIPT)
 #      CLBVM_DEBUG=1 (print the whole guest kernel console on stderr afterwards)
@@ -35,12 +38,39 @@ self=$(readlink -f "$0")
 root=${CLBVM_CACHE:-/var/cache/clbprobe-vm}
 # Keyed on the text of the preparation only (between the cache-key markers):
 # changing how a VM runs does not cost a new kernel download.
-cache=$root/$(sed -n '/^# cache-key: begin$/,/^# cache-key: end$/p' "$self" | cksum | cut -d' ' -f1)
+kernel=${CLBVM_KERNEL:-}
+case $kernel in
+  '') suites= ;;
+  5.10) suites='debian bullseye|debian-security bullseye-security' ;;
+  6.1) suites='debian bookworm|debian-security bookworm-security' ;;
+  6.12) suites='debian bookworm-backports' ;;
+  *) echo "run-in-vm: CLBVM_KERNEL=$kernel: expected 5.10, 6.1 or 6.12" >&2; exit 125 ;;
+esac
+key=$(sed -n '/^# cache-key: begin$/,/^# cache-key: end$/p' "$self" | cksum | cut -d' ' -f1)
+cache=$root/$key${kernel:+-$kernel}
+
+# A named kernel's suite gets apt lists and caches of its own: the machine's
+# sources and package cache stay as they are.
+apt_opts=()
+if [ -n "$suites" ]; then
+  priv=$root/apt-$kernel
+  apt_opts=(-o "Dir::Etc::SourceList=$priv/sources.list" -o Dir::Etc::SourceParts=/dev/null
+    -o "Dir::State::Lists=$priv/lists" -o "Dir::Cache=$priv/cache" -o APT::Sandbox::User=root)
+fi
 
 # The kernel package name changes with every Debian kernel ABI bump; the
-# metapackage's dependency names the current one.
+# metapackage's dependency names the current one (the newest, with several suites).
 kernel_pkg() {
-  { apt-cache depends linux-image-amd64 2>/dev/null || true; } | sed -n 's/^ *Depends: \(linux-image-[0-9].*\)$/\1/p;T;q'
+  { apt-cache "${apt_opts[@]}" depends linux-image-amd64 2>/dev/null || true; } | sed -n 's/^ *Depends: \(linux-image-[0-9].*\)$/\1/p' | sort -V | tail -1
+}
+apt_update() {
+  if [ -n "$suites" ]; then
+    mkdir -p "$priv/lists/partial" "$priv/cache/archives/partial"
+    echo "$suites" | tr '|' '\n' | while read -r dir suite; do
+      echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/$dir $suite main"
+    done > "$priv/sources.list"
+  fi
+  apt-get -q "${apt_opts[@]}" update >&2
 }
 
 # cache-key: begin
@@ -50,11 +80,13 @@ prepare() (
   trap 'rm -rf "$tmp"' EXIT
   chmod 755 "$tmp"
   pkg=$(kernel_pkg)
-  if [ -z "$pkg" ]; then apt-get -q update >&2; pkg=$(kernel_pkg); fi
-  [ -n "$pkg" ] || { echo "run-in-vm: apt knows no linux-image-amd64 dependency" >&2; exit 1; }
-  (cd "$tmp" && { apt-get -q -o APT::Sandbox::User=root download "$pkg" >&2 || { apt-get -q update >&2 && apt-get -q -o APT::Sandbox::User=root download "$pkg" >&2; }; })
+  if [ -z "$pkg" ]; then apt_update; pkg=$(kernel_pkg); fi
+  [ -n "$pkg" ] || { echo "run-in-vm: apt knows no linux-image-amd64 dependency${kernel:+ in $suites}" >&2; exit 1; }
+  (cd "$tmp" && { apt-get -q "${apt_opts[@]}" -o APT::Sandbox::User=root download "$pkg" >&2 || { apt_update && apt-get -q "${apt_opts[@]}" -o APT::Sandbox::User=root download "$pkg" >&2; }; })
   dpkg -x "$tmp"/"$pkg"_*.deb "$tmp/k"
   rm -f "$tmp"/*.deb
+  # Packages built for merged /usr ship their modules there; depmod -b looks under lib/.
+  if [ ! -d "$tmp/k/lib/modules" ] && [ -d "$tmp/k/usr/lib/modules" ]; then mkdir -p "$tmp/k/lib"; mv "$tmp/k/usr/lib/modules" "$tmp/k/lib/"; fi
   ver=$(ls "$tmp/k/lib/modules")
   depmod -b "$tmp/k" "$ver" # dpkg -x does not run the postinst that makes modules.dep
 
@@ -73,8 +105,14 @@ prepare() (
   for m in virtio_pci 9pnet_virtio 9p overlay virtio_console; do
     modprobe -d "$tmp/k" -S "$ver" --show-depends "$m"
   done | awk '$1 == "insmod" && !seen[$2]++ { print $2 }' | while read -r m; do
-    cp "$m" "$tmp/ir/mod/"
-    echo "${m##*/}" >> "$tmp/ir/mod/order"
+    f=${m##*/}
+    # busybox insmod takes plain .ko files; newer Debian kernels ship them xz- or zstd-compressed.
+    case $f in
+      *.xz) f=${f%.xz}; xz -dc "$m" > "$tmp/ir/mod/$f" ;;
+      *.zst) f=${f%.zst}; zstd -qdc "$m" > "$tmp/ir/mod/$f" ;;
+      *) cp "$m" "$tmp/ir/mod/" ;;
+    esac
+    echo "$f" >> "$tmp/ir/mod/order"
   done
   cat > "$tmp/ir/init" <<'EOF'
 #!/bin/busybox sh
@@ -115,8 +153,10 @@ mkdir -p "$root"
   # Caches of other versions of the preparation are dead weight (~400 MB each);
   # one used in the last day may belong to another checkout running right now.
   for d in "$root"/*; do
-    case ${d##*/} in *[!0-9]* | '') continue ;; esac
-    [ "$d" != "$cache" ] && [ -d "$d" ] || continue
+    case ${d##*/} in [0-9]*) ;; *) continue ;; esac
+    # Other kernels of this preparation are not dead weight.
+    case ${d##*/} in "$key" | "$key"-*) continue ;; esac
+    [ -d "$d" ] || continue
     u=$d; [ -e "$d/used" ] && u=$d/used
     [ -n "$(find "$u" -maxdepth 0 -newermt '-1 day')" ] || rm -rf "$d"
   done
