@@ -18,7 +18,7 @@
 // instead of "node-17": JSON.parse interns strings of up to 10 characters, not longer ones.
 import { PerformanceObserver } from 'node:perf_hooks';
 import { writeHeapSnapshot } from 'node:v8';
-import { assembleClusterView, parsersFor, type ParsedObjects } from '../src/cluster/build.js';
+import { assembleClusterView, NO_GATEWAY_API, parsersFor, type ParsedObjects } from '../src/cluster/build.js';
 import { LbServiceIndex } from '../src/cluster/lb-index.js';
 import { ObjectStore } from '../src/cluster/object-store.js';
 import { ServiceIndex } from '../src/agent/service-index.js';
@@ -118,6 +118,7 @@ const view = await step('cluster view', () =>
       endpointSlices: stores.endpointSlices.values(),
       ingresses: [],
       nodes: stores.nodes.values(),
+      ...NO_GATEWAY_API,
     } as ParsedObjects,
     { nodeName: BENCH_NODE.name },
   ),

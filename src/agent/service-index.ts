@@ -4,7 +4,7 @@
 // Rebuilt whenever either changes; lookups are O(1).
 import type { ClusterView, ServiceView } from '../cluster/types.js';
 import type { CounterSample, Proto, Targets } from '../capture/targets.js';
-import { endpointPort, INGRESS_PORTS, LbServiceIndex } from '../cluster/lb-index.js';
+import { endpointPort, l7Listeners, LbServiceIndex } from '../cluster/lb-index.js';
 import { key, type Key } from '../model/address-key.js';
 import { protocolOfNumber as protoOf } from '../model/protocol.js';
 import type { LocalAddresses } from '../detect/types.js';
@@ -16,14 +16,14 @@ import { lowerProtocolOf, protocolNumber, type ServiceProtocol } from '../model/
 /**
  * The LB VIP:ports through which a Service port is reached, as the agent counts them (see
  * LbServiceIndex.vipServices): its own LB ingress IPs at its port, and the VIPs of Ingresses that
- * route to it at 80/443 TCP (an L7 LB; its loop comes back on the NodePort). Visited rather than
+ * route to it at 80/443 TCP or of Gateways at their listeners' ports (an L7 LB; its loop comes back on the NodePort). Visited rather than
  * listed, with index loops: the index builds call this for every Service port, and under
  * --max-opt=2 (the DaemonSet's) lists per port and for-of iterator results were megabytes of
  * garbage per build at 5,000 Services (bench/cluster-heap.ts).
  */
 function eachVip(s: ServiceView, visit: (ip: string, protocol: ServiceProtocol, port: number) => void): void {
   for (let i = 0; i < s.lbIngress.length; i++) visit(s.lbIngress[i]!.ip, s.protocol, s.port);
-  for (let i = 0; i < s.ingressVips.length; i++) for (const port of INGRESS_PORTS) visit(s.ingressVips[i]!.ip, 'TCP', port);
+  for (let i = 0; i < s.ingressVips.length; i++) for (const l of l7Listeners(s.ingressVips[i]!)) visit(s.ingressVips[i]!.ip, l.protocol, l.port);
 }
 
 /** Whether `ip` is one of the Service port's VIPs, at any port. */

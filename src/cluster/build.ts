@@ -5,6 +5,18 @@ import { byText } from '../compare.js';
 import { interpretAnnotations, isPrivateIp } from './annotations.js';
 import { endpointsFor, indexEndpointSlices, parseEndpointSlice, SliceTables, type SliceEntry } from './endpoints.js';
 import { canonicalIp, FieldError, isObj, optArr, optInt, optObj, optStr, reqStr, strArr, strMap, type Obj } from './fields.js';
+import {
+  gatewayVipsFor,
+  indexGateways,
+  parseGateway,
+  parseGatewayClass,
+  parseReferenceGrant,
+  routeParser,
+  type GatewayClassEntry,
+  type GatewayEntry,
+  type ReferenceGrantEntry,
+  type RouteEntry,
+} from './gateway.js';
 import { indexIngresses, ingressVipsFor, parseIngress, type IngressEntry } from './ingress.js';
 import { compact, parseOne, parseParts, valuesOf, type ClusterObjects, type Parsed, type SourcedObject } from './objects.js';
 import type { ClusterView, EndpointPorts, EndpointView, LbIngressIp, NodeView, ServiceView, TrafficPolicy } from './types.js';
@@ -32,13 +44,36 @@ export interface ServiceEntry {
   ports: PortFields[];
 }
 
-/** The four kinds, each object parsed on its own: what the watch keeps of each object. */
+/** The kinds, each object parsed on its own: what the watch keeps of each object. */
 export interface ParsedObjects {
   services: Iterable<Parsed<ServiceEntry>>;
   endpointSlices: Iterable<Parsed<SliceEntry | undefined>>;
   ingresses: Iterable<Parsed<IngressEntry>>;
   nodes: Iterable<Parsed<NodeView>>;
+  gatewayClasses: Iterable<Parsed<GatewayClassEntry>>;
+  gateways: Iterable<Parsed<GatewayEntry>>;
+  httpRoutes: Iterable<Parsed<RouteEntry>>;
+  grpcRoutes: Iterable<Parsed<RouteEntry>>;
+  tlsRoutes: Iterable<Parsed<RouteEntry>>;
+  tcpRoutes: Iterable<Parsed<RouteEntry>>;
+  udpRoutes: Iterable<Parsed<RouteEntry>>;
+  referenceGrants: Iterable<Parsed<ReferenceGrantEntry>>;
 }
+
+/** The Gateway API kinds of a cluster without Gateway API. */
+export const NO_GATEWAY_API = {
+  gatewayClasses: [],
+  gateways: [],
+  httpRoutes: [],
+  grpcRoutes: [],
+  tlsRoutes: [],
+  tcpRoutes: [],
+  udpRoutes: [],
+  referenceGrants: [],
+} as const satisfies Partial<ParsedObjects>;
+
+/** The route kinds' buckets, in the order their warnings are listed. */
+const ROUTE_BUCKETS = ['httpRoutes', 'grpcRoutes', 'tlsRoutes', 'tcpRoutes', 'udpRoutes'] as const;
 
 /** What one object of kind K parses to (an element of ParsedObjects[K]). */
 export type ParsedOf<K extends keyof ParsedObjects> = ParsedObjects[K] extends Iterable<infer T> ? T : never;
@@ -62,36 +97,50 @@ export function parsersFor(nodeName: string | undefined): Parsers {
     endpointSlices: (s) => parseEndpointSlice(s, nodeName, sliceTables),
     ingresses: parseIngress,
     nodes: (s) => parseOne(s, 'Node', false, parseNode),
+    gatewayClasses: parseGatewayClass,
+    gateways: parseGateway,
+    httpRoutes: routeParser('HTTPRoute'),
+    grpcRoutes: routeParser('GRPCRoute'),
+    tlsRoutes: routeParser('TLSRoute'),
+    tcpRoutes: routeParser('TCPRoute'),
+    udpRoutes: routeParser('UDPRoute'),
+    referenceGrants: parseReferenceGrant,
   };
 }
 
 export function buildClusterView(objects: ClusterObjects, opts: BuildOptions = {}): ClusterView {
   const parse = parsersFor(opts.nodeName);
-  return assembleClusterView(
-    {
-      services: objects.services.map(parse.services),
-      endpointSlices: objects.endpointSlices.map(parse.endpointSlices),
-      ingresses: objects.ingresses.map(parse.ingresses),
-      nodes: objects.nodes.map(parse.nodes),
-    },
-    opts,
-  );
+  const parsed = {} as { -readonly [K in keyof ParsedObjects]: ParsedOf<K>[] };
+  for (const kind of Object.keys(parse) as (keyof ParsedObjects)[]) {
+    (parsed as Record<string, unknown[]>)[kind] = objects[kind].map(parse[kind] as (s: SourcedObject) => unknown);
+  }
+  return assembleClusterView(parsed, opts);
 }
 
 /**
  * The view from objects parsed one by one (by `parsersFor(opts.nodeName)`); warnings in the order
- * slices, Ingresses, Services, Node.
+ * slices, Ingresses, Gateway API objects, Services, Node.
  */
 export function assembleClusterView(parsed: ParsedObjects, opts: BuildOptions = {}): ClusterView {
   const warnings = [...(opts.warnings ?? [])];
   const endpoints = indexEndpointSlices(valuesOf(parsed.endpointSlices, warnings));
   const ingresses = indexIngresses(valuesOf(parsed.ingresses, warnings));
+  const gateways = indexGateways({
+    classes: valuesOf(parsed.gatewayClasses, warnings),
+    gateways: valuesOf(parsed.gateways, warnings),
+    routes: ROUTE_BUCKETS.flatMap((b) => valuesOf(parsed[b], warnings)),
+    grants: valuesOf(parsed.referenceGrants, warnings),
+  });
   const services: ServiceView[] = [];
   for (const svc of valuesOf(parsed.services, warnings)) {
     for (const port of svc.ports) {
       const ingressVips = ingressVipsFor(ingresses, svc.namespace, svc.name, port.port, port.portName);
+      const gateway = gateways.size > 0 ? gatewayVipsFor(gateways, svc.namespace, svc.name, port.port) : undefined;
+      const l7Vips = gateway && gateway.vips.length > 0 ? [...ingressVips, ...gateway.vips] : ingressVips;
       const eps = endpointsFor(endpoints, svc.namespace, svc.name, port.portName, port.protocol);
-      services.push(serviceView(svc, port, orNone(ingressVips), orNone(eps.endpoints), eps.ports, eps.unmanaged));
+      const view = serviceView(svc, port, orNone(l7Vips), orNone(eps.endpoints), eps.ports, eps.unmanaged);
+      if (gateway && gateway.hostnames.length > 0) view.gatewayHostnames = gateway.hostnames;
+      services.push(view);
     }
   }
   // Watch stores hold objects in arrival order; the view is ordered so that equal states compare equal.
@@ -145,6 +194,7 @@ function serviceView(
     healthCheckNodePort: spec.healthCheckNodePort,
     loadBalancerClass: spec.loadBalancerClass,
     ingressVips,
+    gatewayHostnames: undefined,
     endpoints,
     endpointPorts,
     unmanagedEndpoints: unmanagedEndpoints || undefined,
@@ -165,7 +215,7 @@ function constant<T extends string>(list: readonly T[], value: string): T | unde
 type PortFields = Pick<ServiceView, 'portName' | 'protocol' | 'port' | 'targetPort' | 'nodePort'>;
 type SpecFields = Omit<
   ServiceView,
-  'namespace' | 'name' | keyof PortFields | 'ingressVips' | 'endpoints' | 'endpointPorts' | 'unmanagedEndpoints' | 'lbHostnameLookups'
+  'namespace' | 'name' | keyof PortFields | 'ingressVips' | 'gatewayHostnames' | 'endpoints' | 'endpointPorts' | 'unmanagedEndpoints' | 'lbHostnameLookups'
 >;
 
 function parseServicePort(p: unknown, path: string): PortFields {

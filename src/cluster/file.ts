@@ -25,11 +25,23 @@ export class ClusterFileError extends Error {
  * kind → [bucket, the apiVersions whose shape the builder reads]. EndpointSlices also in v1beta1:
  * what `kubectl get endpointslices -o json` prints on 1.17-1.20 (v1 was first served in 1.21).
  */
+/** The Gateway API versions whose fields the view reads (v1beta1 is v1's shape, still served). */
+const GATEWAY_VERSIONS = ['gateway.networking.k8s.io/v1', 'gateway.networking.k8s.io/v1beta1'];
+const GATEWAY_ALPHA_VERSIONS = ['gateway.networking.k8s.io/v1alpha2', 'gateway.networking.k8s.io/v1alpha3', 'gateway.networking.k8s.io/v1'];
+
 const KINDS: Record<string, [keyof ClusterObjects, readonly string[]]> = {
   Service: ['services', ['v1']],
   EndpointSlice: ['endpointSlices', ['discovery.k8s.io/v1', 'discovery.k8s.io/v1beta1']],
   Ingress: ['ingresses', ['networking.k8s.io/v1']],
   Node: ['nodes', ['v1']],
+  GatewayClass: ['gatewayClasses', GATEWAY_VERSIONS],
+  Gateway: ['gateways', GATEWAY_VERSIONS],
+  HTTPRoute: ['httpRoutes', GATEWAY_VERSIONS],
+  GRPCRoute: ['grpcRoutes', GATEWAY_VERSIONS],
+  TLSRoute: ['tlsRoutes', GATEWAY_ALPHA_VERSIONS],
+  TCPRoute: ['tcpRoutes', GATEWAY_ALPHA_VERSIONS],
+  UDPRoute: ['udpRoutes', GATEWAY_ALPHA_VERSIONS],
+  ReferenceGrant: ['referenceGrants', ['gateway.networking.k8s.io/v1beta1', 'gateway.networking.k8s.io/v1']],
 };
 
 export interface ClusterFileContents {

@@ -1,11 +1,12 @@
 // Hostname-only LBs become LBs with addresses: each Service port whose status
 // carries only hostnames gets the addresses this node's resolver returned for
-// them as LB ingress IPs (marked resolvedFrom), so every index built from the
+// them as LB ingress IPs (marked resolvedFrom), and each Gateway hostname that
+// routes to it as that Gateway's L7 VIPs, so every index built from the
 // view (counters, conntrack prefilter and kernel filter, loop correlation,
 // detectors) treats them as the VIPs they are. Pure.
 import { byText } from '../compare.js';
 import { isPrivateIp } from './annotations.js';
-import type { ClusterView, HostnameLookup, LbIngressIp, ServiceView } from './types.js';
+import type { ClusterView, HostnameLookup, L7Vip, LbIngressIp, ServiceView } from './types.js';
 
 /**
  * Every hostname the view's LB Services publish without an IP, once each, in the order a cap
@@ -17,10 +18,12 @@ export function lbHostnamesOf(view: ClusterView): string[] {
   const written = new Map<string, string[]>();
   const chosen = new Map<string, string[]>();
   const seen = new Set<string>();
-  const services = view.services.filter((s) => s.lbHostnames).sort((a, b) => byText(a.namespace, b.namespace) || byText(a.name, b.name) || a.port - b.port);
+  const services = view.services.filter((s) => s.lbHostnames || s.gatewayHostnames).sort((a, b) => byText(a.namespace, b.namespace) || byText(a.name, b.name) || a.port - b.port);
   for (const s of services) {
     const userChosen = new Set(s.chosenLbHostnames ?? []);
-    for (const h of s.lbHostnames ?? []) {
+    // A Gateway's hostname is its controller's word, as a Service's status hostname is the cloud's.
+    const gatewayNames = (s.gatewayHostnames ?? []).map((g) => g.hostname);
+    for (const h of [...(s.lbHostnames ?? []), ...gatewayNames]) {
       if (seen.has(h)) continue;
       seen.add(h);
       const byNamespace = userChosen.has(h) ? chosen : written;
@@ -49,28 +52,50 @@ function inTurns(byNamespace: Map<string, string[]>): string[] {
 export function withLbHostnames(view: ClusterView, lookups: ReadonlyMap<string, HostnameLookup>): ClusterView {
   let touched = false;
   const services = view.services.map((s): ServiceView => {
-    if (!s.lbHostnames) return s;
-    const found = s.lbHostnames.map((h) => lookups.get(h)).filter((l): l is HostnameLookup => l !== undefined);
-    if (found.length === 0) return s;
-    touched = true;
-    const seen = new Set(s.lbIngress.map((i) => i.ip));
-    const extra: LbIngressIp[] = [];
-    for (const l of found) {
-      for (const ip of l.addresses) {
-        if (seen.has(ip)) continue;
-        seen.add(ip);
-        // ipMode does not apply to an address kube-proxy never saw; VIP is the API's default.
-        extra.push({ ip, ipMode: 'VIP', hostname: l.hostname, resolvedFrom: l.hostname });
-      }
-    }
-    const lbIngress = extra.length > 0 ? [...s.lbIngress, ...extra] : s.lbIngress;
-    return {
-      ...s,
-      lbIngress,
-      lbHostnameLookups: found,
-      // As for IP LBs: internal by annotation, or when every address is one only a VPC routes.
-      internalLb: s.annotations.internalByAnnotation !== undefined || (lbIngress.length > 0 && lbIngress.every((i) => isPrivateIp(i.ip))),
-    };
+    const withGateways = s.gatewayHostnames ? withGatewayHostnames(s, lookups) : s;
+    if (withGateways !== s) touched = true;
+    return withServiceHostnames(withGateways, lookups, () => (touched = true));
   });
   return touched ? { ...view, services } : view;
+}
+
+/** The Gateway hostnames' addresses as that Gateway's L7 VIPs (each address once per Gateway). */
+function withGatewayHostnames(s: ServiceView, lookups: ReadonlyMap<string, HostnameLookup>): ServiceView {
+  const seen = new Set(s.ingressVips.map((iv) => `${iv.ingress}|${iv.ip}`));
+  const extra: L7Vip[] = [];
+  for (const { gateway, hostname } of s.gatewayHostnames ?? []) {
+    for (const ip of lookups.get(hostname)?.addresses ?? []) {
+      const k = `${gateway.gateway}|${ip}`;
+      if (seen.has(k)) continue;
+      seen.add(k);
+      extra.push({ ingress: gateway.gateway, ip, gateway, resolvedFrom: hostname });
+    }
+  }
+  return extra.length > 0 ? { ...s, ingressVips: [...s.ingressVips, ...extra] } : s;
+}
+
+/** A Service's own status hostnames' addresses as its LB ingress IPs. */
+function withServiceHostnames(s: ServiceView, lookups: ReadonlyMap<string, HostnameLookup>, touch: () => void): ServiceView {
+  if (!s.lbHostnames) return s;
+  const found = s.lbHostnames.map((h) => lookups.get(h)).filter((l): l is HostnameLookup => l !== undefined);
+  if (found.length === 0) return s;
+  touch();
+  const seen = new Set(s.lbIngress.map((i) => i.ip));
+  const extra: LbIngressIp[] = [];
+  for (const l of found) {
+    for (const ip of l.addresses) {
+      if (seen.has(ip)) continue;
+      seen.add(ip);
+      // ipMode does not apply to an address kube-proxy never saw; VIP is the API's default.
+      extra.push({ ip, ipMode: 'VIP', hostname: l.hostname, resolvedFrom: l.hostname });
+    }
+  }
+  const lbIngress = extra.length > 0 ? [...s.lbIngress, ...extra] : s.lbIngress;
+  return {
+    ...s,
+    lbIngress,
+    lbHostnameLookups: found,
+    // As for IP LBs: internal by annotation, or when every address is one only a VPC routes.
+    internalLb: s.annotations.internalByAnnotation !== undefined || (lbIngress.length > 0 && lbIngress.every((i) => isPrivateIp(i.ip))),
+  };
 }

@@ -5,12 +5,19 @@
 // Where the two readers differ on purpose, the index keeps both answers, named for what they mean.
 import { addTo, AddressPortMap, key, listOf, type Key, type OneOrMore } from '../model/address-key.js';
 import { slicePort } from './endpoints.js';
-import type { ClusterView, ServiceView } from './types.js';
+import type { ClusterView, L7Listener, L7Vip, ServiceView } from './types.js';
 
 type Svcs = OneOrMore<ServiceView>;
 
 /** Ingress LBs listen on HTTP and HTTPS whatever the backend Service port is. */
 export const INGRESS_PORTS: readonly number[] = [80, 443];
+
+const INGRESS_LISTENERS: readonly L7Listener[] = INGRESS_PORTS.map((port) => ({ protocol: 'TCP', port }));
+
+/** Where an L7 VIP listens: a Gateway at its routes' listeners, an Ingress at 80/443 TCP. */
+export function l7Listeners(iv: L7Vip): readonly L7Listener[] {
+  return iv.gateway?.listeners ?? INGRESS_LISTENERS;
+}
 
 /** The Service port has an address traffic can be matched against: an LB ingress IP, or an Ingress VIP routing to it. */
 export function hasLbAddress(s: ServiceView): boolean {
@@ -52,6 +59,8 @@ function addressedOf(v: Svcs | undefined): ServiceView[] | undefined {
   return some.length > 0 ? some : undefined;
 }
 
+const includes = <V extends object>(v: OneOrMore<V> | undefined, x: V): boolean => (Array.isArray(v) ? v.includes(x) : v === x);
+
 export class LbServiceIndex {
   /**
    * The Service ports loopback concerns, in the view's order: an LB ingress IP, an Ingress VIP,
@@ -67,8 +76,10 @@ export class LbServiceIndex {
   private readonly byLbVip = new AddressPortMap<ServiceView>();
   /** Own LB ingress IP, any port. */
   private readonly byLbIp = new Map<string, Svcs>();
-  /** Ingress VIP, any port (cluster IPs are canonical text, so text keys match as the address keys do). */
+  /** Ingress or Gateway VIP, any port (cluster IPs are canonical text, so text keys match as the address keys do). */
   private readonly byIngressVip = new Map<string, Svcs>();
+  /** Ingress or Gateway VIP at each port it listens on (l7Listeners). */
+  private readonly byL7VipPort = new AddressPortMap<ServiceView>();
   /** NodePort (any address) over `services`. */
   private readonly byNodePort = new Map<Key, Svcs>();
   /** Every endpoint of the `addressed` ports, at endpointPort(). */
@@ -94,7 +105,7 @@ export class LbServiceIndex {
         this.byLbVip.add(ip, s.protocol, s.port, s);
         addTo(this.byLbIp, ip, s);
       }
-      for (let i = 0; i < s.ingressVips.length; i++) addTo(this.byIngressVip, s.ingressVips[i]!.ip, s);
+      for (let i = 0; i < s.ingressVips.length; i++) this.addL7Vip(s.ingressVips[i]!, s);
       if (s.nodePort) addTo(this.byNodePort, key('', s.protocol, s.nodePort), s);
       const addressed = hasLbAddress(s);
       const eps = s.endpoints;
@@ -107,10 +118,20 @@ export class LbServiceIndex {
     this.indexOverlaps();
   }
 
+  /** Each Service port once per address and per address and listener, however many Ingresses or Gateways give it. */
+  private addL7Vip(iv: L7Vip, s: ServiceView): void {
+    if (!includes(this.byIngressVip.get(iv.ip), s)) addTo(this.byIngressVip, iv.ip, s);
+    for (const l of l7Listeners(iv)) {
+      if (!includes(this.byL7VipPort.get(iv.ip, l.protocol, l.port), s)) this.byL7VipPort.add(iv.ip, l.protocol, l.port, s);
+    }
+  }
+
   private indexOverlaps(): void {
     const keys = new Set<Key>();
-    for (const ip of this.byIngressVip.keys()) {
-      for (const port of INGRESS_PORTS) if (this.byLbVip.has(ip, 'TCP', port)) keys.add(key(ip, 'TCP', port));
+    for (const s of this.addressed) {
+      for (const iv of s.ingressVips) {
+        for (const l of l7Listeners(iv)) if (this.byLbVip.has(iv.ip, l.protocol, l.port)) keys.add(key(iv.ip, l.protocol, l.port));
+      }
     }
     if (keys.size === 0) return;
     const add = (k: Key, s: ServiceView) => {
@@ -121,7 +142,7 @@ export class LbServiceIndex {
     };
     for (const s of this.addressed) {
       for (const ing of s.lbIngress) add(key(ing.ip, s.protocol, s.port), s);
-      for (const iv of s.ingressVips) for (const port of INGRESS_PORTS) add(key(iv.ip, 'TCP', port), s);
+      for (const iv of s.ingressVips) for (const l of l7Listeners(iv)) add(key(iv.ip, l.protocol, l.port), s);
     }
   }
 
@@ -132,13 +153,14 @@ export class LbServiceIndex {
 
   /**
    * The Service ports reached through this VIP:port as the agent counts them: their own LB
-   * ingress IP at their port, and the VIP of an Ingress routing to them at 80/443 TCP (traffic to
-   * an L7 LB's VIP is the Service's too; its loop comes back on the NodePort). The detectors ask
-   * lbVipServices and ingressVipServices apart: the two are different mechanisms there.
+   * ingress IP at their port, and the VIP of an Ingress routing to them at 80/443 TCP or of a
+   * Gateway at its listeners' ports (traffic to an L7 LB's VIP is the Service's too; its loop
+   * comes back on the NodePort). The detectors ask lbVipServices and ingressVipServices apart:
+   * the two are different mechanisms there.
    */
   vipServices(ip: string, proto: string, port: number | undefined): ServiceView[] | undefined {
     const own = this.byLbVip.get(ip, proto, port);
-    const ingress = proto === 'TCP' && port !== undefined && INGRESS_PORTS.includes(port) ? this.byIngressVip.get(ip) : undefined;
+    const ingress = this.byL7VipPort.get(ip, proto, port);
     if (ingress === undefined) return listOf(own);
     if (own === undefined) return listOf(ingress);
     return this.vipOverlap.get(key(ip, proto, port));
@@ -149,7 +171,7 @@ export class LbServiceIndex {
     return listOf(this.byLbIp.get(ip));
   }
 
-  /** The Service ports behind this Ingress VIP (any port: the Ingress listens on 80/443). */
+  /** The Service ports behind this Ingress or Gateway VIP (any port: the detectors match the L7 loop by source address). */
   ingressVipServices(ip: string): ServiceView[] | undefined {
     return listOf(this.byIngressVip.get(ip));
   }

@@ -66,16 +66,53 @@ const node: Shape = fields({
   ...STATUS,
 });
 
+// Gateway API: names and refs only; listeners, addresses, rules' backendRefs and status parents.
+const objectRef = fields({ group: VALUE, kind: VALUE, namespace: VALUE, name: VALUE, sectionName: VALUE, port: VALUE });
+
+const gatewayClass: Shape = fields({ metadata: metadata(), spec: fields({ controllerName: VALUE }), ...STATUS });
+
+const gateway: Shape = fields({
+  metadata: metadata(),
+  spec: fields({
+    gatewayClassName: VALUE,
+    listeners: each(fields({ name: VALUE, port: VALUE, protocol: VALUE, allowedRoutes: fields({ namespaces: fields({ from: VALUE }) }) })),
+  }),
+  status: fields({ addresses: each(fields({ type: VALUE, value: VALUE })) }),
+  ...STATUS,
+});
+
+const route: Shape = fields({
+  metadata: metadata(),
+  spec: fields({ parentRefs: each(objectRef), rules: each(fields({ backendRefs: each(objectRef) })) }),
+  status: fields({ parents: each(fields({ parentRef: objectRef, conditions: each(fields({ type: VALUE, status: VALUE })) })) }),
+  ...STATUS,
+});
+
+const referenceGrant: Shape = fields({
+  metadata: metadata(),
+  spec: fields({ from: each(fields({ group: VALUE, kind: VALUE, namespace: VALUE })), to: each(fields({ group: VALUE, kind: VALUE, name: VALUE })) }),
+  ...STATUS,
+});
+
 /**
  * Each kind as one object of a list or watch, with the most the view keeps of one: a Service of
  * ~500 ports, an EndpointSlice of its 1,000 endpoints with v1beta1 topology, an Ingress of ~1,500
- * paths, a Node of 100 addresses. Past it the object is skipped, not held.
+ * paths, a Node of 100 addresses, a Gateway of its 64 listeners, a route of ~1,000 backendRefs.
+ * Past it the object is skipped, not held.
  */
 export const OBJECT_SHAPES = {
   services: unit('Service', 64 << 10, service),
   endpointSlices: unit('EndpointSlice', 1 << 20, endpointSlice),
   ingresses: unit('Ingress', 256 << 10, ingress),
   nodes: unit('Node', 64 << 10, node),
+  gatewayClasses: unit('GatewayClass', 16 << 10, gatewayClass),
+  gateways: unit('Gateway', 64 << 10, gateway),
+  httpRoutes: unit('HTTPRoute', 256 << 10, route),
+  grpcRoutes: unit('GRPCRoute', 256 << 10, route),
+  tlsRoutes: unit('TLSRoute', 256 << 10, route),
+  tcpRoutes: unit('TCPRoute', 256 << 10, route),
+  udpRoutes: unit('UDPRoute', 256 << 10, route),
+  referenceGrants: unit('ReferenceGrant', 64 << 10, referenceGrant),
 } satisfies Record<string, UnitShape>;
 
 /** A list page: its resourceVersion and continue token, and its items. */

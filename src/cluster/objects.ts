@@ -9,16 +9,37 @@ export interface SourcedObject {
   object: unknown;
 }
 
-/** The four kinds the view needs, already sorted by kind (a List's items, or the watch stores). */
+/** The kinds the view needs, already sorted by kind (a List's items, or the watch stores). */
 export interface ClusterObjects {
   services: SourcedObject[];
   endpointSlices: SourcedObject[];
   ingresses: SourcedObject[];
   nodes: SourcedObject[];
+  gatewayClasses: SourcedObject[];
+  gateways: SourcedObject[];
+  httpRoutes: SourcedObject[];
+  grpcRoutes: SourcedObject[];
+  tlsRoutes: SourcedObject[];
+  tcpRoutes: SourcedObject[];
+  udpRoutes: SourcedObject[];
+  referenceGrants: SourcedObject[];
 }
 
 export function emptyObjects(): ClusterObjects {
-  return { services: [], endpointSlices: [], ingresses: [], nodes: [] };
+  return {
+    services: [],
+    endpointSlices: [],
+    ingresses: [],
+    nodes: [],
+    gatewayClasses: [],
+    gateways: [],
+    httpRoutes: [],
+    grpcRoutes: [],
+    tlsRoutes: [],
+    tcpRoutes: [],
+    udpRoutes: [],
+    referenceGrants: [],
+  };
 }
 
 /** What a parser gets besides the object itself. */

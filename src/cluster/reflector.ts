@@ -23,6 +23,8 @@ export interface ReflectorOptions<T> {
   backoffMaxMs: number;
   /** A 403/404 on list means "this kind is not readable": synced empty with a note instead of failing. */
   optional?: boolean;
+  /** A kind a CRD may add (with `optional`): a 404 on list means "not installed", synced empty and `absent`, without a note. */
+  crd?: boolean;
   /**
    * Where an older API server serves the same kind (EndpointSlices in discovery.k8s.io/v1beta1 on
    * 1.17-1.20): a 404 on listing `path` switches to it, and `note` stays in the health as the
@@ -52,6 +54,8 @@ export interface ReflectorHealth {
   since: number;
   /** Milliseconds the last complete list took. */
   listMs?: number;
+  /** A `crd` kind the API server does not serve (404 on list). */
+  absent?: boolean;
 }
 
 type WatchEnd = 'closed' | 'expired' | 'stopped';
@@ -131,7 +135,8 @@ export class Reflector<T> {
         }
         if (this.o.optional && needList && (err.statusCode === 403 || err.statusCode === 404)) {
           this.store.clear();
-          this.setHealth({ synced: true, healthy: true, reason: `${this.o.name} not readable (${err.message}); treated as empty` });
+          if (this.o.crd && err.statusCode === 404) this.setHealth({ synced: true, healthy: true, absent: true });
+          else this.setHealth({ synced: true, healthy: true, reason: `${this.o.name} not readable (${err.message}); treated as empty` });
           await this.sleep(this.o.backoffMaxMs);
           continue;
         }

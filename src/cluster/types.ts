@@ -23,6 +23,35 @@ export interface LbIngressIp {
 }
 
 
+/** A port an L7 LB listens on: an Ingress' 80/443 TCP, or a Gateway listener's. */
+export interface L7Listener {
+  protocol: 'TCP' | 'UDP';
+  port: number;
+}
+
+/** The Gateway (gateway.networking.k8s.io) behind an L7 VIP, and how a route reaches the Service through it. */
+export interface GatewayFront {
+  /** "namespace/name" of the Gateway. */
+  gateway: string;
+  /** The first route seen to reach the Service port, "HTTPRoute namespace/name". */
+  route: string;
+  /** The listeners its routes attach to. */
+  listeners: readonly L7Listener[];
+  className: string;
+  /** The GatewayClass's spec.controllerName, when the class is known. */
+  controller?: string;
+}
+
+/** An L7 LB address that routes to a Service port: an Ingress' VIP, or a Gateway's address (`gateway` set). */
+export interface L7Vip {
+  /** "namespace/name" of the Ingress or Gateway. */
+  ingress: string;
+  ip: string;
+  gateway?: GatewayFront;
+  /** The Gateway hostname this address was resolved from by this node's resolver. */
+  resolvedFrom?: string;
+}
+
 /**
  * One endpoint of an EndpointSlice, held once whatever the number of ports the slice has: every
  * port of the Service that the slice serves lists this same object (its port number per Service
@@ -86,8 +115,10 @@ export interface ServiceView {
   chosenLbHostnames?: string[];
   /** This node's lookups of lbHostnames, when they were looked up (their addresses are in lbIngress). */
   lbHostnameLookups?: HostnameLookup[];
-  /** VIPs of Ingresses whose backends reference this Service port. */
-  ingressVips: { ingress: string; ip: string }[];
+  /** VIPs of Ingresses whose backends reference this Service port, and of Gateways whose routes do. */
+  ingressVips: L7Vip[];
+  /** Hostname addresses of Gateways routing to this Service port (resolved into ingressVips by cluster/lb-hostnames.ts); absent when none. */
+  gatewayHostnames?: { gateway: GatewayFront; hostname: string }[];
   externalIPs: string[];
   externalTrafficPolicy: TrafficPolicy;
   internalTrafficPolicy: TrafficPolicy;

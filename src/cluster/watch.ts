@@ -1,5 +1,5 @@
-// The live cluster view: list+watch of Services, EndpointSlices, Ingresses
-// and this Node, rebuilt into a ClusterView and handed to a callback,
+// The live cluster view: list+watch of Services, EndpointSlices, Ingresses,
+// the Gateway API kinds where installed, and this Node, rebuilt into a ClusterView and handed to a callback,
 // debounced (an endpoint rollout is dozens of events). While the API is away
 // the last good view is kept and marked fresh:false with the reason.
 import { byText } from '../compare.js';
@@ -36,7 +36,9 @@ export interface ClusterWatchOptions {
 type Kind = keyof ParsedObjects;
 
 /** Where each kind is listed and watched; `name` labels it in reasons and warnings. */
-const COLLECTIONS: { [K in Kind]: { name: string; path: string; optional?: boolean; fallback?: { path: string; note: string; neither: string } } } = {
+const COLLECTIONS: {
+  [K in Kind]: { name: string; path: string; optional?: boolean; crd?: boolean; fallback?: { path: string; note: string; neither: string } };
+} = {
   services: { name: 'services', path: '/api/v1/services' },
   endpointSlices: {
     name: 'endpointslices',
@@ -51,7 +53,23 @@ const COLLECTIONS: { [K in Kind]: { name: string; path: string; optional?: boole
   // Ingress VIPs only add L7 detail; an agent without RBAC for them still works.
   ingresses: { name: 'ingresses', path: '/apis/networking.k8s.io/v1/ingresses', optional: true },
   nodes: { name: 'node', path: '/api/v1/nodes' },
+  // Gateway API is a set of CRDs: a 404 is a cluster without it (or without that kind), no error.
+  gatewayClasses: gatewayApi('gatewayclasses', 'v1'),
+  gateways: gatewayApi('gateways', 'v1'),
+  httpRoutes: gatewayApi('httproutes', 'v1'),
+  grpcRoutes: gatewayApi('grpcroutes', 'v1'),
+  tlsRoutes: gatewayApi('tlsroutes', 'v1alpha2'),
+  tcpRoutes: gatewayApi('tcproutes', 'v1alpha2'),
+  udpRoutes: gatewayApi('udproutes', 'v1alpha2'),
+  referenceGrants: gatewayApi('referencegrants', 'v1beta1'),
 };
+
+function gatewayApi(resource: string, version: string): { name: string; path: string; optional: true; crd: true } {
+  return { name: resource, path: `/apis/gateway.networking.k8s.io/${version}/${resource}`, optional: true, crd: true };
+}
+
+/** The Gateway API kinds the view reads, for `gatewayApi()`. */
+const GATEWAY_KINDS = ['gatewayClasses', 'gateways', 'httpRoutes', 'grpcRoutes', 'tlsRoutes', 'tcpRoutes', 'udpRoutes', 'referenceGrants'] as const satisfies readonly Kind[];
 
 export class ClusterWatch {
   private readonly stores: { [K in Kind]: Reflector<ParsedOf<K>> };
@@ -81,6 +99,7 @@ export class ClusterWatch {
         backoffInitialMs: o.backoffInitialMs ?? 500,
         backoffMaxMs: o.backoffMaxMs ?? 30_000,
         optional: c.optional,
+        crd: c.crd,
         ...(c.fallback ? { fallback: c.fallback, onFallback: (m: string) => o.log?.warn({ source: 'cluster', reason: m }, m) } : {}),
         // Only what the view reads is kept of each object, as it arrives: a namespace's fat objects cost no heap.
         shape: OBJECT_SHAPES[kind],
@@ -92,7 +111,20 @@ export class ClusterWatch {
       this.reflectors.push(r);
       return r;
     };
-    this.stores = { services: make('services'), endpointSlices: make('endpointSlices'), ingresses: make('ingresses'), nodes: make('nodes') };
+    this.stores = {
+      services: make('services'),
+      endpointSlices: make('endpointSlices'),
+      ingresses: make('ingresses'),
+      nodes: make('nodes'),
+      gatewayClasses: make('gatewayClasses'),
+      gateways: make('gateways'),
+      httpRoutes: make('httpRoutes'),
+      grpcRoutes: make('grpcRoutes'),
+      tlsRoutes: make('tlsRoutes'),
+      tcpRoutes: make('tcpRoutes'),
+      udpRoutes: make('udpRoutes'),
+      referenceGrants: make('referenceGrants'),
+    };
   }
 
   start(): void {
@@ -125,12 +157,20 @@ export class ClusterWatch {
     const stale = this.staleReason();
     const now = new Date().toISOString();
     if (!stale) this.lastFreshAt = now;
-    const { services, endpointSlices, ingresses, nodes } = this.stores;
+    const st = this.stores;
     const parsed: ParsedObjects = {
-      services: services.store.values(),
-      endpointSlices: endpointSlices.store.values(),
-      ingresses: ingresses.store.values(),
-      nodes: nodes.store.values(),
+      services: st.services.store.values(),
+      endpointSlices: st.endpointSlices.store.values(),
+      ingresses: st.ingresses.store.values(),
+      nodes: st.nodes.store.values(),
+      gatewayClasses: st.gatewayClasses.store.values(),
+      gateways: st.gateways.store.values(),
+      httpRoutes: st.httpRoutes.store.values(),
+      grpcRoutes: st.grpcRoutes.store.values(),
+      tlsRoutes: st.tlsRoutes.store.values(),
+      tcpRoutes: st.tcpRoutes.store.values(),
+      udpRoutes: st.udpRoutes.store.values(),
+      referenceGrants: st.referenceGrants.store.values(),
     };
     return assembleClusterView(parsed, {
       nodeName: this.o.nodeName,
@@ -139,6 +179,16 @@ export class ClusterWatch {
       ...(this.lastFreshAt ? { syncedAt: this.lastFreshAt } : {}),
       warnings: notes,
     });
+  }
+
+  /**
+   * Whether the API server serves Gateway API: `absent` when every Gateway API kind answered 404
+   * (no CRDs), `up` when some kind is listed, `unknown` before the first lists.
+   */
+  gatewayApi(): 'up' | 'absent' | 'unknown' {
+    const health = GATEWAY_KINDS.map((k) => this.stores[k].health());
+    if (!health.every((h) => h.synced)) return 'unknown';
+    return health.every((h) => h.absent) ? 'absent' : 'up';
   }
 
   /** The objects left out of the view as too large, of every kind. */

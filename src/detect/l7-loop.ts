@@ -1,5 +1,5 @@
-// L7-loop: an L7 (Ingress) LB keeps the client IP and proxies to the
-// NodePort of the client's own node. The LB opens a new TCP connection, so
+// L7-loop: an L7 LB (an Ingress', or a Gateway's) keeps the client IP and
+// proxies to the NodePort of the client's own node. The LB opens a new TCP connection, so
 // the return leg has another source port: the correlator pairs the two legs
 // by source IP (and time, when conntrack timestamps are on).
 import type { DetectContext } from './context-types.js';
@@ -11,6 +11,7 @@ import { lbMayTargetNode } from './path.js';
 import { remedy } from './remedies.js';
 import type { FindingOf } from './core-types.js';
 import type { DetectorDef } from './detector.js';
+import type { GatewayFront, L7Vip, ServiceView } from '../cluster/types.js';
 
 export const l7Loop: DetectorDef<'L7-loop'> = {
   mechanism: 'L7-loop',
@@ -20,8 +21,8 @@ export const l7Loop: DetectorDef<'L7-loop'> = {
   credits: [],
   observes: ['l7'],
   readme: {
-    what: "an L7 (Ingress) LB keeps the client IP and proxies to a NodePort on the client's own node; it retries another backend after ~4 s",
-    fix: "L7 SNAT + keepalive on the LB, or call the backend Service by DNS name",
+    what: "an L7 LB (Ingress, or Gateway API Gateway) keeps the client IP and proxies to a NodePort on the client's own node; it retries another backend after ~4 s",
+    fix: "L7 SNAT + keepalive on the LB, or call the backend Service by DNS name; for a Gateway, its provider's ip targets, client-IP preservation off, or proxy protocol",
   },
   detect: detectL7Loop,
 };
@@ -29,11 +30,13 @@ export const l7Loop: DetectorDef<'L7-loop'> = {
 function detectL7Loop(ctx: DetectContext, obs: Observations): FindingOf<'L7-loop'>[] {
   const active = activeFindings(ctx, obs, {
     detector: l7Loop,
-    pathRoles: ['Ingress VIP', 'node NodePort'],
-    labels: ['to the Ingress VIP', 'LB re-opened to the NodePort'],
+    pathRoles: ([out], s) => [`${frontKind(l7VipOf(s, out!.orig.dst))} VIP`, 'node NodePort'],
+    labels: ['to the L7 LB VIP', 'LB re-opened to the NodePort'],
     summary: (g, [out, back]) =>
-      `${g.count} request(s) from ${out!.orig.src} to Ingress VIP ${out!.orig.dst}:${out!.orig.dport} were proxied back to this node's ` +
+      `${g.count} request(s) from ${out!.orig.src} to ${frontLabel(l7VipOf(g.svc, out!.orig.dst))} VIP ${out!.orig.dst}:${out!.orig.dport} were proxied back to this node's ` +
       `NodePort ${back!.orig.dst}:${back!.orig.dport} keeping the client IP: replies bypass the LB (4-second retries)`,
+    extraEvidence: (s) => gatewaysOf(s).map((gw) => gatewayLine(s, gw)),
+    extraRemedy: (s) => gatewayRemedy(gatewaysOf(s)),
   });
   const done = activePorts(active);
   const risks: FindingOf<'L7-loop'>[] = [];
@@ -41,17 +44,69 @@ function detectL7Loop(ctx: DetectContext, obs: Observations): FindingOf<'L7-loop
     if (s.ingressVips.length === 0 || s.nodePort === undefined || done.has(portKey(s, s.protocol, s.port))) continue;
     if (!lbMayTargetNode(s)) continue;
     for (const iv of s.ingressVips) {
+      const evidence = [`${frontLabel(iv)} VIP ${vipText(iv)} → ${s.namespace}/${s.name}:${s.port} NodePort ${s.nodePort}`];
+      if (iv.gateway) evidence.push(gatewayLine(s, iv.gateway));
+      evidence.push(endpointsLine(s));
+      const unseen = 'Whether the LB has L7 SNAT/keepalive enabled is not visible from the node.';
+      const extra = iv.gateway ? `${gatewayRemedy([iv.gateway])} ${unseen}` : unseen;
       risks.push(
         finding(
           s,
           'L7-loop',
           'risk',
-          `Ingress ${iv.ingress} (VIP ${iv.ip}) proxies to NodePort ${s.nodePort}: pods on this node calling ${iv.ip} can be sent back to their own node`,
-          [`Ingress ${iv.ingress} VIP ${iv.ip} → ${s.namespace}/${s.name}:${s.port} NodePort ${s.nodePort}`, endpointsLine(s)],
-          remedy(l7Loop, undefined, 'Whether the LB has L7 SNAT/keepalive enabled is not visible from the node.'),
+          `${frontLabel(iv)} (VIP ${vipText(iv)}) proxies to NodePort ${s.nodePort}: pods on this node calling ${iv.ip} can be sent back to their own node`,
+          evidence,
+          remedy(l7Loop, undefined, extra),
         ),
       );
     }
   }
   return [...active, ...risks];
+}
+
+/** The Ingress or Gateway address a connection went to, when the Service port has it. */
+function l7VipOf(s: ServiceView, ip: string): L7Vip | undefined {
+  return s.ingressVips.find((iv) => iv.ip === ip);
+}
+
+const frontKind = (iv: L7Vip | undefined): string => (iv?.gateway ? 'Gateway' : 'Ingress');
+
+const frontLabel = (iv: L7Vip | undefined): string => (iv ? `${frontKind(iv)} ${iv.ingress}` : 'Ingress');
+
+/** The address, with the Gateway hostname it was resolved from. */
+const vipText = (iv: L7Vip): string => (iv.resolvedFrom ? `${iv.ip} (${iv.resolvedFrom})` : iv.ip);
+
+/** The Gateways that route to the Service port, each once. */
+function gatewaysOf(s: ServiceView): GatewayFront[] {
+  const byName = new Map<string, GatewayFront>();
+  for (const iv of s.ingressVips) if (iv.gateway && !byName.has(iv.gateway.gateway)) byName.set(iv.gateway.gateway, iv.gateway);
+  return [...byName.values()];
+}
+
+function gatewayLine(s: ServiceView, gw: GatewayFront): string {
+  const listeners = gw.listeners.map((l) => `${l.port}/${l.protocol}`).join(', ');
+  const controller = gw.controller ? `, controller ${gw.controller}` : '';
+  return `Gateway ${gw.gateway} (class ${gw.className || '(none)'}${controller}) listeners ${listeners}: ${gw.route} → ${s.namespace}/${s.name}:${s.port}`;
+}
+
+/** The Gateway-specific fix: name each Gateway, and its provider's options for the client address. */
+function gatewayRemedy(gateways: GatewayFront[]): string | undefined {
+  if (gateways.length === 0) return undefined;
+  return gateways.map((gw) => `Gateway ${gw.gateway}: ${providerOptions(gw.controller ?? '')}`).join(' ');
+}
+
+function providerOptions(controller: string): string {
+  const generic =
+    'make its LB stop bringing the client address to this node: target type ip (pods) instead of instance (NodePorts), ' +
+    'client-IP preservation off, or proxy protocol with the LB connecting from its own address.';
+  if (/gateway\.k8s\.aws|eks\.amazonaws\.com/.test(controller)) {
+    return (
+      `${generic} AWS Load Balancer Controller: a TargetGroupConfiguration with targetType: ip, ` +
+      'target group attribute preserve_client_ip.enabled=false (NLB), or proxy_protocol_v2.enabled=true.'
+    );
+  }
+  if (/networking\.gke\.io/.test(controller)) return `${generic} GKE: container-native (NEG) backends, the default for Gateway.`;
+  if (/alibabacloud|aliyun/.test(controller)) return `${generic} Alibaba ALB: server group type Ip instead of Server.`;
+  if (/tencent|tke/.test(controller)) return `${generic} Tencent CLB: direct access to pods (ENI) and SNAT, or the CLB's proxy protocol.`;
+  return generic;
 }

@@ -21,7 +21,7 @@ export interface ActiveSpec<M extends string> {
   labels: string[];
   summary(g: ObsGroup, first: ConntrackEntry[]): string;
   /** For paired examples: the roles of the outbound destination and the return leg's target, for the drawn path. */
-  pathRoles?: [string, string];
+  pathRoles?: [string, string] | ((first: ConntrackEntry[], s: ServiceView) => [string, string]);
   /** The LB IP the mitigations are looked up for. */
   vipOf?(first: ConntrackEntry[], s: ServiceView): string | undefined;
   /** Lines added after the entries (e.g. the hostname lookup behind a resolved VIP). */
@@ -48,7 +48,8 @@ export function activeFindings<M extends string>(ctx: DetectContext, obs: Observ
     const credits = spec.harmlessWhenCredited ? credited(spec.detector, m) : [];
     const summary = spec.summary(g, first) + (credits.length > 0 ? `; harmless here: ${credits.join('; ')}` : '');
     const f = finding(g.svc, spec.detector.mechanism, credits.length > 0 ? 'info' : 'active', summary, evidence, fix);
-    if (first.length === 2 && spec.pathRoles) f.path = loopPath(first[0]!, first[1]!, spec.labels, spec.pathRoles);
+    const roles = typeof spec.pathRoles === 'function' ? spec.pathRoles(first, g.svc) : spec.pathRoles;
+    if (first.length === 2 && roles) f.path = loopPath(first[0]!, first[1]!, spec.labels, roles);
     return f;
   });
 }

@@ -22,6 +22,16 @@ export function endpointSliceV1beta1(slice: Obj): Obj {
   return s;
 }
 
+/** Gateway API kinds (their CRDs: test/fixtures/gateway-api/crds.yaml), created at their own apiVersion. */
+const GATEWAY_PLURALS: Record<string, string> = {
+  GatewayClass: 'gatewayclasses',
+  Gateway: 'gateways',
+  HTTPRoute: 'httproutes',
+  GRPCRoute: 'grpcroutes',
+  TCPRoute: 'tcproutes',
+  ReferenceGrant: 'referencegrants',
+};
+
 async function ensureNamespace(cp: ControlPlane, name: string): Promise<void> {
   const r = await cp.request('POST', '/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
   if (r.status !== 201 && r.status !== 409) throw new Error(`namespace ${name}: ${r.status} ${JSON.stringify(r.body).slice(0, 300)}`);
@@ -54,8 +64,11 @@ export async function createObject(cp: ControlPlane, input: Obj): Promise<string
     case 'Node':
       collection = '/api/v1/nodes';
       break;
-    default:
-      throw new Error(`createObject: kind ${String(o.kind)} is not handled`);
+    default: {
+      const plural = GATEWAY_PLURALS[o.kind as string];
+      if (!plural || typeof o.apiVersion !== 'string') throw new Error(`createObject: kind ${String(o.kind)} is not handled`);
+      collection = `/apis/${o.apiVersion}/${ns ? `namespaces/${ns}/` : ''}${plural}`;
+    }
   }
   if (ns) await ensureNamespace(cp, ns);
   await cp.create(collection, o);

@@ -14,7 +14,8 @@ import { endpointSliceV1beta1 } from '../../support/kube-objects.js';
 
 const FIX = new URL('../../fixtures/cluster/', import.meta.url).pathname;
 const LIMITS: ReduceLimits = { maxValueBytes: DEFAULT_API_LIMITS.maxValueBytes, maxUnitBytes: DEFAULT_API_LIMITS.maxEventBytes };
-const KINDS = ['services', 'endpointSlices', 'ingresses', 'nodes'] as const;
+const KINDS = Object.keys(OBJECT_SHAPES) as (keyof typeof OBJECT_SHAPES)[];
+const BUNDLES = new URL('../../fixtures/bundles/', import.meta.url).pathname;
 
 /** Each object as the watcher reads it from the API: its JSON text through its kind's shape. */
 function reduced(objects: ClusterObjects): ClusterObjects {
@@ -32,6 +33,7 @@ function reduced(objects: ClusterObjects): ClusterObjects {
 const clusters: [string, unknown][] = [
   ['kubectl-list.json', JSON.parse(readFileSync(`${FIX}kubectl-list.json`, 'utf8'))],
   ['malformed-objects.json', JSON.parse(readFileSync(`${FIX}malformed-objects.json`, 'utf8'))],
+  ['Gateway API: GatewayClass, Gateway, HTTPRoute (bundles/l7-gateway-loop)', JSON.parse(readFileSync(`${BUNDLES}l7-gateway-loop/cluster.json`, 'utf8'))],
   ['the demo lab (ETP Local)', clusterList('Local')],
   ['the demo lab (ETP Cluster)', clusterList('Cluster')],
   ['the demo lab as 1.20 serves it (v1beta1: the node in topology)', v1beta1(clusterList('Local') as { items: Record<string, unknown>[] })],

@@ -1,0 +1,295 @@
+// Gateway API (gateway.networking.k8s.io) → which Service ports a Gateway's addresses reach, and
+// at which listener ports. A Service port is reached when a route attached to the Gateway (its
+// status says Accepted=True for that parent, or, with no status yet, its parentRef names the
+// Gateway) has a backendRef to the Service and port; a backendRef into another namespace counts
+// only where a ReferenceGrant in that namespace allows it.
+import { canonicalIp, FieldError, isObj, optArr, optInt, optObj, optStr, reqStr } from './fields.js';
+import { parseOne, parseParts, type Parsed, type SourcedObject } from './objects.js';
+import type { GatewayFront, L7Listener } from './types.js';
+
+export const GATEWAY_GROUP = 'gateway.networking.k8s.io';
+
+/** The route kinds the view follows, and the listener protocols each attaches to (Gateway API's defaults). */
+export const ROUTE_KINDS = {
+  HTTPRoute: ['HTTP', 'HTTPS'],
+  GRPCRoute: ['HTTP', 'HTTPS'],
+  TLSRoute: ['TLS'],
+  TCPRoute: ['TCP'],
+  UDPRoute: ['UDP'],
+} as const satisfies Record<string, readonly string[]>;
+export type RouteKind = keyof typeof ROUTE_KINDS;
+
+export interface GatewayClassEntry {
+  name: string;
+  controllerName: string;
+}
+
+interface Listener {
+  name: string;
+  port: number;
+  protocol: string;
+  /** allowedRoutes.namespaces.from: Same (default), All or Selector. */
+  from: string;
+}
+
+export interface GatewayEntry {
+  namespace: string;
+  name: string;
+  className: string;
+  listeners: Listener[];
+  ips: string[];
+  hostnames: string[];
+}
+
+interface ObjectRef {
+  group: string;
+  kind: string;
+  namespace: string;
+  name: string;
+  sectionName?: string;
+  port?: number;
+}
+
+export interface RouteEntry {
+  kind: RouteKind;
+  namespace: string;
+  name: string;
+  parentRefs: ObjectRef[];
+  /** Parents whose status condition Accepted is True; undefined when the route has no status.parents. */
+  acceptedParents?: ObjectRef[];
+  backends: { namespace: string; name: string; port: number }[];
+}
+
+export interface ReferenceGrantEntry {
+  namespace: string;
+  from: { group: string; kind: string; namespace: string }[];
+  to: { group: string; kind: string; name?: string }[];
+}
+
+export function parseGatewayClass(s: SourcedObject): Parsed<GatewayClassEntry> {
+  return parseOne(s, 'GatewayClass', false, (o, ctx) => ({
+    name: ctx.name,
+    controllerName: optStr(optObj(o.spec, 'spec')?.controllerName, 'spec.controllerName') ?? '',
+  }));
+}
+
+export function parseGateway(s: SourcedObject): Parsed<GatewayEntry> {
+  return parseOne(s, 'Gateway', true, (o, ctx) => {
+    const spec = optObj(o.spec, 'spec') ?? {};
+    const listeners = parseParts(optArr(spec.listeners, 'spec.listeners'), 'spec.listeners', ctx.warn, (l, path) => {
+      if (!isObj(l)) throw new FieldError(`${path} is not an object`);
+      const port = optInt(l.port, `${path}.port`, 1, 65535);
+      if (port === undefined) throw new FieldError(`${path}.port is missing`);
+      const namespaces = optObj(optObj(l.allowedRoutes, `${path}.allowedRoutes`)?.namespaces, `${path}.allowedRoutes.namespaces`);
+      return {
+        name: optStr(l.name, `${path}.name`) ?? '',
+        port,
+        protocol: reqStr(l.protocol, `${path}.protocol`),
+        from: optStr(namespaces?.from, `${path}.allowedRoutes.namespaces.from`) ?? 'Same',
+      };
+    });
+    const ips: string[] = [];
+    const hostnames: string[] = [];
+    const status = optObj(o.status, 'status');
+    parseParts(optArr(status?.addresses, 'status.addresses'), 'status.addresses', ctx.warn, (a, path) => {
+      if (!isObj(a)) throw new FieldError(`${path} is not an object`);
+      const type = optStr(a.type, `${path}.type`) ?? 'IPAddress';
+      if (type === 'IPAddress') ips.push(canonicalIp(a.value, `${path}.value`));
+      else if (type === 'Hostname') hostnames.push(reqStr(a.value, `${path}.value`).trim().toLowerCase().replace(/\.$/, ''));
+      // NamedAddress and implementation-specific types name nothing a packet carries.
+    });
+    return {
+      namespace: ctx.namespace,
+      name: ctx.name,
+      className: optStr(spec.gatewayClassName, 'spec.gatewayClassName') ?? '',
+      listeners,
+      ips,
+      hostnames,
+    };
+  });
+}
+
+function objectRef(v: unknown, path: string, defaults: { group: string; kind: string; namespace: string }): ObjectRef {
+  if (!isObj(v)) throw new FieldError(`${path} is not an object`);
+  const ref: ObjectRef = {
+    group: optStr(v.group, `${path}.group`) ?? defaults.group,
+    kind: optStr(v.kind, `${path}.kind`) ?? defaults.kind,
+    namespace: optStr(v.namespace, `${path}.namespace`) || defaults.namespace,
+    name: reqStr(v.name, `${path}.name`),
+  };
+  const section = optStr(v.sectionName, `${path}.sectionName`);
+  if (section) ref.sectionName = section;
+  const port = optInt(v.port, `${path}.port`, 1, 65535);
+  if (port !== undefined) ref.port = port;
+  return ref;
+}
+
+const isAccepted = (conditions: unknown, path: string): boolean =>
+  optArr(conditions, path).some((c) => isObj(c) && c.type === 'Accepted' && c.status === 'True');
+
+export function routeParser(kind: RouteKind): (s: SourcedObject) => Parsed<RouteEntry> {
+  return (s) =>
+    parseOne(s, kind, true, (o, ctx) => {
+      const spec = optObj(o.spec, 'spec') ?? {};
+      const parentDefaults = { group: GATEWAY_GROUP, kind: 'Gateway', namespace: ctx.namespace };
+      const parentRefs = parseParts(optArr(spec.parentRefs, 'spec.parentRefs'), 'spec.parentRefs', ctx.warn, (p, path) => objectRef(p, path, parentDefaults));
+      const statusParents = optArr(optObj(o.status, 'status')?.parents, 'status.parents');
+      const acceptedParents =
+        statusParents.length === 0
+          ? undefined
+          : parseParts(statusParents, 'status.parents', ctx.warn, (p, path) => {
+              if (!isObj(p)) throw new FieldError(`${path} is not an object`);
+              return isAccepted(p.conditions, `${path}.conditions`) ? objectRef(p.parentRef, `${path}.parentRef`, parentDefaults) : undefined;
+            }).filter((r): r is ObjectRef => r !== undefined);
+      const backends: RouteEntry['backends'] = [];
+      optArr(spec.rules, 'spec.rules').forEach((rule, r) => {
+        const refs = isObj(rule) ? optArr(rule.backendRefs, `spec.rules[${r}].backendRefs`) : [];
+        const parsed = parseParts(refs, `spec.rules[${r}].backendRefs`, ctx.warn, (b, path) => {
+          const ref = objectRef(b, path, { group: '', kind: 'Service', namespace: ctx.namespace });
+          if (ref.group !== '' || ref.kind !== 'Service') return undefined;
+          if (ref.port === undefined) throw new FieldError(`${path}.port is missing (required for a Service)`);
+          return { namespace: ref.namespace, name: ref.name, port: ref.port };
+        });
+        for (const b of parsed) if (b) backends.push(b);
+      });
+      return { kind, namespace: ctx.namespace, name: ctx.name, parentRefs, acceptedParents, backends };
+    });
+}
+
+export function parseReferenceGrant(s: SourcedObject): Parsed<ReferenceGrantEntry> {
+  return parseOne(s, 'ReferenceGrant', true, (o, ctx) => {
+    const spec = optObj(o.spec, 'spec') ?? {};
+    const from = parseParts(optArr(spec.from, 'spec.from'), 'spec.from', ctx.warn, (f, path) => {
+      if (!isObj(f)) throw new FieldError(`${path} is not an object`);
+      return { group: optStr(f.group, `${path}.group`) ?? '', kind: reqStr(f.kind, `${path}.kind`), namespace: reqStr(f.namespace, `${path}.namespace`) };
+    });
+    const to = parseParts(optArr(spec.to, 'spec.to'), 'spec.to', ctx.warn, (t, path) => {
+      if (!isObj(t)) throw new FieldError(`${path} is not an object`);
+      const name = optStr(t.name, `${path}.name`);
+      return { group: optStr(t.group, `${path}.group`) ?? '', kind: reqStr(t.kind, `${path}.kind`), ...(name ? { name } : {}) };
+    });
+    return { namespace: ctx.namespace, from, to };
+  });
+}
+
+/** The parsed Gateway API objects of a view. */
+export interface GatewayObjects {
+  classes: GatewayClassEntry[];
+  gateways: GatewayEntry[];
+  routes: RouteEntry[];
+  grants: ReferenceGrantEntry[];
+}
+
+/** One Gateway address routing to a backend Service port, at the listeners the route attached to. */
+interface GatewayRoute {
+  front: GatewayFront;
+  ips: string[];
+  hostnames: string[];
+  port: number;
+}
+
+/** Gateway routes by "namespace/serviceName". */
+export type GatewayIndex = Map<string, GatewayRoute[]>;
+
+/** A backendRef into another namespace is allowed by a ReferenceGrant there (Gateway API's rule). */
+function granted(grants: readonly ReferenceGrantEntry[], route: RouteEntry, backend: { namespace: string; name: string }): boolean {
+  if (backend.namespace === route.namespace) return true;
+  return grants.some(
+    (g) =>
+      g.namespace === backend.namespace &&
+      g.from.some((f) => f.group === GATEWAY_GROUP && f.kind === route.kind && f.namespace === route.namespace) &&
+      g.to.some((t) => t.group === '' && t.kind === 'Service' && (t.name === undefined || t.name === backend.name)),
+  );
+}
+
+/** The Gateway's listeners a parentRef attaches the route to: by section name and port, of a protocol the route kind uses. */
+function attachedListeners(gw: GatewayEntry, ref: ObjectRef, route: RouteEntry, accepted: boolean): L7Listener[] {
+  const protocols: readonly string[] = ROUTE_KINDS[route.kind];
+  const out: L7Listener[] = [];
+  for (const l of gw.listeners) {
+    if (ref.sectionName !== undefined && l.name !== ref.sectionName) continue;
+    if (ref.port !== undefined && l.port !== ref.port) continue;
+    if (!protocols.includes(l.protocol)) continue;
+    // Without the controller's word, the listener's own namespace rule decides (a Selector's labels are not read).
+    if (!accepted && l.from === 'Same' && route.namespace !== gw.namespace) continue;
+    out.push({ protocol: l.protocol === 'UDP' ? 'UDP' : 'TCP', port: l.port });
+  }
+  return out;
+}
+
+const sameRef = (a: ObjectRef, b: ObjectRef): boolean =>
+  a.group === b.group && a.kind === b.kind && a.namespace === b.namespace && a.name === b.name && a.sectionName === b.sectionName && a.port === b.port;
+
+export function indexGateways(objects: GatewayObjects): GatewayIndex {
+  const index: GatewayIndex = new Map();
+  const classes = new Map(objects.classes.map((c) => [c.name, c.controllerName]));
+  const gateways = new Map(objects.gateways.map((g) => [`${g.namespace}/${g.name}`, g]));
+  for (const route of objects.routes) {
+    // A route the controller has judged attaches where it says; one without status where its refs say.
+    const parents = route.acceptedParents ?? route.parentRefs;
+    for (const ref of parents) {
+      if (ref.group !== GATEWAY_GROUP || ref.kind !== 'Gateway') continue;
+      // A status parent counts only for a parentRef the route still has.
+      if (route.acceptedParents && !route.parentRefs.some((p) => sameRef(p, ref))) continue;
+      const gw = gateways.get(`${ref.namespace}/${ref.name}`);
+      if (!gw || (gw.ips.length === 0 && gw.hostnames.length === 0)) continue;
+      const listeners = attachedListeners(gw, ref, route, route.acceptedParents !== undefined);
+      if (listeners.length === 0) continue;
+      const controller = classes.get(gw.className);
+      const front: GatewayFront = {
+        gateway: `${gw.namespace}/${gw.name}`,
+        route: `${route.kind} ${route.namespace}/${route.name}`,
+        listeners,
+        className: gw.className,
+        ...(controller ? { controller } : {}),
+      };
+      for (const b of route.backends) {
+        if (!granted(objects.grants, route, b)) continue;
+        const key = `${b.namespace}/${b.name}`;
+        const entry: GatewayRoute = { front, ips: gw.ips, hostnames: gw.hostnames, port: b.port };
+        const list = index.get(key);
+        if (list) list.push(entry);
+        else index.set(key, [entry]);
+      }
+    }
+  }
+  return index;
+}
+
+/** A Gateway hostname that routes to a Service port, before this node's resolver answered. */
+export interface GatewayHostname {
+  gateway: GatewayFront;
+  hostname: string;
+}
+
+/**
+ * The Gateway addresses that route to this Service port (as Ingress VIPs, with their Gateway),
+ * and its hostnames to resolve; each (Gateway, address) once, its listeners merged.
+ */
+export function gatewayVipsFor(
+  index: GatewayIndex,
+  namespace: string,
+  service: string,
+  port: number,
+): { vips: { ingress: string; ip: string; gateway: GatewayFront }[]; hostnames: GatewayHostname[] } {
+  const fronts = new Map<string, { front: GatewayFront; ips: string[]; hostnames: string[] }>();
+  for (const r of index.get(`${namespace}/${service}`) ?? []) {
+    if (r.port !== port) continue;
+    const known = fronts.get(r.front.gateway);
+    if (!known) {
+      fronts.set(r.front.gateway, { front: { ...r.front, listeners: [...r.front.listeners] }, ips: r.ips, hostnames: r.hostnames });
+      continue;
+    }
+    for (const l of r.front.listeners) {
+      if (!known.front.listeners.some((k) => k.port === l.port && k.protocol === l.protocol)) (known.front.listeners as L7Listener[]).push(l);
+    }
+  }
+  const vips: { ingress: string; ip: string; gateway: GatewayFront }[] = [];
+  const hostnames: GatewayHostname[] = [];
+  for (const { front, ips, hostnames: names } of fronts.values()) {
+    for (const ip of ips) vips.push({ ingress: front.gateway, ip, gateway: front });
+    for (const hostname of names) hostnames.push({ gateway: front, hostname });
+  }
+  return { vips, hostnames };
+}
+
