@@ -300,7 +300,7 @@ struct pkt {
   __u8 v4;
 };
 
-// A port in host order. Verifiers before 6.x (5.10's, 6.1's) take a byte
+// A port in host order. Older verifiers (5.10's) take a byte
 // swap's result as an unknown 64-bit scalar, so the port indexes the NodePort
 // bitmap only after a mask clang cannot drop (it knows the value is 16-bit).
 static __always_inline __u16 port_of(__be16 net) {

@@ -91,12 +91,20 @@ prepare() (
   depmod -b "$tmp/k" "$ver" # dpkg -x does not run the postinst that makes modules.dep
 
   # Boot the uncompressed vmlinux through its PVH entry: under TCG this skips
-  # ~4 s of the bzImage's own decompressor. It is the first xz stream in vmlinuz.
-  off=$( { LC_ALL=C grep -abo $'\xfd7zXZ' "$tmp/k/boot/vmlinuz-$ver" || true; } | LC_ALL=C sed -n 's/:.*//p;T;q')
-  [ -n "$off" ] || { echo "run-in-vm: no xz stream in vmlinuz-$ver" >&2; exit 1; }
-  tail -c +$((off + 1)) "$tmp/k/boot/vmlinuz-$ver" > "$tmp/vmlinux.xz" # (a pipe would end in SIGPIPE)
-  xz -dc --single-stream "$tmp/vmlinux.xz" > "$tmp/vmlinux"
-  rm "$tmp/vmlinux.xz"
+  # ~4 s of the bzImage's own decompressor. It is the first xz stream in vmlinuz
+  # (zstd in newer kernels); a kernel compressed otherwise boots as the bzImage.
+  z=$tmp/k/boot/vmlinuz-$ver
+  off=$( { LC_ALL=C grep -abo $'\xfd7zXZ' "$z" || true; } | LC_ALL=C sed -n 's/:.*//p;T;q')
+  zoff=$( { LC_ALL=C grep -abo $'\x28\xb5\x2f\xfd' "$z" || true; } | LC_ALL=C sed -n 's/:.*//p;T;q')
+  if [ -n "$off" ]; then
+    tail -c +$((off + 1)) "$z" > "$tmp/vmlinux.z" # (a pipe would end in SIGPIPE)
+    xz -dc --single-stream "$tmp/vmlinux.z" > "$tmp/vmlinux"
+  elif [ -n "$zoff" ]; then
+    tail -c +$((zoff + 1)) "$z" > "$tmp/vmlinux.z"
+    zstd -qdc "$tmp/vmlinux.z" > "$tmp/vmlinux" 2>/dev/null || true # the bzImage's trailer follows the frame
+  fi
+  [ "$(head -c 4 "$tmp/vmlinux" 2>/dev/null)" = $'\x7fELF' ] || cp "$z" "$tmp/vmlinux"
+  rm -f "$tmp/vmlinux.z"
 
   # Initramfs: static busybox plus the modules needed to reach the 9p root
   # (virtio-pci, 9p, overlay are modules in Debian's kernel) and the consoles.

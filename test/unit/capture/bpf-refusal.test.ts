@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { explainBpfRefusal, parseBpfPrivileges } from '../../../src/native/bpf-refusal.js';
+import { explainBpfRefusal, ownBpfPrivileges, parseBpfPrivileges, parseCapLastCap } from '../../../src/native/bpf-refusal.js';
 import { captureError } from '../../../src/capture/errors.js';
 
 const status = (name: string): string => readFileSync(join(import.meta.dirname, '../../fixtures/proc-status', name), 'utf8');
@@ -54,6 +54,45 @@ describe('explainBpfRefusal', () => {
   it('other errors and an unreadable status say nothing', () => {
     expect(explainBpfRefusal('EINVAL', privileges('four-caps-no-seccomp.txt'))).toBeUndefined();
     expect(explainBpfRefusal('EPERM', undefined)).toBeUndefined();
+  });
+});
+
+describe('kernels before 5.8 (no CAP_BPF): told apart from a missing grant, with the fallback and the opt-in', () => {
+  // What TKE's 5.4 and Alibaba Cloud Linux 2's 4.19 show: cap_last_cap 37 (CAP_AUDIT_READ); the
+  // runtime cannot add bits 38 and 39, so CapEff is the DaemonSet's NET_ADMIN and NET_RAW only.
+  const old = (name: string, capLastCap: number | undefined, kernel = '5.4.119-19-0009.11') => ({ ...privileges(name)!, capLastCap, kernel });
+
+  it('EPERM without CAP_BPF on a kernel whose capabilities end at 37: this kernel has no CAP_BPF, the cost, the component', () => {
+    const why = explainBpfRefusal('EPERM', old('no-bpf-cap.txt', 37));
+    expect(why).toMatch(/^this kernel has no CAP_BPF: 5\.4\.119-19-0009\.11 knows capabilities up to 37 \(CAP_BPF and CAP_PERFMON came with Linux 5\.8\), so bpf\(\) needs CAP_SYS_ADMIN/);
+    expect(why).toContain('counters fall back to pcap');
+    expect(why).toContain('conntrack events are filtered in user space');
+    expect(why).toContain('deploy/components/pre-5.8');
+    expect(explainBpfRefusal('EPERM', old('no-bpf-cap.txt', 38))).toMatch(/^this kernel has no CAP_BPF/); // 5.8-rc: PERFMON only
+  });
+
+  it('the same refusal where the kernel has CAP_BPF (cap_last_cap 39 and up) is a missing grant', () => {
+    expect(explainBpfRefusal('EPERM', old('no-bpf-cap.txt', 39))).toMatch(/^missing capability: CAP_BPF/);
+    expect(explainBpfRefusal('EPERM', old('no-bpf-cap.txt', 40))).toMatch(/^missing capability: CAP_BPF/);
+  });
+
+  it('an unreadable cap_last_cap is not taken as an old kernel', () => {
+    expect(explainBpfRefusal('EPERM', old('no-bpf-cap.txt', undefined))).toMatch(/^missing capability: CAP_BPF/);
+    expect(parseCapLastCap('37\n')).toBe(37);
+    expect(parseCapLastCap('')).toBeUndefined();
+    expect(parseCapLastCap('x')).toBeUndefined();
+  });
+
+  it('with CAP_SYS_ADMIN (the pre-5.8 component) an old kernel is no reason: the refusal is explained as on any kernel', () => {
+    // host-root.txt has every capability, CAP_SYS_ADMIN among them.
+    expect(explainBpfRefusal('EPERM', old('host-root.txt', 37))).toMatch(/security module/);
+    expect(explainBpfRefusal('EPERM', { ...old('podman-four-caps-default-seccomp.txt', 37), capEff: 1n << 21n })).toMatch(/^blocked by seccomp/);
+  });
+
+  it("this machine's own inputs: its cap_last_cap read, and a kernel with CAP_BPF", () => {
+    const own = ownBpfPrivileges();
+    expect(own?.capLastCap).toBeGreaterThanOrEqual(39);
+    expect(own?.kernel).toMatch(/^\d+\.\d+/);
   });
 });
 
