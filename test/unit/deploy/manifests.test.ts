@@ -130,6 +130,18 @@ describe('deploy/ kustomization', () => {
     expect(pod.hostPID).toBe(false);
     expect(pod.serviceAccountName).toBe('clbprobe');
     expect(pod.tolerations).toEqual([{ operator: 'Exists' }]);
+    // amd64 nodes only (the image and the native addon are amd64 builds), and none labelled for the
+    // pre-5.8 component's DaemonSet.
+    expect(pod.affinity).toEqual({
+      nodeAffinity: {
+        requiredDuringSchedulingIgnoredDuringExecution: {
+          nodeSelectorTerms: [{ matchExpressions: [
+            { key: 'kubernetes.io/arch', operator: 'In', values: ['amd64'] },
+            { key: 'clbprobe.io/kernel-before-5.8', operator: 'DoesNotExist' },
+          ] }],
+        },
+      },
+    });
     const [c, ...others] = pod.containers;
     expect(others).toEqual([]);
     expect(c.env).toContainEqual({ name: 'NODE_NAME', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } });
@@ -214,6 +226,42 @@ describe('deploy/ kustomization', () => {
     expect(cm.metadata.labels.grafana_dashboard).toBe('1');
     expect(JSON.parse(cm.data['clbprobe.json']!)).toMatchObject({ uid: 'clbprobe' });
     expect(cm.data['clbprobe.json']).toBe(readFileSync(join(DEPLOY, 'grafana-dashboard.json'), 'utf8'));
+  });
+
+  it('the pre-5.8 component: the same agent with CAP_SYS_ADMIN instead of BPF and PERFMON, only on the labelled nodes, which the main DaemonSet leaves', () => {
+    // As deploy/kustomization.yaml renders with `components: [components/pre-5.8]` added.
+    const rendered = renderKustomization(DEPLOY, ['components/pre-5.8']);
+    rendered.forEach(validate);
+    expect(rendered.length).toBe(objects.length + 1);
+    const dss = rendered.filter((o) => o.kind === 'DaemonSet') as any[]; // eslint-disable-line @typescript-eslint/no-explicit-any
+    const main = dss.find((d) => d.metadata.name === 'clbprobe');
+    const pre = dss.find((d) => d.metadata.name === 'clbprobe-pre-5-8');
+    expect(main).toEqual(one('DaemonSet'));
+    expect(pre.metadata.namespace).toBe('clbprobe');
+    const variant = { 'clbprobe.io/variant': 'pre-5.8' };
+    expect(pre.spec.selector.matchLabels).toEqual({ ...main.spec.selector.matchLabels, ...variant });
+    expect(pre.spec.template.metadata.labels).toEqual({ ...main.spec.template.metadata.labels, ...variant });
+    const terms = (d: any) => d.spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms; // eslint-disable-line @typescript-eslint/no-explicit-any
+    expect(terms(pre)).toEqual([{ matchExpressions: [
+      { key: 'kubernetes.io/arch', operator: 'In', values: ['amd64'] },
+      { key: 'clbprobe.io/kernel-before-5.8', operator: 'In', values: ['true'] },
+    ] }]);
+    // No node can run both: the main DaemonSet requires the label to be absent, in its only term.
+    expect(terms(main)).toHaveLength(1);
+    expect(terms(main)[0].matchExpressions).toContainEqual({ key: 'clbprobe.io/kernel-before-5.8', operator: 'DoesNotExist' });
+    const [agent] = pre.spec.template.spec.containers;
+    expect(agent.securityContext.capabilities).toEqual({ drop: ['ALL'], add: ['NET_ADMIN', 'NET_RAW', 'SYS_ADMIN'] });
+    // Everything else is the main DaemonSet's: a change there must reach the copy.
+    const comparable = (d: any) => { // eslint-disable-line @typescript-eslint/no-explicit-any
+      const c = structuredClone(d);
+      delete c.metadata.name;
+      delete c.spec.selector;
+      delete c.spec.template.metadata.labels;
+      delete c.spec.template.spec.affinity;
+      delete c.spec.template.spec.containers[0].securityContext.capabilities;
+      return c;
+    };
+    expect(comparable(pre)).toEqual(comparable(main));
   });
 
   it('the renderer refuses kustomize features it does not implement', async () => {
