@@ -147,6 +147,23 @@ export function parseEvidenceQuery(search: URLSearchParams): EvidenceQuery | { e
 
 const line = (o: object): string => `${JSON.stringify(o)}\n`;
 
+/**
+ * Whom a request is for: the token's user (a token of this node's audience), or, for the relay's
+ * user only, the user it names in ON_BEHALF_OF_HEADER.
+ */
+export async function requestUser(access: EvidenceAccess, req: IncomingMessage): Promise<AuthnResult> {
+  const who = await access.authenticate(req.headers.authorization, req.socket.remoteAddress ?? '');
+  if (!who.ok) return who;
+  const named = req.headers[ON_BEHALF_OF_HEADER];
+  if (who.user.username !== access.relayUser) {
+    if (named !== undefined) return { ok: false, status: 403, message: `${who.user.username} may not name another user (${ON_BEHALF_OF_HEADER}); only the evidence relay may` };
+    return who;
+  }
+  const user = parseOnBehalfOf(named);
+  if ('error' in user) return { ok: false, status: 400, message: user.error };
+  return { ok: true, user, tokenKey: who.tokenKey };
+}
+
 /** The route's handler; `socketPath` is the agent's evidence socket. */
 export function evidenceRoute(access: EvidenceAccess, socketPath: string, limits: CallerLimits = DEFAULT_CALLER_LIMITS): (req: IncomingMessage, res: ServerResponse) => void {
   const slots = new CallerSlots(limits);
@@ -160,16 +177,9 @@ export function evidenceRoute(access: EvidenceAccess, socketPath: string, limits
     const attrs: AccessAttributes = { resource: { verb: 'get', group: '', resource: 'services', namespace: q.namespace, name: q.name } };
     const source = req.socket.remoteAddress ?? '';
     const decide = async (): Promise<AuthDecision> => {
-      const who = await access.authenticate(req.headers.authorization, source);
+      const who = await requestUser(access, req);
       if (!who.ok) return who;
-      const named = req.headers[ON_BEHALF_OF_HEADER];
-      if (who.user.username !== access.relayUser) {
-        if (named !== undefined) return { ok: false, status: 403, message: `${who.user.username} may not name another user (${ON_BEHALF_OF_HEADER}); only the evidence relay may` };
-        return access.authorize(who.user, attrs, { tokenKey: who.tokenKey, source });
-      }
-      const user = parseOnBehalfOf(named);
-      if ('error' in user) return { ok: false, status: 400, message: user.error };
-      return access.authorize(user, attrs, { tokenKey: who.tokenKey, source });
+      return access.authorize(who.user, attrs, { tokenKey: who.tokenKey, source });
     };
     decide().then(
       (d) => {

@@ -7,6 +7,7 @@ import type { Server } from 'node:http';
 import { createAgentRegistry } from '../agent/metrics/list.js';
 import { createMetricsServer, parseListen, type MetricsServerOptions } from '../export/server.js';
 import { DEFAULT_RELAY_USER, evidenceRoute, type CheckAccess, type EvidenceAccess } from '../agent/evidence-http.js';
+import { findingsRoute } from '../agent/findings-http.js';
 import type { KubeAuthorizer } from '../agent/kube-authorizer.js';
 import type { CaptureMode } from '../capture/targets.js';
 import { createLogger, type Logger } from '../log.js';
@@ -115,7 +116,10 @@ async function run(flags: AgentFlags): Promise<void> {
     registry,
     ready: () => agent.ready,
     ...(authorize ? { authorize } : {}),
-    routes: { '/evidence': evidenceRoute(evidenceAccess, flags.evidenceSocket) },
+    routes: {
+      '/evidence': evidenceRoute(evidenceAccess, flags.evidenceSocket),
+      '/findings': findingsRoute(evidenceAccess, () => ({ ready: agent.ready, nodeName, version: VERSION, findings: agent.metricsState().findings })),
+    },
   });
   await new Promise<void>((resolve, reject) => {
     http.once('error', (e) => reject(new UserError(`--listen ${flags.listen}: ${e.message}`)));

@@ -20,6 +20,7 @@ interface RelayFlags {
   concurrency: string;
   maxRequests: string;
   maxRequestsPerCaller: string;
+  statusTimeout: string;
   serviceAccount: string;
   logLevel: string;
 }
@@ -30,13 +31,16 @@ const int = (text: string, flag: string, max: number): number => {
   return n;
 };
 
-/** The relay's HTTP server: /evidence and /healthz, with the connection limits. */
-export function relayServer(route: (req: IncomingMessage, res: ServerResponse) => void): Server {
+type Handler = (req: IncomingMessage, res: ServerResponse) => void;
+
+/** The relay's HTTP server: /evidence, /status (when given) and /healthz, with the connection limits. */
+export function relayServer(route: Handler, status?: Handler): Server {
   const server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     if (req.method === 'GET' && path === '/evidence') route(req, res);
+    else if (req.method === 'GET' && path === '/status' && status) status(req, res);
     else if (req.method === 'GET' && path === '/healthz') res.writeHead(200).end('ok\n');
-    else res.writeHead(404).end('try /evidence or /healthz\n');
+    else res.writeHead(404).end(`try /evidence${status ? ', /status' : ''} or /healthz\n`);
   });
   limitConnections(server, DEFAULT_SERVER_LIMITS);
   // A watch's answer may be quiet for its whole hour; a reader that takes nothing is still dropped by limitConnections' watchdog.
@@ -50,6 +54,7 @@ async function run(f: RelayFlags): Promise<void> {
   const { AccessReviewClient } = await import('../cluster/access-review.js');
   const { KubeAuthorizer, ReviewRateLimiter } = await import('../agent/kube-authorizer.js');
   const { relayRoute } = await import('../remote/relay.js');
+  const { statusRoute } = await import('../remote/status.js');
   const { NodeTokens, tokenRequester } = await import('../remote/node-tokens.js');
   const { toAgentPod } = await import('../remote/agent-pods.js');
   const log = createLogger(f.logLevel);
@@ -83,7 +88,23 @@ async function run(f: RelayFlags): Promise<void> {
     maxRequestsPerCaller: int(f.maxRequestsPerCaller, '--max-requests-per-caller', 1000),
     nodeToken: (node) => nodeTokens.forNode(node),
   });
-  const server = relayServer(route);
+  const status = statusRoute({
+    authenticate: async (authorization, source) => {
+      const d = await authz.authenticate(authorization, source);
+      log.info({ user: d.ok ? d.user.username : undefined, status: d.ok ? 200 : d.status }, 'status request');
+      return d;
+    },
+    listPods: async () => (await api.listPage(pods, { labelSelector: f.agentSelector })).items.map((p) => toAgentPod(p as V1Pod, f.container)),
+    container: f.container,
+    agentPort: int(f.agentPort, '--agent-port', 65535),
+    concurrency: int(f.concurrency, '--concurrency', 100),
+    maxRequests: int(f.maxRequests, '--max-requests', 1000),
+    maxRequestsPerCaller: int(f.maxRequestsPerCaller, '--max-requests-per-caller', 1000),
+    nodeToken: (node) => nodeTokens.forNode(node),
+    agentTimeoutMs: int(f.statusTimeout, '--status-timeout', 300) * 1000,
+    maxAnswerBytes: 16 << 20,
+  });
+  const server = relayServer(route, status);
   await new Promise<void>((resolve, reject) => {
     server.once('error', (e) => reject(new UserError(`--listen ${f.listen}: ${e.message}`)));
     server.listen(listen.port, listen.host, () => resolve());
@@ -99,7 +120,8 @@ export function register(program: Command): void {
     .command('evidence-relay')
     .description(
       'Run the evidence relay (deploy/evidence-relay.yaml): on-call engineers reach it through the API server\'s\n' +
-        'service proxy; it checks that their token may get the Service, then asks every agent with that token.',
+        'service proxy; it checks that their token may get the Service, then asks every agent on their behalf.\n' +
+        '/status (clbprobe status) asks every agent for its findings, each showing only Services the caller may get.',
     )
     .addOption(new Option('--listen <addr>', 'host:port or :port').default(':9812'))
     .option('--kubeconfig <file>', 'API access (default in a pod: the service account)')
@@ -110,6 +132,7 @@ export function register(program: Command): void {
     .option('--concurrency <n>', 'nodes asked at once per request', '20')
     .option('--max-requests <n>', 'requests answered at once (counted once the caller is authenticated)', '16')
     .option('--max-requests-per-caller <n>', 'requests answered at once for one caller (a service account\'s namespace, else the user)', '2')
+    .option('--status-timeout <seconds>', 'for /status (clbprobe status): time for one agent to answer with its findings', '10')
     .option('--service-account <ns/name>', "the relay's own service account: it asks the API server for a token of it per node (TokenRequest, audience clbprobe-evidence:NODE)", 'clbprobe/clbprobe-evidence-relay')
     .option('--log-level <level>', 'pino level', 'info')
     .action(async (f: RelayFlags) => {

@@ -10,6 +10,7 @@ import { register as registerEvidence } from './evidence.js';
 import { register as registerDemo } from './demo.js';
 import { register as registerEvidenceRelay } from './evidence-relay.js';
 import { register as registerCleanup } from './cleanup.js';
+import { register as registerStatus } from './status.js';
 
 const program = new Command();
 program
@@ -37,6 +38,7 @@ registerEvidence(program);
 registerDemo(program);
 registerEvidenceRelay(program);
 registerCleanup(program);
+registerStatus(program);
 
 program.parseAsync(process.argv).catch((e: unknown) => {
   process.stderr.write(`clbprobe: ${e instanceof Error ? e.message : String(e)}\n`);

@@ -93,7 +93,8 @@ function legsTable(p: LoopPath): string {
   );
 }
 
-function findingHtml(f: Finding): string {
+/** One finding's block: its summary, drawn loop, evidence, fix and fix commands. */
+export function findingHtml(f: Finding): string {
   const port = `${f.port.protocol} ${f.port.port}${f.port.name ? ` (${f.port.name})` : ''}`;
   const out = [
     `<div class="finding ${f.severity}" style="--sev:${SEVERITY_COLOR[f.severity]}">`,
@@ -129,9 +130,14 @@ export function renderHtml(result: DiagnoseResult, o: HtmlReportOptions): string
   if (result.warnings.length > 0) {
     body.push(`<section class="svc"><h2>Warnings</h2><ul>${result.warnings.map((w) => `<li class="warn">${escapeHtml(w)}</li>`).join('')}</ul></section>`);
   }
+  return htmlPage(`clbprobe diagnose — ${o.nodeName}`, body);
+}
+
+/** A self-contained page with the report's style; `body` is HTML already escaped. */
+export function htmlPage(title: string, body: string[]): string {
   return (
     '<!doctype html><html lang="en"><head><meta charset="utf-8">' +
-    `<title>clbprobe diagnose — ${escapeHtml(o.nodeName)}</title><style>${CSS}</style></head>` +
+    `<title>${escapeHtml(title)}</title><style>${CSS}</style></head>` +
     `<body>${body.join('\n')}</body></html>\n`
   );
 }

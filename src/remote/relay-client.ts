@@ -27,7 +27,7 @@ export class RelayError extends Error {
 const MAX_LINE = 1 << 20;
 
 /** Streams the relay's answer line by line; resolves when it ends, rejects with what to fix. */
-export async function askRelay(kc: KubeConfig, t: RelayTarget, query: URLSearchParams, onLine: (text: string) => void, timeoutMs: number): Promise<void> {
+export async function askRelay(kc: KubeConfig, t: RelayTarget, query: URLSearchParams, onLine: (text: string) => void, timeoutMs: number, route: 'evidence' | 'status' = 'evidence'): Promise<void> {
   const cluster = kc.getCurrentCluster();
   if (!cluster) throw new RelayError('the kubeconfig has no current cluster');
   const opts: RequestOptions = {};
@@ -41,7 +41,7 @@ export async function askRelay(kc: KubeConfig, t: RelayTarget, query: URLSearchP
     );
   }
   opts.headers = { ...headers, [TOKEN_HEADER]: authorization, accept: 'application/x-ndjson' };
-  const path = `/api/v1/namespaces/${encodeURIComponent(t.namespace)}/services/${encodeURIComponent(t.service)}/proxy/evidence?${query}`;
+  const path = `/api/v1/namespaces/${encodeURIComponent(t.namespace)}/services/${encodeURIComponent(t.service)}/proxy/${route}?${query}`;
   const url = new URL(cluster.server.replace(/\/$/, '') + path);
   const where = `the evidence relay (service ${t.namespace}/${t.service} through ${url.host})`;
   return new Promise((resolve, reject) => {

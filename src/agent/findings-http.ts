@@ -1,0 +1,107 @@
+// GET /findings on the agent's HTTP port: this node's significant findings (active and risk), for
+// `clbprobe status` through the evidence relay. Guarded as /evidence is (evidence-http.ts): a token
+// of this node's audience, the relay naming its user, and the user's "get" on each Service checked
+// with a SubjectAccessReview; a finding of a Service the user may not get is left out without a
+// trace, so the answer says nothing about what exists beyond the caller's access.
+// Bounded: findings per answer, evidence lines per finding, Services checked per answer.
+// The answer is NDJSON: one {"type":"finding"} line each, then {"type":"end"} with the node, the
+// agent's version, how many findings were left out by the cap and which Services could not be checked.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { AccessAttributes } from '../cluster/access-review.js';
+import type { Finding } from '../detect/types.js';
+import { CallerSlots, DEFAULT_CALLER_LIMITS, callerKey, requestUser, type CallerLimits, type EvidenceAccess } from './evidence-http.js';
+
+export interface FindingsState {
+  /** False until the first sync: the findings are not known yet (not "none"). */
+  ready: boolean;
+  nodeName: string;
+  version: string;
+  findings: readonly Finding[];
+}
+
+export interface FindingsLimits {
+  /** Findings per answer; the end line counts the rest. */
+  maxFindings: number;
+  /** Evidence lines kept per finding (the node's own `diagnose` has them all). */
+  maxEvidenceLines: number;
+  /** Distinct Services whose access is checked per answer; findings of the others are reported unchecked. */
+  maxServices: number;
+  /** Access reviews in flight at once for one answer. */
+  reviewConcurrency: number;
+}
+
+export const DEFAULT_FINDINGS_LIMITS: FindingsLimits = { maxFindings: 2000, maxEvidenceLines: 8, maxServices: 1000, reviewConcurrency: 4 };
+
+const line = (o: object): string => `${JSON.stringify(o)}\n`;
+
+export function findingsRoute(
+  access: EvidenceAccess,
+  state: () => FindingsState,
+  limits: FindingsLimits = DEFAULT_FINDINGS_LIMITS,
+  callerLimits: CallerLimits = DEFAULT_CALLER_LIMITS,
+): (req: IncomingMessage, res: ServerResponse) => void {
+  const slots = new CallerSlots(callerLimits);
+  return (req, res) => {
+    const refuse = (status: number, message: string, retryAfterS?: number): void => {
+      const retry = retryAfterS ? { 'Retry-After': String(retryAfterS) } : undefined;
+      res.writeHead(status, { 'Content-Type': 'application/x-ndjson', ...retry }).end(line({ type: 'error', message }));
+    };
+    const source = req.socket.remoteAddress ?? '';
+    void (async () => {
+      const who = await requestUser(access, req);
+      if (!who.ok) return refuse(who.status, who.message, 'retryAfterS' in who ? who.retryAfterS : undefined);
+      if (res.destroyed) return;
+      const slot = slots.take(callerKey(who.user), false);
+      if ('error' in slot) return refuse(429, slot.error, 5);
+      res.on('close', slot.release);
+      const st = state();
+      if (!st.ready) return refuse(503, `the agent on ${st.nodeName} has not finished its first sync: its findings are not known yet`, 5);
+      const findings = st.findings;
+      const services = [...new Set(findings.map((f) => `${f.service.namespace}/${f.service.name}`))];
+      const checked = services.slice(0, limits.maxServices);
+      const allowed = new Set<string>();
+      // A check that failed for a reason other than a denial is counted: unknown is not "no finding".
+      const unchecked: string[] = [];
+      const overCap = services.length - checked.length;
+      const queue = [...checked];
+      const worker = async (): Promise<void> => {
+        for (let svc = queue.shift(); svc !== undefined && !res.destroyed; svc = queue.shift()) {
+          const [namespace, name] = svc.split('/') as [string, string];
+          const attrs: AccessAttributes = { resource: { verb: 'get', group: '', resource: 'services', namespace, name } };
+          const d = await access.authorize(who.user, attrs, { tokenKey: who.tokenKey, source });
+          if (d.ok) allowed.add(svc);
+          else if (d.status !== 403) unchecked.push(d.message);
+        }
+      };
+      await Promise.all(Array.from({ length: Math.min(limits.reviewConcurrency, queue.length) }, worker));
+      if (res.destroyed) return;
+      res.writeHead(200, { 'Content-Type': 'application/x-ndjson', 'Cache-Control': 'no-store' });
+      let sent = 0;
+      let more = 0;
+      for (const f of findings) {
+        if (!allowed.has(`${f.service.namespace}/${f.service.name}`)) continue;
+        if (sent >= limits.maxFindings) {
+          more++;
+          continue;
+        }
+        const evidence = f.evidence.length > limits.maxEvidenceLines ? [...f.evidence.slice(0, limits.maxEvidenceLines), `(${f.evidence.length - limits.maxEvidenceLines} more lines: clbprobe diagnose on the node)`] : f.evidence;
+        res.write(line({ type: 'finding', ...f, evidence }));
+        sent++;
+      }
+      res.end(
+        line({
+          type: 'end',
+          node: st.nodeName,
+          version: st.version,
+          findings: sent,
+          ...(more ? { more } : {}),
+          ...(unchecked.length ? { unchecked: unchecked.length, uncheckedReason: unchecked[0] } : {}),
+          ...(overCap ? { unchecked: overCap + unchecked.length, uncheckedReason: unchecked[0] ?? `more than ${limits.maxServices} Services with findings on this node` } : {}),
+        }),
+      );
+    })().catch((e: unknown) => {
+      if (!res.headersSent) refuse(500, e instanceof Error ? e.message : String(e));
+      else res.destroy();
+    });
+  };
+}

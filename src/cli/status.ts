@@ -1,0 +1,106 @@
+// `clbprobe status` (`kubectl clbprobe status`): the whole cluster's findings in one table, from
+// every agent through the evidence relay (src/remote/status.ts), with the caller's own access:
+// each agent shows only the findings of Services the caller may get.
+import { type Command, Option } from 'commander';
+import { writeFileSync } from 'node:fs';
+import type { Severity } from '../detect/types.js';
+import { EXIT_ERROR, EXIT_FINDING, EXIT_OK, UserError, fail } from './errors.js';
+
+interface StatusFlags {
+  kubeconfig?: string;
+  context?: string;
+  relay: string;
+  timeout: string;
+  service?: string;
+  namespace?: string;
+  node?: string;
+  severity?: Severity;
+  json?: boolean;
+  html?: string;
+  fixCommands?: boolean;
+}
+
+export function register(program: Command): void {
+  program
+    .command('status')
+    .description(
+      "The cluster's LB loopback in one table: every Service with a finding on some node, its mechanism,\n" +
+        'its worst severity, and the nodes where it is active or at risk. Asks every agent through the\n' +
+        "evidence relay (deploy/evidence-relay.yaml) with your own token: you see the findings of the Services\n" +
+        'you may get, nothing else. Agents that do not answer are listed with the reason.',
+    )
+    .option('--kubeconfig <file>', 'kubeconfig (default: KUBECONFIG, ~/.kube/config, in-cluster)')
+    .option('--context <name>', "the kubeconfig context to use (default: its current-context), as kubectl's --context")
+    .option('--relay <ns/name>', "the evidence relay's Service", 'clbprobe/clbprobe-evidence')
+    .option('--timeout <seconds>', 'give up on the relay after this long (each agent has the relay\'s --status-timeout)', '60')
+    .option('--service <name>', 'only this Service: NAMESPACE/NAME, or NAME in any namespace')
+    .option('--namespace <ns>', 'only Services in this namespace')
+    .option('--node <name>', 'only findings on this node (and only its line if it did not answer)')
+    .addOption(new Option('--severity <level>', 'only findings of this severity or worse').choices(['active', 'risk']))
+    .option('--json', 'print nodes, one row per Service and mechanism, and the findings as JSON')
+    .option('--html <file>', 'also write one page for the cluster: the table, then per Service each node\'s findings with the loop drawings')
+    .option('--fix-commands', 'print only the fixes that change a Kubernetes object, as kubectl commands, each with what it changes for clients (clbprobe applies none)')
+    .addHelpText(
+      'after',
+      `
+Examples:
+  kubectl clbprobe status                             every Service with a finding, and its nodes
+  kubectl clbprobe status --namespace shop --severity active
+  kubectl clbprobe status --service shop/web --fix-commands
+  kubectl clbprobe status --json | jq '.services[] | select(.severity=="active")'
+  kubectl clbprobe status --html cluster.html         one page to attach to the incident
+
+Needs: get services/proxy on the relay's Service (deploy/oncall-rbac.yaml), and get on the Services to see.
+
+Exit codes: 0 nothing active and every agent answered, 1 an active loopback was found (conntrack shows it),
+2 errors, or no active loop among the answers while some agents did not answer (the answer is incomplete).`,
+    )
+    .action(async (flags: StatusFlags) => {
+      try {
+        process.exitCode = await run(flags);
+      } catch (e) {
+        fail(e);
+      }
+    });
+}
+
+async function run(flags: StatusFlags): Promise<number> {
+  if (flags.fixCommands && flags.json) throw new UserError('status: --fix-commands and --json exclude each other (the JSON has each finding\'s fixes)');
+  const timeoutS = Number(flags.timeout);
+  if (!Number.isInteger(timeoutS) || timeoutS < 1 || timeoutS > 3600) throw new UserError(`--timeout: expected 1-3600 seconds, not ${JSON.stringify(flags.timeout)}`);
+  const relay = /^([a-z0-9-]{1,63})\/([a-z0-9.-]{1,253})$/.exec(flags.relay);
+  if (!relay) throw new UserError(`--relay: expected NAMESPACE/NAME, not ${JSON.stringify(flags.relay)}`);
+  const [{ loadWorkstationConfig }, { askRelay, RelayError }, cs, { renderFixCommands }] = await Promise.all([
+    import('./evidence-remote.js'),
+    import('../remote/relay-client.js'),
+    import('../remote/cluster-status.js'),
+    import('../detect/render.js'),
+  ]);
+  const kc = loadWorkstationConfig(flags.kubeconfig, flags.context);
+  const all: import('../remote/cluster-status.js').ClusterStatus = { findings: [], nodes: [], malformed: [] };
+  let summary = false;
+  try {
+    await askRelay(
+      kc,
+      { namespace: relay[1]!, service: relay[2]! },
+      new URLSearchParams(),
+      (text) => {
+        if (text.includes('"type":"summary"')) summary = true;
+        cs.addStatusLine(all, text);
+      },
+      timeoutS * 1000,
+      'status',
+    );
+  } catch (e) {
+    throw new UserError(e instanceof RelayError ? e.message : String(e));
+  }
+  if (!summary) throw new UserError('the evidence relay ended without its summary (a relay older than /status?)');
+  const st = cs.filterStatus(all, { service: flags.service, namespace: flags.namespace, node: flags.node, severity: flags.severity });
+  process.stdout.write(flags.fixCommands ? renderFixCommands(st.findings) : flags.json ? cs.renderStatusJson(st) : cs.renderStatusText(st));
+  if (flags.html) {
+    writeFileSync(flags.html, cs.renderStatusHtml(st, new Date().toISOString()));
+    process.stderr.write(`status: wrote ${flags.html}\n`);
+  }
+  if (st.findings.some((f) => f.severity === 'active')) return EXIT_FINDING;
+  return st.nodes.some((n) => n.status === 'failed') || st.malformed.length > 0 ? EXIT_ERROR : EXIT_OK;
+}

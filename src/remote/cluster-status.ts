@@ -1,0 +1,213 @@
+// `clbprobe status`: the relay's /status answer (src/remote/status.ts) made one view of the
+// cluster: per Service and mechanism, the worst severity and the nodes where it is active or at
+// risk; the nodes that did not answer, each with why; filters; text, JSON and one HTML page.
+import { byText } from '../compare.js';
+import { printable } from '../printable.js';
+import { compareFindings } from '../detect/index.js';
+import { escapeHtml, findingHtml, htmlPage } from '../detect/render-html.js';
+import { fixArgs, shellQuote } from '../detect/fixes.js';
+import type { Finding, FixChange, Severity } from '../detect/types.js';
+import type { StatusNodeLine } from './status.js';
+
+/** A finding as one node reported it. */
+export type NodeFinding = Finding & { node: string };
+
+export interface ClusterStatus {
+  findings: NodeFinding[];
+  nodes: StatusNodeLine[];
+  /** Relay lines that did not parse as expected, with why. */
+  malformed: string[];
+}
+
+export interface StatusFilters {
+  /** NAMESPACE/NAME, or NAME in any namespace. */
+  service?: string;
+  namespace?: string;
+  node?: string;
+  /** This severity or worse. */
+  severity?: Severity;
+}
+
+export interface StatusRow {
+  service: string;
+  mechanism: string;
+  severity: Severity;
+  ports: string[];
+  /** Nodes where the mechanism is active, and at risk (not active there). */
+  active: string[];
+  risk: string[];
+  fixes: FixChange[];
+}
+
+const RANK: Record<Severity, number> = { active: 0, risk: 1, info: 2 };
+const SEVERITIES = new Set<string>(['active', 'risk', 'info']);
+
+/** Reads one relay line into the status; a line of an unexpected shape is kept as malformed. */
+export function addStatusLine(st: ClusterStatus, text: string): void {
+  if (!text.trim()) return;
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch {
+    st.malformed.push(`not JSON: ${text.slice(0, 120)}`);
+    return;
+  }
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) return void st.malformed.push(`not an object: ${text.slice(0, 120)}`);
+  const o = v as Record<string, unknown>;
+  if (o.type === 'node' && typeof o.node === 'string' && (o.status === 'ok' || o.status === 'failed')) st.nodes.push(o as unknown as StatusNodeLine);
+  else if (o.type === 'finding' && isFinding(o)) {
+    const { type: _type, pod: _pod, fixes, ...f } = o;
+    const checked = Array.isArray(fixes) ? fixes.map(fixOf).filter((x): x is FixChange => x !== undefined) : [];
+    st.findings.push({ ...(f as unknown as NodeFinding), ...(checked.length ? { fixes: checked } : {}) });
+  } else if (o.type !== 'summary') st.malformed.push(`unexpected line: ${text.slice(0, 120)}`);
+}
+
+function isFinding(o: Record<string, unknown>): boolean {
+  const svc = o.service as Record<string, unknown> | undefined;
+  const port = o.port as Record<string, unknown> | undefined;
+  return (
+    typeof o.node === 'string' &&
+    typeof svc?.namespace === 'string' &&
+    typeof svc.name === 'string' &&
+    typeof port?.port === 'number' &&
+    typeof port.protocol === 'string' &&
+    typeof o.mechanism === 'string' &&
+    typeof o.severity === 'string' &&
+    SEVERITIES.has(o.severity) &&
+    typeof o.summary === 'string' &&
+    typeof o.remedy === 'string' &&
+    Array.isArray(o.evidence) &&
+    o.evidence.every((e) => typeof e === 'string')
+  );
+}
+
+/**
+ * A fix as data, its command made here from the object and patch: a command is run by a person,
+ * so it is never taken as an agent sent it.
+ */
+function fixOf(v: unknown): FixChange | undefined {
+  const rec = (o: unknown): Record<string, unknown> | undefined => (typeof o === 'object' && o !== null && !Array.isArray(o) ? (o as Record<string, unknown>) : undefined);
+  const x = rec(v);
+  const obj = rec(x?.object);
+  const patch = rec(x?.patch);
+  const name = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
+  if (!x || !obj || !patch || obj.kind !== 'Service' || obj.apiVersion !== 'v1' || !name.test(String(obj.namespace)) || !name.test(String(obj.name))) return undefined;
+  if ((patch.type !== 'merge' && patch.type !== 'json') || typeof patch.body !== 'object' || patch.body === null) return undefined;
+  if (typeof x.kind !== 'string' || typeof x.effect !== 'string') return undefined;
+  const object = { apiVersion: 'v1' as const, kind: 'Service' as const, namespace: String(obj.namespace), name: String(obj.name) };
+  const fix = { kind: x.kind, object, patch, effect: x.effect.slice(0, 1000) } as Omit<FixChange, 'command'>;
+  return { ...fix, command: ['kubectl', ...fixArgs(fix)].map(shellQuote).join(' ') };
+}
+
+const svcOf = (f: Finding): string => `${f.service.namespace}/${f.service.name}`;
+
+/** The findings and nodes the filters keep. */
+export function filterStatus(st: ClusterStatus, f: StatusFilters): ClusterStatus {
+  const keep = (x: NodeFinding): boolean =>
+    (f.service === undefined || (f.service.includes('/') ? svcOf(x) === f.service : x.service.name === f.service)) &&
+    (f.namespace === undefined || x.service.namespace === f.namespace) &&
+    (f.node === undefined || x.node === f.node) &&
+    (f.severity === undefined || RANK[x.severity] <= RANK[f.severity]);
+  return {
+    findings: st.findings.filter(keep).sort((a, b) => compareFindings(a, b) || byText(a.node, b.node)),
+    nodes: st.nodes.filter((n) => f.node === undefined || n.node === f.node).sort((a, b) => byText(a.node, b.node)),
+    malformed: st.malformed,
+  };
+}
+
+/** One row per Service and mechanism, most severe first. */
+export function statusRows(findings: NodeFinding[]): StatusRow[] {
+  const rows = new Map<string, StatusRow>();
+  for (const f of findings) {
+    const key = `${svcOf(f)} ${f.mechanism}`;
+    const r = rows.get(key) ?? { service: svcOf(f), mechanism: f.mechanism, severity: f.severity, ports: [], active: [], risk: [], fixes: [] };
+    if (RANK[f.severity] < RANK[r.severity]) r.severity = f.severity;
+    const port = `${f.port.protocol} ${f.port.port}`;
+    if (!r.ports.includes(port)) r.ports.push(port);
+    const list = f.severity === 'active' ? r.active : f.severity === 'risk' ? r.risk : undefined;
+    if (list && !list.includes(f.node)) list.push(f.node);
+    for (const x of f.fixes ?? []) if (!r.fixes.some((y) => y.command === x.command)) r.fixes.push(x);
+    rows.set(key, r);
+  }
+  for (const r of rows.values()) r.risk = r.risk.filter((n) => !r.active.includes(n));
+  const byNodes = (r: StatusRow): number => r.active.length + r.risk.length;
+  return [...rows.values()].sort((a, b) => RANK[a.severity] - RANK[b.severity] || byNodes(b) - byNodes(a) || byText(a.service, b.service) || byText(a.mechanism, b.mechanism));
+}
+
+function nodeList(nodes: string[], max = 3): string {
+  if (nodes.length === 0) return '-';
+  const shown = nodes.slice().sort(byText).slice(0, max).join(',');
+  return `${nodes.length} (${shown}${nodes.length > max ? `,+${nodes.length - max}` : ''})`;
+}
+
+function table(head: string[], rows: string[][]): string[] {
+  const w = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const fmt = (r: string[]) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(w[i]!))).join('  ');
+  return [fmt(head), ...rows.map(fmt)];
+}
+
+/** The nodes that did not answer, and what the answering ones could not show. */
+function nodeNotes(nodes: StatusNodeLine[]): string[] {
+  const out: string[] = [];
+  for (const n of nodes) {
+    if (n.status === 'failed') out.push(`${n.node}${n.pod ? ` (${n.pod})` : ''}: no answer: ${n.error ?? 'unknown'}`);
+    else {
+      if (n.more) out.push(`${n.node}: ${n.more} more findings than the agent sends (run clbprobe diagnose on the node)`);
+      if (n.unchecked) out.push(`${n.node}: access to ${n.unchecked} Service(s) could not be checked, their findings are not shown: ${n.uncheckedReason ?? ''}`);
+    }
+  }
+  return out.map((l) => printable(l));
+}
+
+export function renderStatusText(st: ClusterStatus): string {
+  const rows = statusRows(st.findings);
+  const ok = st.nodes.filter((n) => n.status === 'ok').length;
+  const failed = st.nodes.length - ok;
+  const active = new Set(rows.filter((r) => r.severity === 'active').map((r) => r.service)).size;
+  const lines = [
+    `clbprobe status: ${ok} node(s) answered, ${failed} did not; ${new Set(rows.map((r) => r.service)).size} Service(s) with findings, ${active} with an active loop`,
+    '',
+  ];
+  if (rows.length === 0) lines.push(ok > 0 ? 'No active or at-risk finding on the nodes that answered, for the Services you may get.' : 'No node answered: nothing is known.');
+  else {
+    lines.push(
+      ...table(
+        ['SERVICE', 'MECHANISM', 'SEVERITY', 'PORTS', 'ACTIVE ON', 'AT RISK ON'],
+        rows.map((r) => [r.service, r.mechanism, r.severity, r.ports.join(','), nodeList(r.active), nodeList(r.risk)].map((c) => printable(c))),
+      ),
+    );
+  }
+  const notes = nodeNotes(st.nodes);
+  if (notes.length > 0) lines.push('', 'Nodes not answering, or answering in part:', ...notes.map((n) => `  ${n}`));
+  if (st.malformed.length > 0) lines.push('', `The relay sent ${st.malformed.length} line(s) not understood; the first: ${printable(st.malformed[0]!)}`);
+  return `${lines.join('\n')}\n`;
+}
+
+export function renderStatusJson(st: ClusterStatus): string {
+  return `${JSON.stringify({ nodes: st.nodes.map(({ type: _t, ...n }) => n), services: statusRows(st.findings), findings: st.findings, malformed: st.malformed }, null, 2)}\n`;
+}
+
+/** One page for the cluster: the table, then per Service each node's findings as the node pages show them. */
+export function renderStatusHtml(st: ClusterStatus, generatedAt: string): string {
+  const rows = statusRows(st.findings);
+  const body = [
+    '<h1>clbprobe status — cluster</h1>',
+    `<div class="meta">${escapeHtml(generatedAt)} · ${st.nodes.filter((n) => n.status === 'ok').length} node(s) answered, ${st.nodes.filter((n) => n.status === 'failed').length} did not</div>`,
+    '<table class="legs"><tr><th>Service</th><th>mechanism</th><th>severity</th><th>ports</th><th>active on</th><th>at risk on</th></tr>' +
+      rows.map((r) => `<tr><td>${[r.service, r.mechanism, r.severity, r.ports.join(', '), nodeList(r.active, 20), nodeList(r.risk, 20)].map(escapeHtml).join('</td><td>')}</td></tr>`).join('') +
+      '</table>',
+  ];
+  const notes = nodeNotes(st.nodes);
+  if (notes.length > 0) body.push(`<section class="svc"><h2>Nodes not answering, or answering in part</h2><ul>${notes.map((n) => `<li class="warn">${escapeHtml(n)}</li>`).join('')}</ul></section>`);
+  const services = [...new Set(rows.map((r) => r.service))];
+  for (const svc of services) {
+    const fs = st.findings.filter((f) => svcOf(f) === svc);
+    const nodes = [...new Set(fs.map((f) => f.node))].sort(byText);
+    body.push(
+      `<section class="svc"><h2>Service ${escapeHtml(svc)}</h2>` +
+        nodes.map((n) => `<h3>node ${escapeHtml(n)}</h3>${fs.filter((f) => f.node === n).map(findingHtml).join('')}`).join('') +
+        '</section>',
+    );
+  }
+  return htmlPage('clbprobe status — cluster', body);
+}

@@ -1,0 +1,221 @@
+// GET /status on the evidence relay: every agent's findings for `clbprobe status`. The relay
+// authenticates the caller (TokenReview), then asks each agent's /findings with its own token for
+// that node (node-tokens.ts), naming the caller in ON_BEHALF_OF_HEADER; each agent shows only the
+// findings of Services the caller may "get" (src/agent/findings-http.ts). A node whose agent does
+// not answer (no pod, not ready, down, an agent without /findings, a refusal, a timeout) is a
+// "failed" node line with the reason: the table lists it, it is never left out.
+// Bounds: nodes asked at once, a time limit per agent, bytes per agent answer and per line, the
+// requests answered at once, and per caller.
+// The answer is NDJSON: {"type":"finding","node","pod",...} lines as they arrive, one
+// {"type":"node"} line per node (ok with the agent's version and counts, or failed with why), and
+// a {"type":"summary"} at the end.
+import { request, type IncomingMessage, type ServerResponse } from 'node:http';
+import { byText } from '../compare.js';
+import { CallerSlots, callerKey, ON_BEHALF_OF_HEADER } from '../agent/evidence-http.js';
+import type { AuthnResult } from '../agent/kube-authorizer.js';
+import { planNodes, type AgentPod } from './agent-pods.js';
+import { TOKEN_HEADER } from './relay.js';
+
+export interface StatusRelayOptions {
+  /** TokenReview of the caller's token (the API server's own audience). */
+  authenticate: (authorization: string | undefined, source?: string) => Promise<AuthnResult>;
+  listPods: () => Promise<AgentPod[]>;
+  container: string;
+  agentPort: number;
+  /** Agents asked at once for one request. */
+  concurrency: number;
+  maxRequests: number;
+  maxRequestsPerCaller: number;
+  nodeToken: (node: string) => Promise<string>;
+  /** Time for one agent's whole answer. */
+  agentTimeoutMs: number;
+  /** Bytes of one agent's answer. */
+  maxAnswerBytes: number;
+}
+
+/** A finding line with evidence is a few KB; a line past this is not an agent's. */
+const MAX_LINE = 256 * 1024;
+const MAX_REFUSAL = 4096;
+
+const json = (o: object): string => `${JSON.stringify(o)}\n`;
+
+export interface StatusNodeLine {
+  type: 'node';
+  node: string;
+  pod?: string;
+  status: 'ok' | 'failed';
+  version?: string;
+  findings: number;
+  /** Findings left out by the agent's cap. */
+  more?: number;
+  /** Services whose access the agent could not check, and the first reason. */
+  unchecked?: number;
+  uncheckedReason?: string;
+  error?: string;
+}
+
+export function statusRoute(o: StatusRelayOptions): (req: IncomingMessage, res: ServerResponse) => void {
+  let active = 0;
+  const slots = new CallerSlots({ maxRequestsPerCaller: o.maxRequestsPerCaller, maxWatchesPerCaller: o.maxRequestsPerCaller });
+  return (req, res) => {
+    const refuse = (status: number, message: string, extra: Record<string, string> = {}): void => {
+      res.writeHead(status, { 'Content-Type': 'application/x-ndjson', ...extra }).end(json({ type: 'error', message }));
+    };
+    const token = req.headers[TOKEN_HEADER];
+    if (typeof token !== 'string') return refuse(401, `no bearer token in ${TOKEN_HEADER}`, { Connection: 'close' });
+    void (async () => {
+      const who = await o.authenticate(token, req.socket.remoteAddress);
+      if (!who.ok) return refuse(who.status, who.message, 'retryAfterS' in who ? { 'Retry-After': String(who.retryAfterS) } : {});
+      if (res.destroyed) return;
+      const slot = slots.take(callerKey(who.user), false);
+      if ('error' in slot) return refuse(429, slot.error, { 'Retry-After': '5' });
+      res.once('close', slot.release);
+      if (active >= o.maxRequests) return refuse(503, `${active} requests are being answered; try again shortly`);
+      active++;
+      res.once('close', () => active--);
+      let pods: AgentPod[];
+      try {
+        pods = await o.listPods();
+      } catch (e) {
+        return refuse(502, `the relay cannot list the agent pods: ${e instanceof Error ? e.message : String(e)}`);
+      }
+      const plan = planNodes(pods, o.container);
+      res.setMaxListeners(o.concurrency + 10);
+      res.writeHead(200, { 'Content-Type': 'application/x-ndjson', 'Cache-Control': 'no-store' });
+      res.flushHeaders();
+      const nodes: StatusNodeLine[] = plan.unreachable.map((u) => ({ type: 'node', node: u.node, ...(u.pod ? { pod: u.pod } : {}), status: 'failed', findings: 0, error: u.reason }));
+      for (const n of nodes) res.write(json(n));
+      const queue = [...plan.ask];
+      const user = JSON.stringify(who.user);
+      const worker = async (): Promise<void> => {
+        for (let pod = queue.shift(); pod && !res.destroyed; pod = queue.shift()) {
+          const n = await askFindings(o, pod, user, res);
+          nodes.push(n);
+          res.write(json(n));
+        }
+      };
+      await Promise.all(Array.from({ length: Math.min(o.concurrency, queue.length) }, worker));
+      nodes.sort((a, b) => byText(a.node, b.node));
+      const ok = nodes.filter((n) => n.status === 'ok').length;
+      res.end(json({ type: 'summary', answered: ok, failed: nodes.length - ok }));
+    })().catch((e: unknown) => {
+      if (!res.headersSent) refuse(500, e instanceof Error ? e.message : String(e));
+      else res.destroy();
+    });
+  };
+}
+
+/** One agent's findings streamed into `res` with node and pod; its node line, never a throw. */
+async function askFindings(o: StatusRelayOptions, pod: AgentPod, user: string, res: ServerResponse): Promise<StatusNodeLine> {
+  const result: StatusNodeLine = { type: 'node', node: pod.node, pod: pod.name, status: 'failed', findings: 0 };
+  const failed = (message: string): StatusNodeLine => ({ ...result, status: 'failed', error: message + (pod.ready ? '' : ' (the agent container is not ready)') });
+  if (!pod.ip) return failed('the agent pod has no IP yet');
+  let nodeToken: string;
+  try {
+    nodeToken = await o.nodeToken(pod.node);
+  } catch (e) {
+    return failed(`the relay cannot get a token for this node: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  return new Promise((resolve) => {
+    let settled = false;
+    const done = (r: StatusNodeLine): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      resolve(r);
+    };
+    const headers = { authorization: `Bearer ${nodeToken}`, [ON_BEHALF_OF_HEADER]: user };
+    const agentReq = request({ host: pod.ip, port: o.agentPort, path: '/findings', headers }, (agentRes) => {
+      agentRes.setEncoding('utf8');
+      if (agentRes.statusCode !== 200) {
+        let body = '';
+        agentRes.on('data', (d: string) => {
+          if (body.length < MAX_REFUSAL) body += d;
+        });
+        agentRes.on('end', () => {
+          const old = agentRes.statusCode === 404 ? ' (an agent older than /findings: upgrade the DaemonSet)' : '';
+          done(failed(`the agent answered ${agentRes.statusCode}: ${refusalText(body)}${old}`));
+        });
+        agentRes.on('error', (e) => done(failed(`the agent's answer broke: ${e.message}`)));
+        return;
+      }
+      let rest = '';
+      let bytes = 0;
+      let end: Record<string, unknown> | undefined;
+      let sent = 0;
+      const onLine = (text: string): void => {
+        if (!text.trim()) return;
+        let l: unknown;
+        try {
+          l = JSON.parse(text);
+        } catch {
+          return done(failed(`the agent sent a line that is not JSON: ${text.slice(0, 120)}`));
+        }
+        if (typeof l !== 'object' || l === null || Array.isArray(l)) return done(failed('the agent sent a line that is not an object'));
+        const r = l as Record<string, unknown>;
+        if (r.type === 'finding') {
+          sent++;
+          if (!res.write(json({ ...r, type: 'finding', node: pod.node, pod: pod.name }))) {
+            agentRes.pause();
+            res.once('drain', () => agentRes.resume());
+          }
+        } else if (r.type === 'end') end = r;
+      };
+      agentRes.on('data', (d: string) => {
+        if (settled) return;
+        bytes += Buffer.byteLength(d);
+        if (bytes > o.maxAnswerBytes) {
+          done(failed(`the agent's answer passed ${o.maxAnswerBytes} bytes`));
+          agentReq.destroy();
+          return;
+        }
+        rest += d;
+        let nl: number;
+        while ((nl = rest.indexOf('\n')) >= 0 && !settled) {
+          onLine(rest.slice(0, nl));
+          rest = rest.slice(nl + 1);
+        }
+        if (rest.length > MAX_LINE) {
+          done(failed(`the agent sent a line longer than ${MAX_LINE} bytes`));
+          agentReq.destroy();
+        }
+      });
+      agentRes.on('end', () => {
+        onLine(rest);
+        if (!end) return done(failed('the agent ended without its end line'));
+        const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isInteger(v) && v >= 0 ? v : undefined);
+        const more = num(end.more);
+        const unchecked = num(end.unchecked);
+        done({
+          ...result,
+          status: 'ok',
+          findings: sent,
+          ...(typeof end.version === 'string' ? { version: end.version.slice(0, 100) } : {}),
+          ...(more ? { more } : {}),
+          ...(unchecked ? { unchecked, uncheckedReason: String(end.uncheckedReason ?? '').slice(0, 300) } : {}),
+        });
+      });
+      agentRes.on('error', (e) => done(failed(`the agent's answer broke: ${e.message}`)));
+    });
+    agentReq.on('error', (e) => done(failed(`cannot reach the agent at ${pod.ip}:${o.agentPort}: ${e.message}`)));
+    const timer = setTimeout(() => {
+      agentReq.destroy();
+      done(failed(`no complete answer within ${o.agentTimeoutMs / 1000} s (timeout)`));
+    }, o.agentTimeoutMs);
+    res.once('close', () => {
+      agentReq.destroy();
+      done(failed('the caller went away'));
+    });
+    agentReq.end();
+  });
+}
+
+function refusalText(body: string): string {
+  try {
+    const m = (JSON.parse(body.split('\n')[0] ?? '') as { message?: unknown }).message;
+    if (typeof m === 'string') return m.slice(0, 300);
+  } catch {
+    // not JSON
+  }
+  return body.trim().slice(0, 300) || '(empty answer)';
+}
