@@ -18,7 +18,7 @@ import { parseDnsLookups } from '../src/bundle/parse-dns.js';
 import { parseIpAddrJson, parseIpRouteJson } from '../src/bundle/parse-ip.js';
 import { localRoutesOf } from '../src/source/local-routes.js';
 import { parseSysctl } from '../src/bundle/parse-sysctl.js';
-import { parseEvidenceLine } from '../src/cli/evidence-lines.js';
+import { parseEvidenceLine } from '../src/remote/evidence-lines.js';
 import { textLine } from '../src/cli/evidence-text.js';
 import { buildClusterView, parsersFor } from '../src/cluster/build.js';
 import { classifyDocuments } from '../src/cluster/file.js';

@@ -16,7 +16,7 @@ import { execInPod, PodExecError } from '../remote/pod-exec.js';
 import type { EvidenceLine } from '../agent/evidence.js';
 import { printable } from '../printable.js';
 import { UserError } from './errors.js';
-import { evidenceLineOf, lineSplitter, parseEvidenceLine } from './evidence-lines.js';
+import { evidenceLineOf, lineSplitter, parseEvidenceLine } from '../remote/evidence-lines.js';
 import { textLine } from './evidence-text.js';
 
 /** The agent image's entrypoint (Dockerfile ENTRYPOINT): the image has no `clbprobe` on PATH. */

@@ -7,7 +7,7 @@ import { parseServiceRef, type EvidenceRequest, type ServiceAddresses } from '..
 import type { CaptureResult } from '../capture/evidence.js';
 import { DEFAULT_EVIDENCE_SOCKET, parseSeconds } from './agent.js';
 import { UserError, fail } from './errors.js';
-import { EvidenceLineError, lineSplitter, parseEvidenceLine } from './evidence-lines.js';
+import { EvidenceLineError, lineSplitter, parseEvidenceLine } from '../remote/evidence-lines.js';
 import { textLine } from './evidence-text.js';
 
 interface EvidenceFlags {

@@ -18,7 +18,7 @@ import { byText } from '../compare.js';
 import type { UserInfo } from '../cluster/access-review.js';
 import { CallerSlots, callerKey, ON_BEHALF_OF_HEADER, parseEvidenceQuery, type CheckAccess, type EvidenceQuery } from '../agent/evidence-http.js';
 import type { EvidenceLine } from '../agent/evidence.js';
-import { EvidenceLineError, parseEvidenceLine } from '../cli/evidence-lines.js';
+import { EvidenceLineError, parseEvidenceLine } from './evidence-lines.js';
 import { planNodes, type AgentPod } from './agent-pods.js';
 
 /** The header that carries the caller's "Bearer TOKEN" through the API server's proxy. */
