@@ -7,7 +7,7 @@
 // stayed so: the kernel only reclaims clean file pages under memory pressure, and until then
 // they count in the agent's RSS and in its container's memory (they are charged to its cgroup).
 // What the agent runs later is read back in as it runs: after scrapes and events it holds 25-27
-// MB of file pages against 47 MB without the release (bench/agent.ts, README "Benchmarks").
+// MB of file pages against 47 MB without the release (bench/agent.ts, docs/benchmarks.md).
 //
 // Only private, read-only file mappings: the code and constants of node, its libraries and the
 // addon. Writable ones hold anonymous copies (relocations, .data) that pageout would swap, and
