@@ -33,7 +33,7 @@ function detectL7Loop(ctx: DetectContext, obs: Observations): FindingOf<'L7-loop
     pathRoles: ([out], s) => [`${frontKind(l7VipOf(s, out!.orig.dst))} VIP`, 'node NodePort'],
     labels: ['to the L7 LB VIP', 'LB re-opened to the NodePort'],
     summary: (g, [out, back]) =>
-      `${g.count} request(s) from ${out!.orig.src} to ${frontLabel(l7VipOf(g.svc, out!.orig.dst))} VIP ${out!.orig.dst}:${out!.orig.dport} were proxied back to this node's ` +
+      `${g.count} request(s) from ${out!.orig.src} to ${summaryLabel(l7VipOf(g.svc, out!.orig.dst))} VIP ${out!.orig.dst}:${out!.orig.dport} were proxied back to this node's ` +
       `NodePort ${back!.orig.dst}:${back!.orig.dport} keeping the client IP: replies bypass the LB (4-second retries)`,
     extraEvidence: (s) => gatewaysOf(s).map((gw) => gatewayLine(s, gw)),
     extraRemedy: (s) => gatewayRemedy(gatewaysOf(s)),
@@ -72,6 +72,9 @@ function l7VipOf(s: ServiceView, ip: string): L7Vip | undefined {
 const frontKind = (iv: L7Vip | undefined): string => (iv?.gateway ? 'Gateway' : 'Ingress');
 
 const frontLabel = (iv: L7Vip | undefined): string => (iv ? `${frontKind(iv)} ${iv.ingress}` : 'Ingress');
+
+/** An Ingress VIP may front several Ingresses: only a Gateway address is named in the summary. */
+const summaryLabel = (iv: L7Vip | undefined): string => (iv?.gateway ? frontLabel(iv) : 'Ingress');
 
 /** The address, with the Gateway hostname it was resolved from. */
 const vipText = (iv: L7Vip): string => (iv.resolvedFrom ? `${iv.ip} (${iv.resolvedFrom})` : iv.ip);

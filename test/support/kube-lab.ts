@@ -26,14 +26,14 @@ export interface KubeLab {
   patchService(patch: object, what: string, synced: (save: string) => boolean): Promise<string>;
   /** Sets lab/web's status.loadBalancer.ingress through the status subresource, then waits for `synced`. */
   setLbIngress(ingress: object[], what: string, synced: (save: string) => boolean): Promise<string>;
-  /** `kubectl get services,endpointslices,ingresses,nodes -A -o json` from the API server, written to `path`. */
-  writeClusterFile(path: string): string;
+  /** `kubectl get services,endpointslices,ingresses,nodes[,extraKinds] -A -o json` from the API server, written to `path`. */
+  writeClusterFile(path: string, extraKinds?: string[]): string;
   /**
    * The compiled `clbprobe diagnose --json` in node1's namespace. Blocks this process: a connect
    * started before it (its own child process) keeps going, which is how tests diagnose a loop while
    * its short-lived conntrack entries are still there.
    */
-  diagnose(clusterFile: string): Diagnosis;
+  diagnose(clusterFile: string, extraArgs?: string[]): Diagnosis;
   /** TCP connect from the client pod to ip:port: 'connected <greeting>' (what came back before the end), 'timeout' or an errno. */
   connect(ip: string, port: number, timeoutMs: number): Promise<string>;
   destroy(): Promise<void>;
@@ -75,14 +75,14 @@ export async function createKubeLab(prefix: string, etp: Etp): Promise<KubeLab> 
       if (r.status !== 200) throw new Error(`PATCH ${SERVICE_PATH}/status: ${r.status} ${JSON.stringify(r.body).slice(0, 300)}`);
       return kp.waitForRules(what, synced);
     },
-    writeClusterFile(path) {
-      writeFileSync(path, cp.kubectl(['get', 'services,endpointslices,ingresses,nodes', '-A', '-o', 'json']));
+    writeClusterFile(path, extraKinds = []) {
+      writeFileSync(path, cp.kubectl(['get', ['services', 'endpointslices', 'ingresses', 'nodes', ...extraKinds].join(','), '-A', '-o', 'json']));
       return path;
     },
-    diagnose(clusterFile) {
+    diagnose(clusterFile, extraArgs = []) {
       const r = spawnSync(
         'ip',
-        ['netns', 'exec', lab.node.name, process.execPath, CLI, 'diagnose', '--json', '--cluster-file', clusterFile, '--node-name', LAB.node1Name],
+        ['netns', 'exec', lab.node.name, process.execPath, CLI, 'diagnose', '--json', '--cluster-file', clusterFile, '--node-name', LAB.node1Name, ...extraArgs],
         { encoding: 'utf8', timeout: 90_000 },
       );
       const out = r.stdout ? (JSON.parse(r.stdout) as { findings: Finding[] }) : { findings: [] };
@@ -116,6 +116,18 @@ export interface IngressLb {
  * Ingress lab/web whose status carries `vip`.
  */
 export async function startIngressLb(k: KubeLab, vip: string, keepClientIp: boolean, backendTimeoutS = 3): Promise<IngressLb> {
+  const lb = await startL7Lb(k, vip, keepClientIp, backendTimeoutS);
+  try {
+    await createIngress(k, vip);
+  } catch (e) {
+    lb.stop();
+    throw e;
+  }
+  return lb;
+}
+
+/** The L7 LB process of startIngressLb alone: what describes it in the cluster is the caller's. */
+export async function startL7Lb(k: KubeLab, vip: string, keepClientIp: boolean, backendTimeoutS = 3): Promise<IngressLb> {
   k.lab.lb.sh(`ip addr replace ${vip}/32 dev lo`);
   const args = [INGRESS_LB, vip, '80', LAB.node1, String(LAB.nodePort), '--backend-timeout', String(backendTimeoutS), ...(keepClientIp ? ['--keep-client-ip'] : [])];
   const p = spawn('ip', ['netns', 'exec', k.lab.lb.name, '/usr/bin/python3', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -125,6 +137,15 @@ export async function startIngressLb(k: KubeLab, vip: string, keepClientIp: bool
     p.stdout!.once('data', () => resolve());
     p.once('exit', (code) => reject(new Error(`ingress-lb.py exited ${code}: ${err}`)));
   });
+  return {
+    vip,
+    stop() {
+      p.kill('SIGKILL');
+    },
+  };
+}
+
+async function createIngress(k: KubeLab, vip: string): Promise<void> {
   const ingress = {
     apiVersion: 'networking.k8s.io/v1',
     kind: 'Ingress',
@@ -136,12 +157,6 @@ export async function startIngressLb(k: KubeLab, vip: string, keepClientIp: bool
   if (existing.status === 404) await k.cp.create(path, ingress);
   const r = await k.cp.request('PATCH', `${path}/web/status`, { status: { loadBalancer: { ingress: [{ ip: vip }] } } });
   if (r.status !== 200) throw new Error(`Ingress status: ${r.status} ${JSON.stringify(r.body).slice(0, 300)}`);
-  return {
-    vip,
-    stop() {
-      p.kill('SIGKILL');
-    },
-  };
 }
 
 function connectFrom(lab: LoopLab, ip: string, port: number, timeoutMs: number): Promise<string> {
