@@ -149,9 +149,10 @@ const line = (o: object): string => `${JSON.stringify(o)}\n`;
 
 /**
  * Whom a request is for: the token's user (a token of this node's audience), or, for the relay's
- * user only, the user it names in ON_BEHALF_OF_HEADER.
+ * user only, the user it names in ON_BEHALF_OF_HEADER (the relay itself, naming none, where
+ * `relayAsItself`: its Event recorder).
  */
-export async function requestUser(access: EvidenceAccess, req: IncomingMessage): Promise<AuthnResult> {
+export async function requestUser(access: EvidenceAccess, req: IncomingMessage, relayAsItself = false): Promise<AuthnResult> {
   const who = await access.authenticate(req.headers.authorization, req.socket.remoteAddress ?? '');
   if (!who.ok) return who;
   const named = req.headers[ON_BEHALF_OF_HEADER];
@@ -159,6 +160,7 @@ export async function requestUser(access: EvidenceAccess, req: IncomingMessage):
     if (named !== undefined) return { ok: false, status: 403, message: `${who.user.username} may not name another user (${ON_BEHALF_OF_HEADER}); only the evidence relay may` };
     return who;
   }
+  if (relayAsItself && named === undefined) return who;
   const user = parseOnBehalfOf(named);
   if ('error' in user) return { ok: false, status: 400, message: user.error };
   return { ok: true, user, tokenKey: who.tokenKey };

@@ -2,7 +2,9 @@
 // `clbprobe status` through the evidence relay. Guarded as /evidence is (evidence-http.ts): a token
 // of this node's audience, the relay naming its user, and the user's "get" on each Service checked
 // with a SubjectAccessReview; a finding of a Service the user may not get is left out without a
-// trace, so the answer says nothing about what exists beyond the caller's access.
+// trace, so the answer says nothing about what exists beyond the caller's access. The relay asking
+// as itself (its Event recorder, src/remote/events.ts) gets the active findings of the namespaces
+// where it may create Events: what its Events say, and no more.
 // Bounded: findings per answer, evidence lines per finding, Services checked per answer.
 // The answer is NDJSON: one {"type":"finding"} line each, then {"type":"end"} with the node, the
 // agent's version, how many findings were left out by the cap and which Services could not be checked.
@@ -48,7 +50,9 @@ export function findingsRoute(
     };
     const source = req.socket.remoteAddress ?? '';
     void (async () => {
-      const who = await requestUser(access, req);
+      const who = await requestUser(access, req, true);
+      // The relay asking as itself records Events: it sees the active findings of the namespaces where it may create them, as its Events will say.
+      const recorder = who.ok && who.user.username === access.relayUser;
       if (!who.ok) return refuse(who.status, who.message, 'retryAfterS' in who ? who.retryAfterS : undefined);
       if (res.destroyed) return;
       const slot = slots.take(callerKey(who.user), false);
@@ -56,7 +60,7 @@ export function findingsRoute(
       res.on('close', slot.release);
       const st = state();
       if (!st.ready) return refuse(503, `the agent on ${st.nodeName} has not finished its first sync: its findings are not known yet`, 5);
-      const findings = st.findings;
+      const findings = recorder ? st.findings.filter((f) => f.severity === 'active') : st.findings;
       const services = [...new Set(findings.map((f) => `${f.service.namespace}/${f.service.name}`))];
       const checked = services.slice(0, limits.maxServices);
       const allowed = new Set<string>();
@@ -67,7 +71,9 @@ export function findingsRoute(
       const worker = async (): Promise<void> => {
         for (let svc = queue.shift(); svc !== undefined && !res.destroyed; svc = queue.shift()) {
           const [namespace, name] = svc.split('/') as [string, string];
-          const attrs: AccessAttributes = { resource: { verb: 'get', group: '', resource: 'services', namespace, name } };
+          const attrs: AccessAttributes = recorder
+            ? { resource: { verb: 'create', group: '', resource: 'events', namespace } }
+            : { resource: { verb: 'get', group: '', resource: 'services', namespace, name } };
           const d = await access.authorize(who.user, attrs, { tokenKey: who.tokenKey, source });
           if (d.ok) allowed.add(svc);
           else if (d.status !== 403) unchecked.push(d.message);

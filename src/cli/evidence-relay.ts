@@ -3,6 +3,7 @@
 // the agent's connection limits: at the cap the oldest connection not being served (idle, or still
 // sending its headers) gives way, so idle sockets cannot lock on-call out.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { hostname } from 'node:os';
 import { Command, Option } from 'commander';
 import type { V1Pod } from '@kubernetes/client-node';
 import { createLogger } from '../log.js';
@@ -21,6 +22,8 @@ interface RelayFlags {
   maxRequests: string;
   maxRequestsPerCaller: string;
   statusTimeout: string;
+  recordEvents: 'on' | 'off';
+  eventsInterval: string;
   serviceAccount: string;
   logLevel: string;
 }
@@ -105,12 +108,47 @@ async function run(f: RelayFlags): Promise<void> {
     maxAnswerBytes: 16 << 20,
   });
   const server = relayServer(route, status);
+  let stopEvents = (): void => undefined;
+  if (f.recordEvents === 'on') {
+    const { EventRecorder, eventCreator } = await import('../remote/events.js');
+    const intervalMs = int(f.eventsInterval, '--events-interval', 3600) * 1000;
+    const recorder = new EventRecorder({
+      listPods: async () => (await api.listPage(pods, { labelSelector: f.agentSelector })).items.map((p) => toAgentPod(p as V1Pod, f.container)),
+      container: f.container,
+      agentPort: int(f.agentPort, '--agent-port', 65535),
+      concurrency: int(f.concurrency, '--concurrency', 100),
+      nodeToken: (node) => nodeTokens.forNode(node),
+      agentTimeoutMs: int(f.statusTimeout, '--status-timeout', 300) * 1000,
+      maxAnswerBytes: 16 << 20,
+      create: eventCreator(target, process.env.POD_NAME ?? hostname()),
+      quietPeriodMs: 10 * 60_000,
+      perMinute: 30,
+      burst: 60,
+      log,
+    });
+    let timer: NodeJS.Timeout | undefined;
+    let stopped = false;
+    // One round at a time: the next starts an interval after the last ends.
+    const round = (): void => {
+      recorder.poll().catch((e: unknown) => log.warn({ err: e instanceof Error ? e.message : String(e) }, 'events: round failed')).finally(() => {
+        if (!stopped) timer = setTimeout(round, intervalMs);
+      });
+    };
+    timer = setTimeout(round, intervalMs);
+    stopEvents = () => {
+      stopped = true;
+      clearTimeout(timer);
+    };
+  }
   await new Promise<void>((resolve, reject) => {
     server.once('error', (e) => reject(new UserError(`--listen ${f.listen}: ${e.message}`)));
     server.listen(listen.port, listen.host, () => resolve());
   });
   log.info({ listen: f.listen, agents: `${f.agentNamespace}/${f.agentSelector}` }, 'evidence relay listening');
-  const stop = () => server.close(() => process.exit(0));
+  const stop = () => {
+    stopEvents();
+    server.close(() => process.exit(0));
+  };
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
 }
@@ -133,6 +171,8 @@ export function register(program: Command): void {
     .option('--max-requests <n>', 'requests answered at once (counted once the caller is authenticated)', '16')
     .option('--max-requests-per-caller <n>', 'requests answered at once for one caller (a service account\'s namespace, else the user)', '2')
     .option('--status-timeout <seconds>', 'for /status (clbprobe status): time for one agent to answer with its findings', '10')
+    .addOption(new Option('--record-events <on|off>', 'record a Warning Event LoadBalancerLoopback on a Service when a loop starts on some node, and a Normal one when it ends everywhere (needs create on events)').choices(['on', 'off']).default('on'))
+    .option('--events-interval <seconds>', 'with --record-events on: time between two rounds of asking every agent', '30')
     .option('--service-account <ns/name>', "the relay's own service account: it asks the API server for a token of it per node (TokenRequest, audience clbprobe-evidence:NODE)", 'clbprobe/clbprobe-evidence-relay')
     .option('--log-level <level>', 'pino level', 'info')
     .action(async (f: RelayFlags) => {

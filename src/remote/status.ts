@@ -105,8 +105,20 @@ export function statusRoute(o: StatusRelayOptions): (req: IncomingMessage, res: 
   };
 }
 
-/** One agent's findings streamed into `res` with node and pod; its node line, never a throw. */
-async function askFindings(o: StatusRelayOptions, pod: AgentPod, user: string, res: ServerResponse): Promise<StatusNodeLine> {
+/** Where an agent's finding lines go (the caller's answer, or the Event recorder's list). */
+export interface FindingSink {
+  /** One NDJSON line; false: wait for 'drain'. */
+  write(text: string): boolean;
+  once(event: 'drain' | 'close', cb: () => void): unknown;
+}
+
+export type AgentAsk = Pick<StatusRelayOptions, 'agentPort' | 'nodeToken' | 'agentTimeoutMs' | 'maxAnswerBytes'>;
+
+/**
+ * One agent's findings streamed into `res` with node and pod; its node line, never a throw.
+ * `user` (JSON) is whom the relay asks for; without it, the relay asks as itself.
+ */
+export async function askFindings(o: AgentAsk, pod: AgentPod, user: string | undefined, res: FindingSink): Promise<StatusNodeLine> {
   const result: StatusNodeLine = { type: 'node', node: pod.node, pod: pod.name, status: 'failed', findings: 0 };
   const failed = (message: string): StatusNodeLine => ({ ...result, status: 'failed', error: message + (pod.ready ? '' : ' (the agent container is not ready)') });
   if (!pod.ip) return failed('the agent pod has no IP yet');
@@ -124,7 +136,7 @@ async function askFindings(o: StatusRelayOptions, pod: AgentPod, user: string, r
       clearTimeout(timer);
       resolve(r);
     };
-    const headers = { authorization: `Bearer ${nodeToken}`, [ON_BEHALF_OF_HEADER]: user };
+    const headers = { authorization: `Bearer ${nodeToken}`, ...(user !== undefined ? { [ON_BEHALF_OF_HEADER]: user } : {}) };
     const agentReq = request({ host: pod.ip, port: o.agentPort, path: '/findings', headers }, (agentRes) => {
       agentRes.setEncoding('utf8');
       if (agentRes.statusCode !== 200) {

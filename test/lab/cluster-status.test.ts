@@ -32,6 +32,9 @@ import { toAgentPod } from '../../src/remote/agent-pods.js';
 import { NodeTokens, tokenRequester } from '../../src/remote/node-tokens.js';
 import { relayRoute } from '../../src/remote/relay.js';
 import { statusRoute } from '../../src/remote/status.js';
+import { EVENT_REASON, EVENT_REASON_CLEARED, EventRecorder, eventCreator } from '../../src/remote/events.js';
+import type { ApiTarget } from '../../src/cluster/kube-config.js';
+import type { Finding } from '../../src/detect/types.js';
 import { diagnose } from '../../src/detect/index.js';
 import type { FixChange, FixKind } from '../../src/detect/fixes.js';
 import { renderFixCommands } from '../../src/detect/render.js';
@@ -116,6 +119,9 @@ describe.skipIf(!isRoot)('fix commands against a real kube-apiserver v1.20.2', (
 });
 
 const CLI = join(import.meta.dirname, '../../dist/src/cli/main.js');
+
+/** The active and risk findings the detectors give for a fixture case: what an agent holds. */
+const significant = (name: string): Finding[] => diagnose(loadCase(name).input).findings.filter((f) => f.severity !== 'info');
 const PLUGIN = join(import.meta.dirname, '../../bin/kubectl-clbprobe');
 const DEPLOY = join(import.meta.dirname, '../../deploy');
 const RELAY_USER = 'system:serviceaccount:clbprobe:clbprobe-evidence-relay';
@@ -154,6 +160,10 @@ describe.skipIf(!isRoot)('clbprobe status: five agents and the relay against a r
   const servers: Server[] = [];
   const kubeconfigs: Record<string, string> = {};
   let proxyPort = 0;
+  /** What each agent holds now: the Events test changes it between rounds. */
+  const held: Record<string, Finding[]> = {};
+  let relayTarget: ApiTarget;
+  let ask: Omit<ConstructorParameters<typeof EventRecorder>[0], 'create' | 'quietPeriodMs' | 'perMinute' | 'burst'>;
 
   const listen = (server: Server, host: string, port = 0): Promise<number> =>
     new Promise((resolve, reject) => {
@@ -200,9 +210,9 @@ describe.skipIf(!isRoot)('clbprobe status: five agents and the relay against a r
       if (!n.case && !n.old) continue;
       const authz = new KubeAuthorizer(new AccessReviewClient(agentTarget), { limiter, audiences: [evidenceAudience(n.node)] });
       const access: EvidenceAccess = { authenticate: (a, s) => authz.authenticate(a, s), authorize: (u, at, by) => authz.authorize(u, at, by), relayUser: RELAY_USER };
-      const findings = n.case ? diagnose(loadCase(n.case).input).findings.filter((f) => f.severity !== 'info') : [];
+      held[n.node] = n.case ? significant(n.case) : [];
       const routes: Record<string, ReturnType<typeof evidenceRoute>> = { '/evidence': evidenceRoute(access, join(dir, `${n.node}.sock`)) };
-      if (!n.old) routes['/findings'] = findingsRoute(access, () => ({ ready: true, nodeName: n.node, version: 'test', findings }));
+      if (!n.old) routes['/findings'] = findingsRoute(access, () => ({ ready: true, nodeName: n.node, version: 'test', findings: held[n.node]! }));
       agentPort = await listen(createMetricsServer({ registry: new Registry(), ready: () => true, routes }), n.ip, agentPort);
     }
     // The agent pods, as the API server lists them to the relay.
@@ -217,7 +227,7 @@ describe.skipIf(!isRoot)('clbprobe status: five agents and the relay against a r
     }
 
     // The relay, as src/cli/evidence-relay.ts wires it, with its service account.
-    const relayTarget = loadApiTarget(kubeconfigFor('relay', await saToken('clbprobe', 'clbprobe-evidence-relay'), cp.server));
+    relayTarget = loadApiTarget(kubeconfigFor('relay', await saToken('clbprobe', 'clbprobe-evidence-relay'), cp.server));
     const relayAuthz = new KubeAuthorizer(new AccessReviewClient(relayTarget), { limiter: new ReviewRateLimiter({ perSecond: 5, burst: 20 }, { perSecond: 20, burst: 50 }) });
     const nodeTokens = new NodeTokens(tokenRequester(relayTarget, { namespace: 'clbprobe', name: 'clbprobe-evidence-relay' }));
     const api = new KubeApi(relayTarget);
@@ -230,6 +240,7 @@ describe.skipIf(!isRoot)('clbprobe status: five agents and the relay against a r
       maxRequestsPerCaller: 2,
       nodeToken: (node: string) => nodeTokens.forNode(node),
     };
+    ask = { ...common, agentTimeoutMs: 5000, maxAnswerBytes: 16 << 20 };
     const relayPort = await listen(
       relayServer(
         relayRoute({ ...common, check: (a, attrs, source) => relayAuthz.check(a, attrs, source) }),
@@ -325,4 +336,36 @@ describe.skipIf(!isRoot)('clbprobe status: five agents and the relay against a r
     expect(d.stderr).toContain('403');
     expect(d.stderr).toContain('clbprobe-evidence');
   }, 60_000);
+  it('an active loop: exactly one Warning Event LoadBalancerLoopback on its Service, cluster-wide, and one Normal Event when it clears', async () => {
+    type Ev = { type: string; reason: string; message: string; involvedObject: { kind: string; name: string; namespace: string } };
+    const events = (): Ev[] =>
+      (JSON.parse(cp.kubectl(['get', 'events', '-n', 'shop', '-o', 'json'])) as { items: Ev[] }).items.filter((e) => e.reason === EVENT_REASON || e.reason === EVENT_REASON_CLEARED);
+    // Two relay replicas, as deploy/evidence-relay.yaml runs them, each with the relay's service account.
+    // One clock for both, so that a 10-minute bucket boundary cannot fall between their rounds.
+    const t0 = Date.now();
+    const replicas = ['relay-1', 'relay-2'].map((i) => new EventRecorder({ ...ask, create: eventCreator(relayTarget, i), quietPeriodMs: 600_000, perMinute: 30, burst: 60, now: () => t0 }));
+    const loop = significant('tke-ipvs-unbound-l4-loop');
+    const calm = significant('tke-ipvs-unbound-config-only');
+    expect(loop.some((f) => f.severity === 'active')).toBe(true);
+    expect(calm.some((f) => f.severity === 'active')).toBe(false);
+    held['node-a'] = loop;
+    held['node-b'] = loop;
+    for (const r of [...replicas, ...replicas]) await r.poll();
+    const warnings = events().filter((e) => e.type === 'Warning');
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatchObject({ reason: 'LoadBalancerLoopback', involvedObject: { kind: 'Service', name: 'api', namespace: 'shop' } });
+    expect(warnings[0]!.message).toContain('L4-loop on 2 node(s): node-a, node-b');
+    expect(warnings[0]!.message).toContain('Fix: kubectl -n shop patch service api');
+    expect(replicas[1]!.counts.exists).toBe(1);
+    // node-a's loop ends, node-b's goes on: nothing new.
+    held['node-a'] = calm;
+    for (const r of replicas) await r.poll();
+    expect(events()).toHaveLength(1);
+    held['node-b'] = calm;
+    for (const r of [...replicas, ...replicas]) await r.poll();
+    const cleared = events().filter((e) => e.type === 'Normal');
+    expect(cleared).toHaveLength(1);
+    expect(cleared[0]).toMatchObject({ reason: 'LoadBalancerLoopbackCleared', involvedObject: { name: 'api', namespace: 'shop' } });
+    expect(events()).toHaveLength(2);
+  }, 120_000);
 });

@@ -199,7 +199,9 @@ describe('deploy/ kustomization', () => {
     expect(grants('Role')).toEqual(['/pods:list', '/serviceaccounts/token:create']);
     const role = objects.find((o) => o.kind === 'Role' && o.metadata.name === 'clbprobe-evidence-relay') as unknown as { rules: { resources: string[]; resourceNames?: string[] }[] } | undefined;
     expect(role?.rules.find((r) => r.resources.includes('serviceaccounts/token'))?.resourceNames).toEqual(['clbprobe-evidence-relay']);
-    expect(grants('ClusterRole').sort()).toEqual(['authentication.k8s.io/tokenreviews:create', 'authorization.k8s.io/subjectaccessreviews:create']);
+    // Events on Services: create, and nothing else on them.
+    expect(grants('ClusterRole').sort()).toEqual(['/events:create', 'authentication.k8s.io/tokenreviews:create', 'authorization.k8s.io/subjectaccessreviews:create']);
+    expect(c.args.slice(-2)).toEqual(['--record-events', 'on']);
   });
 
   it('DaemonSet preStop and cleanup-daemonset.yaml run `clbprobe cleanup` (valid DaemonSet, not in the kustomization)', () => {

@@ -1,0 +1,244 @@
+// Kubernetes Events for LB loopback, recorded by the evidence relay for the whole cluster, so that
+// `kubectl get events` and Event-based alerting show a loop without Prometheus. Every interval the
+// relay asks each agent's /findings as itself (the agent shows it the active findings of the
+// namespaces where it may create Events), and keeps, per Service, the nodes where a loop is active:
+// - a Service whose first loop starts gets one Warning Event LoadBalancerLoopback (the mechanisms,
+//   the nodes, one line of fix), however many nodes see it;
+// - one whose last loop ends, on every node that had it and answered, gets one Normal Event
+//   LoadBalancerLoopbackCleared; a node that does not answer keeps what it last said (unknown is
+//   not "cleared");
+// - Events are rate-limited (a token bucket for the relay, and one Warning per Service per
+//   quietPeriod however often the loop flaps), and named from the Service, the kind and a time
+//   bucket, so a second relay replica that sees the same change in the same bucket gets 409
+//   (AlreadyExists) and records nothing: one Event, cluster-wide.
+// RBAC: create on events (deploy/evidence-relay.yaml); --record-events off turns it all off.
+import { createHash } from 'node:crypto';
+import { request as httpRequest } from 'node:http';
+import { request as httpsRequest, type RequestOptions } from 'node:https';
+import { EventEmitter } from 'node:events';
+import type { ApiTarget } from '../cluster/kube-config.js';
+import { byText } from '../compare.js';
+import { planNodes, type AgentPod } from './agent-pods.js';
+import { askFindings, type AgentAsk } from './status.js';
+
+export const EVENT_REASON = 'LoadBalancerLoopback';
+export const EVENT_REASON_CLEARED = 'LoadBalancerLoopbackCleared';
+const COMPONENT = 'clbprobe-evidence-relay';
+
+/** An Event to create: on which Service, which kind, what it says. */
+export interface LoopEvent {
+  namespace: string;
+  service: string;
+  type: 'Warning' | 'Normal';
+  reason: typeof EVENT_REASON | typeof EVENT_REASON_CLEARED;
+  message: string;
+}
+
+export interface EventRecorderOptions extends AgentAsk {
+  listPods: () => Promise<AgentPod[]>;
+  container: string;
+  concurrency: number;
+  /** Creates one Event; 'exists' when its name is taken (another replica recorded it). */
+  create: (e: LoopEvent, name: string) => Promise<'created' | 'exists'>;
+  /** Time between two Warnings for one Service. */
+  quietPeriodMs: number;
+  /** Events per minute for the whole relay, and the burst. */
+  perMinute: number;
+  burst: number;
+  now?: () => number;
+  log?: { warn(o: object, msg: string): void; info(o: object, msg: string): void };
+}
+
+interface Active {
+  /** Node -> the mechanisms active there, and a fix line. */
+  nodes: Map<string, { mechanisms: Set<string>; fix?: string }>;
+}
+
+/** At most this many Services are followed (a cluster with more active loops than this has bigger news). */
+const MAX_SERVICES = 10_000;
+/** Characters of an Event message (the API server allows 1 KiB in events.k8s.io; core/v1 more). */
+const MAX_MESSAGE = 1000;
+
+export class EventRecorder {
+  private readonly active = new Map<string, Active>();
+  private readonly lastWarning = new Map<string, number>();
+  private tokens: number;
+  private refilledAt: number;
+  private readonly now: () => number;
+  /** Events created, and those not created (rate limit, AlreadyExists, errors), for the log and tests. */
+  readonly counts = { created: 0, exists: 0, limited: 0, failed: 0 };
+
+  constructor(private readonly o: EventRecorderOptions) {
+    this.now = o.now ?? Date.now;
+    this.tokens = o.burst;
+    this.refilledAt = this.now();
+  }
+
+  /** One round: ask every agent, record what started and what ended. */
+  async poll(): Promise<LoopEvent[]> {
+    const plan = planNodes(await this.o.listPods(), this.o.container);
+    const answered = new Set<string>();
+    const seen = new Map<string, Map<string, { mechanisms: Set<string>; fix?: string }>>();
+    const queue = [...plan.ask];
+    const worker = async (): Promise<void> => {
+      for (let pod = queue.shift(); pod; pod = queue.shift()) {
+        const sink = new LineSink();
+        const r = await askFindings(this.o, pod, undefined, sink);
+        if (r.status !== 'ok' || r.unchecked) {
+          this.o.log?.warn({ node: pod.node, error: r.error ?? r.uncheckedReason }, 'events: agent not read, its last answer stands');
+          continue;
+        }
+        answered.add(pod.node);
+        for (const text of sink.lines) {
+          const f = JSON.parse(text) as { service?: { namespace?: unknown; name?: unknown }; mechanism?: unknown; severity?: unknown; fixes?: { command?: unknown }[]; remedy?: unknown };
+          if (f.severity !== 'active' || typeof f.service?.namespace !== 'string' || typeof f.service.name !== 'string' || typeof f.mechanism !== 'string') continue;
+          const key = `${f.service.namespace}/${f.service.name}`;
+          const nodes = seen.get(key) ?? new Map();
+          const at = nodes.get(pod.node) ?? { mechanisms: new Set<string>() };
+          at.mechanisms.add(f.mechanism.slice(0, 40));
+          at.fix ??= oneLineFix(f);
+          nodes.set(pod.node, at);
+          seen.set(key, nodes);
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(this.o.concurrency, queue.length) }, worker));
+    const out: LoopEvent[] = [];
+    // Started: a Service active now that was not.
+    for (const [key, nodes] of seen) {
+      const was = this.active.get(key);
+      if (!was && this.active.size >= MAX_SERVICES) continue;
+      const merged = new Map(was?.nodes ?? []);
+      for (const n of answered) merged.delete(n);
+      for (const [n, v] of nodes) merged.set(n, v);
+      this.active.set(key, { nodes: merged });
+      if (!was) out.push(this.warning(key, merged));
+    }
+    // Ended: every node that had it answered without it.
+    for (const [key, a] of this.active) {
+      if (seen.has(key)) continue;
+      for (const n of answered) a.nodes.delete(n);
+      if (a.nodes.size > 0) continue;
+      this.active.delete(key);
+      const [namespace, service] = key.split('/') as [string, string];
+      out.push({ namespace, service, type: 'Normal', reason: EVENT_REASON_CLEARED, message: 'LB loopback no longer active on any node that answered' });
+    }
+    const recorded: LoopEvent[] = [];
+    for (const e of out) if (await this.record(e)) recorded.push(e);
+    return recorded;
+  }
+
+  private warning(key: string, nodes: Active['nodes']): LoopEvent {
+    const [namespace, service] = key.split('/') as [string, string];
+    const byMech = new Map<string, string[]>();
+    for (const [n, v] of nodes) for (const m of v.mechanisms) byMech.set(m, [...(byMech.get(m) ?? []), n]);
+    const list = (ns: string[]) => {
+      const s = ns.sort(byText);
+      return s.length > 5 ? `${s.slice(0, 5).join(', ')} and ${s.length - 5} more` : s.join(', ');
+    };
+    const what = [...byMech].map(([m, ns]) => `${m} on ${ns.length} node(s): ${list(ns)}`).join('; ');
+    const fix = [...nodes.values()].map((v) => v.fix).find((f) => f !== undefined);
+    const message = `LB loopback active: ${what}.${fix ? ` Fix: ${fix}` : ''}`;
+    return { namespace, service, type: 'Warning', reason: EVENT_REASON, message: message.length > MAX_MESSAGE ? `${message.slice(0, MAX_MESSAGE - 1)}…` : message };
+  }
+
+  private async record(e: LoopEvent): Promise<boolean> {
+    const key = `${e.namespace}/${e.service}`;
+    const now = this.now();
+    if (e.type === 'Warning') {
+      const last = this.lastWarning.get(key);
+      if (last !== undefined && now - last < this.o.quietPeriodMs) return this.limited(e, 'quiet period');
+    }
+    this.tokens = Math.min(this.o.burst, this.tokens + ((now - this.refilledAt) / 60_000) * this.o.perMinute);
+    this.refilledAt = now;
+    if (this.tokens < 1) return this.limited(e, 'rate limit');
+    this.tokens--;
+    if (e.type === 'Warning') {
+      this.lastWarning.set(key, now);
+      while (this.lastWarning.size > MAX_SERVICES) this.lastWarning.delete(this.lastWarning.keys().next().value!);
+    }
+    try {
+      const r = await this.o.create(e, eventName(e, now, this.o.quietPeriodMs));
+      this.counts[r]++;
+      if (r === 'created') this.o.log?.info({ service: key, reason: e.reason }, 'event recorded');
+      return r === 'created';
+    } catch (err) {
+      this.counts.failed++;
+      this.o.log?.warn({ service: key, reason: e.reason, err: err instanceof Error ? err.message : String(err) }, 'event not recorded');
+      return false;
+    }
+  }
+
+  private limited(e: LoopEvent, why: string): false {
+    this.counts.limited++;
+    this.o.log?.warn({ service: `${e.namespace}/${e.service}`, reason: e.reason, why }, 'event not recorded');
+    return false;
+  }
+}
+
+/** The first fix command of a finding, else the first sentence of its remedy. */
+function oneLineFix(f: { fixes?: { command?: unknown }[]; remedy?: unknown }): string | undefined {
+  const cmd = f.fixes?.find((x) => typeof x.command === 'string')?.command as string | undefined;
+  if (cmd) return cmd.slice(0, 400);
+  if (typeof f.remedy !== 'string') return undefined;
+  return f.remedy.split(/(?<=[.;])\s/)[0]!.slice(0, 300);
+}
+
+/** The Service's name, the kind and a time bucket: the same change seen by two replicas is one name. */
+export function eventName(e: LoopEvent, nowMs: number, bucketMs: number): string {
+  const h = createHash('sha256').update(`${e.namespace}/${e.service}/${e.reason}/${Math.floor(nowMs / bucketMs)}`).digest('hex').slice(0, 16);
+  return `${e.service.slice(0, 200)}.clbprobe-${h}`;
+}
+
+/** Collects an agent's finding lines (askFindings bounds their bytes). */
+class LineSink extends EventEmitter {
+  readonly lines: string[] = [];
+  write(text: string): boolean {
+    this.lines.push(text);
+    return true;
+  }
+}
+
+/** Creates core/v1 Events through `target` (the relay's service account: create on events). */
+export function eventCreator(target: ApiTarget, instance: string, timeoutMs = 10_000): EventRecorderOptions['create'] {
+  return async (e, name) => {
+    const at = new Date().toISOString();
+    const body = Buffer.from(
+      JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'Event',
+        metadata: { name, namespace: e.namespace },
+        involvedObject: { apiVersion: 'v1', kind: 'Service', namespace: e.namespace, name: e.service },
+        type: e.type,
+        reason: e.reason,
+        message: e.message,
+        source: { component: COMPONENT },
+        reportingComponent: COMPONENT,
+        reportingInstance: instance.slice(0, 128),
+        firstTimestamp: at,
+        lastTimestamp: at,
+        count: 1,
+      }),
+    );
+    const url = new URL(`${target.server}/api/v1/namespaces/${encodeURIComponent(e.namespace)}/events`);
+    const base = await target.requestOptions();
+    const opts: RequestOptions = { ...base, method: 'POST', headers: { ...base.headers, accept: 'application/json', 'content-type': 'application/json', 'content-length': body.length } };
+    const code = await new Promise<{ status: number; text: string }>((resolve, reject) => {
+      const req = (url.protocol === 'https:' ? httpsRequest : httpRequest)(url, opts, (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (d: string) => {
+          if (text.length < 4096) text += d;
+        });
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+        res.on('error', reject);
+      });
+      req.setTimeout(timeoutMs, () => req.destroy(new Error(`no answer within ${timeoutMs / 1000} s`)));
+      req.on('error', reject);
+      req.end(body);
+    });
+    if (code.status === 201 || code.status === 200) return 'created';
+    if (code.status === 409) return 'exists';
+    throw new Error(`create Event in ${e.namespace}: ${code.status} ${code.text.slice(0, 200)}`);
+  };
+}
