@@ -25,7 +25,7 @@ const say = (text) => {
   write(text);
   console.log(text);
 };
-const section = (name, text = '') => write(`=== ${name}\n${text}`.trimEnd());
+const section = (name, text = '') => write(`=== ${name} (${ms()} ms)\n${text}`.trimEnd());
 const checks = [];
 const check = (name, ok, detail) => {
   checks.push({ name, ok });
@@ -113,7 +113,7 @@ try {
 
   // Events: fresh loops while the agent listens. Each connect times out (the loop) and its two legs appear in conntrack.
   const connects = [];
-  for (let i = 0; i < 3; i++) connects.push(await lab.connect(2500));
+  for (let i = 0; i < 2; i++) connects.push(await lab.connect(2500));
   section('connects-after-agent', connects.join('\n'));
   const web = { namespace: 'lab', service: 'web' };
   let last = [];
