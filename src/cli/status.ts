@@ -24,10 +24,11 @@ export function register(program: Command): void {
   program
     .command('status')
     .description(
-      "The cluster's LB loopback in one table: every Service with a finding on some node, its mechanism,\n" +
-        'its worst severity, and the nodes where it is active or at risk. Asks every agent through the\n' +
-        "evidence relay (deploy/evidence-relay.yaml) with your own token: you see the findings of the Services\n" +
-        'you may get, nothing else. Agents that do not answer are listed with the reason.',
+      "The cluster's LB loopback in one table: each Service with a finding on some\n" +
+        'node, its mechanism, its worst severity, and the nodes where it is active or\n' +
+        'at risk. Asks every agent through the evidence relay (deploy/evidence-relay.yaml)\n' +
+        'with your own token: you see the findings of the Services you may get, nothing\n' +
+        'else. Agents that do not answer are listed with the reason.',
     )
     .option('--kubeconfig <file>', 'kubeconfig (default: KUBECONFIG, ~/.kube/config, in-cluster)')
     .option('--context <name>', "the kubeconfig context to use (default: its current-context), as kubectl's --context")

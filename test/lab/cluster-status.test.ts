@@ -12,7 +12,7 @@
 // `--dry-run=server`: the API server must accept the patch and the object it returns must carry
 // the change. Every remedy kind must be met at least once (each field exists in 1.20).
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -41,6 +41,7 @@ import { renderFixCommands } from '../../src/detect/render.js';
 import { binary, startControlPlane, type ControlPlane } from '../support/kube-control-plane.js';
 import { BUNDLES, loadCase } from '../unit/detect/fixture-bundle.js';
 import { isRoot } from '../support/netns.js';
+import { CHROMIUM, openPage } from '../support/chromium.js';
 
 type Obj = Record<string, any>;
 
@@ -319,6 +320,30 @@ describe.skipIf(!isRoot)('clbprobe status: five agents and the relay against a r
     expect(page).toContain('<h3>node node-a</h3>');
     expect(page).toContain('<svg class="path"');
     expect(page).toContain('node-d (clbprobe-node-d): no answer');
+    if (CHROMIUM) {
+      // What a person sees: the table, the Service's section with node-a's drawn loop, the silent nodes.
+      const browser = await openPage(1280, 1400);
+      try {
+        await browser.navigate(`file://${html}`);
+        const seen = await browser.evaluate<{ t: string; shown: boolean }[]>(
+          `${JSON.stringify(['Service shop/api', 'node node-a', 'L4-loop', '1 (node-a)', 'node-d (clbprobe-node-d): no answer', 'skips the LB'])}.map((t) => {
+            const el = [...document.querySelectorAll('body *')].find((e) => e.children.length === 0 && (e.textContent || '').includes(t));
+            const r = el ? el.getBoundingClientRect() : { width: 0, height: 0 };
+            return { t, shown: r.width > 0 && r.height > 0 };
+          })`,
+        );
+        expect(seen.filter((x) => !x.shown)).toEqual([]);
+        expect(await browser.evaluate<number>(`document.querySelectorAll('svg.path rect').length`)).toBeGreaterThanOrEqual(3);
+        // The table, the silent nodes and the first Service's loop: docs/status-report.png.
+        const png = await browser.screenshot({ width: 1280, height: 1100 });
+        expect(png.subarray(1, 4).toString()).toBe('PNG');
+        const artifacts = join(import.meta.dirname, '../../test-artifacts');
+        mkdirSync(artifacts, { recursive: true });
+        writeFileSync(join(artifacts, 'status-report.png'), png);
+      } finally {
+        await browser.close();
+      }
+    }
     // The kubectl plugin is the same command.
     const k = await cli([PLUGIN, 'status', '--kubeconfig', kubeconfigs.sre!, '--node', 'node-b']);
     expect(k.code, k.stderr).toBe(0);

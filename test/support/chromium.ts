@@ -14,7 +14,8 @@ export interface Page {
   navigate(url: string): Promise<void>;
   /** Evaluates an expression in the page and returns its JSON value. */
   evaluate<T>(expression: string): Promise<T>;
-  screenshot(): Promise<Buffer>;
+  /** The whole page, or its top `clip` pixels. */
+  screenshot(clip?: { width: number; height: number }): Promise<Buffer>;
   close(): Promise<void>;
 }
 
@@ -100,8 +101,8 @@ export async function openPage(width = 1280, height = 1000): Promise<Page> {
         if (r.exceptionDetails) throw new Error(`in the page: ${r.exceptionDetails.text}`);
         return r.result.value;
       },
-      async screenshot() {
-        const r = await send<{ data: string }>('Page.captureScreenshot', { format: 'png', captureBeyondViewport: true });
+      async screenshot(clip) {
+        const r = await send<{ data: string }>('Page.captureScreenshot', { format: 'png', captureBeyondViewport: true, ...(clip ? { clip: { x: 0, y: 0, ...clip, scale: 1 } } : {}) });
         return Buffer.from(r.data, 'base64');
       },
       async close() {
