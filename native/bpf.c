@@ -470,6 +470,25 @@ static napi_value map_lookup(napi_env env, napi_callback_info info) {
   return out;
 }
 
+// bpfMapGetNextKey(fd, key | null, next): the key after `key` (the first with
+// null) into `next`; false at the end. For kernels without batch lookups.
+static napi_value map_get_next_key(napi_env env, napi_callback_info info) {
+  ARGS(3);
+  int32_t fd;
+  void *k = NULL, *n;
+  size_t kl, nl;
+  napi_valuetype t = napi_undefined;
+  if (argv[1]) napi_typeof(env, argv[1], &t);
+  if (!arg_int(env, argv[0], &fd) || (t != napi_null && (!argv[1] || get_bytes(env, argv[1], &k, &kl) != napi_ok)) ||
+      !argv[2] || get_bytes(env, argv[2], &n, &nl) != napi_ok)
+    return throw_type(env, "bpfMapGetNextKey(fd, key | null, next)");
+  int r = bpf_map_get_next_key(fd, k, n);
+  if (r < 0 && errno != ENOENT) return throw_errno(env, errno, "bpf_map_get_next_key");
+  napi_value out;
+  napi_get_boolean(env, r == 0, &out);
+  return out;
+}
+
 // bpfMapLookupBatch(fd, keys, values, token, first, status): one batch of a
 // hash map walk. token is an 8-byte buffer kept between calls; status[0] gets
 // the number of entries read, status[1] = 1 once the walk is complete. The
@@ -524,6 +543,7 @@ napi_status register_bpf(napi_env env, napi_value exports) {
       {"bpfMapDelete", NULL, map_delete, NULL, NULL, NULL, napi_default, NULL},
       {"bpfMapLookup", NULL, map_lookup, NULL, NULL, NULL, napi_default, NULL},
       {"bpfMapLookupBatch", NULL, map_lookup_batch, NULL, NULL, NULL, napi_default, NULL},
+      {"bpfMapGetNextKey", NULL, map_get_next_key, NULL, NULL, NULL, napi_default, NULL},
       {"bpfPossibleCpus", NULL, possible_cpus, NULL, NULL, NULL, napi_default, NULL},
   };
   return napi_define_properties(env, exports, sizeof props / sizeof props[0], props);

@@ -284,9 +284,23 @@ export function syncMap(addon: BpfAddon, fd: number, current: MapContents, next:
   }
 }
 
-/** The kernel has no batch lookup for this map type: ENOTSUPP (524), as 5.10 answers for per-CPU arrays. */
+/**
+ * The kernel has no batch lookup for this map: ENOTSUPP (524), as 5.10 answers for per-CPU arrays,
+ * or EINVAL from kernels before 5.6, which do not know the command.
+ */
 export function batchUnsupported(e: unknown): boolean {
-  return isSyscallError(e) && (e.errno === 524 || e.code === 'EOPNOTSUPP');
+  return isSyscallError(e) && (e.errno === 524 || e.code === 'EOPNOTSUPP' || e.code === 'EINVAL');
+}
+
+/** Sum over CPUs of the u64 at `field` of the i-th per-CPU value in `values` (exact below 2^53). */
+function sumPerCpu(values: Buffer, i: number, cpus: number, stride: number, field: number): number {
+  let total = 0;
+  const base = i * cpus * stride + field;
+  for (let c = 0; c < cpus; c++) {
+    const off = base + c * stride;
+    total += values.readUInt32LE(off) + values.readUInt32LE(off + 4) * 0x1_0000_0000;
+  }
+  return total;
 }
 
 /** Per-CPU values occupy one 8-byte-aligned slot per possible CPU. */
@@ -309,6 +323,8 @@ export class CounterMapReader {
   private readonly stride = perCpuStride(COUNTER_VALUE_SIZE);
   /** Decoded keys by raw bytes: keys stay the same from one read to the next. */
   private decoded = new Map<string, DecodedCounterKey>();
+  /** Set once the kernel refused a batch lookup (kernels before 5.6 have none). */
+  private batchless = false;
 
   constructor(
     private readonly addon: BpfAddon,
@@ -328,6 +344,38 @@ export class CounterMapReader {
   }
 
   read(): CounterSample[] {
+    if (!this.batchless) {
+      try {
+        return this.readBatches();
+      } catch (e) {
+        if (!batchUnsupported(e)) throw e;
+        this.batchless = true;
+      }
+    }
+    return this.readByKey();
+  }
+
+  /** One lookup per key, walking the keys; for kernels without batch lookups of hashes (before 5.6). */
+  private readByKey(): CounterSample[] {
+    const out: CounterSample[] = [];
+    const seen = new Map<string, DecodedCounterKey>();
+    const key = Buffer.alloc(COUNTER_KEY_SIZE);
+    const next = Buffer.alloc(COUNTER_KEY_SIZE);
+    const value = Buffer.alloc(this.cpus * this.stride);
+    for (let more = this.addon.bpfMapGetNextKey(this.fd, null, next); more; more = this.addon.bpfMapGetNextKey(this.fd, key, next)) {
+      next.copy(key);
+      // A key deleted between the walk and the lookup has nothing left to count.
+      if (!this.addon.bpfMapLookup(this.fd, key, value)) continue;
+      const raw = key.toString('latin1');
+      const k = this.decoded.get(raw) ?? decodeCounterKey(key, 0);
+      seen.set(raw, k);
+      out.push({ ...k, packets: sumPerCpu(value, 0, this.cpus, this.stride, CTR_VAL_PACKETS), bytes: sumPerCpu(value, 0, this.cpus, this.stride, CTR_VAL_BYTES) });
+    }
+    this.decoded = seen;
+    return out;
+  }
+
+  private readBatches(): CounterSample[] {
     const out: CounterSample[] = [];
     const seen = new Map<string, DecodedCounterKey>();
     let first = true;
@@ -363,15 +411,8 @@ export class CounterMapReader {
     this.values = Buffer.alloc(size * this.cpus * this.stride);
   }
 
-  /** Sum over CPUs of the u64 at `field` of entry i (exact below 2^53). */
   private sum(i: number, field: number): number {
-    let total = 0;
-    const base = i * this.cpus * this.stride + field;
-    for (let c = 0; c < this.cpus; c++) {
-      const off = base + c * this.stride;
-      total += this.values.readUInt32LE(off) + this.values.readUInt32LE(off + 4) * 0x1_0000_0000;
-    }
-    return total;
+    return sumPerCpu(this.values, i, this.cpus, this.stride, field);
   }
 }
 
@@ -474,13 +515,7 @@ export class SlotMapReader {
   }
 
   private sum(values: Buffer, i: number, field: number): number {
-    let total = 0;
-    const base = i * this.cpus * this.stride + field;
-    for (let c = 0; c < this.cpus; c++) {
-      const off = base + c * this.stride;
-      total += values.readUInt32LE(off) + values.readUInt32LE(off + 4) * 0x1_0000_0000;
-    }
-    return total;
+    return sumPerCpu(values, i, this.cpus, this.stride, field);
   }
 }
 

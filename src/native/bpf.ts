@@ -42,6 +42,8 @@ export interface BpfAddon {
     status: Int32Array,
     maxCount: number,
   ): void;
+  /** Writes the key after `key` (the first key with null) into `next`; false at the end of the map. */
+  bpfMapGetNextKey(fd: number, key: Uint8Array | null, next: Uint8Array): boolean;
   bpfPossibleCpus(): number;
 }
 

@@ -4,9 +4,9 @@
 // handed out when many are marked, one by one when few are), each slot summed over CPUs under its
 // counter key.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { counterKey, COUNTER_VALUE_SIZE, MAP_SLOTS, MAP_SLOTS_SEEN, SLOTS_SEEN_VALUE_SIZE } from '../../src/capture/bpf-layout.js';
+import { counterKey, COUNTER_VALUE_SIZE, MAP_COUNTERS, MAP_SLOTS, MAP_SLOTS_SEEN, SLOTS_SEEN_VALUE_SIZE } from '../../src/capture/bpf-layout.js';
 import { bpfObjectPath } from '../../src/capture/ebpf.js';
-import { perCpuStride, SlotMapReader } from '../../src/capture/ebpf-maps.js';
+import { CounterMapReader, perCpuStride, SlotMapReader } from '../../src/capture/ebpf-maps.js';
 import { SlotAllocator } from '../../src/capture/ebpf-tables.js';
 import { address16 } from '../../src/capture/targets.js';
 import { bpfAddon, type BpfObject } from '../../src/native/bpf.js';
@@ -127,5 +127,32 @@ describe.skipIf(!isRoot)('counter slots on the real kernel', () => {
       got.forEach((x, i) => expect([x.packets, x.bytes]).toEqual([sumOver(i + 1), 100 * sumOver(i + 1)]));
     }
     expect(batches).toBe(1);
+  });
+  it("the counters hash where the kernel has no batch lookup (before 5.6: EINVAL): walked key by key, the same samples as the batch reader's", () => {
+    const hashFd = addon.bpfObjectMapFd(obj, MAP_COUNTERS);
+    const keys = [30001, 30002, 30003].map((p) => counterKey(address16('10.0.0.99'), p, 17, 'loop_return', 'ingress'));
+    keys.forEach((k, j) => {
+      const v = Buffer.alloc(cpus * stride);
+      for (let c = 0; c < cpus; c++) {
+        v.writeBigUInt64LE(BigInt(j + 1 + c), c * stride);
+        v.writeBigUInt64LE(BigInt(1000 * (j + 1 + c)), c * stride + 8);
+      }
+      addon.bpfMapUpdate(hashFd, k, v, 0);
+    });
+    let batches = 0;
+    const old = Object.defineProperty(Object.create(addon) as typeof addon, 'bpfMapLookupBatch', {
+      value: () => {
+        batches++;
+        throw Object.assign(new Error('bpf_map_lookup_batch: Invalid argument'), { errno: 22, code: 'EINVAL' });
+      },
+    });
+    const byPort = (xs: ReturnType<CounterMapReader['read']>) => [...xs].sort((a, b) => a.port - b.port);
+    const want = byPort(new CounterMapReader(addon, hashFd, cpus).read());
+    expect(want.map((x) => [x.port, x.packets, x.bytes])).toEqual([1, 2, 3].map((j) => [30000 + j, sumOver(j), 1000 * sumOver(j)]));
+    const reader = new CounterMapReader(old, hashFd, cpus);
+    expect(byPort(reader.read())).toEqual(want);
+    expect(byPort(reader.read())).toEqual(want);
+    expect(batches).toBe(1);
+    for (const k of keys) addon.bpfMapDelete(hashFd, k);
   });
 });
