@@ -163,6 +163,8 @@ describe.skipIf(!isRoot)('clbprobe status: five agents and the relay against a r
   let proxyPort = 0;
   /** What each agent holds now: the Events test changes it between rounds. */
   const held: Record<string, Finding[]> = {};
+  /** Agents that answer 503 (before their first sync) while listed here. */
+  const syncing = new Set<string>();
   let relayTarget: ApiTarget;
   let ask: Omit<ConstructorParameters<typeof EventRecorder>[0], 'create' | 'quietPeriodMs' | 'perMinute' | 'burst'>;
 
@@ -213,7 +215,7 @@ describe.skipIf(!isRoot)('clbprobe status: five agents and the relay against a r
       const access: EvidenceAccess = { authenticate: (a, s) => authz.authenticate(a, s), authorize: (u, at, by) => authz.authorize(u, at, by), relayUser: RELAY_USER };
       held[n.node] = n.case ? significant(n.case) : [];
       const routes: Record<string, ReturnType<typeof evidenceRoute>> = { '/evidence': evidenceRoute(access, join(dir, `${n.node}.sock`)) };
-      if (!n.old) routes['/findings'] = findingsRoute(access, () => ({ ready: true, nodeName: n.node, version: 'test', findings: held[n.node]! }));
+      if (!n.old) routes['/findings'] = findingsRoute(access, () => ({ ready: !syncing.has(n.node), nodeName: n.node, version: 'test', findings: held[n.node]! }));
       agentPort = await listen(createMetricsServer({ registry: new Registry(), ready: () => true, routes }), n.ip, agentPort);
     }
     // The agent pods, as the API server lists them to the relay.
@@ -386,7 +388,15 @@ describe.skipIf(!isRoot)('clbprobe status: five agents and the relay against a r
     held['node-a'] = calm;
     for (const r of replicas) await r.poll();
     expect(events()).toHaveLength(1);
+    // node-a loops again, then cannot answer (503) while node-b calms down: node-a's last answer stands, nothing clears.
+    held['node-a'] = loop;
+    for (const r of replicas) await r.poll();
+    syncing.add('node-a');
+    held['node-a'] = calm;
     held['node-b'] = calm;
+    for (const r of replicas) await r.poll();
+    expect(events()).toHaveLength(1);
+    syncing.delete('node-a');
     for (const r of [...replicas, ...replicas]) await r.poll();
     const cleared = events().filter((e) => e.type === 'Normal');
     expect(cleared).toHaveLength(1);
