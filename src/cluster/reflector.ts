@@ -25,6 +25,8 @@ export interface ReflectorOptions<T> {
   optional?: boolean;
   /** A kind a CRD may add (with `optional`): a 404 on list means "not installed", synced empty and `absent`, without a note. */
   crd?: boolean;
+  /** How long an absent `crd` kind waits before it is listed again (default backoffMaxMs). */
+  absentRecheckMs?: number;
   /**
    * Where an older API server serves the same kind (EndpointSlices in discovery.k8s.io/v1beta1 on
    * 1.17-1.20): a 404 on listing `path` switches to it, and `note` stays in the health as the
@@ -135,9 +137,10 @@ export class Reflector<T> {
         }
         if (this.o.optional && needList && (err.statusCode === 403 || err.statusCode === 404)) {
           this.store.clear();
-          if (this.o.crd && err.statusCode === 404) this.setHealth({ synced: true, healthy: true, absent: true });
+          const absent = this.o.crd === true && err.statusCode === 404;
+          if (absent) this.setHealth({ synced: true, healthy: true, absent: true });
           else this.setHealth({ synced: true, healthy: true, reason: `${this.o.name} not readable (${err.message}); treated as empty` });
-          await this.sleep(this.o.backoffMaxMs);
+          await this.sleep(absent ? (this.o.absentRecheckMs ?? this.o.backoffMaxMs) : this.o.backoffMaxMs);
           continue;
         }
         if (err.statusCode === 410) needList = true;

@@ -31,6 +31,11 @@ export interface ClusterWatchOptions {
   watchTimeoutS?: number;
   /** List page size (default 500). */
   pageSize?: number;
+  /**
+   * How often a Gateway API kind without its CRD is listed again, to notice one installed later
+   * (default 10 min: every node asks, ~13 cheap 404s a second from 1,000 nodes).
+   */
+  crdRecheckMs?: number;
 }
 
 type Kind = keyof ParsedObjects;
@@ -80,6 +85,7 @@ export class ClusterWatch {
   private firstPendingAt?: number;
   private lastFreshAt?: string;
   private lastFresh?: boolean;
+  private lastGatewayApi?: 'up' | 'absent';
   private stopped = false;
   private readonly waiters: ((v: ClusterView) => void)[] = [];
 
@@ -100,6 +106,7 @@ export class ClusterWatch {
         backoffMaxMs: o.backoffMaxMs ?? 30_000,
         optional: c.optional,
         crd: c.crd,
+        absentRecheckMs: o.crdRecheckMs ?? 600_000,
         ...(c.fallback ? { fallback: c.fallback, onFallback: (m: string) => o.log?.warn({ source: 'cluster', reason: m }, m) } : {}),
         // Only what the view reads is kept of each object, as it arrives: a namespace's fat objects cost no heap.
         shape: OBJECT_SHAPES[kind],
@@ -191,6 +198,15 @@ export class ClusterWatch {
     return health.every((h) => h.absent) ? 'absent' : 'up';
   }
 
+  /** One line when Gateway API is found or found missing, so that no Gateway VIP is not taken for no Gateway. */
+  private logGatewayApi(): void {
+    const state = this.gatewayApi();
+    if (state === 'unknown' || state === this.lastGatewayApi) return;
+    this.lastGatewayApi = state;
+    if (state === 'absent') this.o.log?.info({ source: 'cluster', gatewayApi: state }, 'Gateway API not installed (no gateway.networking.k8s.io CRDs): no Gateway addresses to follow');
+    else this.o.log?.info({ source: 'cluster', gatewayApi: state }, 'Gateway API installed: Gateway addresses are followed');
+  }
+
   /** The objects left out of the view as too large, of every kind. */
   skippedObjects(): SkippedObject[] {
     return this.reflectors.flatMap((r) => r.skippedObjects());
@@ -237,6 +253,7 @@ export class ClusterWatch {
       else this.o.log?.warn({ source: 'cluster', reason: view.staleReason }, 'cluster view is stale');
     }
     this.lastFresh = view.fresh;
+    this.logGatewayApi();
     for (const w of this.waiters.splice(0)) w(view);
     this.o.onChange?.(view);
   }

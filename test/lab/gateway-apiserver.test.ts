@@ -11,6 +11,8 @@
 // - collect's list of the same server reads back into the same Gateway VIPs.
 // Everything listens on 127.0.0.1 only.
 import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listClusterObjects } from '../../src/bundle/cluster-list.js';
 import { buildClusterView } from '../../src/cluster/build.js';
@@ -44,15 +46,24 @@ describe.skipIf(!isRoot || !kubeCacheReady())('Gateway API on a real kube-apiser
   let cp: ControlPlane;
   let watch: ClusterWatch | undefined;
   let api: KubeApi;
+  let logText = '';
 
   beforeAll(async () => {
     cp = await startControlPlane();
     cp.kubectl(['apply', '-f', join(DEPLOY, 'namespace.yaml')]);
     cp.kubectl(['apply', '-n', 'clbprobe', '-f', join(DEPLOY, 'rbac.yaml')]);
+    // The shipped FlowSchema, with its rule for the Gateway API kinds, is one the server takes.
+    cp.kubectl(['apply', '-f', join(DEPLOY, 'flowschema.yaml')]);
     await createList(cp, clusterList('Local') as { items: Record<string, unknown>[] });
     const kubeconfig = cp.kubeconfig('clbprobe');
     api = new KubeApi(loadApiTarget(kubeconfig));
-    watch = new ClusterWatch({ nodeName: LAB.node1Name, kubeconfig, debounceMs: 50, backoffInitialMs: 100, backoffMaxMs: 1000 });
+    const lines = new Writable({
+      write(chunk: Buffer, _e, cb) {
+        logText += chunk.toString();
+        cb();
+      },
+    });
+    watch = new ClusterWatch({ nodeName: LAB.node1Name, kubeconfig, debounceMs: 50, backoffInitialMs: 100, backoffMaxMs: 1000, crdRecheckMs: 1000, log: pino({ level: 'info' }, lines) });
     watch.start();
   }, 180_000);
 
@@ -69,6 +80,7 @@ describe.skipIf(!isRoot || !kubeCacheReady())('Gateway API on a real kube-apiser
     expect(watch!.status()).toMatchObject({ source: 'cluster', available: true });
     expect(v.warnings.filter((w) => /gateway|route|referencegrant/i.test(w))).toEqual([]);
     expect(web(v)?.ingressVips).toEqual([]);
+    await until('the absent line in the log', 5000, () => (logText.includes('Gateway API not installed') ? true : undefined));
     const listed = await listClusterObjects(api);
     expect(gatewayErrors(listed.errors)).toEqual([]);
     expect(listed.list.items.map((i) => (i as { kind: string }).kind).filter((k) => !['Service', 'EndpointSlice', 'Node'].includes(k))).toEqual([]);
@@ -91,6 +103,7 @@ describe.skipIf(!isRoot || !kubeCacheReady())('Gateway API on a real kube-apiser
     ];
     for (const [method, path, body] of refused) expect((await cp.request(method, path, body, 'clbprobe')).status, `${method} ${path}`).toBe(403);
     await until('the watch lists the new kinds', 15_000, () => watch!.gatewayApi() === 'up' || undefined);
+    await until('the found line in the log', 5000, () => (logText.includes('Gateway API installed') ? true : undefined));
   }, 120_000);
 
   it('a Gateway and an accepted HTTPRoute arrive through the watch: lab/web gets the Gateway VIP at the listener port', async () => {
