@@ -34,7 +34,7 @@ export function register(program: Command): void {
         'and never stops the rest. Read it anywhere with `clbprobe diagnose --from DIR`.',
     )
     .requiredOption('--out <dir>', 'bundle directory to write (created if missing)')
-    .option('--cluster-file <file>', 'kubectl get svc,ingress,endpointslices,nodes -A -o json output to include as cluster.json')
+    .option('--cluster-file <file>', 'kubectl get svc,ingress,endpointslices,nodes -A -o json output to include as cluster.json (with Gateway API, add gatewayclasses,gateways,httproutes,grpcroutes,referencegrants)')
     .option('--kubeconfig <file>', 'list the cluster objects from the API with this kubeconfig (in a pod: its service account)')
     .option('--node-name <name>', 'this node in the cluster view (default: $NODE_NAME, else the hostname)')
     .option('--netns <name>', 'collect the network namespace NAME (/var/run/netns/NAME) or a path instead of this one')

@@ -15,7 +15,7 @@ export function register(program: Command): void {
         'the mechanism (L4-loop, L7-loop, no-SNAT, hc-drop, port-refused, local-no-ep, direct-pod, drift),\n' +
         'the evidence (conntrack entries, addresses, IPVS and NAT rules) and the fix. Needs root or CAP_NET_ADMIN.',
     )
-    .option('--cluster-file <file>', 'Services, EndpointSlices, Ingresses and Nodes as `kubectl get ... -o json` wrote them')
+    .option('--cluster-file <file>', 'Services, EndpointSlices, Ingresses, Nodes and Gateway API objects as `kubectl get ... -o json` wrote them')
     .option('--kubeconfig <file>', 'read the cluster from the API with this kubeconfig (default without --cluster-file: in-cluster service account)')
     .option('--api-timeout <seconds>', 'give up on the API after this long', '20')
     .option('--node-name <name>', 'this node in the cluster view (default: $NODE_NAME, else the hostname)')

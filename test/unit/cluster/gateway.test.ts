@@ -6,7 +6,10 @@ import { describe, expect, it } from 'vitest';
 import { ServiceIndex } from '../../../src/agent/service-index.js';
 import { buildClusterView } from '../../../src/cluster/build.js';
 import { classifyDocuments } from '../../../src/cluster/file.js';
+import { JsonStreamError, reduceText, SkippedObject } from '../../../src/cluster/json-reduce.js';
+import { DEFAULT_API_LIMITS } from '../../../src/cluster/kube-api.js';
 import { lbHostnamesOf, withLbHostnames } from '../../../src/cluster/lb-hostnames.js';
+import { eventShape, listShape, OBJECT_SHAPES } from '../../../src/cluster/object-shapes.js';
 import { LbServiceIndex } from '../../../src/cluster/lb-index.js';
 import type { ClusterView, ServiceView } from '../../../src/cluster/types.js';
 import { diagnose } from '../../../src/detect/index.js';
@@ -153,6 +156,27 @@ describe('Gateway API: the Service ports a Gateway reaches', () => {
   it('Gateway kinds at a version the view does not read are skipped with a warning', () => {
     const { warnings } = classifyDocuments([{ apiVersion: 'v1', kind: 'List', items: [{ ...gateway(GW), apiVersion: 'gateway.networking.k8s.io/v1alpha1' }] }]);
     expect(warnings).toEqual([expect.stringContaining('apiVersion "gateway.networking.k8s.io/v1alpha1" is not supported')]);
+  });
+});
+
+describe('Gateway API objects as the watch reads them: bounded, truncated', () => {
+  const limits = { maxValueBytes: DEFAULT_API_LIMITS.maxValueBytes, maxUnitBytes: DEFAULT_API_LIMITS.maxEventBytes };
+
+  it('a Gateway is read to the fields the view uses; one past its bound is skipped, named, not held', () => {
+    const kept = reduceText(JSON.stringify({ type: 'ADDED', object: { ...gateway(GW), metadata: { name: 'gw', namespace: 'shop', managedFields: [{ manager: 'x' }] } } }), eventShape(OBJECT_SHAPES.gateways), limits);
+    expect(JSON.stringify(kept)).not.toContain('managedFields');
+    // Items of a watch carry no kind the view needs: the watch files them by collection.
+    const object = { apiVersion: 'gateway.networking.k8s.io/v1', kind: 'Gateway', ...(kept as { object: Record<string, unknown> }).object };
+    expect(vipsOf(port(viewOf(WEB, object, route({ namespace: 'shop', name: 'r', parents: [{ name: 'gw' }], backends: [{ name: 'web', port: 80 }] })), 'web', 80))).toHaveLength(1);
+    const listeners = Array.from({ length: 3000 }, (_, i) => ({ name: `l${i}`, port: 1 + i, protocol: 'HTTP' }));
+    const fat = reduceText(JSON.stringify({ type: 'ADDED', object: gateway({ ...GW, listeners }) }), eventShape(OBJECT_SHAPES.gateways), limits) as { object: unknown };
+    expect(fat.object).toBeInstanceOf(SkippedObject);
+    expect((fat.object as SkippedObject).label).toBe('Gateway shop/gw');
+  });
+
+  it('a list page cut off in the middle of a route is an error, not a shorter list', () => {
+    const page = JSON.stringify({ metadata: { resourceVersion: '7' }, items: [route({ namespace: 'shop', name: 'r', parents: [{ name: 'gw' }], backends: [{ name: 'web', port: 80 }] })] });
+    expect(() => reduceText(page.slice(0, page.length - 40), listShape(OBJECT_SHAPES.httpRoutes), limits)).toThrow(JsonStreamError);
   });
 });
 
