@@ -64,7 +64,7 @@ const includes = <V extends object>(v: OneOrMore<V> | undefined, x: V): boolean 
 export class LbServiceIndex {
   /**
    * The Service ports loopback concerns, in the view's order: an LB ingress IP, an Ingress VIP,
-   * or an LB hostname (the detectors report a hostname with no address yet as unresolved).
+   * or an LB or Gateway hostname (the detectors report a hostname with no address yet as unresolved).
    */
   readonly services: ServiceView[];
   /**
@@ -93,7 +93,7 @@ export class LbServiceIndex {
   private readonly vipOverlap = new Map<Key, ServiceView[]>();
 
   constructor(readonly view: ClusterView) {
-    this.services = kept(view.services, (s) => hasLbAddress(s) || s.lbHostnames !== undefined);
+    this.services = kept(view.services, (s) => hasLbAddress(s) || s.lbHostnames !== undefined || s.gatewayHostnames !== undefined);
     this.addressed = kept(this.services, hasLbAddress);
     // Index loops: under --max-opt=2 (the DaemonSet's) a for-of allocates an iterator result per
     // element, ~2 MB over the 26k endpoints of 5,000 Services at every build (bench/cluster-heap.ts).

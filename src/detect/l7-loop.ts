@@ -41,6 +41,7 @@ function detectL7Loop(ctx: DetectContext, obs: Observations): FindingOf<'L7-loop
   const done = activePorts(active);
   const risks: FindingOf<'L7-loop'>[] = [];
   for (const s of ctx.services) {
+    risks.push(...unresolvedGateways(s));
     if (s.ingressVips.length === 0 || s.nodePort === undefined || done.has(portKey(s, s.protocol, s.port))) continue;
     if (!lbMayTargetNode(s)) continue;
     for (const iv of s.ingressVips) {
@@ -62,6 +63,25 @@ function detectL7Loop(ctx: DetectContext, obs: Observations): FindingOf<'L7-loop
     }
   }
   return [...active, ...risks];
+}
+
+/** A Gateway hostname this node has no address for: whether pods calling it loop is unknown, not "no". */
+function unresolvedGateways(s: ServiceView): FindingOf<'L7-loop'>[] {
+  const out: FindingOf<'L7-loop'>[] = [];
+  for (const { gateway, hostname } of s.gatewayHostnames ?? []) {
+    if (s.ingressVips.some((iv) => iv.resolvedFrom === hostname && iv.ingress === gateway.gateway)) continue;
+    out.push(
+      finding(
+        s,
+        'L7-loop',
+        'risk',
+        `Gateway ${gateway.gateway} publishes only the hostname ${hostname}, which has no address on this node (not resolved): whether pods calling it are sent back to their own node is unknown`,
+        [`Gateway ${gateway.gateway} address ${hostname}: no answer from this node's resolver (the dns source says why)`, gatewayLine(s, gateway), endpointsLine(s)],
+        remedy(l7Loop, undefined, gatewayRemedy([gateway])),
+      ),
+    );
+  }
+  return out;
 }
 
 /** The Ingress or Gateway address a connection went to, when the Service port has it. */

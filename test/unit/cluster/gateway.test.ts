@@ -2,10 +2,11 @@
 // parents, listeners by section and protocol, backendRefs, ReferenceGrants), the VIP index at the
 // listeners' ports, hostnames through the node's resolver, bad objects as warnings, and the L7-loop
 // finding through a Gateway on a fixture node (test/fixtures/bundles/l7-gateway-*).
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ServiceIndex } from '../../../src/agent/service-index.js';
 import { buildClusterView } from '../../../src/cluster/build.js';
-import { classifyDocuments } from '../../../src/cluster/file.js';
+import { classifyDocuments, loadClusterFile } from '../../../src/cluster/file.js';
 import { JsonStreamError, reduceText, SkippedObject } from '../../../src/cluster/json-reduce.js';
 import { DEFAULT_API_LIMITS } from '../../../src/cluster/kube-api.js';
 import { lbHostnamesOf, withLbHostnames } from '../../../src/cluster/lb-hostnames.js';
@@ -14,7 +15,7 @@ import { LbServiceIndex } from '../../../src/cluster/lb-index.js';
 import type { ClusterView, ServiceView } from '../../../src/cluster/types.js';
 import { diagnose } from '../../../src/detect/index.js';
 import { gateway, gatewayClass, referenceGrant, route, type GatewayOptions } from '../../support/gateway-objects.js';
-import { loadCase } from '../detect/fixture-bundle.js';
+import { BUNDLES, loadCase } from '../detect/fixture-bundle.js';
 
 const GW_IP = '203.0.113.80';
 
@@ -128,6 +129,16 @@ describe('Gateway API: the Service ports a Gateway reaches', () => {
     expect(new LbServiceIndex(resolved).vipServices(GW_IP, 'TCP', 443)?.map((s) => s.name)).toEqual(['web']);
     // The view it came from is unchanged.
     expect(port(v, 'web', 80).ingressVips).toEqual([]);
+  });
+
+  it('a Gateway hostname without an answer is an L7-loop risk saying the loop is unknown (fixture node, no lookup)', () => {
+    const { input } = loadCase('l7-gateway-hostname-loop');
+    const unresolved = loadClusterFile(join(BUNDLES, 'l7-gateway-hostname-loop', 'cluster.json'), { nodeName: 'node-a' });
+    const l7 = diagnose({ ...input, cluster: unresolved }).findings.filter((f) => f.mechanism === 'L7-loop');
+    expect(l7.map((f) => f.severity)).toEqual(['risk']);
+    expect(l7[0]!.summary).toMatch(/^Gateway shop\/shop-gw publishes only the hostname k8s-shop-shopgw-\S+, which has no address on this node \(not resolved\): whether pods calling it are sent back to their own node is unknown$/);
+    // Resolved, the same traffic is the active loop and the unknown is gone.
+    expect(diagnose(input).findings.filter((f) => f.mechanism === 'L7-loop').map((f) => f.severity)).toEqual(['active']);
   });
 
   it('bad objects and bad parts are warnings naming them; the rest of the object is kept', () => {
