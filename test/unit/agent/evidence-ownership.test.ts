@@ -11,6 +11,7 @@ import { ConntrackTable } from '../../../src/agent/conntrack-table.js';
 import { startEvidenceServer } from '../../../src/agent/evidence-server.js';
 import { ServiceIndex } from '../../../src/agent/service-index.js';
 import type { ClusterView } from '../../../src/cluster/types.js';
+import { gateway, route } from '../../support/gateway-objects.js';
 import { entry, ingress, MANAGED, MIRRORED, NODE, NODE_IP, POD_CIDR, service, slice, viewOf, VICTIM_CLIENT, type Flow, type Obj } from '../../support/evidence-objects.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'cbo-evidence-'));
@@ -175,4 +176,40 @@ describe('evidence ownership: (c) hand-written Endpoints', () => {
     const { returned } = await evidenceIds(viewOf(direct), [{ id: 1, dst: '10.244.1.40', dport: 5432 }], 'attacker/mirror');
     expect(returned).toEqual([]);
   });
+});
+
+describe('evidence ownership: (a) a shared Gateway, its address given or resolved', () => {
+  const GW_VIP = '203.0.113.90';
+  const GW_NAME = 'k8s-shared-gw-0123.elb.eu-west-1.amazonaws.com';
+  const shared = (addresses: { type?: string; value: string }[]) => [
+    gateway({ namespace: 'infra', name: 'shared', className: 'alb', listeners: [{ name: 'http', port: 80, protocol: 'HTTP', from: 'All' }], addresses }),
+    service('victim', 'web', { type: 'NodePort', clusterIP: '10.96.0.10', port: 80, nodePort: 30081 }),
+    slice('victim', 'web', MANAGED, ['10.244.1.50'], 80),
+    route({ namespace: 'victim', name: 'web', parents: [{ name: 'shared', namespace: 'infra' }], backends: [{ name: 'web', port: 80 }] }),
+    // The tenant attaches its own route to the same Gateway: its Service gets the Gateway's address too.
+    service('attacker', 'evil', { type: 'NodePort', clusterIP: '10.96.0.66', port: 80, nodePort: 30066 }),
+    slice('attacker', 'evil', MANAGED, ['10.244.1.66'], 80),
+    route({ namespace: 'attacker', name: 'evil', parents: [{ name: 'shared', namespace: 'infra' }], backends: [{ name: 'evil', port: 80 }] }),
+  ];
+  const flows: Flow[] = [
+    { id: 1, dst: GW_VIP, dport: 80 },
+    { id: 3, src: '35.191.0.5', dst: NODE_IP, dport: 30081, replySrc: '10.244.1.50', replySport: 80 },
+    { id: 4, src: '35.191.0.6', dst: NODE_IP, dport: 30066, replySrc: '10.244.1.66', replySport: 80 },
+  ];
+
+  const cases: [string, { type: string; value: string }[], Record<string, string[]>][] = [
+    ['an IPAddress', [{ type: 'IPAddress', value: GW_VIP }], {}],
+    ['a Hostname this node resolves', [{ type: 'Hostname', value: GW_NAME }], { [GW_NAME]: [GW_VIP] }],
+  ];
+  for (const [what, addresses, answers] of cases) {
+    it(`${what}: the tenant's route does not get everyone's connections to the Gateway, only its own NodePort leg`, async () => {
+      const view = viewOf(shared(addresses), answers);
+      const { returned, kept } = await evidenceIds(view, flows, 'attacker/evil');
+      // Counted for every Service behind the Gateway, as an Ingress VIP is...
+      expect(kept).toEqual([1, 4]);
+      // ...but never an evidence leg.
+      expect(returned).toEqual([4]);
+      expect((await evidenceIds(view, flows, 'victim/web')).returned).toEqual([3]);
+    });
+  }
 });
