@@ -68,7 +68,7 @@ export class EvidenceOwnership {
     return vipOwners !== undefined && (vipOwners.size > 1 || !vipOwners.has(owner));
   }
 
-  /** A leg of the flow that only this Service port has: an Ingress VIP is never one (one VIP fronts many Ingresses). */
+  /** A leg of the flow that only this Service port has: an Ingress or Gateway VIP is never one (one VIP fronts many Ingresses or routes). */
   private hasOwnLeg(e: ConntrackEntry, s: ServiceView): boolean {
     const { dst, dport } = e.orig;
     if (dport === s.port && s.clusterIPs.includes(dst)) return true;
