@@ -93,7 +93,7 @@ describe('deploy/ kustomization', () => {
     expect(() => validate(rule as unknown as K8sObject)).toThrow();
   });
 
-  it('RBAC: get/list/watch on services, nodes, endpointslices and ingresses, the two reviews of --metrics-auth, nothing else', () => {
+  it('RBAC: get/list/watch on services, nodes, endpointslices, ingresses and the Gateway API kinds, the two reviews of --metrics-auth, nothing else', () => {
     type Rules = { rules: { apiGroups?: string[]; resources?: string[]; nonResourceURLs?: string[]; verbs: string[] }[] };
     const roles = objects.filter((o) => o.kind === 'ClusterRole') as unknown as (K8sObject & Rules)[];
     const granted = (name: string) =>
@@ -107,6 +107,9 @@ describe('deploy/ kustomization', () => {
       'authentication.k8s.io/tokenreviews:create',
       'authorization.k8s.io/subjectaccessreviews:create',
       'discovery.k8s.io/endpointslices:get,list,watch',
+      ...['gatewayclasses', 'gateways', 'grpcroutes', 'httproutes', 'referencegrants', 'tcproutes', 'tlsroutes', 'udproutes'].map(
+        (kind) => `gateway.networking.k8s.io/${kind}:get,list,watch`,
+      ),
       'networking.k8s.io/ingresses:get,list,watch',
     ]);
     // What Prometheus' service account needs (bound by the site; kube-prometheus grants it already).
