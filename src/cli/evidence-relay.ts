@@ -7,7 +7,7 @@ import { hostname } from 'node:os';
 import { Command, Option } from 'commander';
 import type { V1Pod } from '@kubernetes/client-node';
 import { createLogger } from '../log.js';
-import { DEFAULT_SERVER_LIMITS, limitConnections, parseListen } from '../export/server.js';
+import { DEFAULT_SERVER_LIMITS, limitConnections, parseListen } from '../http-limits.js';
 import { UserError, fail } from './errors.js';
 import { AGENT_DEFAULTS } from './evidence.js';
 

@@ -3,7 +3,8 @@
 import { request } from 'node:http';
 import { createConnection, type AddressInfo, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createMetricsServer, type ServerLimits } from '../../../src/export/server.js';
+import { createMetricsServer } from '../../../src/export/server.js';
+import type { ServerLimits } from '../../../src/http-limits.js';
 import { createAgentRegistry } from '../../../src/agent/metrics/list.js';
 import { testAgentState, toLb } from '../../support/metrics-state.js';
 

@@ -2,7 +2,8 @@ import { request } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { gunzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { acceptsGzip, createMetricsServer, parseListen } from '../../../src/export/server.js';
+import { acceptsGzip, createMetricsServer } from '../../../src/export/server.js';
+import { parseListen } from '../../../src/http-limits.js';
 import { createAgentRegistry } from '../../../src/agent/metrics/list.js';
 import { testAgentState, toLb } from '../../support/metrics-state.js';
 
