@@ -9,7 +9,6 @@ import { portKey, servicePortLabels, type ServicePortLabels } from '../../model/
 import type { AgentState } from './agent-state.js';
 
 export const PORT_LABELS = ['namespace', 'service', 'port', 'protocol'] as const;
-type PortLabels = ServicePortLabels;
 
 export const COUNTER_KINDS: readonly CounterKind[] = ['to_lb', 'loop_return', 'hc_local_src'];
 
@@ -20,7 +19,7 @@ export interface PacketCount {
 
 /** What one Service port's series say at a scrape. */
 export interface ServicePortValues {
-  labels: PortLabels;
+  labels: ServicePortLabels;
   /** Its view in the current index; undefined when only finished flows remain of it. */
   view: ServiceView | undefined;
   /** By counter kind; empty when nothing counts packets on this node. */
@@ -170,7 +169,7 @@ export class ServicePortSeries {
     const view = facts.packets.get(id)?.view ?? this.ids?.viewOf.get(id);
     const finding = facts.findings.get(id)?.[0];
     const flows = facts.flows.get(id);
-    let labels: PortLabels;
+    let labels: ServicePortLabels;
     if (view) labels = servicePortLabels(view, view.protocol, view.port);
     else if (flows) labels = { ...flows.svc };
     else labels = servicePortLabels(finding!.service, finding!.port.protocol, finding!.port.port);
