@@ -138,9 +138,10 @@ export class CaptureLab {
     const script = fileURLToPath(new URL('./capture-sender.ts', import.meta.url));
     const r = spawnSync('ip', ['netns', 'exec', ns.name, process.execPath, '--import', 'tsx', script, JSON.stringify(plan)], {
       encoding: 'utf8',
-      timeout: 30_000,
+      // tsx's start-up alone can take tens of seconds on a loaded 2-core CI machine.
+      timeout: 50_000,
     });
-    if (r.status !== 0) throw new Error(`sender in ${ns.name} failed (${r.status}): ${r.stderr.trim()}`);
+    if (r.status !== 0) throw new Error(`sender in ${ns.name} failed (${r.status ?? r.signal}): ${r.stderr.trim()}`);
     const { done } = JSON.parse(r.stdout) as { done: number[] };
     if (done.join() !== plan.map((p) => p.count).join()) throw new Error(`sender sent ${done} of ${plan.map((p) => p.count)}`);
   }
