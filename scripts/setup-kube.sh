@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Builds the real Kubernetes pieces the tests run (kube-apiserver and kube-proxy
-# v1.20.2 from Debian bookworm's `kubernetes` source package, with Debian's Go),
+# Builds the real Kubernetes pieces the tests run (kube-apiserver, kube-proxy, kubelet,
+# kube-controller-manager and kube-scheduler v1.20.2 from Debian bookworm's `kubernetes`
+# source package, with Debian's Go),
 # and gathers etcd and kubectl from Debian's packages. Idempotent: everything lands
 # in $KUBE_CACHE (default /var/cache/clbprobe-kube) and a piece is rebuilt only
 # when it is missing. Prints how long each step took.
 #   scripts/setup-kube.sh          build what is missing
 #   scripts/setup-kube.sh --print  print the cache directory and exit
-# Result: $KUBE_CACHE/bin/{kube-apiserver,kube-proxy,kubectl,etcd}
+# Result: $KUBE_CACHE/bin/{kube-apiserver,kube-proxy,kubelet,kube-controller-manager,kube-scheduler,kubectl,etcd}
 set -euo pipefail
 C=${KUBE_CACHE:-/var/cache/clbprobe-kube}
 [ "${1:-}" = --print ] && { echo "$C"; exit 0; }
@@ -20,9 +21,10 @@ t0=$(date +%s)
 step() { local now; now=$(date +%s); echo "setup-kube: $1 ($((now - t0)) s since start)" >&2; }
 apt_get() { DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 -q "$@" >&2; }
 
-if [ -x "$C/bin/kube-apiserver" ] && [ -x "$C/bin/kube-proxy" ] && [ -x "$C/bin/kubectl" ] && [ -x "$C/bin/etcd" ]; then
-  exit 0
-fi
+built=(kube-apiserver kube-proxy kubelet kube-controller-manager kube-scheduler)
+all=1
+for b in "${built[@]}" kubectl etcd; do [ -x "$C/bin/$b" ] || all=; done
+[ -n "$all" ] && exit 0
 
 # 1. Debian packages: the Go toolchain, etcd, reflect2 1.0.2 (see below).
 pkgs=(golang-go etcd-server golang-github-modern-go-reflect2-dev dpkg-dev)
@@ -116,7 +118,7 @@ for p in "k8s.io/kubernetes/vendor/$pkgv" "k8s.io/kubernetes/vendor/$cgov"; do
   ld+=" -X $p.gitVersion=$VERSION -X $p.gitMajor=1 -X $p.gitMinor=20 -X $p.gitTreeState=clean"
   ld+=" -X $p.buildDate=1970-01-01T00:00:00Z -X $p.gitCommit=debian-bookworm"
 done
-for cmd in kube-proxy kube-apiserver; do
+for cmd in "${built[@]}"; do
   if [ ! -x "$C/bin/$cmd" ]; then
     go build -tags notest -ldflags "-s -w$ld" -o "$C/bin/$cmd.tmp" "./cmd/$cmd"
     mv "$C/bin/$cmd.tmp" "$C/bin/$cmd"

@@ -12,8 +12,10 @@ run_pkgs=(iproute2 iptables ipset conntrack procps nftables)
 build_pkgs=(make g++ python3 clang llvm libbpf-dev libelf-dev zlib1g-dev libpcap-dev)
 # qemu + busybox + kmod + xz boot Debian's kernel for the IPVS tests (test/vm);
 # ipvsadm checks our IPVS reader there; prometheus scrapes the agent end to end;
-# chromium renders the diagnosis page as a person sees it (test/e2e/report-html.test.ts).
-test_pkgs=(qemu-system-x86 busybox-static kmod xz-utils ipvsadm tcpdump prometheus time openssl chromium)
+# chromium renders the diagnosis page as a person sees it (test/e2e/report-html.test.ts);
+# containerd, runc and the CNI plugins run the real kubelet nodes of test/e2e/kubelet.test.ts.
+test_pkgs=(qemu-system-x86 busybox-static kmod xz-utils ipvsadm tcpdump prometheus time openssl chromium
+           containerd runc containernetworking-plugins gcc libc6-dev)
 pkgs=("${run_pkgs[@]}" "${build_pkgs[@]}")
 [ "$mode" = test ] && pkgs+=("${test_pkgs[@]}")
 

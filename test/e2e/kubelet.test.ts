@@ -1,0 +1,275 @@
+// clbprobe on a real two-node Kubernetes v1.20.2 cluster (issue 39): kubelet + containerd + runc,
+// kube-proxy in iptables mode, a CNI bridge, the scheduler and controller-manager
+// (test/support/kube-node.ts), and a cloud LB that keeps the client address.
+// - Install: `kubectl apply -k` of deploy/ with only the image changed, as `kustomize edit set image`
+//   changes it; without prometheus-operator's CRDs, without podmonitor.yaml and prometheusrule.yaml,
+//   as deploy/kustomization.yaml says.
+// - The DaemonSet's pods are Running and Ready on both nodes, the agent under the Localhost seccomp
+//   profile the init container installed and with exactly its four capabilities, read from /proc.
+// - A real loop: a client pod on node1 calls the LB (a hostname-only LoadBalancer Service, so
+//   kube-proxy has no rule for the LB address), the LB sends the connection back to node1's NodePort
+//   keeping the pod's address, and the ETP=Local server pod on node1 answers the client directly. The
+//   agent on node1 counts loop_return and raises the active L4-loop finding; node2's counts nothing.
+// - /metrics answers a ServiceAccount token bound as the PodMonitor's scrape needs, and refuses one without.
+// - `kubectl clbprobe evidence --all-nodes` as a user with only deploy/oncall-rbac.yaml's role goes
+//   through the real API server's service proxy and the relay to both agents; a user without it is refused.
+// Namespaces are cbk8s-*; every process, cgroup and namespace is removed also on failure.
+import { spawnSync } from 'node:child_process';
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseSamples, type Sample } from '../../src/export/parse-samples.js';
+import { REPO_ROOT } from '../support/daemonset.js';
+import { KUBE_BIN } from '../support/kube-control-plane.js';
+import { BUSYBOX_IMAGE, CLUSTER, type KubeCluster, nodeImages, startKubeCluster } from '../support/kube-node.js';
+import { isRoot } from '../support/netns.js';
+import { sleep, until } from '../support/wait.js';
+
+const PRODUCT_IMAGE = 'localhost/clbprobe:0.1.0';
+const CAP_BITS: Record<string, number> = { NET_ADMIN: 12, NET_RAW: 13, PERFMON: 38, BPF: 39 };
+const LB_HOSTNAME = 'web-0123456789.lb.cbk8s.example';
+const NODE_PORT = 30080;
+/**
+ * kubectl 1.20's built-in kustomize (v2.0.3) cannot read deploy/kustomization.yaml ("labels", the
+ * generator's "options"): apply -k needs a kubectl whose kustomize is v4 or newer, as users have.
+ */
+const KUBECTL_APPLY = ['/usr/bin/kubectl', '/usr/local/bin/kubectl'].find((k) => {
+  const v = spawnSync(k, ['version', '--client'], { encoding: 'utf8' }).stdout ?? '';
+  return /Kustomize Version: v[4-9]/.test(v);
+});
+
+const ready =
+  isRoot &&
+  ['kubelet', 'kube-controller-manager', 'kube-scheduler', 'kube-apiserver', 'kube-proxy'].every((b) => existsSync(join(KUBE_BIN, b))) &&
+  existsSync('/usr/bin/containerd') &&
+  spawnSync('podman', ['image', 'exists', PRODUCT_IMAGE]).status === 0 &&
+  KUBECTL_APPLY !== undefined;
+if (isRoot && !ready) {
+  console.warn(
+    `\n*** test/e2e/kubelet.test.ts SKIPPED: needs scripts/setup-kube.sh's kubelet, containerd (scripts/setup.sh), ` +
+      `the image test's ${PRODUCT_IMAGE} and a kubectl with kustomize >= v4. ***\n`,
+  );
+}
+
+const find = (s: Sample[], name: string, labels: Record<string, string>): number | undefined =>
+  s.find((x) => x.name === name && Object.entries(labels).every(([k, v]) => x.labels[k] === v))?.value;
+const web = { namespace: 'lab', service: 'web' };
+
+describe.skipIf(!ready)('clbprobe on a real kubelet + containerd cluster (Kubernetes v1.20.2, two nodes)', () => {
+  let k: KubeCluster;
+  let work: string;
+  const timings: Record<string, number> = {};
+  const timed = async <T>(name: string, f: () => T | Promise<T>): Promise<T> => {
+    const t = Date.now();
+    const v = await f();
+    timings[name] = (Date.now() - t) / 1000;
+    return v;
+  };
+  /** The agent pod on each node, by node name. */
+  const agents = new Map<string, string>();
+  const inNode = (i: number, cmd: string[]): string => {
+    const r = spawnSync('nsenter', [`--net=${k.nodes[i]!.netns.path}`, ...cmd], { encoding: 'utf8', timeout: 30_000 });
+    if (r.status !== 0) throw new Error(`${cmd.join(' ')} in ${k.nodes[i]!.name} exited ${r.status}: ${r.stderr}`);
+    return r.stdout;
+  };
+  const metrics = (i: number, token: string): { code: string; body: string } => {
+    const out = inNode(i, ['curl', '-s', '-m', '5', '-w', '\n%{http_code}', '-H', `Authorization: Bearer ${token}`, `http://${k.nodes[i]!.ip}:9811/metrics`]);
+    const at = out.lastIndexOf('\n');
+    return { code: out.slice(at + 1), body: out.slice(0, at) };
+  };
+  const saToken = (ns: string, sa: string): Promise<string> =>
+    until(`a token for ${ns}/${sa}`, 30_000, () => {
+      const secret = k.kubectl(['-n', ns, 'get', 'sa', sa, '-o', 'jsonpath={.secrets[0].name}']).trim();
+      if (!secret) return undefined;
+      const b64 = k.kubectl(['-n', ns, 'get', 'secret', secret, '-o', 'jsonpath={.data.token}']).trim();
+      return b64 ? Buffer.from(b64, 'base64').toString('utf8') : undefined;
+    }, 500);
+  let promToken = '';
+
+  beforeAll(async () => {
+    const t0 = Date.now();
+    const images = await timed('images (podman save when the image changed)', () => nodeImages(PRODUCT_IMAGE));
+    k = await timed('cluster up (2 nodes Ready)', () => startKubeCluster(images, 2));
+    work = mkdtempSync(join(tmpdir(), 'cbk8s-deploy-'));
+    cpSync(join(REPO_ROOT, 'deploy'), join(work, 'deploy'), { recursive: true });
+    // What `kustomize edit set image clbprobe=localhost/clbprobe:0.1.0` writes, and what the README says to
+    // drop without prometheus-operator's CRDs (`kustomize edit remove resource`).
+    const kfile = join(work, 'deploy/kustomization.yaml');
+    const [name, tag] = PRODUCT_IMAGE.split(':') as [string, string];
+    writeFileSync(
+      kfile,
+      readFileSync(kfile, 'utf8')
+        .split('\n')
+        .filter((l) => !/^\s*- (podmonitor|prometheusrule)\.yaml$/.test(l))
+        .join('\n')
+        .trimEnd() + `\nimages:\n- name: clbprobe\n  newName: ${name}\n  newTag: ${tag}\n`,
+    );
+    await timed('kubectl apply -k to rolled out', async () => {
+      const r = spawnSync('nsenter', [`--net=${k.nodes[0]!.netns.path}`, KUBECTL_APPLY!, '--kubeconfig', k.kubeconfig('admin'), '--cache-dir', join(work, 'cache'), 'apply', '-k', join(work, 'deploy')], {
+        encoding: 'utf8',
+        timeout: 120_000,
+      });
+      if (r.status !== 0) throw new Error(`kubectl apply -k: ${r.stderr}`);
+      k.kubectl(['-n', 'clbprobe', 'rollout', 'status', 'ds/clbprobe', '--timeout=240s'], { timeoutMs: 250_000 });
+    });
+    for (const line of k.kubectl(['-n', 'clbprobe', 'get', 'pods', '-l', 'app.kubernetes.io/component!=evidence-relay', '-o', 'jsonpath={range .items[*]}{.spec.nodeName} {.metadata.name} {.metadata.ownerReferences[0].kind}{"\\n"}{end}']).trim().split('\n')) {
+      const [node, pod, kind] = line.split(' ');
+      if (kind === 'DaemonSet') agents.set(node!, pod!);
+    }
+    // Prometheus' ServiceAccount as the PodMonitor's scrape class uses it: bound to get /metrics.
+    k.kubectl(['apply', '-f', '-'], {
+      input: `apiVersion: v1
+kind: Namespace
+metadata: {name: monitoring}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: prometheus, namespace: monitoring}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: unbound, namespace: monitoring}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: cbk8s-metrics-reader}
+rules: [{nonResourceURLs: [/metrics], verbs: [get]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: cbk8s-prometheus}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cbk8s-metrics-reader}
+subjects: [{kind: ServiceAccount, name: prometheus, namespace: monitoring}]
+`,
+    });
+    promToken = await saToken('monitoring', 'prometheus');
+    timings['beforeAll total'] = (Date.now() - t0) / 1000;
+  }, 900_000);
+
+  afterAll(async () => {
+    console.log(`kubelet e2e timings (s): ${JSON.stringify(timings)}`);
+    await k?.stop();
+    if (work) rmSync(work, { recursive: true, force: true });
+  }, 120_000);
+
+  it('runs the DaemonSet on both nodes, Ready, under the Localhost seccomp profile with exactly its four capabilities', () => {
+    expect([...agents.keys()].sort()).toEqual(k.nodes.map((n) => n.name).sort());
+    for (const pod of agents.values()) {
+      const status = JSON.parse(k.kubectl(['-n', 'clbprobe', 'get', 'pod', pod, '-o', 'json'])) as {
+        status: { phase: string; conditions: { type: string; status: string }[] };
+      };
+      expect(status.status.phase).toBe('Running');
+      expect(status.status.conditions.find((c) => c.type === 'Ready')?.status).toBe('True');
+      // PID 1 of the agent container is the agent itself (the manifest's command): its /proc status is the agent's.
+      const proc = k.kubectl(['-n', 'clbprobe', 'exec', pod, '-c', 'agent', '--', 'cat', '/proc/1/status', '/proc/1/cmdline']);
+      expect(proc).toMatch(/^Seccomp:\s+2$/m);
+      const capEff = BigInt(`0x${/^CapEff:\s+([0-9a-f]+)$/m.exec(proc)![1]}`);
+      const want = Object.values(CAP_BITS).reduce((a, b) => a | (1n << BigInt(b)), 0n);
+      expect(capEff.toString(16)).toBe(want.toString(16));
+    }
+    // The init container wrote the profile where the kubelet looks for Localhost profiles.
+    for (const n of k.nodes) expect(existsSync(join(n.dir, 'kubelet/seccomp/clbprobe/clbprobe.json'))).toBe(true);
+  });
+
+  it('on node1, counts loop_return and raises the active L4-loop finding for a pod looping through the LB; node2 counts nothing', async () => {
+    const [n1] = k.nodes as [KubeCluster['nodes'][0]];
+    k.kubectl(['apply', '-f', '-'], {
+      input: `apiVersion: v1
+kind: Namespace
+metadata: {name: lab}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: server, namespace: lab, labels: {app: web}}
+spec:
+  nodeName: ${n1.name}
+  containers:
+  - {name: httpd, image: ${BUSYBOX_IMAGE}, imagePullPolicy: Never, command: [httpd, -f, -p, '8080', -h, /etc], ports: [{containerPort: 8080}],
+     readinessProbe: {tcpSocket: {port: 8080}, periodSeconds: 1}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: client, namespace: lab}
+spec:
+  nodeSelector: {kubernetes.io/hostname: ${n1.name}}
+  containers:
+  - {name: client, image: ${BUSYBOX_IMAGE}, imagePullPolicy: Never, command: [sleep, '3600']}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: lab}
+spec:
+  type: LoadBalancer
+  externalTrafficPolicy: Local
+  selector: {app: web}
+  ports: [{port: 80, targetPort: 8080, nodePort: ${NODE_PORT}}]
+`,
+    });
+    k.kubectl(['-n', 'lab', 'wait', '--for=condition=Ready', 'pod/server', 'pod/client', '--timeout=120s'], { timeoutMs: 130_000 });
+    expect(k.kubectl(['-n', 'lab', 'get', 'pod', 'client', '-o', 'jsonpath={.spec.nodeName}'])).toBe(n1.name);
+    // The cloud controller's part: the LB's hostname in the Service's status, and the LB itself.
+    const status = JSON.stringify({ status: { loadBalancer: { ingress: [{ hostname: LB_HOSTNAME }] } } });
+    inNode(0, ['curl', '-sf', '-o', '/dev/null', '--cacert', join(k.dir, 'pki/ca.crt'), '-X', 'PATCH', '-H', 'Content-Type: application/merge-patch+json',
+      '-H', `Authorization: Bearer ${adminToken(k)}`, '--data', status, `https://${n1.ip}:6443/api/v1/namespaces/lab/services/web/status`]);
+    k.setLoadBalancer(LB_HOSTNAME, 80, n1, NODE_PORT);
+    await until('the looped connection and node1 agent findings', 90_000, async () => {
+      // The connection never completes: the server's answer goes straight to the client, not back through the LB.
+      spawnSync('nsenter', [`--net=${n1.netns.path}`, join(KUBE_BIN, 'kubectl'), '--kubeconfig', k.kubeconfig('admin'), '--cache-dir', join(k.dir, 'kc2'),
+        '-n', 'lab', 'exec', 'client', '--', 'wget', '-q', '-T', '2', '-O', '/dev/null', `http://${CLUSTER.vip}/hostname`], { timeout: 20_000 });
+      const s = parseSamples(metrics(0, promToken).body);
+      const looped = (find(s, 'clbprobe_lb_path_packets_total', { ...web, kind: 'loop_return' }) ?? 0) > 0;
+      return looped && find(s, 'clbprobe_findings_active', { ...web, mechanism: 'L4-loop', severity: 'active' }) === 1 ? true : undefined;
+    }, 2000);
+    await sleep(1000);
+    const s2 = parseSamples(metrics(1, promToken).body);
+    expect(find(s2, 'clbprobe_lb_path_packets_total', { ...web, kind: 'loop_return' }) ?? 0).toBe(0);
+    expect(find(s2, 'clbprobe_findings_active', { ...web, severity: 'active' }) ?? 0).toBe(0);
+  }, 180_000);
+
+  it("answers /metrics to a token bound as the PodMonitor's scrape needs and refuses one without", async () => {
+    const bound = metrics(0, promToken);
+    expect(bound.code).toBe('200');
+    expect(bound.body).toMatch(/^clbprobe_/m);
+    const unbound = metrics(0, await saToken('monitoring', 'unbound'));
+    expect(unbound.code).toBe('403');
+    expect(metrics(0, 'not-a-token').code).toBe('401');
+  });
+
+  it("gives on-call `kubectl clbprobe evidence --all-nodes` through the API server's service proxy and the relay; refuses a user without the role", () => {
+    k.kubectl(['apply', '-n', 'clbprobe', '-f', join(REPO_ROOT, 'deploy/oncall-rbac.yaml')]);
+    k.kubectl(['-n', 'clbprobe', 'create', 'rolebinding', 'cbk8s-oncall', '--role=clbprobe-oncall', '--user=oncall']);
+    k.kubectl(['-n', 'clbprobe', 'rollout', 'status', 'deploy/clbprobe-evidence-relay', '--timeout=120s'], { timeoutMs: 130_000 });
+    const plugin = (user: 'oncall' | 'nobody') =>
+      spawnSync('nsenter', [`--net=${k.nodes[0]!.netns.path}`, join(REPO_ROOT, 'bin/kubectl-clbprobe'), 'evidence', '--all-nodes', '--service', 'lab/web', '--kubeconfig', k.kubeconfig(user)], {
+        encoding: 'utf8',
+        timeout: 60_000,
+      });
+    const ok = plugin('oncall');
+    expect(ok.status, ok.stderr).toBe(0);
+    for (const n of k.nodes) expect(ok.stdout).toContain(n.name);
+    const refused = plugin('nobody');
+    expect(refused.status).not.toBe(0);
+    expect(refused.stderr).toMatch(/forbidden|not allowed|403/i);
+  }, 180_000);
+
+  it('keeps the agent under its memory limit (RSS under the real kubelet)', () => {
+    for (const pod of agents.values()) {
+      const rssKb = Number(/^VmRSS:\s+(\d+) kB$/m.exec(k.kubectl(['-n', 'clbprobe', 'exec', pod, '-c', 'agent', '--', 'cat', '/proc/1/status']))![1]);
+      const limit = k.kubectl(['-n', 'clbprobe', 'get', 'pod', pod, '-o', 'jsonpath={.spec.containers[?(@.name=="agent")].resources.limits.memory}']);
+      console.log(`agent ${pod}: RSS ${Math.round(rssKb / 1024)} MiB, limit ${limit}`);
+      expect(rssKb * 1024).toBeLessThan(bytes(limit));
+      expect(k.kubectl(['-n', 'clbprobe', 'get', 'pod', pod, '-o', 'jsonpath={.status.containerStatuses[?(@.name=="agent")].restartCount}'])).toBe('0');
+    }
+  });
+});
+
+function bytes(q: string): number {
+  const m = /^(\d+)(Ki|Mi|Gi)?$/.exec(q);
+  if (!m) throw new Error(`quantity ${q}`);
+  return Number(m[1]) * ({ Ki: 1024, Mi: 1024 ** 2, Gi: 1024 ** 3 }[m[2] ?? ''] ?? 1);
+}
+
+function adminToken(k: KubeCluster): string {
+  return /token: (\S+)/.exec(readFileSync(k.kubeconfig('admin'), 'utf8'))![1]!;
+}
