@@ -239,6 +239,8 @@ spec:
   it("gives on-call `kubectl clbprobe evidence --all-nodes` through the API server's service proxy and the relay; refuses a user without the role", () => {
     k.kubectl(['apply', '-n', 'clbprobe', '-f', join(REPO_ROOT, 'deploy/oncall-rbac.yaml')]);
     k.kubectl(['-n', 'clbprobe', 'create', 'rolebinding', 'cbk8s-oncall', '--role=clbprobe-oncall', '--user=oncall']);
+    // The relay and the agents show a Service's evidence to whoever may read the Service (deploy/oncall-rbac.yaml).
+    k.kubectl(['-n', 'lab', 'create', 'rolebinding', 'cbk8s-oncall-view', '--clusterrole=view', '--user=oncall']);
     k.kubectl(['-n', 'clbprobe', 'rollout', 'status', 'deploy/clbprobe-evidence-relay', '--timeout=120s'], { timeoutMs: 130_000 });
     const plugin = (user: 'oncall' | 'nobody') =>
       spawnSync('nsenter', [`--net=${k.nodes[0]!.netns.path}`, join(REPO_ROOT, 'bin/kubectl-clbprobe'), 'evidence', '--all-nodes', '--service', 'lab/web', '--kubeconfig', k.kubeconfig(user)], {
@@ -271,5 +273,5 @@ function bytes(q: string): number {
 }
 
 function adminToken(k: KubeCluster): string {
-  return /token: (\S+)/.exec(readFileSync(k.kubeconfig('admin'), 'utf8'))![1]!;
+  return /token: ([^}\s]+)/.exec(readFileSync(k.kubeconfig('admin'), 'utf8'))![1]!;
 }
