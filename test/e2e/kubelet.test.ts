@@ -86,6 +86,17 @@ describe.skipIf(!ready)('clbprobe on a real kubelet + containerd cluster (Kubern
       return b64 ? Buffer.from(b64, 'base64').toString('utf8') : undefined;
     }, 500);
   let promToken = '';
+  /** Loops the client pod through the LB until node1's agent counts loop_return and has the active L4-loop finding. */
+  const loopUntilFound = (what: string): Promise<true> =>
+    until(what, 90_000, async () => {
+      // The connection never completes: the server's answer goes straight to the client, not back through the LB.
+      // (busybox-static's wget faults on this machine; nc is enough for a TCP connection.)
+      const r = k.kubectlResult(['-n', 'lab', 'exec', 'client', '--', 'sh', '-c', `printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 2 ${CLUSTER.vip} 80`]);
+      expect(r.stdout).not.toContain('HTTP/1.0 200');
+      const s = parseSamples(metrics(0, promToken).body);
+      const looped = (find(s, 'clbprobe_lb_path_packets_total', { ...web, kind: 'loop_return' }) ?? 0) > 0;
+      return looped && find(s, 'clbprobe_findings_active', { ...web, mechanism: 'L4-loop', severity: 'active' }) === 1 ? true : undefined;
+    }, 2000);
 
   beforeAll(async () => {
     const t0 = Date.now();
@@ -213,15 +224,7 @@ spec:
     inNode(0, ['curl', '-sf', '-o', '/dev/null', '--cacert', join(k.dir, 'pki/ca.crt'), '-X', 'PATCH', '-H', 'Content-Type: application/merge-patch+json',
       '-H', `Authorization: Bearer ${adminToken(k)}`, '--data', status, `https://${n1.ip}:6443/api/v1/namespaces/lab/services/web/status`]);
     k.setLoadBalancer(LB_HOSTNAME, 80, n1, NODE_PORT);
-    await until('the looped connection and node1 agent findings', 90_000, async () => {
-      // The connection never completes: the server's answer goes straight to the client, not back through the LB.
-      // (busybox-static's wget faults on this machine; nc is enough for a TCP connection.)
-      const r = k.kubectlResult(['-n', 'lab', 'exec', 'client', '--', 'sh', '-c', `printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 2 ${CLUSTER.vip} 80`]);
-      expect(r.stdout).not.toContain('HTTP/1.0 200');
-      const s = parseSamples(metrics(0, promToken).body);
-      const looped = (find(s, 'clbprobe_lb_path_packets_total', { ...web, kind: 'loop_return' }) ?? 0) > 0;
-      return looped && find(s, 'clbprobe_findings_active', { ...web, mechanism: 'L4-loop', severity: 'active' }) === 1 ? true : undefined;
-    }, 2000);
+    await loopUntilFound('the looped connection and node1 agent findings');
     await sleep(1000);
     const s2 = parseSamples(metrics(1, promToken).body);
     expect(find(s2, 'clbprobe_lb_path_packets_total', { ...web, kind: 'loop_return' }) ?? 0).toBe(0);
@@ -267,6 +270,17 @@ spec:
       expect(k.kubectl(['-n', 'clbprobe', 'get', 'pod', pod, '-o', 'jsonpath={.status.containerStatuses[?(@.name=="agent")].restartCount}'])).toBe('0');
     }
   });
+
+  it('keeps counting through a rolling update of the DaemonSet (a changed annotation)', async () => {
+    const before = new Set(agents.values());
+    k.kubectl(['-n', 'clbprobe', 'patch', 'ds', 'clbprobe', '-p', JSON.stringify({ spec: { template: { metadata: { annotations: { 'cbk8s/rolled': String(Date.now()) } } } } })]);
+    k.kubectl(['-n', 'clbprobe', 'rollout', 'status', 'ds/clbprobe', '--timeout=240s'], { timeoutMs: 250_000 });
+    const now = k.kubectl(['-n', 'clbprobe', 'get', 'pods', '-o', 'jsonpath={range .items[?(@.metadata.ownerReferences[0].kind=="DaemonSet")]}{.metadata.name}{"\\n"}{end}']).trim().split('\n');
+    expect(now).toHaveLength(2);
+    for (const p of now) expect(before.has(p)).toBe(false);
+    // The new agent on node1 starts from zero and sees the loop again.
+    await loopUntilFound("node1's new agent counting the loop");
+  }, 300_000);
 });
 
 function bytes(q: string): number {
