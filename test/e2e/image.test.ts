@@ -35,6 +35,7 @@ import { REPO_ROOT, agentContainer, podContainer, type AgentContainer } from '..
 import { FakeApiServer, type ResourceName } from '../support/fake-apiserver.js';
 import { isRoot } from '../support/netns.js';
 import { podman, podmanQuiet, podmanRunArgs } from '../support/podman.js';
+import { buildProductImage } from '../support/product-image.js';
 import { relay, type Relay } from '../support/relay.js';
 import { until } from '../support/wait.js';
 
@@ -62,18 +63,6 @@ const APP_BUDGET_MB = 100;
 
 const find = (s: Sample[], name: string, labels: Record<string, string>): number | undefined =>
   s.find((x) => x.name === name && Object.entries(labels).every(([k, v]) => x.labels[k] === v))?.value;
-
-/**
- * Where this machine's npm trusts an extra CA (`npm config get cafile`: a TLS-intercepting egress
- * proxy), the build's RUN steps get it the way a user behind such a proxy passes it: bind-mounted,
- * with npm's global config ($PREFIX/etc/npmrc) pointing at it. The Dockerfile stays as users build it.
- */
-function buildCaMounts(dir: string): string[] {
-  const cafile = spawnSync('npm', ['config', 'get', 'cafile'], { encoding: 'utf8' }).stdout.trim();
-  if (!cafile || cafile === 'null' || cafile === 'undefined' || !existsSync(cafile)) return [];
-  writeFileSync(join(dir, 'build-npmrc'), 'cafile=/etc/clbprobe-build-ca.crt\n');
-  return ['--volume', `${cafile}:/etc/clbprobe-build-ca.crt:ro`, '--volume', `${join(dir, 'build-npmrc')}:/usr/local/etc/npmrc:ro`];
-}
 
 describe.skipIf(!isRoot)('the image, built with podman and run as deploy/daemonset.yaml runs it', () => {
   const agent = agentContainer();
@@ -182,11 +171,8 @@ describe.skipIf(!isRoot)('the image, built with podman and run as deploy/daemons
     }
     scratch = mkdtempSync(join(tmpdir(), PREFIX));
     const t0 = performance.now();
-    const b = spawnSync('podman', ['build', '--pull=never', '--network=host', ...buildCaMounts(scratch), '-t', image, '-f', join(REPO_ROOT, 'Dockerfile'), REPO_ROOT], {
-      encoding: 'utf8', timeout: 40 * 60_000, maxBuffer: 256 * 1024 * 1024,
-    });
+    buildProductImage(image, scratch);
     buildSeconds = (performance.now() - t0) / 1000;
-    if (b.status !== 0) throw new Error(`podman build failed (${b.status ?? b.signal}):\n${(b.stdout + b.stderr).slice(-6000)}`);
     console.log(`image: podman build ${image} took ${buildSeconds.toFixed(0)} s (load ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')})`);
     // The kubelet's seccomp directory, with clbprobe's own subdirectory (the hostPath is DirectoryOrCreate).
     mkdirSync(join(scratch, 'kubelet-seccomp', 'clbprobe'), { recursive: true });

@@ -22,6 +22,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseSamples, type Sample } from '../../src/export/parse-samples.js';
 import { REPO_ROOT } from '../support/daemonset.js';
 import { KUBE_BIN } from '../support/kube-control-plane.js';
+import { buildProductImage } from '../support/product-image.js';
 import { BUSYBOX_IMAGE, CLUSTER, type KubeCluster, nodeImages, startKubeCluster } from '../support/kube-node.js';
 import { isRoot } from '../support/netns.js';
 import { sleep, until } from '../support/wait.js';
@@ -43,12 +44,11 @@ const ready =
   isRoot &&
   ['kubelet', 'kube-controller-manager', 'kube-scheduler', 'kube-apiserver', 'kube-proxy'].every((b) => existsSync(join(KUBE_BIN, b))) &&
   existsSync('/usr/bin/containerd') &&
-  spawnSync('podman', ['image', 'exists', PRODUCT_IMAGE]).status === 0 &&
   KUBECTL_APPLY !== undefined;
 if (isRoot && !ready) {
   console.warn(
     `\n*** test/e2e/kubelet.test.ts SKIPPED: needs scripts/setup-kube.sh's kubelet, containerd (scripts/setup.sh), ` +
-      `the image test's ${PRODUCT_IMAGE} and a kubectl with kustomize >= v4. ***\n`,
+      `and a kubectl with kustomize >= v4. ***\n`,
   );
 }
 
@@ -100,9 +100,11 @@ describe.skipIf(!ready)('clbprobe on a real kubelet + containerd cluster (Kubern
 
   beforeAll(async () => {
     const t0 = Date.now();
+    work = mkdtempSync(join(tmpdir(), 'cbk8s-deploy-'));
+    // This checkout's image (podman's layer cache makes it quick when the image test built it already).
+    await timed('podman build', () => buildProductImage(PRODUCT_IMAGE, work));
     const images = await timed('images (podman save when the image changed)', () => nodeImages(PRODUCT_IMAGE));
     k = await timed('cluster up (2 nodes Ready)', () => startKubeCluster(images, 2));
-    work = mkdtempSync(join(tmpdir(), 'cbk8s-deploy-'));
     cpSync(join(REPO_ROOT, 'deploy'), join(work, 'deploy'), { recursive: true });
     // What `kustomize edit set image clbprobe=localhost/clbprobe:0.1.0` writes, and what the README says to
     // drop without prometheus-operator's CRDs (`kustomize edit remove resource`).
