@@ -112,11 +112,11 @@ describe.skipIf(!ready)('clbprobe on a real kubelet + containerd cluster (Kubern
     const [name, tag] = PRODUCT_IMAGE.split(':') as [string, string];
     writeFileSync(
       kfile,
-      readFileSync(kfile, 'utf8')
+      `${readFileSync(kfile, 'utf8')
         .split('\n')
         .filter((l) => !/^\s*- (podmonitor|prometheusrule)\.yaml$/.test(l))
         .join('\n')
-        .trimEnd() + `\nimages:\n- name: clbprobe\n  newName: ${name}\n  newTag: ${tag}\n`,
+        .trimEnd()}\nimages:\n- name: clbprobe\n  newName: ${name}\n  newTag: ${tag}\n`,
     );
     await timed('kubectl apply -k to rolled out', async () => {
       const r = spawnSync('nsenter', [`--net=${k.nodes[0]!.netns.path}`, KUBECTL_APPLY!, '--kubeconfig', k.kubeconfig('admin'), '--cache-dir', join(work, 'cache'), 'apply', '-k', join(work, 'deploy')], {
@@ -162,6 +162,11 @@ subjects: [{kind: ServiceAccount, name: prometheus, namespace: monitoring}]
 
   afterAll(async () => {
     console.log(`kubelet e2e timings (s): ${JSON.stringify(timings)}`);
+    if (k) {
+      // The whole cluster's footprint, for the CI budget: daemons, shims and containers.
+      const rss = [...new Set(k.pids())].reduce((sum, p) => sum + Number(/^VmRSS:\s+(\d+)/m.exec(tryRead(`/proc/${p}/status`))?.[1] ?? 0), 0);
+      console.log(`kubelet e2e cluster RSS: ${Math.round(rss / 1024)} MiB`);
+    }
     await k?.stop();
     if (work) rmSync(work, { recursive: true, force: true });
   }, 120_000);
@@ -289,6 +294,14 @@ function bytes(q: string): number {
   const m = /^(\d+)(Ki|Mi|Gi)?$/.exec(q);
   if (!m) throw new Error(`quantity ${q}`);
   return Number(m[1]) * ({ Ki: 1024, Mi: 1024 ** 2, Gi: 1024 ** 3 }[m[2] ?? ''] ?? 1);
+}
+
+function tryRead(file: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    return '';
+  }
 }
 
 function adminToken(k: KubeCluster): string {
