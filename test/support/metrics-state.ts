@@ -76,6 +76,11 @@ export function testAgentState(services: number, opts: { capture?: boolean; sour
     });
   }
   const index = new ServiceIndex(buildClusterView(objects, { nodeName: 'n1' }), { nodeIps: ['192.0.2.1'], ipvsIps: [], podCidrs: ['10.244.1.0/24'] });
+  return agentStateOf(index, opts);
+}
+
+/** An agent state over a Service index, each of `sources` read once. */
+export function agentStateOf(index: ServiceIndex, opts: { capture?: boolean; sources?: string[] } = {}): TestAgent {
   const sources = new SourceRunner();
   for (const name of opts.sources ?? ['cluster', 'addresses', 'nat', 'conntrack']) sources.readSync({ name, read: () => ({ state: 'up', value: {} }) });
   const counter = testCounter();
