@@ -16,10 +16,11 @@
 import { request, type IncomingMessage, type ServerResponse } from 'node:http';
 import { byText } from '../compare.js';
 import type { UserInfo } from '../cluster/access-review.js';
-import { CallerSlots, callerKey, ON_BEHALF_OF_HEADER, parseEvidenceQuery, type CheckAccess, type EvidenceQuery } from '../agent/evidence-http.js';
+import { ON_BEHALF_OF_HEADER, parseEvidenceQuery, type CheckAccess, type EvidenceQuery } from '../agent/evidence-http.js';
 import type { EvidenceLine } from '../agent/evidence.js';
 import { EvidenceLineError, parseEvidenceLine } from './evidence-lines.js';
 import { planNodes, type AgentPod } from './agent-pods.js';
+import { eachPod, MAX_REFUSAL, ndjson as json, refusalText, RequestLimits } from './relay-common.js';
 
 /** The header that carries the caller's "Bearer TOKEN" through the API server's proxy. */
 export const TOKEN_HEADER = 'x-clbprobe-authorization';
@@ -67,15 +68,9 @@ class LineBudget {
     return true;
   }
 }
-/** Longest refusal body read from an agent. */
-const MAX_REFUSAL = 4096;
-
-const json = (o: object): string => `${JSON.stringify(o)}\n`;
-
 export function relayRoute(o: RelayOptions): (req: IncomingMessage, res: ServerResponse) => void {
-  let active = 0;
   const budget = new LineBudget(o.lineBudget ?? RELAY_LINE_BUDGET);
-  const slots = new CallerSlots({ maxRequestsPerCaller: o.maxRequestsPerCaller, maxWatchesPerCaller: o.maxRequestsPerCaller });
+  const limits = new RequestLimits(o.maxRequests, o.maxRequestsPerCaller, 'evidence requests');
   return (req, res) => {
     const refuse = (status: number, message: string, extra: Record<string, string> = {}): void => {
       res.writeHead(status, { 'Content-Type': 'application/x-ndjson', ...extra }).end(json({ type: 'error', message }));
@@ -95,12 +90,8 @@ export function relayRoute(o: RelayOptions): (req: IncomingMessage, res: ServerR
       const d = await o.check(authorization, attrs, req.socket.remoteAddress);
       if (!d.ok) return refuse(d.status, d.message, 'retryAfterS' in d ? { 'Retry-After': String(d.retryAfterS) } : {});
       if (res.destroyed) return;
-      const slot = slots.take(callerKey(d.user), false);
-      if ('error' in slot) return refuse(429, slot.error, { 'Retry-After': '5' });
-      res.once('close', slot.release);
-      if (active >= o.maxRequests) return refuse(503, `${active} evidence requests are being answered; try again shortly`);
-      active++;
-      res.once('close', () => active--);
+      const refusal = limits.admit(d.user, res);
+      if (refusal) return refuse(refusal.status, refusal.message, refusal.headers);
       let pods: AgentPod[];
       try {
         pods = await o.listPods();
@@ -108,17 +99,11 @@ export function relayRoute(o: RelayOptions): (req: IncomingMessage, res: ServerR
         return refuse(502, `the relay cannot list the agent pods: ${e instanceof Error ? e.message : String(e)}`);
       }
       const plan = planNodes(pods, o.container, only.length ? only : undefined);
-      // Each node's request listens for the caller going away.
-      res.setMaxListeners(o.concurrency + 10);
       res.writeHead(200, { 'Content-Type': 'application/x-ndjson', 'Cache-Control': 'no-store' });
       res.flushHeaders();
       const results: RelayNodeResult[] = plan.unreachable.map((u) => ({ node: u.node, ...(u.pod ? { pod: u.pod } : {}), status: 'failed', entries: 0, error: u.reason }));
       for (const r of results) res.write(json({ node: r.node, ...(r.pod ? { pod: r.pod } : {}), type: 'error', message: r.error }));
-      const queue = [...plan.ask];
-      const worker = async (): Promise<void> => {
-        for (let pod = queue.shift(); pod && !res.destroyed; pod = queue.shift()) results.push(await askAgent(o, q, pod, d.user, res, budget));
-      };
-      await Promise.all(Array.from({ length: Math.min(o.concurrency, queue.length) }, worker));
+      results.push(...(await eachPod(plan.ask, o.concurrency, res, (pod) => askAgent(o, q, pod, d.user, res, budget))));
       results.sort((a, b) => byText(a.node, b.node));
       const ok = results.filter((r) => r.status === 'ok').length;
       res.end(json({ type: 'summary', answered: ok, failed: results.length - ok, nodes: results }));
@@ -238,15 +223,4 @@ async function askAgent(o: RelayOptions, q: EvidenceQuery, pod: AgentPod, user: 
     });
     agentReq.end();
   });
-}
-
-/** The message of an error line or Status body, else the body itself. */
-function refusalText(body: string): string {
-  try {
-    const m = (JSON.parse(body.split('\n')[0] ?? '') as { message?: unknown }).message;
-    if (typeof m === 'string') return m;
-  } catch {
-    // not JSON
-  }
-  return body.trim().slice(0, 300) || '(empty answer)';
 }

@@ -11,10 +11,11 @@
 // a {"type":"summary"} at the end.
 import { request, type IncomingMessage, type ServerResponse } from 'node:http';
 import { byText } from '../compare.js';
-import { CallerSlots, callerKey, ON_BEHALF_OF_HEADER } from '../agent/evidence-http.js';
+import { ON_BEHALF_OF_HEADER } from '../agent/evidence-http.js';
 import type { AuthnResult } from '../agent/kube-authorizer.js';
 import { planNodes, type AgentPod } from './agent-pods.js';
 import { TOKEN_HEADER } from './relay.js';
+import { eachPod, MAX_REFUSAL, ndjson as json, refusalText, RequestLimits } from './relay-common.js';
 
 export interface StatusRelayOptions {
   /** TokenReview of the caller's token (the API server's own audience). */
@@ -35,9 +36,6 @@ export interface StatusRelayOptions {
 
 /** A finding line with evidence is a few KB; a line past this is not an agent's. */
 const MAX_LINE = 256 * 1024;
-const MAX_REFUSAL = 4096;
-
-const json = (o: object): string => `${JSON.stringify(o)}\n`;
 
 export interface StatusNodeLine {
   type: 'node';
@@ -55,8 +53,7 @@ export interface StatusNodeLine {
 }
 
 export function statusRoute(o: StatusRelayOptions): (req: IncomingMessage, res: ServerResponse) => void {
-  let active = 0;
-  const slots = new CallerSlots({ maxRequestsPerCaller: o.maxRequestsPerCaller, maxWatchesPerCaller: o.maxRequestsPerCaller });
+  const limits = new RequestLimits(o.maxRequests, o.maxRequestsPerCaller);
   return (req, res) => {
     const refuse = (status: number, message: string, extra: Record<string, string> = {}): void => {
       res.writeHead(status, { 'Content-Type': 'application/x-ndjson', ...extra }).end(json({ type: 'error', message }));
@@ -67,12 +64,8 @@ export function statusRoute(o: StatusRelayOptions): (req: IncomingMessage, res: 
       const who = await o.authenticate(token, req.socket.remoteAddress);
       if (!who.ok) return refuse(who.status, who.message, 'retryAfterS' in who ? { 'Retry-After': String(who.retryAfterS) } : {});
       if (res.destroyed) return;
-      const slot = slots.take(callerKey(who.user), false);
-      if ('error' in slot) return refuse(429, slot.error, { 'Retry-After': '5' });
-      res.once('close', slot.release);
-      if (active >= o.maxRequests) return refuse(503, `${active} requests are being answered; try again shortly`);
-      active++;
-      res.once('close', () => active--);
+      const refusal = limits.admit(who.user, res);
+      if (refusal) return refuse(refusal.status, refusal.message, refusal.headers);
       let pods: AgentPod[];
       try {
         pods = await o.listPods();
@@ -80,21 +73,17 @@ export function statusRoute(o: StatusRelayOptions): (req: IncomingMessage, res: 
         return refuse(502, `the relay cannot list the agent pods: ${e instanceof Error ? e.message : String(e)}`);
       }
       const plan = planNodes(pods, o.container);
-      res.setMaxListeners(o.concurrency + 10);
       res.writeHead(200, { 'Content-Type': 'application/x-ndjson', 'Cache-Control': 'no-store' });
       res.flushHeaders();
       const nodes: StatusNodeLine[] = plan.unreachable.map((u) => ({ type: 'node', node: u.node, ...(u.pod ? { pod: u.pod } : {}), status: 'failed', findings: 0, error: u.reason }));
       for (const n of nodes) res.write(json(n));
-      const queue = [...plan.ask];
       const user = JSON.stringify(who.user);
-      const worker = async (): Promise<void> => {
-        for (let pod = queue.shift(); pod && !res.destroyed; pod = queue.shift()) {
-          const n = await askFindings(o, pod, user, res);
-          nodes.push(n);
-          res.write(json(n));
-        }
-      };
-      await Promise.all(Array.from({ length: Math.min(o.concurrency, queue.length) }, worker));
+      const asked = await eachPod(plan.ask, o.concurrency, res, async (pod) => {
+        const n = await askFindings(o, pod, user, res);
+        res.write(json(n));
+        return n;
+      });
+      nodes.push(...asked);
       nodes.sort((a, b) => byText(a.node, b.node));
       const ok = nodes.filter((n) => n.status === 'ok').length;
       res.end(json({ type: 'summary', answered: ok, failed: nodes.length - ok }));
@@ -220,14 +209,4 @@ export async function askFindings(o: AgentAsk, pod: AgentPod, user: string | und
     });
     agentReq.end();
   });
-}
-
-function refusalText(body: string): string {
-  try {
-    const m = (JSON.parse(body.split('\n')[0] ?? '') as { message?: unknown }).message;
-    if (typeof m === 'string') return m.slice(0, 300);
-  } catch {
-    // not JSON
-  }
-  return body.trim().slice(0, 300) || '(empty answer)';
 }
