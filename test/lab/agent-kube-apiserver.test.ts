@@ -24,7 +24,7 @@ import { parseSamples, type Sample } from '../../src/export/parse-samples.js';
 import { LAB, clusterList, createLoopLab, type LoopLab } from '../../src/demo/lab.js';
 import { evidenceAudience } from '../../src/agent/evidence-http.js';
 import { agentContainer, containerEnv, containerScript, hostArgv } from '../support/daemonset.js';
-import { startControlPlane, type ControlPlane } from '../support/kube-control-plane.js';
+import { type ControlPlane, serviceAccountToken, startControlPlane } from '../support/kube-control-plane.js';
 import { createList, createObject } from '../support/kube-objects.js';
 import { isRoot } from '../support/netns.js';
 import { relay, type Relay } from '../support/relay.js';
@@ -68,16 +68,7 @@ describe.skipIf(!isRoot)('the agent as the DaemonSet runs it, against the real k
   const relays: Relay[] = [];
   let promToken: string;
 
-  /** A service-account JWT from the real TokenRequest API (what the kubelet mounts into a pod). */
-  const saToken = async (ns: string, name: string, audiences?: string[]): Promise<string> => {
-    const r = await cp.request('POST', `/api/v1/namespaces/${ns}/serviceaccounts/${name}/token`, {
-      apiVersion: 'authentication.k8s.io/v1',
-      kind: 'TokenRequest',
-      spec: { expirationSeconds: 3600, ...(audiences ? { audiences } : {}) },
-    });
-    if (r.status !== 201) throw new Error(`TokenRequest ${ns}/${name}: ${r.status} ${JSON.stringify(r.body).slice(0, 300)}`);
-    return (r.body as { status: { token: string } }).status.token;
-  };
+  const saToken = (ns: string, name: string, audiences?: string[]): Promise<string> => serviceAccountToken(cp, ns, name, audiences);
   const serviceAccount = async (ns: string, name: string): Promise<void> => {
     const r = await cp.request('POST', `/api/v1/namespaces/${ns}/serviceaccounts`, { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name } });
     if (r.status !== 201 && r.status !== 409) throw new Error(`ServiceAccount ${ns}/${name}: ${r.status}`);

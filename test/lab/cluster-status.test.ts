@@ -38,7 +38,7 @@ import type { Finding } from '../../src/detect/types.js';
 import { diagnose } from '../../src/detect/index.js';
 import type { FixChange, FixKind } from '../../src/detect/fixes.js';
 import { renderFixCommands } from '../../src/detect/render.js';
-import { binary, startControlPlane, type ControlPlane } from '../support/kube-control-plane.js';
+import { binary, type ControlPlane, serviceAccountToken, startControlPlane, tokenKubeconfig } from '../support/kube-control-plane.js';
 import { BUNDLES, loadCase } from '../unit/detect/fixture-bundle.js';
 import { isRoot } from '../support/netns.js';
 import { CHROMIUM, openPage } from '../support/chromium.js';
@@ -174,18 +174,8 @@ describe.skipIf(!isRoot)('clbprobe status: five agents and the relay against a r
       server.listen(port, host, () => resolve((server.address() as AddressInfo).port));
       servers.push(server);
     });
-  const saToken = async (ns: string, name: string): Promise<string> => {
-    const r = await cp.request('POST', `/api/v1/namespaces/${ns}/serviceaccounts/${name}/token`, { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 3600 } });
-    if (r.status !== 201) throw new Error(`TokenRequest ${ns}/${name}: ${r.status}`);
-    return (r.body as { status: { token: string } }).status.token;
-  };
-  const kubeconfigFor = (name: string, token: string, server: string): string => {
-    const file = join(dir, `kubeconfig-${name}`);
-    // client-node sends a token over plain HTTP (the loopback proxy hop) only with this set.
-    const ca = server.startsWith('https') ? `    certificate-authority: ${cp.caFile}\n` : '    insecure-skip-tls-verify: true\n';
-    writeFileSync(file, `apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: ${server}\n${ca}users:\n- name: u\n  user:\n    token: ${token}\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\n`);
-    return file;
-  };
+  const saToken = (ns: string, name: string): Promise<string> => serviceAccountToken(cp, ns, name);
+  const kubeconfigFor = (name: string, token: string, server: string): string => tokenKubeconfig(cp, join(dir, `kubeconfig-${name}`), token, server);
 
   beforeAll(async () => {
     if (!existsSync(CLI)) throw new Error(`${CLI} missing: run npm run build first`);

@@ -4,7 +4,7 @@
 // /evidence with its evidence socket) and the relay's server run in this process on loopback, as
 // src/cli/agent.ts and src/cli/evidence-relay.ts wire them, each with its service account's real
 // JWT from the TokenRequest API; tenants and on-call are service accounts with real RBAC.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { request, type IncomingHttpHeaders, type Server } from 'node:http';
 import { createConnection, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -25,7 +25,7 @@ import { LAB, clusterList } from '../../src/demo/lab.js';
 import { createMetricsServer } from '../../src/export/server.js';
 import { NodeTokens, tokenRequester } from '../../src/remote/node-tokens.js';
 import { relayRoute, TOKEN_HEADER } from '../../src/remote/relay.js';
-import { startControlPlane, type ControlPlane } from '../support/kube-control-plane.js';
+import { serviceAccountToken, startControlPlane, tokenKubeconfig, type ControlPlane } from '../support/kube-control-plane.js';
 
 const DEPLOY = join(import.meta.dirname, '../../deploy');
 const NODE = LAB.node1Name;
@@ -76,24 +76,8 @@ describe('token reviews, fair evidence and the relay, against the real kube-apis
   const seenByAgent: IncomingHttpHeaders[] = [];
   const tokens: Record<string, string> = {};
 
-  const saToken = async (ns: string, name: string, audiences?: string[]): Promise<string> => {
-    const r = await cp.request('POST', `/api/v1/namespaces/${ns}/serviceaccounts/${name}/token`, {
-      apiVersion: 'authentication.k8s.io/v1',
-      kind: 'TokenRequest',
-      spec: { expirationSeconds: 3600, ...(audiences ? { audiences } : {}) },
-    });
-    if (r.status !== 201) throw new Error(`TokenRequest ${ns}/${name}: ${r.status} ${JSON.stringify(r.body).slice(0, 300)}`);
-    return (r.body as { status: { token: string } }).status.token;
-  };
-  const kubeconfigFor = (name: string, token: string): string => {
-    const file = join(dir, `kubeconfig-${name}`);
-    writeFileSync(
-      file,
-      ['apiVersion: v1', 'kind: Config', 'clusters:', '- name: c', '  cluster:', `    server: ${cp.server}`, `    certificate-authority: ${cp.caFile}`,
-        'users:', `- name: u`, '  user:', `    token: ${token}`, 'contexts:', '- name: c', '  context: {cluster: c, user: u}', 'current-context: c', ''].join('\n'),
-    );
-    return file;
-  };
+  const saToken = (ns: string, name: string, audiences?: string[]): Promise<string> => serviceAccountToken(cp, ns, name, audiences);
+  const kubeconfigFor = (name: string, token: string): string => tokenKubeconfig(cp, join(dir, `kubeconfig-${name}`), token);
   /** Whether the API server takes `token` for `audience` (undefined: its own). */
   const reviewAs = async (token: string, audience?: string): Promise<boolean> => {
     const r = await cp.request('POST', '/apis/authentication.k8s.io/v1/tokenreviews', {

@@ -4,7 +4,7 @@
 // shares an Ingress VIP with a victim's, or whose tenant-chosen LB hostname resolves to the
 // victim's database ClusterIP. It gets its own connections only, never the victim's. The agent's
 // HTTP server and evidence socket run in this process, wired as src/cli/agent.ts wires them.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { request, type Server } from 'node:http';
 import type { AddressInfo, Server as NetServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -20,7 +20,7 @@ import { AccessReviewClient } from '../../src/cluster/access-review.js';
 import { loadApiTarget } from '../../src/cluster/kube-config.js';
 import { createMetricsServer } from '../../src/export/server.js';
 import { entry, ingress, MANAGED, NODE, NODE_IP, POD_CIDR, service, slice, viewOf, type Flow } from '../support/evidence-objects.js';
-import { startControlPlane, type ControlPlane } from '../support/kube-control-plane.js';
+import { serviceAccountToken, startControlPlane, tokenKubeconfig, type ControlPlane } from '../support/kube-control-plane.js';
 
 const DEPLOY = join(import.meta.dirname, '../../deploy');
 const RELAY_USER = 'system:serviceaccount:clbprobe:clbprobe-evidence-relay';
@@ -67,15 +67,7 @@ describe('evidence ownership with the real API server: a tenant gets its own con
   let agentPort: number;
   let relayNodeToken: string;
 
-  const saToken = async (ns: string, name: string, audiences?: string[]): Promise<string> => {
-    const r = await cp.request('POST', `/api/v1/namespaces/${ns}/serviceaccounts/${name}/token`, {
-      apiVersion: 'authentication.k8s.io/v1',
-      kind: 'TokenRequest',
-      spec: { expirationSeconds: 3600, ...(audiences ? { audiences } : {}) },
-    });
-    if (r.status !== 201) throw new Error(`TokenRequest ${ns}/${name}: ${r.status} ${JSON.stringify(r.body).slice(0, 300)}`);
-    return (r.body as { status: { token: string } }).status.token;
-  };
+  const saToken = (ns: string, name: string, audiences?: string[]): Promise<string> => serviceAccountToken(cp, ns, name, audiences);
 
   /** The entry ids of the agent's /evidence answer for NS/NAME, asked as the relay asks for `user`. */
   const evidenceFor = (ref: string, user: object): Promise<{ status: number; ids: number[]; body: string }> =>
@@ -115,12 +107,7 @@ describe('evidence ownership with the real API server: a tenant gets its own con
     evidenceSocket = await startEvidenceServer(socketPath, { table: () => table, find: (n, m, p) => index.find(n, m, p), nodeName: NODE });
 
     const agentToken = await saToken('clbprobe', 'clbprobe');
-    const kubeconfig = join(dir, 'kubeconfig');
-    writeFileSync(
-      kubeconfig,
-      ['apiVersion: v1', 'kind: Config', 'clusters:', '- name: c', '  cluster:', `    server: ${cp.server}`, `    certificate-authority: ${cp.caFile}`,
-        'users:', '- name: u', '  user:', `    token: ${agentToken}`, 'contexts:', '- name: c', '  context: {cluster: c, user: u}', 'current-context: c', ''].join('\n'),
-    );
+    const kubeconfig = tokenKubeconfig(cp, join(dir, 'kubeconfig'), agentToken);
     const authz = new KubeAuthorizer(new AccessReviewClient(loadApiTarget(kubeconfig)), { limiter: new ReviewRateLimiter(), audiences: [evidenceAudience(NODE)] });
     agentHttp = createMetricsServer({
       registry: new Registry(),

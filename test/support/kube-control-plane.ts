@@ -351,3 +351,26 @@ async function launch(): Promise<ControlPlane> {
     stop,
   };
 }
+
+/** A service-account JWT from the real TokenRequest API (what the kubelet mounts into a pod), for `audiences` or the API server's own. */
+export async function serviceAccountToken(cp: ControlPlane, ns: string, name: string, audiences?: string[]): Promise<string> {
+  const r = await cp.request('POST', `/api/v1/namespaces/${ns}/serviceaccounts/${name}/token`, {
+    apiVersion: 'authentication.k8s.io/v1',
+    kind: 'TokenRequest',
+    spec: { expirationSeconds: 3600, ...(audiences ? { audiences } : {}) },
+  });
+  if (r.status !== 201) throw new Error(`TokenRequest ${ns}/${name}: ${r.status} ${JSON.stringify(r.body).slice(0, 300)}`);
+  return (r.body as { status: { token: string } }).status.token;
+}
+
+/** A kubeconfig file at `file` that sends `token` to `server` (the API server by default). */
+export function tokenKubeconfig(cp: ControlPlane, file: string, token: string, server = cp.server): string {
+  // client-node sends a token over plain HTTP (a loopback proxy hop) only with TLS checks off.
+  const ca = server.startsWith('https') ? `    certificate-authority: ${cp.caFile}` : '    insecure-skip-tls-verify: true';
+  writeFileSync(
+    file,
+    ['apiVersion: v1', 'kind: Config', 'clusters:', '- name: c', '  cluster:', `    server: ${server}`, ca, 'users:', '- name: u', '  user:', `    token: ${token}`,
+      'contexts:', '- name: c', '  context: {cluster: c, user: u}', 'current-context: c', ''].join('\n'),
+  );
+  return file;
+}
