@@ -77,19 +77,23 @@ async function run(f: RelayFlags): Promise<void> {
   const authz = new KubeAuthorizer(new AccessReviewClient(target), { limiter });
   const nodeTokens = new NodeTokens(tokenRequester(target, { namespace: sa[1]!, name: sa[2]! }));
   const pods = `/api/v1/namespaces/${encodeURIComponent(f.agentNamespace)}/pods`;
-  const route = relayRoute({
-    check: async (authorization, attrs, source) => {
-      const d = await authz.check(authorization, attrs, source);
-      log.info({ user: d.ok ? d.user.username : undefined, status: d.ok ? 200 : d.status, attrs }, 'evidence request');
-      return d;
-    },
+  // What both routes ask the agents with: the pods, their port, and the bounds.
+  const agents = {
     listPods: async () => (await api.listPage(pods, { labelSelector: f.agentSelector })).items.map((p) => toAgentPod(p as V1Pod, f.container)),
     container: f.container,
     agentPort: int(f.agentPort, '--agent-port', 65535),
     concurrency: int(f.concurrency, '--concurrency', 100),
     maxRequests: int(f.maxRequests, '--max-requests', 1000),
     maxRequestsPerCaller: int(f.maxRequestsPerCaller, '--max-requests-per-caller', 1000),
-    nodeToken: (node) => nodeTokens.forNode(node),
+    nodeToken: (node: string) => nodeTokens.forNode(node),
+  };
+  const route = relayRoute({
+    check: async (authorization, attrs, source) => {
+      const d = await authz.check(authorization, attrs, source);
+      log.info({ user: d.ok ? d.user.username : undefined, status: d.ok ? 200 : d.status, attrs }, 'evidence request');
+      return d;
+    },
+    ...agents,
   });
   const status = statusRoute({
     authenticate: async (authorization, source) => {
@@ -97,13 +101,7 @@ async function run(f: RelayFlags): Promise<void> {
       log.info({ user: d.ok ? d.user.username : undefined, status: d.ok ? 200 : d.status }, 'status request');
       return d;
     },
-    listPods: async () => (await api.listPage(pods, { labelSelector: f.agentSelector })).items.map((p) => toAgentPod(p as V1Pod, f.container)),
-    container: f.container,
-    agentPort: int(f.agentPort, '--agent-port', 65535),
-    concurrency: int(f.concurrency, '--concurrency', 100),
-    maxRequests: int(f.maxRequests, '--max-requests', 1000),
-    maxRequestsPerCaller: int(f.maxRequestsPerCaller, '--max-requests-per-caller', 1000),
-    nodeToken: (node) => nodeTokens.forNode(node),
+    ...agents,
     agentTimeoutMs: int(f.statusTimeout, '--status-timeout', 300) * 1000,
     maxAnswerBytes: 16 << 20,
   });
