@@ -17,7 +17,7 @@ export const ipvsRealServers: Collector = {
         this.reset();
         const { agent, servicePorts } = scrape();
         const ipvs = agent.sources.value<IpvsSnapshot>('ipvs');
-        if (!ipvs) return;
+        if (!ipvs || servicePorts.ports.length === 0) return;
         const byVip = new Map<Key, IpvsSnapshot['virtualServers']>();
         for (const v of ipvs.virtualServers) {
           // fwmark services have no VIP:port
