@@ -11,7 +11,12 @@
 // also what the API server sends and kubectl hides (managedFields, as written
 // by kubectl apply, the cloud controller and the EndpointSlice controller).
 
-export const BENCH_NODE = { name: 'bench-node', ip: '10.20.0.2', peerIp: '10.20.0.1', podCidr: '10.131.0.0/24' } as const;
+export const BENCH_NODE = {
+  name: 'bench-node',
+  ip: '10.20.0.2',
+  peerIp: '10.20.0.1',
+  podCidr: '10.131.0.0/24',
+} as const;
 
 /** One TCP Service port with its VIP: where bench/agent points the entries the agent must keep. */
 export interface TcpVipPort {
@@ -61,31 +66,79 @@ const CREATED = '2026-10-01T08:00:00Z';
 /** managedFields of a LoadBalancer Service applied with kubectl and given its VIP by the cloud controller. */
 function serviceManagedFields(portCount: number, local: boolean): object[] {
   const ports: Record<string, object> = {};
-  for (let i = 0; i < portCount; i++) ports[`k:{"port":${80 + i},"protocol":"TCP"}`] = { '.': {}, 'f:name': {}, 'f:port': {}, 'f:protocol': {}, 'f:targetPort': {} };
+  for (let i = 0; i < portCount; i++)
+    ports[`k:{"port":${80 + i},"protocol":"TCP"}`] = {
+      '.': {},
+      'f:name': {},
+      'f:port': {},
+      'f:protocol': {},
+      'f:targetPort': {},
+    };
   return [
     {
-      manager: 'kubectl-client-side-apply', operation: 'Update', apiVersion: 'v1', time: CREATED, fieldsType: 'FieldsV1',
+      manager: 'kubectl-client-side-apply',
+      operation: 'Update',
+      apiVersion: 'v1',
+      time: CREATED,
+      fieldsType: 'FieldsV1',
       fieldsV1: {
-        'f:metadata': { 'f:annotations': { '.': {}, 'f:kubectl.kubernetes.io/last-applied-configuration': {}, 'f:service.kubernetes.io/qcloud-loadbalancer-internal-subnetid': {} } },
-        'f:spec': { 'f:allocateLoadBalancerNodePorts': {}, 'f:externalTrafficPolicy': {}, 'f:internalTrafficPolicy': {}, 'f:ports': { '.': {}, ...ports }, 'f:selector': {}, 'f:sessionAffinity': {}, 'f:type': {} },
+        'f:metadata': {
+          'f:annotations': {
+            '.': {},
+            'f:kubectl.kubernetes.io/last-applied-configuration': {},
+            'f:service.kubernetes.io/qcloud-loadbalancer-internal-subnetid': {},
+          },
+        },
+        'f:spec': {
+          'f:allocateLoadBalancerNodePorts': {},
+          'f:externalTrafficPolicy': {},
+          'f:internalTrafficPolicy': {},
+          'f:ports': { '.': {}, ...ports },
+          'f:selector': {},
+          'f:sessionAffinity': {},
+          'f:type': {},
+        },
       },
     },
     {
-      manager: 'cloud-controller-manager', operation: 'Update', apiVersion: 'v1', time: CREATED, fieldsType: 'FieldsV1', subresource: 'status',
+      manager: 'cloud-controller-manager',
+      operation: 'Update',
+      apiVersion: 'v1',
+      time: CREATED,
+      fieldsType: 'FieldsV1',
+      subresource: 'status',
       fieldsV1: { 'f:status': { 'f:loadBalancer': { 'f:ingress': {} } } },
     },
-    ...(local ? [{ manager: 'kube-controller-manager', operation: 'Update', apiVersion: 'v1', time: CREATED, fieldsType: 'FieldsV1', fieldsV1: { 'f:spec': { 'f:healthCheckNodePort': {} } } }] : []),
+    ...(local
+      ? [
+          {
+            manager: 'kube-controller-manager',
+            operation: 'Update',
+            apiVersion: 'v1',
+            time: CREATED,
+            fieldsType: 'FieldsV1',
+            fieldsV1: { 'f:spec': { 'f:healthCheckNodePort': {} } },
+          },
+        ]
+      : []),
   ];
 }
 
 const SLICE_MANAGED_FIELDS = [
   {
-    manager: 'kube-controller-manager', operation: 'Update', apiVersion: 'discovery.k8s.io/v1', time: CREATED, fieldsType: 'FieldsV1',
+    manager: 'kube-controller-manager',
+    operation: 'Update',
+    apiVersion: 'discovery.k8s.io/v1',
+    time: CREATED,
+    fieldsType: 'FieldsV1',
     fieldsV1: {
-      'f:addressType': {}, 'f:endpoints': {}, 'f:ports': {},
+      'f:addressType': {},
+      'f:endpoints': {},
+      'f:ports': {},
       'f:metadata': {
         'f:annotations': { '.': {}, 'f:endpoints.kubernetes.io/last-change-trigger-time': {} },
-        'f:generateName': {}, 'f:labels': { '.': {}, 'f:endpointslice.kubernetes.io/managed-by': {}, 'f:kubernetes.io/service-name': {} },
+        'f:generateName': {},
+        'f:labels': { '.': {}, 'f:endpointslice.kubernetes.io/managed-by': {}, 'f:kubernetes.io/service-name': {} },
         'f:ownerReferences': { '.': {}, 'k:{"uid":"..."}': {} },
       },
     },
@@ -120,8 +173,18 @@ export function syntheticCluster(services: number, endpoints: number, o: Synthet
     const ports = portsOf(i);
     servicePorts += ports.length;
     for (const p of ports) if (p.protocol === 'TCP') tcpVipPorts.push({ vip, port: p.port });
-    const specPorts = ports.map((p) => ({ name: p.name, port: p.port, protocol: p.protocol, targetPort: p.targetPort }));
-    const lastApplied = { apiVersion: 'v1', kind: 'Service', metadata: { name, namespace }, spec: { type: 'LoadBalancer', ports: specPorts, selector: { app: name } } };
+    const specPorts = ports.map((p) => ({
+      name: p.name,
+      port: p.port,
+      protocol: p.protocol,
+      targetPort: p.targetPort,
+    }));
+    const lastApplied = {
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name, namespace },
+      spec: { type: 'LoadBalancer', ports: specPorts, selector: { app: name } },
+    };
     items.push({
       apiVersion: 'v1',
       kind: 'Service',
@@ -164,9 +227,14 @@ export function syntheticCluster(services: number, endpoints: number, o: Synthet
         uid: uidOf(2, i),
         creationTimestamp: CREATED,
         generation: 1,
-        labels: { 'endpointslice.kubernetes.io/managed-by': 'endpointslice-controller.k8s.io', 'kubernetes.io/service-name': name },
+        labels: {
+          'endpointslice.kubernetes.io/managed-by': 'endpointslice-controller.k8s.io',
+          'kubernetes.io/service-name': name,
+        },
         annotations: { 'endpoints.kubernetes.io/last-change-trigger-time': CREATED },
-        ownerReferences: [{ apiVersion: 'v1', kind: 'Service', name, uid: uidOf(1, i), controller: true, blockOwnerDeletion: true }],
+        ownerReferences: [
+          { apiVersion: 'v1', kind: 'Service', name, uid: uidOf(1, i), controller: true, blockOwnerDeletion: true },
+        ],
         ...(o.managedFields ? { managedFields: SLICE_MANAGED_FIELDS } : {}),
       },
       addressType: 'IPv4',
@@ -188,7 +256,16 @@ export function syntheticCluster(services: number, endpoints: number, o: Synthet
     kind: 'Node',
     metadata: { name: BENCH_NODE.name },
     spec: { podCIDR: BENCH_NODE.podCidr, podCIDRs: [BENCH_NODE.podCidr] },
-    status: { addresses: [{ type: 'InternalIP', address: BENCH_NODE.ip }, { type: 'Hostname', address: BENCH_NODE.name }] },
+    status: {
+      addresses: [
+        { type: 'InternalIP', address: BENCH_NODE.ip },
+        { type: 'Hostname', address: BENCH_NODE.name },
+      ],
+    },
   });
-  return { list: { apiVersion: 'v1', kind: 'List', metadata: { resourceVersion: '' }, items }, servicePorts, tcpVipPorts };
+  return {
+    list: { apiVersion: 'v1', kind: 'List', metadata: { resourceVersion: '' }, items },
+    servicePorts,
+    tcpVipPorts,
+  };
 }

@@ -14,7 +14,7 @@ import * as C from '../src/kernel/conntrack/constants.js';
 import { NLMSG_ERROR, splitMessages } from '../src/kernel/netlink/codec.js';
 import { errnoName, NETLINK_NETFILTER, NetlinkSocket, parseError } from '../src/kernel/netlink/socket.js';
 import { native } from '../src/native/index.js';
-import { entryMessage, type Destination } from './conntrack-dump.js';
+import { type Destination, entryMessage } from './conntrack-dump.js';
 
 export interface EventRun {
   /** Events the kernel emitted (NEW + DESTROY of each entry it created; a refused entry makes none). */
@@ -57,7 +57,13 @@ const ENOBUFS = osConstants.errno.ENOBUFS;
  * Emits `rate` events per second for `seconds` in netns (a path): half NEW, half DESTROY.
  * Every `vipEvery`-th entry goes to `vip(i)`, the others to an address no Service uses.
  */
-export async function paceEvents(netns: string, rate: number, seconds: number, vipEvery: number, vip: Destination): Promise<EventRun> {
+export async function paceEvents(
+  netns: string,
+  rate: number,
+  seconds: number,
+  vipEvery: number,
+  vip: Destination,
+): Promise<EventRun> {
   const unrelated: Destination = () => ({ dst: Buffer.from([10, 200, 0, 2]), dport: 80 });
   const to: Destination = (i) => (i % vipEvery === 0 ? vip(i) : unrelated(i));
   const sock = NetlinkSocket.open(NETLINK_NETFILTER, { netns, rcvbuf: 1 << 20 });
@@ -117,12 +123,19 @@ export async function paceEvents(netns: string, rate: number, seconds: number, v
         if (next % vipEvery === 0) vipEntries++;
       }
       let gone = 0;
-      while (gone < live.length && (done || now - live[gone]!.at >= DELETE_AFTER_MS)) msgs.push(deleteMessage(live[gone++]!.i, to));
+      while (gone < live.length && (done || now - live[gone]!.at >= DELETE_AFTER_MS))
+        msgs.push(deleteMessage(live[gone++]!.i, to));
       live.splice(0, gone);
       send(msgs);
       drainAnswers();
       events += msgs.length;
-      if (done) return { events: events - 2 * refusals.refused, vipEntries, ...refusals, seconds: (performance.now() - t0) / 1000 };
+      if (done)
+        return {
+          events: events - 2 * refusals.refused,
+          vipEntries,
+          ...refusals,
+          seconds: (performance.now() - t0) / 1000,
+        };
       await new Promise((r) => setTimeout(r, TICK_MS));
     }
   } finally {

@@ -12,18 +12,18 @@
 // across the scrapes: what the scrape costs the agent, less sensitive to scheduling than curl's time).
 // Root only. Namespaces are cbli-*; namespaces, agents, temp files and nf_conntrack_max are put
 // back on exit, on failure and on Ctrl-C.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { createWriteStream, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { get } from 'node:http';
 import { createServer } from 'node:net';
 import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Netns, vethPair } from '../src/demo/netns.js';
-import { FakeApiServer, type ResourceName } from '../test/support/fake-apiserver.js';
 import { agentContainer, containerEnv, hostArgv, nodeCommand } from '../test/support/daemonset.js';
+import { FakeApiServer, type ResourceName } from '../test/support/fake-apiserver.js';
 import { agentNode, nodeVersion } from '../test/support/image-node.js';
 import { BENCH_NODE, syntheticCluster } from './agent-cluster.js';
-import { fill, raiseConntrackMax, type Destination } from './conntrack-dump.js';
+import { type Destination, fill, raiseConntrackMax } from './conntrack-dump.js';
 
 const argv = process.argv.slice(2);
 const num = (name: string, def: number): number => {
@@ -32,11 +32,13 @@ const num = (name: string, def: number): number => {
   if (!Number.isFinite(v) || v < 1) throw new Error(`${name}: expected a positive number, not ${argv[i + 1]}`);
   return v;
 };
-const builds = argv.flatMap((a, i) => (a === '--cli' ? [argv[i + 1]!] : [])).map((x) => {
-  const eq = x.indexOf('=');
-  if (eq < 1) throw new Error(`--cli LABEL=PATH, not ${x}`);
-  return { label: x.slice(0, eq), cli: resolve(x.slice(eq + 1)) };
-});
+const builds = argv
+  .flatMap((a, i) => (a === '--cli' ? [argv[i + 1]!] : []))
+  .map((x) => {
+    const eq = x.indexOf('=');
+    if (eq < 1) throw new Error(`--cli LABEL=PATH, not ${x}`);
+    return { label: x.slice(0, eq), cli: resolve(x.slice(eq + 1)) };
+  });
 if (builds.length < 2) throw new Error('give at least two builds: --cli before=PATH --cli after=PATH');
 const opt = {
   services: num('--services', 2000),
@@ -52,7 +54,9 @@ if (opt.cluster !== 'api' && opt.cluster !== 'file') throw new Error(`--cluster:
 const deployed = agentContainer();
 const deployedFlags = nodeCommand(hostArgv(deployed)).nodeFlags;
 /** --node-flags "...": replaces deploy/daemonset.yaml's node flags, e.g. with "--cpu-prof --cpu-prof-dir=/tmp/p" added. */
-const nodeFlags = argv.includes('--node-flags') ? argv[argv.indexOf('--node-flags') + 1]!.split(' ').filter(Boolean) : deployedFlags;
+const nodeFlags = argv.includes('--node-flags')
+  ? argv[argv.indexOf('--node-flags') + 1]!.split(' ').filter(Boolean)
+  : deployedFlags;
 const deployedEnv = containerEnv(deployed, { 'spec.nodeName': 'bench' });
 const NODE = agentNode(argv);
 const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
@@ -80,7 +84,10 @@ process.on('exit', cleanup);
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const log = (s: string) => console.error(`[scrape-bench ${new Date().toISOString().slice(11, 19)}] ${s}`);
-const load = () => loadavg().map((x) => x.toFixed(2)).join(' ');
+const load = () =>
+  loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' ');
 const pct = (xs: number[], p: number): number => {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)]!;
@@ -115,7 +122,11 @@ function scrape(url: string, pid: number, n: number): { times: number[]; cpuS: n
   const times: number[] = [];
   const c0 = cpuSeconds(pid);
   for (let i = 0; i < n; i++) {
-    const r = spawnSync('curl', ['-sf', '-H', 'Accept-Encoding: gzip', '-o', '/dev/null', '-w', '%{time_total}', `${url}/metrics`], { encoding: 'utf8' });
+    const r = spawnSync(
+      'curl',
+      ['-sf', '-H', 'Accept-Encoding: gzip', '-o', '/dev/null', '-w', '%{time_total}', `${url}/metrics`],
+      { encoding: 'utf8' },
+    );
     if (r.status !== 0) throw new Error(`curl ${url}/metrics failed: ${r.stderr}`);
     times.push(Number(r.stdout) * 1000);
   }
@@ -136,7 +147,12 @@ async function clusterArgs(dir: string, list: { items: object[] }): Promise<stri
     return ['--cluster-file', file];
   }
   const api = new FakeApiServer();
-  const resource: Record<string, ResourceName> = { Service: 'services', EndpointSlice: 'endpointslices', Ingress: 'ingresses', Node: 'nodes' };
+  const resource: Record<string, ResourceName> = {
+    Service: 'services',
+    EndpointSlice: 'endpointslices',
+    Ingress: 'ingresses',
+    Node: 'nodes',
+  };
   for (const item of list.items as { kind: string }[]) api.apply(resource[item.kind]!, item);
   await api.start();
   undo.push(() => void api.stop());
@@ -170,9 +186,30 @@ async function main(): Promise<void> {
     const port = await freePort();
     const logFile = join(dir, `agent-${b.label}.log`);
     const out = createWriteStream(logFile);
-    const args = ['agent', '--listen', `127.0.0.1:${port}`, '--evidence-socket', join(dir, `${b.label}.sock`), '--log-level', 'info'];
-    args.push('--netns', node.name, '--interface', 'eth0', '--capture', 'ebpf', '--node-name', BENCH_NODE.name, ...cargs);
-    const proc = spawn(NODE, [...nodeFlags, b.cli, ...args], { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...deployedEnv } });
+    const args = [
+      'agent',
+      '--listen',
+      `127.0.0.1:${port}`,
+      '--evidence-socket',
+      join(dir, `${b.label}.sock`),
+      '--log-level',
+      'info',
+    ];
+    args.push(
+      '--netns',
+      node.name,
+      '--interface',
+      'eth0',
+      '--capture',
+      'ebpf',
+      '--node-name',
+      BENCH_NODE.name,
+      ...cargs,
+    );
+    const proc = spawn(NODE, [...nodeFlags, b.cli, ...args], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+      env: { ...process.env, ...deployedEnv },
+    });
     proc.stderr!.pipe(out);
     undo.push(() => {
       if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
@@ -182,7 +219,8 @@ async function main(): Promise<void> {
   for (const a of agents) {
     const end = Date.now() + 300_000;
     while ((await status(`${a.url}/readyz`)) !== 200) {
-      if (Date.now() > end || a.proc.exitCode !== null) throw new Error(`${a.label} not ready: ${readFileSync(a.logFile, 'utf8').slice(-2000)}`);
+      if (Date.now() > end || a.proc.exitCode !== null)
+        throw new Error(`${a.label} not ready: ${readFileSync(a.logFile, 'utf8').slice(-2000)}`);
       await sleep(200);
     }
   }
@@ -191,7 +229,9 @@ async function main(): Promise<void> {
   await sleep(25_000);
   for (const a of agents) scrape(a.url, a.proc.pid!, 5);
 
-  const all = new Map<string, { times: number[]; cpuS: number; medians: number[] }>(agents.map((a) => [a.label, { times: [], cpuS: 0, medians: [] }]));
+  const all = new Map<string, { times: number[]; cpuS: number; medians: number[] }>(
+    agents.map((a) => [a.label, { times: [], cpuS: 0, medians: [] }]),
+  );
   const loadBefore = load();
   for (let r = 0; r < opt.rounds; r++) {
     const order = r % 2 === 0 ? agents : [...agents].reverse();
@@ -202,22 +242,39 @@ async function main(): Promise<void> {
       x.times.push(...s.times);
       x.cpuS += s.cpuS;
       x.medians.push(pct(s.times, 50));
-      line.push(`${a.label} ${pct(s.times, 50).toFixed(1)} ms (cpu ${((s.cpuS / opt.scrapes) * 1000).toFixed(1)} ms/scrape)`);
+      line.push(
+        `${a.label} ${pct(s.times, 50).toFixed(1)} ms (cpu ${((s.cpuS / opt.scrapes) * 1000).toFixed(1)} ms/scrape)`,
+      );
     }
     log(`round ${r + 1}: ${line.join(', ')}; load ${load()}`);
   }
   const ref = all.get(agents[0]!.label)!;
-  const commit = spawnSync('git', ['-C', import.meta.dirname, 'describe', '--always', '--dirty'], { encoding: 'utf8' }).stdout.trim();
-  console.log(`\nagent gzip /metrics scrapes: ${opt.services} Services, ${opt.endpoints} endpoints, ${opt.entries} conntrack entries (${opt.vipEntries} towards VIPs), cluster ${opt.cluster}`);
-  console.log(`${opt.rounds} alternating rounds x ${opt.scrapes} scrapes per build; bench at ${commit}; node ${nodeVersion(NODE)} ${nodeFlags.join(' ')}; load (1/5/15 min) before ${loadBefore}, after ${load()}`);
-  console.log('| build | median ms | p99 ms | median of round medians, ratio to ' + agents[0]!.label + ' | agent CPU ms per scrape | cli |');
+  const commit = spawnSync('git', ['-C', import.meta.dirname, 'describe', '--always', '--dirty'], {
+    encoding: 'utf8',
+  }).stdout.trim();
+  console.log(
+    `\nagent gzip /metrics scrapes: ${opt.services} Services, ${opt.endpoints} endpoints, ${opt.entries} conntrack entries (${opt.vipEntries} towards VIPs), cluster ${opt.cluster}`,
+  );
+  console.log(
+    `${opt.rounds} alternating rounds x ${opt.scrapes} scrapes per build; bench at ${commit}; node ${nodeVersion(NODE)} ${nodeFlags.join(' ')}; load (1/5/15 min) before ${loadBefore}, after ${load()}`,
+  );
+  console.log(
+    '| build | median ms | p99 ms | median of round medians, ratio to ' +
+      agents[0]!.label +
+      ' | agent CPU ms per scrape | cli |',
+  );
   console.log('|---|---|---|---|---|---|');
   for (const a of agents) {
     const x = all.get(a.label)!;
-    const ratio = pct(x.medians.map((m, i) => m / ref.medians[i]!), 50);
+    const ratio = pct(
+      x.medians.map((m, i) => m / ref.medians[i]!),
+      50,
+    );
     const cpu = (x.cpuS / x.times.length) * 1000;
     const b = builds.find((y) => y.label === a.label)!;
-    console.log(`| ${a.label} | ${pct(x.times, 50).toFixed(1)} | ${pct(x.times, 99).toFixed(1)} | ${pct(x.medians, 50).toFixed(1)} (${ratio.toFixed(2)}x) | ${cpu.toFixed(1)} (${(cpu / ((ref.cpuS / ref.times.length) * 1000)).toFixed(2)}x) | ${b.cli} |`);
+    console.log(
+      `| ${a.label} | ${pct(x.times, 50).toFixed(1)} | ${pct(x.times, 99).toFixed(1)} | ${pct(x.medians, 50).toFixed(1)} (${ratio.toFixed(2)}x) | ${cpu.toFixed(1)} (${(cpu / ((ref.cpuS / ref.times.length) * 1000)).toFixed(2)}x) | ${b.cli} |`,
+    );
   }
   for (const a of agents) {
     const exited = new Promise((r) => a.proc.once('exit', r));

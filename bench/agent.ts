@@ -30,8 +30,17 @@
 //    same table, a bare node process) make the numbers comparable across machines.
 // Root only. Namespaces are cbk-* (or --netns-prefix); everything (namespaces, processes, temp files,
 // nf_conntrack_max) is put back on exit, on failure and on Ctrl-C.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { copyFileSync, createWriteStream, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import {
+  copyFileSync,
+  createWriteStream,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { get } from 'node:http';
 import { createServer } from 'node:net';
 import { loadavg, tmpdir } from 'node:os';
@@ -39,14 +48,14 @@ import { basename, join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import { createLoopLab, LAB } from '../src/demo/lab.js';
 import { Netns, vethPair } from '../src/demo/netns.js';
+import { agentContainer, containerEnv, hostArgv, nodeCommand } from '../test/support/daemonset.js';
+import { FakeApiServer, type ResourceName } from '../test/support/fake-apiserver.js';
+import { agentNode, nodeVersion } from '../test/support/image-node.js';
 import { BENCH_NODE, syntheticCluster } from './agent-cluster.js';
 import { paceEvents } from './agent-events.js';
+import { type Destination, fill, raiseConntrackMax } from './conntrack-dump.js';
 import { kubeProxyIpvsRules } from './kube-proxy-ipvs-rules.js';
 import { kubeProxyRules } from './kube-proxy-rules.js';
-import { fill, raiseConntrackMax, type Destination } from './conntrack-dump.js';
-import { FakeApiServer, type ResourceName } from '../test/support/fake-apiserver.js';
-import { agentContainer, containerEnv, hostArgv, nodeCommand } from '../test/support/daemonset.js';
-import { agentNode, nodeVersion } from '../test/support/image-node.js';
 
 const argv = process.argv.slice(2);
 /** The value after flag `name`; undefined without the flag. */
@@ -89,7 +98,8 @@ const opt = {
   nodeMode: text('--node-mode') ?? 'none',
 };
 if (opt.cluster !== 'api' && opt.cluster !== 'file') throw new Error(`--cluster: api or file, not ${opt.cluster}`);
-if (!['none', 'iptables', 'ipvs'].includes(opt.nodeMode)) throw new Error(`--node-mode: none, iptables or ipvs, not ${opt.nodeMode}`);
+if (!['none', 'iptables', 'ipvs'].includes(opt.nodeMode))
+  throw new Error(`--node-mode: none, iptables or ipvs, not ${opt.nodeMode}`);
 /**
  * The agent runs as deployed: with deploy/daemonset.yaml's node flags (its command) and env (memory
  * depends on both). --node-flags "..." replaces the node flags, e.g. to add "--cpu-prof --cpu-prof-dir=/tmp/p".
@@ -246,7 +256,18 @@ async function startAgent(dir: string, tag: string, args: string[]): Promise<Age
   const out = createWriteStream(logFile);
   const proc = spawn(
     NODE,
-    [...nodeFlags, CLI, 'agent', '--listen', `127.0.0.1:${port}`, '--evidence-socket', join(dir, `${tag}.sock`), '--log-level', 'info', ...args],
+    [
+      ...nodeFlags,
+      CLI,
+      'agent',
+      '--listen',
+      `127.0.0.1:${port}`,
+      '--evidence-socket',
+      join(dir, `${tag}.sock`),
+      '--log-level',
+      'info',
+      ...args,
+    ],
     { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...deployedEnv } },
   );
   // stdout too: V8's traces (--node-flags "--trace-gc") are written there.
@@ -280,19 +301,34 @@ async function loopLatency(dir: string): Promise<void> {
   const lab = await createLoopLab('Local', PREFIX);
   undo.push(() => lab.destroy());
   const agent = await startAgent(dir, 'loop', [
-    '--netns', lab.node.name, '--interface', 'eth0', '--capture', 'ebpf', '--node-name', LAB.node1Name,
-    '--cluster-file', lab.writeClusterFile(dir),
+    '--netns',
+    lab.node.name,
+    '--interface',
+    'eth0',
+    '--capture',
+    'ebpf',
+    '--node-name',
+    LAB.node1Name,
+    '--cluster-file',
+    lab.writeClusterFile(dir),
   ]);
-  await until('loop agent /readyz', 30_000, async () => ((await httpGet(`${agent.url}/readyz`)).status === 200 ? true : undefined));
-  const loopReturn = async () => metricSum((await httpGet(`${agent.url}/metrics`)).body, 'clbprobe_lb_path_packets_total', 'kind="loop_return"');
+  await until('loop agent /readyz', 30_000, async () =>
+    (await httpGet(`${agent.url}/readyz`)).status === 200 ? true : undefined,
+  );
+  const loopReturn = async () =>
+    metricSum((await httpGet(`${agent.url}/metrics`)).body, 'clbprobe_lb_path_packets_total', 'kind="loop_return"');
   const samples: number[] = [];
   for (let n = 0; n < opt.loops; n++) {
     const before = await loopReturn();
     const t0 = performance.now();
     // bash's /dev/tcp starts in a few ms; the connect loops and times out (no greeting ever comes).
-    const client = spawn('ip', ['netns', 'exec', lab.pod.name, 'timeout', '1.5', 'bash', '-c', `exec 3<>/dev/tcp/${LAB.vip}/${LAB.port}`], {
-      stdio: 'ignore',
-    });
+    const client = spawn(
+      'ip',
+      ['netns', 'exec', lab.pod.name, 'timeout', '1.5', 'bash', '-c', `exec 3<>/dev/tcp/${LAB.vip}/${LAB.port}`],
+      {
+        stdio: 'ignore',
+      },
+    );
     await until('loop_return to grow', 5000, async () => ((await loopReturn()) > before ? true : undefined), 10);
     samples.push(performance.now() - t0);
     await new Promise((r) => client.once('exit', r));
@@ -322,7 +358,9 @@ async function bigNode(dir: string): Promise<void> {
   // The API server sends managedFields; kubectl get -o json (what a --cluster-file holds) hides them.
   const cluster = syntheticCluster(opt.services, opt.endpoints, { managedFields: opt.cluster === 'api' });
   const clusterArgs = await clusterSource(dir, cluster.list);
-  log(`cluster (${opt.cluster === 'file' ? '--cluster-file' : 'Kubernetes API (fake API server, list/watch)'}): ${opt.services} Services (${cluster.servicePorts} ports), ${opt.endpoints} endpoints`);
+  log(
+    `cluster (${opt.cluster === 'file' ? '--cluster-file' : 'Kubernetes API (fake API server, list/watch)'}): ${opt.services} Services (${cluster.servicePorts} ports), ${opt.endpoints} endpoints`,
+  );
 
   if (opt.nodeMode !== 'none') loadKubeProxyRules(node, dir, cluster.list.items);
 
@@ -347,27 +385,55 @@ async function bigNode(dir: string): Promise<void> {
 
   t0 = performance.now();
   const agent = await startAgent(dir, 'node', [
-    '--netns', node.name, '--interface', 'eth0', '--capture', 'ebpf', '--node-name', BENCH_NODE.name, ...clusterArgs,
-    '--conntrack-resync-interval', `${CONNTRACK_RESYNC_S}s`, ...agentArgs,
+    '--netns',
+    node.name,
+    '--interface',
+    'eth0',
+    '--capture',
+    'ebpf',
+    '--node-name',
+    BENCH_NODE.name,
+    ...clusterArgs,
+    '--conntrack-resync-interval',
+    `${CONNTRACK_RESYNC_S}s`,
+    ...agentArgs,
   ]);
-  await until('/readyz (agent log: ' + agent.logFile + ')', 300_000, async () => ((await httpGet(`${agent.url}/readyz`)).status === 200 ? true : undefined));
+  await until('/readyz (agent log: ' + agent.logFile + ')', 300_000, async () =>
+    (await httpGet(`${agent.url}/readyz`)).status === 200 ? true : undefined,
+  );
   const readyAt = performance.now();
   const readyMs = readyAt - t0;
   // The log line comes through a pipe and may trail the HTTP answer a little.
-  const kept = await until('"first sync done" in the agent log', 5000, async () => /"kept":(\d+)[^\n]*first sync done/.exec(readFileSync(agent.logFile, 'utf8'))?.[1]);
+  const kept = await until(
+    '"first sync done" in the agent log',
+    5000,
+    async () => /"kept":(\d+)[^\n]*first sync done/.exec(readFileSync(agent.logFile, 'utf8'))?.[1],
+  );
   log(`ready after ${(readyMs / 1000).toFixed(1)} s, kept ${kept} entries`);
-  rows.push({ figure: `time to /readyz 200 (process start, first sync of ${count} entries)`, value: `${(readyMs / 1000).toFixed(2)} s` });
+  rows.push({
+    figure: `time to /readyz 200 (process start, first sync of ${count} entries)`,
+    value: `${(readyMs / 1000).toFixed(2)} s`,
+  });
   if (Number(kept) !== opt.vipEntries) {
     // The agent waits 10 s for the first list, then starts without Services; when the view comes,
     // it reads the table again for the new VIPs (at 20,000 Services the list takes longer).
-    const keptLater = await until(`the cluster view and ${opt.vipEntries} kept entries (agent log: ${agent.logFile})`, 300_000, async () => {
-      const t = (await httpGet(`${agent.url}/metrics`)).body;
-      const k = metricSum(t, 'clbprobe_conntrack_entries_kept');
-      return metricSum(t, 'clbprobe_source_up', 'source="cluster"') === 1 && k === opt.vipEntries ? k : undefined;
-    });
+    const keptLater = await until(
+      `the cluster view and ${opt.vipEntries} kept entries (agent log: ${agent.logFile})`,
+      300_000,
+      async () => {
+        const t = (await httpGet(`${agent.url}/metrics`)).body;
+        const k = metricSum(t, 'clbprobe_conntrack_entries_kept');
+        return metricSum(t, 'clbprobe_source_up', 'source="cluster"') === 1 && k === opt.vipEntries ? k : undefined;
+      },
+    );
     const syncedMs = performance.now() - t0;
-    log(`first sync without the cluster view (kept ${kept}); the view and ${keptLater} kept entries after ${(syncedMs / 1000).toFixed(1)} s`);
-    rows.push({ figure: 'the cluster view (first list longer than the 10 s wait) and every VIP entry kept, from process start', value: `${(syncedMs / 1000).toFixed(2)} s` });
+    log(
+      `first sync without the cluster view (kept ${kept}); the view and ${keptLater} kept entries after ${(syncedMs / 1000).toFixed(1)} s`,
+    );
+    rows.push({
+      figure: 'the cluster view (first list longer than the 10 s wait) and every VIP entry kept, from process start',
+      value: `${(syncedMs / 1000).toFixed(2)} s`,
+    });
   }
 
   const metrics = async () => (await httpGet(`${agent.url}/metrics`)).body;
@@ -376,7 +442,12 @@ async function bigNode(dir: string): Promise<void> {
   const kubeProxySources = opt.nodeMode === 'none' ? [] : ['nat'];
   for (const source of ['conntrack', 'capture', 'cluster', 'addresses', ...kubeProxySources]) {
     if (metricSum(text, 'clbprobe_source_up', `source="${source}"`) !== 1) {
-      throw new Error(`source ${source} is not up: ${text.split('\n').filter((x) => x.startsWith('clbprobe_source_up')).join(', ')}`);
+      throw new Error(
+        `source ${source} is not up: ${text
+          .split('\n')
+          .filter((x) => x.startsWith('clbprobe_source_up'))
+          .join(', ')}`,
+      );
     }
   }
   await sleep(5000);
@@ -387,13 +458,21 @@ async function bigNode(dir: string): Promise<void> {
   const settle0 = cpuSeconds(agent.pid);
   await sleep(SETTLE_S * 1000);
   const settling = ((cpuSeconds(agent.pid) - settle0) / SETTLE_S) * 100;
-  rows.push({ figure: `CPU 5-${5 + SETTLE_S} s after ready (start-up settling: V8's memory reducer)`, value: `${settling.toFixed(2)} % of a core` });
+  rows.push({
+    figure: `CPU 5-${5 + SETTLE_S} s after ready (start-up settling: V8's memory reducer)`,
+    value: `${settling.toFixed(2)} % of a core`,
+  });
 
   // CPU idle: no events, no scrapes.
   const cpu0 = cpuSeconds(agent.pid);
   await sleep(opt.window * 1000);
   const idle = ((cpuSeconds(agent.pid) - cpu0) / opt.window) * 100;
-  rows.push({ figure: `CPU idle (${opt.window} s from ${5 + SETTLE_S} s after ready, no events, no scrapes)`, value: `${idle.toFixed(2)} % of a core`, target: `< ${TARGET.idleCpuPct} %`, pass: idle < TARGET.idleCpuPct });
+  rows.push({
+    figure: `CPU idle (${opt.window} s from ${5 + SETTLE_S} s after ready, no events, no scrapes)`,
+    value: `${idle.toFixed(2)} % of a core`,
+    target: `< ${TARGET.idleCpuPct} %`,
+    pass: idle < TARGET.idleCpuPct,
+  });
 
   // The periodic re-read of NAT/IPVS/addresses (every 60 s, the default), measured from just
   // before it is due until the process is quiet again, with nothing else going on.
@@ -411,7 +490,9 @@ async function bigNode(dir: string): Promise<void> {
   const series = text.split('\n').filter((x) => x && !x.startsWith('#')).length;
   rows.push(...scrapeRows('gzip, as Prometheus asks', gz, series));
   const gzLoaded = loadedScrapeTimes(agent.url, opt.scrapes);
-  log(`gzip scrapes with a busy loop on the other core, in order: ${gzLoaded.times.map((t) => t.toFixed(0)).join(' ')} ms`);
+  log(
+    `gzip scrapes with a busy loop on the other core, in order: ${gzLoaded.times.map((t) => t.toFixed(0)).join(' ')} ms`,
+  );
   rows.push(...scrapeRows('gzip, the box loaded: a busy loop in another process', gzLoaded, series, false));
 
   // CPU under paced conntrack events; every 10th entry towards a VIP, counted by the agent on DESTROY.
@@ -445,12 +526,27 @@ async function bigNode(dir: string): Promise<void> {
   if (run.refused > 0 || run.answersLost) {
     const why = `the kernel refused ${run.refused} entries of the event window (${run.vipRefused} towards VIPs; first: ${run.firstRefusal ?? 'not read: answers lost'}); nf_conntrack_max is now ${conntrackMax()}, the node namespace holds ${conntrackCount(node)}`;
     log(`INVALID RUN: ${why}`);
-    rows.push({ figure: 'event window: entries refused by the kernel (table full: nf_conntrack_max lowered by another process?)', value: why, target: '0', pass: false });
+    rows.push({
+      figure: 'event window: entries refused by the kernel (table full: nf_conntrack_max lowered by another process?)',
+      value: why,
+      target: '0',
+      pass: false,
+    });
   }
   const steady = memory(agent.pid);
   rows.push({ figure: 'RSS after first sync (VmRSS)', value: `${settled.rss.toFixed(1)} MB` });
-  rows.push({ figure: 'RSS after scrapes and events (VmRSS)', value: `${steady.rss.toFixed(1)} MB`, target: `< ${TARGET.rssMB} MB`, pass: steady.rss < TARGET.rssMB });
-  rows.push({ figure: 'peak RSS so far (VmHWM)', value: `${steady.hwm.toFixed(1)} MB`, target: `< ${TARGET.peakMB} MB`, pass: steady.hwm < TARGET.peakMB });
+  rows.push({
+    figure: 'RSS after scrapes and events (VmRSS)',
+    value: `${steady.rss.toFixed(1)} MB`,
+    target: `< ${TARGET.rssMB} MB`,
+    pass: steady.rss < TARGET.rssMB,
+  });
+  rows.push({
+    figure: 'peak RSS so far (VmHWM)',
+    value: `${steady.hwm.toFixed(1)} MB`,
+    target: `< ${TARGET.peakMB} MB`,
+    pass: steady.hwm < TARGET.peakMB,
+  });
   rows.push({
     figure: 'of the RSS after scrapes and events: anonymous (RssAnon) / mapped files, mostly the node binary (RssFile)',
     value: `${steady.anon.toFixed(1)} / ${steady.file.toFixed(1)} MB`,
@@ -462,14 +558,20 @@ async function bigNode(dir: string): Promise<void> {
   // Before the re-dump, the same event rate with no entry the agent keeps: what reading and
   // pre-checking events costs alone.
   const bare = await eventLoad(agent.pid, node.path, opt.window / 2, Number.MAX_SAFE_INTEGER, toVip);
-  if (bare.run.refused > 0) log(`INVALID RUN: the kernel refused ${bare.run.refused} entries of the window with none towards VIPs (first: ${bare.run.firstRefusal})`);
+  if (bare.run.refused > 0)
+    log(
+      `INVALID RUN: the kernel refused ${bare.run.refused} entries of the window with none towards VIPs (first: ${bare.run.firstRefusal})`,
+    );
   rows.push({
     figure: `CPU at ${(bare.run.events / bare.run.seconds).toFixed(0)} events/s, none towards VIPs (${bare.run.seconds.toFixed(0)} s)`,
     value: `${bare.cpu.toFixed(2)} % of a core (user ${bare.user.toFixed(1)}, sys ${bare.sys.toFixed(1)})`,
     target: `<= ${TARGET.eventCpuPct} %`,
     pass: bare.cpu <= TARGET.eventCpuPct,
   });
-  if (performance.now() > readyAt + CONNTRACK_RESYNC_S * 1000 - 2000) throw new Error(`--window ${opt.window} is too long: the conntrack re-dump at ${CONNTRACK_RESYNC_S} s after ready came before its measurement`);
+  if (performance.now() > readyAt + CONNTRACK_RESYNC_S * 1000 - 2000)
+    throw new Error(
+      `--window ${opt.window} is too long: the conntrack re-dump at ${CONNTRACK_RESYNC_S} s after ready came before its measurement`,
+    );
   const dump = await burst(agent.pid, readyAt + CONNTRACK_RESYNC_S * 1000);
   const end = memory(agent.pid);
   const last = await metrics();
@@ -484,10 +586,18 @@ async function bigNode(dir: string): Promise<void> {
     value: `${dump.cpuS.toFixed(2)} s CPU = ${((dump.cpuS / 600) * 100).toFixed(2)} % of a core at 10 min`,
     pass: seen[1] === 1,
   });
-  rows.push({ figure: 'at the end: VmRSS / VmHWM', value: `${end.rss.toFixed(1)} / ${end.hwm.toFixed(1)} MB`, target: `peak < ${TARGET.peakMB} MB`, pass: end.hwm < TARGET.peakMB });
+  rows.push({
+    figure: 'at the end: VmRSS / VmHWM',
+    value: `${end.rss.toFixed(1)} / ${end.hwm.toFixed(1)} MB`,
+    target: `peak < ${TARGET.peakMB} MB`,
+    pass: end.hwm < TARGET.peakMB,
+  });
   rows.push(...scrapeRows('plain, e.g. curl without --compressed', scrapeTimes(agent.url, false, opt.scrapes), series));
   const afterPlain = memory(agent.pid);
-  rows.push({ figure: 'after the plain scrapes: VmRSS / VmHWM', value: `${afterPlain.rss.toFixed(1)} / ${afterPlain.hwm.toFixed(1)} MB` });
+  rows.push({
+    figure: 'after the plain scrapes: VmRSS / VmHWM',
+    value: `${afterPlain.rss.toFixed(1)} / ${afterPlain.hwm.toFixed(1)} MB`,
+  });
   await stopAgent(agent);
 }
 
@@ -497,7 +607,11 @@ function scrapeTimes(url: string, gzip: boolean, n: number): { times: number[]; 
   let size = 0;
   for (let i = 0; i < n; i++) {
     const headers = gzip ? ['-H', 'Accept-Encoding: gzip'] : [];
-    const r = spawnSync('curl', ['-sf', ...headers, '-o', '/dev/null', '-w', '%{time_total} %{size_download}', `${url}/metrics`], { encoding: 'utf8' });
+    const r = spawnSync(
+      'curl',
+      ['-sf', ...headers, '-o', '/dev/null', '-w', '%{time_total} %{size_download}', `${url}/metrics`],
+      { encoding: 'utf8' },
+    );
     const [sec, bytes] = r.stdout.split(' ').map(Number);
     if (r.status !== 0 || !sec || !bytes) throw new Error(`curl /metrics failed: ${r.stderr}`);
     times.push(sec * 1000);
@@ -510,10 +624,19 @@ function scrapeTimes(url: string, gzip: boolean, n: number): { times: number[]; 
 function scrapeRows(how: string, s: { times: number[]; size: number }, series: number, judged = true): Row[] {
   const median = pct(s.times, 50);
   const p99 = pct(s.times, 99);
-  const t = (v: number): Pick<Row, 'target' | 'pass'> => (judged ? { target: `< ${TARGET.scrapeMs} ms`, pass: v < TARGET.scrapeMs } : {});
+  const t = (v: number): Pick<Row, 'target' | 'pass'> =>
+    judged ? { target: `< ${TARGET.scrapeMs} ms`, pass: v < TARGET.scrapeMs } : {};
   return [
-    { figure: `/metrics over HTTP (${how}), median of ${s.times.length} scrapes (${(s.size / 1024).toFixed(0)} KiB, ${series} samples)`, value: `${median.toFixed(1)} ms`, ...t(median) },
-    { figure: `/metrics over HTTP (${how}), p99 of ${s.times.length} scrapes`, value: `${p99.toFixed(1)} ms`, ...t(p99) },
+    {
+      figure: `/metrics over HTTP (${how}), median of ${s.times.length} scrapes (${(s.size / 1024).toFixed(0)} KiB, ${series} samples)`,
+      value: `${median.toFixed(1)} ms`,
+      ...t(median),
+    },
+    {
+      figure: `/metrics over HTTP (${how}), p99 of ${s.times.length} scrapes`,
+      value: `${p99.toFixed(1)} ms`,
+      ...t(p99),
+    },
   ];
 }
 
@@ -543,7 +666,12 @@ async function clusterSource(dir: string, list: { items: object[] }): Promise<st
     return ['--cluster-file', file];
   }
   const api = new FakeApiServer();
-  const resource: Record<string, ResourceName> = { Service: 'services', EndpointSlice: 'endpointslices', Ingress: 'ingresses', Node: 'nodes' };
+  const resource: Record<string, ResourceName> = {
+    Service: 'services',
+    EndpointSlice: 'endpointslices',
+    Ingress: 'ingresses',
+    Node: 'nodes',
+  };
   for (const item of list.items as { kind: string }[]) api.apply(resource[item.kind]!, item);
   await api.start();
   undo.push(() => void api.stop());
@@ -564,7 +692,8 @@ async function burst(pid: number, dueAt: number): Promise<{ cpuS: number; busyS:
     const c = cpuSeconds(pid);
     if (c - last > 0.02) quietSince = performance.now();
     last = c;
-    if (performance.now() - t0 > 120_000) throw new Error('the agent did not go quiet within 120 s of a periodic re-read');
+    if (performance.now() - t0 > 120_000)
+      throw new Error('the agent did not go quiet within 120 s of a periodic re-read');
   }
   return { cpuS: last - cpu0, busyS: Math.max(0, quietSince - dueAt) / 1000 };
 }
@@ -588,10 +717,19 @@ function loadKubeProxyRules(node: Netns, dir: string, items: object[]): void {
     what = `IPVS mode, kube-proxy 1.28 layout: ${r.members} ipset members, ${r.loadBalancerEntries} in KUBE-LOAD-BALANCER; no IPVS table (no ip_vs on this kernel): the figures cover the rules and sets, not IPVS virtual servers`;
   }
   // 20 MB at 5,000 Services: past spawnSync's default 1 MiB buffer.
-  const save = spawnSync('ip', ['netns', 'exec', node.name, 'iptables-save'], { encoding: 'utf8', maxBuffer: 1 << 30 }).stdout;
-  log(`kube-proxy rules (${what}) loaded in ${((performance.now() - t0) / 1000).toFixed(1)} s; iptables-save prints ${(save.length / 2 ** 20).toFixed(1)} MB`);
-  ref.push({ figure: `kube-proxy rules on the node (--node-mode ${opt.nodeMode})`, value: `${save.split('\n').filter((l) => l.startsWith('-A')).length} rule lines, ${(save.length / 2 ** 20).toFixed(1)} MB saved` });
-  if (opt.nodeMode === 'ipvs') ref.push({ figure: 'IPVS table (kube-ipvs0, virtual servers)', value: 'absent: this kernel has no ip_vs' });
+  const save = spawnSync('ip', ['netns', 'exec', node.name, 'iptables-save'], {
+    encoding: 'utf8',
+    maxBuffer: 1 << 30,
+  }).stdout;
+  log(
+    `kube-proxy rules (${what}) loaded in ${((performance.now() - t0) / 1000).toFixed(1)} s; iptables-save prints ${(save.length / 2 ** 20).toFixed(1)} MB`,
+  );
+  ref.push({
+    figure: `kube-proxy rules on the node (--node-mode ${opt.nodeMode})`,
+    value: `${save.split('\n').filter((l) => l.startsWith('-A')).length} rule lines, ${(save.length / 2 ** 20).toFixed(1)} MB saved`,
+  });
+  if (opt.nodeMode === 'ipvs')
+    ref.push({ figure: 'IPVS table (kube-ipvs0, virtual servers)', value: 'absent: this kernel has no ip_vs' });
 }
 
 const conntrackMax = (): number => Number(readFileSync('/proc/sys/net/netfilter/nf_conntrack_max', 'utf8'));
@@ -611,10 +749,20 @@ function print(): void {
   const w = Math.max(...[...rows, ...ref].map((r) => r.figure.length));
   const line = (r: Row) =>
     `${r.figure.padEnd(w)}  ${r.value.padEnd(36)}  ${(r.target ?? '').padEnd(10)}  ${r.pass === undefined ? '' : r.pass ? 'pass' : 'FAIL'}`;
-  console.log(`\nclbprobe agent benchmark: ${opt.entries} conntrack entries (${opt.vipEntries} towards ${opt.activeVips} VIP:ports), ${opt.services} Services, ${opt.endpoints} endpoints, kube-proxy rules: ${opt.nodeMode === 'none' ? 'none' : `${opt.nodeMode} mode`}`);
-  const commit = spawnSync('git', ['-C', import.meta.dirname, 'describe', '--always', '--dirty'], { encoding: 'utf8' }).stdout.trim();
-  console.log(`command: ${process.argv.slice(1).join(' ')}; agent ${CLI} at ${commit}; node ${NODE_VERSION} (${NODE}) ${nodeFlags.join(' ')}, MALLOC_ARENA_MAX=${mallocArenaMax}`);
-  console.log(`load average at the end: ${loadavg().map((x) => x.toFixed(2)).join(' ')} (2 shared cores)`);
+  console.log(
+    `\nclbprobe agent benchmark: ${opt.entries} conntrack entries (${opt.vipEntries} towards ${opt.activeVips} VIP:ports), ${opt.services} Services, ${opt.endpoints} endpoints, kube-proxy rules: ${opt.nodeMode === 'none' ? 'none' : `${opt.nodeMode} mode`}`,
+  );
+  const commit = spawnSync('git', ['-C', import.meta.dirname, 'describe', '--always', '--dirty'], {
+    encoding: 'utf8',
+  }).stdout.trim();
+  console.log(
+    `command: ${process.argv.slice(1).join(' ')}; agent ${CLI} at ${commit}; node ${NODE_VERSION} (${NODE}) ${nodeFlags.join(' ')}, MALLOC_ARENA_MAX=${mallocArenaMax}`,
+  );
+  console.log(
+    `load average at the end: ${loadavg()
+      .map((x) => x.toFixed(2))
+      .join(' ')} (2 shared cores)`,
+  );
   console.log(`${'figure'.padEnd(w)}  ${'value'.padEnd(36)}  ${'target'.padEnd(10)}  result`);
   for (const r of rows) console.log(line(r));
   console.log('reference, same run:');
@@ -624,7 +772,11 @@ function print(): void {
 async function main(): Promise<void> {
   if (process.getuid?.() !== 0) throw new Error('bench/agent needs root (network namespaces, ctnetlink, eBPF)');
   if (!existsSync(CLI)) throw new Error(`${CLI} missing: run npm run build first`);
-  log(`load average at start: ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
+  log(
+    `load average at start: ${loadavg()
+      .map((x) => x.toFixed(2))
+      .join(' ')}`,
+  );
   const dir = mkdtempSync(join(tmpdir(), 'cbk-bench-'));
   undo.push(() => rmSync(dir, { recursive: true, force: true }));
   if (keepLogs) {
@@ -646,7 +798,9 @@ main()
   })
   .catch((e: unknown) => {
     console.error(`bench/agent: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
-    for (const f of agentLogs) if (existsSync(f)) console.error(`--- last lines of ${f}\n${readFileSync(f, 'utf8').split('\n').slice(-15).join('\n')}`);
+    for (const f of agentLogs)
+      if (existsSync(f))
+        console.error(`--- last lines of ${f}\n${readFileSync(f, 'utf8').split('\n').slice(-15).join('\n')}`);
     print();
     cleanup();
     process.exit(1);

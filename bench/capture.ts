@@ -15,12 +15,12 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { native } from '../src/native/index.js';
+import type { Counter } from '../src/capture/counter.js';
 import { EbpfCounter } from '../src/capture/ebpf.js';
 import { PcapCounter } from '../src/capture/pcap-counter.js';
-import type { Counter } from '../src/capture/counter.js';
 import type { CounterKind, Targets } from '../src/capture/targets.js';
 import { projectRoot } from '../src/native/addon.js';
+import { native } from '../src/native/index.js';
 
 const arg = (name: string, dflt: string) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -44,8 +44,16 @@ const targets: Targets = {
   vips: [
     { address: A.vip, port: 80, proto: 'udp' },
     { address: A6.vip, port: 80, proto: 'udp' },
-    ...Array.from({ length: 250 }, (_, i) => ({ address: `10.79.${i >> 8}.${i & 255}`, port: 443, proto: 'tcp' as const })),
-    ...Array.from({ length: 250 }, (_, i) => ({ address: `fd79::${i.toString(16)}`, port: 443, proto: 'tcp' as const })),
+    ...Array.from({ length: 250 }, (_, i) => ({
+      address: `10.79.${i >> 8}.${i & 255}`,
+      port: 443,
+      proto: 'tcp' as const,
+    })),
+    ...Array.from({ length: 250 }, (_, i) => ({
+      address: `fd79::${i.toString(16)}`,
+      port: 443,
+      proto: 'tcp' as const,
+    })),
   ],
   localPrefixes: [
     { cidr: A.node, bound: true },
@@ -59,7 +67,10 @@ const targets: Targets = {
   nodePorts: [{ port: NODEPORT, proto: 'udp' }],
 };
 
-const load = () => loadavg().map((l) => l.toFixed(2)).join(' ');
+const load = () =>
+  loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ');
 
 function ns(name: string, ...cmd: string[]): string {
   return execFileSync('ip', ['netns', 'exec', name, ...cmd], { encoding: 'utf8' });
@@ -70,18 +81,38 @@ function setUp(): void {
   execFileSync('ip', ['netns', 'add', PEER]);
   execFileSync('ip', ['link', 'add', 'cbebtmp0', 'netns', NODE, 'type', 'veth', 'peer', 'cbebtmp1', 'netns', PEER]);
   const script = (lines: string[]) => lines.join(' && ');
-  ns(NODE, 'sh', '-c', script([
-    'ip link set lo up', `ip link set cbebtmp0 name ${IF}`, `ip link set ${IF} up`,
-    `ip addr add ${A.node}/24 dev ${IF}`, `ip route add default via ${A.peer}`,
-    `ip addr add ${A6.node}/64 dev ${IF} nodad`, `ip -6 route add default via ${A6.peer}`,
-  ]));
-  ns(PEER, 'sh', '-c', script([
-    'ip link set lo up', `ip link set cbebtmp1 name ${IF}`, `ip link set ${IF} up`,
-    `ip addr add ${A.peer}/24 dev ${IF}`, `ip addr add ${A.vip}/32 dev lo`,
-    `ip addr add ${A.podSrc}/32 dev lo`, `ip addr add ${A.bound}/32 dev lo`,
-    `ip addr add ${A6.peer}/64 dev ${IF} nodad`, `ip addr add ${A6.vip}/128 dev lo nodad`,
-    `ip addr add ${A6.podSrc}/128 dev lo nodad`, `ip addr add ${A6.bound}/128 dev lo nodad`,
-  ]));
+  ns(
+    NODE,
+    'sh',
+    '-c',
+    script([
+      'ip link set lo up',
+      `ip link set cbebtmp0 name ${IF}`,
+      `ip link set ${IF} up`,
+      `ip addr add ${A.node}/24 dev ${IF}`,
+      `ip route add default via ${A.peer}`,
+      `ip addr add ${A6.node}/64 dev ${IF} nodad`,
+      `ip -6 route add default via ${A6.peer}`,
+    ]),
+  );
+  ns(
+    PEER,
+    'sh',
+    '-c',
+    script([
+      'ip link set lo up',
+      `ip link set cbebtmp1 name ${IF}`,
+      `ip link set ${IF} up`,
+      `ip addr add ${A.peer}/24 dev ${IF}`,
+      `ip addr add ${A.vip}/32 dev lo`,
+      `ip addr add ${A.podSrc}/32 dev lo`,
+      `ip addr add ${A.bound}/32 dev lo`,
+      `ip addr add ${A6.peer}/64 dev ${IF} nodad`,
+      `ip addr add ${A6.vip}/128 dev lo nodad`,
+      `ip addr add ${A6.podSrc}/128 dev lo nodad`,
+      `ip addr add ${A6.bound}/128 dev lo nodad`,
+    ]),
+  );
   // Static neighbours: no ARP in the middle of a measurement.
   const mac = (n: string) => ns(n, 'cat', `/sys/class/net/${IF}/address`).trim();
   ns(NODE, 'ip', 'neigh', 'replace', A.peer, 'lladdr', mac(PEER), 'dev', IF, 'nud', 'permanent');
@@ -121,7 +152,17 @@ function buildTools(dir: string): void {
   execFileSync('cc', ['-O2', '-o', blastBin, join(projectRoot(), 'bench', 'capture-blast.c')]);
   emptyObj = join(dir, 'empty.bpf.o');
   const arch = execFileSync('uname', ['-m'], { encoding: 'utf8' }).trim();
-  execFileSync('clang', ['-O2', '-g', '-target', 'bpf', `-I/usr/include/${arch}-linux-gnu`, '-c', join(projectRoot(), 'bench', 'empty.bpf.c'), '-o', emptyObj]);
+  execFileSync('clang', [
+    '-O2',
+    '-g',
+    '-target',
+    'bpf',
+    `-I/usr/include/${arch}-linux-gnu`,
+    '-c',
+    join(projectRoot(), 'bench', 'empty.bpf.c'),
+    '-o',
+    emptyObj,
+  ]);
 }
 
 interface Blast {
@@ -136,7 +177,15 @@ interface Blast {
 
 /** Runs the generator; `during` is called every second meanwhile. Returns packets sent. */
 async function blast(b: Blast, during?: () => void): Promise<number> {
-  const args = [b.src, b.dst, String(b.port), String(b.ports ?? 1), String(b.pps ?? 0), String(b.seconds ?? SECONDS), String(PAYLOAD)];
+  const args = [
+    b.src,
+    b.dst,
+    String(b.port),
+    String(b.ports ?? 1),
+    String(b.pps ?? 0),
+    String(b.seconds ?? SECONDS),
+    String(PAYLOAD),
+  ];
   const child = spawn('ip', ['netns', 'exec', b.from, blastBin, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
   let out = '';
   child.stdout.on('data', (d: Buffer) => (out += d.toString()));
@@ -148,10 +197,14 @@ async function blast(b: Blast, during?: () => void): Promise<number> {
 }
 
 function counted(c: Counter, kind: CounterKind): number {
-  return c.read().counters.filter((s) => s.kind === kind).reduce((n, s) => n + s.packets, 0);
+  return c
+    .read()
+    .counters.filter((s) => s.kind === kind)
+    .reduce((n, s) => n + s.packets, 0);
 }
 
-const fmt = (n: number, digits = 0) => n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
+const fmt = (n: number, digits = 0) =>
+  n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
 
 interface Case {
   name: string;
@@ -162,13 +215,41 @@ interface Case {
 
 function cases(): Case[] {
   const out: Case[] = [];
-  for (const [fam, a] of [['v4', A], ['v6', A6]] as const) {
+  for (const [fam, a] of [
+    ['v4', A],
+    ['v6', A6],
+  ] as const) {
     out.push(
-      { name: `${fam} egress, matching (local -> VIP:80)`, b: { from: NODE, src: a.node, dst: a.vip, port: 80 }, kind: 'to_lb', match: true },
-      { name: `${fam} egress, non-matching (-> VIP:81)`, b: { from: NODE, src: a.node, dst: a.vip, port: 81 }, kind: 'to_lb', match: false },
-      { name: `${fam} egress, non-matching (-> remote)`, b: { from: NODE, src: a.node, dst: a.peer, port: 80 }, kind: 'to_lb', match: false },
-      { name: `${fam} ingress, matching (pod src -> NodePort)`, b: { from: PEER, src: a.podSrc, dst: a.node, port: NODEPORT }, kind: 'loop_return', match: true },
-      { name: `${fam} ingress, non-matching (remote src)`, b: { from: PEER, src: a.peer, dst: a.node, port: NODEPORT }, kind: 'loop_return', match: false },
+      {
+        name: `${fam} egress, matching (local -> VIP:80)`,
+        b: { from: NODE, src: a.node, dst: a.vip, port: 80 },
+        kind: 'to_lb',
+        match: true,
+      },
+      {
+        name: `${fam} egress, non-matching (-> VIP:81)`,
+        b: { from: NODE, src: a.node, dst: a.vip, port: 81 },
+        kind: 'to_lb',
+        match: false,
+      },
+      {
+        name: `${fam} egress, non-matching (-> remote)`,
+        b: { from: NODE, src: a.node, dst: a.peer, port: 80 },
+        kind: 'to_lb',
+        match: false,
+      },
+      {
+        name: `${fam} ingress, matching (pod src -> NodePort)`,
+        b: { from: PEER, src: a.podSrc, dst: a.node, port: NODEPORT },
+        kind: 'loop_return',
+        match: true,
+      },
+      {
+        name: `${fam} ingress, non-matching (remote src)`,
+        b: { from: PEER, src: a.peer, dst: a.node, port: NODEPORT },
+        kind: 'loop_return',
+        match: false,
+      },
     );
   }
   return out;
@@ -233,8 +314,12 @@ const median = (xs: number[]) => {
 };
 
 async function ebpfPhases(): Promise<boolean> {
-  console.log(`\n== eBPF path (TCX), UDP 60/80-byte frames, ${SECONDS} s per run, ${ROUNDS} rounds of (empty program, ours) per case; medians`);
-  console.log('case | load avg | ns/pkt empty | ns/pkt ours | ratio (target) | pps empty | pps ours | counted / delivered (loss) | agent CPU');
+  console.log(
+    `\n== eBPF path (TCX), UDP 60/80-byte frames, ${SECONDS} s per run, ${ROUNDS} rounds of (empty program, ours) per case; medians`,
+  );
+  console.log(
+    'case | load avg | ns/pkt empty | ns/pkt ours | ratio (target) | pps empty | pps ours | counted / delivered (loss) | agent CPU',
+  );
   let allMet = true;
   const only = arg('case', '');
   for (const cs of cases().filter((c) => c.name.includes(only))) {
@@ -278,7 +363,9 @@ async function readAt16k(): Promise<void> {
       times.push(performance.now() - t0);
     }
     times.sort((a, b) => a - b);
-    console.log(`\n== counters read: ${fmt(keys)} keys, median ${fmt(times[10]!, 2)} ms, max ${fmt(times[19]!, 2)} ms (20 reads)`);
+    console.log(
+      `\n== counters read: ${fmt(keys)} keys, median ${fmt(times[10]!, 2)} ms, max ${fmt(times[19]!, 2)} ms (20 reads)`,
+    );
   } finally {
     c.close();
   }
@@ -328,7 +415,9 @@ async function main(): Promise<void> {
     buildTools(dir);
     setUp();
     writeFileSync(statsPath, '1');
-    const commit = spawnSync('git', ['-C', projectRoot(), 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).stdout.trim();
+    const commit = spawnSync('git', ['-C', projectRoot(), 'rev-parse', '--short', 'HEAD'], {
+      encoding: 'utf8',
+    }).stdout.trim();
     console.log(
       `capture benchmark at ${commit || '?'}: kernel ${execFileSync('uname', ['-r'], { encoding: 'utf8' }).trim()}, ${native().bpfPossibleCpus()} CPUs, load avg ${load()}`,
     );

@@ -18,10 +18,10 @@
 // instead of "node-17": JSON.parse interns strings of up to 10 characters, not longer ones.
 import { PerformanceObserver } from 'node:perf_hooks';
 import { writeHeapSnapshot } from 'node:v8';
-import { assembleClusterView, NO_GATEWAY_API, parsersFor, type ParsedObjects } from '../src/cluster/build.js';
+import { ServiceIndex } from '../src/agent/service-index.js';
+import { assembleClusterView, NO_GATEWAY_API, type ParsedObjects, parsersFor } from '../src/cluster/build.js';
 import { LbServiceIndex } from '../src/cluster/lb-index.js';
 import { ObjectStore } from '../src/cluster/object-store.js';
-import { ServiceIndex } from '../src/agent/service-index.js';
 import { ConntrackPrefilter } from '../src/kernel/conntrack/prefilter.js';
 import { BENCH_NODE, syntheticCluster } from './agent-cluster.js';
 
@@ -69,7 +69,11 @@ function makePages(): Pages {
       }
     }
   }
-  return { services: pagesOf(items, 'Service'), endpointSlices: pagesOf(items, 'EndpointSlice'), nodes: pagesOf(items, 'Node') };
+  return {
+    services: pagesOf(items, 'Service'),
+    endpointSlices: pagesOf(items, 'EndpointSlice'),
+    nodes: pagesOf(items, 'Node'),
+  };
 }
 let pages: Pages | undefined = makePages();
 const withPages = live();
@@ -97,7 +101,11 @@ async function step<T>(name: string, f: () => T): Promise<T> {
   return r;
 }
 
-const stores = { services: new ObjectStore<unknown>(), endpointSlices: new ObjectStore<unknown>(), nodes: new ObjectStore<unknown>() };
+const stores = {
+  services: new ObjectStore<unknown>(),
+  endpointSlices: new ObjectStore<unknown>(),
+  nodes: new ObjectStore<unknown>(),
+};
 for (const kind of ['services', 'endpointSlices', 'nodes'] as const) {
   await step(`${kind} list pages parsed into the store`, () => {
     for (const text of pages![kind]) {
@@ -124,7 +132,10 @@ const view = await step('cluster view', () =>
   ),
 );
 const lb = await step('LB-Service index', () => new LbServiceIndex(view));
-const index = await step('Service index', () => new ServiceIndex(view, { nodeIps: [BENCH_NODE.ip], ipvsIps: [], podCidrs: [BENCH_NODE.podCidr] }, lb));
+const index = await step(
+  'Service index',
+  () => new ServiceIndex(view, { nodeIps: [BENCH_NODE.ip], ipvsIps: [], podCidrs: [BENCH_NODE.podCidr] }, lb),
+);
 const afterIndex = live();
 // What the agent builds from each new index (agent.ts useIndex): all of it garbage by the next.
 const targets = await step('prefilter targets', () => index.prefilterTargets());
@@ -133,7 +144,9 @@ const counterTargets = await step("counters' targets", () => index.targets());
 gcObserver.disconnect();
 
 const endpointCount = view.services.reduce((n, s) => n + s.endpoints.length, 0);
-console.log(`${services} Services, ${endpoints} endpoints: ${view.services.length} Service ports, ${endpointCount} endpoints over the ports`);
+console.log(
+  `${services} Services, ${endpoints} endpoints: ${view.services.length} Service ports, ${endpointCount} endpoints over the ports`,
+);
 console.log(`node ${process.version} ${process.execArgv.join(' ')}`);
 console.log(`reference: the list pages as JSON text  ${mb(withPages - base)} MB`);
 console.log(`${'step'.padEnd(48)} ${'live after'.padStart(10)} ${'allocated'.padStart(10)}`);
@@ -141,8 +154,11 @@ for (const s of steps) {
   const alloc = s.gcRan ? 'a GC ran' : `${mb(s.allocated)} MB`;
   console.log(`${s.name.padEnd(48)} ${`${mb(s.kept)} MB`.padStart(10)} ${alloc.padStart(10)}`);
 }
-console.log(`live: stores ${mb(afterStores - base)} MB, + view and indexes ${mb(afterIndex - afterStores)} MB = ${mb(afterIndex - base)} MB`);
-if (steps.some((s) => s.gcRan)) console.log('a GC ran inside a step: its allocation is not known; run with a larger --min-semi-space-size');
+console.log(
+  `live: stores ${mb(afterStores - base)} MB, + view and indexes ${mb(afterIndex - afterStores)} MB = ${mb(afterIndex - base)} MB`,
+);
+if (steps.some((s) => s.gcRan))
+  console.log('a GC ran inside a step: its allocation is not known; run with a larger --min-semi-space-size');
 if (snapshotAt) console.log(`heap snapshot: ${writeHeapSnapshot(snapshotAt)}`);
 // Kept alive to here: the figures above are of live objects.
 if (index.services.length < 0) console.log(stores, prefilter, counterTargets);

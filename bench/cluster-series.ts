@@ -14,11 +14,19 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { load } from 'js-yaml';
-import { Registry, collectDefaultMetrics } from 'prom-client';
+import { collectDefaultMetrics, Registry } from 'prom-client';
 import { ConntrackTable } from '../src/agent/conntrack-table.js';
 import { createAgentRegistry } from '../src/agent/metrics/list.js';
 import { parseSamples } from '../src/export/parse-samples.js';
-import { finding, loopReturn, nodePortOf, testAgentState, testCounter, toLb, vipEntry } from '../test/support/metrics-state.js';
+import {
+  finding,
+  loopReturn,
+  nodePortOf,
+  testAgentState,
+  testCounter,
+  toLb,
+  vipEntry,
+} from '../test/support/metrics-state.js';
 
 const argv = process.argv.slice(2);
 const arg = (name: string, fallback: number): number => {
@@ -65,7 +73,13 @@ async function simulatedNodes(): Promise<{ nodes: SimNode[]; idleSamples: number
   for (let n = 0; n < opt.nodes; n++) {
     const counter = testCounter();
     const table = new ConntrackTable(base.state.index);
-    const state = { ...base.state, nodeName: `node-${n}`, counter, table, findings: [] as ReturnType<typeof finding>[] };
+    const state = {
+      ...base.state,
+      nodeName: `node-${n}`,
+      counter,
+      table,
+      findings: [] as ReturnType<typeof finding>[],
+    };
     const ports = new Set<number>();
     while (ports.size < opt.active) ports.add(Math.floor(rand() * opt.services));
     const looping = n < opt.looping;
@@ -101,15 +115,22 @@ async function simulatedNodes(): Promise<{ nodes: SimNode[]; idleSamples: number
 
 /** deploy/prometheusrule.yaml's groups as a Prometheus rule file. */
 function ruleFile(dir: string): string {
-  const rule = load(readFileSync(join(import.meta.dirname, '../deploy/prometheusrule.yaml'), 'utf8')) as { spec: { groups: unknown[] } };
+  const rule = load(readFileSync(join(import.meta.dirname, '../deploy/prometheusrule.yaml'), 'utf8')) as {
+    spec: { groups: unknown[] };
+  };
   const path = join(dir, 'rules.yaml');
   writeFileSync(path, JSON.stringify({ groups: rule.spec.groups }));
   return path;
 }
 
-async function query(promPort: number, q: string): Promise<{ metric: Record<string, string>; value: [number, string] }[]> {
+async function query(
+  promPort: number,
+  q: string,
+): Promise<{ metric: Record<string, string>; value: [number, string] }[]> {
   const res = await fetch(`http://127.0.0.1:${promPort}/api/v1/query?query=${encodeURIComponent(q)}`);
-  const body = (await res.json()) as { data: { result: { metric: Record<string, string>; value: [number, string] }[] } };
+  const body = (await res.json()) as {
+    data: { result: { metric: Record<string, string>; value: [number, string] }[] };
+  };
   return body.data.result;
 }
 
@@ -133,7 +154,10 @@ async function main(): Promise<void> {
   const port = (server.address() as AddressInfo).port;
   const dir = mkdtempSync(join(tmpdir(), 'cbs-cluster-series-'));
   const promPort = port + 1;
-  const targets = nodes.map((_, n) => ({ targets: [`127.0.0.1:${port}`], labels: { __metrics_path__: `/node/${n}/metrics`, node: `node-${n}` } }));
+  const targets = nodes.map((_, n) => ({
+    targets: [`127.0.0.1:${port}`],
+    labels: { __metrics_path__: `/node/${n}/metrics`, node: `node-${n}` },
+  }));
   writeFileSync(
     join(dir, 'prometheus.yml'),
     JSON.stringify({
@@ -142,9 +166,18 @@ async function main(): Promise<void> {
       scrape_configs: [{ job_name: 'clbprobe', honor_labels: true, static_configs: targets }],
     }),
   );
-  const prom = spawn(PROMETHEUS, [`--config.file=${join(dir, 'prometheus.yml')}`, `--storage.tsdb.path=${join(dir, 'tsdb')}`, `--web.listen-address=127.0.0.1:${promPort}`, '--log.level=warn'], {
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
+  const prom = spawn(
+    PROMETHEUS,
+    [
+      `--config.file=${join(dir, 'prometheus.yml')}`,
+      `--storage.tsdb.path=${join(dir, 'tsdb')}`,
+      `--web.listen-address=127.0.0.1:${promPort}`,
+      '--log.level=warn',
+    ],
+    {
+      stdio: ['ignore', 'ignore', 'inherit'],
+    },
+  );
   const stop = () => {
     prom.kill('SIGKILL');
     server.close();
@@ -168,12 +201,21 @@ async function main(): Promise<void> {
       ['LB Services in the cluster', String(opt.services)],
       ['active Service ports per node', `${opt.active} (+1 on the ${opt.looping} looping nodes)`],
       ['samples per idle node', String(idleSamples)],
-      ['samples per node, min / median / max', `${Math.min(...counts)} / ${counts.sort((a, b) => a - b)[counts.length >> 1]} / ${Math.max(...counts)}`],
+      [
+        'samples per node, min / median / max',
+        `${Math.min(...counts)} / ${counts.sort((a, b) => a - b)[counts.length >> 1]} / ${Math.max(...counts)}`,
+      ],
       ['samples per scrape round, all nodes', String(total)],
       ['Prometheus head series (with recording rules)', String(head)],
       ['Prometheus RSS (VmRSS)', `${(Number(promRss) / 1024).toFixed(0)} MB (its own gauge: ${rssMB.toFixed(0)} MB)`],
-      ['service:clbprobe_loop_nodes:count', loopNodes.map((r) => `${r.metric.service}=${r.value[1]}`).join(' ') || 'none'],
-      ['looped packets/s (service_kind rate5m)', looped.map((r) => `${r.metric.service}=${Number(r.value[1]).toFixed(1)}`).join(' ') || 'none yet'],
+      [
+        'service:clbprobe_loop_nodes:count',
+        loopNodes.map((r) => `${r.metric.service}=${r.value[1]}`).join(' ') || 'none',
+      ],
+      [
+        'looped packets/s (service_kind rate5m)',
+        looped.map((r) => `${r.metric.service}=${Number(r.value[1]).toFixed(1)}`).join(' ') || 'none yet',
+      ],
     ];
     const width = Math.max(...rows.map(([k]) => k.length));
     console.log(rows.map(([k, v]) => `${k.padEnd(width)}  ${v}`).join('\n'));

@@ -43,7 +43,11 @@ export function entryMessage(i: number, to: Destination = UNRELATED): Buffer {
   tuple(C.CTA_TUPLE_REPLY, pod, src, 8080, sport);
   w.attrU32be(C.CTA_STATUS, C.IPS_CONFIRMED | C.IPS_SEEN_REPLY | C.IPS_ASSURED | C.IPS_DST_NAT);
   w.attrU32be(C.CTA_TIMEOUT, 3600);
-  w.beginNested(C.CTA_PROTOINFO).beginNested(C.CTA_PROTOINFO_TCP).attrU8(C.CTA_PROTOINFO_TCP_STATE, 3).endNested().endNested();
+  w.beginNested(C.CTA_PROTOINFO)
+    .beginNested(C.CTA_PROTOINFO_TCP)
+    .attrU8(C.CTA_PROTOINFO_TCP_STATE, 3)
+    .endNested()
+    .endNested();
   return w.finish();
 }
 
@@ -120,19 +124,31 @@ function deployedNodeFlags(): string[] {
 
 type Mode = 'summary' | 'objects';
 
-function measureOurs(node: string, netns: string, mode: Mode, extraFlags: string[]): { entries: number; ms: number; wallMs: number; maxRssMB: number } {
+function measureOurs(
+  node: string,
+  netns: string,
+  mode: Mode,
+  extraFlags: string[],
+): { entries: number; ms: number; wallMs: number; maxRssMB: number } {
   const t0 = performance.now();
   const r = spawnSync(node, [...deployedNodeFlags(), ...extraFlags, '--input-type=module', '-e', CHILD, netns, mode], {
     encoding: 'utf8',
   });
   if (r.status !== 0) throw new Error(`ours failed: ${r.stderr}`);
-  return { ...(JSON.parse(r.stdout) as { entries: number; ms: number; maxRssMB: number }), wallMs: performance.now() - t0 };
+  return {
+    ...(JSON.parse(r.stdout) as { entries: number; ms: number; maxRssMB: number }),
+    wallMs: performance.now() - t0,
+  };
 }
 
 function measureConntrack(ns: string): { ms: number; maxRssMB: number } {
-  const r = spawnSync('/usr/bin/time', ['-f', '%e %M', 'ip', 'netns', 'exec', ns, 'sh', '-c', 'conntrack -L -o extended > /dev/null 2>&1'], {
-    encoding: 'utf8',
-  });
+  const r = spawnSync(
+    '/usr/bin/time',
+    ['-f', '%e %M', 'ip', 'netns', 'exec', ns, 'sh', '-c', 'conntrack -L -o extended > /dev/null 2>&1'],
+    {
+      encoding: 'utf8',
+    },
+  );
   const last = r.stderr.trim().split('\n').pop() ?? '';
   const [sec, kb] = last.split(' ').map(Number);
   if (r.status !== 0 || sec === undefined || kb === undefined) throw new Error(`conntrack -L failed: ${r.stderr}`);
@@ -154,7 +170,9 @@ async function main(): Promise<void> {
   if (!existsSync(fileURLToPath(DIST_DUMP))) throw new Error('dist/ is missing: npm run build first');
   const node = agentNode(argv);
   const load = (): string => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
-  console.log(`host load (1/5/15 min) at start: ${load()}; ours on node ${nodeVersion(node)} ${deployedNodeFlags().join(' ')}`);
+  console.log(
+    `host load (1/5/15 min) at start: ${load()}; ours on node ${nodeVersion(node)} ${deployedNodeFlags().join(' ')}`,
+  );
   if (process.getuid?.() !== 0) throw new Error('bench/conntrack-dump needs root (network namespaces, ctnetlink)');
 
   const ns = `${process.env.CLBPROBE_BENCH_NETNS ?? 'cbl-bench'}${process.pid}`;
@@ -181,8 +199,13 @@ async function main(): Promise<void> {
       const t = { ms: median(theirs.map((x) => x.ms)), rss: Math.max(...theirs.map((x) => x.maxRssMB)) };
       for (const mode of ['summary', 'objects'] as const) {
         const runsOf = ours[mode];
-        const o = { ms: median(runsOf.map((x) => x.ms)), wall: median(runsOf.map((x) => x.wallMs)), rss: Math.max(...runsOf.map((x) => x.maxRssMB)) };
-        if (runsOf.some((x) => x.entries !== count)) throw new Error(`ours (${mode}) saw ${runsOf.map((x) => x.entries)} entries, table has ${count}`);
+        const o = {
+          ms: median(runsOf.map((x) => x.ms)),
+          wall: median(runsOf.map((x) => x.wallMs)),
+          rss: Math.max(...runsOf.map((x) => x.maxRssMB)),
+        };
+        if (runsOf.some((x) => x.entries !== count))
+          throw new Error(`ours (${mode}) saw ${runsOf.map((x) => x.entries)} entries, table has ${count}`);
         rows.push(
           `${String(count).padStart(8)}  ours/${mode.padEnd(7)} ${o.ms.toFixed(0).padStart(6)} ms (process ${o.wall.toFixed(0)} ms) peak RSS ${o.rss.toFixed(1).padStart(5)} MB` +
             `   conntrack -L ${t.ms.toFixed(0).padStart(6)} ms ${t.rss.toFixed(1).padStart(5)} MB   ratio ours/conntrack ${(o.ms / t.ms).toFixed(2)}`,

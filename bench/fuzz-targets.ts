@@ -16,9 +16,7 @@ import { parseManifest } from '../src/bundle/manifest.js';
 import { parseConntrackText } from '../src/bundle/parse-conntrack.js';
 import { parseDnsLookups } from '../src/bundle/parse-dns.js';
 import { parseIpAddrJson, parseIpRouteJson } from '../src/bundle/parse-ip.js';
-import { localRoutesOf } from '../src/source/local-routes.js';
 import { parseSysctl } from '../src/bundle/parse-sysctl.js';
-import { parseEvidenceLine } from '../src/remote/evidence-lines.js';
 import { textLine } from '../src/cli/evidence-text.js';
 import { buildClusterView, parsersFor } from '../src/cluster/build.js';
 import { classifyDocuments } from '../src/cluster/file.js';
@@ -32,13 +30,15 @@ import { parseIpvsadm } from '../src/kernel/ipvs/ipvsadm-text.js';
 import { parseIpsetList, parseIpsetSave } from '../src/kernel/nat/ipset.js';
 import { parseIptablesSave } from '../src/kernel/nat/iptables-save.js';
 import { kubeNatFacts, natRulesFacts } from '../src/kernel/nat/kube.js';
-import { DumpNatRules } from '../src/kernel/nat/nat-rules.js';
-import { SaveNatRules } from '../src/kernel/nat/save-rules.js';
 import { LineSplitter } from '../src/kernel/nat/line-split.js';
 import { NatLineStore } from '../src/kernel/nat/nat-lines.js';
+import { DumpNatRules } from '../src/kernel/nat/nat-rules.js';
 import { NAT_LINE_MAX_BYTES } from '../src/kernel/nat/read.js';
-import { nftSnapshotOfRuleset } from '../src/kernel/nft/read.js';
+import { SaveNatRules } from '../src/kernel/nat/save-rules.js';
 import { NLMSG_DONE, splitMessages } from '../src/kernel/netlink/codec.js';
+import { nftSnapshotOfRuleset } from '../src/kernel/nft/read.js';
+import { parseEvidenceLine } from '../src/remote/evidence-lines.js';
+import { localRoutesOf } from '../src/source/local-routes.js';
 
 const FX = join(import.meta.dirname, '../test/fixtures');
 const text = (p: string): string => readFileSync(join(FX, p), 'utf8');
@@ -71,12 +71,76 @@ export class Rng {
 // ---- mutators ------------------------------------------------------------------------------------
 
 const TOKENS = [
-  '', '\n', '\r\n', '\t', ' ', '\0', '\\', '"', "'", ':', ',', '{', '}', '[', ']', '=', '/', '-', '#', '%',
-  'null', 'true', '[]', '{}', '""', '0', '-1', '65536', '4294967296', '1e309', 'NaN', '0x10', '-0', '1.5',
-  '__proto__', 'constructor', 'toString', '::', 'fe80::1%eth0', '255.255.255.256', '10.0.0.1/33', 'é', '\u2028', '\ud800',
-  'x'.repeat(300), '\n'.repeat(200), ' '.repeat(300),
+  '',
+  '\n',
+  '\r\n',
+  '\t',
+  ' ',
+  '\0',
+  '\\',
+  '"',
+  "'",
+  ':',
+  ',',
+  '{',
+  '}',
+  '[',
+  ']',
+  '=',
+  '/',
+  '-',
+  '#',
+  '%',
+  'null',
+  'true',
+  '[]',
+  '{}',
+  '""',
+  '0',
+  '-1',
+  '65536',
+  '4294967296',
+  '1e309',
+  'NaN',
+  '0x10',
+  '-0',
+  '1.5',
+  '__proto__',
+  'constructor',
+  'toString',
+  '::',
+  'fe80::1%eth0',
+  '255.255.255.256',
+  '10.0.0.1/33',
+  'é',
+  '\u2028',
+  '\ud800',
+  'x'.repeat(300),
+  '\n'.repeat(200),
+  ' '.repeat(300),
 ];
-const VALUES: unknown[] = [null, true, false, 0, -1, 1.5, 2 ** 32, 1e300, '', 'x', '-1', '80', '::', 'fe80::1%eth0', [], {}, [null], { __proto__: null }, '__proto__', 'constructor'];
+const VALUES: unknown[] = [
+  null,
+  true,
+  false,
+  0,
+  -1,
+  1.5,
+  2 ** 32,
+  1e300,
+  '',
+  'x',
+  '-1',
+  '80',
+  '::',
+  'fe80::1%eth0',
+  [],
+  {},
+  [null],
+  { __proto__: null },
+  '__proto__',
+  'constructor',
+];
 
 /** Byte/character-level mutation of text: flips, cuts, repeats, splices and dictionary tokens. */
 export function mutateText(seed: string, rng: Rng, others: readonly string[]): string {
@@ -104,7 +168,8 @@ export function mutateText(seed: string, rng: Rng, others: readonly string[]): s
       case 5: // truncate
         s = s.slice(0, at);
         break;
-      case 6: { // swap two lines
+      case 6: {
+        // swap two lines
         const lines = s.split('\n');
         const i = rng.int(lines.length);
         const j = rng.int(lines.length);
@@ -112,14 +177,18 @@ export function mutateText(seed: string, rng: Rng, others: readonly string[]): s
         s = lines.join('\n');
         break;
       }
-      case 7: { // splice in a piece of another seed
+      case 7: {
+        // splice in a piece of another seed
         const o = rng.pick(others);
         const from = rng.int(o.length);
         s = s.slice(0, at) + o.slice(from, from + 1 + rng.int(200)) + s.slice(at);
         break;
       }
-      default: { // change a number
-        s = s.replace(/\d+/g, (m) => (rng.int(8) === 0 ? rng.pick(['0', '-1', '65536', '4294967296', '99999999999999999999', '']) : m));
+      default: {
+        // change a number
+        s = s.replace(/\d+/g, (m) =>
+          rng.int(8) === 0 ? rng.pick(['0', '-1', '65536', '4294967296', '99999999999999999999', '']) : m,
+        );
       }
     }
   }
@@ -131,7 +200,9 @@ export function mutateJsonValue(v: unknown, rng: Rng): unknown {
   const nodes: { parent: Record<string, unknown> | unknown[]; key: string | number }[] = [];
   const walk = (x: unknown): void => {
     if (Array.isArray(x)) x.forEach((c, i) => (nodes.push({ parent: x, key: i }), walk(c)));
-    else if (x && typeof x === 'object') for (const k of Object.keys(x)) nodes.push({ parent: x as Record<string, unknown>, key: k }), walk((x as Record<string, unknown>)[k]);
+    else if (x && typeof x === 'object')
+      for (const k of Object.keys(x))
+        nodes.push({ parent: x as Record<string, unknown>, key: k }), walk((x as Record<string, unknown>)[k]);
   };
   const root = structuredClone(v);
   walk(root);
@@ -146,7 +217,16 @@ export function mutateJsonValue(v: unknown, rng: Rng): unknown {
         break;
       case 1: {
         const cur = p[n.key];
-        p[n.key] = typeof cur === 'string' ? Number(cur) || [cur] : typeof cur === 'number' ? String(cur) : Array.isArray(cur) ? Object.assign({}, cur) : cur === null ? {} : [cur];
+        p[n.key] =
+          typeof cur === 'string'
+            ? Number(cur) || [cur]
+            : typeof cur === 'number'
+              ? String(cur)
+              : Array.isArray(cur)
+                ? Object.assign({}, cur)
+                : cur === null
+                  ? {}
+                  : [cur];
         break;
       }
       default:
@@ -202,7 +282,11 @@ export interface FuzzTarget {
   run(input: string | Buffer): unknown;
 }
 
-const datagramsOf = (p: string): Buffer[] => text(p).split('\n').filter(Boolean).map((h) => Buffer.from(h, 'hex'));
+const datagramsOf = (p: string): Buffer[] =>
+  text(p)
+    .split('\n')
+    .filter(Boolean)
+    .map((h) => Buffer.from(h, 'hex'));
 /** Netlink payloads of a recorded dump, each decoded by `decode`; the framing itself is fuzzed too. */
 function netlinkTarget(name: string, file: string | Buffer[], decode: (p: Buffer) => unknown): FuzzTarget {
   const datagrams = typeof file === 'string' ? datagramsOf(file) : file;
@@ -246,7 +330,14 @@ const ipvsReplies = (kind: 'service' | 'dest'): Buffer[] =>
     .filter((l) => l.startsWith(`${kind} `))
     .map((l) => Buffer.from(l.split(' ')[2]!, 'hex'));
 
-const CLUSTER_FILES = ['cluster/kubectl-list.json', 'cluster/malformed-objects.json', 'cluster/multi-doc.json', 'bundles/tke-ipvs-unbound-l4-loop/cluster.json', 'bundles/l7-ingress-loop/cluster.json', 'bundles/ipmode-proxy/cluster.json'];
+const CLUSTER_FILES = [
+  'cluster/kubectl-list.json',
+  'cluster/malformed-objects.json',
+  'cluster/multi-doc.json',
+  'bundles/tke-ipvs-unbound-l4-loop/cluster.json',
+  'bundles/l7-ingress-loop/cluster.json',
+  'bundles/ipmode-proxy/cluster.json',
+];
 
 function clusterObjects(): unknown[] {
   const out: unknown[] = [];
@@ -267,12 +358,20 @@ function clusterObjects(): unknown[] {
 function watchLines(): string[] {
   const types = ['ADDED', 'MODIFIED', 'DELETED', 'BOOKMARK'];
   const lines = clusterObjects().map((o, i) => JSON.stringify({ type: types[i % types.length], object: o }));
-  lines.push('{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure","message":"too old resource version: 1 (2)","reason":"Expired","code":410}}');
+  lines.push(
+    '{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure","message":"too old resource version: 1 (2)","reason":"Expired","code":410}}',
+  );
   lines.push('{"type":"ERROR"}');
   return lines;
 }
 
-const NFT_FILES = ['nft/kube-proxy-v1.31.ip.json', 'nft/kube-proxy-v1.31.ip6.json', 'nft/kube-proxy-v1.34.ip.json', 'nft/kube-proxy-v1.34.ip6.json', 'nft/ruleset-ipvs-1.28-iptables-nft.json'];
+const NFT_FILES = [
+  'nft/kube-proxy-v1.31.ip.json',
+  'nft/kube-proxy-v1.31.ip6.json',
+  'nft/kube-proxy-v1.34.ip.json',
+  'nft/kube-proxy-v1.34.ip6.json',
+  'nft/ruleset-ipvs-1.28-iptables-nft.json',
+];
 
 /**
  * The captured `nft -j` listings, and per layout both families in one listing as `nft -j list
@@ -281,13 +380,20 @@ const NFT_FILES = ['nft/kube-proxy-v1.31.ip.json', 'nft/kube-proxy-v1.31.ip6.jso
 function nftListings(): string[] {
   const seeds = NFT_FILES.map(text);
   for (const layout of ['v1.31', 'v1.34']) {
-    const [ip, ip6] = ['ip', 'ip6'].map((f) => (JSON.parse(text(`nft/kube-proxy-${layout}.${f}.json`)) as { nftables: unknown[] }).nftables);
+    const [ip, ip6] = ['ip', 'ip6'].map(
+      (f) => (JSON.parse(text(`nft/kube-proxy-${layout}.${f}.json`)) as { nftables: unknown[] }).nftables,
+    );
     seeds.push(JSON.stringify({ nftables: [...ip!, ...ip6!.slice(1)] }));
   }
   return seeds;
 }
 
-const KIND_PARSER = { Service: 'services', EndpointSlice: 'endpointSlices', Ingress: 'ingresses', Node: 'nodes' } as const;
+const KIND_PARSER = {
+  Service: 'services',
+  EndpointSlice: 'endpointSlices',
+  Ingress: 'ingresses',
+  Node: 'nodes',
+} as const;
 
 /** A kubeconfig as kubectl writes one (no fixture file holds one: tests write theirs at run time). */
 const KUBECONFIGS = [
@@ -344,16 +450,58 @@ export function fuzzTargets(): FuzzTarget[] {
     netlinkTarget('netlink ctnetlink dump', 'netlink/ctnetlink-dump.hex', decodeEntry),
     netlinkTarget('netlink ipvs service', ipvsReplies('service'), decodeService),
     netlinkTarget('netlink ipvs dest', ipvsReplies('dest'), (p) => decodeDest(p, 4)),
-    textTarget('conntrack -L / nf_conntrack text', ['netlink/conntrack-L.txt', 'text/conntrack-L.txt', 'text/conntrack-L-extended.txt', 'text/conntrack-L-extended-id.txt', 'text/conntrack-L-with-summary.txt', 'text/proc-nf_conntrack.txt'], (t) => parseConntrackText(t, 'f')),
-    textTarget('ipvsadm text', ['ipvs/ipvsadm-list.txt', 'ipvs/ipvsadm-save.txt', 'ipvs/ipvsadm-stats.txt', 'ipvs/ipvsadm-persistent-conn.txt', 'ipvs/ipvsadm-thresholds.txt', 'ipvs/ipvsadm-tun-info.txt', 'ipvs/ipvsadm-rate-after.txt'], (t) => parseIpvsadm([{ source: 'f', text: t }])),
-    textTarget('iptables-save', ['nat/iptables-1.21-legacy.v4.save', 'nat/iptables-1.29-nft.v4.save', 'nat/iptables-1.29-nft.v6.save', 'nat/ipvs-1.28.v4.save'], (t) => parseIptablesSave(t, { source: 'f', family: 4 })),
-    textTarget('iptables-save facts, a rule at a time', ['nat/iptables-1.21-legacy.v4.save', 'nat/iptables-1.29-nft.v4.save', 'nat/iptables-1.29-nft.v6.save', 'nat/ipvs-1.28.v4.save'], (t) => sameFacts(t, ipvsSets)),
+    textTarget(
+      'conntrack -L / nf_conntrack text',
+      [
+        'netlink/conntrack-L.txt',
+        'text/conntrack-L.txt',
+        'text/conntrack-L-extended.txt',
+        'text/conntrack-L-extended-id.txt',
+        'text/conntrack-L-with-summary.txt',
+        'text/proc-nf_conntrack.txt',
+      ],
+      (t) => parseConntrackText(t, 'f'),
+    ),
+    textTarget(
+      'ipvsadm text',
+      [
+        'ipvs/ipvsadm-list.txt',
+        'ipvs/ipvsadm-save.txt',
+        'ipvs/ipvsadm-stats.txt',
+        'ipvs/ipvsadm-persistent-conn.txt',
+        'ipvs/ipvsadm-thresholds.txt',
+        'ipvs/ipvsadm-tun-info.txt',
+        'ipvs/ipvsadm-rate-after.txt',
+      ],
+      (t) => parseIpvsadm([{ source: 'f', text: t }]),
+    ),
+    textTarget(
+      'iptables-save',
+      [
+        'nat/iptables-1.21-legacy.v4.save',
+        'nat/iptables-1.29-nft.v4.save',
+        'nat/iptables-1.29-nft.v6.save',
+        'nat/ipvs-1.28.v4.save',
+      ],
+      (t) => parseIptablesSave(t, { source: 'f', family: 4 }),
+    ),
+    textTarget(
+      'iptables-save facts, a rule at a time',
+      [
+        'nat/iptables-1.21-legacy.v4.save',
+        'nat/iptables-1.29-nft.v4.save',
+        'nat/iptables-1.29-nft.v6.save',
+        'nat/ipvs-1.28.v4.save',
+      ],
+      (t) => sameFacts(t, ipvsSets),
+    ),
     textTarget('ipset save', ['nat/ipvs-1.28.ipset.save'], (t) => parseIpsetSave(t, 'f')),
     textTarget('ipset save, bytes', ['nat/ipvs-1.28.ipset.save'], (t) => {
       // What the command printed is bytes: the reader used to decode them whole, now a line at a time.
       const bytes = Buffer.from(t);
       const a = JSON.stringify(parseIpsetSave(bytes.toString(), 'f'));
-      if (JSON.stringify(parseIpsetSave(bytes, 'f')) !== a) throw new TypeError('ipset save read from bytes differs from the text read');
+      if (JSON.stringify(parseIpsetSave(bytes, 'f')) !== a)
+        throw new TypeError('ipset save read from bytes differs from the text read');
       return a;
     }),
     textTarget('ipset list', ['nat/ipvs-1.28.ipset-list.txt'], (t) => parseIpsetList(t, 'f')),
@@ -370,9 +518,19 @@ export function fuzzTargets(): FuzzTarget[] {
         throw new TypeError(`the kube-proxy interpretation threw, losing every table: ${(e as Error).message}`);
       }
     }),
-    jsonTarget('ip -j addr', [text('text/ip-addr.json'), text('text/ip-d-addr.json'), text('netlink/ip-addr.json')], (t) => parseIpAddrJson(t, 'f')),
-    jsonTarget('ip -j route', [text('text/ip-route.json'), text('text/ip-6-route.json')], (t) => parseIpRouteJson(t, 'f')),
-    jsonTarget('ip -j route show table local', [text('routes/gce-guest-agent.local.v4.json'), text('routes/gce-guest-agent.local.v6.json')], (t) => localRoutesOf(t, 'f', 4)),
+    jsonTarget(
+      'ip -j addr',
+      [text('text/ip-addr.json'), text('text/ip-d-addr.json'), text('netlink/ip-addr.json')],
+      (t) => parseIpAddrJson(t, 'f'),
+    ),
+    jsonTarget('ip -j route', [text('text/ip-route.json'), text('text/ip-6-route.json')], (t) =>
+      parseIpRouteJson(t, 'f'),
+    ),
+    jsonTarget(
+      'ip -j route show table local',
+      [text('routes/gce-guest-agent.local.v4.json'), text('routes/gce-guest-agent.local.v6.json')],
+      (t) => localRoutesOf(t, 'f', 4),
+    ),
     jsonTarget('cluster file', CLUSTER_FILES.map(text), (t) => {
       const c = classifyDocuments(parseJsonDocuments(t));
       return buildClusterView(c.objects, { nodeName: 'node-a', warnings: c.warnings });
@@ -382,16 +540,42 @@ export function fuzzTargets(): FuzzTarget[] {
       if (typeof e !== 'object' || !e) return e;
       // What the reflector does with it: the kind's parser (a FieldError is a clear error).
       const kind = (e.object as { kind?: unknown } | null)?.kind;
-      const p = typeof kind === 'string' && Object.hasOwn(KIND_PARSER, kind) ? parsers[KIND_PARSER[kind as keyof typeof KIND_PARSER]] : undefined;
+      const p =
+        typeof kind === 'string' && Object.hasOwn(KIND_PARSER, kind)
+          ? parsers[KIND_PARSER[kind as keyof typeof KIND_PARSER]]
+          : undefined;
       return p?.({ origin: 'watch', object: e.object });
     }),
     jsonTarget(
       'bundle manifest',
-      [JSON.stringify({ format: 'clbprobe-bundle/1', clbprobeVersion: '0.1.0', nodeName: 'node-a', hostname: 'node-a', kernel: '6.1.0', startedAt: '2026-01-01T00:00:00Z', endedAt: '2026-01-01T00:00:02Z', kubeProxy: { mode: 'ipvs', source: '--proxy-mode flag', pid: 1, args: ['--proxy-mode=ipvs'] }, files: [{ file: 'ip-addr.json', command: 'ip -j -d addr', exitStatus: 0, durationMs: 3, size: 100 }, { command: 'ipvsadm-save -n', exitStatus: null, durationMs: 1, error: 'not found', skipped: true }] })],
+      [
+        JSON.stringify({
+          format: 'clbprobe-bundle/1',
+          clbprobeVersion: '0.1.0',
+          nodeName: 'node-a',
+          hostname: 'node-a',
+          kernel: '6.1.0',
+          startedAt: '2026-01-01T00:00:00Z',
+          endedAt: '2026-01-01T00:00:02Z',
+          kubeProxy: { mode: 'ipvs', source: '--proxy-mode flag', pid: 1, args: ['--proxy-mode=ipvs'] },
+          files: [
+            { file: 'ip-addr.json', command: 'ip -j -d addr', exitStatus: 0, durationMs: 3, size: 100 },
+            { command: 'ipvsadm-save -n', exitStatus: null, durationMs: 1, error: 'not found', skipped: true },
+          ],
+        }),
+      ],
       (t) => parseManifest(t, 'manifest.json', []),
     ),
-    jsonTarget('bundle dns-lookups.json', [text('dns/dns-lookups.lab.json'), text('dns/dns-lookups.lab-servfail.json')], (t) => parseDnsLookups(t, 'dns-lookups.json')),
-    jsonTarget('evidence request', ['{"service":"lab/web"}', '{"service":"lab/web","port":80,"watchS":30}'], parseEvidenceRequest),
+    jsonTarget(
+      'bundle dns-lookups.json',
+      [text('dns/dns-lookups.lab.json'), text('dns/dns-lookups.lab-servfail.json')],
+      (t) => parseDnsLookups(t, 'dns-lookups.json'),
+    ),
+    jsonTarget(
+      'evidence request',
+      ['{"service":"lab/web"}', '{"service":"lab/web","port":80,"watchS":30}'],
+      parseEvidenceRequest,
+    ),
     jsonTarget('evidence answer line', evidenceAnswers, (t) => textLine(parseEvidenceLine(t))),
     {
       name: 'kubeconfig',
@@ -419,11 +603,16 @@ function sameFacts(t: string, sets: Parameters<typeof natRulesFacts>[1]): unknow
   // What the command printed is bytes: the full parser reads them decoded whole.
   const bytes = Buffer.from(t);
   // A line past the bound is refused by the streamed read alone, by design (read-lines.test.ts).
-  const ways: [string, () => SaveNatRules][] = [['a rule at a time', () => new SaveNatRules(bytes, { source: 'f', family: 4 })]];
-  if (!t.split('\n').some((l) => Buffer.byteLength(l) > NAT_LINE_MAX_BYTES)) ways.push(['from the streamed nat lines', () => streamedRules(bytes)]);
+  const ways: [string, () => SaveNatRules][] = [
+    ['a rule at a time', () => new SaveNatRules(bytes, { source: 'f', family: 4 })],
+  ];
+  if (!t.split('\n').some((l) => Buffer.byteLength(l) > NAT_LINE_MAX_BYTES))
+    ways.push(['from the streamed nat lines', () => streamedRules(bytes)]);
   let full: string;
   try {
-    full = JSON.stringify(natRulesFacts([new DumpNatRules(parseIptablesSave(bytes.toString(), { source: 'f', family: 4 }))], sets));
+    full = JSON.stringify(
+      natRulesFacts([new DumpNatRules(parseIptablesSave(bytes.toString(), { source: 'f', family: 4 }))], sets),
+    );
   } catch (e) {
     for (const [way, make] of ways) {
       let same = false;
@@ -432,19 +621,23 @@ function sameFacts(t: string, sets: Parameters<typeof natRulesFacts>[1]): unknow
       } catch (e2) {
         same = (e2 as Error).message === (e as Error).message;
       }
-      if (!same) throw new TypeError(`${way}, the input is not refused as the full parser refuses it: ${(e as Error).message}`);
+      if (!same)
+        throw new TypeError(`${way}, the input is not refused as the full parser refuses it: ${(e as Error).message}`);
     }
     throw e;
   }
   for (const [way, make] of ways) {
-    if (JSON.stringify(natRulesFacts([make()], sets)) !== full) throw new TypeError(`facts read ${way} differ from the parsed dump's`);
+    if (JSON.stringify(natRulesFacts([make()], sets)) !== full)
+      throw new TypeError(`facts read ${way} differ from the parsed dump's`);
   }
   return full;
 }
 
 function streamedRules(bytes: Buffer): SaveNatRules {
   const store = new NatLineStore(NAT_LINE_MAX_BYTES);
-  const split = new LineSplitter(NAT_LINE_MAX_BYTES, (buf, start, end, lineNo, terminated) => store.line(buf, start, end, lineNo, terminated));
+  const split = new LineSplitter(NAT_LINE_MAX_BYTES, (buf, start, end, lineNo, terminated) =>
+    store.line(buf, start, end, lineNo, terminated),
+  );
   const size = (bytes.length % 61) + 1;
   for (let at = 0; at < bytes.length; at += size) split.push(bytes.subarray(at, at + size));
   split.end();
@@ -487,7 +680,14 @@ export function fuzzOne(t: FuzzTarget, cases: number, seed = 1, progress: FuzzPr
         r.crashCount++;
         if (r.crashes.length < 20) {
           const shown = typeof input === 'string' ? input.slice(0, 400) : input.subarray(0, 200).toString('hex');
-          r.crashes.push({ case: i, error: e instanceof Error ? `${e.constructor.name}: ${e.message}\n${e.stack?.split('\n').slice(1, 4).join('\n')}` : String(e), input: shown });
+          r.crashes.push({
+            case: i,
+            error:
+              e instanceof Error
+                ? `${e.constructor.name}: ${e.message}\n${e.stack?.split('\n').slice(1, 4).join('\n')}`
+                : String(e),
+            input: shown,
+          });
         }
       } else r.refused++;
     }

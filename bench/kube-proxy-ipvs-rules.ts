@@ -8,7 +8,11 @@
 
 interface Svc {
   metadata: { name: string; namespace: string };
-  spec: { clusterIP: string; externalTrafficPolicy: string; ports: { port: number; protocol: string; nodePort: number; targetPort: number }[] };
+  spec: {
+    clusterIP: string;
+    externalTrafficPolicy: string;
+    ports: { port: number; protocol: string; nodePort: number; targetPort: number }[];
+  };
   status: { loadBalancer: { ingress: { ip: string }[] } };
 }
 
@@ -84,9 +88,17 @@ export function kubeProxyIpvsRules(items: object[], podCidr = '10.128.0.0/14'): 
   }
   const nat = [
     '*nat',
-    ':PREROUTING ACCEPT [0:0]', ':INPUT ACCEPT [0:0]', ':OUTPUT ACCEPT [0:0]', ':POSTROUTING ACCEPT [0:0]',
-    ':KUBE-KUBELET-CANARY - [0:0]', ':KUBE-LOAD-BALANCER - [0:0]', ':KUBE-MARK-MASQ - [0:0]', ':KUBE-NODE-PORT - [0:0]',
-    ':KUBE-POSTROUTING - [0:0]', ':KUBE-PROXY-CANARY - [0:0]', ':KUBE-SERVICES - [0:0]',
+    ':PREROUTING ACCEPT [0:0]',
+    ':INPUT ACCEPT [0:0]',
+    ':OUTPUT ACCEPT [0:0]',
+    ':POSTROUTING ACCEPT [0:0]',
+    ':KUBE-KUBELET-CANARY - [0:0]',
+    ':KUBE-LOAD-BALANCER - [0:0]',
+    ':KUBE-MARK-MASQ - [0:0]',
+    ':KUBE-NODE-PORT - [0:0]',
+    ':KUBE-POSTROUTING - [0:0]',
+    ':KUBE-PROXY-CANARY - [0:0]',
+    ':KUBE-SERVICES - [0:0]',
     '-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES',
     '-A OUTPUT -m comment --comment "kubernetes service portals" -j KUBE-SERVICES',
     '-A POSTROUTING -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING',
@@ -111,7 +123,11 @@ export function kubeProxyIpvsRules(items: object[], podCidr = '10.128.0.0/14'): 
   ];
   const filter = [
     '*filter',
-    ':INPUT ACCEPT [0:0]', ':FORWARD ACCEPT [0:0]', ':OUTPUT ACCEPT [0:0]', ':KUBE-FORWARD - [0:0]', ':KUBE-NODE-PORT - [0:0]',
+    ':INPUT ACCEPT [0:0]',
+    ':FORWARD ACCEPT [0:0]',
+    ':OUTPUT ACCEPT [0:0]',
+    ':KUBE-FORWARD - [0:0]',
+    ':KUBE-NODE-PORT - [0:0]',
     '-A INPUT -j KUBE-NODE-PORT',
     '-A FORWARD -m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD',
     '-A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark 0x4000/0x4000 -j ACCEPT',

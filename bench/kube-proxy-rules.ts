@@ -54,7 +54,11 @@ export function kubeProxyRules(items: object[], podCidr = '10.128.0.0/14'): Kube
   rule(nat, 'KUBE-MARK-MASQ', '-j MARK --set-xmark 0x4000/0x4000');
   rule(nat, 'KUBE-POSTROUTING', '-m mark ! --mark 0x4000/0x4000 -j RETURN');
   rule(nat, 'KUBE-POSTROUTING', '-j MARK --set-xmark 0x4000/0x0');
-  rule(nat, 'KUBE-POSTROUTING', '-m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully');
+  rule(
+    nat,
+    'KUBE-POSTROUTING',
+    '-m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully',
+  );
   for (const s of services) {
     const key = `${s.metadata.namespace}/${s.metadata.name}`;
     const eps = (slices.get(key)?.endpoints ?? []).map((e) => e.addresses[0]!);
@@ -69,11 +73,23 @@ export function kubeProxyRules(items: object[], podCidr = '10.128.0.0/14'): Kube
       const xlb = `KUBE-XLB-${id}`;
       const c = `-m comment --comment "${name}"`;
       chains.push(svc);
-      rule(svcRules, 'KUBE-SERVICES', `! -s ${podCidr} -d ${s.spec.clusterIP}/32 -p ${proto} -m comment --comment "${name} cluster IP" -m ${proto} --dport ${p.port} -j KUBE-MARK-MASQ`);
-      rule(svcRules, 'KUBE-SERVICES', `-d ${s.spec.clusterIP}/32 -p ${proto} -m comment --comment "${name} cluster IP" -m ${proto} --dport ${p.port} -j ${svc}`);
+      rule(
+        svcRules,
+        'KUBE-SERVICES',
+        `! -s ${podCidr} -d ${s.spec.clusterIP}/32 -p ${proto} -m comment --comment "${name} cluster IP" -m ${proto} --dport ${p.port} -j KUBE-MARK-MASQ`,
+      );
+      rule(
+        svcRules,
+        'KUBE-SERVICES',
+        `-d ${s.spec.clusterIP}/32 -p ${proto} -m comment --comment "${name} cluster IP" -m ${proto} --dport ${p.port} -j ${svc}`,
+      );
       if (lb) {
         chains.push(fw);
-        rule(svcRules, 'KUBE-SERVICES', `-d ${lb}/32 -p ${proto} -m comment --comment "${name} loadbalancer IP" -m ${proto} --dport ${p.port} -j ${fw}`);
+        rule(
+          svcRules,
+          'KUBE-SERVICES',
+          `-d ${lb}/32 -p ${proto} -m comment --comment "${name} loadbalancer IP" -m ${proto} --dport ${p.port} -j ${fw}`,
+        );
         const lbc = `-m comment --comment "${name} loadbalancer IP"`;
         if (local) rule(nat, fw, `${lbc} -j ${xlb}`);
         else {
@@ -84,14 +100,34 @@ export function kubeProxyRules(items: object[], podCidr = '10.128.0.0/14'): Kube
       }
       if (local) {
         chains.push(xlb);
-        rule(nodePorts, 'KUBE-NODEPORTS', `-s 127.0.0.0/8 -p ${proto} ${c} -m ${proto} --dport ${p.nodePort} -j KUBE-MARK-MASQ`);
+        rule(
+          nodePorts,
+          'KUBE-NODEPORTS',
+          `-s 127.0.0.0/8 -p ${proto} ${c} -m ${proto} --dport ${p.nodePort} -j KUBE-MARK-MASQ`,
+        );
         rule(nodePorts, 'KUBE-NODEPORTS', `-p ${proto} ${c} -m ${proto} --dport ${p.nodePort} -j ${xlb}`);
-        rule(nat, xlb, `-s ${podCidr} -m comment --comment "Redirect pods trying to reach external loadbalancer VIP to clusterIP" -j ${svc}`);
-        rule(nat, xlb, `-m comment --comment "masquerade LOCAL traffic for ${name} LB IP" -m addrtype --src-type LOCAL -j KUBE-MARK-MASQ`);
-        rule(nat, xlb, `-m comment --comment "route LOCAL traffic for ${name} LB IP to service chain" -m addrtype --src-type LOCAL -j ${svc}`);
+        rule(
+          nat,
+          xlb,
+          `-s ${podCidr} -m comment --comment "Redirect pods trying to reach external loadbalancer VIP to clusterIP" -j ${svc}`,
+        );
+        rule(
+          nat,
+          xlb,
+          `-m comment --comment "masquerade LOCAL traffic for ${name} LB IP" -m addrtype --src-type LOCAL -j KUBE-MARK-MASQ`,
+        );
+        rule(
+          nat,
+          xlb,
+          `-m comment --comment "route LOCAL traffic for ${name} LB IP to service chain" -m addrtype --src-type LOCAL -j ${svc}`,
+        );
         rule(nat, xlb, `-m comment --comment "${name} has no local endpoints" -j KUBE-MARK-DROP`);
         if (s.spec.healthCheckNodePort) {
-          rule(filter, 'KUBE-NODEPORTS', `-p tcp -m comment --comment "${name} health check node port" -m tcp --dport ${s.spec.healthCheckNodePort} -j ACCEPT`);
+          rule(
+            filter,
+            'KUBE-NODEPORTS',
+            `-p tcp -m comment --comment "${name} health check node port" -m tcp --dport ${s.spec.healthCheckNodePort} -j ACCEPT`,
+          );
         }
       } else {
         rule(nodePorts, 'KUBE-NODEPORTS', `-p ${proto} ${c} -m ${proto} --dport ${p.nodePort} -j KUBE-MARK-MASQ`);
@@ -101,18 +137,49 @@ export function kubeProxyRules(items: object[], podCidr = '10.128.0.0/14'): Kube
         const sep = `KUBE-SEP-${chainHash(`${name}${proto}${ip}:${p.targetPort}`)}`;
         chains.push(sep);
         const left = eps.length - i;
-        rule(nat, svc, left > 1 ? `${c} -m statistic --mode random --probability ${(1 / left).toFixed(11)} -j ${sep}` : `${c} -j ${sep}`);
+        rule(
+          nat,
+          svc,
+          left > 1
+            ? `${c} -m statistic --mode random --probability ${(1 / left).toFixed(11)} -j ${sep}`
+            : `${c} -j ${sep}`,
+        );
         rule(nat, sep, `-s ${ip}/32 ${c} -j KUBE-MARK-MASQ`);
         rule(nat, sep, `-p ${proto} ${c} -m ${proto} -j DNAT --to-destination ${ip}:${p.targetPort}`);
       });
-      if (eps.length === 0) rule(filter, 'KUBE-SERVICES', `-d ${s.spec.clusterIP}/32 -p ${proto} -m comment --comment "${name} has no endpoints" -m ${proto} --dport ${p.port} -j REJECT --reject-with icmp-port-unreachable`);
+      if (eps.length === 0)
+        rule(
+          filter,
+          'KUBE-SERVICES',
+          `-d ${s.spec.clusterIP}/32 -p ${proto} -m comment --comment "${name} has no endpoints" -m ${proto} --dport ${p.port} -j REJECT --reject-with icmp-port-unreachable`,
+        );
     }
   }
-  rule(svcRules, 'KUBE-SERVICES', '-m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS');
+  rule(
+    svcRules,
+    'KUBE-SERVICES',
+    '-m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS',
+  );
   const natRules = [...nat, ...nodePorts, ...svcRules];
   const builtinNat = ['PREROUTING', 'INPUT', 'OUTPUT', 'POSTROUTING'].map((c) => `:${c} ACCEPT [0:0]`);
-  const userNat = ['KUBE-MARK-DROP', 'KUBE-MARK-MASQ', 'KUBE-NODEPORTS', 'KUBE-POSTROUTING', 'KUBE-PROXY-CANARY', 'KUBE-SERVICES', ...new Set(chains)].map((c) => `:${c} - [0:0]`);
-  const filterHead = [':INPUT ACCEPT [0:0]', ':FORWARD ACCEPT [0:0]', ':OUTPUT ACCEPT [0:0]', ':KUBE-EXTERNAL-SERVICES - [0:0]', ':KUBE-FORWARD - [0:0]', ':KUBE-NODEPORTS - [0:0]', ':KUBE-SERVICES - [0:0]'];
+  const userNat = [
+    'KUBE-MARK-DROP',
+    'KUBE-MARK-MASQ',
+    'KUBE-NODEPORTS',
+    'KUBE-POSTROUTING',
+    'KUBE-PROXY-CANARY',
+    'KUBE-SERVICES',
+    ...new Set(chains),
+  ].map((c) => `:${c} - [0:0]`);
+  const filterHead = [
+    ':INPUT ACCEPT [0:0]',
+    ':FORWARD ACCEPT [0:0]',
+    ':OUTPUT ACCEPT [0:0]',
+    ':KUBE-EXTERNAL-SERVICES - [0:0]',
+    ':KUBE-FORWARD - [0:0]',
+    ':KUBE-NODEPORTS - [0:0]',
+    ':KUBE-SERVICES - [0:0]',
+  ];
   const filterRules = [
     '-A INPUT -m comment --comment "kubernetes health check service ports" -j KUBE-NODEPORTS',
     '-A INPUT -m conntrack --ctstate NEW -m comment --comment "kubernetes externally-visible service portals" -j KUBE-EXTERNAL-SERVICES',
@@ -123,6 +190,17 @@ export function kubeProxyRules(items: object[], podCidr = '10.128.0.0/14'): Kube
     '-A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark 0x4000/0x4000 -j ACCEPT',
     ...filter,
   ];
-  const text = ['*nat', ...builtinNat, ...userNat, ...natRules, 'COMMIT', '*filter', ...filterHead, ...filterRules, 'COMMIT', ''].join('\n');
+  const text = [
+    '*nat',
+    ...builtinNat,
+    ...userNat,
+    ...natRules,
+    'COMMIT',
+    '*filter',
+    ...filterHead,
+    ...filterRules,
+    'COMMIT',
+    '',
+  ].join('\n');
   return { text, rules: natRules.length + filterRules.length };
 }

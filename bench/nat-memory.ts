@@ -23,15 +23,18 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Netns } from '../src/demo/netns.js';
-import { readNat } from '../src/kernel/nat/read.js';
 import { kubeNatFacts } from '../src/kernel/nat/kube.js';
+import { readNat } from '../src/kernel/nat/read.js';
 import { agentContainer, bytesOf, containerEnv, hostArgv, nodeCommand } from '../test/support/daemonset.js';
 import { syntheticCluster } from './agent-cluster.js';
 import { kubeProxyRules } from './kube-proxy-rules.js';
 
 const argv = process.argv.slice(2);
 const num = (name: string, dflt: number) => (argv.includes(name) ? Number(argv[argv.indexOf(name) + 1]) : dflt);
-const load = () => loadavg().map((l) => l.toFixed(2)).join(' ');
+const load = () =>
+  loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ');
 const mb = (bytes: number) => (bytes / 2 ** 20).toFixed(1);
 
 function status(field: string): number {
@@ -49,10 +52,18 @@ function settled(): { heap: number; rss: number } {
 
 /** One read the way `mode` reads, with its facts. */
 async function readAs(mode: string, ns: string, unchangedSince?: string) {
-  const r = await readNat({ netns: ns, timeoutMs: 120_000, ...(unchangedSince ? { unchangedSince } : {}), ...(mode === 'facts' ? { factsOnly: true } : {}) });
+  const r = await readNat({
+    netns: ns,
+    timeoutMs: 120_000,
+    ...(unchangedSince ? { unchangedSince } : {}),
+    ...(mode === 'facts' ? { factsOnly: true } : {}),
+  });
   if (mode === 'parsed' && r.nat) {
     const facts = JSON.parse(JSON.stringify(kubeNatFacts(r.nat))) as ReturnType<typeof kubeNatFacts>;
-    return { ...r, nat: { backend: r.nat.backend, backendChoice: r.nat.backendChoice, warnings: r.nat.warnings, facts } };
+    return {
+      ...r,
+      nat: { backend: r.nat.backend, backendChoice: r.nat.backendChoice, warnings: r.nat.warnings, facts },
+    };
   }
   return r;
 }
@@ -72,12 +83,38 @@ async function child(mode: string, ns: string): Promise<void> {
     out.loadBalancers = facts.loadBalancers.length;
     out.mode = `${mode} (proxy mode ${facts.mode})`;
     out.afterRead = settled();
-    execFileSync('ip', ['netns', 'exec', ns, 'iptables', '-t', 'nat', '-I', 'KUBE-SERVICES', '-d', '10.255.255.1/32', '-j', 'RETURN']);
+    execFileSync('ip', [
+      'netns',
+      'exec',
+      ns,
+      'iptables',
+      '-t',
+      'nat',
+      '-I',
+      'KUBE-SERVICES',
+      '-d',
+      '10.255.255.1/32',
+      '-j',
+      'RETURN',
+    ]);
     const second = await readAs(mode, ns, first.digest);
     if (second.unchanged || !second.nat) throw new Error('the second read did not see the rule change');
     out.afterChange = settled();
     out.held = [first.nat.backend, second.nat.backend].length; // both results stay reachable up to here
-    execFileSync('ip', ['netns', 'exec', ns, 'iptables', '-t', 'nat', '-D', 'KUBE-SERVICES', '-d', '10.255.255.1/32', '-j', 'RETURN']);
+    execFileSync('ip', [
+      'netns',
+      'exec',
+      ns,
+      'iptables',
+      '-t',
+      'nat',
+      '-D',
+      'KUBE-SERVICES',
+      '-d',
+      '10.255.255.1/32',
+      '-j',
+      'RETURN',
+    ]);
     const c2 = process.cpuUsage();
     const third = await readAs(mode, ns, first.digest);
     const c3 = process.cpuUsage(c2);
@@ -117,17 +154,30 @@ async function main(): Promise<void> {
     const limitBytes = limit ? bytesOf(limit) : Infinity;
     // The DaemonSet's env too (MALLOC_ARENA_MAX shapes RSS).
     const env = { ...process.env, ...containerEnv(container, { 'spec.nodeName': 'bench' }) };
-    console.log(`children run with the DaemonSet's node flags: ${v8flags.join(' ')}, env MALLOC_ARENA_MAX=${env.MALLOC_ARENA_MAX ?? '(unset)'} (memory limit ${limit ?? 'none'})`);
-    console.log('mode | read (wall / CPU) | unchanged re-read CPU | LB facts | heap after read | RSS after read | heap after change (both held) | RSS after change | peak RSS | peak RSS / bare node | within limit | load avg');
+    console.log(
+      `children run with the DaemonSet's node flags: ${v8flags.join(' ')}, env MALLOC_ARENA_MAX=${env.MALLOC_ARENA_MAX ?? '(unset)'} (memory limit ${limit ?? 'none'})`,
+    );
+    console.log(
+      'mode | read (wall / CPU) | unchanged re-read CPU | LB facts | heap after read | RSS after read | heap after change (both held) | RSS after change | peak RSS | peak RSS / bare node | within limit | load avg',
+    );
     const self = fileURLToPath(import.meta.url);
     const modes = (argv.includes('--modes') ? argv[argv.indexOf('--modes') + 1]! : 'none,facts,parsed,full').split(',');
     let bare: number | undefined;
     for (const mode of modes) {
       // The CPU reference cannot finish under the DaemonSet's heap at 5,000 Services (see the top).
-      const flags = mode === 'parsed' ? [...v8flags.filter((f) => !f.startsWith('--max-old-space-size')), '--max-old-space-size=1024'] : v8flags;
-      const r = spawnSync(process.execPath, [...flags, '--expose-gc', '--import', 'tsx', self, '--child', mode, ns.name], { encoding: 'utf8', maxBuffer: 1 << 24, env });
+      const flags =
+        mode === 'parsed'
+          ? [...v8flags.filter((f) => !f.startsWith('--max-old-space-size')), '--max-old-space-size=1024']
+          : v8flags;
+      const r = spawnSync(
+        process.execPath,
+        [...flags, '--expose-gc', '--import', 'tsx', self, '--child', mode, ns.name],
+        { encoding: 'utf8', maxBuffer: 1 << 24, env },
+      );
       if (r.status !== 0) {
-        const why = r.stderr.includes('heap out of memory') ? 'died: JavaScript heap out of memory' : `exited ${r.status ?? r.signal}: ${r.stderr.trim().split('\n').slice(-3).join(' ')}`;
+        const why = r.stderr.includes('heap out of memory')
+          ? 'died: JavaScript heap out of memory'
+          : `exited ${r.status ?? r.signal}: ${r.stderr.trim().split('\n').slice(-3).join(' ')}`;
         console.log(`${mode} | ${why} | | | | | | | | | no | ${load()}`);
         continue;
       }

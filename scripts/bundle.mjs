@@ -9,9 +9,10 @@
 // (the API client of `evidence --all-nodes`, the HTML report) is never loaded by the agent.
 // lookup-child.js is an entry of its own: the DNS lookups inside another network namespace
 // (src/cluster/dns/lookup-netns.ts) run it as a child process, next to the chunk that spawns it.
-import { build } from 'esbuild';
+
 import { rmSync } from 'node:fs';
 import { builtinModules } from 'node:module';
+import { build } from 'esbuild';
 
 /**
  * Node's own modules are loaded with require(), not as ES modules. Importing a builtin as an ES
@@ -54,7 +55,9 @@ await build({
   minify: true,
   // The CommonJS dependencies (pino, prom-client, commander) call require(); an ESM bundle has
   // no require of its own.
-  banner: { js: "import { createRequire as __clbprobeRequire } from 'node:module'; const require = __clbprobeRequire(import.meta.url);" },
+  banner: {
+    js: "import { createRequire as __clbprobeRequire } from 'node:module'; const require = __clbprobeRequire(import.meta.url);",
+  },
   legalComments: 'eof',
   logLevel: 'warning',
   plugins: [requireBuiltins],

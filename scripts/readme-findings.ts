@@ -7,4 +7,6 @@ const file = resolve(import.meta.dirname, '../README.md');
 const before = readFileSync(file, 'utf8');
 const after = withFindingsTable(before);
 if (after !== before) writeFileSync(file, after);
-process.stdout.write(after === before ? 'README.md: Findings reference already up to date\n' : 'README.md: Findings reference rewritten\n');
+process.stdout.write(
+  after === before ? 'README.md: Findings reference already up to date\n' : 'README.md: Findings reference rewritten\n',
+);

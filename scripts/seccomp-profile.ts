@@ -90,10 +90,21 @@ export function agentProfile(engineDefault: EngineProfile, capabilities: string[
     const allows = r.action === 'SCMP_ACT_ALLOW';
     const names = r.names.filter((n) => !rewritten.has(n) && !(allows && NOT_NEEDED.has(n)));
     if (names.length === 0) return [];
-    return [{ names, action: r.action, ...(r.errnoRet !== undefined ? { errnoRet: r.errnoRet } : {}), ...(r.args?.length ? { args: r.args } : {}) }];
+    return [
+      {
+        names,
+        action: r.action,
+        ...(r.errnoRet !== undefined ? { errnoRet: r.errnoRet } : {}),
+        ...(r.args?.length ? { args: r.args } : {}),
+      },
+    ];
   });
   syscalls.push(
-    { names: ['clone'], action: 'SCMP_ACT_ALLOW', args: [{ index: 0, value: CLONE_NAMESPACE_FLAGS, valueTwo: 0, op: 'SCMP_CMP_MASKED_EQ' }] },
+    {
+      names: ['clone'],
+      action: 'SCMP_ACT_ALLOW',
+      args: [{ index: 0, value: CLONE_NAMESPACE_FLAGS, valueTwo: 0, op: 'SCMP_CMP_MASKED_EQ' }],
+    },
     { names: ['clone3'], action: 'SCMP_ACT_ERRNO', errnoRet: ENOSYS },
     { names: ADDED_CALLS, action: 'SCMP_ACT_ALLOW' },
   );
@@ -112,5 +123,9 @@ export function renderProfile(profile: object): string {
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const { agentContainer } = await import('../test/support/daemonset.js');
   const src = process.argv[2] ?? '/usr/share/containers/seccomp.json';
-  process.stdout.write(renderProfile(agentProfile(JSON.parse(readFileSync(src, 'utf8')) as EngineProfile, agentContainer().capabilities.add)));
+  process.stdout.write(
+    renderProfile(
+      agentProfile(JSON.parse(readFileSync(src, 'utf8')) as EngineProfile, agentContainer().capabilities.add),
+    ),
+  );
 }

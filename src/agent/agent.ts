@@ -6,8 +6,8 @@
 // with a periodic full resync; a failing source degrades, never stops it.
 import { readFileSync } from 'node:fs';
 import { hostname, release } from 'node:os';
-import { openCounter, type Counter } from '../capture/counter.js';
-import { withinVipCapacity, type CaptureMode, type Targets } from '../capture/targets.js';
+import { type Counter, openCounter } from '../capture/counter.js';
+import { type CaptureMode, type Targets, withinVipCapacity } from '../capture/targets.js';
 import type { LookupOptions } from '../cluster/dns/lookup.js';
 import { prepareDiagnosis } from '../detect/index.js';
 import { diagnoseInputOf } from '../detect/input.js';
@@ -16,14 +16,14 @@ import type { Logger } from '../log.js';
 import { errText } from '../source/contract.js';
 import type { SourceHealth } from '../source/health.js';
 import { CaptureHealth } from './capture-health.js';
-import { LiveConntrack, type ConntrackFeed } from './conntrack-feed.js';
+import { type ConntrackFeed, LiveConntrack } from './conntrack-feed.js';
 import { ConntrackTable } from './conntrack-table.js';
-import { NewVipReads } from './vip-coverage.js';
+import { DiagnoseSchedule } from './diagnose-schedule.js';
 import { IncrementalDiagnosis } from './diagnosis.js';
 import type { AgentState } from './metrics/collector.js';
 import type { ServiceIndex } from './service-index.js';
 import { AgentSources, type PolledSource } from './sources.js';
-import { DiagnoseSchedule } from './diagnose-schedule.js';
+import { NewVipReads } from './vip-coverage.js';
 
 export interface AgentOptions {
   nodeName: string;
@@ -122,7 +122,12 @@ export class Agent {
     this.vips = targets.vips;
     this.prefilter = new ConntrackPrefilter(targets);
     this.conntrack =
-      o.inputs?.conntrack ?? new LiveConntrack({ log: o.log, ...(o.netns ? { netns: o.netns } : {}), kernelFilter: o.conntrackKernelFilter ?? true });
+      o.inputs?.conntrack ??
+      new LiveConntrack({
+        log: o.log,
+        ...(o.netns ? { netns: o.netns } : {}),
+        kernelFilter: o.conntrackKernelFilter ?? true,
+      });
     this.ifname = o.ifname ?? (o.netns || o.inputs ? undefined : defaultRouteInterface());
   }
 
@@ -279,7 +284,10 @@ export class Agent {
       // The view's LB-Service index is the one the Service index was built on: built once per view.
       () =>
         prepareDiagnosis(
-          diagnoseInputOf(this.sources.snapshot({ takenAt: new Date().toISOString(), hostname: hostname(), kernel: release() }), this.sources.view),
+          diagnoseInputOf(
+            this.sources.snapshot({ takenAt: new Date().toISOString(), hostname: hostname(), kernel: release() }),
+            this.sources.view,
+          ),
           this.sources.index.lb,
         ),
       this.table.entries(),

@@ -21,7 +21,11 @@ export interface BundleInputs {
 export function bundleInputs(dir: string, opts: { seenAtMs?: () => number } = {}): BundleInputs {
   const b = new BundleFiles(dir, readdirSync(dir));
   return {
-    readers: () => SOURCES.filter((d) => d.live && d.fromBundle && !d.streamedByAgent).map((def) => ({ def, reader: bundleReader(def, b) })),
+    readers: () =>
+      SOURCES.filter((d) => d.live && d.fromBundle && !d.streamedByAgent).map((def) => ({
+        def,
+        reader: bundleReader(def, b),
+      })),
     conntrack: new BundleConntrack(b, opts.seenAtMs),
     ...(b.has(BUNDLE_FILES.cluster) ? { clusterFile: b.path(BUNDLE_FILES.cluster) } : {}),
   };

@@ -5,7 +5,7 @@
 // pages unless they are at the top of its heap: after the first sync at 5,000
 // Services, ~3 MB of the agent's RSS were such holes (malloc_trim measured from gdb,
 // bench/agent.ts). So after a major GC, at most once per interval, they go back.
-import { constants, PerformanceObserver, type PerformanceEntry } from 'node:perf_hooks';
+import { constants, type PerformanceEntry, PerformanceObserver } from 'node:perf_hooks';
 
 export interface CHeapRelease {
   stop(): void;

@@ -3,7 +3,7 @@
 // a periodic re-dump. From a bundle: the entries the bundle's conntrack file
 // holds, read through the conntrack source's own bundle reader.
 import type { BundleFiles } from '../bundle/files.js';
-import { dumpConntrackViews, malformedNote, type ConntrackDumpResult } from '../kernel/conntrack/dump.js';
+import { type ConntrackDumpResult, dumpConntrackViews, malformedNote } from '../kernel/conntrack/dump.js';
 import { ConntrackWatch, type WatchStats } from '../kernel/conntrack/events.js';
 import type { ConntrackPrefilter } from '../kernel/conntrack/prefilter.js';
 import type { ConntrackEntry, NodeSnapshot } from '../kernel/types.js';
@@ -40,10 +40,15 @@ const UP: ReadResult<unknown> = { state: 'up', value: undefined };
  * A dump that skipped malformed entries, or a stream that skipped malformed events, is up with a
  * note saying how many (the source's status reason).
  */
-function dumped(r: Pick<ConntrackDumpResult, 'malformed' | 'firstMalformed'>, events?: WatchStats): ReadResult<unknown> {
+function dumped(
+  r: Pick<ConntrackDumpResult, 'malformed' | 'firstMalformed'>,
+  events?: WatchStats,
+): ReadResult<unknown> {
   const notes = [malformedNote(r)];
   if (events?.malformed) {
-    notes.push(`${events.malformed} malformed conntrack ${events.malformed === 1 ? 'event' : 'events'} skipped since start (first: ${events.firstMalformed})`);
+    notes.push(
+      `${events.malformed} malformed conntrack ${events.malformed === 1 ? 'event' : 'events'} skipped since start (first: ${events.firstMalformed})`,
+    );
   }
   const note = notes.filter((n): n is string => !!n).join('; ');
   return note ? { state: 'up', value: undefined, note } : UP;
@@ -93,7 +98,11 @@ export class LiveConntrack implements ConntrackFeed {
           end: (info) => {
             table.endResync();
             sink.record(dumped(info, this.watch?.stats), performance.now() - dumpStart);
-            if (info.malformed) this.o.log.warn({ malformed: info.malformed, first: info.firstMalformed }, 'conntrack dump skipped malformed entries');
+            if (info.malformed)
+              this.o.log.warn(
+                { malformed: info.malformed, first: info.firstMalformed },
+                'conntrack dump skipped malformed entries',
+              );
             if (info.interrupted) this.o.log.info(info, 'conntrack resync interrupted by table changes');
             sink.changed();
             first();
@@ -105,7 +114,8 @@ export class LiveConntrack implements ConntrackFeed {
         },
         onMalformed: (e) => {
           // The first one is logged; the count goes into the source's note at the next dump.
-          if (this.watch?.stats.malformed === 1) this.o.log.warn({ error: e.message }, 'conntrack event skipped as malformed');
+          if (this.watch?.stats.malformed === 1)
+            this.o.log.warn({ error: e.message }, 'conntrack event skipped as malformed');
         },
       });
     } catch (e) {
@@ -123,10 +133,17 @@ export class LiveConntrack implements ConntrackFeed {
     try {
       sink.table.beginResync();
       const now = Date.now();
-      const res = await dumpConntrackViews((v) => void sink.table.upsertView(v, now), { ...this.ns, ...(this.prefilter ? { prefilter: this.prefilter } : {}) });
+      const res = await dumpConntrackViews((v) => void sink.table.upsertView(v, now), {
+        ...this.ns,
+        ...(this.prefilter ? { prefilter: this.prefilter } : {}),
+      });
       sink.table.endResync();
       sink.record(dumped(res, watch.stats), performance.now() - t0);
-      if (res.malformed) this.o.log.warn({ malformed: res.malformed, first: res.firstMalformed }, 'conntrack dump skipped malformed entries');
+      if (res.malformed)
+        this.o.log.warn(
+          { malformed: res.malformed, first: res.firstMalformed },
+          'conntrack dump skipped malformed entries',
+        );
     } catch (e) {
       sink.record({ state: 'down', reason: `dump: ${errText(e)}` }, performance.now() - t0);
     }
@@ -148,7 +165,8 @@ export class LiveConntrack implements ConntrackFeed {
   private logKernelFilter(): void {
     const state = this.watch!.stats.kernelFilter;
     if (state === 'on') this.o.log.info('conntrack events pre-filtered in the kernel (eBPF socket filter)');
-    else if (state !== 'not requested') this.o.log.warn({ reason: state }, 'conntrack events filtered in user space only');
+    else if (state !== 'not requested')
+      this.o.log.warn({ reason: state }, 'conntrack events filtered in user space only');
   }
 }
 

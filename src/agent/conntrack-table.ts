@@ -4,14 +4,14 @@
 // going out to the VIP and coming back in), classifies each entry for
 // evidence, and counts finished VIP flows by outcome for the metrics.
 import type { ServiceView } from '../cluster/types.js';
-import { key, type Key } from '../model/address-key.js';
-import { protocolOfNumber as protoOf } from '../model/protocol.js';
-import { portKey, servicePortLabels, type ServicePortLabels } from '../model/service.js';
-import type { FlowOutcome } from '../model/flow.js';
 import { CompactEntry } from '../kernel/conntrack/compact.js';
 import { IPS_SEEN_REPLY } from '../kernel/conntrack/constants.js';
 import type { CtView } from '../kernel/conntrack/decode.js';
 import type { ConntrackEntry, ConntrackEvent, ConntrackEventType } from '../kernel/types.js';
+import { type Key, key } from '../model/address-key.js';
+import type { FlowOutcome } from '../model/flow.js';
+import { protocolOfNumber as protoOf } from '../model/protocol.js';
+import { portKey, type ServicePortLabels, servicePortLabels } from '../model/service.js';
 import type { EntryMatch, ServiceIndex } from './service-index.js';
 
 export type EntryClass = 'loopback_pair' | 'not_snated' | 'unreplied' | 'healthy';
@@ -33,7 +33,8 @@ export interface KeptEntry {
 }
 
 /** The client socket (source address, protocol, port) as the shared numeric key (a number for IPv4). */
-const sockKey = (e: CompactEntry): Key => key(e.orig.src, protoOf(e.orig.protoNum) ?? String(e.orig.protoNum), e.orig.sport);
+const sockKey = (e: CompactEntry): Key =>
+  key(e.orig.src, protoOf(e.orig.protoNum) ?? String(e.orig.protoNum), e.orig.sport);
 const replied = (e: CompactEntry): boolean => (e.status & IPS_SEEN_REPLY) !== 0;
 /** The client's address comes back unchanged as the reply's destination: no SNAT on the way out. */
 const notSnated = (e: CompactEntry): boolean => e.reply.dst === e.orig.src;
@@ -153,7 +154,15 @@ export class ConntrackTable {
 
   private add(e: CompactEntry, m: EntryMatch, nowMs: number): boolean {
     this.changeCount++;
-    const k: KeptEntry = { entry: e, svcs: m.svcs, toVip: m.toVip, firstSeenMs: nowMs, lastSeenMs: nowMs, paired: false, generation: this.generation };
+    const k: KeptEntry = {
+      entry: e,
+      svcs: m.svcs,
+      toVip: m.toVip,
+      firstSeenMs: nowMs,
+      lastSeenMs: nowMs,
+      paired: false,
+      generation: this.generation,
+    };
     this.byId.set(e.id32, k);
     const sk = sockKey(e);
     const ids = this.bySock.get(sk);
@@ -206,7 +215,8 @@ export class ConntrackTable {
         const svc = servicePortLabels(s, s.protocol, s.port);
         const id = portKey(s, s.protocol, s.port);
         let counts = this.outcomes.get(id);
-        if (!counts) this.outcomes.set(id, (counts = { svc, replied: 0, unreplied: 0, loopback_pair: 0, not_snated: 0 }));
+        if (!counts)
+          this.outcomes.set(id, (counts = { svc, replied: 0, unreplied: 0, loopback_pair: 0, not_snated: 0 }));
         counts[o]++;
       }
     }

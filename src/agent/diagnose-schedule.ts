@@ -30,7 +30,8 @@ export class DiagnoseSchedule {
   /** A diagnosis soon: the index changed (after the delay) or conntrack did (also not before the interval). */
   request(why: 'events' | 'index'): void {
     const now = this.now();
-    const at = why === 'events' ? Math.max(now + DIAGNOSE_DELAY_MS, this.ranAt + EVENTS_INTERVAL_MS) : now + DIAGNOSE_DELAY_MS;
+    const at =
+      why === 'events' ? Math.max(now + DIAGNOSE_DELAY_MS, this.ranAt + EVENTS_INTERVAL_MS) : now + DIAGNOSE_DELAY_MS;
     // A later request never puts the timer off; an index change can bring it forward.
     if (this.timer && this.at <= at) return;
     clearTimeout(this.timer);

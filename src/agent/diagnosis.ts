@@ -5,9 +5,9 @@
 // second). Findings that appear or clear are logged.
 import type { Observations } from '../detect/correlator.js';
 import { changedServices, compareFindings, Diagnosis, type PreparedDiagnosis } from '../detect/index.js';
-import { portKey } from '../model/service.js';
 import type { Finding } from '../detect/types.js';
 import type { Logger } from '../log.js';
+import { portKey } from '../model/service.js';
 import { errText } from '../source/contract.js';
 import type { KeptEntry } from './conntrack-table.js';
 
@@ -58,10 +58,12 @@ export class IncrementalDiagnosis {
   }
 
   private logChanges(next: Finding[]): void {
-    const id = (f: Finding) => `${f.service.namespace}/${f.service.name}:${f.port.port}/${f.port.protocol} ${f.mechanism} ${f.severity}`;
+    const id = (f: Finding) =>
+      `${f.service.namespace}/${f.service.name}:${f.port.port}/${f.port.protocol} ${f.mechanism} ${f.severity}`;
     const before = new Set(this.findings.map(id));
     const after = new Set(next.map(id));
-    for (const f of next) if (!before.has(id(f))) this.log.warn({ finding: id(f), summary: f.summary }, 'finding raised');
+    for (const f of next)
+      if (!before.has(id(f))) this.log.warn({ finding: id(f), summary: f.summary }, 'finding raised');
     for (const k of before) if (!after.has(k)) this.log.info({ finding: k }, 'finding cleared');
   }
 }

@@ -13,10 +13,14 @@
 // entries per answer, backpressure) hold here too.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { connect } from 'node:net';
-import type { AuthDecision, AuthnResult } from './kube-authorizer.js';
 import type { AccessAttributes, UserInfo } from '../cluster/access-review.js';
+import type { AuthDecision, AuthnResult } from './kube-authorizer.js';
 
-export type CheckAccess = (authorization: string | undefined, attrs: AccessAttributes, source?: string) => Promise<AuthDecision>;
+export type CheckAccess = (
+  authorization: string | undefined,
+  attrs: AccessAttributes,
+  source?: string,
+) => Promise<AuthDecision>;
 
 /** The header in which the evidence relay names the user it asks for (JSON: username, uid, groups, extra). */
 export const ON_BEHALF_OF_HEADER = 'x-clbprobe-on-behalf-of';
@@ -55,28 +59,33 @@ const shortString = (v: unknown): v is string => typeof v === 'string' && v.leng
 /** The user the relay names, or why the header is not one. */
 export function parseOnBehalfOf(header: string | string[] | undefined): UserInfo | { error: string } {
   if (typeof header !== 'string') return { error: `the relay's request names no user (${ON_BEHALF_OF_HEADER})` };
-  if (header.length > MAX_ON_BEHALF_BYTES) return { error: `${ON_BEHALF_OF_HEADER} longer than ${MAX_ON_BEHALF_BYTES} bytes` };
+  if (header.length > MAX_ON_BEHALF_BYTES)
+    return { error: `${ON_BEHALF_OF_HEADER} longer than ${MAX_ON_BEHALF_BYTES} bytes` };
   let v: unknown;
   try {
     v = JSON.parse(header);
   } catch {
     return { error: `${ON_BEHALF_OF_HEADER} is not JSON` };
   }
-  if (typeof v !== 'object' || v === null || Array.isArray(v)) return { error: `${ON_BEHALF_OF_HEADER} is not an object` };
+  if (typeof v !== 'object' || v === null || Array.isArray(v))
+    return { error: `${ON_BEHALF_OF_HEADER} is not an object` };
   const o = v as Record<string, unknown>;
   if (!shortString(o.username)) return { error: `${ON_BEHALF_OF_HEADER} has no username` };
   const groups = o.groups ?? [];
-  if (!Array.isArray(groups) || groups.length > MAX_GROUPS || !groups.every(shortString)) return { error: `${ON_BEHALF_OF_HEADER}: groups must be a list of names` };
+  if (!Array.isArray(groups) || groups.length > MAX_GROUPS || !groups.every(shortString))
+    return { error: `${ON_BEHALF_OF_HEADER}: groups must be a list of names` };
   const user: UserInfo = { username: o.username, groups };
   if (o.uid !== undefined) {
     if (!shortString(o.uid)) return { error: `${ON_BEHALF_OF_HEADER}: bad uid` };
     user.uid = o.uid;
   }
   if (o.extra !== undefined) {
-    if (typeof o.extra !== 'object' || o.extra === null || Array.isArray(o.extra)) return { error: `${ON_BEHALF_OF_HEADER}: bad extra` };
+    if (typeof o.extra !== 'object' || o.extra === null || Array.isArray(o.extra))
+      return { error: `${ON_BEHALF_OF_HEADER}: bad extra` };
     const extra: Record<string, string[]> = {};
     for (const [k, list] of Object.entries(o.extra)) {
-      if (!shortString(k) || !Array.isArray(list) || !list.every((x) => typeof x === 'string' && x.length <= MAX_NAME)) return { error: `${ON_BEHALF_OF_HEADER}: bad extra` };
+      if (!shortString(k) || !Array.isArray(list) || !list.every((x) => typeof x === 'string' && x.length <= MAX_NAME))
+        return { error: `${ON_BEHALF_OF_HEADER}: bad extra` };
       extra[k] = list;
     }
     user.extra = extra;
@@ -98,8 +107,14 @@ export class CallerSlots {
   /** Takes a slot (and a watch slot) for `key`; the release function, or why not. */
   take(key: string, watching: boolean): { release: () => void } | { error: string } {
     const h = this.held.get(key) ?? { requests: 0, watches: 0 };
-    if (h.requests >= this.limits.maxRequestsPerCaller) return { error: `${key} has ${h.requests} evidence requests in progress (at most ${this.limits.maxRequestsPerCaller}); try again when one ends` };
-    if (watching && h.watches >= this.limits.maxWatchesPerCaller) return { error: `${key} has ${h.watches} evidence watches open (at most ${this.limits.maxWatchesPerCaller}); end one first` };
+    if (h.requests >= this.limits.maxRequestsPerCaller)
+      return {
+        error: `${key} has ${h.requests} evidence requests in progress (at most ${this.limits.maxRequestsPerCaller}); try again when one ends`,
+      };
+    if (watching && h.watches >= this.limits.maxWatchesPerCaller)
+      return {
+        error: `${key} has ${h.watches} evidence watches open (at most ${this.limits.maxWatchesPerCaller}); end one first`,
+      };
     h.requests++;
     if (watching) h.watches++;
     this.held.set(key, h);
@@ -130,16 +145,19 @@ export interface EvidenceQuery {
 export function parseEvidenceQuery(search: URLSearchParams): EvidenceQuery | { error: string } {
   const service = search.get('service') ?? '';
   const m = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?)\/([a-z0-9]([-a-z0-9]*[a-z0-9])?)$/.exec(service);
-  if (!m || service.length > 317) return { error: `service must be NAMESPACE/NAME, not ${JSON.stringify(service.slice(0, 100))}` };
+  if (!m || service.length > 317)
+    return { error: `service must be NAMESPACE/NAME, not ${JSON.stringify(service.slice(0, 100))}` };
   const q: EvidenceQuery = { namespace: m[1]!, name: m[3]!, watchS: 0 };
   const port = search.get('port');
   if (port !== null) {
-    if (!/^\d{1,5}$/.test(port) || Number(port) < 1 || Number(port) > 65535) return { error: `port must be 1-65535, not ${JSON.stringify(port.slice(0, 20))}` };
+    if (!/^\d{1,5}$/.test(port) || Number(port) < 1 || Number(port) > 65535)
+      return { error: `port must be 1-65535, not ${JSON.stringify(port.slice(0, 20))}` };
     q.port = Number(port);
   }
   const watch = search.get('watch');
   if (watch !== null) {
-    if (!/^\d{1,5}$/.test(watch) || Number(watch) > MAX_WATCH_S) return { error: `watch must be 0-${MAX_WATCH_S} seconds` };
+    if (!/^\d{1,5}$/.test(watch) || Number(watch) > MAX_WATCH_S)
+      return { error: `watch must be 0-${MAX_WATCH_S} seconds` };
     q.watchS = Number(watch);
   }
   return q;
@@ -152,12 +170,21 @@ const line = (o: object): string => `${JSON.stringify(o)}\n`;
  * user only, the user it names in ON_BEHALF_OF_HEADER (the relay itself, naming none, where
  * `relayAsItself`: its Event recorder).
  */
-export async function requestUser(access: EvidenceAccess, req: IncomingMessage, relayAsItself = false): Promise<AuthnResult> {
+export async function requestUser(
+  access: EvidenceAccess,
+  req: IncomingMessage,
+  relayAsItself = false,
+): Promise<AuthnResult> {
   const who = await access.authenticate(req.headers.authorization, req.socket.remoteAddress ?? '');
   if (!who.ok) return who;
   const named = req.headers[ON_BEHALF_OF_HEADER];
   if (who.user.username !== access.relayUser) {
-    if (named !== undefined) return { ok: false, status: 403, message: `${who.user.username} may not name another user (${ON_BEHALF_OF_HEADER}); only the evidence relay may` };
+    if (named !== undefined)
+      return {
+        ok: false,
+        status: 403,
+        message: `${who.user.username} may not name another user (${ON_BEHALF_OF_HEADER}); only the evidence relay may`,
+      };
     return who;
   }
   if (relayAsItself && named === undefined) return who;
@@ -167,7 +194,11 @@ export async function requestUser(access: EvidenceAccess, req: IncomingMessage, 
 }
 
 /** The route's handler; `socketPath` is the agent's evidence socket. */
-export function evidenceRoute(access: EvidenceAccess, socketPath: string, limits: CallerLimits = DEFAULT_CALLER_LIMITS): (req: IncomingMessage, res: ServerResponse) => void {
+export function evidenceRoute(
+  access: EvidenceAccess,
+  socketPath: string,
+  limits: CallerLimits = DEFAULT_CALLER_LIMITS,
+): (req: IncomingMessage, res: ServerResponse) => void {
   const slots = new CallerSlots(limits);
   return (req, res) => {
     const refuse = (status: number, message: string, retryAfterS?: number): void => {
@@ -176,7 +207,9 @@ export function evidenceRoute(access: EvidenceAccess, socketPath: string, limits
     };
     const q = parseEvidenceQuery(new URL(req.url ?? '/', 'http://x').searchParams);
     if ('error' in q) return refuse(400, q.error);
-    const attrs: AccessAttributes = { resource: { verb: 'get', group: '', resource: 'services', namespace: q.namespace, name: q.name } };
+    const attrs: AccessAttributes = {
+      resource: { verb: 'get', group: '', resource: 'services', namespace: q.namespace, name: q.name },
+    };
     const source = req.socket.remoteAddress ?? '';
     const decide = async (): Promise<AuthDecision> => {
       const who = await requestUser(access, req);
@@ -191,7 +224,11 @@ export function evidenceRoute(access: EvidenceAccess, socketPath: string, limits
         if ('error' in slot) return refuse(429, slot.error, 5);
         res.on('close', slot.release);
         const sock = connect(socketPath);
-        const request = { service: `${q.namespace}/${q.name}`, ...(q.port ? { port: q.port } : {}), ...(q.watchS ? { watchS: q.watchS } : {}) };
+        const request = {
+          service: `${q.namespace}/${q.name}`,
+          ...(q.port ? { port: q.port } : {}),
+          ...(q.watchS ? { watchS: q.watchS } : {}),
+        };
         sock.on('connect', () => {
           sock.write(line(request));
           res.writeHead(200, { 'Content-Type': 'application/x-ndjson', 'Cache-Control': 'no-store' });

@@ -5,9 +5,9 @@
 // others: the API server's allocations (ClusterIP, NodePort), the LB controller's status IP, a
 // name the cloud (not the user) chose, and endpoints the endpointslice controller derived.
 import type { LbIngressIp, ServiceView } from '../cluster/types.js';
-import { key, type Key } from '../model/address-key.js';
-import { protocolOfNumber, type ServiceProtocol } from '../model/protocol.js';
 import type { ConntrackEntry } from '../kernel/types.js';
+import { type Key, key } from '../model/address-key.js';
+import { protocolOfNumber, type ServiceProtocol } from '../model/protocol.js';
 import type { ServiceIndex } from './service-index.js';
 
 /** NAMESPACE/NAME: ownership is per Service, whichever of its ports. */
@@ -98,7 +98,9 @@ export class EvidenceOwnership {
     let views = this.current.get(svcs);
     if (!views) {
       const first = svcs[0]!;
-      views = this.index.find(first.namespace, first.name).filter((v) => svcs.some((s) => s.port === v.port && s.protocol === v.protocol));
+      views = this.index
+        .find(first.namespace, first.name)
+        .filter((v) => svcs.some((s) => s.port === v.port && s.protocol === v.protocol));
       this.current.set(svcs, views);
     }
     return views;

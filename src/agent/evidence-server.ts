@@ -12,8 +12,15 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { dirname } from 'node:path';
 import type { ServiceView } from '../cluster/types.js';
 import type { ConntrackTable, KeptEntry } from './conntrack-table.js';
+import {
+  type EvidenceLine,
+  type EvidenceRequest,
+  entryLine,
+  isEvidenceFor,
+  parseServiceRef,
+  serviceAddresses,
+} from './evidence.js';
 import { evidenceOwnership } from './evidence-ownership.js';
-import { entryLine, isEvidenceFor, parseServiceRef, serviceAddresses, type EvidenceLine, type EvidenceRequest } from './evidence.js';
 
 export interface EvidenceBackend {
   table(): ConntrackTable;
@@ -70,9 +77,11 @@ export function parseEvidenceRequest(text: string): EvidenceRequest {
   } catch {
     throw new EvidenceRequestError(`the request is not JSON (want {"service":"NAMESPACE/NAME"} and a newline)`);
   }
-  if (typeof r !== 'object' || r === null || Array.isArray(r)) throw new EvidenceRequestError('the request must be a JSON object like {"service":"NAMESPACE/NAME"}');
+  if (typeof r !== 'object' || r === null || Array.isArray(r))
+    throw new EvidenceRequestError('the request must be a JSON object like {"service":"NAMESPACE/NAME"}');
   const o = r as Record<string, unknown>;
-  if (typeof o.service !== 'string') throw new EvidenceRequestError('the request has no "service" text (NAMESPACE/NAME)');
+  if (typeof o.service !== 'string')
+    throw new EvidenceRequestError('the request has no "service" text (NAMESPACE/NAME)');
   try {
     parseServiceRef(o.service);
   } catch (e) {
@@ -194,7 +203,8 @@ async function answer(c: Caller, req: EvidenceRequest, b: EvidenceBackend, limit
   };
   c.sock.once('close', stop);
   try {
-    if (!(await c.send(json({ type: 'service', service: serviceAddresses(svcs, b.ifname), node: b.nodeName })))) return stop();
+    if (!(await c.send(json({ type: 'service', service: serviceAddresses(svcs, b.ifname), node: b.nodeName }))))
+      return stop();
     for (let i = 0; i < sent; i++) {
       if (!(await c.send(json(entryLine(matched[i]!, false))))) return stop();
       n++;
@@ -213,7 +223,11 @@ async function answer(c: Caller, req: EvidenceRequest, b: EvidenceBackend, limit
         omitted + overCap ? `${omitted + overCap} over the limit of ${limits.maxEntries} entries per answer` : '',
         tooSlow ? `${tooSlow} new ones while the reader lagged by more than ${limits.maxLiveQueueBytes} bytes` : '',
       ].filter(Boolean);
-      c.finish({ type: 'end', entries: n, ...(notSent ? { truncated: true, notSent, reason: `not sent: ${why.join('; ')}` } : {}) });
+      c.finish({
+        type: 'end',
+        entries: n,
+        ...(notSent ? { truncated: true, notSent, reason: `not sent: ${why.join('; ')}` } : {}),
+      });
     };
     if (!watching) return end();
     timer = setTimeout(end, watchS * 1000);
@@ -227,7 +241,11 @@ async function answer(c: Caller, req: EvidenceRequest, b: EvidenceBackend, limit
  * Listens on `path`, created 0600 (the umask is tightened around the bind, so there is no moment
  * when others may connect).
  */
-export function startEvidenceServer(path: string, backend: EvidenceBackend, limitsIn: Partial<EvidenceLimits> = {}): Promise<Server> {
+export function startEvidenceServer(
+  path: string,
+  backend: EvidenceBackend,
+  limitsIn: Partial<EvidenceLimits> = {},
+): Promise<Server> {
   const limits = { ...DEFAULT_EVIDENCE_LIMITS, ...limitsIn };
   mkdirSync(dirname(path), { recursive: true });
   rmSync(path, { force: true });
@@ -243,7 +261,12 @@ export function startEvidenceServer(path: string, backend: EvidenceBackend, limi
         callers.delete(silent.sock);
       } else {
         sock.on('error', () => sock.destroy());
-        sock.end(json({ type: 'error', message: `too many connections to the evidence socket (${limits.maxConnections}), all answering; try again` }));
+        sock.end(
+          json({
+            type: 'error',
+            message: `too many connections to the evidence socket (${limits.maxConnections}), all answering; try again`,
+          }),
+        );
         setTimeout(() => sock.destroy(), 1000).unref();
         return;
       }
@@ -275,7 +298,8 @@ export function startEvidenceServer(path: string, backend: EvidenceBackend, limi
       sock.setTimeout(0);
       const line = Buffer.concat([...pending, d.subarray(0, nl)]);
       pending = [];
-      if (line.length > limits.maxRequestBytes) return c.finish({ type: 'error', message: `request longer than ${limits.maxRequestBytes} bytes` });
+      if (line.length > limits.maxRequestBytes)
+        return c.finish({ type: 'error', message: `request longer than ${limits.maxRequestBytes} bytes` });
       let req: EvidenceRequest;
       try {
         req = parseEvidenceRequest(line.toString('utf8'));
@@ -283,11 +307,17 @@ export function startEvidenceServer(path: string, backend: EvidenceBackend, limi
         return c.finish({ type: 'error', message: e instanceof EvidenceRequestError ? e.message : 'bad request' });
       }
       if (answering >= limits.maxAnswers) {
-        return c.finish({ type: 'error', message: `busy: ${limits.maxAnswers} evidence answers in progress; try again` });
+        return c.finish({
+          type: 'error',
+          message: `busy: ${limits.maxAnswers} evidence answers in progress; try again`,
+        });
       }
       const watching = (req.watchS ?? 0) > 0;
       if (watching && watches >= limits.maxWatches) {
-        return c.finish({ type: 'error', message: `busy: ${limits.maxWatches} evidence watches in progress; try again, or ask without --watch` });
+        return c.finish({
+          type: 'error',
+          message: `busy: ${limits.maxWatches} evidence watches in progress; try again, or ask without --watch`,
+        });
       }
       // The answer slot is held while the current entries are written (a reader that takes
       // nothing is dropped after stallTimeoutMs); a watch's slot for the watch's length.
@@ -298,7 +328,9 @@ export function startEvidenceServer(path: string, backend: EvidenceBackend, limi
         sock.once('close', () => watches--);
       }
       answer(c, req, backend, limits)
-        .catch((e: unknown) => c.finish({ type: 'error', message: `evidence failed: ${e instanceof Error ? e.message : String(e)}` }))
+        .catch((e: unknown) =>
+          c.finish({ type: 'error', message: `evidence failed: ${e instanceof Error ? e.message : String(e)}` }),
+        )
         .finally(() => answering--);
     };
     sock.on('data', onData);

@@ -2,8 +2,9 @@
 // the Service's addresses (for a pcap filter), then its conntrack entries
 // classified, then (with a watch) new ones as they arrive. One JSON object
 // per line, so `clbprobe evidence` can stream it.
-import type { ServiceView } from '../cluster/types.js';
+
 import { slicePort } from '../cluster/endpoints.js';
+import type { ServiceView } from '../cluster/types.js';
 import { formatConntrack } from '../kernel/conntrack/format.js';
 import type { ConntrackEntry } from '../kernel/types.js';
 import { classifyEntry, type EntryClass, type KeptEntry } from './conntrack-table.js';
@@ -29,7 +30,15 @@ export interface ServiceAddresses {
 
 export type EvidenceLine =
   | { type: 'service'; service: ServiceAddresses; node: string }
-  | { type: 'entry'; class: EntryClass; line: string; firstSeen: string; lastSeen: string; entry: ConntrackEntry; live: boolean }
+  | {
+      type: 'entry';
+      class: EntryClass;
+      line: string;
+      firstSeen: string;
+      lastSeen: string;
+      entry: ConntrackEntry;
+      live: boolean;
+    }
   /** truncated: entries were left out (the server's caps), notSent of them, reason says which cap. */
   | { type: 'end'; entries: number; truncated?: boolean; notSent?: number; reason?: string }
   | { type: 'error'; message: string };
@@ -62,7 +71,11 @@ export function serviceAddresses(svcs: ServiceView[], ifname?: string): ServiceA
 
 /** Whether a kept entry belongs to one of these Service ports (matched by name: views are rebuilt). */
 export function belongsTo(k: KeptEntry, svcs: ServiceView[]): boolean {
-  return k.svcs.some((s) => svcs.some((t) => t.namespace === s.namespace && t.name === s.name && t.port === s.port && t.protocol === s.protocol));
+  return k.svcs.some((s) =>
+    svcs.some(
+      (t) => t.namespace === s.namespace && t.name === s.name && t.port === s.port && t.protocol === s.protocol,
+    ),
+  );
 }
 
 /**

@@ -11,7 +11,14 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AccessAttributes } from '../cluster/access-review.js';
 import type { Finding } from '../detect/types.js';
-import { CallerSlots, DEFAULT_CALLER_LIMITS, callerKey, requestUser, type CallerLimits, type EvidenceAccess } from './evidence-http.js';
+import {
+  type CallerLimits,
+  CallerSlots,
+  callerKey,
+  DEFAULT_CALLER_LIMITS,
+  type EvidenceAccess,
+  requestUser,
+} from './evidence-http.js';
 
 export interface FindingsState {
   /** False until the first sync: the findings are not known yet (not "none"). */
@@ -32,7 +39,12 @@ export interface FindingsLimits {
   reviewConcurrency: number;
 }
 
-export const DEFAULT_FINDINGS_LIMITS: FindingsLimits = { maxFindings: 2000, maxEvidenceLines: 8, maxServices: 1000, reviewConcurrency: 4 };
+export const DEFAULT_FINDINGS_LIMITS: FindingsLimits = {
+  maxFindings: 2000,
+  maxEvidenceLines: 8,
+  maxServices: 1000,
+  reviewConcurrency: 4,
+};
 
 const line = (o: object): string => `${JSON.stringify(o)}\n`;
 
@@ -59,7 +71,12 @@ export function findingsRoute(
       if ('error' in slot) return refuse(429, slot.error, 5);
       res.on('close', slot.release);
       const st = state();
-      if (!st.ready) return refuse(503, `the agent on ${st.nodeName} has not finished its first sync: its findings are not known yet`, 5);
+      if (!st.ready)
+        return refuse(
+          503,
+          `the agent on ${st.nodeName} has not finished its first sync: its findings are not known yet`,
+          5,
+        );
       const findings = recorder ? st.findings.filter((f) => f.severity === 'active') : st.findings;
       const services = [...new Set(findings.map((f) => `${f.service.namespace}/${f.service.name}`))];
       const checked = services.slice(0, limits.maxServices);
@@ -90,7 +107,13 @@ export function findingsRoute(
           more++;
           continue;
         }
-        const evidence = f.evidence.length > limits.maxEvidenceLines ? [...f.evidence.slice(0, limits.maxEvidenceLines), `(${f.evidence.length - limits.maxEvidenceLines} more lines: clbprobe diagnose on the node)`] : f.evidence;
+        const evidence =
+          f.evidence.length > limits.maxEvidenceLines
+            ? [
+                ...f.evidence.slice(0, limits.maxEvidenceLines),
+                `(${f.evidence.length - limits.maxEvidenceLines} more lines: clbprobe diagnose on the node)`,
+              ]
+            : f.evidence;
         res.write(line({ type: 'finding', ...f, evidence }));
         sent++;
       }
@@ -102,7 +125,12 @@ export function findingsRoute(
           findings: sent,
           ...(more ? { more } : {}),
           ...(unchecked.length ? { unchecked: unchecked.length, uncheckedReason: unchecked[0] } : {}),
-          ...(overCap ? { unchecked: overCap + unchecked.length, uncheckedReason: unchecked[0] ?? `more than ${limits.maxServices} Services with findings on this node` } : {}),
+          ...(overCap
+            ? {
+                unchecked: overCap + unchecked.length,
+                uncheckedReason: unchecked[0] ?? `more than ${limits.maxServices} Services with findings on this node`,
+              }
+            : {}),
         }),
       );
     })().catch((e: unknown) => {

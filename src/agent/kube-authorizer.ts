@@ -186,15 +186,15 @@ export function describeAttributes(a: AccessAttributes): string {
 
 /** A stable key for a user as SubjectAccessReview sees it (name, uid, groups, extra). */
 function userKey(u: UserInfo): string {
-  return createHash('sha256').update(JSON.stringify([u.username, u.uid ?? '', u.groups, u.extra ?? {}])).digest('base64url');
+  return createHash('sha256')
+    .update(JSON.stringify([u.username, u.uid ?? '', u.groups, u.extra ?? {}]))
+    .digest('base64url');
 }
 
 type Lane = { trusted: boolean; source: string };
 
 class Refusal extends Error {
-  constructor(
-    readonly decision: Exclude<AuthDecision, { ok: true }>,
-  ) {
+  constructor(readonly decision: Exclude<AuthDecision, { ok: true }>) {
     super(decision.message);
   }
 }
@@ -253,7 +253,8 @@ export class KubeAuthorizer {
     const known = this.users.get(key);
     if (known) return { ok: true, user: known, tokenKey };
     const rejected = this.rejectedTokens.get(key);
-    if (rejected !== undefined) return { ok: false, status: 401, message: `token not accepted by the API server: ${rejected}` };
+    if (rejected !== undefined)
+      return { ok: false, status: 401, message: `token not accepted by the API server: ${rejected}` };
     try {
       const r = await this.review(key, { trusted: this.isTrusted(tokenKey), source }, async () => {
         this.reviews.token++;
@@ -262,7 +263,8 @@ export class KubeAuthorizer {
         else this.rejectedTokens.set(key, r.error, this.o.denyTtlMs);
         return r;
       });
-      if (!r.authenticated) return { ok: false, status: 401, message: `token not accepted by the API server: ${r.error}` };
+      if (!r.authenticated)
+        return { ok: false, status: 401, message: `token not accepted by the API server: ${r.error}` };
       return { ok: true, user: r.user, tokenKey };
     } catch (e) {
       return refusalOf(e);
@@ -273,9 +275,17 @@ export class KubeAuthorizer {
    * Whether `user` may do `attrs` (SubjectAccessReview). `tokenKey` is the token that vouched for
    * the user: an allow makes it trusted. Never throws.
    */
-  async authorize(user: UserInfo, attrs: AccessAttributes, by: { tokenKey: string; source: string }): Promise<AuthDecision> {
+  async authorize(
+    user: UserInfo,
+    attrs: AccessAttributes,
+    by: { tokenKey: string; source: string },
+  ): Promise<AuthDecision> {
     const key = `A ${userKey(user)} ${attrsKey(attrs)}`;
-    const deny = (reason: string): AuthDecision => ({ ok: false, status: 403, message: `${user.username} may not ${describeAttributes(attrs)}${reason ? ` (${reason})` : ''}` });
+    const deny = (reason: string): AuthDecision => ({
+      ok: false,
+      status: 403,
+      message: `${user.username} may not ${describeAttributes(attrs)}${reason ? ` (${reason})` : ''}`,
+    });
     if (this.allowed.get(key)) return this.allow(user, by.tokenKey);
     const denied = this.denied.get(key);
     if (denied !== undefined) return deny(denied);
@@ -310,12 +320,21 @@ export class KubeAuthorizer {
     const kind = lane.trusted ? 'trusted' : 'untrusted';
     const max = lane.trusted ? this.o.maxPendingTrusted : this.o.maxPending;
     if (this.inFlight[kind] >= max) {
-      throw new Refusal({ ok: false, status: 503, message: `${this.inFlight[kind]} reviews already waiting for the API server` });
+      throw new Refusal({
+        ok: false,
+        status: 503,
+        message: `${this.inFlight[kind]} reviews already waiting for the API server`,
+      });
     }
     if (!lane.trusted) {
       const rate = this.limiter.take(lane.source || 'unknown');
       if ('limit' in rate) {
-        throw new Refusal({ ok: false, status: 429, retryAfterS: rate.waitS, message: `too many token reviews (${rate.limit}); try again in ${rate.waitS} s` });
+        throw new Refusal({
+          ok: false,
+          status: 429,
+          retryAfterS: rate.waitS,
+          message: `too many token reviews (${rate.limit}); try again in ${rate.waitS} s`,
+        });
       }
     }
     this.inFlight[kind]++;
@@ -332,5 +351,9 @@ export class KubeAuthorizer {
 
 function refusalOf(e: unknown): Exclude<AuthDecision, { ok: true }> {
   if (e instanceof Refusal) return e.decision;
-  return { ok: false, status: 503, message: `cannot check the token with the API server: ${e instanceof Error ? e.message : String(e)}` };
+  return {
+    ok: false,
+    status: 503,
+    message: `cannot check the token with the API server: ${e instanceof Error ? e.message : String(e)}`,
+  };
 }

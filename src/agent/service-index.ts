@@ -2,16 +2,21 @@
 // the capture targets, from one cluster view's LB-Service index
 // (cluster/lb-index.ts, shared with the diagnosis) and this node's addresses.
 // Rebuilt whenever either changes; lookups are O(1).
-import type { ClusterView, ServiceView } from '../cluster/types.js';
+
 import type { CounterSample, Proto, Targets } from '../capture/targets.js';
-import { endpointPort, l7Listeners, LbServiceIndex } from '../cluster/lb-index.js';
-import { key, type Key } from '../model/address-key.js';
-import { protocolOfNumber as protoOf } from '../model/protocol.js';
+import { endpointPort, LbServiceIndex, l7Listeners } from '../cluster/lb-index.js';
+import type { ClusterView, ServiceView } from '../cluster/types.js';
 import type { LocalAddresses } from '../detect/types.js';
-import { cidrMatcher } from '../kernel/ip.js';
 import type { PrefilterTargets } from '../kernel/conntrack/prefilter.js';
+import { cidrMatcher } from '../kernel/ip.js';
 import type { ConntrackEntry } from '../kernel/types.js';
-import { lowerProtocolOf, protocolNumber, type ServiceProtocol } from '../model/protocol.js';
+import { type Key, key } from '../model/address-key.js';
+import {
+  lowerProtocolOf,
+  protocolNumber,
+  protocolOfNumber as protoOf,
+  type ServiceProtocol,
+} from '../model/protocol.js';
 
 /**
  * The LB VIP:ports through which a Service port is reached, as the agent counts them (see
@@ -23,7 +28,8 @@ import { lowerProtocolOf, protocolNumber, type ServiceProtocol } from '../model/
  */
 function eachVip(s: ServiceView, visit: (ip: string, protocol: ServiceProtocol, port: number) => void): void {
   for (let i = 0; i < s.lbIngress.length; i++) visit(s.lbIngress[i]!.ip, s.protocol, s.port);
-  for (let i = 0; i < s.ingressVips.length; i++) for (const l of l7Listeners(s.ingressVips[i]!)) visit(s.ingressVips[i]!.ip, l.protocol, l.port);
+  for (let i = 0; i < s.ingressVips.length; i++)
+    for (const l of l7Listeners(s.ingressVips[i]!)) visit(s.ingressVips[i]!.ip, l.protocol, l.port);
 }
 
 /** Whether `ip` is one of the Service port's VIPs, at any port. */
@@ -91,7 +97,9 @@ export class ServiceIndex {
   ofSample(s: CounterSample): ServiceView[] {
     const proto = s.proto.toUpperCase();
     if (s.kind === 'to_lb') {
-      return s.port ? (this.lb.vipServices(s.target, proto, s.port) ?? []) : this.services.filter((v) => hasVip(v, s.target));
+      return s.port
+        ? (this.lb.vipServices(s.target, proto, s.port) ?? [])
+        : this.services.filter((v) => hasVip(v, s.target));
     }
     if (s.target === '0.0.0.0' || s.target === '::' || s.kind === 'hc_local_src') {
       const np = this.lb.nodePortServices(proto, s.port) ?? [];
@@ -113,7 +121,8 @@ export class ServiceIndex {
       const proto = lowerProtocolOf(s.protocol);
       eachVip(s, addVip);
       if (s.nodePort) nodePorts.set(key('', s.protocol, s.nodePort), { port: s.nodePort, proto });
-      if (s.healthCheckNodePort) nodePorts.set(key('', s.protocol, s.healthCheckNodePort), { port: s.healthCheckNodePort, proto });
+      if (s.healthCheckNodePort)
+        nodePorts.set(key('', s.protocol, s.healthCheckNodePort), { port: s.healthCheckNodePort, proto });
     }
     const localPrefixes = [
       ...this.local.podCidrs.map((cidr) => ({ cidr, bound: false })),
@@ -138,13 +147,16 @@ export class ServiceIndex {
       if (protoNum === undefined) continue;
       if (s.nodePort) t.nodePorts.push({ protoNum, port: s.nodePort });
       const eps = s.endpoints;
-      for (let i = 0; i < eps.length; i++) t.endpoints.push({ address: eps[i]!.address, protoNum, port: endpointPort(s, eps[i]!) });
+      for (let i = 0; i < eps.length; i++)
+        t.endpoints.push({ address: eps[i]!.address, protoNum, port: endpointPort(s, eps[i]!) });
     }
     return t;
   }
 
   /** The Service ports of NS/NAME (optionally only PORT). */
   find(namespace: string, name: string, port?: number): ServiceView[] {
-    return this.services.filter((s) => s.namespace === namespace && s.name === name && (port === undefined || s.port === port));
+    return this.services.filter(
+      (s) => s.namespace === namespace && s.name === name && (port === undefined || s.port === port),
+    );
   }
 }

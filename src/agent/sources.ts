@@ -3,16 +3,17 @@
 // alike), the cluster view (a file or the API), and the Service index built
 // from the view and the node's addresses. It tells the agent two things: a
 // value changed (what was diagnosed from it is stale), and a new index.
-import type { ClusterWatch } from '../cluster/watch.js';
+
 import { reloadClusterFile } from '../cluster/file.js';
-import { LbServiceIndex } from '../cluster/lb-index.js';
 import { lbHostnamesOf, withLbHostnames } from '../cluster/lb-hostnames.js';
+import { LbServiceIndex } from '../cluster/lb-index.js';
 import type { ClusterView } from '../cluster/types.js';
+import type { ClusterWatch } from '../cluster/watch.js';
 import { localAddresses } from '../detect/local.js';
 import type { AddressSnapshot, NodeSnapshot } from '../kernel/types.js';
 import type { Logger } from '../log.js';
 import { errText, type LiveOptions, type SourceDef, type SourceReader } from '../source/contract.js';
-import { lookupsByName, type DnsSnapshot } from '../source/dns.js';
+import { type DnsSnapshot, lookupsByName } from '../source/dns.js';
 import type { SourceHealth } from '../source/health.js';
 import { liveReaders } from '../source/list.js';
 import { SourceRunner } from '../source/runner.js';
@@ -158,9 +159,16 @@ export class AgentSources {
       });
       this.clusterWatch.start();
       // Wait a little for the first list; the agent starts degraded if the API is slow or away.
-      const first = await Promise.race([this.clusterWatch.synced(), new Promise<undefined>((r) => setTimeout(() => r(undefined), 10_000).unref())]);
+      const first = await Promise.race([
+        this.clusterWatch.synced(),
+        new Promise<undefined>((r) => setTimeout(() => r(undefined), 10_000).unref()),
+      ]);
       if (first) this.setCluster(first);
-      else this.health.down('cluster', `Kubernetes API: first list not complete after 10 s: ${this.clusterWatch.status().reason ?? 'no reason known'}`);
+      else
+        this.health.down(
+          'cluster',
+          `Kubernetes API: first list not complete after 10 s: ${this.clusterWatch.status().reason ?? 'no reason known'}`,
+        );
     } catch (e) {
       this.health.down('cluster', errText(e));
     }
@@ -228,7 +236,11 @@ export class AgentSources {
     this.viewWithDns = withLbHostnames(this.cluster, lookupsByName(this.runner.value<DnsSnapshot>('dns')));
     // Only the addresses changed: the view's LB-Service index stays.
     const lb = this.indexValue.lb.view === this.viewWithDns ? this.indexValue.lb : new LbServiceIndex(this.viewWithDns);
-    this.indexValue = new ServiceIndex(this.viewWithDns, localAddresses(this.runner.value<AddressSnapshot>('addresses'), this.cluster.node), lb);
+    this.indexValue = new ServiceIndex(
+      this.viewWithDns,
+      localAddresses(this.runner.value<AddressSnapshot>('addresses'), this.cluster.node),
+      lb,
+    );
     this.o.onIndex(this.indexValue);
   }
 }

@@ -15,7 +15,7 @@
 // another process maps too, and every page of a file the process neither owns nor may write (the
 // agent runs as root, the image's files are root's): the RSS before and after, in the log, is
 // what was actually released.
-import { readProcMaps, type Mapping, type ProcMaps } from '../kernel/proc-maps.js';
+import { type Mapping, type ProcMaps, readProcMaps } from '../kernel/proc-maps.js';
 import { isSyscallError } from '../native/addon.js';
 import { memAddon } from '../native/mem.js';
 import { readFileBounded } from '../read-bounded.js';
@@ -65,7 +65,9 @@ export function releaseStartupPages(io: StartupPagesIo): StartupPagesRelease {
     } catch (e) {
       if (isSyscallError(e) && e.errno === EINVAL_ERRNO && r.mappings === 0) {
         // Refused before anything was paged out: every mapping would get the same answer.
-        r.errors.push('madvise(MADV_PAGEOUT) is refused (EINVAL: a kernel before Linux 5.4, or memory locked with mlockall): start-up pages stay until memory pressure');
+        r.errors.push(
+          'madvise(MADV_PAGEOUT) is refused (EINVAL: a kernel before Linux 5.4, or memory locked with mlockall): start-up pages stay until memory pressure',
+        );
         r.unsupported = true;
         break;
       }

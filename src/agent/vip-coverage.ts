@@ -8,7 +8,7 @@
 // such VIPs cause are paced: a VIP read for recently is not new again, and while new VIPs keep
 // coming the gap between their reads doubles, up to the periodic full read's interval.
 import type { PrefilterTargets } from '../kernel/conntrack/prefilter.js';
-import { key, type Key } from '../model/address-key.js';
+import { type Key, key } from '../model/address-key.js';
 import { protocolOfNumber } from '../model/protocol.js';
 
 type Vip = PrefilterTargets['vips'][number];

@@ -15,7 +15,7 @@ import { readFileBounded } from '../read-bounded.js';
 import { SOURCES } from '../source/list.js';
 import { listClusterObjects } from './cluster-list.js';
 import { findKubeProxy } from './kube-proxy.js';
-import { BUNDLE_FORMAT, MANIFEST_FILE, clbprobeVersion, type BundleManifest, type ManifestEntry } from './manifest.js';
+import { BUNDLE_FORMAT, type BundleManifest, clbprobeVersion, MANIFEST_FILE, type ManifestEntry } from './manifest.js';
 import { BUNDLE_FILES } from './names.js';
 import { bundleWriter, ms, runToFile } from './writer.js';
 
@@ -42,8 +42,15 @@ export async function collectBundle(opts: CollectOptions): Promise<BundleManifes
   const timeoutMs = opts.timeoutMs ?? 30_000;
   // The cluster view first: the dns source looks up the hostname-only LB names it publishes.
   if (opts.clusterFile) files.push(copyCluster(opts.clusterFile, opts.out));
-  else if (opts.kubeconfig || process.env.KUBERNETES_SERVICE_HOST) files.push(await listCluster(opts.out, opts.kubeconfig));
-  else files.push({ command: 'cluster view', durationMs: 0, skipped: true, error: 'no --cluster-file or --kubeconfig given and not in a pod: the bundle has no cluster.json' });
+  else if (opts.kubeconfig || process.env.KUBERNETES_SERVICE_HOST)
+    files.push(await listCluster(opts.out, opts.kubeconfig));
+  else
+    files.push({
+      command: 'cluster view',
+      durationMs: 0,
+      skipped: true,
+      error: 'no --cluster-file or --kubeconfig given and not in a pod: the bundle has no cluster.json',
+    });
   const lbHostnames = hostnamesOf(join(opts.out, BUNDLE_FILES.cluster));
   const w = bundleWriter(opts.out, files, { ...(opts.netns ? { netns: opts.netns } : {}), timeoutMs, lbHostnames });
   // Each source writes its own files (src/source/list.ts), in the list's order.
@@ -88,7 +95,12 @@ export function copyCluster(from: string, out: string): ManifestEntry {
   } catch (e) {
     return { command, durationMs: ms(t0), error: `cannot copy: ${e instanceof Error ? e.message : String(e)}` };
   }
-  const entry: ManifestEntry = { file: BUNDLE_FILES.cluster, command, durationMs: ms(t0), size: statSync(join(out, BUNDLE_FILES.cluster)).size };
+  const entry: ManifestEntry = {
+    file: BUNDLE_FILES.cluster,
+    command,
+    durationMs: ms(t0),
+    size: statSync(join(out, BUNDLE_FILES.cluster)).size,
+  };
   try {
     const { warnings } = readClusterFile(join(out, BUNDLE_FILES.cluster));
     if (warnings.length > 0) entry.error = warnings.join('; ');
@@ -108,7 +120,13 @@ async function listCluster(out: string, kubeconfig: string | undefined): Promise
     const { list, errors } = await listClusterObjects(new KubeApi(loadApiTarget(kubeconfig)));
     const path = join(out, BUNDLE_FILES.cluster);
     writeFileSync(path, `${JSON.stringify(list, null, 1)}\n`);
-    return { file: BUNDLE_FILES.cluster, command, durationMs: ms(t0), size: statSync(path).size, ...(errors.length ? { error: errors.join('; ') } : {}) };
+    return {
+      file: BUNDLE_FILES.cluster,
+      command,
+      durationMs: ms(t0),
+      size: statSync(path).size,
+      ...(errors.length ? { error: errors.join('; ') } : {}),
+    };
   } catch (e) {
     return { command, durationMs: ms(t0), error: e instanceof Error ? e.message : String(e) };
   }

@@ -27,7 +27,8 @@ export class BundleFiles {
   text(name: string): string {
     try {
       const size = statSync(this.path(name)).size;
-      if (size > MAX_BUNDLE_FILE) throw new Error(`${size} bytes, more than the ${MAX_BUNDLE_FILE >> 20} MiB clbprobe reads of one file`);
+      if (size > MAX_BUNDLE_FILE)
+        throw new Error(`${size} bytes, more than the ${MAX_BUNDLE_FILE >> 20} MiB clbprobe reads of one file`);
       // The size stat gives bounds a regular file; a device or a file still growing is bounded here.
       return readFileBounded(this.path(name), MAX_BUNDLE_FILE, 'bundle file').toString('utf8');
     } catch (e) {

@@ -2,7 +2,7 @@
 // find a process whose argv[0] is kube-proxy in /proc, then take --proxy-mode,
 // else the `mode:` of its --config file (read through /proc/PID/root, since the
 // path is inside kube-proxy's container), else kube-proxy's default.
-import { readFileSync, readdirSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { FileTooLargeError, readFileBounded } from '../read-bounded.js';
 import type { KubeProxyInfo } from './manifest.js';
@@ -75,7 +75,11 @@ export function findKubeProxy(procRoot = '/proc'): KubeProxyInfo {
     if (args.length === 0 || basename(args[0]!) !== 'kube-proxy') continue;
     const readConfig = (path: string): string | undefined => {
       try {
-        return readFileBounded(join(procRoot, pid, 'root', path), MAX_KUBE_PROXY_CONFIG_BYTES, 'kube-proxy config file').toString('utf8');
+        return readFileBounded(
+          join(procRoot, pid, 'root', path),
+          MAX_KUBE_PROXY_CONFIG_BYTES,
+          'kube-proxy config file',
+        ).toString('utf8');
       } catch (e) {
         if (e instanceof FileTooLargeError) throw e;
         return undefined;

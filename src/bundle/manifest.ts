@@ -102,7 +102,12 @@ export function parseManifest(text: string, file: string, warnings: string[] = [
 
 export function isKubeProxyInfo(k: unknown): k is KubeProxyInfo {
   const o = k as Partial<KubeProxyInfo> | null;
-  return typeof o === 'object' && o !== null && typeof o.source === 'string' && (o.mode === undefined || typeof o.mode === 'string');
+  return (
+    typeof o === 'object' &&
+    o !== null &&
+    typeof o.source === 'string' &&
+    (o.mode === undefined || typeof o.mode === 'string')
+  );
 }
 
 /** Why a files[] entry is not a ManifestEntry, or undefined when it is one. */
@@ -112,6 +117,7 @@ function entryProblem(f: unknown): string | undefined {
   if (typeof e.command !== 'string') return 'has no "command" text';
   if (e.file !== undefined && typeof e.file !== 'string') return '"file" is not text';
   if (e.error !== undefined && typeof e.error !== 'string') return '"error" is not text';
-  if (e.exitStatus !== undefined && e.exitStatus !== null && !Number.isInteger(e.exitStatus)) return '"exitStatus" is not an integer';
+  if (e.exitStatus !== undefined && e.exitStatus !== null && !Number.isInteger(e.exitStatus))
+    return '"exitStatus" is not an integer';
   return undefined;
 }

@@ -21,7 +21,8 @@ export function nodeNameByAddress(
     if (typeof name !== 'string' || !Array.isArray(list)) continue;
     for (const a of list as { type?: unknown; address?: unknown }[]) {
       if (typeof a?.address !== 'string' || ipFamily(a.address) === 0) continue;
-      if (local.has(canonicalIP(a.address))) return { name, from: `Node ${name} has ${a.type ?? 'address'} ${a.address}, bound on this node` };
+      if (local.has(canonicalIP(a.address)))
+        return { name, from: `Node ${name} has ${a.type ?? 'address'} ${a.address}, bound on this node` };
     }
   }
   return undefined;

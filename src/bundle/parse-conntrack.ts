@@ -11,7 +11,14 @@
 // [UNREPLIED], ASSURED, OFFLOAD/HW_OFFLOAD, and SRC_NAT/DST_NAT when the reply
 // tuple is not the mirror of the original one. One bad line is a warning naming
 // file and line; a file with no entry line at all is a BundleParseError.
-import { IPS_ASSURED, IPS_CONFIRMED, IPS_DST_NAT, IPS_SEEN_REPLY, IPS_SRC_NAT, STATUS_NAMES } from '../kernel/conntrack/constants.js';
+import {
+  IPS_ASSURED,
+  IPS_CONFIRMED,
+  IPS_DST_NAT,
+  IPS_SEEN_REPLY,
+  IPS_SRC_NAT,
+  STATUS_NAMES,
+} from '../kernel/conntrack/constants.js';
 import { statusFlagNames } from '../kernel/conntrack/decode.js';
 import { canonicalIP, ipFamily } from '../kernel/ip.js';
 import type { ConntrackCounters, ConntrackEntry, ConntrackTuple, Family } from '../kernel/types.js';
@@ -69,10 +76,16 @@ export function parseConntrackText(text: string, file: string): ConntrackText {
     }
   }
   if (entries.length === 0 && firstBad) {
-    throw new BundleParseError(file, firstBad.line, `not conntrack -L or /proc/net/nf_conntrack output: ${firstBad.detail}`);
+    throw new BundleParseError(
+      file,
+      firstBad.line,
+      `not conntrack -L or /proc/net/nf_conntrack output: ${firstBad.detail}`,
+    );
   }
   if (reportedCount !== undefined && reportedCount !== entries.length + skipped) {
-    warnings.push(`${file}: conntrack reported ${reportedCount} entries but the file holds ${entries.length + skipped}: truncated?`);
+    warnings.push(
+      `${file}: conntrack reported ${reportedCount} entries but the file holds ${entries.length + skipped}: truncated?`,
+    );
   }
   return { entries, warnings, ...(reportedCount !== undefined ? { reportedCount } : {}) };
 }

@@ -36,14 +36,38 @@ export function parseDnsLookups(text: string, path: string): DnsLookupsRead {
     if (salvaged.length === 0) throw new Error(`${path}: not JSON (${e instanceof Error ? e.message : String(e)})`);
     warnings.push(`${path}: not complete JSON (cut short?): read the ${salvaged.length} complete lookup line(s)`);
     items = salvaged.map((x) => x.value);
-    return { lookups: checkAll(items, path, warnings, salvaged.map((x) => `line ${x.line}`)), warnings };
+    return {
+      lookups: checkAll(
+        items,
+        path,
+        warnings,
+        salvaged.map((x) => `line ${x.line}`),
+      ),
+      warnings,
+    };
   }
-  const list = whole !== null && typeof whole === 'object' && !Array.isArray(whole) ? (whole as { lookups?: unknown }).lookups : Array.isArray(whole) ? whole : undefined;
+  const list =
+    whole !== null && typeof whole === 'object' && !Array.isArray(whole)
+      ? (whole as { lookups?: unknown }).lookups
+      : Array.isArray(whole)
+        ? whole
+        : undefined;
   if (!Array.isArray(list)) throw new Error(`${path}: no "lookups" list`);
   const format = (whole as { format?: unknown }).format;
-  if (format !== undefined && format !== DNS_LOOKUPS_FORMAT) warnings.push(`${path}: format ${JSON.stringify(format).slice(0, 60)}, not ${DNS_LOOKUPS_FORMAT}: read as far as it matches`);
+  if (format !== undefined && format !== DNS_LOOKUPS_FORMAT)
+    warnings.push(
+      `${path}: format ${JSON.stringify(format).slice(0, 60)}, not ${DNS_LOOKUPS_FORMAT}: read as far as it matches`,
+    );
   items = list;
-  return { lookups: checkAll(items, path, warnings, items.map((_, i) => `lookups[${i}]`)), warnings };
+  return {
+    lookups: checkAll(
+      items,
+      path,
+      warnings,
+      items.map((_, i) => `lookups[${i}]`),
+    ),
+    warnings,
+  };
 }
 
 /** Lines of a cut file that are whole lookup objects (the writer puts one per line). */
@@ -64,7 +88,8 @@ function lineItems(text: string): { line: number; value: unknown }[] {
 function checkAll(items: unknown[], path: string, warnings: string[], where: string[]): HostnameLookup[] {
   const out: HostnameLookup[] = [];
   const seen = new Set<string>();
-  if (items.length > MAX_BUNDLE_LOOKUPS) warnings.push(`${path}: ${items.length} lookups, only the first ${MAX_BUNDLE_LOOKUPS} read`);
+  if (items.length > MAX_BUNDLE_LOOKUPS)
+    warnings.push(`${path}: ${items.length} lookups, only the first ${MAX_BUNDLE_LOOKUPS} read`);
   items.slice(0, MAX_BUNDLE_LOOKUPS).forEach((item, i) => {
     const at = `${path}: ${where[i]}`;
     const l = checkLookup(item, at, warnings);
@@ -97,11 +122,15 @@ function checkLookup(item: unknown, at: string, warnings: string[]): HostnameLoo
       if (typeof a === 'string' && isIP(a) !== 0 && !a.includes('%')) addresses.push(a);
       else warnings.push(`${at}: ${hostname}: ${JSON.stringify(a)?.slice(0, 60)} is not an IP address; skipped`);
     }
-    if (o.addresses.length > MAX_LOOKUP_ADDRESSES) warnings.push(`${at}: ${hostname}: ${o.addresses.length} addresses, the first ${MAX_LOOKUP_ADDRESSES} kept`);
+    if (o.addresses.length > MAX_LOOKUP_ADDRESSES)
+      warnings.push(`${at}: ${hostname}: ${o.addresses.length} addresses, the first ${MAX_LOOKUP_ADDRESSES} kept`);
   }
   const l: HostnameLookup = { hostname, addresses, resolver: text(o.resolver) ?? 'unknown resolver' };
   if (typeof o.ttlS === 'number' && Number.isFinite(o.ttlS) && o.ttlS >= 0) l.ttlS = o.ttlS;
-  else if (o.ttlS !== undefined) warnings.push(`${at}: ${hostname}: ttlS ${JSON.stringify(o.ttlS)?.slice(0, 40)} is not a number of seconds; ignored`);
+  else if (o.ttlS !== undefined)
+    warnings.push(
+      `${at}: ${hostname}: ttlS ${JSON.stringify(o.ttlS)?.slice(0, 40)} is not a number of seconds; ignored`,
+    );
   const resolvedAt = text(o.resolvedAt);
   if (resolvedAt && !Number.isNaN(Date.parse(resolvedAt))) l.resolvedAt = resolvedAt;
   else if (o.resolvedAt !== undefined) warnings.push(`${at}: ${hostname}: resolvedAt is not a time; ignored`);

@@ -5,7 +5,7 @@
 // like this node's pod CIDR. Several JSON documents in one file (e.g. the v4 and
 // v6 route lists appended) are accepted. A bad item is a warning; a file that is
 // not JSON, or not an array of ip objects, is a BundleParseError.
-import { parseJsonDocuments, JsonSyntaxError } from '../cluster/json-docs.js';
+import { JsonSyntaxError, parseJsonDocuments } from '../cluster/json-docs.js';
 import { KUBE_IPVS_IFNAME } from '../kernel/addresses.js';
 import { canonicalIP, ipFamily } from '../kernel/ip.js';
 import type { AddressSnapshot, Family, InterfaceAddress, NetInterface } from '../kernel/types.js';
@@ -39,15 +39,22 @@ function jsonItems(text: string, file: string, what: string): { item: Record<str
   try {
     docs = parseJsonDocuments(text);
   } catch (e) {
-    if (e instanceof JsonSyntaxError) throw new BundleParseError(file, e.line, `not valid JSON (column ${e.column}): ${e.reason}; want \`${what}\` output`);
+    if (e instanceof JsonSyntaxError)
+      throw new BundleParseError(
+        file,
+        e.line,
+        `not valid JSON (column ${e.column}): ${e.reason}; want \`${what}\` output`,
+      );
     throw e;
   }
   const out: { item: Record<string, unknown>; at: string }[] = [];
   docs.forEach((doc, d) => {
-    if (!Array.isArray(doc)) throw new BundleParseError(file, 1, `document ${d + 1} is not a JSON array; want \`${what}\` output`);
+    if (!Array.isArray(doc))
+      throw new BundleParseError(file, 1, `document ${d + 1} is not a JSON array; want \`${what}\` output`);
     doc.forEach((item, i) => {
       const at = `${file}: ${docs.length > 1 ? `document ${d + 1} ` : ''}item [${i}]`;
-      if (typeof item === 'object' && item !== null && !Array.isArray(item)) out.push({ item: item as Record<string, unknown>, at });
+      if (typeof item === 'object' && item !== null && !Array.isArray(item))
+        out.push({ item: item as Record<string, unknown>, at });
       else out.push({ item: {}, at });
     });
   });
@@ -72,7 +79,8 @@ function reqStr(o: Record<string, unknown>, key: string): string {
 function int(o: Record<string, unknown>, key: string): number | undefined {
   const v = o[key];
   if (v === undefined) return undefined;
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < 0) throw new ItemError(`"${key}" is not a non-negative integer`);
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 0)
+    throw new ItemError(`"${key}" is not a non-negative integer`);
   return v;
 }
 
@@ -150,7 +158,8 @@ function addressOf(a: Record<string, unknown>): InterfaceAddress {
   const family: Family = fam === 'inet' ? 4 : 6;
   if (ipFamily(address) !== family) throw new ItemError(`${address} is not an ${fam} address`);
   const prefixLen = int(a, 'prefixlen');
-  if (prefixLen === undefined || prefixLen > (family === 4 ? 32 : 128)) throw new ItemError('"prefixlen" missing or out of range');
+  if (prefixLen === undefined || prefixLen > (family === 4 ? 32 : 128))
+    throw new ItemError('"prefixlen" missing or out of range');
   const scopeText = str(a, 'scope') ?? 'global';
   const scope: InterfaceAddress['scope'] = SCOPES.has(scopeText)
     ? (scopeText as InterfaceAddress['scope'])
@@ -238,7 +247,10 @@ function routeOf(item: Record<string, unknown>, familyHint: Family | undefined):
   }
   const gw = gateway !== undefined ? ip(gateway, 'gateway') : undefined;
   family ??= (gw ? ipFamily(gw) : prefsrc ? ipFamily(prefsrc) : familyHint) as Family | undefined;
-  if (family === undefined) throw new ItemError('cannot tell the family of a default route without a gateway (pass it by file name: ip-route.json or ip6-route.json)');
+  if (family === undefined)
+    throw new ItemError(
+      'cannot tell the family of a default route without a gateway (pass it by file name: ip-route.json or ip6-route.json)',
+    );
   const r: RouteInfo = { family, dst, type: str(item, 'type') ?? 'unicast' };
   if (dev !== undefined) r.dev = dev;
   if (gw !== undefined) r.gateway = gw;

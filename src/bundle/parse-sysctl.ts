@@ -46,7 +46,9 @@ export function parseSysctl(text: string, file: string): { value: SysctlSnapshot
       const iface = conf[1]!.replaceAll('/', '.');
       const n = Number(val);
       if (!/^\d+$/.test(val)) {
-        warnings.push(lineIssue(file, idx + 1, `${conf[2]} of ${iface} is ${JSON.stringify(val)}, not a number; ignored`));
+        warnings.push(
+          lineIssue(file, idx + 1, `${conf[2]} of ${iface} is ${JSON.stringify(val)}, not a number; ignored`),
+        );
         return;
       }
       (conf[2] === 'rp_filter' ? value.rpFilter : value.routeLocalnet)[iface] = n;

@@ -5,8 +5,8 @@
 // warning naming the file (and line) and an unavailable source, never the end
 // of the reading.
 import { readdirSync, statSync } from 'node:fs';
-import { ClusterFileError, readClusterFile } from '../cluster/file.js';
 import { buildClusterView } from '../cluster/build.js';
+import { ClusterFileError, readClusterFile } from '../cluster/file.js';
 import { lbHostnamesOf, withLbHostnames } from '../cluster/lb-hostnames.js';
 import type { ClusterView } from '../cluster/types.js';
 import type { NodeSnapshot, SourceStatus } from '../kernel/types.js';
@@ -17,7 +17,8 @@ import { SourceRunner } from '../source/runner.js';
 import { BundleFiles } from './files.js';
 
 export { MAX_BUNDLE_FILE } from './files.js';
-import { isKubeProxyInfo, MANIFEST_FILE, parseManifest, type BundleManifest, type KubeProxyInfo } from './manifest.js';
+
+import { type BundleManifest, isKubeProxyInfo, type KubeProxyInfo, MANIFEST_FILE, parseManifest } from './manifest.js';
 import { BUNDLE_FILES } from './names.js';
 import { nodeNameByAddress } from './node-name.js';
 import type { RouteSnapshot } from './parse-ip.js';
@@ -63,7 +64,9 @@ export function readBundle(dir: string, opts: ReadBundleOptions = {}): BundleRea
   // Output kept from a command that failed (a timeout, a partial dump) may be cut short.
   for (const f of manifest?.files ?? []) {
     if (f.file && b.has(f.file) && f.exitStatus !== undefined && f.exitStatus !== 0) {
-      warnings.push(`${b.path(f.file)}: written by \`${f.command}\`, which failed (${f.error ?? `exit ${f.exitStatus}`}): it may be incomplete`);
+      warnings.push(
+        `${b.path(f.file)}: written by \`${f.command}\`, which failed (${f.error ?? `exit ${f.exitStatus}`}): it may be incomplete`,
+      );
     }
   }
   // The bundle is one more implementation of the sources: the same list, the same runner.
@@ -78,7 +81,10 @@ export function readBundle(dir: string, opts: ReadBundleOptions = {}): BundleRea
   const node = runner.snapshot({
     takenAt: manifest?.startedAt ?? b.newestMtime(),
     hostname: manifest?.hostname ?? '',
-    kernel: (b.has(BUNDLE_FILES.uname) ? b.text(BUNDLE_FILES.uname).split('\n')[0]?.trim() : undefined) || manifest?.kernel || '',
+    kernel:
+      (b.has(BUNDLE_FILES.uname) ? b.text(BUNDLE_FILES.uname).split('\n')[0]?.trim() : undefined) ||
+      manifest?.kernel ||
+      '',
   });
   const sources = node.sources;
 
@@ -113,7 +119,8 @@ function withBundleLookups(view: ClusterView, node: NodeSnapshot, b: BundleFiles
   if (names.length === 0) {
     // Nothing to resolve: absent for that reason, whatever the bundle holds.
     const i = node.sources.findIndex((s) => s.source === 'dns');
-    if (i >= 0 && node.sources[i]!.notPresent) node.sources[i] = { ...node.sources[i]!, reason: 'no hostname-only LoadBalancer Service in the cluster view' };
+    if (i >= 0 && node.sources[i]!.notPresent)
+      node.sources[i] = { ...node.sources[i]!, reason: 'no hostname-only LoadBalancer Service in the cluster view' };
     return view;
   }
   const lookups = lookupsByName(node.dns);
@@ -121,7 +128,10 @@ function withBundleLookups(view: ClusterView, node: NodeSnapshot, b: BundleFiles
   if (unanswered.length > 0) {
     const i = node.sources.findIndex((s) => s.source === 'dns');
     const before = i >= 0 ? node.sources[i] : undefined;
-    const why = lookups.size === 0 ? (before?.reason ?? b.whyMissing(BUNDLE_FILES.dnsLookups)) : `${b.path(BUNDLE_FILES.dnsLookups)} has no answer for them`;
+    const why =
+      lookups.size === 0
+        ? (before?.reason ?? b.whyMissing(BUNDLE_FILES.dnsLookups))
+        : `${b.path(BUNDLE_FILES.dnsLookups)} has no answer for them`;
     const status: SourceStatus = {
       source: 'dns',
       available: false,
@@ -168,7 +178,10 @@ function readCluster(
     const { objects, warnings: fileWarnings } = readClusterFile(path);
     const found = given ? { name: given, from: 'given' } : nodeNameByAddress(objects.nodes, node.addresses);
     const view = buildClusterView(objects, { ...(found ? { nodeName: found.name } : {}), warnings: fileWarnings });
-    if (!found) warnings.push(`${path}: no Node has an address of this node and no node name was given: no endpoint counts as local`);
+    if (!found)
+      warnings.push(
+        `${path}: no Node has an address of this node and no node name was given: no endpoint counts as local`,
+      );
     warnings.push(...view.warnings.map((w) => `${path}: ${w}`));
     sources.push({ source: 'cluster', available: true, durationMs: performance.now() - t0 });
     return { view, ...(found ? { nodeName: found } : {}) };

@@ -24,7 +24,11 @@ export interface BundleWriter {
   inNs(argv: string[]): string[];
 }
 
-export function bundleWriter(out: string, files: ManifestEntry[], opts: { netns?: string; timeoutMs: number; lbHostnames?: readonly string[] }): BundleWriter {
+export function bundleWriter(
+  out: string,
+  files: ManifestEntry[],
+  opts: { netns?: string; timeoutMs: number; lbHostnames?: readonly string[] },
+): BundleWriter {
   const inNs = (argv: string[]): string[] => (opts.netns ? ['nsenter', `--net=${opts.netns}`, '--', ...argv] : argv);
   return {
     out,
@@ -60,7 +64,12 @@ export function runToFile(
     execFile(
       argv[0]!,
       argv.slice(1),
-      { timeout: timeoutMs, killSignal: 'SIGKILL', maxBuffer: 1024 * 1024 * 1024, env: { ...process.env, LC_ALL: 'C' } },
+      {
+        timeout: timeoutMs,
+        killSignal: 'SIGKILL',
+        maxBuffer: 1024 * 1024 * 1024,
+        env: { ...process.env, LC_ALL: 'C' },
+      },
       (err, stdout, stderr) => {
         const entry: ManifestEntry = { command, exitStatus: 0, durationMs: ms(t0) };
         if (err) {

@@ -54,7 +54,10 @@ export function removeTcLeftovers(addon: BpfAddon, t: AttachTarget, log?: Logger
     if (!id) continue;
     const name = addon.bpfProgInfoById(id)?.name;
     if (name === undefined || !OUR_PROGRAMS.has(name)) {
-      log?.warn({ ifname: t.ifname, hook, progId: id, progName: name }, 'tc filter at our handle/priority is not ours; leaving it');
+      log?.warn(
+        { ifname: t.ifname, hook, progId: id, progName: name },
+        'tc filter at our handle/priority is not ours; leaving it',
+      );
       continue;
     }
     if (addon.bpfTcDetach(t.ifname, egress, TC_HANDLE, TC_PRIORITY, t.netnsPath)) {
@@ -68,7 +71,8 @@ export function removeTcLeftovers(addon: BpfAddon, t: AttachTarget, log?: Logger
 function attachTcx(addon: BpfAddon, progFds: Record<string, number>, t: AttachTarget): Attachment {
   const links: number[] = [];
   try {
-    for (const h of HOOKS) links.push(addon.bpfTcxAttach(progFds[h.prog]!, t.ifname, h.egress, BPF_F_BEFORE, t.netnsPath));
+    for (const h of HOOKS)
+      links.push(addon.bpfTcxAttach(progFds[h.prog]!, t.ifname, h.egress, BPF_F_BEFORE, t.netnsPath));
   } catch (e) {
     for (const fd of links) addon.bpfLinkDetach(fd);
     throw e;
@@ -116,7 +120,7 @@ function attachTc(addon: BpfAddon, progFds: Record<string, number>, t: AttachTar
 
 /** Kernel answers that mean "no TCX here" rather than "not allowed". */
 function tcxUnsupported(e: unknown): boolean {
-  return isSyscallError(e) && (e.code === 'EINVAL' || e.code === 'EOPNOTSUPP' || e.errno === 524 /* ENOTSUPP */);
+  return isSyscallError(e) && (e.code === 'EINVAL' || e.code === 'EOPNOTSUPP' || e.errno === 524) /* ENOTSUPP */;
 }
 
 /** Attaches both programs; 'auto' tries TCX and falls back to cls_bpf. */

@@ -3,14 +3,7 @@
 // addresses and prefixes in network order). Every size and offset used to
 // read or write a map is a named constant here, and test/unit/capture/
 // bpf-layout-btf.test.ts checks each one against the compiled object's BTF.
-import {
-  address16,
-  formatAddress16,
-  PROTO_NUMBERS,
-  type CounterKind,
-  type Direction,
-  type Proto,
-} from './targets.js';
+import { address16, type CounterKind, type Direction, formatAddress16, PROTO_NUMBERS, type Proto } from './targets.js';
 
 export const MAP_VIPS4 = 'vips4';
 export const MAP_VIPS6 = 'vips6';
@@ -251,7 +244,11 @@ export interface Net6 {
 }
 
 /** struct config's bytes. */
-export function configValue(nets4: Net4[], nets6: Net6[], hosts: { v4: boolean; v6: boolean } = { v4: true, v6: true }): Buffer {
+export function configValue(
+  nets4: Net4[],
+  nets6: Net6[],
+  hosts: { v4: boolean; v6: boolean } = { v4: true, v6: true },
+): Buffer {
   if (nets4.length > MAX_NETS || nets6.length > MAX_NETS) {
     throw new Error(`the eBPF program takes at most ${MAX_NETS} local prefixes per family (other than host addresses)`);
   }
@@ -284,7 +281,13 @@ export interface DecodedCounterKey {
 }
 
 /** A struct ctr_key, as the program fills it (addr16: IPv4-mapped for IPv4). */
-export function counterKey(addr16: Uint8Array, port: number, proto: number, kind: CounterKind, direction: Direction): Buffer {
+export function counterKey(
+  addr16: Uint8Array,
+  port: number,
+  proto: number,
+  kind: CounterKind,
+  direction: Direction,
+): Buffer {
   const b = Buffer.alloc(COUNTER_KEY_SIZE);
   b.set(addr16.subarray(0, 16), CTR_KEY_ADDR);
   b.writeUInt16LE(port, CTR_KEY_PORT);

@@ -2,18 +2,18 @@
 // pcap (the fallback path). Same rules as native/bpf/clbprobe.bpf.c, built
 // from the same map contents (ebpf-maps.ts), so both paths count alike.
 import {
-  nodePortBitmap,
   LOCAL_BOUND,
   LOCAL_POD,
   MAP_FILTERS,
   MAP_VIPS4,
   MAP_VIPS6,
+  nodePortBitmap,
   nodePortSlot,
   testBit,
   vipKey16,
 } from './bpf-layout.js';
-import { bytesText, localSets, targetMaps, textBytes, type LocalSets } from './ebpf-maps.js';
-import { isV4Mapped, type CounterKind, type Direction, type Targets } from './targets.js';
+import { bytesText, type LocalSets, localSets, targetMaps, textBytes } from './ebpf-maps.js';
+import { type CounterKind, type Direction, isV4Mapped, type Targets } from './targets.js';
 
 export interface PacketHeaders {
   /** 16-byte addresses (IPv4-mapped for IPv4). */
@@ -136,7 +136,7 @@ export class TargetIndex {
     if (isV4Mapped(addr)) {
       const a = addr.readUInt32BE(12);
       let flags = this.local.hosts4.get(bytesText(addr.subarray(12, 16))) ?? 0;
-      for (const n of this.local.nets4) if (((a & n.mask) >>> 0) === n.addr) flags |= n.flags;
+      for (const n of this.local.nets4) if ((a & n.mask) >>> 0 === n.addr) flags |= n.flags;
       return flags;
     }
     let flags = this.local.hosts6.get(bytesText(addr.subarray(0, 16))) ?? 0;

@@ -19,7 +19,10 @@ export function openCounter(opts: CounterOptions): Counter {
     return EbpfCounter.open(opts);
   } catch (e) {
     ebpfError = e;
-    opts.logger?.warn({ reason: e instanceof Error ? e.message : String(e) }, 'eBPF counters unavailable; falling back to pcap');
+    opts.logger?.warn(
+      { reason: e instanceof Error ? e.message : String(e) },
+      'eBPF counters unavailable; falling back to pcap',
+    );
   }
   try {
     const pcap = PcapCounter.open(opts);
@@ -28,6 +31,10 @@ export function openCounter(opts: CounterOptions): Counter {
   } catch (e) {
     const a = ebpfError instanceof Error ? ebpfError.message : String(ebpfError);
     const b = e instanceof Error ? e.message : String(e);
-    throw new CaptureError(`no counter backend can run: eBPF: ${a}; pcap: ${b}`, e instanceof CaptureError ? e.code : 'EUNKNOWN', 'pcap');
+    throw new CaptureError(
+      `no counter backend can run: eBPF: ${a}; pcap: ${b}`,
+      e instanceof CaptureError ? e.code : 'EUNKNOWN',
+      'pcap',
+    );
   }
 }

@@ -6,23 +6,23 @@
 import {
   addressWord,
   COUNTER_KEY_SIZE,
-  counterKey,
   CTR_KEY_ADDR,
   CTR_KEY_DIR,
   CTR_KEY_KIND,
   CTR_KEY_PORT,
   CTR_KEY_PROTO,
+  counterKey,
   filterBit,
-  setVipBits,
   KIND_CODES,
-  vipEntry,
-  vipKey16,
+  setVipBits,
   VIP4_KEY_SIZE,
   VIP4_PORT,
   VIP4_PROTO,
   VIP6_KEY_SIZE,
   VIP6_PORT,
   VIP6_PROTO,
+  vipEntry,
+  vipKey16,
 } from './bpf-layout.js';
 import { isV4Mapped } from './targets.js';
 
@@ -37,7 +37,8 @@ export const textBytes = (t: string): Buffer => Buffer.from(t, 'latin1');
 const PROTOS = [6, 17, 132];
 const protoIndex = (proto: number): number => PROTOS.indexOf(proto);
 
-const u32be = (b: Uint8Array, off: number): number => ((b[off]! << 24) | (b[off + 1]! << 16) | (b[off + 2]! << 8) | b[off + 3]!) >>> 0;
+const u32be = (b: Uint8Array, off: number): number =>
+  ((b[off]! << 24) | (b[off + 1]! << 16) | (b[off + 2]! << 8) | b[off + 3]!) >>> 0;
 
 function setU32be(b: Uint8Array, off: number, v: number): void {
   b[off] = v >>> 24;
@@ -193,7 +194,8 @@ const ANY_V6 = Buffer.alloc(16);
 /** The counter id a NodePort's slot counts per family: loop_return, ingress, the any address. */
 export function nodePortCounterId(port: number, proto: number, v6: boolean): CounterId {
   const p = protoIndex(proto);
-  if (p < 0 || !isPort(port)) return counterIdOf(counterKey(v6 ? ANY_V6 : ANY_V4, port, proto, 'loop_return', 'ingress'));
+  if (p < 0 || !isPort(port))
+    return counterIdOf(counterKey(v6 ? ANY_V6 : ANY_V4, port, proto, 'loop_return', 'ingress'));
   const tail = (port * 3 + p) * KIND_DIRS + LOOP_RETURN_INGRESS;
   return v6 ? -1 - tail : tail;
 }

@@ -3,43 +3,53 @@
 import { isSyscallError } from '../native/addon.js';
 import type { BpfAddon } from '../native/bpf.js';
 import {
+  addressWord,
   COUNTER_KEY_SIZE,
   COUNTER_VALUE_SIZE,
   CTR_VAL_BYTES,
   CTR_VAL_PACKETS,
   configValue,
-  decodeCounterKey,
   type DecodedCounterKey,
+  decodeCounterKey,
+  FILTERS_HOST,
+  FILTERS_VALUE_SIZE,
+  hostBit,
   LOCAL_BOUND,
   LOCAL_POD,
-  addressWord,
-  FILTERS_HOST,
-  hostBit,
-  nodePortBitmap,
-  FILTERS_VALUE_SIZE,
   MAP_CONFIG,
   MAP_FILTERS,
   MAP_HOSTS4,
   MAP_HOSTS6,
+  MAP_NODEPORTS,
   MAP_VIPS4,
   MAP_VIPS6,
   MAP_VIPTAB,
-  MAP_NODEPORTS,
-  SLOTS_SEEN_VALUE_SIZE,
+  type Net4,
+  type Net6,
   NODEPORT_SLOT_V4,
   NODEPORT_SLOT_V6,
   NODEPORT_VALUE_SIZE,
+  nodePortBitmap,
   nodePortIndex,
-  type Net4,
-  type Net6,
+  SLOTS_SEEN_VALUE_SIZE,
   setBit,
   u32Value,
   VIP_BUCKET_SIZE,
   VIPTAB_BUCKETS,
 } from './bpf-layout.js';
-import { bytesText, isVip4, nodePortCounterId, setVipKeyBits, textBytes, vipCounterId, vipKeyBytes, vipKeyOf, type VipKey } from './ebpf-keys.js';
+import {
+  bytesText,
+  isVip4,
+  nodePortCounterId,
+  setVipKeyBits,
+  textBytes,
+  type VipKey,
+  vipCounterId,
+  vipKeyBytes,
+  vipKeyOf,
+} from './ebpf-keys.js';
 import type { SlotAllocator, VipTable } from './ebpf-tables.js';
-import { address16, parsePrefix16, PROTO_NUMBERS, type CounterSample, type Targets } from './targets.js';
+import { address16, type CounterSample, PROTO_NUMBERS, parsePrefix16, type Targets } from './targets.js';
 
 export { bytesText, textBytes };
 
@@ -107,7 +117,7 @@ export function localSets(t: Targets): LocalSets {
   for (const [k, flags] of out.hosts4) {
     if (prefixes4.length + hosts4.length >= INLINE_PREFIXES) break;
     const addr = textBytes(k).readUInt32BE(0);
-    const within = prefixes4.filter((n) => ((addr & n.mask) >>> 0) === n.addr).reduce((f, n) => f | n.flags, 0);
+    const within = prefixes4.filter((n) => (addr & n.mask) >>> 0 === n.addr).reduce((f, n) => f | n.flags, 0);
     hosts4.push({ addr, mask: 0xffffffff, flags: flags | within });
     out.hosts4.delete(k);
   }
@@ -115,13 +125,15 @@ export function localSets(t: Targets): LocalSets {
   for (const [k, flags] of out.hosts6) {
     if (prefixes6.length + hosts6.length >= INLINE_PREFIXES) break;
     const addr = textBytes(k);
-    const within = prefixes6.filter((n) => addr.every((b, i) => (b & n.mask[i]!) === n.addr[i])).reduce((f, n) => f | n.flags, 0);
+    const within = prefixes6
+      .filter((n) => addr.every((b, i) => (b & n.mask[i]!) === n.addr[i]))
+      .reduce((f, n) => f | n.flags, 0);
     hosts6.push({ addr, mask: Buffer.alloc(16, 0xff), flags: flags | within });
     out.hosts6.delete(k);
   }
   const hashed4 = [...out.hosts4.keys()].map((k) => textBytes(k).readUInt32BE(0));
   const hashed6 = [...out.hosts6.keys()].map(textBytes);
-  for (const n of prefixes4) n.inHash = hashed4.some((a) => ((a & n.mask) >>> 0) === n.addr);
+  for (const n of prefixes4) n.inHash = hashed4.some((a) => (a & n.mask) >>> 0 === n.addr);
   for (const n of prefixes6) n.inHash = hashed6.some((a) => a.every((b, i) => (b & n.mask[i]!) === n.addr[i]));
   out.nets4 = [...hosts4, ...prefixes4];
   out.nets6 = [...hosts6, ...prefixes6];
@@ -152,7 +164,9 @@ export function slotFamilies(t: Targets): number {
     const fam = v4 ? FAMILY_V4 : FAMILY_V6;
     if (fams & fam) continue;
     const { address: a, bits } = parsePrefix16(lp.cidr);
-    const linkLocal = v4 ? bits >= 96 + 16 && a[12] === 169 && a[13] === 254 : bits >= 10 && a[0] === 0xfe && (a[1]! & 0xc0) === 0x80;
+    const linkLocal = v4
+      ? bits >= 96 + 16 && a[12] === 169 && a[13] === 254
+      : bits >= 10 && a[0] === 0xfe && (a[1]! & 0xc0) === 0x80;
     if (!linkLocal) fams |= fam;
   }
   return fams;
@@ -163,7 +177,16 @@ export function slotFamilies(t: Targets): number {
  * filters come after the hashes they guard, so a new key is in its hash
  * before its bit is set (a stale bit only costs a lookup).
  */
-export const TARGET_MAPS = [MAP_VIPS4, MAP_VIPS6, MAP_VIPTAB, MAP_HOSTS4, MAP_HOSTS6, MAP_NODEPORTS, MAP_CONFIG, MAP_FILTERS] as const;
+export const TARGET_MAPS = [
+  MAP_VIPS4,
+  MAP_VIPS6,
+  MAP_VIPTAB,
+  MAP_HOSTS4,
+  MAP_HOSTS6,
+  MAP_NODEPORTS,
+  MAP_CONFIG,
+  MAP_FILTERS,
+] as const;
 export type TargetMap = (typeof TARGET_MAPS)[number];
 
 /** Array maps of TARGET_MAPS whose entries cannot be deleted: a key that goes is written with this value. */
@@ -203,7 +226,10 @@ export function wantedMaps(t: Targets, slots?: SlotAllocator): WantedMaps {
     setVipKeyBits(filters, k);
     vips.push(k);
   }
-  for (const [hosts, v4] of [[local.hosts4, true], [local.hosts6, false]] as const) {
+  for (const [hosts, v4] of [
+    [local.hosts4, true],
+    [local.hosts6, false],
+  ] as const) {
     for (const k of hosts.keys()) {
       const a = textBytes(k);
       setBit(filters, FILTERS_HOST, hostBit(v4 ? a.readUInt32LE(0) : addressWord(a, false)));
@@ -254,7 +280,8 @@ export function targetMaps(t: Targets, slots?: SlotAllocator, table?: VipTable):
   if (table) {
     table.update(w.vips);
     const slotOf = (k: VipKey) => slots?.find(vipCounterId(k)) ?? 0;
-    for (let b = 0; b < VIPTAB_BUCKETS; b++) if (table.inUse(b)) put(maps[MAP_VIPTAB]!, u32Value(b), table.bucket(b, slotOf));
+    for (let b = 0; b < VIPTAB_BUCKETS; b++)
+      if (table.inUse(b)) put(maps[MAP_VIPTAB]!, u32Value(b), table.bucket(b, slotOf));
   }
   for (const [k, flags] of w.hosts4) maps[MAP_HOSTS4]!.set(k, bytesText(u32Value(flags)));
   for (const [k, flags] of w.hosts6) maps[MAP_HOSTS6]!.set(k, bytesText(u32Value(flags)));
@@ -273,7 +300,13 @@ function put(m: MapContents, key: Buffer, value: Buffer): void {
  * entries first, then deletions, so that a key present in both never
  * disappears for a moment.
  */
-export function syncMap(addon: BpfAddon, fd: number, current: MapContents, next: MapContents, arrayZero?: Buffer): void {
+export function syncMap(
+  addon: BpfAddon,
+  fd: number,
+  current: MapContents,
+  next: MapContents,
+  arrayZero?: Buffer,
+): void {
   for (const [key, value] of next) {
     if (current.get(key) !== value) addon.bpfMapUpdate(fd, textBytes(key), textBytes(value), 0 /* BPF_ANY */);
   }
@@ -362,14 +395,22 @@ export class CounterMapReader {
     const key = Buffer.alloc(COUNTER_KEY_SIZE);
     const next = Buffer.alloc(COUNTER_KEY_SIZE);
     const value = Buffer.alloc(this.cpus * this.stride);
-    for (let more = this.addon.bpfMapGetNextKey(this.fd, null, next); more; more = this.addon.bpfMapGetNextKey(this.fd, key, next)) {
+    for (
+      let more = this.addon.bpfMapGetNextKey(this.fd, null, next);
+      more;
+      more = this.addon.bpfMapGetNextKey(this.fd, key, next)
+    ) {
       next.copy(key);
       // A key deleted between the walk and the lookup has nothing left to count.
       if (!this.addon.bpfMapLookup(this.fd, key, value)) continue;
       const raw = key.toString('latin1');
       const k = this.decoded.get(raw) ?? decodeCounterKey(key, 0);
       seen.set(raw, k);
-      out.push({ ...k, packets: sumPerCpu(value, 0, this.cpus, this.stride, CTR_VAL_PACKETS), bytes: sumPerCpu(value, 0, this.cpus, this.stride, CTR_VAL_BYTES) });
+      out.push({
+        ...k,
+        packets: sumPerCpu(value, 0, this.cpus, this.stride, CTR_VAL_PACKETS),
+        bytes: sumPerCpu(value, 0, this.cpus, this.stride, CTR_VAL_BYTES),
+      });
     }
     this.decoded = seen;
     return out;
@@ -415,7 +456,6 @@ export class CounterMapReader {
     return sumPerCpu(this.values, i, this.cpus, this.stride, field);
   }
 }
-
 
 /**
  * Reads the per-CPU `slots` array and gives each slot that counted a packet as the sample of its
@@ -492,7 +532,15 @@ export class SlotMapReader {
     const out: CounterSample[] = [];
     let first = true;
     for (let done = 0; done < used; ) {
-      this.addon.bpfMapLookupBatch(this.fd, this.keys, this.values, this.token, first, this.status, Math.min(size, used - done));
+      this.addon.bpfMapLookupBatch(
+        this.fd,
+        this.keys,
+        this.values,
+        this.token,
+        first,
+        this.status,
+        Math.min(size, used - done),
+      );
       first = false;
       const n = this.status[0]!;
       for (let i = 0; i < n; i++) {

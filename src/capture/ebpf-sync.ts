@@ -5,9 +5,33 @@
 // buckets, and nodeports the set bits of a bitmap; only the few small maps (hosts, config,
 // filters) are kept as contents.
 import type { BpfAddon } from '../native/bpf.js';
-import { MAP_CONFIG, MAP_FILTERS, MAP_HOSTS4, MAP_HOSTS6, MAP_NODEPORTS, MAP_VIPS4, MAP_VIPS6, MAP_VIPTAB, NODEPORT_ENTRIES, NODEPORT_SLOT_V4, NODEPORT_SLOT_V6, u32Value } from './bpf-layout.js';
-import { isVip4, vipCounterId, vipKeyBytes, type VipKey } from './ebpf-keys.js';
-import { ARRAY_ZERO, bytesText, nodePortValue, syncMap, TARGET_MAPS, vipValue, wantedMaps, type MapContents, type TargetMap, type WantedMaps } from './ebpf-maps.js';
+import {
+  MAP_CONFIG,
+  MAP_FILTERS,
+  MAP_HOSTS4,
+  MAP_HOSTS6,
+  MAP_NODEPORTS,
+  MAP_VIPS4,
+  MAP_VIPS6,
+  MAP_VIPTAB,
+  NODEPORT_ENTRIES,
+  NODEPORT_SLOT_V4,
+  NODEPORT_SLOT_V6,
+  u32Value,
+} from './bpf-layout.js';
+import { isVip4, type VipKey, vipCounterId, vipKeyBytes } from './ebpf-keys.js';
+import {
+  ARRAY_ZERO,
+  bytesText,
+  type MapContents,
+  nodePortValue,
+  syncMap,
+  TARGET_MAPS,
+  type TargetMap,
+  vipValue,
+  type WantedMaps,
+  wantedMaps,
+} from './ebpf-maps.js';
 import { SlotAllocator, VipTable } from './ebpf-tables.js';
 import { captureError } from './errors.js';
 import type { Targets } from './targets.js';
@@ -39,7 +63,10 @@ export class TargetSync {
   private nodePortsGained = false;
   /** slots.used at the last completed nodeports write: every slot its values hold is below. */
   private nodePortSlotsFrom = 1;
-  private readonly hosts: Record<typeof MAP_HOSTS4 | typeof MAP_HOSTS6, MapContents> = { [MAP_HOSTS4]: new Map(), [MAP_HOSTS6]: new Map() };
+  private readonly hosts: Record<typeof MAP_HOSTS4 | typeof MAP_HOSTS6, MapContents> = {
+    [MAP_HOSTS4]: new Map(),
+    [MAP_HOSTS6]: new Map(),
+  };
   /** The config's and filters' value as written, by map name; none before the first write, or after a failed one. */
   private readonly values: Partial<Record<typeof MAP_CONFIG | typeof MAP_FILTERS, Buffer>> = {};
 
@@ -86,7 +113,8 @@ export class TargetSync {
   /** Keys in the table written with their slot, first; then the others deleted. */
   private syncVips(name: string, pending: Set<VipKey>): void {
     const fd = this.fds[name]!;
-    for (const k of pending) if (this.table.has(k)) this.addon.bpfMapUpdate(fd, vipKeyBytes(k), vipValue(k, this.slots), 0 /* BPF_ANY */);
+    for (const k of pending)
+      if (this.table.has(k)) this.addon.bpfMapUpdate(fd, vipKeyBytes(k), vipValue(k, this.slots), 0 /* BPF_ANY */);
     for (const k of pending) if (!this.table.has(k)) this.addon.bpfMapDelete(fd, vipKeyBytes(k));
     pending.clear();
   }
@@ -155,7 +183,8 @@ export class TargetSync {
         if (value.some((b) => b !== 0)) this.addon.bpfMapUpdate(fd, u32Value(i), value, 0);
       }
       for (const i of zero) {
-        if (nodePortValue(i, this.slots).some((b) => b !== 0)) this.addon.bpfMapUpdate(fd, u32Value(i), ARRAY_ZERO[MAP_NODEPORTS]!, 0);
+        if (nodePortValue(i, this.slots).some((b) => b !== 0))
+          this.addon.bpfMapUpdate(fd, u32Value(i), ARRAY_ZERO[MAP_NODEPORTS]!, 0);
       }
     }
     this.nodePortsHeld = wanted;

@@ -1,8 +1,15 @@
 // What the agent keeps of the eBPF maps for the life of the program: counter slots handed out,
 // and where each VIP entry sits in the viptab buckets. Both are kept in typed arrays of the keys'
 // number forms (ebpf-keys.ts); text only for IPv6.
-import { MAX_SLOTS, VIP_BUCKET_ENTRIES, VIP_BUCKET_MORE, VIP_BUCKET_SIZE, VIP_ENT_SIZE, VIPTAB_BUCKETS } from './bpf-layout.js';
-import { counterIdOf, counterKeyOf, vipEntryOf, vipFilterBit, type CounterId, type VipKey } from './ebpf-keys.js';
+import {
+  MAX_SLOTS,
+  VIP_BUCKET_ENTRIES,
+  VIP_BUCKET_MORE,
+  VIP_BUCKET_SIZE,
+  VIP_ENT_SIZE,
+  VIPTAB_BUCKETS,
+} from './bpf-layout.js';
+import { type CounterId, counterIdOf, counterKeyOf, type VipKey, vipEntryOf, vipFilterBit } from './ebpf-keys.js';
 import { NumberIndex, NumberSet } from './number-sets.js';
 
 /**
@@ -51,7 +58,8 @@ export class SlotAllocator {
 
   /** The struct ctr_key slot `slot` counts. */
   keyOf(slot: number): Buffer {
-    if (!Number.isInteger(slot) || slot < 1 || slot >= this.used) throw new RangeError(`slot ${slot} was not handed out`);
+    if (!Number.isInteger(slot) || slot < 1 || slot >= this.used)
+      throw new RangeError(`slot ${slot} was not handed out`);
     return counterKeyOf(this.textOf.get(slot) ?? this.ids.at(slot - 1));
   }
 
@@ -235,7 +243,8 @@ export class VipTable {
     for (let i = 0; i < VIP_BUCKET_ENTRIES; i++) {
       const at = b * VIP_BUCKET_ENTRIES + i;
       const e = this.entries[at]!;
-      if (k === undefined ? e === FREE : typeof k === 'number' ? e === k : e === TEXT && this.text.get(at) === k) return at;
+      if (k === undefined ? e === FREE : typeof k === 'number' ? e === k : e === TEXT && this.text.get(at) === k)
+        return at;
     }
     return -1;
   }

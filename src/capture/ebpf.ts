@@ -13,18 +13,27 @@
 // loaded object reads its headers at a fixed offset; the reason says so.
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { projectRoot } from '../native/addon.js';
-import { bpfAddon, readPerCpuU64, type BpfAddon, type BpfObject } from '../native/bpf.js';
-import { attachPrograms, removeTcLeftovers, type Attachment } from './attach.js';
-import { MAP_COUNTERS, MAX_VIPS_PER_FAMILY, MAP_SLOTS, MAP_SLOTS_SEEN, MAP_STATS, PROG_EGRESS, PROG_INGRESS, STAT_COUNTERS_FULL } from './bpf-layout.js';
+import { NetlinkError } from '../kernel/netlink/socket.js';
 import type { Logger } from '../log.js';
+import { projectRoot } from '../native/addon.js';
+import { type BpfAddon, type BpfObject, bpfAddon, readPerCpuU64 } from '../native/bpf.js';
+import { type Attachment, attachPrograms, removeTcLeftovers } from './attach.js';
+import {
+  MAP_COUNTERS,
+  MAP_SLOTS,
+  MAP_SLOTS_SEEN,
+  MAP_STATS,
+  MAX_VIPS_PER_FAMILY,
+  PROG_EGRESS,
+  PROG_INGRESS,
+  STAT_COUNTERS_FULL,
+} from './bpf-layout.js';
 import type { Counter, CounterOptions } from './counter-types.js';
 import { CounterMapReader, mergeSamples, SlotMapReader, TARGET_MAPS } from './ebpf-maps.js';
 import { TargetSync } from './ebpf-sync.js';
+import { CaptureError, captureError } from './errors.js';
 import { LinkPackets, type PacketCounts } from './link-packets.js';
-import { captureError, CaptureError } from './errors.js';
-import { validateTargets, type CounterReading, type Targets } from './targets.js';
-import { NetlinkError } from '../kernel/netlink/socket.js';
+import { type CounterReading, type Targets, validateTargets } from './targets.js';
 
 /**
  * Where the build (binding.gyp, target clbprobe_bpf) puts the compiled program: for interfaces
@@ -78,12 +87,21 @@ export class EbpfCounter implements Counter {
     this.l3 = isL3LinkType(link.type);
     // The config array starts as zeros: no prefixes, so nothing is local until setTargets.
     this.fds = Object.fromEntries(
-      [...TARGET_MAPS, MAP_COUNTERS, MAP_SLOTS, MAP_SLOTS_SEEN, MAP_STATS].map((m) => [m, addon.bpfObjectMapFd(obj, m)]),
+      [...TARGET_MAPS, MAP_COUNTERS, MAP_SLOTS, MAP_SLOTS_SEEN, MAP_STATS].map((m) => [
+        m,
+        addon.bpfObjectMapFd(obj, m),
+      ]),
     );
     this.cpus = addon.bpfPossibleCpus();
     this.reader = new CounterMapReader(addon, this.fds[MAP_COUNTERS]!, this.cpus);
     this.targetSync = new TargetSync(addon, this.fds);
-    this.slotReader = new SlotMapReader(addon, this.fds[MAP_SLOTS]!, this.fds[MAP_SLOTS_SEEN]!, this.cpus, this.targetSync.slots);
+    this.slotReader = new SlotMapReader(
+      addon,
+      this.fds[MAP_SLOTS]!,
+      this.fds[MAP_SLOTS_SEEN]!,
+      this.cpus,
+      this.targetSync.slots,
+    );
   }
 
   /**
@@ -96,7 +114,8 @@ export class EbpfCounter implements Counter {
       link = LinkPackets.open(opts.ifname, opts.netnsPath);
     } catch (e) {
       const what = `attaching the eBPF counters to ${opts.ifname}`;
-      if (e instanceof NetlinkError && e.errno === ENODEV) throw new CaptureError(`${what}: interface ${opts.ifname}: No such device`, 'ENODEV', 'attach');
+      if (e instanceof NetlinkError && e.errno === ENODEV)
+        throw new CaptureError(`${what}: interface ${opts.ifname}: No such device`, 'ENODEV', 'attach');
       throw captureError(e, 'attach', what);
     }
     let counter: EbpfCounter;
@@ -106,7 +125,10 @@ export class EbpfCounter implements Counter {
       link.close();
       throw e;
     }
-    opts.logger?.info({ ifname: opts.ifname, ifindex: link.ifindex, attach: counter.attachMode, l3: isL3LinkType(link.type) }, 'eBPF counters attached');
+    opts.logger?.info(
+      { ifname: opts.ifname, ifindex: link.ifindex, attach: counter.attachMode, l3: isL3LinkType(link.type) },
+      'eBPF counters attached',
+    );
     return counter;
   }
 
@@ -226,7 +248,11 @@ export class EbpfCounter implements Counter {
     if (isL3LinkType(now.type) !== this.l3) {
       // The loaded program would read its headers at the wrong offset and count nothing.
       this.stopReason = `eBPF counters on ${this.ifname} stopped: the interface was deleted (ifindex ${was}); the new ${this.ifname} (ifindex ${now.ifindex}) is of another link type (ARPHRD ${now.type}: ${this.l3 ? 'Ethernet' : 'no Ethernet header'}), which the program loaded does not read; restart the agent to count on it; packets are not counted since`;
-      if (this.failedOn !== now.ifindex) this.log?.error({ ifname: this.ifname, ifindex: now.ifindex, type: now.type }, 'eBPF counters: the re-created uplink is of another link type; not re-attached');
+      if (this.failedOn !== now.ifindex)
+        this.log?.error(
+          { ifname: this.ifname, ifindex: now.ifindex, type: now.type },
+          'eBPF counters: the re-created uplink is of another link type; not re-attached',
+        );
       this.failedOn = now.ifindex;
       return;
     }
@@ -236,7 +262,11 @@ export class EbpfCounter implements Counter {
       attachment = attachPrograms(this.addon, this.progFdsByName(), target, this.attachment.mode, this.log);
     } catch (e) {
       this.stopReason = `eBPF counters on ${this.ifname} stopped: the interface was deleted (ifindex ${was}); attaching to the new ${this.ifname} (ifindex ${now.ifindex}) failed: ${(e as Error).message}; packets are not counted since`;
-      if (this.failedOn !== now.ifindex) this.log?.error({ ifname: this.ifname, ifindex: now.ifindex, err: (e as Error).message }, 'eBPF counters: re-attaching to the re-created uplink failed; retrying at each read');
+      if (this.failedOn !== now.ifindex)
+        this.log?.error(
+          { ifname: this.ifname, ifindex: now.ifindex, err: (e as Error).message },
+          'eBPF counters: re-attaching to the re-created uplink failed; retrying at each read',
+        );
       this.failedOn = now.ifindex;
       return;
     }

@@ -1,7 +1,8 @@
 // Errors of the capture module that tell the operator what to change.
+
+import { isPermissionErrno } from '../model/permission.js';
 import { isSyscallError } from '../native/addon.js';
 import { explainBpfRefusal, ownBpfPrivileges } from '../native/bpf-refusal.js';
-import { isPermissionErrno } from '../model/permission.js';
 
 export type CaptureStep = 'load' | 'attach' | 'maps' | 'pcap';
 
@@ -45,7 +46,11 @@ export function captureError(e: unknown, step: CaptureStep, what: string): Captu
   const bpfCause = step === 'load' || step === 'maps' ? explainBpfRefusal(code, ownBpfPrivileges()) : undefined;
   if (bpfCause) return new CaptureError(`${what}: ${bpfCause} (${detail})`, code, step);
   if (isPermissionErrno(code)) {
-    return new CaptureError(`${what}: permission denied; run as root or grant ${CAPABILITIES[step]} (${detail})`, code, step);
+    return new CaptureError(
+      `${what}: permission denied; run as root or grant ${CAPABILITIES[step]} (${detail})`,
+      code,
+      step,
+    );
   }
   return new CaptureError(`${what}: ${detail}`, code, step);
 }

@@ -1,10 +1,10 @@
 // Evidence capture: packets matching a filter, written to a standard .pcap
 // file (tcpdump/Wireshark), bounded in time and in file size.
 import { closeSync, unlinkSync } from 'node:fs';
-import { pcapAddon, PCAP_META_WORDS } from '../native/pcap.js';
-import { createCaptureFile } from './output-file.js';
+import { PCAP_META_WORDS, pcapAddon } from '../native/pcap.js';
 import { captureError } from './errors.js';
-import { PcapReader, type PcapBatch } from './pcap-reader.js';
+import { createCaptureFile } from './output-file.js';
+import { type PcapBatch, PcapReader } from './pcap-reader.js';
 
 export interface CaptureOptions {
   ifname: string;

@@ -9,9 +9,17 @@
 // The interface is asked for by name, and the answer's ifindex tells whether it
 // is still the one the programs were attached to: a deleted and re-created
 // uplink (driver reload) has the same name, a new ifindex and counts from zero.
-import { native } from '../native/index.js';
-import { MessageWriter, needLen, NLM_F_REQUEST, NLMSG_ERROR, splitMessages, walkAttrs } from '../kernel/netlink/codec.js';
+
+import {
+  MessageWriter,
+  NLM_F_REQUEST,
+  NLMSG_ERROR,
+  needLen,
+  splitMessages,
+  walkAttrs,
+} from '../kernel/netlink/codec.js';
 import { NETLINK_ROUTE, NetlinkError } from '../kernel/netlink/socket.js';
+import { native } from '../native/index.js';
 
 const RTM_NEWLINK = 16;
 const RTM_GETLINK = 18;

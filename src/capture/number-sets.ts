@@ -88,7 +88,8 @@ export class NumberIndex {
 }
 
 /** A table of `length` entries for positions + 1 up to `max`: 2 bytes an entry while they fit. */
-const positions = (length: number, max: number): Uint16Array | Uint32Array => (max < 0xffff ? new Uint16Array(length) : new Uint32Array(length));
+const positions = (length: number, max: number): Uint16Array | Uint32Array =>
+  max < 0xffff ? new Uint16Array(length) : new Uint32Array(length);
 
 /**
  * A set of numbers (not NaN): linear probing in one Float64Array (NaN = empty), kept between 3/16

@@ -9,7 +9,8 @@ export function createCaptureFile(file: string): number {
     return openSync(file, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
-    if (code === 'EEXIST' || code === 'ELOOP') throw new Error(`${file} exists (a capture never overwrites a file or follows a symlink): give a new file name`);
+    if (code === 'EEXIST' || code === 'ELOOP')
+      throw new Error(`${file} exists (a capture never overwrites a file or follows a symlink): give a new file name`);
     throw e;
   }
 }

@@ -12,16 +12,16 @@ import { classify, linkHeaderLength, parseHeaders, TargetIndex } from './classif
 import type { Counter, CounterOptions } from './counter-types.js';
 import { CaptureError } from './errors.js';
 import { egressFilter, ingressFilter, MATCH_PORT_PROTOCOLS } from './pcap-filter.js';
-import { PcapReader, type PcapBatch } from './pcap-reader.js';
+import { type PcapBatch, PcapReader } from './pcap-reader.js';
 import {
-  formatAddress16,
-  PROTO_NUMBERS,
-  validateTargets,
   type CounterReading,
   type CounterSample,
   type Direction,
+  formatAddress16,
+  PROTO_NUMBERS,
   type Proto,
   type Targets,
+  validateTargets,
 } from './targets.js';
 
 /** Enough for Ethernet + VLAN + IPv6 with an extension header + ports. */

@@ -7,8 +7,8 @@
 // uncaught exception, i.e. a crash of the agent).
 import { performance } from 'node:perf_hooks';
 import { native } from '../native/index.js';
-import { UV_READABLE, type PollHandle } from '../native/poll.js';
-import { pcapAddon, PCAP_META_WORDS, type PcapAddon, type PcapHandle, type PcapOpenOptions } from '../native/pcap.js';
+import { PCAP_META_WORDS, type PcapAddon, type PcapHandle, type PcapOpenOptions, pcapAddon } from '../native/pcap.js';
+import { type PollHandle, UV_READABLE } from '../native/poll.js';
 import { captureError } from './errors.js';
 import { SocketErrorPolicy } from './socket-errors.js';
 

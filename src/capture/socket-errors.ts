@@ -13,7 +13,10 @@ export const RETRY_MS = 1000;
 /** A run longer than this ends the capture (about 4 s of errors at RETRY_MS). */
 export const MAX_RUN = 5;
 
-export type SocketErrorAction = { watch: 'now' } | { watch: 'later'; afterMs: number } | { watch: 'never'; run: number };
+export type SocketErrorAction =
+  | { watch: 'now' }
+  | { watch: 'later'; afterMs: number }
+  | { watch: 'never'; run: number };
 
 export class SocketErrorPolicy {
   private run = 0;

@@ -140,7 +140,8 @@ function checkPort(port: number, what: string, allowZero: boolean): void {
 }
 
 function checkProto(proto: string, what: string): void {
-  if (!(proto in PROTO_NUMBERS)) throw new Error(`${what}: protocol must be tcp, udp or sctp, not ${JSON.stringify(proto)}`);
+  if (!(proto in PROTO_NUMBERS))
+    throw new Error(`${what}: protocol must be tcp, udp or sctp, not ${JSON.stringify(proto)}`);
 }
 
 /** Throws a clear error for the first malformed entry. */

@@ -62,22 +62,30 @@ export function decodeTcmsg(payload: Buffer): { ifindex: number; handle: number;
 /** Whether the interface has a clsact qdisc. */
 async function hasClsact(sock: NetlinkSocket, ifindex: number): Promise<boolean> {
   let found = false;
-  await sock.dump(tcmsg(RTM_GETQDISC, NLM_F_REQUEST | NLM_F_DUMP, ifindex, 0).finish(), 'rtnetlink: dump qdiscs', (msgs) => {
-    for (const m of msgs) {
-      if (m.type !== RTM_NEWQDISC) continue;
-      const q = decodeTcmsg(m.payload);
-      if (q.ifindex === ifindex && q.kind === 'clsact') found = true;
-    }
-  });
+  await sock.dump(
+    tcmsg(RTM_GETQDISC, NLM_F_REQUEST | NLM_F_DUMP, ifindex, 0).finish(),
+    'rtnetlink: dump qdiscs',
+    (msgs) => {
+      for (const m of msgs) {
+        if (m.type !== RTM_NEWQDISC) continue;
+        const q = decodeTcmsg(m.payload);
+        if (q.ifindex === ifindex && q.kind === 'clsact') found = true;
+      }
+    },
+  );
   return found;
 }
 
 /** Messages describing filters on one clsact hook (a filter shows as its chain's head and as itself). */
 async function filterCount(sock: NetlinkSocket, ifindex: number, parent: number): Promise<number> {
   let n = 0;
-  await sock.dump(tcmsg(RTM_GETTFILTER, NLM_F_REQUEST | NLM_F_DUMP, ifindex, parent).finish(), 'rtnetlink: dump tc filters', (msgs) => {
-    for (const m of msgs) if (m.type === RTM_NEWTFILTER && decodeTcmsg(m.payload).ifindex === ifindex) n++;
-  });
+  await sock.dump(
+    tcmsg(RTM_GETTFILTER, NLM_F_REQUEST | NLM_F_DUMP, ifindex, parent).finish(),
+    'rtnetlink: dump tc filters',
+    (msgs) => {
+      for (const m of msgs) if (m.type === RTM_NEWTFILTER && decodeTcmsg(m.payload).ifindex === ifindex) n++;
+    },
+  );
   return n;
 }
 
@@ -86,7 +94,10 @@ async function filterCount(sock: NetlinkSocket, ifindex: number, parent: number)
  * qdisc where we removed one and nothing else is attached. Returns what was done per interface
  * where something of ours was found.
  */
-export async function cleanupTc(addon: BpfAddon, o: { ifname?: string; netnsPath?: string; log?: Logger } = {}): Promise<InterfaceCleanup[]> {
+export async function cleanupTc(
+  addon: BpfAddon,
+  o: { ifname?: string; netnsPath?: string; log?: Logger } = {},
+): Promise<InterfaceCleanup[]> {
   const sock = NetlinkSocket.open(NETLINK_ROUTE, o.netnsPath ? { netns: o.netnsPath } : {});
   try {
     const { interfaces } = await dumpAddresses(sock);
@@ -95,12 +106,19 @@ export async function cleanupTc(addon: BpfAddon, o: { ifname?: string; netnsPath
     const done: InterfaceCleanup[] = [];
     for (const itf of chosen) {
       if (!(await hasClsact(sock, itf.index))) continue;
-      const removedFilters = removeTcLeftovers(addon, { ifname: itf.name, ...(o.netnsPath ? { netnsPath: o.netnsPath } : {}) }, o.log);
+      const removedFilters = removeTcLeftovers(
+        addon,
+        { ifname: itf.name, ...(o.netnsPath ? { netnsPath: o.netnsPath } : {}) },
+        o.log,
+      );
       if (!removedFilters) continue;
-      const otherFilters = (await filterCount(sock, itf.index, CLSACT_INGRESS)) + (await filterCount(sock, itf.index, CLSACT_EGRESS));
+      const otherFilters =
+        (await filterCount(sock, itf.index, CLSACT_INGRESS)) + (await filterCount(sock, itf.index, CLSACT_EGRESS));
       let qdiscDeleted = false;
       if (otherFilters === 0) {
-        const del = tcmsg(RTM_DELQDISC, NLM_F_REQUEST | NLM_F_ACK, itf.index, TC_H_CLSACT, CLSACT_HANDLE).attrString(TCA_KIND, 'clsact').finish();
+        const del = tcmsg(RTM_DELQDISC, NLM_F_REQUEST | NLM_F_ACK, itf.index, TC_H_CLSACT, CLSACT_HANDLE)
+          .attrString(TCA_KIND, 'clsact')
+          .finish();
         try {
           await sock.request(del, `rtnetlink: delete the clsact qdisc of ${itf.name}`);
           qdiscDeleted = true;

@@ -1,19 +1,20 @@
 // `clbprobe agent`: the DaemonSet process. Serves /metrics, /healthz and
 // /readyz on --listen and evidence on a Unix socket; SIGTERM detaches the
 // counters and closes every socket within 5 s.
-import { Command, Option } from 'commander';
-import { hostname } from 'node:os';
+
 import type { Server } from 'node:http';
-import { createAgentRegistry } from '../agent/metrics/list.js';
-import { createMetricsServer, type MetricsServerOptions } from '../export/server.js';
-import { parseListen } from '../http-limits.js';
-import { DEFAULT_RELAY_USER, evidenceRoute, type CheckAccess, type EvidenceAccess } from '../agent/evidence-http.js';
+import { hostname } from 'node:os';
+import { type Command, Option } from 'commander';
+import { type CheckAccess, DEFAULT_RELAY_USER, type EvidenceAccess, evidenceRoute } from '../agent/evidence-http.js';
 import { findingsRoute } from '../agent/findings-http.js';
 import type { KubeAuthorizer } from '../agent/kube-authorizer.js';
+import { createAgentRegistry } from '../agent/metrics/list.js';
 import type { CaptureMode } from '../capture/targets.js';
+import { createMetricsServer, type MetricsServerOptions } from '../export/server.js';
+import { parseListen } from '../http-limits.js';
 import { createLogger, type Logger } from '../log.js';
-import { UserError, fail } from './errors.js';
 import { netnsPath } from '../netns-path.js';
+import { fail, UserError } from './errors.js';
 
 export const DEFAULT_EVIDENCE_SOCKET = '/run/clbprobe/evidence.sock';
 const VERSION = process.env.npm_package_version ?? '0.1.0';
@@ -44,7 +45,8 @@ interface AgentFlags {
 
 function positiveInt(text: string, flag: string): number {
   const n = Number(text);
-  if (!Number.isInteger(n) || n <= 0) throw new UserError(`${flag}: expected a positive integer, not ${JSON.stringify(text)}`);
+  if (!Number.isInteger(n) || n <= 0)
+    throw new UserError(`${flag}: expected a positive integer, not ${JSON.stringify(text)}`);
   return n;
 }
 
@@ -53,7 +55,8 @@ const SECONDS_PER_UNIT: Record<string, number> = { s: 1, m: 60, h: 3600 };
 /** "60", "60s", "5m", "1h" → seconds. */
 export function parseSeconds(text: string, flag: string): number {
   const m = /^(\d+)(s|m|h)?$/.exec(text);
-  if (!m || Number(m[1]) === 0) throw new UserError(`${flag}: expected a duration like 60s, 5m or 1h, not ${JSON.stringify(text)}`);
+  if (!m || Number(m[1]) === 0)
+    throw new UserError(`${flag}: expected a duration like 60s, 5m or 1h, not ${JSON.stringify(text)}`);
   return Number(m[1]) * SECONDS_PER_UNIT[m[2] ?? 's']!;
 }
 
@@ -65,7 +68,10 @@ async function run(flags: AgentFlags): Promise<void> {
   // The process's C heap: freed Buffers' pages go back to the kernel after major GCs.
   const { releaseCHeapAfterMajorGc } = await import('../agent/c-heap-release.js');
   const { memAddon } = await import('../native/mem.js');
-  const cHeap = releaseCHeapAfterMajorGc({ trim: () => memAddon().trimCHeap(), minIntervalMs: C_HEAP_RELEASE_INTERVAL_MS });
+  const cHeap = releaseCHeapAfterMajorGc({
+    trim: () => memAddon().trimCHeap(),
+    minIntervalMs: C_HEAP_RELEASE_INTERVAL_MS,
+  });
   const releaseStartupPages = flags.releaseStartupPages ? await startupPagesReleaser(log) : () => undefined;
   const listen = (() => {
     try {
@@ -97,19 +103,26 @@ async function run(flags: AgentFlags): Promise<void> {
   });
   const nodeName = flags.nodeName ?? hostname();
   const { authz, evidenceAuthz, why } = await apiAuthorizer(flags.kubeconfig, nodeName);
-  if (flags.metricsAuth === 'kubernetes' && !authz) throw new UserError(`--metrics-auth kubernetes checks tokens with the API server: ${why}`);
+  if (flags.metricsAuth === 'kubernetes' && !authz)
+    throw new UserError(`--metrics-auth kubernetes checks tokens with the API server: ${why}`);
   const noApi = { ok: false as const, status: 503 as const, message: `no API server to check the token: ${why}` };
   const logged = <D extends { ok: boolean; status?: number; message?: string }>(d: D): D => {
     if (!d.ok && d.status === 503) log.warn({ err: d.message }, 'token check failed');
     return d;
   };
-  const check: CheckAccess = async (authorization, attrs, source) => logged(authz ? await authz.check(authorization, attrs, source) : noApi);
+  const check: CheckAccess = async (authorization, attrs, source) =>
+    logged(authz ? await authz.check(authorization, attrs, source) : noApi);
   const authorize: MetricsServerOptions['authorize'] =
-    flags.metricsAuth === 'kubernetes' ? (req) => check(req.headers.authorization, { nonResource: { path: '/metrics', verb: 'get' } }, req.socket.remoteAddress) : undefined;
+    flags.metricsAuth === 'kubernetes'
+      ? (req) =>
+          check(req.headers.authorization, { nonResource: { path: '/metrics', verb: 'get' } }, req.socket.remoteAddress)
+      : undefined;
   // /evidence takes only tokens for this node's audience (the evidence relay's), whatever --metrics-auth.
   const evidenceAccess: EvidenceAccess = {
-    authenticate: async (authorization, source) => logged(evidenceAuthz ? await evidenceAuthz.authenticate(authorization, source) : noApi),
-    authorize: async (user, attrs, by) => logged(evidenceAuthz ? await evidenceAuthz.authorize(user, attrs, by) : noApi),
+    authenticate: async (authorization, source) =>
+      logged(evidenceAuthz ? await evidenceAuthz.authenticate(authorization, source) : noApi),
+    authorize: async (user, attrs, by) =>
+      logged(evidenceAuthz ? await evidenceAuthz.authorize(user, attrs, by) : noApi),
     relayUser: flags.evidenceRelayUser,
   };
   // Serve /healthz at once; /readyz turns 200 after the first sync.
@@ -119,7 +132,12 @@ async function run(flags: AgentFlags): Promise<void> {
     ...(authorize ? { authorize } : {}),
     routes: {
       '/evidence': evidenceRoute(evidenceAccess, flags.evidenceSocket),
-      '/findings': findingsRoute(evidenceAccess, () => ({ ready: agent.ready, nodeName, version: VERSION, findings: agent.metricsState().findings })),
+      '/findings': findingsRoute(evidenceAccess, () => ({
+        ready: agent.ready,
+        nodeName,
+        version: VERSION,
+        findings: agent.metricsState().findings,
+      })),
     },
   });
   await new Promise<void>((resolve, reject) => {
@@ -167,7 +185,12 @@ async function startupPagesReleaser(log: Logger): Promise<(phase: string) => voi
     if (unsupported) return;
     const r = releaseStartupPages(io);
     const mb = (kib: number | undefined) => (kib === undefined ? undefined : Math.round(kib / 102.4) / 10);
-    const fields = { phase, mappings: r.mappings, rssFileMBBefore: mb(r.rssFileKiBBefore), rssFileMBAfter: mb(r.rssFileKiBAfter) };
+    const fields = {
+      phase,
+      mappings: r.mappings,
+      rssFileMBBefore: mb(r.rssFileKiBBefore),
+      rssFileMBAfter: mb(r.rssFileKiBAfter),
+    };
     // An old kernel is no fault: said once, and not tried again.
     if (r.unsupported) log.info({ phase, reason: r.errors[0] }, 'start-up pages: not released');
     else if (r.errors.length) log.warn({ ...fields, errors: r.errors }, 'start-up pages: not all released');
@@ -182,7 +205,10 @@ async function startupPagesReleaser(log: Logger): Promise<(phase: string) => voi
  * /evidence's with this node's evidence audience, both under one rate limit of reviews for
  * strangers; undefined, with the reason, without an API.
  */
-async function apiAuthorizer(kubeconfig: string | undefined, nodeName: string): Promise<{ authz?: KubeAuthorizer; evidenceAuthz?: KubeAuthorizer; why?: string }> {
+async function apiAuthorizer(
+  kubeconfig: string | undefined,
+  nodeName: string,
+): Promise<{ authz?: KubeAuthorizer; evidenceAuthz?: KubeAuthorizer; why?: string }> {
   const { loadApiTarget } = await import('../cluster/kube-config.js');
   const { AccessReviewClient } = await import('../cluster/access-review.js');
   const { KubeAuthorizer, ReviewRateLimiter } = await import('../agent/kube-authorizer.js');
@@ -209,15 +235,45 @@ export function register(program: Command): void {
         'CAP_NET_ADMIN + CAP_BPF (+ CAP_NET_RAW for the pcap fallback).',
     )
     .addOption(env(new Option('--node-name <name>', 'this node in the cluster view (default: hostname)'), 'NODE_NAME'))
-    .addOption(env(new Option('--listen <addr>', 'metrics address, host:port or :port').default(':9811'), 'CLBPROBE_LISTEN'))
-    .addOption(env(new Option('--interface <ifname>', 'uplink to count on (default: the default-route interface)'), 'CLBPROBE_INTERFACE'))
     .addOption(
-      env(new Option('--capture <backend>', 'packet counters').choices(['ebpf', 'pcap', 'off', 'auto']).default('auto'), 'CLBPROBE_CAPTURE'),
+      env(new Option('--listen <addr>', 'metrics address, host:port or :port').default(':9811'), 'CLBPROBE_LISTEN'),
     )
-    .addOption(env(new Option('--kubeconfig <file>', 'watch the API with this kubeconfig (default in a pod: service account)'), 'KUBECONFIG'))
-    .addOption(env(new Option('--cluster-file <file>', 'read Services/EndpointSlices/Nodes from a kubectl -o json file instead of the API'), 'CLBPROBE_CLUSTER_FILE'))
+    .addOption(
+      env(
+        new Option('--interface <ifname>', 'uplink to count on (default: the default-route interface)'),
+        'CLBPROBE_INTERFACE',
+      ),
+    )
+    .addOption(
+      env(
+        new Option('--capture <backend>', 'packet counters').choices(['ebpf', 'pcap', 'off', 'auto']).default('auto'),
+        'CLBPROBE_CAPTURE',
+      ),
+    )
+    .addOption(
+      env(
+        new Option('--kubeconfig <file>', 'watch the API with this kubeconfig (default in a pod: service account)'),
+        'KUBECONFIG',
+      ),
+    )
+    .addOption(
+      env(
+        new Option(
+          '--cluster-file <file>',
+          'read Services/EndpointSlices/Nodes from a kubectl -o json file instead of the API',
+        ),
+        'CLBPROBE_CLUSTER_FILE',
+      ),
+    )
     .addOption(env(new Option('--log-level <level>', 'pino level').default('info'), 'CLBPROBE_LOG_LEVEL'))
-    .addOption(env(new Option('--resync-interval <dur>', 'full re-read of NAT, IPVS, addresses and the cluster file').default('60s'), 'CLBPROBE_RESYNC_INTERVAL'))
+    .addOption(
+      env(
+        new Option('--resync-interval <dur>', 'full re-read of NAT, IPVS, addresses and the cluster file').default(
+          '60s',
+        ),
+        'CLBPROBE_RESYNC_INTERVAL',
+      ),
+    )
     .addOption(
       env(
         new Option(
@@ -238,7 +294,12 @@ export function register(program: Command): void {
         'CLBPROBE_CONNTRACK_FILTER',
       ),
     )
-    .addOption(env(new Option('--evidence-socket <path>', 'Unix socket for `clbprobe evidence`').default(DEFAULT_EVIDENCE_SOCKET), 'CLBPROBE_EVIDENCE_SOCKET'))
+    .addOption(
+      env(
+        new Option('--evidence-socket <path>', 'Unix socket for `clbprobe evidence`').default(DEFAULT_EVIDENCE_SOCKET),
+        'CLBPROBE_EVIDENCE_SOCKET',
+      ),
+    )
     .addOption(
       env(
         new Option(
@@ -272,23 +333,37 @@ export function register(program: Command): void {
       env(
         new Option(
           '--resolv-conf <file>',
-          'resolver for hostname-only LB names (AWS NLB): in the DaemonSet (dnsPolicy ClusterFirstWithHostNet) /etc/resolv.conf is the cluster DNS this node\'s pods use; with --netns NAME, /etc/netns/NAME/resolv.conf as `ip netns exec` binds it',
+          "resolver for hostname-only LB names (AWS NLB): in the DaemonSet (dnsPolicy ClusterFirstWithHostNet) /etc/resolv.conf is the cluster DNS this node's pods use; with --netns NAME, /etc/netns/NAME/resolv.conf as `ip netns exec` binds it",
         ).default('/etc/resolv.conf'),
         'CLBPROBE_RESOLV_CONF',
       ),
     )
-    .addOption(env(new Option('--dns-max-names <n>', 'hostname-only LB names looked up at most (the rest are reported as not looked up)').default('256'), 'CLBPROBE_DNS_MAX_NAMES'))
+    .addOption(
+      env(
+        new Option(
+          '--dns-max-names <n>',
+          'hostname-only LB names looked up at most (the rest are reported as not looked up)',
+        ).default('256'),
+        'CLBPROBE_DNS_MAX_NAMES',
+      ),
+    )
     .option(
       '--no-release-startup-pages',
       'keep the pages of node and its libraries that only start-up read; by default they go back to the kernel (madvise MADV_PAGEOUT) once the modules are loaded, when the sources are read and after the conntrack dump, and what runs later is read back in',
     )
     .addOption(
       env(
-        new Option('--evidence-relay-user <user>', "the evidence relay's user: the only caller of /evidence that may name the on-call user it asks for").default(DEFAULT_RELAY_USER),
+        new Option(
+          '--evidence-relay-user <user>',
+          "the evidence relay's user: the only caller of /evidence that may name the on-call user it asks for",
+        ).default(DEFAULT_RELAY_USER),
         'CLBPROBE_EVIDENCE_RELAY_USER',
       ),
     )
-    .option('--netns <name>', 'read the datapath of network namespace NAME or a path (tests); needs --interface for counters')
+    .option(
+      '--netns <name>',
+      'read the datapath of network namespace NAME or a path (tests); needs --interface for counters',
+    )
     .addHelpText(
       'after',
       `

@@ -1,10 +1,10 @@
 // `clbprobe cleanup`: removes the legacy tc (cls_bpf) filters a killed agent left on this node,
 // and their clsact qdisc when nothing else uses it (src/capture/tc-cleanup.ts). Run by the
 // DaemonSet's preStop and by deploy/cleanup-daemonset.yaml after an uninstall.
-import { Command } from 'commander';
+import type { Command } from 'commander';
 import { createLogger } from '../log.js';
-import { fail } from './errors.js';
 import { netnsPath } from '../netns-path.js';
+import { fail } from './errors.js';
 
 interface CleanupFlags {
   interface?: string;
@@ -23,7 +23,9 @@ async function run(f: CleanupFlags): Promise<void> {
   });
   if (!done.length) process.stdout.write('no clbprobe tc filters found\n');
   for (const d of done) {
-    const qdisc = d.qdiscDeleted ? 'clsact qdisc deleted' : `clsact qdisc kept (${d.otherFilters} other filter entries on it)`;
+    const qdisc = d.qdiscDeleted
+      ? 'clsact qdisc deleted'
+      : `clsact qdisc kept (${d.otherFilters} other filter entries on it)`;
     process.stdout.write(`${d.ifname}: removed ${d.removedFilters} clbprobe tc filter(s); ${qdisc}\n`);
   }
 }
@@ -32,7 +34,7 @@ export function register(program: Command): void {
   program
     .command('cleanup')
     .description(
-      "Remove the legacy tc (cls_bpf) filters a killed agent left (kernels before 6.6; TCX links go with the process),\n" +
+      'Remove the legacy tc (cls_bpf) filters a killed agent left (kernels before 6.6; TCX links go with the process),\n' +
         'on every interface or --interface, and the clsact qdisc where no other filter is attached. Needs NET_ADMIN and BPF.',
     )
     .option('--interface <ifname>', 'only this interface')

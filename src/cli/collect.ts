@@ -1,9 +1,10 @@
 // `clbprobe collect`: an offline bundle of this node for `clbprobe diagnose --from DIR`.
-import { Command } from 'commander';
+
 import { existsSync } from 'node:fs';
+import type { Command } from 'commander';
 import type { BundleManifest } from '../bundle/manifest.js';
-import { UserError, fail } from './errors.js';
 import { netnsPath } from '../netns-path.js';
+import { fail, UserError } from './errors.js';
 
 interface CollectFlags {
   out: string;
@@ -34,8 +35,14 @@ export function register(program: Command): void {
         'and never stops the rest. Read it anywhere with `clbprobe diagnose --from DIR`.',
     )
     .requiredOption('--out <dir>', 'bundle directory to write (created if missing)')
-    .option('--cluster-file <file>', 'kubectl get svc,ingress,endpointslices,nodes -A -o json output to include as cluster.json (with Gateway API, add gatewayclasses,gateways,httproutes,grpcroutes,referencegrants)')
-    .option('--kubeconfig <file>', 'list the cluster objects from the API with this kubeconfig (in a pod: its service account)')
+    .option(
+      '--cluster-file <file>',
+      'kubectl get svc,ingress,endpointslices,nodes -A -o json output to include as cluster.json (with Gateway API, add gatewayclasses,gateways,httproutes,grpcroutes,referencegrants)',
+    )
+    .option(
+      '--kubeconfig <file>',
+      'list the cluster objects from the API with this kubeconfig (in a pod: its service account)',
+    )
     .option('--node-name <name>', 'this node in the cluster view (default: $NODE_NAME, else the hostname)')
     .option('--netns <name>', 'collect the network namespace NAME (/var/run/netns/NAME) or a path instead of this one')
     .addHelpText(
@@ -52,8 +59,10 @@ Exit codes: 0 bundle written (see the summary for steps that failed), 2 the bund
     )
     .action(async (flags: CollectFlags) => {
       try {
-        if (flags.clusterFile && flags.kubeconfig) throw new UserError('collect: give --cluster-file or --kubeconfig, not both');
-        if (flags.clusterFile && !existsSync(flags.clusterFile)) throw new UserError(`--cluster-file: no such file: ${flags.clusterFile}`);
+        if (flags.clusterFile && flags.kubeconfig)
+          throw new UserError('collect: give --cluster-file or --kubeconfig, not both');
+        if (flags.clusterFile && !existsSync(flags.clusterFile))
+          throw new UserError(`--cluster-file: no such file: ${flags.clusterFile}`);
         const { collectBundle } = await import('../bundle/collect.js');
         const manifest = await collectBundle({
           out: flags.out,
@@ -64,7 +73,11 @@ Exit codes: 0 bundle written (see the summary for steps that failed), 2 the bund
         });
         process.stdout.write(summary(manifest, flags.out));
       } catch (e) {
-        fail(e instanceof Error && 'code' in e && typeof e.code === 'string' && /^E[A-Z]+$/.test(e.code) ? new UserError(`collect: ${e.message}`) : e);
+        fail(
+          e instanceof Error && 'code' in e && typeof e.code === 'string' && /^E[A-Z]+$/.test(e.code)
+            ? new UserError(`collect: ${e.message}`)
+            : e,
+        );
       }
     });
 }

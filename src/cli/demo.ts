@@ -1,10 +1,11 @@
 // `clbprobe demo`: the first thing a newcomer runs. Builds a namespace lab
 // where a pod's connect to its Service's LB IP loops, diagnoses it, applies
 // the fix and shows it gone; removes the lab on exit, error or Ctrl-C.
-import { Command } from 'commander';
+
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { EXIT_FINDING, EXIT_OK, UserError, fail } from './errors.js';
+import type { Command } from 'commander';
+import { EXIT_FINDING, EXIT_OK, fail, UserError } from './errors.js';
 
 interface DemoFlags {
   pause: boolean;
@@ -23,7 +24,11 @@ export function register(program: Command): void {
     )
     .option('--no-pause', 'run straight through instead of waiting for Enter between steps')
     .option('--netns-prefix <prefix>', 'name prefix of the namespaces it creates', 'clbdemo-')
-    .option('--html <file>', "where to write the loop's diagnosis as an HTML page", join(tmpdir(), 'clbprobe-demo-node1.html'))
+    .option(
+      '--html <file>',
+      "where to write the loop's diagnosis as an HTML page",
+      join(tmpdir(), 'clbprobe-demo-node1.html'),
+    )
     .addHelpText(
       'after',
       `
@@ -35,20 +40,26 @@ Exit codes: 0 the loop was seen, diagnosed, counted and fixed; 1 it was not; 2 e
     )
     .action(async (flags: DemoFlags) => {
       const onSignal = (sig: NodeJS.Signals): void => {
-        void import('../demo/run.js').then(({ cleanUp }) => cleanUp()).finally(() => {
-          process.stderr.write(`clbprobe demo: ${sig}: lab removed\n`);
-          process.exit(128 + (sig === 'SIGINT' ? 2 : 15));
-        });
+        void import('../demo/run.js')
+          .then(({ cleanUp }) => cleanUp())
+          .finally(() => {
+            process.stderr.write(`clbprobe demo: ${sig}: lab removed\n`);
+            process.exit(128 + (sig === 'SIGINT' ? 2 : 15));
+          });
       };
       process.once('SIGINT', onSignal);
       process.once('SIGTERM', onSignal);
       try {
-        if (process.getuid?.() !== 0) throw new UserError('demo: needs root to create network namespaces (try: sudo clbprobe demo)');
+        if (process.getuid?.() !== 0)
+          throw new UserError('demo: needs root to create network namespaces (try: sudo clbprobe demo)');
         if (!/^[a-z][a-z0-9-]{0,11}$/.test(flags.netnsPrefix)) {
           throw new UserError('demo: --netns-prefix must be 1-12 of a-z 0-9 - starting with a letter');
         }
         // Loaded here: `clbprobe agent` (the same binary) need not hold the demo in memory.
-        const [{ runDemo }, { wantColor }] = await Promise.all([import('../demo/run.js'), import('../detect/render.js')]);
+        const [{ runDemo }, { wantColor }] = await Promise.all([
+          import('../demo/run.js'),
+          import('../detect/render.js'),
+        ]);
         const o = await runDemo({
           prefix: flags.netnsPrefix,
           pause: flags.pause,

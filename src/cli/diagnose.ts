@@ -1,11 +1,12 @@
 // `clbprobe diagnose`: per Service, whether LB loopback can happen or is
 // happening on this node, the proof and the fix. The work is in diagnose-run.ts, loaded when the
 // command runs: the agent (the same binary) need not hold the bundle readers in memory.
-import { Command } from 'commander';
+
 import { hostname } from 'node:os';
-import type { DiagnoseFlags } from '../diagnose/run.js';
+import type { Command } from 'commander';
 import type { DiagnoseResult } from '../detect/types.js';
-import { EXIT_FINDING, EXIT_OK, UserError, fail } from './errors.js';
+import type { DiagnoseFlags } from '../diagnose/run.js';
+import { EXIT_FINDING, EXIT_OK, fail, UserError } from './errors.js';
 
 export function register(program: Command): void {
   program
@@ -15,15 +16,33 @@ export function register(program: Command): void {
         'the mechanism (L4-loop, L7-loop, no-SNAT, hc-drop, port-refused, local-no-ep, direct-pod, drift),\n' +
         'the evidence (conntrack entries, addresses, IPVS and NAT rules) and the fix. Needs root or CAP_NET_ADMIN.',
     )
-    .option('--cluster-file <file>', 'Services, EndpointSlices, Ingresses, Nodes and Gateway API objects as `kubectl get ... -o json` wrote them')
-    .option('--kubeconfig <file>', 'read the cluster from the API with this kubeconfig (default without --cluster-file: in-cluster service account)')
+    .option(
+      '--cluster-file <file>',
+      'Services, EndpointSlices, Ingresses, Nodes and Gateway API objects as `kubectl get ... -o json` wrote them',
+    )
+    .option(
+      '--kubeconfig <file>',
+      'read the cluster from the API with this kubeconfig (default without --cluster-file: in-cluster service account)',
+    )
     .option('--api-timeout <seconds>', 'give up on the API after this long', '20')
     .option('--node-name <name>', 'this node in the cluster view (default: $NODE_NAME, else the hostname)')
-    .option('--json', 'print findings and warnings as JSON (each fix that changes a Kubernetes object is in its finding\'s `fixes`)')
-    .option('--fix-commands', 'print only the fixes that change a Kubernetes object, as kubectl commands, each with what it changes for clients (clbprobe applies none)')
-    .option('--html <file>', 'also write the diagnosis as one self-contained HTML page (each active loop drawn, with its conntrack legs), e.g. for an incident ticket')
+    .option(
+      '--json',
+      "print findings and warnings as JSON (each fix that changes a Kubernetes object is in its finding's `fixes`)",
+    )
+    .option(
+      '--fix-commands',
+      'print only the fixes that change a Kubernetes object, as kubectl commands, each with what it changes for clients (clbprobe applies none)',
+    )
+    .option(
+      '--html <file>',
+      'also write the diagnosis as one self-contained HTML page (each active loop drawn, with its conntrack legs), e.g. for an incident ticket',
+    )
     .option('--netns <name>', 'diagnose the network namespace NAME (/var/run/netns/NAME) or a path instead of this one')
-    .option('--from <dir>', 'diagnose an offline bundle (clbprobe collect --out DIR, or standard command outputs; see src/bundle/README.md)')
+    .option(
+      '--from <dir>',
+      'diagnose an offline bundle (clbprobe collect --out DIR, or standard command outputs; see src/bundle/README.md)',
+    )
     .addHelpText(
       'after',
       `
@@ -39,8 +58,15 @@ Exit codes: 0 nothing active, 1 an active loopback was found (conntrack shows it
     )
     .action(async (flags: DiagnoseFlags) => {
       try {
-        if (flags.fixCommands && flags.json) throw new UserError('diagnose: --fix-commands and --json exclude each other (the JSON has each finding\'s fixes)');
-        const [{ runFromBundle, runLive, writeHtmlReport }, { hasActive }, { renderFixCommands, renderJson, renderText, wantColor }] = await Promise.all([
+        if (flags.fixCommands && flags.json)
+          throw new UserError(
+            "diagnose: --fix-commands and --json exclude each other (the JSON has each finding's fixes)",
+          );
+        const [
+          { runFromBundle, runLive, writeHtmlReport },
+          { hasActive },
+          { renderFixCommands, renderJson, renderText, wantColor },
+        ] = await Promise.all([
           import('../diagnose/run.js'),
           import('../detect/index.js'),
           import('../detect/render.js'),
@@ -61,7 +87,11 @@ Exit codes: 0 nothing active, 1 an active loopback was found (conntrack shows it
               : renderText(result, { color: wantColor(process.stdout), nodeName }),
         );
         if (flags.html) {
-          writeHtmlReport(flags.html, result, { nodeName, generatedAt: new Date().toISOString(), source: flags.from ? `bundle ${flags.from}` : 'live' });
+          writeHtmlReport(flags.html, result, {
+            nodeName,
+            generatedAt: new Date().toISOString(),
+            source: flags.from ? `bundle ${flags.from}` : 'live',
+          });
           process.stderr.write(`diagnose: wrote ${flags.html}\n`);
         }
         process.exitCode = hasActive(result.findings) ? EXIT_FINDING : EXIT_OK;

@@ -4,11 +4,11 @@
 // sending its headers) gives way, so idle sockets cannot lock on-call out.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { hostname } from 'node:os';
-import { Command, Option } from 'commander';
 import type { V1Pod } from '@kubernetes/client-node';
-import { createLogger } from '../log.js';
+import { type Command, Option } from 'commander';
 import { DEFAULT_SERVER_LIMITS, limitConnections, parseListen } from '../http-limits.js';
-import { UserError, fail } from './errors.js';
+import { createLogger } from '../log.js';
+import { fail, UserError } from './errors.js';
 import { AGENT_DEFAULTS } from './evidence.js';
 
 interface RelayFlags {
@@ -30,7 +30,8 @@ interface RelayFlags {
 
 const int = (text: string, flag: string, max: number): number => {
   const n = Number(text);
-  if (!Number.isInteger(n) || n < 1 || n > max) throw new UserError(`${flag}: expected 1-${max}, not ${JSON.stringify(text)}`);
+  if (!Number.isInteger(n) || n < 1 || n > max)
+    throw new UserError(`${flag}: expected 1-${max}, not ${JSON.stringify(text)}`);
   return n;
 };
 
@@ -79,7 +80,10 @@ async function run(f: RelayFlags): Promise<void> {
   const pods = `/api/v1/namespaces/${encodeURIComponent(f.agentNamespace)}/pods`;
   // What both routes ask the agents with: the pods, their port, and the bounds.
   const agents = {
-    listPods: async () => (await api.listPage(pods, { labelSelector: f.agentSelector })).items.map((p) => toAgentPod(p as V1Pod, f.container)),
+    listPods: async () =>
+      (await api.listPage(pods, { labelSelector: f.agentSelector })).items.map((p) =>
+        toAgentPod(p as V1Pod, f.container),
+      ),
     container: f.container,
     agentPort: int(f.agentPort, '--agent-port', 65535),
     concurrency: int(f.concurrency, '--concurrency', 100),
@@ -111,7 +115,10 @@ async function run(f: RelayFlags): Promise<void> {
     const { EventRecorder, eventCreator } = await import('../remote/events.js');
     const intervalMs = int(f.eventsInterval, '--events-interval', 3600) * 1000;
     const recorder = new EventRecorder({
-      listPods: async () => (await api.listPage(pods, { labelSelector: f.agentSelector })).items.map((p) => toAgentPod(p as V1Pod, f.container)),
+      listPods: async () =>
+        (await api.listPage(pods, { labelSelector: f.agentSelector })).items.map((p) =>
+          toAgentPod(p as V1Pod, f.container),
+        ),
       container: f.container,
       agentPort: int(f.agentPort, '--agent-port', 65535),
       concurrency: int(f.concurrency, '--concurrency', 100),
@@ -128,9 +135,12 @@ async function run(f: RelayFlags): Promise<void> {
     let stopped = false;
     // One round at a time: the next starts an interval after the last ends.
     const round = (): void => {
-      recorder.poll().catch((e: unknown) => log.warn({ err: e instanceof Error ? e.message : String(e) }, 'events: round failed')).finally(() => {
-        if (!stopped) timer = setTimeout(round, intervalMs);
-      });
+      recorder
+        .poll()
+        .catch((e: unknown) => log.warn({ err: e instanceof Error ? e.message : String(e) }, 'events: round failed'))
+        .finally(() => {
+          if (!stopped) timer = setTimeout(round, intervalMs);
+        });
     };
     timer = setTimeout(round, intervalMs);
     stopEvents = () => {
@@ -155,7 +165,7 @@ export function register(program: Command): void {
   program
     .command('evidence-relay')
     .description(
-      'Run the evidence relay (deploy/evidence-relay.yaml): on-call engineers reach it through the API server\'s\n' +
+      "Run the evidence relay (deploy/evidence-relay.yaml): on-call engineers reach it through the API server's\n" +
         'service proxy; it checks that their token may get the Service, then asks every agent on their behalf.\n' +
         '/status (clbprobe status) asks every agent for its findings, each showing only Services the caller may get.',
     )
@@ -167,11 +177,34 @@ export function register(program: Command): void {
     .option('--agent-port <port>', "the agents' HTTP port (their --listen)", '9811')
     .option('--concurrency <n>', 'nodes asked at once per request', '20')
     .option('--max-requests <n>', 'requests answered at once (counted once the caller is authenticated)', '16')
-    .option('--max-requests-per-caller <n>', 'requests answered at once for one caller (a service account\'s namespace, else the user)', '2')
-    .option('--status-timeout <seconds>', 'for /status (clbprobe status): time for one agent to answer with its findings', '10')
-    .addOption(new Option('--record-events <on|off>', 'record a Warning Event LoadBalancerLoopback on a Service when a loop starts on some node, and a Normal one when it ends everywhere (needs create on events)').choices(['on', 'off']).default('on'))
-    .option('--events-interval <seconds>', 'with --record-events on: time between two rounds of asking every agent', '30')
-    .option('--service-account <ns/name>', "the relay's own service account: it asks the API server for a token of it per node (TokenRequest, audience clbprobe-evidence:NODE)", 'clbprobe/clbprobe-evidence-relay')
+    .option(
+      '--max-requests-per-caller <n>',
+      "requests answered at once for one caller (a service account's namespace, else the user)",
+      '2',
+    )
+    .option(
+      '--status-timeout <seconds>',
+      'for /status (clbprobe status): time for one agent to answer with its findings',
+      '10',
+    )
+    .addOption(
+      new Option(
+        '--record-events <on|off>',
+        'record a Warning Event LoadBalancerLoopback on a Service when a loop starts on some node, and a Normal one when it ends everywhere (needs create on events)',
+      )
+        .choices(['on', 'off'])
+        .default('on'),
+    )
+    .option(
+      '--events-interval <seconds>',
+      'with --record-events on: time between two rounds of asking every agent',
+      '30',
+    )
+    .option(
+      '--service-account <ns/name>',
+      "the relay's own service account: it asks the API server for a token of it per node (TokenRequest, audience clbprobe-evidence:NODE)",
+      'clbprobe/clbprobe-evidence-relay',
+    )
     .option('--log-level <level>', 'pino level', 'info')
     .action(async (f: RelayFlags) => {
       try {

@@ -9,14 +9,14 @@ import { randomBytes } from 'node:crypto';
 import { closeSync, writeSync } from 'node:fs';
 import { extname } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
-import { byText } from '../compare.js';
-import { createCaptureFile } from '../capture/output-file.js';
-import { listAgentPods, planNodes, type AgentPod } from '../remote/agent-pods.js';
-import { execInPod, PodExecError } from '../remote/pod-exec.js';
 import type { EvidenceLine } from '../agent/evidence.js';
+import { createCaptureFile } from '../capture/output-file.js';
+import { byText } from '../compare.js';
 import { printable } from '../printable.js';
-import { UserError } from './errors.js';
+import { type AgentPod, listAgentPods, planNodes } from '../remote/agent-pods.js';
 import { evidenceLineOf, lineSplitter, parseEvidenceLine } from '../remote/evidence-lines.js';
+import { execInPod, PodExecError } from '../remote/pod-exec.js';
+import { UserError } from './errors.js';
 import { textLine } from './evidence-text.js';
 
 /** The agent image's entrypoint (Dockerfile ENTRYPOINT): the image has no `clbprobe` on PATH. */
@@ -85,7 +85,9 @@ export function loadWorkstationConfig(file?: string, context?: string): KubeConf
     if (file) kc.loadFromFile(file);
     else kc.loadFromDefault();
   } catch (e) {
-    throw new UserError(`cannot load kubeconfig ${file ?? process.env.KUBECONFIG ?? '~/.kube/config'}: ${e instanceof Error ? e.message : String(e)}`);
+    throw new UserError(
+      `cannot load kubeconfig ${file ?? process.env.KUBECONFIG ?? '~/.kube/config'}: ${e instanceof Error ? e.message : String(e)}`,
+    );
   }
   if (context !== undefined) {
     // kubectl's words for a context that is not there.
@@ -95,13 +97,18 @@ export function loadWorkstationConfig(file?: string, context?: string): KubeConf
   const cluster = kc.getCurrentCluster();
   // loadFromDefault's last resort when it found nothing at all.
   if (!cluster || (!file && cluster.name === 'cluster' && cluster.server === 'http://localhost:8080')) {
-    throw new UserError('no kubeconfig: set KUBECONFIG, create ~/.kube/config, run in a pod, or pass --kubeconfig FILE');
+    throw new UserError(
+      'no kubeconfig: set KUBECONFIG, create ~/.kube/config, run in a pod, or pass --kubeconfig FILE',
+    );
   }
   return kc;
 }
 
 /** The command run inside each agent pod. */
-export function remoteCommand(o: Pick<AllNodesOptions, 'service' | 'port' | 'watchS' | 'pcapMaxMiB'>, remotePcap?: string): string[] {
+export function remoteCommand(
+  o: Pick<AllNodesOptions, 'service' | 'port' | 'watchS' | 'pcapMaxMiB'>,
+  remotePcap?: string,
+): string[] {
   return [
     ...AGENT_ENTRYPOINT,
     'evidence',
@@ -141,7 +148,9 @@ class Output {
   summary(results: NodeResult[]): void {
     const ok = results.filter((r) => r.status === 'ok').length;
     if (this.o.json) {
-      this.o.write(`${JSON.stringify({ type: 'summary', answered: ok, failed: results.length - ok, nodes: results })}\n`);
+      this.o.write(
+        `${JSON.stringify({ type: 'summary', answered: ok, failed: results.length - ok, nodes: results })}\n`,
+      );
       return;
     }
     this.o.write(`# summary: ${ok} of ${results.length} nodes answered\n`);
@@ -203,7 +212,8 @@ async function askNode(kc: KubeConfig, o: AllNodesOptions, pod: AgentPod, out: O
     stderr.flush();
     if (code === 0 && sawEnd && !agentErrors.length) result.status = 'ok';
     // The remote CLI prints its reason on stderr ("clbprobe: ..."); the JSON error line says the same.
-    else result.error = `${agentErrors[0] ?? (stderrTail.replace(/^clbprobe: /, '') || 'no evidence stream')} (exit ${code})`;
+    else
+      result.error = `${agentErrors[0] ?? (stderrTail.replace(/^clbprobe: /, '') || 'no evidence stream')} (exit ${code})`;
   } catch (e) {
     result.error = e instanceof PodExecError ? e.message : String(e);
     ran = e instanceof PodExecError && e.kind === 'timeout';
@@ -221,7 +231,13 @@ async function askNode(kc: KubeConfig, o: AllNodesOptions, pod: AgentPod, out: O
     }
   } else if (remotePcap && ran) {
     // Best effort: do not leave a partial capture in the pod's scratch space.
-    await execInPod(kc, target, ['rm', '-f', '--', remotePcap], { stdout: () => undefined, stderr: () => undefined }, 10_000).catch(() => undefined);
+    await execInPod(
+      kc,
+      target,
+      ['rm', '-f', '--', remotePcap],
+      { stdout: () => undefined, stderr: () => undefined },
+      10_000,
+    ).catch(() => undefined);
   }
   if (result.status === 'failed' && !pod.ready) result.error += ' (the agent container is not ready)';
   if (result.status === 'failed') out.failure(result);
@@ -229,7 +245,13 @@ async function askNode(kc: KubeConfig, o: AllNodesOptions, pod: AgentPod, out: O
 }
 
 /** Streams a file out of the pod into `local` and removes it there; returns the bytes written. */
-async function copyOut(kc: KubeConfig, t: { namespace: string; pod: string; container: string }, remote: string, local: string, timeoutMs: number): Promise<number> {
+async function copyOut(
+  kc: KubeConfig,
+  t: { namespace: string; pod: string; container: string },
+  remote: string,
+  local: string,
+  timeoutMs: number,
+): Promise<number> {
   const fd = createCaptureFile(local);
   let bytes = 0;
   let err = '';
@@ -253,7 +275,10 @@ export const DEFAULT_RELAY = 'clbprobe/clbprobe-evidence';
 
 /** Asks the evidence relay, which fans out to the nodes; same output and exit codes as the exec fan-out. */
 async function runViaRelay(o: AllNodesOptions, kc: KubeConfig): Promise<number> {
-  if (o.pcap) throw new UserError('--pcap with --all-nodes copies each capture out of the agent pod: add --via exec (needs pods/exec, deploy/README.md)');
+  if (o.pcap)
+    throw new UserError(
+      '--pcap with --all-nodes copies each capture out of the agent pod: add --via exec (needs pods/exec, deploy/README.md)',
+    );
   const [namespace = '', service = ''] = (o.relay ?? DEFAULT_RELAY).split('/');
   const query = new URLSearchParams({ service: o.service });
   if (o.port) query.set('port', String(o.port));
@@ -265,21 +290,30 @@ async function runViaRelay(o: AllNodesOptions, kc: KubeConfig): Promise<number> 
   const malformed = new Map<string, string>();
   const { askRelay, RelayError } = await import('../remote/relay-client.js');
   try {
-    await askRelay(kc, { namespace, service }, query, (text) => {
-      if (!text.trim()) return;
-      const l = relayLine(text);
-      if (l.summary) summary = l.summary;
-      else if (l.line) out.line(l.node, l.pod, l.line);
-      else {
-        // One agent's (or a mangled) line is that node's failure, reported in place; the others go on.
-        if (!malformed.has(l.node)) malformed.set(l.node, l.error);
-        out.line(l.node, l.pod, { type: 'error', message: l.error });
-      }
-    }, (o.timeoutS + 30) * 1000);
+    await askRelay(
+      kc,
+      { namespace, service },
+      query,
+      (text) => {
+        if (!text.trim()) return;
+        const l = relayLine(text);
+        if (l.summary) summary = l.summary;
+        else if (l.line) out.line(l.node, l.pod, l.line);
+        else {
+          // One agent's (or a mangled) line is that node's failure, reported in place; the others go on.
+          if (!malformed.has(l.node)) malformed.set(l.node, l.error);
+          out.line(l.node, l.pod, { type: 'error', message: l.error });
+        }
+      },
+      (o.timeoutS + 30) * 1000,
+    );
   } catch (e) {
     throw new UserError(e instanceof RelayError ? e.message : String(e));
   }
-  if (!summary) throw new UserError(`the evidence relay ended without its summary${malformed.size ? ` (malformed lines: ${[...malformed.values()][0]})` : ''}`);
+  if (!summary)
+    throw new UserError(
+      `the evidence relay ended without its summary${malformed.size ? ` (malformed lines: ${[...malformed.values()][0]})` : ''}`,
+    );
   const results: NodeResult[] = summary;
   for (const [node, error] of malformed) {
     const r = results.find((x) => x.node === node);
@@ -303,7 +337,8 @@ export function relayLine(text: string): RelayLine {
   } catch {
     return { node: '?', error: `the relay sent a line that is not JSON: ${text.slice(0, 120)}` };
   }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return { node: '?', error: `the relay sent a line that is not an object: ${text.slice(0, 120)}` };
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    return { node: '?', error: `the relay sent a line that is not an object: ${text.slice(0, 120)}` };
   const { node, pod, ...rest } = value as Record<string, unknown>;
   const nodeName = typeof node === 'string' ? node : '?';
   const podName = typeof pod === 'string' ? pod : undefined;
@@ -314,7 +349,11 @@ export function relayLine(text: string): RelayLine {
   }
   try {
     // A service line names its node itself; the relay's "node" is that node.
-    return { node: nodeName, ...(podName ? { pod: podName } : {}), line: evidenceLineOf(rest.type === 'service' ? { ...rest, node } : rest, text) };
+    return {
+      node: nodeName,
+      ...(podName ? { pod: podName } : {}),
+      line: evidenceLineOf(rest.type === 'service' ? { ...rest, node } : rest, text),
+    };
   } catch (e) {
     return { node: nodeName, ...(podName ? { pod: podName } : {}), error: (e as Error).message };
   }
@@ -323,8 +362,13 @@ export function relayLine(text: string): RelayLine {
 function isNodeResult(v: unknown): v is NodeResult {
   const r = v as Partial<NodeResult> | null;
   return (
-    typeof r === 'object' && r !== null && typeof r.node === 'string' && (r.status === 'ok' || r.status === 'failed') && Number.isInteger(r.entries) &&
-    (r.pod === undefined || typeof r.pod === 'string') && (r.error === undefined || typeof r.error === 'string')
+    typeof r === 'object' &&
+    r !== null &&
+    typeof r.node === 'string' &&
+    (r.status === 'ok' || r.status === 'failed') &&
+    Number.isInteger(r.entries) &&
+    (r.pod === undefined || typeof r.pod === 'string') &&
+    (r.error === undefined || typeof r.error === 'string')
   );
 }
 
@@ -339,11 +383,19 @@ export async function runAllNodes(o: AllNodesOptions): Promise<number> {
     throw new UserError(e instanceof Error ? e.message : String(e));
   }
   if (!pods.length) {
-    throw new UserError(`no agent pods match ${o.selector} in namespace ${o.namespace} (is clbprobe deployed? --agent-namespace, --agent-selector)`);
+    throw new UserError(
+      `no agent pods match ${o.selector} in namespace ${o.namespace} (is clbprobe deployed? --agent-namespace, --agent-selector)`,
+    );
   }
   const plan = planNodes(pods, o.container, o.nodes);
   const out = new Output(o, [...plan.ask.map((p) => p.node), ...plan.unreachable.map((u) => u.node)]);
-  const results: NodeResult[] = plan.unreachable.map((u) => ({ node: u.node, ...(u.pod ? { pod: u.pod } : {}), status: 'failed', entries: 0, error: u.reason }));
+  const results: NodeResult[] = plan.unreachable.map((u) => ({
+    node: u.node,
+    ...(u.pod ? { pod: u.pod } : {}),
+    status: 'failed',
+    entries: 0,
+    error: u.reason,
+  }));
   for (const r of results) out.failure(r);
   const queue = [...plan.ask];
   const worker = async (): Promise<void> => {

@@ -13,7 +13,9 @@ function rawTextLine(l: EvidenceLine): string {
     case 'service':
       return `# ${l.service.namespace}/${l.service.name} on ${l.node}: VIPs ${l.service.vips.join(', ') || '-'}; ports ${l.service.ports
         .map((p) => `${p.port}/${p.protocol}${p.nodePort ? ` (NodePort ${p.nodePort})` : ''}`)
-        .join(', ')}; endpoints ${l.service.endpoints.map((e) => `${e.address}${e.port ? `:${e.port}` : ''}`).join(', ') || '-'}`;
+        .join(
+          ', ',
+        )}; endpoints ${l.service.endpoints.map((e) => `${e.address}${e.port ? `:${e.port}` : ''}`).join(', ') || '-'}`;
     case 'entry':
       return `${l.firstSeen} ${l.class.padEnd(13)} ${l.live ? 'new  ' : 'now  '}${l.line}`;
     case 'end':

@@ -1,13 +1,14 @@
 // `clbprobe evidence`: asks the local agent (Unix socket) for one Service's
 // conntrack entries, classified, now and optionally for a while; can also
 // capture the Service's packets for the same window into a .pcap file.
-import { Command, Option } from 'commander';
+
 import { createConnection } from 'node:net';
-import { parseServiceRef, type EvidenceRequest, type ServiceAddresses } from '../agent/evidence.js';
+import { type Command, Option } from 'commander';
+import { type EvidenceRequest, parseServiceRef, type ServiceAddresses } from '../agent/evidence.js';
 import type { CaptureResult } from '../capture/evidence.js';
-import { DEFAULT_EVIDENCE_SOCKET, parseSeconds } from './agent.js';
-import { UserError, fail } from './errors.js';
 import { EvidenceLineError, lineSplitter, parseEvidenceLine } from '../remote/evidence-lines.js';
+import { DEFAULT_EVIDENCE_SOCKET, parseSeconds } from './agent.js';
+import { fail, UserError } from './errors.js';
 import { textLine } from './evidence-text.js';
 
 interface EvidenceFlags {
@@ -32,13 +33,34 @@ interface EvidenceFlags {
 }
 
 /** Defaults that match deploy/daemonset.yaml (test/unit/remote checks they still do). */
-export const AGENT_DEFAULTS = { namespace: 'clbprobe', selector: 'app.kubernetes.io/name=clbprobe', container: 'agent' } as const;
+export const AGENT_DEFAULTS = {
+  namespace: 'clbprobe',
+  selector: 'app.kubernetes.io/name=clbprobe',
+  container: 'agent',
+} as const;
 
 /** Flags that only mean something with --all-nodes. */
-const REMOTE_ONLY = ['via', 'relay', 'kubeconfig', 'context', 'agentNamespace', 'agentSelector', 'container', 'node', 'concurrency', 'timeout'] as const;
+const REMOTE_ONLY = [
+  'via',
+  'relay',
+  'kubeconfig',
+  'context',
+  'agentNamespace',
+  'agentSelector',
+  'container',
+  'node',
+  'concurrency',
+  'timeout',
+] as const;
 
 /** --node a --node b,c → [a, b, c]. */
-const collectNodes = (v: string, prev: string[] = []): string[] => [...prev, ...v.split(',').map((n) => n.trim()).filter(Boolean)];
+const collectNodes = (v: string, prev: string[] = []): string[] => [
+  ...prev,
+  ...v
+    .split(',')
+    .map((n) => n.trim())
+    .filter(Boolean),
+];
 
 /** A pcap filter for everything of the Service: its VIPs, NodePorts and endpoints. */
 export function pcapFilter(s: ServiceAddresses): string {
@@ -52,7 +74,8 @@ export function pcapFilter(s: ServiceAddresses): string {
 
 async function runAllNodes(flags: EvidenceFlags): Promise<number> {
   const concurrency = Number(flags.concurrency);
-  if (!Number.isInteger(concurrency) || concurrency < 1) throw new UserError(`--concurrency: expected a positive integer, not ${JSON.stringify(flags.concurrency)}`);
+  if (!Number.isInteger(concurrency) || concurrency < 1)
+    throw new UserError(`--concurrency: expected a positive integer, not ${JSON.stringify(flags.concurrency)}`);
   const watchS = flags.watch ? parseSeconds(flags.watch, '--watch') : flags.pcap ? 30 : 0;
   const { runAllNodes: fanOut } = await import('./evidence-remote.js');
   return fanOut({
@@ -77,14 +100,24 @@ async function runAllNodes(flags: EvidenceFlags): Promise<number> {
 
 async function run(flags: EvidenceFlags): Promise<void> {
   const watchS = flags.watch ? parseSeconds(flags.watch, '--watch') : flags.pcap ? 30 : 0;
-  const req: EvidenceRequest = { service: flags.service, ...(flags.port ? { port: Number(flags.port) } : {}), ...(watchS ? { watchS } : {}) };
+  const req: EvidenceRequest = {
+    service: flags.service,
+    ...(flags.port ? { port: Number(flags.port) } : {}),
+    ...(watchS ? { watchS } : {}),
+  };
   // Loaded before asking the agent, so the capture starts as soon as the Service is known; not at
   // all in other processes of this binary (the agent).
   const capture = flags.pcap ? (await import('../capture/evidence.js')).capture : undefined;
   const sock = createConnection(flags.socket);
   await new Promise<void>((resolve, reject) => {
     sock.once('connect', resolve);
-    sock.once('error', (e) => reject(new UserError(`cannot reach the agent at ${flags.socket}: ${e.message} (is clbprobe agent running on this node? --socket)`)));
+    sock.once('error', (e) =>
+      reject(
+        new UserError(
+          `cannot reach the agent at ${flags.socket}: ${e.message} (is clbprobe agent running on this node? --socket)`,
+        ),
+      ),
+    );
   });
   // `clbprobe evidence | head`: the reader went away; stop quietly, as cat or grep do.
   process.stdout.on('error', (e: NodeJS.ErrnoException) => {
@@ -101,7 +134,12 @@ async function run(flags: EvidenceFlags): Promise<void> {
     if (l.type === 'error') error = l.message;
     if (l.type === 'service' && flags.pcap) {
       if (!l.service.ifname) throw new UserError('evidence --pcap: the agent has no uplink interface');
-      pcap = capture!(pcapFilter(l.service), { ifname: l.service.ifname, file: flags.pcap, durationS: watchS, maxBytes: pcapMaxMiB(flags) << 20 });
+      pcap = capture!(pcapFilter(l.service), {
+        ifname: l.service.ifname,
+        file: flags.pcap,
+        durationS: watchS,
+        maxBytes: pcapMaxMiB(flags) << 20,
+      });
     }
     // Read from the agent only as fast as our reader takes it (the agent waits for us in turn).
     if (!process.stdout.write(`${flags.json ? text : textLine(l)}\n`)) sock.pause();
@@ -118,7 +156,9 @@ async function run(flags: EvidenceFlags): Promise<void> {
   if (error) throw new UserError(`evidence: ${error}`);
   if (pcap) {
     const r = await pcap;
-    process.stderr.write(`clbprobe: wrote ${r.packets} packets (${r.bytes} bytes, ${r.dropped} dropped) to ${r.file}\n`);
+    process.stderr.write(
+      `clbprobe: wrote ${r.packets} packets (${r.bytes} bytes, ${r.dropped} dropped) to ${r.file}\n`,
+    );
     if (r.error) process.stderr.write(`clbprobe: the capture stopped early: ${r.error}\n`);
   }
 }
@@ -129,7 +169,8 @@ async function run(flags: EvidenceFlags): Promise<void> {
  */
 function pcapMaxMiB(flags: EvidenceFlags): number {
   const n = Number(flags.pcapMax);
-  if (!Number.isInteger(n) || n < 1 || n > 4096) throw new UserError(`--pcap-max: expected MiB between 1 and 4096, not ${JSON.stringify(flags.pcapMax)}`);
+  if (!Number.isInteger(n) || n < 1 || n > 4096)
+    throw new UserError(`--pcap-max: expected MiB between 1 and 4096, not ${JSON.stringify(flags.pcapMax)}`);
   return n;
 }
 
@@ -140,7 +181,8 @@ function checkFlags(flags: EvidenceFlags, cmd: Command): void {
   } catch (e) {
     throw new UserError((e as Error).message);
   }
-  if (flags.port !== undefined && !/^\d{1,5}$/.test(flags.port)) throw new UserError(`--port: expected a port number, not ${JSON.stringify(flags.port)}`);
+  if (flags.port !== undefined && !/^\d{1,5}$/.test(flags.port))
+    throw new UserError(`--port: expected a port number, not ${JSON.stringify(flags.port)}`);
   if (flags.pcap) pcapMaxMiB(flags);
   if (!flags.allNodes) {
     const stray = REMOTE_ONLY.find((k) => cmd.getOptionValueSource(k) === 'cli');
@@ -162,18 +204,31 @@ export function register(program: Command): void {
     .requiredOption('--service <ns/name>', 'the Service, NAMESPACE/NAME')
     .option('--port <port>', 'only this Service port')
     .option('--watch <dur>', 'keep streaming new entries for this long (e.g. 30s, 2m)')
-    .option('--pcap <file>', "also capture the Service's packets for the window (default 30s) into FILE (--all-nodes: FILE with the node name inserted, one per node)")
+    .option(
+      '--pcap <file>',
+      "also capture the Service's packets for the window (default 30s) into FILE (--all-nodes: FILE with the node name inserted, one per node)",
+    )
     .option('--pcap-max <MiB>', 'stop writing the capture at this size', '100')
     .option('--json', 'one JSON object per line (with --all-nodes each carries "node" and "pod")')
     .option('--socket <path>', "the agent's evidence socket", DEFAULT_EVIDENCE_SOCKET)
     .option('--all-nodes', 'ask every node (or --node ones) through the Kubernetes API')
     .option('--kubeconfig <file>', 'with --all-nodes: kubeconfig (default: KUBECONFIG, ~/.kube/config, in-cluster)')
-    .option('--context <name>', "with --all-nodes: the kubeconfig context to use (default: its current-context), as kubectl's --context")
+    .option(
+      '--context <name>',
+      "with --all-nodes: the kubeconfig context to use (default: its current-context), as kubectl's --context",
+    )
     .option('--node <names>', 'with --all-nodes: only these nodes (repeat or comma-separate)', collectNodes)
     .option('--agent-namespace <ns>', "the agent pods' namespace", AGENT_DEFAULTS.namespace)
     .option('--agent-selector <labels>', 'label selector of the agent pods', AGENT_DEFAULTS.selector)
     .option('--container <name>', 'the agent container in those pods', AGENT_DEFAULTS.container)
-    .addOption(new Option('--via <how>', 'with --all-nodes: relay (the evidence relay checks your access to the Service) or exec (into each agent pod: node admin, for --pcap)').choices(['relay', 'exec']).default('relay'))
+    .addOption(
+      new Option(
+        '--via <how>',
+        'with --all-nodes: relay (the evidence relay checks your access to the Service) or exec (into each agent pod: node admin, for --pcap)',
+      )
+        .choices(['relay', 'exec'])
+        .default('relay'),
+    )
     .option('--relay <ns/name>', "with --all-nodes: the evidence relay's Service", 'clbprobe/clbprobe-evidence')
     .option('--concurrency <n>', 'nodes asked at the same time', '10')
     .option('--timeout <dur>', 'per-node limit (default: --watch + 30s)')

@@ -2,14 +2,14 @@
 // clbprobe command-line entry: one binary, one subcommand per job.
 // Each subcommand lives in its own file and exports register(program).
 import { Command } from 'commander';
-import { register as registerSnapshot } from './snapshot.js';
-import { register as registerDiagnose } from './diagnose.js';
-import { register as registerCollect } from './collect.js';
 import { register as registerAgent } from './agent.js';
-import { register as registerEvidence } from './evidence.js';
-import { register as registerDemo } from './demo.js';
-import { register as registerEvidenceRelay } from './evidence-relay.js';
 import { register as registerCleanup } from './cleanup.js';
+import { register as registerCollect } from './collect.js';
+import { register as registerDemo } from './demo.js';
+import { register as registerDiagnose } from './diagnose.js';
+import { register as registerEvidence } from './evidence.js';
+import { register as registerEvidenceRelay } from './evidence-relay.js';
+import { register as registerSnapshot } from './snapshot.js';
 import { register as registerStatus } from './status.js';
 
 const program = new Command();
@@ -28,7 +28,6 @@ Examples:
   clbprobe snapshot                      what this node's datapath looks like
   clbprobe snapshot --json --conntrack   the full typed snapshot, with conntrack entries`,
   );
-
 
 registerSnapshot(program);
 registerDiagnose(program);

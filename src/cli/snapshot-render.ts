@@ -36,7 +36,8 @@ function snapshotLines(s: NodeSnapshot): string[] {
     for (const i of s.addresses.interfaces) {
       const kind = [i.kind, i.up ? 'up' : 'down'].filter(Boolean).join(', ');
       out.push(`  ${i.name}${i.isKubeIpvs ? ' [kube-ipvs0: Service VIPs bound here]' : ''} (${kind})`);
-      for (const a of i.addresses) out.push(`    ${a.address}/${a.prefixLen} scope ${a.scope}${a.flags.length ? ` ${a.flags.join(' ')}` : ''}`);
+      for (const a of i.addresses)
+        out.push(`    ${a.address}/${a.prefixLen} scope ${a.scope}${a.flags.length ? ` ${a.flags.join(' ')}` : ''}`);
     }
   }
 
@@ -46,7 +47,9 @@ function snapshotLines(s: NodeSnapshot): string[] {
       out.push(`  ${vsName(v)} ${v.scheduler}${v.flags.length ? ` (${v.flags.join(',')})` : ''}`);
       for (const r of v.realServers) {
         const host = r.address.includes(':') ? `[${r.address}]` : r.address;
-        out.push(`    -> ${host}:${r.port} ${r.forward} weight ${r.weight} active ${r.activeConns} inactive ${r.inactiveConns}`);
+        out.push(
+          `    -> ${host}:${r.port} ${r.forward} weight ${r.weight} active ${r.activeConns} inactive ${r.inactiveConns}`,
+        );
       }
     }
   }
@@ -55,10 +58,23 @@ function snapshotLines(s: NodeSnapshot): string[] {
     out.push('', 'NAT:');
     out.push(...formatNatSummary(s.nat, s.nft).map((l) => `  ${l}`));
   } else if (s.nft) {
-    const backend = { backend: 'nft', reason: 'no iptables rules read', ruleLines: 0, kubeRuleLines: 0, kubeletChains: false } as const;
+    const backend = {
+      backend: 'nft',
+      reason: 'no iptables rules read',
+      ruleLines: 0,
+      kubeRuleLines: 0,
+      kubeletChains: false,
+    } as const;
     out.push('', 'NAT (nftables only):');
     out.push(
-      ...formatNatSummary({ backend: 'nft', backendChoice: { backend: 'nft', reason: backend.reason, legacy: backend, nft: backend }, warnings: [] }, s.nft)
+      ...formatNatSummary(
+        {
+          backend: 'nft',
+          backendChoice: { backend: 'nft', reason: backend.reason, legacy: backend, nft: backend },
+          warnings: [],
+        },
+        s.nft,
+      )
         .slice(1)
         .map((l) => `  ${l}`),
     );

@@ -1,11 +1,12 @@
 // `clbprobe snapshot`: what this node's datapath looks like, for humans or as JSON.
-import { Command, Option } from 'commander';
+
 import { isIP } from 'node:net';
+import { type Command, Option } from 'commander';
 import type { NodeSnapshot, SourceStatus } from '../kernel/types.js';
-import { EXIT_ERROR, UserError, fail } from './errors.js';
-import { netnsPath } from '../netns-path.js';
 import { isPermissionReason } from '../model/permission.js';
+import { netnsPath } from '../netns-path.js';
 import { printable } from '../printable.js';
+import { EXIT_ERROR, fail, UserError } from './errors.js';
 
 interface SnapshotFlags {
   json?: boolean;
@@ -21,7 +22,10 @@ function privilegeProblem(sources: SourceStatus[]): string | undefined {
   return `snapshot: cannot read ${denied.map((s) => s.source).join(', ')}: ${denied[0]!.reason}; run as root or grant the capability`;
 }
 
-export async function runSnapshot(flags: SnapshotFlags, out: NodeJS.WritableStream = process.stdout): Promise<NodeSnapshot> {
+export async function runSnapshot(
+  flags: SnapshotFlags,
+  out: NodeJS.WritableStream = process.stdout,
+): Promise<NodeSnapshot> {
   for (const a of flags.filterAddress) {
     if (!isIP(a)) throw new UserError(`--filter-address: not an IP address: ${a}`);
   }
@@ -42,7 +46,9 @@ export async function runSnapshot(flags: SnapshotFlags, out: NodeJS.WritableStre
   } else {
     for (const line of renderSnapshot(snap)) out.write(line + '\n');
     if (snap.conntrack?.entries) {
-      out.write(`\nConntrack entries${flags.filterAddress.length ? ` involving ${flags.filterAddress.join(', ')}` : ''}:\n`);
+      out.write(
+        `\nConntrack entries${flags.filterAddress.length ? ` involving ${flags.filterAddress.join(', ')}` : ''}:\n`,
+      );
       for (const e of snap.conntrack.entries) out.write(printable(formatConntrack(e)) + '\n');
     }
   }
@@ -64,7 +70,9 @@ export function register(program: Command): void {
       (v: string, acc: string[]) => [...acc, v],
       [] as string[],
     )
-    .addOption(new Option('--netns <name>', 'read the network namespace NAME (/var/run/netns/NAME) or a path').hideHelp(false))
+    .addOption(
+      new Option('--netns <name>', 'read the network namespace NAME (/var/run/netns/NAME) or a path').hideHelp(false),
+    )
     .addHelpText(
       'after',
       `

@@ -1,10 +1,11 @@
 // `clbprobe status` (`kubectl clbprobe status`): the whole cluster's findings in one table, from
 // every agent through the evidence relay (src/remote/status.ts), with the caller's own access:
 // each agent shows only the findings of Services the caller may get.
-import { type Command, Option } from 'commander';
+
 import { writeFileSync } from 'node:fs';
+import { type Command, Option } from 'commander';
 import type { Severity } from '../detect/types.js';
-import { EXIT_ERROR, EXIT_FINDING, EXIT_OK, UserError, fail } from './errors.js';
+import { EXIT_ERROR, EXIT_FINDING, EXIT_OK, fail, UserError } from './errors.js';
 
 interface StatusFlags {
   kubeconfig?: string;
@@ -33,14 +34,24 @@ export function register(program: Command): void {
     .option('--kubeconfig <file>', 'kubeconfig (default: KUBECONFIG, ~/.kube/config, in-cluster)')
     .option('--context <name>', "the kubeconfig context to use (default: its current-context), as kubectl's --context")
     .option('--relay <ns/name>', "the evidence relay's Service", 'clbprobe/clbprobe-evidence')
-    .option('--timeout <seconds>', 'give up on the relay after this long (each agent has the relay\'s --status-timeout)', '60')
+    .option(
+      '--timeout <seconds>',
+      "give up on the relay after this long (each agent has the relay's --status-timeout)",
+      '60',
+    )
     .option('--service <name>', 'only this Service: NAMESPACE/NAME, or NAME in any namespace')
     .option('--namespace <ns>', 'only Services in this namespace')
     .option('--node <name>', 'only findings on this node (and only its line if it did not answer)')
     .addOption(new Option('--severity <level>', 'only findings of this severity or worse').choices(['active', 'risk']))
     .option('--json', 'print nodes, one row per Service and mechanism, and the findings as JSON')
-    .option('--html <file>', 'also write one page for the cluster: the table, then per Service each node\'s findings with the loop drawings')
-    .option('--fix-commands', 'print only the fixes that change a Kubernetes object, as kubectl commands, each with what it changes for clients (clbprobe applies none)')
+    .option(
+      '--html <file>',
+      "also write one page for the cluster: the table, then per Service each node's findings with the loop drawings",
+    )
+    .option(
+      '--fix-commands',
+      'print only the fixes that change a Kubernetes object, as kubectl commands, each with what it changes for clients (clbprobe applies none)',
+    )
     .addHelpText(
       'after',
       `
@@ -66,9 +77,11 @@ Exit codes: 0 nothing active and every agent answered, 1 an active loopback was 
 }
 
 async function run(flags: StatusFlags): Promise<number> {
-  if (flags.fixCommands && flags.json) throw new UserError('status: --fix-commands and --json exclude each other (the JSON has each finding\'s fixes)');
+  if (flags.fixCommands && flags.json)
+    throw new UserError("status: --fix-commands and --json exclude each other (the JSON has each finding's fixes)");
   const timeoutS = Number(flags.timeout);
-  if (!Number.isInteger(timeoutS) || timeoutS < 1 || timeoutS > 3600) throw new UserError(`--timeout: expected 1-3600 seconds, not ${JSON.stringify(flags.timeout)}`);
+  if (!Number.isInteger(timeoutS) || timeoutS < 1 || timeoutS > 3600)
+    throw new UserError(`--timeout: expected 1-3600 seconds, not ${JSON.stringify(flags.timeout)}`);
   const relay = /^([a-z0-9-]{1,63})\/([a-z0-9.-]{1,253})$/.exec(flags.relay);
   if (!relay) throw new UserError(`--relay: expected NAMESPACE/NAME, not ${JSON.stringify(flags.relay)}`);
   const [{ loadWorkstationConfig }, { askRelay, RelayError }, cs, { renderFixCommands }] = await Promise.all([
@@ -96,8 +109,15 @@ async function run(flags: StatusFlags): Promise<number> {
     throw new UserError(e instanceof RelayError ? e.message : String(e));
   }
   if (!summary) throw new UserError('the evidence relay ended without its summary (a relay older than /status?)');
-  const st = cs.filterStatus(all, { service: flags.service, namespace: flags.namespace, node: flags.node, severity: flags.severity });
-  process.stdout.write(flags.fixCommands ? renderFixCommands(st.findings) : flags.json ? cs.renderStatusJson(st) : cs.renderStatusText(st));
+  const st = cs.filterStatus(all, {
+    service: flags.service,
+    namespace: flags.namespace,
+    node: flags.node,
+    severity: flags.severity,
+  });
+  process.stdout.write(
+    flags.fixCommands ? renderFixCommands(st.findings) : flags.json ? cs.renderStatusJson(st) : cs.renderStatusText(st),
+  );
   if (flags.html) {
     writeFileSync(flags.html, cs.renderStatusHtml(st, new Date().toISOString()));
     process.stderr.write(`status: wrote ${flags.html}\n`);

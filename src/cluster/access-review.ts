@@ -73,7 +73,12 @@ export class AccessReviewClient {
     const opts: RequestOptions = {
       ...base,
       method: 'POST',
-      headers: { ...base.headers, accept: 'application/json', 'content-type': 'application/json', 'content-length': data.length },
+      headers: {
+        ...base.headers,
+        accept: 'application/json',
+        'content-type': 'application/json',
+        'content-length': data.length,
+      },
     };
     const what = `POST ${path}`;
     return new Promise((resolve, reject) => {
@@ -112,10 +117,14 @@ export function parseTokenReview(answer: unknown): TokenReviewResult {
   const status = isObj(answer) && isObj(answer.status) ? answer.status : undefined;
   if (!status) throw new ReviewError('TokenReview answer without a status');
   if (status.authenticated !== true) {
-    return { authenticated: false, error: typeof status.error === 'string' && status.error ? status.error : 'token not authenticated' };
+    return {
+      authenticated: false,
+      error: typeof status.error === 'string' && status.error ? status.error : 'token not authenticated',
+    };
   }
   const u = isObj(status.user) ? status.user : {};
-  if (typeof u.username !== 'string' || !u.username) throw new ReviewError('TokenReview answer: authenticated without a username');
+  if (typeof u.username !== 'string' || !u.username)
+    throw new ReviewError('TokenReview answer: authenticated without a username');
   const user: UserInfo = { username: u.username, groups: strings(u.groups) };
   if (typeof u.uid === 'string' && u.uid) user.uid = u.uid;
   if (isObj(u.extra)) {
@@ -130,7 +139,9 @@ export function parseTokenReview(answer: unknown): TokenReviewResult {
 export function parseAccessReview(answer: unknown): AccessReviewResult {
   const status = isObj(answer) && isObj(answer.status) ? answer.status : undefined;
   if (!status) throw new ReviewError('SubjectAccessReview answer without a status');
-  const reason = [status.reason, status.evaluationError].filter((x): x is string => typeof x === 'string' && x !== '').join('; ');
+  const reason = [status.reason, status.evaluationError]
+    .filter((x): x is string => typeof x === 'string' && x !== '')
+    .join('; ');
   return { allowed: status.allowed === true && status.denied !== true, reason };
 }
 

@@ -3,23 +3,51 @@
 // (see objects.ts for how bad objects and bad parts become warnings).
 import { byText } from '../compare.js';
 import { interpretAnnotations, isPrivateIp } from './annotations.js';
-import { endpointsFor, indexEndpointSlices, parseEndpointSlice, SliceTables, type SliceEntry } from './endpoints.js';
-import { canonicalIp, FieldError, isObj, optArr, optInt, optObj, optStr, reqStr, strArr, strMap, type Obj } from './fields.js';
+import { endpointsFor, indexEndpointSlices, parseEndpointSlice, type SliceEntry, SliceTables } from './endpoints.js';
 import {
+  canonicalIp,
+  FieldError,
+  isObj,
+  type Obj,
+  optArr,
+  optInt,
+  optObj,
+  optStr,
+  reqStr,
+  strArr,
+  strMap,
+} from './fields.js';
+import {
+  type GatewayClassEntry,
+  type GatewayEntry,
   gatewayVipsFor,
   indexGateways,
   parseGateway,
   parseGatewayClass,
   parseReferenceGrant,
-  routeParser,
-  type GatewayClassEntry,
-  type GatewayEntry,
   type ReferenceGrantEntry,
   type RouteEntry,
+  routeParser,
 } from './gateway.js';
-import { indexIngresses, ingressVipsFor, parseIngress, type IngressEntry } from './ingress.js';
-import { compact, parseOne, parseParts, valuesOf, type ClusterObjects, type Parsed, type SourcedObject } from './objects.js';
-import type { ClusterView, EndpointPorts, EndpointView, LbIngressIp, NodeView, ServiceView, TrafficPolicy } from './types.js';
+import { type IngressEntry, indexIngresses, ingressVipsFor, parseIngress } from './ingress.js';
+import {
+  type ClusterObjects,
+  compact,
+  type Parsed,
+  parseOne,
+  parseParts,
+  type SourcedObject,
+  valuesOf,
+} from './objects.js';
+import type {
+  ClusterView,
+  EndpointPorts,
+  EndpointView,
+  LbIngressIp,
+  NodeView,
+  ServiceView,
+  TrafficPolicy,
+} from './types.js';
 
 export interface BuildOptions {
   /** This node's name (spec.nodeName of its pods); endpoints on it are `local`. */
@@ -92,7 +120,12 @@ export function parsersFor(nodeName: string | undefined): Parsers {
         namespace: ctx.namespace,
         name: ctx.name,
         spec: parseServiceSpec(o, ctx.metadata, ctx.warn),
-        ports: parseParts(optArr(optObj(o.spec, 'spec')?.ports, 'spec.ports'), 'spec.ports', ctx.warn, parseServicePort),
+        ports: parseParts(
+          optArr(optObj(o.spec, 'spec')?.ports, 'spec.ports'),
+          'spec.ports',
+          ctx.warn,
+          parseServicePort,
+        ),
       })),
     endpointSlices: (s) => parseEndpointSlice(s, nodeName, sliceTables),
     ingresses: parseIngress,
@@ -215,7 +248,15 @@ function constant<T extends string>(list: readonly T[], value: string): T | unde
 type PortFields = Pick<ServiceView, 'portName' | 'protocol' | 'port' | 'targetPort' | 'nodePort'>;
 type SpecFields = Omit<
   ServiceView,
-  'namespace' | 'name' | keyof PortFields | 'ingressVips' | 'gatewayHostnames' | 'endpoints' | 'endpointPorts' | 'unmanagedEndpoints' | 'lbHostnameLookups'
+  | 'namespace'
+  | 'name'
+  | keyof PortFields
+  | 'ingressVips'
+  | 'gatewayHostnames'
+  | 'endpoints'
+  | 'endpointPorts'
+  | 'unmanagedEndpoints'
+  | 'lbHostnameLookups'
 >;
 
 function parseServicePort(p: unknown, path: string): PortFields {
@@ -232,7 +273,8 @@ function parseServicePort(p: unknown, path: string): PortFields {
     portName: optStr(p.name, `${path}.name`) ?? '',
     protocol,
     port,
-    targetPort: typeof target === 'string' && target !== '' ? target : (optInt(target, `${path}.targetPort`, 1, 65535) ?? port),
+    targetPort:
+      typeof target === 'string' && target !== '' ? target : (optInt(target, `${path}.targetPort`, 1, 65535) ?? port),
     nodePort: optInt(p.nodePort, `${path}.nodePort`, 1, 65535),
   };
 }
@@ -255,14 +297,22 @@ function parseServiceSpec(o: Obj, metadata: Obj, warn: (m: string) => void): Spe
   return {
     type,
     // 'None' marks a headless Service: there is no VIP to track.
-    clusterIPs: parseParts(clusterIPs.filter((ip) => ip !== 'None'), 'spec.clusterIPs', warn, canonicalIp),
+    clusterIPs: parseParts(
+      clusterIPs.filter((ip) => ip !== 'None'),
+      'spec.clusterIPs',
+      warn,
+      canonicalIp,
+    ),
     lbIngress,
-    externalIPs: orNone(parseParts(strArr(spec.externalIPs, 'spec.externalIPs'), 'spec.externalIPs', warn, canonicalIp)),
+    externalIPs: orNone(
+      parseParts(strArr(spec.externalIPs, 'spec.externalIPs'), 'spec.externalIPs', warn, canonicalIp),
+    ),
     externalTrafficPolicy: trafficPolicy(spec.externalTrafficPolicy, 'spec.externalTrafficPolicy'),
     internalTrafficPolicy: trafficPolicy(spec.internalTrafficPolicy, 'spec.internalTrafficPolicy'),
     annotations,
     internalLb:
-      annotations.internalByAnnotation !== undefined || (lbIngress.length > 0 && lbIngress.every((e) => isPrivateIp(e.ip))),
+      annotations.internalByAnnotation !== undefined ||
+      (lbIngress.length > 0 && lbIngress.every((e) => isPrivateIp(e.ip))),
     // As in parseServicePort: every field in the literal.
     lbHostnames: hostnames.length > 0 ? hostnames : undefined,
     chosenLbHostnames: chosen.length > 0 ? chosen : undefined,
@@ -281,7 +331,8 @@ const dnsName = (name: string): string => name.trim().toLowerCase().replace(/\.$
 function chosenHostnames(hostnames: string[], annotations: Record<string, string>): string[] {
   if (hostnames.length === 0) return [];
   const named = new Set<string>();
-  for (const value of Object.values(annotations)) for (const word of value.split(/[\s,]+/)) if (word) named.add(dnsName(word));
+  for (const value of Object.values(annotations))
+    for (const word of value.split(/[\s,]+/)) if (word) named.add(dnsName(word));
   return hostnames.filter((h) => named.has(dnsName(h)));
 }
 
@@ -319,13 +370,18 @@ function parseNode(o: Obj, ctx: { name: string; warn: (m: string) => void }): No
   const podCIDRs = strArr(spec.podCIDRs, 'spec.podCIDRs');
   const single = optStr(spec.podCIDR, 'spec.podCIDR');
   if (podCIDRs.length === 0 && single) podCIDRs.push(single);
-  const addresses = parseParts(optArr(optObj(o.status, 'status')?.addresses, 'status.addresses'), 'status.addresses', ctx.warn, (a, path) => {
-    if (!isObj(a)) throw new FieldError(`${path} is not an object`);
-    const type = reqStr(a.type, `${path}.type`);
-    const raw = reqStr(a.address, `${path}.address`);
-    // Hostname / DNS entries are names, the IP types are addresses to compare with the kernel's.
-    const address = type.endsWith('IP') ? canonicalIp(raw, `${path}.address`) : raw;
-    return { type, address };
-  });
+  const addresses = parseParts(
+    optArr(optObj(o.status, 'status')?.addresses, 'status.addresses'),
+    'status.addresses',
+    ctx.warn,
+    (a, path) => {
+      if (!isObj(a)) throw new FieldError(`${path} is not an object`);
+      const type = reqStr(a.type, `${path}.type`);
+      const raw = reqStr(a.address, `${path}.address`);
+      // Hostname / DNS entries are names, the IP types are addresses to compare with the kernel's.
+      const address = type.endsWith('IP') ? canonicalIp(raw, `${path}.address`) : raw;
+      return { type, address };
+    },
+  );
   return { name: ctx.name, addresses, podCIDRs };
 }

@@ -5,7 +5,7 @@
 // v1beta1 puts an endpoint's node in topology["kubernetes.io/hostname"] (its nodeName field
 // needs an alpha gate in 1.20); kube-proxy 1.20 compares that label with its own node name.
 import { canonicalIp, FieldError, isObj, optArr, optBool, optInt, optObj, optStr, reqStr, strMap } from './fields.js';
-import { compact, parseOne, parseParts, type Parsed, type SourcedObject } from './objects.js';
+import { compact, type Parsed, parseOne, parseParts, type SourcedObject } from './objects.js';
 import type { EndpointPorts, EndpointView, ServiceView } from './types.js';
 
 export const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
@@ -72,7 +72,10 @@ export class SliceTables {
   private readonly nodeNames = new Interned<string>(16_384);
 
   ports(ports: SlicePort[]): SlicePort[] {
-    return this.portLists.get(JSON.stringify(ports), () => Object.freeze(ports.map((p) => Object.freeze(p))) as SlicePort[]);
+    return this.portLists.get(
+      JSON.stringify(ports),
+      () => Object.freeze(ports.map((p) => Object.freeze(p))) as SlicePort[],
+    );
   }
 
   nodeName(name: string): string {
@@ -88,7 +91,11 @@ export type EndpointIndex = Map<string, SliceEntry[]>;
  * node's: endpoints on it are `local` (the agent's node does not change while it runs). Port lists
  * and node names already in `tables` are those.
  */
-export function parseEndpointSlice(s: SourcedObject, nodeName?: string, tables = new SliceTables()): Parsed<SliceEntry | undefined> {
+export function parseEndpointSlice(
+  s: SourcedObject,
+  nodeName?: string,
+  tables = new SliceTables(),
+): Parsed<SliceEntry | undefined> {
   return parseOne(s, 'EndpointSlice', true, (o, ctx) => {
     const labels = strMap(ctx.metadata.labels, 'metadata.labels');
     const service = labels[SERVICE_NAME_LABEL];
@@ -96,9 +103,12 @@ export function parseEndpointSlice(s: SourcedObject, nodeName?: string, tables =
     if (!service) return undefined;
     const addressType = reqStr(o.addressType, 'addressType');
     if (addressType === 'FQDN') return undefined;
-    if (addressType !== 'IPv4' && addressType !== 'IPv6') throw new FieldError(`addressType ${JSON.stringify(addressType)} is unknown`);
+    if (addressType !== 'IPv4' && addressType !== 'IPv6')
+      throw new FieldError(`addressType ${JSON.stringify(addressType)} is unknown`);
     const ports = parseParts(optArr(o.ports, 'ports'), 'ports', ctx.warn, parseSlicePort);
-    const endpoints = parseParts(optArr(o.endpoints, 'endpoints'), 'endpoints', ctx.warn, (v, path) => parseEndpoint(v, path, tables));
+    const endpoints = parseParts(optArr(o.endpoints, 'endpoints'), 'endpoints', ctx.warn, (v, path) =>
+      parseEndpoint(v, path, tables),
+    );
     return {
       namespace: ctx.namespace,
       service,
@@ -140,7 +150,10 @@ function parseEndpoint(v: unknown, path: string, tables: SliceTables): SliceEndp
   if (addresses.length === 0) throw new FieldError(`${path}.addresses is empty`);
   const conditions = optObj(v.conditions, `${path}.conditions`) ?? {};
   const ready = optBool(conditions.ready, `${path}.conditions.ready`) ?? true;
-  const nodeName = optStr(v.nodeName, `${path}.nodeName`) || strMap(v.topology, `${path}.topology`)[HOSTNAME_TOPOLOGY_KEY] || undefined;
+  const nodeName =
+    optStr(v.nodeName, `${path}.nodeName`) ||
+    strMap(v.topology, `${path}.topology`)[HOSTNAME_TOPOLOGY_KEY] ||
+    undefined;
   return {
     address: canonicalIp(addresses[0], `${path}.addresses[0]`),
     nodeName: nodeName === undefined ? undefined : tables.nodeName(nodeName),

@@ -7,10 +7,10 @@
 import { createHash } from 'node:crypto';
 import { statSync } from 'node:fs';
 import { FileTooLargeError, readFileBounded } from '../read-bounded.js';
-import { buildClusterView, type BuildOptions } from './build.js';
+import { type BuildOptions, buildClusterView } from './build.js';
 import { isObj } from './fields.js';
 import { JsonSyntaxError, parseJsonDocuments } from './json-docs.js';
-import { emptyObjects, type ClusterObjects } from './objects.js';
+import { type ClusterObjects, emptyObjects } from './objects.js';
 import type { ClusterView } from './types.js';
 
 /** The file can't be used at all (unreadable, not JSON); message names the file. */
@@ -27,7 +27,11 @@ export class ClusterFileError extends Error {
  */
 /** The Gateway API versions whose fields the view reads (v1beta1 is v1's shape, still served). */
 const GATEWAY_VERSIONS = ['gateway.networking.k8s.io/v1', 'gateway.networking.k8s.io/v1beta1'];
-const GATEWAY_ALPHA_VERSIONS = ['gateway.networking.k8s.io/v1alpha2', 'gateway.networking.k8s.io/v1alpha3', 'gateway.networking.k8s.io/v1'];
+const GATEWAY_ALPHA_VERSIONS = [
+  'gateway.networking.k8s.io/v1alpha2',
+  'gateway.networking.k8s.io/v1alpha3',
+  'gateway.networking.k8s.io/v1',
+];
 
 const KINDS: Record<string, [keyof ClusterObjects, readonly string[]]> = {
   Service: ['services', ['v1']],
@@ -65,7 +69,9 @@ export function classifyDocuments(docs: readonly unknown[]): ClusterFileContents
     }
     const [bucket, wanted] = known;
     if (apiVersion !== undefined && !wanted.includes(apiVersion as string)) {
-      warnings.push(`${origin} (${String(kind)}): apiVersion ${JSON.stringify(apiVersion)} is not supported (want ${wanted.join(' or ')}), skipped`);
+      warnings.push(
+        `${origin} (${String(kind)}): apiVersion ${JSON.stringify(apiVersion)} is not supported (want ${wanted.join(' or ')}), skipped`,
+      );
       return;
     }
     objects[bucket].push({ origin, object });
@@ -107,7 +113,9 @@ function readText(path: string, maxBytes = MAX_CLUSTER_FILE): string {
   try {
     const size = statSync(path).size;
     if (size > maxBytes) {
-      throw new ClusterFileError(`cluster file ${path} is ${size} bytes, more than the ${maxBytes >> 20} MiB clbprobe reads (a saved cluster the API server could answer in one list)`);
+      throw new ClusterFileError(
+        `cluster file ${path} is ${size} bytes, more than the ${maxBytes >> 20} MiB clbprobe reads (a saved cluster the API server could answer in one list)`,
+      );
     }
     // The size stat gives bounds a regular file; a device or a file still growing is bounded here.
     return readFileBounded(path, maxBytes, 'cluster file').toString('utf8');
@@ -123,7 +131,9 @@ function parseText(path: string, text: string): ClusterFileContents {
     return classifyDocuments(parseJsonDocuments(text));
   } catch (e) {
     if (e instanceof JsonSyntaxError) {
-      throw new ClusterFileError(`${path}:${e.line}:${e.column}: not valid JSON: ${e.reason} (want kubectl get ... -o json output)`);
+      throw new ClusterFileError(
+        `${path}:${e.line}:${e.column}: not valid JSON: ${e.reason} (want kubectl get ... -o json output)`,
+      );
     }
     throw e;
   }

@@ -4,7 +4,7 @@
 // Gateway) has a backendRef to the Service and port; a backendRef into another namespace counts
 // only where a ReferenceGrant in that namespace allows it.
 import { canonicalIp, FieldError, isObj, optArr, optInt, optObj, optStr, reqStr } from './fields.js';
-import { parseOne, parseParts, type Parsed, type SourcedObject } from './objects.js';
+import { type Parsed, parseOne, parseParts, type SourcedObject } from './objects.js';
 import type { GatewayFront, L7Listener } from './types.js';
 
 export const GATEWAY_GROUP = 'gateway.networking.k8s.io';
@@ -80,7 +80,10 @@ export function parseGateway(s: SourcedObject): Parsed<GatewayEntry> {
       if (!isObj(l)) throw new FieldError(`${path} is not an object`);
       const port = optInt(l.port, `${path}.port`, 1, 65535);
       if (port === undefined) throw new FieldError(`${path}.port is missing`);
-      const namespaces = optObj(optObj(l.allowedRoutes, `${path}.allowedRoutes`)?.namespaces, `${path}.allowedRoutes.namespaces`);
+      const namespaces = optObj(
+        optObj(l.allowedRoutes, `${path}.allowedRoutes`)?.namespaces,
+        `${path}.allowedRoutes.namespaces`,
+      );
       return {
         name: optStr(l.name, `${path}.name`) ?? '',
         port,
@@ -95,7 +98,8 @@ export function parseGateway(s: SourcedObject): Parsed<GatewayEntry> {
       if (!isObj(a)) throw new FieldError(`${path} is not an object`);
       const type = optStr(a.type, `${path}.type`) ?? 'IPAddress';
       if (type === 'IPAddress') ips.push(canonicalIp(a.value, `${path}.value`));
-      else if (type === 'Hostname') hostnames.push(reqStr(a.value, `${path}.value`).trim().toLowerCase().replace(/\.$/, ''));
+      else if (type === 'Hostname')
+        hostnames.push(reqStr(a.value, `${path}.value`).trim().toLowerCase().replace(/\.$/, ''));
       // NamedAddress and implementation-specific types name nothing a packet carries.
     });
     return {
@@ -132,14 +136,21 @@ export function routeParser(kind: RouteKind): (s: SourcedObject) => Parsed<Route
     parseOne(s, kind, true, (o, ctx) => {
       const spec = optObj(o.spec, 'spec') ?? {};
       const parentDefaults = { group: GATEWAY_GROUP, kind: 'Gateway', namespace: ctx.namespace };
-      const parentRefs = parseParts(optArr(spec.parentRefs, 'spec.parentRefs'), 'spec.parentRefs', ctx.warn, (p, path) => objectRef(p, path, parentDefaults));
+      const parentRefs = parseParts(
+        optArr(spec.parentRefs, 'spec.parentRefs'),
+        'spec.parentRefs',
+        ctx.warn,
+        (p, path) => objectRef(p, path, parentDefaults),
+      );
       const statusParents = optArr(optObj(o.status, 'status')?.parents, 'status.parents');
       const acceptedParents =
         statusParents.length === 0
           ? undefined
           : parseParts(statusParents, 'status.parents', ctx.warn, (p, path) => {
               if (!isObj(p)) throw new FieldError(`${path} is not an object`);
-              return isAccepted(p.conditions, `${path}.conditions`) ? objectRef(p.parentRef, `${path}.parentRef`, parentDefaults) : undefined;
+              return isAccepted(p.conditions, `${path}.conditions`)
+                ? objectRef(p.parentRef, `${path}.parentRef`, parentDefaults)
+                : undefined;
             }).filter((r): r is ObjectRef => r !== undefined);
       const backends: RouteEntry['backends'] = [];
       optArr(spec.rules, 'spec.rules').forEach((rule, r) => {
@@ -161,12 +172,20 @@ export function parseReferenceGrant(s: SourcedObject): Parsed<ReferenceGrantEntr
     const spec = optObj(o.spec, 'spec') ?? {};
     const from = parseParts(optArr(spec.from, 'spec.from'), 'spec.from', ctx.warn, (f, path) => {
       if (!isObj(f)) throw new FieldError(`${path} is not an object`);
-      return { group: optStr(f.group, `${path}.group`) ?? '', kind: reqStr(f.kind, `${path}.kind`), namespace: reqStr(f.namespace, `${path}.namespace`) };
+      return {
+        group: optStr(f.group, `${path}.group`) ?? '',
+        kind: reqStr(f.kind, `${path}.kind`),
+        namespace: reqStr(f.namespace, `${path}.namespace`),
+      };
     });
     const to = parseParts(optArr(spec.to, 'spec.to'), 'spec.to', ctx.warn, (t, path) => {
       if (!isObj(t)) throw new FieldError(`${path} is not an object`);
       const name = optStr(t.name, `${path}.name`);
-      return { group: optStr(t.group, `${path}.group`) ?? '', kind: reqStr(t.kind, `${path}.kind`), ...(name ? { name } : {}) };
+      return {
+        group: optStr(t.group, `${path}.group`) ?? '',
+        kind: reqStr(t.kind, `${path}.kind`),
+        ...(name ? { name } : {}),
+      };
     });
     return { namespace: ctx.namespace, from, to };
   });
@@ -192,7 +211,11 @@ interface GatewayRoute {
 export type GatewayIndex = Map<string, GatewayRoute[]>;
 
 /** A backendRef into another namespace is allowed by a ReferenceGrant there (Gateway API's rule). */
-function granted(grants: readonly ReferenceGrantEntry[], route: RouteEntry, backend: { namespace: string; name: string }): boolean {
+function granted(
+  grants: readonly ReferenceGrantEntry[],
+  route: RouteEntry,
+  backend: { namespace: string; name: string },
+): boolean {
   if (backend.namespace === route.namespace) return true;
   return grants.some(
     (g) =>
@@ -218,7 +241,12 @@ function attachedListeners(gw: GatewayEntry, ref: ObjectRef, route: RouteEntry, 
 }
 
 const sameRef = (a: ObjectRef, b: ObjectRef): boolean =>
-  a.group === b.group && a.kind === b.kind && a.namespace === b.namespace && a.name === b.name && a.sectionName === b.sectionName && a.port === b.port;
+  a.group === b.group &&
+  a.kind === b.kind &&
+  a.namespace === b.namespace &&
+  a.name === b.name &&
+  a.sectionName === b.sectionName &&
+  a.port === b.port;
 
 export function indexGateways(objects: GatewayObjects): GatewayIndex {
   const index: GatewayIndex = new Map();
@@ -277,11 +305,16 @@ export function gatewayVipsFor(
     if (r.port !== port) continue;
     const known = fronts.get(r.front.gateway);
     if (!known) {
-      fronts.set(r.front.gateway, { front: { ...r.front, listeners: [...r.front.listeners] }, ips: r.ips, hostnames: r.hostnames });
+      fronts.set(r.front.gateway, {
+        front: { ...r.front, listeners: [...r.front.listeners] },
+        ips: r.ips,
+        hostnames: r.hostnames,
+      });
       continue;
     }
     for (const l of r.front.listeners) {
-      if (!known.front.listeners.some((k) => k.port === l.port && k.protocol === l.protocol)) (known.front.listeners as L7Listener[]).push(l);
+      if (!known.front.listeners.some((k) => k.port === l.port && k.protocol === l.protocol))
+        (known.front.listeners as L7Listener[]).push(l);
     }
   }
   const vips: { ingress: string; ip: string; gateway: GatewayFront }[] = [];
@@ -292,4 +325,3 @@ export function gatewayVipsFor(
   }
   return { vips, hostnames };
 }
-

@@ -1,8 +1,8 @@
 // Ingresses (networking.k8s.io/v1) → which Service ports an L7 LB VIP reaches.
 // A Service port is reached when the default backend or any rule path names
 // the Service (same namespace) and its port by number or by name.
-import { canonicalIp, FieldError, isObj, optArr, optInt, optObj, optStr, reqStr, type Obj } from './fields.js';
-import { parseOne, parseParts, type Parsed, type SourcedObject } from './objects.js';
+import { canonicalIp, FieldError, isObj, type Obj, optArr, optInt, optObj, optStr, reqStr } from './fields.js';
+import { type Parsed, parseOne, parseParts, type SourcedObject } from './objects.js';
 
 interface Backend {
   service: string;
@@ -33,7 +33,8 @@ export function parseIngress(s: SourcedObject): Parsed<IngressEntry> {
   return parseOne(s, 'Ingress', true, (o, ctx) => {
     const spec = optObj(o.spec, 'spec') ?? {};
     const candidates: [unknown, string][] = [];
-    if (spec.defaultBackend !== undefined && spec.defaultBackend !== null) candidates.push([spec.defaultBackend, 'spec.defaultBackend']);
+    if (spec.defaultBackend !== undefined && spec.defaultBackend !== null)
+      candidates.push([spec.defaultBackend, 'spec.defaultBackend']);
     optArr(spec.rules, 'spec.rules').forEach((rule, r) => {
       const http = isObj(rule) ? optObj(rule.http, `spec.rules[${r}].http`) : undefined;
       optArr(http?.paths, `spec.rules[${r}].http.paths`).forEach((p, i) =>
@@ -49,7 +50,10 @@ export function parseIngress(s: SourcedObject): Parsed<IngressEntry> {
         ctx.warn(e.message);
       }
     }
-    const lbIngress = optArr(optObj(optObj(o.status, 'status')?.loadBalancer, 'status.loadBalancer')?.ingress, 'status.loadBalancer.ingress');
+    const lbIngress = optArr(
+      optObj(optObj(o.status, 'status')?.loadBalancer, 'status.loadBalancer')?.ingress,
+      'status.loadBalancer.ingress',
+    );
     const ips = parseParts(lbIngress, 'status.loadBalancer.ingress', ctx.warn, (e, path) => {
       if (!isObj(e)) throw new FieldError(`${path} is not an object`);
       return e.ip === undefined || e.ip === null ? undefined : canonicalIp(e.ip, `${path}.ip`);

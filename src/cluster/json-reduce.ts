@@ -48,10 +48,18 @@ export interface AnyShape {
 export const VALUE: ValueShape = { kind: 'value' };
 export const ANY: AnyShape = { kind: 'any' };
 export const idValue = (id: UnitId): ValueShape => ({ kind: 'value', id });
-export const fields = (f: Record<string, Shape>): FieldsShape => ({ kind: 'fields', fields: new Map(Object.entries(f)) });
+export const fields = (f: Record<string, Shape>): FieldsShape => ({
+  kind: 'fields',
+  fields: new Map(Object.entries(f)),
+});
 export const mapOf = (each: Shape): MapShape => ({ kind: 'map', each });
 export const each = (e: Shape): EachShape => ({ kind: 'each', each: e });
-export const unit = (label: string, maxKeptBytes: number, of: Shape): UnitShape => ({ kind: 'unit', label, maxKeptBytes, of });
+export const unit = (label: string, maxKeptBytes: number, of: Shape): UnitShape => ({
+  kind: 'unit',
+  label,
+  maxKeptBytes,
+  of,
+});
 
 export interface ReduceLimits {
   /** Bytes of each kept string (its JSON text) and object key. */
@@ -99,7 +107,7 @@ const MAX_TOKEN = 64;
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 
-const enum Expect {
+enum Expect {
   Value,
   ValueOrClose,
   Key,
@@ -154,7 +162,15 @@ export class JsonReducer {
   private expect = Expect.Value;
   private offset = 0;
   private inString = false;
-  private readonly str: StringRead = { isKey: false, collect: false, cap: 0, pieces: [], bytes: 0, escaped: false, special: false };
+  private readonly str: StringRead = {
+    isKey: false,
+    collect: false,
+    cap: 0,
+    pieces: [],
+    bytes: 0,
+    escaped: false,
+    special: false,
+  };
   private token: string | undefined;
   /** Where the value being read goes, decided when its first byte is seen. */
   private slotShape: Shape | undefined;
@@ -189,7 +205,10 @@ export class JsonReducer {
   end(): void {
     if (this.token !== undefined && this.frames.length === 0) this.finishToken(this.offset);
     if (this.inString || this.token !== undefined || this.frames.length > 0) {
-      throw new JsonStreamError(`not JSON: the text ends inside a value at byte ${this.offset} (cut short?)`, this.offset);
+      throw new JsonStreamError(
+        `not JSON: the text ends inside a value at byte ${this.offset} (cut short?)`,
+        this.offset,
+      );
     }
     if (!this.sequence && this.values === 0) throw new JsonStreamError('not JSON: no value at all', this.offset);
   }
@@ -367,12 +386,18 @@ export class JsonReducer {
   private stringText(s: StringRead, chunk: Buffer, from: number, end: number): string | undefined {
     s.bytes += end - from;
     if (!s.collect || s.bytes > s.cap) return undefined;
-    const raw = s.pieces.length === 0 ? chunk.toString('utf8', from, end) : Buffer.concat([...s.pieces, chunk.subarray(from, end)]).toString('utf8');
+    const raw =
+      s.pieces.length === 0
+        ? chunk.toString('utf8', from, end)
+        : Buffer.concat([...s.pieces, chunk.subarray(from, end)]).toString('utf8');
     if (!s.special) return raw;
     try {
       return JSON.parse(`"${raw}"`) as string;
     } catch {
-      return this.fail(end, `a ${s.isKey ? 'property name' : 'string'} is not valid JSON (a control character or a bad escape)`);
+      return this.fail(
+        end,
+        `a ${s.isKey ? 'property name' : 'string'} is not valid JSON (a control character or a bad escape)`,
+      );
     }
   }
 
@@ -383,7 +408,11 @@ export class JsonReducer {
     const unit = this.slotUnit;
     if (!s.collect) return this.deliver(undefined);
     if (s.bytes > s.cap) {
-      if (!unit) throw new JsonStreamError(`a string of ${s.bytes} bytes at byte ${this.offset + at}, more than the ${size(s.cap)} kept of a value`, this.offset + at);
+      if (!unit)
+        throw new JsonStreamError(
+          `a string of ${s.bytes} bytes at byte ${this.offset + at}, more than the ${size(s.cap)} kept of a value`,
+          this.offset + at,
+        );
       this.over(unit, `${this.pathIn(unit)} is ${s.bytes} bytes, more than the ${size(s.cap)} kept of a value`);
       return this.deliver(undefined);
     }
@@ -400,7 +429,11 @@ export class JsonReducer {
     if (!s.collect) return;
     const kept = top.children?.kind === 'map' && top.value !== undefined;
     if (s.bytes > s.cap) {
-      if (kept && top.unit) this.over(top.unit, `${this.pathIn(top.unit, this.frames.length - 1)} has a key of ${s.bytes} bytes, more than the ${size(s.cap)} kept of one`);
+      if (kept && top.unit)
+        this.over(
+          top.unit,
+          `${this.pathIn(top.unit, this.frames.length - 1)} has a key of ${s.bytes} bytes, more than the ${size(s.cap)} kept of one`,
+        );
       return;
     }
     top.key = text;
@@ -435,7 +468,8 @@ export class JsonReducer {
   private account(u: Unit | undefined, bytes: number): void {
     if (!u || u.over) return;
     u.kept += bytes + VALUE_OVERHEAD;
-    if (u.kept > u.shape.maxKeptBytes) this.over(u, `the fields read of it are more than ${size(u.shape.maxKeptBytes)}`);
+    if (u.kept > u.shape.maxKeptBytes)
+      this.over(u, `the fields read of it are more than ${size(u.shape.maxKeptBytes)}`);
   }
 
   private over(u: Unit, reason: string): void {
@@ -448,14 +482,21 @@ export class JsonReducer {
     for (let d = u.depth; d < to; d++) {
       const f = this.frames[d]!;
       if (f.array) path += `[${f.index}]`;
-      else path += /^[A-Za-z_][A-Za-z0-9_]*$/.test(f.key ?? '') ? `${path ? '.' : ''}${f.key}` : `[${JSON.stringify(f.key ?? '?')}]`;
+      else
+        path += /^[A-Za-z_][A-Za-z0-9_]*$/.test(f.key ?? '')
+          ? `${path ? '.' : ''}${f.key}`
+          : `[${JSON.stringify(f.key ?? '?')}]`;
     }
     return path || 'the object';
   }
 
   private tooLong(u: Unit): never {
-    const what = u.name !== undefined ? new SkippedObject(u.shape.label, 0, '', u.namespace, u.name).label : `a ${u.shape.label}`;
-    throw new JsonStreamError(`${what} at byte ${u.start} is longer than ${size(this.limits.maxUnitBytes)}: not an object the API server stores`, this.offset);
+    const what =
+      u.name !== undefined ? new SkippedObject(u.shape.label, 0, '', u.namespace, u.name).label : `a ${u.shape.label}`;
+    throw new JsonStreamError(
+      `${what} at byte ${u.start} is longer than ${size(this.limits.maxUnitBytes)}: not an object the API server stores`,
+      this.offset,
+    );
   }
 
   /** A unit, or a top-level value of a sequence, longer than maxUnitBytes ends the answer. */
@@ -548,12 +589,20 @@ function stringEnd(s: StringRead, chunk: Buffer, from: number): number {
 
 /** Own property even for "__proto__", as JSON.parse does. */
 function setField(o: Record<string, unknown>, key: string, value: unknown): void {
-  if (key === '__proto__') Object.defineProperty(o, key, { value, enumerable: true, writable: true, configurable: true });
+  if (key === '__proto__')
+    Object.defineProperty(o, key, { value, enumerable: true, writable: true, configurable: true });
   else o[key] = value;
 }
 
 function isTokenByte(c: number): boolean {
-  return (c >= 0x30 && c <= 0x39) || (c >= 0x61 && c <= 0x7a) || (c >= 0x41 && c <= 0x5a) || c === 0x2b || c === 0x2d || c === 0x2e;
+  return (
+    (c >= 0x30 && c <= 0x39) ||
+    (c >= 0x61 && c <= 0x7a) ||
+    (c >= 0x41 && c <= 0x5a) ||
+    c === 0x2b ||
+    c === 0x2d ||
+    c === 0x2e
+  );
 }
 
 function describe(c: number): string {

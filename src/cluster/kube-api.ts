@@ -2,10 +2,10 @@
 // http(s) with the target's TLS settings and credentials (kube-config.ts). Raw JSON on purpose:
 // the builder reads the same shape as `kubectl get -o json`, not typed client models. The watcher
 // reads both as streams, keeping of each object only what the view reads (json-reduce.ts).
-import { request as httpRequest, type ClientRequest, type IncomingMessage } from 'node:http';
+import { type ClientRequest, request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest, type RequestOptions } from 'node:https';
 import { StringDecoder } from 'node:string_decoder';
-import { ANY, JsonReducer, JsonStreamError, reduceText, type ReduceLimits, type Shape } from './json-reduce.js';
+import { ANY, JsonReducer, JsonStreamError, type ReduceLimits, reduceText, type Shape } from './json-reduce.js';
 import type { ApiTarget } from './kube-config.js';
 import { eventShape, listShape } from './object-shapes.js';
 
@@ -41,7 +41,11 @@ export interface ApiLimits {
   maxEventBytes: number;
   maxValueBytes: number;
 }
-export const DEFAULT_API_LIMITS: ApiLimits = { maxBodyBytes: 64 << 20, maxEventBytes: 16 << 20, maxValueBytes: 16 << 10 };
+export const DEFAULT_API_LIMITS: ApiLimits = {
+  maxBodyBytes: 64 << 20,
+  maxEventBytes: 16 << 20,
+  maxValueBytes: 16 << 10,
+};
 
 /** An error answer is a Status of a few hundred bytes; more of it is not read. */
 const MAX_ERROR_BODY = 1 << 20;
@@ -66,7 +70,9 @@ export class KubeApi {
     const req = await this.open(path, query, timeoutMs);
     const res = await answer(req, what);
     if (res.statusCode !== 200) throw await refusal(res, what, this.limits);
-    const list = item ? await readReduced(res, what, listShape(item), this.reduceLimits()) : parseWhole(await readBody(res, what, this.limits.maxBodyBytes), what);
+    const list = item
+      ? await readReduced(res, what, listShape(item), this.reduceLimits())
+      : parseWhole(await readBody(res, what, this.limits.maxBodyBytes), what);
     return pageOf(list, what);
   }
 
@@ -107,7 +113,9 @@ export class KubeApi {
       } catch (e) {
         // One event the consumer cannot take ends this watch with its reason (then relist/resume),
         // never the process.
-        end(new ApiError(`${what}: a ${type} event could not be applied: ${e instanceof Error ? e.message : String(e)}`));
+        end(
+          new ApiError(`${what}: a ${type} event could not be applied: ${e instanceof Error ? e.message : String(e)}`),
+        );
       }
     };
     // Events are read as they arrive, each reduced to the object's shape, up to maxEventBytes raw.
@@ -145,7 +153,9 @@ export class KubeApi {
     const base = await this.target.requestOptions();
     const opts: RequestOptions = { ...base, method: 'GET', headers: { ...base.headers, accept: 'application/json' } };
     const req = (url.protocol === 'https:' ? httpsRequest : httpRequest)(url, opts);
-    req.setTimeout(idleMs, () => req.destroy(new Error(`no data from the API server in ${Math.round(idleMs / 1000)} s`)));
+    req.setTimeout(idleMs, () =>
+      req.destroy(new Error(`no data from the API server in ${Math.round(idleMs / 1000)} s`)),
+    );
     // Keepalive probes find a peer that vanished without a word (node rebooted, NAT entry gone).
     req.on('socket', (s) => s.setKeepAlive(true, 30_000));
     req.end();
@@ -183,7 +193,8 @@ function pageOf(answer: unknown, what: string): ListPage {
     throw new ApiError(`${what}: the answer is not a list`);
   }
   const page: ListPage = { resourceVersion: list.metadata.resourceVersion, items: list.items };
-  if (typeof list.metadata.continue === 'string' && list.metadata.continue !== '') page.continueToken = list.metadata.continue;
+  if (typeof list.metadata.continue === 'string' && list.metadata.continue !== '')
+    page.continueToken = list.metadata.continue;
   return page;
 }
 
@@ -229,7 +240,9 @@ function readReduced(res: IncomingMessage, what: string, shape: Shape, limits: R
 
 /** What a reader error says; anything but a JsonStreamError is a bug and says so. */
 function streamText(e: unknown): string {
-  return e instanceof JsonStreamError ? e.message : `the answer could not be read: ${e instanceof Error ? e.message : String(e)}`;
+  return e instanceof JsonStreamError
+    ? e.message
+    : `the answer could not be read: ${e instanceof Error ? e.message : String(e)}`;
 }
 
 /**
@@ -265,7 +278,9 @@ function readBody(res: IncomingMessage, what: string, maxBytes: number): Promise
 /** A connection that broke after the answer began: node says "aborted" (ECONNRESET). */
 function lostText(e: Error): string {
   const code = (e as NodeJS.ErrnoException).code;
-  return e.message === 'aborted' || code === 'ECONNRESET' || code === 'EPIPE' ? `connection to the API server lost${code ? ` (${code})` : ''}` : transportText(e);
+  return e.message === 'aborted' || code === 'ECONNRESET' || code === 'EPIPE'
+    ? `connection to the API server lost${code ? ` (${code})` : ''}`
+    : transportText(e);
 }
 
 /** "connect ECONNREFUSED 10.0.0.1:443", TLS errors with their code ("... (UNABLE_TO_VERIFY_LEAF_SIGNATURE)"). */
@@ -277,7 +292,8 @@ function transportText(e: Error): string {
 function statusText(status: number, body: string): string {
   try {
     const s = JSON.parse(body) as { message?: unknown; reason?: unknown };
-    if (typeof s.message === 'string') return `${status} ${typeof s.reason === 'string' ? `${s.reason}: ` : ''}${s.message}`;
+    if (typeof s.message === 'string')
+      return `${status} ${typeof s.reason === 'string' ? `${s.reason}: ` : ''}${s.message}`;
   } catch {
     // not a Status object
   }
@@ -292,7 +308,10 @@ export function parseWatchLine(line: string): { type: string; object: unknown } 
   if (line.trim() === '') return undefined;
   let event: unknown;
   try {
-    event = reduceText(line, eventShape(ANY), { maxValueBytes: DEFAULT_API_LIMITS.maxValueBytes, maxUnitBytes: DEFAULT_API_LIMITS.maxEventBytes });
+    event = reduceText(line, eventShape(ANY), {
+      maxValueBytes: DEFAULT_API_LIMITS.maxValueBytes,
+      maxUnitBytes: DEFAULT_API_LIMITS.maxEventBytes,
+    });
   } catch {
     return `an event is not JSON (${line.slice(0, 80)})`;
   }

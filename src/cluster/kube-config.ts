@@ -33,10 +33,16 @@ export class KubeConfigError extends Error {
  * In-cluster config when running in a pod, else the given kubeconfig file. Throws a
  * KubeConfigError that names the file and field at fault.
  */
-export function loadApiTarget(kubeconfigPath?: string, env: NodeJS.ProcessEnv = process.env, serviceAccountDir = SERVICE_ACCOUNT_DIR): ApiTarget {
+export function loadApiTarget(
+  kubeconfigPath?: string,
+  env: NodeJS.ProcessEnv = process.env,
+  serviceAccountDir = SERVICE_ACCOUNT_DIR,
+): ApiTarget {
   if (kubeconfigPath) return fromKubeconfig(kubeconfigPath);
   if (env.KUBERNETES_SERVICE_HOST) return inCluster(env, serviceAccountDir);
-  throw new KubeConfigError('not running in a pod (KUBERNETES_SERVICE_HOST is unset): pass --kubeconfig FILE, or --cluster-file FILE');
+  throw new KubeConfigError(
+    'not running in a pod (KUBERNETES_SERVICE_HOST is unset): pass --kubeconfig FILE, or --cluster-file FILE',
+  );
 }
 
 /**
@@ -62,7 +68,8 @@ function readFile(path: string, what: string, maxBytes: number): Buffer {
 function inCluster(env: NodeJS.ProcessEnv, dir: string): ApiTarget {
   const host = env.KUBERNETES_SERVICE_HOST!;
   const port = env.KUBERNETES_SERVICE_PORT || '443';
-  if (!/^\d{1,5}$/.test(port)) throw new KubeConfigError(`KUBERNETES_SERVICE_PORT is not a port: ${JSON.stringify(port)}`);
+  if (!/^\d{1,5}$/.test(port))
+    throw new KubeConfigError(`KUBERNETES_SERVICE_PORT is not a port: ${JSON.stringify(port)}`);
   const tokenFile = `${dir}/token`;
   const ca = readFile(`${dir}/ca.crt`, 'the service account CA', MAX_CERTIFICATE_BYTES);
   const token = () => {
@@ -98,7 +105,8 @@ function fromKubeconfig(path: string): ApiTarget {
     const entry = entries.find((x) => isObj(x) && x.name === name);
     if (!isObj(entry)) throw new KubeConfigError(`${where}: ${list} has no entry named ${JSON.stringify(name)}`);
     const body = entry[field] ?? {}; // "user:" with nothing under it is an empty user
-    if (!isObj(body)) throw new KubeConfigError(`${where}: ${list} entry ${JSON.stringify(name)} has no ${field} mapping`);
+    if (!isObj(body))
+      throw new KubeConfigError(`${where}: ${list} entry ${JSON.stringify(name)} has no ${field} mapping`);
     return body;
   };
   const context = named('contexts', contextName, 'context');
@@ -107,7 +115,8 @@ function fromKubeconfig(path: string): ApiTarget {
   const user = context.user === undefined ? {} : named('users', context.user, 'user');
   const at = `${where} (context ${contextName})`;
   const server = cluster.server;
-  if (typeof server !== 'string' || !/^https?:\/\/./.test(server)) throw new KubeConfigError(`${at}: cluster.server is not an http(s) URL`);
+  if (typeof server !== 'string' || !/^https?:\/\/./.test(server))
+    throw new KubeConfigError(`${at}: cluster.server is not an http(s) URL`);
 
   if (user.exec !== undefined || user['auth-provider'] !== undefined || cluster['proxy-url'] !== undefined) {
     return clientNodeTarget(path, server.replace(/\/+$/, ''), at);
@@ -144,7 +153,8 @@ function fromKubeconfig(path: string): ApiTarget {
   const password = str(user, 'password') ?? '';
   const authorization = (): string | undefined => {
     if (token) return `Bearer ${token}`;
-    if (tokenFile) return `Bearer ${readFile(resolve(base, tokenFile), 'the token file', MAX_TOKEN_BYTES).toString().trim()}`;
+    if (tokenFile)
+      return `Bearer ${readFile(resolve(base, tokenFile), 'the token file', MAX_TOKEN_BYTES).toString().trim()}`;
     if (username) return `Basic ${Buffer.from(`${username}:${password}`).toString('base64')}`;
     return undefined;
   };

@@ -18,7 +18,9 @@ export function lbHostnamesOf(view: ClusterView): string[] {
   const written = new Map<string, string[]>();
   const chosen = new Map<string, string[]>();
   const seen = new Set<string>();
-  const services = view.services.filter((s) => s.lbHostnames || s.gatewayHostnames).sort((a, b) => byText(a.namespace, b.namespace) || byText(a.name, b.name) || a.port - b.port);
+  const services = view.services
+    .filter((s) => s.lbHostnames || s.gatewayHostnames)
+    .sort((a, b) => byText(a.namespace, b.namespace) || byText(a.name, b.name) || a.port - b.port);
   for (const s of services) {
     const userChosen = new Set(s.chosenLbHostnames ?? []);
     // A Gateway's hostname is its controller's word, as a Service's status hostname is the cloud's.
@@ -75,7 +77,11 @@ function withGatewayHostnames(s: ServiceView, lookups: ReadonlyMap<string, Hostn
 }
 
 /** A Service's own status hostnames' addresses as its LB ingress IPs. */
-function withServiceHostnames(s: ServiceView, lookups: ReadonlyMap<string, HostnameLookup>, touch: () => void): ServiceView {
+function withServiceHostnames(
+  s: ServiceView,
+  lookups: ReadonlyMap<string, HostnameLookup>,
+  touch: () => void,
+): ServiceView {
   if (!s.lbHostnames) return s;
   const found = s.lbHostnames.map((h) => lookups.get(h)).filter((l): l is HostnameLookup => l !== undefined);
   if (found.length === 0) return s;
@@ -96,6 +102,8 @@ function withServiceHostnames(s: ServiceView, lookups: ReadonlyMap<string, Hostn
     lbIngress,
     lbHostnameLookups: found,
     // As for IP LBs: internal by annotation, or when every address is one only a VPC routes.
-    internalLb: s.annotations.internalByAnnotation !== undefined || (lbIngress.length > 0 && lbIngress.every((i) => isPrivateIp(i.ip))),
+    internalLb:
+      s.annotations.internalByAnnotation !== undefined ||
+      (lbIngress.length > 0 && lbIngress.every((i) => isPrivateIp(i.ip))),
   };
 }

@@ -3,7 +3,7 @@
 // the detectors' context (detect/context.ts) read. The agent builds it once per cluster view and
 // hands the same object to the diagnosis: at 5,000 Services the maps cost CPU and megabytes.
 // Where the two readers differ on purpose, the index keeps both answers, named for what they mean.
-import { addTo, AddressPortMap, key, listOf, type Key, type OneOrMore } from '../model/address-key.js';
+import { AddressPortMap, addTo, type Key, key, listOf, type OneOrMore } from '../model/address-key.js';
 import { slicePort } from './endpoints.js';
 import type { ClusterView, L7Listener, L7Vip, ServiceView } from './types.js';
 
@@ -59,7 +59,8 @@ function addressedOf(v: Svcs | undefined): ServiceView[] | undefined {
   return some.length > 0 ? some : undefined;
 }
 
-const includes = <V extends object>(v: OneOrMore<V> | undefined, x: V): boolean => (Array.isArray(v) ? v.includes(x) : v === x);
+const includes = <V extends object>(v: OneOrMore<V> | undefined, x: V): boolean =>
+  Array.isArray(v) ? v.includes(x) : v === x;
 
 export class LbServiceIndex {
   /**
@@ -93,7 +94,10 @@ export class LbServiceIndex {
   private readonly vipOverlap = new Map<Key, ServiceView[]>();
 
   constructor(readonly view: ClusterView) {
-    this.services = kept(view.services, (s) => hasLbAddress(s) || s.lbHostnames !== undefined || s.gatewayHostnames !== undefined);
+    this.services = kept(
+      view.services,
+      (s) => hasLbAddress(s) || s.lbHostnames !== undefined || s.gatewayHostnames !== undefined,
+    );
     this.addressed = kept(this.services, hasLbAddress);
     // Index loops: under --max-opt=2 (the DaemonSet's) a for-of allocates an iterator result per
     // element, ~2 MB over the 26k endpoints of 5,000 Services at every build (bench/cluster-heap.ts).
@@ -122,7 +126,8 @@ export class LbServiceIndex {
   private addL7Vip(iv: L7Vip, s: ServiceView): void {
     if (!includes(this.byIngressVip.get(iv.ip), s)) addTo(this.byIngressVip, iv.ip, s);
     for (const l of l7Listeners(iv)) {
-      if (!includes(this.byL7VipPort.get(iv.ip, l.protocol, l.port), s)) this.byL7VipPort.add(iv.ip, l.protocol, l.port, s);
+      if (!includes(this.byL7VipPort.get(iv.ip, l.protocol, l.port), s))
+        this.byL7VipPort.add(iv.ip, l.protocol, l.port, s);
     }
   }
 
@@ -130,7 +135,8 @@ export class LbServiceIndex {
     const keys = new Set<Key>();
     for (const s of this.addressed) {
       for (const iv of s.ingressVips) {
-        for (const l of l7Listeners(iv)) if (this.byLbVip.has(iv.ip, l.protocol, l.port)) keys.add(key(iv.ip, l.protocol, l.port));
+        for (const l of l7Listeners(iv))
+          if (this.byLbVip.has(iv.ip, l.protocol, l.port)) keys.add(key(iv.ip, l.protocol, l.port));
       }
     }
     if (keys.size === 0) return;

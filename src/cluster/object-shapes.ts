@@ -2,15 +2,22 @@
 // the reflector's keys), as shapes for the streaming reader (json-reduce.ts): everything else an
 // object holds is scanned past as it arrives. A field a parser starts to read must be added here;
 // test/unit/cluster/object-shapes.test.ts compares views built from reduced and whole objects.
-import { each, fields, idValue, mapOf, unit, VALUE, type Shape, type UnitShape } from './json-reduce.js';
+import { each, fields, idValue, mapOf, type Shape, type UnitShape, unit, VALUE } from './json-reduce.js';
 
 /** A Status in place of the object: what an ERROR event of a watch carries. */
 const STATUS = { code: VALUE, message: VALUE, reason: VALUE };
 
 const metadata = (extra: Record<string, Shape> = {}): Shape =>
-  fields({ name: idValue('name'), namespace: idValue('namespace'), uid: VALUE, resourceVersion: idValue('resourceVersion'), ...extra });
+  fields({
+    name: idValue('name'),
+    namespace: idValue('namespace'),
+    uid: VALUE,
+    resourceVersion: idValue('resourceVersion'),
+    ...extra,
+  });
 
-const lbIngress = (entry: Record<string, Shape>): Shape => fields({ loadBalancer: fields({ ingress: each(fields(entry)) }) });
+const lbIngress = (entry: Record<string, Shape>): Shape =>
+  fields({ loadBalancer: fields({ ingress: each(fields(entry)) }) });
 
 /**
  * Every annotation is kept (each value within ReduceLimits.maxValueBytes): the loopback and
@@ -54,7 +61,10 @@ const backend: Shape = fields({ service: fields({ name: VALUE, port: fields({ nu
 
 const ingress: Shape = fields({
   metadata: metadata(),
-  spec: fields({ defaultBackend: backend, rules: each(fields({ http: fields({ paths: each(fields({ backend })) }) })) }),
+  spec: fields({
+    defaultBackend: backend,
+    rules: each(fields({ http: fields({ paths: each(fields({ backend })) }) })),
+  }),
   status: lbIngress({ ip: VALUE }),
   ...STATUS,
 });
@@ -75,7 +85,14 @@ const gateway: Shape = fields({
   metadata: metadata(),
   spec: fields({
     gatewayClassName: VALUE,
-    listeners: each(fields({ name: VALUE, port: VALUE, protocol: VALUE, allowedRoutes: fields({ namespaces: fields({ from: VALUE }) }) })),
+    listeners: each(
+      fields({
+        name: VALUE,
+        port: VALUE,
+        protocol: VALUE,
+        allowedRoutes: fields({ namespaces: fields({ from: VALUE }) }),
+      }),
+    ),
   }),
   status: fields({ addresses: each(fields({ type: VALUE, value: VALUE })) }),
   ...STATUS,
@@ -84,13 +101,18 @@ const gateway: Shape = fields({
 const route: Shape = fields({
   metadata: metadata(),
   spec: fields({ parentRefs: each(objectRef), rules: each(fields({ backendRefs: each(objectRef) })) }),
-  status: fields({ parents: each(fields({ parentRef: objectRef, conditions: each(fields({ type: VALUE, status: VALUE })) })) }),
+  status: fields({
+    parents: each(fields({ parentRef: objectRef, conditions: each(fields({ type: VALUE, status: VALUE })) })),
+  }),
   ...STATUS,
 });
 
 const referenceGrant: Shape = fields({
   metadata: metadata(),
-  spec: fields({ from: each(fields({ group: VALUE, kind: VALUE, namespace: VALUE })), to: each(fields({ group: VALUE, kind: VALUE, name: VALUE })) }),
+  spec: fields({
+    from: each(fields({ group: VALUE, kind: VALUE, namespace: VALUE })),
+    to: each(fields({ group: VALUE, kind: VALUE, name: VALUE })),
+  }),
   ...STATUS,
 });
 

@@ -1,7 +1,7 @@
 // The raw Kubernetes objects the cluster view is built from, and the loop that
 // parses each one in isolation: a bad object costs one warning naming it
 // ("items[3] (Service default/x): spec.ports[0].port is not a number"), never the view.
-import { FieldError, isObj, optObj, optStr, reqStr, type Obj } from './fields.js';
+import { FieldError, isObj, type Obj, optObj, optStr, reqStr } from './fields.js';
 
 /** One object as read, with where it came from (e.g. 'items[3]', 'watch') for warnings. */
 export interface SourcedObject {
@@ -90,7 +90,7 @@ export function parseOne<T>(
     const metadata = optObj(object.metadata, 'metadata');
     if (!metadata) throw new FieldError('metadata is missing');
     const name = reqStr(metadata.name, 'metadata.name');
-    const namespace = namespaced ? (optStr(metadata.namespace, 'metadata.namespace') || 'default') : '';
+    const namespace = namespaced ? optStr(metadata.namespace, 'metadata.namespace') || 'default' : '';
     label = `${origin} (${kind} ${namespaced ? `${namespace}/` : ''}${name})`;
     const prefix = label;
     const value = parse(object, { namespace, name, metadata, warn: (m) => warn(`${prefix}: ${m}`) });

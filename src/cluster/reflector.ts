@@ -6,7 +6,7 @@
 // over; after a failure back off exponentially with jitter and resume. The store keeps the last good state while the API is away.
 // With a shape, objects arrive reduced to it; one past its bounds arrives as a SkippedObject and
 // is kept aside (named, counted) instead of in the store, until it is deleted or fits again.
-import { SkippedObject, type Shape } from './json-reduce.js';
+import { type Shape, SkippedObject } from './json-reduce.js';
 import { ApiError, type KubeApi, type ListPage } from './kube-api.js';
 import { ObjectStore } from './object-store.js';
 
@@ -139,12 +139,21 @@ export class Reflector<T> {
           this.store.clear();
           const absent = this.o.crd === true && err.statusCode === 404;
           if (absent) this.setHealth({ synced: true, healthy: true, absent: true });
-          else this.setHealth({ synced: true, healthy: true, reason: `${this.o.name} not readable (${err.message}); treated as empty` });
+          else
+            this.setHealth({
+              synced: true,
+              healthy: true,
+              reason: `${this.o.name} not readable (${err.message}); treated as empty`,
+            });
           await this.sleep(absent ? (this.o.absentRecheckMs ?? this.o.backoffMaxMs) : this.o.backoffMaxMs);
           continue;
         }
         if (err.statusCode === 410) needList = true;
-        this.setHealth({ synced: this.state.synced, healthy: false, reason: err.message === this.o.fallback?.neither ? err.message : `${this.o.name}: ${err.message}` });
+        this.setHealth({
+          synced: this.state.synced,
+          healthy: false,
+          reason: err.message === this.o.fallback?.neither ? err.message : `${this.o.name}: ${err.message}`,
+        });
         await this.sleep(backoff(failures++, this.o.backoffInitialMs, this.o.backoffMaxMs));
       }
     }
@@ -166,7 +175,8 @@ export class Reflector<T> {
       try {
         listed = await this.listPages();
       } catch (e) {
-        if (!(e instanceof ContinueExpired) || attempt >= MAX_LIST_RESTARTS) throw e instanceof ContinueExpired ? e.expired : e;
+        if (!(e instanceof ContinueExpired) || attempt >= MAX_LIST_RESTARTS)
+          throw e instanceof ContinueExpired ? e.expired : e;
       }
     }
     const { items } = listed;
@@ -176,7 +186,12 @@ export class Reflector<T> {
     this.skipped = listed.skipped;
     for (const [key, s] of listed.skipped) if (!before.has(key)) this.o.onSkip?.(s);
     this.rv = listed.resourceVersion;
-    this.setHealth({ synced: true, healthy: true, listMs: Date.now() - started, ...(this.note ? { reason: this.note } : {}) });
+    this.setHealth({
+      synced: true,
+      healthy: true,
+      listMs: Date.now() - started,
+      ...(this.note ? { reason: this.note } : {}),
+    });
     this.o.onChange();
     return 'listed';
   }
@@ -232,13 +247,23 @@ export class Reflector<T> {
       };
       // The server ends the watch after timeoutSeconds; silence well past that
       // (or no answer to the request at all) means a dead connection.
-      const idle = setTimeout(() => finish(new ApiError(`watch got nothing for ${timeoutS + 30} s`)), (timeoutS + 30) * 1000);
+      const idle = setTimeout(
+        () => finish(new ApiError(`watch got nothing for ${timeoutS + 30} s`)),
+        (timeoutS + 30) * 1000,
+      );
       const onEvent = (type: string, object: unknown): void => {
         if (type === 'ERROR') {
           // A Status object, normally; a server (or proxy) may send none at all.
-          const status = (object !== null && typeof object === 'object' ? object : {}) as { code?: unknown; message?: unknown };
+          const status = (object !== null && typeof object === 'object' ? object : {}) as {
+            code?: unknown;
+            message?: unknown;
+          };
           if (status.code === 410) expired = true;
-          else failed = new ApiError(`watch error: ${typeof status.message === 'string' ? status.message : `${JSON.stringify(object) ?? 'no Status object'}`.slice(0, 200)}`, Number(status.code) || undefined);
+          else
+            failed = new ApiError(
+              `watch error: ${typeof status.message === 'string' ? status.message : `${JSON.stringify(object) ?? 'no Status object'}`.slice(0, 200)}`,
+              Number(status.code) || undefined,
+            );
           this.closeWatch?.();
           return;
         }
@@ -258,12 +283,18 @@ export class Reflector<T> {
         else finish(failed ?? err ?? 'closed');
       };
       // The watch request uses the resourceVersion at the time it is sent.
-      const query = { ...this.o.query, resourceVersion: this.rv ?? '', allowWatchBookmarks: 'true', timeoutSeconds: String(timeoutS) };
+      const query = {
+        ...this.o.query,
+        resourceVersion: this.rv ?? '',
+        allowWatchBookmarks: 'true',
+        timeoutSeconds: String(timeoutS),
+      };
       this.api.watch(this.path, query, onEvent, onEnd, this.o.shape).then(
         (close) => {
           if (settled || this.stopped) return close();
           this.closeWatch = close;
-          if (!this.state.healthy) this.setHealth({ synced: this.state.synced, healthy: true, ...(this.note ? { reason: this.note } : {}) });
+          if (!this.state.healthy)
+            this.setHealth({ synced: this.state.synced, healthy: true, ...(this.note ? { reason: this.note } : {}) });
         },
         (e: unknown) => finish(e instanceof ApiError ? e : new ApiError(String(e))),
       );

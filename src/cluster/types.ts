@@ -2,9 +2,9 @@
 // Built from list/watch of the API or from `kubectl get ... -o json` output.
 import type { HostnameLookup } from '../kernel/types.js';
 
+export type { TrafficPolicy } from '../model/service.js';
 export type { HostnameLookup };
 
-export type { TrafficPolicy } from '../model/service.js';
 import type { ServiceProtocol } from '../model/protocol.js';
 import type { TrafficPolicy } from '../model/service.js';
 
@@ -21,7 +21,6 @@ export interface LbIngressIp {
    */
   resolvedFrom?: string;
 }
-
 
 /** A port an L7 LB listens on: an Ingress' 80/443 TCP, or a Gateway listener's. */
 export interface L7Listener {

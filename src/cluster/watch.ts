@@ -3,9 +3,9 @@
 // debounced (an endpoint rollout is dozens of events). While the API is away
 // the last good view is kept and marked fresh:false with the reason.
 import { byText } from '../compare.js';
-import type { Logger } from '../log.js';
 import type { SourceStatus } from '../kernel/types.js';
-import { assembleClusterView, parsersFor, type ParsedObjects, type ParsedOf } from './build.js';
+import type { Logger } from '../log.js';
+import { assembleClusterView, type ParsedObjects, type ParsedOf, parsersFor } from './build.js';
 import type { SkippedObject } from './json-reduce.js';
 import { KubeApi } from './kube-api.js';
 import { loadApiTarget } from './kube-config.js';
@@ -42,7 +42,13 @@ type Kind = keyof ParsedObjects;
 
 /** Where each kind is listed and watched; `name` labels it in reasons and warnings. */
 const COLLECTIONS: {
-  [K in Kind]: { name: string; path: string; optional?: boolean; crd?: boolean; fallback?: { path: string; note: string; neither: string } };
+  [K in Kind]: {
+    name: string;
+    path: string;
+    optional?: boolean;
+    crd?: boolean;
+    fallback?: { path: string; note: string; neither: string };
+  };
 } = {
   services: { name: 'services', path: '/api/v1/services' },
   endpointSlices: {
@@ -74,7 +80,16 @@ function gatewayApi(resource: string, version: string): { name: string; path: st
 }
 
 /** The Gateway API kinds the view reads, for `gatewayApi()`. */
-const GATEWAY_KINDS = ['gatewayClasses', 'gateways', 'httpRoutes', 'grpcRoutes', 'tlsRoutes', 'tcpRoutes', 'udpRoutes', 'referenceGrants'] as const satisfies readonly Kind[];
+const GATEWAY_KINDS = [
+  'gatewayClasses',
+  'gateways',
+  'httpRoutes',
+  'grpcRoutes',
+  'tlsRoutes',
+  'tcpRoutes',
+  'udpRoutes',
+  'referenceGrants',
+] as const satisfies readonly Kind[];
 
 export class ClusterWatch {
   private readonly stores: { [K in Kind]: Reflector<ParsedOf<K>> };
@@ -107,10 +122,22 @@ export class ClusterWatch {
         optional: c.optional,
         crd: c.crd,
         absentRecheckMs: o.crdRecheckMs ?? 600_000,
-        ...(c.fallback ? { fallback: c.fallback, onFallback: (m: string) => o.log?.warn({ source: 'cluster', reason: m }, m) } : {}),
+        ...(c.fallback
+          ? { fallback: c.fallback, onFallback: (m: string) => o.log?.warn({ source: 'cluster', reason: m }, m) }
+          : {}),
         // Only what the view reads is kept of each object, as it arrives: a namespace's fat objects cost no heap.
         shape: OBJECT_SHAPES[kind],
-        onSkip: (skipped) => o.log?.warn({ source: 'cluster', kind: skipped.kind, object: objectName(skipped), bytes: skipped.bytes, reason: skipped.reason }, 'cluster object skipped: too large'),
+        onSkip: (skipped) =>
+          o.log?.warn(
+            {
+              source: 'cluster',
+              kind: skipped.kind,
+              object: objectName(skipped),
+              bytes: skipped.bytes,
+              reason: skipped.reason,
+            },
+            'cluster object skipped: too large',
+          ),
         // Each object is parsed once, as it arrives; the store keeps the result, not the JSON.
         transform: (object) => parse({ origin: c.name, object }),
         onChange: () => this.schedule(),
@@ -203,8 +230,16 @@ export class ClusterWatch {
     const state = this.gatewayApi();
     if (state === 'unknown' || state === this.lastGatewayApi) return;
     this.lastGatewayApi = state;
-    if (state === 'absent') this.o.log?.info({ source: 'cluster', gatewayApi: state }, 'Gateway API not installed (no gateway.networking.k8s.io CRDs): no Gateway addresses to follow');
-    else this.o.log?.info({ source: 'cluster', gatewayApi: state }, 'Gateway API installed: Gateway addresses are followed');
+    if (state === 'absent')
+      this.o.log?.info(
+        { source: 'cluster', gatewayApi: state },
+        'Gateway API not installed (no gateway.networking.k8s.io CRDs): no Gateway addresses to follow',
+      );
+    else
+      this.o.log?.info(
+        { source: 'cluster', gatewayApi: state },
+        'Gateway API installed: Gateway addresses are followed',
+      );
   }
 
   /** The objects left out of the view as too large, of every kind. */
@@ -267,7 +302,8 @@ function skippedNotes(skipped: SkippedObject[]): string[] {
   // In name order: the same objects skipped give the same warnings, whatever order they came in.
   skipped.sort((a, b) => byText(a.label, b.label));
   const notes = skipped.slice(0, SKIPPED_NAMED).map((s) => `${s.label} skipped: ${s.bytes} bytes; ${s.reason}`);
-  if (skipped.length > SKIPPED_NAMED) notes.push(`${skipped.length - SKIPPED_NAMED} more ${skipped[0]!.kind} objects skipped as too large`);
+  if (skipped.length > SKIPPED_NAMED)
+    notes.push(`${skipped.length - SKIPPED_NAMED} more ${skipped[0]!.kind} objects skipped as too large`);
   return notes;
 }
 

@@ -2,8 +2,9 @@
 // `clbprobe agent` runs in a DaemonSet pod, here reading node1's namespace,
 // counting on node1's uplink, and serving /metrics on a loopback port. The
 // demo reads its numbers back through HTTP, as Prometheus would.
-import { Writable } from 'node:stream';
+
 import type { AddressInfo } from 'node:net';
+import { Writable } from 'node:stream';
 import pino from 'pino';
 import { createAgentRegistry } from '../agent/metrics/list.js';
 import { parseSamples, type Sample } from '../export/parse-samples.js';

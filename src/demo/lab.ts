@@ -15,7 +15,7 @@
 // Everything lives in namespaces whose names start with the caller's prefix;
 // destroy() removes them all. `clbprobe demo` and test/lab use it
 // (test/support/lab.ts re-exports it with the tests' prefix).
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Netns, vethPair } from './netns.js';
@@ -93,12 +93,16 @@ export function node1Rules(etp: Etp): string {
     `-A ${IPVS_STANDIN_CHAIN} -d ${LAB.node1}/32 -p tcp -m tcp --dport ${LAB.nodePort} -j DNAT --to-destination ${LAB.serverPod}:${LAB.serverPort}`,
     '-A KUBE-FIREWALL -j KUBE-MARK-DROP',
     ...(local
-      ? ['-A KUBE-LOAD-BALANCER -m comment --comment "Kubernetes service load balancer ip + port with externalTrafficPolicy=local" -m set --match-set KUBE-LOAD-BALANCER-LOCAL dst,dst -j RETURN']
+      ? [
+          '-A KUBE-LOAD-BALANCER -m comment --comment "Kubernetes service load balancer ip + port with externalTrafficPolicy=local" -m set --match-set KUBE-LOAD-BALANCER-LOCAL dst,dst -j RETURN',
+        ]
       : []),
     '-A KUBE-LOAD-BALANCER -j KUBE-MARK-MASQ',
     '-A KUBE-MARK-MASQ -j MARK --set-xmark 0x4000/0x4000',
     ...(local
-      ? ['-A KUBE-NODE-PORT -p tcp -m comment --comment "Kubernetes nodeport TCP port with externalTrafficPolicy=local" -m set --match-set KUBE-NODE-PORT-LOCAL-TCP dst -j RETURN']
+      ? [
+          '-A KUBE-NODE-PORT -p tcp -m comment --comment "Kubernetes nodeport TCP port with externalTrafficPolicy=local" -m set --match-set KUBE-NODE-PORT-LOCAL-TCP dst -j RETURN',
+        ]
       : []),
     '-A KUBE-NODE-PORT -p tcp -m comment --comment "Kubernetes nodeport TCP port for masquerade purpose" -m set --match-set KUBE-NODE-PORT-TCP dst -j KUBE-MARK-MASQ',
     '-A KUBE-POSTROUTING -m comment --comment "Kubernetes endpoints dst ip:port, source ip for solving hairpin purpose" -m set --match-set KUBE-LOOP-BACK dst,dst,src -j MASQUERADE',
@@ -168,7 +172,9 @@ export function clusterList(etp: Etp): object {
           externalTrafficPolicy: etp,
           internalTrafficPolicy: 'Cluster',
           ...(etp === 'Local' ? { healthCheckNodePort: 32001 } : {}),
-          ports: [{ name: 'http', port: LAB.port, protocol: 'TCP', targetPort: LAB.serverPort, nodePort: LAB.nodePort }],
+          ports: [
+            { name: 'http', port: LAB.port, protocol: 'TCP', targetPort: LAB.serverPort, nodePort: LAB.nodePort },
+          ],
           selector: { app: 'web' },
         },
         status: { loadBalancer: { ingress: [{ ip: LAB.vip, ipMode: 'VIP' }] } },
@@ -180,7 +186,10 @@ export function clusterList(etp: Etp): object {
           name: 'web-abcde',
           namespace: 'lab',
           // As the endpointslice controller labels the slices it derives from a selector.
-          labels: { 'kubernetes.io/service-name': 'web', 'endpointslice.kubernetes.io/managed-by': 'endpointslice-controller.k8s.io' },
+          labels: {
+            'kubernetes.io/service-name': 'web',
+            'endpointslice.kubernetes.io/managed-by': 'endpointslice-controller.k8s.io',
+          },
         },
         addressType: 'IPv4',
         endpoints: [
@@ -198,7 +207,12 @@ export function clusterList(etp: Etp): object {
         kind: 'Node',
         metadata: { name: LAB.node1Name },
         spec: { podCIDR: LAB.podCidr, podCIDRs: [LAB.podCidr] },
-        status: { addresses: [{ type: 'InternalIP', address: LAB.node1 }, { type: 'Hostname', address: LAB.node1Name }] },
+        status: {
+          addresses: [
+            { type: 'InternalIP', address: LAB.node1 },
+            { type: 'Hostname', address: LAB.node1Name },
+          ],
+        },
       },
     ],
   };
@@ -254,7 +268,9 @@ export async function createLoopLab(etp: Etp, prefix: string, opts: LoopLabOptio
     }
     vethPair(node, 'eth0', lb, 'n1');
     vethPair(node2, 'eth0', lb, 'n2');
-    node.sh(`sysctl -qw net.ipv4.conf.eth0.rp_filter=0 && ip addr add ${LAB.node1}/24 dev eth0 && ip route add default via 10.0.1.1`);
+    node.sh(
+      `sysctl -qw net.ipv4.conf.eth0.rp_filter=0 && ip addr add ${LAB.node1}/24 dev eth0 && ip route add default via 10.0.1.1`,
+    );
     node2.sh(`ip addr add ${LAB.node2}/24 dev eth0 && ip route add default via 10.0.2.1`);
     // The LB: routes between its per-node links, DNATs VIP:80 to a backend's NodePort, never SNATs.
     lb.sh(`ip addr add 10.0.1.1/24 dev n1 && ip addr add 10.0.2.1/24 dev n2
@@ -309,7 +325,9 @@ function connectFrom(pod: Netns, timeoutMs: number): Promise<string> {
     s.on('error',(e)=>{console.log(e.code);process.exit(0)});`;
   // Asynchronous, so that an agent running in this process keeps reading its events meanwhile.
   return new Promise((resolve) => {
-    const p = spawn('ip', ['netns', 'exec', pod.name, process.execPath, '-e', js], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const p = spawn('ip', ['netns', 'exec', pod.name, process.execPath, '-e', js], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     let err = '';
     const kill = setTimeout(() => p.kill('SIGKILL'), timeoutMs + 5000);

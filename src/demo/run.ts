@@ -10,13 +10,13 @@ import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline/promises';
-import { runLive, writeHtmlReport } from '../diagnose/run.js';
 import { hasActive } from '../detect/index.js';
 import { renderText } from '../detect/render.js';
 import type { Finding } from '../detect/types.js';
+import { runLive, writeHtmlReport } from '../diagnose/run.js';
 import type { Sample } from '../export/parse-samples.js';
-import { startDemoAgent, type DemoAgent } from './agent.js';
-import { LAB, createLoopLab, type LoopLab } from './lab.js';
+import { type DemoAgent, startDemoAgent } from './agent.js';
+import { createLoopLab, LAB, type LoopLab } from './lab.js';
 
 export interface DemoOptions {
   /** Network namespace name prefix; every namespace the demo creates starts with it. */
@@ -68,12 +68,22 @@ export async function runDemo(opts: DemoOptions): Promise<DemoOutcome> {
     running.dir = mkdtempSync(join(tmpdir(), 'clbprobe-demo-'));
     const lab = await createLoopLab('Local', opts.prefix);
     running.lab = lab;
-    say(`  LB      ${lab.lb.name}: VIP ${LAB.vip}:${LAB.port} -> ${LAB.node1}:${LAB.nodePort} (node1's NodePort), no SNAT;`);
-    say(`          traffic from node1's own address goes to node2 (${LAB.node2}:${LAB.nodePort}) instead: its anti-loopback`);
-    say(`  node1   ${lab.node.name}: kube-proxy in IPVS mode as on TKE: ${LAB.vip} is in its KUBE-LOAD-BALANCER ipset but not bound`);
-    say('          on kube-ipvs0, so pod traffic to it leaves the node; Service lab/web: LoadBalancer, externalTrafficPolicy=Local');
-    say('          (this kernel has no IPVS: one DNAT rule stands in for the NodePort\'s IPVS virtual server)');
-    say(`  pods    client ${LAB.clientPod} (${lab.pod.name}), server ${LAB.serverPod}:${LAB.serverPort} (${lab.server.name}), both on node1`);
+    say(
+      `  LB      ${lab.lb.name}: VIP ${LAB.vip}:${LAB.port} -> ${LAB.node1}:${LAB.nodePort} (node1's NodePort), no SNAT;`,
+    );
+    say(
+      `          traffic from node1's own address goes to node2 (${LAB.node2}:${LAB.nodePort}) instead: its anti-loopback`,
+    );
+    say(
+      `  node1   ${lab.node.name}: kube-proxy in IPVS mode as on TKE: ${LAB.vip} is in its KUBE-LOAD-BALANCER ipset but not bound`,
+    );
+    say(
+      '          on kube-ipvs0, so pod traffic to it leaves the node; Service lab/web: LoadBalancer, externalTrafficPolicy=Local',
+    );
+    say("          (this kernel has no IPVS: one DNAT rule stands in for the NodePort's IPVS virtual server)");
+    say(
+      `  pods    client ${LAB.clientPod} (${lab.pod.name}), server ${LAB.serverPod}:${LAB.serverPort} (${lab.server.name}), both on node1`,
+    );
 
     await step(1, 'Start the clbprobe agent on node1 (what the DaemonSet runs on every node)');
     // The agent's view of the cluster: one file, rewritten when the Service changes (as a watch would see it).
@@ -81,7 +91,9 @@ export async function runDemo(opts: DemoOptions): Promise<DemoOutcome> {
     copyFileSync(lab.writeClusterFile(running.dir), clusterFile);
     const agent = await startDemoAgent(lab, clusterFile);
     running.agent = agent;
-    say(`  counting LB-path packets with ${agent.counting}; conntrack events, NAT rules and the Service from the cluster file`);
+    say(
+      `  counting LB-path packets with ${agent.counting}; conntrack events, NAT rules and the Service from the cluster file`,
+    );
     say(`  metrics: ${agent.metricsUrl}`);
     let last = await agent.scrape();
     say(indent(metricLines(last, last)));
@@ -91,8 +103,8 @@ export async function runDemo(opts: DemoOptions): Promise<DemoOutcome> {
     const loopSeen = first.every((r) => r === 'timeout');
     say(`  results: ${first.join(', ')}`);
     if (loopSeen) {
-      say('  Each SYN left node1 with the pod as source (ETP=Local: no masquerade), the LB sent it back to node1\'s');
-      say('  NodePort, node1 DNATed it to the server pod next door, and the server\'s SYN-ACK went straight to the');
+      say("  Each SYN left node1 with the pod as source (ETP=Local: no masquerade), the LB sent it back to node1's");
+      say("  NodePort, node1 DNATed it to the server pod next door, and the server's SYN-ACK went straight to the");
       say('  client from the pod IP, not from the VIP: the client drops it and the connect hangs.');
     }
     say(`  The agent's counters (${agent.metricsUrl}):`);
@@ -105,15 +117,22 @@ export async function runDemo(opts: DemoOptions): Promise<DemoOutcome> {
     const before = await diagnose(lab, running.dir);
     say(indent(renderText(before, { color: opts.color, nodeName: LAB.node1Name })));
     const loopDiagnosed = before.findings.some((f) => f.mechanism === 'L4-loop' && f.severity === 'active');
-    writeHtmlReport(opts.htmlFile, before, { nodeName: LAB.node1Name, generatedAt: new Date().toISOString(), source: `demo lab, node1 (${lab.node.name})` });
-    for (const w of agent.warnings().filter((l) => l.msg === 'finding raised')) say(`  agent log: ${JSON.stringify(w)}`);
+    writeHtmlReport(opts.htmlFile, before, {
+      nodeName: LAB.node1Name,
+      generatedAt: new Date().toISOString(),
+      source: `demo lab, node1 (${lab.node.name})`,
+    });
+    for (const w of agent.warnings().filter((l) => l.msg === 'finding raised'))
+      say(`  agent log: ${JSON.stringify(w)}`);
 
     await step(4, 'The fix: externalTrafficPolicy=Cluster on lab/web');
     lab.setEtp('Cluster');
     copyFileSync(lab.writeClusterFile(running.dir), clusterFile);
-    say('  node1 now runs kube-proxy\'s ETP=Cluster rules: pod->LB-IP traffic is masqueraded to the node address');
-    say(`  (KUBE-LOAD-BALANCER -> KUBE-MARK-MASQ: ${LAB.vip} left KUBE-LOAD-BALANCER-LOCAL), so the LB sees node1 as the source`);
-    say('  and sends the connection to another backend. node1\'s old conntrack entries were flushed.');
+    say("  node1 now runs kube-proxy's ETP=Cluster rules: pod->LB-IP traffic is masqueraded to the node address");
+    say(
+      `  (KUBE-LOAD-BALANCER -> KUBE-MARK-MASQ: ${LAB.vip} left KUBE-LOAD-BALANCER-LOCAL), so the LB sees node1 as the source`,
+    );
+    say("  and sends the connection to another backend. node1's old conntrack entries were flushed.");
     await agent.resync();
     say('  The agent re-read the Service and the NAT rules (in a cluster: the Service watch at once, NAT every');
     say('  --resync-interval, 60 s by default).');
@@ -121,11 +140,13 @@ export async function runDemo(opts: DemoOptions): Promise<DemoOutcome> {
     await step(5, `The client pod connects to ${LAB.vip}:${LAB.port} again (${CONNECTS} times)`);
     const second = await connectAll(lab);
     say(`  results: ${second.join(', ')}`);
-    if (second.every((r) => r === 'connected node2')) say('  The LB sent them to node2 (its other backend), which answered: no loop.');
+    if (second.every((r) => r === 'connected node2'))
+      say('  The LB sent them to node2 (its other backend), which answered: no loop.');
     const after = await settle(agent, (s) => value(s, 'to_lb') > value(last, 'to_lb') && !activeGauge(s));
     say('  The counters: to_lb keeps rising, loop_return stands still, no active finding:');
     say(indent(metricLines(after, last)));
-    const loopStopped = value(after, 'loop_return') === value(last, 'loop_return') && value(after, 'to_lb') > value(last, 'to_lb');
+    const loopStopped =
+      value(after, 'loop_return') === value(last, 'loop_return') && value(after, 'to_lb') > value(last, 'to_lb');
 
     await step(6, 'clbprobe diagnose on node1 again');
     const diag = await diagnose(lab, running.dir);
@@ -163,18 +184,30 @@ async function settle(agent: DemoAgent, done: (s: Sample[]) => boolean): Promise
 const isWeb = (x: Sample): boolean => x.labels.namespace === 'lab' && x.labels.service === 'web';
 
 function value(samples: Sample[], kind: string): number {
-  return samples.find((x) => x.name === 'clbprobe_lb_path_packets_total' && isWeb(x) && x.labels.kind === kind)?.value ?? 0;
+  return (
+    samples.find((x) => x.name === 'clbprobe_lb_path_packets_total' && isWeb(x) && x.labels.kind === kind)?.value ?? 0
+  );
 }
 
 function activeGauge(samples: Sample[]): boolean {
-  return samples.some((x) => x.name === 'clbprobe_findings_active' && isWeb(x) && x.labels.severity === 'active' && x.value > 0);
+  return samples.some(
+    (x) => x.name === 'clbprobe_findings_active' && isWeb(x) && x.labels.severity === 'active' && x.value > 0,
+  );
 }
 
-const SHOWN = ['clbprobe_lb_path_packets_total', 'clbprobe_conntrack_flows_total', 'clbprobe_conntrack_entries', 'clbprobe_findings_active'];
+const SHOWN = [
+  'clbprobe_lb_path_packets_total',
+  'clbprobe_conntrack_flows_total',
+  'clbprobe_conntrack_entries',
+  'clbprobe_findings_active',
+];
 
 /** lab/web's series, counters with their rise since `prev`. */
 function metricLines(now: Sample[], prev: Sample[]): string {
-  const key = (x: Sample) => `${x.name}{${Object.entries(x.labels).map(([k, v]) => `${k}="${v}"`).join(',')}}`;
+  const key = (x: Sample) =>
+    `${x.name}{${Object.entries(x.labels)
+      .map(([k, v]) => `${k}="${v}"`)
+      .join(',')}}`;
   const was = new Map(prev.map((x) => [key(x), x.value]));
   const lines = now
     .filter((x) => isWeb(x) && SHOWN.includes(x.name))
@@ -187,7 +220,9 @@ function metricLines(now: Sample[], prev: Sample[]): string {
       const rise = x.name.endsWith('_total') ? x.value - (was.get(key(x)) ?? 0) : 0;
       return `${`${x.name}{${labels}}`.padEnd(72)} ${String(x.value).padStart(4)}${rise ? `  (+${rise})` : ''}`;
     });
-  return lines.length ? `lab/web:\n${lines.map((l) => `  ${l}`).join('\n')}` : 'lab/web: no series yet (a node exports a Service port once it counts traffic, a conntrack entry or a finding for it)';
+  return lines.length
+    ? `lab/web:\n${lines.map((l) => `  ${l}`).join('\n')}`
+    : 'lab/web: no series yet (a node exports a Service port once it counts traffic, a conntrack entry or a finding for it)';
 }
 
 async function diagnose(lab: LoopLab, dir: string): ReturnType<typeof runLive> {
@@ -206,7 +241,14 @@ function verdict(o: DemoOutcome, after: Finding[]): string {
     o.loopSeen ? '' : 'the first connects did not loop',
     o.loopDiagnosed ? '' : 'diagnose did not report an active L4-loop',
     o.counted ? '' : "the agent's loop_return counter did not rise with the loop and stop after the fix",
-    o.fixed ? '' : `after the fix: ${after.filter((f) => f.severity === 'active').map((f) => f.mechanism).join(', ') || 'the connect still failed'}`,
+    o.fixed
+      ? ''
+      : `after the fix: ${
+          after
+            .filter((f) => f.severity === 'active')
+            .map((f) => f.mechanism)
+            .join(', ') || 'the connect still failed'
+        }`,
   ].filter(Boolean);
   return `Result: the demo did not go as expected: ${why.join('; ')}.`;
 }

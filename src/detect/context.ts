@@ -3,12 +3,12 @@
 // Services and their lookups are the cluster view's LB-Service index
 // (cluster/lb-index.ts), the one the agent's Service index reads too.
 import { LbServiceIndex } from '../cluster/lb-index.js';
-import type { IpvsVirtualServer } from '../kernel/types.js';
 import { cidrMatcher, inCidr } from '../kernel/ip.js';
-import { key, type Key } from '../model/address-key.js';
+import type { IpvsVirtualServer } from '../kernel/types.js';
+import { type Key, key } from '../model/address-key.js';
 import type { DetectContext } from './context-types.js';
-import { classifyProxyMode } from './proxy-classify.js';
 import type { DiagnoseInput, LbNatFact } from './core-types.js';
+import { classifyProxyMode } from './proxy-classify.js';
 
 export type { ServiceProtocol as Proto } from '../model/protocol.js';
 export { protocolOfNumber as protoOf } from '../model/protocol.js';
@@ -52,4 +52,3 @@ export function buildContext(input: DiagnoseInput, lb?: LbServiceIndex): DetectC
     localRouteFor: (ip) => localRoutes.find((r) => inCidr(ip, r.dst)),
   };
 }
-

@@ -29,7 +29,11 @@ export interface FindingOf<M extends string> {
 }
 
 /** The object changes a remedy names (fixes.ts makes them). */
-export type FixKind = 'etp-cluster' | 'tencent-prevent-loopback' | 'aws-preserve-client-ip-off' | 'source-ranges-add-pods';
+export type FixKind =
+  | 'etp-cluster'
+  | 'tencent-prevent-loopback'
+  | 'aws-preserve-client-ip-off'
+  | 'source-ranges-add-pods';
 
 /** A JSON merge patch (RFC 7386) or a JSON patch (RFC 6902), as `kubectl patch --type` names them. */
 export type FixPatch =

@@ -77,7 +77,8 @@ export class ConntrackCorrelator {
     }
     if (vipSvcs && ctx.isLocalSource(o.src)) this.addOutbound(e, vipSvcs, proto);
     const hcSvcs = ctx.lbIpServices(o.src);
-    if (hcSvcs && ctx.ipvsBound.has(o.src) && ctx.nodeIps.has(o.dst) && !seenReply(e)) this.record('hcSrc', hcSvcs, [e]);
+    if (hcSvcs && ctx.ipvsBound.has(o.src) && ctx.nodeIps.has(o.dst) && !seenReply(e))
+      this.record('hcSrc', hcSvcs, [e]);
 
     const ingSvcs = ctx.ingressVipServices(o.dst);
     if (ingSvcs && ctx.isLocalSource(o.src)) this.keep(this.l7Out, o.src, { entry: e, svcs: ingSvcs });

@@ -2,10 +2,11 @@
 // The DETECTORS list (list.ts) holds them; the Mechanism type, the order of findings, the
 // remedies, the conntrack observations the correlator keeps and the README's Findings reference
 // are all read from there.
-import type { DetectContext } from './context-types.js';
+
 import type { ServiceView } from '../cluster/types.js';
+import type { DetectContext } from './context-types.js';
 import type { FindingOf, FixChange } from './core-types.js';
-import type { ObsKind, Observations } from './correlator.js';
+import type { Observations, ObsKind } from './correlator.js';
 
 /** A mitigation a detector may credit (remedies.ts says how each is seen). */
 export type Credit = 'ipModeProxy' | 'lbRewritesSource' | 'preventLoopback' | 'alibabaHostname' | 'masquerade';

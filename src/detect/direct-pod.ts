@@ -1,15 +1,16 @@
 // direct-pod: the LB targets pod IPs (ENI / VPC-CNI modes). A client pod on
 // the same node as a target pod gets its own connection delivered from the
 // uplink straight to the local pod, and the reply bypasses the LB.
+
+import { portKey } from '../model/service.js';
 import type { DetectContext } from './context-types.js';
+import type { FindingOf } from './core-types.js';
 import type { Observations } from './correlator.js';
+import type { DetectorDef } from './detector.js';
 import { endpointsLine, finding } from './evidence.js';
 import { activeFindings, activePorts } from './observed.js';
-import { portKey } from '../model/service.js';
 import { podTargetAnnotation, vipPath } from './path.js';
 import { credited, mitigationsFor, remedy } from './remedies.js';
-import type { FindingOf } from './core-types.js';
-import type { DetectorDef } from './detector.js';
 
 export const directPod: DetectorDef<'direct-pod'> = {
   mechanism: 'direct-pod',
@@ -19,8 +20,8 @@ export const directPod: DetectorDef<'direct-pod'> = {
   credits: ['lbRewritesSource'],
   observes: ['direct'],
   readme: {
-    what: "the LB targets pod IPs (ENI/VPC-CNI) and client and server pods share a node",
-    fix: "DNS name; anti-affinity; node (NodePort) backends",
+    what: 'the LB targets pod IPs (ENI/VPC-CNI) and client and server pods share a node',
+    fix: 'DNS name; anti-affinity; node (NodePort) backends',
   },
   detect: detectDirectPod,
 };

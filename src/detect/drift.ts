@@ -5,7 +5,7 @@
 import type { DetectContext } from './context-types.js';
 import type { FindingOf } from './core-types.js';
 import type { DetectorDef } from './detector.js';
-import { KUBE_IPVS_IFNAME, finding } from './evidence.js';
+import { finding, KUBE_IPVS_IFNAME } from './evidence.js';
 
 export const drift: DetectorDef<'drift'> = {
   mechanism: 'drift',
@@ -49,7 +49,12 @@ function detectDrift(ctx: DetectContext): FindingOf<'drift'>[] {
           'service.cloud.tencent.com/prevent-loopback: "true"',
           'Upgrade the TKE kube-proxy image to a version that supports prevent-loopback (e.g. v1.18.4-tke.20 or later for 1.18).',
         );
-      } else if (!bound && ing.ipMode === 'VIP' && ctx.proxy.lbBinding === 'mixed' && s.annotations.alibabaHostname === undefined) {
+      } else if (
+        !bound &&
+        ing.ipMode === 'VIP' &&
+        ctx.proxy.lbBinding === 'mixed' &&
+        s.annotations.alibabaHostname === undefined
+      ) {
         add(
           `kube-proxy binds other LB IPs on this node but not ${ing.ip}: stale or failed sync`,
           `LB binding on this node: ${ctx.proxy.evidence.filter((e) => e.startsWith('LB IPs')).join('; ')}`,

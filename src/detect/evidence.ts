@@ -1,7 +1,8 @@
 // Evidence lines in the text forms SREs already know: conntrack -L for
 // conntrack entries (the lead's formatter), ipvsadm -Ln for IPVS virtual servers.
-import type { ServiceView } from '../cluster/types.js';
+
 import { slicePort } from '../cluster/endpoints.js';
+import type { ServiceView } from '../cluster/types.js';
 import type { IpvsForward, IpvsVirtualServer } from '../kernel/types.js';
 import type { FindingOf, Severity } from './core-types.js';
 
@@ -10,7 +11,13 @@ function hostPort(ip: string, port: number | undefined): string {
   return port === undefined ? h : `${h}:${port}`;
 }
 
-const FWD: Record<string, string> = { masq: 'Masq', local: 'Local', tunnel: 'Tunnel', route: 'Route', bypass: 'Bypass' };
+const FWD: Record<string, string> = {
+  masq: 'Masq',
+  local: 'Local',
+  tunnel: 'Tunnel',
+  route: 'Route',
+  bypass: 'Bypass',
+};
 
 function fwdName(f: IpvsForward): string {
   return typeof f === 'number' ? String(f) : (FWD[f] ?? f);
@@ -18,7 +25,10 @@ function fwdName(f: IpvsForward): string {
 
 /** A virtual server and its real servers as `ipvsadm -Ln` prints them. */
 export function formatIpvs(vs: IpvsVirtualServer): string[] {
-  const head = vs.fwmark !== undefined ? `FWM  ${vs.fwmark}` : `${String(vs.protocol).padEnd(4)} ${hostPort(vs.address ?? '?', vs.port)}`;
+  const head =
+    vs.fwmark !== undefined
+      ? `FWM  ${vs.fwmark}`
+      : `${String(vs.protocol).padEnd(4)} ${hostPort(vs.address ?? '?', vs.port)}`;
   const lines = [`IPVS ${head} ${vs.scheduler}${vs.flags.includes('persistent') ? ` persistent ${vs.timeoutS}` : ''}`];
   if (vs.realServers.length === 0) lines.push('IPVS   (no real servers)');
   for (const rs of vs.realServers) {
@@ -58,9 +68,8 @@ export function endpointsLine(s: ServiceView): string {
   return `endpoints: ${local.length} local (${local.join(', ') || 'none'}), ${remote} on other nodes; externalTrafficPolicy=${s.externalTrafficPolicy}`;
 }
 
-export { hostPort };
+export { formatConntrack } from '../kernel/conntrack/format.js';
 
 /** kube-proxy's IPVS dummy device (same name as src/kernel/addresses.ts; not imported to keep detectors free of the native addon). */
 export { KUBE_IPVS_IFNAME } from '../model/kube-proxy.js';
-
-export { formatConntrack } from '../kernel/conntrack/format.js';
+export { hostPort };

@@ -1,8 +1,9 @@
 // The fixes that are a change to a Kubernetes object, as data (the object and a patch) and as the
 // kubectl command that makes it, with what the change costs the Service's clients. clbprobe only
 // prints them: applying one is the owner's decision.
-import { AWS_TG_ATTRIBUTES } from '../cluster/lb-client-address.js';
+
 import { TENCENT_PREVENT_LOOPBACK } from '../cluster/annotations.js';
+import { AWS_TG_ATTRIBUTES } from '../cluster/lb-client-address.js';
 import type { ServiceView } from '../cluster/types.js';
 import type { DetectContext } from './context-types.js';
 import type { FixChange, FixKind, FixPatch } from './core-types.js';
@@ -17,7 +18,17 @@ export function shellQuote(s: string): string {
 
 /** The kubectl arguments (after `kubectl`) that apply the patch to the Service. */
 export function fixArgs(c: Pick<FixChange, 'object' | 'patch'>): string[] {
-  return ['-n', c.object.namespace, 'patch', 'service', c.object.name, '--type', c.patch.type, '-p', JSON.stringify(c.patch.body)];
+  return [
+    '-n',
+    c.object.namespace,
+    'patch',
+    'service',
+    c.object.name,
+    '--type',
+    c.patch.type,
+    '-p',
+    JSON.stringify(c.patch.body),
+  ];
 }
 
 function change(s: ServiceView, kind: FixKind, patch: FixPatch, effect: string): FixChange {
@@ -68,7 +79,10 @@ export function awsPreserveClientIpOff(s: ServiceView): FixChange[] {
     .map((a) => a.trim())
     .filter((a) => a !== '');
   if (attrs.some((a) => a.replace(/\s+/g, '') === 'preserve_client_ip.enabled=false')) return [];
-  const value = [...attrs.filter((a) => !a.startsWith('preserve_client_ip.enabled')), 'preserve_client_ip.enabled=false'].join(',');
+  const value = [
+    ...attrs.filter((a) => !a.startsWith('preserve_client_ip.enabled')),
+    'preserve_client_ip.enabled=false',
+  ].join(',');
   return [
     change(
       s,
@@ -90,7 +104,10 @@ export function sourceRangesAddPods(s: ServiceView, ctx: DetectContext): FixChan
     change(
       s,
       'source-ranges-add-pods',
-      { type: 'json', body: pods.map((cidr) => ({ op: 'add', path: '/spec/loadBalancerSourceRanges/-', value: cidr })) },
+      {
+        type: 'json',
+        body: pods.map((cidr) => ({ op: 'add', path: '/spec/loadBalancerSourceRanges/-', value: cidr })),
+      },
       `the LB and kube-proxy admit connections from ${pods.join(', ')} (this node's pods); every other node's pod CIDR needs the same`,
     ),
   ];

@@ -14,7 +14,7 @@ import type { LocalRoute } from '../kernel/types.js';
 import type { DetectContext } from './context-types.js';
 import type { FindingOf } from './core-types.js';
 import type { DetectorDef } from './detector.js';
-import { KUBE_IPVS_IFNAME, finding } from './evidence.js';
+import { finding, KUBE_IPVS_IFNAME } from './evidence.js';
 import { vipName } from './handoff.js';
 import { routeLine, routeOwner } from './local-route.js';
 import { kubeProxyPath } from './path.js';
@@ -30,8 +30,7 @@ export const guestLocalRoute: DetectorDef<'guest-local-route'> = {
   credits: [],
   observes: [],
   readme: {
-    what:
-      'an LB IP is local on the node through a `local` route that no address made (GCE guest agent: `local IP dev eth0 proto 66 scope host` for internal-LB forwarding rules), not through kube-ipvs0: never read as a binding (no drift, hc-drop or port-refused from it); `info` when kube-proxy handles the IP on the node anyway, `risk` when it leaves it to the LB, because pod traffic is then delivered to the node itself and never reaches the LB',
+    what: 'an LB IP is local on the node through a `local` route that no address made (GCE guest agent: `local IP dev eth0 proto 66 scope host` for internal-LB forwarding rules), not through kube-ipvs0: never read as a binding (no drift, hc-drop or port-refused from it); `info` when kube-proxy handles the IP on the node anyway, `risk` when it leaves it to the LB, because pod traffic is then delivered to the node itself and never reaches the LB',
     fix: 'nothing when kube-proxy handles the IP; else ipMode: VIP (a pass-through internal LB needs it), or the DNS name',
   },
   detect: detectGuestLocalRoute,
@@ -48,13 +47,22 @@ function detectGuestLocalRoute(ctx: DetectContext): FindingOf<'guest-local-route
   return out;
 }
 
-function routeFinding(ctx: DetectContext, s: ServiceView, ip: string, route: LocalRoute): FindingOf<'guest-local-route'> {
+function routeFinding(
+  ctx: DetectContext,
+  s: ServiceView,
+  ip: string,
+  route: LocalRoute,
+): FindingOf<'guest-local-route'> {
   const bound = ctx.ipvsBound.has(ip);
   const kp = kubeProxyPath(ctx, s, ip);
   const evidence = [
     routeLine(route),
     // IPVS mode: kubeProxyPath already says whether the IP is on kube-ipvs0.
-    ...(ctx.proxy.mode === 'ipvs' ? [] : [`${ip} ${bound ? 'is also' : 'is not'} bound on ${KUBE_IPVS_IFNAME}${ctx.input.node.addresses ? '' : ' (addresses not read)'}`]),
+    ...(ctx.proxy.mode === 'ipvs'
+      ? []
+      : [
+          `${ip} ${bound ? 'is also' : 'is not'} bound on ${KUBE_IPVS_IFNAME}${ctx.input.node.addresses ? '' : ' (addresses not read)'}`,
+        ]),
     ...kp.evidence,
     `packets arriving with source ${ip} are dropped as martians here (the address is local)${route.protocol === '66' ? ': harmless for GCE health checks, which come from 35.191.0.0/16 and 130.211.0.0/22' : ''}`,
   ];
@@ -70,7 +78,9 @@ function routeFinding(ctx: DetectContext, s: ServiceView, ip: string, route: Loc
     );
   }
   const vs = ctx.input.node.ipvs !== undefined ? ctx.ipvsService(ip, s.protocol, s.port) : undefined;
-  const where = vs ? 'to IPVS on this node (its virtual server takes it at LOCAL_IN)' : 'to this node itself (a local listener, or refused)';
+  const where = vs
+    ? 'to IPVS on this node (its virtual server takes it at LOCAL_IN)'
+    : 'to this node itself (a local listener, or refused)';
   return finding(
     s,
     'guest-local-route',

@@ -5,7 +5,7 @@
 // LB's business: a proxy (or PROXY protocol) connects from its own address, a
 // pass-through LB that keeps the client address sends the pod's own
 // connection back to its node.
-import { lbClientAddress, type LbClientAddress } from '../cluster/lb-client-address.js';
+import { type LbClientAddress, lbClientAddress } from '../cluster/lb-client-address.js';
 import type { HostnameLookup, LbIngressIp, ServiceView } from '../cluster/types.js';
 
 export interface Handoff {
@@ -44,7 +44,9 @@ export function handoffOf(s: ServiceView, ing: LbIngressIp): Handoff | undefined
   if (ing.ipMode === 'Proxy') {
     return {
       why: 'ipMode: Proxy: kube-proxy (>= 1.29) leaves the address to the LB',
-      evidence: [`status.loadBalancer.ingress: {ip: ${ing.ip}${ing.hostname ? `, hostname: ${ing.hostname}` : ''}, ipMode: Proxy}`],
+      evidence: [
+        `status.loadBalancer.ingress: {ip: ${ing.ip}${ing.hostname ? `, hostname: ${ing.hostname}` : ''}, ipMode: Proxy}`,
+      ],
       client: lbClientAddress(s.annotations.raw, s.loadBalancerClass, s.protocol),
     };
   }

@@ -4,15 +4,16 @@
 // Dropped packets are usually never confirmed in conntrack, so the active
 // signature needs packet capture; unreplied entries from a bound VIP to a
 // node IP are reported when they do show up.
-import { isTencent, tencentPreventLoopback } from './fixes.js';
-import type { DetectContext } from './context-types.js';
-import type { Observations } from './correlator.js';
-import { KUBE_IPVS_IFNAME, finding } from './evidence.js';
-import { activeFindings, activePorts } from './observed.js';
+
 import { portKey } from '../model/service.js';
-import { credited, mitigationsFor, remedy } from './remedies.js';
+import type { DetectContext } from './context-types.js';
 import type { FindingOf } from './core-types.js';
+import type { Observations } from './correlator.js';
 import type { DetectorDef } from './detector.js';
+import { finding, KUBE_IPVS_IFNAME } from './evidence.js';
+import { isTencent, tencentPreventLoopback } from './fixes.js';
+import { activeFindings, activePorts } from './observed.js';
+import { credited, mitigationsFor, remedy } from './remedies.js';
 
 export const hcDrop: DetectorDef<'hc-drop'> = {
   mechanism: 'hc-drop',
@@ -23,7 +24,7 @@ export const hcDrop: DetectorDef<'hc-drop'> = {
   observes: ['hcSrc'],
   readme: {
     what: "the LB IP is bound on kube-ipvs0 and the LB's health checks arrive with it as source: dropped as martians, backends flap (kubernetes#79783)",
-    fix: "TKE prevent-loopback; `status.loadBalancer.ingress[].ipMode: Proxy`",
+    fix: 'TKE prevent-loopback; `status.loadBalancer.ingress[].ipMode: Proxy`',
   },
   changes: (s) => (isTencent(s) ? tencentPreventLoopback(s) : []),
   detect: detectHcDrop,

@@ -1,12 +1,13 @@
 // diagnose(): every detector over one node + cluster view, most severe first.
 // Conntrack entries are streamed through the correlator; config detectors
 // read the indexes. Pure: the CLI does all reading.
-import { byText } from '../compare.js';
+
 import type { LbServiceIndex } from '../cluster/lb-index.js';
 import type { ServiceView } from '../cluster/types.js';
+import { byText } from '../compare.js';
 import type { ConntrackEntry } from '../kernel/types.js';
 import { buildContext, type DetectContext } from './context.js';
-import { ConntrackCorrelator, type ObsGroup, type Observations } from './correlator.js';
+import { ConntrackCorrelator, type Observations, type ObsGroup } from './correlator.js';
 import { DETECTORS, MECHANISM_RANK, OBSERVED_KINDS } from './list.js';
 import type { DiagnoseInput, DiagnoseResult, Finding, Severity } from './types.js';
 
@@ -42,9 +43,12 @@ function runDetectors(ctx: DetectContext, obs: Observations): Finding[] {
 
 function warningsOf(input: DiagnoseInput, obs: Observations, conntrackRead: boolean): string[] {
   const w = [...input.warnings, ...input.cluster.warnings];
-  if (!input.cluster.fresh) w.push(`cluster view is stale${input.cluster.staleReason ? `: ${input.cluster.staleReason}` : ''}`);
-  if (!conntrackRead) w.push('no conntrack entries read: only configuration risks can be reported, nothing can be shown active');
-  if (obs.overflowed > 0) w.push(`conntrack correlation incomplete: ${obs.overflowed} relevant entries not kept (pending-entry cap reached)`);
+  if (!input.cluster.fresh)
+    w.push(`cluster view is stale${input.cluster.staleReason ? `: ${input.cluster.staleReason}` : ''}`);
+  if (!conntrackRead)
+    w.push('no conntrack entries read: only configuration risks can be reported, nothing can be shown active');
+  if (obs.overflowed > 0)
+    w.push(`conntrack correlation incomplete: ${obs.overflowed} relevant entries not kept (pending-entry cap reached)`);
   for (const s of input.node.sources) if (!s.available) w.push(`${s.source} not read: ${s.reason ?? 'unavailable'}`);
   return w;
 }
@@ -107,7 +111,10 @@ export class Diagnosis {
   finish(only?: ReadonlySet<ServiceView>): DiagnoseResult {
     const obs = this.corr.observations();
     const findings = only
-      ? runDetectors({ ...this.ctx, services: this.ctx.services.filter((s) => only.has(s)) }, { ...obs, groups: obs.groups.filter((g) => only.has(g.svc)) })
+      ? runDetectors(
+          { ...this.ctx, services: this.ctx.services.filter((s) => only.has(s)) },
+          { ...obs, groups: obs.groups.filter((g) => only.has(g.svc)) },
+        )
       : runDetectors(this.ctx, obs);
     return { findings, warnings: warningsOf(this.input, obs, this.conntrackRead) };
   }

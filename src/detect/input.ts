@@ -2,12 +2,11 @@
 // (live or from a bundle), the cluster view, and kube-proxy's NAT facts as
 // src/kernel/nat/kube.ts derives them from the rules.
 import type { ClusterView } from '../cluster/types.js';
-import { kubeNatFacts, type KubeNatFacts } from '../kernel/nat/kube.js';
+import { type KubeNatFacts, kubeNatFacts } from '../kernel/nat/kube.js';
 import type { NodeSnapshot } from '../kernel/types.js';
-import { localAddresses } from './local.js';
-import type { DiagnoseInput, LbNatFact, NatFacts, NodeProxyMode } from './core-types.js';
 import { serviceProtocolOf } from '../model/protocol.js';
-
+import type { DiagnoseInput, LbNatFact, NatFacts, NodeProxyMode } from './core-types.js';
+import { localAddresses } from './local.js';
 
 /**
  * The detectors' view of kube-proxy's NAT facts. "mixed" (rules of two modes,
@@ -36,7 +35,11 @@ export function natFactsFrom(k: KubeNatFacts, ipvsState: boolean): NatFacts {
   return { proxyMode: mode, evidence: k.modeEvidence, lb, ...(k.nftLayouts ? { nftLayouts: k.nftLayouts } : {}) };
 }
 
-export function diagnoseInputOf(node: NodeSnapshot, cluster: ClusterView, warnings: string[] = []): Omit<DiagnoseInput, 'conntrack'> {
+export function diagnoseInputOf(
+  node: NodeSnapshot,
+  cluster: ClusterView,
+  warnings: string[] = [],
+): Omit<DiagnoseInput, 'conntrack'> {
   const ipvsState =
     (node.ipvs?.virtualServers.length ?? 0) > 0 || (node.addresses?.interfaces.some((i) => i.isKubeIpvs) ?? false);
   return {

@@ -3,18 +3,19 @@
 // forwards it unchanged to this node's NodePort, and the reply goes straight
 // to the pod. Active: the correlator paired the two conntrack entries of the
 // same pod:p. Risk: the path leaves the node and nothing rewrites the source.
-import { awsPreserveClientIpOff, etpCluster, isTencent, tencentPreventLoopback } from './fixes.js';
+
 import type { ServiceView } from '../cluster/types.js';
+import { portKey } from '../model/service.js';
 import type { DetectContext } from './context-types.js';
+import type { FindingOf } from './core-types.js';
 import type { Observations } from './correlator.js';
+import type { DetectorDef } from './detector.js';
 import { endpointsLine, finding } from './evidence.js';
+import { awsPreserveClientIpOff, etpCluster, isTencent, tencentPreventLoopback } from './fixes.js';
 import { handoffOf, handoffVerdict, lookupLine, vipName } from './handoff.js';
 import { activeFindings, activePorts } from './observed.js';
-import { portKey } from '../model/service.js';
 import { lbMayTargetNode, vipPath } from './path.js';
 import { AWS_NLB_FIX, credited, isAws, mitigationsFor, remedy } from './remedies.js';
-import type { FindingOf } from './core-types.js';
-import type { DetectorDef } from './detector.js';
 
 export const l4Loop: DetectorDef<'L4-loop'> = {
   mechanism: 'L4-loop',
@@ -28,8 +29,8 @@ export const l4Loop: DetectorDef<'L4-loop'> = {
   credits: ['lbRewritesSource', 'preventLoopback', 'masquerade'],
   observes: ['l4'],
   readme: {
-    what: "pod→LB-IP traffic leaves the node (IPVS mode with the LB IP not bound on kube-ipvs0, or iptables mode), the L4 LB keeps the client address and picks this node: the reply skips the LB and the connect hangs",
-    fix: "call the Service by DNS name/ClusterIP; TKE `service.cloud.tencent.com/prevent-loopback: \"true\"`; externalTrafficPolicy: Cluster (SNAT to the node IP); with ETP=Local, anti-affinity between clients and backends",
+    what: 'pod→LB-IP traffic leaves the node (IPVS mode with the LB IP not bound on kube-ipvs0, or iptables mode), the L4 LB keeps the client address and picks this node: the reply skips the LB and the connect hangs',
+    fix: 'call the Service by DNS name/ClusterIP; TKE `service.cloud.tencent.com/prevent-loopback: "true"`; externalTrafficPolicy: Cluster (SNAT to the node IP); with ETP=Local, anti-affinity between clients and backends',
   },
   changes: (s) => [...etpCluster(s), ...(isTencent(s) ? tencentPreventLoopback(s) : []), ...awsPreserveClientIpOff(s)],
   detect: detectL4Loop,
@@ -94,14 +95,22 @@ function unresolved(ctx: DetectContext, done: Set<string>): FindingOf<'L4-loop'>
     for (const h of s.lbHostnames) {
       const l = s.lbHostnameLookups?.find((x) => x.hostname === h);
       if (l && l.addresses.length > 0) continue;
-      const why = l ? `lookup failed: ${l.error ?? 'no address'}` : 'not looked up on this node (no DNS answers in this input)';
+      const why = l
+        ? `lookup failed: ${l.error ?? 'no address'}`
+        : 'not looked up on this node (no DNS answers in this input)';
       out.push(
         finding(
           s,
           'L4-loop',
           s.annotations.internalByAnnotation ? 'risk' : 'info',
           `hostname-only LB ${h}: ${why}; its addresses are unknown, so pod traffic to it can be neither counted nor told looping or not`,
-          [`status.loadBalancer.ingress: {hostname: ${h}}`, ...(l ? [lookupLine(l)] : []), ...(s.annotations.internalByAnnotation ? [`${s.annotations.internalByAnnotation.key}: "${s.annotations.internalByAnnotation.value}"`] : [])],
+          [
+            `status.loadBalancer.ingress: {hostname: ${h}}`,
+            ...(l ? [lookupLine(l)] : []),
+            ...(s.annotations.internalByAnnotation
+              ? [`${s.annotations.internalByAnnotation.key}: "${s.annotations.internalByAnnotation.value}"`]
+              : []),
+          ],
           remedy(l4Loop, mitigationsFor(ctx, s), isAws(s) ? AWS_NLB_FIX : undefined),
         ),
       );

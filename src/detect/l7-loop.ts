@@ -2,16 +2,17 @@
 // proxies to the NodePort of the client's own node. The LB opens a new TCP connection, so
 // the return leg has another source port: the correlator pairs the two legs
 // by source IP (and time, when conntrack timestamps are on).
+
+import type { GatewayFront, L7Vip, ServiceView } from '../cluster/types.js';
+import { portKey } from '../model/service.js';
 import type { DetectContext } from './context-types.js';
+import type { FindingOf } from './core-types.js';
 import type { Observations } from './correlator.js';
+import type { DetectorDef } from './detector.js';
 import { endpointsLine, finding } from './evidence.js';
 import { activeFindings, activePorts } from './observed.js';
-import { portKey } from '../model/service.js';
 import { lbMayTargetNode } from './path.js';
 import { remedy } from './remedies.js';
-import type { FindingOf } from './core-types.js';
-import type { DetectorDef } from './detector.js';
-import type { GatewayFront, L7Vip, ServiceView } from '../cluster/types.js';
 
 export const l7Loop: DetectorDef<'L7-loop'> = {
   mechanism: 'L7-loop',
@@ -45,7 +46,9 @@ function detectL7Loop(ctx: DetectContext, obs: Observations): FindingOf<'L7-loop
     if (s.ingressVips.length === 0 || s.nodePort === undefined || done.has(portKey(s, s.protocol, s.port))) continue;
     if (!lbMayTargetNode(s)) continue;
     for (const iv of s.ingressVips) {
-      const evidence = [`${frontLabel(iv)} VIP ${vipText(iv)} → ${s.namespace}/${s.name}:${s.port} NodePort ${s.nodePort}`];
+      const evidence = [
+        `${frontLabel(iv)} VIP ${vipText(iv)} → ${s.namespace}/${s.name}:${s.port} NodePort ${s.nodePort}`,
+      ];
       if (iv.gateway) evidence.push(gatewayLine(s, iv.gateway));
       evidence.push(endpointsLine(s));
       const unseen = 'Whether the LB has L7 SNAT/keepalive enabled is not visible from the node.';
@@ -76,7 +79,11 @@ function unresolvedGateways(s: ServiceView): FindingOf<'L7-loop'>[] {
         'L7-loop',
         'risk',
         `Gateway ${gateway.gateway} publishes only the hostname ${hostname}, which has no address on this node (not resolved): whether pods calling it are sent back to their own node is unknown`,
-        [`Gateway ${gateway.gateway} address ${hostname}: no answer from this node's resolver (the dns source says why)`, gatewayLine(s, gateway), endpointsLine(s)],
+        [
+          `Gateway ${gateway.gateway} address ${hostname}: no answer from this node's resolver (the dns source says why)`,
+          gatewayLine(s, gateway),
+          endpointsLine(s),
+        ],
         remedy(l7Loop, undefined, gatewayRemedy([gateway])),
       ),
     );
@@ -102,7 +109,8 @@ const vipText = (iv: L7Vip): string => (iv.resolvedFrom ? `${iv.ip} (${iv.resolv
 /** The Gateways that route to the Service port, each once. */
 function gatewaysOf(s: ServiceView): GatewayFront[] {
   const byName = new Map<string, GatewayFront>();
-  for (const iv of s.ingressVips) if (iv.gateway && !byName.has(iv.gateway.gateway)) byName.set(iv.gateway.gateway, iv.gateway);
+  for (const iv of s.ingressVips)
+    if (iv.gateway && !byName.has(iv.gateway.gateway)) byName.set(iv.gateway.gateway, iv.gateway);
   return [...byName.values()];
 }
 
@@ -128,8 +136,10 @@ function providerOptions(controller: string): string {
       'target group attribute preserve_client_ip.enabled=false (NLB), or proxy_protocol_v2.enabled=true.'
     );
   }
-  if (/networking\.gke\.io/.test(controller)) return `${generic} GKE: container-native (NEG) backends, the default for Gateway.`;
+  if (/networking\.gke\.io/.test(controller))
+    return `${generic} GKE: container-native (NEG) backends, the default for Gateway.`;
   if (/alibabacloud|aliyun/.test(controller)) return `${generic} Alibaba ALB: server group type Ip instead of Server.`;
-  if (/tencent|tke/.test(controller)) return `${generic} Tencent CLB: direct access to pods (ENI) and SNAT, or the CLB's proxy protocol.`;
+  if (/tencent|tke/.test(controller))
+    return `${generic} Tencent CLB: direct access to pods (ENI) and SNAT, or the CLB's proxy protocol.`;
   return generic;
 }

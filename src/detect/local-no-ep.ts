@@ -8,16 +8,17 @@
 // LB IP up before DNAT and drops every host-network client on this node.
 // iptables (1.24+): the filter table's KUBE-EXTERNAL-SERVICES drops the LB IP
 // "has no local endpoints" while pods are short-circuited ("pod traffic for").
-import { etpCluster } from './fixes.js';
-import type { DetectContext } from './context-types.js';
-import type { Observations } from './correlator.js';
-import { KUBE_IPVS_IFNAME, endpointsLine, finding, formatIpvs } from './evidence.js';
-import { activeFindings, activePorts } from './observed.js';
-import { portKey } from '../model/service.js';
-import { credited, mitigationsFor, remedy } from './remedies.js';
+
 import type { ServiceView } from '../cluster/types.js';
+import { portKey } from '../model/service.js';
+import type { DetectContext } from './context-types.js';
 import type { FindingOf } from './core-types.js';
+import type { Observations } from './correlator.js';
 import type { DetectorDef } from './detector.js';
+import { endpointsLine, finding, formatIpvs, KUBE_IPVS_IFNAME } from './evidence.js';
+import { etpCluster } from './fixes.js';
+import { activeFindings, activePorts } from './observed.js';
+import { credited, mitigationsFor, remedy } from './remedies.js';
 
 export const localNoEp: DetectorDef<'local-no-ep'> = {
   mechanism: 'local-no-ep',
@@ -27,8 +28,8 @@ export const localNoEp: DetectorDef<'local-no-ep'> = {
   credits: ['ipModeProxy', 'alibabaHostname'],
   observes: ['selfVip'],
   readme: {
-    what: "ETP=Local on a node without local endpoints. IPVS: refused, or sent to remote pods with source = VIP. iptables (1.24+): `KUBE-EXTERNAL-SERVICES` drops external traffic (\"has no local endpoints\") while pods are short-circuited (`info`). nftables: the LB IP is in kube-proxy's `no-endpoint-services` map with `drop`; pods are short-circuited to other nodes' endpoints (`info`), but kube-proxy v1.31 to early v1.33 looks the map up from `filter-output` at priority -110, before DNAT, and drops every host-network client on the node (`risk`, kubernetes#131765)",
-    fix: "DNS name; ETP=Cluster; a backend on every client node; ipMode: Proxy; on nftables v1.31-v1.33: a kube-proxy with #132456 (v1.34, or the 1.33 cherry-pick #133969)",
+    what: 'ETP=Local on a node without local endpoints. IPVS: refused, or sent to remote pods with source = VIP. iptables (1.24+): `KUBE-EXTERNAL-SERVICES` drops external traffic ("has no local endpoints") while pods are short-circuited (`info`). nftables: the LB IP is in kube-proxy\'s `no-endpoint-services` map with `drop`; pods are short-circuited to other nodes\' endpoints (`info`), but kube-proxy v1.31 to early v1.33 looks the map up from `filter-output` at priority -110, before DNAT, and drops every host-network client on the node (`risk`, kubernetes#131765)',
+    fix: 'DNS name; ETP=Cluster; a backend on every client node; ipMode: Proxy; on nftables v1.31-v1.33: a kube-proxy with #132456 (v1.34, or the 1.33 cherry-pick #133969)',
   },
   changes: (s) => etpCluster(s),
   detect: detectLocalNoEp,
@@ -111,7 +112,11 @@ function detectLocalNoEp(ctx: DetectContext, obs: Observations): FindingOf<'loca
           'local-no-ep',
           credited(localNoEp, m).length > 0 ? 'info' : 'risk',
           `no ready local endpoint for this ETP=Local Service: in-cluster traffic to ${ing.ip}:${s.port} ${outcome}`,
-          [`${ing.ip} bound on ${KUBE_IPVS_IFNAME}`, endpointsLine(s), ...(vs ? formatIpvs(vs) : [`no IPVS virtual server ${s.protocol} ${ing.ip}:${s.port}`])],
+          [
+            `${ing.ip} bound on ${KUBE_IPVS_IFNAME}`,
+            endpointsLine(s),
+            ...(vs ? formatIpvs(vs) : [`no IPVS virtual server ${s.protocol} ${ing.ip}:${s.port}`]),
+          ],
           remedy(localNoEp, m),
         ),
       );

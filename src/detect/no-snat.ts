@@ -2,16 +2,17 @@
 // traffic from KUBE-MARK-MASQ (iptables KUBE-XLB/KUBE-EXT, IPVS
 // KUBE-LOAD-BALANCER-LOCAL), so the LB sees the pod IP and its own
 // anti-loopback cannot tell the packet came from a backend node.
-import { etpCluster } from './fixes.js';
-import type { DetectContext } from './context-types.js';
-import type { Observations } from './correlator.js';
-import { endpointsLine, finding } from './evidence.js';
-import { activeFindings, activePorts } from './observed.js';
+
 import { portKey } from '../model/service.js';
+import type { DetectContext } from './context-types.js';
+import type { FindingOf } from './core-types.js';
+import type { Observations } from './correlator.js';
+import type { DetectorDef } from './detector.js';
+import { endpointsLine, finding } from './evidence.js';
+import { etpCluster } from './fixes.js';
+import { activeFindings, activePorts } from './observed.js';
 import { vipPath } from './path.js';
 import { credited, mitigationsFor, remedy } from './remedies.js';
-import type { FindingOf } from './core-types.js';
-import type { DetectorDef } from './detector.js';
 
 export const noSnat: DetectorDef<'no-SNAT'> = {
   mechanism: 'no-SNAT',
@@ -22,7 +23,7 @@ export const noSnat: DetectorDef<'no-SNAT'> = {
   observes: ['noSnat'],
   readme: {
     what: "externalTrafficPolicy=Local makes kube-proxy skip masquerade for pod→LB-IP traffic, so the LB's own anti-loopback cannot recognise the node",
-    fix: "externalTrafficPolicy: Cluster, or DNS name; anti-affinity if ETP=Local is needed",
+    fix: 'externalTrafficPolicy: Cluster, or DNS name; anti-affinity if ETP=Local is needed',
   },
   changes: (s) => etpCluster(s),
   detect: detectNoSnat,

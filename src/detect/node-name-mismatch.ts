@@ -10,8 +10,9 @@
 // the finding is a risk when something confirms the addresses are this node's (an endpoint at
 // one of its own addresses, kube-proxy's rules showing no local endpoint, or names that are the
 // FQDN and short form of each other), and info when only the pod CIDR says so.
-import type { ServiceView } from '../cluster/types.js';
+
 import { slicePort } from '../cluster/endpoints.js';
+import type { ServiceView } from '../cluster/types.js';
 import { portKey } from '../model/service.js';
 import type { DetectContext } from './context-types.js';
 import type { DiagnoseInput, FindingOf } from './core-types.js';
@@ -28,8 +29,7 @@ export const nodeNameMismatch: DetectorDef<'node-name-mismatch'> = {
   credits: [],
   observes: [],
   readme: {
-    what:
-      'the EndpointSlices file the endpoints of this node’s pods (addresses in its pod CIDR or its own IPs) under another node name than this node’s (FQDN vs short name, a `--hostname-override`): kube-proxy then sees no local endpoint for ETP=Local Services, drops external traffic and fails the LB health check. Quiet when endpoints are merely remote, or when any endpoint is filed under this node’s name',
+    what: 'the EndpointSlices file the endpoints of this node’s pods (addresses in its pod CIDR or its own IPs) under another node name than this node’s (FQDN vs short name, a `--hostname-override`): kube-proxy then sees no local endpoint for ETP=Local Services, drops external traffic and fails the LB health check. Quiet when endpoints are merely remote, or when any endpoint is filed under this node’s name',
     fix: 'the same name for the kubelet, kube-proxy’s `--hostname-override` and the node label (FQDN or short name, not both)',
   },
   detect: detectNodeNameMismatch,
@@ -70,8 +70,13 @@ function renameOf(ctx: DetectContext): Rename | undefined {
       }
     }
     if (!anyOwn && others.size === 1) {
-      const cidrs = input.local.podCidrs.length > 0 ? `pod CIDR ${input.local.podCidrs.join(', ')}` : 'no pod CIDR known';
-      found = { own, other: [...others][0]!, where: `${cidrs}; node addresses ${[...ctx.nodeIps].join(', ') || 'unknown'}` };
+      const cidrs =
+        input.local.podCidrs.length > 0 ? `pod CIDR ${input.local.podCidrs.join(', ')}` : 'no pod CIDR known';
+      found = {
+        own,
+        other: [...others][0]!,
+        where: `${cidrs}; node addresses ${[...ctx.nodeIps].join(', ') || 'unknown'}`,
+      };
     }
   }
   renames.set(input, found);
@@ -91,7 +96,11 @@ function howTheyDiffer(own: string, other: string): string | undefined {
 }
 
 /** kube-proxy's own state for this Service's LB IPs: evidence lines, and whether it shows no local endpoint. */
-function kubeProxyView(ctx: DetectContext, s: ServiceView, mine: ServiceView['endpoints']): { lines: string[]; agrees: boolean } {
+function kubeProxyView(
+  ctx: DetectContext,
+  s: ServiceView,
+  mine: ServiceView['endpoints'],
+): { lines: string[]; agrees: boolean } {
   const lines: string[] = [];
   let agrees = false;
   const addrs = new Set(mine.map((e) => e.address));
@@ -99,12 +108,17 @@ function kubeProxyView(ctx: DetectContext, s: ServiceView, mine: ServiceView['en
     const nat = ctx.natFact(ing.ip, s.protocol, s.port);
     if (nat?.noEndpoints?.verdict === 'drop') {
       agrees = true;
-      lines.push(`kube-proxy has no local endpoint either: ${nat.noEndpoints.evidence.join('; ') || `${ing.ip}:${s.port} in no-endpoint-services`}`);
+      lines.push(
+        `kube-proxy has no local endpoint either: ${nat.noEndpoints.evidence.join('; ') || `${ing.ip}:${s.port} in no-endpoint-services`}`,
+      );
     }
     const vs = ctx.proxy.mode === 'ipvs' ? ctx.ipvsService(ing.ip, s.protocol, s.port) : undefined;
     if (vs && !vs.realServers.some((rs) => addrs.has(rs.address))) {
       agrees = true;
-      lines.push(`kube-proxy's IPVS virtual server for ${ing.ip}:${s.port} has none of these endpoints:`, ...formatIpvs(vs));
+      lines.push(
+        `kube-proxy's IPVS virtual server for ${ing.ip}:${s.port} has none of these endpoints:`,
+        ...formatIpvs(vs),
+      );
     }
   }
   return { lines, agrees };
@@ -127,12 +141,21 @@ function detectNodeNameMismatch(ctx: DetectContext): FindingOf<'node-name-mismat
   return out;
 }
 
-function mismatchFinding(ctx: DetectContext, s: ServiceView, r: Rename, mine: ServiceView['endpoints']): FindingOf<'node-name-mismatch'> {
+function mismatchFinding(
+  ctx: DetectContext,
+  s: ServiceView,
+  r: Rename,
+  mine: ServiceView['endpoints'],
+): FindingOf<'node-name-mismatch'> {
   const ready = mine.filter((e) => e.ready);
-  const quoted = mine.slice(0, MAX_QUOTED).map(
-    (e) => `endpoint ${hostPort(e.address, slicePort(s, e))} (${e.ready ? 'ready' : 'not ready'}) filed under nodeName "${e.nodeName}", at an address of this node`,
-  );
-  if (mine.length > MAX_QUOTED) quoted.push(`(${mine.length - MAX_QUOTED} more endpoints of this node filed under "${r.other}")`);
+  const quoted = mine
+    .slice(0, MAX_QUOTED)
+    .map(
+      (e) =>
+        `endpoint ${hostPort(e.address, slicePort(s, e))} (${e.ready ? 'ready' : 'not ready'}) filed under nodeName "${e.nodeName}", at an address of this node`,
+    );
+  if (mine.length > MAX_QUOTED)
+    quoted.push(`(${mine.length - MAX_QUOTED} more endpoints of this node filed under "${r.other}")`);
   const differ = howTheyDiffer(r.own, r.other);
   const kp = kubeProxyView(ctx, s, mine);
   const evidence = [
@@ -146,7 +169,10 @@ function mismatchFinding(ctx: DetectContext, s: ServiceView, r: Rename, mine: Se
   const confirmed = differ !== undefined || kp.agrees || mine.some((e) => ctx.nodeIps.has(e.address));
   const hc = s.healthCheckNodePort !== undefined ? ` (health check port ${s.healthCheckNodePort})` : '';
   const summary =
-    `${mine.length} endpoint(s) of this node's pods (${mine.slice(0, 3).map((e) => e.address).join(', ')}${mine.length > 3 ? ', ...' : ''}) are filed under ` +
+    `${mine.length} endpoint(s) of this node's pods (${mine
+      .slice(0, 3)
+      .map((e) => e.address)
+      .join(', ')}${mine.length > 3 ? ', ...' : ''}) are filed under ` +
     `"${r.other}", not this node's name "${r.own}": kube-proxy takes only endpoints filed under its own name as local, so this ETP=Local Service ` +
     `has no local endpoint${ready.length > 0 ? ` although ${ready.length} ready endpoint(s) run here` : ''}: external traffic to this node is dropped and the LB health check${hc} fails`;
   if (!ctx.input.cluster.node) {
@@ -164,5 +190,12 @@ function mismatchFinding(ctx: DetectContext, s: ServiceView, r: Rename, mine: Se
   const caveat = confirmed
     ? ''
     : `; only the pod CIDR says these addresses are this node's (with IPAM that hands out addresses outside the Node's podCIDR, such as Calico's blocks, they may be another node's)`;
-  return finding(s, 'node-name-mismatch', confirmed ? 'risk' : 'info', summary + caveat, evidence, nodeNameMismatch.fix);
+  return finding(
+    s,
+    'node-name-mismatch',
+    confirmed ? 'risk' : 'info',
+    summary + caveat,
+    evidence,
+    nodeNameMismatch.fix,
+  );
 }

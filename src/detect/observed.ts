@@ -5,7 +5,7 @@ import type { ConntrackEntry } from '../kernel/types.js';
 import { portKey } from '../model/service.js';
 import type { DetectContext } from './context-types.js';
 import type { FindingOf, LoopPath } from './core-types.js';
-import type { ObsGroup, ObsKind, Observations } from './correlator.js';
+import type { Observations, ObsGroup, ObsKind } from './correlator.js';
 import type { DetectorDef } from './detector.js';
 import { finding, formatConntrack, hostPort } from './evidence.js';
 import { credited, mitigationsFor, remedy } from './remedies.js';
@@ -35,11 +35,16 @@ export interface ActiveSpec<M extends string> {
   harmlessWhenCredited?: boolean;
 }
 
-export function activeFindings<M extends string>(ctx: DetectContext, obs: Observations, spec: ActiveSpec<M>): FindingOf<M>[] {
+export function activeFindings<M extends string>(
+  ctx: DetectContext,
+  obs: Observations,
+  spec: ActiveSpec<M>,
+): FindingOf<M>[] {
   return groupsOf(obs, spec.detector.observes).map((g) => {
     const first = g.examples[0]!;
     const evidence: string[] = [];
-    for (const ex of g.examples) ex.forEach((e, i) => evidence.push(`conntrack ${spec.labels[i] ?? ''}: ${formatConntrack(e)}`));
+    for (const ex of g.examples)
+      ex.forEach((e, i) => evidence.push(`conntrack ${spec.labels[i] ?? ''}: ${formatConntrack(e)}`));
     if (g.count > g.examples.length) evidence.push(`(${g.count - g.examples.length} more like these)`);
     evidence.push(...(spec.extraEvidence?.(g.svc) ?? []));
     const vip = spec.vipOf?.(first, g.svc);
@@ -73,7 +78,12 @@ function loopPath(out: ConntrackEntry, back: ConntrackEntry, labels: string[], r
     hops,
     legs: [
       { label: labels[0] ?? 'outbound', from: client, to: vip, conntrack: formatConntrack(out) },
-      { label: labels[1] ?? 'return leg', from: hostPort(back.orig.src, back.orig.sport), to: target, conntrack: formatConntrack(back) },
+      {
+        label: labels[1] ?? 'return leg',
+        from: hostPort(back.orig.src, back.orig.sport),
+        to: target,
+        conntrack: formatConntrack(back),
+      },
     ],
     reply: {
       from: server,

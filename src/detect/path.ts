@@ -24,7 +24,10 @@ export function vipPath(ctx: DetectContext, s: ServiceView, ip: string): VipPath
   if (!route) return kp;
   return {
     leaves: false,
-    evidence: [...kp.evidence, `${routeLine(route)}: ${ip} is local here through ${routeOwner(route)}, so pod traffic to it is delivered to this node, not sent to the LB`],
+    evidence: [
+      ...kp.evidence,
+      `${routeLine(route)}: ${ip} is local here through ${routeOwner(route)}, so pod traffic to it is delivered to this node, not sent to the LB`,
+    ],
   };
 }
 
@@ -58,6 +61,7 @@ const POD_TARGET_ANNOTATIONS: [string, string][] = [
 ];
 
 export function podTargetAnnotation(s: ServiceView): string | undefined {
-  for (const [k, v] of POD_TARGET_ANNOTATIONS) if (s.annotations.raw[k]?.toLowerCase() === v) return `${k}: "${s.annotations.raw[k]}"`;
+  for (const [k, v] of POD_TARGET_ANNOTATIONS)
+    if (s.annotations.raw[k]?.toLowerCase() === v) return `${k}: "${s.annotations.raw[k]}"`;
   return undefined;
 }

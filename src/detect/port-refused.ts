@@ -1,14 +1,15 @@
 // port-refused: the LB IP is bound on kube-ipvs0, so in-cluster clients never
 // reach the LB; any LB listener port with no IPVS virtual server here is
 // refused (or answered by a local process listening on 0.0.0.0:port).
-import type { DetectContext } from './context-types.js';
-import type { Observations } from './correlator.js';
-import { KUBE_IPVS_IFNAME, finding, formatIpvs } from './evidence.js';
-import { activeFindings, activePorts } from './observed.js';
+
 import { portKey } from '../model/service.js';
-import { credited, mitigationsFor, remedy } from './remedies.js';
+import type { DetectContext } from './context-types.js';
 import type { FindingOf } from './core-types.js';
+import type { Observations } from './correlator.js';
 import type { DetectorDef } from './detector.js';
+import { finding, formatIpvs, KUBE_IPVS_IFNAME } from './evidence.js';
+import { activeFindings, activePorts } from './observed.js';
+import { credited, mitigationsFor, remedy } from './remedies.js';
 
 export const portRefused: DetectorDef<'port-refused'> = {
   mechanism: 'port-refused',
@@ -20,8 +21,8 @@ export const portRefused: DetectorDef<'port-refused'> = {
   credits: ['ipModeProxy', 'alibabaHostname'],
   observes: ['refused'],
   readme: {
-    what: "the LB IP is bound on kube-ipvs0 but the (shared) LB listens on ports with no IPVS virtual server here: refused, or a local process answers",
-    fix: "separate LBs, or declare every listener port in a Service; Alibaba hostname annotation; check local listeners",
+    what: 'the LB IP is bound on kube-ipvs0 but the (shared) LB listens on ports with no IPVS virtual server here: refused, or a local process answers',
+    fix: 'separate LBs, or declare every listener port in a Service; Alibaba hostname annotation; check local listeners',
   },
   detect: detectPortRefused,
 };
@@ -47,7 +48,9 @@ function detectPortRefused(ctx: DetectContext, obs: Observations): FindingOf<'po
       const vs = ctx.ipvsService(ing.ip, s.protocol, s.port);
       const bound = `${ing.ip} bound on ${KUBE_IPVS_IFNAME}`;
       if (ipvsRead && !vs) {
-        const others = (ctx.input.node.ipvs?.virtualServers ?? []).filter((v) => v.address === ing.ip).flatMap(formatIpvs);
+        const others = (ctx.input.node.ipvs?.virtualServers ?? [])
+          .filter((v) => v.address === ing.ip)
+          .flatMap(formatIpvs);
         risks.push(
           finding(
             s,

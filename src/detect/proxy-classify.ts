@@ -39,6 +39,7 @@ export function classifyProxyMode(input: DiagnoseInput, services: ServiceView[])
 const MAX_LISTED = 10;
 
 function listed(ips: string[]): string {
-  return ips.length <= MAX_LISTED ? ips.join(', ') : `${ips.slice(0, MAX_LISTED).join(', ')} and ${ips.length - MAX_LISTED} more`;
+  return ips.length <= MAX_LISTED
+    ? ips.join(', ')
+    : `${ips.slice(0, MAX_LISTED).join(', ')} and ${ips.length - MAX_LISTED} more`;
 }
-

@@ -8,7 +8,7 @@ import type { ServiceView } from '../cluster/types.js';
 import type { DetectContext, ProxyModeInfo } from './context-types.js';
 import type { FindingOf, LbNatFact } from './core-types.js';
 import type { DetectorDef } from './detector.js';
-import { KUBE_IPVS_IFNAME, finding } from './evidence.js';
+import { finding, KUBE_IPVS_IFNAME } from './evidence.js';
 import { handoffOf, handoffVerdict, vipName } from './handoff.js';
 import { vipPath } from './path.js';
 
@@ -94,7 +94,16 @@ function detectProxyMode(ctx: DetectContext): FindingOf<'proxy-mode'>[] {
       const remedy = ipvs
         ? `Plan the move to kube-proxy nftables mode. ${underNftables(s, ing.ip, ing.ipMode, bound)}`
         : proxyMode.fix;
-      out.push(finding(s, 'proxy-mode', 'info', `${vipName(s, ing.ip)}:${s.port}: ${what}${ipvs ? `. ${IPVS_DEPRECATED}` : ''}`, ev, remedy));
+      out.push(
+        finding(
+          s,
+          'proxy-mode',
+          'info',
+          `${vipName(s, ing.ip)}:${s.port}: ${what}${ipvs ? `. ${IPVS_DEPRECATED}` : ''}`,
+          ev,
+          remedy,
+        ),
+      );
     }
   }
   return out;

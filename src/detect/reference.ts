@@ -3,14 +3,19 @@
 // fails when they disagree).
 import { DETECTORS } from './list.js';
 
-export const FINDINGS_BEGIN = '<!-- findings-reference: generated from src/detect/list.ts by `npm run readme:findings` -->';
+export const FINDINGS_BEGIN =
+  '<!-- findings-reference: generated from src/detect/list.ts by `npm run readme:findings` -->';
 export const FINDINGS_END = '<!-- /findings-reference -->';
 
 const cell = (s: string): string => s.replace(/\|/g, '\\|').replace(/\s*\n\s*/g, ' ');
 
 export function findingsTable(): string {
   const rows = DETECTORS.map((d) => `| \`${d.mechanism}\` | ${cell(d.readme.what)} | ${cell(d.readme.fix)} |`);
-  return ['| mechanism | what happens | fix (the finding says which mitigation it already sees) |', '|---|---|---|', ...rows].join('\n');
+  return [
+    '| mechanism | what happens | fix (the finding says which mitigation it already sees) |',
+    '|---|---|---|',
+    ...rows,
+  ].join('\n');
 }
 
 /** The README text with the table between the markers replaced; throws when a marker is missing. */

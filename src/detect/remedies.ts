@@ -41,7 +41,9 @@ export function mitigationsFor(ctx: DetectContext, s: ServiceView, ip?: string):
 
 function lbRewrites(s: ServiceView): { lbRewritesSource?: string } {
   const c = lbClientAddress(s.annotations.raw, s.loadBalancerClass, s.protocol);
-  return rewritesSource(c) ? { lbRewritesSource: `the LB does not pass the client address (${c.evidence.join('; ')})` } : {};
+  return rewritesSource(c)
+    ? { lbRewritesSource: `the LB does not pass the client address (${c.evidence.join('; ')})` }
+    : {};
 }
 
 /**
@@ -69,8 +71,11 @@ export function credited(d: RemedyOf, m: Mitigations | undefined): string[] {
     ipModeProxy: m.ipModeProxy ? `status.loadBalancer.ingress ipMode: Proxy on ${m.ip}` : undefined,
     lbRewritesSource: m.lbRewritesSource,
     preventLoopback: m.preventLoopback ? 'service.cloud.tencent.com/prevent-loopback: "true"' : undefined,
-    alibabaHostname: m.alibabaHostname !== undefined ? `alibaba-cloud-loadbalancer-hostname: ${m.alibabaHostname}` : undefined,
-    masquerade: m.masquerade ? `kube-proxy masquerades pod traffic to ${m.ip} (ETP=Cluster SNAT to the node IP)` : undefined,
+    alibabaHostname:
+      m.alibabaHostname !== undefined ? `alibaba-cloud-loadbalancer-hostname: ${m.alibabaHostname}` : undefined,
+    masquerade: m.masquerade
+      ? `kube-proxy masquerades pod traffic to ${m.ip} (ETP=Cluster SNAT to the node IP)`
+      : undefined,
   };
   return d.credits.map((c) => lines[c]).filter((l): l is string => l !== undefined);
 }

@@ -85,7 +85,10 @@ export function loopSvg(p: LoopPath): string {
 
 function legsTable(p: LoopPath): string {
   const rows = p.legs
-    .map((l) => `<tr><td>${escapeHtml(l.label)}</td><td>${escapeHtml(l.from)} → ${escapeHtml(l.to)}</td><td class="ct">${escapeHtml(l.conntrack)}</td></tr>`)
+    .map(
+      (l) =>
+        `<tr><td>${escapeHtml(l.label)}</td><td>${escapeHtml(l.from)} → ${escapeHtml(l.to)}</td><td class="ct">${escapeHtml(l.conntrack)}</td></tr>`,
+    )
     .join('');
   return (
     `<table class="legs"><tr><th>leg</th><th>tuple</th><th>conntrack entry on this node</th></tr>${rows}` +
@@ -103,8 +106,10 @@ export function findingHtml(f: Finding): string {
   ];
   if (f.path) out.push(loopSvg(f.path), legsTable(f.path));
   if (f.evidence.length > 0) out.push('<div>evidence:</div>', `<pre>${f.evidence.map(escapeHtml).join('\n')}</pre>`);
-  if (f.mechanism !== 'proxy-mode' || f.severity !== 'info') out.push(`<div class="fix"><b>fix:</b> ${escapeHtml(f.remedy)}</div>`);
-  for (const x of f.fixes ?? []) out.push(`<div class="fix"><code>${escapeHtml(x.command)}</code><br>for clients: ${escapeHtml(x.effect)}</div>`);
+  if (f.mechanism !== 'proxy-mode' || f.severity !== 'info')
+    out.push(`<div class="fix"><b>fix:</b> ${escapeHtml(f.remedy)}</div>`);
+  for (const x of f.fixes ?? [])
+    out.push(`<div class="fix"><code>${escapeHtml(x.command)}</code><br>for clients: ${escapeHtml(x.effect)}</div>`);
   out.push('</div>');
   return out.join('');
 }
@@ -123,12 +128,15 @@ export function renderHtml(result: DiagnoseResult, o: HtmlReportOptions): string
     `<div class="counts"><span style="color:${SEVERITY_COLOR.active}">${n('active')} active</span>` +
       `<span style="color:${SEVERITY_COLOR.risk}">${n('risk')} risk</span><span style="color:${SEVERITY_COLOR.info}">${n('info')} info</span></div>`,
   ];
-  if (result.findings.length === 0) body.push('<p>No LoadBalancer or Ingress Service found that concerns this node.</p>');
+  if (result.findings.length === 0)
+    body.push('<p>No LoadBalancer or Ingress Service found that concerns this node.</p>');
   for (const [name, fs] of groups) {
     body.push(`<section class="svc"><h2>Service ${escapeHtml(name)}</h2>${fs.map(findingHtml).join('')}</section>`);
   }
   if (result.warnings.length > 0) {
-    body.push(`<section class="svc"><h2>Warnings</h2><ul>${result.warnings.map((w) => `<li class="warn">${escapeHtml(w)}</li>`).join('')}</ul></section>`);
+    body.push(
+      `<section class="svc"><h2>Warnings</h2><ul>${result.warnings.map((w) => `<li class="warn">${escapeHtml(w)}</li>`).join('')}</ul></section>`,
+    );
   }
   return htmlPage(`clbprobe diagnose — ${o.nodeName}`, body);
 }

@@ -58,8 +58,13 @@ export function renderText(result: DiagnoseResult, opts: RenderOptions): string 
       lines.push(...wrap(printable(f.summary), 100, '      '));
       if (f.evidence.length > 0) lines.push(paint(c, 'dim', '      evidence:'));
       for (const e of f.evidence) lines.push(`        ${printable(e)}`);
-      if (f.severity !== 'info' || f.mechanism !== 'proxy-mode') lines.push(...wrap(`fix: ${printable(f.remedy)}`, 100, '      '));
-      for (const x of f.fixes ?? []) lines.push(`      ${paint(c, 'dim', '$')} ${printable(x.command)}`, ...wrap(printable(`(${x.effect})`), 100, '        '));
+      if (f.severity !== 'info' || f.mechanism !== 'proxy-mode')
+        lines.push(...wrap(`fix: ${printable(f.remedy)}`, 100, '      '));
+      for (const x of f.fixes ?? [])
+        lines.push(
+          `      ${paint(c, 'dim', '$')} ${printable(x.command)}`,
+          ...wrap(printable(`(${x.effect})`), 100, '        '),
+        );
     }
   }
   if (result.warnings.length > 0) {

@@ -5,18 +5,19 @@
 // filter table's KUBE-PROXY-FIREWALL drops the rest; before, KUBE-FW-X ends in
 // KUBE-MARK-DROP. nftables: firewall-ips sends the LB IP to a firewall-* chain
 // that drops sources outside the ranges.
-import { sourceRangesAddPods } from './fixes.js';
+
 import type { DetectContext } from './context-types.js';
 import type { FindingOf } from './core-types.js';
 import type { DetectorDef } from './detector.js';
 import { finding } from './evidence.js';
+import { sourceRangesAddPods } from './fixes.js';
 import { mitigationsFor, remedy } from './remedies.js';
 
 export const sourceRanges: DetectorDef<'source-ranges'> = {
   mechanism: 'source-ranges',
   fix:
-    "Call the Service by DNS name (NAME.NAMESPACE.svc) or ClusterIP from inside the cluster (loadBalancerSourceRanges do not apply there); " +
-    "or add the pod CIDR (and the node IPs, for host-network clients) to spec.loadBalancerSourceRanges.",
+    'Call the Service by DNS name (NAME.NAMESPACE.svc) or ClusterIP from inside the cluster (loadBalancerSourceRanges do not apply there); ' +
+    'or add the pod CIDR (and the node IPs, for host-network clients) to spec.loadBalancerSourceRanges.',
   credits: [],
   observes: [],
   readme: {
@@ -39,7 +40,16 @@ function detectSourceRanges(ctx: DetectContext): FindingOf<'source-ranges'>[] {
       const summary = drop.certain
         ? `loadBalancerSourceRanges leave out ${who}: kube-proxy drops their connections to ${ing.ip}:${s.port} on the node (timeouts), before the LB sees them`
         : `loadBalancerSourceRanges may leave out ${who}: kube-proxy drops connections to ${ing.ip}:${s.port} from sources outside them on the node`;
-      out.push(finding(s, 'source-ranges', drop.certain ? 'risk' : 'info', summary, [...drop.evidence], remedy(sourceRanges, mitigationsFor(ctx, s, ing.ip))));
+      out.push(
+        finding(
+          s,
+          'source-ranges',
+          drop.certain ? 'risk' : 'info',
+          summary,
+          [...drop.evidence],
+          remedy(sourceRanges, mitigationsFor(ctx, s, ing.ip)),
+        ),
+      );
     }
   }
   return out;

@@ -2,19 +2,19 @@
 // reads this node (or a bundle), streams conntrack through the correlator, gives the findings.
 import { writeFileSync } from 'node:fs';
 import { BundleDirError, readBundle } from '../bundle/read.js';
-import { loadClusterFile, ClusterFileError } from '../cluster/file.js';
+import { ClusterFileError, loadClusterFile } from '../cluster/file.js';
 import { lbHostnamesOf, withLbHostnames } from '../cluster/lb-hostnames.js';
-import type { ClusterWatch } from '../cluster/watch.js';
 import type { ClusterView } from '../cluster/types.js';
+import type { ClusterWatch } from '../cluster/watch.js';
 import { Diagnosis } from '../detect/index.js';
 import { diagnoseInputOf } from '../detect/input.js';
+import { type HtmlReportOptions, renderHtml } from '../detect/render-html.js';
 import type { DiagnoseResult } from '../detect/types.js';
 import { dumpConntrack, malformedNote } from '../kernel/conntrack/dump.js';
+import { netnsPath } from '../netns-path.js';
 import { lookupsByName } from '../source/dns.js';
 import { takeSnapshot } from '../source/snapshot.js';
-import { renderHtml, type HtmlReportOptions } from '../detect/render-html.js';
 import { UserError } from '../user-error.js';
-import { netnsPath } from '../netns-path.js';
 
 export interface DiagnoseFlags {
   json?: boolean;
@@ -54,7 +54,12 @@ async function loadCluster(flags: DiagnoseFlags, nodeName: string): Promise<Clus
       watch.synced(),
       new Promise<never>((_, reject) => {
         timer = setTimeout(
-          () => reject(new UserError(`diagnose: the Kubernetes API did not answer within ${timeoutS} s: ${watch.status().reason ?? ''}`)),
+          () =>
+            reject(
+              new UserError(
+                `diagnose: the Kubernetes API did not answer within ${timeoutS} s: ${watch.status().reason ?? ''}`,
+              ),
+            ),
           timeoutS * 1000,
         );
       }),
@@ -85,7 +90,8 @@ export async function runLive(flags: DiagnoseFlags, nodeName: string): Promise<D
   } catch (e) {
     warnings.push(`conntrack not streamed: ${e instanceof Error ? e.message : String(e)}`);
   }
-  if (!cluster.node) warnings.push(`node ${nodeName} not found in the cluster view: pod CIDRs taken from bridge addresses`);
+  if (!cluster.node)
+    warnings.push(`node ${nodeName} not found in the cluster view: pod CIDRs taken from bridge addresses`);
   return diag.finish();
 }
 

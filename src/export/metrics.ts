@@ -31,7 +31,11 @@ class ScrapeRegistry<S> extends Registry {
   }
 }
 
-export function createRegistry<S>(collectors: readonly MetricsCollector<S>[], take: () => S, opts: RegistryOptions): Registry {
+export function createRegistry<S>(
+  collectors: readonly MetricsCollector<S>[],
+  take: () => S,
+  opts: RegistryOptions,
+): Registry {
   const registry = new ScrapeRegistry(take);
   for (const c of collectors) c.register(registry, registry.scrape);
   // The event-loop lag histogram samples every 100 ms, not every 10 ms: idle CPU (bench/agent.ts).

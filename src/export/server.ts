@@ -16,20 +16,29 @@ export interface MetricsServerOptions {
    * Access control for /metrics (--metrics-auth kubernetes): resolves to ok, or to the status
    * and message to refuse with. /healthz and /readyz stay open for the kubelet's probes.
    */
-  authorize?: (req: IncomingMessage) => Promise<{ ok: true } | { ok: false; status: number; message: string; retryAfterS?: number }>;
+  authorize?: (
+    req: IncomingMessage,
+  ) => Promise<{ ok: true } | { ok: false; status: number; message: string; retryAfterS?: number }>;
   /** More GET paths, each with its own access control (the agent's /evidence). */
   routes?: Record<string, (req: IncomingMessage, res: ServerResponse) => void>;
 }
 
 /** Answers with the authorizer's refusal, or passes the request on. */
-function guarded(authorize: NonNullable<MetricsServerOptions['authorize']>, req: IncomingMessage, res: ServerResponse, next: () => void): void {
+function guarded(
+  authorize: NonNullable<MetricsServerOptions['authorize']>,
+  req: IncomingMessage,
+  res: ServerResponse,
+  next: () => void,
+): void {
   authorize(req).then(
     (d) => {
       if (d.ok) return next();
       // RFC 6750: a 401 names the scheme to use.
       const scheme = d.status === 401 ? { 'WWW-Authenticate': 'Bearer realm="clbprobe"' } : undefined;
       const retry = d.retryAfterS ? { 'Retry-After': String(d.retryAfterS) } : undefined;
-      res.writeHead(d.status, { 'Content-Type': 'text/plain; charset=utf-8', ...scheme, ...retry }).end(`${d.message}\n`);
+      res
+        .writeHead(d.status, { 'Content-Type': 'text/plain; charset=utf-8', ...scheme, ...retry })
+        .end(`${d.message}\n`);
     },
     (e: unknown) => res.writeHead(500).end(`${e instanceof Error ? e.message : String(e)}\n`),
   );
@@ -92,7 +101,10 @@ export function createMetricsServer(o: MetricsServerOptions, limits: Partial<Ser
   };
   const lim = { ...DEFAULT_SERVER_LIMITS, ...limits };
   // The header and request timeouts are checked on this interval (node's default is 30 s).
-  const server = createServer({ connectionsCheckingInterval: Math.min(1000, lim.headersTimeoutMs), maxHeaderSize: 16 << 10 }, (req, res) => handle(req, res, false));
+  const server = createServer(
+    { connectionsCheckingInterval: Math.min(1000, lim.headersTimeoutMs), maxHeaderSize: 16 << 10 },
+    (req, res) => handle(req, res, false),
+  );
   limitConnections(server, lim);
   return server;
 }

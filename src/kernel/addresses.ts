@@ -2,22 +2,23 @@
 // dumps), plus live address add/remove events. kube-ipvs0 is where kube-proxy
 // in IPVS mode binds Service VIPs: whether an LB IP is bound there decides
 // which loopback mechanism applies.
+
+import { AF_INET, AF_INET6 } from '../model/address-family.js';
+import { KUBE_IPVS_IFNAME } from '../model/kube-proxy.js';
 import { formatIP } from './ip.js';
 import {
   MessageWriter,
+  type NetlinkMessage,
+  NetlinkParseError,
   NLM_F_DUMP,
   NLM_F_REQUEST,
-  NetlinkParseError,
   needLen,
   readCString,
   walkAttrs,
-  type NetlinkMessage,
 } from './netlink/codec.js';
 import { NETLINK_ROUTE, NetlinkSocket, NOTIFICATION_BATCH } from './netlink/socket.js';
-import type { AddressEvent, AddressSnapshot, InterfaceAddress, NetInterface, SourceStatus } from './types.js';
 import { sourceFailure } from './source.js';
-import { AF_INET, AF_INET6 } from '../model/address-family.js';
-import { KUBE_IPVS_IFNAME } from '../model/kube-proxy.js';
+import type { AddressEvent, AddressSnapshot, InterfaceAddress, NetInterface, SourceStatus } from './types.js';
 
 export { KUBE_IPVS_IFNAME } from '../model/kube-proxy.js';
 

@@ -47,8 +47,14 @@ export function formatIPv6(b: Uint8Array, off: number): string {
     i = j;
   }
   if (bestLen < 2) return g.map((x) => x.toString(16)).join(':');
-  const head = g.slice(0, bestStart).map((x) => x.toString(16)).join(':');
-  const tail = g.slice(bestStart + bestLen).map((x) => x.toString(16)).join(':');
+  const head = g
+    .slice(0, bestStart)
+    .map((x) => x.toString(16))
+    .join(':');
+  const tail = g
+    .slice(bestStart + bestLen)
+    .map((x) => x.toString(16))
+    .join(':');
   return `${head}::${tail}`;
 }
 
@@ -127,6 +133,7 @@ export function inCidrSafe(address: string, cidr: string): boolean {
 }
 
 export { ipv4Number } from '../model/ip.js';
+
 import { ipv4Number } from '../model/ip.js';
 
 /**

@@ -31,7 +31,8 @@ export function addTo<K, V extends object>(m: Map<K, OneOrMore<V>>, k: K, v: V):
   else m.set(k, [a, v]);
 }
 
-export const listOf = <V extends object>(v: OneOrMore<V> | undefined): V[] | undefined => (v === undefined || Array.isArray(v) ? v : [v]);
+export const listOf = <V extends object>(v: OneOrMore<V> | undefined): V[] | undefined =>
+  v === undefined || Array.isArray(v) ? v : [v];
 
 /**
  * A map over address + protocol + port in two levels, protocol + port and then address: the inner

@@ -13,7 +13,10 @@ const TABLE: readonly { name: ServiceProtocol; lower: LowerProtocol; number: num
 ];
 
 /** IPPROTO_* numbers by lower-case name. */
-export const LOWER_PROTOCOL_NUMBERS = Object.fromEntries(TABLE.map((p) => [p.lower, p.number])) as Record<LowerProtocol, number>;
+export const LOWER_PROTOCOL_NUMBERS = Object.fromEntries(TABLE.map((p) => [p.lower, p.number])) as Record<
+  LowerProtocol,
+  number
+>;
 
 /** The IPPROTO number of a Service protocol name (any case); undefined for anything else. */
 export function protocolNumber(name: string): number | undefined {

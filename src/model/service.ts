@@ -19,6 +19,10 @@ export interface ServicePortLabels {
   protocol: string;
 }
 
-export function servicePortLabels(s: { namespace: string; name: string }, protocol: string, port: number): ServicePortLabels {
+export function servicePortLabels(
+  s: { namespace: string; name: string },
+  protocol: string,
+  port: number,
+): ServicePortLabels {
   return { namespace: s.namespace, service: s.name, port: String(port), protocol };
 }

@@ -2,8 +2,9 @@
 // Everything it exports is a thin syscall wrapper; see native/*.c. The
 // bindings of each C file are typed in the file of the same name here, and
 // any layer may use them.
-import { createRequire } from 'node:module';
+
 import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 

@@ -88,7 +88,8 @@ export function explainBpfRefusal(code: string, privileges: BpfPrivileges | unde
       `so bpf() needs CAP_SYS_ADMIN, which the DaemonSet does not grant; ${NO_BPF_FALLBACK_COST}; ${PRE_5_8_FIX}`
     );
   }
-  if (!capable) return 'missing capability: CAP_BPF is not in the effective set; grant CAP_BPF (and CAP_NET_ADMIN, CAP_PERFMON) or run as root';
+  if (!capable)
+    return 'missing capability: CAP_BPF is not in the effective set; grant CAP_BPF (and CAP_NET_ADMIN, CAP_PERFMON) or run as root';
   if (privileges.seccomp === 2) {
     return `blocked by seccomp: bpf() returned ${code} although CAP_BPF is effective; the container's seccomp profile refuses it (the default profile of podman, CRI-O and some containerd releases allows bpf() only with CAP_SYS_ADMIN); ${SECCOMP_FIX}`;
   }

@@ -22,7 +22,14 @@ export interface BpfAddon {
   bpfTcxAttach(progFd: number, ifname: string, egress: boolean, flags: number, netnsPath?: string): number;
   bpfTcxQuery(ifname: string, egress: boolean, netnsPath?: string): number[];
   bpfLinkDetach(linkFd: number): void;
-  bpfTcAttach(ifname: string, egress: boolean, handle: number, priority: number, progFd: number, netnsPath?: string): void;
+  bpfTcAttach(
+    ifname: string,
+    egress: boolean,
+    handle: number,
+    priority: number,
+    progFd: number,
+    netnsPath?: string,
+  ): void;
   /** Program id of the cls_bpf filter at (handle, priority), 0 when there is none. */
   bpfTcQuery(ifname: string, egress: boolean, handle: number, priority: number, netnsPath?: string): number;
   /** False when there was no such filter. */

@@ -62,10 +62,16 @@ export function planNodes(pods: AgentPod[], container: string, only?: string[]):
   const ask: AgentPod[] = [];
   const unreachable: Unreachable[] = [];
   for (const [node, list] of [...byNode].sort(([a], [b]) => byText(a, b))) {
-    const running = list.filter((p) => p.phase === 'Running').sort((a, b) => rank(a) - rank(b) || byText(a.name, b.name));
+    const running = list
+      .filter((p) => p.phase === 'Running')
+      .sort((a, b) => rank(a) - rank(b) || byText(a.name, b.name));
     const best = running[0];
     if (best && !best.containers.includes(container)) {
-      unreachable.push({ node, pod: best.name, reason: `pod has no container ${JSON.stringify(container)} (it has ${best.containers.join(', ')}; --container)` });
+      unreachable.push({
+        node,
+        pod: best.name,
+        reason: `pod has no container ${JSON.stringify(container)} (it has ${best.containers.join(', ')}; --container)`,
+      });
     } else if (best) ask.push(best);
     else {
       for (const p of list) {
@@ -79,7 +85,13 @@ export function planNodes(pods: AgentPod[], container: string, only?: string[]):
 }
 
 /** Lists the agent pods; throws an Error that says which RBAC verb or connection is missing. */
-export async function listAgentPods(kc: KubeConfig, namespace: string, labelSelector: string, container: string, timeoutMs: number): Promise<AgentPod[]> {
+export async function listAgentPods(
+  kc: KubeConfig,
+  namespace: string,
+  labelSelector: string,
+  container: string,
+  timeoutMs: number,
+): Promise<AgentPod[]> {
   const api = kc.makeApiClient(CoreV1Api);
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
@@ -89,7 +101,9 @@ export async function listAgentPods(kc: KubeConfig, namespace: string, labelSele
     const list = await Promise.race([api.listNamespacedPod({ namespace, labelSelector }), timeout]);
     return list.items.map((p) => toAgentPod(p, container));
   } catch (e) {
-    throw new Error(`cannot list the agent pods (namespace ${namespace}, ${labelSelector}) at ${kc.getCurrentCluster()?.server}: ${listFailure(e, namespace)}`);
+    throw new Error(
+      `cannot list the agent pods (namespace ${namespace}, ${labelSelector}) at ${kc.getCurrentCluster()?.server}: ${listFailure(e, namespace)}`,
+    );
   } finally {
     clearTimeout(timer);
   }
@@ -98,8 +112,14 @@ export async function listAgentPods(kc: KubeConfig, namespace: string, labelSele
 function listFailure(e: unknown, namespace: string): string {
   const code = (e as { code?: unknown }).code;
   const body = (e as { body?: unknown }).body;
-  const msg = typeof body === 'string' ? statusText(body) : body && typeof body === 'object' && 'message' in body ? String(body.message) : undefined;
-  if (code === 403) return `403 Forbidden: ${msg ?? ''} (needs RBAC verb "list" on "pods" in namespace ${namespace}; see deploy/oncall-rbac.yaml)`;
+  const msg =
+    typeof body === 'string'
+      ? statusText(body)
+      : body && typeof body === 'object' && 'message' in body
+        ? String(body.message)
+        : undefined;
+  if (code === 403)
+    return `403 Forbidden: ${msg ?? ''} (needs RBAC verb "list" on "pods" in namespace ${namespace}; see deploy/oncall-rbac.yaml)`;
   if (code === 401) return `401 Unauthorized: the API server rejected the kubeconfig's credentials`;
   if (typeof code === 'number') return `${code}: ${msg ?? ''}`;
   return e instanceof Error ? e.message : String(e);

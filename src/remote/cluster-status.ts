@@ -2,11 +2,11 @@
 // cluster: per Service and mechanism, the worst severity and the nodes where it is active or at
 // risk; the nodes that did not answer, each with why; filters; text, JSON and one HTML page.
 import { byText } from '../compare.js';
-import { printable } from '../printable.js';
+import { fixArgs, shellQuote } from '../detect/fixes.js';
 import { compareFindings } from '../detect/index.js';
 import { escapeHtml, findingHtml, htmlPage } from '../detect/render-html.js';
-import { fixArgs, shellQuote } from '../detect/fixes.js';
 import type { Finding, FixChange, Severity } from '../detect/types.js';
+import { printable } from '../printable.js';
 import type { StatusNodeLine } from './status.js';
 
 /** A finding as one node reported it. */
@@ -52,9 +52,11 @@ export function addStatusLine(st: ClusterStatus, text: string): void {
     st.malformed.push(`not JSON: ${text.slice(0, 120)}`);
     return;
   }
-  if (typeof v !== 'object' || v === null || Array.isArray(v)) return void st.malformed.push(`not an object: ${text.slice(0, 120)}`);
+  if (typeof v !== 'object' || v === null || Array.isArray(v))
+    return void st.malformed.push(`not an object: ${text.slice(0, 120)}`);
   const o = v as Record<string, unknown>;
-  if (o.type === 'node' && typeof o.node === 'string' && (o.status === 'ok' || o.status === 'failed')) st.nodes.push(o as unknown as StatusNodeLine);
+  if (o.type === 'node' && typeof o.node === 'string' && (o.status === 'ok' || o.status === 'failed'))
+    st.nodes.push(o as unknown as StatusNodeLine);
   else if (o.type === 'finding' && isFinding(o)) {
     const { type: _type, pod: _pod, fixes, ...f } = o;
     const checked = Array.isArray(fixes) ? fixes.map(fixOf).filter((x): x is FixChange => x !== undefined) : [];
@@ -86,15 +88,31 @@ function isFinding(o: Record<string, unknown>): boolean {
  * so it is never taken as an agent sent it.
  */
 function fixOf(v: unknown): FixChange | undefined {
-  const rec = (o: unknown): Record<string, unknown> | undefined => (typeof o === 'object' && o !== null && !Array.isArray(o) ? (o as Record<string, unknown>) : undefined);
+  const rec = (o: unknown): Record<string, unknown> | undefined =>
+    typeof o === 'object' && o !== null && !Array.isArray(o) ? (o as Record<string, unknown>) : undefined;
   const x = rec(v);
   const obj = rec(x?.object);
   const patch = rec(x?.patch);
   const name = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
-  if (!x || !obj || !patch || obj.kind !== 'Service' || obj.apiVersion !== 'v1' || !name.test(String(obj.namespace)) || !name.test(String(obj.name))) return undefined;
-  if ((patch.type !== 'merge' && patch.type !== 'json') || typeof patch.body !== 'object' || patch.body === null) return undefined;
+  if (
+    !x ||
+    !obj ||
+    !patch ||
+    obj.kind !== 'Service' ||
+    obj.apiVersion !== 'v1' ||
+    !name.test(String(obj.namespace)) ||
+    !name.test(String(obj.name))
+  )
+    return undefined;
+  if ((patch.type !== 'merge' && patch.type !== 'json') || typeof patch.body !== 'object' || patch.body === null)
+    return undefined;
   if (typeof x.kind !== 'string' || typeof x.effect !== 'string') return undefined;
-  const object = { apiVersion: 'v1' as const, kind: 'Service' as const, namespace: String(obj.namespace), name: String(obj.name) };
+  const object = {
+    apiVersion: 'v1' as const,
+    kind: 'Service' as const,
+    namespace: String(obj.namespace),
+    name: String(obj.name),
+  };
   const fix = { kind: x.kind, object, patch, effect: x.effect.slice(0, 1000) } as Omit<FixChange, 'command'>;
   return { ...fix, command: ['kubectl', ...fixArgs(fix)].map(shellQuote).join(' ') };
 }
@@ -120,7 +138,15 @@ export function statusRows(findings: NodeFinding[]): StatusRow[] {
   const rows = new Map<string, StatusRow>();
   for (const f of findings) {
     const key = `${svcOf(f)} ${f.mechanism}`;
-    const r = rows.get(key) ?? { service: svcOf(f), mechanism: f.mechanism, severity: f.severity, ports: [], active: [], risk: [], fixes: [] };
+    const r = rows.get(key) ?? {
+      service: svcOf(f),
+      mechanism: f.mechanism,
+      severity: f.severity,
+      ports: [],
+      active: [],
+      risk: [],
+      fixes: [],
+    };
     if (RANK[f.severity] < RANK[r.severity]) r.severity = f.severity;
     const port = `${f.port.protocol} ${f.port.port}`;
     if (!r.ports.includes(port)) r.ports.push(port);
@@ -131,7 +157,13 @@ export function statusRows(findings: NodeFinding[]): StatusRow[] {
   }
   for (const r of rows.values()) r.risk = r.risk.filter((n) => !r.active.includes(n));
   const byNodes = (r: StatusRow): number => r.active.length + r.risk.length;
-  return [...rows.values()].sort((a, b) => RANK[a.severity] - RANK[b.severity] || byNodes(b) - byNodes(a) || byText(a.service, b.service) || byText(a.mechanism, b.mechanism));
+  return [...rows.values()].sort(
+    (a, b) =>
+      RANK[a.severity] - RANK[b.severity] ||
+      byNodes(b) - byNodes(a) ||
+      byText(a.service, b.service) ||
+      byText(a.mechanism, b.mechanism),
+  );
 }
 
 function nodeList(nodes: string[], max = 3): string {
@@ -152,8 +184,12 @@ function nodeNotes(nodes: StatusNodeLine[]): string[] {
   for (const n of nodes) {
     if (n.status === 'failed') out.push(`${n.node}${n.pod ? ` (${n.pod})` : ''}: no answer: ${n.error ?? 'unknown'}`);
     else {
-      if (n.more) out.push(`${n.node}: ${n.more} more findings than the agent sends (run clbprobe diagnose on the node)`);
-      if (n.unchecked) out.push(`${n.node}: access to ${n.unchecked} Service(s) could not be checked, their findings are not shown: ${n.uncheckedReason ?? ''}`);
+      if (n.more)
+        out.push(`${n.node}: ${n.more} more findings than the agent sends (run clbprobe diagnose on the node)`);
+      if (n.unchecked)
+        out.push(
+          `${n.node}: access to ${n.unchecked} Service(s) could not be checked, their findings are not shown: ${n.uncheckedReason ?? ''}`,
+        );
     }
   }
   return out.map((l) => printable(l));
@@ -168,18 +204,31 @@ export function renderStatusText(st: ClusterStatus): string {
     `clbprobe status: ${ok} node(s) answered, ${failed} did not; ${new Set(rows.map((r) => r.service)).size} Service(s) with findings, ${active} with an active loop`,
     '',
   ];
-  if (rows.length === 0) lines.push(ok > 0 ? 'No active or at-risk finding on the nodes that answered, for the Services you may get.' : 'No node answered: nothing is known.');
+  if (rows.length === 0)
+    lines.push(
+      ok > 0
+        ? 'No active or at-risk finding on the nodes that answered, for the Services you may get.'
+        : 'No node answered: nothing is known.',
+    );
   else {
     lines.push(
       ...table(
         ['SERVICE', 'MECHANISM', 'SEVERITY', 'PORTS', 'ACTIVE ON', 'AT RISK ON'],
-        rows.map((r) => [r.service, r.mechanism, r.severity, r.ports.join(','), nodeList(r.active), nodeList(r.risk)].map((c) => printable(c))),
+        rows.map((r) =>
+          [r.service, r.mechanism, r.severity, r.ports.join(','), nodeList(r.active), nodeList(r.risk)].map((c) =>
+            printable(c),
+          ),
+        ),
       ),
     );
   }
   const notes = nodeNotes(st.nodes);
   if (notes.length > 0) lines.push('', 'Nodes not answering, or answering in part:', ...notes.map((n) => `  ${n}`));
-  if (st.malformed.length > 0) lines.push('', `The relay sent ${st.malformed.length} line(s) not understood; the first: ${printable(st.malformed[0]!)}`);
+  if (st.malformed.length > 0)
+    lines.push(
+      '',
+      `The relay sent ${st.malformed.length} line(s) not understood; the first: ${printable(st.malformed[0]!)}`,
+    );
   return `${lines.join('\n')}\n`;
 }
 
@@ -194,18 +243,34 @@ export function renderStatusHtml(st: ClusterStatus, generatedAt: string): string
     '<h1>clbprobe status — cluster</h1>',
     `<div class="meta">${escapeHtml(generatedAt)} · ${st.nodes.filter((n) => n.status === 'ok').length} node(s) answered, ${st.nodes.filter((n) => n.status === 'failed').length} did not</div>`,
     '<table class="legs"><tr><th>Service</th><th>mechanism</th><th>severity</th><th>ports</th><th>active on</th><th>at risk on</th></tr>' +
-      rows.map((r) => `<tr><td>${[r.service, r.mechanism, r.severity, r.ports.join(', '), nodeList(r.active, 20), nodeList(r.risk, 20)].map(escapeHtml).join('</td><td>')}</td></tr>`).join('') +
+      rows
+        .map(
+          (r) =>
+            `<tr><td>${[r.service, r.mechanism, r.severity, r.ports.join(', '), nodeList(r.active, 20), nodeList(r.risk, 20)].map(escapeHtml).join('</td><td>')}</td></tr>`,
+        )
+        .join('') +
       '</table>',
   ];
   const notes = nodeNotes(st.nodes);
-  if (notes.length > 0) body.push(`<section class="svc"><h2>Nodes not answering, or answering in part</h2><ul>${notes.map((n) => `<li class="warn">${escapeHtml(n)}</li>`).join('')}</ul></section>`);
+  if (notes.length > 0)
+    body.push(
+      `<section class="svc"><h2>Nodes not answering, or answering in part</h2><ul>${notes.map((n) => `<li class="warn">${escapeHtml(n)}</li>`).join('')}</ul></section>`,
+    );
   const services = [...new Set(rows.map((r) => r.service))];
   for (const svc of services) {
     const fs = st.findings.filter((f) => svcOf(f) === svc);
     const nodes = [...new Set(fs.map((f) => f.node))].sort(byText);
     body.push(
       `<section class="svc"><h2>Service ${escapeHtml(svc)}</h2>` +
-        nodes.map((n) => `<h3>node ${escapeHtml(n)}</h3>${fs.filter((f) => f.node === n).map(findingHtml).join('')}`).join('') +
+        nodes
+          .map(
+            (n) =>
+              `<h3>node ${escapeHtml(n)}</h3>${fs
+                .filter((f) => f.node === n)
+                .map(findingHtml)
+                .join('')}`,
+          )
+          .join('') +
         '</section>',
     );
   }

@@ -13,13 +13,13 @@
 //   (AlreadyExists) and records nothing: one Event, cluster-wide.
 // RBAC: create on events (deploy/evidence-relay.yaml); --record-events off turns it all off.
 import { createHash } from 'node:crypto';
+import { EventEmitter } from 'node:events';
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest, type RequestOptions } from 'node:https';
-import { EventEmitter } from 'node:events';
 import type { ApiTarget } from '../cluster/kube-config.js';
 import { byText } from '../compare.js';
-import { planNodes, type AgentPod } from './agent-pods.js';
-import { askFindings, type AgentAsk } from './status.js';
+import { type AgentPod, planNodes } from './agent-pods.js';
+import { type AgentAsk, askFindings } from './status.js';
 
 export const EVENT_REASON = 'LoadBalancerLoopback';
 export const EVENT_REASON_CLEARED = 'LoadBalancerLoopbackCleared';
@@ -85,13 +85,28 @@ export class EventRecorder {
         const sink = new LineSink();
         const r = await askFindings(this.o, pod, undefined, sink);
         if (r.status !== 'ok' || r.unchecked) {
-          this.o.log?.warn({ node: pod.node, error: r.error ?? r.uncheckedReason }, 'events: agent not read, its last answer stands');
+          this.o.log?.warn(
+            { node: pod.node, error: r.error ?? r.uncheckedReason },
+            'events: agent not read, its last answer stands',
+          );
           continue;
         }
         answered.add(pod.node);
         for (const text of sink.lines) {
-          const f = JSON.parse(text) as { service?: { namespace?: unknown; name?: unknown }; mechanism?: unknown; severity?: unknown; fixes?: { command?: unknown }[]; remedy?: unknown };
-          if (f.severity !== 'active' || typeof f.service?.namespace !== 'string' || typeof f.service.name !== 'string' || typeof f.mechanism !== 'string') continue;
+          const f = JSON.parse(text) as {
+            service?: { namespace?: unknown; name?: unknown };
+            mechanism?: unknown;
+            severity?: unknown;
+            fixes?: { command?: unknown }[];
+            remedy?: unknown;
+          };
+          if (
+            f.severity !== 'active' ||
+            typeof f.service?.namespace !== 'string' ||
+            typeof f.service.name !== 'string' ||
+            typeof f.mechanism !== 'string'
+          )
+            continue;
           const key = `${f.service.namespace}/${f.service.name}`;
           const nodes = seen.get(key) ?? new Map();
           const at = nodes.get(pod.node) ?? { mechanisms: new Set<string>() };
@@ -121,7 +136,13 @@ export class EventRecorder {
       if (a.nodes.size > 0) continue;
       this.active.delete(key);
       const [namespace, service] = key.split('/') as [string, string];
-      out.push({ namespace, service, type: 'Normal', reason: EVENT_REASON_CLEARED, message: 'LB loopback no longer active on any node that answered' });
+      out.push({
+        namespace,
+        service,
+        type: 'Normal',
+        reason: EVENT_REASON_CLEARED,
+        message: 'LB loopback no longer active on any node that answered',
+      });
     }
     const recorded: LoopEvent[] = [];
     for (const e of out) if (await this.record(e)) recorded.push(e);
@@ -139,7 +160,13 @@ export class EventRecorder {
     const what = [...byMech].map(([m, ns]) => `${m} on ${ns.length} node(s): ${list(ns)}`).join('; ');
     const fix = [...nodes.values()].map((v) => v.fix).find((f) => f !== undefined);
     const message = `LB loopback active: ${what}.${fix ? ` Fix: ${fix}` : ''}`;
-    return { namespace, service, type: 'Warning', reason: EVENT_REASON, message: message.length > MAX_MESSAGE ? `${message.slice(0, MAX_MESSAGE - 1)}…` : message };
+    return {
+      namespace,
+      service,
+      type: 'Warning',
+      reason: EVENT_REASON,
+      message: message.length > MAX_MESSAGE ? `${message.slice(0, MAX_MESSAGE - 1)}…` : message,
+    };
   }
 
   private async record(e: LoopEvent): Promise<boolean> {
@@ -164,7 +191,10 @@ export class EventRecorder {
       return r === 'created';
     } catch (err) {
       this.counts.failed++;
-      this.o.log?.warn({ service: key, reason: e.reason, err: err instanceof Error ? err.message : String(err) }, 'event not recorded');
+      this.o.log?.warn(
+        { service: key, reason: e.reason, err: err instanceof Error ? err.message : String(err) },
+        'event not recorded',
+      );
       return false;
     }
   }
@@ -186,7 +216,10 @@ function oneLineFix(f: { fixes?: { command?: unknown }[]; remedy?: unknown }): s
 
 /** The Service's name, the kind and a time bucket: the same change seen by two replicas is one name. */
 export function eventName(e: LoopEvent, nowMs: number, bucketMs: number): string {
-  const h = createHash('sha256').update(`${e.namespace}/${e.service}/${e.reason}/${Math.floor(nowMs / bucketMs)}`).digest('hex').slice(0, 16);
+  const h = createHash('sha256')
+    .update(`${e.namespace}/${e.service}/${e.reason}/${Math.floor(nowMs / bucketMs)}`)
+    .digest('hex')
+    .slice(0, 16);
   return `${e.service.slice(0, 200)}.clbprobe-${h}`;
 }
 
@@ -222,7 +255,16 @@ export function eventCreator(target: ApiTarget, instance: string, timeoutMs = 10
     );
     const url = new URL(`${target.server}/api/v1/namespaces/${encodeURIComponent(e.namespace)}/events`);
     const base = await target.requestOptions();
-    const opts: RequestOptions = { ...base, method: 'POST', headers: { ...base.headers, accept: 'application/json', 'content-type': 'application/json', 'content-length': body.length } };
+    const opts: RequestOptions = {
+      ...base,
+      method: 'POST',
+      headers: {
+        ...base.headers,
+        accept: 'application/json',
+        'content-type': 'application/json',
+        'content-length': body.length,
+      },
+    };
     const code = await new Promise<{ status: number; text: string }>((resolve, reject) => {
       const req = (url.protocol === 'https:' ? httpsRequest : httpRequest)(url, opts, (res) => {
         let text = '';

@@ -56,7 +56,15 @@ const arrOf = (v: unknown, each: (x: unknown) => boolean): boolean => Array.isAr
 const SHAPES: Record<string, (l: Record<string, unknown>) => boolean> = {
   service: (l) => {
     const s = l.service as Record<string, unknown> | null;
-    return isStr(l.node) && isObj(s) && isStr(s!.namespace) && isStr(s!.name) && arrOf(s!.vips, isStr) && arrOf(s!.ports, isObj) && arrOf(s!.endpoints, isObj);
+    return (
+      isStr(l.node) &&
+      isObj(s) &&
+      isStr(s!.namespace) &&
+      isStr(s!.name) &&
+      arrOf(s!.vips, isStr) &&
+      arrOf(s!.ports, isObj) &&
+      arrOf(s!.endpoints, isObj)
+    );
   },
   entry: (l) => isStr(l.class) && isStr(l.line) && isStr(l.firstSeen),
   end: (l) => Number.isInteger(l.entries),
@@ -79,6 +87,7 @@ export function evidenceLineOf(l: unknown, text: string): EvidenceLine {
   const type = (l as { type?: unknown } | null)?.type;
   const shape = typeof type === 'string' && Object.hasOwn(SHAPES, type) ? SHAPES[type] : undefined;
   if (!shape) throw new EvidenceLineError(`the agent sent a line of no known type: ${text.slice(0, 120)}`);
-  if (!shape(l as Record<string, unknown>)) throw new EvidenceLineError(`the agent sent a ${String(type)} line without its fields: ${text.slice(0, 120)}`);
+  if (!shape(l as Record<string, unknown>))
+    throw new EvidenceLineError(`the agent sent a ${String(type)} line without its fields: ${text.slice(0, 120)}`);
   return l as EvidenceLine;
 }

@@ -4,8 +4,8 @@
 // audience it lacks), not on another node. Kept until 2 minutes before it expires.
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest, type RequestOptions } from 'node:https';
-import type { ApiTarget } from '../cluster/kube-config.js';
 import { evidenceAudience } from '../agent/evidence-http.js';
+import type { ApiTarget } from '../cluster/kube-config.js';
 
 /** The API server's minimum for a TokenRequest. */
 export const NODE_TOKEN_TTL_S = 600;
@@ -19,7 +19,10 @@ export interface ServiceAccountRef {
   name: string;
 }
 
-export type MintToken = (audience: string, expirationSeconds: number) => Promise<{ token: string; expiresAtMs: number }>;
+export type MintToken = (
+  audience: string,
+  expirationSeconds: number,
+) => Promise<{ token: string; expiresAtMs: number }>;
 
 /** TokenRequest for `sa` through `target` (needs "create" on serviceaccounts/token of that one account). */
 export function tokenRequester(target: ApiTarget, sa: ServiceAccountRef, timeoutMs = 10_000): MintToken {
@@ -27,11 +30,22 @@ export function tokenRequester(target: ApiTarget, sa: ServiceAccountRef, timeout
   return async (audience, expirationSeconds) => {
     const url = new URL(target.server + path);
     const base = await target.requestOptions();
-    const data = Buffer.from(JSON.stringify({ apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { audiences: [audience], expirationSeconds } }));
+    const data = Buffer.from(
+      JSON.stringify({
+        apiVersion: 'authentication.k8s.io/v1',
+        kind: 'TokenRequest',
+        spec: { audiences: [audience], expirationSeconds },
+      }),
+    );
     const opts: RequestOptions = {
       ...base,
       method: 'POST',
-      headers: { ...base.headers, accept: 'application/json', 'content-type': 'application/json', 'content-length': data.length },
+      headers: {
+        ...base.headers,
+        accept: 'application/json',
+        'content-type': 'application/json',
+        'content-length': data.length,
+      },
     };
     const text = await new Promise<{ code: number; body: string }>((resolve, reject) => {
       const req = (url.protocol === 'https:' ? httpsRequest : httpRequest)(url, opts, (res) => {
@@ -55,11 +69,14 @@ export function tokenRequester(target: ApiTarget, sa: ServiceAccountRef, timeout
       // reported below
     }
     if (text.code !== 201 && text.code !== 200) {
-      throw new Error(`TokenRequest for ${sa.namespace}/${sa.name}: ${text.code} ${typeof answer.message === 'string' ? answer.message : text.body.slice(0, 200)}`);
+      throw new Error(
+        `TokenRequest for ${sa.namespace}/${sa.name}: ${text.code} ${typeof answer.message === 'string' ? answer.message : text.body.slice(0, 200)}`,
+      );
     }
     const token = answer.status?.token;
     const expires = Date.parse(String(answer.status?.expirationTimestamp ?? ''));
-    if (typeof token !== 'string' || !token || !Number.isFinite(expires)) throw new Error(`TokenRequest for ${sa.namespace}/${sa.name}: no token in the answer`);
+    if (typeof token !== 'string' || !token || !Number.isFinite(expires))
+      throw new Error(`TokenRequest for ${sa.namespace}/${sa.name}: no token in the answer`);
     return { token, expiresAtMs: expires };
   };
 }

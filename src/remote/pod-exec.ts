@@ -17,7 +17,15 @@ const PROTOCOLS = ['v5.channel.k8s.io', 'v4.channel.k8s.io'];
 /** v5: a frame [255, channel] says the server closed that channel; the status frame ends everything anyway. */
 const CLOSE_STREAM = 255;
 
-export type ExecFailureKind = 'unauthorized' | 'forbidden' | 'not-found' | 'refused' | 'timeout' | 'connection' | 'no-status' | 'failed';
+export type ExecFailureKind =
+  | 'unauthorized'
+  | 'forbidden'
+  | 'not-found'
+  | 'refused'
+  | 'timeout'
+  | 'connection'
+  | 'no-status'
+  | 'failed';
 
 export class PodExecError extends Error {
   constructor(
@@ -76,7 +84,11 @@ export function refusalError(code: number, body: string, t: ExecTarget): PodExec
   const msg = statusMessage(body);
   switch (code) {
     case 401:
-      return new PodExecError(`401 Unauthorized: the API server rejected the kubeconfig's credentials (${msg})`, 'unauthorized', code);
+      return new PodExecError(
+        `401 Unauthorized: the API server rejected the kubeconfig's credentials (${msg})`,
+        'unauthorized',
+        code,
+      );
     // A WebSocket exec is an HTTP GET: authorized as "get" pods/exec, and since
     // Kubernetes 1.35 (AuthorizePodWebsocketUpgradeCreatePermission) also as "create".
     case 403:
@@ -105,7 +117,13 @@ function sink(write: (b: Buffer) => void): Writable {
  * Resolves to the exit code; rejects with a PodExecError saying why it could
  * not run or did not finish within `timeoutMs`.
  */
-export function execInPod(kc: KubeConfig, t: ExecTarget, command: string[], out: ExecOutput, timeoutMs: number): Promise<number> {
+export function execInPod(
+  kc: KubeConfig,
+  t: ExecTarget,
+  command: string[],
+  out: ExecOutput,
+  timeoutMs: number,
+): Promise<number> {
   return new Promise((resolve, reject) => {
     let settled = false;
     let socket: WebSocket | undefined;
@@ -120,7 +138,9 @@ export function execInPod(kc: KubeConfig, t: ExecTarget, command: string[], out:
       else resolve(r.code);
     };
     const timer = setTimeout(() => {
-      settle({ error: new PodExecError(`no exit status within ${Math.round(timeoutMs / 1000)} s (timeout)`, 'timeout') });
+      settle({
+        error: new PodExecError(`no exit status within ${Math.round(timeoutMs / 1000)} s (timeout)`, 'timeout'),
+      });
       socket?.terminate();
     }, timeoutMs);
 
@@ -134,10 +154,18 @@ export function execInPod(kc: KubeConfig, t: ExecTarget, command: string[], out:
           settle({ error: e as PodExecError });
         }
       } else if (refusal) settle({ error: refusal });
-      else if (transportError) settle({ error: new PodExecError(`cannot reach the API server: ${transportError.message}`, 'connection') });
-      else settle({ error: new PodExecError('the connection closed before the exit status (pod or node restarted?)', 'no-status') });
+      else if (transportError)
+        settle({ error: new PodExecError(`cannot reach the API server: ${transportError.message}`, 'connection') });
+      else
+        settle({
+          error: new PodExecError('the connection closed before the exit status (pod or node restarted?)', 'no-status'),
+        });
     };
-    const connect = async (path: string, _text: unknown, onBinary: ((channel: number, data: Buffer) => boolean) | null): Promise<WebSocket> => {
+    const connect = async (
+      path: string,
+      _text: unknown,
+      onBinary: ((channel: number, data: Buffer) => boolean) | null,
+    ): Promise<WebSocket> => {
       const server = kc.getCurrentCluster()!.server.replace(/\/$/, '');
       const opts: WebSocket.ClientOptions = {};
       await kc.applyToHTTPSOptions(opts);
@@ -173,7 +201,9 @@ export function execInPod(kc: KubeConfig, t: ExecTarget, command: string[], out:
       return new Promise((resolveOpen, rejectOpen) => {
         ws.once('open', () => {
           if (PROTOCOLS.includes(ws.protocol)) return resolveOpen(ws);
-          transportError = new Error(`the API server speaks ${JSON.stringify(ws.protocol)}, not ${PROTOCOLS.join(' or ')}`);
+          transportError = new Error(
+            `the API server speaks ${JSON.stringify(ws.protocol)}, not ${PROTOCOLS.join(' or ')}`,
+          );
           ws.terminate();
         });
         ws.once('close', () => rejectOpen(new Error('closed')));
@@ -187,7 +217,13 @@ export function execInPod(kc: KubeConfig, t: ExecTarget, command: string[], out:
       })
       .catch((e: unknown) => {
         // Failures before a socket exists (kubeconfig auth plugin, bad server URL); others end in onClose.
-        if (!socket) settle({ error: new PodExecError(`cannot open the exec connection: ${e instanceof Error ? e.message : String(e)}`, 'connection') });
+        if (!socket)
+          settle({
+            error: new PodExecError(
+              `cannot open the exec connection: ${e instanceof Error ? e.message : String(e)}`,
+              'connection',
+            ),
+          });
       });
   });
 }

@@ -27,7 +27,14 @@ export class RelayError extends Error {
 const MAX_LINE = 1 << 20;
 
 /** Streams the relay's answer line by line; resolves when it ends, rejects with what to fix. */
-export async function askRelay(kc: KubeConfig, t: RelayTarget, query: URLSearchParams, onLine: (text: string) => void, timeoutMs: number, route: 'evidence' | 'status' = 'evidence'): Promise<void> {
+export async function askRelay(
+  kc: KubeConfig,
+  t: RelayTarget,
+  query: URLSearchParams,
+  onLine: (text: string) => void,
+  timeoutMs: number,
+  route: 'evidence' | 'status' = 'evidence',
+): Promise<void> {
   const cluster = kc.getCurrentCluster();
   if (!cluster) throw new RelayError('the kubeconfig has no current cluster');
   const opts: RequestOptions = {};
@@ -45,32 +52,36 @@ export async function askRelay(kc: KubeConfig, t: RelayTarget, query: URLSearchP
   const url = new URL(cluster.server.replace(/\/$/, '') + path);
   const where = `the evidence relay (service ${t.namespace}/${t.service} through ${url.host})`;
   return new Promise((resolve, reject) => {
-    const req = (url.protocol === 'https:' ? httpsRequest : httpRequest)(url, { ...opts, method: 'GET' }, (res: IncomingMessage) => {
-      let rest = '';
-      res.setEncoding('utf8');
-      if (res.statusCode !== 200) {
-        res.on('data', (d: string) => {
-          if (rest.length < 4096) rest += d;
-        });
-        res.on('end', () => reject(refusal(res.statusCode ?? 0, rest, t, where)));
-        return;
-      }
-      res.on('data', (d: string) => {
-        rest += d;
-        let nl: number;
-        while ((nl = rest.indexOf('\n')) >= 0) {
-          onLine(rest.slice(0, nl));
-          rest = rest.slice(nl + 1);
+    const req = (url.protocol === 'https:' ? httpsRequest : httpRequest)(
+      url,
+      { ...opts, method: 'GET' },
+      (res: IncomingMessage) => {
+        let rest = '';
+        res.setEncoding('utf8');
+        if (res.statusCode !== 200) {
+          res.on('data', (d: string) => {
+            if (rest.length < 4096) rest += d;
+          });
+          res.on('end', () => reject(refusal(res.statusCode ?? 0, rest, t, where)));
+          return;
         }
-        if (rest.length > MAX_LINE) req.destroy(new Error(`a line longer than ${MAX_LINE} bytes`));
-      });
-      res.on('end', () => {
-        if (rest) onLine(rest);
-        if (res.complete) resolve();
-        else reject(new RelayError(`${where}: the answer was cut short`));
-      });
-      res.on('error', (e) => reject(new RelayError(`${where}: ${e.message}`)));
-    });
+        res.on('data', (d: string) => {
+          rest += d;
+          let nl: number;
+          while ((nl = rest.indexOf('\n')) >= 0) {
+            onLine(rest.slice(0, nl));
+            rest = rest.slice(nl + 1);
+          }
+          if (rest.length > MAX_LINE) req.destroy(new Error(`a line longer than ${MAX_LINE} bytes`));
+        });
+        res.on('end', () => {
+          if (rest) onLine(rest);
+          if (res.complete) resolve();
+          else reject(new RelayError(`${where}: the answer was cut short`));
+        });
+        res.on('error', (e) => reject(new RelayError(`${where}: ${e.message}`)));
+      },
+    );
     req.setTimeout(timeoutMs, () => req.destroy(new Error(`no answer within ${Math.round(timeoutMs / 1000)} s`)));
     req.on('error', (e) => reject(new RelayError(`${where}: ${e.message}`)));
     req.end();
@@ -87,9 +98,13 @@ function refusal(code: number, body: string, t: RelayTarget, where: string): Rel
     // not JSON
   }
   if (code === 403 && msg.includes('services/proxy')) {
-    return new RelayError(`403 Forbidden: ${msg} (needs RBAC verb "get" on "services/proxy" named ${t.service} in namespace ${t.namespace}; see deploy/oncall-rbac.yaml)`, code);
+    return new RelayError(
+      `403 Forbidden: ${msg} (needs RBAC verb "get" on "services/proxy" named ${t.service} in namespace ${t.namespace}; see deploy/oncall-rbac.yaml)`,
+      code,
+    );
   }
   if (code === 401) return new RelayError(`401 Unauthorized: ${msg}`, code);
-  if (code === 503 && /no endpoints/i.test(msg)) return new RelayError(`${where}: no relay pod is ready (${msg}); is deploy/evidence-relay.yaml applied?`, code);
+  if (code === 503 && /no endpoints/i.test(msg))
+    return new RelayError(`${where}: no relay pod is ready (${msg}); is deploy/evidence-relay.yaml applied?`, code);
   return new RelayError(`${code}: ${msg}`, code);
 }

@@ -45,7 +45,8 @@ export class RequestLimits {
     const slot = this.slots.take(callerKey(user), false);
     if ('error' in slot) return { status: 429, message: slot.error, headers: { 'Retry-After': '5' } };
     res.once('close', slot.release);
-    if (this.active >= this.maxRequests) return { status: 503, message: `${this.active} ${this.what} are being answered; try again shortly`, headers: {} };
+    if (this.active >= this.maxRequests)
+      return { status: 503, message: `${this.active} ${this.what} are being answered; try again shortly`, headers: {} };
     this.active++;
     res.once('close', () => this.active--);
     return undefined;
@@ -53,7 +54,12 @@ export class RequestLimits {
 }
 
 /** `ask` for every pod, `concurrency` at a time, until the caller goes away; the answers in the order they came. */
-export async function eachPod<P, T>(pods: readonly P[], concurrency: number, res: ServerResponse, ask: (pod: P) => Promise<T>): Promise<T[]> {
+export async function eachPod<P, T>(
+  pods: readonly P[],
+  concurrency: number,
+  res: ServerResponse,
+  ask: (pod: P) => Promise<T>,
+): Promise<T[]> {
   // Each pod's request listens for the caller going away.
   res.setMaxListeners(concurrency + 10);
   const queue = [...pods];

@@ -13,14 +13,19 @@
 // namespace, else the user) has at most maxRequestsPerCaller requests at a time.
 // The answer is NDJSON: each agent line with "node" and "pod" added, an error line per node that
 // failed, and a summary, the format of `clbprobe evidence --all-nodes --json`.
-import { request, type IncomingMessage, type ServerResponse } from 'node:http';
-import { byText } from '../compare.js';
-import type { UserInfo } from '../cluster/access-review.js';
-import { ON_BEHALF_OF_HEADER, parseEvidenceQuery, type CheckAccess, type EvidenceQuery } from '../agent/evidence-http.js';
+import { type IncomingMessage, request, type ServerResponse } from 'node:http';
 import type { EvidenceLine } from '../agent/evidence.js';
+import {
+  type CheckAccess,
+  type EvidenceQuery,
+  ON_BEHALF_OF_HEADER,
+  parseEvidenceQuery,
+} from '../agent/evidence-http.js';
+import type { UserInfo } from '../cluster/access-review.js';
+import { byText } from '../compare.js';
+import { type AgentPod, planNodes } from './agent-pods.js';
 import { EvidenceLineError, parseEvidenceLine } from './evidence-lines.js';
-import { planNodes, type AgentPod } from './agent-pods.js';
-import { eachPod, MAX_REFUSAL, ndjson as json, refusalText, RequestLimits } from './relay-common.js';
+import { eachPod, ndjson as json, MAX_REFUSAL, RequestLimits, refusalText } from './relay-common.js';
 
 /** The header that carries the caller's "Bearer TOKEN" through the API server's proxy. */
 export const TOKEN_HEADER = 'x-clbprobe-authorization';
@@ -82,7 +87,10 @@ export function relayRoute(o: RelayOptions): (req: IncomingMessage, res: ServerR
     const search = new URL(req.url ?? '/', 'http://x').searchParams;
     const q = parseEvidenceQuery(search);
     if ('error' in q) return refuse(400, q.error);
-    const only = search.getAll('node').flatMap((n) => n.split(',')).filter(Boolean);
+    const only = search
+      .getAll('node')
+      .flatMap((n) => n.split(','))
+      .filter(Boolean);
     if (only.some((n) => n.length > 253)) return refuse(400, 'node names are at most 253 characters');
     if (only.length > 5000) return refuse(400, 'at most 5000 node names');
     const attrs = { resource: { verb: 'get', group: '', resource: 'services', namespace: q.namespace, name: q.name } };
@@ -101,8 +109,15 @@ export function relayRoute(o: RelayOptions): (req: IncomingMessage, res: ServerR
       const plan = planNodes(pods, o.container, only.length ? only : undefined);
       res.writeHead(200, { 'Content-Type': 'application/x-ndjson', 'Cache-Control': 'no-store' });
       res.flushHeaders();
-      const results: RelayNodeResult[] = plan.unreachable.map((u) => ({ node: u.node, ...(u.pod ? { pod: u.pod } : {}), status: 'failed', entries: 0, error: u.reason }));
-      for (const r of results) res.write(json({ node: r.node, ...(r.pod ? { pod: r.pod } : {}), type: 'error', message: r.error }));
+      const results: RelayNodeResult[] = plan.unreachable.map((u) => ({
+        node: u.node,
+        ...(u.pod ? { pod: u.pod } : {}),
+        status: 'failed',
+        entries: 0,
+        error: u.reason,
+      }));
+      for (const r of results)
+        res.write(json({ node: r.node, ...(r.pod ? { pod: r.pod } : {}), type: 'error', message: r.error }));
       results.push(...(await eachPod(plan.ask, o.concurrency, res, (pod) => askAgent(o, q, pod, d.user, res, budget))));
       results.sort((a, b) => byText(a.node, b.node));
       const ok = results.filter((r) => r.status === 'ok').length;
@@ -115,7 +130,14 @@ export function relayRoute(o: RelayOptions): (req: IncomingMessage, res: ServerR
 }
 
 /** Streams one agent's answer into `res`, each line with node and pod; never throws. */
-async function askAgent(o: RelayOptions, q: EvidenceQuery, pod: AgentPod, user: UserInfo, res: ServerResponse, budget: LineBudget): Promise<RelayNodeResult> {
+async function askAgent(
+  o: RelayOptions,
+  q: EvidenceQuery,
+  pod: AgentPod,
+  user: UserInfo,
+  res: ServerResponse,
+  budget: LineBudget,
+): Promise<RelayNodeResult> {
   const result: RelayNodeResult = { node: pod.node, pod: pod.name, status: 'failed', entries: 0 };
   const fail = (message: string): RelayNodeResult => {
     result.error = message + (pod.ready ? '' : ' (the agent container is not ready)');
@@ -195,7 +217,9 @@ async function askAgent(o: RelayOptions, q: EvidenceQuery, pod: AgentPod, user: 
           finish(`the agent sent a line longer than ${MAX_LINE} bytes`);
           agentReq.destroy();
         } else if (!budget.take(rest.length - held)) {
-          finish(`the relay holds ${budget.limit} characters of unfinished lines at most, across all answers, and this agent's line would pass that; ask again`);
+          finish(
+            `the relay holds ${budget.limit} characters of unfinished lines at most, across all answers, and this agent's line would pass that; ask again`,
+          );
           agentReq.destroy();
         } else held = rest.length;
       });

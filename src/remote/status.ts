@@ -9,13 +9,13 @@
 // The answer is NDJSON: {"type":"finding","node","pod",...} lines as they arrive, one
 // {"type":"node"} line per node (ok with the agent's version and counts, or failed with why), and
 // a {"type":"summary"} at the end.
-import { request, type IncomingMessage, type ServerResponse } from 'node:http';
-import { byText } from '../compare.js';
+import { type IncomingMessage, request, type ServerResponse } from 'node:http';
 import { ON_BEHALF_OF_HEADER } from '../agent/evidence-http.js';
 import type { AuthnResult } from '../agent/kube-authorizer.js';
-import { planNodes, type AgentPod } from './agent-pods.js';
+import { byText } from '../compare.js';
+import { type AgentPod, planNodes } from './agent-pods.js';
 import { TOKEN_HEADER } from './relay.js';
-import { eachPod, MAX_REFUSAL, ndjson as json, refusalText, RequestLimits } from './relay-common.js';
+import { eachPod, ndjson as json, MAX_REFUSAL, RequestLimits, refusalText } from './relay-common.js';
 
 export interface StatusRelayOptions {
   /** TokenReview of the caller's token (the API server's own audience). */
@@ -62,7 +62,8 @@ export function statusRoute(o: StatusRelayOptions): (req: IncomingMessage, res: 
     if (typeof token !== 'string') return refuse(401, `no bearer token in ${TOKEN_HEADER}`, { Connection: 'close' });
     void (async () => {
       const who = await o.authenticate(token, req.socket.remoteAddress);
-      if (!who.ok) return refuse(who.status, who.message, 'retryAfterS' in who ? { 'Retry-After': String(who.retryAfterS) } : {});
+      if (!who.ok)
+        return refuse(who.status, who.message, 'retryAfterS' in who ? { 'Retry-After': String(who.retryAfterS) } : {});
       if (res.destroyed) return;
       const refusal = limits.admit(who.user, res);
       if (refusal) return refuse(refusal.status, refusal.message, refusal.headers);
@@ -75,7 +76,14 @@ export function statusRoute(o: StatusRelayOptions): (req: IncomingMessage, res: 
       const plan = planNodes(pods, o.container);
       res.writeHead(200, { 'Content-Type': 'application/x-ndjson', 'Cache-Control': 'no-store' });
       res.flushHeaders();
-      const nodes: StatusNodeLine[] = plan.unreachable.map((u) => ({ type: 'node', node: u.node, ...(u.pod ? { pod: u.pod } : {}), status: 'failed', findings: 0, error: u.reason }));
+      const nodes: StatusNodeLine[] = plan.unreachable.map((u) => ({
+        type: 'node',
+        node: u.node,
+        ...(u.pod ? { pod: u.pod } : {}),
+        status: 'failed',
+        findings: 0,
+        error: u.reason,
+      }));
       for (const n of nodes) res.write(json(n));
       const user = JSON.stringify(who.user);
       const asked = await eachPod(plan.ask, o.concurrency, res, async (pod) => {
@@ -107,9 +115,18 @@ export type AgentAsk = Pick<StatusRelayOptions, 'agentPort' | 'nodeToken' | 'age
  * One agent's findings streamed into `res` with node and pod; its node line, never a throw.
  * `user` (JSON) is whom the relay asks for; without it, the relay asks as itself.
  */
-export async function askFindings(o: AgentAsk, pod: AgentPod, user: string | undefined, res: FindingSink): Promise<StatusNodeLine> {
+export async function askFindings(
+  o: AgentAsk,
+  pod: AgentPod,
+  user: string | undefined,
+  res: FindingSink,
+): Promise<StatusNodeLine> {
   const result: StatusNodeLine = { type: 'node', node: pod.node, pod: pod.name, status: 'failed', findings: 0 };
-  const failed = (message: string): StatusNodeLine => ({ ...result, status: 'failed', error: message + (pod.ready ? '' : ' (the agent container is not ready)') });
+  const failed = (message: string): StatusNodeLine => ({
+    ...result,
+    status: 'failed',
+    error: message + (pod.ready ? '' : ' (the agent container is not ready)'),
+  });
   if (!pod.ip) return failed('the agent pod has no IP yet');
   let nodeToken: string;
   try {
@@ -125,7 +142,10 @@ export async function askFindings(o: AgentAsk, pod: AgentPod, user: string | und
       clearTimeout(timer);
       resolve(r);
     };
-    const headers = { authorization: `Bearer ${nodeToken}`, ...(user !== undefined ? { [ON_BEHALF_OF_HEADER]: user } : {}) };
+    const headers = {
+      authorization: `Bearer ${nodeToken}`,
+      ...(user !== undefined ? { [ON_BEHALF_OF_HEADER]: user } : {}),
+    };
     const agentReq = request({ host: pod.ip, port: o.agentPort, path: '/findings', headers }, (agentRes) => {
       agentRes.setEncoding('utf8');
       if (agentRes.statusCode !== 200) {
@@ -152,7 +172,8 @@ export async function askFindings(o: AgentAsk, pod: AgentPod, user: string | und
         } catch {
           return done(failed(`the agent sent a line that is not JSON: ${text.slice(0, 120)}`));
         }
-        if (typeof l !== 'object' || l === null || Array.isArray(l)) return done(failed('the agent sent a line that is not an object'));
+        if (typeof l !== 'object' || l === null || Array.isArray(l))
+          return done(failed('the agent sent a line that is not an object'));
         const r = l as Record<string, unknown>;
         if (r.type === 'finding') {
           sent++;
@@ -184,7 +205,8 @@ export async function askFindings(o: AgentAsk, pod: AgentPod, user: string | und
       agentRes.on('end', () => {
         onLine(rest);
         if (!end) return done(failed('the agent ended without its end line'));
-        const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isInteger(v) && v >= 0 ? v : undefined);
+        const num = (v: unknown): number | undefined =>
+          typeof v === 'number' && Number.isInteger(v) && v >= 0 ? v : undefined;
         const more = num(end.more);
         const unchecked = num(end.unchecked);
         done({

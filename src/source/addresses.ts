@@ -19,7 +19,10 @@ export const addresses: SourceDef<AddressSnapshot> = {
       key: 'addresses',
       watch(ev) {
         try {
-          return watchAddresses(ev.changed, ev.changed, { ...ns, onError: (e) => ev.failed(`address events: ${e.message}`) });
+          return watchAddresses(ev.changed, ev.changed, {
+            ...ns,
+            onError: (e) => ev.failed(`address events: ${e.message}`),
+          });
         } catch (e) {
           ev.failed(`address events: ${errText(e)}`);
           return () => undefined;

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { BUNDLE_FILES } from '../bundle/names.js';
 import { parseConntrackText } from '../bundle/parse-conntrack.js';
 import { ms, runToFile } from '../bundle/writer.js';
-import { SummaryCounter, dumpConntrack, malformedNote, readConntrack } from '../kernel/conntrack/dump.js';
+import { dumpConntrack, malformedNote, readConntrack, SummaryCounter } from '../kernel/conntrack/dump.js';
 import { formatConntrack } from '../kernel/conntrack/format.js';
 import type { NodeSnapshot } from '../kernel/types.js';
 import type { SourceDef } from './contract.js';
@@ -65,8 +65,16 @@ export const conntrack: SourceDef<ConntrackValue> = {
       // A partial (or empty) file would read as a complete table: only the fallback's output may stay.
       rmSync(path, { force: true });
       const why = e instanceof Error ? e.message : String(e);
-      const entry = await runToFile(path, BUNDLE_FILES.conntrack, w.inNs(['conntrack', '-L', '-o', 'extended,id']), w.timeoutMs);
-      w.add({ ...entry, error: `clbprobe conntrack reader failed (${why}); ${entry.error ?? 'conntrack -L used instead'}` });
+      const entry = await runToFile(
+        path,
+        BUNDLE_FILES.conntrack,
+        w.inNs(['conntrack', '-L', '-o', 'extended,id']),
+        w.timeoutMs,
+      );
+      w.add({
+        ...entry,
+        error: `clbprobe conntrack reader failed (${why}); ${entry.error ?? 'conntrack -L used instead'}`,
+      });
     }
   },
   fromBundle(b) {

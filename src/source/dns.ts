@@ -7,11 +7,12 @@
 // (stale addresses of a failing name stay counted for a while); absent when
 // the cluster has no hostname-only LB. In a bundle: dns-lookups.json, the
 // answers `collect` got for the names of the bundle's cluster view.
+
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { BUNDLE_FILES } from '../bundle/names.js';
 import { formatDnsLookups, parseDnsLookups } from '../bundle/parse-dns.js';
 import { ms } from '../bundle/writer.js';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { CACHE_DEFAULTS, HostnameCache } from '../cluster/dns/hostname-cache.js';
 import { LOOKUP_DEFAULTS, type LookupRound } from '../cluster/dns/lookup.js';
 import { lookupHostnamesIn } from '../cluster/dns/lookup-netns.js';
@@ -33,7 +34,13 @@ const NO_HOSTNAME_LB = 'no hostname-only LoadBalancer Service';
  * up when every name resolved, else down naming the failing ones; the answers go along either way.
  * Names past the cap (`notLookedUp`, in lbHostnamesOf's order) make an up source degraded, counted.
  */
-function resultOf(lookups: HostnameLookup[], names: number, resolver: string | undefined, warnings: string[], notLookedUp: string[] = []): ReadResult<DnsSnapshot> {
+function resultOf(
+  lookups: HostnameLookup[],
+  names: number,
+  resolver: string | undefined,
+  warnings: string[],
+  notLookedUp: string[] = [],
+): ReadResult<DnsSnapshot> {
   const value = { lookups };
   const failing = lookups.filter((l) => l.error);
   const capped = notLookedUp.length
@@ -62,11 +69,22 @@ export const dns: SourceDef<DnsSnapshot> = {
     const t0 = performance.now();
     const r = await dnsReader({ ...(w.netns ? { netns: w.netns } : {}), lbHostnames: () => names }).read();
     const value = r.state === 'up' || r.state === 'down' ? r.value : undefined;
-    if (!value) return w.add({ command, durationMs: ms(t0), error: r.state === 'down' || r.state === 'absent' ? r.reason : 'no lookup made' });
+    if (!value)
+      return w.add({
+        command,
+        durationMs: ms(t0),
+        error: r.state === 'down' || r.state === 'absent' ? r.reason : 'no lookup made',
+      });
     const path = join(w.out, file);
     const text = formatDnsLookups(value.lookups);
     writeFileSync(path, text);
-    w.add({ file, command, durationMs: ms(t0), size: Buffer.byteLength(text), ...(r.state === 'down' ? { error: r.reason } : {}) });
+    w.add({
+      file,
+      command,
+      durationMs: ms(t0),
+      size: Buffer.byteLength(text),
+      ...(r.state === 'down' ? { error: r.reason } : {}),
+    });
   },
   fromBundle(b) {
     const file = BUNDLE_FILES.dnsLookups;
@@ -77,7 +95,10 @@ export const dns: SourceDef<DnsSnapshot> = {
   },
 };
 
-export function dnsReader(opts: LiveOptions, lookupIn: typeof lookupHostnamesIn = lookupHostnamesIn): SourceReader<DnsSnapshot> {
+export function dnsReader(
+  opts: LiveOptions,
+  lookupIn: typeof lookupHostnamesIn = lookupHostnamesIn,
+): SourceReader<DnsSnapshot> {
   const maxNames = opts.dnsLookup?.maxNames ?? LOOKUP_DEFAULTS.maxNames;
   const cache = new HostnameCache({ ...CACHE_DEFAULTS, maxNames });
   let timer: NodeJS.Timeout | undefined;
@@ -113,7 +134,13 @@ export function dnsReader(opts: LiveOptions, lookupIn: typeof lookupHostnamesIn 
       }
       arm();
       if (!changed) return { state: 'unchanged' };
-      return resultOf([...cache.lookups().values()], names.length, round?.resolver, round?.warnings ?? [], names.slice(maxNames));
+      return resultOf(
+        [...cache.lookups().values()],
+        names.length,
+        round?.resolver,
+        round?.warnings ?? [],
+        names.slice(maxNames),
+      );
     },
   };
 }

@@ -18,7 +18,8 @@ export class SourceHealth {
   up(source: SourceName, degraded?: string): void {
     const was = this.state.get(source);
     this.state.set(source, degraded === undefined ? { up: true } : { up: true, reason: degraded });
-    if (degraded !== undefined && (!was?.up || was.reason !== degraded)) this.log?.warn({ source, reason: degraded }, 'source up, degraded');
+    if (degraded !== undefined && (!was?.up || was.reason !== degraded))
+      this.log?.warn({ source, reason: degraded }, 'source up, degraded');
     else if (!was?.up) this.log?.info({ source }, was ? 'source recovered' : 'source up');
   }
 
@@ -56,6 +57,7 @@ export class SourceHealth {
   list(): { source: string; up: boolean }[] {
     return [...this.state]
       .filter(([, s]) => !s.absent)
-      .map(([source, s]) => ({ source, up: s.up })).sort((a, b) => byText(a.source, b.source));
+      .map(([source, s]) => ({ source, up: s.up }))
+      .sort((a, b) => byText(a.source, b.source));
   }
 }

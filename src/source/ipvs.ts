@@ -2,9 +2,9 @@
 // A node without IPVS (iptables or nftables mode) has the source absent.
 import { existsSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { ManifestEntry } from '../bundle/manifest.js';
 import { BUNDLE_FILES } from '../bundle/names.js';
 import { ms, onPath } from '../bundle/writer.js';
-import type { ManifestEntry } from '../bundle/manifest.js';
 import { parseIpvsadm } from '../kernel/ipvs/ipvsadm-text.js';
 import { mergeIpvsSnapshots } from '../kernel/ipvs/merge.js';
 import { readIpvs } from '../kernel/ipvs/reader.js';
@@ -32,7 +32,10 @@ export const ipvs: SourceDef<IpvsSnapshot> = {
   async collect(w) {
     // IPVS registers /proc/net/ip_vs in every namespace once the module is loaded.
     if (!existsSync('/proc/net/ip_vs')) {
-      w.skip('ipvsadm-save -n', 'IPVS is not loaded in this kernel (/proc/net/ip_vs absent): kube-proxy cannot be in IPVS mode');
+      w.skip(
+        'ipvsadm-save -n',
+        'IPVS is not loaded in this kernel (/proc/net/ip_vs absent): kube-proxy cannot be in IPVS mode',
+      );
       return;
     }
     if (onPath('ipvsadm-save') && onPath('ipvsadm')) {
@@ -42,7 +45,10 @@ export const ipvs: SourceDef<IpvsSnapshot> = {
     }
     const t0 = performance.now();
     const res = await readIpvs(w.netns ? { netns: w.netns } : {});
-    const entry: ManifestEntry = { command: 'clbprobe IPVS reader (generic netlink), ipvsadm not installed', durationMs: ms(t0) };
+    const entry: ManifestEntry = {
+      command: 'clbprobe IPVS reader (generic netlink), ipvsadm not installed',
+      durationMs: ms(t0),
+    };
     if (res.snapshot) {
       const path = join(w.out, BUNDLE_FILES.ipvsJson);
       writeFileSync(path, `${JSON.stringify(res.snapshot, null, 2)}\n`);
@@ -68,7 +74,8 @@ export const ipvs: SourceDef<IpvsSnapshot> = {
     }
     if (b.has(BUNDLE_FILES.ipvsJson)) {
       const snap = JSON.parse(b.text(BUNDLE_FILES.ipvsJson)) as IpvsSnapshot;
-      if (!Array.isArray(snap?.virtualServers)) throw new Error(`${b.path(BUNDLE_FILES.ipvsJson)}: no "virtualServers" array`);
+      if (!Array.isArray(snap?.virtualServers))
+        throw new Error(`${b.path(BUNDLE_FILES.ipvsJson)}: no "virtualServers" array`);
       return { state: 'up', value: snap };
     }
     return { state: 'down', reason: b.whyMissing(BUNDLE_FILES.ipvsadmSave) };

@@ -24,7 +24,11 @@ const FAMILIES: { family: Family; flag: string[]; file: string }[] = [
 ];
 
 /** The routes of one `ip -j route show table local` output that no address made. */
-export function localRoutesOf(text: string, file: string, family: Family): { routes: LocalRoute[]; warnings: string[] } {
+export function localRoutesOf(
+  text: string,
+  file: string,
+  family: Family,
+): { routes: LocalRoute[]; warnings: string[] } {
   const parsed = parseIpRouteJson(text, file, family);
   const routes: LocalRoute[] = [];
   for (const r of parsed.value) {
@@ -37,7 +41,8 @@ export function localRoutesOf(text: string, file: string, family: Family): { rou
 function snapshotOf(parts: { routes: LocalRoute[]; warnings: string[] }[]): ReadResult<LocalRouteSnapshot> {
   const all = parts.flatMap((p) => p.routes);
   const warnings = parts.flatMap((p) => p.warnings);
-  if (all.length > MAX_ROUTES) warnings.push(`${all.length} non-kernel local routes, only the first ${MAX_ROUTES} kept`);
+  if (all.length > MAX_ROUTES)
+    warnings.push(`${all.length} non-kernel local routes, only the first ${MAX_ROUTES} kept`);
   return { state: 'up', value: { routes: all.slice(0, MAX_ROUTES) }, warnings };
 }
 
@@ -45,17 +50,30 @@ type IpResult = { ok: true; stdout: string } | { ok: false; reason: string };
 
 function runIp(args: string[], netns: string | undefined): Promise<IpResult> {
   const argv = ['-j', ...args];
-  const [file, full] = !netns ? ['ip', argv] : netns.includes('/') ? ['nsenter', [`--net=${netns}`, '--', 'ip', ...argv]] : ['ip', ['-n', netns, ...argv]];
+  const [file, full] = !netns
+    ? ['ip', argv]
+    : netns.includes('/')
+      ? ['nsenter', [`--net=${netns}`, '--', 'ip', ...argv]]
+      : ['ip', ['-n', netns, ...argv]];
   return new Promise((resolve) => {
-    execFile(file, full, { timeout: TIMEOUT_MS, killSignal: 'SIGKILL', maxBuffer: MAX_OUTPUT, env: { ...process.env, LC_ALL: 'C' } }, (err, stdout, stderr) => {
-      if (!err) return resolve({ ok: true, stdout });
-      const msg = String(stderr).trim().split('\n')[0] ?? '';
-      if (err.code === 'ENOENT') return resolve({ ok: false, reason: `${file} not found in PATH (install iproute2)` });
-      if (err.killed || err.signal === 'SIGKILL') return resolve({ ok: false, reason: `ip ${argv.join(' ')}: timed out after ${TIMEOUT_MS} ms` });
-      if (/maxBuffer/i.test(err.message)) return resolve({ ok: false, reason: `ip ${argv.join(' ')}: output larger than ${MAX_OUTPUT} bytes` });
-      if (/Operation not permitted|Permission denied/i.test(msg)) return resolve({ ok: false, reason: permissionDenied('root or CAP_SYS_ADMIN for another namespace', msg) });
-      resolve({ ok: false, reason: `ip ${argv.join(' ')}: ${msg || `exited with ${err.code ?? err.signal}`}` });
-    });
+    execFile(
+      file,
+      full,
+      { timeout: TIMEOUT_MS, killSignal: 'SIGKILL', maxBuffer: MAX_OUTPUT, env: { ...process.env, LC_ALL: 'C' } },
+      (err, stdout, stderr) => {
+        if (!err) return resolve({ ok: true, stdout });
+        const msg = String(stderr).trim().split('\n')[0] ?? '';
+        if (err.code === 'ENOENT')
+          return resolve({ ok: false, reason: `${file} not found in PATH (install iproute2)` });
+        if (err.killed || err.signal === 'SIGKILL')
+          return resolve({ ok: false, reason: `ip ${argv.join(' ')}: timed out after ${TIMEOUT_MS} ms` });
+        if (/maxBuffer/i.test(err.message))
+          return resolve({ ok: false, reason: `ip ${argv.join(' ')}: output larger than ${MAX_OUTPUT} bytes` });
+        if (/Operation not permitted|Permission denied/i.test(msg))
+          return resolve({ ok: false, reason: permissionDenied('root or CAP_SYS_ADMIN for another namespace', msg) });
+        resolve({ ok: false, reason: `ip ${argv.join(' ')}: ${msg || `exited with ${err.code ?? err.signal}`}` });
+      },
+    );
   });
 }
 
@@ -68,7 +86,9 @@ export const localRoutes: SourceDef<LocalRouteSnapshot> = {
       name: 'local-routes',
       key: 'localRoutes',
       async read() {
-        const outs = await Promise.all(FAMILIES.map((f) => runIp([...f.flag, 'route', 'show', 'table', 'local'], opts.netns)));
+        const outs = await Promise.all(
+          FAMILIES.map((f) => runIp([...f.flag, 'route', 'show', 'table', 'local'], opts.netns)),
+        );
         const failed = outs.filter((o): o is { ok: false; reason: string } => !o.ok);
         // IPv4 is always there; an IPv6 listing fails only where IPv6 is off, which leaves IPv4's answer.
         if (!outs[0]!.ok) return { state: 'down', reason: failed.map((f) => f.reason).join('; ') };
@@ -77,7 +97,9 @@ export const localRoutes: SourceDef<LocalRouteSnapshot> = {
         last = digest;
         const parts = FAMILIES.flatMap((f, i) => {
           const o = outs[i]!;
-          return o.ok ? [localRoutesOf(o.stdout, ['ip', ...f.flag, '-j', 'route', 'show', 'table', 'local'].join(' '), f.family)] : [];
+          return o.ok
+            ? [localRoutesOf(o.stdout, ['ip', ...f.flag, '-j', 'route', 'show', 'table', 'local'].join(' '), f.family)]
+            : [];
         });
         const r = snapshotOf(parts);
         if (failed.length > 0 && r.state === 'up') r.warnings = [...(r.warnings ?? []), ...failed.map((f) => f.reason)];

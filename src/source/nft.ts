@@ -4,7 +4,7 @@
 // is in another mode has neither table: the source is absent, not down.
 import { createHash } from 'node:crypto';
 import { BUNDLE_FILES } from '../bundle/names.js';
-import { nftSnapshotOf, nftSnapshotOfRuleset, runNftLists, type NftCommandResult } from '../kernel/nft/read.js';
+import { type NftCommandResult, nftSnapshotOf, nftSnapshotOfRuleset, runNftLists } from '../kernel/nft/read.js';
 import type { NftSnapshot } from '../kernel/nft/types.js';
 import type { ReadResult, SourceDef } from './contract.js';
 

@@ -1,6 +1,6 @@
 // The node's routes (bundle only): the uplink and the pod CIDR candidates.
 import { BUNDLE_FILES } from '../bundle/names.js';
-import { parseIpRouteJson, summarizeRoutes, type RouteInfo, type RouteSnapshot } from '../bundle/parse-ip.js';
+import { parseIpRouteJson, type RouteInfo, type RouteSnapshot, summarizeRoutes } from '../bundle/parse-ip.js';
 import type { SourceDef } from './contract.js';
 
 export const routes: SourceDef<RouteSnapshot> = {
@@ -10,7 +10,12 @@ export const routes: SourceDef<RouteSnapshot> = {
     await w.run(BUNDLE_FILES.ip6Route, ['ip', '-6', '-j', 'route']);
   },
   fromBundle(b) {
-    const files = ([[BUNDLE_FILES.ipRoute, 4], [BUNDLE_FILES.ip6Route, 6]] as const).filter(([f]) => b.has(f));
+    const files = (
+      [
+        [BUNDLE_FILES.ipRoute, 4],
+        [BUNDLE_FILES.ip6Route, 6],
+      ] as const
+    ).filter(([f]) => b.has(f));
     if (files.length === 0) return { state: 'down', reason: b.whyMissing(BUNDLE_FILES.ipRoute) };
     const all: RouteInfo[] = [];
     const warnings: string[] = [];
@@ -20,6 +25,11 @@ export const routes: SourceDef<RouteSnapshot> = {
       warnings.push(...r.warnings);
     }
     const s = summarizeRoutes(all);
-    return { state: 'up', value: s, warnings, ...(s.uplink || s.uplink6 ? {} : { note: 'no default route: the uplink is unknown' }) };
+    return {
+      state: 'up',
+      value: s,
+      warnings,
+      ...(s.uplink || s.uplink6 ? {} : { note: 'no default route: the uplink is unknown' }),
+    };
   },
 };

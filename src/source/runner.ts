@@ -86,13 +86,21 @@ export class SourceRunner {
         h.resynced(name);
         h.up(name);
         this.values.set(name, { ...(key ? { key } : {}), value: result.value });
-        this.setStatus(name, { source: name, available: true, ...(result.note ? { reason: result.note } : {}), durationMs: rounded }, result.parts);
+        this.setStatus(
+          name,
+          { source: name, available: true, ...(result.note ? { reason: result.note } : {}), durationMs: rounded },
+          result.parts,
+        );
         return true;
       }
       case 'down': {
         h.resynced(name);
         h.down(name, result.reason);
-        this.setStatus(name, { source: name, available: false, reason: result.reason, durationMs: rounded }, result.parts);
+        this.setStatus(
+          name,
+          { source: name, available: false, reason: result.reason, durationMs: rounded },
+          result.parts,
+        );
         if (result.value !== undefined) {
           this.values.set(name, { ...(key ? { key } : {}), value: result.value });
           return true;
@@ -102,7 +110,11 @@ export class SourceRunner {
       case 'absent': {
         h.absent(name, result.reason);
         const had = this.values.delete(name);
-        this.setStatus(name, { source: name, available: false, reason: result.reason, notPresent: true, durationMs: rounded }, result.parts);
+        this.setStatus(
+          name,
+          { source: name, available: false, reason: result.reason, notPresent: true, durationMs: rounded },
+          result.parts,
+        );
         return had || !(before?.notPresent && before.reason === result.reason);
       }
     }

@@ -2,10 +2,10 @@
 // src/source/list.ts is read once, each reports its own status, and one
 // unavailable source never hides the others.
 import { hostname, release } from 'node:os';
-import { liveReaders } from './list.js';
-import { SourceRunner } from './runner.js';
 import type { ConntrackFilter } from '../kernel/conntrack/dump.js';
 import type { NodeSnapshot } from '../kernel/types.js';
+import { liveReaders } from './list.js';
+import { SourceRunner } from './runner.js';
 
 export interface SnapshotOptions {
   /** Path of a network namespace to read instead of our own (labs, tests). */

@@ -22,9 +22,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseSamples, type Sample } from '../../src/export/parse-samples.js';
 import { REPO_ROOT } from '../support/daemonset.js';
 import { KUBE_BIN } from '../support/kube-control-plane.js';
-import { buildProductImage } from '../support/product-image.js';
 import { BUSYBOX_IMAGE, CLUSTER, type KubeCluster, nodeImages, startKubeCluster } from '../support/kube-node.js';
 import { isRoot } from '../support/netns.js';
+import { buildProductImage } from '../support/product-image.js';
 import { sleep, until } from '../support/wait.js';
 
 const PRODUCT_IMAGE = 'localhost/clbprobe:0.1.0';
@@ -42,7 +42,9 @@ const KUBECTL_APPLY = ['/usr/bin/kubectl', '/usr/local/bin/kubectl'].find((k) =>
 
 const ready =
   isRoot &&
-  ['kubelet', 'kube-controller-manager', 'kube-scheduler', 'kube-apiserver', 'kube-proxy'].every((b) => existsSync(join(KUBE_BIN, b))) &&
+  ['kubelet', 'kube-controller-manager', 'kube-scheduler', 'kube-apiserver', 'kube-proxy'].every((b) =>
+    existsSync(join(KUBE_BIN, b)),
+  ) &&
   existsSync('/usr/bin/containerd') &&
   KUBECTL_APPLY !== undefined;
 if (isRoot && !ready) {
@@ -74,29 +76,60 @@ describe.skipIf(!ready)('clbprobe on a real kubelet + containerd cluster (Kubern
     return r.stdout;
   };
   const metrics = (i: number, token: string): { code: string; body: string } => {
-    const out = inNode(i, ['curl', '-s', '-m', '5', '-w', '\n%{http_code}', '-H', `Authorization: Bearer ${token}`, `http://${k.nodes[i]!.ip}:9811/metrics`]);
+    const out = inNode(i, [
+      'curl',
+      '-s',
+      '-m',
+      '5',
+      '-w',
+      '\n%{http_code}',
+      '-H',
+      `Authorization: Bearer ${token}`,
+      `http://${k.nodes[i]!.ip}:9811/metrics`,
+    ]);
     const at = out.lastIndexOf('\n');
     return { code: out.slice(at + 1), body: out.slice(0, at) };
   };
   const saToken = (ns: string, sa: string): Promise<string> =>
-    until(`a token for ${ns}/${sa}`, 30_000, () => {
-      const secret = k.kubectl(['-n', ns, 'get', 'sa', sa, '-o', 'jsonpath={.secrets[0].name}']).trim();
-      if (!secret) return undefined;
-      const b64 = k.kubectl(['-n', ns, 'get', 'secret', secret, '-o', 'jsonpath={.data.token}']).trim();
-      return b64 ? Buffer.from(b64, 'base64').toString('utf8') : undefined;
-    }, 500);
+    until(
+      `a token for ${ns}/${sa}`,
+      30_000,
+      () => {
+        const secret = k.kubectl(['-n', ns, 'get', 'sa', sa, '-o', 'jsonpath={.secrets[0].name}']).trim();
+        if (!secret) return undefined;
+        const b64 = k.kubectl(['-n', ns, 'get', 'secret', secret, '-o', 'jsonpath={.data.token}']).trim();
+        return b64 ? Buffer.from(b64, 'base64').toString('utf8') : undefined;
+      },
+      500,
+    );
   let promToken = '';
   /** Loops the client pod through the LB until node1's agent counts loop_return and has the active L4-loop finding. */
   const loopUntilFound = (what: string): Promise<true> =>
-    until(what, 90_000, async () => {
-      // The connection never completes: the server's answer goes straight to the client, not back through the LB.
-      // (busybox-static's wget faults on this machine; nc is enough for a TCP connection.)
-      const r = k.kubectlResult(['-n', 'lab', 'exec', 'client', '--', 'sh', '-c', `printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 2 ${CLUSTER.vip} 80`]);
-      expect(r.stdout).not.toContain('HTTP/1.0 200');
-      const s = parseSamples(metrics(0, promToken).body);
-      const looped = (find(s, 'clbprobe_lb_path_packets_total', { ...web, kind: 'loop_return' }) ?? 0) > 0;
-      return looped && find(s, 'clbprobe_findings_active', { ...web, mechanism: 'L4-loop', severity: 'active' }) === 1 ? true : undefined;
-    }, 2000);
+    until(
+      what,
+      90_000,
+      async () => {
+        // The connection never completes: the server's answer goes straight to the client, not back through the LB.
+        // (busybox-static's wget faults on this machine; nc is enough for a TCP connection.)
+        const r = k.kubectlResult([
+          '-n',
+          'lab',
+          'exec',
+          'client',
+          '--',
+          'sh',
+          '-c',
+          `printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 2 ${CLUSTER.vip} 80`,
+        ]);
+        expect(r.stdout).not.toContain('HTTP/1.0 200');
+        const s = parseSamples(metrics(0, promToken).body);
+        const looped = (find(s, 'clbprobe_lb_path_packets_total', { ...web, kind: 'loop_return' }) ?? 0) > 0;
+        return looped && find(s, 'clbprobe_findings_active', { ...web, mechanism: 'L4-loop', severity: 'active' }) === 1
+          ? true
+          : undefined;
+      },
+      2000,
+    );
 
   beforeAll(async () => {
     const t0 = Date.now();
@@ -119,14 +152,40 @@ describe.skipIf(!ready)('clbprobe on a real kubelet + containerd cluster (Kubern
         .trimEnd()}\nimages:\n- name: clbprobe\n  newName: ${name}\n  newTag: ${tag}\n`,
     );
     await timed('kubectl apply -k to rolled out', async () => {
-      const r = spawnSync('nsenter', [`--net=${k.nodes[0]!.netns.path}`, KUBECTL_APPLY!, '--kubeconfig', k.kubeconfig('admin'), '--cache-dir', join(work, 'cache'), 'apply', '-k', join(work, 'deploy')], {
-        encoding: 'utf8',
-        timeout: 120_000,
-      });
+      const r = spawnSync(
+        'nsenter',
+        [
+          `--net=${k.nodes[0]!.netns.path}`,
+          KUBECTL_APPLY!,
+          '--kubeconfig',
+          k.kubeconfig('admin'),
+          '--cache-dir',
+          join(work, 'cache'),
+          'apply',
+          '-k',
+          join(work, 'deploy'),
+        ],
+        {
+          encoding: 'utf8',
+          timeout: 120_000,
+        },
+      );
       if (r.status !== 0) throw new Error(`kubectl apply -k: ${r.stderr}`);
       k.kubectl(['-n', 'clbprobe', 'rollout', 'status', 'ds/clbprobe', '--timeout=240s'], { timeoutMs: 250_000 });
     });
-    for (const line of k.kubectl(['-n', 'clbprobe', 'get', 'pods', '-l', 'app.kubernetes.io/component!=evidence-relay', '-o', 'jsonpath={range .items[*]}{.spec.nodeName} {.metadata.name} {.metadata.ownerReferences[0].kind}{"\\n"}{end}']).trim().split('\n')) {
+    for (const line of k
+      .kubectl([
+        '-n',
+        'clbprobe',
+        'get',
+        'pods',
+        '-l',
+        'app.kubernetes.io/component!=evidence-relay',
+        '-o',
+        'jsonpath={range .items[*]}{.spec.nodeName} {.metadata.name} {.metadata.ownerReferences[0].kind}{"\\n"}{end}',
+      ])
+      .trim()
+      .split('\n')) {
       const [node, pod, kind] = line.split(' ');
       if (kind === 'DaemonSet') agents.set(node!, pod!);
     }
@@ -164,7 +223,10 @@ subjects: [{kind: ServiceAccount, name: prometheus, namespace: monitoring}]
     console.log(`kubelet e2e timings (s): ${JSON.stringify(timings)}`);
     if (k) {
       // The whole cluster's footprint, for the CI budget: daemons, shims and containers.
-      const rss = [...new Set(k.pids())].reduce((sum, p) => sum + Number(/^VmRSS:\s+(\d+)/m.exec(tryRead(`/proc/${p}/status`))?.[1] ?? 0), 0);
+      const rss = [...new Set(k.pids())].reduce(
+        (sum, p) => sum + Number(/^VmRSS:\s+(\d+)/m.exec(tryRead(`/proc/${p}/status`))?.[1] ?? 0),
+        0,
+      );
       console.log(`kubelet e2e cluster RSS: ${Math.round(rss / 1024)} MiB`);
     }
     await k?.stop();
@@ -180,7 +242,18 @@ subjects: [{kind: ServiceAccount, name: prometheus, namespace: monitoring}]
       expect(status.status.phase).toBe('Running');
       expect(status.status.conditions.find((c) => c.type === 'Ready')?.status).toBe('True');
       // PID 1 of the agent container is the agent itself (the manifest's command): its /proc status is the agent's.
-      const proc = k.kubectl(['-n', 'clbprobe', 'exec', pod, '-c', 'agent', '--', 'cat', '/proc/1/status', '/proc/1/cmdline']);
+      const proc = k.kubectl([
+        '-n',
+        'clbprobe',
+        'exec',
+        pod,
+        '-c',
+        'agent',
+        '--',
+        'cat',
+        '/proc/1/status',
+        '/proc/1/cmdline',
+      ]);
       expect(proc).toMatch(/^Seccomp:\s+2$/m);
       const capEff = BigInt(`0x${/^CapEff:\s+([0-9a-f]+)$/m.exec(proc)![1]}`);
       const want = Object.values(CAP_BITS).reduce((a, b) => a | (1n << BigInt(b)), 0n);
@@ -224,12 +297,29 @@ spec:
   ports: [{port: 80, targetPort: 8080, nodePort: ${NODE_PORT}}]
 `,
     });
-    k.kubectl(['-n', 'lab', 'wait', '--for=condition=Ready', 'pod/server', 'pod/client', '--timeout=120s'], { timeoutMs: 130_000 });
+    k.kubectl(['-n', 'lab', 'wait', '--for=condition=Ready', 'pod/server', 'pod/client', '--timeout=120s'], {
+      timeoutMs: 130_000,
+    });
     expect(k.kubectl(['-n', 'lab', 'get', 'pod', 'client', '-o', 'jsonpath={.spec.nodeName}'])).toBe(n1.name);
     // The cloud controller's part: the LB's hostname in the Service's status, and the LB itself.
     const status = JSON.stringify({ status: { loadBalancer: { ingress: [{ hostname: LB_HOSTNAME }] } } });
-    inNode(0, ['curl', '-sf', '-o', '/dev/null', '--cacert', join(k.dir, 'pki/ca.crt'), '-X', 'PATCH', '-H', 'Content-Type: application/merge-patch+json',
-      '-H', `Authorization: Bearer ${adminToken(k)}`, '--data', status, `https://${n1.ip}:6443/api/v1/namespaces/lab/services/web/status`]);
+    inNode(0, [
+      'curl',
+      '-sf',
+      '-o',
+      '/dev/null',
+      '--cacert',
+      join(k.dir, 'pki/ca.crt'),
+      '-X',
+      'PATCH',
+      '-H',
+      'Content-Type: application/merge-patch+json',
+      '-H',
+      `Authorization: Bearer ${adminToken(k)}`,
+      '--data',
+      status,
+      `https://${n1.ip}:6443/api/v1/namespaces/lab/services/web/status`,
+    ]);
     k.setLoadBalancer(LB_HOSTNAME, 80, n1, NODE_PORT);
     await loopUntilFound('the looped connection and node1 agent findings');
     await sleep(1000);
@@ -252,12 +342,27 @@ spec:
     k.kubectl(['-n', 'clbprobe', 'create', 'rolebinding', 'cbk8s-oncall', '--role=clbprobe-oncall', '--user=oncall']);
     // The relay and the agents show a Service's evidence to whoever may read the Service (deploy/oncall-rbac.yaml).
     k.kubectl(['-n', 'lab', 'create', 'rolebinding', 'cbk8s-oncall-view', '--clusterrole=view', '--user=oncall']);
-    k.kubectl(['-n', 'clbprobe', 'rollout', 'status', 'deploy/clbprobe-evidence-relay', '--timeout=120s'], { timeoutMs: 130_000 });
+    k.kubectl(['-n', 'clbprobe', 'rollout', 'status', 'deploy/clbprobe-evidence-relay', '--timeout=120s'], {
+      timeoutMs: 130_000,
+    });
     const plugin = (user: 'oncall' | 'nobody') =>
-      spawnSync('nsenter', [`--net=${k.nodes[0]!.netns.path}`, join(REPO_ROOT, 'bin/kubectl-clbprobe'), 'evidence', '--all-nodes', '--service', 'lab/web', '--kubeconfig', k.kubeconfig(user)], {
-        encoding: 'utf8',
-        timeout: 60_000,
-      });
+      spawnSync(
+        'nsenter',
+        [
+          `--net=${k.nodes[0]!.netns.path}`,
+          join(REPO_ROOT, 'bin/kubectl-clbprobe'),
+          'evidence',
+          '--all-nodes',
+          '--service',
+          'lab/web',
+          '--kubeconfig',
+          k.kubeconfig(user),
+        ],
+        {
+          encoding: 'utf8',
+          timeout: 60_000,
+        },
+      );
     const ok = plugin('oncall');
     expect(ok.status, ok.stderr).toBe(0);
     for (const n of k.nodes) expect(ok.stdout).toContain(n.name);
@@ -270,19 +375,59 @@ spec:
 
   it('keeps the agent under its memory limit (RSS under the real kubelet)', () => {
     for (const pod of agents.values()) {
-      const rssKb = Number(/^VmRSS:\s+(\d+) kB$/m.exec(k.kubectl(['-n', 'clbprobe', 'exec', pod, '-c', 'agent', '--', 'cat', '/proc/1/status']))![1]);
-      const limit = k.kubectl(['-n', 'clbprobe', 'get', 'pod', pod, '-o', 'jsonpath={.spec.containers[?(@.name=="agent")].resources.limits.memory}']);
+      const rssKb = Number(
+        /^VmRSS:\s+(\d+) kB$/m.exec(
+          k.kubectl(['-n', 'clbprobe', 'exec', pod, '-c', 'agent', '--', 'cat', '/proc/1/status']),
+        )![1],
+      );
+      const limit = k.kubectl([
+        '-n',
+        'clbprobe',
+        'get',
+        'pod',
+        pod,
+        '-o',
+        'jsonpath={.spec.containers[?(@.name=="agent")].resources.limits.memory}',
+      ]);
       console.log(`agent ${pod}: RSS ${Math.round(rssKb / 1024)} MiB, limit ${limit}`);
       expect(rssKb * 1024).toBeLessThan(bytes(limit));
-      expect(k.kubectl(['-n', 'clbprobe', 'get', 'pod', pod, '-o', 'jsonpath={.status.containerStatuses[?(@.name=="agent")].restartCount}'])).toBe('0');
+      expect(
+        k.kubectl([
+          '-n',
+          'clbprobe',
+          'get',
+          'pod',
+          pod,
+          '-o',
+          'jsonpath={.status.containerStatuses[?(@.name=="agent")].restartCount}',
+        ]),
+      ).toBe('0');
     }
   });
 
   it('keeps counting through a rolling update of the DaemonSet (a changed annotation)', async () => {
     const before = new Set(agents.values());
-    k.kubectl(['-n', 'clbprobe', 'patch', 'ds', 'clbprobe', '-p', JSON.stringify({ spec: { template: { metadata: { annotations: { 'cbk8s/rolled': String(Date.now()) } } } } })]);
+    k.kubectl([
+      '-n',
+      'clbprobe',
+      'patch',
+      'ds',
+      'clbprobe',
+      '-p',
+      JSON.stringify({ spec: { template: { metadata: { annotations: { 'cbk8s/rolled': String(Date.now()) } } } } }),
+    ]);
     k.kubectl(['-n', 'clbprobe', 'rollout', 'status', 'ds/clbprobe', '--timeout=240s'], { timeoutMs: 250_000 });
-    const now = k.kubectl(['-n', 'clbprobe', 'get', 'pods', '-o', 'jsonpath={range .items[?(@.metadata.ownerReferences[0].kind=="DaemonSet")]}{.metadata.name}{"\\n"}{end}']).trim().split('\n');
+    const now = k
+      .kubectl([
+        '-n',
+        'clbprobe',
+        'get',
+        'pods',
+        '-o',
+        'jsonpath={range .items[?(@.metadata.ownerReferences[0].kind=="DaemonSet")]}{.metadata.name}{"\\n"}{end}',
+      ])
+      .trim()
+      .split('\n');
     expect(now).toHaveLength(2);
     for (const p of now) expect(before.has(p)).toBe(false);
     // The new agent on node1 starts from zero and sees the loop again.

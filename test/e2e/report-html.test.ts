@@ -9,7 +9,7 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LAB, createLoopLab, type LoopLab } from '../../src/demo/lab.js';
+import { createLoopLab, LAB, type LoopLab } from '../../src/demo/lab.js';
 import { CHROMIUM, openPage, type Page } from '../support/chromium.js';
 import { isRoot } from '../support/netns.js';
 
@@ -46,8 +46,22 @@ describe.skipIf(!isRoot || !CHROMIUM)('diagnose --html in a real Chromium (loop 
     lab = await createLoopLab('Local', 'cbr-');
     expect(await lab.connect(2000)).toBe('timeout');
     html = join(dir, 'node1.html');
-    const r = spawnSync(process.execPath, [CLI, 'diagnose', '--netns', lab.node.name, '--cluster-file', lab.writeClusterFile(dir),
-      '--node-name', LAB.node1Name, '--html', html], { encoding: 'utf8' });
+    const r = spawnSync(
+      process.execPath,
+      [
+        CLI,
+        'diagnose',
+        '--netns',
+        lab.node.name,
+        '--cluster-file',
+        lab.writeClusterFile(dir),
+        '--node-name',
+        LAB.node1Name,
+        '--html',
+        html,
+      ],
+      { encoding: 'utf8' },
+    );
     diagnoseExit = r.status;
     if (!existsSync(html)) throw new Error(`diagnose wrote no page (exit ${r.status}): ${r.stderr}`);
     page = await openPage();
@@ -71,14 +85,21 @@ describe.skipIf(!isRoot || !CHROMIUM)('diagnose --html in a real Chromium (loop 
   it('shows the loop path, the Service and the fix', async () => {
     const want = [
       'Service lab/web',
-      'client pod', `${LAB.clientPod}:`,
-      'LB VIP', `${LAB.vip}:${LAB.port}`,
-      'node NodePort', `${LAB.node1}:${LAB.nodePort}`,
-      'server pod', `${LAB.serverPod}:${LAB.serverPort}`,
+      'client pod',
+      `${LAB.clientPod}:`,
+      'LB VIP',
+      `${LAB.vip}:${LAB.port}`,
+      'node NodePort',
+      `${LAB.node1}:${LAB.nodePort}`,
+      'server pod',
+      `${LAB.serverPod}:${LAB.serverPort}`,
       'skips the LB',
-      'fix:', 'externalTrafficPolicy',
+      'fix:',
+      'externalTrafficPolicy',
     ];
-    const seen = await page.evaluate<{ t: string; visible: boolean; why: string }[]>(`(${VISIBLE})(${JSON.stringify(want)})`);
+    const seen = await page.evaluate<{ t: string; visible: boolean; why: string }[]>(
+      `(${VISIBLE})(${JSON.stringify(want)})`,
+    );
     expect(seen.filter((s) => !s.visible)).toEqual([]);
     // The drawing is there and big enough to read: four boxes, the reply arrow.
     const svg = await page.evaluate<{ w: number; boxes: number; dashed: number }>(

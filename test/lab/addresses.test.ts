@@ -2,7 +2,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readAddresses, watchAddresses } from '../../src/kernel/addresses.js';
 import type { AddressEvent } from '../../src/kernel/types.js';
-import { Netns, isRoot, vethPair } from '../support/netns.js';
+import { isRoot, Netns, vethPair } from '../support/netns.js';
 
 interface IpJsonAddr {
   family: 'inet' | 'inet6';
@@ -61,7 +61,11 @@ describe.skipIf(!isRoot)('addresses (rtnetlink, real kernel)', () => {
   it('streams add and remove events, v4 and v6', async () => {
     const events: AddressEvent[] = [];
     let resyncs = 0;
-    const stop = watchAddresses((e) => events.push(e), () => resyncs++, { netns: a.path });
+    const stop = watchAddresses(
+      (e) => events.push(e),
+      () => resyncs++,
+      { netns: a.path },
+    );
     try {
       a.sh(`ip addr add 192.0.2.77/32 dev br-pods
             ip addr add 2001:db8:77::7/128 dev br-pods nodad

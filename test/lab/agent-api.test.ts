@@ -7,21 +7,25 @@
 //   and recover when it comes back.
 // `clbprobe diagnose --kubeconfig` on the same lab names the active loop.
 // Namespaces are cbw-*; the fake API and /metrics listen on 127.0.0.1.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { shippedAgent } from '../support/shipped-agent.js';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { clusterList, createLoopLab, LAB, type LoopLab } from '../../src/demo/lab.js';
 import { parseSamples, type Sample } from '../../src/export/parse-samples.js';
-import { LAB, clusterList, createLoopLab, type LoopLab } from '../../src/demo/lab.js';
 import { FakeApiServer, type ResourceName } from '../support/fake-apiserver.js';
 import { isRoot } from '../support/netns.js';
+import { shippedAgent } from '../support/shipped-agent.js';
 import { freePort, until } from '../support/wait.js';
 
 const CLI = join(import.meta.dirname, '../../dist/src/cli/main.js');
 const PREFIX = 'cbw-';
-const RESOURCE_OF: Record<string, ResourceName> = { Service: 'services', EndpointSlice: 'endpointslices', Node: 'nodes' };
+const RESOURCE_OF: Record<string, ResourceName> = {
+  Service: 'services',
+  EndpointSlice: 'endpointslices',
+  Node: 'nodes',
+};
 
 /** until(), with a failed fetch (agent or API not listening yet) counted as "not yet". */
 const poll = <T>(what: string, ms: number, f: () => Promise<T | undefined>): Promise<T> =>
@@ -50,20 +54,37 @@ describe.skipIf(!isRoot)('agent and diagnose with --kubeconfig (fake API server,
     if (!existsSync(CLI)) throw new Error(`${CLI} missing: run npm run build first`);
     dir = mkdtempSync(join(tmpdir(), 'cbw-'));
     lab = await createLoopLab('Local', PREFIX);
-    for (const item of (clusterList('Local') as { items: { kind: string }[] }).items) api.apply(RESOURCE_OF[item.kind]!, item);
+    for (const item of (clusterList('Local') as { items: { kind: string }[] }).items)
+      api.apply(RESOURCE_OF[item.kind]!, item);
     await api.start();
     kubeconfig = join(dir, 'kubeconfig');
     writeFileSync(kubeconfig, api.kubeconfig());
     const port = await freePort();
     metricsUrl = `http://127.0.0.1:${port}/metrics`;
     const shipped = shippedAgent(
-      ['--kubeconfig', kubeconfig, '--node-name', LAB.node1Name, '--netns', lab.node.name, '--interface', 'eth0',
-        '--listen', `127.0.0.1:${port}`, '--evidence-socket', join(dir, 'ev.sock'), '--capture', 'ebpf'],
+      [
+        '--kubeconfig',
+        kubeconfig,
+        '--node-name',
+        LAB.node1Name,
+        '--netns',
+        lab.node.name,
+        '--interface',
+        'eth0',
+        '--listen',
+        `127.0.0.1:${port}`,
+        '--evidence-socket',
+        join(dir, 'ev.sock'),
+        '--capture',
+        'ebpf',
+      ],
       LAB.node1Name,
     );
     agent = spawn(shipped.node, shipped.argv, { env: shipped.env, stdio: ['ignore', 'ignore', 'pipe'] });
     agent.stderr!.on('data', (b: Buffer) => (stderr += b));
-    await poll('/readyz', 20_000, async () => ((await fetch(metricsUrl.replace('/metrics', '/readyz'))).ok ? true : undefined));
+    await poll('/readyz', 20_000, async () =>
+      (await fetch(metricsUrl.replace('/metrics', '/readyz'))).ok ? true : undefined,
+    );
   }, 60_000);
 
   afterAll(async () => {
@@ -85,7 +106,9 @@ describe.skipIf(!isRoot)('agent and diagnose with --kubeconfig (fake API server,
     const s1 = await poll('loop_return and the active L4-loop finding', 5000, async () => {
       const s = await scrape();
       const looped = (find(s, 'clbprobe_lb_path_packets_total', { ...web, kind: 'loop_return' }) ?? 0) > 0;
-      return looped && find(s, 'clbprobe_findings_active', { ...web, mechanism: 'L4-loop', severity: 'active' }) === 1 ? s : undefined;
+      return looped && find(s, 'clbprobe_findings_active', { ...web, mechanism: 'L4-loop', severity: 'active' }) === 1
+        ? s
+        : undefined;
     });
     expect(find(s1, 'clbprobe_conntrack_entries', { ...web, state: 'SYN_SENT' })).toBeGreaterThanOrEqual(1);
   });
@@ -97,7 +120,9 @@ describe.skipIf(!isRoot)('agent and diagnose with --kubeconfig (fake API server,
     svc.status = { loadBalancer: { ingress: [{ ip: '10.0.100.102', ipMode: 'VIP' }] } };
     const t0 = Date.now();
     api.apply('services', svc);
-    await poll('lab/web2 followed', 5000, async () => (find(await scrape(), 'clbprobe_service_ports_followed', {}) === followedAtStart + 1 ? true : undefined));
+    await poll('lab/web2 followed', 5000, async () =>
+      find(await scrape(), 'clbprobe_service_ports_followed', {}) === followedAtStart + 1 ? true : undefined,
+    );
     // The resync interval is 60 s: seeing it this soon means the watch event did it.
     expect(Date.now() - t0).toBeLessThan(5000);
   });
@@ -109,7 +134,9 @@ describe.skipIf(!isRoot)('agent and diagnose with --kubeconfig (fake API server,
       return find(s, 'clbprobe_source_up', { source: 'cluster' }) === 0 ? s : undefined;
     });
     // Still counting for the Services it knew: degraded, not stopped.
-    expect(find(down, 'clbprobe_lb_path_packets_total', { namespace: 'lab', service: 'web', kind: 'loop_return' })).toBeGreaterThan(0);
+    expect(
+      find(down, 'clbprobe_lb_path_packets_total', { namespace: 'lab', service: 'web', kind: 'loop_return' }),
+    ).toBeGreaterThan(0);
     expect(find(down, 'clbprobe_source_up', { source: 'conntrack' })).toBe(1);
     await api.start();
     await poll('source_up{cluster} 1 again', 40_000, async () =>
@@ -120,9 +147,13 @@ describe.skipIf(!isRoot)('agent and diagnose with --kubeconfig (fake API server,
 
   it('`diagnose --kubeconfig --netns` names the active loop from the same API', async () => {
     // Not spawnSync: the fake API server lives in this process and must keep answering.
-    const p = spawn(process.execPath, [CLI, 'diagnose', '--kubeconfig', kubeconfig, '--netns', lab.node.name, '--node-name', LAB.node1Name, '--json'], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const p = spawn(
+      process.execPath,
+      [CLI, 'diagnose', '--kubeconfig', kubeconfig, '--netns', lab.node.name, '--node-name', LAB.node1Name, '--json'],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     let out = '';
     let err = '';
     p.stdout!.on('data', (b: Buffer) => (out += b));
@@ -130,6 +161,8 @@ describe.skipIf(!isRoot)('agent and diagnose with --kubeconfig (fake API server,
     const code = await new Promise<number | null>((r) => p.once('close', r));
     expect(code, err).toBe(1);
     const json = JSON.parse(out) as { findings: { mechanism: string; severity: string; service: { name: string } }[] };
-    expect(json.findings.filter((f) => f.severity === 'active').map((f) => `${f.service.name} ${f.mechanism}`)).toContain('web L4-loop');
+    expect(
+      json.findings.filter((f) => f.severity === 'active').map((f) => `${f.service.name} ${f.mechanism}`),
+    ).toContain('web L4-loop');
   }, 30_000);
 });

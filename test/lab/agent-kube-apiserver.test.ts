@@ -15,19 +15,19 @@
 //   up again after, with what changed while it could not reach the server.
 // The agent runs in the loop lab's node namespace (cbka-*, standing in for hostNetwork); the API
 // server listens on 127.0.0.1 in the root namespace and is reached through a Unix-socket relay.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { copyFileSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseSamples, type Sample } from '../../src/export/parse-samples.js';
-import { LAB, clusterList, createLoopLab, type LoopLab } from '../../src/demo/lab.js';
 import { evidenceAudience } from '../../src/agent/evidence-http.js';
+import { clusterList, createLoopLab, LAB, type LoopLab } from '../../src/demo/lab.js';
+import { parseSamples, type Sample } from '../../src/export/parse-samples.js';
 import { agentContainer, containerEnv, containerScript, hostArgv } from '../support/daemonset.js';
 import { type ControlPlane, serviceAccountToken, startControlPlane } from '../support/kube-control-plane.js';
 import { createList, createObject } from '../support/kube-objects.js';
 import { isRoot } from '../support/netns.js';
-import { relay, type Relay } from '../support/relay.js';
+import { type Relay, relay } from '../support/relay.js';
 import { until } from '../support/wait.js';
 
 const PREFIX = 'cbka-';
@@ -36,7 +36,12 @@ const AGENT_USER = 'system:serviceaccount:clbprobe:clbprobe';
 /** The port the agent's namespace reaches the API server on (the relay's end in there). */
 const API_PORT_IN_NS = 16443;
 
-type Svc = { kind: string; metadata: { name: string }; spec: { clusterIP?: string; clusterIPs?: string[]; ports: { nodePort?: number }[] }; status?: unknown };
+type Svc = {
+  kind: string;
+  metadata: { name: string };
+  spec: { clusterIP?: string; clusterIPs?: string[]; ports: { nodePort?: number }[] };
+  status?: unknown;
+};
 
 /** The lab's Service under another name and LB IP, its cluster IP and NodePort left to the API server. */
 function anotherService(name: string, ip: string): Record<string, unknown> {
@@ -68,9 +73,14 @@ describe.skipIf(!isRoot)('the agent as the DaemonSet runs it, against the real k
   const relays: Relay[] = [];
   let promToken: string;
 
-  const saToken = (ns: string, name: string, audiences?: string[]): Promise<string> => serviceAccountToken(cp, ns, name, audiences);
+  const saToken = (ns: string, name: string, audiences?: string[]): Promise<string> =>
+    serviceAccountToken(cp, ns, name, audiences);
   const serviceAccount = async (ns: string, name: string): Promise<void> => {
-    const r = await cp.request('POST', `/api/v1/namespaces/${ns}/serviceaccounts`, { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name } });
+    const r = await cp.request('POST', `/api/v1/namespaces/${ns}/serviceaccounts`, {
+      apiVersion: 'v1',
+      kind: 'ServiceAccount',
+      metadata: { name },
+    });
     if (r.status !== 201 && r.status !== 409) throw new Error(`ServiceAccount ${ns}/${name}: ${r.status}`);
   };
 
@@ -78,7 +88,20 @@ describe.skipIf(!isRoot)('the agent as the DaemonSet runs it, against the real k
   /** `from`: the source address (each caller its own, as pods have: reviews for strangers are rate-limited per address). */
   const get = (path: string, token?: string, from?: string): Promise<{ status: number; body: string }> =>
     new Promise((resolve, reject) => {
-      const args = ['netns', 'exec', lab.node.name, 'curl', '-sS', '--max-time', '10', '-w', '\n%{http_code}', ...(from ? ['--interface', from] : []), ...(token ? ['-H', `Authorization: Bearer ${token}`] : []), `http://127.0.0.1:${port}${path}`];
+      const args = [
+        'netns',
+        'exec',
+        lab.node.name,
+        'curl',
+        '-sS',
+        '--max-time',
+        '10',
+        '-w',
+        '\n%{http_code}',
+        ...(from ? ['--interface', from] : []),
+        ...(token ? ['-H', `Authorization: Bearer ${token}`] : []),
+        `http://127.0.0.1:${port}${path}`,
+      ];
       const p = spawn('ip', args, { stdio: ['ignore', 'pipe', 'pipe'] });
       let out = '';
       let err = '';
@@ -96,7 +119,8 @@ describe.skipIf(!isRoot)('the agent as the DaemonSet runs it, against the real k
     if (r.status !== 200) throw new Error(`/metrics: ${r.status} ${r.body.slice(0, 200)}`);
     return parseSamples(r.body);
   };
-  const clusterUp = async (): Promise<number | undefined> => find(await scrape(), 'clbprobe_source_up', { source: 'cluster' });
+  const clusterUp = async (): Promise<number | undefined> =>
+    find(await scrape(), 'clbprobe_source_up', { source: 'cluster' });
 
   /** The root namespace's end of the agent's way to the API server (Unix socket -> 127.0.0.1:port). */
   const openRootRelay = async (): Promise<void> => {
@@ -105,16 +129,29 @@ describe.skipIf(!isRoot)('the agent as the DaemonSet runs it, against the real k
   };
 
   beforeAll(async () => {
-    if (!existsSync(hostArgv(c).find((a) => a.endsWith('.js')) ?? '')) throw new Error('dist missing: run npm run build first');
+    if (!existsSync(hostArgv(c).find((a) => a.endsWith('.js')) ?? ''))
+      throw new Error('dist missing: run npm run build first');
     cp = await startControlPlane();
     cp.kubectl(['apply', '-f', join(DEPLOY, 'namespace.yaml')]);
     cp.kubectl(['apply', '-n', 'clbprobe', '-f', join(DEPLOY, 'rbac.yaml')]);
     await createList(cp, clusterList('Local') as { items: Record<string, unknown>[] });
     // Prometheus' service account, bound to the shipped reader role as deploy/README.md says.
-    await cp.request('POST', '/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'monitoring' } });
+    await cp.request('POST', '/api/v1/namespaces', {
+      apiVersion: 'v1',
+      kind: 'Namespace',
+      metadata: { name: 'monitoring' },
+    });
     await serviceAccount('monitoring', 'prometheus-k8s');
     await serviceAccount('monitoring', 'other');
-    cp.kubectl(['create', 'clusterrolebinding', 'clbprobe-metrics-reader', '--clusterrole', 'clbprobe-metrics-reader', '--serviceaccount', 'monitoring:prometheus-k8s']);
+    cp.kubectl([
+      'create',
+      'clusterrolebinding',
+      'clbprobe-metrics-reader',
+      '--clusterrole',
+      'clbprobe-metrics-reader',
+      '--serviceaccount',
+      'monitoring:prometheus-k8s',
+    ]);
     promToken = await saToken('monitoring', 'prometheus-k8s');
 
     scratch = mkdtempSync(join(tmpdir(), PREFIX));
@@ -128,10 +165,22 @@ describe.skipIf(!isRoot)('the agent as the DaemonSet runs it, against the real k
     writeFileSync(
       join(apiDir, 'kubeconfig'),
       [
-        'apiVersion: v1', 'kind: Config',
-        'clusters:', '- name: c', '  cluster:', `    server: https://127.0.0.1:${API_PORT_IN_NS}`, `    certificate-authority: ${join(apiDir, 'ca.crt')}`,
-        'users:', '- name: clbprobe', '  user:', `    token: ${await saToken('clbprobe', 'clbprobe')}`,
-        'contexts:', '- name: c', '  context: {cluster: c, user: clbprobe}', 'current-context: c', '',
+        'apiVersion: v1',
+        'kind: Config',
+        'clusters:',
+        '- name: c',
+        '  cluster:',
+        `    server: https://127.0.0.1:${API_PORT_IN_NS}`,
+        `    certificate-authority: ${join(apiDir, 'ca.crt')}`,
+        'users:',
+        '- name: clbprobe',
+        '  user:',
+        `    token: ${await saToken('clbprobe', 'clbprobe')}`,
+        'contexts:',
+        '- name: c',
+        '  context: {cluster: c, user: clbprobe}',
+        'current-context: c',
+        '',
       ].join('\n'),
     );
     const env = {
@@ -139,13 +188,21 @@ describe.skipIf(!isRoot)('the agent as the DaemonSet runs it, against the real k
       ...containerEnv(c, { 'spec.nodeName': LAB.node1Name }),
       KUBECONFIG: join(apiDir, 'kubeconfig'),
     };
-    agent = spawn('ip', ['netns', 'exec', lab.node.name, ...containerScript(c, scratch)], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+    agent = spawn('ip', ['netns', 'exec', lab.node.name, ...containerScript(c, scratch)], {
+      env,
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     agent.stderr!.on('data', (b: Buffer) => (stderr += b));
     agent.on('exit', (code, sig) => (exited = `exit ${code ?? sig}`));
-    await until('/readyz', 40_000, async () => {
-      if (exited) throw new Error(`the agent ${exited} at start-up:\n${stderr}`);
-      return (await get('/readyz').catch(() => undefined))?.status === 200 ? true : undefined;
-    }, 200).catch((e: Error) => {
+    await until(
+      '/readyz',
+      40_000,
+      async () => {
+        if (exited) throw new Error(`the agent ${exited} at start-up:\n${stderr}`);
+        return (await get('/readyz').catch(() => undefined))?.status === 200 ? true : undefined;
+      },
+      200,
+    ).catch((e: Error) => {
       throw new Error(`${e.message}; the agent's log:\n${stderr}`);
     });
   }, 240_000);
@@ -174,25 +231,48 @@ describe.skipIf(!isRoot)('the agent as the DaemonSet runs it, against the real k
     // Every list and watch went out as the ServiceAccount and was allowed.
     const mine = cp.audit().filter((e) => e.user.username === AGENT_USER);
     // Gateway API kinds are listed too; without their CRDs (none here) each answers 404 once: absent, logged as such.
-    const gatewayLists = ['gatewayclasses', 'gateways', 'httproutes', 'grpcroutes'].map((r) => `/apis/gateway.networking.k8s.io/v1/${r}`);
-    gatewayLists.push(...['tlsroutes', 'tcproutes', 'udproutes'].map((r) => `/apis/gateway.networking.k8s.io/v1alpha2/${r}`), '/apis/gateway.networking.k8s.io/v1beta1/referencegrants');
+    const gatewayLists = ['gatewayclasses', 'gateways', 'httproutes', 'grpcroutes'].map(
+      (r) => `/apis/gateway.networking.k8s.io/v1/${r}`,
+    );
+    gatewayLists.push(
+      ...['tlsroutes', 'tcproutes', 'udproutes'].map((r) => `/apis/gateway.networking.k8s.io/v1alpha2/${r}`),
+      '/apis/gateway.networking.k8s.io/v1beta1/referencegrants',
+    );
     expect(new Set(mine.filter((e) => e.verb === 'list').map((e) => e.requestURI.split('?')[0]))).toEqual(
-      new Set(['/api/v1/services', '/api/v1/nodes', '/apis/discovery.k8s.io/v1/endpointslices', '/apis/discovery.k8s.io/v1beta1/endpointslices', '/apis/networking.k8s.io/v1/ingresses', ...gatewayLists]),
+      new Set([
+        '/api/v1/services',
+        '/api/v1/nodes',
+        '/apis/discovery.k8s.io/v1/endpointslices',
+        '/apis/discovery.k8s.io/v1beta1/endpointslices',
+        '/apis/networking.k8s.io/v1/ingresses',
+        ...gatewayLists,
+      ]),
     );
-    expect(mine.filter((e) => e.verb === 'list' && e.responseStatus?.code !== 200).map((e) => `${e.requestURI.split('?')[0]} ${e.responseStatus?.code}`).sort()).toEqual(
-      ['/apis/discovery.k8s.io/v1/endpointslices 404', ...gatewayLists.map((p) => `${p} 404`)].sort(),
-    );
+    expect(
+      mine
+        .filter((e) => e.verb === 'list' && e.responseStatus?.code !== 200)
+        .map((e) => `${e.requestURI.split('?')[0]} ${e.responseStatus?.code}`)
+        .sort(),
+    ).toEqual(['/apis/discovery.k8s.io/v1/endpointslices 404', ...gatewayLists.map((p) => `${p} 404`)].sort());
     expect(stderr).toContain('Gateway API not installed');
 
     // A Service created through the API now: followed within seconds (the watch, not a resync).
     const t0 = Date.now();
     await createObject(cp, anotherService('web3', '10.0.100.103'));
-    await until('lab/web3 followed', 10_000, async () => (find(await scrape(), 'clbprobe_service_ports_followed', {}) === followed + 1 ? true : undefined), 200);
+    await until(
+      'lab/web3 followed',
+      10_000,
+      async () => (find(await scrape(), 'clbprobe_service_ports_followed', {}) === followed + 1 ? true : undefined),
+      200,
+    );
     expect(Date.now() - t0).toBeLessThan(10_000);
   }, 60_000);
 
   it("gives start-up's file pages back to the kernel after each of start-up's phases", () => {
-    const lines = stderr.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
+    const lines = stderr
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
     expect(lines.filter((l) => l.msg === 'start-up pages: not all released')).toEqual([]);
     const released = lines.filter((l) => l.msg === 'start-up pages released');
     expect(released.map((l) => l.phase)).toEqual(['modules loaded', 'sources read', 'first sync']);
@@ -219,8 +299,16 @@ describe.skipIf(!isRoot)('the agent as the DaemonSet runs it, against the real k
     expect((await get('/healthz')).status).toBe(200);
     // The agent asked, as itself, and the API server allowed it to ask (deploy/rbac.yaml's two creates).
     const reviews = cp.audit().filter((e) => e.user.username === AGENT_USER && e.verb === 'create');
-    expect(reviews.some((e) => e.requestURI === '/apis/authentication.k8s.io/v1/tokenreviews' && e.responseStatus?.code === 201)).toBe(true);
-    expect(reviews.some((e) => e.requestURI === '/apis/authorization.k8s.io/v1/subjectaccessreviews' && e.responseStatus?.code === 201)).toBe(true);
+    expect(
+      reviews.some(
+        (e) => e.requestURI === '/apis/authentication.k8s.io/v1/tokenreviews' && e.responseStatus?.code === 201,
+      ),
+    ).toBe(true);
+    expect(
+      reviews.some(
+        (e) => e.requestURI === '/apis/authorization.k8s.io/v1/subjectaccessreviews' && e.responseStatus?.code === 201,
+      ),
+    ).toBe(true);
     expect(reviews.filter((e) => e.responseStatus?.code !== 201)).toEqual([]);
   }, 60_000);
 
@@ -228,23 +316,78 @@ describe.skipIf(!isRoot)('the agent as the DaemonSet runs it, against the real k
     // A reader of lab/web only (resourceNames), a reader of every Service in lab, and an on-call user
     // with deploy/oncall-rbac.yaml's Role alone. (Not the bootstrap `view` role: it is filled by the
     // controller-manager's aggregation, which does not run here.)
-    cp.kubectl(['create', 'role', 'web-reader', '-n', 'lab', '--verb', 'get', '--resource', 'services', '--resource-name', 'web']);
+    cp.kubectl([
+      'create',
+      'role',
+      'web-reader',
+      '-n',
+      'lab',
+      '--verb',
+      'get',
+      '--resource',
+      'services',
+      '--resource-name',
+      'web',
+    ]);
     cp.kubectl(['create', 'role', 'service-reader', '-n', 'lab', '--verb', 'get,list', '--resource', 'services']);
-    for (const [sa, ns] of [['web-reader', 'lab'], ['viewer', 'lab'], ['oncall', 'clbprobe']] as const) await serviceAccount(ns, sa);
-    cp.kubectl(['create', 'rolebinding', 'web-reader', '-n', 'lab', '--role', 'web-reader', '--serviceaccount', 'lab:web-reader']);
-    cp.kubectl(['create', 'rolebinding', 'viewer', '-n', 'lab', '--role', 'service-reader', '--serviceaccount', 'lab:viewer']);
+    for (const [sa, ns] of [
+      ['web-reader', 'lab'],
+      ['viewer', 'lab'],
+      ['oncall', 'clbprobe'],
+    ] as const)
+      await serviceAccount(ns, sa);
+    cp.kubectl([
+      'create',
+      'rolebinding',
+      'web-reader',
+      '-n',
+      'lab',
+      '--role',
+      'web-reader',
+      '--serviceaccount',
+      'lab:web-reader',
+    ]);
+    cp.kubectl([
+      'create',
+      'rolebinding',
+      'viewer',
+      '-n',
+      'lab',
+      '--role',
+      'service-reader',
+      '--serviceaccount',
+      'lab:viewer',
+    ]);
     cp.kubectl(['apply', '-f', join(DEPLOY, 'oncall-rbac.yaml')]);
-    cp.kubectl(['create', 'rolebinding', 'clbprobe-oncall', '-n', 'clbprobe', '--role', 'clbprobe-oncall', '--serviceaccount', 'clbprobe:oncall']);
+    cp.kubectl([
+      'create',
+      'rolebinding',
+      'clbprobe-oncall',
+      '-n',
+      'clbprobe',
+      '--role',
+      'clbprobe-oncall',
+      '--serviceaccount',
+      'clbprobe:oncall',
+    ]);
     // Tokens for this node's evidence audience (what the relay sends); an ordinary one is refused.
     const forNode = [evidenceAudience(LAB.node1Name)];
-    const [webReader, viewer, oncall] = [await saToken('lab', 'web-reader', forNode), await saToken('lab', 'viewer', forNode), await saToken('clbprobe', 'oncall', forNode)];
+    const [webReader, viewer, oncall] = [
+      await saToken('lab', 'web-reader', forNode),
+      await saToken('lab', 'viewer', forNode),
+      await saToken('clbprobe', 'oncall', forNode),
+    ];
     let caller = 0;
-    const evidence = (service: string, token?: string) => get(`/evidence?service=${service}`, token, `127.0.7.${++caller}`);
+    const evidence = (service: string, token?: string) =>
+      get(`/evidence?service=${service}`, token, `127.0.7.${++caller}`);
     expect((await evidence('lab/web', await saToken('lab', 'web-reader'))).status).toBe(401);
 
     const allowed = await evidence('lab/web', webReader);
     expect(allowed.status, allowed.body).toBe(200);
-    const lines = allowed.body.trim().split('\n').map((l) => JSON.parse(l) as { type: string });
+    const lines = allowed.body
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { type: string });
     expect(lines[0]).toMatchObject({ type: 'service', node: LAB.node1Name });
     expect(lines.at(-1)).toMatchObject({ type: 'end' });
     expect((await evidence('lab/web3', webReader)).status).toBe(403);
@@ -267,7 +410,14 @@ describe.skipIf(!isRoot)('the agent as the DaemonSet runs it, against the real k
     const proxy = { namespace: 'clbprobe', verb: 'get', resource: 'services', subresource: 'proxy' };
     expect(await sar('system:serviceaccount:clbprobe:oncall', { ...proxy, name: 'clbprobe-evidence' })).toBe(true);
     expect(await sar('system:serviceaccount:clbprobe:oncall', { ...proxy, name: 'other' })).toBe(false);
-    expect(await sar('system:serviceaccount:clbprobe:oncall', { namespace: 'clbprobe', verb: 'create', resource: 'pods', subresource: 'exec' })).toBe(false);
+    expect(
+      await sar('system:serviceaccount:clbprobe:oncall', {
+        namespace: 'clbprobe',
+        verb: 'create',
+        resource: 'pods',
+        subresource: 'exec',
+      }),
+    ).toBe(false);
   }, 60_000);
 
   it('the API server stops and starts again (same etcd): down with the reason, 503 for new tokens, up again with what changed meanwhile', async () => {
@@ -276,7 +426,9 @@ describe.skipIf(!isRoot)('the agent as the DaemonSet runs it, against the real k
     await cp.stopApiServer();
     // Prometheus' token was reviewed before: the cached answer keeps /metrics readable meanwhile.
     await until('source_up{cluster} 0', 30_000, async () => ((await clusterUp()) === 0 ? true : undefined), 250);
-    expect(stderr).toMatch(/"reason":"API unavailable, showing the last good view: [^"]*(connection to the API server lost|socket hang up|ECONNRESET|ECONNREFUSED|disconnected)[^"]*","msg":"cluster view is stale"/);
+    expect(stderr).toMatch(
+      /"reason":"API unavailable, showing the last good view: [^"]*(connection to the API server lost|socket hang up|ECONNRESET|ECONNREFUSED|disconnected)[^"]*","msg":"cluster view is stale"/,
+    );
     // Still counting for the Services it knew.
     expect(find(await scrape(), 'clbprobe_service_ports_followed', {})).toBe(followed);
     // A token it has not seen cannot be reviewed now: 503, not a 401 or 403 the caller would believe.
@@ -292,10 +444,18 @@ describe.skipIf(!isRoot)('the agent as the DaemonSet runs it, against the real k
     await openRootRelay();
     const t0 = Date.now();
     // The agent backs off up to 30 s between attempts, as client-go's reflector does.
-    await until('source_up{cluster} 1 with lab/web4', 60_000, async () => {
-      const s = await scrape();
-      return find(s, 'clbprobe_source_up', { source: 'cluster' }) === 1 && find(s, 'clbprobe_service_ports_followed', {}) === followed + 1 ? true : undefined;
-    }, 250);
+    await until(
+      'source_up{cluster} 1 with lab/web4',
+      60_000,
+      async () => {
+        const s = await scrape();
+        return find(s, 'clbprobe_source_up', { source: 'cluster' }) === 1 &&
+          find(s, 'clbprobe_service_ports_followed', {}) === followed + 1
+          ? true
+          : undefined;
+      },
+      250,
+    );
     const backMs = Date.now() - t0;
     expect(backMs).toBeLessThan(45_000);
     expect(stderr).toContain('cluster API reachable again; view is fresh');

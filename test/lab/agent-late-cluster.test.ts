@@ -4,20 +4,24 @@
 // events only tell of connections that change. The compiled agent, a node namespace holding
 // an established entry towards the lab Service's LB VIP (conntrack -I), and the list/watch
 // fake API server started only after the agent is ready. Namespaces are cbq-*.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { shippedAgent } from '../support/shipped-agent.js';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseSamples, type Sample } from '../../src/export/parse-samples.js';
-import { LAB, clusterList } from '../../src/demo/lab.js';
+import { clusterList, LAB } from '../../src/demo/lab.js';
 import { Netns } from '../../src/demo/netns.js';
+import { parseSamples, type Sample } from '../../src/export/parse-samples.js';
 import { FakeApiServer, type ResourceName } from '../support/fake-apiserver.js';
 import { isRoot } from '../support/netns.js';
+import { shippedAgent } from '../support/shipped-agent.js';
 import { freePort, until } from '../support/wait.js';
 
-const RESOURCE_OF: Record<string, ResourceName> = { Service: 'services', EndpointSlice: 'endpointslices', Node: 'nodes' };
+const RESOURCE_OF: Record<string, ResourceName> = {
+  Service: 'services',
+  EndpointSlice: 'endpointslices',
+  Node: 'nodes',
+};
 const WEB = { namespace: 'lab', service: 'web', port: '80', protocol: 'TCP' };
 
 const find = (s: Sample[], name: string, labels: Record<string, string>): number | undefined =>
@@ -42,7 +46,8 @@ describe.skipIf(!isRoot)('agent: a cluster view that arrives after the first con
       `conntrack -I -p tcp -s ${LAB.clientPod} -d ${LAB.vip} --sport 41000 --dport ${LAB.port} ` +
         `-r ${LAB.vip} -q ${LAB.clientPod} --reply-port-src ${LAB.port} --reply-port-dst 41000 --state ESTABLISHED -u ASSURED -t 3600`,
     );
-    for (const item of (clusterList('Local') as { items: { kind: string }[] }).items) api.apply(RESOURCE_OF[item.kind]!, item);
+    for (const item of (clusterList('Local') as { items: { kind: string }[] }).items)
+      api.apply(RESOURCE_OF[item.kind]!, item);
     apiPort = await freePort();
     await api.start(apiPort);
     writeFileSync(join(dir, 'kubeconfig'), api.kubeconfig());
@@ -50,14 +55,32 @@ describe.skipIf(!isRoot)('agent: a cluster view that arrives after the first con
     const port = await freePort();
     metricsUrl = `http://127.0.0.1:${port}/metrics`;
     const shipped = shippedAgent(
-      ['--kubeconfig', join(dir, 'kubeconfig'), '--node-name', LAB.node1Name, '--netns', node.name, '--capture', 'off',
-        '--listen', `127.0.0.1:${port}`, '--evidence-socket', join(dir, 'ev.sock')],
+      [
+        '--kubeconfig',
+        join(dir, 'kubeconfig'),
+        '--node-name',
+        LAB.node1Name,
+        '--netns',
+        node.name,
+        '--capture',
+        'off',
+        '--listen',
+        `127.0.0.1:${port}`,
+        '--evidence-socket',
+        join(dir, 'ev.sock'),
+      ],
       LAB.node1Name,
     );
     agent = spawn(shipped.node, shipped.argv, { env: shipped.env, stdio: ['ignore', 'ignore', 'pipe'] });
     agent.stderr!.on('data', (b: Buffer) => (stderr += b));
     // The agent waits 10 s for a first list, then starts without a cluster.
-    await until('/readyz', 40_000, async () => ((await fetch(metricsUrl.replace('/metrics', '/readyz')).catch(() => undefined))?.ok ? true : undefined), 200);
+    await until(
+      '/readyz',
+      40_000,
+      async () =>
+        (await fetch(metricsUrl.replace('/metrics', '/readyz')).catch(() => undefined))?.ok ? true : undefined,
+      200,
+    );
   }, 60_000);
 
   afterAll(async () => {

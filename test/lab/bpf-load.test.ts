@@ -32,14 +32,20 @@ process.stdout.write(JSON.stringify({ loaded, errors }) + '\\n');
 `;
 
 /** Runs CHILD on this node with nodeFlags, behind the command prefix (e.g. setpriv ... --). */
-function runChild(prefix: string[], nodeFlags: string[]): { loaded: number; errors: { message: string; code: string }[] } {
+function runChild(
+  prefix: string[],
+  nodeFlags: string[],
+): { loaded: number; errors: { message: string; code: string }[] } {
   const [cmd, ...args] = [...prefix, process.execPath, ...nodeFlags, '--input-type=module', '-e', CHILD];
   const r = spawnSync(cmd!, args, {
     encoding: 'utf8',
     timeout: 60_000,
   });
   if (r.status !== 0) throw new Error(`child exited ${r.status}: ${r.stderr}`);
-  return JSON.parse(r.stdout.trim().split('\n').pop()!) as { loaded: number; errors: { message: string; code: string }[] };
+  return JSON.parse(r.stdout.trim().split('\n').pop()!) as {
+    loaded: number;
+    errors: { message: string; code: string }[];
+  };
 }
 
 describe.skipIf(!isRoot)('loading the eBPF counter program', () => {

@@ -16,7 +16,11 @@ if (!ifname || !nsArg || (mode !== 'tcx' && mode !== 'tc' && mode !== 'auto')) {
 }
 const netnsPath = nsArg === '-' ? undefined : nsArg;
 const warnings: string[] = [];
-const logger = { warn: (o: { reason?: string }, msg: string) => warnings.push(`${msg}: ${o.reason}`), info: () => {}, error: () => {} };
+const logger = {
+  warn: (o: { reason?: string }, msg: string) => warnings.push(`${msg}: ${o.reason}`),
+  info: () => {},
+  error: () => {},
+};
 try {
   const counter =
     mode === 'auto'
@@ -24,10 +28,13 @@ try {
       : EbpfCounter.open({ ifname, netnsPath, attach: mode });
   counter.setTargets(labTargets());
   const attach = counter instanceof EbpfCounter ? counter.attachMode : undefined;
-  process.stdout.write(`${JSON.stringify({ backend: counter.backend, description: counter.description, attach, fallbackReason: (counter as Counter).fallbackReason, warnings })}\n`);
+  process.stdout.write(
+    `${JSON.stringify({ backend: counter.backend, description: counter.description, attach, fallbackReason: (counter as Counter).fallbackReason, warnings })}\n`,
+  );
   createInterface({ input: process.stdin })
     .on('line', (l) => {
-      if (l.trim() === 'read') process.stdout.write(`${JSON.stringify({ ...counter.read(), stopped: (counter as Counter).stopped })}\n`);
+      if (l.trim() === 'read')
+        process.stdout.write(`${JSON.stringify({ ...counter.read(), stopped: (counter as Counter).stopped })}\n`);
     })
     .on('close', () => {
       counter.close();

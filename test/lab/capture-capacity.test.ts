@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAP_VIPS4, MAP_VIPS6, MAX_VIPS_PER_FAMILY, vipKey } from '../../src/capture/bpf-layout.js';
 import { bpfObjectPath } from '../../src/capture/ebpf.js';
-import { bpfAddon, type BpfObject } from '../../src/native/bpf.js';
+import { type BpfObject, bpfAddon } from '../../src/native/bpf.js';
 import { isRoot } from '../support/netns.js';
 
 describe.skipIf(!isRoot)('eBPF counters: VIP capacity on the real kernel', () => {
@@ -29,7 +29,9 @@ describe.skipIf(!isRoot)('eBPF counters: VIP capacity on the real kernel', () =>
       const fd = addon.bpfObjectMapFd(obj, map);
       const value = Buffer.alloc(4);
       for (let i = 0; i < MAX_VIPS_PER_FAMILY; i++) addon.bpfMapUpdate(fd, vipKey(address(i), 80, 'tcp').key, value, 0);
-      expect(() => addon.bpfMapUpdate(fd, vipKey(address(MAX_VIPS_PER_FAMILY), 80, 'tcp').key, value, 0)).toThrow(/Argument list too long|E2BIG/);
+      expect(() => addon.bpfMapUpdate(fd, vipKey(address(MAX_VIPS_PER_FAMILY), 80, 'tcp').key, value, 0)).toThrow(
+        /Argument list too long|E2BIG/,
+      );
     });
   }
 });

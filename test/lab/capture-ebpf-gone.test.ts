@@ -9,7 +9,7 @@ import { EbpfCounter } from '../../src/capture/ebpf.js';
 import type { CounterReading } from '../../src/capture/targets.js';
 import { bpfAddon } from '../../src/native/bpf.js';
 import { isRoot } from '../support/netns.js';
-import { CaptureLab, PAYLOAD, PORTS, startAgent, UPLINK, V4, type Agent } from './capture-lab.js';
+import { type Agent, CaptureLab, PAYLOAD, PORTS, startAgent, UPLINK, V4 } from './capture-lab.js';
 
 const targets = {
   vips: [],
@@ -19,7 +19,9 @@ const targets = {
 
 /** `count` counted packets in from the peer: pod source to a NodePort (loop_return). */
 function sendLoopReturns(lab: CaptureLab, count: number): void {
-  lab.send('peer', [{ proto: 'udp', src: V4.podSrc, dst: V4.nodeIp, port: PORTS.nodePortUdp, count, payload: PAYLOAD }]);
+  lab.send('peer', [
+    { proto: 'udp', src: V4.podSrc, dst: V4.nodeIp, port: PORTS.nodePortUdp, count, payload: PAYLOAD },
+  ]);
 }
 
 const counted = (r: CounterReading) =>
@@ -54,7 +56,11 @@ describe.skipIf(!isRoot)('eBPF counters when the uplink is deleted or re-created
   for (const mode of ['tcx', 'tc'] as const) {
     it(`say they stopped while the uplink is gone and count again on the re-created one (${mode})`, () => {
       const logged: string[] = [];
-      const log = { warn: (_o: object, m: string) => logged.push(m), error: (_o: object, m: string) => logged.push(m), info: () => {} };
+      const log = {
+        warn: (_o: object, m: string) => logged.push(m),
+        error: (_o: object, m: string) => logged.push(m),
+        info: () => {},
+      };
       const c = EbpfCounter.open({ ifname: UPLINK, netnsPath: lab.nodeNetns, attach: mode, logger: log as never });
       closers.push(() => c.close());
       c.setTargets(targets);

@@ -2,12 +2,23 @@
 // TCP and UDP, matching and not), with TCX and with legacy cls_bpf; live map
 // updates; nothing left behind after close or after a SIGKILL.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { bpfAddon } from '../../src/native/bpf.js';
 import { TC_HANDLE, TC_PRIORITY } from '../../src/capture/attach.js';
 import { EbpfCounter } from '../../src/capture/ebpf.js';
+import { bpfAddon } from '../../src/native/bpf.js';
 import { isRoot } from '../support/netns.js';
-import { CaptureLab, labTargets, PAYLOAD, PORTS, sendScenario, startAgent, UPLINK, V4, V6, type Agent } from './capture-lab.js';
 import { expectCounters, merge } from './capture-expect.js';
+import {
+  type Agent,
+  CaptureLab,
+  labTargets,
+  PAYLOAD,
+  PORTS,
+  sendScenario,
+  startAgent,
+  UPLINK,
+  V4,
+  V6,
+} from './capture-lab.js';
 
 /** Program ids attached to the node's uplink: TCX (both hooks) and our cls_bpf filters. */
 function attached(lab: CaptureLab): { tcx: number[]; tc: number[] } {
@@ -95,7 +106,9 @@ describe.skipIf(!isRoot)('eBPF counters (real kernel, namespaces cbe-*)', () => 
     c.setTargets(t);
     const second = sendScenario(lab, V4).filter((e) => !(e.kind === 'loop_return' && e.target === '0.0.0.0'));
     const to81 = { target: V4.vip, port: PORTS.vipOtherUdp, proto: 'udp' as const, kind: 'to_lb' as const };
-    const moved = second.map((e) => (e.kind === 'to_lb' && e.proto === 'udp' ? { ...to81, packets: 4, bytes: 4 * (V4.udpOverhead + PAYLOAD) } : e));
+    const moved = second.map((e) =>
+      e.kind === 'to_lb' && e.proto === 'udp' ? { ...to81, packets: 4, bytes: 4 * (V4.udpOverhead + PAYLOAD) } : e,
+    );
     expectCounters(c.read(), merge(first, moved));
     expect(attached(lab).tcx).toEqual(before);
   });
@@ -132,6 +145,8 @@ describe.skipIf(!isRoot)('eBPF counters (real kernel, namespaces cbe-*)', () => 
   });
 
   it('names the interface when it does not exist', () => {
-    expect(() => EbpfCounter.open({ ifname: 'cbe-nope', netnsPath: lab.nodeNetns })).toThrow(/cbe-nope.*No such device/);
+    expect(() => EbpfCounter.open({ ifname: 'cbe-nope', netnsPath: lab.nodeNetns })).toThrow(
+      /cbe-nope.*No such device/,
+    );
   });
 });

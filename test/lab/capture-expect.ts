@@ -1,10 +1,11 @@
 // Comparing counter readings with what a scenario sent.
 import { expect } from 'vitest';
 import type { Counter } from '../../src/capture/counter.js';
-import { DIRECTION_OF_KIND, type CounterReading, type CounterSample } from '../../src/capture/targets.js';
+import { type CounterReading, type CounterSample, DIRECTION_OF_KIND } from '../../src/capture/targets.js';
 import type { Expected } from './capture-lab.js';
 
-const keyOf = (c: { target: string; port: number; proto: string; kind: string }) => `${c.kind} ${c.target} ${c.port}/${c.proto}`;
+const keyOf = (c: { target: string; port: number; proto: string; kind: string }) =>
+  `${c.kind} ${c.target} ${c.port}/${c.proto}`;
 
 /** Sums expectations that share a key (e.g. several scenario runs). */
 export function merge(...lists: Expected[][]): Expected[] {

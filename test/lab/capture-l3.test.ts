@@ -12,7 +12,7 @@ import { EbpfCounter } from '../../src/capture/ebpf.js';
 import { bpfAddon } from '../../src/native/bpf.js';
 import { isRoot, Netns } from '../support/netns.js';
 import { expectCounters, merge, settledReading } from './capture-expect.js';
-import { labTargets, PORTS, type Expected, type Family as EthernetFamily } from './capture-lab.js';
+import { type Family as EthernetFamily, type Expected, labTargets, PORTS } from './capture-lab.js';
 import type { Send } from './capture-sender.js';
 
 const TUN = 'cbl3';
@@ -21,16 +21,37 @@ const PAYLOAD = 100;
 /** The Ethernet lab's family (capture-lab.ts), with the IP header's bytes instead of its frame overhead (no L2 header on this link). */
 type Family = Omit<EthernetFamily, 'udpOverhead'> & { ip: number };
 
-const V4: Family = { nodeIp: '10.78.0.1', peerIp: '10.78.0.2', vip: '10.78.9.9', podSrc: '10.244.3.5', localPod: '10.244.3.9', podCidr: '10.244.3.0/24', boundSrc: '10.78.5.5', ip: 20 };
-const V6: Family = { nodeIp: 'fd78::1', peerIp: 'fd78::2', vip: 'fd78:9::9', podSrc: 'fd44:3::5', localPod: 'fd44:3::9', podCidr: 'fd44:3::/64', boundSrc: 'fd78:5::5', ip: 40 };
-
+const V4: Family = {
+  nodeIp: '10.78.0.1',
+  peerIp: '10.78.0.2',
+  vip: '10.78.9.9',
+  podSrc: '10.244.3.5',
+  localPod: '10.244.3.9',
+  podCidr: '10.244.3.0/24',
+  boundSrc: '10.78.5.5',
+  ip: 20,
+};
+const V6: Family = {
+  nodeIp: 'fd78::1',
+  peerIp: 'fd78::2',
+  vip: 'fd78:9::9',
+  podSrc: 'fd44:3::5',
+  localPod: 'fd44:3::9',
+  podCidr: 'fd44:3::/64',
+  boundSrc: 'fd78:5::5',
+  ip: 40,
+};
 
 /** Runs a script of test/lab or test/support in the namespace; throws unless every packet went out. */
 function run(ns: Netns, argv: string[], plan: Send[]): void {
-  const r = spawnSync('ip', ['netns', 'exec', ns.name, ...argv, JSON.stringify(plan)], { encoding: 'utf8', timeout: 30_000 });
+  const r = spawnSync('ip', ['netns', 'exec', ns.name, ...argv, JSON.stringify(plan)], {
+    encoding: 'utf8',
+    timeout: 30_000,
+  });
   if (r.status !== 0) throw new Error(`${argv.join(' ')} in ${ns.name} failed (${r.status}): ${r.stderr.trim()}`);
   const { done } = JSON.parse(r.stdout) as { done: number[] };
-  if (done.join() !== plan.map((p) => p.count).join()) throw new Error(`${argv.join(' ')} sent ${done} of ${plan.map((p) => p.count)}`);
+  if (done.join() !== plan.map((p) => p.count).join())
+    throw new Error(`${argv.join(' ')} sent ${done} of ${plan.map((p) => p.count)}`);
 }
 
 const sender = fileURLToPath(new URL('./capture-sender.ts', import.meta.url));
@@ -41,21 +62,29 @@ const injector = fileURLToPath(new URL('../support/tun-inject.py', import.meta.u
  * would wait for answers that never come), and packets in through it; returns what it must count.
  */
 function scenario(ns: Netns, f: Family): Expected[] {
-  run(ns, [process.execPath, '--import', 'tsx', sender], [
-    { proto: 'udp', src: f.nodeIp, dst: f.vip, port: PORTS.vipUdp, count: 5, payload: PAYLOAD },
-    // Not counted: a VIP on a port not in the set, a remote address.
-    { proto: 'udp', src: f.nodeIp, dst: f.vip, port: PORTS.vipOtherUdp, count: 4, payload: PAYLOAD },
-    { proto: 'udp', src: f.nodeIp, dst: f.peerIp, port: PORTS.vipUdp, count: 4, payload: PAYLOAD },
-  ]);
-  run(ns, ['/usr/bin/python3', injector, TUN], [
-    { proto: 'udp', src: f.podSrc, dst: f.nodeIp, port: PORTS.nodePortUdp, count: 4, payload: PAYLOAD },
-    { proto: 'tcp', src: f.podSrc, dst: f.nodeIp, port: PORTS.nodePortTcp, count: 2 },
-    { proto: 'udp', src: f.podSrc, dst: f.localPod, port: PORTS.podUdp, count: 3, payload: PAYLOAD },
-    { proto: 'tcp', src: f.boundSrc, dst: f.nodeIp, port: PORTS.healthTcp, count: 2 },
-    // Not counted: a remote source to a NodePort and to a local pod.
-    { proto: 'udp', src: f.peerIp, dst: f.nodeIp, port: PORTS.nodePortUdp, count: 4, payload: PAYLOAD },
-    { proto: 'udp', src: f.peerIp, dst: f.localPod, port: PORTS.podUdp, count: 4, payload: PAYLOAD },
-  ]);
+  run(
+    ns,
+    [process.execPath, '--import', 'tsx', sender],
+    [
+      { proto: 'udp', src: f.nodeIp, dst: f.vip, port: PORTS.vipUdp, count: 5, payload: PAYLOAD },
+      // Not counted: a VIP on a port not in the set, a remote address.
+      { proto: 'udp', src: f.nodeIp, dst: f.vip, port: PORTS.vipOtherUdp, count: 4, payload: PAYLOAD },
+      { proto: 'udp', src: f.nodeIp, dst: f.peerIp, port: PORTS.vipUdp, count: 4, payload: PAYLOAD },
+    ],
+  );
+  run(
+    ns,
+    ['/usr/bin/python3', injector, TUN],
+    [
+      { proto: 'udp', src: f.podSrc, dst: f.nodeIp, port: PORTS.nodePortUdp, count: 4, payload: PAYLOAD },
+      { proto: 'tcp', src: f.podSrc, dst: f.nodeIp, port: PORTS.nodePortTcp, count: 2 },
+      { proto: 'udp', src: f.podSrc, dst: f.localPod, port: PORTS.podUdp, count: 3, payload: PAYLOAD },
+      { proto: 'tcp', src: f.boundSrc, dst: f.nodeIp, port: PORTS.healthTcp, count: 2 },
+      // Not counted: a remote source to a NodePort and to a local pod.
+      { proto: 'udp', src: f.peerIp, dst: f.nodeIp, port: PORTS.nodePortUdp, count: 4, payload: PAYLOAD },
+      { proto: 'udp', src: f.peerIp, dst: f.localPod, port: PORTS.podUdp, count: 4, payload: PAYLOAD },
+    ],
+  );
   const udp = (n: number) => ({ packets: n, bytes: n * (f.ip + 8 + PAYLOAD) });
   const syn = (n: number) => ({ packets: n, bytes: n * (f.ip + 20) });
   const any = f === V4 ? '0.0.0.0' : '::';
@@ -120,7 +149,9 @@ describe.skipIf(!isRoot)('eBPF counters on an L3 uplink (tun; real kernel, names
       ip link add ${TUN} type veth peer name ${TUN}p
       ip link set ${TUN} up`);
     const r = c.read();
-    expect(c.stopped).toMatch(new RegExp(`the new ${TUN} \\(ifindex \\d+\\) is of another link type \\(ARPHRD 1: Ethernet\\)`));
+    expect(c.stopped).toMatch(
+      new RegExp(`the new ${TUN} \\(ifindex \\d+\\) is of another link type \\(ARPHRD 1: Ethernet\\)`),
+    );
     expectCounters(r, want);
     expect(bpfAddon().bpfTcxQuery(TUN, false, ns.path)).toEqual([]);
   });

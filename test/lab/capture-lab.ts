@@ -3,11 +3,11 @@
 // veth. The peer owns the addresses that, from the node's point of view, are
 // the LB VIP, local pod sources (a looped-back pod connection) and a bound
 // address (an LB IP bound on kube-ipvs0 used as a health-check source).
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { Netns, vethPair } from '../support/netns.js';
 import type { CounterReading, Targets } from '../../src/capture/targets.js';
+import { Netns, vethPair } from '../support/netns.js';
 import type { Send } from './capture-sender.js';
 
 export const UPLINK = 'cbe0';
@@ -49,11 +49,21 @@ export const V6: Family = {
   udpOverhead: 14 + 40 + 8,
 };
 
-export const PORTS = { vipUdp: 80, vipOtherUdp: 81, vipTcp: 443, nodePortUdp: 30080, nodePortTcp: 30443, podUdp: 8080, healthTcp: 10256 };
+export const PORTS = {
+  vipUdp: 80,
+  vipOtherUdp: 81,
+  vipTcp: 443,
+  nodePortUdp: 30080,
+  nodePortTcp: 30443,
+  podUdp: 8080,
+  healthTcp: 10256,
+};
 export const PAYLOAD = 100;
 
 /** The node's view: VIP udp/80 and tcp/any, its own IP and the bound address, the pod CIDR, two NodePorts. */
-export function labTargets(fams: readonly Pick<Family, 'vip' | 'nodeIp' | 'boundSrc' | 'podCidr'>[] = [V4, V6]): Targets {
+export function labTargets(
+  fams: readonly Pick<Family, 'vip' | 'nodeIp' | 'boundSrc' | 'podCidr'>[] = [V4, V6],
+): Targets {
   return {
     vips: fams.flatMap((f) => [
       { address: f.vip, port: PORTS.vipUdp, proto: 'udp' as const },
@@ -114,8 +124,14 @@ export class CaptureLab {
         ip route add ${V4.localPod}/32 via ${V4.nodeIp}
         ip -6 route add ${V6.localPod}/128 via ${V6.nodeIp}`);
     // Resolve neighbours now, so that no test packet waits in an ARP/ND queue.
-    this.send('node', [V4, V6].map((f) => ({ proto: 'udp', src: f.nodeIp, dst: f.peerIp, port: 9, count: 1 })));
-    this.send('peer', [V4, V6].map((f) => ({ proto: 'udp', src: f.peerIp, dst: f.nodeIp, port: 9, count: 1 })));
+    this.send(
+      'node',
+      [V4, V6].map((f) => ({ proto: 'udp', src: f.nodeIp, dst: f.peerIp, port: 9, count: 1 })),
+    );
+    this.send(
+      'peer',
+      [V4, V6].map((f) => ({ proto: 'udp', src: f.peerIp, dst: f.nodeIp, port: 9, count: 1 })),
+    );
   }
 
   /** Deletes the uplink veth (both ends), as a driver unload does. */
@@ -136,19 +152,27 @@ export class CaptureLab {
   send(where: 'node' | 'peer', plan: Send[]): void {
     const ns = where === 'node' ? this.node : this.peer;
     const script = fileURLToPath(new URL('./capture-sender.ts', import.meta.url));
-    const r = spawnSync('ip', ['netns', 'exec', ns.name, process.execPath, '--import', 'tsx', script, JSON.stringify(plan)], {
-      encoding: 'utf8',
-      // tsx's start-up alone can take tens of seconds on a loaded 2-core CI machine.
-      timeout: 50_000,
-    });
+    const r = spawnSync(
+      'ip',
+      ['netns', 'exec', ns.name, process.execPath, '--import', 'tsx', script, JSON.stringify(plan)],
+      {
+        encoding: 'utf8',
+        // tsx's start-up alone can take tens of seconds on a loaded 2-core CI machine.
+        timeout: 50_000,
+      },
+    );
     if (r.status !== 0) throw new Error(`sender in ${ns.name} failed (${r.status ?? r.signal}): ${r.stderr.trim()}`);
     const { done } = JSON.parse(r.stdout) as { done: number[] };
-    if (done.join() !== plan.map((p) => p.count).join()) throw new Error(`sender sent ${done} of ${plan.map((p) => p.count)}`);
+    if (done.join() !== plan.map((p) => p.count).join())
+      throw new Error(`sender sent ${done} of ${plan.map((p) => p.count)}`);
   }
 
   /** `tc filter show` on the node's uplink, both hooks. */
   tcFilters(): string {
-    return ['ingress', 'egress'].map((h) => this.node.run('tc', 'filter', 'show', 'dev', UPLINK, h)).join('').trim();
+    return ['ingress', 'egress']
+      .map((h) => this.node.run('tc', 'filter', 'show', 'dev', UPLINK, h))
+      .join('')
+      .trim();
   }
 
   destroy(): void {
@@ -225,7 +249,18 @@ export function startAgent(lab: CaptureLab, mode: 'tcx' | 'tc' | 'auto', inside?
   const script = fileURLToPath(new URL('./capture-agent.ts', import.meta.url));
   const node = [process.execPath, '--import', 'tsx', script, UPLINK];
   const argv = inside
-    ? ['ip', 'netns', 'exec', lab.node.name, 'setpriv', `--bounding-set=-all${inside.caps.map((c) => `,+${c}`).join('')}`, '--inh-caps=-all', ...node, '-', mode]
+    ? [
+        'ip',
+        'netns',
+        'exec',
+        lab.node.name,
+        'setpriv',
+        `--bounding-set=-all${inside.caps.map((c) => `,+${c}`).join('')}`,
+        '--inh-caps=-all',
+        ...node,
+        '-',
+        mode,
+      ]
     : [...node, lab.nodeNetns, mode];
   const child = spawn(argv[0]!, argv.slice(1), { stdio: ['pipe', 'pipe', 'pipe'] });
   const lines = createInterface({ input: child.stdout! });

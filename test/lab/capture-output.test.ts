@@ -26,7 +26,9 @@ describe.skipIf(!isRoot)('evidence capture output file', () => {
     writeFileSync(target, 'keep');
     const link = join(dir, 'link.pcap');
     symlinkSync(target, link);
-    await expect(capture('tcp', opts(link))).rejects.toThrow(/exists \(a capture never overwrites a file or follows a symlink\)/);
+    await expect(capture('tcp', opts(link))).rejects.toThrow(
+      /exists \(a capture never overwrites a file or follows a symlink\)/,
+    );
     expect(readFileSync(target, 'utf8')).toBe('keep');
     expect(lstatSync(link).isSymbolicLink()).toBe(true);
   });

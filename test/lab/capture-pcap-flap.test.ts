@@ -4,20 +4,23 @@
 // must watch again, or from then on only the scrapes' own reads drain the
 // ring, which overflows between them. A deleted interface must stop the
 // capture with a reason, not crash the agent (a throw from the watcher).
+
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { capture } from '../../src/capture/evidence.js';
 import { PcapCounter } from '../../src/capture/pcap-counter.js';
 import { isRoot } from '../support/netns.js';
 import { CaptureLab, PAYLOAD, PORTS, startAgent, UPLINK, V4 } from './capture-lab.js';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** `count` counted packets in from the peer: pod source to a NodePort (loop_return). */
 function sendLoopReturns(lab: CaptureLab, count: number): void {
-  lab.send('peer', [{ proto: 'udp', src: V4.podSrc, dst: V4.nodeIp, port: PORTS.nodePortUdp, count, payload: PAYLOAD }]);
+  lab.send('peer', [
+    { proto: 'udp', src: V4.podSrc, dst: V4.nodeIp, port: PORTS.nodePortUdp, count, payload: PAYLOAD },
+  ]);
 }
 
 const targets = {
@@ -40,7 +43,12 @@ describe.skipIf(!isRoot)('pcap counters across a link flap and an interface dele
     const warnings: string[] = [];
     const log = { warn: (_o: object, msg: string) => warnings.push(msg), info: () => {}, error: () => {} };
     // A small ring: only a reader that the event loop keeps draining takes the rounds below without loss.
-    const c = PcapCounter.open({ ifname: UPLINK, netnsPath: lab.nodeNetns, pcapBufferSize: 512 << 10, logger: log as never });
+    const c = PcapCounter.open({
+      ifname: UPLINK,
+      netnsPath: lab.nodeNetns,
+      pcapBufferSize: 512 << 10,
+      logger: log as never,
+    });
     closers.push(() => c.close());
     c.setTargets(targets);
     sendLoopReturns(lab, 10);
@@ -58,7 +66,12 @@ describe.skipIf(!isRoot)('pcap counters across a link flap and an interface dele
     const r = c.read();
     expect(r.drops).toEqual({ counterMapFull: 0, captureBuffer: 0, interface: 0 });
     expect(r.counters).toEqual([
-      expect.objectContaining({ kind: 'loop_return', target: '0.0.0.0', port: PORTS.nodePortUdp, packets: 10 + rounds * perRound }),
+      expect.objectContaining({
+        kind: 'loop_return',
+        target: '0.0.0.0',
+        port: PORTS.nodePortUdp,
+        packets: 10 + rounds * perRound,
+      }),
     ]);
     expect(c.stopped).toBeUndefined();
     expect(warnings).toContain('pcap capture socket reported an error (the link went down?); capturing again');
@@ -72,7 +85,13 @@ describe.skipIf(!isRoot)('pcap counters across a link flap and an interface dele
     expect(agent.hello.backend).toBe('pcap');
     const dir = mkdtempSync(join(tmpdir(), 'cbpf-evidence-'));
     closers.push(() => rmSync(dir, { recursive: true, force: true }));
-    const evidence = capture('udp', { ifname: UPLINK, netnsPath: lab.nodeNetns, file: join(dir, 'e.pcap'), durationS: 8, maxBytes: 1 << 20 });
+    const evidence = capture('udp', {
+      ifname: UPLINK,
+      netnsPath: lab.nodeNetns,
+      file: join(dir, 'e.pcap'),
+      durationS: 8,
+      maxBytes: 1 << 20,
+    });
     await sleep(200);
     sendLoopReturns(lab, 7);
     await sleep(300);
@@ -86,7 +105,11 @@ describe.skipIf(!isRoot)('pcap counters across a link flap and an interface dele
     expect(ev).toMatchObject({ stoppedBy: 'error', packets: 7, error: expect.stringMatching(/interface disappeared/) });
     await sleep(300);
     const after = (await agent.read()) as Awaited<ReturnType<typeof agent.read>> & { stopped?: string };
-    expect(after.stopped).toMatch(new RegExp(`^pcap capture on ${UPLINK} \\((ingress|egress)\\) stopped: pcap: The interface disappeared; \\1 packets are not counted since$`));
+    expect(after.stopped).toMatch(
+      new RegExp(
+        `^pcap capture on ${UPLINK} \\((ingress|egress)\\) stopped: pcap: The interface disappeared; \\1 packets are not counted since$`,
+      ),
+    );
     expect(after.counters.find((x) => x.kind === 'loop_return' && x.port === PORTS.nodePortUdp)?.packets).toBe(7);
   }, 20_000);
 });

@@ -10,8 +10,8 @@ import type { Counter } from '../../src/capture/counter.js';
 import { capture } from '../../src/capture/evidence.js';
 import { PcapCounter } from '../../src/capture/pcap-counter.js';
 import { isRoot } from '../support/netns.js';
-import { CaptureLab, labTargets, PAYLOAD, PORTS, sendScenario, startAgent, UPLINK, V4, V6 } from './capture-lab.js';
 import { expectCounters, merge, settledReading } from './capture-expect.js';
+import { CaptureLab, labTargets, PAYLOAD, PORTS, sendScenario, startAgent, UPLINK, V4, V6 } from './capture-lab.js';
 
 function tcpdumpRead(file: string, filter = ''): string[] {
   const r = spawnSync('tcpdump', ['-nn', '-r', file, ...(filter ? [filter] : [])], { encoding: 'utf8' });
@@ -87,13 +87,21 @@ describe.skipIf(!isRoot)('pcap counters and evidence (real kernel, namespaces cb
     const agent = await startAgent(lab, 'auto', { caps: [] });
     await agent.kill();
     expect(agent.hello.backend).toBeUndefined();
-    expect(agent.hello.error).toMatch(/no counter backend can run: eBPF: .*missing capability: CAP_BPF .*CAP_NET_ADMIN.*; pcap: .*CAP_NET_RAW/);
+    expect(agent.hello.error).toMatch(
+      /no counter backend can run: eBPF: .*missing capability: CAP_BPF .*CAP_NET_ADMIN.*; pcap: .*CAP_NET_RAW/,
+    );
   });
 
   it('writes an evidence .pcap that tcpdump reads, with exactly the matching packets', async () => {
     const file = join(dir, 'evidence.pcap');
     const filter = `udp and dst host ${V4.vip} and dst port ${PORTS.vipUdp}`;
-    const running = capture(filter, { ifname: UPLINK, netnsPath: lab.nodeNetns, file, durationS: 2, maxBytes: 1 << 20 });
+    const running = capture(filter, {
+      ifname: UPLINK,
+      netnsPath: lab.nodeNetns,
+      file,
+      durationS: 2,
+      maxBytes: 1 << 20,
+    });
     await new Promise((r) => setTimeout(r, 200));
     sendScenario(lab, V4);
     const res = await running;
@@ -110,7 +118,13 @@ describe.skipIf(!isRoot)('pcap counters and evidence (real kernel, namespaces cb
     const file = join(dir, 'bounded.pcap');
     const record = 16 + V6.udpOverhead + PAYLOAD;
     const maxBytes = 24 + 3 * record + record - 1; // room for 3 whole packets, not 4
-    const running = capture(`udp and dst host ${V6.vip}`, { ifname: UPLINK, netnsPath: lab.nodeNetns, file, durationS: 10, maxBytes });
+    const running = capture(`udp and dst host ${V6.vip}`, {
+      ifname: UPLINK,
+      netnsPath: lab.nodeNetns,
+      file,
+      durationS: 10,
+      maxBytes,
+    });
     await new Promise((r) => setTimeout(r, 200));
     const t0 = Date.now();
     sendScenario(lab, V6);
@@ -125,7 +139,13 @@ describe.skipIf(!isRoot)('pcap counters and evidence (real kernel, namespaces cb
 
   it('names the capability when the interface cannot be opened', async () => {
     await expect(
-      capture('udp', { ifname: 'cbe-nope', netnsPath: lab.nodeNetns, file: join(dir, 'x.pcap'), durationS: 1, maxBytes: 1000 }),
+      capture('udp', {
+        ifname: 'cbe-nope',
+        netnsPath: lab.nodeNetns,
+        file: join(dir, 'x.pcap'),
+        durationS: 1,
+        maxBytes: 1000,
+      }),
     ).rejects.toThrow(/evidence capture on cbe-nope|capturing on cbe-nope/);
   });
 });

@@ -3,7 +3,7 @@
 // and the capture benchmark. Prints one JSON line with what happened.
 //   node --import tsx test/lab/capture-sender.ts '[{"proto":"udp","src":"10.0.0.1","dst":"10.0.0.2","port":80,"count":5}]'
 import { createSocket } from 'node:dgram';
-import { isIPv6, connect } from 'node:net';
+import { connect, isIPv6 } from 'node:net';
 
 export interface Send {
   proto: 'udp' | 'tcp';
@@ -43,7 +43,8 @@ async function sendTcp(s: Send): Promise<number> {
         res('connected');
       });
     });
-    if (outcome !== 'ECONNREFUSED') throw new Error(`tcp ${s.src} -> ${s.dst}:${s.port}: ${outcome}, expected ECONNREFUSED`);
+    if (outcome !== 'ECONNREFUSED')
+      throw new Error(`tcp ${s.src} -> ${s.dst}:${s.port}: ${outcome}, expected ECONNREFUSED`);
     refused++;
   }
   return refused;

@@ -4,12 +4,19 @@
 // handed out when many are marked, one by one when few are), each slot summed over CPUs under its
 // counter key.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { counterKey, COUNTER_VALUE_SIZE, MAP_COUNTERS, MAP_SLOTS, MAP_SLOTS_SEEN, SLOTS_SEEN_VALUE_SIZE } from '../../src/capture/bpf-layout.js';
+import {
+  COUNTER_VALUE_SIZE,
+  counterKey,
+  MAP_COUNTERS,
+  MAP_SLOTS,
+  MAP_SLOTS_SEEN,
+  SLOTS_SEEN_VALUE_SIZE,
+} from '../../src/capture/bpf-layout.js';
 import { bpfObjectPath } from '../../src/capture/ebpf.js';
 import { CounterMapReader, perCpuStride, SlotMapReader } from '../../src/capture/ebpf-maps.js';
 import { SlotAllocator } from '../../src/capture/ebpf-tables.js';
 import { address16 } from '../../src/capture/targets.js';
-import { bpfAddon, type BpfObject } from '../../src/native/bpf.js';
+import { type BpfObject, bpfAddon } from '../../src/native/bpf.js';
 import { isRoot } from '../support/netns.js';
 
 describe.skipIf(!isRoot)('counter slots on the real kernel', () => {
@@ -73,7 +80,10 @@ describe.skipIf(!isRoot)('counter slots on the real kernel', () => {
     fill(11);
     for (const batch of [3, 4096]) {
       const got = new SlotMapReader(addon, fd, seenFd, cpus, slots, batch).read();
-      expect(got.map((x) => x.port), `batch ${batch}`).toEqual(ports.slice(0, 9));
+      expect(
+        got.map((x) => x.port),
+        `batch ${batch}`,
+      ).toEqual(ports.slice(0, 9));
       got.forEach((x, i) => {
         expect(x).toMatchObject({ target: '10.0.0.100', proto: 'tcp', kind: 'to_lb', direction: 'egress' });
         expect(x.packets).toBe(sumOver(i + 1));
@@ -85,7 +95,8 @@ describe.skipIf(!isRoot)('counter slots on the real kernel', () => {
   it('with few slots marked, reads those one by one: an unmarked slot is not read, a marked zero one gives no sample', () => {
     reset();
     const slots = new SlotAllocator();
-    for (let p = 0; p < 1000; p++) slots.slot(counterKey(address16('10.0.0.200'), 20000 + p, 17, 'loop_return', 'ingress'));
+    for (let p = 0; p < 1000; p++)
+      slots.slot(counterKey(address16('10.0.0.200'), 20000 + p, 17, 'loop_return', 'ingress'));
     // Slots 1..1000: 500 and 700 counted and marked; 600 holds a value but is not marked (the
     // program marks after counting, so a reading may come between the two); 800 marked, zero.
     for (const s of [500, 700]) fill(s);
@@ -117,7 +128,10 @@ describe.skipIf(!isRoot)('counter slots on the real kernel', () => {
     const old = Object.defineProperty(Object.create(addon) as typeof addon, 'bpfMapLookupBatch', {
       value: () => {
         batches++;
-        throw Object.assign(new Error('bpf_map_lookup_batch: Unknown error 524'), { errno: 524, code: 'Unknown error 524' });
+        throw Object.assign(new Error('bpf_map_lookup_batch: Unknown error 524'), {
+          errno: 524,
+          code: 'Unknown error 524',
+        });
       },
     });
     const reader = new SlotMapReader(old, fd, seenFd, cpus, slots);
@@ -148,7 +162,9 @@ describe.skipIf(!isRoot)('counter slots on the real kernel', () => {
     });
     const byPort = (xs: ReturnType<CounterMapReader['read']>) => [...xs].sort((a, b) => a.port - b.port);
     const want = byPort(new CounterMapReader(addon, hashFd, cpus).read());
-    expect(want.map((x) => [x.port, x.packets, x.bytes])).toEqual([1, 2, 3].map((j) => [30000 + j, sumOver(j), 1000 * sumOver(j)]));
+    expect(want.map((x) => [x.port, x.packets, x.bytes])).toEqual(
+      [1, 2, 3].map((j) => [30000 + j, sumOver(j), 1000 * sumOver(j)]),
+    );
     const reader = new CounterMapReader(old, hashFd, cpus);
     expect(byPort(reader.read())).toEqual(want);
     expect(byPort(reader.read())).toEqual(want);

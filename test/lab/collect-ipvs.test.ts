@@ -7,7 +7,7 @@
 // path itself is covered by test/lab/collect.test.ts; here one node process
 // does everything, since each node start costs seconds under TCG.)
 import { beforeAll, describe, expect, it } from 'vitest';
-import { assertBuilt, runInGuest, sections, type GuestResult } from '../vm/vm.js';
+import { assertBuilt, type GuestResult, runInGuest, sections } from '../vm/vm.js';
 
 const SCRIPT = String.raw`
 set -eu
@@ -54,7 +54,15 @@ echo "=== end"
 `;
 
 interface Read {
-  ipvs?: { virtualServers: { protocol: string; address?: string; port?: number; scheduler: string; realServers: { address: string; port: number; weight: number }[] }[] };
+  ipvs?: {
+    virtualServers: {
+      protocol: string;
+      address?: string;
+      port?: number;
+      scheduler: string;
+      realServers: { address: string; port: number; weight: number }[];
+    }[];
+  };
   addresses?: { interfaces: { name: string; isKubeIpvs: boolean; addresses: { address: string }[] }[] };
   sources: { source: string; available: boolean; reason?: string }[];
 }
@@ -62,7 +70,13 @@ interface Read {
 /** Virtual servers as 'TCP 10.96.0.10:80 rr -> 10.244.1.2:8080 w1, ...', sorted. */
 function table(r: Read): string[] {
   return (r.ipvs?.virtualServers ?? [])
-    .map((v) => `${v.protocol} ${v.address}:${v.port} ${v.scheduler} -> ${v.realServers.map((s) => `${s.address}:${s.port} w${s.weight}`).sort().join(', ')}`)
+    .map(
+      (v) =>
+        `${v.protocol} ${v.address}:${v.port} ${v.scheduler} -> ${v.realServers
+          .map((s) => `${s.address}:${s.port} w${s.weight}`)
+          .sort()
+          .join(', ')}`,
+    )
     .sort();
 }
 
@@ -80,13 +94,18 @@ describe('collect with IPVS (Debian kernel in a VM, compiled collect + readBundl
     run = await runInGuest(SCRIPT, { timeoutS: 200 });
     s = sections(run.stdout);
     console.log(`collect-ipvs VM: ${run.wallMs} ms wall; ${s.timing?.trim()}`);
-    if (run.code !== 0 || s.end === undefined) throw new Error(`guest script failed (exit ${run.code}):\n${run.stderr.slice(-3000)}\n${run.stdout.slice(-2000)}`);
+    if (run.code !== 0 || s.end === undefined)
+      throw new Error(
+        `guest script failed (exit ${run.code}):\n${run.stderr.slice(-3000)}\n${run.stdout.slice(-2000)}`,
+      );
   }, 240_000);
 
   it('with ipvsadm: writes both ipvsadm views, and readBundle gives the table ipvsadm shows', () => {
     expect(s['files-with']).toMatch(/^ipvsadm-save\.txt$/m);
     expect(s['files-with']).toMatch(/^ipvsadm-stats\.txt$/m);
-    const manifest = JSON.parse(s['manifest-with']!) as { files: { command: string; exitStatus?: number; error?: string }[] };
+    const manifest = JSON.parse(s['manifest-with']!) as {
+      files: { command: string; exitStatus?: number; error?: string }[];
+    };
     expect(manifest.files.find((f) => f.command === 'ipvsadm-save -n')).toMatchObject({ exitStatus: 0 });
     expect(manifest.files.find((f) => f.command === 'ipvsadm -Ln --stats --exact')).toMatchObject({ exitStatus: 0 });
     const read = JSON.parse(s['read-with']!) as Read;

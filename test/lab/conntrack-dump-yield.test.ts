@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fill, raiseConntrackMax } from '../../bench/conntrack-dump.js';
 import { dumpConntrack } from '../../src/kernel/conntrack/dump.js';
 import { LOOP_SLICE_MS } from '../../src/kernel/netlink/socket.js';
-import { Netns, isRoot } from '../support/netns.js';
+import { isRoot, Netns } from '../support/netns.js';
 
 const ENTRIES = 100_000;
 

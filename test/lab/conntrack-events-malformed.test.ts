@@ -14,8 +14,13 @@ import { NLMSG_DONE, NLMSG_HDRLEN, splitMessages } from '../../src/kernel/netlin
 import type { ConntrackEvent } from '../../src/kernel/types.js';
 import { isRoot, Netns } from '../support/netns.js';
 
-const first = Buffer.from(readFileSync(join(import.meta.dirname, '../fixtures/netlink/ctnetlink-dump.hex'), 'utf8').split('\n')[0]!, 'hex');
-const entries = splitMessages(first).filter((m) => m.type !== NLMSG_DONE).map((m) => decodeEntry(m.payload));
+const first = Buffer.from(
+  readFileSync(join(import.meta.dirname, '../fixtures/netlink/ctnetlink-dump.hex'), 'utf8').split('\n')[0]!,
+  'hex',
+);
+const entries = splitMessages(first)
+  .filter((m) => m.type !== NLMSG_DONE)
+  .map((m) => decodeEntry(m.payload));
 
 /** The recorded datagram's entry messages, the one at `bad` with its first attribute claiming 65 KB. */
 function datagram(bad: number): Buffer {
@@ -41,7 +46,8 @@ function eventPorts(ns: Netns): number[] {
     .map((f) => Number(f[2]));
 }
 
-const SEND = 'import socket,sys\ns=socket.socket(socket.AF_NETLINK,socket.SOCK_RAW,12)\ns.bind((0,0))\ns.sendto(bytes.fromhex(sys.argv[2]),(int(sys.argv[1]),0))';
+const SEND =
+  'import socket,sys\ns=socket.socket(socket.AF_NETLINK,socket.SOCK_RAW,12)\ns.bind((0,0))\ns.sendto(bytes.fromhex(sys.argv[2]),(int(sys.argv[1]),0))';
 
 describe.skipIf(!isRoot)('a malformed conntrack event (real kernel delivery, namespace cbc2-*)', () => {
   let ns: Netns;
@@ -63,7 +69,16 @@ describe.skipIf(!isRoot)('a malformed conntrack event (real kernel delivery, nam
     try {
       const ports = eventPorts(ns);
       expect(ports).toHaveLength(1);
-      execFileSync('ip', ['netns', 'exec', ns.name, 'python3', '-c', SEND, String(ports[0]), datagram(1).toString('hex')]);
+      execFileSync('ip', [
+        'netns',
+        'exec',
+        ns.name,
+        'python3',
+        '-c',
+        SEND,
+        String(ports[0]),
+        datagram(1).toString('hex'),
+      ]);
       const deadline = Date.now() + 5000;
       while (seen.length < entries.length - 1 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
       expect(errors).toEqual([]);
@@ -72,7 +87,16 @@ describe.skipIf(!isRoot)('a malformed conntrack event (real kernel delivery, nam
       expect(malformed).toEqual([w.stats.firstMalformed]);
       expect(w.stats.firstMalformed).toMatch(/conntrack attribute type 1 length 65520 overruns its container/);
       // A later good datagram is still delivered.
-      execFileSync('ip', ['netns', 'exec', ns.name, 'python3', '-c', SEND, String(ports[0]), datagram(-1).toString('hex')]);
+      execFileSync('ip', [
+        'netns',
+        'exec',
+        ns.name,
+        'python3',
+        '-c',
+        SEND,
+        String(ports[0]),
+        datagram(-1).toString('hex'),
+      ]);
       const later = Date.now() + 5000;
       while (seen.length < 2 * entries.length - 1 && Date.now() < later) await new Promise((r) => setTimeout(r, 20));
       expect(seen.length).toBe(2 * entries.length - 1);

@@ -8,7 +8,7 @@ import { ConntrackWatch } from '../../src/kernel/conntrack/events.js';
 import { KERNEL_FILTER_MAX_KEYS } from '../../src/kernel/conntrack/kernel-filter.js';
 import { ConntrackPrefilter, type PrefilterTargets } from '../../src/kernel/conntrack/prefilter.js';
 import type { ConntrackEvent } from '../../src/kernel/types.js';
-import { Netns, isRoot } from '../support/netns.js';
+import { isRoot, Netns } from '../support/netns.js';
 
 const TCP = 6;
 const UDP = 17;
@@ -36,7 +36,14 @@ const line = (e: ConntrackEvent): string =>
 
 /** Creates and deletes one entry per spec (a NEW and a DESTROY event each). */
 function entries(ns: Netns, specs: string[]): void {
-  ns.sh(specs.map((s) => `conntrack -I ${s} -t 60 >/dev/null 2>&1 && conntrack -D ${s.replace(/ --state \S+| -r \S+ -q \S+ --reply-port-src \S+ --reply-port-dst \S+/g, '')} >/dev/null`).join('\n'));
+  ns.sh(
+    specs
+      .map(
+        (s) =>
+          `conntrack -I ${s} -t 60 >/dev/null 2>&1 && conntrack -D ${s.replace(/ --state \S+| -r \S+ -q \S+ --reply-port-src \S+ --reply-port-dst \S+/g, '')} >/dev/null`,
+      )
+      .join('\n'),
+  );
 }
 
 describe.skipIf(!isRoot)('conntrack events: kernel-side filter (eBPF socket filter, real kernel)', () => {
@@ -48,9 +55,16 @@ describe.skipIf(!isRoot)('conntrack events: kernel-side filter (eBPF socket filt
   beforeAll(() => {
     ns = Netns.create('ckf-node');
     // Conntrack runs in a namespace once a rule uses it (IPv6 too: platform notes).
-    ns.sh('iptables -A OUTPUT -m conntrack --ctstate NEW -j ACCEPT; ip6tables -A OUTPUT -m conntrack --ctstate NEW -j ACCEPT');
+    ns.sh(
+      'iptables -A OUTPUT -m conntrack --ctstate NEW -j ACCEPT; ip6tables -A OUTPUT -m conntrack --ctstate NEW -j ACCEPT',
+    );
     const prefilter = new ConntrackPrefilter(TARGETS);
-    filtered = new ConntrackWatch({ netns: ns.path, prefilter, kernelFilter: true, onEvent: (e) => seen.filtered.push(e) });
+    filtered = new ConntrackWatch({
+      netns: ns.path,
+      prefilter,
+      kernelFilter: true,
+      onEvent: (e) => seen.filtered.push(e),
+    });
     plain = new ConntrackWatch({ netns: ns.path, prefilter, onEvent: (e) => seen.plain.push(e) });
   });
   afterAll(() => {
@@ -124,7 +138,9 @@ describe.skipIf(!isRoot)('conntrack events: kernel-side filter (eBPF socket filt
     const huge = new ConntrackPrefilter({ ...TARGETS, endpoints });
     filtered.setPrefilter(huge);
     plain.setPrefilter(huge);
-    expect(filtered.stats.kernelFilter).toMatch(/^off: updating its keys: \d+ targets exceed the kernel filter's 262144 keys$/);
+    expect(filtered.stats.kernelFilter).toMatch(
+      /^off: updating its keys: \d+ targets exceed the kernel filter's 262144 keys$/,
+    );
     expect(filtered.kernelFilterStats()).toBeUndefined();
     // Detached: what the old keys would have dropped now reaches user space, and the exact test decides.
     entries(ns, ['-p tcp -s 10.30.0.1 -d 10.130.0.1 --sport 5001 --dport 8080 --state ESTABLISHED']);

@@ -1,14 +1,14 @@
 // Conntrack reader against the real kernel: decoded entries equal
 // `conntrack -L` field by field; kernel-side filters; live events; resync
 // after a forced overflow.
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dumpConntrack, readConntrack, type ConntrackFilter } from '../../src/kernel/conntrack/dump.js';
+import { type ConntrackFilter, dumpConntrack, readConntrack } from '../../src/kernel/conntrack/dump.js';
 import { ConntrackWatch } from '../../src/kernel/conntrack/events.js';
 import { formatConntrack } from '../../src/kernel/conntrack/format.js';
 import type { ConntrackEntry, ConntrackEvent } from '../../src/kernel/types.js';
-import { Netns, isRoot, vethPair } from '../support/netns.js';
+import { isRoot, Netns, vethPair } from '../support/netns.js';
 
 /** conntrack -L lines with the timeout column blanked (it ticks between the two reads). */
 function normalise(line: string): string {
@@ -17,10 +17,13 @@ function normalise(line: string): string {
 
 async function ours(ns: Netns, filter?: ConntrackFilter): Promise<string[]> {
   const lines: string[] = [];
-  await dumpConntrack((b) => void b.forEach((e) => lines.push(normalise(formatConntrack(e, { extended: true, id: true })))), {
-    netns: ns.path,
-    ...(filter ? { filter } : {}),
-  });
+  await dumpConntrack(
+    (b) => void b.forEach((e) => lines.push(normalise(formatConntrack(e, { extended: true, id: true })))),
+    {
+      netns: ns.path,
+      ...(filter ? { filter } : {}),
+    },
+  );
   return lines.sort();
 }
 
@@ -59,8 +62,18 @@ describe.skipIf(!isRoot)('conntrack (ctnetlink, real kernel)', () => {
              sysctl -qw net.netfilter.nf_conntrack_acct=1`);
     }
     // A real TCP server and real traffic: established and closed flows.
-    listener = spawn('ip', ['netns', 'exec', server.name, 'node', '-e',
-      `const s=require('net').createServer(c=>c.end('hi')); s.listen(8080,'::',()=>console.log('up'))`], { stdio: ['ignore', 'pipe', 'inherit'] });
+    listener = spawn(
+      'ip',
+      [
+        'netns',
+        'exec',
+        server.name,
+        'node',
+        '-e',
+        `const s=require('net').createServer(c=>c.end('hi')); s.listen(8080,'::',()=>console.log('up'))`,
+      ],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
     await new Promise<void>((resolve) => listener!.stdout!.once('data', () => resolve()));
     client.sh(`for a in 10.30.0.2 fd00:30::2; do
       node -e "const c=require('net').connect(8080,process.argv[1]);c.on('data',()=>{});c.on('end',()=>c.end())" $a; done
@@ -104,12 +117,18 @@ describe.skipIf(!isRoot)('conntrack (ctnetlink, real kernel)', () => {
 
   it('filters in the kernel by tuple and mark, and by any address in user space', async () => {
     expect(await ours(client, { orig: { dst: '10.0.0.100' } })).toEqual(theirs(client, '-d', '10.0.0.100'));
-    expect(await ours(client, { orig: { protoNum: 6, dport: 80 } })).toEqual(theirs(client, '-p', 'tcp', '--dport', '80'));
+    expect(await ours(client, { orig: { protoNum: 6, dport: 80 } })).toEqual(
+      theirs(client, '-p', 'tcp', '--dport', '80'),
+    );
     expect(await ours(client, { reply: { src: '10.30.0.2' } })).toEqual(theirs(client, '-r', '10.30.0.2'));
     expect(await ours(client, { mark: { value: 16384, mask: 0xffffffff } })).toEqual(theirs(client, '-m', '16384'));
     // Any of the four addresses: the union of conntrack's per-field filters.
-    const union = new Set([...theirs(client, '-s', '10.30.0.2'), ...theirs(client, '-d', '10.30.0.2'),
-      ...theirs(client, '-r', '10.30.0.2'), ...theirs(client, '-q', '10.30.0.2')]);
+    const union = new Set([
+      ...theirs(client, '-s', '10.30.0.2'),
+      ...theirs(client, '-d', '10.30.0.2'),
+      ...theirs(client, '-r', '10.30.0.2'),
+      ...theirs(client, '-q', '10.30.0.2'),
+    ]);
     expect(await ours(client, { addresses: ['10.30.0.2'] })).toEqual([...union].sort());
     expect(await ours(client, { addresses: ['fd00::100'] })).toEqual(theirs(client, '-d', 'fd00::100'));
   });
@@ -145,8 +164,12 @@ describe.skipIf(!isRoot)('conntrack (ctnetlink, real kernel)', () => {
     try {
       // 20 entries ~20 ms apart (400 ms): unpaced, ~20 wakeups; resting 100 ms after each, ~5.
       // Asynchronously (client.sh would block the event loop: one batch whatever the pacing).
-      await promisify(execFile)('nsenter', [`--net=${client.path}`, 'sh', '-c',
-        `for i in $(seq 1 20); do conntrack -I -p udp -s 10.30.0.1 -d 10.0.8.8 --sport $((20000+i)) --dport 53 -t 60 2>/dev/null; sleep 0.02; done`]);
+      await promisify(execFile)('nsenter', [
+        `--net=${client.path}`,
+        'sh',
+        '-c',
+        `for i in $(seq 1 20); do conntrack -I -p udp -s 10.30.0.1 -d 10.0.8.8 --sport $((20000+i)) --dport 53 -t 60 2>/dev/null; sleep 0.02; done`,
+      ]);
       await until(() => seen.filter((e) => e.entry.orig.dst === '10.0.8.8').length === 20);
       const batches = new Set(seen.filter((e) => e.entry.orig.dst === '10.0.8.8').map((e) => e.receivedAtMs));
       expect(batches.size).toBeLessThanOrEqual(8);
@@ -170,7 +193,9 @@ describe.skipIf(!isRoot)('conntrack (ctnetlink, real kernel)', () => {
     });
     try {
       // Synchronous: the event loop cannot read while 300 entries are created.
-      client.sh(`for i in $(seq 1 300); do conntrack -I -p udp -s 10.30.0.1 -d 10.0.9.9 --sport $((10000+i)) --dport 53 -t 60 2>/dev/null; done`);
+      client.sh(
+        `for i in $(seq 1 300); do conntrack -I -p udp -s 10.30.0.1 -d 10.0.9.9 --sport $((10000+i)) --dport 53 -t 60 2>/dev/null; done`,
+      );
       await until(() => resync.ends >= 1 && w.stats.overflows >= 1, 10_000);
       await w.idle();
       expect(resync.begins[0]).toBe('overflow');
@@ -182,7 +207,9 @@ describe.skipIf(!isRoot)('conntrack (ctnetlink, real kernel)', () => {
       expect(dumps.batch).toBeUndefined();
       // ...and the next overflow's dump gets one again and reads the whole table.
       const before = { ends: resync.ends, entries: resync.entries };
-      client.sh(`for i in $(seq 1 300); do conntrack -I -p udp -s 10.30.0.1 -d 10.0.9.10 --sport $((10000+i)) --dport 53 -t 60 2>/dev/null; done`);
+      client.sh(
+        `for i in $(seq 1 300); do conntrack -I -p udp -s 10.30.0.1 -d 10.0.9.10 --sport $((10000+i)) --dport 53 -t 60 2>/dev/null; done`,
+      );
       await until(() => resync.ends > before.ends, 10_000);
       await w.idle();
       expect(resync.entries - before.entries).toBeGreaterThanOrEqual(theirs(client).length);

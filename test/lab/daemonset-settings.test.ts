@@ -9,24 +9,31 @@
 // server, reached from the namespace through a relay (KUBECONFIG stands in for the
 // in-cluster credentials); it answers the agent's lists and watches and the token
 // reviews of --metrics-auth. Namespaces are cbds-*.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLoopLab, LAB, type LoopLab } from '../../src/demo/lab.js';
 import { parseSamples } from '../../src/export/parse-samples.js';
-import { LAB, createLoopLab, type LoopLab } from '../../src/demo/lab.js';
-import { agentContainer, containerEnv, containerScript, hostArgv, nodeCommand, REPO_ROOT } from '../support/daemonset.js';
+import {
+  agentContainer,
+  containerEnv,
+  containerScript,
+  hostArgv,
+  nodeCommand,
+  REPO_ROOT,
+} from '../support/daemonset.js';
 import { FakeApiServer } from '../support/fake-apiserver.js';
 import { imageNode } from '../support/image-node.js';
 import { isRoot } from '../support/netns.js';
-import { relay, type Relay } from '../support/relay.js';
+import { type Relay, relay } from '../support/relay.js';
 import { until } from '../support/wait.js';
 
 const PREFIX = 'cbds-';
 const CAP_BITS: Record<string, number> = { NET_ADMIN: 12, NET_RAW: 13, PERFMON: 38, BPF: 39 };
 
-describe.skipIf(!isRoot)("the agent as deploy/daemonset.yaml starts it", () => {
+describe.skipIf(!isRoot)('the agent as deploy/daemonset.yaml starts it', () => {
   const c = agentContainer();
   let lab: LoopLab;
   let scratch: string;
@@ -45,7 +52,20 @@ describe.skipIf(!isRoot)("the agent as deploy/daemonset.yaml starts it", () => {
   /** Not blocking: the agent asks the test API server, in this process, about the token. */
   const getWithToken = (path: string, token: string): Promise<string> =>
     new Promise((resolve, reject) => {
-      const p = spawn('ip', ['netns', 'exec', lab.node.name, 'curl', '-sS', '--max-time', '5', '-w', '\n%{http_code}', '-H', `Authorization: Bearer ${token}`, `http://127.0.0.1:${port}${path}`]);
+      const p = spawn('ip', [
+        'netns',
+        'exec',
+        lab.node.name,
+        'curl',
+        '-sS',
+        '--max-time',
+        '5',
+        '-w',
+        '\n%{http_code}',
+        '-H',
+        `Authorization: Bearer ${token}`,
+        `http://127.0.0.1:${port}${path}`,
+      ]);
       let out = '';
       p.stdout.on('data', (b: Buffer) => (out += b.toString()));
       p.on('error', reject);
@@ -53,13 +73,20 @@ describe.skipIf(!isRoot)("the agent as deploy/daemonset.yaml starts it", () => {
     });
 
   beforeAll(async () => {
-    if (!existsSync(hostArgv(c).find((a) => a.endsWith('.js')) ?? '')) throw new Error('dist missing: run npm run build first');
+    if (!existsSync(hostArgv(c).find((a) => a.endsWith('.js')) ?? ''))
+      throw new Error('dist missing: run npm run build first');
     expect(c.hostNetwork).toBe(true);
     scratch = mkdtempSync(join(tmpdir(), PREFIX));
     lab = await createLoopLab('Local', PREFIX);
     await api.start();
-    api.access.addToken(PROM_TOKEN, { username: 'system:serviceaccount:monitoring:prometheus-k8s', groups: ['system:serviceaccounts'] });
-    api.access.grant({ subject: { user: 'system:serviceaccount:monitoring:prometheus-k8s' }, rule: { verbs: ['get'], nonResourceURLs: ['/metrics'] } });
+    api.access.addToken(PROM_TOKEN, {
+      username: 'system:serviceaccount:monitoring:prometheus-k8s',
+      groups: ['system:serviceaccounts'],
+    });
+    api.access.grant({
+      subject: { user: 'system:serviceaccount:monitoring:prometheus-k8s' },
+      rule: { verbs: ['get'], nonResourceURLs: ['/metrics'] },
+    });
     apiDir = mkdtempSync('/var/tmp/cbds-api-');
     const sock = join(apiDir, 'api.sock');
     relays.push(await relay(undefined, { path: sock }, { port: Number(new URL(api.url).port) }));
@@ -70,18 +97,26 @@ describe.skipIf(!isRoot)("the agent as deploy/daemonset.yaml starts it", () => {
       ...containerEnv(c, { 'spec.nodeName': LAB.node1Name }),
       KUBECONFIG: join(apiDir, 'kubeconfig'),
     };
-    agent = spawn('ip', ['netns', 'exec', lab.node.name, ...containerScript(c, scratch)], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+    agent = spawn('ip', ['netns', 'exec', lab.node.name, ...containerScript(c, scratch)], {
+      env,
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     agent.stderr!.on('data', (b: Buffer) => (stderr += b));
     agent.on('exit', (code, sig) => (exited = `exit ${code ?? sig}`));
     // /readyz: the first sync is done, every source has been read once.
-    await until('/readyz', 20_000, () => {
-      if (exited) throw new Error(`the agent ${exited} at start-up:\n${stderr}`);
-      try {
-        return get('/readyz').endsWith('\n200') ? true : undefined;
-      } catch {
-        return undefined; // not listening yet
-      }
-    }, 200).catch((e: Error) => {
+    await until(
+      '/readyz',
+      20_000,
+      () => {
+        if (exited) throw new Error(`the agent ${exited} at start-up:\n${stderr}`);
+        try {
+          return get('/readyz').endsWith('\n200') ? true : undefined;
+        } catch {
+          return undefined; // not listening yet
+        }
+      },
+      200,
+    ).catch((e: Error) => {
       throw new Error(`${e.message}; the agent's log:\n${stderr}`);
     });
   }, 60_000);
@@ -105,15 +140,30 @@ describe.skipIf(!isRoot)("the agent as deploy/daemonset.yaml starts it", () => {
     expect(api.access.log.filter((l) => l.kind === 'TokenReview').length).toBeGreaterThan(0);
     const body = await getWithToken('/metrics', PROM_TOKEN);
     expect(body.endsWith('\n200')).toBe(true);
-    const up = Object.fromEntries(parseSamples(body).filter((s) => s.name === 'clbprobe_source_up').map((s) => [s.labels.source, s.value]));
+    const up = Object.fromEntries(
+      parseSamples(body)
+        .filter((s) => s.name === 'clbprobe_source_up')
+        .map((s) => [s.labels.source, s.value]),
+    );
     // Every node source the four capabilities must be enough for; the eBPF counters included.
     expect(up).toMatchObject({ addresses: 1, 'local-routes': 1, nat: 1, conntrack: 1, capture: 1 });
     expect(stderr).toMatch(/"counter":"eBPF/);
   });
 
   it('runs with exactly the manifest capabilities, no new privileges, as its user', () => {
-    const pid = lab.node.run('ip', 'netns', 'pids', lab.node.name).split('\n').filter(Boolean)
-      .find((p) => { try { return readFileSync(`/proc/${p}/cmdline`, 'utf8').includes(nodeCommand(hostArgv(c)).script.slice(REPO_ROOT.length)); } catch { return false; } });
+    const pid = lab.node
+      .run('ip', 'netns', 'pids', lab.node.name)
+      .split('\n')
+      .filter(Boolean)
+      .find((p) => {
+        try {
+          return readFileSync(`/proc/${p}/cmdline`, 'utf8').includes(
+            nodeCommand(hostArgv(c)).script.slice(REPO_ROOT.length),
+          );
+        } catch {
+          return false;
+        }
+      });
     expect(pid).toBeDefined();
     const status = readFileSync(`/proc/${pid}/status`, 'utf8');
     const field = (k: string) => BigInt(`0x${new RegExp(`^${k}:\\s*([0-9a-f]+)`, 'm').exec(status)![1]}`);
@@ -129,7 +179,11 @@ describe.skipIf(!isRoot)("the agent as deploy/daemonset.yaml starts it", () => {
   it('writes only where the manifest mounts a volume (the evidence socket on its hostPath)', async () => {
     const sock = c.mounts.findIndex((m) => m.hostPath !== undefined);
     expect(sock).toBeGreaterThanOrEqual(0);
-    await until('the evidence socket on the hostPath', 5000, () => existsSync(join(scratch, `host${sock}`, 'evidence.sock')) || undefined);
+    await until(
+      'the evidence socket on the hostPath',
+      5000,
+      () => existsSync(join(scratch, `host${sock}`, 'evidence.sock')) || undefined,
+    );
     expect(stderr).not.toMatch(/EROFS|read-only file system/i);
   });
 });

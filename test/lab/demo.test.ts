@@ -41,10 +41,14 @@ describe.skipIf(!isRoot)('clbprobe demo (compiled CLI, real kernel)', () => {
     // Step 1 starts the agent with zeroed counters, step 2 loops and the agent counts it, step 3 names it
     // with both conntrack legs, step 5 connects and loop_return stands still, step 6 has nothing active.
     const counter = (step: string, kind: string): RegExpMatchArray | null =>
-      new RegExp(`clbprobe_lb_path_packets_total\\{port="80",kind="${kind}"\\} +(\\d+)(?: +\\(\\+(\\d+)\\))?`).exec(step);
+      new RegExp(`clbprobe_lb_path_packets_total\\{port="80",kind="${kind}"\\} +(\\d+)(?: +\\(\\+(\\d+)\\))?`).exec(
+        step,
+      );
     const steps = out.split(/\n(?=\d\. )/);
     // The node is what a real kube-proxy writes: IPVS mode with the LB IP unbound (TKE), stated as such.
-    expect(steps[0]).toMatch(/kube-proxy in IPVS mode as on TKE: 10\.0\.100\.100 is in its KUBE-LOAD-BALANCER ipset but not bound/);
+    expect(steps[0]).toMatch(
+      /kube-proxy in IPVS mode as on TKE: 10\.0\.100\.100 is in its KUBE-LOAD-BALANCER ipset but not bound/,
+    );
     expect(steps[0]).toContain("one DNAT rule stands in for the NodePort's IPVS virtual server");
     expect(out).toMatch(/INFO +proxy-mode[\s\S]*kube-proxy IPVS mode without LB-IP binding \(TKE style\)/);
     expect(steps[1]).toMatch(/^1\. Start the clbprobe agent on node1[\s\S]*counting LB-path packets with (eBPF|pcap)/);
@@ -54,7 +58,9 @@ describe.skipIf(!isRoot)('clbprobe demo (compiled CLI, real kernel)', () => {
     const looped = counter(steps[2]!, 'loop_return');
     expect(Number(looped?.[1])).toBeGreaterThanOrEqual(3);
     expect(steps[2]).toMatch(/clbprobe_findings_active\{port="80",mechanism="L4-loop",severity="active"\} +1/);
-    expect(steps[5]).toMatch(/^5\. The client pod connects[^\n]*\n {2}results: connected node2, connected node2, connected node2\n/);
+    expect(steps[5]).toMatch(
+      /^5\. The client pod connects[^\n]*\n {2}results: connected node2, connected node2, connected node2\n/,
+    );
     expect(counter(steps[5]!, 'loop_return')?.slice(1, 3)).toEqual([looped![1], undefined]);
     expect(Number(counter(steps[5]!, 'to_lb')?.[2])).toBeGreaterThanOrEqual(3);
     expect(steps[5]).not.toContain('severity="active"');
@@ -74,7 +80,9 @@ describe.skipIf(!isRoot)('clbprobe demo (compiled CLI, real kernel)', () => {
   });
 
   it('removes the lab when interrupted with SIGINT while it runs', async () => {
-    const child = spawn(process.execPath, [CLI, 'demo', '--no-pause', '--netns-prefix', PREFIX], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [CLI, 'demo', '--no-pause', '--netns-prefix', PREFIX], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     let err = '';
     child.stderr.on('data', (b: Buffer) => (err += b));

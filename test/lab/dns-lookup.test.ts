@@ -5,8 +5,8 @@
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { lookupHostnamesIn } from '../../src/cluster/dns/lookup-netns.js';
-import { startDns, type DnsServer } from '../support/dns-lab.js';
-import { Netns, isRoot } from '../support/netns.js';
+import { type DnsServer, startDns } from '../support/dns-lab.js';
+import { isRoot, Netns } from '../support/netns.js';
 
 describe.skipIf(!isRoot)('lookups with the namespace resolver (real DNS over UDP)', () => {
   let ns: Netns;
@@ -14,7 +14,13 @@ describe.skipIf(!isRoot)('lookups with the namespace resolver (real DNS over UDP
   beforeAll(async () => {
     ns = Netns.create('cbd2-');
     dns = await startDns(ns, '127.0.0.1', {
-      'nlb.example.test': { A: [['10.0.50.10', 60], ['10.0.51.10', 30]], AAAA: [['fd00:50::10', 45]] },
+      'nlb.example.test': {
+        A: [
+          ['10.0.50.10', 60],
+          ['10.0.51.10', 30],
+        ],
+        AAAA: [['fd00:50::10', 45]],
+      },
       'v6only.example.test': { AAAA: [['fd00:50::11', 20]] },
       'servfail.example.test': { rcode: 2 },
       'drop.example.test': { mode: 'drop' },
@@ -31,7 +37,17 @@ describe.skipIf(!isRoot)('lookups with the namespace resolver (real DNS over UDP
   });
 
   it('gives every record with its TTL, and a reason for each failure', async () => {
-    const names = ['nlb.example.test', 'v6only.example.test', 'nx.example.test', 'servfail.example.test', 'drop.example.test', 'tc.example.test', 'garbage.example.test', 'cut.example.test', 'bad name'];
+    const names = [
+      'nlb.example.test',
+      'v6only.example.test',
+      'nx.example.test',
+      'servfail.example.test',
+      'drop.example.test',
+      'tc.example.test',
+      'garbage.example.test',
+      'cut.example.test',
+      'bad name',
+    ];
     const t0 = Date.now();
     const r = await lookupHostnamesIn(ns.path, names, { timeoutMs: 3000 });
     expect(Date.now() - t0).toBeLessThan(12_000);
@@ -39,7 +55,11 @@ describe.skipIf(!isRoot)('lookups with the namespace resolver (real DNS over UDP
     const by = new Map(r.results.map((x) => [x.hostname, x]));
     expect(by.get('nlb.example.test')).toEqual({
       hostname: 'nlb.example.test',
-      addresses: [{ ip: '10.0.50.10', ttl: 60 }, { ip: '10.0.51.10', ttl: 30 }, { ip: 'fd00:50::10', ttl: 45 }],
+      addresses: [
+        { ip: '10.0.50.10', ttl: 60 },
+        { ip: '10.0.51.10', ttl: 30 },
+        { ip: 'fd00:50::10', ttl: 45 },
+      ],
     });
     expect(by.get('v6only.example.test')!.addresses).toEqual([{ ip: 'fd00:50::11', ttl: 20 }]);
     expect(by.get('nx.example.test')).toMatchObject({ addresses: [], error: 'NXDOMAIN (name does not exist)' });
@@ -56,10 +76,17 @@ describe.skipIf(!isRoot)('lookups with the namespace resolver (real DNS over UDP
   }, 30_000);
 
   it('bounds the addresses per name and the names per round', async () => {
-    const r = await lookupHostnamesIn(ns.path, ['many.example.test', 'nlb.example.test', 'v6only.example.test'], { maxNames: 2, maxAddresses: 16 });
+    const r = await lookupHostnamesIn(ns.path, ['many.example.test', 'nlb.example.test', 'v6only.example.test'], {
+      maxNames: 2,
+      maxAddresses: 16,
+    });
     expect(r.results[0]!.addresses).toHaveLength(16);
     expect(r.results[1]!.addresses.length).toBeGreaterThan(0);
-    expect(r.results[2]).toMatchObject({ hostname: 'v6only.example.test', addresses: [], error: expect.stringContaining('more than 2') });
+    expect(r.results[2]).toMatchObject({
+      hostname: 'v6only.example.test',
+      addresses: [],
+      error: expect.stringContaining('more than 2'),
+    });
   }, 30_000);
 
   it('says when the namespace has no nameserver, for every name', async () => {
@@ -69,7 +96,9 @@ describe.skipIf(!isRoot)('lookups with the namespace resolver (real DNS over UDP
       writeFileSync(`/etc/netns/${other.name}/resolv.conf`, 'search example.test\n');
       const r = await lookupHostnamesIn(other.path, ['nlb.example.test']);
       expect(r.error).toBe('no nameserver in /etc/resolv.conf');
-      expect(r.results).toEqual([{ hostname: 'nlb.example.test', addresses: [], error: 'no nameserver in /etc/resolv.conf' }]);
+      expect(r.results).toEqual([
+        { hostname: 'nlb.example.test', addresses: [], error: 'no nameserver in /etc/resolv.conf' },
+      ]);
     } finally {
       rmSync(`/etc/netns/${other.name}`, { recursive: true, force: true });
       other.delete();

@@ -8,17 +8,17 @@
 // follow a new answer after the TTL; report a failing lookup as
 // source_up{source="dns"} 0. The control: the LB SNATs (client IP
 // preservation off), the connect works and `diagnose` reports no loop.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { shippedAgent } from '../support/shipped-agent.js';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseSamples, type Sample } from '../../src/export/parse-samples.js';
-import { LAB, clusterList, createLoopLab, type LoopLab } from '../../src/demo/lab.js';
+import { clusterList, createLoopLab, LAB, type LoopLab } from '../../src/demo/lab.js';
 import type { Finding } from '../../src/detect/types.js';
-import { startDns, type DnsServer } from '../support/dns-lab.js';
+import { parseSamples, type Sample } from '../../src/export/parse-samples.js';
+import { type DnsServer, startDns } from '../support/dns-lab.js';
 import { isRoot } from '../support/netns.js';
+import { shippedAgent } from '../support/shipped-agent.js';
 import { freePort, until } from '../support/wait.js';
 
 const CLI = join(import.meta.dirname, '../../dist/src/cli/main.js');
@@ -29,7 +29,14 @@ const AWS = 'service.beta.kubernetes.io/aws-load-balancer-';
 
 /** The lab's Service as the AWS LB controller leaves it: hostname only, NLB annotations. */
 function hostnameCluster(preserveClientIp: boolean): object {
-  const list = clusterList('Local') as { items: { kind: string; metadata: { annotations?: Record<string, string> }; spec?: Record<string, unknown>; status?: unknown }[] };
+  const list = clusterList('Local') as {
+    items: {
+      kind: string;
+      metadata: { annotations?: Record<string, string> };
+      spec?: Record<string, unknown>;
+      status?: unknown;
+    }[];
+  };
   const svc = list.items.find((i) => i.kind === 'Service')!;
   svc.metadata.annotations = {
     [`${AWS}scheme`]: 'internal',
@@ -59,7 +66,8 @@ describe.skipIf(!isRoot)('hostname-only LB in the loop lab (real DNS, real loop,
     if (!res.ok) throw new Error(`HTTP ${res.status}`);
     return parseSamples(await res.text());
   };
-  const poll = <T>(what: string, ms: number, f: () => Promise<T | undefined>): Promise<T> => until(what, ms, () => f().catch(() => undefined), 200);
+  const poll = <T>(what: string, ms: number, f: () => Promise<T | undefined>): Promise<T> =>
+    until(what, ms, () => f().catch(() => undefined), 200);
 
   beforeAll(async () => {
     if (!existsSync(CLI)) throw new Error(`${CLI} missing: run npm run build first`);
@@ -74,14 +82,33 @@ describe.skipIf(!isRoot)('hostname-only LB in the loop lab (real DNS, real loop,
     const port = await freePort();
     metricsUrl = `http://127.0.0.1:${port}/metrics`;
     const shipped = shippedAgent(
-      ['--cluster-file', clusterFile, '--node-name', LAB.node1Name, '--netns', lab.node.name, '--interface', 'eth0',
-        '--listen', `127.0.0.1:${port}`, '--evidence-socket', join(dir, 'ev.sock'), '--capture', 'ebpf', '--metrics-auth', 'none',
-        '--resync-interval', '2s'],
+      [
+        '--cluster-file',
+        clusterFile,
+        '--node-name',
+        LAB.node1Name,
+        '--netns',
+        lab.node.name,
+        '--interface',
+        'eth0',
+        '--listen',
+        `127.0.0.1:${port}`,
+        '--evidence-socket',
+        join(dir, 'ev.sock'),
+        '--capture',
+        'ebpf',
+        '--metrics-auth',
+        'none',
+        '--resync-interval',
+        '2s',
+      ],
       LAB.node1Name,
     );
     agent = spawn(shipped.node, shipped.argv, { env: shipped.env, stdio: ['ignore', 'ignore', 'pipe'] });
     agent.stderr!.on('data', (b: Buffer) => (stderr += b));
-    await poll('/readyz', 30_000, async () => ((await fetch(metricsUrl.replace('/metrics', '/readyz'))).ok ? true : undefined));
+    await poll('/readyz', 30_000, async () =>
+      (await fetch(metricsUrl.replace('/metrics', '/readyz'))).ok ? true : undefined,
+    );
   }, 90_000);
 
   afterAll(() => {
@@ -101,7 +128,9 @@ describe.skipIf(!isRoot)('hostname-only LB in the loop lab (real DNS, real loop,
     const s1 = await poll('to_lb, loop_return and the active L4-loop finding', 10_000, async () => {
       const s = await scrape();
       const looped = (find(s, 'clbprobe_lb_path_packets_total', { ...web, kind: 'loop_return' }) ?? 0) > 0;
-      return looped && find(s, 'clbprobe_findings_active', { ...web, mechanism: 'L4-loop', severity: 'active' }) === 1 ? s : undefined;
+      return looped && find(s, 'clbprobe_findings_active', { ...web, mechanism: 'L4-loop', severity: 'active' }) === 1
+        ? s
+        : undefined;
     });
     expect(find(s1, 'clbprobe_lb_path_packets_total', { ...web, kind: 'to_lb' })).toBeGreaterThan(0);
     expect(find(s1, 'clbprobe_conntrack_entries', { ...web, state: 'SYN_SENT' })).toBeGreaterThanOrEqual(1);
@@ -111,23 +140,61 @@ describe.skipIf(!isRoot)('hostname-only LB in the loop lab (real DNS, real loop,
   it('`diagnose` in the node namespace names the hostname, its address and the AWS fix', async () => {
     // A fresh loop: the return leg's entry (CLOSE after the client's RST) lasts only seconds.
     expect(await lab.connect(2000)).toBe('timeout');
-    const r = spawnSync('ip', ['netns', 'exec', lab.node.name, process.execPath, CLI, 'diagnose', '--json', '--cluster-file', clusterFile, '--node-name', LAB.node1Name], {
-      encoding: 'utf8',
-      timeout: 30_000,
-    });
+    const r = spawnSync(
+      'ip',
+      [
+        'netns',
+        'exec',
+        lab.node.name,
+        process.execPath,
+        CLI,
+        'diagnose',
+        '--json',
+        '--cluster-file',
+        clusterFile,
+        '--node-name',
+        LAB.node1Name,
+      ],
+      {
+        encoding: 'utf8',
+        timeout: 30_000,
+      },
+    );
     expect(r.status, r.stderr).toBe(1);
     const { findings } = JSON.parse(r.stdout) as { findings: Finding[] };
     const loop = findings.find((f) => f.mechanism === 'L4-loop' && f.severity === 'active');
     expect(loop, JSON.stringify(findings.map((f) => f.summary))).toBeDefined();
     expect(loop!.summary).toContain(`${LAB.vip} (${NAME}):${LAB.port}`);
-    expect(loop!.evidence).toContainEqual(expect.stringMatching(new RegExp(`^LB hostname ${NAME.replace(/\./g, '\\.')} resolved to ${LAB.vip} \\(at .*, TTL 5 s\\) by nameserver ${LB_DNS} \\(/etc/resolv.conf\\)$`)));
+    expect(loop!.evidence).toContainEqual(
+      expect.stringMatching(
+        new RegExp(
+          `^LB hostname ${NAME.replace(/\./g, '\\.')} resolved to ${LAB.vip} \\(at .*, TTL 5 s\\) by nameserver ${LB_DNS} \\(/etc/resolv.conf\\)$`,
+        ),
+      ),
+    );
     expect(loop!.remedy).toContain('preserve_client_ip.enabled=false');
     expect(loop!.remedy).toContain('aws-load-balancer-nlb-target-type: ip');
   }, 40_000);
 
   it('`collect` in the node namespace writes the answers, and `diagnose --from` gives the same verdict as live', async () => {
     const diagnoseLive = (): Finding[] => {
-      const r = spawnSync('ip', ['netns', 'exec', lab.node.name, process.execPath, CLI, 'diagnose', '--json', '--cluster-file', clusterFile, '--node-name', LAB.node1Name], { encoding: 'utf8', timeout: 30_000 });
+      const r = spawnSync(
+        'ip',
+        [
+          'netns',
+          'exec',
+          lab.node.name,
+          process.execPath,
+          CLI,
+          'diagnose',
+          '--json',
+          '--cluster-file',
+          clusterFile,
+          '--node-name',
+          LAB.node1Name,
+        ],
+        { encoding: 'utf8', timeout: 30_000 },
+      );
       expect(r.status, r.stderr).toBe(1);
       return (JSON.parse(r.stdout) as { findings: Finding[] }).findings;
     };
@@ -142,27 +209,85 @@ describe.skipIf(!isRoot)('hostname-only LB in the loop lab (real DNS, real loop,
     expect(looped(live)).toBe(true);
     expect(await lab.connect(2000)).toBe('timeout');
     const bundle = join(dir, 'bundle');
-    const c = spawnSync('ip', ['netns', 'exec', lab.node.name, process.execPath, CLI, 'collect', '--out', bundle, '--cluster-file', clusterFile, '--node-name', LAB.node1Name], { encoding: 'utf8', timeout: 60_000 });
+    const c = spawnSync(
+      'ip',
+      [
+        'netns',
+        'exec',
+        lab.node.name,
+        process.execPath,
+        CLI,
+        'collect',
+        '--out',
+        bundle,
+        '--cluster-file',
+        clusterFile,
+        '--node-name',
+        LAB.node1Name,
+      ],
+      { encoding: 'utf8', timeout: 60_000 },
+    );
     expect(c.status, c.stderr).toBe(0);
-    const lookups = JSON.parse(readFileSync(join(bundle, 'dns-lookups.json'), 'utf8')) as { lookups: { hostname: string; addresses: string[]; ttlS: number; resolver: string }[] };
-    expect(lookups.lookups).toEqual([expect.objectContaining({ hostname: NAME, addresses: [LAB.vip], ttlS: 5, resolver: `nameserver ${LB_DNS} (/etc/resolv.conf)` })]);
-    const manifest = JSON.parse(readFileSync(join(bundle, 'manifest.json'), 'utf8')) as { files: { file?: string; command: string; error?: string }[] };
-    expect(manifest.files.find((f) => f.file === 'dns-lookups.json')).toMatchObject({ command: expect.stringContaining('look up 1 hostname-only LB name') });
+    const lookups = JSON.parse(readFileSync(join(bundle, 'dns-lookups.json'), 'utf8')) as {
+      lookups: { hostname: string; addresses: string[]; ttlS: number; resolver: string }[];
+    };
+    expect(lookups.lookups).toEqual([
+      expect.objectContaining({
+        hostname: NAME,
+        addresses: [LAB.vip],
+        ttlS: 5,
+        resolver: `nameserver ${LB_DNS} (/etc/resolv.conf)`,
+      }),
+    ]);
+    const manifest = JSON.parse(readFileSync(join(bundle, 'manifest.json'), 'utf8')) as {
+      files: { file?: string; command: string; error?: string }[];
+    };
+    expect(manifest.files.find((f) => f.file === 'dns-lookups.json')).toMatchObject({
+      command: expect.stringContaining('look up 1 hostname-only LB name'),
+    });
     expect(manifest.files.find((f) => f.file === 'dns-lookups.json')?.error).toBeUndefined();
 
     // Offline, from the root namespace: no resolver is asked, the bundle's answers are used.
-    const r = spawnSync(process.execPath, [CLI, 'diagnose', '--json', '--from', bundle], { encoding: 'utf8', timeout: 30_000 });
+    const r = spawnSync(process.execPath, [CLI, 'diagnose', '--json', '--from', bundle], {
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
     expect(r.status, r.stderr).toBe(1);
     const offline = (JSON.parse(r.stdout) as { findings: Finding[] }).findings;
     // The lookup's time and the number of connections seen differ (live asked again, more loops
     // since); everything else is the same verdict.
     const verdict = (fs: Finding[]) =>
-      fs.filter((f) => f.service.name === 'web').map((f) => ({ mechanism: f.mechanism, severity: f.severity, summary: f.summary.replace(/^\d+ connection\(s\)/, 'N connection(s)'), remedy: f.remedy, hostname: f.evidence.filter((e) => e.startsWith('LB hostname')).map((e) => e.replace(/\(at [^,]*,/, '(at T,')) }));
+      fs
+        .filter((f) => f.service.name === 'web')
+        .map((f) => ({
+          mechanism: f.mechanism,
+          severity: f.severity,
+          summary: f.summary.replace(/^\d+ connection\(s\)/, 'N connection(s)'),
+          remedy: f.remedy,
+          hostname: f.evidence
+            .filter((e) => e.startsWith('LB hostname'))
+            .map((e) => e.replace(/\(at [^,]*,/, '(at T,')),
+        }));
     const loop = verdict(offline).find((f) => f.mechanism === 'L4-loop');
-    expect(loop).toMatchObject({ severity: 'active', hostname: [`LB hostname ${NAME} resolved to ${LAB.vip} (at T, TTL 5 s) by nameserver ${LB_DNS} (/etc/resolv.conf)`] });
+    expect(loop).toMatchObject({
+      severity: 'active',
+      hostname: [
+        `LB hostname ${NAME} resolved to ${LAB.vip} (at T, TTL 5 s) by nameserver ${LB_DNS} (/etc/resolv.conf)`,
+      ],
+    });
     expect(loop!.summary).toContain(`${LAB.vip} (${NAME}):${LAB.port}`);
-    expect(verdict(offline).filter((f) => f.severity === 'active')).toEqual(verdict(live).filter((f) => f.severity === 'active'));
-    expect(verdict(offline).map((f) => `${f.mechanism} ${f.severity}`).sort()).toEqual(verdict(live).map((f) => `${f.mechanism} ${f.severity}`).sort());
+    expect(verdict(offline).filter((f) => f.severity === 'active')).toEqual(
+      verdict(live).filter((f) => f.severity === 'active'),
+    );
+    expect(
+      verdict(offline)
+        .map((f) => `${f.mechanism} ${f.severity}`)
+        .sort(),
+    ).toEqual(
+      verdict(live)
+        .map((f) => `${f.mechanism} ${f.severity}`)
+        .sort(),
+    );
   }, 120_000);
 
   it('follows a new answer once the TTL ran out', async () => {
@@ -179,11 +304,17 @@ describe.skipIf(!isRoot)('hostname-only LB in the loop lab (real DNS, real loop,
 
   it('reports a failing lookup as source_up{source="dns"} 0 with its reason', async () => {
     dns.setZone({ [NAME]: { rcode: 2 } });
-    await poll('source_up{dns} 0', 20_000, async () => (find(await scrape(), 'clbprobe_source_up', { source: 'dns' }) === 0 ? true : undefined));
-    await poll('the reason in the log', 5000, async () => (stderr.includes(`${NAME}: SERVFAIL from the nameserver`) ? true : undefined));
+    await poll('source_up{dns} 0', 20_000, async () =>
+      find(await scrape(), 'clbprobe_source_up', { source: 'dns' }) === 0 ? true : undefined,
+    );
+    await poll('the reason in the log', 5000, async () =>
+      stderr.includes(`${NAME}: SERVFAIL from the nameserver`) ? true : undefined,
+    );
     expect(find(await scrape(), 'clbprobe_errors_total', { source: 'dns' })).toBeGreaterThan(0);
     dns.setZone({ [NAME]: { A: [[LAB.vip, 5]] } });
-    await poll('source_up{dns} 1 again', 30_000, async () => (find(await scrape(), 'clbprobe_source_up', { source: 'dns' }) === 1 ? true : undefined));
+    await poll('source_up{dns} 1 again', 30_000, async () =>
+      find(await scrape(), 'clbprobe_source_up', { source: 'dns' }) === 1 ? true : undefined,
+    );
   }, 60_000);
 
   it('control: an LB that connects from its own address (client IP preservation off) does not loop', () => {
@@ -196,10 +327,26 @@ describe.skipIf(!isRoot)('hostname-only LB in the loop lab (real DNS, real loop,
       let outcome = '';
       for (let i = 0; i < 3 && outcome !== 'connected server-pod'; i++) outcome = await lab.connect(2000);
       expect(outcome).toBe('connected server-pod');
-      const r = spawnSync('ip', ['netns', 'exec', lab.node.name, process.execPath, CLI, 'diagnose', '--json', '--cluster-file', clusterFile, '--node-name', LAB.node1Name], {
-        encoding: 'utf8',
-        timeout: 30_000,
-      });
+      const r = spawnSync(
+        'ip',
+        [
+          'netns',
+          'exec',
+          lab.node.name,
+          process.execPath,
+          CLI,
+          'diagnose',
+          '--json',
+          '--cluster-file',
+          clusterFile,
+          '--node-name',
+          LAB.node1Name,
+        ],
+        {
+          encoding: 'utf8',
+          timeout: 30_000,
+        },
+      );
       const { findings } = JSON.parse(r.stdout) as { findings: Finding[] };
       expect(findings.filter((f) => f.severity === 'active').map((f) => `${f.mechanism}: ${f.summary}`)).toEqual([]);
       expect(r.status, r.stderr).toBe(0);

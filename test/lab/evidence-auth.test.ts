@@ -5,14 +5,19 @@
 // src/cli/agent.ts and src/cli/evidence-relay.ts wire them, each with its service account's real
 // JWT from the TokenRequest API; tenants and on-call are service accounts with real RBAC.
 import { mkdtempSync, rmSync } from 'node:fs';
-import { request, type IncomingHttpHeaders, type Server } from 'node:http';
-import { createConnection, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
+import { type IncomingHttpHeaders, request, type Server } from 'node:http';
+import { type AddressInfo, createConnection, type Server as NetServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConntrackTable } from '../../src/agent/conntrack-table.js';
-import { evidenceAudience, evidenceRoute, ON_BEHALF_OF_HEADER, type EvidenceAccess } from '../../src/agent/evidence-http.js';
+import {
+  type EvidenceAccess,
+  evidenceAudience,
+  evidenceRoute,
+  ON_BEHALF_OF_HEADER,
+} from '../../src/agent/evidence-http.js';
 import { startEvidenceServer } from '../../src/agent/evidence-server.js';
 import { KubeAuthorizer, ReviewRateLimiter } from '../../src/agent/kube-authorizer.js';
 import { ServiceIndex } from '../../src/agent/service-index.js';
@@ -21,11 +26,16 @@ import { AccessReviewClient } from '../../src/cluster/access-review.js';
 import { buildClusterView } from '../../src/cluster/build.js';
 import { classifyDocuments } from '../../src/cluster/file.js';
 import { loadApiTarget } from '../../src/cluster/kube-config.js';
-import { LAB, clusterList } from '../../src/demo/lab.js';
+import { clusterList, LAB } from '../../src/demo/lab.js';
 import { createMetricsServer } from '../../src/export/server.js';
 import { NodeTokens, tokenRequester } from '../../src/remote/node-tokens.js';
 import { relayRoute, TOKEN_HEADER } from '../../src/remote/relay.js';
-import { serviceAccountToken, startControlPlane, tokenKubeconfig, type ControlPlane } from '../support/kube-control-plane.js';
+import {
+  type ControlPlane,
+  serviceAccountToken,
+  startControlPlane,
+  tokenKubeconfig,
+} from '../support/kube-control-plane.js';
 
 const DEPLOY = join(import.meta.dirname, '../../deploy');
 const NODE = LAB.node1Name;
@@ -38,20 +48,35 @@ interface Answer {
 }
 
 /** One GET; with `firstLine`, resolves at the first body line and leaves the request open (a watch). */
-function get(port: number, path: string, headers: Record<string, string> = {}, opts: { localAddress?: string; firstLine?: boolean } = {}): Promise<Answer & { close: () => void }> {
+function get(
+  port: number,
+  path: string,
+  headers: Record<string, string> = {},
+  opts: { localAddress?: string; firstLine?: boolean } = {},
+): Promise<Answer & { close: () => void }> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, path, headers, agent: false, ...(opts.localAddress ? { localAddress: opts.localAddress } : {}) }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      const close = (): void => void req.destroy();
-      const answer = () => ({ status: res.statusCode ?? 0, headers: res.headers, body, close });
-      res.on('data', (d: string) => {
-        body += d;
-        if (opts.firstLine && body.includes('\n')) resolve(answer());
-      });
-      res.on('end', () => resolve(answer()));
-      res.on('error', reject);
-    });
+    const req = request(
+      {
+        host: '127.0.0.1',
+        port,
+        path,
+        headers,
+        agent: false,
+        ...(opts.localAddress ? { localAddress: opts.localAddress } : {}),
+      },
+      (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        const close = (): void => void req.destroy();
+        const answer = () => ({ status: res.statusCode ?? 0, headers: res.headers, body, close });
+        res.on('data', (d: string) => {
+          body += d;
+          if (opts.firstLine && body.includes('\n')) resolve(answer());
+        });
+        res.on('end', () => resolve(answer()));
+        res.on('error', reject);
+      },
+    );
     req.setTimeout(20_000, () => req.destroy(new Error(`GET ${path}: no answer in 20 s`)));
     req.on('error', reject);
     req.end();
@@ -62,7 +87,8 @@ let nextAddress = 0;
 /** A loopback address no other request of the test used: each caller its own source, as pods have. */
 const ownSource = (): { localAddress: string } => ({ localAddress: `127.2.0.${++nextAddress}` });
 
-const firstLine = (a: Answer): { type?: string; message?: string } => JSON.parse(a.body.split('\n')[0] ?? '{}') as { type?: string };
+const firstLine = (a: Answer): { type?: string; message?: string } =>
+  JSON.parse(a.body.split('\n')[0] ?? '{}') as { type?: string };
 
 describe('token reviews, fair evidence and the relay, against the real kube-apiserver v1.20.2', () => {
   let cp: ControlPlane;
@@ -76,8 +102,10 @@ describe('token reviews, fair evidence and the relay, against the real kube-apis
   const seenByAgent: IncomingHttpHeaders[] = [];
   const tokens: Record<string, string> = {};
 
-  const saToken = (ns: string, name: string, audiences?: string[]): Promise<string> => serviceAccountToken(cp, ns, name, audiences);
-  const kubeconfigFor = (name: string, token: string): string => tokenKubeconfig(cp, join(dir, `kubeconfig-${name}`), token);
+  const saToken = (ns: string, name: string, audiences?: string[]): Promise<string> =>
+    serviceAccountToken(cp, ns, name, audiences);
+  const kubeconfigFor = (name: string, token: string): string =>
+    tokenKubeconfig(cp, join(dir, `kubeconfig-${name}`), token);
   /** Whether the API server takes `token` for `audience` (undefined: its own). */
   const reviewAs = async (token: string, audience?: string): Promise<boolean> => {
     const r = await cp.request('POST', '/apis/authentication.k8s.io/v1/tokenreviews', {
@@ -87,9 +115,18 @@ describe('token reviews, fair evidence and the relay, against the real kube-apis
     });
     return (r.body as { status: { authenticated?: boolean } }).status.authenticated === true;
   };
-  const agentReviews = (): number => cp.audit().filter((e) => e.user.username === 'system:serviceaccount:clbprobe:clbprobe' && e.requestURI.startsWith('/apis/authentication.k8s.io/v1/tokenreviews')).length;
+  const agentReviews = (): number =>
+    cp
+      .audit()
+      .filter(
+        (e) =>
+          e.user.username === 'system:serviceaccount:clbprobe:clbprobe' &&
+          e.requestURI.startsWith('/apis/authentication.k8s.io/v1/tokenreviews'),
+      ).length;
   const viaRelay = (token: string | undefined, query: string, firstLineOnly = false) =>
-    get(relayPort, `/evidence?${query}`, token ? { [TOKEN_HEADER]: `Bearer ${token}` } : {}, { firstLine: firstLineOnly });
+    get(relayPort, `/evidence?${query}`, token ? { [TOKEN_HEADER]: `Bearer ${token}` } : {}, {
+      firstLine: firstLineOnly,
+    });
 
   beforeAll(async () => {
     cp = await startControlPlane();
@@ -99,11 +136,46 @@ describe('token reviews, fair evidence and the relay, against the real kube-apis
     cp.kubectl(['apply', '-n', 'clbprobe', '-f', join(DEPLOY, 'evidence-relay.yaml')]);
     cp.kubectl(['apply', '-f', join(DEPLOY, 'flowschema.yaml')]);
     for (const ns of ['lab', 'ops', 'monitoring']) cp.kubectl(['create', 'namespace', ns]);
-    for (const [ns, sa] of [['lab', 'tenant'], ['ops', 'sre'], ['monitoring', 'prometheus']]) cp.kubectl(['create', 'serviceaccount', '-n', ns!, sa!]);
-    cp.kubectl(['create', 'role', 'web-reader', '-n', 'lab', '--verb', 'get', '--resource', 'services', '--resource-name', 'web']);
-    cp.kubectl(['create', 'rolebinding', 'tenant', '-n', 'lab', '--role', 'web-reader', '--serviceaccount', 'lab:tenant']);
+    for (const [ns, sa] of [
+      ['lab', 'tenant'],
+      ['ops', 'sre'],
+      ['monitoring', 'prometheus'],
+    ])
+      cp.kubectl(['create', 'serviceaccount', '-n', ns!, sa!]);
+    cp.kubectl([
+      'create',
+      'role',
+      'web-reader',
+      '-n',
+      'lab',
+      '--verb',
+      'get',
+      '--resource',
+      'services',
+      '--resource-name',
+      'web',
+    ]);
+    cp.kubectl([
+      'create',
+      'rolebinding',
+      'tenant',
+      '-n',
+      'lab',
+      '--role',
+      'web-reader',
+      '--serviceaccount',
+      'lab:tenant',
+    ]);
     cp.kubectl(['create', 'rolebinding', 'sre', '-n', 'lab', '--role', 'web-reader', '--serviceaccount', 'ops:sre']);
-    cp.kubectl(['create', 'clusterrolebinding', 'prometheus', '--clusterrole', 'clbprobe-metrics-reader', '--serviceaccount', 'monitoring:prometheus']);
+    cp.kubectl([
+      'create',
+      'clusterrolebinding',
+      'prometheus',
+      '--clusterrole',
+      'clbprobe-metrics-reader',
+      '--serviceaccount',
+      'monitoring:prometheus',
+    ]);
     tokens.tenant = await saToken('lab', 'tenant');
     tokens.sre = await saToken('ops', 'sre');
     tokens.prometheus = await saToken('monitoring', 'prometheus');
@@ -111,14 +183,19 @@ describe('token reviews, fair evidence and the relay, against the real kube-apis
     // The agent: its evidence socket over the lab's view, its HTTP server as src/cli/agent.ts wires it.
     const { objects } = classifyDocuments([clusterList('Local')]);
     const view = buildClusterView(objects, { nodeName: NODE });
-    const table = new ConntrackTable(new ServiceIndex(view, { nodeIps: [LAB.node1], ipvsIps: [], podCidrs: [LAB.podCidr] }));
+    const table = new ConntrackTable(
+      new ServiceIndex(view, { nodeIps: [LAB.node1], ipvsIps: [], podCidrs: [LAB.podCidr] }),
+    );
     const socketPath = join(dir, 'evidence.sock');
     evidenceSocket = await startEvidenceServer(socketPath, {
       table: () => table,
-      find: (ns, name, port) => view.services.filter((s) => s.namespace === ns && s.name === name && (port === undefined || s.port === port)),
+      find: (ns, name, port) =>
+        view.services.filter((s) => s.namespace === ns && s.name === name && (port === undefined || s.port === port)),
       nodeName: NODE,
     });
-    const agentApi = new AccessReviewClient(loadApiTarget(kubeconfigFor('agent', await saToken('clbprobe', 'clbprobe'))));
+    const agentApi = new AccessReviewClient(
+      loadApiTarget(kubeconfigFor('agent', await saToken('clbprobe', 'clbprobe'))),
+    );
     const limiter = new ReviewRateLimiter();
     metricsAuthz = new KubeAuthorizer(agentApi, { limiter });
     const evidenceAuthz = new KubeAuthorizer(agentApi, { limiter, audiences: [evidenceAudience(NODE)] });
@@ -130,7 +207,12 @@ describe('token reviews, fair evidence and the relay, against the real kube-apis
     agentHttp = createMetricsServer({
       registry: new Registry(),
       ready: () => true,
-      authorize: (req) => metricsAuthz.check(req.headers.authorization, { nonResource: { path: '/metrics', verb: 'get' } }, req.socket.remoteAddress),
+      authorize: (req) =>
+        metricsAuthz.check(
+          req.headers.authorization,
+          { nonResource: { path: '/metrics', verb: 'get' } },
+          req.socket.remoteAddress,
+        ),
       routes: { '/evidence': evidenceRoute(access, socketPath) },
     });
     agentHttp.prependListener('request', (req) => seenByAgent.push(req.headers));
@@ -139,12 +221,26 @@ describe('token reviews, fair evidence and the relay, against the real kube-apis
 
     // The relay, as src/cli/evidence-relay.ts wires it, with its service account's credentials.
     const relayTarget = loadApiTarget(kubeconfigFor('relay', await saToken('clbprobe', 'clbprobe-evidence-relay')));
-    const relayAuthz = new KubeAuthorizer(new AccessReviewClient(relayTarget), { limiter: new ReviewRateLimiter({ perSecond: 5, burst: 20 }, { perSecond: 20, burst: 50 }) });
-    const nodeTokens = new NodeTokens(tokenRequester(relayTarget, { namespace: 'clbprobe', name: 'clbprobe-evidence-relay' }));
+    const relayAuthz = new KubeAuthorizer(new AccessReviewClient(relayTarget), {
+      limiter: new ReviewRateLimiter({ perSecond: 5, burst: 20 }, { perSecond: 20, burst: 50 }),
+    });
+    const nodeTokens = new NodeTokens(
+      tokenRequester(relayTarget, { namespace: 'clbprobe', name: 'clbprobe-evidence-relay' }),
+    );
     relayHttp = relayServer(
       relayRoute({
         check: (a, attrs, source) => relayAuthz.check(a, attrs, source),
-        listPods: async () => [{ name: 'clbprobe-a', node: NODE, phase: 'Running', ready: true, containers: ['agent'], deleting: false, ip: '127.0.0.1' }],
+        listPods: async () => [
+          {
+            name: 'clbprobe-a',
+            node: NODE,
+            phase: 'Running',
+            ready: true,
+            containers: ['agent'],
+            deleting: false,
+            ip: '127.0.0.1',
+          },
+        ],
         container: 'agent',
         agentPort,
         concurrency: 4,
@@ -171,40 +267,91 @@ describe('token reviews, fair evidence and the relay, against the real kube-apis
     seenByAgent.length = 0;
     const r = await viaRelay(tokens.sre!, 'service=lab/web');
     expect(r.status, r.body).toBe(200);
-    expect(r.body.split('\n').filter(Boolean).map((l) => (JSON.parse(l) as { type: string }).type)).toEqual(['service', 'end', 'summary']);
+    expect(
+      r.body
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => (JSON.parse(l) as { type: string }).type),
+    ).toEqual(['service', 'end', 'summary']);
     expect(seenByAgent).toHaveLength(1);
     const sent = /^Bearer (\S+)$/.exec(seenByAgent[0]!.authorization ?? '')?.[1] ?? '';
     expect(sent).not.toBe(tokens.sre);
     expect(JSON.stringify(seenByAgent[0])).not.toContain(tokens.sre);
-    expect(JSON.parse(String(seenByAgent[0]![ON_BEHALF_OF_HEADER]))).toMatchObject({ username: 'system:serviceaccount:ops:sre' });
+    expect(JSON.parse(String(seenByAgent[0]![ON_BEHALF_OF_HEADER]))).toMatchObject({
+      username: 'system:serviceaccount:ops:sre',
+    });
     // A node that keeps it can use it nowhere else: not against the API server, not on another node.
     expect(await reviewAs(sent, evidenceAudience(NODE))).toBe(true);
     expect(await reviewAs(sent)).toBe(false);
     expect(await reviewAs(sent, evidenceAudience('node-other'))).toBe(false);
-    const asApi = await get(cp.port, '/api/v1/namespaces/lab/services', { authorization: `Bearer ${sent}` }).catch(() => undefined);
+    const asApi = await get(cp.port, '/api/v1/namespaces/lab/services', { authorization: `Bearer ${sent}` }).catch(
+      () => undefined,
+    );
     expect(asApi?.status ?? 401).not.toBe(200);
   }, 60_000);
 
-  it("finding 5: the agent takes no full API credential, and only the relay may name a user, whose own access decides", async () => {
+  it('finding 5: the agent takes no full API credential, and only the relay may name a user, whose own access decides', async () => {
     // The tenant's ordinary token, allowed lab/web: refused for lacking this node's audience.
-    const plain = await get(agentPort, '/evidence?service=lab/web', { authorization: `Bearer ${tokens.tenant}` }, ownSource());
+    const plain = await get(
+      agentPort,
+      '/evidence?service=lab/web',
+      { authorization: `Bearer ${tokens.tenant}` },
+      ownSource(),
+    );
     expect(plain.status, plain.body).toBe(401);
     const forNode = await saToken('lab', 'tenant', [evidenceAudience(NODE)]);
-    expect((await get(agentPort, '/evidence?service=lab/web', { authorization: `Bearer ${forNode}` }, ownSource())).status).toBe(200);
-    expect((await get(agentPort, '/evidence?service=lab/web', { authorization: `Bearer ${await saToken('lab', 'tenant', [evidenceAudience('node-other')])}` }, ownSource())).status).toBe(401);
-    const claims = await get(agentPort, '/evidence?service=lab/web', { authorization: `Bearer ${forNode}`, [ON_BEHALF_OF_HEADER]: JSON.stringify({ username: 'admin', groups: ['system:masters'] }) }, ownSource());
+    expect(
+      (await get(agentPort, '/evidence?service=lab/web', { authorization: `Bearer ${forNode}` }, ownSource())).status,
+    ).toBe(200);
+    expect(
+      (
+        await get(
+          agentPort,
+          '/evidence?service=lab/web',
+          { authorization: `Bearer ${await saToken('lab', 'tenant', [evidenceAudience('node-other')])}` },
+          ownSource(),
+        )
+      ).status,
+    ).toBe(401);
+    const claims = await get(
+      agentPort,
+      '/evidence?service=lab/web',
+      {
+        authorization: `Bearer ${forNode}`,
+        [ON_BEHALF_OF_HEADER]: JSON.stringify({ username: 'admin', groups: ['system:masters'] }),
+      },
+      ownSource(),
+    );
     expect(claims.status, claims.body).toBe(403);
     const relayToken = await saToken('clbprobe', 'clbprobe-evidence-relay', [evidenceAudience(NODE)]);
-    const named = (user: object) => get(agentPort, '/evidence?service=lab/web', { authorization: `Bearer ${relayToken}`, [ON_BEHALF_OF_HEADER]: JSON.stringify(user) }, ownSource());
-    expect((await named({ username: 'system:serviceaccount:ops:sre', groups: ['system:serviceaccounts', 'system:serviceaccounts:ops', 'system:authenticated'] })).status).toBe(200);
+    const named = (user: object) =>
+      get(
+        agentPort,
+        '/evidence?service=lab/web',
+        { authorization: `Bearer ${relayToken}`, [ON_BEHALF_OF_HEADER]: JSON.stringify(user) },
+        ownSource(),
+      );
+    expect(
+      (
+        await named({
+          username: 'system:serviceaccount:ops:sre',
+          groups: ['system:serviceaccounts', 'system:serviceaccounts:ops', 'system:authenticated'],
+        })
+      ).status,
+    ).toBe(200);
     expect((await named({ username: 'someone', groups: ['system:authenticated'] })).status).toBe(403);
-    expect((await get(agentPort, '/evidence?service=lab/web', { authorization: `Bearer ${relayToken}` }, ownSource())).status).toBe(400);
+    expect(
+      (await get(agentPort, '/evidence?service=lab/web', { authorization: `Bearer ${relayToken}` }, ownSource()))
+        .status,
+    ).toBe(400);
   }, 60_000);
 
   it('finding 4: a tenant flooding watches through the relay holds two; on-call gets its watch', async () => {
     const held: Array<Answer & { close: () => void }> = [];
     try {
-      const flood = await Promise.all(Array.from({ length: 20 }, () => viaRelay(tokens.tenant!, 'service=lab/web&watch=60', true)));
+      const flood = await Promise.all(
+        Array.from({ length: 20 }, () => viaRelay(tokens.tenant!, 'service=lab/web&watch=60', true)),
+      );
       held.push(...flood);
       const statuses = flood.map((a) => a.status).sort();
       expect(statuses.filter((s) => s === 200)).toHaveLength(2);
@@ -239,7 +386,8 @@ describe('token reviews, fair evidence and the relay, against the real kube-apis
   }, 60_000);
 
   it("finding 3: 1,100 garbage tokens cost a handful of TokenReviews and never push out Prometheus' answer", async () => {
-    const scrape = () => get(agentPort, '/metrics', { authorization: `Bearer ${tokens.prometheus}` }, { localAddress: '127.1.0.9' });
+    const scrape = () =>
+      get(agentPort, '/metrics', { authorization: `Bearer ${tokens.prometheus}` }, { localAddress: '127.1.0.9' });
     expect((await scrape()).status).toBe(200);
     const before = agentReviews();
     const t0 = Date.now();
@@ -249,7 +397,12 @@ describe('token reviews, fair evidence and the relay, against the real kube-apis
       const from = batch < 11 ? '127.0.0.1' : undefined;
       const rs = await Promise.all(
         Array.from({ length: 50 }, (_, i) =>
-          get(agentPort, '/metrics', { authorization: `Bearer garbage-${batch}-${i}` }, { localAddress: from ?? `127.0.${batch}.${i + 2}` }).then((a) => a.status),
+          get(
+            agentPort,
+            '/metrics',
+            { authorization: `Bearer garbage-${batch}-${i}` },
+            { localAddress: from ?? `127.0.${batch}.${i + 2}` },
+          ).then((a) => a.status),
         ),
       );
       answers.push(...rs);
@@ -266,6 +419,8 @@ describe('token reviews, fair evidence and the relay, against the real kube-apis
     const afterFlood = agentReviews();
     expect((await scrape()).status).toBe(200);
     expect(agentReviews()).toBe(afterFlood);
-    console.log(`finding 3: 1,100 garbage tokens in ${seconds.toFixed(1)} s -> ${sent} TokenReviews, ${answers.filter((s) => s === 429).length} refused with 429`);
+    console.log(
+      `finding 3: 1,100 garbage tokens in ${seconds.toFixed(1)} s -> ${sent} TokenReviews, ${answers.filter((s) => s === 429).length} refused with 429`,
+    );
   }, 120_000);
 });

@@ -19,12 +19,31 @@ import { ServiceIndex } from '../../src/agent/service-index.js';
 import { AccessReviewClient } from '../../src/cluster/access-review.js';
 import { loadApiTarget } from '../../src/cluster/kube-config.js';
 import { createMetricsServer } from '../../src/export/server.js';
-import { entry, ingress, MANAGED, NODE, NODE_IP, POD_CIDR, service, slice, viewOf, type Flow } from '../support/evidence-objects.js';
-import { serviceAccountToken, startControlPlane, tokenKubeconfig, type ControlPlane } from '../support/kube-control-plane.js';
+import {
+  entry,
+  type Flow,
+  ingress,
+  MANAGED,
+  NODE,
+  NODE_IP,
+  POD_CIDR,
+  service,
+  slice,
+  viewOf,
+} from '../support/evidence-objects.js';
+import {
+  type ControlPlane,
+  serviceAccountToken,
+  startControlPlane,
+  tokenKubeconfig,
+} from '../support/kube-control-plane.js';
 
 const DEPLOY = join(import.meta.dirname, '../../deploy');
 const RELAY_USER = 'system:serviceaccount:clbprobe:clbprobe-evidence-relay';
-const TENANT = { username: 'system:serviceaccount:attacker:tenant-a', groups: ['system:serviceaccounts', 'system:serviceaccounts:attacker', 'system:authenticated'] };
+const TENANT = {
+  username: 'system:serviceaccount:attacker:tenant-a',
+  groups: ['system:serviceaccounts', 'system:serviceaccounts:attacker', 'system:authenticated'],
+};
 const SHARED_VIP = '203.0.113.80';
 const DB_CLUSTER_IP = '10.96.0.54';
 
@@ -67,23 +86,33 @@ describe('evidence ownership with the real API server: a tenant gets its own con
   let agentPort: number;
   let relayNodeToken: string;
 
-  const saToken = (ns: string, name: string, audiences?: string[]): Promise<string> => serviceAccountToken(cp, ns, name, audiences);
+  const saToken = (ns: string, name: string, audiences?: string[]): Promise<string> =>
+    serviceAccountToken(cp, ns, name, audiences);
 
   /** The entry ids of the agent's /evidence answer for NS/NAME, asked as the relay asks for `user`. */
   const evidenceFor = (ref: string, user: object): Promise<{ status: number; ids: number[]; body: string }> =>
     new Promise((resolve, reject) => {
       const [ns, name] = ref.split('/');
       const headers = { authorization: `Bearer ${relayNodeToken}`, [ON_BEHALF_OF_HEADER]: JSON.stringify(user) };
-      const req = request({ host: '127.0.0.1', port: agentPort, path: `/evidence?service=${ns}/${name}`, headers, agent: false }, (res) => {
-        let body = '';
-        res.setEncoding('utf8');
-        res.on('data', (d: string) => (body += d));
-        res.on('end', () => {
-          const lines = body.split('\n').filter(Boolean).map((l) => JSON.parse(l) as { type: string; entry?: { id: number } });
-          const ids = lines.filter((l) => l.type === 'entry').map((l) => l.entry!.id).sort((a, b) => a - b);
-          resolve({ status: res.statusCode ?? 0, ids, body });
-        });
-      });
+      const req = request(
+        { host: '127.0.0.1', port: agentPort, path: `/evidence?service=${ns}/${name}`, headers, agent: false },
+        (res) => {
+          let body = '';
+          res.setEncoding('utf8');
+          res.on('data', (d: string) => (body += d));
+          res.on('end', () => {
+            const lines = body
+              .split('\n')
+              .filter(Boolean)
+              .map((l) => JSON.parse(l) as { type: string; entry?: { id: number } });
+            const ids = lines
+              .filter((l) => l.type === 'entry')
+              .map((l) => l.entry!.id)
+              .sort((a, b) => a - b);
+            resolve({ status: res.statusCode ?? 0, ids, body });
+          });
+        },
+      );
       req.on('error', reject);
       req.end();
     });
@@ -97,24 +126,45 @@ describe('evidence ownership with the real API server: a tenant gets its own con
     for (const ns of ['victim', 'attacker']) cp.kubectl(['create', 'namespace', ns]);
     cp.kubectl(['create', 'serviceaccount', '-n', 'attacker', 'tenant-a']);
     cp.kubectl(['create', 'role', 'svc-reader', '-n', 'attacker', '--verb', 'get', '--resource', 'services']);
-    cp.kubectl(['create', 'rolebinding', 'tenant-a', '-n', 'attacker', '--role', 'svc-reader', '--serviceaccount', 'attacker:tenant-a']);
+    cp.kubectl([
+      'create',
+      'rolebinding',
+      'tenant-a',
+      '-n',
+      'attacker',
+      '--role',
+      'svc-reader',
+      '--serviceaccount',
+      'attacker:tenant-a',
+    ]);
 
     const view = viewOf(objects, { 'lb.evil.example': [DB_CLUSTER_IP] });
     const index = new ServiceIndex(view, { nodeIps: [NODE_IP], ipvsIps: [], podCidrs: [POD_CIDR] });
     const table = new ConntrackTable(index);
     for (const f of flows) table.upsert(entry(f), 1000 + f.id);
     const socketPath = join(dir, 'evidence.sock');
-    evidenceSocket = await startEvidenceServer(socketPath, { table: () => table, find: (n, m, p) => index.find(n, m, p), nodeName: NODE });
+    evidenceSocket = await startEvidenceServer(socketPath, {
+      table: () => table,
+      find: (n, m, p) => index.find(n, m, p),
+      nodeName: NODE,
+    });
 
     const agentToken = await saToken('clbprobe', 'clbprobe');
     const kubeconfig = tokenKubeconfig(cp, join(dir, 'kubeconfig'), agentToken);
-    const authz = new KubeAuthorizer(new AccessReviewClient(loadApiTarget(kubeconfig)), { limiter: new ReviewRateLimiter(), audiences: [evidenceAudience(NODE)] });
+    const authz = new KubeAuthorizer(new AccessReviewClient(loadApiTarget(kubeconfig)), {
+      limiter: new ReviewRateLimiter(),
+      audiences: [evidenceAudience(NODE)],
+    });
     agentHttp = createMetricsServer({
       registry: new Registry(),
       ready: () => true,
       routes: {
         '/evidence': evidenceRoute(
-          { authenticate: (a, source) => authz.authenticate(a, source), authorize: (u, attrs, by) => authz.authorize(u, attrs, by), relayUser: RELAY_USER },
+          {
+            authenticate: (a, source) => authz.authenticate(a, source),
+            authorize: (u, attrs, by) => authz.authorize(u, attrs, by),
+            relayUser: RELAY_USER,
+          },
           socketPath,
         ),
       },

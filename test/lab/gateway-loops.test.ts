@@ -22,8 +22,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LAB } from '../../src/demo/lab.js';
 import type { Finding } from '../../src/detect/types.js';
 import { gateway, gatewayClass, route } from '../support/gateway-objects.js';
-import { CLI, createKubeLab, startL7Lb, type IngressLb, type KubeLab } from '../support/kube-lab.js';
-import { startControlPlane, type ControlPlane } from '../support/kube-control-plane.js';
+import { type ControlPlane, startControlPlane } from '../support/kube-control-plane.js';
+import { CLI, createKubeLab, type IngressLb, type KubeLab, startL7Lb } from '../support/kube-lab.js';
 import { createObject } from '../support/kube-objects.js';
 import { kubeCacheReady } from '../support/kube-proxy.js';
 import { isRoot } from '../support/netns.js';
@@ -35,7 +35,8 @@ const CRDS = join(import.meta.dirname, '../fixtures/gateway-api/crds.yaml');
 const GATEWAY_KINDS = ['gatewayclasses', 'gateways', 'httproutes'];
 const G = '/apis/gateway.networking.k8s.io/v1';
 
-const active = (fs: Finding[]): string[] => fs.filter((f) => f.severity === 'active').map((f) => `${f.mechanism}: ${f.summary}`);
+const active = (fs: Finding[]): string[] =>
+  fs.filter((f) => f.severity === 'active').map((f) => `${f.mechanism}: ${f.summary}`);
 const l7 = (fs: Finding[]): Finding[] => fs.filter((f) => f.mechanism === 'L7-loop' && f.service.name === 'web');
 const listed = (fs: Finding[]) => JSON.stringify(fs.map((f) => `${f.mechanism} ${f.severity}: ${f.summary}`));
 
@@ -53,13 +54,36 @@ describe.skipIf(!isRoot || !kubeCacheReady())('the L7 loop through a Gateway on 
     cp.kubectl(['wait', '--for', 'condition=established', '--timeout', '60s', '-f', CRDS]);
     k = await createKubeLab(PREFIX, 'Local');
     await createObject(cp, gatewayClass('aws-alb', 'gateway.k8s.aws/alb'));
-    await createObject(cp, gateway({ namespace: 'lab', name: 'gw', className: 'aws-alb', listeners: [{ name: 'http', port: 80, protocol: 'HTTP' }], addresses: [{ type: 'IPAddress', value: GW_VIP }] }));
-    await createObject(cp, route({ namespace: 'lab', name: 'web', parents: [{ name: 'gw', sectionName: 'http' }], backends: [{ name: 'web', port: LAB.port }], accepted: [true] }));
+    await createObject(
+      cp,
+      gateway({
+        namespace: 'lab',
+        name: 'gw',
+        className: 'aws-alb',
+        listeners: [{ name: 'http', port: 80, protocol: 'HTTP' }],
+        addresses: [{ type: 'IPAddress', value: GW_VIP }],
+      }),
+    );
+    await createObject(
+      cp,
+      route({
+        namespace: 'lab',
+        name: 'web',
+        parents: [{ name: 'gw', sectionName: 'http' }],
+        backends: [{ name: 'web', port: LAB.port }],
+        accepted: [true],
+      }),
+    );
   }, 180_000);
 
   afterAll(async () => {
     lb?.stop();
-    for (const path of [`${G}/namespaces/lab/httproutes/web`, `${G}/namespaces/lab/gateways/gw`, `${G}/gatewayclasses/aws-alb`]) await cp?.request('DELETE', path).catch(() => undefined);
+    for (const path of [
+      `${G}/namespaces/lab/httproutes/web`,
+      `${G}/namespaces/lab/gateways/gw`,
+      `${G}/gatewayclasses/aws-alb`,
+    ])
+      await cp?.request('DELETE', path).catch(() => undefined);
     await k?.destroy();
     await cp?.stop();
     if (dir) rmSync(dir, { recursive: true, force: true });
@@ -75,32 +99,59 @@ describe.skipIf(!isRoot || !kubeCacheReady())('the L7 loop through a Gateway on 
     const html = join(dir, 'report.html');
     const d = k!.diagnose(clusterFile, ['--html', html]);
     const bundle = join(dir, 'bundle');
-    const collected = spawnSync('ip', ['netns', 'exec', k!.lab.node.name, process.execPath, CLI, 'collect', '--out', bundle, '--cluster-file', clusterFile, '--node-name', LAB.node1Name], {
-      encoding: 'utf8',
-      timeout: 90_000,
-    });
+    const collected = spawnSync(
+      'ip',
+      [
+        'netns',
+        'exec',
+        k!.lab.node.name,
+        process.execPath,
+        CLI,
+        'collect',
+        '--out',
+        bundle,
+        '--cluster-file',
+        clusterFile,
+        '--node-name',
+        LAB.node1Name,
+      ],
+      {
+        encoding: 'utf8',
+        timeout: 90_000,
+      },
+    );
     expect(await connect).toBe('connected');
     expect(d.status, d.stderr).toBe(1);
     const [loop, ...more] = l7(d.findings).filter((f) => f.severity === 'active');
     expect(more).toEqual([]);
     expect(loop, listed(d.findings)).toBeDefined();
-    expect(loop!.summary).toContain(`from ${LAB.clientPod} to Gateway lab/gw VIP ${GW_VIP}:80 were proxied back to this node's NodePort ${LAB.node1}:${LAB.nodePort}`);
+    expect(loop!.summary).toContain(
+      `from ${LAB.clientPod} to Gateway lab/gw VIP ${GW_VIP}:80 were proxied back to this node's NodePort ${LAB.node1}:${LAB.nodePort}`,
+    );
     const evidence = loop!.evidence.join('\n');
     expect(evidence).toMatch(new RegExp(`src=${LAB.clientPod} dst=${GW_VIP} sport=\\d+ dport=80`));
     expect(evidence).toMatch(new RegExp(`src=${LAB.clientPod} dst=${LAB.node1} sport=\\d+ dport=${LAB.nodePort}`));
-    expect(evidence).toContain('Gateway lab/gw (class aws-alb, controller gateway.k8s.aws/alb) listeners 80/TCP: HTTPRoute lab/web → lab/web:80');
+    expect(evidence).toContain(
+      'Gateway lab/gw (class aws-alb, controller gateway.k8s.aws/alb) listeners 80/TCP: HTTPRoute lab/web → lab/web:80',
+    );
     expect(loop!.remedy).toContain('Gateway lab/gw: make its LB stop bringing the client address to this node');
     expect(loop!.remedy).toContain('TargetGroupConfiguration with targetType: ip');
     expect(readFileSync(html, 'utf8')).toContain('Gateway VIP');
 
     // The bundle written during the loop gives the same verdict offline.
     expect(collected.status, collected.stderr).toBe(0);
-    const offline = spawnSync(process.execPath, [CLI, 'diagnose', '--json', '--from', bundle], { encoding: 'utf8', timeout: 90_000 });
+    const offline = spawnSync(process.execPath, [CLI, 'diagnose', '--json', '--from', bundle], {
+      encoding: 'utf8',
+      timeout: 90_000,
+    });
     const fromBundle = (JSON.parse(offline.stdout) as { findings: Finding[] }).findings;
     expect(offline.status, offline.stderr).toBe(1);
-    expect(l7(fromBundle).filter((f) => f.severity === 'active').map((f) => f.summary.replace(/^\d+ request/, 'N request')), listed(fromBundle)).toEqual([
-      loop!.summary.replace(/^\d+ request/, 'N request'),
-    ]);
+    expect(
+      l7(fromBundle)
+        .filter((f) => f.severity === 'active')
+        .map((f) => f.summary.replace(/^\d+ request/, 'N request')),
+      listed(fromBundle),
+    ).toEqual([loop!.summary.replace(/^\d+ request/, 'N request')]);
   }, 150_000);
 
   it('control: the same Gateway LB connecting from its own address works, and nothing is active', async () => {

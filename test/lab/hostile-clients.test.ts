@@ -10,16 +10,16 @@
 // it ran out of descriptors (EMFILE) long before 20,000; with them it holds a few hundred whatever
 // the clients do. (In a pod the limit is the runtime's, often 1M: the caps are what bounds memory.)
 // Namespaces are cbh-*.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { shippedAgent } from '../support/shipped-agent.js';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseSamples } from '../../src/export/parse-samples.js';
 import { clusterList } from '../../src/demo/lab.js';
+import { parseSamples } from '../../src/export/parse-samples.js';
 import { isRoot, Netns } from '../support/netns.js';
+import { shippedAgent } from '../support/shipped-agent.js';
 import { until } from '../support/wait.js';
 
 const ROOT = join(import.meta.dirname, '../..');
@@ -37,7 +37,18 @@ describe.skipIf(!isRoot)('the agent under 20,000 hostile connections', () => {
   /** curl inside the namespace, not blocking this process (the evidence server is not in it, but timers are). */
   const curl = (path: string): Promise<string> =>
     new Promise((resolve) => {
-      const p = spawn('ip', ['netns', 'exec', ns.name, 'curl', '-sS', '--max-time', '5', '-w', '\n%{http_code}', `http://127.0.0.1:${PORT}${path}`]);
+      const p = spawn('ip', [
+        'netns',
+        'exec',
+        ns.name,
+        'curl',
+        '-sS',
+        '--max-time',
+        '5',
+        '-w',
+        '\n%{http_code}',
+        `http://127.0.0.1:${PORT}${path}`,
+      ]);
       let out = '';
       p.stdout.on('data', (b: Buffer) => (out += b.toString()));
       p.stderr.on('data', (b: Buffer) => (out += b.toString()));
@@ -51,7 +62,15 @@ describe.skipIf(!isRoot)('the agent under 20,000 hostile connections', () => {
       const parts: Buffer[] = [];
       s.on('error', reject);
       s.on('data', (b: Buffer) => parts.push(b));
-      s.on('end', () => resolve(Buffer.concat(parts).toString().split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>)));
+      s.on('end', () =>
+        resolve(
+          Buffer.concat(parts)
+            .toString()
+            .split('\n')
+            .filter(Boolean)
+            .map((l) => JSON.parse(l) as Record<string, unknown>),
+        ),
+      );
       s.write('{"service":"lab/web"}\n');
       setTimeout(() => (s.destroy(), reject(new Error('no evidence answer in 10 s'))), 10_000).unref();
     });
@@ -65,14 +84,31 @@ describe.skipIf(!isRoot)('the agent under 20,000 hostile connections', () => {
     writeFileSync(join(dir, 'cluster.json'), JSON.stringify(clusterList('Local')));
     // prlimit then exec: the agent's own pid is the child's.
     const shipped = shippedAgent(
-      ['--node-name', 'node1', '--cluster-file', join(dir, 'cluster.json'), '--listen', `127.0.0.1:${PORT}`, '--evidence-socket', sock(), '--capture', 'off', '--log-level', 'warn'],
+      [
+        '--node-name',
+        'node1',
+        '--cluster-file',
+        join(dir, 'cluster.json'),
+        '--listen',
+        `127.0.0.1:${PORT}`,
+        '--evidence-socket',
+        sock(),
+        '--capture',
+        'off',
+        '--log-level',
+        'warn',
+      ],
       'node1',
     );
-    agent = spawn('ip', ['netns', 'exec', ns.name, 'prlimit', '--nofile=4096:4096', '--', shipped.node, ...shipped.argv], {
-      cwd: ROOT,
-      env: shipped.env,
-      stdio: ['ignore', 'ignore', 'pipe'],
-    });
+    agent = spawn(
+      'ip',
+      ['netns', 'exec', ns.name, 'prlimit', '--nofile=4096:4096', '--', shipped.node, ...shipped.argv],
+      {
+        cwd: ROOT,
+        env: shipped.env,
+        stdio: ['ignore', 'ignore', 'pipe'],
+      },
+    );
     agent.stderr!.on('data', (b: Buffer) => (agentLog += b.toString()));
     await until('/readyz', 30_000, async () => ((await curl('/readyz')).endsWith('\n200') ? true : undefined), 300);
   }, 60_000);
@@ -85,7 +121,23 @@ describe.skipIf(!isRoot)('the agent under 20,000 hostile connections', () => {
   });
 
   const attack = (target: string, count: number, manner: string) => {
-    const p = spawn('ip', ['netns', 'exec', ns.name, 'prlimit', '--nofile=20000:20000', '--', process.execPath, join(import.meta.dirname, 'hostile-clients.mjs'), target, String(count), manner], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const p = spawn(
+      'ip',
+      [
+        'netns',
+        'exec',
+        ns.name,
+        'prlimit',
+        '--nofile=20000:20000',
+        '--',
+        process.execPath,
+        join(import.meta.dirname, 'hostile-clients.mjs'),
+        target,
+        String(count),
+        manner,
+      ],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
     const h = { p, out: '' };
     p.stdout!.on('data', (b: Buffer) => (h.out += b.toString()));
     hostile.push(h);
@@ -100,8 +152,22 @@ describe.skipIf(!isRoot)('the agent under 20,000 hostile connections', () => {
       attack(sock(), PER_PROCESS / 2, 'silent'),
       attack(sock(), PER_PROCESS / 2, 'nonreading'),
     ];
-    const stats = () => hs.map((h) => h.out.trim().split('\n').filter((l) => l.startsWith('stats')).at(-1)).join(' | ');
-    await until('20,000 hostile connections tried', 60_000, () => (hs.every((h) => /^attempted \d+/m.test(h.out)) ? true : undefined), 200).catch((e: Error) => {
+    const stats = () =>
+      hs
+        .map((h) =>
+          h.out
+            .trim()
+            .split('\n')
+            .filter((l) => l.startsWith('stats'))
+            .at(-1),
+        )
+        .join(' | ');
+    await until(
+      '20,000 hostile connections tried',
+      60_000,
+      () => (hs.every((h) => /^attempted \d+/m.test(h.out)) ? true : undefined),
+      200,
+    ).catch((e: Error) => {
       throw new Error(`${e.message}: ${stats()}`);
     });
     const checks: { healthz: string; fds: number }[] = [];
@@ -113,7 +179,11 @@ describe.skipIf(!isRoot)('the agent under 20,000 hostile connections', () => {
     }
     const metrics = await curl('/metrics');
     expect(metrics).toMatch(/\n200$/);
-    const up = Object.fromEntries(parseSamples(metrics.replace(/\n200$/, '')).filter((s) => s.name === 'clbprobe_source_up').map((s) => [s.labels.source, s.value]));
+    const up = Object.fromEntries(
+      parseSamples(metrics.replace(/\n200$/, ''))
+        .filter((s) => s.name === 'clbprobe_source_up')
+        .map((s) => [s.labels.source, s.value]),
+    );
     expect(up).toMatchObject({ addresses: 1, conntrack: 1, nat: 1, cluster: 1 });
     const answer = await evidence();
     expect(answer[0]).toMatchObject({ type: 'service', node: 'node1' });

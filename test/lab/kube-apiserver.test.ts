@@ -21,16 +21,16 @@ import { Writable } from 'node:stream';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadClusterFile } from '../../src/cluster/file.js';
-import type { ClusterView } from '../../src/cluster/types.js';
-import { ApiError, KubeApi } from '../../src/cluster/kube-api.js';
+import { type ApiError, KubeApi } from '../../src/cluster/kube-api.js';
 import { loadApiTarget } from '../../src/cluster/kube-config.js';
 import { Reflector } from '../../src/cluster/reflector.js';
+import type { ClusterView } from '../../src/cluster/types.js';
 import { ClusterWatch } from '../../src/cluster/watch.js';
-import { LAB, clusterList } from '../../src/demo/lab.js';
-import { startControlPlane, type AuditEvent, type ControlPlane } from '../support/kube-control-plane.js';
+import { clusterList, LAB } from '../../src/demo/lab.js';
+import { type AuditEvent, type ControlPlane, startControlPlane } from '../support/kube-control-plane.js';
 import { createList, createObject } from '../support/kube-objects.js';
 import { isRoot } from '../support/netns.js';
-import { relay, type Relay } from '../support/relay.js';
+import { type Relay, relay } from '../support/relay.js';
 import { freePort, until } from '../support/wait.js';
 
 const DEPLOY = join(import.meta.dirname, '../../deploy');
@@ -83,7 +83,12 @@ describe.skipIf(!isRoot)('cluster watch against a real kube-apiserver v1.20.2 wi
       expect(list.status, `GET ${path}`).toBe(200);
     }
     for (const path of allowed.slice(0, 5)) {
-      const w = await cp.request('GET', `${path}${path.includes('?') ? '&' : '?'}watch=1&timeoutSeconds=1`, undefined, 'clbprobe');
+      const w = await cp.request(
+        'GET',
+        `${path}${path.includes('?') ? '&' : '?'}watch=1&timeoutSeconds=1`,
+        undefined,
+        'clbprobe',
+      );
       expect(w.status, `watch ${path}`).toBe(200);
     }
     const refused: [string, string, unknown?][] = [
@@ -94,16 +99,28 @@ describe.skipIf(!isRoot)('cluster watch against a real kube-apiserver v1.20.2 wi
       ['GET', '/api/v1/endpoints'],
       ['GET', '/api/v1/namespaces'],
       ['GET', '/api/v1/namespaces/lab/pods/web-0/exec?command=true'],
-      ['POST', '/api/v1/namespaces/lab/services', { apiVersion: 'v1', kind: 'Service', metadata: { name: 'x' }, spec: { ports: [{ port: 1 }] } }],
+      [
+        'POST',
+        '/api/v1/namespaces/lab/services',
+        { apiVersion: 'v1', kind: 'Service', metadata: { name: 'x' }, spec: { ports: [{ port: 1 }] } },
+      ],
       ['DELETE', '/api/v1/namespaces/lab/services/web'],
       ['PATCH', '/api/v1/namespaces/lab/services/web', { metadata: { labels: { a: 'b' } } }],
       ['PATCH', '/api/v1/namespaces/lab/services/web/status', { status: {} }],
       ['DELETE', '/api/v1/nodes/node1'],
       ['PATCH', '/api/v1/nodes/node1', { metadata: { labels: { a: 'b' } } }],
-      ['POST', '/apis/discovery.k8s.io/v1beta1/namespaces/lab/endpointslices', { metadata: { name: 'x' }, addressType: 'IPv4', endpoints: [] }],
+      [
+        'POST',
+        '/apis/discovery.k8s.io/v1beta1/namespaces/lab/endpointslices',
+        { metadata: { name: 'x' }, addressType: 'IPv4', endpoints: [] },
+      ],
       ['DELETE', '/apis/networking.k8s.io/v1/namespaces/lab/ingresses/x'],
       ['GET', '/apis/rbac.authorization.k8s.io/v1/clusterroles'],
-      ['POST', '/api/v1/namespaces/clbprobe/serviceaccounts/clbprobe/token', { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: {} }],
+      [
+        'POST',
+        '/api/v1/namespaces/clbprobe/serviceaccounts/clbprobe/token',
+        { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: {} },
+      ],
     ];
     for (const [method, path, body] of refused) {
       const r = await cp.request(method, path, body, 'clbprobe');
@@ -134,7 +151,9 @@ describe.skipIf(!isRoot)('cluster watch against a real kube-apiserver v1.20.2 wi
     watch.start();
     const v = await Promise.race([
       watch.synced(),
-      new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`not synced in 30 s: ${watch!.status().reason}`)), 30_000)),
+      new Promise<never>((_, reject) =>
+        setTimeout(() => reject(new Error(`not synced in 30 s: ${watch!.status().reason}`)), 30_000),
+      ),
     ]);
     expect(v.fresh).toBe(true);
     expect(watch.status()).toMatchObject({ source: 'cluster', available: true });
@@ -142,10 +161,17 @@ describe.skipIf(!isRoot)('cluster watch against a real kube-apiserver v1.20.2 wi
     expect(logText).toContain(NOTE);
     expect(v.node?.name).toBe(LAB.node1Name);
     const svc = web(v);
-    expect(svc).toMatchObject({ type: 'LoadBalancer', externalTrafficPolicy: 'Local', nodePort: LAB.nodePort, clusterIPs: [LAB.clusterIp] });
+    expect(svc).toMatchObject({
+      type: 'LoadBalancer',
+      externalTrafficPolicy: 'Local',
+      nodePort: LAB.nodePort,
+      clusterIPs: [LAB.clusterIp],
+    });
     // 1.20 has no ipMode: the address is a VIP, as kube-proxy 1.20 treats every LB IP.
     expect(svc?.lbIngress).toEqual([{ ip: LAB.vip, ipMode: 'VIP' }]);
-    expect(svc?.endpoints).toEqual([expect.objectContaining({ address: LAB.serverPod, nodeName: LAB.node1Name, local: true, ready: true })]);
+    expect(svc?.endpoints).toEqual([
+      expect.objectContaining({ address: LAB.serverPod, nodeName: LAB.node1Name, local: true, ready: true }),
+    ]);
     expect(svc?.endpointPorts).toBe(LAB.serverPort);
   });
 
@@ -168,15 +194,27 @@ describe.skipIf(!isRoot)('cluster watch against a real kube-apiserver v1.20.2 wi
 
     // 1. The server goes away: the view is kept, marked stale, with the reason.
     await cp.stopApiServer();
-    const down = await until('the cluster source down', 20_000, () => (w.status().available ? undefined : w.status()), 100);
-    expect(down.reason).toMatch(/^API unavailable, showing the last good view: .*(connection to the API server lost|ECONNREFUSED|ECONNRESET|socket hang up)/);
+    const down = await until(
+      'the cluster source down',
+      20_000,
+      () => (w.status().available ? undefined : w.status()),
+      100,
+    );
+    expect(down.reason).toMatch(
+      /^API unavailable, showing the last good view: .*(connection to the API server lost|ECONNREFUSED|ECONNRESET|socket hang up)/,
+    );
     expect(web(w.view())?.externalTrafficPolicy).toBe('Local');
 
     // 2. While the watcher cannot reach it, the server comes back and the cluster changes; then the
     //    server restarts once more, so its new watch cache begins after those changes.
     apiRelay!.close();
     await cp.startApiServer();
-    type Svc = { kind: string; metadata: { name: string }; spec: { clusterIP?: string; clusterIPs?: string[]; ports: { nodePort?: number }[] }; status?: unknown };
+    type Svc = {
+      kind: string;
+      metadata: { name: string };
+      spec: { clusterIP?: string; clusterIPs?: string[]; ports: { nodePort?: number }[] };
+      status?: unknown;
+    };
     const svc = (clusterList('Cluster') as { items: Svc[] }).items.find((i) => i.kind === 'Service')!;
     svc.metadata.name = 'web2';
     // The API server allocates its own (web holds the lab's).
@@ -185,11 +223,18 @@ describe.skipIf(!isRoot)('cluster watch against a real kube-apiserver v1.20.2 wi
     for (const p of svc.spec.ports) delete p.nodePort;
     svc.status = { loadBalancer: { ingress: [{ ip: '10.0.100.102' }] } };
     await createObject(cp, svc as unknown as Record<string, unknown>);
-    const patched = await cp.request('PATCH', '/api/v1/namespaces/lab/services/web', { spec: { externalTrafficPolicy: 'Cluster' } });
+    const patched = await cp.request('PATCH', '/api/v1/namespaces/lab/services/web', {
+      spec: { externalTrafficPolicy: 'Cluster' },
+    });
     expect(patched.status).toBe(200);
     await cp.restartApiServer();
     // The restarted server answers a watch from the old version with the real 410 (as an ERROR event).
-    const expired = await cp.request('GET', `/api/v1/services?watch=1&timeoutSeconds=2&resourceVersion=${oldRv}`, undefined, 'clbprobe');
+    const expired = await cp.request(
+      'GET',
+      `/api/v1/services?watch=1&timeoutSeconds=2&resourceVersion=${oldRv}`,
+      undefined,
+      'clbprobe',
+    );
     // One event line: the answer parses as that one object.
     expect(expired.status).toBe(200);
     expect(expired.body).toMatchObject({ type: 'ERROR', object: { kind: 'Status', code: 410, reason: 'Expired' } });
@@ -199,10 +244,19 @@ describe.skipIf(!isRoot)('cluster watch against a real kube-apiserver v1.20.2 wi
     const auditFrom = cp.audit().length;
     const t0 = Date.now();
     await openRelay();
-    const fresh = await until('the cluster view fresh again, with the changes', 30_000, () => {
-      const v = w.view();
-      return w.status().available && v.services.some((s) => s.name === 'web2') && web(v)?.externalTrafficPolicy === 'Cluster' ? v : undefined;
-    }, 100);
+    const fresh = await until(
+      'the cluster view fresh again, with the changes',
+      30_000,
+      () => {
+        const v = w.view();
+        return w.status().available &&
+          v.services.some((s) => s.name === 'web2') &&
+          web(v)?.externalTrafficPolicy === 'Cluster'
+          ? v
+          : undefined;
+      },
+      100,
+    );
     const recoverMs = Date.now() - t0;
     expect(recoverMs).toBeLessThan(15_000);
     expect(fresh.fresh).toBe(true);
@@ -213,12 +267,19 @@ describe.skipIf(!isRoot)('cluster watch against a real kube-apiserver v1.20.2 wi
     const mine = (e: AuditEvent) => e.user.username === 'system:serviceaccount:clbprobe:clbprobe';
     const after = cp.audit().slice(auditFrom).filter(mine);
     const lists = after.filter((e) => e.verb === 'list').map((e) => e.requestURI.split('?')[0]);
-    expect(lists.sort()).toEqual(['/api/v1/nodes', '/api/v1/services', '/apis/discovery.k8s.io/v1beta1/endpointslices', '/apis/networking.k8s.io/v1/ingresses']);
+    expect(lists.sort()).toEqual([
+      '/api/v1/nodes',
+      '/api/v1/services',
+      '/apis/discovery.k8s.io/v1beta1/endpointslices',
+      '/apis/networking.k8s.io/v1/ingresses',
+    ]);
     // The completed watches are the ones that got the 410 (at most one per collection); the watches
     // from the new version are still open, so not yet in the log as complete.
     const watches = after.filter((e) => e.verb === 'watch');
     expect(watches.length).toBeLessThanOrEqual(4);
-    console.log(`cluster view fresh ${recoverMs} ms after the API server became reachable; ${after.length} requests by the watcher since (${lists.length} lists, ${watches.length} watches)`);
+    console.log(
+      `cluster view fresh ${recoverMs} ms after the API server became reachable; ${after.length} requests by the watcher since (${lists.length} lists, ${watches.length} watches)`,
+    );
   }, 240_000);
 
   it('etcd compacted between two pages of a list: the real 410 on the continue token, the list starts over, once', async () => {
@@ -230,7 +291,9 @@ describe.skipIf(!isRoot)('cluster watch against a real kube-apiserver v1.20.2 wi
     };
     const compactNow = async (): Promise<void> => {
       // One write first, so the revision the first page was read at is older than the compaction.
-      await cp.request('PATCH', '/api/v1/namespaces/lab/services/web', { metadata: { labels: { compacted: String(Date.now()) } } });
+      await cp.request('PATCH', '/api/v1/namespaces/lab/services/web', {
+        metadata: { labels: { compacted: String(Date.now()) } },
+      });
       const { header } = await etcd('kv/range', { key: Buffer.from('/').toString('base64') });
       await etcd('kv/compaction', { revision: header.revision, physical: true });
     };
@@ -267,19 +330,28 @@ describe.skipIf(!isRoot)('cluster watch against a real kube-apiserver v1.20.2 wi
     const reasonsSeen = new Set<string | undefined>();
     const running = r.run();
     try {
-      await until('listed', 30_000, () => {
-        reasonsSeen.add(r.health().reason);
-        return r.health().synced ? true : undefined;
-      }, 20);
+      await until(
+        'listed',
+        30_000,
+        () => {
+          reasonsSeen.add(r.health().reason);
+          return r.health().synced ? true : undefined;
+        },
+        20,
+      );
     } finally {
       r.stop();
       await running;
     }
     // Page 1, then the continue token from before the compaction: 410 Expired from the real server.
     expect(pages[0]).toBe('first 200');
-    expect(pages[1]).toMatch(/^continue 410 GET \/api\/v1\/services: 410 Expired: The provided continue parameter is too old/);
+    expect(pages[1]).toMatch(
+      /^continue 410 GET \/api\/v1\/services: 410 Expired: The provided continue parameter is too old/,
+    );
     // Then one whole list again, page by page, and no failure reported for it.
-    expect(pages.slice(2)).toEqual(Array.from({ length: services.items.length }, (_, i) => (i === 0 ? 'first 200' : 'continue 200')));
+    expect(pages.slice(2)).toEqual(
+      Array.from({ length: services.items.length }, (_, i) => (i === 0 ? 'first 200' : 'continue 200')),
+    );
     expect(r.health()).toMatchObject({ synced: true, healthy: true });
     // No failure reported on the way: starting over is part of listing.
     expect([...reasonsSeen]).toEqual(['not listed yet', undefined]);

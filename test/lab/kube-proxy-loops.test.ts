@@ -21,9 +21,9 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LAB } from '../../src/demo/lab.js';
 import type { Finding } from '../../src/detect/types.js';
-import { startDns, type DnsServer } from '../support/dns-lab.js';
-import { CLI, createKubeLab, startIngressLb, type IngressLb, type KubeLab } from '../support/kube-lab.js';
-import { startControlPlane, type ControlPlane } from '../support/kube-control-plane.js';
+import { type DnsServer, startDns } from '../support/dns-lab.js';
+import { type ControlPlane, startControlPlane } from '../support/kube-control-plane.js';
+import { CLI, createKubeLab, type IngressLb, type KubeLab, startIngressLb } from '../support/kube-lab.js';
 import { kubeCacheReady } from '../support/kube-proxy.js';
 import { isRoot } from '../support/netns.js';
 import { sleep } from '../support/wait.js';
@@ -40,8 +40,10 @@ if (isRoot && !ready) {
   );
 }
 
-const active = (fs: Finding[]): string[] => fs.filter((f) => f.severity === 'active').map((f) => `${f.mechanism}: ${f.summary}`);
-const of = (fs: Finding[], mechanism: string): Finding[] => fs.filter((f) => f.mechanism === mechanism && f.service.name === 'web');
+const active = (fs: Finding[]): string[] =>
+  fs.filter((f) => f.severity === 'active').map((f) => `${f.mechanism}: ${f.summary}`);
+const of = (fs: Finding[], mechanism: string): Finding[] =>
+  fs.filter((f) => f.mechanism === mechanism && f.service.name === 'web');
 
 describe.skipIf(!isRoot || !ready)('loops on real kube-proxy v1.20.2 rules (iptables mode, real API server)', () => {
   let cp: ControlPlane | undefined;
@@ -80,7 +82,9 @@ describe.skipIf(!isRoot || !ready)('loops on real kube-proxy v1.20.2 rules (ipta
 
   it('VIP-mode LB IP, ETP=Local: kube-proxy short-circuits the pod to the server pod on the node; clbprobe says no loop and why', async () => {
     const save = k.kubeProxy.save();
-    expect(save).toMatch(/-A KUBE-XLB-\w+ -s 10\.244\.0\.0\/16 -m comment --comment "Redirect pods trying to reach external loadbalancer VIP to clusterIP" -j KUBE-SVC-/);
+    expect(save).toMatch(
+      /-A KUBE-XLB-\w+ -s 10\.244\.0\.0\/16 -m comment --comment "Redirect pods trying to reach external loadbalancer VIP to clusterIP" -j KUBE-SVC-/,
+    );
     expect(await k.connect(LAB.vip, LAB.port, 2000)).toBe('connected server-pod');
     const d = k.diagnose(k.writeClusterFile(join(dir, 'vip-local.json')));
     expect(active(d.findings)).toEqual([]);
@@ -90,19 +94,29 @@ describe.skipIf(!isRoot || !ready)('loops on real kube-proxy v1.20.2 rules (ipta
     // The rule that short-circuits the pod is the evidence, read from the real kube-proxy's rules.
     const l4 = of(d.findings, 'L4-loop');
     expect(l4.every((f) => f.severity !== 'active')).toBe(true);
-    expect(JSON.stringify(d.findings)).toContain('Redirect pods trying to reach external loadbalancer VIP to clusterIP');
+    expect(JSON.stringify(d.findings)).toContain(
+      'Redirect pods trying to reach external loadbalancer VIP to clusterIP',
+    );
   }, 120_000);
 
   it('VIP-mode LB IP, ETP=Cluster: masquerade + service chain on the node; no loop', async () => {
-    await k.patchService({ spec: { externalTrafficPolicy: 'Cluster' } }, 'ETP=Cluster rules', (s) => !s.includes(':KUBE-XLB-') && /-A KUBE-FW-\w+ .*-j KUBE-MARK-MASQ/.test(s));
+    await k.patchService(
+      { spec: { externalTrafficPolicy: 'Cluster' } },
+      'ETP=Cluster rules',
+      (s) => !s.includes(':KUBE-XLB-') && /-A KUBE-FW-\w+ .*-j KUBE-MARK-MASQ/.test(s),
+    );
     try {
       expect(await k.connect(LAB.vip, LAB.port, 2000)).toBe('connected server-pod');
       const d = k.diagnose(k.writeClusterFile(join(dir, 'vip-cluster.json')));
       expect(active(d.findings)).toEqual([]);
       expect(d.status, d.stderr).toBe(0);
-      expect(of(d.findings, 'proxy-mode')[0]?.summary).toContain('kube-proxy iptables mode: LB IPs are handled by NAT rules on the node');
+      expect(of(d.findings, 'proxy-mode')[0]?.summary).toContain(
+        'kube-proxy iptables mode: LB IPs are handled by NAT rules on the node',
+      );
     } finally {
-      await k.patchService({ spec: { externalTrafficPolicy: 'Local' } }, 'ETP=Local rules again', (s) => s.includes(':KUBE-XLB-'));
+      await k.patchService({ spec: { externalTrafficPolicy: 'Local' } }, 'ETP=Local rules again', (s) =>
+        s.includes(':KUBE-XLB-'),
+      );
     }
   }, 120_000);
 
@@ -151,9 +165,15 @@ describe.skipIf(!isRoot || !ready)('loops on real kube-proxy v1.20.2 rules (ipta
       'annotation',
       () => true,
     );
-    const save = await k.setLbIngress([{ hostname: NAME }], 'no LB-IP rule for the hostname-only LB', (s) => !s.includes('loadbalancer IP'));
+    const save = await k.setLbIngress(
+      [{ hostname: NAME }],
+      'no LB-IP rule for the hostname-only LB',
+      (s) => !s.includes('loadbalancer IP'),
+    );
     // Still the NodePort and the local-endpoint chain (ETP=Local).
-    expect(save).toMatch(/-A KUBE-NODEPORTS -p tcp -m comment --comment "lab\/web:http" -m tcp --dport 30080 -j KUBE-XLB-/);
+    expect(save).toMatch(
+      /-A KUBE-NODEPORTS -p tcp -m comment --comment "lab\/web:http" -m tcp --dport 30080 -j KUBE-XLB-/,
+    );
     k.lab.node.run('conntrack', '-F');
     // Diagnosed while the client still retries its SYN, so the loop's conntrack entries are fresh.
     const clusterFile = k.writeClusterFile(join(dir, 'hostname.json'));
@@ -172,7 +192,13 @@ describe.skipIf(!isRoot || !ready)('loops on real kube-proxy v1.20.2 rules (ipta
     k.lab.lb.sh('iptables -t nat -A POSTROUTING -o n1 -j MASQUERADE');
     k.lab.node.run('conntrack', '-F');
     await k.patchService(
-      { metadata: { annotations: { 'service.beta.kubernetes.io/aws-load-balancer-target-group-attributes': 'preserve_client_ip.enabled=false' } } },
+      {
+        metadata: {
+          annotations: {
+            'service.beta.kubernetes.io/aws-load-balancer-target-group-attributes': 'preserve_client_ip.enabled=false',
+          },
+        },
+      },
       'annotation',
       () => true,
     );

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Finding } from '../../src/detect/types.js';
 import { localRoutes } from '../../src/source/local-routes.js';
-import { Netns, isRoot } from '../support/netns.js';
+import { isRoot, Netns } from '../support/netns.js';
 
 const ROOT = join(import.meta.dirname, '../..');
 const CLI = join(ROOT, 'dist/src/cli/main.js');
@@ -69,10 +69,26 @@ describe.skipIf(!isRoot)('local routes of a cloud guest agent (real kernel, name
 
   it('compiled diagnose in the namespace: the route is reported as the guest agent’s, not as a binding', () => {
     expect(existsSync(CLI), `${CLI}: run npm run build first`).toBe(true);
-    const r = spawnSync('ip', ['netns', 'exec', ns.name, process.execPath, CLI, 'diagnose', '--json', '--cluster-file', CLUSTER, '--node-name', 'node-a'], {
-      encoding: 'utf8',
-      timeout: 60_000,
-    });
+    const r = spawnSync(
+      'ip',
+      [
+        'netns',
+        'exec',
+        ns.name,
+        process.execPath,
+        CLI,
+        'diagnose',
+        '--json',
+        '--cluster-file',
+        CLUSTER,
+        '--node-name',
+        'node-a',
+      ],
+      {
+        encoding: 'utf8',
+        timeout: 60_000,
+      },
+    );
     expect(r.stdout, r.stderr).not.toBe('');
     const { findings } = JSON.parse(r.stdout) as { findings: Finding[] };
     const of = (m: string, svc: string) => findings.filter((f) => f.mechanism === m && f.service.name === svc);

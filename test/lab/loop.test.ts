@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Finding } from '../../src/detect/types.js';
-import { LAB, createLoopLab, type LoopLab } from '../support/lab.js';
+import { createLoopLab, LAB, type LoopLab } from '../support/lab.js';
 import { isRoot } from '../support/netns.js';
 
 const CLI = join(import.meta.dirname, '../../dist/src/cli/main.js');
@@ -26,10 +26,24 @@ interface Run {
 function diagnose(lab: LoopLab, clusterFile: string): Run {
   const r = spawnSync(
     'ip',
-    ['netns', 'exec', lab.node.name, process.execPath, CLI, 'diagnose', '--json', '--cluster-file', clusterFile, '--node-name', LAB.node1Name],
+    [
+      'netns',
+      'exec',
+      lab.node.name,
+      process.execPath,
+      CLI,
+      'diagnose',
+      '--json',
+      '--cluster-file',
+      clusterFile,
+      '--node-name',
+      LAB.node1Name,
+    ],
     { encoding: 'utf8', timeout: 30_000 },
   );
-  const out = r.stdout ? (JSON.parse(r.stdout) as { findings: Finding[]; warnings: string[] }) : { findings: [], warnings: [] };
+  const out = r.stdout
+    ? (JSON.parse(r.stdout) as { findings: Finding[]; warnings: string[] })
+    : { findings: [], warnings: [] };
   return { status: r.status, ...out, stderr: r.stderr };
 }
 
@@ -62,7 +76,9 @@ describe.skipIf(!isRoot)('L4 loop in a namespace lab (real kernel, compiled CLI)
       const outbound = loop!.evidence.find((e) => e.startsWith('conntrack outbound:'));
       const back = loop!.evidence.find((e) => e.startsWith('conntrack return leg'));
       expect(outbound).toMatch(
-        new RegExp(`tcp +6 \\d+ SYN_SENT src=${LAB.clientPod} dst=${LAB.vip} sport=(\\d+) dport=${LAB.port} \\[UNREPLIED\\]`),
+        new RegExp(
+          `tcp +6 \\d+ SYN_SENT src=${LAB.clientPod} dst=${LAB.vip} sport=(\\d+) dport=${LAB.port} \\[UNREPLIED\\]`,
+        ),
       );
       const sport = /sport=(\d+)/.exec(outbound!)![1];
       expect(back).toContain(`src=${LAB.clientPod} dst=${LAB.node1} sport=${sport} dport=${LAB.nodePort}`);
@@ -75,16 +91,35 @@ describe.skipIf(!isRoot)('L4 loop in a namespace lab (real kernel, compiled CLI)
       expect(await lab.connect(2000)).toBe('timeout');
       const bundle = join(dir, 'bundle');
       const clusterFile = lab.writeClusterFile(dir);
-      const c = spawnSync(process.execPath, [CLI, 'collect', '--netns', lab.node.name, '--out', bundle, '--cluster-file', clusterFile,
-        '--node-name', LAB.node1Name], { encoding: 'utf8', timeout: 60_000 });
+      const c = spawnSync(
+        process.execPath,
+        [
+          CLI,
+          'collect',
+          '--netns',
+          lab.node.name,
+          '--out',
+          bundle,
+          '--cluster-file',
+          clusterFile,
+          '--node-name',
+          LAB.node1Name,
+        ],
+        { encoding: 'utf8', timeout: 60_000 },
+      );
       expect(c.status, c.stderr).toBe(0);
       // Read in the root namespace: only files are used, nothing of this machine.
-      const r = spawnSync(process.execPath, [CLI, 'diagnose', '--json', '--from', bundle], { encoding: 'utf8', timeout: 30_000 });
+      const r = spawnSync(process.execPath, [CLI, 'diagnose', '--json', '--from', bundle], {
+        encoding: 'utf8',
+        timeout: 30_000,
+      });
       expect(r.status, r.stderr).toBe(1);
       const out = JSON.parse(r.stdout) as { findings: Finding[] };
       const [loop] = l4Active(out.findings);
       expect(loop!.service).toEqual({ namespace: 'lab', name: 'web' });
-      expect(loop!.evidence.some((e) => e.includes(`dst=${LAB.node1} `) && e.includes(`dport=${LAB.nodePort}`))).toBe(true);
+      expect(loop!.evidence.some((e) => e.includes(`dst=${LAB.node1} `) && e.includes(`dport=${LAB.nodePort}`))).toBe(
+        true,
+      );
     });
   });
 

@@ -3,13 +3,13 @@
 // (docs/metrics.md). The agent runs as the DaemonSet runs it (image Node, node flags, env, bundle),
 // with eBPF counters on a veth uplink and 100k conntrack entries of which 1,000 go to 50 VIPs.
 // Namespaces are cbc-*.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BENCH_NODE, syntheticCluster } from '../../bench/agent-cluster.js';
-import { fill, raiseConntrackMax, type Destination } from '../../bench/conntrack-dump.js';
+import { type Destination, fill, raiseConntrackMax } from '../../bench/conntrack-dump.js';
 import { Netns, vethPair } from '../../src/demo/netns.js';
 import { parseSamples, type Sample } from '../../src/export/parse-samples.js';
 import { isRoot } from '../support/netns.js';
@@ -52,20 +52,43 @@ describe.skipIf(!isRoot)('the shipped agent at 5,000 LB Services: memory ceiling
     writeFileSync(join(dir, 'cluster.json'), JSON.stringify(cluster.list));
     cleanups.push(raiseConntrackMax(ENTRIES + 10_000));
     const vips = cluster.tcpVipPorts.slice(0, ACTIVE_VIPS);
-    const toVip: Destination = (i) => ({ dst: Buffer.from(vips[i % vips.length]!.vip.split('.').map(Number)), dport: vips[i % vips.length]!.port });
+    const toVip: Destination = (i) => ({
+      dst: Buffer.from(vips[i % vips.length]!.vip.split('.').map(Number)),
+      dport: vips[i % vips.length]!.port,
+    });
     const unrelated = ENTRIES - VIP_ENTRIES;
     fill(node.path, ENTRIES, (i) => (i < unrelated ? { dst: Buffer.from([10, 200, 0, 1]), dport: 80 } : toVip(i)));
     const port = await freePort();
     metricsUrl = `http://127.0.0.1:${port}/metrics`;
     const shipped = shippedAgent(
-      ['--cluster-file', join(dir, 'cluster.json'), '--node-name', BENCH_NODE.name, '--netns', node.name, '--interface', 'eth0',
-        '--capture', 'ebpf', '--listen', `127.0.0.1:${port}`, '--evidence-socket', join(dir, 'ev.sock')],
+      [
+        '--cluster-file',
+        join(dir, 'cluster.json'),
+        '--node-name',
+        BENCH_NODE.name,
+        '--netns',
+        node.name,
+        '--interface',
+        'eth0',
+        '--capture',
+        'ebpf',
+        '--listen',
+        `127.0.0.1:${port}`,
+        '--evidence-socket',
+        join(dir, 'ev.sock'),
+      ],
       BENCH_NODE.name,
     );
     agent = spawn(shipped.node, shipped.argv, { env: shipped.env, stdio: ['ignore', 'ignore', 'pipe'] });
     agent.stderr!.on('data', (b: Buffer) => (stderr += b));
     cleanups.push(() => agent?.kill('SIGKILL'));
-    await until('/readyz', 90_000, async () => ((await fetch(metricsUrl.replace('/metrics', '/readyz')).catch(() => undefined))?.ok ? true : undefined), 250);
+    await until(
+      '/readyz',
+      90_000,
+      async () =>
+        (await fetch(metricsUrl.replace('/metrics', '/readyz')).catch(() => undefined))?.ok ? true : undefined,
+      250,
+    );
   }, 180_000);
 
   afterAll(() => {
@@ -76,7 +99,9 @@ describe.skipIf(!isRoot)('the shipped agent at 5,000 LB Services: memory ceiling
     const s = await scrape();
     const followed = s.find((x) => x.name === 'clbprobe_service_ports_followed')?.value;
     expect(followed, stderr.slice(-2000)).toBeGreaterThanOrEqual(SERVICES);
-    const ports = new Set(s.filter((x) => x.labels.service).map((x) => `${x.labels.namespace}/${x.labels.service}:${x.labels.port}`));
+    const ports = new Set(
+      s.filter((x) => x.labels.service).map((x) => `${x.labels.namespace}/${x.labels.service}:${x.labels.port}`),
+    );
     expect(ports.size).toBe(ACTIVE_VIPS);
     const perService = s.filter((x) => x.labels.service).length;
     const constant = s.length - perService;

@@ -9,7 +9,7 @@ import { parseIpsetSave } from '../../src/kernel/nat/ipset.js';
 import { kubeNatFacts } from '../../src/kernel/nat/kube.js';
 import { readNat } from '../../src/kernel/nat/read.js';
 import type { IpsetDump, IptablesDump } from '../../src/kernel/nat/types.js';
-import { Netns, isRoot } from '../support/netns.js';
+import { isRoot, Netns } from '../support/netns.js';
 import { fixture, parseFixture } from '../unit/nat/fixtures.js';
 
 const OLD = 'iptables-1.21-legacy.v4.save';
@@ -29,7 +29,11 @@ function restore(ns: Netns, cmd: string, input: string, ...args: string[]): void
 /** Tables with their chains and rules as (chain, spec), in order: what must survive the round trip. */
 function rulesOf(d: IptablesDump | undefined) {
   return (d?.tables ?? [])
-    .map((t) => ({ table: t.name, chains: t.chains.map((c) => c.name).sort(), rules: t.rules.map((r) => `${r.chain} ${r.spec}`) }))
+    .map((t) => ({
+      table: t.name,
+      chains: t.chains.map((c) => c.name).sort(),
+      rules: t.rules.map((r) => `${r.chain} ${r.spec}`),
+    }))
     .sort((a, b) => a.table.localeCompare(b.table));
 }
 
@@ -43,7 +47,10 @@ function setsOf(d: IpsetDump | undefined) {
     .sort((a, b) => a.name.localeCompare(b.name));
 }
 
-if (!isRoot) console.warn('test/lab/nat.test.ts: skipped, needs root (creates network namespaces and loads iptables rules into them)');
+if (!isRoot)
+  console.warn(
+    'test/lab/nat.test.ts: skipped, needs root (creates network namespaces and loads iptables rules into them)',
+  );
 
 describe.skipIf(!isRoot)('readNat on a real kernel (both xtables backends, ipset; needs root)', () => {
   const made: Netns[] = [];
@@ -75,7 +82,9 @@ describe.skipIf(!isRoot)('readNat on a real kernel (both xtables backends, ipset
       ['192.0.2.30', 'Cluster', 'exempt'],
       ['2001:db8:1b::20', 'Local', 'exempt'],
     ]);
-    expect(facts.loadBalancers[1]!.evidence[0]).toMatch(/^iptables-nft-save:\d+: -A KUBE-SERVICES -d 192\.0\.2\.20\/32 /);
+    expect(facts.loadBalancers[1]!.evidence[0]).toMatch(
+      /^iptables-nft-save:\d+: -A KUBE-SERVICES -d 192\.0\.2\.20\/32 /,
+    );
   });
 
   it('1.21 rules in legacy, a few rules in nft: picks legacy and returns exactly the restored rules', async () => {
@@ -101,7 +110,12 @@ describe.skipIf(!isRoot)('readNat on a real kernel (both xtables backends, ipset
     expect(again).toEqual({ sources: [], digest: first.digest, unchanged: true });
     // The agent's read digests the output a line at a time as it streams: the same digest.
     expect(await readNat({ netns: ns.name, factsOnly: true, unchangedSince: first.digest })).toEqual(again);
-    restore(ns, 'iptables-legacy-restore', '*nat\n-A KUBE-SERVICES -d 10.96.0.99/32 -p tcp -m tcp --dport 80 -j ACCEPT\nCOMMIT\n', '--noflush');
+    restore(
+      ns,
+      'iptables-legacy-restore',
+      '*nat\n-A KUBE-SERVICES -d 10.96.0.99/32 -p tcp -m tcp --dport 80 -j ACCEPT\nCOMMIT\n',
+      '--noflush',
+    );
     const changed = await readNat({ netns: ns.name, unchangedSince: first.digest });
     expect(changed.unchanged).toBeUndefined();
     expect(changed.digest).not.toBe(first.digest);
@@ -148,14 +162,18 @@ describe.skipIf(!isRoot)('readNat on a real kernel (both xtables backends, ipset
 
   it('the same rules in both backends with no kubelet chain anywhere: more rule lines win', async () => {
     const ns = netns();
-    const noHint = fixture(OLD).replace(/^:KUBE-KUBELET-CANARY .*\n/gm, '').replace(/^-A KUBE-KUBELET-CANARY .*\n/gm, '');
+    const noHint = fixture(OLD)
+      .replace(/^:KUBE-KUBELET-CANARY .*\n/gm, '')
+      .replace(/^-A KUBE-KUBELET-CANARY .*\n/gm, '');
     restore(ns, 'iptables-legacy-restore', noHint);
     restore(ns, 'iptables-nft-restore', PLAIN);
     const { nat } = await readNat({ netns: ns.name });
     expect(nat!.backend).toBe('nft');
     expect(nat!.backendChoice.reason).toMatch(/^no kubelet hint chain; nft holds more rules: legacy 75 rule lines/);
     // The legacy side still holds kube-proxy's rules: the snapshot says so.
-    expect(nat!.warnings).toEqual(['the legacy backend also holds 65 KUBE-* rule lines (stale rules from an earlier kube-proxy?)']);
+    expect(nat!.warnings).toEqual([
+      'the legacy backend also holds 65 KUBE-* rule lines (stale rules from an earlier kube-proxy?)',
+    ]);
   });
 
   it('an output over the bound makes the source unavailable with a reason that says so, the ipsets still read', async () => {
@@ -166,7 +184,8 @@ describe.skipIf(!isRoot)('readNat on a real kernel (both xtables backends, ipset
     expect(sources[0]).toMatchObject({
       source: 'nat',
       available: false,
-      reason: 'iptables-nft-save: printed more than 4096 bytes (the bound on what the NAT reader keeps); stopped reading it',
+      reason:
+        'iptables-nft-save: printed more than 4096 bytes (the bound on what the NAT reader keeps); stopped reading it',
     });
     expect(sources[1]).toMatchObject({ source: 'ipset', available: true });
   });
@@ -174,14 +193,27 @@ describe.skipIf(!isRoot)('readNat on a real kernel (both xtables backends, ipset
   it('reports a namespace that does not exist, and a missing privilege, in one line each', async () => {
     const missing = await readNat({ netns: 'cbn-nat-does-not-exist' });
     expect(missing.nat).toBeUndefined();
-    expect(missing.sources[0]!.reason).toMatch(/^iptables-nft-save: Cannot open network namespace "cbn-nat-does-not-exist"/);
+    expect(missing.sources[0]!.reason).toMatch(
+      /^iptables-nft-save: Cannot open network namespace "cbn-nat-does-not-exist"/,
+    );
 
     const ns = netns();
     const reader = fileURLToPath(new URL('../../src/kernel/nat/read.ts', import.meta.url));
     const script = `import { readNat } from ${JSON.stringify(reader)}; process.stdout.write(JSON.stringify(await readNat({ netns: process.argv[1] })));`;
     const r = spawnSync(
       'setpriv',
-      ['--reuid=65534', '--regid=65534', '--clear-groups', process.execPath, '--import', 'tsx', '--input-type=module', '-e', script, ns.path],
+      [
+        '--reuid=65534',
+        '--regid=65534',
+        '--clear-groups',
+        process.execPath,
+        '--import',
+        'tsx',
+        '--input-type=module',
+        '-e',
+        script,
+        ns.path,
+      ],
       { encoding: 'utf8', timeout: 60_000 },
     );
     expect(r.status, r.stderr).toBe(0);

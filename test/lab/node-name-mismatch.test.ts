@@ -41,7 +41,12 @@ describe.skipIf(!isRoot || !ready)('node-name-mismatch on real kube-proxy v1.20.
   /** Files the server pod's endpoint under `host` (v1beta1: topology kubernetes.io/hostname). */
   async function fileUnder(host: string): Promise<void> {
     const endpoints = [
-      { addresses: [LAB.serverPod], conditions: { ready: true }, topology: { 'kubernetes.io/hostname': host }, targetRef: { kind: 'Pod', namespace: 'lab', name: 'web-0' } },
+      {
+        addresses: [LAB.serverPod],
+        conditions: { ready: true },
+        topology: { 'kubernetes.io/hostname': host },
+        targetRef: { kind: 'Pod', namespace: 'lab', name: 'web-0' },
+      },
     ];
     const r = await k.cp.request('PATCH', SLICE, { endpoints });
     expect(r.status, JSON.stringify(r.body).slice(0, 300)).toBe(200);
@@ -50,7 +55,10 @@ describe.skipIf(!isRoot || !ready)('node-name-mismatch on real kube-proxy v1.20.
   it('filed under node1: kube-proxy has the local endpoint and nothing is reported', async () => {
     expect(k.kubeProxy.save()).not.toMatch(NO_LOCAL);
     const d = k.diagnose(k.writeClusterFile(join(dir, 'node1.json')));
-    expect(d.findings.some((f) => f.mechanism === 'proxy-mode' && f.service.name === 'web'), d.stderr).toBe(true);
+    expect(
+      d.findings.some((f) => f.mechanism === 'proxy-mode' && f.service.name === 'web'),
+      d.stderr,
+    ).toBe(true);
     expect(d.findings.filter((f) => f.mechanism === 'node-name-mismatch')).toEqual([]);
   }, 60_000);
 
@@ -60,19 +68,30 @@ describe.skipIf(!isRoot || !ready)('node-name-mismatch on real kube-proxy v1.20.
     expect(save).toMatch(NO_LOCAL);
     const d = k.diagnose(k.writeClusterFile(join(dir, 'node1-lab.json')));
     const found = d.findings.filter((f) => f.mechanism === 'node-name-mismatch');
-    expect(found.map((f) => `${f.service.namespace}/${f.service.name} ${f.severity}`), d.stderr).toEqual(['lab/web risk']);
+    expect(
+      found.map((f) => `${f.service.namespace}/${f.service.name} ${f.severity}`),
+      d.stderr,
+    ).toEqual(['lab/web risk']);
     const f = found[0]!;
     expect(f.summary).toContain(`filed under "node1.lab", not this node's name "node1"`);
-    expect(f.evidence).toContain(`endpoint ${LAB.serverPod}:${LAB.serverPort} (ready) filed under nodeName "node1.lab", at an address of this node`);
+    expect(f.evidence).toContain(
+      `endpoint ${LAB.serverPod}:${LAB.serverPort} (ready) filed under nodeName "node1.lab", at an address of this node`,
+    );
     expect(f.evidence).toContain('"node1.lab" is the FQDN of "node1"');
     expect(f.remedy).toContain('--hostname-override');
   }, 90_000);
 
   it('filed under node1 again: kube-proxy has its local endpoint back, the finding is gone', async () => {
     await fileUnder(LAB.node1Name);
-    await k.kubeProxy.waitForRules('lab/web local endpoint back', (s) => !NO_LOCAL.test(s) && s.includes('lab/web:http'));
+    await k.kubeProxy.waitForRules(
+      'lab/web local endpoint back',
+      (s) => !NO_LOCAL.test(s) && s.includes('lab/web:http'),
+    );
     const d = k.diagnose(k.writeClusterFile(join(dir, 'node1-again.json')));
-    expect(d.findings.some((f) => f.mechanism === 'proxy-mode' && f.service.name === 'web'), d.stderr).toBe(true);
+    expect(
+      d.findings.some((f) => f.mechanism === 'proxy-mode' && f.service.name === 'web'),
+      d.stderr,
+    ).toBe(true);
     expect(d.findings.filter((f) => f.mechanism === 'node-name-mismatch')).toEqual([]);
   }, 90_000);
 });

@@ -5,17 +5,19 @@
 // compiled CLI, run against the namespace. Namespaces are cbx-*.
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Netns, isRoot } from '../support/netns.js';
+import { isRoot, Netns } from '../support/netns.js';
 
 const CLI = join(import.meta.dirname, '../../dist/src/cli/main.js');
 
 /** Starts the stand-in agent on `ifname` in tc mode, waits for its hello, then SIGKILLs it. */
 async function crashAgent(ns: Netns, ifname: string): Promise<string> {
   const script = fileURLToPath(new URL('./capture-agent.ts', import.meta.url));
-  const child = spawn(process.execPath, ['--import', 'tsx', script, ifname, ns.path, 'tc'], { stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', script, ifname, ns.path, 'tc'], {
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
   const hello = await new Promise<string>((resolve, reject) => {
     let out = '';
     child.stdout!.on('data', (b: Buffer) => {
@@ -32,7 +34,8 @@ async function crashAgent(ns: Netns, ifname: string): Promise<string> {
 
 describe.skipIf(!isRoot)('clbprobe cleanup: cls_bpf leftovers of a SIGKILLed agent (namespaces cbx-*)', () => {
   let ns: Netns;
-  const filters = (dev: string) => ['ingress', 'egress'].map((h) => ns.run('tc', 'filter', 'show', 'dev', dev, h)).join('');
+  const filters = (dev: string) =>
+    ['ingress', 'egress'].map((h) => ns.run('tc', 'filter', 'show', 'dev', dev, h)).join('');
   const qdiscs = (dev: string) => ns.run('tc', 'qdisc', 'show', 'dev', dev);
   const cleanup = () => spawnSync(process.execPath, [CLI, 'cleanup', '--netns', ns.path], { encoding: 'utf8' });
 

@@ -54,14 +54,19 @@ export interface BtfType {
 
 /** The bytes of the named section of a 64-bit little-endian ELF file. */
 export function elfSection(file: Buffer, name: string): Buffer {
-  if (file.readUInt32BE(0) !== 0x7f454c46 || file[4] !== 2 || file[5] !== 1) throw new Error('not a 64-bit little-endian ELF file');
+  if (file.readUInt32BE(0) !== 0x7f454c46 || file[4] !== 2 || file[5] !== 1)
+    throw new Error('not a 64-bit little-endian ELF file');
   const shoff = Number(file.readBigUInt64LE(0x28));
   const shentsize = file.readUInt16LE(0x3a);
   const shnum = file.readUInt16LE(0x3c);
   const shstrndx = file.readUInt16LE(0x3e);
   const sh = (i: number) => {
     const o = shoff + i * shentsize;
-    return { name: file.readUInt32LE(o), offset: Number(file.readBigUInt64LE(o + 0x18)), size: Number(file.readBigUInt64LE(o + 0x20)) };
+    return {
+      name: file.readUInt32LE(o),
+      offset: Number(file.readBigUInt64LE(o + 0x18)),
+      size: Number(file.readBigUInt64LE(o + 0x20)),
+    };
   };
   const strtab = sh(shstrndx);
   for (let i = 0; i < shnum; i++) {
@@ -87,7 +92,13 @@ export class Btf {
     const end = typeOff + typeLen;
     for (let id = 1; o < end; id++) {
       const info = btf.readUInt32LE(o + 4);
-      const t: BtfType = { id, kind: (info >>> 24) & 0x1f, name: str(btf.readUInt32LE(o)), sizeOrType: btf.readUInt32LE(o + 8), members: [] };
+      const t: BtfType = {
+        id,
+        kind: (info >>> 24) & 0x1f,
+        name: str(btf.readUInt32LE(o)),
+        sizeOrType: btf.readUInt32LE(o + 8),
+        members: [],
+      };
       const vlen = info & 0xffff;
       const kindFlag = info >>> 31;
       o += 12;
@@ -105,7 +116,11 @@ export class Btf {
         case KIND.UNION:
           for (let i = 0; i < vlen; i++, o += 12) {
             const off = btf.readUInt32LE(o + 8);
-            t.members.push({ name: str(btf.readUInt32LE(o)), type: btf.readUInt32LE(o + 4), bitOffset: kindFlag ? off & 0xffffff : off });
+            t.members.push({
+              name: str(btf.readUInt32LE(o)),
+              type: btf.readUInt32LE(o + 4),
+              bitOffset: kindFlag ? off & 0xffffff : off,
+            });
           }
           break;
         case KIND.ENUM:
@@ -114,14 +129,16 @@ export class Btf {
           break;
         case KIND.ENUM64:
           t.values = new Map();
-          for (let i = 0; i < vlen; i++, o += 12) t.values.set(str(btf.readUInt32LE(o)), btf.readUInt32LE(o + 4) + btf.readUInt32LE(o + 8) * 2 ** 32);
+          for (let i = 0; i < vlen; i++, o += 12)
+            t.values.set(str(btf.readUInt32LE(o)), btf.readUInt32LE(o + 4) + btf.readUInt32LE(o + 8) * 2 ** 32);
           break;
         case KIND.FUNC_PROTO:
           o += 8 * vlen;
           break;
         case KIND.DATASEC:
           t.vars = [];
-          for (let i = 0; i < vlen; i++, o += 12) t.vars.push({ type: btf.readUInt32LE(o), offset: btf.readUInt32LE(o + 4), size: btf.readUInt32LE(o + 8) });
+          for (let i = 0; i < vlen; i++, o += 12)
+            t.vars.push({ type: btf.readUInt32LE(o), offset: btf.readUInt32LE(o + 4), size: btf.readUInt32LE(o + 8) });
           break;
         case KIND.PTR:
         case KIND.FWD:
@@ -153,7 +170,8 @@ export class Btf {
   /** Follows typedefs and qualifiers to the type they stand for. */
   resolve(id: number): BtfType {
     let t = this.type(id);
-    while (([KIND.TYPEDEF, KIND.VOLATILE, KIND.CONST, KIND.RESTRICT, KIND.TYPE_TAG] as number[]).includes(t.kind)) t = this.type(t.sizeOrType);
+    while (([KIND.TYPEDEF, KIND.VOLATILE, KIND.CONST, KIND.RESTRICT, KIND.TYPE_TAG] as number[]).includes(t.kind))
+      t = this.type(t.sizeOrType);
     return t;
   }
 
@@ -182,7 +200,11 @@ export class Btf {
     const out: Record<string, { offset: number; size: number; nelems?: number }> = {};
     for (const m of t.members) {
       const r = this.resolve(m.type);
-      out[m.name] = { offset: m.bitOffset / 8, size: this.size(m.type), ...(r.kind === KIND.ARRAY ? { nelems: r.array!.nelems } : {}) };
+      out[m.name] = {
+        offset: m.bitOffset / 8,
+        size: this.size(m.type),
+        ...(r.kind === KIND.ARRAY ? { nelems: r.array!.nelems } : {}),
+      };
     }
     return out;
   }
@@ -214,7 +236,14 @@ export class Btf {
    * A map defined with libbpf's __uint/__type macros in SEC(".maps"): __uint(name, n) is a pointer
    * to an array of n elements, __type(name, T) a pointer to T.
    */
-  map(name: string): { type: number; maxEntries: number; keySize: number; valueSize: number; key: BtfType; value: BtfType } {
+  map(name: string): {
+    type: number;
+    maxEntries: number;
+    keySize: number;
+    valueSize: number;
+    key: BtfType;
+    value: BtfType;
+  } {
     const sec = this.types.find((t) => t && t.kind === KIND.DATASEC && t.name === '.maps');
     if (!sec) throw new Error('BTF: no .maps section');
     const v = sec.vars!.map((x) => this.type(x.type)).find((t) => t.name === name);
@@ -230,6 +259,13 @@ export class Btf {
     const count = (f: string): number => field(f).array!.nelems;
     const key = field('key');
     const value = field('value');
-    return { type: count('type'), maxEntries: count('max_entries'), keySize: this.size(key.id), valueSize: this.size(value.id), key, value };
+    return {
+      type: count('type'),
+      maxEntries: count('max_entries'),
+      keySize: this.size(key.id),
+      valueSize: this.size(value.id),
+      key,
+      value,
+    };
   }
 }

@@ -2,7 +2,7 @@
 // client the project already has), to look at a page as a person would: what
 // is rendered and visible, and a screenshot. Chromium runs with its background
 // networking off and a throwaway profile; its DevTools port is on loopback.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -24,9 +24,23 @@ export async function openPage(width = 1280, height = 1000): Promise<Page> {
   const profile = mkdtempSync(join(tmpdir(), 'cbchrome-'));
   const proc: ChildProcess = spawn(
     CHROMIUM,
-    ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync', '--disable-extensions', '--hide-scrollbars', `--window-size=${width},${height}`,
-      `--user-data-dir=${profile}`, '--remote-debugging-address=127.0.0.1', '--remote-debugging-port=0', 'about:blank'],
+    [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+      '--disable-extensions',
+      '--hide-scrollbars',
+      `--window-size=${width},${height}`,
+      `--user-data-dir=${profile}`,
+      '--remote-debugging-address=127.0.0.1',
+      '--remote-debugging-port=0',
+      'about:blank',
+    ],
     // Its own process group: the renderer and utility processes it forks
     // write into the profile too, and must die with it.
     { stdio: ['ignore', 'ignore', 'pipe'], detached: true },
@@ -61,7 +75,10 @@ export async function openPage(width = 1280, height = 1000): Promise<Page> {
       proc.on('exit', (code) => reject(new Error(`chromium exited ${code}: ${err.slice(-500)}`)));
     });
     const port = new URL(browserUrl).port;
-    const targets = (await (await fetch(`http://127.0.0.1:${port}/json/list`)).json()) as { type: string; webSocketDebuggerUrl: string }[];
+    const targets = (await (await fetch(`http://127.0.0.1:${port}/json/list`)).json()) as {
+      type: string;
+      webSocketDebuggerUrl: string;
+    }[];
     const target = targets.find((t) => t.type === 'page');
     if (!target) throw new Error('chromium has no page target');
     const ws = new WebSocket(target.webSocketDebuggerUrl);
@@ -70,7 +87,12 @@ export async function openPage(width = 1280, height = 1000): Promise<Page> {
     const pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
     const waiters: { method: string; resolve: () => void }[] = [];
     ws.on('message', (data: Buffer) => {
-      const msg = JSON.parse(data.toString()) as { id?: number; result?: unknown; error?: { message: string }; method?: string };
+      const msg = JSON.parse(data.toString()) as {
+        id?: number;
+        result?: unknown;
+        error?: { message: string };
+        method?: string;
+      };
       if (msg.id !== undefined) {
         const p = pending.get(msg.id);
         pending.delete(msg.id);
@@ -97,12 +119,19 @@ export async function openPage(width = 1280, height = 1000): Promise<Page> {
         await loaded;
       },
       async evaluate<T>(expression: string) {
-        const r = await send<{ result: { value: T }; exceptionDetails?: { text: string } }>('Runtime.evaluate', { expression, returnByValue: true });
+        const r = await send<{ result: { value: T }; exceptionDetails?: { text: string } }>('Runtime.evaluate', {
+          expression,
+          returnByValue: true,
+        });
         if (r.exceptionDetails) throw new Error(`in the page: ${r.exceptionDetails.text}`);
         return r.result.value;
       },
       async screenshot(clip) {
-        const r = await send<{ data: string }>('Page.captureScreenshot', { format: 'png', captureBeyondViewport: true, ...(clip ? { clip: { x: 0, y: 0, ...clip, scale: 1 } } : {}) });
+        const r = await send<{ data: string }>('Page.captureScreenshot', {
+          format: 'png',
+          captureBeyondViewport: true,
+          ...(clip ? { clip: { x: 0, y: 0, ...clip, scale: 1 } } : {}),
+        });
         return Buffer.from(r.data, 'base64');
       },
       async close() {

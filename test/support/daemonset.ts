@@ -76,17 +76,24 @@ export function podContainer(name: string, path = DAEMONSET_PATH, kind = 'Daemon
 
 function readPodContainer(name: string, path: string, kind: string): AgentContainer {
   const docs = parseAllDocuments(readFileSync(path, 'utf8')).map((d) => d.toJS() as unknown);
-  const ds = obj(docs.find((d) => (d as Obj | null)?.kind === kind), `the ${kind}`);
+  const ds = obj(
+    docs.find((d) => (d as Obj | null)?.kind === kind),
+    `the ${kind}`,
+  );
   const pod = obj(obj(obj(ds.spec, 'spec').template, 'spec.template').spec, 'spec.template.spec');
-  const containers = [...list(pod.initContainers, 'initContainers'), ...list(pod.containers, 'containers')].map((c, i) => obj(c, `containers[${i}]`));
+  const containers = [...list(pod.initContainers, 'initContainers'), ...list(pod.containers, 'containers')].map(
+    (c, i) => obj(c, `containers[${i}]`),
+  );
   const c = containers.find((x) => x.name === name);
   if (!c) throw new Error(`${path}: no container named ${name}`);
   const sc = obj(c.securityContext ?? {}, 'securityContext');
   const caps = obj(sc.capabilities ?? {}, 'capabilities');
-  const volumes = new Map(list(pod.volumes, 'volumes').map((v, i) => {
-    const vol = obj(v, `volumes[${i}]`);
-    return [String(vol.name), vol] as const;
-  }));
+  const volumes = new Map(
+    list(pod.volumes, 'volumes').map((v, i) => {
+      const vol = obj(v, `volumes[${i}]`);
+      return [String(vol.name), vol] as const;
+    }),
+  );
   const resources = obj(c.resources ?? {}, 'resources');
   return {
     image: String(c.image),
@@ -95,14 +102,21 @@ function readPodContainer(name: string, path: string, kind: string): AgentContai
     env: list(c.env, 'env').map((e, i) => {
       const v = obj(e, `env[${i}]`);
       const fieldRef = v.valueFrom ? obj(obj(v.valueFrom, 'valueFrom').fieldRef ?? {}, 'fieldRef') : undefined;
-      return { name: String(v.name), value: v.value === undefined ? undefined : String(v.value), fieldPath: fieldRef?.fieldPath as string | undefined };
+      return {
+        name: String(v.name),
+        value: v.value === undefined ? undefined : String(v.value),
+        fieldPath: fieldRef?.fieldPath as string | undefined,
+      };
     }),
     capabilities: { drop: strings(caps.drop, 'capabilities.drop'), add: strings(caps.add, 'capabilities.add') },
     readOnlyRootFilesystem: sc.readOnlyRootFilesystem === true,
     allowPrivilegeEscalation: sc.allowPrivilegeEscalation !== false,
     privileged: sc.privileged === true,
     runAsUser: Number(sc.runAsUser ?? 0),
-    seccompProfile: obj(sc.seccompProfile ?? { type: 'Unconfined' }, 'seccompProfile') as AgentContainer['seccompProfile'],
+    seccompProfile: obj(
+      sc.seccompProfile ?? { type: 'Unconfined' },
+      'seccompProfile',
+    ) as AgentContainer['seccompProfile'],
     hostNetwork: pod.hostNetwork === true,
     mounts: list(c.volumeMounts, 'volumeMounts').map((m, i) => {
       const mount = obj(m, `volumeMounts[${i}]`);
@@ -184,15 +198,29 @@ export function containerScript(c: AgentContainer, scratch: string): string[] {
   // A hostPath is a directory of this test's (bound first: it lives under /tmp, an emptyDir below).
   c.mounts.forEach((m, i) => {
     if (m.hostPath === undefined) return;
-    lines.push(`mkdir -p ${q(join(scratch, `host${i}`))} ${q(m.mountPath)} && mount --bind ${q(join(scratch, `host${i}`))} ${q(m.mountPath)}`);
+    lines.push(
+      `mkdir -p ${q(join(scratch, `host${i}`))} ${q(m.mountPath)} && mount --bind ${q(join(scratch, `host${i}`))} ${q(m.mountPath)}`,
+    );
   });
   // A writable tmpfs stands in for each emptyDir.
   for (const m of c.mounts) if (m.emptyDir) lines.push(`mount -t tmpfs -o size=64m tmpfs ${q(m.mountPath)}`);
   if (c.readOnlyRootFilesystem) lines.push('mount -o remount,bind,ro /');
   const keep = c.capabilities.add.map((x) => `+${x.toLowerCase()}`).join(',');
   const drop = c.capabilities.drop.includes('ALL') ? '-all' : '';
-  const setpriv = ['setpriv', ...(c.allowPrivilegeEscalation ? [] : ['--no-new-privs']), '--reuid', String(c.runAsUser), '--regid', '0', '--clear-groups',
-    '--bounding-set', [drop, keep].filter(Boolean).join(','), '--inh-caps', '-all', '--'];
+  const setpriv = [
+    'setpriv',
+    ...(c.allowPrivilegeEscalation ? [] : ['--no-new-privs']),
+    '--reuid',
+    String(c.runAsUser),
+    '--regid',
+    '0',
+    '--clear-groups',
+    '--bounding-set',
+    [drop, keep].filter(Boolean).join(','),
+    '--inh-caps',
+    '-all',
+    '--',
+  ];
   // The image's Node release runs the command's `node`, not the host's: V8's flags, memory and
   // tiering differ between releases (a bare node 24 maps 2 MB more, and the manifest's --max-opt
   // stops at Maglev, which node 20 does not run by default).

@@ -2,7 +2,7 @@
 // that namespace's resolv.conf at /etc/netns/NAME/resolv.conf, which
 // `ip netns exec NAME` binds over /etc/resolv.conf. The zone can be changed
 // while the server runs; stop() kills it and removes the files.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -24,7 +24,9 @@ export async function startDns(ns: Netns, listen: string, zone: Zone): Promise<D
   const zoneFile = join(dir, 'zone.json');
   writeFileSync(zoneFile, JSON.stringify(zone));
   const confDirs: string[] = [];
-  const p: ChildProcess = spawn('ip', ['netns', 'exec', ns.name, process.execPath, RESPONDER, zoneFile, listen], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const p: ChildProcess = spawn('ip', ['netns', 'exec', ns.name, process.execPath, RESPONDER, zoneFile, listen], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   await new Promise<void>((resolve, reject) => {
     p.stdout!.once('data', () => resolve());
     p.once('exit', (code) => reject(new Error(`dns responder exited ${code}`)));

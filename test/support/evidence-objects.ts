@@ -16,7 +16,19 @@ export const MIRRORED = { 'endpointslice.kubernetes.io/managed-by': 'endpointsli
 
 export type Obj = Record<string, unknown>;
 
-export function service(ns: string, name: string, o: { type?: string; clusterIP: string; port: number; nodePort?: number; annotations?: Record<string, string>; status?: Obj[]; selector?: boolean }): Obj {
+export function service(
+  ns: string,
+  name: string,
+  o: {
+    type?: string;
+    clusterIP: string;
+    port: number;
+    nodePort?: number;
+    annotations?: Record<string, string>;
+    status?: Obj[];
+    selector?: boolean;
+  },
+): Obj {
   return {
     apiVersion: 'v1',
     kind: 'Service',
@@ -25,7 +37,15 @@ export function service(ns: string, name: string, o: { type?: string; clusterIP:
       type: o.type ?? 'ClusterIP',
       clusterIP: o.clusterIP,
       clusterIPs: [o.clusterIP],
-      ports: [{ name: 'p', port: o.port, protocol: 'TCP', targetPort: o.port, ...(o.nodePort ? { nodePort: o.nodePort } : {}) }],
+      ports: [
+        {
+          name: 'p',
+          port: o.port,
+          protocol: 'TCP',
+          targetPort: o.port,
+          ...(o.nodePort ? { nodePort: o.nodePort } : {}),
+        },
+      ],
       ...(o.selector === false ? {} : { selector: { app: name } }),
     },
     status: { loadBalancer: o.status ? { ingress: o.status } : {} },
@@ -67,7 +87,8 @@ export function viewOf(objects: Obj[], answers: Record<string, string[]> = {}): 
   const view = buildClusterView(sorted, { nodeName: NODE });
   if (view.warnings.length) throw new Error(`the test's objects gave warnings: ${view.warnings.join('; ')}`);
   const lookups = new Map<string, HostnameLookup>();
-  for (const [hostname, addresses] of Object.entries(answers)) lookups.set(hostname, { hostname, addresses, resolver: 'test' });
+  for (const [hostname, addresses] of Object.entries(answers))
+    lookups.set(hostname, { hostname, addresses, resolver: 'test' });
   return withLbHostnames(view, lookups);
 }
 

@@ -90,7 +90,8 @@ export class FakeAccess {
 
   /** A ServiceAccount object, so TokenRequest can mint tokens of it. */
   addServiceAccount(namespace: string, name: string): void {
-    if (!this.serviceAccounts.has(`${namespace}/${name}`)) this.serviceAccounts.set(`${namespace}/${name}`, randomUUID());
+    if (!this.serviceAccounts.has(`${namespace}/${name}`))
+      this.serviceAccounts.set(`${namespace}/${name}`, randomUUID());
   }
 
   /** The caller of a request to this server: only tokens for its own audience authenticate here. */
@@ -101,15 +102,21 @@ export class FakeAccess {
   }
 
   /** The token's user and the audiences it is good for among `wanted`, or the API server's error. */
-  private authenticate(token: string, wanted: string[]): { user: FakeUser; audiences: string[] } | { error?: string } | undefined {
+  private authenticate(
+    token: string,
+    wanted: string[],
+  ): { user: FakeUser; audiences: string[] } | { error?: string } | undefined {
     const t = this.tokens.get(token);
     if (!t) return undefined;
     // The service-account JWT authenticator's errors, aggregated by the bearer-token union.
-    if (t.expiresAtMs !== undefined && t.expiresAtMs <= this.now()) return { error: '[invalid bearer token, Token has expired.]' };
+    if (t.expiresAtMs !== undefined && t.expiresAtMs <= this.now())
+      return { error: '[invalid bearer token, Token has expired.]' };
     const audiences = t.audiences.filter((a) => wanted.includes(a));
     if (audiences.length) return { user: t.user, audiences };
     if (t.expiresAtMs === undefined) return { error: 'invalid bearer token' };
-    return { error: `[invalid bearer token, token audiences ${goQuoted(t.audiences)} is invalid for the target audiences ${goQuoted(wanted)}]` };
+    return {
+      error: `[invalid bearer token, token audiences ${goQuoted(t.audiences)} is invalid for the target audiences ${goQuoted(wanted)}]`,
+    };
   }
 
   grant(g: Grant): () => void {
@@ -120,14 +127,19 @@ export class FakeAccess {
   }
 
   /** RBAC's decision, with the reason the real authorizer gives for an allow. */
-  decide(user: FakeUser, attrs: { resource?: ResourceAttributes; nonResource?: { path?: string; verb?: string } }): { allowed: boolean; reason?: string } {
+  decide(
+    user: FakeUser,
+    attrs: { resource?: ResourceAttributes; nonResource?: { path?: string; verb?: string } },
+  ): { allowed: boolean; reason?: string } {
     const groups = user.groups ?? [];
     for (const g of this.grants) {
       const s = g.subject;
       if ('user' in s ? s.user !== user.username : !groups.includes(s.group)) continue;
       if (!ruleMatches(g.rule, g.namespace, attrs)) continue;
       const who = 'user' in s ? `User "${s.user}"` : `Group "${s.group}"`;
-      const by = g.namespace ? `RoleBinding "${g.binding ?? 'test'}/${g.namespace}"` : `ClusterRoleBinding "${g.binding ?? 'test'}"`;
+      const by = g.namespace
+        ? `RoleBinding "${g.binding ?? 'test'}/${g.namespace}"`
+        : `ClusterRoleBinding "${g.binding ?? 'test'}"`;
       return { allowed: true, reason: `RBAC: allowed by ${by} of ClusterRole "${g.binding ?? 'test'}" to ${who}` };
     }
     return { allowed: false };
@@ -140,7 +152,12 @@ export class FakeAccess {
       this.tokenRequest(req, res, decodeURIComponent(tokenRequest[1]!), decodeURIComponent(tokenRequest[2]!));
       return true;
     }
-    const kind = path === '/apis/authentication.k8s.io/v1/tokenreviews' ? 'TokenReview' : path === '/apis/authorization.k8s.io/v1/subjectaccessreviews' ? 'SubjectAccessReview' : undefined;
+    const kind =
+      path === '/apis/authentication.k8s.io/v1/tokenreviews'
+        ? 'TokenReview'
+        : path === '/apis/authorization.k8s.io/v1/subjectaccessreviews'
+          ? 'SubjectAccessReview'
+          : undefined;
     if (!kind) return false;
     const caller = this.userOf(req.headers.authorization);
     if (!caller) {
@@ -151,9 +168,17 @@ export class FakeAccess {
       sendStatus(res, 405, 'MethodNotAllowed', `the server does not allow this method on the requested resource`);
       return true;
     }
-    const [group, resource] = kind === 'TokenReview' ? ['authentication.k8s.io', 'tokenreviews'] : ['authorization.k8s.io', 'subjectaccessreviews'];
+    const [group, resource] =
+      kind === 'TokenReview'
+        ? ['authentication.k8s.io', 'tokenreviews']
+        : ['authorization.k8s.io', 'subjectaccessreviews'];
     if (!this.decide(caller, { resource: { verb: 'create', group, resource } }).allowed) {
-      sendStatus(res, 403, 'Forbidden', `${resource}.${group} is forbidden: User "${caller.username}" cannot create resource "${resource}" in API group "${group}" at the cluster scope`);
+      sendStatus(
+        res,
+        403,
+        'Forbidden',
+        `${resource}.${group} is forbidden: User "${caller.username}" cannot create resource "${resource}" in API group "${group}" at the cluster scope`,
+      );
       return true;
     }
     readBody(req, res, (body) => {
@@ -162,7 +187,15 @@ export class FakeAccess {
       const status = kind === 'TokenReview' ? this.tokenStatus(spec) : this.accessStatus(spec, res);
       if (!status) return;
       res.writeHead(201, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ kind, apiVersion: body.apiVersion ?? `${group}/v1`, metadata: { creationTimestamp: null }, spec, status }));
+      res.end(
+        JSON.stringify({
+          kind,
+          apiVersion: body.apiVersion ?? `${group}/v1`,
+          metadata: { creationTimestamp: null },
+          spec,
+          status,
+        }),
+      );
     });
     return true;
   }
@@ -171,28 +204,65 @@ export class FakeAccess {
   private tokenRequest(req: IncomingMessage, res: ServerResponse, namespace: string, name: string): void {
     const caller = this.userOf(req.headers.authorization);
     if (!caller) return sendStatus(res, 401, 'Unauthorized', 'Unauthorized');
-    if (req.method !== 'POST') return sendStatus(res, 405, 'MethodNotAllowed', 'the server does not allow this method on the requested resource');
+    if (req.method !== 'POST')
+      return sendStatus(
+        res,
+        405,
+        'MethodNotAllowed',
+        'the server does not allow this method on the requested resource',
+      );
     const attrs = { verb: 'create', group: '', resource: 'serviceaccounts', subresource: 'token', namespace, name };
     if (!this.decide(caller, { resource: attrs }).allowed) {
-      return sendStatus(res, 403, 'Forbidden', `serviceaccounts "${name}" is forbidden: User "${caller.username}" cannot create resource "serviceaccounts/token" in API group "" in the namespace "${namespace}"`);
+      return sendStatus(
+        res,
+        403,
+        'Forbidden',
+        `serviceaccounts "${name}" is forbidden: User "${caller.username}" cannot create resource "serviceaccounts/token" in API group "" in the namespace "${namespace}"`,
+      );
     }
     readBody(req, res, (body) => {
-      if (body.kind !== undefined && body.kind !== 'TokenRequest') return sendStatus(res, 400, 'BadRequest', `the body of the request was in an unknown format: kind ${JSON.stringify(body.kind)} is not TokenRequest`);
+      if (body.kind !== undefined && body.kind !== 'TokenRequest')
+        return sendStatus(
+          res,
+          400,
+          'BadRequest',
+          `the body of the request was in an unknown format: kind ${JSON.stringify(body.kind)} is not TokenRequest`,
+        );
       const spec = body.spec ?? {};
       this.log.push({ kind: 'TokenRequest', spec: { ...spec, namespace, name }, caller: caller.username });
-      const invalid = (field: string, why: string) => sendStatus(res, 422, 'Invalid', `TokenRequest.authentication.k8s.io "${name}" is invalid: ${field}: ${why}`);
+      const invalid = (field: string, why: string) =>
+        sendStatus(res, 422, 'Invalid', `TokenRequest.authentication.k8s.io "${name}" is invalid: ${field}: ${why}`);
       const expirationSeconds = spec.expirationSeconds ?? 3600;
-      if (typeof expirationSeconds !== 'number' || !Number.isInteger(expirationSeconds)) return sendStatus(res, 400, 'BadRequest', 'spec.expirationSeconds must be an integer');
-      if (expirationSeconds < MIN_EXPIRATION_S) return invalid('spec.expirationSeconds', `Invalid value: ${expirationSeconds}: may not specify a duration less than 10 minutes`);
-      if (expirationSeconds > MAX_EXPIRATION_S) return invalid('spec.expirationSeconds', `Invalid value: ${expirationSeconds}: may not specify a duration larger than 2^32 seconds`);
-      const asked = Array.isArray(spec.audiences) ? spec.audiences.filter((a): a is string => typeof a === 'string') : [];
+      if (typeof expirationSeconds !== 'number' || !Number.isInteger(expirationSeconds))
+        return sendStatus(res, 400, 'BadRequest', 'spec.expirationSeconds must be an integer');
+      if (expirationSeconds < MIN_EXPIRATION_S)
+        return invalid(
+          'spec.expirationSeconds',
+          `Invalid value: ${expirationSeconds}: may not specify a duration less than 10 minutes`,
+        );
+      if (expirationSeconds > MAX_EXPIRATION_S)
+        return invalid(
+          'spec.expirationSeconds',
+          `Invalid value: ${expirationSeconds}: may not specify a duration larger than 2^32 seconds`,
+        );
+      const asked = Array.isArray(spec.audiences)
+        ? spec.audiences.filter((a): a is string => typeof a === 'string')
+        : [];
       const audiences = asked.length ? asked : API_AUDIENCES;
       const uid = this.serviceAccounts.get(`${namespace}/${name}`);
       if (!uid) return sendStatus(res, 404, 'NotFound', `serviceaccounts "${name}" not found`);
       // A JWT's exp has whole seconds, and so does the answer's expirationTimestamp.
       const expiresAtMs = Math.floor(this.now() / 1000) * 1000 + expirationSeconds * 1000;
       const token = `fake-sa.${randomBytes(24).toString('base64url')}`;
-      this.tokens.set(token, { user: { username: `system:serviceaccount:${namespace}:${name}`, uid, groups: ['system:serviceaccounts', `system:serviceaccounts:${namespace}`] }, audiences, expiresAtMs });
+      this.tokens.set(token, {
+        user: {
+          username: `system:serviceaccount:${namespace}:${name}`,
+          uid,
+          groups: ['system:serviceaccounts', `system:serviceaccounts:${namespace}`],
+        },
+        audiences,
+        expiresAtMs,
+      });
       res.writeHead(201, { 'content-type': 'application/json' });
       res.end(
         JSON.stringify({
@@ -209,14 +279,20 @@ export class FakeAccess {
   private tokenStatus(spec: Record<string, unknown>): unknown {
     // No spec.audiences: the API server's own (pkg/registry/authentication/tokenreview/storage.go).
     const asked = Array.isArray(spec.audiences) ? spec.audiences.filter((a): a is string => typeof a === 'string') : [];
-    const t = typeof spec.token === 'string' ? this.authenticate(spec.token, asked.length ? asked : API_AUDIENCES) : undefined;
+    const t =
+      typeof spec.token === 'string' ? this.authenticate(spec.token, asked.length ? asked : API_AUDIENCES) : undefined;
     if (!t) return { user: {} };
     if (!('user' in t)) return { user: {}, error: t.error };
     const user = t.user;
     const groups = [...(user.groups ?? []), 'system:authenticated'];
     return {
       authenticated: true,
-      user: { username: user.username, ...(user.uid ? { uid: user.uid } : {}), groups, ...(user.extra ? { extra: user.extra } : {}) },
+      user: {
+        username: user.username,
+        ...(user.uid ? { uid: user.uid } : {}),
+        groups,
+        ...(user.extra ? { extra: user.extra } : {}),
+      },
       audiences: t.audiences,
     };
   }
@@ -230,30 +306,50 @@ export class FakeAccess {
       sendStatus(res, 422, 'Invalid', `SubjectAccessReview.authorization.k8s.io "" is invalid: ${field}: ${why}`);
       return undefined;
     };
-    if (!user && !groups.length) return invalid('spec.user', 'Invalid value: "": at least one of user or group must be specified');
-    if (Boolean(ra) === Boolean(na)) return invalid('spec.resourceAttributes', 'Invalid value: "null": exactly one of nonResourceAttributes or resourceAttributes must be specified');
-    const d = this.decide({ username: user, groups }, { ...(ra ? { resource: ra } : {}), ...(na ? { nonResource: na } : {}) });
+    if (!user && !groups.length)
+      return invalid('spec.user', 'Invalid value: "": at least one of user or group must be specified');
+    if (Boolean(ra) === Boolean(na))
+      return invalid(
+        'spec.resourceAttributes',
+        'Invalid value: "null": exactly one of nonResourceAttributes or resourceAttributes must be specified',
+      );
+    const d = this.decide(
+      { username: user, groups },
+      { ...(ra ? { resource: ra } : {}), ...(na ? { nonResource: na } : {}) },
+    );
     return d.allowed ? { allowed: true, reason: d.reason } : { allowed: false };
   }
 }
 
-function ruleMatches(rule: Rule, namespace: string | undefined, attrs: { resource?: ResourceAttributes; nonResource?: { path?: string; verb?: string } }): boolean {
+function ruleMatches(
+  rule: Rule,
+  namespace: string | undefined,
+  attrs: { resource?: ResourceAttributes; nonResource?: { path?: string; verb?: string } },
+): boolean {
   const has = (list: string[] | undefined, v: string) => (list ?? []).some((x) => x === '*' || x === v);
   if (attrs.nonResource) {
     // Non-resource URLs come only from ClusterRoleBindings.
     if (namespace !== undefined) return false;
     const { path = '', verb = '' } = attrs.nonResource;
-    return has(rule.verbs, verb) && (rule.nonResourceURLs ?? []).some((u) => u === path || (u.endsWith('*') && path.startsWith(u.slice(0, -1))));
+    return (
+      has(rule.verbs, verb) &&
+      (rule.nonResourceURLs ?? []).some((u) => u === path || (u.endsWith('*') && path.startsWith(u.slice(0, -1))))
+    );
   }
   const r = attrs.resource!;
   if (namespace !== undefined && r.namespace !== namespace) return false;
   const resource = r.subresource ? `${r.resource}/${r.subresource}` : (r.resource ?? '');
-  if (!has(rule.verbs, r.verb ?? '') || !has(rule.apiGroups, r.group ?? '') || !has(rule.resources, resource)) return false;
+  if (!has(rule.verbs, r.verb ?? '') || !has(rule.apiGroups, r.group ?? '') || !has(rule.resources, resource))
+    return false;
   return !rule.resourceNames?.length || rule.resourceNames.includes(r.name ?? '');
 }
 
 /** The request's JSON body (at most MAX_BODY read), or 400 as the API server answers bad JSON. */
-function readBody(req: IncomingMessage, res: ServerResponse, then: (body: { apiVersion?: string; kind?: string; spec?: Record<string, unknown> }) => void): void {
+function readBody(
+  req: IncomingMessage,
+  res: ServerResponse,
+  then: (body: { apiVersion?: string; kind?: string; spec?: Record<string, unknown> }) => void,
+): void {
   const chunks: Buffer[] = [];
   let size = 0;
   req.on('data', (b: Buffer) => {

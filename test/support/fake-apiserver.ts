@@ -26,11 +26,17 @@
 //   system:auth-delegator allows; TokenRequest needs a grant and a service account (access.addServiceAccount).
 // It can be stopped (all connections cut) and started again on the same port.
 import type { ChildProcess } from 'node:child_process';
-import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import {
+  createServer,
+  request as httpRequest,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { constants } from 'node:os';
 import type { Duplex } from 'node:stream';
-import { WebSocketServer, type WebSocket } from 'ws';
+import { type WebSocket, WebSocketServer } from 'ws';
 import { FakeAccess } from './fake-access.js';
 
 export type ResourceName = 'services' | 'endpointslices' | 'ingresses' | 'nodes' | 'pods';
@@ -44,8 +50,18 @@ interface ResourceType {
 
 export const RESOURCES: Record<ResourceName, ResourceType> = {
   services: { path: '/api/v1/services', kind: 'Service', apiVersion: 'v1', namespaced: true },
-  endpointslices: { path: '/apis/discovery.k8s.io/v1/endpointslices', kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', namespaced: true },
-  ingresses: { path: '/apis/networking.k8s.io/v1/ingresses', kind: 'Ingress', apiVersion: 'networking.k8s.io/v1', namespaced: true },
+  endpointslices: {
+    path: '/apis/discovery.k8s.io/v1/endpointslices',
+    kind: 'EndpointSlice',
+    apiVersion: 'discovery.k8s.io/v1',
+    namespaced: true,
+  },
+  ingresses: {
+    path: '/apis/networking.k8s.io/v1/ingresses',
+    kind: 'Ingress',
+    apiVersion: 'networking.k8s.io/v1',
+    namespaced: true,
+  },
   nodes: { path: '/api/v1/nodes', kind: 'Node', apiVersion: 'v1', namespaced: false },
   pods: { path: '/api/v1/pods', kind: 'Pod', apiVersion: 'v1', namespaced: true },
 };
@@ -80,7 +96,10 @@ export type ExecRunner = (call: ExecCall) => ChildProcess;
 /** Subprotocols whose channel 3 is a JSON Status, in the API server's preference order. */
 const EXEC_PROTOCOLS = ['v5.channel.k8s.io', 'v4.channel.k8s.io'];
 
-type Obj = { metadata: { name: string; namespace?: string; resourceVersion?: string; [k: string]: unknown }; [k: string]: unknown };
+type Obj = {
+  metadata: { name: string; namespace?: string; resourceVersion?: string; [k: string]: unknown };
+  [k: string]: unknown;
+};
 type EventType = 'ADDED' | 'MODIFIED' | 'DELETED';
 
 interface StoredEvent {
@@ -113,7 +132,10 @@ export class FakeApiServer {
   private readonly sockets = new Set<Socket>();
   private readonly forbidden = new Set<ResourceName>();
   private readonly forbiddenExec = new Set<string>();
-  private readonly wss = new WebSocketServer({ noServer: true, handleProtocols: (offered) => EXEC_PROTOCOLS.find((p) => offered.has(p)) ?? false });
+  private readonly wss = new WebSocketServer({
+    noServer: true,
+    handleProtocols: (offered) => EXEC_PROTOCOLS.find((p) => offered.has(p)) ?? false,
+  });
   /** Runs the command of each accepted exec; unset, execs are refused with 500. */
   onExec?: ExecRunner;
   /** Every exec that reached a process, in order. */
@@ -148,7 +170,11 @@ export class FakeApiServer {
     this.revokeReviews = this.access.grant({
       subject: { user: 'tester' },
       binding: 'system:auth-delegator',
-      rule: { verbs: ['create'], apiGroups: ['authentication.k8s.io', 'authorization.k8s.io'], resources: ['tokenreviews', 'subjectaccessreviews'] },
+      rule: {
+        verbs: ['create'],
+        apiGroups: ['authentication.k8s.io', 'authorization.k8s.io'],
+        resources: ['tokenreviews', 'subjectaccessreviews'],
+      },
     });
     for (const r of Object.keys(RESOURCES) as ResourceName[]) {
       this.objects.set(r, new Map());
@@ -253,7 +279,11 @@ export class FakeApiServer {
     for (const w of this.watchers) {
       if (!w.bookmarks) continue;
       const t = this.typeOf(w.resource);
-      writeEvent(w.res, 'BOOKMARK', { kind: t.kind, apiVersion: t.apiVersion, metadata: { resourceVersion: String(this.rv) } });
+      writeEvent(w.res, 'BOOKMARK', {
+        kind: t.kind,
+        apiVersion: t.apiVersion,
+        metadata: { resourceVersion: String(this.rv) },
+      });
     }
   }
 
@@ -281,7 +311,8 @@ export class FakeApiServer {
     else this.objects.get(resource)!.set(key, stored);
     const ev: StoredEvent = { rv: this.rv, type, object: stored };
     this.history.get(resource)!.push(ev);
-    for (const w of this.watchers) if (w.resource === resource && matches(w.sel, stored)) writeEvent(w.res, type, stored);
+    for (const w of this.watchers)
+      if (w.resource === resource && matches(w.sel, stored)) writeEvent(w.res, type, stored);
   }
 
   private handle(req: IncomingMessage, res: ServerResponse): void {
@@ -292,8 +323,11 @@ export class FakeApiServer {
     // /api/v1/namespaces/NS/pods → the collection /api/v1/pods, only NS.
     const nsPath = /^(\/api\/v1|\/apis\/[^/]+\/[^/]+)\/namespaces\/([^/]+)\/([^/]+)$/.exec(url.pathname);
     const path = nsPath ? `${nsPath[1]}/${nsPath[3]}` : url.pathname;
-    const entry = (Object.keys(RESOURCES) as ResourceName[]).map((r) => [r, this.typeOf(r)] as const).find(([, t]) => t.path === path && (!nsPath || t.namespaced));
-    if (!entry) return sendStatus(res, 404, 'NotFound', `the server could not find the requested resource (${url.pathname})`);
+    const entry = (Object.keys(RESOURCES) as ResourceName[])
+      .map((r) => [r, this.typeOf(r)] as const)
+      .find(([, t]) => t.path === path && (!nsPath || t.namespaced));
+    if (!entry)
+      return sendStatus(res, 404, 'NotFound', `the server could not find the requested resource (${url.pathname})`);
     const resource = entry[0] as ResourceName;
     const namespace = nsPath?.[2];
     const q = Object.fromEntries(url.searchParams);
@@ -302,7 +336,12 @@ export class FakeApiServer {
     if (req.headers.authorization !== 'Bearer fake-token') return sendStatus(res, 401, 'Unauthorized', 'Unauthorized');
     if (this.forbidden.has(resource)) {
       const scope = namespace ? `in the namespace "${namespace}"` : 'at the cluster scope';
-      return sendStatus(res, 403, 'Forbidden', `${resource} is forbidden: User "tester" cannot ${watch ? 'watch' : 'list'} resource "${resource}" in API group "" ${scope}`);
+      return sendStatus(
+        res,
+        403,
+        'Forbidden',
+        `${resource} is forbidden: User "tester" cannot ${watch ? 'watch' : 'list'} resource "${resource}" in API group "" ${scope}`,
+      );
     }
     const sel: Selector = namespace ? { namespace } : {};
     if (q.fieldSelector) {
@@ -312,23 +351,41 @@ export class FakeApiServer {
     }
     if (q.labelSelector) {
       const labels = parseLabelSelector(q.labelSelector);
-      if (!labels) return sendStatus(res, 400, 'BadRequest', `unable to parse requirement: ${JSON.stringify(q.labelSelector)}`);
+      if (!labels)
+        return sendStatus(res, 400, 'BadRequest', `unable to parse requirement: ${JSON.stringify(q.labelSelector)}`);
       sel.labels = labels;
     }
     if (watch) this.serveWatch(resource, sel, q, res);
     else this.serveList(resource, sel, q, res);
   }
 
-  private serviceProxy(req: IncomingMessage, res: ServerResponse, namespace: string, nameAndPort: string, path: string): void {
+  private serviceProxy(
+    req: IncomingMessage,
+    res: ServerResponse,
+    namespace: string,
+    nameAndPort: string,
+    path: string,
+  ): void {
     const caller = this.access.userOf(req.headers.authorization);
     if (!caller) return sendStatus(res, 401, 'Unauthorized', 'Unauthorized');
-    const verb = req.method === 'GET' || req.method === 'HEAD' ? 'get' : req.method === 'POST' ? 'create' : (req.method ?? '').toLowerCase();
+    const verb =
+      req.method === 'GET' || req.method === 'HEAD'
+        ? 'get'
+        : req.method === 'POST'
+          ? 'create'
+          : (req.method ?? '').toLowerCase();
     const attrs = { verb, group: '', resource: 'services', subresource: 'proxy', namespace, name: nameAndPort };
     if (!this.access.decide(caller, { resource: attrs }).allowed) {
-      return sendStatus(res, 403, 'Forbidden', `services "${nameAndPort}" is forbidden: User "${caller.username}" cannot ${verb} resource "services/proxy" in API group "" in the namespace "${namespace}"`);
+      return sendStatus(
+        res,
+        403,
+        'Forbidden',
+        `services "${nameAndPort}" is forbidden: User "${caller.username}" cannot ${verb} resource "services/proxy" in API group "" in the namespace "${namespace}"`,
+      );
     }
     const name = nameAndPort.split(':')[0]!;
-    if (!this.objects.get('services')!.has(`${namespace}/${name}`)) return sendStatus(res, 404, 'NotFound', `services "${name}" not found`);
+    if (!this.objects.get('services')!.has(`${namespace}/${name}`))
+      return sendStatus(res, 404, 'NotFound', `services "${name}" not found`);
     const target = this.onServiceProxy?.(namespace, name);
     if (!target) return sendStatus(res, 503, 'ServiceUnavailable', `no endpoints available for service "${name}"`);
     const { authorization: _dropped, host: _host, connection: _c, ...headers } = req.headers;
@@ -337,7 +394,11 @@ export class FakeApiServer {
       res.flushHeaders();
       up.pipe(res);
     });
-    upstream.on('error', (e) => (res.headersSent ? res.destroy() : sendStatus(res, 503, 'ServiceUnavailable', `error trying to reach service: ${e.message}`)));
+    upstream.on('error', (e) =>
+      res.headersSent
+        ? res.destroy()
+        : sendStatus(res, 503, 'ServiceUnavailable', `error trying to reach service: ${e.message}`),
+    );
     res.on('close', () => upstream.destroy());
     req.pipe(upstream);
   }
@@ -346,15 +407,29 @@ export class FakeApiServer {
   private handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     const url = new URL(req.url ?? '/', 'http://x');
     const refuse = (code: number, reason: string, message: string): void => {
-      const body = JSON.stringify({ kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, code });
-      socket.end(`HTTP/1.1 ${code} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+      const body = JSON.stringify({
+        kind: 'Status',
+        apiVersion: 'v1',
+        metadata: {},
+        status: 'Failure',
+        message,
+        reason,
+        code,
+      });
+      socket.end(
+        `HTTP/1.1 ${code} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+      );
     };
     if (req.headers.authorization !== 'Bearer fake-token') return refuse(401, 'Unauthorized', 'Unauthorized');
     const m = /^\/api\/v1\/namespaces\/([^/]+)\/pods\/([^/]+)\/exec$/.exec(url.pathname);
     if (!m) return refuse(404, 'NotFound', `the server could not find the requested resource (${url.pathname})`);
     const [, namespace, name] = m as unknown as [string, string, string];
     if (this.forbiddenExec.has(`${namespace}/${name}`)) {
-      return refuse(403, 'Forbidden', `pods "${name}" is forbidden: User "tester" cannot create resource "pods/exec" in API group "" in the namespace "${namespace}"`);
+      return refuse(
+        403,
+        'Forbidden',
+        `pods "${name}" is forbidden: User "tester" cannot create resource "pods/exec" in API group "" in the namespace "${namespace}"`,
+      );
     }
     const pod = this.objects.get('pods')!.get(`${namespace}/${name}`) as
       | (Obj & { spec?: { containers?: { name: string }[] }; status?: { phase?: string } })
@@ -362,14 +437,17 @@ export class FakeApiServer {
     if (!pod) return refuse(404, 'NotFound', `pods "${name}" not found`);
     const command = url.searchParams.getAll('command');
     const container = url.searchParams.get('container') ?? pod.spec?.containers?.[0]?.name ?? '';
-    if (!pod.spec?.containers?.some((c) => c.name === container)) return refuse(400, 'BadRequest', `container ${container} is not valid for pod ${name}`);
-    if (pod.status?.phase !== 'Running') return refuse(400, 'BadRequest', `pod ${name} is not running (phase ${pod.status?.phase})`);
+    if (!pod.spec?.containers?.some((c) => c.name === container))
+      return refuse(400, 'BadRequest', `container ${container} is not valid for pod ${name}`);
+    if (pod.status?.phase !== 'Running')
+      return refuse(400, 'BadRequest', `pod ${name} is not running (phase ${pod.status?.phase})`);
     if (!command.length) return refuse(400, 'BadRequest', 'you must specify at least one command for the container');
     if (!['stdout', 'stderr', 'stdin'].some((k) => url.searchParams.get(k) === 'true')) {
       return refuse(400, 'BadRequest', 'you must specify at least 1 of stdin, stdout, stderr');
     }
     const offered = (req.headers['sec-websocket-protocol'] ?? '').split(',').map((p) => p.trim());
-    if (!EXEC_PROTOCOLS.some((p) => offered.includes(p))) return refuse(400, 'BadRequest', `no supported subprotocol in ${JSON.stringify(offered)}`);
+    if (!EXEC_PROTOCOLS.some((p) => offered.includes(p)))
+      return refuse(400, 'BadRequest', `no supported subprotocol in ${JSON.stringify(offered)}`);
     if (!this.onExec) return refuse(500, 'InternalError', 'fake apiserver: no onExec runner set');
     const runner = this.onExec;
     this.wss.handleUpgrade(req, socket, head, (ws) => {
@@ -383,13 +461,20 @@ export class FakeApiServer {
 
   private serveList(resource: ResourceName, sel: Selector, q: Record<string, string>, res: ServerResponse): void {
     const t = this.typeOf(resource);
-    const all = [...this.objects.get(resource)!.values()].filter((o) => matches(sel, o)).sort((a, b) => (keyOf(a) < keyOf(b) ? -1 : 1));
+    const all = [...this.objects.get(resource)!.values()]
+      .filter((o) => matches(sel, o))
+      .sort((a, b) => (keyOf(a) < keyOf(b) ? -1 : 1));
     let listRv = this.rv;
     let offset = 0;
     if (q.continue) {
       const token = JSON.parse(Buffer.from(q.continue, 'base64').toString()) as { rv: number; offset: number };
       if (token.rv < this.compactedRv) {
-        return sendStatus(res, 410, 'Expired', 'The provided continue parameter is too old to display a consistent list result.');
+        return sendStatus(
+          res,
+          410,
+          'Expired',
+          'The provided continue parameter is too old to display a consistent list result.',
+        );
       }
       listRv = token.rv;
       offset = token.offset;
@@ -397,7 +482,8 @@ export class FakeApiServer {
     const limit = q.limit ? Number(q.limit) : all.length;
     const page = all.slice(offset, offset + limit);
     const metadata: Record<string, string> = { resourceVersion: String(listRv) };
-    if (offset + limit < all.length) metadata.continue = Buffer.from(JSON.stringify({ rv: listRv, offset: offset + limit })).toString('base64');
+    if (offset + limit < all.length)
+      metadata.continue = Buffer.from(JSON.stringify({ rv: listRv, offset: offset + limit })).toString('base64');
     // List items carry no kind/apiVersion: the list's kind says it.
     const items = page.map(({ kind: _k, apiVersion: _a, ...rest }) => rest);
     res.writeHead(200, { 'content-type': 'application/json' });
@@ -481,7 +567,18 @@ function runExec(ws: WebSocket, proc: ChildProcess, stdout: boolean, stderr: boo
   // The client going away ends the command, as the kubelet does when the stream breaks.
   ws.on('close', () => proc.exitCode === null && proc.signalCode === null && proc.kill('SIGKILL'));
   proc.on('error', (e) => {
-    frame(3, Buffer.from(JSON.stringify({ metadata: {}, status: 'Failure', message: `exec failed: ${e.message}`, reason: 'InternalError', code: 500 })));
+    frame(
+      3,
+      Buffer.from(
+        JSON.stringify({
+          metadata: {},
+          status: 'Failure',
+          message: `exec failed: ${e.message}`,
+          reason: 'InternalError',
+          code: 500,
+        }),
+      ),
+    );
     ws.close(1000);
   });
   proc.on('close', (code, signal) => {

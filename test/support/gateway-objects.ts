@@ -24,7 +24,12 @@ export function gateway(o: GatewayOptions): Obj {
     metadata: { name: o.name, namespace: o.namespace },
     spec: {
       gatewayClassName: o.className,
-      listeners: o.listeners.map((l) => ({ name: l.name, port: l.port, protocol: l.protocol, ...(l.from ? { allowedRoutes: { namespaces: { from: l.from } } } : {}) })),
+      listeners: o.listeners.map((l) => ({
+        name: l.name,
+        port: l.port,
+        protocol: l.protocol,
+        ...(l.from ? { allowedRoutes: { namespaces: { from: l.from } } } : {}),
+      })),
     },
     ...(o.addresses ? { status: { addresses: o.addresses } } : {}),
   };
@@ -55,7 +60,13 @@ export function route(o: RouteOptions): Obj {
             parents: parentRefs.map((parentRef, i) => ({
               parentRef,
               controllerName: 'example.com/gateway',
-              conditions: [{ type: 'Accepted', status: o.accepted![i] ? 'True' : 'False', reason: o.accepted![i] ? 'Accepted' : 'NotAllowedByListeners' }],
+              conditions: [
+                {
+                  type: 'Accepted',
+                  status: o.accepted![i] ? 'True' : 'False',
+                  reason: o.accepted![i] ? 'Accepted' : 'NotAllowedByListeners',
+                },
+              ],
             })),
           },
         }
@@ -64,11 +75,20 @@ export function route(o: RouteOptions): Obj {
 }
 
 /** A ReferenceGrant in `namespace` letting `fromKind` objects of `fromNamespace` reference its Services (or the one named). */
-export function referenceGrant(namespace: string, name: string, fromKind: string, fromNamespace: string, serviceName?: string): Obj {
+export function referenceGrant(
+  namespace: string,
+  name: string,
+  fromKind: string,
+  fromNamespace: string,
+  serviceName?: string,
+): Obj {
   return {
     apiVersion: `${GROUP}/v1beta1`,
     kind: 'ReferenceGrant',
     metadata: { name, namespace },
-    spec: { from: [{ group: GROUP, kind: fromKind, namespace: fromNamespace }], to: [{ group: '', kind: 'Service', ...(serviceName ? { name: serviceName } : {}) }] },
+    spec: {
+      from: [{ group: GROUP, kind: fromKind, namespace: fromNamespace }],
+      to: [{ group: '', kind: 'Service', ...(serviceName ? { name: serviceName } : {}) }],
+    },
   };
 }

@@ -5,8 +5,8 @@
 // No controller-manager, scheduler or kubelet: the tests create every object themselves through
 // the API (EndpointSlices included), and a Service's LB address through its status subresource.
 // startControlPlane() is idempotent: a second call in the same process returns the running one.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, closeSync } from 'node:fs';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,7 +20,10 @@ export const SERVICE_CIDR = '10.96.0.0/16';
 export const USERS = {
   admin: { user: 'admin', groups: ['system:masters'] },
   /** What RBAC matches to deploy/rbac.yaml's ServiceAccount binding. */
-  clbprobe: { user: 'system:serviceaccount:clbprobe:clbprobe', groups: ['system:serviceaccounts', 'system:serviceaccounts:clbprobe', 'system:authenticated'] },
+  clbprobe: {
+    user: 'system:serviceaccount:clbprobe:clbprobe',
+    groups: ['system:serviceaccounts', 'system:serviceaccounts:clbprobe', 'system:authenticated'],
+  },
   /** Bound to system:node-proxier by the API server's bootstrap policy, as kubeadm's kube-proxy is. */
   kubeProxy: { user: 'system:kube-proxy', groups: ['system:authenticated'] },
   /** Authenticated, no bindings at all. */
@@ -98,7 +101,8 @@ async function launchRetryingPorts(): Promise<ControlPlane> {
 
 export function binary(name: string): string {
   const path = join(KUBE_BIN, name);
-  if (!existsSync(path)) throw new Error(`${path} missing: run scripts/setup-kube.sh (sudo) to build the Kubernetes pieces`);
+  if (!existsSync(path))
+    throw new Error(`${path} missing: run scripts/setup-kube.sh (sudo) to build the Kubernetes pieces`);
   return path;
 }
 
@@ -109,10 +113,57 @@ function openssl(dir: string, ...args: string[]): void {
 
 /** A CA, the API server's certificate (127.0.0.1) and the service account signing key pair. */
 function makePki(dir: string): void {
-  openssl(dir, 'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '2', '-subj', '/CN=clbprobe-test-ca');
-  openssl(dir, 'req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'apiserver.key', '-out', 'apiserver.csr', '-subj', '/CN=kube-apiserver');
-  writeFileSync(join(dir, 'san.ext'), 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc,IP:10.96.0.1\n');
-  openssl(dir, 'x509', '-req', '-in', 'apiserver.csr', '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'apiserver.crt', '-days', '2', '-extfile', 'san.ext');
+  openssl(
+    dir,
+    'req',
+    '-x509',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-keyout',
+    'ca.key',
+    '-out',
+    'ca.crt',
+    '-days',
+    '2',
+    '-subj',
+    '/CN=clbprobe-test-ca',
+  );
+  openssl(
+    dir,
+    'req',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-keyout',
+    'apiserver.key',
+    '-out',
+    'apiserver.csr',
+    '-subj',
+    '/CN=kube-apiserver',
+  );
+  writeFileSync(
+    join(dir, 'san.ext'),
+    'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc,IP:10.96.0.1\n',
+  );
+  openssl(
+    dir,
+    'x509',
+    '-req',
+    '-in',
+    'apiserver.csr',
+    '-CA',
+    'ca.crt',
+    '-CAkey',
+    'ca.key',
+    '-CAcreateserial',
+    '-out',
+    'apiserver.crt',
+    '-days',
+    '2',
+    '-extfile',
+    'san.ext',
+  );
   openssl(dir, 'genrsa', '-out', 'sa.key', '2048');
   openssl(dir, 'rsa', '-in', 'sa.key', '-pubout', '-out', 'sa.pub');
 }
@@ -161,14 +212,19 @@ async function launch(): Promise<ControlPlane> {
   const dataDir = existsSync('/dev/shm') ? mkdtempSync('/dev/shm/cbk-etcd-') : join(dir, 'etcd');
   mkdirSync(dataDir, { recursive: true });
   makePki(dir);
-  const tokens = Object.fromEntries(Object.keys(USERS).map((u) => [u, `cbk-${u}-${Math.random().toString(36).slice(2)}`])) as Record<UserName, string>;
+  const tokens = Object.fromEntries(
+    Object.keys(USERS).map((u) => [u, `cbk-${u}-${Math.random().toString(36).slice(2)}`]),
+  ) as Record<UserName, string>;
   writeFileSync(
     join(dir, 'tokens.csv'),
     Object.entries(USERS)
       .map(([name, u]) => `${tokens[name as UserName]},${u.user},uid-${name},"${u.groups.join(',')}"`)
       .join('\n') + '\n',
   );
-  writeFileSync(join(dir, 'audit-policy.yaml'), 'apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n');
+  writeFileSync(
+    join(dir, 'audit-policy.yaml'),
+    'apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n',
+  );
   const ca = readFileSync(join(dir, 'ca.crt'));
   const [etcdPort, peerPort, port] = [await freePort(), await freePort(), await freePort()];
   const server = `https://127.0.0.1:${port}`;
@@ -176,32 +232,62 @@ async function launch(): Promise<ControlPlane> {
   const etcd = start(
     etcdBin,
     [
-      '--name', 'cbk', '--data-dir', dataDir,
-      '--listen-client-urls', `http://127.0.0.1:${etcdPort}`, '--advertise-client-urls', `http://127.0.0.1:${etcdPort}`,
-      '--listen-peer-urls', `http://127.0.0.1:${peerPort}`, '--initial-advertise-peer-urls', `http://127.0.0.1:${peerPort}`,
-      '--initial-cluster', `cbk=http://127.0.0.1:${peerPort}`, '--log-level', 'warn',
+      '--name',
+      'cbk',
+      '--data-dir',
+      dataDir,
+      '--listen-client-urls',
+      `http://127.0.0.1:${etcdPort}`,
+      '--advertise-client-urls',
+      `http://127.0.0.1:${etcdPort}`,
+      '--listen-peer-urls',
+      `http://127.0.0.1:${peerPort}`,
+      '--initial-advertise-peer-urls',
+      `http://127.0.0.1:${peerPort}`,
+      '--initial-cluster',
+      `cbk=http://127.0.0.1:${peerPort}`,
+      '--log-level',
+      'warn',
     ],
     join(dir, 'etcd.log'),
   );
 
   const apiserverArgs = [
     `--etcd-servers=http://127.0.0.1:${etcdPort}`,
-    '--bind-address=127.0.0.1', `--secure-port=${port}`, '--advertise-address=127.0.0.1',
-    `--tls-cert-file=${dir}/apiserver.crt`, `--tls-private-key-file=${dir}/apiserver.key`, `--client-ca-file=${dir}/ca.crt`,
-    `--token-auth-file=${dir}/tokens.csv`, '--authorization-mode=Node,RBAC',
-    `--service-account-key-file=${dir}/sa.pub`, `--service-account-signing-key-file=${dir}/sa.key`,
-    '--service-account-issuer=https://kubernetes.default.svc', '--api-audiences=https://kubernetes.default.svc',
-    `--service-cluster-ip-range=${SERVICE_CIDR}`, '--service-node-port-range=30000-32767',
+    '--bind-address=127.0.0.1',
+    `--secure-port=${port}`,
+    '--advertise-address=127.0.0.1',
+    `--tls-cert-file=${dir}/apiserver.crt`,
+    `--tls-private-key-file=${dir}/apiserver.key`,
+    `--client-ca-file=${dir}/ca.crt`,
+    `--token-auth-file=${dir}/tokens.csv`,
+    '--authorization-mode=Node,RBAC',
+    `--service-account-key-file=${dir}/sa.pub`,
+    `--service-account-signing-key-file=${dir}/sa.key`,
+    '--service-account-issuer=https://kubernetes.default.svc',
+    '--api-audiences=https://kubernetes.default.svc',
+    `--service-cluster-ip-range=${SERVICE_CIDR}`,
+    '--service-node-port-range=30000-32767',
     // The "kubernetes" Service's endpoints would be 127.0.0.1, which the API rejects (loopback) every 10 s.
     '--endpoint-reconciler-type=none',
     // Every request with its user and answer, so a test can see what a client really asked (a relist, a watch's resourceVersion).
-    `--audit-policy-file=${dir}/audit-policy.yaml`, `--audit-log-path=${dir}/audit.log`, '--audit-log-mode=blocking',
-    `--cert-dir=${dir}/certs`, '--profiling=false', '--v=1',
+    `--audit-policy-file=${dir}/audit-policy.yaml`,
+    `--audit-log-path=${dir}/audit.log`,
+    '--audit-log-mode=blocking',
+    `--cert-dir=${dir}/certs`,
+    '--profiling=false',
+    '--v=1',
   ];
   let apiserver: ChildProcess | undefined;
   const apiLog = join(dir, 'kube-apiserver.log');
 
-  const doRequest = (method: string, path: string, body: unknown, user: UserName, timeoutMs = 15_000): Promise<ApiAnswer> =>
+  const doRequest = (
+    method: string,
+    path: string,
+    body: unknown,
+    user: UserName,
+    timeoutMs = 15_000,
+  ): Promise<ApiAnswer> =>
     new Promise((resolve, reject) => {
       const data = body === undefined ? undefined : Buffer.from(typeof body === 'string' ? body : JSON.stringify(body));
       const req = request(
@@ -212,7 +298,12 @@ async function launch(): Promise<ControlPlane> {
           headers: {
             authorization: `Bearer ${tokens[user]}`,
             accept: 'application/json',
-            ...(data ? { 'content-type': method === 'PATCH' ? 'application/merge-patch+json' : 'application/json', 'content-length': data.length } : {}),
+            ...(data
+              ? {
+                  'content-type': method === 'PATCH' ? 'application/merge-patch+json' : 'application/json',
+                  'content-length': data.length,
+                }
+              : {}),
           },
           timeout: timeoutMs,
         },
@@ -248,7 +339,10 @@ async function launch(): Promise<ControlPlane> {
       if (p.exitCode !== null) throw new Error(`kube-apiserver exited ${p.exitCode}:\n${tail(apiLog)}`);
       const r = await doRequest('GET', '/readyz', undefined, 'admin', 5000).catch(() => undefined);
       if (r?.status === 200) return;
-      if (Date.now() > end) throw new Error(`kube-apiserver not ready after 120 s (last: ${r ? `${r.status} ${String(r.body).slice(-300)}` : 'no answer'}):\n${tail(apiLog)}`);
+      if (Date.now() > end)
+        throw new Error(
+          `kube-apiserver not ready after 120 s (last: ${r ? `${r.status} ${String(r.body).slice(-300)}` : 'no answer'}):\n${tail(apiLog)}`,
+        );
       await sleep(250);
     }
   };
@@ -326,18 +420,26 @@ async function launch(): Promise<ControlPlane> {
       } catch {
         return [];
       }
-      return text.split('\n').filter((l) => l.includes('"stage":"ResponseComplete"')).map((l) => JSON.parse(l) as AuditEvent);
+      return text
+        .split('\n')
+        .filter((l) => l.includes('"stage":"ResponseComplete"'))
+        .map((l) => JSON.parse(l) as AuditEvent);
     },
     token: (user) => tokens[user],
     kubeconfig,
     request: (method, path, body, user = 'admin') => doRequest(method, path, body, user),
     async create(path, object) {
       const r = await doRequest('POST', path, object, 'admin');
-      if (r.status !== 201 && r.status !== 200) throw new Error(`POST ${path}: ${r.status} ${JSON.stringify(r.body).slice(0, 400)}`);
+      if (r.status !== 201 && r.status !== 200)
+        throw new Error(`POST ${path}: ${r.status} ${JSON.stringify(r.body).slice(0, 400)}`);
       return r.body as Record<string, unknown>;
     },
     kubectl(args, input) {
-      const r = spawnSync(kubectlBin, ['--kubeconfig', kubeconfig('admin'), ...args], { encoding: 'utf8', input, timeout: 60_000 });
+      const r = spawnSync(kubectlBin, ['--kubeconfig', kubeconfig('admin'), ...args], {
+        encoding: 'utf8',
+        input,
+        timeout: 60_000,
+      });
       if (r.status !== 0) throw new Error(`kubectl ${args.join(' ')} exited ${r.status}: ${r.stderr}`);
       return r.stdout;
     },
@@ -353,24 +455,48 @@ async function launch(): Promise<ControlPlane> {
 }
 
 /** A service-account JWT from the real TokenRequest API (what the kubelet mounts into a pod), for `audiences` or the API server's own. */
-export async function serviceAccountToken(cp: ControlPlane, ns: string, name: string, audiences?: string[]): Promise<string> {
+export async function serviceAccountToken(
+  cp: ControlPlane,
+  ns: string,
+  name: string,
+  audiences?: string[],
+): Promise<string> {
   const r = await cp.request('POST', `/api/v1/namespaces/${ns}/serviceaccounts/${name}/token`, {
     apiVersion: 'authentication.k8s.io/v1',
     kind: 'TokenRequest',
     spec: { expirationSeconds: 3600, ...(audiences ? { audiences } : {}) },
   });
-  if (r.status !== 201) throw new Error(`TokenRequest ${ns}/${name}: ${r.status} ${JSON.stringify(r.body).slice(0, 300)}`);
+  if (r.status !== 201)
+    throw new Error(`TokenRequest ${ns}/${name}: ${r.status} ${JSON.stringify(r.body).slice(0, 300)}`);
   return (r.body as { status: { token: string } }).status.token;
 }
 
 /** A kubeconfig file at `file` that sends `token` to `server` (the API server by default). */
 export function tokenKubeconfig(cp: ControlPlane, file: string, token: string, server = cp.server): string {
   // client-node sends a token over plain HTTP (a loopback proxy hop) only with TLS checks off.
-  const ca = server.startsWith('https') ? `    certificate-authority: ${cp.caFile}` : '    insecure-skip-tls-verify: true';
+  const ca = server.startsWith('https')
+    ? `    certificate-authority: ${cp.caFile}`
+    : '    insecure-skip-tls-verify: true';
   writeFileSync(
     file,
-    ['apiVersion: v1', 'kind: Config', 'clusters:', '- name: c', '  cluster:', `    server: ${server}`, ca, 'users:', '- name: u', '  user:', `    token: ${token}`,
-      'contexts:', '- name: c', '  context: {cluster: c, user: u}', 'current-context: c', ''].join('\n'),
+    [
+      'apiVersion: v1',
+      'kind: Config',
+      'clusters:',
+      '- name: c',
+      '  cluster:',
+      `    server: ${server}`,
+      ca,
+      'users:',
+      '- name: u',
+      '  user:',
+      `    token: ${token}`,
+      'contexts:',
+      '- name: c',
+      '  context: {cluster: c, user: u}',
+      'current-context: c',
+      '',
+    ].join('\n'),
   );
   return file;
 }

@@ -5,8 +5,9 @@
 // endpoints dropped by the filter table's KUBE-EXTERNAL-SERVICES ("has no local
 // endpoints") while pods are short-circuited. Written from kube-proxy's
 // expected rule sets (proxier_test.go); the labs load it with iptables-restore.
-import { kubeProxyHash } from './kube-proxy-hash.js';
+
 import type { NftEndpoint, NftService } from './kube-nft.js';
+import { kubeProxyHash } from './kube-proxy-hash.js';
 
 const hash = (text: string): string => kubeProxyHash(text, 16);
 
@@ -52,7 +53,12 @@ export function kubeProxyIptables(services: NftService[], podCidr: string): stri
 function serviceRules(s: NftService, podCidr: string, filter: string[], nat: string[], chains: Set<string>): void {
   const name = `${s.namespace}/${s.name}:${s.portName}`;
   const id = hash(`${name}${s.protocol}`);
-  const [svc, svl, ext, fw] = ['SVC', 'SVL', 'EXT', 'FW'].map((k) => `KUBE-${k}-${id}`) as [string, string, string, string];
+  const [svc, svl, ext, fw] = ['SVC', 'SVL', 'EXT', 'FW'].map((k) => `KUBE-${k}-${id}`) as [
+    string,
+    string,
+    string,
+    string,
+  ];
   const local = s.endpoints.filter((e) => e.local);
   const p = `-p ${s.protocol} -m ${s.protocol} --dport ${s.port}`;
   const sep = (e: NftEndpoint): string => `KUBE-SEP-${hash(`${name}${s.protocol}${e.ip}:${e.port}`)}`;
@@ -65,13 +71,19 @@ function serviceRules(s: NftService, podCidr: string, filter: string[], nat: str
     });
   };
   if (s.endpoints.length === 0) return;
-  nat.push(`-A KUBE-SERVICES -d ${s.clusterIP}/32 -p ${s.protocol} -m comment --comment "${name} cluster IP" -m ${s.protocol} --dport ${s.port} -j ${svc}`);
-  nat.push(`-A ${svc} ! -s ${podCidr} -d ${s.clusterIP}/32 -p ${s.protocol} -m comment --comment "${name} cluster IP" -m ${s.protocol} --dport ${s.port} -j KUBE-MARK-MASQ`);
+  nat.push(
+    `-A KUBE-SERVICES -d ${s.clusterIP}/32 -p ${s.protocol} -m comment --comment "${name} cluster IP" -m ${s.protocol} --dport ${s.port} -j ${svc}`,
+  );
+  nat.push(
+    `-A ${svc} ! -s ${podCidr} -d ${s.clusterIP}/32 -p ${s.protocol} -m comment --comment "${name} cluster IP" -m ${s.protocol} --dport ${s.port} -j KUBE-MARK-MASQ`,
+  );
   fanOut(svc, s.endpoints);
   for (const e of s.endpoints) {
     chains.add(sep(e));
     nat.push(`-A ${sep(e)} -s ${e.ip}/32 -m comment --comment "${name}" -j KUBE-MARK-MASQ`);
-    nat.push(`-A ${sep(e)} -p ${s.protocol} -m comment --comment "${name}" -m ${s.protocol} -j DNAT --to-destination ${e.ip}:${e.port}`);
+    nat.push(
+      `-A ${sep(e)} -p ${s.protocol} -m comment --comment "${name}" -m ${s.protocol} -j DNAT --to-destination ${e.ip}:${e.port}`,
+    );
   }
   if (s.lbIPs.length === 0) return;
   chains.add(ext);
@@ -80,8 +92,12 @@ function serviceRules(s: NftService, podCidr: string, filter: string[], nat: str
     nat.push(`-A ${ext} -j ${svc}`);
   } else {
     nat.push(`-A ${ext} -s ${podCidr} -m comment --comment "pod traffic for ${name} external destinations" -j ${svc}`);
-    nat.push(`-A ${ext} -m comment --comment "masquerade LOCAL traffic for ${name} external destinations" -m addrtype --src-type LOCAL -j KUBE-MARK-MASQ`);
-    nat.push(`-A ${ext} -m comment --comment "route LOCAL traffic for ${name} external destinations" -m addrtype --src-type LOCAL -j ${svc}`);
+    nat.push(
+      `-A ${ext} -m comment --comment "masquerade LOCAL traffic for ${name} external destinations" -m addrtype --src-type LOCAL -j KUBE-MARK-MASQ`,
+    );
+    nat.push(
+      `-A ${ext} -m comment --comment "route LOCAL traffic for ${name} external destinations" -m addrtype --src-type LOCAL -j ${svc}`,
+    );
     if (local.length > 0) {
       nat.push(`-A ${ext} -j ${svl}`);
       fanOut(svl, local);
@@ -90,16 +106,23 @@ function serviceRules(s: NftService, podCidr: string, filter: string[], nat: str
   const ranged = (s.sourceRanges?.length ?? 0) > 0;
   if (ranged) chains.add(fw);
   for (const ip of s.lbIPs) {
-    nat.push(`-A KUBE-SERVICES -d ${ip}/32 -p ${s.protocol} -m comment --comment "${name} loadbalancer IP" -m ${s.protocol} --dport ${s.port} -j ${ranged ? fw : ext}`);
+    nat.push(
+      `-A KUBE-SERVICES -d ${ip}/32 -p ${s.protocol} -m comment --comment "${name} loadbalancer IP" -m ${s.protocol} --dport ${s.port} -j ${ranged ? fw : ext}`,
+    );
     if (ranged) {
-      filter.push(`-A KUBE-PROXY-FIREWALL -d ${ip}/32 ${p.replace(/^-p (\S+) -m \S+/, '-p $1 -m comment --comment "' + name + ' traffic not accepted by ' + fw + '" -m $1')} -j DROP`);
+      filter.push(
+        `-A KUBE-PROXY-FIREWALL -d ${ip}/32 ${p.replace(/^-p (\S+) -m \S+/, '-p $1 -m comment --comment "' + name + ' traffic not accepted by ' + fw + '" -m $1')} -j DROP`,
+      );
     }
     if (s.etp === 'Local' && local.length === 0) {
-      filter.push(`-A KUBE-EXTERNAL-SERVICES -d ${ip}/32 -p ${s.protocol} -m comment --comment "${name} has no local endpoints" -m ${s.protocol} --dport ${s.port} -j DROP`);
+      filter.push(
+        `-A KUBE-EXTERNAL-SERVICES -d ${ip}/32 -p ${s.protocol} -m comment --comment "${name} has no local endpoints" -m ${s.protocol} --dport ${s.port} -j DROP`,
+      );
     }
   }
   if (ranged) {
-    for (const r of s.sourceRanges!) nat.push(`-A ${fw} -s ${r} -m comment --comment "${name} loadbalancer IP" -j ${ext}`);
+    for (const r of s.sourceRanges!)
+      nat.push(`-A ${fw} -s ${r} -m comment --comment "${name} loadbalancer IP" -j ${ext}`);
     nat.push(`-A ${fw} -m comment --comment "other traffic to ${name} will be dropped by KUBE-PROXY-FIREWALL"`);
   }
 }

@@ -8,11 +8,11 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { LAB, clusterList, createLoopLab, type Etp, type LoopLab } from '../../src/demo/lab.js';
+import { clusterList, createLoopLab, type Etp, LAB, type LoopLab } from '../../src/demo/lab.js';
 import type { Finding } from '../../src/detect/types.js';
-import { startControlPlane, type ControlPlane } from './kube-control-plane.js';
+import { type ControlPlane, startControlPlane } from './kube-control-plane.js';
 import { createList } from './kube-objects.js';
-import { startKubeProxy, type KubeProxy } from './kube-proxy.js';
+import { type KubeProxy, startKubeProxy } from './kube-proxy.js';
 
 export const CLI = join(import.meta.dirname, '../../dist/src/cli/main.js');
 const INGRESS_LB = join(import.meta.dirname, 'ingress-lb.py');
@@ -53,7 +53,10 @@ export async function createKubeLab(prefix: string, etp: Etp): Promise<KubeLab> 
   try {
     await createList(cp, clusterList(etp) as { items: Record<string, unknown>[] });
     kubeProxy = await startKubeProxy(cp, lab.node, { nodeName: LAB.node1Name, clusterCidr: '10.244.0.0/16' });
-    await kubeProxy.waitForRules('lab/web:http loadbalancer IP', (s) => s.includes('"lab/web:http loadbalancer IP"') && s.includes('--dport 30080'));
+    await kubeProxy.waitForRules(
+      'lab/web:http loadbalancer IP',
+      (s) => s.includes('"lab/web:http loadbalancer IP"') && s.includes('--dport 30080'),
+    );
   } catch (e) {
     await kubeProxy?.stop();
     lab.destroy();
@@ -67,22 +70,46 @@ export async function createKubeLab(prefix: string, etp: Etp): Promise<KubeLab> 
     kubeProxy: kp,
     async patchService(patch, what, synced) {
       const r = await cp.request('PATCH', SERVICE_PATH, patch);
-      if (r.status !== 200) throw new Error(`PATCH ${SERVICE_PATH}: ${r.status} ${JSON.stringify(r.body).slice(0, 300)}`);
+      if (r.status !== 200)
+        throw new Error(`PATCH ${SERVICE_PATH}: ${r.status} ${JSON.stringify(r.body).slice(0, 300)}`);
       return kp.waitForRules(what, synced);
     },
     async setLbIngress(ingress, what, synced) {
       const r = await cp.request('PATCH', `${SERVICE_PATH}/status`, { status: { loadBalancer: { ingress } } });
-      if (r.status !== 200) throw new Error(`PATCH ${SERVICE_PATH}/status: ${r.status} ${JSON.stringify(r.body).slice(0, 300)}`);
+      if (r.status !== 200)
+        throw new Error(`PATCH ${SERVICE_PATH}/status: ${r.status} ${JSON.stringify(r.body).slice(0, 300)}`);
       return kp.waitForRules(what, synced);
     },
     writeClusterFile(path, extraKinds = []) {
-      writeFileSync(path, cp.kubectl(['get', ['services', 'endpointslices', 'ingresses', 'nodes', ...extraKinds].join(','), '-A', '-o', 'json']));
+      writeFileSync(
+        path,
+        cp.kubectl([
+          'get',
+          ['services', 'endpointslices', 'ingresses', 'nodes', ...extraKinds].join(','),
+          '-A',
+          '-o',
+          'json',
+        ]),
+      );
       return path;
     },
     diagnose(clusterFile, extraArgs = []) {
       const r = spawnSync(
         'ip',
-        ['netns', 'exec', lab.node.name, process.execPath, CLI, 'diagnose', '--json', '--cluster-file', clusterFile, '--node-name', LAB.node1Name, ...extraArgs],
+        [
+          'netns',
+          'exec',
+          lab.node.name,
+          process.execPath,
+          CLI,
+          'diagnose',
+          '--json',
+          '--cluster-file',
+          clusterFile,
+          '--node-name',
+          LAB.node1Name,
+          ...extraArgs,
+        ],
         { encoding: 'utf8', timeout: 90_000 },
       );
       const out = r.stdout ? (JSON.parse(r.stdout) as { findings: Finding[] }) : { findings: [] };
@@ -100,7 +127,9 @@ export async function createKubeLab(prefix: string, etp: Etp): Promise<KubeLab> 
 /** Removes the lab's objects, so the next lab in the same control plane starts from none. */
 async function deleteLabObjects(cp: ControlPlane): Promise<void> {
   await cp.request('DELETE', '/api/v1/namespaces/lab/services/web').catch(() => undefined);
-  await cp.request('DELETE', '/apis/discovery.k8s.io/v1beta1/namespaces/lab/endpointslices/web-abcde').catch(() => undefined);
+  await cp
+    .request('DELETE', '/apis/discovery.k8s.io/v1beta1/namespaces/lab/endpointslices/web-abcde')
+    .catch(() => undefined);
   await cp.request('DELETE', '/apis/networking.k8s.io/v1/namespaces/lab/ingresses/web').catch(() => undefined);
   await cp.request('DELETE', `/api/v1/nodes/${LAB.node1Name}`).catch(() => undefined);
 }
@@ -115,7 +144,12 @@ export interface IngressLb {
  * client's address (IP_TRANSPARENT) or not, giving up on a backend after `backendTimeoutS`; and the
  * Ingress lab/web whose status carries `vip`.
  */
-export async function startIngressLb(k: KubeLab, vip: string, keepClientIp: boolean, backendTimeoutS = 3): Promise<IngressLb> {
+export async function startIngressLb(
+  k: KubeLab,
+  vip: string,
+  keepClientIp: boolean,
+  backendTimeoutS = 3,
+): Promise<IngressLb> {
   const lb = await startL7Lb(k, vip, keepClientIp, backendTimeoutS);
   try {
     await createIngress(k, vip);
@@ -127,10 +161,26 @@ export async function startIngressLb(k: KubeLab, vip: string, keepClientIp: bool
 }
 
 /** The L7 LB process of startIngressLb alone: what describes it in the cluster is the caller's. */
-export async function startL7Lb(k: KubeLab, vip: string, keepClientIp: boolean, backendTimeoutS = 3): Promise<IngressLb> {
+export async function startL7Lb(
+  k: KubeLab,
+  vip: string,
+  keepClientIp: boolean,
+  backendTimeoutS = 3,
+): Promise<IngressLb> {
   k.lab.lb.sh(`ip addr replace ${vip}/32 dev lo`);
-  const args = [INGRESS_LB, vip, '80', LAB.node1, String(LAB.nodePort), '--backend-timeout', String(backendTimeoutS), ...(keepClientIp ? ['--keep-client-ip'] : [])];
-  const p = spawn('ip', ['netns', 'exec', k.lab.lb.name, '/usr/bin/python3', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const args = [
+    INGRESS_LB,
+    vip,
+    '80',
+    LAB.node1,
+    String(LAB.nodePort),
+    '--backend-timeout',
+    String(backendTimeoutS),
+    ...(keepClientIp ? ['--keep-client-ip'] : []),
+  ];
+  const p = spawn('ip', ['netns', 'exec', k.lab.lb.name, '/usr/bin/python3', ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let err = '';
   p.stderr!.on('data', (b: Buffer) => (err += b));
   await new Promise<void>((resolve, reject) => {
@@ -150,7 +200,17 @@ async function createIngress(k: KubeLab, vip: string): Promise<void> {
     apiVersion: 'networking.k8s.io/v1',
     kind: 'Ingress',
     metadata: { name: 'web', namespace: 'lab' },
-    spec: { rules: [{ http: { paths: [{ path: '/', pathType: 'Prefix', backend: { service: { name: 'web', port: { number: LAB.port } } } }] } }] },
+    spec: {
+      rules: [
+        {
+          http: {
+            paths: [
+              { path: '/', pathType: 'Prefix', backend: { service: { name: 'web', port: { number: LAB.port } } } },
+            ],
+          },
+        },
+      ],
+    },
   };
   const path = '/apis/networking.k8s.io/v1/namespaces/lab/ingresses';
   const existing = await k.cp.request('GET', `${path}/web`);
@@ -165,7 +225,9 @@ function connectFrom(lab: LoopLab, ip: string, port: number, timeoutMs: number):
     s.on('data',(b)=>d+=b);s.on('end',()=>{console.log('connected '+d);process.exit(0)});
     s.on('error',(e)=>{console.log(e.code);process.exit(0)});`;
   return new Promise((resolve) => {
-    const p = spawn('ip', ['netns', 'exec', lab.pod.name, process.execPath, '-e', js], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const p = spawn('ip', ['netns', 'exec', lab.pod.name, process.execPath, '-e', js], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     let err = '';
     const kill = setTimeout(() => p.kill('SIGKILL'), timeoutMs + 5000);

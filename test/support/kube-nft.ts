@@ -77,13 +77,24 @@ export function kubeProxyRuleset(o: NftRulesetOptions): string {
   add(`add table ${T} { comment "rules for kube-proxy" ; }`);
   add(`add set ${T} cluster-ips { type ${addrType} ; comment "Active ClusterIPs" ; }`);
   add(`add set ${T} nodeport-ips { type ${addrType} ; comment "IPs that accept NodePort traffic" ; }`);
-  add(`add map ${T} firewall-ips { type ${addrType} . inet_proto . inet_service : verdict ; comment "destinations that are subject to LoadBalancerSourceRanges" ; }`);
-  add(`add map ${T} no-endpoint-nodeports { type inet_proto . inet_service : verdict ; comment "vmap to drop or reject packets to service nodeports with no endpoints" ; }`);
-  add(`add map ${T} no-endpoint-services { type ${addrType} . inet_proto . inet_service : verdict ; comment "vmap to drop or reject packets to services with no endpoints" ; }`);
-  add(`add map ${T} service-ips { type ${addrType} . inet_proto . inet_service : verdict ; comment "ClusterIP, ExternalIP and LoadBalancer IP traffic" ; }`);
+  add(
+    `add map ${T} firewall-ips { type ${addrType} . inet_proto . inet_service : verdict ; comment "destinations that are subject to LoadBalancerSourceRanges" ; }`,
+  );
+  add(
+    `add map ${T} no-endpoint-nodeports { type inet_proto . inet_service : verdict ; comment "vmap to drop or reject packets to service nodeports with no endpoints" ; }`,
+  );
+  add(
+    `add map ${T} no-endpoint-services { type ${addrType} . inet_proto . inet_service : verdict ; comment "vmap to drop or reject packets to services with no endpoints" ; }`,
+  );
+  add(
+    `add map ${T} service-ips { type ${addrType} . inet_proto . inet_service : verdict ; comment "ClusterIP, ExternalIP and LoadBalancer IP traffic" ; }`,
+  );
   add(`add map ${T} service-nodeports { type inet_proto . inet_service : verdict ; comment "NodePort traffic" ; }`);
   const v136 = o.layout === 'v1.36';
-  if (v136) add(`add set ${T} hairpin-connections { type ${addrType} . ${addrType} . inet_proto . inet_service ; comment "service hairpin connections" ; }`);
+  if (v136)
+    add(
+      `add set ${T} hairpin-connections { type ${addrType} . ${addrType} . inet_proto . inet_service ; comment "service hairpin connections" ; }`,
+    );
   add(`add chain ${T} cluster-ips-check`);
   if (o.layout !== 'v1.31') {
     add(`add chain ${T} filter-prerouting-pre-dnat { type filter hook prerouting priority -110 ; }`);
@@ -98,7 +109,8 @@ export function kubeProxyRuleset(o: NftRulesetOptions): string {
     add(`add chain ${T} filter-output { type filter hook output priority -110 ; }`);
     add(`add chain ${T} filter-output-post-dnat { type filter hook output priority -90 ; }`);
   }
-  for (const c of ['firewall-check', ...(v136 ? [] : ['mark-for-masquerade']), 'masquerading']) add(`add chain ${T} ${c}`);
+  for (const c of ['firewall-check', ...(v136 ? [] : ['mark-for-masquerade']), 'masquerading'])
+    add(`add chain ${T} ${c}`);
   add(`add chain ${T} nat-output { type nat hook output priority -100 ; }`);
   add(`add chain ${T} nat-postrouting { type nat hook postrouting priority 100 ; }`);
   add(`add chain ${T} nat-prerouting { type nat hook prerouting priority -100 ; }`);
@@ -107,8 +119,12 @@ export function kubeProxyRuleset(o: NftRulesetOptions): string {
   add(`add chain ${T} services`);
   add(`add chain ${T} service-endpoints-check`);
 
-  add(`add rule ${T} cluster-ips-check ${ipX} daddr @cluster-ips reject comment "Reject traffic to invalid ports of ClusterIPs"`);
-  add(`add rule ${T} cluster-ips-check ${ipX} daddr { ${o.serviceCidr} } drop comment "Drop traffic to unallocated ClusterIPs"`);
+  add(
+    `add rule ${T} cluster-ips-check ${ipX} daddr @cluster-ips reject comment "Reject traffic to invalid ports of ClusterIPs"`,
+  );
+  add(
+    `add rule ${T} cluster-ips-check ${ipX} daddr { ${o.serviceCidr} } drop comment "Drop traffic to unallocated ClusterIPs"`,
+  );
   if (o.layout !== 'v1.31') {
     add(`add rule ${T} filter-prerouting-pre-dnat ct state new jump firewall-check`);
     add(`add rule ${T} filter-forward ct state new jump service-endpoints-check`);
@@ -131,7 +147,9 @@ export function kubeProxyRuleset(o: NftRulesetOptions): string {
   add(`add rule ${T} firewall-check ${ipX} daddr . meta l4proto . th dport vmap @firewall-ips`);
   if (v136) {
     add(`add rule ${T} masquerading mark and 0x4000 != 0 mark set mark xor 0x4000 masquerade fully-random`);
-    add(`add rule ${T} masquerading ct status dnat ${ipX} saddr . ${ipX} daddr . meta l4proto . th dport @hairpin-connections masquerade fully-random`);
+    add(
+      `add rule ${T} masquerading ct status dnat ${ipX} saddr . ${ipX} daddr . meta l4proto . th dport @hairpin-connections masquerade fully-random`,
+    );
   } else {
     add(`add rule ${T} mark-for-masquerade mark set mark or 0x4000`);
     add(`add rule ${T} masquerading mark and 0x4000 == 0 return`);
@@ -141,10 +159,15 @@ export function kubeProxyRuleset(o: NftRulesetOptions): string {
   add(`add rule ${T} nat-output jump services`);
   add(`add rule ${T} nat-postrouting jump masquerading`);
   add(`add rule ${T} nat-prerouting jump services`);
-  add(`add rule ${T} nodeport-endpoints-check ${ipX} daddr @nodeport-ips meta l4proto . th dport vmap @no-endpoint-nodeports`);
+  add(
+    `add rule ${T} nodeport-endpoints-check ${ipX} daddr @nodeport-ips meta l4proto . th dport vmap @no-endpoint-nodeports`,
+  );
   add(`add rule ${T} reject-chain reject`);
   const notPod = o.podInterface ? `iifname != "${o.podInterface}"` : `${ipX} saddr != ${o.podCidr}`;
-  if (v136) add(`add rule ${T} services ${ipX} daddr @cluster-ips ${notPod} mark set mark or 0x4000 comment "masquerade clusterIP traffic from outside cluster"`);
+  if (v136)
+    add(
+      `add rule ${T} services ${ipX} daddr @cluster-ips ${notPod} mark set mark or 0x4000 comment "masquerade clusterIP traffic from outside cluster"`,
+    );
   add(`add rule ${T} services ${ipX} daddr . meta l4proto . th dport vmap @service-ips`);
   add(`add rule ${T} services ${ipX} daddr @nodeport-ips meta l4proto . th dport vmap @service-nodeports`);
   for (const ip of o.nodePortIPs) add(`add element ${T} nodeport-ips { ${ip} }`);
@@ -175,14 +198,21 @@ function serviceRules(s: NftService, o: NftRulesetOptions, T: string, ipX: strin
   const dnatTo = (e: NftEndpoint): string => (ipX === 'ip6' ? `[${e.ip}]:${e.port}` : `${e.ip}:${e.port}`);
   const dispatch = (chain: string, eps: NftEndpoint[]): void => {
     add(`add chain ${T} ${chain}`);
-    if (chain === svcChain && !v136) add(`add rule ${T} ${chain} ${ipX} daddr ${s.clusterIP} ${s.protocol} dport ${s.port} ${ipX} saddr != ${o.podCidr} jump mark-for-masquerade`);
+    if (chain === svcChain && !v136)
+      add(
+        `add rule ${T} ${chain} ${ipX} daddr ${s.clusterIP} ${s.protocol} dport ${s.port} ${ipX} saddr != ${o.podCidr} jump mark-for-masquerade`,
+      );
     if (v136 && !affinity) {
       // Without session affinity v1.36 DNATs from the service chain itself: one endpoint directly, more through a numgen map.
       if (eps.length === 1) add(`add rule ${T} ${chain} meta l4proto ${s.protocol} dnat to ${dnatTo(eps[0]!)}`);
-      else add(`add rule ${T} ${chain} meta l4proto ${s.protocol} dnat ${ipX} addr . port to numgen random mod ${eps.length} map { ${eps.map((e, i) => `${i} : ${e.ip} . ${e.port}`).join(' , ')} }`);
+      else
+        add(
+          `add rule ${T} ${chain} meta l4proto ${s.protocol} dnat ${ipX} addr . port to numgen random mod ${eps.length} map { ${eps.map((e, i) => `${i} : ${e.ip} . ${e.port}`).join(' , ')} }`,
+        );
       return;
     }
-    if (affinity) for (const e of eps) add(`add rule ${T} ${chain} ${ipX} saddr @${affinitySet(s, e)} goto ${endpointChain(s, e)}`);
+    if (affinity)
+      for (const e of eps) add(`add rule ${T} ${chain} ${ipX} saddr @${affinitySet(s, e)} goto ${endpointChain(s, e)}`);
     const vm = eps.map((e, i) => `${i} : goto ${endpointChain(s, e)}`).join(' , ');
     add(`add rule ${T} ${chain} numgen random mod ${eps.length} vmap { ${vm} }`);
   };
@@ -206,7 +236,9 @@ function serviceRules(s: NftService, o: NftRulesetOptions, T: string, ipX: strin
     const c = endpointChain(s, e);
     add(`add chain ${T} ${c}`);
     if (affinity) {
-      add(`add set ${T} ${affinitySet(s, e)} { type ${ipX === 'ip6' ? 'ipv6_addr' : 'ipv4_addr'} ; flags dynamic,timeout ; timeout ${s.affinityTimeout}s ; }`);
+      add(
+        `add set ${T} ${affinitySet(s, e)} { type ${ipX === 'ip6' ? 'ipv6_addr' : 'ipv4_addr'} ; flags dynamic,timeout ; timeout ${s.affinityTimeout}s ; }`,
+      );
       add(`add rule ${T} ${c} update @${affinitySet(s, e)} { ${ipX} saddr }`);
     } else add(`add rule ${T} ${c} ${ipX} saddr ${e.ip} jump mark-for-masquerade`);
     add(`add rule ${T} ${c} meta l4proto ${s.protocol} dnat to ${dnatTo(e)}`);
@@ -220,13 +252,16 @@ function serviceRules(s: NftService, o: NftRulesetOptions, T: string, ipX: strin
   if (hasEndpoints) {
     add(`add element ${T} service-ips { ${key(s.clusterIP)} : goto ${svcChain} }`);
     for (const ip of s.lbIPs) add(`add element ${T} service-ips { ${key(ip)} : goto ${extChain} }`);
-    if (s.nodePort !== undefined) add(`add element ${T} service-nodeports { ${s.protocol} . ${s.nodePort} : goto ${extChain} }`);
+    if (s.nodePort !== undefined)
+      add(`add element ${T} service-nodeports { ${s.protocol} . ${s.nodePort} : goto ${extChain} }`);
   } else {
     add(`add element ${T} no-endpoint-services { ${key(s.clusterIP)} comment "${name}" : goto reject-chain }`);
   }
   if (!hasExternalEndpoints) {
     const verdict = hasEndpoints ? 'drop' : 'goto reject-chain';
-    for (const ip of s.lbIPs) add(`add element ${T} no-endpoint-services { ${key(ip)} comment "${name}" : ${verdict} }`);
-    if (s.nodePort !== undefined) add(`add element ${T} no-endpoint-nodeports { ${s.protocol} . ${s.nodePort} comment "${name}" : ${verdict} }`);
+    for (const ip of s.lbIPs)
+      add(`add element ${T} no-endpoint-services { ${key(ip)} comment "${name}" : ${verdict} }`);
+    if (s.nodePort !== undefined)
+      add(`add element ${T} no-endpoint-nodeports { ${s.protocol} . ${s.nodePort} comment "${name}" : ${verdict} }`);
   }
 }

@@ -10,11 +10,22 @@
 // cgroup and namespace, also after a failed start. The recipe this follows, with its reasons:
 // ../shared/reference/real-node.md.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, readdirSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { KUBE_BIN, KUBE_CACHE, binary } from './kube-control-plane.js';
 import { type DnsServer, startDns } from './dns-lab.js';
+import { binary, KUBE_BIN, KUBE_CACHE } from './kube-control-plane.js';
 import { Netns, vethPair } from './netns.js';
 import { sleep, until } from './wait.js';
 
@@ -59,7 +70,10 @@ export interface KubeCluster {
   /** kubectl 1.20 in node1's namespace as `user` (admin by default); throws with its stderr. */
   kubectl(args: string[], opts?: { user?: ClusterUser; input?: string; timeoutMs?: number }): string;
   /** The same, never throwing. */
-  kubectlResult(args: string[], opts?: { user?: ClusterUser; input?: string }): { status: number | null; stdout: string; stderr: string };
+  kubectlResult(
+    args: string[],
+    opts?: { user?: ClusterUser; input?: string },
+  ): { status: number | null; stdout: string; stderr: string };
   /** A kubeconfig file for `user`, valid inside node1's namespace. */
   kubeconfig(user: ClusterUser): string;
   /** The cloud LB sends LB_ADDRESS:port to node:nodePort, keeping the client's address; answers `hostname` with the LB address. */
@@ -70,8 +84,14 @@ export interface KubeCluster {
 }
 
 function run(cmd: string, args: string[], opts: { input?: string; timeoutMs?: number } = {}): string {
-  const r = spawnSync(cmd, args, { encoding: 'utf8', input: opts.input, timeout: opts.timeoutMs ?? 120_000, maxBuffer: 64 * 1024 * 1024 });
-  if (r.status !== 0) throw new Error(`${cmd} ${args.slice(0, 6).join(' ')} exited ${r.status ?? r.signal}: ${r.stderr}`);
+  const r = spawnSync(cmd, args, {
+    encoding: 'utf8',
+    input: opts.input,
+    timeout: opts.timeoutMs ?? 120_000,
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  if (r.status !== 0)
+    throw new Error(`${cmd} ${args.slice(0, 6).join(' ')} exited ${r.status ?? r.signal}: ${r.stderr}`);
   return r.stdout;
 }
 
@@ -98,11 +118,16 @@ export function nodeImages(image: string): string[] {
       writeFileSync(join(d, 'pause/Containerfile'), 'FROM scratch\nCOPY pause /pause\nENTRYPOINT ["/pause"]\n');
       mkdirSync(join(d, 'bb/root/bin'), { recursive: true });
       run('cp', ['/bin/busybox', join(d, 'bb/root/bin/busybox')]);
-      for (const applet of run('/bin/busybox', ['--list']).split('\n').filter((a) => a && a !== 'busybox')) {
+      for (const applet of run('/bin/busybox', ['--list'])
+        .split('\n')
+        .filter((a) => a && a !== 'busybox')) {
         run('ln', ['-sf', 'busybox', join(d, 'bb/root/bin', applet)]);
       }
       writeFileSync(join(d, 'bb/Containerfile'), 'FROM scratch\nCOPY root/ /\nENV PATH=/bin\nCMD ["/bin/sh"]\n');
-      for (const [ctx, tag, tar] of [['pause', PAUSE_IMAGE, pause], ['bb', BUSYBOX_IMAGE, busybox]] as const) {
+      for (const [ctx, tag, tar] of [
+        ['pause', PAUSE_IMAGE, pause],
+        ['bb', BUSYBOX_IMAGE, busybox],
+      ] as const) {
         run('podman', ['build', '--network=none', '-q', '-t', tag, join(d, ctx)]);
         run('podman', ['save', '-q', '--format', 'docker-archive', '-o', `${tar}.tmp`, tag]);
         run('mv', [`${tar}.tmp`, tar]);
@@ -114,7 +139,8 @@ export function nodeImages(image: string): string[] {
   const id = run('podman', ['image', 'inspect', '--format', '{{.Id}}', image]).trim();
   const product = join(IMAGE_CACHE, `product-${id.slice(0, 16)}.tar`);
   if (!existsSync(product)) {
-    for (const f of readdirSync(IMAGE_CACHE)) if (f.startsWith('product-')) rmSync(join(IMAGE_CACHE, f), { force: true });
+    for (const f of readdirSync(IMAGE_CACHE))
+      if (f.startsWith('product-')) rmSync(join(IMAGE_CACHE, f), { force: true });
     run('podman', ['save', '-q', '--format', 'docker-archive', '-o', `${product}.tmp`, image], { timeoutMs: 300_000 });
     run('mv', [`${product}.tmp`, product]);
   }
@@ -160,7 +186,16 @@ function killPid(pid: number, signal: NodeJS.Signals = 'SIGTERM'): void {
 
 /** Starts the cluster with `nodeCount` nodes; `images` are docker-archives imported into each node's containerd. */
 export async function startKubeCluster(images: string[], nodeCount = 2): Promise<KubeCluster> {
-  for (const b of ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kubelet', 'kube-proxy', 'kubectl']) binary(b);
+  for (const b of [
+    'etcd',
+    'kube-apiserver',
+    'kube-controller-manager',
+    'kube-scheduler',
+    'kubelet',
+    'kube-proxy',
+    'kubectl',
+  ])
+    binary(b);
   const dir = mkdtempSync(join(tmpdir(), 'cbk8s-'));
   const tag = `cbk8s-${process.pid}`;
   const children: ChildProcess[] = [];
@@ -187,7 +222,8 @@ export async function startKubeCluster(images: string[], nodeCount = 2): Promise
     for (const node of nodes) {
       const sock = join(node.dir, 'containerd/containerd.sock');
       if (!existsSync(sock)) continue;
-      const ctr = (...a: string[]) => spawnSync('ctr', ['--address', sock, '-n', 'k8s.io', ...a], { encoding: 'utf8', timeout: 20_000 });
+      const ctr = (...a: string[]) =>
+        spawnSync('ctr', ['--address', sock, '-n', 'k8s.io', ...a], { encoding: 'utf8', timeout: 20_000 });
       const tasks = ctr('tasks', 'ls', '-q').stdout?.split('\n').filter(Boolean) ?? [];
       for (const t of tasks) ctr('tasks', 'kill', '-s', 'SIGKILL', t);
     }
@@ -227,7 +263,13 @@ export async function startKubeCluster(images: string[], nodeCount = 2): Promise
     for (let i = 1; i <= nodeCount; i++) {
       const netns = Netns.create('cbk8s-');
       namespaces.push(netns);
-      const node: KubeNode = { name: `cbk8s-node${i}`, ip: `10.0.${i}.2`, podCidr: `10.244.${i}.0/24`, netns, dir: join(dir, `node${i}`) };
+      const node: KubeNode = {
+        name: `cbk8s-node${i}`,
+        ip: `10.0.${i}.2`,
+        podCidr: `10.244.${i}.0/24`,
+        netns,
+        dir: join(dir, `node${i}`),
+      };
       nodes.push(node);
       vethPair(netns, 'eth0', lb, `n${i}`);
       // rp_filter off: a looped packet comes back on the uplink with this node's own pod address as its source.
@@ -243,16 +285,87 @@ export async function startKubeCluster(images: string[], nodeCount = 2): Promise
     const pki = join(dir, 'pki');
     mkdirSync(pki);
     const apiIp = nodes[0]!.ip;
-    openssl(pki, 'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '2', '-subj', '/CN=cbk8s-ca');
-    openssl(pki, 'req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'apiserver.key', '-out', 'apiserver.csr', '-subj', '/CN=kube-apiserver');
+    openssl(
+      pki,
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      'ca.key',
+      '-out',
+      'ca.crt',
+      '-days',
+      '2',
+      '-subj',
+      '/CN=cbk8s-ca',
+    );
+    openssl(
+      pki,
+      'req',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      'apiserver.key',
+      '-out',
+      'apiserver.csr',
+      '-subj',
+      '/CN=kube-apiserver',
+    );
     writeFileSync(
       join(pki, 'san.ext'),
       `subjectAltName=IP:${apiIp},IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local\n`,
     );
-    openssl(pki, 'x509', '-req', '-in', 'apiserver.csr', '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'apiserver.crt', '-days', '2', '-extfile', 'san.ext');
+    openssl(
+      pki,
+      'x509',
+      '-req',
+      '-in',
+      'apiserver.csr',
+      '-CA',
+      'ca.crt',
+      '-CAkey',
+      'ca.key',
+      '-CAcreateserial',
+      '-out',
+      'apiserver.crt',
+      '-days',
+      '2',
+      '-extfile',
+      'san.ext',
+    );
     // The API server's client certificate towards the kubelets (exec, logs, /proxy), authorised by their webhook.
-    openssl(pki, 'req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'kubelet-client.key', '-out', 'kubelet-client.csr', '-subj', '/O=system:masters/CN=kube-apiserver-kubelet-client');
-    openssl(pki, 'x509', '-req', '-in', 'kubelet-client.csr', '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'kubelet-client.crt', '-days', '2');
+    openssl(
+      pki,
+      'req',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      'kubelet-client.key',
+      '-out',
+      'kubelet-client.csr',
+      '-subj',
+      '/O=system:masters/CN=kube-apiserver-kubelet-client',
+    );
+    openssl(
+      pki,
+      'x509',
+      '-req',
+      '-in',
+      'kubelet-client.csr',
+      '-CA',
+      'ca.crt',
+      '-CAkey',
+      'ca.key',
+      '-CAcreateserial',
+      '-out',
+      'kubelet-client.crt',
+      '-days',
+      '2',
+    );
     openssl(pki, 'genrsa', '-out', 'sa.key', '2048');
     openssl(pki, 'rsa', '-in', 'sa.key', '-pubout', '-out', 'sa.pub');
     const ca = join(pki, 'ca.crt');
@@ -286,27 +399,64 @@ export async function startKubeCluster(images: string[], nodeCount = 2): Promise
     etcdData = mkdtempSync(join(existsSync('/dev/shm') ? '/dev/shm' : dir, 'cbk8s-etcd-'));
     const features = 'BoundServiceAccountTokenVolume=true';
     startIn(cpNs, 'etcd', binary('etcd'), [
-      '--name', 'cbk8s', '--data-dir', etcdData, '--log-level', 'warn',
-      '--listen-client-urls', 'http://127.0.0.1:2379', '--advertise-client-urls', 'http://127.0.0.1:2379',
-      '--listen-peer-urls', 'http://127.0.0.1:2380', '--initial-advertise-peer-urls', 'http://127.0.0.1:2380',
-      '--initial-cluster', 'cbk8s=http://127.0.0.1:2380',
+      '--name',
+      'cbk8s',
+      '--data-dir',
+      etcdData,
+      '--log-level',
+      'warn',
+      '--listen-client-urls',
+      'http://127.0.0.1:2379',
+      '--advertise-client-urls',
+      'http://127.0.0.1:2379',
+      '--listen-peer-urls',
+      'http://127.0.0.1:2380',
+      '--initial-advertise-peer-urls',
+      'http://127.0.0.1:2380',
+      '--initial-cluster',
+      'cbk8s=http://127.0.0.1:2380',
     ]);
     const apiserver = startIn(cpNs, 'kube-apiserver', binary('kube-apiserver'), [
-      '--etcd-servers=http://127.0.0.1:2379', '--bind-address=0.0.0.0', '--secure-port=6443', `--advertise-address=${apiIp}`,
-      `--tls-cert-file=${pki}/apiserver.crt`, `--tls-private-key-file=${pki}/apiserver.key`, `--client-ca-file=${ca}`,
-      `--token-auth-file=${pki}/tokens.csv`, '--authorization-mode=Node,RBAC', '--enable-admission-plugins=NodeRestriction',
-      `--service-account-key-file=${pki}/sa.pub`, `--service-account-signing-key-file=${pki}/sa.key`,
-      '--service-account-issuer=https://kubernetes.default.svc.cluster.local', '--api-audiences=https://kubernetes.default.svc.cluster.local',
-      `--service-cluster-ip-range=${CLUSTER.serviceCidr}`, '--allow-privileged=true',
-      `--kubelet-client-certificate=${pki}/kubelet-client.crt`, `--kubelet-client-key=${pki}/kubelet-client.key`,
-      '--kubelet-preferred-address-types=InternalIP', `--feature-gates=${features}`,
-      `--cert-dir=${pki}/apiserver-certs`, '--profiling=false', '--v=1',
+      '--etcd-servers=http://127.0.0.1:2379',
+      '--bind-address=0.0.0.0',
+      '--secure-port=6443',
+      `--advertise-address=${apiIp}`,
+      `--tls-cert-file=${pki}/apiserver.crt`,
+      `--tls-private-key-file=${pki}/apiserver.key`,
+      `--client-ca-file=${ca}`,
+      `--token-auth-file=${pki}/tokens.csv`,
+      '--authorization-mode=Node,RBAC',
+      '--enable-admission-plugins=NodeRestriction',
+      `--service-account-key-file=${pki}/sa.pub`,
+      `--service-account-signing-key-file=${pki}/sa.key`,
+      '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
+      '--api-audiences=https://kubernetes.default.svc.cluster.local',
+      `--service-cluster-ip-range=${CLUSTER.serviceCidr}`,
+      '--allow-privileged=true',
+      `--kubelet-client-certificate=${pki}/kubelet-client.crt`,
+      `--kubelet-client-key=${pki}/kubelet-client.key`,
+      '--kubelet-preferred-address-types=InternalIP',
+      `--feature-gates=${features}`,
+      `--cert-dir=${pki}/apiserver-certs`,
+      '--profiling=false',
+      '--v=1',
     ]);
 
     // The nodes start while the API server comes up: containerd and the image imports take the longest.
     for (const node of nodes) {
       const s = node.dir;
-      for (const d of ['containerd', 'kubelet', 'kubelet-pki', 'kubelet-plugins', 'log', 'sysctl', 'pids', 'logs', 'cni']) mkdirSync(join(s, d), { recursive: true });
+      for (const d of [
+        'containerd',
+        'kubelet',
+        'kubelet-pki',
+        'kubelet-plugins',
+        'log',
+        'sysctl',
+        'pids',
+        'logs',
+        'cni',
+      ])
+        mkdirSync(join(s, d), { recursive: true });
       const cgroupRoot = `${tag}-${node.name.slice(-5)}`;
       cgroupRoots.push(cgroupRoot);
       // runc with the cgroupfs driver under a root of this node's own, in every v1 hierarchy (this host is hybrid).
@@ -315,7 +465,8 @@ export async function startKubeCluster(images: string[], nodeCount = 2): Promise
         mkdirSync(join('/sys/fs/cgroup', h, cgroupRoot), { recursive: true });
       }
       if (existsSync('/sys/fs/cgroup/cpuset/cgroup.procs')) {
-        for (const f of ['cpuset.cpus', 'cpuset.mems']) writeFileSync(join('/sys/fs/cgroup/cpuset', cgroupRoot, f), readFileSync(join('/sys/fs/cgroup/cpuset', f)));
+        for (const f of ['cpuset.cpus', 'cpuset.mems'])
+          writeFileSync(join('/sys/fs/cgroup/cpuset', cgroupRoot, f), readFileSync(join('/sys/fs/cgroup/cpuset', f)));
       }
       writeFileSync(
         join(s, 'cni/10-cbk8s.conflist'),
@@ -324,8 +475,17 @@ export async function startKubeCluster(images: string[], nodeCount = 2): Promise
           name: 'cbk8s',
           plugins: [
             {
-              type: 'bridge', bridge: 'cni0', isGateway: true, ipMasq: false, hairpinMode: true,
-              ipam: { type: 'host-local', dataDir: '/run/cbk8s-ipam', ranges: [[{ subnet: node.podCidr }]], routes: [{ dst: '0.0.0.0/0' }] },
+              type: 'bridge',
+              bridge: 'cni0',
+              isGateway: true,
+              ipMasq: false,
+              hairpinMode: true,
+              ipam: {
+                type: 'host-local',
+                dataDir: '/run/cbk8s-ipam',
+                ranges: [[{ subnet: node.podCidr }]],
+                routes: [{ dst: '0.0.0.0/0' }],
+              },
             },
             { type: 'portmap', capabilities: { portMappings: true } },
           ],
@@ -384,16 +544,35 @@ serializeImagePulls: false
 `,
       );
       writeFileSync(join(s, 'resolv.conf'), `nameserver ${CLUSTER.dns}\noptions timeout:1 attempts:2\n`);
-      for (const [f, v] of Object.entries({ overcommit_memory: 1, panic_on_oom: 0, panic: 10, panic_on_oops: 1, root_maxkeys: 1000000, root_maxbytes: 25000000 })) {
+      for (const [f, v] of Object.entries({
+        overcommit_memory: 1,
+        panic_on_oom: 0,
+        panic: 10,
+        panic_on_oops: 1,
+        root_maxkeys: 1000000,
+        root_maxbytes: 25000000,
+      })) {
         writeFileSync(join(s, 'sysctl', f), String(v));
       }
       writeFileSync(join(s, 'kubelet.kubeconfig'), kubeconfigText(server, ca, node.name, tokens.get(node.name)!));
       writeFileSync(join(s, 'proxy.kubeconfig'), kubeconfigText(server, ca, 'proxy', tokens.get('proxy')!));
       const fd = openSync(join(s, 'logs', 'inside.log'), 'a');
-      const inside = spawn('nsenter', [`--net=${node.netns.path}`, 'unshare', '-m', '--propagation', 'private', 'bash', INSIDE], {
-        stdio: ['ignore', fd, fd],
-        env: { ...process.env, S: s, NODE: node.name, NODE_IP: node.ip, CLUSTER_CIDR: CLUSTER.clusterCidr, KUBE_BIN, IMAGES: images.join(' ') },
-      });
+      const inside = spawn(
+        'nsenter',
+        [`--net=${node.netns.path}`, 'unshare', '-m', '--propagation', 'private', 'bash', INSIDE],
+        {
+          stdio: ['ignore', fd, fd],
+          env: {
+            ...process.env,
+            S: s,
+            NODE: node.name,
+            NODE_IP: node.ip,
+            CLUSTER_CIDR: CLUSTER.clusterCidr,
+            KUBE_BIN,
+            IMAGES: images.join(' '),
+          },
+        },
+      );
       closeSync(fd);
       insides.push(inside);
     }
@@ -401,7 +580,15 @@ serializeImagePulls: false
     const kubectlResult = (args: string[], opts: { user?: ClusterUser; input?: string; timeoutMs?: number } = {}) => {
       const r = spawnSync(
         'nsenter',
-        [`--net=${cpNs.path}`, binary('kubectl'), '--kubeconfig', join(dir, `${opts.user ?? 'admin'}.kubeconfig`), '--cache-dir', join(dir, 'kubectl-cache'), ...args],
+        [
+          `--net=${cpNs.path}`,
+          binary('kubectl'),
+          '--kubeconfig',
+          join(dir, `${opts.user ?? 'admin'}.kubeconfig`),
+          '--cache-dir',
+          join(dir, 'kubectl-cache'),
+          ...args,
+        ],
         { encoding: 'utf8', input: opts.input, timeout: opts.timeoutMs ?? 120_000, maxBuffer: 64 * 1024 * 1024 },
       );
       return { status: r.status, stdout: r.stdout ?? '', stderr: r.stderr ?? '' };
@@ -411,31 +598,77 @@ serializeImagePulls: false
       if (r.status !== 0) throw new Error(`kubectl ${args.join(' ')} exited ${r.status}: ${r.stderr}`);
       return r.stdout;
     };
-    await until('kube-apiserver /readyz', 120_000, () => {
-      if (!alive(apiserver)) throw new Error(`kube-apiserver exited:\n${tail(join(logs, 'kube-apiserver.log'))}`);
-      return kubectlResult(['get', '--raw', '/readyz'], { timeoutMs: 10_000 }).stdout.trim() === 'ok' ? true : undefined;
-    }, 500);
+    await until(
+      'kube-apiserver /readyz',
+      120_000,
+      () => {
+        if (!alive(apiserver)) throw new Error(`kube-apiserver exited:\n${tail(join(logs, 'kube-apiserver.log'))}`);
+        return kubectlResult(['get', '--raw', '/readyz'], { timeoutMs: 10_000 }).stdout.trim() === 'ok'
+          ? true
+          : undefined;
+      },
+      500,
+    );
     startIn(cpNs, 'kube-controller-manager', binary('kube-controller-manager'), [
-      `--kubeconfig=${join(dir, 'cm.kubeconfig')}`, '--leader-elect=false', '--port=0', '--secure-port=0',
-      '--use-service-account-credentials=true', `--service-account-private-key-file=${pki}/sa.key`, `--root-ca-file=${ca}`,
-      `--service-cluster-ip-range=${CLUSTER.serviceCidr}`, `--flex-volume-plugin-dir=${join(dir, 'flex')}`, `--feature-gates=${features}`, '--v=1',
+      `--kubeconfig=${join(dir, 'cm.kubeconfig')}`,
+      '--leader-elect=false',
+      '--port=0',
+      '--secure-port=0',
+      '--use-service-account-credentials=true',
+      `--service-account-private-key-file=${pki}/sa.key`,
+      `--root-ca-file=${ca}`,
+      `--service-cluster-ip-range=${CLUSTER.serviceCidr}`,
+      `--flex-volume-plugin-dir=${join(dir, 'flex')}`,
+      `--feature-gates=${features}`,
+      '--v=1',
     ]);
-    startIn(cpNs, 'kube-scheduler', binary('kube-scheduler'), [`--kubeconfig=${join(dir, 'sched.kubeconfig')}`, '--leader-elect=false', '--port=0', '--secure-port=0', '--v=1']);
+    startIn(cpNs, 'kube-scheduler', binary('kube-scheduler'), [
+      `--kubeconfig=${join(dir, 'sched.kubeconfig')}`,
+      '--leader-elect=false',
+      '--port=0',
+      '--secure-port=0',
+      '--v=1',
+    ]);
 
     // Each node's pod CIDR is fixed by its CNI config; the Node object says the same (set once, by the admin).
     for (const node of nodes) {
-      await until(`node ${node.name} registered`, 180_000, () => {
-        const inside = insides[nodes.indexOf(node)]!;
-        if (!alive(inside)) throw new Error(`${node.name} stopped:\n${tail(join(node.dir, 'logs/inside.log'))}\n${tail(join(node.dir, 'logs/kubelet.log'))}`);
-        return kubectlResult(['get', 'node', node.name, '-o', 'name']).status === 0 ? true : undefined;
-      }, 500);
-      kubectl(['patch', 'node', node.name, '-p', JSON.stringify({ spec: { podCIDR: node.podCidr, podCIDRs: [node.podCidr] } })]);
+      await until(
+        `node ${node.name} registered`,
+        180_000,
+        () => {
+          const inside = insides[nodes.indexOf(node)]!;
+          if (!alive(inside))
+            throw new Error(
+              `${node.name} stopped:\n${tail(join(node.dir, 'logs/inside.log'))}\n${tail(join(node.dir, 'logs/kubelet.log'))}`,
+            );
+          return kubectlResult(['get', 'node', node.name, '-o', 'name']).status === 0 ? true : undefined;
+        },
+        500,
+      );
+      kubectl([
+        'patch',
+        'node',
+        node.name,
+        '-p',
+        JSON.stringify({ spec: { podCIDR: node.podCidr, podCIDRs: [node.podCidr] } }),
+      ]);
     }
     for (const node of nodes) {
-      await until(`node ${node.name} Ready`, 180_000, () => {
-        const ready = kubectlResult(['get', 'node', node.name, '-o', 'jsonpath={.status.conditions[?(@.type=="Ready")].status}']).stdout;
-        return ready === 'True' ? true : undefined;
-      }, 500);
+      await until(
+        `node ${node.name} Ready`,
+        180_000,
+        () => {
+          const ready = kubectlResult([
+            'get',
+            'node',
+            node.name,
+            '-o',
+            'jsonpath={.status.conditions[?(@.type=="Ready")].status}',
+          ]).stdout;
+          return ready === 'True' ? true : undefined;
+        },
+        500,
+      );
     }
 
     return {
@@ -447,14 +680,37 @@ serializeImagePulls: false
       kubeconfig: (user) => join(dir, `${user}.kubeconfig`),
       setLoadBalancer(hostname, port, node, nodePort) {
         lb.run('iptables', '-t', 'nat', '-F', 'CBK8S-LB');
-        lb.run('iptables', '-t', 'nat', '-A', 'CBK8S-LB', '-p', 'tcp', '--dport', String(port), '-j', 'DNAT', '--to-destination', `${node.ip}:${nodePort}`);
+        lb.run(
+          'iptables',
+          '-t',
+          'nat',
+          '-A',
+          'CBK8S-LB',
+          '-p',
+          'tcp',
+          '--dport',
+          String(port),
+          '-j',
+          'DNAT',
+          '--to-destination',
+          `${node.ip}:${nodePort}`,
+        );
         dns!.setZone({ [hostname]: { A: [[CLUSTER.vip, 30]] } });
       },
-      pids: () => [...children.filter(alive).map((c) => c.pid!), ...pidsInMountNamespaces(mountNamespacesOf(insides)), ...pidsInCgroups(cgroupRoots)],
+      pids: () => [
+        ...children.filter(alive).map((c) => c.pid!),
+        ...pidsInMountNamespaces(mountNamespacesOf(insides)),
+        ...pidsInCgroups(cgroupRoots),
+      ],
       stop,
     };
   } catch (e) {
-    const detail = nodes.map((n) => `--- ${n.name} kubelet:\n${tail(join(n.dir, 'logs/kubelet.log'), 15)}\n--- inside:\n${tail(join(n.dir, 'logs/inside.log'), 10)}`).join('\n');
+    const detail = nodes
+      .map(
+        (n) =>
+          `--- ${n.name} kubelet:\n${tail(join(n.dir, 'logs/kubelet.log'), 15)}\n--- inside:\n${tail(join(n.dir, 'logs/inside.log'), 10)}`,
+      )
+      .join('\n');
     await stop();
     throw new Error(`${e instanceof Error ? e.message : String(e)}\n${detail}`);
   }
@@ -478,14 +734,20 @@ function pidsInMountNamespaces(mine: Set<string>): number[] {
 }
 
 function mountNamespacesOf(insides: ChildProcess[]): Set<string> {
-  return new Set(insides.filter(alive).map((c) => tryReadlink(`/proc/${c.pid}/ns/mnt`)).filter(Boolean));
+  return new Set(
+    insides
+      .filter(alive)
+      .map((c) => tryReadlink(`/proc/${c.pid}/ns/mnt`))
+      .filter(Boolean),
+  );
 }
 
 function pidsInCgroups(roots: string[]): number[] {
   const out = new Set<number>();
   for (const root of roots) {
     const r = spawnSync('find', [join('/sys/fs/cgroup/memory', root), '-name', 'cgroup.procs'], { encoding: 'utf8' });
-    for (const f of (r.stdout ?? '').split('\n').filter(Boolean)) for (const p of tryRead(f).split('\n').filter(Boolean)) out.add(Number(p));
+    for (const f of (r.stdout ?? '').split('\n').filter(Boolean))
+      for (const p of tryRead(f).split('\n').filter(Boolean)) out.add(Number(p));
   }
   return [...out];
 }

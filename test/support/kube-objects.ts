@@ -16,7 +16,8 @@ export function endpointSliceV1beta1(slice: Obj): Obj {
   const s = structuredClone(slice);
   s.apiVersion = SERVED_SLICE_VERSION;
   for (const ep of s.endpoints ?? []) {
-    if (typeof ep.nodeName === 'string') ep.topology = { ...(ep.topology ?? {}), 'kubernetes.io/hostname': ep.nodeName };
+    if (typeof ep.nodeName === 'string')
+      ep.topology = { ...(ep.topology ?? {}), 'kubernetes.io/hostname': ep.nodeName };
     delete ep.nodeName;
   }
   return s;
@@ -34,7 +35,8 @@ const GATEWAY_PLURALS: Record<string, string> = {
 
 async function ensureNamespace(cp: ControlPlane, name: string): Promise<void> {
   const r = await cp.request('POST', '/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
-  if (r.status !== 201 && r.status !== 409) throw new Error(`namespace ${name}: ${r.status} ${JSON.stringify(r.body).slice(0, 300)}`);
+  if (r.status !== 201 && r.status !== 409)
+    throw new Error(`namespace ${name}: ${r.status} ${JSON.stringify(r.body).slice(0, 300)}`);
 }
 
 async function patchStatus(cp: ControlPlane, path: string, status: unknown): Promise<void> {
@@ -66,7 +68,8 @@ export async function createObject(cp: ControlPlane, input: Obj): Promise<string
       break;
     default: {
       const plural = GATEWAY_PLURALS[o.kind as string];
-      if (!plural || typeof o.apiVersion !== 'string') throw new Error(`createObject: kind ${String(o.kind)} is not handled`);
+      if (!plural || typeof o.apiVersion !== 'string')
+        throw new Error(`createObject: kind ${String(o.kind)} is not handled`);
       collection = `/apis/${o.apiVersion}/${ns ? `namespaces/${ns}/` : ''}${plural}`;
     }
   }

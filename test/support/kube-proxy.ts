@@ -9,13 +9,13 @@
 // and zero TCP timeouts leave them alone. Its health and metrics servers bind the namespace's
 // loopback. It authenticates as system:kube-proxy (bound to system:node-proxier by the API
 // server's bootstrap policy, as kubeadm's kube-proxy is).
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { binary, type ControlPlane } from './kube-control-plane.js';
 import type { Netns } from './netns.js';
-import { relay, type Relay } from './relay.js';
+import { type Relay, relay } from './relay.js';
 import { sleep } from './wait.js';
 
 /** Where kube-proxy finds the API server inside the node namespace. */
@@ -126,10 +126,25 @@ export async function startKubeProxy(cp: ControlPlane, node: Netns, o: KubeProxy
     const end = Date.now() + 60_000;
     for (;;) {
       if (child.exitCode !== null) throw new Error(`kube-proxy exited ${child.exitCode}:\n${log()}`);
-      const r = spawnSync('ip', ['netns', 'exec', node.name, 'curl', '-s', '-o', '/dev/null', '-w', '%{http_code}', 'http://127.0.0.1:10256/healthz'], {
-        encoding: 'utf8',
-        timeout: 5000,
-      });
+      const r = spawnSync(
+        'ip',
+        [
+          'netns',
+          'exec',
+          node.name,
+          'curl',
+          '-s',
+          '-o',
+          '/dev/null',
+          '-w',
+          '%{http_code}',
+          'http://127.0.0.1:10256/healthz',
+        ],
+        {
+          encoding: 'utf8',
+          timeout: 5000,
+        },
+      );
       if (/^[2-5]\d\d$/.test(r.stdout ?? '')) break;
       if (Date.now() > end) throw new Error(`kube-proxy health server not up after 60 s:\n${log()}`);
       await sleep(200);
@@ -147,7 +162,8 @@ export async function startKubeProxy(cp: ControlPlane, node: Netns, o: KubeProxy
     async waitForRules(what, done, ms = 30_000) {
       const end = Date.now() + ms;
       for (;;) {
-        if (p!.exitCode !== null) throw new Error(`kube-proxy exited ${p!.exitCode} while waiting for ${what}:\n${log()}`);
+        if (p!.exitCode !== null)
+          throw new Error(`kube-proxy exited ${p!.exitCode} while waiting for ${what}:\n${log()}`);
         const s = save();
         if (done(s)) return s;
         if (Date.now() > end) throw new Error(`kube-proxy: no ${what} after ${ms} ms:\n${log()}`);

@@ -1,8 +1,9 @@
 // A real AgentState for /metrics tests: a cluster view of N LB Services built by the real
 // builders, the real Service index, conntrack table and source runner. Only the packet counter is
 // a stand-in, since its counts come from the kernel: it hands over the samples a test sets.
-import type { AgentState } from '../../src/agent/metrics/collector.js';
+
 import { ConntrackTable } from '../../src/agent/conntrack-table.js';
+import type { AgentState } from '../../src/agent/metrics/collector.js';
 import { ServiceIndex } from '../../src/agent/service-index.js';
 import type { Counter } from '../../src/capture/counter.js';
 import type { CounterReading, CounterSample } from '../../src/capture/targets.js';
@@ -33,7 +34,12 @@ export function testCounter(): TestCounter {
     setTargets: () => undefined,
     read(): CounterReading {
       if (c.failure) throw c.failure;
-      return { backend: 'ebpf', counters: c.samples, seen: { ingress: 0, egress: 0 }, drops: { counterMapFull: 0, captureBuffer: 0, interface: 0 } };
+      return {
+        backend: 'ebpf',
+        counters: c.samples,
+        seen: { ingress: 0, egress: 0 },
+        drops: { counterMapFull: 0, captureBuffer: 0, interface: 0 },
+      };
     },
     close: () => undefined,
   };
@@ -46,14 +52,30 @@ export function toLb(i: number, packets: number): CounterSample {
 }
 
 export function loopReturn(nodePort: number, packets: number): CounterSample {
-  return { target: '0.0.0.0', port: nodePort, proto: 'tcp', kind: 'loop_return', direction: 'ingress', packets, bytes: packets * 60 };
+  return {
+    target: '0.0.0.0',
+    port: nodePort,
+    proto: 'tcp',
+    kind: 'loop_return',
+    direction: 'ingress',
+    packets,
+    bytes: packets * 60,
+  };
 }
 
 /** NodePort of Service i: one each, outside the default range so that 20,000 Services fit. */
 export const nodePortOf = (i: number): number => 20000 + i;
 
 export function finding(i: number, mechanism: Finding['mechanism'], severity: Finding['severity']): Finding {
-  return { service: { namespace: 'shop', name: `s${i}` }, port: { port: 80, protocol: 'TCP', name: '' }, mechanism, severity, summary: '', evidence: [], remedy: '' };
+  return {
+    service: { namespace: 'shop', name: `s${i}` },
+    port: { port: 80, protocol: 'TCP', name: '' },
+    mechanism,
+    severity,
+    summary: '',
+    evidence: [],
+    remedy: '',
+  };
 }
 
 export interface TestAgent {
@@ -70,19 +92,28 @@ export function testAgentState(services: number, opts: { capture?: boolean; sour
       origin: 'test',
       object: {
         metadata: { name: `s${i}`, namespace: 'shop' },
-        spec: { type: 'LoadBalancer', clusterIP: `172.16.${Math.floor(i / 250)}.${(i % 250) + 1}`, ports: [{ port: 80, targetPort: 8080, nodePort: nodePortOf(i) }] },
+        spec: {
+          type: 'LoadBalancer',
+          clusterIP: `172.16.${Math.floor(i / 250)}.${(i % 250) + 1}`,
+          ports: [{ port: 80, targetPort: 8080, nodePort: nodePortOf(i) }],
+        },
         status: { loadBalancer: { ingress: [{ ip: vipOf(i) }] } },
       },
     });
   }
-  const index = new ServiceIndex(buildClusterView(objects, { nodeName: 'n1' }), { nodeIps: ['192.0.2.1'], ipvsIps: [], podCidrs: ['10.244.1.0/24'] });
+  const index = new ServiceIndex(buildClusterView(objects, { nodeName: 'n1' }), {
+    nodeIps: ['192.0.2.1'],
+    ipvsIps: [],
+    podCidrs: ['10.244.1.0/24'],
+  });
   return agentStateOf(index, opts);
 }
 
 /** An agent state over a Service index, each of `sources` read once. */
 export function agentStateOf(index: ServiceIndex, opts: { capture?: boolean; sources?: string[] } = {}): TestAgent {
   const sources = new SourceRunner();
-  for (const name of opts.sources ?? ['cluster', 'addresses', 'nat', 'conntrack']) sources.readSync({ name, read: () => ({ state: 'up', value: {} }) });
+  for (const name of opts.sources ?? ['cluster', 'addresses', 'nat', 'conntrack'])
+    sources.readSync({ name, read: () => ({ state: 'up', value: {} }) });
   const counter = testCounter();
   const told: (string | undefined)[] = [];
   const state: AgentState = {

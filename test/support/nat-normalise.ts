@@ -68,7 +68,8 @@ export function normaliseNat(save: string, opts: NormaliseOptions = {}): string[
     const m = /\{([\w.-]+\/[\w.-]+):/.exec(text) ?? /--comment "?([\w.-]+\/[\w.-]+):/.exec(text);
     return m !== null && ignored.has(m[1]!);
   };
-  const rename = (text: string): string => text.replace(/KUBE-(SVC|SEP|FW|XLB|EXT|SVL)-[A-Z0-9]{16}\b/g, (c) => label.get(c) ?? c);
+  const rename = (text: string): string =>
+    text.replace(/KUBE-(SVC|SEP|FW|XLB|EXT|SVL)-[A-Z0-9]{16}\b/g, (c) => label.get(c) ?? c);
   const out: string[] = [];
   for (const l of lines) {
     if (l.startsWith(':')) {

@@ -7,7 +7,7 @@
 //   taken by kube-proxy on the node (what a packet that leaves the node reaches).
 // Every server greets with its name and the peer address it saw, so a test can
 // tell where a connection ended and whether it was masqueraded.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { kubeProxyRuleset, type NftLayout, type NftService } from './kube-nft.js';
 import { Netns, vethPair } from './netns.js';
 
@@ -81,7 +81,14 @@ ip route add 10.244.1.0/24 via ${L.node} && ip route add local ${L.lbNet} dev lo
       node,
       pod,
       load(layout, services) {
-        const rs = kubeProxyRuleset({ family: 'ip', layout, podCidr: L.podCidr, serviceCidr: L.serviceCidr, nodePortIPs: [L.node], services });
+        const rs = kubeProxyRuleset({
+          family: 'ip',
+          layout,
+          podCidr: L.podCidr,
+          serviceCidr: L.serviceCidr,
+          nodePortIPs: [L.node],
+          services,
+        });
         node.sh(`nft delete table ip kube-proxy 2>/dev/null || true; conntrack -F 2>/dev/null || true`);
         const r = spawnInput(node, ['nft', '-f', '-'], rs);
         if (r) throw new Error(`nft -f in ${node.name}: ${r}`);
@@ -96,7 +103,6 @@ ip route add 10.244.1.0/24 via ${L.node} && ip route add local ${L.lbNet} dev lo
   }
 }
 
-
 function spawnInput(ns: Netns, argv: string[], input: string): string | undefined {
   const r = spawnSync('ip', ['netns', 'exec', ns.name, ...argv], { input, encoding: 'utf8' });
   return r.status === 0 ? undefined : r.stderr.trim();
@@ -108,7 +114,9 @@ function connectFrom(ns: Netns, ip: string, port: number, timeoutMs: number): Pr
     s.on('data',(b)=>d+=b);s.on('end',()=>{console.log(d);process.exit(0)});
     s.on('error',(e)=>{console.log(e.code);process.exit(0)});`;
   return new Promise((resolve) => {
-    const p = spawn('ip', ['netns', 'exec', ns.name, process.execPath, '-e', js], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const p = spawn('ip', ['netns', 'exec', ns.name, process.execPath, '-e', js], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     const kill = setTimeout(() => p.kill('SIGKILL'), timeoutMs + 5000);
     p.stdout.on('data', (b: Buffer) => (out += b));

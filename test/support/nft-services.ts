@@ -32,8 +32,16 @@ export const LAB_SERVICES: NftService[] = [
 ];
 
 export const LAB_SERVICES_V6: NftService[] = [
-  { ...svc('web', 10, 'Cluster', [ep('fd00:10:244:2::5', false)]), clusterIP: 'fd00:10:96::10', lbIPs: ['2001:db8:113::10'] },
-  { ...svc('far', 12, 'Local', [ep('fd00:10:244:2::5', false)]), clusterIP: 'fd00:10:96::12', lbIPs: ['2001:db8:113::12'] },
+  {
+    ...svc('web', 10, 'Cluster', [ep('fd00:10:244:2::5', false)]),
+    clusterIP: 'fd00:10:96::10',
+    lbIPs: ['2001:db8:113::10'],
+  },
+  {
+    ...svc('far', 12, 'Local', [ep('fd00:10:244:2::5', false)]),
+    clusterIP: 'fd00:10:96::12',
+    lbIPs: ['2001:db8:113::12'],
+  },
 ];
 
 export const NODE_NAME = 'node-a';
@@ -60,7 +68,15 @@ export function labClusterList(services: NftService[] = LAB_SERVICES): object {
         externalTrafficPolicy: s.etp,
         internalTrafficPolicy: 'Cluster',
         ...(s.sourceRanges ? { loadBalancerSourceRanges: s.sourceRanges } : {}),
-        ports: [{ name: s.portName, port: s.port, protocol: s.protocol.toUpperCase(), targetPort: L.epPort, nodePort: s.nodePort }],
+        ports: [
+          {
+            name: s.portName,
+            port: s.port,
+            protocol: s.protocol.toUpperCase(),
+            targetPort: L.epPort,
+            nodePort: s.nodePort,
+          },
+        ],
         selector: { app: s.name },
       },
       status: { loadBalancer: { ingress: [{ ip: lbIp, ipMode }] } },
@@ -84,7 +100,12 @@ export function labClusterList(services: NftService[] = LAB_SERVICES): object {
     kind: 'Node',
     metadata: { name: NODE_NAME },
     spec: { podCIDR: '10.244.1.0/24', podCIDRs: ['10.244.1.0/24'] },
-    status: { addresses: [{ type: 'InternalIP', address: L.node }, { type: 'Hostname', address: NODE_NAME }] },
+    status: {
+      addresses: [
+        { type: 'InternalIP', address: L.node },
+        { type: 'Hostname', address: NODE_NAME },
+      ],
+    },
   });
   return { apiVersion: 'v1', kind: 'List', metadata: { resourceVersion: '' }, items };
 }

@@ -10,7 +10,7 @@
 // namespace the caller built.
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
-import { bytesOf, containerEnv, type AgentContainer } from './daemonset.js';
+import { type AgentContainer, bytesOf, containerEnv } from './daemonset.js';
 
 export interface PodmanPlacement {
   /** Container name (podman's, for logs/exec/rm). */
@@ -44,9 +44,11 @@ export function podmanRunArgs(c: AgentContainer, p: PodmanPlacement, image = c.i
   const seccomp = c.seccompProfile;
   if (seccomp.type === 'Unconfined') a.push('--security-opt=seccomp=unconfined');
   else if (seccomp.type === 'Localhost') {
-    if (!p.kubeletSeccompDir || !seccomp.localhostProfile) throw new Error(`${p.name}: a Localhost seccomp profile needs the kubelet's seccomp directory`);
+    if (!p.kubeletSeccompDir || !seccomp.localhostProfile)
+      throw new Error(`${p.name}: a Localhost seccomp profile needs the kubelet's seccomp directory`);
     a.push(`--security-opt=seccomp=${join(p.kubeletSeccompDir, seccomp.localhostProfile)}`);
-  } else if (seccomp.type !== 'RuntimeDefault') throw new Error(`${p.name}: seccompProfile type ${seccomp.type} is not supported here`);
+  } else if (seccomp.type !== 'RuntimeDefault')
+    throw new Error(`${p.name}: seccompProfile type ${seccomp.type} is not supported here`);
   for (const m of c.mounts) {
     if (m.hostPath !== undefined) {
       const dir = p.hostDirs[m.hostPath];
@@ -66,9 +68,15 @@ export function podmanRunArgs(c: AgentContainer, p: PodmanPlacement, image = c.i
 
 /** Runs podman; throws with its stderr when it fails. */
 export function podman(args: string[], opts: { timeoutMs?: number; input?: string } = {}): string {
-  const r = spawnSync('podman', args, { encoding: 'utf8', timeout: opts.timeoutMs ?? 120_000, maxBuffer: 64 * 1024 * 1024, input: opts.input });
+  const r = spawnSync('podman', args, {
+    encoding: 'utf8',
+    timeout: opts.timeoutMs ?? 120_000,
+    maxBuffer: 64 * 1024 * 1024,
+    input: opts.input,
+  });
   if (r.error) throw r.error;
-  if (r.status !== 0) throw new Error(`podman ${args.slice(0, 3).join(' ')} ... exited ${r.status ?? r.signal}: ${r.stderr.trim()}`);
+  if (r.status !== 0)
+    throw new Error(`podman ${args.slice(0, 3).join(' ')} ... exited ${r.status ?? r.signal}: ${r.stderr.trim()}`);
   return r.stdout;
 }
 

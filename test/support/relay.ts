@@ -5,7 +5,7 @@
 // given) that accepts on `listen` and pipes each connection to a new connection to `connect`.
 // - the API server for an agent in a namespace: relay(ns, {port: P}, {path: S}) + relay(undefined, {path: S}, {port: apiPort});
 // - the API server's proxy to that agent: relay(ns, {path: S2}, {port: 9811}), then connect to S2.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 
 export type Endpoint = { port: number; host?: string } | { path: string };
 
@@ -30,7 +30,9 @@ export interface Relay {
 /** Starts a relay and resolves once it listens. */
 export function relay(netns: string | undefined, listen: Endpoint, connect: Endpoint): Promise<Relay> {
   const argv = [process.execPath, '-e', SCRIPT, JSON.stringify(listen), JSON.stringify(connect)];
-  const p = netns ? spawn('ip', ['netns', 'exec', netns, ...argv], { stdio: ['ignore', 'pipe', 'pipe'] }) : spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
+  const p = netns
+    ? spawn('ip', ['netns', 'exec', netns, ...argv], { stdio: ['ignore', 'pipe', 'pipe'] })
+    : spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
   let err = '';
   p.stderr!.on('data', (b: Buffer) => (err += b.toString()));
   return new Promise((resolve, reject) => {

@@ -15,7 +15,9 @@ export function bucketMates(address: string, port: number, proto: Proto, n: numb
   const v4 = !address.includes(':');
   const out: string[] = [];
   for (let i = 1; out.length < n && i < 1 << 24; i++) {
-    const a = v4 ? `10.${200 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}` : `fd99::${(i >> 16).toString(16)}:${(i & 0xffff).toString(16)}`;
+    const a = v4
+      ? `10.${200 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}`
+      : `fd99::${(i >> 16).toString(16)}:${(i & 0xffff).toString(16)}`;
     if (a !== address && vipBucket(a, port, proto) === want) out.push(a);
   }
   if (out.length < n) throw new Error(`no ${n} bucket mates for ${address}`);

@@ -1,10 +1,15 @@
 // Waiting helpers shared by the lab and e2e tests.
-import { createServer, type AddressInfo } from 'node:net';
+import { type AddressInfo, createServer } from 'node:net';
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** Polls f every everyMs until it returns something other than undefined; throws after ms, naming `what`. */
-export async function until<T>(what: string, ms: number, f: () => T | undefined | Promise<T | undefined>, everyMs = 50): Promise<T> {
+export async function until<T>(
+  what: string,
+  ms: number,
+  f: () => T | undefined | Promise<T | undefined>,
+  everyMs = 50,
+): Promise<T> {
   const end = Date.now() + ms;
   for (;;) {
     const v = await f();

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { IpvsReadResult } from '../../src/kernel/ipvs/reader.js';
 import { expectSameTable, IPVSADM_VIEWS } from '../unit/ipvs/same-table.js';
-import { assertBuilt, PROJECT_ROOT, runInGuest, sections, type GuestResult } from './vm.js';
+import { assertBuilt, type GuestResult, PROJECT_ROOT, runInGuest, sections } from './vm.js';
 
 interface ReaderOutput {
   result: IpvsReadResult;
@@ -36,7 +36,9 @@ describe('IPVS reader in a VM (Debian kernel, real IPVS)', () => {
     console.log(`ipvs VM scenario: ${run.wallMs} ms wall (boot + scenario), exit ${run.code}`);
     views = sections(run.stdout);
     if (run.code !== 0 || views.end === undefined) {
-      throw new Error(`guest scenario failed (exit ${run.code}); stderr:\n${run.stderr.slice(-3000)}\nstdout:\n${run.stdout.slice(-2000)}`);
+      throw new Error(
+        `guest scenario failed (exit ${run.code}); stderr:\n${run.stderr.slice(-3000)}\nstdout:\n${run.stdout.slice(-2000)}`,
+      );
     }
     if (process.env.CLBPROBE_WRITE_FIXTURES === '1') writeFixtures();
   }, 200_000);
@@ -75,5 +77,6 @@ function writeFixtures(): void {
     '# table test/vm/ipvs-scenario.sh builds: "service|dest SERVICE-INDEX HEX" (netlink header included).',
   ];
   writeFileSync(join(dir, 'genl-replies.txt'), [...header, ...replies, ''].join('\n'));
-  for (const v of [...IPVSADM_VIEWS, 'rate-before', 'rate-after']) writeFileSync(join(dir, `ipvsadm-${v}.txt`), views[v]!);
+  for (const v of [...IPVSADM_VIEWS, 'rate-before', 'rate-after'])
+    writeFileSync(join(dir, `ipvsadm-${v}.txt`), views[v]!);
 }

@@ -9,18 +9,39 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { assertBuilt, PROJECT_ROOT } from './vm.js';
 
 const TRANSCRIPT = join(PROJECT_ROOT, 'test-artifacts/kernel-5.10.txt');
-const CHECKS = ['counters', 'conntrack-filter', 'source-addresses', 'source-local-routes', 'source-conntrack', 'source-ipvs', 'source-nat',
-  'source-nft', 'conntrack-dump', 'conntrack-events', 'ipvs-read', 'loop-counted', 'loop-diagnosed'];
+const CHECKS = [
+  'counters',
+  'conntrack-filter',
+  'source-addresses',
+  'source-local-routes',
+  'source-conntrack',
+  'source-ipvs',
+  'source-nat',
+  'source-nft',
+  'conntrack-dump',
+  'conntrack-events',
+  'ipvs-read',
+  'loop-counted',
+  'loop-diagnosed',
+];
 
 let line = '';
 let checks = new Map<string, string>();
 
 describe('the shipped agent on Debian 5.10 in a VM', () => {
   beforeAll(async () => {
-    assertBuilt('dist/bundle/main.js', ['src/cli/main.ts', 'src/capture/ebpf.ts', 'src/capture/ebpf-maps.ts', 'native/bpf/clbprobe.bpf.c']);
+    assertBuilt('dist/bundle/main.js', [
+      'src/cli/main.ts',
+      'src/capture/ebpf.ts',
+      'src/capture/ebpf-maps.ts',
+      'native/bpf/clbprobe.bpf.c',
+    ]);
     const started = Date.now();
     const { code, out } = await new Promise<{ code: number | null; out: string }>((resolve, reject) => {
-      const child = spawn('bash', [join(PROJECT_ROOT, 'test/vm/kernel-matrix.sh'), '5.10'], { cwd: PROJECT_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn('bash', [join(PROJECT_ROOT, 'test/vm/kernel-matrix.sh'), '5.10'], {
+        cwd: PROJECT_ROOT,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
       let out = '';
       child.stdout.on('data', (b: Buffer) => (out += b));
       child.stderr.on('data', (b: Buffer) => (out += b));
@@ -37,7 +58,8 @@ describe('the shipped agent on Debian 5.10 in a VM', () => {
           return m ? [[m[1]!, `${m[2]} ${m[3]}`] as [string, string]] : [];
         }),
     );
-    if (code !== 0 && checks.size === 0) throw new Error(`kernel-matrix.sh 5.10 exited ${code} before any check:\n${out.slice(-4000)}`);
+    if (code !== 0 && checks.size === 0)
+      throw new Error(`kernel-matrix.sh 5.10 exited ${code} before any check:\n${out.slice(-4000)}`);
   }, 900_000);
 
   it('passes as a whole: one PASS line with its time', () => {

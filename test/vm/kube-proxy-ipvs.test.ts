@@ -20,14 +20,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { clusterList, LAB, node1Ipsets, node1Rules } from '../../src/demo/lab.js';
-import { natDiff } from '../support/nat-normalise.js';
-import { createList } from '../support/kube-objects.js';
-import { binary, startControlPlane, type ControlPlane } from '../support/kube-control-plane.js';
-import { startApiBridge, type ApiBridge } from './api-bridge.js';
 import type { Finding } from '../../src/detect/types.js';
 import type { NodeSnapshot } from '../../src/kernel/types.js';
+import { binary, type ControlPlane, startControlPlane } from '../support/kube-control-plane.js';
+import { createList } from '../support/kube-objects.js';
+import { natDiff } from '../support/nat-normalise.js';
 import { expectSameTable } from '../unit/ipvs/same-table.js';
-import { assertBuilt, PROJECT_ROOT, runInGuest, sections, type GuestResult } from './vm.js';
+import { type ApiBridge, startApiBridge } from './api-bridge.js';
+import { assertBuilt, type GuestResult, PROJECT_ROOT, runInGuest, sections } from './vm.js';
 
 const GUEST_API_PORT = 6443;
 const VIP_CLUSTER = '10.0.100.101';
@@ -84,19 +84,42 @@ describe('real kube-proxy v1.20.2 in IPVS mode in a VM: the loops on its rules',
       HC_PORT: String(HC_PORT),
       HAND_DIR: handDir,
     };
-    const script = Object.entries(env).map(([k, v]) => `export ${k}='${v}'`).join('\n') + '\n' + readFileSync(join(PROJECT_ROOT, 'test/vm/kube-proxy-ipvs-scenario.sh'), 'utf8');
+    const script =
+      Object.entries(env)
+        .map(([k, v]) => `export ${k}='${v}'`)
+        .join('\n') +
+      '\n' +
+      readFileSync(join(PROJECT_ROOT, 'test/vm/kube-proxy-ipvs-scenario.sh'), 'utf8');
     run = await runInGuest(script, {
       timeoutS: 400,
-      modules: ['ip_vs', 'ip_vs_rr', 'ip_vs_wrr', 'ip_vs_sh', 'dummy', 'nf_conntrack', 'nf_conntrack_netlink', 'veth', 'bridge', 'br_netfilter'],
+      modules: [
+        'ip_vs',
+        'ip_vs_rr',
+        'ip_vs_wrr',
+        'ip_vs_sh',
+        'dummy',
+        'nf_conntrack',
+        'nf_conntrack_netlink',
+        'veth',
+        'bridge',
+        'br_netfilter',
+      ],
       ports: { 'clbvm.api': bridge.socketPath },
     });
     s = sections(run.stdout);
-    console.log(`kube-proxy IPVS VM: ${run.wallMs} ms wall (boot + scenario); kube-proxy ready: ${s['kube-proxy-ready']?.trim()}; guest ms at each step: ${s.timing?.trim().split('\n').join(' ')}; API bridge connections ${bridge.opened}`);
+    console.log(
+      `kube-proxy IPVS VM: ${run.wallMs} ms wall (boot + scenario); kube-proxy ready: ${s['kube-proxy-ready']?.trim()}; guest ms at each step: ${s.timing?.trim().split('\n').join(' ')}; API bridge connections ${bridge.opened}`,
+    );
     // The whole guest transcript (every tool's view, kube-proxy's log) for whoever reads a failure.
     mkdirSync(join(PROJECT_ROOT, 'test-artifacts'), { recursive: true });
-    writeFileSync(join(PROJECT_ROOT, 'test-artifacts/kube-proxy-ipvs-guest.txt'), `${run.stdout}\n--- stderr\n${run.stderr}`);
+    writeFileSync(
+      join(PROJECT_ROOT, 'test-artifacts/kube-proxy-ipvs-guest.txt'),
+      `${run.stdout}\n--- stderr\n${run.stderr}`,
+    );
     if (run.code !== 0 || s.end === undefined) {
-      throw new Error(`guest scenario failed (exit ${run.code}); stderr:\n${run.stderr.slice(-3000)}\nstdout:\n${run.stdout.slice(-6000)}`);
+      throw new Error(
+        `guest scenario failed (exit ${run.code}); stderr:\n${run.stderr.slice(-3000)}\nstdout:\n${run.stdout.slice(-6000)}`,
+      );
     }
   }, 480_000);
 
@@ -112,9 +135,19 @@ describe('real kube-proxy v1.20.2 in IPVS mode in a VM: the loops on its rules',
       expectSameTable(ipvs, s);
       // What kube-proxy made of the two Services (so the comparison is not vacuous): the LB IPs,
       // ClusterIPs and a NodePort per node address, all rr and masq to the one endpoint.
-      const vss = ipvs.virtualServers.map((v) => `${v.protocol} ${v.address}:${v.port} ${v.scheduler} -> ${v.realServers.map((r) => `${r.address}:${r.port} ${r.forward}`).join(',')}`);
+      const vss = ipvs.virtualServers.map(
+        (v) =>
+          `${v.protocol} ${v.address}:${v.port} ${v.scheduler} -> ${v.realServers.map((r) => `${r.address}:${r.port} ${r.forward}`).join(',')}`,
+      );
       const to = `${LAB.serverPod}:${LAB.serverPort} masq`;
-      for (const vs of [`${LAB.vip}:80`, `${VIP_CLUSTER}:80`, `${LAB.clusterIp}:80`, '10.96.0.81:80', `${LAB.node1}:${LAB.nodePort}`, `${LAB.node1}:${LAB.nodePort + 1}`]) {
+      for (const vs of [
+        `${LAB.vip}:80`,
+        `${VIP_CLUSTER}:80`,
+        `${LAB.clusterIp}:80`,
+        '10.96.0.81:80',
+        `${LAB.node1}:${LAB.nodePort}`,
+        `${LAB.node1}:${LAB.nodePort + 1}`,
+      ]) {
         expect(vss).toContain(`TCP ${vs} rr -> ${to}`);
       }
     });
@@ -139,7 +172,9 @@ describe('real kube-proxy v1.20.2 in IPVS mode in a VM: the loops on its rules',
       }
       const read = snapshot().nat!.ipsets!;
       expect(read.warnings).toEqual([]);
-      expect(new Map(read.sets.map((x) => [x.name, { type: x.type, members: x.members.map((m) => m.entry) }]))).toEqual(shown);
+      expect(new Map(read.sets.map((x) => [x.name, { type: x.type, members: x.members.map((m) => m.entry) }]))).toEqual(
+        shown,
+      );
       const members = (name: string) => shown.get(name)?.members.sort();
       expect(members('KUBE-LOAD-BALANCER')).toEqual([`${LAB.vip},tcp:80`, `${VIP_CLUSTER},tcp:80`].sort());
       expect(members('KUBE-LOAD-BALANCER-LOCAL')).toEqual([`${LAB.vip},tcp:80`]);
@@ -152,8 +187,12 @@ describe('real kube-proxy v1.20.2 in IPVS mode in a VM: the loops on its rules',
       const snap = snapshot();
       expect(snap.sources.filter((x) => !x.available).map((x) => x.source)).toEqual(['nft']);
       const nat = snap.nat!.v4!.tables.find((t) => t.name === 'nat')!;
-      expect(nat.chains.map((c) => c.name)).toEqual(expect.arrayContaining(['KUBE-SERVICES', 'KUBE-LOAD-BALANCER', 'KUBE-NODE-PORT', 'KUBE-POSTROUTING']));
-      const proxyMode = diagnosis('bound-diagnose').findings.find((f) => f.mechanism === 'proxy-mode' && f.service.name === 'web')!;
+      expect(nat.chains.map((c) => c.name)).toEqual(
+        expect.arrayContaining(['KUBE-SERVICES', 'KUBE-LOAD-BALANCER', 'KUBE-NODE-PORT', 'KUBE-POSTROUTING']),
+      );
+      const proxyMode = diagnosis('bound-diagnose').findings.find(
+        (f) => f.mechanism === 'proxy-mode' && f.service.name === 'web',
+      )!;
       expect(proxyMode.summary).toContain('kube-proxy IPVS mode binding LB IPs on kube-ipvs0 (community)');
     });
   });
@@ -168,7 +207,9 @@ describe('real kube-proxy v1.20.2 in IPVS mode in a VM: the loops on its rules',
     // Same tools on both sides (iptables-save, ipset save in the guest); the real side also holds
     // the ETP=Cluster twin and the API server's own Service, which the demo does not have.
     expect(natDiff(s['hand-nat']!, s.nat!, { ignoreServices: ['default/kubernetes', 'lab/web-cluster'] })).toEqual([]);
-    const notInDemo = new RegExp(`^(${VIP_CLUSTER.replaceAll('.', '\\.')},|10\\.96\\.0\\.81,|10\\.96\\.0\\.1,|${LAB.nodePort + 1}$)`);
+    const notInDemo = new RegExp(
+      `^(${VIP_CLUSTER.replaceAll('.', '\\.')},|10\\.96\\.0\\.81,|10\\.96\\.0\\.1,|${LAB.nodePort + 1}$)`,
+    );
     expect(ipsetView(s['hand-ipset']!)).toEqual(ipsetView(s.ipset!, notInDemo));
   });
 
@@ -190,7 +231,9 @@ describe('real kube-proxy v1.20.2 in IPVS mode in a VM: the loops on its rules',
       const d = diagnosis('bound-diagnose');
       const hc = d.findings.find((f) => f.mechanism === 'hc-drop' && f.service.name === 'web');
       expect(hc).toMatchObject({ severity: 'risk' });
-      expect(hc!.summary).toBe(`${LAB.vip} is bound on kube-ipvs0: LB health checks sent from ${LAB.vip} to this node (port ${HC_PORT}) are dropped as martians`);
+      expect(hc!.summary).toBe(
+        `${LAB.vip} is bound on kube-ipvs0: LB health checks sent from ${LAB.vip} to this node (port ${HC_PORT}) are dropped as martians`,
+      );
       expect(d.findings.filter((f) => f.severity === 'active')).toEqual([]);
       expect(s['bound-diagnose-exit']!.split('\n')[0]).toBe('0');
     });
@@ -214,18 +257,30 @@ describe('real kube-proxy v1.20.2 in IPVS mode in a VM: the loops on its rules',
       expect(s['unbound-connect']).toMatch(/^try 1: exit 124$/m);
       const ct = s['unbound-conntrack']!;
       expect(ct).toMatch(new RegExp(`src=${LAB.clientPod} dst=${LAB.vip} sport=(\\d+) dport=80 \\[UNREPLIED\\]`));
-      expect(ct).toMatch(new RegExp(`src=${LAB.clientPod} dst=${LAB.node1} sport=\\d+ dport=${LAB.nodePort} .*src=${LAB.serverPod} dst=${LAB.clientPod} sport=${LAB.serverPort}`));
+      expect(ct).toMatch(
+        new RegExp(
+          `src=${LAB.clientPod} dst=${LAB.node1} sport=\\d+ dport=${LAB.nodePort} .*src=${LAB.serverPod} dst=${LAB.clientPod} sport=${LAB.serverPort}`,
+        ),
+      );
     });
 
     it('clbprobe diagnose (compiled, in the VM, through the real API) says L4-loop, active', () => {
       const d = diagnosis('unbound-diagnose');
       const loop = d.findings.find((f) => f.mechanism === 'L4-loop' && f.service.name === 'web');
       expect(loop).toMatchObject({ severity: 'active' });
-      expect(loop!.summary).toMatch(new RegExp(`came back from the LB to ${LAB.node1}:${LAB.nodePort} with the client's own source ${LAB.clientPod}`));
+      expect(loop!.summary).toMatch(
+        new RegExp(
+          `came back from the LB to ${LAB.node1}:${LAB.nodePort} with the client's own source ${LAB.clientPod}`,
+        ),
+      );
       expect(loop!.path!.hops.map((h) => h.role)).toEqual(['client pod', 'LB VIP', 'node NodePort', 'server pod']);
-      expect(d.findings.find((f) => f.mechanism === 'no-SNAT' && f.service.name === 'web')).toMatchObject({ severity: 'active' });
+      expect(d.findings.find((f) => f.mechanism === 'no-SNAT' && f.service.name === 'web')).toMatchObject({
+        severity: 'active',
+      });
       // The VIP was taken off by hand while the other LB IP stayed bound: that is drift, and said so.
-      expect(d.findings.find((f) => f.mechanism === 'drift' && f.service.name === 'web')).toMatchObject({ severity: 'risk' });
+      expect(d.findings.find((f) => f.mechanism === 'drift' && f.service.name === 'web')).toMatchObject({
+        severity: 'risk',
+      });
       expect(s['unbound-diagnose-exit']!.split('\n')[0]).toBe('1');
     });
   });

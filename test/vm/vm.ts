@@ -39,13 +39,18 @@ export class VmError extends Error {
  */
 export function runInGuest(script: string, opts: GuestOptions = {}): Promise<GuestResult> {
   if (spawnSync('sh', ['-c', 'command -v qemu-system-x86_64'], { stdio: 'ignore' }).status !== 0) {
-    return Promise.reject(new VmError('qemu-system-x86_64 is not installed; run scripts/setup.sh (it installs qemu-system-x86)'));
+    return Promise.reject(
+      new VmError('qemu-system-x86_64 is not installed; run scripts/setup.sh (it installs qemu-system-x86)'),
+    );
   }
   if (process.getuid?.() !== 0) return Promise.reject(new VmError('VM tests must run as root'));
   const timeoutS = opts.timeoutS ?? 240;
   const env: NodeJS.ProcessEnv = { ...process.env, CLBVM_TIMEOUT: String(timeoutS) };
   if (opts.modules) env.CLBVM_MODULES = opts.modules.join(' ');
-  if (opts.ports) env.CLBVM_PORTS = Object.entries(opts.ports).map(([name, path]) => `${name}=${path}`).join(' ');
+  if (opts.ports)
+    env.CLBVM_PORTS = Object.entries(opts.ports)
+      .map(([name, path]) => `${name}=${path}`)
+      .join(' ');
   const started = Date.now();
   return new Promise((resolve, reject) => {
     const child = spawn('bash', [RUN_IN_VM, script], { cwd: PROJECT_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -55,9 +60,16 @@ export function runInGuest(script: string, opts: GuestOptions = {}): Promise<Gue
     child.stderr.on('data', (b: Buffer) => err.push(b));
     child.on('error', (e) => reject(new VmError(`cannot start ${RUN_IN_VM}: ${e.message}`)));
     child.on('close', (code, signal) => {
-      const r = { stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString(), code: code ?? -1, wallMs: Date.now() - started };
+      const r = {
+        stdout: Buffer.concat(out).toString(),
+        stderr: Buffer.concat(err).toString(),
+        code: code ?? -1,
+        wallMs: Date.now() - started,
+      };
       if (code === 125 || code === null) {
-        reject(new VmError(`the VM failed (${signal ?? `exit ${code}`}) after ${r.wallMs} ms:\n${r.stderr.slice(-4000)}`));
+        reject(
+          new VmError(`the VM failed (${signal ?? `exit ${code}`}) after ${r.wallMs} ms:\n${r.stderr.slice(-4000)}`),
+        );
       } else resolve(r);
     });
   });

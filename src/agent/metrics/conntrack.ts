@@ -13,7 +13,8 @@ export const conntrack: Collector = {
       registers: [registry],
       collect() {
         this.reset();
-        for (const port of scrape().servicePorts.ports) for (const [outcome, n] of port.flows) this.inc({ ...port.labels, outcome }, n);
+        for (const port of scrape().servicePorts.ports)
+          for (const [outcome, n] of port.flows) this.inc({ ...port.labels, outcome }, n);
       },
     });
     new Gauge({
@@ -23,7 +24,8 @@ export const conntrack: Collector = {
       registers: [registry],
       collect() {
         this.reset();
-        for (const port of scrape().servicePorts.ports) for (const [state, n] of port.entries) this.set({ ...port.labels, state }, n);
+        for (const port of scrape().servicePorts.ports)
+          for (const [state, n] of port.entries) this.set({ ...port.labels, state }, n);
       },
     });
   },

@@ -13,7 +13,8 @@ export const findings: Collector = {
       registers: [registry],
       collect() {
         this.reset();
-        for (const port of scrape().servicePorts.ports) for (const f of port.findings) this.set({ ...port.labels, ...f }, 1);
+        for (const port of scrape().servicePorts.ports)
+          for (const f of port.findings) this.set({ ...port.labels, ...f }, 1);
       },
     });
   },

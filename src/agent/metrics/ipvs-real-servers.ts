@@ -2,7 +2,7 @@
 // node, whether a VIP can answer from this node. No series on a node without IPVS.
 import { Gauge } from 'prom-client';
 import type { IpvsSnapshot } from '../../kernel/types.js';
-import { key, type Key } from '../../model/address-key.js';
+import { type Key, key } from '../../model/address-key.js';
 import type { Collector } from './collector.js';
 import { PORT_LABELS } from './service-ports.js';
 

@@ -50,7 +50,8 @@ export const lbIpBound: Collector = {
         const { agent, servicePorts } = scrape();
         if (!agent.sources.value<AddressSnapshot>('addresses')) return;
         for (const port of servicePorts.ports) {
-          for (const { ip } of port.view?.lbIngress.slice(0, MAX_IPS_PER_PORT) ?? []) this.set({ ...port.labels, ip }, agent.index.isIpvsBound(ip) ? 1 : 0);
+          for (const { ip } of port.view?.lbIngress.slice(0, MAX_IPS_PER_PORT) ?? [])
+            this.set({ ...port.labels, ip }, agent.index.isIpvsBound(ip) ? 1 : 0);
         }
       },
     });

@@ -13,7 +13,16 @@ import { lbPath } from './lb-path.js';
 import { ServicePortSeries, type ServicePortsOptions } from './service-ports.js';
 import { sourceHealth } from './source-health.js';
 
-export const COLLECTORS = [buildInfo, sourceHealth, lbPath, conntrack, findings, lbIpBound, ipvsRealServers, followed] as const;
+export const COLLECTORS = [
+  buildInfo,
+  sourceHealth,
+  lbPath,
+  conntrack,
+  findings,
+  lbIpBound,
+  ipvsRealServers,
+  followed,
+] as const;
 
 export type AgentMetricsOptions = RegistryOptions & Omit<ServicePortsOptions, 'idleMs'> & { idleMs?: number };
 

@@ -5,7 +5,7 @@
 import type { CounterKind, CounterSample } from '../../capture/targets.js';
 import type { ServiceView } from '../../cluster/types.js';
 import { FLOW_OUTCOMES, type FlowOutcome } from '../../model/flow.js';
-import { portKey, servicePortLabels, type ServicePortLabels } from '../../model/service.js';
+import { portKey, type ServicePortLabels, servicePortLabels } from '../../model/service.js';
 import type { AgentState } from './agent-state.js';
 
 export const PORT_LABELS = ['namespace', 'service', 'port', 'protocol'] as const;
@@ -114,10 +114,16 @@ export class ServicePortSeries {
     const facts = this.factsOf(agent);
     const nowMs = this.now();
     const active: string[] = [];
-    const seen = new Set([...facts.packets.keys(), ...facts.flows.keys(), ...facts.entries.keys(), ...facts.findings.keys()]);
+    const seen = new Set([
+      ...facts.packets.keys(),
+      ...facts.flows.keys(),
+      ...facts.entries.keys(),
+      ...facts.findings.keys(),
+    ]);
     for (const id of seen) {
       const activity = activityOf(facts, id);
-      if (activity > 0 && this.lastMove.get(id)?.activity !== activity) this.lastMove.set(id, { activity, atMs: nowMs });
+      if (activity > 0 && this.lastMove.get(id)?.activity !== activity)
+        this.lastMove.set(id, { activity, atMs: nowMs });
       const recent = (this.lastMove.get(id)?.atMs ?? -Infinity) > nowMs - this.opts.idleMs;
       if (recent || facts.entries.has(id) || facts.findings.has(id)) active.push(id);
     }
@@ -193,7 +199,9 @@ export class ServicePortSeries {
   /** The ports with findings first, then by id (namespace/name, protocol, port), so the same ones keep their series. */
   private withinCap(active: string[], facts: Facts): string[] {
     if (active.length <= this.opts.maxServicePorts) return active;
-    const ranked = active.sort((a, b) => Number(facts.findings.has(b)) - Number(facts.findings.has(a)) || (a < b ? -1 : 1));
+    const ranked = active.sort(
+      (a, b) => Number(facts.findings.has(b)) - Number(facts.findings.has(a)) || (a < b ? -1 : 1),
+    );
     for (const id of ranked.slice(this.opts.maxServicePorts)) this.dropped.add(id);
     return ranked.slice(0, this.opts.maxServicePorts);
   }

@@ -83,7 +83,13 @@ export class HostnameCache {
         const ttlS = Math.min(...r.addresses.map((a) => a.ttl));
         const wait = Math.min(Math.max(ttlS, minTtlS), maxTtlS);
         const addresses = [...new Set(r.addresses.map((a) => a.ip))].sort();
-        e.lookup = { hostname: r.hostname, addresses, ttlS, resolvedAt: new Date(now).toISOString(), resolver: round.resolver };
+        e.lookup = {
+          hostname: r.hostname,
+          addresses,
+          ttlS,
+          resolvedAt: new Date(now).toISOString(),
+          resolver: round.resolver,
+        };
         e.dueAt = now + wait * 1000;
         e.expiresAt = now + ttlS * 1000;
       } else {
@@ -113,5 +119,10 @@ export class HostnameCache {
 
 /** Same addresses and the same error: a new TTL alone changes nothing downstream. */
 function sameLookup(a: HostnameLookup | undefined, b: HostnameLookup): boolean {
-  return a !== undefined && a.error === b.error && a.addresses.length === b.addresses.length && a.addresses.every((x, i) => x === b.addresses[i]);
+  return (
+    a !== undefined &&
+    a.error === b.error &&
+    a.addresses.length === b.addresses.length &&
+    a.addresses.every((x, i) => x === b.addresses[i])
+  );
 }

@@ -1,7 +1,7 @@
 // Entry point run inside another network namespace (lookup-netns.ts starts it
 // under `ip netns exec` / `nsenter`): names in on stdin as JSON, the round out
 // on stdout. The queries then leave from that namespace, to its resolver.
-import { lookupHostnames, type LookupOptions } from './lookup.js';
+import { type LookupOptions, lookupHostnames } from './lookup.js';
 
 const MAX_INPUT = 1024 * 1024;
 

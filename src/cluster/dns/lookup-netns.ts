@@ -4,11 +4,11 @@
 // `ip netns exec`, which binds /etc/netns/NAME/resolv.conf as that namespace's
 // /etc/resolv.conf; any other path under `nsenter --net`.
 import { spawn } from 'node:child_process';
-import { isIP } from 'node:net';
 import { existsSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { LOOKUP_DEFAULTS, lookupHostnames, type LookupOptions, type LookupRound } from './lookup.js';
+import { LOOKUP_DEFAULTS, type LookupOptions, type LookupRound, lookupHostnames } from './lookup.js';
 
 const MAX_OUTPUT = 4 * 1024 * 1024;
 
@@ -27,7 +27,11 @@ export function netnsCommand(netns: string, argv: string[]): string[] {
 }
 
 /** Looks up the names in `netns` (a path), or in this namespace without one; never throws. */
-export async function lookupHostnamesIn(netns: string | undefined, names: readonly string[], opts: LookupOptions = {}): Promise<LookupRound> {
+export async function lookupHostnamesIn(
+  netns: string | undefined,
+  names: readonly string[],
+  opts: LookupOptions = {},
+): Promise<LookupRound> {
   if (!netns) return lookupHostnames(names, opts);
   const fail = (error: string): LookupRound => ({
     resolver: `resolver of ${netns}`,
@@ -37,7 +41,13 @@ export async function lookupHostnamesIn(netns: string | undefined, names: readon
   });
   const [cmd, ...args] = netnsCommand(netns, childCommand());
   // The child's own deadline is per name; this one bounds the whole round (a stuck child).
-  const perRound = ((opts.timeoutMs ?? LOOKUP_DEFAULTS.timeoutMs) * Math.ceil(Math.min(names.length, opts.maxNames ?? LOOKUP_DEFAULTS.maxNames) / (opts.concurrency ?? LOOKUP_DEFAULTS.concurrency))) + 10_000;
+  const perRound =
+    (opts.timeoutMs ?? LOOKUP_DEFAULTS.timeoutMs) *
+      Math.ceil(
+        Math.min(names.length, opts.maxNames ?? LOOKUP_DEFAULTS.maxNames) /
+          (opts.concurrency ?? LOOKUP_DEFAULTS.concurrency),
+      ) +
+    10_000;
   return new Promise((resolve) => {
     const p = spawn(cmd!, args, { stdio: ['pipe', 'pipe', 'pipe'] });
     let out = '';
@@ -54,7 +64,8 @@ export async function lookupHostnamesIn(netns: string | undefined, names: readon
     });
     p.on('close', (code, signal) => {
       clearTimeout(timer);
-      if (code !== 0) return resolve(fail(`lookup in ${netns} failed (${signal ?? `exit ${code}`}): ${err.trim() || 'no message'}`));
+      if (code !== 0)
+        return resolve(fail(`lookup in ${netns} failed (${signal ?? `exit ${code}`}): ${err.trim() || 'no message'}`));
       try {
         resolve(checkRound(JSON.parse(out), names));
       } catch (e) {
@@ -68,12 +79,24 @@ export async function lookupHostnamesIn(netns: string | undefined, names: readon
 /** The child's answer, checked field by field (it is another process' output). */
 function checkRound(v: unknown, names: readonly string[]): LookupRound {
   const r = v as LookupRound;
-  if (typeof r !== 'object' || r === null || typeof r.resolver !== 'string' || !Array.isArray(r.results)) throw new Error('not a lookup round');
+  if (typeof r !== 'object' || r === null || typeof r.resolver !== 'string' || !Array.isArray(r.results))
+    throw new Error('not a lookup round');
   const wanted = new Set(names);
   const results = r.results.filter(
     (x) =>
-      typeof x === 'object' && x !== null && typeof x.hostname === 'string' && wanted.has(x.hostname) && Array.isArray(x.addresses) &&
-      x.addresses.every((a) => typeof a?.ip === 'string' && isIP(a.ip) !== 0 && typeof a.ttl === 'number' && a.ttl >= 0),
+      typeof x === 'object' &&
+      x !== null &&
+      typeof x.hostname === 'string' &&
+      wanted.has(x.hostname) &&
+      Array.isArray(x.addresses) &&
+      x.addresses.every(
+        (a) => typeof a?.ip === 'string' && isIP(a.ip) !== 0 && typeof a.ttl === 'number' && a.ttl >= 0,
+      ),
   );
-  return { resolver: r.resolver, results, warnings: Array.isArray(r.warnings) ? r.warnings.filter((w) => typeof w === 'string') : [], ...(typeof r.error === 'string' ? { error: r.error } : {}) };
+  return {
+    resolver: r.resolver,
+    results,
+    warnings: Array.isArray(r.warnings) ? r.warnings.filter((w) => typeof w === 'string') : [],
+    ...(typeof r.error === 'string' ? { error: r.error } : {}),
+  };
 }

@@ -39,7 +39,8 @@ export interface LookupRound {
 }
 
 /** RFC 1035 name syntax, 253 characters at most: anything else is never sent. */
-const HOSTNAME = /^(?=.{1,253}\.?$)([A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?\.)*[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?\.?$/;
+const HOSTNAME =
+  /^(?=.{1,253}\.?$)([A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?\.)*[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?\.?$/;
 
 export function isHostname(name: string): boolean {
   return HOSTNAME.test(name);
@@ -107,7 +108,11 @@ export async function lookupHostnames(names: readonly string[], opts: LookupOpti
   try {
     resolverFor().cancel();
   } catch (e) {
-    return failAll(resolverText, `nameservers not usable: ${e instanceof Error ? e.message : String(e)}`, conf.warnings);
+    return failAll(
+      resolverText,
+      `nameservers not usable: ${e instanceof Error ? e.message : String(e)}`,
+      conf.warnings,
+    );
   }
   const live = new Set<Resolver>();
 
@@ -117,7 +122,10 @@ export async function lookupHostnames(names: readonly string[], opts: LookupOpti
     const q = hostname.endsWith('.') ? hostname : `${hostname}.`;
     const resolver = resolverFor();
     live.add(resolver);
-    const [v4, v6] = await Promise.allSettled([resolver.resolve4(q, { ttl: true }), resolver.resolve6(q, { ttl: true })]).finally(() => {
+    const [v4, v6] = await Promise.allSettled([
+      resolver.resolve4(q, { ttl: true }),
+      resolver.resolve6(q, { ttl: true }),
+    ]).finally(() => {
       live.delete(resolver);
       resolver.cancel();
     });
@@ -136,7 +144,10 @@ export async function lookupHostnames(names: readonly string[], opts: LookupOpti
   const withDeadline = (hostname: string): Promise<LookupResult> => {
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<LookupResult>((resolve) => {
-      timer = setTimeout(() => resolve({ hostname, addresses: [], error: `timeout (no answer within ${timeoutMs} ms)` }), timeoutMs);
+      timer = setTimeout(
+        () => resolve({ hostname, addresses: [], error: `timeout (no answer within ${timeoutMs} ms)` }),
+        timeoutMs,
+      );
     });
     return Promise.race([one(hostname), late]).finally(() => clearTimeout(timer));
   };
@@ -157,7 +168,11 @@ export async function lookupHostnames(names: readonly string[], opts: LookupOpti
     for (const r of live) r.cancel();
   }
   for (const hostname of names.slice(maxNames)) {
-    results.push({ hostname, addresses: [], error: `not looked up: more than ${maxNames} hostname-only LBs (--dns-max-names)` });
+    results.push({
+      hostname,
+      addresses: [],
+      error: `not looked up: more than ${maxNames} hostname-only LBs (--dns-max-names)`,
+    });
   }
   return { resolver: resolverText, results, warnings: conf.warnings };
 }

@@ -43,7 +43,8 @@ export function parseResolvConf(text: string, source = 'resolv.conf'): ResolvCon
       const addr = args[0] ?? '';
       const bare = addr.split('%')[0]!;
       if (isIP(bare) === 0) out.warnings.push(`${where}: nameserver ${JSON.stringify(addr)} is not an IP address`);
-      else if (out.nameservers.length >= MAX_NAMESERVERS) out.warnings.push(`${where}: nameserver ${addr} ignored (only the first ${MAX_NAMESERVERS} are used)`);
+      else if (out.nameservers.length >= MAX_NAMESERVERS)
+        out.warnings.push(`${where}: nameserver ${addr} ignored (only the first ${MAX_NAMESERVERS} are used)`);
       else out.nameservers.push(addr);
     } else if (keyword === 'options') {
       for (const opt of args) {

@@ -8,10 +8,11 @@
 import { formatIPv4, formatIPv6, ipv4Number } from '../ip.js';
 import type { ConntrackCounters, ConntrackEntry, ConntrackTuple, Family } from '../types.js';
 import * as C from './constants.js';
-import { NONE, statusFlagNames, type CtTupleView, type CtView } from './decode.js';
+import { type CtTupleView, type CtView, NONE, statusFlagNames } from './decode.js';
 
 /** formatIPv4 shares one string per recent address: a VIP across entries, the client in both tuples. */
-const addressOf = (b: Buffer, off: number, len: number): string => (len === 4 ? formatIPv4(b, off) : formatIPv6(b, off));
+const addressOf = (b: Buffer, off: number, len: number): string =>
+  len === 4 ? formatIPv4(b, off) : formatIPv6(b, off);
 
 /** One direction of a port-based entry (TCP, UDP, SCTP, ...): the agent keeps no other. */
 export class PackedTuple implements ConntrackTuple {
@@ -39,7 +40,13 @@ export class PackedTuple implements ConntrackTuple {
     if (v.icmpId !== NONE || v.icmpType !== NONE || v.icmpCode !== NONE) return undefined;
     const sport = v.sport === NONE ? undefined : v.sport;
     const dport = v.dport === NONE ? undefined : v.dport;
-    return new PackedTuple(addressOf(b, v.srcOff, v.srcLen), addressOf(b, v.dstOff, v.dstLen), v.protoNum, sport, dport);
+    return new PackedTuple(
+      addressOf(b, v.srcOff, v.srcLen),
+      addressOf(b, v.dstOff, v.dstLen),
+      v.protoNum,
+      sport,
+      dport,
+    );
   }
 
   /** The same fields as the message's tuple (an entry's tuples never change: a new version shares them). */
@@ -54,7 +61,13 @@ export class PackedTuple implements ConntrackTuple {
   }
 
   sameAs(t: ConntrackTuple): boolean {
-    return this.protoNum === t.protoNum && this.sport === t.sport && this.dport === t.dport && this.src === t.src && this.dst === t.dst;
+    return (
+      this.protoNum === t.protoNum &&
+      this.sport === t.sport &&
+      this.dport === t.dport &&
+      this.src === t.src &&
+      this.dst === t.dst
+    );
   }
 }
 
@@ -161,7 +174,19 @@ export class CompactEntry implements ConntrackEntry {
       if (v.hasReplyCounters) acct.replyCounters = { packets: v.replyPackets, bytes: v.replyBytes };
       if (v.startOff !== NONE) acct.startNs = b.readBigUInt64BE(v.startOff);
     }
-    return new CompactEntry(v.family, orig, reply, v.tcpStateName(), v.status, v.timeoutS, v.mark, v.zone, v.id | 0, v.use === NONE ? undefined : v.use, acct);
+    return new CompactEntry(
+      v.family,
+      orig,
+      reply,
+      v.tcpStateName(),
+      v.status,
+      v.timeoutS,
+      v.mark,
+      v.zone,
+      v.id | 0,
+      v.use === NONE ? undefined : v.use,
+      acct,
+    );
   }
 
   /** An entry decoded elsewhere (a bundle, a test) in this form; undefined for ICMP. */
@@ -179,6 +204,18 @@ export class CompactEntry implements ConntrackEntry {
           }
         : undefined;
     const tcpState = e.tcpState === undefined ? undefined : (TCP_STATE_NAMES.get(e.tcpState) ?? e.tcpState);
-    return new CompactEntry(e.family, orig, reply, tcpState, e.status, e.timeoutS, e.mark, e.zone, e.id | 0, e.use, acct);
+    return new CompactEntry(
+      e.family,
+      orig,
+      reply,
+      tcpState,
+      e.status,
+      e.timeoutS,
+      e.mark,
+      e.zone,
+      e.id | 0,
+      e.use,
+      acct,
+    );
   }
 }

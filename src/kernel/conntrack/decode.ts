@@ -5,7 +5,7 @@
 // rest; toEntry() makes the ConntrackEntry, strings included, for those kept.
 // ctnetlink integers are big-endian.
 import { formatIPv4, formatIPv6 } from '../ip.js';
-import { NetlinkParseError, type NetlinkMessage } from '../netlink/codec.js';
+import { type NetlinkMessage, NetlinkParseError } from '../netlink/codec.js';
 import type { ConntrackCounters, ConntrackEntry, ConntrackEventType, ConntrackTuple } from '../types.js';
 import * as C from './constants.js';
 
@@ -89,7 +89,8 @@ export class CtTupleView {
   }
 }
 
-const formatAddr = (b: Buffer, off: number, len: number): string => (len === 4 ? formatIPv4(b, off) : formatIPv6(b, off));
+const formatAddr = (b: Buffer, off: number, len: number): string =>
+  len === 4 ? formatIPv4(b, off) : formatIPv6(b, off);
 
 function overrun(type: number, len: number, at: number): NetlinkParseError {
   return new NetlinkParseError(`conntrack attribute type ${type} length ${len} overruns its container`, at);
@@ -220,7 +221,8 @@ export class CtView {
       else if (type === C.CTA_TUPLE_PROTO) this.tupleProto(t, o + 4, o + len);
       o += (len + 3) & ~3;
     }
-    if (t.srcOff === NONE || t.dstOff === NONE) throw new NetlinkParseError('conntrack tuple without addresses', start - base);
+    if (t.srcOff === NONE || t.dstOff === NONE)
+      throw new NetlinkParseError('conntrack tuple without addresses', start - base);
   }
 
   private tupleIp(t: CtTupleView, start: number, end: number): void {
@@ -410,7 +412,8 @@ export class CtView {
       id: this.id,
     };
     if (this.use === NONE && !this.hasOrigCounters && !this.hasReplyCounters && this.startOff === NONE) return entry;
-    const opt: { use?: number; origCounters?: ConntrackCounters; replyCounters?: ConntrackCounters; startNs?: bigint } = {};
+    const opt: { use?: number; origCounters?: ConntrackCounters; replyCounters?: ConntrackCounters; startNs?: bigint } =
+      {};
     if (this.use !== NONE) opt.use = this.use;
     if (this.hasOrigCounters) opt.origCounters = { packets: this.origPackets, bytes: this.origBytes };
     if (this.hasReplyCounters) opt.replyCounters = { packets: this.replyPackets, bytes: this.replyBytes };

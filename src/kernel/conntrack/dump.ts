@@ -2,8 +2,8 @@
 // and user-side filtering. Entries are handed over batch by batch; nothing
 // here holds the table.
 import { ipFamily, parseIP } from '../ip.js';
-import { MessageWriter, NLM_F_DUMP, NLM_F_REQUEST, NetlinkParseError, type KeepMessage } from '../netlink/codec.js';
-import { NETLINK_NETFILTER, NetlinkSocket, type DumpResult, type RawDumper } from '../netlink/socket.js';
+import { type KeepMessage, MessageWriter, NetlinkParseError, NLM_F_DUMP, NLM_F_REQUEST } from '../netlink/codec.js';
+import { type DumpResult, NETLINK_NETFILTER, NetlinkSocket, type RawDumper } from '../netlink/socket.js';
 import { sourceFailure } from '../source.js';
 import type { ConntrackEntry, ConntrackSummary, SourceStatus } from '../types.js';
 import * as C from './constants.js';
@@ -61,7 +61,8 @@ function tupleMatchFamily(f: ConntrackFilter): 4 | 6 | undefined {
   const fams = new Set(addrs.map((a) => ipFamily(a)));
   if (fams.has(0)) throw new Error(`conntrack filter: not an IP address in ${JSON.stringify(addrs)}`);
   if (fams.size > 1) throw new Error('conntrack filter: tuple addresses of both IPv4 and IPv6');
-  if (f.family && fams.size && !fams.has(f.family)) throw new Error('conntrack filter: family does not match addresses');
+  if (f.family && fams.size && !fams.has(f.family))
+    throw new Error('conntrack filter: family does not match addresses');
   return fams.size ? ([...fams][0] as 4 | 6) : undefined;
 }
 
@@ -100,10 +101,12 @@ function writeTuple(w: MessageWriter, type: number, t: TupleMatch): number {
 }
 
 /** User-side address filter: a byte-level pre-check, then an exact check on the decoded entry. */
-export function addressMatcher(addresses: string[] | undefined): {
-  maybe(payload: Buffer): boolean;
-  exact(e: ConntrackEntry): boolean;
-} | undefined {
+export function addressMatcher(addresses: string[] | undefined):
+  | {
+      maybe(payload: Buffer): boolean;
+      exact(e: ConntrackEntry): boolean;
+    }
+  | undefined {
   if (!addresses?.length) return undefined;
   const raw = addresses.map(parseIP);
   const canon = new Set(raw.map((b) => (b.length === 4 ? [...b].join('.') : '')).filter(Boolean));
@@ -185,7 +188,12 @@ export async function dumpConntrackViews(
   // Tuple filters are parsed per l3 family: without an address or a family
   // the kernel answers EOPNOTSUPP, so such a dump runs once per family.
   const perFamily = (filter.orig || filter.reply) && !filter.family && !tupleMatchFamily(filter);
-  const passes: ConntrackFilter[] = perFamily ? [{ ...filter, family: 4 }, { ...filter, family: 6 }] : [filter];
+  const passes: ConntrackFilter[] = perFamily
+    ? [
+        { ...filter, family: 4 },
+        { ...filter, family: 6 },
+      ]
+    : [filter];
   const total: ConntrackDumpResult = { messages: 0, interrupted: false, entries: 0, malformed: 0 };
   const view = new CtView();
   let seen = 0;
@@ -271,9 +279,13 @@ export class SummaryCounter {
  * kernel-side filters), entries only when asked and only those matching the
  * user-side address filter, so a 1M-entry table is summarised without being held.
  */
-export async function readConntrack(
-  opts: DumpOptions & { entries?: boolean } = {},
-): Promise<{ status: SourceStatus; summary?: ConntrackSummary; entries?: ConntrackEntry[]; interrupted?: boolean; malformed?: number }> {
+export async function readConntrack(opts: DumpOptions & { entries?: boolean } = {}): Promise<{
+  status: SourceStatus;
+  summary?: ConntrackSummary;
+  entries?: ConntrackEntry[];
+  interrupted?: boolean;
+  malformed?: number;
+}> {
   const t0 = performance.now();
   const counter = new SummaryCounter();
   const kept: ConntrackEntry[] = [];

@@ -2,15 +2,24 @@
 // automatic resync: when the kernel drops events (ENOBUFS), the table is
 // re-read by a dump on a second socket and handed to the consumer, so that
 // state derived from events is rebuilt instead of silently drifting.
-import { explainBpfRefusal, ownBpfPrivileges } from '../../native/bpf-refusal.js';
+
 import { isSyscallError } from '../../native/addon.js';
+import { explainBpfRefusal, ownBpfPrivileges } from '../../native/bpf-refusal.js';
 import { NetlinkParseError } from '../netlink/codec.js';
 import type { NetlinkSocket } from '../netlink/socket.js';
-import { NETLINK_NETFILTER, NetlinkSocket as Socket, NOTIFICATION_BATCH } from '../netlink/socket.js';
+import { NETLINK_NETFILTER, NOTIFICATION_BATCH, NetlinkSocket as Socket } from '../netlink/socket.js';
 import type { ConntrackEntry, ConntrackEvent, ConntrackEventType } from '../types.js';
 import * as C from './constants.js';
 import { CtView, eventType } from './decode.js';
-import { addressMatcher, dumpConntrack, dumpConntrackViews, keepFor, openConntrackSocket, type ConntrackFilter, type RawPrefilter } from './dump.js';
+import {
+  addressMatcher,
+  type ConntrackFilter,
+  dumpConntrack,
+  dumpConntrackViews,
+  keepFor,
+  openConntrackSocket,
+  type RawPrefilter,
+} from './dump.js';
 import { KernelEventFilter, type KernelFilterStats } from './kernel-filter.js';
 
 interface ResyncCommon {
@@ -20,7 +29,13 @@ interface ResyncCommon {
    * The table was read completely (entries counted, after filtering); malformed: entries skipped
    * because their attributes did not parse (dump.ts malformedNote describes them).
    */
-  end(info: { entries: number; durationMs: number; interrupted: boolean; malformed: number; firstMalformed?: string }): void;
+  end(info: {
+    entries: number;
+    durationMs: number;
+    interrupted: boolean;
+    malformed: number;
+    firstMalformed?: string;
+  }): void;
 }
 
 /** The re-read table is handed over as entries, batch by batch, or entry by entry as the decoded message (view). */
@@ -132,7 +147,14 @@ export class ConntrackWatch {
       this.events.close();
       throw e;
     }
-    this.stats = { events: 0, overflows: 0, resyncs: 0, rcvbuf: this.events.rcvbuf, kernelFilter: 'not requested', malformed: 0 };
+    this.stats = {
+      events: 0,
+      overflows: 0,
+      resyncs: 0,
+      rcvbuf: this.events.rcvbuf,
+      kernelFilter: 'not requested',
+      malformed: 0,
+    };
     const match = addressMatcher(opts.filter?.addresses);
     const view = new CtView();
     this.stopSub = this.events.subscribe(

@@ -7,7 +7,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { projectRoot } from '../../native/addon.js';
-import { bpfAddon, readPerCpuU64, type BpfAddon, type BpfObject } from '../../native/bpf.js';
+import { type BpfAddon, type BpfObject, bpfAddon, readPerCpuU64 } from '../../native/bpf.js';
 import type { NetlinkSocket } from '../netlink/socket.js';
 import type { KeySet, PrefilterKeys } from './prefilter.js';
 
@@ -40,7 +40,13 @@ export function ctEventsObjectPath(): string {
   return join(projectRoot(), 'build', 'Release', 'ctevents.bpf.o');
 }
 
-const NO_SETS: PrefilterKeys = { protos: new Set(), nodeIps: new Set(), vips: new Map(), endpoints: new Map(), nodePorts: new Map() };
+const NO_SETS: PrefilterKeys = {
+  protos: new Set(),
+  nodeIps: new Set(),
+  vips: new Map(),
+  endpoints: new Map(),
+  nodePorts: new Map(),
+};
 
 /** Keys in the kernel's map for a set of targets. */
 function kernelKeyCount(k: PrefilterKeys): number {
@@ -99,7 +105,8 @@ export class KernelEventFilter {
   sync(next: PrefilterKeys): void {
     this.ensureOpen();
     const size = kernelKeyCount(next);
-    if (size > KERNEL_FILTER_MAX_KEYS) throw new Error(`${size} targets exceed the kernel filter's ${KERNEL_FILTER_MAX_KEYS} keys`);
+    if (size > KERNEL_FILTER_MAX_KEYS)
+      throw new Error(`${size} targets exceed the kernel filter's ${KERNEL_FILTER_MAX_KEYS} keys`);
     const prev = this.applied;
     this.eachKeyOnlyIn(prev, next, () => this.addon.bpfMapDelete(this.mapFd, this.key));
     this.eachKeyOnlyIn(next, prev, () => this.addon.bpfMapUpdate(this.mapFd, this.key, PRESENT, BPF_ANY));

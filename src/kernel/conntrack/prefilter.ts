@@ -6,9 +6,10 @@
 // It is a superset test: a message it passes is decoded and matched exactly;
 // IPv6 and anything it cannot read are passed through to the full decoder
 // (which reports malformed input properly).
-import * as C from './constants.js';
-import { AttrCursor, NetlinkParseError } from '../netlink/codec.js';
+
 import { ipv4Number } from '../ip.js';
+import { AttrCursor, NetlinkParseError } from '../netlink/codec.js';
+import * as C from './constants.js';
 
 export interface PrefilterTargets {
   /** LB VIP:port per protocol number (6 tcp, 17 udp, 132 sctp). */
@@ -75,7 +76,10 @@ function sortedUnique(a: Float64Array): Float64Array {
  * drop repeats allocated 13.7 MB at 5,000 Services (26k endpoint and 6,667 VIP targets; a 1.4 MB
  * Float64Array here), on every Service index build (bench/cluster-heap.ts).
  */
-function byProto<T extends { protoNum: number }>(items: readonly T[], keyOf: (x: T) => number | undefined): Map<number, KeySet> {
+function byProto<T extends { protoNum: number }>(
+  items: readonly T[],
+  keyOf: (x: T) => number | undefined,
+): Map<number, KeySet> {
   const counts = new Map<number, number>();
   for (let i = 0; i < items.length; i++) {
     const p = items[i]!.protoNum;
@@ -135,7 +139,8 @@ export class ConntrackPrefilter {
     this.vips = byProto(t.vips, (v) => addressKey(v.address, v.port));
     this.endpoints = byProto(t.endpoints, (e) => addressKey(e.address, e.port));
     this.nodePorts = byProto(t.nodePorts, (n) => n.port);
-    for (const list of [t.vips, t.endpoints, t.nodePorts]) for (let i = 0; i < list.length; i++) this.protos.add(list[i]!.protoNum);
+    for (const list of [t.vips, t.endpoints, t.nodePorts])
+      for (let i = 0; i < list.length; i++) this.protos.add(list[i]!.protoNum);
     for (const a of t.nodeIps) {
       const ip = ipv4Number(a);
       if (ip !== undefined) this.nodeIps.add(ip);
@@ -144,7 +149,13 @@ export class ConntrackPrefilter {
 
   /** The sets this test uses (kernel-filter.ts copies them into the kernel). */
   targetKeys(): PrefilterKeys {
-    return { protos: this.protos, nodeIps: this.nodeIps, vips: this.vips, endpoints: this.endpoints, nodePorts: this.nodePorts };
+    return {
+      protos: this.protos,
+      nodeIps: this.nodeIps,
+      vips: this.vips,
+      endpoints: this.endpoints,
+      nodePorts: this.nodePorts,
+    };
   }
 
   /** False only when the message is surely IPv4 and touches none of the targets. */
@@ -163,7 +174,8 @@ export class ConntrackPrefilter {
     if (this.dport < 0) return true;
     if (this.origDst >= 0 && this.vips.get(p)?.has(key4(this.origDst, this.dport))) return true;
     if (this.nodeIps.has(this.origDst) && this.nodePorts.get(p)?.has(this.dport)) return true;
-    if (this.replySrc >= 0 && this.sport >= 0 && this.endpoints.get(p)?.has(key4(this.replySrc, this.sport))) return true;
+    if (this.replySrc >= 0 && this.sport >= 0 && this.endpoints.get(p)?.has(key4(this.replySrc, this.sport)))
+      return true;
     return false;
   }
 
@@ -181,7 +193,8 @@ export class ConntrackPrefilter {
         const tuple = this.inTuple.reset(b, top.vs, top.ve);
         while (tuple.next()) {
           if (tuple.type === C.CTA_TUPLE_IP) this.fields(b, tuple.vs, tuple.ve, orig ? IP_ORIG : IP_REPLY);
-          else if (tuple.type === C.CTA_TUPLE_PROTO) this.fields(b, tuple.vs, tuple.ve, orig ? PROTO_ORIG : PROTO_REPLY);
+          else if (tuple.type === C.CTA_TUPLE_PROTO)
+            this.fields(b, tuple.vs, tuple.ve, orig ? PROTO_ORIG : PROTO_REPLY);
         }
       }
       return true;
@@ -221,5 +234,5 @@ const IP_REPLY = 1;
 const PROTO_ORIG = 2;
 const PROTO_REPLY = 3;
 
-const u32be = (b: Buffer, o: number): number => ((b[o]! << 24) | (b[o + 1]! << 16) | (b[o + 2]! << 8) | b[o + 3]!) >>> 0;
-
+const u32be = (b: Buffer, o: number): number =>
+  ((b[o]! << 24) | (b[o + 1]! << 16) | (b[o + 2]! << 8) | b[o + 3]!) >>> 0;

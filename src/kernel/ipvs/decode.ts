@@ -4,7 +4,14 @@
 // malformed input throws NetlinkParseError naming the attribute and offset
 // (relative to the genl payload, i.e. after the 16-byte netlink header).
 import { formatIPv4, formatIPv6 } from '../ip.js';
-import { MessageWriter, NLM_F_DUMP, NLM_F_REQUEST, NetlinkParseError, attrTable, readCString } from '../netlink/codec.js';
+import {
+  attrTable,
+  type MessageWriter,
+  NetlinkParseError,
+  NLM_F_DUMP,
+  NLM_F_REQUEST,
+  readCString,
+} from '../netlink/codec.js';
 import { GENL_HDRLEN, genlMessage } from '../netlink/genl.js';
 import type { Family, IpvsRealServer, IpvsStats, IpvsVirtualServer } from '../types.js';
 import * as U from './uapi.js';
@@ -149,7 +156,8 @@ export function decodeDest(payload: Buffer, serviceFamily: Family): IpvsRealServ
   const { t, start } = nested(payload, U.IPVS_CMD_ATTR_DEST, 'IPVS_CMD_ATTR_DEST');
   const u32 = (type: number, name: string): number => payload.readUInt32LE(attr(t, type, name, 4, start)[0]);
   const afAt = optional(t, U.IPVS_DEST_ATTR_ADDR_FAMILY, 'IPVS_DEST_ATTR_ADDR_FAMILY', 2)?.[0];
-  const fam = afAt === undefined ? serviceFamily : family(payload.readUInt16LE(afAt), 'IPVS_DEST_ATTR_ADDR_FAMILY', afAt);
+  const fam =
+    afAt === undefined ? serviceFamily : family(payload.readUInt16LE(afAt), 'IPVS_DEST_ATTR_ADDR_FAMILY', afAt);
   const addrAt = attr(t, U.IPVS_DEST_ATTR_ADDR, 'IPVS_DEST_ATTR_ADDR', fam === 4 ? 4 : 16, start)[0];
   const rs: IpvsRealServer = {
     address: address(payload, addrAt, fam),

@@ -6,8 +6,16 @@
 // Numbers printed without --exact are rounded by ipvsadm (K/M/G/T = 10^3^k).
 // Addresses must be numeric (-n): names cannot be compared with the cluster.
 import { canonicalIP, ipFamily } from '../ip.js';
-import type { Family, IpvsForward, IpvsRealServer, IpvsSnapshot, IpvsStats, IpvsTunnel, IpvsVirtualServer } from '../types.js';
-import { ALL_GROUPS, mergeIpvsSnapshots, zeroStats, type IpvsFieldGroup } from './merge.js';
+import type {
+  Family,
+  IpvsForward,
+  IpvsRealServer,
+  IpvsSnapshot,
+  IpvsStats,
+  IpvsTunnel,
+  IpvsVirtualServer,
+} from '../types.js';
+import { ALL_GROUPS, type IpvsFieldGroup, mergeIpvsSnapshots, zeroStats } from './merge.js';
 import { defaultNetmask } from './uapi.js';
 
 export class IpvsadmParseError extends Error {
@@ -46,7 +54,7 @@ function failer(source: string, line: number): Fail {
 
 /** "1.2.3.4:80" or "[2001:db8::1]:80". */
 function hostPort(s: string, fail: Fail): { address: string; port: number; family: Family } {
-  const m = /^\[([^\]]+)\]:(\d+)$/.exec(s) ?? /^([^:\[\]]+):(\d+)$/.exec(s);
+  const m = /^\[([^\]]+)\]:(\d+)$/.exec(s) ?? /^([^:[\]]+):(\d+)$/.exec(s);
   const fam = m ? ipFamily(m[1]!) : 0;
   if (!m || !fam) fail(`expected a numeric address:port, got ${JSON.stringify(s)} (use ipvsadm -n)`);
   const port = Number(m[2]);
@@ -63,7 +71,13 @@ function count(s: string | undefined, what: string, fail: Fail): number {
 }
 
 const PROTOCOLS: Record<string, IpvsVirtualServer['protocol']> = { TCP: 'TCP', UDP: 'UDP', SCTP: 'SCTP' };
-const FORWARDS: Record<string, IpvsForward> = { Masq: 'masq', Local: 'local', Tunnel: 'tunnel', Route: 'route', Bypass: 'bypass' };
+const FORWARDS: Record<string, IpvsForward> = {
+  Masq: 'masq',
+  Local: 'local',
+  Tunnel: 'tunnel',
+  Route: 'route',
+  Bypass: 'bypass',
+};
 const CHECKSUMS: Record<string, IpvsTunnel['checksum']> = { '-c': 'nocsum', '+c': 'csum', 'r+c': 'remcsum' };
 
 /** Flags in the order the kernel bits (and thus the netlink reader) give them. */
@@ -200,7 +214,15 @@ export function parseIpvsadmList(text: string, source = 'ipvsadm -Ln'): IpvsSnap
     if (tokens[0] === '->') {
       const vs = out[out.length - 1] ?? fail('real server line before any service line');
       const hp = hostPort(tokens[1] ?? '', fail);
-      const rs: IpvsRealServer = { address: hp.address, port: hp.port, weight: 0, forward: 'masq', activeConns: 0, inactiveConns: 0, persistentConns: 0 };
+      const rs: IpvsRealServer = {
+        address: hp.address,
+        port: hp.port,
+        weight: 0,
+        forward: 'masq',
+        activeConns: 0,
+        inactiveConns: 0,
+        persistentConns: 0,
+      };
       if (hp.family !== vs.family) rs.family = hp.family;
       fillColumns(rs as unknown as Record<string, unknown>, destCols, tokens.slice(2), fail);
       if (present.has('thresholds')) {
@@ -251,7 +273,19 @@ const SAVE_CHECKSUMS: Record<string, IpvsTunnel['checksum']> = {
 const REAL_SERVER_OPTS = new Set([
   ...Object.keys(SAVE_FORWARDS),
   ...Object.keys(SAVE_CHECKSUMS),
-  ...['-r', '--real-server', '-w', '--weight', '-x', '--u-threshold', '-y', '--l-threshold', '--tun-type', '--tun-port', '-6'],
+  ...[
+    '-r',
+    '--real-server',
+    '-w',
+    '--weight',
+    '-x',
+    '--u-threshold',
+    '-y',
+    '--l-threshold',
+    '--tun-type',
+    '--tun-port',
+    '-6',
+  ],
 ]);
 
 /** `ipvsadm-save -n` (also `ipvsadm -Sn`): one -A line per service, one -a line per real server. */
@@ -277,7 +311,14 @@ export function parseIpvsadmSave(text: string, source = 'ipvsadm-save -n'): Ipvs
     const v6 = o.has('-6');
     const key = `${svc.key}${v6 ? ' -6' : ''}`;
     if (cmd === '-A') {
-      const vs: IpvsVirtualServer = { family: v6 ? 6 : 4, protocol: 0, scheduler: '', flags: [], timeoutS: 0, realServers: [] };
+      const vs: IpvsVirtualServer = {
+        family: v6 ? 6 : 4,
+        protocol: 0,
+        scheduler: '',
+        flags: [],
+        timeoutS: 0,
+        realServers: [],
+      };
       if (svc.kind === 'FWM') vs.fwmark = count(svc.value, 'firewall mark', fail);
       else {
         const hp = hostPort(svc.value, fail);
@@ -310,9 +351,14 @@ export function parseIpvsadmSave(text: string, source = 'ipvsadm-save -n'): Ipvs
     rs.lowerThreshold = count(y ?? '0', 'lower threshold', fail);
     if (rs.forward === 'tunnel') {
       const type = o.get('--tun-type') ?? 'ipip';
-      if (type !== 'ipip' && type !== 'gue' && type !== 'gre') return fail(`unknown tunnel type ${JSON.stringify(type)}`);
+      if (type !== 'ipip' && type !== 'gue' && type !== 'gre')
+        return fail(`unknown tunnel type ${JSON.stringify(type)}`);
       const cs = [...o.keys()].filter((k) => k in SAVE_CHECKSUMS);
-      rs.tunnel = { type, port: count(o.get('--tun-port') ?? '0', 'tunnel port', fail), checksum: SAVE_CHECKSUMS[cs[0] ?? '--tun-nocsum']! };
+      rs.tunnel = {
+        type,
+        port: count(o.get('--tun-port') ?? '0', 'tunnel port', fail),
+        checksum: SAVE_CHECKSUMS[cs[0] ?? '--tun-nocsum']!,
+      };
     }
     vs.realServers.push(rs);
   });
@@ -335,7 +381,20 @@ function saveServiceOptions(vs: IpvsVirtualServer, o: Map<string, string>, fail:
   vs.netmask = o.get('-M') ?? o.get('--netmask') ?? defaultNetmask(vs.family);
   const pe = o.get('--pe');
   if (pe !== undefined) vs.peName = pe;
-  const known = ['-s', '--scheduler', '-p', '--persistent', '-o', '--ops', '-b', '--sched-flags', '-M', '--netmask', '--pe', '-6'];
+  const known = [
+    '-s',
+    '--scheduler',
+    '-p',
+    '--persistent',
+    '-o',
+    '--ops',
+    '-b',
+    '--sched-flags',
+    '-M',
+    '--netmask',
+    '--pe',
+    '-6',
+  ];
   const unknown = [...o.keys()].filter((k) => !known.includes(k));
   if (unknown.length) fail(`unexpected option(s) on an -A line: ${unknown.join(' ')}`);
 }

@@ -50,7 +50,10 @@ function copyStats(to: { stats?: IpvsStats }, from: { stats?: IpvsStats }, keys:
   for (const k of keys) to.stats[k] = from.stats[k];
 }
 
-type Copier = { vs?: (to: IpvsVirtualServer, from: IpvsVirtualServer) => void; rs?: (to: IpvsRealServer, from: IpvsRealServer) => void };
+type Copier = {
+  vs?: (to: IpvsVirtualServer, from: IpvsVirtualServer) => void;
+  rs?: (to: IpvsRealServer, from: IpvsRealServer) => void;
+};
 
 const COPY: Record<IpvsFieldGroup, Copier> = {
   config: {
@@ -83,12 +86,29 @@ const COPY: Record<IpvsFieldGroup, Copier> = {
 };
 
 function shell(vs: IpvsVirtualServer): IpvsVirtualServer {
-  const { stats: _s, realServers: _r, scheduler: _c, flags: _f, timeoutS: _t, netmask: _n, peName: _p, ...identity } = vs;
+  const {
+    stats: _s,
+    realServers: _r,
+    scheduler: _c,
+    flags: _f,
+    timeoutS: _t,
+    netmask: _n,
+    peName: _p,
+    ...identity
+  } = vs;
   return { ...identity, scheduler: '', flags: [], timeoutS: 0, realServers: [] };
 }
 
 function realShell(rs: IpvsRealServer): IpvsRealServer {
-  const out: IpvsRealServer = { address: rs.address, port: rs.port, weight: 0, forward: rs.forward, activeConns: 0, inactiveConns: 0, persistentConns: 0 };
+  const out: IpvsRealServer = {
+    address: rs.address,
+    port: rs.port,
+    weight: 0,
+    forward: rs.forward,
+    activeConns: 0,
+    inactiveConns: 0,
+    persistentConns: 0,
+  };
   if (rs.family !== undefined) out.family = rs.family;
   return out;
 }

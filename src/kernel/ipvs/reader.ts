@@ -2,13 +2,14 @@
 // GET_DEST dump per service (the kernel only lists real servers per service).
 // A kernel without IPVS, or a caller without CAP_NET_ADMIN, is a normal
 // outcome reported in the status; corrupt replies throw NetlinkParseError.
-import { NLMSG_HDRLEN, type NetlinkMessage } from '../netlink/codec.js';
+
+import { isPermissionErrno, permissionDenied } from '../../model/permission.js';
+import { type NetlinkMessage, NLMSG_HDRLEN } from '../netlink/codec.js';
 import { openGenl, resolveFamily } from '../netlink/genl.js';
 import { NetlinkError } from '../netlink/socket.js';
 import type { IpvsSnapshot, IpvsVirtualServer, SourceStatus } from '../types.js';
-import { decodeDest, decodeService, destDumpRequest, serviceDumpRequest, type ServiceSelector } from './decode.js';
+import { decodeDest, decodeService, destDumpRequest, type ServiceSelector, serviceDumpRequest } from './decode.js';
 import { IPVS_GENL_NAME } from './uapi.js';
-import { isPermissionErrno, permissionDenied } from '../../model/permission.js';
 
 export interface ReadIpvsOptions {
   /** Path of a network namespace (e.g. /var/run/netns/NAME); default: the caller's. */
@@ -25,7 +26,6 @@ export interface IpvsReadResult {
   snapshot?: IpvsSnapshot;
 }
 
-
 export async function readIpvs(opts: ReadIpvsOptions = {}): Promise<IpvsReadResult> {
   const started = performance.now();
   const status = (available: boolean, reason?: string, notPresent = false): SourceStatus => ({
@@ -40,7 +40,11 @@ export async function readIpvs(opts: ReadIpvsOptions = {}): Promise<IpvsReadResu
     const fam = await resolveFamily(sock, IPVS_GENL_NAME);
     if (!fam) {
       return {
-        status: status(false, 'IPVS: generic netlink family "IPVS" is not registered (kernel without IPVS, or ip_vs not loaded)', true),
+        status: status(
+          false,
+          'IPVS: generic netlink family "IPVS" is not registered (kernel without IPVS, or ip_vs not loaded)',
+          true,
+        ),
       };
     }
     const record = opts.onReply;

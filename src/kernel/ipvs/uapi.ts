@@ -1,8 +1,9 @@
 // IPVS generic netlink numbers (include/uapi/linux/ip_vs.h) and the names
 // clbprobe gives them, shared by the netlink reader and the ipvsadm text parser
 // so that both produce identical snapshots.
-import type { IpvsForward, IpvsTunnel, IpvsVirtualServer } from '../types.js';
+
 import { protocolOfNumber } from '../../model/protocol.js';
+import type { IpvsForward, IpvsTunnel, IpvsVirtualServer } from '../types.js';
 
 export const IPVS_GENL_NAME = 'IPVS';
 export const IPVS_GENL_VERSION = 1;
@@ -54,6 +55,7 @@ export const IPVS_STATS_ATTR_INBPS = 9;
 export const IPVS_STATS_ATTR_OUTBPS = 10;
 
 export { AF_INET, AF_INET6 } from '../../model/address-family.js';
+
 import type { IpFamily } from '../../model/address-family.js';
 
 export const IP_VS_SVC_F_PERSISTENT = 0x1;
@@ -64,7 +66,6 @@ const IP_VS_SVC_F_SCHED2 = 0x10;
 const IP_VS_SVC_F_SCHED3 = 0x20;
 
 export const IP_VS_CONN_F_FWD_MASK = 0x7;
-
 
 /** IPPROTO number → name; 0 (fwmark services) and unknown numbers stay numbers. */
 export function protocolName(n: number): IpvsVirtualServer['protocol'] {

@@ -36,10 +36,14 @@ export class BackendCounter {
     const first = buf[start];
     if (first === 0x3a /* : */ && !this.kubeletChains) {
       this.kubeletChains = KUBELET_CHAINS.some(
-        (c) => end - start >= c.length && buf.compare(c, 0, c.length, start, start + c.length) === 0 && (start + c.length < end ? SPACE.has(buf[start + c.length]!) : terminated),
+        (c) =>
+          end - start >= c.length &&
+          buf.compare(c, 0, c.length, start, start + c.length) === 0 &&
+          (start + c.length < end ? SPACE.has(buf[start + c.length]!) : terminated),
       );
     }
-    if (first !== 0x2d /* - */ && (first !== 0x5b /* [ */ || !RULE_LINE.test(buf.toString('latin1', start, end)))) return;
+    if (first !== 0x2d /* - */ && (first !== 0x5b /* [ */ || !RULE_LINE.test(buf.toString('latin1', start, end))))
+      return;
     this.ruleLines++;
     if (buf !== this.kubeIn) {
       this.kubeIn = buf;
@@ -50,7 +54,12 @@ export class BackendCounter {
   }
 
   evidence(error?: string): BackendEvidence {
-    return { ruleLines: this.ruleLines, kubeRuleLines: this.kubeRuleLines, kubeletChains: this.kubeletChains, ...(error ? { error } : {}) };
+    return {
+      ruleLines: this.ruleLines,
+      kubeRuleLines: this.kubeRuleLines,
+      kubeletChains: this.kubeletChains,
+      ...(error ? { error } : {}),
+    };
   }
 }
 
@@ -86,10 +95,20 @@ export function chooseBackendOf(legacySide: BackendSide, nftSide: BackendSide): 
   }
   const counts = `legacy ${legacy.ruleLines} rule lines (${legacy.kubeRuleLines} KUBE-*), nft ${nft.ruleLines} (${nft.kubeRuleLines} KUBE-*)`;
   if (nft.kubeletChains) {
-    return { backend: 'nft', reason: `kubelet's KUBE-IPTABLES-HINT/KUBE-KUBELET-CANARY chain is in the nft tables; ${counts}`, legacy, nft };
+    return {
+      backend: 'nft',
+      reason: `kubelet's KUBE-IPTABLES-HINT/KUBE-KUBELET-CANARY chain is in the nft tables; ${counts}`,
+      legacy,
+      nft,
+    };
   }
   if (legacy.kubeletChains) {
-    return { backend: 'legacy', reason: `kubelet's KUBE-IPTABLES-HINT/KUBE-KUBELET-CANARY chain is in the legacy tables; ${counts}`, legacy, nft };
+    return {
+      backend: 'legacy',
+      reason: `kubelet's KUBE-IPTABLES-HINT/KUBE-KUBELET-CANARY chain is in the legacy tables; ${counts}`,
+      legacy,
+      nft,
+    };
   }
   if (legacy.ruleLines > nft.ruleLines) {
     return { backend: 'legacy', reason: `no kubelet hint chain; legacy holds more rules: ${counts}`, legacy, nft };

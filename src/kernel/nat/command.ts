@@ -6,7 +6,7 @@
 // line becomes one line of reason.
 import { spawn } from 'node:child_process';
 import { permissionDenied } from '../../model/permission.js';
-import { LineSplitter, type LineFn } from './line-split.js';
+import { type LineFn, LineSplitter } from './line-split.js';
 
 export type CommandResult = { ok: true; stdout: Buffer } | { ok: false; reason: string };
 export type LinesResult = { ok: true } | { ok: false; reason: string };
@@ -24,9 +24,13 @@ const STDERR_MAX = 64 * 1024;
 
 export function runCommand(cmd: string, args: string[], opts: CommandOptions): Promise<CommandResult> {
   const out = new GrowingBytes();
-  return runWith(cmd, args, opts, (chunk) => out.append(chunk), () => out.clear()).then((r) =>
-    r.ok ? { ok: true, stdout: out.take() } : r,
-  );
+  return runWith(
+    cmd,
+    args,
+    opts,
+    (chunk) => out.append(chunk),
+    () => out.clear(),
+  ).then((r) => (r.ok ? { ok: true, stdout: out.take() } : r));
 }
 
 /**
@@ -34,9 +38,21 @@ export function runCommand(cmd: string, args: string[], opts: CommandOptions): P
  * keeping none of it: what the reader keeps of each line is the reader's. A line longer than
  * `maxLineBytes`, or an error thrown by onLine, stops the command and is the reason.
  */
-export function runCommandLines(cmd: string, args: string[], opts: CommandOptions & { maxLineBytes: number }, onLine: LineFn): Promise<LinesResult> {
+export function runCommandLines(
+  cmd: string,
+  args: string[],
+  opts: CommandOptions & { maxLineBytes: number },
+  onLine: LineFn,
+): Promise<LinesResult> {
   const lines = new LineSplitter(opts.maxLineBytes, onLine);
-  return runWith(cmd, args, opts, (chunk) => lines.push(chunk), () => undefined, () => lines.end());
+  return runWith(
+    cmd,
+    args,
+    opts,
+    (chunk) => lines.push(chunk),
+    () => undefined,
+    () => lines.end(),
+  );
 }
 
 /** Spawns the command; each stdout chunk goes to onChunk (an error it throws stops the command), then onEnd on success. */
@@ -83,7 +99,8 @@ function runWith(
       }
     });
     child.stderr.on('data', (chunk: Buffer) => {
-      if (stderr.length < STDERR_MAX) stderr += chunk.toString('utf8', 0, Math.min(chunk.length, STDERR_MAX - stderr.length));
+      if (stderr.length < STDERR_MAX)
+        stderr += chunk.toString('utf8', 0, Math.min(chunk.length, STDERR_MAX - stderr.length));
     });
     child.on('error', (err: NodeJS.ErrnoException) => {
       finish({ ok: false, reason: err.code === 'ENOENT' ? notFound(file) : `${cmd}: ${err.message}` });

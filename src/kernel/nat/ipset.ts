@@ -2,9 +2,9 @@
 // `ipset list` (the human format found in support bundles). Both give the same
 // IpsetDump; one bad line is a warning, input that is no ipset output at all
 // is a NatParseError.
-import { NatParseError, lineIssue } from './errors.js';
+import { lineIssue, NatParseError } from './errors.js';
 import { eachLineText } from './lines.js';
-import { tokenize, type Token } from './tokenize.js';
+import { type Token, tokenize } from './tokenize.js';
 import type { IpsetDump, IpsetSet } from './types.js';
 
 /** Header and element options that are flags (no value). */
@@ -38,7 +38,9 @@ export function parseIpsetSave(text: string | Buffer, source: string): IpsetDump
       else set.members.push({ entry: arg, options: readOptions(tok.tokens.slice(3)) });
     } else {
       unrecognised++;
-      warnings.push(lineIssue(source, lineNo, `unrecognised line '${line.length > 60 ? `${line.slice(0, 57)}...` : line}'`));
+      warnings.push(
+        lineIssue(source, lineNo, `unrecognised line '${line.length > 60 ? `${line.slice(0, 57)}...` : line}'`),
+      );
     }
   };
   if (typeof text === 'string') text.split('\n').forEach((l, i) => each(l, i + 1));

@@ -2,7 +2,7 @@
 // format). Problems confined to one line (an unterminated quote, a rule for an
 // undeclared chain, a truncated last table) become warnings and the rest is
 // kept; input that is not save output at all is a NatParseError.
-import { NatParseError, lineIssue } from './errors.js';
+import { lineIssue, NatParseError } from './errors.js';
 import { parseRuleSpec } from './rule-spec.js';
 import { tokenize } from './tokenize.js';
 import type { IptablesDump, IptablesRule, IptablesTable, NatFamily } from './types.js';
@@ -26,7 +26,8 @@ export function parseIptablesSave(text: string, input: SaveInput): IptablesDump 
     const r = parseRule(trimmed, lineNo, table.name);
     if (!r.ok) save.warnings.push(lineIssue(input.source, lineNo, r.error));
     else {
-      if (!save.declared.has(r.rule.chain)) save.warnings.push(lineIssue(input.source, lineNo, `rule for undeclared chain '${r.rule.chain}'`));
+      if (!save.declared.has(r.rule.chain))
+        save.warnings.push(lineIssue(input.source, lineNo, `rule for undeclared chain '${r.rule.chain}'`));
       table.rules.push(r.rule);
     }
   });
@@ -69,8 +70,10 @@ export class SaveLines {
     if (first === 0x2a /* * */) {
       const name = trimmed.slice(1).trim();
       if (!/^[a-z_]+$/.test(name)) throw new NatParseError(source, lineNo, `bad table header '${trimmed}'`);
-      if (this.table) this.warnings.push(lineIssue(source, lineNo, `table '${this.table.name}' has no COMMIT before '*${name}'`));
-      if (this.tables.some((t) => t.name === name)) this.warnings.push(lineIssue(source, lineNo, `table '${name}' appears twice`));
+      if (this.table)
+        this.warnings.push(lineIssue(source, lineNo, `table '${this.table.name}' has no COMMIT before '*${name}'`));
+      if (this.tables.some((t) => t.name === name))
+        this.warnings.push(lineIssue(source, lineNo, `table '${name}' appears twice`));
       this.table = { name, chains: [], rules: [], committed: false, line: lineNo };
       this.tables.push(this.table);
       this.declared = new Set();
@@ -85,7 +88,8 @@ export class SaveLines {
     const table = this.table;
     if (table && this.input.tables && !this.input.tables.has(table.name)) return;
     if (first === 0x3a /* : */) {
-      if (!table) throw new NatParseError(source, lineNo, 'chain declared before any table header (*nat, *filter, ...)');
+      if (!table)
+        throw new NatParseError(source, lineNo, 'chain declared before any table header (*nat, *filter, ...)');
       const [name, policy, counters] = trimmed.slice(1).split(/\s+/);
       if (!name) {
         this.warnings.push(lineIssue(source, lineNo, 'chain declaration without a name'));
@@ -120,7 +124,13 @@ export class SaveLines {
     this.lastLine = Math.max(this.lastLine, lastLine);
     const { source } = this.input;
     if (this.table) {
-      this.warnings.push(lineIssue(source, this.lastLine, `input ends inside table '${this.table.name}' (no COMMIT): truncated capture?`));
+      this.warnings.push(
+        lineIssue(
+          source,
+          this.lastLine,
+          `input ends inside table '${this.table.name}' (no COMMIT): truncated capture?`,
+        ),
+      );
     }
     if (this.tables.length === 0 && this.unrecognised) {
       throw new NatParseError(source, this.lastLine, `no table found; not iptables-save output (${this.unrecognised})`);
@@ -145,7 +155,8 @@ export function parseRule(text: string, lineNo: number, table: string): RuleResu
   }
   const verb = words[i]?.text;
   const chain = words[i + 1]?.text;
-  if (verb !== '-A' || !chain) return { ok: false, error: `rule skipped: expected '-A CHAIN ...', got '${truncate(text)}'` };
+  if (verb !== '-A' || !chain)
+    return { ok: false, error: `rule skipped: expected '-A CHAIN ...', got '${truncate(text)}'` };
   const parsed = parseRuleSpec(words.slice(i + 2));
   if (!parsed.ok) return { ok: false, error: `rule skipped: ${parsed.error}` };
   return {

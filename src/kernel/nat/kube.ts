@@ -14,15 +14,16 @@
 //   IPVS: KUBE-SERVICES --match-set KUBE-LOAD-BALANCER -> KUBE-LOAD-BALANCER:
 //     --match-set KUBE-LOAD-BALANCER-LOCAL -> RETURN, then -> KUBE-MARK-MASQ.
 //   nftables: `table ip|ip6 kube-proxy`, read by src/kernel/nft/kube.ts and merged here.
+
+import type { ProxyMode } from '../../model/kube-proxy.js';
+import type { TrafficPolicy } from '../../model/service.js';
 import { kubeNftFacts, type NftFilterChain, type NftNoLocalEndpoints } from '../nft/kube.js';
 import type { NftSnapshot } from '../nft/types.js';
 import { canonicalSafe, DumpNatRules, type NatRules, type PodSelectors } from './nat-rules.js';
 import { OwnText } from './own-text.js';
 import { findOptions } from './rule-spec.js';
-import { walkNat, type WalkResult, type WalkTables } from './walk.js';
 import type { IpsetSet, IptablesDump, IptablesRule, NatFamily, NatSnapshot } from './types.js';
-import type { ProxyMode } from '../../model/kube-proxy.js';
-import type { TrafficPolicy } from '../../model/service.js';
+import { type WalkResult, type WalkTables, walkNat } from './walk.js';
 
 /** What the rules show: one mode, rules of several (left over after a mode switch), or none. */
 export type KubeProxyMode = ProxyMode | 'mixed' | 'none';
@@ -92,7 +93,9 @@ export type NodePortSource = string | { readonly set: string; readonly rule: str
 
 /** A NodePort fact's evidence lines, e.g. 'ipset KUBE-NODE-PORT-TCP member 30080 (iptables-nft-save:21: -A KUBE-NODE-PORT ...)'. */
 export function nodePortEvidence(f: NodePortFact): string[] {
-  return f.shownBy.map((s) => (typeof s === 'string' ? s : `ipset ${s.set} member ${s.member ?? String(f.port)} (${s.rule})`));
+  return f.shownBy.map((s) =>
+    typeof s === 'string' ? s : `ipset ${s.set} member ${s.member ?? String(f.port)} (${s.rule})`,
+  );
 }
 
 export interface KubeNatFacts {
@@ -132,7 +135,8 @@ export function kubeNatFacts(nat: NatFactsSnapshot | undefined, nftTables?: NftS
   const ipvs = x.mode === 'ipvs' || x.mode === 'mixed';
   const nft = kubeNftFacts(nftTables);
   // On an nftables node the empty xtables nat table is expected, not evidence.
-  if (nft.active) facts.modeEvidence = facts.modeEvidence.filter((l) => !l.endsWith(': no KUBE-SERVICES chain in the nat table'));
+  if (nft.active)
+    facts.modeEvidence = facts.modeEvidence.filter((l) => !l.endsWith(': no KUBE-SERVICES chain in the nat table'));
   facts.modeEvidence.push(...nft.modeEvidence);
   if (nft.active) {
     for (const [fam, sel] of Object.entries(nft.podSelectors)) {
@@ -145,7 +149,9 @@ export function kubeNatFacts(nat: NatFactsSnapshot | undefined, nftTables?: NftS
     facts.nftLayouts = nft.layouts;
     facts.nftFilterChains = nft.filterChains;
   }
-  const modes = [iptables && 'iptables', ipvs && 'ipvs', nft.active && 'nftables'].filter((m): m is KubeProxyMode => !!m);
+  const modes = [iptables && 'iptables', ipvs && 'ipvs', nft.active && 'nftables'].filter(
+    (m): m is KubeProxyMode => !!m,
+  );
   facts.mode = modes.length > 1 ? 'mixed' : (modes[0] ?? 'none');
   if (!iptables) delete facts.iptablesGeneration;
   return facts;
@@ -157,7 +163,10 @@ export function kubeNatFacts(nat: NatFactsSnapshot | undefined, nftTables?: NftS
  */
 export function xtablesFacts(nat: NatSnapshot | undefined): KubeNatFacts {
   const dumps = [nat?.v4, nat?.v6].filter((d): d is IptablesDump => !!d);
-  return natRulesFacts(dumps.map((d) => new DumpNatRules(d)), nat?.ipsets?.sets ?? []);
+  return natRulesFacts(
+    dumps.map((d) => new DumpNatRules(d)),
+    nat?.ipsets?.sets ?? [],
+  );
 }
 
 /** xtablesFacts over each family's nat table however it is held (nat-rules.ts), and the ipsets. */
@@ -174,13 +183,17 @@ export function natRulesFacts(tables: readonly NatRules[], ipsets: readonly Ipse
     const vs = names.filter((n) => n === 'KUBE-LOAD-BALANCER' || n === 'KUBE-NODE-PORT');
     if (ipt.length) facts.modeEvidence.push(text.own(`${chains.source}: iptables-mode chains ${sample(ipt)}`));
     if (vs.length) facts.modeEvidence.push(text.own(`${chains.source}: IPVS-mode chains ${sample(vs)}`));
-    if (!chains.has('KUBE-SERVICES')) facts.modeEvidence.push(`${chains.source}: no KUBE-SERVICES chain in the nat table`);
+    if (!chains.has('KUBE-SERVICES'))
+      facts.modeEvidence.push(`${chains.source}: no KUBE-SERVICES chain in the nat table`);
     iptables ||= ipt.length > 0;
     ipvs ||= vs.length > 0;
     if (names.some((n) => n.startsWith('KUBE-XLB-'))) facts.iptablesGeneration = 'pre-1.24';
-    else if (names.some((n) => n.startsWith('KUBE-EXT-') || n.startsWith('KUBE-SVL-'))) facts.iptablesGeneration ??= '1.24+';
+    else if (names.some((n) => n.startsWith('KUBE-EXT-') || n.startsWith('KUBE-SVL-')))
+      facts.iptablesGeneration ??= '1.24+';
 
-    const familySets = new Map([...sets].filter(([, s]) => setFamily(s) === undefined || setFamily(s) === chains.family));
+    const familySets = new Map(
+      [...sets].filter(([, s]) => setFamily(s) === undefined || setFamily(s) === chains.family),
+    );
     const t: WalkTables = { chains, sets: familySets, pod: chains.podSelectors() };
     facts.podSelectors[chains.family] = t.pod;
     facts.loadBalancers.push(...loadBalancers(t, text));
@@ -201,7 +214,9 @@ interface VipCandidate {
 }
 
 function loadBalancers(t: WalkTables, text: OwnText): LoadBalancerFact[] {
-  const start = some(t.chains.rules('PREROUTING', 'KUBE-SERVICES'), (r) => r.target === 'KUBE-SERVICES') ? 'PREROUTING' : 'KUBE-SERVICES';
+  const start = some(t.chains.rules('PREROUTING', 'KUBE-SERVICES'), (r) => r.target === 'KUBE-SERVICES')
+    ? 'PREROUTING'
+    : 'KUBE-SERVICES';
   const source = t.chains.source;
   const seen = new Set<string>();
   const out: LoadBalancerFact[] = [];
@@ -242,10 +257,17 @@ function loadBalancers(t: WalkTables, text: OwnText): LoadBalancerFact[] {
  * KUBE-EXT-X and the rest falls through the nat table to the filter table's KUBE-PROXY-FIREWALL
  * DROP; before, KUBE-FW-X ends in KUBE-MARK-DROP (kubelet's KUBE-FIREWALL drops the mark).
  */
-function sourceRangeDrop(chains: NatRules, c: VipCandidate, walk: WalkResult, text: OwnText): SourceRangeDrop | undefined {
+function sourceRangeDrop(
+  chains: NatRules,
+  c: VipCandidate,
+  walk: WalkResult,
+  text: OwnText,
+): SourceRangeDrop | undefined {
   const fw = walk.steps.filter((s) => s.rule.chain.startsWith('KUBE-FW-'));
   const markDrop = fw.find((s) => s.rule.target === 'KUBE-MARK-DROP');
-  const fwLines = [...new Set(fw.map((s) => ruleEvidence(chains.source, s.rule, text, s.certain ? '' : ' (may not apply)')))];
+  const fwLines = [
+    ...new Set(fw.map((s) => ruleEvidence(chains.source, s.rule, text, s.certain ? '' : ' (may not apply)'))),
+  ];
   if (markDrop) return { certain: markDrop.certain, evidence: fwLines };
   const filterDrop = filterRuleFor(chains.filterRules('KUBE-PROXY-FIREWALL'), c, 'DROP');
   if (!filterDrop) return undefined;
@@ -255,7 +277,9 @@ function sourceRangeDrop(chains: NatRules, c: VipCandidate, walk: WalkResult, te
   const chainLines = [...fwChainRules(chains, walk, text)];
   return {
     certain: capture === 'not-captured',
-    evidence: [...new Set([...fwLines, ...chainLines, ruleEvidence(chains.source, filterDrop, text, ' (filter table)')])],
+    evidence: [
+      ...new Set([...fwLines, ...chainLines, ruleEvidence(chains.source, filterDrop, text, ' (filter table)')]),
+    ],
   };
 }
 
@@ -280,7 +304,14 @@ function filterRuleFor(rules: readonly IptablesRule[], c: VipCandidate, target: 
     const d = findOptions(r.matches, '-d', '')[0];
     const p = findOptions(r.matches, '-p', '')[0]?.values[0];
     const port = findOptions(r.matches, '--dport')[0]?.values[0];
-    return !!d && !d.negated && canonicalSafe(d.values[0]!.replace(/\/(32|128)$/, '')) === vip && !!p && p.toLowerCase() === c.protocol && Number(port) === c.port;
+    return (
+      !!d &&
+      !d.negated &&
+      canonicalSafe(d.values[0]!.replace(/\/(32|128)$/, '')) === vip &&
+      !!p &&
+      p.toLowerCase() === c.protocol &&
+      Number(port) === c.port
+    );
   });
 }
 
@@ -314,7 +345,12 @@ function ipvsVips(t: WalkTables, text: OwnText): VipCandidate[] {
         const [ip, protoPort] = m.entry.split(',');
         const [proto, port] = (protoPort ?? '').split(':');
         if (!ip || !proto || !port) continue;
-        out.push({ vip: text.own(ip), port: Number(port), protocol: text.protocol(proto), origin: text.join('ipset ', set!.name, ' member ', m.entry) });
+        out.push({
+          vip: text.own(ip),
+          port: Number(port),
+          protocol: text.protocol(proto),
+          origin: text.join('ipset ', set!.name, ' member ', m.entry),
+        });
       }
     }
   }
@@ -335,7 +371,9 @@ function trafficPolicy(t: WalkTables, walk: WalkResult): TrafficPolicy | undefin
       return ext ? extPolicy(t.chains.rules(ext)) : 'Cluster';
     }
     if (chain === 'KUBE-LOAD-BALANCER') {
-      const local = walk.lookups.some((l) => l.rule.chain === chain && l.rule.target === 'RETURN' && l.result === 'yes');
+      const local = walk.lookups.some(
+        (l) => l.rule.chain === chain && l.rule.target === 'RETURN' && l.result === 'yes',
+      );
       return local ? 'Local' : 'Cluster';
     }
   }
@@ -400,10 +438,20 @@ function walkEvidence(source: string, walk: WalkResult, text: OwnText): string[]
     out.push(ruleEvidence(source, r, text, s.certain ? '' : ' (may not apply)'));
   }
   for (const [chain, m] of more) {
-    out[m.at] = text.join(source, ': ', chain, ' jumps to ', String(m.n), ' more endpoint chain', m.n === 1 ? '' : 's', ' (KUBE-SEP-... DNAT), like the one above');
+    out[m.at] = text.join(
+      source,
+      ': ',
+      chain,
+      ' jumps to ',
+      String(m.n),
+      ' more endpoint chain',
+      m.n === 1 ? '' : 's',
+      ' (KUBE-SEP-... DNAT), like the one above',
+    );
   }
   for (const l of walk.lookups) {
-    if (l.result === 'yes') out.push(text.join('ipset ', l.set, ' has ', l.key, ' (', source, ':', String(l.rule.line), ')'));
+    if (l.result === 'yes')
+      out.push(text.join('ipset ', l.set, ' has ', l.key, ' (', source, ':', String(l.rule.line), ')'));
     else if (l.certain && l.rule.target === 'RETURN' && l.result === 'no') {
       out.push(text.join('ipset ', l.set, ' does not have ', l.key, ' (', source, ':', String(l.rule.line), ')'));
     }
@@ -422,7 +470,12 @@ function iptablesNodePorts(t: WalkTables, text: OwnText): NodePortFact[] {
     const proto = findOptions(r.matches, '-p', '')[0]?.values[0];
     if (!port || !proto || !r.target) continue;
     const key = `${proto}|${port}`;
-    const fact = byKey.get(key) ?? { family: t.chains.family, port: Number(port), protocol: text.protocol(proto), shownBy: [] };
+    const fact = byKey.get(key) ?? {
+      family: t.chains.family,
+      port: Number(port),
+      protocol: text.protocol(proto),
+      shownBy: [],
+    };
     if (r.comment && !fact.service) fact.service = text.own(r.comment);
     fact.shownBy.push(ruleEvidence(t.chains.source, r, text));
     const policy = r.target.startsWith('KUBE-XLB-')

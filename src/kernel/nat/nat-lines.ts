@@ -54,7 +54,11 @@ export class NatLineStore {
       // A chain or a rule: of the nat table, or outside any table (an error SaveLines reports).
       this.lastLine = lineNo;
       if (this.table === undefined || this.table === 'nat') this.keep(buf, start, end, lineNo, terminated);
-      else if (this.table === 'filter' && first === 0x2d && isFilterDropLine(buf.toString('latin1', i, Math.min(end, i + DROP_PREFIX_BYTES)))) {
+      else if (
+        this.table === 'filter' &&
+        first === 0x2d &&
+        isFilterDropLine(buf.toString('latin1', i, Math.min(end, i + DROP_PREFIX_BYTES)))
+      ) {
         this.keep(buf, start, end, lineNo, terminated);
       }
       return;

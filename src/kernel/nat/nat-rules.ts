@@ -127,8 +127,12 @@ export const REDIRECT_PODS = 'Redirect pods trying to reach external';
 /** Base-match `-s`/`-i` options of a rule that are not negated (or are, with negated=true). */
 export function sourceSelectors(rule: IptablesRule, negated: boolean): PodSelectors {
   return {
-    cidrs: findOptions(rule.matches, '-s', '').filter((o) => o.negated === negated).map((o) => o.values[0]!),
-    interfaces: findOptions(rule.matches, '-i', '').filter((o) => o.negated === negated).map((o) => o.values[0]!),
+    cidrs: findOptions(rule.matches, '-s', '')
+      .filter((o) => o.negated === negated)
+      .map((o) => o.values[0]!),
+    interfaces: findOptions(rule.matches, '-i', '')
+      .filter((o) => o.negated === negated)
+      .map((o) => o.values[0]!),
   };
 }
 

@@ -10,16 +10,16 @@
 // (save-rules.ts), never holding every parsed rule.
 import { isPermissionReason } from '../../model/permission.js';
 import type { SourceStatus } from '../types.js';
-import { BackendCounter, chooseBackendOf, type BackendSide } from './backend.js';
-import { runCommand, runCommandLines, type CommandOptions, type CommandResult } from './command.js';
-import { parseIptablesSave } from './iptables-save.js';
+import { BackendCounter, type BackendSide, chooseBackendOf } from './backend.js';
+import { type CommandOptions, type CommandResult, runCommand, runCommandLines } from './command.js';
 import { parseIpsetSave } from './ipset.js';
-import { natRulesFacts, type NatFactsSnapshot } from './kube.js';
+import { parseIptablesSave } from './iptables-save.js';
+import { type NatFactsSnapshot, natRulesFacts } from './kube.js';
 import { eachLine } from './lines.js';
 import { NatLineStore } from './nat-lines.js';
-import { combineDigests, outputDigest, SaveHash, type DigestPart } from './save-digest.js';
+import { combineDigests, type DigestPart, outputDigest, SaveHash } from './save-digest.js';
 import { SaveNatRules } from './save-rules.js';
-import type { IptablesDump, IpsetDump, NatFamily, XtablesBackend } from './types.js';
+import type { IpsetDump, IptablesDump, NatFamily, XtablesBackend } from './types.js';
 
 export interface ReadNatOptions {
   /**
@@ -100,7 +100,8 @@ export async function readNat(opts: ReadNatOptions = {}): Promise<ReadNatResult>
     maxBytes: opts.maxOutputBytes ?? NAT_OUTPUT_MAX_BYTES,
   };
   const maxLineBytes = opts.maxLineBytes ?? NAT_LINE_MAX_BYTES;
-  const save = (cmd: string): Promise<SaveRead> => (opts.factsOnly ? saveLines(cmd, cmdOpts, maxLineBytes) : saveWhole(cmd, cmdOpts));
+  const save = (cmd: string): Promise<SaveRead> =>
+    opts.factsOnly ? saveLines(cmd, cmdOpts, maxLineBytes) : saveWhole(cmd, cmdOpts);
   const [l4, l6, n4, n6, sets] = await Promise.all([
     save(SAVE_COMMANDS.legacy[4]),
     save(SAVE_COMMANDS.legacy[6]),
@@ -109,7 +110,11 @@ export async function readNat(opts: ReadNatOptions = {}): Promise<ReadNatResult>
     runCommand('ipset', ['save'], cmdOpts),
   ]);
   const natMs = performance.now() - t0;
-  const digest = combineDigests([l4, l6, n4, n6, sets].map((r): DigestPart => (!r.ok ? r : 'digest' in r ? r : { ok: true, digest: outputDigest(r.stdout) })));
+  const digest = combineDigests(
+    [l4, l6, n4, n6, sets].map(
+      (r): DigestPart => (!r.ok ? r : 'digest' in r ? r : { ok: true, digest: outputDigest(r.stdout) }),
+    ),
+  );
   if (digest === opts.unchangedSince) return { sources: [], digest, unchanged: true };
   const ipset = ipsetSource(sets, natMs);
   const results = { legacy: { 4: l4, 6: l6 }, nft: { 4: n4, 6: n6 } } as const;
@@ -147,7 +152,12 @@ export async function readNat(opts: ReadNatOptions = {}): Promise<ReadNatResult>
   let nat: NatFactsSnapshot;
   if (v4 instanceof SaveNatRules) {
     const tables = [v4, v6].filter((t): t is SaveNatRules => t instanceof SaveNatRules);
-    nat = { backend: choice.backend, backendChoice: choice, warnings: notes, facts: natRulesFacts(tables, ipset.dump?.sets ?? []) };
+    nat = {
+      backend: choice.backend,
+      backendChoice: choice,
+      warnings: notes,
+      facts: natRulesFacts(tables, ipset.dump?.sets ?? []),
+    };
   } else {
     nat = {
       backend: choice.backend,
@@ -216,11 +226,14 @@ function withCommand(cmd: string, reason: string): string {
 }
 
 function ipsetSource(res: CommandResult, durationMs: number): { status: SourceStatus; dump?: IpsetDump } {
-  if (!res.ok) return { status: { source: 'ipset', available: false, reason: withCommand('ipset save', res.reason), durationMs } };
+  if (!res.ok)
+    return { status: { source: 'ipset', available: false, reason: withCommand('ipset save', res.reason), durationMs } };
   try {
     const dump = parseIpsetSave(res.stdout, 'ipset save');
     return { status: { source: 'ipset', available: true, durationMs }, dump };
   } catch (e) {
-    return { status: { source: 'ipset', available: false, reason: e instanceof Error ? e.message : String(e), durationMs } };
+    return {
+      status: { source: 'ipset', available: false, reason: e instanceof Error ? e.message : String(e), durationMs },
+    };
   }
 }

@@ -1,8 +1,9 @@
 // Turns the words of one rule (after `-A CHAIN`) into matches and a target.
 // Unknown match modules are kept as they are: every `--option` after `-m NAME`
 // belongs to NAME, with the words up to the next option as its values.
-import type { MatchOption, RuleMatch } from './types.js';
+
 import type { Token } from './tokenize.js';
+import type { MatchOption, RuleMatch } from './types.js';
 
 export interface ParsedSpec {
   matches: RuleMatch[];
@@ -93,7 +94,11 @@ export function parseRuleSpec(tokens: Token[]): SpecResult {
   if (negate) return { ok: false, error: `'!' at the end of the rule` };
   return {
     ok: true,
-    spec: withComment({ matches: matches.filter((m) => m.module !== '' || m.options.length > 0), goto: false, targetArgs: [] }),
+    spec: withComment({
+      matches: matches.filter((m) => m.module !== '' || m.options.length > 0),
+      goto: false,
+      targetArgs: [],
+    }),
   };
 }
 

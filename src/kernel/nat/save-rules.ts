@@ -7,11 +7,22 @@
 // selectors) is collected while the lines go by; lines that cannot matter to it
 // are not parsed. The line structure and its errors are iptables-save.ts's
 // (SaveLines), so a malformed line is skipped exactly as the full parser skips it.
-import { candidatePositions, emptyIndex, indexRule, INDEX_MIN_RULES, isFilterDropLine, podSelectorsOfRule, PodSelectorSet, POD_TRAFFIC, REDIRECT_PODS } from './nat-rules.js';
-import type { ChainIndex, FilterDropChain, NatRules, PodSelectors } from './nat-rules.js';
+
 import { parseRule, SaveLines } from './iptables-save.js';
 import { eachLine, lineText, mayContain } from './lines.js';
 import { NatLineStore } from './nat-lines.js';
+import type { ChainIndex, FilterDropChain, NatRules, PodSelectors } from './nat-rules.js';
+import {
+  candidatePositions,
+  emptyIndex,
+  INDEX_MIN_RULES,
+  indexRule,
+  isFilterDropLine,
+  POD_TRAFFIC,
+  PodSelectorSet,
+  podSelectorsOfRule,
+  REDIRECT_PODS,
+} from './nat-rules.js';
 import type { IptablesRule, IptablesTable, NatFamily } from './types.js';
 
 /**
@@ -108,40 +119,43 @@ export class SaveNatRules implements NatRules {
     let end = 0;
     const undeclared: string[] = [];
     const contributions = new Map<string, PodSelectors[]>();
-    const save = new SaveLines({ source: input.source, family: input.family, tables: NAT_ONLY }, (table, trimmed, lineNo) => {
-      // Only the first nat table counts, as for a parsed dump.
-      if (table !== nat) return;
-      let chain = RULE_HEAD.exec(trimmed)?.[1];
-      let parsed: IptablesRule | undefined;
-      if (chain === undefined || !this.chains.has(chain)) {
-        // Counters, quotes, or a chain not declared (yet): parse now, as the full parser
-        // would, so a rule that it would skip creates no chain here either.
-        const r = parseRule(trimmed, lineNo, 'nat');
-        if (!r.ok) return;
-        parsed = r.rule;
-        chain = r.rule.chain;
-      }
-      let id = this.chains.get(chain);
-      if (id === undefined) {
-        id = this.refs.newChain();
-        this.chains.set(chain, id);
-        if (!save.declared.has(chain)) undeclared.push(chain);
-      }
-      this.refs.add(id, at, end, lineNo);
-      if (mayAddPodSelectors(trimmed)) {
-        if (!parsed) {
+    const save = new SaveLines(
+      { source: input.source, family: input.family, tables: NAT_ONLY },
+      (table, trimmed, lineNo) => {
+        // Only the first nat table counts, as for a parsed dump.
+        if (table !== nat) return;
+        let chain = RULE_HEAD.exec(trimmed)?.[1];
+        let parsed: IptablesRule | undefined;
+        if (chain === undefined || !this.chains.has(chain)) {
+          // Counters, quotes, or a chain not declared (yet): parse now, as the full parser
+          // would, so a rule that it would skip creates no chain here either.
           const r = parseRule(trimmed, lineNo, 'nat');
           if (!r.ok) return;
           parsed = r.rule;
+          chain = r.rule.chain;
         }
-        const sel = podSelectorsOfRule(parsed);
-        if (sel && sel.cidrs.length + sel.interfaces.length > 0) {
-          const c = contributions.get(chain);
-          if (c) c.push(sel);
-          else contributions.set(chain, [sel]);
+        let id = this.chains.get(chain);
+        if (id === undefined) {
+          id = this.refs.newChain();
+          this.chains.set(chain, id);
+          if (!save.declared.has(chain)) undeclared.push(chain);
         }
-      }
-    });
+        this.refs.add(id, at, end, lineNo);
+        if (mayAddPodSelectors(trimmed)) {
+          if (!parsed) {
+            const r = parseRule(trimmed, lineNo, 'nat');
+            if (!r.ok) return;
+            parsed = r.rule;
+          }
+          const sel = podSelectorsOfRule(parsed);
+          if (sel && sel.cidrs.length + sel.interfaces.length > 0) {
+            const c = contributions.get(chain);
+            if (c) c.push(sel);
+            else contributions.set(chain, [sel]);
+          }
+        }
+      },
+    );
     // Chains are declared before their rules in save output; a declared chain gets its refs
     // list when declared so that RULE_HEAD's fast path finds it.
     let declaredSeen = 0;
@@ -201,7 +215,8 @@ export class SaveNatRules implements NatRules {
     }
     const c = this.chains.get(chain);
     if (c === undefined) return;
-    const keep: IptablesRule[] | undefined = this.refs.size[c]! <= CACHE_MAX_RULES && mustContain === undefined ? [] : undefined;
+    const keep: IptablesRule[] | undefined =
+      this.refs.size[c]! <= CACHE_MAX_RULES && mustContain === undefined ? [] : undefined;
     for (const id of this.refs.ids(c)) {
       const r = this.parseAt(id, mustContain);
       if (!r) continue;

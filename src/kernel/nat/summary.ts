@@ -19,8 +19,12 @@ export function formatNatSummary(nat: NatSnapshot, nft?: NftSnapshot): string[] 
     );
   }
   for (const t of nft?.tables ?? []) {
-    const maps = t.sets.filter((x) => x.kind === 'map' && x.elements.length > 0).map((x) => `${x.name} ${x.elements.length}`);
-    out.push(`nftables: table ${t.family} ${t.name}: ${t.chains.length} chains, ${t.rules.length} rules${maps.length ? `; maps: ${maps.join(', ')}` : ''}`);
+    const maps = t.sets
+      .filter((x) => x.kind === 'map' && x.elements.length > 0)
+      .map((x) => `${x.name} ${x.elements.length}`);
+    out.push(
+      `nftables: table ${t.family} ${t.name}: ${t.chains.length} chains, ${t.rules.length} rules${maps.length ? `; maps: ${maps.join(', ')}` : ''}`,
+    );
   }
   const facts = kubeNatFacts(nat, nft);
   const layouts = Object.values(facts.nftLayouts ?? {});
@@ -38,13 +42,21 @@ export function formatNatSummary(nat: NatSnapshot, nft?: NftSnapshot): string[] 
       ? 'pod traffic dropped by loadBalancerSourceRanges'
       : `pod traffic ${pod}, ${lb.capture}${lb.sourceRangeDrop ? ' (loadBalancerSourceRanges may drop it)' : ''}`;
     const noLocal = lb.noEndpoints?.verdict === 'drop' ? ', no local endpoints (external traffic dropped)' : '';
-    out.push(`  ${lb.lbOrExternal ? 'LB/external IP' : 'LB'} ${host}:${lb.port}/${lb.protocol}${lb.service ? ` ${lb.service}` : ''}:${policy} ${what}${noLocal}`);
+    out.push(
+      `  ${lb.lbOrExternal ? 'LB/external IP' : 'LB'} ${host}:${lb.port}/${lb.protocol}${lb.service ? ` ${lb.service}` : ''}:${policy} ${what}${noLocal}`,
+    );
   }
   if (facts.nodePorts.length) {
     const local = facts.nodePorts.filter((n) => n.trafficPolicy === 'Local').length;
     out.push(`  NodePorts: ${facts.nodePorts.length} (${local} with ETP=Local)`);
   }
-  const warnings = [...nat.warnings, ...(nat.v4?.warnings ?? []), ...(nat.v6?.warnings ?? []), ...(nat.ipsets?.warnings ?? []), ...(nft?.warnings ?? [])];
+  const warnings = [
+    ...nat.warnings,
+    ...(nat.v4?.warnings ?? []),
+    ...(nat.v6?.warnings ?? []),
+    ...(nat.ipsets?.warnings ?? []),
+    ...(nft?.warnings ?? []),
+  ];
   for (const w of warnings.slice(0, 5)) out.push(`warning: ${w}`);
   if (warnings.length > 5) out.push(`warning: ... and ${warnings.length - 5} more`);
   return out;
@@ -57,7 +69,9 @@ function dumpLine(dump: IptablesDump): string {
   const counts = KINDS.map((k) => [k, nat.chains.filter((c) => c.name.startsWith(`KUBE-${k}-`)).length] as const)
     .filter(([, n]) => n > 0)
     .map(([k, n]) => `${k} ${n}`);
-  const lbRules = nat.rules.filter((r) => r.comment?.endsWith(' loadbalancer IP') || r.spec.includes('KUBE-LOAD-BALANCER')).length;
+  const lbRules = nat.rules.filter(
+    (r) => r.comment?.endsWith(' loadbalancer IP') || r.spec.includes('KUBE-LOAD-BALANCER'),
+  ).length;
   const kube = nat.chains.filter((c) => c.name.startsWith('KUBE-')).length;
   return (
     `${family}: ${dump.tables.length} tables; nat ${nat.chains.length} chains (${kube} KUBE-*${counts.length ? `: ${counts.join(', ')}` : ''}), ` +

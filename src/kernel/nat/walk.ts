@@ -4,10 +4,11 @@
 // from the rules alone (a statistic match, a mark, a source inside the pod
 // range but narrower than it) make a rule 'maybe'; what happens under a 'maybe'
 // rule is recorded as uncertain and the walk goes on past it.
+
+import { lowerProtocolOfNumberText } from '../../model/protocol.js';
 import { inCidrSafe } from '../ip.js';
 import { canonicalSafe, type NatRules, type PodSelectors } from './nat-rules.js';
 import type { IpsetMember, IpsetSet, IptablesRule, MatchOption, RuleMatch } from './types.js';
-import { lowerProtocolOfNumberText } from '../../model/protocol.js';
 
 export type Tri = 'yes' | 'no' | 'maybe';
 
@@ -61,7 +62,13 @@ export interface WalkResult {
 
 /** Jumps deeper than this end the walk as 'loop' (a cycle of chains, or nesting no node has). */
 const MAX_DEPTH = 32;
-const TERMINAL: Record<string, WalkEnd> = { DNAT: 'dnat', REDIRECT: 'dnat', ACCEPT: 'accept', DROP: 'drop', REJECT: 'reject' };
+const TERMINAL: Record<string, WalkEnd> = {
+  DNAT: 'dnat',
+  REDIRECT: 'dnat',
+  ACCEPT: 'accept',
+  DROP: 'drop',
+  REJECT: 'reject',
+};
 
 /** How one walk of a chain ended, and what that depends on (see walkChain). */
 interface ChainWalk {
@@ -315,7 +322,9 @@ function memberKey(parts: string[], dims: string[], dirs: string[]): string | un
 /** The keys of the exact members the probe matches (see memberKey): its protocol's, and any protocol's. */
 function exactKeys(dims: string[], probe: Probe): string[] {
   const key = (anyProto: boolean): string =>
-    dims.map((dim) => (dim === 'port' ? `${anyProto ? '*' : probe.protocol}:${probe.dport}` : canonicalSafe(probe.dst))).join(',');
+    dims
+      .map((dim) => (dim === 'port' ? `${anyProto ? '*' : probe.protocol}:${probe.dport}` : canonicalSafe(probe.dst)))
+      .join(',');
   return dims.includes('port') ? [key(false), key(true)] : [key(false)];
 }
 
@@ -349,7 +358,6 @@ function probeKey(dims: string[], dirs: string[], probe: Probe): string {
     })
     .join(',');
 }
-
 
 function protoMatches(written: string, proto: string): boolean {
   const w = written.toLowerCase();

@@ -217,7 +217,9 @@ export class MessageWriter {
   }
   /** Attribute with a raw value. */
   attr(type: number, value: Uint8Array): this {
-    this.u16(NLA_HDRLEN + value.length).u16(type).bytes(value);
+    this.u16(NLA_HDRLEN + value.length)
+      .u16(type)
+      .bytes(value);
     return this.pad();
   }
   attrU8(type: number, v: number): this {

@@ -3,20 +3,20 @@
 import { constants as osConstants } from 'node:os';
 import { isSyscallError } from '../../native/addon.js';
 import { native } from '../../native/index.js';
-import { UV_READABLE, type PollHandle } from '../../native/poll.js';
+import { type PollHandle, UV_READABLE } from '../../native/poll.js';
 import {
+  type KeepMessage,
+  type NetlinkMessage,
+  NetlinkParseError,
+  NLM_F_DUMP_INTR,
   NLMSG_DONE,
   NLMSG_ERROR,
   NLMSG_HDRLEN,
   NLMSG_NOOP,
   NLMSG_OVERRUN,
-  NLM_F_DUMP_INTR,
-  NetlinkParseError,
   readCString,
   splitMessages,
-  type KeepMessage,
   walkAttrs,
-  type NetlinkMessage,
 } from './codec.js';
 
 export const NETLINK_ROUTE = 0;
@@ -480,7 +480,8 @@ export class NetlinkSocket implements RawDumper {
         // libuv stopped watching after POLLERR (PollAddon.pollStart): here the ENOBUFS of an
         // overflow, which the receive above has read and cleared. Watch again, or no event is ever
         // delivered after the first overflow.
-        if (status < 0 && this.subscriber === sub && !this.closed && !this.paceTimer) native().pollSet(this.poll!, UV_READABLE);
+        if (status < 0 && this.subscriber === sub && !this.closed && !this.paceTimer)
+          native().pollSet(this.poll!, UV_READABLE);
         return;
       }
       // A request is waiting: pause the level-triggered watcher until the next wait.

@@ -86,7 +86,15 @@ const MAX_DEPTH = 16;
 const DSTNAT_PRIORITY = -100;
 
 export function kubeNftFacts(snap: NftSnapshot | undefined): NftKubeFacts {
-  const facts: NftKubeFacts = { active: false, modeEvidence: [], layouts: {}, filterChains: [], podSelectors: {}, loadBalancers: [], nodePorts: [] };
+  const facts: NftKubeFacts = {
+    active: false,
+    modeEvidence: [],
+    layouts: {},
+    filterChains: [],
+    podSelectors: {},
+    loadBalancers: [],
+    nodePorts: [],
+  };
   for (const table of snap?.tables ?? []) {
     if (table.name !== 'kube-proxy' || (table.family !== 'ip' && table.family !== 'ip6')) continue;
     const source = snap?.sources[table.family] ?? `nft list table ${table.family} kube-proxy`;
@@ -172,7 +180,11 @@ class TableFacts {
         ...(e.comment ? { service: e.comment } : {}),
         podTraffic: 'unknown',
         capture: 'dropped',
-        noEndpoints: { verdict: 'reject', preDnatChecks: checks.map((c) => c.label), evidence: [this.elementLine('no-endpoint-services', e)] },
+        noEndpoints: {
+          verdict: 'reject',
+          preDnatChecks: checks.map((c) => c.label),
+          evidence: [this.elementLine('no-endpoint-services', e)],
+        },
         evidence: [this.elementLine('no-endpoint-services', e), ...this.rejectEvidence()],
       });
     }
@@ -206,7 +218,9 @@ class TableFacts {
     // A loop, not a spread: a hostile listing's walk may hold more steps than a call takes arguments.
     for (const s of walk.steps) evidence.push(`${this.ruleLine(s.rule)}${s.certain ? '' : ' (may not apply)'}`);
     const ext = this.chains.get(target) ?? [];
-    const local = ext.some((r) => r.comment === 'short-circuit pod traffic' || r.comment === 'masquerade local traffic');
+    const local = ext.some(
+      (r) => r.comment === 'short-circuit pod traffic' || r.comment === 'masquerade local traffic',
+    );
     const fact: NftLbFact = {
       family: this.family,
       vip: k.ip,
@@ -346,7 +360,11 @@ class TableFacts {
   /** A `{ a, b }` or `@set` source match against the pod CIDRs: yes only when every pod CIDR is inside a listed range. */
   private podInRanges(right: string): Tri {
     if (right.startsWith('@') || this.pod.cidrs.length === 0) return 'maybe';
-    const ranges = right.replace(/[{}]/g, '').split(',').map((s) => s.trim()).filter(Boolean);
+    const ranges = right
+      .replace(/[{}]/g, '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean);
     if (this.pod.cidrs.every((c) => ranges.some((r) => cidrWithin(c, r)))) return 'yes';
     if (this.pod.cidrs.every((c) => ranges.every((r) => disjoint(c, r)))) return 'no';
     return 'maybe';
@@ -365,7 +383,8 @@ class TableFacts {
           // A corrupt CIDR (prefix past the address) selects no pod.
           if (((short && m.op === '==') || (masq && m.op === '!=')) && isCidr(m.right)) cidrs.add(m.right);
         }
-        if ((m.left === 'iifname' || m.left === 'iif') && ((short && m.op === '==') || (masq && m.op === '!='))) interfaces.add(unquote(m.right));
+        if ((m.left === 'iifname' || m.left === 'iif') && ((short && m.op === '==') || (masq && m.op === '!=')))
+          interfaces.add(unquote(m.right));
       }
     }
     return { cidrs: [...cidrs], interfaces: [...interfaces] };
@@ -375,7 +394,9 @@ class TableFacts {
     const out: NftFilterChain[] = [];
     for (const c of this.t.chains) {
       if (c.type !== 'filter' || c.hook === undefined || c.prio === undefined) continue;
-      const jumps = (this.chains.get(c.name) ?? []).flatMap((r) => (r.verdict?.kind === 'jump' && r.verdict.target ? [r.verdict.target] : []));
+      const jumps = (this.chains.get(c.name) ?? []).flatMap((r) =>
+        r.verdict?.kind === 'jump' && r.verdict.target ? [r.verdict.target] : [],
+      );
       out.push({ family: this.family, name: c.name, hook: c.hook, prio: c.prio, jumps });
     }
     return out;
@@ -392,7 +413,9 @@ class TableFacts {
     return filters
       .filter((c) => c.hook === 'output' && c.prio < DSTNAT_PRIORITY && this.checksNoEndpoints(c))
       .map((c) => {
-        const jump = (this.chains.get(c.name) ?? []).find((r) => r.verdict?.target && this.vmapsNoEndpoints(r.verdict.target));
+        const jump = (this.chains.get(c.name) ?? []).find(
+          (r) => r.verdict?.target && this.vmapsNoEndpoints(r.verdict.target),
+        );
         return {
           chain: c.name,
           label: `${c.name} (hook ${c.hook}, priority ${c.prio})`,
@@ -416,7 +439,9 @@ class TableFacts {
       const target = e.verdict?.target;
       if (!proto || !port || !target) continue;
       const ext = this.chains.get(target) ?? [];
-      const local = ext.some((r) => r.comment === 'short-circuit pod traffic' || r.comment === 'masquerade local traffic');
+      const local = ext.some(
+        (r) => r.comment === 'short-circuit pod traffic' || r.comment === 'masquerade local traffic',
+      );
       const service = serviceOfChain(target);
       out.push({
         family: this.family,
@@ -483,7 +508,8 @@ function disjoint(a: string, b: string): boolean {
   const [aa] = a.split('/');
   const [ba] = b.split('/');
   if (!aa || !ba || ipFamily(aa) !== ipFamily(ba)) return true;
-  const cidr = (x: string, addr: string): string => (x.includes('/') ? x : `${addr}/${ipFamily(addr) === 6 ? 128 : 32}`);
+  const cidr = (x: string, addr: string): string =>
+    x.includes('/') ? x : `${addr}/${ipFamily(addr) === 6 ? 128 : 32}`;
   if (!isCidr(a) || !isCidr(b)) return true;
   return !inCidrSafe(aa, cidr(b, ba)) && !inCidrSafe(ba, cidr(a, aa));
 }
@@ -493,5 +519,8 @@ function cidrWithin(a: string, b: string): boolean {
   const [addr, len] = a.split('/');
   const [, blen] = b.split('/');
   if (!addr || !isCidr(a)) return false;
-  return inCidrSafe(addr, b) && Number(len ?? (ipFamily(addr) === 6 ? 128 : 32)) >= Number(blen ?? (ipFamily(addr) === 6 ? 128 : 32));
+  return (
+    inCidrSafe(addr, b) &&
+    Number(len ?? (ipFamily(addr) === 6 ? 128 : 32)) >= Number(blen ?? (ipFamily(addr) === 6 ? 128 : 32))
+  );
 }

@@ -26,7 +26,8 @@ const isObj = (v: Json): v is Obj => typeof v === 'object' && v !== null && !Arr
 const FAMILIES = new Set<string>(['ip', 'ip6', 'inet', 'arp', 'bridge', 'netdev']);
 
 export function parseNftJson(text: string, source: string): NftDump {
-  if (text.length > MAX_NFT_JSON_BYTES) throw new NftParseError(source, `${text.length} bytes, more than the ${MAX_NFT_JSON_BYTES} accepted`);
+  if (text.length > MAX_NFT_JSON_BYTES)
+    throw new NftParseError(source, `${text.length} bytes, more than the ${MAX_NFT_JSON_BYTES} accepted`);
   const dump: NftDump = { source, tables: [], warnings: [] };
   for (const item of topLevelItems(text, source, dump.warnings)) addItem(dump, item.value, item.index);
   return dump;
@@ -43,7 +44,8 @@ function topLevelItems(text: string, source: string, warnings: string[]): Item[]
   if (trimmed === '') throw new NftParseError(source, 'empty output');
   try {
     const doc = JSON.parse(trimmed) as Json;
-    if (!isObj(doc) || !Array.isArray(doc.nftables)) throw new NftParseError(source, 'not an nft JSON listing (no "nftables" array)');
+    if (!isObj(doc) || !Array.isArray(doc.nftables))
+      throw new NftParseError(source, 'not an nft JSON listing (no "nftables" array)');
     return doc.nftables.map((value, index) => ({ value, index }));
   } catch (e) {
     if (e instanceof NftParseError) throw e;
@@ -85,7 +87,9 @@ function salvage(text: string, source: string, warnings: string[], why: string):
   }
   if (!closed) {
     const rest = text.slice(start).trim();
-    warnings.push(`${source}: output ends inside item ${index} (${rest.length} characters cut short): truncated; ${items.length} complete items kept`);
+    warnings.push(
+      `${source}: output ends inside item ${index} (${rest.length} characters cut short): truncated; ${items.length} complete items kept`,
+    );
   }
   if (closed && items.length === 0) throw new NftParseError(source, `not valid JSON (${why})`);
   return items;
@@ -128,7 +132,9 @@ function addItem(dump: NftDump, item: Json, index: number): void {
     else if (kind === 'rule') table.rules.push(ruleOf(body));
     else table.sets.push(setOf(kind as 'set' | 'map', body));
   } catch (e) {
-    dump.warnings.push(`${where} (${kind}${typeof body.name === 'string' ? ` ${body.name}` : ''}): ${e instanceof Error ? e.message : String(e)}`);
+    dump.warnings.push(
+      `${where} (${kind}${typeof body.name === 'string' ? ` ${body.name}` : ''}): ${e instanceof Error ? e.message : String(e)}`,
+    );
   }
 }
 
@@ -179,7 +185,8 @@ function setOf(kind: 'set' | 'map', o: Obj): NftSet {
   const type = Array.isArray(o.type) ? o.type.map(String) : typeof o.type === 'string' ? [o.type] : [];
   const s: NftSet = { kind, name: str(o, 'name'), type, elements: [] };
   if (typeof o.handle === 'number') s.handle = o.handle;
-  if (kind === 'map' && o.map !== undefined) s.mapType = Array.isArray(o.map) ? o.map.map(String).join(' . ') : String(o.map);
+  if (kind === 'map' && o.map !== undefined)
+    s.mapType = Array.isArray(o.map) ? o.map.map(String).join(' . ') : String(o.map);
   if (Array.isArray(o.flags)) s.flags = o.flags.map(String);
   else if (typeof o.flags === 'string') s.flags = [o.flags];
   if (typeof o.timeout === 'number' && Number.isFinite(o.timeout) && o.timeout >= 0) s.timeout = o.timeout;
@@ -214,6 +221,10 @@ function elementOf(kind: 'set' | 'map', e: Json): NftElement {
 export function renderElement(e: NftElement): string {
   const key = e.key.join(' . ');
   const comment = e.comment !== undefined ? ` comment ${quote(e.comment)}` : '';
-  const value = e.verdict ? ` : ${e.verdict.target !== undefined ? `${e.verdict.kind} ${e.verdict.target}` : e.verdict.kind}` : e.value !== undefined ? ` : ${e.value}` : '';
+  const value = e.verdict
+    ? ` : ${e.verdict.target !== undefined ? `${e.verdict.kind} ${e.verdict.target}` : e.verdict.kind}`
+    : e.value !== undefined
+      ? ` : ${e.value}`
+      : '';
   return `${key}${comment}${value}`;
 }

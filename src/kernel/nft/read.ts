@@ -11,9 +11,9 @@
 // may not know) from failing the read, the reason kube-proxy itself lists by table.
 // It is one more Debian package (nftables) next to iptables and ipset.
 import { execFile } from 'node:child_process';
+import { permissionDenied } from '../../model/permission.js';
 import { parseNftJson } from './parse.js';
 import type { NftSnapshot, NftTable } from './types.js';
-import { permissionDenied } from '../../model/permission.js';
 
 export interface ReadNftOptions {
   /** `ip netns` name, or a path such as /proc/PID/ns/net. */
@@ -42,7 +42,10 @@ export async function runNftLists(opts: ReadNftOptions = {}): Promise<Record<'ip
 }
 
 /** The snapshot from both families' outputs; undefined (with the reason) when nft could not run at all. */
-export function nftSnapshotOf(results: Record<'ip' | 'ip6', NftCommandResult>): { snapshot?: NftSnapshot; error?: string } {
+export function nftSnapshotOf(results: Record<'ip' | 'ip6', NftCommandResult>): {
+  snapshot?: NftSnapshot;
+  error?: string;
+} {
   const snap: NftSnapshot = { tables: [], sources: {}, absent: [], warnings: [] };
   const errors: string[] = [];
   for (const family of NFT_FAMILIES) {
@@ -77,7 +80,13 @@ export function nftSnapshotOf(results: Record<'ip' | 'ip6', NftCommandResult>): 
  */
 export function nftSnapshotOfRuleset(text: string, source: string): NftSnapshot {
   const dump = parseNftJson(text, source);
-  const snap: NftSnapshot = { tables: [], sources: {}, absent: [], warnings: dump.warnings, ...(dump.version ? { version: dump.version } : {}) };
+  const snap: NftSnapshot = {
+    tables: [],
+    sources: {},
+    absent: [],
+    warnings: dump.warnings,
+    ...(dump.version ? { version: dump.version } : {}),
+  };
   for (const family of NFT_FAMILIES) {
     const t = dump.tables.find((x) => x.family === family && x.name === 'kube-proxy');
     if (t) {
@@ -92,21 +101,32 @@ function runNft(args: string[], opts: ReadNftOptions): Promise<NftCommandResult>
   // nft's own listing is the slow part: 5,000 Service ports (12.7 MB of JSON) take 25 s on a host with load 26.
   const timeout = opts.timeoutMs ?? 60_000;
   const ns = opts.netns;
-  const [file, argv] = !ns ? ['nft', args] : ns.includes('/') ? ['nsenter', [`--net=${ns}`, '--', 'nft', ...args]] : ['ip', ['netns', 'exec', ns, 'nft', ...args]];
+  const [file, argv] = !ns
+    ? ['nft', args]
+    : ns.includes('/')
+      ? ['nsenter', [`--net=${ns}`, '--', 'nft', ...args]]
+      : ['ip', ['netns', 'exec', ns, 'nft', ...args]];
   return new Promise((resolve) => {
-    execFile(file, argv, { timeout, killSignal: 'SIGKILL', maxBuffer: MAX_OUTPUT, env: { ...process.env, LC_ALL: 'C' } }, (err, stdout, stderr) => {
-      if (!err) return resolve({ ok: true, stdout });
-      const msg = String(stderr).trim().split('\n')[0] ?? '';
-      if (err.code === 'ENOENT' || /exec of .*No such file|failed to execute .*No such file/.test(String(stderr))) {
-        return resolve({ ok: false, reason: 'nft not found in PATH (install the nftables package)' });
-      }
-      if (err.killed || err.signal === 'SIGKILL') return resolve({ ok: false, reason: `timed out after ${timeout} ms` });
-      if (/maxBuffer/i.test(err.message)) return resolve({ ok: false, reason: `output larger than ${MAX_OUTPUT} bytes` });
-      if (NO_TABLE.test(String(stderr))) return resolve({ ok: false, reason: 'no such table', absent: true });
-      if (/Operation not permitted|Permission denied/i.test(String(stderr))) {
-        return resolve({ ok: false, reason: permissionDenied('CAP_NET_ADMIN', msg) });
-      }
-      resolve({ ok: false, reason: msg || `exited with ${err.code ?? err.signal}` });
-    });
+    execFile(
+      file,
+      argv,
+      { timeout, killSignal: 'SIGKILL', maxBuffer: MAX_OUTPUT, env: { ...process.env, LC_ALL: 'C' } },
+      (err, stdout, stderr) => {
+        if (!err) return resolve({ ok: true, stdout });
+        const msg = String(stderr).trim().split('\n')[0] ?? '';
+        if (err.code === 'ENOENT' || /exec of .*No such file|failed to execute .*No such file/.test(String(stderr))) {
+          return resolve({ ok: false, reason: 'nft not found in PATH (install the nftables package)' });
+        }
+        if (err.killed || err.signal === 'SIGKILL')
+          return resolve({ ok: false, reason: `timed out after ${timeout} ms` });
+        if (/maxBuffer/i.test(err.message))
+          return resolve({ ok: false, reason: `output larger than ${MAX_OUTPUT} bytes` });
+        if (NO_TABLE.test(String(stderr))) return resolve({ ok: false, reason: 'no such table', absent: true });
+        if (/Operation not permitted|Permission denied/i.test(String(stderr))) {
+          return resolve({ ok: false, reason: permissionDenied('CAP_NET_ADMIN', msg) });
+        }
+        resolve({ ok: false, reason: msg || `exited with ${err.code ?? err.signal}` });
+      },
+    );
   });
 }

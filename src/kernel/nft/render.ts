@@ -8,7 +8,21 @@ type Json = unknown;
 const isObj = (v: Json): v is Record<string, Json> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** meta keys nft prints without the `meta` prefix. */
-const BARE_META = new Set(['iif', 'iifname', 'oif', 'oifname', 'iiftype', 'oiftype', 'skuid', 'skgid', 'rtclassid', 'cpu', 'iifgroup', 'oifgroup', 'cgroup']);
+const BARE_META = new Set([
+  'iif',
+  'iifname',
+  'oif',
+  'oifname',
+  'iiftype',
+  'oiftype',
+  'skuid',
+  'skgid',
+  'rtclassid',
+  'cpu',
+  'iifgroup',
+  'oifgroup',
+  'cgroup',
+]);
 const BINOPS = ['&', '|', '^', '<<', '>>'] as const;
 const VERDICTS = new Set(['accept', 'drop', 'continue', 'return', 'jump', 'goto', 'queue']);
 
@@ -21,7 +35,9 @@ export function renderExpr(e: Json): string {
   const o = isObj(v) ? v : {};
   switch (k) {
     case 'payload':
-      return o.protocol !== undefined ? `${String(o.protocol)} ${String(o.field)}` : `@${String(o.base)},${String(o.offset)},${String(o.len)}`;
+      return o.protocol !== undefined
+        ? `${String(o.protocol)} ${String(o.field)}`
+        : `@${String(o.base)},${String(o.offset)},${String(o.len)}`;
     case 'meta':
       return BARE_META.has(String(o.key)) ? String(o.key) : `meta ${String(o.key)}`;
     case 'ct':
@@ -97,7 +113,11 @@ export function renderStatement(s: Json, r: NftRule): string {
   switch (k) {
     case 'match': {
       const left = renderExpr(o.left);
-      const m: NftMatch = { left, op: String(o.op ?? '=='), right: isMark(left) ? hex32(o.right) : renderExpr(o.right) };
+      const m: NftMatch = {
+        left,
+        op: String(o.op ?? '=='),
+        right: isMark(left) ? hex32(o.right) : renderExpr(o.right),
+      };
       r.matches.push(m);
       // nft leaves `==` out except after an expression with an operator (`meta mark & 0x4000 == 0x0`).
       const binop = isObj(o.left) && (BINOPS as readonly string[]).includes(Object.keys(o.left)[0] ?? '');
@@ -119,7 +139,7 @@ export function renderStatement(s: Json, r: NftRule): string {
       const addr = o.addr !== undefined ? renderExpr(o.addr) : undefined;
       const port = typeof o.port === 'number' ? o.port : undefined;
       r.nat = { kind: k, ...(addr !== undefined ? { addr } : {}), ...(port !== undefined ? { port } : {}) };
-      const host = addr !== undefined && addr.includes(':') && port !== undefined ? `[${addr}]` : addr ?? '';
+      const host = addr !== undefined && addr.includes(':') && port !== undefined ? `[${addr}]` : (addr ?? '');
       return `${k} to ${host}${port !== undefined ? `:${port}` : ''}`;
     }
     case 'masquerade':

@@ -5,7 +5,10 @@ import { CaptureHealth } from '../../../src/agent/capture-health.js';
 import { SourceHealth } from '../../../src/source/health.js';
 
 const GONE = 'eBPF counters on eth0 stopped: the interface was deleted (ifindex 2); packets are not counted since';
-const state = (h: SourceHealth) => ({ up: h.list().find((s) => s.source === 'capture')?.up, reason: h.reasonOf('capture') });
+const state = (h: SourceHealth) => ({
+  up: h.list().find((s) => s.source === 'capture')?.up,
+  reason: h.reasonOf('capture'),
+});
 
 describe('CaptureHealth', () => {
   it('goes down while the counters count nothing and up again, with its notes, when they count again', () => {

@@ -5,7 +5,7 @@ import { ConntrackTable, classifyEntry } from '../../../src/agent/conntrack-tabl
 import { ServiceIndex } from '../../../src/agent/service-index.js';
 import { buildClusterView } from '../../../src/cluster/build.js';
 import { classifyDocuments } from '../../../src/cluster/file.js';
-import { LAB, clusterList } from '../../../src/demo/lab.js';
+import { clusterList, LAB } from '../../../src/demo/lab.js';
 import type { ConntrackEntry } from '../../../src/kernel/types.js';
 
 function index(): ServiceIndex {
@@ -14,7 +14,12 @@ function index(): ServiceIndex {
   return new ServiceIndex(view, { nodeIps: [LAB.node1], ipvsIps: [], podCidrs: [LAB.podCidr] });
 }
 
-function entry(id: number, o: [string, number, string, number], r: [string, number, string, number], flags: string[] = []): ConntrackEntry {
+function entry(
+  id: number,
+  o: [string, number, string, number],
+  r: [string, number, string, number],
+  flags: string[] = [],
+): ConntrackEntry {
   return {
     family: 4,
     proto: 'tcp',
@@ -31,8 +36,17 @@ function entry(id: number, o: [string, number, string, number], r: [string, numb
 }
 
 const out = entry(1, [LAB.clientPod, 40000, LAB.vip, 80], [LAB.vip, 80, LAB.clientPod, 40000]);
-const back = entry(2, [LAB.clientPod, 40000, LAB.node1, LAB.nodePort], [LAB.serverPod, LAB.serverPort, LAB.clientPod, 40000]);
-const unrelated = entry(3, [LAB.clientPod, 40001, '192.0.2.1', 443], ['192.0.2.1', 443, LAB.node1, 40001], ['SEEN_REPLY']);
+const back = entry(
+  2,
+  [LAB.clientPod, 40000, LAB.node1, LAB.nodePort],
+  [LAB.serverPod, LAB.serverPort, LAB.clientPod, 40000],
+);
+const unrelated = entry(
+  3,
+  [LAB.clientPod, 40001, '192.0.2.1', 443],
+  ['192.0.2.1', 443, LAB.node1, 40001],
+  ['SEEN_REPLY'],
+);
 
 describe('agent conntrack table', () => {
   it('keeps only Service entries and pairs the two legs of the loop', () => {
@@ -52,7 +66,9 @@ describe('agent conntrack table', () => {
     t.upsert(back, 0);
     t.event({ type: 'DESTROY', entry: back, receivedAtMs: 1 });
     t.event({ type: 'DESTROY', entry: out, receivedAtMs: 2 });
-    expect([...t.outcomes.values()]).toEqual([{ svc: expect.objectContaining({ service: 'web' }), replied: 0, unreplied: 0, loopback_pair: 1, not_snated: 0 }]);
+    expect([...t.outcomes.values()]).toEqual([
+      { svc: expect.objectContaining({ service: 'web' }), replied: 0, unreplied: 0, loopback_pair: 1, not_snated: 0 },
+    ]);
   });
 
   it('counts its changes (what the agent checks before reusing the lists made from it), not what it ignores', () => {
@@ -82,13 +98,17 @@ describe('agent conntrack table', () => {
     t.upsert(back, 5);
     t.endResync();
     expect([...t.entries()].map((k) => k.entry.id)).toEqual([2]);
-    expect([...t.outcomes.values()]).toEqual([{ svc: expect.objectContaining({ service: 'web' }), replied: 0, unreplied: 0, loopback_pair: 1, not_snated: 0 }]);
+    expect([...t.outcomes.values()]).toEqual([
+      { svc: expect.objectContaining({ service: 'web' }), replied: 0, unreplied: 0, loopback_pair: 1, not_snated: 0 },
+    ]);
   });
 
   it('maps counter samples to the Service: NodePort wildcard and VIP', () => {
     const idx = index();
     const s = (kind: 'to_lb' | 'loop_return', target: string, port: number) =>
-      idx.ofSample({ target, port, proto: 'tcp', kind, direction: 'ingress', packets: 1, bytes: 60 }).map((v) => v.name);
+      idx
+        .ofSample({ target, port, proto: 'tcp', kind, direction: 'ingress', packets: 1, bytes: 60 })
+        .map((v) => v.name);
     expect(s('loop_return', '0.0.0.0', LAB.nodePort)).toEqual(['web']);
     expect(s('to_lb', LAB.vip, 80)).toEqual(['web']);
     expect(s('loop_return', '0.0.0.0', 31999)).toEqual([]);
@@ -110,20 +130,39 @@ describe('agent conntrack table', () => {
       apiVersion: 'networking.k8s.io/v1',
       kind: 'Ingress',
       metadata: { name: 'api', namespace: 'lab' },
-      spec: { rules: [{ http: { paths: [{ path: '/', pathType: 'Prefix', backend: { service: { name: 'api', port: { number: 80 } } } }] } }] },
+      spec: {
+        rules: [
+          {
+            http: {
+              paths: [{ path: '/', pathType: 'Prefix', backend: { service: { name: 'api', port: { number: 80 } } } }],
+            },
+          },
+        ],
+      },
       status: { loadBalancer: { ingress: [{ ip: ingressVip }] } },
     };
     const { objects } = classifyDocuments([{ ...list, items: [...list.items, svc, ingress] }]);
-    const idx = new ServiceIndex(buildClusterView(objects, { nodeName: LAB.node1Name }), { nodeIps: [LAB.node1], ipvsIps: [], podCidrs: [LAB.podCidr] });
+    const idx = new ServiceIndex(buildClusterView(objects, { nodeName: LAB.node1Name }), {
+      nodeIps: [LAB.node1],
+      ipvsIps: [],
+      podCidrs: [LAB.podCidr],
+    });
     const s = (kind: 'to_lb' | 'loop_return', target: string, port: number) =>
-      idx.ofSample({ target, port, proto: 'tcp', kind, direction: 'ingress', packets: 1, bytes: 60 }).map((v) => v.name);
+      idx
+        .ofSample({ target, port, proto: 'tcp', kind, direction: 'ingress', packets: 1, bytes: 60 })
+        .map((v) => v.name);
     expect(idx.services.map((v) => v.name).sort()).toEqual(['api', 'web']);
     expect(s('to_lb', ingressVip, 443)).toEqual(['api']);
     expect(s('to_lb', ingressVip, 80)).toEqual(['api']);
     expect(s('to_lb', ingressVip, 8443)).toEqual([]);
     expect(s('loop_return', '0.0.0.0', 30999)).toEqual(['api']);
     const t = idx.targets();
-    expect(t.vips.filter((v) => v.address === ingressVip).map((v) => v.port).sort()).toEqual([443, 80]);
+    expect(
+      t.vips
+        .filter((v) => v.address === ingressVip)
+        .map((v) => v.port)
+        .sort(),
+    ).toEqual([443, 80]);
     expect(t.nodePorts.map((n) => n.port)).toContain(30999);
     // A pod's connection to the Ingress VIP is a VIP flow of the backend Service.
     const toIngress = entry(9, [LAB.clientPod, 41000, ingressVip, 443], [ingressVip, 443, LAB.clientPod, 41000]);

@@ -11,8 +11,21 @@ describe('/evidence query', () => {
   });
 
   it('anything else is a clear error, never a throw', () => {
-    for (const bad of ['', 'service=web', 'service=lab/web/x', 'service=Lab/web', 'service=lab/', `service=lab/${'a'.repeat(400)}`, 'service=lab/web&port=0',
-      'service=lab/web&port=70000', 'service=lab/web&port=80.5', 'service=lab/web&port=', 'service=lab/web&watch=3601', 'service=lab/web&watch=-1', 'service=%00/web']) {
+    for (const bad of [
+      '',
+      'service=web',
+      'service=lab/web/x',
+      'service=Lab/web',
+      'service=lab/',
+      `service=lab/${'a'.repeat(400)}`,
+      'service=lab/web&port=0',
+      'service=lab/web&port=70000',
+      'service=lab/web&port=80.5',
+      'service=lab/web&port=',
+      'service=lab/web&watch=3601',
+      'service=lab/web&watch=-1',
+      'service=%00/web',
+    ]) {
       expect(q(bad), bad).toHaveProperty('error');
     }
   });

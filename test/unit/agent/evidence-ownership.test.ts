@@ -11,8 +11,22 @@ import { ConntrackTable } from '../../../src/agent/conntrack-table.js';
 import { startEvidenceServer } from '../../../src/agent/evidence-server.js';
 import { ServiceIndex } from '../../../src/agent/service-index.js';
 import type { ClusterView } from '../../../src/cluster/types.js';
+import {
+  entry,
+  type Flow,
+  ingress,
+  MANAGED,
+  MIRRORED,
+  NODE,
+  NODE_IP,
+  type Obj,
+  POD_CIDR,
+  service,
+  slice,
+  VICTIM_CLIENT,
+  viewOf,
+} from '../../support/evidence-objects.js';
 import { gateway, route } from '../../support/gateway-objects.js';
-import { entry, ingress, MANAGED, MIRRORED, NODE, NODE_IP, POD_CIDR, service, slice, viewOf, VICTIM_CLIENT, type Flow, type Obj } from '../../support/evidence-objects.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'cbo-evidence-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -24,25 +38,49 @@ let seq = 0;
  * (its table, its Service index's find); also the ids the table keeps for that Service at all, so
  * that each case shows the entry is matched (counted) and only the evidence answer leaves it out.
  */
-async function evidenceIds(view: ClusterView, flows: Flow[], ref: string): Promise<{ returned: number[]; kept: number[] }> {
+async function evidenceIds(
+  view: ClusterView,
+  flows: Flow[],
+  ref: string,
+): Promise<{ returned: number[]; kept: number[] }> {
   const index = new ServiceIndex(view, { nodeIps: [NODE_IP], ipvsIps: [], podCidrs: [POD_CIDR] });
   const table = new ConntrackTable(index);
   for (const f of flows) table.upsert(entry(f), 1000 + f.id);
   const [ns, name] = ref.split('/') as [string, string];
-  const kept = [...table.entries()].filter((k) => k.svcs.some((s) => s.namespace === ns && s.name === name)).map((k) => k.entry.id);
+  const kept = [...table.entries()]
+    .filter((k) => k.svcs.some((s) => s.namespace === ns && s.name === name))
+    .map((k) => k.entry.id);
   const path = join(dir, `o${seq++}.sock`);
-  const server = await startEvidenceServer(path, { table: () => table, find: (n, m, p) => index.find(n, m, p), nodeName: NODE });
+  const server = await startEvidenceServer(path, {
+    table: () => table,
+    find: (n, m, p) => index.find(n, m, p),
+    nodeName: NODE,
+  });
   try {
     const lines = await new Promise<Record<string, any>[]>((resolve, reject) => {
       const s = createConnection(path);
       const chunks: Buffer[] = [];
       s.on('data', (c) => chunks.push(c));
       s.on('error', reject);
-      s.on('end', () => resolve(Buffer.concat(chunks).toString('utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, any>)));
+      s.on('end', () =>
+        resolve(
+          Buffer.concat(chunks)
+            .toString('utf8')
+            .split('\n')
+            .filter(Boolean)
+            .map((l) => JSON.parse(l) as Record<string, any>),
+        ),
+      );
       s.write(`${JSON.stringify({ service: ref })}\n`);
     });
     expect(lines.at(-1)?.type).toBe('end');
-    return { returned: lines.filter((l) => l.type === 'entry').map((l) => l.entry.id as number).sort((a, b) => a - b), kept: kept.sort((a, b) => a - b) };
+    return {
+      returned: lines
+        .filter((l) => l.type === 'entry')
+        .map((l) => l.entry.id as number)
+        .sort((a, b) => a - b),
+      kept: kept.sort((a, b) => a - b),
+    };
   } finally {
     await new Promise((r) => server.close(r));
   }
@@ -83,15 +121,22 @@ describe('evidence ownership: (a) a shared Ingress VIP', () => {
     expect(returned).toEqual([3]);
   });
 
-  it('a shared VIP that is the ingress controller\'s own LB IP is the controller Service\'s evidence alone', async () => {
+  it("a shared VIP that is the ingress controller's own LB IP is the controller Service's evidence alone", async () => {
     const withController = [
       ...objects,
-      service('ingress-nginx', 'controller', { type: 'LoadBalancer', clusterIP: '10.96.0.2', port: 443, status: [{ ip: SHARED_VIP }] }),
+      service('ingress-nginx', 'controller', {
+        type: 'LoadBalancer',
+        clusterIP: '10.96.0.2',
+        port: 443,
+        status: [{ ip: SHARED_VIP }],
+      }),
       slice('ingress-nginx', 'controller', MANAGED, ['10.244.1.2'], 443),
     ];
     const viaController: Flow[] = [{ id: 7, dst: SHARED_VIP, dport: 443, replySrc: '10.244.1.2', replySport: 443 }];
     expect((await evidenceIds(viewOf(withController), viaController, 'attacker/evil')).returned).toEqual([]);
-    expect((await evidenceIds(viewOf(withController), viaController, 'ingress-nginx/controller')).returned).toEqual([7]);
+    expect((await evidenceIds(viewOf(withController), viaController, 'ingress-nginx/controller')).returned).toEqual([
+      7,
+    ]);
   });
 });
 
@@ -130,7 +175,15 @@ describe('evidence ownership: (b) an LB hostname the tenant chose', () => {
   it('a name the cloud wrote (AWS NLB) still gives its Service the connections to its addresses', async () => {
     const nlb = 'k8s-shop-cart-0123456789.elb.eu-west-1.amazonaws.com';
     const view = viewOf(
-      [...victimDb, service('shop', 'cart', { type: 'LoadBalancer', clusterIP: '10.96.0.80', port: 443, status: [{ hostname: nlb }] })],
+      [
+        ...victimDb,
+        service('shop', 'cart', {
+          type: 'LoadBalancer',
+          clusterIP: '10.96.0.80',
+          port: 443,
+          status: [{ hostname: nlb }],
+        }),
+      ],
       { [nlb]: ['198.51.100.9'] },
     );
     const { returned } = await evidenceIds(view, [{ id: 1, dst: '198.51.100.9', dport: 443 }], 'shop/cart');
@@ -140,7 +193,15 @@ describe('evidence ownership: (b) an LB hostname the tenant chose', () => {
   it("a cloud-written name that answers another Service's ClusterIP still does not claim it", async () => {
     const nlb = 'k8s-shop-cart-0123456789.elb.eu-west-1.amazonaws.com';
     const view = viewOf(
-      [...victimDb, service('shop', 'cart', { type: 'LoadBalancer', clusterIP: '10.96.0.80', port: 5432, status: [{ hostname: nlb }] })],
+      [
+        ...victimDb,
+        service('shop', 'cart', {
+          type: 'LoadBalancer',
+          clusterIP: '10.96.0.80',
+          port: 5432,
+          status: [{ hostname: nlb }],
+        }),
+      ],
       { [nlb]: [DB_CLUSTER_IP] },
     );
     const flows: Flow[] = [{ id: 1, dst: DB_CLUSTER_IP, dport: 5432, replySrc: '10.244.1.40', replySport: 5432 }];
@@ -153,7 +214,13 @@ describe('evidence ownership: (c) hand-written Endpoints', () => {
     service('victim', 'db', { clusterIP: '10.96.0.50', port: 5432 }),
     slice('victim', 'db', MANAGED, ['10.244.1.40'], 5432),
     // A selector-less LB Service of the tenant's whose Endpoints (mirrored into a slice) name the victim's database pod.
-    service('attacker', 'mirror', { type: 'LoadBalancer', clusterIP: '10.96.0.68', port: 5432, status: [{ ip: '203.0.113.90' }], selector: false }),
+    service('attacker', 'mirror', {
+      type: 'LoadBalancer',
+      clusterIP: '10.96.0.68',
+      port: 5432,
+      status: [{ ip: '203.0.113.90' }],
+      selector: false,
+    }),
     slice('attacker', 'mirror', MIRRORED, ['10.244.1.40'], 5432),
   ];
 
@@ -173,7 +240,11 @@ describe('evidence ownership: (c) hand-written Endpoints', () => {
 
   it('a slice with no managed-by label (written directly) proves nothing either', async () => {
     const direct = [...objects.slice(0, 3), slice('attacker', 'mirror', {}, ['10.244.1.40'], 5432)];
-    const { returned } = await evidenceIds(viewOf(direct), [{ id: 1, dst: '10.244.1.40', dport: 5432 }], 'attacker/mirror');
+    const { returned } = await evidenceIds(
+      viewOf(direct),
+      [{ id: 1, dst: '10.244.1.40', dport: 5432 }],
+      'attacker/mirror',
+    );
     expect(returned).toEqual([]);
   });
 });
@@ -182,14 +253,30 @@ describe('evidence ownership: (a) a shared Gateway, its address given or resolve
   const GW_VIP = '203.0.113.90';
   const GW_NAME = 'k8s-shared-gw-0123.elb.eu-west-1.amazonaws.com';
   const shared = (addresses: { type?: string; value: string }[]) => [
-    gateway({ namespace: 'infra', name: 'shared', className: 'alb', listeners: [{ name: 'http', port: 80, protocol: 'HTTP', from: 'All' }], addresses }),
+    gateway({
+      namespace: 'infra',
+      name: 'shared',
+      className: 'alb',
+      listeners: [{ name: 'http', port: 80, protocol: 'HTTP', from: 'All' }],
+      addresses,
+    }),
     service('victim', 'web', { type: 'NodePort', clusterIP: '10.96.0.10', port: 80, nodePort: 30081 }),
     slice('victim', 'web', MANAGED, ['10.244.1.50'], 80),
-    route({ namespace: 'victim', name: 'web', parents: [{ name: 'shared', namespace: 'infra' }], backends: [{ name: 'web', port: 80 }] }),
+    route({
+      namespace: 'victim',
+      name: 'web',
+      parents: [{ name: 'shared', namespace: 'infra' }],
+      backends: [{ name: 'web', port: 80 }],
+    }),
     // The tenant attaches its own route to the same Gateway: its Service gets the Gateway's address too.
     service('attacker', 'evil', { type: 'NodePort', clusterIP: '10.96.0.66', port: 80, nodePort: 30066 }),
     slice('attacker', 'evil', MANAGED, ['10.244.1.66'], 80),
-    route({ namespace: 'attacker', name: 'evil', parents: [{ name: 'shared', namespace: 'infra' }], backends: [{ name: 'evil', port: 80 }] }),
+    route({
+      namespace: 'attacker',
+      name: 'evil',
+      parents: [{ name: 'shared', namespace: 'infra' }],
+      backends: [{ name: 'evil', port: 80 }],
+    }),
   ];
   const flows: Flow[] = [
     { id: 1, dst: GW_VIP, dport: 80 },

@@ -7,12 +7,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ConntrackTable } from '../../../src/agent/conntrack-table.js';
-import { parseEvidenceRequest, startEvidenceServer, type EvidenceBackend, type EvidenceLimits } from '../../../src/agent/evidence-server.js';
+import {
+  type EvidenceBackend,
+  type EvidenceLimits,
+  parseEvidenceRequest,
+  startEvidenceServer,
+} from '../../../src/agent/evidence-server.js';
 import { ServiceIndex } from '../../../src/agent/service-index.js';
 import { buildClusterView } from '../../../src/cluster/build.js';
 import { classifyDocuments } from '../../../src/cluster/file.js';
 import type { ClusterView } from '../../../src/cluster/types.js';
-import { LAB, clusterList } from '../../../src/demo/lab.js';
+import { clusterList, LAB } from '../../../src/demo/lab.js';
 import type { ConntrackEntry } from '../../../src/kernel/types.js';
 import { until } from '../../support/wait.js';
 
@@ -50,7 +55,8 @@ beforeAll(() => {
 
 const backend = (): EvidenceBackend => ({
   table: () => table,
-  find: (ns, name, port) => view.services.filter((s) => s.namespace === ns && s.name === name && (port === undefined || s.port === port)),
+  find: (ns, name, port) =>
+    view.services.filter((s) => s.namespace === ns && s.name === name && (port === undefined || s.port === port)),
   nodeName: 'node1',
 });
 
@@ -87,7 +93,11 @@ async function ask(path: string, req: unknown): Promise<Record<string, any>[]> {
   s.write(`${typeof req === 'string' ? req : JSON.stringify(req)}\n`);
   const chunks: Buffer[] = [];
   for await (const c of s) chunks.push(c as Buffer);
-  return Buffer.concat(chunks).toString('utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, any>);
+  return Buffer.concat(chunks)
+    .toString('utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as Record<string, any>);
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -98,7 +108,13 @@ describe('evidence socket: answers', () => {
     const lines = await ask(path, { service: 'lab/web' });
     expect(lines[0]).toMatchObject({ type: 'service', node: 'node1' });
     expect(lines.filter((l) => l.type === 'entry')).toHaveLength(10_000);
-    expect(lines.at(-1)).toEqual({ type: 'end', entries: 10_000, truncated: true, notSent: 11_000, reason: 'not sent: 11000 over the limit of 10000 entries per answer' });
+    expect(lines.at(-1)).toEqual({
+      type: 'end',
+      entries: 10_000,
+      truncated: true,
+      notSent: 11_000,
+      reason: 'not sent: 11000 over the limit of 10000 entries per answer',
+    });
   });
 
   it('under the cap: every entry, oldest first, no truncation', async () => {
@@ -117,7 +133,9 @@ describe('evidence socket: answers', () => {
       s.pause();
       s.write('{"service":"lab/web"}\n');
     }
-    await until('4 answers started', 3000, () => (accepted.length === 4 && accepted.every((s) => s.bytesWritten > 0) ? true : undefined));
+    await until('4 answers started', 3000, () =>
+      accepted.length === 4 && accepted.every((s) => s.bytesWritten > 0) ? true : undefined,
+    );
     await sleep(300);
     for (const s of accepted) expect(s.writableLength).toBeLessThan(64 << 10);
     // Each still gets its whole answer once it reads.
@@ -140,9 +158,19 @@ describe('evidence socket: answers', () => {
     table.upsert(entry(ENTRIES + 1), Date.now());
     await done;
     table.event({ type: 'DESTROY', entry: entry(ENTRIES + 1), receivedAtMs: Date.now() });
-    const lines = Buffer.concat(chunks).toString().trimEnd().split('\n').map((l) => JSON.parse(l) as Record<string, any>);
+    const lines = Buffer.concat(chunks)
+      .toString()
+      .trimEnd()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, any>);
     expect(lines.filter((l) => l.type === 'entry')).toHaveLength(3);
-    expect(lines.at(-1)).toEqual({ type: 'end', entries: 3, truncated: true, notSent: ENTRIES - 3 + 1, reason: `not sent: ${ENTRIES - 2} over the limit of 3 entries per answer` });
+    expect(lines.at(-1)).toEqual({
+      type: 'end',
+      entries: 3,
+      truncated: true,
+      notSent: ENTRIES - 3 + 1,
+      reason: `not sent: ${ENTRIES - 2} over the limit of 3 entries per answer`,
+    });
   });
 });
 
@@ -173,7 +201,9 @@ describe('evidence socket: limits', () => {
       s.write('{"service":"lab/web"}\n');
     }
     await sleep(100);
-    expect(await ask(path, { service: 'lab/web' })).toEqual([{ type: 'error', message: 'busy: 2 evidence answers in progress; try again' }]);
+    expect(await ask(path, { service: 'lab/web' })).toEqual([
+      { type: 'error', message: 'busy: 2 evidence answers in progress; try again' },
+    ]);
   });
 
   it('at most maxWatches watches; watches that never read do not keep a plain request out', async () => {
@@ -184,8 +214,14 @@ describe('evidence socket: limits', () => {
       s.write('{"service":"lab/web","watchS":60}\n');
     }
     await sleep(200);
-    expect(await ask(path, { service: 'lab/web', watchS: 1 })).toEqual([{ type: 'error', message: 'busy: 2 evidence watches in progress; try again, or ask without --watch' }]);
-    expect((await ask(path, { service: 'lab/web' })).at(-1)).toMatchObject({ type: 'end', entries: 5, truncated: true });
+    expect(await ask(path, { service: 'lab/web', watchS: 1 })).toEqual([
+      { type: 'error', message: 'busy: 2 evidence watches in progress; try again, or ask without --watch' },
+    ]);
+    expect((await ask(path, { service: 'lab/web' })).at(-1)).toMatchObject({
+      type: 'end',
+      entries: 5,
+      truncated: true,
+    });
   });
 
   it('at most maxConnections open; the oldest silent one gives way, so a real caller still gets in', async () => {
@@ -228,7 +264,9 @@ describe('evidence requests (defect 8)', () => {
       ['{"service":', 'the request is not JSON (want {"service":"NAMESPACE/NAME"} and a newline)'],
     ];
     for (const [req, message] of cases) expect(await ask(path, req), req).toEqual([{ type: 'error', message }]);
-    expect(await ask(path, { service: 'lab/nope' })).toEqual([{ type: 'error', message: "no LoadBalancer Service lab/nope in this node's cluster view" }]);
+    expect(await ask(path, { service: 'lab/nope' })).toEqual([
+      { type: 'error', message: "no LoadBalancer Service lab/nope in this node's cluster view" },
+    ]);
     expect(await ask(path, 'x'.repeat(5000))).toEqual([{ type: 'error', message: 'request longer than 4096 bytes' }]);
   });
 
@@ -268,6 +306,8 @@ describe('clbprobe evidence (the client)', () => {
     const { path } = await start({ maxEntries: 5 });
     const r = await evidenceToHead(['--service', 'lab/web', '--socket', path], 100);
     expect(r.status).toBe(0);
-    expect(r.stdout.trimEnd().split('\n').at(-1)).toBe(`# 5 entries (truncated: not sent: ${ENTRIES - 5} over the limit of 5 entries per answer)`);
+    expect(r.stdout.trimEnd().split('\n').at(-1)).toBe(
+      `# 5 entries (truncated: not sent: ${ENTRIES - 5} over the limit of 5 entries per answer)`,
+    );
   }, 30_000);
 });

@@ -4,13 +4,23 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { AccessReviewClient, parseAccessReview, parseTokenReview, ReviewError, type AccessAttributes } from '../../../src/cluster/access-review.js';
+import { bearerToken, KubeAuthorizer, ReviewRateLimiter, type TtlCache } from '../../../src/agent/kube-authorizer.js';
+import {
+  type AccessAttributes,
+  AccessReviewClient,
+  parseAccessReview,
+  parseTokenReview,
+  ReviewError,
+} from '../../../src/cluster/access-review.js';
 import { loadApiTarget } from '../../../src/cluster/kube-config.js';
-import { bearerToken, KubeAuthorizer, ReviewRateLimiter, TtlCache } from '../../../src/agent/kube-authorizer.js';
 import { FakeApiServer } from '../../support/fake-apiserver.js';
 
 const METRICS: AccessAttributes = { nonResource: { path: '/metrics', verb: 'get' } };
-const PROM = { username: 'system:serviceaccount:monitoring:prometheus-k8s', uid: 'p-uid', groups: ['system:serviceaccounts', 'system:serviceaccounts:monitoring'] };
+const PROM = {
+  username: 'system:serviceaccount:monitoring:prometheus-k8s',
+  uid: 'p-uid',
+  groups: ['system:serviceaccounts', 'system:serviceaccounts:monitoring'],
+};
 
 describe('KubeAuthorizer against the test API server', () => {
   const api = new FakeApiServer();
@@ -26,7 +36,11 @@ describe('KubeAuthorizer against the test API server', () => {
     client = new AccessReviewClient(loadApiTarget(join(dir, 'kubeconfig')), 2000);
     api.access.addToken('prom-token', PROM);
     api.access.addToken('dev-token', { username: 'dev', groups: ['developers'] });
-    api.access.grant({ subject: { group: 'system:serviceaccounts:monitoring' }, binding: 'clbprobe-metrics-reader', rule: { verbs: ['get'], nonResourceURLs: ['/metrics'] } });
+    api.access.grant({
+      subject: { group: 'system:serviceaccounts:monitoring' },
+      binding: 'clbprobe-metrics-reader',
+      rule: { verbs: ['get'], nonResourceURLs: ['/metrics'] },
+    });
   });
   afterAll(async () => {
     await api.stop();
@@ -42,7 +56,10 @@ describe('KubeAuthorizer against the test API server', () => {
     const d = await a.check('Bearer prom-token', METRICS);
     expect(d).toMatchObject({ ok: true, user: { username: PROM.username, uid: 'p-uid' } });
     expect(d.ok && d.user.groups).toContain('system:authenticated');
-    expect(api.access.log.map((l) => [l.kind, l.caller])).toEqual([['TokenReview', 'tester'], ['SubjectAccessReview', 'tester']]);
+    expect(api.access.log.map((l) => [l.kind, l.caller])).toEqual([
+      ['TokenReview', 'tester'],
+      ['SubjectAccessReview', 'tester'],
+    ]);
     expect(api.access.log[1]!.spec).toEqual({
       user: PROM.username,
       uid: 'p-uid',
@@ -56,17 +73,32 @@ describe('KubeAuthorizer against the test API server', () => {
 
   it('401 without a token, for a malformed header (no review sent), and for a token the API server does not know', async () => {
     const a = fresh();
-    expect(await a.check(undefined, METRICS)).toMatchObject({ ok: false, status: 401, message: expect.stringContaining('no bearer token') });
+    expect(await a.check(undefined, METRICS)).toMatchObject({
+      ok: false,
+      status: 401,
+      message: expect.stringContaining('no bearer token'),
+    });
     expect(await a.check('Basic dXNlcjpwdw==', METRICS)).toMatchObject({ ok: false, status: 401 });
     expect(await a.check(`Bearer ${'x'.repeat(9000)}`, METRICS)).toMatchObject({ ok: false, status: 401 });
     expect(api.access.log).toEqual([]);
-    expect(await a.check('Bearer stolen', METRICS)).toMatchObject({ ok: false, status: 401, message: expect.stringContaining('token not accepted') });
+    expect(await a.check('Bearer stolen', METRICS)).toMatchObject({
+      ok: false,
+      status: 401,
+      message: expect.stringContaining('token not accepted'),
+    });
   });
 
   it('403 naming the user and the verb; a denial lasts 30 s, so a new binding takes effect after it', async () => {
     const a = fresh();
-    expect(await a.check('Bearer dev-token', METRICS)).toEqual({ ok: false, status: 403, message: 'dev may not get /metrics' });
-    const ungrant = api.access.grant({ subject: { user: 'dev' }, rule: { verbs: ['get'], nonResourceURLs: ['/met*'] } });
+    expect(await a.check('Bearer dev-token', METRICS)).toEqual({
+      ok: false,
+      status: 403,
+      message: 'dev may not get /metrics',
+    });
+    const ungrant = api.access.grant({
+      subject: { user: 'dev' },
+      rule: { verbs: ['get'], nonResourceURLs: ['/met*'] },
+    });
     try {
       now += 20_000;
       expect((await a.check('Bearer dev-token', METRICS)).ok).toBe(false);
@@ -78,7 +110,10 @@ describe('KubeAuthorizer against the test API server', () => {
   });
 
   it('an allow lasts 5 minutes after the binding is removed, not longer; who the token is is re-asked after 2 minutes', async () => {
-    const ungrant = api.access.grant({ subject: { user: 'dev' }, rule: { verbs: ['get'], nonResourceURLs: ['/metrics'] } });
+    const ungrant = api.access.grant({
+      subject: { user: 'dev' },
+      rule: { verbs: ['get'], nonResourceURLs: ['/metrics'] },
+    });
     const a = fresh();
     expect((await a.check('Bearer dev-token', METRICS)).ok).toBe(true);
     ungrant();
@@ -90,12 +125,22 @@ describe('KubeAuthorizer against the test API server', () => {
   });
 
   it('resource attributes: get on one Service in one namespace (RoleBinding-scoped)', async () => {
-    const ungrant = api.access.grant({ subject: { group: 'developers' }, namespace: 'shop', rule: { verbs: ['get'], apiGroups: [''], resources: ['services'] } });
+    const ungrant = api.access.grant({
+      subject: { group: 'developers' },
+      namespace: 'shop',
+      rule: { verbs: ['get'], apiGroups: [''], resources: ['services'] },
+    });
     try {
       const a = fresh();
-      const svc = (namespace: string): AccessAttributes => ({ resource: { verb: 'get', group: '', resource: 'services', namespace, name: 'web' } });
+      const svc = (namespace: string): AccessAttributes => ({
+        resource: { verb: 'get', group: '', resource: 'services', namespace, name: 'web' },
+      });
       expect((await a.check('Bearer dev-token', svc('shop'))).ok).toBe(true);
-      expect(await a.check('Bearer dev-token', svc('bank'))).toEqual({ ok: false, status: 403, message: 'dev may not get services web in namespace bank' });
+      expect(await a.check('Bearer dev-token', svc('bank'))).toEqual({
+        ok: false,
+        status: 403,
+        message: 'dev may not get services web in namespace bank',
+      });
     } finally {
       ungrant();
     }
@@ -105,7 +150,13 @@ describe('KubeAuthorizer against the test API server', () => {
     const a = fresh();
     await api.stop();
     try {
-      expect(await a.check('Bearer prom-token', METRICS)).toMatchObject({ ok: false, status: 503, message: expect.stringMatching(/^cannot check the token with the API server: POST \/apis\/authentication.k8s.io\/v1\/tokenreviews: /) });
+      expect(await a.check('Bearer prom-token', METRICS)).toMatchObject({
+        ok: false,
+        status: 503,
+        message: expect.stringMatching(
+          /^cannot check the token with the API server: POST \/apis\/authentication.k8s.io\/v1\/tokenreviews: /,
+        ),
+      });
     } finally {
       await api.start();
     }
@@ -114,19 +165,28 @@ describe('KubeAuthorizer against the test API server', () => {
       expect(await a.check('Bearer prom-token', METRICS)).toMatchObject({
         ok: false,
         status: 503,
-        message: expect.stringContaining('User "tester" cannot create resource "tokenreviews" in API group "authentication.k8s.io"'),
+        message: expect.stringContaining(
+          'User "tester" cannot create resource "tokenreviews" in API group "authentication.k8s.io"',
+        ),
       });
     } finally {
       api.access.grant({
         subject: { user: 'tester' },
-        rule: { verbs: ['create'], apiGroups: ['authentication.k8s.io', 'authorization.k8s.io'], resources: ['tokenreviews', 'subjectaccessreviews'] },
+        rule: {
+          verbs: ['create'],
+          apiGroups: ['authentication.k8s.io', 'authorization.k8s.io'],
+          resources: ['tokenreviews', 'subjectaccessreviews'],
+        },
       });
     }
     expect((await a.check('Bearer prom-token', METRICS)).ok).toBe(true);
   });
 
   it('concurrent requests with one token share one review; the caches stay within their bound', async () => {
-    const a = fresh({ maxEntries: 3, limiter: new ReviewRateLimiter({ perSecond: 1000, burst: 1000 }, { perSecond: 1000, burst: 1000 }, () => now) });
+    const a = fresh({
+      maxEntries: 3,
+      limiter: new ReviewRateLimiter({ perSecond: 1000, burst: 1000 }, { perSecond: 1000, burst: 1000 }, () => now),
+    });
     const all = await Promise.all(Array.from({ length: 20 }, () => a.check('Bearer prom-token', METRICS)));
     expect(all.every((d) => d.ok)).toBe(true);
     expect(a.reviews).toEqual({ token: 1, access: 1 });
@@ -163,7 +223,10 @@ describe('KubeAuthorizer against the test API server', () => {
   });
 
   it('rejected tokens live in a cache of their own: a full one never pushes out an accepted token', async () => {
-    const a = fresh({ maxEntries: 4, limiter: new ReviewRateLimiter({ perSecond: 1000, burst: 1000 }, { perSecond: 1000, burst: 1000 }, () => now) });
+    const a = fresh({
+      maxEntries: 4,
+      limiter: new ReviewRateLimiter({ perSecond: 1000, burst: 1000 }, { perSecond: 1000, burst: 1000 }, () => now),
+    });
     expect((await a.check('Bearer prom-token', METRICS)).ok).toBe(true);
     for (let i = 0; i < 50; i++) expect(await a.check(`Bearer bad-${i}`, METRICS)).toMatchObject({ status: 401 });
     const tokenReviews = a.reviews.token;
@@ -177,7 +240,9 @@ describe('KubeAuthorizer against the test API server', () => {
     const slowForStrangers = {
       reviewToken: async (token: string) => {
         if (token !== 'prom-token') await gate;
-        return token === 'prom-token' ? { authenticated: true as const, user: PROM } : { authenticated: false as const, error: 'invalid' };
+        return token === 'prom-token'
+          ? { authenticated: true as const, user: PROM }
+          : { authenticated: false as const, error: 'invalid' };
       },
       reviewAccess: async () => ({ allowed: true, reason: '' }),
     };
@@ -195,10 +260,17 @@ describe('KubeAuthorizer against the test API server', () => {
   it('too many reviews waiting is a 503, not an unbounded queue of API calls', async () => {
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
-    const slow = { reviewToken: async () => (await gate, { authenticated: false as const, error: 'x' }), reviewAccess: async () => ({ allowed: false, reason: '' }) };
+    const slow = {
+      reviewToken: async () => (await gate, { authenticated: false as const, error: 'x' }),
+      reviewAccess: async () => ({ allowed: false, reason: '' }),
+    };
     const a = new KubeAuthorizer(slow, { maxPending: 2 });
     const waiting = [a.check('Bearer a', METRICS), a.check('Bearer b', METRICS)];
-    expect(await a.check('Bearer c', METRICS)).toMatchObject({ ok: false, status: 503, message: expect.stringContaining('2 reviews already waiting') });
+    expect(await a.check('Bearer c', METRICS)).toMatchObject({
+      ok: false,
+      status: 503,
+      message: expect.stringContaining('2 reviews already waiting'),
+    });
     release();
     expect((await Promise.all(waiting)).map((d) => !d.ok && d.status)).toEqual([401, 401]);
   });
@@ -206,23 +278,50 @@ describe('KubeAuthorizer against the test API server', () => {
 
 describe('review answers', () => {
   it('anything but a well-formed authenticated status is not authenticated, or an error', () => {
-    expect(parseTokenReview({ status: { user: {} } })).toEqual({ authenticated: false, error: 'token not authenticated' });
-    expect(parseTokenReview({ status: { authenticated: false, error: 'expired', user: { username: 'x' } } })).toEqual({ authenticated: false, error: 'expired' });
+    expect(parseTokenReview({ status: { user: {} } })).toEqual({
+      authenticated: false,
+      error: 'token not authenticated',
+    });
+    expect(parseTokenReview({ status: { authenticated: false, error: 'expired', user: { username: 'x' } } })).toEqual({
+      authenticated: false,
+      error: 'expired',
+    });
     expect(parseTokenReview({ status: { authenticated: 'true', user: { username: 'x' } } }).authenticated).toBe(false);
-    for (const bad of [null, 'x', [], {}, { status: null }, { status: { authenticated: true, user: {} } }, { status: { authenticated: true, user: { username: 7 } } }]) {
+    for (const bad of [
+      null,
+      'x',
+      [],
+      {},
+      { status: null },
+      { status: { authenticated: true, user: {} } },
+      { status: { authenticated: true, user: { username: 7 } } },
+    ]) {
       expect(() => parseTokenReview(bad)).toThrow(ReviewError);
     }
-    expect(parseTokenReview({ status: { authenticated: true, user: { username: 'u', groups: ['g', 3, null], extra: { k: ['v', 1], j: 'no' } } } })).toEqual({
+    expect(
+      parseTokenReview({
+        status: {
+          authenticated: true,
+          user: { username: 'u', groups: ['g', 3, null], extra: { k: ['v', 1], j: 'no' } },
+        },
+      }),
+    ).toEqual({
       authenticated: true,
       user: { username: 'u', groups: ['g'], extra: { k: ['v'], j: [] } },
     });
   });
 
   it('only allowed: true (and not denied) allows', () => {
-    expect(parseAccessReview({ status: { allowed: true, reason: 'RBAC: ok' } })).toEqual({ allowed: true, reason: 'RBAC: ok' });
+    expect(parseAccessReview({ status: { allowed: true, reason: 'RBAC: ok' } })).toEqual({
+      allowed: true,
+      reason: 'RBAC: ok',
+    });
     expect(parseAccessReview({ status: { allowed: true, denied: true } }).allowed).toBe(false);
     expect(parseAccessReview({ status: { allowed: 1 } }).allowed).toBe(false);
-    expect(parseAccessReview({ status: { allowed: false, evaluationError: 'webhook down' } })).toEqual({ allowed: false, reason: 'webhook down' });
+    expect(parseAccessReview({ status: { allowed: false, evaluationError: 'webhook down' } })).toEqual({
+      allowed: false,
+      reason: 'webhook down',
+    });
     expect(() => parseAccessReview({ spec: {} })).toThrow(ReviewError);
   });
 

@@ -61,7 +61,10 @@ function stable(text: string): { text: string; dropped: string[] } {
     dropped.add(name);
     return false;
   });
-  const lines = kept.join('\n').split('\n').map((l) => l.replace(DURATION, '$1 <duration>'));
+  const lines = kept
+    .join('\n')
+    .split('\n')
+    .map((l) => l.replace(DURATION, '$1 <duration>'));
   return { text: `${lines.join('\n').trimEnd()}\n`, dropped: [...dropped] };
 }
 
@@ -70,7 +73,12 @@ function fetchMetrics(port: number, gzip: boolean): Promise<{ encoding?: string;
     get({ host: '127.0.0.1', port, path: '/metrics', headers: gzip ? { 'accept-encoding': 'gzip' } : {} }, (res) => {
       const parts: Buffer[] = [];
       res.on('data', (b: Buffer) => parts.push(b));
-      res.on('end', () => resolve({ ...(res.headers['content-encoding'] ? { encoding: res.headers['content-encoding'] } : {}), body: Buffer.concat(parts) }));
+      res.on('end', () =>
+        resolve({
+          ...(res.headers['content-encoding'] ? { encoding: res.headers['content-encoding'] } : {}),
+          body: Buffer.concat(parts),
+        }),
+      );
       res.on('error', reject);
     }).on('error', reject);
   });
@@ -87,7 +95,10 @@ describe('agent /metrics end to end, from a bundle', () => {
     for (const [name, from] of Object.entries(BUNDLE)) copyFileSync(join(FX, from), join(dir, name));
     const node = JSON.parse(readFileSync(CASE_NODE, 'utf8')) as NodeSnapshot;
     writeFileSync(join(dir, 'ipvs.json'), JSON.stringify(node.ipvs));
-    writeFileSync(join(dir, 'conntrack.txt'), node.conntrack!.entries!.map((e) => `${formatConntrack(e, { extended: true, id: true })}\n`).join(''));
+    writeFileSync(
+      join(dir, 'conntrack.txt'),
+      node.conntrack!.entries!.map((e) => `${formatConntrack(e, { extended: true, id: true })}\n`).join(''),
+    );
     const inputs = bundleInputs(dir);
     agent = new Agent({
       nodeName: 'node-a',
@@ -101,7 +112,10 @@ describe('agent /metrics end to end, from a bundle', () => {
       inputs,
     });
     // As `clbprobe agent` serves it: prom-client's process metrics included.
-    http = createMetricsServer({ registry: createAgentRegistry(() => agent.metricsState(), { maxServicePorts: 100, processMetrics: true }), ready: () => agent.ready });
+    http = createMetricsServer({
+      registry: createAgentRegistry(() => agent.metricsState(), { maxServicePorts: 100, processMetrics: true }),
+      ready: () => agent.ready,
+    });
     await new Promise<void>((r) => http.listen(0, '127.0.0.1', r));
     port = (http.address() as AddressInfo).port;
     await agent.start();
@@ -129,9 +143,14 @@ describe('agent /metrics end to end, from a bundle', () => {
 
   it('reads every source from the bundle, and diagnoses the loop the bundle holds', async () => {
     const text = gunzipSync((await fetchMetrics(port, true)).body).toString();
-    for (const source of ['addresses', 'ipvs', 'nat', 'conntrack', 'cluster']) expect(text).toContain(`clbprobe_source_up{source="${source}"} 1\n`);
+    for (const source of ['addresses', 'ipvs', 'nat', 'conntrack', 'cluster'])
+      expect(text).toContain(`clbprobe_source_up{source="${source}"} 1\n`);
     // TKE-style IPVS: the LB IP is neither bound on kube-ipvs0 nor an IPVS virtual server.
-    expect(text).toContain('clbprobe_lb_ip_bound{namespace="shop",service="api",port="80",protocol="TCP",ip="192.0.2.20"} 0\n');
-    expect(text).toContain('clbprobe_findings_active{namespace="shop",service="api",port="80",protocol="TCP",mechanism="L4-loop",severity="active"} 1\n');
+    expect(text).toContain(
+      'clbprobe_lb_ip_bound{namespace="shop",service="api",port="80",protocol="TCP",ip="192.0.2.20"} 0\n',
+    );
+    expect(text).toContain(
+      'clbprobe_findings_active{namespace="shop",service="api",port="80",protocol="TCP",mechanism="L4-loop",severity="active"} 1\n',
+    );
   });
 });

@@ -10,7 +10,11 @@ import type { ConntrackEntry } from '../../../src/kernel/types.js';
 function service(name: string, vip: string, nodePort: number): object {
   return {
     metadata: { name, namespace: 'shop' },
-    spec: { type: 'LoadBalancer', clusterIP: '172.16.0.1', ports: [{ name: 'http', port: 80, targetPort: 8080, nodePort }] },
+    spec: {
+      type: 'LoadBalancer',
+      clusterIP: '172.16.0.1',
+      ports: [{ name: 'http', port: 80, targetPort: 8080, nodePort }],
+    },
     status: { loadBalancer: { ingress: [{ ip: vip }] } },
   };
 }
@@ -26,7 +30,14 @@ function slice(service: string, addresses: string[]): object {
 
 function reply(src: string, sport: number, dst = '10.0.0.9', dport = 80): ConntrackEntry {
   return {
-    family: 4, proto: 'tcp', status: 0, statusFlags: [], timeoutS: 1, mark: 0, zone: 0, id: 1,
+    family: 4,
+    proto: 'tcp',
+    status: 0,
+    statusFlags: [],
+    timeoutS: 1,
+    mark: 0,
+    zone: 0,
+    id: 1,
     orig: { src: '10.244.1.5', sport: 40000, dst, dport, protoNum: 6 },
     reply: { src, sport, dst: '10.244.1.5', dport: 40000, protoNum: 6 },
   };
@@ -34,9 +45,15 @@ function reply(src: string, sport: number, dst = '10.0.0.9', dport = 80): Conntr
 
 describe('ServiceIndex with shared and single keys', () => {
   const objects = emptyObjects();
-  objects.services.push({ origin: 't', object: service('a', '10.0.0.10', 30001) }, { origin: 't', object: service('b', '10.0.0.11', 30002) });
+  objects.services.push(
+    { origin: 't', object: service('a', '10.0.0.10', 30001) },
+    { origin: 't', object: service('b', '10.0.0.11', 30002) },
+  );
   // 10.244.2.7:8080 serves both Services; 10.244.2.8 only a.
-  objects.endpointSlices.push({ origin: 't', object: slice('a', ['10.244.2.7', '10.244.2.8']) }, { origin: 't', object: slice('b', ['10.244.2.7']) });
+  objects.endpointSlices.push(
+    { origin: 't', object: slice('a', ['10.244.2.7', '10.244.2.8']) },
+    { origin: 't', object: slice('b', ['10.244.2.7']) },
+  );
   const view = buildClusterView(objects, { nodeName: 'n1' });
   const idx = new ServiceIndex(view, { nodeIps: ['10.0.1.1'], ipvsIps: [], podCidrs: ['10.244.1.0/24'] });
   const names = (svcs: { name: string }[] | undefined) => svcs?.map((s) => s.name).sort();
@@ -45,7 +62,9 @@ describe('ServiceIndex with shared and single keys', () => {
     expect(names(idx.match(reply('10.244.2.7', 8080))?.svcs)).toEqual(['a', 'b']);
     expect(names(idx.match(reply('10.244.2.8', 8080))?.svcs)).toEqual(['a']);
     expect(idx.match(reply('10.244.2.9', 8080))).toBeUndefined();
-    expect(names(idx.ofSample({ kind: 'loop_return', proto: 'tcp', target: '10.244.2.7', port: 8080 } as never))).toEqual(['a', 'b']);
+    expect(
+      names(idx.ofSample({ kind: 'loop_return', proto: 'tcp', target: '10.244.2.7', port: 8080 } as never)),
+    ).toEqual(['a', 'b']);
   });
 
   it('VIPs and NodePorts map to their own Service', () => {

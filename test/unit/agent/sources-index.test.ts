@@ -4,8 +4,8 @@
 import { resolve } from 'node:path';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { AgentSources, type PolledSource } from '../../../src/agent/sources.js';
 import type { ServiceIndex } from '../../../src/agent/service-index.js';
+import { AgentSources, type PolledSource } from '../../../src/agent/sources.js';
 import type { AddressSnapshot } from '../../../src/kernel/types.js';
 import { addresses } from '../../../src/source/addresses.js';
 
@@ -13,7 +13,13 @@ const CLUSTER = resolve(import.meta.dirname, '../../fixtures/cluster/kubectl-lis
 
 const node = (ip: string): AddressSnapshot => ({
   interfaces: [
-    { index: 2, name: 'eth0', up: true, mtu: 1500, addresses: [{ family: 4, address: ip, prefixLen: 24, scope: 'global' }] },
+    {
+      index: 2,
+      name: 'eth0',
+      up: true,
+      mtu: 1500,
+      addresses: [{ family: 4, address: ip, prefixLen: 24, scope: 'global' }],
+    },
   ] as AddressSnapshot['interfaces'],
 });
 
@@ -22,7 +28,11 @@ function sources(ips: string[]) {
   let reads = 0;
   const reader: PolledSource = {
     def: addresses as PolledSource['def'],
-    reader: { name: 'addresses', key: 'addresses', read: () => ({ state: 'up', value: node(ips[Math.min(reads++, ips.length - 1)]!) }) },
+    reader: {
+      name: 'addresses',
+      key: 'addresses',
+      read: () => ({ state: 'up', value: node(ips[Math.min(reads++, ips.length - 1)]!) }),
+    },
   };
   const s = new AgentSources({
     nodeName: 'node-1',

@@ -11,7 +11,12 @@ import { loadApiTarget } from '../../../src/cluster/kube-config.js';
 import { FakeApiServer, type ResourceName } from '../../support/fake-apiserver.js';
 
 const CLUSTER = join(import.meta.dirname, '../../fixtures/bundles/tke-ipvs-unbound-l4-loop/cluster.json');
-const RESOURCE: Record<string, ResourceName> = { Service: 'services', EndpointSlice: 'endpointslices', Ingress: 'ingresses', Node: 'nodes' };
+const RESOURCE: Record<string, ResourceName> = {
+  Service: 'services',
+  EndpointSlice: 'endpointslices',
+  Ingress: 'ingresses',
+  Node: 'nodes',
+};
 
 describe('listClusterObjects', () => {
   const server = new FakeApiServer();
@@ -33,7 +38,13 @@ describe('listClusterObjects', () => {
   it('lists every kind over several pages into a List that the cluster file reader gives the same view of', async () => {
     const { list, errors } = await listClusterObjects(api, 1);
     expect(errors).toEqual([]);
-    expect(list.items.map((i) => (i as { kind: string }).kind).sort()).toEqual(['EndpointSlice', 'EndpointSlice', 'Node', 'Service', 'Service']);
+    expect(list.items.map((i) => (i as { kind: string }).kind).sort()).toEqual([
+      'EndpointSlice',
+      'EndpointSlice',
+      'Node',
+      'Service',
+      'Service',
+    ]);
     writeFileSync(join(tmp, 'cluster.json'), JSON.stringify(list));
     const fromApi = loadClusterFile(join(tmp, 'cluster.json'), { nodeName: 'node-a' });
     const fromFile = loadClusterFile(CLUSTER, { nodeName: 'node-a' });

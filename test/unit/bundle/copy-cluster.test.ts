@@ -24,7 +24,11 @@ describe('collect: the --cluster-file copy', () => {
     truncateSync(big, (64 << 20) + 1);
     const dest = mkdtempSync(join(out, 'bundle-'));
     const e = copyCluster(big, dest);
-    expect(e).toEqual({ command: `copy of --cluster-file ${big}`, durationMs: expect.any(Number), error: `cannot copy: cluster file ${big} is larger than 64 MiB, the most clbprobe reads of it` });
+    expect(e).toEqual({
+      command: `copy of --cluster-file ${big}`,
+      durationMs: expect.any(Number),
+      error: `cannot copy: cluster file ${big} is larger than 64 MiB, the most clbprobe reads of it`,
+    });
     expect(existsSync(join(dest, 'cluster.json'))).toBe(false);
     rmSync(big);
   });

@@ -2,7 +2,12 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { findKubeProxy, MAX_KUBE_PROXY_CONFIG_BYTES, modeFromConfig, proxyModeOf } from '../../../src/bundle/kube-proxy.js';
+import {
+  findKubeProxy,
+  MAX_KUBE_PROXY_CONFIG_BYTES,
+  modeFromConfig,
+  proxyModeOf,
+} from '../../../src/bundle/kube-proxy.js';
 
 const roots: string[] = [];
 afterEach(() => roots.splice(0).forEach((d) => rmSync(d, { recursive: true, force: true })));
@@ -54,8 +59,14 @@ describe('kube-proxy mode discovery', () => {
   });
 
   it('prefers --proxy-mode; falls back to the default; says why when the config is unreadable', () => {
-    expect(proxyModeOf(['--proxy-mode', 'ipvs', '--config=/x'], () => 'mode: iptables')).toEqual({ mode: 'ipvs', source: '--proxy-mode flag' });
-    expect(proxyModeOf(['--config', '/x'], () => 'mode: ""\n')).toMatchObject({ mode: 'iptables', source: expect.stringMatching(/sets no mode/) });
+    expect(proxyModeOf(['--proxy-mode', 'ipvs', '--config=/x'], () => 'mode: iptables')).toEqual({
+      mode: 'ipvs',
+      source: '--proxy-mode flag',
+    });
+    expect(proxyModeOf(['--config', '/x'], () => 'mode: ""\n')).toMatchObject({
+      mode: 'iptables',
+      source: expect.stringMatching(/sets no mode/),
+    });
     expect(proxyModeOf(['--config=/x'], () => undefined)).toEqual({ source: 'config file /x could not be read' });
     expect(proxyModeOf(['--v=2'], () => undefined)).toMatchObject({ mode: 'iptables' });
     expect(modeFromConfig('{"kind":"KubeProxyConfiguration",\n "mode": "nftables",\n "x": 1}')).toBe('nftables');
@@ -64,14 +75,24 @@ describe('kube-proxy mode discovery', () => {
 
   it(`a --config file over ${MAX_KUBE_PROXY_CONFIG_BYTES >> 20} MiB is not read: the source says so, naming the file and the bound`, () => {
     const big = KUBEADM_CONFIG + '#'.repeat(MAX_KUBE_PROXY_CONFIG_BYTES + 1 - KUBEADM_CONFIG.length);
-    const root = fakeProc({ '4242': { argv: ['kube-proxy', '--config=/var/lib/kube-proxy/config.conf'], files: { 'var/lib/kube-proxy/config.conf': big } } });
+    const root = fakeProc({
+      '4242': {
+        argv: ['kube-proxy', '--config=/var/lib/kube-proxy/config.conf'],
+        files: { 'var/lib/kube-proxy/config.conf': big },
+      },
+    });
     const file = join(root, '4242/root/var/lib/kube-proxy/config.conf');
     expect(findKubeProxy(root)).toEqual({
       source: `config file /var/lib/kube-proxy/config.conf could not be read: kube-proxy config file ${file} is larger than 1 MiB, the most clbprobe reads of it`,
       pid: 4242,
       args: ['kube-proxy', '--config=/var/lib/kube-proxy/config.conf'],
     });
-    const atBound = fakeProc({ '4243': { argv: ['kube-proxy', '--config=/ok.conf'], files: { 'ok.conf': big.slice(0, MAX_KUBE_PROXY_CONFIG_BYTES) } } });
+    const atBound = fakeProc({
+      '4243': {
+        argv: ['kube-proxy', '--config=/ok.conf'],
+        files: { 'ok.conf': big.slice(0, MAX_KUBE_PROXY_CONFIG_BYTES) },
+      },
+    });
     expect(findKubeProxy(atBound)).toMatchObject({ mode: 'ipvs', pid: 4243 });
   });
 

@@ -7,7 +7,10 @@ import { formatConntrack } from '../../../src/kernel/conntrack/format.js';
 
 const TEXT = join(import.meta.dirname, '../../fixtures/text');
 const read = (f: string): string => readFileSync(join(TEXT, f), 'utf8');
-const lines = (f: string): string[] => read(f).split('\n').filter((l) => l.trim() !== '');
+const lines = (f: string): string[] =>
+  read(f)
+    .split('\n')
+    .filter((l) => l.trim() !== '');
 
 describe('conntrack text parser on outputs captured in a netns (test/fixtures/text/capture.sh)', () => {
   it('round-trips every `conntrack -L -o extended,id` line through the conntrack -L formatter', () => {
@@ -19,7 +22,10 @@ describe('conntrack text parser on outputs captured in a netns (test/fixtures/te
   });
 
   it('round-trips plain `conntrack -L` and `-o extended` lines', () => {
-    for (const [f, extended] of [['conntrack-L.txt', false], ['conntrack-L-extended.txt', true]] as const) {
+    for (const [f, extended] of [
+      ['conntrack-L.txt', false],
+      ['conntrack-L-extended.txt', true],
+    ] as const) {
       const src = lines(f);
       const { entries } = parseConntrackText(src.join('\n'), f);
       expect(entries.map((e) => formatConntrack(e, { extended }))).toEqual(src.map((l) => l.trim()));
@@ -29,7 +35,8 @@ describe('conntrack text parser on outputs captured in a netns (test/fixtures/te
   it('reads /proc/net/nf_conntrack: full IPv6 forms canonicalised, zone=0 and use kept, same flows as conntrack -L', () => {
     const proc = parseConntrackText(read('proc-nf_conntrack.txt'), 'proc-nf_conntrack.txt');
     const ct = parseConntrackText(read('conntrack-L-extended.txt'), 'conntrack-L-extended.txt');
-    const key = (e: (typeof proc.entries)[number]): string => JSON.stringify([e.orig, e.reply, e.tcpState, e.statusFlags, e.zone]);
+    const key = (e: (typeof proc.entries)[number]): string =>
+      JSON.stringify([e.orig, e.reply, e.tcpState, e.statusFlags, e.zone]);
     expect(proc.warnings).toEqual([]);
     expect(proc.entries.map(key).sort()).toEqual(ct.entries.map(key).sort());
     const v6 = proc.entries.find((e) => e.orig.dst === 'fd77::50')!;
@@ -39,7 +46,8 @@ describe('conntrack text parser on outputs captured in a netns (test/fixtures/te
 
   it('decodes tuples, states, flags, NAT, zone, mark, counters and ids as conntrack prints them', () => {
     const { entries } = parseConntrackText(read('conntrack-L-extended-id.txt'), 'x');
-    const byDst = (dst: string, dport?: number) => entries.find((e) => e.orig.dst === dst && (dport === undefined || e.orig.dport === dport))!;
+    const byDst = (dst: string, dport?: number) =>
+      entries.find((e) => e.orig.dst === dst && (dport === undefined || e.orig.dport === dport))!;
     // The L4-loop outbound leg: untranslated, unreplied.
     const out = byDst('203.0.113.50', 80);
     expect(out).toMatchObject({ family: 4, proto: 'tcp', tcpState: 'SYN_SENT', zone: 0, mark: 0, use: 1 });
@@ -82,7 +90,12 @@ describe('conntrack text parser on outputs captured in a netns (test/fixtures/te
     const n = src.findIndex((l) => l.includes('ESTABLISHED') && l.includes('packets=2'));
     const line = src[n]!;
     // Cuts inside the original tuple, before the reply tuple, inside it, and inside "mark=".
-    const cuts = [line.indexOf('dport=') + 3, line.indexOf('packets='), line.lastIndexOf('sport='), line.indexOf('mark=') + 2];
+    const cuts = [
+      line.indexOf('dport=') + 3,
+      line.indexOf('packets='),
+      line.lastIndexOf('sport='),
+      line.indexOf('mark=') + 2,
+    ];
     for (const cut of cuts) {
       const text = [...src.slice(0, n), line.slice(0, cut), ...src.slice(n + 1)].join('\n');
       const r = parseConntrackText(text, 'bundle/conntrack.txt');
@@ -102,23 +115,40 @@ describe('conntrack text parser on outputs captured in a netns (test/fixtures/te
       return 'parsed';
     };
     expect(bad('tcp 6 10 ESTABLISHED src=10.0.0.1 dst=10.0.0.2 sport=1 dport=2')).toMatch(/no reply tuple/);
-    expect(bad('tcp 6 10 ESTABLISHED src=10.0.0.1 dst=10.0.0.999 sport=1 dport=2 src=10.0.0.2 dst=10.0.0.1 sport=2 dport=1')).toMatch(/dst="10.0.0.999" is not an IP/);
+    expect(
+      bad('tcp 6 10 ESTABLISHED src=10.0.0.1 dst=10.0.0.999 sport=1 dport=2 src=10.0.0.2 dst=10.0.0.1 sport=2 dport=1'),
+    ).toMatch(/dst="10.0.0.999" is not an IP/);
     expect(bad('tcp 6 ten ESTABLISHED')).toMatch(/timeout "ten"/);
     expect(bad('ipv4 10 tcp 6 10 src=10.0.0.1')).toMatch(/expected 2/);
-    expect(bad('tcp 6 10 SYN_SENT src=10.0.0.1 dst=10.0.0.2 sport=1 dport=99999 src=10.0.0.2 dst=10.0.0.1 sport=2 dport=1')).toMatch(/dport "99999"/);
-    expect(bad('tcp 6 10 SYN_SENT src=10.0.0.1 dst=10.0.0.2 src=10.0.0.2 dst=10.0.0.1 mark=0')).toMatch(/original tuple without sport/);
-    expect(bad('tcp 6 10 SYN_SENT src=10.0.0.1 dst=fd00::2 sport=1 dport=2 src=fd00::2 dst=10.0.0.1 sport=2 dport=1')).toMatch(/mix IPv4 and IPv6/);
-    expect(bad('udp 17 10 src=10.0.0.1 dst=10.0.0.2 sport=1 dport=2 src=10.0.0.2 dst=10.0.0.1 sport=2 dport=1 mark=0 use')).toMatch(/unexpected "use"/);
+    expect(
+      bad('tcp 6 10 SYN_SENT src=10.0.0.1 dst=10.0.0.2 sport=1 dport=99999 src=10.0.0.2 dst=10.0.0.1 sport=2 dport=1'),
+    ).toMatch(/dport "99999"/);
+    expect(bad('tcp 6 10 SYN_SENT src=10.0.0.1 dst=10.0.0.2 src=10.0.0.2 dst=10.0.0.1 mark=0')).toMatch(
+      /original tuple without sport/,
+    );
+    expect(
+      bad('tcp 6 10 SYN_SENT src=10.0.0.1 dst=fd00::2 sport=1 dport=2 src=fd00::2 dst=10.0.0.1 sport=2 dport=1'),
+    ).toMatch(/mix IPv4 and IPv6/);
+    expect(
+      bad('udp 17 10 src=10.0.0.1 dst=10.0.0.2 sport=1 dport=2 src=10.0.0.2 dst=10.0.0.1 sport=2 dport=1 mark=0 use'),
+    ).toMatch(/unexpected "use"/);
   });
 
   it('rejects a file that is not conntrack output at all, naming file and line', () => {
-    expect(() => parseConntrackText('\n# saved by hand\nhello world\nfoo\n', 'bundle/conntrack.txt')).toThrow(BundleParseError);
-    expect(() => parseConntrackText('\nhello world\n', 'bundle/conntrack.txt')).toThrow(/^bundle\/conntrack\.txt:2: not conntrack -L/);
+    expect(() => parseConntrackText('\n# saved by hand\nhello world\nfoo\n', 'bundle/conntrack.txt')).toThrow(
+      BundleParseError,
+    );
+    expect(() => parseConntrackText('\nhello world\n', 'bundle/conntrack.txt')).toThrow(
+      /^bundle\/conntrack\.txt:2: not conntrack -L/,
+    );
     expect(parseConntrackText('', 'empty').entries).toEqual([]);
   });
 
   it('reports an error message of conntrack saved in the file', () => {
-    const r = parseConntrackText('conntrack v1.4.7 (conntrack-tools): Operation failed: Operation not permitted\n', 'c.txt');
+    const r = parseConntrackText(
+      'conntrack v1.4.7 (conntrack-tools): Operation failed: Operation not permitted\n',
+      'c.txt',
+    );
     expect(r.entries).toEqual([]);
     expect(r.warnings[0]).toBe('c.txt:1: conntrack reported: Operation failed: Operation not permitted');
   });

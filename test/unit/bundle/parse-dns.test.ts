@@ -5,11 +5,11 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { MAX_LOOKUP_ADDRESSES, formatDnsLookups, parseDnsLookups } from '../../../src/bundle/parse-dns.js';
+import { BundleFiles } from '../../../src/bundle/files.js';
+import { formatDnsLookups, MAX_LOOKUP_ADDRESSES, parseDnsLookups } from '../../../src/bundle/parse-dns.js';
 import { readBundle } from '../../../src/bundle/read.js';
 import type { HostnameLookup } from '../../../src/kernel/types.js';
 import { dns } from '../../../src/source/dns.js';
-import { BundleFiles } from '../../../src/bundle/files.js';
 
 const FX = join(import.meta.dirname, '../../fixtures');
 const OK = readFileSync(join(FX, 'dns/dns-lookups.lab.json'), 'utf8');
@@ -25,10 +25,25 @@ afterEach(() => dirs.splice(0).forEach((d) => rmSync(d, { recursive: true, force
 describe('parseDnsLookups', () => {
   it('reads the captured answer and the captured SERVFAIL', () => {
     expect(parseDnsLookups(OK, 'f')).toEqual({
-      lookups: [{ hostname: NAME, addresses: ['10.0.100.100'], ttlS: 5, resolvedAt: expect.any(String), resolver: 'nameserver 10.0.1.1 (/etc/resolv.conf)' }],
+      lookups: [
+        {
+          hostname: NAME,
+          addresses: ['10.0.100.100'],
+          ttlS: 5,
+          resolvedAt: expect.any(String),
+          resolver: 'nameserver 10.0.1.1 (/etc/resolv.conf)',
+        },
+      ],
       warnings: [],
     });
-    expect(parseDnsLookups(SERVFAIL, 'f').lookups).toEqual([{ hostname: NAME, addresses: [], error: 'SERVFAIL from the nameserver', resolver: 'nameserver 10.0.1.1 (/etc/resolv.conf)' }]);
+    expect(parseDnsLookups(SERVFAIL, 'f').lookups).toEqual([
+      {
+        hostname: NAME,
+        addresses: [],
+        error: 'SERVFAIL from the nameserver',
+        resolver: 'nameserver 10.0.1.1 (/etc/resolv.conf)',
+      },
+    ]);
   });
 
   it('writes what it reads (the collect side)', () => {
@@ -51,7 +66,10 @@ describe('parseDnsLookups', () => {
         continue;
       }
       expect(r.lookups[0]?.hostname, `cut at ${n}`).toBe(NAME);
-      if (n < TWO.length - 2) expect(r.warnings.join(), `cut at ${n}`).toMatch(/not complete JSON \(cut short\?\): read the [12] complete lookup line/);
+      if (n < TWO.length - 2)
+        expect(r.warnings.join(), `cut at ${n}`).toMatch(
+          /not complete JSON \(cut short\?\): read the [12] complete lookup line/,
+        );
     }
   });
 
@@ -63,18 +81,38 @@ describe('parseDnsLookups', () => {
         null,
         7,
         { hostname: 5 },
-        { ...good, hostname: 'a.example', addresses: ['10.0.0.1', 'not-an-ip', 'fe80::1%eth0', 12, '2001:db8::1'], ttlS: -1, resolvedAt: 'yesterday', error: {} },
+        {
+          ...good,
+          hostname: 'a.example',
+          addresses: ['10.0.0.1', 'not-an-ip', 'fe80::1%eth0', 12, '2001:db8::1'],
+          ttlS: -1,
+          resolvedAt: 'yesterday',
+          error: {},
+        },
         good,
         { ...good, addresses: ['10.9.9.9'] },
         { hostname: 'b.example', resolver: 'r' },
-        { ...good, hostname: 'c.example', addresses: Array.from({ length: MAX_LOOKUP_ADDRESSES + 5 }, (_, i) => `10.1.${i >> 8}.${i & 255}`) },
+        {
+          ...good,
+          hostname: 'c.example',
+          addresses: Array.from({ length: MAX_LOOKUP_ADDRESSES + 5 }, (_, i) => `10.1.${i >> 8}.${i & 255}`),
+        },
       ],
     });
     const r = parseDnsLookups(text, 'f');
     expect(r.lookups.map((l) => l.hostname)).toEqual(['a.example', NAME, 'b.example', 'c.example']);
-    expect(r.lookups[0]).toEqual({ hostname: 'a.example', addresses: ['10.0.0.1', '2001:db8::1'], resolver: good.resolver });
+    expect(r.lookups[0]).toEqual({
+      hostname: 'a.example',
+      addresses: ['10.0.0.1', '2001:db8::1'],
+      resolver: good.resolver,
+    });
     expect(r.lookups[1]!.addresses).toEqual(['10.0.100.100']);
-    expect(r.lookups[2]).toEqual({ hostname: 'b.example', addresses: [], resolver: 'r', error: 'no address in the bundle' });
+    expect(r.lookups[2]).toEqual({
+      hostname: 'b.example',
+      addresses: [],
+      resolver: 'r',
+      error: 'no address in the bundle',
+    });
     expect(r.lookups[3]!.addresses).toHaveLength(MAX_LOOKUP_ADDRESSES);
     expect(r.warnings).toEqual([
       'f: lookups[0]: not an object; skipped',
@@ -97,7 +135,9 @@ describe('parseDnsLookups', () => {
     expect(() => parseDnsLookups('<html>', 'f')).toThrow(/^f: not JSON/);
     expect(() => parseDnsLookups('{}', 'f')).toThrow('f: no "lookups" list');
     expect(() => parseDnsLookups('null', 'f')).toThrow('f: no "lookups" list');
-    expect(parseDnsLookups(OK.replace('clbprobe-dns-lookups/1', 'other/9'), 'f').warnings).toEqual(['f: format "other/9", not clbprobe-dns-lookups/1: read as far as it matches']);
+    expect(parseDnsLookups(OK.replace('clbprobe-dns-lookups/1', 'other/9'), 'f').warnings).toEqual([
+      'f: format "other/9", not clbprobe-dns-lookups/1: read as far as it matches',
+    ]);
   });
 });
 
@@ -121,29 +161,53 @@ describe('the dns source in a bundle', () => {
       reason: `1 of 1 LB hostnames not resolved by nameserver 10.0.1.1 (/etc/resolv.conf): ${NAME}: SERVFAIL from the nameserver`,
       value: { lookups: [{ hostname: NAME, addresses: [] }] },
     });
-    expect(read({})).toMatchObject({ state: 'absent', reason: expect.stringContaining('dns-lookups.json not in the bundle') });
+    expect(read({})).toMatchObject({
+      state: 'absent',
+      reason: expect.stringContaining('dns-lookups.json not in the bundle'),
+    });
   });
 
-  it('readBundle gives the hostname-only Services the bundle\'s addresses; unanswered names leave dns down', () => {
+  it("readBundle gives the hostname-only Services the bundle's addresses; unanswered names leave dns down", () => {
     const names = [...hostnameCluster().matchAll(/"hostname": "([^"]+elb[^"]+)"/g)].map((m) => m[1]!);
     expect(names.length).toBe(4);
-    const lookups: HostnameLookup[] = names.slice(0, 3).map((hostname, i) => ({ hostname, addresses: [`10.0.50.${10 + i}`], ttlS: 60, resolver: 'nameserver 10.96.0.10 (/etc/resolv.conf)' }));
-    const r = readBundle(bundleWith({ 'cluster.json': hostnameCluster(), 'dns-lookups.json': formatDnsLookups(lookups) }), { nodeName: 'node-a' });
+    const lookups: HostnameLookup[] = names.slice(0, 3).map((hostname, i) => ({
+      hostname,
+      addresses: [`10.0.50.${10 + i}`],
+      ttlS: 60,
+      resolver: 'nameserver 10.96.0.10 (/etc/resolv.conf)',
+    }));
+    const r = readBundle(
+      bundleWith({ 'cluster.json': hostnameCluster(), 'dns-lookups.json': formatDnsLookups(lookups) }),
+      { nodeName: 'node-a' },
+    );
     const svc = r.cluster!.services.find((s) => s.lbHostnames?.includes(names[0]!))!;
-    expect(svc.lbIngress).toContainEqual({ ip: '10.0.50.10', ipMode: 'VIP', hostname: names[0], resolvedFrom: names[0] });
+    expect(svc.lbIngress).toContainEqual({
+      ip: '10.0.50.10',
+      ipMode: 'VIP',
+      hostname: names[0],
+      resolvedFrom: names[0],
+    });
     expect(svc.lbHostnameLookups).toEqual([lookups[0]]);
     const esc = (x: string) => x.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
     const status = r.node.sources.find((s) => s.source === 'dns');
     expect(status?.available).toBe(false);
-    expect(status?.reason).toMatch(new RegExp(`^1 of 4 hostname-only LB names not answered \\(${esc(names[3]!)}\\): .*dns-lookups\\.json has no answer for them$`));
+    expect(status?.reason).toMatch(
+      new RegExp(
+        `^1 of 4 hostname-only LB names not answered \\(${esc(names[3]!)}\\): .*dns-lookups\\.json has no answer for them$`,
+      ),
+    );
 
     // A bundle made by hand has no answers at all: every name unknown, and why.
     const none = readBundle(bundleWith({ 'cluster.json': hostnameCluster() }), { nodeName: 'node-a' });
     expect(none.node.sources.find((s) => s.source === 'dns')).toEqual({
       source: 'dns',
       available: false,
-      reason: expect.stringMatching(/^4 of 4 hostname-only LB names not answered \(.*, \.\.\.\): dns-lookups\.json not in the bundle/),
+      reason: expect.stringMatching(
+        /^4 of 4 hostname-only LB names not answered \(.*, \.\.\.\): dns-lookups\.json not in the bundle/,
+      ),
     });
-    expect(none.cluster!.services.find((s) => s.lbHostnames?.includes(names[0]!))!.lbIngress.some((i) => i.resolvedFrom)).toBe(false);
+    expect(
+      none.cluster!.services.find((s) => s.lbHostnames?.includes(names[0]!))!.lbIngress.some((i) => i.resolvedFrom),
+    ).toBe(false);
   });
 });

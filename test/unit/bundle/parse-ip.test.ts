@@ -39,7 +39,9 @@ describe('ip -j addr parser on outputs captured in a netns', () => {
     (items[2]!.addr_info as Record<string, unknown>[])[0]!.local = '10.244.1.300';
     const { value, warnings } = parseIpAddrJson(JSON.stringify(items), 'bundle/ip-addr.json');
     expect(value.interfaces.map((i) => i.name)).toEqual(['kube-ipvs0', 'lo', 'cni0']);
-    expect(value.interfaces.find((i) => i.name === 'cni0')!.addresses.map((a) => a.address)).not.toContain('10.244.1.300');
+    expect(value.interfaces.find((i) => i.name === 'cni0')!.addresses.map((a) => a.address)).not.toContain(
+      '10.244.1.300',
+    );
     expect(warnings).toEqual([
       'bundle/ip-addr.json: item [1]: no "ifname"; interface skipped',
       'bundle/ip-addr.json: item [2] (cni0) addr_info[0]: "local" "10.244.1.300" is not an IP address; address skipped',
@@ -71,7 +73,10 @@ describe('ip -j route parser', () => {
       gateway: '10.77.0.1',
       type: 'unicast',
     });
-    expect(s.routes.find((r) => r.family === 6 && r.dst === 'default')).toMatchObject({ gateway: 'fd77::1', metric: 1024 });
+    expect(s.routes.find((r) => r.family === 6 && r.dst === 'default')).toMatchObject({
+      gateway: 'fd77::1',
+      metric: 1024,
+    });
   });
 
   it('accepts v4 and v6 lists appended in one file, multipath and Calico blackhole routes', () => {
@@ -88,7 +93,10 @@ describe('ip -j route parser', () => {
   });
 
   it('warns about a route it cannot read and about a default route of unknown family', () => {
-    const { value, warnings } = parseIpRouteJson('[{"dst":"10.1.0.0/33","dev":"x"},{"dst":"default","dev":"wg0"},{"dst":"10.2.0.0/16","dev":"y"}]', 'r.json');
+    const { value, warnings } = parseIpRouteJson(
+      '[{"dst":"10.1.0.0/33","dev":"x"},{"dst":"default","dev":"wg0"},{"dst":"10.2.0.0/16","dev":"y"}]',
+      'r.json',
+    );
     expect(value.map((r) => r.dst)).toEqual(['10.2.0.0/16']);
     expect(warnings[0]).toBe('r.json: item [0]: "dst" "10.1.0.0/33" is not a prefix; route skipped');
     expect(warnings[1]).toMatch(/^r\.json: item \[1\]: cannot tell the family/);

@@ -30,11 +30,18 @@ describe('sysctl parser', () => {
     expect(warnings).toEqual([]);
     expect(value.rpFilter).toEqual({ 'eth0.100': 1, all: 2 });
     expect(effectiveRpFilter(value, 'eth0.100')).toBe(2);
-    expect(Object.keys(value.raw)).toEqual(['net.ipv4.conf.eth0.100.rp_filter', 'net.ipv4.conf.all.rp_filter', 'net.netfilter.nf_conntrack_max']);
+    expect(Object.keys(value.raw)).toEqual([
+      'net.ipv4.conf.eth0.100.rp_filter',
+      'net.ipv4.conf.all.rp_filter',
+      'net.netfilter.nf_conntrack_max',
+    ]);
   });
 
   it('warns about malformed lines with file and line, and rejects a file with no sysctl line', () => {
-    const { value, warnings } = parseSysctl('net.ipv4.conf.all.rp_filter = 1\ngarbage here\nnet.ipv4.conf.lo.rp_filter = x\n', 'b/sysctl.txt');
+    const { value, warnings } = parseSysctl(
+      'net.ipv4.conf.all.rp_filter = 1\ngarbage here\nnet.ipv4.conf.lo.rp_filter = x\n',
+      'b/sysctl.txt',
+    );
     expect(value.rpFilter).toEqual({ all: 1 });
     expect(warnings).toEqual([
       'b/sysctl.txt:2: not "key = value": "garbage here"; line skipped',

@@ -66,8 +66,13 @@ describe('readBundle on a hand-made bundle', () => {
 
   it("finds the node by its address when no name is given, and marks that node's endpoints local", () => {
     const dir = bundle(HANDMADE);
-    const items = JSON.parse(readFileSync(join(dir, 'ip-addr.json'), 'utf8')) as { ifname: string; addr_info: object[] }[];
-    items.find((i) => i.ifname === 'eth0')!.addr_info.push({ family: 'inet', local: '10.0.3.11', prefixlen: 24, scope: 'global' });
+    const items = JSON.parse(readFileSync(join(dir, 'ip-addr.json'), 'utf8')) as {
+      ifname: string;
+      addr_info: object[];
+    }[];
+    items
+      .find((i) => i.ifname === 'eth0')!
+      .addr_info.push({ family: 'inet', local: '10.0.3.11', prefixlen: 24, scope: 'global' });
     writeFileSync(join(dir, 'ip-addr.json'), JSON.stringify(items));
     const r = readBundle(dir);
     expect(r.nodeName?.name).toBe('node-a');
@@ -109,7 +114,10 @@ describe('readBundle with broken files: a warning naming file and line, the rest
     writeFileSync(join(dir, 'cluster.json'), cluster.slice(0, Math.floor(cluster.length / 2)));
     writeFileSync(join(dir, 'conntrack.txt'), 'this is not\nconntrack output\n');
     writeFileSync(join(dir, 'ip6-route.json'), '[{"dst":"default"');
-    writeFileSync(join(dir, 'ipvsadm.txt'), 'IP Virtual Server version 1.2.1 (size=4096)\nProt LocalAddress:Port Scheduler Flags\nTCP  nonsense\n');
+    writeFileSync(
+      join(dir, 'ipvsadm.txt'),
+      'IP Virtual Server version 1.2.1 (size=4096)\nProt LocalAddress:Port Scheduler Flags\nTCP  nonsense\n',
+    );
     const r = readBundle(dir, { nodeName: 'node-a' });
     const w = r.warnings.join('\n');
     expect(w).toMatch(new RegExp(`${dir}/iptables-save\\.txt:\\d+: `));
@@ -138,7 +146,9 @@ describe('readBundle with broken files: a warning naming file and line, the rest
         hostname: 'node-b',
         startedAt: '2026-01-01T00:00:00.000Z',
         endedAt: '2026-01-01T00:00:01.000Z',
-        files: [{ command: 'ipvsadm-save -n', durationMs: 0, skipped: true, error: 'IPVS is not loaded in this kernel' }],
+        files: [
+          { command: 'ipvsadm-save -n', durationMs: 0, skipped: true, error: 'IPVS is not loaded in this kernel' },
+        ],
       }),
     );
     const r = readBundle(dir);
@@ -147,7 +157,18 @@ describe('readBundle with broken files: a warning naming file and line, the rest
     const why = Object.fromEntries(r.node.sources.filter((s) => !s.available).map((s) => [s.source, s.reason]));
     expect(why.ipvs).toBe('ipvsadm-save.txt not in the bundle: ipvsadm-save -n: IPVS is not loaded in this kernel');
     expect(why.addresses).toMatch(/^ip-addr\.json not in the bundle/);
-    expect(Object.keys(why).sort()).toEqual(['addresses', 'cluster', 'conntrack', 'dns', 'ipset', 'ipvs', 'local-routes', 'nat', 'nft', 'routes']);
+    expect(Object.keys(why).sort()).toEqual([
+      'addresses',
+      'cluster',
+      'conntrack',
+      'dns',
+      'ipset',
+      'ipvs',
+      'local-routes',
+      'nat',
+      'nft',
+      'routes',
+    ]);
     // No cluster view, so no hostname-only LB to have answers for: absent, saying which file.
     expect(why.dns).toMatch(/^dns-lookups\.json not in the bundle/);
     expect(why.nft).toMatch(/^nft-ruleset\.json not in the bundle/);
@@ -156,7 +177,15 @@ describe('readBundle with broken files: a warning naming file and line, the rest
   it('warns that a file kept from a failed command may be incomplete', () => {
     const dir = bundle({ 'iptables-save.txt': 'nat/iptables-1.21-legacy.v4.save' });
     const manifest = { format: 'clbprobe-bundle/1', nodeName: 'n', hostname: 'n', startedAt: 'x', endedAt: 'x' };
-    const files = [{ file: 'iptables-save.txt', command: 'iptables-save', exitStatus: null, durationMs: 30000, error: 'timed out after 30000 ms' }];
+    const files = [
+      {
+        file: 'iptables-save.txt',
+        command: 'iptables-save',
+        exitStatus: null,
+        durationMs: 30000,
+        error: 'timed out after 30000 ms',
+      },
+    ];
     writeFileSync(join(dir, 'manifest.json'), JSON.stringify({ ...manifest, files }));
     expect(readBundle(dir).warnings).toEqual([
       `${dir}/iptables-save.txt: written by \`iptables-save\`, which failed (timed out after 30000 ms): it may be incomplete`,

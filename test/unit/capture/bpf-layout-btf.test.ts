@@ -22,13 +22,25 @@ describe('clbprobe.bpf.o map layouts (BTF) against src/capture/bpf-layout.ts', (
    */
   const globalValue = (section: string, type: string, size: number) => {
     const s = btf.section(section);
-    expect(s.vars.map((v) => ({ offset: v.offset, size: v.size, type: v.type.name }))).toEqual([{ offset: 0, size, type }]);
+    expect(s.vars.map((v) => ({ offset: v.offset, size: v.size, type: v.type.name }))).toEqual([
+      { offset: 0, size, type },
+    ]);
     expect(elfSection(readFileSync(bpfObjectPath()), section).length).toBe(size);
   };
 
   it('has the programs and maps the loader names', () => {
     expect(btf.functions()).toEqual(expect.arrayContaining([L.PROG_INGRESS, L.PROG_EGRESS]));
-    for (const m of [L.MAP_VIPS4, L.MAP_VIPS6, L.MAP_HOSTS4, L.MAP_HOSTS6, L.MAP_COUNTERS, L.MAP_STATS, L.MAP_SLOTS, L.MAP_NODEPORTS, L.MAP_VIPTAB]) {
+    for (const m of [
+      L.MAP_VIPS4,
+      L.MAP_VIPS6,
+      L.MAP_HOSTS4,
+      L.MAP_HOSTS6,
+      L.MAP_COUNTERS,
+      L.MAP_STATS,
+      L.MAP_SLOTS,
+      L.MAP_NODEPORTS,
+      L.MAP_VIPTAB,
+    ]) {
       expect(() => btf.map(m), m).not.toThrow();
     }
     for (const s of [L.MAP_CONFIG, L.MAP_FILTERS, L.MAP_SLOTS_SEEN]) expect(() => btf.section(s), s).not.toThrow();
@@ -52,9 +64,21 @@ describe('clbprobe.bpf.o map layouts (BTF) against src/capture/bpf-layout.ts', (
   });
 
   it('host maps: address keys, local_flag values', () => {
-    expect(btf.map(L.MAP_HOSTS4)).toMatchObject({ type: BPF_MAP_TYPE_HASH, keySize: L.HOST4_KEY_SIZE, valueSize: L.HOST_VALUE_SIZE });
-    expect(btf.map(L.MAP_HOSTS6)).toMatchObject({ type: BPF_MAP_TYPE_HASH, keySize: L.HOST6_KEY_SIZE, valueSize: L.HOST_VALUE_SIZE });
-    expect(btf.enumValues('local_flag')).toEqual({ LOCAL_BOUND: L.LOCAL_BOUND, LOCAL_POD: L.LOCAL_POD, LOCAL_IN_HASH: L.LOCAL_IN_HASH });
+    expect(btf.map(L.MAP_HOSTS4)).toMatchObject({
+      type: BPF_MAP_TYPE_HASH,
+      keySize: L.HOST4_KEY_SIZE,
+      valueSize: L.HOST_VALUE_SIZE,
+    });
+    expect(btf.map(L.MAP_HOSTS6)).toMatchObject({
+      type: BPF_MAP_TYPE_HASH,
+      keySize: L.HOST6_KEY_SIZE,
+      valueSize: L.HOST_VALUE_SIZE,
+    });
+    expect(btf.enumValues('local_flag')).toEqual({
+      LOCAL_BOUND: L.LOCAL_BOUND,
+      LOCAL_POD: L.LOCAL_POD,
+      LOCAL_IN_HASH: L.LOCAL_IN_HASH,
+    });
   });
 
   it('struct config: counts, prefix arrays and their entries', () => {
@@ -83,21 +107,33 @@ describe('clbprobe.bpf.o map layouts (BTF) against src/capture/bpf-layout.ts', (
     globalValue(L.MAP_FILTERS, 'filters', L.FILTERS_VALUE_SIZE);
     const f = btf.struct('filters');
     expect(f.size).toBe(L.FILTERS_VALUE_SIZE);
-    expect(f.members.vip).toMatchObject({ offset: L.FILTERS_VIP, size: L.VIP_LINES * L.VIP_LINE_SIZE, nelems: L.VIP_LINES });
+    expect(f.members.vip).toMatchObject({
+      offset: L.FILTERS_VIP,
+      size: L.VIP_LINES * L.VIP_LINE_SIZE,
+      nelems: L.VIP_LINES,
+    });
     const line = btf.struct('vip_line');
     expect(line.size).toBe(L.VIP_LINE_SIZE);
     expect(line.members.addr).toMatchObject({ offset: L.VIP_LINE_ADDR, size: (2 * L.VIP_LINE_ADDRS) / 8 });
     expect(line.members.key).toMatchObject({ offset: L.VIP_LINE_KEY, size: 256 / 8 });
     expect(1 << L.VADDR_BITS).toBe(L.VIP_LINES * L.VIP_LINE_ADDRS);
     expect(f.members.host).toMatchObject({ offset: L.FILTERS_HOST, size: (1 << L.HOST_BITS) / 8 });
-    expect(f.members.nodeport).toMatchObject({ offset: L.FILTERS_NODEPORT, size: L.NODEPORT_SLOTS * L.NODEPORT_BYTES, nelems: L.NODEPORT_SLOTS });
+    expect(f.members.nodeport).toMatchObject({
+      offset: L.FILTERS_NODEPORT,
+      size: L.NODEPORT_SLOTS * L.NODEPORT_BYTES,
+      nelems: L.NODEPORT_SLOTS,
+    });
     expect(L.nodePortBitmap(6)).toBe(L.FILTERS_NODEPORT);
     expect(L.nodePortBitmap(132)).toBe(L.FILTERS_NODEPORT + 2 * L.NODEPORT_BYTES);
   });
 
   it('counters: key fields and per-CPU packet/byte values', () => {
     const m = btf.map(L.MAP_COUNTERS);
-    expect(m).toMatchObject({ type: BPF_MAP_TYPE_PERCPU_HASH, keySize: L.COUNTER_KEY_SIZE, valueSize: L.COUNTER_VALUE_SIZE });
+    expect(m).toMatchObject({
+      type: BPF_MAP_TYPE_PERCPU_HASH,
+      keySize: L.COUNTER_KEY_SIZE,
+      valueSize: L.COUNTER_VALUE_SIZE,
+    });
     const k = btf.struct('ctr_key');
     expect(k.size).toBe(L.COUNTER_KEY_SIZE);
     expect(k.members.addr).toMatchObject({ offset: L.CTR_KEY_ADDR, size: 16 });

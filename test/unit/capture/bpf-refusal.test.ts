@@ -5,10 +5,16 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { explainBpfRefusal, ownBpfPrivileges, parseBpfPrivileges, parseCapLastCap } from '../../../src/native/bpf-refusal.js';
 import { captureError } from '../../../src/capture/errors.js';
+import {
+  explainBpfRefusal,
+  ownBpfPrivileges,
+  parseBpfPrivileges,
+  parseCapLastCap,
+} from '../../../src/native/bpf-refusal.js';
 
-const status = (name: string): string => readFileSync(join(import.meta.dirname, '../../fixtures/proc-status', name), 'utf8');
+const status = (name: string): string =>
+  readFileSync(join(import.meta.dirname, '../../fixtures/proc-status', name), 'utf8');
 const privileges = (name: string) => parseBpfPrivileges(status(name));
 
 describe('parseBpfPrivileges', () => {
@@ -42,13 +48,19 @@ describe('explainBpfRefusal', () => {
   });
 
   it('EPERM with CAP_BPF and no seccomp filter: neither, a security module', () => {
-    expect(explainBpfRefusal('EPERM', privileges('four-caps-no-seccomp.txt'))).toMatch(/no seccomp filter is on: a security module/);
+    expect(explainBpfRefusal('EPERM', privileges('four-caps-no-seccomp.txt'))).toMatch(
+      /no seccomp filter is on: a security module/,
+    );
     expect(explainBpfRefusal('EPERM', privileges('host-root.txt'))).toMatch(/security module/);
   });
 
   it('ENOSYS: kernel without BPF (or, under a filter, a profile that does not list bpf)', () => {
-    expect(explainBpfRefusal('ENOSYS', privileges('four-caps-no-seccomp.txt'))).toMatch(/^kernel without BPF: .*CONFIG_BPF_SYSCALL/);
-    expect(explainBpfRefusal('ENOSYS', privileges('podman-four-caps-default-seccomp.txt'))).toMatch(/^kernel without BPF, or a seccomp profile/);
+    expect(explainBpfRefusal('ENOSYS', privileges('four-caps-no-seccomp.txt'))).toMatch(
+      /^kernel without BPF: .*CONFIG_BPF_SYSCALL/,
+    );
+    expect(explainBpfRefusal('ENOSYS', privileges('podman-four-caps-default-seccomp.txt'))).toMatch(
+      /^kernel without BPF, or a seccomp profile/,
+    );
   });
 
   it('other errors and an unreadable status say nothing', () => {
@@ -60,11 +72,17 @@ describe('explainBpfRefusal', () => {
 describe('kernels before 5.8 (no CAP_BPF): told apart from a missing grant, with the fallback and the opt-in', () => {
   // What TKE's 5.4 and Alibaba Cloud Linux 2's 4.19 show: cap_last_cap 37 (CAP_AUDIT_READ); the
   // runtime cannot add bits 38 and 39, so CapEff is the DaemonSet's NET_ADMIN and NET_RAW only.
-  const old = (name: string, capLastCap: number | undefined, kernel = '5.4.119-19-0009.11') => ({ ...privileges(name)!, capLastCap, kernel });
+  const old = (name: string, capLastCap: number | undefined, kernel = '5.4.119-19-0009.11') => ({
+    ...privileges(name)!,
+    capLastCap,
+    kernel,
+  });
 
   it('EPERM without CAP_BPF on a kernel whose capabilities end at 37: this kernel has no CAP_BPF, the cost, the component', () => {
     const why = explainBpfRefusal('EPERM', old('no-bpf-cap.txt', 37));
-    expect(why).toMatch(/^this kernel has no CAP_BPF: 5\.4\.119-19-0009\.11 knows capabilities up to 37 \(CAP_BPF and CAP_PERFMON came with Linux 5\.8\), so bpf\(\) needs CAP_SYS_ADMIN/);
+    expect(why).toMatch(
+      /^this kernel has no CAP_BPF: 5\.4\.119-19-0009\.11 knows capabilities up to 37 \(CAP_BPF and CAP_PERFMON came with Linux 5\.8\), so bpf\(\) needs CAP_SYS_ADMIN/,
+    );
     expect(why).toContain('counters fall back to pcap');
     expect(why).toContain('conntrack events are filtered in user space');
     expect(why).toContain('deploy/components/pre-5.8');
@@ -86,7 +104,9 @@ describe('kernels before 5.8 (no CAP_BPF): told apart from a missing grant, with
   it('with CAP_SYS_ADMIN (the pre-5.8 component) an old kernel is no reason: the refusal is explained as on any kernel', () => {
     // host-root.txt has every capability, CAP_SYS_ADMIN among them.
     expect(explainBpfRefusal('EPERM', old('host-root.txt', 37))).toMatch(/security module/);
-    expect(explainBpfRefusal('EPERM', { ...old('podman-four-caps-default-seccomp.txt', 37), capEff: 1n << 21n })).toMatch(/^blocked by seccomp/);
+    expect(
+      explainBpfRefusal('EPERM', { ...old('podman-four-caps-default-seccomp.txt', 37), capEff: 1n << 21n }),
+    ).toMatch(/^blocked by seccomp/);
   });
 
   it("this machine's own inputs: its cap_last_cap read, and a kernel with CAP_BPF", () => {
@@ -98,11 +118,17 @@ describe('kernels before 5.8 (no CAP_BPF): told apart from a missing grant, with
 
 describe('captureError', () => {
   it('names the cause of a refused load in the one line the log and source_up carry', () => {
-    const e = Object.assign(new Error("Couldn't load trivial BPF program. Operation not permitted"), { code: 'EPERM', errno: 1, syscall: 'bpf' });
+    const e = Object.assign(new Error("Couldn't load trivial BPF program. Operation not permitted"), {
+      code: 'EPERM',
+      errno: 1,
+      syscall: 'bpf',
+    });
     const err = captureError(e, 'load', 'loading the eBPF counter program');
     expect(err.code).toBe('EPERM');
     // This process's own status decides the clause; as root on the host it has CAP_BPF.
-    expect(err.message).toMatch(/^loading the eBPF counter program: (blocked by seccomp|bpf\(\) returned EPERM although|missing capability)/);
+    expect(err.message).toMatch(
+      /^loading the eBPF counter program: (blocked by seccomp|bpf\(\) returned EPERM although|missing capability)/,
+    );
     expect(err.message).toContain("Couldn't load trivial BPF program");
   });
   it("a verifier's EACCES is the program refused by this kernel's verifier, not a security module", () => {
@@ -111,10 +137,16 @@ describe('captureError', () => {
     const e = Object.assign(new Error(log), { code: 'EACCES', errno: 13, syscall: log });
     const err = captureError(e, 'load', 'loading the eBPF counter program');
     expect(err.code).toBe('EACCES');
-    expect(err.message).toMatch(/^loading the eBPF counter program: this kernel's verifier rejected the program \(bpf_object__load .*invalid access to map value/);
+    expect(err.message).toMatch(
+      /^loading the eBPF counter program: this kernel's verifier rejected the program \(bpf_object__load .*invalid access to map value/,
+    );
     expect(err.message).not.toMatch(/security module|seccomp|capability/);
     // The same errno without a log is still a refusal to explain.
-    const bare = captureError(Object.assign(new Error('Permission denied'), { code: 'EACCES', errno: 13 }), 'load', 'loading');
+    const bare = captureError(
+      Object.assign(new Error('Permission denied'), { code: 'EACCES', errno: 13 }),
+      'load',
+      'loading',
+    );
     expect(bare.message).not.toMatch(/verifier/);
   });
 });

@@ -61,7 +61,14 @@ describe('parseHeaders', () => {
 
   it('reads addresses, protocol and ports (IPv4, VLAN, IPv6 with extension headers)', () => {
     const h = parseHeaders(v4, 0, v4.length, 14)!;
-    expect([formatAddress16(h.src), formatAddress16(h.dst), h.proto, h.sport, h.dport, h.v4]).toEqual(['10.244.1.7', '192.0.2.10', 6, 40000, 80, true]);
+    expect([formatAddress16(h.src), formatAddress16(h.dst), h.proto, h.sport, h.dport, h.v4]).toEqual([
+      '10.244.1.7',
+      '192.0.2.10',
+      6,
+      40000,
+      80,
+      true,
+    ]);
     const tagged = eth(0x0800, ipv4('10.244.1.7', '192.0.2.10', 6, ports(1, 2)), 100);
     expect(parseHeaders(tagged, 0, tagged.length, 14)?.dport).toBe(2);
     const hopByHop = Buffer.concat([Buffer.from([17, 0, 0, 0, 0, 0, 0, 0]), ports(5353, 53)]);
@@ -84,7 +91,10 @@ describe('parseHeaders', () => {
     expect(parseHeaders(arp, 0, arp.length, 14)).toBeUndefined();
     const icmp = eth(0x0800, ipv4('10.244.1.7', '192.0.2.10', 1, Buffer.alloc(8)));
     expect(parseHeaders(icmp, 0, icmp.length, 14)).toBeUndefined();
-    const v6frag = eth(0x86dd, ipv6('fd00::1', '2001:db8::10', 44, Buffer.concat([Buffer.from([17, 0, 0, 0x08, 0, 0, 0, 1]), ports(1, 2)])));
+    const v6frag = eth(
+      0x86dd,
+      ipv6('fd00::1', '2001:db8::10', 44, Buffer.concat([Buffer.from([17, 0, 0, 0x08, 0, 0, 0, 1]), ports(1, 2)])),
+    );
     expect(parseHeaders(v6frag, 0, v6frag.length, 14)).toBeUndefined();
   });
 });
@@ -92,7 +102,9 @@ describe('parseHeaders', () => {
 describe('classify (same rules as the eBPF program)', () => {
   const idx = new TargetIndex(targets);
   const headers = (src: string, dst: string, proto: number, dport: number) => {
-    const f = src.includes(':') ? eth(0x86dd, ipv6(src, dst, proto, ports(1234, dport))) : eth(0x0800, ipv4(src, dst, proto, ports(1234, dport)));
+    const f = src.includes(':')
+      ? eth(0x86dd, ipv6(src, dst, proto, ports(1234, dport)))
+      : eth(0x0800, ipv4(src, dst, proto, ports(1234, dport)));
     return parseHeaders(f, 0, f.length, 14)!;
   };
   const names = (cs: ReturnType<typeof classify>) => cs.map((c) => `${c.kind} ${formatAddress16(c.target)}:${c.port}`);
@@ -105,9 +117,15 @@ describe('classify (same rules as the eBPF program)', () => {
   });
 
   it('loop_return and hc_local_src on ingress; a bound address inside the pod CIDR is both', () => {
-    expect(names(classify(headers('10.244.1.7', '10.0.0.5', 6, 30080), 'ingress', idx))).toEqual(['loop_return 0.0.0.0:30080']);
-    expect(names(classify(headers('10.244.1.7', '10.244.1.9', 17, 8080), 'ingress', idx))).toEqual(['loop_return 10.244.1.9:8080']);
-    expect(names(classify(headers('10.0.0.5', '10.0.0.5', 6, 10256), 'ingress', idx))).toEqual(['hc_local_src 10.0.0.5:10256']);
+    expect(names(classify(headers('10.244.1.7', '10.0.0.5', 6, 30080), 'ingress', idx))).toEqual([
+      'loop_return 0.0.0.0:30080',
+    ]);
+    expect(names(classify(headers('10.244.1.7', '10.244.1.9', 17, 8080), 'ingress', idx))).toEqual([
+      'loop_return 10.244.1.9:8080',
+    ]);
+    expect(names(classify(headers('10.0.0.5', '10.0.0.5', 6, 10256), 'ingress', idx))).toEqual([
+      'hc_local_src 10.0.0.5:10256',
+    ]);
     expect(names(classify(headers('10.244.1.1', '10.244.1.9', 6, 30080), 'ingress', idx))).toEqual([
       'hc_local_src 10.244.1.1:30080',
       'loop_return 0.0.0.0:30080',

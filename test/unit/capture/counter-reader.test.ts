@@ -12,10 +12,20 @@ const STRIDE = perCpuStride(16);
 
 /** A per-CPU hash of `n` counter keys; entry j counts j + c packets and (j + c) * 2^33 bytes on CPU c. */
 function fakeHash(n: number) {
-  const keys = Array.from({ length: n }, (_, j) => counterKey(address16(`10.0.${j >> 8}.${j & 255}`), 80, 6, 'to_lb', 'egress'));
+  const keys = Array.from({ length: n }, (_, j) =>
+    counterKey(address16(`10.0.${j >> 8}.${j & 255}`), 80, 6, 'to_lb', 'egress'),
+  );
   const calls: number[] = [];
   const addon = {
-    bpfMapLookupBatch(_fd: number, k: Buffer, v: Buffer, token: Buffer, first: boolean, status: Int32Array, max: number) {
+    bpfMapLookupBatch(
+      _fd: number,
+      k: Buffer,
+      v: Buffer,
+      token: Buffer,
+      first: boolean,
+      status: Int32Array,
+      max: number,
+    ) {
       expect(k.length).toBeGreaterThanOrEqual(max * 24);
       expect(v.length).toBeGreaterThanOrEqual(max * CPUS * STRIDE);
       calls.push(max);
@@ -40,7 +50,13 @@ function fakeHash(n: number) {
 const expectAll = (got: ReturnType<CounterMapReader['read']>, n: number) => {
   expect(got).toHaveLength(n);
   got.forEach((s, j) => {
-    expect(s).toMatchObject({ target: `10.0.${j >> 8}.${j & 255}`, port: 80, proto: 'tcp', kind: 'to_lb', direction: 'egress' });
+    expect(s).toMatchObject({
+      target: `10.0.${j >> 8}.${j & 255}`,
+      port: 80,
+      proto: 'tcp',
+      kind: 'to_lb',
+      direction: 'egress',
+    });
     expect(s.packets).toBe(3 * j + 3);
     expect(s.bytes).toBe((3 * j + 3) * 2 ** 33);
   });

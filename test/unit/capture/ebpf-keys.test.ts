@@ -2,7 +2,15 @@
 // exact bytes the program uses, distinct keys get distinct forms (so no two keys share a slot or
 // a table entry), the largest values stay exact, and what has no number form is kept as text.
 import { describe, expect, it } from 'vitest';
-import { COUNTER_KEY_SIZE, counterKey, decodeCounterKey, filterBit, addressWord, vipEntry, vipKey16 } from '../../../src/capture/bpf-layout.js';
+import {
+  addressWord,
+  COUNTER_KEY_SIZE,
+  counterKey,
+  decodeCounterKey,
+  filterBit,
+  vipEntry,
+  vipKey16,
+} from '../../../src/capture/bpf-layout.js';
 import {
   counterIdOf,
   counterKeyOf,
@@ -15,9 +23,18 @@ import {
   vipKeyOf,
   vipParts,
 } from '../../../src/capture/ebpf-keys.js';
-import { address16, isV4Mapped, type CounterKind, type Direction } from '../../../src/capture/targets.js';
+import { address16, type CounterKind, type Direction, isV4Mapped } from '../../../src/capture/targets.js';
 
-const ADDRS = ['0.0.0.0', '10.0.0.1', '255.255.255.255', '192.0.2.7', '::', '2001:db8::1', 'ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff', '::ffff:0:1'];
+const ADDRS = [
+  '0.0.0.0',
+  '10.0.0.1',
+  '255.255.255.255',
+  '192.0.2.7',
+  '::',
+  '2001:db8::1',
+  'ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff',
+  '::ffff:0:1',
+];
 const PORTS = [0, 1, 80, 65535];
 const PROTOS = [6, 17, 132];
 
@@ -61,7 +78,14 @@ describe('VIP keys', () => {
 });
 
 describe('counter ids', () => {
-  const KINDS: [CounterKind, Direction][] = [['to_lb', 'egress'], ['to_lb', 'ingress'], ['loop_return', 'ingress'], ['loop_return', 'egress'], ['hc_local_src', 'ingress'], ['hc_local_src', 'egress']];
+  const KINDS: [CounterKind, Direction][] = [
+    ['to_lb', 'egress'],
+    ['to_lb', 'ingress'],
+    ['loop_return', 'ingress'],
+    ['loop_return', 'egress'],
+    ['hc_local_src', 'ingress'],
+    ['hc_local_src', 'egress'],
+  ];
 
   it('round-trip to the struct ctr_key, one id per key; numbers for IPv4 and the IPv6 any address', () => {
     const seen = new Set<number | string>();
@@ -87,17 +111,41 @@ describe('counter ids', () => {
   it('a VIP entry counts to_lb egress of its VIP; a NodePort loop_return ingress of the any address', () => {
     for (const a of ['10.0.0.1', '2001:db8::1']) {
       const k = vipKeyOf(address16(a), !a.includes(':'), 443, 17);
-      expect(decodeCounterKey(counterKeyOf(vipCounterId(k)), 0)).toEqual({ target: a, port: 443, proto: 'udp', kind: 'to_lb', direction: 'egress' });
+      expect(decodeCounterKey(counterKeyOf(vipCounterId(k)), 0)).toEqual({
+        target: a,
+        port: 443,
+        proto: 'udp',
+        kind: 'to_lb',
+        direction: 'egress',
+      });
     }
-    expect(decodeCounterKey(counterKeyOf(nodePortCounterId(30080, 132, false)), 0)).toEqual({ target: '0.0.0.0', port: 30080, proto: 'sctp', kind: 'loop_return', direction: 'ingress' });
-    expect(decodeCounterKey(counterKeyOf(nodePortCounterId(30080, 6, true)), 0)).toEqual({ target: '::', port: 30080, proto: 'tcp', kind: 'loop_return', direction: 'ingress' });
+    expect(decodeCounterKey(counterKeyOf(nodePortCounterId(30080, 132, false)), 0)).toEqual({
+      target: '0.0.0.0',
+      port: 30080,
+      proto: 'sctp',
+      kind: 'loop_return',
+      direction: 'ingress',
+    });
+    expect(decodeCounterKey(counterKeyOf(nodePortCounterId(30080, 6, true)), 0)).toEqual({
+      target: '::',
+      port: 30080,
+      proto: 'tcp',
+      kind: 'loop_return',
+      direction: 'ingress',
+    });
     // Without a number form for the protocol, the same key as text.
-    expect(nodePortCounterId(30080, 1, true)).toBe(counterKey(Buffer.alloc(16), 30080, 1, 'loop_return', 'ingress').toString('latin1'));
+    expect(nodePortCounterId(30080, 1, true)).toBe(
+      counterKey(Buffer.alloc(16), 30080, 1, 'loop_return', 'ingress').toString('latin1'),
+    );
   });
 
   it('keeps keys the program never writes as their bytes (unknown kind, direction, padding), and refuses a wrong size', () => {
     const key = counterKey(address16('10.0.0.1'), 80, 6, 'to_lb', 'egress');
-    for (const [at, value] of [[19, 9], [20, 2], [23, 1]] as const) {
+    for (const [at, value] of [
+      [19, 9],
+      [20, 2],
+      [23, 1],
+    ] as const) {
       const odd = Buffer.from(key);
       odd[at] = value;
       expect(counterIdOf(odd)).toBe(odd.toString('latin1'));

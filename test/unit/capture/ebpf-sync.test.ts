@@ -4,12 +4,22 @@
 // key keeps its slot and a slot its key through removals and re-adds, also once slots run out;
 // NodePorts held get the slots of a family the node gains local sources of.
 import { describe, expect, it } from 'vitest';
-import { MAP_NODEPORTS, MAP_VIPS4, MAP_VIPS6, MAP_VIPTAB, MAP_CONFIG, MAP_FILTERS, NODEPORT_SLOT_V4, NODEPORT_SLOT_V6, nodePortIndex } from '../../../src/capture/bpf-layout.js';
+import {
+  MAP_CONFIG,
+  MAP_FILTERS,
+  MAP_NODEPORTS,
+  MAP_VIPS4,
+  MAP_VIPS6,
+  MAP_VIPTAB,
+  NODEPORT_SLOT_V4,
+  NODEPORT_SLOT_V6,
+  nodePortIndex,
+} from '../../../src/capture/bpf-layout.js';
 import { ARRAY_ZERO, TARGET_MAPS, targetMaps, textBytes } from '../../../src/capture/ebpf-maps.js';
 import { TargetSync } from '../../../src/capture/ebpf-sync.js';
 import { CaptureError } from '../../../src/capture/errors.js';
-import type { BpfAddon } from '../../../src/native/bpf.js';
 import type { Targets } from '../../../src/capture/targets.js';
+import type { BpfAddon } from '../../../src/native/bpf.js';
 import { bucketMates } from '../../support/vip-buckets.js';
 
 const ARRAYS = new Set(Object.keys(ARRAY_ZERO).concat([MAP_CONFIG, MAP_FILTERS]));
@@ -94,10 +104,21 @@ const mates6 = ['2001:db8::100', ...bucketMates('2001:db8::100', 80, 'tcp', 3)];
 const VIPS: Targets['vips'] = [
   ...mates4.map((address) => ({ address, port: 80, proto: 'tcp' as const })),
   ...mates6.map((address) => ({ address, port: 80, proto: 'tcp' as const })),
-  ...Array.from({ length: 40 }, (_, i) => ({ address: `10.1.${i >> 3}.${i}`, port: [80, 443, 0, 53][i % 4]!, proto: (['tcp', 'tcp', 'sctp', 'udp'] as const)[i % 4]! })),
-  ...Array.from({ length: 12 }, (_, i) => ({ address: `fd00:10::${i.toString(16)}`, port: i % 3 ? 443 : 0, proto: i % 2 ? ('udp' as const) : ('tcp' as const) })),
+  ...Array.from({ length: 40 }, (_, i) => ({
+    address: `10.1.${i >> 3}.${i}`,
+    port: [80, 443, 0, 53][i % 4]!,
+    proto: (['tcp', 'tcp', 'sctp', 'udp'] as const)[i % 4]!,
+  })),
+  ...Array.from({ length: 12 }, (_, i) => ({
+    address: `fd00:10::${i.toString(16)}`,
+    port: i % 3 ? 443 : 0,
+    proto: i % 2 ? ('udp' as const) : ('tcp' as const),
+  })),
 ];
-const NODE_PORTS: Targets['nodePorts'] = Array.from({ length: 30 }, (_, i) => ({ port: 30000 + (i >> 1), proto: (['tcp', 'udp', 'sctp'] as const)[i % 3]! }));
+const NODE_PORTS: Targets['nodePorts'] = Array.from({ length: 30 }, (_, i) => ({
+  port: 30000 + (i >> 1),
+  proto: (['tcp', 'udp', 'sctp'] as const)[i % 3]!,
+}));
 const PREFIXES: Targets['localPrefixes'] = [
   { cidr: '10.244.1.0/24', bound: false },
   { cidr: 'fd00:244::/64', bound: false },
@@ -113,7 +134,9 @@ function draw(r: () => number, p: number): Targets {
   // Now and then local sources of one family only: the other family's NodePort slots come when
   // it has some again, also for NodePorts already written (slotFamilies).
   const only = r();
-  const localPrefixes = some(PREFIXES).filter((x) => (only < 0.2 ? !x.cidr.includes(':') : only < 0.3 ? x.cidr.includes(':') : true));
+  const localPrefixes = some(PREFIXES).filter((x) =>
+    only < 0.2 ? !x.cidr.includes(':') : only < 0.3 ? x.cidr.includes(':') : true,
+  );
   return { vips, nodePorts: some(NODE_PORTS), localPrefixes };
 }
 
@@ -182,8 +205,17 @@ describe('TargetSync', () => {
     const slotsNow = () => {
       const v = kernel.maps.get(MAP_VIPS4)!;
       const key = [...v.keys()].find((k) => k.startsWith('0a000064'))!;
-      const value = Buffer.from(kernel.maps.get(MAP_NODEPORTS)!.get(Buffer.from(Uint32Array.of(nodePortIndex(17, 30080)).buffer).toString('hex'))!, 'hex');
-      return [Buffer.from(v.get(key)!, 'hex').readUInt32LE(0), value.readUInt16LE(NODEPORT_SLOT_V4), value.readUInt16LE(NODEPORT_SLOT_V6)];
+      const value = Buffer.from(
+        kernel.maps
+          .get(MAP_NODEPORTS)!
+          .get(Buffer.from(Uint32Array.of(nodePortIndex(17, 30080)).buffer).toString('hex'))!,
+        'hex',
+      );
+      return [
+        Buffer.from(v.get(key)!, 'hex').readUInt32LE(0),
+        value.readUInt16LE(NODEPORT_SLOT_V4),
+        value.readUInt16LE(NODEPORT_SLOT_V6),
+      ];
     };
     // Local sources of both families: the NodePort gets a slot for each.
     const localPrefixes = [
@@ -205,7 +237,9 @@ describe('TargetSync', () => {
     const kernel = new FakeMaps();
     const sync = new TargetSync(kernel.addon, kernel.fds);
     const many = Array.from({ length: 17 }, (_, i) => ({ cidr: `10.${i}.0.0/16`, bound: false }));
-    expect(() => sync.sync({ vips: [{ address: '10.0.0.1', port: 80, proto: 'tcp' }], nodePorts: [], localPrefixes: many })).toThrow(/preparing the eBPF maps/);
+    expect(() =>
+      sync.sync({ vips: [{ address: '10.0.0.1', port: 80, proto: 'tcp' }], nodePorts: [], localPrefixes: many }),
+    ).toThrow(/preparing the eBPF maps/);
     expect(sync.slots.used).toBe(1);
     expect(kernel.writes).toBe(0);
   });

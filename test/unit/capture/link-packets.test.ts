@@ -3,9 +3,9 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { decodeLinkIndex, decodeLinkPackets, decodeLinkType } from '../../../src/capture/link-packets.js';
 import { isL3LinkType } from '../../../src/capture/ebpf.js';
-import { NLMSG_DONE, NetlinkParseError, splitMessages, walkAttrs } from '../../../src/kernel/netlink/codec.js';
+import { decodeLinkIndex, decodeLinkPackets, decodeLinkType } from '../../../src/capture/link-packets.js';
+import { NetlinkParseError, NLMSG_DONE, splitMessages, walkAttrs } from '../../../src/kernel/netlink/codec.js';
 
 const IFLA_STATS = 7;
 const IFLA_STATS64 = 23;

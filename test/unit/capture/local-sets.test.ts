@@ -23,7 +23,8 @@ import { TargetIndex } from '../../../src/capture/classify.js';
 import { localSets } from '../../../src/capture/ebpf-maps.js';
 import { address16, type Targets } from '../../../src/capture/targets.js';
 
-const hosts4 = (n: number, base: string) => Array.from({ length: n }, (_, i) => ({ cidr: `${base}${i + 1}`, bound: true }));
+const hosts4 = (n: number, base: string) =>
+  Array.from({ length: n }, (_, i) => ({ cidr: `${base}${i + 1}`, bound: true }));
 
 function targets(localPrefixes: Targets['localPrefixes']): Targets {
   return { vips: [], localPrefixes, nodePorts: [] };
@@ -32,13 +33,24 @@ function targets(localPrefixes: Targets['localPrefixes']): Targets {
 describe('localSets', () => {
   it('puts the first host addresses first, each with the flags of the prefixes that hold it', () => {
     // A node IP inside the pod CIDR (e.g. cni0's gateway), another outside.
-    const l = localSets(targets([{ cidr: '10.245.1.0/24', bound: false }, { cidr: '10.245.1.1', bound: true }, { cidr: '10.0.0.5', bound: true }]));
+    const l = localSets(
+      targets([
+        { cidr: '10.245.1.0/24', bound: false },
+        { cidr: '10.245.1.1', bound: true },
+        { cidr: '10.0.0.5', bound: true },
+      ]),
+    );
     expect(l.nets4.map((n) => [n.mask >>> 0, n.flags])).toEqual([
       [0xffffffff, LOCAL_BOUND | LOCAL_POD],
       [0xffffffff, LOCAL_BOUND],
       [0xffffff00, LOCAL_POD],
     ]);
-    const v6 = localSets(targets([{ cidr: 'fd45:1::/64', bound: false }, { cidr: 'fd45:1::1', bound: true }]));
+    const v6 = localSets(
+      targets([
+        { cidr: 'fd45:1::/64', bound: false },
+        { cidr: 'fd45:1::1', bound: true },
+      ]),
+    );
     expect(v6.nets6.map((n) => n.flags)).toEqual([LOCAL_BOUND | LOCAL_POD, LOCAL_POD]);
   });
 
@@ -64,7 +76,12 @@ describe('localSets', () => {
     const flags = [0, 1, 2, 3].map((i) => b.readUInt32LE(CONFIG_NETS4 + i * NET4_SIZE + NET4_FLAGS));
     expect(flags).toEqual([LOCAL_BOUND, LOCAL_BOUND, LOCAL_POD | LOCAL_IN_HASH, LOCAL_POD]);
 
-    const v6 = localSets(targets([{ cidr: 'fd45:1::/64', bound: false }, ...Array.from({ length: 4 }, (_, i) => ({ cidr: `fd45:1::${i + 1}`, bound: true }))]));
+    const v6 = localSets(
+      targets([
+        { cidr: 'fd45:1::/64', bound: false },
+        ...Array.from({ length: 4 }, (_, i) => ({ cidr: `fd45:1::${i + 1}`, bound: true })),
+      ]),
+    );
     expect(v6.hosts6.size).toBe(1);
     const b6 = configValue(v6.nets4, v6.nets6, { v4: false, v6: true });
     expect(b6.readUInt32LE(CONFIG_N6)).toBe(4);
@@ -72,7 +89,11 @@ describe('localSets', () => {
   });
 
   it('leaves the flags the pcap path classifies with unchanged', () => {
-    const t = targets([{ cidr: '10.245.1.0/24', bound: false }, ...hosts4(4, '10.0.0.'), { cidr: '10.245.1.77', bound: true }]);
+    const t = targets([
+      { cidr: '10.245.1.0/24', bound: false },
+      ...hosts4(4, '10.0.0.'),
+      { cidr: '10.245.1.77', bound: true },
+    ]);
     const idx = new TargetIndex(t);
     expect(idx.localFlags(address16('10.245.1.77'))).toBe(LOCAL_BOUND | LOCAL_POD);
     expect(idx.localFlags(address16('10.245.1.78'))).toBe(LOCAL_POD);

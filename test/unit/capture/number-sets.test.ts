@@ -108,7 +108,8 @@ describe('NumberSet', () => {
       expect(set.delete(gone)).toBe(true);
       expect(set.has(gone)).toBe(false);
     }
-    for (const v of [...same, ...other]) expect(set.has(v)).toBe([same[5], same[0], same[11]].includes(v) ? false : true);
+    for (const v of [...same, ...other])
+      expect(set.has(v)).toBe([same[5], same[0], same[11]].includes(v) ? false : true);
     expect(set.add(same[5]!)).toBe(true); // re-added
     expect(set.has(same[5]!)).toBe(true);
     expect(set.size).toBe(same.length + other.length - 2);

@@ -6,8 +6,25 @@
 import { describe, expect, it } from 'vitest';
 import { BENCH_NODE, syntheticCluster } from '../../../bench/agent-cluster.js';
 import { ServiceIndex } from '../../../src/agent/service-index.js';
-import { decodeCounterKey, MAP_NODEPORTS, MAP_VIPS4, MAX_SLOTS, NODEPORT_SLOT_V4, NODEPORT_SLOT_V6, nodePortIndex, u32Value } from '../../../src/capture/bpf-layout.js';
-import { bytesText, FAMILY_V4, FAMILY_V6, slotFamilies, TARGET_MAPS, targetMaps, textBytes } from '../../../src/capture/ebpf-maps.js';
+import {
+  decodeCounterKey,
+  MAP_NODEPORTS,
+  MAP_VIPS4,
+  MAX_SLOTS,
+  NODEPORT_SLOT_V4,
+  NODEPORT_SLOT_V6,
+  nodePortIndex,
+  u32Value,
+} from '../../../src/capture/bpf-layout.js';
+import {
+  bytesText,
+  FAMILY_V4,
+  FAMILY_V6,
+  slotFamilies,
+  TARGET_MAPS,
+  targetMaps,
+  textBytes,
+} from '../../../src/capture/ebpf-maps.js';
 import { TargetSync } from '../../../src/capture/ebpf-sync.js';
 import { SlotAllocator } from '../../../src/capture/ebpf-tables.js';
 import type { Targets } from '../../../src/capture/targets.js';
@@ -15,14 +32,22 @@ import { buildClusterView } from '../../../src/cluster/build.js';
 import { classifyDocuments } from '../../../src/cluster/file.js';
 import type { BpfAddon } from '../../../src/native/bpf.js';
 
-const prefixes = (...cidrs: string[]): Targets => ({ vips: [], nodePorts: [], localPrefixes: cidrs.map((cidr) => ({ cidr, bound: true })) });
+const prefixes = (...cidrs: string[]): Targets => ({
+  vips: [],
+  nodePorts: [],
+  localPrefixes: cidrs.map((cidr) => ({ cidr, bound: true })),
+});
 
 /** bench/agent.ts's targets: its synthetic cluster's 5,000 LB Services seen from its node, whose uplink has an fe80:: address too. */
 function benchTargets(): Targets {
   const { list } = syntheticCluster(5000, 20_000);
   const { objects } = classifyDocuments([list]);
   const view = buildClusterView(objects, { nodeName: BENCH_NODE.name });
-  return new ServiceIndex(view, { nodeIps: [BENCH_NODE.ip, 'fe80::5054:ff:fe12:3456'], ipvsIps: [], podCidrs: [BENCH_NODE.podCidr] }).targets();
+  return new ServiceIndex(view, {
+    nodeIps: [BENCH_NODE.ip, 'fe80::5054:ff:fe12:3456'],
+    ipvsIps: [],
+    podCidrs: [BENCH_NODE.podCidr],
+  }).targets();
 }
 
 /** Each NodePort's [v4 slot, v6 slot] as the nodeports map holds them. */
@@ -62,7 +87,13 @@ describe('NodePort slots per address family', () => {
     expect(np.filter(([, v6]) => v6 !== 0)).toHaveLength(0);
     // Every slot counts its own key: the last NodePort's IPv4 loop_return.
     const last = t.nodePorts.at(-1)!;
-    expect(decodeCounterKey(slots.keyOf(np.at(-1)![0]!), 0)).toEqual({ target: '0.0.0.0', port: last.port, proto: last.proto, kind: 'loop_return', direction: 'ingress' });
+    expect(decodeCounterKey(slots.keyOf(np.at(-1)![0]!), 0)).toEqual({
+      target: '0.0.0.0',
+      port: last.port,
+      proto: last.proto,
+      kind: 'loop_return',
+      direction: 'ingress',
+    });
   });
 
   it('a node that gains an IPv6 address gets IPv6 NodePort slots, written into the NodePorts it holds', () => {
@@ -70,7 +101,8 @@ describe('NodePort slots per address family', () => {
     const fds = Object.fromEntries(TARGET_MAPS.map((m, i) => [m, 100 + i]));
     const addon = {
       bpfMapUpdate: (fd: number, key: Uint8Array, value: Uint8Array) => {
-        if (fd === fds[MAP_NODEPORTS]) written.set(Buffer.from(key).toString('hex'), Buffer.from(value).toString('hex'));
+        if (fd === fds[MAP_NODEPORTS])
+          written.set(Buffer.from(key).toString('hex'), Buffer.from(value).toString('hex'));
       },
       bpfMapDelete: () => true,
     } as unknown as BpfAddon;
@@ -79,8 +111,22 @@ describe('NodePort slots per address family', () => {
       { port: 30080, proto: 'tcp' },
       { port: 30081, proto: 'udp' },
     ];
-    const v4Only: Targets = { vips: [], nodePorts, localPrefixes: [{ cidr: '10.0.0.1', bound: true }, { cidr: 'fe80::1', bound: true }, { cidr: '10.244.1.0/24', bound: false }] };
-    const slotsOf = () => nodePorts.map((n) => Buffer.from(written.get(Buffer.from(u32Value(nodePortIndex(n.proto === 'tcp' ? 6 : 17, n.port))).toString('hex'))!, 'hex'));
+    const v4Only: Targets = {
+      vips: [],
+      nodePorts,
+      localPrefixes: [
+        { cidr: '10.0.0.1', bound: true },
+        { cidr: 'fe80::1', bound: true },
+        { cidr: '10.244.1.0/24', bound: false },
+      ],
+    };
+    const slotsOf = () =>
+      nodePorts.map((n) =>
+        Buffer.from(
+          written.get(Buffer.from(u32Value(nodePortIndex(n.proto === 'tcp' ? 6 : 17, n.port))).toString('hex'))!,
+          'hex',
+        ),
+      );
     sync.sync(v4Only);
     expect(sync.slots.used).toBe(3);
     expect(slotsOf().map((v) => [v.readUInt16LE(NODEPORT_SLOT_V4), v.readUInt16LE(NODEPORT_SLOT_V6)])).toEqual([
@@ -99,7 +145,13 @@ describe('NodePort slots per address family', () => {
       [1, 3],
       [2, 4],
     ]);
-    expect(decodeCounterKey(sync.slots.keyOf(3), 0)).toEqual({ target: '::', port: 30080, proto: 'tcp', kind: 'loop_return', direction: 'ingress' });
+    expect(decodeCounterKey(sync.slots.keyOf(3), 0)).toEqual({
+      target: '::',
+      port: 30080,
+      proto: 'tcp',
+      kind: 'loop_return',
+      direction: 'ingress',
+    });
     // The address goes again: the slots stay (a slot never changes key), nothing is rewritten.
     written.clear();
     sync.sync(v4Only);

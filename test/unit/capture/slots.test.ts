@@ -46,11 +46,35 @@ describe('counter slots', () => {
     );
     const v4 = textBytes(maps[MAP_VIPS4]!.get(bytesText(vipKey('10.0.0.100', 80, 'tcp').key))!).readUInt32LE(0);
     const v6 = textBytes(maps[MAP_VIPS6]!.get(bytesText(vipKey('2001:db8::100', 0, 'udp').key))!).readUInt32LE(0);
-    expect(slotKey(slots, v4)).toEqual({ target: '10.0.0.100', port: 80, proto: 'tcp', kind: 'to_lb', direction: 'egress' });
-    expect(slotKey(slots, v6)).toEqual({ target: '2001:db8::100', port: 0, proto: 'udp', kind: 'to_lb', direction: 'egress' });
+    expect(slotKey(slots, v4)).toEqual({
+      target: '10.0.0.100',
+      port: 80,
+      proto: 'tcp',
+      kind: 'to_lb',
+      direction: 'egress',
+    });
+    expect(slotKey(slots, v6)).toEqual({
+      target: '2001:db8::100',
+      port: 0,
+      proto: 'udp',
+      kind: 'to_lb',
+      direction: 'egress',
+    });
     const np = textBytes(maps[MAP_NODEPORTS]!.get(bytesText(u32Value(nodePortIndex(6, 30080))))!);
-    expect(slotKey(slots, np.readUInt16LE(NODEPORT_SLOT_V4))).toEqual({ target: '0.0.0.0', port: 30080, proto: 'tcp', kind: 'loop_return', direction: 'ingress' });
-    expect(slotKey(slots, np.readUInt16LE(NODEPORT_SLOT_V6))).toEqual({ target: '::', port: 30080, proto: 'tcp', kind: 'loop_return', direction: 'ingress' });
+    expect(slotKey(slots, np.readUInt16LE(NODEPORT_SLOT_V4))).toEqual({
+      target: '0.0.0.0',
+      port: 30080,
+      proto: 'tcp',
+      kind: 'loop_return',
+      direction: 'ingress',
+    });
+    expect(slotKey(slots, np.readUInt16LE(NODEPORT_SLOT_V6))).toEqual({
+      target: '::',
+      port: 30080,
+      proto: 'tcp',
+      kind: 'loop_return',
+      direction: 'ingress',
+    });
     expect(new Set([v4, v6, np.readUInt16LE(0), np.readUInt16LE(2)]).size).toBe(4);
     expect(slots.used).toBe(5);
   });
@@ -78,14 +102,29 @@ describe('counter slots', () => {
   });
 
   it('without an allocator every slot is 0', () => {
-    const maps = targetMaps(targets([{ address: '10.0.0.100', port: 80, proto: 'tcp' }], [{ port: 30080, proto: 'udp' }]));
+    const maps = targetMaps(
+      targets([{ address: '10.0.0.100', port: 80, proto: 'tcp' }], [{ port: 30080, proto: 'udp' }]),
+    );
     expect([...maps[MAP_VIPS4]!.values()].map((v) => textBytes(v).readUInt32LE(0))).toEqual([0]);
-    expect([...maps[MAP_NODEPORTS]!.entries()].map(([k, v]) => [textBytes(k).readUInt32LE(0), textBytes(v).readUInt32LE(0)])).toEqual([[nodePortIndex(17, 30080), 0]]);
+    expect(
+      [...maps[MAP_NODEPORTS]!.entries()].map(([k, v]) => [textBytes(k).readUInt32LE(0), textBytes(v).readUInt32LE(0)]),
+    ).toEqual([[nodePortIndex(17, 30080), 0]]);
   });
 
   it('merges the hash and slot readings into one sample per key', () => {
-    const s = (target: string, packets: number) => ({ target, port: 80, proto: 'tcp' as const, kind: 'to_lb' as const, direction: 'egress' as const, packets, bytes: packets * 60 });
-    expect(mergeSamples([s('10.0.0.1', 2), s('10.0.0.2', 1)], [s('10.0.0.1', 3)])).toEqual([s('10.0.0.1', 5), s('10.0.0.2', 1)]);
+    const s = (target: string, packets: number) => ({
+      target,
+      port: 80,
+      proto: 'tcp' as const,
+      kind: 'to_lb' as const,
+      direction: 'egress' as const,
+      packets,
+      bytes: packets * 60,
+    });
+    expect(mergeSamples([s('10.0.0.1', 2), s('10.0.0.2', 1)], [s('10.0.0.1', 3)])).toEqual([
+      s('10.0.0.1', 5),
+      s('10.0.0.2', 1),
+    ]);
     const only = [s('10.0.0.1', 2)];
     expect(mergeSamples(only, [])).toBe(only);
   });

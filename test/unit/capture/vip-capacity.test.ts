@@ -1,7 +1,7 @@
 // The counters' targets within a backend's VIP bound (withinVipCapacity): the first VIP:ports
 // of each address family in the index's order, and how many are left out.
 import { describe, expect, it } from 'vitest';
-import { withinVipCapacity, type Targets } from '../../../src/capture/targets.js';
+import { type Targets, withinVipCapacity } from '../../../src/capture/targets.js';
 
 const targets = (v4: number, v6: number): Targets => ({
   vips: [
@@ -22,7 +22,13 @@ describe('withinVipCapacity', () => {
   it('keeps the first VIPs of each family up to the bound, and counts the others', () => {
     const r = withinVipCapacity(targets(5, 2), 3);
     expect(r.notCounted).toBe(2);
-    expect(r.targets.vips.map((v) => v.address)).toEqual(['198.18.0.0', '198.18.0.1', '198.18.0.2', '2001:db8::0', '2001:db8::1']);
+    expect(r.targets.vips.map((v) => v.address)).toEqual([
+      '198.18.0.0',
+      '198.18.0.1',
+      '198.18.0.2',
+      '2001:db8::0',
+      '2001:db8::1',
+    ]);
     expect(r.targets.localPrefixes).toEqual(targets(0, 0).localPrefixes);
     expect(r.targets.nodePorts).toEqual(targets(0, 0).nodePorts);
   });

@@ -6,8 +6,8 @@ import { existsSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import * as L from '../../../src/capture/bpf-layout.js';
 import { bpfObjectPath } from '../../../src/capture/ebpf.js';
-import { targetMaps, textBytes, type MapContents } from '../../../src/capture/ebpf-maps.js';
 import { vipKeyOf } from '../../../src/capture/ebpf-keys.js';
+import { type MapContents, targetMaps, textBytes } from '../../../src/capture/ebpf-maps.js';
 import { bucketOf, SlotAllocator, VipTable } from '../../../src/capture/ebpf-tables.js';
 import { address16, type Targets } from '../../../src/capture/targets.js';
 import { Btf } from '../../support/btf.js';
@@ -35,10 +35,19 @@ describe('viptab buckets', () => {
   it('match the program BTF', () => {
     if (!existsSync(bpfObjectPath())) throw new Error(`${bpfObjectPath()} missing: npm run build`);
     const btf = Btf.fromObject(bpfObjectPath());
-    expect(btf.map(L.MAP_VIPTAB)).toMatchObject({ type: 2, maxEntries: L.VIPTAB_BUCKETS, keySize: 4, valueSize: L.VIP_BUCKET_SIZE });
+    expect(btf.map(L.MAP_VIPTAB)).toMatchObject({
+      type: 2,
+      maxEntries: L.VIPTAB_BUCKETS,
+      keySize: 4,
+      valueSize: L.VIP_BUCKET_SIZE,
+    });
     const b = btf.struct('vip_bucket');
     expect(b.size).toBe(L.VIP_BUCKET_SIZE);
-    expect(b.members.e).toMatchObject({ offset: 0, size: L.VIP_BUCKET_ENTRIES * L.VIP_ENT_SIZE, nelems: L.VIP_BUCKET_ENTRIES });
+    expect(b.members.e).toMatchObject({
+      offset: 0,
+      size: L.VIP_BUCKET_ENTRIES * L.VIP_ENT_SIZE,
+      nelems: L.VIP_BUCKET_ENTRIES,
+    });
     expect(b.members.more).toMatchObject({ offset: L.VIP_BUCKET_MORE, size: 4 });
     const e = btf.struct('vip_ent');
     expect(e.size).toBe(L.VIP_ENT_SIZE);
@@ -73,7 +82,10 @@ describe('viptab buckets', () => {
     // Every key is in its hash, the bucket's hash-only one included.
     expect(maps[L.MAP_VIPS4]!.size).toBe(3);
     const v6 = t.get(vipBucket('2001:db8::1', 80, 'tcp'))!;
-    expect(v6.entries[0]).toMatchObject({ addr: address16('2001:db8::1').toString('hex'), tag: 80 | (6 << 16) | (6 << 24) });
+    expect(v6.entries[0]).toMatchObject({
+      addr: address16('2001:db8::1').toString('hex'),
+      tag: 80 | (6 << 16) | (6 << 24),
+    });
     expect(v6.more).toBe(0);
 
     // The first key goes: its entry is freed, the other keeps its place, the hash-only key stays there.
@@ -91,7 +103,12 @@ describe('viptab buckets', () => {
     expect(t.get(at)!.more).toBe(0);
     expect(t.size).toBe(1);
     // Slots in entries are the to_lb slots of their keys.
-    expect(t.get(at)!.entries.map((e) => e!.slot).every((s) => s > 0)).toBe(true);
+    expect(
+      t
+        .get(at)!
+        .entries.map((e) => e!.slot)
+        .every((s) => s > 0),
+    ).toBe(true);
   });
 
   it('reports what changed: keys added and removed once each, and only buckets whose value changed', () => {

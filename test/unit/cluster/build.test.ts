@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { interpretAnnotations, isPrivateIp } from '../../../src/cluster/annotations.js';
 import { buildClusterView, parsersFor } from '../../../src/cluster/build.js';
-import { slicePort, type SliceEntry } from '../../../src/cluster/endpoints.js';
+import { type SliceEntry, slicePort } from '../../../src/cluster/endpoints.js';
 import { loadClusterFile } from '../../../src/cluster/file.js';
 import { emptyObjects } from '../../../src/cluster/objects.js';
 import type { ServiceView } from '../../../src/cluster/types.js';
@@ -186,9 +186,7 @@ describe('buildClusterView on malformed objects', () => {
     expect(lb.lbIngress).toEqual([{ ip: '10.0.0.92', ipMode: 'VIP' }]);
     // The Ingress path with a port still routes; an empty conditions object means ready.
     expect(lb.ingressVips).toEqual([{ ingress: 'default/no-port', ip: '10.0.0.201' }]);
-    expect(lb.endpoints).toEqual([
-      { address: '10.244.1.32', nodeName: 'node-a', ready: true, local: true },
-    ]);
+    expect(lb.endpoints).toEqual([{ address: '10.244.1.32', nodeName: 'node-a', ready: true, local: true }]);
     expect(lb.endpointPorts).toBe(8080);
   });
 });
@@ -244,10 +242,21 @@ describe('buildClusterView edge cases', () => {
 
   it('a slice without the service-name label, or an FQDN slice, gives no endpoints and no warning', () => {
     const objects = emptyObjects();
-    objects.services.push({ origin: 'a', object: { metadata: { name: 's', namespace: 'n' }, spec: { ports: [{ port: 80 }] } } });
+    objects.services.push({
+      origin: 'a',
+      object: { metadata: { name: 's', namespace: 'n' }, spec: { ports: [{ port: 80 }] } },
+    });
     const ep = { addresses: ['10.0.0.1'] };
     objects.endpointSlices.push(
-      { origin: 'b', object: { metadata: { name: 'x', namespace: 'n' }, addressType: 'IPv4', endpoints: [ep], ports: [{ port: 80 }] } },
+      {
+        origin: 'b',
+        object: {
+          metadata: { name: 'x', namespace: 'n' },
+          addressType: 'IPv4',
+          endpoints: [ep],
+          ports: [{ port: 80 }],
+        },
+      },
       {
         origin: 'c',
         object: {
@@ -265,7 +274,10 @@ describe('buildClusterView edge cases', () => {
 
   it('an address listed in two slices (during an update) appears once', () => {
     const objects = emptyObjects();
-    objects.services.push({ origin: 'a', object: { metadata: { name: 's', namespace: 'n' }, spec: { ports: [{ port: 80 }] } } });
+    objects.services.push({
+      origin: 'a',
+      object: { metadata: { name: 's', namespace: 'n' }, spec: { ports: [{ port: 80 }] } },
+    });
     for (const name of ['s-1', 's-2']) {
       objects.endpointSlices.push({
         origin: name,
@@ -280,22 +292,39 @@ describe('buildClusterView edge cases', () => {
     expect(buildClusterView(objects, { nodeName: 'me' }).services[0]?.endpoints).toHaveLength(1);
   });
 
-  it('a port served by one slice shares that slice\'s endpoint list; two slices give a merged copy', () => {
+  it("a port served by one slice shares that slice's endpoint list; two slices give a merged copy", () => {
     const objects = emptyObjects();
-    objects.services.push({ origin: 'a', object: { metadata: { name: 's', namespace: 'n' }, spec: { ports: [{ name: 'http', port: 80 }, { name: 'm', port: 9000 }] } } });
+    objects.services.push({
+      origin: 'a',
+      object: {
+        metadata: { name: 's', namespace: 'n' },
+        spec: {
+          ports: [
+            { name: 'http', port: 80 },
+            { name: 'm', port: 9000 },
+          ],
+        },
+      },
+    });
     const slice = (name: string, address: string) => ({
       origin: name,
       object: {
         metadata: { name, namespace: 'n', labels: { 'kubernetes.io/service-name': 's' } },
         addressType: 'IPv4',
         endpoints: [{ addresses: [address], nodeName: 'me' }],
-        ports: [{ name: 'http', port: 8080 }, { name: 'm', port: 9090 }],
+        ports: [
+          { name: 'http', port: 8080 },
+          { name: 'm', port: 9090 },
+        ],
       },
     });
     objects.endpointSlices.push(slice('s-1', '10.0.0.1'));
     const one = buildClusterView(objects, { nodeName: 'me' }).services;
     const again = buildClusterView(objects, { nodeName: 'me' }).services;
-    expect(one.map((v) => v.endpoints.map((e) => `${e.address}:${slicePort(v, e)} ${e.local}`))).toEqual([['10.0.0.1:8080 true'], ['10.0.0.1:9090 true']]);
+    expect(one.map((v) => v.endpoints.map((e) => `${e.address}:${slicePort(v, e)} ${e.local}`))).toEqual([
+      ['10.0.0.1:8080 true'],
+      ['10.0.0.1:9090 true'],
+    ]);
     // Each build parses again: equal lists, not the same (sharing is between a store and its views).
     expect(again[0]!.endpoints).toEqual(one[0]!.endpoints);
     objects.endpointSlices.push(slice('s-2', '10.0.0.2'));
@@ -312,7 +341,12 @@ describe('buildClusterView edge cases', () => {
     const parse = parsersFor('me').endpointSlices;
     const slice = (name: string, ports: object[]) => ({
       origin: name,
-      object: { metadata: { name, namespace: 'n', labels: { 'kubernetes.io/service-name': name } }, addressType: 'IPv4', endpoints: [], ports },
+      object: {
+        metadata: { name, namespace: 'n', labels: { 'kubernetes.io/service-name': name } },
+        addressType: 'IPv4',
+        endpoints: [],
+        ports,
+      },
     });
     const http = [{ name: 'http', port: 8080, protocol: 'TCP' }];
     const a = parse(slice('a', http)) as SliceEntry;
@@ -329,9 +363,15 @@ describe('buildClusterView edge cases', () => {
     expect((parsersFor('me').endpointSlices(slice('e', http)) as SliceEntry).ports).not.toBe(a.ports);
   });
 
-  it('slices that give one port different numbers: each endpoint at its own slice\'s, an address at two numbers kept twice', () => {
+  it("slices that give one port different numbers: each endpoint at its own slice's, an address at two numbers kept twice", () => {
     const objects = emptyObjects();
-    objects.services.push({ origin: 'a', object: { metadata: { name: 's', namespace: 'n' }, spec: { ports: [{ name: 'http', port: 80, targetPort: 'web' }] } } });
+    objects.services.push({
+      origin: 'a',
+      object: {
+        metadata: { name: 's', namespace: 'n' },
+        spec: { ports: [{ name: 'http', port: 80, targetPort: 'web' }] },
+      },
+    });
     const slice = (name: string, addresses: string[], port: number) => ({
       origin: name,
       object: {
@@ -341,15 +381,30 @@ describe('buildClusterView edge cases', () => {
         ports: [{ name: 'http', port }],
       },
     });
-    objects.endpointSlices.push(slice('old', ['10.0.0.1', '10.0.0.2'], 8080), slice('new', ['10.0.0.1', '10.0.0.3'], 8081));
+    objects.endpointSlices.push(
+      slice('old', ['10.0.0.1', '10.0.0.2'], 8080),
+      slice('new', ['10.0.0.1', '10.0.0.3'], 8081),
+    );
     const [v] = buildClusterView(objects, { nodeName: 'me' }).services;
-    expect(v!.endpoints.map((e) => `${e.address}:${slicePort(v!, e)}`)).toEqual(['10.0.0.1:8080', '10.0.0.2:8080', '10.0.0.1:8081', '10.0.0.3:8081']);
+    expect(v!.endpoints.map((e) => `${e.address}:${slicePort(v!, e)}`)).toEqual([
+      '10.0.0.1:8080',
+      '10.0.0.2:8080',
+      '10.0.0.1:8081',
+      '10.0.0.3:8081',
+    ]);
     expect(v!.endpointPorts).toBeInstanceOf(Map);
   });
 
   it('never throws on garbage', () => {
     const objects = emptyObjects();
-    for (const junk of [null, 'x', [], { metadata: 'm' }, { metadata: { name: 5 } }, { metadata: { name: 'a' }, spec: [] }]) {
+    for (const junk of [
+      null,
+      'x',
+      [],
+      { metadata: 'm' },
+      { metadata: { name: 5 } },
+      { metadata: { name: 'a' }, spec: [] },
+    ]) {
       objects.services.push({ origin: 'j', object: junk });
       objects.endpointSlices.push({ origin: 'j', object: junk });
       objects.ingresses.push({ origin: 'j', object: junk });
@@ -382,18 +437,41 @@ describe('annotations', () => {
   });
 
   it('GCP current and legacy keys, legacy Alibaba alicloud- prefix, prevent-loopback "false"', () => {
-    expect(interpretAnnotations({ 'networking.gke.io/load-balancer-type': 'Internal' }).internalByAnnotation).toBeDefined();
-    expect(interpretAnnotations({ 'cloud.google.com/load-balancer-type': 'internal' }).internalByAnnotation).toBeDefined();
-    expect(interpretAnnotations({ 'networking.gke.io/load-balancer-type': 'External' }).internalByAnnotation).toBeUndefined();
-    expect(interpretAnnotations({ 'service.beta.kubernetes.io/alicloud-loadbalancer-hostname': 'h.example' }).alibabaHostname).toBe('h.example');
-    expect(interpretAnnotations({ 'service.beta.kubernetes.io/alibaba-cloud-loadbalancer-address-type': 'internet' }).internalByAnnotation).toBeUndefined();
+    expect(
+      interpretAnnotations({ 'networking.gke.io/load-balancer-type': 'Internal' }).internalByAnnotation,
+    ).toBeDefined();
+    expect(
+      interpretAnnotations({ 'cloud.google.com/load-balancer-type': 'internal' }).internalByAnnotation,
+    ).toBeDefined();
+    expect(
+      interpretAnnotations({ 'networking.gke.io/load-balancer-type': 'External' }).internalByAnnotation,
+    ).toBeUndefined();
+    expect(
+      interpretAnnotations({ 'service.beta.kubernetes.io/alicloud-loadbalancer-hostname': 'h.example' })
+        .alibabaHostname,
+    ).toBe('h.example');
+    expect(
+      interpretAnnotations({ 'service.beta.kubernetes.io/alibaba-cloud-loadbalancer-address-type': 'internet' })
+        .internalByAnnotation,
+    ).toBeUndefined();
     const off = interpretAnnotations({ 'service.cloud.tencent.com/prevent-loopback': 'false' });
     expect(off.tencentPreventLoopback).toBe(false);
     expect(off.raw).toEqual({ 'service.cloud.tencent.com/prevent-loopback': 'false' });
   });
 
   it('private ranges', () => {
-    expect(['10.1.2.3', '172.31.0.1', '192.168.9.9', '100.64.0.5', 'fd00::1'].map(isPrivateIp)).toEqual([true, true, true, true, true]);
-    expect(['172.32.0.1', '8.8.8.8', '2001:db8::1', '100.128.0.1'].map(isPrivateIp)).toEqual([false, false, false, false]);
+    expect(['10.1.2.3', '172.31.0.1', '192.168.9.9', '100.64.0.5', 'fd00::1'].map(isPrivateIp)).toEqual([
+      true,
+      true,
+      true,
+      true,
+      true,
+    ]);
+    expect(['172.32.0.1', '8.8.8.8', '2001:db8::1', '100.128.0.1'].map(isPrivateIp)).toEqual([
+      false,
+      false,
+      false,
+      false,
+    ]);
   });
 });

@@ -22,8 +22,13 @@ const viewOf = (services: ServiceView[]): ClusterView => ({ ...base, services })
 
 describe('lbHostnamesOf under a cap', () => {
   // A tenant's 300 names sort before the shop's two real NLB names.
-  const tenant = Array.from({ length: 300 }, (_, i) => svc('aaa-tenant', `s${i}`, `a${String(i).padStart(3, '0')}.tenant.example`));
-  const shop = [svc('shop', 'api', 'k8s-shop-api-1.elb.eu-west-1.amazonaws.com'), svc('shop', 'web', 'k8s-shop-web-2.elb.eu-west-1.amazonaws.com')];
+  const tenant = Array.from({ length: 300 }, (_, i) =>
+    svc('aaa-tenant', `s${i}`, `a${String(i).padStart(3, '0')}.tenant.example`),
+  );
+  const shop = [
+    svc('shop', 'api', 'k8s-shop-api-1.elb.eu-west-1.amazonaws.com'),
+    svc('shop', 'web', 'k8s-shop-web-2.elb.eu-west-1.amazonaws.com'),
+  ];
 
   it("keeps every namespace's names when one namespace publishes more than the cap", () => {
     const kept = lbHostnamesOf(viewOf([...tenant, ...shop])).slice(0, 256);
@@ -35,12 +40,17 @@ describe('lbHostnamesOf under a cap', () => {
   it("puts names a Service's annotation chose after the names the cloud wrote", () => {
     const chosen = Array.from({ length: 10 }, (_, i) => svc('aaa', `c${i}`, `c${i}.chosen.example`, true));
     const names = lbHostnamesOf(viewOf([...chosen, ...shop]));
-    expect(names.slice(0, 2)).toEqual(['k8s-shop-api-1.elb.eu-west-1.amazonaws.com', 'k8s-shop-web-2.elb.eu-west-1.amazonaws.com']);
+    expect(names.slice(0, 2)).toEqual([
+      'k8s-shop-api-1.elb.eu-west-1.amazonaws.com',
+      'k8s-shop-web-2.elb.eu-west-1.amazonaws.com',
+    ]);
     expect(names).toHaveLength(12);
   });
 
   it('lists a name shared by several Services once', () => {
-    expect(lbHostnamesOf(viewOf([svc('a', 'x', 'same.example'), svc('b', 'y', 'same.example')]))).toEqual(['same.example']);
+    expect(lbHostnamesOf(viewOf([svc('a', 'x', 'same.example'), svc('b', 'y', 'same.example')]))).toEqual([
+      'same.example',
+    ]);
   });
 });
 

@@ -15,17 +15,34 @@ const read = (f: string): string => readFileSync(`${FIX}dns/${f}`, 'utf8');
 
 describe('parseResolvConf', () => {
   it('reads the captured and the kubelet-written files', () => {
-    expect(parseResolvConf(read('resolv.conf.dev-host'))).toMatchObject({ nameservers: ['10.255.255.53'], timeoutS: 5, attempts: 2, warnings: [] });
-    expect(parseResolvConf(read('resolv.conf.kubelet-cluster-first'))).toMatchObject({ nameservers: ['10.96.0.10'], warnings: [] });
-    expect(parseResolvConf(read('resolv.conf.systemd-stub'))).toMatchObject({ nameservers: ['127.0.0.53'], warnings: [] });
+    expect(parseResolvConf(read('resolv.conf.dev-host'))).toMatchObject({
+      nameservers: ['10.255.255.53'],
+      timeoutS: 5,
+      attempts: 2,
+      warnings: [],
+    });
+    expect(parseResolvConf(read('resolv.conf.kubelet-cluster-first'))).toMatchObject({
+      nameservers: ['10.96.0.10'],
+      warnings: [],
+    });
+    expect(parseResolvConf(read('resolv.conf.systemd-stub'))).toMatchObject({
+      nameservers: ['127.0.0.53'],
+      warnings: [],
+    });
   });
 
   it('keeps options within bounds, and says what it skipped', () => {
-    const c = parseResolvConf('nameserver 10.0.0.2\nnameserver fe80::1%eth0\nnameserver bogus\nnameserver 10.0.0.3\nnameserver 10.0.0.4\noptions timeout:0 attempts:99 rotate\n', 'x');
+    const c = parseResolvConf(
+      'nameserver 10.0.0.2\nnameserver fe80::1%eth0\nnameserver bogus\nnameserver 10.0.0.3\nnameserver 10.0.0.4\noptions timeout:0 attempts:99 rotate\n',
+      'x',
+    );
     expect(c.nameservers).toEqual(['10.0.0.2', 'fe80::1%eth0', '10.0.0.3']);
     expect(c.timeoutS).toBe(1);
     expect(c.attempts).toBe(5);
-    expect(c.warnings).toEqual(['x:3: nameserver "bogus" is not an IP address', 'x:5: nameserver 10.0.0.4 ignored (only the first 3 are used)']);
+    expect(c.warnings).toEqual([
+      'x:3: nameserver "bogus" is not an IP address',
+      'x:5: nameserver 10.0.0.4 ignored (only the first 3 are used)',
+    ]);
   });
 
   it('truncated, empty, binary and oversized input: warnings or a clear error, never a crash', () => {
@@ -45,11 +62,25 @@ describe('isHostname', () => {
   it('accepts LB names and refuses what must never be sent', () => {
     expect(isHostname('k8s-shop-nlb-0a1b2c3d4e-0123456789abcdef.elb.eu-west-1.amazonaws.com')).toBe(true);
     expect(isHostname('lb.example.com.')).toBe(true);
-    for (const bad of ['', '.', 'a..b', '-a.com', 'a b.com', `${'a'.repeat(64)}.com`, `${'a.'.repeat(127)}com`, 'x\u0000.com']) expect(isHostname(bad), bad).toBe(false);
+    for (const bad of [
+      '',
+      '.',
+      'a..b',
+      '-a.com',
+      'a b.com',
+      `${'a'.repeat(64)}.com`,
+      `${'a.'.repeat(127)}com`,
+      'x\u0000.com',
+    ])
+      expect(isHostname(bad), bad).toBe(false);
   });
 });
 
-const round = (results: LookupRound['results']): LookupRound => ({ resolver: 'nameserver 10.0.0.2 (test)', results, warnings: [] });
+const round = (results: LookupRound['results']): LookupRound => ({
+  resolver: 'nameserver 10.0.0.2 (test)',
+  results,
+  warnings: [],
+});
 
 describe('HostnameCache', () => {
   it('re-asks when the shortest TTL runs out, within the floor and the ceiling', () => {
@@ -59,7 +90,13 @@ describe('HostnameCache', () => {
     expect(
       c.record(
         round([
-          { hostname: 'a.example', addresses: [{ ip: '10.0.0.9', ttl: 60 }, { ip: '10.0.0.8', ttl: 30 }] },
+          {
+            hostname: 'a.example',
+            addresses: [
+              { ip: '10.0.0.9', ttl: 60 },
+              { ip: '10.0.0.8', ttl: 30 },
+            ],
+          },
           { hostname: 'b.example', addresses: [{ ip: '10.0.1.1', ttl: 0 }] },
           { hostname: 'z.example', addresses: [{ ip: '10.0.2.1', ttl: 86400 }] },
         ]),
@@ -80,8 +117,14 @@ describe('HostnameCache', () => {
     const c = new HostnameCache({ retryS: 10, keepStaleS: 60 });
     c.want(['a.example']);
     c.record(round([{ hostname: 'a.example', addresses: [{ ip: '10.0.0.9', ttl: 30 }] }]), 0);
-    expect(c.record(round([{ hostname: 'a.example', addresses: [], error: 'SERVFAIL from the nameserver' }]), 30_000)).toBe(true);
-    expect(c.lookups().get('a.example')).toMatchObject({ addresses: ['10.0.0.9'], error: 'SERVFAIL from the nameserver', ttlS: 30 });
+    expect(
+      c.record(round([{ hostname: 'a.example', addresses: [], error: 'SERVFAIL from the nameserver' }]), 30_000),
+    ).toBe(true);
+    expect(c.lookups().get('a.example')).toMatchObject({
+      addresses: ['10.0.0.9'],
+      error: 'SERVFAIL from the nameserver',
+      ttlS: 30,
+    });
     expect(c.due(39_999)).toEqual([]);
     expect(c.due(40_000)).toEqual(['a.example']);
     c.record(round([{ hostname: 'a.example', addresses: [], error: 'SERVFAIL from the nameserver' }]), 91_000);
@@ -129,15 +172,30 @@ describe('lbClientAddress', () => {
     expect(kind({ [`${A}type`]: 'nlb' })).toBe('preserved');
     expect(kind({ [`${A}nlb-target-type`]: 'ip' }, 'service.k8s.aws/nlb')).toBe('proxied');
     expect(kind({ [`${A}nlb-target-type`]: 'ip' }, 'service.k8s.aws/nlb', 'UDP')).toBe('preserved');
-    expect(kind({ [`${A}nlb-target-type`]: 'ip', [`${A}target-group-attributes`]: 'preserve_client_ip.enabled=true' }, 'service.k8s.aws/nlb')).toBe('preserved');
-    expect(kind({ [`${A}target-group-attributes`]: 'stickiness.enabled=true, preserve_client_ip.enabled=false' }, 'service.k8s.aws/nlb')).toBe('proxied');
+    expect(
+      kind(
+        { [`${A}nlb-target-type`]: 'ip', [`${A}target-group-attributes`]: 'preserve_client_ip.enabled=true' },
+        'service.k8s.aws/nlb',
+      ),
+    ).toBe('preserved');
+    expect(
+      kind(
+        { [`${A}target-group-attributes`]: 'stickiness.enabled=true, preserve_client_ip.enabled=false' },
+        'service.k8s.aws/nlb',
+      ),
+    ).toBe('proxied');
     expect(kind({ [`${A}proxy-protocol`]: '*', [`${A}type`]: 'external' })).toBe('proxy-protocol');
     expect(kind({ 'load-balancer.hetzner.cloud/location': 'fsn1' })).toBe('proxied');
     expect(kind({ 'load-balancer.hetzner.cloud/uses-proxyprotocol': 'true' })).toBe('proxy-protocol');
     expect(kind({ 'loadbalancer.openstack.org/proxy-protocol': 'true' })).toBe('proxy-protocol');
     expect(kind({ 'oci.oraclecloud.com/load-balancer-type': 'lb' })).toBe('proxied');
     expect(kind({ 'oci.oraclecloud.com/load-balancer-type': 'nlb' })).toBe('unknown');
-    expect(kind({ 'oci.oraclecloud.com/load-balancer-type': 'nlb', 'oci-network-load-balancer.oraclecloud.com/is-preserve-source': 'true' })).toBe('preserved');
+    expect(
+      kind({
+        'oci.oraclecloud.com/load-balancer-type': 'nlb',
+        'oci-network-load-balancer.oraclecloud.com/is-preserve-source': 'true',
+      }),
+    ).toBe('preserved');
     expect(kind({})).toBe('unknown');
   });
 });

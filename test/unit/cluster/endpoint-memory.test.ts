@@ -24,7 +24,10 @@ function bytesPerEndpoint(nodeName: (n: number) => string): number {
         metadata: { name: `s-${s}`, namespace: 'n', labels: { 'kubernetes.io/service-name': `s-${s}` } },
         addressType: 'IPv4',
         ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
-        endpoints: Array.from({ length: PER_SLICE }, (_, e) => ({ addresses: [`10.${128 + (s >> 8)}.${s & 255}.${e}`], nodeName: nodeName(s * PER_SLICE + e) })),
+        endpoints: Array.from({ length: PER_SLICE }, (_, e) => ({
+          addresses: [`10.${128 + (s >> 8)}.${s & 255}.${e}`],
+          nodeName: nodeName(s * PER_SLICE + e),
+        })),
       };
     });
     pages.push(JSON.stringify({ items }));
@@ -33,7 +36,9 @@ function bytesPerEndpoint(nodeName: (n: number) => string): number {
   gc();
   gc();
   const before = process.memoryUsage().heapUsed;
-  const kept = pages.flatMap((text) => (JSON.parse(text) as { items: object[] }).items.map((object) => parse({ origin: 'x', object })));
+  const kept = pages.flatMap((text) =>
+    (JSON.parse(text) as { items: object[] }).items.map((object) => parse({ origin: 'x', object })),
+  );
   gc();
   gc();
   const after = process.memoryUsage().heapUsed;

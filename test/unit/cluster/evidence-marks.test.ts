@@ -27,11 +27,15 @@ const slice = (svc: string, labels: Record<string, string>, address: string) => 
 });
 
 describe('cluster view: evidence ownership marks', () => {
-  it('a status hostname that one of the Service\'s annotations names is chosen by the user, whatever the key', () => {
+  it("a status hostname that one of the Service's annotations names is chosen by the user, whatever the key", () => {
     const v = view([
       lbService('do', { 'service.beta.kubernetes.io/do-loadbalancer-hostname': 'LB.Example.com.' }, 'lb.example.com'),
       lbService('hetzner', { 'load-balancer.hetzner.cloud/hostname': 'h.example.com' }, 'h.example.com'),
-      lbService('aws', { 'service.beta.kubernetes.io/aws-load-balancer-type': 'nlb' }, 'k8s-a-aws-0123.elb.eu-west-1.amazonaws.com'),
+      lbService(
+        'aws',
+        { 'service.beta.kubernetes.io/aws-load-balancer-type': 'nlb' },
+        'k8s-a-aws-0123.elb.eu-west-1.amazonaws.com',
+      ),
     ]);
     expect(Object.fromEntries(v.services.map((s) => [s.name, s.chosenLbHostnames]))).toEqual({
       do: ['lb.example.com'],

@@ -14,8 +14,14 @@ import { FakeApiServer, type ResourceName } from '../../support/fake-apiserver.j
 import { until } from '../../support/wait.js';
 
 const FIX = new URL('../../fixtures/cluster/', import.meta.url).pathname;
-const BUCKET: Record<string, ResourceName> = { Service: 'services', EndpointSlice: 'endpointslices', Ingress: 'ingresses', Node: 'nodes' };
-const fixtureItems = (JSON.parse(readFileSync(`${FIX}kubectl-list.json`, 'utf8')) as { items: { kind: string }[] }).items;
+const BUCKET: Record<string, ResourceName> = {
+  Service: 'services',
+  EndpointSlice: 'endpointslices',
+  Ingress: 'ingresses',
+  Node: 'nodes',
+};
+const fixtureItems = (JSON.parse(readFileSync(`${FIX}kubectl-list.json`, 'utf8')) as { items: { kind: string }[] })
+  .items;
 const BLOB = 20_000;
 
 const service = (name: string, annotations: Record<string, string> = {}) => ({
@@ -48,7 +54,16 @@ async function setup() {
     },
   });
   let view: ClusterView | undefined;
-  const watch = new ClusterWatch({ nodeName: 'node-a', kubeconfig, debounceMs: 20, backoffInitialMs: 40, backoffMaxMs: 250, pageSize: 2, log: pino(sink), onChange: (v) => (view = v) });
+  const watch = new ClusterWatch({
+    nodeName: 'node-a',
+    kubeconfig,
+    debounceMs: 20,
+    backoffInitialMs: 40,
+    backoffMaxMs: 250,
+    pageSize: 2,
+    log: pino(sink),
+    onChange: (v) => (view = v),
+  });
   watch.start();
   cleanups.push(async () => {
     await watch.stop();
@@ -68,9 +83,17 @@ describe('objects over their bounds', () => {
     const { watch, first, skippedLog } = await setup();
     expect(names(first)).toEqual(['slim-1']);
     expect(first.services.length).toBeGreaterThan(5);
-    expect(watch.skippedObjects().map((s) => s.label).sort()).toEqual(['Service fat/fat-1', 'Service fat/fat-2']);
+    expect(
+      watch
+        .skippedObjects()
+        .map((s) => s.label)
+        .sort(),
+    ).toEqual(['Service fat/fat-1', 'Service fat/fat-2']);
     const bytes = JSON.stringify(fat('fat-1')).length;
-    expect(first.warnings.filter((w) => w.includes('skipped'))).toEqual([expect.stringMatching(new RegExp(`^Service fat/fat-1 skipped: \\d+ bytes; ${reason.replace(/[[\]]/g, '\\$&')}$`)), expect.stringMatching(/^Service fat\/fat-2 skipped/)]);
+    expect(first.warnings.filter((w) => w.includes('skipped'))).toEqual([
+      expect.stringMatching(new RegExp(`^Service fat/fat-1 skipped: \\d+ bytes; ${reason.replace(/[[\]]/g, '\\$&')}$`)),
+      expect.stringMatching(/^Service fat\/fat-2 skipped/),
+    ]);
     expect(skippedLog()).toEqual([
       expect.objectContaining({ level: 40, source: 'cluster', kind: 'Service', object: 'fat/fat-1', reason }),
       expect.objectContaining({ object: 'fat/fat-2' }),
@@ -83,7 +106,12 @@ describe('objects over their bounds', () => {
     const { api, watch, latest, skippedLog } = await setup();
     api.apply('services', fat('slim-1'));
     await until('slim-1 left out once fat', 5000, () => (!names(latest()).includes('slim-1') ? true : undefined), 20);
-    expect(watch.skippedObjects().map((s) => s.name).sort()).toEqual(['fat-1', 'fat-2', 'slim-1']);
+    expect(
+      watch
+        .skippedObjects()
+        .map((s) => s.name)
+        .sort(),
+    ).toEqual(['fat-1', 'fat-2', 'slim-1']);
     expect(skippedLog().map((l) => l.object)).toEqual(['fat/fat-1', 'fat/fat-2', 'fat/slim-1']);
 
     api.apply('services', service('fat-1'));

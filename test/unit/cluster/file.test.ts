@@ -36,7 +36,11 @@ describe('readClusterFile', () => {
           apiVersion: 'v1',
           kind: 'Service',
           metadata: { name: 'web', namespace: 'lab' },
-          spec: { type: 'ClusterIP', clusterIP: '10.96.0.80', ports: [{ name: 'http', port: 80, protocol: 'TCP', targetPort: 8080 }] },
+          spec: {
+            type: 'ClusterIP',
+            clusterIP: '10.96.0.80',
+            ports: [{ name: 'http', port: 80, protocol: 'TCP', targetPort: 8080 }],
+          },
         },
         slice('web-a', '10.244.1.20', 'node1'),
         slice('web-b', '10.244.2.20', 'node2'),
@@ -57,17 +61,22 @@ describe('readClusterFile', () => {
     const view = loadClusterFile(`${FIX}multi-doc.json`, { nodeName: 'kind-worker' });
     expect(view.warnings).toEqual([]);
     expect(view.services).toHaveLength(1);
-    expect(view.services[0]).toMatchObject({ name: 'echo', lbIngress: [{ ip: '172.31.0.50', ipMode: 'VIP' }], internalLb: true });
-    expect(view.services[0]?.endpoints).toEqual([
-      expect.objectContaining({ address: '10.244.0.7', local: true }),
-    ]);
+    expect(view.services[0]).toMatchObject({
+      name: 'echo',
+      lbIngress: [{ ip: '172.31.0.50', ipMode: 'VIP' }],
+      internalLb: true,
+    });
+    expect(view.services[0]?.endpoints).toEqual([expect.objectContaining({ address: '10.244.0.7', local: true })]);
     expect(view.services[0]?.endpointPorts).toBe(5000);
     expect(view.node?.podCIDRs).toEqual(['10.244.0.0/24']);
   });
 
   it('names objects by document when there are several', () => {
     const f = join(tmp, 'two.json');
-    writeFileSync(f, '{"kind":"Service","apiVersion":"v1","metadata":{"name":"a"},"spec":{"ports":[{"port":0}]}}\n{"kind":"ConfigMap"}\n');
+    writeFileSync(
+      f,
+      '{"kind":"Service","apiVersion":"v1","metadata":{"name":"a"},"spec":{"ports":[{"port":0}]}}\n{"kind":"ConfigMap"}\n',
+    );
     const view = loadClusterFile(f);
     expect(view.warnings).toEqual([
       'ignored objects of kinds the cluster view does not use: 1 ConfigMap',
@@ -91,7 +100,9 @@ describe('readClusterFile', () => {
   });
 
   it('unreadable and empty files', () => {
-    expect(errorOf(() => readClusterFile(join(tmp, 'nope.json'))).message).toMatch(/^cannot read cluster file .*nope\.json: ENOENT/);
+    expect(errorOf(() => readClusterFile(join(tmp, 'nope.json'))).message).toMatch(
+      /^cannot read cluster file .*nope\.json: ENOENT/,
+    );
     const empty = join(tmp, 'empty.json');
     writeFileSync(empty, '\n');
     expect(errorOf(() => readClusterFile(empty)).message).toBe(
@@ -121,9 +132,9 @@ describe('parseJsonDocuments', () => {
   });
 
   it.each([
-    ['{"a":1,}', 1, 8, "unexpected \"}\", expected a double-quoted property name"],
+    ['{"a":1,}', 1, 8, 'unexpected "}", expected a double-quoted property name'],
     ['[1,\n 2 3]', 2, 4, "unexpected \"3\", expected ',' or ']'"],
-    ['{"a" 1}', 1, 6, "unexpected \"1\", expected ':'"],
+    ['{"a" 1}', 1, 6, 'unexpected "1", expected \':\''],
     ['{"a":tru}', 1, 6, 'unexpected "t", expected a value'],
     ['{"a":"\\q"}', 1, 7, 'bad escape "q"'],
     ['{"a":"x\ny"}', 1, 8, 'control character inside a string (unterminated string?)'],
@@ -163,7 +174,9 @@ describe('cluster file size bound', () => {
     truncateSync(big, (64 << 20) + 1);
     const e = errorOf(() => readClusterFile(big));
     expect(e).toBeInstanceOf(ClusterFileError);
-    expect(e.message).toBe(`cluster file ${big} is 67108865 bytes, more than the 64 MiB clbprobe reads (a saved cluster the API server could answer in one list)`);
+    expect(e.message).toBe(
+      `cluster file ${big} is 67108865 bytes, more than the 64 MiB clbprobe reads (a saved cluster the API server could answer in one list)`,
+    );
   });
 
   it('a file stat calls empty that never ends (/dev/zero) is read only to the bound', () => {

@@ -12,19 +12,24 @@ import {
   JsonReducer,
   JsonStreamError,
   mapOf,
+  type ReduceLimits,
   reduceText,
+  type Shape,
   SkippedObject,
   unit,
   VALUE,
-  type ReduceLimits,
-  type Shape,
 } from '../../../src/cluster/json-reduce.js';
 
 const FIX = new URL('../../fixtures/cluster/', import.meta.url).pathname;
 const LIMITS: ReduceLimits = { maxValueBytes: 1 << 20, maxUnitBytes: 1 << 30 };
 
 /** The value of `bytes` read in pieces cut at `cuts`, or the error thrown. */
-function readPieces(bytes: Buffer, cuts: number[], shape: Shape = ANY, limits = LIMITS): { value?: unknown; error?: Error } {
+function readPieces(
+  bytes: Buffer,
+  cuts: number[],
+  shape: Shape = ANY,
+  limits = LIMITS,
+): { value?: unknown; error?: Error } {
   let value: unknown;
   const r = new JsonReducer(shape, limits, (v) => (value = v));
   try {
@@ -63,7 +68,7 @@ const TRICKY = Buffer.from(
     s: 'é ü 日本 😀 \u0000 \u001f " \\ / \b\f\n\r\t',
     n: [0, -0, 1.5e-7, -12, 1e21, 123456789012345],
     l: [true, false, null, [], {}, [[]], { a: { b: {} } }],
-    k: { 'a"b': 1, 'x\\y': 2, '': 3, 'é': 4 },
+    k: { 'a"b': 1, 'x\\y': 2, '': 3, é: 4 },
   }).replace('"n"', ' \n\t"n" ') + '\r\n',
 );
 const CORPUS = [readFileSync(`${FIX}kubectl-list.json`), readFileSync(`${FIX}malformed-objects.json`), TRICKY];
@@ -81,7 +86,8 @@ describe('with the ANY shape, the same as JSON.parse', () => {
 
   it('for two pieces cut at every byte (a multi-byte character or an escape split in two)', () => {
     const want = JSON.parse(TRICKY.toString('utf8'));
-    for (let cut = 0; cut <= TRICKY.length; cut++) expect(readPieces(TRICKY, [cut]).value, `cut at ${cut}`).toEqual(want);
+    for (let cut = 0; cut <= TRICKY.length; cut++)
+      expect(readPieces(TRICKY, [cut]).value, `cut at ${cut}`).toEqual(want);
   });
 
   it('for every truncation: cut short, it fails where JSON.parse fails, never with a partial value', () => {
@@ -105,24 +111,40 @@ describe('with the ANY shape, the same as JSON.parse', () => {
       const at = Math.floor(next() * doc.length);
       const op = next();
       const byte = alphabet[Math.floor(next() * alphabet.length)]!;
-      const bad = op < 0.4 ? Buffer.concat([doc.subarray(0, at), doc.subarray(at + 1)]) : op < 0.7 ? Buffer.concat([doc.subarray(0, at), Buffer.of(byte), doc.subarray(at)]) : (doc[at] = byte, doc);
+      const bad =
+        op < 0.4
+          ? Buffer.concat([doc.subarray(0, at), doc.subarray(at + 1)])
+          : op < 0.7
+            ? Buffer.concat([doc.subarray(0, at), Buffer.of(byte), doc.subarray(at)])
+            : ((doc[at] = byte), doc);
       const want = parsed(bad);
       const got = readPieces(bad, [Math.floor(next() * bad.length)]);
       const what = `corruption ${n} at byte ${at}: ${JSON.stringify(bad.subarray(Math.max(0, at - 20), at + 20).toString())}`;
-      expect(got.error !== undefined, `${what}: ${got.error?.message ?? 'no error'} / ${want.error?.message ?? 'no error'}`).toBe(want.error !== undefined);
+      expect(
+        got.error !== undefined,
+        `${what}: ${got.error?.message ?? 'no error'} / ${want.error?.message ?? 'no error'}`,
+      ).toBe(want.error !== undefined);
       if (got.error) expect(got.error).toBeInstanceOf(JsonStreamError);
       else expect(JSON.stringify(got.value), what).toBe(JSON.stringify(want.value));
     }
   });
 
   it('says where the text went wrong', () => {
-    expect(readPieces(Buffer.from('{"a": [1, 2,, 3]}'), []).error?.message).toBe("not JSON at byte 12: expected a value, got ','");
+    expect(readPieces(Buffer.from('{"a": [1, 2,, 3]}'), []).error?.message).toBe(
+      "not JSON at byte 12: expected a value, got ','",
+    );
     expect(readPieces(Buffer.from('{"a" 1}'), []).error?.message).toBe("not JSON at byte 5: expected ':', got '1'");
     expect(readPieces(Buffer.from('{"a": tru}'), []).error?.message).toBe('not JSON at byte 9: "tru" is not a value');
-    expect(readPieces(Buffer.from('{"a": "b"'), []).error?.message).toBe('not JSON: the text ends inside a value at byte 9 (cut short?)');
-    expect(readPieces(Buffer.from('{} {}'), []).error?.message).toBe("not JSON at byte 3: unexpected '{' after the JSON value");
+    expect(readPieces(Buffer.from('{"a": "b"'), []).error?.message).toBe(
+      'not JSON: the text ends inside a value at byte 9 (cut short?)',
+    );
+    expect(readPieces(Buffer.from('{} {}'), []).error?.message).toBe(
+      "not JSON at byte 3: unexpected '{' after the JSON value",
+    );
     expect(readPieces(Buffer.from('  '), []).error?.message).toBe('not JSON: no value at all');
-    expect(readPieces(Buffer.from('['.repeat(300)), []).error?.message).toBe('not JSON at byte 256: nested deeper than 256');
+    expect(readPieces(Buffer.from('['.repeat(300)), []).error?.message).toBe(
+      'not JSON at byte 256: nested deeper than 256',
+    );
   });
 
   it('keeps "__proto__" as an own field, as JSON.parse does', () => {
@@ -164,19 +186,32 @@ const SERVICE = unit(
   'Service',
   4096,
   fields({
-    metadata: fields({ name: idValue('name'), namespace: idValue('namespace'), resourceVersion: idValue('resourceVersion'), annotations: mapOf(VALUE) }),
+    metadata: fields({
+      name: idValue('name'),
+      namespace: idValue('namespace'),
+      resourceVersion: idValue('resourceVersion'),
+      annotations: mapOf(VALUE),
+    }),
     spec: fields({ ports: each(fields({ port: VALUE })), type: VALUE }),
   }),
 );
 const LIST = fields({ metadata: fields({ resourceVersion: VALUE }), items: each(SERVICE) });
 const SMALL: ReduceLimits = { maxValueBytes: 64, maxUnitBytes: 1 << 20 };
 const svc = (name: string, extra: Record<string, unknown> = {}, annotations: Record<string, string> = {}) => ({
-  metadata: { name, namespace: 'ns', resourceVersion: '7', uid: 'u-1', annotations, managedFields: [{ manager: 'kubectl', fieldsV1: { 'f:spec': {} } }] },
+  metadata: {
+    name,
+    namespace: 'ns',
+    resourceVersion: '7',
+    uid: 'u-1',
+    annotations,
+    managedFields: [{ manager: 'kubectl', fieldsV1: { 'f:spec': {} } }],
+  },
   spec: { type: 'ClusterIP', selector: { app: name }, ports: [{ port: 80, name: 'http' }] },
   status: {},
   ...extra,
 });
-const listOf = (...items: unknown[]) => JSON.stringify({ kind: 'ServiceList', metadata: { resourceVersion: '9', continue: '' }, items });
+const listOf = (...items: unknown[]) =>
+  JSON.stringify({ kind: 'ServiceList', metadata: { resourceVersion: '9', continue: '' }, items });
 
 describe('with a shape', () => {
   it('keeps only the named fields, in pieces of any size', () => {
@@ -185,13 +220,22 @@ describe('with a shape', () => {
       const cuts = Array.from({ length: Math.ceil(text.length / size) - 1 }, (_, i) => (i + 1) * size);
       expect(readPieces(text, cuts, LIST, SMALL).value).toEqual({
         metadata: { resourceVersion: '9' },
-        items: [{ metadata: { name: 'a', namespace: 'ns', resourceVersion: '7', annotations: { 'x/y': 'z' } }, spec: { type: 'ClusterIP', ports: [{ port: 80 }] } }],
+        items: [
+          {
+            metadata: { name: 'a', namespace: 'ns', resourceVersion: '7', annotations: { 'x/y': 'z' } },
+            spec: { type: 'ClusterIP', ports: [{ port: 80 }] },
+          },
+        ],
       });
     }
   });
 
   it('keeps a value of the wrong kind as an empty one of its own kind, so the parser names the field', () => {
-    const v = reduceText(listOf({ metadata: { name: ['x'], annotations: [] }, spec: { ports: { port: 80 }, type: { a: 1 } } }), LIST, SMALL) as { items: unknown[] };
+    const v = reduceText(
+      listOf({ metadata: { name: ['x'], annotations: [] }, spec: { ports: { port: 80 }, type: { a: 1 } } }),
+      LIST,
+      SMALL,
+    ) as { items: unknown[] };
     expect(v.items).toEqual([{ metadata: { name: [], annotations: [] }, spec: { ports: {}, type: {} } }]);
   });
 
@@ -204,15 +248,27 @@ describe('with a shape', () => {
     expect((v.items[2] as { metadata: { name: string } }).metadata.name).toBe('c');
     const skipped = v.items[1] as SkippedObject;
     expect(skipped).toBeInstanceOf(SkippedObject);
-    expect(skipped).toMatchObject({ kind: 'Service', namespace: 'ns', name: 'fat', resourceVersion: '7', bytes: JSON.stringify(fat).length });
-    expect(skipped.reason).toBe('metadata.annotations["example.com/blob"] is 5000 bytes, more than the 64 bytes kept of a value');
+    expect(skipped).toMatchObject({
+      kind: 'Service',
+      namespace: 'ns',
+      name: 'fat',
+      resourceVersion: '7',
+      bytes: JSON.stringify(fat).length,
+    });
+    expect(skipped.reason).toBe(
+      'metadata.annotations["example.com/blob"] is 5000 bytes, more than the 64 bytes kept of a value',
+    );
     expect(skipped.label).toBe('Service ns/fat');
   });
 
   it('names a skipped object whose name comes after what made it too large', () => {
     const text = `{"metadata":{"resourceVersion":"1"},"items":[{"metadata":{"annotations":{"k":"${'v'.repeat(100)}"},"namespace":"ns","name":"late"}}]}`;
     const [skipped] = (reduceText(text, LIST, SMALL) as { items: SkippedObject[] }).items;
-    expect(skipped).toMatchObject({ name: 'late', namespace: 'ns', reason: 'metadata.annotations.k is 100 bytes, more than the 64 bytes kept of a value' });
+    expect(skipped).toMatchObject({
+      name: 'late',
+      namespace: 'ns',
+      reason: 'metadata.annotations.k is 100 bytes, more than the 64 bytes kept of a value',
+    });
   });
 
   it('skips an object whose kept fields are over its budget (many small values), naming the budget', () => {
@@ -232,7 +288,9 @@ describe('with a shape', () => {
       'a string of 100 bytes at byte 132, more than the 64 bytes kept of a value',
     );
     const huge = listOf(svc('a'), svc('huge', { pad: 'p'.repeat(5000) }));
-    expect(() => reduceText(huge, LIST, { maxValueBytes: 64, maxUnitBytes: 4096 })).toThrow(/^Service ns\/huge at byte \d+ is longer than 4 KiB: not an object the API server stores$/);
+    expect(() => reduceText(huge, LIST, { maxValueBytes: 64, maxUnitBytes: 4096 })).toThrow(
+      /^Service ns\/huge at byte \d+ is longer than 4 KiB: not an object the API server stores$/,
+    );
   });
 
   it('still reports a malformed object inside a skipped one as not JSON', () => {

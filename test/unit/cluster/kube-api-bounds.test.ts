@@ -5,7 +5,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SkippedObject } from '../../../src/cluster/json-reduce.js';
-import { ApiError, KubeApi, parseWatchLine } from '../../../src/cluster/kube-api.js';
+import { type ApiError, KubeApi, parseWatchLine } from '../../../src/cluster/kube-api.js';
 import { OBJECT_SHAPES } from '../../../src/cluster/object-shapes.js';
 import { Reflector } from '../../../src/cluster/reflector.js';
 import { until } from '../../support/wait.js';
@@ -28,7 +28,12 @@ async function serve(handler: Handler): Promise<string> {
 }
 
 const target = (server: string) => ({ server, source: 'test', requestOptions: async () => ({}) });
-const list = (rv: string) => JSON.stringify({ kind: 'List', metadata: { resourceVersion: rv }, items: [{ metadata: { name: 'a', namespace: 'ns', resourceVersion: rv } }] });
+const list = (rv: string) =>
+  JSON.stringify({
+    kind: 'List',
+    metadata: { resourceVersion: rv },
+    items: [{ metadata: { name: 'a', namespace: 'ns', resourceVersion: rv } }],
+  });
 
 describe('watch streams from a hostile API server', () => {
   it('an ERROR event without an object ends the watch with a reason; the reflector keeps going', async () => {
@@ -51,8 +56,14 @@ describe('watch streams from a hostile API server', () => {
     });
     const running = r.run();
     try {
-      await until('three watch attempts (the reflector survived the first)', 5000, () => (watches >= 3 ? true : undefined));
-      expect(r.health()).toMatchObject({ synced: true, healthy: false, reason: 'services: watch error: no Status object' });
+      await until('three watch attempts (the reflector survived the first)', 5000, () =>
+        watches >= 3 ? true : undefined,
+      );
+      expect(r.health()).toMatchObject({
+        synced: true,
+        healthy: false,
+        reason: 'services: watch error: no Status object',
+      });
       expect(r.store.size).toBe(1);
     } finally {
       r.stop();
@@ -129,7 +140,9 @@ describe('API bodies are bounded', () => {
         res.end(body);
       });
       const api = new KubeApi(target(url), { maxBodyBytes: 1 << 20 });
-      await expect(api.listPage('/api/v1/services', {})).rejects.toThrow('GET /api/v1/services: the answer is larger than 1 MiB');
+      await expect(api.listPage('/api/v1/services', {})).rejects.toThrow(
+        'GET /api/v1/services: the answer is larger than 1 MiB',
+      );
       // Under the bound: read whole, multi-byte characters split across pieces intact.
       const ok = await new KubeApi(target(url), { maxBodyBytes: 4 << 20 }).listPage('/api/v1/services', {});
       expect(ok.items).toHaveLength(1);
@@ -138,7 +151,10 @@ describe('API bodies are bounded', () => {
 });
 
 describe('list pages read as streams, reduced to a shape', () => {
-  const svc = (name: string, blob = '') => ({ metadata: { name, namespace: 'ns', annotations: blob ? { 'example.com/blob': blob } : {} }, spec: { ports: [{ port: 80 }] } });
+  const svc = (name: string, blob = '') => ({
+    metadata: { name, namespace: 'ns', annotations: blob ? { 'example.com/blob': blob } : {} },
+    spec: { ports: [{ port: 80 }] },
+  });
   /** Serves `body` in pieces of `piece` bytes, each in its own write. */
   const pieces = (body: string, piece: number) =>
     serve((_req, res) => {
@@ -151,11 +167,25 @@ describe('list pages read as streams, reduced to a shape', () => {
   it('a page far over maxBodyBytes is read, its fat object skipped by name and the others kept', async () => {
     const items = [svc('a'), svc('fat', 'x'.repeat(3 << 20)), svc('c')];
     const url = await pieces(JSON.stringify({ metadata: { resourceVersion: '5', continue: 'next' }, items }), 1000);
-    const page = await new KubeApi(target(url), { maxBodyBytes: 1 << 20 }).listPage('/api/v1/services', {}, 30_000, OBJECT_SHAPES.services);
+    const page = await new KubeApi(target(url), { maxBodyBytes: 1 << 20 }).listPage(
+      '/api/v1/services',
+      {},
+      30_000,
+      OBJECT_SHAPES.services,
+    );
     expect(page).toMatchObject({ resourceVersion: '5', continueToken: 'next' });
-    expect(page.items.map((i) => (i instanceof SkippedObject ? i.label : (i as { metadata: { name: string } }).metadata.name))).toEqual(['a', 'Service ns/fat', 'c']);
-    expect((page.items[1] as SkippedObject).reason).toBe(`metadata.annotations["example.com/blob"] is ${3 << 20} bytes, more than the 16 KiB kept of a value`);
-    expect(page.items[0]).toEqual({ metadata: { name: 'a', namespace: 'ns', annotations: {} }, spec: { ports: [{ port: 80 }] } });
+    expect(
+      page.items.map((i) =>
+        i instanceof SkippedObject ? i.label : (i as { metadata: { name: string } }).metadata.name,
+      ),
+    ).toEqual(['a', 'Service ns/fat', 'c']);
+    expect((page.items[1] as SkippedObject).reason).toBe(
+      `metadata.annotations["example.com/blob"] is ${3 << 20} bytes, more than the 16 KiB kept of a value`,
+    );
+    expect(page.items[0]).toEqual({
+      metadata: { name: 'a', namespace: 'ns', annotations: {} },
+      spec: { ports: [{ port: 80 }] },
+    });
   });
 
   it('a page cut short, or not JSON, fails with the reason (the reflector keeps its store and retries)', async () => {
@@ -164,15 +194,17 @@ describe('list pages read as streams, reduced to a shape', () => {
       res.writeHead(200, { 'content-length': text.length });
       res.write(text.slice(0, 60), () => res.destroy());
     });
-    await expect(new KubeApi(target(cut)).listPage('/api/v1/services', {}, 30_000, OBJECT_SHAPES.services)).rejects.toThrow(
-      /^GET \/api\/v1\/services: connection to the API server lost/,
-    );
+    await expect(
+      new KubeApi(target(cut)).listPage('/api/v1/services', {}, 30_000, OBJECT_SHAPES.services),
+    ).rejects.toThrow(/^GET \/api\/v1\/services: connection to the API server lost/);
     const bad = await pieces(text.replace('"b"', 'b"'), 7);
-    await expect(new KubeApi(target(bad)).listPage('/api/v1/services', {}, 30_000, OBJECT_SHAPES.services)).rejects.toThrow(
-      /^GET \/api\/v1\/services: not JSON at byte \d+: expected a value, got 'b'$/,
-    );
+    await expect(
+      new KubeApi(target(bad)).listPage('/api/v1/services', {}, 30_000, OBJECT_SHAPES.services),
+    ).rejects.toThrow(/^GET \/api\/v1\/services: not JSON at byte \d+: expected a value, got 'b'$/);
     const notList = await pieces('{"kind":"Status","code":200}', 3);
-    await expect(new KubeApi(target(notList)).listPage('/api/v1/services', {}, 30_000, OBJECT_SHAPES.services)).rejects.toThrow('GET /api/v1/services: the answer is not a list');
+    await expect(
+      new KubeApi(target(notList)).listPage('/api/v1/services', {}, 30_000, OBJECT_SHAPES.services),
+    ).rejects.toThrow('GET /api/v1/services: the answer is not a list');
   });
 });
 

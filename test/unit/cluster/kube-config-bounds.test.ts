@@ -6,7 +6,13 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { KubeConfigError, loadApiTarget, MAX_CERTIFICATE_BYTES, MAX_KUBECONFIG_BYTES, MAX_TOKEN_BYTES } from '../../../src/cluster/kube-config.js';
+import {
+  KubeConfigError,
+  loadApiTarget,
+  MAX_CERTIFICATE_BYTES,
+  MAX_KUBECONFIG_BYTES,
+  MAX_TOKEN_BYTES,
+} from '../../../src/cluster/kube-config.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'cbhd-kubeconfig-bounds-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -23,7 +29,26 @@ function padded(name: string, head: string, bytes: number): string {
 }
 
 const KUBECONFIG = (user: string[], cluster: string[] = []) =>
-  ['apiVersion: v1', 'kind: Config', 'clusters:', '- name: c', '  cluster:', '    server: https://127.0.0.1:6443', ...cluster.map((l) => `    ${l}`), 'users:', '- name: u', '  user:', ...(user.length ? user.map((l) => `    ${l}`) : ['    {}']), 'contexts:', '- name: x', '  context:', '    cluster: c', '    user: u', 'current-context: x', ''].join('\n');
+  [
+    'apiVersion: v1',
+    'kind: Config',
+    'clusters:',
+    '- name: c',
+    '  cluster:',
+    '    server: https://127.0.0.1:6443',
+    ...cluster.map((l) => `    ${l}`),
+    'users:',
+    '- name: u',
+    '  user:',
+    ...(user.length ? user.map((l) => `    ${l}`) : ['    {}']),
+    'contexts:',
+    '- name: x',
+    '  context:',
+    '    cluster: c',
+    '    user: u',
+    'current-context: x',
+    '',
+  ].join('\n');
 
 const refused = (load: () => unknown): string => {
   try {
@@ -37,9 +62,13 @@ const refused = (load: () => unknown): string => {
 
 describe('kubeconfig size bounds', () => {
   it(`a kubeconfig over ${MAX_KUBECONFIG_BYTES >> 20} MiB`, () => {
-    expect(loadApiTarget(padded('at-bound', KUBECONFIG([]), MAX_KUBECONFIG_BYTES), {}).server).toBe('https://127.0.0.1:6443');
+    expect(loadApiTarget(padded('at-bound', KUBECONFIG([]), MAX_KUBECONFIG_BYTES), {}).server).toBe(
+      'https://127.0.0.1:6443',
+    );
     const path = padded('over', KUBECONFIG([]), MAX_KUBECONFIG_BYTES + 1);
-    expect(refused(() => loadApiTarget(path, {}))).toBe(`kubeconfig ${path} is larger than 4 MiB, the most clbprobe reads of it`);
+    expect(refused(() => loadApiTarget(path, {}))).toBe(
+      `kubeconfig ${path} is larger than 4 MiB, the most clbprobe reads of it`,
+    );
   });
 
   it(`a tokenFile over ${MAX_TOKEN_BYTES >> 20} MiB`, async () => {
@@ -54,13 +83,18 @@ describe('kubeconfig size bounds', () => {
 
   it(`a certificate-authority or client certificate file over ${MAX_CERTIFICATE_BYTES >> 20} MiB`, () => {
     const ca = padded('ca-big.crt', '-----BEGIN CERTIFICATE-----\n', MAX_CERTIFICATE_BYTES + 1);
-    expect(refused(() => loadApiTarget(padded('kc-ca', KUBECONFIG([], ['certificate-authority: ca-big.crt']), 1000), {}))).toBe(
-      `the cluster CA (certificate-authority) ${ca} is larger than 4 MiB, the most clbprobe reads of it`,
-    );
+    expect(
+      refused(() => loadApiTarget(padded('kc-ca', KUBECONFIG([], ['certificate-authority: ca-big.crt']), 1000), {})),
+    ).toBe(`the cluster CA (certificate-authority) ${ca} is larger than 4 MiB, the most clbprobe reads of it`);
     padded('key.pem', '-----BEGIN PRIVATE KEY-----\n', 100);
-    expect(refused(() => loadApiTarget(padded('kc-cert', KUBECONFIG(['client-certificate: ca-big.crt', 'client-key: key.pem']), 1000), {}))).toMatch(
-      /^the client certificate \(client-certificate\) .*ca-big\.crt is larger than 4 MiB/,
-    );
+    expect(
+      refused(() =>
+        loadApiTarget(
+          padded('kc-cert', KUBECONFIG(['client-certificate: ca-big.crt', 'client-key: key.pem']), 1000),
+          {},
+        ),
+      ),
+    ).toMatch(/^the client certificate \(client-certificate\) .*ca-big\.crt is larger than 4 MiB/);
   });
 });
 
@@ -75,23 +109,31 @@ describe('in-cluster service account size bounds', () => {
   const env = { KUBERNETES_SERVICE_HOST: '127.0.0.1' };
 
   it('token and CA at their bounds are read', () => {
-    expect(loadApiTarget(undefined, env, sa('sa-ok', MAX_TOKEN_BYTES, MAX_CERTIFICATE_BYTES)).source).toBe('in-cluster service account');
+    expect(loadApiTarget(undefined, env, sa('sa-ok', MAX_TOKEN_BYTES, MAX_CERTIFICATE_BYTES)).source).toBe(
+      'in-cluster service account',
+    );
   });
 
   it(`a token over ${MAX_TOKEN_BYTES >> 20} MiB`, () => {
     const d = sa('sa-token', MAX_TOKEN_BYTES + 1, 100);
-    expect(refused(() => loadApiTarget(undefined, env, d))).toBe(`the service account token ${d}/token is larger than 1 MiB, the most clbprobe reads of it`);
+    expect(refused(() => loadApiTarget(undefined, env, d))).toBe(
+      `the service account token ${d}/token is larger than 1 MiB, the most clbprobe reads of it`,
+    );
   });
 
   it(`a CA over ${MAX_CERTIFICATE_BYTES >> 20} MiB`, () => {
     const d = sa('sa-ca', 100, MAX_CERTIFICATE_BYTES + 1);
-    expect(refused(() => loadApiTarget(undefined, env, d))).toBe(`the service account CA ${d}/ca.crt is larger than 4 MiB, the most clbprobe reads of it`);
+    expect(refused(() => loadApiTarget(undefined, env, d))).toBe(
+      `the service account CA ${d}/ca.crt is larger than 4 MiB, the most clbprobe reads of it`,
+    );
   });
 
   it('a token path that never ends (a device reporting size 0) is read only to the bound', () => {
     const d = sa('sa-zero', 10, 100);
     rmSync(join(d, 'token'));
     symlinkSync('/dev/zero', join(d, 'token'));
-    expect(refused(() => loadApiTarget(undefined, env, d))).toBe(`the service account token ${d}/token is larger than 1 MiB, the most clbprobe reads of it`);
+    expect(refused(() => loadApiTarget(undefined, env, d))).toBe(
+      `the service account token ${d}/token is larger than 1 MiB, the most clbprobe reads of it`,
+    );
   });
 });

@@ -22,16 +22,87 @@ const b64 = (name: string) => readFileSync(f(name)).toString('base64');
 /** A CA, a server certificate for 127.0.0.1 signed by it, a client certificate, and a second, unrelated CA. */
 function makeCertificates(): void {
   for (const ca of ['ca', 'other-ca']) {
-    openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${ca}.key`, '-out', `${ca}.crt`, '-days', '2', '-subj', `/CN=${ca}`);
+    openssl(
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      `${ca}.key`,
+      '-out',
+      `${ca}.crt`,
+      '-days',
+      '2',
+      '-subj',
+      `/CN=${ca}`,
+    );
   }
   writeFileSync(f('server.ext'), 'subjectAltName=IP:127.0.0.1,DNS:kubernetes.default.svc\n');
-  openssl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=apiserver');
-  openssl('x509', '-req', '-in', 'server.csr', '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'server.crt', '-days', '2', '-extfile', 'server.ext');
-  openssl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'client.key', '-out', 'client.csr', '-subj', '/CN=clbprobe/O=system:nodes');
-  openssl('x509', '-req', '-in', 'client.csr', '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'client.crt', '-days', '2');
+  openssl(
+    'req',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-keyout',
+    'server.key',
+    '-out',
+    'server.csr',
+    '-subj',
+    '/CN=apiserver',
+  );
+  openssl(
+    'x509',
+    '-req',
+    '-in',
+    'server.csr',
+    '-CA',
+    'ca.crt',
+    '-CAkey',
+    'ca.key',
+    '-CAcreateserial',
+    '-out',
+    'server.crt',
+    '-days',
+    '2',
+    '-extfile',
+    'server.ext',
+  );
+  openssl(
+    'req',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-keyout',
+    'client.key',
+    '-out',
+    'client.csr',
+    '-subj',
+    '/CN=clbprobe/O=system:nodes',
+  );
+  openssl(
+    'x509',
+    '-req',
+    '-in',
+    'client.csr',
+    '-CA',
+    'ca.crt',
+    '-CAkey',
+    'ca.key',
+    '-CAcreateserial',
+    '-out',
+    'client.crt',
+    '-days',
+    '2',
+  );
 }
 
-const LIST = JSON.stringify({ kind: 'ServiceList', apiVersion: 'v1', metadata: { resourceVersion: '42' }, items: [{ metadata: { name: 'web' } }] });
+const LIST = JSON.stringify({
+  kind: 'ServiceList',
+  apiVersion: 'v1',
+  metadata: { resourceVersion: '42' },
+  items: [{ metadata: { name: 'web' } }],
+});
 
 describe('API client configuration, over real TLS', () => {
   let server: Server;
@@ -39,14 +110,29 @@ describe('API client configuration, over real TLS', () => {
   const seen: { auth?: string; clientCn?: string }[] = [];
   beforeAll(async () => {
     makeCertificates();
-    server = createServer({ key: readFileSync(f('server.key')), cert: readFileSync(f('server.crt')), ca: readFileSync(f('ca.crt')), requestCert: true, rejectUnauthorized: false }, (req, res) => {
-      const peer = (req.socket as import('node:tls').TLSSocket).getPeerCertificate();
-      const authorized = (req.socket as import('node:tls').TLSSocket).authorized;
-      const auth = req.headers.authorization;
-      seen.push({ ...(auth ? { auth } : {}), ...(authorized && peer.subject ? { clientCn: String(peer.subject.CN) } : {}) });
-      if (!authorized && !auth) return res.writeHead(401, { 'content-type': 'application/json' }).end(JSON.stringify({ kind: 'Status', reason: 'Unauthorized', message: 'Unauthorized' }));
-      res.writeHead(200, { 'content-type': 'application/json' }).end(LIST);
-    });
+    server = createServer(
+      {
+        key: readFileSync(f('server.key')),
+        cert: readFileSync(f('server.crt')),
+        ca: readFileSync(f('ca.crt')),
+        requestCert: true,
+        rejectUnauthorized: false,
+      },
+      (req, res) => {
+        const peer = (req.socket as import('node:tls').TLSSocket).getPeerCertificate();
+        const authorized = (req.socket as import('node:tls').TLSSocket).authorized;
+        const auth = req.headers.authorization;
+        seen.push({
+          ...(auth ? { auth } : {}),
+          ...(authorized && peer.subject ? { clientCn: String(peer.subject.CN) } : {}),
+        });
+        if (!authorized && !auth)
+          return res
+            .writeHead(401, { 'content-type': 'application/json' })
+            .end(JSON.stringify({ kind: 'Status', reason: 'Unauthorized', message: 'Unauthorized' }));
+        res.writeHead(200, { 'content-type': 'application/json' }).end(LIST);
+      },
+    );
     await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok));
     port = (server.address() as AddressInfo).port;
   });
@@ -55,13 +141,35 @@ describe('API client configuration, over real TLS', () => {
   const kubeconfig = (name: string, cluster: string[], user: string[]) => {
     writeFileSync(
       f(name),
-      ['apiVersion: v1', 'kind: Config', 'clusters:', '- name: c', '  cluster:', ...cluster.map((l) => `    ${l}`), 'users:', '- name: u', '  user:', ...(user.length ? user.map((l) => `    ${l}`) : ['    {}']), 'contexts:', '- name: x', '  context:', '    cluster: c', '    user: u', 'current-context: x', ''].join('\n'),
+      [
+        'apiVersion: v1',
+        'kind: Config',
+        'clusters:',
+        '- name: c',
+        '  cluster:',
+        ...cluster.map((l) => `    ${l}`),
+        'users:',
+        '- name: u',
+        '  user:',
+        ...(user.length ? user.map((l) => `    ${l}`) : ['    {}']),
+        'contexts:',
+        '- name: x',
+        '  context:',
+        '    cluster: c',
+        '    user: u',
+        'current-context: x',
+        '',
+      ].join('\n'),
     );
     return f(name);
   };
 
   it('kubeconfig with a CA file (relative path) and client certificate data: verifies the server, presents the certificate', async () => {
-    const path = kubeconfig('certs.yaml', [`server: https://127.0.0.1:${port}/`, 'certificate-authority: ca.crt'], [`client-certificate-data: ${b64('client.crt')}`, `client-key-data: ${b64('client.key')}`]);
+    const path = kubeconfig(
+      'certs.yaml',
+      [`server: https://127.0.0.1:${port}/`, 'certificate-authority: ca.crt'],
+      [`client-certificate-data: ${b64('client.crt')}`, `client-key-data: ${b64('client.key')}`],
+    );
     const target = loadApiTarget(path);
     expect(target.server).toBe(`https://127.0.0.1:${port}`);
     expect(target.source).toBe(`kubeconfig ${path} (context x)`);
@@ -71,12 +179,20 @@ describe('API client configuration, over real TLS', () => {
   });
 
   it('a server whose certificate the CA did not sign is refused, with the reason', async () => {
-    const path = kubeconfig('wrong-ca.yaml', [`server: https://127.0.0.1:${port}`, `certificate-authority-data: ${b64('other-ca.crt')}`], ['token: t']);
+    const path = kubeconfig(
+      'wrong-ca.yaml',
+      [`server: https://127.0.0.1:${port}`, `certificate-authority-data: ${b64('other-ca.crt')}`],
+      ['token: t'],
+    );
     const err = await new KubeApi(loadApiTarget(path)).listPage('/api/v1/services', {}).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ApiError);
     expect((err as Error).message).toMatch(/^GET \/api\/v1\/services: .*(certificate|self.signed).*\(\w+\)$/i);
     // insecure-skip-tls-verify is honoured (some dev clusters); then the token is what authenticates.
-    const insecure = kubeconfig('insecure.yaml', [`server: https://127.0.0.1:${port}`, 'insecure-skip-tls-verify: true'], ['username: admin', 'password: s3cret']);
+    const insecure = kubeconfig(
+      'insecure.yaml',
+      [`server: https://127.0.0.1:${port}`, 'insecure-skip-tls-verify: true'],
+      ['username: admin', 'password: s3cret'],
+    );
     await new KubeApi(loadApiTarget(insecure)).listPage('/api/v1/services', {});
     expect(seen.at(-1)).toEqual({ auth: `Basic ${Buffer.from('admin:s3cret').toString('base64')}` });
   });
@@ -86,7 +202,11 @@ describe('API client configuration, over real TLS', () => {
     execFileSync('mkdir', ['-p', sa]);
     writeFileSync(join(sa, 'ca.crt'), readFileSync(f('ca.crt')));
     writeFileSync(join(sa, 'token'), 'token-1\n');
-    const target = loadApiTarget(undefined, { KUBERNETES_SERVICE_HOST: '127.0.0.1', KUBERNETES_SERVICE_PORT: String(port) }, sa);
+    const target = loadApiTarget(
+      undefined,
+      { KUBERNETES_SERVICE_HOST: '127.0.0.1', KUBERNETES_SERVICE_PORT: String(port) },
+      sa,
+    );
     expect(target.server).toBe(`https://127.0.0.1:${port}`);
     const api = new KubeApi(target);
     await api.listPage('/api/v1/services', {});
@@ -96,7 +216,9 @@ describe('API client configuration, over real TLS', () => {
     expect(seen.at(-1)).toEqual({ auth: 'Bearer token-2' });
     expect(loadApiTarget(undefined, { KUBERNETES_SERVICE_HOST: 'fd00::1' }, sa).server).toBe('https://[fd00::1]:443');
     rmSync(join(sa, 'token'));
-    expect(() => loadApiTarget(undefined, { KUBERNETES_SERVICE_HOST: '127.0.0.1' }, sa)).toThrow(/cannot read the service account token .*\/token: ENOENT/);
+    expect(() => loadApiTarget(undefined, { KUBERNETES_SERVICE_HOST: '127.0.0.1' }, sa)).toThrow(
+      /cannot read the service account token .*\/token: ENOENT/,
+    );
   });
 
   it('says what is wrong with a kubeconfig', async () => {
@@ -105,17 +227,32 @@ describe('API client configuration, over real TLS', () => {
       [bad('none.yaml', ''), /not a kubeconfig/],
       [bad('notyaml.yaml', 'a: [\n'), /not YAML/],
       [bad('noctx.yaml', 'apiVersion: v1\nclusters: []\n'), /no current-context/],
-      [bad('nocluster.yaml', 'current-context: x\ncontexts:\n- name: x\n  context: {cluster: gone, user: u}\n'), /clusters has no entry named "gone"/],
-      [bad('badctx.yaml', 'current-context: x\ncontexts:\n- name: x\n  context: [a]\n'), /contexts entry "x" has no context mapping/],
+      [
+        bad('nocluster.yaml', 'current-context: x\ncontexts:\n- name: x\n  context: {cluster: gone, user: u}\n'),
+        /clusters has no entry named "gone"/,
+      ],
+      [
+        bad('badctx.yaml', 'current-context: x\ncontexts:\n- name: x\n  context: [a]\n'),
+        /contexts entry "x" has no context mapping/,
+      ],
       [kubeconfig('noserver.yaml', ['server: 127.0.0.1:6443'], ['token: t']), /cluster.server is not an http\(s\) URL/],
-      [kubeconfig('halfcert.yaml', [`server: https://127.0.0.1:${port}`], ['client-certificate: client.crt']), /client certificate or a client key, not both/],
-      [kubeconfig('notoken.yaml', [`server: https://127.0.0.1:${port}`], ['tokenFile: missing-token']), /cannot read the token file .*missing-token: ENOENT/],
+      [
+        kubeconfig('halfcert.yaml', [`server: https://127.0.0.1:${port}`], ['client-certificate: client.crt']),
+        /client certificate or a client key, not both/,
+      ],
+      [
+        kubeconfig('notoken.yaml', [`server: https://127.0.0.1:${port}`], ['tokenFile: missing-token']),
+        /cannot read the token file .*missing-token: ENOENT/,
+      ],
       [f('does-not-exist.yaml'), /cannot read kubeconfig .*does-not-exist.yaml: ENOENT/],
     ];
     for (const [path, msg] of cases) expect(() => loadApiTarget(path), path).toThrow(msg);
     expect(() => loadApiTarget(f('none.yaml'))).toThrow(KubeConfigError);
     // An empty user ("user:" and nothing under it) is no credentials, not an error.
-    const anon = bad('anon.yaml', `current-context: x\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\nclusters:\n- name: c\n  cluster: {server: 'http://127.0.0.1:1'}\nusers:\n- name: u\n  user:\n`);
+    const anon = bad(
+      'anon.yaml',
+      `current-context: x\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\nclusters:\n- name: c\n  cluster: {server: 'http://127.0.0.1:1'}\nusers:\n- name: u\n  user:\n`,
+    );
     await expect(loadApiTarget(anon).requestOptions()).resolves.toEqual({ headers: {} });
     expect(() => loadApiTarget(undefined, {})).toThrow(/KUBERNETES_SERVICE_HOST is unset.*--kubeconfig/);
   });
@@ -127,12 +264,35 @@ describe('exec plugin credentials, through client-node', () => {
     await api.start();
     try {
       const plugin = f('plugin.sh');
-      writeFileSync(plugin, `#!/bin/sh\necho '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"fake-token"}}'\n`);
+      writeFileSync(
+        plugin,
+        `#!/bin/sh\necho '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"fake-token"}}'\n`,
+      );
       chmodSync(plugin, 0o755);
       const path = f('exec.yaml');
       writeFileSync(
         path,
-        ['apiVersion: v1', 'kind: Config', 'clusters:', '- name: c', '  cluster:', `    server: ${api.url}`, '    insecure-skip-tls-verify: true', 'users:', '- name: u', '  user:', '    exec:', '      apiVersion: client.authentication.k8s.io/v1', `      command: ${plugin}`, '      interactiveMode: Never', 'contexts:', '- name: x', '  context: {cluster: c, user: u}', 'current-context: x', ''].join('\n'),
+        [
+          'apiVersion: v1',
+          'kind: Config',
+          'clusters:',
+          '- name: c',
+          '  cluster:',
+          `    server: ${api.url}`,
+          '    insecure-skip-tls-verify: true',
+          'users:',
+          '- name: u',
+          '  user:',
+          '    exec:',
+          '      apiVersion: client.authentication.k8s.io/v1',
+          `      command: ${plugin}`,
+          '      interactiveMode: Never',
+          'contexts:',
+          '- name: x',
+          '  context: {cluster: c, user: u}',
+          'current-context: x',
+          '',
+        ].join('\n'),
       );
       const target = loadApiTarget(path);
       expect(target.source).toMatch(/credentials through @kubernetes\/client-node/);

@@ -25,7 +25,10 @@ interface Spec {
 
 function svc(s: Spec): ServiceView {
   // Each endpoint at its own slice port (the view's form when the slices of a port disagree).
-  const endpoints = (s.endpoints ?? []).map((e) => ({ view: { address: e.address, local: e.local ?? false, ready: true }, port: e.port }));
+  const endpoints = (s.endpoints ?? []).map((e) => ({
+    view: { address: e.address, local: e.local ?? false, ready: true },
+    port: e.port,
+  }));
   return {
     namespace: 'shop',
     name: s.name,
@@ -57,7 +60,7 @@ describe('LbServiceIndex', () => {
     expect(names(lb.addressed)).toEqual(['ingress', 'lb']);
   });
 
-  it('a view of LB Services only: the view\'s own list, not copies', () => {
+  it("a view of LB Services only: the view's own list, not copies", () => {
     const v = viewOf(svc({ name: 'a', lb: ['203.0.113.1'] }), svc({ name: 'b', ingress: ['203.0.113.9'] }));
     const lb = new LbServiceIndex(v);
     expect(lb.services).toBe(v.services);
@@ -65,7 +68,9 @@ describe('LbServiceIndex', () => {
   });
 
   it('VIPs: the agent counts Ingress VIPs at 80/443 TCP too, the detectors only own LB VIPs', () => {
-    const lb = new LbServiceIndex(viewOf(svc({ name: 'web', port: 8000, lb: ['203.0.113.1'], ingress: ['203.0.113.9'] })));
+    const lb = new LbServiceIndex(
+      viewOf(svc({ name: 'web', port: 8000, lb: ['203.0.113.1'], ingress: ['203.0.113.9'] })),
+    );
     expect(names(lb.vipServices('203.0.113.1', 'TCP', 8000))).toEqual(['web']);
     expect(names(lb.lbVipServices('203.0.113.1', 'TCP', 8000))).toEqual(['web']);
     expect(names(lb.vipServices('203.0.113.9', 'TCP', 443))).toEqual(['web']);
@@ -77,17 +82,31 @@ describe('LbServiceIndex', () => {
   });
 
   it('an address that is an own LB VIP at 80 and an Ingress VIP lists both Service ports in the view order', () => {
-    const ingressFirst = new LbServiceIndex(viewOf(svc({ name: 'a', port: 9000, ingress: ['198.51.100.5'] }), svc({ name: 'b', port: 80, lb: ['198.51.100.5'] })));
+    const ingressFirst = new LbServiceIndex(
+      viewOf(
+        svc({ name: 'a', port: 9000, ingress: ['198.51.100.5'] }),
+        svc({ name: 'b', port: 80, lb: ['198.51.100.5'] }),
+      ),
+    );
     expect(names(ingressFirst.vipServices('198.51.100.5', 'TCP', 80))).toEqual(['a', 'b']);
     expect(names(ingressFirst.vipServices('198.51.100.5', 'TCP', 443))).toEqual(['a']);
-    const lbFirst = new LbServiceIndex(viewOf(svc({ name: 'b', port: 80, lb: ['198.51.100.5'] }), svc({ name: 'a', port: 9000, ingress: ['198.51.100.5'] })));
+    const lbFirst = new LbServiceIndex(
+      viewOf(
+        svc({ name: 'b', port: 80, lb: ['198.51.100.5'] }),
+        svc({ name: 'a', port: 9000, ingress: ['198.51.100.5'] }),
+      ),
+    );
     expect(names(lbFirst.vipServices('198.51.100.5', 'TCP', 80))).toEqual(['b', 'a']);
     expect(names(lbFirst.lbVipServices('198.51.100.5', 'TCP', 80))).toEqual(['b']);
   });
 
   it('NodePorts: the agent gets the addressed Service ports, the detectors the last one of all', () => {
     const lb = new LbServiceIndex(
-      viewOf(svc({ name: 'x', nodePort: 30001, lb: ['203.0.113.1'] }), svc({ name: 'host-only', nodePort: 30001, hostnames: ['lb.example'] }), svc({ name: 'h2', nodePort: 30002, hostnames: ['lb2.example'] })),
+      viewOf(
+        svc({ name: 'x', nodePort: 30001, lb: ['203.0.113.1'] }),
+        svc({ name: 'host-only', nodePort: 30001, hostnames: ['lb.example'] }),
+        svc({ name: 'h2', nodePort: 30002, hostnames: ['lb2.example'] }),
+      ),
     );
     expect(names(lb.nodePortServices('TCP', 30001))).toEqual(['x']);
     expect(lb.nodePortService('TCP', 30001)?.name).toBe('host-only');
@@ -97,9 +116,25 @@ describe('LbServiceIndex', () => {
   });
 
   it('endpoints: the agent keys all of them at a port always (Service port for a named targetPort), the detectors local ones at the known port', () => {
-    const named = svc({ name: 'named', port: 80, targetPort: 'http', lb: ['203.0.113.1'], endpoints: [{ address: '10.244.1.5', local: true }, { address: '10.244.2.5' }] });
-    const sliced = svc({ name: 'sliced', port: 81, targetPort: 'http', lb: ['203.0.113.2'], endpoints: [{ address: '10.244.1.6', port: 8443, local: true }] });
-    const hostOnly = svc({ name: 'host-only', hostnames: ['lb.example'], endpoints: [{ address: '10.244.1.7', local: true }] });
+    const named = svc({
+      name: 'named',
+      port: 80,
+      targetPort: 'http',
+      lb: ['203.0.113.1'],
+      endpoints: [{ address: '10.244.1.5', local: true }, { address: '10.244.2.5' }],
+    });
+    const sliced = svc({
+      name: 'sliced',
+      port: 81,
+      targetPort: 'http',
+      lb: ['203.0.113.2'],
+      endpoints: [{ address: '10.244.1.6', port: 8443, local: true }],
+    });
+    const hostOnly = svc({
+      name: 'host-only',
+      hostnames: ['lb.example'],
+      endpoints: [{ address: '10.244.1.7', local: true }],
+    });
     const lb = new LbServiceIndex(viewOf(named, sliced, hostOnly));
     expect(endpointPort(named, named.endpoints[0]!)).toBe(80);
     expect(knownTargetPort(named, named.endpoints[0]!)).toBeUndefined();
@@ -160,7 +195,11 @@ describe('LbServiceIndex against the plain maps of each reader', () => {
           lb: some(ips),
           ingress: some(ips),
           hostnames: r() < 0.3 ? ['lb.example'] : undefined,
-          endpoints: some(ips).map((address) => ({ address, port: r() < 0.5 ? pick(ports) : undefined, local: r() < 0.5 })),
+          endpoints: some(ips).map((address) => ({
+            address,
+            port: r() < 0.5 ? pick(ports) : undefined,
+            local: r() < 0.5,
+          })),
         }),
       );
       const lb = new LbServiceIndex(viewOf(...services));
@@ -175,10 +214,17 @@ describe('LbServiceIndex against the plain maps of each reader', () => {
         for (const i of s.lbIngress) add(vip, `${i.ip}|${s.protocol}|${s.port}`, s);
         for (const iv of s.ingressVips) for (const p of [80, 443]) add(vip, `${iv.ip}|TCP|${p}`, s);
         if (s.nodePort) add(np, `${s.protocol}|${s.nodePort}`, s);
-        for (const e of s.endpoints) add(ep, `${e.address}|${s.protocol}|${slicePort(s, e) ?? (typeof s.targetPort === 'number' ? s.targetPort : s.port)}`, s);
+        for (const e of s.endpoints)
+          add(
+            ep,
+            `${e.address}|${s.protocol}|${slicePort(s, e) ?? (typeof s.targetPort === 'number' ? s.targetPort : s.port)}`,
+            s,
+          );
       }
       // The detectors' own maps, over Service ports with an address or a hostname.
-      const detSvcs = services.filter((s) => s.lbIngress.length > 0 || s.ingressVips.length > 0 || s.lbHostnames !== undefined);
+      const detSvcs = services.filter(
+        (s) => s.lbIngress.length > 0 || s.ingressVips.length > 0 || s.lbHostnames !== undefined,
+      );
       const lbVip = new Map<string, string[]>();
       const lbIp = new Map<string, string[]>();
       const ingVip = new Map<string, string[]>();
@@ -191,7 +237,13 @@ describe('LbServiceIndex against the plain maps of each reader', () => {
         }
         for (const iv of s.ingressVips) add(ingVip, iv.ip, s);
         if (s.nodePort) np1.set(`${s.protocol}|${s.nodePort}`, s.name);
-        for (const e of s.endpoints) if (e.local) add(localEp, `${e.address}|${s.protocol}|${slicePort(s, e) ?? (typeof s.targetPort === 'number' ? s.targetPort : '')}`, s);
+        for (const e of s.endpoints)
+          if (e.local)
+            add(
+              localEp,
+              `${e.address}|${s.protocol}|${slicePort(s, e) ?? (typeof s.targetPort === 'number' ? s.targetPort : '')}`,
+              s,
+            );
       }
 
       expect(names(lb.addressed)).toEqual(agentSvcs.map((s) => s.name));

@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { buildClusterView } from '../../../src/cluster/build.js';
 import { classifyDocuments } from '../../../src/cluster/file.js';
-import { reduceText, SkippedObject, type ReduceLimits } from '../../../src/cluster/json-reduce.js';
+import { type ReduceLimits, reduceText, SkippedObject } from '../../../src/cluster/json-reduce.js';
 import { DEFAULT_API_LIMITS } from '../../../src/cluster/kube-api.js';
 import { eventShape, OBJECT_SHAPES } from '../../../src/cluster/object-shapes.js';
 import type { ClusterObjects } from '../../../src/cluster/objects.js';
@@ -13,7 +13,10 @@ import { clusterList } from '../../../src/demo/lab.js';
 import { endpointSliceV1beta1 } from '../../support/kube-objects.js';
 
 const FIX = new URL('../../fixtures/cluster/', import.meta.url).pathname;
-const LIMITS: ReduceLimits = { maxValueBytes: DEFAULT_API_LIMITS.maxValueBytes, maxUnitBytes: DEFAULT_API_LIMITS.maxEventBytes };
+const LIMITS: ReduceLimits = {
+  maxValueBytes: DEFAULT_API_LIMITS.maxValueBytes,
+  maxUnitBytes: DEFAULT_API_LIMITS.maxEventBytes,
+};
 const KINDS = Object.keys(OBJECT_SHAPES) as (keyof typeof OBJECT_SHAPES)[];
 const BUNDLES = new URL('../../fixtures/bundles/', import.meta.url).pathname;
 
@@ -33,10 +36,16 @@ function reduced(objects: ClusterObjects): ClusterObjects {
 const clusters: [string, unknown][] = [
   ['kubectl-list.json', JSON.parse(readFileSync(`${FIX}kubectl-list.json`, 'utf8'))],
   ['malformed-objects.json', JSON.parse(readFileSync(`${FIX}malformed-objects.json`, 'utf8'))],
-  ['Gateway API: GatewayClass, Gateway, HTTPRoute (bundles/l7-gateway-loop)', JSON.parse(readFileSync(`${BUNDLES}l7-gateway-loop/cluster.json`, 'utf8'))],
+  [
+    'Gateway API: GatewayClass, Gateway, HTTPRoute (bundles/l7-gateway-loop)',
+    JSON.parse(readFileSync(`${BUNDLES}l7-gateway-loop/cluster.json`, 'utf8')),
+  ],
   ['the demo lab (ETP Local)', clusterList('Local')],
   ['the demo lab (ETP Cluster)', clusterList('Cluster')],
-  ['the demo lab as 1.20 serves it (v1beta1: the node in topology)', v1beta1(clusterList('Local') as { items: Record<string, unknown>[] })],
+  [
+    'the demo lab as 1.20 serves it (v1beta1: the node in topology)',
+    v1beta1(clusterList('Local') as { items: Record<string, unknown>[] }),
+  ],
 ];
 
 function v1beta1(list: { items: Record<string, unknown>[] }): unknown {
@@ -63,10 +72,26 @@ describe('the view from reduced objects is the view from whole ones', () => {
   });
 
   it("keeps an ERROR event's Status", () => {
-    const status = { kind: 'Status', apiVersion: 'v1', status: 'Failure', code: 410, reason: 'Expired', message: 'too old resource version: 1 (5)', metadata: {} };
-    expect(reduceText(JSON.stringify({ type: 'ERROR', object: status }), eventShape(OBJECT_SHAPES.services), LIMITS)).toEqual({
+    const status = {
+      kind: 'Status',
+      apiVersion: 'v1',
+      status: 'Failure',
+      code: 410,
+      reason: 'Expired',
+      message: 'too old resource version: 1 (5)',
+      metadata: {},
+    };
+    expect(
+      reduceText(JSON.stringify({ type: 'ERROR', object: status }), eventShape(OBJECT_SHAPES.services), LIMITS),
+    ).toEqual({
       type: 'ERROR',
-      object: { code: 410, reason: 'Expired', message: 'too old resource version: 1 (5)', metadata: {}, status: 'Failure' },
+      object: {
+        code: 410,
+        reason: 'Expired',
+        message: 'too old resource version: 1 (5)',
+        metadata: {},
+        status: 'Failure',
+      },
     });
   });
 });

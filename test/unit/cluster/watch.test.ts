@@ -4,20 +4,35 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { loadClusterFile } from '../../../src/cluster/file.js';
-import type { ClusterView } from '../../../src/cluster/types.js';
 import { backoff } from '../../../src/cluster/reflector.js';
+import type { ClusterView } from '../../../src/cluster/types.js';
 import { ClusterWatch } from '../../../src/cluster/watch.js';
 import { FakeApiServer, type ResourceName } from '../../support/fake-apiserver.js';
 
 const FIX = new URL('../../fixtures/cluster/', import.meta.url).pathname;
-const BUCKET: Record<string, ResourceName> = { Service: 'services', EndpointSlice: 'endpointslices', Ingress: 'ingresses', Node: 'nodes' };
-const fixtureItems = (JSON.parse(readFileSync(`${FIX}kubectl-list.json`, 'utf8')) as { items: { kind: string; metadata: { name: string; namespace?: string } }[] }).items;
+const BUCKET: Record<string, ResourceName> = {
+  Service: 'services',
+  EndpointSlice: 'endpointslices',
+  Ingress: 'ingresses',
+  Node: 'nodes',
+};
+const fixtureItems = (
+  JSON.parse(readFileSync(`${FIX}kubectl-list.json`, 'utf8')) as {
+    items: { kind: string; metadata: { name: string; namespace?: string } }[];
+  }
+).items;
 
 const tmp = mkdtempSync(join(tmpdir(), 'clbprobe-watch-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
 /** A fake API server loaded with the fixture cluster, a kubeconfig for it, and a watcher that records its views. */
-async function setup(opts: { forbidIngresses?: boolean; items?: typeof fixtureItems; endpointSliceVersion?: FakeApiServer['endpointSliceVersion'] } = {}) {
+async function setup(
+  opts: {
+    forbidIngresses?: boolean;
+    items?: typeof fixtureItems;
+    endpointSliceVersion?: FakeApiServer['endpointSliceVersion'];
+  } = {},
+) {
   const api = new FakeApiServer();
   api.endpointSliceVersion = opts.endpointSliceVersion ?? 'v1';
   for (const item of opts.items ?? fixtureItems) api.apply(BUCKET[item.kind]!, structuredClone(item));
@@ -52,7 +67,13 @@ async function setup(opts: { forbidIngresses?: boolean; items?: typeof fixtureIt
         listeners.splice(listeners.indexOf(check), 1);
         resolve(hit);
       };
-      const timer = setTimeout(() => reject(new Error(`no view with ${what} in ${timeoutMs} ms; last: ${JSON.stringify(views.at(-1)?.staleReason)}`)), timeoutMs);
+      const timer = setTimeout(
+        () =>
+          reject(
+            new Error(`no view with ${what} in ${timeoutMs} ms; last: ${JSON.stringify(views.at(-1)?.staleReason)}`),
+          ),
+        timeoutMs,
+      );
       listeners.push(check);
     });
   };
@@ -87,14 +108,23 @@ describe('ClusterWatch against a fake API server', () => {
     expect(watch.status()).toMatchObject({ source: 'cluster', available: true });
     // Paged lists, and only this node asked for.
     const lists = api.requests.filter((r) => !r.watch);
-    expect(lists.filter((r) => r.resource === 'services').map((r) => r.query.continue !== undefined)).toEqual([false, true, true, true]);
+    expect(lists.filter((r) => r.resource === 'services').map((r) => r.query.continue !== undefined)).toEqual([
+      false,
+      true,
+      true,
+      true,
+    ]);
     expect(lists.find((r) => r.resource === 'nodes')?.query.fieldSelector).toBe('metadata.name=node-a');
   });
 
   it('objects the builder warns about: the same Services and warnings as from a file (each object parsed once, on arrival)', async () => {
     // The malformed fixture, minus what the API server itself would refuse (no name, another
     // kind or apiVersion): bad ports, a bad Service type, bad endpoints, a bad Ingress, a bad Node.
-    const all = (JSON.parse(readFileSync(`${FIX}malformed-objects.json`, 'utf8')) as { items: (typeof fixtureItems[number] & { apiVersion: string })[] }).items;
+    const all = (
+      JSON.parse(readFileSync(`${FIX}malformed-objects.json`, 'utf8')) as {
+        items: ((typeof fixtureItems)[number] & { apiVersion: string })[];
+      }
+    ).items;
     const items = all.filter((i) => BUCKET[i.kind] && i.metadata?.name && i.apiVersion !== 'networking.k8s.io/v1beta1');
     expect(items.length).toBeGreaterThanOrEqual(6);
     const file = join(tmp, 'malformed-served.json');
@@ -108,8 +138,15 @@ describe('ClusterWatch against a fake API server', () => {
     expect(v.services).toEqual(fromFile.services);
     expect(v.node).toEqual(fromFile.node);
     // A file names an object by its place in the list, the watch by its collection.
-    const collection: Record<string, string> = { Service: 'services', EndpointSlice: 'endpointslices', Ingress: 'ingresses', Node: 'node' };
-    const renamed = fromFile.warnings.map((w) => w.replace(/^items\[\d+\] \((\w+)/, (_, kind: string) => `${collection[kind]} (${kind}`));
+    const collection: Record<string, string> = {
+      Service: 'services',
+      EndpointSlice: 'endpointslices',
+      Ingress: 'ingresses',
+      Node: 'node',
+    };
+    const renamed = fromFile.warnings.map((w) =>
+      w.replace(/^items\[\d+\] \((\w+)/, (_, kind: string) => `${collection[kind]} (${kind}`),
+    );
     expect([...v.warnings].sort()).toEqual(renamed.sort());
   });
 
@@ -117,7 +154,10 @@ describe('ClusterWatch against a fake API server', () => {
     const { api, watch, next, views } = await setup();
     watch.start();
     await watch.synced();
-    const svc = structuredClone(fixtureItems.find((i) => i.kind === 'Service' && i.metadata.name === 'web')!) as Record<string, any>;
+    const svc = structuredClone(fixtureItems.find((i) => i.kind === 'Service' && i.metadata.name === 'web')!) as Record<
+      string,
+      any
+    >;
     svc.metadata.annotations['service.cloud.tencent.com/prevent-loopback'] = 'true';
     api.apply('services', svc);
     const v1 = await next((v) => web(v)?.annotations.tencentPreventLoopback === true, 'prevent-loopback on web');
@@ -128,7 +168,10 @@ describe('ClusterWatch against a fake API server', () => {
       svc.metadata.annotations['example.com/rev'] = String(i);
       api.apply('services', svc);
     }
-    await waitFor(() => views.at(-1)?.services.length === fromFile.services.length && views.length > before, 'a view after the burst');
+    await waitFor(
+      () => views.at(-1)?.services.length === fromFile.services.length && views.length > before,
+      'a view after the burst',
+    );
     await new Promise((r) => setTimeout(r, 100));
     expect(views.length - before).toBeLessThanOrEqual(3);
     api.delete('endpointslices', 'default', 'web-9f2bd');
@@ -143,7 +186,9 @@ describe('ClusterWatch against a fake API server', () => {
     await api.stop();
     const stale = await next((v) => !v.fresh, 'fresh:false');
     expect(stale.services).toEqual(fromFile.services);
-    expect(stale.staleReason).toMatch(/^API unavailable, showing the last good view: \w+: watch \S+: (connection to the API server lost|connect ECONNREFUSED)/);
+    expect(stale.staleReason).toMatch(
+      /^API unavailable, showing the last good view: \w+: watch \S+: (connection to the API server lost|connect ECONNREFUSED)/,
+    );
     expect(stale.syncedAt).toBeDefined();
     // Retries keep failing; the status carries the latest reason.
     await waitFor(() => /ECONNREFUSED/.test(watch.status().reason ?? ''), 'ECONNREFUSED in status');
@@ -188,7 +233,9 @@ describe('ClusterWatch against a fake API server', () => {
     api.bookmark();
     api.endWatches();
     await waitFor(() => api.watcherCount() === 4, 'four watches again');
-    const node = structuredClone(fixtureItems.find((i) => i.kind === 'Node' && i.metadata.name === 'node-a')!) as Record<string, any>;
+    const node = structuredClone(
+      fixtureItems.find((i) => i.kind === 'Node' && i.metadata.name === 'node-a')!,
+    ) as Record<string, any>;
     node.spec.podCIDRs = ['10.244.9.0/24'];
     api.apply('nodes', node);
     const v = await next((x) => x.node?.podCIDRs[0] === '10.244.9.0/24', 'new pod CIDR');
@@ -206,7 +253,11 @@ describe('ClusterWatch against a fake API server', () => {
     const v = await watch.synced();
     expect(v.fresh).toBe(true);
     expect(web(v)?.ingressVips).toEqual([]);
-    expect(v.warnings).toEqual([expect.stringMatching(/^ingresses not readable \(GET \/apis\/networking\.k8s\.io\/v1\/ingresses: 403 Forbidden: .*\); treated as empty$/)]);
+    expect(v.warnings).toEqual([
+      expect.stringMatching(
+        /^ingresses not readable \(GET \/apis\/networking\.k8s\.io\/v1\/ingresses: 403 Forbidden: .*\); treated as empty$/,
+      ),
+    ]);
   });
 
   it('API unreachable from the start: no view, status says why', async () => {
@@ -265,7 +316,10 @@ describe('ClusterWatch and EndpointSlice API versions', () => {
   it('neither v1 nor v1beta1 served: not synced, and the reason names the missing API', async () => {
     const { watch } = await setup({ endpointSliceVersion: 'none' });
     watch.start();
-    await waitFor(() => /neither discovery\.k8s\.io\/v1 nor v1beta1 served \(404\)/.test(watch.status().reason ?? ''), 'the reason');
+    await waitFor(
+      () => /neither discovery\.k8s\.io\/v1 nor v1beta1 served \(404\)/.test(watch.status().reason ?? ''),
+      'the reason',
+    );
     expect(watch.status()).toMatchObject({ available: false });
     expect(watch.status().reason).toMatch(/^not synced yet: EndpointSlices: neither/);
   });

@@ -9,8 +9,8 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { decodeEntry } from '../../../src/kernel/conntrack/decode.js';
 import { dumpConntrack, malformedNote, readConntrack } from '../../../src/kernel/conntrack/dump.js';
-import { NLMSG_DONE, NLMSG_HDRLEN, NetlinkParseError, splitMessages } from '../../../src/kernel/netlink/codec.js';
-import { walkDumpDatagram, type DumpResult, type RawDumper } from '../../../src/kernel/netlink/socket.js';
+import { NetlinkParseError, NLMSG_DONE, NLMSG_HDRLEN, splitMessages } from '../../../src/kernel/netlink/codec.js';
+import { type DumpResult, type RawDumper, walkDumpDatagram } from '../../../src/kernel/netlink/socket.js';
 import type { ConntrackEntry } from '../../../src/kernel/types.js';
 
 const recorded = readFileSync(join(import.meta.dirname, '../../fixtures/netlink/ctnetlink-dump.hex'), 'utf8')
@@ -30,7 +30,8 @@ const all: ConntrackEntry[] = recorded
 /** Offsets of the entry messages in the first datagram. */
 function messageOffsets(d: Buffer): number[] {
   const out: number[] = [];
-  for (let o = 0; o < d.length; o += (d.readUInt32LE(o) + 3) & ~3) if (d.readUInt16LE(o + 4) !== NLMSG_DONE) out.push(o);
+  for (let o = 0; o < d.length; o += (d.readUInt32LE(o) + 3) & ~3)
+    if (d.readUInt16LE(o + 4) !== NLMSG_DONE) out.push(o);
   return out;
 }
 
@@ -81,7 +82,9 @@ describe('a conntrack dump with one malformed entry', () => {
     expect(res.entries).toBe(all.length - 1);
     expect(res.malformed).toBe(1);
     expect(res.messages).toBe(all.length);
-    expect(res.firstMalformed).toMatch(/^message 2 of the dump: netlink: conntrack attribute type 1 length 65520 overruns its container \(at byte 4\)$/);
+    expect(res.firstMalformed).toMatch(
+      /^message 2 of the dump: netlink: conntrack attribute type 1 length 65520 overruns its container \(at byte 4\)$/,
+    );
     expect(malformedNote(res)).toBe(`1 malformed conntrack entry skipped (first: ${res.firstMalformed})`);
   });
 
@@ -89,7 +92,9 @@ describe('a conntrack dump with one malformed entry', () => {
     const bad = corrupted(1, (d, at) => d.writeUInt16LE(0xfff0, at + NLMSG_HDRLEN + 4));
     const r = await readConntrack({ socket: replay(bad), entries: true });
     expect(r.status.available).toBe(true);
-    expect(r.status.reason).toMatch(/^1 malformed conntrack entry skipped \(first: message 2 of the dump: .*overruns its container/);
+    expect(r.status.reason).toMatch(
+      /^1 malformed conntrack entry skipped \(first: message 2 of the dump: .*overruns its container/,
+    );
     expect(r.malformed).toBe(1);
     expect(r.entries).toEqual([all[0], ...all.slice(2)]);
     expect(r.summary?.total).toBe(all.length - 1);
@@ -164,7 +169,16 @@ describe('a conntrack dump with one malformed entry', () => {
       d.writeUInt32LE((d.readUInt32LE(stranger + field) ^ xor) >>> 0, stranger + field);
       const seen: number[] = [];
       const res: DumpResult = { messages: 0, interrupted: false };
-      walkDumpDatagram(d, 0, d.length, ourSeq, ourPort, 'test', res, (_b, start) => void seen.push(start - NLMSG_HDRLEN));
+      walkDumpDatagram(
+        d,
+        0,
+        d.length,
+        ourSeq,
+        ourPort,
+        'test',
+        res,
+        (_b, start) => void seen.push(start - NLMSG_HDRLEN),
+      );
       expect(seen).toEqual(offsets.filter((o) => o !== stranger));
       expect(res.messages).toBe(offsets.length - 1);
     });

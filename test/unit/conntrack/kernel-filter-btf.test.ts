@@ -19,7 +19,12 @@ describe('ctevents.bpf.o map layouts (BTF) against kernel-filter.ts', () => {
 
   it('ct_keys: struct ct_key and a one-byte value, MAX_KEYS entries', () => {
     const m = btf.map(K.CT_MAP_KEYS);
-    expect(m).toMatchObject({ type: BPF_MAP_TYPE_HASH, maxEntries: K.KERNEL_FILTER_MAX_KEYS, keySize: K.CT_KEY_SIZE, valueSize: K.CT_VALUE_SIZE });
+    expect(m).toMatchObject({
+      type: BPF_MAP_TYPE_HASH,
+      maxEntries: K.KERNEL_FILTER_MAX_KEYS,
+      keySize: K.CT_KEY_SIZE,
+      valueSize: K.CT_VALUE_SIZE,
+    });
     const k = btf.struct('ct_key');
     expect(k.size).toBe(K.CT_KEY_SIZE);
     expect(k.members.addr).toMatchObject({ offset: K.CT_KEY_ADDR, size: 4 });
@@ -32,7 +37,11 @@ describe('ctevents.bpf.o map layouts (BTF) against kernel-filter.ts', () => {
     const m = btf.map(K.CT_MAP_STATS);
     expect(m).toMatchObject({ type: BPF_MAP_TYPE_PERCPU_ARRAY, keySize: 4, valueSize: 8 });
     const slots = btf.enumValues('stat');
-    expect(slots).toMatchObject({ STAT_PASSED: K.CT_STAT_PASSED, STAT_DROPPED: K.CT_STAT_DROPPED, STAT_MAX: K.CT_STAT_SLOTS });
+    expect(slots).toMatchObject({
+      STAT_PASSED: K.CT_STAT_PASSED,
+      STAT_DROPPED: K.CT_STAT_DROPPED,
+      STAT_MAX: K.CT_STAT_SLOTS,
+    });
     expect(m.maxEntries).toBe(K.CT_STAT_SLOTS);
   });
 });

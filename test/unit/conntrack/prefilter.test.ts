@@ -24,7 +24,8 @@ const entries = payloads.map((p) => decodeEntry(p));
 function exact(t: PrefilterTargets, e: ConntrackEntry): boolean {
   const p = e.orig.protoNum;
   if (t.vips.some((v) => v.address === e.orig.dst && v.protoNum === p && v.port === e.orig.dport)) return true;
-  if (t.nodeIps.includes(e.orig.dst) && t.nodePorts.some((n) => n.protoNum === p && n.port === e.orig.dport)) return true;
+  if (t.nodeIps.includes(e.orig.dst) && t.nodePorts.some((n) => n.protoNum === p && n.port === e.orig.dport))
+    return true;
   return t.endpoints.some((x) => x.address === e.reply.src && x.protoNum === p && x.port === e.reply.sport);
 }
 
@@ -37,9 +38,23 @@ describe('ConntrackPrefilter on recorded ctnetlink messages', () => {
   const tcpV4 = entries.find((e) => e.family === 4 && e.orig.protoNum === 6 && e.orig.dport === 80)!;
   const nodePortEntry = entries.find((e) => e.family === 4 && e.orig.dport === 30080)!;
   const cases: [string, PrefilterTargets][] = [
-    ['VIP:port', { vips: [{ address: tcpV4.orig.dst, protoNum: 6, port: 80 }], nodeIps: [], nodePorts: [], endpoints: [] }],
-    ['node IP + NodePort', { vips: [], nodeIps: [nodePortEntry.orig.dst], nodePorts: [{ protoNum: 6, port: 30080 }], endpoints: [] }],
-    ['endpoint (reply source)', { vips: [], nodeIps: [], nodePorts: [], endpoints: [{ address: tcpV4.reply.src, protoNum: 6, port: tcpV4.reply.sport! }] }],
+    [
+      'VIP:port',
+      { vips: [{ address: tcpV4.orig.dst, protoNum: 6, port: 80 }], nodeIps: [], nodePorts: [], endpoints: [] },
+    ],
+    [
+      'node IP + NodePort',
+      { vips: [], nodeIps: [nodePortEntry.orig.dst], nodePorts: [{ protoNum: 6, port: 30080 }], endpoints: [] },
+    ],
+    [
+      'endpoint (reply source)',
+      {
+        vips: [],
+        nodeIps: [],
+        nodePorts: [],
+        endpoints: [{ address: tcpV4.reply.src, protoNum: 6, port: tcpV4.reply.sport! }],
+      },
+    ],
     ['nothing', { vips: [], nodeIps: [], nodePorts: [], endpoints: [] }],
   ];
 
@@ -66,7 +81,15 @@ describe('ConntrackPrefilter on recorded ctnetlink messages', () => {
   }
 
   it('the wrong protocol or port for the same address is rejected', () => {
-    const f = new ConntrackPrefilter({ vips: [{ address: tcpV4.orig.dst, protoNum: 17, port: 80 }, { address: tcpV4.orig.dst, protoNum: 6, port: 81 }], nodeIps: [], nodePorts: [], endpoints: [] });
+    const f = new ConntrackPrefilter({
+      vips: [
+        { address: tcpV4.orig.dst, protoNum: 17, port: 80 },
+        { address: tcpV4.orig.dst, protoNum: 6, port: 81 },
+      ],
+      nodeIps: [],
+      nodePorts: [],
+      endpoints: [],
+    });
     expect(f.maybe(payloads[entries.indexOf(tcpV4)]!)).toBe(false);
   });
 

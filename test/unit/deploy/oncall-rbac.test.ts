@@ -6,8 +6,8 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Role } from 'kubernetes-models/rbac.authorization.k8s.io/v1/Role';
 import { RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/RoleBinding';
-import { parseAllDocuments } from 'yaml';
 import { describe, expect, it } from 'vitest';
+import { parseAllDocuments } from 'yaml';
 import { AGENT_DEFAULTS } from '../../../src/cli/evidence.js';
 import { DEFAULT_RELAY } from '../../../src/cli/evidence-remote.js';
 import { renderKustomization } from './render.js';
@@ -17,10 +17,18 @@ const text = readFileSync(join(DEPLOY, 'oncall-rbac.yaml'), 'utf8');
 
 type Rule = { apiGroups: string[]; resources: string[]; resourceNames?: string[]; verbs: string[] };
 const docs = (t: string) =>
-  parseAllDocuments(t).map((d) => {
-    if (d.errors.length) throw new Error(d.errors[0]!.message);
-    return d.toJS() as { kind: string; metadata: { name: string; namespace?: string }; rules?: Rule[]; roleRef?: unknown; subjects?: unknown };
-  }).filter(Boolean);
+  parseAllDocuments(t)
+    .map((d) => {
+      if (d.errors.length) throw new Error(d.errors[0]!.message);
+      return d.toJS() as {
+        kind: string;
+        metadata: { name: string; namespace?: string };
+        rules?: Rule[];
+        roleRef?: unknown;
+        subjects?: unknown;
+      };
+    })
+    .filter(Boolean);
 
 describe('deploy/oncall-rbac.yaml', () => {
   const [role, ...rest] = docs(text);
@@ -34,12 +42,16 @@ describe('deploy/oncall-rbac.yaml', () => {
 
   it('grants exactly what --all-nodes uses through the relay: get on services/proxy of the relay Service, nothing on pods or exec', () => {
     const granted = role!.rules!.flatMap((r) =>
-      r.apiGroups.flatMap((g) => r.resources.map((res) => `${g}/${res}[${(r.resourceNames ?? []).join(',')}]:${[...r.verbs].sort().join(',')}`)),
+      r.apiGroups.flatMap((g) =>
+        r.resources.map((res) => `${g}/${res}[${(r.resourceNames ?? []).join(',')}]:${[...r.verbs].sort().join(',')}`),
+      ),
     );
     expect(granted).toEqual([`/services/proxy[${DEFAULT_RELAY.split('/')[1]}]:get`]);
     expect(role!.metadata.namespace).toBe(DEFAULT_RELAY.split('/')[0]);
     // The relay Service the Role names is the one deploy/ installs.
-    expect(renderKustomization(DEPLOY).some((o) => o.kind === 'Service' && o.metadata.name === DEFAULT_RELAY.split('/')[1])).toBe(true);
+    expect(
+      renderKustomization(DEPLOY).some((o) => o.kind === 'Service' && o.metadata.name === DEFAULT_RELAY.split('/')[1]),
+    ).toBe(true);
   });
 
   it('the commented RoleBinding example, uncommented, is valid and binds this Role to a group', () => {
@@ -56,6 +68,8 @@ describe('deploy/oncall-rbac.yaml', () => {
   });
 
   it('is not part of `kubectl apply -k deploy/` (bound per site, on purpose)', () => {
-    expect(renderKustomization(DEPLOY).some((o) => o.kind === 'Role' && o.metadata.name === 'clbprobe-oncall')).toBe(false);
+    expect(renderKustomization(DEPLOY).some((o) => o.kind === 'Role' && o.metadata.name === 'clbprobe-oncall')).toBe(
+      false,
+    );
   });
 });

@@ -7,7 +7,7 @@
 // instead of rendering wrong.
 import { readFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
-import { parseAllDocuments, parse } from 'yaml';
+import { parse, parseAllDocuments } from 'yaml';
 
 export interface K8sObject {
   apiVersion: string;
@@ -38,7 +38,8 @@ const CLUSTER_SCOPED = new Set(['Namespace', 'ClusterRole', 'ClusterRoleBinding'
 export function renderKustomization(dir: string, extraComponents: string[] = []): K8sObject[] {
   const file = join(dir, 'kustomization.yaml');
   const k = parse(readFileSync(file, 'utf8')) as Kustomization;
-  for (const key of Object.keys(k)) if (!KNOWN.has(key)) throw new Error(`${file}: key ${key} is not supported by this renderer`);
+  for (const key of Object.keys(k))
+    if (!KNOWN.has(key)) throw new Error(`${file}: key ${key} is not supported by this renderer`);
   const objects: K8sObject[] = [];
   const readResources = (base: string, resources: string[]): void => {
     for (const res of resources) {
@@ -56,23 +57,31 @@ export function renderKustomization(dir: string, extraComponents: string[] = [])
     const cfile = join(cdir, 'kustomization.yaml');
     const comp = parse(readFileSync(cfile, 'utf8')) as Kustomization;
     if (comp.kind !== 'Component') throw new Error(`${cfile}: kind ${comp.kind} is not Component`);
-    for (const key of Object.keys(comp)) if (!KNOWN_IN_COMPONENT.has(key)) throw new Error(`${cfile}: key ${key} is not supported by this renderer`);
+    for (const key of Object.keys(comp))
+      if (!KNOWN_IN_COMPONENT.has(key)) throw new Error(`${cfile}: key ${key} is not supported by this renderer`);
     readResources(cdir, comp.resources ?? []);
   }
   for (const gen of k.configMapGenerator ?? []) {
-    if (gen.options?.disableNameSuffixHash !== true) throw new Error(`${file}: configMapGenerator ${gen.name}: name hashing is not supported here`);
+    if (gen.options?.disableNameSuffixHash !== true)
+      throw new Error(`${file}: configMapGenerator ${gen.name}: name hashing is not supported here`);
     const data: Record<string, string> = {};
     for (const f of gen.files ?? []) {
       const [key, src] = f.includes('=') ? (f.split('=', 2) as [string, string]) : [basename(f), f];
       data[key] = readFileSync(join(dir, src), 'utf8');
     }
     const labels = gen.options?.labels;
-    objects.push({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: gen.name, ...(labels ? { labels: { ...labels } } : {}) }, data });
+    objects.push({
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: gen.name, ...(labels ? { labels: { ...labels } } : {}) },
+      data,
+    });
   }
   for (const o of objects) {
     if (k.namespace && !CLUSTER_SCOPED.has(o.kind)) o.metadata.namespace = k.namespace;
     for (const l of k.labels ?? []) {
-      if (l.includeSelectors || l.includeTemplates) throw new Error(`${file}: labels into selectors/templates are not supported here`);
+      if (l.includeSelectors || l.includeTemplates)
+        throw new Error(`${file}: labels into selectors/templates are not supported here`);
       o.metadata.labels = { ...o.metadata.labels, ...l.pairs };
     }
   }

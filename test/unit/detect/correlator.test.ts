@@ -54,7 +54,12 @@ describe('ConntrackCorrelator', () => {
 
   it('diagnose() accepts a generator the same as an array', () => {
     const fromArray = diagnose(input).findings;
-    const fromGen = diagnose({ ...input, conntrack: (function* () { yield* entries; })() }).findings;
+    const fromGen = diagnose({
+      ...input,
+      conntrack: (function* () {
+        yield* entries;
+      })(),
+    }).findings;
     expect(fromGen).toEqual(fromArray);
   });
 

@@ -2,12 +2,17 @@
 // target-group attributes merged rather than replaced (a merge patch replaces the whole value).
 import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { awsPreserveClientIpOff, fixArgs, shellQuote } from '../../../src/detect/fixes.js';
-import type { ServiceView } from '../../../src/cluster/types.js';
 import { interpretAnnotations } from '../../../src/cluster/annotations.js';
+import type { ServiceView } from '../../../src/cluster/types.js';
+import { awsPreserveClientIpOff, fixArgs, shellQuote } from '../../../src/detect/fixes.js';
 
 const svc = (annotations: Record<string, string>): ServiceView =>
-  ({ namespace: 'shop', name: 'web', annotations: interpretAnnotations(annotations), lbHostnames: [] }) as unknown as ServiceView;
+  ({
+    namespace: 'shop',
+    name: 'web',
+    annotations: interpretAnnotations(annotations),
+    lbHostnames: [],
+  }) as unknown as ServiceView;
 
 describe('fix commands', () => {
   it('quotes so that sh hands kubectl exactly the arguments', () => {
@@ -19,8 +24,12 @@ describe('fix commands', () => {
 
   it('keeps the other target-group attributes and replaces preserve_client_ip', () => {
     const key = 'service.beta.kubernetes.io/aws-load-balancer-target-group-attributes';
-    const [fix] = awsPreserveClientIpOff(svc({ [key]: 'deregistration_delay.timeout_seconds=120, preserve_client_ip.enabled=true' }));
-    expect(fix?.patch.body).toEqual({ metadata: { annotations: { [key]: 'deregistration_delay.timeout_seconds=120,preserve_client_ip.enabled=false' } } });
+    const [fix] = awsPreserveClientIpOff(
+      svc({ [key]: 'deregistration_delay.timeout_seconds=120, preserve_client_ip.enabled=true' }),
+    );
+    expect(fix?.patch.body).toEqual({
+      metadata: { annotations: { [key]: 'deregistration_delay.timeout_seconds=120,preserve_client_ip.enabled=false' } },
+    });
     expect(fix?.command).toBe(['kubectl', ...fixArgs(fix!)].map(shellQuote).join(' '));
     expect(awsPreserveClientIpOff(svc({ [key]: 'preserve_client_ip.enabled=false' }))).toEqual([]);
   });

@@ -57,8 +57,13 @@ export function loadCase(name: string): { c: FixtureCase; input: DiagnoseInput }
   const node = JSON.parse(readFileSync(join(dir, 'node.json'), 'utf8')) as NodeSnapshot;
   if (c.nat) node.nat = natFromFiles(dir, c.nat);
   if (c.localRoutes) {
-    const files = [[c.localRoutes.v4, 4], [c.localRoutes.v6, 6]] as const;
-    node.localRoutes = { routes: files.flatMap(([f, fam]) => (f ? localRoutesOf(readFileSync(join(dir, f), 'utf8'), f, fam).routes : [])) };
+    const files = [
+      [c.localRoutes.v4, 4],
+      [c.localRoutes.v6, 6],
+    ] as const;
+    node.localRoutes = {
+      routes: files.flatMap(([f, fam]) => (f ? localRoutesOf(readFileSync(join(dir, f), 'utf8'), f, fam).routes : [])),
+    };
   }
   const listed = loadClusterFile(join(dir, 'cluster.json'), { nodeName: c.nodeName });
   const cluster = c.dns ? withLbHostnames(listed, new Map(c.dns.map((l) => [l.hostname, l]))) : listed;

@@ -10,7 +10,11 @@ import { localRoutesOf } from '../../../src/source/local-routes.js';
 import { loadCase } from './fixture-bundle.js';
 
 const ROUTES = join(import.meta.dirname, '../../fixtures/routes');
-const captured = localRoutesOf(readFileSync(join(ROUTES, 'gce-guest-agent.local.v4.json'), 'utf8'), 'ip-route-local.json', 4).routes;
+const captured = localRoutesOf(
+  readFileSync(join(ROUTES, 'gce-guest-agent.local.v4.json'), 'utf8'),
+  'ip-route-local.json',
+  4,
+).routes;
 
 const of = (input: DiagnoseInput, mechanism: string, svc: string): Finding[] =>
   diagnose(input).findings.filter((f) => f.mechanism === mechanism && f.service.name === svc);
@@ -48,14 +52,19 @@ describe('guest-local-route', () => {
     const { input } = loadCase('iptables-1.29-nft-no-loop');
     const routed = withRoutes(input);
     expect(of(routed, 'guest-local-route', 'web').map((f) => f.severity)).toEqual(['info']);
-    const others = (i: DiagnoseInput) => diagnose(i).findings.filter((f) => f.mechanism !== 'guest-local-route').map((f) => `${f.mechanism} ${f.severity} ${f.service.name}`);
+    const others = (i: DiagnoseInput) =>
+      diagnose(i)
+        .findings.filter((f) => f.mechanism !== 'guest-local-route')
+        .map((f) => `${f.mechanism} ${f.severity} ${f.service.name}`);
     expect(others(routed)).toEqual(others(input));
   });
 
   it('a route for a prefix (an alias range) covers the LB IPs inside it; a route elsewhere covers nothing', () => {
     const { input } = loadCase('gce-guest-local-route');
     const range = withRoutes(input, [{ family: 4, dst: '192.0.2.0/28', dev: 'eth0', protocol: '66' }]);
-    expect(of(range, 'guest-local-route', 'web')[0]?.evidence[0]).toBe('local 192.0.2.0/28 dev eth0 proto 66 scope host');
+    expect(of(range, 'guest-local-route', 'web')[0]?.evidence[0]).toBe(
+      'local 192.0.2.0/28 dev eth0 proto 66 scope host',
+    );
     const elsewhere = withRoutes(input, [{ family: 4, dst: '198.51.100.7/32', dev: 'eth0', protocol: '66' }]);
     expect(diagnose(elsewhere).findings.filter((f) => f.mechanism === 'guest-local-route')).toEqual([]);
   });

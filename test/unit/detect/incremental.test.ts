@@ -4,11 +4,17 @@
 import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { changedServices, compareFindings, Diagnosis, prepareDiagnosis, type PreparedDiagnosis } from '../../../src/detect/index.js';
 import type { Observations } from '../../../src/detect/correlator.js';
-import { portKey } from '../../../src/model/service.js';
+import {
+  changedServices,
+  compareFindings,
+  Diagnosis,
+  type PreparedDiagnosis,
+  prepareDiagnosis,
+} from '../../../src/detect/index.js';
 import type { Finding } from '../../../src/detect/types.js';
 import type { ConntrackEntry } from '../../../src/kernel/types.js';
+import { portKey } from '../../../src/model/service.js';
 import { BUNDLES, loadCase } from './fixture-bundle.js';
 
 const cases = readdirSync(BUNDLES).filter((d) => statSync(join(BUNDLES, d)).isDirectory());

@@ -1,7 +1,7 @@
 // The DETECTORS list is the one place a detector is registered: every detector file's
 // DetectorDef is in it, and what is derived from it (the README's Findings reference, the
 // correlator's kinds) agrees with it.
-import { readFileSync, readdirSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { OBS_KINDS } from '../../../src/detect/correlator.js';
@@ -27,7 +27,10 @@ describe('DETECTORS', () => {
       for (const [name, v] of Object.entries(mod)) {
         if (!isDetectorDef(v)) continue;
         found.push(v.mechanism);
-        expect(listed.has(v), `${f} exports the detector ${name} (${v.mechanism}), which is not in DETECTORS (src/detect/list.ts)`).toBe(true);
+        expect(
+          listed.has(v),
+          `${f} exports the detector ${name} (${v.mechanism}), which is not in DETECTORS (src/detect/list.ts)`,
+        ).toBe(true);
       }
     }
     expect(found.sort()).toEqual(DETECTORS.map((d) => d.mechanism).sort());
@@ -50,7 +53,10 @@ describe('DETECTORS', () => {
 
   it('is what the README Findings reference says (npm run readme:findings rewrites it)', () => {
     const readme = readFileSync(README, 'utf8');
-    expect(withFindingsTable(readme), 'README.md Findings reference differs from DETECTORS: run `npm run readme:findings`').toBe(readme);
+    expect(
+      withFindingsTable(readme),
+      'README.md Findings reference differs from DETECTORS: run `npm run readme:findings`',
+    ).toBe(readme);
     for (const d of DETECTORS) expect(findingsTable()).toContain(`| \`${d.mechanism}\` |`);
   });
 });

@@ -26,14 +26,21 @@ describe('malformed inputs', () => {
   });
 
   it('a Service object without a name is skipped with a warning; the others are diagnosed', () => {
-    const list = JSON.parse(readFileSync(join(BUNDLES, 'tke-ipvs-unbound-l4-loop/cluster.json'), 'utf8')) as { items: { metadata: Record<string, unknown> }[] };
+    const list = JSON.parse(readFileSync(join(BUNDLES, 'tke-ipvs-unbound-l4-loop/cluster.json'), 'utf8')) as {
+      items: { metadata: Record<string, unknown> }[];
+    };
     delete list.items[0]!.metadata.name;
     const path = join(dir, 'cluster.json');
     writeFileSync(path, JSON.stringify(list, null, 4));
     const { input } = loadCase('tke-ipvs-unbound-l4-loop');
-    const r = diagnose({ ...diagnoseInputOf(input.node, loadClusterFile(path, { nodeName: 'node-a' })), conntrack: input.conntrack! });
+    const r = diagnose({
+      ...diagnoseInputOf(input.node, loadClusterFile(path, { nodeName: 'node-a' })),
+      conntrack: input.conntrack!,
+    });
     expect(r.warnings.join('\n')).toMatch(/name/);
-    expect(r.findings.some((f) => f.service.name === 'api' && f.mechanism === 'L4-loop' && f.severity === 'active')).toBe(true);
+    expect(
+      r.findings.some((f) => f.service.name === 'api' && f.mechanism === 'L4-loop' && f.severity === 'active'),
+    ).toBe(true);
     expect(r.findings.some((f) => f.service.name === 'web')).toBe(false);
   });
 

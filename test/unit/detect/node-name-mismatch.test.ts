@@ -8,7 +8,8 @@ import { diagnose } from '../../../src/detect/index.js';
 import type { DiagnoseInput, Finding } from '../../../src/detect/types.js';
 import { loadCase } from './fixture-bundle.js';
 
-const mismatches = (input: DiagnoseInput): Finding[] => diagnose(input).findings.filter((f) => f.mechanism === 'node-name-mismatch');
+const mismatches = (input: DiagnoseInput): Finding[] =>
+  diagnose(input).findings.filter((f) => f.mechanism === 'node-name-mismatch');
 
 /** The case's input with every endpoint passed through `f` (locality recomputed from the view's node name). */
 function withEndpoints(input: DiagnoseInput, f: (ep: EndpointView, s: ServiceView) => EndpointView[]): DiagnoseInput {
@@ -27,7 +28,9 @@ describe('node-name-mismatch', () => {
     expect(found.map((f) => `${f.service.name} ${f.severity}`)).toEqual(['api risk']);
     const f = found[0]!;
     expect(f.summary).toContain('filed under "node-a.internal", not this node\'s name "node-a"');
-    expect(f.evidence).toContain('endpoint 10.244.1.6:8080 (ready) filed under nodeName "node-a.internal", at an address of this node');
+    expect(f.evidence).toContain(
+      'endpoint 10.244.1.6:8080 (ready) filed under nodeName "node-a.internal", at an address of this node',
+    );
     expect(f.evidence).toContain('"node-a.internal" is the FQDN of "node-a"');
     expect(f.evidence).toContain('no endpoint of any Service is filed under "node-a"');
     expect(f.remedy).toMatch(/--hostname-override/);
@@ -52,26 +55,34 @@ describe('node-name-mismatch', () => {
     expect(mismatches(mixed)).toEqual([]);
   });
 
-  it('is quiet when this node\'s addresses are filed under several names (not one rename)', () => {
+  it("is quiet when this node's addresses are filed under several names (not one rename)", () => {
     const { input } = loadCase('hostname-override-mismatch');
-    const two = withEndpoints(input, (ep, s) => (s.name === 'web' && ep.nodeName === 'node-a.internal' ? [{ ...ep, nodeName: 'node-c' }] : [ep]));
+    const two = withEndpoints(input, (ep, s) =>
+      s.name === 'web' && ep.nodeName === 'node-a.internal' ? [{ ...ep, nodeName: 'node-c' }] : [ep],
+    );
     expect(mismatches(two)).toEqual([]);
   });
 
   it('says info with a caveat when only the pod CIDR ties an unrelated name to this node; risk when a node address does', () => {
     const { input } = loadCase('hostname-override-mismatch');
-    const renamed = withEndpoints(input, (ep) => [{ ...ep, nodeName: ep.nodeName === 'node-a.internal' ? 'worker-17' : ep.nodeName }]);
+    const renamed = withEndpoints(input, (ep) => [
+      { ...ep, nodeName: ep.nodeName === 'node-a.internal' ? 'worker-17' : ep.nodeName },
+    ]);
     const [f] = mismatches(renamed);
     expect(f?.severity).toBe('info');
     expect(f?.summary).toContain('only the pod CIDR says these addresses are this node');
     // A hostNetwork pod's endpoint is the node's own address: no doubt whose it is.
-    const hostNet = withEndpoints(renamed, (ep, s) => (s.name === 'api' ? [ep, { ...ep, address: '10.0.3.11' }] : [ep]));
+    const hostNet = withEndpoints(renamed, (ep, s) =>
+      s.name === 'api' ? [ep, { ...ep, address: '10.0.3.11' }] : [ep],
+    );
     const [g] = mismatches(hostNet);
     expect(g?.severity).toBe('risk');
-    expect(g?.evidence).toContain('endpoint 10.0.3.11:8080 (ready) filed under nodeName "worker-17", at an address of this node');
+    expect(g?.evidence).toContain(
+      'endpoint 10.0.3.11:8080 (ready) filed under nodeName "worker-17", at an address of this node',
+    );
   });
 
-  it('blames the agent\'s own name when no Node object has it', () => {
+  it("blames the agent's own name when no Node object has it", () => {
     const { input } = loadCase('hostname-override-mismatch');
     const { node: _node, ...withoutNode } = input.cluster;
     const [f] = mismatches({ ...input, cluster: withoutNode });

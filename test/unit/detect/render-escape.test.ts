@@ -28,7 +28,16 @@ describe('diagnose text', () => {
   const [first] = result.findings;
   const hostile = {
     ...result,
-    findings: [{ ...first!, service: { ...first!.service, name: `web${ATTACK}` }, summary: `summary ${ATTACK}`, evidence: [`annotation: ${ATTACK}`], remedy: `fix ${ATTACK}` }, ...result.findings.slice(1)],
+    findings: [
+      {
+        ...first!,
+        service: { ...first!.service, name: `web${ATTACK}` },
+        summary: `summary ${ATTACK}`,
+        evidence: [`annotation: ${ATTACK}`],
+        remedy: `fix ${ATTACK}`,
+      },
+      ...result.findings.slice(1),
+    ],
     warnings: [`warning ${ATTACK}`],
   };
 
@@ -50,9 +59,19 @@ describe('diagnose text', () => {
 describe('evidence and snapshot text', () => {
   it('evidence lines', () => {
     const lines: EvidenceLine[] = [
-      { type: 'entry', class: 'client', live: false, line: `tcp ${ATTACK}`, firstSeen: '2026-11-28T17:00:00Z' } as unknown as EvidenceLine,
+      {
+        type: 'entry',
+        class: 'client',
+        live: false,
+        line: `tcp ${ATTACK}`,
+        firstSeen: '2026-11-28T17:00:00Z',
+      } as unknown as EvidenceLine,
       { type: 'error', message: ATTACK },
-      { type: 'service', node: `n1${ATTACK}`, service: { namespace: 'lab', name: `web${ATTACK}`, vips: [], ports: [], endpoints: [] } } as unknown as EvidenceLine,
+      {
+        type: 'service',
+        node: `n1${ATTACK}`,
+        service: { namespace: 'lab', name: `web${ATTACK}`, vips: [], ports: [], endpoints: [] },
+      } as unknown as EvidenceLine,
     ];
     for (const l of lines) {
       expect(textLine(l)).not.toMatch(CONTROL);

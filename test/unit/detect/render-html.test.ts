@@ -9,7 +9,10 @@ import { loadCase } from './fixture-bundle.js';
 const page = (name: string) => {
   const { input } = loadCase(name);
   const result = diagnose(input);
-  return { result, html: renderHtml(result, { nodeName: 'node-a', generatedAt: '2026-11-24T00:00:00Z', source: `bundle ${name}` }) };
+  return {
+    result,
+    html: renderHtml(result, { nodeName: 'node-a', generatedAt: '2026-11-24T00:00:00Z', source: `bundle ${name}` }),
+  };
 };
 
 describe('diagnose --html', () => {
@@ -22,7 +25,10 @@ describe('diagnose --html', () => {
     // The path is the evidence's first pair: the same addresses as the conntrack lines.
     expect(f.evidence[0]).toContain(`src=${p.hops[0]!.address.split(':')[0]}`);
     expect(f.evidence[0]).toContain(`dport=${p.hops[1]!.address.split(':').pop()}`);
-    expect(p.legs.map((l) => l.conntrack)).toEqual([f.evidence[0]!.replace(/^conntrack [^:]*: /, ''), f.evidence[1]!.replace(/^conntrack [^:]*: /, '')]);
+    expect(p.legs.map((l) => l.conntrack)).toEqual([
+      f.evidence[0]!.replace(/^conntrack [^:]*: /, ''),
+      f.evidence[1]!.replace(/^conntrack [^:]*: /, ''),
+    ]);
     expect(p.reply.from).toBe(p.hops[3]!.address);
     expect(p.reply.to).toBe(p.hops[0]!.address);
   });
@@ -44,9 +50,13 @@ describe('diagnose --html', () => {
   });
 
   it('L7 and direct-pod loops are drawn with their own roles; config-only findings are not', () => {
-    const l7 = page('l7-ingress-loop').result.findings.find((f) => f.mechanism === 'L7-loop' && f.severity === 'active')!;
+    const l7 = page('l7-ingress-loop').result.findings.find(
+      (f) => f.mechanism === 'L7-loop' && f.severity === 'active',
+    )!;
     expect(l7.path!.hops.map((h) => h.role).slice(0, 3)).toEqual(['client pod', 'Ingress VIP', 'node NodePort']);
-    const direct = page('direct-pod-loop').result.findings.find((f) => f.mechanism === 'direct-pod' && f.severity === 'active')!;
+    const direct = page('direct-pod-loop').result.findings.find(
+      (f) => f.mechanism === 'direct-pod' && f.severity === 'active',
+    )!;
     expect(direct.path!.hops.map((h) => h.role)).toEqual(['client pod', 'LB VIP', 'server pod (LB target)']);
     const config = page('tke-ipvs-unbound-config-only').result.findings;
     expect(config.some((f) => f.path)).toBe(false);

@@ -11,7 +11,9 @@ describe('render', () => {
     expect(text).not.toMatch(/\x1b\[/);
     expect(text.indexOf('Service shop/api')).toBeLessThan(text.indexOf('Service shop/web'));
     expect(text).toMatch(/ACTIVE L4-loop +TCP 80 \(http\)/);
-    expect(text).toContain('conntrack outbound: tcp      6 117 SYN_SENT src=10.244.1.7 dst=192.0.2.20 sport=41822 dport=80 [UNREPLIED]');
+    expect(text).toContain(
+      'conntrack outbound: tcp      6 117 SYN_SENT src=10.244.1.7 dst=192.0.2.20 sport=41822 dport=80 [UNREPLIED]',
+    );
     expect(text).toMatch(/fix: Call the Service by its DNS name/);
     expect(text).toMatch(/^clbprobe diagnose — node node-a: 2 active/);
   });

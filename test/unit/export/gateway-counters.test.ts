@@ -28,11 +28,28 @@ describe('a loop through a Gateway, counted', () => {
     const t = agentStateOf(index);
     t.counter.samples = [
       { target: GATEWAY_VIP, port: 80, proto: 'tcp', kind: 'to_lb', direction: 'egress', packets: 6, bytes: 360 },
-      { target: '0.0.0.0', port: 30080, proto: 'tcp', kind: 'loop_return', direction: 'ingress', packets: 6, bytes: 360 },
+      {
+        target: '0.0.0.0',
+        port: 30080,
+        proto: 'tcp',
+        kind: 'loop_return',
+        direction: 'ingress',
+        packets: 6,
+        bytes: 360,
+      },
     ];
-    const s = parseSamples(await createAgentRegistry(() => t.state, { maxServicePorts: 300, processMetrics: false }).metrics());
+    const s = parseSamples(
+      await createAgentRegistry(() => t.state, { maxServicePorts: 300, processMetrics: false }).metrics(),
+    );
     const packets = (kind: string) =>
-      s.find((x) => x.name === 'clbprobe_lb_path_packets_total' && x.labels.namespace === 'shop' && x.labels.service === 'web' && x.labels.port === '80' && x.labels.kind === kind)?.value;
+      s.find(
+        (x) =>
+          x.name === 'clbprobe_lb_path_packets_total' &&
+          x.labels.namespace === 'shop' &&
+          x.labels.service === 'web' &&
+          x.labels.port === '80' &&
+          x.labels.kind === kind,
+      )?.value;
     expect([packets('to_lb'), packets('loop_return')]).toEqual([6, 6]);
   });
 });

@@ -7,17 +7,21 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createAgentRegistry } from '../../../src/agent/metrics/list.js';
 import { parseSamples } from '../../../src/export/parse-samples.js';
-import { finding, loopReturn, nodePortOf, testAgentState, toLb, type TestAgent } from '../../support/metrics-state.js';
+import { finding, loopReturn, nodePortOf, type TestAgent, testAgentState, toLb } from '../../support/metrics-state.js';
 
 const GOLDEN = join(import.meta.dirname, 'metrics.golden.txt');
 const HOUR = 3_600_000;
 
-function registryOf(t: TestAgent, opts: { maxServicePorts?: number; processMetrics?: boolean; now?: () => number } = {}) {
+function registryOf(
+  t: TestAgent,
+  opts: { maxServicePorts?: number; processMetrics?: boolean; now?: () => number } = {},
+) {
   return createAgentRegistry(() => t.state, { maxServicePorts: 500, processMetrics: false, ...opts });
 }
 
 const samples = async (t: TestAgent, reg = registryOf(t)) => parseSamples(await reg.metrics());
-const servicesIn = (s: ReturnType<typeof parseSamples>) => new Set(s.filter((x) => x.labels.service).map((x) => x.labels.service));
+const servicesIn = (s: ReturnType<typeof parseSamples>) =>
+  new Set(s.filter((x) => x.labels.service).map((x) => x.labels.service));
 
 describe('/metrics of the agent', () => {
   it('matches the golden exposition text', async () => {
@@ -63,7 +67,8 @@ describe('/metrics of the agent', () => {
     t.counter.samples = [toLb(3, 2)];
     const s = await samples(t, reg);
     expect([...servicesIn(s)]).toEqual(['s3']);
-    const lb = (kind: string) => s.find((x) => x.name === 'clbprobe_lb_path_packets_total' && x.labels.kind === kind)?.value;
+    const lb = (kind: string) =>
+      s.find((x) => x.name === 'clbprobe_lb_path_packets_total' && x.labels.kind === kind)?.value;
     expect([lb('to_lb'), lb('loop_return'), lb('hc_local_src')]).toEqual([2, 0, undefined]);
   });
 
@@ -81,7 +86,11 @@ describe('/metrics of the agent', () => {
     t.counter.samples = [toLb(1, 6), toLb(2, 5)];
     const back = await samples(t, reg);
     expect(servicesIn(back)).toEqual(new Set(['s1', 's2']));
-    expect(back.find((x) => x.labels.service === 's1' && x.labels.kind === 'to_lb' && x.name === 'clbprobe_lb_path_packets_total')?.value).toBe(6);
+    expect(
+      back.find(
+        (x) => x.labels.service === 's1' && x.labels.kind === 'to_lb' && x.name === 'clbprobe_lb_path_packets_total',
+      )?.value,
+    ).toBe(6);
   });
 
   it('caps the ports with series, findings first, and counts the ports left out', async () => {
@@ -97,7 +106,9 @@ describe('/metrics of the agent', () => {
   it('keeps the last packet counts when a read fails, and tells the capture health why', async () => {
     const t = testAgentState(2);
     const reg = registryOf(t);
-    const toLbOf = async () => (await samples(t, reg)).find((x) => x.name === 'clbprobe_lb_path_packets_total' && x.labels.kind === 'to_lb')?.value;
+    const toLbOf = async () =>
+      (await samples(t, reg)).find((x) => x.name === 'clbprobe_lb_path_packets_total' && x.labels.kind === 'to_lb')
+        ?.value;
     t.counter.samples = [toLb(0, 5)];
     expect(await toLbOf()).toBe(5);
     t.counter.stoppedReason = 'eBPF counters on eth0 stopped';

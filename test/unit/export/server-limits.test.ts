@@ -1,11 +1,11 @@
 // The metrics server against clients that misbehave (issue 16, defect 5): silent connections,
 // headers sent a byte at a time, a /metrics reader that never reads, more connections than the cap.
 import { request } from 'node:http';
-import { createConnection, type AddressInfo, type Socket } from 'node:net';
+import { type AddressInfo, createConnection, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import { createAgentRegistry } from '../../../src/agent/metrics/list.js';
 import { createMetricsServer } from '../../../src/export/server.js';
 import type { ServerLimits } from '../../../src/http-limits.js';
-import { createAgentRegistry } from '../../../src/agent/metrics/list.js';
 import { testAgentState, toLb } from '../../support/metrics-state.js';
 
 // 20,000 active Service ports: a body larger than the socket takes at once.
@@ -16,7 +16,13 @@ const cleanups: (() => void)[] = [];
 afterEach(() => cleanups.splice(0).forEach((c) => c()));
 
 async function start(limits: Partial<ServerLimits>) {
-  const server = createMetricsServer({ registry: createAgentRegistry(() => t.state, { maxServicePorts: 100_000, processMetrics: false }), ready: () => true }, limits);
+  const server = createMetricsServer(
+    {
+      registry: createAgentRegistry(() => t.state, { maxServicePorts: 100_000, processMetrics: false }),
+      ready: () => true,
+    },
+    limits,
+  );
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const port = (server.address() as AddressInfo).port;
   const socks: Socket[] = [];
@@ -43,7 +49,10 @@ async function start(limits: Partial<ServerLimits>) {
     });
   const healthz = (): Promise<number> =>
     new Promise((resolve, reject) => {
-      const req = request({ host: '127.0.0.1', port, path: '/healthz', agent: false }, (res) => (res.resume(), resolve(res.statusCode!)));
+      const req = request(
+        { host: '127.0.0.1', port, path: '/healthz', agent: false },
+        (res) => (res.resume(), resolve(res.statusCode!)),
+      );
       req.on('error', reject);
       req.end();
     });
@@ -61,7 +70,11 @@ describe('metrics server limits', () => {
   });
 
   it('a connection that says nothing is closed after the stall timeout', async () => {
-    const { open, closedWithin } = await start({ stallTimeoutMs: 300, headersTimeoutMs: 60_000, requestTimeoutMs: 120_000 });
+    const { open, closedWithin } = await start({
+      stallTimeoutMs: 300,
+      headersTimeoutMs: 60_000,
+      requestTimeoutMs: 120_000,
+    });
     expect(await closedWithin(await open(), 3000)).toBeLessThan(3000);
   });
 

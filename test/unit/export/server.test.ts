@@ -2,9 +2,9 @@ import { request } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { gunzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createAgentRegistry } from '../../../src/agent/metrics/list.js';
 import { acceptsGzip, createMetricsServer } from '../../../src/export/server.js';
 import { parseListen } from '../../../src/http-limits.js';
-import { createAgentRegistry } from '../../../src/agent/metrics/list.js';
 import { testAgentState, toLb } from '../../support/metrics-state.js';
 
 interface Reply {
@@ -17,9 +17,17 @@ describe('metrics server', () => {
   const t = testAgentState(2000);
   t.counter.samples = Array.from({ length: 2000 }, (_, i) => toLb(i, i + 1));
   let ready = false;
-  const server = createMetricsServer({ registry: createAgentRegistry(() => t.state, { maxServicePorts: 10_000, processMetrics: true }), ready: () => ready });
+  const server = createMetricsServer({
+    registry: createAgentRegistry(() => t.state, { maxServicePorts: 10_000, processMetrics: true }),
+    ready: () => ready,
+  });
   let port = 0;
-  beforeAll(() => new Promise<void>((ok) => server.listen(0, '127.0.0.1', () => ((port = (server.address() as AddressInfo).port), ok()))));
+  beforeAll(
+    () =>
+      new Promise<void>((ok) =>
+        server.listen(0, '127.0.0.1', () => ((port = (server.address() as AddressInfo).port), ok())),
+      ),
+  );
   afterAll(() => new Promise<void>((ok) => server.close(() => ok())));
   const get = (path: string, headers: Record<string, string> = {}, method = 'GET') =>
     new Promise<Reply>((ok, fail) => {
@@ -39,7 +47,9 @@ describe('metrics server', () => {
     expect(plain.headers['content-type']).toContain('text/plain');
     expect(Number(plain.headers['content-length'])).toBe(plain.body.length);
     const text = plain.body.toString();
-    expect(text).toContain('clbprobe_lb_path_packets_total{namespace="shop",service="s1999",port="80",protocol="TCP",kind="to_lb"} 2000\n');
+    expect(text).toContain(
+      'clbprobe_lb_path_packets_total{namespace="shop",service="s1999",port="80",protocol="TCP",kind="to_lb"} 2000\n',
+    );
     expect(text).toContain('process_cpu_user_seconds_total');
     // What Prometheus sends.
     const gz = await get('/metrics', { 'Accept-Encoding': 'gzip' });
@@ -72,9 +82,17 @@ describe('metrics server, plain body larger than the socket takes at once', () =
   // ~13 MB of text, 20,000 Service ports active over the default cap: the server must wait for the socket to drain.
   const t = testAgentState(20_000);
   t.counter.samples = Array.from({ length: 20_000 }, (_, i) => toLb(i, i + 1));
-  const server = createMetricsServer({ registry: createAgentRegistry(() => t.state, { maxServicePorts: 100_000, processMetrics: false }), ready: () => true });
+  const server = createMetricsServer({
+    registry: createAgentRegistry(() => t.state, { maxServicePorts: 100_000, processMetrics: false }),
+    ready: () => true,
+  });
   let port = 0;
-  beforeAll(() => new Promise<void>((ok) => server.listen(0, '127.0.0.1', () => ((port = (server.address() as AddressInfo).port), ok()))));
+  beforeAll(
+    () =>
+      new Promise<void>((ok) =>
+        server.listen(0, '127.0.0.1', () => ((port = (server.address() as AddressInfo).port), ok())),
+      ),
+  );
   afterAll(() => new Promise<void>((ok) => server.close(() => ok())));
 
   /** GET /metrics, reading nothing for `stallMs` after the first bytes; `abort` hangs up there instead. */
@@ -151,11 +169,18 @@ describe('metrics server with an authorizer (--metrics-auth kubernetes)', () => 
       asked.push(req.url ?? '');
       const h = req.headers.authorization;
       if (h === 'Bearer good') return { ok: true };
-      return h ? { ok: false, status: 403, message: 'dev may not get /metrics' } : { ok: false, status: 401, message: 'no bearer token' };
+      return h
+        ? { ok: false, status: 403, message: 'dev may not get /metrics' }
+        : { ok: false, status: 401, message: 'no bearer token' };
     },
   });
   let port = 0;
-  beforeAll(() => new Promise<void>((ok) => server.listen(0, '127.0.0.1', () => ((port = (server.address() as AddressInfo).port), ok()))));
+  beforeAll(
+    () =>
+      new Promise<void>((ok) =>
+        server.listen(0, '127.0.0.1', () => ((port = (server.address() as AddressInfo).port), ok())),
+      ),
+  );
   afterAll(() => new Promise<void>((ok) => server.close(() => ok())));
   const get = (path: string, headers: Record<string, string> = {}) =>
     new Promise<Reply>((ok, fail) => {
@@ -170,7 +195,11 @@ describe('metrics server with an authorizer (--metrics-auth kubernetes)', () => 
 
   it('/metrics: 401 with the Bearer scheme, 403 with the reason, 200 for an allowed token; probes never ask', async () => {
     const none = await get('/metrics');
-    expect([none.status, none.headers['www-authenticate'], none.body.toString()]).toEqual([401, 'Bearer realm="clbprobe"', 'no bearer token\n']);
+    expect([none.status, none.headers['www-authenticate'], none.body.toString()]).toEqual([
+      401,
+      'Bearer realm="clbprobe"',
+      'no bearer token\n',
+    ]);
     const denied = await get('/metrics?x=1', { Authorization: 'Bearer dev' });
     expect([denied.status, denied.body.toString()]).toEqual([403, 'dev may not get /metrics\n']);
     expect(denied.headers['www-authenticate']).toBeUndefined();

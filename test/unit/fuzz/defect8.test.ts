@@ -1,22 +1,32 @@
 // Issue 16, defect 8: each input that crashed a parser or lost its whole input for one bad item,
 // as found by the audit, kept as a regression case. (The evidence socket's items are in
 // evidence-server.test.ts, the CLI's EPIPE in evidence-cli.test.ts.)
-import { closeSync, copyFileSync, ftruncateSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  copyFileSync,
+  ftruncateSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { MAX_BUNDLE_FILE, readBundle } from '../../../src/bundle/read.js';
 import { modeFromConfig } from '../../../src/bundle/kube-proxy.js';
 import { parseManifest } from '../../../src/bundle/manifest.js';
 import { parseIpAddrJson } from '../../../src/bundle/parse-ip.js';
+import { MAX_BUNDLE_FILE, readBundle } from '../../../src/bundle/read.js';
 import { buildClusterView } from '../../../src/cluster/build.js';
-import { classifyDocuments } from '../../../src/cluster/file.js';
 import { canonicalIp, FieldError } from '../../../src/cluster/fields.js';
+import { classifyDocuments } from '../../../src/cluster/file.js';
 
 const FX = join(import.meta.dirname, '../../fixtures');
 const dirs: string[] = [];
 afterEach(() => dirs.splice(0).forEach((d) => rmSync(d, { recursive: true, force: true })));
-const clusterItems = (): { kind: string; metadata: { name: string } }[] => JSON.parse(readFileSync(join(FX, 'cluster/kubectl-list.json'), 'utf8')).items;
+const clusterItems = (): { kind: string; metadata: { name: string } }[] =>
+  JSON.parse(readFileSync(join(FX, 'cluster/kubectl-list.json'), 'utf8')).items;
 
 describe('issue 16 defect 8: one bad item never loses the rest', () => {
   for (const kind of ['constructor', '__proto__', 'toString', 'hasOwnProperty']) {
@@ -31,7 +41,14 @@ describe('issue 16 defect 8: one bad item never loses the rest', () => {
   it('"files":[null] in a bundle manifest drops that entry with a warning; diagnose --from reads the bundle', () => {
     const warnings: string[] = [];
     const m = parseManifest(
-      JSON.stringify({ format: 'clbprobe-bundle/1', nodeName: 'n', startedAt: 't', files: [null, 7, { command: 'ip -j addr', file: 'ip-addr.json', exitStatus: 0, durationMs: 1 }], kubeProxy: 5, hostname: [] }),
+      JSON.stringify({
+        format: 'clbprobe-bundle/1',
+        nodeName: 'n',
+        startedAt: 't',
+        files: [null, 7, { command: 'ip -j addr', file: 'ip-addr.json', exitStatus: 0, durationMs: 1 }],
+        kubeProxy: 5,
+        hostname: [],
+      }),
       'm.json',
       warnings,
     );
@@ -47,7 +64,10 @@ describe('issue 16 defect 8: one bad item never loses the rest', () => {
     const dir = mkdtempSync(join(tmpdir(), 'cbh-bundle-'));
     dirs.push(dir);
     copyFileSync(join(FX, 'text/ip-d-addr.json'), join(dir, 'ip-addr.json'));
-    writeFileSync(join(dir, 'manifest.json'), JSON.stringify({ format: 'clbprobe-bundle/1', nodeName: 'n', startedAt: 't', files: [null] }));
+    writeFileSync(
+      join(dir, 'manifest.json'),
+      JSON.stringify({ format: 'clbprobe-bundle/1', nodeName: 'n', startedAt: 't', files: [null] }),
+    );
     const r = readBundle(dir);
     expect(r.node.addresses?.interfaces.length).toBeGreaterThan(0);
     expect(r.warnings).toContain(`${dir}/manifest.json: files[0] is not an object; entry ignored`);
@@ -111,7 +131,10 @@ describe('found by the fuzz harness', () => {
     const { parseConntrackText } = await import('../../../src/bundle/parse-conntrack.js');
     const good = readFileSync(join(FX, 'text/conntrack-L.txt'), 'utf8');
     const lines = good.split('\n').filter(Boolean).length;
-    const r = parseConntrackText(`${good}ipv6     10 tcp      6 59 CLOSE_WAIT src=fd77::1%a:b dst=fd77::2 sport=1 dport=2 src=fd77::2 dst=fd77::1 sport=2 dport=1 mark=0 use=1\n`, 'f');
+    const r = parseConntrackText(
+      `${good}ipv6     10 tcp      6 59 CLOSE_WAIT src=fd77::1%a:b dst=fd77::2 sport=1 dport=2 src=fd77::2 dst=fd77::1 sport=2 dport=1 mark=0 use=1\n`,
+      'f',
+    );
     expect(r.entries.length).toBeGreaterThan(0);
     expect(r.entries.length).toBeLessThanOrEqual(lines);
     expect(r.warnings.join('\n')).toContain('fd77::1%a:b');

@@ -40,17 +40,43 @@ describe('IPVS genl decoding of recorded kernel replies', () => {
   it('decodes the details the scenario set up', () => {
     const vss = decodeRecorded(replies).virtualServers;
     const lb = vss.find((v) => v.address === '192.0.2.10' && v.port === 443)!;
-    expect(lb).toMatchObject({ family: 4, protocol: 'TCP', scheduler: 'wrr', flags: ['persistent'], timeoutS: 600, netmask: '255.255.255.0' });
-    expect(lb.realServers.find((r) => r.address === '10.244.1.2')).toMatchObject({ port: 8443, weight: 3, forward: 'masq', upperThreshold: 100, lowerThreshold: 50 });
+    expect(lb).toMatchObject({
+      family: 4,
+      protocol: 'TCP',
+      scheduler: 'wrr',
+      flags: ['persistent'],
+      timeoutS: 600,
+      netmask: '255.255.255.0',
+    });
+    expect(lb.realServers.find((r) => r.address === '10.244.1.2')).toMatchObject({
+      port: 8443,
+      weight: 3,
+      forward: 'masq',
+      upperThreshold: 100,
+      lowerThreshold: 50,
+    });
     expect(vss.find((v) => v.protocol === 'UDP' && v.port === 53)!.flags).toEqual(['sh-fallback', 'sh-port']);
     expect(vss.find((v) => v.port === 5353)!.flags).toEqual(['one-packet']);
     expect(vss.find((v) => v.protocol === 'SCTP')).toMatchObject({ address: '10.96.0.11', port: 3868 });
     const fwm42 = vss.find((v) => v.fwmark === 42)!;
     expect(fwm42).toMatchObject({ family: 4, protocol: 0 });
     expect(fwm42.address).toBeUndefined();
-    expect(fwm42.realServers.find((r) => r.address === '10.244.2.3')!.tunnel).toEqual({ type: 'gue', port: 6080, checksum: 'nocsum' });
-    expect(fwm42.realServers.find((r) => r.address === '10.244.3.4')!.tunnel).toEqual({ type: 'ipip', port: 0, checksum: 'nocsum' });
-    expect(vss.find((v) => v.fwmark === 43)).toMatchObject({ family: 6, timeoutS: 360, netmask: '128', flags: ['persistent'] });
+    expect(fwm42.realServers.find((r) => r.address === '10.244.2.3')!.tunnel).toEqual({
+      type: 'gue',
+      port: 6080,
+      checksum: 'nocsum',
+    });
+    expect(fwm42.realServers.find((r) => r.address === '10.244.3.4')!.tunnel).toEqual({
+      type: 'ipip',
+      port: 0,
+      checksum: 'nocsum',
+    });
+    expect(vss.find((v) => v.fwmark === 43)).toMatchObject({
+      family: 6,
+      timeoutS: 360,
+      netmask: '128',
+      flags: ['persistent'],
+    });
     const v6 = vss.find((v) => v.address === 'fd00:96::10')!;
     expect(v6.realServers.map((r) => r.address).sort()).toEqual(['fd00:244::2', 'fd00:244::3']);
   });
@@ -90,7 +116,9 @@ describe('IPVS genl decoding of damaged replies', () => {
     const af = attrAt(p, U.IPVS_SVC_ATTR_AF);
     const badAf = Buffer.from(p);
     badAf.writeUInt16LE(7, af + 4);
-    expect(parseError(() => decodeService(badAf)).message).toMatch(/IPVS_SVC_ATTR_AF 7 is neither AF_INET nor AF_INET6/);
+    expect(parseError(() => decodeService(badAf)).message).toMatch(
+      /IPVS_SVC_ATTR_AF 7 is neither AF_INET nor AF_INET6/,
+    );
 
     const noAddr = Buffer.from(p);
     noAddr.writeUInt16LE(0x7ff, attrAt(p, U.IPVS_SVC_ATTR_ADDR) + 2); // retype: as if absent

@@ -40,6 +40,7 @@ export function decodeRecorded(replies: RecordedReply[]): IpvsSnapshot {
 
 export function ipvsadmViews(): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const v of [...IPVSADM_VIEWS, 'rate-before', 'rate-after']) out[v] = readFileSync(`${DIR}ipvsadm-${v}.txt`, 'utf8');
+  for (const v of [...IPVSADM_VIEWS, 'rate-before', 'rate-after'])
+    out[v] = readFileSync(`${DIR}ipvsadm-${v}.txt`, 'utf8');
   return out;
 }

@@ -1,7 +1,12 @@
 // ipvsadm text parsers on the outputs recorded in the VM, plus damaged and
 // hand-varied inputs (non-exact numbers, CRLF, empty tables, errors).
 import { describe, expect, it } from 'vitest';
-import { IpvsadmParseError, parseIpvsadm, parseIpvsadmList, parseIpvsadmSave } from '../../../src/kernel/ipvs/ipvsadm-text.js';
+import {
+  IpvsadmParseError,
+  parseIpvsadm,
+  parseIpvsadmList,
+  parseIpvsadmSave,
+} from '../../../src/kernel/ipvs/ipvsadm-text.js';
 import { ipvsadmViews } from './fixtures.js';
 
 const views = ipvsadmViews();
@@ -18,16 +23,46 @@ function errorOf(fn: () => unknown): IpvsadmParseError {
 
 describe('ipvsadm text', () => {
   it('says what each view lacks', () => {
-    expect(parseIpvsadmList(views.list!).missing).toEqual(['persistentConns', 'thresholds', 'tunnel', 'stats', 'rates']);
-    expect(parseIpvsadmList(views.stats!).missing).toEqual(['config', 'forward', 'weight', 'conns', 'persistentConns', 'thresholds', 'tunnel', 'rates']);
-    expect(parseIpvsadmList(views.thresholds!).missing).toEqual(['forward', 'weight', 'persistentConns', 'tunnel', 'stats', 'rates']);
+    expect(parseIpvsadmList(views.list!).missing).toEqual([
+      'persistentConns',
+      'thresholds',
+      'tunnel',
+      'stats',
+      'rates',
+    ]);
+    expect(parseIpvsadmList(views.stats!).missing).toEqual([
+      'config',
+      'forward',
+      'weight',
+      'conns',
+      'persistentConns',
+      'thresholds',
+      'tunnel',
+      'rates',
+    ]);
+    expect(parseIpvsadmList(views.thresholds!).missing).toEqual([
+      'forward',
+      'weight',
+      'persistentConns',
+      'tunnel',
+      'stats',
+      'rates',
+    ]);
     expect(parseIpvsadmSave(views.save!).missing).toEqual(['conns', 'persistentConns', 'thresholds', 'stats', 'rates']);
   });
 
   it('reads services and real servers from -Ln', () => {
     const vss = parseIpvsadmList(views.list!).virtualServers;
     expect(vss).toHaveLength(8);
-    expect(vss[0]).toMatchObject({ protocol: 'TCP', address: '192.0.2.10', port: 443, scheduler: 'wrr', flags: ['persistent'], timeoutS: 600, netmask: '255.255.255.0' });
+    expect(vss[0]).toMatchObject({
+      protocol: 'TCP',
+      address: '192.0.2.10',
+      port: 443,
+      scheduler: 'wrr',
+      flags: ['persistent'],
+      timeoutS: 600,
+      netmask: '255.255.255.0',
+    });
     expect(vss.find((v) => v.fwmark === 43)).toMatchObject({ family: 6, protocol: 0, netmask: '128' });
     expect(vss.find((v) => v.port === 53)!.flags).toEqual(['sh-fallback', 'sh-port']);
   });
@@ -61,20 +96,32 @@ describe('ipvsadm text', () => {
   it('names the file and line of bad input', () => {
     const lines = views.stats!.split('\n');
     const cut = [...lines.slice(0, 4), lines[4]!.slice(0, 30), ...lines.slice(5)].join('\n');
-    expect(errorOf(() => parseIpvsadmList(cut, 'stats.txt')).message).toBe('stats.txt:5: expected 5 columns after the address, got 0');
-
-    const named = views.list!.replace('10.244.1.2:8443', 'web-1.example:https');
-    expect(errorOf(() => parseIpvsadmList(named, 'list.txt')).message).toMatch(/^list\.txt:5: expected a numeric address:port, got "web-1\.example:https" \(use ipvsadm -n\)$/);
-
-    expect(errorOf(() => parseIpvsadmList(views.list!.replace('Masq    3', 'Magic   3'), 'l')).message).toBe('l:5: unknown forwarding method "Magic"');
-    expect(errorOf(() => parseIpvsadmList(views.list!.slice(60), 'l')).message).toMatch(/^l:1: expected the "IP Virtual Server/);
-    expect(errorOf(() => parseIpvsadmList(views.list!.replace('wrr persistent 600', 'wrr persistent soon'), 'l')).message).toBe(
-      'l:4: persistent timeout: expected a number, got "soon"',
+    expect(errorOf(() => parseIpvsadmList(cut, 'stats.txt')).message).toBe(
+      'stats.txt:5: expected 5 columns after the address, got 0',
     );
 
+    const named = views.list!.replace('10.244.1.2:8443', 'web-1.example:https');
+    expect(errorOf(() => parseIpvsadmList(named, 'list.txt')).message).toMatch(
+      /^list\.txt:5: expected a numeric address:port, got "web-1\.example:https" \(use ipvsadm -n\)$/,
+    );
+
+    expect(errorOf(() => parseIpvsadmList(views.list!.replace('Masq    3', 'Magic   3'), 'l')).message).toBe(
+      'l:5: unknown forwarding method "Magic"',
+    );
+    expect(errorOf(() => parseIpvsadmList(views.list!.slice(60), 'l')).message).toMatch(
+      /^l:1: expected the "IP Virtual Server/,
+    );
+    expect(
+      errorOf(() => parseIpvsadmList(views.list!.replace('wrr persistent 600', 'wrr persistent soon'), 'l')).message,
+    ).toBe('l:4: persistent timeout: expected a number, got "soon"');
+
     const save = views.save!.split('\n');
-    expect(errorOf(() => parseIpvsadmSave(save.slice(1).join('\n'), 'save.txt')).message).toBe('save.txt:1: real server for -t 192.0.2.10:443 before its -A line');
-    expect(errorOf(() => parseIpvsadmSave(`${views.save}-a -t 10.96.0.10:80 -r 10.0.0.9:80 -m -q 1\n`, 's')).message).toMatch(/^s:\d+: unexpected option\(s\) on an -a line: -q$/);
+    expect(errorOf(() => parseIpvsadmSave(save.slice(1).join('\n'), 'save.txt')).message).toBe(
+      'save.txt:1: real server for -t 192.0.2.10:443 before its -A line',
+    );
+    expect(
+      errorOf(() => parseIpvsadmSave(`${views.save}-a -t 10.96.0.10:80 -r 10.0.0.9:80 -m -q 1\n`, 's')).message,
+    ).toMatch(/^s:\d+: unexpected option\(s\) on an -a line: -q$/);
     expect(errorOf(() => parseIpvsadmSave('-A -t 10.0.0.1:80 -s', 's')).message).toBe('s:1: -s without a value');
     expect(errorOf(() => parseIpvsadmSave('-L -n', 's')).message).toBe('s:1: expected -A or -a, got "-L"');
   });

@@ -13,7 +13,10 @@ describe('readIpvs on the host kernel', () => {
       expect(status.available).toBe(true);
       expect(snapshot).toBeDefined();
     } else {
-      expect(status).toMatchObject({ available: false, reason: expect.stringMatching(/family "IPVS" is not registered/) });
+      expect(status).toMatchObject({
+        available: false,
+        reason: expect.stringMatching(/family "IPVS" is not registered/),
+      });
       expect(snapshot).toBeUndefined();
     }
   });

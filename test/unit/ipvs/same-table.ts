@@ -13,7 +13,10 @@ const RATE_KEYS = ['cps', 'inPps', 'outPps', 'inBps', 'outBps'] as const;
 
 function sorted(s: IpvsSnapshot): IpvsVirtualServer[] {
   return s.virtualServers
-    .map((vs) => ({ ...vs, realServers: [...vs.realServers].sort((a, b) => realServerKey(a).localeCompare(realServerKey(b))) }))
+    .map((vs) => ({
+      ...vs,
+      realServers: [...vs.realServers].sort((a, b) => realServerKey(a).localeCompare(realServerKey(b))),
+    }))
     .sort((a, b) => serviceKey(a).localeCompare(serviceKey(b)));
 }
 
@@ -30,7 +33,8 @@ function rates(s: IpvsSnapshot): Map<string, number> {
   for (const vs of s.virtualServers) {
     const sk = serviceKey(vs);
     for (const k of RATE_KEYS) out.set(`${sk} ${k}`, vs.stats?.[k] ?? NaN);
-    for (const rs of vs.realServers) for (const k of RATE_KEYS) out.set(`${sk} -> ${realServerKey(rs)} ${k}`, rs.stats?.[k] ?? NaN);
+    for (const rs of vs.realServers)
+      for (const k of RATE_KEYS) out.set(`${sk} -> ${realServerKey(rs)} ${k}`, rs.stats?.[k] ?? NaN);
   }
   return out;
 }

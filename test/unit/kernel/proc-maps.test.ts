@@ -29,7 +29,12 @@ describe('parseProcMaps', () => {
     expect(mappings.filter((m) => m.path === '')).toHaveLength(170);
     expect(mappings.find((m) => m.path === '[vdso]')).toMatchObject({ executable: true, inode: 0 });
     // [vsyscall] sits at 0xffffffffff600000, past Number's exact integers.
-    expect(mappings.at(-1)).toMatchObject({ start: 0xffffffffff600000n, end: 0xffffffffff601000n, path: '[vsyscall]', readable: false });
+    expect(mappings.at(-1)).toMatchObject({
+      start: 0xffffffffff600000n,
+      end: 0xffffffffff601000n,
+      path: '[vsyscall]',
+      readable: false,
+    });
   });
 
   it('a line cut short is an error; the lines before it are kept', () => {
@@ -45,7 +50,10 @@ describe('parseProcMaps', () => {
     lines[9] = '00500000-00400000 r--p 00000000 fe:00 1 /backwards';
     const { mappings, errors } = parseProcMaps(lines.join('\n'));
     expect(mappings).toHaveLength(290);
-    expect(errors).toEqual(['line 5: not a mapping: "garbage that is not a mapping"', expect.stringMatching(/^line 10: not a mapping: "00500000-00400000/)]);
+    expect(errors).toEqual([
+      'line 5: not a mapping: "garbage that is not a mapping"',
+      expect.stringMatching(/^line 10: not a mapping: "00500000-00400000/),
+    ]);
   });
 
   it('empty input: no mappings, no errors', () => {

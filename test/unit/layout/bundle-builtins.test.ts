@@ -2,7 +2,7 @@
 // never as ES modules: an ES import of a builtin reads all its exports, and lazy ones load whole
 // subsystems (node:http's WebSocket getter loads undici, http2 and worker_threads: 13.7 MB of RSS
 // on Node 24). node:module is the one import: the banner's createRequire makes require().
-import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { builtinModules } from 'node:module';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';

@@ -1,7 +1,7 @@
 // The module graph of src/: no import loops (type-only imports included: a
 // loop of types still ties the two files' meanings together), and every
 // relative import names a file that exists.
-import { readFileSync, readdirSync, statSync } from 'node:fs';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -19,7 +19,8 @@ function tsFiles(dir: string): string[] {
 export function importsOf(file: string): string[] {
   const text = readFileSync(file, 'utf8');
   const out: string[] = [];
-  const re = /(?:^|[\s;])(?:import|export)\s[^'"]*?from\s+['"](\.[^'"]+)['"]|import\(\s*['"](\.[^'"]+)['"]\s*\)|^import\s+['"](\.[^'"]+)['"]/gm;
+  const re =
+    /(?:^|[\s;])(?:import|export)\s[^'"]*?from\s+['"](\.[^'"]+)['"]|import\(\s*['"](\.[^'"]+)['"]\s*\)|^import\s+['"](\.[^'"]+)['"]/gm;
   for (const m of text.matchAll(re)) {
     const spec = m[1] ?? m[2] ?? m[3]!;
     out.push(resolve(dirname(file), spec.replace(/\.js$/, '.ts')));
@@ -68,8 +69,35 @@ export function cycles(graph: Map<string, string[]>): string[][] {
  * by all; the model imports nothing).
  */
 const FORBIDDEN: Record<string, string[]> = {
-  model: ['native', 'kernel', 'capture', 'cluster', 'detect', 'source', 'bundle', 'export', 'agent', 'diagnose', 'demo', 'remote', 'cli'],
-  native: ['kernel', 'capture', 'cluster', 'detect', 'source', 'bundle', 'export', 'agent', 'diagnose', 'demo', 'remote', 'cli'],
+  model: [
+    'native',
+    'kernel',
+    'capture',
+    'cluster',
+    'detect',
+    'source',
+    'bundle',
+    'export',
+    'agent',
+    'diagnose',
+    'demo',
+    'remote',
+    'cli',
+  ],
+  native: [
+    'kernel',
+    'capture',
+    'cluster',
+    'detect',
+    'source',
+    'bundle',
+    'export',
+    'agent',
+    'diagnose',
+    'demo',
+    'remote',
+    'cli',
+  ],
   kernel: ['capture', 'cluster', 'detect', 'source', 'bundle', 'export', 'agent', 'diagnose', 'demo', 'remote', 'cli'],
   capture: ['cluster', 'detect', 'source', 'bundle', 'export', 'agent', 'diagnose', 'demo', 'remote', 'cli'],
   cluster: ['capture', 'detect', 'source', 'bundle', 'export', 'agent', 'diagnose', 'demo', 'remote', 'cli'],
@@ -104,7 +132,9 @@ describe('src/ import graph', () => {
   });
 
   it('every relative import names an existing file', () => {
-    const missing = [...graph].flatMap(([f, deps]) => deps.filter((d) => !graph.has(d)).map((d) => `${relative(SRC, f)} -> ${relative(SRC, d)}`));
+    const missing = [...graph].flatMap(([f, deps]) =>
+      deps.filter((d) => !graph.has(d)).map((d) => `${relative(SRC, f)} -> ${relative(SRC, d)}`),
+    );
     expect(missing).toEqual([]);
   });
 
@@ -114,7 +144,8 @@ describe('src/ import graph', () => {
       const from = folderOf(f);
       for (const d of deps) {
         const to = folderOf(d);
-        if (!d.startsWith(SRC) || FORBIDDEN[from]?.includes(to)) wrong.push(`${relative(SRC, f)} -> ${relative(SRC, d)}`);
+        if (!d.startsWith(SRC) || FORBIDDEN[from]?.includes(to))
+          wrong.push(`${relative(SRC, f)} -> ${relative(SRC, d)}`);
       }
     }
     expect(wrong).toEqual([]);

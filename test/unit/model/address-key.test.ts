@@ -2,10 +2,19 @@
 // same answers for every address, protocol and port, including the text cases (IPv6, an unknown
 // protocol, no port) and addresses whose 32-bit form is negative.
 import { describe, expect, it } from 'vitest';
-import { addTo, AddressPortMap, key, type Key, type OneOrMore } from '../../../src/model/address-key.js';
+import { AddressPortMap, addTo, type Key, key, type OneOrMore } from '../../../src/model/address-key.js';
 
 describe('AddressPortMap', () => {
-  const ips = ['10.244.1.5', '10.244.1.6', '203.0.113.1', '255.255.255.255', '0.0.0.0', '2001:db8::1', 'fd00::1', 'not-an-ip'];
+  const ips = [
+    '10.244.1.5',
+    '10.244.1.6',
+    '203.0.113.1',
+    '255.255.255.255',
+    '0.0.0.0',
+    '2001:db8::1',
+    'fd00::1',
+    'not-an-ip',
+  ];
   const protos = ['TCP', 'UDP', 'SCTP', 'ICMP'];
   const ports = [undefined, 0, 80, 8080, 65535];
 

@@ -25,14 +25,19 @@ describe('chooseBackend (iptables-wrappers logic)', () => {
 
   it('without hint chains, picks the backend with more rule lines, nft on a tie', () => {
     expect(chooseBackend({ texts: [stripHints(OLD)] }, { texts: [''] })).toMatchObject({ backend: 'legacy' });
-    expect(chooseBackend({ texts: [stripHints(OLD)] }, { texts: [''] }).reason).toMatch(/^no kubelet hint chain; legacy holds more rules: legacy 75 rule lines/);
+    expect(chooseBackend({ texts: [stripHints(OLD)] }, { texts: [''] }).reason).toMatch(
+      /^no kubelet hint chain; legacy holds more rules: legacy 75 rule lines/,
+    );
     expect(chooseBackend({ texts: [''] }, { texts: [stripHints(OLD)] }).backend).toBe('nft');
     expect(chooseBackend({ texts: [''] }, { texts: [''] }).reason).toMatch(/equal rule counts, nft is the default/);
   });
 
   it('picks the only backend that could be read', () => {
     const c = chooseBackend({ texts: [], error: 'iptables-legacy-save not found in PATH' }, { texts: [''] });
-    expect(c).toMatchObject({ backend: 'nft', reason: 'only nft could be read (legacy: iptables-legacy-save not found in PATH)' });
+    expect(c).toMatchObject({
+      backend: 'nft',
+      reason: 'only nft could be read (legacy: iptables-legacy-save not found in PATH)',
+    });
     expect(c.legacy.error).toBe('iptables-legacy-save not found in PATH');
     expect(chooseBackend({ texts: [''] }, { texts: [], error: 'x' }).backend).toBe('legacy');
   });

@@ -4,11 +4,11 @@
 // of this process shows which strings exist.
 import { getHeapSnapshot } from 'node:v8';
 import { describe, expect, it } from 'vitest';
+import { syntheticCluster } from '../../../bench/agent-cluster.js';
 import { kubeProxyIpvsRules } from '../../../bench/kube-proxy-ipvs-rules.js';
 import { kubeProxyRules } from '../../../bench/kube-proxy-rules.js';
-import { syntheticCluster } from '../../../bench/agent-cluster.js';
 import { parseIpsetSave } from '../../../src/kernel/nat/ipset.js';
-import { natRulesFacts, nodePortEvidence, type KubeNatFacts } from '../../../src/kernel/nat/kube.js';
+import { type KubeNatFacts, natRulesFacts, nodePortEvidence } from '../../../src/kernel/nat/kube.js';
 import { SaveNatRules } from '../../../src/kernel/nat/save-rules.js';
 
 interface Snapshot {
@@ -31,15 +31,21 @@ async function heapStrings(): Promise<string[]> {
   const types = s.snapshot.meta.node_types[0];
   const [iType, iName, n] = [fields.indexOf('type'), fields.indexOf('name'), fields.length];
   const out: string[] = [];
-  for (let i = 0; i < s.nodes.length; i += n) if (types[s.nodes[i + iType]!] === 'string') out.push(s.strings[s.nodes[i + iName]!]!);
+  for (let i = 0; i < s.nodes.length; i += n)
+    if (types[s.nodes[i + iType]!] === 'string') out.push(s.strings[s.nodes[i + iName]!]!);
   return out;
 }
 
 describe("the NAT facts' strings after a read", () => {
   it('keep no rule line through a substring, and each evidence line once', async () => {
     // Lines the test itself never makes as strings: the read decodes them from bytes.
-    let bytes: Buffer | undefined = Buffer.from(kubeProxyRules(syntheticCluster(60, 240).list.items).text.replaceAll('team-', 'tEaM-'));
-    let facts: KubeNatFacts | undefined = natRulesFacts([new SaveNatRules(bytes, { source: 'iptables-save', family: 4 })], []);
+    let bytes: Buffer | undefined = Buffer.from(
+      kubeProxyRules(syntheticCluster(60, 240).list.items).text.replaceAll('team-', 'tEaM-'),
+    );
+    let facts: KubeNatFacts | undefined = natRulesFacts(
+      [new SaveNatRules(bytes, { source: 'iptables-save', family: 4 })],
+      [],
+    );
     bytes = undefined;
     expect(facts.loadBalancers.length).toBeGreaterThan(60);
     const prerouting = facts.loadBalancers[0]!.evidence.find((l) => l.includes(' -A PREROUTING '))!;
@@ -53,15 +59,23 @@ describe("the NAT facts' strings after a read", () => {
     facts = undefined;
   }, 60_000);
 
-  it('hold each NodePort fact\'s evidence in an array of its size (no room for 17 lines)', async () => {
+  it("hold each NodePort fact's evidence in an array of its size (no room for 17 lines)", async () => {
     let bytes: Buffer | undefined = Buffer.from(kubeProxyRules(syntheticCluster(60, 240).list.items).text);
-    let facts: KubeNatFacts | undefined = natRulesFacts([new SaveNatRules(bytes, { source: 'iptables-save', family: 4 })], []);
+    let facts: KubeNatFacts | undefined = natRulesFacts(
+      [new SaveNatRules(bytes, { source: 'iptables-save', family: 4 })],
+      [],
+    );
     bytes = undefined;
     const most = Math.max(...facts.nodePorts.map((f) => f.shownBy.length));
     expect(facts.nodePorts.length).toBeGreaterThan(60);
     const s = await snapshot();
     const { node_fields: nf, edge_fields: ef, node_types: nt, edge_types: et } = s.snapshot.meta;
-    const [iName, iSize, iEdges, nN] = [nf.indexOf('name'), nf.indexOf('self_size'), nf.indexOf('edge_count'), nf.length];
+    const [iName, iSize, iEdges, nN] = [
+      nf.indexOf('name'),
+      nf.indexOf('self_size'),
+      nf.indexOf('edge_count'),
+      nf.length,
+    ];
     const [eType, eName, eTo, nE] = [ef.indexOf('type'), ef.indexOf('name_or_index'), ef.indexOf('to_node'), ef.length];
     const edgeTypes = et[0];
     const firstEdge: number[] = [];
@@ -73,7 +87,11 @@ describe("the NAT facts' strings after a read", () => {
       const out = [];
       for (let k = 0, e = firstEdge[node / nN]!; k < s.nodes[node + iEdges]!; k++, e += nE) {
         const type = edgeTypes[s.edges[e + eType]!]!;
-        out.push({ type, name: type === 'element' || type === 'hidden' ? '' : s.strings[s.edges[e + eName]!]!, to: s.edges[e + eTo]! });
+        out.push({
+          type,
+          name: type === 'element' || type === 'hidden' ? '' : s.strings[s.edges[e + eName]!]!,
+          to: s.edges[e + eTo]!,
+        });
       }
       return out;
     };
@@ -97,11 +115,17 @@ describe("the NAT facts' strings after a read", () => {
     const rules = kubeProxyIpvsRules(syntheticCluster(60, 240).list.items);
     let bytes: Buffer | undefined = Buffer.from(rules.iptables);
     let sets: ReturnType<typeof parseIpsetSave> | undefined = parseIpsetSave(Buffer.from(rules.ipset), 'ipset save');
-    let facts: KubeNatFacts | undefined = natRulesFacts([new SaveNatRules(bytes, { source: 'iptables-save', family: 4 })], sets.sets);
+    let facts: KubeNatFacts | undefined = natRulesFacts(
+      [new SaveNatRules(bytes, { source: 'iptables-save', family: 4 })],
+      sets.sets,
+    );
     bytes = undefined;
     sets = undefined;
     expect(facts.nodePorts.length).toBeGreaterThan(60);
-    expect(facts.nodePorts.some((f) => f.trafficPolicy === 'Local') && facts.nodePorts.some((f) => f.trafficPolicy === 'Cluster')).toBe(true);
+    expect(
+      facts.nodePorts.some((f) => f.trafficPolicy === 'Local') &&
+        facts.nodePorts.some((f) => f.trafficPolicy === 'Cluster'),
+    ).toBe(true);
     // KUBE-NODE-PORT's TCP rules: local and masquerade (Local ports), masquerade alone (Cluster ports).
     expect(new Set(facts.nodePorts.map((f) => f.shownBy)).size).toBeLessThanOrEqual(4);
     const line = /^ipset KUBE-NODE-PORT-(LOCAL-)?(TCP|UDP) member \d+ \(iptables-save:\d+: -A KUBE-NODE-PORT /;

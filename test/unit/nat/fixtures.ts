@@ -20,7 +20,10 @@ export function parseFixture(name: string, family: NatFamily = 4) {
 /** A NatSnapshot as readNat would build it from these captures (all read from `backend`). */
 export function snapshotOf(backend: XtablesBackend, files: { v4: string; v6?: string; ipset?: string }): NatSnapshot {
   const texts = [fixture(files.v4), ...(files.v6 ? [fixture(files.v6)] : [])];
-  const choice = chooseBackend(backend === 'legacy' ? { texts } : { texts: [] }, backend === 'nft' ? { texts } : { texts: [] });
+  const choice = chooseBackend(
+    backend === 'legacy' ? { texts } : { texts: [] },
+    backend === 'nft' ? { texts } : { texts: [] },
+  );
   return {
     backend: choice.backend,
     backendChoice: choice,

@@ -11,14 +11,20 @@ describe('parseIpsetSave', () => {
     expect(d.warnings).toEqual([]);
     expect(d.sets).toHaveLength(17);
     const lb = d.sets.find((s) => s.name === 'KUBE-LOAD-BALANCER-LOCAL')!;
-    expect(lb).toMatchObject({ type: 'hash:ip,port', family: 'inet', members: [{ entry: '192.0.2.20,tcp:80', options: {} }] });
+    expect(lb).toMatchObject({
+      type: 'hash:ip,port',
+      family: 'inet',
+      members: [{ entry: '192.0.2.20,tcp:80', options: {} }],
+    });
     expect(lb.options).toMatchObject({ hashsize: '1024', maxelem: '65536', bucketsize: '12' });
     expect(lb.options.initval).toMatch(/^0x[0-9a-f]{8}$/);
     const np = d.sets.find((s) => s.name === 'KUBE-NODE-PORT-TCP')!;
     expect(np).toMatchObject({ type: 'bitmap:port', options: { range: '0-65535' } });
     expect(np.family).toBeUndefined();
     expect(np.members.map((m) => m.entry)).toEqual(['30080', '31080']);
-    expect(d.sets.find((s) => s.name === 'KUBE-LOOP-BACK')!.members.map((m) => m.entry)).toContain('10.244.1.2,udp:53,10.244.1.2');
+    expect(d.sets.find((s) => s.name === 'KUBE-LOOP-BACK')!.members.map((m) => m.entry)).toContain(
+      '10.244.1.2,udp:53,10.244.1.2',
+    );
   });
 
   it('reads header flags and per-element options, quoted comments included', () => {
@@ -41,7 +47,10 @@ describe('parseIpsetSave', () => {
   });
 
   it('warns about elements of unknown sets, duplicate sets and unreadable lines', () => {
-    const d = parseIpsetSave('add X 1.2.3.4\ncreate A hash:ip\ncreate A hash:ip\nadd A "1.2.3.4\nflush A\n', 'sets.txt');
+    const d = parseIpsetSave(
+      'add X 1.2.3.4\ncreate A hash:ip\ncreate A hash:ip\nadd A "1.2.3.4\nflush A\n',
+      'sets.txt',
+    );
     expect(d.sets.map((s) => s.name)).toEqual(['A', 'A']);
     expect(d.warnings).toEqual([
       "sets.txt:1: element for set 'X' that was not created",
@@ -68,7 +77,8 @@ describe('parseIpsetList', () => {
     const fromList = parseIpsetList(fixture(LIST), LIST);
     const fromSave = parseIpsetSave(fixture(SAVE), SAVE);
     expect(fromList.warnings).toEqual([]);
-    const shape = (sets: typeof fromSave.sets) => sets.map((s) => ({ name: s.name, type: s.type, family: s.family, options: s.options, members: s.members }));
+    const shape = (sets: typeof fromSave.sets) =>
+      sets.map((s) => ({ name: s.name, type: s.type, family: s.family, options: s.options, members: s.members }));
     expect(shape(fromList.sets)).toEqual(shape(fromSave.sets));
   });
 
@@ -80,7 +90,9 @@ describe('parseIpsetList', () => {
     expect(last.name).toBe('KUBE-CLUSTER-IP');
     expect(last.members.map((m) => m.entry)).toEqual(['10.96.0.1,tcp:443', '10.96.0.10,tcp:53']);
     expect(d.warnings).toHaveLength(1);
-    expect(d.warnings[0]).toMatch(/^ipvs-1\.28\.ipset-list\.txt:\d+: set 'KUBE-CLUSTER-IP' lists 2 of 5 entries: truncated\?$/);
+    expect(d.warnings[0]).toMatch(
+      /^ipvs-1\.28\.ipset-list\.txt:\d+: set 'KUBE-CLUSTER-IP' lists 2 of 5 entries: truncated\?$/,
+    );
   });
 
   it('warns about sets without Type or Members, and rejects text that does not start with Name:', () => {
@@ -90,6 +102,8 @@ describe('parseIpsetList', () => {
       ['B', 'hash:ip', 1],
     ]);
     expect(d.warnings).toEqual(["l.txt:1: set 'A' has no 'Members:' line", "l.txt:1: set 'A' has no 'Type:' line"]);
-    expect(() => parseIpsetList('Members:\n1.1.1.1\n', 'l.txt')).toThrow("l.txt:1: expected 'Name: SET' first; not 'ipset list' output");
+    expect(() => parseIpsetList('Members:\n1.1.1.1\n', 'l.txt')).toThrow(
+      "l.txt:1: expected 'Name: SET' first; not 'ipset list' output",
+    );
   });
 });

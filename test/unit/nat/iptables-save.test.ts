@@ -17,14 +17,24 @@ describe('parseIptablesSave on captured kube-proxy nodes', () => {
       ['mangle', 7, 0, true],
     ]);
     const nat = d.tables[0]!;
-    expect(nat.chains[0]).toEqual({ name: 'PREROUTING', builtin: true, policy: 'ACCEPT', counters: { packets: 0, bytes: 0 }, line: 3 });
+    expect(nat.chains[0]).toEqual({
+      name: 'PREROUTING',
+      builtin: true,
+      policy: 'ACCEPT',
+      counters: { packets: 0, bytes: 0 },
+      line: 3,
+    });
     expect(nat.chains.find((c) => c.name === 'KUBE-XLB-RUKNB3TURLFC6SGL')).toMatchObject({ builtin: false });
     expect(nat.chains.find((c) => c.name === 'KUBE-XLB-RUKNB3TURLFC6SGL')!.policy).toBeUndefined();
   });
 
   it('keeps only the tables asked for: the same nat table, the others empty', () => {
     const all = parseFixture(OLD);
-    const natOnly = parseIptablesSave(fixture(OLD), { source: 'iptables-1.21-legacy.v4.save', family: 4, tables: new Set(['nat']) });
+    const natOnly = parseIptablesSave(fixture(OLD), {
+      source: 'iptables-1.21-legacy.v4.save',
+      family: 4,
+      tables: new Set(['nat']),
+    });
     expect(natOnly.warnings).toEqual([]);
     expect(natOnly.tables.map((t) => [t.name, t.chains.length, t.rules.length, t.committed])).toEqual([
       ['nat', 25, 57, true],
@@ -54,7 +64,10 @@ describe('parseIptablesSave on captured kube-proxy nodes', () => {
           { name: '-p', negated: false, values: ['tcp'] },
         ],
       },
-      { module: 'comment', options: [{ name: '--comment', negated: false, values: ['shop/web:http loadbalancer IP'] }] },
+      {
+        module: 'comment',
+        options: [{ name: '--comment', negated: false, values: ['shop/web:http loadbalancer IP'] }],
+      },
       { module: 'tcp', options: [{ name: '--dport', negated: false, values: ['80'] }] },
     ]);
     const dnat = nat.rules.find((r) => r.chain === 'KUBE-SEP-34ZZ2QFGO32YYXXO' && r.target === 'DNAT')!;
@@ -104,7 +117,11 @@ describe('parseIptablesSave on odd and broken input', () => {
 
   it('reads per-rule counters (iptables-save -c)', () => {
     const d = parse('*nat\n:PREROUTING ACCEPT [12:720]\n[5:300] -A PREROUTING -j KUBE-SERVICES\nCOMMIT\n');
-    expect(d.tables[0]!.rules[0]).toMatchObject({ counters: { packets: 5, bytes: 300 }, spec: '-j KUBE-SERVICES', chain: 'PREROUTING' });
+    expect(d.tables[0]!.rules[0]).toMatchObject({
+      counters: { packets: 5, bytes: 300 },
+      spec: '-j KUBE-SERVICES',
+      chain: 'PREROUTING',
+    });
     expect(d.tables[0]!.chains[0]!.counters).toEqual({ packets: 12, bytes: 720 });
   });
 
@@ -121,7 +138,11 @@ describe('parseIptablesSave on odd and broken input', () => {
   it('skips a rule cut in the middle of a quoted comment, with a warning naming the line', () => {
     const lines = fixture(OLD).split('\n');
     const at = lines.findIndex((l) => l.includes('"shop/web:http loadbalancer IP"'));
-    const broken = [...lines.slice(0, at), lines[at]!.slice(0, lines[at]!.indexOf('loadbalancer')), ...lines.slice(at + 1)].join('\n');
+    const broken = [
+      ...lines.slice(0, at),
+      lines[at]!.slice(0, lines[at]!.indexOf('loadbalancer')),
+      ...lines.slice(at + 1),
+    ].join('\n');
     const d = parse(broken);
     const column = lines[at]!.indexOf('"') + 1;
     expect(d.warnings).toEqual([`test.save:${at + 1}: rule skipped: unterminated quote starting at column ${column}`]);
@@ -141,7 +162,9 @@ describe('parseIptablesSave on odd and broken input', () => {
   });
 
   it('turns rule words it cannot read into warnings, not exceptions', () => {
-    const d = parse('*nat\n:A - [0:0]\n-A A -m\n-A A -j\n-A A stray\n-A\n-I A -j X\n-A A !\n-A NOPE -j ACCEPT\nCOMMIT\n');
+    const d = parse(
+      '*nat\n:A - [0:0]\n-A A -m\n-A A -j\n-A A stray\n-A\n-I A -j X\n-A A !\n-A NOPE -j ACCEPT\nCOMMIT\n',
+    );
     expect(d.tables[0]!.rules.map((r) => [r.chain, r.target])).toEqual([['NOPE', 'ACCEPT']]);
     expect(d.warnings).toEqual([
       "test.save:3: rule skipped: '-m' without a module name",
@@ -162,13 +185,17 @@ describe('parseIptablesSave on odd and broken input', () => {
   });
 
   it('rejects input that is not iptables-save output at all', () => {
-    expect(() => parse('<html><body>502 Bad Gateway</body></html>\n')).toThrow(/^test\.save:1: no table found; not iptables-save output/);
+    expect(() => parse('<html><body>502 Bad Gateway</body></html>\n')).toThrow(
+      /^test\.save:1: no table found; not iptables-save output/,
+    );
     expect(() => parse('*NAT TABLE\n')).toThrow("test.save:1: bad table header '*NAT TABLE'");
   });
 
   it('gives an empty dump for empty output (no table loaded) and for comment-only output', () => {
     expect(parse('')).toEqual({ family: 4, source: 'test.save', tables: [], warnings: [] });
-    expect(parse('# Warning: iptables-legacy tables present, use iptables-legacy-save to see them\n').tables).toEqual([]);
+    expect(parse('# Warning: iptables-legacy tables present, use iptables-legacy-save to see them\n').tables).toEqual(
+      [],
+    );
   });
 
   it('reports tables iptables-nft-save says it cannot show', () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parseIptablesSave } from '../../../src/kernel/nat/iptables-save.js';
-import { kubeNatFacts, nodePortEvidence, type LoadBalancerFact } from '../../../src/kernel/nat/kube.js';
+import { kubeNatFacts, type LoadBalancerFact, nodePortEvidence } from '../../../src/kernel/nat/kube.js';
 import type { NatSnapshot } from '../../../src/kernel/nat/types.js';
 import { fixture, snapshotOf } from './fixtures.js';
 
@@ -29,7 +29,14 @@ describe('kubeNatFacts: iptables mode before 1.24 (KUBE-FW / KUBE-XLB)', () => {
 
   it('ETP=Cluster: pod -> LB IP is marked for masquerade in KUBE-FW, with the lines that do it', () => {
     const web = lb(OLD, '192.0.2.10');
-    expect(web).toMatchObject({ port: 80, protocol: 'tcp', service: 'shop/web:http', trafficPolicy: 'Cluster', podTraffic: 'masquerade', capture: 'dnat' });
+    expect(web).toMatchObject({
+      port: 80,
+      protocol: 'tcp',
+      service: 'shop/web:http',
+      trafficPolicy: 'Cluster',
+      podTraffic: 'masquerade',
+      capture: 'dnat',
+    });
     expect(web.evidence[0]).toBe(
       'iptables-1.21-legacy.v4.save:70: -A KUBE-SERVICES -d 192.0.2.10/32 -p tcp -m comment --comment "shop/web:http loadbalancer IP" -m tcp --dport 80 -j KUBE-FW-67NZLRHBNDSAWJRO',
     );
@@ -41,7 +48,12 @@ describe('kubeNatFacts: iptables mode before 1.24 (KUBE-FW / KUBE-XLB)', () => {
 
   it('ETP=Local: pod traffic skips KUBE-MARK-MASQ through the KUBE-XLB "Redirect pods" rule', () => {
     const api = lb(OLD, '192.0.2.20');
-    expect(api).toMatchObject({ service: 'shop/api:http', trafficPolicy: 'Local', podTraffic: 'exempt', capture: 'dnat' });
+    expect(api).toMatchObject({
+      service: 'shop/api:http',
+      trafficPolicy: 'Local',
+      podTraffic: 'exempt',
+      capture: 'dnat',
+    });
     expect(api.evidence).toContain(
       'iptables-1.21-legacy.v4.save:81: -A KUBE-XLB-RUKNB3TURLFC6SGL -s 10.244.0.0/16 -m comment --comment "Redirect pods trying to reach external loadbalancer VIP to clusterIP" -j KUBE-SVC-RUKNB3TURLFC6SGL',
     );
@@ -50,7 +62,15 @@ describe('kubeNatFacts: iptables mode before 1.24 (KUBE-FW / KUBE-XLB)', () => {
   });
 
   it('maps NodePorts to Services and policies', () => {
-    expect(kubeNatFacts(OLD).nodePorts.map((n) => [n.port, n.protocol, n.service, n.trafficPolicy, nodePortEvidence(n).length])).toEqual([
+    expect(
+      kubeNatFacts(OLD).nodePorts.map((n) => [
+        n.port,
+        n.protocol,
+        n.service,
+        n.trafficPolicy,
+        nodePortEvidence(n).length,
+      ]),
+    ).toEqual([
       [30080, 'tcp', 'shop/web:http', 'Cluster', 2],
       [31080, 'tcp', 'shop/api:http', 'Local', 2],
     ]);
@@ -66,7 +86,11 @@ describe('kubeNatFacts: iptables mode 1.24+ (KUBE-EXT / KUBE-SVL)', () => {
     const f = kubeNatFacts(NEW);
     expect(f).toMatchObject({ mode: 'iptables', iptablesGeneration: '1.24+' });
     expect(f.podSelectors[6]).toEqual({ cidrs: ['fd00:10:244::/56'], interfaces: [] });
-    expect(lb(NEW, '192.0.2.10')).toMatchObject({ trafficPolicy: 'Cluster', podTraffic: 'masquerade', capture: 'dnat' });
+    expect(lb(NEW, '192.0.2.10')).toMatchObject({
+      trafficPolicy: 'Cluster',
+      podTraffic: 'masquerade',
+      capture: 'dnat',
+    });
     expect(lb(NEW, '192.0.2.10').evidence).toContain(
       'iptables-1.29-nft.v4.save:77: -A KUBE-EXT-67NZLRHBNDSAWJRO -m comment --comment "masquerade traffic for shop/web:http external destinations" -j KUBE-MARK-MASQ',
     );
@@ -74,12 +98,22 @@ describe('kubeNatFacts: iptables mode 1.24+ (KUBE-EXT / KUBE-SVL)', () => {
     expect(lb(NEW, '192.0.2.20').evidence).toContain(
       'iptables-1.29-nft.v4.save:81: -A KUBE-EXT-RUKNB3TURLFC6SGL -s 10.244.0.0/16 -m comment --comment "pod traffic for shop/api:http external destinations" -j KUBE-SVC-RUKNB3TURLFC6SGL',
     );
-    expect(lb(NEW, '2001:db8:1b::20')).toMatchObject({ family: 6, service: 'shop/api6:http', trafficPolicy: 'Local', podTraffic: 'exempt' });
+    expect(lb(NEW, '2001:db8:1b::20')).toMatchObject({
+      family: 6,
+      service: 'shop/api6:http',
+      trafficPolicy: 'Local',
+      podTraffic: 'exempt',
+    });
   });
 
   it('with loadBalancerSourceRanges that exclude pods, the nat table lets pod traffic through and KUBE-PROXY-FIREWALL drops it', () => {
     const f = lb(NEW, '192.0.2.30');
-    expect(f).toMatchObject({ service: 'shop/admin:https', trafficPolicy: 'Cluster', capture: 'dropped', sourceRangeDrop: { certain: true } });
+    expect(f).toMatchObject({
+      service: 'shop/admin:https',
+      trafficPolicy: 'Cluster',
+      capture: 'dropped',
+      sourceRangeDrop: { certain: true },
+    });
     expect(f.sourceRangeDrop!.evidence).toEqual([
       'iptables-1.29-nft.v4.save:85: -A KUBE-FW-BSIRI4CEMEWXIOFC -s 203.0.113.0/24 -m comment --comment "shop/admin:https loadbalancer IP" -j KUBE-EXT-BSIRI4CEMEWXIOFC',
       'iptables-1.29-nft.v4.save:86: -A KUBE-FW-BSIRI4CEMEWXIOFC -m comment --comment "other traffic to shop/admin:https will be dropped by KUBE-PROXY-FIREWALL"',
@@ -101,12 +135,21 @@ describe('kubeNatFacts: iptables mode 1.24+ (KUBE-EXT / KUBE-SVL)', () => {
   it('handles an interface-based local detector (-i veth+) and a missing one', () => {
     const text = fixture('iptables-1.29-nft.v4.save');
     const nat = text.slice(text.indexOf('*nat\n') + 5, text.indexOf('COMMIT', text.indexOf('*nat')));
-    const byIface = natOf(nat.replaceAll('-s 10.244.0.0/16 -m comment --comment "pod traffic', '-i veth+ -m comment --comment "pod traffic').replaceAll('! -s 10.244.0.0/16', '! -i veth+'));
+    const byIface = natOf(
+      nat
+        .replaceAll('-s 10.244.0.0/16 -m comment --comment "pod traffic', '-i veth+ -m comment --comment "pod traffic')
+        .replaceAll('! -s 10.244.0.0/16', '! -i veth+'),
+    );
     expect(kubeNatFacts(byIface).podSelectors[4]).toEqual({ cidrs: [], interfaces: ['veth+'] });
     expect(lb(byIface, '192.0.2.20')).toMatchObject({ podTraffic: 'exempt', trafficPolicy: 'Local', capture: 'dnat' });
     expect(lb(byIface, '192.0.2.10')).toMatchObject({ podTraffic: 'masquerade' });
     // No detector: kube-proxy writes no "pod traffic" rule; pods reach KUBE-SVL (local endpoints only), still unmasqueraded.
-    const none = natOf(nat.split('\n').filter((l) => !l.includes('pod traffic for')).join('\n'));
+    const none = natOf(
+      nat
+        .split('\n')
+        .filter((l) => !l.includes('pod traffic for'))
+        .join('\n'),
+    );
     const api = lb(none, '192.0.2.20');
     expect(api).toMatchObject({ podTraffic: 'exempt', trafficPolicy: 'Local', capture: 'dnat' });
     expect(api.evidence.some((e) => e.includes('-A KUBE-SVL-RUKNB3TURLFC6SGL'))).toBe(true);
@@ -126,13 +169,20 @@ describe('kubeNatFacts: iptables mode 1.24+ (KUBE-EXT / KUBE-SVL)', () => {
       ].join('\n'),
     );
     expect(lb(nat, '198.51.100.7')).toMatchObject({ service: 'a/b:c', podTraffic: 'unknown', capture: 'dnat' });
-    expect(lb(nat, '198.51.100.7').evidence).toContain('variant:8: -A KUBE-EXT-X -m mark --mark 0x1/0x1 -j KUBE-MARK-MASQ (may not apply)');
+    expect(lb(nat, '198.51.100.7').evidence).toContain(
+      'variant:8: -A KUBE-EXT-X -m mark --mark 0x1/0x1 -j KUBE-MARK-MASQ (may not apply)',
+    );
   });
 });
 
 describe('kubeNatFacts on a large node', () => {
   it('gives each of 300 LB Services its own answer (KUBE-SERVICES walked through its destination index)', () => {
-    const chains = [':PREROUTING ACCEPT [0:0]', ':KUBE-SERVICES - [0:0]', ':KUBE-MARK-MASQ - [0:0]', ':KUBE-NODEPORTS - [0:0]'];
+    const chains = [
+      ':PREROUTING ACCEPT [0:0]',
+      ':KUBE-SERVICES - [0:0]',
+      ':KUBE-MARK-MASQ - [0:0]',
+      ':KUBE-NODEPORTS - [0:0]',
+    ];
     const services: string[] = [];
     const rest: string[] = [];
     for (let i = 0; i < 300; i++) {
@@ -141,8 +191,12 @@ describe('kubeNatFacts on a large node', () => {
       const vip = `198.18.${i >> 8}.${i & 255}`;
       const local = i % 3 === 0;
       chains.push(`:${h} - [0:0]`, `:${svc} - [0:0]`);
-      services.push(`-A KUBE-SERVICES -d 10.96.${i >> 8}.${i & 255}/32 -p tcp -m comment --comment "ns/s${i}:http cluster IP" -m tcp --dport 80 -j ${svc}`);
-      services.push(`-A KUBE-SERVICES -d ${vip}/32 -p tcp -m comment --comment "ns/s${i}:http loadbalancer IP" -m tcp --dport 80 -j ${h}`);
+      services.push(
+        `-A KUBE-SERVICES -d 10.96.${i >> 8}.${i & 255}/32 -p tcp -m comment --comment "ns/s${i}:http cluster IP" -m tcp --dport 80 -j ${svc}`,
+      );
+      services.push(
+        `-A KUBE-SERVICES -d ${vip}/32 -p tcp -m comment --comment "ns/s${i}:http loadbalancer IP" -m tcp --dport 80 -j ${h}`,
+      );
       rest.push(
         local
           ? `-A ${h} -s 10.244.0.0/16 -m comment --comment "pod traffic for ns/s${i}:http external destinations" -j ${svc}`
@@ -152,7 +206,10 @@ describe('kubeNatFacts on a large node', () => {
       );
     }
     // A rule for a whole range and a negated destination must still be seen in order, before the VIP rules.
-    services.unshift('-A KUBE-SERVICES ! -d 198.18.0.0/15 -j RETURN', '-A KUBE-SERVICES -d 198.18.1.0/24 -p tcp -m tcp --dport 80 -j KUBE-MARK-MASQ');
+    services.unshift(
+      '-A KUBE-SERVICES ! -d 198.18.0.0/15 -j RETURN',
+      '-A KUBE-SERVICES -d 198.18.1.0/24 -p tcp -m tcp --dport 80 -j KUBE-MARK-MASQ',
+    );
     const nat = natOf([...chains, '-A PREROUTING -j KUBE-SERVICES', ...rest, ...services].join('\n'));
     const lbs = kubeNatFacts(nat).loadBalancers;
     expect(lbs).toHaveLength(300);
@@ -184,7 +241,11 @@ describe('kubeNatFacts: evidence of an endpoint fan-out', () => {
       '-A KUBE-FW-AAAAAAAAAAAAAAAA -j KUBE-MARK-MASQ',
       `-A KUBE-FW-AAAAAAAAAAAAAAAA -j ${svc}`,
       // As kube-proxy writes them: the last endpoint takes what the others left, without a statistic match.
-      ...seps.map((c, i) => (i < 49 ? `-A ${svc} -m statistic --mode random --probability ${(1 / (50 - i)).toFixed(11)} -j ${c}` : `-A ${svc} -j ${c}`)),
+      ...seps.map((c, i) =>
+        i < 49
+          ? `-A ${svc} -m statistic --mode random --probability ${(1 / (50 - i)).toFixed(11)} -j ${c}`
+          : `-A ${svc} -j ${c}`,
+      ),
       ...seps.map((c, i) => `-A ${c} -p tcp -m tcp -j DNAT --to-destination 10.244.3.${i}:8080`),
     ].join('\n');
     const big = lb(natOf(text), '192.0.2.99');
@@ -192,7 +253,9 @@ describe('kubeNatFacts: evidence of an endpoint fan-out', () => {
     expect(big.evidence.filter((e) => e.includes('DNAT --to-destination'))).toEqual([
       `variant:111: -A ${seps[0]} -p tcp -m tcp -j DNAT --to-destination 10.244.3.0:8080 (may not apply)`,
     ]);
-    expect(big.evidence).toContain(`variant: ${svc} jumps to 49 more endpoint chains (KUBE-SEP-... DNAT), like the one above`);
+    expect(big.evidence).toContain(
+      `variant: ${svc} jumps to 49 more endpoint chains (KUBE-SEP-... DNAT), like the one above`,
+    );
     expect(big.evidence.length).toBeLessThan(10);
   });
 });
@@ -224,21 +287,32 @@ describe('kubeNatFacts: IPVS mode', () => {
       [31080, 'tcp', 'Local'],
       [30080, 'tcp', 'Cluster'],
     ]);
-    const local = '-A KUBE-NODE-PORT -p tcp -m comment --comment "Kubernetes nodeport TCP port with externalTrafficPolicy=local" -m set --match-set KUBE-NODE-PORT-LOCAL-TCP dst -j RETURN';
-    const masq = '-A KUBE-NODE-PORT -p tcp -m comment --comment "Kubernetes nodeport TCP port for masquerade purpose" -m set --match-set KUBE-NODE-PORT-TCP dst -j KUBE-MARK-MASQ';
+    const local =
+      '-A KUBE-NODE-PORT -p tcp -m comment --comment "Kubernetes nodeport TCP port with externalTrafficPolicy=local" -m set --match-set KUBE-NODE-PORT-LOCAL-TCP dst -j RETURN';
+    const masq =
+      '-A KUBE-NODE-PORT -p tcp -m comment --comment "Kubernetes nodeport TCP port for masquerade purpose" -m set --match-set KUBE-NODE-PORT-TCP dst -j KUBE-MARK-MASQ';
     expect(ports.map(nodePortEvidence)).toEqual([
-      [`ipset KUBE-NODE-PORT-LOCAL-TCP member 31080 (ipvs-1.28.v4.save:20: ${local})`, `ipset KUBE-NODE-PORT-TCP member 31080 (ipvs-1.28.v4.save:21: ${masq})`],
+      [
+        `ipset KUBE-NODE-PORT-LOCAL-TCP member 31080 (ipvs-1.28.v4.save:20: ${local})`,
+        `ipset KUBE-NODE-PORT-TCP member 31080 (ipvs-1.28.v4.save:21: ${masq})`,
+      ],
       [`ipset KUBE-NODE-PORT-TCP member 30080 (ipvs-1.28.v4.save:21: ${masq})`],
     ]);
   });
 
   it('quotes a port set member as written when it is more than the port (hash:ip,port sets)', () => {
     const sets = IPVS.ipsets!.sets.map((s) =>
-      s.name === 'KUBE-NODE-PORT-TCP' ? { ...s, type: 'hash:ip,port', members: s.members.map((m) => ({ ...m, entry: `10.0.1.11,tcp:${m.entry}` })) } : s,
+      s.name === 'KUBE-NODE-PORT-TCP'
+        ? { ...s, type: 'hash:ip,port', members: s.members.map((m) => ({ ...m, entry: `10.0.1.11,tcp:${m.entry}` })) }
+        : s,
     );
     const ports = kubeNatFacts({ ...IPVS, ipsets: { ...IPVS.ipsets!, sets } }).nodePorts;
     expect(ports.map((n) => n.port)).toEqual([31080, 30080]);
-    expect(nodePortEvidence(ports[1]!)).toEqual([expect.stringMatching(/^ipset KUBE-NODE-PORT-TCP member 10\.0\.1\.11,tcp:30080 \(ipvs-1\.28\.v4\.save:21: -A KUBE-NODE-PORT /)]);
+    expect(nodePortEvidence(ports[1]!)).toEqual([
+      expect.stringMatching(
+        /^ipset KUBE-NODE-PORT-TCP member 10\.0\.1\.11,tcp:30080 \(ipvs-1\.28\.v4\.save:21: -A KUBE-NODE-PORT /,
+      ),
+    ]);
   });
 
   it('without the ipsets there are no VIPs to look at (IPVS keeps them only in KUBE-LOAD-BALANCER)', () => {

@@ -39,7 +39,10 @@ describe('normaliseNat / natDiff', () => {
     const i = lines.findIndex((l) => l.includes('lab/web:http cluster IP'));
     const j = lines.findIndex((l) => l.includes('default/kubernetes:https cluster IP'));
     [lines[i], lines[j]] = [lines[j]!, lines[i]!];
-    const rehashed = lines.join('\n').replaceAll('ABCDEFGHIJKLMNOP', 'ZZZZZZZZZZZZZZZ1').replaceAll('QRSTUVWXYZ012345', 'YYYYYYYYYYYYYYY2');
+    const rehashed = lines
+      .join('\n')
+      .replaceAll('ABCDEFGHIJKLMNOP', 'ZZZZZZZZZZZZZZZ1')
+      .replaceAll('QRSTUVWXYZ012345', 'YYYYYYYYYYYYYYY2');
     expect(natDiff(rehashed, real)).toEqual([]);
     const changed = rehashed.replace('10.244.1.20:8080', '10.244.1.20:8081').replace(/^-A PREROUTING.*$/m, '');
     expect(natDiff(changed, real)).toEqual([

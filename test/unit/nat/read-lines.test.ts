@@ -6,9 +6,9 @@ import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { kubeProxyRules } from '../../../bench/kube-proxy-rules.js';
 import { syntheticCluster } from '../../../bench/agent-cluster.js';
-import { kubeNatFacts, natRulesFacts, type KubeNatFacts } from '../../../src/kernel/nat/kube.js';
+import { kubeProxyRules } from '../../../bench/kube-proxy-rules.js';
+import { type KubeNatFacts, kubeNatFacts, natRulesFacts } from '../../../src/kernel/nat/kube.js';
 import { LineSplitter, LineTooLong } from '../../../src/kernel/nat/line-split.js';
 import { eachLine } from '../../../src/kernel/nat/lines.js';
 import { NatLineStore } from '../../../src/kernel/nat/nat-lines.js';
@@ -18,9 +18,15 @@ import { SaveNatRules } from '../../../src/kernel/nat/save-rules.js';
 import { fixture } from './fixtures.js';
 
 /** The lines LineSplitter hands over when `text` arrives in chunks of `size` bytes. */
-function split(text: string | Buffer, size: number, max = 1 << 16): { line: string; lineNo: number; terminated: boolean }[] {
+function split(
+  text: string | Buffer,
+  size: number,
+  max = 1 << 16,
+): { line: string; lineNo: number; terminated: boolean }[] {
   const out: { line: string; lineNo: number; terminated: boolean }[] = [];
-  const s = new LineSplitter(max, (buf, start, end, lineNo, terminated) => out.push({ line: buf.toString('utf8', start, end), lineNo, terminated }));
+  const s = new LineSplitter(max, (buf, start, end, lineNo, terminated) =>
+    out.push({ line: buf.toString('utf8', start, end), lineNo, terminated }),
+  );
   const bytes = Buffer.from(text);
   for (let at = 0; at < bytes.length; at += size) s.push(bytes.subarray(at, at + size));
   s.end();
@@ -62,11 +68,17 @@ describe('LineSplitter', () => {
     eachLine(buf, (s, e) => want.push(buf.toString('utf8', s, e)));
     for (const size of [1, 2, 3, 5, 7, 64]) {
       const got = split(text, size);
-      expect(got.map((l) => l.line), `chunks of ${size}`).toEqual(want);
+      expect(
+        got.map((l) => l.line),
+        `chunks of ${size}`,
+      ).toEqual(want);
       expect(got.map((l) => l.lineNo)).toEqual(want.map((_, i) => i + 1));
       expect(got.map((l) => l.terminated)).toEqual(want.map((_, i) => i < want.length - 1));
     }
-    expect(split('x\n', 3).map((l) => [l.line, l.terminated])).toEqual([['x', true], ['', false]]);
+    expect(split('x\n', 3).map((l) => [l.line, l.terminated])).toEqual([
+      ['x', true],
+      ['', false],
+    ]);
   });
 
   it('refuses a line longer than its bound, in one chunk or across chunks, and names it', () => {
@@ -90,12 +102,18 @@ describe('NatLineStore: the facts, warnings and errors of the whole output from 
     ['filter table first', `${filter(50)}${OLD}`],
     ['filter table last, CRLF', `${OLD}${filter(5)}`.replaceAll('\n', '\r\n')],
     ['a second nat table', `${OLD}\n*nat\n:KUBE-SERVICES - [0:0]\n-A KUBE-SERVICES -j ACCEPT\nCOMMIT\n`],
-    ['an unrecognised line in the filter table and one in nat', `${filter(3).replace(':INPUT', 'bogus words\n:INPUT')}${OLD.replace(':KUBE-SERVICES', 'other bogus\n:KUBE-SERVICES')}`],
+    [
+      'an unrecognised line in the filter table and one in nat',
+      `${filter(3).replace(':INPUT', 'bogus words\n:INPUT')}${OLD.replace(':KUBE-SERVICES', 'other bogus\n:KUBE-SERVICES')}`,
+    ],
     ['a rule after COMMIT', `${OLD}-A KUBE-SERVICES -j ACCEPT\n`],
     ['a chain before any table', `:KUBE-X - [0:0]\n${OLD}`],
     ['truncated in the nat table', OLD.slice(0, OLD.indexOf('-A KUBE-SVC-'))],
     ['truncated with blank lines after', `${OLD.slice(0, OLD.indexOf('-A KUBE-SVC-'))}\n\n  \n`],
-    ['a table header spaced and a COMMIT with a no-break space', `${filter(2).replace('*filter', '  *filter ').replace('COMMIT', 'COMMIT\u00a0')}${OLD}`],
+    [
+      'a table header spaced and a COMMIT with a no-break space',
+      `${filter(2).replace('*filter', '  *filter ').replace('COMMIT', 'COMMIT\u00a0')}${OLD}`,
+    ],
     ['an incompatible note', `# Table \`nat' is incompatible, use 'nft' tool.\n${OLD}`],
     ['no save output at all', 'create KUBE-LOAD-BALANCER hash:ip,port\nadd KUBE-LOAD-BALANCER 192.0.2.1,tcp:80\n'],
     ['a bad table header', `${OLD}*Bad Table\n`],
@@ -105,11 +123,16 @@ describe('NatLineStore: the facts, warnings and errors of the whole output from 
     for (const [name, text] of variants) {
       const want = outcome(() => new SaveNatRules(Buffer.from(text), { source: 's', family: 4 }));
       for (const size of [1, 13, 4096, 1 << 20]) {
-        expect(outcome(() => new SaveNatRules(streamed(text, size).store, { source: 's', family: 4 })), `${name}, chunks of ${size}`).toEqual(want);
+        expect(
+          outcome(() => new SaveNatRules(streamed(text, size).store, { source: 's', family: 4 })),
+          `${name}, chunks of ${size}`,
+        ).toEqual(want);
       }
     }
     const e = outcome(() => new SaveNatRules(streamed(variants.at(-2)![1], 13).store, { source: 's', family: 4 }));
-    expect(e).toEqual({ error: expect.stringMatching(/^NatParseError: s:2: no table found; not iptables-save output/) });
+    expect(e).toEqual({
+      error: expect.stringMatching(/^NatParseError: s:2: no table found; not iptables-save output/),
+    });
   });
 
   it("for kube-proxy's rules of 300 LB Services beside a filter table, keeping only the nat table's bytes", () => {
@@ -129,7 +152,10 @@ describe('NatLineStore: the facts, warnings and errors of the whole output from 
       for (const size of [1, 13, 4096]) expect(streamed(text, size).digest, name).toBe(outputDigest(text));
     }
     // Timestamps and chain counters are left out either way.
-    const later = OLD.replace(/^# (Generated|Completed) (.*) on .*$/gm, '# $1 $2 on Fri Jan  1 00:00:00 2027').replace(':PREROUTING ACCEPT [0:0]', ':PREROUTING ACCEPT [7:420]');
+    const later = OLD.replace(/^# (Generated|Completed) (.*) on .*$/gm, '# $1 $2 on Fri Jan  1 00:00:00 2027').replace(
+      ':PREROUTING ACCEPT [0:0]',
+      ':PREROUTING ACCEPT [7:420]',
+    );
     expect(later).not.toBe(OLD);
     expect(streamed(later, 13).digest).toBe(outputDigest(OLD));
     expect(streamed(OLD.replace('--dport 80', '--dport 81'), 13).digest).not.toBe(outputDigest(OLD));
@@ -141,7 +167,13 @@ describe('readNat facts-only: save commands read a line at a time', () => {
   const savedPath = process.env.PATH;
   /** Fake save commands on PATH: each prints its file (or nothing). */
   const tools = (outputs: Record<string, string>): void => {
-    for (const cmd of ['iptables-legacy-save', 'ip6tables-legacy-save', 'iptables-nft-save', 'ip6tables-nft-save', 'ipset']) {
+    for (const cmd of [
+      'iptables-legacy-save',
+      'ip6tables-legacy-save',
+      'iptables-nft-save',
+      'ip6tables-nft-save',
+      'ipset',
+    ]) {
       const file = join(bin, `${cmd}.out`);
       writeFileSync(file, outputs[cmd] ?? '');
       writeFileSync(join(bin, cmd), `#!/bin/sh\nexec cat '${file}'\n`);
@@ -169,7 +201,11 @@ describe('readNat facts-only: save commands read a line at a time', () => {
     expect(lines.nat!.facts).toEqual(kubeNatFacts(whole.nat));
     expect(lines.nat!.facts!.loadBalancers.length).toBeGreaterThan(2);
     expect(lines.digest).toBe(whole.digest);
-    expect(await readNat({ factsOnly: true, unchangedSince: whole.digest })).toEqual({ sources: [], digest: whole.digest, unchanged: true });
+    expect(await readNat({ factsOnly: true, unchangedSince: whole.digest })).toEqual({
+      sources: [],
+      digest: whole.digest,
+      unchanged: true,
+    });
   });
 
   it('IPVS mode with its ipsets', async () => {
@@ -201,6 +237,8 @@ describe('readNat facts-only: save commands read a line at a time', () => {
     tools({ 'iptables-nft-save': OLD, 'ip6tables-nft-save': `*nat\n${'#'.repeat(70_000)}\nCOMMIT\n` });
     const v6 = await readNat({ factsOnly: true });
     expect(v6.nat?.facts?.mode).toBe('iptables');
-    expect(v6.sources[0]!.reason).toBe('IPv6 rules unavailable: ip6tables-nft-save: line 2 is longer than 65536 bytes (the bound on one line of output); stopped reading it');
+    expect(v6.sources[0]!.reason).toBe(
+      'IPv6 rules unavailable: ip6tables-nft-save: line 2 is longer than 65536 bytes (the bound on one line of output); stopped reading it',
+    );
   });
 });

@@ -27,7 +27,12 @@ describe('readNat failures', () => {
           reason: 'iptables-nft-save not found in PATH (install the iptables/ipset package)',
           durationMs: expect.any(Number),
         },
-        { source: 'ipset', available: false, reason: 'ipset save: ipset not found in PATH (install the iptables/ipset package)', durationMs: expect.any(Number) },
+        {
+          source: 'ipset',
+          available: false,
+          reason: 'ipset save: ipset not found in PATH (install the iptables/ipset package)',
+          durationMs: expect.any(Number),
+        },
       ]);
     } finally {
       rmSync(empty, { recursive: true });
@@ -60,7 +65,10 @@ describe('natDigest', () => {
 
   it('changes with a rule, a chain, which command said it, or a failure', () => {
     const base = natDigest([ok(LEGACY), ok('')]);
-    const rule = LEGACY.replace(/^(-A KUBE-SERVICES .*)$/m, '$1\n-A KUBE-SERVICES -d 10.96.0.99/32 -p tcp -m tcp --dport 80 -j KUBE-SVC-X');
+    const rule = LEGACY.replace(
+      /^(-A KUBE-SERVICES .*)$/m,
+      '$1\n-A KUBE-SERVICES -d 10.96.0.99/32 -p tcp -m tcp --dport 80 -j KUBE-SVC-X',
+    );
     expect(natDigest([ok(rule), ok('')])).not.toBe(base);
     expect(natDigest([ok(LEGACY.replace(':KUBE-MARK-DROP - [0:0]\n', '')), ok('')])).not.toBe(base);
     expect(natDigest([ok(''), ok(LEGACY)])).not.toBe(base);

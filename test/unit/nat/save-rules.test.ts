@@ -3,12 +3,12 @@
 // parsed dump, for the captured fixtures, for kube-proxy's rules at scale, and
 // for malformed input (one bad line is skipped as the full parser skips it).
 import { describe, expect, it } from 'vitest';
-import { kubeProxyRules } from '../../../bench/kube-proxy-rules.js';
 import { syntheticCluster } from '../../../bench/agent-cluster.js';
+import { kubeProxyRules } from '../../../bench/kube-proxy-rules.js';
 import { runCommand } from '../../../src/kernel/nat/command.js';
 import { parseIpsetSave } from '../../../src/kernel/nat/ipset.js';
 import { parseIptablesSave } from '../../../src/kernel/nat/iptables-save.js';
-import { natRulesFacts, type KubeNatFacts } from '../../../src/kernel/nat/kube.js';
+import { type KubeNatFacts, natRulesFacts } from '../../../src/kernel/nat/kube.js';
 import { mayContain } from '../../../src/kernel/nat/lines.js';
 import { DumpNatRules } from '../../../src/kernel/nat/nat-rules.js';
 import { SaveNatRules } from '../../../src/kernel/nat/save-rules.js';
@@ -25,7 +25,12 @@ const OLD = fixture('iptables-1.21-legacy.v4.save');
 describe('SaveNatRules: the facts of the parsed dump, a rule at a time', () => {
   it('for every captured fixture (iptables before/after 1.24, IPv6, IPVS with its ipsets)', () => {
     const sets = parseIpsetSave(fixture('ipvs-1.28.ipset.save'), 'ipset save').sets;
-    for (const [name, family] of [['iptables-1.21-legacy.v4.save', 4], ['iptables-1.29-nft.v4.save', 4], ['iptables-1.29-nft.v6.save', 6], ['ipvs-1.28.v4.save', 4]] as const) {
+    for (const [name, family] of [
+      ['iptables-1.21-legacy.v4.save', 4],
+      ['iptables-1.29-nft.v4.save', 4],
+      ['iptables-1.29-nft.v6.save', 6],
+      ['ipvs-1.28.v4.save', 4],
+    ] as const) {
       const want = full(fixture(name), family, sets);
       expect(want.mode).not.toBe('none');
       expect(streamed(fixture(name), family, sets), name).toEqual(want);
@@ -41,10 +46,16 @@ describe('SaveNatRules: the facts of the parsed dump, a rule at a time', () => {
 
   it('skips what the full parser skips: bad quotes, counters, undeclared chains, a second nat table, truncation', () => {
     const variants = [
-      OLD.replace(/^(-A KUBE-FW-67NZLRHBNDSAWJRO .*KUBE-MARK-MASQ)$/m, '-A KUBE-FW-67NZLRHBNDSAWJRO -m comment --comment "unterminated -j KUBE-MARK-MASQ'),
+      OLD.replace(
+        /^(-A KUBE-FW-67NZLRHBNDSAWJRO .*KUBE-MARK-MASQ)$/m,
+        '-A KUBE-FW-67NZLRHBNDSAWJRO -m comment --comment "unterminated -j KUBE-MARK-MASQ',
+      ),
       OLD.replace(/^-A KUBE-SERVICES /gm, '[12:345] -A KUBE-SERVICES '),
       OLD.replace(/^:KUBE-XLB-RUKNB3TURLFC6SGL .*\n/m, ''),
-      OLD.replace(/^(-A KUBE-XLB-RUKNB3TURLFC6SGL -s 10.244.0.0\/16 -m comment --comment )"Redirect pods/m, '$1Redirect" pods'),
+      OLD.replace(
+        /^(-A KUBE-XLB-RUKNB3TURLFC6SGL -s 10.244.0.0\/16 -m comment --comment )"Redirect pods/m,
+        '$1Redirect" pods',
+      ),
       `${OLD}\n*nat\n:KUBE-SERVICES - [0:0]\n-A KUBE-SERVICES -j ACCEPT\nCOMMIT\n`,
       OLD.slice(0, OLD.indexOf('-A KUBE-SVC-')),
       OLD.slice(0, OLD.indexOf(':KUBE-SERVICES') + 20),
@@ -54,7 +65,7 @@ describe('SaveNatRules: the facts of the parsed dump, a rule at a time', () => {
     expect(streamed(variants[3]!).podSelectors[4]).toEqual({ cidrs: ['10.244.0.0/16'], interfaces: [] });
   });
 
-  it('refuses input that is no save output with the full parser\'s error', () => {
+  it("refuses input that is no save output with the full parser's error", () => {
     const text = 'create KUBE-LOAD-BALANCER hash:ip,port\nadd KUBE-LOAD-BALANCER 192.0.2.1,tcp:80\n';
     expect(() => new SaveNatRules(Buffer.from(text), { source: 's', family: 4 })).toThrow(
       /^s:2: no table found; not iptables-save output \(s:1: unrecognised line/,
@@ -71,7 +82,10 @@ describe('SaveNatRules: the facts of the parsed dump, a rule at a time', () => {
 describe('runCommand: a bounded output', () => {
   it('stops a command that prints more than the bound, and says so', async () => {
     const r = await runCommand('head', ['-c', '1000000', '/dev/zero'], { timeoutMs: 10_000, maxBytes: 64 * 1024 });
-    expect(r).toEqual({ ok: false, reason: 'printed more than 65536 bytes (the bound on what the NAT reader keeps); stopped reading it' });
+    expect(r).toEqual({
+      ok: false,
+      reason: 'printed more than 65536 bytes (the bound on what the NAT reader keeps); stopped reading it',
+    });
     const ok = await runCommand('head', ['-c', '1000', '/dev/zero'], { timeoutMs: 10_000, maxBytes: 64 * 1024 });
     expect(ok.ok && ok.stdout.length).toBe(1000);
   });

@@ -1,10 +1,10 @@
 // The walk's ipset lookups (walk.ts setMatch): members that can equal only one probe are found by
 // key, the rest compared one by one; the answer must be what comparing every member gives.
 import { describe, expect, it } from 'vitest';
-import { parseIptablesSave } from '../../../src/kernel/nat/iptables-save.js';
 import { parseIpsetSave } from '../../../src/kernel/nat/ipset.js';
+import { parseIptablesSave } from '../../../src/kernel/nat/iptables-save.js';
 import { DumpNatRules } from '../../../src/kernel/nat/nat-rules.js';
-import { walkNat, type Tri } from '../../../src/kernel/nat/walk.js';
+import { type Tri, walkNat } from '../../../src/kernel/nat/walk.js';
 
 const SETS = parseIpsetSave(
   [
@@ -27,7 +27,11 @@ const SETS = parseIpsetSave(
 function lookup(set: string, flags: string, dst: string, protocol: string, dport: number): Tri {
   const text = `*nat\n:KUBE-SERVICES - [0:0]\n-A KUBE-SERVICES -m set --match-set ${set} ${flags} -j ACCEPT\nCOMMIT\n`;
   const chains = new DumpNatRules(parseIptablesSave(text, { source: 't', family: 4 }));
-  const walk = walkNat({ chains, sets: new Map(SETS.map((s) => [s.name, s])), pod: { cidrs: ['10.244.0.0/16'], interfaces: [] } }, 'KUBE-SERVICES', { dst, protocol, dport });
+  const walk = walkNat(
+    { chains, sets: new Map(SETS.map((s) => [s.name, s])), pod: { cidrs: ['10.244.0.0/16'], interfaces: [] } },
+    'KUBE-SERVICES',
+    { dst, protocol, dport },
+  );
   return walk.lookups[0]!.result;
 }
 

@@ -4,7 +4,9 @@ import { snapshotOf } from './fixtures.js';
 
 describe('formatNatSummary', () => {
   it('shows backend, chain counts, LB rules and what happens to pod traffic per VIP', () => {
-    const lines = formatNatSummary(snapshotOf('nft', { v4: 'iptables-1.29-nft.v4.save', v6: 'iptables-1.29-nft.v6.save' }));
+    const lines = formatNatSummary(
+      snapshotOf('nft', { v4: 'iptables-1.29-nft.v4.save', v6: 'iptables-1.29-nft.v6.save' }),
+    );
     expect(lines).toEqual([
       "backend: nft (kubelet's KUBE-IPTABLES-HINT/KUBE-KUBELET-CANARY chain is in the nft tables; legacy 0 rule lines (0 KUBE-*), nft 90 (88 KUBE-*))",
       'IPv4: 3 tables; nat 25 chains (21 KUBE-*: SVC 4, SEP 6, EXT 3, SVL 1, FW 1), 53 rules, 4 LB rules',
@@ -25,6 +27,8 @@ describe('formatNatSummary', () => {
     expect(lines).toContain('ipsets: 17 sets (17 KUBE-*); LB sets: KUBE-LOAD-BALANCER-LOCAL 1, KUBE-LOAD-BALANCER 2');
     expect(lines).toContain('kube-proxy: ipvs mode');
     expect(lines).toContain('  LB 192.0.2.20:80/tcp: ETP=Local, pod traffic NOT masqueraded, ipvs');
-    expect(lines[lines.length - 1]).toBe('warning: the legacy backend also holds 3 KUBE-* rule lines (stale rules from an earlier kube-proxy?)');
+    expect(lines[lines.length - 1]).toBe(
+      'warning: the legacy backend also holds 3 KUBE-* rule lines (stale rules from an earlier kube-proxy?)',
+    );
   });
 });

@@ -9,7 +9,8 @@ import { SaveNatRules } from '../../../src/kernel/nat/save-rules.js';
 import { walkNat } from '../../../src/kernel/nat/walk.js';
 import { fixture } from './fixtures.js';
 
-const VIP = '-A KUBE-SERVICES -d 192.0.2.10/32 -p tcp -m comment --comment "shop/web:http loadbalancer IP" -m tcp --dport 80 -j C0';
+const VIP =
+  '-A KUBE-SERVICES -d 192.0.2.10/32 -p tcp -m comment --comment "shop/web:http loadbalancer IP" -m tcp --dport 80 -j C0';
 
 /** `n` chains, each jumping twice to the next (one jump under a mark: 'maybe'); the last DNATs. */
 function ladder(n: number): string {
@@ -34,20 +35,45 @@ describe('the NAT walk: cost bounded by rules, not by paths', () => {
   it('32 chains each jumping twice to the next: each chain walked once per certainty, well under 1 s', () => {
     const text = ladder(32);
     const chains = new DumpNatRules(parseIptablesSave(text, { source: 't', family: 4 }));
-    const { value: walk, ms } = timed(() => walkNat({ chains, sets: new Map(), pod: { cidrs: [], interfaces: [] } }, 'KUBE-SERVICES', { dst: '192.0.2.10', protocol: 'tcp', dport: 80 }));
+    const { value: walk, ms } = timed(() =>
+      walkNat({ chains, sets: new Map(), pod: { cidrs: [], interfaces: [] } }, 'KUBE-SERVICES', {
+        dst: '192.0.2.10',
+        protocol: 'tcp',
+        dport: 80,
+      }),
+    );
     expect(ms).toBeLessThan(250);
     // Every chain entered certainly (the unmarked jumps) and, below C0, under the mark too.
     expect(walk.visited.length).toBe(1 + 32 + 31);
     expect(walk.masq.some((s) => s.certain)).toBe(true);
     const { value: facts, ms: factsMs } = timed(() => factsOf(text));
     expect(factsMs).toBeLessThan(500);
-    expect(facts.loadBalancers[0]).toMatchObject({ vip: '192.0.2.10', podTraffic: 'masquerade', capture: 'not-captured' });
+    expect(facts.loadBalancers[0]).toMatchObject({
+      vip: '192.0.2.10',
+      podTraffic: 'masquerade',
+      capture: 'not-captured',
+    });
     // The bytes read gives the same facts.
-    expect(JSON.stringify(natRulesFacts([new SaveNatRules(Buffer.from(text), { source: 't', family: 4 })], []))).toBe(JSON.stringify(facts));
+    expect(JSON.stringify(natRulesFacts([new SaveNatRules(Buffer.from(text), { source: 't', family: 4 })], []))).toBe(
+      JSON.stringify(facts),
+    );
   });
 
   it('a cycle (C0 -> C1 -> C0) ends as a loop: capture unknown, bounded', () => {
-    const text = ['*nat', ':KUBE-SERVICES - [0:0]', ':C0 - [0:0]', ':C1 - [0:0]', VIP, '-A C0 -j C1', '-A C0 -j C1', '-A C1 -j KUBE-MARK-MASQ', '-A C1 -j C0', '-A C1 -j C0', 'COMMIT', ''].join('\n');
+    const text = [
+      '*nat',
+      ':KUBE-SERVICES - [0:0]',
+      ':C0 - [0:0]',
+      ':C1 - [0:0]',
+      VIP,
+      '-A C0 -j C1',
+      '-A C0 -j C1',
+      '-A C1 -j KUBE-MARK-MASQ',
+      '-A C1 -j C0',
+      '-A C1 -j C0',
+      'COMMIT',
+      '',
+    ].join('\n');
     const { value: facts, ms } = timed(() => factsOf(text));
     expect(ms).toBeLessThan(500);
     expect(facts.loadBalancers[0]).toMatchObject({ podTraffic: 'masquerade', capture: 'unknown' });

@@ -1,7 +1,7 @@
 // The C heap's free pages go back to the kernel (native/mem.c), and the agent does it after
 // major GCs, at most once per interval (src/agent/c-heap-release.ts).
 import { readFileSync } from 'node:fs';
-import { constants, PerformanceObserver, type PerformanceEntry } from 'node:perf_hooks';
+import { constants, type PerformanceEntry, PerformanceObserver } from 'node:perf_hooks';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
@@ -67,7 +67,11 @@ describe('releaseCHeapAfterMajorGc', () => {
     let trims = 0;
     let minor = 0;
     const seen = new PerformanceObserver((l) => {
-      for (const e of l.getEntries()) if ((e as PerformanceEntry & { detail?: { kind?: number } }).detail?.kind === constants.NODE_PERFORMANCE_GC_MINOR) minor++;
+      for (const e of l.getEntries())
+        if (
+          (e as PerformanceEntry & { detail?: { kind?: number } }).detail?.kind === constants.NODE_PERFORMANCE_GC_MINOR
+        )
+          minor++;
     });
     seen.observe({ entryTypes: ['gc'] });
     const r = releaseCHeapAfterMajorGc({ trim: () => (trims++, true), minIntervalMs: 0 });

@@ -1,7 +1,7 @@
 // The real syscall: after releaseStartupPages, a private read-only file mapping's pages have left
 // this process's RSS, and what runs again is read back in. The mapping is a fresh copy of the
 // addon, so no other process maps its pages (the kernel leaves pages others map alone).
-import { copyFileSync, closeSync, fsyncSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { closeSync, copyFileSync, fsyncSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -26,7 +26,8 @@ function fileResidentKiB(path: string): Map<string, number> {
   }
   return out;
 }
-const sum = (m: Map<string, number>, keep: (k: string) => boolean) => [...m].filter(([k]) => keep(k)).reduce((n, [, v]) => n + v, 0);
+const sum = (m: Map<string, number>, keep: (k: string) => boolean) =>
+  [...m].filter(([k]) => keep(k)).reduce((n, [, v]) => n + v, 0);
 const readOnly = (k: string) => !k.split(' ')[1]!.includes('w');
 
 describe('releaseStartupPages on this process', () => {
@@ -55,6 +56,9 @@ describe('releaseStartupPages on this process', () => {
     // Code that runs again is read back in, as the agent's steady state does.
     mod.exports.trimCHeap();
     const again = fileResidentKiB(copy);
-    expect(sum(again, (k) => k.endsWith('r-xp')), JSON.stringify([...again])).toBeGreaterThan(0);
+    expect(
+      sum(again, (k) => k.endsWith('r-xp')),
+      JSON.stringify([...again]),
+    ).toBeGreaterThan(0);
   });
 });

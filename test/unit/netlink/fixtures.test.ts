@@ -7,13 +7,18 @@ import { describe, expect, it } from 'vitest';
 import { decodeAddress, decodeLink } from '../../../src/kernel/addresses.js';
 import { decodeEntry } from '../../../src/kernel/conntrack/decode.js';
 import { formatConntrack } from '../../../src/kernel/conntrack/format.js';
-import { NLMSG_DONE, NetlinkParseError, splitMessages, walkAttrs } from '../../../src/kernel/netlink/codec.js';
+import { NetlinkParseError, NLMSG_DONE, splitMessages, walkAttrs } from '../../../src/kernel/netlink/codec.js';
 
 const dir = join(import.meta.dirname, '../../fixtures/netlink');
 const datagrams = (name: string): Buffer[] =>
-  readFileSync(join(dir, name), 'utf8').split('\n').filter(Boolean).map((h) => Buffer.from(h, 'hex'));
+  readFileSync(join(dir, name), 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((h) => Buffer.from(h, 'hex'));
 const messages = (name: string) =>
-  datagrams(name).flatMap((d) => splitMessages(d)).filter((m) => m.type !== NLMSG_DONE);
+  datagrams(name)
+    .flatMap((d) => splitMessages(d))
+    .filter((m) => m.type !== NLMSG_DONE);
 
 /** Runs decode on every prefix and on single-byte corruptions; only NetlinkParseError may escape. */
 function fuzz(payload: Buffer, decode: (p: Buffer) => unknown): { errors: number } {
@@ -47,16 +52,21 @@ describe('rtnetlink fixtures', () => {
     }[];
     const links = messages('rtm-getlink.hex').map((m) => decodeLink(m.payload));
     const addrs = messages('rtm-getaddr.hex').map((m) => decodeAddress(m.payload));
-    expect(links.map((l) => [l.index, l.name, l.kind])).toEqual(ip.map((l) => [l.ifindex, l.ifname, l.linkinfo?.info_kind]));
+    expect(links.map((l) => [l.index, l.name, l.kind])).toEqual(
+      ip.map((l) => [l.ifindex, l.ifname, l.linkinfo?.info_kind]),
+    );
     for (const l of ip) {
-      const ours = addrs.filter((a) => a.ifindex === l.ifindex).map((a) => `${a.address.address}/${a.address.prefixLen} ${a.address.scope}`);
+      const ours = addrs
+        .filter((a) => a.ifindex === l.ifindex)
+        .map((a) => `${a.address.address}/${a.address.prefixLen} ${a.address.scope}`);
       expect(ours.sort()).toEqual(l.addr_info.map((x) => `${x.local}/${x.prefixlen} ${x.scope}`).sort());
     }
     expect(links.find((l) => l.isKubeIpvs)?.name).toBe('kube-ipvs0');
   });
 
   it('turns every truncation and corruption into a NetlinkParseError', () => {
-    for (const m of messages('rtm-getlink.hex').slice(0, 3)) expect(fuzz(m.payload, decodeLink).errors).toBeGreaterThan(0);
+    for (const m of messages('rtm-getlink.hex').slice(0, 3))
+      expect(fuzz(m.payload, decodeLink).errors).toBeGreaterThan(0);
     for (const m of messages('rtm-getaddr.hex')) expect(fuzz(m.payload, decodeAddress).errors).toBeGreaterThan(0);
   });
 
@@ -71,7 +81,9 @@ describe('ctnetlink fixtures', () => {
   it('decodes to the very lines conntrack -L -o extended,id printed (timeouts aside)', () => {
     const strip = (l: string): string => l.replace(/^(ipv[46]\s+\d+\s+\S+\s+\d+\s+)\d+/, '$1T');
     const want = readFileSync(join(dir, 'conntrack-L.txt'), 'utf8').split('\n').filter(Boolean).map(strip).sort();
-    const got = messages('ctnetlink-dump.hex').map((m) => strip(formatConntrack(decodeEntry(m.payload), { extended: true, id: true })));
+    const got = messages('ctnetlink-dump.hex').map((m) =>
+      strip(formatConntrack(decodeEntry(m.payload), { extended: true, id: true })),
+    );
     expect(got.sort()).toEqual(want);
   });
 

@@ -3,7 +3,8 @@ import { fileURLToPath } from 'node:url';
 import { parseNftJson } from '../../../src/kernel/nft/parse.js';
 import type { NftSnapshot } from '../../../src/kernel/nft/types.js';
 
-export const nftFixture = (name: string): string => readFileSync(fileURLToPath(new URL(`../../fixtures/nft/${name}`, import.meta.url)), 'utf8');
+export const nftFixture = (name: string): string =>
+  readFileSync(fileURLToPath(new URL(`../../fixtures/nft/${name}`, import.meta.url)), 'utf8');
 
 /** The snapshot the reader would build from the captured listings of one layout. */
 export function nftSnapshotOf(layout: 'v1.31' | 'v1.34', families: ('ip' | 'ip6')[] = ['ip', 'ip6']): NftSnapshot {

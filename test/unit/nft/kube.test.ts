@@ -36,10 +36,22 @@ describe('kubeNftFacts on captured kube-proxy tables', () => {
   });
 
   it('per LB IP: ETP, masquerade, capture, and the pre-DNAT drop of the v1.31 layout', () => {
-    expect(lb('v1.34', '203.0.113.10')).toMatchObject({ service: 'shop/web:http', trafficPolicy: 'Cluster', podTraffic: 'masquerade', capture: 'dnat' });
-    expect(lb('v1.34', '203.0.113.11')).toMatchObject({ trafficPolicy: 'Local', podTraffic: 'exempt', capture: 'dnat' });
+    expect(lb('v1.34', '203.0.113.10')).toMatchObject({
+      service: 'shop/web:http',
+      trafficPolicy: 'Cluster',
+      podTraffic: 'masquerade',
+      capture: 'dnat',
+    });
+    expect(lb('v1.34', '203.0.113.11')).toMatchObject({
+      trafficPolicy: 'Local',
+      podTraffic: 'exempt',
+      capture: 'dnat',
+    });
     expect(lb('v1.34', '203.0.113.12').noEndpoints).toMatchObject({ verdict: 'drop', preDnatChecks: [] });
-    expect(lb('v1.31', '203.0.113.12').noEndpoints).toMatchObject({ verdict: 'drop', preDnatChecks: ['filter-output (hook output, priority -110)'] });
+    expect(lb('v1.31', '203.0.113.12').noEndpoints).toMatchObject({
+      verdict: 'drop',
+      preDnatChecks: ['filter-output (hook output, priority -110)'],
+    });
     expect(lb('v1.31', '203.0.113.12').noEndpoints!.evidence[1]).toBe(
       'kube-proxy-v1.31.ip.json: chain filter-output { type filter hook output priority -110 }: ct state new jump service-endpoints-check',
     );
@@ -49,15 +61,28 @@ describe('kubeNftFacts on captured kube-proxy tables', () => {
   });
 
   it('IPv6 tables: the same facts, with the family', () => {
-    expect(lb('v1.34', '2001:db8:113::10')).toMatchObject({ family: 6, trafficPolicy: 'Cluster', podTraffic: 'masquerade', capture: 'dnat' });
-    expect(lb('v1.31', '2001:db8:113::12')).toMatchObject({ family: 6, trafficPolicy: 'Local', podTraffic: 'exempt', noEndpoints: { verdict: 'drop' } });
+    expect(lb('v1.34', '2001:db8:113::10')).toMatchObject({
+      family: 6,
+      trafficPolicy: 'Cluster',
+      podTraffic: 'masquerade',
+      capture: 'dnat',
+    });
+    expect(lb('v1.31', '2001:db8:113::12')).toMatchObject({
+      family: 6,
+      trafficPolicy: 'Local',
+      podTraffic: 'exempt',
+      noEndpoints: { verdict: 'drop' },
+    });
   });
 
   it('merged with iptables facts: mode nftables, NodePorts, pod selectors', () => {
     const f = kubeNatFacts(undefined, nftSnapshotOf('v1.34', ['ip']));
     expect(f.mode).toBe('nftables');
     expect(f.podSelectors[4]).toEqual({ cidrs: ['10.244.0.0/16'], interfaces: [] });
-    expect(f.nodePorts.find((n) => n.port === 30012)).toMatchObject({ service: 'shop/far:http', trafficPolicy: 'Local' });
+    expect(f.nodePorts.find((n) => n.port === 30012)).toMatchObject({
+      service: 'shop/far:http',
+      trafficPolicy: 'Local',
+    });
     expect(kubeNatFacts(undefined, { tables: [], sources: {}, absent: ['ip', 'ip6'], warnings: [] }).mode).toBe('none');
   });
 });
@@ -67,11 +92,18 @@ describe('diagnose on an nftables node (captured tables + the lab cluster)', () 
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
   writeFileSync(join(dir, 'cluster.json'), JSON.stringify(labClusterList()));
   const run = (layout: 'v1.31' | 'v1.34'): Finding[] => {
-    const node: NodeSnapshot = { takenAt: '', hostname: NODE_NAME, kernel: '', sources: [], nft: nftSnapshotOf(layout, ['ip']) };
+    const node: NodeSnapshot = {
+      takenAt: '',
+      hostname: NODE_NAME,
+      kernel: '',
+      sources: [],
+      nft: nftSnapshotOf(layout, ['ip']),
+    };
     const cluster = loadClusterFile(join(dir, 'cluster.json'), { nodeName: NODE_NAME });
     return diagnose({ ...diagnoseInputOf(node, cluster), conntrack: [] }).findings;
   };
-  const of = (fs: Finding[], svc: string, mech: string) => fs.filter((f) => f.service.name === svc && f.mechanism === mech);
+  const of = (fs: Finding[], svc: string, mech: string) =>
+    fs.filter((f) => f.service.name === svc && f.mechanism === mech);
 
   it('v1.31 layout: the ETP=Local Service without local endpoints is a risk naming kubernetes#131765', () => {
     const [f] = of(run('v1.31'), 'far', 'local-no-ep');
@@ -86,9 +118,12 @@ describe('diagnose on an nftables node (captured tables + the lab cluster)', () 
 
   it('names the mode per LB IP and says which IPs kube-proxy leaves to the LB', () => {
     const fs = run('v1.34');
-    expect(of(fs, 'web', 'proxy-mode')[0]!.summary).toMatch(/nftables mode: 203\.0\.113\.10:80 is in kube-proxy's service-ips/);
+    expect(of(fs, 'web', 'proxy-mode')[0]!.summary).toMatch(
+      /nftables mode: 203\.0\.113\.10:80 is in kube-proxy's service-ips/,
+    );
     expect(of(fs, 'proxy', 'proxy-mode')[0]!.summary).toMatch(/no kube-proxy map holds this LB IP:port/);
-    for (const svc of ['web', 'api', 'far']) expect(fs.filter((f) => f.service.name === svc && ['L4-loop', 'no-SNAT'].includes(f.mechanism))).toEqual([]);
+    for (const svc of ['web', 'api', 'far'])
+      expect(fs.filter((f) => f.service.name === svc && ['L4-loop', 'no-SNAT'].includes(f.mechanism))).toEqual([]);
   });
 });
 
@@ -122,9 +157,14 @@ describe('IPVS nodes: the proxy-mode finding says IPVS is deprecated and what nf
 });
 
 describe('kubeNftFacts on a corrupt listing: a prefix length past the address', () => {
-  type Item = { rule?: { chain: string; expr: { match?: { left: { payload?: { field: string } }; right: unknown } }[] } };
+  type Item = {
+    rule?: { chain: string; expr: { match?: { left: { payload?: { field: string } }; right: unknown } }[] };
+  };
   /** The captured listing with the prefix (or address) of the chain's first `field` match replaced. */
-  const corrupt = (name: string, edits: { chain: string; field: 'saddr' | 'daddr'; right: unknown }[]): NftSnapshot['tables'] => {
+  const corrupt = (
+    name: string,
+    edits: { chain: string; field: 'saddr' | 'daddr'; right: unknown }[],
+  ): NftSnapshot['tables'] => {
     const doc = JSON.parse(nftFixture(name)) as { nftables: Item[] };
     for (const e of edits) {
       const rule = doc.nftables.find((i) => i.rule?.chain === e.chain)?.rule;
@@ -139,11 +179,29 @@ describe('kubeNftFacts on a corrupt listing: a prefix length past the address', 
       ...corrupt('kube-proxy-v1.34.ip.json', [
         // ETP=Local's "short-circuit pod traffic" (also read as the pod selector), the firewall's
         // loadBalancerSourceRanges and a destination match on the walk of 203.0.113.10.
-        { chain: 'external-WEZGB4Y6-shop/api/tcp/http', field: 'saddr', right: { prefix: { addr: '10.244.0.0', len: 99 } } },
-        { chain: 'firewall-E4CSEQH2-shop/ranged/tcp/http', field: 'saddr', right: { prefix: { addr: '198.51.100.0', len: 99999999999 } } },
-        { chain: 'service-KHN6ECMT-shop/web/tcp/http', field: 'daddr', right: { prefix: { addr: '203.0.113.10', len: 33 } } },
+        {
+          chain: 'external-WEZGB4Y6-shop/api/tcp/http',
+          field: 'saddr',
+          right: { prefix: { addr: '10.244.0.0', len: 99 } },
+        },
+        {
+          chain: 'firewall-E4CSEQH2-shop/ranged/tcp/http',
+          field: 'saddr',
+          right: { prefix: { addr: '198.51.100.0', len: 99999999999 } },
+        },
+        {
+          chain: 'service-KHN6ECMT-shop/web/tcp/http',
+          field: 'daddr',
+          right: { prefix: { addr: '203.0.113.10', len: 33 } },
+        },
       ]),
-      ...corrupt('kube-proxy-v1.34.ip6.json', [{ chain: 'external-YSFNGHT2-shop/far/tcp/http', field: 'saddr', right: { prefix: { addr: 'fd00:10:244::', len: 200 } } }]),
+      ...corrupt('kube-proxy-v1.34.ip6.json', [
+        {
+          chain: 'external-YSFNGHT2-shop/far/tcp/http',
+          field: 'saddr',
+          right: { prefix: { addr: 'fd00:10:244::', len: 200 } },
+        },
+      ]),
     ],
     sources: { ip: 'kube-proxy-v1.34.ip.json', ip6: 'kube-proxy-v1.34.ip6.json' },
     absent: [],
@@ -167,21 +225,39 @@ describe('kubeNftFacts on a corrupt listing: a prefix length past the address', 
     const api = bad.loadBalancers.find((l) => l.vip === '203.0.113.11')!;
     expect(api).toMatchObject({ trafficPolicy: 'Local', capture: 'dnat' });
     expect(api.evidence.some((e) => e.includes('chain local-WEZGB4Y6'))).toBe(true);
-    expect(good.loadBalancers.find((l) => l.vip === '203.0.113.11')!.evidence.some((e) => e.includes('chain local-WEZGB4Y6'))).toBe(false);
-    expect(bad.loadBalancers.find((l) => l.vip === '203.0.113.10')).toMatchObject({ capture: 'dnat', podTraffic: 'masquerade' });
+    expect(
+      good.loadBalancers
+        .find((l) => l.vip === '203.0.113.11')!
+        .evidence.some((e) => e.includes('chain local-WEZGB4Y6')),
+    ).toBe(false);
+    expect(bad.loadBalancers.find((l) => l.vip === '203.0.113.10')).toMatchObject({
+      capture: 'dnat',
+      podTraffic: 'masquerade',
+    });
   });
 });
 
 describe('kubeNftFacts on a hostile listing: loops and chains jumped to twice per level', () => {
   const WEB = 'external-KHN6ECMT-shop/web/tcp/http';
   const rule = (chain: string, handle: number, mark: number, target: string, verdict: 'jump' | 'goto' = 'jump') => ({
-    rule: { family: 'ip', table: 'kube-proxy', chain, handle, expr: [{ match: { op: '==', left: { meta: { key: 'mark' } }, right: mark } }, { [verdict]: { target } }] },
+    rule: {
+      family: 'ip',
+      table: 'kube-proxy',
+      chain,
+      handle,
+      expr: [{ match: { op: '==', left: { meta: { key: 'mark' } }, right: mark } }, { [verdict]: { target } }],
+    },
   });
   /** The captured v1.34 listing with `extra` items put before the web Service's external chain's rules. */
   const withItems = (extra: unknown[]): NftSnapshot => {
     const doc = JSON.parse(nftFixture('kube-proxy-v1.34.ip.json')) as { nftables: unknown[] };
     doc.nftables.splice(3, 0, ...extra);
-    return { tables: parseNftJson(JSON.stringify(doc), 'kube-proxy-v1.34.ip.json').tables, sources: { ip: 'kube-proxy-v1.34.ip.json' }, absent: ['ip6'], warnings: [] };
+    return {
+      tables: parseNftJson(JSON.stringify(doc), 'kube-proxy-v1.34.ip.json').tables,
+      sources: { ip: 'kube-proxy-v1.34.ip.json' },
+      absent: ['ip6'],
+      warnings: [],
+    };
   };
   const good = kubeNftFacts(nftSnapshotOf('v1.34', ['ip']));
   const timed = (snap: NftSnapshot) => {
@@ -195,16 +271,23 @@ describe('kubeNftFacts on a hostile listing: loops and chains jumped to twice pe
     const { f, ms } = timed(withItems([0, 1, 2].map((i) => rule(WEB, 900 + i, i, WEB))));
     expect(ms).toBeLessThan(2000);
     expect(f.loadBalancers.map((l) => l.vip)).toEqual(good.loadBalancers.map((l) => l.vip));
-    expect(f.loadBalancers.find((l) => l.vip === '203.0.113.10')).toMatchObject({ capture: 'dnat', podTraffic: 'masquerade' });
-    expect(f.loadBalancers.find((l) => l.vip === '203.0.113.12')).toEqual(good.loadBalancers.find((l) => l.vip === '203.0.113.12'));
+    expect(f.loadBalancers.find((l) => l.vip === '203.0.113.10')).toMatchObject({
+      capture: 'dnat',
+      podTraffic: 'masquerade',
+    });
+    expect(f.loadBalancers.find((l) => l.vip === '203.0.113.12')).toEqual(
+      good.loadBalancers.find((l) => l.vip === '203.0.113.12'),
+    );
   });
 
   it('30 levels of chains, each jumping twice to the next: each chain walked once', () => {
     const levels = 30;
     const name = (i: number) => `ladder-${i}`;
     const items: unknown[] = [];
-    for (let i = 0; i < levels; i++) items.push({ chain: { family: 'ip', table: 'kube-proxy', name: name(i), handle: 800 + i } });
-    for (let i = 0; i + 1 < levels; i++) items.push(rule(name(i), 1000 + 2 * i, 1, name(i + 1)), rule(name(i), 1001 + 2 * i, 2, name(i + 1)));
+    for (let i = 0; i < levels; i++)
+      items.push({ chain: { family: 'ip', table: 'kube-proxy', name: name(i), handle: 800 + i } });
+    for (let i = 0; i + 1 < levels; i++)
+      items.push(rule(name(i), 1000 + 2 * i, 1, name(i + 1)), rule(name(i), 1001 + 2 * i, 2, name(i + 1)));
     items.push(rule(WEB, 999, 0, name(0)));
     const { f, ms } = timed(withItems(items));
     expect(ms).toBeLessThan(2000);

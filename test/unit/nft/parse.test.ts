@@ -25,15 +25,31 @@ describe('parseNftJson on real `nft -j list table ip kube-proxy` output (nft 1.0
     expect(d.version).toBe('1.0.6');
     expect(d.tables).toHaveLength(1);
     expect(t).toMatchObject({ family: 'ip', name: 'kube-proxy' });
-    expect(t.chains.find((c) => c.name === 'filter-output-pre-dnat')).toMatchObject({ type: 'filter', hook: 'output', prio: -110 });
+    expect(t.chains.find((c) => c.name === 'filter-output-pre-dnat')).toMatchObject({
+      type: 'filter',
+      hook: 'output',
+      prio: -110,
+    });
     expect(t.chains.find((c) => c.name === 'filter-output')).toMatchObject({ type: 'filter', hook: 'output', prio: 0 });
-    expect(t.chains.find((c) => c.name === 'nat-postrouting')).toMatchObject({ type: 'nat', hook: 'postrouting', prio: 100 });
+    expect(t.chains.find((c) => c.name === 'nat-postrouting')).toMatchObject({
+      type: 'nat',
+      hook: 'postrouting',
+      prio: 100,
+    });
     const svcIps = t.sets.find((s) => s.name === 'service-ips')!;
-    expect(svcIps).toMatchObject({ kind: 'map', type: ['ipv4_addr', 'inet_proto', 'inet_service'], mapType: 'verdict' });
-    expect(svcIps.elements.map(renderElement)).toContain('203.0.113.11 . tcp . 80 : goto external-WEZGB4Y6-shop/api/tcp/http');
+    expect(svcIps).toMatchObject({
+      kind: 'map',
+      type: ['ipv4_addr', 'inet_proto', 'inet_service'],
+      mapType: 'verdict',
+    });
+    expect(svcIps.elements.map(renderElement)).toContain(
+      '203.0.113.11 . tcp . 80 : goto external-WEZGB4Y6-shop/api/tcp/http',
+    );
     const noEp = t.sets.find((s) => s.name === 'no-endpoint-services')!;
     expect(noEp.elements.map(renderElement)).toContain('203.0.113.12 . tcp . 80 comment "shop/far:http" : drop');
-    expect(noEp.elements.map(renderElement)).toContain('203.0.113.13 . tcp . 80 comment "shop/none:http" : goto reject-chain');
+    expect(noEp.elements.map(renderElement)).toContain(
+      '203.0.113.13 . tcp . 80 comment "shop/none:http" : goto reject-chain',
+    );
   });
 
   it('prints every rule exactly as `nft list table ip kube-proxy` does, in the same order', () => {
@@ -48,7 +64,10 @@ describe('parseNftJson on real `nft -j list table ip kube-proxy` output (nft 1.0
     expect(short.verdict).toMatchObject({ kind: 'goto' });
     const services = t.rules.find((r) => r.chain === 'services')!;
     expect(services.vmap).toMatchObject({ key: 'ip daddr . meta l4proto . th dport', map: '@service-ips' });
-    expect(t.rules.find((r) => r.nat?.kind === 'dnat')!.nat).toMatchObject({ addr: expect.stringMatching(/^10\.244\./), port: 8080 });
+    expect(t.rules.find((r) => r.nat?.kind === 'dnat')!.nat).toMatchObject({
+      addr: expect.stringMatching(/^10\.244\./),
+      port: 8080,
+    });
     expect(t.rules.find((r) => r.chain === 'mark-for-masquerade')!.setsMark).toBe(true);
   });
 
@@ -70,7 +89,9 @@ describe('parseNftJson on cut and malformed input', () => {
     expect(d.warnings).toHaveLength(1);
     expect(d.warnings[0]).toMatch(/^cut\.json: output ends inside item \d+ .*truncated; \d+ complete items kept$/);
     expect(t.chains.length + t.rules.length + t.sets.length).toBeGreaterThan(0);
-    expect(t.chains.length + t.rules.length + t.sets.length).toBeLessThan(whole.chains.length + whole.rules.length + whole.sets.length);
+    expect(t.chains.length + t.rules.length + t.sets.length).toBeLessThan(
+      whole.chains.length + whole.rules.length + whole.sets.length,
+    );
     // What was kept is exactly the start of the whole listing.
     expect(t.chains).toEqual(whole.chains.slice(0, t.chains.length));
   });
@@ -114,7 +135,10 @@ describe('parseNftJson on cut and malformed input', () => {
   });
 
   it('an empty listing (nft without kube-proxy tables) is no tables and no warnings', () => {
-    const d = parseNftJson('{"nftables": [{"metainfo": {"version": "1.0.6", "release_name": "Lester Gooch #5", "json_schema_version": 1}}]}', 'ruleset');
+    const d = parseNftJson(
+      '{"nftables": [{"metainfo": {"version": "1.0.6", "release_name": "Lester Gooch #5", "json_schema_version": 1}}]}',
+      'ruleset',
+    );
     expect(d).toMatchObject({ tables: [], warnings: [], version: '1.0.6' });
   });
 });

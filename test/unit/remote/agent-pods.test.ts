@@ -2,11 +2,11 @@
 // match what deploy/ and the Dockerfile actually create.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { parseAllDocuments } from 'yaml';
 import { describe, expect, it } from 'vitest';
+import { parseAllDocuments } from 'yaml';
 import { AGENT_DEFAULTS } from '../../../src/cli/evidence.js';
 import { AGENT_ENTRYPOINT, pcapFileFor, remoteCommand } from '../../../src/cli/evidence-remote.js';
-import { planNodes, toAgentPod, type AgentPod } from '../../../src/remote/agent-pods.js';
+import { type AgentPod, planNodes, toAgentPod } from '../../../src/remote/agent-pods.js';
 
 const ROOT = join(import.meta.dirname, '../../..');
 
@@ -35,7 +35,11 @@ describe('planNodes', () => {
       ],
       'agent',
     );
-    expect(plan.ask.map((x) => `${x.node}/${x.name}`)).toEqual(['node-a/clbprobe-new', 'node-b/clbprobe-b', 'node-d/clbprobe-d2']);
+    expect(plan.ask.map((x) => `${x.node}/${x.name}`)).toEqual([
+      'node-a/clbprobe-new',
+      'node-b/clbprobe-b',
+      'node-d/clbprobe-d2',
+    ]);
     expect(plan.unreachable).toEqual([
       { node: '(unscheduled)', pod: 'clbprobe-u', reason: 'agent pod not running: phase Pending' },
       { node: 'node-c', pod: 'clbprobe-c', reason: 'agent pod not running: phase Pending, ImagePullBackOff' },
@@ -59,22 +63,46 @@ describe('planNodes', () => {
       {
         metadata: { name: 'clbprobe-x', deletionTimestamp: new Date() },
         spec: { nodeName: 'n1', containers: [{ name: 'agent' }] },
-        status: { phase: 'Running', containerStatuses: [{ name: 'agent', ready: false, restartCount: 3, image: '', imageID: '', state: { waiting: { reason: 'CrashLoopBackOff' } } }] },
+        status: {
+          phase: 'Running',
+          containerStatuses: [
+            {
+              name: 'agent',
+              ready: false,
+              restartCount: 3,
+              image: '',
+              imageID: '',
+              state: { waiting: { reason: 'CrashLoopBackOff' } },
+            },
+          ],
+        },
       },
       'agent',
     );
-    expect(pod).toEqual({ name: 'clbprobe-x', node: 'n1', phase: 'Running', ready: false, waiting: 'CrashLoopBackOff', containers: ['agent'], deleting: true, ip: '' });
+    expect(pod).toEqual({
+      name: 'clbprobe-x',
+      node: 'n1',
+      phase: 'Running',
+      ready: false,
+      waiting: 'CrashLoopBackOff',
+      containers: ['agent'],
+      deleting: true,
+      ip: '',
+    });
   });
 });
 
 describe('the fan-out matches the deployed agent', () => {
   it('default namespace, selector and container are those of deploy/', () => {
-    const docs = (file: string) => parseAllDocuments(readFileSync(join(ROOT, 'deploy', file), 'utf8')).map((d) => d.toJS());
+    const docs = (file: string) =>
+      parseAllDocuments(readFileSync(join(ROOT, 'deploy', file), 'utf8')).map((d) => d.toJS());
     const ds = docs('daemonset.yaml').find((d) => d.kind === 'DaemonSet');
     const [key, value] = AGENT_DEFAULTS.selector.split('=');
     expect(ds.spec.template.metadata.labels[key!]).toBe(value);
     expect(ds.spec.template.spec.containers.map((c: { name: string }) => c.name)).toEqual([AGENT_DEFAULTS.container]);
-    expect(parseAllDocuments(readFileSync(join(ROOT, 'deploy/kustomization.yaml'), 'utf8'))[0]!.toJS().namespace).toBe(AGENT_DEFAULTS.namespace);
+    expect(parseAllDocuments(readFileSync(join(ROOT, 'deploy/kustomization.yaml'), 'utf8'))[0]!.toJS().namespace).toBe(
+      AGENT_DEFAULTS.namespace,
+    );
   });
 
   it('the command run in the pod is the image ENTRYPOINT + evidence --json', () => {
@@ -91,8 +119,21 @@ describe('the fan-out matches the deployed agent', () => {
       '--watch',
       '30s',
     ]);
-    expect(remoteCommand({ service: 'shop/web', watchS: 0 })).toEqual([...AGENT_ENTRYPOINT, 'evidence', '--service', 'shop/web', '--json']);
-    expect(remoteCommand({ service: 'shop/web', watchS: 30, pcapMaxMiB: 100 }, '/tmp/x.pcap').slice(-6)).toEqual(['--watch', '30s', '--pcap', '/tmp/x.pcap', '--pcap-max', '100']);
+    expect(remoteCommand({ service: 'shop/web', watchS: 0 })).toEqual([
+      ...AGENT_ENTRYPOINT,
+      'evidence',
+      '--service',
+      'shop/web',
+      '--json',
+    ]);
+    expect(remoteCommand({ service: 'shop/web', watchS: 30, pcapMaxMiB: 100 }, '/tmp/x.pcap').slice(-6)).toEqual([
+      '--watch',
+      '30s',
+      '--pcap',
+      '/tmp/x.pcap',
+      '--pcap-max',
+      '100',
+    ]);
   });
 
   it('a node capture goes to the given file with the node name inserted', () => {

@@ -1,18 +1,29 @@
 // Pod exec and agent-pod listing against test/support/fake-apiserver.ts: a
 // real HTTP server, real WebSocket upgrades with v5/v4.channel.k8s.io framing,
 // real processes behind each exec. No root needed.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listAgentPods } from '../../../src/remote/agent-pods.js';
 import { execInPod, exitCodeOf, PodExecError } from '../../../src/remote/pod-exec.js';
 import { FakeApiServer } from '../../support/fake-apiserver.js';
 
-function pod(name: string, node: string, phase = 'Running', namespace = 'clbprobe', labels: Record<string, string> = { 'app.kubernetes.io/name': 'clbprobe' }) {
+function pod(
+  name: string,
+  node: string,
+  phase = 'Running',
+  namespace = 'clbprobe',
+  labels: Record<string, string> = { 'app.kubernetes.io/name': 'clbprobe' },
+) {
   return {
     metadata: { name, namespace, labels },
     spec: { nodeName: node, containers: [{ name: 'agent', image: 'clbprobe:0.1.0' }] },
-    status: { phase, containerStatuses: [{ name: 'agent', ready: phase === 'Running', restartCount: 0, image: 'clbprobe:0.1.0', imageID: '', state: {} }] },
+    status: {
+      phase,
+      containerStatuses: [
+        { name: 'agent', ready: phase === 'Running', restartCount: 0, image: 'clbprobe:0.1.0', imageID: '', state: {} },
+      ],
+    },
   };
 }
 
@@ -28,7 +39,13 @@ describe('pod exec through the API server (WebSocket, channel protocol)', () => 
   let kc: KubeConfig;
   const procs: ChildProcess[] = [];
 
-  const run = async (podName: string, command: string[], timeoutMs = 10_000, container = 'agent', config = kc): Promise<Run> => {
+  const run = async (
+    podName: string,
+    command: string[],
+    timeoutMs = 10_000,
+    container = 'agent',
+    config = kc,
+  ): Promise<Run> => {
     const r: Run = { stdout: '', stderr: '' };
     try {
       r.code = await execInPod(
@@ -69,7 +86,12 @@ describe('pod exec through the API server (WebSocket, channel protocol)', () => 
     const r = await run('clbprobe-aaaaa', ['sh', '-c', 'printf "line 1\\nline 2\\n"; printf "oops" >&2; exit 3']);
     expect(r).toEqual({ code: 3, stdout: 'line 1\nline 2\n', stderr: 'oops' });
     const call = api.execs.at(-1)!;
-    expect(call).toMatchObject({ namespace: 'clbprobe', pod: 'clbprobe-aaaaa', container: 'agent', protocol: 'v5.channel.k8s.io' });
+    expect(call).toMatchObject({
+      namespace: 'clbprobe',
+      pod: 'clbprobe-aaaaa',
+      container: 'agent',
+      protocol: 'v5.channel.k8s.io',
+    });
     expect(call.command).toEqual(['sh', '-c', 'printf "line 1\\nline 2\\n"; printf "oops" >&2; exit 3']);
     expect(call.query).toMatchObject({ stdout: ['true'], stderr: ['true'], stdin: ['false'], tty: ['false'] });
     expect((await run('clbprobe-aaaaa', ['true'])).code).toBe(0);
@@ -104,8 +126,13 @@ describe('pod exec through the API server (WebSocket, channel protocol)', () => 
   });
 
   it('refusals keep the API server reason: unknown pod, wrong container, pod not running, bad token', async () => {
-    expect((await run('clbprobe-gone0', ['true'])).error).toMatchObject({ kind: 'not-found', message: expect.stringContaining('pod clbprobe/clbprobe-gone0 is gone') });
-    expect((await run('clbprobe-aaaaa', ['true'], 10_000, 'sidecar')).error?.message).toBe('400: container sidecar is not valid for pod clbprobe-aaaaa');
+    expect((await run('clbprobe-gone0', ['true'])).error).toMatchObject({
+      kind: 'not-found',
+      message: expect.stringContaining('pod clbprobe/clbprobe-gone0 is gone'),
+    });
+    expect((await run('clbprobe-aaaaa', ['true'], 10_000, 'sidecar')).error?.message).toBe(
+      '400: container sidecar is not valid for pod clbprobe-aaaaa',
+    );
     expect((await run('clbprobe-ppppp', ['true'])).error?.message).toContain('is not running (phase Pending)');
     const bad = new KubeConfig();
     bad.loadFromString(api.kubeconfig().replace('fake-token', 'stolen-token'));
@@ -119,7 +146,9 @@ describe('pod exec through the API server (WebSocket, channel protocol)', () => 
     expect(performance.now() - t0).toBeLessThan(3000);
     // Our side closed the socket; the server kills the command as the kubelet does.
     const sleeper = procs.at(-1)!;
-    await new Promise<void>((resolve) => (sleeper.exitCode !== null || sleeper.signalCode !== null ? resolve() : sleeper.once('exit', () => resolve())));
+    await new Promise<void>((resolve) =>
+      sleeper.exitCode !== null || sleeper.signalCode !== null ? resolve() : sleeper.once('exit', () => resolve()),
+    );
     expect(sleeper.signalCode).toBe('SIGKILL');
   });
 
@@ -136,16 +165,31 @@ describe('pod exec through the API server (WebSocket, channel protocol)', () => 
   it('an API server that is not there is a connection error', async () => {
     const down = new KubeConfig();
     down.loadFromString(api.kubeconfig().replace(/127\.0\.0\.1:\d+/, '127.0.0.1:1'));
-    expect((await run('clbprobe-aaaaa', ['true'], 5000, 'agent', down)).error).toMatchObject({ kind: 'connection', message: expect.stringContaining('ECONNREFUSED') });
+    expect((await run('clbprobe-aaaaa', ['true'], 5000, 'agent', down)).error).toMatchObject({
+      kind: 'connection',
+      message: expect.stringContaining('ECONNREFUSED'),
+    });
   });
 
   it('exitCodeOf reads Success, NonZeroExitCode, and refuses other failures', () => {
     expect(exitCodeOf({ status: 'Success' })).toBe(0);
-    expect(exitCodeOf({ status: 'Failure', reason: 'NonZeroExitCode', details: { causes: [{ reason: 'ExitCode', message: '2' }] } })).toBe(2);
-    expect(() => exitCodeOf({ status: 'Failure', reason: 'InternalError', message: 'exec: "nod": executable file not found in $PATH' })).toThrow(
-      /executable file not found/,
+    expect(
+      exitCodeOf({
+        status: 'Failure',
+        reason: 'NonZeroExitCode',
+        details: { causes: [{ reason: 'ExitCode', message: '2' }] },
+      }),
+    ).toBe(2);
+    expect(() =>
+      exitCodeOf({
+        status: 'Failure',
+        reason: 'InternalError',
+        message: 'exec: "nod": executable file not found in $PATH',
+      }),
+    ).toThrow(/executable file not found/);
+    expect(() => exitCodeOf({ status: 'Failure', reason: 'NonZeroExitCode', details: { causes: [] } })).toThrow(
+      PodExecError,
     );
-    expect(() => exitCodeOf({ status: 'Failure', reason: 'NonZeroExitCode', details: { causes: [] } })).toThrow(PodExecError);
   });
 
   it('lists agent pods by label in one namespace; 403 names the list verb', async () => {
@@ -154,8 +198,13 @@ describe('pod exec through the API server (WebSocket, channel protocol)', () => 
       ['clbprobe-aaaaa', 'node-a', 'Running', true],
       ['clbprobe-ppppp', 'node-p', 'Pending', false],
     ]);
-    expect(api.requests.at(-1)).toMatchObject({ resource: 'pods', query: { labelSelector: 'app.kubernetes.io/name=clbprobe' } });
-    expect((await listAgentPods(kc, 'clbprobe', 'app.kubernetes.io/name!=clbprobe', 'agent', 5000)).map((p) => p.name)).toEqual(['other-zzzzz']);
+    expect(api.requests.at(-1)).toMatchObject({
+      resource: 'pods',
+      query: { labelSelector: 'app.kubernetes.io/name=clbprobe' },
+    });
+    expect(
+      (await listAgentPods(kc, 'clbprobe', 'app.kubernetes.io/name!=clbprobe', 'agent', 5000)).map((p) => p.name),
+    ).toEqual(['other-zzzzz']);
     api.forbid('pods');
     try {
       await expect(listAgentPods(kc, 'clbprobe', 'app.kubernetes.io/name=clbprobe', 'agent', 5000)).rejects.toThrow(

@@ -9,7 +9,9 @@ import { loadWorkstationConfig } from '../../../src/cli/evidence-remote.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'clbprobe-kc-'));
 const file = join(dir, 'config');
-writeFileSync(file, `apiVersion: v1
+writeFileSync(
+  file,
+  `apiVersion: v1
 kind: Config
 current-context: prod
 clusters:
@@ -25,7 +27,8 @@ contexts:
   context: {cluster: prod, user: me}
 - name: lab
   context: {cluster: lab, user: me}
-`);
+`,
+);
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe('loadWorkstationConfig', () => {

@@ -24,7 +24,9 @@ describe('localRoutesOf', () => {
 
   it('truncated output: a clear error naming the file', () => {
     const text = read('gce-guest-agent.local.v4.json');
-    expect(() => localRoutesOf(text.slice(0, Math.floor(text.length * 0.7)), 'ip-route-local.json', 4)).toThrow(/ip-route-local\.json:1: not valid JSON/);
+    expect(() => localRoutesOf(text.slice(0, Math.floor(text.length * 0.7)), 'ip-route-local.json', 4)).toThrow(
+      /ip-route-local\.json:1: not valid JSON/,
+    );
   });
 
   it('a malformed item is skipped with a warning, the rest kept', () => {
@@ -33,7 +35,9 @@ describe('localRoutesOf', () => {
     const r = localRoutesOf(JSON.stringify(items), 'ip-route-local.json', 4);
     expect(r.routes.map((x) => x.dst)).toEqual(['192.0.2.10/32', '192.0.2.20/32']);
     expect(r.warnings).toHaveLength(2);
-    expect(r.warnings[0]).toMatch(/^ip-route-local\.json: item \[1\]: "dst" "300\.1\.2\.3" is not a prefix; route skipped$/);
+    expect(r.warnings[0]).toMatch(
+      /^ip-route-local\.json: item \[1\]: "dst" "300\.1\.2\.3" is not a prefix; route skipped$/,
+    );
   });
 });
 
@@ -44,13 +48,19 @@ describe('local-routes in a bundle', () => {
       copyFileSync(join(FX, 'gce-guest-agent.local.v4.json'), join(dir, 'ip-route-local.json'));
       copyFileSync(join(FX, 'gce-guest-agent.local.v6.json'), join(dir, 'ip6-route-local.json'));
       const r = readBundle(dir);
-      expect(r.node.localRoutes?.routes.map((x) => x.dst)).toEqual(['192.0.2.10/32', '192.0.2.20/32', 'fd20:1:2::100/128']);
+      expect(r.node.localRoutes?.routes.map((x) => x.dst)).toEqual([
+        '192.0.2.10/32',
+        '192.0.2.20/32',
+        'fd20:1:2::100/128',
+      ]);
       expect(r.node.sources.find((s) => s.source === 'local-routes')?.available).toBe(true);
       rmSync(join(dir, 'ip-route-local.json'));
       rmSync(join(dir, 'ip6-route-local.json'));
       const none = readBundle(dir);
       expect(none.node.localRoutes).toBeUndefined();
-      expect(none.node.sources.find((s) => s.source === 'local-routes')?.reason).toMatch(/^ip-route-local\.json not in the bundle/);
+      expect(none.node.sources.find((s) => s.source === 'local-routes')?.reason).toMatch(
+        /^ip-route-local\.json not in the bundle/,
+      );
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

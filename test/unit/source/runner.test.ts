@@ -24,7 +24,13 @@ const header = { takenAt: 't', hostname: 'h', kernel: 'k' };
 describe('SourceRunner', () => {
   it('records up, unchanged, down and recovery: health, resyncs, errors, duration, last value kept while down', async () => {
     const value = { interfaces: [] };
-    const r = scripted('demo', [{ state: 'up', value }, { state: 'unchanged' }, { state: 'down', reason: 'boom' }, { state: 'down', reason: 'boom' }, { state: 'up', value }]);
+    const r = scripted('demo', [
+      { state: 'up', value },
+      { state: 'unchanged' },
+      { state: 'down', reason: 'boom' },
+      { state: 'down', reason: 'boom' },
+      { state: 'up', value },
+    ]);
     const run = new SourceRunner();
     expect((await run.read(r)).changed).toBe(true);
     expect((await run.read(r)).changed).toBe(false);
@@ -34,7 +40,9 @@ describe('SourceRunner', () => {
     expect((await run.read(r)).changed).toBe(false);
     expect(run.health.list()).toEqual([{ source: 'demo', up: false }]);
     expect(run.value('demo')).toBe(value);
-    expect(run.snapshot(header).sources).toEqual([{ source: 'demo', available: false, reason: 'boom', durationMs: expect.any(Number) }]);
+    expect(run.snapshot(header).sources).toEqual([
+      { source: 'demo', available: false, reason: 'boom', durationMs: expect.any(Number) },
+    ]);
     expect((await run.read(r)).changed).toBe(true);
     expect(run.health.resyncs.demo).toBe(5);
     expect(run.health.errors.demo).toBe(2);
@@ -52,7 +60,11 @@ describe('SourceRunner', () => {
 
   it('an absent source drops its value, counts nothing and has no up series; the same absence again is no change', async () => {
     const run = new SourceRunner();
-    const r = scripted('demo', [{ state: 'up', value: { interfaces: [] } }, { state: 'absent', reason: 'no IPVS' }, { state: 'absent', reason: 'no IPVS' }]);
+    const r = scripted('demo', [
+      { state: 'up', value: { interfaces: [] } },
+      { state: 'absent', reason: 'no IPVS' },
+      { state: 'absent', reason: 'no IPVS' },
+    ]);
     await run.read(r);
     expect((await run.read(r)).changed).toBe(true);
     expect((await run.read(r)).changed).toBe(false);
@@ -65,8 +77,14 @@ describe('SourceRunner', () => {
 
   it('lists statuses in the order of the readers, with the parts a source reports after it', async () => {
     const run = new SourceRunner();
-    const slow: SourceReader = { name: 'a', read: () => new Promise((res) => setTimeout(() => res({ state: 'up', value: 1 }), 20)) };
-    const fast: SourceReader = { name: 'b', read: () => ({ state: 'up', value: 2, parts: [{ source: 'b-part', available: false, reason: 'x' }] }) };
+    const slow: SourceReader = {
+      name: 'a',
+      read: () => new Promise((res) => setTimeout(() => res({ state: 'up', value: 1 }), 20)),
+    };
+    const fast: SourceReader = {
+      name: 'b',
+      read: () => ({ state: 'up', value: 2, parts: [{ source: 'b-part', available: false, reason: 'x' }] }),
+    };
     await run.readAll([slow, fast]);
     expect(run.statusList().map((s) => s.source)).toEqual(['a', 'b', 'b-part']);
   });
