@@ -6,10 +6,11 @@ import type { BundleFiles } from '../bundle/files.js';
 import { type ConntrackDumpResult, dumpConntrackViews, malformedNote } from '../kernel/conntrack/dump.js';
 import { ConntrackWatch, type WatchStats } from '../kernel/conntrack/events.js';
 import type { ConntrackPrefilter } from '../kernel/conntrack/prefilter.js';
-import type { ConntrackEntry, NodeSnapshot } from '../kernel/types.js';
+import type { ConntrackEntry } from '../kernel/types.js';
 import type { Logger } from '../log.js';
 import { conntrack } from '../source/conntrack.js';
 import { errText, type ReadResult } from '../source/contract.js';
+import type { NodeSnapshot } from '../source/node-snapshot.js';
 import type { ConntrackTable } from './conntrack-table.js';
 
 /** What a feed fills and tells. */

@@ -10,12 +10,13 @@ import { LbServiceIndex } from '../cluster/lb-index.js';
 import type { ClusterView } from '../cluster/types.js';
 import type { ClusterWatch } from '../cluster/watch.js';
 import { localAddresses } from '../detect/local.js';
-import type { AddressSnapshot, NodeSnapshot } from '../kernel/types.js';
+import type { AddressSnapshot } from '../kernel/types.js';
 import type { Logger } from '../log.js';
 import { errText, type LiveOptions, type SourceDef, type SourceReader } from '../source/contract.js';
 import { type DnsSnapshot, lookupsByName } from '../source/dns.js';
 import type { SourceHealth } from '../source/health.js';
 import { liveReaders } from '../source/list.js';
+import type { NodeSnapshot } from '../source/node-snapshot.js';
 import { SourceRunner } from '../source/runner.js';
 import { ServiceIndex } from './service-index.js';
 

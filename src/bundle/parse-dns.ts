@@ -4,7 +4,7 @@
 // lookup: the reader falls back to reading it line by line and says so. Each lookup is checked on
 // its own; a bad one is a warning naming its index, never the loss of the others.
 import { isIP } from 'node:net';
-import type { HostnameLookup } from '../kernel/types.js';
+import type { HostnameLookup } from '../model/hostname-lookup.js';
 
 /** What `collect` writes as the file's "format". */
 export const DNS_LOOKUPS_FORMAT = 'clbprobe-dns-lookups/1';

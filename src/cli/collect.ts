@@ -63,7 +63,7 @@ Exit codes: 0 bundle written (see the summary for steps that failed), 2 the bund
           throw new UserError('collect: give --cluster-file or --kubeconfig, not both');
         if (flags.clusterFile && !existsSync(flags.clusterFile))
           throw new UserError(`--cluster-file: no such file: ${flags.clusterFile}`);
-        const { collectBundle } = await import('../bundle/collect.js');
+        const { collectBundle } = await import('../source/bundle-collect.js');
         const manifest = await collectBundle({
           out: flags.out,
           ...(flags.netns ? { netns: netnsPath(flags.netns) } : {}),

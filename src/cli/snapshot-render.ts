@@ -1,7 +1,9 @@
 // Text rendering of a NodeSnapshot for terminals.
 import { formatNatSummary } from '../kernel/nat/summary.js';
-import type { IpvsVirtualServer, NodeSnapshot, SourceStatus } from '../kernel/types.js';
+import type { IpvsVirtualServer } from '../kernel/types.js';
+import type { SourceStatus } from '../model/source-status.js';
 import { printable } from '../printable.js';
+import type { NodeSnapshot } from '../source/node-snapshot.js';
 
 function sourceLine(s: SourceStatus): string {
   const t = s.durationMs !== undefined ? ` (${s.durationMs.toFixed(1)} ms)` : '';

@@ -2,10 +2,11 @@
 
 import { isIP } from 'node:net';
 import { type Command, Option } from 'commander';
-import type { NodeSnapshot, SourceStatus } from '../kernel/types.js';
 import { isPermissionReason } from '../model/permission.js';
+import type { SourceStatus } from '../model/source-status.js';
 import { netnsPath } from '../netns-path.js';
 import { printable } from '../printable.js';
+import type { NodeSnapshot } from '../source/node-snapshot.js';
 import { EXIT_ERROR, fail, UserError } from './errors.js';
 
 interface SnapshotFlags {

@@ -1,6 +1,6 @@
 // What the cluster says about Services, as the detectors consume it.
 // Built from list/watch of the API or from `kubectl get ... -o json` output.
-import type { HostnameLookup } from '../kernel/types.js';
+import type { HostnameLookup } from '../model/hostname-lookup.js';
 
 export type { TrafficPolicy } from '../model/service.js';
 export type { HostnameLookup };

@@ -3,8 +3,8 @@
 // debounced (an endpoint rollout is dozens of events). While the API is away
 // the last good view is kept and marked fresh:false with the reason.
 import { byText } from '../compare.js';
-import type { SourceStatus } from '../kernel/types.js';
 import type { Logger } from '../log.js';
+import type { SourceStatus } from '../model/source-status.js';
 import { assembleClusterView, type ParsedObjects, type ParsedOf, parsersFor } from './build.js';
 import type { SkippedObject } from './json-reduce.js';
 import { KubeApi } from './kube-api.js';

@@ -5,8 +5,9 @@
 // A finding is one mechanism from docs/domain.md's table, for one Service port on
 // this node, with the exact evidence it relied on and the fix that applies.
 import type { ClusterView } from '../cluster/types.js';
-import type { ConntrackEntry, NodeSnapshot } from '../kernel/types.js';
+import type { ConntrackEntry } from '../kernel/types.js';
 import type { ProxyMode } from '../model/kube-proxy.js';
+import type { NodeSnapshot } from '../source/node-snapshot.js';
 
 /** active: the datapath (conntrack) shows it happening now; risk: the configuration allows it; info: context or fully mitigated. */
 export type Severity = 'active' | 'risk' | 'info';

@@ -3,8 +3,8 @@
 // src/kernel/nat/kube.ts derives them from the rules.
 import type { ClusterView } from '../cluster/types.js';
 import { type KubeNatFacts, kubeNatFacts } from '../kernel/nat/kube.js';
-import type { NodeSnapshot } from '../kernel/types.js';
 import { serviceProtocolOf } from '../model/protocol.js';
+import type { NodeSnapshot } from '../source/node-snapshot.js';
 import type { DiagnoseInput, LbNatFact, NatFacts, NodeProxyMode } from './core-types.js';
 import { localAddresses } from './local.js';
 

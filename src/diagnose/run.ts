@@ -1,7 +1,6 @@
 // The diagnosis runner the CLI's `diagnose` (loaded only when it runs) and the demo share:
 // reads this node (or a bundle), streams conntrack through the correlator, gives the findings.
 import { writeFileSync } from 'node:fs';
-import { BundleDirError, readBundle } from '../bundle/read.js';
 import { ClusterFileError, loadClusterFile } from '../cluster/file.js';
 import { lbHostnamesOf, withLbHostnames } from '../cluster/lb-hostnames.js';
 import type { ClusterView } from '../cluster/types.js';
@@ -12,6 +11,7 @@ import { type HtmlReportOptions, renderHtml } from '../detect/render-html.js';
 import type { DiagnoseResult } from '../detect/types.js';
 import { dumpConntrack, malformedNote } from '../kernel/conntrack/dump.js';
 import { netnsPath } from '../netns-path.js';
+import { BundleDirError, readBundle } from '../source/bundle-read.js';
 import { lookupsByName } from '../source/dns.js';
 import { takeSnapshot } from '../source/snapshot.js';
 import { UserError } from '../user-error.js';

@@ -5,6 +5,7 @@
 
 import { AF_INET, AF_INET6 } from '../model/address-family.js';
 import { KUBE_IPVS_IFNAME } from '../model/kube-proxy.js';
+import type { SourceStatus } from '../model/source-status.js';
 import { formatIP } from './ip.js';
 import {
   MessageWriter,
@@ -18,7 +19,7 @@ import {
 } from './netlink/codec.js';
 import { NETLINK_ROUTE, NetlinkSocket, NOTIFICATION_BATCH } from './netlink/socket.js';
 import { sourceFailure } from './source.js';
-import type { AddressEvent, AddressSnapshot, InterfaceAddress, NetInterface, SourceStatus } from './types.js';
+import type { AddressEvent, AddressSnapshot, InterfaceAddress, NetInterface } from './types.js';
 
 export { KUBE_IPVS_IFNAME } from '../model/kube-proxy.js';
 

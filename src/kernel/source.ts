@@ -1,9 +1,9 @@
 // Turning a reader's failure into a SourceStatus with a reason a human can act on.
 
 import { isPermissionErrno, permissionDenied } from '../model/permission.js';
+import type { SourceStatus } from '../model/source-status.js';
 import { isSyscallError } from '../native/addon.js';
 import { errnoName, NetlinkError } from './netlink/socket.js';
-import type { SourceStatus } from './types.js';
 
 /** The errno name of a syscall or netlink error, if it is one. */
 export function errorCode(e: unknown): string | undefined {

@@ -1,26 +1,8 @@
 import type { IpFamily } from '../model/address-family.js';
 import type { ServiceProtocol } from '../model/protocol.js';
-import type { NatSnapshot } from './nat/types.js';
-import type { NftSnapshot } from './nft/types.js';
 
 // Typed snapshots of the node's datapath, as the readers produce them.
 // Detectors (src/detect) consume these and nothing else from the kernel.
-
-/** Whether a source could be read, and if not, why (node_exporter style: each source reports itself). */
-export interface SourceStatus {
-  /** A source's name (src/source/list.ts), or a part one reports (nat reports ipset). */
-  source: string;
-  available: boolean;
-  /** Why the source is unavailable or degraded (e.g. "IPVS: genl family not present in this kernel"). */
-  reason?: string;
-  /**
-   * The node has no such datapath at all (e.g. no IPVS in an iptables-mode cluster): nothing to
-   * read, which is not a failure. Only set together with available=false.
-   */
-  notPresent?: boolean;
-  /** Wall-clock milliseconds the read took. */
-  durationMs?: number;
-}
 
 /** IPv4 or IPv6 (src/model/address-family.ts). */
 export type Family = IpFamily;
@@ -195,41 +177,6 @@ export interface ConntrackSummary {
   byProto: Record<string, number>;
   /** TCP state counts; non-TCP entries are counted as 'UNREPLIED' / 'REPLIED' for this summary. */
   byState: Record<string, number>;
-}
-
-// ---- The whole node --------------------------------------------------------
-
-/** What this node's resolver said for one hostname-only LB name (cluster/dns/hostname-cache.ts; the dns source). */
-export interface HostnameLookup {
-  hostname: string;
-  /** The addresses the name resolved to (with `error`: the stale ones of an earlier answer). */
-  addresses: string[];
-  /** The answer's shortest TTL, seconds. */
-  ttlS?: number;
-  /** ISO time of the last good answer. */
-  resolvedAt?: string;
-  /** Why the last lookup failed. */
-  error?: string;
-  /** The resolver asked, e.g. "nameserver 10.96.0.10 (/etc/resolv.conf)". */
-  resolver: string;
-}
-
-export interface NodeSnapshot {
-  takenAt: string; // ISO time
-  hostname: string;
-  kernel: string;
-  sources: SourceStatus[];
-  addresses?: AddressSnapshot;
-  ipvs?: IpvsSnapshot;
-  conntrack?: { summary: ConntrackSummary; entries?: ConntrackEntry[] };
-  /** iptables/ip6tables nat table and kube-proxy ipsets; see src/kernel/nat/types.ts. */
-  nat?: NatSnapshot;
-  /** kube-proxy's nftables tables (nftables mode); see src/kernel/nft/types.ts. */
-  nft?: NftSnapshot;
-  /** What this node's resolver said for the hostname-only LB names (src/source/dns.ts). */
-  dns?: { lookups: HostnameLookup[] };
-  /** Routes of table local that no address made (src/source/local-routes.ts). */
-  localRoutes?: LocalRouteSnapshot;
 }
 
 /**

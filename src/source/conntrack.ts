@@ -9,8 +9,8 @@ import { parseConntrackText } from '../bundle/parse-conntrack.js';
 import { ms, runToFile } from '../bundle/writer.js';
 import { dumpConntrack, malformedNote, readConntrack, SummaryCounter } from '../kernel/conntrack/dump.js';
 import { formatConntrack } from '../kernel/conntrack/format.js';
-import type { NodeSnapshot } from '../kernel/types.js';
 import type { SourceDef } from './contract.js';
+import type { NodeSnapshot } from './node-snapshot.js';
 
 type ConntrackValue = NonNullable<NodeSnapshot['conntrack']>;
 

@@ -7,7 +7,8 @@ import type { BundleFiles } from '../bundle/files.js';
 import type { BundleWriter } from '../bundle/writer.js';
 import type { LookupOptions } from '../cluster/dns/lookup.js';
 import type { ConntrackFilter } from '../kernel/conntrack/dump.js';
-import type { NodeSnapshot, SourceStatus } from '../kernel/types.js';
+import type { SourceStatus } from '../model/source-status.js';
+import type { NodeSnapshot } from './node-snapshot.js';
 
 /** The parts of a NodeSnapshot that sources fill (the rest is the snapshot's own header). */
 export type NodeData = Omit<NodeSnapshot, 'takenAt' | 'hostname' | 'kernel' | 'sources'>;

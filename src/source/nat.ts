@@ -7,7 +7,7 @@ import { parseIpsetList, parseIpsetSave } from '../kernel/nat/ipset.js';
 import { parseIptablesSave } from '../kernel/nat/iptables-save.js';
 import { readNat } from '../kernel/nat/read.js';
 import type { BackendChoice, IpsetDump, IptablesDump, NatSnapshot, XtablesBackend } from '../kernel/nat/types.js';
-import type { SourceStatus } from '../kernel/types.js';
+import type { SourceStatus } from '../model/source-status.js';
 import { errText, type ReadResult, type SourceDef } from './contract.js';
 
 export const nat: SourceDef<NatSnapshot> = {

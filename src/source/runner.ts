@@ -1,10 +1,12 @@
 // The one loop every source goes through: it times the read, turns a throw
 // into a down source with its reason, and records health, duration, resyncs
 // and errors the same way for all, so a source never has its own bookkeeping.
-import type { NodeSnapshot, SourceStatus } from '../kernel/types.js';
+
 import type { Logger } from '../log.js';
+import type { SourceStatus } from '../model/source-status.js';
 import { errText, type NodeData, type ReadResult, type SourceReader } from './contract.js';
 import { SourceHealth } from './health.js';
+import type { NodeSnapshot } from './node-snapshot.js';
 
 export interface ReadOutcome {
   /** The value or the availability changed: what was built from the sources is stale. */

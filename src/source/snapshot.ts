@@ -3,8 +3,8 @@
 // unavailable source never hides the others.
 import { hostname, release } from 'node:os';
 import type { ConntrackFilter } from '../kernel/conntrack/dump.js';
-import type { NodeSnapshot } from '../kernel/types.js';
 import { liveReaders } from './list.js';
+import type { NodeSnapshot } from './node-snapshot.js';
 import { SourceRunner } from './runner.js';
 
 export interface SnapshotOptions {

@@ -31,8 +31,8 @@ echo "=== expected"; ipvsadm -Ln
 # One node process for both runs (each node start costs seconds under TCG):
 # the compiled collect and read modules, as the CLI calls them.
 node --input-type=module -e '
-  const { collectBundle } = await import(process.cwd() + "/dist/src/bundle/collect.js");
-  const { readBundle } = await import(process.cwd() + "/dist/src/bundle/read.js");
+  const { collectBundle } = await import(process.cwd() + "/dist/src/source/bundle-collect.js");
+  const { readBundle } = await import(process.cwd() + "/dist/src/source/bundle-read.js");
   const { readdirSync } = await import("node:fs");
   const [out, bin] = process.argv.slice(1);
   const show = (name, text) => process.stdout.write("=== " + name + "\n" + text + "\n");
@@ -90,7 +90,11 @@ describe('collect with IPVS (Debian kernel in a VM, compiled collect + readBundl
   let run: GuestResult;
   let s: Record<string, string>;
   beforeAll(async () => {
-    assertBuilt('dist/src/bundle/collect.js', ['src/bundle/collect.ts', 'src/bundle/read.ts', 'src/cli/collect.ts']);
+    assertBuilt('dist/src/source/bundle-collect.js', [
+      'src/source/bundle-collect.ts',
+      'src/source/bundle-read.ts',
+      'src/cli/collect.ts',
+    ]);
     run = await runInGuest(SCRIPT, { timeoutS: 200 });
     s = sections(run.stdout);
     console.log(`collect-ipvs VM: ${run.wallMs} ms wall; ${s.timing?.trim()}`);

@@ -12,10 +12,10 @@ import { release, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BundleManifest } from '../../src/bundle/manifest.js';
-import { type BundleRead, readBundle } from '../../src/bundle/read.js';
 import { readAddresses } from '../../src/kernel/addresses.js';
 import { dumpConntrack } from '../../src/kernel/conntrack/dump.js';
 import type { ConntrackEntry } from '../../src/kernel/types.js';
+import { type BundleRead, readBundle } from '../../src/source/bundle-read.js';
 import { isRoot, Netns, vethPair } from '../support/netns.js';
 
 const ROOT = join(import.meta.dirname, '../..');

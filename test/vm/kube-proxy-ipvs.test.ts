@@ -21,7 +21,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { clusterList, LAB, node1Ipsets, node1Rules } from '../../src/demo/lab.js';
 import type { Finding } from '../../src/detect/types.js';
-import type { NodeSnapshot } from '../../src/kernel/types.js';
+import type { NodeSnapshot } from '../../src/source/node-snapshot.js';
 import { binary, type ControlPlane, startControlPlane } from '../support/kube-control-plane.js';
 import { createList } from '../support/kube-objects.js';
 import { natDiff } from '../support/nat-normalise.js';

@@ -1,11 +1,13 @@
 // Streaming conntrack table dump over ctnetlink, with kernel-side (CTA_FILTER)
 // and user-side filtering. Entries are handed over batch by batch; nothing
 // here holds the table.
+
+import type { SourceStatus } from '../../model/source-status.js';
 import { ipFamily, parseIP } from '../ip.js';
 import { type KeepMessage, MessageWriter, NetlinkParseError, NLM_F_DUMP, NLM_F_REQUEST } from '../netlink/codec.js';
 import { type DumpResult, NETLINK_NETFILTER, NetlinkSocket, type RawDumper } from '../netlink/socket.js';
 import { sourceFailure } from '../source.js';
-import type { ConntrackEntry, ConntrackSummary, SourceStatus } from '../types.js';
+import type { ConntrackEntry, ConntrackSummary } from '../types.js';
 import * as C from './constants.js';
 import { CtView } from './decode.js';
 import type { PrefilterKeys } from './prefilter.js';

@@ -4,10 +4,11 @@
 // outcome reported in the status; corrupt replies throw NetlinkParseError.
 
 import { isPermissionErrno, permissionDenied } from '../../model/permission.js';
+import type { SourceStatus } from '../../model/source-status.js';
 import { type NetlinkMessage, NLMSG_HDRLEN } from '../netlink/codec.js';
 import { openGenl, resolveFamily } from '../netlink/genl.js';
 import { NetlinkError } from '../netlink/socket.js';
-import type { IpvsSnapshot, IpvsVirtualServer, SourceStatus } from '../types.js';
+import type { IpvsSnapshot, IpvsVirtualServer } from '../types.js';
 import { decodeDest, decodeService, destDumpRequest, type ServiceSelector, serviceDumpRequest } from './decode.js';
 import { IPVS_GENL_NAME } from './uapi.js';
 

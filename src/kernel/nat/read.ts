@@ -9,7 +9,7 @@
 // changed, the facts are derived from those lines a rule at a time
 // (save-rules.ts), never holding every parsed rule.
 import { isPermissionReason } from '../../model/permission.js';
-import type { SourceStatus } from '../types.js';
+import type { SourceStatus } from '../../model/source-status.js';
 import { BackendCounter, type BackendSide, chooseBackendOf } from './backend.js';
 import { type CommandOptions, type CommandResult, runCommand, runCommandLines } from './command.js';
 import { parseIpsetSave } from './ipset.js';

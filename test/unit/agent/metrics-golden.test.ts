@@ -20,7 +20,7 @@ import { bundleInputs } from '../../../src/agent/bundle-inputs.js';
 import { createAgentRegistry } from '../../../src/agent/metrics/list.js';
 import { createMetricsServer } from '../../../src/export/server.js';
 import { formatConntrack } from '../../../src/kernel/conntrack/format.js';
-import type { NodeSnapshot } from '../../../src/kernel/types.js';
+import type { NodeSnapshot } from '../../../src/source/node-snapshot.js';
 
 const FX = join(import.meta.dirname, '../../fixtures');
 const GOLDEN = join(import.meta.dirname, 'metrics-golden.txt');

@@ -5,7 +5,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, truncateSync, writeFileS
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { copyCluster } from '../../../src/bundle/collect.js';
+import { copyCluster } from '../../../src/source/bundle-collect.js';
 
 const out = mkdtempSync(join(tmpdir(), 'cbhd-copy-cluster-'));
 afterAll(() => rmSync(out, { recursive: true, force: true }));

@@ -7,8 +7,8 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { BundleFiles } from '../../../src/bundle/files.js';
 import { formatDnsLookups, MAX_LOOKUP_ADDRESSES, parseDnsLookups } from '../../../src/bundle/parse-dns.js';
-import { readBundle } from '../../../src/bundle/read.js';
-import type { HostnameLookup } from '../../../src/kernel/types.js';
+import type { HostnameLookup } from '../../../src/model/hostname-lookup.js';
+import { readBundle } from '../../../src/source/bundle-read.js';
 import { dns } from '../../../src/source/dns.js';
 
 const FX = join(import.meta.dirname, '../../fixtures');

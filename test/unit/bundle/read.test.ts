@@ -4,9 +4,9 @@ import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from '
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { BundleDirError, readBundle } from '../../../src/bundle/read.js';
 import { parseIpvsadm } from '../../../src/kernel/ipvs/ipvsadm-text.js';
 import { parseIptablesSave } from '../../../src/kernel/nat/iptables-save.js';
+import { BundleDirError, readBundle } from '../../../src/source/bundle-read.js';
 
 const FX = join(import.meta.dirname, '../../fixtures');
 const dirs: string[] = [];

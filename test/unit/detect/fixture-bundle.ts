@@ -12,8 +12,8 @@ import type { DiagnoseInput } from '../../../src/detect/types.js';
 import { parseIpsetSave } from '../../../src/kernel/nat/ipset.js';
 import { parseIptablesSave } from '../../../src/kernel/nat/iptables-save.js';
 import type { BackendEvidence, NatSnapshot } from '../../../src/kernel/nat/types.js';
-import type { NodeSnapshot } from '../../../src/kernel/types.js';
 import { localRoutesOf } from '../../../src/source/local-routes.js';
+import type { NodeSnapshot } from '../../../src/source/node-snapshot.js';
 
 export const BUNDLES = resolve(dirname(new URL(import.meta.url).pathname), '../../fixtures/bundles');
 

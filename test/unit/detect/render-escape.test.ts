@@ -7,8 +7,8 @@ import { textLine } from '../../../src/cli/evidence-text.js';
 import { renderSnapshot } from '../../../src/cli/snapshot-render.js';
 import { diagnose } from '../../../src/detect/index.js';
 import { renderText } from '../../../src/detect/render.js';
-import type { NodeSnapshot } from '../../../src/kernel/types.js';
 import { printable } from '../../../src/printable.js';
+import type { NodeSnapshot } from '../../../src/source/node-snapshot.js';
 import { loadCase } from './fixture-bundle.js';
 
 /** Clears the screen, homes the cursor, prints a fake verdict, recolours (8-bit CSI), reverses (bidi), sets the title. */

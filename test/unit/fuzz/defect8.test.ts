@@ -17,10 +17,10 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { modeFromConfig } from '../../../src/bundle/kube-proxy.js';
 import { parseManifest } from '../../../src/bundle/manifest.js';
 import { parseIpAddrJson } from '../../../src/bundle/parse-ip.js';
-import { MAX_BUNDLE_FILE, readBundle } from '../../../src/bundle/read.js';
 import { buildClusterView } from '../../../src/cluster/build.js';
 import { canonicalIp, FieldError } from '../../../src/cluster/fields.js';
 import { classifyDocuments } from '../../../src/cluster/file.js';
+import { MAX_BUNDLE_FILE, readBundle } from '../../../src/source/bundle-read.js';
 
 const FX = join(import.meta.dirname, '../../fixtures');
 const dirs: string[] = [];

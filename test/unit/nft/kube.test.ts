@@ -13,7 +13,7 @@ import { kubeNatFacts } from '../../../src/kernel/nat/kube.js';
 import { kubeNftFacts, serviceOfChain } from '../../../src/kernel/nft/kube.js';
 import { parseNftJson } from '../../../src/kernel/nft/parse.js';
 import type { NftSnapshot } from '../../../src/kernel/nft/types.js';
-import type { NodeSnapshot } from '../../../src/kernel/types.js';
+import type { NodeSnapshot } from '../../../src/source/node-snapshot.js';
 import { labClusterList, NODE_NAME } from '../../support/nft-services.js';
 import { loadCase } from '../detect/fixture-bundle.js';
 import { nftFixture, nftSnapshotOf } from './fixtures.js';

@@ -4,7 +4,7 @@ import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { readBundle } from '../../../src/bundle/read.js';
+import { readBundle } from '../../../src/source/bundle-read.js';
 import { localRoutesOf } from '../../../src/source/local-routes.js';
 
 const FX = join(import.meta.dirname, '../../fixtures/routes');

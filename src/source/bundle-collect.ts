@@ -8,16 +8,22 @@
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
+import { listClusterObjects } from '../bundle/cluster-list.js';
+import { findKubeProxy } from '../bundle/kube-proxy.js';
+import {
+  BUNDLE_FORMAT,
+  type BundleManifest,
+  clbprobeVersion,
+  MANIFEST_FILE,
+  type ManifestEntry,
+} from '../bundle/manifest.js';
+import { BUNDLE_FILES } from '../bundle/names.js';
+import { bundleWriter, ms, runToFile } from '../bundle/writer.js';
 import { buildClusterView } from '../cluster/build.js';
 import { MAX_CLUSTER_FILE, readClusterFile } from '../cluster/file.js';
 import { lbHostnamesOf } from '../cluster/lb-hostnames.js';
 import { readFileBounded } from '../read-bounded.js';
-import { SOURCES } from '../source/list.js';
-import { listClusterObjects } from './cluster-list.js';
-import { findKubeProxy } from './kube-proxy.js';
-import { BUNDLE_FORMAT, type BundleManifest, clbprobeVersion, MANIFEST_FILE, type ManifestEntry } from './manifest.js';
-import { BUNDLE_FILES } from './names.js';
-import { bundleWriter, ms, runToFile } from './writer.js';
+import { SOURCES } from './list.js';
 
 export interface CollectOptions {
   /** Bundle directory; created if missing. */

@@ -5,24 +5,31 @@
 // warning naming the file (and line) and an unavailable source, never the end
 // of the reading.
 import { readdirSync, statSync } from 'node:fs';
+import { BundleFiles } from '../bundle/files.js';
 import { buildClusterView } from '../cluster/build.js';
 import { ClusterFileError, readClusterFile } from '../cluster/file.js';
 import { lbHostnamesOf, withLbHostnames } from '../cluster/lb-hostnames.js';
 import type { ClusterView } from '../cluster/types.js';
-import type { NodeSnapshot, SourceStatus } from '../kernel/types.js';
-import { bundleReader } from '../source/contract.js';
-import { lookupsByName } from '../source/dns.js';
-import { SOURCES } from '../source/list.js';
-import { SourceRunner } from '../source/runner.js';
-import { BundleFiles } from './files.js';
+import type { SourceStatus } from '../model/source-status.js';
+import { bundleReader } from './contract.js';
+import { lookupsByName } from './dns.js';
+import { SOURCES } from './list.js';
+import type { NodeSnapshot } from './node-snapshot.js';
+import { SourceRunner } from './runner.js';
 
-export { MAX_BUNDLE_FILE } from './files.js';
+export { MAX_BUNDLE_FILE } from '../bundle/files.js';
 
-import { type BundleManifest, isKubeProxyInfo, type KubeProxyInfo, MANIFEST_FILE, parseManifest } from './manifest.js';
-import { BUNDLE_FILES } from './names.js';
-import { nodeNameByAddress } from './node-name.js';
-import type { RouteSnapshot } from './parse-ip.js';
-import type { SysctlSnapshot } from './parse-sysctl.js';
+import {
+  type BundleManifest,
+  isKubeProxyInfo,
+  type KubeProxyInfo,
+  MANIFEST_FILE,
+  parseManifest,
+} from '../bundle/manifest.js';
+import { BUNDLE_FILES } from '../bundle/names.js';
+import { nodeNameByAddress } from '../bundle/node-name.js';
+import type { RouteSnapshot } from '../bundle/parse-ip.js';
+import type { SysctlSnapshot } from '../bundle/parse-sysctl.js';
 
 export interface BundleRead {
   node: NodeSnapshot;
