@@ -9,11 +9,11 @@
 // user it has authenticated in ON_BEHALF_OF_HEADER; only the relay's user may name another user.
 // Per caller (a service account's namespace, else the user name) at most maxRequestsPerCaller
 // answers and maxWatchesPerCaller watches at a time, so one tenant cannot hold every slot.
-// The answer is the evidence socket's stream, piped: that server's bounds (concurrent answers,
-// entries per answer, backpressure) hold here too.
+// The answer is written by the same EvidenceAnswers as the evidence socket's: its bounds (concurrent
+// answers, entries per answer, backpressure) hold here too.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { connect } from 'node:net';
 import type { AccessAttributes, UserInfo } from '../cluster/access-review.js';
+import { Caller, type EvidenceAnswers } from './evidence-server.js';
 import type { AuthDecision, AuthnResult } from './kube-authorizer.js';
 
 export type CheckAccess = (
@@ -193,10 +193,10 @@ export async function requestUser(
   return { ok: true, user, tokenKey: who.tokenKey };
 }
 
-/** The route's handler; `socketPath` is the agent's evidence socket. */
+/** The route's handler; `answers` is the agent's evidence service, undefined until the agent has started. */
 export function evidenceRoute(
   access: EvidenceAccess,
-  socketPath: string,
+  answers: () => EvidenceAnswers | undefined,
   limits: CallerLimits = DEFAULT_CALLER_LIMITS,
 ): (req: IncomingMessage, res: ServerResponse) => void {
   const slots = new CallerSlots(limits);
@@ -223,24 +223,15 @@ export function evidenceRoute(
         const slot = slots.take(callerKey(d.user), q.watchS > 0);
         if ('error' in slot) return refuse(429, slot.error, 5);
         res.on('close', slot.release);
-        const sock = connect(socketPath);
-        const request = {
+        const evidence = answers();
+        if (!evidence) return refuse(503, 'the agent is starting: its evidence is not served yet');
+        res.writeHead(200, { 'Content-Type': 'application/x-ndjson', 'Cache-Control': 'no-store' });
+        res.flushHeaders();
+        evidence.serve(new Caller(res, evidence.limits), {
           service: `${q.namespace}/${q.name}`,
           ...(q.port ? { port: q.port } : {}),
           ...(q.watchS ? { watchS: q.watchS } : {}),
-        };
-        sock.on('connect', () => {
-          sock.write(line(request));
-          res.writeHead(200, { 'Content-Type': 'application/x-ndjson', 'Cache-Control': 'no-store' });
-          res.flushHeaders();
-          sock.pipe(res);
         });
-        sock.on('error', (e) => {
-          if (!res.headersSent) refuse(503, `the agent's evidence socket: ${e.message}`);
-          else res.end(line({ type: 'error', message: `the agent's evidence socket: ${e.message}` }));
-        });
-        // The caller going away ends the answer (and a watch) on the socket too.
-        res.on('close', () => sock.destroy());
       },
       (e: unknown) => refuse(500, e instanceof Error ? e.message : String(e)),
     );

@@ -1,12 +1,14 @@
-// Serves evidence to local callers over a Unix socket (mode 0600 from its creation: root, or
-// whoever `kubectl exec`s into the agent pod). Never on the metrics port: connection data stays
-// behind the node's (and the cluster's RBAC's) access control.
+// Evidence for one Service: its current entries, then (watching) the new ones, as NDJSON lines. One
+// EvidenceAnswers serves both the local Unix socket (mode 0600 from its creation: root, or whoever
+// `kubectl exec`s into the agent pod) and the HTTP /evidence route (evidence-http.ts, behind the
+// cluster's RBAC), so both share one set of caps.
 //
 // Bounded against callers that misbehave, so that no caller can take the agent's memory or file
-// descriptors from its sources and /healthz: a cap on open connections (the oldest one that has
-// not asked yet gives way to a new one), a cap on answers in progress, a time limit to ask, a cap
-// on entries per answer (said in the answer's end line), and backpressure: an answer is written
-// only as fast as its reader takes it, and a reader that takes nothing for stallTimeoutMs is dropped.
+// descriptors from its sources and /healthz: a cap on open socket connections (the oldest one that
+// has not asked yet gives way to a new one), a cap on answers and watches in progress, a time limit
+// to ask, a cap on entries per answer (said in the answer's end line), and backpressure: an answer
+// is written only as fast as its reader takes it, and a reader that takes nothing for
+// stallTimeoutMs is dropped.
 import { chmodSync, mkdirSync, rmSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { dirname } from 'node:path';
@@ -106,11 +108,24 @@ export function parseEvidenceRequest(text: string): EvidenceRequest {
 const json = (l: EvidenceLine): string =>
   `${JSON.stringify(l, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v))}\n`;
 
-/** One caller's connection: writes that wait for the reader, and an end that cannot hang. */
-class Caller {
+/** Where an answer is written: a socket connection, or an HTTP response. */
+export interface AnswerStream {
+  readonly destroyed: boolean;
+  readonly writableEnded: boolean;
+  readonly writableLength: number;
+  write(text: string): boolean;
+  end(text: string): unknown;
+  destroy(): unknown;
+  on(event: 'drain' | 'close', listener: () => void): unknown;
+  once(event: 'close', listener: () => void): unknown;
+  off(event: 'drain' | 'close', listener: () => void): unknown;
+}
+
+/** One caller's stream: writes that wait for the reader, and an end that cannot hang. */
+export class Caller {
   answering = false;
   constructor(
-    readonly sock: Socket,
+    readonly sock: AnswerStream,
     private readonly limits: EvidenceLimits,
   ) {}
 
@@ -237,28 +252,64 @@ async function answer(c: Caller, req: EvidenceRequest, b: EvidenceBackend, limit
   }
 }
 
+/** The answers in progress, shared by the socket and the HTTP route under one set of caps. */
+export class EvidenceAnswers {
+  readonly limits: EvidenceLimits;
+  private answering = 0;
+  private watches = 0;
+
+  constructor(
+    private readonly backend: EvidenceBackend,
+    limits: Partial<EvidenceLimits> = {},
+  ) {
+    this.limits = { ...DEFAULT_EVIDENCE_LIMITS, ...limits };
+  }
+
+  /** Answers `req` on the caller's stream, or ends it with why not (busy). */
+  serve(c: Caller, req: EvidenceRequest): void {
+    const limits = this.limits;
+    if (this.answering >= limits.maxAnswers) {
+      return c.finish({ type: 'error', message: `busy: ${limits.maxAnswers} evidence answers in progress; try again` });
+    }
+    const watching = (req.watchS ?? 0) > 0;
+    if (watching && this.watches >= limits.maxWatches) {
+      return c.finish({
+        type: 'error',
+        message: `busy: ${limits.maxWatches} evidence watches in progress; try again, or ask without --watch`,
+      });
+    }
+    // The answer slot is held while the current entries are written (a reader that takes
+    // nothing is dropped after stallTimeoutMs); a watch's slot for the watch's length.
+    this.answering++;
+    c.answering = true;
+    if (watching) {
+      this.watches++;
+      c.sock.once('close', () => this.watches--);
+    }
+    answer(c, req, this.backend, limits)
+      .catch((e: unknown) =>
+        c.finish({ type: 'error', message: `evidence failed: ${e instanceof Error ? e.message : String(e)}` }),
+      )
+      .finally(() => this.answering--);
+  }
+}
+
 /**
  * Listens on `path`, created 0600 (the umask is tightened around the bind, so there is no moment
  * when others may connect).
  */
-export function startEvidenceServer(
-  path: string,
-  backend: EvidenceBackend,
-  limitsIn: Partial<EvidenceLimits> = {},
-): Promise<Server> {
-  const limits = { ...DEFAULT_EVIDENCE_LIMITS, ...limitsIn };
+export function startEvidenceServer(path: string, answers: EvidenceAnswers): Promise<Server> {
+  const limits = answers.limits;
   mkdirSync(dirname(path), { recursive: true });
   rmSync(path, { force: true });
   // Insertion order is age: the first caller still asking is the oldest.
   const callers = new Map<Socket, Caller>();
-  let answering = 0;
-  let watches = 0;
   const server = createServer((sock) => {
     if (callers.size >= limits.maxConnections) {
-      const silent = [...callers.values()].find((c) => !c.answering);
+      const silent = [...callers].find(([, c]) => !c.answering)?.[0];
       if (silent) {
-        silent.sock.destroy();
-        callers.delete(silent.sock);
+        silent.destroy();
+        callers.delete(silent);
       } else {
         sock.on('error', () => sock.destroy());
         sock.end(
@@ -306,32 +357,7 @@ export function startEvidenceServer(
       } catch (e) {
         return c.finish({ type: 'error', message: e instanceof EvidenceRequestError ? e.message : 'bad request' });
       }
-      if (answering >= limits.maxAnswers) {
-        return c.finish({
-          type: 'error',
-          message: `busy: ${limits.maxAnswers} evidence answers in progress; try again`,
-        });
-      }
-      const watching = (req.watchS ?? 0) > 0;
-      if (watching && watches >= limits.maxWatches) {
-        return c.finish({
-          type: 'error',
-          message: `busy: ${limits.maxWatches} evidence watches in progress; try again, or ask without --watch`,
-        });
-      }
-      // The answer slot is held while the current entries are written (a reader that takes
-      // nothing is dropped after stallTimeoutMs); a watch's slot for the watch's length.
-      answering++;
-      c.answering = true;
-      if (watching) {
-        watches++;
-        sock.once('close', () => watches--);
-      }
-      answer(c, req, backend, limits)
-        .catch((e: unknown) =>
-          c.finish({ type: 'error', message: `evidence failed: ${e instanceof Error ? e.message : String(e)}` }),
-        )
-        .finally(() => answering--);
+      answers.serve(c, req);
     };
     sock.on('data', onData);
   });

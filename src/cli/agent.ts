@@ -63,7 +63,7 @@ export function parseSeconds(text: string, flag: string): number {
 async function run(flags: AgentFlags): Promise<void> {
   // Loaded here, not at start-up: the other subcommands do not need the agent's modules.
   const { Agent } = await import('../agent/agent.js');
-  const { startEvidenceServer } = await import('../agent/evidence-server.js');
+  const { EvidenceAnswers, startEvidenceServer } = await import('../agent/evidence-server.js');
   const log = createLogger(flags.logLevel);
   // The process's C heap: freed Buffers' pages go back to the kernel after major GCs.
   const { releaseCHeapAfterMajorGc } = await import('../agent/c-heap-release.js');
@@ -125,13 +125,15 @@ async function run(flags: AgentFlags): Promise<void> {
       logged(evidenceAuthz ? await evidenceAuthz.authorize(user, attrs, by) : noApi),
     relayUser: flags.evidenceRelayUser,
   };
+  // /evidence and the evidence socket share one EvidenceAnswers, made once the agent has started.
+  let evidenceAnswers: InstanceType<typeof EvidenceAnswers> | undefined;
   // Serve /healthz at once; /readyz turns 200 after the first sync.
   const http: Server = createMetricsServer({
     registry,
     ready: () => agent.ready,
     ...(authorize ? { authorize } : {}),
     routes: {
-      '/evidence': evidenceRoute(evidenceAccess, flags.evidenceSocket),
+      '/evidence': evidenceRoute(evidenceAccess, () => evidenceAnswers),
       '/findings': findingsRoute(evidenceAccess, () => ({
         ready: agent.ready,
         nodeName,
@@ -162,12 +164,13 @@ async function run(flags: AgentFlags): Promise<void> {
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
   await agent.start();
-  evidence = await startEvidenceServer(flags.evidenceSocket, {
+  evidenceAnswers = new EvidenceAnswers({
     table: () => agent.table,
     find: (ns, name, port) => agent.find(ns, name, port),
     nodeName: flags.nodeName ?? hostname(),
     ...(agent.ifname ? { ifname: agent.ifname } : {}),
   });
+  evidence = await startEvidenceServer(flags.evidenceSocket, evidenceAnswers);
   log.info({ socket: flags.evidenceSocket }, 'evidence socket listening');
 }
 

@@ -18,7 +18,7 @@ import {
   evidenceRoute,
   ON_BEHALF_OF_HEADER,
 } from '../../src/agent/evidence-http.js';
-import { startEvidenceServer } from '../../src/agent/evidence-server.js';
+import { EvidenceAnswers, startEvidenceServer } from '../../src/agent/evidence-server.js';
 import { KubeAuthorizer, ReviewRateLimiter } from '../../src/agent/kube-authorizer.js';
 import { ServiceIndex } from '../../src/agent/service-index.js';
 import { relayServer } from '../../src/cli/evidence-relay.js';
@@ -187,12 +187,13 @@ describe('token reviews, fair evidence and the relay, against the real kube-apis
       new ServiceIndex(view, { nodeIps: [LAB.node1], ipvsIps: [], podCidrs: [LAB.podCidr] }),
     );
     const socketPath = join(dir, 'evidence.sock');
-    evidenceSocket = await startEvidenceServer(socketPath, {
+    const answers = new EvidenceAnswers({
       table: () => table,
       find: (ns, name, port) =>
         view.services.filter((s) => s.namespace === ns && s.name === name && (port === undefined || s.port === port)),
       nodeName: NODE,
     });
+    evidenceSocket = await startEvidenceServer(socketPath, answers);
     const agentApi = new AccessReviewClient(
       loadApiTarget(kubeconfigFor('agent', await saToken('clbprobe', 'clbprobe'))),
     );
@@ -213,7 +214,7 @@ describe('token reviews, fair evidence and the relay, against the real kube-apis
           { nonResource: { path: '/metrics', verb: 'get' } },
           req.socket.remoteAddress,
         ),
-      routes: { '/evidence': evidenceRoute(access, socketPath) },
+      routes: { '/evidence': evidenceRoute(access, () => answers) },
     });
     agentHttp.prependListener('request', (req) => seenByAgent.push(req.headers));
     await new Promise<void>((r) => agentHttp.listen(0, '127.0.0.1', r));

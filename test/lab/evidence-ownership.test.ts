@@ -13,7 +13,7 @@ import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConntrackTable } from '../../src/agent/conntrack-table.js';
 import { evidenceAudience, evidenceRoute, ON_BEHALF_OF_HEADER } from '../../src/agent/evidence-http.js';
-import { startEvidenceServer } from '../../src/agent/evidence-server.js';
+import { EvidenceAnswers, startEvidenceServer } from '../../src/agent/evidence-server.js';
 import { KubeAuthorizer, ReviewRateLimiter } from '../../src/agent/kube-authorizer.js';
 import { ServiceIndex } from '../../src/agent/service-index.js';
 import { AccessReviewClient } from '../../src/cluster/access-review.js';
@@ -143,11 +143,12 @@ describe('evidence ownership with the real API server: a tenant gets its own con
     const table = new ConntrackTable(index);
     for (const f of flows) table.upsert(entry(f), 1000 + f.id);
     const socketPath = join(dir, 'evidence.sock');
-    evidenceSocket = await startEvidenceServer(socketPath, {
+    const answers = new EvidenceAnswers({
       table: () => table,
       find: (n, m, p) => index.find(n, m, p),
       nodeName: NODE,
     });
+    evidenceSocket = await startEvidenceServer(socketPath, answers);
 
     const agentToken = await saToken('clbprobe', 'clbprobe');
     const kubeconfig = tokenKubeconfig(cp, join(dir, 'kubeconfig'), agentToken);
@@ -165,7 +166,7 @@ describe('evidence ownership with the real API server: a tenant gets its own con
             authorize: (u, attrs, by) => authz.authorize(u, attrs, by),
             relayUser: RELAY_USER,
           },
-          socketPath,
+          () => answers,
         ),
       },
     });

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ConntrackTable } from '../../../src/agent/conntrack-table.js';
-import { startEvidenceServer } from '../../../src/agent/evidence-server.js';
+import { EvidenceAnswers, startEvidenceServer } from '../../../src/agent/evidence-server.js';
 import { ServiceIndex } from '../../../src/agent/service-index.js';
 import type { ClusterView } from '../../../src/cluster/types.js';
 import {
@@ -51,11 +51,14 @@ async function evidenceIds(
     .filter((k) => k.svcs.some((s) => s.namespace === ns && s.name === name))
     .map((k) => k.entry.id);
   const path = join(dir, `o${seq++}.sock`);
-  const server = await startEvidenceServer(path, {
-    table: () => table,
-    find: (n, m, p) => index.find(n, m, p),
-    nodeName: NODE,
-  });
+  const server = await startEvidenceServer(
+    path,
+    new EvidenceAnswers({
+      table: () => table,
+      find: (n, m, p) => index.find(n, m, p),
+      nodeName: NODE,
+    }),
+  );
   try {
     const lines = await new Promise<Record<string, any>[]>((resolve, reject) => {
       const s = createConnection(path);

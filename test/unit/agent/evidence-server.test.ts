@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ConntrackTable } from '../../../src/agent/conntrack-table.js';
 import {
+  EvidenceAnswers,
   type EvidenceBackend,
   type EvidenceLimits,
   parseEvidenceRequest,
@@ -71,7 +72,7 @@ let seq = 0;
 /** A server, and the server side of each connection it accepts (to look at what waits for the reader). */
 async function start(limits: Partial<EvidenceLimits> = {}) {
   const path = join(dir, `e${seq++}.sock`);
-  const server = await startEvidenceServer(path, backend(), limits);
+  const server = await startEvidenceServer(path, new EvidenceAnswers(backend(), limits));
   servers.push(server);
   const accepted: Socket[] = [];
   server.prependListener('connection', (s: Socket) => accepted.push(s));
@@ -239,7 +240,7 @@ describe('evidence socket: limits', () => {
     const old = process.umask(0);
     let started: Promise<Server>;
     try {
-      started = startEvidenceServer(path, backend());
+      started = startEvidenceServer(path, new EvidenceAnswers(backend()));
     } finally {
       process.umask(old);
     }
