@@ -149,8 +149,7 @@ export class AgentSources {
       return;
     }
     try {
-      // Loaded only for the API. (The API client is our own, cluster/kube-config.ts: @kubernetes/client-node
-      // would cost ~70 MB of RSS; it loads only for kubeconfigs with exec plugins or auth-providers.)
+      // Loaded only for the API; the node side's client is our own (cluster/kube-config.ts).
       const { ClusterWatch } = await import('../cluster/watch.js');
       this.clusterWatch = new ClusterWatch({
         nodeName: this.o.nodeName,

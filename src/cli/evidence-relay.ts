@@ -4,10 +4,10 @@
 // sending its headers) gives way, so idle sockets cannot lock on-call out.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { hostname } from 'node:os';
-import type { V1Pod } from '@kubernetes/client-node';
 import { type Command, Option } from 'commander';
 import { DEFAULT_SERVER_LIMITS, limitConnections, parseListen } from '../http-limits.js';
 import { createLogger } from '../log.js';
+import type { PodFields } from '../remote/agent-pods.js';
 import { fail, UserError } from './errors.js';
 import { AGENT_DEFAULTS } from './evidence.js';
 
@@ -82,7 +82,7 @@ async function run(f: RelayFlags): Promise<void> {
   const agents = {
     listPods: async () =>
       (await api.listPage(pods, { labelSelector: f.agentSelector })).items.map((p) =>
-        toAgentPod(p as V1Pod, f.container),
+        toAgentPod(p as PodFields, f.container),
       ),
     container: f.container,
     agentPort: int(f.agentPort, '--agent-port', 65535),
@@ -115,14 +115,11 @@ async function run(f: RelayFlags): Promise<void> {
     const { EventRecorder, eventCreator } = await import('../remote/events.js');
     const intervalMs = int(f.eventsInterval, '--events-interval', 3600) * 1000;
     const recorder = new EventRecorder({
-      listPods: async () =>
-        (await api.listPage(pods, { labelSelector: f.agentSelector })).items.map((p) =>
-          toAgentPod(p as V1Pod, f.container),
-        ),
-      container: f.container,
-      agentPort: int(f.agentPort, '--agent-port', 65535),
-      concurrency: int(f.concurrency, '--concurrency', 100),
-      nodeToken: (node) => nodeTokens.forNode(node),
+      listPods: agents.listPods,
+      container: agents.container,
+      agentPort: agents.agentPort,
+      concurrency: agents.concurrency,
+      nodeToken: agents.nodeToken,
       agentTimeoutMs: int(f.statusTimeout, '--status-timeout', 300) * 1000,
       maxAnswerBytes: 16 << 20,
       create: eventCreator(target, process.env.POD_NAME ?? hostname()),

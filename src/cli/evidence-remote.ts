@@ -4,18 +4,19 @@
 // control: list pods + create pods/exec in the agent namespace), streams each
 // node's lines as they arrive with the node's name, and ends with a per-node
 // summary. A node that fails is reported and does not stop the others.
-// Loaded on demand by evidence.ts: @kubernetes/client-node costs ~0.6 s of start-up.
+// Loaded on demand by evidence.ts: the workstation's client (@kubernetes/client-node) costs ~0.6 s of start-up.
 import { randomBytes } from 'node:crypto';
 import { closeSync, writeSync } from 'node:fs';
 import { extname } from 'node:path';
-import { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
 import type { EvidenceLine } from '../agent/evidence.js';
 import { createCaptureFile } from '../capture/output-file.js';
 import { byText } from '../compare.js';
 import { printable } from '../printable.js';
-import { type AgentPod, listAgentPods, planNodes } from '../remote/agent-pods.js';
+import { type AgentPod, planNodes } from '../remote/agent-pods.js';
 import { evidenceLineOf, lineSplitter, parseEvidenceLine } from '../remote/evidence-lines.js';
 import { execInPod, PodExecError } from '../remote/pod-exec.js';
+import { listAgentPods, loadWorkstationConfig } from '../remote/workstation-client.js';
 import { UserError } from './errors.js';
 import { textLine } from './evidence-text.js';
 
@@ -77,32 +78,6 @@ export interface PcapCopy {
 
 /** The agent pods' scratch space (an emptyDir in deploy/daemonset.yaml). */
 const REMOTE_TMP = '/tmp';
-
-/** KUBECONFIG / ~/.kube/config / in-cluster, as kubectl finds them, or the given file; `context` instead of current-context. */
-export function loadWorkstationConfig(file?: string, context?: string): KubeConfig {
-  const kc = new KubeConfig();
-  try {
-    if (file) kc.loadFromFile(file);
-    else kc.loadFromDefault();
-  } catch (e) {
-    throw new UserError(
-      `cannot load kubeconfig ${file ?? process.env.KUBECONFIG ?? '~/.kube/config'}: ${e instanceof Error ? e.message : String(e)}`,
-    );
-  }
-  if (context !== undefined) {
-    // kubectl's words for a context that is not there.
-    if (!kc.getContextObject(context)) throw new UserError(`context "${context}" does not exist`);
-    kc.setCurrentContext(context);
-  }
-  const cluster = kc.getCurrentCluster();
-  // loadFromDefault's last resort when it found nothing at all.
-  if (!cluster || (!file && cluster.name === 'cluster' && cluster.server === 'http://localhost:8080')) {
-    throw new UserError(
-      'no kubeconfig: set KUBECONFIG, create ~/.kube/config, run in a pod, or pass --kubeconfig FILE',
-    );
-  }
-  return kc;
-}
 
 /** The command run inside each agent pod. */
 export function remoteCommand(

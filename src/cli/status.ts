@@ -85,7 +85,7 @@ async function run(flags: StatusFlags): Promise<number> {
   const relay = /^([a-z0-9-]{1,63})\/([a-z0-9.-]{1,253})$/.exec(flags.relay);
   if (!relay) throw new UserError(`--relay: expected NAMESPACE/NAME, not ${JSON.stringify(flags.relay)}`);
   const [{ loadWorkstationConfig }, { askRelay, RelayError }, cs, { renderFixCommands }] = await Promise.all([
-    import('./evidence-remote.js'),
+    import('../remote/workstation-client.js'),
     import('../remote/relay-client.js'),
     import('../remote/cluster-status.js'),
     import('../detect/render.js'),

@@ -1,10 +1,10 @@
-// Where the Kubernetes API is and how to authenticate to it, without @kubernetes/client-node:
-// loading that package costs ~26 MB of heap and ~70 MB of RSS (its generated models load with
-// its config module), more than the whole agent at 5,000 Services (bench/agent.ts). What the
-// agent meets in practice is read here: the in-cluster service account (the DaemonSet), and
-// kubeconfigs with static credentials (tokens, token files, client certificates, basic auth).
-// Kubeconfigs whose user runs an exec plugin or an auth-provider, or whose cluster needs a proxy,
-// are handed to client-node (loaded then, and only then).
+// Where the Kubernetes API is and how to authenticate to it, for the commands that run on a node or
+// in a pod (agent, evidence relay, diagnose, collect): the in-cluster service account, or a
+// kubeconfig with static credentials (tokens, token files, client certificates, basic auth) or an
+// exec credential plugin. The workstation commands read kubeconfigs through @kubernetes/client-node
+// instead (src/remote/workstation-client.ts); this side never loads it, as it costs more memory than
+// the whole agent.
+import { execFile } from 'node:child_process';
 import type { RequestOptions } from 'node:https';
 import { dirname, resolve } from 'node:path';
 import yaml from 'js-yaml';
@@ -118,9 +118,10 @@ function fromKubeconfig(path: string): ApiTarget {
   if (typeof server !== 'string' || !/^https?:\/\/./.test(server))
     throw new KubeConfigError(`${at}: cluster.server is not an http(s) URL`);
 
-  if (user.exec !== undefined || user['auth-provider'] !== undefined || cluster['proxy-url'] !== undefined) {
-    return clientNodeTarget(path, server.replace(/\/+$/, ''), at);
-  }
+  if (user['auth-provider'] !== undefined)
+    throw new KubeConfigError(`${at}: user.auth-provider is not supported here: use an exec plugin or a token`);
+  if (cluster['proxy-url'] !== undefined)
+    throw new KubeConfigError(`${at}: cluster.proxy-url is not supported here: reach the API server directly`);
 
   const base = dirname(resolve(path));
   const str = (o: Obj, k: string): string | undefined => {
@@ -159,36 +160,106 @@ function fromKubeconfig(path: string): ApiTarget {
     return undefined;
   };
   authorization(); // a missing token file fails now
+  const plugin = user.exec === undefined ? undefined : execPlugin(user.exec, base, at, { server, cluster, ca });
   return {
     server: server.replace(/\/+$/, ''),
-    source: at,
+    source: plugin ? `${at}, credentials from its exec plugin` : at,
     requestOptions: async () => {
+      if (plugin) {
+        const credential = await plugin();
+        const auth = credential.token ? `Bearer ${credential.token}` : authorization();
+        return { ...tls, ...credential.tls, headers: auth ? { authorization: auth } : {} };
+      }
       const auth = authorization();
       return { ...tls, headers: auth ? { authorization: auth } : {} };
     },
   };
 }
 
-/** Exec plugins, auth-providers and proxies: client-node's KubeConfig does the work. */
-function clientNodeTarget(path: string, server: string, source: string): ApiTarget {
-  let kc: Promise<import('@kubernetes/client-node').KubeConfig> | undefined;
-  const load = async () => {
-    const { KubeConfig } = await import('@kubernetes/client-node');
-    const k = new KubeConfig();
-    try {
-      k.loadFromFile(path);
-    } catch (e) {
-      throw new KubeConfigError(`cannot load kubeconfig ${path}: ${e instanceof Error ? e.message : String(e)}`);
-    }
-    return k;
+/** What an exec plugin printed (an ExecCredential's status), and until when it holds. */
+interface ExecCredential {
+  token?: string;
+  tls?: { cert: Buffer; key: Buffer };
+  expiresMs: number;
+}
+
+/** A plugin that does not answer in this time is taken as broken (kubectl waits as long for none). */
+const EXEC_PLUGIN_TIMEOUT_MS = 60_000;
+
+/**
+ * The user's exec credential plugin (client.authentication.k8s.io), run as kubectl runs it without
+ * a terminal; its credential is kept until its expirationTimestamp.
+ */
+function execPlugin(
+  exec: unknown,
+  base: string,
+  at: string,
+  target: { server: string; cluster: Obj; ca: Buffer | undefined },
+): () => Promise<ExecCredential> {
+  if (!isObj(exec) || typeof exec.command !== 'string' || !exec.command)
+    throw new KubeConfigError(`${at}: user.exec has no command`);
+  const apiVersion = typeof exec.apiVersion === 'string' ? exec.apiVersion : 'client.authentication.k8s.io/v1';
+  const args = Array.isArray(exec.args) ? exec.args.map(String) : [];
+  // As client-go: a command with a slash is relative to the kubeconfig's directory; a bare name is looked up on PATH.
+  const command = exec.command.includes('/') ? resolve(base, exec.command) : exec.command;
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  for (const e of Array.isArray(exec.env) ? exec.env : []) if (isObj(e)) env[String(e.name)] = String(e.value ?? '');
+  // With provideClusterInfo, the plugin is told which cluster it answers for (ExecCredential spec.cluster).
+  const clusterInfo =
+    exec.provideClusterInfo === true
+      ? {
+          cluster: {
+            server: target.server,
+            'certificate-authority-data': target.ca?.toString('base64'),
+            'tls-server-name': target.cluster['tls-server-name'],
+            'insecure-skip-tls-verify': target.cluster['insecure-skip-tls-verify'],
+          },
+        }
+      : {};
+  env.KUBERNETES_EXEC_INFO = JSON.stringify({
+    apiVersion,
+    kind: 'ExecCredential',
+    spec: { interactive: false, ...clusterInfo },
+  });
+  let held: Promise<ExecCredential> | undefined;
+  const run = async (): Promise<ExecCredential> => {
+    const stdout = await new Promise<string>((resolveRun, rejectRun) => {
+      execFile(
+        command,
+        args,
+        { env, timeout: EXEC_PLUGIN_TIMEOUT_MS, maxBuffer: MAX_TOKEN_BYTES, encoding: 'utf8' },
+        (err, out, errOut) =>
+          err
+            ? rejectRun(new KubeConfigError(`${at}: exec plugin ${command}: ${errOut.trim() || err.message}`))
+            : resolveRun(out),
+      );
+    });
+    return credentialOf(stdout, `${at}: exec plugin ${command}`);
   };
-  return {
-    server,
-    source: `${source}, credentials through @kubernetes/client-node`,
-    requestOptions: async () => {
-      const opts: RequestOptions = { headers: {} };
-      await (kc ??= load()).then((k) => k.applyToHTTPSOptions(opts));
-      return opts;
-    },
+  return async () => {
+    const current = held && (await held.catch(() => undefined));
+    if (current && Date.now() < current.expiresMs) return current;
+    held = run();
+    return held;
   };
+}
+
+/** The credential in a plugin's ExecCredential JSON, or why it is none. */
+function credentialOf(text: string, what: string): ExecCredential {
+  let status: unknown;
+  try {
+    status = (JSON.parse(text) as { status?: unknown }).status;
+  } catch {
+    throw new KubeConfigError(`${what}: its output is not an ExecCredential (not JSON)`);
+  }
+  if (!isObj(status)) throw new KubeConfigError(`${what}: its ExecCredential has no status`);
+  const expires = typeof status.expirationTimestamp === 'string' ? Date.parse(status.expirationTimestamp) : Number.NaN;
+  const credential: ExecCredential = { expiresMs: Number.isNaN(expires) ? Number.POSITIVE_INFINITY : expires };
+  if (typeof status.token === 'string' && status.token) credential.token = status.token;
+  const { clientCertificateData: cert, clientKeyData: key } = status;
+  if (typeof cert === 'string' && typeof key === 'string' && cert && key)
+    credential.tls = { cert: Buffer.from(cert), key: Buffer.from(key) };
+  if (!credential.token && !credential.tls)
+    throw new KubeConfigError(`${what}: its ExecCredential has neither a token nor a client certificate and key`);
+  return credential;
 }

@@ -1,8 +1,18 @@
-// The agent pods to ask, one per node: listed from the API by the
-// DaemonSet's label, then planned (which pod answers for which node, which
-// nodes cannot answer and why). The plan is pure so it is tested on its own.
-import { CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
+// The agent pods to ask, one per node: read from a Pod as the API lists it (the relay's own
+// client, or client-node's on a workstation), then planned (which pod answers for which node,
+// which nodes cannot answer and why). The plan is pure so it is tested on its own.
 import { byText } from '../compare.js';
+
+/** The fields of a Pod that toAgentPod reads: the API's JSON, or client-node's V1Pod. */
+export interface PodFields {
+  metadata?: { name?: string; deletionTimestamp?: unknown };
+  spec?: { nodeName?: string; containers?: { name: string }[] };
+  status?: {
+    phase?: string;
+    podIP?: string;
+    containerStatuses?: { name: string; ready?: boolean; state?: { waiting?: { reason?: string } } }[];
+  };
+}
 
 export interface AgentPod {
   name: string;
@@ -19,7 +29,7 @@ export interface AgentPod {
   ip: string;
 }
 
-export function toAgentPod(p: V1Pod, container: string): AgentPod {
+export function toAgentPod(p: PodFields, container: string): AgentPod {
   const cs = p.status?.containerStatuses?.find((c) => c.name === container);
   const waiting = cs?.state?.waiting?.reason;
   return {
@@ -82,53 +92,4 @@ export function planNodes(pods: AgentPod[], container: string, only?: string[]):
   }
   for (const node of only ?? []) if (!byNode.has(node)) unreachable.push({ node, reason: 'no agent pod on this node' });
   return { ask, unreachable };
-}
-
-/** Lists the agent pods; throws an Error that says which RBAC verb or connection is missing. */
-export async function listAgentPods(
-  kc: KubeConfig,
-  namespace: string,
-  labelSelector: string,
-  container: string,
-  timeoutMs: number,
-): Promise<AgentPod[]> {
-  const api = kc.makeApiClient(CoreV1Api);
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs / 1000} s`)), timeoutMs);
-  });
-  try {
-    const list = await Promise.race([api.listNamespacedPod({ namespace, labelSelector }), timeout]);
-    return list.items.map((p) => toAgentPod(p, container));
-  } catch (e) {
-    throw new Error(
-      `cannot list the agent pods (namespace ${namespace}, ${labelSelector}) at ${kc.getCurrentCluster()?.server}: ${listFailure(e, namespace)}`,
-    );
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-function listFailure(e: unknown, namespace: string): string {
-  const code = (e as { code?: unknown }).code;
-  const body = (e as { body?: unknown }).body;
-  const msg =
-    typeof body === 'string'
-      ? statusText(body)
-      : body && typeof body === 'object' && 'message' in body
-        ? String(body.message)
-        : undefined;
-  if (code === 403)
-    return `403 Forbidden: ${msg ?? ''} (needs RBAC verb "list" on "pods" in namespace ${namespace}; see deploy/oncall-rbac.yaml)`;
-  if (code === 401) return `401 Unauthorized: the API server rejected the kubeconfig's credentials`;
-  if (typeof code === 'number') return `${code}: ${msg ?? ''}`;
-  return e instanceof Error ? e.message : String(e);
-}
-
-function statusText(body: string): string {
-  try {
-    return String((JSON.parse(body) as { message?: unknown }).message ?? body);
-  } catch {
-    return body.slice(0, 300);
-  }
 }

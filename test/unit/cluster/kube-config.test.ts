@@ -1,7 +1,7 @@
 // The API client's configuration (kube-config.ts) and transport (kube-api.ts) against real TLS:
 // a CA, server and client certificates made by openssl, an https server that requires a client
-// certificate or a bearer token, the in-cluster service account layout, and client-node's
-// fallback for exec plugins against the fake API server.
+// certificate or a bearer token, the in-cluster service account layout, and exec credential
+// plugins (tokens and client certificates, kept until they expire) against both servers.
 import { execFileSync } from 'node:child_process';
 import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:https';
@@ -221,6 +221,78 @@ describe('API client configuration, over real TLS', () => {
     );
   });
 
+  /** A plugin that logs each run to `runs` and prints `status` (an ExecCredential's). */
+  const plugin = (name: string, status: object): string => {
+    const path = f(name);
+    const credential = JSON.stringify({
+      apiVersion: 'client.authentication.k8s.io/v1',
+      kind: 'ExecCredential',
+      status,
+    });
+    writeFileSync(path, `#!/bin/sh\necho "$KUBERNETES_EXEC_INFO" >> ${path}.runs\ncat <<'EOF'\n${credential}\nEOF\n`);
+    chmodSync(path, 0o755);
+    return path;
+  };
+  const runs = (path: string): string[] => {
+    try {
+      return readFileSync(`${path}.runs`, 'utf8').trim().split('\n');
+    } catch {
+      return [];
+    }
+  };
+
+  it('exec plugin: its client certificate is presented, its token kept until it expires', async () => {
+    const certPlugin = plugin('cert-plugin.sh', {
+      clientCertificateData: readFileSync(f('client.crt'), 'utf8'),
+      clientKeyData: readFileSync(f('client.key'), 'utf8'),
+    });
+    const certs = kubeconfig(
+      'exec-cert.yaml',
+      [`server: https://127.0.0.1:${port}`, 'certificate-authority: ca.crt'],
+      ['exec:', '  apiVersion: client.authentication.k8s.io/v1', `  command: ./cert-plugin.sh`],
+    );
+    const api = new KubeApi(loadApiTarget(certs));
+    await api.listPage('/api/v1/services', {});
+    expect(seen.at(-1)).toEqual({ clientCn: 'clbprobe' });
+    await api.listPage('/api/v1/services', {});
+    expect(runs(certPlugin)).toHaveLength(1); // no expirationTimestamp: good for the process's life
+    expect(JSON.parse(runs(certPlugin)[0]!)).toEqual({
+      apiVersion: 'client.authentication.k8s.io/v1',
+      kind: 'ExecCredential',
+      spec: { interactive: false },
+    });
+
+    const expired = plugin('expired-plugin.sh', { token: 'short-lived', expirationTimestamp: '2020-01-01T00:00:00Z' });
+    const tokens = kubeconfig(
+      'exec-token.yaml',
+      [`server: https://127.0.0.1:${port}`, 'certificate-authority: ca.crt'],
+      ['exec:', '  apiVersion: client.authentication.k8s.io/v1', `  command: ${expired}`, '  provideClusterInfo: true'],
+    );
+    const target = loadApiTarget(tokens);
+    expect(runs(expired)).toEqual([]); // run at the first request, not at load
+    await new KubeApi(target).listPage('/api/v1/services', {});
+    await new KubeApi(target).listPage('/api/v1/services', {});
+    expect(seen.at(-1)).toEqual({ auth: 'Bearer short-lived' });
+    expect(runs(expired)).toHaveLength(2);
+    expect(JSON.parse(runs(expired)[0]!).spec.cluster).toEqual({
+      server: `https://127.0.0.1:${port}`,
+      'certificate-authority-data': b64('ca.crt'),
+    });
+  });
+
+  it('exec plugin: a failing or silent plugin fails the request with its words; auth-provider is refused', async () => {
+    const failing = f('failing-plugin.sh');
+    writeFileSync(failing, '#!/bin/sh\necho "run gcloud auth login first" >&2\nexit 1\n');
+    chmodSync(failing, 0o755);
+    const cluster = [`server: https://127.0.0.1:${port}`, 'certificate-authority: ca.crt'];
+    const fails = kubeconfig('exec-fails.yaml', cluster, ['exec:', `  command: ${failing}`]);
+    await expect(loadApiTarget(fails).requestOptions()).rejects.toThrow(/exec plugin .*: run gcloud auth login first/);
+    const empty = kubeconfig('exec-empty.yaml', cluster, ['exec:', `  command: ${plugin('empty-plugin.sh', {})}`]);
+    await expect(loadApiTarget(empty).requestOptions()).rejects.toThrow(/neither a token nor a client certificate/);
+    const provider = kubeconfig('provider.yaml', cluster, ['auth-provider: {name: oidc}']);
+    expect(() => loadApiTarget(provider)).toThrow(/auth-provider is not supported here: use an exec plugin/);
+  });
+
   it('says what is wrong with a kubeconfig', async () => {
     const bad = (name: string, text: string) => (writeFileSync(f(name), text), f(name));
     const cases: [string, RegExp][] = [
@@ -258,7 +330,7 @@ describe('API client configuration, over real TLS', () => {
   });
 });
 
-describe('exec plugin credentials, through client-node', () => {
+describe('exec plugin credentials, against the fake API server', () => {
   it('lists from the fake API server with the token the plugin prints', async () => {
     const api = new FakeApiServer();
     await api.start();
@@ -295,7 +367,7 @@ describe('exec plugin credentials, through client-node', () => {
         ].join('\n'),
       );
       const target = loadApiTarget(path);
-      expect(target.source).toMatch(/credentials through @kubernetes\/client-node/);
+      expect(target.source).toMatch(/credentials from its exec plugin/);
       const page = await new KubeApi(target).listPage('/api/v1/services', {});
       expect(page.items).toEqual([]);
     } finally {

@@ -2,6 +2,7 @@
 // match what deploy/ and the Dockerfile actually create.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { AGENT_DEFAULTS } from '../../../src/cli/evidence.js';
@@ -59,26 +60,25 @@ describe('planNodes', () => {
   });
 
   it('toAgentPod reads node, phase, readiness and the waiting reason of the agent container', () => {
-    const pod = toAgentPod(
-      {
-        metadata: { name: 'clbprobe-x', deletionTimestamp: new Date() },
-        spec: { nodeName: 'n1', containers: [{ name: 'agent' }] },
-        status: {
-          phase: 'Running',
-          containerStatuses: [
-            {
-              name: 'agent',
-              ready: false,
-              restartCount: 3,
-              image: '',
-              imageID: '',
-              state: { waiting: { reason: 'CrashLoopBackOff' } },
-            },
-          ],
-        },
+    // client-node's V1Pod (the workstation's) is read as the API's JSON is (the relay's).
+    const listed: V1Pod = {
+      metadata: { name: 'clbprobe-x', deletionTimestamp: new Date() },
+      spec: { nodeName: 'n1', containers: [{ name: 'agent' }] },
+      status: {
+        phase: 'Running',
+        containerStatuses: [
+          {
+            name: 'agent',
+            ready: false,
+            restartCount: 3,
+            image: '',
+            imageID: '',
+            state: { waiting: { reason: 'CrashLoopBackOff' } },
+          },
+        ],
       },
-      'agent',
-    );
+    };
+    const pod = toAgentPod(listed, 'agent');
     expect(pod).toEqual({
       name: 'clbprobe-x',
       node: 'n1',

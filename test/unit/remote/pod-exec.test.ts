@@ -4,8 +4,8 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { listAgentPods } from '../../../src/remote/agent-pods.js';
 import { execInPod, exitCodeOf, PodExecError } from '../../../src/remote/pod-exec.js';
+import { listAgentPods } from '../../../src/remote/workstation-client.js';
 import { FakeApiServer } from '../../support/fake-apiserver.js';
 
 function pod(

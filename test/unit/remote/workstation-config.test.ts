@@ -1,11 +1,13 @@
 // The workstation's kubeconfig for `evidence --all-nodes` (and `kubectl clbprobe`):
 // --kubeconfig, else KUBECONFIG / ~/.kube/config; --context instead of current-context,
-// an unknown context refused in kubectl's words.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+// an unknown context refused in kubectl's words; exec plugin and token users against the fake API
+// server.
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
-import { loadWorkstationConfig } from '../../../src/cli/evidence-remote.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { listAgentPods, loadWorkstationConfig } from '../../../src/remote/workstation-client.js';
+import { FakeApiServer } from '../../support/fake-apiserver.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'clbprobe-kc-'));
 const file = join(dir, 'config');
@@ -46,3 +48,44 @@ describe('loadWorkstationConfig', () => {
     expect(() => loadWorkstationConfig(file, 'nosuch')).toThrow('context "nosuch" does not exist');
   });
 });
+
+describe('the workstation client against the fake API server', () => {
+  const api = new FakeApiServer();
+  beforeAll(() => api.start());
+  afterAll(() => api.stop());
+
+  /** The fake server's kubeconfig with `user` (YAML lines under user:) instead of its token. */
+  const withUser = (name: string, user: string[]): string => {
+    const path = join(dir, name);
+    const lines = api.kubeconfig().split('\n');
+    const at = lines.findIndex((l) => l.trim().startsWith('token:'));
+    lines.splice(at, 1, ...user.map((l) => `    ${l}`));
+    writeFileSync(path, lines.join('\n'));
+    return path;
+  };
+  const list = (kubeconfig: string) =>
+    listAgentPods(loadWorkstationConfig(kubeconfig), 'clbprobe', 'app=clbprobe', 'agent', 5000);
+
+  it('authenticates with the token an exec plugin prints; a wrong token is refused in words', async () => {
+    const plugin = join(dir, 'plugin.sh');
+    const credential =
+      '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"fake-token"}}';
+    writeFileSync(plugin, `#!/bin/sh\necho '${credential}'\n`);
+    chmodSync(plugin, 0o755);
+    const exec = withUser('exec.yaml', [
+      'exec:',
+      '  apiVersion: client.authentication.k8s.io/v1',
+      `  command: ${plugin}`,
+      '  interactiveMode: Never',
+    ]);
+    await expect(list(exec)).resolves.toEqual([]);
+    await expect(list(writeKubeconfig('wrong.yaml', api.kubeconfig('wrong')))).rejects.toThrow(
+      /401 Unauthorized: the API server rejected the kubeconfig's credentials/,
+    );
+  });
+});
+
+function writeKubeconfig(name: string, text: string): string {
+  writeFileSync(join(dir, name), text);
+  return join(dir, name);
+}
