@@ -4,13 +4,13 @@
 // control: list pods + create pods/exec in the agent namespace), streams each
 // node's lines as they arrive with the node's name, and ends with a per-node
 // summary. A node that fails is reported and does not stop the others.
-// Loaded on demand by evidence.ts: the workstation's client (@kubernetes/client-node) costs ~0.6 s of start-up.
+// Loaded on demand by evidence.ts.
 import { randomBytes } from 'node:crypto';
 import { closeSync, writeSync } from 'node:fs';
 import { extname } from 'node:path';
-import type { KubeConfig } from '@kubernetes/client-node';
 import type { EvidenceLine } from '../agent/evidence.js';
 import { createCaptureFile } from '../capture/output-file.js';
+import type { ApiTarget } from '../cluster/kube-config.js';
 import { byText } from '../compare.js';
 import { printable } from '../printable.js';
 import { type AgentPod, planNodes } from '../remote/agent-pods.js';
@@ -138,7 +138,7 @@ class Output {
 }
 
 /** Asks one agent pod; never throws: failures become the node's result. */
-async function askNode(kc: KubeConfig, o: AllNodesOptions, pod: AgentPod, out: Output): Promise<NodeResult> {
+async function askNode(api: ApiTarget, o: AllNodesOptions, pod: AgentPod, out: Output): Promise<NodeResult> {
   const result: NodeResult = { node: pod.node, pod: pod.name, status: 'failed', entries: 0 };
   const agentErrors: string[] = [];
   let sawEnd = false;
@@ -176,7 +176,7 @@ async function askNode(kc: KubeConfig, o: AllNodesOptions, pod: AgentPod, out: O
   };
   try {
     const code = await execInPod(
-      kc,
+      api,
       target,
       remoteCommand(o, remotePcap),
       { stdout: (b) => pushLines(stdout, b), stderr: (b) => pushLines(stderr, b) },
@@ -197,7 +197,7 @@ async function askNode(kc: KubeConfig, o: AllNodesOptions, pod: AgentPod, out: O
     const m = wrote as RegExpExecArray | null;
     const file = pcapFileFor(o.pcap!, pod.node);
     try {
-      const bytes = await copyOut(kc, target, remotePcap, file, o.timeoutS * 1000);
+      const bytes = await copyOut(api, target, remotePcap, file, o.timeoutS * 1000);
       result.pcap = { file, packets: Number(m?.[1] ?? 0), bytes, dropped: Number(m?.[3] ?? 0) };
       if (m && Number(m[2]) !== bytes) throw new Error(`got ${bytes} of the capture's ${m[2]} bytes`);
     } catch (e) {
@@ -207,7 +207,7 @@ async function askNode(kc: KubeConfig, o: AllNodesOptions, pod: AgentPod, out: O
   } else if (remotePcap && ran) {
     // Best effort: do not leave a partial capture in the pod's scratch space.
     await execInPod(
-      kc,
+      api,
       target,
       ['rm', '-f', '--', remotePcap],
       { stdout: () => undefined, stderr: () => undefined },
@@ -221,7 +221,7 @@ async function askNode(kc: KubeConfig, o: AllNodesOptions, pod: AgentPod, out: O
 
 /** Streams a file out of the pod into `local` and removes it there; returns the bytes written. */
 async function copyOut(
-  kc: KubeConfig,
+  api: ApiTarget,
   t: { namespace: string; pod: string; container: string },
   remote: string,
   local: string,
@@ -232,7 +232,7 @@ async function copyOut(
   let err = '';
   try {
     const code = await execInPod(
-      kc,
+      api,
       t,
       ['sh', '-c', 'cat -- "$0" && rm -f -- "$0"', remote],
       { stdout: (b) => (bytes += writeSync(fd, b)), stderr: (b) => (err += b.toString()) },
@@ -249,7 +249,7 @@ async function copyOut(
 export const DEFAULT_RELAY = 'clbprobe/clbprobe-evidence';
 
 /** Asks the evidence relay, which fans out to the nodes; same output and exit codes as the exec fan-out. */
-async function runViaRelay(o: AllNodesOptions, kc: KubeConfig): Promise<number> {
+async function runViaRelay(o: AllNodesOptions, api: ApiTarget): Promise<number> {
   if (o.pcap)
     throw new UserError(
       '--pcap with --all-nodes copies each capture out of the agent pod: add --via exec (needs pods/exec, deploy/README.md)',
@@ -266,7 +266,7 @@ async function runViaRelay(o: AllNodesOptions, kc: KubeConfig): Promise<number> 
   const { askRelay, RelayError } = await import('../remote/relay-client.js');
   try {
     await askRelay(
-      kc,
+      api,
       { namespace, service },
       query,
       (text) => {
@@ -349,11 +349,11 @@ function isNodeResult(v: unknown): v is NodeResult {
 
 /** Runs the fan-out; returns the exit code (0 all nodes answered, 1 some did not). */
 export async function runAllNodes(o: AllNodesOptions): Promise<number> {
-  const kc = loadWorkstationConfig(o.kubeconfig, o.context);
-  if ((o.via ?? 'relay') === 'relay') return runViaRelay(o, kc);
+  const api = loadWorkstationConfig(o.kubeconfig, o.context);
+  if ((o.via ?? 'relay') === 'relay') return runViaRelay(o, api);
   let pods: AgentPod[];
   try {
-    pods = await listAgentPods(kc, o.namespace, o.selector, o.container, 30_000);
+    pods = await listAgentPods(api, o.namespace, o.selector, o.container, 30_000);
   } catch (e) {
     throw new UserError(e instanceof Error ? e.message : String(e));
   }
@@ -374,7 +374,7 @@ export async function runAllNodes(o: AllNodesOptions): Promise<number> {
   for (const r of results) out.failure(r);
   const queue = [...plan.ask];
   const worker = async (): Promise<void> => {
-    for (let pod = queue.shift(); pod; pod = queue.shift()) results.push(await askNode(kc, o, pod, out));
+    for (let pod = queue.shift(); pod; pod = queue.shift()) results.push(await askNode(api, o, pod, out));
   };
   await Promise.all(Array.from({ length: Math.min(o.concurrency, queue.length) }, worker));
   results.sort((a, b) => byText(a.node, b.node));

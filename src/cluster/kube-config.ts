@@ -1,12 +1,13 @@
-// Where the Kubernetes API is and how to authenticate to it, for the commands that run on a node or
-// in a pod (agent, evidence relay, diagnose, collect): the in-cluster service account, or a
-// kubeconfig with static credentials (tokens, token files, client certificates, basic auth) or an
-// exec credential plugin. The workstation commands read kubeconfigs through @kubernetes/client-node
-// instead (src/remote/workstation-client.ts); this side never loads it, as it costs more memory than
-// the whole agent.
+// Where the Kubernetes API is and how to authenticate to it, for every command: the in-cluster
+// service account, or kubeconfigs with static credentials (tokens, token files, client
+// certificates, basic auth) or an exec credential plugin. The node's commands (agent, evidence
+// relay, diagnose, collect) take --kubeconfig or the service account (loadApiTarget); the
+// workstation's find their kubeconfig as kubectl does (loadWorkstationTarget).
 import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import type { RequestOptions } from 'node:https';
-import { dirname, resolve } from 'node:path';
+import { homedir } from 'node:os';
+import { delimiter, dirname, join, resolve } from 'node:path';
 import yaml from 'js-yaml';
 import { FileTooLargeError, readFileBounded } from '../read-bounded.js';
 
@@ -38,10 +39,31 @@ export function loadApiTarget(
   env: NodeJS.ProcessEnv = process.env,
   serviceAccountDir = SERVICE_ACCOUNT_DIR,
 ): ApiTarget {
-  if (kubeconfigPath) return fromKubeconfig(kubeconfigPath);
+  if (kubeconfigPath) return fromKubeconfig([kubeconfigPath]);
   if (env.KUBERNETES_SERVICE_HOST) return inCluster(env, serviceAccountDir);
   throw new KubeConfigError(
     'not running in a pod (KUBERNETES_SERVICE_HOST is unset): pass --kubeconfig FILE, or --cluster-file FILE',
+  );
+}
+
+/**
+ * A workstation command's API, found as kubectl finds it: the given file, else KUBECONFIG's files
+ * (merged: the first entry of each name wins), else ~/.kube/config, else the pod's service
+ * account; `context` instead of the current-context.
+ */
+export function loadWorkstationTarget(
+  file?: string,
+  context?: string,
+  env: NodeJS.ProcessEnv = process.env,
+  serviceAccountDir = SERVICE_ACCOUNT_DIR,
+): ApiTarget {
+  const home = join(env.HOME ?? homedir(), '.kube', 'config');
+  const candidates = file ? [file] : env.KUBECONFIG ? env.KUBECONFIG.split(delimiter) : [home];
+  const paths = file ? candidates : candidates.filter((path) => path && existsSync(path));
+  if (paths.length) return fromKubeconfig(paths, context);
+  if (env.KUBERNETES_SERVICE_HOST) return inCluster(env, serviceAccountDir);
+  throw new KubeConfigError(
+    'no kubeconfig: set KUBECONFIG, create ~/.kube/config, run in a pod, or pass --kubeconfig FILE',
   );
 }
 
@@ -88,31 +110,53 @@ function inCluster(env: NodeJS.ProcessEnv, dir: string): ApiTarget {
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-function fromKubeconfig(path: string): ApiTarget {
-  const where = `kubeconfig ${path}`;
+/** One kubeconfig file, parsed. */
+function readKubeconfig(path: string): Obj {
   let doc: unknown;
   try {
     doc = yaml.load(readFile(path, 'kubeconfig', MAX_KUBECONFIG_BYTES).toString());
   } catch (e) {
     if (e instanceof KubeConfigError) throw e;
-    throw new KubeConfigError(`${where}: not YAML: ${e instanceof Error ? e.message.split('\n')[0] : String(e)}`);
+    throw new KubeConfigError(
+      `kubeconfig ${path}: not YAML: ${e instanceof Error ? e.message.split('\n')[0] : String(e)}`,
+    );
   }
-  if (!isObj(doc)) throw new KubeConfigError(`${where}: not a kubeconfig (expected a mapping)`);
-  const contextName = doc['current-context'];
+  if (!isObj(doc)) throw new KubeConfigError(`kubeconfig ${path}: not a kubeconfig (expected a mapping)`);
+  return doc;
+}
+
+/** An entry of a kubeconfig's list, with the directory its relative paths start from (its file's). */
+interface Entry {
+  body: Obj;
+  base: string;
+}
+
+function fromKubeconfig(paths: string[], contextOverride?: string): ApiTarget {
+  const files = paths.map((path) => ({ path, doc: readKubeconfig(path) }));
+  const where = `kubeconfig ${paths.join(delimiter)}`;
+  const current = files.map((f) => f.doc['current-context']).find((c) => typeof c === 'string' && c);
+  const contextName = contextOverride ?? current;
   if (typeof contextName !== 'string' || !contextName) throw new KubeConfigError(`${where}: no current-context`);
-  const named = (list: string, name: unknown, field: string): Obj => {
-    const entries = Array.isArray(doc[list]) ? (doc[list] as unknown[]) : [];
-    const entry = entries.find((x) => isObj(x) && x.name === name);
-    if (!isObj(entry)) throw new KubeConfigError(`${where}: ${list} has no entry named ${JSON.stringify(name)}`);
-    const body = entry[field] ?? {}; // "user:" with nothing under it is an empty user
-    if (!isObj(body))
-      throw new KubeConfigError(`${where}: ${list} entry ${JSON.stringify(name)} has no ${field} mapping`);
-    return body;
+  const named = (list: string, name: unknown, field: string): Entry => {
+    for (const { path, doc } of files) {
+      const entries = Array.isArray(doc[list]) ? (doc[list] as unknown[]) : [];
+      const entry = entries.find((x) => isObj(x) && x.name === name);
+      if (!isObj(entry)) continue;
+      const body = entry[field] ?? {}; // "user:" with nothing under it is an empty user
+      if (!isObj(body))
+        throw new KubeConfigError(`${where}: ${list} entry ${JSON.stringify(name)} has no ${field} mapping`);
+      return { body, base: dirname(resolve(path)) };
+    }
+    // kubectl's words for a --context that is not there.
+    if (list === 'contexts' && contextOverride !== undefined)
+      throw new KubeConfigError(`context "${contextOverride}" does not exist`);
+    throw new KubeConfigError(`${where}: ${list} has no entry named ${JSON.stringify(name)}`);
   };
-  const context = named('contexts', contextName, 'context');
-  const cluster = named('clusters', context.cluster, 'cluster');
+  const context = named('contexts', contextName, 'context').body;
+  const { body: cluster, base: clusterBase } = named('clusters', context.cluster, 'cluster');
   // A context may have no user (an unauthenticated, e.g. kubectl proxy, endpoint).
-  const user = context.user === undefined ? {} : named('users', context.user, 'user');
+  const { body: user, base } =
+    context.user === undefined ? { body: {}, base: clusterBase } : named('users', context.user, 'user');
   const at = `${where} (context ${contextName})`;
   const server = cluster.server;
   if (typeof server !== 'string' || !/^https?:\/\/./.test(server))
@@ -123,22 +167,21 @@ function fromKubeconfig(path: string): ApiTarget {
   if (cluster['proxy-url'] !== undefined)
     throw new KubeConfigError(`${at}: cluster.proxy-url is not supported here: reach the API server directly`);
 
-  const base = dirname(resolve(path));
   const str = (o: Obj, k: string): string | undefined => {
     const v = o[k];
     if (v === undefined || v === null || v === '') return undefined;
     if (typeof v !== 'string') throw new KubeConfigError(`${at}: ${k} is not a string`);
     return v;
   };
-  // "-data" fields are base64; the others are paths, relative to the kubeconfig's directory.
-  const material = (o: Obj, k: string, what: string): Buffer | undefined => {
+  // "-data" fields are base64; the others are paths, relative to the directory of the entry's kubeconfig.
+  const material = (o: Obj, k: string, what: string, from = base): Buffer | undefined => {
     const data = str(o, `${k}-data`);
     if (data !== undefined) return Buffer.from(data, 'base64');
     const file = str(o, k);
-    return file === undefined ? undefined : readFile(resolve(base, file), `${what} (${k})`, MAX_CERTIFICATE_BYTES);
+    return file === undefined ? undefined : readFile(resolve(from, file), `${what} (${k})`, MAX_CERTIFICATE_BYTES);
   };
   const tls: RequestOptions = {};
-  const ca = material(cluster, 'certificate-authority', 'the cluster CA');
+  const ca = material(cluster, 'certificate-authority', 'the cluster CA', clusterBase);
   if (ca) tls.ca = ca;
   if (cluster['insecure-skip-tls-verify'] === true) tls.rejectUnauthorized = false;
   const serverName = str(cluster, 'tls-server-name');

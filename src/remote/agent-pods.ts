@@ -1,9 +1,8 @@
-// The agent pods to ask, one per node: read from a Pod as the API lists it (the relay's own
-// client, or client-node's on a workstation), then planned (which pod answers for which node,
+// The agent pods to ask, one per node: read from a Pod as the API lists it, then planned (which pod answers for which node,
 // which nodes cannot answer and why). The plan is pure so it is tested on its own.
 import { byText } from '../compare.js';
 
-/** The fields of a Pod that toAgentPod reads: the API's JSON, or client-node's V1Pod. */
+/** The fields of a Pod (as the API lists it) that toAgentPod reads. */
 export interface PodFields {
   metadata?: { name?: string; deletionTimestamp?: unknown };
   spec?: { nodeName?: string; containers?: { name: string }[] };

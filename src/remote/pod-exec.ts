@@ -2,20 +2,18 @@
 // subresource, as `kubectl exec` does, so the cluster's RBAC decides who may.
 // The transport is a WebSocket speaking v5/v4.channel.k8s.io: byte 0 of each
 // binary frame is the channel (1 stdout, 2 stderr, 3 the final metav1.Status
-// with the exit code, 255 v5 close-stream). client-node's Exec builds the
-// request and decodes the channels; we give it our own connection (its
-// documented WebSocketInterface) because its default one throws away the
-// body of a refused upgrade, and that body (a Status) is what names the
-// missing RBAC verb or the wrong container.
+// with the exit code, 255 v5 close-stream). The body of a refused upgrade (a
+// Status) is read: it names the missing RBAC verb or the wrong container.
 import type { IncomingMessage } from 'node:http';
-import type { Writable } from 'node:stream';
-import { Exec, type KubeConfig } from '@kubernetes/client-node';
 import WebSocket from 'ws';
+import type { ApiTarget } from '../cluster/kube-config.js';
 
 /** Versions whose channel 3 carries a JSON Status (older ones send plain text). */
 const PROTOCOLS = ['v5.channel.k8s.io', 'v4.channel.k8s.io'];
-/** v5: a frame [255, channel] says the server closed that channel; the status frame ends everything anyway. */
-const CLOSE_STREAM = 255;
+/** The channels of the frames read; others (v5's 255, close-stream) are left: the status frame ends everything. */
+const STDOUT = 1;
+const STDERR = 2;
+const STATUS = 3;
 
 export type ExecFailureKind =
   | 'unauthorized'
@@ -107,18 +105,13 @@ export function refusalError(code: number, body: string, t: ExecTarget): PodExec
 /** Largest refusal body kept (a Status is a few hundred bytes). */
 const MAX_BODY = 4096;
 
-/** A Writable-shaped sink for client-node's stream handling (it only calls write and end). */
-function sink(write: (b: Buffer) => void): Writable {
-  return { write: (b: Buffer) => (write(b), true), end: () => undefined } as unknown as Writable;
-}
-
 /**
  * Runs `command` in the target container; output is delivered as it arrives.
  * Resolves to the exit code; rejects with a PodExecError saying why it could
  * not run or did not finish within `timeoutMs`.
  */
 export function execInPod(
-  kc: KubeConfig,
+  api: ApiTarget,
   t: ExecTarget,
   command: string[],
   out: ExecOutput,
@@ -161,17 +154,20 @@ export function execInPod(
           error: new PodExecError('the connection closed before the exit status (pod or node restarted?)', 'no-status'),
         });
     };
-    const connect = async (
-      path: string,
-      _text: unknown,
-      onBinary: ((channel: number, data: Buffer) => boolean) | null,
-    ): Promise<WebSocket> => {
-      const server = kc.getCurrentCluster()!.server.replace(/\/$/, '');
-      const opts: WebSocket.ClientOptions = {};
-      await kc.applyToHTTPSOptions(opts);
-      const ws = new WebSocket(server.replace(/^http/, 'ws') + path, PROTOCOLS, opts);
+    const connect = async (): Promise<void> => {
+      const query = new URLSearchParams({
+        stdout: 'true',
+        stderr: 'true',
+        stdin: 'false',
+        tty: 'false',
+        container: t.container,
+      });
+      for (const word of command) query.append('command', word);
+      const path = `/api/v1/namespaces/${encodeURIComponent(t.namespace)}/pods/${encodeURIComponent(t.pod)}/exec`;
+      const options = await api.requestOptions();
+      if (settled) return;
+      const ws = new WebSocket(`${api.server.replace(/^http/, 'ws')}${path}?${query}`, PROTOCOLS, options);
       socket = ws;
-      if (settled) ws.terminate();
       ws.on('error', (e) => (transportError ??= e));
       ws.on('close', onClose);
       // With this listener ws leaves the refused handshake to us: read the Status, then abort.
@@ -187,43 +183,38 @@ export function execInPod(
         });
         res.on('error', () => ws.terminate());
       });
+      ws.once('open', () => {
+        if (PROTOCOLS.includes(ws.protocol)) return;
+        transportError = new Error(
+          `the API server speaks ${JSON.stringify(ws.protocol)}, not ${PROTOCOLS.join(' or ')}`,
+        );
+        ws.terminate();
+      });
       ws.on('message', (data: Buffer, isBinary: boolean) => {
-        // Only the output channels and the status: client-node throws on any other.
-        if (!isBinary || data.length < 1 || data[0] === CLOSE_STREAM || data[0]! > 3 || !onBinary) return;
-        try {
-          if (!onBinary(data[0]!, data.subarray(1))) ws.close();
-        } catch (e) {
-          // client-node JSON-parses the status frame; a garbled one must not take the process down.
-          transportError = new Error(`unreadable exit status frame: ${e instanceof Error ? e.message : String(e)}`);
-          ws.terminate();
+        if (!isBinary || data.length < 1) return;
+        const body = data.subarray(1);
+        if (data[0] === STDOUT) out.stdout(body);
+        else if (data[0] === STDERR) out.stderr(body);
+        else if (data[0] === STATUS) {
+          try {
+            status = JSON.parse(body.toString('utf8')) as ExecStatus;
+            ws.close();
+          } catch (e) {
+            // A garbled status frame must not take the process down.
+            transportError = new Error(`unreadable exit status frame: ${e instanceof Error ? e.message : String(e)}`);
+            ws.terminate();
+          }
         }
       });
-      return new Promise((resolveOpen, rejectOpen) => {
-        ws.once('open', () => {
-          if (PROTOCOLS.includes(ws.protocol)) return resolveOpen(ws);
-          transportError = new Error(
-            `the API server speaks ${JSON.stringify(ws.protocol)}, not ${PROTOCOLS.join(' or ')}`,
-          );
-          ws.terminate();
-        });
-        ws.once('close', () => rejectOpen(new Error('closed')));
-      });
     };
-    const stdout = sink((b) => out.stdout(b));
-    const stderr = sink((b) => out.stderr(b));
-    new Exec(kc, { connect } as never)
-      .exec(t.namespace, t.pod, t.container, command, stdout, stderr, null, false, (s) => {
-        status = s as ExecStatus;
-      })
-      .catch((e: unknown) => {
-        // Failures before a socket exists (kubeconfig auth plugin, bad server URL); others end in onClose.
-        if (!socket)
-          settle({
-            error: new PodExecError(
-              `cannot open the exec connection: ${e instanceof Error ? e.message : String(e)}`,
-              'connection',
-            ),
-          });
-      });
+    // Failures before a socket exists (the kubeconfig's exec plugin, a bad server URL); others end in onClose.
+    connect().catch((e: unknown) =>
+      settle({
+        error: new PodExecError(
+          `cannot open the exec connection: ${e instanceof Error ? e.message : String(e)}`,
+          'connection',
+        ),
+      }),
+    );
   });
 }

@@ -1,11 +1,11 @@
 // The workstation's side of the evidence relay: one GET through the API server's service proxy
 // (/api/v1/namespaces/NS/services/NAME/proxy/evidence), authenticated to the API server as
-// kubectl would be (client-node applies the kubeconfig: token, exec plugin, client certificate),
+// kubectl would be (the kubeconfig's token, token file or exec plugin: cluster/kube-config.ts),
 // with the bearer token repeated in TOKEN_HEADER for the relay, since the API server removes the
 // Authorization header of a request it has authenticated. Lines are handed over as they arrive.
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest, type RequestOptions } from 'node:https';
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { ApiTarget } from '../cluster/kube-config.js';
 import { TOKEN_HEADER } from './relay.js';
 
 export interface RelayTarget {
@@ -28,19 +28,21 @@ const MAX_LINE = 1 << 20;
 
 /** Streams the relay's answer line by line; resolves when it ends, rejects with what to fix. */
 export async function askRelay(
-  kc: KubeConfig,
+  api: ApiTarget,
   t: RelayTarget,
   query: URLSearchParams,
   onLine: (text: string) => void,
   timeoutMs: number,
   route: 'evidence' | 'status' = 'evidence',
 ): Promise<void> {
-  const cluster = kc.getCurrentCluster();
-  if (!cluster) throw new RelayError('the kubeconfig has no current cluster');
-  const opts: RequestOptions = {};
-  await kc.applyToHTTPSOptions(opts);
+  let opts: RequestOptions;
+  try {
+    opts = await api.requestOptions();
+  } catch (e) {
+    throw new RelayError(e instanceof Error ? e.message : String(e));
+  }
   const headers = (opts.headers ?? {}) as Record<string, string>;
-  const authorization = headers.Authorization ?? headers.authorization;
+  const authorization = headers.authorization;
   if (!authorization || !/^bearer\s/i.test(authorization)) {
     throw new RelayError(
       'the evidence relay needs a bearer token to check your access on each node, and this kubeconfig user has none ' +
@@ -49,7 +51,7 @@ export async function askRelay(
   }
   opts.headers = { ...headers, [TOKEN_HEADER]: authorization, accept: 'application/x-ndjson' };
   const path = `/api/v1/namespaces/${encodeURIComponent(t.namespace)}/services/${encodeURIComponent(t.service)}/proxy/${route}?${query}`;
-  const url = new URL(cluster.server.replace(/\/$/, '') + path);
+  const url = new URL(api.server + path);
   const where = `the evidence relay (service ${t.namespace}/${t.service} through ${url.host})`;
   return new Promise((resolve, reject) => {
     const req = (url.protocol === 'https:' ? httpsRequest : httpRequest)(

@@ -17,7 +17,6 @@ import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import type { V1Pod } from '@kubernetes/client-node';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type EvidenceAccess, evidenceAudience, evidenceRoute } from '../../src/agent/evidence-http.js';
@@ -33,7 +32,7 @@ import { diagnose } from '../../src/detect/index.js';
 import { renderFixCommands } from '../../src/detect/render.js';
 import type { Finding } from '../../src/detect/types.js';
 import { createMetricsServer } from '../../src/export/server.js';
-import { toAgentPod } from '../../src/remote/agent-pods.js';
+import { type PodFields, toAgentPod } from '../../src/remote/agent-pods.js';
 import { EVENT_REASON, EVENT_REASON_CLEARED, EventRecorder, eventCreator } from '../../src/remote/events.js';
 import { NodeTokens, tokenRequester } from '../../src/remote/node-tokens.js';
 import { relayRoute } from '../../src/remote/relay.js';
@@ -336,7 +335,7 @@ describe.skipIf(!isRoot)('clbprobe status: five agents and the relay against a r
       listPods: async () =>
         (
           await api.listPage('/api/v1/namespaces/clbprobe/pods', { labelSelector: 'app.kubernetes.io/name=clbprobe' })
-        ).items.map((p) => toAgentPod(p as V1Pod, 'agent')),
+        ).items.map((p) => toAgentPod(p as PodFields, 'agent')),
       container: 'agent',
       agentPort,
       concurrency: 3,

@@ -2,7 +2,6 @@
 // match what deploy/ and the Dockerfile actually create.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { AGENT_DEFAULTS } from '../../../src/cli/evidence.js';
@@ -60,8 +59,8 @@ describe('planNodes', () => {
   });
 
   it('toAgentPod reads node, phase, readiness and the waiting reason of the agent container', () => {
-    // client-node's V1Pod (the workstation's) is read as the API's JSON is (the relay's).
-    const listed: V1Pod = {
+    // A Pod as the API lists it, with fields the reader leaves.
+    const listed = {
       metadata: { name: 'clbprobe-x', deletionTimestamp: new Date() },
       spec: { nodeName: 'n1', containers: [{ name: 'agent' }] },
       status: {

@@ -2,8 +2,11 @@
 // real HTTP server, real WebSocket upgrades with v5/v4.channel.k8s.io framing,
 // real processes behind each exec. No root needed.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { KubeConfig } from '@kubernetes/client-node';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type ApiTarget, loadApiTarget } from '../../../src/cluster/kube-config.js';
 import { execInPod, exitCodeOf, PodExecError } from '../../../src/remote/pod-exec.js';
 import { listAgentPods } from '../../../src/remote/workstation-client.js';
 import { FakeApiServer } from '../../support/fake-apiserver.js';
@@ -34,9 +37,18 @@ interface Run {
   stderr: string;
 }
 
+const dir = mkdtempSync(join(tmpdir(), 'clbprobe-pod-exec-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** The API target of a kubeconfig's text. */
+function targetOf(name: string, kubeconfig: string): ApiTarget {
+  writeFileSync(join(dir, name), kubeconfig);
+  return loadApiTarget(join(dir, name));
+}
+
 describe('pod exec through the API server (WebSocket, channel protocol)', () => {
   const api = new FakeApiServer();
-  let kc: KubeConfig;
+  let kc: ApiTarget;
   const procs: ChildProcess[] = [];
 
   const run = async (
@@ -64,8 +76,7 @@ describe('pod exec through the API server (WebSocket, channel protocol)', () => 
 
   beforeAll(async () => {
     await api.start();
-    kc = new KubeConfig();
-    kc.loadFromString(api.kubeconfig());
+    kc = targetOf('kubeconfig', api.kubeconfig());
     api.apply('pods', pod('clbprobe-aaaaa', 'node-a'));
     api.apply('pods', pod('clbprobe-ppppp', 'node-p', 'Pending'));
     api.apply('pods', pod('other-zzzzz', 'node-a', 'Running', 'clbprobe', { app: 'other' }));
@@ -134,8 +145,7 @@ describe('pod exec through the API server (WebSocket, channel protocol)', () => 
       '400: container sidecar is not valid for pod clbprobe-aaaaa',
     );
     expect((await run('clbprobe-ppppp', ['true'])).error?.message).toContain('is not running (phase Pending)');
-    const bad = new KubeConfig();
-    bad.loadFromString(api.kubeconfig().replace('fake-token', 'stolen-token'));
+    const bad = targetOf('bad', api.kubeconfig().replace('fake-token', 'stolen-token'));
     expect((await run('clbprobe-aaaaa', ['true'], 10_000, 'agent', bad)).error?.kind).toBe('unauthorized');
   });
 
@@ -163,8 +173,7 @@ describe('pod exec through the API server (WebSocket, channel protocol)', () => 
   });
 
   it('an API server that is not there is a connection error', async () => {
-    const down = new KubeConfig();
-    down.loadFromString(api.kubeconfig().replace(/127\.0\.0\.1:\d+/, '127.0.0.1:1'));
+    const down = targetOf('down', api.kubeconfig().replace(/127\.0\.0\.1:\d+/, '127.0.0.1:1'));
     expect((await run('clbprobe-aaaaa', ['true'], 5000, 'agent', down)).error).toMatchObject({
       kind: 'connection',
       message: expect.stringContaining('ECONNREFUSED'),
