@@ -265,7 +265,7 @@ export function register(program: Command): void {
       env(
         new Option(
           '--tc-attach <mode>',
-          'how the eBPF counters hook the uplink: auto = TCX where the kernel has it (6.6+), else legacy tc cls_bpf filters; tcx only; tc forces the cls_bpf filters that pre-6.6 kernels get (e.g. to test that preStop removes them)',
+          'how the eBPF counters hook the uplink: auto = TCX where the kernel has it (6.6+), else legacy tc cls_bpf filters; tcx = TCX only, no cls_bpf fallback; tc forces the cls_bpf path that pre-6.6 kernels use (e.g. to test that the preStop clean-up removes its filters)',
         )
           .choices(TC_ATTACH_MODES)
           .default('auto'),
