@@ -6,7 +6,7 @@
 // with a periodic full resync; a failing source degrades, never stops it.
 import { readFileSync } from 'node:fs';
 import { hostname, release } from 'node:os';
-import { type Counter, openCounter } from '../capture/counter.js';
+import { type Counter, type CounterOptions, openCounter } from '../capture/counter.js';
 import { type CaptureMode, type Targets, withinVipCapacity } from '../capture/targets.js';
 import type { LookupOptions } from '../cluster/dns/lookup.js';
 import { prepareDiagnosis } from '../detect/index.js';
@@ -34,6 +34,8 @@ export interface AgentOptions {
   /** The uplink for the counters; default: the default-route interface. */
   ifname?: string;
   capture: CaptureMode;
+  /** eBPF only: how the counters attach to the uplink (TCX, legacy tc cls_bpf, or TCX where the kernel has it). */
+  tcAttach?: CounterOptions['attach'];
   clusterFile?: string;
   kubeconfig?: string;
   /** Use the API (in-cluster or --kubeconfig) when there is no cluster file. */
@@ -64,6 +66,17 @@ export interface AgentOptions {
    * the conntrack dump) and 'first sync' (the dump too, before the first diagnosis).
    */
   onStartupPhase?: (phase: 'sources read' | 'first sync') => void;
+}
+
+/** What the agent opens its counters with: `backend` on `ifname`, the rest from its options. */
+export function counterOptions(o: AgentOptions, backend: Exclude<CaptureMode, 'off'>, ifname: string): CounterOptions {
+  return {
+    ifname,
+    ...(o.netns ? { netnsPath: o.netns } : {}),
+    backend,
+    ...(o.tcAttach ? { attach: o.tcAttach } : {}),
+    logger: o.log,
+  };
 }
 
 /** The interface of the IPv4 default route in our namespace, from /proc/net/route. */
@@ -242,18 +255,14 @@ export class Agent {
   }
 
   private startCapture(): void {
-    if (this.o.capture === 'off') return;
+    const { capture } = this.o;
+    if (capture === 'off') return;
     if (!this.ifname) {
       this.health.down('capture', 'no uplink: pass --interface (no default route found)');
       return;
     }
     try {
-      this.counter = openCounter({
-        ifname: this.ifname,
-        ...(this.o.netns ? { netnsPath: this.o.netns } : {}),
-        backend: this.o.capture,
-        logger: this.o.log,
-      });
+      this.counter = openCounter(counterOptions(this.o, capture, this.ifname));
       this.applyTargets(this.counter, this.sources.index.targets());
       this.o.log.info({ counter: this.counter.description }, 'counters running');
     } catch (e) {

@@ -41,10 +41,23 @@ const HOOKS = [
   { egress: true, prog: PROG_EGRESS },
 ] as const;
 
+/** A program's name cannot be read by id without CAP_SYS_ADMIN, which the DaemonSet does not grant. */
+const NAME_UNREADABLE = Symbol('name unreadable');
+
+/** The name of program `id` (undefined: no such program); where it cannot be read, our handle and priority identify it. */
+function programName(addon: BpfAddon, id: number): string | undefined | typeof NAME_UNREADABLE {
+  try {
+    return addon.bpfProgInfoById(id)?.name;
+  } catch (e) {
+    if (isSyscallError(e) && e.code === 'EPERM') return NAME_UNREADABLE;
+    throw e;
+  }
+}
+
 /**
  * Removes cls_bpf filters that a previous, crashed run left at our handle and
- * priority. A filter there that runs someone else's program is left alone.
- * Returns how many were removed.
+ * priority. A filter there that runs someone else's program is left alone (where
+ * the program's name can be read). Returns how many were removed.
  */
 export function removeTcLeftovers(addon: BpfAddon, t: AttachTarget, log?: Logger): number {
   let removed = 0;
@@ -52,8 +65,8 @@ export function removeTcLeftovers(addon: BpfAddon, t: AttachTarget, log?: Logger
     const hook = egress ? 'egress' : 'ingress';
     const id = addon.bpfTcQuery(t.ifname, egress, TC_HANDLE, TC_PRIORITY, t.netnsPath);
     if (!id) continue;
-    const name = addon.bpfProgInfoById(id)?.name;
-    if (name === undefined || !OUR_PROGRAMS.has(name)) {
+    const name = programName(addon, id);
+    if (name !== NAME_UNREADABLE && (name === undefined || !OUR_PROGRAMS.has(name))) {
       log?.warn(
         { ifname: t.ifname, hook, progId: id, progName: name },
         'tc filter at our handle/priority is not ours; leaving it',

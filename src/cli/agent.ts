@@ -5,10 +5,12 @@
 import type { Server } from 'node:http';
 import { hostname } from 'node:os';
 import { type Command, Option } from 'commander';
+import type { AgentOptions } from '../agent/agent.js';
 import { type CheckAccess, DEFAULT_RELAY_USER, type EvidenceAccess, evidenceRoute } from '../agent/evidence-http.js';
 import { findingsRoute } from '../agent/findings-http.js';
 import type { KubeAuthorizer } from '../agent/kube-authorizer.js';
 import { createAgentRegistry } from '../agent/metrics/list.js';
+import type { CounterOptions } from '../capture/counter-types.js';
 import type { CaptureMode } from '../capture/targets.js';
 import { createMetricsServer, type MetricsServerOptions } from '../export/server.js';
 import { parseListen } from '../http-limits.js';
@@ -21,11 +23,15 @@ const VERSION = process.env.npm_package_version ?? '0.1.0';
 /** A malloc_trim walks the whole C heap (~0.1 ms at 8 MB): after a major GC, at most this often. */
 const C_HEAP_RELEASE_INTERVAL_MS = 10_000;
 
-interface AgentFlags {
+type TcAttach = NonNullable<CounterOptions['attach']>;
+const TC_ATTACH_MODES: readonly TcAttach[] = ['auto', 'tcx', 'tc'];
+
+export interface AgentFlags {
   nodeName?: string;
   listen: string;
   interface?: string;
   capture: CaptureMode;
+  tcAttach: TcAttach;
   kubeconfig?: string;
   clusterFile?: string;
   logLevel: string;
@@ -60,6 +66,26 @@ export function parseSeconds(text: string, flag: string): number {
   return Number(m[1]) * SECONDS_PER_UNIT[m[2] ?? 's']!;
 }
 
+/** The Agent's options from the command line's flags. */
+export function agentOptions(flags: AgentFlags, log: Logger): AgentOptions {
+  return {
+    nodeName: flags.nodeName ?? hostname(),
+    version: VERSION,
+    log,
+    ...(flags.netns ? { netns: netnsPath(flags.netns) } : {}),
+    ...(flags.interface ? { ifname: flags.interface } : {}),
+    capture: flags.capture,
+    tcAttach: flags.tcAttach,
+    ...(flags.clusterFile ? { clusterFile: flags.clusterFile } : {}),
+    ...(flags.kubeconfig ? { kubeconfig: flags.kubeconfig } : {}),
+    clusterApi: Boolean(flags.kubeconfig || process.env.KUBERNETES_SERVICE_HOST),
+    resyncIntervalS: parseSeconds(flags.resyncInterval, '--resync-interval'),
+    conntrackResyncIntervalS: parseSeconds(flags.conntrackResyncInterval, '--conntrack-resync-interval'),
+    conntrackKernelFilter: flags.conntrackFilter === 'kernel',
+    dnsLookup: { resolvConf: flags.resolvConf, maxNames: positiveInt(flags.dnsMaxNames, '--dns-max-names') },
+  };
+}
+
 async function run(flags: AgentFlags): Promise<void> {
   // Loaded here, not at start-up: the other subcommands do not need the agent's modules.
   const { Agent } = await import('../agent/agent.js');
@@ -80,22 +106,7 @@ async function run(flags: AgentFlags): Promise<void> {
       throw new UserError(e instanceof Error ? e.message : String(e));
     }
   })();
-  const agent = new Agent({
-    nodeName: flags.nodeName ?? hostname(),
-    version: VERSION,
-    log,
-    ...(flags.netns ? { netns: netnsPath(flags.netns) } : {}),
-    ...(flags.interface ? { ifname: flags.interface } : {}),
-    capture: flags.capture,
-    ...(flags.clusterFile ? { clusterFile: flags.clusterFile } : {}),
-    ...(flags.kubeconfig ? { kubeconfig: flags.kubeconfig } : {}),
-    clusterApi: Boolean(flags.kubeconfig || process.env.KUBERNETES_SERVICE_HOST),
-    resyncIntervalS: parseSeconds(flags.resyncInterval, '--resync-interval'),
-    conntrackResyncIntervalS: parseSeconds(flags.conntrackResyncInterval, '--conntrack-resync-interval'),
-    conntrackKernelFilter: flags.conntrackFilter === 'kernel',
-    dnsLookup: { resolvConf: flags.resolvConf, maxNames: positiveInt(flags.dnsMaxNames, '--dns-max-names') },
-    onStartupPhase: releaseStartupPages,
-  });
+  const agent = new Agent({ ...agentOptions(flags, log), onStartupPhase: releaseStartupPages });
   const registry = createAgentRegistry(() => agent.metricsState(), {
     maxServicePorts: positiveInt(flags.maxServicePorts, '--max-service-ports'),
     idleMs: parseSeconds(flags.seriesIdleTimeout, '--series-idle-timeout') * 1000,
@@ -251,6 +262,17 @@ export function register(program: Command): void {
       env(
         new Option('--capture <backend>', 'packet counters').choices(['ebpf', 'pcap', 'off', 'auto']).default('auto'),
         'CLBPROBE_CAPTURE',
+      ),
+    )
+    .addOption(
+      env(
+        new Option(
+          '--tc-attach <mode>',
+          'how the eBPF counters hook the uplink: auto = TCX where the kernel has it (6.6+), else legacy tc cls_bpf filters; tcx = TCX only, no cls_bpf fallback; tc forces the cls_bpf path that pre-6.6 kernels use (e.g. to test that the preStop clean-up removes its filters)',
+        )
+          .choices(TC_ATTACH_MODES)
+          .default('auto'),
+        'CLBPROBE_TC_ATTACH',
       ),
     )
     .addOption(

@@ -13,12 +13,19 @@
 // - /metrics answers a ServiceAccount token bound as the PodMonitor's scrape needs, and refuses one without.
 // - `kubectl clbprobe evidence --all-nodes` as a user with only deploy/oncall-rbac.yaml's role goes
 //   through the real API server's service proxy and the relay to both agents; a user without it is refused.
+// - Lifecycle: a rolling update keeps counting; with `--tc-attach=tc` (the cls_bpf path of kernels
+//   before 6.6) deleting a hung agent's pod leaves no tc filter behind, only preStop having removed them;
+//   an agent whose liveness probe fails is restarted by the kubelet and counts the loop again.
+// - With prometheus-operator's CRDs installed (minimal ones: test/fixtures/prometheus-operator/crds.yaml),
+//   `kubectl apply -k` of deploy/ as shipped also creates the PodMonitor and PrometheusRule as written.
 // Namespaces are cbk8s-*; every process, cgroup and namespace is removed also on failure.
 import { spawnSync } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse as parseYaml } from 'yaml';
+import { TC_HANDLE, TC_PRIORITY } from '../../src/capture/attach.js';
 import { parseSamples, type Sample } from '../../src/export/parse-samples.js';
 import { REPO_ROOT } from '../support/daemonset.js';
 import { KUBE_BIN } from '../support/kube-control-plane.js';
@@ -31,6 +38,10 @@ const PRODUCT_IMAGE = 'localhost/clbprobe:0.1.0';
 const CAP_BITS: Record<string, number> = { NET_ADMIN: 12, NET_RAW: 13, PERFMON: 38, BPF: 39 };
 const LB_HOSTNAME = 'web-0123456789.lb.cbk8s.example';
 const NODE_PORT = 30080;
+/** Each node's uplink, where the agent's counters attach. */
+const UPLINK = 'eth0';
+/** A line of `tc filter show` for our cls_bpf filter (handle and priority from src/capture/attach.ts), with its program id. */
+const OUR_TC_FILTER = new RegExp(`pref ${TC_PRIORITY} bpf .*handle 0x${TC_HANDLE.toString(16)} .*\\bid (\\d+)`);
 /**
  * kubectl 1.20's built-in kustomize (v2.0.3) cannot read deploy/kustomization.yaml ("labels", the
  * generator's "options"): apply -k needs a kubectl whose kustomize is v4 or newer, as users have.
@@ -75,6 +86,100 @@ describe.skipIf(!ready)('clbprobe on a real kubelet + containerd cluster (Kubern
     if (r.status !== 0) throw new Error(`${cmd.join(' ')} in ${k.nodes[i]!.name} exited ${r.status}: ${r.stderr}`);
     return r.stdout;
   };
+  /** `kubectl apply -k DIR` with the kubectl whose kustomize reads deploy/kustomization.yaml. */
+  const applyKustomization = (dir: string): void => {
+    const r = spawnSync(
+      'nsenter',
+      [
+        `--net=${k.nodes[0]!.netns.path}`,
+        KUBECTL_APPLY!,
+        '--kubeconfig',
+        k.kubeconfig('admin'),
+        '--cache-dir',
+        join(work, 'cache'),
+        'apply',
+        '-k',
+        dir,
+      ],
+      { encoding: 'utf8', timeout: 120_000 },
+    );
+    if (r.status !== 0) throw new Error(`kubectl apply -k: ${r.stderr}`);
+  };
+  /** The DaemonSet's pods by node name, without those being deleted. */
+  const agentPods = (): Map<string, string> => {
+    const pods = new Map<string, string>();
+    const lines = k
+      .kubectl([
+        '-n',
+        'clbprobe',
+        'get',
+        'pods',
+        '-l',
+        'app.kubernetes.io/component!=evidence-relay',
+        '-o',
+        'jsonpath={range .items[*]}{.spec.nodeName} {.metadata.name} {.metadata.ownerReferences[0].kind} {.metadata.deletionTimestamp}{"\\n"}{end}',
+      ])
+      .trim()
+      .split('\n');
+    for (const line of lines) {
+      const [node, pod, kind, deleting] = line.split(' ');
+      if (kind === 'DaemonSet' && !deleting) pods.set(node!, pod!);
+    }
+    return pods;
+  };
+  const podField = (pod: string, jsonpath: string): string =>
+    k.kubectl(['-n', 'clbprobe', 'get', 'pod', pod, '-o', `jsonpath=${jsonpath}`]);
+  const isReady = (pod: string): boolean => podField(pod, '{.status.conditions[?(@.type=="Ready")].status}') === 'True';
+  const restartCount = (pod: string): number =>
+    Number(podField(pod, '{.status.containerStatuses[?(@.name=="agent")].restartCount}'));
+  /** The node's Ready agent pod other than `old`, once there is one. */
+  const readyAgent = (i: number, what: string, old?: string): Promise<string> =>
+    until(
+      what,
+      120_000,
+      () => {
+        const pod = agentPods().get(k.nodes[i]!.name);
+        return pod && pod !== old && isReady(pod) ? pod : undefined;
+      },
+      1000,
+    );
+  /** The pod's events, one `REASON: MESSAGE` a line. */
+  const podEvents = (pod: string): string =>
+    k.kubectl([
+      '-n',
+      'clbprobe',
+      'get',
+      'events',
+      '--field-selector',
+      `involvedObject.name=${pod}`,
+      '-o',
+      'jsonpath={range .items[*]}{.reason}: {.message}{"\\n"}{end}',
+    ]);
+  /** Our cls_bpf filters' program ids on the node's uplink, per hook (empty: none). */
+  const tcFilters = (i: number): { ingress: string[]; egress: string[] } => {
+    const ids = (hook: string) =>
+      inNode(i, ['tc', 'filter', 'show', 'dev', UPLINK, hook])
+        .split('\n')
+        .flatMap((l) => OUR_TC_FILTER.exec(l)?.[1] ?? []);
+    return { ingress: ids('ingress'), egress: ids('egress') };
+  };
+  const hasClsact = (i: number): boolean => /^qdisc clsact /m.test(inNode(i, ['tc', 'qdisc', 'show', 'dev', UPLINK]));
+  /** The host PID of the agent process in the node's network namespace (hostNetwork). */
+  const agentPid = (i: number): number => {
+    const netns = `net:[${statSync(k.nodes[i]!.netns.path).ino}]`;
+    const pid = [...new Set(k.pids())].find((p) => {
+      const argv = tryRead(`/proc/${p}/cmdline`).split('\0');
+      return (
+        argv.includes('/app/dist/bundle/main.js') &&
+        argv.includes('agent') &&
+        tryReadlink(`/proc/${p}/ns/net`) === netns
+      );
+    });
+    if (pid === undefined) throw new Error(`no agent process in ${k.nodes[i]!.name}`);
+    return pid;
+  };
+  const processState = (pid: number): string | undefined => /^State:\s+(\S)/m.exec(tryRead(`/proc/${pid}/status`))?.[1];
+  const agentLog = (pod: string): string => k.kubectl(['-n', 'clbprobe', 'logs', pod, '-c', 'agent']);
   const metrics = (i: number, token: string): { code: string; body: string } => {
     const out = inNode(i, [
       'curl',
@@ -138,57 +243,11 @@ describe.skipIf(!ready)('clbprobe on a real kubelet + containerd cluster (Kubern
     await timed('podman build', () => buildProductImage(PRODUCT_IMAGE, work));
     const images = await timed('images (podman save when the image changed)', () => nodeImages(PRODUCT_IMAGE));
     k = await timed('cluster up (2 nodes Ready)', () => startKubeCluster(images, 2));
-    cpSync(join(REPO_ROOT, 'deploy'), join(work, 'deploy'), { recursive: true });
-    // What `kustomize edit set image clbprobe=localhost/clbprobe:0.1.0` writes, and what the README says to
-    // drop without prometheus-operator's CRDs (`kustomize edit remove resource`).
-    const kfile = join(work, 'deploy/kustomization.yaml');
-    const [name, tag] = PRODUCT_IMAGE.split(':') as [string, string];
-    writeFileSync(
-      kfile,
-      `${readFileSync(kfile, 'utf8')
-        .split('\n')
-        .filter((l) => !/^\s*- (podmonitor|prometheusrule)\.yaml$/.test(l))
-        .join('\n')
-        .trimEnd()}\nimages:\n- name: clbprobe\n  newName: ${name}\n  newTag: ${tag}\n`,
-    );
-    await timed('kubectl apply -k to rolled out', async () => {
-      const r = spawnSync(
-        'nsenter',
-        [
-          `--net=${k.nodes[0]!.netns.path}`,
-          KUBECTL_APPLY!,
-          '--kubeconfig',
-          k.kubeconfig('admin'),
-          '--cache-dir',
-          join(work, 'cache'),
-          'apply',
-          '-k',
-          join(work, 'deploy'),
-        ],
-        {
-          encoding: 'utf8',
-          timeout: 120_000,
-        },
-      );
-      if (r.status !== 0) throw new Error(`kubectl apply -k: ${r.stderr}`);
+    await timed('kubectl apply -k to rolled out', () => {
+      applyKustomization(userDeploy(join(work, 'deploy'), { operator: false }));
       k.kubectl(['-n', 'clbprobe', 'rollout', 'status', 'ds/clbprobe', '--timeout=240s'], { timeoutMs: 250_000 });
     });
-    for (const line of k
-      .kubectl([
-        '-n',
-        'clbprobe',
-        'get',
-        'pods',
-        '-l',
-        'app.kubernetes.io/component!=evidence-relay',
-        '-o',
-        'jsonpath={range .items[*]}{.spec.nodeName} {.metadata.name} {.metadata.ownerReferences[0].kind}{"\\n"}{end}',
-      ])
-      .trim()
-      .split('\n')) {
-      const [node, pod, kind] = line.split(' ');
-      if (kind === 'DaemonSet') agents.set(node!, pod!);
-    }
+    for (const [node, pod] of agentPods()) agents.set(node, pod);
     // Prometheus' ServiceAccount as the PodMonitor's scrape class uses it: bound to get /metrics.
     k.kubectl(['apply', '-f', '-'], {
       input: `apiVersion: v1
@@ -433,7 +492,126 @@ spec:
     // The new agent on node1 starts from zero and sees the loop again.
     await loopUntilFound("node1's new agent counting the loop");
   }, 300_000);
+
+  it('leaves no cls_bpf filter behind when an agent pod is deleted: preStop removes them (--tc-attach=tc, the pre-6.6 path)', async () => {
+    // As an SRE would force the pre-6.6 path on this 6.6+ kernel: a JSON patch appending the flag to the
+    // DaemonSet's args (a rolling update of both nodes). The checks after this one work in either mode, so it stays.
+    const addFlag = [{ op: 'add', path: '/spec/template/spec/containers/0/args/-', value: '--tc-attach=tc' }];
+    k.kubectl(['-n', 'clbprobe', 'patch', 'ds', 'clbprobe', '--type=json', '-p', JSON.stringify(addFlag)]);
+    k.kubectl(['-n', 'clbprobe', 'rollout', 'status', 'ds/clbprobe', '--timeout=240s'], { timeoutMs: 250_000 });
+    const pod = await readyAgent(0, "node1's agent with --tc-attach=tc Ready");
+    expect(agentLog(pod)).toMatch(/"attach":"tc".*"eBPF counters attached"/);
+    const attached = tcFilters(0);
+    expect(attached.ingress).toHaveLength(1);
+    expect(attached.egress).toHaveLength(1);
+    // A hung agent: stopped, it cannot detach its filters at SIGTERM and is SIGKILLed at the end of its 10 s grace
+    // period, and the replacement cannot attach (or remove leftovers) while the stopped one holds :9811. Filters
+    // gone while it is still stopped, with their clsact qdisc (which the agent never deletes), were preStop's work.
+    const pid = agentPid(0);
+    process.kill(pid, 'SIGSTOP');
+    try {
+      k.kubectl(['-n', 'clbprobe', 'delete', 'pod', pod, '--wait=false']);
+      await until(
+        'the preStop clean-up of the cls_bpf filters and their clsact qdisc on node1',
+        10_000,
+        () => {
+          const left = tcFilters(0);
+          return left.ingress.length + left.egress.length === 0 && !hasClsact(0) ? true : undefined;
+        },
+        100,
+      ).catch((e: Error) => {
+        throw new Error(`${e.message}; left: ${JSON.stringify(tcFilters(0))}; events:\n${podEvents(pod)}`);
+      });
+      expect(processState(pid)).toBe('T');
+    } finally {
+      resume(pid);
+    }
+    const replacement = await readyAgent(0, "node1's replacement agent Ready", pod);
+    // One filter per hook, the new agent's programs, and nothing left for it to remove.
+    const reattached = tcFilters(0);
+    expect(reattached.ingress).toHaveLength(1);
+    expect(reattached.egress).toHaveLength(1);
+    expect(reattached.ingress[0]).not.toBe(attached.ingress[0]);
+    expect(reattached.egress[0]).not.toBe(attached.egress[0]);
+    expect(agentLog(replacement)).not.toContain('left by a previous run');
+    await loopUntilFound("node1's replacement agent counting the loop with cls_bpf filters");
+  }, 420_000);
+
+  it('is restarted by the kubelet when its liveness probe fails, and comes back Ready counting the loop', async () => {
+    const pod = await readyAgent(0, "node1's agent Ready");
+    const restarts = restartCount(pod);
+    // A stopped agent answers no /healthz: periodSeconds 20 × failureThreshold 3, then the 10 s grace period
+    // (the SIGTERM waits while it is stopped) before the SIGKILL; 150 s bounds it with room for a loaded machine.
+    const pid = agentPid(0);
+    process.kill(pid, 'SIGSTOP');
+    try {
+      await until(
+        'the kubelet restarting the stopped agent',
+        150_000,
+        () => (restartCount(pod) > restarts ? true : undefined),
+        2000,
+      );
+    } finally {
+      resume(pid);
+    }
+    const events = podEvents(pod);
+    expect(events).toMatch(/^Unhealthy: Liveness probe failed/m);
+    expect(events).toMatch(/^Killing: Container agent failed liveness probe, will be restarted/m);
+    expect(await readyAgent(0, "node1's restarted agent Ready")).toBe(pod);
+    // The restarted agent counts with eBPF again: nothing its predecessor attached is in its way.
+    expect(agentLog(pod)).toContain('"eBPF counters attached"');
+    await loopUntilFound("node1's restarted agent counting the loop");
+  }, 300_000);
+
+  it("applies the PodMonitor and PrometheusRule as shipped once prometheus-operator's CRDs are installed", () => {
+    k.kubectl(['apply', '-f', join(REPO_ROOT, 'test/fixtures/prometheus-operator/crds.yaml')]);
+    k.kubectl(
+      [
+        'wait',
+        '--for=condition=Established',
+        'crd/podmonitors.monitoring.coreos.com',
+        'crd/prometheusrules.monitoring.coreos.com',
+        '--timeout=60s',
+      ],
+      { timeoutMs: 70_000 },
+    );
+    // With the operator deploy/README.md's `kubectl apply -k deploy/` is all: nothing removed, the image set.
+    applyKustomization(userDeploy(join(work, 'deploy-operator'), { operator: true }));
+    for (const [kind, file] of [
+      ['podmonitor', 'podmonitor.yaml'],
+      ['prometheusrule', 'prometheusrule.yaml'],
+    ] as const) {
+      const applied = JSON.parse(k.kubectl(['-n', 'clbprobe', 'get', kind, 'clbprobe', '-o', 'json'])) as {
+        metadata: { labels: Record<string, string> };
+        spec: unknown;
+      };
+      const shipped = parseYaml(readFileSync(join(REPO_ROOT, 'deploy', file), 'utf8')) as { spec: unknown };
+      expect(applied.spec).toEqual(shipped.spec);
+      expect(applied.metadata.labels).toMatchObject({
+        'app.kubernetes.io/name': 'clbprobe',
+        'app.kubernetes.io/part-of': 'clbprobe',
+      });
+    }
+  });
 });
+
+/**
+ * deploy/ as a user installs it, copied to `dir`: the image set as `kustomize edit set image
+ * clbprobe=localhost/clbprobe:0.1.0` writes it and, without prometheus-operator, podmonitor.yaml and
+ * prometheusrule.yaml removed as deploy/README.md says (`kustomize edit remove resource`).
+ */
+function userDeploy(dir: string, o: { operator: boolean }): string {
+  cpSync(join(REPO_ROOT, 'deploy'), dir, { recursive: true });
+  const kfile = join(dir, 'kustomization.yaml');
+  const [name, tag] = PRODUCT_IMAGE.split(':') as [string, string];
+  const resources = readFileSync(kfile, 'utf8')
+    .split('\n')
+    .filter((l) => o.operator || !/^\s*- (podmonitor|prometheusrule)\.yaml$/.test(l))
+    .join('\n')
+    .trimEnd();
+  writeFileSync(kfile, `${resources}\nimages:\n- name: clbprobe\n  newName: ${name}\n  newTag: ${tag}\n`);
+  return dir;
+}
 
 function bytes(q: string): number {
   const m = /^(\d+)(Ki|Mi|Gi)?$/.exec(q);
@@ -446,6 +624,23 @@ function tryRead(file: string): string {
     return readFileSync(file, 'utf8');
   } catch {
     return '';
+  }
+}
+
+function tryReadlink(file: string): string {
+  try {
+    return readlinkSync(file);
+  } catch {
+    return '';
+  }
+}
+
+/** SIGCONT for a process stopped by a test; it may be gone already (killed by the kubelet). */
+function resume(pid: number): void {
+  try {
+    process.kill(pid, 'SIGCONT');
+  } catch {
+    // gone
   }
 }
 
