@@ -3,13 +3,14 @@
 // a periodic re-dump. From a bundle: the entries the bundle's conntrack file
 // holds, read through the conntrack source's own bundle reader.
 import type { BundleFiles } from '../bundle/files.js';
+import { errText } from '../errors.js';
 import { type ConntrackDumpResult, dumpConntrackViews, malformedNote } from '../kernel/conntrack/dump.js';
 import { ConntrackWatch, type WatchStats } from '../kernel/conntrack/events.js';
 import type { ConntrackPrefilter } from '../kernel/conntrack/prefilter.js';
 import type { ConntrackEntry } from '../kernel/types.js';
 import type { Logger } from '../log.js';
 import { conntrack } from '../source/conntrack.js';
-import { errText, type ReadResult } from '../source/contract.js';
+import type { ReadResult } from '../source/contract.js';
 import type { NodeSnapshot } from '../source/node-snapshot.js';
 import type { ConntrackTable } from './conntrack-table.js';
 

@@ -6,9 +6,9 @@
 import type { Observations } from '../detect/correlator.js';
 import { changedServices, compareFindings, Diagnosis, type PreparedDiagnosis } from '../detect/index.js';
 import type { Finding } from '../detect/types.js';
+import { errText } from '../errors.js';
 import type { Logger } from '../log.js';
 import { portKey } from '../model/service.js';
-import { errText } from '../source/contract.js';
 import type { KeptEntry } from './conntrack-table.js';
 
 export class IncrementalDiagnosis {

@@ -11,6 +11,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AccessAttributes } from '../cluster/access-review.js';
 import type { Finding } from '../detect/types.js';
+import { errText } from '../errors.js';
 import {
   type CallerLimits,
   CallerSlots,
@@ -134,7 +135,7 @@ export function findingsRoute(
         }),
       );
     })().catch((e: unknown) => {
-      if (!res.headersSent) refuse(500, e instanceof Error ? e.message : String(e));
+      if (!res.headersSent) refuse(500, errText(e));
       else res.destroy();
     });
   };

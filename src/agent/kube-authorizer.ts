@@ -16,6 +16,7 @@
 // limited and never queued behind strangers' reviews.
 import { createHash } from 'node:crypto';
 import type { AccessAttributes, AccessReviewResult, TokenReviewResult, UserInfo } from '../cluster/access-review.js';
+import { errText } from '../errors.js';
 
 export interface Reviews {
   reviewToken(token: string, audiences?: string[]): Promise<TokenReviewResult>;
@@ -354,6 +355,6 @@ function refusalOf(e: unknown): Exclude<AuthDecision, { ok: true }> {
   return {
     ok: false,
     status: 503,
-    message: `cannot check the token with the API server: ${e instanceof Error ? e.message : String(e)}`,
+    message: `cannot check the token with the API server: ${errText(e)}`,
   };
 }

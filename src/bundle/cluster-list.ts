@@ -3,6 +3,7 @@
 // nodes -A -o json` prints, so the bundle reader and --cluster-file take it.
 // Paged raw JSON lists through the cluster module's KubeApi.
 import { ApiError, type KubeApi } from '../cluster/kube-api.js';
+import { errText } from '../errors.js';
 
 interface Collection {
   path: string;
@@ -52,7 +53,7 @@ export async function listClusterObjects(api: KubeApi, pageSize = 500): Promise<
       } while (cont);
     } catch (e) {
       if (c.crd && e instanceof ApiError && e.statusCode === 404) continue;
-      errors.push(`${c.kind} list: ${e instanceof Error ? e.message : String(e)}`);
+      errors.push(`${c.kind} list: ${errText(e)}`);
     }
   }
   return { list: { apiVersion: 'v1', kind: 'List', items }, errors };

@@ -2,6 +2,7 @@
 // that are missing: what each source's fromBundle reads.
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
+import { errText } from '../errors.js';
 import { readFileBounded } from '../read-bounded.js';
 import type { BundleManifest } from './manifest.js';
 
@@ -32,7 +33,7 @@ export class BundleFiles {
       // The size stat gives bounds a regular file; a device or a file still growing is bounded here.
       return readFileBounded(this.path(name), MAX_BUNDLE_FILE, 'bundle file').toString('utf8');
     } catch (e) {
-      throw new Error(`${this.path(name)}: cannot read: ${e instanceof Error ? e.message : String(e)}`);
+      throw new Error(`${this.path(name)}: cannot read: ${errText(e)}`);
     }
   }
   /** Why a file is not there: the manifest's error for the command that should have written it, if any. */

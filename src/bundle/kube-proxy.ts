@@ -4,6 +4,7 @@
 // path is inside kube-proxy's container), else kube-proxy's default.
 import { readdirSync, readFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
+import { errText } from '../errors.js';
 import { FileTooLargeError, readFileBounded } from '../read-bounded.js';
 import type { KubeProxyInfo } from './manifest.js';
 
@@ -46,7 +47,7 @@ export function proxyModeOf(args: string[], readConfig: (path: string) => string
     try {
       text = readConfig(config);
     } catch (e) {
-      return { source: `config file ${config} could not be read: ${e instanceof Error ? e.message : String(e)}` };
+      return { source: `config file ${config} could not be read: ${errText(e)}` };
     }
     if (text === undefined) return { source: `config file ${config} could not be read` };
     const mode = modeFromConfig(text);
@@ -62,7 +63,7 @@ export function findKubeProxy(procRoot = '/proc'): KubeProxyInfo {
   try {
     pids = readdirSync(procRoot).filter((d) => /^\d+$/.test(d));
   } catch (e) {
-    return { source: `cannot list ${procRoot}: ${e instanceof Error ? e.message : String(e)}` };
+    return { source: `cannot list ${procRoot}: ${errText(e)}` };
   }
   for (const pid of pids) {
     let args: string[];

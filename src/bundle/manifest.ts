@@ -4,6 +4,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { errText } from '../errors.js';
 
 export const MANIFEST_FILE = 'manifest.json';
 export const BUNDLE_FORMAT = 'clbprobe-bundle/1';
@@ -72,7 +73,7 @@ export function parseManifest(text: string, file: string, warnings: string[] = [
   try {
     m = JSON.parse(text);
   } catch (e) {
-    throw new Error(`${file}: not valid JSON: ${e instanceof Error ? e.message : String(e)}`);
+    throw new Error(`${file}: not valid JSON: ${errText(e)}`);
   }
   const o = m as Partial<BundleManifest> | null;
   if (typeof o !== 'object' || o === null || o.format !== BUNDLE_FORMAT) {

@@ -4,6 +4,7 @@
 // lookup: the reader falls back to reading it line by line and says so. Each lookup is checked on
 // its own; a bad one is a warning naming its index, never the loss of the others.
 import { isIP } from 'node:net';
+import { errText } from '../errors.js';
 import type { HostnameLookup } from '../model/hostname-lookup.js';
 
 /** What `collect` writes as the file's "format". */
@@ -33,7 +34,7 @@ export function parseDnsLookups(text: string, path: string): DnsLookupsRead {
     whole = JSON.parse(text);
   } catch (e) {
     const salvaged = lineItems(text);
-    if (salvaged.length === 0) throw new Error(`${path}: not JSON (${e instanceof Error ? e.message : String(e)})`);
+    if (salvaged.length === 0) throw new Error(`${path}: not JSON (${errText(e)})`);
     warnings.push(`${path}: not complete JSON (cut short?): read the ${salvaged.length} complete lookup line(s)`);
     items = salvaged.map((x) => x.value);
     return {

@@ -1,4 +1,6 @@
 // How subcommands fail: one clear line on stderr and a documented exit code.
+
+import { errText } from '../errors.js';
 import { isPermissionError } from '../kernel/source.js';
 import { printable } from '../printable.js';
 import { EXIT_ERROR, UserError } from '../user-error.js';
@@ -14,7 +16,7 @@ export function privilegeError(e: unknown, what: string, capability: string): Us
 }
 
 export function fail(e: unknown): never {
-  const msg = e instanceof Error ? e.message : String(e);
+  const msg = errText(e);
   process.stderr.write(`clbprobe: ${printable(msg)}\n`);
   process.exit(e instanceof UserError ? e.exitCode : EXIT_ERROR);
 }

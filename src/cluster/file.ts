@@ -6,6 +6,7 @@
 // concatenated. Broken JSON fails with the file, line and column.
 import { createHash } from 'node:crypto';
 import { statSync } from 'node:fs';
+import { errText } from '../errors.js';
 import { FileTooLargeError, readFileBounded } from '../read-bounded.js';
 import { type BuildOptions, buildClusterView } from './build.js';
 import { isObj } from './fields.js';
@@ -122,7 +123,7 @@ function readText(path: string, maxBytes = MAX_CLUSTER_FILE): string {
   } catch (e) {
     if (e instanceof ClusterFileError) throw e;
     if (e instanceof FileTooLargeError) throw new ClusterFileError(e.message);
-    throw new ClusterFileError(`cannot read cluster file ${path}: ${e instanceof Error ? e.message : String(e)}`);
+    throw new ClusterFileError(`cannot read cluster file ${path}: ${errText(e)}`);
   }
 }
 

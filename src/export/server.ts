@@ -4,6 +4,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { promisify } from 'node:util';
 import { gzip as gzipCallback } from 'node:zlib';
 import type { Registry } from 'prom-client';
+import { errText } from '../errors.js';
 import { DEFAULT_SERVER_LIMITS, limitConnections, type ServerLimits } from '../http-limits.js';
 
 const gzip = promisify(gzipCallback);
@@ -40,7 +41,7 @@ function guarded(
         .writeHead(d.status, { 'Content-Type': 'text/plain; charset=utf-8', ...scheme, ...retry })
         .end(`${d.message}\n`);
     },
-    (e: unknown) => res.writeHead(500).end(`${e instanceof Error ? e.message : String(e)}\n`),
+    (e: unknown) => res.writeHead(500).end(`${errText(e)}\n`),
   );
 }
 
@@ -76,7 +77,7 @@ function serveMetrics(registry: Registry, req: IncomingMessage, res: ServerRespo
       });
       res.end(req.method === 'HEAD' ? undefined : body);
     })
-    .catch((e: unknown) => res.writeHead(500).end(`${e instanceof Error ? e.message : String(e)}\n`));
+    .catch((e: unknown) => res.writeHead(500).end(`${errText(e)}\n`));
 }
 
 export function createMetricsServer(o: MetricsServerOptions, limits: Partial<ServerLimits> = {}): Server {

@@ -18,6 +18,7 @@ import { request as httpRequest } from 'node:http';
 import { request as httpsRequest, type RequestOptions } from 'node:https';
 import type { ApiTarget } from '../cluster/kube-config.js';
 import { byText } from '../compare.js';
+import { errText } from '../errors.js';
 import { type AgentPod, planNodes } from './agent-pods.js';
 import { type AgentAsk, askFindings } from './status.js';
 
@@ -191,10 +192,7 @@ export class EventRecorder {
       return r === 'created';
     } catch (err) {
       this.counts.failed++;
-      this.o.log?.warn(
-        { service: key, reason: e.reason, err: err instanceof Error ? err.message : String(err) },
-        'event not recorded',
-      );
+      this.o.log?.warn({ service: key, reason: e.reason, err: errText(err) }, 'event not recorded');
       return false;
     }
   }

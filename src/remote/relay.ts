@@ -23,6 +23,7 @@ import {
 } from '../agent/evidence-http.js';
 import type { UserInfo } from '../cluster/access-review.js';
 import { byText } from '../compare.js';
+import { errText } from '../errors.js';
 import { type AgentPod, planNodes } from './agent-pods.js';
 import { EvidenceLineError, parseEvidenceLine } from './evidence-lines.js';
 import { eachPod, ndjson as json, MAX_REFUSAL, RequestLimits, refusalText } from './relay-common.js';
@@ -104,7 +105,7 @@ export function relayRoute(o: RelayOptions): (req: IncomingMessage, res: ServerR
       try {
         pods = await o.listPods();
       } catch (e) {
-        return refuse(502, `the relay cannot list the agent pods: ${e instanceof Error ? e.message : String(e)}`);
+        return refuse(502, `the relay cannot list the agent pods: ${errText(e)}`);
       }
       const plan = planNodes(pods, o.container, only.length ? only : undefined);
       res.writeHead(200, { 'Content-Type': 'application/x-ndjson', 'Cache-Control': 'no-store' });
@@ -123,7 +124,7 @@ export function relayRoute(o: RelayOptions): (req: IncomingMessage, res: ServerR
       const ok = results.filter((r) => r.status === 'ok').length;
       res.end(json({ type: 'summary', answered: ok, failed: results.length - ok, nodes: results }));
     })().catch((e: unknown) => {
-      if (!res.headersSent) refuse(500, e instanceof Error ? e.message : String(e));
+      if (!res.headersSent) refuse(500, errText(e));
       else res.destroy();
     });
   };
@@ -149,7 +150,7 @@ async function askAgent(
   try {
     nodeToken = await o.nodeToken(pod.node);
   } catch (e) {
-    return fail(`the relay cannot get a token for this node: ${e instanceof Error ? e.message : String(e)}`);
+    return fail(`the relay cannot get a token for this node: ${errText(e)}`);
   }
   const headers = { authorization: `Bearer ${nodeToken}`, [ON_BEHALF_OF_HEADER]: JSON.stringify(user) };
   const search = new URLSearchParams({ service: `${q.namespace}/${q.name}` });

@@ -13,6 +13,7 @@ import { type IncomingMessage, request, type ServerResponse } from 'node:http';
 import { ON_BEHALF_OF_HEADER } from '../agent/evidence-http.js';
 import type { AuthnResult } from '../agent/kube-authorizer.js';
 import { byText } from '../compare.js';
+import { errText } from '../errors.js';
 import { type AgentPod, planNodes } from './agent-pods.js';
 import { TOKEN_HEADER } from './relay.js';
 import { eachPod, ndjson as json, MAX_REFUSAL, RequestLimits, refusalText } from './relay-common.js';
@@ -71,7 +72,7 @@ export function statusRoute(o: StatusRelayOptions): (req: IncomingMessage, res: 
       try {
         pods = await o.listPods();
       } catch (e) {
-        return refuse(502, `the relay cannot list the agent pods: ${e instanceof Error ? e.message : String(e)}`);
+        return refuse(502, `the relay cannot list the agent pods: ${errText(e)}`);
       }
       const plan = planNodes(pods, o.container);
       res.writeHead(200, { 'Content-Type': 'application/x-ndjson', 'Cache-Control': 'no-store' });
@@ -96,7 +97,7 @@ export function statusRoute(o: StatusRelayOptions): (req: IncomingMessage, res: 
       const ok = nodes.filter((n) => n.status === 'ok').length;
       res.end(json({ type: 'summary', answered: ok, failed: nodes.length - ok }));
     })().catch((e: unknown) => {
-      if (!res.headersSent) refuse(500, e instanceof Error ? e.message : String(e));
+      if (!res.headersSent) refuse(500, errText(e));
       else res.destroy();
     });
   };
@@ -132,7 +133,7 @@ export async function askFindings(
   try {
     nodeToken = await o.nodeToken(pod.node);
   } catch (e) {
-    return failed(`the relay cannot get a token for this node: ${e instanceof Error ? e.message : String(e)}`);
+    return failed(`the relay cannot get a token for this node: ${errText(e)}`);
   }
   return new Promise((resolve) => {
     let settled = false;

@@ -22,6 +22,7 @@ import { bundleWriter, ms, runToFile } from '../bundle/writer.js';
 import { buildClusterView } from '../cluster/build.js';
 import { MAX_CLUSTER_FILE, readClusterFile } from '../cluster/file.js';
 import { lbHostnamesOf } from '../cluster/lb-hostnames.js';
+import { errText } from '../errors.js';
 import { readFileBounded } from '../read-bounded.js';
 import { SOURCES } from './list.js';
 
@@ -99,7 +100,7 @@ export function copyCluster(from: string, out: string): ManifestEntry {
   try {
     writeFileSync(join(out, BUNDLE_FILES.cluster), readFileBounded(from, MAX_CLUSTER_FILE, 'cluster file'));
   } catch (e) {
-    return { command, durationMs: ms(t0), error: `cannot copy: ${e instanceof Error ? e.message : String(e)}` };
+    return { command, durationMs: ms(t0), error: `cannot copy: ${errText(e)}` };
   }
   const entry: ManifestEntry = {
     file: BUNDLE_FILES.cluster,
@@ -111,7 +112,7 @@ export function copyCluster(from: string, out: string): ManifestEntry {
     const { warnings } = readClusterFile(join(out, BUNDLE_FILES.cluster));
     if (warnings.length > 0) entry.error = warnings.join('; ');
   } catch (e) {
-    entry.error = e instanceof Error ? e.message : String(e);
+    entry.error = errText(e);
   }
   return entry;
 }
@@ -134,7 +135,7 @@ async function listCluster(out: string, kubeconfig: string | undefined): Promise
       ...(errors.length ? { error: errors.join('; ') } : {}),
     };
   } catch (e) {
-    return { command, durationMs: ms(t0), error: e instanceof Error ? e.message : String(e) };
+    return { command, durationMs: ms(t0), error: errText(e) };
   }
 }
 

@@ -30,6 +30,7 @@ import { BUNDLE_FILES } from '../bundle/names.js';
 import { nodeNameByAddress } from '../bundle/node-name.js';
 import type { RouteSnapshot } from '../bundle/parse-ip.js';
 import type { SysctlSnapshot } from '../bundle/parse-sysctl.js';
+import { errText } from '../errors.js';
 
 export interface BundleRead {
   node: NodeSnapshot;
@@ -156,7 +157,7 @@ function readManifest(b: BundleFiles, warnings: string[]): BundleManifest | unde
   try {
     return parseManifest(b.text(MANIFEST_FILE), b.path(MANIFEST_FILE), warnings);
   } catch (e) {
-    warnings.push(`${e instanceof Error ? e.message : String(e)}; read without it`);
+    warnings.push(`${errText(e)}; read without it`);
     return undefined;
   }
 }
@@ -167,7 +168,7 @@ function readKubeProxy(b: BundleFiles, warnings: string[]): KubeProxyInfo | unde
     if (!isKubeProxyInfo(k)) throw new Error('no "source" text, or a "mode" that is not text');
     return k;
   } catch (e) {
-    warnings.push(`${b.path(BUNDLE_FILES.kubeProxy)}: ${e instanceof Error ? e.message : String(e)}; ignored`);
+    warnings.push(`${b.path(BUNDLE_FILES.kubeProxy)}: ${errText(e)}; ignored`);
     return undefined;
   }
 }
@@ -193,7 +194,7 @@ function readCluster(
     sources.push({ source: 'cluster', available: true, durationMs: performance.now() - t0 });
     return { view, ...(found ? { nodeName: found } : {}) };
   } catch (e) {
-    const reason = e instanceof ClusterFileError ? e.message : `${path}: ${e instanceof Error ? e.message : String(e)}`;
+    const reason = e instanceof ClusterFileError ? e.message : `${path}: ${errText(e)}`;
     warnings.push(reason);
     sources.push({ source: 'cluster', available: false, reason, durationMs: performance.now() - t0 });
     return undefined;

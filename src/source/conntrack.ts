@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { BUNDLE_FILES } from '../bundle/names.js';
 import { parseConntrackText } from '../bundle/parse-conntrack.js';
 import { ms, runToFile } from '../bundle/writer.js';
+import { errText } from '../errors.js';
 import { dumpConntrack, malformedNote, readConntrack, SummaryCounter } from '../kernel/conntrack/dump.js';
 import { formatConntrack } from '../kernel/conntrack/format.js';
 import type { SourceDef } from './contract.js';
@@ -64,7 +65,7 @@ export const conntrack: SourceDef<ConntrackValue> = {
       out.destroy();
       // A partial (or empty) file would read as a complete table: only the fallback's output may stay.
       rmSync(path, { force: true });
-      const why = e instanceof Error ? e.message : String(e);
+      const why = errText(e);
       const entry = await runToFile(
         path,
         BUNDLE_FILES.conntrack,

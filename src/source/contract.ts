@@ -98,4 +98,4 @@ export function bundleReader<T>(def: SourceDef<T>, b: BundleFiles): SourceReader
   return { name: def.name, ...(def.key ? { key: def.key } : {}), read: () => def.fromBundle!(b) };
 }
 
-export const errText = (e: unknown): string => (e instanceof Error ? e.message : String(e));
+export { errText } from '../errors.js';

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import type { ManifestEntry } from '../bundle/manifest.js';
 import { BUNDLE_FILES } from '../bundle/names.js';
 import { ms, onPath } from '../bundle/writer.js';
+import { errText } from '../errors.js';
 import { parseIpvsadm } from '../kernel/ipvs/ipvsadm-text.js';
 import { mergeIpvsSnapshots } from '../kernel/ipvs/merge.js';
 import { readIpvs } from '../kernel/ipvs/reader.js';
@@ -66,7 +67,7 @@ export const ipvs: SourceDef<IpvsSnapshot> = {
         try {
           parts.push(parseIpvsadm([{ source: b.path(f), text: b.text(f) }]));
         } catch (e) {
-          warnings.push(e instanceof Error ? e.message : String(e));
+          warnings.push(errText(e));
         }
       }
       if (parts.length === 0) throw new Error(warnings.join('; '));

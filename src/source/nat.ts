@@ -2,13 +2,14 @@
 // read together by the save commands; ipset is reported as a part.
 import { BUNDLE_FILES, backendSaveFile } from '../bundle/names.js';
 import { onPath } from '../bundle/writer.js';
+import { errText } from '../errors.js';
 import { type BackendOutput, chooseBackend } from '../kernel/nat/backend.js';
 import { parseIpsetList, parseIpsetSave } from '../kernel/nat/ipset.js';
 import { parseIptablesSave } from '../kernel/nat/iptables-save.js';
 import { readNat } from '../kernel/nat/read.js';
 import type { BackendChoice, IpsetDump, IptablesDump, NatSnapshot, XtablesBackend } from '../kernel/nat/types.js';
 import type { SourceStatus } from '../model/source-status.js';
-import { errText, type ReadResult, type SourceDef } from './contract.js';
+import type { ReadResult, SourceDef } from './contract.js';
 
 export const nat: SourceDef<NatSnapshot> = {
   name: 'nat',

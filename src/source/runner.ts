@@ -2,9 +2,10 @@
 // into a down source with its reason, and records health, duration, resyncs
 // and errors the same way for all, so a source never has its own bookkeeping.
 
+import { errText } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { SourceStatus } from '../model/source-status.js';
-import { errText, type NodeData, type ReadResult, type SourceReader } from './contract.js';
+import type { NodeData, ReadResult, SourceReader } from './contract.js';
 import { SourceHealth } from './health.js';
 import type { NodeSnapshot } from './node-snapshot.js';
 

@@ -8,6 +8,7 @@ import { existsSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { errText } from '../../errors.js';
 import { LOOKUP_DEFAULTS, type LookupOptions, type LookupRound, lookupHostnames } from './lookup.js';
 
 const MAX_OUTPUT = 4 * 1024 * 1024;
@@ -69,7 +70,7 @@ export async function lookupHostnamesIn(
       try {
         resolve(checkRound(JSON.parse(out), names));
       } catch (e) {
-        resolve(fail(`lookup in ${netns}: bad output: ${e instanceof Error ? e.message : String(e)}`));
+        resolve(fail(`lookup in ${netns}: bad output: ${errText(e)}`));
       }
     });
     p.stdin.end(JSON.stringify({ names, opts }));

@@ -4,6 +4,7 @@
 // bounded in time, at most `concurrency` names at once and `maxNames` per round.
 import { Resolver } from 'node:dns/promises';
 import { open } from 'node:fs/promises';
+import { errText } from '../../errors.js';
 import { MAX_RESOLV_CONF_BYTES, parseResolvConf, type ResolvConf } from './resolv-conf.js';
 
 export const RESOLV_CONF = '/etc/resolv.conf';
@@ -61,7 +62,7 @@ const REASONS: Record<string, string> = {
 
 const reasonOf = (e: unknown): string => {
   const code = (e as { code?: string }).code;
-  return (code && REASONS[code]) ?? (e instanceof Error ? e.message : String(e));
+  return (code && REASONS[code]) ?? errText(e);
 };
 
 async function readResolvConf(path: string): Promise<ResolvConf> {
@@ -93,7 +94,7 @@ export async function lookupHostnames(names: readonly string[], opts: LookupOpti
   try {
     conf = await readResolvConf(path);
   } catch (e) {
-    return failAll(path, `cannot read ${path}: ${e instanceof Error ? e.message : String(e)}`);
+    return failAll(path, `cannot read ${path}: ${errText(e)}`);
   }
   const resolverText = `nameserver ${conf.nameservers.join(', ') || '(none)'} (${path})`;
   if (conf.nameservers.length === 0) return failAll(resolverText, `no nameserver in ${path}`, conf.warnings);
@@ -108,11 +109,7 @@ export async function lookupHostnames(names: readonly string[], opts: LookupOpti
   try {
     resolverFor().cancel();
   } catch (e) {
-    return failAll(
-      resolverText,
-      `nameservers not usable: ${e instanceof Error ? e.message : String(e)}`,
-      conf.warnings,
-    );
+    return failAll(resolverText, `nameservers not usable: ${errText(e)}`, conf.warnings);
   }
   const live = new Set<Resolver>();
 
