@@ -1,8 +1,5 @@
-// Asking the API server who a bearer token belongs to (TokenReview) and whether that user may do
-// something (SubjectAccessReview), as kube-rbac-proxy and every aggregated API server do. Both are
-// a POST of the review object; the answer is the same object with `status` filled in. The v1
-// groups exist on every cluster we support (authentication.k8s.io/v1 and authorization.k8s.io/v1
-// since Kubernetes 1.6). The agent's service account needs "create" on both (deploy/rbac.yaml).
+// Who a bearer token belongs to (TokenReview) and whether that user may do something
+// (SubjectAccessReview), as kube-rbac-proxy does; the agent's service account needs "create" on both.
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest, type RequestOptions } from 'node:https';
 import type { ApiTarget } from './kube-config.js';

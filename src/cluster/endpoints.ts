@@ -1,9 +1,7 @@
 // EndpointSlices (discovery.k8s.io/v1, and v1beta1 as 1.17-1.20 serve them) → endpoints per Service port.
-// A slice belongs to the Service named by its `kubernetes.io/service-name`
-// label in its namespace; its ports are matched to a ServicePort by name and
-// protocol, as kube-proxy does. A nil ready condition means ready (the API docs).
-// v1beta1 puts an endpoint's node in topology["kubernetes.io/hostname"] (its nodeName field
-// needs an alpha gate in 1.20); kube-proxy 1.20 compares that label with its own node name.
+// A slice belongs to the Service in its `kubernetes.io/service-name` label; its ports match a
+// ServicePort by name and protocol, as kube-proxy does. A nil ready condition means ready.
+// v1beta1 puts the node in topology["kubernetes.io/hostname"], which kube-proxy 1.20 compares.
 import { canonicalIp, FieldError, isObj, optArr, optBool, optInt, optObj, optStr, reqStr, strMap } from './fields.js';
 import { compact, type Parsed, parseOne, parseParts, type SourcedObject } from './objects.js';
 import type { EndpointPorts, EndpointView, ServiceView } from './types.js';
@@ -23,11 +21,8 @@ interface SlicePort {
 }
 
 /**
- * A slice as the view uses it, with the Service it belongs to (kept apart: a joined key is a second
- * string). The endpoint views are made here, once per object and endpoint: a Service port served
- * by one slice (the usual case) uses `endpoints` as it is, as do the Service's other ports, so
- * rebuilding the view after an event makes no endpoint objects and the view and the watch store
- * share one object per endpoint.
+ * A slice as the view uses it, with the Service it belongs to. Its endpoint objects are made once
+ * per slice and shared by the view, the watch store and every port the slice serves.
  */
 export interface SliceEntry {
   namespace: string;
@@ -58,13 +53,9 @@ class Interned<T> {
 }
 
 /**
- * What the slices of one watch share instead of each holding its own copy:
- * - port lists: a cluster's slices repeat a few (every slice of a Service has the same ports, and
- *   many Services have the same ones), and a list made anew per slice is ~110 bytes for one port
- *   (~0.6 MB at 5,000 slices, bench/cluster-heap.ts). Shared lists are frozen.
- * - node names: JSON.parse makes each string value longer than 10 characters anew, so every
- *   endpoint held its own copy of its node's name (EKS "ip-10-0-12-34.ec2.internal", AKS, GKE and
- *   Alibaba names are 23-40 characters: 40-56 bytes per endpoint, ~1 MB at 20k endpoints).
+ * What the slices of one watch share instead of each holding its own copy: port lists (every slice
+ * of a Service repeats them; shared lists are frozen) and node names (JSON.parse makes each long
+ * string anew).
  */
 export class SliceTables {
   private readonly portLists = new Interned<SlicePort[]>(256);
@@ -161,10 +152,7 @@ function parseEndpoint(v: unknown, path: string, tables: SliceTables): SliceEndp
   };
 }
 
-/**
- * All fields in one literal, in one order: every endpoint gets the same object shape with its
- * fields in the object (fields added later go to a separate store: ~1 MB more at 20k endpoints).
- */
+/** All fields in one literal, in one order, so every endpoint has the same object shape. */
 function endpointView(ep: SliceEndpoint, nodeName: string | undefined): EndpointView {
   return {
     address: ep.address,

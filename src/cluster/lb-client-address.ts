@@ -1,14 +1,7 @@
-// Whether the cloud LB in front of a Service hands the client's address to the
-// backend, from the Service's annotations (and loadBalancerClass) as each
-// provider documents them. It decides whether pod traffic that reaches the LB
-// (ipMode: Proxy, hostname-only LBs, unbound IPVS VIPs) can loop:
-// - proxied: the LB terminates the connection and opens its own from its own
-//   address; the backend node never sees a local source: no loop;
-// - proxy-protocol: the same, with the client address carried in-band in a
-//   PROXY protocol header: no loop;
-// - preserved: a pass-through LB keeps the client's source address; a backend
-//   on the client's own node receives its own pod's connection: loop.
-// Only keys read here are kept by annotations.ts (LB_CLIENT_ADDRESS_KEYS).
+// Whether the cloud LB in front of a Service hands the client's address to the backend, from the
+// Service's annotations and loadBalancerClass as each provider documents them. Pod traffic that
+// reaches the LB loops only when the LB keeps the source (preserved); one that opens its own
+// connection (proxied, or PROXY protocol) cannot. annotations.ts keeps only LB_CLIENT_ADDRESS_KEYS.
 
 export type ClientAddressKind = 'proxied' | 'proxy-protocol' | 'preserved' | 'unknown';
 

@@ -1,18 +1,14 @@
-// Hostname-only LBs become LBs with addresses: each Service port whose status
-// carries only hostnames gets the addresses this node's resolver returned for
-// them as LB ingress IPs (marked resolvedFrom), and each Gateway hostname that
-// routes to it as that Gateway's L7 VIPs, so every index built from the
-// view (counters, conntrack prefilter and kernel filter, loop correlation,
-// detectors) treats them as the VIPs they are. Pure.
+// Hostname-only LBs become LBs with addresses: each such Service port gets what this node's resolver
+// returned as LB ingress IPs (marked resolvedFrom), and each Gateway hostname routing to it as that
+// Gateway's L7 VIPs, so every index built from the view treats them as VIPs. Pure.
 import { byText } from '../compare.js';
 import { isPrivateIp } from './annotations.js';
 import type { ClusterView, HostnameLookup, L7Vip, LbIngressIp, ServiceView } from './types.js';
 
 /**
  * Every hostname the view's LB Services publish without an IP, once each, in the order a cap
- * (--dns-max-names) keeps them: names the cloud wrote before names a Service's own annotation
- * chose, and within each, namespaces take turns, so one namespace's many names cannot push
- * another's out.
+ * (--dns-max-names) keeps them: cloud-written names first, and namespaces take turns, so one
+ * namespace's many names cannot push another's out.
  */
 export function lbHostnamesOf(view: ClusterView): string[] {
   const written = new Map<string, string[]>();

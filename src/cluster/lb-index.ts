@@ -1,8 +1,6 @@
-// The LB Services of one cluster view and their lookups by address: the one index both the
-// agent's Service index (which Service port a conntrack entry or a counter sample is about) and
-// the detectors' context (detect/context.ts) read. The agent builds it once per cluster view and
-// hands the same object to the diagnosis: at 5,000 Services the maps cost CPU and megabytes.
-// Where the two readers differ on purpose, the index keeps both answers, named for what they mean.
+// The LB Services of one cluster view and their lookups by address: the one index that the agent's
+// Service index and the detectors' context both read, built once per view. Where the two readers
+// differ on purpose, it keeps both answers, named for what they mean.
 import { AddressPortMap, addTo, type Key, key, listOf, type OneOrMore } from '../model/address-key.js';
 import { slicePort } from './endpoints.js';
 import type { ClusterView, L7Listener, L7Vip, ServiceView } from './types.js';
@@ -42,10 +40,7 @@ export function knownTargetPort(s: ServiceView, ep: ServiceView['endpoints'][num
   return slicePort(s, ep) ?? (typeof s.targetPort === 'number' ? s.targetPort : undefined);
 }
 
-/**
- * The elements of `list` that pass: `list` itself when all do (nothing modifies these lists), not a
- * copy of its 6,667 references per list at 5,000 LB Services.
- */
+/** The elements of `list` that pass: `list` itself when all do (nothing modifies these lists). */
 function kept<T>(list: T[], keep: (x: T) => boolean): T[] {
   return list.every(keep) ? list : list.filter(keep);
 }
@@ -99,8 +94,7 @@ export class LbServiceIndex {
       (s) => hasLbAddress(s) || s.lbHostnames !== undefined || s.gatewayHostnames !== undefined,
     );
     this.addressed = kept(this.services, hasLbAddress);
-    // Index loops: under --max-opt=2 (the DaemonSet's) a for-of allocates an iterator result per
-    // element, ~2 MB over the 26k endpoints of 5,000 Services at every build (bench/cluster-heap.ts).
+    // Index loops: under --max-opt=2 (the DaemonSet's) a for-of allocates an iterator result per element.
     const services = this.services;
     for (let k = 0; k < services.length; k++) {
       const s = services[k]!;
@@ -158,11 +152,9 @@ export class LbServiceIndex {
   }
 
   /**
-   * The Service ports reached through this VIP:port as the agent counts them: their own LB
-   * ingress IP at their port, and the VIP of an Ingress routing to them at 80/443 TCP or of a
-   * Gateway at its listeners' ports (traffic to an L7 LB's VIP is the Service's too; its loop
-   * comes back on the NodePort). The detectors ask lbVipServices and ingressVipServices apart:
-   * the two are different mechanisms there.
+   * The Service ports reached through this VIP:port as the agent counts them: their own LB ingress
+   * IP, and the VIP of an Ingress (80/443 TCP) or Gateway (listener ports) routing to them. The
+   * detectors ask lbVipServices and ingressVipServices apart: different mechanisms there.
    */
   vipServices(ip: string, proto: string, port: number | undefined): ServiceView[] | undefined {
     const own = this.byLbVip.get(ip, proto, port);

@@ -1,11 +1,8 @@
-// List+watch of one collection into an in-memory store, the way client-go's
-// reflector does it: list (paged) to get a consistent snapshot and its
-// resourceVersion, then watch from that version; after a normal end of the
-// watch resume from the last version seen; after "410 Gone" (history
-// compacted) list again, and a list whose later page gets a 410 starts
-// over; after a failure back off exponentially with jitter and resume. The store keeps the last good state while the API is away.
-// With a shape, objects arrive reduced to it; one past its bounds arrives as a SkippedObject and
-// is kept aside (named, counted) instead of in the store, until it is deleted or fits again.
+// List+watch of one collection into an in-memory store, as client-go's reflector does: a paged list
+// for a consistent snapshot and its resourceVersion, then watch from there; resume after a normal
+// end, list again after "410 Gone", back off with jitter after a failure. The store keeps the last
+// good state while the API is away. An object past its shape's bounds is kept aside as a
+// SkippedObject (named, counted) until it is deleted or fits again.
 import { type Shape, SkippedObject } from './json-reduce.js';
 import { ApiError, type KubeApi, type ListPage } from './kube-api.js';
 import { ObjectStore } from './object-store.js';
@@ -204,9 +201,7 @@ export class Reflector<T> {
     let resourceVersion: string;
     let next: string | undefined;
     do {
-      // Only the token outlives the page: a page's parsed items (~3 MB of objects for 500
-      // EndpointSlices) are garbage once transformed, not kept alive through the next page's
-      // request and parse.
+      // Only the token outlives the page, so its parsed items are garbage before the next request.
       const page = await this.nextPage(query, next);
       for (const item of page.items) {
         if (item instanceof SkippedObject) skipped.set(skipKey(item, skipped.size), item);

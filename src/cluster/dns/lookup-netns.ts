@@ -1,8 +1,6 @@
-// Hostname lookups for a node whose network namespace is not ours (labs,
-// `--netns`): a short-lived child runs lookup.ts inside that namespace, so the
-// queries never leave from this one. A name known to `ip netns` runs under
-// `ip netns exec`, which binds /etc/netns/NAME/resolv.conf as that namespace's
-// /etc/resolv.conf; any other path under `nsenter --net`.
+// Hostname lookups for a node in another network namespace: a short-lived child runs lookup.ts
+// inside it, so the queries never leave from this one (`ip netns exec` for a named namespace,
+// which binds /etc/netns/NAME/resolv.conf; `nsenter --net` for any other path).
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { isIP } from 'node:net';

@@ -1,7 +1,5 @@
-// Looking up hostname-only LB names (AWS NLB and others publish no IP) with
-// this node's resolver, keeping each record's TTL: node:dns (c-ares) with the
-// nameservers and options of the resolv.conf this process sees, every query
-// bounded in time, at most `concurrency` names at once and `maxNames` per round.
+// Looking up hostname-only LB names with this node's resolver, keeping each record's TTL: node:dns
+// with the resolv.conf this process sees, every query bounded in time and number.
 import { Resolver } from 'node:dns/promises';
 import { open } from 'node:fs/promises';
 import { errText } from '../../errors.js';
