@@ -1,7 +1,5 @@
-// cluster.json for a bundle straight from the API (kubeconfig or in-cluster
-// service account): the same v1 List `kubectl get svc,ingress,endpointslices,
-// nodes -A -o json` prints, so the bundle reader and --cluster-file take it.
-// Paged raw JSON lists through the cluster module's KubeApi.
+// cluster.json for a bundle straight from the API: the same v1 List that
+// `kubectl get svc,ingress,endpointslices,nodes -A -o json` prints, so the bundle reader and --cluster-file take it.
 import { ApiError, type KubeApi } from '../cluster/kube-api.js';
 import { errText } from '../errors.js';
 

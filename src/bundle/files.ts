@@ -7,9 +7,8 @@ import { readFileBounded } from '../read-bounded.js';
 import type { BundleManifest } from './manifest.js';
 
 /**
- * Largest bundle file read. A conntrack dump of a 1M-entry table is ~300 MB; past this a file is
- * refused with its size (that source then says why it is unknown) instead of the read dying on
- * V8's string limit (~512 MiB) or the machine's memory.
+ * Largest bundle file read: past it a file is refused with its size (its source then says why it is
+ * unknown) instead of the read dying on V8's string limit or the machine's memory.
  */
 export const MAX_BUNDLE_FILE = 400 << 20;
 

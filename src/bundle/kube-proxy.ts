@@ -1,7 +1,5 @@
-// kube-proxy's mode from its process, without asking its metrics endpoint:
-// find a process whose argv[0] is kube-proxy in /proc, then take --proxy-mode,
-// else the `mode:` of its --config file (read through /proc/PID/root, since the
-// path is inside kube-proxy's container), else kube-proxy's default.
+// kube-proxy's mode from its process, without asking its metrics endpoint: --proxy-mode, else the
+// `mode:` of its --config file (read through /proc/PID/root, inside its container), else the default.
 import { readdirSync, readFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { errText } from '../errors.js';

@@ -1,16 +1,13 @@
-// Parser of conntrack entries as text: `conntrack -L` (also with -o extended,
-// -o id, and counters when nf_conntrack_acct is on) and /proc/net/nf_conntrack,
-// into the same ConntrackEntry the netlink reader produces.
+// Parser of conntrack entries as text (`conntrack -L` in its variants, /proc/net/nf_conntrack) into
+// the ConntrackEntry the netlink reader produces:
 //
 //   [ipv4 2] tcp 6 119 SYN_SENT src=A dst=B sport=P dport=Q [packets=N bytes=N]
 //     [UNREPLIED] src=B' dst=A' sport=Q' dport=P' [packets=N bytes=N] [ASSURED]
 //     mark=0 [zone=7] use=1 [id=123]
 //
-// The text does not carry the status word, so statusFlags are rebuilt from what
-// it shows: CONFIRMED (only confirmed entries are listed), SEEN_REPLY unless
-// [UNREPLIED], ASSURED, OFFLOAD/HW_OFFLOAD, and SRC_NAT/DST_NAT when the reply
-// tuple is not the mirror of the original one. One bad line is a warning naming
-// file and line; a file with no entry line at all is a BundleParseError.
+// The text has no status word, so statusFlags are rebuilt from what it shows (SRC_NAT/DST_NAT when
+// the reply tuple is not the original's mirror). A bad line is a warning naming file and line; a
+// file with no entry line at all is a BundleParseError.
 import {
   IPS_ASSURED,
   IPS_CONFIRMED,

@@ -1,8 +1,6 @@
 // dns-lookups.json: what the node's resolver said for the cluster's hostname-only LB names when
-// `collect` ran (the dns source's HostnameLookup list). Written one lookup per line inside the
-// JSON, so a file cut short (a full disk, a copy interrupted) still gives back every complete
-// lookup: the reader falls back to reading it line by line and says so. Each lookup is checked on
-// its own; a bad one is a warning naming its index, never the loss of the others.
+// `collect` ran. One lookup per line inside the JSON, so a file cut short still gives back every
+// complete lookup (read line by line, said in a warning); a bad lookup is a warning naming its index.
 import { isIP } from 'node:net';
 import { errText } from '../errors.js';
 import type { HostnameLookup } from '../model/hostname-lookup.js';

@@ -1,10 +1,7 @@
-// Parsers of iproute2's JSON output: `ip -j [-d] addr` into the AddressSnapshot
-// the rtnetlink reader produces (kube-ipvs0 marked, interface kind only with
-// -d), and `ip -j route` / `ip -6 -j route` into routes plus what the detectors
-// want from them: the uplink (default-route interface) and the routes that look
-// like this node's pod CIDR. Several JSON documents in one file (e.g. the v4 and
-// v6 route lists appended) are accepted. A bad item is a warning; a file that is
-// not JSON, or not an array of ip objects, is a BundleParseError.
+// Parsers of iproute2's JSON output: `ip -j [-d] addr` into the AddressSnapshot the rtnetlink reader
+// produces, and `ip -j route` into routes, the uplink (default-route interface) and the routes that
+// look like this node's pod CIDR. Several JSON documents in one file are accepted; a bad item is a
+// warning, a file that is not an array of ip objects is a BundleParseError.
 import { JsonSyntaxError, parseJsonDocuments } from '../cluster/json-docs.js';
 import { KUBE_IPVS_IFNAME } from '../kernel/addresses.js';
 import { canonicalIP, ipFamily } from '../kernel/ip.js';

@@ -1,14 +1,9 @@
-// guest-local-route: an LB IP that is the node's own through a `local` route of table local that
-// no address made, not through kube-ipvs0. Google's guest agent adds one for every forwarding
-// rule (internal LB) IP of the instance, `local IP dev NIC proto 66 scope host`, because the ILB
-// delivers packets without rewriting their destination. It looks like a kube-ipvs0 binding
-// (`ip route get IP` says local) but is not one: drift, hc-drop and port-refused read only the
-// addresses on kube-ipvs0, and this finding says what the route does instead:
-// - kube-proxy handles the IP on the node anyway (a rule DNATs it, or kube-ipvs0 holds it): the
-//   route only lets the node accept the LB's packets; context (info);
-// - kube-proxy leaves the IP to the LB (ipMode Proxy, IPVS without binding, no rule): pod
-//   traffic to it is delivered to this node itself (a local socket, or IPVS at LOCAL_IN when a
-//   virtual server exists) and never reaches the LB (risk).
+// guest-local-route: an LB IP that is the node's own through a `local` route no address made, not
+// through kube-ipvs0 (Google's guest agent adds `local IP dev NIC proto 66 scope host` for every
+// internal LB IP, since the ILB does not rewrite the destination). The other detectors read only
+// kube-ipvs0, so this one says what the route does: context (info) when kube-proxy handles the IP
+// on the node anyway; a risk when kube-proxy leaves it to the LB, as pod traffic then stays on this
+// node and never reaches the LB.
 import type { ServiceView } from '../cluster/types.js';
 import type { LocalRoute } from '../kernel/types.js';
 import type { DetectContext } from './context-types.js';

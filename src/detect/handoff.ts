@@ -1,10 +1,6 @@
-// LB addresses that kube-proxy leaves to the LB on purpose: ipMode: Proxy
-// (KEP-1860; kube-proxy >= 1.29 in every mode writes no rule and binds nothing
-// for them) and the addresses of hostname-only LBs (kube-proxy never sees an
-// address). Pod traffic to them reaches the LB, and whether it loops is the
-// LB's business: a proxy (or PROXY protocol) connects from its own address, a
-// pass-through LB that keeps the client address sends the pod's own
-// connection back to its node.
+// LB addresses that kube-proxy leaves to the LB on purpose: ipMode: Proxy (KEP-1860; kube-proxy
+// >= 1.29 writes no rule for them) and hostname-only LBs. Pod traffic to them reaches the LB, and
+// loops only when the LB passes the client's address through to the pod's own node.
 import { type LbClientAddress, lbClientAddress } from '../cluster/lb-client-address.js';
 import type { HostnameLookup, LbIngressIp, ServiceView } from '../cluster/types.js';
 

@@ -1,13 +1,9 @@
-// local-no-ep: an ETP=Local Service seen from a node without local endpoints
-// (IPVS, Kubernetes >= 1.24): the bound LB IP has no local real servers, so
-// in-cluster clients are refused, or sent to remote pods with source = VIP
-// and no SNAT (timeout). Active: entries VIP → VIP that never got a reply.
-// nftables: the LB IP sits in no-endpoint-services with `drop`; pods are
-// short-circuited to endpoints elsewhere, but the v1.31 to early v1.33 layout
-// (filter-output at priority -110, kubernetes#131765, fixed by #132456) looks the
-// LB IP up before DNAT and drops every host-network client on this node.
-// iptables (1.24+): the filter table's KUBE-EXTERNAL-SERVICES drops the LB IP
-// "has no local endpoints" while pods are short-circuited ("pod traffic for").
+// local-no-ep: an ETP=Local Service seen from a node without local endpoints.
+// - IPVS (Kubernetes >= 1.24): the bound LB IP has no local real servers, so in-cluster clients are
+//   refused, or reach remote pods with source = VIP and no SNAT; active: VIP → VIP entries unreplied.
+// - nftables: the v1.31 to early v1.33 layout (kubernetes#131765, fixed by #132456) looks the LB IP
+//   up in no-endpoint-services before DNAT and drops every host-network client on this node.
+// - iptables (1.24+): KUBE-EXTERNAL-SERVICES drops the LB IP while pods are short-circuited.
 
 import type { ServiceView } from '../cluster/types.js';
 import { portKey } from '../model/service.js';

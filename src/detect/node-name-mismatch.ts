@@ -1,15 +1,9 @@
-// node-name-mismatch: the endpoints of this node's pods are filed in the EndpointSlices under
-// another node name than this node's (v1 `nodeName`, v1beta1 topology kubernetes.io/hostname).
-// kube-proxy takes as local only the endpoints filed under its own name (--hostname-override,
-// else the OS hostname), so when the names differ an ETP=Local Service has no local endpoint on
-// any node: external traffic is dropped and the LB health check fails everywhere.
-// "This node's pods" is told by address: inside this node's pod CIDR, or one of its own
-// addresses (hostNetwork pods). Endpoints that are simply remote never match; IPAM that hands
-// out addresses of this node's CIDR to other nodes (Calico blocks) is told apart by requiring the
-// rename to be node-wide: no endpoint at all filed under this node's name, and one other name;
-// the finding is a risk when something confirms the addresses are this node's (an endpoint at
-// one of its own addresses, kube-proxy's rules showing no local endpoint, or names that are the
-// FQDN and short form of each other), and info when only the pod CIDR says so.
+// node-name-mismatch: the endpoints of this node's pods are filed in the EndpointSlices under another
+// node name than this node's. kube-proxy takes as local only endpoints under its own name, so an
+// ETP=Local Service then has no local endpoint anywhere: external traffic is dropped and the LB
+// health check fails. "This node's pods" is told by address (its pod CIDR or own addresses); since
+// IPAM may hand this CIDR's addresses to other nodes, the rename must be node-wide (none filed under
+// this name, one other name). A risk when something confirms the addresses are this node's, else info.
 
 import { slicePort } from '../cluster/endpoints.js';
 import type { ServiceView } from '../cluster/types.js';

@@ -52,7 +52,7 @@ export function lineSplitter(onLine: (line: string) => void, maxLine = MAX_EVIDE
 const isStr = (v: unknown): boolean => typeof v === 'string';
 const isObj = (v: unknown): boolean => typeof v === 'object' && v !== null;
 const arrOf = (v: unknown, each: (x: unknown) => boolean): boolean => Array.isArray(v) && v.every(each);
-/** What each type must carry for the text form (evidence-text.ts) to print it. */
+/** What each type must carry for the text form (cli/evidence-text.ts) to print it. */
 const SHAPES: Record<string, (l: Record<string, unknown>) => boolean> = {
   service: (l) => {
     const s = l.service as Record<string, unknown> | null;

@@ -1,10 +1,6 @@
-// `clbprobe collect`: writes an offline bundle of this node (or of a network
-// namespace) that `clbprobe diagnose --from DIR` reads elsewhere. Every file is
-// one standard command's output, named as src/bundle/README.md describes, so
-// the same reader also takes bundles an SRE made by hand. Each source of
-// src/source/list.ts writes its own files; each step is recorded in
-// manifest.json, and a missing tool, a permission problem or an absent kernel
-// feature is written down there and never stops the other steps.
+// `clbprobe collect`: writes an offline bundle of this node that `clbprobe diagnose --from DIR` reads
+// elsewhere. Every file is one standard command's output (src/bundle/README.md), so hand-made
+// bundles read too; each step is recorded in manifest.json, and a failing one never stops the others.
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';

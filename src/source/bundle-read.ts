@@ -1,9 +1,6 @@
-// readBundle(dir): a bundle directory (written by `clbprobe collect`, or by an
-// SRE with standard commands under the names of src/bundle/README.md) back
-// into the NodeSnapshot and ClusterView the detectors read. Each source of
-// src/source/list.ts reads its own files: a missing or malformed one becomes a
-// warning naming the file (and line) and an unavailable source, never the end
-// of the reading.
+// readBundle(dir): a bundle directory (from `clbprobe collect`, or made by hand per src/bundle/README.md)
+// back into the NodeSnapshot and ClusterView the detectors read. A missing or malformed file is a
+// warning naming it and an unavailable source, never the end of the reading.
 import { readdirSync, statSync } from 'node:fs';
 import { BundleFiles } from '../bundle/files.js';
 import { buildClusterView } from '../cluster/build.js';

@@ -1,12 +1,7 @@
-// The dns source: the addresses of the cluster's hostname-only LBs (AWS NLB and
-// others publish only a name) as this node's resolver gives them
-// (cluster/dns/lookup.ts; with --netns inside that namespace), looked up again
-// as each answer's TTL runs out (cluster/dns/hostname-cache.ts: the reader's
-// watch asks for a read when the next one is due). Up when every name resolved;
-// down with the failing names and reasons, still carrying the answers it has
-// (stale addresses of a failing name stay counted for a while); absent when
-// the cluster has no hostname-only LB. In a bundle: dns-lookups.json, the
-// answers `collect` got for the names of the bundle's cluster view.
+// The dns source: the addresses of the cluster's hostname-only LBs as this node's resolver gives them,
+// looked up again as each answer's TTL runs out. Up when every name resolved; down with the failing
+// names, still carrying the answers it has; absent when the cluster has no hostname-only LB. In a
+// bundle: dns-lookups.json.
 
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
