@@ -1,7 +1,5 @@
-// Where the agent's conntrack table comes from. Live: a full dump at start,
-// then the kernel's event stream (with a dump again after any lost events) and
-// a periodic re-dump. From a bundle: the entries the bundle's conntrack file
-// holds, read through the conntrack source's own bundle reader.
+// Where the agent's conntrack table comes from. Live: a dump at start, then the kernel's event stream
+// (dumping again after lost events) and a periodic re-dump. From a bundle: its conntrack file.
 import type { BundleFiles } from '../bundle/files.js';
 import { errText } from '../errors.js';
 import { type ConntrackDumpResult, dumpConntrackViews, malformedNote } from '../kernel/conntrack/dump.js';

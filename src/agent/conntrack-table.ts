@@ -1,7 +1,5 @@
-// The conntrack entries the agent keeps: only those that touch an LB
-// Service (its VIP, NodePort or endpoints), fed by events and rebuilt by
-// dumps. Knows which entries form a loopback pair (the same client socket
-// going out to the VIP and coming back in), classifies each entry for
+// The conntrack entries the agent keeps: only those that touch an LB Service (VIP, NodePort or
+// endpoints), fed by events and rebuilt by dumps. It pairs loopback legs, classifies entries for
 // evidence, and counts finished VIP flows by outcome for the metrics.
 import type { ServiceView } from '../cluster/types.js';
 import { CompactEntry } from '../kernel/conntrack/compact.js';

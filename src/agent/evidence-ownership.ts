@@ -1,9 +1,7 @@
-// Which kept conntrack entries are evidence about a Service (README, "Evidence ownership"). The
-// Service index counts a flow for every Service it touches, including through data a Service's
-// owner writes (an Ingress to it, its LB hostname's DNS, hand-written Endpoints); evidence is
-// another tenant's connections, so it comes only through facts the owner cannot forge against
-// others: the API server's allocations (ClusterIP, NodePort), the LB controller's status IP, a
-// name the cloud (not the user) chose, and endpoints the endpointslice controller derived.
+// Which kept conntrack entries are evidence about a Service (README, "Evidence ownership"). Evidence
+// is another tenant's connections, so it comes only through facts a Service's owner cannot forge
+// against others: the API server's allocations (ClusterIP, NodePort), the LB controller's status IP,
+// a name the cloud chose, and endpoints the endpointslice controller derived.
 import type { LbIngressIp, ServiceView } from '../cluster/types.js';
 import type { ConntrackEntry } from '../kernel/types.js';
 import { type Key, key } from '../model/address-key.js';

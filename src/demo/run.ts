@@ -1,11 +1,7 @@
-// The demo's story, step by step: a pod whose connect to its Service's LB IP
-// loops (the LB does not SNAT and sends it back to the client's own node),
-// the diagnosis that names the mechanism with its evidence and fix, the fix
-// applied (externalTrafficPolicy=Cluster: kube-proxy masquerades pod→LB-IP
-// traffic, so the LB's anti-loopback sends it elsewhere), and the proof that
-// it is gone. The diagnosis is the same code as `clbprobe diagnose --netns`;
-// the agent on node1 is the same code as `clbprobe agent`, and its counters
-// are read from its /metrics as Prometheus would.
+// The demo's story: a pod whose connect to its Service's LB IP loops, the diagnosis that names the
+// mechanism, the fix applied (externalTrafficPolicy=Cluster, so kube-proxy masquerades and the LB's
+// anti-loopback sends it elsewhere), and the proof it is gone. Diagnosis and agent are the same code
+// as `clbprobe diagnose --netns` and `clbprobe agent`; counters are read from /metrics.
 import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

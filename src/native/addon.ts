@@ -1,7 +1,5 @@
-// Loads the project's N-API addon (native/, built by `npm run build:native`).
-// Everything it exports is a thin syscall wrapper; see native/*.c. The
-// bindings of each C file are typed in the file of the same name here, and
-// any layer may use them.
+// Loads the project's N-API addon (native/, built by `npm run build:native`): thin syscall wrappers,
+// typed here in the file named as their C file.
 
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';

@@ -1,10 +1,6 @@
-// Why the kernel refused a bpf() call, told from the process's own state
-// (/proc/self/status): a missing capability, a seccomp filter that blocks the
-// call although the capability is there (the tell: EPERM with CAP_BPF
-// effective), or a kernel without BPF. Container runtimes' default seccomp
-// profiles differ: podman's and CRI-O's (containers-common) allow bpf() only
-// with CAP_SYS_ADMIN, so with exactly the DaemonSet's capabilities eBPF fails
-// there, and an SRE must learn that from one log line and source_up's reason.
+// Why the kernel refused a bpf() call, told from /proc/self/status: a missing capability, a seccomp
+// filter that blocks it although the capability is there (EPERM with CAP_BPF effective: podman's and
+// CRI-O's default profiles allow bpf() only with CAP_SYS_ADMIN), or a kernel without BPF.
 import { readFileSync } from 'node:fs';
 import { release } from 'node:os';
 import { isPermissionErrno } from '../model/permission.js';

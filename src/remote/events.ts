@@ -1,17 +1,10 @@
 // Kubernetes Events for LB loopback, recorded by the evidence relay for the whole cluster, so that
-// `kubectl get events` and Event-based alerting show a loop without Prometheus. Every interval the
-// relay asks each agent's /findings as itself (the agent shows it the active findings of the
-// namespaces where it may create Events), and keeps, per Service, the nodes where a loop is active:
-// - a Service whose first loop starts gets one Warning Event LoadBalancerLoopback (the mechanisms,
-//   the nodes, one line of fix), however many nodes see it;
-// - one whose last loop ends, on every node that had it and answered, gets one Normal Event
-//   LoadBalancerLoopbackCleared; a node that does not answer keeps what it last said (unknown is
-//   not "cleared");
-// - Events are rate-limited (a token bucket for the relay, and one Warning per Service per
-//   quietPeriod however often the loop flaps), and named from the Service, the kind and a time
-//   bucket, so a second relay replica that sees the same change in the same bucket gets 409
-//   (AlreadyExists) and records nothing: one Event, cluster-wide.
-// RBAC: create on events (deploy/evidence-relay.yaml); --record-events off turns it all off.
+// `kubectl get events` shows a loop without Prometheus. Every interval the relay asks each agent's
+// /findings as itself and keeps, per Service, the nodes where a loop is active: a Service's first
+// loop gets one Warning LoadBalancerLoopback, its last loop's end on every node that answered one
+// Normal LoadBalancerLoopbackCleared (a silent node is unknown, not cleared). Events are rate-limited
+// and named from the Service, the kind and a time bucket, so a second relay replica gets 409 and the
+// cluster gets one Event. RBAC: create on events; --record-events off turns it all off.
 import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { request as httpRequest } from 'node:http';

@@ -1,7 +1,5 @@
-// Lines of an evidence answer, from a byte stream (the agent's socket, an exec's stdout frames)
-// that may end mid-line or mid-character. Each line is bounded: an answer line is one conntrack
-// entry (~1 KB); past MAX_EVIDENCE_LINE the peer is not an agent talking, and the reader stops
-// with a clear error instead of buffering it.
+// Lines of an evidence answer, from a byte stream that may end mid-line or mid-character. Each line is
+// bounded: past MAX_EVIDENCE_LINE the peer is not an agent talking, and the reader stops with an error.
 import type { EvidenceLine } from '../agent/evidence.js';
 
 export const MAX_EVIDENCE_LINE = 1 << 20;

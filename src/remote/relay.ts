@@ -1,18 +1,11 @@
-// The evidence relay: a capability-free Deployment (deploy/evidence-relay.yaml) that on-call
-// engineers reach through the API server's service proxy, the only thing their Role grants
-// ("get" services/proxy on this one Service). The API server authenticates them and then drops
-// their Authorization header, so the CLI sends its bearer token again in TOKEN_HEADER. The relay
-// checks that the token's user may "get" the Service (TokenReview + SubjectAccessReview), lists
-// the agent pods with its own service account, and asks each node's agent GET /evidence with a
-// token of its own minted for that node's audience (src/remote/node-tokens.ts), naming the user in
-// ON_BEHALF_OF_HEADER; every agent checks that user's access again itself. The on-call token never
-// leaves the relay: a node sees nothing it could use against the API server or another node.
-// A user cannot name any address or port to reach.
-// Bounds: a request without a token is refused and its connection closed at once; the caller is
-// authenticated before the request counts against maxRequests; one caller (a service account's
-// namespace, else the user) has at most maxRequestsPerCaller requests at a time.
-// The answer is NDJSON: each agent line with "node" and "pod" added, an error line per node that
-// failed, and a summary, the format of `clbprobe evidence --all-nodes --json`.
+// The evidence relay: a capability-free Deployment that on-call engineers reach through the API
+// server's service proxy, the only thing their Role grants. The API server drops their Authorization
+// header, so the CLI sends its token again in TOKEN_HEADER; the relay checks the user may "get" the
+// Service, lists the agent pods, and asks each agent with a token minted for that node's audience
+// (node-tokens.ts), naming the user in ON_BEHALF_OF_HEADER for the agent to check again. The on-call
+// token never leaves the relay, and a user cannot name an address or port to reach.
+// Bounds: no token, connection closed; authenticated before counting against maxRequests; at most
+// maxRequestsPerCaller per caller. The answer is the NDJSON of `clbprobe evidence --all-nodes --json`.
 import { type IncomingMessage, request, type ServerResponse } from 'node:http';
 import type { EvidenceLine } from '../agent/evidence.js';
 import {

@@ -1,14 +1,8 @@
-// GET /status on the evidence relay: every agent's findings for `clbprobe status`. The relay
-// authenticates the caller (TokenReview), then asks each agent's /findings with its own token for
-// that node (node-tokens.ts), naming the caller in ON_BEHALF_OF_HEADER; each agent shows only the
-// findings of Services the caller may "get" (src/agent/findings-http.ts). A node whose agent does
-// not answer (no pod, not ready, down, an agent without /findings, a refusal, a timeout) is a
-// "failed" node line with the reason: the table lists it, it is never left out.
-// Bounds: nodes asked at once, a time limit per agent, bytes per agent answer and per line, the
-// requests answered at once, and per caller.
-// The answer is NDJSON: {"type":"finding","node","pod",...} lines as they arrive, one
-// {"type":"node"} line per node (ok with the agent's version and counts, or failed with why), and
-// a {"type":"summary"} at the end.
+// GET /status on the evidence relay: every agent's findings for `clbprobe status`, asked as in
+// relay.ts (the caller authenticated, each agent asked with the relay's node token on the caller's
+// behalf). A node whose agent does not answer is a "failed" node line with the reason, never left
+// out. Bounded in nodes at once, time, bytes and requests. NDJSON: finding lines as they arrive, one
+// node line per node, and a summary.
 import { type IncomingMessage, request, type ServerResponse } from 'node:http';
 import { ON_BEHALF_OF_HEADER } from '../agent/evidence-http.js';
 import type { AuthnResult } from '../agent/kube-authorizer.js';
