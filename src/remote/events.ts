@@ -7,8 +7,7 @@
 // cluster gets one Event. RBAC: create on events; --record-events off turns it all off.
 import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import { request as httpRequest } from 'node:http';
-import { request as httpsRequest, type RequestOptions } from 'node:https';
+import { postJson } from '../cluster/api-post.js';
 import type { ApiTarget } from '../cluster/kube-config.js';
 import { byText } from '../compare.js';
 import { errText } from '../errors.js';
@@ -227,51 +226,25 @@ class LineSink extends EventEmitter {
 export function eventCreator(target: ApiTarget, instance: string, timeoutMs = 10_000): EventRecorderOptions['create'] {
   return async (e, name) => {
     const at = new Date().toISOString();
-    const body = Buffer.from(
-      JSON.stringify({
-        apiVersion: 'v1',
-        kind: 'Event',
-        metadata: { name, namespace: e.namespace },
-        involvedObject: { apiVersion: 'v1', kind: 'Service', namespace: e.namespace, name: e.service },
-        type: e.type,
-        reason: e.reason,
-        message: e.message,
-        source: { component: COMPONENT },
-        reportingComponent: COMPONENT,
-        reportingInstance: instance.slice(0, 128),
-        firstTimestamp: at,
-        lastTimestamp: at,
-        count: 1,
-      }),
-    );
-    const url = new URL(`${target.server}/api/v1/namespaces/${encodeURIComponent(e.namespace)}/events`);
-    const base = await target.requestOptions();
-    const opts: RequestOptions = {
-      ...base,
-      method: 'POST',
-      headers: {
-        ...base.headers,
-        accept: 'application/json',
-        'content-type': 'application/json',
-        'content-length': body.length,
-      },
+    const event = {
+      apiVersion: 'v1',
+      kind: 'Event',
+      metadata: { name, namespace: e.namespace },
+      involvedObject: { apiVersion: 'v1', kind: 'Service', namespace: e.namespace, name: e.service },
+      type: e.type,
+      reason: e.reason,
+      message: e.message,
+      source: { component: COMPONENT },
+      reportingComponent: COMPONENT,
+      reportingInstance: instance.slice(0, 128),
+      firstTimestamp: at,
+      lastTimestamp: at,
+      count: 1,
     };
-    const code = await new Promise<{ status: number; text: string }>((resolve, reject) => {
-      const req = (url.protocol === 'https:' ? httpsRequest : httpRequest)(url, opts, (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (d: string) => {
-          if (text.length < 4096) text += d;
-        });
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-        res.on('error', reject);
-      });
-      req.setTimeout(timeoutMs, () => req.destroy(new Error(`no answer within ${timeoutMs / 1000} s`)));
-      req.on('error', reject);
-      req.end(body);
-    });
-    if (code.status === 201 || code.status === 200) return 'created';
-    if (code.status === 409) return 'exists';
-    throw new Error(`create Event in ${e.namespace}: ${code.status} ${code.text.slice(0, 200)}`);
+    const path = `/api/v1/namespaces/${encodeURIComponent(e.namespace)}/events`;
+    const reply = await postJson(target, path, event, { timeoutMs, maxBytes: 4096, overflow: 'cut' });
+    if (reply.status === 201 || reply.status === 200) return 'created';
+    if (reply.status === 409) return 'exists';
+    throw new Error(`create Event in ${e.namespace}: ${reply.status} ${reply.text.slice(0, 200)}`);
   };
 }
