@@ -39,10 +39,6 @@ export function formatIpvs(vs: IpvsVirtualServer): string[] {
   return lines;
 }
 
-export function svcName(s: ServiceView): string {
-  return `${s.namespace}/${s.name}`;
-}
-
 export function finding<M extends string>(
   s: ServiceView,
   mechanism: M,
