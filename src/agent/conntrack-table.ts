@@ -37,10 +37,10 @@ const replied = (e: CompactEntry): boolean => (e.status & IPS_SEEN_REPLY) !== 0;
 /** The client's address comes back unchanged as the reply's destination: no SNAT on the way out. */
 const notSnated = (e: CompactEntry): boolean => e.reply.dst === e.orig.src;
 
-export function classifyEntry(k: KeptEntry): EntryClass {
-  if (k.paired) return 'loopback_pair';
-  if (k.toVip && notSnated(k.entry)) return 'not_snated';
-  return replied(k.entry) ? 'healthy' : 'unreplied';
+export function classifyEntry(kept: KeptEntry): EntryClass {
+  if (kept.paired) return 'loopback_pair';
+  if (kept.toVip && notSnated(kept.entry)) return 'not_snated';
+  return replied(kept.entry) ? 'healthy' : 'unreplied';
 }
 
 function outcomeOf(k: KeptEntry): FlowOutcome {

@@ -169,9 +169,9 @@ function attrsKey(a: AccessAttributes): string {
 }
 
 /** "get /metrics", "get services web in shop": the words of a 403. */
-export function describeAttributes(a: AccessAttributes): string {
-  if ('nonResource' in a) return `${a.nonResource.verb} ${a.nonResource.path}`;
-  const r = a.resource;
+export function describeAttributes(attrs: AccessAttributes): string {
+  if ('nonResource' in attrs) return `${attrs.nonResource.verb} ${attrs.nonResource.path}`;
+  const r = attrs.resource;
   const res = r.group ? `${r.resource}.${r.group}` : r.resource;
   return `${r.verb} ${res}${r.name ? ` ${r.name}` : ''}${r.namespace ? ` in namespace ${r.namespace}` : ''}`;
 }

@@ -101,8 +101,8 @@ export function parseManifest(text: string, file: string, warnings: string[] = [
   return out as unknown as BundleManifest;
 }
 
-export function isKubeProxyInfo(k: unknown): k is KubeProxyInfo {
-  const o = k as Partial<KubeProxyInfo> | null;
+export function isKubeProxyInfo(value: unknown): value is KubeProxyInfo {
+  const o = value as Partial<KubeProxyInfo> | null;
   return (
     typeof o === 'object' &&
     o !== null &&

@@ -66,9 +66,9 @@ export function parseSysctl(text: string, file: string): { value: SysctlSnapshot
  * (0 off, 1 strict, 2 loose; so loose on either side wins over strict).
  * Undefined when neither is known.
  */
-export function effectiveRpFilter(s: SysctlSnapshot, iface: string): number | undefined {
-  const all = s.rpFilter.all;
-  const own = s.rpFilter[iface];
+export function effectiveRpFilter(sysctls: SysctlSnapshot, iface: string): number | undefined {
+  const all = sysctls.rpFilter.all;
+  const own = sysctls.rpFilter[iface];
   if (all === undefined && own === undefined) return undefined;
   return Math.max(all ?? 0, own ?? 0);
 }

@@ -5,8 +5,8 @@ import { EXIT_ERROR, UserError } from '../user-error.js';
 
 export { EXIT_ERROR, EXIT_FINDING, EXIT_OK, UserError } from '../user-error.js';
 
-export function fail(e: unknown): never {
-  const msg = errText(e);
+export function fail(error: unknown): never {
+  const msg = errText(error);
   process.stderr.write(`clbprobe: ${printable(msg)}\n`);
-  process.exit(e instanceof UserError ? e.exitCode : EXIT_ERROR);
+  process.exit(error instanceof UserError ? error.exitCode : EXIT_ERROR);
 }

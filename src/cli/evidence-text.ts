@@ -4,8 +4,8 @@ import type { EvidenceLine } from '../agent/evidence.js';
 import { printable } from '../printable.js';
 
 /** One evidence line for a terminal; names, entries and messages come from the cluster and the network, so their control characters are shown. */
-export function textLine(l: EvidenceLine): string {
-  return printable(rawTextLine(l));
+export function textLine(line: EvidenceLine): string {
+  return printable(rawTextLine(line));
 }
 
 function rawTextLine(l: EvidenceLine): string {

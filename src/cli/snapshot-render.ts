@@ -25,8 +25,8 @@ function counts(rec: Record<string, number>): string {
 }
 
 /** The snapshot's lines, each with its control characters shown (interface names, reasons and rules come from outside). */
-export function renderSnapshot(s: NodeSnapshot): string[] {
-  return snapshotLines(s).map(printable);
+export function renderSnapshot(snapshot: NodeSnapshot): string[] {
+  return snapshotLines(snapshot).map(printable);
 }
 
 function snapshotLines(s: NodeSnapshot): string[] {

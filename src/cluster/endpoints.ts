@@ -163,8 +163,8 @@ function endpointView(ep: SliceEndpoint, nodeName: string | undefined): Endpoint
 }
 
 /** The EndpointSlice port number of one of `s.endpoints` (undefined: the slice's port has none). */
-export function slicePort(s: Pick<ServiceView, 'endpointPorts'>, ep: EndpointView): number | undefined {
-  const p = s.endpointPorts;
+export function slicePort(service: Pick<ServiceView, 'endpointPorts'>, ep: EndpointView): number | undefined {
+  const p = service.endpointPorts;
   return typeof p === 'object' ? p.get(ep) : p;
 }
 

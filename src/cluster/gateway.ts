@@ -66,15 +66,15 @@ export interface ReferenceGrantEntry {
   to: { group: string; kind: string; name?: string }[];
 }
 
-export function parseGatewayClass(s: SourcedObject): Parsed<GatewayClassEntry> {
-  return parseOne(s, 'GatewayClass', false, (o, ctx) => ({
+export function parseGatewayClass(sourced: SourcedObject): Parsed<GatewayClassEntry> {
+  return parseOne(sourced, 'GatewayClass', false, (o, ctx) => ({
     name: ctx.name,
     controllerName: optStr(optObj(o.spec, 'spec')?.controllerName, 'spec.controllerName') ?? '',
   }));
 }
 
-export function parseGateway(s: SourcedObject): Parsed<GatewayEntry> {
-  return parseOne(s, 'Gateway', true, (o, ctx) => {
+export function parseGateway(sourced: SourcedObject): Parsed<GatewayEntry> {
+  return parseOne(sourced, 'Gateway', true, (o, ctx) => {
     const spec = optObj(o.spec, 'spec') ?? {};
     const listeners = parseParts(optArr(spec.listeners, 'spec.listeners'), 'spec.listeners', ctx.warn, (l, path) => {
       if (!isObj(l)) throw new FieldError(`${path} is not an object`);
@@ -167,8 +167,8 @@ export function routeParser(kind: RouteKind): (s: SourcedObject) => Parsed<Route
     });
 }
 
-export function parseReferenceGrant(s: SourcedObject): Parsed<ReferenceGrantEntry> {
-  return parseOne(s, 'ReferenceGrant', true, (o, ctx) => {
+export function parseReferenceGrant(sourced: SourcedObject): Parsed<ReferenceGrantEntry> {
+  return parseOne(sourced, 'ReferenceGrant', true, (o, ctx) => {
     const spec = optObj(o.spec, 'spec') ?? {};
     const from = parseParts(optArr(spec.from, 'spec.from'), 'spec.from', ctx.warn, (f, path) => {
       if (!isObj(f)) throw new FieldError(`${path} is not an object`);

@@ -29,8 +29,8 @@ export interface IngressEntry {
   backends: Backend[];
 }
 
-export function parseIngress(s: SourcedObject): Parsed<IngressEntry> {
-  return parseOne(s, 'Ingress', true, (o, ctx) => {
+export function parseIngress(sourced: SourcedObject): Parsed<IngressEntry> {
+  return parseOne(sourced, 'Ingress', true, (o, ctx) => {
     const spec = optObj(o.spec, 'spec') ?? {};
     const candidates: [unknown, string][] = [];
     if (spec.defaultBackend !== undefined && spec.defaultBackend !== null)

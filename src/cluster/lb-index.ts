@@ -18,8 +18,8 @@ export function l7Listeners(iv: L7Vip): readonly L7Listener[] {
 }
 
 /** The Service port has an address traffic can be matched against: an LB ingress IP, or an Ingress VIP routing to it. */
-export function hasLbAddress(s: ServiceView): boolean {
-  return s.lbIngress.length > 0 || s.ingressVips.length > 0;
+export function hasLbAddress(service: ServiceView): boolean {
+  return service.lbIngress.length > 0 || service.ingressVips.length > 0;
 }
 
 /**
@@ -27,8 +27,8 @@ export function hasLbAddress(s: ServiceView): boolean {
  * targetPort, else the Service port. Every endpoint needs a concrete port there: a conntrack
  * reply always carries one, and the conntrack pre-check and kernel filter match on it.
  */
-export function endpointPort(s: ServiceView, ep: ServiceView['endpoints'][number]): number {
-  return knownTargetPort(s, ep) ?? s.port;
+export function endpointPort(service: ServiceView, ep: ServiceView['endpoints'][number]): number {
+  return knownTargetPort(service, ep) ?? service.port;
 }
 
 /**
@@ -36,8 +36,8 @@ export function endpointPort(s: ServiceView, ep: ServiceView['endpoints'][number
  * numeric targetPort; undefined for a named targetPort without an EndpointSlice port. The
  * detectors key local endpoints by this: a guessed port must not make a flow a finding.
  */
-export function knownTargetPort(s: ServiceView, ep: ServiceView['endpoints'][number]): number | undefined {
-  return slicePort(s, ep) ?? (typeof s.targetPort === 'number' ? s.targetPort : undefined);
+export function knownTargetPort(service: ServiceView, ep: ServiceView['endpoints'][number]): number | undefined {
+  return slicePort(service, ep) ?? (typeof service.targetPort === 'number' ? service.targetPort : undefined);
 }
 
 /** The elements of `list` that pass: `list` itself when all do (nothing modifies these lists). */

@@ -125,9 +125,9 @@ export function runFromBundle(flags: DiagnoseFlags): { result: DiagnoseResult; n
 }
 
 /** Writes the HTML page of a diagnosis; a path that cannot be written is the user's to fix. */
-export function writeHtmlReport(file: string, result: DiagnoseResult, o: HtmlReportOptions): void {
+export function writeHtmlReport(file: string, result: DiagnoseResult, options: HtmlReportOptions): void {
   try {
-    writeFileSync(file, renderHtml(result, o));
+    writeFileSync(file, renderHtml(result, options));
   } catch (e) {
     throw new UserError(`diagnose --html: cannot write ${file}: ${errText(e)}`);
   }

@@ -20,11 +20,11 @@ export const key = (ip: string, proto: string, port: number | undefined): Key =>
 /** A map value: one value alone, or a list when several share the key (nearly every key has one). */
 export type OneOrMore<V extends object> = V | V[];
 
-export function addTo<K, V extends object>(m: Map<K, OneOrMore<V>>, k: K, v: V): void {
-  const a = m.get(k);
-  if (a === undefined) m.set(k, v);
-  else if (Array.isArray(a)) a.push(v);
-  else m.set(k, [a, v]);
+export function addTo<K, V extends object>(map: Map<K, OneOrMore<V>>, key: K, value: V): void {
+  const a = map.get(key);
+  if (a === undefined) map.set(key, value);
+  else if (Array.isArray(a)) a.push(value);
+  else map.set(key, [a, value]);
 }
 
 export const listOf = <V extends object>(v: OneOrMore<V> | undefined): V[] | undefined =>

@@ -12,8 +12,8 @@ export interface SyscallError extends Error {
   errno: number;
 }
 
-export function isSyscallError(e: unknown): e is SyscallError {
-  return e instanceof Error && typeof (e as Partial<SyscallError>).errno === 'number';
+export function isSyscallError(error: unknown): error is SyscallError {
+  return error instanceof Error && typeof (error as Partial<SyscallError>).errno === 'number';
 }
 
 /** The project's root directory (where package.json lives), from src/ or dist/src/. */

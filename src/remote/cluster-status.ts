@@ -120,16 +120,19 @@ function fixOf(v: unknown): FixChange | undefined {
 const svcOf = (f: Finding): string => `${f.service.namespace}/${f.service.name}`;
 
 /** The findings and nodes the filters keep. */
-export function filterStatus(st: ClusterStatus, f: StatusFilters): ClusterStatus {
+export function filterStatus(status: ClusterStatus, filters: StatusFilters): ClusterStatus {
   const keep = (x: NodeFinding): boolean =>
-    (f.service === undefined || (f.service.includes('/') ? svcOf(x) === f.service : x.service.name === f.service)) &&
-    (f.namespace === undefined || x.service.namespace === f.namespace) &&
-    (f.node === undefined || x.node === f.node) &&
-    (f.severity === undefined || RANK[x.severity] <= RANK[f.severity]);
+    (filters.service === undefined ||
+      (filters.service.includes('/') ? svcOf(x) === filters.service : x.service.name === filters.service)) &&
+    (filters.namespace === undefined || x.service.namespace === filters.namespace) &&
+    (filters.node === undefined || x.node === filters.node) &&
+    (filters.severity === undefined || RANK[x.severity] <= RANK[filters.severity]);
   return {
-    findings: st.findings.filter(keep).sort((a, b) => compareFindings(a, b) || byText(a.node, b.node)),
-    nodes: st.nodes.filter((n) => f.node === undefined || n.node === f.node).sort((a, b) => byText(a.node, b.node)),
-    malformed: st.malformed,
+    findings: status.findings.filter(keep).sort((a, b) => compareFindings(a, b) || byText(a.node, b.node)),
+    nodes: status.nodes
+      .filter((n) => filters.node === undefined || n.node === filters.node)
+      .sort((a, b) => byText(a.node, b.node)),
+    malformed: status.malformed,
   };
 }
 

@@ -205,12 +205,12 @@ function oneLineFix(f: { fixes?: { command?: unknown }[]; remedy?: unknown }): s
 }
 
 /** The Service's name, the kind and a time bucket: the same change seen by two replicas is one name. */
-export function eventName(e: LoopEvent, nowMs: number, bucketMs: number): string {
+export function eventName(event: LoopEvent, nowMs: number, bucketMs: number): string {
   const h = createHash('sha256')
-    .update(`${e.namespace}/${e.service}/${e.reason}/${Math.floor(nowMs / bucketMs)}`)
+    .update(`${event.namespace}/${event.service}/${event.reason}/${Math.floor(nowMs / bucketMs)}`)
     .digest('hex')
     .slice(0, 16);
-  return `${e.service.slice(0, 200)}.clbprobe-${h}`;
+  return `${event.service.slice(0, 200)}.clbprobe-${h}`;
 }
 
 /** Collects an agent's finding lines (askFindings bounds their bytes). */

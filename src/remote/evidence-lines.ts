@@ -81,11 +81,11 @@ export function parseEvidenceLine(text: string): EvidenceLine {
 }
 
 /** A parsed answer line (`text`, for the error) as an EvidenceLine; an EvidenceLineError saying why it is not one. */
-export function evidenceLineOf(l: unknown, text: string): EvidenceLine {
-  const type = (l as { type?: unknown } | null)?.type;
+export function evidenceLineOf(parsed: unknown, text: string): EvidenceLine {
+  const type = (parsed as { type?: unknown } | null)?.type;
   const shape = typeof type === 'string' && Object.hasOwn(SHAPES, type) ? SHAPES[type] : undefined;
   if (!shape) throw new EvidenceLineError(`the agent sent a line of no known type: ${text.slice(0, 120)}`);
-  if (!shape(l as Record<string, unknown>))
+  if (!shape(parsed as Record<string, unknown>))
     throw new EvidenceLineError(`the agent sent a ${String(type)} line without its fields: ${text.slice(0, 120)}`);
-  return l as EvidenceLine;
+  return parsed as EvidenceLine;
 }

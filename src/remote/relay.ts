@@ -67,9 +67,9 @@ class LineBudget {
     return true;
   }
 }
-export function relayRoute(o: RelayOptions): (req: IncomingMessage, res: ServerResponse) => void {
-  const budget = new LineBudget(o.lineBudget ?? RELAY_LINE_BUDGET);
-  const limits = new RequestLimits(o.maxRequests, o.maxRequestsPerCaller, 'evidence requests');
+export function relayRoute(options: RelayOptions): (req: IncomingMessage, res: ServerResponse) => void {
+  const budget = new LineBudget(options.lineBudget ?? RELAY_LINE_BUDGET);
+  const limits = new RequestLimits(options.maxRequests, options.maxRequestsPerCaller, 'evidence requests');
   return (req, res) => {
     const refuse = (status: number, message: string, extra: Record<string, string> = {}): void => {
       res.writeHead(status, { 'Content-Type': 'application/x-ndjson', ...extra }).end(json({ type: 'error', message }));
@@ -89,18 +89,18 @@ export function relayRoute(o: RelayOptions): (req: IncomingMessage, res: ServerR
     if (only.length > 5000) return refuse(400, 'at most 5000 node names');
     const attrs = { resource: { verb: 'get', group: '', resource: 'services', namespace: q.namespace, name: q.name } };
     void (async () => {
-      const d = await o.check(authorization, attrs, req.socket.remoteAddress);
+      const d = await options.check(authorization, attrs, req.socket.remoteAddress);
       if (!d.ok) return refuse(d.status, d.message, 'retryAfterS' in d ? { 'Retry-After': String(d.retryAfterS) } : {});
       if (res.destroyed) return;
       const refusal = limits.admit(d.user, res);
       if (refusal) return refuse(refusal.status, refusal.message, refusal.headers);
       let pods: AgentPod[];
       try {
-        pods = await o.listPods();
+        pods = await options.listPods();
       } catch (e) {
         return refuse(502, `the relay cannot list the agent pods: ${errText(e)}`);
       }
-      const plan = planNodes(pods, o.container, only.length ? only : undefined);
+      const plan = planNodes(pods, options.container, only.length ? only : undefined);
       res.writeHead(200, { 'Content-Type': 'application/x-ndjson', 'Cache-Control': 'no-store' });
       res.flushHeaders();
       const results: RelayNodeResult[] = plan.unreachable.map((u) => ({
@@ -112,7 +112,9 @@ export function relayRoute(o: RelayOptions): (req: IncomingMessage, res: ServerR
       }));
       for (const r of results)
         res.write(json({ node: r.node, ...(r.pod ? { pod: r.pod } : {}), type: 'error', message: r.error }));
-      results.push(...(await eachPod(plan.ask, o.concurrency, res, (pod) => askAgent(o, q, pod, d.user, res, budget))));
+      results.push(
+        ...(await eachPod(plan.ask, options.concurrency, res, (pod) => askAgent(options, q, pod, d.user, res, budget))),
+      );
       results.sort((a, b) => byText(a.node, b.node));
       const ok = results.filter((r) => r.status === 'ok').length;
       res.end(json({ type: 'summary', answered: ok, failed: results.length - ok, nodes: results }));

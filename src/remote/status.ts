@@ -47,8 +47,8 @@ export interface StatusNodeLine {
   error?: string;
 }
 
-export function statusRoute(o: StatusRelayOptions): (req: IncomingMessage, res: ServerResponse) => void {
-  const limits = new RequestLimits(o.maxRequests, o.maxRequestsPerCaller);
+export function statusRoute(options: StatusRelayOptions): (req: IncomingMessage, res: ServerResponse) => void {
+  const limits = new RequestLimits(options.maxRequests, options.maxRequestsPerCaller);
   return (req, res) => {
     const refuse = (status: number, message: string, extra: Record<string, string> = {}): void => {
       res.writeHead(status, { 'Content-Type': 'application/x-ndjson', ...extra }).end(json({ type: 'error', message }));
@@ -56,7 +56,7 @@ export function statusRoute(o: StatusRelayOptions): (req: IncomingMessage, res: 
     const token = req.headers[TOKEN_HEADER];
     if (typeof token !== 'string') return refuse(401, `no bearer token in ${TOKEN_HEADER}`, { Connection: 'close' });
     void (async () => {
-      const who = await o.authenticate(token, req.socket.remoteAddress);
+      const who = await options.authenticate(token, req.socket.remoteAddress);
       if (!who.ok)
         return refuse(who.status, who.message, 'retryAfterS' in who ? { 'Retry-After': String(who.retryAfterS) } : {});
       if (res.destroyed) return;
@@ -64,11 +64,11 @@ export function statusRoute(o: StatusRelayOptions): (req: IncomingMessage, res: 
       if (refusal) return refuse(refusal.status, refusal.message, refusal.headers);
       let pods: AgentPod[];
       try {
-        pods = await o.listPods();
+        pods = await options.listPods();
       } catch (e) {
         return refuse(502, `the relay cannot list the agent pods: ${errText(e)}`);
       }
-      const plan = planNodes(pods, o.container);
+      const plan = planNodes(pods, options.container);
       res.writeHead(200, { 'Content-Type': 'application/x-ndjson', 'Cache-Control': 'no-store' });
       res.flushHeaders();
       const nodes: StatusNodeLine[] = plan.unreachable.map((u) => ({
@@ -81,8 +81,8 @@ export function statusRoute(o: StatusRelayOptions): (req: IncomingMessage, res: 
       }));
       for (const n of nodes) res.write(json(n));
       const user = JSON.stringify(who.user);
-      const asked = await eachPod(plan.ask, o.concurrency, res, async (pod) => {
-        const n = await askFindings(o, pod, user, res);
+      const asked = await eachPod(plan.ask, options.concurrency, res, async (pod) => {
+        const n = await askFindings(options, pod, user, res);
         res.write(json(n));
         return n;
       });

@@ -92,8 +92,8 @@ export interface SourceDef<T = unknown> {
 }
 
 /** The bundle implementation of a source: its files, through the same runner as a live read. */
-export function bundleReader<T>(def: SourceDef<T>, b: BundleFiles): SourceReader<T> {
-  return { name: def.name, ...(def.key ? { key: def.key } : {}), read: () => def.fromBundle!(b) };
+export function bundleReader<T>(def: SourceDef<T>, files: BundleFiles): SourceReader<T> {
+  return { name: def.name, ...(def.key ? { key: def.key } : {}), read: () => def.fromBundle!(files) };
 }
 
 export { errText } from '../errors.js';

@@ -141,6 +141,6 @@ export function dnsReader(
 }
 
 /** The lookups of a snapshot by name, for cluster/lb-hostnames.ts. */
-export function lookupsByName(d: DnsSnapshot | undefined): Map<string, HostnameLookup> {
-  return new Map((d?.lookups ?? []).map((l) => [l.hostname, l]));
+export function lookupsByName(dns: DnsSnapshot | undefined): Map<string, HostnameLookup> {
+  return new Map((dns?.lookups ?? []).map((l) => [l.hostname, l]));
 }
