@@ -150,23 +150,23 @@ export class ConntrackTable {
     k.generation = this.generation;
   }
 
-  private add(e: CompactEntry, m: EntryMatch, nowMs: number): boolean {
+  private add(entry: CompactEntry, match: EntryMatch, nowMs: number): boolean {
     this.changeCount++;
     const k: KeptEntry = {
-      entry: e,
-      svcs: m.svcs,
-      toVip: m.toVip,
+      entry,
+      svcs: match.svcs,
+      toVip: match.toVip,
       firstSeenMs: nowMs,
       lastSeenMs: nowMs,
       paired: false,
       generation: this.generation,
     };
-    this.byId.set(e.id32, k);
-    const sk = sockKey(e);
+    this.byId.set(entry.id32, k);
+    const sk = sockKey(entry);
     const ids = this.bySock.get(sk);
-    if (ids === undefined) this.bySock.set(sk, e.id32);
+    if (ids === undefined) this.bySock.set(sk, entry.id32);
     else {
-      const list = typeof ids === 'number' ? [ids, e.id32] : (ids.push(e.id32), ids);
+      const list = typeof ids === 'number' ? [ids, entry.id32] : (ids.push(entry.id32), ids);
       if (list !== ids) this.bySock.set(sk, list);
       this.pair(list);
     }

@@ -187,29 +187,29 @@ export function parseConntrackLine(line: string): ConntrackEntry {
 }
 
 /** Stores a tuple field; false when `key` is not one (then the tuple is over). */
-function applyTupleKey(t: TupleBuilder, key: string, value: string): boolean {
+function applyTupleKey(tuple: TupleBuilder, key: string, value: string): boolean {
   switch (key) {
     case 'src':
     case 'dst':
-      if (t[key] !== undefined) bad(`${key}= twice in one tuple`);
-      t[key] = address(value, key);
+      if (tuple[key] !== undefined) bad(`${key}= twice in one tuple`);
+      tuple[key] = address(value, key);
       return true;
     case 'sport':
     case 'dport':
-      t[key] = uint(value, key, 65535);
+      tuple[key] = uint(value, key, 65535);
       return true;
     case 'type':
     case 'code':
-      t[key] = uint(value, `icmp ${key}`, 255);
+      tuple[key] = uint(value, `icmp ${key}`, 255);
       return true;
     case 'id':
       // ICMP's id belongs to the tuple; the entry's id (-o id) comes after the tuples.
-      if (t.type === undefined || t.icmpId !== undefined) return false;
-      t.icmpId = uint(value, 'icmp id', 65535);
+      if (tuple.type === undefined || tuple.icmpId !== undefined) return false;
+      tuple.icmpId = uint(value, 'icmp id', 65535);
       return true;
     case 'packets':
     case 'bytes':
-      t[key] = uint(value, key);
+      tuple[key] = uint(value, key);
       return true;
     case 'srckey':
     case 'dstkey':
@@ -220,18 +220,18 @@ function applyTupleKey(t: TupleBuilder, key: string, value: string): boolean {
   }
 }
 
-function finishTuple(t: TupleBuilder, protoNum: number, which: string): ConntrackTuple {
-  if (t.src === undefined || t.dst === undefined) bad(`${which} tuple without src= and dst=`);
-  const out: ConntrackTuple = { src: t.src!, dst: t.dst!, protoNum };
+function finishTuple(tuple: TupleBuilder, protoNum: number, which: string): ConntrackTuple {
+  if (tuple.src === undefined || tuple.dst === undefined) bad(`${which} tuple without src= and dst=`);
+  const out: ConntrackTuple = { src: tuple.src!, dst: tuple.dst!, protoNum };
   if (PORT_PROTOS.has(protoNum)) {
-    if (t.sport === undefined || t.dport === undefined) bad(`${which} tuple without sport= and dport=`);
-    out.sport = t.sport;
-    out.dport = t.dport;
+    if (tuple.sport === undefined || tuple.dport === undefined) bad(`${which} tuple without sport= and dport=`);
+    out.sport = tuple.sport;
+    out.dport = tuple.dport;
   } else if (ICMP_PROTOS.has(protoNum)) {
-    if (t.type === undefined || t.code === undefined) bad(`${which} tuple without type= and code=`);
-    out.icmpType = t.type;
-    out.icmpCode = t.code;
-    if (t.icmpId !== undefined) out.icmpId = t.icmpId;
+    if (tuple.type === undefined || tuple.code === undefined) bad(`${which} tuple without type= and code=`);
+    out.icmpType = tuple.type;
+    out.icmpCode = tuple.code;
+    if (tuple.icmpId !== undefined) out.icmpId = tuple.icmpId;
   }
   return out;
 }

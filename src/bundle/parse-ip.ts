@@ -148,26 +148,26 @@ function linkOf(item: Record<string, unknown>): NetInterface {
   return iface;
 }
 
-function addressOf(a: Record<string, unknown>): InterfaceAddress {
-  const fam = reqStr(a, 'family');
+function addressOf(item: Record<string, unknown>): InterfaceAddress {
+  const fam = reqStr(item, 'family');
   if (fam !== 'inet' && fam !== 'inet6') throw new ItemError(`family ${JSON.stringify(fam)} is not inet or inet6`);
-  const address = ip(reqStr(a, 'local'), 'local');
+  const address = ip(reqStr(item, 'local'), 'local');
   const family: Family = fam === 'inet' ? 4 : 6;
   if (ipFamily(address) !== family) throw new ItemError(`${address} is not an ${fam} address`);
-  const prefixLen = int(a, 'prefixlen');
+  const prefixLen = int(item, 'prefixlen');
   if (prefixLen === undefined || prefixLen > (family === 4 ? 32 : 128))
     throw new ItemError('"prefixlen" missing or out of range');
-  const scopeText = str(a, 'scope') ?? 'global';
+  const scopeText = str(item, 'scope') ?? 'global';
   const scope: InterfaceAddress['scope'] = SCOPES.has(scopeText)
     ? (scopeText as InterfaceAddress['scope'])
     : /^\d+$/.test(scopeText)
       ? Number(scopeText)
       : 'global';
-  const flags: string[] = ADDRESS_FLAGS.filter((f) => a[f] === true).map((f) => FLAG_NAME[f] ?? f);
+  const flags: string[] = ADDRESS_FLAGS.filter((f) => item[f] === true).map((f) => FLAG_NAME[f] ?? f);
   // ip prints "dynamic" for addresses without IFA_F_PERMANENT.
-  if (a.dynamic !== true) flags.push('permanent');
+  if (item.dynamic !== true) flags.push('permanent');
   const out: InterfaceAddress = { family, address, prefixLen, scope, flags };
-  const label = str(a, 'label');
+  const label = str(item, 'label');
   if (label !== undefined) out.label = label;
   return out;
 }

@@ -87,17 +87,17 @@ export function parseEndpointSlice(
   nodeName?: string,
   tables = new SliceTables(),
 ): Parsed<SliceEntry | undefined> {
-  return parseOne(s, 'EndpointSlice', true, (o, ctx) => {
+  return parseOne(s, 'EndpointSlice', true, (raw, ctx) => {
     const labels = strMap(ctx.metadata.labels, 'metadata.labels');
     const service = labels[SERVICE_NAME_LABEL];
     // Slices not managed for a Service (e.g. mirrored custom ones without the label) have no owner here.
     if (!service) return undefined;
-    const addressType = reqStr(o.addressType, 'addressType');
+    const addressType = reqStr(raw.addressType, 'addressType');
     if (addressType === 'FQDN') return undefined;
     if (addressType !== 'IPv4' && addressType !== 'IPv6')
       throw new FieldError(`addressType ${JSON.stringify(addressType)} is unknown`);
-    const ports = parseParts(optArr(o.ports, 'ports'), 'ports', ctx.warn, parseSlicePort);
-    const endpoints = parseParts(optArr(o.endpoints, 'endpoints'), 'endpoints', ctx.warn, (v, path) =>
+    const ports = parseParts(optArr(raw.ports, 'ports'), 'ports', ctx.warn, parseSlicePort);
+    const endpoints = parseParts(optArr(raw.endpoints, 'endpoints'), 'endpoints', ctx.warn, (v, path) =>
       parseEndpoint(v, path, tables),
     );
     return {
@@ -134,16 +134,16 @@ function parseSlicePort(v: unknown, path: string): SlicePort {
 
 type SliceEndpoint = Omit<EndpointView, 'local'>;
 
-function parseEndpoint(v: unknown, path: string, tables: SliceTables): SliceEndpoint {
-  if (!isObj(v)) throw new FieldError(`${path} is not an object`);
-  const addresses = optArr(v.addresses, `${path}.addresses`);
+function parseEndpoint(value: unknown, path: string, tables: SliceTables): SliceEndpoint {
+  if (!isObj(value)) throw new FieldError(`${path} is not an object`);
+  const addresses = optArr(value.addresses, `${path}.addresses`);
   // kube-proxy uses the first address; the others are fungible by API contract.
   if (addresses.length === 0) throw new FieldError(`${path}.addresses is empty`);
-  const conditions = optObj(v.conditions, `${path}.conditions`) ?? {};
+  const conditions = optObj(value.conditions, `${path}.conditions`) ?? {};
   const ready = optBool(conditions.ready, `${path}.conditions.ready`) ?? true;
   const nodeName =
-    optStr(v.nodeName, `${path}.nodeName`) ||
-    strMap(v.topology, `${path}.topology`)[HOSTNAME_TOPOLOGY_KEY] ||
+    optStr(value.nodeName, `${path}.nodeName`) ||
+    strMap(value.topology, `${path}.topology`)[HOSTNAME_TOPOLOGY_KEY] ||
     undefined;
   return {
     address: canonicalIp(addresses[0], `${path}.addresses[0]`),

@@ -30,8 +30,8 @@ export interface IngressEntry {
 }
 
 export function parseIngress(sourced: SourcedObject): Parsed<IngressEntry> {
-  return parseOne(sourced, 'Ingress', true, (o, ctx) => {
-    const spec = optObj(o.spec, 'spec') ?? {};
+  return parseOne(sourced, 'Ingress', true, (raw, ctx) => {
+    const spec = optObj(raw.spec, 'spec') ?? {};
     const candidates: [unknown, string][] = [];
     if (spec.defaultBackend !== undefined && spec.defaultBackend !== null)
       candidates.push([spec.defaultBackend, 'spec.defaultBackend']);
@@ -51,7 +51,7 @@ export function parseIngress(sourced: SourcedObject): Parsed<IngressEntry> {
       }
     }
     const lbIngress = optArr(
-      optObj(optObj(o.status, 'status')?.loadBalancer, 'status.loadBalancer')?.ingress,
+      optObj(optObj(raw.status, 'status')?.loadBalancer, 'status.loadBalancer')?.ingress,
       'status.loadBalancer.ingress',
     );
     const ips = parseParts(lbIngress, 'status.loadBalancer.ingress', ctx.warn, (e, path) => {

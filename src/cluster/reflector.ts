@@ -297,16 +297,16 @@ export class Reflector<T> {
   }
 
   /** A watch event whose object is too large: out of the store, and kept aside unless deleted. */
-  private skipEvent(type: string, s: SkippedObject): void {
-    if (s.resourceVersion !== undefined) this.rv = s.resourceVersion;
+  private skipEvent(type: string, skipped: SkippedObject): void {
+    if (skipped.resourceVersion !== undefined) this.rv = skipped.resourceVersion;
     if (type !== 'ADDED' && type !== 'MODIFIED' && type !== 'DELETED') return;
-    const key = skipKey(s, this.skipped.size);
-    if (s.name !== undefined) this.store.delete(s.namespace ?? '', s.name);
+    const key = skipKey(skipped, this.skipped.size);
+    if (skipped.name !== undefined) this.store.delete(skipped.namespace ?? '', skipped.name);
     if (type === 'DELETED') {
       this.skipped.delete(key);
     } else {
-      if (!this.skipped.has(key)) this.o.onSkip?.(s);
-      this.skipped.set(key, s);
+      if (!this.skipped.has(key)) this.o.onSkip?.(skipped);
+      this.skipped.set(key, skipped);
     }
     this.o.onChange();
   }

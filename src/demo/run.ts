@@ -229,15 +229,15 @@ function indent(text: string): string {
   return text.replace(/\n$/, '').replace(/^(?=.)/gm, '  ');
 }
 
-function verdict(o: DemoOutcome, after: Finding[]): string {
-  if (o.loopSeen && o.loopDiagnosed && o.counted && o.fixed) {
+function verdict(outcome: DemoOutcome, after: Finding[]): string {
+  if (outcome.loopSeen && outcome.loopDiagnosed && outcome.counted && outcome.fixed) {
     return 'Result: loop detected (L4-loop, active; loop_return counted) and fixed (connects work, loop_return stopped, no active finding).';
   }
   const why = [
-    o.loopSeen ? '' : 'the first connects did not loop',
-    o.loopDiagnosed ? '' : 'diagnose did not report an active L4-loop',
-    o.counted ? '' : "the agent's loop_return counter did not rise with the loop and stop after the fix",
-    o.fixed
+    outcome.loopSeen ? '' : 'the first connects did not loop',
+    outcome.loopDiagnosed ? '' : 'diagnose did not report an active L4-loop',
+    outcome.counted ? '' : "the agent's loop_return counter did not rise with the loop and stop after the fix",
+    outcome.fixed
       ? ''
       : `after the fix: ${
           after

@@ -44,12 +44,12 @@ function detectGuestLocalRoute(ctx: DetectContext): FindingOf<'guest-local-route
 
 function routeFinding(
   ctx: DetectContext,
-  s: ServiceView,
+  service: ServiceView,
   ip: string,
   route: LocalRoute,
 ): FindingOf<'guest-local-route'> {
   const bound = ctx.ipvsBound.has(ip);
-  const kp = kubeProxyPath(ctx, s, ip);
+  const kp = kubeProxyPath(ctx, service, ip);
   const evidence = [
     routeLine(route),
     // IPVS mode: kubeProxyPath already says whether the IP is on kube-ipvs0.
@@ -61,26 +61,26 @@ function routeFinding(
     ...kp.evidence,
     `packets arriving with source ${ip} are dropped as martians here (the address is local)${route.protocol === '66' ? ': harmless for GCE health checks, which come from 35.191.0.0/16 and 130.211.0.0/22' : ''}`,
   ];
-  const what = `${vipName(s, ip)} is local on this node through ${routeOwner(route)}, ${bound ? `besides its address on ${KUBE_IPVS_IFNAME}` : `not through ${KUBE_IPVS_IFNAME}`}`;
+  const what = `${vipName(service, ip)} is local on this node through ${routeOwner(route)}, ${bound ? `besides its address on ${KUBE_IPVS_IFNAME}` : `not through ${KUBE_IPVS_IFNAME}`}`;
   if (kp.leaves === false) {
     return finding(
-      s,
+      service,
       'guest-local-route',
       'info',
-      `${what}: kube-proxy handles ${ip}:${s.port} on the node anyway, so the route only lets the node accept the LB's packets for it; it is not a kube-ipvs0 binding`,
+      `${what}: kube-proxy handles ${ip}:${service.port} on the node anyway, so the route only lets the node accept the LB's packets for it; it is not a kube-ipvs0 binding`,
       evidence,
       guestLocalRoute.fix,
     );
   }
-  const vs = ctx.input.node.ipvs !== undefined ? ctx.ipvsService(ip, s.protocol, s.port) : undefined;
+  const vs = ctx.input.node.ipvs !== undefined ? ctx.ipvsService(ip, service.protocol, service.port) : undefined;
   const where = vs
     ? 'to IPVS on this node (its virtual server takes it at LOCAL_IN)'
     : 'to this node itself (a local listener, or refused)';
   return finding(
-    s,
+    service,
     'guest-local-route',
     kp.leaves === true ? 'risk' : 'info',
-    `${what}: kube-proxy ${kp.leaves === true ? 'leaves' : 'may leave'} ${ip}:${s.port} to the LB, but the route delivers pod traffic to it ${where}: it never reaches the LB`,
+    `${what}: kube-proxy ${kp.leaves === true ? 'leaves' : 'may leave'} ${ip}:${service.port} to the LB, but the route delivers pod traffic to it ${where}: it never reaches the LB`,
     evidence,
     guestLocalRoute.fix,
   );

@@ -43,18 +43,22 @@ export const NFT_BUG =
   'kube-proxy v1.31 to early v1.33 in nftables mode (kubernetes#131765, fixed by #132456 in v1.34 and the 1.33 cherry-pick #133969)';
 
 /** iptables and nftables mode: what the LB IP's "no local endpoints" drop does to clients on this node. */
-function rulesFinding(ctx: DetectContext, s: ServiceView, ip: string): FindingOf<'local-no-ep'> | undefined {
-  const nat = ctx.natFact(ip, s.protocol, s.port);
+function rulesFinding(ctx: DetectContext, service: ServiceView, ip: string): FindingOf<'local-no-ep'> | undefined {
+  const nat = ctx.natFact(ip, service.protocol, service.port);
   const noEp = nat?.noEndpoints;
   if (!nat || !noEp || noEp.verdict !== 'drop') return undefined;
-  const m = mitigationsFor(ctx, s, ip);
-  const evidence = [...noEp.evidence, ...nat.evidence.filter((l) => !noEp.evidence.includes(l)), endpointsLine(s)];
+  const m = mitigationsFor(ctx, service, ip);
+  const evidence = [
+    ...noEp.evidence,
+    ...nat.evidence.filter((l) => !noEp.evidence.includes(l)),
+    endpointsLine(service),
+  ];
   if (noEp.preDnatChecks.length > 0) {
     return finding(
-      s,
+      service,
       'local-no-ep',
       'risk',
-      `${NFT_BUG}: ${noEp.preDnatChecks.join(', ')} looks ${ip}:${s.port} up in no-endpoint-services before DNAT, so host-network pods and ` +
+      `${NFT_BUG}: ${noEp.preDnatChecks.join(', ')} looks ${ip}:${service.port} up in no-endpoint-services before DNAT, so host-network pods and ` +
         `processes on this node get their connections dropped (timeouts); pods in their own network namespace are short-circuited to endpoints on other nodes`,
       evidence,
       remedy(
@@ -65,10 +69,10 @@ function rulesFinding(ctx: DetectContext, s: ServiceView, ip: string): FindingOf
     );
   }
   return finding(
-    s,
+    service,
     'local-no-ep',
     'info',
-    `no ready local endpoint for this ETP=Local Service: kube-proxy drops external traffic to ${ip}:${s.port} arriving at this node, ` +
+    `no ready local endpoint for this ETP=Local Service: kube-proxy drops external traffic to ${ip}:${service.port} arriving at this node, ` +
       `while pods here are short-circuited to endpoints on other nodes (${ctx.proxy.mode === 'nftables' ? '"short-circuit pod traffic"' : '"pod traffic for ... external destinations"'}); the LB's health check takes this node out`,
     evidence,
     remedy(RULES_FIX, m),

@@ -64,22 +64,22 @@ export function addStatusLine(st: ClusterStatus, text: string): void {
   } else if (o.type !== 'summary') st.malformed.push(`unexpected line: ${text.slice(0, 120)}`);
 }
 
-function isFinding(o: Record<string, unknown>): boolean {
-  const svc = o.service as Record<string, unknown> | undefined;
-  const port = o.port as Record<string, unknown> | undefined;
+function isFinding(line: Record<string, unknown>): boolean {
+  const svc = line.service as Record<string, unknown> | undefined;
+  const port = line.port as Record<string, unknown> | undefined;
   return (
-    typeof o.node === 'string' &&
+    typeof line.node === 'string' &&
     typeof svc?.namespace === 'string' &&
     typeof svc.name === 'string' &&
     typeof port?.port === 'number' &&
     typeof port.protocol === 'string' &&
-    typeof o.mechanism === 'string' &&
-    typeof o.severity === 'string' &&
-    SEVERITIES.has(o.severity) &&
-    typeof o.summary === 'string' &&
-    typeof o.remedy === 'string' &&
-    Array.isArray(o.evidence) &&
-    o.evidence.every((e) => typeof e === 'string')
+    typeof line.mechanism === 'string' &&
+    typeof line.severity === 'string' &&
+    SEVERITIES.has(line.severity) &&
+    typeof line.summary === 'string' &&
+    typeof line.remedy === 'string' &&
+    Array.isArray(line.evidence) &&
+    line.evidence.every((e) => typeof e === 'string')
   );
 }
 
@@ -87,10 +87,10 @@ function isFinding(o: Record<string, unknown>): boolean {
  * A fix as data, its command made here from the object and patch: a command is run by a person,
  * so it is never taken as an agent sent it.
  */
-function fixOf(v: unknown): FixChange | undefined {
+function fixOf(value: unknown): FixChange | undefined {
   const rec = (o: unknown): Record<string, unknown> | undefined =>
     typeof o === 'object' && o !== null && !Array.isArray(o) ? (o as Record<string, unknown>) : undefined;
-  const x = rec(v);
+  const x = rec(value);
   const obj = rec(x?.object);
   const patch = rec(x?.patch);
   const name = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;

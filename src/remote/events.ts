@@ -162,29 +162,29 @@ export class EventRecorder {
     };
   }
 
-  private async record(e: LoopEvent): Promise<boolean> {
-    const key = `${e.namespace}/${e.service}`;
+  private async record(event: LoopEvent): Promise<boolean> {
+    const key = `${event.namespace}/${event.service}`;
     const now = this.now();
-    if (e.type === 'Warning') {
+    if (event.type === 'Warning') {
       const last = this.lastWarning.get(key);
-      if (last !== undefined && now - last < this.o.quietPeriodMs) return this.limited(e, 'quiet period');
+      if (last !== undefined && now - last < this.o.quietPeriodMs) return this.limited(event, 'quiet period');
     }
     this.tokens = Math.min(this.o.burst, this.tokens + ((now - this.refilledAt) / 60_000) * this.o.perMinute);
     this.refilledAt = now;
-    if (this.tokens < 1) return this.limited(e, 'rate limit');
+    if (this.tokens < 1) return this.limited(event, 'rate limit');
     this.tokens--;
-    if (e.type === 'Warning') {
+    if (event.type === 'Warning') {
       this.lastWarning.set(key, now);
       while (this.lastWarning.size > MAX_SERVICES) this.lastWarning.delete(this.lastWarning.keys().next().value!);
     }
     try {
-      const r = await this.o.create(e, eventName(e, now, this.o.quietPeriodMs));
+      const r = await this.o.create(event, eventName(event, now, this.o.quietPeriodMs));
       this.counts[r]++;
-      if (r === 'created') this.o.log?.info({ service: key, reason: e.reason }, 'event recorded');
+      if (r === 'created') this.o.log?.info({ service: key, reason: event.reason }, 'event recorded');
       return r === 'created';
     } catch (err) {
       this.counts.failed++;
-      this.o.log?.warn({ service: key, reason: e.reason, err: errText(err) }, 'event not recorded');
+      this.o.log?.warn({ service: key, reason: event.reason, err: errText(err) }, 'event not recorded');
       return false;
     }
   }
@@ -224,16 +224,16 @@ class LineSink extends EventEmitter {
 
 /** Creates core/v1 Events through `target` (the relay's service account: create on events). */
 export function eventCreator(target: ApiTarget, instance: string, timeoutMs = 10_000): EventRecorderOptions['create'] {
-  return async (e, name) => {
+  return async (loop, name) => {
     const at = new Date().toISOString();
     const event = {
       apiVersion: 'v1',
       kind: 'Event',
-      metadata: { name, namespace: e.namespace },
-      involvedObject: { apiVersion: 'v1', kind: 'Service', namespace: e.namespace, name: e.service },
-      type: e.type,
-      reason: e.reason,
-      message: e.message,
+      metadata: { name, namespace: loop.namespace },
+      involvedObject: { apiVersion: 'v1', kind: 'Service', namespace: loop.namespace, name: loop.service },
+      type: loop.type,
+      reason: loop.reason,
+      message: loop.message,
       source: { component: COMPONENT },
       reportingComponent: COMPONENT,
       reportingInstance: instance.slice(0, 128),
@@ -241,10 +241,10 @@ export function eventCreator(target: ApiTarget, instance: string, timeoutMs = 10
       lastTimestamp: at,
       count: 1,
     };
-    const path = `/api/v1/namespaces/${encodeURIComponent(e.namespace)}/events`;
+    const path = `/api/v1/namespaces/${encodeURIComponent(loop.namespace)}/events`;
     const reply = await postJson(target, path, event, { timeoutMs, maxBytes: 4096, overflow: 'cut' });
     if (reply.status === 201 || reply.status === 200) return 'created';
     if (reply.status === 409) return 'exists';
-    throw new Error(`create Event in ${e.namespace}: ${reply.status} ${reply.text.slice(0, 200)}`);
+    throw new Error(`create Event in ${loop.namespace}: ${reply.status} ${reply.text.slice(0, 200)}`);
   };
 }

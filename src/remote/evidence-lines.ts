@@ -22,20 +22,20 @@ export function lineSplitter(onLine: (line: string) => void, maxLine = MAX_EVIDE
     throw new EvidenceLineError(`a line of the answer is longer than ${maxLine} bytes`);
   };
   return {
-    push(b) {
+    push(chunk) {
       let from = 0;
-      for (let nl = b.indexOf(10); nl >= 0; nl = b.indexOf(10, from)) {
+      for (let nl = chunk.indexOf(10); nl >= 0; nl = chunk.indexOf(10, from)) {
         if (pendingBytes + nl - from > maxLine) tooLong();
-        pending.push(b.subarray(from, nl));
+        pending.push(chunk.subarray(from, nl));
         const line = Buffer.concat(pending).toString('utf8');
         pending = [];
         pendingBytes = 0;
         from = nl + 1;
         onLine(line);
       }
-      if (from < b.length) {
-        pending.push(b.subarray(from));
-        pendingBytes += b.length - from;
+      if (from < chunk.length) {
+        pending.push(chunk.subarray(from));
+        pendingBytes += chunk.length - from;
         if (pendingBytes > maxLine) tooLong();
       }
     },

@@ -127,8 +127,8 @@ export function relayRoute(options: RelayOptions): (req: IncomingMessage, res: S
 
 /** Streams one agent's answer into `res`, each line with node and pod; never throws. */
 async function askAgent(
-  o: RelayOptions,
-  q: EvidenceQuery,
+  options: RelayOptions,
+  query: EvidenceQuery,
   pod: AgentPod,
   user: UserInfo,
   res: ServerResponse,
@@ -143,15 +143,15 @@ async function askAgent(
   if (!pod.ip) return fail('the agent pod has no IP yet');
   let nodeToken: string;
   try {
-    nodeToken = await o.nodeToken(pod.node);
+    nodeToken = await options.nodeToken(pod.node);
   } catch (e) {
     return fail(`the relay cannot get a token for this node: ${errText(e)}`);
   }
   const headers = { authorization: `Bearer ${nodeToken}`, [ON_BEHALF_OF_HEADER]: JSON.stringify(user) };
-  const search = new URLSearchParams({ service: `${q.namespace}/${q.name}` });
-  if (q.port) search.set('port', String(q.port));
-  if (q.watchS) search.set('watch', String(q.watchS));
-  const timeoutMs = (q.watchS + 30) * 1000;
+  const search = new URLSearchParams({ service: `${query.namespace}/${query.name}` });
+  if (query.port) search.set('port', String(query.port));
+  if (query.watchS) search.set('watch', String(query.watchS));
+  const timeoutMs = (query.watchS + 30) * 1000;
   return new Promise((resolve) => {
     let settled = false;
     /** Characters of this answer's unfinished line charged to the budget. */
@@ -168,70 +168,75 @@ async function askAgent(
     const finish = (message: string): void => {
       if (!settled) done(fail(message));
     };
-    const agentReq = request({ host: pod.ip, port: o.agentPort, path: `/evidence?${search}`, headers }, (agentRes) => {
-      if (agentRes.statusCode !== 200) {
-        let body = '';
-        agentRes.setEncoding('utf8');
-        agentRes.on('data', (d: string) => {
-          if (body.length < MAX_REFUSAL) body += d;
-        });
-        agentRes.on('end', () => finish(`the agent answered ${agentRes.statusCode}: ${refusalText(body)}`));
-        agentRes.on('error', (e) => finish(`the agent's answer broke: ${e.message}`));
-        return;
-      }
-      let rest = '';
-      let sawEnd = false;
-      const errors: string[] = [];
-      const onLine = (text: string): void => {
-        if (!text.trim()) return;
-        let l: EvidenceLine;
-        try {
-          l = parseEvidenceLine(text);
-        } catch (e) {
-          errors.push(e instanceof EvidenceLineError ? e.message : `unexpected output: ${text.slice(0, 200)}`);
+    const agentReq = request(
+      { host: pod.ip, port: options.agentPort, path: `/evidence?${search}`, headers },
+      (agentRes) => {
+        if (agentRes.statusCode !== 200) {
+          let body = '';
+          agentRes.setEncoding('utf8');
+          agentRes.on('data', (d: string) => {
+            if (body.length < MAX_REFUSAL) body += d;
+          });
+          agentRes.on('end', () => finish(`the agent answered ${agentRes.statusCode}: ${refusalText(body)}`));
+          agentRes.on('error', (e) => finish(`the agent's answer broke: ${e.message}`));
           return;
         }
-        if (l.type === 'entry') result.entries++;
-        if (l.type === 'end') sawEnd = true;
-        if (l.type === 'error') errors.push(l.message);
-        if (!res.write(json(Object.assign({ node: pod.node, pod: pod.name }, l, { node: pod.node, pod: pod.name })))) {
-          agentRes.pause();
-          res.once('drain', () => agentRes.resume());
-        }
-      };
-      agentRes.setEncoding('utf8');
-      agentRes.on('data', (d: string) => {
-        if (settled) return;
-        rest += d;
-        let nl: number;
-        while ((nl = rest.indexOf('\n')) >= 0) {
-          onLine(rest.slice(0, nl));
-          rest = rest.slice(nl + 1);
-        }
-        // The reason first: destroying the request makes its answer emit "aborted".
-        if (rest.length > MAX_LINE) {
-          finish(`the agent sent a line longer than ${MAX_LINE} bytes`);
-          agentReq.destroy();
-        } else if (!budget.take(rest.length - held)) {
-          finish(
-            `the relay holds ${budget.limit} characters of unfinished lines at most, across all answers, and this agent's line would pass that; ask again`,
-          );
-          agentReq.destroy();
-        } else held = rest.length;
-      });
-      agentRes.on('end', () => {
-        onLine(rest);
-        if (sawEnd && !errors.length) {
-          result.status = 'ok';
-          done(result);
-        } else {
-          result.error = errors[0] ?? 'the agent ended without its end line';
-          done(result);
-        }
-      });
-      agentRes.on('error', (e) => finish(`the agent's answer broke: ${e.message}`));
-    });
-    agentReq.on('error', (e) => finish(`cannot reach the agent at ${pod.ip}:${o.agentPort}: ${e.message}`));
+        let rest = '';
+        let sawEnd = false;
+        const errors: string[] = [];
+        const onLine = (text: string): void => {
+          if (!text.trim()) return;
+          let l: EvidenceLine;
+          try {
+            l = parseEvidenceLine(text);
+          } catch (e) {
+            errors.push(e instanceof EvidenceLineError ? e.message : `unexpected output: ${text.slice(0, 200)}`);
+            return;
+          }
+          if (l.type === 'entry') result.entries++;
+          if (l.type === 'end') sawEnd = true;
+          if (l.type === 'error') errors.push(l.message);
+          if (
+            !res.write(json(Object.assign({ node: pod.node, pod: pod.name }, l, { node: pod.node, pod: pod.name })))
+          ) {
+            agentRes.pause();
+            res.once('drain', () => agentRes.resume());
+          }
+        };
+        agentRes.setEncoding('utf8');
+        agentRes.on('data', (d: string) => {
+          if (settled) return;
+          rest += d;
+          let nl: number;
+          while ((nl = rest.indexOf('\n')) >= 0) {
+            onLine(rest.slice(0, nl));
+            rest = rest.slice(nl + 1);
+          }
+          // The reason first: destroying the request makes its answer emit "aborted".
+          if (rest.length > MAX_LINE) {
+            finish(`the agent sent a line longer than ${MAX_LINE} bytes`);
+            agentReq.destroy();
+          } else if (!budget.take(rest.length - held)) {
+            finish(
+              `the relay holds ${budget.limit} characters of unfinished lines at most, across all answers, and this agent's line would pass that; ask again`,
+            );
+            agentReq.destroy();
+          } else held = rest.length;
+        });
+        agentRes.on('end', () => {
+          onLine(rest);
+          if (sawEnd && !errors.length) {
+            result.status = 'ok';
+            done(result);
+          } else {
+            result.error = errors[0] ?? 'the agent ended without its end line';
+            done(result);
+          }
+        });
+        agentRes.on('error', (e) => finish(`the agent's answer broke: ${e.message}`));
+      },
+    );
+    agentReq.on('error', (e) => finish(`cannot reach the agent at ${pod.ip}:${options.agentPort}: ${e.message}`));
     const timer = setTimeout(() => {
       agentReq.destroy();
       finish(`no complete answer within ${timeoutMs / 1000} s (timeout)`);

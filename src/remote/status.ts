@@ -111,7 +111,7 @@ export type AgentAsk = Pick<StatusRelayOptions, 'agentPort' | 'nodeToken' | 'age
  * `user` (JSON) is whom the relay asks for; without it, the relay asks as itself.
  */
 export async function askFindings(
-  o: AgentAsk,
+  options: AgentAsk,
   pod: AgentPod,
   user: string | undefined,
   res: FindingSink,
@@ -125,7 +125,7 @@ export async function askFindings(
   if (!pod.ip) return failed('the agent pod has no IP yet');
   let nodeToken: string;
   try {
-    nodeToken = await o.nodeToken(pod.node);
+    nodeToken = await options.nodeToken(pod.node);
   } catch (e) {
     return failed(`the relay cannot get a token for this node: ${errText(e)}`);
   }
@@ -141,7 +141,7 @@ export async function askFindings(
       authorization: `Bearer ${nodeToken}`,
       ...(user !== undefined ? { [ON_BEHALF_OF_HEADER]: user } : {}),
     };
-    const agentReq = request({ host: pod.ip, port: o.agentPort, path: '/findings', headers }, (agentRes) => {
+    const agentReq = request({ host: pod.ip, port: options.agentPort, path: '/findings', headers }, (agentRes) => {
       agentRes.setEncoding('utf8');
       if (agentRes.statusCode !== 200) {
         let body = '';
@@ -181,8 +181,8 @@ export async function askFindings(
       agentRes.on('data', (d: string) => {
         if (settled) return;
         bytes += Buffer.byteLength(d);
-        if (bytes > o.maxAnswerBytes) {
-          done(failed(`the agent's answer passed ${o.maxAnswerBytes} bytes`));
+        if (bytes > options.maxAnswerBytes) {
+          done(failed(`the agent's answer passed ${options.maxAnswerBytes} bytes`));
           agentReq.destroy();
           return;
         }
@@ -215,11 +215,11 @@ export async function askFindings(
       });
       agentRes.on('error', (e) => done(failed(`the agent's answer broke: ${e.message}`)));
     });
-    agentReq.on('error', (e) => done(failed(`cannot reach the agent at ${pod.ip}:${o.agentPort}: ${e.message}`)));
+    agentReq.on('error', (e) => done(failed(`cannot reach the agent at ${pod.ip}:${options.agentPort}: ${e.message}`)));
     const timer = setTimeout(() => {
       agentReq.destroy();
-      done(failed(`no complete answer within ${o.agentTimeoutMs / 1000} s (timeout)`));
-    }, o.agentTimeoutMs);
+      done(failed(`no complete answer within ${options.agentTimeoutMs / 1000} s (timeout)`));
+    }, options.agentTimeoutMs);
     res.once('close', () => {
       agentReq.destroy();
       done(failed('the caller went away'));

@@ -119,7 +119,7 @@ export function readBundle(dir: string, opts: ReadBundleOptions = {}): BundleRea
  * diagnosis gives them the resolver's answers. Names the file does not answer leave the dns source
  * down with their count (unknown, not "no address"): a bundle made by hand has no such file.
  */
-function withBundleLookups(view: ClusterView, node: NodeSnapshot, b: BundleFiles): ClusterView {
+function withBundleLookups(view: ClusterView, node: NodeSnapshot, files: BundleFiles): ClusterView {
   const names = lbHostnamesOf(view);
   if (names.length === 0) {
     // Nothing to resolve: absent for that reason, whatever the bundle holds.
@@ -135,8 +135,8 @@ function withBundleLookups(view: ClusterView, node: NodeSnapshot, b: BundleFiles
     const before = i >= 0 ? node.sources[i] : undefined;
     const why =
       lookups.size === 0
-        ? (before?.reason ?? b.whyMissing(BUNDLE_FILES.dnsLookups))
-        : `${b.path(BUNDLE_FILES.dnsLookups)} has no answer for them`;
+        ? (before?.reason ?? files.whyMissing(BUNDLE_FILES.dnsLookups))
+        : `${files.path(BUNDLE_FILES.dnsLookups)} has no answer for them`;
     const status: SourceStatus = {
       source: 'dns',
       available: false,

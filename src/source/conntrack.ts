@@ -36,8 +36,8 @@ export const conntrack: SourceDef<ConntrackValue> = {
     };
   },
   /** Our ctnetlink reader, in `conntrack -L -o extended,id` text; the conntrack tool if the reader fails. */
-  async collect(w) {
-    const path = join(w.out, BUNDLE_FILES.conntrack);
+  async collect(writer) {
+    const path = join(writer.out, BUNDLE_FILES.conntrack);
     const t0 = performance.now();
     const out = createWriteStream(path);
     // Opened before the dump, so the removal below cannot race the stream's own open.
@@ -48,12 +48,12 @@ export const conntrack: SourceDef<ConntrackValue> = {
           const text = batch.map((e) => formatConntrack(e, { extended: true, id: true })).join('\n');
           if (!out.write(`${text}\n`)) await once(out, 'drain');
         },
-        w.netns ? { netns: w.netns } : {},
+        writer.netns ? { netns: writer.netns } : {},
       );
       out.end();
       await once(out, 'finish');
       const skipped = malformedNote(res);
-      w.add({
+      writer.add({
         file: BUNDLE_FILES.conntrack,
         command: 'clbprobe conntrack reader (ctnetlink dump), printed as conntrack -L -o extended,id',
         exitStatus: 0,
@@ -69,10 +69,10 @@ export const conntrack: SourceDef<ConntrackValue> = {
       const entry = await runToFile(
         path,
         BUNDLE_FILES.conntrack,
-        w.inNs(['conntrack', '-L', '-o', 'extended,id']),
-        w.timeoutMs,
+        writer.inNs(['conntrack', '-L', '-o', 'extended,id']),
+        writer.timeoutMs,
       );
-      w.add({
+      writer.add({
         ...entry,
         error: `clbprobe conntrack reader failed (${why}); ${entry.error ?? 'conntrack -L used instead'}`,
       });

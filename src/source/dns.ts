@@ -56,24 +56,24 @@ export const dns: SourceDef<DnsSnapshot> = {
   followsCluster: true,
   live: (opts) => dnsReader(opts),
   /** One round of lookups, as the live reader makes it, of the names the bundle's cluster view publishes. */
-  async collect(w) {
+  async collect(writer) {
     const file = BUNDLE_FILES.dnsLookups;
-    const names = w.lbHostnames;
-    const command = `look up ${names.length} hostname-only LB name(s) with the ${w.netns ? `namespace's (${w.netns})` : "node's"} resolver`;
-    if (names.length === 0) return w.skip(command, `${NO_HOSTNAME_LB} in the cluster view (or no cluster view)`);
+    const names = writer.lbHostnames;
+    const command = `look up ${names.length} hostname-only LB name(s) with the ${writer.netns ? `namespace's (${writer.netns})` : "node's"} resolver`;
+    if (names.length === 0) return writer.skip(command, `${NO_HOSTNAME_LB} in the cluster view (or no cluster view)`);
     const t0 = performance.now();
-    const r = await dnsReader({ ...(w.netns ? { netns: w.netns } : {}), lbHostnames: () => names }).read();
+    const r = await dnsReader({ ...(writer.netns ? { netns: writer.netns } : {}), lbHostnames: () => names }).read();
     const value = r.state === 'up' || r.state === 'down' ? r.value : undefined;
     if (!value)
-      return w.add({
+      return writer.add({
         command,
         durationMs: ms(t0),
         error: r.state === 'down' || r.state === 'absent' ? r.reason : 'no lookup made',
       });
-    const path = join(w.out, file);
+    const path = join(writer.out, file);
     const text = formatDnsLookups(value.lookups);
     writeFileSync(path, text);
-    w.add({
+    writer.add({
       file,
       command,
       durationMs: ms(t0),

@@ -76,8 +76,8 @@ export async function lookupHostnamesIn(
 }
 
 /** The child's answer, checked field by field (it is another process' output). */
-function checkRound(v: unknown, names: readonly string[]): LookupRound {
-  const r = v as LookupRound;
+function checkRound(value: unknown, names: readonly string[]): LookupRound {
+  const r = value as LookupRound;
   if (typeof r !== 'object' || r === null || typeof r.resolver !== 'string' || !Array.isArray(r.results))
     throw new Error('not a lookup round');
   const wanted = new Set(names);
