@@ -36,7 +36,7 @@ export interface FindingsLimits {
   reviewConcurrency: number;
 }
 
-export const DEFAULT_FINDINGS_LIMITS: FindingsLimits = {
+const DEFAULT_FINDINGS_LIMITS: FindingsLimits = {
   maxFindings: 2000,
   maxEvidenceLines: 8,
   maxServices: 1000,

@@ -53,8 +53,8 @@ const MAX_TRUSTED = 256;
  * Review rate for strangers, per source address and for all together, so that a cluster-wide flood
  * costs the API server a bounded rate rather than whatever the attacker's CPU can send.
  */
-export const DEFAULT_PER_SOURCE_RATE: RateLimit = { perSecond: 1, burst: 10 };
-export const DEFAULT_GLOBAL_RATE: RateLimit = { perSecond: 5, burst: 40 };
+const DEFAULT_PER_SOURCE_RATE: RateLimit = { perSecond: 1, burst: 10 };
+const DEFAULT_GLOBAL_RATE: RateLimit = { perSecond: 5, burst: 40 };
 /** Source addresses whose buckets are remembered (the oldest forgotten first; the global bucket still holds). */
 const MAX_SOURCES = 4096;
 /** Longer than any real token (service-account JWTs are ~1 KB, cloud OIDC ones a few KB). */
@@ -94,7 +94,7 @@ export class TtlCache<V> {
 }
 
 /** A token bucket: `burst` at once, then `perSecond`. */
-export class TokenBucket {
+class TokenBucket {
   private tokens: number;
   private at: number;
   constructor(
@@ -169,7 +169,7 @@ function attrsKey(a: AccessAttributes): string {
 }
 
 /** "get /metrics", "get services web in shop": the words of a 403. */
-export function describeAttributes(attrs: AccessAttributes): string {
+function describeAttributes(attrs: AccessAttributes): string {
   if ('nonResource' in attrs) return `${attrs.nonResource.verb} ${attrs.nonResource.path}`;
   const r = attrs.resource;
   const res = r.group ? `${r.resource}.${r.group}` : r.resource;

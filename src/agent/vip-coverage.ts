@@ -11,9 +11,9 @@ type Vip = PrefilterTargets['vips'][number];
 const keyOf = (v: Vip): Key => key(v.address, protocolOfNumber(v.protoNum) ?? String(v.protoNum), v.port);
 
 /** Index changes come in bursts (the cluster view, then the DNS answers): a read waits this long for the rest. */
-export const NEW_VIP_READ_DELAY_MS = 1000;
+const NEW_VIP_READ_DELAY_MS = 1000;
 /** The shortest gap between two reads for new VIPs; it doubles while they keep coming. */
-export const NEW_VIP_READ_MIN_GAP_MS = 30_000;
+const NEW_VIP_READ_MIN_GAP_MS = 30_000;
 
 export interface NewVipReadOptions {
   /** Starts a full conntrack read (which calls readFor with its targets). */

@@ -13,7 +13,7 @@ const DEFAULT_MODE = 'iptables';
 export const MAX_KUBE_PROXY_CONFIG_BYTES = 1 << 20;
 
 /** The value of `--name=V` or `--name V` in args. */
-export function flagValue(args: string[], name: string): string | undefined {
+function flagValue(args: string[], name: string): string | undefined {
   for (let i = 0; i < args.length; i++) {
     const a = args[i]!;
     if (a.startsWith(`${name}=`)) return a.slice(name.length + 1);

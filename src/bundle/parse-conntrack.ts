@@ -30,7 +30,7 @@ export interface ConntrackText {
 }
 
 /** A line that is not an entry; the message is the detail, without file and line. */
-export class ConntrackLineError extends Error {}
+class ConntrackLineError extends Error {}
 
 const L3 = { ipv4: [4, 2], ipv6: [6, 10] } as const;
 const SUMMARY = /^conntrack v[\d.]+ \(conntrack-tools\): (\d+) flow entries have been shown\.$/;

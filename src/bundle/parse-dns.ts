@@ -6,9 +6,9 @@ import { errText } from '../errors.js';
 import type { HostnameLookup } from '../model/hostname-lookup.js';
 
 /** What `collect` writes as the file's "format". */
-export const DNS_LOOKUPS_FORMAT = 'clbprobe-dns-lookups/1';
+const DNS_LOOKUPS_FORMAT = 'clbprobe-dns-lookups/1';
 /** More names than the agent ever resolves (256 by default): past this the rest is dropped, with a warning. */
-export const MAX_BUNDLE_LOOKUPS = 4096;
+const MAX_BUNDLE_LOOKUPS = 4096;
 /** Addresses kept per name (a DNS answer over UDP holds far fewer). */
 export const MAX_LOOKUP_ADDRESSES = 256;
 const MAX_TEXT = 1024;

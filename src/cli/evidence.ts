@@ -63,7 +63,7 @@ const collectNodes = (v: string, prev: string[] = []): string[] => [
 ];
 
 /** A pcap filter for everything of the Service: its VIPs, NodePorts and endpoints. */
-export function pcapFilter(addresses: ServiceAddresses): string {
+function pcapFilter(addresses: ServiceAddresses): string {
   const parts = [
     ...addresses.vips.map((v) => `host ${v}`),
     ...addresses.ports.filter((p) => p.nodePort).map((p) => `port ${p.nodePort}`),

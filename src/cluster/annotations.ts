@@ -5,19 +5,19 @@ import { LB_CLIENT_ADDRESS_KEYS } from './lb-client-address.js';
 import type { LoopbackAnnotations } from './types.js';
 
 export const TENCENT_PREVENT_LOOPBACK = 'service.cloud.tencent.com/prevent-loopback';
-export const TENCENT_INTERNAL_SUBNET = 'service.kubernetes.io/qcloud-loadbalancer-internal-subnetid';
-export const TENCENT_EXISTING_LB = 'service.kubernetes.io/tke-existed-lbid';
+const TENCENT_INTERNAL_SUBNET = 'service.kubernetes.io/qcloud-loadbalancer-internal-subnetid';
+const TENCENT_EXISTING_LB = 'service.kubernetes.io/tke-existed-lbid';
 
 const ALIBABA_PREFIXES = ['service.beta.kubernetes.io/alibaba-cloud-', 'service.beta.kubernetes.io/alicloud-'];
 const alibaba = (suffix: string): string[] => ALIBABA_PREFIXES.map((p) => p + suffix);
-export const ALIBABA_HOSTNAME = alibaba('loadbalancer-hostname');
-export const ALIBABA_ADDRESS_TYPE = alibaba('loadbalancer-address-type');
-export const ALIBABA_EXISTING_LB = alibaba('loadbalancer-id');
+const ALIBABA_HOSTNAME = alibaba('loadbalancer-hostname');
+const ALIBABA_ADDRESS_TYPE = alibaba('loadbalancer-address-type');
+const ALIBABA_EXISTING_LB = alibaba('loadbalancer-id');
 
-export const AWS_INTERNAL = 'service.beta.kubernetes.io/aws-load-balancer-internal';
-export const AWS_SCHEME = 'service.beta.kubernetes.io/aws-load-balancer-scheme';
-export const AZURE_INTERNAL = 'service.beta.kubernetes.io/azure-load-balancer-internal';
-export const GCP_LB_TYPE = ['networking.gke.io/load-balancer-type', 'cloud.google.com/load-balancer-type'];
+const AWS_INTERNAL = 'service.beta.kubernetes.io/aws-load-balancer-internal';
+const AWS_SCHEME = 'service.beta.kubernetes.io/aws-load-balancer-scheme';
+const AZURE_INTERNAL = 'service.beta.kubernetes.io/azure-load-balancer-internal';
+const GCP_LB_TYPE = ['networking.gke.io/load-balancer-type', 'cloud.google.com/load-balancer-type'];
 
 /** Annotation key → does this value declare an internal LB? In precedence order. */
 const INTERNAL_RULES: [string, (v: string) => boolean][] = [

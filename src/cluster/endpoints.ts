@@ -6,11 +6,11 @@ import { canonicalIp, FieldError, isObj, optArr, optBool, optInt, optObj, optStr
 import { compact, type Parsed, parseOne, parseParts, type SourcedObject } from './objects.js';
 import type { EndpointPorts, EndpointView, ServiceView } from './types.js';
 
-export const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
-export const HOSTNAME_TOPOLOGY_KEY = 'kubernetes.io/hostname';
+const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
+const HOSTNAME_TOPOLOGY_KEY = 'kubernetes.io/hostname';
 /** Who wrote a slice; only the endpointslice controller derives it from the Service's own selector. */
-export const MANAGED_BY_LABEL = 'endpointslice.kubernetes.io/managed-by';
-export const ENDPOINTSLICE_CONTROLLER = 'endpointslice-controller.k8s.io';
+const MANAGED_BY_LABEL = 'endpointslice.kubernetes.io/managed-by';
+const ENDPOINTSLICE_CONTROLLER = 'endpointslice-controller.k8s.io';
 
 /** One port of a slice: the ServicePort it serves (by name and protocol) and its number there. */
 interface SlicePort {

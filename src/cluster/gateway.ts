@@ -7,10 +7,10 @@ import { canonicalIp, FieldError, isObj, optArr, optInt, optObj, optStr, reqStr 
 import { type Parsed, parseOne, parseParts, type SourcedObject } from './objects.js';
 import type { GatewayFront, L7Listener } from './types.js';
 
-export const GATEWAY_GROUP = 'gateway.networking.k8s.io';
+const GATEWAY_GROUP = 'gateway.networking.k8s.io';
 
 /** The route kinds the view follows, and the listener protocols each attaches to (Gateway API's defaults). */
-export const ROUTE_KINDS = {
+const ROUTE_KINDS = {
   HTTPRoute: ['HTTP', 'HTTPS'],
   GRPCRoute: ['HTTP', 'HTTPS'],
   TLSRoute: ['TLS'],

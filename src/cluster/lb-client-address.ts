@@ -14,18 +14,18 @@ export interface LbClientAddress {
 }
 
 const AWS = 'service.beta.kubernetes.io/aws-load-balancer-';
-export const AWS_TYPE = `${AWS}type`;
-export const AWS_NLB_TARGET_TYPE = `${AWS}nlb-target-type`;
+const AWS_TYPE = `${AWS}type`;
+const AWS_NLB_TARGET_TYPE = `${AWS}nlb-target-type`;
 export const AWS_TG_ATTRIBUTES = `${AWS}target-group-attributes`;
-export const AWS_PROXY_PROTOCOL = `${AWS}proxy-protocol`;
-export const AWS_LB_CLASS = 'service.k8s.aws/nlb';
-export const HETZNER_PROXY_PROTOCOL = 'load-balancer.hetzner.cloud/uses-proxyprotocol';
-export const HETZNER_LOCATION = 'load-balancer.hetzner.cloud/location';
-export const HETZNER_NAME = 'load-balancer.hetzner.cloud/name';
-export const OPENSTACK_PROXY_PROTOCOL = 'loadbalancer.openstack.org/proxy-protocol';
-export const DO_PROXY_PROTOCOL = 'service.beta.kubernetes.io/do-loadbalancer-enable-proxy-protocol';
-export const OCI_LB_TYPE = 'oci.oraclecloud.com/load-balancer-type';
-export const OCI_PRESERVE_SOURCE = 'oci-network-load-balancer.oraclecloud.com/is-preserve-source';
+const AWS_PROXY_PROTOCOL = `${AWS}proxy-protocol`;
+const AWS_LB_CLASS = 'service.k8s.aws/nlb';
+const HETZNER_PROXY_PROTOCOL = 'load-balancer.hetzner.cloud/uses-proxyprotocol';
+const HETZNER_LOCATION = 'load-balancer.hetzner.cloud/location';
+const HETZNER_NAME = 'load-balancer.hetzner.cloud/name';
+const OPENSTACK_PROXY_PROTOCOL = 'loadbalancer.openstack.org/proxy-protocol';
+const DO_PROXY_PROTOCOL = 'service.beta.kubernetes.io/do-loadbalancer-enable-proxy-protocol';
+const OCI_LB_TYPE = 'oci.oraclecloud.com/load-balancer-type';
+const OCI_PRESERVE_SOURCE = 'oci-network-load-balancer.oraclecloud.com/is-preserve-source';
 
 export const LB_CLIENT_ADDRESS_KEYS = [
   AWS_TYPE,

@@ -8,7 +8,7 @@ import type { ClusterView, L7Listener, L7Vip, ServiceView } from './types.js';
 type Svcs = OneOrMore<ServiceView>;
 
 /** Ingress LBs listen on HTTP and HTTPS whatever the backend Service port is. */
-export const INGRESS_PORTS: readonly number[] = [80, 443];
+const INGRESS_PORTS: readonly number[] = [80, 443];
 
 const INGRESS_LISTENERS: readonly L7Listener[] = INGRESS_PORTS.map((port) => ({ protocol: 'TCP', port }));
 
@@ -18,7 +18,7 @@ export function l7Listeners(iv: L7Vip): readonly L7Listener[] {
 }
 
 /** The Service port has an address traffic can be matched against: an LB ingress IP, or an Ingress VIP routing to it. */
-export function hasLbAddress(service: ServiceView): boolean {
+function hasLbAddress(service: ServiceView): boolean {
   return service.lbIngress.length > 0 || service.ingressVips.length > 0;
 }
 

@@ -52,7 +52,7 @@ export interface ObjectContext {
 }
 
 /** An object that parsed with warnings (or was skipped: no value), the warnings in order. */
-export class Flawed<T> {
+class Flawed<T> {
   constructor(
     readonly value: T | undefined,
     readonly warnings: readonly string[],

@@ -46,7 +46,7 @@ export interface LoopLab {
 }
 
 /** The chain that stands in for the IPVS virtual server of node1's NodePort (see node1Rules). */
-export const IPVS_STANDIN_CHAIN = 'CLBPROBE-LAB-IPVS-VS';
+const IPVS_STANDIN_CHAIN = 'CLBPROBE-LAB-IPVS-VS';
 
 /**
  * node1's nat table (iptables-save format) as kube-proxy v1.20's IPVS proxier writes it for lab/web

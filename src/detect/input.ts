@@ -13,7 +13,7 @@ import { localAddresses } from './local.js';
  * e.g. left over after a mode switch) is decided by whether IPVS state exists,
  * then by whether kube-proxy's nftables tables hold Services.
  */
-export function natFactsFrom(kube: KubeNatFacts, ipvsState: boolean): NatFacts {
+function natFactsFrom(kube: KubeNatFacts, ipvsState: boolean): NatFacts {
   const mixed: NodeProxyMode = ipvsState ? 'ipvs' : kube.nftLayouts ? 'nftables' : 'iptables';
   const mode: NodeProxyMode = kube.mode === 'mixed' ? mixed : kube.mode === 'none' ? 'unknown' : kube.mode;
   const lb: LbNatFact[] = [];

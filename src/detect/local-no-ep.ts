@@ -39,7 +39,7 @@ const RULES_FIX: Pick<DetectorDef, 'fix' | 'credits'> = {
     "ipMode: Proxy keeps the IP out of kube-proxy's rules so traffic goes through the LB.",
 };
 
-export const NFT_BUG =
+const NFT_BUG =
   'kube-proxy v1.31 to early v1.33 in nftables mode (kubernetes#131765, fixed by #132456 in v1.34 and the 1.33 cherry-pick #133969)';
 
 /** iptables and nftables mode: what the LB IP's "no local endpoints" drop does to clients on this node. */

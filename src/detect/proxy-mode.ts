@@ -44,7 +44,7 @@ function describe(proxyMode: ProxyModeInfo, bound: boolean, nat: LbNatFact | und
   }
 }
 
-export const IPVS_DEPRECATED =
+const IPVS_DEPRECATED =
   'IPVS mode is deprecated since Kubernetes v1.35 (KEP-5495) and will be removed; nftables mode (GA since v1.33, KEP-3866) is the path forward.';
 
 /**

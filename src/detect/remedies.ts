@@ -10,7 +10,7 @@ import type { Credit, DetectorDef } from './detector.js';
 /** What remedy() reads of a detector: its fix and what it credits. */
 export type RemedyOf = Pick<DetectorDef, 'fix' | 'credits'>;
 
-export const DNS_NOTE =
+const DNS_NOTE =
   'Whether clients use the Service DNS name (the ClusterIP path, which never loops) is not visible from the node.';
 
 export interface Mitigations {

@@ -44,7 +44,7 @@ const BOX_H = 56;
 const GAP = 90;
 
 /** The drawn path of one loop: boxes left to right, numbered legs above, the reply below. */
-export function loopSvg(path: LoopPath): string {
+function loopSvg(path: LoopPath): string {
   const n = path.hops.length;
   const width = n * BOX_W + (n - 1) * GAP + 20;
   const top = 40;

@@ -137,7 +137,7 @@ export function filterStatus(status: ClusterStatus, filters: StatusFilters): Clu
 }
 
 /** One row per Service and mechanism, most severe first. */
-export function statusRows(findings: NodeFinding[]): StatusRow[] {
+function statusRows(findings: NodeFinding[]): StatusRow[] {
   const rows = new Map<string, StatusRow>();
   for (const f of findings) {
     const key = `${svcOf(f)} ${f.mechanism}`;

@@ -205,7 +205,7 @@ function oneLineFix(f: { fixes?: { command?: unknown }[]; remedy?: unknown }): s
 }
 
 /** The Service's name, the kind and a time bucket: the same change seen by two replicas is one name. */
-export function eventName(event: LoopEvent, nowMs: number, bucketMs: number): string {
+function eventName(event: LoopEvent, nowMs: number, bucketMs: number): string {
   const h = createHash('sha256')
     .update(`${event.namespace}/${event.service}/${event.reason}/${Math.floor(nowMs / bucketMs)}`)
     .digest('hex')

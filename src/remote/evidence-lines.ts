@@ -2,7 +2,7 @@
 // bounded: past MAX_EVIDENCE_LINE the peer is not an agent talking, and the reader stops with an error.
 import type { EvidenceLine } from '../agent/evidence.js';
 
-export const MAX_EVIDENCE_LINE = 1 << 20;
+const MAX_EVIDENCE_LINE = 1 << 20;
 
 export class EvidenceLineError extends Error {}
 

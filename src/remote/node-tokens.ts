@@ -7,7 +7,7 @@ import { postJson } from '../cluster/api-post.js';
 import type { ApiTarget } from '../cluster/kube-config.js';
 
 /** The API server's minimum for a TokenRequest. */
-export const NODE_TOKEN_TTL_S = 600;
+const NODE_TOKEN_TTL_S = 600;
 const RENEW_BEFORE_MS = 120_000;
 /** Nodes whose tokens are kept (a cluster has at most 5,000 nodes). */
 const MAX_NODES = 5000;

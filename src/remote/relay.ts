@@ -54,7 +54,7 @@ export interface RelayNodeResult {
 /** Longest line an agent may send (an entry is ~500 bytes; a Service line lists its endpoints). */
 const MAX_LINE = 1 << 20;
 /** Unfinished agent lines held at once by the whole relay, far below MAX_LINE × --concurrency × --max-requests. */
-export const RELAY_LINE_BUDGET = 16 << 20;
+const RELAY_LINE_BUDGET = 16 << 20;
 
 /** The characters of unfinished lines the relay holds, shared by every agent answer it reads. */
 class LineBudget {

@@ -19,7 +19,7 @@ function childCommand(): string[] {
   return [process.execPath, '--import', 'tsx', join(dirname(here), 'lookup-child.ts')];
 }
 
-export function netnsCommand(netns: string, argv: string[]): string[] {
+function netnsCommand(netns: string, argv: string[]): string[] {
   const dir = dirname(netns);
   if (dir === '/var/run/netns' || dir === '/run/netns') return ['ip', 'netns', 'exec', basename(netns), ...argv];
   return ['nsenter', `--net=${netns}`, '--', ...argv];

@@ -5,7 +5,7 @@ import { open } from 'node:fs/promises';
 import { errText } from '../../errors.js';
 import { MAX_RESOLV_CONF_BYTES, parseResolvConf, type ResolvConf } from './resolv-conf.js';
 
-export const RESOLV_CONF = '/etc/resolv.conf';
+const RESOLV_CONF = '/etc/resolv.conf';
 
 export interface LookupOptions {
   resolvConf?: string;

@@ -5,7 +5,7 @@
 import { isIP } from 'node:net';
 
 /** glibc reads at most 3 nameservers (MAXNS); c-ares takes more, but a longer list is a mistake. */
-export const MAX_NAMESERVERS = 3;
+const MAX_NAMESERVERS = 3;
 /** A resolv.conf larger than this is not one (the kubelet writes a few hundred bytes). */
 export const MAX_RESOLV_CONF_BYTES = 64 * 1024;
 
