@@ -41,10 +41,10 @@ const UP: ReadResult<unknown> = { state: 'up', value: undefined };
  * note saying how many (the source's status reason).
  */
 function dumped(
-  r: Pick<ConntrackDumpResult, 'malformed' | 'firstMalformed'>,
+  dump: Pick<ConntrackDumpResult, 'malformed' | 'firstMalformed'>,
   events?: WatchStats,
 ): ReadResult<unknown> {
-  const notes = [malformedNote(r)];
+  const notes = [malformedNote(dump)];
   if (events?.malformed) {
     notes.push(
       `${events.malformed} malformed conntrack ${events.malformed === 1 ? 'event' : 'events'} skipped since start (first: ${events.firstMalformed})`,
@@ -149,11 +149,11 @@ export class LiveConntrack implements ConntrackFeed {
     }
   }
 
-  setPrefilter(p: ConntrackPrefilter): void {
-    this.prefilter = p;
+  setPrefilter(prefilter: ConntrackPrefilter): void {
+    this.prefilter = prefilter;
     if (!this.watch) return;
     const was = this.watch.stats.kernelFilter;
-    this.watch.setPrefilter(p);
+    this.watch.setPrefilter(prefilter);
     if (this.watch.stats.kernelFilter !== was) this.logKernelFilter();
   }
 

@@ -116,29 +116,29 @@ export class ConntrackTable {
   }
 
   /** Keeps (or updates) an entry that touches an LB Service; true when it is new. */
-  upsert(e: ConntrackEntry, nowMs: number): boolean {
-    const old = this.byId.get(e.id | 0);
+  upsert(entry: ConntrackEntry, nowMs: number): boolean {
+    const old = this.byId.get(entry.id | 0);
     if (old) {
-      const next = CompactEntry.fromEntry(e, old.entry);
+      const next = CompactEntry.fromEntry(entry, old.entry);
       if (next) this.update(old, next, nowMs);
       return false;
     }
-    const m = this.index.match(e);
+    const m = this.index.match(entry);
     if (!m || this.byId.size >= this.maxEntries) return false;
-    const c = CompactEntry.fromEntry(e);
+    const c = CompactEntry.fromEntry(entry);
     return c ? this.add(c, m, nowMs) : false;
   }
 
   /** upsert() for a message decoded in place (read it before the buffer is reused). */
-  upsertView(v: CtView, nowMs: number): boolean {
-    const old = this.byId.get(v.id | 0);
+  upsertView(view: CtView, nowMs: number): boolean {
+    const old = this.byId.get(view.id | 0);
     if (old) {
-      const next = CompactEntry.fromView(v, old.entry);
+      const next = CompactEntry.fromView(view, old.entry);
       if (next) this.update(old, next, nowMs);
       return false;
     }
     if (this.byId.size >= this.maxEntries) return false;
-    const c = CompactEntry.fromView(v);
+    const c = CompactEntry.fromView(view);
     const m = c && this.index.match(c);
     return m ? this.add(c, m, nowMs) : false;
   }

@@ -112,9 +112,9 @@ export function isKubeProxyInfo(value: unknown): value is KubeProxyInfo {
 }
 
 /** Why a files[] entry is not a ManifestEntry, or undefined when it is one. */
-function entryProblem(f: unknown): string | undefined {
-  if (typeof f !== 'object' || f === null || Array.isArray(f)) return 'is not an object';
-  const e = f as Record<string, unknown>;
+function entryProblem(file: unknown): string | undefined {
+  if (typeof file !== 'object' || file === null || Array.isArray(file)) return 'is not an object';
+  const e = file as Record<string, unknown>;
   if (typeof e.command !== 'string') return 'has no "command" text';
   if (e.file !== undefined && typeof e.file !== 'string') return '"file" is not text';
   if (e.error !== undefined && typeof e.error !== 'string') return '"error" is not text';

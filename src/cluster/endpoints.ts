@@ -83,11 +83,11 @@ export type EndpointIndex = Map<string, SliceEntry[]>;
  * and node names already in `tables` are those.
  */
 export function parseEndpointSlice(
-  s: SourcedObject,
+  sourced: SourcedObject,
   nodeName?: string,
   tables = new SliceTables(),
 ): Parsed<SliceEntry | undefined> {
-  return parseOne(s, 'EndpointSlice', true, (raw, ctx) => {
+  return parseOne(sourced, 'EndpointSlice', true, (raw, ctx) => {
     const labels = strMap(ctx.metadata.labels, 'metadata.labels');
     const service = labels[SERVICE_NAME_LABEL];
     // Slices not managed for a Service (e.g. mirrored custom ones without the label) have no owner here.
@@ -123,12 +123,12 @@ export function indexEndpointSlices(entries: readonly (SliceEntry | undefined)[]
 }
 
 /** Undefined port means "all ports" in the API. */
-function parseSlicePort(v: unknown, path: string): SlicePort {
-  if (!isObj(v)) throw new FieldError(`${path} is not an object`);
+function parseSlicePort(value: unknown, path: string): SlicePort {
+  if (!isObj(value)) throw new FieldError(`${path} is not an object`);
   return {
-    name: optStr(v.name, `${path}.name`) ?? '',
-    protocol: optStr(v.protocol, `${path}.protocol`) ?? 'TCP',
-    port: optInt(v.port, `${path}.port`, 0, 65535),
+    name: optStr(value.name, `${path}.name`) ?? '',
+    protocol: optStr(value.protocol, `${path}.protocol`) ?? 'TCP',
+    port: optInt(value.port, `${path}.port`, 0, 65535),
   };
 }
 

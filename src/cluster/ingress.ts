@@ -78,9 +78,9 @@ export function indexIngresses(entries: readonly IngressEntry[]): IngressIndex {
 }
 
 /** [] for a resource backend (not a Service); one Backend for a service backend. */
-function serviceBackend(v: unknown, path: string): Backend[] {
-  if (!isObj(v)) throw new FieldError(`${path} is not an object`);
-  const svc = optObj(v.service, `${path}.service`);
+function serviceBackend(value: unknown, path: string): Backend[] {
+  if (!isObj(value)) throw new FieldError(`${path} is not an object`);
+  const svc = optObj(value.service, `${path}.service`);
   if (!svc) return [];
   const port: Obj = optObj(svc.port, `${path}.service.port`) ?? {};
   const number = optInt(port.number, `${path}.service.port.number`, 1, 65535);

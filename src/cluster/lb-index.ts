@@ -46,11 +46,11 @@ function kept<T>(list: T[], keep: (x: T) => boolean): T[] {
 }
 
 /** The only one-or-more values that are the agent's: Service ports with an LB address. */
-function addressedOf(v: Svcs | undefined): ServiceView[] | undefined {
-  if (v === undefined) return undefined;
-  if (!Array.isArray(v)) return hasLbAddress(v) ? [v] : undefined;
-  if (v.every(hasLbAddress)) return v;
-  const some = v.filter(hasLbAddress);
+function addressedOf(services: Svcs | undefined): ServiceView[] | undefined {
+  if (services === undefined) return undefined;
+  if (!Array.isArray(services)) return hasLbAddress(services) ? [services] : undefined;
+  if (services.every(hasLbAddress)) return services;
+  const some = services.filter(hasLbAddress);
   return some.length > 0 ? some : undefined;
 }
 
@@ -117,11 +117,11 @@ export class LbServiceIndex {
   }
 
   /** Each Service port once per address and per address and listener, however many Ingresses or Gateways give it. */
-  private addL7Vip(iv: L7Vip, s: ServiceView): void {
-    if (!includes(this.byIngressVip.get(iv.ip), s)) addTo(this.byIngressVip, iv.ip, s);
+  private addL7Vip(iv: L7Vip, service: ServiceView): void {
+    if (!includes(this.byIngressVip.get(iv.ip), service)) addTo(this.byIngressVip, iv.ip, service);
     for (const l of l7Listeners(iv)) {
-      if (!includes(this.byL7VipPort.get(iv.ip, l.protocol, l.port), s))
-        this.byL7VipPort.add(iv.ip, l.protocol, l.port, s);
+      if (!includes(this.byL7VipPort.get(iv.ip, l.protocol, l.port), service))
+        this.byL7VipPort.add(iv.ip, l.protocol, l.port, service);
     }
   }
 

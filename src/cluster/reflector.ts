@@ -311,10 +311,10 @@ export class Reflector<T> {
     this.o.onChange();
   }
 
-  private setHealth(h: Omit<ReflectorHealth, 'since'>): void {
-    const flipped = h.healthy !== this.state.healthy || h.synced !== this.state.synced;
-    const listMs = h.listMs ?? this.state.listMs;
-    this.state = { ...h, since: flipped ? Date.now() : this.state.since };
+  private setHealth(health: Omit<ReflectorHealth, 'since'>): void {
+    const flipped = health.healthy !== this.state.healthy || health.synced !== this.state.synced;
+    const listMs = health.listMs ?? this.state.listMs;
+    this.state = { ...health, since: flipped ? Date.now() : this.state.since };
     if (listMs !== undefined) this.state.listMs = listMs;
     // A new reason for the same outage (the next retry failing) is not a change worth a new view.
     if (flipped) this.o.onChange();

@@ -83,8 +83,8 @@ function loopSvg(path: LoopPath): string {
   return parts.join('');
 }
 
-function legsTable(p: LoopPath): string {
-  const rows = p.legs
+function legsTable(path: LoopPath): string {
+  const rows = path.legs
     .map(
       (l) =>
         `<tr><td>${escapeHtml(l.label)}</td><td>${escapeHtml(l.from)} → ${escapeHtml(l.to)}</td><td class="ct">${escapeHtml(l.conntrack)}</td></tr>`,
@@ -92,7 +92,7 @@ function legsTable(p: LoopPath): string {
     .join('');
   return (
     `<table class="legs"><tr><th>leg</th><th>tuple</th><th>conntrack entry on this node</th></tr>${rows}` +
-    `<tr><td>reply</td><td>${escapeHtml(p.reply.from)} → ${escapeHtml(p.reply.to)}</td><td>${escapeHtml(p.reply.note)}</td></tr></table>`
+    `<tr><td>reply</td><td>${escapeHtml(path.reply.from)} → ${escapeHtml(path.reply.to)}</td><td>${escapeHtml(path.reply.note)}</td></tr></table>`
   );
 }
 

@@ -149,23 +149,23 @@ function withBundleLookups(view: ClusterView, node: NodeSnapshot, files: BundleF
 }
 
 /** A bad manifest is only a warning: the files can be read without it. */
-function readManifest(b: BundleFiles, warnings: string[]): BundleManifest | undefined {
-  if (!b.has(MANIFEST_FILE)) return undefined;
+function readManifest(files: BundleFiles, warnings: string[]): BundleManifest | undefined {
+  if (!files.has(MANIFEST_FILE)) return undefined;
   try {
-    return parseManifest(b.text(MANIFEST_FILE), b.path(MANIFEST_FILE), warnings);
+    return parseManifest(files.text(MANIFEST_FILE), files.path(MANIFEST_FILE), warnings);
   } catch (e) {
     warnings.push(`${errText(e)}; read without it`);
     return undefined;
   }
 }
 
-function readKubeProxy(b: BundleFiles, warnings: string[]): KubeProxyInfo | undefined {
+function readKubeProxy(files: BundleFiles, warnings: string[]): KubeProxyInfo | undefined {
   try {
-    const k: unknown = JSON.parse(b.text(BUNDLE_FILES.kubeProxy));
+    const k: unknown = JSON.parse(files.text(BUNDLE_FILES.kubeProxy));
     if (!isKubeProxyInfo(k)) throw new Error('no "source" text, or a "mode" that is not text');
     return k;
   } catch (e) {
-    warnings.push(`${b.path(BUNDLE_FILES.kubeProxy)}: ${errText(e)}; ignored`);
+    warnings.push(`${files.path(BUNDLE_FILES.kubeProxy)}: ${errText(e)}; ignored`);
     return undefined;
   }
 }

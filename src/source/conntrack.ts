@@ -78,9 +78,10 @@ export const conntrack: SourceDef<ConntrackValue> = {
       });
     }
   },
-  fromBundle(b) {
-    if (!b.has(BUNDLE_FILES.conntrack)) return { state: 'down', reason: b.whyMissing(BUNDLE_FILES.conntrack) };
-    const r = parseConntrackText(b.text(BUNDLE_FILES.conntrack), b.path(BUNDLE_FILES.conntrack));
+  fromBundle(bundle) {
+    if (!bundle.has(BUNDLE_FILES.conntrack))
+      return { state: 'down', reason: bundle.whyMissing(BUNDLE_FILES.conntrack) };
+    const r = parseConntrackText(bundle.text(BUNDLE_FILES.conntrack), bundle.path(BUNDLE_FILES.conntrack));
     const counter = new SummaryCounter();
     r.entries.forEach((e) => counter.add(e));
     return { state: 'up', value: { summary: counter.summary, entries: r.entries }, warnings: r.warnings };

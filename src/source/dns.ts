@@ -81,11 +81,11 @@ export const dns: SourceDef<DnsSnapshot> = {
       ...(r.state === 'down' ? { error: r.reason } : {}),
     });
   },
-  fromBundle(b) {
+  fromBundle(bundle) {
     const file = BUNDLE_FILES.dnsLookups;
     // Whether the cluster has hostname-only LBs is the bundle reader's to say (it reads the cluster after the sources).
-    if (!b.has(file)) return { state: 'absent', reason: b.whyMissing(file) };
-    const { lookups, warnings } = parseDnsLookups(b.text(file), b.path(file));
+    if (!bundle.has(file)) return { state: 'absent', reason: bundle.whyMissing(file) };
+    const { lookups, warnings } = parseDnsLookups(bundle.text(file), bundle.path(file));
     return resultOf(lookups, lookups.length, undefined, warnings);
   },
 };

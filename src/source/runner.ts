@@ -41,17 +41,17 @@ export class SourceRunner {
   }
 
   /** A reader whose read is synchronous (a bundle's files), recorded at once. */
-  readSync(r: SourceReader): ReadOutcome {
+  readSync(reader: SourceReader): ReadOutcome {
     const t0 = performance.now();
     let result: ReadResult<unknown>;
     try {
-      const got = r.read();
-      if (got instanceof Promise) throw new Error(`source ${r.name}: readSync of an asynchronous read`);
+      const got = reader.read();
+      if (got instanceof Promise) throw new Error(`source ${reader.name}: readSync of an asynchronous read`);
       result = got;
     } catch (e) {
       result = thrown(e);
     }
-    return { changed: this.record(r.name, result, performance.now() - t0, r.key), result };
+    return { changed: this.record(reader.name, result, performance.now() - t0, reader.key), result };
   }
 
   /** Reads concurrently, records in the given order (so statuses list in the sources' order). */
