@@ -14,14 +14,9 @@ export function parseListen(listen: string): { host?: string; port: number } {
 }
 
 /**
- * Connection and time limits, so that clients that connect and say nothing, send headers a byte at
- * a time, or ask and never read cannot hold the agent's file descriptors and memory (without
- * limits, 18k of them add ~100 MB of RSS, and 20k use every descriptor: the sources then fail with
- * EMFILE).
- * Prometheus scrapes over one or two connections and the kubelet's probes open one each: 256 is
- * plenty. At the cap, the oldest connection that is not being served (between requests, still
- * sending its headers, or waiting for its reader) gives way to the new one, so a probe gets in
- * while hostile clients churn each other out.
+ * Connection and time limits, so that clients that connect and say nothing, trickle headers, or never
+ * read cannot hold the agent's file descriptors and memory. At the cap the oldest connection not being
+ * served gives way to the new one, so a kubelet probe gets in while hostile clients churn each other out.
  */
 export interface ServerLimits {
   maxConnections: number;

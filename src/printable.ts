@@ -11,6 +11,6 @@ const escapeOne = (c: string): string => {
 };
 
 /** `s` with every control character as a visible \xHH or \uHHHH; a backslash stays as is. */
-export function printable(s: string): string {
-  return s.replace(CONTROL, escapeOne);
+export function printable(text: string): string {
+  return text.replace(CONTROL, escapeOne);
 }

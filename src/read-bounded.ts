@@ -16,7 +16,7 @@ export class FileTooLargeError extends Error {
 }
 
 /** '1 MiB', '64 KiB', '100 bytes'. */
-export function sizeText(bytes: number): string {
+function sizeText(bytes: number): string {
   if (bytes >= 1 << 20 && bytes % (1 << 20) === 0) return `${bytes >> 20} MiB`;
   if (bytes >= 1 << 10 && bytes % (1 << 10) === 0) return `${bytes >> 10} KiB`;
   return `${bytes} bytes`;

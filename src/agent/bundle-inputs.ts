@@ -1,7 +1,5 @@
-// A bundle as the agent's inputs: each source the live agent polls reads the
-// bundle's files instead (its own fromBundle, through the same runner), and
-// the conntrack table comes from the bundle's conntrack file. The agent then
-// runs as on a node, without privileges: the golden /metrics test does this.
+// A bundle as the agent's inputs: each polled source reads the bundle's files instead (its own
+// fromBundle, through the same runner), so the agent runs as on a node, without privileges.
 import { readdirSync } from 'node:fs';
 import { BundleFiles } from '../bundle/files.js';
 import { BUNDLE_FILES } from '../bundle/names.js';

@@ -1,9 +1,6 @@
-// The capture source's health from what the counters say. Up (with what they
-// cannot count) while they count; down with the reason while they count
-// nothing (an eBPF uplink deleted, a pcap capture stopped, a failed read); and
-// up again when a scrape finds them counting again (the eBPF counters
-// re-attached to a re-created uplink), unless something else put the source
-// down since (a failed target update says its own reason until the next one).
+// The capture source's health from what the counters say: up while they count, down with the reason
+// while they count nothing, and up again when a scrape finds them counting, unless something else
+// (a failed target update) put the source down since.
 import type { SourceHealth } from '../source/health.js';
 
 export class CaptureHealth {

@@ -1,15 +1,14 @@
-// Where the agent's conntrack table comes from. Live: a full dump at start,
-// then the kernel's event stream (with a dump again after any lost events) and
-// a periodic re-dump. From a bundle: the entries the bundle's conntrack file
-// holds, read through the conntrack source's own bundle reader.
+// Where the agent's conntrack table comes from. Live: a dump at start, then the kernel's event stream
+// (dumping again after lost events) and a periodic re-dump. From a bundle: its conntrack file.
 import type { BundleFiles } from '../bundle/files.js';
+import { errText } from '../errors.js';
 import { type ConntrackDumpResult, dumpConntrackViews, malformedNote } from '../kernel/conntrack/dump.js';
 import { ConntrackWatch, type WatchStats } from '../kernel/conntrack/events.js';
 import type { ConntrackPrefilter } from '../kernel/conntrack/prefilter.js';
 import type { ConntrackEntry } from '../kernel/types.js';
 import type { Logger } from '../log.js';
 import { conntrack } from '../source/conntrack.js';
-import { errText, type ReadResult } from '../source/contract.js';
+import type { ReadResult } from '../source/contract.js';
 import type { NodeSnapshot } from '../source/node-snapshot.js';
 import type { ConntrackTable } from './conntrack-table.js';
 
@@ -42,10 +41,10 @@ const UP: ReadResult<unknown> = { state: 'up', value: undefined };
  * note saying how many (the source's status reason).
  */
 function dumped(
-  r: Pick<ConntrackDumpResult, 'malformed' | 'firstMalformed'>,
+  dump: Pick<ConntrackDumpResult, 'malformed' | 'firstMalformed'>,
   events?: WatchStats,
 ): ReadResult<unknown> {
-  const notes = [malformedNote(r)];
+  const notes = [malformedNote(dump)];
   if (events?.malformed) {
     notes.push(
       `${events.malformed} malformed conntrack ${events.malformed === 1 ? 'event' : 'events'} skipped since start (first: ${events.firstMalformed})`,
@@ -150,11 +149,11 @@ export class LiveConntrack implements ConntrackFeed {
     }
   }
 
-  setPrefilter(p: ConntrackPrefilter): void {
-    this.prefilter = p;
+  setPrefilter(prefilter: ConntrackPrefilter): void {
+    this.prefilter = prefilter;
     if (!this.watch) return;
     const was = this.watch.stats.kernelFilter;
-    this.watch.setPrefilter(p);
+    this.watch.setPrefilter(prefilter);
     if (this.watch.stats.kernelFilter !== was) this.logKernelFilter();
   }
 

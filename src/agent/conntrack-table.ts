@@ -1,7 +1,5 @@
-// The conntrack entries the agent keeps: only those that touch an LB
-// Service (its VIP, NodePort or endpoints), fed by events and rebuilt by
-// dumps. Knows which entries form a loopback pair (the same client socket
-// going out to the VIP and coming back in), classifies each entry for
+// The conntrack entries the agent keeps: only those that touch an LB Service (VIP, NodePort or
+// endpoints), fed by events and rebuilt by dumps. It pairs loopback legs, classifies entries for
 // evidence, and counts finished VIP flows by outcome for the metrics.
 import type { ServiceView } from '../cluster/types.js';
 import { CompactEntry } from '../kernel/conntrack/compact.js';
@@ -39,10 +37,10 @@ const replied = (e: CompactEntry): boolean => (e.status & IPS_SEEN_REPLY) !== 0;
 /** The client's address comes back unchanged as the reply's destination: no SNAT on the way out. */
 const notSnated = (e: CompactEntry): boolean => e.reply.dst === e.orig.src;
 
-export function classifyEntry(k: KeptEntry): EntryClass {
-  if (k.paired) return 'loopback_pair';
-  if (k.toVip && notSnated(k.entry)) return 'not_snated';
-  return replied(k.entry) ? 'healthy' : 'unreplied';
+export function classifyEntry(kept: KeptEntry): EntryClass {
+  if (kept.paired) return 'loopback_pair';
+  if (kept.toVip && notSnated(kept.entry)) return 'not_snated';
+  return replied(kept.entry) ? 'healthy' : 'unreplied';
 }
 
 function outcomeOf(k: KeptEntry): FlowOutcome {
@@ -118,29 +116,29 @@ export class ConntrackTable {
   }
 
   /** Keeps (or updates) an entry that touches an LB Service; true when it is new. */
-  upsert(e: ConntrackEntry, nowMs: number): boolean {
-    const old = this.byId.get(e.id | 0);
+  upsert(entry: ConntrackEntry, nowMs: number): boolean {
+    const old = this.byId.get(entry.id | 0);
     if (old) {
-      const next = CompactEntry.fromEntry(e, old.entry);
+      const next = CompactEntry.fromEntry(entry, old.entry);
       if (next) this.update(old, next, nowMs);
       return false;
     }
-    const m = this.index.match(e);
+    const m = this.index.match(entry);
     if (!m || this.byId.size >= this.maxEntries) return false;
-    const c = CompactEntry.fromEntry(e);
+    const c = CompactEntry.fromEntry(entry);
     return c ? this.add(c, m, nowMs) : false;
   }
 
   /** upsert() for a message decoded in place (read it before the buffer is reused). */
-  upsertView(v: CtView, nowMs: number): boolean {
-    const old = this.byId.get(v.id | 0);
+  upsertView(view: CtView, nowMs: number): boolean {
+    const old = this.byId.get(view.id | 0);
     if (old) {
-      const next = CompactEntry.fromView(v, old.entry);
+      const next = CompactEntry.fromView(view, old.entry);
       if (next) this.update(old, next, nowMs);
       return false;
     }
     if (this.byId.size >= this.maxEntries) return false;
-    const c = CompactEntry.fromView(v);
+    const c = CompactEntry.fromView(view);
     const m = c && this.index.match(c);
     return m ? this.add(c, m, nowMs) : false;
   }
@@ -152,23 +150,23 @@ export class ConntrackTable {
     k.generation = this.generation;
   }
 
-  private add(e: CompactEntry, m: EntryMatch, nowMs: number): boolean {
+  private add(entry: CompactEntry, match: EntryMatch, nowMs: number): boolean {
     this.changeCount++;
     const k: KeptEntry = {
-      entry: e,
-      svcs: m.svcs,
-      toVip: m.toVip,
+      entry,
+      svcs: match.svcs,
+      toVip: match.toVip,
       firstSeenMs: nowMs,
       lastSeenMs: nowMs,
       paired: false,
       generation: this.generation,
     };
-    this.byId.set(e.id32, k);
-    const sk = sockKey(e);
+    this.byId.set(entry.id32, k);
+    const sk = sockKey(entry);
     const ids = this.bySock.get(sk);
-    if (ids === undefined) this.bySock.set(sk, e.id32);
+    if (ids === undefined) this.bySock.set(sk, entry.id32);
     else {
-      const list = typeof ids === 'number' ? [ids, e.id32] : (ids.push(e.id32), ids);
+      const list = typeof ids === 'number' ? [ids, entry.id32] : (ids.push(entry.id32), ids);
       if (list !== ids) this.bySock.set(sk, list);
       this.pair(list);
     }

@@ -5,13 +5,8 @@
 /** A change is diagnosed this long after it, so that a burst of changes makes one diagnosis. */
 export const DIAGNOSE_DELAY_MS = 1000;
 /**
- * Under a steady stream of conntrack events, diagnoses start at least this far apart. Each one
- * correlates every kept entry again, and what it builds lives long enough to be promoted to V8's
- * old space: once a second at 10k events/s (5,000 Services, 3,000 kept entries) that was ~1 % of a
- * core and about a third of the old space the agent grew under events (bench/agent.ts with
- * diagnoses held off: peak RSS 87.0 -> 85.2 MB). The first events after a quiet spell are still
- * diagnosed after DIAGNOSE_DELAY_MS, and a finding reaches /metrics within this interval, well
- * inside a scrape interval.
+ * Under a steady stream of conntrack events, diagnoses start at least this far apart, because each
+ * one correlates every kept entry again; a finding still reaches /metrics well inside a scrape interval.
  */
 export const EVENTS_INTERVAL_MS = 3000;
 

@@ -1,14 +1,13 @@
-// The agent's diagnosis, kept up to date incrementally: after a change of the
-// snapshot or the cluster view every Service port is diagnosed again; when
-// only conntrack changed, only the ports whose observations changed (a full
-// diagnosis costs ~50 ms at 5,000 Services, bench/agent.ts: too much once a
-// second). Findings that appear or clear are logged.
+// The agent's diagnosis, kept up to date incrementally: after a change of the snapshot or the cluster
+// view every Service port is diagnosed again; when only conntrack changed, only the ports whose
+// observations changed, since a full diagnosis is too costly once a second. Findings that appear or
+// clear are logged.
 import type { Observations } from '../detect/correlator.js';
 import { changedServices, compareFindings, Diagnosis, type PreparedDiagnosis } from '../detect/index.js';
 import type { Finding } from '../detect/types.js';
+import { errText } from '../errors.js';
 import type { Logger } from '../log.js';
 import { portKey } from '../model/service.js';
-import { errText } from '../source/contract.js';
 import type { KeptEntry } from './conntrack-table.js';
 
 export class IncrementalDiagnosis {

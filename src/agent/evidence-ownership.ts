@@ -1,9 +1,7 @@
-// Which kept conntrack entries are evidence about a Service (README, "Evidence ownership"). The
-// Service index counts a flow for every Service it touches, including through data a Service's
-// owner writes (an Ingress to it, its LB hostname's DNS, hand-written Endpoints); evidence is
-// another tenant's connections, so it comes only through facts the owner cannot forge against
-// others: the API server's allocations (ClusterIP, NodePort), the LB controller's status IP, a
-// name the cloud (not the user) chose, and endpoints the endpointslice controller derived.
+// Which kept conntrack entries are evidence about a Service (README, "Evidence ownership"). Evidence
+// is another tenant's connections, so it comes only through facts a Service's owner cannot forge
+// against others: the API server's allocations (ClusterIP, NodePort), the LB controller's status IP,
+// a name the cloud chose, and endpoints the endpointslice controller derived.
 import type { LbIngressIp, ServiceView } from '../cluster/types.js';
 import type { ConntrackEntry } from '../kernel/types.js';
 import { type Key, key } from '../model/address-key.js';
@@ -49,13 +47,13 @@ export class EvidenceOwnership {
   }
 
   /** Whether `e` is evidence about the Service whose ports (one Service's, as find() returns them) are `svcs`. */
-  owns(e: ConntrackEntry, svcs: readonly ServiceView[]): boolean {
+  owns(entry: ConntrackEntry, svcs: readonly ServiceView[]): boolean {
     const first = svcs[0];
-    const proto = protocolOfNumber(e.orig.protoNum);
-    if (first === undefined || proto === undefined || e.orig.dport === undefined) return false;
+    const proto = protocolOfNumber(entry.orig.protoNum);
+    if (first === undefined || proto === undefined || entry.orig.dport === undefined) return false;
     const owner = serviceRef(first);
-    if (this.isOthersDestination(e.orig.dst, proto, e.orig.dport, owner)) return false;
-    return this.currentViews(svcs).some((s) => s.protocol === proto && this.hasOwnLeg(e, s));
+    if (this.isOthersDestination(entry.orig.dst, proto, entry.orig.dport, owner)) return false;
+    return this.currentViews(svcs).some((s) => s.protocol === proto && this.hasOwnLeg(entry, s));
   }
 
   /** The destination is another Service's: its ClusterIP, its NodePort on this node, or a status LB VIP:port it holds. */
@@ -69,12 +67,13 @@ export class EvidenceOwnership {
   }
 
   /** A leg of the flow that only this Service port has: an Ingress or Gateway VIP is never one (one VIP fronts many Ingresses or routes). */
-  private hasOwnLeg(e: ConntrackEntry, s: ServiceView): boolean {
-    const { dst, dport } = e.orig;
-    if (dport === s.port && s.clusterIPs.includes(dst)) return true;
-    if (dport === s.nodePort && this.nodeIps.has(dst)) return true;
-    if (dport === s.port && s.lbIngress.some((ing) => ing.ip === dst && this.isOwnLbAddress(ing, s))) return true;
-    return this.isManagedEndpoint(e, s);
+  private hasOwnLeg(entry: ConntrackEntry, service: ServiceView): boolean {
+    const { dst, dport } = entry.orig;
+    if (dport === service.port && service.clusterIPs.includes(dst)) return true;
+    if (dport === service.nodePort && this.nodeIps.has(dst)) return true;
+    if (dport === service.port && service.lbIngress.some((ing) => ing.ip === dst && this.isOwnLbAddress(ing, service)))
+      return true;
+    return this.isManagedEndpoint(entry, service);
   }
 
   /**

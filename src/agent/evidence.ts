@@ -70,8 +70,8 @@ export function serviceAddresses(svcs: ServiceView[], ifname?: string): ServiceA
 }
 
 /** Whether a kept entry belongs to one of these Service ports (matched by name: views are rebuilt). */
-export function belongsTo(k: KeptEntry, svcs: ServiceView[]): boolean {
-  return k.svcs.some((s) =>
+export function belongsTo(entry: KeptEntry, svcs: ServiceView[]): boolean {
+  return entry.svcs.some((s) =>
     svcs.some(
       (t) => t.namespace === s.namespace && t.name === s.name && t.port === s.port && t.protocol === s.protocol,
     ),
@@ -82,19 +82,19 @@ export function belongsTo(k: KeptEntry, svcs: ServiceView[]): boolean {
  * Whether a kept entry is evidence about these Service ports: matched to one of them, and tied to
  * that Service by a fact its owner cannot forge against others (evidence-ownership.ts).
  */
-export function isEvidenceFor(k: KeptEntry, svcs: ServiceView[], ownership: EvidenceOwnership): boolean {
-  return belongsTo(k, svcs) && ownership.owns(k.entry, svcs);
+export function isEvidenceFor(kept: KeptEntry, svcs: ServiceView[], ownership: EvidenceOwnership): boolean {
+  return belongsTo(kept, svcs) && ownership.owns(kept.entry, svcs);
 }
 
-export function entryLine(k: KeptEntry, live: boolean): EvidenceLine {
+export function entryLine(kept: KeptEntry, live: boolean): EvidenceLine {
   return {
     type: 'entry',
-    class: classifyEntry(k),
-    line: formatConntrack(k.entry),
-    firstSeen: new Date(k.firstSeenMs).toISOString(),
-    lastSeen: new Date(k.lastSeenMs).toISOString(),
+    class: classifyEntry(kept),
+    line: formatConntrack(kept.entry),
+    firstSeen: new Date(kept.firstSeenMs).toISOString(),
+    lastSeen: new Date(kept.lastSeenMs).toISOString(),
     // The plain entry, as decoded (the kept form's names and addresses are getters JSON would not see).
-    entry: k.entry.toEntry(),
+    entry: kept.entry.toEntry(),
     live,
   };
 }

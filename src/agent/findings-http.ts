@@ -1,16 +1,13 @@
-// GET /findings on the agent's HTTP port: this node's significant findings (active and risk), for
-// `clbprobe status` through the evidence relay. Guarded as /evidence is (evidence-http.ts): a token
-// of this node's audience, the relay naming its user, and the user's "get" on each Service checked
-// with a SubjectAccessReview; a finding of a Service the user may not get is left out without a
-// trace, so the answer says nothing about what exists beyond the caller's access. The relay asking
-// as itself (its Event recorder, src/remote/events.ts) gets the active findings of the namespaces
-// where it may create Events: what its Events say, and no more.
-// Bounded: findings per answer, evidence lines per finding, Services checked per answer.
-// The answer is NDJSON: one {"type":"finding"} line each, then {"type":"end"} with the node, the
-// agent's version, how many findings were left out by the cap and which Services could not be checked.
+// GET /findings on the agent's HTTP port: this node's active and risk findings, for `clbprobe status`
+// through the evidence relay. Guarded as /evidence is (evidence-http.ts): a finding of a Service the
+// user may not "get" is left out without a trace, so the answer says nothing beyond the caller's
+// access; the relay asking as itself (its Event recorder) gets the active findings of the namespaces
+// where it may create Events. Bounded per answer. NDJSON: one {"type":"finding"} line each, then
+// {"type":"end"} with the node, version, findings cut by the cap and Services that could not be checked.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AccessAttributes } from '../cluster/access-review.js';
 import type { Finding } from '../detect/types.js';
+import { errText } from '../errors.js';
 import {
   type CallerLimits,
   CallerSlots,
@@ -39,7 +36,7 @@ export interface FindingsLimits {
   reviewConcurrency: number;
 }
 
-export const DEFAULT_FINDINGS_LIMITS: FindingsLimits = {
+const DEFAULT_FINDINGS_LIMITS: FindingsLimits = {
   maxFindings: 2000,
   maxEvidenceLines: 8,
   maxServices: 1000,
@@ -134,7 +131,7 @@ export function findingsRoute(
         }),
       );
     })().catch((e: unknown) => {
-      if (!res.headersSent) refuse(500, e instanceof Error ? e.message : String(e));
+      if (!res.headersSent) refuse(500, errText(e));
       else res.destroy();
     });
   };

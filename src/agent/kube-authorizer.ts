@@ -1,21 +1,14 @@
 // Bearer-token access control for the agent's HTTP endpoints, decided by the API server as
-// kube-rbac-proxy does: TokenReview says who the token belongs to, SubjectAccessReview says whether
-// that user may do what is asked ("get" on the non-resource URL /metrics, "get" on a Service).
-// Answers are cached, because Prometheus scrapes every node every 30 s with the same token and
-// one scrape must not cost the API server two reviews per node:
-// - who a token is: 2 min (a deleted service account keeps access at most that long);
-// - allowed: 5 min, denied: 30 s (a new RoleBinding takes effect within 30 s);
-// - bounded: at most MAX_ENTRIES of each, oldest dropped first; tokens are kept only as hashes.
-// - "no" answers live in caches of their own, so a flood of bad tokens can never push a good one out.
-// A review the API server could not answer is never cached and gives 503, not 401/403: the caller
-// is not told "no" because the API was briefly away. Concurrent requests with one token share one review.
-// Reviews are paid by the API server (and, under API Priority and Fairness, by every agent, since all
-// share one identity), so those asked for strangers are rate-limited, per source address and in all
-// (429 past it), with at most maxPending in flight. A token that was allowed something in the last
-// hour (Prometheus, the evidence relay) is trusted: its renewals use a lane of their own, never rate-
-// limited and never queued behind strangers' reviews.
+// kube-rbac-proxy does (TokenReview, then SubjectAccessReview). Answers are cached so that scrapes
+// do not cost the API server reviews each time: identities briefly, "allowed" longer, "denied"
+// shortly (a new RoleBinding takes effect soon); caches are bounded, hold tokens only as hashes, and
+// keep "no" apart so a flood of bad tokens never pushes a good one out. A review the API server
+// could not answer is not cached and gives 503, not 401/403. Reviews for strangers are rate-limited
+// (every agent shares one identity under API Priority and Fairness); a token allowed something in
+// the last hour has a lane of its own, never queued behind strangers.
 import { createHash } from 'node:crypto';
 import type { AccessAttributes, AccessReviewResult, TokenReviewResult, UserInfo } from '../cluster/access-review.js';
+import { errText } from '../errors.js';
 
 export interface Reviews {
   reviewToken(token: string, audiences?: string[]): Promise<TokenReviewResult>;
@@ -57,12 +50,11 @@ const MAX_PENDING = 32;
 const MAX_PENDING_TRUSTED = 16;
 const MAX_TRUSTED = 256;
 /**
- * One stranger (source address) may cost 1 review/s after a burst of 10 (a new caller costs two:
- * token and access), all strangers together 5/s after 40: at 1,000 nodes the API server sees at most
- * 5,000 reviews/s from a cluster-wide flood, and one pod alone 1,000/s, instead of what the attacker's CPU can send.
+ * Review rate for strangers, per source address and for all together, so that a cluster-wide flood
+ * costs the API server a bounded rate rather than whatever the attacker's CPU can send.
  */
-export const DEFAULT_PER_SOURCE_RATE: RateLimit = { perSecond: 1, burst: 10 };
-export const DEFAULT_GLOBAL_RATE: RateLimit = { perSecond: 5, burst: 40 };
+const DEFAULT_PER_SOURCE_RATE: RateLimit = { perSecond: 1, burst: 10 };
+const DEFAULT_GLOBAL_RATE: RateLimit = { perSecond: 5, burst: 40 };
 /** Source addresses whose buckets are remembered (the oldest forgotten first; the global bucket still holds). */
 const MAX_SOURCES = 4096;
 /** Longer than any real token (service-account JWTs are ~1 KB, cloud OIDC ones a few KB). */
@@ -102,7 +94,7 @@ export class TtlCache<V> {
 }
 
 /** A token bucket: `burst` at once, then `perSecond`. */
-export class TokenBucket {
+class TokenBucket {
   private tokens: number;
   private at: number;
   constructor(
@@ -177,9 +169,9 @@ function attrsKey(a: AccessAttributes): string {
 }
 
 /** "get /metrics", "get services web in shop": the words of a 403. */
-export function describeAttributes(a: AccessAttributes): string {
-  if ('nonResource' in a) return `${a.nonResource.verb} ${a.nonResource.path}`;
-  const r = a.resource;
+function describeAttributes(attrs: AccessAttributes): string {
+  if ('nonResource' in attrs) return `${attrs.nonResource.verb} ${attrs.nonResource.path}`;
+  const r = attrs.resource;
   const res = r.group ? `${r.resource}.${r.group}` : r.resource;
   return `${r.verb} ${res}${r.name ? ` ${r.name}` : ''}${r.namespace ? ` in namespace ${r.namespace}` : ''}`;
 }
@@ -354,6 +346,6 @@ function refusalOf(e: unknown): Exclude<AuthDecision, { ok: true }> {
   return {
     ok: false,
     status: 503,
-    message: `cannot check the token with the API server: ${e instanceof Error ? e.message : String(e)}`,
+    message: `cannot check the token with the API server: ${errText(e)}`,
   };
 }

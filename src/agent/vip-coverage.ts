@@ -1,12 +1,8 @@
-// Which LB VIP:ports full conntrack reads looked for, and when a VIP new to the index gets one.
-// Between full reads the table follows the kernel's events, which only tell of connections that
-// change: a VIP that joins the index later (the cluster view arrived after the first dump
-// because the API server was slow or away, a new LB address, a hostname-only LB's new DNS
-// answer) has connections the table has never seen, until the next full read.
-// A full read of 1M entries costs seconds of CPU, and DNS answers can churn without end
-// (rotating pools, a tenant's own name server answering a new address each time), so the reads
-// such VIPs cause are paced: a VIP read for recently is not new again, and while new VIPs keep
-// coming the gap between their reads doubles, up to the periodic full read's interval.
+// Which LB VIP:ports full conntrack reads looked for, and when a VIP new to the index gets one: the
+// event stream only tells of connections that change, so a VIP that joins later has connections the
+// table has never seen. Full reads are costly and DNS answers can churn without end, so these reads
+// are paced: a VIP read for recently is not new again, and the gap between reads doubles while new
+// VIPs keep coming, up to the periodic full read's interval.
 import type { PrefilterTargets } from '../kernel/conntrack/prefilter.js';
 import { type Key, key } from '../model/address-key.js';
 import { protocolOfNumber } from '../model/protocol.js';
@@ -15,9 +11,9 @@ type Vip = PrefilterTargets['vips'][number];
 const keyOf = (v: Vip): Key => key(v.address, protocolOfNumber(v.protoNum) ?? String(v.protoNum), v.port);
 
 /** Index changes come in bursts (the cluster view, then the DNS answers): a read waits this long for the rest. */
-export const NEW_VIP_READ_DELAY_MS = 1000;
+const NEW_VIP_READ_DELAY_MS = 1000;
 /** The shortest gap between two reads for new VIPs; it doubles while they keep coming. */
-export const NEW_VIP_READ_MIN_GAP_MS = 30_000;
+const NEW_VIP_READ_MIN_GAP_MS = 30_000;
 
 export interface NewVipReadOptions {
   /** Starts a full conntrack read (which calls readFor with its targets). */

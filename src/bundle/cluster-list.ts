@@ -1,8 +1,7 @@
-// cluster.json for a bundle straight from the API (kubeconfig or in-cluster
-// service account): the same v1 List `kubectl get svc,ingress,endpointslices,
-// nodes -A -o json` prints, so the bundle reader and --cluster-file take it.
-// Paged raw JSON lists through the cluster module's KubeApi.
+// cluster.json for a bundle straight from the API: the same v1 List that
+// `kubectl get svc,ingress,endpointslices,nodes -A -o json` prints, so the bundle reader and --cluster-file take it.
 import { ApiError, type KubeApi } from '../cluster/kube-api.js';
+import { errText } from '../errors.js';
 
 interface Collection {
   path: string;
@@ -52,7 +51,7 @@ export async function listClusterObjects(api: KubeApi, pageSize = 500): Promise<
       } while (cont);
     } catch (e) {
       if (c.crd && e instanceof ApiError && e.statusCode === 404) continue;
-      errors.push(`${c.kind} list: ${e instanceof Error ? e.message : String(e)}`);
+      errors.push(`${c.kind} list: ${errText(e)}`);
     }
   }
   return { list: { apiVersion: 'v1', kind: 'List', items }, errors };

@@ -2,13 +2,13 @@
 // that are missing: what each source's fromBundle reads.
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
+import { errText } from '../errors.js';
 import { readFileBounded } from '../read-bounded.js';
 import type { BundleManifest } from './manifest.js';
 
 /**
- * Largest bundle file read. A conntrack dump of a 1M-entry table is ~300 MB; past this a file is
- * refused with its size (that source then says why it is unknown) instead of the read dying on
- * V8's string limit (~512 MiB) or the machine's memory.
+ * Largest bundle file read: past it a file is refused with its size (its source then says why it is
+ * unknown) instead of the read dying on V8's string limit or the machine's memory.
  */
 export const MAX_BUNDLE_FILE = 400 << 20;
 
@@ -32,7 +32,7 @@ export class BundleFiles {
       // The size stat gives bounds a regular file; a device or a file still growing is bounded here.
       return readFileBounded(this.path(name), MAX_BUNDLE_FILE, 'bundle file').toString('utf8');
     } catch (e) {
-      throw new Error(`${this.path(name)}: cannot read: ${e instanceof Error ? e.message : String(e)}`);
+      throw new Error(`${this.path(name)}: cannot read: ${errText(e)}`);
     }
   }
   /** Why a file is not there: the manifest's error for the command that should have written it, if any. */

@@ -1,9 +1,8 @@
-// kube-proxy's mode from its process, without asking its metrics endpoint:
-// find a process whose argv[0] is kube-proxy in /proc, then take --proxy-mode,
-// else the `mode:` of its --config file (read through /proc/PID/root, since the
-// path is inside kube-proxy's container), else kube-proxy's default.
+// kube-proxy's mode from its process, without asking its metrics endpoint: --proxy-mode, else the
+// `mode:` of its --config file (read through /proc/PID/root, inside its container), else the default.
 import { readdirSync, readFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
+import { errText } from '../errors.js';
 import { FileTooLargeError, readFileBounded } from '../read-bounded.js';
 import type { KubeProxyInfo } from './manifest.js';
 
@@ -14,7 +13,7 @@ const DEFAULT_MODE = 'iptables';
 export const MAX_KUBE_PROXY_CONFIG_BYTES = 1 << 20;
 
 /** The value of `--name=V` or `--name V` in args. */
-export function flagValue(args: string[], name: string): string | undefined {
+function flagValue(args: string[], name: string): string | undefined {
   for (let i = 0; i < args.length; i++) {
     const a = args[i]!;
     if (a.startsWith(`${name}=`)) return a.slice(name.length + 1);
@@ -46,7 +45,7 @@ export function proxyModeOf(args: string[], readConfig: (path: string) => string
     try {
       text = readConfig(config);
     } catch (e) {
-      return { source: `config file ${config} could not be read: ${e instanceof Error ? e.message : String(e)}` };
+      return { source: `config file ${config} could not be read: ${errText(e)}` };
     }
     if (text === undefined) return { source: `config file ${config} could not be read` };
     const mode = modeFromConfig(text);
@@ -62,7 +61,7 @@ export function findKubeProxy(procRoot = '/proc'): KubeProxyInfo {
   try {
     pids = readdirSync(procRoot).filter((d) => /^\d+$/.test(d));
   } catch (e) {
-    return { source: `cannot list ${procRoot}: ${e instanceof Error ? e.message : String(e)}` };
+    return { source: `cannot list ${procRoot}: ${errText(e)}` };
   }
   for (const pid of pids) {
     let args: string[];

@@ -4,6 +4,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { errText } from '../errors.js';
 
 export const MANIFEST_FILE = 'manifest.json';
 export const BUNDLE_FORMAT = 'clbprobe-bundle/1';
@@ -72,7 +73,7 @@ export function parseManifest(text: string, file: string, warnings: string[] = [
   try {
     m = JSON.parse(text);
   } catch (e) {
-    throw new Error(`${file}: not valid JSON: ${e instanceof Error ? e.message : String(e)}`);
+    throw new Error(`${file}: not valid JSON: ${errText(e)}`);
   }
   const o = m as Partial<BundleManifest> | null;
   if (typeof o !== 'object' || o === null || o.format !== BUNDLE_FORMAT) {
@@ -100,8 +101,8 @@ export function parseManifest(text: string, file: string, warnings: string[] = [
   return out as unknown as BundleManifest;
 }
 
-export function isKubeProxyInfo(k: unknown): k is KubeProxyInfo {
-  const o = k as Partial<KubeProxyInfo> | null;
+export function isKubeProxyInfo(value: unknown): value is KubeProxyInfo {
+  const o = value as Partial<KubeProxyInfo> | null;
   return (
     typeof o === 'object' &&
     o !== null &&
@@ -111,9 +112,9 @@ export function isKubeProxyInfo(k: unknown): k is KubeProxyInfo {
 }
 
 /** Why a files[] entry is not a ManifestEntry, or undefined when it is one. */
-function entryProblem(f: unknown): string | undefined {
-  if (typeof f !== 'object' || f === null || Array.isArray(f)) return 'is not an object';
-  const e = f as Record<string, unknown>;
+function entryProblem(file: unknown): string | undefined {
+  if (typeof file !== 'object' || file === null || Array.isArray(file)) return 'is not an object';
+  const e = file as Record<string, unknown>;
   if (typeof e.command !== 'string') return 'has no "command" text';
   if (e.file !== undefined && typeof e.file !== 'string') return '"file" is not text';
   if (e.error !== undefined && typeof e.error !== 'string') return '"error" is not text';

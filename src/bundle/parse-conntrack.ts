@@ -1,16 +1,13 @@
-// Parser of conntrack entries as text: `conntrack -L` (also with -o extended,
-// -o id, and counters when nf_conntrack_acct is on) and /proc/net/nf_conntrack,
-// into the same ConntrackEntry the netlink reader produces.
+// Parser of conntrack entries as text (`conntrack -L` in its variants, /proc/net/nf_conntrack) into
+// the ConntrackEntry the netlink reader produces:
 //
 //   [ipv4 2] tcp 6 119 SYN_SENT src=A dst=B sport=P dport=Q [packets=N bytes=N]
 //     [UNREPLIED] src=B' dst=A' sport=Q' dport=P' [packets=N bytes=N] [ASSURED]
 //     mark=0 [zone=7] use=1 [id=123]
 //
-// The text does not carry the status word, so statusFlags are rebuilt from what
-// it shows: CONFIRMED (only confirmed entries are listed), SEEN_REPLY unless
-// [UNREPLIED], ASSURED, OFFLOAD/HW_OFFLOAD, and SRC_NAT/DST_NAT when the reply
-// tuple is not the mirror of the original one. One bad line is a warning naming
-// file and line; a file with no entry line at all is a BundleParseError.
+// The text has no status word, so statusFlags are rebuilt from what it shows (SRC_NAT/DST_NAT when
+// the reply tuple is not the original's mirror). A bad line is a warning naming file and line; a
+// file with no entry line at all is a BundleParseError.
 import {
   IPS_ASSURED,
   IPS_CONFIRMED,
@@ -33,7 +30,7 @@ export interface ConntrackText {
 }
 
 /** A line that is not an entry; the message is the detail, without file and line. */
-export class ConntrackLineError extends Error {}
+class ConntrackLineError extends Error {}
 
 const L3 = { ipv4: [4, 2], ipv6: [6, 10] } as const;
 const SUMMARY = /^conntrack v[\d.]+ \(conntrack-tools\): (\d+) flow entries have been shown\.$/;
@@ -190,29 +187,29 @@ export function parseConntrackLine(line: string): ConntrackEntry {
 }
 
 /** Stores a tuple field; false when `key` is not one (then the tuple is over). */
-function applyTupleKey(t: TupleBuilder, key: string, value: string): boolean {
+function applyTupleKey(tuple: TupleBuilder, key: string, value: string): boolean {
   switch (key) {
     case 'src':
     case 'dst':
-      if (t[key] !== undefined) bad(`${key}= twice in one tuple`);
-      t[key] = address(value, key);
+      if (tuple[key] !== undefined) bad(`${key}= twice in one tuple`);
+      tuple[key] = address(value, key);
       return true;
     case 'sport':
     case 'dport':
-      t[key] = uint(value, key, 65535);
+      tuple[key] = uint(value, key, 65535);
       return true;
     case 'type':
     case 'code':
-      t[key] = uint(value, `icmp ${key}`, 255);
+      tuple[key] = uint(value, `icmp ${key}`, 255);
       return true;
     case 'id':
       // ICMP's id belongs to the tuple; the entry's id (-o id) comes after the tuples.
-      if (t.type === undefined || t.icmpId !== undefined) return false;
-      t.icmpId = uint(value, 'icmp id', 65535);
+      if (tuple.type === undefined || tuple.icmpId !== undefined) return false;
+      tuple.icmpId = uint(value, 'icmp id', 65535);
       return true;
     case 'packets':
     case 'bytes':
-      t[key] = uint(value, key);
+      tuple[key] = uint(value, key);
       return true;
     case 'srckey':
     case 'dstkey':
@@ -223,18 +220,18 @@ function applyTupleKey(t: TupleBuilder, key: string, value: string): boolean {
   }
 }
 
-function finishTuple(t: TupleBuilder, protoNum: number, which: string): ConntrackTuple {
-  if (t.src === undefined || t.dst === undefined) bad(`${which} tuple without src= and dst=`);
-  const out: ConntrackTuple = { src: t.src!, dst: t.dst!, protoNum };
+function finishTuple(tuple: TupleBuilder, protoNum: number, which: string): ConntrackTuple {
+  if (tuple.src === undefined || tuple.dst === undefined) bad(`${which} tuple without src= and dst=`);
+  const out: ConntrackTuple = { src: tuple.src!, dst: tuple.dst!, protoNum };
   if (PORT_PROTOS.has(protoNum)) {
-    if (t.sport === undefined || t.dport === undefined) bad(`${which} tuple without sport= and dport=`);
-    out.sport = t.sport;
-    out.dport = t.dport;
+    if (tuple.sport === undefined || tuple.dport === undefined) bad(`${which} tuple without sport= and dport=`);
+    out.sport = tuple.sport;
+    out.dport = tuple.dport;
   } else if (ICMP_PROTOS.has(protoNum)) {
-    if (t.type === undefined || t.code === undefined) bad(`${which} tuple without type= and code=`);
-    out.icmpType = t.type;
-    out.icmpCode = t.code;
-    if (t.icmpId !== undefined) out.icmpId = t.icmpId;
+    if (tuple.type === undefined || tuple.code === undefined) bad(`${which} tuple without type= and code=`);
+    out.icmpType = tuple.type;
+    out.icmpCode = tuple.code;
+    if (tuple.icmpId !== undefined) out.icmpId = tuple.icmpId;
   }
   return out;
 }

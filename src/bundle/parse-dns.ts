@@ -1,15 +1,14 @@
 // dns-lookups.json: what the node's resolver said for the cluster's hostname-only LB names when
-// `collect` ran (the dns source's HostnameLookup list). Written one lookup per line inside the
-// JSON, so a file cut short (a full disk, a copy interrupted) still gives back every complete
-// lookup: the reader falls back to reading it line by line and says so. Each lookup is checked on
-// its own; a bad one is a warning naming its index, never the loss of the others.
+// `collect` ran. One lookup per line inside the JSON, so a file cut short still gives back every
+// complete lookup (read line by line, said in a warning); a bad lookup is a warning naming its index.
 import { isIP } from 'node:net';
+import { errText } from '../errors.js';
 import type { HostnameLookup } from '../model/hostname-lookup.js';
 
 /** What `collect` writes as the file's "format". */
-export const DNS_LOOKUPS_FORMAT = 'clbprobe-dns-lookups/1';
+const DNS_LOOKUPS_FORMAT = 'clbprobe-dns-lookups/1';
 /** More names than the agent ever resolves (256 by default): past this the rest is dropped, with a warning. */
-export const MAX_BUNDLE_LOOKUPS = 4096;
+const MAX_BUNDLE_LOOKUPS = 4096;
 /** Addresses kept per name (a DNS answer over UDP holds far fewer). */
 export const MAX_LOOKUP_ADDRESSES = 256;
 const MAX_TEXT = 1024;
@@ -33,7 +32,7 @@ export function parseDnsLookups(text: string, path: string): DnsLookupsRead {
     whole = JSON.parse(text);
   } catch (e) {
     const salvaged = lineItems(text);
-    if (salvaged.length === 0) throw new Error(`${path}: not JSON (${e instanceof Error ? e.message : String(e)})`);
+    if (salvaged.length === 0) throw new Error(`${path}: not JSON (${errText(e)})`);
     warnings.push(`${path}: not complete JSON (cut short?): read the ${salvaged.length} complete lookup line(s)`);
     items = salvaged.map((x) => x.value);
     return {

@@ -1,10 +1,7 @@
-// Parsers of iproute2's JSON output: `ip -j [-d] addr` into the AddressSnapshot
-// the rtnetlink reader produces (kube-ipvs0 marked, interface kind only with
-// -d), and `ip -j route` / `ip -6 -j route` into routes plus what the detectors
-// want from them: the uplink (default-route interface) and the routes that look
-// like this node's pod CIDR. Several JSON documents in one file (e.g. the v4 and
-// v6 route lists appended) are accepted. A bad item is a warning; a file that is
-// not JSON, or not an array of ip objects, is a BundleParseError.
+// Parsers of iproute2's JSON output: `ip -j [-d] addr` into the AddressSnapshot the rtnetlink reader
+// produces, and `ip -j route` into routes, the uplink (default-route interface) and the routes that
+// look like this node's pod CIDR. Several JSON documents in one file are accepted; a bad item is a
+// warning, a file that is not an array of ip objects is a BundleParseError.
 import { JsonSyntaxError, parseJsonDocuments } from '../cluster/json-docs.js';
 import { KUBE_IPVS_IFNAME } from '../kernel/addresses.js';
 import { canonicalIP, ipFamily } from '../kernel/ip.js';
@@ -151,26 +148,26 @@ function linkOf(item: Record<string, unknown>): NetInterface {
   return iface;
 }
 
-function addressOf(a: Record<string, unknown>): InterfaceAddress {
-  const fam = reqStr(a, 'family');
+function addressOf(item: Record<string, unknown>): InterfaceAddress {
+  const fam = reqStr(item, 'family');
   if (fam !== 'inet' && fam !== 'inet6') throw new ItemError(`family ${JSON.stringify(fam)} is not inet or inet6`);
-  const address = ip(reqStr(a, 'local'), 'local');
+  const address = ip(reqStr(item, 'local'), 'local');
   const family: Family = fam === 'inet' ? 4 : 6;
   if (ipFamily(address) !== family) throw new ItemError(`${address} is not an ${fam} address`);
-  const prefixLen = int(a, 'prefixlen');
+  const prefixLen = int(item, 'prefixlen');
   if (prefixLen === undefined || prefixLen > (family === 4 ? 32 : 128))
     throw new ItemError('"prefixlen" missing or out of range');
-  const scopeText = str(a, 'scope') ?? 'global';
+  const scopeText = str(item, 'scope') ?? 'global';
   const scope: InterfaceAddress['scope'] = SCOPES.has(scopeText)
     ? (scopeText as InterfaceAddress['scope'])
     : /^\d+$/.test(scopeText)
       ? Number(scopeText)
       : 'global';
-  const flags: string[] = ADDRESS_FLAGS.filter((f) => a[f] === true).map((f) => FLAG_NAME[f] ?? f);
+  const flags: string[] = ADDRESS_FLAGS.filter((f) => item[f] === true).map((f) => FLAG_NAME[f] ?? f);
   // ip prints "dynamic" for addresses without IFA_F_PERMANENT.
-  if (a.dynamic !== true) flags.push('permanent');
+  if (item.dynamic !== true) flags.push('permanent');
   const out: InterfaceAddress = { family, address, prefixLen, scope, flags };
-  const label = str(a, 'label');
+  const label = str(item, 'label');
   if (label !== undefined) out.label = label;
   return out;
 }

@@ -1,9 +1,6 @@
-// Parser of `sysctl -a`-style lines ("key = value"), keeping the settings that
-// decide whether a looped-back packet survives: rp_filter (the return leg from
-// the uplink carries a local source and is dropped by strict reverse-path
-// filtering), route_localnet, and the conntrack settings (acct, timestamp,
-// events, max/count, timeouts). Lines of other keys are ignored; a line that
-// is not "key = value" is a warning naming file and line.
+// Parser of `sysctl -a`-style lines ("key = value"), keeping the settings that decide whether a
+// looped-back packet survives: rp_filter (strict filtering drops the return leg's local source),
+// route_localnet and conntrack's. Other keys are ignored; a malformed line is a warning.
 import { BundleParseError, excerpt, lineIssue } from './errors.js';
 
 export interface SysctlSnapshot {
@@ -69,9 +66,9 @@ export function parseSysctl(text: string, file: string): { value: SysctlSnapshot
  * (0 off, 1 strict, 2 loose; so loose on either side wins over strict).
  * Undefined when neither is known.
  */
-export function effectiveRpFilter(s: SysctlSnapshot, iface: string): number | undefined {
-  const all = s.rpFilter.all;
-  const own = s.rpFilter[iface];
+export function effectiveRpFilter(sysctls: SysctlSnapshot, iface: string): number | undefined {
+  const all = sysctls.rpFilter.all;
+  const own = sysctls.rpFilter[iface];
   if (all === undefined && own === undefined) return undefined;
   return Math.max(all ?? 0, own ?? 0);
 }

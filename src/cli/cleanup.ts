@@ -12,13 +12,13 @@ interface CleanupFlags {
   logLevel: string;
 }
 
-async function run(f: CleanupFlags): Promise<void> {
+async function run(flags: CleanupFlags): Promise<void> {
   const { bpfAddon } = await import('../native/bpf.js');
   const { cleanupTc } = await import('../capture/tc-cleanup.js');
-  const log = createLogger(f.logLevel);
+  const log = createLogger(flags.logLevel);
   const done = await cleanupTc(bpfAddon(), {
-    ...(f.interface ? { ifname: f.interface } : {}),
-    ...(f.netns ? { netnsPath: netnsPath(f.netns) } : {}),
+    ...(flags.interface ? { ifname: flags.interface } : {}),
+    ...(flags.netns ? { netnsPath: netnsPath(flags.netns) } : {}),
     log,
   });
   if (!done.length) process.stdout.write('no clbprobe tc filters found\n');

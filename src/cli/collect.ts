@@ -14,10 +14,10 @@ interface CollectFlags {
   nodeName?: string;
 }
 
-function summary(m: BundleManifest, out: string): string {
-  const written = m.files.filter((f) => f.file);
-  const problems = m.files.filter((f) => f.error && !f.skipped);
-  const skipped = m.files.filter((f) => f.skipped);
+function summary(manifest: BundleManifest, out: string): string {
+  const written = manifest.files.filter((f) => f.file);
+  const problems = manifest.files.filter((f) => f.error && !f.skipped);
+  const skipped = manifest.files.filter((f) => f.skipped);
   const lines = [`clbprobe collect: ${written.length} files written to ${out} (manifest.json lists each command)`];
   for (const f of problems) lines.push(`  problem: ${f.command}: ${f.error}`);
   for (const f of skipped) lines.push(`  skipped: ${f.command}: ${f.error}`);

@@ -1,5 +1,5 @@
 // `clbprobe diagnose`: per Service, whether LB loopback can happen or is
-// happening on this node, the proof and the fix. The work is in diagnose-run.ts, loaded when the
+// happening on this node, the proof and the fix. The work is in src/diagnose/run.ts, loaded when the
 // command runs: the agent (the same binary) need not hold the bundle readers in memory.
 
 import { hostname } from 'node:os';

@@ -4,23 +4,23 @@ import type { EvidenceLine } from '../agent/evidence.js';
 import { printable } from '../printable.js';
 
 /** One evidence line for a terminal; names, entries and messages come from the cluster and the network, so their control characters are shown. */
-export function textLine(l: EvidenceLine): string {
-  return printable(rawTextLine(l));
+export function textLine(line: EvidenceLine): string {
+  return printable(rawTextLine(line));
 }
 
-function rawTextLine(l: EvidenceLine): string {
-  switch (l.type) {
+function rawTextLine(line: EvidenceLine): string {
+  switch (line.type) {
     case 'service':
-      return `# ${l.service.namespace}/${l.service.name} on ${l.node}: VIPs ${l.service.vips.join(', ') || '-'}; ports ${l.service.ports
+      return `# ${line.service.namespace}/${line.service.name} on ${line.node}: VIPs ${line.service.vips.join(', ') || '-'}; ports ${line.service.ports
         .map((p) => `${p.port}/${p.protocol}${p.nodePort ? ` (NodePort ${p.nodePort})` : ''}`)
         .join(
           ', ',
-        )}; endpoints ${l.service.endpoints.map((e) => `${e.address}${e.port ? `:${e.port}` : ''}`).join(', ') || '-'}`;
+        )}; endpoints ${line.service.endpoints.map((e) => `${e.address}${e.port ? `:${e.port}` : ''}`).join(', ') || '-'}`;
     case 'entry':
-      return `${l.firstSeen} ${l.class.padEnd(13)} ${l.live ? 'new  ' : 'now  '}${l.line}`;
+      return `${line.firstSeen} ${line.class.padEnd(13)} ${line.live ? 'new  ' : 'now  '}${line.line}`;
     case 'end':
-      return `# ${l.entries} entries${l.truncated ? ` (truncated: ${l.reason ?? `${l.notSent ?? 'some'} not sent`})` : ''}`;
+      return `# ${line.entries} entries${line.truncated ? ` (truncated: ${line.reason ?? `${line.notSent ?? 'some'} not sent`})` : ''}`;
     case 'error':
-      return `# error: ${l.message}`;
+      return `# error: ${line.message}`;
   }
 }

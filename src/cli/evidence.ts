@@ -63,11 +63,11 @@ const collectNodes = (v: string, prev: string[] = []): string[] => [
 ];
 
 /** A pcap filter for everything of the Service: its VIPs, NodePorts and endpoints. */
-export function pcapFilter(s: ServiceAddresses): string {
+function pcapFilter(addresses: ServiceAddresses): string {
   const parts = [
-    ...s.vips.map((v) => `host ${v}`),
-    ...s.ports.filter((p) => p.nodePort).map((p) => `port ${p.nodePort}`),
-    ...s.endpoints.map((e) => (e.port ? `(host ${e.address} and port ${e.port})` : `host ${e.address}`)),
+    ...addresses.vips.map((v) => `host ${v}`),
+    ...addresses.ports.filter((p) => p.nodePort).map((p) => `port ${p.nodePort}`),
+    ...addresses.endpoints.map((e) => (e.port ? `(host ${e.address} and port ${e.port})` : `host ${e.address}`)),
   ];
   return parts.length ? parts.join(' or ') : 'ip proto 255';
 }

@@ -2,6 +2,7 @@
 // clbprobe command-line entry: one binary, one subcommand per job.
 // Each subcommand lives in its own file and exports register(program).
 import { Command } from 'commander';
+import { errText } from '../errors.js';
 import { register as registerAgent } from './agent.js';
 import { register as registerCleanup } from './cleanup.js';
 import { register as registerCollect } from './collect.js';
@@ -40,6 +41,6 @@ registerCleanup(program);
 registerStatus(program);
 
 program.parseAsync(process.argv).catch((e: unknown) => {
-  process.stderr.write(`clbprobe: ${e instanceof Error ? e.message : String(e)}\n`);
+  process.stderr.write(`clbprobe: ${errText(e)}\n`);
   process.exit(2);
 });

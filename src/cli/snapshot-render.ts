@@ -25,17 +25,17 @@ function counts(rec: Record<string, number>): string {
 }
 
 /** The snapshot's lines, each with its control characters shown (interface names, reasons and rules come from outside). */
-export function renderSnapshot(s: NodeSnapshot): string[] {
-  return snapshotLines(s).map(printable);
+export function renderSnapshot(snapshot: NodeSnapshot): string[] {
+  return snapshotLines(snapshot).map(printable);
 }
 
-function snapshotLines(s: NodeSnapshot): string[] {
-  const out: string[] = [`Node ${s.hostname}, kernel ${s.kernel}, at ${s.takenAt}`, 'Sources:'];
-  out.push(...s.sources.map(sourceLine));
+function snapshotLines(snapshot: NodeSnapshot): string[] {
+  const out: string[] = [`Node ${snapshot.hostname}, kernel ${snapshot.kernel}, at ${snapshot.takenAt}`, 'Sources:'];
+  out.push(...snapshot.sources.map(sourceLine));
 
-  if (s.addresses) {
+  if (snapshot.addresses) {
     out.push('', 'Addresses:');
-    for (const i of s.addresses.interfaces) {
+    for (const i of snapshot.addresses.interfaces) {
       const kind = [i.kind, i.up ? 'up' : 'down'].filter(Boolean).join(', ');
       out.push(`  ${i.name}${i.isKubeIpvs ? ' [kube-ipvs0: Service VIPs bound here]' : ''} (${kind})`);
       for (const a of i.addresses)
@@ -43,9 +43,9 @@ function snapshotLines(s: NodeSnapshot): string[] {
     }
   }
 
-  if (s.ipvs) {
-    out.push('', `IPVS: ${s.ipvs.virtualServers.length} virtual servers`);
-    for (const v of s.ipvs.virtualServers) {
+  if (snapshot.ipvs) {
+    out.push('', `IPVS: ${snapshot.ipvs.virtualServers.length} virtual servers`);
+    for (const v of snapshot.ipvs.virtualServers) {
       out.push(`  ${vsName(v)} ${v.scheduler}${v.flags.length ? ` (${v.flags.join(',')})` : ''}`);
       for (const r of v.realServers) {
         const host = r.address.includes(':') ? `[${r.address}]` : r.address;
@@ -56,10 +56,10 @@ function snapshotLines(s: NodeSnapshot): string[] {
     }
   }
 
-  if (s.nat) {
+  if (snapshot.nat) {
     out.push('', 'NAT:');
-    out.push(...formatNatSummary(s.nat, s.nft).map((l) => `  ${l}`));
-  } else if (s.nft) {
+    out.push(...formatNatSummary(snapshot.nat, snapshot.nft).map((l) => `  ${l}`));
+  } else if (snapshot.nft) {
     const backend = {
       backend: 'nft',
       reason: 'no iptables rules read',
@@ -75,15 +75,15 @@ function snapshotLines(s: NodeSnapshot): string[] {
           backendChoice: { backend: 'nft', reason: backend.reason, legacy: backend, nft: backend },
           warnings: [],
         },
-        s.nft,
+        snapshot.nft,
       )
         .slice(1)
         .map((l) => `  ${l}`),
     );
   }
 
-  if (s.conntrack) {
-    const c = s.conntrack.summary;
+  if (snapshot.conntrack) {
+    const c = snapshot.conntrack.summary;
     out.push('', `Conntrack: ${c.total} entries`);
     if (c.total) {
       out.push(`  by protocol: ${counts(c.byProto)}`);

@@ -23,10 +23,7 @@ function privilegeProblem(sources: SourceStatus[]): string | undefined {
   return `snapshot: cannot read ${denied.map((s) => s.source).join(', ')}: ${denied[0]!.reason}; run as root or grant the capability`;
 }
 
-export async function runSnapshot(
-  flags: SnapshotFlags,
-  out: NodeJS.WritableStream = process.stdout,
-): Promise<NodeSnapshot> {
+async function runSnapshot(flags: SnapshotFlags, out: NodeJS.WritableStream = process.stdout): Promise<NodeSnapshot> {
   for (const a of flags.filterAddress) {
     if (!isIP(a)) throw new UserError(`--filter-address: not an IP address: ${a}`);
   }

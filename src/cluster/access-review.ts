@@ -1,10 +1,7 @@
-// Asking the API server who a bearer token belongs to (TokenReview) and whether that user may do
-// something (SubjectAccessReview), as kube-rbac-proxy and every aggregated API server do. Both are
-// a POST of the review object; the answer is the same object with `status` filled in. The v1
-// groups exist on every cluster we support (authentication.k8s.io/v1 and authorization.k8s.io/v1
-// since Kubernetes 1.6). The agent's service account needs "create" on both (deploy/rbac.yaml).
-import { request as httpRequest } from 'node:http';
-import { request as httpsRequest, type RequestOptions } from 'node:https';
+// Who a bearer token belongs to (TokenReview) and whether that user may do something
+// (SubjectAccessReview), as kube-rbac-proxy does; the agent's service account needs "create" on both.
+import { errText } from '../errors.js';
+import { type PostAnswer, postJson } from './api-post.js';
 import type { ApiTarget } from './kube-config.js';
 
 /** A user as TokenReview reports it and SubjectAccessReview takes it. */
@@ -67,45 +64,24 @@ export class AccessReviewClient {
   }
 
   private async post(path: string, body: unknown): Promise<unknown> {
-    const url = new URL(this.target.server + path);
-    const base = await this.target.requestOptions();
-    const data = Buffer.from(JSON.stringify(body));
-    const opts: RequestOptions = {
-      ...base,
-      method: 'POST',
-      headers: {
-        ...base.headers,
-        accept: 'application/json',
-        'content-type': 'application/json',
-        'content-length': data.length,
-      },
-    };
     const what = `POST ${path}`;
-    return new Promise((resolve, reject) => {
-      const req = (url.protocol === 'https:' ? httpsRequest : httpRequest)(url, opts, (res) => {
-        const pieces: Buffer[] = [];
-        let size = 0;
-        res.on('data', (b: Buffer) => {
-          size += b.length;
-          if (size > MAX_ANSWER) return req.destroy(new Error(`answer larger than ${MAX_ANSWER} bytes`));
-          pieces.push(b);
-        });
-        res.on('end', () => {
-          const text = Buffer.concat(pieces).toString('utf8');
-          const code = res.statusCode ?? 0;
-          if (code !== 200 && code !== 201) return reject(new ReviewError(`${what}: ${statusText(code, text)}`, code));
-          try {
-            resolve(JSON.parse(text));
-          } catch {
-            reject(new ReviewError(`${what}: the answer is not JSON (${text.slice(0, 80)})`));
-          }
-        });
-        res.on('error', (e) => reject(new ReviewError(`${what}: ${e.message}`)));
+    let answer: PostAnswer;
+    try {
+      answer = await postJson(this.target, path, body, {
+        timeoutMs: this.timeoutMs,
+        maxBytes: MAX_ANSWER,
+        overflow: 'fail',
       });
-      req.setTimeout(this.timeoutMs, () => req.destroy(new Error(`no answer within ${this.timeoutMs / 1000} s`)));
-      req.on('error', (e) => reject(new ReviewError(`${what}: ${e.message}`)));
-      req.end(data);
-    });
+    } catch (e) {
+      throw new ReviewError(`${what}: ${errText(e)}`);
+    }
+    const { status, text } = answer;
+    if (status !== 200 && status !== 201) throw new ReviewError(`${what}: ${statusText(status, text)}`, status);
+    try {
+      return JSON.parse(text);
+    } catch {
+      throw new ReviewError(`${what}: the answer is not JSON (${text.slice(0, 80)})`);
+    }
   }
 }
 

@@ -1,30 +1,23 @@
-// Cloud-provider Service annotations that change whether loopback can happen,
-// interpreted per the vendors' documentation:
-// - Tencent TKE: prevent-loopback (kube-proxy binds the CLB VIP locally and the
-//   health checks move to 100.64/10), an internal CLB by subnet id, reuse of an existing CLB.
-// - Alibaba ACK: a hostname in the LB status instead of an IP (kube-proxy then
-//   leaves the VIP alone), intranet address type, reuse of an existing SLB; the
-//   older `alicloud-` spelling of each key is still honoured by the CCM.
-// - AWS (in-tree: any value but "false" means internal; LB controller: scheme),
-//   Azure, GCP (current and legacy key): internal load balancers.
+// Cloud-provider Service annotations that change whether loopback can happen, read per the vendors'
+// documentation (Tencent TKE, Alibaba ACK with its older `alicloud-` keys, AWS, Azure, GCP).
 import { BlockList } from 'node:net';
 import { LB_CLIENT_ADDRESS_KEYS } from './lb-client-address.js';
 import type { LoopbackAnnotations } from './types.js';
 
 export const TENCENT_PREVENT_LOOPBACK = 'service.cloud.tencent.com/prevent-loopback';
-export const TENCENT_INTERNAL_SUBNET = 'service.kubernetes.io/qcloud-loadbalancer-internal-subnetid';
-export const TENCENT_EXISTING_LB = 'service.kubernetes.io/tke-existed-lbid';
+const TENCENT_INTERNAL_SUBNET = 'service.kubernetes.io/qcloud-loadbalancer-internal-subnetid';
+const TENCENT_EXISTING_LB = 'service.kubernetes.io/tke-existed-lbid';
 
 const ALIBABA_PREFIXES = ['service.beta.kubernetes.io/alibaba-cloud-', 'service.beta.kubernetes.io/alicloud-'];
 const alibaba = (suffix: string): string[] => ALIBABA_PREFIXES.map((p) => p + suffix);
-export const ALIBABA_HOSTNAME = alibaba('loadbalancer-hostname');
-export const ALIBABA_ADDRESS_TYPE = alibaba('loadbalancer-address-type');
-export const ALIBABA_EXISTING_LB = alibaba('loadbalancer-id');
+const ALIBABA_HOSTNAME = alibaba('loadbalancer-hostname');
+const ALIBABA_ADDRESS_TYPE = alibaba('loadbalancer-address-type');
+const ALIBABA_EXISTING_LB = alibaba('loadbalancer-id');
 
-export const AWS_INTERNAL = 'service.beta.kubernetes.io/aws-load-balancer-internal';
-export const AWS_SCHEME = 'service.beta.kubernetes.io/aws-load-balancer-scheme';
-export const AZURE_INTERNAL = 'service.beta.kubernetes.io/azure-load-balancer-internal';
-export const GCP_LB_TYPE = ['networking.gke.io/load-balancer-type', 'cloud.google.com/load-balancer-type'];
+const AWS_INTERNAL = 'service.beta.kubernetes.io/aws-load-balancer-internal';
+const AWS_SCHEME = 'service.beta.kubernetes.io/aws-load-balancer-scheme';
+const AZURE_INTERNAL = 'service.beta.kubernetes.io/azure-load-balancer-internal';
+const GCP_LB_TYPE = ['networking.gke.io/load-balancer-type', 'cloud.google.com/load-balancer-type'];
 
 /** Annotation key → does this value declare an internal LB? In precedence order. */
 const INTERNAL_RULES: [string, (v: string) => boolean][] = [
@@ -51,10 +44,8 @@ const KNOWN_KEYS = new Set<string>([
 const NO_ANNOTATIONS: LoopbackAnnotations = deepFreeze(interpretKnown({}));
 
 /**
- * Interpretations by their annotations' text. The Services of a cluster mostly carry the same
- * few sets (one subnet id, one scheme): one shared, frozen object per set, not one per Service
- * (at 5,000 Services with one subnet annotation, ~0.8 MB of the agent's heap). Bounded: emptied
- * when full.
+ * Interpretations by their annotations' text: Services mostly carry the same few sets, so each set
+ * is one shared, frozen object. Bounded: emptied when full.
  */
 const interned = new Map<string, LoopbackAnnotations>();
 const INTERNED_MAX = 1024;

@@ -191,11 +191,7 @@ export function assembleClusterView(parsed: ParsedObjects, opts: BuildOptions = 
   return view;
 }
 
-/**
- * One literal with every field, in one order (the order JSON output has always had): every
- * ServiceView gets the same object shape with its fields inside the object. Spreading the port
- * and spec parts gave each view its own shape and a separate field store (0.7 MB at 6,667 ports).
- */
+/** One literal with every field, in JSON output's order, so every ServiceView has the same object shape. */
 function serviceView(
   svc: ServiceEntry,
   port: PortFields,
@@ -234,10 +230,7 @@ function serviceView(
   };
 }
 
-/**
- * One shared empty list for the many Service ports without Ingress VIPs or external IPs
- * (6,667 empty arrays at 5,000 Services are 0.3 MB). Frozen: nothing may add to a view's lists.
- */
+/** One shared empty list for the many Service ports without Ingress VIPs or external IPs; frozen. */
 const NONE: never[] = Object.freeze([]) as never[];
 
 /** The element of `list` equal to `value`: the interned constant rather than a copy parsed from JSON. */
@@ -259,29 +252,28 @@ type SpecFields = Omit<
   | 'lbHostnameLookups'
 >;
 
-function parseServicePort(p: unknown, path: string): PortFields {
-  if (!isObj(p)) throw new FieldError(`${path} is not an object`);
-  const port = optInt(p.port, `${path}.port`, 1, 65535);
+function parseServicePort(raw: unknown, path: string): PortFields {
+  if (!isObj(raw)) throw new FieldError(`${path} is not an object`);
+  const port = optInt(raw.port, `${path}.port`, 1, 65535);
   if (port === undefined) throw new FieldError(`${path}.port is missing`);
-  const text = optStr(p.protocol, `${path}.protocol`) ?? 'TCP';
+  const text = optStr(raw.protocol, `${path}.protocol`) ?? 'TCP';
   const protocol = constant(PROTOCOLS, text);
   if (!protocol) throw new FieldError(`${path}.protocol ${JSON.stringify(text)} is unknown`);
-  const target = p.targetPort;
-  // One literal with every field (absent ones undefined): fields added later live in a separate
-  // store per object (~40 bytes each, at 6,667 ports and 5,000 specs ~0.5 MB of the agent's heap).
+  const target = raw.targetPort;
+  // One literal with every field (absent ones undefined), so every port has the same object shape.
   return {
-    portName: optStr(p.name, `${path}.name`) ?? '',
+    portName: optStr(raw.name, `${path}.name`) ?? '',
     protocol,
     port,
     targetPort:
       typeof target === 'string' && target !== '' ? target : (optInt(target, `${path}.targetPort`, 1, 65535) ?? port),
-    nodePort: optInt(p.nodePort, `${path}.nodePort`, 1, 65535),
+    nodePort: optInt(raw.nodePort, `${path}.nodePort`, 1, 65535),
   };
 }
 
 /** The parts of a ServiceView shared by all its ports. */
-function parseServiceSpec(o: Obj, metadata: Obj, warn: (m: string) => void): SpecFields {
-  const spec = optObj(o.spec, 'spec') ?? {};
+function parseServiceSpec(raw: Obj, metadata: Obj, warn: (m: string) => void): SpecFields {
+  const spec = optObj(raw.spec, 'spec') ?? {};
   const typeText = optStr(spec.type, 'spec.type') ?? 'ClusterIP';
   const type = constant(SERVICE_TYPES, typeText);
   if (!type) throw new FieldError(`spec.type ${JSON.stringify(typeText)} is unknown`);
@@ -292,7 +284,7 @@ function parseServiceSpec(o: Obj, metadata: Obj, warn: (m: string) => void): Spe
 
   const allAnnotations = strMap(metadata.annotations, 'metadata.annotations');
   const annotations = interpretAnnotations(allAnnotations);
-  const { ips: lbIngress, hostnames } = parseLbStatus(o, warn);
+  const { ips: lbIngress, hostnames } = parseLbStatus(raw, warn);
   const chosen = chosenHostnames(hostnames, allAnnotations);
   return {
     type,
@@ -347,8 +339,8 @@ function trafficPolicy(v: unknown, path: string): TrafficPolicy {
 }
 
 /** status.loadBalancer.ingress: IP entries (ipMode defaults to VIP) and hostname-only entries. */
-function parseLbStatus(o: Obj, warn: (m: string) => void): { ips: LbIngressIp[]; hostnames: string[] } {
-  const lb = optObj(optObj(o.status, 'status')?.loadBalancer, 'status.loadBalancer');
+function parseLbStatus(raw: Obj, warn: (m: string) => void): { ips: LbIngressIp[]; hostnames: string[] } {
+  const lb = optObj(optObj(raw.status, 'status')?.loadBalancer, 'status.loadBalancer');
   const ips: LbIngressIp[] = [];
   const hostnames: string[] = [];
   parseParts(optArr(lb?.ingress, 'status.loadBalancer.ingress'), 'status.loadBalancer.ingress', warn, (e, path) => {
@@ -365,13 +357,13 @@ function parseLbStatus(o: Obj, warn: (m: string) => void): { ips: LbIngressIp[];
   return { ips: orNone(compact(ips)), hostnames };
 }
 
-function parseNode(o: Obj, ctx: { name: string; warn: (m: string) => void }): NodeView {
-  const spec = optObj(o.spec, 'spec') ?? {};
+function parseNode(node: Obj, ctx: { name: string; warn: (m: string) => void }): NodeView {
+  const spec = optObj(node.spec, 'spec') ?? {};
   const podCIDRs = strArr(spec.podCIDRs, 'spec.podCIDRs');
   const single = optStr(spec.podCIDR, 'spec.podCIDR');
   if (podCIDRs.length === 0 && single) podCIDRs.push(single);
   const addresses = parseParts(
-    optArr(optObj(o.status, 'status')?.addresses, 'status.addresses'),
+    optArr(optObj(node.status, 'status')?.addresses, 'status.addresses'),
     'status.addresses',
     ctx.warn,
     (a, path) => {

@@ -1,18 +1,16 @@
 // EndpointSlices (discovery.k8s.io/v1, and v1beta1 as 1.17-1.20 serve them) → endpoints per Service port.
-// A slice belongs to the Service named by its `kubernetes.io/service-name`
-// label in its namespace; its ports are matched to a ServicePort by name and
-// protocol, as kube-proxy does. A nil ready condition means ready (the API docs).
-// v1beta1 puts an endpoint's node in topology["kubernetes.io/hostname"] (its nodeName field
-// needs an alpha gate in 1.20); kube-proxy 1.20 compares that label with its own node name.
+// A slice belongs to the Service in its `kubernetes.io/service-name` label; its ports match a
+// ServicePort by name and protocol, as kube-proxy does. A nil ready condition means ready.
+// v1beta1 puts the node in topology["kubernetes.io/hostname"], which kube-proxy 1.20 compares.
 import { canonicalIp, FieldError, isObj, optArr, optBool, optInt, optObj, optStr, reqStr, strMap } from './fields.js';
 import { compact, type Parsed, parseOne, parseParts, type SourcedObject } from './objects.js';
 import type { EndpointPorts, EndpointView, ServiceView } from './types.js';
 
-export const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
-export const HOSTNAME_TOPOLOGY_KEY = 'kubernetes.io/hostname';
+const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
+const HOSTNAME_TOPOLOGY_KEY = 'kubernetes.io/hostname';
 /** Who wrote a slice; only the endpointslice controller derives it from the Service's own selector. */
-export const MANAGED_BY_LABEL = 'endpointslice.kubernetes.io/managed-by';
-export const ENDPOINTSLICE_CONTROLLER = 'endpointslice-controller.k8s.io';
+const MANAGED_BY_LABEL = 'endpointslice.kubernetes.io/managed-by';
+const ENDPOINTSLICE_CONTROLLER = 'endpointslice-controller.k8s.io';
 
 /** One port of a slice: the ServicePort it serves (by name and protocol) and its number there. */
 interface SlicePort {
@@ -23,11 +21,8 @@ interface SlicePort {
 }
 
 /**
- * A slice as the view uses it, with the Service it belongs to (kept apart: a joined key is a second
- * string). The endpoint views are made here, once per object and endpoint: a Service port served
- * by one slice (the usual case) uses `endpoints` as it is, as do the Service's other ports, so
- * rebuilding the view after an event makes no endpoint objects and the view and the watch store
- * share one object per endpoint.
+ * A slice as the view uses it, with the Service it belongs to. Its endpoint objects are made once
+ * per slice and shared by the view, the watch store and every port the slice serves.
  */
 export interface SliceEntry {
   namespace: string;
@@ -58,13 +53,9 @@ class Interned<T> {
 }
 
 /**
- * What the slices of one watch share instead of each holding its own copy:
- * - port lists: a cluster's slices repeat a few (every slice of a Service has the same ports, and
- *   many Services have the same ones), and a list made anew per slice is ~110 bytes for one port
- *   (~0.6 MB at 5,000 slices, bench/cluster-heap.ts). Shared lists are frozen.
- * - node names: JSON.parse makes each string value longer than 10 characters anew, so every
- *   endpoint held its own copy of its node's name (EKS "ip-10-0-12-34.ec2.internal", AKS, GKE and
- *   Alibaba names are 23-40 characters: 40-56 bytes per endpoint, ~1 MB at 20k endpoints).
+ * What the slices of one watch share instead of each holding its own copy: port lists (every slice
+ * of a Service repeats them; shared lists are frozen) and node names (JSON.parse makes each long
+ * string anew).
  */
 export class SliceTables {
   private readonly portLists = new Interned<SlicePort[]>(256);
@@ -92,21 +83,21 @@ export type EndpointIndex = Map<string, SliceEntry[]>;
  * and node names already in `tables` are those.
  */
 export function parseEndpointSlice(
-  s: SourcedObject,
+  sourced: SourcedObject,
   nodeName?: string,
   tables = new SliceTables(),
 ): Parsed<SliceEntry | undefined> {
-  return parseOne(s, 'EndpointSlice', true, (o, ctx) => {
+  return parseOne(sourced, 'EndpointSlice', true, (raw, ctx) => {
     const labels = strMap(ctx.metadata.labels, 'metadata.labels');
     const service = labels[SERVICE_NAME_LABEL];
     // Slices not managed for a Service (e.g. mirrored custom ones without the label) have no owner here.
     if (!service) return undefined;
-    const addressType = reqStr(o.addressType, 'addressType');
+    const addressType = reqStr(raw.addressType, 'addressType');
     if (addressType === 'FQDN') return undefined;
     if (addressType !== 'IPv4' && addressType !== 'IPv6')
       throw new FieldError(`addressType ${JSON.stringify(addressType)} is unknown`);
-    const ports = parseParts(optArr(o.ports, 'ports'), 'ports', ctx.warn, parseSlicePort);
-    const endpoints = parseParts(optArr(o.endpoints, 'endpoints'), 'endpoints', ctx.warn, (v, path) =>
+    const ports = parseParts(optArr(raw.ports, 'ports'), 'ports', ctx.warn, parseSlicePort);
+    const endpoints = parseParts(optArr(raw.endpoints, 'endpoints'), 'endpoints', ctx.warn, (v, path) =>
       parseEndpoint(v, path, tables),
     );
     return {
@@ -132,27 +123,27 @@ export function indexEndpointSlices(entries: readonly (SliceEntry | undefined)[]
 }
 
 /** Undefined port means "all ports" in the API. */
-function parseSlicePort(v: unknown, path: string): SlicePort {
-  if (!isObj(v)) throw new FieldError(`${path} is not an object`);
+function parseSlicePort(value: unknown, path: string): SlicePort {
+  if (!isObj(value)) throw new FieldError(`${path} is not an object`);
   return {
-    name: optStr(v.name, `${path}.name`) ?? '',
-    protocol: optStr(v.protocol, `${path}.protocol`) ?? 'TCP',
-    port: optInt(v.port, `${path}.port`, 0, 65535),
+    name: optStr(value.name, `${path}.name`) ?? '',
+    protocol: optStr(value.protocol, `${path}.protocol`) ?? 'TCP',
+    port: optInt(value.port, `${path}.port`, 0, 65535),
   };
 }
 
 type SliceEndpoint = Omit<EndpointView, 'local'>;
 
-function parseEndpoint(v: unknown, path: string, tables: SliceTables): SliceEndpoint {
-  if (!isObj(v)) throw new FieldError(`${path} is not an object`);
-  const addresses = optArr(v.addresses, `${path}.addresses`);
+function parseEndpoint(value: unknown, path: string, tables: SliceTables): SliceEndpoint {
+  if (!isObj(value)) throw new FieldError(`${path} is not an object`);
+  const addresses = optArr(value.addresses, `${path}.addresses`);
   // kube-proxy uses the first address; the others are fungible by API contract.
   if (addresses.length === 0) throw new FieldError(`${path}.addresses is empty`);
-  const conditions = optObj(v.conditions, `${path}.conditions`) ?? {};
+  const conditions = optObj(value.conditions, `${path}.conditions`) ?? {};
   const ready = optBool(conditions.ready, `${path}.conditions.ready`) ?? true;
   const nodeName =
-    optStr(v.nodeName, `${path}.nodeName`) ||
-    strMap(v.topology, `${path}.topology`)[HOSTNAME_TOPOLOGY_KEY] ||
+    optStr(value.nodeName, `${path}.nodeName`) ||
+    strMap(value.topology, `${path}.topology`)[HOSTNAME_TOPOLOGY_KEY] ||
     undefined;
   return {
     address: canonicalIp(addresses[0], `${path}.addresses[0]`),
@@ -161,10 +152,7 @@ function parseEndpoint(v: unknown, path: string, tables: SliceTables): SliceEndp
   };
 }
 
-/**
- * All fields in one literal, in one order: every endpoint gets the same object shape with its
- * fields in the object (fields added later go to a separate store: ~1 MB more at 20k endpoints).
- */
+/** All fields in one literal, in one order, so every endpoint has the same object shape. */
 function endpointView(ep: SliceEndpoint, nodeName: string | undefined): EndpointView {
   return {
     address: ep.address,
@@ -175,8 +163,8 @@ function endpointView(ep: SliceEndpoint, nodeName: string | undefined): Endpoint
 }
 
 /** The EndpointSlice port number of one of `s.endpoints` (undefined: the slice's port has none). */
-export function slicePort(s: Pick<ServiceView, 'endpointPorts'>, ep: EndpointView): number | undefined {
-  const p = s.endpointPorts;
+export function slicePort(service: Pick<ServiceView, 'endpointPorts'>, ep: EndpointView): number | undefined {
+  const p = service.endpointPorts;
   return typeof p === 'object' ? p.get(ep) : p;
 }
 

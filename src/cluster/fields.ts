@@ -13,57 +13,57 @@ export class FieldError extends Error {
   }
 }
 
-export function isObj(v: unknown): v is Obj {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
+export function isObj(value: unknown): value is Obj {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 /** Optional object: undefined/null → undefined. */
-export function optObj(v: unknown, path: string): Obj | undefined {
-  if (v === undefined || v === null) return undefined;
-  if (!isObj(v)) throw new FieldError(`${path} is not an object`);
-  return v;
+export function optObj(value: unknown, path: string): Obj | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (!isObj(value)) throw new FieldError(`${path} is not an object`);
+  return value;
 }
 
-export function optStr(v: unknown, path: string): string | undefined {
-  if (v === undefined || v === null) return undefined;
-  if (typeof v !== 'string') throw new FieldError(`${path} is not a string`);
-  return v;
+export function optStr(value: unknown, path: string): string | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'string') throw new FieldError(`${path} is not a string`);
+  return value;
 }
 
-export function reqStr(v: unknown, path: string): string {
-  const s = optStr(v, path);
+export function reqStr(value: unknown, path: string): string {
+  const s = optStr(value, path);
   if (s === undefined || s === '') throw new FieldError(`${path} is missing`);
   return s;
 }
 
 /** Optional integer in [min, max]. */
-export function optInt(v: unknown, path: string, min = 0, max = Number.MAX_SAFE_INTEGER): number | undefined {
-  if (v === undefined || v === null) return undefined;
-  if (typeof v !== 'number' || !Number.isInteger(v)) throw new FieldError(`${path} is not a number`);
-  if (v < min || v > max) throw new FieldError(`${path} is out of range (${v})`);
-  return v;
+export function optInt(value: unknown, path: string, min = 0, max = Number.MAX_SAFE_INTEGER): number | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'number' || !Number.isInteger(value)) throw new FieldError(`${path} is not a number`);
+  if (value < min || value > max) throw new FieldError(`${path} is out of range (${value})`);
+  return value;
 }
 
-export function optBool(v: unknown, path: string): boolean | undefined {
-  if (v === undefined || v === null) return undefined;
-  if (typeof v !== 'boolean') throw new FieldError(`${path} is not a boolean`);
-  return v;
+export function optBool(value: unknown, path: string): boolean | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'boolean') throw new FieldError(`${path} is not a boolean`);
+  return value;
 }
 
 /** Optional array: undefined/null → []. */
-export function optArr(v: unknown, path: string): unknown[] {
-  if (v === undefined || v === null) return [];
-  if (!Array.isArray(v)) throw new FieldError(`${path} is not a list`);
-  return v;
+export function optArr(value: unknown, path: string): unknown[] {
+  if (value === undefined || value === null) return [];
+  if (!Array.isArray(value)) throw new FieldError(`${path} is not a list`);
+  return value;
 }
 
-export function strArr(v: unknown, path: string): string[] {
-  return optArr(v, path).map((x, i) => reqStr(x, `${path}[${i}]`));
+export function strArr(value: unknown, path: string): string[] {
+  return optArr(value, path).map((x, i) => reqStr(x, `${path}[${i}]`));
 }
 
 /** String map such as metadata.annotations / labels. */
-export function strMap(v: unknown, path: string): Record<string, string> {
-  const o = optObj(v, path) ?? {};
+export function strMap(value: unknown, path: string): Record<string, string> {
+  const o = optObj(value, path) ?? {};
   const out: Record<string, string> = {};
   for (const [k, val] of Object.entries(o)) out[k] = reqStrOrEmpty(val, `${path}[${JSON.stringify(k)}]`);
   return out;
@@ -78,8 +78,8 @@ function reqStrOrEmpty(v: unknown, path: string): string {
  * An IP in the text form the kernel readers print (IPv6 lower case, RFC 5952
  * compressed), so Service IPs compare equal to addresses and conntrack tuples.
  */
-export function canonicalIp(v: unknown, path: string): string {
-  const s = reqStr(v, path);
+export function canonicalIp(value: unknown, path: string): string {
+  const s = reqStr(value, path);
   const family = isIP(s);
   if (family === 4) return s;
   // isIP takes a zone ("fe80::1%eth0"), which no Kubernetes field may hold and URL refuses.

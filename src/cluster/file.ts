@@ -1,11 +1,9 @@
-// `--cluster-file FILE`: the cluster view from saved API objects instead of a
-// live API server. Accepts what people actually save:
-//   kubectl get svc,ingress,endpointslices,nodes -A -o json > cluster.json
-// i.e. a v1 List; also a single object, a typed list straight from the API
-// (ServiceList, whose items carry no kind), or several such documents
-// concatenated. Broken JSON fails with the file, line and column.
+// `--cluster-file FILE`: the cluster view from saved API objects instead of a live API server:
+// a v1 List (`kubectl get svc,ingress,endpointslices,nodes -A -o json`), a single object, a typed
+// list, or several such documents concatenated. Broken JSON fails with the file, line and column.
 import { createHash } from 'node:crypto';
 import { statSync } from 'node:fs';
+import { errText } from '../errors.js';
 import { FileTooLargeError, readFileBounded } from '../read-bounded.js';
 import { type BuildOptions, buildClusterView } from './build.js';
 import { isObj } from './fields.js';
@@ -122,7 +120,7 @@ function readText(path: string, maxBytes = MAX_CLUSTER_FILE): string {
   } catch (e) {
     if (e instanceof ClusterFileError) throw e;
     if (e instanceof FileTooLargeError) throw new ClusterFileError(e.message);
-    throw new ClusterFileError(`cannot read cluster file ${path}: ${e instanceof Error ? e.message : String(e)}`);
+    throw new ClusterFileError(`cannot read cluster file ${path}: ${errText(e)}`);
   }
 }
 
@@ -151,9 +149,8 @@ export function loadClusterFile(path: string, opts: Omit<BuildOptions, 'warnings
 }
 
 /**
- * loadClusterFile for a periodic re-read: the file is read once, and parsed only when its
- * sha256 differs from `since` (then `view` is undefined: the view built last time still holds).
- * At 5,000 Services a parse and what is built from it cost ~1 s of CPU (bench/agent.ts).
+ * loadClusterFile for a periodic re-read: parsed only when its sha256 differs from `since` (then
+ * `view` is undefined: the view built last time still holds), since a parse is costly.
  */
 export function reloadClusterFile(
   path: string,

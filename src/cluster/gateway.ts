@@ -7,10 +7,10 @@ import { canonicalIp, FieldError, isObj, optArr, optInt, optObj, optStr, reqStr 
 import { type Parsed, parseOne, parseParts, type SourcedObject } from './objects.js';
 import type { GatewayFront, L7Listener } from './types.js';
 
-export const GATEWAY_GROUP = 'gateway.networking.k8s.io';
+const GATEWAY_GROUP = 'gateway.networking.k8s.io';
 
 /** The route kinds the view follows, and the listener protocols each attaches to (Gateway API's defaults). */
-export const ROUTE_KINDS = {
+const ROUTE_KINDS = {
   HTTPRoute: ['HTTP', 'HTTPS'],
   GRPCRoute: ['HTTP', 'HTTPS'],
   TLSRoute: ['TLS'],
@@ -66,34 +66,39 @@ export interface ReferenceGrantEntry {
   to: { group: string; kind: string; name?: string }[];
 }
 
-export function parseGatewayClass(s: SourcedObject): Parsed<GatewayClassEntry> {
-  return parseOne(s, 'GatewayClass', false, (o, ctx) => ({
+export function parseGatewayClass(sourced: SourcedObject): Parsed<GatewayClassEntry> {
+  return parseOne(sourced, 'GatewayClass', false, (o, ctx) => ({
     name: ctx.name,
     controllerName: optStr(optObj(o.spec, 'spec')?.controllerName, 'spec.controllerName') ?? '',
   }));
 }
 
-export function parseGateway(s: SourcedObject): Parsed<GatewayEntry> {
-  return parseOne(s, 'Gateway', true, (o, ctx) => {
-    const spec = optObj(o.spec, 'spec') ?? {};
-    const listeners = parseParts(optArr(spec.listeners, 'spec.listeners'), 'spec.listeners', ctx.warn, (l, path) => {
-      if (!isObj(l)) throw new FieldError(`${path} is not an object`);
-      const port = optInt(l.port, `${path}.port`, 1, 65535);
-      if (port === undefined) throw new FieldError(`${path}.port is missing`);
-      const namespaces = optObj(
-        optObj(l.allowedRoutes, `${path}.allowedRoutes`)?.namespaces,
-        `${path}.allowedRoutes.namespaces`,
-      );
-      return {
-        name: optStr(l.name, `${path}.name`) ?? '',
-        port,
-        protocol: reqStr(l.protocol, `${path}.protocol`),
-        from: optStr(namespaces?.from, `${path}.allowedRoutes.namespaces.from`) ?? 'Same',
-      };
-    });
+export function parseGateway(sourced: SourcedObject): Parsed<GatewayEntry> {
+  return parseOne(sourced, 'Gateway', true, (raw, ctx) => {
+    const spec = optObj(raw.spec, 'spec') ?? {};
+    const listeners = parseParts(
+      optArr(spec.listeners, 'spec.listeners'),
+      'spec.listeners',
+      ctx.warn,
+      (listener, path) => {
+        if (!isObj(listener)) throw new FieldError(`${path} is not an object`);
+        const port = optInt(listener.port, `${path}.port`, 1, 65535);
+        if (port === undefined) throw new FieldError(`${path}.port is missing`);
+        const namespaces = optObj(
+          optObj(listener.allowedRoutes, `${path}.allowedRoutes`)?.namespaces,
+          `${path}.allowedRoutes.namespaces`,
+        );
+        return {
+          name: optStr(listener.name, `${path}.name`) ?? '',
+          port,
+          protocol: reqStr(listener.protocol, `${path}.protocol`),
+          from: optStr(namespaces?.from, `${path}.allowedRoutes.namespaces.from`) ?? 'Same',
+        };
+      },
+    );
     const ips: string[] = [];
     const hostnames: string[] = [];
-    const status = optObj(o.status, 'status');
+    const status = optObj(raw.status, 'status');
     parseParts(optArr(status?.addresses, 'status.addresses'), 'status.addresses', ctx.warn, (a, path) => {
       if (!isObj(a)) throw new FieldError(`${path} is not an object`);
       const type = optStr(a.type, `${path}.type`) ?? 'IPAddress';
@@ -113,17 +118,21 @@ export function parseGateway(s: SourcedObject): Parsed<GatewayEntry> {
   });
 }
 
-function objectRef(v: unknown, path: string, defaults: { group: string; kind: string; namespace: string }): ObjectRef {
-  if (!isObj(v)) throw new FieldError(`${path} is not an object`);
+function objectRef(
+  value: unknown,
+  path: string,
+  defaults: { group: string; kind: string; namespace: string },
+): ObjectRef {
+  if (!isObj(value)) throw new FieldError(`${path} is not an object`);
   const ref: ObjectRef = {
-    group: optStr(v.group, `${path}.group`) ?? defaults.group,
-    kind: optStr(v.kind, `${path}.kind`) ?? defaults.kind,
-    namespace: optStr(v.namespace, `${path}.namespace`) || defaults.namespace,
-    name: reqStr(v.name, `${path}.name`),
+    group: optStr(value.group, `${path}.group`) ?? defaults.group,
+    kind: optStr(value.kind, `${path}.kind`) ?? defaults.kind,
+    namespace: optStr(value.namespace, `${path}.namespace`) || defaults.namespace,
+    name: reqStr(value.name, `${path}.name`),
   };
-  const section = optStr(v.sectionName, `${path}.sectionName`);
+  const section = optStr(value.sectionName, `${path}.sectionName`);
   if (section) ref.sectionName = section;
-  const port = optInt(v.port, `${path}.port`, 1, 65535);
+  const port = optInt(value.port, `${path}.port`, 1, 65535);
   if (port !== undefined) ref.port = port;
   return ref;
 }
@@ -133,8 +142,8 @@ const isAccepted = (conditions: unknown, path: string): boolean =>
 
 export function routeParser(kind: RouteKind): (s: SourcedObject) => Parsed<RouteEntry> {
   return (s) =>
-    parseOne(s, kind, true, (o, ctx) => {
-      const spec = optObj(o.spec, 'spec') ?? {};
+    parseOne(s, kind, true, (raw, ctx) => {
+      const spec = optObj(raw.spec, 'spec') ?? {};
       const parentDefaults = { group: GATEWAY_GROUP, kind: 'Gateway', namespace: ctx.namespace };
       const parentRefs = parseParts(
         optArr(spec.parentRefs, 'spec.parentRefs'),
@@ -142,7 +151,7 @@ export function routeParser(kind: RouteKind): (s: SourcedObject) => Parsed<Route
         ctx.warn,
         (p, path) => objectRef(p, path, parentDefaults),
       );
-      const statusParents = optArr(optObj(o.status, 'status')?.parents, 'status.parents');
+      const statusParents = optArr(optObj(raw.status, 'status')?.parents, 'status.parents');
       const acceptedParents =
         statusParents.length === 0
           ? undefined
@@ -167,9 +176,9 @@ export function routeParser(kind: RouteKind): (s: SourcedObject) => Parsed<Route
     });
 }
 
-export function parseReferenceGrant(s: SourcedObject): Parsed<ReferenceGrantEntry> {
-  return parseOne(s, 'ReferenceGrant', true, (o, ctx) => {
-    const spec = optObj(o.spec, 'spec') ?? {};
+export function parseReferenceGrant(sourced: SourcedObject): Parsed<ReferenceGrantEntry> {
+  return parseOne(sourced, 'ReferenceGrant', true, (raw, ctx) => {
+    const spec = optObj(raw.spec, 'spec') ?? {};
     const from = parseParts(optArr(spec.from, 'spec.from'), 'spec.from', ctx.warn, (f, path) => {
       if (!isObj(f)) throw new FieldError(`${path} is not an object`);
       return {

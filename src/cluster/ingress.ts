@@ -29,9 +29,9 @@ export interface IngressEntry {
   backends: Backend[];
 }
 
-export function parseIngress(s: SourcedObject): Parsed<IngressEntry> {
-  return parseOne(s, 'Ingress', true, (o, ctx) => {
-    const spec = optObj(o.spec, 'spec') ?? {};
+export function parseIngress(sourced: SourcedObject): Parsed<IngressEntry> {
+  return parseOne(sourced, 'Ingress', true, (raw, ctx) => {
+    const spec = optObj(raw.spec, 'spec') ?? {};
     const candidates: [unknown, string][] = [];
     if (spec.defaultBackend !== undefined && spec.defaultBackend !== null)
       candidates.push([spec.defaultBackend, 'spec.defaultBackend']);
@@ -51,7 +51,7 @@ export function parseIngress(s: SourcedObject): Parsed<IngressEntry> {
       }
     }
     const lbIngress = optArr(
-      optObj(optObj(o.status, 'status')?.loadBalancer, 'status.loadBalancer')?.ingress,
+      optObj(optObj(raw.status, 'status')?.loadBalancer, 'status.loadBalancer')?.ingress,
       'status.loadBalancer.ingress',
     );
     const ips = parseParts(lbIngress, 'status.loadBalancer.ingress', ctx.warn, (e, path) => {
@@ -78,9 +78,9 @@ export function indexIngresses(entries: readonly IngressEntry[]): IngressIndex {
 }
 
 /** [] for a resource backend (not a Service); one Backend for a service backend. */
-function serviceBackend(v: unknown, path: string): Backend[] {
-  if (!isObj(v)) throw new FieldError(`${path} is not an object`);
-  const svc = optObj(v.service, `${path}.service`);
+function serviceBackend(value: unknown, path: string): Backend[] {
+  if (!isObj(value)) throw new FieldError(`${path} is not an object`);
+  const svc = optObj(value.service, `${path}.service`);
   if (!svc) return [];
   const port: Obj = optObj(svc.port, `${path}.service.port`) ?? {};
   const number = optInt(port.number, `${path}.service.port.number`, 1, 65535);

@@ -1,8 +1,5 @@
-// Splits text holding one or more concatenated JSON documents (what several
-// `kubectl get -o json` runs appended to one file look like) and, when the
-// text is broken, says where: line and column of the first bad character.
-// JSON.parse alone can't do either: it stops at the second document and its
-// messages carry no position for some errors.
+// Splits text holding concatenated JSON documents (several `kubectl get -o json` runs appended to
+// one file) and, when the text is broken, says at which line and column: JSON.parse does neither.
 
 /** A syntax error at a character offset of the text. */
 export class JsonSyntaxError extends Error {

@@ -1,11 +1,7 @@
-// An incremental JSON reader that builds only what a Shape names. API answers arrive as byte
-// chunks and are read as they arrive: a field the cluster view does not read (an annotation of
-// 250 KB, managedFields, a Node's image list) is scanned past and never becomes a string, so the
-// heap holds what the view keeps, not what a namespace's owner wrote. Each object of a list or
-// watch (a "unit") is bounded: a kept string longer than its cap, or kept fields over the unit's
-// budget, make the object a SkippedObject that names it, its size and why; the rest of the page
-// or stream goes on. Past `maxUnitBytes` raw, the answer fails: no object the API server stores
-// is that long.
+// An incremental JSON reader that builds only what a Shape names: a field the cluster view does not
+// read is scanned past and never becomes a string, so the heap holds what the view keeps, not what
+// a namespace's owner wrote. Each object of a list or watch (a "unit") is bounded: one over its
+// caps becomes a SkippedObject that names it; past `maxUnitBytes` raw, the whole answer fails.
 
 /** What to keep of a value. */
 export type Shape = ValueShape | FieldsShape | MapShape | EachShape | UnitShape | AnyShape;

@@ -1,14 +1,7 @@
-// Whether the cloud LB in front of a Service hands the client's address to the
-// backend, from the Service's annotations (and loadBalancerClass) as each
-// provider documents them. It decides whether pod traffic that reaches the LB
-// (ipMode: Proxy, hostname-only LBs, unbound IPVS VIPs) can loop:
-// - proxied: the LB terminates the connection and opens its own from its own
-//   address; the backend node never sees a local source: no loop;
-// - proxy-protocol: the same, with the client address carried in-band in a
-//   PROXY protocol header: no loop;
-// - preserved: a pass-through LB keeps the client's source address; a backend
-//   on the client's own node receives its own pod's connection: loop.
-// Only keys read here are kept by annotations.ts (LB_CLIENT_ADDRESS_KEYS).
+// Whether the cloud LB in front of a Service hands the client's address to the backend, from the
+// Service's annotations and loadBalancerClass as each provider documents them. Pod traffic that
+// reaches the LB loops only when the LB keeps the source (preserved); one that opens its own
+// connection (proxied, or PROXY protocol) cannot. annotations.ts keeps only LB_CLIENT_ADDRESS_KEYS.
 
 export type ClientAddressKind = 'proxied' | 'proxy-protocol' | 'preserved' | 'unknown';
 
@@ -21,18 +14,18 @@ export interface LbClientAddress {
 }
 
 const AWS = 'service.beta.kubernetes.io/aws-load-balancer-';
-export const AWS_TYPE = `${AWS}type`;
-export const AWS_NLB_TARGET_TYPE = `${AWS}nlb-target-type`;
+const AWS_TYPE = `${AWS}type`;
+const AWS_NLB_TARGET_TYPE = `${AWS}nlb-target-type`;
 export const AWS_TG_ATTRIBUTES = `${AWS}target-group-attributes`;
-export const AWS_PROXY_PROTOCOL = `${AWS}proxy-protocol`;
-export const AWS_LB_CLASS = 'service.k8s.aws/nlb';
-export const HETZNER_PROXY_PROTOCOL = 'load-balancer.hetzner.cloud/uses-proxyprotocol';
-export const HETZNER_LOCATION = 'load-balancer.hetzner.cloud/location';
-export const HETZNER_NAME = 'load-balancer.hetzner.cloud/name';
-export const OPENSTACK_PROXY_PROTOCOL = 'loadbalancer.openstack.org/proxy-protocol';
-export const DO_PROXY_PROTOCOL = 'service.beta.kubernetes.io/do-loadbalancer-enable-proxy-protocol';
-export const OCI_LB_TYPE = 'oci.oraclecloud.com/load-balancer-type';
-export const OCI_PRESERVE_SOURCE = 'oci-network-load-balancer.oraclecloud.com/is-preserve-source';
+const AWS_PROXY_PROTOCOL = `${AWS}proxy-protocol`;
+const AWS_LB_CLASS = 'service.k8s.aws/nlb';
+const HETZNER_PROXY_PROTOCOL = 'load-balancer.hetzner.cloud/uses-proxyprotocol';
+const HETZNER_LOCATION = 'load-balancer.hetzner.cloud/location';
+const HETZNER_NAME = 'load-balancer.hetzner.cloud/name';
+const OPENSTACK_PROXY_PROTOCOL = 'loadbalancer.openstack.org/proxy-protocol';
+const DO_PROXY_PROTOCOL = 'service.beta.kubernetes.io/do-loadbalancer-enable-proxy-protocol';
+const OCI_LB_TYPE = 'oci.oraclecloud.com/load-balancer-type';
+const OCI_PRESERVE_SOURCE = 'oci-network-load-balancer.oraclecloud.com/is-preserve-source';
 
 export const LB_CLIENT_ADDRESS_KEYS = [
   AWS_TYPE,

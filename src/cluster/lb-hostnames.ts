@@ -1,18 +1,14 @@
-// Hostname-only LBs become LBs with addresses: each Service port whose status
-// carries only hostnames gets the addresses this node's resolver returned for
-// them as LB ingress IPs (marked resolvedFrom), and each Gateway hostname that
-// routes to it as that Gateway's L7 VIPs, so every index built from the
-// view (counters, conntrack prefilter and kernel filter, loop correlation,
-// detectors) treats them as the VIPs they are. Pure.
+// Hostname-only LBs become LBs with addresses: each such Service port gets what this node's resolver
+// returned as LB ingress IPs (marked resolvedFrom), and each Gateway hostname routing to it as that
+// Gateway's L7 VIPs, so every index built from the view treats them as VIPs. Pure.
 import { byText } from '../compare.js';
 import { isPrivateIp } from './annotations.js';
 import type { ClusterView, HostnameLookup, L7Vip, LbIngressIp, ServiceView } from './types.js';
 
 /**
  * Every hostname the view's LB Services publish without an IP, once each, in the order a cap
- * (--dns-max-names) keeps them: names the cloud wrote before names a Service's own annotation
- * chose, and within each, namespaces take turns, so one namespace's many names cannot push
- * another's out.
+ * (--dns-max-names) keeps them: cloud-written names first, and namespaces take turns, so one
+ * namespace's many names cannot push another's out.
  */
 export function lbHostnamesOf(view: ClusterView): string[] {
   const written = new Map<string, string[]>();
@@ -62,10 +58,10 @@ export function withLbHostnames(view: ClusterView, lookups: ReadonlyMap<string, 
 }
 
 /** The Gateway hostnames' addresses as that Gateway's L7 VIPs (each address once per Gateway). */
-function withGatewayHostnames(s: ServiceView, lookups: ReadonlyMap<string, HostnameLookup>): ServiceView {
-  const seen = new Set(s.ingressVips.map((iv) => `${iv.ingress}|${iv.ip}`));
+function withGatewayHostnames(service: ServiceView, lookups: ReadonlyMap<string, HostnameLookup>): ServiceView {
+  const seen = new Set(service.ingressVips.map((iv) => `${iv.ingress}|${iv.ip}`));
   const extra: L7Vip[] = [];
-  for (const { gateway, hostname } of s.gatewayHostnames ?? []) {
+  for (const { gateway, hostname } of service.gatewayHostnames ?? []) {
     for (const ip of lookups.get(hostname)?.addresses ?? []) {
       const k = `${gateway.gateway}|${ip}`;
       if (seen.has(k)) continue;
@@ -73,20 +69,20 @@ function withGatewayHostnames(s: ServiceView, lookups: ReadonlyMap<string, Hostn
       extra.push({ ingress: gateway.gateway, ip, gateway, resolvedFrom: hostname });
     }
   }
-  return extra.length > 0 ? { ...s, ingressVips: [...s.ingressVips, ...extra] } : s;
+  return extra.length > 0 ? { ...service, ingressVips: [...service.ingressVips, ...extra] } : service;
 }
 
 /** A Service's own status hostnames' addresses as its LB ingress IPs. */
 function withServiceHostnames(
-  s: ServiceView,
+  service: ServiceView,
   lookups: ReadonlyMap<string, HostnameLookup>,
   touch: () => void,
 ): ServiceView {
-  if (!s.lbHostnames) return s;
-  const found = s.lbHostnames.map((h) => lookups.get(h)).filter((l): l is HostnameLookup => l !== undefined);
-  if (found.length === 0) return s;
+  if (!service.lbHostnames) return service;
+  const found = service.lbHostnames.map((h) => lookups.get(h)).filter((l): l is HostnameLookup => l !== undefined);
+  if (found.length === 0) return service;
   touch();
-  const seen = new Set(s.lbIngress.map((i) => i.ip));
+  const seen = new Set(service.lbIngress.map((i) => i.ip));
   const extra: LbIngressIp[] = [];
   for (const l of found) {
     for (const ip of l.addresses) {
@@ -96,14 +92,14 @@ function withServiceHostnames(
       extra.push({ ip, ipMode: 'VIP', hostname: l.hostname, resolvedFrom: l.hostname });
     }
   }
-  const lbIngress = extra.length > 0 ? [...s.lbIngress, ...extra] : s.lbIngress;
+  const lbIngress = extra.length > 0 ? [...service.lbIngress, ...extra] : service.lbIngress;
   return {
-    ...s,
+    ...service,
     lbIngress,
     lbHostnameLookups: found,
     // As for IP LBs: internal by annotation, or when every address is one only a VPC routes.
     internalLb:
-      s.annotations.internalByAnnotation !== undefined ||
+      service.annotations.internalByAnnotation !== undefined ||
       (lbIngress.length > 0 && lbIngress.every((i) => isPrivateIp(i.ip))),
   };
 }

@@ -1,8 +1,6 @@
-// The LB Services of one cluster view and their lookups by address: the one index both the
-// agent's Service index (which Service port a conntrack entry or a counter sample is about) and
-// the detectors' context (detect/context.ts) read. The agent builds it once per cluster view and
-// hands the same object to the diagnosis: at 5,000 Services the maps cost CPU and megabytes.
-// Where the two readers differ on purpose, the index keeps both answers, named for what they mean.
+// The LB Services of one cluster view and their lookups by address: the one index that the agent's
+// Service index and the detectors' context both read, built once per view. Where the two readers
+// differ on purpose, it keeps both answers, named for what they mean.
 import { AddressPortMap, addTo, type Key, key, listOf, type OneOrMore } from '../model/address-key.js';
 import { slicePort } from './endpoints.js';
 import type { ClusterView, L7Listener, L7Vip, ServiceView } from './types.js';
@@ -10,7 +8,7 @@ import type { ClusterView, L7Listener, L7Vip, ServiceView } from './types.js';
 type Svcs = OneOrMore<ServiceView>;
 
 /** Ingress LBs listen on HTTP and HTTPS whatever the backend Service port is. */
-export const INGRESS_PORTS: readonly number[] = [80, 443];
+const INGRESS_PORTS: readonly number[] = [80, 443];
 
 const INGRESS_LISTENERS: readonly L7Listener[] = INGRESS_PORTS.map((port) => ({ protocol: 'TCP', port }));
 
@@ -20,8 +18,8 @@ export function l7Listeners(iv: L7Vip): readonly L7Listener[] {
 }
 
 /** The Service port has an address traffic can be matched against: an LB ingress IP, or an Ingress VIP routing to it. */
-export function hasLbAddress(s: ServiceView): boolean {
-  return s.lbIngress.length > 0 || s.ingressVips.length > 0;
+function hasLbAddress(service: ServiceView): boolean {
+  return service.lbIngress.length > 0 || service.ingressVips.length > 0;
 }
 
 /**
@@ -29,8 +27,8 @@ export function hasLbAddress(s: ServiceView): boolean {
  * targetPort, else the Service port. Every endpoint needs a concrete port there: a conntrack
  * reply always carries one, and the conntrack pre-check and kernel filter match on it.
  */
-export function endpointPort(s: ServiceView, ep: ServiceView['endpoints'][number]): number {
-  return knownTargetPort(s, ep) ?? s.port;
+export function endpointPort(service: ServiceView, ep: ServiceView['endpoints'][number]): number {
+  return knownTargetPort(service, ep) ?? service.port;
 }
 
 /**
@@ -38,24 +36,21 @@ export function endpointPort(s: ServiceView, ep: ServiceView['endpoints'][number
  * numeric targetPort; undefined for a named targetPort without an EndpointSlice port. The
  * detectors key local endpoints by this: a guessed port must not make a flow a finding.
  */
-export function knownTargetPort(s: ServiceView, ep: ServiceView['endpoints'][number]): number | undefined {
-  return slicePort(s, ep) ?? (typeof s.targetPort === 'number' ? s.targetPort : undefined);
+export function knownTargetPort(service: ServiceView, ep: ServiceView['endpoints'][number]): number | undefined {
+  return slicePort(service, ep) ?? (typeof service.targetPort === 'number' ? service.targetPort : undefined);
 }
 
-/**
- * The elements of `list` that pass: `list` itself when all do (nothing modifies these lists), not a
- * copy of its 6,667 references per list at 5,000 LB Services.
- */
+/** The elements of `list` that pass: `list` itself when all do (nothing modifies these lists). */
 function kept<T>(list: T[], keep: (x: T) => boolean): T[] {
   return list.every(keep) ? list : list.filter(keep);
 }
 
 /** The only one-or-more values that are the agent's: Service ports with an LB address. */
-function addressedOf(v: Svcs | undefined): ServiceView[] | undefined {
-  if (v === undefined) return undefined;
-  if (!Array.isArray(v)) return hasLbAddress(v) ? [v] : undefined;
-  if (v.every(hasLbAddress)) return v;
-  const some = v.filter(hasLbAddress);
+function addressedOf(services: Svcs | undefined): ServiceView[] | undefined {
+  if (services === undefined) return undefined;
+  if (!Array.isArray(services)) return hasLbAddress(services) ? [services] : undefined;
+  if (services.every(hasLbAddress)) return services;
+  const some = services.filter(hasLbAddress);
   return some.length > 0 ? some : undefined;
 }
 
@@ -99,8 +94,7 @@ export class LbServiceIndex {
       (s) => hasLbAddress(s) || s.lbHostnames !== undefined || s.gatewayHostnames !== undefined,
     );
     this.addressed = kept(this.services, hasLbAddress);
-    // Index loops: under --max-opt=2 (the DaemonSet's) a for-of allocates an iterator result per
-    // element, ~2 MB over the 26k endpoints of 5,000 Services at every build (bench/cluster-heap.ts).
+    // Index loops: under --max-opt=2 (the DaemonSet's) a for-of allocates an iterator result per element.
     const services = this.services;
     for (let k = 0; k < services.length; k++) {
       const s = services[k]!;
@@ -123,11 +117,11 @@ export class LbServiceIndex {
   }
 
   /** Each Service port once per address and per address and listener, however many Ingresses or Gateways give it. */
-  private addL7Vip(iv: L7Vip, s: ServiceView): void {
-    if (!includes(this.byIngressVip.get(iv.ip), s)) addTo(this.byIngressVip, iv.ip, s);
+  private addL7Vip(iv: L7Vip, service: ServiceView): void {
+    if (!includes(this.byIngressVip.get(iv.ip), service)) addTo(this.byIngressVip, iv.ip, service);
     for (const l of l7Listeners(iv)) {
-      if (!includes(this.byL7VipPort.get(iv.ip, l.protocol, l.port), s))
-        this.byL7VipPort.add(iv.ip, l.protocol, l.port, s);
+      if (!includes(this.byL7VipPort.get(iv.ip, l.protocol, l.port), service))
+        this.byL7VipPort.add(iv.ip, l.protocol, l.port, service);
     }
   }
 
@@ -158,11 +152,9 @@ export class LbServiceIndex {
   }
 
   /**
-   * The Service ports reached through this VIP:port as the agent counts them: their own LB
-   * ingress IP at their port, and the VIP of an Ingress routing to them at 80/443 TCP or of a
-   * Gateway at its listeners' ports (traffic to an L7 LB's VIP is the Service's too; its loop
-   * comes back on the NodePort). The detectors ask lbVipServices and ingressVipServices apart:
-   * the two are different mechanisms there.
+   * The Service ports reached through this VIP:port as the agent counts them: their own LB ingress
+   * IP, and the VIP of an Ingress (80/443 TCP) or Gateway (listener ports) routing to them. The
+   * detectors ask lbVipServices and ingressVipServices apart: different mechanisms there.
    */
   vipServices(ip: string, proto: string, port: number | undefined): ServiceView[] | undefined {
     const own = this.byLbVip.get(ip, proto, port);

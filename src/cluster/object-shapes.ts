@@ -1,7 +1,6 @@
-// What the cluster view reads of each kind (build.ts, endpoints.ts, ingress.ts, objects.ts and
-// the reflector's keys), as shapes for the streaming reader (json-reduce.ts): everything else an
-// object holds is scanned past as it arrives. A field a parser starts to read must be added here;
-// test/unit/cluster/object-shapes.test.ts compares views built from reduced and whole objects.
+// What the cluster view reads of each kind, as shapes for the streaming reader (json-reduce.ts):
+// everything else is scanned past. A field a parser starts to read must be added here
+// (test/unit/cluster/object-shapes.test.ts compares views built from reduced and whole objects).
 import { each, fields, idValue, mapOf, type Shape, type UnitShape, unit, VALUE } from './json-reduce.js';
 
 /** A Status in place of the object: what an ERROR event of a watch carries. */
@@ -117,10 +116,8 @@ const referenceGrant: Shape = fields({
 });
 
 /**
- * Each kind as one object of a list or watch, with the most the view keeps of one: a Service of
- * ~500 ports, an EndpointSlice of its 1,000 endpoints with v1beta1 topology, an Ingress of ~1,500
- * paths, a Node of 100 addresses, a Gateway of its 64 listeners, a route of ~1,000 backendRefs.
- * Past it the object is skipped, not held.
+ * Each kind as one object of a list or watch, with the most the view keeps of one (a Service of
+ * ~500 ports, an EndpointSlice of 1,000 endpoints, ...); past it the object is skipped, not held.
  */
 export const OBJECT_SHAPES = {
   services: unit('Service', 64 << 10, service),

@@ -1,7 +1,5 @@
-// A watch's store: what it keeps of each object, by namespace and then name. Two levels rather
-// than one "namespace/name" key: a joined key is a new string per object (at 5,000 Services and
-// 5,000 slices, ~0.8 MB of the agent's heap, bench/agent.ts), where the two parts are strings
-// the object already holds.
+// A watch's store: what it keeps of each object, by namespace and then name; two levels because a
+// joined "namespace/name" key would be a new string per object.
 
 /** Cluster-scoped objects use the '' namespace. */
 export class ObjectStore<T> {

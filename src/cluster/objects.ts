@@ -52,7 +52,7 @@ export interface ObjectContext {
 }
 
 /** An object that parsed with warnings (or was skipped: no value), the warnings in order. */
-export class Flawed<T> {
+class Flawed<T> {
   constructor(
     readonly value: T | undefined,
     readonly warnings: readonly string[],
@@ -61,20 +61,16 @@ export class Flawed<T> {
 
 /**
  * One object parsed on its own: what it gave, bare when it parsed without a warning (nearly
- * always; the watch stores keep one per object: a wrapper each would be ~0.4 MB at 5,000
- * Services and 5,000 slices, bench/agent.ts heap snapshot), else a Flawed. A value is never a
- * Flawed itself.
+ * always, so no wrapper per object), else a Flawed. A value is never a Flawed itself.
  */
 export type Parsed<T> = T | Flawed<T>;
 
 const NO_WARNINGS: readonly string[] = Object.freeze([]);
 
 /**
- * Runs `parse` on one object; an object that is not an object, has no
- * metadata.name, or makes `parse` throw is skipped with a warning.
- * `namespaced` objects without metadata.namespace are taken as in 'default',
- * as kubectl does. The result depends on the object alone, so the watch
- * parses each object once, when it arrives, and keeps only the result.
+ * Runs `parse` on one object; one that is not an object, has no metadata.name, or makes `parse`
+ * throw is skipped with a warning. A namespaced object without a namespace is in 'default', as
+ * kubectl does. The result depends on the object alone, so the watch keeps only the result.
  */
 export function parseOne<T>(
   { origin, object }: SourcedObject,
@@ -135,10 +131,7 @@ export function parseParts<T>(
   return compact(out);
 }
 
-/**
- * A list built by push, copied at its exact size. push leaves room for 16 or more elements;
- * the view and the watch stores hold ~50k small lists at 5,000 Services (~3 MB of empty room).
- */
+/** A list built by push, copied at its exact size: push leaves spare room, and the view holds many small lists. */
 export function compact<T>(list: T[]): T[] {
   return list.length === 0 ? [] : list.slice();
 }

@@ -1,11 +1,8 @@
-// List+watch of one collection into an in-memory store, the way client-go's
-// reflector does it: list (paged) to get a consistent snapshot and its
-// resourceVersion, then watch from that version; after a normal end of the
-// watch resume from the last version seen; after "410 Gone" (history
-// compacted) list again, and a list whose later page gets a 410 starts
-// over; after a failure back off exponentially with jitter and resume. The store keeps the last good state while the API is away.
-// With a shape, objects arrive reduced to it; one past its bounds arrives as a SkippedObject and
-// is kept aside (named, counted) instead of in the store, until it is deleted or fits again.
+// List+watch of one collection into an in-memory store, as client-go's reflector does: a paged list
+// for a consistent snapshot and its resourceVersion, then watch from there; resume after a normal
+// end, list again after "410 Gone", back off with jitter after a failure. The store keeps the last
+// good state while the API is away. An object past its shape's bounds is kept aside as a
+// SkippedObject (named, counted) until it is deleted or fits again.
 import { type Shape, SkippedObject } from './json-reduce.js';
 import { ApiError, type KubeApi, type ListPage } from './kube-api.js';
 import { ObjectStore } from './object-store.js';
@@ -204,9 +201,7 @@ export class Reflector<T> {
     let resourceVersion: string;
     let next: string | undefined;
     do {
-      // Only the token outlives the page: a page's parsed items (~3 MB of objects for 500
-      // EndpointSlices) are garbage once transformed, not kept alive through the next page's
-      // request and parse.
+      // Only the token outlives the page, so its parsed items are garbage before the next request.
       const page = await this.nextPage(query, next);
       for (const item of page.items) {
         if (item instanceof SkippedObject) skipped.set(skipKey(item, skipped.size), item);
@@ -302,24 +297,24 @@ export class Reflector<T> {
   }
 
   /** A watch event whose object is too large: out of the store, and kept aside unless deleted. */
-  private skipEvent(type: string, s: SkippedObject): void {
-    if (s.resourceVersion !== undefined) this.rv = s.resourceVersion;
+  private skipEvent(type: string, skipped: SkippedObject): void {
+    if (skipped.resourceVersion !== undefined) this.rv = skipped.resourceVersion;
     if (type !== 'ADDED' && type !== 'MODIFIED' && type !== 'DELETED') return;
-    const key = skipKey(s, this.skipped.size);
-    if (s.name !== undefined) this.store.delete(s.namespace ?? '', s.name);
+    const key = skipKey(skipped, this.skipped.size);
+    if (skipped.name !== undefined) this.store.delete(skipped.namespace ?? '', skipped.name);
     if (type === 'DELETED') {
       this.skipped.delete(key);
     } else {
-      if (!this.skipped.has(key)) this.o.onSkip?.(s);
-      this.skipped.set(key, s);
+      if (!this.skipped.has(key)) this.o.onSkip?.(skipped);
+      this.skipped.set(key, skipped);
     }
     this.o.onChange();
   }
 
-  private setHealth(h: Omit<ReflectorHealth, 'since'>): void {
-    const flipped = h.healthy !== this.state.healthy || h.synced !== this.state.synced;
-    const listMs = h.listMs ?? this.state.listMs;
-    this.state = { ...h, since: flipped ? Date.now() : this.state.since };
+  private setHealth(health: Omit<ReflectorHealth, 'since'>): void {
+    const flipped = health.healthy !== this.state.healthy || health.synced !== this.state.synced;
+    const listMs = health.listMs ?? this.state.listMs;
+    this.state = { ...health, since: flipped ? Date.now() : this.state.since };
     if (listMs !== undefined) this.state.listMs = listMs;
     // A new reason for the same outage (the next retry failing) is not a change worth a new view.
     if (flipped) this.o.onChange();

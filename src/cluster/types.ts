@@ -53,9 +53,7 @@ export interface L7Vip {
 
 /**
  * One endpoint of an EndpointSlice, held once whatever the number of ports the slice has: every
- * port of the Service that the slice serves lists this same object (its port number per Service
- * port is ServiceView.endpointPorts). One object per endpoint and port was 26,669 objects for 20k
- * endpoints at 5,000 Services, ~0.6 MB more of the agent's heap (bench/cluster-heap.ts).
+ * Service port the slice serves lists this same object (its port number is ServiceView.endpointPorts).
  */
 export interface EndpointView {
   address: string;
@@ -63,8 +61,7 @@ export interface EndpointView {
   ready: boolean;
   /** True when nodeName equals this node's name. */
   local: boolean;
-  // No targetRef, serving or terminating: nothing reads them, and at 20k endpoints each field is
-  // ~0.2 MB of the agent's heap (bench/agent.ts; the references would be 2 MB).
+  // No targetRef, serving or terminating: nothing reads them.
 }
 
 /**

@@ -1,7 +1,6 @@
-// The live cluster view: list+watch of Services, EndpointSlices, Ingresses,
-// the Gateway API kinds where installed, and this Node, rebuilt into a ClusterView and handed to a callback,
-// debounced (an endpoint rollout is dozens of events). While the API is away
-// the last good view is kept and marked fresh:false with the reason.
+// The live cluster view: list+watch of Services, EndpointSlices, Ingresses, the Gateway API kinds
+// where installed, and this Node, rebuilt into a ClusterView, debounced. While the API is away the
+// last good view is kept, marked fresh:false with the reason.
 import { byText } from '../compare.js';
 import type { Logger } from '../log.js';
 import type { SourceStatus } from '../model/source-status.js';
@@ -31,10 +30,7 @@ export interface ClusterWatchOptions {
   watchTimeoutS?: number;
   /** List page size (default 500). */
   pageSize?: number;
-  /**
-   * How often a Gateway API kind without its CRD is listed again, to notice one installed later
-   * (default 10 min: every node asks, ~13 cheap 404s a second from 1,000 nodes).
-   */
+  /** How often a Gateway API kind without its CRD is listed again, to notice one installed later (default 10 min). */
   crdRecheckMs?: number;
 }
 

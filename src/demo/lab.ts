@@ -1,20 +1,9 @@
-// A namespace lab that really loops (platform-notes "A namespace lab that
-// really loops"): a client pod and a server pod on node1's bridge, node1 and
-// node2 each on their own veth to an "LB" namespace that routes (no bridge)
-// and DNATs VIP:80 to node1:NodePort without SNAT. node1 is a TKE-style
-// IPVS-mode node: kube-proxy v1.20's IPVS-mode rules and ipsets (node1Rules,
-// node1Ipsets), with the LB IP in KUBE-LOAD-BALANCER but not bound on
-// kube-ipvs0, so pod→LB-IP traffic leaves the node, masqueraded to the node
-// address unless the Service is ETP=Local (KUBE-LOAD-BALANCER-LOCAL). This
-// kernel has no IPVS (nor the dummy link kube-ipvs0 is): one DNAT rule, in a
-// chain that is not kube-proxy's, stands in for the NodePort's IPVS virtual
-// server. The LB has the usual anti-loopback: traffic whose source is a
-// backend node goes to another backend (node2).
-// With { kubeProxy: 'none' } node1 gets no rules at all, for tests that run
-// the real kube-proxy there (test/support/kube-lab.ts).
-// Everything lives in namespaces whose names start with the caller's prefix;
-// destroy() removes them all. `clbprobe demo` and test/lab use it
-// (test/support/lab.ts re-exports it with the tests' prefix).
+// A namespace lab that really loops: a client and a server pod on node1's bridge; node1 and node2 on
+// their own veths to an "LB" namespace that DNATs VIP:80 to node1:NodePort without SNAT and sends
+// traffic from a backend node to the other one (the usual anti-loopback). node1 is a TKE-style
+// IPVS-mode node (node1Rules, node1Ipsets): the LB IP is not bound on kube-ipvs0, so pod→LB-IP
+// traffic leaves the node. With { kubeProxy: 'none' } node1 gets no rules, for tests that run the
+// real kube-proxy there. Every namespace starts with the caller's prefix; destroy() removes them all.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -57,18 +46,14 @@ export interface LoopLab {
 }
 
 /** The chain that stands in for the IPVS virtual server of node1's NodePort (see node1Rules). */
-export const IPVS_STANDIN_CHAIN = 'CLBPROBE-LAB-IPVS-VS';
+const IPVS_STANDIN_CHAIN = 'CLBPROBE-LAB-IPVS-VS';
 
 /**
- * node1's nat table (iptables-save format): what kube-proxy v1.20's IPVS proxier
- * (pkg/proxy/ipvs/proxier.go, writeIptablesRules) writes for lab/web: rules that match ipsets only
- * (node1Ipsets) and never name a Service, a rule for a set only when the set has members. Plus the
- * one thing IPVS itself does that this kernel cannot (no ip_vs): the NodePort's virtual server
- * node1:NodePort -> server pod, stood in by one DNAT rule in a chain of ours (IPVS_STANDIN_CHAIN),
- * after KUBE-SERVICES as IPVS comes after the nat table. The VIP is in KUBE-LOAD-BALANCER but not
- * bound on kube-ipvs0 (TKE): pod -> VIP leaves the node, masqueraded unless the VIP is in
- * KUBE-LOAD-BALANCER-LOCAL (ETP=Local). KUBE-MARK-DROP is kube-proxy's too, but only kubelet
- * writes its rule.
+ * node1's nat table (iptables-save format) as kube-proxy v1.20's IPVS proxier writes it for lab/web
+ * (rules that match ipsets only), plus one DNAT rule in a chain of ours (IPVS_STANDIN_CHAIN) that
+ * stands in for the NodePort's IPVS virtual server, as this kernel has no ip_vs. The VIP is in
+ * KUBE-LOAD-BALANCER but not bound (TKE), so pod → VIP leaves the node, masqueraded unless the VIP
+ * is in KUBE-LOAD-BALANCER-LOCAL (ETP=Local).
  */
 export function node1Rules(etp: Etp): string {
   const local = etp === 'Local';

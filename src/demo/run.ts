@@ -1,11 +1,7 @@
-// The demo's story, step by step: a pod whose connect to its Service's LB IP
-// loops (the LB does not SNAT and sends it back to the client's own node),
-// the diagnosis that names the mechanism with its evidence and fix, the fix
-// applied (externalTrafficPolicy=Cluster: kube-proxy masquerades pod→LB-IP
-// traffic, so the LB's anti-loopback sends it elsewhere), and the proof that
-// it is gone. The diagnosis is the same code as `clbprobe diagnose --netns`;
-// the agent on node1 is the same code as `clbprobe agent`, and its counters
-// are read from its /metrics as Prometheus would.
+// The demo's story: a pod whose connect to its Service's LB IP loops, the diagnosis that names the
+// mechanism, the fix applied (externalTrafficPolicy=Cluster, so kube-proxy masquerades and the LB's
+// anti-loopback sends it elsewhere), and the proof it is gone. Diagnosis and agent are the same code
+// as `clbprobe diagnose --netns` and `clbprobe agent`; counters are read from /metrics.
 import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -233,15 +229,15 @@ function indent(text: string): string {
   return text.replace(/\n$/, '').replace(/^(?=.)/gm, '  ');
 }
 
-function verdict(o: DemoOutcome, after: Finding[]): string {
-  if (o.loopSeen && o.loopDiagnosed && o.counted && o.fixed) {
+function verdict(outcome: DemoOutcome, after: Finding[]): string {
+  if (outcome.loopSeen && outcome.loopDiagnosed && outcome.counted && outcome.fixed) {
     return 'Result: loop detected (L4-loop, active; loop_return counted) and fixed (connects work, loop_return stopped, no active finding).';
   }
   const why = [
-    o.loopSeen ? '' : 'the first connects did not loop',
-    o.loopDiagnosed ? '' : 'diagnose did not report an active L4-loop',
-    o.counted ? '' : "the agent's loop_return counter did not rise with the loop and stop after the fix",
-    o.fixed
+    outcome.loopSeen ? '' : 'the first connects did not loop',
+    outcome.loopDiagnosed ? '' : 'diagnose did not report an active L4-loop',
+    outcome.counted ? '' : "the agent's loop_return counter did not rise with the loop and stop after the fix",
+    outcome.fixed
       ? ''
       : `after the fix: ${
           after

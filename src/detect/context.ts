@@ -1,7 +1,5 @@
-// Indexes built once per diagnosis so each detector and the conntrack
-// correlator answer "is this address/port one of ours?" in O(1). The LB
-// Services and their lookups are the cluster view's LB-Service index
-// (cluster/lb-index.ts), the one the agent's Service index reads too.
+// Indexes built once per diagnosis so each detector and the conntrack correlator answer "is this
+// address/port one of ours?" in O(1); the LB Services come from cluster/lb-index.ts.
 import { LbServiceIndex } from '../cluster/lb-index.js';
 import { cidrMatcher, inCidr } from '../kernel/ip.js';
 import type { IpvsVirtualServer } from '../kernel/types.js';

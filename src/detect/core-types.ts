@@ -1,9 +1,6 @@
-// What the detectors consume and the shape of what they report, for the
-// detector files themselves: the Mechanism names come from the DETECTORS list
-// (list.ts), which imports the detectors, so the list-derived types live in
-// types.ts and the detectors import these.
-// A finding is one mechanism from docs/domain.md's table, for one Service port on
-// this node, with the exact evidence it relied on and the fix that applies.
+// What the detectors consume and report, apart from types.ts because the list-derived types there
+// import the detectors. A finding is one mechanism from docs/domain.md's table for one Service port
+// on this node, with the evidence it relied on and the fix that applies.
 import type { ClusterView } from '../cluster/types.js';
 import type { ConntrackEntry } from '../kernel/types.js';
 import type { ProxyMode } from '../model/kube-proxy.js';

@@ -1,9 +1,7 @@
-// Streaming conntrack correlation: entries are fed one at a time (from a
-// dump, a bundle file or events) and only those touching an LB VIP, a
-// NodePort or a local endpoint are kept, so a 1M-entry table is never held
-// in memory. The L4 loop is two entries of the same client socket pod:p:
-// outbound to VIP:port, and back in from the uplink to nodeIP:NodePort
-// (or, LB targeting pods, straight to a local pod).
+// Streaming conntrack correlation: entries are fed one at a time and only those touching an LB VIP,
+// a NodePort or a local endpoint are kept, so a large table is never held in memory. The L4 loop is
+// two entries of the same client pod:port: out to VIP:port, and back from the uplink to
+// nodeIP:NodePort (or, with an LB targeting pods, straight to a local pod).
 import type { ServiceView } from '../cluster/types.js';
 import type { ConntrackEntry } from '../kernel/types.js';
 import { protocolOfNumber as protoOf } from '../model/protocol.js';
@@ -62,72 +60,72 @@ export class ConntrackCorrelator {
     private readonly wanted: ReadonlySet<ObsKind> = new Set(OBS_KINDS),
   ) {}
 
-  add(e: ConntrackEntry): void {
+  add(entry: ConntrackEntry): void {
     if (this.done) throw new Error('ConntrackCorrelator.add() after observations()');
     this.seen++;
-    const proto = protoOf(e.orig.protoNum);
-    if (!proto || e.orig.dport === undefined) return;
+    const proto = protoOf(entry.orig.protoNum);
+    if (!proto || entry.orig.dport === undefined) return;
     const { ctx } = this;
-    const o = e.orig;
+    const o = entry.orig;
     const vipSvcs = ctx.lbVipServices(o.dst, proto, o.dport);
 
     if (vipSvcs && o.src === o.dst) {
-      if (!seenReply(e)) this.record('selfVip', vipSvcs, [e]);
+      if (!seenReply(entry)) this.record('selfVip', vipSvcs, [entry]);
       return;
     }
-    if (vipSvcs && ctx.isLocalSource(o.src)) this.addOutbound(e, vipSvcs, proto);
+    if (vipSvcs && ctx.isLocalSource(o.src)) this.addOutbound(entry, vipSvcs, proto);
     const hcSvcs = ctx.lbIpServices(o.src);
-    if (hcSvcs && ctx.ipvsBound.has(o.src) && ctx.nodeIps.has(o.dst) && !seenReply(e))
-      this.record('hcSrc', hcSvcs, [e]);
+    if (hcSvcs && ctx.ipvsBound.has(o.src) && ctx.nodeIps.has(o.dst) && !seenReply(entry))
+      this.record('hcSrc', hcSvcs, [entry]);
 
     const ingSvcs = ctx.ingressVipServices(o.dst);
-    if (ingSvcs && ctx.isLocalSource(o.src)) this.keep(this.l7Out, o.src, { entry: e, svcs: ingSvcs });
+    if (ingSvcs && ctx.isLocalSource(o.src)) this.keep(this.l7Out, o.src, { entry, svcs: ingSvcs });
 
     if (!ctx.isLocalSource(o.src)) return;
     const npSvc = ctx.nodeIps.has(o.dst) ? ctx.nodePortService(proto, o.dport) : undefined;
     if (npSvc) {
-      this.addInbound(e, 'l4', [npSvc]);
-      if (npSvc.ingressVips.length > 0 && this.l7In.length < MAX_PENDING) this.l7In.push({ entry: e, svcs: [npSvc] });
+      this.addInbound(entry, 'l4', [npSvc]);
+      if (npSvc.ingressVips.length > 0 && this.l7In.length < MAX_PENDING) this.l7In.push({ entry, svcs: [npSvc] });
       else if (npSvc.ingressVips.length > 0) this.overflowed++;
     }
     const epSvcs = ctx.localEndpointServices(o.dst, proto, o.dport);
-    if (epSvcs && ctx.isPodIp(o.src) && e.reply.src === o.dst) this.addInbound(e, 'direct', epSvcs);
+    if (epSvcs && ctx.isPodIp(o.src) && entry.reply.src === o.dst) this.addInbound(entry, 'direct', epSvcs);
   }
 
-  private addOutbound(e: ConntrackEntry, svcs: ServiceView[], proto: string): void {
+  private addOutbound(entry: ConntrackEntry, svcs: ServiceView[], proto: string): void {
     const { ctx } = this;
-    const o = e.orig;
-    const leftNode = e.reply.src === o.dst; // not DNATed here: the packet went to the LB
-    if (leftNode && ctx.isPodIp(o.src) && e.reply.dst === o.src) this.record('noSnat', svcs, [e]);
+    const o = entry.orig;
+    const leftNode = entry.reply.src === o.dst; // not DNATed here: the packet went to the LB
+    if (leftNode && ctx.isPodIp(o.src) && entry.reply.dst === o.src) this.record('noSnat', svcs, [entry]);
     if (
       leftNode &&
       ctx.ipvsBound.has(o.dst) &&
       ctx.input.node.ipvs !== undefined &&
       !ctx.ipvsService(o.dst, proto, o.dport ?? 0)
     ) {
-      this.record('refused', svcs, [e]);
+      this.record('refused', svcs, [entry]);
     }
-    const k = sockKey(e);
+    const k = sockKey(entry);
     const back = this.inbound.get(k);
     if (back && back.length > 0) {
-      for (const b of back) this.record(b.kind, svcs, [e, b.p.entry]);
+      for (const b of back) this.record(b.kind, svcs, [entry, b.p.entry]);
       this.inbound.delete(k);
       return;
     }
-    this.keep(this.outbound, k, { entry: e, svcs });
+    this.keep(this.outbound, k, { entry, svcs });
   }
 
-  private addInbound(e: ConntrackEntry, kind: 'l4' | 'direct', svcs: ServiceView[]): void {
-    const k = sockKey(e);
+  private addInbound(entry: ConntrackEntry, kind: 'l4' | 'direct', svcs: ServiceView[]): void {
+    const k = sockKey(entry);
     const out = this.outbound.get(k);
     if (out && out.length > 0) {
-      for (const p of out) this.record(kind, p.svcs, [p.entry, e]);
+      for (const p of out) this.record(kind, p.svcs, [p.entry, entry]);
       this.outbound.delete(k);
       return;
     }
     const list = this.inbound.get(k);
-    if (list) list.push({ kind, p: { entry: e, svcs } });
-    else if (this.inbound.size < MAX_PENDING) this.inbound.set(k, [{ kind, p: { entry: e, svcs } }]);
+    if (list) list.push({ kind, p: { entry, svcs } });
+    else if (this.inbound.size < MAX_PENDING) this.inbound.set(k, [{ kind, p: { entry, svcs } }]);
     else this.overflowed++;
   }
 

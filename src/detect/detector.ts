@@ -1,7 +1,5 @@
-// What one detector file exports: its mechanism and everything said about it, in one place.
-// The DETECTORS list (list.ts) holds them; the Mechanism type, the order of findings, the
-// remedies, the conntrack observations the correlator keeps and the README's Findings reference
-// are all read from there.
+// What one detector file exports: its mechanism and everything said about it. The DETECTORS list
+// (list.ts) holds them, and everything that names mechanisms reads it from there.
 
 import type { ServiceView } from '../cluster/types.js';
 import type { DetectContext } from './context-types.js';

@@ -39,10 +39,6 @@ export function formatIpvs(vs: IpvsVirtualServer): string[] {
   return lines;
 }
 
-export function svcName(s: ServiceView): string {
-  return `${s.namespace}/${s.name}`;
-}
-
 export function finding<M extends string>(
   s: ServiceView,
   mechanism: M,
@@ -62,10 +58,10 @@ export function finding<M extends string>(
   };
 }
 
-export function endpointsLine(s: ServiceView): string {
-  const local = s.endpoints.filter((e) => e.local).map((e) => hostPort(e.address, slicePort(s, e)));
-  const remote = s.endpoints.filter((e) => !e.local).length;
-  return `endpoints: ${local.length} local (${local.join(', ') || 'none'}), ${remote} on other nodes; externalTrafficPolicy=${s.externalTrafficPolicy}`;
+export function endpointsLine(service: ServiceView): string {
+  const local = service.endpoints.filter((e) => e.local).map((e) => hostPort(e.address, slicePort(service, e)));
+  const remote = service.endpoints.filter((e) => !e.local).length;
+  return `endpoints: ${local.length} local (${local.join(', ') || 'none'}), ${remote} on other nodes; externalTrafficPolicy=${service.externalTrafficPolicy}`;
 }
 
 export { formatConntrack } from '../kernel/conntrack/format.js';

@@ -1,14 +1,9 @@
-// guest-local-route: an LB IP that is the node's own through a `local` route of table local that
-// no address made, not through kube-ipvs0. Google's guest agent adds one for every forwarding
-// rule (internal LB) IP of the instance, `local IP dev NIC proto 66 scope host`, because the ILB
-// delivers packets without rewriting their destination. It looks like a kube-ipvs0 binding
-// (`ip route get IP` says local) but is not one: drift, hc-drop and port-refused read only the
-// addresses on kube-ipvs0, and this finding says what the route does instead:
-// - kube-proxy handles the IP on the node anyway (a rule DNATs it, or kube-ipvs0 holds it): the
-//   route only lets the node accept the LB's packets; context (info);
-// - kube-proxy leaves the IP to the LB (ipMode Proxy, IPVS without binding, no rule): pod
-//   traffic to it is delivered to this node itself (a local socket, or IPVS at LOCAL_IN when a
-//   virtual server exists) and never reaches the LB (risk).
+// guest-local-route: an LB IP that is the node's own through a `local` route no address made, not
+// through kube-ipvs0 (Google's guest agent adds `local IP dev NIC proto 66 scope host` for every
+// internal LB IP, since the ILB does not rewrite the destination). The other detectors read only
+// kube-ipvs0, so this one says what the route does: context (info) when kube-proxy handles the IP
+// on the node anyway; a risk when kube-proxy leaves it to the LB, as pod traffic then stays on this
+// node and never reaches the LB.
 import type { ServiceView } from '../cluster/types.js';
 import type { LocalRoute } from '../kernel/types.js';
 import type { DetectContext } from './context-types.js';
@@ -49,12 +44,12 @@ function detectGuestLocalRoute(ctx: DetectContext): FindingOf<'guest-local-route
 
 function routeFinding(
   ctx: DetectContext,
-  s: ServiceView,
+  service: ServiceView,
   ip: string,
   route: LocalRoute,
 ): FindingOf<'guest-local-route'> {
   const bound = ctx.ipvsBound.has(ip);
-  const kp = kubeProxyPath(ctx, s, ip);
+  const kp = kubeProxyPath(ctx, service, ip);
   const evidence = [
     routeLine(route),
     // IPVS mode: kubeProxyPath already says whether the IP is on kube-ipvs0.
@@ -66,26 +61,26 @@ function routeFinding(
     ...kp.evidence,
     `packets arriving with source ${ip} are dropped as martians here (the address is local)${route.protocol === '66' ? ': harmless for GCE health checks, which come from 35.191.0.0/16 and 130.211.0.0/22' : ''}`,
   ];
-  const what = `${vipName(s, ip)} is local on this node through ${routeOwner(route)}, ${bound ? `besides its address on ${KUBE_IPVS_IFNAME}` : `not through ${KUBE_IPVS_IFNAME}`}`;
+  const what = `${vipName(service, ip)} is local on this node through ${routeOwner(route)}, ${bound ? `besides its address on ${KUBE_IPVS_IFNAME}` : `not through ${KUBE_IPVS_IFNAME}`}`;
   if (kp.leaves === false) {
     return finding(
-      s,
+      service,
       'guest-local-route',
       'info',
-      `${what}: kube-proxy handles ${ip}:${s.port} on the node anyway, so the route only lets the node accept the LB's packets for it; it is not a kube-ipvs0 binding`,
+      `${what}: kube-proxy handles ${ip}:${service.port} on the node anyway, so the route only lets the node accept the LB's packets for it; it is not a kube-ipvs0 binding`,
       evidence,
       guestLocalRoute.fix,
     );
   }
-  const vs = ctx.input.node.ipvs !== undefined ? ctx.ipvsService(ip, s.protocol, s.port) : undefined;
+  const vs = ctx.input.node.ipvs !== undefined ? ctx.ipvsService(ip, service.protocol, service.port) : undefined;
   const where = vs
     ? 'to IPVS on this node (its virtual server takes it at LOCAL_IN)'
     : 'to this node itself (a local listener, or refused)';
   return finding(
-    s,
+    service,
     'guest-local-route',
     kp.leaves === true ? 'risk' : 'info',
-    `${what}: kube-proxy ${kp.leaves === true ? 'leaves' : 'may leave'} ${ip}:${s.port} to the LB, but the route delivers pod traffic to it ${where}: it never reaches the LB`,
+    `${what}: kube-proxy ${kp.leaves === true ? 'leaves' : 'may leave'} ${ip}:${service.port} to the LB, but the route delivers pod traffic to it ${where}: it never reaches the LB`,
     evidence,
     guestLocalRoute.fix,
   );

@@ -1,10 +1,6 @@
-// LB addresses that kube-proxy leaves to the LB on purpose: ipMode: Proxy
-// (KEP-1860; kube-proxy >= 1.29 in every mode writes no rule and binds nothing
-// for them) and the addresses of hostname-only LBs (kube-proxy never sees an
-// address). Pod traffic to them reaches the LB, and whether it loops is the
-// LB's business: a proxy (or PROXY protocol) connects from its own address, a
-// pass-through LB that keeps the client address sends the pod's own
-// connection back to its node.
+// LB addresses that kube-proxy leaves to the LB on purpose: ipMode: Proxy (KEP-1860; kube-proxy
+// >= 1.29 writes no rule for them) and hostname-only LBs. Pod traffic to them reaches the LB, and
+// loops only when the LB passes the client's address through to the pod's own node.
 import { type LbClientAddress, lbClientAddress } from '../cluster/lb-client-address.js';
 import type { HostnameLookup, LbIngressIp, ServiceView } from '../cluster/types.js';
 
@@ -17,28 +13,28 @@ export interface Handoff {
 }
 
 /** One line for a lookup: "LB hostname X resolved to A, B (TTL 60 s) by nameserver ...". */
-export function lookupLine(l: HostnameLookup): string {
-  const ttl = l.ttlS !== undefined ? `, TTL ${l.ttlS} s` : '';
-  if (l.error && l.addresses.length > 0) {
-    return `LB hostname ${l.hostname}: lookup now fails (${l.error}); last answer ${l.addresses.join(', ')} (at ${l.resolvedAt}${ttl}) by ${l.resolver}`;
+export function lookupLine(lookup: HostnameLookup): string {
+  const ttl = lookup.ttlS !== undefined ? `, TTL ${lookup.ttlS} s` : '';
+  if (lookup.error && lookup.addresses.length > 0) {
+    return `LB hostname ${lookup.hostname}: lookup now fails (${lookup.error}); last answer ${lookup.addresses.join(', ')} (at ${lookup.resolvedAt}${ttl}) by ${lookup.resolver}`;
   }
-  if (l.error) return `LB hostname ${l.hostname}: not resolved (${l.error}) by ${l.resolver}`;
-  return `LB hostname ${l.hostname} resolved to ${l.addresses.join(', ')} (at ${l.resolvedAt}${ttl}) by ${l.resolver}`;
+  if (lookup.error) return `LB hostname ${lookup.hostname}: not resolved (${lookup.error}) by ${lookup.resolver}`;
+  return `LB hostname ${lookup.hostname} resolved to ${lookup.addresses.join(', ')} (at ${lookup.resolvedAt}${ttl}) by ${lookup.resolver}`;
 }
 
 /** The address as findings name it: "10.0.0.5 (nlb-x.elb.amazonaws.com)" for resolved ones. */
-export function vipName(s: ServiceView, ip: string): string {
-  const ing = s.lbIngress.find((i) => i.ip === ip);
+export function vipName(service: ServiceView, ip: string): string {
+  const ing = service.lbIngress.find((i) => i.ip === ip);
   return ing?.resolvedFrom ? `${ip} (${ing.resolvedFrom})` : ip;
 }
 
-export function handoffOf(s: ServiceView, ing: LbIngressIp): Handoff | undefined {
+export function handoffOf(service: ServiceView, ing: LbIngressIp): Handoff | undefined {
   if (ing.resolvedFrom) {
-    const l = s.lbHostnameLookups?.find((x) => x.hostname === ing.resolvedFrom);
+    const l = service.lbHostnameLookups?.find((x) => x.hostname === ing.resolvedFrom);
     return {
       why: `hostname-only LB ${ing.resolvedFrom}: kube-proxy has no rule for its addresses`,
       evidence: [`status.loadBalancer.ingress: {hostname: ${ing.resolvedFrom}}`, ...(l ? [lookupLine(l)] : [])],
-      client: lbClientAddress(s.annotations.raw, s.loadBalancerClass, s.protocol),
+      client: lbClientAddress(service.annotations.raw, service.loadBalancerClass, service.protocol),
     };
   }
   if (ing.ipMode === 'Proxy') {
@@ -47,16 +43,16 @@ export function handoffOf(s: ServiceView, ing: LbIngressIp): Handoff | undefined
       evidence: [
         `status.loadBalancer.ingress: {ip: ${ing.ip}${ing.hostname ? `, hostname: ${ing.hostname}` : ''}, ipMode: Proxy}`,
       ],
-      client: lbClientAddress(s.annotations.raw, s.loadBalancerClass, s.protocol),
+      client: lbClientAddress(service.annotations.raw, service.loadBalancerClass, service.protocol),
     };
   }
   return undefined;
 }
 
 /** The verdict sentence for traffic handed to the LB. */
-export function handoffVerdict(h: Handoff): string {
-  const by = h.client.provider ? `${h.client.provider} ` : '';
-  switch (h.client.kind) {
+export function handoffVerdict(handoff: Handoff): string {
+  const by = handoff.client.provider ? `${handoff.client.provider} ` : '';
+  switch (handoff.client.kind) {
     case 'proxied':
       return `the ${by}LB connects to the backends from its own address, so nothing comes back to this node with a pod's source: no loop`;
     case 'proxy-protocol':

@@ -1,9 +1,6 @@
-// hc-drop: community kube-proxy IPVS binds the LB IP on kube-ipvs0; LB
-// health checks that arrive with the LB IP as source look like martians
-// (a local source from the uplink) and are dropped (kubernetes#79783).
-// Dropped packets are usually never confirmed in conntrack, so the active
-// signature needs packet capture; unreplied entries from a bound VIP to a
-// node IP are reported when they do show up.
+// hc-drop: community kube-proxy IPVS binds the LB IP on kube-ipvs0, so LB health checks sourced from
+// the LB IP look like martians and are dropped (kubernetes#79783). Dropped packets rarely reach
+// conntrack, so the active signature needs capture; unreplied VIP → node IP entries count when seen.
 
 import { portKey } from '../model/service.js';
 import type { DetectContext } from './context-types.js';

@@ -13,11 +13,11 @@ import { localAddresses } from './local.js';
  * e.g. left over after a mode switch) is decided by whether IPVS state exists,
  * then by whether kube-proxy's nftables tables hold Services.
  */
-export function natFactsFrom(k: KubeNatFacts, ipvsState: boolean): NatFacts {
-  const mixed: NodeProxyMode = ipvsState ? 'ipvs' : k.nftLayouts ? 'nftables' : 'iptables';
-  const mode: NodeProxyMode = k.mode === 'mixed' ? mixed : k.mode === 'none' ? 'unknown' : k.mode;
+function natFactsFrom(kube: KubeNatFacts, ipvsState: boolean): NatFacts {
+  const mixed: NodeProxyMode = ipvsState ? 'ipvs' : kube.nftLayouts ? 'nftables' : 'iptables';
+  const mode: NodeProxyMode = kube.mode === 'mixed' ? mixed : kube.mode === 'none' ? 'unknown' : kube.mode;
   const lb: LbNatFact[] = [];
-  for (const f of k.loadBalancers) {
+  for (const f of kube.loadBalancers) {
     const protocol = serviceProtocolOf(f.protocol);
     if (!protocol) continue;
     lb.push({
@@ -32,7 +32,12 @@ export function natFactsFrom(k: KubeNatFacts, ipvsState: boolean): NatFacts {
       evidence: f.evidence,
     });
   }
-  return { proxyMode: mode, evidence: k.modeEvidence, lb, ...(k.nftLayouts ? { nftLayouts: k.nftLayouts } : {}) };
+  return {
+    proxyMode: mode,
+    evidence: kube.modeEvidence,
+    lb,
+    ...(kube.nftLayouts ? { nftLayouts: kube.nftLayouts } : {}),
+  };
 }
 
 export function diagnoseInputOf(

@@ -69,20 +69,20 @@ function detectL7Loop(ctx: DetectContext, obs: Observations): FindingOf<'L7-loop
 }
 
 /** A Gateway hostname this node has no address for: whether pods calling it loop is unknown, not "no". */
-function unresolvedGateways(s: ServiceView): FindingOf<'L7-loop'>[] {
+function unresolvedGateways(service: ServiceView): FindingOf<'L7-loop'>[] {
   const out: FindingOf<'L7-loop'>[] = [];
-  for (const { gateway, hostname } of s.gatewayHostnames ?? []) {
-    if (s.ingressVips.some((iv) => iv.resolvedFrom === hostname && iv.ingress === gateway.gateway)) continue;
+  for (const { gateway, hostname } of service.gatewayHostnames ?? []) {
+    if (service.ingressVips.some((iv) => iv.resolvedFrom === hostname && iv.ingress === gateway.gateway)) continue;
     out.push(
       finding(
-        s,
+        service,
         'L7-loop',
         'risk',
         `Gateway ${gateway.gateway} publishes only the hostname ${hostname}, which has no address on this node (not resolved): whether pods calling it are sent back to their own node is unknown`,
         [
           `Gateway ${gateway.gateway} address ${hostname}: no answer from this node's resolver (the dns source says why)`,
-          gatewayLine(s, gateway),
-          endpointsLine(s),
+          gatewayLine(service, gateway),
+          endpointsLine(service),
         ],
         remedy(l7Loop, undefined, gatewayRemedy([gateway])),
       ),

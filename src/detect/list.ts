@@ -1,12 +1,7 @@
-// Every detector, in the order their findings are listed for the same severity: loops first,
-// then their preconditions, then context. A detector is one file exporting a DetectorDef plus
-// one entry here; everything else that names mechanisms reads this list:
-// - the Mechanism type and the Finding type (types.ts);
-// - the order of findings (index.ts: MECHANISM_RANK);
-// - which conntrack observations the correlator keeps (OBSERVED_KINDS);
-// - the README's Findings reference (test/unit/detect/list.test.ts checks it, `npm run readme:findings` writes it);
-// - the fixture test's "a case for every mechanism" (test/unit/detect/bundles.test.ts).
-// test/unit/detect/list.test.ts fails for a detector file whose DetectorDef is not listed.
+// Every detector, in the order their findings are listed for the same severity: loops first, then
+// their preconditions, then context. A detector is one file exporting a DetectorDef plus one entry
+// here; the Mechanism type, MECHANISM_RANK, OBSERVED_KINDS and the README's Findings reference are
+// read from this list (test/unit/detect/list.test.ts fails for a detector file not listed).
 import type { ObsKind } from './correlator.js';
 import { directPod } from './direct-pod.js';
 import { drift } from './drift.js';

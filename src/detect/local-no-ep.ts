@@ -1,13 +1,9 @@
-// local-no-ep: an ETP=Local Service seen from a node without local endpoints
-// (IPVS, Kubernetes >= 1.24): the bound LB IP has no local real servers, so
-// in-cluster clients are refused, or sent to remote pods with source = VIP
-// and no SNAT (timeout). Active: entries VIP → VIP that never got a reply.
-// nftables: the LB IP sits in no-endpoint-services with `drop`; pods are
-// short-circuited to endpoints elsewhere, but the v1.31 to early v1.33 layout
-// (filter-output at priority -110, kubernetes#131765, fixed by #132456) looks the
-// LB IP up before DNAT and drops every host-network client on this node.
-// iptables (1.24+): the filter table's KUBE-EXTERNAL-SERVICES drops the LB IP
-// "has no local endpoints" while pods are short-circuited ("pod traffic for").
+// local-no-ep: an ETP=Local Service seen from a node without local endpoints.
+// - IPVS (Kubernetes >= 1.24): the bound LB IP has no local real servers, so in-cluster clients are
+//   refused, or reach remote pods with source = VIP and no SNAT; active: VIP → VIP entries unreplied.
+// - nftables: the v1.31 to early v1.33 layout (kubernetes#131765, fixed by #132456) looks the LB IP
+//   up in no-endpoint-services before DNAT and drops every host-network client on this node.
+// - iptables (1.24+): KUBE-EXTERNAL-SERVICES drops the LB IP while pods are short-circuited.
 
 import type { ServiceView } from '../cluster/types.js';
 import { portKey } from '../model/service.js';
@@ -43,22 +39,26 @@ const RULES_FIX: Pick<DetectorDef, 'fix' | 'credits'> = {
     "ipMode: Proxy keeps the IP out of kube-proxy's rules so traffic goes through the LB.",
 };
 
-export const NFT_BUG =
+const NFT_BUG =
   'kube-proxy v1.31 to early v1.33 in nftables mode (kubernetes#131765, fixed by #132456 in v1.34 and the 1.33 cherry-pick #133969)';
 
 /** iptables and nftables mode: what the LB IP's "no local endpoints" drop does to clients on this node. */
-function rulesFinding(ctx: DetectContext, s: ServiceView, ip: string): FindingOf<'local-no-ep'> | undefined {
-  const nat = ctx.natFact(ip, s.protocol, s.port);
+function rulesFinding(ctx: DetectContext, service: ServiceView, ip: string): FindingOf<'local-no-ep'> | undefined {
+  const nat = ctx.natFact(ip, service.protocol, service.port);
   const noEp = nat?.noEndpoints;
   if (!nat || !noEp || noEp.verdict !== 'drop') return undefined;
-  const m = mitigationsFor(ctx, s, ip);
-  const evidence = [...noEp.evidence, ...nat.evidence.filter((l) => !noEp.evidence.includes(l)), endpointsLine(s)];
+  const m = mitigationsFor(ctx, service, ip);
+  const evidence = [
+    ...noEp.evidence,
+    ...nat.evidence.filter((l) => !noEp.evidence.includes(l)),
+    endpointsLine(service),
+  ];
   if (noEp.preDnatChecks.length > 0) {
     return finding(
-      s,
+      service,
       'local-no-ep',
       'risk',
-      `${NFT_BUG}: ${noEp.preDnatChecks.join(', ')} looks ${ip}:${s.port} up in no-endpoint-services before DNAT, so host-network pods and ` +
+      `${NFT_BUG}: ${noEp.preDnatChecks.join(', ')} looks ${ip}:${service.port} up in no-endpoint-services before DNAT, so host-network pods and ` +
         `processes on this node get their connections dropped (timeouts); pods in their own network namespace are short-circuited to endpoints on other nodes`,
       evidence,
       remedy(
@@ -69,10 +69,10 @@ function rulesFinding(ctx: DetectContext, s: ServiceView, ip: string): FindingOf
     );
   }
   return finding(
-    s,
+    service,
     'local-no-ep',
     'info',
-    `no ready local endpoint for this ETP=Local Service: kube-proxy drops external traffic to ${ip}:${s.port} arriving at this node, ` +
+    `no ready local endpoint for this ETP=Local Service: kube-proxy drops external traffic to ${ip}:${service.port} arriving at this node, ` +
       `while pods here are short-circuited to endpoints on other nodes (${ctx.proxy.mode === 'nftables' ? '"short-circuit pod traffic"' : '"pod traffic for ... external destinations"'}); the LB's health check takes this node out`,
     evidence,
     remedy(RULES_FIX, m),

@@ -1,15 +1,9 @@
-// node-name-mismatch: the endpoints of this node's pods are filed in the EndpointSlices under
-// another node name than this node's (v1 `nodeName`, v1beta1 topology kubernetes.io/hostname).
-// kube-proxy takes as local only the endpoints filed under its own name (--hostname-override,
-// else the OS hostname), so when the names differ an ETP=Local Service has no local endpoint on
-// any node: external traffic is dropped and the LB health check fails everywhere.
-// "This node's pods" is told by address: inside this node's pod CIDR, or one of its own
-// addresses (hostNetwork pods). Endpoints that are simply remote never match; IPAM that hands
-// out addresses of this node's CIDR to other nodes (Calico blocks) is told apart by requiring the
-// rename to be node-wide: no endpoint at all filed under this node's name, and one other name;
-// the finding is a risk when something confirms the addresses are this node's (an endpoint at
-// one of its own addresses, kube-proxy's rules showing no local endpoint, or names that are the
-// FQDN and short form of each other), and info when only the pod CIDR says so.
+// node-name-mismatch: the endpoints of this node's pods are filed in the EndpointSlices under another
+// node name than this node's. kube-proxy takes as local only endpoints under its own name, so an
+// ETP=Local Service then has no local endpoint anywhere: external traffic is dropped and the LB
+// health check fails. "This node's pods" is told by address (its pod CIDR or own addresses); since
+// IPAM may hand this CIDR's addresses to other nodes, the rename must be node-wide (none filed under
+// this name, one other name). A risk when something confirms the addresses are this node's, else info.
 
 import { slicePort } from '../cluster/endpoints.js';
 import type { ServiceView } from '../cluster/types.js';
@@ -98,25 +92,25 @@ function howTheyDiffer(own: string, other: string): string | undefined {
 /** kube-proxy's own state for this Service's LB IPs: evidence lines, and whether it shows no local endpoint. */
 function kubeProxyView(
   ctx: DetectContext,
-  s: ServiceView,
+  service: ServiceView,
   mine: ServiceView['endpoints'],
 ): { lines: string[]; agrees: boolean } {
   const lines: string[] = [];
   let agrees = false;
   const addrs = new Set(mine.map((e) => e.address));
-  for (const ing of s.lbIngress) {
-    const nat = ctx.natFact(ing.ip, s.protocol, s.port);
+  for (const ing of service.lbIngress) {
+    const nat = ctx.natFact(ing.ip, service.protocol, service.port);
     if (nat?.noEndpoints?.verdict === 'drop') {
       agrees = true;
       lines.push(
-        `kube-proxy has no local endpoint either: ${nat.noEndpoints.evidence.join('; ') || `${ing.ip}:${s.port} in no-endpoint-services`}`,
+        `kube-proxy has no local endpoint either: ${nat.noEndpoints.evidence.join('; ') || `${ing.ip}:${service.port} in no-endpoint-services`}`,
       );
     }
-    const vs = ctx.proxy.mode === 'ipvs' ? ctx.ipvsService(ing.ip, s.protocol, s.port) : undefined;
+    const vs = ctx.proxy.mode === 'ipvs' ? ctx.ipvsService(ing.ip, service.protocol, service.port) : undefined;
     if (vs && !vs.realServers.some((rs) => addrs.has(rs.address))) {
       agrees = true;
       lines.push(
-        `kube-proxy's IPVS virtual server for ${ing.ip}:${s.port} has none of these endpoints:`,
+        `kube-proxy's IPVS virtual server for ${ing.ip}:${service.port} has none of these endpoints:`,
         ...formatIpvs(vs),
       );
     }
@@ -143,8 +137,8 @@ function detectNodeNameMismatch(ctx: DetectContext): FindingOf<'node-name-mismat
 
 function mismatchFinding(
   ctx: DetectContext,
-  s: ServiceView,
-  r: Rename,
+  service: ServiceView,
+  rename: Rename,
   mine: ServiceView['endpoints'],
 ): FindingOf<'node-name-mismatch'> {
   const ready = mine.filter((e) => e.ready);
@@ -152,46 +146,46 @@ function mismatchFinding(
     .slice(0, MAX_QUOTED)
     .map(
       (e) =>
-        `endpoint ${hostPort(e.address, slicePort(s, e))} (${e.ready ? 'ready' : 'not ready'}) filed under nodeName "${e.nodeName}", at an address of this node`,
+        `endpoint ${hostPort(e.address, slicePort(service, e))} (${e.ready ? 'ready' : 'not ready'}) filed under nodeName "${e.nodeName}", at an address of this node`,
     );
   if (mine.length > MAX_QUOTED)
-    quoted.push(`(${mine.length - MAX_QUOTED} more endpoints of this node filed under "${r.other}")`);
-  const differ = howTheyDiffer(r.own, r.other);
-  const kp = kubeProxyView(ctx, s, mine);
+    quoted.push(`(${mine.length - MAX_QUOTED} more endpoints of this node filed under "${rename.other}")`);
+  const differ = howTheyDiffer(rename.own, rename.other);
+  const kp = kubeProxyView(ctx, service, mine);
   const evidence = [
-    `this node: "${r.own}" (${ctx.input.cluster.node ? 'its Node object' : 'the agent’s --node-name; no Node object of that name'}); ${r.where}`,
+    `this node: "${rename.own}" (${ctx.input.cluster.node ? 'its Node object' : 'the agent’s --node-name; no Node object of that name'}); ${rename.where}`,
     ...quoted,
-    `no endpoint of any Service is filed under "${r.own}"`,
+    `no endpoint of any Service is filed under "${rename.own}"`,
     ...(differ ? [differ] : []),
     ...kp.lines,
-    endpointsLine(s),
+    endpointsLine(service),
   ];
   const confirmed = differ !== undefined || kp.agrees || mine.some((e) => ctx.nodeIps.has(e.address));
-  const hc = s.healthCheckNodePort !== undefined ? ` (health check port ${s.healthCheckNodePort})` : '';
+  const hc = service.healthCheckNodePort !== undefined ? ` (health check port ${service.healthCheckNodePort})` : '';
   const summary =
     `${mine.length} endpoint(s) of this node's pods (${mine
       .slice(0, 3)
       .map((e) => e.address)
       .join(', ')}${mine.length > 3 ? ', ...' : ''}) are filed under ` +
-    `"${r.other}", not this node's name "${r.own}": kube-proxy takes only endpoints filed under its own name as local, so this ETP=Local Service ` +
+    `"${rename.other}", not this node's name "${rename.own}": kube-proxy takes only endpoints filed under its own name as local, so this ETP=Local Service ` +
     `has no local endpoint${ready.length > 0 ? ` although ${ready.length} ready endpoint(s) run here` : ''}: external traffic to this node is dropped and the LB health check${hc} fails`;
   if (!ctx.input.cluster.node) {
     // No Node object has this node's name: the agent's own --node-name is the likelier culprit.
     return finding(
-      s,
+      service,
       'node-name-mismatch',
       'info',
-      `no Node object is named "${r.own}" (clbprobe's --node-name) while the endpoints at this node's addresses are filed under "${r.other}": ` +
-        `clbprobe is probably running under the wrong name, and every endpoint looks remote to it; if "${r.own}" is right, ${summary}`,
+      `no Node object is named "${rename.own}" (clbprobe's --node-name) while the endpoints at this node's addresses are filed under "${rename.other}": ` +
+        `clbprobe is probably running under the wrong name, and every endpoint looks remote to it; if "${rename.own}" is right, ${summary}`,
       evidence,
-      `Run clbprobe with --node-name "${r.other}" if that is this node (the DaemonSet passes spec.nodeName). ${nodeNameMismatch.fix}`,
+      `Run clbprobe with --node-name "${rename.other}" if that is this node (the DaemonSet passes spec.nodeName). ${nodeNameMismatch.fix}`,
     );
   }
   const caveat = confirmed
     ? ''
     : `; only the pod CIDR says these addresses are this node's (with IPAM that hands out addresses outside the Node's podCIDR, such as Calico's blocks, they may be another node's)`;
   return finding(
-    s,
+    service,
     'node-name-mismatch',
     confirmed ? 'risk' : 'info',
     summary + caveat,

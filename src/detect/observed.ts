@@ -10,7 +10,7 @@ import type { DetectorDef } from './detector.js';
 import { finding, formatConntrack, hostPort } from './evidence.js';
 import { credited, mitigationsFor, remedy } from './remedies.js';
 
-export function groupsOf(obs: Observations, kinds: readonly ObsKind[]): ObsGroup[] {
+function groupsOf(obs: Observations, kinds: readonly ObsKind[]): ObsGroup[] {
   return obs.groups.filter((g) => kinds.includes(g.kind));
 }
 

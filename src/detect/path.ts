@@ -18,8 +18,8 @@ export interface VipPath {
  * agent's) keeps traffic that kube-proxy leaves to the LB on the node: the kernel takes the
  * address as its own.
  */
-export function vipPath(ctx: DetectContext, s: ServiceView, ip: string): VipPath {
-  const kp = kubeProxyPath(ctx, s, ip);
+export function vipPath(ctx: DetectContext, service: ServiceView, ip: string): VipPath {
+  const kp = kubeProxyPath(ctx, service, ip);
   const route = kp.leaves === false ? undefined : ctx.localRouteFor(ip);
   if (!route) return kp;
   return {
@@ -32,8 +32,8 @@ export function vipPath(ctx: DetectContext, s: ServiceView, ip: string): VipPath
 }
 
 /** What kube-proxy alone does with pod traffic to ip:port: handle it on the node, or leave it to the LB. */
-export function kubeProxyPath(ctx: DetectContext, s: ServiceView, ip: string): VipPath {
-  const nat = ctx.natFact(ip, s.protocol, s.port);
+export function kubeProxyPath(ctx: DetectContext, service: ServiceView, ip: string): VipPath {
+  const nat = ctx.natFact(ip, service.protocol, service.port);
   switch (ctx.proxy.mode) {
     case 'ipvs': {
       const bound = ctx.ipvsBound.has(ip);
@@ -42,15 +42,18 @@ export function kubeProxyPath(ctx: DetectContext, s: ServiceView, ip: string): V
     case 'iptables':
     case 'nftables':
       if (nat) return { leaves: !nat.interceptedLocally, evidence: nat.evidence };
-      return { leaves: true, evidence: [`no kube-proxy ${ctx.proxy.mode} rule matches ${ip}:${s.port}/${s.protocol}`] };
+      return {
+        leaves: true,
+        evidence: [`no kube-proxy ${ctx.proxy.mode} rule matches ${ip}:${service.port}/${service.protocol}`],
+      };
     default:
       return { leaves: undefined, evidence: [] };
   }
 }
 
 /** Whether the LB may send this Service's traffic to this node: every node with ETP=Cluster, only nodes with endpoints with ETP=Local. */
-export function lbMayTargetNode(s: ServiceView): boolean {
-  return s.externalTrafficPolicy === 'Cluster' || s.endpoints.some((e) => e.local);
+export function lbMayTargetNode(service: ServiceView): boolean {
+  return service.externalTrafficPolicy === 'Cluster' || service.endpoints.some((e) => e.local);
 }
 
 /** Annotations by which an LB targets pod IPs directly (ENI / VPC-CNI modes). */
@@ -60,8 +63,8 @@ const POD_TARGET_ANNOTATIONS: [string, string][] = [
   ['service.beta.kubernetes.io/backend-type', 'eni'],
 ];
 
-export function podTargetAnnotation(s: ServiceView): string | undefined {
+export function podTargetAnnotation(service: ServiceView): string | undefined {
   for (const [k, v] of POD_TARGET_ANNOTATIONS)
-    if (s.annotations.raw[k]?.toLowerCase() === v) return `${k}: "${s.annotations.raw[k]}"`;
+    if (service.annotations.raw[k]?.toLowerCase() === v) return `${k}: "${service.annotations.raw[k]}"`;
   return undefined;
 }

@@ -35,7 +35,7 @@ export function classifyProxyMode(input: DiagnoseInput, services: ServiceView[])
   return { mode, lbBinding, evidence };
 }
 
-/** Every finding carries this evidence: at 5,000 LB IPs a full list would be 70 kB per line. */
+/** Every finding carries this evidence, so it names a few examples rather than every LB IP. */
 const MAX_LISTED = 10;
 
 function listed(ips: string[]): string {

@@ -24,8 +24,8 @@ export const proxyMode: DetectorDef<'proxy-mode'> = {
   detect: detectProxyMode,
 };
 
-function describe(p: ProxyModeInfo, bound: boolean, nat: LbNatFact | undefined): string {
-  switch (p.mode) {
+function describe(proxyMode: ProxyModeInfo, bound: boolean, nat: LbNatFact | undefined): string {
+  switch (proxyMode.mode) {
     case 'iptables':
       return `kube-proxy iptables mode: LB IPs are handled by NAT rules on the node`;
     case 'nftables':
@@ -44,7 +44,7 @@ function describe(p: ProxyModeInfo, bound: boolean, nat: LbNatFact | undefined):
   }
 }
 
-export const IPVS_DEPRECATED =
+const IPVS_DEPRECATED =
   'IPVS mode is deprecated since Kubernetes v1.35 (KEP-5495) and will be removed; nftables mode (GA since v1.33, KEP-3866) is the path forward.';
 
 /**
@@ -52,14 +52,14 @@ export const IPVS_DEPRECATED =
  * nftables binds no address: it DNATs ipMode VIP addresses from its service-ips map and
  * leaves ipMode Proxy addresses to the LB, in every version.
  */
-function underNftables(s: ServiceView, ip: string, ipMode: 'VIP' | 'Proxy', bound: boolean): string {
+function underNftables(service: ServiceView, ip: string, ipMode: 'VIP' | 'Proxy', bound: boolean): string {
   if (ipMode === 'Proxy') {
     return `Under nftables, unchanged for ${ip}: kube-proxy leaves ipMode Proxy addresses to the LB in every mode, so pod traffic still goes to the LB (it loops only if the LB passes connections through with the client address kept).`;
   }
   const out: string[] = [];
   if (!bound) {
     out.push(
-      `would stop looping: ${ip}:${s.port} would be DNATed on the node from the service-ips map, so pod traffic no longer leaves for the LB (the L4-loop and no-SNAT risks on this node go away)`,
+      `would stop looping: ${ip}:${service.port} would be DNATed on the node from the service-ips map, so pod traffic no longer leaves for the LB (the L4-loop and no-SNAT risks on this node go away)`,
     );
   } else {
     out.push(
@@ -67,7 +67,7 @@ function underNftables(s: ServiceView, ip: string, ipMode: 'VIP' | 'Proxy', boun
       `ports of ${ip} with no Service would go out to the LB instead of being refused here (port-refused goes away)`,
     );
   }
-  if (s.externalTrafficPolicy === 'Local' && !s.endpoints.some((e) => e.local && e.ready)) {
+  if (service.externalTrafficPolicy === 'Local' && !service.endpoints.some((e) => e.local && e.ready)) {
     out.push(
       `with ETP=Local and no local endpoint, pods would be short-circuited to endpoints on other nodes ("short-circuit pod traffic"); host-network clients are dropped by kube-proxy v1.31 to early v1.33 (kubernetes#131765, fixed by #132456)`,
     );

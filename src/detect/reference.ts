@@ -3,9 +3,8 @@
 // fails when they disagree).
 import { DETECTORS } from './list.js';
 
-export const FINDINGS_BEGIN =
-  '<!-- findings-reference: generated from src/detect/list.ts by `npm run readme:findings` -->';
-export const FINDINGS_END = '<!-- /findings-reference -->';
+const FINDINGS_BEGIN = '<!-- findings-reference: generated from src/detect/list.ts by `npm run readme:findings` -->';
+const FINDINGS_END = '<!-- /findings-reference -->';
 
 const cell = (s: string): string => s.replace(/\|/g, '\\|').replace(/\s*\n\s*/g, ' ');
 

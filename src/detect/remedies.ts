@@ -10,7 +10,7 @@ import type { Credit, DetectorDef } from './detector.js';
 /** What remedy() reads of a detector: its fix and what it credits. */
 export type RemedyOf = Pick<DetectorDef, 'fix' | 'credits'>;
 
-export const DNS_NOTE =
+const DNS_NOTE =
   'Whether clients use the Service DNS name (the ClusterIP path, which never loops) is not visible from the node.';
 
 export interface Mitigations {
@@ -25,15 +25,17 @@ export interface Mitigations {
   nat?: LbNatFact;
 }
 
-export function mitigationsFor(ctx: DetectContext, s: ServiceView, ip?: string): Mitigations {
-  const ing = ip === undefined ? undefined : s.lbIngress.find((i) => i.ip === ip);
-  const nat = ip === undefined ? undefined : ctx.natFact(ip, s.protocol, s.port);
+export function mitigationsFor(ctx: DetectContext, service: ServiceView, ip?: string): Mitigations {
+  const ing = ip === undefined ? undefined : service.lbIngress.find((i) => i.ip === ip);
+  const nat = ip === undefined ? undefined : ctx.natFact(ip, service.protocol, service.port);
   return {
     ...(ip !== undefined ? { ip } : {}),
     ipModeProxy: ing?.ipMode === 'Proxy',
-    ...lbRewrites(s),
-    preventLoopback: s.annotations.tencentPreventLoopback === true,
-    ...(s.annotations.alibabaHostname !== undefined ? { alibabaHostname: s.annotations.alibabaHostname } : {}),
+    ...lbRewrites(service),
+    preventLoopback: service.annotations.tencentPreventLoopback === true,
+    ...(service.annotations.alibabaHostname !== undefined
+      ? { alibabaHostname: service.annotations.alibabaHostname }
+      : {}),
     masquerade: nat?.podTraffic === 'masquerade',
     ...(nat ? { nat } : {}),
   };
@@ -56,33 +58,35 @@ export const AWS_NLB_FIX =
   'or use aws-load-balancer-nlb-target-type: ip (TCP target groups do not preserve client IPs by default), ' +
   'or call the Service by its name (NAME.NAMESPACE.svc) from inside the cluster instead of the NLB hostname.';
 
-export function isAws(s: ServiceView): boolean {
+export function isAws(service: ServiceView): boolean {
   return (
-    s.loadBalancerClass === 'service.k8s.aws/nlb' ||
-    Object.keys(s.annotations.raw).some((k) => k.startsWith('service.beta.kubernetes.io/aws-load-balancer-')) ||
-    (s.lbHostnames ?? []).some((h) => /\.amazonaws\.com\.?$/i.test(h))
+    service.loadBalancerClass === 'service.k8s.aws/nlb' ||
+    Object.keys(service.annotations.raw).some((k) => k.startsWith('service.beta.kubernetes.io/aws-load-balancer-')) ||
+    (service.lbHostnames ?? []).some((h) => /\.amazonaws\.com\.?$/i.test(h))
   );
 }
 
 /** The mitigations in place that count against this detector's mechanism, as human lines. */
-export function credited(d: RemedyOf, m: Mitigations | undefined): string[] {
-  if (!m) return [];
+export function credited(detector: RemedyOf, mitigations: Mitigations | undefined): string[] {
+  if (!mitigations) return [];
   const lines: Record<Credit, string | undefined> = {
-    ipModeProxy: m.ipModeProxy ? `status.loadBalancer.ingress ipMode: Proxy on ${m.ip}` : undefined,
-    lbRewritesSource: m.lbRewritesSource,
-    preventLoopback: m.preventLoopback ? 'service.cloud.tencent.com/prevent-loopback: "true"' : undefined,
+    ipModeProxy: mitigations.ipModeProxy ? `status.loadBalancer.ingress ipMode: Proxy on ${mitigations.ip}` : undefined,
+    lbRewritesSource: mitigations.lbRewritesSource,
+    preventLoopback: mitigations.preventLoopback ? 'service.cloud.tencent.com/prevent-loopback: "true"' : undefined,
     alibabaHostname:
-      m.alibabaHostname !== undefined ? `alibaba-cloud-loadbalancer-hostname: ${m.alibabaHostname}` : undefined,
-    masquerade: m.masquerade
-      ? `kube-proxy masquerades pod traffic to ${m.ip} (ETP=Cluster SNAT to the node IP)`
+      mitigations.alibabaHostname !== undefined
+        ? `alibaba-cloud-loadbalancer-hostname: ${mitigations.alibabaHostname}`
+        : undefined,
+    masquerade: mitigations.masquerade
+      ? `kube-proxy masquerades pod traffic to ${mitigations.ip} (ETP=Cluster SNAT to the node IP)`
       : undefined,
   };
-  return d.credits.map((c) => lines[c]).filter((l): l is string => l !== undefined);
+  return detector.credits.map((c) => lines[c]).filter((l): l is string => l !== undefined);
 }
 
 /** The detector's fix, followed by what is already in place and what cannot be seen. */
-export function remedy(d: RemedyOf, m?: Mitigations, extra?: string): string {
-  const c = credited(d, m);
+export function remedy(detector: RemedyOf, mitigations?: Mitigations, extra?: string): string {
+  const c = credited(detector, mitigations);
   const inPlace = c.length > 0 ? ` Already in place: ${c.join('; ')}.` : ' No mitigation seen in place.';
-  return `${d.fix}${extra ? ` ${extra}` : ''}${inPlace} ${DNS_NOTE}`;
+  return `${detector.fix}${extra ? ` ${extra}` : ''}${inPlace} ${DNS_NOTE}`;
 }

@@ -44,8 +44,8 @@ const BOX_H = 56;
 const GAP = 90;
 
 /** The drawn path of one loop: boxes left to right, numbered legs above, the reply below. */
-export function loopSvg(p: LoopPath): string {
-  const n = p.hops.length;
+function loopSvg(path: LoopPath): string {
+  const n = path.hops.length;
   const width = n * BOX_W + (n - 1) * GAP + 20;
   const top = 40;
   const height = top + BOX_H + 90;
@@ -56,7 +56,7 @@ export function loopSvg(p: LoopPath): string {
     '<defs><marker id="a" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="8" markerHeight="8" orient="auto-start-reverse"><path d="M0,0L10,5L0,10z" fill="#333"/></marker>' +
       '<marker id="r" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="8" markerHeight="8" orient="auto-start-reverse"><path d="M0,0L10,5L0,10z" fill="#c62828"/></marker></defs>',
   );
-  p.hops.forEach((h, i) => {
+  path.hops.forEach((h, i) => {
     parts.push(
       `<rect x="${x(i)}" y="${top}" width="${BOX_W}" height="${BOX_H}" rx="6" fill="#e3f2fd" stroke="#1565c0"/>`,
       `<text x="${x(i) + BOX_W / 2}" y="${top + 22}" text-anchor="middle" font-size="13" font-weight="600" fill="#0d47a1">${escapeHtml(h.role)}</text>`,
@@ -77,14 +77,14 @@ export function loopSvg(p: LoopPath): string {
   const xc = x(0) + BOX_W / 2;
   parts.push(
     `<path d="M${xs},${y0} C${xs},${y0 + 60} ${xc},${y0 + 60} ${xc},${y0 + 4}" fill="none" stroke="#c62828" stroke-width="2" stroke-dasharray="6 4" marker-end="url(#r)"/>`,
-    `<text x="${(xs + xc) / 2}" y="${y0 + 62}" text-anchor="middle" font-size="12" fill="#c62828" font-weight="600">reply ${escapeHtml(p.reply.from)} → ${escapeHtml(p.reply.to)}: skips the LB</text>`,
+    `<text x="${(xs + xc) / 2}" y="${y0 + 62}" text-anchor="middle" font-size="12" fill="#c62828" font-weight="600">reply ${escapeHtml(path.reply.from)} → ${escapeHtml(path.reply.to)}: skips the LB</text>`,
     '</svg>',
   );
   return parts.join('');
 }
 
-function legsTable(p: LoopPath): string {
-  const rows = p.legs
+function legsTable(path: LoopPath): string {
+  const rows = path.legs
     .map(
       (l) =>
         `<tr><td>${escapeHtml(l.label)}</td><td>${escapeHtml(l.from)} → ${escapeHtml(l.to)}</td><td class="ct">${escapeHtml(l.conntrack)}</td></tr>`,
@@ -92,30 +92,31 @@ function legsTable(p: LoopPath): string {
     .join('');
   return (
     `<table class="legs"><tr><th>leg</th><th>tuple</th><th>conntrack entry on this node</th></tr>${rows}` +
-    `<tr><td>reply</td><td>${escapeHtml(p.reply.from)} → ${escapeHtml(p.reply.to)}</td><td>${escapeHtml(p.reply.note)}</td></tr></table>`
+    `<tr><td>reply</td><td>${escapeHtml(path.reply.from)} → ${escapeHtml(path.reply.to)}</td><td>${escapeHtml(path.reply.note)}</td></tr></table>`
   );
 }
 
 /** One finding's block: its summary, drawn loop, evidence, fix and fix commands. */
-export function findingHtml(f: Finding): string {
-  const port = `${f.port.protocol} ${f.port.port}${f.port.name ? ` (${f.port.name})` : ''}`;
+export function findingHtml(finding: Finding): string {
+  const port = `${finding.port.protocol} ${finding.port.port}${finding.port.name ? ` (${finding.port.name})` : ''}`;
   const out = [
-    `<div class="finding ${f.severity}" style="--sev:${SEVERITY_COLOR[f.severity]}">`,
-    `<div class="head"><span class="badge">${f.severity.toUpperCase()}</span>${escapeHtml(f.mechanism)} · ${escapeHtml(port)}</div>`,
-    `<p class="summary">${escapeHtml(f.summary)}</p>`,
+    `<div class="finding ${finding.severity}" style="--sev:${SEVERITY_COLOR[finding.severity]}">`,
+    `<div class="head"><span class="badge">${finding.severity.toUpperCase()}</span>${escapeHtml(finding.mechanism)} · ${escapeHtml(port)}</div>`,
+    `<p class="summary">${escapeHtml(finding.summary)}</p>`,
   ];
-  if (f.path) out.push(loopSvg(f.path), legsTable(f.path));
-  if (f.evidence.length > 0) out.push('<div>evidence:</div>', `<pre>${f.evidence.map(escapeHtml).join('\n')}</pre>`);
-  if (f.mechanism !== 'proxy-mode' || f.severity !== 'info')
-    out.push(`<div class="fix"><b>fix:</b> ${escapeHtml(f.remedy)}</div>`);
-  for (const x of f.fixes ?? [])
+  if (finding.path) out.push(loopSvg(finding.path), legsTable(finding.path));
+  if (finding.evidence.length > 0)
+    out.push('<div>evidence:</div>', `<pre>${finding.evidence.map(escapeHtml).join('\n')}</pre>`);
+  if (finding.mechanism !== 'proxy-mode' || finding.severity !== 'info')
+    out.push(`<div class="fix"><b>fix:</b> ${escapeHtml(finding.remedy)}</div>`);
+  for (const x of finding.fixes ?? [])
     out.push(`<div class="fix"><code>${escapeHtml(x.command)}</code><br>for clients: ${escapeHtml(x.effect)}</div>`);
   out.push('</div>');
   return out.join('');
 }
 
 /** The whole page. Findings are already sorted most severe first; Services keep that order. */
-export function renderHtml(result: DiagnoseResult, o: HtmlReportOptions): string {
+export function renderHtml(result: DiagnoseResult, options: HtmlReportOptions): string {
   const n = (s: Severity) => result.findings.filter((f) => f.severity === s).length;
   const groups = new Map<string, Finding[]>();
   for (const f of result.findings) {
@@ -123,8 +124,8 @@ export function renderHtml(result: DiagnoseResult, o: HtmlReportOptions): string
     groups.set(k, [...(groups.get(k) ?? []), f]);
   }
   const body: string[] = [
-    `<h1>clbprobe diagnose — node ${escapeHtml(o.nodeName)}</h1>`,
-    `<div class="meta">${escapeHtml(o.generatedAt)} · ${escapeHtml(o.source)}</div>`,
+    `<h1>clbprobe diagnose — node ${escapeHtml(options.nodeName)}</h1>`,
+    `<div class="meta">${escapeHtml(options.generatedAt)} · ${escapeHtml(options.source)}</div>`,
     `<div class="counts"><span style="color:${SEVERITY_COLOR.active}">${n('active')} active</span>` +
       `<span style="color:${SEVERITY_COLOR.risk}">${n('risk')} risk</span><span style="color:${SEVERITY_COLOR.info}">${n('info')} info</span></div>`,
   ];
@@ -138,7 +139,7 @@ export function renderHtml(result: DiagnoseResult, o: HtmlReportOptions): string
       `<section class="svc"><h2>Warnings</h2><ul>${result.warnings.map((w) => `<li class="warn">${escapeHtml(w)}</li>`).join('')}</ul></section>`,
     );
   }
-  return htmlPage(`clbprobe diagnose — ${o.nodeName}`, body);
+  return htmlPage(`clbprobe diagnose — ${options.nodeName}`, body);
 }
 
 /** A self-contained page with the report's style; `body` is HTML already escaped. */

@@ -1,10 +1,6 @@
-// source-ranges: the Service's loadBalancerSourceRanges leave out this node's
-// pods, and kube-proxy enforces the ranges on the node, before the packet can
-// leave for the LB: pods calling the LB IP get their connections dropped
-// (timeouts). iptables (1.25+): KUBE-FW-X lets the ranges through and the
-// filter table's KUBE-PROXY-FIREWALL drops the rest; before, KUBE-FW-X ends in
-// KUBE-MARK-DROP. nftables: firewall-ips sends the LB IP to a firewall-* chain
-// that drops sources outside the ranges.
+// source-ranges: the Service's loadBalancerSourceRanges leave out this node's pods, and kube-proxy
+// enforces them on the node before the packet leaves for the LB, so pods calling the LB IP time out
+// (iptables KUBE-PROXY-FIREWALL, or KUBE-MARK-DROP before 1.25; nftables firewall-ips).
 
 import type { DetectContext } from './context-types.js';
 import type { FindingOf } from './core-types.js';

@@ -9,6 +9,7 @@ import { Diagnosis } from '../detect/index.js';
 import { diagnoseInputOf } from '../detect/input.js';
 import { type HtmlReportOptions, renderHtml } from '../detect/render-html.js';
 import type { DiagnoseResult } from '../detect/types.js';
+import { errText } from '../errors.js';
 import { dumpConntrack, malformedNote } from '../kernel/conntrack/dump.js';
 import { netnsPath } from '../netns-path.js';
 import { BundleDirError, readBundle } from '../source/bundle-read.js';
@@ -44,7 +45,7 @@ async function loadCluster(flags: DiagnoseFlags, nodeName: string): Promise<Clus
   try {
     watch = new Watch({ nodeName, ...(flags.kubeconfig ? { kubeconfig: flags.kubeconfig } : {}) });
   } catch (e) {
-    throw new UserError(`diagnose: no cluster source: ${e instanceof Error ? e.message : String(e)}`);
+    throw new UserError(`diagnose: no cluster source: ${errText(e)}`);
   }
   const timeoutS = Number(flags.apiTimeout ?? 20);
   let timer: NodeJS.Timeout | undefined;
@@ -88,7 +89,7 @@ export async function runLive(flags: DiagnoseFlags, nodeName: string): Promise<D
     if (skipped) warnings.push(`conntrack: ${skipped}`);
     diag.conntrackSeen();
   } catch (e) {
-    warnings.push(`conntrack not streamed: ${e instanceof Error ? e.message : String(e)}`);
+    warnings.push(`conntrack not streamed: ${errText(e)}`);
   }
   if (!cluster.node)
     warnings.push(`node ${nodeName} not found in the cluster view: pod CIDRs taken from bridge addresses`);
@@ -124,10 +125,10 @@ export function runFromBundle(flags: DiagnoseFlags): { result: DiagnoseResult; n
 }
 
 /** Writes the HTML page of a diagnosis; a path that cannot be written is the user's to fix. */
-export function writeHtmlReport(file: string, result: DiagnoseResult, o: HtmlReportOptions): void {
+export function writeHtmlReport(file: string, result: DiagnoseResult, options: HtmlReportOptions): void {
   try {
-    writeFileSync(file, renderHtml(result, o));
+    writeFileSync(file, renderHtml(result, options));
   } catch (e) {
-    throw new UserError(`diagnose --html: cannot write ${file}: ${e instanceof Error ? e.message : String(e)}`);
+    throw new UserError(`diagnose --html: cannot write ${file}: ${errText(e)}`);
   }
 }

@@ -38,7 +38,7 @@ export function createRegistry<S>(
 ): Registry {
   const registry = new ScrapeRegistry(take);
   for (const c of collectors) c.register(registry, registry.scrape);
-  // The event-loop lag histogram samples every 100 ms, not every 10 ms: idle CPU (bench/agent.ts).
+  // The event-loop lag histogram samples every 100 ms rather than every 10 ms, to keep an idle agent idle.
   if (opts.processMetrics) collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: 100 });
   return registry;
 }

@@ -4,6 +4,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { promisify } from 'node:util';
 import { gzip as gzipCallback } from 'node:zlib';
 import type { Registry } from 'prom-client';
+import { errText } from '../errors.js';
 import { DEFAULT_SERVER_LIMITS, limitConnections, type ServerLimits } from '../http-limits.js';
 
 const gzip = promisify(gzipCallback);
@@ -40,7 +41,7 @@ function guarded(
         .writeHead(d.status, { 'Content-Type': 'text/plain; charset=utf-8', ...scheme, ...retry })
         .end(`${d.message}\n`);
     },
-    (e: unknown) => res.writeHead(500).end(`${e instanceof Error ? e.message : String(e)}\n`),
+    (e: unknown) => res.writeHead(500).end(`${errText(e)}\n`),
   );
 }
 
@@ -76,24 +77,24 @@ function serveMetrics(registry: Registry, req: IncomingMessage, res: ServerRespo
       });
       res.end(req.method === 'HEAD' ? undefined : body);
     })
-    .catch((e: unknown) => res.writeHead(500).end(`${e instanceof Error ? e.message : String(e)}\n`));
+    .catch((e: unknown) => res.writeHead(500).end(`${errText(e)}\n`));
 }
 
-export function createMetricsServer(o: MetricsServerOptions, limits: Partial<ServerLimits> = {}): Server {
+export function createMetricsServer(options: MetricsServerOptions, limits: Partial<ServerLimits> = {}): Server {
   const handle = (req: IncomingMessage, res: ServerResponse, authorized: boolean): void => {
     const path = (req.url ?? '/').split('?')[0];
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       res.writeHead(405).end();
-    } else if (path === '/metrics' && o.authorize && !authorized) {
-      guarded(o.authorize, req, res, () => handle(req, res, true));
+    } else if (path === '/metrics' && options.authorize && !authorized) {
+      guarded(options.authorize, req, res, () => handle(req, res, true));
     } else if (path === '/metrics') {
-      serveMetrics(o.registry, req, res);
+      serveMetrics(options.registry, req, res);
     } else if (path === '/healthz') {
       res.writeHead(200).end('ok\n');
-    } else if (o.routes && path && Object.hasOwn(o.routes, path) && req.method === 'GET') {
-      o.routes[path]!(req, res);
+    } else if (options.routes && path && Object.hasOwn(options.routes, path) && req.method === 'GET') {
+      options.routes[path]!(req, res);
     } else if (path === '/readyz') {
-      const ok = o.ready();
+      const ok = options.ready();
       res.writeHead(ok ? 200 : 503).end(ok ? 'ready\n' : 'first sync not done\n');
     } else {
       res.writeHead(404).end('try /metrics, /healthz or /readyz\n');

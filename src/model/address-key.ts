@@ -6,9 +6,8 @@ import { ipv4Number } from './ip.js';
 const PROTO_CODE: Record<string, number> = { TCP: 1, UDP: 2, SCTP: 3 };
 
 /**
- * A number for IPv4 (32 + 2 + 16 bits fit a double exactly): at 20k endpoints, text keys hold
- * ~4 MB of heap as concatenated strings (bench/agent.ts). Text for IPv6 and anything unusual.
- * The '' address means any (NodePorts).
+ * A number for IPv4 (32 + 2 + 16 bits fit a double exactly), since concatenated text keys cost heap;
+ * text for IPv6 and anything unusual. The '' address means any (NodePorts).
  */
 export type Key = number | string;
 export const key = (ip: string, proto: string, port: number | undefined): Key => {
@@ -18,29 +17,23 @@ export const key = (ip: string, proto: string, port: number | undefined): Key =>
   return `${ip}|${proto}|${port ?? ''}`;
 };
 
-/**
- * A map value: one value alone, or a list when several share the key. Nearly every key has one
- * Service port; a one-element list each would be ~1.5 MB at 20k endpoints (bench/agent.ts).
- */
+/** A map value: one value alone, or a list when several share the key (nearly every key has one). */
 export type OneOrMore<V extends object> = V | V[];
 
-export function addTo<K, V extends object>(m: Map<K, OneOrMore<V>>, k: K, v: V): void {
-  const a = m.get(k);
-  if (a === undefined) m.set(k, v);
-  else if (Array.isArray(a)) a.push(v);
-  else m.set(k, [a, v]);
+export function addTo<K, V extends object>(map: Map<K, OneOrMore<V>>, key: K, value: V): void {
+  const a = map.get(key);
+  if (a === undefined) map.set(key, value);
+  else if (Array.isArray(a)) a.push(value);
+  else map.set(key, [a, value]);
 }
 
 export const listOf = <V extends object>(v: OneOrMore<V> | undefined): V[] | undefined =>
   v === undefined || Array.isArray(v) ? v : [v];
 
 /**
- * A map over address + protocol + port in two levels, protocol + port and then address: the inner
- * keys are IPv4 addresses as 32-bit integers, which V8 holds in the entry itself (a Smi on 64-bit
- * builds without pointer compression, as Node ships), where key()'s one number beyond 32 bits is
- * a 16-byte heap number per entry: 33k keys (LB VIPs and endpoints) at 5,000 Services, 0.5 MB of
- * the agent's heap (bench/cluster-heap.ts). A handful of protocol + port pairs make the outer level.
- * Same matches as one map over key(): the same address parse, text for anything not IPv4.
+ * A map over address + protocol + port in two levels, protocol + port and then address, so inner keys
+ * are IPv4 addresses as 32-bit integers, which V8 holds in the entry itself. Same matches as one map
+ * over key(): the same address parse, text for anything not IPv4.
  */
 export class AddressPortMap<V extends object> {
   private readonly byPort = new Map<number | string, Map<number | string, OneOrMore<V>>>();

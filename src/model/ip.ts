@@ -2,12 +2,12 @@
 // and the CIDR tests of src/kernel/ip.ts.
 
 /** Dotted-quad text → 32-bit number; undefined for anything else. No allocation (hot paths). */
-export function ipv4Number(s: string): number | undefined {
+export function ipv4Number(text: string): number | undefined {
   let n = 0;
   let octet = -1;
   let dots = 0;
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
     if (c === 46) {
       if (octet < 0 || ++dots > 3) return undefined;
       n = n * 256 + octet;

@@ -34,8 +34,8 @@ export function lowerProtocolOf(name: ServiceProtocol): LowerProtocol {
 }
 
 /** The Service protocol of an IPPROTO number; undefined for others (ICMP, ...). */
-export function protocolOfNumber(n: number): ServiceProtocol | undefined {
-  return TABLE.find((p) => p.number === n)?.name;
+export function protocolOfNumber(protoNumber: number): ServiceProtocol | undefined {
+  return TABLE.find((p) => p.number === protoNumber)?.name;
 }
 
 /** The Service protocol of a name in any case ('tcp', 'TCP'); undefined for others. */

@@ -7,8 +7,8 @@ export type TrafficPolicy = 'Cluster' | 'Local';
  * A Service port's identity across cluster views, as one flat text (join): the agent keeps one per
  * Service port with finished flows, and a template literal's text is a tree of concatenations.
  */
-export function portKey(s: { namespace: string; name: string }, proto: string, port: number): string {
-  return [`${s.namespace}/${s.name}`, proto, port].join('|');
+export function portKey(service: { namespace: string; name: string }, proto: string, port: number): string {
+  return [`${service.namespace}/${service.name}`, proto, port].join('|');
 }
 
 /** A Service port as its metric series label it. */

@@ -1,7 +1,5 @@
-// Loads the project's N-API addon (native/, built by `npm run build:native`).
-// Everything it exports is a thin syscall wrapper; see native/*.c. The
-// bindings of each C file are typed in the file of the same name here, and
-// any layer may use them.
+// Loads the project's N-API addon (native/, built by `npm run build:native`): thin syscall wrappers,
+// typed here in the file named as their C file.
 
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -14,8 +12,8 @@ export interface SyscallError extends Error {
   errno: number;
 }
 
-export function isSyscallError(e: unknown): e is SyscallError {
-  return e instanceof Error && typeof (e as Partial<SyscallError>).errno === 'number';
+export function isSyscallError(error: unknown): error is SyscallError {
+  return error instanceof Error && typeof (error as Partial<SyscallError>).errno === 'number';
 }
 
 /** The project's root directory (where package.json lives), from src/ or dist/src/. */

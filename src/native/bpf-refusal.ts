@@ -1,10 +1,6 @@
-// Why the kernel refused a bpf() call, told from the process's own state
-// (/proc/self/status): a missing capability, a seccomp filter that blocks the
-// call although the capability is there (the tell: EPERM with CAP_BPF
-// effective), or a kernel without BPF. Container runtimes' default seccomp
-// profiles differ: podman's and CRI-O's (containers-common) allow bpf() only
-// with CAP_SYS_ADMIN, so with exactly the DaemonSet's capabilities eBPF fails
-// there, and an SRE must learn that from one log line and source_up's reason.
+// Why the kernel refused a bpf() call, told from /proc/self/status: a missing capability, a seccomp
+// filter that blocks it although the capability is there (EPERM with CAP_BPF effective: podman's and
+// CRI-O's default profiles allow bpf() only with CAP_SYS_ADMIN), or a kernel without BPF.
 import { readFileSync } from 'node:fs';
 import { release } from 'node:os';
 import { isPermissionErrno } from '../model/permission.js';
@@ -24,14 +20,14 @@ export interface BpfPrivileges {
 }
 
 /** The costs of the fallbacks where bpf() is refused, for the operator who decides. */
-export const NO_BPF_FALLBACK_COST =
+const NO_BPF_FALLBACK_COST =
   'counters fall back to pcap (each LB-path packet copied to the agent: ~0.4 us of CPU per packet against ~0.15 us counted in the kernel) ' +
   'and conntrack events are filtered in user space (every conntrack event of the node is read and decoded by the agent)';
 
-export const PRE_5_8_FIX =
+const PRE_5_8_FIX =
   'to keep eBPF on such nodes, deploy the opt-in kustomize component deploy/components/pre-5.8 (CAP_SYS_ADMIN instead of BPF and PERFMON, on nodes labelled for it; read its risk first)';
 
-export const SECCOMP_FIX =
+const SECCOMP_FIX =
   'run the agent with the seccomp profile we ship (deploy/seccomp/clbprobe.json: seccompProfile type Localhost, ' +
   'localhostProfile clbprobe.json; deploy/README.md "Seccomp")';
 

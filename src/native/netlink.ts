@@ -1,5 +1,4 @@
 // Bindings of native/netlink.c: netlink sockets, syscalls only.
-import { loadAddon } from './addon.js';
 
 export interface NetlinkAddon {
   nlOpen(protocol: number, netnsPath?: string): number;
@@ -10,8 +9,4 @@ export interface NetlinkAddon {
   /** status[0]=count, status[1]=errno that ended the batch (EAGAIN: the queue is empty; 0: the buffer or the count was full, more may wait), status[2+i]=length of datagram i. */
   nlRecv(fd: number, buf: Uint8Array, status: Int32Array, maxDatagram?: number): number;
   nlClose(fd: number): void;
-}
-
-export function netlinkAddon(): NetlinkAddon {
-  return loadAddon() as NetlinkAddon;
 }

@@ -64,22 +64,22 @@ export function addStatusLine(st: ClusterStatus, text: string): void {
   } else if (o.type !== 'summary') st.malformed.push(`unexpected line: ${text.slice(0, 120)}`);
 }
 
-function isFinding(o: Record<string, unknown>): boolean {
-  const svc = o.service as Record<string, unknown> | undefined;
-  const port = o.port as Record<string, unknown> | undefined;
+function isFinding(line: Record<string, unknown>): boolean {
+  const svc = line.service as Record<string, unknown> | undefined;
+  const port = line.port as Record<string, unknown> | undefined;
   return (
-    typeof o.node === 'string' &&
+    typeof line.node === 'string' &&
     typeof svc?.namespace === 'string' &&
     typeof svc.name === 'string' &&
     typeof port?.port === 'number' &&
     typeof port.protocol === 'string' &&
-    typeof o.mechanism === 'string' &&
-    typeof o.severity === 'string' &&
-    SEVERITIES.has(o.severity) &&
-    typeof o.summary === 'string' &&
-    typeof o.remedy === 'string' &&
-    Array.isArray(o.evidence) &&
-    o.evidence.every((e) => typeof e === 'string')
+    typeof line.mechanism === 'string' &&
+    typeof line.severity === 'string' &&
+    SEVERITIES.has(line.severity) &&
+    typeof line.summary === 'string' &&
+    typeof line.remedy === 'string' &&
+    Array.isArray(line.evidence) &&
+    line.evidence.every((e) => typeof e === 'string')
   );
 }
 
@@ -87,10 +87,10 @@ function isFinding(o: Record<string, unknown>): boolean {
  * A fix as data, its command made here from the object and patch: a command is run by a person,
  * so it is never taken as an agent sent it.
  */
-function fixOf(v: unknown): FixChange | undefined {
+function fixOf(value: unknown): FixChange | undefined {
   const rec = (o: unknown): Record<string, unknown> | undefined =>
     typeof o === 'object' && o !== null && !Array.isArray(o) ? (o as Record<string, unknown>) : undefined;
-  const x = rec(v);
+  const x = rec(value);
   const obj = rec(x?.object);
   const patch = rec(x?.patch);
   const name = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
@@ -120,21 +120,24 @@ function fixOf(v: unknown): FixChange | undefined {
 const svcOf = (f: Finding): string => `${f.service.namespace}/${f.service.name}`;
 
 /** The findings and nodes the filters keep. */
-export function filterStatus(st: ClusterStatus, f: StatusFilters): ClusterStatus {
+export function filterStatus(status: ClusterStatus, filters: StatusFilters): ClusterStatus {
   const keep = (x: NodeFinding): boolean =>
-    (f.service === undefined || (f.service.includes('/') ? svcOf(x) === f.service : x.service.name === f.service)) &&
-    (f.namespace === undefined || x.service.namespace === f.namespace) &&
-    (f.node === undefined || x.node === f.node) &&
-    (f.severity === undefined || RANK[x.severity] <= RANK[f.severity]);
+    (filters.service === undefined ||
+      (filters.service.includes('/') ? svcOf(x) === filters.service : x.service.name === filters.service)) &&
+    (filters.namespace === undefined || x.service.namespace === filters.namespace) &&
+    (filters.node === undefined || x.node === filters.node) &&
+    (filters.severity === undefined || RANK[x.severity] <= RANK[filters.severity]);
   return {
-    findings: st.findings.filter(keep).sort((a, b) => compareFindings(a, b) || byText(a.node, b.node)),
-    nodes: st.nodes.filter((n) => f.node === undefined || n.node === f.node).sort((a, b) => byText(a.node, b.node)),
-    malformed: st.malformed,
+    findings: status.findings.filter(keep).sort((a, b) => compareFindings(a, b) || byText(a.node, b.node)),
+    nodes: status.nodes
+      .filter((n) => filters.node === undefined || n.node === filters.node)
+      .sort((a, b) => byText(a.node, b.node)),
+    malformed: status.malformed,
   };
 }
 
 /** One row per Service and mechanism, most severe first. */
-export function statusRows(findings: NodeFinding[]): StatusRow[] {
+function statusRows(findings: NodeFinding[]): StatusRow[] {
   const rows = new Map<string, StatusRow>();
   for (const f of findings) {
     const key = `${svcOf(f)} ${f.mechanism}`;

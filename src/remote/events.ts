@@ -1,23 +1,16 @@
 // Kubernetes Events for LB loopback, recorded by the evidence relay for the whole cluster, so that
-// `kubectl get events` and Event-based alerting show a loop without Prometheus. Every interval the
-// relay asks each agent's /findings as itself (the agent shows it the active findings of the
-// namespaces where it may create Events), and keeps, per Service, the nodes where a loop is active:
-// - a Service whose first loop starts gets one Warning Event LoadBalancerLoopback (the mechanisms,
-//   the nodes, one line of fix), however many nodes see it;
-// - one whose last loop ends, on every node that had it and answered, gets one Normal Event
-//   LoadBalancerLoopbackCleared; a node that does not answer keeps what it last said (unknown is
-//   not "cleared");
-// - Events are rate-limited (a token bucket for the relay, and one Warning per Service per
-//   quietPeriod however often the loop flaps), and named from the Service, the kind and a time
-//   bucket, so a second relay replica that sees the same change in the same bucket gets 409
-//   (AlreadyExists) and records nothing: one Event, cluster-wide.
-// RBAC: create on events (deploy/evidence-relay.yaml); --record-events off turns it all off.
+// `kubectl get events` shows a loop without Prometheus. Every interval the relay asks each agent's
+// /findings as itself and keeps, per Service, the nodes where a loop is active: a Service's first
+// loop gets one Warning LoadBalancerLoopback, its last loop's end on every node that answered one
+// Normal LoadBalancerLoopbackCleared (a silent node is unknown, not cleared). Events are rate-limited
+// and named from the Service, the kind and a time bucket, so a second relay replica gets 409 and the
+// cluster gets one Event. RBAC: create on events; --record-events off turns it all off.
 import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import { request as httpRequest } from 'node:http';
-import { request as httpsRequest, type RequestOptions } from 'node:https';
+import { postJson } from '../cluster/api-post.js';
 import type { ApiTarget } from '../cluster/kube-config.js';
 import { byText } from '../compare.js';
+import { errText } from '../errors.js';
 import { type AgentPod, planNodes } from './agent-pods.js';
 import { type AgentAsk, askFindings } from './status.js';
 
@@ -169,32 +162,29 @@ export class EventRecorder {
     };
   }
 
-  private async record(e: LoopEvent): Promise<boolean> {
-    const key = `${e.namespace}/${e.service}`;
+  private async record(event: LoopEvent): Promise<boolean> {
+    const key = `${event.namespace}/${event.service}`;
     const now = this.now();
-    if (e.type === 'Warning') {
+    if (event.type === 'Warning') {
       const last = this.lastWarning.get(key);
-      if (last !== undefined && now - last < this.o.quietPeriodMs) return this.limited(e, 'quiet period');
+      if (last !== undefined && now - last < this.o.quietPeriodMs) return this.limited(event, 'quiet period');
     }
     this.tokens = Math.min(this.o.burst, this.tokens + ((now - this.refilledAt) / 60_000) * this.o.perMinute);
     this.refilledAt = now;
-    if (this.tokens < 1) return this.limited(e, 'rate limit');
+    if (this.tokens < 1) return this.limited(event, 'rate limit');
     this.tokens--;
-    if (e.type === 'Warning') {
+    if (event.type === 'Warning') {
       this.lastWarning.set(key, now);
       while (this.lastWarning.size > MAX_SERVICES) this.lastWarning.delete(this.lastWarning.keys().next().value!);
     }
     try {
-      const r = await this.o.create(e, eventName(e, now, this.o.quietPeriodMs));
+      const r = await this.o.create(event, eventName(event, now, this.o.quietPeriodMs));
       this.counts[r]++;
-      if (r === 'created') this.o.log?.info({ service: key, reason: e.reason }, 'event recorded');
+      if (r === 'created') this.o.log?.info({ service: key, reason: event.reason }, 'event recorded');
       return r === 'created';
     } catch (err) {
       this.counts.failed++;
-      this.o.log?.warn(
-        { service: key, reason: e.reason, err: err instanceof Error ? err.message : String(err) },
-        'event not recorded',
-      );
+      this.o.log?.warn({ service: key, reason: event.reason, err: errText(err) }, 'event not recorded');
       return false;
     }
   }
@@ -215,12 +205,12 @@ function oneLineFix(f: { fixes?: { command?: unknown }[]; remedy?: unknown }): s
 }
 
 /** The Service's name, the kind and a time bucket: the same change seen by two replicas is one name. */
-export function eventName(e: LoopEvent, nowMs: number, bucketMs: number): string {
+function eventName(event: LoopEvent, nowMs: number, bucketMs: number): string {
   const h = createHash('sha256')
-    .update(`${e.namespace}/${e.service}/${e.reason}/${Math.floor(nowMs / bucketMs)}`)
+    .update(`${event.namespace}/${event.service}/${event.reason}/${Math.floor(nowMs / bucketMs)}`)
     .digest('hex')
     .slice(0, 16);
-  return `${e.service.slice(0, 200)}.clbprobe-${h}`;
+  return `${event.service.slice(0, 200)}.clbprobe-${h}`;
 }
 
 /** Collects an agent's finding lines (askFindings bounds their bytes). */
@@ -234,53 +224,27 @@ class LineSink extends EventEmitter {
 
 /** Creates core/v1 Events through `target` (the relay's service account: create on events). */
 export function eventCreator(target: ApiTarget, instance: string, timeoutMs = 10_000): EventRecorderOptions['create'] {
-  return async (e, name) => {
+  return async (loop, name) => {
     const at = new Date().toISOString();
-    const body = Buffer.from(
-      JSON.stringify({
-        apiVersion: 'v1',
-        kind: 'Event',
-        metadata: { name, namespace: e.namespace },
-        involvedObject: { apiVersion: 'v1', kind: 'Service', namespace: e.namespace, name: e.service },
-        type: e.type,
-        reason: e.reason,
-        message: e.message,
-        source: { component: COMPONENT },
-        reportingComponent: COMPONENT,
-        reportingInstance: instance.slice(0, 128),
-        firstTimestamp: at,
-        lastTimestamp: at,
-        count: 1,
-      }),
-    );
-    const url = new URL(`${target.server}/api/v1/namespaces/${encodeURIComponent(e.namespace)}/events`);
-    const base = await target.requestOptions();
-    const opts: RequestOptions = {
-      ...base,
-      method: 'POST',
-      headers: {
-        ...base.headers,
-        accept: 'application/json',
-        'content-type': 'application/json',
-        'content-length': body.length,
-      },
+    const event = {
+      apiVersion: 'v1',
+      kind: 'Event',
+      metadata: { name, namespace: loop.namespace },
+      involvedObject: { apiVersion: 'v1', kind: 'Service', namespace: loop.namespace, name: loop.service },
+      type: loop.type,
+      reason: loop.reason,
+      message: loop.message,
+      source: { component: COMPONENT },
+      reportingComponent: COMPONENT,
+      reportingInstance: instance.slice(0, 128),
+      firstTimestamp: at,
+      lastTimestamp: at,
+      count: 1,
     };
-    const code = await new Promise<{ status: number; text: string }>((resolve, reject) => {
-      const req = (url.protocol === 'https:' ? httpsRequest : httpRequest)(url, opts, (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (d: string) => {
-          if (text.length < 4096) text += d;
-        });
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-        res.on('error', reject);
-      });
-      req.setTimeout(timeoutMs, () => req.destroy(new Error(`no answer within ${timeoutMs / 1000} s`)));
-      req.on('error', reject);
-      req.end(body);
-    });
-    if (code.status === 201 || code.status === 200) return 'created';
-    if (code.status === 409) return 'exists';
-    throw new Error(`create Event in ${e.namespace}: ${code.status} ${code.text.slice(0, 200)}`);
+    const path = `/api/v1/namespaces/${encodeURIComponent(loop.namespace)}/events`;
+    const reply = await postJson(target, path, event, { timeoutMs, maxBytes: 4096, overflow: 'cut' });
+    if (reply.status === 201 || reply.status === 200) return 'created';
+    if (reply.status === 409) return 'exists';
+    throw new Error(`create Event in ${loop.namespace}: ${reply.status} ${reply.text.slice(0, 200)}`);
   };
 }

@@ -1,10 +1,8 @@
-// Lines of an evidence answer, from a byte stream (the agent's socket, an exec's stdout frames)
-// that may end mid-line or mid-character. Each line is bounded: an answer line is one conntrack
-// entry (~1 KB); past MAX_EVIDENCE_LINE the peer is not an agent talking, and the reader stops
-// with a clear error instead of buffering it.
+// Lines of an evidence answer, from a byte stream that may end mid-line or mid-character. Each line is
+// bounded: past MAX_EVIDENCE_LINE the peer is not an agent talking, and the reader stops with an error.
 import type { EvidenceLine } from '../agent/evidence.js';
 
-export const MAX_EVIDENCE_LINE = 1 << 20;
+const MAX_EVIDENCE_LINE = 1 << 20;
 
 export class EvidenceLineError extends Error {}
 
@@ -24,20 +22,20 @@ export function lineSplitter(onLine: (line: string) => void, maxLine = MAX_EVIDE
     throw new EvidenceLineError(`a line of the answer is longer than ${maxLine} bytes`);
   };
   return {
-    push(b) {
+    push(chunk) {
       let from = 0;
-      for (let nl = b.indexOf(10); nl >= 0; nl = b.indexOf(10, from)) {
+      for (let nl = chunk.indexOf(10); nl >= 0; nl = chunk.indexOf(10, from)) {
         if (pendingBytes + nl - from > maxLine) tooLong();
-        pending.push(b.subarray(from, nl));
+        pending.push(chunk.subarray(from, nl));
         const line = Buffer.concat(pending).toString('utf8');
         pending = [];
         pendingBytes = 0;
         from = nl + 1;
         onLine(line);
       }
-      if (from < b.length) {
-        pending.push(b.subarray(from));
-        pendingBytes += b.length - from;
+      if (from < chunk.length) {
+        pending.push(chunk.subarray(from));
+        pendingBytes += chunk.length - from;
         if (pendingBytes > maxLine) tooLong();
       }
     },
@@ -52,7 +50,7 @@ export function lineSplitter(onLine: (line: string) => void, maxLine = MAX_EVIDE
 const isStr = (v: unknown): boolean => typeof v === 'string';
 const isObj = (v: unknown): boolean => typeof v === 'object' && v !== null;
 const arrOf = (v: unknown, each: (x: unknown) => boolean): boolean => Array.isArray(v) && v.every(each);
-/** What each type must carry for the text form (evidence-text.ts) to print it. */
+/** What each type must carry for the text form (cli/evidence-text.ts) to print it. */
 const SHAPES: Record<string, (l: Record<string, unknown>) => boolean> = {
   service: (l) => {
     const s = l.service as Record<string, unknown> | null;
@@ -83,11 +81,11 @@ export function parseEvidenceLine(text: string): EvidenceLine {
 }
 
 /** A parsed answer line (`text`, for the error) as an EvidenceLine; an EvidenceLineError saying why it is not one. */
-export function evidenceLineOf(l: unknown, text: string): EvidenceLine {
-  const type = (l as { type?: unknown } | null)?.type;
+export function evidenceLineOf(parsed: unknown, text: string): EvidenceLine {
+  const type = (parsed as { type?: unknown } | null)?.type;
   const shape = typeof type === 'string' && Object.hasOwn(SHAPES, type) ? SHAPES[type] : undefined;
   if (!shape) throw new EvidenceLineError(`the agent sent a line of no known type: ${text.slice(0, 120)}`);
-  if (!shape(l as Record<string, unknown>))
+  if (!shape(parsed as Record<string, unknown>))
     throw new EvidenceLineError(`the agent sent a ${String(type)} line without its fields: ${text.slice(0, 120)}`);
-  return l as EvidenceLine;
+  return parsed as EvidenceLine;
 }

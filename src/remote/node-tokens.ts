@@ -2,13 +2,12 @@
 // the TokenRequest API, bound to that one node's evidence audience (clbprobe-evidence:NODE) and
 // short-lived. What an agent receives is good on that agent only: not against the API server (whose
 // audience it lacks), not on another node. Kept until 2 minutes before it expires.
-import { request as httpRequest } from 'node:http';
-import { request as httpsRequest, type RequestOptions } from 'node:https';
 import { evidenceAudience } from '../agent/evidence-http.js';
+import { postJson } from '../cluster/api-post.js';
 import type { ApiTarget } from '../cluster/kube-config.js';
 
 /** The API server's minimum for a TokenRequest. */
-export const NODE_TOKEN_TTL_S = 600;
+const NODE_TOKEN_TTL_S = 600;
 const RENEW_BEFORE_MS = 120_000;
 /** Nodes whose tokens are kept (a cluster has at most 5,000 nodes). */
 const MAX_NODES = 5000;
@@ -28,49 +27,21 @@ export type MintToken = (
 export function tokenRequester(target: ApiTarget, sa: ServiceAccountRef, timeoutMs = 10_000): MintToken {
   const path = `/api/v1/namespaces/${encodeURIComponent(sa.namespace)}/serviceaccounts/${encodeURIComponent(sa.name)}/token`;
   return async (audience, expirationSeconds) => {
-    const url = new URL(target.server + path);
-    const base = await target.requestOptions();
-    const data = Buffer.from(
-      JSON.stringify({
-        apiVersion: 'authentication.k8s.io/v1',
-        kind: 'TokenRequest',
-        spec: { audiences: [audience], expirationSeconds },
-      }),
-    );
-    const opts: RequestOptions = {
-      ...base,
-      method: 'POST',
-      headers: {
-        ...base.headers,
-        accept: 'application/json',
-        'content-type': 'application/json',
-        'content-length': data.length,
-      },
+    const request = {
+      apiVersion: 'authentication.k8s.io/v1',
+      kind: 'TokenRequest',
+      spec: { audiences: [audience], expirationSeconds },
     };
-    const text = await new Promise<{ code: number; body: string }>((resolve, reject) => {
-      const req = (url.protocol === 'https:' ? httpsRequest : httpRequest)(url, opts, (res) => {
-        let body = '';
-        res.setEncoding('utf8');
-        res.on('data', (d: string) => {
-          body += d;
-          if (body.length > MAX_ANSWER) req.destroy(new Error(`answer larger than ${MAX_ANSWER} bytes`));
-        });
-        res.on('end', () => resolve({ code: res.statusCode ?? 0, body }));
-        res.on('error', reject);
-      });
-      req.setTimeout(timeoutMs, () => req.destroy(new Error(`no answer within ${timeoutMs / 1000} s`)));
-      req.on('error', reject);
-      req.end(data);
-    });
+    const reply = await postJson(target, path, request, { timeoutMs, maxBytes: MAX_ANSWER, overflow: 'fail' });
     let answer: { status?: { token?: unknown; expirationTimestamp?: unknown }; message?: unknown } = {};
     try {
-      answer = JSON.parse(text.body) as typeof answer;
+      answer = JSON.parse(reply.text) as typeof answer;
     } catch {
       // reported below
     }
-    if (text.code !== 201 && text.code !== 200) {
+    if (reply.status !== 201 && reply.status !== 200) {
       throw new Error(
-        `TokenRequest for ${sa.namespace}/${sa.name}: ${text.code} ${typeof answer.message === 'string' ? answer.message : text.body.slice(0, 200)}`,
+        `TokenRequest for ${sa.namespace}/${sa.name}: ${reply.status} ${typeof answer.message === 'string' ? answer.message : reply.text.slice(0, 200)}`,
       );
     }
     const token = answer.status?.token;

@@ -1,18 +1,11 @@
-// The evidence relay: a capability-free Deployment (deploy/evidence-relay.yaml) that on-call
-// engineers reach through the API server's service proxy, the only thing their Role grants
-// ("get" services/proxy on this one Service). The API server authenticates them and then drops
-// their Authorization header, so the CLI sends its bearer token again in TOKEN_HEADER. The relay
-// checks that the token's user may "get" the Service (TokenReview + SubjectAccessReview), lists
-// the agent pods with its own service account, and asks each node's agent GET /evidence with a
-// token of its own minted for that node's audience (src/remote/node-tokens.ts), naming the user in
-// ON_BEHALF_OF_HEADER; every agent checks that user's access again itself. The on-call token never
-// leaves the relay: a node sees nothing it could use against the API server or another node.
-// A user cannot name any address or port to reach.
-// Bounds: a request without a token is refused and its connection closed at once; the caller is
-// authenticated before the request counts against maxRequests; one caller (a service account's
-// namespace, else the user) has at most maxRequestsPerCaller requests at a time.
-// The answer is NDJSON: each agent line with "node" and "pod" added, an error line per node that
-// failed, and a summary, the format of `clbprobe evidence --all-nodes --json`.
+// The evidence relay: a capability-free Deployment that on-call engineers reach through the API
+// server's service proxy, the only thing their Role grants. The API server drops their Authorization
+// header, so the CLI sends its token again in TOKEN_HEADER; the relay checks the user may "get" the
+// Service, lists the agent pods, and asks each agent with a token minted for that node's audience
+// (node-tokens.ts), naming the user in ON_BEHALF_OF_HEADER for the agent to check again. The on-call
+// token never leaves the relay, and a user cannot name an address or port to reach.
+// Bounds: no token, connection closed; authenticated before counting against maxRequests; at most
+// maxRequestsPerCaller per caller. The answer is the NDJSON of `clbprobe evidence --all-nodes --json`.
 import { type IncomingMessage, request, type ServerResponse } from 'node:http';
 import type { EvidenceLine } from '../agent/evidence.js';
 import {
@@ -23,6 +16,7 @@ import {
 } from '../agent/evidence-http.js';
 import type { UserInfo } from '../cluster/access-review.js';
 import { byText } from '../compare.js';
+import { errText } from '../errors.js';
 import { type AgentPod, planNodes } from './agent-pods.js';
 import { EvidenceLineError, parseEvidenceLine } from './evidence-lines.js';
 import { eachPod, ndjson as json, MAX_REFUSAL, RequestLimits, refusalText } from './relay-common.js';
@@ -60,7 +54,7 @@ export interface RelayNodeResult {
 /** Longest line an agent may send (an entry is ~500 bytes; a Service line lists its endpoints). */
 const MAX_LINE = 1 << 20;
 /** Unfinished agent lines held at once by the whole relay, far below MAX_LINE × --concurrency × --max-requests. */
-export const RELAY_LINE_BUDGET = 16 << 20;
+const RELAY_LINE_BUDGET = 16 << 20;
 
 /** The characters of unfinished lines the relay holds, shared by every agent answer it reads. */
 class LineBudget {
@@ -73,9 +67,9 @@ class LineBudget {
     return true;
   }
 }
-export function relayRoute(o: RelayOptions): (req: IncomingMessage, res: ServerResponse) => void {
-  const budget = new LineBudget(o.lineBudget ?? RELAY_LINE_BUDGET);
-  const limits = new RequestLimits(o.maxRequests, o.maxRequestsPerCaller, 'evidence requests');
+export function relayRoute(options: RelayOptions): (req: IncomingMessage, res: ServerResponse) => void {
+  const budget = new LineBudget(options.lineBudget ?? RELAY_LINE_BUDGET);
+  const limits = new RequestLimits(options.maxRequests, options.maxRequestsPerCaller, 'evidence requests');
   return (req, res) => {
     const refuse = (status: number, message: string, extra: Record<string, string> = {}): void => {
       res.writeHead(status, { 'Content-Type': 'application/x-ndjson', ...extra }).end(json({ type: 'error', message }));
@@ -95,18 +89,18 @@ export function relayRoute(o: RelayOptions): (req: IncomingMessage, res: ServerR
     if (only.length > 5000) return refuse(400, 'at most 5000 node names');
     const attrs = { resource: { verb: 'get', group: '', resource: 'services', namespace: q.namespace, name: q.name } };
     void (async () => {
-      const d = await o.check(authorization, attrs, req.socket.remoteAddress);
+      const d = await options.check(authorization, attrs, req.socket.remoteAddress);
       if (!d.ok) return refuse(d.status, d.message, 'retryAfterS' in d ? { 'Retry-After': String(d.retryAfterS) } : {});
       if (res.destroyed) return;
       const refusal = limits.admit(d.user, res);
       if (refusal) return refuse(refusal.status, refusal.message, refusal.headers);
       let pods: AgentPod[];
       try {
-        pods = await o.listPods();
+        pods = await options.listPods();
       } catch (e) {
-        return refuse(502, `the relay cannot list the agent pods: ${e instanceof Error ? e.message : String(e)}`);
+        return refuse(502, `the relay cannot list the agent pods: ${errText(e)}`);
       }
-      const plan = planNodes(pods, o.container, only.length ? only : undefined);
+      const plan = planNodes(pods, options.container, only.length ? only : undefined);
       res.writeHead(200, { 'Content-Type': 'application/x-ndjson', 'Cache-Control': 'no-store' });
       res.flushHeaders();
       const results: RelayNodeResult[] = plan.unreachable.map((u) => ({
@@ -118,12 +112,14 @@ export function relayRoute(o: RelayOptions): (req: IncomingMessage, res: ServerR
       }));
       for (const r of results)
         res.write(json({ node: r.node, ...(r.pod ? { pod: r.pod } : {}), type: 'error', message: r.error }));
-      results.push(...(await eachPod(plan.ask, o.concurrency, res, (pod) => askAgent(o, q, pod, d.user, res, budget))));
+      results.push(
+        ...(await eachPod(plan.ask, options.concurrency, res, (pod) => askAgent(options, q, pod, d.user, res, budget))),
+      );
       results.sort((a, b) => byText(a.node, b.node));
       const ok = results.filter((r) => r.status === 'ok').length;
       res.end(json({ type: 'summary', answered: ok, failed: results.length - ok, nodes: results }));
     })().catch((e: unknown) => {
-      if (!res.headersSent) refuse(500, e instanceof Error ? e.message : String(e));
+      if (!res.headersSent) refuse(500, errText(e));
       else res.destroy();
     });
   };
@@ -131,8 +127,8 @@ export function relayRoute(o: RelayOptions): (req: IncomingMessage, res: ServerR
 
 /** Streams one agent's answer into `res`, each line with node and pod; never throws. */
 async function askAgent(
-  o: RelayOptions,
-  q: EvidenceQuery,
+  options: RelayOptions,
+  query: EvidenceQuery,
   pod: AgentPod,
   user: UserInfo,
   res: ServerResponse,
@@ -147,15 +143,15 @@ async function askAgent(
   if (!pod.ip) return fail('the agent pod has no IP yet');
   let nodeToken: string;
   try {
-    nodeToken = await o.nodeToken(pod.node);
+    nodeToken = await options.nodeToken(pod.node);
   } catch (e) {
-    return fail(`the relay cannot get a token for this node: ${e instanceof Error ? e.message : String(e)}`);
+    return fail(`the relay cannot get a token for this node: ${errText(e)}`);
   }
   const headers = { authorization: `Bearer ${nodeToken}`, [ON_BEHALF_OF_HEADER]: JSON.stringify(user) };
-  const search = new URLSearchParams({ service: `${q.namespace}/${q.name}` });
-  if (q.port) search.set('port', String(q.port));
-  if (q.watchS) search.set('watch', String(q.watchS));
-  const timeoutMs = (q.watchS + 30) * 1000;
+  const search = new URLSearchParams({ service: `${query.namespace}/${query.name}` });
+  if (query.port) search.set('port', String(query.port));
+  if (query.watchS) search.set('watch', String(query.watchS));
+  const timeoutMs = (query.watchS + 30) * 1000;
   return new Promise((resolve) => {
     let settled = false;
     /** Characters of this answer's unfinished line charged to the budget. */
@@ -172,70 +168,75 @@ async function askAgent(
     const finish = (message: string): void => {
       if (!settled) done(fail(message));
     };
-    const agentReq = request({ host: pod.ip, port: o.agentPort, path: `/evidence?${search}`, headers }, (agentRes) => {
-      if (agentRes.statusCode !== 200) {
-        let body = '';
-        agentRes.setEncoding('utf8');
-        agentRes.on('data', (d: string) => {
-          if (body.length < MAX_REFUSAL) body += d;
-        });
-        agentRes.on('end', () => finish(`the agent answered ${agentRes.statusCode}: ${refusalText(body)}`));
-        agentRes.on('error', (e) => finish(`the agent's answer broke: ${e.message}`));
-        return;
-      }
-      let rest = '';
-      let sawEnd = false;
-      const errors: string[] = [];
-      const onLine = (text: string): void => {
-        if (!text.trim()) return;
-        let l: EvidenceLine;
-        try {
-          l = parseEvidenceLine(text);
-        } catch (e) {
-          errors.push(e instanceof EvidenceLineError ? e.message : `unexpected output: ${text.slice(0, 200)}`);
+    const agentReq = request(
+      { host: pod.ip, port: options.agentPort, path: `/evidence?${search}`, headers },
+      (agentRes) => {
+        if (agentRes.statusCode !== 200) {
+          let body = '';
+          agentRes.setEncoding('utf8');
+          agentRes.on('data', (d: string) => {
+            if (body.length < MAX_REFUSAL) body += d;
+          });
+          agentRes.on('end', () => finish(`the agent answered ${agentRes.statusCode}: ${refusalText(body)}`));
+          agentRes.on('error', (e) => finish(`the agent's answer broke: ${e.message}`));
           return;
         }
-        if (l.type === 'entry') result.entries++;
-        if (l.type === 'end') sawEnd = true;
-        if (l.type === 'error') errors.push(l.message);
-        if (!res.write(json(Object.assign({ node: pod.node, pod: pod.name }, l, { node: pod.node, pod: pod.name })))) {
-          agentRes.pause();
-          res.once('drain', () => agentRes.resume());
-        }
-      };
-      agentRes.setEncoding('utf8');
-      agentRes.on('data', (d: string) => {
-        if (settled) return;
-        rest += d;
-        let nl: number;
-        while ((nl = rest.indexOf('\n')) >= 0) {
-          onLine(rest.slice(0, nl));
-          rest = rest.slice(nl + 1);
-        }
-        // The reason first: destroying the request makes its answer emit "aborted".
-        if (rest.length > MAX_LINE) {
-          finish(`the agent sent a line longer than ${MAX_LINE} bytes`);
-          agentReq.destroy();
-        } else if (!budget.take(rest.length - held)) {
-          finish(
-            `the relay holds ${budget.limit} characters of unfinished lines at most, across all answers, and this agent's line would pass that; ask again`,
-          );
-          agentReq.destroy();
-        } else held = rest.length;
-      });
-      agentRes.on('end', () => {
-        onLine(rest);
-        if (sawEnd && !errors.length) {
-          result.status = 'ok';
-          done(result);
-        } else {
-          result.error = errors[0] ?? 'the agent ended without its end line';
-          done(result);
-        }
-      });
-      agentRes.on('error', (e) => finish(`the agent's answer broke: ${e.message}`));
-    });
-    agentReq.on('error', (e) => finish(`cannot reach the agent at ${pod.ip}:${o.agentPort}: ${e.message}`));
+        let rest = '';
+        let sawEnd = false;
+        const errors: string[] = [];
+        const onLine = (text: string): void => {
+          if (!text.trim()) return;
+          let l: EvidenceLine;
+          try {
+            l = parseEvidenceLine(text);
+          } catch (e) {
+            errors.push(e instanceof EvidenceLineError ? e.message : `unexpected output: ${text.slice(0, 200)}`);
+            return;
+          }
+          if (l.type === 'entry') result.entries++;
+          if (l.type === 'end') sawEnd = true;
+          if (l.type === 'error') errors.push(l.message);
+          if (
+            !res.write(json(Object.assign({ node: pod.node, pod: pod.name }, l, { node: pod.node, pod: pod.name })))
+          ) {
+            agentRes.pause();
+            res.once('drain', () => agentRes.resume());
+          }
+        };
+        agentRes.setEncoding('utf8');
+        agentRes.on('data', (d: string) => {
+          if (settled) return;
+          rest += d;
+          let nl: number;
+          while ((nl = rest.indexOf('\n')) >= 0) {
+            onLine(rest.slice(0, nl));
+            rest = rest.slice(nl + 1);
+          }
+          // The reason first: destroying the request makes its answer emit "aborted".
+          if (rest.length > MAX_LINE) {
+            finish(`the agent sent a line longer than ${MAX_LINE} bytes`);
+            agentReq.destroy();
+          } else if (!budget.take(rest.length - held)) {
+            finish(
+              `the relay holds ${budget.limit} characters of unfinished lines at most, across all answers, and this agent's line would pass that; ask again`,
+            );
+            agentReq.destroy();
+          } else held = rest.length;
+        });
+        agentRes.on('end', () => {
+          onLine(rest);
+          if (sawEnd && !errors.length) {
+            result.status = 'ok';
+            done(result);
+          } else {
+            result.error = errors[0] ?? 'the agent ended without its end line';
+            done(result);
+          }
+        });
+        agentRes.on('error', (e) => finish(`the agent's answer broke: ${e.message}`));
+      },
+    );
+    agentReq.on('error', (e) => finish(`cannot reach the agent at ${pod.ip}:${options.agentPort}: ${e.message}`));
     const timer = setTimeout(() => {
       agentReq.destroy();
       finish(`no complete answer within ${timeoutMs / 1000} s (timeout)`);

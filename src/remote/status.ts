@@ -1,18 +1,13 @@
-// GET /status on the evidence relay: every agent's findings for `clbprobe status`. The relay
-// authenticates the caller (TokenReview), then asks each agent's /findings with its own token for
-// that node (node-tokens.ts), naming the caller in ON_BEHALF_OF_HEADER; each agent shows only the
-// findings of Services the caller may "get" (src/agent/findings-http.ts). A node whose agent does
-// not answer (no pod, not ready, down, an agent without /findings, a refusal, a timeout) is a
-// "failed" node line with the reason: the table lists it, it is never left out.
-// Bounds: nodes asked at once, a time limit per agent, bytes per agent answer and per line, the
-// requests answered at once, and per caller.
-// The answer is NDJSON: {"type":"finding","node","pod",...} lines as they arrive, one
-// {"type":"node"} line per node (ok with the agent's version and counts, or failed with why), and
-// a {"type":"summary"} at the end.
+// GET /status on the evidence relay: every agent's findings for `clbprobe status`, asked as in
+// relay.ts (the caller authenticated, each agent asked with the relay's node token on the caller's
+// behalf). A node whose agent does not answer is a "failed" node line with the reason, never left
+// out. Bounded in nodes at once, time, bytes and requests. NDJSON: finding lines as they arrive, one
+// node line per node, and a summary.
 import { type IncomingMessage, request, type ServerResponse } from 'node:http';
 import { ON_BEHALF_OF_HEADER } from '../agent/evidence-http.js';
 import type { AuthnResult } from '../agent/kube-authorizer.js';
 import { byText } from '../compare.js';
+import { errText } from '../errors.js';
 import { type AgentPod, planNodes } from './agent-pods.js';
 import { TOKEN_HEADER } from './relay.js';
 import { eachPod, ndjson as json, MAX_REFUSAL, RequestLimits, refusalText } from './relay-common.js';
@@ -52,8 +47,8 @@ export interface StatusNodeLine {
   error?: string;
 }
 
-export function statusRoute(o: StatusRelayOptions): (req: IncomingMessage, res: ServerResponse) => void {
-  const limits = new RequestLimits(o.maxRequests, o.maxRequestsPerCaller);
+export function statusRoute(options: StatusRelayOptions): (req: IncomingMessage, res: ServerResponse) => void {
+  const limits = new RequestLimits(options.maxRequests, options.maxRequestsPerCaller);
   return (req, res) => {
     const refuse = (status: number, message: string, extra: Record<string, string> = {}): void => {
       res.writeHead(status, { 'Content-Type': 'application/x-ndjson', ...extra }).end(json({ type: 'error', message }));
@@ -61,7 +56,7 @@ export function statusRoute(o: StatusRelayOptions): (req: IncomingMessage, res: 
     const token = req.headers[TOKEN_HEADER];
     if (typeof token !== 'string') return refuse(401, `no bearer token in ${TOKEN_HEADER}`, { Connection: 'close' });
     void (async () => {
-      const who = await o.authenticate(token, req.socket.remoteAddress);
+      const who = await options.authenticate(token, req.socket.remoteAddress);
       if (!who.ok)
         return refuse(who.status, who.message, 'retryAfterS' in who ? { 'Retry-After': String(who.retryAfterS) } : {});
       if (res.destroyed) return;
@@ -69,11 +64,11 @@ export function statusRoute(o: StatusRelayOptions): (req: IncomingMessage, res: 
       if (refusal) return refuse(refusal.status, refusal.message, refusal.headers);
       let pods: AgentPod[];
       try {
-        pods = await o.listPods();
+        pods = await options.listPods();
       } catch (e) {
-        return refuse(502, `the relay cannot list the agent pods: ${e instanceof Error ? e.message : String(e)}`);
+        return refuse(502, `the relay cannot list the agent pods: ${errText(e)}`);
       }
-      const plan = planNodes(pods, o.container);
+      const plan = planNodes(pods, options.container);
       res.writeHead(200, { 'Content-Type': 'application/x-ndjson', 'Cache-Control': 'no-store' });
       res.flushHeaders();
       const nodes: StatusNodeLine[] = plan.unreachable.map((u) => ({
@@ -86,8 +81,8 @@ export function statusRoute(o: StatusRelayOptions): (req: IncomingMessage, res: 
       }));
       for (const n of nodes) res.write(json(n));
       const user = JSON.stringify(who.user);
-      const asked = await eachPod(plan.ask, o.concurrency, res, async (pod) => {
-        const n = await askFindings(o, pod, user, res);
+      const asked = await eachPod(plan.ask, options.concurrency, res, async (pod) => {
+        const n = await askFindings(options, pod, user, res);
         res.write(json(n));
         return n;
       });
@@ -96,7 +91,7 @@ export function statusRoute(o: StatusRelayOptions): (req: IncomingMessage, res: 
       const ok = nodes.filter((n) => n.status === 'ok').length;
       res.end(json({ type: 'summary', answered: ok, failed: nodes.length - ok }));
     })().catch((e: unknown) => {
-      if (!res.headersSent) refuse(500, e instanceof Error ? e.message : String(e));
+      if (!res.headersSent) refuse(500, errText(e));
       else res.destroy();
     });
   };
@@ -116,7 +111,7 @@ export type AgentAsk = Pick<StatusRelayOptions, 'agentPort' | 'nodeToken' | 'age
  * `user` (JSON) is whom the relay asks for; without it, the relay asks as itself.
  */
 export async function askFindings(
-  o: AgentAsk,
+  options: AgentAsk,
   pod: AgentPod,
   user: string | undefined,
   res: FindingSink,
@@ -130,9 +125,9 @@ export async function askFindings(
   if (!pod.ip) return failed('the agent pod has no IP yet');
   let nodeToken: string;
   try {
-    nodeToken = await o.nodeToken(pod.node);
+    nodeToken = await options.nodeToken(pod.node);
   } catch (e) {
-    return failed(`the relay cannot get a token for this node: ${e instanceof Error ? e.message : String(e)}`);
+    return failed(`the relay cannot get a token for this node: ${errText(e)}`);
   }
   return new Promise((resolve) => {
     let settled = false;
@@ -146,7 +141,7 @@ export async function askFindings(
       authorization: `Bearer ${nodeToken}`,
       ...(user !== undefined ? { [ON_BEHALF_OF_HEADER]: user } : {}),
     };
-    const agentReq = request({ host: pod.ip, port: o.agentPort, path: '/findings', headers }, (agentRes) => {
+    const agentReq = request({ host: pod.ip, port: options.agentPort, path: '/findings', headers }, (agentRes) => {
       agentRes.setEncoding('utf8');
       if (agentRes.statusCode !== 200) {
         let body = '';
@@ -186,8 +181,8 @@ export async function askFindings(
       agentRes.on('data', (d: string) => {
         if (settled) return;
         bytes += Buffer.byteLength(d);
-        if (bytes > o.maxAnswerBytes) {
-          done(failed(`the agent's answer passed ${o.maxAnswerBytes} bytes`));
+        if (bytes > options.maxAnswerBytes) {
+          done(failed(`the agent's answer passed ${options.maxAnswerBytes} bytes`));
           agentReq.destroy();
           return;
         }
@@ -220,11 +215,11 @@ export async function askFindings(
       });
       agentRes.on('error', (e) => done(failed(`the agent's answer broke: ${e.message}`)));
     });
-    agentReq.on('error', (e) => done(failed(`cannot reach the agent at ${pod.ip}:${o.agentPort}: ${e.message}`)));
+    agentReq.on('error', (e) => done(failed(`cannot reach the agent at ${pod.ip}:${options.agentPort}: ${e.message}`)));
     const timer = setTimeout(() => {
       agentReq.destroy();
-      done(failed(`no complete answer within ${o.agentTimeoutMs / 1000} s (timeout)`));
-    }, o.agentTimeoutMs);
+      done(failed(`no complete answer within ${options.agentTimeoutMs / 1000} s (timeout)`));
+    }, options.agentTimeoutMs);
     res.once('close', () => {
       agentReq.destroy();
       done(failed('the caller went away'));

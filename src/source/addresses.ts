@@ -2,9 +2,10 @@
 // which LB IPs are bound, which source addresses are local.
 import { BUNDLE_FILES } from '../bundle/names.js';
 import { parseIpAddrJson } from '../bundle/parse-ip.js';
+import { errText } from '../errors.js';
 import { readAddresses, watchAddresses } from '../kernel/addresses.js';
 import type { AddressSnapshot } from '../kernel/types.js';
-import { errText, type SourceDef } from './contract.js';
+import type { SourceDef } from './contract.js';
 
 export const addresses: SourceDef<AddressSnapshot> = {
   name: 'addresses',

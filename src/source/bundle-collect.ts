@@ -1,10 +1,6 @@
-// `clbprobe collect`: writes an offline bundle of this node (or of a network
-// namespace) that `clbprobe diagnose --from DIR` reads elsewhere. Every file is
-// one standard command's output, named as src/bundle/README.md describes, so
-// the same reader also takes bundles an SRE made by hand. Each source of
-// src/source/list.ts writes its own files; each step is recorded in
-// manifest.json, and a missing tool, a permission problem or an absent kernel
-// feature is written down there and never stops the other steps.
+// `clbprobe collect`: writes an offline bundle of this node that `clbprobe diagnose --from DIR` reads
+// elsewhere. Every file is one standard command's output (src/bundle/README.md), so hand-made
+// bundles read too; each step is recorded in manifest.json, and a failing one never stops the others.
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
@@ -22,6 +18,7 @@ import { bundleWriter, ms, runToFile } from '../bundle/writer.js';
 import { buildClusterView } from '../cluster/build.js';
 import { MAX_CLUSTER_FILE, readClusterFile } from '../cluster/file.js';
 import { lbHostnamesOf } from '../cluster/lb-hostnames.js';
+import { errText } from '../errors.js';
 import { readFileBounded } from '../read-bounded.js';
 import { SOURCES } from './list.js';
 
@@ -99,7 +96,7 @@ export function copyCluster(from: string, out: string): ManifestEntry {
   try {
     writeFileSync(join(out, BUNDLE_FILES.cluster), readFileBounded(from, MAX_CLUSTER_FILE, 'cluster file'));
   } catch (e) {
-    return { command, durationMs: ms(t0), error: `cannot copy: ${e instanceof Error ? e.message : String(e)}` };
+    return { command, durationMs: ms(t0), error: `cannot copy: ${errText(e)}` };
   }
   const entry: ManifestEntry = {
     file: BUNDLE_FILES.cluster,
@@ -111,7 +108,7 @@ export function copyCluster(from: string, out: string): ManifestEntry {
     const { warnings } = readClusterFile(join(out, BUNDLE_FILES.cluster));
     if (warnings.length > 0) entry.error = warnings.join('; ');
   } catch (e) {
-    entry.error = e instanceof Error ? e.message : String(e);
+    entry.error = errText(e);
   }
   return entry;
 }
@@ -134,7 +131,7 @@ async function listCluster(out: string, kubeconfig: string | undefined): Promise
       ...(errors.length ? { error: errors.join('; ') } : {}),
     };
   } catch (e) {
-    return { command, durationMs: ms(t0), error: e instanceof Error ? e.message : String(e) };
+    return { command, durationMs: ms(t0), error: errText(e) };
   }
 }
 

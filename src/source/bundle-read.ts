@@ -1,9 +1,6 @@
-// readBundle(dir): a bundle directory (written by `clbprobe collect`, or by an
-// SRE with standard commands under the names of src/bundle/README.md) back
-// into the NodeSnapshot and ClusterView the detectors read. Each source of
-// src/source/list.ts reads its own files: a missing or malformed one becomes a
-// warning naming the file (and line) and an unavailable source, never the end
-// of the reading.
+// readBundle(dir): a bundle directory (from `clbprobe collect`, or made by hand per src/bundle/README.md)
+// back into the NodeSnapshot and ClusterView the detectors read. A missing or malformed file is a
+// warning naming it and an unavailable source, never the end of the reading.
 import { readdirSync, statSync } from 'node:fs';
 import { BundleFiles } from '../bundle/files.js';
 import { buildClusterView } from '../cluster/build.js';
@@ -30,6 +27,7 @@ import { BUNDLE_FILES } from '../bundle/names.js';
 import { nodeNameByAddress } from '../bundle/node-name.js';
 import type { RouteSnapshot } from '../bundle/parse-ip.js';
 import type { SysctlSnapshot } from '../bundle/parse-sysctl.js';
+import { errText } from '../errors.js';
 
 export interface BundleRead {
   node: NodeSnapshot;
@@ -121,7 +119,7 @@ export function readBundle(dir: string, opts: ReadBundleOptions = {}): BundleRea
  * diagnosis gives them the resolver's answers. Names the file does not answer leave the dns source
  * down with their count (unknown, not "no address"): a bundle made by hand has no such file.
  */
-function withBundleLookups(view: ClusterView, node: NodeSnapshot, b: BundleFiles): ClusterView {
+function withBundleLookups(view: ClusterView, node: NodeSnapshot, files: BundleFiles): ClusterView {
   const names = lbHostnamesOf(view);
   if (names.length === 0) {
     // Nothing to resolve: absent for that reason, whatever the bundle holds.
@@ -137,8 +135,8 @@ function withBundleLookups(view: ClusterView, node: NodeSnapshot, b: BundleFiles
     const before = i >= 0 ? node.sources[i] : undefined;
     const why =
       lookups.size === 0
-        ? (before?.reason ?? b.whyMissing(BUNDLE_FILES.dnsLookups))
-        : `${b.path(BUNDLE_FILES.dnsLookups)} has no answer for them`;
+        ? (before?.reason ?? files.whyMissing(BUNDLE_FILES.dnsLookups))
+        : `${files.path(BUNDLE_FILES.dnsLookups)} has no answer for them`;
     const status: SourceStatus = {
       source: 'dns',
       available: false,
@@ -151,23 +149,23 @@ function withBundleLookups(view: ClusterView, node: NodeSnapshot, b: BundleFiles
 }
 
 /** A bad manifest is only a warning: the files can be read without it. */
-function readManifest(b: BundleFiles, warnings: string[]): BundleManifest | undefined {
-  if (!b.has(MANIFEST_FILE)) return undefined;
+function readManifest(files: BundleFiles, warnings: string[]): BundleManifest | undefined {
+  if (!files.has(MANIFEST_FILE)) return undefined;
   try {
-    return parseManifest(b.text(MANIFEST_FILE), b.path(MANIFEST_FILE), warnings);
+    return parseManifest(files.text(MANIFEST_FILE), files.path(MANIFEST_FILE), warnings);
   } catch (e) {
-    warnings.push(`${e instanceof Error ? e.message : String(e)}; read without it`);
+    warnings.push(`${errText(e)}; read without it`);
     return undefined;
   }
 }
 
-function readKubeProxy(b: BundleFiles, warnings: string[]): KubeProxyInfo | undefined {
+function readKubeProxy(files: BundleFiles, warnings: string[]): KubeProxyInfo | undefined {
   try {
-    const k: unknown = JSON.parse(b.text(BUNDLE_FILES.kubeProxy));
+    const k: unknown = JSON.parse(files.text(BUNDLE_FILES.kubeProxy));
     if (!isKubeProxyInfo(k)) throw new Error('no "source" text, or a "mode" that is not text');
     return k;
   } catch (e) {
-    warnings.push(`${b.path(BUNDLE_FILES.kubeProxy)}: ${e instanceof Error ? e.message : String(e)}; ignored`);
+    warnings.push(`${files.path(BUNDLE_FILES.kubeProxy)}: ${errText(e)}; ignored`);
     return undefined;
   }
 }
@@ -193,7 +191,7 @@ function readCluster(
     sources.push({ source: 'cluster', available: true, durationMs: performance.now() - t0 });
     return { view, ...(found ? { nodeName: found } : {}) };
   } catch (e) {
-    const reason = e instanceof ClusterFileError ? e.message : `${path}: ${e instanceof Error ? e.message : String(e)}`;
+    const reason = e instanceof ClusterFileError ? e.message : `${path}: ${errText(e)}`;
     warnings.push(reason);
     sources.push({ source: 'cluster', available: false, reason, durationMs: performance.now() - t0 });
     return undefined;

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { BUNDLE_FILES } from '../bundle/names.js';
 import { parseConntrackText } from '../bundle/parse-conntrack.js';
 import { ms, runToFile } from '../bundle/writer.js';
+import { errText } from '../errors.js';
 import { dumpConntrack, malformedNote, readConntrack, SummaryCounter } from '../kernel/conntrack/dump.js';
 import { formatConntrack } from '../kernel/conntrack/format.js';
 import type { SourceDef } from './contract.js';
@@ -35,8 +36,8 @@ export const conntrack: SourceDef<ConntrackValue> = {
     };
   },
   /** Our ctnetlink reader, in `conntrack -L -o extended,id` text; the conntrack tool if the reader fails. */
-  async collect(w) {
-    const path = join(w.out, BUNDLE_FILES.conntrack);
+  async collect(writer) {
+    const path = join(writer.out, BUNDLE_FILES.conntrack);
     const t0 = performance.now();
     const out = createWriteStream(path);
     // Opened before the dump, so the removal below cannot race the stream's own open.
@@ -47,12 +48,12 @@ export const conntrack: SourceDef<ConntrackValue> = {
           const text = batch.map((e) => formatConntrack(e, { extended: true, id: true })).join('\n');
           if (!out.write(`${text}\n`)) await once(out, 'drain');
         },
-        w.netns ? { netns: w.netns } : {},
+        writer.netns ? { netns: writer.netns } : {},
       );
       out.end();
       await once(out, 'finish');
       const skipped = malformedNote(res);
-      w.add({
+      writer.add({
         file: BUNDLE_FILES.conntrack,
         command: 'clbprobe conntrack reader (ctnetlink dump), printed as conntrack -L -o extended,id',
         exitStatus: 0,
@@ -64,22 +65,23 @@ export const conntrack: SourceDef<ConntrackValue> = {
       out.destroy();
       // A partial (or empty) file would read as a complete table: only the fallback's output may stay.
       rmSync(path, { force: true });
-      const why = e instanceof Error ? e.message : String(e);
+      const why = errText(e);
       const entry = await runToFile(
         path,
         BUNDLE_FILES.conntrack,
-        w.inNs(['conntrack', '-L', '-o', 'extended,id']),
-        w.timeoutMs,
+        writer.inNs(['conntrack', '-L', '-o', 'extended,id']),
+        writer.timeoutMs,
       );
-      w.add({
+      writer.add({
         ...entry,
         error: `clbprobe conntrack reader failed (${why}); ${entry.error ?? 'conntrack -L used instead'}`,
       });
     }
   },
-  fromBundle(b) {
-    if (!b.has(BUNDLE_FILES.conntrack)) return { state: 'down', reason: b.whyMissing(BUNDLE_FILES.conntrack) };
-    const r = parseConntrackText(b.text(BUNDLE_FILES.conntrack), b.path(BUNDLE_FILES.conntrack));
+  fromBundle(bundle) {
+    if (!bundle.has(BUNDLE_FILES.conntrack))
+      return { state: 'down', reason: bundle.whyMissing(BUNDLE_FILES.conntrack) };
+    const r = parseConntrackText(bundle.text(BUNDLE_FILES.conntrack), bundle.path(BUNDLE_FILES.conntrack));
     const counter = new SummaryCounter();
     r.entries.forEach((e) => counter.add(e));
     return { state: 'up', value: { summary: counter.summary, entries: r.entries }, warnings: r.warnings };

@@ -1,8 +1,6 @@
-// The one contract every input of the node follows, whoever reads it: the live
-// agent, `snapshot`, `collect` and the bundle reader. A source is one file in
-// src/source exporting a SourceDef, and one entry in SOURCES (list.ts); the
-// runner (runner.ts) records health, duration, resyncs and errors the same way
-// for every one, so a new source gets its clbprobe_source_* series for free.
+// The one contract every input of the node follows, whoever reads it (agent, `snapshot`, `collect`,
+// bundle reader): a source is one file exporting a SourceDef plus one entry in SOURCES (list.ts), and
+// the runner records every one's health the same way, so a new source gets its metrics for free.
 import type { BundleFiles } from '../bundle/files.js';
 import type { BundleWriter } from '../bundle/writer.js';
 import type { LookupOptions } from '../cluster/dns/lookup.js';
@@ -94,8 +92,8 @@ export interface SourceDef<T = unknown> {
 }
 
 /** The bundle implementation of a source: its files, through the same runner as a live read. */
-export function bundleReader<T>(def: SourceDef<T>, b: BundleFiles): SourceReader<T> {
-  return { name: def.name, ...(def.key ? { key: def.key } : {}), read: () => def.fromBundle!(b) };
+export function bundleReader<T>(def: SourceDef<T>, files: BundleFiles): SourceReader<T> {
+  return { name: def.name, ...(def.key ? { key: def.key } : {}), read: () => def.fromBundle!(files) };
 }
 
-export const errText = (e: unknown): string => (e instanceof Error ? e.message : String(e));
+export { errText } from '../errors.js';

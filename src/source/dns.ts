@@ -1,12 +1,7 @@
-// The dns source: the addresses of the cluster's hostname-only LBs (AWS NLB and
-// others publish only a name) as this node's resolver gives them
-// (cluster/dns/lookup.ts; with --netns inside that namespace), looked up again
-// as each answer's TTL runs out (cluster/dns/hostname-cache.ts: the reader's
-// watch asks for a read when the next one is due). Up when every name resolved;
-// down with the failing names and reasons, still carrying the answers it has
-// (stale addresses of a failing name stay counted for a while); absent when
-// the cluster has no hostname-only LB. In a bundle: dns-lookups.json, the
-// answers `collect` got for the names of the bundle's cluster view.
+// The dns source: the addresses of the cluster's hostname-only LBs as this node's resolver gives them,
+// looked up again as each answer's TTL runs out. Up when every name resolved; down with the failing
+// names, still carrying the answers it has; absent when the cluster has no hostname-only LB. In a
+// bundle: dns-lookups.json.
 
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -61,24 +56,24 @@ export const dns: SourceDef<DnsSnapshot> = {
   followsCluster: true,
   live: (opts) => dnsReader(opts),
   /** One round of lookups, as the live reader makes it, of the names the bundle's cluster view publishes. */
-  async collect(w) {
+  async collect(writer) {
     const file = BUNDLE_FILES.dnsLookups;
-    const names = w.lbHostnames;
-    const command = `look up ${names.length} hostname-only LB name(s) with the ${w.netns ? `namespace's (${w.netns})` : "node's"} resolver`;
-    if (names.length === 0) return w.skip(command, `${NO_HOSTNAME_LB} in the cluster view (or no cluster view)`);
+    const names = writer.lbHostnames;
+    const command = `look up ${names.length} hostname-only LB name(s) with the ${writer.netns ? `namespace's (${writer.netns})` : "node's"} resolver`;
+    if (names.length === 0) return writer.skip(command, `${NO_HOSTNAME_LB} in the cluster view (or no cluster view)`);
     const t0 = performance.now();
-    const r = await dnsReader({ ...(w.netns ? { netns: w.netns } : {}), lbHostnames: () => names }).read();
+    const r = await dnsReader({ ...(writer.netns ? { netns: writer.netns } : {}), lbHostnames: () => names }).read();
     const value = r.state === 'up' || r.state === 'down' ? r.value : undefined;
     if (!value)
-      return w.add({
+      return writer.add({
         command,
         durationMs: ms(t0),
         error: r.state === 'down' || r.state === 'absent' ? r.reason : 'no lookup made',
       });
-    const path = join(w.out, file);
+    const path = join(writer.out, file);
     const text = formatDnsLookups(value.lookups);
     writeFileSync(path, text);
-    w.add({
+    writer.add({
       file,
       command,
       durationMs: ms(t0),
@@ -86,11 +81,11 @@ export const dns: SourceDef<DnsSnapshot> = {
       ...(r.state === 'down' ? { error: r.reason } : {}),
     });
   },
-  fromBundle(b) {
+  fromBundle(bundle) {
     const file = BUNDLE_FILES.dnsLookups;
     // Whether the cluster has hostname-only LBs is the bundle reader's to say (it reads the cluster after the sources).
-    if (!b.has(file)) return { state: 'absent', reason: b.whyMissing(file) };
-    const { lookups, warnings } = parseDnsLookups(b.text(file), b.path(file));
+    if (!bundle.has(file)) return { state: 'absent', reason: bundle.whyMissing(file) };
+    const { lookups, warnings } = parseDnsLookups(bundle.text(file), bundle.path(file));
     return resultOf(lookups, lookups.length, undefined, warnings);
   },
 };
@@ -146,6 +141,6 @@ export function dnsReader(
 }
 
 /** The lookups of a snapshot by name, for cluster/lb-hostnames.ts. */
-export function lookupsByName(d: DnsSnapshot | undefined): Map<string, HostnameLookup> {
-  return new Map((d?.lookups ?? []).map((l) => [l.hostname, l]));
+export function lookupsByName(dns: DnsSnapshot | undefined): Map<string, HostnameLookup> {
+  return new Map((dns?.lookups ?? []).map((l) => [l.hostname, l]));
 }

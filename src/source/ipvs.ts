@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import type { ManifestEntry } from '../bundle/manifest.js';
 import { BUNDLE_FILES } from '../bundle/names.js';
 import { ms, onPath } from '../bundle/writer.js';
+import { errText } from '../errors.js';
 import { parseIpvsadm } from '../kernel/ipvs/ipvsadm-text.js';
 import { mergeIpvsSnapshots } from '../kernel/ipvs/merge.js';
 import { readIpvs } from '../kernel/ipvs/reader.js';
@@ -29,55 +30,55 @@ export const ipvs: SourceDef<IpvsSnapshot> = {
     };
   },
   /** ipvsadm's two views when IPVS and ipvsadm are there; our own genl dump when only ipvsadm is missing. */
-  async collect(w) {
+  async collect(writer) {
     // IPVS registers /proc/net/ip_vs in every namespace once the module is loaded.
     if (!existsSync('/proc/net/ip_vs')) {
-      w.skip(
+      writer.skip(
         'ipvsadm-save -n',
         'IPVS is not loaded in this kernel (/proc/net/ip_vs absent): kube-proxy cannot be in IPVS mode',
       );
       return;
     }
     if (onPath('ipvsadm-save') && onPath('ipvsadm')) {
-      await w.run(BUNDLE_FILES.ipvsadmSave, ['ipvsadm-save', '-n']);
-      await w.run(BUNDLE_FILES.ipvsadmStats, ['ipvsadm', '-Ln', '--stats', '--exact']);
+      await writer.run(BUNDLE_FILES.ipvsadmSave, ['ipvsadm-save', '-n']);
+      await writer.run(BUNDLE_FILES.ipvsadmStats, ['ipvsadm', '-Ln', '--stats', '--exact']);
       return;
     }
     const t0 = performance.now();
-    const res = await readIpvs(w.netns ? { netns: w.netns } : {});
+    const res = await readIpvs(writer.netns ? { netns: writer.netns } : {});
     const entry: ManifestEntry = {
       command: 'clbprobe IPVS reader (generic netlink), ipvsadm not installed',
       durationMs: ms(t0),
     };
     if (res.snapshot) {
-      const path = join(w.out, BUNDLE_FILES.ipvsJson);
+      const path = join(writer.out, BUNDLE_FILES.ipvsJson);
       writeFileSync(path, `${JSON.stringify(res.snapshot, null, 2)}\n`);
       Object.assign(entry, { file: BUNDLE_FILES.ipvsJson, size: statSync(path).size });
     } else entry.error = res.status.reason ?? 'IPVS table not readable';
-    w.add(entry);
+    writer.add(entry);
   },
-  fromBundle(b) {
-    const texts = b.names.filter((n) => /^ipvsadm.*\.txt$/.test(n)).sort();
+  fromBundle(files) {
+    const texts = files.names.filter((n) => /^ipvsadm.*\.txt$/.test(n)).sort();
     if (texts.length > 0) {
       // Each file on its own, so one bad view does not lose the others.
       const parts: IpvsSnapshot[] = [];
       const warnings: string[] = [];
       for (const f of texts) {
         try {
-          parts.push(parseIpvsadm([{ source: b.path(f), text: b.text(f) }]));
+          parts.push(parseIpvsadm([{ source: files.path(f), text: files.text(f) }]));
         } catch (e) {
-          warnings.push(e instanceof Error ? e.message : String(e));
+          warnings.push(errText(e));
         }
       }
       if (parts.length === 0) throw new Error(warnings.join('; '));
       return { state: 'up', value: mergeIpvsSnapshots(parts), warnings };
     }
-    if (b.has(BUNDLE_FILES.ipvsJson)) {
-      const snap = JSON.parse(b.text(BUNDLE_FILES.ipvsJson)) as IpvsSnapshot;
+    if (files.has(BUNDLE_FILES.ipvsJson)) {
+      const snap = JSON.parse(files.text(BUNDLE_FILES.ipvsJson)) as IpvsSnapshot;
       if (!Array.isArray(snap?.virtualServers))
-        throw new Error(`${b.path(BUNDLE_FILES.ipvsJson)}: no "virtualServers" array`);
+        throw new Error(`${files.path(BUNDLE_FILES.ipvsJson)}: no "virtualServers" array`);
       return { state: 'up', value: snap };
     }
-    return { state: 'down', reason: b.whyMissing(BUNDLE_FILES.ipvsadmSave) };
+    return { state: 'down', reason: files.whyMissing(BUNDLE_FILES.ipvsadmSave) };
   },
 };

@@ -1,10 +1,6 @@
-// Routes of table local that no address made: `local` routes whose protocol is not `kernel`.
-// Cloud guest agents add them for load-balancer IPs the node must accept as its own without
-// owning the address: Google's guest agent runs `ip route add to local IP/32 scope host dev NIC
-// proto 66` for every forwarding-rule (internal LB) IP of the instance. Such an IP is local to
-// the kernel, as a kube-ipvs0 binding is, but it is not one (detect/guest-local-route.ts).
-// Live and in a bundle through `ip -j route show table local` (and -6): the addresses source
-// reads addresses, not routes, and this is the only place they show.
+// Routes of table local that no address made (`local` routes whose protocol is not `kernel`): cloud
+// guest agents add them for LB IPs the node must accept without owning the address
+// (detect/guest-local-route.ts). Read through `ip -j route show table local`, as no other source shows them.
 import { execFile } from 'node:child_process';
 import { BUNDLE_FILES } from '../bundle/names.js';
 import { parseIpRouteJson } from '../bundle/parse-ip.js';

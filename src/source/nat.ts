@@ -2,13 +2,14 @@
 // read together by the save commands; ipset is reported as a part.
 import { BUNDLE_FILES, backendSaveFile } from '../bundle/names.js';
 import { onPath } from '../bundle/writer.js';
+import { errText } from '../errors.js';
 import { type BackendOutput, chooseBackend } from '../kernel/nat/backend.js';
 import { parseIpsetList, parseIpsetSave } from '../kernel/nat/ipset.js';
 import { parseIptablesSave } from '../kernel/nat/iptables-save.js';
 import { readNat } from '../kernel/nat/read.js';
 import type { BackendChoice, IpsetDump, IptablesDump, NatSnapshot, XtablesBackend } from '../kernel/nat/types.js';
 import type { SourceStatus } from '../model/source-status.js';
-import { errText, type ReadResult, type SourceDef } from './contract.js';
+import type { ReadResult, SourceDef } from './contract.js';
 
 export const nat: SourceDef<NatSnapshot> = {
   name: 'nat',
@@ -36,40 +37,40 @@ export const nat: SourceDef<NatSnapshot> = {
     };
   },
   /** Both xtables backends when their save commands exist (the reader picks kube-proxy's); else plain iptables-save; and the ipsets. */
-  async collect(w) {
+  async collect(writer) {
     let any = false;
     for (const backend of ['legacy', 'nft'] as const) {
       for (const fam of [4, 6] as const) {
         const cmd = `ip${fam === 6 ? '6' : ''}tables-${backend}-save`;
         if (!onPath(cmd)) {
-          w.skip(cmd, `${cmd} not found in PATH`);
+          writer.skip(cmd, `${cmd} not found in PATH`);
           continue;
         }
         any = true;
-        await w.run(backendSaveFile(backend, fam), [cmd]);
+        await writer.run(backendSaveFile(backend, fam), [cmd]);
       }
     }
     if (!any) {
-      await w.run(BUNDLE_FILES.iptablesSave, ['iptables-save']);
-      await w.run(BUNDLE_FILES.ip6tablesSave, ['ip6tables-save']);
+      await writer.run(BUNDLE_FILES.iptablesSave, ['iptables-save']);
+      await writer.run(BUNDLE_FILES.ip6tablesSave, ['ip6tables-save']);
     }
-    await w.run(BUNDLE_FILES.ipset, ['ipset', 'save']);
+    await writer.run(BUNDLE_FILES.ipset, ['ipset', 'save']);
   },
   /** kube-proxy's backend from both backends' files (as the live reader chooses), else from iptables-save.txt's header. */
-  fromBundle(b): ReadResult<NatSnapshot> {
+  fromBundle(bundle): ReadResult<NatSnapshot> {
     const perBackend = (['legacy', 'nft'] as const).some(
-      (k) => b.has(backendSaveFile(k, 4)) || b.has(backendSaveFile(k, 6)),
+      (k) => bundle.has(backendSaveFile(k, 4)) || bundle.has(backendSaveFile(k, 6)),
     );
-    const plain = b.has(BUNDLE_FILES.iptablesSave) || b.has(BUNDLE_FILES.ip6tablesSave);
+    const plain = bundle.has(BUNDLE_FILES.iptablesSave) || bundle.has(BUNDLE_FILES.ip6tablesSave);
     const warnings: string[] = [];
     let ipsets: IpsetDump | undefined;
     let ipsetStatus: SourceStatus;
-    if (!b.has(BUNDLE_FILES.ipset))
-      ipsetStatus = { source: 'ipset', available: false, reason: b.whyMissing(BUNDLE_FILES.ipset) };
+    if (!bundle.has(BUNDLE_FILES.ipset))
+      ipsetStatus = { source: 'ipset', available: false, reason: bundle.whyMissing(BUNDLE_FILES.ipset) };
     else {
       try {
-        const text = b.text(BUNDLE_FILES.ipset);
-        const path = b.path(BUNDLE_FILES.ipset);
+        const text = bundle.text(BUNDLE_FILES.ipset);
+        const path = bundle.path(BUNDLE_FILES.ipset);
         ipsets = /^\s*Name: /m.test(text) ? parseIpsetList(text, path) : parseIpsetSave(text, path);
         warnings.push(...ipsets.warnings);
         ipsetStatus = { source: 'ipset', available: true };
@@ -80,16 +81,16 @@ export const nat: SourceDef<NatSnapshot> = {
     }
     const parts = [ipsetStatus];
     if (!perBackend && !plain)
-      return { state: 'down', reason: b.whyMissing(BUNDLE_FILES.iptablesSave), parts, warnings };
+      return { state: 'down', reason: bundle.whyMissing(BUNDLE_FILES.iptablesSave), parts, warnings };
     try {
       let backend: XtablesBackend;
       let choice: BackendChoice;
       let files: Record<4 | 6, string>;
       if (perBackend) {
         const out = (k: XtablesBackend): BackendOutput => {
-          const present = ([4, 6] as const).map((f) => backendSaveFile(k, f)).filter((f) => b.has(f));
+          const present = ([4, 6] as const).map((f) => backendSaveFile(k, f)).filter((f) => bundle.has(f));
           return present.length > 0
-            ? { texts: present.map((f) => b.text(f)) }
+            ? { texts: present.map((f) => bundle.text(f)) }
             : { texts: [], error: `${backendSaveFile(k, 4)} not in the bundle` };
         };
         choice = chooseBackend(out('legacy'), out('nft'));
@@ -97,8 +98,8 @@ export const nat: SourceDef<NatSnapshot> = {
         files = { 4: backendSaveFile(backend, 4), 6: backendSaveFile(backend, 6) };
       } else {
         const header = [BUNDLE_FILES.iptablesSave, BUNDLE_FILES.ip6tablesSave]
-          .filter((f) => b.has(f))
-          .map((f) => b.text(f))
+          .filter((f) => bundle.has(f))
+          .map((f) => bundle.text(f))
           .join('\n');
         backend = /^# Generated by ip6?tables(-nft)?-save .*\(nf_tables\)/m.test(header) ? 'nft' : 'legacy';
         const ev = { ruleLines: 0, kubeRuleLines: 0, kubeletChains: false };
@@ -106,8 +107,8 @@ export const nat: SourceDef<NatSnapshot> = {
         files = { 4: BUNDLE_FILES.iptablesSave, 6: BUNDLE_FILES.ip6tablesSave };
       }
       const dump = (fam: 4 | 6): IptablesDump | undefined =>
-        b.has(files[fam])
-          ? parseIptablesSave(b.text(files[fam]), { source: b.path(files[fam]), family: fam })
+        bundle.has(files[fam])
+          ? parseIptablesSave(bundle.text(files[fam]), { source: bundle.path(files[fam]), family: fam })
           : undefined;
       const v4 = dump(4);
       const v6 = dump(6);

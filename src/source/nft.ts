@@ -1,7 +1,5 @@
-// kube-proxy's nftables tables (`table ip kube-proxy`, `table ip6 kube-proxy`):
-// live through `nft -j list table` (src/kernel/nft/read.ts says why the nft
-// binary's JSON), in a bundle from `nft -j list ruleset`. A node whose kube-proxy
-// is in another mode has neither table: the source is absent, not down.
+// kube-proxy's nftables tables: live through `nft -j list table`, in a bundle from `nft -j list
+// ruleset`. A node whose kube-proxy is in another mode has neither table: absent, not down.
 import { createHash } from 'node:crypto';
 import { BUNDLE_FILES } from '../bundle/names.js';
 import { type NftCommandResult, nftSnapshotOf, nftSnapshotOfRuleset, runNftLists } from '../kernel/nft/read.js';

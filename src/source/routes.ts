@@ -9,18 +9,18 @@ export const routes: SourceDef<RouteSnapshot> = {
     await w.run(BUNDLE_FILES.ipRoute, ['ip', '-j', 'route']);
     await w.run(BUNDLE_FILES.ip6Route, ['ip', '-6', '-j', 'route']);
   },
-  fromBundle(b) {
+  fromBundle(bundle) {
     const files = (
       [
         [BUNDLE_FILES.ipRoute, 4],
         [BUNDLE_FILES.ip6Route, 6],
       ] as const
-    ).filter(([f]) => b.has(f));
-    if (files.length === 0) return { state: 'down', reason: b.whyMissing(BUNDLE_FILES.ipRoute) };
+    ).filter(([f]) => bundle.has(f));
+    if (files.length === 0) return { state: 'down', reason: bundle.whyMissing(BUNDLE_FILES.ipRoute) };
     const all: RouteInfo[] = [];
     const warnings: string[] = [];
     for (const [f, fam] of files) {
-      const r = parseIpRouteJson(b.text(f), b.path(f), fam);
+      const r = parseIpRouteJson(bundle.text(f), bundle.path(f), fam);
       all.push(...r.value);
       warnings.push(...r.warnings);
     }

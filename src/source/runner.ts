@@ -2,9 +2,10 @@
 // into a down source with its reason, and records health, duration, resyncs
 // and errors the same way for all, so a source never has its own bookkeeping.
 
+import { errText } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { SourceStatus } from '../model/source-status.js';
-import { errText, type NodeData, type ReadResult, type SourceReader } from './contract.js';
+import type { NodeData, ReadResult, SourceReader } from './contract.js';
 import { SourceHealth } from './health.js';
 import type { NodeSnapshot } from './node-snapshot.js';
 
@@ -40,17 +41,17 @@ export class SourceRunner {
   }
 
   /** A reader whose read is synchronous (a bundle's files), recorded at once. */
-  readSync(r: SourceReader): ReadOutcome {
+  readSync(reader: SourceReader): ReadOutcome {
     const t0 = performance.now();
     let result: ReadResult<unknown>;
     try {
-      const got = r.read();
-      if (got instanceof Promise) throw new Error(`source ${r.name}: readSync of an asynchronous read`);
+      const got = reader.read();
+      if (got instanceof Promise) throw new Error(`source ${reader.name}: readSync of an asynchronous read`);
       result = got;
     } catch (e) {
       result = thrown(e);
     }
-    return { changed: this.record(r.name, result, performance.now() - t0, r.key), result };
+    return { changed: this.record(reader.name, result, performance.now() - t0, reader.key), result };
   }
 
   /** Reads concurrently, records in the given order (so statuses list in the sources' order). */

@@ -8,8 +8,8 @@ const SYSCTL_KEYS = /^net\.(ipv4\.conf\.[^.\s]+\.(rp_filter|route_localnet)|netf
 
 export const sysctl: SourceDef<SysctlSnapshot> = {
   name: 'sysctl',
-  async collect(w) {
-    await w.run(BUNDLE_FILES.sysctl, ['sysctl', '-a'], (out) =>
+  async collect(writer) {
+    await writer.run(BUNDLE_FILES.sysctl, ['sysctl', '-a'], (out) =>
       out
         .split('\n')
         .filter((l) => SYSCTL_KEYS.test(l))

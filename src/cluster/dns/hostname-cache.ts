@@ -1,8 +1,6 @@
-// What the node's resolver last said for each hostname-only LB, and when to
-// ask again: when the shortest TTL of its answer runs out (within bounds), or
-// soon after a failure. A name that stops resolving keeps its last addresses
-// for a while, marked stale, so a resolver outage does not hide a loop that the
-// kernel still shows; after that they are dropped (unknown, not zero).
+// What the node's resolver last said for each hostname-only LB, and when to ask again (the answer's
+// shortest TTL, within bounds). A name that stops resolving keeps its last addresses for a while,
+// marked stale, so a resolver outage does not hide a loop the kernel still shows.
 import type { HostnameLookup } from '../types.js';
 import type { LookupRound } from './lookup.js';
 

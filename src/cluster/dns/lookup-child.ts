@@ -1,6 +1,8 @@
 // Entry point run inside another network namespace (lookup-netns.ts starts it
 // under `ip netns exec` / `nsenter`): names in on stdin as JSON, the round out
 // on stdout. The queries then leave from that namespace, to its resolver.
+
+import { errText } from '../../errors.js';
 import { type LookupOptions, lookupHostnames } from './lookup.js';
 
 const MAX_INPUT = 1024 * 1024;
@@ -20,7 +22,7 @@ process.stdin.on('end', () => {
     const round = await lookupHostnames(req.names, req.opts);
     process.stdout.write(JSON.stringify(round));
   })().catch((e: unknown) => {
-    process.stderr.write(`lookup-child: ${e instanceof Error ? e.message : String(e)}\n`);
+    process.stderr.write(`lookup-child: ${errText(e)}\n`);
     process.exit(1);
   });
 });

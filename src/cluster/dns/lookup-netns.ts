@@ -1,13 +1,12 @@
-// Hostname lookups for a node whose network namespace is not ours (labs,
-// `--netns`): a short-lived child runs lookup.ts inside that namespace, so the
-// queries never leave from this one. A name known to `ip netns` runs under
-// `ip netns exec`, which binds /etc/netns/NAME/resolv.conf as that namespace's
-// /etc/resolv.conf; any other path under `nsenter --net`.
+// Hostname lookups for a node in another network namespace: a short-lived child runs lookup.ts
+// inside it, so the queries never leave from this one (`ip netns exec` for a named namespace,
+// which binds /etc/netns/NAME/resolv.conf; `nsenter --net` for any other path).
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { errText } from '../../errors.js';
 import { LOOKUP_DEFAULTS, type LookupOptions, type LookupRound, lookupHostnames } from './lookup.js';
 
 const MAX_OUTPUT = 4 * 1024 * 1024;
@@ -20,7 +19,7 @@ function childCommand(): string[] {
   return [process.execPath, '--import', 'tsx', join(dirname(here), 'lookup-child.ts')];
 }
 
-export function netnsCommand(netns: string, argv: string[]): string[] {
+function netnsCommand(netns: string, argv: string[]): string[] {
   const dir = dirname(netns);
   if (dir === '/var/run/netns' || dir === '/run/netns') return ['ip', 'netns', 'exec', basename(netns), ...argv];
   return ['nsenter', `--net=${netns}`, '--', ...argv];
@@ -69,7 +68,7 @@ export async function lookupHostnamesIn(
       try {
         resolve(checkRound(JSON.parse(out), names));
       } catch (e) {
-        resolve(fail(`lookup in ${netns}: bad output: ${e instanceof Error ? e.message : String(e)}`));
+        resolve(fail(`lookup in ${netns}: bad output: ${errText(e)}`));
       }
     });
     p.stdin.end(JSON.stringify({ names, opts }));
@@ -77,8 +76,8 @@ export async function lookupHostnamesIn(
 }
 
 /** The child's answer, checked field by field (it is another process' output). */
-function checkRound(v: unknown, names: readonly string[]): LookupRound {
-  const r = v as LookupRound;
+function checkRound(value: unknown, names: readonly string[]): LookupRound {
+  const r = value as LookupRound;
   if (typeof r !== 'object' || r === null || typeof r.resolver !== 'string' || !Array.isArray(r.results))
     throw new Error('not a lookup round');
   const wanted = new Set(names);

@@ -1,12 +1,11 @@
-// Looking up hostname-only LB names (AWS NLB and others publish no IP) with
-// this node's resolver, keeping each record's TTL: node:dns (c-ares) with the
-// nameservers and options of the resolv.conf this process sees, every query
-// bounded in time, at most `concurrency` names at once and `maxNames` per round.
+// Looking up hostname-only LB names with this node's resolver, keeping each record's TTL: node:dns
+// with the resolv.conf this process sees, every query bounded in time and number.
 import { Resolver } from 'node:dns/promises';
 import { open } from 'node:fs/promises';
+import { errText } from '../../errors.js';
 import { MAX_RESOLV_CONF_BYTES, parseResolvConf, type ResolvConf } from './resolv-conf.js';
 
-export const RESOLV_CONF = '/etc/resolv.conf';
+const RESOLV_CONF = '/etc/resolv.conf';
 
 export interface LookupOptions {
   resolvConf?: string;
@@ -61,7 +60,7 @@ const REASONS: Record<string, string> = {
 
 const reasonOf = (e: unknown): string => {
   const code = (e as { code?: string }).code;
-  return (code && REASONS[code]) ?? (e instanceof Error ? e.message : String(e));
+  return (code && REASONS[code]) ?? errText(e);
 };
 
 async function readResolvConf(path: string): Promise<ResolvConf> {
@@ -93,7 +92,7 @@ export async function lookupHostnames(names: readonly string[], opts: LookupOpti
   try {
     conf = await readResolvConf(path);
   } catch (e) {
-    return failAll(path, `cannot read ${path}: ${e instanceof Error ? e.message : String(e)}`);
+    return failAll(path, `cannot read ${path}: ${errText(e)}`);
   }
   const resolverText = `nameserver ${conf.nameservers.join(', ') || '(none)'} (${path})`;
   if (conf.nameservers.length === 0) return failAll(resolverText, `no nameserver in ${path}`, conf.warnings);
@@ -108,11 +107,7 @@ export async function lookupHostnames(names: readonly string[], opts: LookupOpti
   try {
     resolverFor().cancel();
   } catch (e) {
-    return failAll(
-      resolverText,
-      `nameservers not usable: ${e instanceof Error ? e.message : String(e)}`,
-      conf.warnings,
-    );
+    return failAll(resolverText, `nameservers not usable: ${errText(e)}`, conf.warnings);
   }
   const live = new Set<Resolver>();
 

@@ -1,18 +1,11 @@
-// resolv.conf(5) as the stub resolvers read it: the nameservers in order, and
-// the `options timeout:` / `attempts:` that bound each query. Only what the
-// agent uses is kept; unknown lines are skipped, bad values become warnings.
-//
-// Which file is the node's resolver (README "Hostname-only LBs"):
-// - in the DaemonSet (hostNetwork, dnsPolicy ClusterFirstWithHostNet) the agent's
-//   /etc/resolv.conf is the one the kubelet writes for this node's pods: the cluster
-//   DNS Service, which answers pods' external names from the node's upstream
-//   (CoreDNS `forward . /etc/resolv.conf` with dnsPolicy Default), rewrites included;
-// - `ip netns exec NAME` binds /etc/netns/NAME/resolv.conf over /etc/resolv.conf, so a
-//   lab node's resolver is that file, read inside its namespace.
+// resolv.conf(5) as the stub resolvers read it: the nameservers in order, and the `options
+// timeout:` / `attempts:` that bound each query; unknown lines are skipped, bad values are warnings.
+// In the DaemonSet (hostNetwork, ClusterFirstWithHostNet) this is the kubelet's file for the node's
+// pods; under `ip netns exec NAME` it is /etc/netns/NAME/resolv.conf.
 import { isIP } from 'node:net';
 
 /** glibc reads at most 3 nameservers (MAXNS); c-ares takes more, but a longer list is a mistake. */
-export const MAX_NAMESERVERS = 3;
+const MAX_NAMESERVERS = 3;
 /** A resolv.conf larger than this is not one (the kubelet writes a few hundred bytes). */
 export const MAX_RESOLV_CONF_BYTES = 64 * 1024;
 

@@ -1,0 +1,60 @@
+// One POST of a JSON object to the API server, for the few calls made without the KubeApi client
+// (reviews, TokenRequest, Events).
+import { request as httpRequest } from 'node:http';
+import { request as httpsRequest, type RequestOptions } from 'node:https';
+import type { ApiTarget } from './kube-config.js';
+
+export interface PostAnswer {
+  status: number;
+  text: string;
+}
+
+export interface PostBounds {
+  timeoutMs: number;
+  /** Bytes of the answer read. */
+  maxBytes: number;
+  /** Past maxBytes: fail the request, or keep the text read so far (when only the status matters). */
+  overflow: 'fail' | 'cut';
+}
+
+/** POSTs `body` as JSON to `path`; rejects on a transport error, a timeout, or an answer past a failing bound. */
+export async function postJson(
+  target: ApiTarget,
+  path: string,
+  body: unknown,
+  bounds: PostBounds,
+): Promise<PostAnswer> {
+  const url = new URL(target.server + path);
+  const base = await target.requestOptions();
+  const data = Buffer.from(JSON.stringify(body));
+  const opts: RequestOptions = {
+    ...base,
+    method: 'POST',
+    headers: {
+      ...base.headers,
+      accept: 'application/json',
+      'content-type': 'application/json',
+      'content-length': data.length,
+    },
+  };
+  return new Promise((resolve, reject) => {
+    const req = (url.protocol === 'https:' ? httpsRequest : httpRequest)(url, opts, (res) => {
+      const pieces: Buffer[] = [];
+      let size = 0;
+      res.on('data', (chunk: Buffer) => {
+        if (size > bounds.maxBytes) return;
+        size += chunk.length;
+        if (size <= bounds.maxBytes || bounds.overflow === 'cut') pieces.push(chunk);
+        else {
+          reject(new Error(`answer larger than ${bounds.maxBytes} bytes`));
+          req.destroy();
+        }
+      });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(pieces).toString('utf8') }));
+      res.on('error', reject);
+    });
+    req.setTimeout(bounds.timeoutMs, () => req.destroy(new Error(`no answer within ${bounds.timeoutMs / 1000} s`)));
+    req.on('error', reject);
+    req.end(data);
+  });
+}
