@@ -1,17 +1,17 @@
-// NAT rules in memory on a large iptables-mode node (issue 16, item 2), not a test:
-// kube-proxy-format rules for S Services x E endpoints (bench/kube-proxy-rules.ts,
-// from bench/agent-cluster.ts's cluster) loaded with the real iptables-restore into
+// NAT rules in memory on a large iptables-mode node, not a test: kube-proxy-format
+// rules for S Services x E endpoints (bench/kube-proxy-rules.ts, from
+// bench/agent-cluster.ts's cluster) loaded with the real iptables-restore into
 // a namespace (cbns-nat*), then read by the NAT reader in child processes started
 // with the DaemonSet's node flags (deploy/daemonset.yaml), each way:
 //   none    a bare node process with the same loader (the reference)
 //   full    what `snapshot` keeps: the parsed rules of every table
-//   facts   what the agent keeps: kube-proxy's NAT facts, derived a rule at a time
-//           from the nat table's lines kept as the save output streams by
-//           (ReadNatOptions.factsOnly, nat-lines.ts, save-rules.ts)
-//   parsed  the CPU reference: every rule parsed, then the same facts derived from
-//           the parsed dump and copied (how the facts-only read worked at 18c5778);
-//           it cannot finish under the DaemonSet's 160 MB heap at 5,000 Services,
-//           so this child alone gets a 1 GiB heap
+//   facts   what the agent keeps: kube-proxy's NAT facts, derived by the nat table
+//           reader (nat-rules.ts) from the nat table's lines kept as the save output
+//           streams by (ReadNatOptions.factsOnly, nat-lines.ts)
+//   parsed  the alternative design: every rule parsed, then the same facts derived
+//           by the same reader over the parsed dump (NatRules.ofDump, as the snapshot
+//           and bundles do) and copied; it cannot finish under the DaemonSet's 160 MB
+//           heap at 5,000 Services, so this child alone gets a 1 GiB heap
 // Each child reads, changes one rule, reads again while still holding the first
 // result (as the agent's source runner does), and reports heap and RSS after a
 // full GC, its peak RSS, and the read's wall and CPU time. Prints the host's load.

@@ -39,7 +39,7 @@ export function parseIptablesSave(text: string, input: SaveInput): IptablesDump 
 /**
  * The structure of a save output, line by line: tables, chain declarations, COMMIT, and the
  * problems that concern the whole input. What a rule line becomes is the caller's (onRule):
- * parseIptablesSave parses each one; the agent's reader (save-rules.ts) notes where it is.
+ * parseIptablesSave parses each one; the nat table reader (nat-rules.ts) notes where it is.
  */
 export class SaveLines {
   readonly warnings: string[] = [];

@@ -19,7 +19,7 @@ import type { ProxyMode } from '../../model/kube-proxy.js';
 import type { TrafficPolicy } from '../../model/service.js';
 import { kubeNftFacts, type NftFilterChain, type NftNoLocalEndpoints } from '../nft/kube.js';
 import type { NftSnapshot } from '../nft/types.js';
-import { canonicalSafe, DumpNatRules, type NatRules, type PodSelectors } from './nat-rules.js';
+import { canonicalSafe, NatRules, type PodSelectors } from './nat-rules.js';
 import { OwnText } from './own-text.js';
 import { findOptions } from './rule-spec.js';
 import type { IpsetSet, IptablesDump, IptablesRule, NatFamily, NatSnapshot } from './types.js';
@@ -164,12 +164,12 @@ export function kubeNatFacts(nat: NatFactsSnapshot | undefined, nftTables?: NftS
 export function xtablesFacts(nat: NatSnapshot | undefined): KubeNatFacts {
   const dumps = [nat?.v4, nat?.v6].filter((d): d is IptablesDump => !!d);
   return natRulesFacts(
-    dumps.map((d) => new DumpNatRules(d)),
+    dumps.map((d) => NatRules.ofDump(d)),
     nat?.ipsets?.sets ?? [],
   );
 }
 
-/** xtablesFacts over each family's nat table however it is held (nat-rules.ts), and the ipsets. */
+/** xtablesFacts over each family's nat table (nat-rules.ts) and the ipsets. */
 export function natRulesFacts(tables: readonly NatRules[], ipsets: readonly IpsetSet[]): KubeNatFacts {
   const sets = new Map(ipsets.map((s) => [s.name, s] as const));
   const facts: KubeNatFacts = { mode: 'none', modeEvidence: [], podSelectors: {}, loadBalancers: [], nodePorts: [] };

@@ -4,7 +4,7 @@
 // no save output, iptables-nft-save's "incompatible" notes), and the filter
 // table's rules of kube-proxy's drop chains (FILTER_DROP_CHAINS). The other tables'
 // chains and rules are dropped as they go by, and the whole output is never
-// held: SaveNatRules reads these lines as it would read the whole output, with
+// held: NatRules reads these lines as it would read the whole output, with
 // the same line numbers, warnings and errors (SaveLines).
 //
 // The bytes go into chunks of 1 MiB that are never copied again (a buffer that

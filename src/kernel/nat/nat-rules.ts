@@ -1,37 +1,20 @@
-// One family's nat table as the kube-proxy analysis (kube.ts, walk.ts) asks it:
-// which chains exist, a chain's rules in order, and the rules of a chain that
-// could match a packet to one address. Two implementations: over a parsed dump
-// (snapshot, bundles, tests), and over the save command's bytes, parsing a rule
-// only when asked (save-rules.ts: the agent, which must not hold every parsed
-// rule of a 5,000-Service node at once).
+// The one reader of a family's nat table for the kube-proxy analysis (kube.ts, walk.ts): which
+// chains exist, a chain's rules in order, and the rules of a chain that could match a packet to
+// one address. It holds the save output's rule lines as bytes with their positions and parses a
+// rule only when asked, so that the agent never holds every parsed rule of a large node; the
+// snapshot, bundles and tests read a parsed dump through the same class (NatRules.ofDump).
+// The line structure and its errors are iptables-save.ts's (SaveLines), so a malformed line is
+// skipped exactly as the full parser skips it.
 import { canonicalIP } from '../ip.js';
+import { parseRule, SaveLines } from './iptables-save.js';
+import { eachLine, lineText, mayContain } from './lines.js';
 import { findOptions } from './rule-spec.js';
-import type { IptablesDump, IptablesRule, NatFamily } from './types.js';
+import type { IptablesDump, IptablesRule, IptablesTable, NatFamily } from './types.js';
 
 /** How kube-proxy recognises pod traffic here (its "local traffic detector"). */
 export interface PodSelectors {
   cidrs: string[];
   interfaces: string[];
-}
-
-export interface NatRules {
-  family: NatFamily;
-  /** Name of the input (command or file), for evidence lines. */
-  source: string;
-  /** Declared chains in order, then chains that only have rules, in order of their first rule. */
-  chainNames(): string[];
-  has(chain: string): boolean;
-  /**
-   * The chain's rules in order. `mustContain`: only rules whose save-output line contains this
-   * text can interest the caller; an implementation may skip the others without parsing them.
-   */
-  rules(chain: string, mustContain?: string): Iterable<IptablesRule>;
-  /** The rules of `chain` that could match a packet to `dst`, in chain order. */
-  candidates(chain: string, dst: string): IptablesRule[];
-  /** kube-proxy's local traffic detector read back from every rule (see podSelectorsOf). */
-  podSelectors(): PodSelectors;
-  /** The rules of a FILTER_DROP_CHAINS chain of the filter table, in order. */
-  filterRules(chain: FilterDropChain): readonly IptablesRule[];
 }
 
 /**
@@ -149,58 +132,330 @@ export class PodSelectorSet {
   }
 }
 
-/** The nat table of a parsed dump (the first one, as iptables-restore would apply it). */
-export class DumpNatRules implements NatRules {
-  readonly family: NatFamily;
-  readonly source: string;
-  private readonly chains = new Map<string, IptablesRule[]>();
-  private readonly index = new Map<string, ChainIndex>();
-  private readonly filter: IptablesRule[];
+/**
+ * Where the rule lines are, in typed arrays (no objects for the collector to trace): per rule
+ * its byte range, line number and the next rule of its chain; per chain its first and last rule
+ * and how many it has. 16 bytes a rule; the offsets fit because the reader bounds the output.
+ */
+class RuleRefs {
+  start = new Int32Array(1024);
+  end = new Int32Array(1024);
+  line = new Int32Array(1024);
+  next = new Int32Array(1024);
+  count = 0;
+  private readonly head: number[] = [];
+  private readonly tail: number[] = [];
+  readonly size: number[] = [];
 
-  constructor(dump: IptablesDump) {
-    this.family = dump.family;
-    this.source = dump.source;
-    this.filter = dump.tables.find((t) => t.name === 'filter')?.rules ?? [];
-    const nat = dump.tables.find((t) => t.name === 'nat');
-    for (const c of nat?.chains ?? []) this.chains.set(c.name, []);
-    for (const r of nat?.rules ?? []) {
-      const list = this.chains.get(r.chain) ?? [];
-      list.push(r);
-      this.chains.set(r.chain, list);
-    }
+  newChain(): number {
+    this.head.push(-1);
+    this.tail.push(-1);
+    this.size.push(0);
+    return this.head.length - 1;
   }
 
+  add(chain: number, start: number, end: number, line: number): void {
+    if (this.count === this.start.length) this.grow();
+    const id = this.count++;
+    this.start[id] = start;
+    this.end[id] = end;
+    this.line[id] = line;
+    this.next[id] = -1;
+    if (this.tail[chain]! < 0) this.head[chain] = id;
+    else this.next[this.tail[chain]!] = id;
+    this.tail[chain] = id;
+    this.size[chain]!++;
+  }
+
+  /** Rule ids of a chain, in order. */
+  *ids(chain: number): Iterable<number> {
+    for (let id = this.head[chain]!; id >= 0; id = this.next[id]!) yield id;
+  }
+
+  private grow(): void {
+    const bigger = (a: Int32Array<ArrayBuffer>): Int32Array<ArrayBuffer> => {
+      const b = new Int32Array(a.length * 2);
+      b.set(a);
+      return b;
+    };
+    this.start = bigger(this.start);
+    this.end = bigger(this.end);
+    this.line = bigger(this.line);
+    this.next = bigger(this.next);
+  }
+}
+
+const NAT_ONLY: ReadonlySet<string> = new Set(['nat']);
+/** `-A CHAIN` with a plain chain name: the chain is known without tokenizing the line. */
+const RULE_HEAD = /^-A[ \t]+([^ \t"]+)(?=[ \t]|$)/;
+/** Parsed small chains kept for the walks that come back to them (a walk, then its policy). */
+const CACHE_CHAINS = 32;
+const CACHE_MAX_RULES = 64;
+
+export interface SaveRulesInput {
+  source: string;
+  family: NatFamily;
+}
+
+export class NatRules {
+  readonly family: NatFamily;
+  /** Name of the input (command or file), for evidence lines. */
+  readonly source: string;
+  /** Warnings about the input's structure (SaveLines); rule lines are judged when parsed. */
+  readonly warnings: string[];
+  private readonly chains = new Map<string, number>();
+  private readonly refs = new RuleRefs();
+  private readonly names: string[];
+  private readonly pod: PodSelectors;
+  private readonly index = new Map<string, { idx: ChainIndex; ids: Int32Array; general: Map<number, IptablesRule> }>();
+  private readonly cache = new Map<string, IptablesRule[]>();
+  private readonly lines: SaveText;
+  /** The first filter table's FILTER_DROP_CHAINS rules (one per source-ranged or locally endpoint-less LB port: few). */
+  private readonly filter: IptablesRule[] = [];
+
+  /**
+   * From a whole save output, the lines of one a NatLineStore kept as it streamed by (the agent),
+   * or a parsed dump's lines. Throws NatParseError for input that is no iptables-save output, as
+   * parseIptablesSave does.
+   */
+  constructor(out: Buffer | SaveText, input: SaveRulesInput) {
+    const lines = Buffer.isBuffer(out) ? wholeOutput(out) : out;
+    this.lines = lines;
+    this.family = input.family;
+    this.source = input.source;
+    let nat: IptablesTable | undefined;
+    let at = 0;
+    let end = 0;
+    const undeclared: string[] = [];
+    const contributions = new Map<string, PodSelectors[]>();
+    const save = new SaveLines(
+      { source: input.source, family: input.family, tables: NAT_ONLY },
+      (table, trimmed, lineNo) => {
+        // Only the first nat table counts, as for a parsed dump.
+        if (table !== nat) return;
+        let chain = RULE_HEAD.exec(trimmed)?.[1];
+        let parsed: IptablesRule | undefined;
+        if (chain === undefined || !this.chains.has(chain)) {
+          // Counters, quotes, or a chain not declared (yet): parse now, as the full parser
+          // would, so a rule that it would skip creates no chain here either.
+          const r = parseRule(trimmed, lineNo, 'nat');
+          if (!r.ok) return;
+          parsed = r.rule;
+          chain = r.rule.chain;
+        }
+        let id = this.chains.get(chain);
+        if (id === undefined) {
+          id = this.refs.newChain();
+          this.chains.set(chain, id);
+          if (!save.declared.has(chain)) undeclared.push(chain);
+        }
+        this.refs.add(id, at, end, lineNo);
+        if (mayAddPodSelectors(trimmed)) {
+          if (!parsed) {
+            const r = parseRule(trimmed, lineNo, 'nat');
+            if (!r.ok) return;
+            parsed = r.rule;
+          }
+          const sel = podSelectorsOfRule(parsed);
+          if (sel && sel.cidrs.length + sel.interfaces.length > 0) {
+            const c = contributions.get(chain);
+            if (c) c.push(sel);
+            else contributions.set(chain, [sel]);
+          }
+        }
+      },
+    );
+    // Chains are declared before their rules in save output; a declared chain gets its refs
+    // list when declared so that RULE_HEAD's fast path finds it.
+    let declaredSeen = 0;
+    let tablesSeen = 0;
+    let filterSeen = false;
+    let inFilter = false;
+    lines.each((start, stop, lineNo) => {
+      at = start;
+      end = stop;
+      const text = lines.text(start, stop);
+      save.line(text, lineNo);
+      const trimmed = text.trim();
+      if (trimmed.startsWith('*')) {
+        inFilter = !filterSeen && trimmed.slice(1).trim() === 'filter';
+        filterSeen ||= inFilter;
+      } else if (trimmed === 'COMMIT') inFilter = false;
+      else if (inFilter && isFilterDropLine(trimmed)) {
+        const r = parseRule(trimmed, lineNo, 'filter');
+        if (r.ok) this.filter.push(r.rule);
+      }
+      // A new table starts with its header line, before its first rule.
+      if (!nat && save.tables.length > tablesSeen) {
+        tablesSeen = save.tables.length;
+        nat = save.tables.at(-1)!.name === 'nat' ? save.tables.at(-1) : undefined;
+      }
+      if (nat) {
+        for (; declaredSeen < nat.chains.length; declaredSeen++) {
+          const name = nat.chains[declaredSeen]!.name;
+          if (!this.chains.has(name)) this.chains.set(name, this.refs.newChain());
+        }
+      }
+    });
+    const dump = save.end(lines.lastLine);
+    this.warnings = dump.warnings;
+    // Map order of a parsed dump: declared chains, then the undeclared ones by first rule.
+    const declaredNames = new Set<string>();
+    for (const c of nat?.chains ?? []) declaredNames.add(c.name);
+    this.names = [...declaredNames, ...undeclared.filter((n) => !declaredNames.has(n))];
+    const sel = new PodSelectorSet();
+    for (const name of this.names) for (const s of contributions.get(name) ?? []) sel.add(s);
+    this.pod = sel.value();
+  }
+
+  /** The nat table of a parsed dump (its first one, as iptables-restore would apply it). */
+  static ofDump(dump: IptablesDump): NatRules {
+    return new NatRules(dumpLines(dump), { source: dump.source, family: dump.family });
+  }
+
+  /** Declared chains in order, then chains that only have rules, in order of their first rule. */
   chainNames(): string[] {
-    return [...this.chains.keys()];
+    return [...this.names];
   }
 
   has(chain: string): boolean {
     return this.chains.has(chain);
   }
 
-  rules(chain: string): IptablesRule[] {
-    return this.chains.get(chain) ?? [];
-  }
-
-  candidates(chain: string, dst: string): IptablesRule[] {
-    const rules = this.chains.get(chain) ?? [];
-    if (rules.length < INDEX_MIN_RULES) return rules;
-    let idx = this.index.get(chain);
-    if (!idx) {
-      idx = emptyIndex();
-      for (let pos = 0; pos < rules.length; pos++) indexRule(idx, pos, rules[pos]!);
-      this.index.set(chain, idx);
+  /**
+   * The chain's rules in order. `mustContain`: only rules whose save-output line contains this
+   * text can interest the caller; the others are skipped without parsing them.
+   */
+  *rules(chain: string, mustContain?: string): Iterable<IptablesRule> {
+    const cached = this.cache.get(chain);
+    if (cached) {
+      yield* cached;
+      return;
     }
-    return candidatePositions(idx, dst).map((p) => rules[p]!);
+    const c = this.chains.get(chain);
+    if (c === undefined) return;
+    const keep: IptablesRule[] | undefined =
+      this.refs.size[c]! <= CACHE_MAX_RULES && mustContain === undefined ? [] : undefined;
+    for (const id of this.refs.ids(c)) {
+      const r = this.parseAt(id, mustContain);
+      if (!r) continue;
+      keep?.push(r);
+      yield r;
+    }
+    if (keep) this.remember(chain, keep);
   }
 
+  /** The rules of `chain` that could match a packet to `dst`, in chain order. */
+  candidates(chain: string, dst: string): IptablesRule[] {
+    const c = this.chains.get(chain);
+    if (c === undefined) return [];
+    if (this.refs.size[c]! < INDEX_MIN_RULES) return [...this.rules(chain)];
+    let entry = this.index.get(chain);
+    if (!entry) {
+      const idx = emptyIndex();
+      const ids = Int32Array.from(this.refs.ids(c));
+      // The rules every probe meets (few in kube-proxy's chains) stay parsed.
+      let general: Map<number, IptablesRule> | undefined = new Map();
+      for (let pos = 0; pos < ids.length; pos++) {
+        const r = this.parseAt(ids[pos]!);
+        if (!r || !indexRule(idx, pos, r) || !general) continue;
+        general.set(pos, r);
+        if (general.size > CACHE_MAX_RULES) general = undefined;
+      }
+      entry = { idx, ids, general: general ?? new Map() };
+      this.index.set(chain, entry);
+    }
+    const out: IptablesRule[] = [];
+    for (const pos of candidatePositions(entry.idx, dst)) {
+      const r = entry.general.get(pos) ?? this.parseAt(entry.ids[pos]!);
+      if (r) out.push(r);
+    }
+    return out;
+  }
+
+  /** kube-proxy's local traffic detector read back from every rule (podSelectorsOfRule). */
   podSelectors(): PodSelectors {
-    const set = new PodSelectorSet();
-    for (const rules of this.chains.values()) for (const r of rules) set.add(podSelectorsOfRule(r));
-    return set.value();
+    return { cidrs: [...this.pod.cidrs], interfaces: [...this.pod.interfaces] };
   }
 
+  /** The rules of a FILTER_DROP_CHAINS chain of the first filter table, in order. */
   filterRules(chain: FilterDropChain): IptablesRule[] {
     return this.filter.filter((r) => r.chain === chain);
   }
+
+  private parseAt(id: number, mustContain?: string): IptablesRule | undefined {
+    const text = this.lines.text(this.refs.start[id]!, this.refs.end[id]!).trim();
+    if (mustContain !== undefined && !mayContain(text, mustContain)) return undefined;
+    const r = parseRule(text, this.refs.line[id]!, 'nat');
+    return r.ok ? r.rule : undefined;
+  }
+
+  private remember(chain: string, rules: IptablesRule[]): void {
+    if (this.cache.size >= CACHE_CHAINS) this.cache.delete(this.cache.keys().next().value!);
+    this.cache.set(chain, rules);
+  }
+}
+
+/** Lines of a save output, where they are and their text (a whole output, a NatLineStore or a dump's lines). */
+export interface SaveText {
+  each(fn: (start: number, end: number, lineNo: number) => void): void;
+  text(start: number, end: number): string;
+  /** The last non-blank line when `each` leaves lines out. */
+  readonly lastLine?: number;
+}
+
+function wholeOutput(buf: Buffer): SaveText {
+  return { each: (fn) => eachLine(buf, fn), text: (start, end) => lineText(buf, start, end) };
+}
+
+/**
+ * The first nat table of a dump and the first filter table's FILTER_DROP_CHAINS rules as save
+ * lines, each with its line number in the dump: a rule's spec is its text byte for byte.
+ */
+function dumpLines(dump: IptablesDump): SaveText {
+  const texts: string[] = [];
+  const lineNos: number[] = [];
+  let lastLine = 0;
+  const add = (text: string, lineNo: number): void => {
+    texts.push(text);
+    lineNos.push(lineNo);
+    lastLine = Math.max(lastLine, lineNo);
+  };
+  const nat = dump.tables.find((t) => t.name === 'nat');
+  const filter = dump.tables.find((t) => t.name === 'filter');
+  for (const table of dump.tables) {
+    if (table !== nat && table !== filter) continue;
+    add(`*${table.name}`, table.line);
+    if (table === nat) for (const c of table.chains) add(`:${c.name} ${c.policy ?? '-'}`, c.line);
+    const rules = table === nat ? table.rules : table.rules.filter((r) => isFilterDropChain(r.chain));
+    for (const r of rules) add(ruleLine(r), r.line);
+    if (table.committed) add('COMMIT', lastLine);
+  }
+  return {
+    each(fn) {
+      for (const [i, lineNo] of lineNos.entries()) fn(i, i + 1, lineNo);
+    },
+    text: (start) => texts[start]!,
+    lastLine,
+  };
+}
+
+function isFilterDropChain(chain: string): chain is FilterDropChain {
+  return (FILTER_DROP_CHAINS as readonly string[]).includes(chain);
+}
+
+/** A rule as iptables-save writes it; a chain name with spaces or quotes is quoted as the tokenizer reads it. */
+function ruleLine(r: IptablesRule): string {
+  const chain = /[\s"\\]/.test(r.chain) ? `"${r.chain.replace(/["\\]/g, '\\$&')}"` : r.chain;
+  const counters = r.counters ? `[${r.counters.packets}:${r.counters.bytes}] ` : '';
+  return `${counters}-A ${chain}${r.spec === '' ? '' : ` ${r.spec}`}`;
+}
+
+/**
+ * Whether a rule line may add to the pod selectors (podSelectorsOfRule): a "pod traffic" or
+ * "Redirect pods" comment, or a jump to KUBE-MARK-MASQ with a negated option ('!').
+ */
+function mayAddPodSelectors(line: string): boolean {
+  if (mayContain(line, POD_TRAFFIC) || mayContain(line, REDIRECT_PODS)) return true;
+  return line.includes('!') && mayContain(line, 'KUBE-MARK-MASQ');
 }

@@ -7,7 +7,7 @@
 // hashes it, counts it for the backend choice and keeps only the nat table's
 // lines (nat-lines.ts), never the whole output; when the digest says they
 // changed, the facts are derived from those lines a rule at a time
-// (save-rules.ts), never holding every parsed rule.
+// (nat-rules.ts), never holding every parsed rule.
 import { isPermissionReason } from '../../model/permission.js';
 import type { SourceStatus } from '../../model/source-status.js';
 import { BackendCounter, type BackendSide, chooseBackendOf } from './backend.js';
@@ -17,8 +17,8 @@ import { parseIptablesSave } from './iptables-save.js';
 import { type NatFactsSnapshot, natRulesFacts } from './kube.js';
 import { eachLine } from './lines.js';
 import { NatLineStore } from './nat-lines.js';
+import { NatRules } from './nat-rules.js';
 import { combineDigests, type DigestPart, outputDigest, SaveHash } from './save-digest.js';
-import { SaveNatRules } from './save-rules.js';
 import type { IpsetDump, IptablesDump, NatFamily, XtablesBackend } from './types.js';
 
 export interface ReadNatOptions {
@@ -41,7 +41,7 @@ export interface ReadNatOptions {
   unchangedSince?: string;
   /**
    * Keep only what detection needs (NatFactsSnapshot): the facts are derived from the nat table
-   * a rule at a time (save-rules.ts) and no parsed rule set is ever held whole (5,000 Services
+   * a rule at a time (nat-rules.ts) and no parsed rule set is ever held whole (5,000 Services
    * x 4 endpoints parse to ~250 MB of heap; their facts take ~23 MB).
    */
   factsOnly?: boolean;
@@ -126,7 +126,7 @@ export async function readNat(opts: ReadNatOptions = {}): Promise<ReadNatResult>
     return { sources: [{ source: 'nat', available: false, reason, durationMs: natMs }, ipset.status], digest };
   }
   const notes: string[] = [];
-  let v4: IptablesDump | SaveNatRules;
+  let v4: IptablesDump | NatRules;
   try {
     v4 = readKept(v4res.kept, SAVE_COMMANDS[choice.backend][4], 4);
   } catch (e) {
@@ -134,7 +134,7 @@ export async function readNat(opts: ReadNatOptions = {}): Promise<ReadNatResult>
     return { sources: [{ source: 'nat', available: false, reason, durationMs: natMs }, ipset.status], digest };
   }
   // IPv6 is a bonus: its failure is a note, not a lost snapshot.
-  let v6: IptablesDump | SaveNatRules | undefined;
+  let v6: IptablesDump | NatRules | undefined;
   if (!v6res.ok) notes.push(`IPv6 rules unavailable: ${withCommand(SAVE_COMMANDS[choice.backend][6], v6res.reason)}`);
   else {
     try {
@@ -150,8 +150,8 @@ export async function readNat(opts: ReadNatOptions = {}): Promise<ReadNatResult>
     );
   }
   let nat: NatFactsSnapshot;
-  if (v4 instanceof SaveNatRules) {
-    const tables = [v4, v6].filter((t): t is SaveNatRules => t instanceof SaveNatRules);
+  if (v4 instanceof NatRules) {
+    const tables = [v4, v6].filter((t): t is NatRules => t instanceof NatRules);
     nat = {
       backend: choice.backend,
       backendChoice: choice,
@@ -163,7 +163,7 @@ export async function readNat(opts: ReadNatOptions = {}): Promise<ReadNatResult>
       backend: choice.backend,
       backendChoice: choice,
       v4,
-      ...(v6 && !(v6 instanceof SaveNatRules) ? { v6 } : {}),
+      ...(v6 && !(v6 instanceof NatRules) ? { v6 } : {}),
       ...(ipset.dump ? { ipsets: ipset.dump } : {}),
       warnings: notes,
     };
@@ -178,8 +178,8 @@ export async function readNat(opts: ReadNatOptions = {}): Promise<ReadNatResult>
 }
 
 /** The whole output parsed (snapshot), or the nat table's lines held as positions and parsed a rule at a time (facts-only reads). */
-function readKept(kept: Buffer | NatLineStore, source: string, family: NatFamily): IptablesDump | SaveNatRules {
-  if (kept instanceof NatLineStore) return new SaveNatRules(kept, { source, family });
+function readKept(kept: Buffer | NatLineStore, source: string, family: NatFamily): IptablesDump | NatRules {
+  if (kept instanceof NatLineStore) return new NatRules(kept, { source, family });
   return parseIptablesSave(kept.toString('utf8'), { source, family });
 }
 

@@ -12,9 +12,9 @@ import { type KubeNatFacts, kubeNatFacts, natRulesFacts } from '../../../src/ker
 import { LineSplitter, LineTooLong } from '../../../src/kernel/nat/line-split.js';
 import { eachLine } from '../../../src/kernel/nat/lines.js';
 import { NatLineStore } from '../../../src/kernel/nat/nat-lines.js';
+import { NatRules } from '../../../src/kernel/nat/nat-rules.js';
 import { NAT_LINE_MAX_BYTES, readNat } from '../../../src/kernel/nat/read.js';
 import { outputDigest, SaveHash } from '../../../src/kernel/nat/save-digest.js';
-import { SaveNatRules } from '../../../src/kernel/nat/save-rules.js';
 import { fixture } from './fixtures.js';
 
 /** The lines LineSplitter hands over when `text` arrives in chunks of `size` bytes. */
@@ -49,7 +49,7 @@ function streamed(text: string, size: number): { store: NatLineStore; digest: st
 }
 
 type Outcome = { facts: KubeNatFacts; warnings: string[] } | { error: string };
-const outcome = (make: () => SaveNatRules): Outcome => {
+const outcome = (make: () => NatRules): Outcome => {
   try {
     const t = make();
     return { facts: natRulesFacts([t], []), warnings: t.warnings };
@@ -121,15 +121,15 @@ describe('NatLineStore: the facts, warnings and errors of the whole output from 
 
   it('for the fixtures and malformed variants, in chunks of any size', () => {
     for (const [name, text] of variants) {
-      const want = outcome(() => new SaveNatRules(Buffer.from(text), { source: 's', family: 4 }));
+      const want = outcome(() => new NatRules(Buffer.from(text), { source: 's', family: 4 }));
       for (const size of [1, 13, 4096, 1 << 20]) {
         expect(
-          outcome(() => new SaveNatRules(streamed(text, size).store, { source: 's', family: 4 })),
+          outcome(() => new NatRules(streamed(text, size).store, { source: 's', family: 4 })),
           `${name}, chunks of ${size}`,
         ).toEqual(want);
       }
     }
-    const e = outcome(() => new SaveNatRules(streamed(variants.at(-2)![1], 13).store, { source: 's', family: 4 }));
+    const e = outcome(() => new NatRules(streamed(variants.at(-2)![1], 13).store, { source: 's', family: 4 }));
     expect(e).toEqual({
       error: expect.stringMatching(/^NatParseError: s:2: no table found; not iptables-save output/),
     });
@@ -138,10 +138,10 @@ describe('NatLineStore: the facts, warnings and errors of the whole output from 
   it("for kube-proxy's rules of 300 LB Services beside a filter table, keeping only the nat table's bytes", () => {
     const nat = kubeProxyRules(syntheticCluster(300, 1200).list.items).text;
     const text = `${filter(20_000)}${nat}`;
-    const want = outcome(() => new SaveNatRules(Buffer.from(text), { source: 's', family: 4 }));
+    const want = outcome(() => new NatRules(Buffer.from(text), { source: 's', family: 4 }));
     expect('facts' in want && want.facts.loadBalancers.length).toBeGreaterThan(300);
     const { store } = streamed(text, 65_536);
-    expect(outcome(() => new SaveNatRules(store, { source: 's', family: 4 }))).toEqual(want);
+    expect(outcome(() => new NatRules(store, { source: 's', family: 4 }))).toEqual(want);
     // The filter table (2.6 MB here) is not kept: the chunks hold the nat table and a chunk's slack.
     expect(Buffer.byteLength(filter(20_000))).toBeGreaterThan(2.5e6);
     expect(store.bytes).toBeLessThanOrEqual(Buffer.byteLength(nat.slice(nat.indexOf('*nat'))) + (1 << 20));
