@@ -29,13 +29,13 @@ import { decodeDest, decodeService } from '../src/kernel/ipvs/decode.js';
 import { parseIpvsadm } from '../src/kernel/ipvs/ipvsadm-text.js';
 import { parseIpsetList, parseIpsetSave } from '../src/kernel/nat/ipset.js';
 import { parseIptablesSave } from '../src/kernel/nat/iptables-save.js';
-import { kubeNatFacts, natRulesFacts } from '../src/kernel/nat/kube.js';
 import { LineSplitter } from '../src/kernel/nat/line-split.js';
 import { NatLineStore } from '../src/kernel/nat/nat-lines.js';
 import { NatRules } from '../src/kernel/nat/nat-rules.js';
 import { NAT_LINE_MAX_BYTES } from '../src/kernel/nat/read.js';
 import { NLMSG_DONE, splitMessages } from '../src/kernel/netlink/codec.js';
 import { nftSnapshotOfRuleset } from '../src/kernel/nft/read.js';
+import { kubeNatFacts, natRulesFacts } from '../src/kubeproxy/facts.js';
 import { parseEvidenceLine } from '../src/remote/evidence-lines.js';
 import { localRoutesOf } from '../src/source/local-routes.js';
 

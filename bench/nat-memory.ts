@@ -23,8 +23,8 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Netns } from '../src/demo/netns.js';
-import { kubeNatFacts } from '../src/kernel/nat/kube.js';
-import { readNat } from '../src/kernel/nat/read.js';
+import { kubeNatFacts } from '../src/kubeproxy/facts.js';
+import { readNatFacts } from '../src/kubeproxy/read-facts.js';
 import { agentContainer, bytesOf, containerEnv, hostArgv, nodeCommand } from '../test/support/daemonset.js';
 import { syntheticCluster } from './agent-cluster.js';
 import { kubeProxyRules } from './kube-proxy-rules.js';
@@ -52,7 +52,7 @@ function settled(): { heap: number; rss: number } {
 
 /** One read the way `mode` reads, with its facts. */
 async function readAs(mode: string, ns: string, unchangedSince?: string) {
-  const r = await readNat({
+  const r = await readNatFacts({
     netns: ns,
     timeoutMs: 120_000,
     ...(unchangedSince ? { unchangedSince } : {}),

@@ -5,8 +5,8 @@ import { onPath } from '../bundle/writer.js';
 import { type BackendOutput, chooseBackend } from '../kernel/nat/backend.js';
 import { parseIpsetList, parseIpsetSave } from '../kernel/nat/ipset.js';
 import { parseIptablesSave } from '../kernel/nat/iptables-save.js';
-import { readNat } from '../kernel/nat/read.js';
 import type { BackendChoice, IpsetDump, IptablesDump, NatSnapshot, XtablesBackend } from '../kernel/nat/types.js';
+import { readNatFacts } from '../kubeproxy/read-facts.js';
 import type { SourceStatus } from '../model/source-status.js';
 import { errText, type ReadResult, type SourceDef } from './contract.js';
 
@@ -21,7 +21,7 @@ export const nat: SourceDef<NatSnapshot> = {
       name: 'nat',
       key: 'nat',
       async read() {
-        const r = await readNat({
+        const r = await readNatFacts({
           ...(opts.netns ? { netns: opts.netns } : {}),
           ...(digest ? { unchangedSince: digest } : {}),
           ...(opts.natFactsOnly ? { factsOnly: true } : {}),

@@ -1,4 +1,4 @@
-// The one reader of a family's nat table for the kube-proxy analysis (kube.ts, walk.ts): which
+// The one reader of a family's nat table for the kube-proxy analysis (src/kubeproxy): which
 // chains exist, a chain's rules in order, and the rules of a chain that could match a packet to
 // one address. It holds the save output's rule lines as bytes with their positions and parses a
 // rule only when asked, so that the agent never holds every parsed rule of a large node; the

@@ -1,25 +1,20 @@
-// Reads the node's iptables/ip6tables rules (both backends) and ipsets by
-// running the save commands, optionally inside a named network namespace, and
-// builds a NatSnapshot of the backend kube-proxy uses. Each command runs with a
-// timeout and a bound on its output (command.ts); a missing binary or a
-// permission error becomes a SourceStatus reason. The agent's facts-only read
-// takes each save output a line at a time as it arrives (line-split.ts): it
-// hashes it, counts it for the backend choice and keeps only the nat table's
-// lines (nat-lines.ts), never the whole output; when the digest says they
-// changed, the facts are derived from those lines a rule at a time
-// (nat-rules.ts), never holding every parsed rule.
+// Reads the node's iptables/ip6tables rules (both backends) and ipsets by running the save
+// commands, optionally inside a named network namespace, for the xtables backend kube-proxy uses.
+// Each command runs with a timeout and a bound on its output (command.ts); a missing binary or a
+// permission error becomes a SourceStatus reason. A facts-only read never holds a whole output: it
+// hashes and counts each line as it arrives and keeps only the nat table's lines (nat-lines.ts)
+// for the nat table reader (nat-rules.ts).
 import { isPermissionReason } from '../../model/permission.js';
 import type { SourceStatus } from '../../model/source-status.js';
 import { BackendCounter, type BackendSide, chooseBackendOf } from './backend.js';
 import { type CommandOptions, type CommandResult, runCommand, runCommandLines } from './command.js';
 import { parseIpsetSave } from './ipset.js';
 import { parseIptablesSave } from './iptables-save.js';
-import { type NatFactsSnapshot, natRulesFacts } from './kube.js';
 import { eachLine } from './lines.js';
 import { NatLineStore } from './nat-lines.js';
 import { NatRules } from './nat-rules.js';
 import { combineDigests, type DigestPart, outputDigest, SaveHash } from './save-digest.js';
-import type { IpsetDump, IptablesDump, NatFamily, XtablesBackend } from './types.js';
+import type { IpsetDump, IpsetSet, IptablesDump, NatFamily, NatSnapshot, XtablesBackend } from './types.js';
 
 export interface ReadNatOptions {
   /**
@@ -40,9 +35,8 @@ export interface ReadNatOptions {
    */
   unchangedSince?: string;
   /**
-   * Keep only what detection needs (NatFactsSnapshot): the facts are derived from the nat table
-   * a rule at a time (nat-rules.ts) and no parsed rule set is ever held whole (5,000 Services
-   * x 4 endpoints parse to ~250 MB of heap; their facts take ~23 MB).
+   * Keep the nat table's lines only, read through NatRules (ReadNatResult.tables), and no parsed
+   * dump, so that no caller ever holds every parsed rule of a large node at once.
    */
   factsOnly?: boolean;
   /** Bound on one line of a save command's output in a facts-only read (default NAT_LINE_MAX_BYTES); a longer line makes the source unavailable with a reason that says so. */
@@ -50,7 +44,10 @@ export interface ReadNatOptions {
 }
 
 export interface ReadNatResult {
-  nat?: NatFactsSnapshot;
+  /** In a facts-only read, without v4, v6 and ipsets: they are in `tables`. */
+  nat?: NatSnapshot;
+  /** A facts-only read's nat tables (IPv4, then IPv6 if readable) and ipsets, to derive the facts from. */
+  tables?: NatTables;
   /** Empty when unchanged: the earlier read's statuses still hold. */
   sources: SourceStatus[];
   /** Of the command outputs (natDigest), for the next read's unchangedSince. */
@@ -71,6 +68,11 @@ export const NAT_OUTPUT_MAX_BYTES = 64 * 1024 * 1024;
  * older releases, so no save output it can restore comes near this.
  */
 export const NAT_LINE_MAX_BYTES = 64 * 1024;
+
+export interface NatTables {
+  rules: NatRules[];
+  ipsets: IpsetSet[];
+}
 
 type DigestInput = { ok: true; stdout: string | Uint8Array } | { ok: false; reason: string };
 
@@ -149,14 +151,13 @@ export async function readNat(opts: ReadNatOptions = {}): Promise<ReadNatResult>
       `the ${other} backend also holds ${choice[other].kubeRuleLines} KUBE-* rule lines (stale rules from an earlier kube-proxy?)`,
     );
   }
-  let nat: NatFactsSnapshot;
+  let nat: NatSnapshot;
+  let tables: NatTables | undefined;
   if (v4 instanceof NatRules) {
-    const tables = [v4, v6].filter((t): t is NatRules => t instanceof NatRules);
-    nat = {
-      backend: choice.backend,
-      backendChoice: choice,
-      warnings: notes,
-      facts: natRulesFacts(tables, ipset.dump?.sets ?? []),
+    nat = { backend: choice.backend, backendChoice: choice, warnings: notes };
+    tables = {
+      rules: [v4, v6].filter((t): t is NatRules => t instanceof NatRules),
+      ipsets: ipset.dump?.sets ?? [],
     };
   } else {
     nat = {
@@ -174,7 +175,7 @@ export async function readNat(opts: ReadNatOptions = {}): Promise<ReadNatResult>
     ...(notes.length > 0 ? { reason: notes.join('; ') } : {}),
     durationMs: natMs,
   };
-  return { nat, sources: [natStatus, ipset.status], digest };
+  return { nat, ...(tables ? { tables } : {}), sources: [natStatus, ipset.status], digest };
 }
 
 /** The whole output parsed (snapshot), or the nat table's lines held as positions and parsed a rule at a time (facts-only reads). */

@@ -8,8 +8,8 @@ import { syntheticCluster } from '../../../bench/agent-cluster.js';
 import { kubeProxyIpvsRules } from '../../../bench/kube-proxy-ipvs-rules.js';
 import { kubeProxyRules } from '../../../bench/kube-proxy-rules.js';
 import { parseIpsetSave } from '../../../src/kernel/nat/ipset.js';
-import { type KubeNatFacts, natRulesFacts, nodePortEvidence } from '../../../src/kernel/nat/kube.js';
 import { NatRules } from '../../../src/kernel/nat/nat-rules.js';
+import { type KubeNatFacts, natRulesFacts, nodePortEvidence } from '../../../src/kubeproxy/facts.js';
 
 interface Snapshot {
   snapshot: { meta: { node_fields: string[]; node_types: [string[]]; edge_fields: string[]; edge_types: [string[]] } };

@@ -8,10 +8,10 @@ import { kubeProxyRules } from '../../../bench/kube-proxy-rules.js';
 import { runCommand } from '../../../src/kernel/nat/command.js';
 import { parseIpsetSave } from '../../../src/kernel/nat/ipset.js';
 import { parseIptablesSave } from '../../../src/kernel/nat/iptables-save.js';
-import { type KubeNatFacts, natRulesFacts } from '../../../src/kernel/nat/kube.js';
 import { mayContain } from '../../../src/kernel/nat/lines.js';
 import { NatRules } from '../../../src/kernel/nat/nat-rules.js';
 import type { IpsetSet, NatFamily } from '../../../src/kernel/nat/types.js';
+import { type KubeNatFacts, natRulesFacts } from '../../../src/kubeproxy/facts.js';
 import { fixture } from './fixtures.js';
 
 const full = (text: string, family: NatFamily = 4, sets: IpsetSet[] = []): KubeNatFacts =>

@@ -8,13 +8,14 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { syntheticCluster } from '../../../bench/agent-cluster.js';
 import { kubeProxyRules } from '../../../bench/kube-proxy-rules.js';
-import { type KubeNatFacts, kubeNatFacts, natRulesFacts } from '../../../src/kernel/nat/kube.js';
 import { LineSplitter, LineTooLong } from '../../../src/kernel/nat/line-split.js';
 import { eachLine } from '../../../src/kernel/nat/lines.js';
 import { NatLineStore } from '../../../src/kernel/nat/nat-lines.js';
 import { NatRules } from '../../../src/kernel/nat/nat-rules.js';
-import { NAT_LINE_MAX_BYTES, readNat } from '../../../src/kernel/nat/read.js';
+import { NAT_LINE_MAX_BYTES } from '../../../src/kernel/nat/read.js';
 import { outputDigest, SaveHash } from '../../../src/kernel/nat/save-digest.js';
+import { type KubeNatFacts, kubeNatFacts, natRulesFacts } from '../../../src/kubeproxy/facts.js';
+import { readNatFacts } from '../../../src/kubeproxy/read-facts.js';
 import { fixture } from './fixtures.js';
 
 /** The lines LineSplitter hands over when `text` arrives in chunks of `size` bytes. */
@@ -162,7 +163,7 @@ describe('NatLineStore: the facts, warnings and errors of the whole output from 
   });
 });
 
-describe('readNat facts-only: save commands read a line at a time', () => {
+describe('readNatFacts facts-only: save commands read a line at a time', () => {
   let bin: string;
   const savedPath = process.env.PATH;
   /** Fake save commands on PATH: each prints its file (or nothing). */
@@ -195,13 +196,13 @@ describe('readNat facts-only: save commands read a line at a time', () => {
       'ip6tables-nft-save': fixture('iptables-1.29-nft.v6.save'),
       'iptables-legacy-save': OLD.slice(0, 200),
     });
-    const whole = await readNat();
-    const lines = await readNat({ factsOnly: true });
+    const whole = await readNatFacts();
+    const lines = await readNatFacts({ factsOnly: true });
     expect(lines.sources).toEqual(whole.sources.map((s) => ({ ...s, durationMs: expect.any(Number) })));
     expect(lines.nat!.facts).toEqual(kubeNatFacts(whole.nat));
     expect(lines.nat!.facts!.loadBalancers.length).toBeGreaterThan(2);
     expect(lines.digest).toBe(whole.digest);
-    expect(await readNat({ factsOnly: true, unchangedSince: whole.digest })).toEqual({
+    expect(await readNatFacts({ factsOnly: true, unchangedSince: whole.digest })).toEqual({
       sources: [],
       digest: whole.digest,
       unchanged: true,
@@ -210,8 +211,8 @@ describe('readNat facts-only: save commands read a line at a time', () => {
 
   it('IPVS mode with its ipsets', async () => {
     tools({ 'iptables-nft-save': fixture('ipvs-1.28.v4.save'), ipset: fixture('ipvs-1.28.ipset.save') });
-    const lines = await readNat({ factsOnly: true });
-    const whole = await readNat();
+    const lines = await readNatFacts({ factsOnly: true });
+    const whole = await readNatFacts();
     expect(whole.nat!.ipsets!.sets.length).toBeGreaterThan(5);
     expect(lines.nat!.facts).toEqual(kubeNatFacts(whole.nat));
     expect(lines.nat!.facts!.mode).toBe('ipvs');
@@ -223,7 +224,7 @@ describe('readNat facts-only: save commands read a line at a time', () => {
     const long = OLD.replace('"shop/web:http"', `"${'w'.repeat(70_000)}"`);
     tools({ 'iptables-nft-save': long, 'iptables-legacy-save': '' });
     const line = long.slice(0, long.indexOf('w'.repeat(10))).split('\n').length;
-    const r = await readNat({ factsOnly: true });
+    const r = await readNatFacts({ factsOnly: true });
     expect(r.nat).toBeUndefined();
     expect(r.sources[0]).toEqual({
       source: 'nat',
@@ -232,10 +233,10 @@ describe('readNat facts-only: save commands read a line at a time', () => {
       durationMs: expect.any(Number),
     });
     // A bound of the caller's choosing; within it the same output reads.
-    expect((await readNat({ factsOnly: true, maxLineBytes: 128 * 1024 })).nat?.facts?.mode).toBe('iptables');
+    expect((await readNatFacts({ factsOnly: true, maxLineBytes: 128 * 1024 })).nat?.facts?.mode).toBe('iptables');
     // In the IPv6 output it is a note, and the IPv4 facts stand.
     tools({ 'iptables-nft-save': OLD, 'ip6tables-nft-save': `*nat\n${'#'.repeat(70_000)}\nCOMMIT\n` });
-    const v6 = await readNat({ factsOnly: true });
+    const v6 = await readNatFacts({ factsOnly: true });
     expect(v6.nat?.facts?.mode).toBe('iptables');
     expect(v6.sources[0]!.reason).toBe(
       'IPv6 rules unavailable: ip6tables-nft-save: line 2 is longer than 65536 bytes (the bound on one line of output); stopped reading it',

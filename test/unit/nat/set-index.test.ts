@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { parseIpsetSave } from '../../../src/kernel/nat/ipset.js';
 import { parseIptablesSave } from '../../../src/kernel/nat/iptables-save.js';
 import { NatRules } from '../../../src/kernel/nat/nat-rules.js';
-import { type Tri, walkNat } from '../../../src/kernel/nat/walk.js';
+import { type Tri, walkNat } from '../../../src/kubeproxy/walk.js';
 
 const SETS = parseIpsetSave(
   [

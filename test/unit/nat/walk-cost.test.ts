@@ -3,9 +3,9 @@
 import { describe, expect, it } from 'vitest';
 import { parseIpsetSave } from '../../../src/kernel/nat/ipset.js';
 import { parseIptablesSave } from '../../../src/kernel/nat/iptables-save.js';
-import { natRulesFacts } from '../../../src/kernel/nat/kube.js';
 import { NatRules } from '../../../src/kernel/nat/nat-rules.js';
-import { walkNat } from '../../../src/kernel/nat/walk.js';
+import { natRulesFacts } from '../../../src/kubeproxy/facts.js';
+import { walkNat } from '../../../src/kubeproxy/walk.js';
 import { fixture } from './fixtures.js';
 
 const VIP =

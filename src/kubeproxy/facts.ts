@@ -13,16 +13,16 @@
 //     ETP=Local:   KUBE-EXT-X "pod traffic for ..." -> KUBE-SVC-X, then -> KUBE-SVL-X.
 //   IPVS: KUBE-SERVICES --match-set KUBE-LOAD-BALANCER -> KUBE-LOAD-BALANCER:
 //     --match-set KUBE-LOAD-BALANCER-LOCAL -> RETURN, then -> KUBE-MARK-MASQ.
-//   nftables: `table ip|ip6 kube-proxy`, read by src/kernel/nft/kube.ts and merged here.
+//   nftables: `table ip|ip6 kube-proxy`, read by nftables.ts and merged here.
 
-import type { ProxyMode } from '../../model/kube-proxy.js';
-import type { TrafficPolicy } from '../../model/service.js';
-import { kubeNftFacts, type NftFilterChain, type NftNoLocalEndpoints } from '../nft/kube.js';
-import type { NftSnapshot } from '../nft/types.js';
-import { canonicalSafe, NatRules, type PodSelectors } from './nat-rules.js';
-import { OwnText } from './own-text.js';
-import { findOptions } from './rule-spec.js';
-import type { IpsetSet, IptablesDump, IptablesRule, NatFamily, NatSnapshot } from './types.js';
+import { canonicalSafe, NatRules, type PodSelectors } from '../kernel/nat/nat-rules.js';
+import { OwnText } from '../kernel/nat/own-text.js';
+import { findOptions } from '../kernel/nat/rule-spec.js';
+import type { IpsetSet, IptablesDump, IptablesRule, NatFamily, NatSnapshot } from '../kernel/nat/types.js';
+import type { NftSnapshot } from '../kernel/nft/types.js';
+import type { ProxyMode } from '../model/kube-proxy.js';
+import type { TrafficPolicy } from '../model/service.js';
+import { kubeNftFacts, type NftFilterChain, type NftNoLocalEndpoints } from './nftables.js';
 import { type WalkResult, type WalkTables, walkNat } from './walk.js';
 
 /** What the rules show: one mode, rules of several (left over after a mode switch), or none. */
