@@ -16,13 +16,13 @@
 //   nftables: `table ip|ip6 kube-proxy`, read by nftables.ts and merged here.
 
 import { canonicalSafe, NatRules, type PodSelectors } from '../kernel/nat/nat-rules.js';
-import { OwnText } from '../kernel/nat/own-text.js';
 import { findOptions } from '../kernel/nat/rule-spec.js';
 import type { IpsetSet, IptablesDump, IptablesRule, NatFamily, NatSnapshot } from '../kernel/nat/types.js';
 import type { NftSnapshot } from '../kernel/nft/types.js';
 import type { ProxyMode } from '../model/kube-proxy.js';
 import type { TrafficPolicy } from '../model/service.js';
 import { kubeNftFacts, type NftFilterChain, type NftNoLocalEndpoints } from './nftables.js';
+import { OwnText } from './own-text.js';
 import { type WalkResult, type WalkTables, walkNat } from './walk.js';
 
 /** What the rules show: one mode, rules of several (left over after a mode switch), or none. */
@@ -75,11 +75,8 @@ export interface NodePortFact {
   service?: string;
   trafficPolicy?: TrafficPolicy;
   /**
-   * The rule lines, ipset members and nft elements that show the above; their text is
-   * nodePortEvidence(fact). No detector reads it, and the agent keeps the fact of every NodePort
-   * of the node: in IPVS mode the evidence of one is the same port-set rule quoted for each
-   * member, so facts of one kind share one array (as text, the 6,667 NodePorts of 5,000 Services
-   * took 2.3 MB).
+   * The rule lines, ipset members and nft elements that show the above (their text is
+   * nodePortEvidence(fact)); kept as shared references because the agent keeps every NodePort's fact.
    */
   shownBy: readonly NodePortSource[];
 }
@@ -531,11 +528,7 @@ function ipvsNodePorts(t: WalkTables, text: OwnText): NodePortFact[] {
 /** A NodePort fact while its rules are gathered. */
 type NodePortGathered = Omit<NodePortFact, 'shownBy'> & { shownBy: NodePortSource[] };
 
-/**
- * The fact as the agent keeps it, built whole. Gathered a rule at a time, an evidence array has
- * room for 17 lines (V8's first growth) and service/trafficPolicy, added later, sit outside the
- * object: ~140 bytes more per NodePort, 0.9 MB at 5,000 Services. `shownBy` is an exact-size array.
- */
+/** The fact as the agent keeps it, built whole with an exact-size `shownBy` so that no growth slack stays behind. */
 function kept(f: NodePortGathered, shownBy: readonly NodePortSource[]): NodePortFact {
   return {
     family: f.family,

@@ -14,10 +14,7 @@ export interface SaveInput {
   /** Name of the input used in messages: a command ('iptables-nft-save') or a file path. */
   source: string;
   family: NatFamily;
-  /**
-   * Only these tables' chains and rules are kept (the others' headers still are, empty): the
-   * agent needs the nat table alone, and at 5,000 Services the parsed filter table is tens of MB.
-   */
+  /** Only these tables' chains and rules are kept (the others' headers still are, empty): the nat table reader needs no other. */
   tables?: ReadonlySet<string>;
 }
 

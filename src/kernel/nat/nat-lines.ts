@@ -6,10 +6,7 @@
 // chains and rules are dropped as they go by, and the whole output is never
 // held: NatRules reads these lines as it would read the whole output, with
 // the same line numbers, warnings and errors (SaveLines).
-//
-// The bytes go into chunks of 1 MiB that are never copied again (a buffer that
-// doubles as it grows holds up to 3x its content while it copies); a run of
-// lines from one pipe chunk is copied at once.
+// The bytes go into fixed chunks that are never copied again, unlike a doubling buffer.
 
 import { FILTER_DROP_CHAINS, isFilterDropLine } from './nat-rules.js';
 

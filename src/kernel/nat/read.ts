@@ -22,7 +22,7 @@ export interface ReadNatOptions {
    * (run through `ip netns exec NAME`), or a path such as /proc/PID/ns/net (through `nsenter --net=PATH`).
    */
   netns?: string;
-  /** Per-command timeout; default 10 s (iptables-nft-save on 50k rules takes ~1 s). */
+  /** Per-command timeout; default 10 s. */
   timeoutMs?: number;
   /**
    * Bound on each command's output (default NAT_OUTPUT_MAX_BYTES); a larger output makes the
@@ -56,10 +56,7 @@ export interface ReadNatResult {
   unchanged?: true;
 }
 
-/**
- * Default bound on one save command's output: 64 MiB is about 16,000 Services x 4 endpoints in
- * kube-proxy's iptables format (5,000 x 4 print 20 MB); what is kept of it is kept as bytes, off the JS heap.
- */
+/** Default bound on one save command's output, well above what kube-proxy prints for the largest clusters. */
 export const NAT_OUTPUT_MAX_BYTES = 64 * 1024 * 1024;
 
 /**
