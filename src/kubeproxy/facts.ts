@@ -15,7 +15,7 @@
 //     --match-set KUBE-LOAD-BALANCER-LOCAL -> RETURN, then -> KUBE-MARK-MASQ.
 //   nftables: `table ip|ip6 kube-proxy`, read by nftables.ts and merged here.
 
-import { canonicalSafe, NatRules, type PodSelectors } from '../kernel/nat/nat-rules.js';
+import { canonicalSafe, NatRules } from '../kernel/nat/nat-rules.js';
 import { findOptions } from '../kernel/nat/rule-spec.js';
 import type { IpsetSet, IptablesDump, IptablesRule, NatFamily, NatSnapshot } from '../kernel/nat/types.js';
 import type { NftSnapshot } from '../kernel/nft/types.js';
@@ -23,6 +23,7 @@ import type { ProxyMode } from '../model/kube-proxy.js';
 import type { TrafficPolicy } from '../model/service.js';
 import { kubeNftFacts, type NftFilterChain, type NftNoLocalEndpoints } from './nftables.js';
 import { OwnText } from './own-text.js';
+import { type PodSelectors, podSelectorsOf } from './pod-selectors.js';
 import { type WalkResult, type WalkTables, walkNat } from './walk.js';
 
 /** What the rules show: one mode, rules of several (left over after a mode switch), or none. */
@@ -191,7 +192,7 @@ export function natRulesFacts(tables: readonly NatRules[], ipsets: readonly Ipse
     const familySets = new Map(
       [...sets].filter(([, s]) => setFamily(s) === undefined || setFamily(s) === chains.family),
     );
-    const t: WalkTables = { chains, sets: familySets, pod: chains.podSelectors() };
+    const t: WalkTables = { chains, sets: familySets, pod: podSelectorsOf(chains) };
     facts.podSelectors[chains.family] = t.pod;
     facts.loadBalancers.push(...loadBalancers(t, text));
     facts.nodePorts.push(...iptablesNodePorts(t, text), ...ipvsNodePorts(t, text));

@@ -6,9 +6,10 @@
 // rule is recorded as uncertain and the walk goes on past it.
 
 import { inCidrSafe } from '../kernel/ip.js';
-import { canonicalSafe, type NatRules, type PodSelectors } from '../kernel/nat/nat-rules.js';
+import { canonicalSafe, type NatRules } from '../kernel/nat/nat-rules.js';
 import type { IpsetMember, IpsetSet, IptablesRule, MatchOption, RuleMatch } from '../kernel/nat/types.js';
 import { lowerProtocolOfNumberText } from '../model/protocol.js';
+import type { PodSelectors } from './pod-selectors.js';
 
 export type Tri = 'yes' | 'no' | 'maybe';
 

@@ -11,12 +11,6 @@ import { eachLine, lineText, mayContain } from './lines.js';
 import { findOptions } from './rule-spec.js';
 import type { IptablesDump, IptablesRule, IptablesTable, NatFamily } from './types.js';
 
-/** How kube-proxy recognises pod traffic here (its "local traffic detector"). */
-export interface PodSelectors {
-  cidrs: string[];
-  interfaces: string[];
-}
-
 /**
  * The filter-table chains where kube-proxy (1.25+ iptables mode) drops Service traffic the nat
  * table left alone: loadBalancerSourceRanges, and ETP=Local without local endpoints.
@@ -93,46 +87,6 @@ export function canonicalSafe(address: string): string {
 }
 
 /**
- * What one rule adds to kube-proxy's local traffic detector: the source of "pod traffic" /
- * "Redirect pods" rules, and the negated source of masquerade rules for cluster IPs
- * ("! -s podCIDR ... -j KUBE-MARK-MASQ").
- */
-export function podSelectorsOfRule(r: IptablesRule): PodSelectors | undefined {
-  const c = r.comment ?? '';
-  if (c.startsWith(POD_TRAFFIC) || c.startsWith(REDIRECT_PODS)) return sourceSelectors(r, false);
-  if (r.target === 'KUBE-MARK-MASQ') return sourceSelectors(r, true);
-  return undefined;
-}
-
-export const POD_TRAFFIC = 'pod traffic for ';
-export const REDIRECT_PODS = 'Redirect pods trying to reach external';
-
-/** Base-match `-s`/`-i` options of a rule that are not negated (or are, with negated=true). */
-export function sourceSelectors(rule: IptablesRule, negated: boolean): PodSelectors {
-  return {
-    cidrs: findOptions(rule.matches, '-s', '')
-      .filter((o) => o.negated === negated)
-      .map((o) => o.values[0]!),
-    interfaces: findOptions(rule.matches, '-i', '')
-      .filter((o) => o.negated === negated)
-      .map((o) => o.values[0]!),
-  };
-}
-
-/** Collects selectors in first-seen order, without repeats. */
-export class PodSelectorSet {
-  private readonly cidrs = new Set<string>();
-  private readonly interfaces = new Set<string>();
-  add(sel: PodSelectors | undefined): void {
-    sel?.cidrs.forEach((x) => this.cidrs.add(x));
-    sel?.interfaces.forEach((x) => this.interfaces.add(x));
-  }
-  value(): PodSelectors {
-    return { cidrs: [...this.cidrs], interfaces: [...this.interfaces] };
-  }
-}
-
-/**
  * Where the rule lines are, in typed arrays (no objects for the collector to trace): per rule
  * its byte range, line number and the next rule of its chain; per chain its first and last rule
  * and how many it has. 16 bytes a rule; the offsets fit because the reader bounds the output.
@@ -192,6 +146,9 @@ const RULE_HEAD = /^-A[ \t]+([^ \t"]+)(?=[ \t]|$)/;
 const CACHE_CHAINS = 32;
 const CACHE_MAX_RULES = 64;
 
+/** Text a rule line must hold (see mayContain), or a test of the trimmed line. */
+export type LineTest = string | ((line: string) => boolean);
+
 export interface SaveRulesInput {
   source: string;
   family: NatFamily;
@@ -206,7 +163,6 @@ export class NatRules {
   private readonly chains = new Map<string, number>();
   private readonly refs = new RuleRefs();
   private readonly names: string[];
-  private readonly pod: PodSelectors;
   private readonly index = new Map<string, { idx: ChainIndex; ids: Int32Array; general: Map<number, IptablesRule> }>();
   private readonly cache = new Map<string, IptablesRule[]>();
   private readonly lines: SaveText;
@@ -227,7 +183,6 @@ export class NatRules {
     let at = 0;
     let end = 0;
     const undeclared: string[] = [];
-    const contributions = new Map<string, PodSelectors[]>();
     const save = new SaveLines(
       { source: input.source, family: input.family, tables: NAT_ONLY },
       (table, trimmed, lineNo) => {
@@ -250,19 +205,6 @@ export class NatRules {
           if (!save.declared.has(chain)) undeclared.push(chain);
         }
         this.refs.add(id, at, end, lineNo);
-        if (mayAddPodSelectors(trimmed)) {
-          if (!parsed) {
-            const r = parseRule(trimmed, lineNo, 'nat');
-            if (!r.ok) return;
-            parsed = r.rule;
-          }
-          const sel = podSelectorsOfRule(parsed);
-          if (sel && sel.cidrs.length + sel.interfaces.length > 0) {
-            const c = contributions.get(chain);
-            if (c) c.push(sel);
-            else contributions.set(chain, [sel]);
-          }
-        }
       },
     );
     // Chains are declared before their rules in save output; a declared chain gets its refs
@@ -303,9 +245,6 @@ export class NatRules {
     const declaredNames = new Set<string>();
     for (const c of nat?.chains ?? []) declaredNames.add(c.name);
     this.names = [...declaredNames, ...undeclared.filter((n) => !declaredNames.has(n))];
-    const sel = new PodSelectorSet();
-    for (const name of this.names) for (const s of contributions.get(name) ?? []) sel.add(s);
-    this.pod = sel.value();
   }
 
   /** The nat table of a parsed dump (its first one, as iptables-restore would apply it). */
@@ -324,9 +263,9 @@ export class NatRules {
 
   /**
    * The chain's rules in order. `mustContain`: only rules whose save-output line contains this
-   * text can interest the caller; the others are skipped without parsing them.
+   * text (or passes this test) can interest the caller; the others are skipped without parsing them.
    */
-  *rules(chain: string, mustContain?: string): Iterable<IptablesRule> {
+  *rules(chain: string, mustContain?: LineTest): Iterable<IptablesRule> {
     const cached = this.cache.get(chain);
     if (cached) {
       yield* cached;
@@ -373,19 +312,15 @@ export class NatRules {
     return out;
   }
 
-  /** kube-proxy's local traffic detector read back from every rule (podSelectorsOfRule). */
-  podSelectors(): PodSelectors {
-    return { cidrs: [...this.pod.cidrs], interfaces: [...this.pod.interfaces] };
-  }
-
   /** The rules of a FILTER_DROP_CHAINS chain of the first filter table, in order. */
   filterRules(chain: FilterDropChain): IptablesRule[] {
     return this.filter.filter((r) => r.chain === chain);
   }
 
-  private parseAt(id: number, mustContain?: string): IptablesRule | undefined {
+  private parseAt(id: number, mustContain?: LineTest): IptablesRule | undefined {
     const text = this.lines.text(this.refs.start[id]!, this.refs.end[id]!).trim();
-    if (mustContain !== undefined && !mayContain(text, mustContain)) return undefined;
+    if (typeof mustContain === 'string' ? !mayContain(text, mustContain) : mustContain?.(text) === false)
+      return undefined;
     const r = parseRule(text, this.refs.line[id]!, 'nat');
     return r.ok ? r.rule : undefined;
   }
@@ -449,13 +384,4 @@ function ruleLine(r: IptablesRule): string {
   const chain = /[\s"\\]/.test(r.chain) ? `"${r.chain.replace(/["\\]/g, '\\$&')}"` : r.chain;
   const counters = r.counters ? `[${r.counters.packets}:${r.counters.bytes}] ` : '';
   return `${counters}-A ${chain}${r.spec === '' ? '' : ` ${r.spec}`}`;
-}
-
-/**
- * Whether a rule line may add to the pod selectors (podSelectorsOfRule): a "pod traffic" or
- * "Redirect pods" comment, or a jump to KUBE-MARK-MASQ with a negated option ('!').
- */
-function mayAddPodSelectors(line: string): boolean {
-  if (mayContain(line, POD_TRAFFIC) || mayContain(line, REDIRECT_PODS)) return true;
-  return line.includes('!') && mayContain(line, 'KUBE-MARK-MASQ');
 }
