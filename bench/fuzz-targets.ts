@@ -35,7 +35,7 @@ import { NatRules } from '../src/kernel/nat/nat-rules.js';
 import { NAT_LINE_MAX_BYTES } from '../src/kernel/nat/read.js';
 import { NLMSG_DONE, splitMessages } from '../src/kernel/netlink/codec.js';
 import { nftSnapshotOfRuleset } from '../src/kernel/nft/read.js';
-import { kubeNatFacts, natRulesFacts } from '../src/kubeproxy/facts.js';
+import { FILTER_DROP_CHAINS, kubeNatFacts, natRulesFacts } from '../src/kubeproxy/facts.js';
 import { parseEvidenceLine } from '../src/remote/evidence-lines.js';
 import { localRoutesOf } from '../src/source/local-routes.js';
 
@@ -598,7 +598,10 @@ const ipvsSets = parseIpsetSave(text('nat/ipvs-1.28.ipset.save'), 'ipset save').
  */
 function natFacts(t: string, sets: Parameters<typeof natRulesFacts>[1]): unknown {
   const bytes = Buffer.from(t);
-  const facts = natRulesFacts([new NatRules(bytes, { source: 'f', family: 4 })], sets);
+  const facts = natRulesFacts(
+    [new NatRules(bytes, { source: 'f', family: 4, filterChains: FILTER_DROP_CHAINS })],
+    sets,
+  );
   // A line past the bound is refused by the streamed read alone, by design (read-lines.test.ts).
   if (!t.split('\n').some((l) => Buffer.byteLength(l) > NAT_LINE_MAX_BYTES))
     natRulesFacts([streamedRules(bytes)], sets);
@@ -606,7 +609,7 @@ function natFacts(t: string, sets: Parameters<typeof natRulesFacts>[1]): unknown
 }
 
 function streamedRules(bytes: Buffer): NatRules {
-  const store = new NatLineStore(NAT_LINE_MAX_BYTES);
+  const store = new NatLineStore(NAT_LINE_MAX_BYTES, FILTER_DROP_CHAINS);
   const split = new LineSplitter(NAT_LINE_MAX_BYTES, (buf, start, end, lineNo, terminated) =>
     store.line(buf, start, end, lineNo, terminated),
   );
@@ -614,7 +617,7 @@ function streamedRules(bytes: Buffer): NatRules {
   for (let at = 0; at < bytes.length; at += size) split.push(bytes.subarray(at, at + size));
   split.end();
   store.end();
-  return new NatRules(store, { source: 'f', family: 4 });
+  return new NatRules(store, { source: 'f', family: 4, filterChains: FILTER_DROP_CHAINS });
 }
 
 const BUG = [TypeError, RangeError, ReferenceError, SyntaxError, EvalError, URIError];

@@ -113,6 +113,12 @@ export interface KubeNatFacts {
 const IPTABLES_CHAIN = /^KUBE-(SVC|SEP|EXT|SVL|FW|XLB)-/;
 
 /**
+ * The filter-table chains where kube-proxy (1.25+ iptables mode) drops Service traffic the nat
+ * table left alone: loadBalancerSourceRanges, and ETP=Local without local endpoints.
+ */
+export const FILTER_DROP_CHAINS = ['KUBE-PROXY-FIREWALL', 'KUBE-EXTERNAL-SERVICES'] as const;
+
+/**
  * A NAT snapshot as readNat's factsOnly leaves it: what detection needs of the rules (facts),
  * derived when they were read, and no v4, v6 or ipsets. The agent keeps this, never the parsed rules.
  */
@@ -162,7 +168,7 @@ export function kubeNatFacts(nat: NatFactsSnapshot | undefined, nftTables?: NftS
 export function xtablesFacts(nat: NatSnapshot | undefined): KubeNatFacts {
   const dumps = [nat?.v4, nat?.v6].filter((d): d is IptablesDump => !!d);
   return natRulesFacts(
-    dumps.map((d) => NatRules.ofDump(d)),
+    dumps.map((d) => NatRules.ofDump(d, FILTER_DROP_CHAINS)),
     nat?.ipsets?.sets ?? [],
   );
 }

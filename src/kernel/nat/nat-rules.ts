@@ -11,16 +11,9 @@ import { eachLine, lineText, mayContain } from './lines.js';
 import { findOptions } from './rule-spec.js';
 import type { IptablesDump, IptablesRule, IptablesTable, NatFamily } from './types.js';
 
-/**
- * The filter-table chains where kube-proxy (1.25+ iptables mode) drops Service traffic the nat
- * table left alone: loadBalancerSourceRanges, and ETP=Local without local endpoints.
- */
-export const FILTER_DROP_CHAINS = ['KUBE-PROXY-FIREWALL', 'KUBE-EXTERNAL-SERVICES'] as const;
-export type FilterDropChain = (typeof FILTER_DROP_CHAINS)[number];
-
-/** Whether a filter-table rule line belongs to a FILTER_DROP_CHAINS chain (`-A KUBE-PROXY-FIREWALL ...`). */
-export function isFilterDropLine(trimmed: string): boolean {
-  return FILTER_DROP_CHAINS.some((c) => trimmed.startsWith(`-A ${c} `));
+/** Whether a rule line (trimmed) belongs to one of `chains` (`-A CHAIN ...`). */
+export function isRuleOfChains(trimmed: string, chains: readonly string[]): boolean {
+  return chains.some((c) => trimmed.startsWith(`-A ${c} `));
 }
 
 /** Chains below this many rules are walked whole; longer ones through a destination index. */
@@ -152,6 +145,8 @@ export type LineTest = string | ((line: string) => boolean);
 export interface SaveRulesInput {
   source: string;
   family: NatFamily;
+  /** The filter table's chains whose rules filterRules gives; the reader keeps no other filter rule. */
+  filterChains: readonly string[];
 }
 
 export class NatRules {
@@ -166,7 +161,7 @@ export class NatRules {
   private readonly index = new Map<string, { idx: ChainIndex; ids: Int32Array; general: Map<number, IptablesRule> }>();
   private readonly cache = new Map<string, IptablesRule[]>();
   private readonly lines: SaveText;
-  /** The first filter table's FILTER_DROP_CHAINS rules (one per source-ranged or locally endpoint-less LB port: few). */
+  /** The first filter table's rules of the input's filterChains (few: the caller names the chains it needs). */
   private readonly filter: IptablesRule[] = [];
 
   /**
@@ -189,13 +184,11 @@ export class NatRules {
         // Only the first nat table counts, as for a parsed dump.
         if (table !== nat) return;
         let chain = RULE_HEAD.exec(trimmed)?.[1];
-        let parsed: IptablesRule | undefined;
         if (chain === undefined || !this.chains.has(chain)) {
           // Counters, quotes, or a chain not declared (yet): parse now, as the full parser
           // would, so a rule that it would skip creates no chain here either.
           const r = parseRule(trimmed, lineNo, 'nat');
           if (!r.ok) return;
-          parsed = r.rule;
           chain = r.rule.chain;
         }
         let id = this.chains.get(chain);
@@ -223,7 +216,7 @@ export class NatRules {
         inFilter = !filterSeen && trimmed.slice(1).trim() === 'filter';
         filterSeen ||= inFilter;
       } else if (trimmed === 'COMMIT') inFilter = false;
-      else if (inFilter && isFilterDropLine(trimmed)) {
+      else if (inFilter && isRuleOfChains(trimmed, input.filterChains)) {
         const r = parseRule(trimmed, lineNo, 'filter');
         if (r.ok) this.filter.push(r.rule);
       }
@@ -248,8 +241,8 @@ export class NatRules {
   }
 
   /** The nat table of a parsed dump (its first one, as iptables-restore would apply it). */
-  static ofDump(dump: IptablesDump): NatRules {
-    return new NatRules(dumpLines(dump), { source: dump.source, family: dump.family });
+  static ofDump(dump: IptablesDump, filterChains: readonly string[]): NatRules {
+    return new NatRules(dumpLines(dump, filterChains), { source: dump.source, family: dump.family, filterChains });
   }
 
   /** Declared chains in order, then chains that only have rules, in order of their first rule. */
@@ -312,8 +305,8 @@ export class NatRules {
     return out;
   }
 
-  /** The rules of a FILTER_DROP_CHAINS chain of the first filter table, in order. */
-  filterRules(chain: FilterDropChain): IptablesRule[] {
+  /** The rules of one of the input's filterChains in the first filter table, in order. */
+  filterRules(chain: string): IptablesRule[] {
     return this.filter.filter((r) => r.chain === chain);
   }
 
@@ -344,10 +337,10 @@ function wholeOutput(buf: Buffer): SaveText {
 }
 
 /**
- * The first nat table of a dump and the first filter table's FILTER_DROP_CHAINS rules as save
+ * The first nat table of a dump and the first filter table's rules of `filterChains` as save
  * lines, each with its line number in the dump: a rule's spec is its text byte for byte.
  */
-function dumpLines(dump: IptablesDump): SaveText {
+function dumpLines(dump: IptablesDump, filterChains: readonly string[]): SaveText {
   const texts: string[] = [];
   const lineNos: number[] = [];
   let lastLine = 0;
@@ -362,7 +355,7 @@ function dumpLines(dump: IptablesDump): SaveText {
     if (table !== nat && table !== filter) continue;
     add(`*${table.name}`, table.line);
     if (table === nat) for (const c of table.chains) add(`:${c.name} ${c.policy ?? '-'}`, c.line);
-    const rules = table === nat ? table.rules : table.rules.filter((r) => isFilterDropChain(r.chain));
+    const rules = table === nat ? table.rules : table.rules.filter((r) => filterChains.includes(r.chain));
     for (const r of rules) add(ruleLine(r), r.line);
     if (table.committed) add('COMMIT', lastLine);
   }
@@ -373,10 +366,6 @@ function dumpLines(dump: IptablesDump): SaveText {
     text: (start) => texts[start]!,
     lastLine,
   };
-}
-
-function isFilterDropChain(chain: string): chain is FilterDropChain {
-  return (FILTER_DROP_CHAINS as readonly string[]).includes(chain);
 }
 
 /** A rule as iptables-save writes it; a chain name with spaces or quotes is quoted as the tokenizer reads it. */

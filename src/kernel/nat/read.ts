@@ -12,7 +12,7 @@ import { parseIpsetSave } from './ipset.js';
 import { parseIptablesSave } from './iptables-save.js';
 import { eachLine } from './lines.js';
 import { NatLineStore } from './nat-lines.js';
-import { NatRules } from './nat-rules.js';
+import { NatRules, type SaveRulesInput } from './nat-rules.js';
 import { combineDigests, type DigestPart, outputDigest, SaveHash } from './save-digest.js';
 import type { IpsetDump, IpsetSet, IptablesDump, NatFamily, NatSnapshot, XtablesBackend } from './types.js';
 
@@ -39,6 +39,8 @@ export interface ReadNatOptions {
    * dump, so that no caller ever holds every parsed rule of a large node at once.
    */
   factsOnly?: boolean;
+  /** The filter table's chains whose rules a facts-only read keeps (NatRules.filterRules); default none. */
+  filterChains?: readonly string[];
   /** Bound on one line of a save command's output in a facts-only read (default NAT_LINE_MAX_BYTES); a longer line makes the source unavailable with a reason that says so. */
   maxLineBytes?: number;
 }
@@ -99,8 +101,9 @@ export async function readNat(opts: ReadNatOptions = {}): Promise<ReadNatResult>
     maxBytes: opts.maxOutputBytes ?? NAT_OUTPUT_MAX_BYTES,
   };
   const maxLineBytes = opts.maxLineBytes ?? NAT_LINE_MAX_BYTES;
+  const filterChains = opts.filterChains ?? [];
   const save = (cmd: string): Promise<SaveRead> =>
-    opts.factsOnly ? saveLines(cmd, cmdOpts, maxLineBytes) : saveWhole(cmd, cmdOpts);
+    opts.factsOnly ? saveLines(cmd, cmdOpts, maxLineBytes, filterChains) : saveWhole(cmd, cmdOpts);
   const [l4, l6, n4, n6, sets] = await Promise.all([
     save(SAVE_COMMANDS.legacy[4]),
     save(SAVE_COMMANDS.legacy[6]),
@@ -127,7 +130,7 @@ export async function readNat(opts: ReadNatOptions = {}): Promise<ReadNatResult>
   const notes: string[] = [];
   let v4: IptablesDump | NatRules;
   try {
-    v4 = readKept(v4res.kept, SAVE_COMMANDS[choice.backend][4], 4);
+    v4 = readKept(v4res.kept, { source: SAVE_COMMANDS[choice.backend][4], family: 4, filterChains });
   } catch (e) {
     const reason = e instanceof Error ? e.message : String(e);
     return { sources: [{ source: 'nat', available: false, reason, durationMs: natMs }, ipset.status], digest };
@@ -137,7 +140,7 @@ export async function readNat(opts: ReadNatOptions = {}): Promise<ReadNatResult>
   if (!v6res.ok) notes.push(`IPv6 rules unavailable: ${withCommand(SAVE_COMMANDS[choice.backend][6], v6res.reason)}`);
   else {
     try {
-      v6 = readKept(v6res.kept, SAVE_COMMANDS[choice.backend][6], 6);
+      v6 = readKept(v6res.kept, { source: SAVE_COMMANDS[choice.backend][6], family: 6, filterChains });
     } catch (e) {
       notes.push(`IPv6 rules unavailable: ${e instanceof Error ? e.message : String(e)}`);
     }
@@ -176,16 +179,21 @@ export async function readNat(opts: ReadNatOptions = {}): Promise<ReadNatResult>
 }
 
 /** The whole output parsed (snapshot), or the nat table's lines held as positions and parsed a rule at a time (facts-only reads). */
-function readKept(kept: Buffer | NatLineStore, source: string, family: NatFamily): IptablesDump | NatRules {
-  if (kept instanceof NatLineStore) return new NatRules(kept, { source, family });
-  return parseIptablesSave(kept.toString('utf8'), { source, family });
+function readKept(kept: Buffer | NatLineStore, input: SaveRulesInput): IptablesDump | NatRules {
+  if (kept instanceof NatLineStore) return new NatRules(kept, input);
+  return parseIptablesSave(kept.toString('utf8'), { source: input.source, family: input.family });
 }
 
 /** Facts-only: the output a line at a time, hashed, counted, and its nat table's lines kept. */
-async function saveLines(cmd: string, opts: CommandOptions, maxLineBytes: number): Promise<SaveRead> {
+async function saveLines(
+  cmd: string,
+  opts: CommandOptions,
+  maxLineBytes: number,
+  filterChains: readonly string[],
+): Promise<SaveRead> {
   const hash = new SaveHash();
   const counts = new BackendCounter();
-  const kept = new NatLineStore(maxLineBytes);
+  const kept = new NatLineStore(maxLineBytes, filterChains);
   const r = await runCommandLines(cmd, [], { ...opts, maxLineBytes }, (buf, start, end, lineNo, terminated) => {
     hash.line(buf, start, end, terminated);
     counts.line(buf, start, end, terminated);

@@ -11,13 +11,13 @@ import { parseIptablesSave } from '../../../src/kernel/nat/iptables-save.js';
 import { mayContain } from '../../../src/kernel/nat/lines.js';
 import { NatRules } from '../../../src/kernel/nat/nat-rules.js';
 import type { IpsetSet, NatFamily } from '../../../src/kernel/nat/types.js';
-import { type KubeNatFacts, natRulesFacts } from '../../../src/kubeproxy/facts.js';
+import { FILTER_DROP_CHAINS, type KubeNatFacts, natRulesFacts } from '../../../src/kubeproxy/facts.js';
 import { fixture } from './fixtures.js';
 
 const full = (text: string, family: NatFamily = 4, sets: IpsetSet[] = []): KubeNatFacts =>
-  natRulesFacts([NatRules.ofDump(parseIptablesSave(text, { source: 's', family }))], sets);
+  natRulesFacts([NatRules.ofDump(parseIptablesSave(text, { source: 's', family }), FILTER_DROP_CHAINS)], sets);
 const streamed = (text: string, family: NatFamily = 4, sets: IpsetSet[] = []): KubeNatFacts =>
-  natRulesFacts([new NatRules(Buffer.from(text), { source: 's', family })], sets);
+  natRulesFacts([new NatRules(Buffer.from(text), { source: 's', family, filterChains: FILTER_DROP_CHAINS })], sets);
 
 const OLD = fixture('iptables-1.21-legacy.v4.save');
 
@@ -66,7 +66,7 @@ describe('NatRules: the same facts from the bytes as from the parsed dump', () =
 
   it('reads a capture cut inside the nat table: the rules before the cut, and a warning that says so', () => {
     const cut = OLD.slice(0, OLD.indexOf('-A KUBE-SERVICES -d 192.0.2.20/32'));
-    const rules = new NatRules(Buffer.from(cut), { source: 's', family: 4 });
+    const rules = new NatRules(Buffer.from(cut), { source: 's', family: 4, filterChains: FILTER_DROP_CHAINS });
     expect(rules.warnings).toContainEqual(expect.stringMatching(/input ends inside table 'nat' \(no COMMIT\)/));
     expect(streamed(cut).loadBalancers.map((f) => `${f.vip}:${f.port}`)).toEqual(['192.0.2.10:80']);
     expect(streamed(OLD).loadBalancers.map((f) => `${f.vip}:${f.port}`)).toEqual(['192.0.2.10:80', '192.0.2.20:80']);
@@ -74,19 +74,23 @@ describe('NatRules: the same facts from the bytes as from the parsed dump', () =
 
   it('skips a malformed rule line and keeps the rest of its chain, in order', () => {
     const bad = OLD.replace(/^(-A KUBE-SERVICES -d 192\.0\.2\.20\/32 .*)$/m, '$1 -m comment --comment "unterminated');
-    const rules = new NatRules(Buffer.from(bad), { source: 's', family: 4 });
+    const rules = new NatRules(Buffer.from(bad), { source: 's', family: 4, filterChains: FILTER_DROP_CHAINS });
     const lines = [...rules.rules('KUBE-SERVICES')].map((r) => r.line);
     expect(lines).not.toContain(73);
     expect(lines).toEqual([...lines].sort((a, b) => a - b));
     expect(lines.length).toBe(
-      [...new NatRules(Buffer.from(OLD), { source: 's', family: 4 }).rules('KUBE-SERVICES')].length - 1,
+      [
+        ...new NatRules(Buffer.from(OLD), { source: 's', family: 4, filterChains: FILTER_DROP_CHAINS }).rules(
+          'KUBE-SERVICES',
+        ),
+      ].length - 1,
     );
     expect(streamed(bad).loadBalancers.map((f) => f.vip)).toEqual(['192.0.2.10']);
   });
 
   it("refuses input that is no save output with the full parser's error", () => {
     const text = 'create KUBE-LOAD-BALANCER hash:ip,port\nadd KUBE-LOAD-BALANCER 192.0.2.1,tcp:80\n';
-    expect(() => new NatRules(Buffer.from(text), { source: 's', family: 4 })).toThrow(
+    expect(() => new NatRules(Buffer.from(text), { source: 's', family: 4, filterChains: FILTER_DROP_CHAINS })).toThrow(
       /^s:2: no table found; not iptables-save output \(s:1: unrecognised line/,
     );
   });

@@ -14,7 +14,7 @@ import { NatLineStore } from '../../../src/kernel/nat/nat-lines.js';
 import { NatRules } from '../../../src/kernel/nat/nat-rules.js';
 import { NAT_LINE_MAX_BYTES } from '../../../src/kernel/nat/read.js';
 import { outputDigest, SaveHash } from '../../../src/kernel/nat/save-digest.js';
-import { type KubeNatFacts, kubeNatFacts, natRulesFacts } from '../../../src/kubeproxy/facts.js';
+import { FILTER_DROP_CHAINS, type KubeNatFacts, kubeNatFacts, natRulesFacts } from '../../../src/kubeproxy/facts.js';
 import { readNatFacts } from '../../../src/kubeproxy/read-facts.js';
 import { fixture } from './fixtures.js';
 
@@ -36,7 +36,7 @@ function split(
 
 /** A NatLineStore and a SaveHash fed as the facts-only read feeds them, `text` arriving in chunks of `size`. */
 function streamed(text: string, size: number): { store: NatLineStore; digest: string } {
-  const store = new NatLineStore(NAT_LINE_MAX_BYTES);
+  const store = new NatLineStore(NAT_LINE_MAX_BYTES, FILTER_DROP_CHAINS);
   const hash = new SaveHash();
   const s = new LineSplitter(NAT_LINE_MAX_BYTES, (buf, start, end, lineNo, terminated) => {
     hash.line(buf, start, end, terminated);
@@ -122,15 +122,27 @@ describe('NatLineStore: the facts, warnings and errors of the whole output from 
 
   it('for the fixtures and malformed variants, in chunks of any size', () => {
     for (const [name, text] of variants) {
-      const want = outcome(() => new NatRules(Buffer.from(text), { source: 's', family: 4 }));
+      const want = outcome(
+        () => new NatRules(Buffer.from(text), { source: 's', family: 4, filterChains: FILTER_DROP_CHAINS }),
+      );
       for (const size of [1, 13, 4096, 1 << 20]) {
         expect(
-          outcome(() => new NatRules(streamed(text, size).store, { source: 's', family: 4 })),
+          outcome(
+            () =>
+              new NatRules(streamed(text, size).store, { source: 's', family: 4, filterChains: FILTER_DROP_CHAINS }),
+          ),
           `${name}, chunks of ${size}`,
         ).toEqual(want);
       }
     }
-    const e = outcome(() => new NatRules(streamed(variants.at(-2)![1], 13).store, { source: 's', family: 4 }));
+    const e = outcome(
+      () =>
+        new NatRules(streamed(variants.at(-2)![1], 13).store, {
+          source: 's',
+          family: 4,
+          filterChains: FILTER_DROP_CHAINS,
+        }),
+    );
     expect(e).toEqual({
       error: expect.stringMatching(/^NatParseError: s:2: no table found; not iptables-save output/),
     });
@@ -139,10 +151,14 @@ describe('NatLineStore: the facts, warnings and errors of the whole output from 
   it("for kube-proxy's rules of 300 LB Services beside a filter table, keeping only the nat table's bytes", () => {
     const nat = kubeProxyRules(syntheticCluster(300, 1200).list.items).text;
     const text = `${filter(20_000)}${nat}`;
-    const want = outcome(() => new NatRules(Buffer.from(text), { source: 's', family: 4 }));
+    const want = outcome(
+      () => new NatRules(Buffer.from(text), { source: 's', family: 4, filterChains: FILTER_DROP_CHAINS }),
+    );
     expect('facts' in want && want.facts.loadBalancers.length).toBeGreaterThan(300);
     const { store } = streamed(text, 65_536);
-    expect(outcome(() => new NatRules(store, { source: 's', family: 4 }))).toEqual(want);
+    expect(outcome(() => new NatRules(store, { source: 's', family: 4, filterChains: FILTER_DROP_CHAINS }))).toEqual(
+      want,
+    );
     // The filter table (2.6 MB here) is not kept: the chunks hold the nat table and a chunk's slack.
     expect(Buffer.byteLength(filter(20_000))).toBeGreaterThan(2.5e6);
     expect(store.bytes).toBeLessThanOrEqual(Buffer.byteLength(nat.slice(nat.indexOf('*nat'))) + (1 << 20));
