@@ -1,5 +1,4 @@
 // Text rendering of a NodeSnapshot for terminals.
-
 import type { IpvsVirtualServer } from '../kernel/types.js';
 import { formatNatSummary } from '../kubeproxy/summary.js';
 import type { SourceStatus } from '../model/source-status.js';
