@@ -311,9 +311,12 @@ export class NatRules {
   }
 
   private parseAt(id: number, mustContain?: LineTest): IptablesRule | undefined {
-    const text = this.lines.text(this.refs.start[id]!, this.refs.end[id]!).trim();
+    const start = this.refs.start[id]!;
+    const text = this.lines.text(start, this.refs.end[id]!).trim();
     if (typeof mustContain === 'string' ? !mayContain(text, mustContain) : mustContain?.(text) === false)
       return undefined;
+    const known = this.lines.ruleAt?.(start);
+    if (known) return known;
     const r = parseRule(text, this.refs.line[id]!, 'nat');
     return r.ok ? r.rule : undefined;
   }
@@ -330,6 +333,8 @@ export interface SaveText {
   text(start: number, end: number): string;
   /** The last non-blank line when `each` leaves lines out. */
   readonly lastLine?: number;
+  /** The rule a line already parsed to (a dump's), so that it is not parsed again. */
+  ruleAt?(start: number): IptablesRule | undefined;
 }
 
 function wholeOutput(buf: Buffer): SaveText {
@@ -341,11 +346,12 @@ function wholeOutput(buf: Buffer): SaveText {
  * lines, each with its line number in the dump: a rule's spec is its text byte for byte.
  */
 function dumpLines(dump: IptablesDump, filterChains: readonly string[]): SaveText {
-  const texts: string[] = [];
+  // A rule line's text is written when asked, so that only the dump's rules are held.
+  const lines: (string | IptablesRule)[] = [];
   const lineNos: number[] = [];
   let lastLine = 0;
-  const add = (text: string, lineNo: number): void => {
-    texts.push(text);
+  const add = (line: string | IptablesRule, lineNo: number): void => {
+    lines.push(line);
     lineNos.push(lineNo);
     lastLine = Math.max(lastLine, lineNo);
   };
@@ -355,16 +361,22 @@ function dumpLines(dump: IptablesDump, filterChains: readonly string[]): SaveTex
     if (table !== nat && table !== filter) continue;
     add(`*${table.name}`, table.line);
     if (table === nat) for (const c of table.chains) add(`:${c.name} ${c.policy ?? '-'}`, c.line);
-    const rules = table === nat ? table.rules : table.rules.filter((r) => filterChains.includes(r.chain));
-    for (const r of rules) add(ruleLine(r), r.line);
+    for (const rule of table.rules) if (table === nat || filterChains.includes(rule.chain)) add(rule, rule.line);
     if (table.committed) add('COMMIT', lastLine);
   }
   return {
     each(fn) {
       for (const [i, lineNo] of lineNos.entries()) fn(i, i + 1, lineNo);
     },
-    text: (start) => texts[start]!,
+    text(start) {
+      const line = lines[start]!;
+      return typeof line === 'string' ? line : ruleLine(line);
+    },
     lastLine,
+    ruleAt(start) {
+      const line = lines[start];
+      return typeof line === 'object' ? line : undefined;
+    },
   };
 }
 
