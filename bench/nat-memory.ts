@@ -1,17 +1,18 @@
-// NAT rules in memory on a large iptables-mode node (issue 16, item 2), not a test:
-// kube-proxy-format rules for S Services x E endpoints (bench/kube-proxy-rules.ts,
-// from bench/agent-cluster.ts's cluster) loaded with the real iptables-restore into
+// NAT rules in memory on a large iptables-mode node, not a test: kube-proxy-format
+// rules for S Services x E endpoints (bench/kube-proxy-rules.ts, from
+// bench/agent-cluster.ts's cluster) loaded with the real iptables-restore into
 // a namespace (cbns-nat*), then read by the NAT reader in child processes started
 // with the DaemonSet's node flags (deploy/daemonset.yaml), each way:
 //   none    a bare node process with the same loader (the reference)
-//   full    what `snapshot` keeps: the parsed rules of every table
-//   facts   what the agent keeps: kube-proxy's NAT facts, derived a rule at a time
-//           from the nat table's lines kept as the save output streams by
-//           (ReadNatOptions.factsOnly, nat-lines.ts, save-rules.ts)
-//   parsed  the CPU reference: every rule parsed, then the same facts derived from
-//           the parsed dump and copied (how the facts-only read worked at 18c5778);
-//           it cannot finish under the DaemonSet's 160 MB heap at 5,000 Services,
-//           so this child alone gets a 1 GiB heap
+//   full    what `snapshot` keeps: the parsed rules of every table (its facts derived after
+//           the read by the same reader over the parsed dump, NatRules.ofDump)
+//   facts   what the agent keeps: kube-proxy's NAT facts, derived by the nat table
+//           reader (nat-rules.ts) from the nat table's lines kept as the save output
+//           streams by (ReadNatOptions.factsOnly, nat-lines.ts)
+//   parsed  the alternative design: every rule parsed, then the same facts derived
+//           by the same reader over the parsed dump (NatRules.ofDump, as the snapshot
+//           and bundles do) and copied; it cannot finish under the DaemonSet's 160 MB
+//           heap at 5,000 Services, so this child alone gets a 1 GiB heap
 // Each child reads, changes one rule, reads again while still holding the first
 // result (as the agent's source runner does), and reports heap and RSS after a
 // full GC, its peak RSS, and the read's wall and CPU time. Prints the host's load.
@@ -23,8 +24,8 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Netns } from '../src/demo/netns.js';
-import { kubeNatFacts } from '../src/kernel/nat/kube.js';
-import { readNat } from '../src/kernel/nat/read.js';
+import { kubeNatFacts } from '../src/kubeproxy/facts.js';
+import { readNatFacts } from '../src/kubeproxy/read-facts.js';
 import { agentContainer, bytesOf, containerEnv, hostArgv, nodeCommand } from '../test/support/daemonset.js';
 import { syntheticCluster } from './agent-cluster.js';
 import { kubeProxyRules } from './kube-proxy-rules.js';
@@ -52,7 +53,7 @@ function settled(): { heap: number; rss: number } {
 
 /** One read the way `mode` reads, with its facts. */
 async function readAs(mode: string, ns: string, unchangedSince?: string) {
-  const r = await readNat({
+  const r = await readNatFacts({
     netns: ns,
     timeoutMs: 120_000,
     ...(unchangedSince ? { unchangedSince } : {}),
@@ -79,7 +80,10 @@ async function child(mode: string, ns: string): Promise<void> {
     out.readMs = Math.round(performance.now() - t0);
     out.readCpuMs = Math.round((c1.user + c1.system) / 1000);
     if (!first.nat) throw new Error(`nat unreadable: ${JSON.stringify(first.sources)}`);
+    const f0 = process.cpuUsage();
     const facts = kubeNatFacts(first.nat);
+    const f1 = process.cpuUsage(f0);
+    out.factsCpuMs = Math.round((f1.user + f1.system) / 1000);
     out.loadBalancers = facts.loadBalancers.length;
     out.mode = `${mode} (proxy mode ${facts.mode})`;
     out.afterRead = settled();
@@ -158,7 +162,7 @@ async function main(): Promise<void> {
       `children run with the DaemonSet's node flags: ${v8flags.join(' ')}, env MALLOC_ARENA_MAX=${env.MALLOC_ARENA_MAX ?? '(unset)'} (memory limit ${limit ?? 'none'})`,
     );
     console.log(
-      'mode | read (wall / CPU) | unchanged re-read CPU | LB facts | heap after read | RSS after read | heap after change (both held) | RSS after change | peak RSS | peak RSS / bare node | within limit | load avg',
+      'mode | read (wall / CPU) | unchanged re-read CPU | LB facts (CPU of kubeNatFacts after the read) | heap after read | RSS after read | heap after change (both held) | RSS after change | peak RSS | peak RSS / bare node | within limit | load avg',
     );
     const self = fileURLToPath(import.meta.url);
     const modes = (argv.includes('--modes') ? argv[argv.indexOf('--modes') + 1]! : 'none,facts,parsed,full').split(',');
@@ -187,6 +191,7 @@ async function main(): Promise<void> {
         readCpuMs?: number;
         unchangedCpuMs?: number;
         loadBalancers?: number;
+        factsCpuMs?: number;
         afterRead: { heap: number; rss: number };
         afterChange?: { heap: number; rss: number };
         peakRss: number;
@@ -195,7 +200,7 @@ async function main(): Promise<void> {
       const ratio = bare ? `${(o.peakRss / bare).toFixed(2)}x` : '-';
       const within = mode === 'parsed' ? 'n/a (1 GiB heap)' : o.peakRss <= limitBytes ? 'yes' : 'NO';
       console.log(
-        `${o.mode} | ${o.readMs !== undefined ? `${o.readMs} / ${o.readCpuMs} ms` : '-'} | ${o.unchangedCpuMs !== undefined ? `${o.unchangedCpuMs} ms` : '-'} | ${o.loadBalancers ?? '-'} | ${mb(o.afterRead.heap)} MB | ${mb(o.afterRead.rss)} MB | ${o.afterChange ? `${mb(o.afterChange.heap)} MB` : '-'} | ${o.afterChange ? `${mb(o.afterChange.rss)} MB` : '-'} | ${mb(o.peakRss)} MB | ${ratio} | ${within} | ${load()}`,
+        `${o.mode} | ${o.readMs !== undefined ? `${o.readMs} / ${o.readCpuMs} ms` : '-'} | ${o.unchangedCpuMs !== undefined ? `${o.unchangedCpuMs} ms` : '-'} | ${o.loadBalancers !== undefined ? `${o.loadBalancers} (${o.factsCpuMs} ms)` : '-'} | ${mb(o.afterRead.heap)} MB | ${mb(o.afterRead.rss)} MB | ${o.afterChange ? `${mb(o.afterChange.heap)} MB` : '-'} | ${o.afterChange ? `${mb(o.afterChange.rss)} MB` : '-'} | ${mb(o.peakRss)} MB | ${ratio} | ${within} | ${load()}`,
       );
     }
   } finally {

@@ -1,6 +1,6 @@
 // Text rendering of a NodeSnapshot for terminals.
-import { formatNatSummary } from '../kernel/nat/summary.js';
 import type { IpvsVirtualServer } from '../kernel/types.js';
+import { formatNatSummary } from '../kubeproxy/summary.js';
 import type { SourceStatus } from '../model/source-status.js';
 import { printable } from '../printable.js';
 import type { NodeSnapshot } from '../source/node-snapshot.js';

@@ -1,8 +1,8 @@
 // Building a DiagnoseInput from what the readers produce: the node snapshot
 // (live or from a bundle), the cluster view, and kube-proxy's NAT facts as
-// src/kernel/nat/kube.ts derives them from the rules.
+// src/kubeproxy/facts.ts derives them from the rules.
 import type { ClusterView } from '../cluster/types.js';
-import { type KubeNatFacts, kubeNatFacts } from '../kernel/nat/kube.js';
+import { type KubeNatFacts, kubeNatFacts } from '../kubeproxy/facts.js';
 import { serviceProtocolOf } from '../model/protocol.js';
 import type { NodeSnapshot } from '../source/node-snapshot.js';
 import type { DiagnoseInput, LbNatFact, NatFacts, NodeProxyMode } from './core-types.js';

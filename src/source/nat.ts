@@ -6,8 +6,8 @@ import { errText } from '../errors.js';
 import { type BackendOutput, chooseBackend } from '../kernel/nat/backend.js';
 import { parseIpsetList, parseIpsetSave } from '../kernel/nat/ipset.js';
 import { parseIptablesSave } from '../kernel/nat/iptables-save.js';
-import { readNat } from '../kernel/nat/read.js';
 import type { BackendChoice, IpsetDump, IptablesDump, NatSnapshot, XtablesBackend } from '../kernel/nat/types.js';
+import { readNatFacts } from '../kubeproxy/read-facts.js';
 import type { SourceStatus } from '../model/source-status.js';
 import type { ReadResult, SourceDef } from './contract.js';
 
@@ -22,7 +22,7 @@ export const nat: SourceDef<NatSnapshot> = {
       name: 'nat',
       key: 'nat',
       async read() {
-        const r = await readNat({
+        const r = await readNatFacts({
           ...(opts.netns ? { netns: opts.netns } : {}),
           ...(digest ? { unchangedSince: digest } : {}),
           ...(opts.natFactsOnly ? { factsOnly: true } : {}),

@@ -6,10 +6,10 @@
 // loadBalancerSourceRanges drops, ETP=Local "no local endpoints" drops, pod masquerade.
 import { spawnSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type KubeNatFacts, kubeNatFacts, type LoadBalancerFact } from '../../src/kernel/nat/kube.js';
-import { readNat } from '../../src/kernel/nat/read.js';
-import { formatNatSummary } from '../../src/kernel/nat/summary.js';
 import type { NftSnapshot } from '../../src/kernel/nft/types.js';
+import { type KubeNatFacts, kubeNatFacts, type LoadBalancerFact } from '../../src/kubeproxy/facts.js';
+import { readNatFacts } from '../../src/kubeproxy/read-facts.js';
+import { formatNatSummary } from '../../src/kubeproxy/summary.js';
 import { nft } from '../../src/source/nft.js';
 import { kubeProxyIptables } from '../support/kube-iptables.js';
 import type { NftService } from '../support/kube-nft.js';
@@ -53,8 +53,8 @@ describe.skipIf(!isRoot || !hasNft)(
           encoding: 'utf8',
         });
         if (r.status !== 0) throw new Error(`iptables-nft-restore: ${r.stderr}`);
-        full = kubeNatFacts((await readNat({ netns: lab.node.name })).nat);
-        factsOnly = kubeNatFacts((await readNat({ netns: lab.node.name, factsOnly: true })).nat);
+        full = kubeNatFacts((await readNatFacts({ netns: lab.node.name })).nat);
+        factsOnly = kubeNatFacts((await readNatFacts({ netns: lab.node.name, factsOnly: true })).nat);
       }, 30_000);
       afterAll(() =>
         lab.node.sh(
@@ -76,7 +76,7 @@ describe.skipIf(!isRoot || !hasNft)(
             ),
           ]);
         }
-        expect(formatNatSummary((await readNat({ netns: lab.node.name })).nat!)).toContain(
+        expect(formatNatSummary((await readNatFacts({ netns: lab.node.name })).nat!)).toContain(
           '  LB 203.0.113.15:80/tcp shop/ranged:http: ETP=Cluster, pod traffic dropped by loadBalancerSourceRanges',
         );
       });
@@ -111,7 +111,7 @@ describe.skipIf(!isRoot || !hasNft)(
         const r = await nft.live!({ netns: `/var/run/netns/${lab.node.name}` }).read();
         if (r.state !== 'up') throw new Error(`nft source ${r.state}`);
         snap = r.value;
-        facts = kubeNatFacts((await readNat({ netns: lab.node.name })).nat, snap);
+        facts = kubeNatFacts((await readNatFacts({ netns: lab.node.name })).nat, snap);
       }, 30_000);
 
       it('the pod CIDR is read from the inline masquerade mark of the services chain', () => {

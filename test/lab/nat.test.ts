@@ -6,9 +6,9 @@ import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { parseIpsetSave } from '../../src/kernel/nat/ipset.js';
-import { kubeNatFacts } from '../../src/kernel/nat/kube.js';
-import { readNat } from '../../src/kernel/nat/read.js';
 import type { IpsetDump, IptablesDump } from '../../src/kernel/nat/types.js';
+import { kubeNatFacts } from '../../src/kubeproxy/facts.js';
+import { readNatFacts } from '../../src/kubeproxy/read-facts.js';
 import { isRoot, Netns } from '../support/netns.js';
 import { fixture, parseFixture } from '../unit/nat/fixtures.js';
 
@@ -67,7 +67,7 @@ describe.skipIf(!isRoot)('readNat on a real kernel (both xtables backends, ipset
     restore(ns, 'iptables-nft-restore', fixture(NEW4));
     restore(ns, 'ip6tables-nft-restore', fixture(NEW6));
     restore(ns, 'iptables-legacy-restore', PLAIN);
-    const { nat, sources } = await readNat({ netns: ns.name });
+    const { nat, sources } = await readNatFacts({ netns: ns.name });
     expect(sources.find((s) => s.source === 'nat')).toMatchObject({ available: true });
     expect(nat!.backend).toBe('nft');
     expect(nat!.backendChoice.reason).toMatch(/chain is in the nft tables/);
@@ -91,7 +91,7 @@ describe.skipIf(!isRoot)('readNat on a real kernel (both xtables backends, ipset
     const ns = netns();
     restore(ns, 'iptables-legacy-restore', fixture(OLD));
     restore(ns, 'iptables-nft-restore', '*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -p tcp --dport 22 -j ACCEPT\nCOMMIT\n');
-    const { nat } = await readNat({ netns: ns.name });
+    const { nat } = await readNatFacts({ netns: ns.name });
     expect(nat!.backend).toBe('legacy');
     expect(nat!.backendChoice.reason).toMatch(/chain is in the legacy tables/);
     expect(nat!.backendChoice.nft).toMatchObject({ ruleLines: 1, kubeletChains: false });
@@ -102,21 +102,21 @@ describe.skipIf(!isRoot)('readNat on a real kernel (both xtables backends, ipset
   it('a re-read of the same rules is unchanged (nothing parsed); a changed rule is read again', async () => {
     const ns = netns();
     restore(ns, 'iptables-legacy-restore', fixture(OLD));
-    const first = await readNat({ netns: ns.name });
+    const first = await readNatFacts({ netns: ns.name });
     expect(first.nat!.backend).toBe('legacy');
     // The save commands stamp their output with the time to the second.
     await new Promise((r) => setTimeout(r, 1100));
-    const again = await readNat({ netns: ns.name, unchangedSince: first.digest });
+    const again = await readNatFacts({ netns: ns.name, unchangedSince: first.digest });
     expect(again).toEqual({ sources: [], digest: first.digest, unchanged: true });
     // The agent's read digests the output a line at a time as it streams: the same digest.
-    expect(await readNat({ netns: ns.name, factsOnly: true, unchangedSince: first.digest })).toEqual(again);
+    expect(await readNatFacts({ netns: ns.name, factsOnly: true, unchangedSince: first.digest })).toEqual(again);
     restore(
       ns,
       'iptables-legacy-restore',
       '*nat\n-A KUBE-SERVICES -d 10.96.0.99/32 -p tcp -m tcp --dport 80 -j ACCEPT\nCOMMIT\n',
       '--noflush',
     );
-    const changed = await readNat({ netns: ns.name, unchangedSince: first.digest });
+    const changed = await readNatFacts({ netns: ns.name, unchangedSince: first.digest });
     expect(changed.unchanged).toBeUndefined();
     expect(changed.digest).not.toBe(first.digest);
     const natRules = (r: typeof first) => r.nat!.v4!.tables.find((t) => t.name === 'nat')!.rules.length;
@@ -127,8 +127,8 @@ describe.skipIf(!isRoot)('readNat on a real kernel (both xtables backends, ipset
     const ns = netns();
     restore(ns, 'iptables-nft-restore', fixture(NEW4));
     restore(ns, 'ip6tables-nft-restore', fixture(NEW6));
-    const full = await readNat({ netns: ns.name });
-    const slim = await readNat({ netns: ns.name, factsOnly: true });
+    const full = await readNatFacts({ netns: ns.name });
+    const slim = await readNatFacts({ netns: ns.name, factsOnly: true });
     expect(slim.nat!.v4).toBeUndefined();
     expect(slim.nat!.v6).toBeUndefined();
     expect(slim.nat!.ipsets).toBeUndefined();
@@ -143,14 +143,14 @@ describe.skipIf(!isRoot)('readNat on a real kernel (both xtables backends, ipset
     restore(ns, 'ipset', fixture(IPSET), 'restore');
     restore(ns, 'iptables-nft-restore', fixture(IPVS4));
     for (const target of [ns.name, ns.path]) {
-      const { nat, sources } = await readNat({ netns: target });
+      const { nat, sources } = await readNatFacts({ netns: target });
       expect(sources.find((s) => s.source === 'ipset')).toMatchObject({ available: true });
       expect(nat!.backend).toBe('nft');
       expect(setsOf(nat!.ipsets)).toEqual(setsOf(parseIpsetSave(fixture(IPSET), IPSET)));
       expect(rulesOf(nat!.v4)).toEqual(rulesOf(parseFixture(IPVS4)));
       const facts = kubeNatFacts(nat!);
       expect(facts.mode).toBe('ipvs');
-      expect(kubeNatFacts((await readNat({ netns: target, factsOnly: true })).nat)).toEqual(facts);
+      expect(kubeNatFacts((await readNatFacts({ netns: target, factsOnly: true })).nat)).toEqual(facts);
       expect(facts.loadBalancers.map((l) => [l.vip, l.trafficPolicy, l.podTraffic, l.capture])).toEqual(
         expect.arrayContaining([
           ['192.0.2.10', 'Cluster', 'masquerade', 'ipvs'],
@@ -167,7 +167,7 @@ describe.skipIf(!isRoot)('readNat on a real kernel (both xtables backends, ipset
       .replace(/^-A KUBE-KUBELET-CANARY .*\n/gm, '');
     restore(ns, 'iptables-legacy-restore', noHint);
     restore(ns, 'iptables-nft-restore', PLAIN);
-    const { nat } = await readNat({ netns: ns.name });
+    const { nat } = await readNatFacts({ netns: ns.name });
     expect(nat!.backend).toBe('nft');
     expect(nat!.backendChoice.reason).toMatch(/^no kubelet hint chain; nft holds more rules: legacy 75 rule lines/);
     // The legacy side still holds kube-proxy's rules: the snapshot says so.
@@ -179,7 +179,7 @@ describe.skipIf(!isRoot)('readNat on a real kernel (both xtables backends, ipset
   it('an output over the bound makes the source unavailable with a reason that says so, the ipsets still read', async () => {
     const ns = netns();
     restore(ns, 'iptables-nft-restore', fixture(NEW4));
-    const { nat, sources } = await readNat({ netns: ns.name, maxOutputBytes: 4096 });
+    const { nat, sources } = await readNatFacts({ netns: ns.name, maxOutputBytes: 4096 });
     expect(nat).toBeUndefined();
     expect(sources[0]).toMatchObject({
       source: 'nat',
@@ -191,7 +191,7 @@ describe.skipIf(!isRoot)('readNat on a real kernel (both xtables backends, ipset
   });
 
   it('reports a namespace that does not exist, and a missing privilege, in one line each', async () => {
-    const missing = await readNat({ netns: 'cbn-nat-does-not-exist' });
+    const missing = await readNatFacts({ netns: 'cbn-nat-does-not-exist' });
     expect(missing.nat).toBeUndefined();
     expect(missing.sources[0]!.reason).toMatch(
       /^iptables-nft-save: Cannot open network namespace "cbn-nat-does-not-exist"/,
@@ -217,7 +217,7 @@ describe.skipIf(!isRoot)('readNat on a real kernel (both xtables backends, ipset
       { encoding: 'utf8', timeout: 60_000 },
     );
     expect(r.status, r.stderr).toBe(0);
-    const asNobody = JSON.parse(r.stdout) as Awaited<ReturnType<typeof readNat>>;
+    const asNobody = JSON.parse(r.stdout) as Awaited<ReturnType<typeof readNatFacts>>;
     expect(asNobody.nat).toBeUndefined();
     for (const s of asNobody.sources) {
       expect(s.available).toBe(false);

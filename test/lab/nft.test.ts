@@ -10,8 +10,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Finding } from '../../src/detect/types.js';
-import { type KubeNatFacts, kubeNatFacts, type LoadBalancerFact } from '../../src/kernel/nat/kube.js';
-import { readNat } from '../../src/kernel/nat/read.js';
+import { type KubeNatFacts, kubeNatFacts, type LoadBalancerFact } from '../../src/kubeproxy/facts.js';
+import { readNatFacts } from '../../src/kubeproxy/read-facts.js';
 import { nft } from '../../src/source/nft.js';
 import { isRoot } from '../support/netns.js';
 import { createNftLab, NFT_LAB as L, type NftLab } from '../support/nft-lab.js';
@@ -66,7 +66,7 @@ describe.skipIf(!isRoot || !hasNft)(
           expect(r.value.tables.map((t) => `${t.family} ${t.name}`)).toEqual(['ip kube-proxy']);
           expect(r.value.absent).toEqual(['ip6']);
           expect(r.note).toBe('no table ip6 kube-proxy (single-stack)');
-          const n = await readNat({ netns: lab.node.name });
+          const n = await readNatFacts({ netns: lab.node.name });
           facts = kubeNatFacts(n.nat, r.value);
         }, 30_000);
 

@@ -126,11 +126,8 @@ function runWith(
 }
 
 /**
- * A command's output copied into one buffer as it arrives, so that each chunk the pipe hands
- * over is freed at once: held as a list, ~300 chunks of 64 KiB (below glibc's mmap threshold)
- * fill the brk heap, which glibc cannot give back while anything sits above them, and the
- * agent's RSS kept ~20 MB of every large read. The buffer grows by doubling; buffers of this
- * size are mmapped and returned to the system when freed.
+ * A command's output copied into one doubling buffer as it arrives, so that the pipe's small
+ * chunks are freed at once rather than pinning glibc's brk heap after the read.
  */
 class GrowingBytes {
   private buf = Buffer.allocUnsafeSlow(0);

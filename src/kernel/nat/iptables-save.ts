@@ -14,10 +14,7 @@ export interface SaveInput {
   /** Name of the input used in messages: a command ('iptables-nft-save') or a file path. */
   source: string;
   family: NatFamily;
-  /**
-   * Only these tables' chains and rules are kept (the others' headers still are, empty): the
-   * agent needs the nat table alone, and at 5,000 Services the parsed filter table is tens of MB.
-   */
+  /** Only these tables' chains and rules are kept (the others' headers still are, empty): the nat table reader needs no other. */
   tables?: ReadonlySet<string>;
 }
 
@@ -39,7 +36,7 @@ export function parseIptablesSave(text: string, input: SaveInput): IptablesDump 
 /**
  * The structure of a save output, line by line: tables, chain declarations, COMMIT, and the
  * problems that concern the whole input. What a rule line becomes is the caller's (onRule):
- * parseIptablesSave parses each one; the agent's reader (save-rules.ts) notes where it is.
+ * parseIptablesSave parses each one; the nat table reader (nat-rules.ts) notes where it is.
  */
 export class SaveLines {
   readonly warnings: string[] = [];

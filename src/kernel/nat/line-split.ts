@@ -1,12 +1,8 @@
-// A command's output cut into lines as the pipe hands it over, so that a reader
-// keeps what it wants of each line and never the whole output: at 5,000
-// Services iptables-save prints 20 MB, which held whole (and its doubling
-// buffer while it grew) was most of the agent's peak on its first NAT read.
-// A line is handed over where it lies (in the pipe's chunk) or, when a chunk
-// ends inside it, from a buffer of its own; the splitter keeps neither and
-// never writes to a buffer it handed over, so a reader may keep a reference to
-// copy runs of lines at once. The carry is bounded: a line longer than the
-// bound is an error that says so, never a buffer that grows with its input.
+// A command's output cut into lines as the pipe hands it over, so that a reader keeps what it
+// wants of each line and never the whole output. A line is handed over where it lies (in the
+// pipe's chunk) or, when a chunk ends inside it, from a buffer of its own; the splitter never
+// writes to a buffer it handed over, so a reader may keep a reference to copy runs of lines at
+// once. A line longer than the bound is an error that says so, never a buffer that grows.
 
 /** Receives each line (without its '\n'): bytes [start, end) of buf, which is never written again. */
 export type LineFn = (buf: Buffer, start: number, end: number, lineNo: number, terminated: boolean) => void;

@@ -1,9 +1,6 @@
-// Line-by-line access to a command's output kept as bytes. A 5,000-Service
-// node's iptables-save is ~20 MB; as one JS string (and its split lines) it
-// would sit on the heap next to what is parsed from it. Each line here is
-// decoded on its own, so nothing but the line at hand (and what the caller
-// keeps of it) is a string; a newline byte never occurs inside a UTF-8 sequence,
-// so decoding line by line gives the same text as decoding the whole output.
+// Line-by-line access to a command's output kept as bytes, so that only the line at hand becomes
+// a string; a newline byte never occurs inside a UTF-8 sequence, so decoding line by line gives
+// the same text as decoding the whole output.
 
 /** Calls fn for each line (without its '\n'), 1-based, with its byte range. */
 export function eachLine(buf: Uint8Array, fn: (start: number, end: number, lineNo: number) => void): void {

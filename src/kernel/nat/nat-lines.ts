@@ -2,24 +2,19 @@
 // output streams by (line-split.ts): the nat table's chains and rules, and the
 // lines that make the output's structure (table headers, COMMIT, lines that are
 // no save output, iptables-nft-save's "incompatible" notes), and the filter
-// table's rules of kube-proxy's drop chains (FILTER_DROP_CHAINS). The other tables'
+// table's rules of the chains the caller names. The other tables'
 // chains and rules are dropped as they go by, and the whole output is never
-// held: SaveNatRules reads these lines as it would read the whole output, with
+// held: NatRules reads these lines as it would read the whole output, with
 // the same line numbers, warnings and errors (SaveLines).
-//
-// The bytes go into chunks of 1 MiB that are never copied again (a buffer that
-// doubles as it grows holds up to 3x its content while it copies); a run of
-// lines from one pipe chunk is copied at once.
+// The bytes go into fixed chunks that are never copied again, unlike a doubling buffer.
 
-import { FILTER_DROP_CHAINS, isFilterDropLine } from './nat-rules.js';
+import { isRuleOfChains } from './nat-rules.js';
 
 /** A line's start is chunk * CHUNK + offset; every line (and its '\n') lies in one chunk. */
 const CHUNK = 1 << 20;
 /** iptables-restore's own whitespace, as String#trim sees it in one byte (CR included). */
 const ASCII_SPACE = new Set([0x09, 0x0b, 0x0c, 0x0d, 0x20]);
 const INCOMPATIBLE = /incompatible/i;
-/** The longest FILTER_DROP_CHAINS rule prefix ('-A KUBE-EXTERNAL-SERVICES '). */
-const DROP_PREFIX_BYTES = Math.max(...FILTER_DROP_CHAINS.map((c) => c.length + 4));
 
 export class NatLineStore {
   private readonly chunks: Buffer[] = [];
@@ -40,7 +35,15 @@ export class NatLineStore {
   private to = 0;
   private ended = false;
 
-  constructor(private readonly maxLineBytes: number) {
+  /** The longest `-A CHAIN ` prefix of the filter chains kept. */
+  private readonly filterPrefixBytes: number;
+
+  /** `filterChains`: the filter table's chains whose rules are kept (NatRules.filterRules). */
+  constructor(
+    private readonly maxLineBytes: number,
+    private readonly filterChains: readonly string[],
+  ) {
+    this.filterPrefixBytes = Math.max(0, ...filterChains.map((c) => c.length + 4));
     if (maxLineBytes + 1 > CHUNK) throw new Error(`line bound ${maxLineBytes} does not fit a chunk of ${CHUNK} bytes`);
   }
 
@@ -57,7 +60,7 @@ export class NatLineStore {
       else if (
         this.table === 'filter' &&
         first === 0x2d &&
-        isFilterDropLine(buf.toString('latin1', i, Math.min(end, i + DROP_PREFIX_BYTES)))
+        isRuleOfChains(buf.toString('latin1', i, Math.min(end, i + this.filterPrefixBytes)), this.filterChains)
       ) {
         this.keep(buf, start, end, lineNo, terminated);
       }

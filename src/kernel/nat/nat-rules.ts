@@ -1,49 +1,19 @@
-// One family's nat table as the kube-proxy analysis (kube.ts, walk.ts) asks it:
-// which chains exist, a chain's rules in order, and the rules of a chain that
-// could match a packet to one address. Two implementations: over a parsed dump
-// (snapshot, bundles, tests), and over the save command's bytes, parsing a rule
-// only when asked (save-rules.ts: the agent, which must not hold every parsed
-// rule of a 5,000-Service node at once).
+// The one reader of a family's nat table for the kube-proxy analysis (src/kubeproxy): which
+// chains exist, a chain's rules in order, and the rules of a chain that could match a packet to
+// one address. It holds the save output's rule lines as bytes with their positions and parses a
+// rule only when asked, so that the agent never holds every parsed rule of a large node; the
+// snapshot, bundles and tests read a parsed dump through the same class (NatRules.ofDump).
+// The line structure and its errors are iptables-save.ts's (SaveLines), so a malformed line is
+// skipped exactly as the full parser skips it.
 import { canonicalIP } from '../ip.js';
+import { parseRule, SaveLines } from './iptables-save.js';
+import { eachLine, lineText, mayContain } from './lines.js';
 import { findOptions } from './rule-spec.js';
-import type { IptablesDump, IptablesRule, NatFamily } from './types.js';
+import type { IptablesDump, IptablesRule, IptablesTable, NatFamily } from './types.js';
 
-/** How kube-proxy recognises pod traffic here (its "local traffic detector"). */
-export interface PodSelectors {
-  cidrs: string[];
-  interfaces: string[];
-}
-
-export interface NatRules {
-  family: NatFamily;
-  /** Name of the input (command or file), for evidence lines. */
-  source: string;
-  /** Declared chains in order, then chains that only have rules, in order of their first rule. */
-  chainNames(): string[];
-  has(chain: string): boolean;
-  /**
-   * The chain's rules in order. `mustContain`: only rules whose save-output line contains this
-   * text can interest the caller; an implementation may skip the others without parsing them.
-   */
-  rules(chain: string, mustContain?: string): Iterable<IptablesRule>;
-  /** The rules of `chain` that could match a packet to `dst`, in chain order. */
-  candidates(chain: string, dst: string): IptablesRule[];
-  /** kube-proxy's local traffic detector read back from every rule (see podSelectorsOf). */
-  podSelectors(): PodSelectors;
-  /** The rules of a FILTER_DROP_CHAINS chain of the filter table, in order. */
-  filterRules(chain: FilterDropChain): readonly IptablesRule[];
-}
-
-/**
- * The filter-table chains where kube-proxy (1.25+ iptables mode) drops Service traffic the nat
- * table left alone: loadBalancerSourceRanges, and ETP=Local without local endpoints.
- */
-export const FILTER_DROP_CHAINS = ['KUBE-PROXY-FIREWALL', 'KUBE-EXTERNAL-SERVICES'] as const;
-export type FilterDropChain = (typeof FILTER_DROP_CHAINS)[number];
-
-/** Whether a filter-table rule line belongs to a FILTER_DROP_CHAINS chain (`-A KUBE-PROXY-FIREWALL ...`). */
-export function isFilterDropLine(trimmed: string): boolean {
-  return FILTER_DROP_CHAINS.some((c) => trimmed.startsWith(`-A ${c} `));
+/** Whether a rule line (trimmed) belongs to one of `chains` (`-A CHAIN ...`). */
+export function isRuleOfChains(trimmed: string, chains: readonly string[]): boolean {
+  return chains.some((c) => trimmed.startsWith(`-A ${c} `));
 }
 
 /** Chains below this many rules are walked whole; longer ones through a destination index. */
@@ -110,97 +80,309 @@ export function canonicalSafe(address: string): string {
 }
 
 /**
- * What one rule adds to kube-proxy's local traffic detector: the source of "pod traffic" /
- * "Redirect pods" rules, and the negated source of masquerade rules for cluster IPs
- * ("! -s podCIDR ... -j KUBE-MARK-MASQ").
+ * Where the rule lines are, in typed arrays (no objects for the collector to trace): per rule
+ * its byte range, line number and the next rule of its chain; per chain its first and last rule
+ * and how many it has. 16 bytes a rule; the offsets fit because the reader bounds the output.
  */
-export function podSelectorsOfRule(r: IptablesRule): PodSelectors | undefined {
-  const c = r.comment ?? '';
-  if (c.startsWith(POD_TRAFFIC) || c.startsWith(REDIRECT_PODS)) return sourceSelectors(r, false);
-  if (r.target === 'KUBE-MARK-MASQ') return sourceSelectors(r, true);
-  return undefined;
-}
+class RuleRefs {
+  start = new Int32Array(1024);
+  end = new Int32Array(1024);
+  line = new Int32Array(1024);
+  next = new Int32Array(1024);
+  count = 0;
+  private readonly head: number[] = [];
+  private readonly tail: number[] = [];
+  readonly size: number[] = [];
 
-export const POD_TRAFFIC = 'pod traffic for ';
-export const REDIRECT_PODS = 'Redirect pods trying to reach external';
-
-/** Base-match `-s`/`-i` options of a rule that are not negated (or are, with negated=true). */
-export function sourceSelectors(rule: IptablesRule, negated: boolean): PodSelectors {
-  return {
-    cidrs: findOptions(rule.matches, '-s', '')
-      .filter((o) => o.negated === negated)
-      .map((o) => o.values[0]!),
-    interfaces: findOptions(rule.matches, '-i', '')
-      .filter((o) => o.negated === negated)
-      .map((o) => o.values[0]!),
-  };
-}
-
-/** Collects selectors in first-seen order, without repeats. */
-export class PodSelectorSet {
-  private readonly cidrs = new Set<string>();
-  private readonly interfaces = new Set<string>();
-  add(sel: PodSelectors | undefined): void {
-    sel?.cidrs.forEach((x) => this.cidrs.add(x));
-    sel?.interfaces.forEach((x) => this.interfaces.add(x));
+  newChain(): number {
+    this.head.push(-1);
+    this.tail.push(-1);
+    this.size.push(0);
+    return this.head.length - 1;
   }
-  value(): PodSelectors {
-    return { cidrs: [...this.cidrs], interfaces: [...this.interfaces] };
+
+  add(chain: number, start: number, end: number, line: number): void {
+    if (this.count === this.start.length) this.grow();
+    const id = this.count++;
+    this.start[id] = start;
+    this.end[id] = end;
+    this.line[id] = line;
+    this.next[id] = -1;
+    if (this.tail[chain]! < 0) this.head[chain] = id;
+    else this.next[this.tail[chain]!] = id;
+    this.tail[chain] = id;
+    this.size[chain]!++;
+  }
+
+  /** Rule ids of a chain, in order. */
+  *ids(chain: number): Iterable<number> {
+    for (let id = this.head[chain]!; id >= 0; id = this.next[id]!) yield id;
+  }
+
+  private grow(): void {
+    const bigger = (a: Int32Array<ArrayBuffer>): Int32Array<ArrayBuffer> => {
+      const b = new Int32Array(a.length * 2);
+      b.set(a);
+      return b;
+    };
+    this.start = bigger(this.start);
+    this.end = bigger(this.end);
+    this.line = bigger(this.line);
+    this.next = bigger(this.next);
   }
 }
 
-/** The nat table of a parsed dump (the first one, as iptables-restore would apply it). */
-export class DumpNatRules implements NatRules {
+const NAT_ONLY: ReadonlySet<string> = new Set(['nat']);
+/** `-A CHAIN` with a plain chain name: the chain is known without tokenizing the line. */
+const RULE_HEAD = /^-A[ \t]+([^ \t"]+)(?=[ \t]|$)/;
+/** Parsed small chains kept for the walks that come back to them (a walk, then its policy). */
+const CACHE_CHAINS = 32;
+const CACHE_MAX_RULES = 64;
+
+/** Text a rule line must hold (see mayContain), or a test of the trimmed line. */
+export type LineTest = string | ((line: string) => boolean);
+
+export interface SaveRulesInput {
+  source: string;
+  family: NatFamily;
+  /** The filter table's chains whose rules filterRules gives; the reader keeps no other filter rule. */
+  filterChains: readonly string[];
+}
+
+export class NatRules {
   readonly family: NatFamily;
+  /** Name of the input (command or file), for evidence lines. */
   readonly source: string;
-  private readonly chains = new Map<string, IptablesRule[]>();
-  private readonly index = new Map<string, ChainIndex>();
-  private readonly filter: IptablesRule[];
+  /** Warnings about the input's structure (SaveLines); rule lines are judged when parsed. */
+  readonly warnings: string[];
+  private readonly chains = new Map<string, number>();
+  private readonly refs = new RuleRefs();
+  private readonly names: string[];
+  private readonly index = new Map<string, { idx: ChainIndex; ids: Int32Array; general: Map<number, IptablesRule> }>();
+  private readonly cache = new Map<string, IptablesRule[]>();
+  private readonly lines: SaveText;
+  /** The first filter table's rules of the input's filterChains (few: the caller names the chains it needs). */
+  private readonly filter: IptablesRule[] = [];
 
-  constructor(dump: IptablesDump) {
-    this.family = dump.family;
-    this.source = dump.source;
-    this.filter = dump.tables.find((t) => t.name === 'filter')?.rules ?? [];
-    const nat = dump.tables.find((t) => t.name === 'nat');
-    for (const c of nat?.chains ?? []) this.chains.set(c.name, []);
-    for (const r of nat?.rules ?? []) {
-      const list = this.chains.get(r.chain) ?? [];
-      list.push(r);
-      this.chains.set(r.chain, list);
-    }
+  /**
+   * From a whole save output, the lines of one a NatLineStore kept as it streamed by (the agent),
+   * or a parsed dump's lines. Throws NatParseError for input that is no iptables-save output, as
+   * parseIptablesSave does.
+   */
+  constructor(out: Buffer | SaveText, input: SaveRulesInput) {
+    const lines = Buffer.isBuffer(out) ? wholeOutput(out) : out;
+    this.lines = lines;
+    this.family = input.family;
+    this.source = input.source;
+    let nat: IptablesTable | undefined;
+    let at = 0;
+    let end = 0;
+    const undeclared: string[] = [];
+    const save = new SaveLines(
+      { source: input.source, family: input.family, tables: NAT_ONLY },
+      (table, trimmed, lineNo) => {
+        // Only the first nat table counts, as for a parsed dump.
+        if (table !== nat) return;
+        let chain = RULE_HEAD.exec(trimmed)?.[1];
+        if (chain === undefined || !this.chains.has(chain)) {
+          // Counters, quotes, or a chain not declared (yet): parse now, as the full parser
+          // would, so a rule that it would skip creates no chain here either.
+          const r = parseRule(trimmed, lineNo, 'nat');
+          if (!r.ok) return;
+          chain = r.rule.chain;
+        }
+        let id = this.chains.get(chain);
+        if (id === undefined) {
+          id = this.refs.newChain();
+          this.chains.set(chain, id);
+          if (!save.declared.has(chain)) undeclared.push(chain);
+        }
+        this.refs.add(id, at, end, lineNo);
+      },
+    );
+    // Chains are declared before their rules in save output; a declared chain gets its refs
+    // list when declared so that RULE_HEAD's fast path finds it.
+    let declaredSeen = 0;
+    let tablesSeen = 0;
+    let filterSeen = false;
+    let inFilter = false;
+    lines.each((start, stop, lineNo) => {
+      at = start;
+      end = stop;
+      const text = lines.text(start, stop);
+      save.line(text, lineNo);
+      const trimmed = text.trim();
+      if (trimmed.startsWith('*')) {
+        inFilter = !filterSeen && trimmed.slice(1).trim() === 'filter';
+        filterSeen ||= inFilter;
+      } else if (trimmed === 'COMMIT') inFilter = false;
+      else if (inFilter && isRuleOfChains(trimmed, input.filterChains)) {
+        const r = parseRule(trimmed, lineNo, 'filter');
+        if (r.ok) this.filter.push(r.rule);
+      }
+      // A new table starts with its header line, before its first rule.
+      if (!nat && save.tables.length > tablesSeen) {
+        tablesSeen = save.tables.length;
+        nat = save.tables.at(-1)!.name === 'nat' ? save.tables.at(-1) : undefined;
+      }
+      if (nat) {
+        for (; declaredSeen < nat.chains.length; declaredSeen++) {
+          const name = nat.chains[declaredSeen]!.name;
+          if (!this.chains.has(name)) this.chains.set(name, this.refs.newChain());
+        }
+      }
+    });
+    const dump = save.end(lines.lastLine);
+    this.warnings = dump.warnings;
+    // Map order of a parsed dump: declared chains, then the undeclared ones by first rule.
+    const declaredNames = new Set<string>();
+    for (const c of nat?.chains ?? []) declaredNames.add(c.name);
+    this.names = [...declaredNames, ...undeclared.filter((n) => !declaredNames.has(n))];
   }
 
+  /** The nat table of a parsed dump (its first one, as iptables-restore would apply it). */
+  static ofDump(dump: IptablesDump, filterChains: readonly string[]): NatRules {
+    return new NatRules(dumpLines(dump, filterChains), { source: dump.source, family: dump.family, filterChains });
+  }
+
+  /** Declared chains in order, then chains that only have rules, in order of their first rule. */
   chainNames(): string[] {
-    return [...this.chains.keys()];
+    return [...this.names];
   }
 
   has(chain: string): boolean {
     return this.chains.has(chain);
   }
 
-  rules(chain: string): IptablesRule[] {
-    return this.chains.get(chain) ?? [];
-  }
-
-  candidates(chain: string, dst: string): IptablesRule[] {
-    const rules = this.chains.get(chain) ?? [];
-    if (rules.length < INDEX_MIN_RULES) return rules;
-    let idx = this.index.get(chain);
-    if (!idx) {
-      idx = emptyIndex();
-      for (let pos = 0; pos < rules.length; pos++) indexRule(idx, pos, rules[pos]!);
-      this.index.set(chain, idx);
+  /**
+   * The chain's rules in order. `mustContain`: only rules whose save-output line contains this
+   * text (or passes this test) can interest the caller; the others are skipped without parsing them.
+   */
+  *rules(chain: string, mustContain?: LineTest): Iterable<IptablesRule> {
+    const cached = this.cache.get(chain);
+    if (cached) {
+      yield* cached;
+      return;
     }
-    return candidatePositions(idx, dst).map((p) => rules[p]!);
+    const c = this.chains.get(chain);
+    if (c === undefined) return;
+    const keep: IptablesRule[] | undefined =
+      this.refs.size[c]! <= CACHE_MAX_RULES && mustContain === undefined ? [] : undefined;
+    for (const id of this.refs.ids(c)) {
+      const r = this.parseAt(id, mustContain);
+      if (!r) continue;
+      keep?.push(r);
+      yield r;
+    }
+    if (keep) this.remember(chain, keep);
   }
 
-  podSelectors(): PodSelectors {
-    const set = new PodSelectorSet();
-    for (const rules of this.chains.values()) for (const r of rules) set.add(podSelectorsOfRule(r));
-    return set.value();
+  /** The rules of `chain` that could match a packet to `dst`, in chain order. */
+  candidates(chain: string, dst: string): IptablesRule[] {
+    const c = this.chains.get(chain);
+    if (c === undefined) return [];
+    if (this.refs.size[c]! < INDEX_MIN_RULES) return [...this.rules(chain)];
+    let entry = this.index.get(chain);
+    if (!entry) {
+      const idx = emptyIndex();
+      const ids = Int32Array.from(this.refs.ids(c));
+      // The rules every probe meets (few in kube-proxy's chains) stay parsed.
+      let general: Map<number, IptablesRule> | undefined = new Map();
+      for (let pos = 0; pos < ids.length; pos++) {
+        const r = this.parseAt(ids[pos]!);
+        if (!r || !indexRule(idx, pos, r) || !general) continue;
+        general.set(pos, r);
+        if (general.size > CACHE_MAX_RULES) general = undefined;
+      }
+      entry = { idx, ids, general: general ?? new Map() };
+      this.index.set(chain, entry);
+    }
+    const out: IptablesRule[] = [];
+    for (const pos of candidatePositions(entry.idx, dst)) {
+      const r = entry.general.get(pos) ?? this.parseAt(entry.ids[pos]!);
+      if (r) out.push(r);
+    }
+    return out;
   }
 
-  filterRules(chain: FilterDropChain): IptablesRule[] {
+  /** The rules of one of the input's filterChains in the first filter table, in order. */
+  filterRules(chain: string): IptablesRule[] {
     return this.filter.filter((r) => r.chain === chain);
   }
+
+  private parseAt(id: number, mustContain?: LineTest): IptablesRule | undefined {
+    const start = this.refs.start[id]!;
+    const text = this.lines.text(start, this.refs.end[id]!).trim();
+    if (typeof mustContain === 'string' ? !mayContain(text, mustContain) : mustContain?.(text) === false)
+      return undefined;
+    const known = this.lines.ruleAt?.(start);
+    if (known) return known;
+    const r = parseRule(text, this.refs.line[id]!, 'nat');
+    return r.ok ? r.rule : undefined;
+  }
+
+  private remember(chain: string, rules: IptablesRule[]): void {
+    if (this.cache.size >= CACHE_CHAINS) this.cache.delete(this.cache.keys().next().value!);
+    this.cache.set(chain, rules);
+  }
+}
+
+/** Lines of a save output, where they are and their text (a whole output, a NatLineStore or a dump's lines). */
+export interface SaveText {
+  each(fn: (start: number, end: number, lineNo: number) => void): void;
+  text(start: number, end: number): string;
+  /** The last non-blank line when `each` leaves lines out. */
+  readonly lastLine?: number;
+  /** The rule a line already parsed to (a dump's), so that it is not parsed again. */
+  ruleAt?(start: number): IptablesRule | undefined;
+}
+
+function wholeOutput(buf: Buffer): SaveText {
+  return { each: (fn) => eachLine(buf, fn), text: (start, end) => lineText(buf, start, end) };
+}
+
+/**
+ * The first nat table of a dump and the first filter table's rules of `filterChains` as save
+ * lines, each with its line number in the dump: a rule's spec is its text byte for byte.
+ */
+function dumpLines(dump: IptablesDump, filterChains: readonly string[]): SaveText {
+  // A rule line's text is written when asked, so that only the dump's rules are held.
+  const lines: (string | IptablesRule)[] = [];
+  const lineNos: number[] = [];
+  let lastLine = 0;
+  const add = (line: string | IptablesRule, lineNo: number): void => {
+    lines.push(line);
+    lineNos.push(lineNo);
+    lastLine = Math.max(lastLine, lineNo);
+  };
+  const nat = dump.tables.find((t) => t.name === 'nat');
+  const filter = dump.tables.find((t) => t.name === 'filter');
+  for (const table of dump.tables) {
+    if (table !== nat && table !== filter) continue;
+    add(`*${table.name}`, table.line);
+    if (table === nat) for (const c of table.chains) add(`:${c.name} ${c.policy ?? '-'}`, c.line);
+    for (const rule of table.rules) if (table === nat || filterChains.includes(rule.chain)) add(rule, rule.line);
+    if (table.committed) add('COMMIT', lastLine);
+  }
+  return {
+    each(fn) {
+      for (const [i, lineNo] of lineNos.entries()) fn(i, i + 1, lineNo);
+    },
+    text(start) {
+      const line = lines[start]!;
+      return typeof line === 'string' ? line : ruleLine(line);
+    },
+    lastLine,
+    ruleAt(start) {
+      const line = lines[start];
+      return typeof line === 'object' ? line : undefined;
+    },
+  };
+}
+
+/** A rule as iptables-save writes it; a chain name with spaces or quotes is quoted as the tokenizer reads it. */
+function ruleLine(r: IptablesRule): string {
+  const chain = /[\s"\\]/.test(r.chain) ? `"${r.chain.replace(/["\\]/g, '\\$&')}"` : r.chain;
+  const counters = r.counters ? `[${r.counters.packets}:${r.counters.bytes}] ` : '';
+  return `${counters}-A ${chain}${r.spec === '' ? '' : ` ${r.spec}`}`;
 }

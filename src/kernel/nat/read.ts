@@ -1,25 +1,20 @@
-// Reads the node's iptables/ip6tables rules (both backends) and ipsets by
-// running the save commands, optionally inside a named network namespace, and
-// builds a NatSnapshot of the backend kube-proxy uses. Each command runs with a
-// timeout and a bound on its output (command.ts); a missing binary or a
-// permission error becomes a SourceStatus reason. The agent's facts-only read
-// takes each save output a line at a time as it arrives (line-split.ts): it
-// hashes it, counts it for the backend choice and keeps only the nat table's
-// lines (nat-lines.ts), never the whole output; when the digest says they
-// changed, the facts are derived from those lines a rule at a time
-// (save-rules.ts), never holding every parsed rule.
+// Reads the node's iptables/ip6tables rules (both backends) and ipsets by running the save
+// commands, optionally inside a named network namespace, for the xtables backend kube-proxy uses.
+// Each command runs with a timeout and a bound on its output (command.ts); a missing binary or a
+// permission error becomes a SourceStatus reason. A facts-only read never holds a whole output: it
+// hashes and counts each line as it arrives and keeps only the nat table's lines (nat-lines.ts)
+// for the nat table reader (nat-rules.ts).
 import { isPermissionReason } from '../../model/permission.js';
 import type { SourceStatus } from '../../model/source-status.js';
 import { BackendCounter, type BackendSide, chooseBackendOf } from './backend.js';
 import { type CommandOptions, type CommandResult, runCommand, runCommandLines } from './command.js';
 import { parseIpsetSave } from './ipset.js';
 import { parseIptablesSave } from './iptables-save.js';
-import { type NatFactsSnapshot, natRulesFacts } from './kube.js';
 import { eachLine } from './lines.js';
 import { NatLineStore } from './nat-lines.js';
+import { NatRules, type SaveRulesInput } from './nat-rules.js';
 import { combineDigests, type DigestPart, outputDigest, SaveHash } from './save-digest.js';
-import { SaveNatRules } from './save-rules.js';
-import type { IpsetDump, IptablesDump, NatFamily, XtablesBackend } from './types.js';
+import type { IpsetDump, IpsetSet, IptablesDump, NatFamily, NatSnapshot, XtablesBackend } from './types.js';
 
 export interface ReadNatOptions {
   /**
@@ -27,7 +22,7 @@ export interface ReadNatOptions {
    * (run through `ip netns exec NAME`), or a path such as /proc/PID/ns/net (through `nsenter --net=PATH`).
    */
   netns?: string;
-  /** Per-command timeout; default 10 s (iptables-nft-save on 50k rules takes ~1 s). */
+  /** Per-command timeout; default 10 s. */
   timeoutMs?: number;
   /**
    * Bound on each command's output (default NAT_OUTPUT_MAX_BYTES); a larger output makes the
@@ -40,17 +35,21 @@ export interface ReadNatOptions {
    */
   unchangedSince?: string;
   /**
-   * Keep only what detection needs (NatFactsSnapshot): the facts are derived from the nat table
-   * a rule at a time (save-rules.ts) and no parsed rule set is ever held whole (5,000 Services
-   * x 4 endpoints parse to ~250 MB of heap; their facts take ~23 MB).
+   * Keep the nat table's lines only, read through NatRules (ReadNatResult.tables), and no parsed
+   * dump, so that no caller ever holds every parsed rule of a large node at once.
    */
   factsOnly?: boolean;
+  /** The filter table's chains whose rules a facts-only read keeps (NatRules.filterRules); default none. */
+  filterChains?: readonly string[];
   /** Bound on one line of a save command's output in a facts-only read (default NAT_LINE_MAX_BYTES); a longer line makes the source unavailable with a reason that says so. */
   maxLineBytes?: number;
 }
 
 export interface ReadNatResult {
-  nat?: NatFactsSnapshot;
+  /** In a facts-only read, without v4, v6 and ipsets: they are in `tables`. */
+  nat?: NatSnapshot;
+  /** A facts-only read's nat tables (IPv4, then IPv6 if readable) and ipsets, to derive the facts from. */
+  tables?: NatTables;
   /** Empty when unchanged: the earlier read's statuses still hold. */
   sources: SourceStatus[];
   /** Of the command outputs (natDigest), for the next read's unchangedSince. */
@@ -59,10 +58,7 @@ export interface ReadNatResult {
   unchanged?: true;
 }
 
-/**
- * Default bound on one save command's output: 64 MiB is about 16,000 Services x 4 endpoints in
- * kube-proxy's iptables format (5,000 x 4 print 20 MB); what is kept of it is kept as bytes, off the JS heap.
- */
+/** Default bound on one save command's output, well above what kube-proxy prints for the largest clusters. */
 export const NAT_OUTPUT_MAX_BYTES = 64 * 1024 * 1024;
 
 /**
@@ -71,6 +67,11 @@ export const NAT_OUTPUT_MAX_BYTES = 64 * 1024 * 1024;
  * older releases, so no save output it can restore comes near this.
  */
 export const NAT_LINE_MAX_BYTES = 64 * 1024;
+
+export interface NatTables {
+  rules: NatRules[];
+  ipsets: IpsetSet[];
+}
 
 type DigestInput = { ok: true; stdout: string | Uint8Array } | { ok: false; reason: string };
 
@@ -100,8 +101,9 @@ export async function readNat(opts: ReadNatOptions = {}): Promise<ReadNatResult>
     maxBytes: opts.maxOutputBytes ?? NAT_OUTPUT_MAX_BYTES,
   };
   const maxLineBytes = opts.maxLineBytes ?? NAT_LINE_MAX_BYTES;
+  const filterChains = opts.filterChains ?? [];
   const save = (cmd: string): Promise<SaveRead> =>
-    opts.factsOnly ? saveLines(cmd, cmdOpts, maxLineBytes) : saveWhole(cmd, cmdOpts);
+    opts.factsOnly ? saveLines(cmd, cmdOpts, maxLineBytes, filterChains) : saveWhole(cmd, cmdOpts);
   const [l4, l6, n4, n6, sets] = await Promise.all([
     save(SAVE_COMMANDS.legacy[4]),
     save(SAVE_COMMANDS.legacy[6]),
@@ -126,19 +128,19 @@ export async function readNat(opts: ReadNatOptions = {}): Promise<ReadNatResult>
     return { sources: [{ source: 'nat', available: false, reason, durationMs: natMs }, ipset.status], digest };
   }
   const notes: string[] = [];
-  let v4: IptablesDump | SaveNatRules;
+  let v4: IptablesDump | NatRules;
   try {
-    v4 = readKept(v4res.kept, SAVE_COMMANDS[choice.backend][4], 4);
+    v4 = readKept(v4res.kept, { source: SAVE_COMMANDS[choice.backend][4], family: 4, filterChains });
   } catch (e) {
     const reason = e instanceof Error ? e.message : String(e);
     return { sources: [{ source: 'nat', available: false, reason, durationMs: natMs }, ipset.status], digest };
   }
   // IPv6 is a bonus: its failure is a note, not a lost snapshot.
-  let v6: IptablesDump | SaveNatRules | undefined;
+  let v6: IptablesDump | NatRules | undefined;
   if (!v6res.ok) notes.push(`IPv6 rules unavailable: ${withCommand(SAVE_COMMANDS[choice.backend][6], v6res.reason)}`);
   else {
     try {
-      v6 = readKept(v6res.kept, SAVE_COMMANDS[choice.backend][6], 6);
+      v6 = readKept(v6res.kept, { source: SAVE_COMMANDS[choice.backend][6], family: 6, filterChains });
     } catch (e) {
       notes.push(`IPv6 rules unavailable: ${e instanceof Error ? e.message : String(e)}`);
     }
@@ -149,21 +151,20 @@ export async function readNat(opts: ReadNatOptions = {}): Promise<ReadNatResult>
       `the ${other} backend also holds ${choice[other].kubeRuleLines} KUBE-* rule lines (stale rules from an earlier kube-proxy?)`,
     );
   }
-  let nat: NatFactsSnapshot;
-  if (v4 instanceof SaveNatRules) {
-    const tables = [v4, v6].filter((t): t is SaveNatRules => t instanceof SaveNatRules);
-    nat = {
-      backend: choice.backend,
-      backendChoice: choice,
-      warnings: notes,
-      facts: natRulesFacts(tables, ipset.dump?.sets ?? []),
+  let nat: NatSnapshot;
+  let tables: NatTables | undefined;
+  if (v4 instanceof NatRules) {
+    nat = { backend: choice.backend, backendChoice: choice, warnings: notes };
+    tables = {
+      rules: [v4, v6].filter((t): t is NatRules => t instanceof NatRules),
+      ipsets: ipset.dump?.sets ?? [],
     };
   } else {
     nat = {
       backend: choice.backend,
       backendChoice: choice,
       v4,
-      ...(v6 && !(v6 instanceof SaveNatRules) ? { v6 } : {}),
+      ...(v6 && !(v6 instanceof NatRules) ? { v6 } : {}),
       ...(ipset.dump ? { ipsets: ipset.dump } : {}),
       warnings: notes,
     };
@@ -174,20 +175,25 @@ export async function readNat(opts: ReadNatOptions = {}): Promise<ReadNatResult>
     ...(notes.length > 0 ? { reason: notes.join('; ') } : {}),
     durationMs: natMs,
   };
-  return { nat, sources: [natStatus, ipset.status], digest };
+  return { nat, ...(tables ? { tables } : {}), sources: [natStatus, ipset.status], digest };
 }
 
 /** The whole output parsed (snapshot), or the nat table's lines held as positions and parsed a rule at a time (facts-only reads). */
-function readKept(kept: Buffer | NatLineStore, source: string, family: NatFamily): IptablesDump | SaveNatRules {
-  if (kept instanceof NatLineStore) return new SaveNatRules(kept, { source, family });
-  return parseIptablesSave(kept.toString('utf8'), { source, family });
+function readKept(kept: Buffer | NatLineStore, input: SaveRulesInput): IptablesDump | NatRules {
+  if (kept instanceof NatLineStore) return new NatRules(kept, input);
+  return parseIptablesSave(kept.toString('utf8'), { source: input.source, family: input.family });
 }
 
 /** Facts-only: the output a line at a time, hashed, counted, and its nat table's lines kept. */
-async function saveLines(cmd: string, opts: CommandOptions, maxLineBytes: number): Promise<SaveRead> {
+async function saveLines(
+  cmd: string,
+  opts: CommandOptions,
+  maxLineBytes: number,
+  filterChains: readonly string[],
+): Promise<SaveRead> {
   const hash = new SaveHash();
   const counts = new BackendCounter();
-  const kept = new NatLineStore(maxLineBytes);
+  const kept = new NatLineStore(maxLineBytes, filterChains);
   const r = await runCommandLines(cmd, [], { ...opts, maxLineBytes }, (buf, start, end, lineNo, terminated) => {
     hash.line(buf, start, end, terminated);
     counts.line(buf, start, end, terminated);

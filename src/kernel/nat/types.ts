@@ -1,7 +1,7 @@
 // Typed form of what iptables-save / ip6tables-save and `ipset save` print.
 // Rules keep their spec exactly as written so evidence can quote the kernel's
 // own text; the parsed matches are there for the kube-proxy analysis
-// (src/kernel/nat/kube.ts).
+// (src/kubeproxy/facts.ts).
 
 import type { IpFamily } from '../../model/address-family.js';
 

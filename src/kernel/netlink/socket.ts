@@ -87,11 +87,7 @@ export interface SocketOptions {
   maxDatagram?: number;
 }
 
-/**
- * For sockets that only get notifications: the kernel sends each one alone, in an skb of at most
- * a page or two (NLMSG_GOODSIZE). A 1 MiB batch buffer, once a burst had filled it, stayed in
- * the agent's RSS for good; 256 KiB still holds ~1,000 conntrack events per receive call.
- */
+/** For sockets that only get notifications, which the kernel sends one per small skb (NLMSG_GOODSIZE). */
 export const NOTIFICATION_BATCH = { batchBytes: 256 << 10, maxDatagram: 32 << 10 } as const;
 
 export interface DumpResult {
@@ -241,9 +237,8 @@ export class NetlinkSocket implements RawDumper {
   }
 
   /**
-   * Lets the receive buffer go until the next receive allocates it again: a socket kept open for
-   * rare dumps (the conntrack watch's, after an overflow) would otherwise hold 1 MiB of touched
-   * memory between them. Call it only between requests, never while one is being received.
+   * Lets the receive buffer go until the next receive allocates it again, for a socket kept open
+   * for rare dumps. Call it only between requests, never while one is being received.
    */
   releaseBuffer(): void {
     this.batch = undefined;

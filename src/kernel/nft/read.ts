@@ -98,7 +98,7 @@ export function nftSnapshotOfRuleset(text: string, source: string): NftSnapshot 
 }
 
 function runNft(args: string[], opts: ReadNftOptions): Promise<NftCommandResult> {
-  // nft's own listing is the slow part: 5,000 Service ports (12.7 MB of JSON) take 25 s on a host with load 26.
+  // nft's own listing of a large ruleset is slow on a loaded host, hence the long default.
   const timeout = opts.timeoutMs ?? 60_000;
   const ns = opts.netns;
   const [file, argv] = !ns

@@ -2,7 +2,7 @@
 // ruleset`) prints, reduced to what the kube-proxy analysis and the evidence
 // need. Every rule keeps its text as `nft list` would print it, so a finding
 // can quote the kernel's own objects; the parsed matches and verdicts are
-// there for src/kernel/nft/kube.ts.
+// there for src/kubeproxy/nftables.ts.
 
 export type NftFamily = 'ip' | 'ip6' | 'inet' | 'arp' | 'bridge' | 'netdev';
 

@@ -77,6 +77,7 @@ const LAYERS: string[][] = [
   ['bundle'],
   ['cluster'],
   ['capture'],
+  ['kubeproxy'],
   ['kernel'],
   ['native', 'export'],
   ['model'],
@@ -117,6 +118,8 @@ describe('src/ import graph', () => {
     expect(mayImport('bundle', 'source')).toBe(false);
     expect(mayImport('remote', 'diagnose')).toBe(false);
     expect(mayImport('model', '')).toBe(true);
+    expect(mayImport('kernel', 'kubeproxy')).toBe(false);
+    expect(mayImport('source', 'kubeproxy')).toBe(true);
   });
 
   it('every relative import names an existing file', () => {

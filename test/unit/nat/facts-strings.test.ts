@@ -8,8 +8,13 @@ import { syntheticCluster } from '../../../bench/agent-cluster.js';
 import { kubeProxyIpvsRules } from '../../../bench/kube-proxy-ipvs-rules.js';
 import { kubeProxyRules } from '../../../bench/kube-proxy-rules.js';
 import { parseIpsetSave } from '../../../src/kernel/nat/ipset.js';
-import { type KubeNatFacts, natRulesFacts, nodePortEvidence } from '../../../src/kernel/nat/kube.js';
-import { SaveNatRules } from '../../../src/kernel/nat/save-rules.js';
+import { NatRules } from '../../../src/kernel/nat/nat-rules.js';
+import {
+  FILTER_DROP_CHAINS,
+  type KubeNatFacts,
+  natRulesFacts,
+  nodePortEvidence,
+} from '../../../src/kubeproxy/facts.js';
 
 interface Snapshot {
   snapshot: { meta: { node_fields: string[]; node_types: [string[]]; edge_fields: string[]; edge_types: [string[]] } };
@@ -43,7 +48,7 @@ describe("the NAT facts' strings after a read", () => {
       kubeProxyRules(syntheticCluster(60, 240).list.items).text.replaceAll('team-', 'tEaM-'),
     );
     let facts: KubeNatFacts | undefined = natRulesFacts(
-      [new SaveNatRules(bytes, { source: 'iptables-save', family: 4 })],
+      [new NatRules(bytes, { source: 'iptables-save', family: 4, filterChains: FILTER_DROP_CHAINS })],
       [],
     );
     bytes = undefined;
@@ -62,7 +67,7 @@ describe("the NAT facts' strings after a read", () => {
   it("hold each NodePort fact's evidence in an array of its size (no room for 17 lines)", async () => {
     let bytes: Buffer | undefined = Buffer.from(kubeProxyRules(syntheticCluster(60, 240).list.items).text);
     let facts: KubeNatFacts | undefined = natRulesFacts(
-      [new SaveNatRules(bytes, { source: 'iptables-save', family: 4 })],
+      [new NatRules(bytes, { source: 'iptables-save', family: 4, filterChains: FILTER_DROP_CHAINS })],
       [],
     );
     bytes = undefined;
@@ -116,7 +121,7 @@ describe("the NAT facts' strings after a read", () => {
     let bytes: Buffer | undefined = Buffer.from(rules.iptables);
     let sets: ReturnType<typeof parseIpsetSave> | undefined = parseIpsetSave(Buffer.from(rules.ipset), 'ipset save');
     let facts: KubeNatFacts | undefined = natRulesFacts(
-      [new SaveNatRules(bytes, { source: 'iptables-save', family: 4 })],
+      [new NatRules(bytes, { source: 'iptables-save', family: 4, filterChains: FILTER_DROP_CHAINS })],
       sets.sets,
     );
     bytes = undefined;

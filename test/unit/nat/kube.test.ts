@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseIptablesSave } from '../../../src/kernel/nat/iptables-save.js';
-import { kubeNatFacts, type LoadBalancerFact, nodePortEvidence } from '../../../src/kernel/nat/kube.js';
 import type { NatSnapshot } from '../../../src/kernel/nat/types.js';
+import { kubeNatFacts, type LoadBalancerFact, nodePortEvidence } from '../../../src/kubeproxy/facts.js';
 import { fixture, snapshotOf } from './fixtures.js';
 
 const OLD = snapshotOf('legacy', { v4: 'iptables-1.21-legacy.v4.save' });

@@ -8,13 +8,14 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { syntheticCluster } from '../../../bench/agent-cluster.js';
 import { kubeProxyRules } from '../../../bench/kube-proxy-rules.js';
-import { type KubeNatFacts, kubeNatFacts, natRulesFacts } from '../../../src/kernel/nat/kube.js';
 import { LineSplitter, LineTooLong } from '../../../src/kernel/nat/line-split.js';
 import { eachLine } from '../../../src/kernel/nat/lines.js';
 import { NatLineStore } from '../../../src/kernel/nat/nat-lines.js';
-import { NAT_LINE_MAX_BYTES, readNat } from '../../../src/kernel/nat/read.js';
+import { NatRules } from '../../../src/kernel/nat/nat-rules.js';
+import { NAT_LINE_MAX_BYTES } from '../../../src/kernel/nat/read.js';
 import { outputDigest, SaveHash } from '../../../src/kernel/nat/save-digest.js';
-import { SaveNatRules } from '../../../src/kernel/nat/save-rules.js';
+import { FILTER_DROP_CHAINS, type KubeNatFacts, kubeNatFacts, natRulesFacts } from '../../../src/kubeproxy/facts.js';
+import { readNatFacts } from '../../../src/kubeproxy/read-facts.js';
 import { fixture } from './fixtures.js';
 
 /** The lines LineSplitter hands over when `text` arrives in chunks of `size` bytes. */
@@ -35,7 +36,7 @@ function split(
 
 /** A NatLineStore and a SaveHash fed as the facts-only read feeds them, `text` arriving in chunks of `size`. */
 function streamed(text: string, size: number): { store: NatLineStore; digest: string } {
-  const store = new NatLineStore(NAT_LINE_MAX_BYTES);
+  const store = new NatLineStore(NAT_LINE_MAX_BYTES, FILTER_DROP_CHAINS);
   const hash = new SaveHash();
   const s = new LineSplitter(NAT_LINE_MAX_BYTES, (buf, start, end, lineNo, terminated) => {
     hash.line(buf, start, end, terminated);
@@ -49,7 +50,7 @@ function streamed(text: string, size: number): { store: NatLineStore; digest: st
 }
 
 type Outcome = { facts: KubeNatFacts; warnings: string[] } | { error: string };
-const outcome = (make: () => SaveNatRules): Outcome => {
+const outcome = (make: () => NatRules): Outcome => {
   try {
     const t = make();
     return { facts: natRulesFacts([t], []), warnings: t.warnings };
@@ -121,15 +122,27 @@ describe('NatLineStore: the facts, warnings and errors of the whole output from 
 
   it('for the fixtures and malformed variants, in chunks of any size', () => {
     for (const [name, text] of variants) {
-      const want = outcome(() => new SaveNatRules(Buffer.from(text), { source: 's', family: 4 }));
+      const want = outcome(
+        () => new NatRules(Buffer.from(text), { source: 's', family: 4, filterChains: FILTER_DROP_CHAINS }),
+      );
       for (const size of [1, 13, 4096, 1 << 20]) {
         expect(
-          outcome(() => new SaveNatRules(streamed(text, size).store, { source: 's', family: 4 })),
+          outcome(
+            () =>
+              new NatRules(streamed(text, size).store, { source: 's', family: 4, filterChains: FILTER_DROP_CHAINS }),
+          ),
           `${name}, chunks of ${size}`,
         ).toEqual(want);
       }
     }
-    const e = outcome(() => new SaveNatRules(streamed(variants.at(-2)![1], 13).store, { source: 's', family: 4 }));
+    const e = outcome(
+      () =>
+        new NatRules(streamed(variants.at(-2)![1], 13).store, {
+          source: 's',
+          family: 4,
+          filterChains: FILTER_DROP_CHAINS,
+        }),
+    );
     expect(e).toEqual({
       error: expect.stringMatching(/^NatParseError: s:2: no table found; not iptables-save output/),
     });
@@ -138,10 +151,14 @@ describe('NatLineStore: the facts, warnings and errors of the whole output from 
   it("for kube-proxy's rules of 300 LB Services beside a filter table, keeping only the nat table's bytes", () => {
     const nat = kubeProxyRules(syntheticCluster(300, 1200).list.items).text;
     const text = `${filter(20_000)}${nat}`;
-    const want = outcome(() => new SaveNatRules(Buffer.from(text), { source: 's', family: 4 }));
+    const want = outcome(
+      () => new NatRules(Buffer.from(text), { source: 's', family: 4, filterChains: FILTER_DROP_CHAINS }),
+    );
     expect('facts' in want && want.facts.loadBalancers.length).toBeGreaterThan(300);
     const { store } = streamed(text, 65_536);
-    expect(outcome(() => new SaveNatRules(store, { source: 's', family: 4 }))).toEqual(want);
+    expect(outcome(() => new NatRules(store, { source: 's', family: 4, filterChains: FILTER_DROP_CHAINS }))).toEqual(
+      want,
+    );
     // The filter table (2.6 MB here) is not kept: the chunks hold the nat table and a chunk's slack.
     expect(Buffer.byteLength(filter(20_000))).toBeGreaterThan(2.5e6);
     expect(store.bytes).toBeLessThanOrEqual(Buffer.byteLength(nat.slice(nat.indexOf('*nat'))) + (1 << 20));
@@ -162,7 +179,7 @@ describe('NatLineStore: the facts, warnings and errors of the whole output from 
   });
 });
 
-describe('readNat facts-only: save commands read a line at a time', () => {
+describe('readNatFacts facts-only: save commands read a line at a time', () => {
   let bin: string;
   const savedPath = process.env.PATH;
   /** Fake save commands on PATH: each prints its file (or nothing). */
@@ -195,13 +212,13 @@ describe('readNat facts-only: save commands read a line at a time', () => {
       'ip6tables-nft-save': fixture('iptables-1.29-nft.v6.save'),
       'iptables-legacy-save': OLD.slice(0, 200),
     });
-    const whole = await readNat();
-    const lines = await readNat({ factsOnly: true });
+    const whole = await readNatFacts();
+    const lines = await readNatFacts({ factsOnly: true });
     expect(lines.sources).toEqual(whole.sources.map((s) => ({ ...s, durationMs: expect.any(Number) })));
     expect(lines.nat!.facts).toEqual(kubeNatFacts(whole.nat));
     expect(lines.nat!.facts!.loadBalancers.length).toBeGreaterThan(2);
     expect(lines.digest).toBe(whole.digest);
-    expect(await readNat({ factsOnly: true, unchangedSince: whole.digest })).toEqual({
+    expect(await readNatFacts({ factsOnly: true, unchangedSince: whole.digest })).toEqual({
       sources: [],
       digest: whole.digest,
       unchanged: true,
@@ -210,8 +227,8 @@ describe('readNat facts-only: save commands read a line at a time', () => {
 
   it('IPVS mode with its ipsets', async () => {
     tools({ 'iptables-nft-save': fixture('ipvs-1.28.v4.save'), ipset: fixture('ipvs-1.28.ipset.save') });
-    const lines = await readNat({ factsOnly: true });
-    const whole = await readNat();
+    const lines = await readNatFacts({ factsOnly: true });
+    const whole = await readNatFacts();
     expect(whole.nat!.ipsets!.sets.length).toBeGreaterThan(5);
     expect(lines.nat!.facts).toEqual(kubeNatFacts(whole.nat));
     expect(lines.nat!.facts!.mode).toBe('ipvs');
@@ -223,7 +240,7 @@ describe('readNat facts-only: save commands read a line at a time', () => {
     const long = OLD.replace('"shop/web:http"', `"${'w'.repeat(70_000)}"`);
     tools({ 'iptables-nft-save': long, 'iptables-legacy-save': '' });
     const line = long.slice(0, long.indexOf('w'.repeat(10))).split('\n').length;
-    const r = await readNat({ factsOnly: true });
+    const r = await readNatFacts({ factsOnly: true });
     expect(r.nat).toBeUndefined();
     expect(r.sources[0]).toEqual({
       source: 'nat',
@@ -232,10 +249,10 @@ describe('readNat facts-only: save commands read a line at a time', () => {
       durationMs: expect.any(Number),
     });
     // A bound of the caller's choosing; within it the same output reads.
-    expect((await readNat({ factsOnly: true, maxLineBytes: 128 * 1024 })).nat?.facts?.mode).toBe('iptables');
+    expect((await readNatFacts({ factsOnly: true, maxLineBytes: 128 * 1024 })).nat?.facts?.mode).toBe('iptables');
     // In the IPv6 output it is a note, and the IPv4 facts stand.
     tools({ 'iptables-nft-save': OLD, 'ip6tables-nft-save': `*nat\n${'#'.repeat(70_000)}\nCOMMIT\n` });
-    const v6 = await readNat({ factsOnly: true });
+    const v6 = await readNatFacts({ factsOnly: true });
     expect(v6.nat?.facts?.mode).toBe('iptables');
     expect(v6.sources[0]!.reason).toBe(
       'IPv6 rules unavailable: ip6tables-nft-save: line 2 is longer than 65536 bytes (the bound on one line of output); stopped reading it',

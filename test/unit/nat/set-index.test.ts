@@ -1,10 +1,12 @@
 // The walk's ipset lookups (walk.ts setMatch): members that can equal only one probe are found by
 // key, the rest compared one by one; the answer must be what comparing every member gives.
+
 import { describe, expect, it } from 'vitest';
 import { parseIpsetSave } from '../../../src/kernel/nat/ipset.js';
 import { parseIptablesSave } from '../../../src/kernel/nat/iptables-save.js';
-import { DumpNatRules } from '../../../src/kernel/nat/nat-rules.js';
-import { type Tri, walkNat } from '../../../src/kernel/nat/walk.js';
+import { NatRules } from '../../../src/kernel/nat/nat-rules.js';
+import { FILTER_DROP_CHAINS } from '../../../src/kubeproxy/facts.js';
+import { type Tri, walkNat } from '../../../src/kubeproxy/walk.js';
 
 const SETS = parseIpsetSave(
   [
@@ -26,7 +28,7 @@ const SETS = parseIpsetSave(
 /** Whether a walk of a one-rule chain matching `set` with `flags` finds the probe in it. */
 function lookup(set: string, flags: string, dst: string, protocol: string, dport: number): Tri {
   const text = `*nat\n:KUBE-SERVICES - [0:0]\n-A KUBE-SERVICES -m set --match-set ${set} ${flags} -j ACCEPT\nCOMMIT\n`;
-  const chains = new DumpNatRules(parseIptablesSave(text, { source: 't', family: 4 }));
+  const chains = NatRules.ofDump(parseIptablesSave(text, { source: 't', family: 4 }), FILTER_DROP_CHAINS);
   const walk = walkNat(
     { chains, sets: new Map(SETS.map((s) => [s.name, s])), pod: { cidrs: ['10.244.0.0/16'], interfaces: [] } },
     'KUBE-SERVICES',

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { formatNatSummary } from '../../../src/kernel/nat/summary.js';
+import { formatNatSummary } from '../../../src/kubeproxy/summary.js';
 import { snapshotOf } from './fixtures.js';
 
 describe('formatNatSummary', () => {

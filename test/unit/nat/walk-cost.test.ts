@@ -3,10 +3,9 @@
 import { describe, expect, it } from 'vitest';
 import { parseIpsetSave } from '../../../src/kernel/nat/ipset.js';
 import { parseIptablesSave } from '../../../src/kernel/nat/iptables-save.js';
-import { natRulesFacts } from '../../../src/kernel/nat/kube.js';
-import { DumpNatRules } from '../../../src/kernel/nat/nat-rules.js';
-import { SaveNatRules } from '../../../src/kernel/nat/save-rules.js';
-import { walkNat } from '../../../src/kernel/nat/walk.js';
+import { NatRules } from '../../../src/kernel/nat/nat-rules.js';
+import { FILTER_DROP_CHAINS, natRulesFacts } from '../../../src/kubeproxy/facts.js';
+import { walkNat } from '../../../src/kubeproxy/walk.js';
 import { fixture } from './fixtures.js';
 
 const VIP =
@@ -29,12 +28,12 @@ function timed<T>(f: () => T): { value: T; ms: number } {
 }
 
 const factsOf = (text: string, sets = [] as ReturnType<typeof parseIpsetSave>['sets']) =>
-  natRulesFacts([new DumpNatRules(parseIptablesSave(text, { source: 't', family: 4 }))], sets);
+  natRulesFacts([NatRules.ofDump(parseIptablesSave(text, { source: 't', family: 4 }), FILTER_DROP_CHAINS)], sets);
 
 describe('the NAT walk: cost bounded by rules, not by paths', () => {
   it('32 chains each jumping twice to the next: each chain walked once per certainty, well under 1 s', () => {
     const text = ladder(32);
-    const chains = new DumpNatRules(parseIptablesSave(text, { source: 't', family: 4 }));
+    const chains = NatRules.ofDump(parseIptablesSave(text, { source: 't', family: 4 }), FILTER_DROP_CHAINS);
     const { value: walk, ms } = timed(() =>
       walkNat({ chains, sets: new Map(), pod: { cidrs: [], interfaces: [] } }, 'KUBE-SERVICES', {
         dst: '192.0.2.10',
@@ -54,9 +53,14 @@ describe('the NAT walk: cost bounded by rules, not by paths', () => {
       capture: 'not-captured',
     });
     // The bytes read gives the same facts.
-    expect(JSON.stringify(natRulesFacts([new SaveNatRules(Buffer.from(text), { source: 't', family: 4 })], []))).toBe(
-      JSON.stringify(facts),
-    );
+    expect(
+      JSON.stringify(
+        natRulesFacts(
+          [new NatRules(Buffer.from(text), { source: 't', family: 4, filterChains: FILTER_DROP_CHAINS })],
+          [],
+        ),
+      ),
+    ).toBe(JSON.stringify(facts));
   });
 
   it('a cycle (C0 -> C1 -> C0) ends as a loop: capture unknown, bounded', () => {

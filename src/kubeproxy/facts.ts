@@ -13,16 +13,17 @@
 //     ETP=Local:   KUBE-EXT-X "pod traffic for ..." -> KUBE-SVC-X, then -> KUBE-SVL-X.
 //   IPVS: KUBE-SERVICES --match-set KUBE-LOAD-BALANCER -> KUBE-LOAD-BALANCER:
 //     --match-set KUBE-LOAD-BALANCER-LOCAL -> RETURN, then -> KUBE-MARK-MASQ.
-//   nftables: `table ip|ip6 kube-proxy`, read by src/kernel/nft/kube.ts and merged here.
+//   nftables: `table ip|ip6 kube-proxy`, read by nftables.ts and merged here.
 
-import type { ProxyMode } from '../../model/kube-proxy.js';
-import type { TrafficPolicy } from '../../model/service.js';
-import { kubeNftFacts, type NftFilterChain, type NftNoLocalEndpoints } from '../nft/kube.js';
-import type { NftSnapshot } from '../nft/types.js';
-import { canonicalSafe, DumpNatRules, type NatRules, type PodSelectors } from './nat-rules.js';
+import { canonicalSafe, NatRules } from '../kernel/nat/nat-rules.js';
+import { findOptions } from '../kernel/nat/rule-spec.js';
+import type { IpsetSet, IptablesDump, IptablesRule, NatFamily, NatSnapshot } from '../kernel/nat/types.js';
+import type { NftSnapshot } from '../kernel/nft/types.js';
+import type { ProxyMode } from '../model/kube-proxy.js';
+import type { TrafficPolicy } from '../model/service.js';
+import { kubeNftFacts, type NftFilterChain, type NftNoLocalEndpoints } from './nftables.js';
 import { OwnText } from './own-text.js';
-import { findOptions } from './rule-spec.js';
-import type { IpsetSet, IptablesDump, IptablesRule, NatFamily, NatSnapshot } from './types.js';
+import { type PodSelectors, podSelectorsOf } from './pod-selectors.js';
 import { type WalkResult, type WalkTables, walkNat } from './walk.js';
 
 /** What the rules show: one mode, rules of several (left over after a mode switch), or none. */
@@ -75,11 +76,8 @@ export interface NodePortFact {
   service?: string;
   trafficPolicy?: TrafficPolicy;
   /**
-   * The rule lines, ipset members and nft elements that show the above; their text is
-   * nodePortEvidence(fact). No detector reads it, and the agent keeps the fact of every NodePort
-   * of the node: in IPVS mode the evidence of one is the same port-set rule quoted for each
-   * member, so facts of one kind share one array (as text, the 6,667 NodePorts of 5,000 Services
-   * took 2.3 MB).
+   * The rule lines, ipset members and nft elements that show the above (their text is
+   * nodePortEvidence(fact)); kept as shared references because the agent keeps every NodePort's fact.
    */
   shownBy: readonly NodePortSource[];
 }
@@ -113,6 +111,12 @@ export interface KubeNatFacts {
 }
 
 const IPTABLES_CHAIN = /^KUBE-(SVC|SEP|EXT|SVL|FW|XLB)-/;
+
+/**
+ * The filter-table chains where kube-proxy (1.25+ iptables mode) drops Service traffic the nat
+ * table left alone: loadBalancerSourceRanges, and ETP=Local without local endpoints.
+ */
+export const FILTER_DROP_CHAINS = ['KUBE-PROXY-FIREWALL', 'KUBE-EXTERNAL-SERVICES'] as const;
 
 /**
  * A NAT snapshot as readNat's factsOnly leaves it: what detection needs of the rules (facts),
@@ -164,12 +168,12 @@ export function kubeNatFacts(nat: NatFactsSnapshot | undefined, nftTables?: NftS
 export function xtablesFacts(nat: NatSnapshot | undefined): KubeNatFacts {
   const dumps = [nat?.v4, nat?.v6].filter((d): d is IptablesDump => !!d);
   return natRulesFacts(
-    dumps.map((d) => new DumpNatRules(d)),
+    dumps.map((d) => NatRules.ofDump(d, FILTER_DROP_CHAINS)),
     nat?.ipsets?.sets ?? [],
   );
 }
 
-/** xtablesFacts over each family's nat table however it is held (nat-rules.ts), and the ipsets. */
+/** xtablesFacts over each family's nat table (nat-rules.ts) and the ipsets. */
 export function natRulesFacts(tables: readonly NatRules[], ipsets: readonly IpsetSet[]): KubeNatFacts {
   const sets = new Map(ipsets.map((s) => [s.name, s] as const));
   const facts: KubeNatFacts = { mode: 'none', modeEvidence: [], podSelectors: {}, loadBalancers: [], nodePorts: [] };
@@ -194,7 +198,7 @@ export function natRulesFacts(tables: readonly NatRules[], ipsets: readonly Ipse
     const familySets = new Map(
       [...sets].filter(([, s]) => setFamily(s) === undefined || setFamily(s) === chains.family),
     );
-    const t: WalkTables = { chains, sets: familySets, pod: chains.podSelectors() };
+    const t: WalkTables = { chains, sets: familySets, pod: podSelectorsOf(chains) };
     facts.podSelectors[chains.family] = t.pod;
     facts.loadBalancers.push(...loadBalancers(t, text));
     facts.nodePorts.push(...iptablesNodePorts(t, text), ...ipvsNodePorts(t, text));
@@ -531,11 +535,7 @@ function ipvsNodePorts(t: WalkTables, text: OwnText): NodePortFact[] {
 /** A NodePort fact while its rules are gathered. */
 type NodePortGathered = Omit<NodePortFact, 'shownBy'> & { shownBy: NodePortSource[] };
 
-/**
- * The fact as the agent keeps it, built whole. Gathered a rule at a time, an evidence array has
- * room for 17 lines (V8's first growth) and service/trafficPolicy, added later, sit outside the
- * object: ~140 bytes more per NodePort, 0.9 MB at 5,000 Services. `shownBy` is an exact-size array.
- */
+/** The fact as the agent keeps it, built whole with an exact-size `shownBy` so that no growth slack stays behind. */
 function kept(f: NodePortGathered, shownBy: readonly NodePortSource[]): NodePortFact {
   return {
     family: f.family,

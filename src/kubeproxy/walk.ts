@@ -5,10 +5,11 @@
 // range but narrower than it) make a rule 'maybe'; what happens under a 'maybe'
 // rule is recorded as uncertain and the walk goes on past it.
 
-import { lowerProtocolOfNumberText } from '../../model/protocol.js';
-import { inCidrSafe } from '../ip.js';
-import { canonicalSafe, type NatRules, type PodSelectors } from './nat-rules.js';
-import type { IpsetMember, IpsetSet, IptablesRule, MatchOption, RuleMatch } from './types.js';
+import { inCidrSafe } from '../kernel/ip.js';
+import { canonicalSafe, type NatRules } from '../kernel/nat/nat-rules.js';
+import type { IpsetMember, IpsetSet, IptablesRule, MatchOption, RuleMatch } from '../kernel/nat/types.js';
+import { lowerProtocolOfNumberText } from '../model/protocol.js';
+import type { PodSelectors } from './pod-selectors.js';
 
 export type Tri = 'yes' | 'no' | 'maybe';
 

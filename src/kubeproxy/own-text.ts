@@ -1,12 +1,5 @@
-// Strings the NAT facts keep, made independent of the rule text they were cut
-// from and shared between facts. The agent keeps the facts of every LB Service
-// for as long as the rules do not change; the save output they come from is
-// gone after the read. But V8 makes a substring of 13 characters or more (a
-// slice, a regexp match, a token) a view that keeps its whole parent alive: a
-// fact's service name cut from a rule's comment kept that rule's line. And the
-// same evidence line (e.g. the PREROUTING jump to KUBE-SERVICES) was quoted by
-// every LB fact as its own string. A table lives for one read: each text it is
-// given comes back as one flat copy, the same string for the same text.
+// Strings the NAT facts keep, copied flat (a V8 substring keeps its whole parent line alive) and
+// shared between facts (many facts quote the same evidence line). A table lives for one read.
 
 /** Protocols as constants: thousands of facts hold one of these. */
 const PROTOCOLS = new Map(['tcp', 'udp', 'sctp'].map((p) => [p, p] as const));

@@ -1,9 +1,10 @@
 // Lines for the `snapshot` text output: which backend, how many kube-proxy
 // chains of each kind, the LB-related rules and ipsets, and per LB VIP what
 // happens to pod traffic.
-import type { NftSnapshot } from '../nft/types.js';
-import { kubeNatFacts } from './kube.js';
-import type { IptablesDump, NatSnapshot } from './types.js';
+
+import type { IptablesDump, NatSnapshot } from '../kernel/nat/types.js';
+import type { NftSnapshot } from '../kernel/nft/types.js';
+import { kubeNatFacts } from './facts.js';
 
 const KINDS = ['SVC', 'SEP', 'EXT', 'SVL', 'FW', 'XLB'] as const;
 

@@ -1,6 +1,6 @@
 // What kube-proxy's nftables tables (`table ip kube-proxy`, `table ip6
 // kube-proxy`) say about LoadBalancer traffic on this node, in the same shape
-// as the iptables/IPVS analysis (src/kernel/nat/kube.ts). Names are kube-proxy's
+// as the iptables/IPVS analysis (facts.ts). Names are kube-proxy's
 // own (pkg/proxy/nftables):
 //   services: `ip daddr . meta l4proto . th dport vmap @service-ips`;
 //   service-ips: LB IP . proto . port -> goto external-HASH-ns/svc/proto/port;
@@ -17,10 +17,10 @@
 // it runs before nat-output's DNAT, so host-network clients of an ETP=Local
 // Service without local endpoints are dropped; #132456 moved filter-input,
 // -forward and -output to priority 0.
-import { inCidrSafe, ipFamily } from '../ip.js';
-import type { NatFamily } from '../nat/types.js';
-import { renderElement } from './parse.js';
-import type { NftElement, NftRule, NftSnapshot, NftTable } from './types.js';
+import { inCidrSafe, ipFamily } from '../kernel/ip.js';
+import type { NatFamily } from '../kernel/nat/types.js';
+import { renderElement } from '../kernel/nft/parse.js';
+import type { NftElement, NftRule, NftSnapshot, NftTable } from '../kernel/nft/types.js';
 
 export type Tri = 'yes' | 'no' | 'maybe';
 
@@ -32,7 +32,7 @@ export interface NftNoLocalEndpoints {
   evidence: string[];
 }
 
-/** One LB (or external) IP:port from service-ips / no-endpoint-services; the fields of nat/kube.ts's LoadBalancerFact. */
+/** One LB (or external) IP:port from service-ips / no-endpoint-services; the fields of facts.ts's LoadBalancerFact. */
 export interface NftLbFact {
   family: NatFamily;
   vip: string;
@@ -43,7 +43,7 @@ export interface NftLbFact {
   podTraffic: 'masquerade' | 'exempt' | 'unknown';
   capture: 'dnat' | 'not-captured' | 'dropped' | 'unknown';
   noEndpoints?: NftNoLocalEndpoints;
-  /** firewall-ips drops pods' connections (nat/kube.ts's LoadBalancerFact.sourceRangeDrop). */
+  /** firewall-ips drops pods' connections (facts.ts's LoadBalancerFact.sourceRangeDrop). */
   sourceRangeDrop?: { certain: boolean; evidence: string[] };
   /** service-ips sends LB and external IPs alike to external-* chains: only a firewall-ips element says LB. */
   lbOrExternal?: true;
@@ -56,7 +56,7 @@ export interface NftNodePortFact {
   protocol: string;
   service?: string;
   trafficPolicy?: 'Local' | 'Cluster';
-  /** The service-nodeports element, as quoted (NodePortFact's shownBy in src/kernel/nat/kube.ts). */
+  /** The service-nodeports element, as quoted (NodePortFact's shownBy in facts.ts). */
   shownBy: string[];
 }
 

@@ -1,28 +1,27 @@
-// The agent's facts-only read (save-rules.ts): the nat table held as the save
-// output's bytes and parsed a rule at a time must give exactly the facts of the
-// parsed dump, for the captured fixtures, for kube-proxy's rules at scale, and
-// for malformed input (one bad line is skipped as the full parser skips it).
+// The nat table reader (nat-rules.ts) over the save output's bytes, as the agent reads it, gives
+// exactly the facts of the same reader over the parsed dump (snapshot, bundles), for the captured
+// fixtures, for kube-proxy's rules at scale, and for malformed input (one bad line is skipped as
+// the full parser skips it).
 import { describe, expect, it } from 'vitest';
 import { syntheticCluster } from '../../../bench/agent-cluster.js';
 import { kubeProxyRules } from '../../../bench/kube-proxy-rules.js';
 import { runCommand } from '../../../src/kernel/nat/command.js';
 import { parseIpsetSave } from '../../../src/kernel/nat/ipset.js';
 import { parseIptablesSave } from '../../../src/kernel/nat/iptables-save.js';
-import { type KubeNatFacts, natRulesFacts } from '../../../src/kernel/nat/kube.js';
 import { mayContain } from '../../../src/kernel/nat/lines.js';
-import { DumpNatRules } from '../../../src/kernel/nat/nat-rules.js';
-import { SaveNatRules } from '../../../src/kernel/nat/save-rules.js';
+import { NatRules } from '../../../src/kernel/nat/nat-rules.js';
 import type { IpsetSet, NatFamily } from '../../../src/kernel/nat/types.js';
+import { FILTER_DROP_CHAINS, type KubeNatFacts, natRulesFacts } from '../../../src/kubeproxy/facts.js';
 import { fixture } from './fixtures.js';
 
 const full = (text: string, family: NatFamily = 4, sets: IpsetSet[] = []): KubeNatFacts =>
-  natRulesFacts([new DumpNatRules(parseIptablesSave(text, { source: 's', family }))], sets);
+  natRulesFacts([NatRules.ofDump(parseIptablesSave(text, { source: 's', family }), FILTER_DROP_CHAINS)], sets);
 const streamed = (text: string, family: NatFamily = 4, sets: IpsetSet[] = []): KubeNatFacts =>
-  natRulesFacts([new SaveNatRules(Buffer.from(text), { source: 's', family })], sets);
+  natRulesFacts([new NatRules(Buffer.from(text), { source: 's', family, filterChains: FILTER_DROP_CHAINS })], sets);
 
 const OLD = fixture('iptables-1.21-legacy.v4.save');
 
-describe('SaveNatRules: the facts of the parsed dump, a rule at a time', () => {
+describe('NatRules: the same facts from the bytes as from the parsed dump', () => {
   it('for every captured fixture (iptables before/after 1.24, IPv6, IPVS with its ipsets)', () => {
     const sets = parseIpsetSave(fixture('ipvs-1.28.ipset.save'), 'ipset save').sets;
     for (const [name, family] of [
@@ -65,9 +64,33 @@ describe('SaveNatRules: the facts of the parsed dump, a rule at a time', () => {
     expect(streamed(variants[3]!).podSelectors[4]).toEqual({ cidrs: ['10.244.0.0/16'], interfaces: [] });
   });
 
+  it('reads a capture cut inside the nat table: the rules before the cut, and a warning that says so', () => {
+    const cut = OLD.slice(0, OLD.indexOf('-A KUBE-SERVICES -d 192.0.2.20/32'));
+    const rules = new NatRules(Buffer.from(cut), { source: 's', family: 4, filterChains: FILTER_DROP_CHAINS });
+    expect(rules.warnings).toContainEqual(expect.stringMatching(/input ends inside table 'nat' \(no COMMIT\)/));
+    expect(streamed(cut).loadBalancers.map((f) => `${f.vip}:${f.port}`)).toEqual(['192.0.2.10:80']);
+    expect(streamed(OLD).loadBalancers.map((f) => `${f.vip}:${f.port}`)).toEqual(['192.0.2.10:80', '192.0.2.20:80']);
+  });
+
+  it('skips a malformed rule line and keeps the rest of its chain, in order', () => {
+    const bad = OLD.replace(/^(-A KUBE-SERVICES -d 192\.0\.2\.20\/32 .*)$/m, '$1 -m comment --comment "unterminated');
+    const rules = new NatRules(Buffer.from(bad), { source: 's', family: 4, filterChains: FILTER_DROP_CHAINS });
+    const lines = [...rules.rules('KUBE-SERVICES')].map((r) => r.line);
+    expect(lines).not.toContain(73);
+    expect(lines).toEqual([...lines].sort((a, b) => a - b));
+    expect(lines.length).toBe(
+      [
+        ...new NatRules(Buffer.from(OLD), { source: 's', family: 4, filterChains: FILTER_DROP_CHAINS }).rules(
+          'KUBE-SERVICES',
+        ),
+      ].length - 1,
+    );
+    expect(streamed(bad).loadBalancers.map((f) => f.vip)).toEqual(['192.0.2.10']);
+  });
+
   it("refuses input that is no save output with the full parser's error", () => {
     const text = 'create KUBE-LOAD-BALANCER hash:ip,port\nadd KUBE-LOAD-BALANCER 192.0.2.1,tcp:80\n';
-    expect(() => new SaveNatRules(Buffer.from(text), { source: 's', family: 4 })).toThrow(
+    expect(() => new NatRules(Buffer.from(text), { source: 's', family: 4, filterChains: FILTER_DROP_CHAINS })).toThrow(
       /^s:2: no table found; not iptables-save output \(s:1: unrecognised line/,
     );
   });
