@@ -10,6 +10,7 @@
 // agent's version, how many findings were left out by the cap and which Services could not be checked.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AccessAttributes } from '../cluster/access-review.js';
+import { withFixCommands } from '../detect/fixes.js';
 import type { Finding } from '../detect/types.js';
 import {
   type CallerLimits,
@@ -114,7 +115,7 @@ export function findingsRoute(
                 `(${f.evidence.length - limits.maxEvidenceLines} more lines: clbprobe diagnose on the node)`,
               ]
             : f.evidence;
-        res.write(line({ type: 'finding', ...f, evidence }));
+        res.write(line({ type: 'finding', ...withFixCommands(f), evidence }));
         sent++;
       }
       res.end(
