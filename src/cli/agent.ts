@@ -18,8 +18,6 @@ import { fail, UserError } from './errors.js';
 
 export const DEFAULT_EVIDENCE_SOCKET = '/run/clbprobe/evidence.sock';
 const VERSION = process.env.npm_package_version ?? '0.1.0';
-/** A malloc_trim walks the whole C heap (~0.1 ms at 8 MB): after a major GC, at most this often. */
-const C_HEAP_RELEASE_INTERVAL_MS = 10_000;
 
 interface AgentFlags {
   nodeName?: string;
@@ -65,13 +63,6 @@ async function run(flags: AgentFlags): Promise<void> {
   const { Agent } = await import('../agent/agent.js');
   const { startEvidenceServer } = await import('../agent/evidence-server.js');
   const log = createLogger(flags.logLevel);
-  // The process's C heap: freed Buffers' pages go back to the kernel after major GCs.
-  const { releaseCHeapAfterMajorGc } = await import('../agent/c-heap-release.js');
-  const { memAddon } = await import('../native/mem.js');
-  const cHeap = releaseCHeapAfterMajorGc({
-    trim: () => memAddon().trimCHeap(),
-    minIntervalMs: C_HEAP_RELEASE_INTERVAL_MS,
-  });
   const releaseStartupPages = flags.releaseStartupPages ? await startupPagesReleaser(log) : () => undefined;
   const listen = (() => {
     try {
@@ -152,7 +143,6 @@ async function run(flags: AgentFlags): Promise<void> {
     stopping = true;
     log.info({ signal }, 'stopping');
     setTimeout(() => process.exit(0), 4500).unref();
-    cHeap.stop();
     http.closeAllConnections();
     http.close();
     evidence?.close();
