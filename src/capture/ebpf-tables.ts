@@ -1,5 +1,5 @@
 // What the agent keeps of the eBPF maps for the life of the program: counter slots handed out,
-// and where each VIP entry sits in the viptab buckets, by the keys' compact identities (ebpf-keys.ts).
+// and where each VIP entry sits in the viptab buckets, by the keys' identities (ebpf-keys.ts).
 import {
   MAX_SLOTS,
   VIP_BUCKET_ENTRIES,
