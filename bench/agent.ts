@@ -286,6 +286,20 @@ async function stopAgent(a: Agent): Promise<void> {
   await Promise.race([exited, sleep(6000)]);
 }
 
+/**
+ * The agent's `start-up pages released` log lines, each phase's RssFile before and after: what
+ * keeps the start-up page release (src/agent/startup-pages.ts) in the agent.
+ */
+function startupReleases(agentLog: string): string {
+  const phases: string[] = [];
+  for (const line of agentLog.split('\n')) {
+    if (!line.includes('"start-up pages released"')) continue;
+    const e = JSON.parse(line) as { phase: string; rssFileMBBefore?: number; rssFileMBAfter?: number };
+    phases.push(`${e.phase} ${e.rssFileMBBefore} -> ${e.rssFileMBAfter}`);
+  }
+  return phases.length > 0 ? `${phases.join(', ')} MB` : 'none (--no-release-startup-pages, or refused)';
+}
+
 interface Row {
   figure: string;
   value: string;
@@ -550,6 +564,10 @@ async function bigNode(dir: string): Promise<void> {
   rows.push({
     figure: 'of the RSS after scrapes and events: anonymous (RssAnon) / mapped files, mostly the node binary (RssFile)',
     value: `${steady.anon.toFixed(1)} / ${steady.file.toFixed(1)} MB`,
+  });
+  rows.push({
+    figure: "of it, start-up's file pages released by the agent (its log: RssFile before -> after each phase)",
+    value: startupReleases(readFileSync(agent.logFile, 'utf8')),
   });
 
   // The full conntrack re-dump, run here at CONNTRACK_RESYNC_S instead of its default 10 min to

@@ -1,11 +1,4 @@
-// Gives memory back to the kernel: the C heap's free pages, and pages of the process's own mappings.
-//
-// glibc returns freed memory to the system only from the top of its heap (above
-// M_TRIM_THRESHOLD); pages that are free but sit below a live allocation stay in the
-// process's RSS. The agent's native allocations (Buffers of netlink and child
-// process reads, zlib streams, libbpf) come and go in bursts, so after one the heap
-// is mostly holes: malloc_trim(0) madvises every free page away (glibc >= 2.8).
-// Elsewhere (musl) there is no such call and nothing is done.
+// Gives memory back to the kernel: pages of the process's own mappings.
 //
 // pageOut: madvise(MADV_PAGEOUT) over one of the process's own mappings. The kernel reclaims the
 // range's pages now instead of under memory pressure; a page used again is read back in. Which
@@ -13,22 +6,8 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <sys/mman.h>
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
 
 #include "addon.h"
-
-static napi_value trim_c_heap(napi_env env, napi_callback_info info) {
-#if defined(__GLIBC__)
-  bool released = malloc_trim(0) != 0;
-#else
-  bool released = false;
-#endif
-  napi_value r;
-  NAPI_CALL(env, napi_get_boolean(env, released, &r));
-  return r;
-}
 
 #ifndef MADV_PAGEOUT
 #define MADV_PAGEOUT 21  // Linux 5.4; older C headers lack the name
@@ -50,11 +29,7 @@ static napi_value page_out(napi_env env, napi_callback_info info) {
 
 napi_status register_mem(napi_env env, napi_value exports) {
   napi_value fn;
-  napi_status s = napi_create_function(env, "trimCHeap", NAPI_AUTO_LENGTH, trim_c_heap, NULL, &fn);
-  if (s != napi_ok) return s;
-  s = napi_set_named_property(env, exports, "trimCHeap", fn);
-  if (s != napi_ok) return s;
-  s = napi_create_function(env, "pageOut", NAPI_AUTO_LENGTH, page_out, NULL, &fn);
+  napi_status s = napi_create_function(env, "pageOut", NAPI_AUTO_LENGTH, page_out, NULL, &fn);
   if (s != napi_ok) return s;
   return napi_set_named_property(env, exports, "pageOut", fn);
 }

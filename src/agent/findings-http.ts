@@ -6,6 +6,7 @@
 // {"type":"end"} with the node, version, findings cut by the cap and Services that could not be checked.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AccessAttributes } from '../cluster/access-review.js';
+import { withFixCommands } from '../detect/fixes.js';
 import type { Finding } from '../detect/types.js';
 import { errText } from '../errors.js';
 import {
@@ -111,7 +112,7 @@ export function findingsRoute(
                 `(${f.evidence.length - limits.maxEvidenceLines} more lines: clbprobe diagnose on the node)`,
               ]
             : f.evidence;
-        res.write(line({ type: 'finding', ...f, evidence }));
+        res.write(line({ type: 'finding', ...withFixCommands(f), evidence }));
         sent++;
       }
       res.end(

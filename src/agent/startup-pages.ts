@@ -1,20 +1,13 @@
 // After each of start-up's one-off phases (src/cli/agent.ts says which), the pages of the agent's
-// executable and libraries that only start-up touched go back to the kernel.
-//
-// Why: starting Node reads far more of its 120 MB binary than the agent runs afterwards
-// (snapshot deserialisation, compiling the bundle, OpenSSL and ICU set-up, the first lists'
-// parsing). At 5,000 Services, 42 MB of the node binary were resident after the first sync and
-// stayed so: the kernel only reclaims clean file pages under memory pressure, and until then
-// they count in the agent's RSS and in its container's memory (they are charged to its cgroup).
-// What the agent runs later is read back in as it runs: after scrapes and events it holds 25-27
-// MB of file pages against 47 MB without the release (bench/agent.ts, docs/benchmarks.md).
+// executable and libraries that only start-up touched go back to the kernel: it reclaims clean file
+// pages only under memory pressure, and until then they count in the agent's RSS and its
+// container's memory (bench/agent.ts with and without --no-release-startup-pages measures it).
 //
 // Only private, read-only file mappings: the code and constants of node, its libraries and the
 // addon. Writable ones hold anonymous copies (relocations, .data) that pageout would swap, and
-// anonymous memory is V8's and malloc's own business (c-heap-release.ts). The kernel skips pages
-// another process maps too, and every page of a file the process neither owns nor may write (the
-// agent runs as root, the image's files are root's): the RSS before and after, in the log, is
-// what was actually released.
+// anonymous memory is V8's and malloc's own business. The kernel skips pages another process maps
+// too, and every page of a file the process neither owns nor may write (the agent runs as root, the
+// image's files are root's): the RSS before and after, in the log, is what was actually released.
 import { type Mapping, type ProcMaps, readProcMaps } from '../kernel/proc-maps.js';
 import { isSyscallError } from '../native/addon.js';
 import { memAddon } from '../native/mem.js';

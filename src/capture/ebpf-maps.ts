@@ -53,10 +53,7 @@ import { address16, type CounterSample, PROTO_NUMBERS, parsePrefix16, type Targe
 
 export { bytesText, textBytes };
 
-/**
- * key -> value, each as text (bytesText). Kept as text, not Buffers: two Buffer objects an
- * entry cost ~5 MB of heap at 5,000 Services (bench/agent.ts).
- */
+/** key -> value, each as text (bytesText): text compares by value, as a Map key must. */
 export type MapContents = Map<string, string>;
 
 /**

@@ -14,7 +14,6 @@ import {
   MAP_VIPS4,
   MAP_VIPS6,
   MAP_VIPTAB,
-  NODEPORT_ENTRIES,
   NODEPORT_SLOT_V4,
   NODEPORT_SLOT_V6,
   u32Value,
@@ -50,8 +49,8 @@ export class TargetSync {
   private readonly pending4 = new Set<VipKey>();
   private readonly pending6 = new Set<VipKey>();
   private readonly pendingBuckets = new Set<number>();
-  /** nodeports indexes the kernel's array may hold non-zero (one bit each). */
-  private nodePortsHeld = new Uint8Array(NODEPORT_ENTRIES / 8);
+  /** nodeports indexes the kernel's array may hold non-zero. */
+  private nodePortsHeld = new Set<number>();
   /** After a failed nodeports write: every wanted NodePort is rewritten, not only the new ones. */
   private nodePortsUnsure = false;
   /** The families whose NodePort keys the last sync gave slots (wantedMaps' nodePortFamilies). */
@@ -151,10 +150,7 @@ export class TargetSync {
   private syncNodePorts(indexes: number[]): void {
     const fd = this.fds[MAP_NODEPORTS]!;
     const held = this.nodePortsHeld;
-    const wanted = new Uint8Array(held.length);
-    for (const i of indexes) wanted[i >> 3]! |= 1 << (i & 7);
-    const add: number[] = [];
-    const zero: number[] = [];
+    const wanted = new Set(indexes);
     // Only after a family got slots can a NodePort written before have a new slot: its other keys
     // were given one, or 0 for good, when it was written.
     const from = this.nodePortsGained ? this.nodePortSlotsFrom : 0;
@@ -162,19 +158,11 @@ export class TargetSync {
       const v = nodePortValue(i, this.slots);
       return v.readUInt16LE(NODEPORT_SLOT_V4) >= from || v.readUInt16LE(NODEPORT_SLOT_V6) >= from;
     };
-    for (let byte = 0; byte < wanted.length; byte++) {
-      const w = wanted[byte]!;
-      const h = held[byte]!;
-      if (w === h && !((this.nodePortsUnsure || from) && w)) continue;
-      for (let bit = 0; bit < 8; bit++) {
-        const m = 1 << bit;
-        if (w & m && (this.nodePortsUnsure || !(h & m) || (from && newSlot(byte * 8 + bit)))) add.push(byte * 8 + bit);
-        else if (h & m && !(w & m)) zero.push(byte * 8 + bit);
-      }
-    }
+    const add = [...wanted].filter((i) => this.nodePortsUnsure || !held.has(i) || (from > 0 && newSlot(i)));
+    const zero = [...held].filter((i) => !wanted.has(i));
     if (add.length || zero.length) {
       // Until the last write is done the array may hold any of both, and wanted ones may be missing.
-      for (let byte = 0; byte < held.length; byte++) held[byte]! |= wanted[byte]!;
+      for (const i of wanted) held.add(i);
       this.nodePortsUnsure = true;
       // An index's value only ever gains slots (a slot, once handed out, stays its key's): one of
       // zeros is zeros in the array already.

@@ -1,6 +1,5 @@
 // What the agent keeps of the eBPF maps for the life of the program: counter slots handed out,
-// and where each VIP entry sits in the viptab buckets. Both are kept in typed arrays of the keys'
-// number forms (ebpf-keys.ts); text only for IPv6.
+// and where each VIP entry sits in the viptab buckets, by the keys' identities (ebpf-keys.ts).
 import {
   MAX_SLOTS,
   VIP_BUCKET_ENTRIES,
@@ -10,7 +9,6 @@ import {
   VIPTAB_BUCKETS,
 } from './bpf-layout.js';
 import { type CounterId, counterIdOf, counterKeyOf, type VipKey, vipEntryOf, vipFilterBit } from './ebpf-keys.js';
-import { NumberIndex, NumberSet } from './number-sets.js';
 
 /**
  * Counter slots of the `slots` array, one per counter key the program counts by slot (a VIP
@@ -22,13 +20,9 @@ import { NumberIndex, NumberSet } from './number-sets.js';
  * for a key can be told again from the key.
  */
 export class SlotAllocator {
-  /**
-   * Position p: the counter id of slot p + 1. A text id stands there as p + 1.5, a number no
-   * counter id is (those are integers), and is found through `texts`.
-   */
-  private readonly ids = new NumberIndex(64);
-  private readonly texts = new Map<string, number>();
-  private readonly textOf = new Map<number, string>();
+  private readonly slotById = new Map<CounterId, number>();
+  /** Position p: the counter id of slot p + 1. */
+  private readonly idBySlot: CounterId[] = [];
 
   constructor(private readonly max = MAX_SLOTS) {}
 
@@ -41,31 +35,26 @@ export class SlotAllocator {
     const had = this.find(id);
     if (had !== 0 || this.used >= this.max) return had;
     const slot = this.used;
-    if (typeof id === 'number') this.ids.add(id);
-    else {
-      this.ids.add(slot + 0.5);
-      this.texts.set(id, slot);
-      this.textOf.set(slot, id);
-    }
+    this.slotById.set(id, slot);
+    this.idBySlot.push(id);
     return slot;
   }
 
   /** The slot `id` has, 0 if none (none is handed out). */
   find(id: CounterId): number {
-    if (typeof id === 'string') return this.texts.get(id) ?? 0;
-    return this.ids.indexOf(id) + 1;
+    return this.slotById.get(id) ?? 0;
   }
 
   /** The struct ctr_key slot `slot` counts. */
   keyOf(slot: number): Buffer {
     if (!Number.isInteger(slot) || slot < 1 || slot >= this.used)
       throw new RangeError(`slot ${slot} was not handed out`);
-    return counterKeyOf(this.textOf.get(slot) ?? this.ids.at(slot - 1));
+    return counterKeyOf(this.idBySlot[slot - 1]!);
   }
 
   /** Slots handed out, slot 0 included (the part of the array the reader reads). */
   get used(): number {
-    return this.ids.size + 1;
+    return this.idBySlot.length + 1;
   }
 }
 
@@ -79,39 +68,6 @@ export interface VipTableChange {
   buckets: number[];
 }
 
-/** entries[] of a free entry, and of an IPv6 one (its key in `text`). VIP key numbers are >= 0. */
-const FREE = -1;
-const TEXT = -2;
-
-/** A set of VIP keys: the numbers in a NumberSet, the texts (IPv6) in a Set. */
-class VipKeySet {
-  private readonly numbers = new NumberSet();
-  private readonly texts = new Set<string>();
-
-  has(k: VipKey): boolean {
-    return typeof k === 'number' ? this.numbers.has(k) : this.texts.has(k);
-  }
-
-  add(k: VipKey): void {
-    if (typeof k === 'number') this.numbers.add(k);
-    else this.texts.add(k);
-  }
-
-  delete(k: VipKey): void {
-    if (typeof k === 'number') this.numbers.delete(k);
-    else this.texts.delete(k);
-  }
-
-  get size(): number {
-    return this.numbers.size + this.texts.size;
-  }
-
-  /** The keys now (a copy). */
-  toArray(): VipKey[] {
-    return [...this.numbers.toArray(), ...this.texts];
-  }
-}
-
 /**
  * Where each VIP entry sits in the program's `viptab` buckets, for the life of the agent: an
  * entry keeps its place while its key stays, because a bucket is rewritten as a whole while the
@@ -121,13 +77,12 @@ class VipKeySet {
  * those vips4/vips6 hold.
  */
 export class VipTable {
-  /** Entry i of bucket b at b * VIP_BUCKET_ENTRIES + i: its key number, FREE or TEXT. Allocated with the first key. */
-  private entries = new Float64Array(0);
-  private readonly text = new Map<number, string>();
+  /** Entry i of bucket b at b * VIP_BUCKET_ENTRIES + i: its key, undefined when free. Allocated with the first key. */
+  private entries: (VipKey | undefined)[] = [];
   /** Keys looked up in the hash only. */
-  private readonly more = new VipKeySet();
-  /** Per bucket, how many of `more` are its. */
-  private moreCount = new Uint32Array(0);
+  private readonly more = new Set<VipKey>();
+  /** Per bucket with any, how many of `more` are its. */
+  private readonly moreCount = new Map<number, number>();
 
   /** Makes the table hold exactly the keys of `wanted` (duplicates are one key) and says what changed. */
   update(wanted: Iterable<VipKey>): VipTableChange {
@@ -140,31 +95,28 @@ export class VipTable {
       if (!before.has(b)) before.set(b, this.signature(b));
     };
     // Keys staying are marked, new ones kept for after the frees: a freed entry goes to a new key of its bucket.
-    const stays = new Uint8Array(this.entries.length);
-    const moreStays = new VipKeySet();
+    const stays = new Set<number>();
+    const moreStays = new Set<VipKey>();
     const fresh: VipKey[] = [];
     for (const k of wanted) {
       const at = this.entryOf(bucketOf(k), k);
-      if (at >= 0) stays[at] = 1;
+      if (at >= 0) stays.add(at);
       else if (this.more.has(k)) moreStays.add(k);
       else fresh.push(k);
     }
-    for (let at = 0; at < this.entries.length; at++) {
-      if (this.entries[at] === FREE || stays[at]) continue;
-      change.removed.push(this.keyAt(at));
+    for (const [at, k] of this.entries.entries()) {
+      if (k === undefined || stays.has(at)) continue;
+      change.removed.push(k);
       touch(Math.floor(at / VIP_BUCKET_ENTRIES));
-      this.entries[at] = FREE;
-      this.text.delete(at);
+      this.entries[at] = undefined;
     }
-    if (moreStays.size < this.more.size) {
-      for (const k of this.more.toArray()) {
-        if (moreStays.has(k)) continue;
-        change.removed.push(k);
-        this.more.delete(k);
-        const b = bucketOf(k);
-        touch(b);
-        this.moreCount[b]!--;
-      }
+    for (const k of this.more) {
+      if (moreStays.has(k)) continue;
+      change.removed.push(k);
+      this.more.delete(k);
+      const b = bucketOf(k);
+      touch(b);
+      this.countMore(b, -1);
     }
     for (const k of fresh) {
       const b = bucketOf(k);
@@ -172,12 +124,10 @@ export class VipTable {
       change.added.push(k);
       touch(b);
       const free = this.entryOf(b, undefined);
-      if (free >= 0) {
-        this.entries[free] = typeof k === 'number' ? k : TEXT;
-        if (typeof k === 'string') this.text.set(free, k);
-      } else {
+      if (free >= 0) this.entries[free] = k;
+      else {
         this.more.add(k);
-        this.moreCount[b]!++;
+        this.countMore(b, 1);
       }
     }
     for (const [b, was] of before) if (this.signature(b) !== was) change.buckets.push(b);
@@ -186,11 +136,8 @@ export class VipTable {
 
   /** What bucket b's value is made of: its entries' keys (their slots follow from them) and `more`. */
   private signature(b: number): string {
-    let s = this.moreCount[b] ? 'more' : '';
-    for (let i = 0; i < VIP_BUCKET_ENTRIES; i++) {
-      const at = b * VIP_BUCKET_ENTRIES + i;
-      s += `|${this.entries[at] === FREE ? '' : this.keyAt(at)}`;
-    }
+    let s = this.moreCount.has(b) ? 'more' : '';
+    for (const k of this.bucketEntries(b)) s += `|${k ?? ''}`;
     return s;
   }
 
@@ -200,53 +147,43 @@ export class VipTable {
 
   /** Keys in the table, for tests: in a bucket's entries, and looked up in the hash only. */
   counts(): { inBuckets: number; more: number } {
-    let inBuckets = 0;
-    for (const e of this.entries) if (e !== FREE) inBuckets++;
+    const inBuckets = this.entries.filter((k) => k !== undefined).length;
     return { inBuckets, more: this.more.size };
   }
 
   /** Whether bucket b holds an entry or has `more` set (a bucket not in use is all zeros). */
   inUse(b: number): boolean {
-    if (this.entries.length === 0) return false;
-    if (this.moreCount[b]) return true;
-    for (let i = 0; i < VIP_BUCKET_ENTRIES; i++) if (this.entries[b * VIP_BUCKET_ENTRIES + i] !== FREE) return true;
-    return false;
+    return this.moreCount.has(b) || this.bucketEntries(b).some((k) => k !== undefined);
   }
 
   /** Bucket b's struct vip_bucket, each entry with the slot `slotOf` gives its key. */
   bucket(b: number, slotOf: (k: VipKey) => number): Buffer {
     const v = Buffer.alloc(VIP_BUCKET_SIZE);
-    if (this.entries.length === 0) return v;
-    for (let i = 0; i < VIP_BUCKET_ENTRIES; i++) {
-      const at = b * VIP_BUCKET_ENTRIES + i;
-      if (this.entries[at] === FREE) continue;
-      const k = this.keyAt(at);
-      v.set(vipEntryOf(k, slotOf(k)), i * VIP_ENT_SIZE);
+    for (const [i, k] of this.bucketEntries(b).entries()) {
+      if (k !== undefined) v.set(vipEntryOf(k, slotOf(k)), i * VIP_ENT_SIZE);
     }
-    v.writeUInt32LE(this.moreCount[b] ? 1 : 0, VIP_BUCKET_MORE);
+    v.writeUInt32LE(this.moreCount.has(b) ? 1 : 0, VIP_BUCKET_MORE);
     return v;
   }
 
   private allocate(): void {
-    if (this.entries.length) return;
-    this.entries = new Float64Array(VIPTAB_BUCKETS * VIP_BUCKET_ENTRIES).fill(FREE);
-    this.moreCount = new Uint32Array(VIPTAB_BUCKETS);
+    if (this.entries.length === 0) this.entries = new Array(VIPTAB_BUCKETS * VIP_BUCKET_ENTRIES).fill(undefined);
   }
 
-  private keyAt(at: number): VipKey {
-    const e = this.entries[at]!;
-    return e === TEXT ? this.text.get(at)! : e;
+  private bucketEntries(b: number): (VipKey | undefined)[] {
+    return this.entries.slice(b * VIP_BUCKET_ENTRIES, (b + 1) * VIP_BUCKET_ENTRIES);
+  }
+
+  private countMore(b: number, delta: number): void {
+    const n = (this.moreCount.get(b) ?? 0) + delta;
+    if (n === 0) this.moreCount.delete(b);
+    else this.moreCount.set(b, n);
   }
 
   /** The entry of bucket b holding k (a free one for undefined), -1 if none. */
   private entryOf(b: number, k: VipKey | undefined): number {
-    for (let i = 0; i < VIP_BUCKET_ENTRIES; i++) {
-      const at = b * VIP_BUCKET_ENTRIES + i;
-      const e = this.entries[at]!;
-      if (k === undefined ? e === FREE : typeof k === 'number' ? e === k : e === TEXT && this.text.get(at) === k)
-        return at;
-    }
-    return -1;
+    const i = this.bucketEntries(b).indexOf(k);
+    return i < 0 ? -1 : b * VIP_BUCKET_ENTRIES + i;
   }
 }
 

@@ -20,8 +20,6 @@ import { fail, UserError } from './errors.js';
 
 export const DEFAULT_EVIDENCE_SOCKET = '/run/clbprobe/evidence.sock';
 const VERSION = process.env.npm_package_version ?? '0.1.0';
-/** A malloc_trim walks the whole C heap (~0.1 ms at 8 MB): after a major GC, at most this often. */
-const C_HEAP_RELEASE_INTERVAL_MS = 10_000;
 
 type TcAttach = NonNullable<CounterOptions['attach']>;
 const TC_ATTACH_MODES: readonly TcAttach[] = ['auto', 'tcx', 'tc'];
@@ -91,13 +89,6 @@ async function run(flags: AgentFlags): Promise<void> {
   const { Agent } = await import('../agent/agent.js');
   const { EvidenceAnswers, startEvidenceServer } = await import('../agent/evidence-server.js');
   const log = createLogger(flags.logLevel);
-  // The process's C heap: freed Buffers' pages go back to the kernel after major GCs.
-  const { releaseCHeapAfterMajorGc } = await import('../agent/c-heap-release.js');
-  const { memAddon } = await import('../native/mem.js');
-  const cHeap = releaseCHeapAfterMajorGc({
-    trim: () => memAddon().trimCHeap(),
-    minIntervalMs: C_HEAP_RELEASE_INTERVAL_MS,
-  });
   const releaseStartupPages = flags.releaseStartupPages ? await startupPagesReleaser(log) : () => undefined;
   const listen = (() => {
     try {
@@ -165,7 +156,6 @@ async function run(flags: AgentFlags): Promise<void> {
     stopping = true;
     log.info({ signal }, 'stopping');
     setTimeout(() => process.exit(0), 4500).unref();
-    cHeap.stop();
     http.closeAllConnections();
     http.close();
     evidence?.close();

@@ -38,13 +38,17 @@ export type FixPatch =
   | { type: 'merge'; body: Record<string, unknown> }
   | { type: 'json'; body: { op: 'add'; path: string; value: unknown }[] };
 
-/** One change to a Kubernetes object, as data and as the command that makes it. */
+/** One change to a Kubernetes object, as data; its command is made where it is printed (fixes.ts fixCommand). */
 export interface FixChange {
   kind: FixKind;
   object: { apiVersion: 'v1'; kind: 'Service'; namespace: string; name: string };
   patch: FixPatch;
   /** What the change does to the Service's clients (what they lose, what it costs). */
   effect: string;
+}
+
+/** A change as the outputs show it: with the command that makes it. */
+export interface FixCommand extends FixChange {
   /** `kubectl -n NS patch service NAME --type T -p 'PATCH'`, shell-quoted. */
   command: string;
 }

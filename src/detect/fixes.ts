@@ -1,15 +1,16 @@
-// The fixes that are a change to a Kubernetes object, as data (the object and a patch) and as the
-// kubectl command that makes it, with what the change costs the Service's clients. clbprobe only
-// prints them: applying one is the owner's decision.
+// The fixes that are a change to a Kubernetes object, as data (the object and a patch) with what the
+// change costs the Service's clients, and the kubectl command that makes it, made where a fix is
+// printed so that findings do not each hold one. clbprobe only prints them: applying one is the
+// owner's decision.
 
 import { TENCENT_PREVENT_LOOPBACK } from '../cluster/annotations.js';
 import { AWS_TG_ATTRIBUTES } from '../cluster/lb-client-address.js';
 import type { ServiceView } from '../cluster/types.js';
 import type { DetectContext } from './context-types.js';
-import type { FixChange, FixKind, FixPatch } from './core-types.js';
+import type { FindingOf, FixChange, FixCommand, FixKind, FixPatch } from './core-types.js';
 import { isAws } from './remedies.js';
 
-export type { FixChange, FixKind, FixPatch } from './core-types.js';
+export type { FixChange, FixCommand, FixKind, FixPatch } from './core-types.js';
 
 /** POSIX shell quoting: bare when only safe characters, else single quotes. */
 export function shellQuote(s: string): string {
@@ -31,9 +32,23 @@ export function fixArgs(c: Pick<FixChange, 'object' | 'patch'>): string[] {
   ];
 }
 
+/** `kubectl -n NS patch service NAME --type T -p 'PATCH'`, shell-quoted. */
+export function fixCommand(c: Pick<FixChange, 'object' | 'patch'>): string {
+  return ['kubectl', ...fixArgs(c)].map(shellQuote).join(' ');
+}
+
+export function withCommand(c: FixChange): FixCommand {
+  return { ...c, command: fixCommand(c) };
+}
+
+/** The finding as the outputs show it: each fix with its command. */
+export function withFixCommands<F extends FindingOf<string>>(f: F): F {
+  return f.fixes ? { ...f, fixes: f.fixes.map(withCommand) } : f;
+}
+
 function change(s: ServiceView, kind: FixKind, patch: FixPatch, effect: string): FixChange {
   const object = { apiVersion: 'v1' as const, kind: 'Service' as const, namespace: s.namespace, name: s.name };
-  return { kind, object, patch, effect, command: ['kubectl', ...fixArgs({ object, patch })].map(shellQuote).join(' ') };
+  return { kind, object, patch, effect };
 }
 
 /** ETP=Local → Cluster: kube-proxy then SNATs pod→LB traffic to the node IP. */

@@ -3,6 +3,7 @@
 // It shows what the text output shows, and draws each active loop the way the
 // vendors' articles do: client pod → LB VIP → node:NodePort → server pod, and
 // the reply that skips the LB, with the conntrack entry of every leg.
+import { fixCommand } from './fixes.js';
 import type { DiagnoseResult, Finding, LoopPath, Severity } from './types.js';
 
 export interface HtmlReportOptions {
@@ -110,7 +111,9 @@ export function findingHtml(finding: Finding): string {
   if (finding.mechanism !== 'proxy-mode' || finding.severity !== 'info')
     out.push(`<div class="fix"><b>fix:</b> ${escapeHtml(finding.remedy)}</div>`);
   for (const x of finding.fixes ?? [])
-    out.push(`<div class="fix"><code>${escapeHtml(x.command)}</code><br>for clients: ${escapeHtml(x.effect)}</div>`);
+    out.push(
+      `<div class="fix"><code>${escapeHtml(fixCommand(x))}</code><br>for clients: ${escapeHtml(x.effect)}</div>`,
+    );
   out.push('</div>');
   return out.join('');
 }

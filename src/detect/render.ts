@@ -1,6 +1,7 @@
 // Rendering findings: grouped by Service for a terminal (colour only on a
 // TTY with NO_COLOR unset), or as JSON for machines.
 import { printable } from '../printable.js';
+import { fixCommand, withFixCommands } from './fixes.js';
 import type { DiagnoseResult, Finding, FixChange, Severity } from './types.js';
 
 export interface RenderOptions {
@@ -62,7 +63,7 @@ export function renderText(result: DiagnoseResult, opts: RenderOptions): string 
         lines.push(...wrap(`fix: ${printable(f.remedy)}`, 100, '      '));
       for (const x of f.fixes ?? [])
         lines.push(
-          `      ${paint(c, 'dim', '$')} ${printable(x.command)}`,
+          `      ${paint(c, 'dim', '$')} ${printable(fixCommand(x))}`,
           ...wrap(printable(`(${x.effect})`), 100, '        '),
         );
     }
@@ -75,7 +76,7 @@ export function renderText(result: DiagnoseResult, opts: RenderOptions): string 
 }
 
 export function renderJson(result: DiagnoseResult, nodeName?: string): string {
-  return `${JSON.stringify({ node: nodeName, ...result }, null, 2)}\n`;
+  return `${JSON.stringify({ node: nodeName, ...result, findings: result.findings.map(withFixCommands) }, null, 2)}\n`;
 }
 
 /**
@@ -86,18 +87,19 @@ export function renderFixCommands(findings: Finding[]): string {
   const byCommand = new Map<string, { fix: FixChange; why: string[] }>();
   for (const f of findings) {
     for (const fix of f.fixes ?? []) {
-      const e = byCommand.get(fix.command) ?? { fix, why: [] };
+      const command = fixCommand(fix);
+      const e = byCommand.get(command) ?? { fix, why: [] };
       const why = `${f.mechanism} ${f.severity} on ${f.port.protocol} ${f.port.port}`;
       if (!e.why.includes(why)) e.why.push(why);
-      byCommand.set(fix.command, e);
+      byCommand.set(command, e);
     }
   }
   if (byCommand.size === 0) return "# No finding's fix is a change to a Kubernetes object.\n";
   const lines = ['# Fixes that change a Kubernetes object. clbprobe applies none: review each, then run it.'];
-  for (const { fix, why } of byCommand.values()) {
+  for (const [command, { fix, why }] of byCommand) {
     lines.push('', printable(`# ${fix.object.namespace}/${fix.object.name}: ${why.join('; ')}`));
     lines.push(...wrap(printable(`for clients: ${fix.effect}`), 98, '#   '));
-    lines.push(printable(fix.command));
+    lines.push(printable(command));
   }
   return `${lines.join('\n')}\n`;
 }

@@ -3,25 +3,8 @@
 // compare equal to what `ip`, `conntrack` and Kubernetes print.
 import { isIP } from 'node:net';
 
-/**
- * Recent IPv4 texts by address. The agent keeps the decoded conntrack entries towards its
- * Services, whose addresses repeat (a VIP in every flow to it; the client in both directions of
- * one entry): one shared string per address instead of one per field. Bounded: emptied when full.
- */
-const V4_TEXTS = new Map<number, string>();
-const V4_TEXTS_MAX = 4096;
-
 export function formatIPv4(b: Uint8Array, off: number): string {
-  const n = b[off]! * 0x1000000 + ((b[off + 1]! << 16) | (b[off + 2]! << 8) | b[off + 3]!);
-  let text = V4_TEXTS.get(n);
-  if (text === undefined) {
-    if (V4_TEXTS.size >= V4_TEXTS_MAX) V4_TEXTS.clear();
-    // join() builds one flat string; a template literal of 13+ characters is a tree of
-    // concatenations (~3x the bytes of the text).
-    text = [b[off], b[off + 1], b[off + 2], b[off + 3]].join('.');
-    V4_TEXTS.set(n, text);
-  }
-  return text;
+  return `${b[off]}.${b[off + 1]}.${b[off + 2]}.${b[off + 3]}`;
 }
 
 export function formatIPv6(b: Uint8Array, off: number): string {

@@ -2,8 +2,6 @@
 import { loadAddon } from './addon.js';
 
 export interface MemAddon {
-  /** glibc's malloc_trim(0): true when pages were released; false on other C libraries (nothing to do). */
-  trimCHeap(): boolean;
   /** madvise(start, length, MADV_PAGEOUT) on the process's own memory; throws the errno (EINVAL before Linux 5.4). */
   pageOut(start: bigint, length: bigint): void;
 }

@@ -2,15 +2,15 @@
 // cluster: per Service and mechanism, the worst severity and the nodes where it is active or at
 // risk; the nodes that did not answer, each with why; filters; text, JSON and one HTML page.
 import { byText } from '../compare.js';
-import { fixArgs, shellQuote } from '../detect/fixes.js';
+import { withCommand } from '../detect/fixes.js';
 import { compareFindings } from '../detect/index.js';
 import { escapeHtml, findingHtml, htmlPage } from '../detect/render-html.js';
-import type { Finding, FixChange, Severity } from '../detect/types.js';
+import type { Finding, FixChange, FixCommand, Severity } from '../detect/types.js';
 import { printable } from '../printable.js';
 import type { StatusNodeLine } from './status.js';
 
-/** A finding as one node reported it. */
-export type NodeFinding = Finding & { node: string };
+/** A finding as one node reported it, each fix with its command. */
+export type NodeFinding = Omit<Finding, 'fixes'> & { node: string; fixes?: FixCommand[] };
 
 export interface ClusterStatus {
   findings: NodeFinding[];
@@ -36,7 +36,7 @@ export interface StatusRow {
   /** Nodes where the mechanism is active, and at risk (not active there). */
   active: string[];
   risk: string[];
-  fixes: FixChange[];
+  fixes: FixCommand[];
 }
 
 const RANK: Record<Severity, number> = { active: 0, risk: 1, info: 2 };
@@ -59,7 +59,7 @@ export function addStatusLine(st: ClusterStatus, text: string): void {
     st.nodes.push(o as unknown as StatusNodeLine);
   else if (o.type === 'finding' && isFinding(o)) {
     const { type: _type, pod: _pod, fixes, ...f } = o;
-    const checked = Array.isArray(fixes) ? fixes.map(fixOf).filter((x): x is FixChange => x !== undefined) : [];
+    const checked = Array.isArray(fixes) ? fixes.map(fixOf).filter((x): x is FixCommand => x !== undefined) : [];
     st.findings.push({ ...(f as unknown as NodeFinding), ...(checked.length ? { fixes: checked } : {}) });
   } else if (o.type !== 'summary') st.malformed.push(`unexpected line: ${text.slice(0, 120)}`);
 }
@@ -87,7 +87,7 @@ function isFinding(line: Record<string, unknown>): boolean {
  * A fix as data, its command made here from the object and patch: a command is run by a person,
  * so it is never taken as an agent sent it.
  */
-function fixOf(value: unknown): FixChange | undefined {
+function fixOf(value: unknown): FixCommand | undefined {
   const rec = (o: unknown): Record<string, unknown> | undefined =>
     typeof o === 'object' && o !== null && !Array.isArray(o) ? (o as Record<string, unknown>) : undefined;
   const x = rec(value);
@@ -113,8 +113,7 @@ function fixOf(value: unknown): FixChange | undefined {
     namespace: String(obj.namespace),
     name: String(obj.name),
   };
-  const fix = { kind: x.kind, object, patch, effect: x.effect.slice(0, 1000) } as Omit<FixChange, 'command'>;
-  return { ...fix, command: ['kubectl', ...fixArgs(fix)].map(shellQuote).join(' ') };
+  return withCommand({ kind: x.kind, object, patch, effect: x.effect.slice(0, 1000) } as FixChange);
 }
 
 const svcOf = (f: Finding): string => `${f.service.namespace}/${f.service.name}`;

@@ -27,7 +27,7 @@ import { AccessReviewClient } from '../../src/cluster/access-review.js';
 import { KubeApi } from '../../src/cluster/kube-api.js';
 import type { ApiTarget } from '../../src/cluster/kube-config.js';
 import { loadApiTarget } from '../../src/cluster/kube-config.js';
-import type { FixChange, FixKind } from '../../src/detect/fixes.js';
+import { type FixChange, type FixKind, withCommand } from '../../src/detect/fixes.js';
 import { diagnose } from '../../src/detect/index.js';
 import { renderFixCommands } from '../../src/detect/render.js';
 import type { Finding } from '../../src/detect/types.js';
@@ -104,7 +104,7 @@ describe.skipIf(!isRoot)('fix commands against a real kube-apiserver v1.20.2', (
     for (const name of cases) {
       const { input } = loadCase(name);
       const findings = diagnose(input).findings;
-      const fixes = findings.flatMap((f) => f.fixes ?? []);
+      const fixes = findings.flatMap((f) => (f.fixes ?? []).map(withCommand));
       if (fixes.length === 0) continue;
       const printed = renderFixCommands(findings);
       const cluster = JSON.parse(readFileSync(join(BUNDLES, name, 'cluster.json'), 'utf8')) as { items: Obj[] };

@@ -10,7 +10,6 @@ import type { ConntrackCounters, ConntrackEntry, ConntrackTuple, Family } from '
 import * as C from './constants.js';
 import { type CtTupleView, type CtView, NONE, statusFlagNames } from './decode.js';
 
-/** formatIPv4 shares one string per recent address: a VIP across entries, the client in both tuples. */
 const addressOf = (b: Buffer, off: number, len: number): string =>
   len === 4 ? formatIPv4(b, off) : formatIPv6(b, off);
 

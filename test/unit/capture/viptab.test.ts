@@ -1,4 +1,4 @@
-// The viptab buckets (src/capture/ebpf-maps.ts VipTable, native/bpf/clbprobe.bpf.c vip_find):
+// The viptab buckets (src/capture/ebpf-tables.ts VipTable, native/bpf/clbprobe.bpf.c vip_find):
 // the layout against the program's BTF, every VIP entry in its key's bucket or, when the
 // bucket is full, marked `more` (looked up in the hash), and entries that keep their place
 // while their key stays (a bucket is rewritten under a reader; only changed entries may tear).

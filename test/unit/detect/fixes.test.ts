@@ -4,7 +4,7 @@ import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { interpretAnnotations } from '../../../src/cluster/annotations.js';
 import type { ServiceView } from '../../../src/cluster/types.js';
-import { awsPreserveClientIpOff, fixArgs, shellQuote } from '../../../src/detect/fixes.js';
+import { awsPreserveClientIpOff, fixCommand, shellQuote } from '../../../src/detect/fixes.js';
 
 const svc = (annotations: Record<string, string>): ServiceView =>
   ({
@@ -30,7 +30,9 @@ describe('fix commands', () => {
     expect(fix?.patch.body).toEqual({
       metadata: { annotations: { [key]: 'deregistration_delay.timeout_seconds=120,preserve_client_ip.enabled=false' } },
     });
-    expect(fix?.command).toBe(['kubectl', ...fixArgs(fix!)].map(shellQuote).join(' '));
+    expect(fixCommand(fix!)).toBe(
+      `kubectl -n shop patch service web --type merge -p '{"metadata":{"annotations":{"${key}":"deregistration_delay.timeout_seconds=120,preserve_client_ip.enabled=false"}}}'`,
+    );
     expect(awsPreserveClientIpOff(svc({ [key]: 'preserve_client_ip.enabled=false' }))).toEqual([]);
   });
 });
