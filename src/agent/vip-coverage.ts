@@ -7,11 +7,11 @@
 // (rotating pools, a tenant's own name server answering a new address each time), so the reads
 // such VIPs cause are paced: a VIP read for recently is not new again, and while new VIPs keep
 // coming the gap between their reads doubles, up to the periodic full read's interval.
-import type { PrefilterTargets } from '../kernel/conntrack/prefilter.js';
 import { type Key, key } from '../model/address-key.js';
+import type { AddressPort } from '../model/ours.js';
 import { protocolOfNumber } from '../model/protocol.js';
 
-type Vip = PrefilterTargets['vips'][number];
+type Vip = AddressPort;
 const keyOf = (v: Vip): Key => key(v.address, protocolOfNumber(v.protoNum) ?? String(v.protoNum), v.port);
 
 /** Index changes come in bursts (the cluster view, then the DNS answers): a read waits this long for the rest. */
