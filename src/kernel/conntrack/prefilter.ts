@@ -4,7 +4,7 @@
 // cannot read are passed through to the full decoder (which reports malformed input properly).
 
 import { ipv4Number } from '../../model/ip.js';
-import { matchTuple, type Ours, type OursLookup, type TupleFields } from '../../model/ours.js';
+import { type AddressPort, matchTuple, type Ours, type OursLookup, type TupleFields } from '../../model/ours.js';
 import { AttrCursor, NetlinkParseError } from '../netlink/codec.js';
 import * as C from './constants.js';
 
@@ -12,7 +12,7 @@ import * as C from './constants.js';
 const NO_BYTES = Buffer.alloc(0);
 
 /** A protocol number and port as one small integer. */
-export const protoPort = (protoNum: number, port: number): number => protoNum * 65536 + port;
+const protoPort = (protoNum: number, port: number): number => protoNum * 65536 + port;
 
 /** An IPv4 address as a signed 32-bit integer, so that Sets hold it without a heap number. */
 const ipKey = (address: string): number | undefined => {
@@ -34,9 +34,7 @@ export interface PrefilterKeys {
   readonly nodePorts: ReadonlySet<number>;
 }
 
-function addressesByPort(
-  targets: readonly { address: string; protoNum: number; port: number }[],
-): Map<number, Set<number>> {
+function addressesByPort(targets: readonly AddressPort[]): Map<number, Set<number>> {
   const out = new Map<number, Set<number>>();
   for (const t of targets) {
     const ip = ipKey(t.address);
@@ -49,7 +47,7 @@ function addressesByPort(
   return out;
 }
 
-export function prefilterKeys(ours: Ours): PrefilterKeys {
+function prefilterKeys(ours: Ours): PrefilterKeys {
   const nodePorts = ours.nodePorts.filter((n) => !n.healthCheck);
   const protos = new Set([...ours.vips, ...ours.endpoints, ...nodePorts].map((t) => t.protoNum));
   const nodeIps = new Set<number>();
