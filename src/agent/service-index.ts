@@ -2,8 +2,7 @@
 // node (model/ours.ts), from one cluster view's LB-Service index (cluster/lb-index.ts, shared with
 // the diagnosis) and this node's addresses. Rebuilt whenever either changes.
 
-import type { CounterSample } from '../capture/targets.js';
-import { packetTargets, type Targets } from '../capture/targets.js';
+import { type CounterSample, packetTargets, type Targets } from '../capture/targets.js';
 import { endpointPort, LbServiceIndex, l7Listeners } from '../cluster/lb-index.js';
 import type { ClusterView, ServiceView } from '../cluster/types.js';
 import type { LocalAddresses } from '../detect/types.js';
