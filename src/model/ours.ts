@@ -70,7 +70,7 @@ export function matchTuple<A, H>(lookup: OursLookup<A, H>, t: TupleFields<A>): {
 const addressPortKey = (address: string, protoNum: number, port: number): string => `${address}|${protoNum}|${port}`;
 
 /** Lookups over an Ours by address text. */
-export function oursLookup(ours: Ours): OursLookup<string, true> {
+function oursLookup(ours: Ours): OursLookup<string, true> {
   const vips = new Set(ours.vips.map((v) => addressPortKey(v.address, v.protoNum, v.port)));
   const nodeIps = new Set(ours.nodeIps);
   const nodePorts = new Set(
