@@ -19,6 +19,7 @@
 import { PerformanceObserver } from 'node:perf_hooks';
 import { writeHeapSnapshot } from 'node:v8';
 import { ServiceIndex } from '../src/agent/service-index.js';
+import { packetTargets } from '../src/capture/targets.js';
 import { assembleClusterView, NO_GATEWAY_API, type ParsedObjects, parsersFor } from '../src/cluster/build.js';
 import { LbServiceIndex } from '../src/cluster/lb-index.js';
 import { ObjectStore } from '../src/cluster/object-store.js';
@@ -138,9 +139,9 @@ const index = await step(
 );
 const afterIndex = live();
 // What the agent builds from each new index (agent.ts useIndex): all of it garbage by the next.
-const targets = await step('prefilter targets', () => index.prefilterTargets());
+const targets = await step('what is ours', () => index.ours());
 const prefilter = await step('conntrack prefilter', () => new ConntrackPrefilter(targets));
-const counterTargets = await step("counters' targets", () => index.targets());
+const counterTargets = await step("counters' targets", () => packetTargets(targets));
 gcObserver.disconnect();
 
 const endpointCount = view.services.reduce((n, s) => n + s.endpoints.length, 0);

@@ -7,12 +7,13 @@
 import { readFileSync } from 'node:fs';
 import { hostname, release } from 'node:os';
 import { type Counter, type CounterOptions, openCounter } from '../capture/counter.js';
-import { type CaptureMode, type Targets, withinVipCapacity } from '../capture/targets.js';
+import { type CaptureMode, packetTargets, type Targets, withinVipCapacity } from '../capture/targets.js';
 import type { LookupOptions } from '../cluster/dns/lookup.js';
 import { prepareDiagnosis } from '../detect/index.js';
 import { diagnoseInputOf } from '../detect/input.js';
-import { ConntrackPrefilter, type PrefilterTargets } from '../kernel/conntrack/prefilter.js';
+import { ConntrackPrefilter } from '../kernel/conntrack/prefilter.js';
 import type { Logger } from '../log.js';
+import type { AddressPort } from '../model/ours.js';
 import { errText } from '../source/contract.js';
 import type { SourceHealth } from '../source/health.js';
 import { CaptureHealth } from './capture-health.js';
@@ -102,7 +103,7 @@ export class Agent {
    * targets' endpoint list (20k endpoints: 1.5 MB of heap, heap snapshot at 5,000 Services) is
    * needed only to build the prefilter.
    */
-  private vips: PrefilterTargets['vips'];
+  private vips: AddressPort[];
   /** A VIP new to the index gets a full conntrack read for its existing connections, paced (vip-coverage.ts). */
   private readonly newVipReads: NewVipReads;
   readonly ifname?: string;
@@ -131,9 +132,9 @@ export class Agent {
     this.captureHealth = new CaptureHealth(this.sources.health);
     const index = this.sources.index;
     this.table = new ConntrackTable(index);
-    const targets = index.prefilterTargets();
-    this.vips = targets.vips;
-    this.prefilter = new ConntrackPrefilter(targets);
+    const ours = index.ours();
+    this.vips = ours.vips;
+    this.prefilter = new ConntrackPrefilter(ours);
     this.conntrack =
       o.inputs?.conntrack ??
       new LiveConntrack({
@@ -239,14 +240,14 @@ export class Agent {
   private useIndex(index: ServiceIndex): void {
     this.diagnosis.stale();
     this.table.reindex(index);
-    const targets = index.prefilterTargets();
-    this.vips = targets.vips;
-    this.prefilter = new ConntrackPrefilter(targets);
+    const ours = index.ours();
+    this.vips = ours.vips;
+    this.prefilter = new ConntrackPrefilter(ours);
     this.conntrack.setPrefilter(this.prefilter);
     if (this.firstSync) this.newVipReads.changed(this.vips);
     if (this.counter) {
       try {
-        this.applyTargets(this.counter, index.targets());
+        this.applyTargets(this.counter, packetTargets(ours));
       } catch (e) {
         this.health.down('capture', `updating targets: ${errText(e)}`);
       }

@@ -1,35 +1,25 @@
-// Which Service port a conntrack entry or a counter sample belongs to, and
-// the capture targets, from one cluster view's LB-Service index
-// (cluster/lb-index.ts, shared with the diagnosis) and this node's addresses.
-// Rebuilt whenever either changes; lookups are O(1).
+// Which Service port a conntrack entry or a counter sample belongs to, and what is ours on this
+// node (model/ours.ts), from one cluster view's LB-Service index (cluster/lb-index.ts, shared with
+// the diagnosis) and this node's addresses. Rebuilt whenever either changes.
 
-import type { CounterSample, Proto, Targets } from '../capture/targets.js';
+import { type CounterSample, packetTargets, type Targets } from '../capture/targets.js';
 import { endpointPort, LbServiceIndex, l7Listeners } from '../cluster/lb-index.js';
 import type { ClusterView, ServiceView } from '../cluster/types.js';
 import type { LocalAddresses } from '../detect/types.js';
-import type { PrefilterTargets } from '../kernel/conntrack/prefilter.js';
 import { cidrMatcher } from '../kernel/ip.js';
 import type { ConntrackEntry } from '../kernel/types.js';
-import { type Key, key } from '../model/address-key.js';
-import {
-  lowerProtocolOf,
-  protocolNumber,
-  protocolOfNumber as protoOf,
-  type ServiceProtocol,
-} from '../model/protocol.js';
+import { type AddressPort, matchTuple, type NodePort, type Ours, type OursLookup } from '../model/ours.js';
+import { protocolNumber, protocolOfNumber, type ServiceProtocol } from '../model/protocol.js';
 
 /**
- * The LB VIP:ports through which a Service port is reached, as the agent counts them (see
- * LbServiceIndex.vipServices): its own LB ingress IPs at its port, and the VIPs of Ingresses that
- * route to it at 80/443 TCP or of Gateways at their listeners' ports (an L7 LB; its loop comes back on the NodePort). Visited rather than
- * listed, with index loops: the index builds call this for every Service port, and under
- * --max-opt=2 (the DaemonSet's) lists per port and for-of iterator results were megabytes of
- * garbage per build at 5,000 Services (bench/cluster-heap.ts).
+ * Calls `visit` for each LB VIP:port through which a Service port is reached, as the agent counts
+ * them (see LbServiceIndex.vipServices): its own LB ingress IPs at its port, and the VIPs of
+ * Ingresses that route to it at 80/443 TCP or of Gateways at their listeners' ports (an L7 LB,
+ * whose loop comes back on the NodePort).
  */
 function eachVip(s: ServiceView, visit: (ip: string, protocol: ServiceProtocol, port: number) => void): void {
-  for (let i = 0; i < s.lbIngress.length; i++) visit(s.lbIngress[i]!.ip, s.protocol, s.port);
-  for (let i = 0; i < s.ingressVips.length; i++)
-    for (const l of l7Listeners(s.ingressVips[i]!)) visit(s.ingressVips[i]!.ip, l.protocol, l.port);
+  for (const lb of s.lbIngress) visit(lb.ip, s.protocol, s.port);
+  for (const vip of s.ingressVips) for (const l of l7Listeners(vip)) visit(vip.ip, l.protocol, l.port);
 }
 
 /** Whether `ip` is one of the Service port's VIPs, at any port. */
@@ -80,18 +70,17 @@ export class ServiceIndex {
 
   /** The Services an entry touches; undefined when none (the entry is not kept). */
   match(e: ConntrackEntry): EntryMatch | undefined {
-    const proto = protoOf(e.orig.protoNum);
-    if (!proto || e.orig.dport === undefined) return undefined;
-    const vip = this.lb.vipServices(e.orig.dst, proto, e.orig.dport);
-    if (vip) return { svcs: vip, toVip: true };
-    if (this.nodeIps.has(e.orig.dst)) {
-      const np = this.lb.nodePortServices(proto, e.orig.dport);
-      if (np) return { svcs: np, toVip: false };
-    }
-    // After DNAT the reply comes from the endpoint that was chosen.
-    const ep = this.lb.endpointServices(e.reply.src, proto, e.reply.sport);
-    return ep ? { svcs: ep, toVip: false } : undefined;
+    const m = matchTuple(this.lookup, e);
+    return m && { svcs: m.hit, toVip: m.rule === 'vip' };
   }
+
+  /** The ours rule's lookups over the LB-Service index, giving the Service ports of each hit. */
+  private readonly lookup: OursLookup<string, ServiceView[]> = {
+    vip: (ip, protoNum, port) => this.lb.vipServices(ip, protocolOfNumber(protoNum) ?? '', port),
+    isNodeIp: (ip) => this.nodeIps.has(ip),
+    nodePort: (protoNum, port) => this.lb.nodePortServices(protocolOfNumber(protoNum) ?? '', port),
+    endpoint: (ip, protoNum, port) => this.lb.endpointServices(ip, protocolOfNumber(protoNum) ?? '', port),
+  };
 
   /** The Service ports a counter sample is about (see CounterSample for what target/port mean per kind). */
   ofSample(s: CounterSample): ServiceView[] {
@@ -111,46 +100,26 @@ export class ServiceIndex {
 
   /** What the counters look for: LB VIPs, this node's prefixes, NodePorts. */
   targets(): Targets {
-    const vips = new Map<Key, Targets['vips'][number]>();
-    const nodePorts = new Map<Key, Targets['nodePorts'][number]>();
-    const addVip = (ip: string, protocol: ServiceProtocol, port: number) =>
-      vips.set(key(ip, protocol, port), { address: ip, port, proto: lowerProtocolOf(protocol) });
-    const services = this.services;
-    for (let k = 0; k < services.length; k++) {
-      const s = services[k]!;
-      const proto = lowerProtocolOf(s.protocol);
-      eachVip(s, addVip);
-      if (s.nodePort) nodePorts.set(key('', s.protocol, s.nodePort), { port: s.nodePort, proto });
-      if (s.healthCheckNodePort)
-        nodePorts.set(key('', s.protocol, s.healthCheckNodePort), { port: s.healthCheckNodePort, proto });
-    }
-    const localPrefixes = [
-      ...this.local.podCidrs.map((cidr) => ({ cidr, bound: false })),
-      ...[...this.nodeIps].map((cidr) => ({ cidr, bound: true })),
-    ];
-    return { vips: [...vips.values()], localPrefixes, nodePorts: [...nodePorts.values()] };
+    return packetTargets(this.ours());
   }
 
-  /** What match() can keep, for the decode-free conntrack pre-check (a superset of match()). */
-  prefilterTargets(): PrefilterTargets {
-    const t: PrefilterTargets = { vips: [], nodeIps: [...this.nodeIps], nodePorts: [], endpoints: [] };
-    const addVip = (ip: string, protocol: ServiceProtocol, port: number) => {
-      const protoNum = protocolNumber(protocol);
-      if (protoNum !== undefined) t.vips.push({ address: ip, protoNum, port });
-    };
-    // Index loops, as in eachVip: 26k endpoints at 5,000 Services.
-    const services = this.services;
-    for (let k = 0; k < services.length; k++) {
-      const s = services[k]!;
-      eachVip(s, addVip);
+  /** What is ours on this node: the one description every check of flows and packets derives from. */
+  ours(): Ours {
+    const vips: AddressPort[] = [];
+    const nodePorts: NodePort[] = [];
+    const endpoints: AddressPort[] = [];
+    for (const s of this.services) {
+      eachVip(s, (address, protocol, port) => {
+        const protoNum = protocolNumber(protocol);
+        if (protoNum !== undefined) vips.push({ address, protoNum, port });
+      });
       const protoNum = protocolNumber(s.protocol);
       if (protoNum === undefined) continue;
-      if (s.nodePort) t.nodePorts.push({ protoNum, port: s.nodePort });
-      const eps = s.endpoints;
-      for (let i = 0; i < eps.length; i++)
-        t.endpoints.push({ address: eps[i]!.address, protoNum, port: endpointPort(s, eps[i]!) });
+      if (s.nodePort) nodePorts.push({ protoNum, port: s.nodePort, healthCheck: false });
+      if (s.healthCheckNodePort) nodePorts.push({ protoNum, port: s.healthCheckNodePort, healthCheck: true });
+      for (const ep of s.endpoints) endpoints.push({ address: ep.address, protoNum, port: endpointPort(s, ep) });
     }
-    return t;
+    return { vips, nodeIps: [...this.nodeIps], podCidrs: [...this.local.podCidrs], nodePorts, endpoints };
   }
 
   /** The Service ports of NS/NAME (optionally only PORT). */

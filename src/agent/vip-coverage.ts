@@ -3,11 +3,11 @@
 // table has never seen. Full reads are costly and DNS answers can churn without end, so these reads
 // are paced: a VIP read for recently is not new again, and the gap between reads doubles while new
 // VIPs keep coming, up to the periodic full read's interval.
-import type { PrefilterTargets } from '../kernel/conntrack/prefilter.js';
 import { type Key, key } from '../model/address-key.js';
+import type { AddressPort } from '../model/ours.js';
 import { protocolOfNumber } from '../model/protocol.js';
 
-type Vip = PrefilterTargets['vips'][number];
+type Vip = AddressPort;
 const keyOf = (v: Vip): Key => key(v.address, protocolOfNumber(v.protoNum) ?? String(v.protoNum), v.port);
 
 /** Index changes come in bursts (the cluster view, then the DNS answers): a read waits this long for the rest. */

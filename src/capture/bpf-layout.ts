@@ -216,10 +216,6 @@ export function setBit(b: Buffer, at: number, bit: number): void {
   b[at + (bit >> 3)]! |= 1 << (bit & 7);
 }
 
-export function testBit(b: Buffer, at: number, bit: number): boolean {
-  return (b[at + (bit >> 3)]! & (1 << (bit & 7))) !== 0;
-}
-
 export function u32Value(v: number): Buffer {
   const b = Buffer.alloc(4);
   b.writeUInt32LE(v, 0);

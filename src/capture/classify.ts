@@ -1,19 +1,18 @@
-// The eBPF program's classification, in TypeScript, for packets captured with
-// pcap (the fallback path). Same rules as native/bpf/clbprobe.bpf.c, built
-// from the same map contents (ebpf-maps.ts), so both paths count alike.
+// Which packets are ours and of which kind: the one definition, over the counters' targets
+// (packetTargets of what is ours). The pcap fallback counts with it directly;
+// native/bpf/clbprobe.bpf.c decides the same from maps derived from the same targets, and the lab
+// tests check its counts against this function.
+import { LOCAL_BOUND, LOCAL_POD } from './bpf-layout.js';
 import {
-  LOCAL_BOUND,
-  LOCAL_POD,
-  MAP_FILTERS,
-  MAP_VIPS4,
-  MAP_VIPS6,
-  nodePortBitmap,
-  nodePortSlot,
-  testBit,
-  vipKey16,
-} from './bpf-layout.js';
-import { bytesText, type LocalSets, localSets, targetMaps, textBytes } from './ebpf-maps.js';
-import { type CounterKind, type Direction, isV4Mapped, type Targets } from './targets.js';
+  address16,
+  type CounterKind,
+  type Direction,
+  isV4Mapped,
+  PROTO_NUMBERS,
+  type Prefix16,
+  parsePrefix16,
+  type Targets,
+} from './targets.js';
 
 export interface PacketHeaders {
   /** 16-byte addresses (IPv4-mapped for IPv4). */
@@ -115,53 +114,59 @@ export function parseHeaders(data: Uint8Array, off: number, caplen: number, l2: 
   return { src, dst, v4, proto, sport: (data[p]! << 8) | data[p + 1]!, dport: (data[p + 2]! << 8) | data[p + 3]! };
 }
 
-/** Target sets in lookup form: the same entries the eBPF maps get, looked up as the program does. */
+const vipKey = (addr: Buffer, port: number, proto: number): string => `${addr.toString('hex')}|${port}|${proto}`;
+
+/** The targets in lookup form, addresses in their 16-byte form. */
 export class TargetIndex {
-  private readonly vips4: Set<string>;
-  private readonly vips6: Set<string>;
-  /** The filters map's value (its NodePort bitmaps are exact). */
-  private readonly filters: Buffer;
-  private readonly local: LocalSets;
+  private readonly vips: Set<string>;
+  private readonly nodePorts: Set<string>;
+  /** Host addresses (hex) -> local flags. */
+  private readonly hosts = new Map<string, number>();
+  /** Wider prefixes, compared one by one (a node has a few pod CIDRs); an IPv4 one holds only IPv4 addresses. */
+  private readonly nets: (Prefix16 & { flags: number; v4: boolean })[] = [];
 
   constructor(t: Targets) {
-    const maps = targetMaps(t);
-    this.vips4 = new Set(maps[MAP_VIPS4]!.keys());
-    this.vips6 = new Set(maps[MAP_VIPS6]!.keys());
-    this.filters = textBytes([...maps[MAP_FILTERS]!.values()][0]!);
-    this.local = localSets(t);
+    this.vips = new Set(t.vips.map((v) => vipKey(address16(v.address), v.port, PROTO_NUMBERS[v.proto])));
+    this.nodePorts = new Set(t.nodePorts.map((n) => `${PROTO_NUMBERS[n.proto]}|${n.port}`));
+    for (const p of t.localPrefixes) {
+      const prefix = parsePrefix16(p.cidr);
+      const flags = p.bound ? LOCAL_BOUND : LOCAL_POD;
+      if (prefix.bits < 128) this.nets.push({ ...prefix, flags, v4: !p.cidr.split('/')[0]!.includes(':') });
+      else {
+        const hex = prefix.address.toString('hex');
+        this.hosts.set(hex, (this.hosts.get(hex) ?? 0) | flags);
+      }
+    }
   }
 
-  /** Local flags of a 16-byte address (IPv4-mapped for IPv4). */
+  /** Local flags of a 16-byte address (IPv4-mapped for IPv4): those of every local prefix that holds it. */
   localFlags(addr: Buffer): number {
-    if (isV4Mapped(addr)) {
-      const a = addr.readUInt32BE(12);
-      let flags = this.local.hosts4.get(bytesText(addr.subarray(12, 16))) ?? 0;
-      for (const n of this.local.nets4) if ((a & n.mask) >>> 0 === n.addr) flags |= n.flags;
-      return flags;
-    }
-    let flags = this.local.hosts6.get(bytesText(addr.subarray(0, 16))) ?? 0;
-    for (const n of this.local.nets6) {
-      let inside = true;
-      for (let i = 0; i < 16 && inside; i++) inside = (addr[i]! & n.mask[i]!) === n.addr[i];
-      if (inside) flags |= n.flags;
-    }
+    let flags = this.hosts.get(addr.toString('hex')) ?? 0;
+    const v4 = isV4Mapped(addr);
+    for (const n of this.nets) if (n.v4 === v4 && inPrefix(addr, n)) flags |= n.flags;
     return flags;
   }
 
   hasVip(addr: Buffer, port: number, proto: number): boolean {
-    const v4 = isV4Mapped(addr);
-    return (v4 ? this.vips4 : this.vips6).has(bytesText(vipKey16(addr, v4, port, proto)));
+    return this.vips.has(vipKey(addr, port, proto));
   }
 
   hasNodePort(port: number, proto: number): boolean {
-    return testBit(this.filters, nodePortBitmap(proto), port);
+    return this.nodePorts.has(`${proto}|${port}`);
   }
+}
+
+function inPrefix(addr: Buffer, p: Prefix16): boolean {
+  const whole = p.bits >> 3;
+  if (addr.compare(p.address, 0, whole, 0, whole) !== 0) return false;
+  const rest = p.bits & 7;
+  return rest === 0 || ((addr[whole]! ^ p.address[whole]!) & (0xff00 >> rest) & 0xff) === 0;
 }
 
 const ANY_V4 = mapped(new Uint8Array(4), 0);
 const ANY_V6 = Buffer.alloc(16);
 
-/** The counters one packet bumps, exactly as clbp_ingress / clbp_egress decide. */
+/** The counters one packet bumps (clbp_ingress / clbp_egress decide the same). */
 export function classify(h: PacketHeaders, direction: Direction, idx: TargetIndex): Classified[] {
   if (direction === 'egress') {
     let port = h.dport;

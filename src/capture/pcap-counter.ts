@@ -1,6 +1,6 @@
 // The pcap counter backend (fallback when eBPF cannot run): one capture per
 // direction with a kernel filter passing only candidates, headers only (short
-// snap length, large buffer, batched reads), classified in TypeScript.
+// snap length, large buffer, batched reads), counted by the ours rule for packets (classify.ts).
 // Limits: counts skbs, not GSO segments; losses show as drops (pcap_stats).
 // A link flap (down/up) loses nothing: the sockets stay bound to the interface
 // and the readers watch them again after the error a link down reports. A
@@ -18,8 +18,7 @@ import {
   type CounterSample,
   type Direction,
   formatAddress16,
-  PROTO_NUMBERS,
-  type Proto,
+  PROTO_NAMES,
   type Targets,
   validateTargets,
 } from './targets.js';
@@ -29,7 +28,6 @@ const SNAPLEN = 128;
 const DEFAULT_BUFFER = 8 << 20;
 /** Socket errors (link downs) are logged at most this often. */
 const SOCKET_ERROR_LOG_MS = 60_000;
-const PROTOS = Object.fromEntries(Object.entries(PROTO_NUMBERS).map(([k, v]) => [v, k])) as Record<number, Proto>;
 
 export class PcapCounter implements Counter {
   readonly backend = 'pcap' as const;
@@ -168,7 +166,7 @@ export class PcapCounter implements Counter {
           s = {
             target: formatAddress16(c.target),
             port: c.port,
-            proto: PROTOS[c.proto]!,
+            proto: PROTO_NAMES.get(c.proto)!,
             kind: c.kind,
             direction: c.direction,
             packets: 0,

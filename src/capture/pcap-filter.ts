@@ -1,6 +1,5 @@
-// Kernel capture filters (pcap syntax) for the pcap counter: they pass the
-// candidates of each direction so that only those reach userspace, where
-// classify.ts decides exactly as the eBPF program does.
+// Kernel capture filters (pcap syntax) for the pcap counter: a superset of each direction's
+// packets that are ours, so that only candidates reach user space, where classify.ts decides.
 import { formatAddress16, parsePrefix16, type Targets } from './targets.js';
 
 /**

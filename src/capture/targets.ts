@@ -1,6 +1,7 @@
-// What the counters look for, as the agent hands it over (from the address
-// reader and the cluster view), and the counter samples they give back.
+// What the counters look for (derived from what is ours, model/ours.ts), and the counter samples
+// they give back.
 import { formatIP, parseIP } from '../kernel/ip.js';
+import type { Ours } from '../model/ours.js';
 import { LOWER_PROTOCOL_NUMBERS, type LowerProtocol } from '../model/protocol.js';
 
 export type Proto = LowerProtocol;
@@ -12,6 +13,8 @@ export type CounterBackend = 'ebpf' | 'pcap';
 export type CaptureMode = CounterBackend | 'auto' | 'off';
 
 export const PROTO_NUMBERS: Record<Proto, number> = LOWER_PROTOCOL_NUMBERS;
+/** Protocol names by IPPROTO number. */
+export const PROTO_NAMES = new Map(Object.entries(PROTO_NUMBERS).map(([name, n]) => [n, name as Proto]));
 
 export interface VipTarget {
   address: string;
@@ -70,6 +73,25 @@ export interface CounterReading {
     /** pcap: dropped by the interface or driver. */
     interface: number;
   };
+}
+
+/** The counters' view of what is ours: each VIP:port and NodePort once, node addresses as bound prefixes. */
+export function packetTargets(ours: Ours): Targets {
+  const vips = new Map<string, VipTarget>();
+  for (const v of ours.vips) {
+    const proto = PROTO_NAMES.get(v.protoNum);
+    if (proto) vips.set(`${v.address}|${proto}|${v.port}`, { address: v.address, port: v.port, proto });
+  }
+  const nodePorts = new Map<string, NodePortTarget>();
+  for (const n of ours.nodePorts) {
+    const proto = PROTO_NAMES.get(n.protoNum);
+    if (proto) nodePorts.set(`${proto}|${n.port}`, { port: n.port, proto });
+  }
+  const localPrefixes = [
+    ...ours.podCidrs.map((cidr) => ({ cidr, bound: false })),
+    ...ours.nodeIps.map((cidr) => ({ cidr, bound: true })),
+  ];
+  return { vips: [...vips.values()], localPrefixes, nodePorts: [...nodePorts.values()] };
 }
 
 export const DIRECTION_OF_KIND: Record<CounterKind, Direction> = {

@@ -20,17 +20,8 @@ export const LOWER_PROTOCOL_NUMBERS = Object.fromEntries(TABLE.map((p) => [p.low
 
 /** The IPPROTO number of a Service protocol name (any case); undefined for anything else. */
 export function protocolNumber(name: string): number | undefined {
-  // The Kubernetes spelling first, without a new string (and an index loop: a for-of allocates
-  // under --max-opt=2): called per Service port and VIP at every index build.
-  for (let i = 0; i < TABLE.length; i++) if (TABLE[i]!.name === name) return TABLE[i]!.number;
-  const n = name.toUpperCase();
-  return TABLE.find((p) => p.name === n)?.number;
-}
-
-/** The lower-case spelling of a Service protocol ('TCP' -> 'tcp'): the table's own string, no new one. */
-export function lowerProtocolOf(name: ServiceProtocol): LowerProtocol {
-  for (let i = 0; i < TABLE.length; i++) if (TABLE[i]!.name === name) return TABLE[i]!.lower;
-  throw new Error(`not a Service protocol: ${name}`);
+  const upper = name.toUpperCase();
+  return TABLE.find((p) => p.name === upper)?.number;
 }
 
 /** The Service protocol of an IPPROTO number; undefined for others (ICMP, ...). */

@@ -13,6 +13,7 @@ import { bpfAddon } from '../../src/native/bpf.js';
 import { isRoot, Netns } from '../support/netns.js';
 import { expectCounters, merge, settledReading } from './capture-expect.js';
 import { type Family as EthernetFamily, type Expected, labTargets, PORTS } from './capture-lab.js';
+import { oracleCounters, sortedCounts } from './capture-oracle.js';
 import type { Send } from './capture-sender.js';
 
 const TUN = 'cbl3';
@@ -59,42 +60,43 @@ const injector = fileURLToPath(new URL('../support/tun-inject.py', import.meta.u
 
 /**
  * One family's traffic, matching and not: UDP from the node out of the tun (its own stack; TCP
- * would wait for answers that never come), and packets in through it; returns what it must count.
+ * would wait for answers that never come), and packets in through it; returns what it must count,
+ * after checking that the ours rule for packets (the oracle) counts the same.
  */
 function scenario(ns: Netns, f: Family): Expected[] {
-  run(
-    ns,
-    [process.execPath, '--import', 'tsx', sender],
-    [
-      { proto: 'udp', src: f.nodeIp, dst: f.vip, port: PORTS.vipUdp, count: 5, payload: PAYLOAD },
-      // Not counted: a VIP on a port not in the set, a remote address.
-      { proto: 'udp', src: f.nodeIp, dst: f.vip, port: PORTS.vipOtherUdp, count: 4, payload: PAYLOAD },
-      { proto: 'udp', src: f.nodeIp, dst: f.peerIp, port: PORTS.vipUdp, count: 4, payload: PAYLOAD },
-    ],
-  );
-  run(
-    ns,
-    ['/usr/bin/python3', injector, TUN],
-    [
-      { proto: 'udp', src: f.podSrc, dst: f.nodeIp, port: PORTS.nodePortUdp, count: 4, payload: PAYLOAD },
-      { proto: 'tcp', src: f.podSrc, dst: f.nodeIp, port: PORTS.nodePortTcp, count: 2 },
-      { proto: 'udp', src: f.podSrc, dst: f.localPod, port: PORTS.podUdp, count: 3, payload: PAYLOAD },
-      { proto: 'tcp', src: f.boundSrc, dst: f.nodeIp, port: PORTS.healthTcp, count: 2 },
-      // Not counted: a remote source to a NodePort and to a local pod.
-      { proto: 'udp', src: f.peerIp, dst: f.nodeIp, port: PORTS.nodePortUdp, count: 4, payload: PAYLOAD },
-      { proto: 'udp', src: f.peerIp, dst: f.localPod, port: PORTS.podUdp, count: 4, payload: PAYLOAD },
-    ],
-  );
+  const out: Send[] = [
+    { proto: 'udp', src: f.nodeIp, dst: f.vip, port: PORTS.vipUdp, count: 5, payload: PAYLOAD },
+    // Not counted: a VIP on a port not in the set, a remote address.
+    { proto: 'udp', src: f.nodeIp, dst: f.vip, port: PORTS.vipOtherUdp, count: 4, payload: PAYLOAD },
+    { proto: 'udp', src: f.nodeIp, dst: f.peerIp, port: PORTS.vipUdp, count: 4, payload: PAYLOAD },
+  ];
+  const into: Send[] = [
+    { proto: 'udp', src: f.podSrc, dst: f.nodeIp, port: PORTS.nodePortUdp, count: 4, payload: PAYLOAD },
+    { proto: 'tcp', src: f.podSrc, dst: f.nodeIp, port: PORTS.nodePortTcp, count: 2 },
+    { proto: 'udp', src: f.podSrc, dst: f.localPod, port: PORTS.podUdp, count: 3, payload: PAYLOAD },
+    { proto: 'tcp', src: f.boundSrc, dst: f.nodeIp, port: PORTS.healthTcp, count: 2 },
+    // Not counted: a remote source to a NodePort and to a local pod.
+    { proto: 'udp', src: f.peerIp, dst: f.nodeIp, port: PORTS.nodePortUdp, count: 4, payload: PAYLOAD },
+    { proto: 'udp', src: f.peerIp, dst: f.localPod, port: PORTS.podUdp, count: 4, payload: PAYLOAD },
+  ];
+  run(ns, [process.execPath, '--import', 'tsx', sender], out);
+  run(ns, ['/usr/bin/python3', injector, TUN], into);
   const udp = (n: number) => ({ packets: n, bytes: n * (f.ip + 8 + PAYLOAD) });
   const syn = (n: number) => ({ packets: n, bytes: n * (f.ip + 20) });
   const any = f === V4 ? '0.0.0.0' : '::';
-  return [
+  const want: Expected[] = [
     { target: f.vip, port: PORTS.vipUdp, proto: 'udp', kind: 'to_lb', ...udp(5) },
     { target: any, port: PORTS.nodePortUdp, proto: 'udp', kind: 'loop_return', ...udp(4) },
     { target: any, port: PORTS.nodePortTcp, proto: 'tcp', kind: 'loop_return', ...syn(2) },
     { target: f.localPod, port: PORTS.podUdp, proto: 'udp', kind: 'loop_return', ...udp(3) },
     { target: f.boundSrc, port: PORTS.healthTcp, proto: 'tcp', kind: 'hc_local_src', ...syn(2) },
   ];
+  const oracle = oracleCounters(labTargets([V4, V6]), [
+    ['egress', out],
+    ['ingress', into],
+  ]);
+  expect(sortedCounts(oracle)).toEqual(sortedCounts(want));
+  return want;
 }
 
 describe.skipIf(!isRoot)('eBPF counters on an L3 uplink (tun; real kernel, namespaces cbx-l3*)', () => {

@@ -2,24 +2,30 @@
 // native/bpf/ctevents.bpf.c) against the real kernel: two watches listen to the
 // same namespace, one with the kernel filter and one filtering in user space
 // only. Both must deliver the same events, and the kernel must have dropped
-// exactly the events that touch no target.
+// exactly the events that touch no target: those the ours rule (model/ours.ts),
+// applied to every event a third, unfiltered watch sees, says are not ours.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConntrackWatch } from '../../src/kernel/conntrack/events.js';
-import { KERNEL_FILTER_MAX_KEYS } from '../../src/kernel/conntrack/kernel-filter.js';
-import { ConntrackPrefilter, type PrefilterTargets } from '../../src/kernel/conntrack/prefilter.js';
+import { KERNEL_FILTER_MAX_KEYS, type KernelFilterStats } from '../../src/kernel/conntrack/kernel-filter.js';
+import { ConntrackPrefilter } from '../../src/kernel/conntrack/prefilter.js';
 import type { ConntrackEvent } from '../../src/kernel/types.js';
+import { type Ours, tupleRuleOf } from '../../src/model/ours.js';
 import { isRoot, Netns } from '../support/netns.js';
 
 const TCP = 6;
 const UDP = 17;
 
-const TARGETS: PrefilterTargets = {
+const TARGETS: Ours = {
   vips: [
     { address: '10.96.0.10', protoNum: TCP, port: 80 },
     { address: '10.96.0.11', protoNum: UDP, port: 53 },
   ],
   nodeIps: ['10.1.0.5'],
-  nodePorts: [{ protoNum: TCP, port: 30080 }],
+  podCidrs: ['10.244.1.0/24'],
+  nodePorts: [
+    { protoNum: TCP, port: 30080, healthCheck: false },
+    { protoNum: TCP, port: 32000, healthCheck: true },
+  ],
   endpoints: [{ address: '10.244.1.7', protoNum: TCP, port: 8080 }],
 };
 
@@ -50,7 +56,8 @@ describe.skipIf(!isRoot)('conntrack events: kernel-side filter (eBPF socket filt
   let ns: Netns;
   let filtered: ConntrackWatch;
   let plain: ConntrackWatch;
-  const seen = { filtered: [] as ConntrackEvent[], plain: [] as ConntrackEvent[] };
+  let all: ConntrackWatch;
+  const seen = { filtered: [] as ConntrackEvent[], plain: [] as ConntrackEvent[], all: [] as ConntrackEvent[] };
 
   beforeAll(() => {
     ns = Netns.create('ckf-node');
@@ -66,10 +73,12 @@ describe.skipIf(!isRoot)('conntrack events: kernel-side filter (eBPF socket filt
       onEvent: (e) => seen.filtered.push(e),
     });
     plain = new ConntrackWatch({ netns: ns.path, prefilter, onEvent: (e) => seen.plain.push(e) });
+    all = new ConntrackWatch({ netns: ns.path, onEvent: (e) => seen.all.push(e) });
   });
   afterAll(() => {
     filtered?.stop();
     plain?.stop();
+    all?.stop();
     ns?.delete();
   });
 
@@ -77,13 +86,36 @@ describe.skipIf(!isRoot)('conntrack events: kernel-side filter (eBPF socket filt
   async function settle(port: number, vip = '10.96.0.10', dport = 80): Promise<void> {
     entries(ns, [`-p tcp -s 10.30.0.1 -d ${vip} --sport ${port} --dport ${dport} --state ESTABLISHED`]);
     const done = (l: ConntrackEvent[]) => l.some((e) => e.type === 'DESTROY' && e.entry.orig.sport === port);
-    await until(() => done(seen.filtered) && done(seen.plain));
+    await until(() => done(seen.filtered) && done(seen.plain) && done(seen.all));
+  }
+
+  /** Where each watch's list stands, to look at the events of one step only. */
+  const marks = () => ({ filtered: seen.filtered.length, all: seen.all.length });
+
+  /**
+   * The kernel passed exactly the step's events that are ours or IPv6, by the ours rule over
+   * `ours` as the oracle, and dropped the others.
+   */
+  function expectOracleDecisions(
+    ours: Ours,
+    from: ReturnType<typeof marks>,
+    before: KernelFilterStats,
+    after: KernelFilterStats,
+  ): void {
+    const rule = tupleRuleOf(ours);
+    const step = seen.all.slice(from.all);
+    const passed = step.filter((e) => e.entry.family === 6 || rule(e.entry) !== undefined);
+    expect(step.length).toBeGreaterThan(passed.length);
+    expect(after.passed - before.passed).toBe(passed.length);
+    expect(after.dropped - before.dropped).toBe(step.length - passed.length);
+    expect(seen.filtered.slice(from.filtered).map(line)).toEqual(passed.map(line));
   }
 
   it('drops in the kernel exactly the events that touch no target, and loses none', async () => {
     expect(filtered.stats.kernelFilter).toBe('on');
     expect(plain.stats.kernelFilter).toBe('not requested');
     const before = filtered.kernelFilterStats()!;
+    const from = marks();
     const kept = [
       '-p tcp -s 10.30.0.1 -d 10.96.0.10 --sport 1001 --dport 80 --state ESTABLISHED', // VIP
       '-p udp -s 10.30.0.1 -d 10.96.0.11 --sport 1002 --dport 53', // VIP, UDP
@@ -99,6 +131,7 @@ describe.skipIf(!isRoot)('conntrack events: kernel-side filter (eBPF socket filt
       '-p tcp -s 10.30.0.9 -d 10.1.0.6 --sport 2004 --dport 30080 --state ESTABLISHED', // NodePort on another address
       '-p tcp -s 10.30.0.1 -d 10.0.0.50 --sport 2005 --dport 80 -r 10.244.1.8 -q 10.30.0.1 --reply-port-src 8080 --reply-port-dst 2005 --state ESTABLISHED',
       '-p icmp -s 10.30.0.1 -d 10.96.0.10 --icmp-type 8 --icmp-code 0 --icmp-id 7', // a protocol no target uses
+      '-p tcp -s 10.30.0.9 -d 10.1.0.5 --sport 2006 --dport 32000 --state ESTABLISHED', // a health-check NodePort
     ];
     entries(ns, [...kept, ...dropped]);
     await settle(3000);
@@ -108,14 +141,17 @@ describe.skipIf(!isRoot)('conntrack events: kernel-side filter (eBPF socket filt
     expect(seen.filtered.map(line)).toEqual(seen.plain.map(line));
     const sports = new Set(seen.filtered.map((e) => e.entry.orig.sport));
     for (const p of [1001, 1002, 1003, 1004, 1005]) expect(sports.has(p)).toBe(true);
-    for (const p of [2001, 2002, 2003, 2004, 2005]) expect(sports.has(p)).toBe(false);
+    for (const p of [2001, 2002, 2003, 2004, 2005, 2006]) expect(sports.has(p)).toBe(false);
+    expectOracleDecisions(TARGETS, from, before, after);
   });
 
   it('follows the targets when the prefilter changes', async () => {
-    const next = new ConntrackPrefilter({ ...TARGETS, vips: [{ address: '10.96.0.20', protoNum: TCP, port: 443 }] });
+    const nextOurs: Ours = { ...TARGETS, vips: [{ address: '10.96.0.20', protoNum: TCP, port: 443 }] };
+    const next = new ConntrackPrefilter(nextOurs);
     filtered.setPrefilter(next);
     plain.setPrefilter(next);
     const before = filtered.kernelFilterStats()!;
+    const from = marks();
     entries(ns, [
       '-p tcp -s 10.30.0.1 -d 10.96.0.20 --sport 4001 --dport 443 --state ESTABLISHED', // the new VIP
       '-p tcp -s 10.30.0.1 -d 10.96.0.10 --sport 4002 --dport 80 --state ESTABLISHED', // the removed one
@@ -127,6 +163,7 @@ describe.skipIf(!isRoot)('conntrack events: kernel-side filter (eBPF socket filt
     expect(after.passed - before.passed).toBe(4);
     expect(seen.filtered.map(line)).toEqual(seen.plain.map(line));
     expect(seen.filtered.filter((e) => e.entry.orig.sport === 4001)).toHaveLength(2);
+    expectOracleDecisions(nextOurs, from, before, after);
   });
 
   it('falls back to user space when the targets do not fit in the kernel map', async () => {

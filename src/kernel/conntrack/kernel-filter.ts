@@ -1,15 +1,14 @@
-// The conntrack prefilter's test, run by the kernel on the event socket:
-// native/bpf/ctevents.bpf.c attached with SO_ATTACH_BPF, its key map kept equal
-// to a ConntrackPrefilter's target sets. Events it drops are never queued to
-// the agent; the ones it passes still go through the prefilter's exact test.
-// When the program cannot be loaded (no BPF, not permitted, not built) the
-// caller filters in user space only.
+// The conntrack prefilter's test, run by the kernel on the event socket: native/bpf/ctevents.bpf.c
+// attached with SO_ATTACH_BPF, its key map kept equal to a ConntrackPrefilter's PrefilterKeys.
+// Events it drops are never queued to the agent; the ones it passes still go through the
+// prefilter. When the program cannot be loaded (no BPF, not permitted, not built) the caller
+// filters in user space only.
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { projectRoot } from '../../native/addon.js';
 import { type BpfAddon, type BpfObject, bpfAddon, readPerCpuU64 } from '../../native/bpf.js';
 import type { NetlinkSocket } from '../netlink/socket.js';
-import type { KeySet, PrefilterKeys } from './prefilter.js';
+import type { PrefilterKeys } from './prefilter.js';
 
 // Names, sizes and offsets of ctevents.bpf.c's maps; test/unit/conntrack/kernel-filter-btf.test.ts
 // checks each against the compiled object's BTF.
@@ -40,18 +39,18 @@ export function ctEventsObjectPath(): string {
   return join(projectRoot(), 'build', 'Release', 'ctevents.bpf.o');
 }
 
-const NO_SETS: PrefilterKeys = {
+const NO_KEYS: PrefilterKeys = {
   protos: new Set(),
   nodeIps: new Set(),
   vips: new Map(),
   endpoints: new Map(),
-  nodePorts: new Map(),
+  nodePorts: new Set(),
 };
 
 /** Keys in the kernel's map for a set of targets. */
 function kernelKeyCount(k: PrefilterKeys): number {
-  let n = k.protos.size + k.nodeIps.size;
-  for (const m of [k.vips, k.endpoints, k.nodePorts]) for (const s of m.values()) n += s.size;
+  let n = k.protos.size + k.nodeIps.size + k.nodePorts.size;
+  for (const byPort of [k.vips, k.endpoints]) for (const ips of byPort.values()) n += ips.size;
   return n;
 }
 
@@ -66,7 +65,7 @@ export class KernelEventFilter {
   private readonly statsFd: number;
   private readonly cpus: number;
   /** What the key map holds. */
-  private applied: PrefilterKeys = NO_SETS;
+  private applied: PrefilterKeys = NO_KEYS;
   private attachedTo?: NetlinkSocket;
   /** One key, rewritten for each map call (8 bytes: addr, port, proto, kind). */
   private readonly key = Buffer.alloc(CT_KEY_SIZE);
@@ -125,18 +124,22 @@ export class KernelEventFilter {
       this.setKey(ip, 0, 0, CT_KIND.nodeIp);
       apply();
     }
-    for (const [kind, aSets, bSets] of [
+    for (const at of a.nodePorts) {
+      if (b.nodePorts.has(at)) continue;
+      this.setKey(0, at % 65536, Math.floor(at / 65536), CT_KIND.nodePort);
+      apply();
+    }
+    for (const [kind, aByPort, bByPort] of [
       [CT_KIND.vip, a.vips, b.vips],
       [CT_KIND.endpoint, a.endpoints, b.endpoints],
-      [CT_KIND.nodePort, a.nodePorts, b.nodePorts],
     ] as const) {
-      for (const [proto, keys] of aSets) {
-        onlyIn(keys, bSets.get(proto), (k) => {
-          // NodePort keys are bare ports; the others ip * 65536 + port.
-          if (kind === CT_KIND.nodePort) this.setKey(0, k, proto, kind);
-          else this.setKey(Math.floor(k / 65536), k % 65536, proto, kind);
+      for (const [at, ips] of aByPort) {
+        const inB = bByPort.get(at);
+        for (const ip of ips) {
+          if (inB?.has(ip)) continue;
+          this.setKey(ip, at % 65536, Math.floor(at / 65536), kind);
           apply();
-        });
+        }
       }
     }
   }
@@ -172,7 +175,7 @@ export class KernelEventFilter {
 
   private setKey(ip: number, port: number, proto: number, kind: number): void {
     const k = this.key;
-    k.writeUInt32BE(ip >>> 0, CT_KEY_ADDR);
+    k.writeInt32BE(ip, CT_KEY_ADDR);
     k.writeUInt16BE(port, CT_KEY_PORT);
     k[CT_KEY_PROTO] = proto;
     k[CT_KEY_KIND] = kind;
@@ -180,20 +183,5 @@ export class KernelEventFilter {
 
   private ensureOpen(): void {
     if (this.closed) throw new Error('kernel conntrack filter already closed');
-  }
-}
-
-/** Calls fn for each key of `a` that `b` lacks (both ascending: one merge walk). */
-function onlyIn(a: KeySet, b: KeySet | undefined, fn: (k: number) => void): void {
-  const x = a.sorted;
-  const y = b?.sorted;
-  let j = 0;
-  for (let i = 0; i < x.length; i++) {
-    const k = x[i]!;
-    if (y) {
-      while (j < y.length && y[j]! < k) j++;
-      if (j < y.length && y[j] === k) continue;
-    }
-    fn(k);
   }
 }

@@ -1,161 +1,107 @@
-// A decode-free pre-check of ctnetlink messages against the addresses and
-// ports the agent keeps entries for. On a node with 1M conntrack entries of
-// which a few hundred touch an LB Service, decoding every dumped entry (or
-// every event at 10k/s) into objects costs seconds of CPU and tens of MB of
-// garbage per dump; reading four numbers out of the attribute bytes does not.
-// It is a superset test: a message it passes is decoded and matched exactly;
-// IPv6 and anything it cannot read are passed through to the full decoder
-// (which reports malformed input properly).
+// A decode-free pre-check of ctnetlink messages against what is ours (model/ours.ts): reading four
+// numbers out of the attribute bytes costs far less than decoding every dumped entry or event.
+// It is a superset test: a message it passes is decoded and matched exactly; IPv6 and anything it
+// cannot read are passed through to the full decoder (which reports malformed input properly).
 
-import { ipv4Number } from '../ip.js';
+import { ipv4Number } from '../../model/ip.js';
+import { type AddressPort, matchTuple, type Ours, type OursLookup, type TupleFields } from '../../model/ours.js';
 import { AttrCursor, NetlinkParseError } from '../netlink/codec.js';
 import * as C from './constants.js';
-
-export interface PrefilterTargets {
-  /** LB VIP:port per protocol number (6 tcp, 17 udp, 132 sctp). */
-  vips: { address: string; protoNum: number; port: number }[];
-  /** Addresses of this node (incl. kube-ipvs0): an entry to one of them on a NodePort is kept. */
-  nodeIps: string[];
-  nodePorts: { protoNum: number; port: number }[];
-  /** Endpoint address:port, seen as the reply source after DNAT. */
-  endpoints: { address: string; protoNum: number; port: number }[];
-}
 
 /** What the cursors point at between messages. */
 const NO_BYTES = Buffer.alloc(0);
 
-/** ip (u32) and port (u16) in one exact double: ip * 65536 + port < 2^48. */
-const key4 = (ip: number, port: number): number => ip * 65536 + port;
+/** A protocol number and port as one small integer. */
+const protoPort = (protoNum: number, port: number): number => protoNum * 65536 + port;
+
+/** An IPv4 address as a signed 32-bit integer, so that Sets hold it without a heap number. */
+const ipKey = (address: string): number | undefined => {
+  const ip = ipv4Number(address);
+  return ip === undefined ? undefined : ip | 0;
+};
 
 /**
- * A set of exact-integer doubles as one sorted Float64Array, searched by bisection: 8 bytes a
- * key, where a Set<number> of keys above 2^31 takes ~50 (a heap number each, and the hash table).
- * 20k endpoint keys: 0.16 MB instead of 1.2 MB; ~15 comparisons a lookup.
+ * The IPv4 targets of an Ours as the pre-check (and kernel-filter.ts's copy of it) looks them up:
+ * addresses as ipKey, VIPs and endpoints under their protoPort.
  */
-export class KeySet {
-  private readonly keys: Float64Array;
-  constructor(keys: Iterable<number> | Float64Array) {
-    this.keys = sortedUnique(keys instanceof Float64Array ? keys.slice() : Float64Array.from(keys));
-  }
-
-  get size(): number {
-    return this.keys.length;
-  }
-
-  /** The keys, ascending (the set's own array: do not write to it). */
-  get sorted(): Float64Array {
-    return this.keys;
-  }
-
-  has(k: number): boolean {
-    const a = this.keys;
-    let lo = 0;
-    let hi = a.length - 1;
-    while (lo <= hi) {
-      const mid = (lo + hi) >>> 1;
-      const v = a[mid]!;
-      if (v === k) return true;
-      if (v < k) lo = mid + 1;
-      else hi = mid - 1;
-    }
-    return false;
-  }
+export interface PrefilterKeys {
+  /** Protocol numbers any target uses: entries of other protocols (ICMP, GRE, ...) never match. */
+  readonly protos: ReadonlySet<number>;
+  readonly nodeIps: ReadonlySet<number>;
+  readonly vips: ReadonlyMap<number, ReadonlySet<number>>;
+  readonly endpoints: ReadonlyMap<number, ReadonlySet<number>>;
+  /** Service NodePorts as protoPort. */
+  readonly nodePorts: ReadonlySet<number>;
 }
 
-/** The array sorted, without repeats: in place, or a shorter copy when there were repeats. */
-function sortedUnique(a: Float64Array): Float64Array {
-  a.sort();
-  let n = 0;
-  for (let i = 0; i < a.length; i++) if (n === 0 || a[i] !== a[n - 1]) a[n++] = a[i]!;
-  return n === a.length ? a : a.slice(0, n);
-}
-
-/**
- * The keys of a target list per protocol number, as KeySets: counted, then written into one
- * Float64Array per protocol. A (protocol, key) object per target, a list per protocol and a Set to
- * drop repeats allocated 13.7 MB at 5,000 Services (26k endpoint and 6,667 VIP targets; a 1.4 MB
- * Float64Array here), on every Service index build (bench/cluster-heap.ts).
- */
-function byProto<T extends { protoNum: number }>(
-  items: readonly T[],
-  keyOf: (x: T) => number | undefined,
-): Map<number, KeySet> {
-  const counts = new Map<number, number>();
-  for (let i = 0; i < items.length; i++) {
-    const p = items[i]!.protoNum;
-    counts.set(p, (counts.get(p) ?? 0) + 1);
+function addressesByPort(targets: readonly AddressPort[]): Map<number, Set<number>> {
+  const out = new Map<number, Set<number>>();
+  for (const t of targets) {
+    const ip = ipKey(t.address);
+    if (ip === undefined) continue;
+    const at = protoPort(t.protoNum, t.port);
+    let ips = out.get(at);
+    if (!ips) out.set(at, (ips = new Set()));
+    ips.add(ip);
   }
-  const filled = new Map<number, { keys: Float64Array; n: number }>();
-  for (const [p, c] of counts) filled.set(p, { keys: new Float64Array(c), n: 0 });
-  for (let i = 0; i < items.length; i++) {
-    const x = items[i]!;
-    const k = keyOf(x);
-    if (k === undefined) continue;
-    const f = filled.get(x.protoNum)!;
-    f.keys[f.n++] = k;
-  }
-  const out = new Map<number, KeySet>();
-  for (const [p, f] of filled) if (f.n > 0) out.set(p, new KeySet(f.keys.subarray(0, f.n)));
   return out;
 }
 
-/**
- * The target sets of a ConntrackPrefilter, for the kernel-side copy of its test
- * (kernel-filter.ts). Per protocol number: endpoint and VIP keys are ip * 65536 + port,
- * NodePort keys are ports.
- */
-export interface PrefilterKeys {
-  readonly protos: ReadonlySet<number>;
-  readonly nodeIps: ReadonlySet<number>;
-  readonly vips: ReadonlyMap<number, KeySet>;
-  readonly endpoints: ReadonlyMap<number, KeySet>;
-  readonly nodePorts: ReadonlyMap<number, KeySet>;
+function prefilterKeys(ours: Ours): PrefilterKeys {
+  const nodePorts = ours.nodePorts.filter((n) => !n.healthCheck);
+  const protos = new Set([...ours.vips, ...ours.endpoints, ...nodePorts].map((t) => t.protoNum));
+  const nodeIps = new Set<number>();
+  for (const address of ours.nodeIps) {
+    const ip = ipKey(address);
+    if (ip !== undefined) nodeIps.add(ip);
+  }
+  return {
+    protos,
+    nodeIps,
+    vips: addressesByPort(ours.vips),
+    endpoints: addressesByPort(ours.endpoints),
+    nodePorts: new Set(nodePorts.map((n) => protoPort(n.protoNum, n.port))),
+  };
 }
 
-const addressKey = (address: string, port: number): number | undefined => {
-  const ip = ipv4Number(address);
-  return ip === undefined ? undefined : key4(ip, port);
-};
+/** The ours rule's lookups over PrefilterKeys (addresses as ipKey). */
+function keysLookup(k: PrefilterKeys): OursLookup<number, true> {
+  const hit = (found: boolean | undefined): true | undefined => (found ? true : undefined);
+  return {
+    vip: (ip, protoNum, port) => hit(k.vips.get(protoPort(protoNum, port))?.has(ip)),
+    isNodeIp: (ip) => k.nodeIps.has(ip),
+    nodePort: (protoNum, port) => hit(k.nodePorts.has(protoPort(protoNum, port))),
+    endpoint: (ip, protoNum, port) => hit(k.endpoints.get(protoPort(protoNum, port))?.has(ip)),
+  };
+}
+
+/** No address: a field the message lacks, which no key holds. */
+const MISSING = 0x7fffffff + 1;
 
 export class ConntrackPrefilter {
-  private readonly vips: Map<number, KeySet>;
-  private readonly endpoints: Map<number, KeySet>;
-  private readonly nodePorts: Map<number, KeySet>;
-  private readonly nodeIps = new Set<number>();
-  /** Protocol numbers any target uses: entries of other protocols (ICMP, GRE, ...) never match. */
-  private readonly protos = new Set<number>();
+  private readonly keys: PrefilterKeys;
+  private readonly lookup: OursLookup<number, true>;
   /** Fields of the message being scanned (reused: no allocation per message). */
-  private proto = -1;
-  private origDst = -1;
-  private dport = -1;
-  private replySrc = -1;
-  private sport = -1;
+  private readonly tuple: TupleFields<number> & {
+    orig: { dport: number | undefined };
+    reply: { sport: number | undefined };
+  } = {
+    orig: { protoNum: -1, dst: MISSING, dport: undefined },
+    reply: { src: MISSING, sport: undefined },
+  };
   /** One attribute cursor per nesting level, reset for each message: message, tuple, tuple part. */
   private readonly top = new AttrCursor(NO_BYTES, 0, 0);
   private readonly inTuple = new AttrCursor(NO_BYTES, 0, 0);
   private readonly inPart = new AttrCursor(NO_BYTES, 0, 0);
 
-  constructor(t: PrefilterTargets) {
-    this.vips = byProto(t.vips, (v) => addressKey(v.address, v.port));
-    this.endpoints = byProto(t.endpoints, (e) => addressKey(e.address, e.port));
-    this.nodePorts = byProto(t.nodePorts, (n) => n.port);
-    for (const list of [t.vips, t.endpoints, t.nodePorts])
-      for (let i = 0; i < list.length; i++) this.protos.add(list[i]!.protoNum);
-    for (const a of t.nodeIps) {
-      const ip = ipv4Number(a);
-      if (ip !== undefined) this.nodeIps.add(ip);
-    }
+  constructor(ours: Ours) {
+    this.keys = prefilterKeys(ours);
+    this.lookup = keysLookup(this.keys);
   }
 
   /** The sets this test uses (kernel-filter.ts copies them into the kernel). */
   targetKeys(): PrefilterKeys {
-    return {
-      protos: this.protos,
-      nodeIps: this.nodeIps,
-      vips: this.vips,
-      endpoints: this.endpoints,
-      nodePorts: this.nodePorts,
-    };
+    return this.keys;
   }
 
   /** False only when the message is surely IPv4 and touches none of the targets. */
@@ -166,17 +112,15 @@ export class ConntrackPrefilter {
   /** maybe() on the payload at buf[start, end), without a Buffer view of it (no allocation). */
   maybeIn(buf: Buffer, start: number, end: number): boolean {
     if (end - start < C.NFGENMSG_LEN || buf[start] !== C.AF_INET) return true;
-    this.proto = this.origDst = this.dport = this.replySrc = this.sport = -1;
+    const { orig, reply } = this.tuple;
+    orig.protoNum = -1;
+    orig.dst = reply.src = MISSING;
+    orig.dport = reply.sport = undefined;
     if (!this.scan(buf, start + C.NFGENMSG_LEN, end)) return true;
-    const p = this.proto;
-    if (p < 0) return true;
-    if (!this.protos.has(p)) return false;
-    if (this.dport < 0) return true;
-    if (this.origDst >= 0 && this.vips.get(p)?.has(key4(this.origDst, this.dport))) return true;
-    if (this.nodeIps.has(this.origDst) && this.nodePorts.get(p)?.has(this.dport)) return true;
-    if (this.replySrc >= 0 && this.sport >= 0 && this.endpoints.get(p)?.has(key4(this.replySrc, this.sport)))
-      return true;
-    return false;
+    if (orig.protoNum < 0) return true;
+    if (!this.keys.protos.has(orig.protoNum)) return false;
+    if (orig.dport === undefined) return true;
+    return matchTuple(this.lookup, this.tuple) !== undefined;
   }
 
   /**
@@ -217,14 +161,15 @@ export class ConntrackPrefilter {
       const type = a.type;
       const at = a.vs;
       const size = a.ve - at;
+      const { orig, reply } = this.tuple;
       if (part === IP_ORIG) {
-        if (type === C.CTA_IP_V4_DST && size === 4) this.origDst = u32be(b, at);
+        if (type === C.CTA_IP_V4_DST && size === 4) orig.dst = b.readInt32BE(at);
       } else if (part === IP_REPLY) {
-        if (type === C.CTA_IP_V4_SRC && size === 4) this.replySrc = u32be(b, at);
+        if (type === C.CTA_IP_V4_SRC && size === 4) reply.src = b.readInt32BE(at);
       } else if (part === PROTO_ORIG) {
-        if (type === C.CTA_PROTO_NUM && size >= 1) this.proto = b[at]!;
-        else if (type === C.CTA_PROTO_DST_PORT && size >= 2) this.dport = (b[at]! << 8) | b[at + 1]!;
-      } else if (type === C.CTA_PROTO_SRC_PORT && size >= 2) this.sport = (b[at]! << 8) | b[at + 1]!;
+        if (type === C.CTA_PROTO_NUM && size >= 1) orig.protoNum = b[at]!;
+        else if (type === C.CTA_PROTO_DST_PORT && size >= 2) orig.dport = b.readUInt16BE(at);
+      } else if (type === C.CTA_PROTO_SRC_PORT && size >= 2) reply.sport = b.readUInt16BE(at);
     }
   }
 }
@@ -233,6 +178,3 @@ const IP_ORIG = 0;
 const IP_REPLY = 1;
 const PROTO_ORIG = 2;
 const PROTO_REPLY = 3;
-
-const u32be = (b: Buffer, o: number): number =>
-  ((b[o]! << 24) | (b[o + 1]! << 16) | (b[o + 2]! << 8) | b[o + 3]!) >>> 0;

@@ -167,6 +167,6 @@ describe('agent conntrack table', () => {
     // A pod's connection to the Ingress VIP is a VIP flow of the backend Service.
     const toIngress = entry(9, [LAB.clientPod, 41000, ingressVip, 443], [ingressVip, 443, LAB.clientPod, 41000]);
     expect(idx.match(toIngress)).toMatchObject({ toVip: true, svcs: [{ name: 'api' }] });
-    expect(idx.prefilterTargets().vips).toContainEqual({ address: ingressVip, protoNum: 6, port: 443 });
+    expect(idx.ours().vips).toContainEqual({ address: ingressVip, protoNum: 6, port: 443 });
   });
 });

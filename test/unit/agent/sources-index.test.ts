@@ -53,7 +53,7 @@ describe('AgentSources index at start', () => {
     await s.startIndexed();
     expect(built).toHaveLength(1);
     expect(built[0]!.services.length).toBeGreaterThan(0);
-    expect(built[0]!.prefilterTargets().nodeIps).toContain('10.0.0.5');
+    expect(built[0]!.ours().nodeIps).toContain('10.0.0.5');
     expect(s.index).toBe(built[0]);
     await s.stop();
   });
@@ -63,8 +63,8 @@ describe('AgentSources index at start', () => {
     await s.startIndexed();
     await s.resync(); // the cluster file is unchanged; the addresses are new
     expect(built).toHaveLength(2);
-    expect(built[1]!.prefilterTargets().nodeIps).toContain('10.0.0.6');
-    expect(built[1]!.prefilterTargets().nodeIps).not.toContain('10.0.0.5');
+    expect(built[1]!.ours().nodeIps).toContain('10.0.0.6');
+    expect(built[1]!.ours().nodeIps).not.toContain('10.0.0.5');
     await s.stop();
   });
 });

@@ -1,15 +1,16 @@
 // The decode-free conntrack pre-check, on real ctnetlink replies recorded in a
 // netns (test/fixtures/netlink/ctnetlink-dump.hex): it must pass every message
-// the exact match (on the decoded entry) keeps, reject the rest of the IPv4
+// the ours rule (model/ours.ts, on the decoded entry) keeps, reject the rest of the IPv4
 // ones, pass IPv6 and unreadable messages through, and never throw.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { decodeEntry } from '../../../src/kernel/conntrack/decode.js';
 import { keepFor } from '../../../src/kernel/conntrack/dump.js';
-import { ConntrackPrefilter, KeySet, type PrefilterTargets } from '../../../src/kernel/conntrack/prefilter.js';
+import { ConntrackPrefilter } from '../../../src/kernel/conntrack/prefilter.js';
 import { NLMSG_DONE, splitMessages } from '../../../src/kernel/netlink/codec.js';
 import type { ConntrackEntry } from '../../../src/kernel/types.js';
+import { NOTHING_OURS, type Ours, tupleRuleOf } from '../../../src/model/ours.js';
 
 const hex = readFileSync(join(import.meta.dirname, '../../fixtures/netlink/ctnetlink-dump.hex'), 'utf8');
 const payloads = hex
@@ -20,14 +21,8 @@ const payloads = hex
   .map((m) => m.payload);
 const entries = payloads.map((p) => decodeEntry(p));
 
-/** The same rule as ServiceIndex.match, on a decoded entry. */
-function exact(t: PrefilterTargets, e: ConntrackEntry): boolean {
-  const p = e.orig.protoNum;
-  if (t.vips.some((v) => v.address === e.orig.dst && v.protoNum === p && v.port === e.orig.dport)) return true;
-  if (t.nodeIps.includes(e.orig.dst) && t.nodePorts.some((n) => n.protoNum === p && n.port === e.orig.dport))
-    return true;
-  return t.endpoints.some((x) => x.address === e.reply.src && x.protoNum === p && x.port === e.reply.sport);
-}
+/** The ours rule itself: what the pre-check must pass. */
+const exact = (t: Ours, e: ConntrackEntry): boolean => tupleRuleOf(t)(e) !== undefined;
 
 describe('ConntrackPrefilter on recorded ctnetlink messages', () => {
   it('the fixture has IPv4 TCP and ICMP and IPv6 UDP entries to work with', () => {
@@ -37,25 +32,21 @@ describe('ConntrackPrefilter on recorded ctnetlink messages', () => {
   // Targets built from the fixture's own entries: each rule kind, one at a time and together.
   const tcpV4 = entries.find((e) => e.family === 4 && e.orig.protoNum === 6 && e.orig.dport === 80)!;
   const nodePortEntry = entries.find((e) => e.family === 4 && e.orig.dport === 30080)!;
-  const cases: [string, PrefilterTargets][] = [
-    [
-      'VIP:port',
-      { vips: [{ address: tcpV4.orig.dst, protoNum: 6, port: 80 }], nodeIps: [], nodePorts: [], endpoints: [] },
-    ],
+  const cases: [string, Ours][] = [
+    ['VIP:port', { ...NOTHING_OURS, vips: [{ address: tcpV4.orig.dst, protoNum: 6, port: 80 }] }],
     [
       'node IP + NodePort',
-      { vips: [], nodeIps: [nodePortEntry.orig.dst], nodePorts: [{ protoNum: 6, port: 30080 }], endpoints: [] },
+      {
+        ...NOTHING_OURS,
+        nodeIps: [nodePortEntry.orig.dst],
+        nodePorts: [{ protoNum: 6, port: 30080, healthCheck: false }],
+      },
     ],
     [
       'endpoint (reply source)',
-      {
-        vips: [],
-        nodeIps: [],
-        nodePorts: [],
-        endpoints: [{ address: tcpV4.reply.src, protoNum: 6, port: tcpV4.reply.sport! }],
-      },
+      { ...NOTHING_OURS, endpoints: [{ address: tcpV4.reply.src, protoNum: 6, port: tcpV4.reply.sport! }] },
     ],
-    ['nothing', { vips: [], nodeIps: [], nodePorts: [], endpoints: [] }],
+    ['nothing', NOTHING_OURS],
   ];
 
   for (const [name, t] of cases) {
@@ -82,13 +73,11 @@ describe('ConntrackPrefilter on recorded ctnetlink messages', () => {
 
   it('the wrong protocol or port for the same address is rejected', () => {
     const f = new ConntrackPrefilter({
+      ...NOTHING_OURS,
       vips: [
         { address: tcpV4.orig.dst, protoNum: 17, port: 80 },
         { address: tcpV4.orig.dst, protoNum: 6, port: 81 },
       ],
-      nodeIps: [],
-      nodePorts: [],
-      endpoints: [],
     });
     expect(f.maybe(payloads[entries.indexOf(tcpV4)]!)).toBe(false);
   });
@@ -113,23 +102,13 @@ describe('ConntrackPrefilter on recorded ctnetlink messages', () => {
   });
 });
 
-describe('KeySet', () => {
-  it('answers like a Set<number> for keys up to 2^48, duplicates and empty sets included', () => {
-    let seed = 7;
-    const rnd = (): number => (seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32;
-    for (const n of [0, 1, 2, 3, 100, 5000]) {
-      const keys = Array.from({ length: n }, () => Math.floor(rnd() * 2 ** 32) * 65536 + Math.floor(rnd() * 65536));
-      if (n > 1) keys.push(keys[0]!, keys[1]!); // duplicates
-      const oracle = new Set(keys);
-      const ks = new KeySet(keys);
-      expect(ks.size).toBe(oracle.size);
-      for (const k of keys) expect(ks.has(k)).toBe(true);
-      for (let i = 0; i < 2000; i++) {
-        const probe = i % 2 ? Math.floor(rnd() * 2 ** 48) : (keys[i % Math.max(1, n)] ?? 0) + 1;
-        expect(ks.has(probe)).toBe(oracle.has(probe));
-      }
-    }
-    expect(new KeySet([0, 2 ** 48 - 1]).has(2 ** 48 - 1)).toBe(true);
-    expect(new KeySet([5]).has(4)).toBe(false);
-  });
+it('a health-check NodePort keeps no entry, in the rule and in the pre-check', () => {
+  const entry = entries.find((e) => e.family === 4 && e.orig.dport === 30080)!;
+  const ours: Ours = {
+    ...NOTHING_OURS,
+    nodeIps: [entry.orig.dst],
+    nodePorts: [{ protoNum: 6, port: 30080, healthCheck: true }],
+  };
+  expect(exact(ours, entry)).toBe(false);
+  expect(new ConntrackPrefilter(ours).maybe(payloads[entries.indexOf(entry)]!)).toBe(false);
 });
