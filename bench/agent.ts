@@ -412,7 +412,7 @@ async function bigNode(dir: string): Promise<void> {
     `${CONNTRACK_RESYNC_S}s`,
     ...agentArgs,
   ]);
-  await until('/readyz (agent log: ' + agent.logFile + ')', 300_000, async () =>
+  await until(`/readyz (agent log: ${agent.logFile})`, 300_000, async () =>
     (await httpGet(`${agent.url}/readyz`)).status === 200 ? true : undefined,
   );
   const readyAt = performance.now();

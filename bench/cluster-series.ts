@@ -183,7 +183,10 @@ async function main(): Promise<void> {
     server.close();
     rmSync(dir, { recursive: true, force: true });
   };
-  process.on('SIGINT', () => (stop(), process.exit(1)));
+  process.on('SIGINT', () => {
+    stop();
+    process.exit(1);
+  });
   try {
     const waitS = opt.interval * opt.scrapes + 10;
     log(`Prometheus scrapes ${opt.nodes} targets every ${opt.interval} s; reading its head after ${waitS} s`);

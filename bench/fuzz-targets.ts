@@ -198,10 +198,17 @@ export function mutateText(seed: string, rng: Rng, others: readonly string[]): s
 export function mutateJsonValue(v: unknown, rng: Rng): unknown {
   const nodes: { parent: Record<string, unknown> | unknown[]; key: string | number }[] = [];
   const walk = (x: unknown): void => {
-    if (Array.isArray(x)) x.forEach((c, i) => (nodes.push({ parent: x, key: i }), walk(c)));
-    else if (x && typeof x === 'object')
-      for (const k of Object.keys(x))
-        nodes.push({ parent: x as Record<string, unknown>, key: k }), walk((x as Record<string, unknown>)[k]);
+    if (Array.isArray(x)) {
+      for (const [i, c] of x.entries()) {
+        nodes.push({ parent: x, key: i });
+        walk(c);
+      }
+    } else if (x && typeof x === 'object') {
+      for (const [k, v] of Object.entries(x)) {
+        nodes.push({ parent: x as Record<string, unknown>, key: k });
+        walk(v);
+      }
+    }
   };
   const root = structuredClone(v);
   walk(root);

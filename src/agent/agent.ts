@@ -11,10 +11,10 @@ import { type CaptureMode, packetTargets, type Targets, withinVipCapacity } from
 import type { LookupOptions } from '../cluster/dns/lookup.js';
 import { prepareDiagnosis } from '../detect/index.js';
 import { diagnoseInputOf } from '../detect/input.js';
+import { errText } from '../errors.js';
 import { ConntrackPrefilter } from '../kernel/conntrack/prefilter.js';
 import type { Logger } from '../log.js';
 import type { AddressPort } from '../model/ours.js';
-import { errText } from '../source/contract.js';
 import type { SourceHealth } from '../source/health.js';
 import { CaptureHealth } from './capture-health.js';
 import { type ConntrackFeed, LiveConntrack } from './conntrack-feed.js';

@@ -166,8 +166,14 @@ export class ConntrackTable {
     const ids = this.bySock.get(sk);
     if (ids === undefined) this.bySock.set(sk, entry.id32);
     else {
-      const list = typeof ids === 'number' ? [ids, entry.id32] : (ids.push(entry.id32), ids);
-      if (list !== ids) this.bySock.set(sk, list);
+      let list: number[];
+      if (typeof ids === 'number') {
+        list = [ids, entry.id32];
+        this.bySock.set(sk, list);
+      } else {
+        ids.push(entry.id32);
+        list = ids;
+      }
       this.pair(list);
     }
     for (const l of this.listeners) l(k);

@@ -13,6 +13,7 @@
 // answers, entries per answer, backpressure) hold here too.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AccessAttributes, UserInfo } from '../cluster/access-review.js';
+import { errText } from '../errors.js';
 import { Caller, type EvidenceAnswers } from './evidence-server.js';
 import type { AuthDecision, AuthnResult } from './kube-authorizer.js';
 
@@ -233,7 +234,7 @@ export function evidenceRoute(
           ...(q.watchS ? { watchS: q.watchS } : {}),
         });
       },
-      (e: unknown) => refuse(500, e instanceof Error ? e.message : String(e)),
+      (e: unknown) => refuse(500, errText(e)),
     );
   };
 }

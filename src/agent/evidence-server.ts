@@ -13,6 +13,7 @@ import { chmodSync, mkdirSync, rmSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { dirname } from 'node:path';
 import type { ServiceView } from '../cluster/types.js';
+import { errText } from '../errors.js';
 import type { ConntrackTable, KeptEntry } from './conntrack-table.js';
 import {
   type EvidenceLine,
@@ -287,9 +288,7 @@ export class EvidenceAnswers {
       c.sock.once('close', () => this.watches--);
     }
     answer(c, req, this.backend, limits)
-      .catch((e: unknown) =>
-        c.finish({ type: 'error', message: `evidence failed: ${e instanceof Error ? e.message : String(e)}` }),
-      )
+      .catch((e: unknown) => c.finish({ type: 'error', message: `evidence failed: ${errText(e)}` }))
       .finally(() => this.answering--);
   }
 }

@@ -8,6 +8,8 @@
 // anonymous memory is V8's and malloc's own business. The kernel skips pages another process maps
 // too, and every page of a file the process neither owns nor may write (the agent runs as root, the
 // image's files are root's): the RSS before and after, in the log, is what was actually released.
+
+import { errText } from '../errors.js';
 import { type Mapping, type ProcMaps, readProcMaps } from '../kernel/proc-maps.js';
 import { isSyscallError } from '../native/addon.js';
 import { memAddon } from '../native/mem.js';
@@ -46,7 +48,7 @@ export function releaseStartupPages(io: StartupPagesIo): StartupPagesRelease {
   try {
     maps = io.readMaps();
   } catch (e) {
-    r.errors.push(`reading /proc/self/maps: ${e instanceof Error ? e.message : String(e)}`);
+    r.errors.push(`reading /proc/self/maps: ${errText(e)}`);
     return r;
   }
   r.errors.push(...maps.errors.slice(0, 5));
@@ -64,7 +66,7 @@ export function releaseStartupPages(io: StartupPagesIo): StartupPagesRelease {
         r.unsupported = true;
         break;
       }
-      r.errors.push(`${m.path}: ${e instanceof Error ? e.message : String(e)}`);
+      r.errors.push(`${m.path}: ${errText(e)}`);
       continue;
     }
     r.mappings++;

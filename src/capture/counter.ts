@@ -1,4 +1,6 @@
 // The choice between the counter backends (their interface: counter-types.ts).
+
+import { errText } from '../errors.js';
 import type { Counter, CounterOptions } from './counter-types.js';
 import { EbpfCounter } from './ebpf.js';
 import { CaptureError } from './errors.js';
@@ -19,18 +21,15 @@ export function openCounter(opts: CounterOptions): Counter {
     return EbpfCounter.open(opts);
   } catch (e) {
     ebpfError = e;
-    opts.logger?.warn(
-      { reason: e instanceof Error ? e.message : String(e) },
-      'eBPF counters unavailable; falling back to pcap',
-    );
+    opts.logger?.warn({ reason: errText(e) }, 'eBPF counters unavailable; falling back to pcap');
   }
   try {
     const pcap = PcapCounter.open(opts);
-    pcap.fallbackReason = `counting with pcap (more CPU per packet): eBPF unavailable: ${ebpfError instanceof Error ? ebpfError.message : String(ebpfError)}`;
+    pcap.fallbackReason = `counting with pcap (more CPU per packet): eBPF unavailable: ${errText(ebpfError)}`;
     return pcap;
   } catch (e) {
-    const a = ebpfError instanceof Error ? ebpfError.message : String(ebpfError);
-    const b = e instanceof Error ? e.message : String(e);
+    const a = errText(ebpfError);
+    const b = errText(e);
     throw new CaptureError(
       `no counter backend can run: eBPF: ${a}; pcap: ${b}`,
       e instanceof CaptureError ? e.code : 'EUNKNOWN',

@@ -1,5 +1,6 @@
 // Errors of the capture module that tell the operator what to change.
 
+import { errText } from '../errors.js';
 import { isPermissionErrno } from '../model/permission.js';
 import { isSyscallError } from '../native/addon.js';
 import { explainBpfRefusal, ownBpfPrivileges } from '../native/bpf-refusal.js';
@@ -37,7 +38,7 @@ const VERIFIER_LOG = /-- END PROG LOAD LOG --|processed \d+ insns/;
 export function captureError(e: unknown, step: CaptureStep, what: string): CaptureError {
   if (e instanceof CaptureError) return e;
   const code = isSyscallError(e) ? e.code : 'EUNKNOWN';
-  const detail = e instanceof Error ? e.message : String(e);
+  const detail = errText(e);
   // The verifier's EACCES comes with its log: the program, not a privilege, is what this kernel refused.
   if (step === 'load' && VERIFIER_LOG.test(detail)) {
     return new CaptureError(`${what}: this kernel's verifier rejected the program (${detail})`, code, step);

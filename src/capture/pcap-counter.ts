@@ -6,6 +6,7 @@
 // and the readers watch them again after the error a link down reports. A
 // deleted interface ends the capture for good: `stopped` says so and why.
 import { performance } from 'node:perf_hooks';
+import { errText } from '../errors.js';
 import type { Logger } from '../log.js';
 import { PCAP_META_WORDS } from '../native/pcap.js';
 import { classify, linkHeaderLength, parseHeaders, TargetIndex } from './classify.js';
@@ -145,7 +146,7 @@ export class PcapCounter implements Counter {
       // Too many targets for one classic BPF program: pass every candidate
       // protocol and let classify() decide, at a higher CPU cost.
       this.log?.warn(
-        { direction, reason: e instanceof Error ? e.message : String(e), length: expression.length },
+        { direction, reason: errText(e), length: expression.length },
         'pcap filter rejected; capturing all TCP/UDP/SCTP headers instead',
       );
       this.readers[direction].setFilter(MATCH_PORT_PROTOCOLS);

@@ -6,13 +6,12 @@
 // owner; nothing thrown from the watcher reaches the process (that would be an
 // uncaught exception, i.e. a crash of the agent).
 import { performance } from 'node:perf_hooks';
+import { errText } from '../errors.js';
 import { native } from '../native/index.js';
 import { PCAP_META_WORDS, type PcapAddon, type PcapHandle, type PcapOpenOptions, pcapAddon } from '../native/pcap.js';
 import { type PollHandle, UV_READABLE } from '../native/poll.js';
 import { captureError } from './errors.js';
 import { SocketErrorPolicy } from './socket-errors.js';
-
-const errText = (e: unknown): string => (e instanceof Error ? e.message : String(e));
 
 export interface PcapBatch {
   data: Uint8Array;

@@ -12,6 +12,7 @@ import type { KubeAuthorizer } from '../agent/kube-authorizer.js';
 import { createAgentRegistry } from '../agent/metrics/list.js';
 import type { CounterOptions } from '../capture/counter-types.js';
 import type { CaptureMode } from '../capture/targets.js';
+import { errText } from '../errors.js';
 import { createMetricsServer, type MetricsServerOptions } from '../export/server.js';
 import { parseListen } from '../http-limits.js';
 import { createLogger, type Logger } from '../log.js';
@@ -94,7 +95,7 @@ async function run(flags: AgentFlags): Promise<void> {
     try {
       return parseListen(flags.listen);
     } catch (e) {
-      throw new UserError(e instanceof Error ? e.message : String(e));
+      throw new UserError(errText(e));
     }
   })();
   const agent = new Agent({ ...agentOptions(flags, log), onStartupPhase: releaseStartupPages });
@@ -225,7 +226,7 @@ async function apiAuthorizer(
       evidenceAuthz: new KubeAuthorizer(reviews, { limiter, audiences: [evidenceAudience(nodeName)] }),
     };
   } catch (e) {
-    return { why: e instanceof Error ? e.message : String(e) };
+    return { why: errText(e) };
   }
 }
 

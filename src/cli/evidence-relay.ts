@@ -5,6 +5,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { hostname } from 'node:os';
 import { type Command, Option } from 'commander';
+import { errText } from '../errors.js';
 import { DEFAULT_SERVER_LIMITS, limitConnections, parseListen } from '../http-limits.js';
 import { createLogger } from '../log.js';
 import type { PodFields } from '../remote/agent-pods.js';
@@ -68,7 +69,7 @@ async function run(f: RelayFlags): Promise<void> {
     listen = parseListen(f.listen);
     target = loadApiTarget(f.kubeconfig);
   } catch (e) {
-    throw new UserError(e instanceof Error ? e.message : String(e));
+    throw new UserError(errText(e));
   }
   const sa = /^([a-z0-9-]{1,63})\/([a-z0-9.-]{1,253})$/.exec(f.serviceAccount);
   if (!sa) throw new UserError(`--service-account: expected NAMESPACE/NAME, not ${JSON.stringify(f.serviceAccount)}`);
@@ -134,7 +135,7 @@ async function run(f: RelayFlags): Promise<void> {
     const round = (): void => {
       recorder
         .poll()
-        .catch((e: unknown) => log.warn({ err: e instanceof Error ? e.message : String(e) }, 'events: round failed'))
+        .catch((e: unknown) => log.warn({ err: errText(e) }, 'events: round failed'))
         .finally(() => {
           if (!stopped) timer = setTimeout(round, intervalMs);
         });

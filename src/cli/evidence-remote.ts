@@ -12,6 +12,7 @@ import type { EvidenceLine } from '../agent/evidence.js';
 import { createCaptureFile } from '../capture/output-file.js';
 import type { ApiTarget } from '../cluster/kube-config.js';
 import { byText } from '../compare.js';
+import { errText } from '../errors.js';
 import { printable } from '../printable.js';
 import { type AgentPod, planNodes } from '../remote/agent-pods.js';
 import { evidenceLineOf, lineSplitter, parseEvidenceLine } from '../remote/evidence-lines.js';
@@ -202,7 +203,7 @@ async function askNode(api: ApiTarget, o: AllNodesOptions, pod: AgentPod, out: O
       if (m && Number(m[2]) !== bytes) throw new Error(`got ${bytes} of the capture's ${m[2]} bytes`);
     } catch (e) {
       result.status = 'failed';
-      result.error = `the evidence came, but copying its capture failed: ${e instanceof Error ? e.message : String(e)}`;
+      result.error = `the evidence came, but copying its capture failed: ${errText(e)}`;
     }
   } else if (remotePcap && ran) {
     // Best effort: do not leave a partial capture in the pod's scratch space.
@@ -355,7 +356,7 @@ export async function runAllNodes(o: AllNodesOptions): Promise<number> {
   try {
     pods = await listAgentPods(api, o.namespace, o.selector, o.container, 30_000);
   } catch (e) {
-    throw new UserError(e instanceof Error ? e.message : String(e));
+    throw new UserError(errText(e));
   }
   if (!pods.length) {
     throw new UserError(

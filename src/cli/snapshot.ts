@@ -40,14 +40,14 @@ async function runSnapshot(flags: SnapshotFlags, out: NodeJS.WritableStream = pr
   const denied = privilegeProblem(snap.sources);
   if (denied) throw new UserError(denied, EXIT_ERROR);
   if (flags.json) {
-    out.write(JSON.stringify(snap, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v), 2) + '\n');
+    out.write(`${JSON.stringify(snap, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v), 2)}\n`);
   } else {
-    for (const line of renderSnapshot(snap)) out.write(line + '\n');
+    for (const line of renderSnapshot(snap)) out.write(`${line}\n`);
     if (snap.conntrack?.entries) {
       out.write(
         `\nConntrack entries${flags.filterAddress.length ? ` involving ${flags.filterAddress.join(', ')}` : ''}:\n`,
       );
-      for (const e of snap.conntrack.entries) out.write(printable(formatConntrack(e)) + '\n');
+      for (const e of snap.conntrack.entries) out.write(`${printable(formatConntrack(e))}\n`);
     }
   }
   return snap;

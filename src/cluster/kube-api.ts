@@ -5,6 +5,7 @@
 import { type ClientRequest, request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest, type RequestOptions } from 'node:https';
 import { StringDecoder } from 'node:string_decoder';
+import { errText } from '../errors.js';
 import { ANY, JsonReducer, JsonStreamError, type ReduceLimits, reduceText, type Shape } from './json-reduce.js';
 import type { ApiTarget } from './kube-config.js';
 import { eventShape, listShape } from './object-shapes.js';
@@ -113,9 +114,7 @@ export class KubeApi {
       } catch (e) {
         // One event the consumer cannot take ends this watch with its reason (then relist/resume),
         // never the process.
-        end(
-          new ApiError(`${what}: a ${type} event could not be applied: ${e instanceof Error ? e.message : String(e)}`),
-        );
+        end(new ApiError(`${what}: a ${type} event could not be applied: ${errText(e)}`));
       }
     };
     // Events are read as they arrive, each reduced to the object's shape, up to maxEventBytes raw.
@@ -240,9 +239,7 @@ function readReduced(res: IncomingMessage, what: string, shape: Shape, limits: R
 
 /** What a reader error says; anything but a JsonStreamError is a bug and says so. */
 function streamText(e: unknown): string {
-  return e instanceof JsonStreamError
-    ? e.message
-    : `the answer could not be read: ${e instanceof Error ? e.message : String(e)}`;
+  return e instanceof JsonStreamError ? e.message : `the answer could not be read: ${errText(e)}`;
 }
 
 /**

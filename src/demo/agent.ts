@@ -29,7 +29,12 @@ export async function startDemoAgent(lab: LoopLab, clusterFile: string): Promise
   // Loaded on demand: the agent pulls in the Kubernetes client, which the other demo steps do not need.
   const { Agent } = await import('../agent/agent.js');
   const logged: string[] = [];
-  const sink = new Writable({ write: (chunk, _enc, cb) => (logged.push(String(chunk)), cb()) });
+  const sink = new Writable({
+    write: (chunk, _enc, cb) => {
+      logged.push(String(chunk));
+      cb();
+    },
+  });
   const agent = new Agent({
     nodeName: LAB.node1Name,
     version: 'demo',

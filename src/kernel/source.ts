@@ -1,5 +1,6 @@
 // Turning a reader's failure into a SourceStatus with a reason a human can act on.
 
+import { errText } from '../errors.js';
 import { isPermissionErrno, permissionDenied } from '../model/permission.js';
 import type { SourceStatus } from '../model/source-status.js';
 import { isSyscallError } from '../native/addon.js';
@@ -22,7 +23,7 @@ export function sourceFailure(
   capability: string,
   t0: number,
 ): SourceStatus {
-  const msg = e instanceof Error ? e.message : String(e);
+  const msg = errText(e);
   const reason = isPermissionError(e) ? permissionDenied(capability, msg) : msg;
   return { source, available: false, reason, durationMs: performance.now() - t0 };
 }

@@ -336,7 +336,7 @@ class TableFacts {
     return acc;
   }
 
-  private matchOne(left: string, op: string, right: string, p: Probe, r: NftRule): Tri {
+  private matchOne(left: string, op: string, right: string, p: Probe, _r: NftRule): Tri {
     const eq = op === '==' || op === 'in';
     const neq = op === '!=';
     const flip = (t: Tri): Tri => (neq ? (t === 'yes' ? 'no' : t === 'no' ? 'yes' : 'maybe') : eq ? t : 'maybe');

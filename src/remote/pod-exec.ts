@@ -7,6 +7,7 @@
 import type { IncomingMessage } from 'node:http';
 import WebSocket from 'ws';
 import type { ApiTarget } from '../cluster/kube-config.js';
+import { errText } from '../errors.js';
 
 /** Versions whose channel 3 carries a JSON Status (older ones send plain text). */
 const PROTOCOLS = ['v5.channel.k8s.io', 'v4.channel.k8s.io'];
@@ -201,7 +202,7 @@ export function execInPod(
             ws.close();
           } catch (e) {
             // A garbled status frame must not take the process down.
-            transportError = new Error(`unreadable exit status frame: ${e instanceof Error ? e.message : String(e)}`);
+            transportError = new Error(`unreadable exit status frame: ${errText(e)}`);
             ws.terminate();
           }
         }
@@ -210,10 +211,7 @@ export function execInPod(
     // Failures before a socket exists (the kubeconfig's exec plugin, a bad server URL); others end in onClose.
     connect().catch((e: unknown) =>
       settle({
-        error: new PodExecError(
-          `cannot open the exec connection: ${e instanceof Error ? e.message : String(e)}`,
-          'connection',
-        ),
+        error: new PodExecError(`cannot open the exec connection: ${errText(e)}`, 'connection'),
       }),
     );
   });

@@ -6,6 +6,7 @@
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest, type RequestOptions } from 'node:https';
 import type { ApiTarget } from '../cluster/kube-config.js';
+import { errText } from '../errors.js';
 import { TOKEN_HEADER } from './relay.js';
 
 export interface RelayTarget {
@@ -39,7 +40,7 @@ export async function askRelay(
   try {
     opts = await api.requestOptions();
   } catch (e) {
-    throw new RelayError(e instanceof Error ? e.message : String(e));
+    throw new RelayError(errText(e));
   }
   const headers = (opts.headers ?? {}) as Record<string, string>;
   const authorization = headers.authorization;

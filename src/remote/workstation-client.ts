@@ -3,6 +3,7 @@
 // (src/cluster/kube-config.ts), and the agent pods listed through it.
 import { ApiError, KubeApi } from '../cluster/kube-api.js';
 import { type ApiTarget, KubeConfigError, loadWorkstationTarget } from '../cluster/kube-config.js';
+import { errText } from '../errors.js';
 import { UserError } from '../user-error.js';
 import { type AgentPod, type PodFields, toAgentPod } from './agent-pods.js';
 
@@ -36,7 +37,7 @@ export async function listAgentPods(
 }
 
 function listFailure(e: unknown, path: string, namespace: string): string {
-  if (!(e instanceof ApiError)) return e instanceof Error ? e.message : String(e);
+  if (!(e instanceof ApiError)) return errText(e);
   if (e.statusCode === 401) return "401 Unauthorized: the API server rejected the kubeconfig's credentials";
   const why = e.message.replace(`GET ${path}: `, '');
   if (e.statusCode === 403)

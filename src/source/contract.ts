@@ -95,5 +95,3 @@ export interface SourceDef<T = unknown> {
 export function bundleReader<T>(def: SourceDef<T>, files: BundleFiles): SourceReader<T> {
   return { name: def.name, ...(def.key ? { key: def.key } : {}), read: () => def.fromBundle!(files) };
 }
-
-export { errText } from '../errors.js';

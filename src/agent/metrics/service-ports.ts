@@ -4,6 +4,7 @@
 // after `idleMs` without any of these changing (docs/metrics.md explains the choice).
 import type { CounterKind, CounterSample } from '../../capture/targets.js';
 import type { ServiceView } from '../../cluster/types.js';
+import { errText } from '../../errors.js';
 import { FLOW_OUTCOMES, type FlowOutcome } from '../../model/flow.js';
 import { portKey, type ServicePortLabels, servicePortLabels } from '../../model/service.js';
 import type { AgentState } from './agent-state.js';
@@ -140,7 +141,7 @@ export class ServicePortSeries {
       this.lastSamples = agent.counter.read().counters;
       counterError = agent.counter.stopped;
     } catch (e) {
-      counterError = `reading counters: ${e instanceof Error ? e.message : String(e)}`;
+      counterError = `reading counters: ${errText(e)}`;
     }
     agent.captureRead(counterError);
     return counterError;

@@ -5,6 +5,7 @@
 // for memory. A missing binary, a permission error, a timeout or an over-long
 // line becomes one line of reason.
 import { spawn } from 'node:child_process';
+import { errText } from '../../errors.js';
 import { permissionDenied } from '../../model/permission.js';
 import { type LineFn, LineSplitter } from './line-split.js';
 
@@ -94,7 +95,7 @@ function runWith(
       try {
         onChunk(chunk);
       } catch (e) {
-        readerError = e instanceof Error ? e.message : String(e);
+        readerError = errText(e);
         stop('reader');
       }
     });
@@ -118,7 +119,7 @@ function runWith(
       try {
         onEnd();
       } catch (e) {
-        return finish({ ok: false, reason: e instanceof Error ? e.message : String(e) });
+        return finish({ ok: false, reason: errText(e) });
       }
       finish({ ok: true });
     });

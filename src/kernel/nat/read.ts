@@ -4,6 +4,8 @@
 // permission error becomes a SourceStatus reason. A facts-only read never holds a whole output: it
 // hashes and counts each line as it arrives and keeps only the nat table's lines (nat-lines.ts)
 // for the nat table reader (nat-rules.ts).
+
+import { errText } from '../../errors.js';
 import { isPermissionReason } from '../../model/permission.js';
 import type { SourceStatus } from '../../model/source-status.js';
 import { BackendCounter, type BackendSide, chooseBackendOf } from './backend.js';
@@ -132,7 +134,7 @@ export async function readNat(opts: ReadNatOptions = {}): Promise<ReadNatResult>
   try {
     v4 = readKept(v4res.kept, { source: SAVE_COMMANDS[choice.backend][4], family: 4, filterChains });
   } catch (e) {
-    const reason = e instanceof Error ? e.message : String(e);
+    const reason = errText(e);
     return { sources: [{ source: 'nat', available: false, reason, durationMs: natMs }, ipset.status], digest };
   }
   // IPv6 is a bonus: its failure is a note, not a lost snapshot.
@@ -142,7 +144,7 @@ export async function readNat(opts: ReadNatOptions = {}): Promise<ReadNatResult>
     try {
       v6 = readKept(v6res.kept, { source: SAVE_COMMANDS[choice.backend][6], family: 6, filterChains });
     } catch (e) {
-      notes.push(`IPv6 rules unavailable: ${e instanceof Error ? e.message : String(e)}`);
+      notes.push(`IPv6 rules unavailable: ${errText(e)}`);
     }
   }
   const other: XtablesBackend = choice.backend === 'legacy' ? 'nft' : 'legacy';
@@ -239,7 +241,7 @@ function ipsetSource(res: CommandResult, durationMs: number): { status: SourceSt
     return { status: { source: 'ipset', available: true, durationMs }, dump };
   } catch (e) {
     return {
-      status: { source: 'ipset', available: false, reason: e instanceof Error ? e.message : String(e), durationMs },
+      status: { source: 'ipset', available: false, reason: errText(e), durationMs },
     };
   }
 }

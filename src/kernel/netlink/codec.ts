@@ -246,7 +246,7 @@ export class MessageWriter {
     return this.attr(type, b);
   }
   attrString(type: number, s: string): this {
-    return this.attr(type, Buffer.from(s + '\0', 'utf8'));
+    return this.attr(type, Buffer.from(`${s}\0`, 'utf8'));
   }
   beginNested(type: number): this {
     this.nests.push(this.len);

@@ -274,7 +274,13 @@ export class NetlinkSocket implements RawDumper {
       const seq = this.send(msg);
       const res: DumpResult = { messages: 0, interrupted: false };
       // Messages keep drops were still received: count them.
-      const counted: KeepMessage | undefined = keep && ((b, s, e, t) => keep(b, s, e, t) || (res.messages++, false));
+      const counted: KeepMessage | undefined =
+        keep &&
+        ((buf, start, end, type) => {
+          if (keep(buf, start, end, type)) return true;
+          res.messages++;
+          return false;
+        });
       for (;;) {
         const batch = await this.receiveBatch(what, counted);
         const mine: NetlinkMessage[] = [];

@@ -4,6 +4,8 @@
 // top-level array is then split item by item, every complete item is kept and
 // the cut one becomes a warning. An item of an unexpected shape is a warning
 // naming its position; it never loses the others.
+
+import { errText } from '../../errors.js';
 import { quote, renderExpr, renderStatement, verdictOf } from './render.js';
 import type { NftChain, NftDump, NftElement, NftFamily, NftRule, NftSet, NftTable } from './types.js';
 
@@ -49,7 +51,7 @@ function topLevelItems(text: string, source: string, warnings: string[]): Item[]
     return doc.nftables.map((value, index) => ({ value, index }));
   } catch (e) {
     if (e instanceof NftParseError) throw e;
-    return salvage(trimmed, source, warnings, e instanceof Error ? e.message : String(e));
+    return salvage(trimmed, source, warnings, errText(e));
   }
 }
 
@@ -100,7 +102,7 @@ function pushPiece(piece: string, index: number, items: Item[], source: string, 
   try {
     items.push({ value: JSON.parse(piece) as Json, index });
   } catch (e) {
-    warnings.push(`${source}: item ${index}: not valid JSON (${e instanceof Error ? e.message : String(e)})`);
+    warnings.push(`${source}: item ${index}: not valid JSON (${errText(e)})`);
   }
 }
 
@@ -132,9 +134,7 @@ function addItem(dump: NftDump, item: Json, index: number): void {
     else if (kind === 'rule') table.rules.push(ruleOf(body));
     else table.sets.push(setOf(kind as 'set' | 'map', body));
   } catch (e) {
-    dump.warnings.push(
-      `${where} (${kind}${typeof body.name === 'string' ? ` ${body.name}` : ''}): ${e instanceof Error ? e.message : String(e)}`,
-    );
+    dump.warnings.push(`${where} (${kind}${typeof body.name === 'string' ? ` ${body.name}` : ''}): ${errText(e)}`);
   }
 }
 

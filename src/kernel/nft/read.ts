@@ -11,6 +11,7 @@
 // may not know) from failing the read, the reason kube-proxy itself lists by table.
 // It is one more Debian package (nftables) next to iptables and ipset.
 import { execFile } from 'node:child_process';
+import { errText } from '../../errors.js';
 import { permissionDenied } from '../../model/permission.js';
 import { parseNftJson } from './parse.js';
 import type { NftSnapshot, NftTable } from './types.js';
@@ -66,7 +67,7 @@ export function nftSnapshotOf(results: Record<'ip' | 'ip6', NftCommandResult>): 
         snap.sources[family] = cmd;
       } else snap.absent.push(family);
     } catch (e) {
-      errors.push(e instanceof Error ? e.message : String(e));
+      errors.push(errText(e));
     }
   }
   if (errors.length === NFT_FAMILIES.length) return { error: errors.join('; ') };

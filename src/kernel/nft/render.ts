@@ -139,7 +139,7 @@ export function renderStatement(s: Json, r: NftRule): string {
       const addr = o.addr !== undefined ? renderExpr(o.addr) : undefined;
       const port = typeof o.port === 'number' ? o.port : undefined;
       r.nat = { kind: k, ...(addr !== undefined ? { addr } : {}), ...(port !== undefined ? { port } : {}) };
-      const host = addr !== undefined && addr.includes(':') && port !== undefined ? `[${addr}]` : (addr ?? '');
+      const host = addr?.includes(':') && port !== undefined ? `[${addr}]` : (addr ?? '');
       return `${k} to ${host}${port !== undefined ? `:${port}` : ''}`;
     }
     case 'masquerade':
