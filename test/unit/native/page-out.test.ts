@@ -49,7 +49,8 @@ describe('releaseStartupPages on this process', () => {
     const r = releaseStartupPages(processStartupPagesIo());
     expect(r.errors).toEqual([]);
     expect(r.mappings).toBeGreaterThan(0);
-    expect(r.rssFileKiBAfter).toBeLessThan(r.rssFileKiBBefore!);
+    // RssFile in /proc/self/status lags (the kernel syncs per-thread RSS counters lazily); smaps below is exact.
+    expect(r.rssFileKiBAfter).toBeLessThanOrEqual(r.rssFileKiBBefore!);
     const after = fileResidentKiB(copy);
     expect(sum(after, readOnly), JSON.stringify([...after])).toBe(0);
 
