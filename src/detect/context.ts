@@ -8,9 +8,7 @@ import type { DetectContext } from './context-types.js';
 import type { DiagnoseInput, LbNatFact } from './core-types.js';
 import { classifyProxyMode } from './proxy-classify.js';
 
-export type { ServiceProtocol as Proto } from '../model/protocol.js';
-export { protocolOfNumber as protoOf } from '../model/protocol.js';
-export type { DetectContext, ProxyModeInfo } from './context-types.js';
+export type { DetectContext } from './context-types.js';
 
 /**
  * The detectors' indexes over one diagnosis input. `lb`: the input's cluster view's LB-Service

@@ -10,7 +10,7 @@ import type { DetectContext } from './context-types.js';
 import type { FindingOf, FixChange, FixCommand, FixKind, FixPatch } from './core-types.js';
 import { isAws } from './remedies.js';
 
-export type { FixChange, FixCommand, FixKind, FixPatch } from './core-types.js';
+export type { FixChange, FixCommand, FixKind } from './core-types.js';
 
 /** POSIX shell quoting: bare when only safe characters, else single quotes. */
 export function shellQuote(s: string): string {

@@ -2,7 +2,7 @@
 // too); tests build it with their own namespace prefix, cbd-.
 import { createLoopLab as createLab, type Etp, type LoopLab } from '../../src/demo/lab.js';
 
-export { clusterList, type Etp, LAB, type LoopLab, node1Ipsets, node1Rules } from '../../src/demo/lab.js';
+export { type Etp, LAB, type LoopLab } from '../../src/demo/lab.js';
 
 export function createLoopLab(etp: Etp): Promise<LoopLab> {
   return createLab(etp, 'cbd-');
