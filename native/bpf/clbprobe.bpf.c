@@ -205,9 +205,8 @@ struct nodeport_slots {
 
 // One byte per counter slot, 1 once the slot has been bumped (never cleared while the program is
 // loaded), so that a reading copies out only the slots that can be non-zero: the kernel copies a
-// per-CPU array out one element at a time (~0.6 us each here: 4-5 ms a scrape at 2,000 Services,
-// bench/agent-scrape.ts), and most slots (a VIP or a
-// NodePort that no flow of this node's reaches) stay at zero. Bytes, not bits: a plain store of 1
+// per-CPU array out one element at a time, and most slots (a VIP or a NodePort that no flow of
+// this node's reaches) stay at zero. Bytes, not bits: a plain store of 1
 // races with no other CPU's, where setting a bit would need an atomic OR (kernel 5.12+).
 struct slots_seen {
   __u8 seen[MAX_SLOTS];

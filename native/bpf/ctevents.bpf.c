@@ -1,12 +1,11 @@
 // Kernel-side pre-check of conntrack events, attached (SO_ATTACH_BPF) to the
 // agent's ctnetlink event socket. On a busy node most conntrack events touch no
 // LB Service; without this filter each one is queued to the agent, copied out
-// by recvmsg and looked at in JavaScript (5-7 % of a core at 10k events/s, 0.1 %
-// with the filter: bench/agent). The filter runs where the kernel delivers the
-// event to the socket, in the context of whatever made the event, and drops
-// those events there.
+// by recvmsg and looked at in JavaScript. The filter drops them where the
+// kernel delivers the event to the socket.
 //
-// It is the same superset test as src/kernel/conntrack/prefilter.ts (whose
+// Its keys come from the one description of what is ours (src/model/ours.ts),
+// and it is the same superset test as src/kernel/conntrack/prefilter.ts (whose
 // exact test still runs on what passes): an event is dropped only when it is
 // surely an IPv4 conntrack entry that touches none of the targets. Anything it
 // cannot read (other message types, IPv6, unexpected layout, missing fields)
@@ -33,7 +32,7 @@
 #define CTA_PROTO_SRC_PORT 2
 #define CTA_PROTO_DST_PORT 3
 
-// What a key stands for (kernel-filter.ts KIND_*).
+// What a key stands for (kernel-filter.ts CT_KIND).
 enum kind {
   KIND_PROTO = 1,      // proto: some target uses this protocol
   KIND_VIP = 2,        // original destination addr:port, proto
