@@ -94,21 +94,15 @@ export class LbServiceIndex {
       (s) => hasLbAddress(s) || s.lbHostnames !== undefined || s.gatewayHostnames !== undefined,
     );
     this.addressed = kept(this.services, hasLbAddress);
-    // Index loops: under --max-opt=2 (the DaemonSet's) a for-of allocates an iterator result per element.
-    const services = this.services;
-    for (let k = 0; k < services.length; k++) {
-      const s = services[k]!;
-      for (let i = 0; i < s.lbIngress.length; i++) {
-        const ip = s.lbIngress[i]!.ip;
+    for (const s of this.services) {
+      for (const { ip } of s.lbIngress) {
         this.byLbVip.add(ip, s.protocol, s.port, s);
         addTo(this.byLbIp, ip, s);
       }
-      for (let i = 0; i < s.ingressVips.length; i++) this.addL7Vip(s.ingressVips[i]!, s);
+      for (const iv of s.ingressVips) this.addL7Vip(iv, s);
       if (s.nodePort) addTo(this.byNodePort, key('', s.protocol, s.nodePort), s);
       const addressed = hasLbAddress(s);
-      const eps = s.endpoints;
-      for (let i = 0; i < eps.length; i++) {
-        const ep = eps[i]!;
+      for (const ep of s.endpoints) {
         if (addressed) this.byEndpoint.add(ep.address, s.protocol, endpointPort(s, ep), s);
         if (ep.local) this.byLocalEndpoint.add(ep.address, s.protocol, knownTargetPort(s, ep), s);
       }
