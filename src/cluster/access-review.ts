@@ -1,5 +1,4 @@
-// Who a bearer token belongs to (TokenReview) and whether that user may do something
-// (SubjectAccessReview), as kube-rbac-proxy does; the agent's service account needs "create" on both.
+// TokenReview and SubjectAccessReview as kube-rbac-proxy uses them; the service account needs "create" on both.
 import { errText } from '../errors.js';
 import { type PostAnswer, postJson } from './api-post.js';
 import type { ApiTarget } from './kube-config.js';

@@ -1,5 +1,4 @@
-// Cloud-provider Service annotations that change whether loopback can happen, read per the vendors'
-// documentation (Tencent TKE, Alibaba ACK with its older `alicloud-` keys, AWS, Azure, GCP).
+// Cloud-provider Service annotations that decide whether loopback can happen (TKE, ACK/`alicloud-`, AWS, Azure, GCP).
 import { BlockList } from 'node:net';
 import { LB_CLIENT_ADDRESS_KEYS } from './lb-client-address.js';
 import type { LoopbackAnnotations } from './types.js';
@@ -43,10 +42,7 @@ const KNOWN_KEYS = new Set<string>([
 /** For the many Services with none of these annotations. Frozen: views share it. */
 const NO_ANNOTATIONS: LoopbackAnnotations = deepFreeze(interpretKnown({}));
 
-/**
- * Interpretations by their annotations' text: Services mostly carry the same few sets, so each set
- * is one shared, frozen object. Bounded: emptied when full.
- */
+/** Interpretations shared per annotation text, since Services carry few distinct sets; emptied when full. */
 const interned = new Map<string, LoopbackAnnotations>();
 const INTERNED_MAX = 1024;
 
@@ -87,8 +83,7 @@ function deepFreeze(a: LoopbackAnnotations): LoopbackAnnotations {
   return Object.freeze(a);
 }
 
-// VPC address space: RFC 1918, RFC 6598 shared space (Tencent and Alibaba VPCs
-// and Tencent's health-check range use 100.64/10), IPv6 unique local.
+// VPC space: RFC 1918, RFC 6598 100.64/10 (Tencent/Alibaba VPCs and Tencent health checks), IPv6 ULA.
 const PRIVATE = new BlockList();
 PRIVATE.addSubnet('10.0.0.0', 8, 'ipv4');
 PRIVATE.addSubnet('172.16.0.0', 12, 'ipv4');

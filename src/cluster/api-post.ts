@@ -1,5 +1,4 @@
-// One POST of a JSON object to the API server, for the few calls made without the KubeApi client
-// (reviews, TokenRequest, Events).
+// One JSON POST to the API server for calls made without KubeApi (reviews, TokenRequest, Events).
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest, type RequestOptions } from 'node:https';
 import type { ApiTarget } from './kube-config.js';

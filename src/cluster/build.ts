@@ -1,6 +1,5 @@
 // Kubernetes objects + this node's name → the ClusterView the detectors read.
-// Pure: the same objects give the same view; nothing here throws on bad input
-// (see objects.ts for how bad objects and bad parts become warnings).
+// Pure and never throws on bad input: objects.ts turns bad objects into warnings.
 import { byText } from '../compare.js';
 import { interpretAnnotations, isPrivateIp } from './annotations.js';
 import { endpointsFor, indexEndpointSlices, parseEndpointSlice, type SliceEntry, SliceTables } from './endpoints.js';
@@ -108,10 +107,7 @@ export type ParsedOf<K extends keyof ParsedObjects> = ParsedObjects[K] extends I
 
 export type Parsers = { [K in keyof ParsedObjects]: (s: SourcedObject) => ParsedOf<K> };
 
-/**
- * The parser of each kind: one object in, its Parsed result out (depends on that object alone,
- * and on this node's name, which marks endpoints local: assemble with the same `nodeName`).
- */
+/** Per-kind parsers; `nodeName` marks endpoints local, so assemble with the same one. */
 export function parsersFor(nodeName: string | undefined): Parsers {
   const sliceTables = new SliceTables();
   return {
@@ -150,10 +146,7 @@ export function buildClusterView(objects: ClusterObjects, opts: BuildOptions = {
   return assembleClusterView(parsed, opts);
 }
 
-/**
- * The view from objects parsed one by one (by `parsersFor(opts.nodeName)`); warnings in the order
- * slices, Ingresses, Gateway API objects, Services, Node.
- */
+/** The view from objects parsed by `parsersFor(opts.nodeName)`; warnings by kind: slices first, Node last. */
 export function assembleClusterView(parsed: ParsedObjects, opts: BuildOptions = {}): ClusterView {
   const warnings = [...(opts.warnings ?? [])];
   const endpoints = indexEndpointSlices(valuesOf(parsed.endpointSlices, warnings));
@@ -316,10 +309,7 @@ function parseServiceSpec(raw: Obj, metadata: Obj, warn: (m: string) => void): S
 /** A DNS name as compared: lower case, without the root's trailing dot. */
 const dnsName = (name: string): string => name.trim().toLowerCase().replace(/\.$/, '');
 
-/**
- * The status hostnames that one of the Service's annotations names (any key: each provider that
- * lets the user pick the name has its own, and the CCM copies it into the status verbatim).
- */
+/** Status hostnames named by any annotation: the CCM copies a user-chosen name into the status verbatim. */
 function chosenHostnames(hostnames: string[], annotations: Record<string, string>): string[] {
   if (hostnames.length === 0) return [];
   const named = new Set<string>();

@@ -1,7 +1,5 @@
-// EndpointSlices (discovery.k8s.io/v1, and v1beta1 as 1.17-1.20 serve them) → endpoints per Service port.
-// A slice belongs to the Service in its `kubernetes.io/service-name` label; its ports match a
-// ServicePort by name and protocol, as kube-proxy does. A nil ready condition means ready.
-// v1beta1 puts the node in topology["kubernetes.io/hostname"], which kube-proxy 1.20 compares.
+// EndpointSlices (v1; v1beta1 on 1.17-1.20, node in topology["kubernetes.io/hostname"]) → endpoints per Service port.
+// Slices join by the `kubernetes.io/service-name` label and ports by name+protocol like kube-proxy; nil ready = ready.
 import { canonicalIp, FieldError, isObj, optArr, optBool, optInt, optObj, optStr, reqStr, strMap } from './fields.js';
 import { compact, type Parsed, parseOne, parseParts, type SourcedObject } from './objects.js';
 import type { EndpointPorts, EndpointView, ServiceView } from './types.js';
@@ -20,19 +18,13 @@ interface SlicePort {
   port?: number;
 }
 
-/**
- * A slice as the view uses it, with the Service it belongs to. Its endpoint objects are made once
- * per slice and shared by the view, the watch store and every port the slice serves.
- */
+/** A slice with its Service; its endpoint objects are shared by the view, the watch store and every port. */
 export interface SliceEntry {
   namespace: string;
   service: string;
   ports: SlicePort[];
   endpoints: EndpointView[];
-  /**
-   * False for a slice the endpointslice controller did not write: hand-written Endpoints mirrored
-   * into it, or a slice written directly, can name any address in the cluster.
-   */
+  /** False when the endpointslice controller did not write the slice: such a slice can name any address. */
   managed: boolean;
 }
 
@@ -52,11 +44,7 @@ class Interned<T> {
   }
 }
 
-/**
- * What the slices of one watch share instead of each holding its own copy: port lists (every slice
- * of a Service repeats them; shared lists are frozen) and node names (JSON.parse makes each long
- * string anew).
- */
+/** Port lists (frozen) and node names shared by one watch's slices instead of a copy per slice. */
 export class SliceTables {
   private readonly portLists = new Interned<SlicePort[]>(256);
   /** Up to 16,384 nodes: the largest clusters have ~15k. */
@@ -77,11 +65,7 @@ export class SliceTables {
 /** Slices by "namespace/serviceName". */
 export type EndpointIndex = Map<string, SliceEntry[]>;
 
-/**
- * One EndpointSlice; no value for slices of no Service or of FQDN addresses. `nodeName` is this
- * node's: endpoints on it are `local` (the agent's node does not change while it runs). Port lists
- * and node names already in `tables` are those.
- */
+/** One EndpointSlice, or none for slices of no Service or FQDN addresses; `nodeName` marks endpoints local. */
 export function parseEndpointSlice(
   sourced: SourcedObject,
   nodeName?: string,
@@ -168,12 +152,7 @@ export function slicePort(service: Pick<ServiceView, 'endpointPorts'>, ep: Endpo
   return typeof p === 'object' ? p.get(ep) : p;
 }
 
-/**
- * Endpoints of one ServicePort: every endpoint of every slice of the Service whose port list has
- * that port name and protocol, once per address+port, with their port numbers. With one such
- * slice, that slice's list itself (shared, never modified) and its port number. `unmanaged`: some
- * of them come from a slice the endpointslice controller did not write.
- */
+/** Endpoints of one ServicePort across its slices, once per address+port; a single slice's list is shared as is. */
 export function endpointsFor(
   index: EndpointIndex,
   namespace: string,

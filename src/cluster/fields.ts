@@ -1,6 +1,4 @@
-// Typed reads of untrusted Kubernetes JSON. Each accessor names the field path
-// in its error, so a bad object becomes one warning such as
-// "spec.ports[0].port is not a number" instead of a crash deep in the builder.
+// Typed reads of untrusted Kubernetes JSON; errors name the field path so a bad object becomes one warning.
 import { isIP } from 'node:net';
 
 export type Obj = Record<string, unknown>;
@@ -74,10 +72,7 @@ function reqStrOrEmpty(v: unknown, path: string): string {
   return v;
 }
 
-/**
- * An IP in the text form the kernel readers print (IPv6 lower case, RFC 5952
- * compressed), so Service IPs compare equal to addresses and conntrack tuples.
- */
+/** An IP in the kernel readers' text form (RFC 5952 IPv6) so Service IPs compare equal to conntrack tuples. */
 export function canonicalIp(value: unknown, path: string): string {
   const s = reqStr(value, path);
   const family = isIP(s);

@@ -1,6 +1,5 @@
-// `--cluster-file FILE`: the cluster view from saved API objects instead of a live API server:
-// a v1 List (`kubectl get svc,ingress,endpointslices,nodes -A -o json`), a single object, a typed
-// list, or several such documents concatenated. Broken JSON fails with the file, line and column.
+// `--cluster-file FILE`: the view from saved `kubectl get -o json` output (List, object, typed list, concatenated);
+// broken JSON fails with the file, line and column.
 import { createHash } from 'node:crypto';
 import { statSync } from 'node:fs';
 import { errText } from '../errors.js';
@@ -19,10 +18,6 @@ export class ClusterFileError extends Error {
   }
 }
 
-/**
- * kind → [bucket, the apiVersions whose shape the builder reads]. EndpointSlices also in v1beta1:
- * what `kubectl get endpointslices -o json` prints on 1.17-1.20 (v1 was first served in 1.21).
- */
 /** The Gateway API versions whose fields the view reads (v1beta1 is v1's shape, still served). */
 const GATEWAY_VERSIONS = ['gateway.networking.k8s.io/v1', 'gateway.networking.k8s.io/v1beta1'];
 const GATEWAY_ALPHA_VERSIONS = [
@@ -31,6 +26,7 @@ const GATEWAY_ALPHA_VERSIONS = [
   'gateway.networking.k8s.io/v1',
 ];
 
+/** kind → [bucket, apiVersions read]; EndpointSlices also v1beta1, which 1.17-1.20 serve (v1 since 1.21). */
 const KINDS: Record<string, [keyof ClusterObjects, readonly string[]]> = {
   Service: ['services', ['v1']],
   EndpointSlice: ['endpointSlices', ['discovery.k8s.io/v1', 'discovery.k8s.io/v1beta1']],
@@ -101,10 +97,7 @@ export function classifyDocuments(docs: readonly unknown[]): ClusterFileContents
   return { objects, warnings };
 }
 
-/**
- * The same bound as an API server's list answer (DEFAULT_API_LIMITS.maxBodyBytes): a saved
- * cluster is what `kubectl get -o json` printed from such answers.
- */
+/** Same bound as an API server list answer (DEFAULT_API_LIMITS.maxBodyBytes), since kubectl printed such answers. */
 export const MAX_CLUSTER_FILE = 64 << 20;
 
 function readText(path: string, maxBytes = MAX_CLUSTER_FILE): string {
@@ -148,10 +141,7 @@ export function loadClusterFile(path: string, opts: Omit<BuildOptions, 'warnings
   return buildClusterView(objects, { ...opts, warnings });
 }
 
-/**
- * loadClusterFile for a periodic re-read: parsed only when its sha256 differs from `since` (then
- * `view` is undefined: the view built last time still holds), since a parse is costly.
- */
+/** Re-reads only when the sha256 differs from `since`; `view` is then undefined and the previous view holds. */
 export function reloadClusterFile(
   path: string,
   since: string | undefined,

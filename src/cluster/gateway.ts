@@ -1,8 +1,5 @@
-// Gateway API (gateway.networking.k8s.io) → which Service ports a Gateway's addresses reach, and
-// at which listener ports. A Service port is reached when a route attached to the Gateway (its
-// status says Accepted=True for that parent, or, with no status yet, its parentRef names the
-// Gateway) has a backendRef to the Service and port; a backendRef into another namespace counts
-// only where a ReferenceGrant in that namespace allows it.
+// Gateway API → Service ports a Gateway's addresses reach, and at which listener ports: via routes attached
+// (Accepted=True, or parentRef without status) with a backendRef; cross-namespace only with a ReferenceGrant.
 import { canonicalIp, FieldError, isObj, optArr, optInt, optObj, optStr, reqStr } from './fields.js';
 import { type Parsed, parseOne, parseParts, type SourcedObject } from './objects.js';
 import type { GatewayFront, L7Listener } from './types.js';
@@ -299,10 +296,7 @@ export interface GatewayHostname {
   hostname: string;
 }
 
-/**
- * The Gateway addresses that route to this Service port (as Ingress VIPs, with their Gateway),
- * and its hostnames to resolve; each (Gateway, address) once, its listeners merged.
- */
+/** Gateway addresses routing to this Service port, each (Gateway, address) once, plus hostnames to resolve. */
 export function gatewayVipsFor(
   index: GatewayIndex,
   namespace: string,

@@ -1,6 +1,4 @@
-// Ingresses (networking.k8s.io/v1) → which Service ports an L7 LB VIP reaches.
-// A Service port is reached when the default backend or any rule path names
-// the Service (same namespace) and its port by number or by name.
+// Ingresses (networking.k8s.io/v1) → Service ports an L7 LB VIP reaches via default backend or rule paths.
 import { canonicalIp, FieldError, isObj, type Obj, optArr, optInt, optObj, optStr, reqStr } from './fields.js';
 import { type Parsed, parseOne, parseParts, type SourcedObject } from './objects.js';
 

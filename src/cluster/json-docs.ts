@@ -1,5 +1,4 @@
-// Splits text holding concatenated JSON documents (several `kubectl get -o json` runs appended to
-// one file) and, when the text is broken, says at which line and column: JSON.parse does neither.
+// Splits concatenated JSON documents and reports line and column of a syntax error, which JSON.parse does not.
 
 /** A syntax error at a character offset of the text. */
 export class JsonSyntaxError extends Error {

@@ -1,7 +1,5 @@
-// An incremental JSON reader that builds only what a Shape names: a field the cluster view does not
-// read is scanned past and never becomes a string, so the heap holds what the view keeps, not what
-// a namespace's owner wrote. Each object of a list or watch (a "unit") is bounded: one over its
-// caps becomes a SkippedObject that names it; past `maxUnitBytes` raw, the whole answer fails.
+// Incremental JSON reader that builds only what a Shape names, so the heap holds what the view keeps.
+// Each list/watch object (a "unit") is bounded: over its caps it becomes a SkippedObject; past maxUnitBytes it fails.
 
 /** What to keep of a value. */
 export type Shape = ValueShape | FieldsShape | MapShape | EachShape | UnitShape | AnyShape;
@@ -175,10 +173,7 @@ export class JsonReducer {
   private topStart = -1;
   private values = 0;
 
-  /**
-   * `sequence`: the input is any number of top-level values (a watch stream), each handed to
-   * `onValue` when complete; else exactly one.
-   */
+  /** With `sequence`, the input is a watch stream of top-level values, each passed to `onValue`. */
   constructor(
     private readonly shape: Shape,
     private readonly limits: ReduceLimits,
@@ -532,24 +527,14 @@ function childShape(shape: Shape, array: boolean, key: string | undefined): Shap
   }
 }
 
-/**
- * The children's shape of a container that has `shape`: the shape itself when it fits the
- * container, else undefined (a list where an object is expected is kept empty, so the parsers
- * report "is not an object" as they would of the whole value).
- */
+/** The children's shape when it fits the container; a mismatch keeps it empty so parsers report the wrong type. */
 function containerChildren(shape: Shape, array: boolean): Shape | undefined {
   if (shape.kind === 'any') return shape;
   if (array) return shape.kind === 'each' ? shape : undefined;
   return shape.kind === 'fields' || shape.kind === 'map' ? shape : undefined;
 }
 
-/**
- * The index of a string's closing quote in `chunk` from `from`, or -1 when the string goes on
- * past the chunk. A collected string is checked byte by byte up to its cap (escapes and control
- * characters make it `special`); past that, and in a string scanned past, a native search for
- * the next quote or backslash takes over every SHORT bytes (a control character there is not
- * looked for: nothing is kept of it).
- */
+/** Index of the closing quote from `from`, or -1 past the chunk; past a string's cap a native search jumps ahead. */
 function stringEnd(s: StringRead, chunk: Buffer, from: number): number {
   const len = chunk.length;
   const precise = s.collect ? from + Math.max(0, s.cap - s.bytes) + 1 : from;

@@ -1,7 +1,5 @@
-// The two API calls the watcher needs: a raw JSON list page, and a watch stream, over node's own
-// http(s) with the target's TLS settings and credentials (kube-config.ts). Raw JSON on purpose:
-// the builder reads the same shape as `kubectl get -o json`, not typed client models. The watcher
-// reads both as streams, keeping of each object only what the view reads (json-reduce.ts).
+// A list page and a watch stream over node's http(s) with kube-config.ts credentials; raw JSON, as `kubectl -o json`,
+// read as streams that keep only what the view reads (json-reduce.ts).
 import { type ClientRequest, request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest, type RequestOptions } from 'node:https';
 import { StringDecoder } from 'node:string_decoder';
@@ -29,13 +27,8 @@ export interface ListPage {
 }
 
 /**
- * Size bounds on what the API server sends. An object is at most ~1.5 MB in etcd (the API server
- * refuses bigger writes at 3 MB), and JSON's escapes make its text at most ~6 times that: an
- * object or watch event past maxEventBytes is not Kubernetes talking, and fails the page or the
- * watch. Objects read with a shape are streamed and reduced: their kept strings are capped at
- * maxValueBytes (over it the object is skipped, json-reduce.ts). A whole answer (an error's
- * Status, a page read without a shape) is bounded by maxBodyBytes, past which it fails with a
- * clear error instead of the agent being OOM-killed.
+ * Bounds on API answers: an etcd object is at most ~1.5 MB and escaping at most ~6x, so a bigger event is not
+ * Kubernetes; shaped objects are streamed and capped, whole bodies fail past maxBodyBytes instead of an OOM-kill.
  */
 export interface ApiLimits {
   maxBodyBytes: number;
@@ -62,10 +55,7 @@ export class KubeApi {
     this.limits = { ...DEFAULT_API_LIMITS, ...limits };
   }
 
-  /**
-   * GET one page of a collection. With `item`, the page is read as it arrives and each item
-   * reduced to that shape (json-reduce.ts); without, it is read whole and parsed.
-   */
+  /** GETs one page; with `item`, each item is reduced to that shape as it arrives (json-reduce.ts). */
   async listPage(path: string, query: Record<string, string>, timeoutMs = 30_000, item?: Shape): Promise<ListPage> {
     const what = `GET ${path}`;
     const req = await this.open(path, query, timeoutMs);
@@ -78,13 +68,8 @@ export class KubeApi {
   }
 
   /**
-   * Opens a watch. Rejects if the server can't be reached or refuses it;
-   * once it answered, `onEvent` gets each event and `onEnd` is called once,
-   * when the stream ends (err undefined) or breaks. Resolves to a function
-   * that closes the stream (then `onEnd` is called with no error).
-   * A connection that stays silent for longer than the server's own watch timeout
-   * (query.timeoutSeconds, else 5 min) plus 30 s is taken as broken. Each event's object is
-   * what `object` keeps of it (whole by default), or a SkippedObject.
+   * Opens a watch; rejects if unreachable or refused, then `onEvent` per event and `onEnd` once; resolves to a closer.
+   * Silence past the server's watch timeout (timeoutSeconds, else 5 min) plus 30 s counts as a broken stream.
    */
   async watch(
     path: string,
@@ -112,8 +97,7 @@ export class KubeApi {
       try {
         onEvent(type, (event as { object?: unknown }).object);
       } catch (e) {
-        // One event the consumer cannot take ends this watch with its reason (then relist/resume),
-        // never the process.
+        // An event the consumer cannot apply ends this watch (then relist/resume), never the process.
         end(new ApiError(`${what}: a ${type} event could not be applied: ${errText(e)}`));
       }
     };
@@ -197,10 +181,7 @@ function pageOf(answer: unknown, what: string): ListPage {
   return page;
 }
 
-/**
- * One JSON answer read as it arrives, reduced to `shape`: no piece of it is held past its own
- * parsing, whatever the answer's size, only what the shape keeps.
- */
+/** One JSON answer reduced to `shape` as it arrives, so no piece is held past its own parsing. */
 function readReduced(res: IncomingMessage, what: string, shape: Shape, limits: ReduceLimits): Promise<unknown> {
   return new Promise((resolve, reject) => {
     let value: unknown;
@@ -242,12 +223,7 @@ function streamText(e: unknown): string {
   return e instanceof JsonStreamError ? e.message : `the answer could not be read: ${errText(e)}`;
 }
 
-/**
- * The whole body as text. Each piece is decoded as it arrives (the decoder keeps a character
- * split between pieces), so the socket's buffers are let go at once: holding them until the end,
- * then copying them into one Buffer, put ~2x a list page (2.2 MB at 500 Services with
- * managedFields) per listing collection in the C heap, whose pages the process then kept.
- */
+/** The whole body as text, decoded piece by piece so the socket's buffers are released at once. */
 function readBody(res: IncomingMessage, what: string, maxBytes: number): Promise<string> {
   return new Promise((resolve, reject) => {
     const tooBig = (): void => {
@@ -297,10 +273,7 @@ function statusText(status: number, body: string): string {
   return `${status} ${body.slice(0, 120)}`;
 }
 
-/**
- * One line of a watch stream: the event, undefined for a blank line, or why the line is not an
- * event (text for the error). Read by the same reader as a watch stream. Exported for the fuzz harness.
- */
+/** One watch-stream line: the event, undefined for a blank line, or an error text; exported for the fuzz harness. */
 export function parseWatchLine(line: string): { type: string; object: unknown } | undefined | string {
   if (line.trim() === '') return undefined;
   let event: unknown;

@@ -1,8 +1,5 @@
-// Where the Kubernetes API is and how to authenticate to it, for every command: the in-cluster
-// service account, or kubeconfigs with static credentials (tokens, token files, client
-// certificates, basic auth) or an exec credential plugin. The node's commands (agent, evidence
-// relay, diagnose, collect) take --kubeconfig or the service account (loadApiTarget); the
-// workstation's find their kubeconfig as kubectl does (loadWorkstationTarget).
+// Where the API is and how to authenticate: in-cluster service account, or kubeconfig (static or exec plugin).
+// Node commands use loadApiTarget; workstation commands find their kubeconfig as kubectl does (loadWorkstationTarget).
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import type { RequestOptions } from 'node:https';
@@ -30,10 +27,7 @@ export class KubeConfigError extends Error {
   }
 }
 
-/**
- * In-cluster config when running in a pod, else the given kubeconfig file. Throws a
- * KubeConfigError that names the file and field at fault.
- */
+/** In-cluster config in a pod, else the given kubeconfig; throws KubeConfigError naming file and field. */
 export function loadApiTarget(
   kubeconfigPath?: string,
   env: NodeJS.ProcessEnv = process.env,
@@ -46,11 +40,7 @@ export function loadApiTarget(
   );
 }
 
-/**
- * A workstation command's API, found as kubectl finds it: the given file, else KUBECONFIG's files
- * (merged: the first entry of each name wins), else ~/.kube/config, else the pod's service
- * account; `context` instead of the current-context.
- */
+/** As kubectl: the given file, else KUBECONFIG (first of each name wins), else ~/.kube/config, else in-cluster. */
 export function loadWorkstationTarget(
   file?: string,
   context?: string,
@@ -67,12 +57,7 @@ export function loadWorkstationTarget(
   );
 }
 
-/**
- * Bounds on the files read here. A kubeconfig is a few KB (kubectl's with dozens of clusters and
- * embedded certificates stay far below 4 MiB). A token travels in an HTTP header, and the API
- * server (Go's net/http) takes at most 1 MiB of headers. Certificate and key files are PEM: the
- * whole Mozilla CA bundle is ~220 KB.
- */
+/** File bounds: kubeconfigs are KBs, API servers (Go net/http) take at most 1 MiB of headers, PEM bundles are small. */
 export const MAX_KUBECONFIG_BYTES = 4 << 20;
 export const MAX_TOKEN_BYTES = 1 << 20;
 export const MAX_CERTIFICATE_BYTES = 4 << 20;
@@ -229,10 +214,7 @@ interface ExecCredential {
 /** A plugin that does not answer in this time is taken as broken (kubectl waits as long for none). */
 const EXEC_PLUGIN_TIMEOUT_MS = 60_000;
 
-/**
- * The user's exec credential plugin (client.authentication.k8s.io), run as kubectl runs it without
- * a terminal; its credential is kept until its expirationTimestamp.
- */
+/** Runs the exec credential plugin as kubectl does without a terminal; cached until its expirationTimestamp. */
 function execPlugin(
   exec: unknown,
   base: string,

@@ -1,7 +1,5 @@
-// Whether the cloud LB in front of a Service hands the client's address to the backend, from the
-// Service's annotations and loadBalancerClass as each provider documents them. Pod traffic that
-// reaches the LB loops only when the LB keeps the source (preserved); one that opens its own
-// connection (proxied, or PROXY protocol) cannot. annotations.ts keeps only LB_CLIENT_ADDRESS_KEYS.
+// Whether a Service's cloud LB keeps the client address, per provider docs: only a preserving LB can loop pod traffic.
+// Proxied or PROXY-protocol LBs open their own connection; annotations.ts keeps only LB_CLIENT_ADDRESS_KEYS.
 
 export type ClientAddressKind = 'proxied' | 'proxy-protocol' | 'preserved' | 'unknown';
 

@@ -1,15 +1,10 @@
-// Hostname-only LBs become LBs with addresses: each such Service port gets what this node's resolver
-// returned as LB ingress IPs (marked resolvedFrom), and each Gateway hostname routing to it as that
-// Gateway's L7 VIPs, so every index built from the view treats them as VIPs. Pure.
+// Gives hostname-only LBs the addresses this node's resolver returned (marked resolvedFrom), and Gateway hostnames
+// their L7 VIPs, so every index treats them as VIPs. Pure.
 import { byText } from '../compare.js';
 import { isPrivateIp } from './annotations.js';
 import type { ClusterView, HostnameLookup, L7Vip, LbIngressIp, ServiceView } from './types.js';
 
-/**
- * Every hostname the view's LB Services publish without an IP, once each, in the order a cap
- * (--dns-max-names) keeps them: cloud-written names first, and namespaces take turns, so one
- * namespace's many names cannot push another's out.
- */
+/** Hostnames without IP, in cap order (--dns-max-names): cloud-written first, namespaces taking turns. */
 export function lbHostnamesOf(view: ClusterView): string[] {
   const written = new Map<string, string[]>();
   const chosen = new Map<string, string[]>();
@@ -42,11 +37,7 @@ function inTurns(byNamespace: Map<string, string[]>): string[] {
   return out;
 }
 
-/**
- * The view with the lookups applied. Service ports without hostnames are the same objects; the
- * others are copies (the caller's view is never changed). Names not looked up yet get no
- * addresses and no lookup: the detectors then say the name is unresolved.
- */
+/** The view with lookups applied, copying only changed ports; names not looked up yet are reported unresolved. */
 export function withLbHostnames(view: ClusterView, lookups: ReadonlyMap<string, HostnameLookup>): ClusterView {
   let touched = false;
   const services = view.services.map((s): ServiceView => {

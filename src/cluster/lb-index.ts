@@ -1,6 +1,5 @@
-// The LB Services of one cluster view and their lookups by address: the one index that the agent's
-// Service index and the detectors' context both read, built once per view. Where the two readers
-// differ on purpose, it keeps both answers, named for what they mean.
+// The LB Services of a view and their address lookups, built once and read by the agent's index and the detectors;
+// where the two differ on purpose, both answers are kept under their own names.
 import { AddressPortMap, addTo, type Key, key, listOf, type OneOrMore } from '../model/address-key.js';
 import { slicePort } from './endpoints.js';
 import type { ClusterView, L7Listener, L7Vip, ServiceView } from './types.js';
@@ -22,20 +21,12 @@ function hasLbAddress(service: ServiceView): boolean {
   return service.lbIngress.length > 0 || service.ingressVips.length > 0;
 }
 
-/**
- * The port an endpoint answers on as the agent keys it: its EndpointSlice port, else a numeric
- * targetPort, else the Service port. Every endpoint needs a concrete port there: a conntrack
- * reply always carries one, and the conntrack pre-check and kernel filter match on it.
- */
+/** The agent's endpoint port: slice port, else numeric targetPort, else Service port, since conntrack needs one. */
 export function endpointPort(service: ServiceView, ep: ServiceView['endpoints'][number]): number {
   return knownTargetPort(service, ep) ?? service.port;
 }
 
-/**
- * The port an endpoint answers on as far as the cluster says: its EndpointSlice port, else a
- * numeric targetPort; undefined for a named targetPort without an EndpointSlice port. The
- * detectors key local endpoints by this: a guessed port must not make a flow a finding.
- */
+/** The endpoint port the cluster states, or undefined, so the detectors never make a finding from a guessed port. */
 export function knownTargetPort(service: ServiceView, ep: ServiceView['endpoints'][number]): number | undefined {
   return slicePort(service, ep) ?? (typeof service.targetPort === 'number' ? service.targetPort : undefined);
 }
@@ -58,15 +49,9 @@ const includes = <V extends object>(v: OneOrMore<V> | undefined, x: V): boolean 
   Array.isArray(v) ? v.includes(x) : v === x;
 
 export class LbServiceIndex {
-  /**
-   * The Service ports loopback concerns, in the view's order: an LB ingress IP, an Ingress VIP,
-   * or an LB or Gateway hostname (the detectors report a hostname with no address yet as unresolved).
-   */
+  /** Service ports loopback concerns: LB ingress IP, Ingress VIP, or LB/Gateway hostname (maybe unresolved). */
   readonly services: ServiceView[];
-  /**
-   * Of `services`, those with an address (hasLbAddress): all the agent counts and keeps entries
-   * for, since a hostname that resolved to nothing matches no packet.
-   */
+  /** Of `services`, those with an address: the only ones the agent can match packets against. */
   readonly addressed: ServiceView[];
   /** Own LB ingress IP + protocol + Service port. */
   private readonly byLbVip = new AddressPortMap<ServiceView>();
@@ -82,10 +67,7 @@ export class LbServiceIndex {
   private readonly byEndpoint = new AddressPortMap<ServiceView>();
   /** This node's endpoints of `services`, at knownTargetPort(). */
   private readonly byLocalEndpoint = new AddressPortMap<ServiceView>();
-  /**
-   * The keys where an own LB VIP:port is also an Ingress VIP at 80/443 (rare): their agent VIP
-   * lists in the view's order, as one map over both would hold them.
-   */
+  /** Keys where an LB VIP:port is also an Ingress VIP at 80/443, in view order as one map would hold them. */
   private readonly vipOverlap = new Map<Key, ServiceView[]>();
 
   constructor(readonly view: ClusterView) {
@@ -145,11 +127,7 @@ export class LbServiceIndex {
     return listOf(this.byLbVip.get(ip, proto, port));
   }
 
-  /**
-   * The Service ports reached through this VIP:port as the agent counts them: their own LB ingress
-   * IP, and the VIP of an Ingress (80/443 TCP) or Gateway (listener ports) routing to them. The
-   * detectors ask lbVipServices and ingressVipServices apart: different mechanisms there.
-   */
+  /** Service ports the agent counts for this VIP:port: own LB IP, Ingress (80/443 TCP) and Gateway listener VIPs. */
   vipServices(ip: string, proto: string, port: number | undefined): ServiceView[] | undefined {
     const own = this.byLbVip.get(ip, proto, port);
     const ingress = this.byL7VipPort.get(ip, proto, port);
@@ -173,10 +151,7 @@ export class LbServiceIndex {
     return addressedOf(this.byNodePort.get(key('', proto, port)));
   }
 
-  /**
-   * The one Service port of `services` with this NodePort (the detectors'): NodePorts are unique
-   * in a cluster; should a view hold two, the later one in the view's order.
-   */
+  /** The Service port with this NodePort; NodePorts are cluster-unique, and on a clash the later one wins. */
   nodePortService(proto: string, port: number | undefined): ServiceView | undefined {
     const v = this.byNodePort.get(key('', proto, port));
     return Array.isArray(v) ? v[v.length - 1] : v;

@@ -1,6 +1,5 @@
-// What the cluster view reads of each kind, as shapes for the streaming reader (json-reduce.ts):
-// everything else is scanned past. A field a parser starts to read must be added here
-// (test/unit/cluster/object-shapes.test.ts compares views built from reduced and whole objects).
+// What the view reads of each kind, as json-reduce.ts shapes: a field a parser starts to read must be added here
+// (test/unit/cluster/object-shapes.test.ts checks it).
 import { each, fields, idValue, mapOf, type Shape, type UnitShape, unit, VALUE } from './json-reduce.js';
 
 /** A Status in place of the object: what an ERROR event of a watch carries. */
@@ -18,11 +17,7 @@ const metadata = (extra: Record<string, Shape> = {}): Shape =>
 const lbIngress = (entry: Record<string, Shape>): Shape =>
   fields({ loadBalancer: fields({ ingress: each(fields(entry)) }) });
 
-/**
- * Every annotation is kept (each value within ReduceLimits.maxValueBytes): the loopback and
- * client-address keys (annotations.ts), and whichever key names a status hostname; so a Service
- * with an annotation over the cap is skipped whole rather than read without it.
- */
+/** All annotations are kept, so a Service with one over the value cap is skipped whole rather than misread. */
 const service: Shape = fields({
   metadata: metadata({ annotations: mapOf(VALUE) }),
   spec: fields({
@@ -115,10 +110,7 @@ const referenceGrant: Shape = fields({
   ...STATUS,
 });
 
-/**
- * Each kind as one object of a list or watch, with the most the view keeps of one (a Service of
- * ~500 ports, an EndpointSlice of 1,000 endpoints, ...); past it the object is skipped, not held.
- */
+/** Each kind as a list/watch unit with the most the view keeps of one; past it the object is skipped. */
 export const OBJECT_SHAPES = {
   services: unit('Service', 64 << 10, service),
   endpointSlices: unit('EndpointSlice', 1 << 20, endpointSlice),

@@ -1,5 +1,4 @@
-// A watch's store: what it keeps of each object, by namespace and then name; two levels because a
-// joined "namespace/name" key would be a new string per object.
+// A watch's store by namespace then name, since a joined "namespace/name" key would be a new string per object.
 
 /** Cluster-scoped objects use the '' namespace. */
 export class ObjectStore<T> {

@@ -1,6 +1,4 @@
-// The raw Kubernetes objects the cluster view is built from, and the loop that
-// parses each one in isolation: a bad object costs one warning naming it
-// ("items[3] (Service default/x): spec.ports[0].port is not a number"), never the view.
+// The raw objects the view is built from, each parsed in isolation: a bad object costs one warning, never the view.
 import { FieldError, isObj, type Obj, optObj, optStr, reqStr } from './fields.js';
 
 /** One object as read, with where it came from (e.g. 'items[3]', 'watch') for warnings. */
@@ -59,19 +57,12 @@ class Flawed<T> {
   ) {}
 }
 
-/**
- * One object parsed on its own: what it gave, bare when it parsed without a warning (nearly
- * always, so no wrapper per object), else a Flawed. A value is never a Flawed itself.
- */
+/** A parsed object, bare when it had no warning (so no wrapper per object), else a Flawed. */
 export type Parsed<T> = T | Flawed<T>;
 
 const NO_WARNINGS: readonly string[] = Object.freeze([]);
 
-/**
- * Runs `parse` on one object; one that is not an object, has no metadata.name, or makes `parse`
- * throw is skipped with a warning. A namespaced object without a namespace is in 'default', as
- * kubectl does. The result depends on the object alone, so the watch keeps only the result.
- */
+/** Parses one object, skipping an invalid one with a warning; no namespace means 'default' as in kubectl. */
 export function parseOne<T>(
   { origin, object }: SourcedObject,
   kind: string,
@@ -109,10 +100,7 @@ export function valuesOf<T>(parsed: Iterable<Parsed<T>>, warnings: string[]): T[
   return out;
 }
 
-/**
- * Parses each element of a list field; a bad element is skipped with a
- * warning, the rest are kept (a Service with one bad port keeps its others).
- */
+/** Parses each element of a list field, skipping bad ones with a warning. */
 export function parseParts<T>(
   items: unknown[],
   path: string,

@@ -1,8 +1,5 @@
-// List+watch of one collection into an in-memory store, as client-go's reflector does: a paged list
-// for a consistent snapshot and its resourceVersion, then watch from there; resume after a normal
-// end, list again after "410 Gone", back off with jitter after a failure. The store keeps the last
-// good state while the API is away. An object past its shape's bounds is kept aside as a
-// SkippedObject (named, counted) until it is deleted or fits again.
+// List+watch of one collection into a store, as client-go's reflector: paged list, watch, relist on 410, jittered
+// backoff; the last good state stays while the API is away, oversized objects as SkippedObjects.
 import { type Shape, SkippedObject } from './json-reduce.js';
 import { ApiError, type KubeApi, type ListPage } from './kube-api.js';
 import { ObjectStore } from './object-store.js';
@@ -24,11 +21,7 @@ export interface ReflectorOptions<T> {
   crd?: boolean;
   /** How long an absent `crd` kind waits before it is listed again (default backoffMaxMs). */
   absentRecheckMs?: number;
-  /**
-   * Where an older API server serves the same kind (EndpointSlices in discovery.k8s.io/v1beta1 on
-   * 1.17-1.20): a 404 on listing `path` switches to it, and `note` stays in the health as the
-   * reason while healthy; a 404 there too switches back and fails with `neither`.
-   */
+  /** Older API path for the kind (EndpointSlice v1beta1 on 1.17-1.20), tried on 404; `note` shows in health. */
   fallback?: { path: string; note: string; neither: string };
   /** Called when the reflector switches to (or back from) `fallback`, with the note or the failure. */
   onFallback?(message: string): void;
@@ -165,9 +158,7 @@ export class Reflector<T> {
   private async list(): Promise<'listed'> {
     const started = Date.now();
     let listed: Listed<T> | undefined;
-    // A 410 on a later page: etcd compacted the version the first page was read at. The pages so far
-    // cannot be finished consistently; start the list again (as client-go's pager falls back to a
-    // full list), a few times, before it counts as a failure.
+    // A 410 on a later page: etcd compacted the first page's version, so relist a few times as client-go's pager does.
     for (let attempt = 0; !listed; attempt++) {
       try {
         listed = await this.listPages();
@@ -240,8 +231,7 @@ export class Reflector<T> {
         if (end instanceof ApiError) reject(end);
         else resolve(end);
       };
-      // The server ends the watch after timeoutSeconds; silence well past that
-      // (or no answer to the request at all) means a dead connection.
+      // The server ends the watch after timeoutSeconds, so silence well past it means a dead connection.
       const idle = setTimeout(
         () => finish(new ApiError(`watch got nothing for ${timeoutS + 30} s`)),
         (timeoutS + 30) * 1000,

@@ -1,5 +1,4 @@
-// What the cluster says about Services, as the detectors consume it.
-// Built from list/watch of the API or from `kubectl get ... -o json` output.
+// What the cluster says about Services, as the detectors consume it (from the API or `kubectl get -o json`).
 import type { HostnameLookup } from '../model/hostname-lookup.js';
 
 export type { TrafficPolicy } from '../model/service.js';
@@ -14,11 +13,7 @@ export interface LbIngressIp {
   /** 'VIP' (default: kube-proxy binds/handles it) or 'Proxy' (traffic must go to the LB). */
   ipMode: 'VIP' | 'Proxy';
   hostname?: string;
-  /**
-   * Set on addresses that status.loadBalancer carried only as this hostname and that this node's
-   * resolver returned (cluster/lb-hostnames.ts): kube-proxy knows nothing of them, so pod traffic
-   * to them always goes to the LB, whatever ipMode says.
-   */
+  /** Hostname this address was resolved from; kube-proxy does not know it, so pod traffic to it always hits the LB. */
   resolvedFrom?: string;
 }
 
@@ -51,10 +46,7 @@ export interface L7Vip {
   resolvedFrom?: string;
 }
 
-/**
- * One endpoint of an EndpointSlice, held once whatever the number of ports the slice has: every
- * Service port the slice serves lists this same object (its port number is ServiceView.endpointPorts).
- */
+/** One slice endpoint shared by every Service port the slice serves; its port is in ServiceView.endpointPorts. */
 export interface EndpointView {
   address: string;
   nodeName?: string;
@@ -64,12 +56,7 @@ export interface EndpointView {
   // No targetRef, serving or terminating: nothing reads them.
 }
 
-/**
- * The EndpointSlice port number (the target port) of a Service port's endpoints: one value for
- * all of them when the slices they come from agree (one slice, the usual case), else each
- * endpoint's own. Undefined: the slice's port has no number ("all ports" in the API). Read it
- * with slicePort() (cluster/endpoints.ts).
- */
+/** Slice port of a port's endpoints: one value when slices agree, else per endpoint; read with slicePort(). */
 export type EndpointPorts = number | undefined | ReadonlyMap<EndpointView, number | undefined>;
 
 /** The annotations that matter for loopback, already interpreted (src/cluster/annotations.ts has the exact keys). */
@@ -103,11 +90,7 @@ export interface ServiceView {
   lbIngress: LbIngressIp[];
   /** status.loadBalancer.ingress entries that carry only a hostname (e.g. AWS NLB); absent when none. */
   lbHostnames?: string[];
-  /**
-   * Of lbHostnames, those one of the Service's own annotations names (DigitalOcean's
-   * do-loadbalancer-hostname, Hetzner's, Alibaba's, OpenStack's): the user chose them, so what
-   * they resolve to says nothing about whose a connection is. Absent when none.
-   */
+  /** The lbHostnames a Service's own annotation chose, so what they resolve to says nothing about ownership. */
   chosenLbHostnames?: string[];
   /** This node's lookups of lbHostnames, when they were looked up (their addresses are in lbIngress). */
   lbHostnameLookups?: HostnameLookup[];
@@ -123,10 +106,7 @@ export interface ServiceView {
   endpoints: EndpointView[];
   /** Their target ports, from the EndpointSlices (see EndpointPorts). */
   endpointPorts?: EndpointPorts;
-  /**
-   * True when some of `endpoints` come from an EndpointSlice the endpointslice controller did not
-   * write (hand-written Endpoints, mirrored, or a slice written directly): they may name anyone's pods.
-   */
+  /** Some endpoints come from a slice the endpointslice controller did not write, so they may name anyone's pods. */
   unmanagedEndpoints?: boolean;
   annotations: LoopbackAnnotations;
   /** True when the LB is internal (by annotation, or every LB IP is a private address). */

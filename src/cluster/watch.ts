@@ -1,6 +1,5 @@
-// The live cluster view: list+watch of Services, EndpointSlices, Ingresses, the Gateway API kinds
-// where installed, and this Node, rebuilt into a ClusterView, debounced. While the API is away the
-// last good view is kept, marked fresh:false with the reason.
+// The live view: list+watch of Services, EndpointSlices, Ingresses, Gateway API and this Node, debounced;
+// while the API is away the last good view is kept, marked fresh:false with the reason.
 import { byText } from '../compare.js';
 import type { Logger } from '../log.js';
 import type { SourceStatus } from '../model/source-status.js';
@@ -211,10 +210,7 @@ export class ClusterWatch {
     });
   }
 
-  /**
-   * Whether the API server serves Gateway API: `absent` when every Gateway API kind answered 404
-   * (no CRDs), `up` when some kind is listed, `unknown` before the first lists.
-   */
+  /** Gateway API availability: `absent` when every kind answered 404, `up` when one listed, else `unknown`. */
   gatewayApi(): 'up' | 'absent' | 'unknown' {
     const health = GATEWAY_KINDS.map((k) => this.stores[k].health());
     if (!health.every((h) => h.synced)) return 'unknown';

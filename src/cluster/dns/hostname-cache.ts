@@ -1,6 +1,5 @@
-// What the node's resolver last said for each hostname-only LB, and when to ask again (the answer's
-// shortest TTL, within bounds). A name that stops resolving keeps its last addresses for a while,
-// marked stale, so a resolver outage does not hide a loop the kernel still shows.
+// Last resolver answer per hostname-only LB, re-asked at its shortest TTL within bounds; a failing name keeps
+// its addresses, marked stale, for a while so a resolver outage does not hide a loop the kernel still shows.
 import type { HostnameLookup } from '../types.js';
 import type { LookupRound } from './lookup.js';
 

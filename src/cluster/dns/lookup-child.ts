@@ -1,6 +1,4 @@
-// Entry point run inside another network namespace (lookup-netns.ts starts it
-// under `ip netns exec` / `nsenter`): names in on stdin as JSON, the round out
-// on stdout. The queries then leave from that namespace, to its resolver.
+// Child started by lookup-netns.ts inside another network namespace: names as JSON on stdin, the round on stdout.
 
 import { errText } from '../../errors.js';
 import { type LookupOptions, lookupHostnames } from './lookup.js';

@@ -1,6 +1,5 @@
-// Hostname lookups for a node in another network namespace: a short-lived child runs lookup.ts
-// inside it, so the queries never leave from this one (`ip netns exec` for a named namespace,
-// which binds /etc/netns/NAME/resolv.conf; `nsenter --net` for any other path).
+// Hostname lookups from another network namespace through a short-lived child, so queries never leave from this one
+// (`ip netns exec` binds /etc/netns/NAME/resolv.conf; `nsenter --net` for other paths).
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { isIP } from 'node:net';

@@ -1,5 +1,4 @@
-// Looking up hostname-only LB names with this node's resolver, keeping each record's TTL: node:dns
-// with the resolv.conf this process sees, every query bounded in time and number.
+// Looks up hostname-only LB names with this node's resolver via node:dns, keeping TTLs, bounded in time and number.
 import { Resolver } from 'node:dns/promises';
 import { open } from 'node:fs/promises';
 import { errText } from '../../errors.js';
@@ -96,9 +95,8 @@ export async function lookupHostnames(names: readonly string[], opts: LookupOpti
   }
   const resolverText = `nameserver ${conf.nameservers.join(', ') || '(none)'} (${path})`;
   if (conf.nameservers.length === 0) return failAll(resolverText, `no nameserver in ${path}`, conf.warnings);
-  // One channel (socket) per name: c-ares fails every query pending on a server connection that
-  // delivered a malformed answer, so a shared one let one bad name fail the others.
-  // Its timeout is per try and doubles on each retry; the deadline below bounds the whole name.
+  // One channel per name: c-ares fails every query pending on a connection that got a malformed answer.
+  // Its timeout is per try and doubles per retry, so the deadline below bounds the whole name.
   const resolverFor = (): Resolver => {
     const r = new Resolver({ timeout: Math.min(conf.timeoutS * 1000, timeoutMs), tries: conf.attempts });
     r.setServers(conf.nameservers);

@@ -1,7 +1,5 @@
-// resolv.conf(5) as the stub resolvers read it: the nameservers in order, and the `options
-// timeout:` / `attempts:` that bound each query; unknown lines are skipped, bad values are warnings.
-// In the DaemonSet (hostNetwork, ClusterFirstWithHostNet) this is the kubelet's file for the node's
-// pods; under `ip netns exec NAME` it is /etc/netns/NAME/resolv.conf.
+// resolv.conf(5) as stub resolvers read it: nameservers and `options timeout:/attempts:`; bad values warn.
+// In the DaemonSet (hostNetwork, ClusterFirstWithHostNet) it is the kubelet's file; under `ip netns exec` /etc/netns.
 import { isIP } from 'node:net';
 
 /** glibc reads at most 3 nameservers (MAXNS); c-ares takes more, but a longer list is a mistake. */
