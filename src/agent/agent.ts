@@ -1,9 +1,5 @@
-// The long-running node agent. It only wires: the sources (sources.ts: the
-// polled sources, the cluster view and the Service index), the conntrack table
-// (conntrack-feed.ts), the counters, the incremental diagnosis (diagnosis.ts)
-// and the export state the collectors fill (metrics/). The exporter renders
-// that state and the evidence socket answers from the table. Event-driven,
-// with a periodic full resync; a failing source degrades, never stops it.
+// The long-running node agent: it only wires the sources, the conntrack table, the counters, the incremental
+// diagnosis and the export state; event-driven with a periodic full resync, a failing source degrades, never stops it.
 import { readFileSync } from 'node:fs';
 import { hostname, release } from 'node:os';
 import { type Counter, type CounterOptions, openCounter } from '../capture/counter.js';
@@ -42,30 +38,15 @@ export interface AgentOptions {
   /** Use the API (in-cluster or --kubeconfig) when there is no cluster file. */
   clusterApi: boolean;
   resyncIntervalS: number;
-  /**
-   * Full conntrack re-dump. Events (and a dump after any ENOBUFS overflow) keep the table exact;
-   * this only catches what the kernel never reported. It costs about 1 s of CPU per 300k entries,
-   * hence its own, longer interval.
-   */
+  /** Full conntrack re-dump for what events never reported; costly per entry, hence its own longer interval. */
   conntrackResyncIntervalS: number;
-  /**
-   * Drop conntrack events that touch no LB Service in the kernel (an eBPF socket filter on the
-   * event socket) instead of after receiving them: at 10k events/s towards no VIP, 0.1 % of a
-   * core instead of 5-7 % in user space (bench/agent). Falls back to user space when the program cannot load.
-   * Default true.
-   */
+  /** Drops conntrack events touching no LB Service in the kernel (eBPF socket filter), else in user space. */
   conntrackKernelFilter?: boolean;
   /** Bounds and resolv.conf of the hostname-only LB lookups (cluster/dns/lookup.ts). */
   dnsLookup?: LookupOptions;
-  /**
-   * Other inputs than the node's (a bundle's files: src/agent/bundle-inputs.ts): the readers to
-   * poll instead of the live ones, and where the conntrack table comes from.
-   */
+  /** A bundle's files as inputs (bundle-inputs.ts): readers to poll instead of the live ones, and conntrack. */
   inputs?: { readers: (lbHostnames: () => readonly string[]) => PolledSource[]; conntrack: ConntrackFeed };
-  /**
-   * Called as start-up's one-off phases end: 'sources read' (every source but conntrack, before
-   * the conntrack dump) and 'first sync' (the dump too, before the first diagnosis).
-   */
+  /** Called when 'sources read' (all but conntrack) and 'first sync' (dump done, before the first diagnosis) end. */
   onStartupPhase?: (phase: 'sources read' | 'first sync') => void;
 }
 
@@ -98,11 +79,7 @@ export class Agent {
   private timers: NodeJS.Timeout[] = [];
   private readonly diagnoseSoon = new DiagnoseSchedule(() => this.diagnose());
   private firstSync = false;
-  /**
-   * The LB VIP:ports of the prefilter's targets, for the coverage check. Only these are kept: the
-   * targets' endpoint list (20k endpoints: 1.5 MB of heap, heap snapshot at 5,000 Services) is
-   * needed only to build the prefilter.
-   */
+  /** The prefilter targets' LB VIP:ports for the coverage check; the endpoint list is needed only to build it. */
   private vips: AddressPort[];
   /** A VIP new to the index gets a full conntrack read for its existing connections, paced (vip-coverage.ts). */
   private readonly newVipReads: NewVipReads;
@@ -160,8 +137,7 @@ export class Agent {
   }
 
   async start(): Promise<void> {
-    // The sources the Service index is built from come first: the counters' targets and the
-    // conntrack prefilter start from that index.
+    // Index sources come first: the counters' targets and the conntrack prefilter start from that index.
     await this.sources.startIndexed();
     this.startCapture();
     await this.sources.readRest();

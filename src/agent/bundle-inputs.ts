@@ -1,5 +1,4 @@
-// A bundle as the agent's inputs: each polled source reads the bundle's files instead (its own
-// fromBundle, through the same runner), so the agent runs as on a node, without privileges.
+// A bundle as the agent's inputs: each polled source reads its files via fromBundle, so the agent runs unprivileged.
 import { readdirSync } from 'node:fs';
 import { BundleFiles } from '../bundle/files.js';
 import { BUNDLE_FILES } from '../bundle/names.js';

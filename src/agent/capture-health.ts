@@ -1,6 +1,5 @@
-// The capture source's health from what the counters say: up while they count, down with the reason
-// while they count nothing, and up again when a scrape finds them counting, unless something else
-// (a failed target update) put the source down since.
+// The capture source's health from the counters: down with a reason while they count nothing, up again when a scrape
+// sees them counting, unless something else (a failed target update) put it down since.
 import type { SourceHealth } from '../source/health.js';
 
 export class CaptureHealth {

@@ -1,5 +1,5 @@
-// Where the agent's conntrack table comes from. Live: a dump at start, then the kernel's event stream
-// (dumping again after lost events) and a periodic re-dump. From a bundle: its conntrack file.
+// Where the conntrack table comes from: live, a dump then events (re-dump after lost events) and periodic re-dumps;
+// from a bundle, its conntrack file.
 import type { BundleFiles } from '../bundle/files.js';
 import { errText } from '../errors.js';
 import { type ConntrackDumpResult, dumpConntrackViews, malformedNote } from '../kernel/conntrack/dump.js';
@@ -36,10 +36,7 @@ export interface ConntrackFeed {
 /** No key is recorded: the table, not a snapshot value, is what the diagnosis reads of conntrack. */
 const UP: ReadResult<unknown> = { state: 'up', value: undefined };
 
-/**
- * A dump that skipped malformed entries, or a stream that skipped malformed events, is up with a
- * note saying how many (the source's status reason).
- */
+/** A dump or stream that skipped malformed entries is up, with how many in the status reason. */
 function dumped(
   dump: Pick<ConntrackDumpResult, 'malformed' | 'firstMalformed'>,
   events?: WatchStats,
@@ -170,10 +167,7 @@ export class LiveConntrack implements ConntrackFeed {
   }
 }
 
-/**
- * The conntrack table of a bundle (its conntrack file, read by the conntrack source's bundle
- * reader): each read puts its entries in the table, as a live dump does. There are no events.
- */
+/** A bundle's conntrack file, put in the table on each read as a live dump is; no events. */
 export class BundleConntrack implements ConntrackFeed {
   private sink?: ConntrackSink;
   constructor(

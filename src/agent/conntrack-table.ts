@@ -1,6 +1,5 @@
-// The conntrack entries the agent keeps: only those that touch an LB Service (VIP, NodePort or
-// endpoints), fed by events and rebuilt by dumps. It pairs loopback legs, classifies entries for
-// evidence, and counts finished VIP flows by outcome for the metrics.
+// The conntrack entries touching an LB Service (VIP, NodePort or endpoints), fed by events and rebuilt by dumps;
+// pairs loopback legs, classifies entries for evidence and counts finished VIP flows by outcome.
 import type { ServiceView } from '../cluster/types.js';
 import { CompactEntry } from '../kernel/conntrack/compact.js';
 import { IPS_SEEN_REPLY } from '../kernel/conntrack/constants.js';
@@ -180,11 +179,7 @@ export class ConntrackTable {
     return true;
   }
 
-  /**
-   * Drops entries the last dump did not see: they ended and their DESTROY was lost (event
-   * overflow) or is still queued behind the dump. Either way the flow is over, so its outcome
-   * is counted now; a late DESTROY then finds nothing and counts nothing.
-   */
+  /** Drops entries the last dump missed (their DESTROY was lost or queued) and counts their outcome now, once. */
   endResync(): void {
     for (const [id, k] of this.byId) if (k.generation !== this.generation) this.remove(id, true);
   }

@@ -1,13 +1,9 @@
-// When the agent diagnoses again after a change: one timer, so that a burst of
-// changes makes one diagnosis, and conntrack events, which come in a steady
-// stream on a busy node, at most every EVENTS_INTERVAL_MS.
+// One timer so a burst of changes makes one diagnosis; steady conntrack events re-diagnose at most every
+// EVENTS_INTERVAL_MS.
 
 /** A change is diagnosed this long after it, so that a burst of changes makes one diagnosis. */
 export const DIAGNOSE_DELAY_MS = 1000;
-/**
- * Under a steady stream of conntrack events, diagnoses start at least this far apart, because each
- * one correlates every kept entry again; a finding still reaches /metrics well inside a scrape interval.
- */
+/** Each diagnosis correlates every kept entry again, so event-driven ones are spaced; still well within a scrape. */
 export const EVENTS_INTERVAL_MS = 3000;
 
 export class DiagnoseSchedule {

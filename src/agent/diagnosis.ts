@@ -1,7 +1,5 @@
-// The agent's diagnosis, kept up to date incrementally: after a change of the snapshot or the cluster
-// view every Service port is diagnosed again; when only conntrack changed, only the ports whose
-// observations changed, since a full diagnosis is too costly once a second. Findings that appear or
-// clear are logged.
+// The incremental diagnosis: a snapshot or view change re-diagnoses every Service port, a conntrack change only
+// the ports whose observations changed; appearing and clearing findings are logged.
 import type { Observations } from '../detect/correlator.js';
 import { changedServices, compareFindings, Diagnosis, type PreparedDiagnosis } from '../detect/index.js';
 import type { Finding } from '../detect/types.js';
@@ -25,10 +23,7 @@ export class IncrementalDiagnosis {
     this.prepared = undefined;
   }
 
-  /**
-   * Runs the detectors over the current state (kept entries only: small). `prepare` is called
-   * only when the prepared half is stale; `conntrackSeen` says the conntrack table was read at all.
-   */
+  /** Runs the detectors on kept entries; `prepare` only when stale; `conntrackSeen` says the table was read at all. */
   run(prepare: () => PreparedDiagnosis, entries: Iterable<KeptEntry>, conntrackSeen: boolean): void {
     try {
       // Observations of an earlier prepared input say nothing about what changed since.

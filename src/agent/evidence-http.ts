@@ -1,16 +1,6 @@
-// GET /evidence on the agent's HTTP port: the same NDJSON lines as the evidence socket, for
-// whoever may read the Service. The caller's user must be allowed "get" on that Service
-// (SubjectAccessReview), so the cluster's ordinary read access to a Service is the access to its
-// connection evidence.
-// No token that works anywhere else is ever accepted here: the bearer token is reviewed with this
-// node's own audience (evidenceAudience), so what reaches a node (over plain HTTP, or to a
-// compromised node) cannot be used against the API server or any other node. The evidence relay
-// (src/remote/relay.ts) sends such a token of its own, minted for this node, and names the on-call
-// user it has authenticated in ON_BEHALF_OF_HEADER; only the relay's user may name another user.
-// Per caller (a service account's namespace, else the user name) at most maxRequestsPerCaller
-// answers and maxWatchesPerCaller watches at a time, so one tenant cannot hold every slot.
-// The answer is written by the same EvidenceAnswers as the evidence socket's: its bounds (concurrent
-// answers, entries per answer, backpressure) hold here too.
+// GET /evidence on the HTTP port: the evidence socket's NDJSON for callers allowed "get" on the Service (SAR).
+// Tokens are reviewed with this node's own audience so nothing reaching a node works elsewhere; only the relay's
+// user may name another in ON_BEHALF_OF_HEADER, and per-caller caps keep one tenant from holding every slot.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AccessAttributes, UserInfo } from '../cluster/access-review.js';
 import { errText } from '../errors.js';
@@ -166,11 +156,7 @@ export function parseEvidenceQuery(search: URLSearchParams): EvidenceQuery | { e
 
 const line = (o: object): string => `${JSON.stringify(o)}\n`;
 
-/**
- * Whom a request is for: the token's user (a token of this node's audience), or, for the relay's
- * user only, the user it names in ON_BEHALF_OF_HEADER (the relay itself, naming none, where
- * `relayAsItself`: its Event recorder).
- */
+/** The token's user, or for the relay's user only the one named in ON_BEHALF_OF_HEADER (none: itself, if allowed). */
 export async function requestUser(
   access: EvidenceAccess,
   req: IncomingMessage,

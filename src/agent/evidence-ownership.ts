@@ -1,7 +1,5 @@
-// Which kept conntrack entries are evidence about a Service (README, "Evidence ownership"). Evidence
-// is another tenant's connections, so it comes only through facts a Service's owner cannot forge
-// against others: the API server's allocations (ClusterIP, NodePort), the LB controller's status IP,
-// a name the cloud chose, and endpoints the endpointslice controller derived.
+// Which kept entries are evidence about a Service (README, "Evidence ownership"): only via facts its owner cannot
+// forge against others (API allocations, LB status IP, cloud-chosen name, controller-derived endpoints).
 import type { LbIngressIp, ServiceView } from '../cluster/types.js';
 import type { ConntrackEntry } from '../kernel/types.js';
 import { type Key, key } from '../model/address-key.js';
@@ -76,10 +74,7 @@ export class EvidenceOwnership {
     return this.isManagedEndpoint(entry, service);
   }
 
-  /**
-   * A status IP is the LB controller's word; a resolved name counts only when the cloud chose it
-   * and its answer is no address the cluster or this node gives to anything else.
-   */
+  /** A status IP is the LB controller's word; a resolved name only when the cloud chose it and no one else owns it. */
   private isOwnLbAddress(ing: LbIngressIp, s: ServiceView): boolean {
     if (ing.resolvedFrom === undefined) return true;
     if (s.chosenLbHostnames?.includes(ing.resolvedFrom)) return false;

@@ -1,14 +1,6 @@
-// Evidence for one Service: its current entries, then (watching) the new ones, as NDJSON lines. One
-// EvidenceAnswers serves both the local Unix socket (mode 0600 from its creation: root, or whoever
-// `kubectl exec`s into the agent pod) and the HTTP /evidence route (evidence-http.ts, behind the
-// cluster's RBAC), so both share one set of caps.
-//
-// Bounded against callers that misbehave, so that no caller can take the agent's memory or file
-// descriptors from its sources and /healthz: a cap on open socket connections (the oldest one that
-// has not asked yet gives way to a new one), a cap on answers and watches in progress, a time limit
-// to ask, a cap on entries per answer (said in the answer's end line), and backpressure: an answer
-// is written only as fast as its reader takes it, and a reader that takes nothing for
-// stallTimeoutMs is dropped.
+// Evidence for one Service as NDJSON, shared by the 0600 Unix socket and HTTP /evidence so both share one set of caps.
+// Bounded so no caller can starve sources or /healthz: connection, answer and entry caps, an ask timeout, and
+// backpressure that drops a reader stalled for stallTimeoutMs.
 import { chmodSync, mkdirSync, rmSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { dirname } from 'node:path';
@@ -51,11 +43,7 @@ export interface EvidenceLimits {
   maxLiveQueueBytes: number;
 }
 
-/**
- * 21k kept entries are ~20 MB of JSON: 4 answers written at once without backpressure take the agent
- * past its 256Mi. With backpressure an answer holds ~one socket buffer of text, so the caps are about CPU
- * and fairness; 10,000 entries is far more than a person reads, and the end line says how many more.
- */
+/** Backpressure keeps an answer near one socket buffer, so these caps are about CPU and fairness. */
 export const DEFAULT_EVIDENCE_LIMITS: EvidenceLimits = {
   maxConnections: 32,
   maxAnswers: 4,
@@ -179,16 +167,14 @@ async function answer(c: Caller, req: EvidenceRequest, b: EvidenceBackend, limit
   const table = b.table();
   // Ownership is judged against the index the table matches with now (a watch outlives indexes).
   const isEvidence = (k: KeptEntry): boolean => isEvidenceFor(k, svcs, evidenceOwnership(table.serviceIndex));
-  // The current entries (references, no text yet) and, from the same moment, the new ones: none
-  // lost between the two, none twice.
+  // Current entries and new ones from the same moment: none lost between the two, none twice.
   const matched: KeptEntry[] = [];
   for (const k of table.entries()) if (isEvidence(k)) matched.push(k);
   matched.sort((x, y) => x.firstSeenMs - y.firstSeenMs);
   const watchS = req.watchS ?? 0;
   const sent = Math.min(matched.length, limits.maxEntries);
   const omitted = matched.length - sent;
-  // New entries: what the cap leaves after the current ones; those past it, or past what may wait
-  // for a slow reader, are counted and said in the end line.
+  // New entries up to what the cap leaves; those past it or past the slow-reader queue are counted in the end line.
   let liveBudget = limits.maxEntries - sent;
   const live: string[] = [];
   let liveBytes = 0;
@@ -279,8 +265,7 @@ export class EvidenceAnswers {
         message: `busy: ${limits.maxWatches} evidence watches in progress; try again, or ask without --watch`,
       });
     }
-    // The answer slot is held while the current entries are written (a reader that takes
-    // nothing is dropped after stallTimeoutMs); a watch's slot for the watch's length.
+    // The slot is held while current entries are written, and for a watch's whole length.
     this.answering++;
     c.answering = true;
     if (watching) {
@@ -293,10 +278,7 @@ export class EvidenceAnswers {
   }
 }
 
-/**
- * Listens on `path`, created 0600 (the umask is tightened around the bind, so there is no moment
- * when others may connect).
- */
+/** Listens on `path`, created 0600 with the umask tightened around bind, so others can never connect. */
 export function startEvidenceServer(path: string, answers: EvidenceAnswers): Promise<Server> {
   const limits = answers.limits;
   mkdirSync(dirname(path), { recursive: true });

@@ -1,7 +1,5 @@
-// Evidence for one Service, as the agent answers over its Unix socket:
-// the Service's addresses (for a pcap filter), then its conntrack entries
-// classified, then (with a watch) new ones as they arrive. One JSON object
-// per line, so `clbprobe evidence` can stream it.
+// Evidence for one Service over the Unix socket: its addresses, its classified conntrack entries, then new ones
+// when watching; one JSON object per line so `clbprobe evidence` can stream it.
 
 import { slicePort } from '../cluster/endpoints.js';
 import type { ServiceView } from '../cluster/types.js';
@@ -78,10 +76,7 @@ export function belongsTo(entry: KeptEntry, svcs: ServiceView[]): boolean {
   );
 }
 
-/**
- * Whether a kept entry is evidence about these Service ports: matched to one of them, and tied to
- * that Service by a fact its owner cannot forge against others (evidence-ownership.ts).
- */
+/** Evidence needs a match to these ports and a tie its owner cannot forge (evidence-ownership.ts). */
 export function isEvidenceFor(kept: KeptEntry, svcs: ServiceView[], ownership: EvidenceOwnership): boolean {
   return belongsTo(kept, svcs) && ownership.owns(kept.entry, svcs);
 }

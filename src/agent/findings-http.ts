@@ -1,9 +1,6 @@
-// GET /findings on the agent's HTTP port: this node's active and risk findings, for `clbprobe status`
-// through the evidence relay. Guarded as /evidence is (evidence-http.ts): a finding of a Service the
-// user may not "get" is left out without a trace, so the answer says nothing beyond the caller's
-// access; the relay asking as itself (its Event recorder) gets the active findings of the namespaces
-// where it may create Events. Bounded per answer. NDJSON: one {"type":"finding"} line each, then
-// {"type":"end"} with the node, version, findings cut by the cap and Services that could not be checked.
+// GET /findings: this node's findings for `clbprobe status` via the relay, guarded as /evidence, leaving out
+// Services the user may not "get"; the relay as itself gets active findings where it may create Events.
+// NDJSON, bounded: one {"type":"finding"} line each, then {"type":"end"} with node, version, cut and unchecked.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AccessAttributes } from '../cluster/access-review.js';
 import { withFixCommands } from '../detect/fixes.js';

@@ -1,11 +1,6 @@
-// Bearer-token access control for the agent's HTTP endpoints, decided by the API server as
-// kube-rbac-proxy does (TokenReview, then SubjectAccessReview). Answers are cached so that scrapes
-// do not cost the API server reviews each time: identities briefly, "allowed" longer, "denied"
-// shortly (a new RoleBinding takes effect soon); caches are bounded, hold tokens only as hashes, and
-// keep "no" apart so a flood of bad tokens never pushes a good one out. A review the API server
-// could not answer is not cached and gives 503, not 401/403. Reviews for strangers are rate-limited
-// (every agent shares one identity under API Priority and Fairness); a token allowed something in
-// the last hour has a lane of its own, never queued behind strangers.
+// Bearer-token access for the HTTP endpoints via TokenReview and SubjectAccessReview, as kube-rbac-proxy does.
+// Bounded caches hold token hashes, keep denials apart and never cache an unanswered review (503, not 401/403);
+// strangers are rate-limited (agents share one APF identity) while recently allowed tokens keep their own lane.
 import { createHash } from 'node:crypto';
 import type { AccessAttributes, AccessReviewResult, TokenReviewResult, UserInfo } from '../cluster/access-review.js';
 import { errText } from '../errors.js';
@@ -49,10 +44,7 @@ const MAX_ENTRIES = 1024;
 const MAX_PENDING = 32;
 const MAX_PENDING_TRUSTED = 16;
 const MAX_TRUSTED = 256;
-/**
- * Review rate for strangers, per source address and for all together, so that a cluster-wide flood
- * costs the API server a bounded rate rather than whatever the attacker's CPU can send.
- */
+/** Review rate for strangers, per source and overall, so a cluster-wide flood costs the API server a bounded rate. */
 const DEFAULT_PER_SOURCE_RATE: RateLimit = { perSecond: 1, burst: 10 };
 const DEFAULT_GLOBAL_RATE: RateLimit = { perSecond: 5, burst: 40 };
 /** Source addresses whose buckets are remembered (the oldest forgotten first; the global bucket still holds). */
@@ -263,10 +255,7 @@ export class KubeAuthorizer {
     }
   }
 
-  /**
-   * Whether `user` may do `attrs` (SubjectAccessReview). `tokenKey` is the token that vouched for
-   * the user: an allow makes it trusted. Never throws.
-   */
+  /** Whether `user` may do `attrs`; an allow makes `tokenKey` trusted. Never throws. */
   async authorize(
     user: UserInfo,
     attrs: AccessAttributes,

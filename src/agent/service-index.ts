@@ -1,6 +1,5 @@
-// Which Service port a conntrack entry or a counter sample belongs to, and what is ours on this
-// node (model/ours.ts), from one cluster view's LB-Service index (cluster/lb-index.ts, shared with
-// the diagnosis) and this node's addresses. Rebuilt whenever either changes.
+// Which Service port a conntrack entry or counter sample belongs to, and what is ours (model/ours.ts), from the view's
+// LB index and this node's addresses; rebuilt when either changes.
 
 import { type CounterSample, packetTargets, type Targets } from '../capture/targets.js';
 import { endpointPort, LbServiceIndex, l7Listeners } from '../cluster/lb-index.js';
@@ -11,12 +10,7 @@ import type { ConntrackEntry } from '../kernel/types.js';
 import { type AddressPort, matchTuple, type NodePort, type Ours, type OursLookup } from '../model/ours.js';
 import { protocolNumber, protocolOfNumber, type ServiceProtocol } from '../model/protocol.js';
 
-/**
- * Calls `visit` for each LB VIP:port through which a Service port is reached, as the agent counts
- * them (see LbServiceIndex.vipServices): its own LB ingress IPs at its port, and the VIPs of
- * Ingresses that route to it at 80/443 TCP or of Gateways at their listeners' ports (an L7 LB,
- * whose loop comes back on the NodePort).
- */
+/** Visits each LB VIP:port reaching a Service port as the agent counts them (LbServiceIndex.vipServices). */
 function eachVip(s: ServiceView, visit: (ip: string, protocol: ServiceProtocol, port: number) => void): void {
   for (const lb of s.lbIngress) visit(lb.ip, s.protocol, s.port);
   for (const vip of s.ingressVips) for (const l of l7Listeners(vip)) visit(vip.ip, l.protocol, l.port);
@@ -43,10 +37,7 @@ export class ServiceIndex {
   private readonly podCidrs: ReturnType<typeof cidrMatcher>;
   private readonly ipvsBound: Set<string>;
 
-  /**
-   * `lb`: the view's LB-Service index, when the caller has one (the agent hands the same one to
-   * the diagnosis); built here otherwise.
-   */
+  /** `lb`: the view's LB index when the caller has one to share with the diagnosis, else built here. */
   constructor(
     cluster: ClusterView,
     readonly local: LocalAddresses,

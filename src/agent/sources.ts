@@ -1,8 +1,5 @@
-// The agent's inputs apart from conntrack: the polled sources of
-// src/source/list.ts (through one runner: health, durations, resyncs and errors
-// alike), the cluster view (a file or the API), and the Service index built
-// from the view and the node's addresses. It tells the agent two things: a
-// value changed (what was diagnosed from it is stale), and a new index.
+// The agent's non-conntrack inputs: polled sources through one runner, the cluster view and the Service index.
+// It reports two things: a value changed (diagnoses from it are stale), and a new index.
 
 import { reloadClusterFile } from '../cluster/file.js';
 import { lbHostnamesOf, withLbHostnames } from '../cluster/lb-hostnames.js';
@@ -62,12 +59,7 @@ export class AgentSources {
   private indexValue: ServiceIndex;
   /** After the first sync, a changed cluster view has its LB names looked up at once (before it, start() reads them). */
   private started = false;
-  /**
-   * While startIndexed() runs, a new view or source value only marks the index stale: it is built
-   * once, from the view and the sources together. Built at each step (the view, then the
-   * addresses), the start built it and the conntrack prefilter three times over 5,000 Services,
-   * each time while the cluster lists' garbage was still on the heap: the agent's peak RSS.
-   */
+  /** During startIndexed() changes only mark the index stale, so it is built once from view and sources together. */
   private indexDeferred = false;
   private indexStale = false;
 
@@ -99,11 +91,7 @@ export class AgentSources {
     return this.runner.snapshot(header);
   }
 
-  /**
-   * The cluster view, then the sources the Service index is built from (the counters' targets and
-   * the conntrack prefilter start from that index); then the watches. The other sources are read
-   * by readRest(), after the capture has started.
-   */
+  /** The view, then the index sources, then the watches; readRest() reads the others after capture starts. */
   async startIndexed(): Promise<void> {
     this.indexDeferred = true;
     try {
@@ -177,8 +165,7 @@ export class AgentSources {
 
   private loadClusterFile(): void {
     try {
-      // Re-built only when the file changed: besides the parse, the indexes built from a new view
-      // cost CPU and, while the old ones are still alive, tens of MB.
+      // Rebuilt only when the file changed, since new indexes are costly while the old ones are still alive.
       const r = reloadClusterFile(this.o.clusterFile!, this.clusterFileDigest, { nodeName: this.o.nodeName });
       if (r.view) this.setCluster(r.view);
       this.clusterFileDigest = r.digest;
@@ -210,11 +197,7 @@ export class AgentSources {
     this.readTimers.set(x.def.name, t);
   }
 
-  /**
-   * Reads sources through the runner. A changed value or availability is told (onChange); a new
-   * value of a source the index is built from rebuilds the index. An unchanged input (the same
-   * rules, no IPVS again for the same reason) tells nothing, so what was built from it is kept.
-   */
+  /** Reads sources via the runner; changes are told, index inputs rebuild the index, unchanged input tells nothing. */
   private async readSources(list: readonly PolledSource[]): Promise<void> {
     const outcomes = await this.runner.readAll(list.map((x) => x.reader));
     let changed = false;

@@ -1,13 +1,6 @@
-// After each of start-up's one-off phases (src/cli/agent.ts says which), the pages of the agent's
-// executable and libraries that only start-up touched go back to the kernel: it reclaims clean file
-// pages only under memory pressure, and until then they count in the agent's RSS and its
-// container's memory (bench/agent.ts with and without --no-release-startup-pages measures it).
-//
-// Only private, read-only file mappings: the code and constants of node, its libraries and the
-// addon. Writable ones hold anonymous copies (relocations, .data) that pageout would swap, and
-// anonymous memory is V8's and malloc's own business. The kernel skips pages another process maps
-// too, and every page of a file the process neither owns nor may write (the agent runs as root, the
-// image's files are root's): the RSS before and after, in the log, is what was actually released.
+// After each start-up phase, pages out private read-only file mappings only start-up touched, since the kernel
+// reclaims clean file pages only under pressure; writable and anonymous mappings are left alone.
+// The kernel skips pages shared or of files the process may not write, so the logged RSS shows what was released.
 
 import { errText } from '../errors.js';
 import { type Mapping, type ProcMaps, readProcMaps } from '../kernel/proc-maps.js';

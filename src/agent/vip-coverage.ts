@@ -1,8 +1,5 @@
-// Which LB VIP:ports full conntrack reads looked for, and when a VIP new to the index gets one: the
-// event stream only tells of connections that change, so a VIP that joins later has connections the
-// table has never seen. Full reads are costly and DNS answers can churn without end, so these reads
-// are paced: a VIP read for recently is not new again, and the gap between reads doubles while new
-// VIPs keep coming, up to the periodic full read's interval.
+// Which LB VIP:ports full conntrack reads covered: events only tell of changing connections, so a new VIP needs a read.
+// Reads are paced because they are costly and DNS can churn: the gap doubles while new VIPs keep coming.
 import { type Key, key } from '../model/address-key.js';
 import type { AddressPort } from '../model/ours.js';
 import { protocolOfNumber } from '../model/protocol.js';

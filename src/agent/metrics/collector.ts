@@ -1,5 +1,4 @@
-// A collector, after node_exporter's: one file declares its metrics on the registry, and each
-// metric's collect callback reads the scrape (taken once per /metrics request, src/export/metrics.ts).
+// A collector, as in node_exporter: one file declares its metrics, each callback reads the per-request scrape.
 import type { Registry } from 'prom-client';
 import type { AgentState } from './agent-state.js';
 import type { ServicePortsScrape } from './service-ports.js';

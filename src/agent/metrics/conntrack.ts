@@ -1,5 +1,4 @@
-// The conntrack side of the active Service ports: flows towards their VIPs that ended, by
-// outcome, and the entries open now, by state (src/agent/conntrack-table.ts keeps both).
+// Conntrack of active Service ports: ended VIP flows by outcome and open entries by state (conntrack-table.ts).
 import { Counter, Gauge } from 'prom-client';
 import type { Collector } from './collector.js';
 import { PORT_LABELS } from './service-ports.js';

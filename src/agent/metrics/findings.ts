@@ -1,5 +1,4 @@
-// The findings of the last diagnosis, one series per Service port, mechanism and severity while
-// they are reported.
+// The last diagnosis' findings, one series per Service port, mechanism and severity while reported.
 import { Gauge } from 'prom-client';
 import type { Collector } from './collector.js';
 import { PORT_LABELS } from './service-ports.js';

@@ -1,5 +1,4 @@
-// How much the agent follows and exports: the LB Service ports in its index, the conntrack entries
-// it keeps, and the Service ports that have series now (the rest of /metrics grows with these).
+// How much the agent follows: indexed LB Service ports, kept conntrack entries, and Service ports with series.
 import { Counter, Gauge } from 'prom-client';
 import type { Collector, Scrape } from './collector.js';
 

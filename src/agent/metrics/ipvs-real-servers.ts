@@ -1,5 +1,4 @@
-// IPVS real servers behind each active Service port's LB VIP:port, local or remote: on an IPVS
-// node, whether a VIP can answer from this node. No series on a node without IPVS.
+// IPVS real servers behind each active port's LB VIP, local or remote; no series on a node without IPVS.
 import { Gauge } from 'prom-client';
 import type { IpvsSnapshot } from '../../kernel/types.js';
 import { type Key, key } from '../../model/address-key.js';

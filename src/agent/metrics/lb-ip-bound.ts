@@ -1,6 +1,5 @@
-// Whether LB ingress IPs are bound on kube-ipvs0 on this node: counted for the node, and per IP
-// for the active Service ports only (the state is the same for every idle Service). Without the
-// addresses source nothing is known about binding, so there are no series rather than zeros.
+// Whether LB ingress IPs are bound on kube-ipvs0: for the node, and per IP for active ports only.
+// Without the addresses source binding is unknown, so there are no series rather than zeros.
 import { Gauge } from 'prom-client';
 import type { AddressSnapshot } from '../../kernel/types.js';
 import type { ServiceIndex } from '../service-index.js';

@@ -1,6 +1,5 @@
-// The LB-path packet and byte counters of the active Service ports, read from the eBPF (or pcap)
-// counters at every scrape, so /metrics is never older than it. An active port shows to_lb and
-// loop_return even at 0, so that the first looped packet is an increase Prometheus sees.
+// LB-path packet and byte counters of active ports, read from eBPF (or pcap) at every scrape; to_lb and loop_return
+// show even at 0 so the first looped packet is an increase Prometheus sees.
 import { Counter } from 'prom-client';
 import type { Collector } from './collector.js';
 import { PORT_LABELS } from './service-ports.js';

@@ -1,5 +1,4 @@
-// Every collector of /metrics, in the order /metrics lists them. A new metric is a collector file
-// in this folder and one entry here.
+// Every /metrics collector in output order; a new metric is a collector file here and one entry in this list.
 import type { Registry } from 'prom-client';
 import { createRegistry, type RegistryOptions } from '../../export/metrics.js';
 import { buildInfo } from './build-info.js';

@@ -1,7 +1,5 @@
-// Which Service ports have per-Service series on this node, and their values at one scrape. A
-// Service port gets series once this node has something to say about it: a packet counted
-// towards it, a conntrack entry or finished flow towards its VIP, or a finding. Its series retire
-// after `idleMs` without any of these changing (docs/metrics.md explains the choice).
+// Which Service ports have per-Service series and their values at one scrape: a port gets series once this node
+// has something to say about it, and retires after `idleMs` unchanged (docs/metrics.md).
 import type { CounterKind, CounterSample } from '../../capture/targets.js';
 import type { ServiceView } from '../../cluster/types.js';
 import { errText } from '../../errors.js';

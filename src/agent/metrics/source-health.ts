@@ -1,6 +1,4 @@
-// Every source's health, resyncs, errors and read duration, as the source runner
-// (src/source/runner.ts) records them for all sources alike: a new source gets these series
-// without a line here.
+// Every source's health, resyncs, errors and read duration as the runner records them, for new sources too.
 import { Counter, Gauge } from 'prom-client';
 import type { AgentState, Collector } from './collector.js';
 
