@@ -1,6 +1,5 @@
-// What every detector is given: the diagnosis input with its indexes
-// (built in context.ts) and the node's proxy mode (proxy-mode.ts). Types only,
-// so the detectors that build a part of it can name it without a loop.
+// What every detector is given (built in context.ts, proxy mode from proxy-mode.ts); types only, so the
+// detectors that build a part of it can name it without an import loop.
 import type { ServiceView } from '../cluster/types.js';
 import type { IpvsVirtualServer, LocalRoute } from '../kernel/types.js';
 import type { DiagnoseInput, LbNatFact, NodeProxyMode } from './core-types.js';
@@ -36,10 +35,6 @@ export interface DetectContext {
   localEndpointServices(ip: string, proto: string, port: number | undefined): ServiceView[] | undefined;
   ipvsService(ip: string, proto: string, port: number): IpvsVirtualServer | undefined;
   natFact(ip: string, proto: string, port: number): LbNatFact | undefined;
-  /**
-   * The non-kernel `local` route (table local) that makes this address the node's own without
-   * an address on any interface (a cloud guest agent's), if one covers it; undefined also when
-   * the local-routes source was not read.
-   */
+  /** The non-kernel `local` route (a guest agent's) making this address the node's own, if read and present. */
   localRouteFor(ip: string): LocalRoute | undefined;
 }

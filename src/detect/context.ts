@@ -1,5 +1,5 @@
-// Indexes built once per diagnosis so each detector and the conntrack correlator answer "is this
-// address/port one of ours?" in O(1); the LB Services come from cluster/lb-index.ts.
+// Indexes built once per diagnosis so detectors and the correlator answer "is this ours?" in O(1); LB Services
+// come from cluster/lb-index.ts.
 import { LbServiceIndex } from '../cluster/lb-index.js';
 import { cidrMatcher, inCidr } from '../kernel/ip.js';
 import type { IpvsVirtualServer } from '../kernel/types.js';
@@ -10,10 +10,7 @@ import { classifyProxyMode } from './proxy-classify.js';
 
 export type { DetectContext } from './context-types.js';
 
-/**
- * The detectors' indexes over one diagnosis input. `lb`: the input's cluster view's LB-Service
- * index, when the caller has one (the agent's, built for its Service index); built here otherwise.
- */
+/** The detectors' indexes; `lb`: the view's LB index when the caller (the agent) has one, else built here. */
 export function buildContext(input: DiagnoseInput, lb?: LbServiceIndex): DetectContext {
   const idx = lb?.view === input.cluster ? lb : new LbServiceIndex(input.cluster);
   const services = idx.services;

@@ -1,6 +1,5 @@
-// What the detectors consume and report, apart from types.ts because the list-derived types there
-// import the detectors. A finding is one mechanism from docs/domain.md's table for one Service port
-// on this node, with the evidence it relied on and the fix that applies.
+// What detectors consume and report, apart from types.ts whose list-derived types import the detectors.
+// A finding is one mechanism of docs/domain.md for one Service port on this node, with its evidence and fix.
 import type { ClusterView } from '../cluster/types.js';
 import type { ConntrackEntry } from '../kernel/types.js';
 import type { ProxyMode } from '../model/kube-proxy.js';
@@ -60,10 +59,7 @@ export interface PathHop {
   address: string;
 }
 
-/**
- * One looping connection as the node's conntrack shows it: the client's leg towards the LB, the leg
- * the LB sent back to this node, and where the reply went (straight to the client, skipping the LB).
- */
+/** One looping connection: the client's leg to the LB, the leg the LB sent back, and the reply that skipped the LB. */
 export interface LoopPath {
   /** client → LB VIP → this node's target (NodePort, or a pod for LBs that target pods) → server. */
   hops: PathHop[];
@@ -83,10 +79,7 @@ export interface LocalAddresses {
   podCidrs: string[];
 }
 
-/**
- * What kube-proxy's NAT rules do to pod traffic towards one LB VIP:port.
- * The narrow view the detectors need from src/kernel/nat (kubeNatFacts).
- */
+/** What kube-proxy's NAT rules do to pod traffic to one LB VIP:port (from src/kernel/nat kubeNatFacts). */
 export interface LbNatFact {
   ip: string;
   port: number;
@@ -95,16 +88,9 @@ export interface LbNatFact {
   podTraffic: 'masquerade' | 'exempt' | 'unknown';
   /** kube-proxy's rules DNAT VIP:port on this node (iptables KUBE-SERVICES/KUBE-EXT, nftables service-ips, or an IPVS ipset entry). */
   interceptedLocally: boolean;
-  /**
-   * nftables mode: the VIP's no-endpoint-services element. `drop` with ETP=Local and no local
-   * endpoints; preDnatChecks lists the output-hook filter chains that look it up before DNAT
-   * (the v1.31 to early v1.33 layout, kubernetes#131765).
-   */
+  /** nftables no-endpoint-services element; preDnatChecks: v1.31-early v1.33 pre-DNAT lookups (kubernetes#131765). */
   noEndpoints?: { verdict: 'drop' | 'reject'; preDnatChecks: string[]; evidence: string[] };
-  /**
-   * loadBalancerSourceRanges that leave the pods out: kube-proxy drops their connections to the
-   * VIP on the node (iptables KUBE-PROXY-FIREWALL or KUBE-MARK-DROP, nftables firewall-ips).
-   */
+  /** Source ranges excluding pods, dropped by kube-proxy (KUBE-PROXY-FIREWALL/KUBE-MARK-DROP, nft firewall-ips). */
   sourceRangeDrop?: { certain: boolean; evidence: string[] };
   /** The rule lines or ipset members this fact comes from, verbatim. */
   evidence: string[];

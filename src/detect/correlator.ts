@@ -1,7 +1,6 @@
-// Streaming conntrack correlation: entries are fed one at a time and only those touching an LB VIP,
-// a NodePort or a local endpoint are kept, so a large table is never held in memory. The L4 loop is
-// two entries of the same client pod:port: out to VIP:port, and back from the uplink to
-// nodeIP:NodePort (or, with an LB targeting pods, straight to a local pod).
+// Streaming conntrack correlation keeping only entries touching an LB VIP, a NodePort or a local endpoint.
+// An L4 loop is two entries of one client pod:port: out to VIP:port, back from the uplink to nodeIP:NodePort
+// (or, with an LB targeting pods, straight to a local pod).
 import type { ServiceView } from '../cluster/types.js';
 import type { ConntrackEntry } from '../kernel/types.js';
 import { protocolOfNumber as protoOf } from '../model/protocol.js';

@@ -1,5 +1,4 @@
-// What one detector file exports: its mechanism and everything said about it. The DETECTORS list
-// (list.ts) holds them, and everything that names mechanisms reads it from there.
+// What one detector file exports: its mechanism and all said about it, listed in list.ts, which everything reads.
 
 import type { ServiceView } from '../cluster/types.js';
 import type { DetectContext } from './context-types.js';
@@ -12,10 +11,7 @@ export type Credit = 'ipModeProxy' | 'lbRewritesSource' | 'preventLoopback' | 'a
 export interface DetectorDef<M extends string = string> {
   /** The finding's `mechanism` (the metric label, the CLI column). */
   mechanism: M;
-  /**
-   * The fix the finding names (docs/domain.md); remedy() follows it with the mitigations already in
-   * place. Context findings may write their own remedy per finding instead.
-   */
+  /** The fix (docs/domain.md), followed by remedy() with mitigations in place; context findings may write their own. */
   fix: string;
   /** The mitigations that count against this mechanism when in place (remedies.ts). */
   credits: readonly Credit[];
@@ -23,10 +19,7 @@ export interface DetectorDef<M extends string = string> {
   observes: readonly ObsKind[];
   /** Its row of the README's Findings reference: what happens, and the fix in short. */
   readme: { what: string; fix: string };
-  /**
-   * The parts of the fix that are a change to the Service (fixes.ts), for its active and risk
-   * findings; absent when the fix is outside Kubernetes objects (kube-proxy, the LB, the clients).
-   */
+  /** The fix's Service changes (fixes.ts); absent when the fix is outside Kubernetes objects. */
   changes?(s: ServiceView, ctx: DetectContext): FixChange[];
   detect(ctx: DetectContext, obs: Observations): FindingOf<M>[];
 }

@@ -1,6 +1,5 @@
-// direct-pod: the LB targets pod IPs (ENI / VPC-CNI modes). A client pod on
-// the same node as a target pod gets its own connection delivered from the
-// uplink straight to the local pod, and the reply bypasses the LB.
+// direct-pod: the LB targets pod IPs (ENI / VPC-CNI); a client pod on a target pod's node gets its connection
+// delivered from the uplink straight to the local pod, and the reply bypasses the LB.
 
 import { portKey } from '../model/service.js';
 import type { DetectContext } from './context-types.js';

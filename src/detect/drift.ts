@@ -1,7 +1,5 @@
-// drift: what is bound on kube-ipvs0 disagrees with what the Service asks
-// for. ipMode: Proxy or the Alibaba hostname annotation mean "do not bind";
-// Tencent prevent-loopback means "bind" (TKE kube-proxy binds the VIP when
-// annotated); a community kube-proxy binds every ipMode VIP IP.
+// drift: kube-ipvs0 binding disagrees with the Service: ipMode Proxy or Alibaba's hostname annotation mean
+// "do not bind", Tencent prevent-loopback means "bind" (TKE binds when annotated); community binds every VIP ipMode.
 import type { DetectContext } from './context-types.js';
 import type { FindingOf } from './core-types.js';
 import type { DetectorDef } from './detector.js';

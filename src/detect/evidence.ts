@@ -1,5 +1,4 @@
-// Evidence lines in the text forms SREs already know: conntrack -L for
-// conntrack entries (the lead's formatter), ipvsadm -Ln for IPVS virtual servers.
+// Evidence lines in the forms SREs know: conntrack -L for entries, ipvsadm -Ln for IPVS virtual servers.
 
 import { slicePort } from '../cluster/endpoints.js';
 import type { ServiceView } from '../cluster/types.js';

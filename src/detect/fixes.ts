@@ -1,7 +1,5 @@
-// The fixes that are a change to a Kubernetes object, as data (the object and a patch) with what the
-// change costs the Service's clients, and the kubectl command that makes it, made where a fix is
-// printed so that findings do not each hold one. clbprobe only prints them: applying one is the
-// owner's decision.
+// Fixes that change a Kubernetes object, as data with their client-facing cost and kubectl command, made where
+// printed; clbprobe only prints them, applying one is the owner's decision.
 
 import { TENCENT_PREVENT_LOOPBACK } from '../cluster/annotations.js';
 import { AWS_TG_ATTRIBUTES } from '../cluster/lb-client-address.js';
@@ -83,10 +81,7 @@ export function tencentPreventLoopback(s: ServiceView): FixChange[] {
   ];
 }
 
-/**
- * AWS NLB: preserve_client_ip.enabled=false in the target-group attributes, keeping the other
- * attributes the annotation already lists (a merge patch replaces the whole value).
- */
+/** AWS NLB preserve_client_ip.enabled=false, keeping the other listed attributes (a merge patch replaces the value). */
 export function awsPreserveClientIpOff(s: ServiceView): FixChange[] {
   if (!isAws(s)) return [];
   const attrs = (s.annotations.raw[AWS_TG_ATTRIBUTES] ?? '')
@@ -108,10 +103,7 @@ export function awsPreserveClientIpOff(s: ServiceView): FixChange[] {
   ];
 }
 
-/**
- * This node's pod CIDRs appended to spec.loadBalancerSourceRanges (a JSON patch: the existing
- * ranges are not in the view, and a merge patch would replace them).
- */
+/** Appends this node's pod CIDRs to loadBalancerSourceRanges by JSON patch, as the view lacks the existing ranges. */
 export function sourceRangesAddPods(s: ServiceView, ctx: DetectContext): FixChange[] {
   const pods = ctx.input.local.podCidrs;
   if (pods.length === 0) return [];

@@ -1,9 +1,6 @@
-// guest-local-route: an LB IP that is the node's own through a `local` route no address made, not
-// through kube-ipvs0 (Google's guest agent adds `local IP dev NIC proto 66 scope host` for every
-// internal LB IP, since the ILB does not rewrite the destination). The other detectors read only
-// kube-ipvs0, so this one says what the route does: context (info) when kube-proxy handles the IP
-// on the node anyway; a risk when kube-proxy leaves it to the LB, as pod traffic then stays on this
-// node and never reaches the LB.
+// guest-local-route: an LB IP that is the node's own via a `local` route no address made (Google's guest agent
+// adds `local IP dev NIC proto 66 scope host` per internal LB IP); info when kube-proxy handles the IP anyway,
+// a risk when kube-proxy leaves it to the LB, since pod traffic then never leaves this node.
 import type { ServiceView } from '../cluster/types.js';
 import type { LocalRoute } from '../kernel/types.js';
 import type { DetectContext } from './context-types.js';

@@ -1,6 +1,5 @@
-// LB addresses that kube-proxy leaves to the LB on purpose: ipMode: Proxy (KEP-1860; kube-proxy
-// >= 1.29 writes no rule for them) and hostname-only LBs. Pod traffic to them reaches the LB, and
-// loops only when the LB passes the client's address through to the pod's own node.
+// LB addresses kube-proxy leaves to the LB: ipMode Proxy (KEP-1860, no rule since 1.29) and hostname-only LBs;
+// pod traffic to them loops only when the LB passes the client address through to the pod's node.
 import { type LbClientAddress, lbClientAddress } from '../cluster/lb-client-address.js';
 import type { HostnameLookup, LbIngressIp, ServiceView } from '../cluster/types.js';
 

@@ -1,6 +1,5 @@
-// hc-drop: community kube-proxy IPVS binds the LB IP on kube-ipvs0, so LB health checks sourced from
-// the LB IP look like martians and are dropped (kubernetes#79783). Dropped packets rarely reach
-// conntrack, so the active signature needs capture; unreplied VIP → node IP entries count when seen.
+// hc-drop: community IPVS binds the LB IP on kube-ipvs0, so health checks sourced from it are dropped as martians
+// (kubernetes#79783); drops rarely reach conntrack, so active needs capture or unreplied VIP → node IP entries.
 
 import { portKey } from '../model/service.js';
 import type { DetectContext } from './context-types.js';
@@ -41,8 +40,7 @@ function detectHcDrop(ctx: DetectContext, obs: Observations): FindingOf<'hc-drop
     if (done.has(portKey(s, s.protocol, s.port))) continue;
     for (const ing of s.lbIngress) {
       if (!ctx.ipvsBound.has(ing.ip)) {
-        // IPVS binds every ipMode VIP LB IP; ipMode: Proxy is what keeps this one off: credit it,
-        // unless a guest agent's local route makes it the node's own anyway (guest-local-route says so).
+        // IPVS binds every ipMode VIP IP, so Proxy keeps this one off unless a guest agent's local route binds it.
         if (ctx.proxy.mode === 'ipvs' && ing.ipMode === 'Proxy' && !ing.resolvedFrom && !ctx.localRouteFor(ing.ip)) {
           const m = mitigationsFor(ctx, s, ing.ip);
           risks.push(

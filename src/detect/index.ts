@@ -1,6 +1,5 @@
-// diagnose(): every detector over one node + cluster view, most severe first.
-// Conntrack entries are streamed through the correlator; config detectors
-// read the indexes. Pure: the CLI does all reading.
+// diagnose(): every detector over one node + cluster view, most severe first; conntrack is streamed through the
+// correlator. Pure: the CLI does all reading.
 
 import type { LbServiceIndex } from '../cluster/lb-index.js';
 import type { ServiceView } from '../cluster/types.js';
@@ -55,11 +54,7 @@ function warningsOf(input: DiagnoseInput, obs: Observations, conntrackRead: bool
 
 type BaseInput = Omit<DiagnoseInput, 'conntrack'>;
 
-/**
- * The part of a diagnosis that depends only on the node snapshot and the cluster view (its
- * indexes). The agent prepares it once per change of either and reuses it for every diagnosis
- * that only conntrack events trigger.
- */
+/** The diagnosis part from snapshot and view only, reused by the agent for conntrack-only re-diagnoses. */
 export interface PreparedDiagnosis {
   readonly input: BaseInput;
   readonly ctx: DetectContext;
@@ -70,10 +65,7 @@ export function prepareDiagnosis(input: BaseInput, lb?: LbServiceIndex): Prepare
   return { input, ctx: buildContext(input, lb) };
 }
 
-/**
- * A diagnosis fed entry by entry (a live dump's batches, a bundle file read
- * line by line): only the entries that matter are kept by the correlator.
- */
+/** A diagnosis fed entry by entry; the correlator keeps only the entries that matter. */
 export class Diagnosis {
   private readonly input: BaseInput;
   private readonly ctx: DetectContext;
@@ -102,12 +94,7 @@ export class Diagnosis {
     return this.corr.observations();
   }
 
-  /**
-   * The findings and warnings. With `only`, the findings of those Service ports alone: each
-   * detector's finding for a port depends on the prepared input and that port's observations
-   * only, so the other ports' findings from an earlier finish() over the same prepared input
-   * still hold (see changedServices).
-   */
+  /** Findings and warnings; with `only`, just those ports, since other ports' findings still hold (changedServices). */
   finish(only?: ReadonlySet<ServiceView>): DiagnoseResult {
     const obs = this.corr.observations();
     const findings = only
@@ -120,11 +107,7 @@ export class Diagnosis {
   }
 }
 
-/**
- * The Service ports whose observations differ between two diagnoses over the same prepared
- * input: a group appeared, went away, or changed its count or examples (entries are compared by
- * identity: the agent replaces an entry object when the kernel reports a change).
- */
+/** Ports whose observations differ between two diagnoses on one prepared input; entries compare by identity. */
 export function changedServices(before: Observations, after: Observations): Set<ServiceView> {
   const sig = (o: Observations) => {
     const m = new Map<ServiceView, ObsGroup[]>();

@@ -1,6 +1,4 @@
-// Building a DiagnoseInput from what the readers produce: the node snapshot
-// (live or from a bundle), the cluster view, and kube-proxy's NAT facts as
-// src/kubeproxy/facts.ts derives them from the rules.
+// Builds a DiagnoseInput from the node snapshot, the cluster view and kube-proxy's NAT facts (src/kubeproxy/facts.ts).
 import type { ClusterView } from '../cluster/types.js';
 import { type KubeNatFacts, kubeNatFacts } from '../kubeproxy/facts.js';
 import { serviceProtocolOf } from '../model/protocol.js';
@@ -8,11 +6,7 @@ import type { NodeSnapshot } from '../source/node-snapshot.js';
 import type { DiagnoseInput, LbNatFact, NatFacts, NodeProxyMode } from './core-types.js';
 import { localAddresses } from './local.js';
 
-/**
- * The detectors' view of kube-proxy's NAT facts. "mixed" (rules of two modes,
- * e.g. left over after a mode switch) is decided by whether IPVS state exists,
- * then by whether kube-proxy's nftables tables hold Services.
- */
+/** The detectors' NAT facts; "mixed" (two modes' rules) is decided by IPVS state, then by nftables Services. */
 function natFactsFrom(kube: KubeNatFacts, ipvsState: boolean): NatFacts {
   const mixed: NodeProxyMode = ipvsState ? 'ipvs' : kube.nftLayouts ? 'nftables' : 'iptables';
   const mode: NodeProxyMode = kube.mode === 'mixed' ? mixed : kube.mode === 'none' ? 'unknown' : kube.mode;

@@ -1,8 +1,6 @@
-// L4-loop: pod→LB-IP traffic leaves the node (IPVS without LB-IP binding,
-// no kube-proxy rule for the IP, ipMode: Proxy, a hostname-only LB), the LB
-// forwards it unchanged to this node's NodePort, and the reply goes straight
-// to the pod. Active: the correlator paired the two conntrack entries of the
-// same pod:p. Risk: the path leaves the node and nothing rewrites the source.
+// L4-loop: pod→LB-IP traffic leaves the node, the LB forwards it unchanged to this node's NodePort, and the reply
+// goes straight to the pod. Active: the correlator paired both entries of one pod:port; risk: the path leaves
+// the node and nothing rewrites the source.
 
 import type { ServiceView } from '../cluster/types.js';
 import { portKey } from '../model/service.js';
@@ -24,8 +22,7 @@ export const l4Loop: DetectorDef<'L4-loop'> = {
     'TKE: annotate service.cloud.tencent.com/prevent-loopback: "true" (kube-proxy then binds the VIP locally); ' +
     'keep externalTrafficPolicy: Cluster so kube-proxy SNATs pod→LB traffic to the node IP and the LB never sends it back to this node; ' +
     'with ETP=Local, use anti-affinity so clients and backends do not share a node.',
-  // ipMode: Proxy is not credited: it sends pod traffic to the LB, which loops unless the LB
-  // rewrites the source, and that is what lbRewritesSource counts.
+  // ipMode Proxy is not credited: it sends pod traffic to the LB, which loops unless the LB rewrites the source.
   credits: ['lbRewritesSource', 'preventLoopback', 'masquerade'],
   observes: ['l4'],
   readme: {
@@ -84,10 +81,7 @@ function lookupsOf(s: ServiceView): string[] {
   return (s.lbHostnameLookups ?? []).map(lookupLine);
 }
 
-/**
- * Hostname-only LBs this node could not resolve: no address, so no counter and no conntrack
- * match; the finding says the loop question is open (unknown, not "no loop").
- */
+/** Unresolved hostname-only LBs: with no address nothing can match, so the loop question is open, not "no loop". */
 function unresolved(ctx: DetectContext, done: Set<string>): FindingOf<'L4-loop'>[] {
   const out: FindingOf<'L4-loop'>[] = [];
   for (const s of ctx.services) {

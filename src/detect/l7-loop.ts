@@ -1,7 +1,5 @@
-// L7-loop: an L7 LB (an Ingress', or a Gateway's) keeps the client IP and
-// proxies to the NodePort of the client's own node. The LB opens a new TCP connection, so
-// the return leg has another source port: the correlator pairs the two legs
-// by source IP (and time, when conntrack timestamps are on).
+// L7-loop: an Ingress or Gateway LB keeps the client IP and proxies to the client's own node's NodePort; its new
+// connection has another source port, so legs are paired by source IP (and time, with conntrack timestamps).
 
 import type { GatewayFront, L7Vip, ServiceView } from '../cluster/types.js';
 import { portKey } from '../model/service.js';

@@ -1,7 +1,5 @@
-// Every detector, in the order their findings are listed for the same severity: loops first, then
-// their preconditions, then context. A detector is one file exporting a DetectorDef plus one entry
-// here; the Mechanism type, MECHANISM_RANK, OBSERVED_KINDS and the README's Findings reference are
-// read from this list (test/unit/detect/list.test.ts fails for a detector file not listed).
+// Every detector, in listing order for equal severity: loops, preconditions, context; Mechanism, MECHANISM_RANK,
+// OBSERVED_KINDS and the README reference derive from it (test/unit/detect/list.test.ts catches unlisted files).
 import type { ObsKind } from './correlator.js';
 import { directPod } from './direct-pod.js';
 import { drift } from './drift.js';

@@ -1,9 +1,6 @@
-// local-no-ep: an ETP=Local Service seen from a node without local endpoints.
-// - IPVS (Kubernetes >= 1.24): the bound LB IP has no local real servers, so in-cluster clients are
-//   refused, or reach remote pods with source = VIP and no SNAT; active: VIP → VIP entries unreplied.
-// - nftables: the v1.31 to early v1.33 layout (kubernetes#131765, fixed by #132456) looks the LB IP
-//   up in no-endpoint-services before DNAT and drops every host-network client on this node.
-// - iptables (1.24+): KUBE-EXTERNAL-SERVICES drops the LB IP while pods are short-circuited.
+// local-no-ep: ETP=Local without local endpoints. IPVS (>= 1.24): clients refused or reach remote pods from the VIP
+// unSNATed; nftables v1.31-early v1.33 (kubernetes#131765, fixed #132456) drops host-network clients before DNAT;
+// iptables (1.24+): KUBE-EXTERNAL-SERVICES drops the LB IP while pods are short-circuited.
 
 import type { ServiceView } from '../cluster/types.js';
 import { portKey } from '../model/service.js';

@@ -1,5 +1,4 @@
-// How findings name a non-kernel local route (src/source/local-routes.ts): the line `ip route`
-// prints for it, and who installs such routes.
+// How findings name a non-kernel local route (src/source/local-routes.ts): its `ip route` line and who installs it.
 import type { LocalRoute } from '../kernel/types.js';
 
 /** The route as `ip route show table local` prints it. */

@@ -18,10 +18,7 @@ function networkOf(address: string, prefixLen: number): string {
   return `${address}/${prefixLen}`;
 }
 
-/**
- * Node IPs, kube-ipvs0 IPs and pod CIDRs. Pod CIDRs come from the Node object;
- * without it, from the CNI bridge's subnet (cni0/cbr0/docker0 style bridges).
- */
+/** Node IPs, kube-ipvs0 IPs and pod CIDRs (from the Node, else the CNI bridge subnet). */
 export function localAddresses(addresses: AddressSnapshot | undefined, node: NodeView | undefined): LocalAddresses {
   const nodeIps = new Set<string>();
   const ipvsIps = new Set<string>();

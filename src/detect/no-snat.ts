@@ -1,7 +1,5 @@
-// no-SNAT: with externalTrafficPolicy=Local kube-proxy exempts pod→LB-IP
-// traffic from KUBE-MARK-MASQ (iptables KUBE-XLB/KUBE-EXT, IPVS
-// KUBE-LOAD-BALANCER-LOCAL), so the LB sees the pod IP and its own
-// anti-loopback cannot tell the packet came from a backend node.
+// no-SNAT: with ETP=Local kube-proxy exempts pod→LB-IP traffic from KUBE-MARK-MASQ (iptables KUBE-XLB/KUBE-EXT,
+// IPVS KUBE-LOAD-BALANCER-LOCAL), so the LB sees the pod IP and its anti-loopback cannot spot a backend node.
 
 import { portKey } from '../model/service.js';
 import type { DetectContext } from './context-types.js';

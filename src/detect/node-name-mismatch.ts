@@ -1,9 +1,6 @@
-// node-name-mismatch: the endpoints of this node's pods are filed in the EndpointSlices under another
-// node name than this node's. kube-proxy takes as local only endpoints under its own name, so an
-// ETP=Local Service then has no local endpoint anywhere: external traffic is dropped and the LB
-// health check fails. "This node's pods" is told by address (its pod CIDR or own addresses); since
-// IPAM may hand this CIDR's addresses to other nodes, the rename must be node-wide (none filed under
-// this name, one other name). A risk when something confirms the addresses are this node's, else info.
+// node-name-mismatch: this node's pods' endpoints are filed under another node name, so kube-proxy sees no local
+// endpoint and ETP=Local traffic and health checks fail. Pods are told by address, and since IPAM may reuse the
+// CIDR the rename must be node-wide; a risk when the addresses are confirmed this node's, else info.
 
 import { slicePort } from '../cluster/endpoints.js';
 import type { ServiceView } from '../cluster/types.js';
@@ -43,11 +40,7 @@ interface Rename {
 
 const renames = new WeakMap<DiagnoseInput, Rename | null>();
 
-/**
- * Whether this node's endpoints are filed under one other name, across every Service of the view
- * (the rename is node-wide; one Service's endpoints prove nothing). Kept per input: the agent
- * re-runs detectors over one prepared input for each conntrack change.
- */
+/** Whether this node's endpoints are filed under one other name view-wide; cached per input for agent re-runs. */
 function renameOf(ctx: DetectContext): Rename | undefined {
   const input = ctx.input;
   const cached = renames.get(input);

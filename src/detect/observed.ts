@@ -1,5 +1,4 @@
-// Turning correlator observations into 'active' findings: shared by the
-// conntrack-based detectors so each only says what its entries mean.
+// Correlator observations → 'active' findings, shared by the conntrack-based detectors.
 import type { ServiceView } from '../cluster/types.js';
 import type { ConntrackEntry } from '../kernel/types.js';
 import { portKey } from '../model/service.js';
@@ -28,10 +27,7 @@ export interface ActiveSpec<M extends string> {
   extraEvidence?(s: ServiceView): string[];
   /** Advice added to the remedy for this Service (e.g. the AWS NLB settings). */
   extraRemedy?(s: ServiceView): string | undefined;
-  /**
-   * The entries show a precondition, not a failure: with a mitigation that counts against the
-   * mechanism in place (e.g. an LB that connects from its own address), they are info.
-   */
+  /** The entries show a precondition, not a failure: with a credited mitigation in place they are info. */
   harmlessWhenCredited?: boolean;
 }
 
@@ -59,10 +55,7 @@ export function activeFindings<M extends string>(
   });
 }
 
-/**
- * The path of a paired loop: the outbound entry (client → VIP) and the return leg the LB sent back
- * (→ this node's target, DNATed to the server, whose reply source is the server).
- */
+/** A paired loop's path: the outbound entry (client → VIP) and the return leg the LB sent back. */
 function loopPath(out: ConntrackEntry, back: ConntrackEntry, labels: string[], roles: [string, string]): LoopPath {
   const client = hostPort(out.orig.src, out.orig.sport);
   const vip = hostPort(out.orig.dst, out.orig.dport);

@@ -1,7 +1,5 @@
-// Where pod→LB-IP traffic goes from this node: handled locally by kube-proxy
-// (VIP bound on kube-ipvs0, or DNATed by iptables rules), delivered to the node
-// by a cloud guest agent's local route, or out to the LB. Only traffic that
-// leaves can come back as a loop.
+// Where pod→LB-IP traffic goes: handled by kube-proxy, delivered by a guest agent's local route, or out to the LB;
+// only traffic that leaves can loop.
 import type { ServiceView } from '../cluster/types.js';
 import type { DetectContext } from './context-types.js';
 import { KUBE_IPVS_IFNAME } from './evidence.js';
@@ -13,11 +11,7 @@ export interface VipPath {
   evidence: string[];
 }
 
-/**
- * Where the node sends pod traffic to ip:port. A local route that no address made (a guest
- * agent's) keeps traffic that kube-proxy leaves to the LB on the node: the kernel takes the
- * address as its own.
- */
+/** Where the node sends pod traffic to ip:port; a guest agent's local route keeps LB-bound traffic on the node. */
 export function vipPath(ctx: DetectContext, service: ServiceView, ip: string): VipPath {
   const kp = kubeProxyPath(ctx, service, ip);
   const route = kp.leaves === false ? undefined : ctx.localRouteFor(ip);

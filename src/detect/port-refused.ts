@@ -1,6 +1,5 @@
-// port-refused: the LB IP is bound on kube-ipvs0, so in-cluster clients never
-// reach the LB; any LB listener port with no IPVS virtual server here is
-// refused (or answered by a local process listening on 0.0.0.0:port).
+// port-refused: the LB IP is bound on kube-ipvs0, so in-cluster clients never reach the LB; an LB port with no IPVS
+// virtual server here is refused (or answered by a local 0.0.0.0:port listener).
 
 import { portKey } from '../model/service.js';
 import type { DetectContext } from './context-types.js';

@@ -1,6 +1,4 @@
-// Which kube-proxy datapath this node runs, and for IPVS whether it binds the
-// LB IPs on kube-ipvs0: every detector reads it from the context (context.ts
-// builds it once per diagnosis; the proxy-mode detector reports it).
+// Which kube-proxy datapath this node runs and whether IPVS binds LB IPs; built once per diagnosis in context.ts.
 import type { ServiceView } from '../cluster/types.js';
 import type { LbBinding, ProxyModeInfo } from './context-types.js';
 import type { DiagnoseInput, NodeProxyMode } from './core-types.js';

@@ -1,9 +1,6 @@
-// proxy-mode: which kube-proxy datapath this node runs, because it decides
-// which loopback mechanisms can apply. iptables or nftables (LB IPs DNATed by
-// rules / the service-ips map), IPVS binding LB IPs on kube-ipvs0 (community),
-// or IPVS without binding them (TKE behaviour: pod→LB traffic leaves the node).
-// IPVS mode is deprecated since Kubernetes v1.35 (KEP-5495): on an IPVS node the
-// finding also says what would change for each Service under nftables mode.
+// proxy-mode: the kube-proxy datapath (iptables/nftables, IPVS binding LB IPs, or IPVS without binding as on TKE),
+// which decides the mechanisms that apply. IPVS is deprecated since v1.35 (KEP-5495), so the finding also says
+// what nftables mode would change per Service.
 import type { ServiceView } from '../cluster/types.js';
 import type { DetectContext, ProxyModeInfo } from './context-types.js';
 import type { FindingOf, LbNatFact } from './core-types.js';
@@ -47,11 +44,7 @@ function describe(proxyMode: ProxyModeInfo, bound: boolean, nat: LbNatFact | und
 const IPVS_DEPRECATED =
   'IPVS mode is deprecated since Kubernetes v1.35 (KEP-5495) and will be removed; nftables mode (GA since v1.33, KEP-3866) is the path forward.';
 
-/**
- * What kube-proxy's nftables mode would do differently for this LB IP than IPVS does now.
- * nftables binds no address: it DNATs ipMode VIP addresses from its service-ips map and
- * leaves ipMode Proxy addresses to the LB, in every version.
- */
+/** What nftables mode would change for this LB IP: it binds nothing, DNATs ipMode VIP and leaves Proxy to the LB. */
 function underNftables(service: ServiceView, ip: string, ipMode: 'VIP' | 'Proxy', bound: boolean): string {
   if (ipMode === 'Proxy') {
     return `Under nftables, unchanged for ${ip}: kube-proxy leaves ipMode Proxy addresses to the LB in every mode, so pod traffic still goes to the LB (it loops only if the LB passes connections through with the client address kept).`;

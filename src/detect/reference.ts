@@ -1,6 +1,4 @@
-// The README's Findings reference, written from the DETECTORS list: one row per detector, in
-// the list's order (`npm run readme:findings` puts it between the README's markers; a unit test
-// fails when they disagree).
+// The README's Findings reference from the DETECTORS list (`npm run readme:findings`; a unit test checks it).
 import { DETECTORS } from './list.js';
 
 const FINDINGS_BEGIN = '<!-- findings-reference: generated from src/detect/list.ts by `npm run readme:findings` -->';

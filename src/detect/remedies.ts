@@ -1,6 +1,4 @@
-// The mitigations the diagnosis credits when they are already in place for a
-// Service, and the remedy text: a detector's fix (its DetectorDef) followed by
-// the mitigations in place that count against its mechanism.
+// The mitigations credited when in place, and the remedy: a detector's fix plus the mitigations against its mechanism.
 import { lbClientAddress, rewritesSource } from '../cluster/lb-client-address.js';
 import type { ServiceView } from '../cluster/types.js';
 import type { DetectContext } from './context-types.js';
@@ -48,10 +46,7 @@ function lbRewrites(s: ServiceView): { lbRewritesSource?: string } {
     : {};
 }
 
-/**
- * AWS NLB advice (hostname-only LBs, AWS annotations): client-IP preservation is what makes the
- * NLB hand a pod's connection back to the pod's node.
- */
+/** AWS NLB advice: client-IP preservation is what hands a pod's connection back to its node. */
 export const AWS_NLB_FIX =
   'AWS NLB: with aws-load-balancer-nlb-target-type: instance the NLB preserves client IPs, so a pod’s connection can be sent to its own node and hang; ' +
   'set service.beta.kubernetes.io/aws-load-balancer-target-group-attributes: preserve_client_ip.enabled=false (the NLB then connects from its own private address), ' +

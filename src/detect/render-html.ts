@@ -1,8 +1,5 @@
-// `clbprobe diagnose --html FILE`: one self-contained page per node (no script,
-// no external resource, so it can be attached to an incident ticket as is).
-// It shows what the text output shows, and draws each active loop the way the
-// vendors' articles do: client pod → LB VIP → node:NodePort → server pod, and
-// the reply that skips the LB, with the conntrack entry of every leg.
+// `clbprobe diagnose --html FILE`: one self-contained page per node (no script or external resource, for tickets),
+// drawing each loop as the vendors do: pod → LB VIP → node:NodePort → server pod, with every leg's conntrack entry.
 import { fixCommand } from './fixes.js';
 import type { DiagnoseResult, Finding, LoopPath, Severity } from './types.js';
 

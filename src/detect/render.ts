@@ -1,5 +1,4 @@
-// Rendering findings: grouped by Service for a terminal (colour only on a
-// TTY with NO_COLOR unset), or as JSON for machines.
+// Findings grouped by Service for a terminal (colour only on a TTY without NO_COLOR), or JSON.
 import { printable } from '../printable.js';
 import { fixCommand, withFixCommands } from './fixes.js';
 import type { DiagnoseResult, Finding, FixChange, Severity } from './types.js';
@@ -79,10 +78,7 @@ export function renderJson(result: DiagnoseResult, nodeName?: string): string {
   return `${JSON.stringify({ node: nodeName, ...result, findings: result.findings.map(withFixCommands) }, null, 2)}\n`;
 }
 
-/**
- * The findings' object changes as kubectl commands, each once, under the Services and findings
- * that ask for it and what it changes for clients; clbprobe applies none of them.
- */
+/** The findings' object changes as kubectl commands, each once with who asks and its client cost; none are applied. */
 export function renderFixCommands(findings: Finding[]): string {
   const byCommand = new Map<string, { fix: FixChange; why: string[] }>();
   for (const f of findings) {

@@ -1,6 +1,5 @@
-// source-ranges: the Service's loadBalancerSourceRanges leave out this node's pods, and kube-proxy
-// enforces them on the node before the packet leaves for the LB, so pods calling the LB IP time out
-// (iptables KUBE-PROXY-FIREWALL, or KUBE-MARK-DROP before 1.25; nftables firewall-ips).
+// source-ranges: loadBalancerSourceRanges exclude this node's pods and kube-proxy enforces them on the node, so pods
+// time out (iptables KUBE-PROXY-FIREWALL, KUBE-MARK-DROP before 1.25; nftables firewall-ips).
 
 import type { DetectContext } from './context-types.js';
 import type { FindingOf } from './core-types.js';

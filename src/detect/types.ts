@@ -1,5 +1,4 @@
-// What a diagnosis reports: findings of the mechanisms in the DETECTORS list (list.ts), which
-// is where the Mechanism names come from. The inputs' types are in core-types.ts.
+// What a diagnosis reports: findings of the DETECTORS mechanisms (list.ts); input types are in core-types.ts.
 import type { FindingOf } from './core-types.js';
 import type { Mechanism } from './list.js';
 
