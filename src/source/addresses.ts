@@ -1,5 +1,4 @@
-// The node's interfaces and addresses (rtnetlink), kube-ipvs0 among them:
-// which LB IPs are bound, which source addresses are local.
+// The node's interfaces and addresses (rtnetlink), kube-ipvs0 included: bound LB IPs and local source addresses.
 import { BUNDLE_FILES } from '../bundle/names.js';
 import { parseIpAddrJson } from '../bundle/parse-ip.js';
 import { errText } from '../errors.js';

@@ -1,6 +1,5 @@
-// `clbprobe collect`: writes an offline bundle of this node that `clbprobe diagnose --from DIR` reads
-// elsewhere. Every file is one standard command's output (src/bundle/README.md), so hand-made
-// bundles read too; each step is recorded in manifest.json, and a failing one never stops the others.
+// `clbprobe collect`: an offline bundle for `diagnose --from DIR`, each file one standard command's output
+// (src/bundle/README.md), each step recorded in manifest.json, and a failing one never stops the others.
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';

@@ -1,6 +1,5 @@
-// readBundle(dir): a bundle directory (from `clbprobe collect`, or made by hand per src/bundle/README.md)
-// back into the NodeSnapshot and ClusterView the detectors read. A missing or malformed file is a
-// warning naming it and an unavailable source, never the end of the reading.
+// readBundle(dir): a collected or hand-made bundle back into NodeSnapshot and ClusterView; a missing or malformed
+// file is a warning and an unavailable source, never the end.
 import { readdirSync, statSync } from 'node:fs';
 import { BundleFiles } from '../bundle/files.js';
 import { buildClusterView } from '../cluster/build.js';
@@ -114,11 +113,7 @@ export function readBundle(dir: string, opts: ReadBundleOptions = {}): BundleRea
   return result;
 }
 
-/**
- * The hostname-only LBs of the view get the addresses dns-lookups.json holds for them, as the live
- * diagnosis gives them the resolver's answers. Names the file does not answer leave the dns source
- * down with their count (unknown, not "no address"): a bundle made by hand has no such file.
- */
+/** Applies dns-lookups.json to hostname-only LBs; unanswered names leave the dns source down (unknown, not empty). */
 function withBundleLookups(view: ClusterView, node: NodeSnapshot, files: BundleFiles): ClusterView {
   const names = lbHostnamesOf(view);
   if (names.length === 0) {

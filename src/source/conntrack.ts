@@ -1,6 +1,4 @@
-// The conntrack table (ctnetlink; `conntrack -L` text in a bundle). The live
-// agent keeps it from the event stream (src/agent) and records its reads here
-// through the runner; `snapshot` and `collect` dump it.
+// The conntrack table (ctnetlink; `conntrack -L` text in a bundle); the agent follows events and records reads here.
 import { once } from 'node:events';
 import { createWriteStream, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';

@@ -1,6 +1,5 @@
-// The one contract every input of the node follows, whoever reads it (agent, `snapshot`, `collect`,
-// bundle reader): a source is one file exporting a SourceDef plus one entry in SOURCES (list.ts), and
-// the runner records every one's health the same way, so a new source gets its metrics for free.
+// The contract every node input follows for every reader: one file exporting a SourceDef plus an entry in SOURCES
+// (list.ts), so the runner records all health alike and a new source gets its metrics for free.
 import type { BundleFiles } from '../bundle/files.js';
 import type { BundleWriter } from '../bundle/writer.js';
 import type { LookupOptions } from '../cluster/dns/lookup.js';
@@ -20,13 +19,8 @@ interface ReadExtras {
 }
 
 /**
- * One read's outcome:
- * - up: the value, with an optional note when it is degraded (shown as the status reason);
- * - down: the input could not be read; the last value read is kept, marked stale by the status,
- *   unless the read carries what it could still read (dns: the names that did resolve);
- * - absent: the node has no such datapath at all (no IPVS on an iptables node): not a failure,
- *   no error counted, no clbprobe_source_up series;
- * - unchanged: the input says what it said at the last read (the source decides how it knows).
+ * up: the value (a note when degraded); down: unreadable, the last value kept stale unless partial data comes along;
+ * absent: no such datapath, no error and no clbprobe_source_up series; unchanged: same as the last read.
  */
 export type ReadResult<T> =
   | ({ state: 'up'; value: T; note?: string } & ReadExtras)
@@ -67,18 +61,11 @@ export interface LiveOptions {
   natFactsOnly?: boolean;
 }
 
-/**
- * A source, defined once: how to read it live, how `collect` writes it into a bundle, and how a
- * bundle's files read back into the same value. Each part is optional (routes and sysctls are
- * only collected; the live agent follows conntrack from its event stream).
- */
+/** A source: live read, `collect` write and bundle read, each optional (routes, sysctls only collected). */
 export interface SourceDef<T = unknown> {
   readonly name: string;
   readonly key?: keyof NodeData;
-  /**
-   * The value decides which addresses the agent follows (node addresses, resolved LB names):
-   * the agent rebuilds its Service index when it changes.
-   */
+  /** The value decides which addresses the agent follows, so a change rebuilds its Service index. */
   readonly indexes?: boolean;
   /** The live agent keeps this input itself from an event stream (conntrack), and does not poll it. */
   readonly streamedByAgent?: boolean;

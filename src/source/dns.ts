@@ -1,7 +1,5 @@
-// The dns source: the addresses of the cluster's hostname-only LBs as this node's resolver gives them,
-// looked up again as each answer's TTL runs out. Up when every name resolved; down with the failing
-// names, still carrying the answers it has; absent when the cluster has no hostname-only LB. In a
-// bundle: dns-lookups.json.
+// The dns source: hostname-only LB addresses from this node's resolver, re-asked at TTL; up when all resolved,
+// down with the failing names and the answers it has, absent without such LBs. In a bundle: dns-lookups.json.
 
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -25,10 +23,7 @@ const MIN_GAP_MS = 1000;
 
 const NO_HOSTNAME_LB = 'no hostname-only LoadBalancer Service';
 
-/**
- * up when every name resolved, else down naming the failing ones; the answers go along either way.
- * Names past the cap (`notLookedUp`, in lbHostnamesOf's order) make an up source degraded, counted.
- */
+/** Up when every name resolved, else down naming the failures; names past the cap make up degraded. */
 function resultOf(
   lookups: HostnameLookup[],
   names: number,

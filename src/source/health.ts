@@ -1,5 +1,4 @@
-// Each source's health, resync and error counts; a change of health is
-// logged once (never per event), so the log reads as a history of the node.
+// Each source's health, resync and error counts; health changes are logged once, so the log reads as a history.
 import { byText } from '../compare.js';
 import type { Logger } from '../log.js';
 
@@ -31,10 +30,7 @@ export class SourceHealth {
     if (was?.up !== false || was.reason !== reason) this.log?.warn({ source, reason }, 'source down');
   }
 
-  /**
-   * The node has no such datapath (no IPVS in iptables mode): not a failure, so no error is counted
-   * and the source has no clbprobe_source_up series (an alert on it would page for nothing).
-   */
+  /** No such datapath is not a failure: no error and no clbprobe_source_up series, so no alert pages for nothing. */
   absent(source: SourceName, reason: string): void {
     const was = this.state.get(source);
     this.state.set(source, { up: false, reason, absent: true });

@@ -1,5 +1,4 @@
-// kube-proxy's IPVS table (generic netlink; ipvsadm's text in a bundle).
-// A node without IPVS (iptables or nftables mode) has the source absent.
+// kube-proxy's IPVS table (generic netlink; ipvsadm text in a bundle); absent on iptables or nftables nodes.
 import { existsSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ManifestEntry } from '../bundle/manifest.js';

@@ -1,6 +1,5 @@
-// Every input of the node, in the order their statuses are listed. The live
-// agent, `snapshot`, `collect` and the bundle reader all walk this list: a new
-// source is a file in this folder (a SourceDef) and one entry here.
+// Every node input in status order, walked by agent, `snapshot`, `collect` and the bundle reader; a new source is
+// a SourceDef file here and one entry in this list.
 import { addresses } from './addresses.js';
 import { conntrack } from './conntrack.js';
 import type { LiveOptions, SourceDef, SourceReader } from './contract.js';

@@ -1,6 +1,5 @@
-// Routes of table local that no address made (`local` routes whose protocol is not `kernel`): cloud
-// guest agents add them for LB IPs the node must accept without owning the address
-// (detect/guest-local-route.ts). Read through `ip -j route show table local`, as no other source shows them.
+// Non-kernel routes of table local, which cloud guest agents add for LB IPs (detect/guest-local-route.ts);
+// read via `ip -j route show table local`, as no other source shows them.
 import { execFile } from 'node:child_process';
 import { BUNDLE_FILES } from '../bundle/names.js';
 import { parseIpRouteJson } from '../bundle/parse-ip.js';

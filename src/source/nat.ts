@@ -1,5 +1,4 @@
-// kube-proxy's iptables/ip6tables rules (the backend it uses) and its ipsets,
-// read together by the save commands; ipset is reported as a part.
+// kube-proxy's iptables/ip6tables rules and ipsets, read together by the save commands; ipset is a part.
 import { BUNDLE_FILES, backendSaveFile } from '../bundle/names.js';
 import { onPath } from '../bundle/writer.js';
 import { errText } from '../errors.js';
@@ -15,8 +14,7 @@ export const nat: SourceDef<NatSnapshot> = {
   name: 'nat',
   key: 'nat',
   live(opts) {
-    // Of the save commands' outputs behind the last read: the same rules again are "unchanged",
-    // which keeps the prepared diagnosis and the rendered findings.
+    // The same rules again are "unchanged", which keeps the prepared diagnosis and rendered findings.
     let digest: string | undefined;
     return {
       name: 'nat',

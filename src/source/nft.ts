@@ -1,5 +1,4 @@
-// kube-proxy's nftables tables: live through `nft -j list table`, in a bundle from `nft -j list
-// ruleset`. A node whose kube-proxy is in another mode has neither table: absent, not down.
+// kube-proxy's nftables tables (`nft -j list table`; `list ruleset` in a bundle); absent, not down, in other modes.
 import { createHash } from 'node:crypto';
 import { BUNDLE_FILES } from '../bundle/names.js';
 import { type NftCommandResult, nftSnapshotOf, nftSnapshotOfRuleset, runNftLists } from '../kernel/nft/read.js';

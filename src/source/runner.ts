@@ -1,6 +1,4 @@
-// The one loop every source goes through: it times the read, turns a throw
-// into a down source with its reason, and records health, duration, resyncs
-// and errors the same way for all, so a source never has its own bookkeeping.
+// The one loop every source goes through: times the read, turns a throw into down, and records health alike.
 
 import { errText } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -15,10 +13,7 @@ export interface ReadOutcome {
   result: ReadResult<unknown>;
 }
 
-/**
- * A reader that throws (a corrupt reply, a malformed file) is down for that reason, and the
- * reason is a warning too: something was there and could not be read.
- */
+/** A throwing reader is down for that reason, and it is a warning too: something was there but unreadable. */
 function thrown(e: unknown): ReadResult<unknown> {
   return { state: 'down', reason: errText(e), warnings: [errText(e)] };
 }
@@ -71,11 +66,7 @@ export class SourceRunner {
     return done.map(({ r, result, ms }) => ({ changed: this.record(r.name, result, ms, r.key), result }));
   }
 
-  /**
-   * Records one read of a source (the runner's own reads, and inputs kept from an event stream,
-   * e.g. the agent's conntrack dumps). Every read but an absent one counts as a resync; a down
-   * one counts an error. Unchanged leaves the health as the last read left it.
-   */
+  /** Records one read (also event-fed inputs); all but absent count a resync, down an error, unchanged keeps health. */
   record(name: string, result: ReadResult<unknown>, durationMs: number, key?: keyof NodeData): boolean {
     this.durations[name] = durationMs / 1000;
     const before = this.statuses.get(name)?.[0];

@@ -1,6 +1,4 @@
-// One typed snapshot of the node's datapath: every live source of
-// src/source/list.ts is read once, each reports its own status, and one
-// unavailable source never hides the others.
+// One typed snapshot of the node's datapath: each live source read once with its own status, none hiding the others.
 import { hostname, release } from 'node:os';
 import type { ConntrackFilter } from '../kernel/conntrack/dump.js';
 import { liveReaders } from './list.js';
