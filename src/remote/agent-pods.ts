@@ -55,12 +55,7 @@ export interface NodePlan {
   unreachable: Unreachable[];
 }
 
-/**
- * One Running pod per node (ready and not being deleted first: during a
- * rolling update a node briefly has two). Nodes whose pods are all not
- * Running are reported with the phase; with `only`, nodes without any agent
- * pod are reported too, and other nodes are left out.
- */
+/** One Running pod per node, preferring ready and not deleting (rolling updates); `only` also reports podless nodes. */
 export function planNodes(pods: AgentPod[], container: string, only?: string[]): NodePlan {
   const byNode = new Map<string, AgentPod[]>();
   for (const p of pods) {

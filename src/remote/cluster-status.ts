@@ -1,6 +1,5 @@
-// `clbprobe status`: the relay's /status answer (src/remote/status.ts) made one view of the
-// cluster: per Service and mechanism, the worst severity and the nodes where it is active or at
-// risk; the nodes that did not answer, each with why; filters; text, JSON and one HTML page.
+// `clbprobe status`: the relay's /status as one cluster view per Service and mechanism, with unanswered nodes and why;
+// filters, and text, JSON or HTML output.
 import { byText } from '../compare.js';
 import { withCommand } from '../detect/fixes.js';
 import { compareFindings } from '../detect/index.js';
@@ -83,10 +82,7 @@ function isFinding(line: Record<string, unknown>): boolean {
   );
 }
 
-/**
- * A fix as data, its command made here from the object and patch: a command is run by a person,
- * so it is never taken as an agent sent it.
- */
+/** A fix as data with the command built here, since a person runs it and an agent's text is never trusted. */
 function fixOf(value: unknown): FixCommand | undefined {
   const rec = (o: unknown): Record<string, unknown> | undefined =>
     typeof o === 'object' && o !== null && !Array.isArray(o) ? (o as Record<string, unknown>) : undefined;

@@ -1,10 +1,6 @@
-// Kubernetes Events for LB loopback, recorded by the evidence relay for the whole cluster, so that
-// `kubectl get events` shows a loop without Prometheus. Every interval the relay asks each agent's
-// /findings as itself and keeps, per Service, the nodes where a loop is active: a Service's first
-// loop gets one Warning LoadBalancerLoopback, its last loop's end on every node that answered one
-// Normal LoadBalancerLoopbackCleared (a silent node is unknown, not cleared). Events are rate-limited
-// and named from the Service, the kind and a time bucket, so a second relay replica gets 409 and the
-// cluster gets one Event. RBAC: create on events; --record-events off turns it all off.
+// Kubernetes Events for LB loopback, recorded cluster-wide by the relay so `kubectl get events` shows loops: a first
+// loop gets Warning LoadBalancerLoopback, the last one's end Normal LoadBalancerLoopbackCleared (silent ≠ cleared).
+// Rate-limited and named by Service, kind and time bucket so a second replica gets 409; needs create on events.
 import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { postJson } from '../cluster/api-post.js';

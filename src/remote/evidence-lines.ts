@@ -1,5 +1,4 @@
-// Lines of an evidence answer, from a byte stream that may end mid-line or mid-character. Each line is
-// bounded: past MAX_EVIDENCE_LINE the peer is not an agent talking, and the reader stops with an error.
+// Evidence answer lines from a byte stream; a line past MAX_EVIDENCE_LINE means the peer is no agent, so reading stops.
 import type { EvidenceLine } from '../agent/evidence.js';
 
 const MAX_EVIDENCE_LINE = 1 << 20;

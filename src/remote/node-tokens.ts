@@ -1,7 +1,5 @@
-// The evidence relay's own credentials for each node: a service-account token of the relay's from
-// the TokenRequest API, bound to that one node's evidence audience (clbprobe-evidence:NODE) and
-// short-lived. What an agent receives is good on that agent only: not against the API server (whose
-// audience it lacks), not on another node. Kept until 2 minutes before it expires.
+// The relay's short-lived TokenRequest tokens bound to one node's evidence audience (clbprobe-evidence:NODE), useless
+// against the API server or other nodes; kept until 2 minutes before expiry.
 import { evidenceAudience } from '../agent/evidence-http.js';
 import { postJson } from '../cluster/api-post.js';
 import type { ApiTarget } from '../cluster/kube-config.js';

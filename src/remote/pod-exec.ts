@@ -1,9 +1,6 @@
-// Runs one command in a pod's container through the API server's exec
-// subresource, as `kubectl exec` does, so the cluster's RBAC decides who may.
-// The transport is a WebSocket speaking v5/v4.channel.k8s.io: byte 0 of each
-// binary frame is the channel (1 stdout, 2 stderr, 3 the final metav1.Status
-// with the exit code, 255 v5 close-stream). The body of a refused upgrade (a
-// Status) is read: it names the missing RBAC verb or the wrong container.
+// One command in a pod's container via the exec subresource, as `kubectl exec`, so RBAC decides who may.
+// WebSocket v5/v4.channel.k8s.io: byte 0 is the channel (1 stdout, 2 stderr, 3 final Status, 255 v5 close).
+// A refused upgrade's Status body is read, since it names the missing verb or wrong container.
 import type { IncomingMessage } from 'node:http';
 import WebSocket from 'ws';
 import type { ApiTarget } from '../cluster/kube-config.js';
@@ -88,8 +85,8 @@ export function refusalError(code: number, body: string, t: ExecTarget): PodExec
         'unauthorized',
         code,
       );
-    // A WebSocket exec is an HTTP GET: authorized as "get" pods/exec, and since
-    // Kubernetes 1.35 (AuthorizePodWebsocketUpgradeCreatePermission) also as "create".
+    // A WebSocket exec is a GET: authorized as "get" pods/exec, and since 1.35
+    // (AuthorizePodWebsocketUpgradeCreatePermission) also as "create".
     case 403:
       return new PodExecError(
         `403 Forbidden: ${msg} (needs RBAC verbs "get" and "create" on "pods/exec" in namespace ${t.namespace}; see deploy/oncall-rbac.yaml)`,
@@ -106,11 +103,7 @@ export function refusalError(code: number, body: string, t: ExecTarget): PodExec
 /** Largest refusal body kept (a Status is a few hundred bytes). */
 const MAX_BODY = 4096;
 
-/**
- * Runs `command` in the target container; output is delivered as it arrives.
- * Resolves to the exit code; rejects with a PodExecError saying why it could
- * not run or did not finish within `timeoutMs`.
- */
+/** Runs `command`, streaming output; resolves to the exit code, rejects with a PodExecError on failure or timeout. */
 export function execInPod(
   api: ApiTarget,
   t: ExecTarget,
@@ -138,8 +131,7 @@ export function execInPod(
       socket?.terminate();
     }, timeoutMs);
 
-    // The socket ends every path: after the status (normal), after a refused
-    // upgrade, after a transport error, or cut in the middle.
+    // The socket ends every path: after the status, a refused upgrade, a transport error, or a cut.
     const onClose = (): void => {
       if (status) {
         try {

@@ -1,8 +1,5 @@
-// The workstation's side of the evidence relay: one GET through the API server's service proxy
-// (/api/v1/namespaces/NS/services/NAME/proxy/evidence), authenticated to the API server as
-// kubectl would be (the kubeconfig's token, token file or exec plugin: cluster/kube-config.ts),
-// with the bearer token repeated in TOKEN_HEADER for the relay, since the API server removes the
-// Authorization header of a request it has authenticated. Lines are handed over as they arrive.
+// The workstation side of the relay: one GET through the API server's service proxy, authenticated as kubectl would be,
+// with the token repeated in TOKEN_HEADER since the API server strips Authorization; lines are passed on as they come.
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest, type RequestOptions } from 'node:https';
 import type { ApiTarget } from '../cluster/kube-config.js';

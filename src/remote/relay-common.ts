@@ -1,6 +1,4 @@
-// What the evidence relay's routes (/evidence in relay.ts, /status in status.ts) share: the
-// per-caller and overall request limits, the fan-out over the agent pods, and how an agent's
-// refusal is read.
+// Shared by the relay's /evidence and /status: request limits, fan-out over agent pods, and reading an agent's refusal.
 import type { ServerResponse } from 'node:http';
 import { CallerSlots, callerKey } from '../agent/evidence-http.js';
 import type { UserInfo } from '../cluster/access-review.js';

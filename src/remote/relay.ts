@@ -1,11 +1,6 @@
-// The evidence relay: a capability-free Deployment that on-call engineers reach through the API
-// server's service proxy, the only thing their Role grants. The API server drops their Authorization
-// header, so the CLI sends its token again in TOKEN_HEADER; the relay checks the user may "get" the
-// Service, lists the agent pods, and asks each agent with a token minted for that node's audience
-// (node-tokens.ts), naming the user in ON_BEHALF_OF_HEADER for the agent to check again. The on-call
-// token never leaves the relay, and a user cannot name an address or port to reach.
-// Bounds: no token, connection closed; authenticated before counting against maxRequests; at most
-// maxRequestsPerCaller per caller. The answer is the NDJSON of `clbprobe evidence --all-nodes --json`.
+// The evidence relay: a capability-free Deployment reached via the service proxy; it checks the user may "get" the
+// Service and asks each agent with a node-audience token naming the user in ON_BEHALF_OF_HEADER, so the on-call token
+// never leaves it and no address can be named. Authenticated before counting against maxRequests, capped per caller.
 import { type IncomingMessage, request, type ServerResponse } from 'node:http';
 import type { EvidenceLine } from '../agent/evidence.js';
 import {

@@ -1,8 +1,5 @@
-// GET /status on the evidence relay: every agent's findings for `clbprobe status`, asked as in
-// relay.ts (the caller authenticated, each agent asked with the relay's node token on the caller's
-// behalf). A node whose agent does not answer is a "failed" node line with the reason, never left
-// out. Bounded in nodes at once, time, bytes and requests. NDJSON: finding lines as they arrive, one
-// node line per node, and a summary.
+// GET /status on the relay: every agent's findings, asked as in relay.ts; a silent node is a "failed" line, never left
+// out. Bounded in nodes, time, bytes and requests; NDJSON findings, one node line per node, and a summary.
 import { type IncomingMessage, request, type ServerResponse } from 'node:http';
 import { ON_BEHALF_OF_HEADER } from '../agent/evidence-http.js';
 import type { AuthnResult } from '../agent/kube-authorizer.js';
@@ -106,10 +103,7 @@ export interface FindingSink {
 
 export type AgentAsk = Pick<StatusRelayOptions, 'agentPort' | 'nodeToken' | 'agentTimeoutMs' | 'maxAnswerBytes'>;
 
-/**
- * One agent's findings streamed into `res` with node and pod; its node line, never a throw.
- * `user` (JSON) is whom the relay asks for; without it, the relay asks as itself.
- */
+/** Streams one agent's findings into `res` and returns its node line, never throwing; without `user` asks as itself. */
 export async function askFindings(
   options: AgentAsk,
   pod: AgentPod,

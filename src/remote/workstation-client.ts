@@ -1,6 +1,4 @@
-// The workstation's side of the Kubernetes API (`kubectl clbprobe`: evidence --all-nodes, status):
-// the user's kubeconfig as kubectl finds it, read by the same client as the node side
-// (src/cluster/kube-config.ts), and the agent pods listed through it.
+// The workstation side of the API (`kubectl clbprobe`): the user's kubeconfig as kubectl finds it, and agent pods.
 import { ApiError, KubeApi } from '../cluster/kube-api.js';
 import { type ApiTarget, KubeConfigError, loadWorkstationTarget } from '../cluster/kube-config.js';
 import { errText } from '../errors.js';
