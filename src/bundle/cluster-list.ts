@@ -1,5 +1,4 @@
-// cluster.json for a bundle straight from the API: the same v1 List that
-// `kubectl get svc,ingress,endpointslices,nodes -A -o json` prints, so the bundle reader and --cluster-file take it.
+// A bundle's cluster.json from the API: the v1 List `kubectl get svc,ingress,endpointslices,nodes -A -o json` prints.
 import { ApiError, type KubeApi } from '../cluster/kube-api.js';
 import { errText } from '../errors.js';
 

@@ -1,6 +1,4 @@
-// Failures of bundle text inputs name the file and the 1-based line (the same
-// "file:line: detail" shape as the NAT and IPVS parsers), so an SRE can open the
-// file at the right place.
+// Bundle input failures name the file and 1-based line ("file:line: detail", as the NAT and IPVS parsers do).
 import { lineIssue } from '../kernel/nat/errors.js';
 
 /** The whole input is unusable (not the expected command's output at all). */

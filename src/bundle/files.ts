@@ -1,15 +1,11 @@
-// A bundle directory's files, read once, with the manifest's word on the ones
-// that are missing: what each source's fromBundle reads.
+// A bundle directory's files, read once, with the manifest's word on missing ones; what fromBundle reads.
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { errText } from '../errors.js';
 import { readFileBounded } from '../read-bounded.js';
 import type { BundleManifest } from './manifest.js';
 
-/**
- * Largest bundle file read: past it a file is refused with its size (its source then says why it is
- * unknown) instead of the read dying on V8's string limit or the machine's memory.
- */
+/** Largest bundle file read, so an oversized one is refused with its size instead of hitting V8's string limit. */
 export const MAX_BUNDLE_FILE = 400 << 20;
 
 export class BundleFiles {

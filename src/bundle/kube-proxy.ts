@@ -1,5 +1,4 @@
-// kube-proxy's mode from its process, without asking its metrics endpoint: --proxy-mode, else the
-// `mode:` of its --config file (read through /proc/PID/root, inside its container), else the default.
+// kube-proxy's mode from its process: --proxy-mode, else `mode:` in its --config (via /proc/PID/root), else default.
 import { readdirSync, readFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { errText } from '../errors.js';
@@ -32,10 +31,7 @@ export function modeFromConfig(text: string): string | undefined {
   return undefined;
 }
 
-/**
- * Mode of a kube-proxy with these args; readConfig reads its --config file (undefined when
- * unreadable; an error it throws is the reason, said in the source).
- */
+/** The mode for these args; readConfig returns undefined when unreadable, and an error it throws is the reason. */
 export function proxyModeOf(args: string[], readConfig: (path: string) => string | undefined): KubeProxyInfo {
   const flag = flagValue(args, '--proxy-mode');
   if (flag) return { mode: flag, source: '--proxy-mode flag' };

@@ -1,6 +1,5 @@
-// manifest.json of a bundle: who collected it, when, from where, and for each
-// file the command that made it, how that went (exit status, duration, size)
-// and, when it failed or was skipped, why. A bundle made by hand has none.
+// A bundle's manifest.json: who collected it, when and where, and per file its command, outcome and failure reason.
+// A hand-made bundle has none.
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -64,10 +63,7 @@ export function clbprobeVersion(): string {
   return 'unknown';
 }
 
-/**
- * Parses manifest.json; throws an Error naming the file when it is not one. A bad field or file
- * entry is dropped with a warning (into `warnings`): the rest of the manifest still counts.
- */
+/** Parses manifest.json, throwing with the file name if it is not one; bad entries are dropped into `warnings`. */
 export function parseManifest(text: string, file: string, warnings: string[] = []): BundleManifest {
   let m: unknown;
   try {

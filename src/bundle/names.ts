@@ -1,6 +1,4 @@
-// File names of a bundle directory: what `clbprobe collect` writes and what
-// readBundle looks for (an SRE making a bundle by hand uses the same names;
-// src/bundle/README.md lists the command behind each).
+// A bundle's file names, written by `clbprobe collect` and read by readBundle (commands in src/bundle/README.md).
 import type { IpFamily } from '../model/address-family.js';
 
 export const BUNDLE_FILES = {

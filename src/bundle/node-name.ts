@@ -1,6 +1,5 @@
-// Which Node of the cluster file a hand-made bundle comes from, when nobody said:
-// the Node whose status.addresses holds an address bound on this node's
-// interfaces (kube-ipvs0's Service VIPs excluded: every node has those).
+// Which Node a hand-made bundle comes from: the one whose status.addresses holds an address bound on this node's
+// interfaces (kube-ipvs0's VIPs excluded, since every node has those).
 import type { SourcedObject } from '../cluster/objects.js';
 import { canonicalIP, ipFamily } from '../kernel/ip.js';
 import type { AddressSnapshot } from '../kernel/types.js';

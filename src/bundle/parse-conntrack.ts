@@ -1,13 +1,6 @@
-// Parser of conntrack entries as text (`conntrack -L` in its variants, /proc/net/nf_conntrack) into
-// the ConntrackEntry the netlink reader produces:
-//
-//   [ipv4 2] tcp 6 119 SYN_SENT src=A dst=B sport=P dport=Q [packets=N bytes=N]
-//     [UNREPLIED] src=B' dst=A' sport=Q' dport=P' [packets=N bytes=N] [ASSURED]
-//     mark=0 [zone=7] use=1 [id=123]
-//
-// The text has no status word, so statusFlags are rebuilt from what it shows (SRC_NAT/DST_NAT when
-// the reply tuple is not the original's mirror). A bad line is a warning naming file and line; a
-// file with no entry line at all is a BundleParseError.
+// `conntrack -L` / /proc/net/nf_conntrack text → ConntrackEntry; statusFlags are rebuilt from the tuples (NAT when
+// the reply is not the original's mirror). A bad line warns with file and line; no entry line is a BundleParseError.
+// Line: [ipv4 2] tcp 6 119 SYN_SENT src= dst= sport= dport= [packets= bytes=] [UNREPLIED] reply... [ASSURED] mark= use=
 import {
   IPS_ASSURED,
   IPS_CONFIRMED,
@@ -249,8 +242,7 @@ function address(value: string, key: string): string {
   if (c !== undefined) return c;
   const fam = ipFamily(value);
   if (fam === 0 || value.includes('%')) bad(`${key}=${JSON.stringify(value)} is not an IP address`);
-  // A valid IPv4 text is already canonical (leading zeros are rejected above); IPv6 may be
-  // in /proc's uncompressed form.
+  // IPv4 text is already canonical (leading zeros rejected above); IPv6 may be in /proc's uncompressed form.
   c = fam === 4 ? value : canonicalIP(value);
   if (canonical.size >= 65536) canonical.clear();
   canonical.set(value, c);

@@ -1,6 +1,5 @@
-// dns-lookups.json: what the node's resolver said for the cluster's hostname-only LB names when
-// `collect` ran. One lookup per line inside the JSON, so a file cut short still gives back every
-// complete lookup (read line by line, said in a warning); a bad lookup is a warning naming its index.
+// dns-lookups.json: the resolver's answers for hostname-only LBs at collect time, one lookup per line so a cut file
+// still yields every complete lookup; a bad lookup is a warning naming its index.
 import { isIP } from 'node:net';
 import { errText } from '../errors.js';
 import type { HostnameLookup } from '../model/hostname-lookup.js';

@@ -1,7 +1,5 @@
-// Parsers of iproute2's JSON output: `ip -j [-d] addr` into the AddressSnapshot the rtnetlink reader
-// produces, and `ip -j route` into routes, the uplink (default-route interface) and the routes that
-// look like this node's pod CIDR. Several JSON documents in one file are accepted; a bad item is a
-// warning, a file that is not an array of ip objects is a BundleParseError.
+// iproute2 JSON parsers: `ip -j [-d] addr` → AddressSnapshot, `ip -j route` → routes, uplink and pod-CIDR candidates.
+// Several documents per file are accepted; a bad item warns, a file that is not an array of ip objects throws.
 import { JsonSyntaxError, parseJsonDocuments } from '../cluster/json-docs.js';
 import { KUBE_IPVS_IFNAME } from '../kernel/addresses.js';
 import { canonicalIP, ipFamily } from '../kernel/ip.js';
@@ -196,12 +194,7 @@ export interface RouteSnapshot {
   uplink?: string;
   /** IPv6 default-route interface. */
   uplink6?: string;
-  /**
-   * Routes that look like this node's pod CIDR: directly connected prefixes on
-   * interfaces other than the uplink, lo and kube-ipvs0 (a CNI bridge such as
-   * cni0/cbr0), and blackhole/unreachable prefixes (Calico's IPAM block).
-   * Candidates only: the Node object's podCIDRs, when known, are authoritative.
-   */
+  /** Pod-CIDR candidates: connected prefixes off uplink/lo/kube-ipvs0 (a CNI bridge) and blackholes (Calico IPAM). */
   podCidrRoutes: RouteInfo[];
 }
 

@@ -1,6 +1,5 @@
-// Parser of `sysctl -a`-style lines ("key = value"), keeping the settings that decide whether a
-// looped-back packet survives: rp_filter (strict filtering drops the return leg's local source),
-// route_localnet and conntrack's. Other keys are ignored; a malformed line is a warning.
+// `sysctl -a` lines, keeping what decides if a looped packet survives: rp_filter (strict drops the return leg),
+// route_localnet and conntrack's; a malformed line is a warning.
 import { BundleParseError, excerpt, lineIssue } from './errors.js';
 
 export interface SysctlSnapshot {
@@ -61,11 +60,7 @@ export function parseSysctl(text: string, file: string): { value: SysctlSnapshot
   return { value, warnings };
 }
 
-/**
- * The rp_filter the kernel applies on an interface: max(conf.all, conf.<iface>)
- * (0 off, 1 strict, 2 loose; so loose on either side wins over strict).
- * Undefined when neither is known.
- */
+/** The kernel's rp_filter for an interface: max(conf.all, conf.<iface>), undefined when neither is known. */
 export function effectiveRpFilter(sysctls: SysctlSnapshot, iface: string): number | undefined {
   const all = sysctls.rpFilter.all;
   const own = sysctls.rpFilter[iface];

@@ -1,6 +1,5 @@
-// What a source's collect step writes a bundle with: standard commands run
-// (in the namespace collected) into named files, each step recorded for the
-// manifest, a failure written down there and never thrown.
+// Writes a bundle: standard commands run in the collected namespace into named files, each step recorded for the
+// manifest; a failure is written down, never thrown.
 import { execFile } from 'node:child_process';
 import { accessSync, constants, statSync, writeFileSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
