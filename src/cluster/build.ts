@@ -87,7 +87,6 @@ export interface ParsedObjects {
   referenceGrants: Iterable<Parsed<ReferenceGrantEntry>>;
 }
 
-/** The Gateway API kinds of a cluster without Gateway API. */
 export const NO_GATEWAY_API = {
   gatewayClasses: [],
   gateways: [],
@@ -318,7 +317,6 @@ function chosenHostnames(hostnames: string[], annotations: Record<string, string
   return hostnames.filter((h) => named.has(dnsName(h)));
 }
 
-/** The shared empty list for an empty one. */
 const orNone = <T>(list: T[]): T[] => (list.length > 0 ? list : NONE);
 
 function trafficPolicy(v: unknown, path: string): TrafficPolicy {

@@ -34,7 +34,6 @@ export function reqStr(value: unknown, path: string): string {
   return s;
 }
 
-/** Optional integer in [min, max]. */
 export function optInt(value: unknown, path: string, min = 0, max = Number.MAX_SAFE_INTEGER): number | undefined {
   if (value === undefined || value === null) return undefined;
   if (typeof value !== 'number' || !Number.isInteger(value)) throw new FieldError(`${path} is not a number`);

@@ -197,7 +197,6 @@ export function parseReferenceGrant(sourced: SourcedObject): Parsed<ReferenceGra
   });
 }
 
-/** The parsed Gateway API objects of a view. */
 export interface GatewayObjects {
   classes: GatewayClassEntry[];
   gateways: GatewayEntry[];

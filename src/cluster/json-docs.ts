@@ -1,6 +1,5 @@
 // Splits concatenated JSON documents and reports line and column of a syntax error, which JSON.parse does not.
 
-/** A syntax error at a character offset of the text. */
 export class JsonSyntaxError extends Error {
   constructor(
     readonly offset: number,

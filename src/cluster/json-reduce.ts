@@ -1,7 +1,6 @@
 // Incremental JSON reader that builds only what a Shape names, so the heap holds what the view keeps.
 // Each list/watch object (a "unit") is bounded: over its caps it becomes a SkippedObject; past maxUnitBytes it fails.
 
-/** What to keep of a value. */
 export type Shape = ValueShape | FieldsShape | MapShape | EachShape | UnitShape | AnyShape;
 
 /** What of a unit is recorded even when it is skipped: what names it, and its version. */
@@ -455,7 +454,6 @@ export class JsonReducer {
     this.deliver(value);
   }
 
-  /** Counts kept bytes against the unit's budget. */
   private account(u: Unit | undefined, bytes: number): void {
     if (!u || u.over) return;
     u.kept += bytes + VALUE_OVERHEAD;

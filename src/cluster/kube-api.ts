@@ -160,7 +160,6 @@ async function refusal(res: IncomingMessage, what: string, limits: ApiLimits): P
   return new ApiError(`${what}: ${statusText(res.statusCode ?? 0, body)}`, res.statusCode);
 }
 
-/** A whole list answer, parsed. */
 function parseWhole(body: string, what: string): unknown {
   try {
     return JSON.parse(body);

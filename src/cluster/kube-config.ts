@@ -95,7 +95,6 @@ function inCluster(env: NodeJS.ProcessEnv, dir: string): ApiTarget {
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-/** One kubeconfig file, parsed. */
 function readKubeconfig(path: string): Obj {
   let doc: unknown;
   try {

@@ -88,7 +88,6 @@ export class Reflector<T> {
     return this.state;
   }
 
-  /** The objects now left out of the store as too large. */
   skippedObjects(): SkippedObject[] {
     return [...this.skipped.values()];
   }
