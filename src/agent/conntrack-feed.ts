@@ -26,7 +26,6 @@ export interface ConntrackSink {
 export interface ConntrackFeed {
   /** Fills the table with a first full read and follows it from then on; resolves after that read. */
   start(sink: ConntrackSink, prefilter: ConntrackPrefilter): Promise<void>;
-  /** A full re-read. */
   resync(): Promise<void>;
   /** The Service index changed: skip what touches no LB Service of the new one. */
   setPrefilter(p: ConntrackPrefilter): void;

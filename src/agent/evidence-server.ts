@@ -25,7 +25,6 @@ export interface EvidenceBackend {
 }
 
 export interface EvidenceLimits {
-  /** Connections open at once. */
   maxConnections: number;
   /** Answers being written at once (each holds its matched entries' list and a socket buffer). */
   maxAnswers: number;
@@ -37,7 +36,6 @@ export interface EvidenceLimits {
   requestTimeoutMs: number;
   /** Time a reader may take nothing of what waits for it. */
   stallTimeoutMs: number;
-  /** Bytes of a request line. */
   maxRequestBytes: number;
   /** Bytes of new entries that may wait for a slow watching reader; past it they are counted as dropped. */
   maxLiveQueueBytes: number;
@@ -55,7 +53,6 @@ export const DEFAULT_EVIDENCE_LIMITS: EvidenceLimits = {
   maxLiveQueueBytes: 1 << 20,
 };
 
-/** Longest watch a caller may ask for. */
 export const MAX_WATCH_S = 3600;
 
 export class EvidenceRequestError extends Error {}

@@ -50,7 +50,6 @@ export class ServiceIndex {
     this.ipvsBound = new Set(local.ipvsIps);
   }
 
-  /** The address is bound on kube-ipvs0. */
   isIpvsBound(ip: string): boolean {
     return this.ipvsBound.has(ip);
   }

@@ -16,7 +16,6 @@ export interface StartupPagesIo {
 }
 
 export interface StartupPagesRelease {
-  /** Mappings paged out. */
   mappings: number;
   /** Their total size (mapped, not resident). */
   mappedBytes: number;

@@ -169,7 +169,6 @@ export class ServicePortSeries {
     return { packets, flows: agent.table.outcomes, entries: this.entries.of(agent.table), findings };
   }
 
-  /** The values of one port with series. */
   private valuesOf(id: string, facts: Facts, agent: AgentState): ServicePortValues {
     const view = facts.packets.get(id)?.view ?? this.ids?.viewOf.get(id);
     const finding = facts.findings.get(id)?.[0];
