@@ -23,13 +23,11 @@ export interface DetectContext {
   isPodIp(ip: string): boolean;
   /** A source that belongs to this node: one of its pods or its own addresses. */
   isLocalSource(ip: string): boolean;
-  /** The Service ports with this LB ingress IP:port. */
   lbVipServices(ip: string, proto: string, port: number | undefined): ServiceView[] | undefined;
   /** The Service ports with this LB ingress IP, any port: health checks come from the VIP itself. */
   lbIpServices(ip: string): ServiceView[] | undefined;
   /** The Service ports behind this Ingress VIP (port-agnostic: the Ingress listens on 80/443). */
   ingressVipServices(ip: string): ServiceView[] | undefined;
-  /** The Service port with this NodePort. */
   nodePortService(proto: string, port: number | undefined): ServiceView | undefined;
   /** The Service ports with this local endpoint ip:port (the direct-pod return leg). */
   localEndpointServices(ip: string, proto: string, port: number | undefined): ServiceView[] | undefined;

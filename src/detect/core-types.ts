@@ -75,7 +75,6 @@ export interface LocalAddresses {
   nodeIps: string[];
   /** Addresses bound on kube-ipvs0 (IPVS mode: VIPs kube-proxy answers for locally). */
   ipvsIps: string[];
-  /** The node's pod CIDR(s). */
   podCidrs: string[];
 }
 

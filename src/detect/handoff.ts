@@ -48,7 +48,6 @@ export function handoffOf(service: ServiceView, ing: LbIngressIp): Handoff | und
   return undefined;
 }
 
-/** The verdict sentence for traffic handed to the LB. */
 export function handoffVerdict(handoff: Handoff): string {
   const by = handoff.client.provider ? `${handoff.client.provider} ` : '';
   switch (handoff.client.kind) {

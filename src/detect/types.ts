@@ -5,7 +5,6 @@ import type { Mechanism } from './list.js';
 export type * from './core-types.js';
 export type { Mechanism } from './list.js';
 
-/** One finding of any mechanism of the list. */
 export type Finding = FindingOf<Mechanism>;
 
 export interface DiagnoseResult {
