@@ -23,7 +23,6 @@ export const SOURCES: readonly SourceDef<unknown>[] = [
   dns,
 ];
 
-/** The live readers of the sources that have one. */
 export function liveReaders(
   opts: LiveOptions,
   filter: (d: SourceDef<unknown>) => boolean = () => true,
