@@ -43,7 +43,6 @@ export function toAgentPod(p: PodFields, container: string): AgentPod {
   };
 }
 
-/** A node that cannot be asked, and why. */
 export interface Unreachable {
   node: string;
   pod?: string;

@@ -114,7 +114,6 @@ function fixOf(value: unknown): FixCommand | undefined {
 
 const svcOf = (f: Finding): string => `${f.service.namespace}/${f.service.name}`;
 
-/** The findings and nodes the filters keep. */
 export function filterStatus(status: ClusterStatus, filters: StatusFilters): ClusterStatus {
   const keep = (x: NodeFinding): boolean =>
     (filters.service === undefined ||

@@ -22,7 +22,6 @@ export interface StatusRelayOptions {
   nodeToken: (node: string) => Promise<string>;
   /** Time for one agent's whole answer. */
   agentTimeoutMs: number;
-  /** Bytes of one agent's answer. */
   maxAnswerBytes: number;
 }
 
