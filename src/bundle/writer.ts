@@ -6,7 +6,6 @@ import { delimiter, join } from 'node:path';
 import type { ManifestEntry } from './manifest.js';
 
 export interface BundleWriter {
-  /** The bundle directory. */
   readonly out: string;
   /** The network namespace collected (path), if not ours. */
   readonly netns?: string;
