@@ -40,7 +40,7 @@ export interface AgentOptions {
   resyncIntervalS: number;
   /** Full conntrack re-dump for what events never reported; costly per entry, hence its own longer interval. */
   conntrackResyncIntervalS: number;
-  /** Drops conntrack events touching no LB Service in the kernel (eBPF socket filter), else in user space. */
+  /** Drops non-LB conntrack events in the kernel (eBPF socket filter; user space if it cannot load); default true. */
   conntrackKernelFilter?: boolean;
   /** Bounds and resolv.conf of the hostname-only LB lookups (cluster/dns/lookup.ts). */
   dnsLookup?: LookupOptions;
