@@ -93,6 +93,7 @@ export const CONFIG_NETS4 = 16;
 export const CONFIG_NETS6 = CONFIG_NETS4 + MAX_NETS * NET4_SIZE;
 export const CONFIG_VALUE_SIZE = CONFIG_NETS6 + MAX_NETS * NET6_SIZE;
 
+/** local_flag bits (hosts maps' values and the config's prefixes). */
 export const LOCAL_BOUND = 1;
 export const LOCAL_POD = 2;
 /** Only in a config prefix's flags: the host hash holds this prefix's addresses, else the host filter is skipped. */
@@ -207,6 +208,7 @@ export interface Net4 {
 }
 
 export interface Net6 {
+  /** Masked address and mask, 16 bytes each. */
   addr: Buffer;
   mask: Buffer;
   flags: number;

@@ -18,7 +18,9 @@ export interface Counter {
   readonly maxVipsPerFamily?: number;
   /** Replaces the target sets; takes effect at once, counting continues. */
   setTargets(targets: Targets): void;
+  /** Cumulative counters since open. */
   read(): CounterReading;
+  /** Detaches/stops capturing. Idempotent. */
   close(): void;
 }
 

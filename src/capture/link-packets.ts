@@ -56,6 +56,7 @@ export interface LinkNow {
   ifindex: number;
   /** Its link type (ARPHRD_*): what its frames start with. */
   type: number;
+  /** Its own totals (since it was created). */
   totals: PacketCounts;
 }
 

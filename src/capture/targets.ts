@@ -55,6 +55,7 @@ export interface CounterSample {
 
 export interface CounterReading {
   backend: CounterBackend;
+  /** Cumulative since the counter was opened. */
   counters: CounterSample[];
   /** Packets the classifier looked at (every packet on eBPF, filter matches on pcap). */
   seen: { ingress: number; egress: number };
