@@ -87,6 +87,7 @@ export interface WatchStats {
   events: number;
   overflows: number;
   resyncs: number;
+  /** Effective receive buffer the kernel granted. */
   rcvbuf: number;
   /** 'on' while the kernel pre-checks events; otherwise 'not requested' or 'off: <why>'. */
   kernelFilter: string;

@@ -36,6 +36,7 @@ export interface IptablesRule {
   matches: RuleMatch[];
   /** `[packets:bytes]` when the save output carried counters (-c). */
   counters?: { packets: number; bytes: number };
+  /** 1-based line in the save output. */
   line: number;
 }
 
@@ -112,7 +113,9 @@ export interface BackendChoice {
 export interface NatSnapshot {
   backend: XtablesBackend;
   backendChoice: BackendChoice;
+  /** iptables-save of the chosen backend. */
   v4?: IptablesDump;
+  /** ip6tables-save of the chosen backend. */
   v6?: IptablesDump;
   /** `ipset save`; undefined when ipset could not be read. */
   ipsets?: IpsetDump;

@@ -70,6 +70,7 @@ export class NetlinkOverflowError extends Error {
 export interface SocketOptions {
   /** Path of a network namespace (e.g. /var/run/netns/NAME) to open the socket in. */
   netns?: string;
+  /** Legacy multicast group bitmask for bind(). */
   groups?: number;
   /** Receive buffer in bytes; SO_RCVBUFFORCE is tried first (CAP_NET_ADMIN), then SO_RCVBUF. */
   rcvbuf?: number;
@@ -77,7 +78,7 @@ export interface SocketOptions {
   strictCheck?: boolean;
   /** NETLINK_NO_ENOBUFS: drop overflow reporting (only for sockets where loss does not matter). */
   noEnobufs?: boolean;
-  /** Receive buffer; SO_RCVBUFFORCE (CAP_NET_ADMIN) is tried before SO_RCVBUF. */
+  /** Bytes of the receive batch buffer. */
   batchBytes?: number;
   /** Largest datagram expected: receiving goes on while this much room is left; a bigger one is reported. */
   maxDatagram?: number;
@@ -170,6 +171,7 @@ export function walkDumpDatagram(
 export class NetlinkSocket implements RawDumper {
   readonly fd: number;
   readonly port: number;
+  /** Effective receive buffer, as the kernel reports it. */
   readonly rcvbuf: number;
   private seq = Math.floor(Math.random() * 0x7fffffff);
   private batch?: Buffer;
