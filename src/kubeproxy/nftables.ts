@@ -52,6 +52,7 @@ export interface NftFilterChain {
 }
 
 export interface NftKubeFacts {
+  /** True when a kube-proxy table holds any Service (service-ips or no-endpoint-services elements). */
   active: boolean;
   modeEvidence: string[];
   /** 'v1.31' (filter chains at -110 on input/forward/output) or 'v1.34' (kubernetes#132456 layout), per table. */
@@ -201,6 +202,7 @@ class TableFacts {
     // A loop, not a spread: a hostile listing's walk may hold more steps than a call takes arguments.
     for (const s of walk.steps) evidence.push(`${this.ruleLine(s.rule)}${s.certain ? '' : ' (may not apply)'}`);
     const ext = this.chains.get(target) ?? [];
+    // kube-proxy writes these comments only in an ETP=Local Service's external-* chain.
     const local = ext.some(
       (r) => r.comment === 'short-circuit pod traffic' || r.comment === 'masquerade local traffic',
     );
@@ -404,6 +406,7 @@ class TableFacts {
       });
   }
 
+  /** Found by its vmap, since the chain is service-endpoints-check (endpoints-check before v1.31). */
   private checksNoEndpoints(c: NftFilterChain): boolean {
     return c.jumps.some((j) => this.vmapsNoEndpoints(j));
   }

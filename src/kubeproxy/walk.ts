@@ -45,6 +45,7 @@ export interface WalkResult {
   end: WalkEnd;
   /** Rules that fired, in order of first firing; a chain entered again with the same certainty adds nothing. */
   steps: WalkStep[];
+  /** Jumps to KUBE-MARK-MASQ among the steps. */
   masq: WalkStep[];
   lookups: SetLookup[];
   /** Chains entered, in order of their first entry. */
