@@ -1,11 +1,6 @@
-// Attaching the counter programs to an interface at tc ingress and egress.
-//
-// TCX links (kernel >= 6.6) are preferred: they are put first in the chain, so
-// a CNI program that redirects cannot hide packets from us, and they die with
-// our process. Older kernels get legacy cls_bpf filters under our own handle
-// and priority; those outlive the process, so they are removed on close and a
-// crashed run's filters are removed at the next start. The clsact qdisc is
-// created if missing and never deleted (the CNI may use it).
+// Attaches the counter programs at tc ingress and egress: TCX (kernel >= 6.6) first in the chain so a redirecting
+// CNI cannot hide packets, else cls_bpf filters under our handle, removed on close and at the next start.
+// The clsact qdisc is created if missing and never deleted (the CNI may use it).
 import type { Logger } from '../log.js';
 import { isSyscallError } from '../native/addon.js';
 import type { BpfAddon } from '../native/bpf.js';
@@ -29,10 +24,7 @@ export interface AttachTarget {
 export interface Attachment {
   mode: AttachMode;
   detach(): void;
-  /**
-   * The interface is gone, and its hooks with it: lets go of what we hold (TCX link fds) without
-   * naming the interface, whose name may be a new interface's by now. detach() is a no-op after.
-   */
+  /** The interface is gone with its hooks: let go of TCX link fds without naming it again; detach() is then a no-op. */
   release(): void;
 }
 
@@ -54,11 +46,7 @@ function programName(addon: BpfAddon, id: number): string | undefined | typeof N
   }
 }
 
-/**
- * Removes cls_bpf filters that a previous, crashed run left at our handle and
- * priority. A filter there that runs someone else's program is left alone (where
- * the program's name can be read). Returns how many were removed.
- */
+/** Removes a crashed run's cls_bpf filters at our handle and priority, sparing other programs; returns the count. */
 export function removeTcLeftovers(addon: BpfAddon, t: AttachTarget, log?: Logger): number {
   let removed = 0;
   for (const { egress } of HOOKS) {

@@ -1,19 +1,12 @@
-// Byte layouts of the eBPF program's map keys and values
-// (native/bpf/clbprobe.bpf.c; little-endian host order for the u16/u32/u64s,
-// addresses and prefixes in network order). Every size and offset used to
-// read or write a map is a named constant here, and test/unit/capture/
-// bpf-layout-btf.test.ts checks each one against the compiled object's BTF.
+// Byte layouts of the eBPF program's map keys and values (native/bpf/clbprobe.bpf.c; host order for integers,
+// network order for addresses), checked against the object's BTF by test/unit/capture/bpf-layout-btf.test.ts.
 import { address16, type CounterKind, type Direction, formatAddress16, PROTO_NUMBERS, type Proto } from './targets.js';
 
 export const MAP_VIPS4 = 'vips4';
 export const MAP_VIPS6 = 'vips6';
 export const MAP_HOSTS4 = 'hosts4';
 export const MAP_HOSTS6 = 'hosts6';
-/**
- * Global variables of the program (struct config, struct filters, struct slots_seen): libbpf
- * makes each section an array map of one entry (key 0) whose value is the section, and the
- * program addresses them directly, without a lookup.
- */
+/** Global-variable sections: libbpf makes each a one-entry array map (key 0) the program addresses directly. */
 export const MAP_CONFIG = '.data.config';
 export const MAP_FILTERS = '.data.filters';
 export const MAP_COUNTERS = 'counters';
@@ -59,11 +52,7 @@ export const SLOTS_SEEN_VALUE_SIZE = MAX_SLOTS;
 export const NODEPORT_VALUE_SIZE = 4;
 export const NODEPORT_SLOT_V4 = 0;
 export const NODEPORT_SLOT_V6 = 2;
-/**
- * viptab: VIPTAB_BUCKETS buckets (struct vip_bucket, one cache line) of VIP_BUCKET_ENTRIES
- * struct vip_ent each, indexed by filterBit(...); `more` = 1 when a key of
- * the bucket is only in vips4/vips6.
- */
+/** viptab: VIPTAB_BUCKETS cache-line buckets indexed by filterBit; `more` = 1 when a key is only in vips4/vips6. */
 export const VIPTAB_BITS = 13;
 export const VIPTAB_BUCKETS = 1 << VIPTAB_BITS;
 export const VIP_BUCKET_SIZE = 64;
@@ -83,7 +72,6 @@ export function vipEntry(addr16: Uint8Array, v4: boolean, port: number, proto: n
   return b;
 }
 
-/** The stats per-CPU array: u64 slots. */
 export const STAT_VALUE_SIZE = 8;
 
 /** struct config: two counts, then MAX_NETS net4 (12 bytes) and MAX_NETS net6 (40 bytes). */
@@ -108,22 +96,15 @@ export const CONFIG_VALUE_SIZE = CONFIG_NETS6 + MAX_NETS * NET6_SIZE;
 /** local_flag bits (hosts maps' values and the config's prefixes). */
 export const LOCAL_BOUND = 1;
 export const LOCAL_POD = 2;
-/**
- * Only in a config prefix's flags: the host hash holds addresses inside the prefix. An address
- * that a prefix without it holds is not in the hash: its host filter bit is not read.
- */
+/** Only in a config prefix's flags: the host hash holds this prefix's addresses, else the host filter is skipped. */
 export const LOCAL_IN_HASH = 4;
-/** Slots of the stats per-CPU array. */
 export const STAT_COUNTERS_FULL = 0;
 
 export const KIND_CODES: Record<CounterKind, number> = { to_lb: 1, loop_return: 2, hc_local_src: 3 };
 const KINDS = Object.fromEntries(Object.entries(KIND_CODES).map(([k, v]) => [v, k])) as Record<number, CounterKind>;
 const PROTOS = Object.fromEntries(Object.entries(PROTO_NUMBERS).map(([k, v]) => [v, k])) as Record<number, Proto>;
 
-/**
- * The VIP key of a 16-byte address (IPv4-mapped for IPv4): vip4_key for IPv4,
- * vip6_key otherwise. proto is the IP protocol number.
- */
+/** The VIP key of a 16-byte address (IPv4-mapped for IPv4); proto is the IP protocol number. */
 export function vipKey16(addr: Uint8Array, v4: boolean, port: number, proto: number): Buffer {
   const b = Buffer.alloc(v4 ? VIP4_KEY_SIZE : VIP6_KEY_SIZE);
   b.set(v4 ? addr.subarray(12, 16) : addr.subarray(0, 16), 0);
@@ -139,10 +120,8 @@ export function vipKey(address: string, port: number, proto: Proto): { v4: boole
 }
 
 /**
- * struct filters: the VIP filter (VIP_LINES struct vip_line), the host filter, then one exact
- * NodePort bitmap per protocol. A vip_line holds the VADDR_* bits of VIP_LINE_ADDRS hashed
- * addresses (hashBits(w, VADDR_BITS): line, then index), then 256 bits for those addresses'
- * keys, at keyBit(port, proto).
+ * struct filters: VIP_LINES vip_lines (VADDR_* bits of hashed addresses, then 256 key bits at keyBit), the host
+ * filter, then one exact NodePort bitmap per protocol.
  */
 export const VIP_LINE_ADDR_BITS = 7;
 export const VIP_LINE_ADDRS = 1 << VIP_LINE_ADDR_BITS;
@@ -186,10 +165,7 @@ export function filterBit(w: number, port: number, proto: number): number {
   return hashBits((w ^ Math.imul((port << 8) | proto, PORT_MUL)) >>> 0, VIPTAB_BITS);
 }
 
-/**
- * Sets a VIP key's bits in a filters value: its address's VADDR_ANY (port 0) or VADDR_PORT, and
- * its key bit in the same line. w is the address's key word (addressWord).
- */
+/** Sets a VIP key's address bit (VADDR_ANY for port 0, else VADDR_PORT) and its key bit in the same line. */
 export function setVipBits(filters: Buffer, w: number, port: number, proto: number): void {
   const i = hashBits(w, VADDR_BITS);
   const line = FILTERS_VIP + (i >> VIP_LINE_ADDR_BITS) * VIP_LINE_SIZE;
@@ -223,7 +199,7 @@ export function u32Value(v: number): Buffer {
 }
 
 export interface Net4 {
-  /** Masked address and mask, as unsigned 32-bit numbers in network (big-endian) reading. */
+  /** Masked address and mask, unsigned 32-bit in network order. */
   addr: number;
   mask: number;
   flags: number;
@@ -239,7 +215,6 @@ export interface Net6 {
   inHash?: boolean;
 }
 
-/** struct config's bytes. */
 export function configValue(
   nets4: Net4[],
   nets6: Net6[],

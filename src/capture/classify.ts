@@ -1,7 +1,5 @@
-// Which packets are ours and of which kind: the one definition, over the counters' targets
-// (packetTargets of what is ours). The pcap fallback counts with it directly;
-// native/bpf/clbprobe.bpf.c decides the same from maps derived from the same targets, and the lab
-// tests check its counts against this function.
+// Which packets are ours and of which kind: the one definition over packetTargets, used directly by the pcap
+// fallback; clbprobe.bpf.c decides the same from maps of the same targets, checked by the lab tests.
 import { LOCAL_BOUND, LOCAL_POD } from './bpf-layout.js';
 import {
   address16,
@@ -59,11 +57,7 @@ function mapped(b: Uint8Array, off: number): Buffer {
   return out;
 }
 
-/**
- * Parses the IP and port headers of one captured frame (data[off, off+caplen)).
- * Undefined for what the program ignores too: non-IP, no ports, non-first
- * fragments, or headers cut short by the snap length.
- */
+/** Parses one frame's IP and port headers; undefined for what the program ignores too (non-IP, fragments, cut). */
 export function parseHeaders(data: Uint8Array, off: number, caplen: number, l2: number): PacketHeaders | undefined {
   const end = off + caplen;
   let p = off + l2;

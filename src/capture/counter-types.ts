@@ -1,5 +1,4 @@
-// The counter backends' common interface, apart from the code that picks a
-// backend, so that each backend can name it without importing the others.
+// The counter backends' common interface, apart from the backend choice so each backend can name it alone.
 import type { Logger } from '../log.js';
 import type { AttachMode } from './attach.js';
 import type { CaptureMode, CounterBackend, CounterReading, Targets } from './targets.js';
@@ -8,15 +7,11 @@ export interface Counter {
   readonly backend: CounterBackend;
   /** e.g. "eBPF (tcx) on eth0" */
   readonly description: string;
-  /**
-   * Set when this backend runs because the one asked for could not ('auto' fell back to pcap): why
-   * eBPF did not run. The capture source is then up but degraded, and says so.
-   */
+  /** Why eBPF did not run when 'auto' fell back to pcap; the capture source is then up but degraded. */
   fallbackReason?: string;
   /**
-   * Set while the counters count nothing: why (pcap: the interface was deleted, for good; eBPF: the
-   * interface was deleted, until one of its name is back and the programs are attached to it, at a
-   * read). The counts read keep what was counted until then; the capture source is down with this reason.
+   * Why nothing is counted now (pcap: interface deleted for good; eBPF: until an interface of its name is back);
+   * counts read so far are kept and the capture source is down with this reason.
    */
   readonly stopped?: string;
   /** How many LB VIP:ports per address family the backend can count (eBPF: its maps' size); none: no bound. */

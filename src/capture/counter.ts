@@ -8,10 +8,7 @@ import { PcapCounter } from './pcap-counter.js';
 
 export type { Counter, CounterOptions } from './counter-types.js';
 
-/**
- * Opens the requested backend. 'auto' (default) uses eBPF and falls back to
- * pcap when eBPF cannot run, logging why.
- */
+/** Opens the requested backend; 'auto' (default) falls back from eBPF to pcap, logging why. */
 export function openCounter(opts: CounterOptions): Counter {
   const backend = opts.backend ?? 'auto';
   if (backend === 'ebpf') return EbpfCounter.open(opts);

@@ -16,10 +16,7 @@ import {
   vipKey16,
 } from './bpf-layout.js';
 
-/**
- * Bytes as text, one character a byte ('latin1' maps every byte to one character and back):
- * half the length of hex, and a one-byte value is one of V8's shared one-character strings.
- */
+/** Bytes as text, one character a byte ('latin1' round-trips every byte), half the length of hex. */
 export const bytesText = (b: Uint8Array): string => Buffer.from(b.buffer, b.byteOffset, b.length).toString('latin1');
 export const textBytes = (t: string): Buffer => Buffer.from(t, 'latin1');
 
@@ -31,7 +28,6 @@ export interface VipParts {
   addr16: Buffer;
   v4: boolean;
   port: number;
-  /** IP protocol number. */
   proto: number;
 }
 
@@ -87,7 +83,6 @@ export function counterIdOf(key: Uint8Array): CounterId {
   return bytesText(key);
 }
 
-/** The struct ctr_key of an id. */
 export const counterKeyOf = (id: CounterId): Buffer => textBytes(id);
 
 /** The counter id a VIP entry's slot counts: to_lb, egress, the VIP's address, port and protocol. */

@@ -1,5 +1,5 @@
-// Contents of the eBPF program's maps: target sets -> map entries (what they must
-// hold; ebpf-sync.ts writes the changes), and counters <- per-CPU values.
+// Contents of the eBPF program's maps: target sets -> map entries (ebpf-sync.ts writes the changes),
+// and per-CPU counter values -> samples.
 import { isSyscallError } from '../native/addon.js';
 import type { BpfAddon } from '../native/bpf.js';
 import {
@@ -56,13 +56,7 @@ export { bytesText, textBytes };
 /** key -> value, each as text (bytesText): text compares by value, as a Map key must. */
 export type MapContents = Map<string, string>;
 
-/**
- * The node's local prefixes as the program reads them: wider prefixes (pod
- * CIDRs) and the first host addresses in a short list compared one by one,
- * the other host addresses (/32, /128) in exact hashes. An address's flags
- * are its host entry's OR-ed with those of every prefix that holds it.
- * Duplicates merge their flags.
- */
+/** The node's local prefixes as the program reads them: a short list compared in place, the rest in exact hashes. */
 export interface LocalSets {
   /** 4-byte address (bytesText) -> local flags. */
   hosts4: Map<string, number>;
@@ -105,11 +99,8 @@ export function localSets(t: Targets): LocalSets {
   }
   const prefixes4 = [...nets4.values()];
   const prefixes6 = [...nets6.values()];
-  // The first host addresses (node IPs come before kube-ipvs0's many VIPs) are compared in
-  // place too, while the list stays short: a hash lookup costs more than a few compares. They
-  // come first, each with the flags of the prefixes that hold it too, so that the program's
-  // search ends at a host match (a packet from the node itself: egress towards a VIP, a bound
-  // source).
+  // The first host addresses (node IPs precede kube-ipvs0's VIPs) are compared in place, with the flags of
+  // their prefixes, so that a packet from the node itself ends the program's search early.
   const hosts4: Net4[] = [];
   for (const [k, flags] of out.hosts4) {
     if (prefixes4.length + hosts4.length >= INLINE_PREFIXES) break;
@@ -140,19 +131,12 @@ export function localSets(t: Targets): LocalSets {
 /** Prefixes per family compared in place before host addresses go to the hash (see localSets). */
 const INLINE_PREFIXES = 4;
 
-/** Address families as bits: what slotFamilies gives. */
 export const FAMILY_V4 = 1;
 export const FAMILY_V6 = 2;
 
 /**
- * The families whose NodePort keys get counter slots: those of which the node has a local source
- * (a node address or a pod CIDR) outside link-local (169.254.0.0/16, fe80::/10). The program counts
- * a packet to a NodePort only from a local source of the packet's own family, and most IPv4-only
- * nodes still have an fe80:: address on every link: two slots a NodePort would run out at 5,000
- * Services (bench/agent.ts: 6,667 VIPs + 2 x 9,167 NodePorts > MAX_SLOTS - 1), one fits. Exact
- * either way: a NodePort key without a slot is counted in the `counters` hash (a link-local source
- * routed back to a NodePort, rare), and should its family get slots later its hash and slot samples
- * add up (mergeSamples).
+ * Families with a non-link-local source get NodePort counter slots, since the program counts a NodePort only
+ * from a source of the packet's family; a key without a slot is counted in the `counters` hash (mergeSamples).
  */
 export function slotFamilies(t: Targets): number {
   let fams = 0;
@@ -169,11 +153,7 @@ export function slotFamilies(t: Targets): number {
   return fams;
 }
 
-/**
- * The maps the agent writes; the program only reads them. In this order: the
- * filters come after the hashes they guard, so a new key is in its hash
- * before its bit is set (a stale bit only costs a lookup).
- */
+/** The maps the agent writes; filters come after the hashes they guard, so a key is in its hash before its bit. */
 export const TARGET_MAPS = [
   MAP_VIPS4,
   MAP_VIPS6,
@@ -192,21 +172,15 @@ export const ARRAY_ZERO: Partial<Record<string, Buffer>> = {
   [MAP_VIPTAB]: Buffer.alloc(VIP_BUCKET_SIZE),
 };
 
-/**
- * What the target maps must hold, in the keys' compact forms: what targetMaps lays out in full
- * and TargetSync (ebpf-sync.ts) writes as changes. Slots are handed out while it is built: the
- * VIPs' in target order, then the NodePorts' (IPv4, IPv6 each, for the families of slotFamilies).
- */
+/** What the target maps must hold; slots go to VIPs in target order, then to NodePorts per slotFamilies family. */
 export interface WantedMaps {
-  /** vips4/vips6 keys, in target order (a duplicate target gives its key again). */
+  /** vips4/vips6 keys in target order (a duplicate target repeats its key). */
   vips: VipKey[];
-  /** nodeports indexes, in target order. */
   nodePorts: number[];
   /** The families (slotFamilies) whose NodePort keys were given slots (when slots were passed). */
   nodePortFamilies: number;
   hosts4: Map<string, number>;
   hosts6: Map<string, number>;
-  /** The config array's and the filters array's one value. */
   config: Buffer;
   filters: Buffer;
 }
@@ -244,10 +218,7 @@ export function wantedMaps(t: Targets, slots?: SlotAllocator): WantedMaps {
   return { vips, nodePorts, nodePortFamilies: fams, hosts4: local.hosts4, hosts6: local.hosts6, config, filters };
 }
 
-/**
- * The nodeports array's value at `index` (nodePortIndex): its loop_return slots per family, 0 for
- * a family without one (none handed out yet, or none left), 0 without slots.
- */
+/** The nodeports value at `index`: loop_return slots per family, 0 where none is handed out. */
 export function nodePortValue(index: number, slots?: SlotAllocator): Buffer {
   const value = Buffer.alloc(NODEPORT_VALUE_SIZE);
   if (slots) {
@@ -258,18 +229,12 @@ export function nodePortValue(index: number, slots?: SlotAllocator): Buffer {
   return value;
 }
 
-/** Protocol numbers by nodeports slot (nodePortSlot's inverse). */
 const PROTO_NUMBERS_BY_SLOT = [PROTO_NUMBERS.tcp, PROTO_NUMBERS.udp, PROTO_NUMBERS.sctp];
 
 /** The vips4/vips6 value of a key: its to_lb slot, 0 without slots. */
 export const vipValue = (k: VipKey, slots?: SlotAllocator): Buffer => u32Value(slots?.find(vipCounterId(k)) ?? 0);
 
-/**
- * Map name -> contents, for every map of TARGET_MAPS (the config array's only key is 0). Counter
- * slots come from `slots`; without it (classify's TargetIndex, which only reads keys) every
- * slot is 0. The viptab buckets come from `table` (empty without it: the program would then
- * find no VIP, so the counter always passes one).
- */
+/** Map name -> contents for every TARGET_MAPS map; slots are 0 without `slots`, viptab empty without `table`. */
 export function targetMaps(t: Targets, slots?: SlotAllocator, table?: VipTable): Record<string, MapContents> {
   const w = wantedMaps(t, slots);
   const maps: Record<string, MapContents> = Object.fromEntries(TARGET_MAPS.map((m) => [m, new Map()]));
@@ -292,11 +257,7 @@ function put(m: MapContents, key: Buffer, value: Buffer): void {
   m.set(bytesText(key), bytesText(value));
 }
 
-/**
- * Makes the map hold `next`, given that it holds `current`: new and changed
- * entries first, then deletions, so that a key present in both never
- * disappears for a moment.
- */
+/** Writes new and changed entries before deletions, so a key present in both never disappears. */
 export function syncMap(
   addon: BpfAddon,
   fd: number,
@@ -314,10 +275,7 @@ export function syncMap(
   }
 }
 
-/**
- * The kernel has no batch lookup for this map: ENOTSUPP (524), as 5.10 answers for per-CPU arrays,
- * or EINVAL from kernels before 5.6, which do not know the command.
- */
+/** ENOTSUPP (524) is 5.10's answer for per-CPU arrays; EINVAL comes from kernels before 5.6 without the command. */
 export function batchUnsupported(e: unknown): boolean {
   return isSyscallError(e) && (e.errno === 524 || e.code === 'EOPNOTSUPP' || e.code === 'EINVAL');
 }
@@ -338,12 +296,7 @@ export function perCpuStride(valueSize: number): number {
   return Math.ceil(valueSize / 8) * 8;
 }
 
-/**
- * Reads and sums the per-CPU counters map with batch lookups. The batch buffers start small and
- * grow (up to `batch` entries) while batches come back full: the hash holds only the keys that
- * have no slot, usually few, and a batch of 4,096 would keep 4,096 x CPUs x 16 bytes (4 MiB at
- * 64 CPUs) for the life of the agent.
- */
+/** Sums the per-CPU counters hash with batch lookups whose buffers grow only while batches come back full. */
 export class CounterMapReader {
   private keys: Buffer;
   private values: Buffer;
@@ -368,7 +321,6 @@ export class CounterMapReader {
     this.values = Buffer.alloc(this.size * cpus * this.stride);
   }
 
-  /** Entries a batch takes now. */
   get batchSize(): number {
     return this.size;
   }
@@ -455,11 +407,8 @@ export class CounterMapReader {
 }
 
 /**
- * Reads the per-CPU `slots` array and gives each slot that counted a packet as the sample of its
- * counter key. Only the slots the program marked in `slots_seen` (bumped at least once) are read:
- * the kernel copies per-CPU values out one element at a time, and most slots stay at zero. A few
- * marked slots are looked up one by one; many, with batch lookups as far as the slots handed out
- * (a batch holds at most `batch` slots: batch x CPUs x 16 bytes, 4 MiB at 4,096 slots and 64 CPUs).
+ * Reads only the slots the program marked in `slots_seen`, because the kernel copies per-CPU values one
+ * element at a time; many marked slots are read with batch lookups.
  */
 export class SlotMapReader {
   private keys = Buffer.alloc(0);
@@ -492,7 +441,6 @@ export class SlotMapReader {
     if (!this.addon.bpfMapLookup(this.seenFd, this.key.fill(0), this.seen)) return this.readAll(used);
     const marked: number[] = [];
     for (let at = this.seen.indexOf(1, 1); at >= 0 && at < used; at = this.seen.indexOf(1, at + 1)) marked.push(at);
-    // A lookup per slot costs about what a batch costs per slot, plus a system call.
     if (marked.length * 4 > used) return this.readAll(used);
     const out: CounterSample[] = [];
     for (const slot of marked) {
@@ -551,7 +499,6 @@ export class SlotMapReader {
     return out;
   }
 
-  /** The sample of `slot`, whose per-CPU values are the i-th in `values`, if it counted a packet. */
   private sample(out: CounterSample[], slot: number, values: Buffer, i: number): void {
     const packets = this.sum(values, i, CTR_VAL_PACKETS);
     if (packets === 0) return;
@@ -564,12 +511,7 @@ export class SlotMapReader {
   }
 }
 
-/**
- * The counters hash's samples and the slots' together, one sample per key. A key is counted in
- * the hash until it has a slot, in its slot from then on: a key that found no free slot never
- * gets one, but a NodePort's key of a family the node had no local address of (slotFamilies) gets
- * one once it has, and then both may hold counts of it. The reading has one sample for it, the sum.
- */
+/** One sample per key: a NodePort key may be counted in both the hash and, once it gets a slot, its slot. */
 export function mergeSamples(a: CounterSample[], b: CounterSample[]): CounterSample[] {
   if (b.length === 0) return a;
   const byKey = new Map<string, CounterSample>();

@@ -1,9 +1,6 @@
-// Keeps the maps the agent writes (TARGET_MAPS) equal to the targets, writing only what changed.
-// What the large maps hold is not mirrored entry by entry: a VIP key's value (its slot) never
-// changes while the key stays (SlotAllocator), and a NodePort's (its slots) only when a family
-// gets NodePort slots (slotFamilies), so vips4/vips6 hold the keys of the VipTable, viptab its
-// buckets, and nodeports the set bits of a bitmap; only the few small maps (hosts, config,
-// filters) are kept as contents.
+// Keeps the maps the agent writes (TARGET_MAPS) equal to the targets, writing only what changed. Large maps are
+// not mirrored entry by entry, because a VIP key's slot never changes and a NodePort's only when a family gets
+// slots; only the small maps (hosts, config, filters) are kept as contents.
 import type { BpfAddon } from '../native/bpf.js';
 import {
   MAP_CONFIG,
@@ -38,14 +35,10 @@ import type { Targets } from './targets.js';
 const KEY0 = u32Value(0);
 
 export class TargetSync {
-  /** Counter slots of VIP entries and NodePorts, for the life of the program. */
   readonly slots: SlotAllocator;
   /** Where each VIP entry sits in the viptab buckets; its keys are those of vips4/vips6. */
   readonly table = new VipTable();
-  /**
-   * VIP keys and viptab buckets changed in the table but maybe not yet in the kernel's maps: the
-   * changes of the sync under way, and after a failed write those of the maps not (all) written.
-   */
+  /** VIP keys and buckets changed in the table but maybe not in the kernel: this sync's, or a failed write's. */
   private readonly pending4 = new Set<VipKey>();
   private readonly pending6 = new Set<VipKey>();
   private readonly pendingBuckets = new Set<number>();
@@ -55,10 +48,7 @@ export class TargetSync {
   private nodePortsUnsure = false;
   /** The families whose NodePort keys the last sync gave slots (wantedMaps' nodePortFamilies). */
   private nodePortFamilies = 0;
-  /**
-   * A family got NodePort slots since the last completed nodeports write: NodePorts written then
-   * (held) may have a new slot now, one handed out from `nodePortSlotsFrom` on.
-   */
+  /** A family got NodePort slots since the last completed write, so held NodePorts may have new slots. */
   private nodePortsGained = false;
   /** slots.used at the last completed nodeports write: every slot its values hold is below. */
   private nodePortSlotsFrom = 1;
@@ -133,8 +123,7 @@ export class TargetSync {
     try {
       syncMap(this.addon, this.fds[name]!, this.hosts[name], next);
     } catch (e) {
-      // The map now holds some mix of both; every key either had, with an unknown (empty)
-      // value, so that the next sync rewrites or deletes each.
+      // The map now holds a mix of both, so every key gets an unknown value for the next sync to rewrite or delete.
       const unknown: MapContents = new Map();
       for (const k of [...this.hosts[name].keys(), ...next.keys()]) unknown.set(k, '');
       this.hosts[name] = unknown;
@@ -143,16 +132,12 @@ export class TargetSync {
     this.hosts[name] = next;
   }
 
-  /**
-   * New NodePorts written with their slots, and those held that have a new slot (a family that got
-   * slots), first; then the ones gone written as zeros.
-   */
+  /** New NodePorts and held ones with a new slot are written first, then the ones gone are zeroed. */
   private syncNodePorts(indexes: number[]): void {
     const fd = this.fds[MAP_NODEPORTS]!;
     const held = this.nodePortsHeld;
     const wanted = new Set(indexes);
-    // Only after a family got slots can a NodePort written before have a new slot: its other keys
-    // were given one, or 0 for good, when it was written.
+    // Only after a family got slots can a NodePort written before have a new slot.
     const from = this.nodePortsGained ? this.nodePortSlotsFrom : 0;
     const newSlot = (i: number) => {
       const v = nodePortValue(i, this.slots);
@@ -164,8 +149,7 @@ export class TargetSync {
       // Until the last write is done the array may hold any of both, and wanted ones may be missing.
       for (const i of wanted) held.add(i);
       this.nodePortsUnsure = true;
-      // An index's value only ever gains slots (a slot, once handed out, stays its key's): one of
-      // zeros is zeros in the array already.
+      // An index's value only gains slots, so a value of zeros is already in the array.
       for (const i of add) {
         const value = nodePortValue(i, this.slots);
         if (value.some((b) => b !== 0)) this.addon.bpfMapUpdate(fd, u32Value(i), value, 0);

@@ -11,13 +11,8 @@ import {
 import { type CounterId, counterIdOf, counterKeyOf, type VipKey, vipEntryOf, vipFilterBit } from './ebpf-keys.js';
 
 /**
- * Counter slots of the `slots` array, one per counter key the program counts by slot (a VIP
- * entry's to_lb, a NodePort's loop_return per family the node has local addresses of:
- * slotFamilies in ebpf-maps.ts). A key keeps its slot for the life of the agent, also while its
- * target is gone, and a slot never changes key: the per-CPU sums stay monotonic. When
- * MAX_SLOTS - 1 are taken, new keys get 0 (none) and the program counts them in the counters
- * hash, as before slots; so a key's slot, once it has one, never changes, and what was written
- * for a key can be told again from the key.
+ * Counter slots of the `slots` array: a key keeps its slot for the agent's life and a slot never changes key,
+ * so per-CPU sums stay monotonic; past MAX_SLOTS - 1 new keys get 0 and are counted in the counters hash.
  */
 export class SlotAllocator {
   private readonly slotById = new Map<CounterId, number>();
@@ -60,26 +55,19 @@ export class SlotAllocator {
 
 /** What VipTable.update changed. */
 export interface VipTableChange {
-  /** Keys that were not in the table and are now (each once). */
   added: VipKey[];
-  /** Keys that were in the table and are not now. */
   removed: VipKey[];
   /** Buckets whose value changed (an entry taken or freed, `more` set or cleared), each once. */
   buckets: number[];
 }
 
 /**
- * Where each VIP entry sits in the program's `viptab` buckets, for the life of the agent: an
- * entry keeps its place while its key stays, because a bucket is rewritten as a whole while the
- * program may be reading it, and only the entries that change may read torn. A new key takes a
- * free entry of its bucket; when there is none it is looked up in vips4/vips6 only (the bucket's
- * `more`) and stays there while it stays. The table holds exactly the keys of the last update:
- * those vips4/vips6 hold.
+ * Where each VIP entry sits in `viptab`: an entry keeps its place while its key stays, because the program may
+ * read a bucket while it is rewritten; a key finding no free entry is looked up in vips4/vips6 (`more`).
  */
 export class VipTable {
   /** Entry i of bucket b at b * VIP_BUCKET_ENTRIES + i: its key, undefined when free. Allocated with the first key. */
   private entries: (VipKey | undefined)[] = [];
-  /** Keys looked up in the hash only. */
   private readonly more = new Set<VipKey>();
   /** Per bucket with any, how many of `more` are its. */
   private readonly moreCount = new Map<number, number>();
@@ -88,8 +76,7 @@ export class VipTable {
   update(wanted: Iterable<VipKey>): VipTableChange {
     const change: VipTableChange = { added: [], removed: [], buckets: [] };
     this.allocate();
-    // Buckets touched -> what they held before: one `more` key going as another comes leaves
-    // the value as it was, and is not written.
+    // Buckets touched -> their value before, so a `more` key replaced by another leaves the bucket unwritten.
     const before = new Map<number, string>();
     const touch = (b: number) => {
       if (!before.has(b)) before.set(b, this.signature(b));

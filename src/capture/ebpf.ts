@@ -1,16 +1,6 @@
-// The eBPF counter backend: loads native/bpf/clbprobe.bpf.c's object, attaches
-// it to the uplink (see attach.ts), keeps its maps equal to the target sets
-// and reads the per-CPU counters.
-//
-// The programs are attached to an ifindex: a deleted uplink takes them with it
-// and a re-created one (same name, new ifindex: a driver reload) starts without
-// them, while the maps, read by fd, go on answering the old counts. Each read
-// (every scrape) checks that the name still names the ifindex attached to; if
-// not, the counters are `stopped` with the reason, and as soon as an interface
-// has the name again the same programs are attached to it: the counts go on
-// from where they were, without what passed while nothing was attached. Not
-// when the new interface is of the other kind of link (Ethernet or L3): the
-// loaded object reads its headers at a fixed offset; the reason says so.
+// The eBPF counter backend: loads clbprobe.bpf.c's object, attaches it to the uplink (attach.ts), keeps its maps
+// equal to the target sets and reads the per-CPU counters; a re-created uplink (new ifindex) is re-attached on
+// the next read unless its link kind (Ethernet or L3) differs, since the object reads headers at a fixed offset.
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { NetlinkError } from '../kernel/netlink/socket.js';
@@ -35,10 +25,7 @@ import { CaptureError, captureError } from './errors.js';
 import { LinkPackets, type PacketCounts } from './link-packets.js';
 import { type CounterReading, type Targets, validateTargets } from './targets.js';
 
-/**
- * Where the build (binding.gyp, target clbprobe_bpf) puts the compiled program: for interfaces
- * whose frames start with an Ethernet header, or (l3) with the IP header.
- */
+/** Where binding.gyp (target clbprobe_bpf) puts the object for Ethernet frames, or with `l3` for IP frames. */
 export function bpfObjectPath(l3 = false): string {
   return join(projectRoot(), 'build', 'Release', l3 ? 'clbprobe-l3.bpf.o' : 'clbprobe.bpf.o');
 }
@@ -48,12 +35,7 @@ const ENODEV = 19;
 /** ARPHRD_* types whose frames start with a 14-byte Ethernet header. */
 const ETHERNET_TYPES = new Set([1 /* ETHER */, 772 /* LOOPBACK */]);
 
-/**
- * Whether frames of an interface of this link type (ARPHRD_*, from rtnetlink, in the interface's
- * own namespace) start with the IP header: tun, WireGuard, IP-in-IP and other L3 devices. Their
- * program is the L3 object; the Ethernet one would read the IP header 14 bytes too far and count
- * nothing.
- */
+/** Frames of this ARPHRD_* type start with the IP header (tun, WireGuard, IP-in-IP), so they need the L3 object. */
 export const isL3LinkType = (type: number): boolean => !ETHERNET_TYPES.has(type);
 
 export class EbpfCounter implements Counter {
@@ -104,10 +86,7 @@ export class EbpfCounter implements Counter {
     );
   }
 
-  /**
-   * Loads the program for the interface's link type (asked in its namespace: the agent may count
-   * in another one, --netns) and attaches it; cleans a crashed run's cls_bpf filters first.
-   */
+  /** Loads the program for the link type as seen in the interface's namespace, after cleaning cls_bpf leftovers. */
   static open(opts: CounterOptions): EbpfCounter {
     let link: LinkPackets;
     try {
@@ -190,11 +169,7 @@ export class EbpfCounter implements Counter {
     this.targetSync.sync(targets);
   }
 
-  /**
-   * Why the counters count nothing now: the uplink was deleted (and re-attaching to one re-created
-   * under its name failed). Cleared when the programs are attached again. The counts read keep
-   * what was counted until then.
-   */
+  /** Why nothing is counted now (uplink deleted and not re-attached); the counts read so far are kept. */
   get stopped(): string | undefined {
     return this.stopReason;
   }
@@ -206,8 +181,7 @@ export class EbpfCounter implements Counter {
     return {
       backend: 'ebpf',
       counters: mergeSamples(this.reader.read(), this.slotReader.read()),
-      // The programs run on every packet of the interface; counting them there
-      // would cost a map write per packet, so the interface's own counts stand in.
+      // The programs run on every packet, so counting them there would cost a map write per packet.
       seen,
       drops: { counterMapFull: stat(STAT_COUNTERS_FULL), captureBuffer: 0, interface: 0 },
     };
@@ -270,8 +244,7 @@ export class EbpfCounter implements Counter {
       this.failedOn = now.ifindex;
       return;
     }
-    // Attached by name: if the name moved on again meanwhile, the programs are on that newer
-    // interface, which the next read finds unfollowed; take them off and start over then.
+    // Attached by name: if the name moved on meanwhile, take the programs off and let the next read start over.
     if (this.link.now()?.ifindex !== now.ifindex) {
       try {
         attachment.detach();

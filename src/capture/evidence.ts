@@ -1,5 +1,4 @@
-// Evidence capture: packets matching a filter, written to a standard .pcap
-// file (tcpdump/Wireshark), bounded in time and in file size.
+// Evidence capture: packets matching a filter, written to a standard .pcap file, bounded in time and file size.
 import { closeSync, unlinkSync } from 'node:fs';
 import { PCAP_META_WORDS, pcapAddon } from '../native/pcap.js';
 import { captureError } from './errors.js';
@@ -10,21 +9,18 @@ export interface CaptureOptions {
   ifname: string;
   /** Where to write the .pcap file: created, never an existing file and never through a symlink. */
   file: string;
-  /** Stop after this many seconds. */
   durationS: number;
   /** Upper bound of the file size, header included; packets that would exceed it are not written. */
   maxBytes: number;
   /** Bytes kept per packet (default 65535: whole packets). */
   snaplen?: number;
   netnsPath?: string;
-  /** Ends the capture early. */
   signal?: AbortSignal;
 }
 
 export interface CaptureResult {
   file: string;
   packets: number;
-  /** File size in bytes. */
   bytes: number;
   /** Why the capture ended. */
   stoppedBy: 'time' | 'size' | 'signal' | 'error';

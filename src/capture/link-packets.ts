@@ -1,14 +1,6 @@
-// Packets through one interface (received and sent), from its rtnetlink link
-// statistics. The eBPF programs run on every one of them, so these counts are
-// what the counter reports as packets looked at, without the programs paying
-// for a map write per packet.
-//
-// The read is synchronous: rtnetlink answers a single-link RTM_GETLINK inside
-// the sendmsg() call, so the reply is queued by the time nlSend returns.
-//
-// The interface is asked for by name, and the answer's ifindex tells whether it
-// is still the one the programs were attached to: a deleted and re-created
-// uplink (driver reload) has the same name, a new ifindex and counts from zero.
+// Packets through one interface from its rtnetlink link statistics, which stand in for "packets looked at" so
+// the eBPF programs need no map write per packet. The read is synchronous (the kernel answers a single-link
+// RTM_GETLINK inside sendmsg), and the ifindex tells a re-created uplink (same name, counts from zero) apart.
 
 import {
   MessageWriter,
@@ -36,10 +28,7 @@ export interface PacketCounts {
   egress: number;
 }
 
-/**
- * rx/tx packets (struct rtnl_link_stats64's first two u64s) of an RTM_NEWLINK payload; undefined
- * without IFLA_STATS64. Malformed input throws NetlinkParseError.
- */
+/** rx/tx packets (rtnl_link_stats64's first two u64s) of an RTM_NEWLINK payload; undefined without IFLA_STATS64. */
 export function decodeLinkPackets(payload: Buffer): PacketCounts | undefined {
   let out: PacketCounts | undefined;
   needLen(payload.length, IFINFOMSG_LEN, 'ifinfomsg', 0);
@@ -63,7 +52,6 @@ export function decodeLinkType(payload: Buffer): number {
   return payload.readUInt16LE(2);
 }
 
-/** The interface that has the name now. */
 export interface LinkNow {
   ifindex: number;
   /** Its link type (ARPHRD_*): what its frames start with. */
@@ -80,7 +68,6 @@ export class LinkPackets {
   private followed: { ifindex: number; type: number; base: PacketCounts };
   /** Packets counted on interfaces followed before this one. */
   private carried: PacketCounts = { ingress: 0, egress: 0 };
-  /** What read() last returned. */
   private last: PacketCounts = { ingress: 0, egress: 0 };
   private seq = 1;
   private fd: number;
@@ -113,20 +100,15 @@ export class LinkPackets {
     }
   }
 
-  /** The ifindex counted on. */
   get ifindex(): number {
     return this.followed.ifindex;
   }
 
-  /** The link type (ARPHRD_*) of the interface counted on. */
   get type(): number {
     return this.followed.type;
   }
 
-  /**
-   * Packets since open, over every interface followed; undefined when the name no longer names the
-   * interface followed (deleted, or deleted and re-created: see follow()).
-   */
+  /** Packets since open over every interface followed; undefined when the name no longer names the one followed. */
   read(): PacketCounts | undefined {
     const now = this.now();
     if (now?.ifindex !== this.followed.ifindex) return undefined;
@@ -143,10 +125,7 @@ export class LinkPackets {
     return this.last;
   }
 
-  /**
-   * Counts on from `now` (the interface that has the name now): what was counted on the one before
-   * stays (as of the last read; what it passed after that is not known), so the counts only grow.
-   */
+  /** Counts on from `now`, keeping the previous interface's counts as of the last read, so counts only grow. */
   follow(now: LinkNow): void {
     this.carried = this.last;
     this.followed = { ifindex: now.ifindex, type: now.type, base: now.totals };

@@ -1,6 +1,5 @@
-// Capture files are written as root, often in a directory others can write (the agent pod's
-// /tmp, a shared workstation directory): a planted symlink or file there must never turn a
-// capture into a write somewhere else.
+// Capture files are written as root, often in a directory others can write, so a planted symlink or file must
+// never turn a capture into a write elsewhere.
 import { constants, openSync } from 'node:fs';
 
 /** Creates `file` for a capture alone (O_CREAT | O_EXCL | O_NOFOLLOW, mode 0600: packets are private); returns its descriptor. */

@@ -1,10 +1,6 @@
-// The pcap counter backend (fallback when eBPF cannot run): one capture per
-// direction with a kernel filter passing only candidates, headers only (short
-// snap length, large buffer, batched reads), counted by the ours rule for packets (classify.ts).
-// Limits: counts skbs, not GSO segments; losses show as drops (pcap_stats).
-// A link flap (down/up) loses nothing: the sockets stay bound to the interface
-// and the readers watch them again after the error a link down reports. A
-// deleted interface ends the capture for good: `stopped` says so and why.
+// The pcap counter backend (fallback when eBPF cannot run): one headers-only capture per direction with a kernel
+// filter passing candidates, counted by classify.ts; it counts skbs, not GSO segments, and losses show as drops.
+// A link flap loses nothing (the readers watch again); a deleted interface ends the capture, and `stopped` says why.
 import { performance } from 'node:perf_hooks';
 import { errText } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -96,10 +92,7 @@ export class PcapCounter implements Counter {
     return c;
   }
 
-  /**
-   * Why the counters stopped counting (a capture could not go on, e.g. its interface was deleted);
-   * the counts read still hold what was counted until then. Undefined while counting.
-   */
+  /** Why counting stopped (e.g. the interface was deleted); counts read so far are kept. Undefined while counting. */
   get stopped(): string | undefined {
     return this.stopReason;
   }
@@ -143,8 +136,7 @@ export class PcapCounter implements Counter {
     try {
       this.readers[direction].setFilter(expression);
     } catch (e) {
-      // Too many targets for one classic BPF program: pass every candidate
-      // protocol and let classify() decide, at a higher CPU cost.
+      // Too many targets for one classic BPF program: pass every candidate protocol and let classify() decide.
       this.log?.warn(
         { direction, reason: errText(e), length: expression.length },
         'pcap filter rejected; capturing all TCP/UDP/SCTP headers instead',

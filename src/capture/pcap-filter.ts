@@ -2,10 +2,7 @@
 // packets that are ours, so that only candidates reach user space, where classify.ts decides.
 import { formatAddress16, parsePrefix16, type Targets } from './targets.js';
 
-/**
- * Matches nothing in practice (protocol 255 is reserved). libpcap refuses
- * expressions it can prove empty, so "ip and not ip" would not compile.
- */
+/** Matches nothing (protocol 255 is reserved), since libpcap refuses expressions it can prove empty. */
 export const MATCH_NOTHING = 'ip proto 255';
 /** When the precise filter is too large for the kernel: every candidate protocol. */
 export const MATCH_PORT_PROTOCOLS = 'tcp or udp or sctp';

@@ -1,10 +1,5 @@
-// A live pcap capture read in batches: the event loop watches the capture's
-// fd, and each readable event drains whatever the kernel has handed over.
-// A socket error (the link went down) stops libuv's watcher: the reader reads
-// (which clears the error) and watches again. What it cannot recover from
-// (the interface was deleted) stops the capture with a reason, reported to the
-// owner; nothing thrown from the watcher reaches the process (that would be an
-// uncaught exception, i.e. a crash of the agent).
+// A live pcap capture read in batches from the event loop. A socket error (link down) stops libuv's watcher, so the
+// reader reads and watches again; a deleted interface stops the capture with a reason, never by a throw.
 import { performance } from 'node:perf_hooks';
 import { errText } from '../errors.js';
 import { native } from '../native/index.js';
@@ -21,7 +16,6 @@ export interface PcapBatch {
 }
 
 export interface PcapReaderOptions extends PcapOpenOptions {
-  /** Packets per batch (sizes the metadata array). */
   batchPackets?: number;
   /** Bytes of packet data per batch; at least one snaplen. */
   batchBytes?: number;
@@ -33,9 +27,7 @@ export interface PcapReaderOptions extends PcapOpenOptions {
 
 export interface PcapStats {
   received: number;
-  /** Dropped because the capture buffer was full. */
   dropped: number;
-  /** Dropped by the interface/driver. */
   interfaceDropped: number;
 }
 
@@ -74,12 +66,10 @@ export class PcapReader {
     this.addon.pcapSetFilter(this.handle, expression);
   }
 
-  /** Socket errors seen so far (one per link down, typically). */
   get socketErrors(): number {
     return this.errors.total;
   }
 
-  /** Starts delivering batches from the event loop. */
   start(): void {
     if (this.poll || this.closed) return;
     this.poll = native().pollStart(this.addon.pcapFd(this.handle), (status) => this.onPoll(status));
@@ -90,18 +80,13 @@ export class PcapReader {
     try {
       this.onReadable(status);
     } catch (e) {
-      // onBatch or a hook failed: a bug, but one that must not take the agent down (a throw from
-      // here is an uncaught exception). stop() is a no-op when it was the one that failed.
+      // A failing onBatch or hook is a bug, but a throw from here would be an uncaught exception.
       this.stop(`reading the capture failed: ${errText(e)}`);
     }
   }
 
   private onReadable(status: number): void {
-    // Bounded, so a flood cannot starve the event loop; the watcher is
-    // level-triggered and fires again while packets are pending. After an
-    // error status this read also takes the error off the socket (libpcap
-    // reads SO_ERROR): a link down reads as no packets, a deleted interface
-    // as "The interface disappeared", which stops the reader.
+    // Bounded so a flood cannot starve the loop; after an error status this read also clears SO_ERROR.
     this.drain(16);
     if (status >= 0 || this.closed || this.stopped !== undefined) return;
     // libuv saw POLLERR and stopped watching: watch again, or nothing is ever read again.
@@ -138,10 +123,7 @@ export class PcapReader {
     this.opts.onStopped?.(reason);
   }
 
-  /**
-   * Reads what is pending now (up to maxBatches batches); returns the number of packets. A capture
-   * that cannot be read any more (interface deleted) stops instead of throwing.
-   */
+  /** Reads what is pending (up to maxBatches batches) and returns the packet count; an unreadable capture stops. */
   drain(maxBatches = Infinity): number {
     let total = 0;
     if (this.closed || this.stopped !== undefined) return 0;

@@ -1,10 +1,6 @@
-// What a capture does after its socket reported an error. libuv stops a poll
-// watcher on POLLERR (one callback with a negative status, then silence), so
-// every error needs a decision: watch again now, watch again later, or give up.
-// An AF_PACKET socket gets one error per link down (ENETDOWN), which the next
-// read clears: watching again at once is right. An error that comes straight
-// back would turn "watch again at once" into a busy loop, so a run of them is
-// slowed to one per RETRY_MS and, if it lasts, ends the capture with a reason.
+// What a capture does after its socket reported an error: libuv stops a poll watcher on POLLERR, and an AF_PACKET
+// socket's ENETDOWN is cleared by the next read, so watch again at once; a run of errors is slowed to one per
+// RETRY_MS and, if it lasts, ends the capture with a reason.
 
 /** Errors closer together than this belong to one run. */
 export const RUN_GAP_MS = 5000;
@@ -21,7 +17,6 @@ export type SocketErrorAction =
 export class SocketErrorPolicy {
   private run = 0;
   private lastAt = -Infinity;
-  /** Errors seen since the capture opened. */
   total = 0;
 
   /** One error reported at `nowMs` (a monotonic clock). */

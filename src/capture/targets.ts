@@ -1,5 +1,4 @@
-// What the counters look for (derived from what is ours, model/ours.ts), and the counter samples
-// they give back.
+// What the counters look for (derived from model/ours.ts) and the counter samples they give back.
 import { formatIP, parseIP } from '../kernel/ip.js';
 import type { Ours } from '../model/ours.js';
 import { LOWER_PROTOCOL_NUMBERS, type LowerProtocol } from '../model/protocol.js';
@@ -7,13 +6,11 @@ import { LOWER_PROTOCOL_NUMBERS, type LowerProtocol } from '../model/protocol.js
 export type Proto = LowerProtocol;
 export type CounterKind = 'to_lb' | 'loop_return' | 'hc_local_src';
 export type Direction = 'ingress' | 'egress';
-/** What counts the LB-path packets. */
 export type CounterBackend = 'ebpf' | 'pcap';
 /** What `--capture` asks for: a backend, the best one that loads, or none. */
 export type CaptureMode = CounterBackend | 'auto' | 'off';
 
 export const PROTO_NUMBERS: Record<Proto, number> = LOWER_PROTOCOL_NUMBERS;
-/** Protocol names by IPPROTO number. */
 export const PROTO_NAMES = new Map(Object.entries(PROTO_NUMBERS).map(([name, n]) => [n, name as Proto]));
 
 export interface VipTarget {
@@ -42,10 +39,8 @@ export interface Targets {
 }
 
 /**
- * One counter. target is the VIP (to_lb), the local pod address or the
- * NodePort wildcard '0.0.0.0' / '::' (loop_return), or the bound source
- * address (hc_local_src). port is the VIP entry's port (0 = any) for to_lb
- * and the destination port otherwise.
+ * One counter: target is the VIP (to_lb), local pod address or NodePort wildcard '0.0.0.0' / '::' (loop_return),
+ * or bound source (hc_local_src); port is the VIP entry's port (0 = any) for to_lb, else the destination port.
  */
 export interface CounterSample {
   target: string;
@@ -181,11 +176,7 @@ export function validateTargets(t: Targets): void {
   }
 }
 
-/**
- * The targets a backend that counts at most `maxPerFamily` VIP:ports per address family can take:
- * the first ones in the index's order (stable while the cluster is), and those left out. Past the
- * bound the others are still counted; one more VIP never stops the counting of all of them.
- */
+/** The first `maxPerFamily` VIP:ports per family in the index's stable order, and those left out (still counted). */
 export function withinVipCapacity(t: Targets, maxPerFamily: number): { targets: Targets; notCounted: number } {
   let v4 = 0;
   let v6 = 0;

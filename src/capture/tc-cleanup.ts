@@ -1,10 +1,6 @@
-// `clbprobe cleanup`: what a SIGKILLed agent leaves behind on kernels without TCX (before 6.6).
-// Legacy cls_bpf filters outlive their process; the agent removes its own at the next start, but
-// after the DaemonSet is gone nothing would. This removes our filters (handle/priority TC_HANDLE/
-// TC_PRIORITY running our programs, removeTcLeftovers) on every interface, then deletes the clsact
-// qdisc of an interface where we removed one only if neither hook holds any other filter: a CNI
-// (Cilium, Calico eBPF) keeps its programs on the same qdisc, and deleting it would cut them off.
-// The filter listing and the qdisc deletion are rtnetlink messages built and parsed here.
+// `clbprobe cleanup`: removes the cls_bpf filters a SIGKILLed agent leaves on kernels before 6.6 (no TCX), which
+// nothing removes once the DaemonSet is gone, and the clsact qdisc only where no other filter remains, since a CNI
+// (Cilium, Calico eBPF) may share that qdisc.
 import { dumpAddresses } from '../kernel/addresses.js';
 import { MessageWriter, NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST } from '../kernel/netlink/codec.js';
 import { NETLINK_ROUTE, NetlinkError, NetlinkSocket } from '../kernel/netlink/socket.js';
@@ -24,12 +20,10 @@ const TCMSG_LEN = 20;
 const TC_H_CLSACT = 0xfffffff1;
 const CLSACT_INGRESS = 0xfffffff2;
 const CLSACT_EGRESS = 0xfffffff3;
-/** The clsact qdisc's handle (ffff:). */
 const CLSACT_HANDLE = 0xffff0000;
 
 export interface InterfaceCleanup {
   ifname: string;
-  /** Our cls_bpf filters removed (0-2). */
   removedFilters: number;
   /** Filters of others left on the clsact qdisc (ingress + egress). */
   otherFilters: number;
@@ -59,7 +53,6 @@ export function decodeTcmsg(payload: Buffer): { ifindex: number; handle: number;
   return out;
 }
 
-/** Whether the interface has a clsact qdisc. */
 async function hasClsact(sock: NetlinkSocket, ifindex: number): Promise<boolean> {
   let found = false;
   await sock.dump(
@@ -89,11 +82,7 @@ async function filterCount(sock: NetlinkSocket, ifindex: number, parent: number)
   return n;
 }
 
-/**
- * Removes our leftover filters from `ifname` (every interface when undefined), and the clsact
- * qdisc where we removed one and nothing else is attached. Returns what was done per interface
- * where something of ours was found.
- */
+/** Removes our leftover filters from `ifname` (or every interface) and an emptied clsact; reports per interface. */
 export async function cleanupTc(
   addon: BpfAddon,
   o: { ifname?: string; netnsPath?: string; log?: Logger } = {},

@@ -1,7 +1,5 @@
-// Interfaces and addresses of the node over rtnetlink (RTM_GETLINK/RTM_GETADDR
-// dumps), plus live address add/remove events. kube-ipvs0 is where kube-proxy
-// in IPVS mode binds Service VIPs: whether an LB IP is bound there decides
-// which loopback mechanism applies.
+// The node's interfaces and addresses over rtnetlink, plus live address events; whether an LB IP is bound on
+// kube-ipvs0 (kube-proxy IPVS mode) decides which loopback mechanism applies.
 
 import { AF_INET, AF_INET6 } from '../model/address-family.js';
 import { KUBE_IPVS_IFNAME } from '../model/kube-proxy.js';
@@ -143,8 +141,7 @@ export function decodeAddress(p: Buffer): { ifindex: number; label?: string; add
         break;
     }
   });
-  // For IPv4, IFA_LOCAL is the interface's own address (IFA_ADDRESS is the
-  // peer on point-to-point links); IPv6 only sends IFA_ADDRESS.
+  // IPv4's IFA_LOCAL is the own address (IFA_ADDRESS is the point-to-point peer); IPv6 sends only IFA_ADDRESS.
   const address = local ?? addr;
   if (!address) throw new NetlinkParseError('address message without IFA_LOCAL/IFA_ADDRESS', IFADDRMSG_LEN);
   const out: InterfaceAddress = {
@@ -223,11 +220,7 @@ export function decodeAddressEvent(m: NetlinkMessage, names?: Map<number, string
   };
 }
 
-/**
- * Live address add/remove events (v4 and v6). onResync is called after the
- * kernel dropped notifications: the caller should re-read with readAddresses.
- * Returns a function that stops watching and closes the socket.
- */
+/** Live address events; onResync means the kernel dropped notifications and the caller should re-read. */
 export function watchAddresses(
   onEvent: (e: AddressEvent) => void,
   onResync: () => void,

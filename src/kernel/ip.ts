@@ -1,6 +1,5 @@
-// IP address text forms. IPv6 output follows RFC 5952 (lower case, longest
-// run of zero groups compressed, IPv4-mapped kept dotted) so that addresses
-// compare equal to what `ip`, `conntrack` and Kubernetes print.
+// IP address text forms; IPv6 follows RFC 5952 so addresses compare equal to what `ip`, `conntrack` and
+// Kubernetes print.
 import { isIP } from 'node:net';
 
 export function formatIPv4(b: Uint8Array, off: number): string {
@@ -91,8 +90,7 @@ export function inCidr(address: string, cidr: string): boolean {
   if (a.length !== net.length) return false;
   const bitsText = slash < 0 ? undefined : cidr.slice(slash + 1);
   const bits = bitsText === undefined ? a.length * 8 : /^\d{1,3}$/.test(bitsText) ? Number(bitsText) : -1;
-  // A prefix past the address (e.g. '/99999999999999999999' in a corrupt save output) is no CIDR;
-  // taken as a number it would also run the byte loop below billions of times.
+  // A prefix past the address (corrupt save output) is no CIDR, and would also run the byte loop below for ever.
   if (bits < 0 || bits > a.length * 8) throw new Error(`not a prefix length: ${JSON.stringify(cidr)}`);
   const full = bits >> 3;
   for (let i = 0; i < full; i++) if (a[i] !== net[i]) return false;
@@ -102,11 +100,7 @@ export function inCidr(address: string, cidr: string): boolean {
   return (a[full]! & mask) === (net[full]! & mask);
 }
 
-/**
- * inCidr for CIDRs read from a ruleset (iptables-save, nft -j): one that is not a CIDR (a corrupt
- * prefix length, an invalid address) matches no address, as netfilter could never have loaded it;
- * the rule it is in then does not apply, and the rest of the ruleset is read as usual.
- */
+/** inCidr for ruleset CIDRs: an invalid one matches nothing, since netfilter could never have loaded it. */
 export function inCidrSafe(address: string, cidr: string): boolean {
   try {
     return inCidr(address, cidr);
@@ -119,11 +113,7 @@ export { ipv4Number } from '../model/ip.js';
 
 import { ipv4Number } from '../model/ip.js';
 
-/**
- * A membership test for a fixed list of CIDRs, parsed once (inCidr parses both sides on every
- * call: too slow for a test run per conntrack entry). Malformed CIDRs match nothing; they are
- * returned in `invalid` so the caller can say so.
- */
+/** A membership test over CIDRs parsed once, for per-entry use; malformed CIDRs match nothing and are in `invalid`. */
 export function cidrMatcher(cidrs: readonly string[]): { has(ip: string): boolean; invalid: string[] } {
   const v4: { net: number; mask: number }[] = [];
   const v6: string[] = [];

@@ -1,8 +1,5 @@
-// /proc/<pid>/maps: the process's own memory mappings (proc(5)), one per line:
-//   00400000-0452b000 r-xp 00000000 fd:01 1311   /usr/local/bin/node
-//   start-end         perms offset   dev   inode  pathname (may hold spaces, "(deleted)", or
-//                                                 a pseudo-name like [heap]; empty when anonymous)
-// Addresses are bigints: user space reaches 2^47 (2^56 with 5-level paging), past 2^53.
+// /proc/<pid>/maps (proc(5)): one mapping per line, `start-end perms offset dev inode [pathname]`, the pathname
+// possibly holding spaces, "(deleted)" or a pseudo-name like [heap]. Addresses are bigints: user space passes 2^53.
 import { readFileBounded } from '../read-bounded.js';
 
 export interface Mapping {
@@ -56,7 +53,7 @@ export function parseProcMaps(text: string): ProcMaps {
   return { mappings, errors };
 }
 
-/** The agent maps ~400 regions (~40 KiB of text); a process with 10,000 would still fit. */
+/** Bound on the maps text, ample for a process with thousands of regions. */
 export const PROC_MAPS_MAX_BYTES = 1 << 20;
 
 export function readProcMaps(pid: number | 'self' = 'self'): ProcMaps {

@@ -1,8 +1,7 @@
 import type { IpFamily } from '../model/address-family.js';
 import type { ServiceProtocol } from '../model/protocol.js';
 
-// Typed snapshots of the node's datapath, as the readers produce them.
-// Detectors (src/detect) consume these and nothing else from the kernel.
+// Typed snapshots of the node's datapath as the readers produce them; src/detect consumes nothing else from the kernel.
 
 /** IPv4 or IPv6 (src/model/address-family.ts). */
 export type Family = IpFamily;
@@ -94,11 +93,7 @@ export interface IpvsVirtualServer {
   port?: number;
   fwmark?: number;
   scheduler: string;
-  /**
-   * IP_VS_SVC_F_* names as ipvsadm spells them: 'persistent', 'one-packet', and
-   * scheduler flags ('sh-fallback', 'sh-port', 'mh-fallback', 'mh-port', else
-   * 'flag-1'..'flag-3'). The kernel-internal 'hashed' bit is left out.
-   */
+  /** IP_VS_SVC_F_* names as ipvsadm spells them, without the kernel-internal 'hashed' bit. */
   flags: string[];
   /** Persistence timeout in seconds (0 when not persistent). */
   timeoutS: number;
@@ -112,11 +107,7 @@ export interface IpvsVirtualServer {
 
 export interface IpvsSnapshot {
   virtualServers: IpvsVirtualServer[];
-  /**
-   * Fields the source could not provide and that are therefore 0 / absent
-   * (from ipvsadm text, e.g. 'conns', 'persistentConns', 'stats', 'rates',
-   * 'thresholds', 'tunnel'); absent for a netlink read, which has them all.
-   */
+  /** Fields ipvsadm text could not provide (so 0 or absent); absent for a netlink read, which has them all. */
   missing?: string[];
 }
 
@@ -148,7 +139,6 @@ export interface ConntrackEntry {
   reply: ConntrackTuple;
   /** TCP state name as conntrack(8) prints it (e.g. 'ESTABLISHED', 'SYN_SENT'); undefined for other protocols. */
   tcpState?: string;
-  /** Raw IPS_* status bits. */
   status: number;
   /** Status flag names, e.g. ['SEEN_REPLY', 'ASSURED', 'CONFIRMED', 'DST_NAT']. */
   statusFlags: string[];
@@ -180,9 +170,8 @@ export interface ConntrackSummary {
 }
 
 /**
- * A `local` route of table local that the kernel did not make for an address (protocol other than
- * kernel): the node accepts packets to `dst` as its own without the address being on any
- * interface. Cloud guest agents install them for load-balancer IPs (GCE: protocol 66).
+ * A non-kernel `local` route in table local: the node accepts `dst` as its own without the address on any link;
+ * cloud guest agents add them for LB IPs (GCE: protocol 66).
  */
 export interface LocalRoute {
   family: Family;

@@ -1,19 +1,5 @@
-// What kube-proxy's NAT rules say about LoadBalancer traffic on this node, for
-// the detectors: the proxy mode, and for each LB VIP:port whether a connection
-// from a pod on this node is marked for masquerade (SNAT to the node) or left
-// with the pod's address (externalTrafficPolicy=Local behaviour), with the rule
-// lines and ipset members that show it.
-//
-// Formats (kubernetes pkg/proxy/iptables and pkg/proxy/ipvs):
-//   iptables < 1.24: KUBE-SERVICES "-d VIP ... loadbalancer IP" -> KUBE-FW-X;
-//     ETP=Cluster: KUBE-FW-X -> KUBE-MARK-MASQ, KUBE-SVC-X;
-//     ETP=Local:   KUBE-FW-X -> KUBE-XLB-X: "-s podCIDR ... Redirect pods ..." -> KUBE-SVC-X (no mark).
-//   iptables >= 1.24: "loadbalancer IP" -> KUBE-EXT-X (or KUBE-FW-X with source ranges);
-//     ETP=Cluster: KUBE-EXT-X "masquerade traffic for ..." -> KUBE-MARK-MASQ;
-//     ETP=Local:   KUBE-EXT-X "pod traffic for ..." -> KUBE-SVC-X, then -> KUBE-SVL-X.
-//   IPVS: KUBE-SERVICES --match-set KUBE-LOAD-BALANCER -> KUBE-LOAD-BALANCER:
-//     --match-set KUBE-LOAD-BALANCER-LOCAL -> RETURN, then -> KUBE-MARK-MASQ.
-//   nftables: `table ip|ip6 kube-proxy`, read by nftables.ts and merged here.
+// What kube-proxy's NAT rules say about LoadBalancer traffic on this node: the proxy mode and, per LB VIP:port,
+// whether pod connections are masqueraded or keep the pod's address, with the rule lines that show it.
 
 import { canonicalSafe, NatRules } from '../kernel/nat/nat-rules.js';
 import { findOptions } from '../kernel/nat/rule-spec.js';
@@ -36,26 +22,13 @@ export interface LoadBalancerFact {
   protocol: string;
   /** 'namespace/name:port' from the rule comment (iptables mode only; IPVS ipsets carry no names). */
   service?: string;
-  /** externalTrafficPolicy as the rules imply it. */
   trafficPolicy?: TrafficPolicy;
-  /** Whether kube-proxy marks pod -> VIP connections for masquerade. */
   podTraffic: 'masquerade' | 'exempt' | 'unknown';
-  /**
-   * Where the nat table sends pod -> VIP: DNAT to endpoints, accepted for IPVS, or not captured
-   * (the packet leaves for the real LB). Only the nat table is walked: a filter-table drop
-   * (e.g. KUBE-PROXY-FIREWALL for loadBalancerSourceRanges) is not seen here.
-   */
+  /** Where the nat table sends pod -> VIP; filter-table drops (e.g. KUBE-PROXY-FIREWALL) are not seen here. */
   capture: 'dnat' | 'ipvs' | 'not-captured' | 'dropped' | 'unknown';
-  /**
-   * The VIP's "no endpoints" verdict: nftables' no-endpoint-services element (ETP=Local without
-   * local endpoints, or no endpoints), or iptables' KUBE-EXTERNAL-SERVICES "has no local endpoints" DROP.
-   */
+  /** nftables no-endpoint-services element, or iptables KUBE-EXTERNAL-SERVICES "has no local endpoints" DROP. */
   noEndpoints?: NftNoLocalEndpoints;
-  /**
-   * loadBalancerSourceRanges that leave this node's pods out: their connections to the VIP are
-   * dropped on the node (iptables KUBE-PROXY-FIREWALL or KUBE-MARK-DROP, nftables firewall-ips).
-   * `certain` is false when the ranges may or may not hold the pod CIDR.
-   */
+  /** Source ranges that leave this node's pods out, so the node drops their VIP connections; `certain` may be false. */
   sourceRangeDrop?: SourceRangeDrop;
   /** nftables mode: an LB IP or a Service external IP (service-ips holds both alike). */
   lbOrExternal?: true;
@@ -75,18 +48,11 @@ export interface NodePortFact {
   protocol: string;
   service?: string;
   trafficPolicy?: TrafficPolicy;
-  /**
-   * The rule lines, ipset members and nft elements that show the above (their text is
-   * nodePortEvidence(fact)); kept as shared references because the agent keeps every NodePort's fact.
-   */
+  /** Evidence shown by nodePortEvidence(fact), shared by reference because the agent keeps every NodePort's fact. */
   shownBy: readonly NodePortSource[];
 }
 
-/**
- * One line of a NodePort's evidence: a rule line or nft element as quoted, or (IPVS mode) a
- * KUBE-NODE-PORT rule that matches the port's ipset member. `member` is there only when the
- * member is written otherwise than the port number (e.g. 'tcp:30080' in a hash set).
- */
+/** A rule line or nft element as quoted, or an IPVS KUBE-NODE-PORT rule; `member` only if it is not the port. */
 export type NodePortSource = string | { readonly set: string; readonly rule: string; readonly member?: string };
 
 /** A NodePort fact's evidence lines, e.g. 'ipset KUBE-NODE-PORT-TCP member 30080 (iptables-nft-save:21: -A KUBE-NODE-PORT ...)'. */
@@ -112,16 +78,10 @@ export interface KubeNatFacts {
 
 const IPTABLES_CHAIN = /^KUBE-(SVC|SEP|EXT|SVL|FW|XLB)-/;
 
-/**
- * The filter-table chains where kube-proxy (1.25+ iptables mode) drops Service traffic the nat
- * table left alone: loadBalancerSourceRanges, and ETP=Local without local endpoints.
- */
+/** Filter chains where kube-proxy (1.25+ iptables mode) drops Service traffic the nat table left alone. */
 export const FILTER_DROP_CHAINS = ['KUBE-PROXY-FIREWALL', 'KUBE-EXTERNAL-SERVICES'] as const;
 
-/**
- * A NAT snapshot as readNat's factsOnly leaves it: what detection needs of the rules (facts),
- * derived when they were read, and no v4, v6 or ipsets. The agent keeps this, never the parsed rules.
- */
+/** readNat's factsOnly result: the derived facts without the parsed rules, which the agent never keeps. */
 export type NatFactsSnapshot = NatSnapshot & { facts?: KubeNatFacts };
 
 /** From the iptables/ipset snapshot and kube-proxy's nftables tables, either of which may be missing. */
@@ -161,10 +121,7 @@ export function kubeNatFacts(nat: NatFactsSnapshot | undefined, nftTables?: NftS
   return facts;
 }
 
-/**
- * What the iptables rules and ipsets alone say (mode 'mixed' = chains of both iptables and IPVS
- * mode). readNat's factsOnly keeps this instead of the rules (NatFactsSnapshot).
- */
+/** What the iptables rules and ipsets alone say ('mixed' = chains of both iptables and IPVS mode). */
 export function xtablesFacts(nat: NatSnapshot | undefined): KubeNatFacts {
   const dumps = [nat?.v4, nat?.v6].filter((d): d is IptablesDump => !!d);
   return natRulesFacts(
@@ -173,11 +130,18 @@ export function xtablesFacts(nat: NatSnapshot | undefined): KubeNatFacts {
   );
 }
 
-/** xtablesFacts over each family's nat table (nat-rules.ts) and the ipsets. */
+/**
+ * xtablesFacts over each family's nat table and the ipsets. Formats (kubernetes pkg/proxy/iptables, ipvs):
+ *   iptables < 1.24: "loadbalancer IP" -> KUBE-FW-X; Cluster: -> KUBE-MARK-MASQ, KUBE-SVC-X;
+ *     Local: -> KUBE-XLB-X "Redirect pods ..." -> KUBE-SVC-X (no mark).
+ *   iptables >= 1.24: -> KUBE-EXT-X (or KUBE-FW-X with source ranges); Cluster: "masquerade traffic for ..."
+ *     -> KUBE-MARK-MASQ; Local: "pod traffic for ..." -> KUBE-SVC-X, then KUBE-SVL-X.
+ *   IPVS: KUBE-SERVICES --match-set KUBE-LOAD-BALANCER -> KUBE-LOAD-BALANCER: KUBE-LOAD-BALANCER-LOCAL -> RETURN,
+ *     then KUBE-MARK-MASQ. nftables (`table ip|ip6 kube-proxy`) is read by nftables.ts and merged in kubeNatFacts.
+ */
 export function natRulesFacts(tables: readonly NatRules[], ipsets: readonly IpsetSet[]): KubeNatFacts {
   const sets = new Map(ipsets.map((s) => [s.name, s] as const));
   const facts: KubeNatFacts = { mode: 'none', modeEvidence: [], podSelectors: {}, loadBalancers: [], nodePorts: [] };
-  // The strings the facts keep, for this read only (own-text.ts).
   const text = new OwnText();
   let iptables = false;
   let ipvs = false;
@@ -257,9 +221,8 @@ function loadBalancers(t: WalkTables, text: OwnText): LoadBalancerFact[] {
 }
 
 /**
- * loadBalancerSourceRanges without the pods: from 1.25 KUBE-FW-X lets the ranges through to
- * KUBE-EXT-X and the rest falls through the nat table to the filter table's KUBE-PROXY-FIREWALL
- * DROP; before, KUBE-FW-X ends in KUBE-MARK-DROP (kubelet's KUBE-FIREWALL drops the mark).
+ * From 1.25 KUBE-FW-X lets the ranges through and the rest meets KUBE-PROXY-FIREWALL's DROP; before, KUBE-FW-X
+ * ends in KUBE-MARK-DROP, which kubelet's KUBE-FIREWALL drops.
  */
 function sourceRangeDrop(
   chains: NatRules,
@@ -418,9 +381,7 @@ const ENDPOINT_CHAIN = 'KUBE-SEP-';
 
 function walkEvidence(source: string, walk: WalkResult, text: OwnText): string[] {
   const out: string[] = [];
-  // One endpoint of a fan-out shows the path; the others only repeat it with another address
-  // (the endpoints are in the cluster view). Quoting each would make a fact's size grow with
-  // its endpoints, and the agent keeps the facts of every LB Service.
+  // One endpoint shows the path, and quoting every one would grow each kept fact with its endpoints.
   const quotedOf = new Set<string>();
   const skippedSep = new Set<string>();
   const more = new Map<string, { at: number; n: number }>();
@@ -532,7 +493,6 @@ function ipvsNodePorts(t: WalkTables, text: OwnText): NodePortFact[] {
   });
 }
 
-/** A NodePort fact while its rules are gathered. */
 type NodePortGathered = Omit<NodePortFact, 'shownBy'> & { shownBy: NodePortSource[] };
 
 /** The fact as the agent keeps it, built whole with an exact-size `shownBy` so that no growth slack stays behind. */

@@ -1,22 +1,6 @@
-// What kube-proxy's nftables tables (`table ip kube-proxy`, `table ip6
-// kube-proxy`) say about LoadBalancer traffic on this node, in the same shape
-// as the iptables/IPVS analysis (facts.ts). Names are kube-proxy's
-// own (pkg/proxy/nftables):
-//   services: `ip daddr . meta l4proto . th dport vmap @service-ips`;
-//   service-ips: LB IP . proto . port -> goto external-HASH-ns/svc/proto/port;
-//   external-*: ETP=Cluster `jump mark-for-masquerade` then `goto service-*`;
-//     ETP=Local `ip saddr PODCIDR goto service-*` "short-circuit pod traffic",
-//     `fib saddr type local jump mark-for-masquerade` "masquerade local traffic",
-//     "short-circuit local traffic", then `goto local-*` when it has local endpoints;
-//   no-endpoint-services / no-endpoint-nodeports: `drop` (ETP=Local, no local
-//     endpoints) or `goto reject-chain` (no endpoints), looked up from
-//     service-endpoints-check (endpoints-check before v1.31);
-//   firewall-ips -> firewall-* chains: loadBalancerSourceRanges, checked pre-DNAT.
-// The filter chains' priorities decide whether that lookup sees the LB IP or the
-// endpoint: at -110 on the output hook (v1.31 to early v1.33, kubernetes#131765)
-// it runs before nat-output's DNAT, so host-network clients of an ETP=Local
-// Service without local endpoints are dropped; #132456 moved filter-input,
-// -forward and -output to priority 0.
+// What kube-proxy's nftables tables (`table ip|ip6 kube-proxy`, pkg/proxy/nftables) say about LoadBalancer
+// traffic on this node, in facts.ts's shape: services -> service-ips vmap -> external-* chains (ETP=Cluster
+// masquerade, ETP=Local pod short-circuit), no-endpoint-* drop/reject, and firewall-ips checked pre-DNAT.
 import { inCidrSafe, ipFamily } from '../kernel/ip.js';
 import type { NatFamily } from '../kernel/nat/types.js';
 import { renderElement } from '../kernel/nft/parse.js';
@@ -32,7 +16,7 @@ export interface NftNoLocalEndpoints {
   evidence: string[];
 }
 
-/** One LB (or external) IP:port from service-ips / no-endpoint-services; the fields of facts.ts's LoadBalancerFact. */
+/** One LB (or external) IP:port from service-ips / no-endpoint-services, in facts.ts's LoadBalancerFact fields. */
 export interface NftLbFact {
   family: NatFamily;
   vip: string;
@@ -43,7 +27,6 @@ export interface NftLbFact {
   podTraffic: 'masquerade' | 'exempt' | 'unknown';
   capture: 'dnat' | 'not-captured' | 'dropped' | 'unknown';
   noEndpoints?: NftNoLocalEndpoints;
-  /** firewall-ips drops pods' connections (facts.ts's LoadBalancerFact.sourceRangeDrop). */
   sourceRangeDrop?: { certain: boolean; evidence: string[] };
   /** service-ips sends LB and external IPs alike to external-* chains: only a firewall-ips element says LB. */
   lbOrExternal?: true;
@@ -56,7 +39,6 @@ export interface NftNodePortFact {
   protocol: string;
   service?: string;
   trafficPolicy?: 'Local' | 'Cluster';
-  /** The service-nodeports element, as quoted (NodePortFact's shownBy in facts.ts). */
   shownBy: string[];
 }
 
@@ -82,7 +64,10 @@ export interface NftKubeFacts {
 }
 
 const MAX_DEPTH = 16;
-/** nf_tables' NF_IP_PRI_NAT_DST: filter chains below it see the packet before DNAT. */
+/**
+ * nf_tables' NF_IP_PRI_NAT_DST: filter chains below it see the VIP before DNAT, as v1.31 to early v1.33's -110
+ * output chains did (kubernetes#131765, dropping host-network clients); #132456 moved them to priority 0.
+ */
 const DSTNAT_PRIORITY = -100;
 
 export function kubeNftFacts(snap: NftSnapshot | undefined): NftKubeFacts {
@@ -136,7 +121,6 @@ class TableFacts {
     return `${this.t.family} kube-proxy`;
   }
 
-  /** One evidence line: where, and the rule as nft prints it. */
   private ruleLine(r: NftRule): string {
     return `${this.source}: chain ${r.chain}: ${r.text}`;
   }
@@ -218,6 +202,7 @@ class TableFacts {
     // A loop, not a spread: a hostile listing's walk may hold more steps than a call takes arguments.
     for (const s of walk.steps) evidence.push(`${this.ruleLine(s.rule)}${s.certain ? '' : ' (may not apply)'}`);
     const ext = this.chains.get(target) ?? [];
+    // kube-proxy writes these comments only in an ETP=Local Service's external-* chain.
     const local = ext.some(
       (r) => r.comment === 'short-circuit pod traffic' || r.comment === 'masquerade local traffic',
     );
@@ -266,18 +251,15 @@ class TableFacts {
   }
 
   /**
-   * Follows pod -> VIP through a chain as netfilter would; returns how the certain path ended.
-   * Each chain is walked once per probe and certainty: a second walk would only add steps and
-   * masquerade marks already in `w`. Without that, a listing whose chains jump to one chain
-   * twice at each level (never kube-proxy's, but a corrupt or hostile file's) costs 2^depth walks.
+   * Follows pod -> VIP as netfilter would; each chain is walked once per probe and certainty, so a hostile
+   * listing that jumps twice to one chain at each level cannot cost 2^depth walks.
    */
   private walk(chain: string, p: Probe, certain: boolean, depth: number, w: Walk): WalkEnd {
     const key = `${certain ? 'sure' : 'maybe'}|${chain}`;
     const done = w.ends.get(key) ?? w.ends.get(`${depth}|${key}`);
     if (done) return done;
-    // A loop (netfilter refuses to load one, a file may hold one) or a nesting past the limit:
-    // how the walk ends is not known. What a chain's walk saw below such a point depends on the
-    // way it was reached, so that walk is kept for its depth only.
+    // A loop or nesting past the limit ends unknown, and what a walk saw below it depends on how it was reached,
+    // so that walk is kept for its depth only.
     if (depth > MAX_DEPTH || w.active.has(key)) {
       w.cut++;
       return 'unknown';
@@ -424,6 +406,7 @@ class TableFacts {
       });
   }
 
+  /** Found by its vmap, since the chain is service-endpoints-check (endpoints-check before v1.31). */
   private checksNoEndpoints(c: NftFilterChain): boolean {
     return c.jumps.some((j) => this.vmapsNoEndpoints(j));
   }
@@ -500,10 +483,8 @@ function isCidr(s: string): boolean {
   return !!addr && inCidrSafe(addr, s);
 }
 
-// Both below read a CIDR that is not one (e.g. '10.0.0.0/99' in a corrupt listing) as a range
-// holding no address: disjoint from everything, inside nothing.
+// Both below read an invalid CIDR (e.g. '10.0.0.0/99' in a corrupt listing) as a range holding no address.
 
-/** Whether CIDRs (or addresses) a and b share no address. */
 function disjoint(a: string, b: string): boolean {
   const [aa] = a.split('/');
   const [ba] = b.split('/');
@@ -514,7 +495,6 @@ function disjoint(a: string, b: string): boolean {
   return !inCidrSafe(aa, cidr(b, ba)) && !inCidrSafe(ba, cidr(a, aa));
 }
 
-/** Whether CIDR a lies inside CIDR b. */
 function cidrWithin(a: string, b: string): boolean {
   const [addr, len] = a.split('/');
   const [, blen] = b.split('/');

@@ -16,11 +16,7 @@ export class OwnText {
     return copy;
   }
 
-  /**
-   * The parts joined, flat and shared. Not a template literal: that is a tree of its parts, each
-   * kept alive (a rule's spec, and with it its whole save-output line). A join of two or more
-   * non-empty parts is already a new flat string, so it is kept as it is, not copied again.
-   */
+  /** The parts joined flat and shared, not as a template literal, whose tree would keep each part's line alive. */
   join(...parts: string[]): string {
     const s = parts.join('');
     const had = this.seen.get(s);
@@ -37,10 +33,7 @@ export class OwnText {
   }
 }
 
-/**
- * A copy of `s` that refers to nothing else. Array#join of one part, String#concat with '' and
- * the like return `s` itself (still a slice); joining two non-empty parts writes a new string.
- */
+/** A copy of `s` referring to nothing else; join of one part or concat with '' would return the slice itself. */
 export function flatCopy(s: string): string {
   return s.length < 2 ? s : [s.slice(0, 1), s.slice(1)].join('');
 }

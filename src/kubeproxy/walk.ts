@@ -1,9 +1,5 @@
-// Follows the first packet of a connection from "some pod on this node" to
-// VIP:port through the nat table, the way netfilter would, to see whether
-// kube-proxy marks it for masquerade and where it is sent. Facts we cannot know
-// from the rules alone (a statistic match, a mark, a source inside the pod
-// range but narrower than it) make a rule 'maybe'; what happens under a 'maybe'
-// rule is recorded as uncertain and the walk goes on past it.
+// Follows a connection's first packet from "some pod on this node" to VIP:port through the nat table, as
+// netfilter would; a match the rules cannot decide makes a rule 'maybe', and the walk goes on as uncertain.
 
 import { inCidrSafe } from '../kernel/ip.js';
 import { canonicalSafe, type NatRules } from '../kernel/nat/nat-rules.js';
@@ -20,7 +16,6 @@ export interface Probe {
 }
 
 export interface WalkTables {
-  /** The nat table of one family. */
   chains: NatRules;
   sets: Map<string, IpsetSet>;
   pod: PodSelectors;
@@ -48,14 +43,10 @@ export type WalkEnd = 'dnat' | 'accept' | 'drop' | 'reject' | 'return' | 'fallth
 export interface WalkResult {
   /** How the certain path ended: 'fallthrough' means no nat rule took the packet. */
   end: WalkEnd;
-  /**
-   * Rules that fired (jumps, marks, terminal targets), in order of their first firing. A chain
-   * entered again (same certainty, see walkChain) adds nothing: what it would add is already here.
-   */
+  /** Rules that fired, in order of first firing; a chain entered again with the same certainty adds nothing. */
   steps: WalkStep[];
   /** Jumps to KUBE-MARK-MASQ among the steps. */
   masq: WalkStep[];
-  /** ipset lookups made on the way, for evidence. */
   lookups: SetLookup[];
   /** Chains entered, in order of their first entry. */
   visited: string[];
@@ -100,12 +91,8 @@ export function walkNat(tables: WalkTables, start: string, probe: Probe): WalkRe
 }
 
 /**
- * A chain's walk depends only on the chain, the probe, whether the jump to it was certain, and
- * (only when it goes MAX_DEPTH deep) the depth it starts at. Walked again, it would add the same
- * steps, lookups and chains, already in the result, and end the same: so each is walked once per
- * probe. Without this, chains that jump to the same chain more than once (rules kube-proxy never
- * writes, but a node may hold) cost 2^depth walks: 32 chains each jumping twice to the next
- * would never finish. A cycle still goes MAX_DEPTH deep and ends 'loop', each depth walked once.
+ * Each chain is walked once per probe and certainty (and depth when cut by MAX_DEPTH), since a node may hold
+ * chains that jump twice to the next, which would cost 2^depth walks; a cycle still ends 'loop'.
  */
 function walkChain(w: Walk, chain: string, certain: boolean, depth: number): ChainWalk {
   if (depth > MAX_DEPTH) return CUT;
@@ -268,10 +255,8 @@ function setMatch(t: WalkTables, name: string, flags: string, probe: Probe): { t
 }
 
 /**
- * kube-proxy's IPVS sets hold one member per Service (KUBE-LOAD-BALANCER: 5,000 on a
- * 5,000-Service node), and every VIP's walk looks each set up: members that can only
- * equal one probe's address and port (a plain address, a 'proto:port' or a bare port with
- * one port, in a 'dst' direction) are found by that probe's keys instead of one by one.
+ * IPVS sets hold one member per Service and every VIP's walk looks them up, so members that can equal only one
+ * probe's address and port are found by that probe's keys instead of one by one.
  */
 export interface SetIndex {
   exact: Set<string>;

@@ -1,10 +1,5 @@
-// The form in which the agent keeps a conntrack entry for as long as the flow
-// lives (src/agent/conntrack-table.ts). It is built straight from the decoded
-// message (CtView), so that an event allocates only what is kept: nothing for
-// a DESTROY, one object for an UPDATE (its tuples are shared with the version
-// it replaces). Small integers stay inside the object (the id as a signed
-// 32-bit value, CTA_USE), names are read from shared constants, and the
-// accounting fields, off by default, take one pointer.
+// The form in which the agent keeps a conntrack entry while the flow lives (src/agent/conntrack-table.ts), built
+// straight from CtView so an event allocates only what is kept: nothing for a DESTROY, one object for an UPDATE.
 import { formatIPv4, formatIPv6, ipv4Number } from '../ip.js';
 import type { ConntrackCounters, ConntrackEntry, ConntrackTuple, Family } from '../types.js';
 import * as C from './constants.js';
@@ -85,9 +80,8 @@ interface Accounting {
 const TCP_STATE_NAMES = new Map<string, string>(C.TCP_STATES.map((n) => [n, n]));
 
 /**
- * A kept conntrack entry: immutable (a change of the entry is a new CompactEntry: the diagnosis
- * compares examples by identity), its tuples shared with the version it replaces. The protocol
- * and status flag names are derived from the numbers, as the decoder and the bundle parser make them.
+ * A kept conntrack entry: immutable, since the diagnosis compares examples by identity, and sharing its tuples
+ * with the version it replaces.
  */
 export class CompactEntry implements ConntrackEntry {
   private constructor(
@@ -100,7 +94,7 @@ export class CompactEntry implements ConntrackEntry {
     readonly timeoutS: number,
     readonly mark: number,
     readonly zone: number,
-    /** CTA_ID as a signed 32-bit integer (no heap number for ids from 2^31); `id` is the unsigned value. */
+    /** CTA_ID as a signed 32-bit integer so it stays a small integer; `id` is the unsigned value. */
     readonly id32: number,
     readonly use: number | undefined,
     private readonly acct: Accounting | undefined,
@@ -157,10 +151,7 @@ export class CompactEntry implements ConntrackEntry {
     return this.toEntry();
   }
 
-  /**
-   * The decoded message in this form; `prev`: the version it replaces (its tuples are reused when
-   * they are the same). undefined for ICMP, whose tuples this form does not hold.
-   */
+  /** The decoded message in this form, reusing `prev`'s tuples when they are the same; undefined for ICMP. */
   static fromView(v: CtView, prev?: CompactEntry): CompactEntry | undefined {
     const b = v.buf;
     const orig = prev?.orig.sameAsView(v.orig, b) ? prev.orig : PackedTuple.ofView(v.orig, b);

@@ -1,9 +1,5 @@
-// Decoding ctnetlink messages into ConntrackEntry. Hot path: a 1M-entry dump
-// passes through here. CtView decodes one message straight from the receive
-// buffer into reused numeric fields (no object per attribute, no string), so
-// a dump that only counts, or keeps a few entries, allocates nothing for the
-// rest; toEntry() makes the ConntrackEntry, strings included, for those kept.
-// ctnetlink integers are big-endian.
+// Decodes ctnetlink messages (big-endian integers) in place: CtView reads one message into reused numeric fields,
+// so a dump that counts or keeps few entries allocates nothing for the rest; toEntry() builds a kept entry.
 import { formatIPv4, formatIPv6 } from '../ip.js';
 import { type NetlinkMessage, NetlinkParseError } from '../netlink/codec.js';
 import type { ConntrackCounters, ConntrackEntry, ConntrackEventType, ConntrackTuple } from '../types.js';
@@ -100,12 +96,7 @@ function short(what: string, have: number, need: number, at: number): NetlinkPar
   return new NetlinkParseError(`${what}: ${have} bytes, need ${need}`, at);
 }
 
-/**
- * One ctnetlink entry message (nfgenmsg + attributes), decoded in place. decode() validates the
- * whole message as decodeEntry always did (a malformed attribute throws NetlinkParseError with
- * its offset in the message); the fields stay valid until the buffer is reused, so a caller
- * reads them (or calls toEntry()) before the next receive.
- */
+/** One ctnetlink entry message decoded in place; fields stay valid until the receive buffer is reused. */
 export class CtView {
   buf: Buffer = Buffer.alloc(0);
   /** The message's payload (nfgenmsg + attributes) is buf[start, end); error offsets are relative to start. */
@@ -396,8 +387,7 @@ export class CtView {
   /** The decoded message as a ConntrackEntry (its own strings: valid after the buffer is reused). */
   toEntry(): ConntrackEntry {
     const b = this.buf;
-    // One literal, one field order: entries share an object shape with their fields inside the object
-    // (tcpState is there, undefined, for other protocols; deleting it would make a slow dictionary object).
+    // One literal, one field order, so entries share an object shape (tcpState stays, undefined, for other protocols).
     const entry: ConntrackEntry = {
       family: this.family,
       proto: protoName(this.orig.protoNum),
@@ -427,11 +417,7 @@ const tcpStateName = (s: number): string => C.TCP_STATES[s] ?? String(s);
 
 const flagNames = new Map<number, string[]>();
 
-/**
- * The IPS_* names of a status word. One shared, frozen list per distinct word (a node sees a few
- * dozen): at 10k events/s a fresh list each would be 10k allocations a second, and each kept
- * entry would hold its own list, sized by push for 17 names (~150 bytes).
- */
+/** The IPS_* names of a status word: one shared, frozen list per distinct word, since nodes see few words. */
 export function statusFlagNames(status: number): string[] {
   let names = flagNames.get(status);
   if (!names) {
@@ -444,7 +430,6 @@ export function statusFlagNames(status: number): string[] {
   return names;
 }
 
-/** One view for decodeEntry: it is used and left within each call. */
 const sharedView = new CtView();
 
 /** Decodes the payload of an IPCTNL_MSG_CT_NEW/DELETE message (nfgenmsg + attributes). */
@@ -452,7 +437,6 @@ export function decodeEntry(p: Buffer): ConntrackEntry {
   return sharedView.decode(p, 0, p.length).toEntry();
 }
 
-/** Message type of a ctnetlink message, or undefined if it is not ctnetlink. */
 export function ctMessageType(m: NetlinkMessage): number | undefined {
   return m.type >> 8 === C.NFNL_SUBSYS_CTNETLINK ? m.type & 0xff : undefined;
 }

@@ -1,6 +1,5 @@
-// Streaming conntrack table dump over ctnetlink, with kernel-side (CTA_FILTER)
-// and user-side filtering. Entries are handed over batch by batch; nothing
-// here holds the table.
+// Streaming conntrack dump over ctnetlink with kernel-side (CTA_FILTER) and user-side filtering; entries are
+// handed over batch by batch and nothing here holds the table.
 
 import type { SourceStatus } from '../../model/source-status.js';
 import { ipFamily, parseIP } from '../ip.js';
@@ -26,15 +25,9 @@ export interface ConntrackFilter {
   orig?: TupleMatch;
   /** Kernel-side: the reply tuple must match every given field. */
   reply?: TupleMatch;
-  /** Kernel-side: (mark & mask) == value. */
   mark?: { value: number; mask: number };
-  /** Only this family (kernel-side). */
   family?: 4 | 6;
-  /**
-   * User-side: keep entries where any of the four tuple addresses is one of
-   * these. Raw bytes are searched before decoding, so non-matching entries
-   * cost almost nothing.
-   */
+  /** User-side: keep entries with any tuple address among these; raw bytes are searched before decoding. */
   addresses?: string[];
 }
 
@@ -158,9 +151,7 @@ export function keepFor(prefilter: () => RawPrefilter | undefined): KeepMessage 
 export interface ConntrackDumpResult extends DumpResult {
   /** Entries handed over (after the filters). */
   entries: number;
-  /** Entry messages whose attributes did not parse (their length header did): skipped. */
   malformed: number;
-  /** The first of them: where it was and why it was refused. */
   firstMalformed?: string;
 }
 
@@ -171,12 +162,8 @@ export function malformedNote(r: Pick<ConntrackDumpResult, 'malformed' | 'firstM
 }
 
 /**
- * Dumps the table, handing each entry that passes the filters to onView as a CtView decoded in
- * place (valid only during the call: read it, or keep view.toEntry()). afterBatch runs after each
- * receive call and may return a promise for backpressure. Nothing per entry is allocated here.
- * An entry whose attributes do not parse is skipped and counted (its length header still leads
- * to the next one); a length header that does not fit its datagram fails the dump, since
- * nothing after it can be found.
+ * Hands each entry passing the filters to onView as a CtView valid only during the call; a malformed entry is
+ * skipped and counted, but a length header past its datagram fails the dump since nothing after it can be found.
  */
 export async function dumpConntrackViews(
   onView: (view: CtView) => void,
@@ -187,8 +174,7 @@ export async function dumpConntrackViews(
   const match = addressMatcher(opts.filter?.addresses);
   const filter = opts.filter ?? {};
   const pre = opts.prefilter;
-  // Tuple filters are parsed per l3 family: without an address or a family
-  // the kernel answers EOPNOTSUPP, so such a dump runs once per family.
+  // Without an address or a family the kernel answers EOPNOTSUPP to tuple filters, so run once per family.
   const perFamily = (filter.orig || filter.reply) && !filter.family && !tupleMatchFamily(filter);
   const passes: ConntrackFilter[] = perFamily
     ? [
@@ -232,10 +218,7 @@ export async function dumpConntrackViews(
   }
 }
 
-/**
- * Dumps the table, handing decoded entries to onEntries batch by batch (one batch per receive
- * call). onEntries may return a promise for backpressure.
- */
+/** Hands decoded entries to onEntries, one batch per receive call; a returned promise applies backpressure. */
 export async function dumpConntrack(
   onEntries: (entries: ConntrackEntry[]) => void | Promise<void>,
   opts: DumpOptions = {},
@@ -276,11 +259,7 @@ export class SummaryCounter {
   }
 }
 
-/**
- * Reads the table for a snapshot: always the summary of the whole table (after
- * kernel-side filters), entries only when asked and only those matching the
- * user-side address filter, so a 1M-entry table is summarised without being held.
- */
+/** Always summarises the whole table (after kernel filters) and keeps entries only when asked, so none is held. */
 export async function readConntrack(opts: DumpOptions & { entries?: boolean } = {}): Promise<{
   status: SourceStatus;
   summary?: ConntrackSummary;

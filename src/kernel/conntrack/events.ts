@@ -1,7 +1,5 @@
-// Conntrack event stream (NEW/UPDATE/DESTROY) with a large receive buffer and
-// automatic resync: when the kernel drops events (ENOBUFS), the table is
-// re-read by a dump on a second socket and handed to the consumer, so that
-// state derived from events is rebuilt instead of silently drifting.
+// Conntrack event stream with a large receive buffer and automatic resync: when the kernel drops events
+// (ENOBUFS), a dump on a second socket re-reads the table so state derived from events is rebuilt.
 
 import { isSyscallError } from '../../native/addon.js';
 import { explainBpfRefusal, ownBpfPrivileges } from '../../native/bpf-refusal.js';
@@ -25,10 +23,7 @@ import { KernelEventFilter, type KernelFilterStats } from './kernel-filter.js';
 interface ResyncCommon {
   /** A resync starts: state built from events is no longer trustworthy. */
   begin(reason: 'overflow' | 'start'): void;
-  /**
-   * The table was read completely (entries counted, after filtering); malformed: entries skipped
-   * because their attributes did not parse (dump.ts malformedNote describes them).
-   */
+  /** The table was read completely; `malformed` entries were skipped (dump.ts malformedNote describes them). */
   end(info: {
     entries: number;
     durationMs: number;
@@ -49,20 +44,14 @@ export type ResyncHandler = ResyncCommon &
       }
   );
 
-/**
- * After the event queue is drained it rests this long before it is watched again, so that events
- * arriving one by one are read in batches: at 1,000 events/s towards LB VIPs (bench/agent.ts) a
- * wakeup per event cost more than decoding it. The 64 MiB receive buffer holds far more than
- * 100 ms of events; an event is seen at most this much later, and the diagnosis runs at most once
- * a second anyway.
- */
+/** Rest after a drained event queue so that events arriving one by one are read in batches. */
 export const PACE_MS = 100;
 
 interface WatchCommon {
   netns?: string;
   /** Rest after each drained queue (PACE_MS); 0 reads every event as it arrives. */
   paceMs?: number;
-  /** Receive buffer (SO_RCVBUFFORCE); 64 MiB absorbs a 100k-entry flush (platform notes). */
+  /** Receive buffer (SO_RCVBUFFORCE), sized to absorb a large table flush. */
   rcvbuf?: number;
   events?: ConntrackEventType[];
   /** User-side address filter (events carry no kernel-side filter). */
@@ -70,10 +59,8 @@ interface WatchCommon {
   /** Skips events and dumped entries before decoding (see prefilter.ts); replace with setPrefilter(). */
   prefilter?: RawPrefilter;
   /**
-   * Runs the prefilter's test in the kernel as well (an eBPF socket filter, kernel-filter.ts):
-   * events that touch no target are dropped before they are queued to this socket. Needs a
-   * prefilter with targetKeys(). When the program cannot load, events are filtered in user
-   * space only, and stats.kernelFilter says why.
+   * Also runs the prefilter in the kernel (kernel-filter.ts socket filter; needs targetKeys()); if it cannot
+   * load, filtering stays in user space and stats.kernelFilter says why.
    */
   kernelFilter?: boolean;
   /** Without a handler, overflows are only counted. */
@@ -90,10 +77,7 @@ export type WatchOptions = WatchCommon &
   (
     | { onEvent(ev: ConntrackEvent): void; onView?: undefined }
     | {
-        /**
-         * Each event as the message decoded in place (valid only during the call; the same view
-         * object every time), so that a consumer that keeps few entries allocates only those.
-         */
+        /** Each event decoded in place: the same view object, valid only during the call. */
         onView(type: ConntrackEventType, v: CtView, receivedAtMs: number): void;
         onEvent?: undefined;
       }
@@ -306,7 +290,7 @@ export class ConntrackWatch {
       .catch((e: unknown) => this.error(e as Error))
       .finally(() => {
         this.resyncing = undefined;
-        // Dumps on this socket are rare (after an overflow): its 1 MiB buffer is not kept between them.
+        // Dumps on this socket are rare, so its buffer is not kept between them.
         this.dumps.releaseBuffer();
       });
   }

@@ -1,8 +1,5 @@
-// The conntrack prefilter's test, run by the kernel on the event socket: native/bpf/ctevents.bpf.c
-// attached with SO_ATTACH_BPF, its key map kept equal to a ConntrackPrefilter's PrefilterKeys.
-// Events it drops are never queued to the agent; the ones it passes still go through the
-// prefilter. When the program cannot be loaded (no BPF, not permitted, not built) the caller
-// filters in user space only.
+// The conntrack prefilter's test run by the kernel on the event socket (ctevents.bpf.c via SO_ATTACH_BPF), its key
+// map kept equal to PrefilterKeys; when it cannot load, the caller filters in user space only.
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { projectRoot } from '../../native/addon.js';
@@ -96,10 +93,8 @@ export class KernelEventFilter {
   }
 
   /**
-   * Makes the map hold `next`'s keys: deletions first, so the map never holds more than the larger
-   * of the two sets; keys in both are not touched, so no target that stays is ever missing.
-   * Throws when the map cannot take them; the map then holds a mix, and the caller must detach
-   * (the filter would drop events of targets it lacks).
+   * Deletes before inserting so the map never outgrows the larger set, and leaves shared keys untouched; on a throw
+   * the map holds a mix and the caller must detach, since the filter would drop events of missing targets.
    */
   sync(next: PrefilterKeys): void {
     this.ensureOpen();

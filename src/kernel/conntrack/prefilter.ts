@@ -1,7 +1,5 @@
-// A decode-free pre-check of ctnetlink messages against what is ours (model/ours.ts): reading four
-// numbers out of the attribute bytes costs far less than decoding every dumped entry or event.
-// It is a superset test: a message it passes is decoded and matched exactly; IPv6 and anything it
-// cannot read are passed through to the full decoder (which reports malformed input properly).
+// A decode-free superset pre-check of ctnetlink messages against what is ours (model/ours.ts): a message it passes
+// is decoded and matched exactly, and IPv6 or anything unreadable goes to the full decoder.
 
 import { ipv4Number } from '../../model/ip.js';
 import { type AddressPort, matchTuple, type Ours, type OursLookup, type TupleFields } from '../../model/ours.js';
@@ -20,10 +18,7 @@ const ipKey = (address: string): number | undefined => {
   return ip === undefined ? undefined : ip | 0;
 };
 
-/**
- * The IPv4 targets of an Ours as the pre-check (and kernel-filter.ts's copy of it) looks them up:
- * addresses as ipKey, VIPs and endpoints under their protoPort.
- */
+/** The IPv4 targets of an Ours as the pre-check and kernel-filter.ts look them up. */
 export interface PrefilterKeys {
   /** Protocol numbers any target uses: entries of other protocols (ICMP, GRE, ...) never match. */
   readonly protos: ReadonlySet<number>;
@@ -123,11 +118,7 @@ export class ConntrackPrefilter {
     return matchTuple(this.lookup, this.tuple) !== undefined;
   }
 
-  /**
-   * Walks the top-level attributes in [off, end) and the two tuples in them, with one reused
-   * attribute cursor per nesting level (no allocation per message). Returns false on a length that
-   * does not fit: the message is passed on, and the decoder will say what is wrong.
-   */
+  /** Walks the top-level attributes and both tuples; false on a bad length, so the decoder reports it. */
   private scan(b: Buffer, off: number, end: number): boolean {
     try {
       const top = this.top.reset(b, off, end);
@@ -146,8 +137,7 @@ export class ConntrackPrefilter {
       if (e instanceof NetlinkParseError) return false;
       throw e;
     } finally {
-      // The cursors must not keep the receive buffer: after a dump it is the 1 MiB batch buffer,
-      // which a cursor would hold for as long as the agent runs.
+      // The cursors must not keep the receive buffer, which after a dump is the batch buffer kept for the agent's life.
       this.top.reset(NO_BYTES, 0, 0);
       this.inTuple.reset(NO_BYTES, 0, 0);
       this.inPart.reset(NO_BYTES, 0, 0);

@@ -1,8 +1,5 @@
-// Decoding IPVS generic netlink replies (IPVS_CMD_GET_SERVICE / GET_DEST dump
-// messages) into IpvsVirtualServer / IpvsRealServer, and encoding the service
-// selector a GET_DEST request needs. Pure: byte buffers in, typed values out;
-// malformed input throws NetlinkParseError naming the attribute and offset
-// (relative to the genl payload, i.e. after the 16-byte netlink header).
+// Decodes IPVS generic netlink dump replies into IpvsVirtualServer / IpvsRealServer and encodes GET_DEST selectors;
+// malformed input throws NetlinkParseError with offsets relative to the genl payload.
 import { formatIPv4, formatIPv6 } from '../ip.js';
 import {
   attrTable,

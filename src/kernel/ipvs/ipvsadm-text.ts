@@ -1,10 +1,6 @@
-// Parsers for the IPVS table as text, for offline bundles taken on nodes where
-// clbprobe did not run: `ipvsadm -Ln` in its variants (--stats, --rate,
-// --thresholds, --persistent-conn, --tun-info; with or without --exact) and
-// `ipvsadm-save -n`. Each yields an IpvsSnapshot whose `missing` names what that
-// output does not show; parseIpvsadm() merges several into one snapshot.
-// Numbers printed without --exact are rounded by ipvsadm (K/M/G/T = 10^3^k).
-// Addresses must be numeric (-n): names cannot be compared with the cluster.
+// Parsers of the IPVS table as text for offline bundles: `ipvsadm -Ln` variants and `ipvsadm-save -n`, each giving
+// an IpvsSnapshot whose `missing` names what it lacks; parseIpvsadm() merges them. Without --exact numbers are
+// rounded (K/M/G/T = 10^3^k); addresses must be numeric (-n) to compare with the cluster.
 import { canonicalIP, ipFamily } from '../ip.js';
 import type {
   Family,

@@ -1,8 +1,5 @@
-// Combining partial IPVS snapshots. Each ipvsadm output shows only some fields
-// (`-Ln` the config and connection counts, `--stats` the counters, `--rate` the
-// rates, ipvsadm-save the config without counts...); a snapshot lists what it
-// lacks in `missing`, and merging takes every field group from the first
-// snapshot that has it. Services and real servers are matched by identity.
+// Combines partial IPVS snapshots: each ipvsadm output lists what it lacks in `missing`, and merging takes each field
+// group from the first snapshot that has it, matching services and real servers by identity.
 import type { IpvsRealServer, IpvsSnapshot, IpvsStats, IpvsVirtualServer } from '../types.js';
 
 /** Field groups as they appear or not in the various ipvsadm outputs. */

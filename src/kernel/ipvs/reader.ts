@@ -1,7 +1,5 @@
-// Reads the IPVS table over generic netlink: one GET_SERVICE dump, then one
-// GET_DEST dump per service (the kernel only lists real servers per service).
-// A kernel without IPVS, or a caller without CAP_NET_ADMIN, is a normal
-// outcome reported in the status; corrupt replies throw NetlinkParseError.
+// Reads the IPVS table over generic netlink: a GET_SERVICE dump, then a GET_DEST dump per service (the kernel lists
+// real servers only per service); no IPVS or no CAP_NET_ADMIN is a status, corrupt replies throw NetlinkParseError.
 
 import { isPermissionErrno, permissionDenied } from '../../model/permission.js';
 import type { SourceStatus } from '../../model/source-status.js';
@@ -15,10 +13,7 @@ import { IPVS_GENL_NAME } from './uapi.js';
 export interface ReadIpvsOptions {
   /** Path of a network namespace (e.g. /var/run/netns/NAME); default: the caller's. */
   netns?: string;
-  /**
-   * Receives a copy of every reply message (netlink header included), e.g. to
-   * record fixtures, with the index of the service it lists or belongs to.
-   */
+  /** Gets a copy of every reply message with its header (e.g. to record fixtures) and its service's index. */
   onReply?: (kind: 'service' | 'dest', message: Buffer, serviceIndex: number) => void;
 }
 

@@ -1,6 +1,5 @@
-// IPVS generic netlink numbers (include/uapi/linux/ip_vs.h) and the names
-// clbprobe gives them, shared by the netlink reader and the ipvsadm text parser
-// so that both produce identical snapshots.
+// IPVS generic netlink numbers (include/uapi/linux/ip_vs.h) and their names, shared by the netlink reader and the
+// ipvsadm text parser so both produce identical snapshots.
 
 import { protocolOfNumber } from '../../model/protocol.js';
 import type { IpvsForward, IpvsTunnel, IpvsVirtualServer } from '../types.js';

@@ -1,11 +1,6 @@
-// Which xtables backend (legacy or nft) kube-proxy and kubelet are using, decided
-// the way kube-proxy's image decides it (kubernetes-sigs/iptables-wrappers):
-//   1. a KUBE-IPTABLES-HINT or KUBE-KUBELET-CANARY chain in the nft output -> nft;
-//   2. the same chains in the legacy output -> legacy (kubelet >= 1.17 makes them);
-//   3. otherwise the backend with more rule lines wins, nft on a tie.
-// A backend whose save commands cannot run at all loses to one that can.
-// The wrapper looks only at the mangle table for nft (to be quick); we have every
-// table of both backends at hand, so both are checked in full.
+// Decides the xtables backend as kube-proxy's image does (kubernetes-sigs/iptables-wrappers): a KUBE-IPTABLES-HINT
+// or KUBE-KUBELET-CANARY chain in nft, then in legacy, else more rule lines (nft on a tie); an unreadable backend
+// loses, and every table of both is checked, not only mangle.
 import { eachLine } from './lines.js';
 import type { BackendChoice, BackendEvidence } from './types.js';
 

@@ -1,9 +1,5 @@
-// Runs one save command (inside a network namespace when asked) and keeps what
-// it prints as bytes, off the JS heap, up to a bound, or hands it over a line at
-// a time (runCommandLines) for a reader that keeps only part of it: a node whose
-// rules print more than the bound gets a clear reason instead of an agent killed
-// for memory. A missing binary, a permission error, a timeout or an over-long
-// line becomes one line of reason.
+// Runs one save command (in a network namespace when asked), keeping its output as bytes up to a bound or handing
+// it over line by line, so a huge ruleset gives a reason instead of an agent killed for memory.
 import { spawn } from 'node:child_process';
 import { errText } from '../../errors.js';
 import { permissionDenied } from '../../model/permission.js';
@@ -34,11 +30,7 @@ export function runCommand(cmd: string, args: string[], opts: CommandOptions): P
   ).then((r) => (r.ok ? { ok: true, stdout: out.take() } : r));
 }
 
-/**
- * Runs the command and hands its output over a line at a time as it arrives (line-split.ts),
- * keeping none of it: what the reader keeps of each line is the reader's. A line longer than
- * `maxLineBytes`, or an error thrown by onLine, stops the command and is the reason.
- */
+/** Hands the output over a line at a time, keeping none; an over-long line or a throw from onLine stops it. */
 export function runCommandLines(
   cmd: string,
   args: string[],
@@ -126,10 +118,7 @@ function runWith(
   });
 }
 
-/**
- * A command's output copied into one doubling buffer as it arrives, so that the pipe's small
- * chunks are freed at once rather than pinning glibc's brk heap after the read.
- */
+/** Output copied into one doubling buffer as it arrives, so the pipe's small chunks are freed at once. */
 class GrowingBytes {
   private buf = Buffer.allocUnsafeSlow(0);
   size = 0;

@@ -1,7 +1,5 @@
-// Parser of iptables-save / ip6tables-save text (legacy and nft print the same
-// format). Problems confined to one line (an unterminated quote, a rule for an
-// undeclared chain, a truncated last table) become warnings and the rest is
-// kept; input that is not save output at all is a NatParseError.
+// Parser of iptables-save / ip6tables-save text (legacy and nft print the same format): one-line problems become
+// warnings and the rest is kept; input that is not save output at all is a NatParseError.
 import { lineIssue, NatParseError } from './errors.js';
 import { parseRuleSpec } from './rule-spec.js';
 import { tokenize } from './tokenize.js';
@@ -33,11 +31,7 @@ export function parseIptablesSave(text: string, input: SaveInput): IptablesDump 
   return save.end();
 }
 
-/**
- * The structure of a save output, line by line: tables, chain declarations, COMMIT, and the
- * problems that concern the whole input. What a rule line becomes is the caller's (onRule):
- * parseIptablesSave parses each one; the nat table reader (nat-rules.ts) notes where it is.
- */
+/** The structure of a save output (tables, chain declarations, COMMIT); what a rule line becomes is onRule's. */
 export class SaveLines {
   readonly warnings: string[] = [];
   readonly tables: IptablesTable[] = [];
@@ -113,10 +107,7 @@ export class SaveLines {
     this.warnings.push(issue);
   }
 
-  /**
-   * The input is over. `lastLine`: its last non-blank line, when the caller passed only some of
-   * its lines (NatLineStore leaves out the other tables' chains and rules).
-   */
+  /** The input is over; `lastLine` is its last non-blank line when the caller passed only some lines. */
   end(lastLine = this.lastLine): IptablesDump {
     this.lastLine = Math.max(this.lastLine, lastLine);
     const { source } = this.input;

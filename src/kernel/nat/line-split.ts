@@ -1,8 +1,6 @@
-// A command's output cut into lines as the pipe hands it over, so that a reader keeps what it
-// wants of each line and never the whole output. A line is handed over where it lies (in the
-// pipe's chunk) or, when a chunk ends inside it, from a buffer of its own; the splitter never
-// writes to a buffer it handed over, so a reader may keep a reference to copy runs of lines at
-// once. A line longer than the bound is an error that says so, never a buffer that grows.
+// A command's output cut into lines as the pipe hands it over, so no reader holds it whole. A line is handed over in
+// the pipe's chunk or, when split across chunks, in a buffer of its own; handed-over buffers are never written again,
+// and a line past the bound is an error rather than a growing buffer.
 
 /** Receives each line (without its '\n'): bytes [start, end) of buf, which is never written again. */
 export type LineFn = (buf: Buffer, start: number, end: number, lineNo: number, terminated: boolean) => void;

@@ -27,11 +27,7 @@ export function eachLineText(buf: Buffer, fn: (line: string, lineNo: number) => 
   eachLine(buf, (start, end, lineNo) => fn(buf.toString('utf8', start, end), lineNo));
 }
 
-/**
- * Whether `line` may hold `needle` in a word once its quotes and escapes are read (the tokenizer
- * drops '"' and the '\' of '\"' and '\\'): a needle without those characters is then a substring
- * of the line with every '"' and '\' removed. Lets a reader skip lines without parsing them.
- */
+/** Whether `line` may hold `needle` once quotes and escapes are read, so a reader can skip lines unparsed. */
 export function mayContain(line: string, needle: string): boolean {
   if (line.includes(needle)) return true;
   if (needle === '' || !line.includes('"')) return false;

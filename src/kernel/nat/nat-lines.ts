@@ -1,12 +1,6 @@
-// The lines of a save output the agent's NAT facts can depend on, kept as the
-// output streams by (line-split.ts): the nat table's chains and rules, and the
-// lines that make the output's structure (table headers, COMMIT, lines that are
-// no save output, iptables-nft-save's "incompatible" notes), and the filter
-// table's rules of the chains the caller names. The other tables'
-// chains and rules are dropped as they go by, and the whole output is never
-// held: NatRules reads these lines as it would read the whole output, with
-// the same line numbers, warnings and errors (SaveLines).
-// The bytes go into fixed chunks that are never copied again, unlike a doubling buffer.
+// The save-output lines the NAT facts can depend on, kept as the output streams by (line-split.ts): the nat
+// table, the structure lines and the named filter chains' rules, in fixed chunks never copied again, so that
+// NatRules reads them with the same line numbers and errors as the whole output (SaveLines).
 
 import { isRuleOfChains } from './nat-rules.js';
 
@@ -18,9 +12,7 @@ const INCOMPATIBLE = /incompatible/i;
 
 export class NatLineStore {
   private readonly chunks: Buffer[] = [];
-  /** Bytes used in each chunk (the rest of a full one is left unwritten). */
   private readonly fill: number[] = [];
-  /** Bytes used in the last chunk. */
   private used = CHUNK;
   /** Line number of each kept line, in order. */
   private lineNos = new Int32Array(1024);
@@ -79,13 +71,11 @@ export class NatLineStore {
     this.keep(buf, start, end, lineNo, terminated);
   }
 
-  /** The output is over; no more lines. */
   end(): void {
     this.flush();
     this.ended = true;
   }
 
-  /** Bytes kept (the chunks' size). */
   get bytes(): number {
     return this.chunks.length * CHUNK;
   }

@@ -1,10 +1,5 @@
-// The one reader of a family's nat table for the kube-proxy analysis (src/kubeproxy): which
-// chains exist, a chain's rules in order, and the rules of a chain that could match a packet to
-// one address. It holds the save output's rule lines as bytes with their positions and parses a
-// rule only when asked, so that the agent never holds every parsed rule of a large node; the
-// snapshot, bundles and tests read a parsed dump through the same class (NatRules.ofDump).
-// The line structure and its errors are iptables-save.ts's (SaveLines), so a malformed line is
-// skipped exactly as the full parser skips it.
+// The one reader of a family's nat table for src/kubeproxy: it keeps save-output rule lines as bytes and parses
+// a rule only when asked; SaveLines (iptables-save.ts) judges lines, so malformed ones are skipped as there.
 import { canonicalIP } from '../ip.js';
 import { parseRule, SaveLines } from './iptables-save.js';
 import { eachLine, lineText, mayContain } from './lines.js';
@@ -19,11 +14,7 @@ export function isRuleOfChains(trimmed: string, chains: readonly string[]): bool
 /** Chains below this many rules are walked whole; longer ones through a destination index. */
 export const INDEX_MIN_RULES = 16;
 
-/**
- * KUBE-SERVICES holds one rule per Service IP and port; walking it for every VIP
- * would be O(VIPs x Services). Rules whose only destination is one host address
- * can match only a probe to that address, so they are looked up by it.
- */
+/** KUBE-SERVICES has a rule per Service IP:port, so rules whose only destination is one host are indexed by it. */
 export interface ChainIndex {
   /** Positions of rules without a single-host `-d`, ascending. */
   general: number[];
@@ -79,11 +70,7 @@ export function canonicalSafe(address: string): string {
   }
 }
 
-/**
- * Where the rule lines are, in typed arrays (no objects for the collector to trace): per rule
- * its byte range, line number and the next rule of its chain; per chain its first and last rule
- * and how many it has. 16 bytes a rule; the offsets fit because the reader bounds the output.
- */
+/** Rule and chain positions in typed arrays, so the collector traces no object per rule. */
 class RuleRefs {
   start = new Int32Array(1024);
   end = new Int32Array(1024);
@@ -135,7 +122,7 @@ class RuleRefs {
 const NAT_ONLY: ReadonlySet<string> = new Set(['nat']);
 /** `-A CHAIN` with a plain chain name: the chain is known without tokenizing the line. */
 const RULE_HEAD = /^-A[ \t]+([^ \t"]+)(?=[ \t]|$)/;
-/** Parsed small chains kept for the walks that come back to them (a walk, then its policy). */
+/** Parsed small chains kept because a walk comes back to them (the walk, then its policy). */
 const CACHE_CHAINS = 32;
 const CACHE_MAX_RULES = 64;
 
@@ -164,11 +151,7 @@ export class NatRules {
   /** The first filter table's rules of the input's filterChains (few: the caller names the chains it needs). */
   private readonly filter: IptablesRule[] = [];
 
-  /**
-   * From a whole save output, the lines of one a NatLineStore kept as it streamed by (the agent),
-   * or a parsed dump's lines. Throws NatParseError for input that is no iptables-save output, as
-   * parseIptablesSave does.
-   */
+  /** From a save output, a NatLineStore's kept lines or a dump; throws NatParseError as parseIptablesSave does. */
   constructor(out: Buffer | SaveText, input: SaveRulesInput) {
     const lines = Buffer.isBuffer(out) ? wholeOutput(out) : out;
     this.lines = lines;
@@ -185,8 +168,7 @@ export class NatRules {
         if (table !== nat) return;
         let chain = RULE_HEAD.exec(trimmed)?.[1];
         if (chain === undefined || !this.chains.has(chain)) {
-          // Counters, quotes, or a chain not declared (yet): parse now, as the full parser
-          // would, so a rule that it would skip creates no chain here either.
+          // Counters, quotes or an undeclared chain: parse now, so a rule the full parser skips makes no chain.
           const r = parseRule(trimmed, lineNo, 'nat');
           if (!r.ok) return;
           chain = r.rule.chain;
@@ -200,8 +182,7 @@ export class NatRules {
         this.refs.add(id, at, end, lineNo);
       },
     );
-    // Chains are declared before their rules in save output; a declared chain gets its refs
-    // list when declared so that RULE_HEAD's fast path finds it.
+    // Chains are declared before their rules in save output, so RULE_HEAD's fast path finds their refs.
     let declaredSeen = 0;
     let tablesSeen = 0;
     let filterSeen = false;
@@ -341,12 +322,8 @@ function wholeOutput(buf: Buffer): SaveText {
   return { each: (fn) => eachLine(buf, fn), text: (start, end) => lineText(buf, start, end) };
 }
 
-/**
- * The first nat table of a dump and the first filter table's rules of `filterChains` as save
- * lines, each with its line number in the dump: a rule's spec is its text byte for byte.
- */
+/** A dump's first nat table and first filter table's `filterChains` rules as save lines, with line numbers. */
 function dumpLines(dump: IptablesDump, filterChains: readonly string[]): SaveText {
-  // A rule line's text is written when asked, so that only the dump's rules are held.
   const lines: (string | IptablesRule)[] = [];
   const lineNos: number[] = [];
   let lastLine = 0;

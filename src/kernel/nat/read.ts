@@ -1,9 +1,6 @@
-// Reads the node's iptables/ip6tables rules (both backends) and ipsets by running the save
-// commands, optionally inside a named network namespace, for the xtables backend kube-proxy uses.
-// Each command runs with a timeout and a bound on its output (command.ts); a missing binary or a
-// permission error becomes a SourceStatus reason. A facts-only read never holds a whole output: it
-// hashes and counts each line as it arrives and keeps only the nat table's lines (nat-lines.ts)
-// for the nat table reader (nat-rules.ts).
+// Reads the node's iptables/ip6tables rules (both backends) and ipsets by running the save commands, optionally in
+// a network namespace, with a timeout and output bound each (command.ts); a facts-only read keeps only the nat
+// table's lines (nat-lines.ts) while hashing and counting the rest.
 
 import { errText } from '../../errors.js';
 import { isPermissionReason } from '../../model/permission.js';
@@ -19,27 +16,14 @@ import { combineDigests, type DigestPart, outputDigest, SaveHash } from './save-
 import type { IpsetDump, IpsetSet, IptablesDump, NatFamily, NatSnapshot, XtablesBackend } from './types.js';
 
 export interface ReadNatOptions {
-  /**
-   * Network namespace to read instead of the current one: a name as `ip netns` knows it
-   * (run through `ip netns exec NAME`), or a path such as /proc/PID/ns/net (through `nsenter --net=PATH`).
-   */
+  /** Namespace to read: an `ip netns` name (`ip netns exec`) or a path like /proc/PID/ns/net (`nsenter --net`). */
   netns?: string;
-  /** Per-command timeout; default 10 s. */
   timeoutMs?: number;
-  /**
-   * Bound on each command's output (default NAT_OUTPUT_MAX_BYTES); a larger output makes the
-   * source unavailable with a reason that says so.
-   */
+  /** Bound on each command's output (default NAT_OUTPUT_MAX_BYTES); past it the source is unavailable. */
   maxOutputBytes?: number;
-  /**
-   * The digest of an earlier read: when the commands say the same again, nothing is parsed and
-   * the result is `{ unchanged: true }` (the periodic re-read mostly finds the same rules).
-   */
+  /** Digest of an earlier read: unchanged command output is not parsed and gives `{ unchanged: true }`. */
   unchangedSince?: string;
-  /**
-   * Keep the nat table's lines only, read through NatRules (ReadNatResult.tables), and no parsed
-   * dump, so that no caller ever holds every parsed rule of a large node at once.
-   */
+  /** Keep only the nat table's lines, read through NatRules, so no caller holds every parsed rule at once. */
   factsOnly?: boolean;
   /** The filter table's chains whose rules a facts-only read keeps (NatRules.filterRules); default none. */
   filterChains?: readonly string[];
@@ -63,11 +47,7 @@ export interface ReadNatResult {
 /** Default bound on one save command's output, well above what kube-proxy prints for the largest clusters. */
 export const NAT_OUTPUT_MAX_BYTES = 64 * 1024 * 1024;
 
-/**
- * Bound on one line of save output in a facts-only read (ReadNatOptions.maxLineBytes). kube-proxy's
- * lines are a few hundred bytes; iptables-restore itself reads lines into a 10 KiB buffer in
- * older releases, so no save output it can restore comes near this.
- */
+/** Bound on one line in a facts-only read; older iptables-restore reads lines into a 10 KiB buffer. */
 export const NAT_LINE_MAX_BYTES = 64 * 1024;
 
 export interface NatTables {
@@ -77,10 +57,7 @@ export interface NatTables {
 
 type DigestInput = { ok: true; stdout: string | Uint8Array } | { ok: false; reason: string };
 
-/**
- * What the save commands said, without what changes on every run (timestamps, counters:
- * save-digest.ts); the facts-only read computes the same a line at a time.
- */
+/** What the save commands said without per-run changes (timestamps, counters: save-digest.ts). */
 export function natDigest(results: readonly DigestInput[]): string {
   return combineDigests(results.map((r) => (r.ok ? { ok: true, digest: outputDigest(r.stdout) } : r)));
 }

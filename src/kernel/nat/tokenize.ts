@@ -1,8 +1,5 @@
-// Splits one save-output line into words the way iptables-restore and
-// ipset restore do: whitespace separates, double quotes group, and inside
-// quotes a backslash escapes '"' and '\' (iptables-save writes comments as
-// "a \"quoted\" word"). Slices rather than appends characters: kube-proxy
-// nodes print tens of thousands of such lines.
+// Splits one save-output line into words as iptables-restore and ipset restore do: whitespace separates, double
+// quotes group, and inside quotes a backslash escapes '"' and '\'.
 
 export interface Token {
   text: string;

@@ -1,7 +1,5 @@
-// Typed form of what iptables-save / ip6tables-save and `ipset save` print.
-// Rules keep their spec exactly as written so evidence can quote the kernel's
-// own text; the parsed matches are there for the kube-proxy analysis
-// (src/kubeproxy/facts.ts).
+// Typed form of iptables-save, ip6tables-save and `ipset save` output; rules keep their spec as written so
+// evidence quotes the kernel's own text, and the parsed matches serve src/kubeproxy/facts.ts.
 
 import type { IpFamily } from '../../model/address-family.js';
 
@@ -30,7 +28,6 @@ export interface IptablesRule {
   spec: string;
   /** Jump (-j) or goto (-g) target; undefined for rules that only count or comment. */
   target?: string;
-  /** True when the rule used -g (goto) rather than -j. */
   goto: boolean;
   /** Target options as written, e.g. ['--to-destination', '10.244.1.5:8080']. */
   targetArgs: string[];
@@ -55,14 +52,12 @@ export interface IptablesChain {
 export interface IptablesTable {
   name: string;
   chains: IptablesChain[];
-  /** In save-output order. */
   rules: IptablesRule[];
   /** False when the input ended before this table's COMMIT (truncated capture). */
   committed: boolean;
   line: number;
 }
 
-/** One parsed iptables-save / ip6tables-save output. */
 export interface IptablesDump {
   family: NatFamily;
   /** Name of the input (command or file) used in warnings and evidence. */
@@ -96,7 +91,6 @@ export interface IpsetDump {
   warnings: string[];
 }
 
-/** What each backend's save output held, as the backend choice saw it. */
 export interface BackendEvidence {
   /** Rule lines (starting with '-') over both families. */
   ruleLines: number;

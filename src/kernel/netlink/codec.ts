@@ -1,7 +1,5 @@
-// Netlink wire format: message headers and attributes (TLVs).
-// Netlink headers and most attribute payloads are host byte order (little
-// endian on every platform we ship for); ctnetlink and IPVS carry several
-// big-endian integers, so readers choose explicitly.
+// Netlink wire format: message headers and attributes (TLVs). Headers are host byte order (little-endian on every
+// platform shipped for), while ctnetlink and IPVS carry big-endian integers, so readers choose explicitly.
 
 export const NLMSG_HDRLEN = 16;
 export const NLA_HDRLEN = 4;
@@ -47,10 +45,7 @@ export interface NetlinkMessage {
   payload: Buffer;
 }
 
-/**
- * A pre-check on a message's raw payload (buf[start, end)) before any object is made for it:
- * false drops it. At 10k conntrack events/s most messages concern nothing the caller keeps.
- */
+/** A pre-check on a message's raw payload before any object is made for it; false drops it. */
 export type KeepMessage = (buf: Buffer, start: number, end: number, type: number) => boolean;
 
 /**
@@ -84,11 +79,8 @@ export function splitMessages(buf: Buffer, start = 0, end = buf.length, keep?: K
 }
 
 /**
- * A bounds-checked cursor over the attributes in buf[start, end): next() moves to the next one
- * and sets its type (without flag bits), raw type and value range [vs, ve). It throws
- * NetlinkParseError when an attribute runs past the end; fewer than 4 trailing bytes can only be
- * alignment padding and end the walk. For hot paths (every conntrack entry): no callback, plain
- * byte arithmetic, and reset() lets one cursor serve message after message without allocating.
+ * A bounds-checked, resettable cursor over attributes in buf[start, end) for hot paths; it throws
+ * NetlinkParseError on an attribute past the end, and fewer than 4 trailing bytes are padding.
  */
 export class AttrCursor {
   type = 0;
@@ -131,11 +123,7 @@ export class AttrCursor {
   }
 }
 
-/**
- * Calls fn(type, start, end) for each attribute in buf[start, end): the type
- * without its flag bits and the value's byte range. Throws NetlinkParseError
- * when an attribute runs past the end.
- */
+/** Calls fn(type without flag bits, start, end) per attribute; throws NetlinkParseError past the end. */
 export function walkAttrs(
   buf: Buffer,
   start: number,
@@ -215,7 +203,6 @@ export class MessageWriter {
     this.len += n;
     return this;
   }
-  /** Attribute with a raw value. */
   attr(type: number, value: Uint8Array): this {
     this.u16(NLA_HDRLEN + value.length)
       .u16(type)

@@ -78,12 +78,9 @@ export interface SocketOptions {
   strictCheck?: boolean;
   /** NETLINK_NO_ENOBUFS: drop overflow reporting (only for sockets where loss does not matter). */
   noEnobufs?: boolean;
-  /** Bytes of the receive batch buffer (default 1 MiB). */
+  /** Bytes of the receive batch buffer. */
   batchBytes?: number;
-  /**
-   * The largest datagram expected: a receive call goes on reading while this much room is left
-   * (default 256 KiB, for dump replies). A bigger one is reported, never cut (MSG_TRUNC).
-   */
+  /** Largest datagram expected: receiving goes on while this much room is left; a bigger one is reported. */
   maxDatagram?: number;
 }
 
@@ -98,12 +95,7 @@ export interface DumpResult {
 
 const MAX_BATCH_DATAGRAMS = 4096;
 
-/**
- * A socket that keeps receiving gives the event loop a turn after this much time. The kernel
- * makes a dump's next messages when we receive, so a big dump never finds the socket empty: a
- * conntrack dump of 1M entries held the loop for 4 s on a quiet box, and /healthz, /metrics and
- * the evidence socket waited that long at every periodic re-dump.
- */
+/** A socket that keeps receiving yields to the event loop after this long, since a big dump never drains. */
 export const LOOP_SLICE_MS = 20;
 
 /** What a dump of raw messages needs of a socket (NetlinkSocket; a replay of recorded datagrams in tests). */
@@ -118,10 +110,8 @@ export interface RawDumper {
 }
 
 /**
- * Walks one received datagram of a dump reply, buf[off, dend): hands each of our messages
- * (sequence seq, port) to visit, counts them in res, and returns true at NLMSG_DONE. A header
- * that does not fit the datagram throws NetlinkParseError: the next message cannot be found, so
- * the dump cannot go on. What visit does with a message whose payload is bad is the caller's.
+ * Walks one datagram of a dump reply, visiting our messages and returning true at NLMSG_DONE; a header that
+ * does not fit throws NetlinkParseError, and a bad payload is visit's concern.
  */
 export function walkDumpDatagram(
   b: Buffer,
@@ -133,8 +123,7 @@ export function walkDumpDatagram(
   res: DumpResult,
   visit: (buf: Buffer, start: number, end: number, type: number, flags: number) => void,
 ): boolean {
-  // Compared as 16-bit halves: a sequence or port of 2^30 or more read whole is a HeapNumber in
-  // unoptimized code, one allocation per message of a million-entry dump.
+  // Compared as 16-bit halves so that large values stay small integers in unoptimized code.
   const seqLo = seq & 0xffff;
   const seqHi = (seq >>> 16) & 0xffff;
   const portLo = port & 0xffff;
@@ -182,10 +171,9 @@ export function walkDumpDatagram(
 export class NetlinkSocket implements RawDumper {
   readonly fd: number;
   readonly port: number;
-  /** Effective receive buffer (as the kernel reports it). */
+  /** Effective receive buffer, as the kernel reports it. */
   readonly rcvbuf: number;
   private seq = Math.floor(Math.random() * 0x7fffffff);
-  /** The receive batch buffer, allocated on first use (see releaseBuffer). */
   private batch?: Buffer;
   private readonly batchBytes: number;
   private readonly maxDatagram: number;
@@ -236,10 +224,7 @@ export class NetlinkSocket implements RawDumper {
     return (this.batch ??= Buffer.allocUnsafe(this.batchBytes));
   }
 
-  /**
-   * Lets the receive buffer go until the next receive allocates it again, for a socket kept open
-   * for rare dumps. Call it only between requests, never while one is being received.
-   */
+  /** Frees the receive buffer for a socket kept for rare dumps; call only between requests. */
   releaseBuffer(): void {
     this.batch = undefined;
   }
@@ -259,10 +244,8 @@ export class NetlinkSocket implements RawDumper {
   }
 
   /**
-   * Sends a dump request and hands each batch of reply messages (ours only,
-   * without DONE) to onBatch as it arrives. Memory stays bounded by one batch:
-   * messages are views into the receive buffer, valid only during onBatch.
-   * onBatch may return a promise to apply backpressure (e.g. a slow writer).
+   * Hands each batch of our reply messages (without DONE) to onBatch; messages are views valid only during
+   * onBatch, which may return a promise for backpressure.
    */
   dump(
     msg: Buffer,
@@ -314,11 +297,8 @@ export class NetlinkSocket implements RawDumper {
   }
 
   /**
-   * dump() without a message object per reply: visit(buf, start, end, type, flags) gets each of
-   * our reply messages' payload range in the receive buffer, valid only during the call (for
-   * hot decoders that read in place). afterBatch runs after each receive call's messages and may
-   * return a promise for backpressure. A header that does not fit its datagram throws
-   * NetlinkParseError, as splitMessages does.
+   * dump() without message objects: visit gets each payload range in the receive buffer, valid only during the
+   * call; afterBatch may return a promise for backpressure.
    */
   dumpRaw(
     msg: Buffer,
@@ -370,12 +350,8 @@ export class NetlinkSocket implements RawDumper {
   }
 
   /**
-   * Delivers multicast messages as they arrive. onOverflow is called when the
-   * kernel dropped messages (ENOBUFS): the caller must resync (e.g. by a dump).
-   * Returns a function that stops the subscription.
-   * paceMs: after the queue is drained, the socket is not watched for this long, so that messages
-   * arriving one by one are received in batches (see PACE_MS of the conntrack watch): a wakeup per
-   * message costs more than the message. The receive buffer must hold paceMs of messages.
+   * Delivers multicast messages; onOverflow means the kernel dropped some (ENOBUFS) and the caller must resync.
+   * paceMs rests the watcher after a drain so messages arrive in batches; the receive buffer must hold that long.
    */
   subscribe(
     onBatch: (msgs: NetlinkMessage[]) => void,
@@ -396,8 +372,7 @@ export class NetlinkSocket implements RawDumper {
       }, paceMs);
     };
     const drain = (): void => {
-      // Bounded work per wakeup so that one busy socket cannot starve the
-      // event loop; the watcher is level-triggered and fires again.
+      // Bounded work per wakeup so one busy socket cannot starve the loop; the level-triggered watcher fires again.
       for (let round = 0; round < 16 && !this.closed; round++) {
         const count = n.nlRecv(this.fd, this.buf, this.status, this.maxDatagram);
         const err = this.status[1]!;
@@ -430,16 +405,12 @@ export class NetlinkSocket implements RawDumper {
     };
   }
 
-  /**
-   * Attaches an eBPF socket filter (the fd of a loaded socket-filter program): messages it drops,
-   * multicast notifications included, are never queued to this socket.
-   */
+  /** Attaches a loaded socket-filter program: messages it drops, notifications included, are never queued. */
   attachBpf(progFd: number): void {
     this.assertOpen();
     native().nlSetsockopt(this.fd, SOL_SOCKET, SO_ATTACH_BPF, progFd);
   }
 
-  /** Takes the filter off: every message is queued again. */
   detachBpf(): void {
     this.assertOpen();
     native().nlSetsockopt(this.fd, SOL_SOCKET, SO_DETACH_BPF, 0);
@@ -478,9 +449,7 @@ export class NetlinkSocket implements RawDumper {
       const sub = this.subscriber;
       if (sub) {
         sub(status);
-        // libuv stopped watching after POLLERR (PollAddon.pollStart): here the ENOBUFS of an
-        // overflow, which the receive above has read and cleared. Watch again, or no event is ever
-        // delivered after the first overflow.
+        // libuv stops watching after POLLERR (the ENOBUFS just read), so watch again or no later overflow is delivered.
         if (status < 0 && this.subscriber === sub && !this.closed && !this.paceTimer)
           native().pollSet(this.poll!, UV_READABLE);
         return;
@@ -549,8 +518,7 @@ export function parseError(m: NetlinkMessage): { errno: number; message?: string
   const errno = -m.payload.readInt32LE(0);
   let message: string | undefined;
   if (m.flags & NLM_F_ACK_TLVS && m.payload.length >= 4 + NLMSG_HDRLEN) {
-    // With NETLINK_CAP_ACK the echoed request is its header alone, unless the
-    // kernel says otherwise by its length field; skip exactly that much.
+    // With NETLINK_CAP_ACK the echoed request is its header alone unless its length field says otherwise.
     const echoed = m.payload.readUInt32LE(4);
     const capped = m.flags & 0x100;
     const skip = 4 + (capped ? NLMSG_HDRLEN : (echoed + 3) & ~3);

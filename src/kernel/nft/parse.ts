@@ -1,15 +1,11 @@
-// `nft -j list ...` output (libnftables-json(5): {"nftables": [item, ...]})
-// into an NftDump. nft prints the whole listing as one JSON line, so a capture
-// cut short (a timeout, a full disk, a hand copy) is not valid JSON at all: the
-// top-level array is then split item by item, every complete item is kept and
-// the cut one becomes a warning. An item of an unexpected shape is a warning
-// naming its position; it never loses the others.
+// `nft -j list ...` output (libnftables-json(5)) into an NftDump. nft prints one JSON line, so a cut capture is
+// salvaged item by item, the cut item and any item of unexpected shape becoming warnings that name its position.
 
 import { errText } from '../../errors.js';
 import { quote, renderExpr, renderStatement, verdictOf } from './render.js';
 import type { NftChain, NftDump, NftElement, NftFamily, NftRule, NftSet, NftTable } from './types.js';
 
-/** kube-proxy's tables hold ~10 objects per Service port; 64 MiB is far beyond 100k Services. */
+/** Bound on the JSON text, far beyond what kube-proxy's tables hold for the largest clusters. */
 export const MAX_NFT_JSON_BYTES = 64 * 1024 * 1024;
 
 export class NftParseError extends Error {

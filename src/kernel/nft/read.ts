@@ -1,15 +1,6 @@
-// Reads kube-proxy's nftables tables with `nft -j list table ip kube-proxy` and
-// `nft -j list table ip6 kube-proxy` (inside a network namespace when asked).
-//
-// Why the nft binary's JSON and not nf_tables netlink: the kernel holds rules as
-// register-level bytecode (payload loads at offsets, bitwise, cmp, lookup); turning
-// that back into `ip saddr 10.0.0.0/8 goto service-...` is what libnftables does,
-// with knowledge that changes between releases. `nft -j` gives libnftables' own
-// decoding in its documented, versioned schema (libnftables-json(5)): addresses,
-// verdicts and set elements as typed values, no text to re-tokenize. Listing only
-// kube-proxy's tables keeps another component's tables (with expressions this nft
-// may not know) from failing the read, the reason kube-proxy itself lists by table.
-// It is one more Debian package (nftables) next to iptables and ipset.
+// Reads kube-proxy's nftables tables with `nft -j list table ip|ip6 kube-proxy`: nf_tables netlink holds register
+// bytecode that only libnftables decodes, and its JSON (libnftables-json(5)) is versioned; listing only
+// kube-proxy's tables keeps other components' unknown expressions from failing the read.
 import { execFile } from 'node:child_process';
 import { errText } from '../../errors.js';
 import { permissionDenied } from '../../model/permission.js';
@@ -32,7 +23,7 @@ export function nftListCommand(family: 'ip' | 'ip6'): string {
   return `nft -j list table ${family} kube-proxy`;
 }
 
-/** nft's "No such file or directory" for `list table`: the table is not there (another proxy mode, or single-stack). */
+/** nft's answer for `list table` when the table is absent (another proxy mode, or single-stack). */
 const NO_TABLE = /No such file or directory/;
 /** Bounds the output: kube-proxy's tables at 100k Service ports stay well below. */
 const MAX_OUTPUT = 64 * 1024 * 1024;
@@ -75,10 +66,7 @@ export function nftSnapshotOf(results: Record<'ip' | 'ip6', NftCommandResult>): 
   return { snapshot: snap };
 }
 
-/**
- * The snapshot from one `nft -j list ruleset` (a bundle's nft-ruleset.json): kube-proxy's table of
- * each family, if there; every other table is left out. A cut listing keeps its complete items.
- */
+/** The snapshot from a bundle's `nft -j list ruleset`: kube-proxy's tables only; a cut listing keeps whole items. */
 export function nftSnapshotOfRuleset(text: string, source: string): NftSnapshot {
   const dump = parseNftJson(text, source);
   const snap: NftSnapshot = {

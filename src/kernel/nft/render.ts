@@ -1,7 +1,5 @@
-// libnftables JSON expressions and statements (libnftables-json(5)) back into
-// the text `nft list` prints, for evidence lines a user can grep for in their
-// own `nft list table ip kube-proxy`. Only the shapes kube-proxy writes are
-// spelled exactly; anything else is rendered recognisably, never dropped.
+// libnftables JSON back into the text `nft list` prints, so evidence lines can be grepped in the user's own listing;
+// kube-proxy's shapes are spelled exactly, anything else recognisably, never dropped.
 import type { NftMatch, NftRule, NftVerdict } from './types.js';
 
 type Json = unknown;

@@ -1,8 +1,5 @@
-// Typed form of what `nft -j list table ip|ip6 kube-proxy` (or `nft -j list
-// ruleset`) prints, reduced to what the kube-proxy analysis and the evidence
-// need. Every rule keeps its text as `nft list` would print it, so a finding
-// can quote the kernel's own objects; the parsed matches and verdicts are
-// there for src/kubeproxy/nftables.ts.
+// Typed form of `nft -j list table ip|ip6 kube-proxy` (or `nft -j list ruleset`), reduced to what
+// src/kubeproxy/nftables.ts and evidence need; each rule keeps its `nft list` text so findings can quote it.
 
 export type NftFamily = 'ip' | 'ip6' | 'inet' | 'arp' | 'bridge' | 'netdev';
 
@@ -27,7 +24,6 @@ export interface NftRule {
   /** The rule as `nft list` prints it (without `# handle`). */
   text: string;
   matches: NftMatch[];
-  /** The rule's final verdict statement, if it has one. */
   verdict?: NftVerdict;
   /** A verdict-map lookup: key expression and map ('@service-ips', or the inline map's verdicts). */
   vmap?: { key: string; map?: string; verdicts: NftVerdict[] };
@@ -85,18 +81,15 @@ export interface NftTable {
   sets: NftSet[];
 }
 
-/** One parsed `nft -j list ...` output. */
 export interface NftDump {
   /** Name of the input (command or file) for warnings and evidence. */
   source: string;
-  /** nft's version from the metainfo object. */
   version?: string;
   tables: NftTable[];
   /** Items that could not be read, each naming the input and the item's position. */
   warnings: string[];
 }
 
-/** kube-proxy's nftables tables on this node. */
 export interface NftSnapshot {
   /** The kube-proxy tables found (ip and/or ip6); empty when kube-proxy is not in nftables mode. */
   tables: NftTable[];
