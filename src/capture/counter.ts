@@ -26,9 +26,7 @@ export function openCounter(opts: CounterOptions): Counter {
   }
   try {
     const pcap = PcapCounter.open(opts);
-    pcap.fallbackReason =
-      `counting with pcap (more CPU per packet): eBPF unavailable: ` +
-      `${ebpfError instanceof Error ? ebpfError.message : String(ebpfError)}`;
+    pcap.fallbackReason = `counting with pcap (more CPU per packet): eBPF unavailable: ${ebpfError instanceof Error ? ebpfError.message : String(ebpfError)}`;
     return pcap;
   } catch (e) {
     const a = ebpfError instanceof Error ? ebpfError.message : String(ebpfError);
