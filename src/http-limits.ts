@@ -38,7 +38,10 @@ export const DEFAULT_SERVER_LIMITS: ServerLimits = {
   stallTimeoutMs: 30_000,
 };
 
-/** Applies `limits` to an HTTP server: the cap with eviction of the oldest connection not being served, and the timeouts. */
+/**
+ * Applies `limits` to an HTTP server: the cap with eviction of the oldest connection not being
+ * served, and the timeouts.
+ */
 export function limitConnections(server: Server, limits: ServerLimits): void {
   server.headersTimeout = limits.headersTimeoutMs;
   server.requestTimeout = limits.requestTimeoutMs;

@@ -43,7 +43,8 @@ function dumped(
   const notes = [malformedNote(dump)];
   if (events?.malformed) {
     notes.push(
-      `${events.malformed} malformed conntrack ${events.malformed === 1 ? 'event' : 'events'} skipped since start (first: ${events.firstMalformed})`,
+      `${events.malformed} malformed conntrack ${events.malformed === 1 ? 'event' : 'events'} ` +
+        `skipped since start (first: ${events.firstMalformed})`,
     );
   }
   const note = notes.filter((n): n is string => !!n).join('; ');

@@ -100,11 +100,15 @@ export class CallerSlots {
     const h = this.held.get(key) ?? { requests: 0, watches: 0 };
     if (h.requests >= this.limits.maxRequestsPerCaller)
       return {
-        error: `${key} has ${h.requests} evidence requests in progress (at most ${this.limits.maxRequestsPerCaller}); try again when one ends`,
+        error:
+          `${key} has ${h.requests} evidence requests in progress (at most ` +
+          `${this.limits.maxRequestsPerCaller}); try again when one ends`,
       };
     if (watching && h.watches >= this.limits.maxWatchesPerCaller)
       return {
-        error: `${key} has ${h.watches} evidence watches open (at most ${this.limits.maxWatchesPerCaller}); end one first`,
+        error:
+          `${key} has ${h.watches} evidence watches open (at most ` +
+          `${this.limits.maxWatchesPerCaller}); end one first`,
       };
     h.requests++;
     if (watching) h.watches++;

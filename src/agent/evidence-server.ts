@@ -28,7 +28,10 @@ export interface EvidenceLimits {
   maxConnections: number;
   /** Answers being written at once (each holds its matched entries' list and a socket buffer). */
   maxAnswers: number;
-  /** Watches at once (each holds at most maxLiveQueueBytes); a watch holds no answer slot once its current entries are sent. */
+  /**
+   * Watches at once (each holds at most maxLiveQueueBytes); a watch holds no answer slot once its
+   * current entries are sent.
+   */
   maxWatches: number;
   /** Entries per answer, the current ones and the watched ones together. */
   maxEntries: number;

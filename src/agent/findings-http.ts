@@ -58,7 +58,8 @@ export function findingsRoute(
     const source = req.socket.remoteAddress ?? '';
     void (async () => {
       const who = await requestUser(access, req, true);
-      // The relay asking as itself records Events: it sees the active findings of the namespaces where it may create them, as its Events will say.
+      // The relay asking as itself records Events: it sees the active findings of the namespaces where it may
+      // create them, as its Events will say.
       const recorder = who.ok && who.user.username === access.relayUser;
       if (!who.ok) return refuse(who.status, who.message, 'retryAfterS' in who ? who.retryAfterS : undefined);
       if (res.destroyed) return;

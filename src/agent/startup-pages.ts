@@ -53,7 +53,8 @@ export function releaseStartupPages(io: StartupPagesIo): StartupPagesRelease {
       if (isSyscallError(e) && e.errno === EINVAL_ERRNO && r.mappings === 0) {
         // Refused before anything was paged out: every mapping would get the same answer.
         r.errors.push(
-          'madvise(MADV_PAGEOUT) is refused (EINVAL: a kernel before Linux 5.4, or memory locked with mlockall): start-up pages stay until memory pressure',
+          'madvise(MADV_PAGEOUT) is refused (EINVAL: a kernel before Linux 5.4, or ' +
+            'memory locked with mlockall): start-up pages stay until memory pressure',
         );
         r.unsupported = true;
         break;

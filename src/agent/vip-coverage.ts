@@ -15,7 +15,10 @@ const NEW_VIP_READ_MIN_GAP_MS = 30_000;
 export interface NewVipReadOptions {
   /** Starts a full conntrack read (which calls readFor with its targets). */
   read: () => void;
-  /** The longest gap between reads for new VIPs, and how long a VIP read for stays known: the periodic full read's interval. */
+  /**
+   * The longest gap between reads for new VIPs, and how long a VIP read for stays known: the
+   * periodic full read's interval.
+   */
   maxGapMs: number;
   delayMs?: number;
   minGapMs?: number;
@@ -73,7 +76,10 @@ export class NewVipReads {
     this.timer = undefined;
   }
 
-  /** Doubles the gap when this read came as soon as it was allowed to (churn goes on); back to the shortest after a quiet spell as long as the longest gap. */
+  /**
+   * Doubles the gap when this read came as soon as it was allowed to (churn goes on); back to the
+   * shortest after a quiet spell as long as the longest gap.
+   */
   private started(): void {
     const now = this.now();
     const quietMs = now - (this.lastReadAt + this.gapMs);

@@ -239,7 +239,8 @@ function routeOf(item: Record<string, unknown>, familyHint: Family | undefined):
   family ??= (gw ? ipFamily(gw) : prefsrc ? ipFamily(prefsrc) : familyHint) as Family | undefined;
   if (family === undefined)
     throw new ItemError(
-      'cannot tell the family of a default route without a gateway (pass it by file name: ip-route.json or ip6-route.json)',
+      'cannot tell the family of a default route without a gateway ' +
+        '(pass it by file name: ip-route.json or ip6-route.json)',
     );
   const r: RouteInfo = { family, dst, type: str(item, 'type') ?? 'unicast' };
   if (dev !== undefined) r.dev = dev;

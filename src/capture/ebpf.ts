@@ -200,14 +200,19 @@ export class EbpfCounter implements Counter {
     }
   }
 
-  /** The uplink's packets since open, after noticing (and following) an uplink deleted or re-created since the last read. */
+  /**
+   * The uplink's packets since open, after noticing (and following) an uplink deleted or re-created
+   * since the last read.
+   */
   private followUplink(): PacketCounts {
     const seen = this.link.read();
     if (seen) return seen;
     if (this.stopReason === undefined) {
       const was = this.link.ifindex;
       this.attachment.release();
-      this.stopReason = `eBPF counters on ${this.ifname} stopped: the interface was deleted (ifindex ${was}); packets are not counted since`;
+      this.stopReason =
+        `eBPF counters on ${this.ifname} stopped: the interface was ` +
+        `deleted (ifindex ${was}); packets are not counted since`;
       this.log?.error({ ifname: this.ifname, ifindex: was }, 'uplink deleted; the eBPF counters no longer count');
     }
     this.reattach();
@@ -221,7 +226,11 @@ export class EbpfCounter implements Counter {
     const was = this.link.ifindex;
     if (isL3LinkType(now.type) !== this.l3) {
       // The loaded program would read its headers at the wrong offset and count nothing.
-      this.stopReason = `eBPF counters on ${this.ifname} stopped: the interface was deleted (ifindex ${was}); the new ${this.ifname} (ifindex ${now.ifindex}) is of another link type (ARPHRD ${now.type}: ${this.l3 ? 'Ethernet' : 'no Ethernet header'}), which the program loaded does not read; restart the agent to count on it; packets are not counted since`;
+      this.stopReason =
+        `eBPF counters on ${this.ifname} stopped: the interface was deleted (ifindex ${was}); ` +
+        `the new ${this.ifname} (ifindex ${now.ifindex}) is of another link type (ARPHRD ` +
+        `${now.type}: ${this.l3 ? 'Ethernet' : 'no Ethernet header'}), which the program ` +
+        `loaded does not read; restart the agent to count on it; packets are not counted since`;
       if (this.failedOn !== now.ifindex)
         this.log?.error(
           { ifname: this.ifname, ifindex: now.ifindex, type: now.type },
@@ -235,7 +244,10 @@ export class EbpfCounter implements Counter {
     try {
       attachment = attachPrograms(this.addon, this.progFdsByName(), target, this.attachment.mode, this.log);
     } catch (e) {
-      this.stopReason = `eBPF counters on ${this.ifname} stopped: the interface was deleted (ifindex ${was}); attaching to the new ${this.ifname} (ifindex ${now.ifindex}) failed: ${(e as Error).message}; packets are not counted since`;
+      this.stopReason =
+        `eBPF counters on ${this.ifname} stopped: the interface was deleted (ifindex ` +
+        `${was}); attaching to the new ${this.ifname} (ifindex ${now.ifindex}) ` +
+        `failed: ${(e as Error).message}; packets are not counted since`;
       if (this.failedOn !== now.ifindex)
         this.log?.error(
           { ifname: this.ifname, ifindex: now.ifindex, err: (e as Error).message },

@@ -93,7 +93,8 @@ export async function capture(filter: string, opts: CaptureOptions): Promise<Cap
   let dump: ReturnType<typeof addon.pcapDumpOpen>;
   try {
     reader.setFilter(filter);
-    // libpcap opens by name: the descriptor's own /proc link reaches the file created above, not whatever the name means now.
+    // libpcap opens by name: the descriptor's own /proc link reaches the file created above, not whatever the
+    // name means now.
     dump = addon.pcapDumpOpen(reader.handle, `/proc/self/fd/${fd}`);
   } catch (e) {
     reader.close();

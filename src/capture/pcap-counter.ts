@@ -98,7 +98,9 @@ export class PcapCounter implements Counter {
   }
 
   private readerStopped(direction: Direction, reason: string): void {
-    this.stopReason ??= `pcap capture on ${this.ifname} (${direction}) stopped: ${reason}; ${direction} packets are not counted since`;
+    this.stopReason ??=
+      `pcap capture on ${this.ifname} (${direction}) stopped: ` +
+      `${reason}; ${direction} packets are not counted since`;
     this.log?.error({ ifname: this.ifname, direction, reason }, 'pcap capture stopped; the counters no longer count');
   }
 

@@ -259,7 +259,9 @@ export function register(program: Command): void {
       env(
         new Option(
           '--tc-attach <mode>',
-          'how the eBPF counters hook the uplink: auto = TCX where the kernel has it (6.6+), else legacy tc cls_bpf filters; tcx = TCX only, no cls_bpf fallback; tc forces the cls_bpf path that pre-6.6 kernels use (e.g. to test that the preStop clean-up removes its filters)',
+          'how the eBPF counters hook the uplink: auto = TCX where the kernel has it (6.6+), else ' +
+            'legacy tc cls_bpf filters; tcx = TCX only, no cls_bpf fallback; tc forces the cls_bpf ' +
+            'path that pre-6.6 kernels use (e.g. to test that the preStop clean-up removes its filters)',
         )
           .choices(TC_ATTACH_MODES)
           .default('auto'),
@@ -294,7 +296,8 @@ export function register(program: Command): void {
       env(
         new Option(
           '--conntrack-resync-interval <dur>',
-          'full conntrack re-dump; events and a re-dump after any event overflow keep the table exact meanwhile (a dump costs ~1 s CPU per 300k entries)',
+          'full conntrack re-dump; events and a re-dump after any event overflow ' +
+            'keep the table exact meanwhile (a dump costs ~1 s CPU per 300k entries)',
         ).default('10m'),
         'CLBPROBE_CONNTRACK_RESYNC_INTERVAL',
       ),
@@ -303,7 +306,8 @@ export function register(program: Command): void {
       env(
         new Option(
           '--conntrack-filter <where>',
-          'where conntrack events that touch no LB Service are dropped: kernel (an eBPF socket filter; falls back to user when it cannot load) or user',
+          'where conntrack events that touch no LB Service are dropped: kernel ' +
+            '(an eBPF socket filter; falls back to user when it cannot load) or user',
         )
           .choices(['kernel', 'user'])
           .default('kernel'),
@@ -320,7 +324,8 @@ export function register(program: Command): void {
       env(
         new Option(
           '--max-service-ports <n>',
-          'cap on the Service ports with per-Service series (those with findings first); the rest are counted in clbprobe_series_dropped_total',
+          'cap on the Service ports with per-Service series (those with findings ' +
+            'first); the rest are counted in clbprobe_series_dropped_total',
         ).default('300'),
         'CLBPROBE_MAX_SERVICE_PORTS',
       ),
@@ -329,7 +334,8 @@ export function register(program: Command): void {
       env(
         new Option(
           '--series-idle-timeout <dur>',
-          'a Service port gets series once this node counts packets, conntrack entries or flows towards it, or has a finding; they go after this long with nothing new',
+          'a Service port gets series once this node counts packets, conntrack entries or ' +
+            'flows towards it, or has a finding; they go after this long with nothing new',
         ).default('1h'),
         'CLBPROBE_SERIES_IDLE_TIMEOUT',
       ),
@@ -338,7 +344,8 @@ export function register(program: Command): void {
       env(
         new Option(
           '--metrics-auth <mode>',
-          'who may read /metrics: none, or kubernetes (a bearer token the API server accepts, whose user may "get" the non-resource URL /metrics; /healthz and /readyz stay open)',
+          'who may read /metrics: none, or kubernetes (a bearer token the API server accepts, ' +
+            'whose user may "get" the non-resource URL /metrics; /healthz and /readyz stay open)',
         )
           .choices(['none', 'kubernetes'])
           .default('none'),
@@ -349,7 +356,9 @@ export function register(program: Command): void {
       env(
         new Option(
           '--resolv-conf <file>',
-          "resolver for hostname-only LB names (AWS NLB): in the DaemonSet (dnsPolicy ClusterFirstWithHostNet) /etc/resolv.conf is the cluster DNS this node's pods use; with --netns NAME, /etc/netns/NAME/resolv.conf as `ip netns exec` binds it",
+          'resolver for hostname-only LB names (AWS NLB): in the DaemonSet (dnsPolicy ' +
+            "ClusterFirstWithHostNet) /etc/resolv.conf is the cluster DNS this node's pods " +
+            'use; with --netns NAME, /etc/netns/NAME/resolv.conf as `ip netns exec` binds it',
         ).default('/etc/resolv.conf'),
         'CLBPROBE_RESOLV_CONF',
       ),
@@ -365,7 +374,9 @@ export function register(program: Command): void {
     )
     .option(
       '--no-release-startup-pages',
-      'keep the pages of node and its libraries that only start-up read; by default they go back to the kernel (madvise MADV_PAGEOUT) once the modules are loaded, when the sources are read and after the conntrack dump, and what runs later is read back in',
+      'keep the pages of node and its libraries that only start-up read; by default they ' +
+        'go back to the kernel (madvise MADV_PAGEOUT) once the modules are loaded, when the ' +
+        'sources are read and after the conntrack dump, and what runs later is read back in',
     )
     .addOption(
       env(
@@ -382,12 +393,15 @@ export function register(program: Command): void {
     )
     .addHelpText(
       'after',
-      `
-Examples:
-  NODE_NAME=node-1 clbprobe agent                       in a DaemonSet pod (API via service account)
-  clbprobe agent --cluster-file cluster.json --listen 127.0.0.1:9811 --capture pcap
-  clbprobe agent --metrics-auth kubernetes --listen "$HOST_IP:9811"   /metrics for RBAC-allowed tokens, on the node IP only
-  curl -s localhost:9811/metrics | grep clbprobe_lb_path_packets_total`,
+      [
+        '',
+        'Examples:',
+        '  NODE_NAME=node-1 clbprobe agent                       in a DaemonSet pod (API via service account)',
+        '  clbprobe agent --cluster-file cluster.json --listen 127.0.0.1:9811 --capture pcap',
+        '  clbprobe agent --metrics-auth kubernetes --listen "$HOST_IP:9811"   ' +
+          '/metrics for RBAC-allowed tokens, on the node IP only',
+        '  curl -s localhost:9811/metrics | grep clbprobe_lb_path_packets_total',
+      ].join('\n'),
     )
     .action(async (flags: AgentFlags) => {
       try {

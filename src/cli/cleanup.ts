@@ -34,8 +34,10 @@ export function register(program: Command): void {
   program
     .command('cleanup')
     .description(
-      'Remove the legacy tc (cls_bpf) filters a killed agent left (kernels before 6.6; TCX links go with the process),\n' +
-        'on every interface or --interface, and the clsact qdisc where no other filter is attached. Needs NET_ADMIN and BPF.',
+      'Remove the legacy tc (cls_bpf) filters a killed agent left ' +
+        '(kernels before 6.6; TCX links go with the process),\n' +
+        'on every interface or --interface, and the clsact qdisc ' +
+        'where no other filter is attached. Needs NET_ADMIN and BPF.',
     )
     .option('--interface <ifname>', 'only this interface')
     .option('--netns <name>', 'in network namespace NAME or a path (tests)')

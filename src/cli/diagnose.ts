@@ -32,11 +32,13 @@ export function register(program: Command): void {
     )
     .option(
       '--fix-commands',
-      'print only the fixes that change a Kubernetes object, as kubectl commands, each with what it changes for clients (clbprobe applies none)',
+      'print only the fixes that change a Kubernetes object, as kubectl ' +
+        'commands, each with what it changes for clients (clbprobe applies none)',
     )
     .option(
       '--html <file>',
-      'also write the diagnosis as one self-contained HTML page (each active loop drawn, with its conntrack legs), e.g. for an incident ticket',
+      'also write the diagnosis as one self-contained HTML page (each active ' +
+        'loop drawn, with its conntrack legs), e.g. for an incident ticket',
     )
     .option('--netns <name>', 'diagnose the network namespace NAME (/var/run/netns/NAME) or a path instead of this one')
     .option(
@@ -45,16 +47,20 @@ export function register(program: Command): void {
     )
     .addHelpText(
       'after',
-      `
-Examples:
-  kubectl get svc,ingress,endpointslices,nodes -A -o json > cluster.json
-  clbprobe diagnose --cluster-file cluster.json --node-name node-1
-  clbprobe diagnose --cluster-file cluster.json --json | jq '.findings[] | select(.severity=="active")'
-  clbprobe diagnose --from ./node-a-bundle               a bundle collected on (or hand-made from) another node
-  clbprobe diagnose --from ./node-a-bundle --html node-a.html   the same, plus a page to attach to the ticket
-  clbprobe diagnose --from ./node-a-bundle --fix-commands      e.g. kubectl -n shop patch service web --type merge -p '{"spec":{"externalTrafficPolicy":"Cluster"}}'
-
-Exit codes: 0 nothing active, 1 an active loopback was found (conntrack shows it), 2 errors.`,
+      [
+        '',
+        'Examples:',
+        '  kubectl get svc,ingress,endpointslices,nodes -A -o json > cluster.json',
+        '  clbprobe diagnose --cluster-file cluster.json --node-name node-1',
+        `  clbprobe diagnose --cluster-file cluster.json --json | jq '.findings[] | select(.severity=="active")'`,
+        '  clbprobe diagnose --from ./node-a-bundle               ' +
+          'a bundle collected on (or hand-made from) another node',
+        '  clbprobe diagnose --from ./node-a-bundle --html node-a.html   the same, plus a page to attach to the ticket',
+        '  clbprobe diagnose --from ./node-a-bundle --fix-commands      e.g. kubectl -n shop ' +
+          `patch service web --type merge -p '{"spec":{"externalTrafficPolicy":"Cluster"}}'`,
+        '',
+        'Exit codes: 0 nothing active, 1 an active loopback was found (conntrack shows it), 2 errors.',
+      ].join('\n'),
     )
     .action(async (flags: DiagnoseFlags) => {
       try {

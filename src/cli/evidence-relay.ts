@@ -48,7 +48,8 @@ export function relayServer(route: Handler, status?: Handler): Server {
     else res.writeHead(404).end(`try /evidence${status ? ', /status' : ''} or /healthz\n`);
   });
   limitConnections(server, DEFAULT_SERVER_LIMITS);
-  // A watch's answer may be quiet for its whole hour; a reader that takes nothing is still dropped by limitConnections' watchdog.
+  // A watch's answer may be quiet for its whole hour; a reader that takes nothing is still dropped by
+  // limitConnections' watchdog.
   server.timeout = 0;
   return server;
 }
@@ -188,7 +189,8 @@ export function register(program: Command): void {
     .addOption(
       new Option(
         '--record-events <on|off>',
-        'record a Warning Event LoadBalancerLoopback on a Service when a loop starts on some node, and a Normal one when it ends everywhere (needs create on events)',
+        'record a Warning Event LoadBalancerLoopback on a Service when a loop starts on ' +
+          'some node, and a Normal one when it ends everywhere (needs create on events)',
       )
         .choices(['on', 'off'])
         .default('on'),
@@ -200,7 +202,8 @@ export function register(program: Command): void {
     )
     .option(
       '--service-account <ns/name>',
-      "the relay's own service account: it asks the API server for a token of it per node (TokenRequest, audience clbprobe-evidence:NODE)",
+      "the relay's own service account: it asks the API server for a token " +
+        'of it per node (TokenRequest, audience clbprobe-evidence:NODE)',
       'clbprobe/clbprobe-evidence-relay',
     )
     .option('--log-level <level>', 'pino level', 'info')

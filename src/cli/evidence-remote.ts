@@ -188,8 +188,10 @@ async function askNode(api: ApiTarget, o: AllNodesOptions, pod: AgentPod, out: O
     stderr.flush();
     if (code === 0 && sawEnd && !agentErrors.length) result.status = 'ok';
     // The remote CLI prints its reason on stderr ("clbprobe: ..."); the JSON error line says the same.
-    else
-      result.error = `${agentErrors[0] ?? (stderrTail.replace(/^clbprobe: /, '') || 'no evidence stream')} (exit ${code})`;
+    else {
+      const reason = agentErrors[0] ?? (stderrTail.replace(/^clbprobe: /, '') || 'no evidence stream');
+      result.error = `${reason} (exit ${code})`;
+    }
   } catch (e) {
     result.error = e instanceof PodExecError ? e.message : String(e);
     ran = e instanceof PodExecError && e.kind === 'timeout';
@@ -253,7 +255,8 @@ export const DEFAULT_RELAY = 'clbprobe/clbprobe-evidence';
 async function runViaRelay(o: AllNodesOptions, api: ApiTarget): Promise<number> {
   if (o.pcap)
     throw new UserError(
-      '--pcap with --all-nodes copies each capture out of the agent pod: add --via exec (needs pods/exec, deploy/README.md)',
+      '--pcap with --all-nodes copies each capture out of the agent ' +
+        'pod: add --via exec (needs pods/exec, deploy/README.md)',
     );
   const [namespace = '', service = ''] = (o.relay ?? DEFAULT_RELAY).split('/');
   const query = new URLSearchParams({ service: o.service });
@@ -288,7 +291,8 @@ async function runViaRelay(o: AllNodesOptions, api: ApiTarget): Promise<number> 
   }
   if (!summary)
     throw new UserError(
-      `the evidence relay ended without its summary${malformed.size ? ` (malformed lines: ${[...malformed.values()][0]})` : ''}`,
+      `the evidence relay ended without its summary` +
+        `${malformed.size ? ` (malformed lines: ${[...malformed.values()][0]})` : ''}`,
     );
   const results: NodeResult[] = summary;
   for (const [node, error] of malformed) {
@@ -360,7 +364,8 @@ export async function runAllNodes(o: AllNodesOptions): Promise<number> {
   }
   if (!pods.length) {
     throw new UserError(
-      `no agent pods match ${o.selector} in namespace ${o.namespace} (is clbprobe deployed? --agent-namespace, --agent-selector)`,
+      `no agent pods match ${o.selector} in namespace ${o.namespace} ` +
+        `(is clbprobe deployed? --agent-namespace, --agent-selector)`,
     );
   }
   const plan = planNodes(pods, o.container, o.nodes);

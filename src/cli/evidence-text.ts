@@ -3,23 +3,32 @@
 import type { EvidenceLine } from '../agent/evidence.js';
 import { printable } from '../printable.js';
 
-/** One evidence line for a terminal; names, entries and messages come from the cluster and the network, so their control characters are shown. */
+/**
+ * One evidence line for a terminal; names, entries and messages come from the cluster and the
+ * network, so their control characters are shown.
+ */
 export function textLine(line: EvidenceLine): string {
   return printable(rawTextLine(line));
 }
 
 function rawTextLine(line: EvidenceLine): string {
   switch (line.type) {
-    case 'service':
-      return `# ${line.service.namespace}/${line.service.name} on ${line.node}: VIPs ${line.service.vips.join(', ') || '-'}; ports ${line.service.ports
-        .map((p) => `${p.port}/${p.protocol}${p.nodePort ? ` (NodePort ${p.nodePort})` : ''}`)
-        .join(
-          ', ',
-        )}; endpoints ${line.service.endpoints.map((e) => `${e.address}${e.port ? `:${e.port}` : ''}`).join(', ') || '-'}`;
+    case 'service': {
+      const { service } = line;
+      const ports = service.ports.map((p) => `${p.port}/${p.protocol}${p.nodePort ? ` (NodePort ${p.nodePort})` : ''}`);
+      const endpoints = service.endpoints.map((e) => `${e.address}${e.port ? `:${e.port}` : ''}`);
+      return (
+        `# ${service.namespace}/${service.name} on ${line.node}: VIPs ${service.vips.join(', ') || '-'}; ` +
+        `ports ${ports.join(', ')}; endpoints ${endpoints.join(', ') || '-'}`
+      );
+    }
     case 'entry':
       return `${line.firstSeen} ${line.class.padEnd(13)} ${line.live ? 'new  ' : 'now  '}${line.line}`;
     case 'end':
-      return `# ${line.entries} entries${line.truncated ? ` (truncated: ${line.reason ?? `${line.notSent ?? 'some'} not sent`})` : ''}`;
+      return (
+        `# ${line.entries} entries` +
+        `${line.truncated ? ` (truncated: ${line.reason ?? `${line.notSent ?? 'some'} not sent`})` : ''}`
+      );
     case 'error':
       return `# error: ${line.message}`;
   }

@@ -197,8 +197,10 @@ export function register(program: Command): void {
       "Show a Service's conntrack entries on this node (its LB VIPs, NodePorts and endpoints), classified as " +
         'loopback_pair, not_snated, unreplied or healthy, from the local agent over its Unix socket. ' +
         'With --all-nodes, from a workstation: the same from every node through the Kubernetes API: through the ' +
-        "evidence relay (the API server's service proxy; needs get services/proxy on the relay, deploy/oncall-rbac.yaml, " +
-        'and get on the Service itself), or with --via exec by an exec into each agent pod (list pods, get + create pods/exec). Exit code with --all-nodes: 0 every node answered, 1 some did not (each is ' +
+        "evidence relay (the API server's service proxy; needs get " +
+        'services/proxy on the relay, deploy/oncall-rbac.yaml, ' +
+        'and get on the Service itself), or with --via exec by an exec into each agent pod (list pods, get ' +
+        '+ create pods/exec). Exit code with --all-nodes: 0 every node answered, 1 some did not (each is ' +
         'reported; the others still answer), 2 usage or API errors.',
     )
     .requiredOption('--service <ns/name>', 'the Service, NAMESPACE/NAME')
@@ -206,7 +208,8 @@ export function register(program: Command): void {
     .option('--watch <dur>', 'keep streaming new entries for this long (e.g. 30s, 2m)')
     .option(
       '--pcap <file>',
-      "also capture the Service's packets for the window (default 30s) into FILE (--all-nodes: FILE with the node name inserted, one per node)",
+      "also capture the Service's packets for the window (default 30s) into " +
+        'FILE (--all-nodes: FILE with the node name inserted, one per node)',
     )
     .option('--pcap-max <MiB>', 'stop writing the capture at this size', '100')
     .option('--json', 'one JSON object per line (with --all-nodes each carries "node" and "pod")')
@@ -224,7 +227,8 @@ export function register(program: Command): void {
     .addOption(
       new Option(
         '--via <how>',
-        'with --all-nodes: relay (the evidence relay checks your access to the Service) or exec (into each agent pod: node admin, for --pcap)',
+        'with --all-nodes: relay (the evidence relay checks your access to ' +
+          'the Service) or exec (into each agent pod: node admin, for --pcap)',
       )
         .choices(['relay', 'exec'])
         .default('relay'),

@@ -24,7 +24,10 @@ function counts(rec: Record<string, number>): string {
     .join(', ');
 }
 
-/** The snapshot's lines, each with its control characters shown (interface names, reasons and rules come from outside). */
+/**
+ * The snapshot's lines, each with its control characters shown (interface names, reasons and rules
+ * come from outside).
+ */
 export function renderSnapshot(snapshot: NodeSnapshot): string[] {
   return snapshotLines(snapshot).map(printable);
 }
@@ -50,7 +53,8 @@ function snapshotLines(snapshot: NodeSnapshot): string[] {
       for (const r of v.realServers) {
         const host = r.address.includes(':') ? `[${r.address}]` : r.address;
         out.push(
-          `    -> ${host}:${r.port} ${r.forward} weight ${r.weight} active ${r.activeConns} inactive ${r.inactiveConns}`,
+          `    -> ${host}:${r.port} ${r.forward} weight ${r.weight} ` +
+            `active ${r.activeConns} inactive ${r.inactiveConns}`,
         );
       }
     }

@@ -20,7 +20,10 @@ interface SnapshotFlags {
 function privilegeProblem(sources: SourceStatus[]): string | undefined {
   const denied = sources.filter((s) => !s.available && isPermissionReason(s.reason));
   if (!denied.length) return undefined;
-  return `snapshot: cannot read ${denied.map((s) => s.source).join(', ')}: ${denied[0]!.reason}; run as root or grant the capability`;
+  return (
+    `snapshot: cannot read ${denied.map((s) => s.source).join(', ')}: ` +
+    `${denied[0]!.reason}; run as root or grant the capability`
+  );
 }
 
 async function runSnapshot(flags: SnapshotFlags, out: NodeJS.WritableStream = process.stdout): Promise<NodeSnapshot> {

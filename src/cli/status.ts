@@ -50,7 +50,8 @@ export function register(program: Command): void {
     )
     .option(
       '--fix-commands',
-      'print only the fixes that change a Kubernetes object, as kubectl commands, each with what it changes for clients (clbprobe applies none)',
+      'print only the fixes that change a Kubernetes object, as kubectl ' +
+        'commands, each with what it changes for clients (clbprobe applies none)',
     )
     .addHelpText(
       'after',

@@ -64,7 +64,8 @@ export function classifyDocuments(docs: readonly unknown[]): ClusterFileContents
     const [bucket, wanted] = known;
     if (apiVersion !== undefined && !wanted.includes(apiVersion as string)) {
       warnings.push(
-        `${origin} (${String(kind)}): apiVersion ${JSON.stringify(apiVersion)} is not supported (want ${wanted.join(' or ')}), skipped`,
+        `${origin} (${String(kind)}): apiVersion ${JSON.stringify(apiVersion)} ` +
+          `is not supported (want ${wanted.join(' or ')}), skipped`,
       );
       return;
     }
@@ -105,7 +106,8 @@ function readText(path: string, maxBytes = MAX_CLUSTER_FILE): string {
     const size = statSync(path).size;
     if (size > maxBytes) {
       throw new ClusterFileError(
-        `cluster file ${path} is ${size} bytes, more than the ${maxBytes >> 20} MiB clbprobe reads (a saved cluster the API server could answer in one list)`,
+        `cluster file ${path} is ${size} bytes, more than the ${maxBytes >> 20} MiB ` +
+          `clbprobe reads (a saved cluster the API server could answer in one list)`,
       );
     }
     // The size stat gives bounds a regular file; a device or a file still growing is bounded here.

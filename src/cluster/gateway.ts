@@ -230,7 +230,10 @@ function granted(
   );
 }
 
-/** The Gateway's listeners a parentRef attaches the route to: by section name and port, of a protocol the route kind uses. */
+/**
+ * The Gateway's listeners a parentRef attaches the route to: by section name and port, of a
+ * protocol the route kind uses.
+ */
 function attachedListeners(gw: GatewayEntry, ref: ObjectRef, route: RouteEntry, accepted: boolean): L7Listener[] {
   const protocols: readonly string[] = ROUTE_KINDS[route.kind];
   const out: L7Listener[] = [];

@@ -422,7 +422,8 @@ export class JsonReducer {
       if (kept && top.unit)
         this.over(
           top.unit,
-          `${this.pathIn(top.unit, this.frames.length - 1)} has a key of ${s.bytes} bytes, more than the ${size(s.cap)} kept of one`,
+          `${this.pathIn(top.unit, this.frames.length - 1)} has a key ` +
+            `of ${s.bytes} bytes, more than the ${size(s.cap)} kept of one`,
         );
       return;
     }
@@ -483,7 +484,8 @@ export class JsonReducer {
     const what =
       u.name !== undefined ? new SkippedObject(u.shape.label, 0, '', u.namespace, u.name).label : `a ${u.shape.label}`;
     throw new JsonStreamError(
-      `${what} at byte ${u.start} is longer than ${size(this.limits.maxUnitBytes)}: not an object the API server stores`,
+      `${what} at byte ${u.start} is longer than ` +
+        `${size(this.limits.maxUnitBytes)}: not an object the API server stores`,
       this.offset,
     );
   }

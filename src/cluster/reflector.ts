@@ -17,7 +17,10 @@ export interface ReflectorOptions<T> {
   backoffMaxMs: number;
   /** A 403/404 on list means "this kind is not readable": synced empty with a note instead of failing. */
   optional?: boolean;
-  /** A kind a CRD may add (with `optional`): a 404 on list means "not installed", synced empty and `absent`, without a note. */
+  /**
+   * A kind a CRD may add (with `optional`): a 404 on list means "not installed", synced empty and
+   * `absent`, without a note.
+   */
   crd?: boolean;
   /** How long an absent `crd` kind waits before it is listed again (default backoffMaxMs). */
   absentRecheckMs?: number;
@@ -243,18 +246,21 @@ export class Reflector<T> {
             message?: unknown;
           };
           if (status.code === 410) expired = true;
-          else
-            failed = new ApiError(
-              `watch error: ${typeof status.message === 'string' ? status.message : `${JSON.stringify(object) ?? 'no Status object'}`.slice(0, 200)}`,
-              Number(status.code) || undefined,
-            );
+          else {
+            const message =
+              typeof status.message === 'string'
+                ? status.message
+                : `${JSON.stringify(object) ?? 'no Status object'}`.slice(0, 200);
+            failed = new ApiError(`watch error: ${message}`, Number(status.code) || undefined);
+          }
           this.closeWatch?.();
           return;
         }
         if (object instanceof SkippedObject) return this.skipEvent(type, object);
         const rv = (object as { metadata?: { resourceVersion?: unknown } })?.metadata?.resourceVersion;
         if (typeof rv === 'string') this.rv = rv;
-        if (type !== 'ADDED' && type !== 'MODIFIED' && type !== 'DELETED') return; // BOOKMARK: only the resourceVersion moves.
+        // BOOKMARK: only the resourceVersion moves.
+        if (type !== 'ADDED' && type !== 'MODIFIED' && type !== 'DELETED') return;
         const key = keyOf(object);
         if (type === 'DELETED') this.store.delete(...key);
         else this.store.set(...key, this.o.transform(object));

@@ -75,27 +75,34 @@ export function node1Rules(etp: Etp): string {
     `-A PREROUTING -m comment --comment "stands in for IPVS: this kernel has no ip_vs" -j ${IPVS_STANDIN_CHAIN}`,
     '-A OUTPUT -m comment --comment "kubernetes service portals" -j KUBE-SERVICES',
     '-A POSTROUTING -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING',
-    `-A ${IPVS_STANDIN_CHAIN} -d ${LAB.node1}/32 -p tcp -m tcp --dport ${LAB.nodePort} -j DNAT --to-destination ${LAB.serverPod}:${LAB.serverPort}`,
+    `-A ${IPVS_STANDIN_CHAIN} -d ${LAB.node1}/32 -p tcp -m tcp --dport ` +
+      `${LAB.nodePort} -j DNAT --to-destination ${LAB.serverPod}:${LAB.serverPort}`,
     '-A KUBE-FIREWALL -j KUBE-MARK-DROP',
     ...(local
       ? [
-          '-A KUBE-LOAD-BALANCER -m comment --comment "Kubernetes service load balancer ip + port with externalTrafficPolicy=local" -m set --match-set KUBE-LOAD-BALANCER-LOCAL dst,dst -j RETURN',
+          '-A KUBE-LOAD-BALANCER -m comment --comment "Kubernetes service load balancer ip + port with ' +
+            'externalTrafficPolicy=local" -m set --match-set KUBE-LOAD-BALANCER-LOCAL dst,dst -j RETURN',
         ]
       : []),
     '-A KUBE-LOAD-BALANCER -j KUBE-MARK-MASQ',
     '-A KUBE-MARK-MASQ -j MARK --set-xmark 0x4000/0x4000',
     ...(local
       ? [
-          '-A KUBE-NODE-PORT -p tcp -m comment --comment "Kubernetes nodeport TCP port with externalTrafficPolicy=local" -m set --match-set KUBE-NODE-PORT-LOCAL-TCP dst -j RETURN',
+          '-A KUBE-NODE-PORT -p tcp -m comment --comment "Kubernetes nodeport TCP port with ' +
+            'externalTrafficPolicy=local" -m set --match-set KUBE-NODE-PORT-LOCAL-TCP dst -j RETURN',
         ]
       : []),
-    '-A KUBE-NODE-PORT -p tcp -m comment --comment "Kubernetes nodeport TCP port for masquerade purpose" -m set --match-set KUBE-NODE-PORT-TCP dst -j KUBE-MARK-MASQ',
-    '-A KUBE-POSTROUTING -m comment --comment "Kubernetes endpoints dst ip:port, source ip for solving hairpin purpose" -m set --match-set KUBE-LOOP-BACK dst,dst,src -j MASQUERADE',
+    '-A KUBE-NODE-PORT -p tcp -m comment --comment "Kubernetes nodeport TCP port for ' +
+      'masquerade purpose" -m set --match-set KUBE-NODE-PORT-TCP dst -j KUBE-MARK-MASQ',
+    '-A KUBE-POSTROUTING -m comment --comment "Kubernetes endpoints dst ip:port, source ip ' +
+      'for solving hairpin purpose" -m set --match-set KUBE-LOOP-BACK dst,dst,src -j MASQUERADE',
     '-A KUBE-POSTROUTING -m mark ! --mark 0x4000/0x4000 -j RETURN',
     '-A KUBE-POSTROUTING -j MARK --set-xmark 0x4000/0x0',
     '-A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully',
-    '-A KUBE-SERVICES -m comment --comment "Kubernetes service lb portal" -m set --match-set KUBE-LOAD-BALANCER dst,dst -j KUBE-LOAD-BALANCER',
-    '-A KUBE-SERVICES ! -s 10.244.0.0/16 -m comment --comment "Kubernetes service cluster ip + port for masquerade purpose" -m set --match-set KUBE-CLUSTER-IP dst,dst -j KUBE-MARK-MASQ',
+    '-A KUBE-SERVICES -m comment --comment "Kubernetes service lb portal" ' +
+      '-m set --match-set KUBE-LOAD-BALANCER dst,dst -j KUBE-LOAD-BALANCER',
+    '-A KUBE-SERVICES ! -s 10.244.0.0/16 -m comment --comment "Kubernetes service cluster ip + ' +
+      'port for masquerade purpose" -m set --match-set KUBE-CLUSTER-IP dst,dst -j KUBE-MARK-MASQ',
     '-A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODE-PORT',
     '-A KUBE-SERVICES -m set --match-set KUBE-CLUSTER-IP dst,dst -j ACCEPT',
     '-A KUBE-SERVICES -m set --match-set KUBE-LOAD-BALANCER dst,dst -j ACCEPT',
@@ -205,7 +212,9 @@ export function clusterList(etp: Etp): object {
 
 /** A TCP server that greets each connection with `name`, run inside ns until the lab is destroyed. */
 function serve(ns: Netns, port: number, name: string): ChildProcess {
-  const js = `require('net').createServer((s)=>{s.end(${JSON.stringify(name)})}).listen(${port},'0.0.0.0',()=>console.log('up'))`;
+  const js =
+    `require('net').createServer((s)=>{s.end(${JSON.stringify(name)}` +
+    `)}).listen(${port},'0.0.0.0',()=>console.log('up'))`;
   return spawn('ip', ['netns', 'exec', ns.name, process.execPath, '-e', js], { stdio: ['ignore', 'pipe', 'inherit'] });
 }
 
@@ -254,15 +263,21 @@ export async function createLoopLab(etp: Etp, prefix: string, opts: LoopLabOptio
     vethPair(node, 'eth0', lb, 'n1');
     vethPair(node2, 'eth0', lb, 'n2');
     node.sh(
-      `sysctl -qw net.ipv4.conf.eth0.rp_filter=0 && ip addr add ${LAB.node1}/24 dev eth0 && ip route add default via 10.0.1.1`,
+      `sysctl -qw net.ipv4.conf.eth0.rp_filter=0 && ip addr add ` +
+        `${LAB.node1}/24 dev eth0 && ip route add default via 10.0.1.1`,
     );
     node2.sh(`ip addr add ${LAB.node2}/24 dev eth0 && ip route add default via 10.0.2.1`);
     // The LB: routes between its per-node links, DNATs VIP:80 to a backend's NodePort, never SNATs.
-    lb.sh(`ip addr add 10.0.1.1/24 dev n1 && ip addr add 10.0.2.1/24 dev n2
-           ip route add ${LAB.podCidr} via ${LAB.node1}
-           sysctl -qw net.ipv4.ip_forward=1 net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0
-           iptables -t nat -A PREROUTING -s ${LAB.node1} -d ${LAB.vip} -p tcp --dport ${LAB.port} -j DNAT --to-destination ${LAB.node2}:${LAB.nodePort}
-           iptables -t nat -A PREROUTING -d ${LAB.vip} -p tcp --dport ${LAB.port} -j DNAT --to-destination ${LAB.node1}:${LAB.nodePort}`);
+    const lbSetup = [
+      'ip addr add 10.0.1.1/24 dev n1 && ip addr add 10.0.2.1/24 dev n2',
+      `ip route add ${LAB.podCidr} via ${LAB.node1}`,
+      'sysctl -qw net.ipv4.ip_forward=1 net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0',
+      `iptables -t nat -A PREROUTING -s ${LAB.node1} -d ${LAB.vip} -p tcp --dport ${LAB.port} ` +
+        `-j DNAT --to-destination ${LAB.node2}:${LAB.nodePort}`,
+      `iptables -t nat -A PREROUTING -d ${LAB.vip} -p tcp --dport ${LAB.port} ` +
+        `-j DNAT --to-destination ${LAB.node1}:${LAB.nodePort}`,
+    ];
+    lb.sh(lbSetup.join('\n           '));
     if (handWritten) loadKubeProxyState(node, etp);
     const servers = [serve(server, LAB.serverPort, 'server-pod'), serve(node2, LAB.nodePort, 'node2')];
     procs.push(...servers);
@@ -297,7 +312,10 @@ export async function createLoopLab(etp: Etp, prefix: string, opts: LoopLabOptio
   }
 }
 
-/** Replaces node1's nat table and KUBE-* ipsets with kube-proxy's for `etp` (ipset restore -exist keeps the sets' identity). */
+/**
+ * Replaces node1's nat table and KUBE-* ipsets with kube-proxy's for `etp` (ipset restore -exist
+ * keeps the sets' identity).
+ */
 function loadKubeProxyState(node: Netns, etp: Etp): void {
   node.sh(`for s in KUBE-LOAD-BALANCER-LOCAL KUBE-NODE-PORT-LOCAL-TCP; do ipset flush $s 2>/dev/null || true; done
 ipset restore -exist <<'EOF'\n${node1Ipsets(etp)}EOF\niptables-restore <<'EOF'\n${node1Rules(etp)}EOF`);

@@ -65,20 +65,25 @@ export async function runDemo(opts: DemoOptions): Promise<DemoOutcome> {
     const lab = await createLoopLab('Local', opts.prefix);
     running.lab = lab;
     say(
-      `  LB      ${lab.lb.name}: VIP ${LAB.vip}:${LAB.port} -> ${LAB.node1}:${LAB.nodePort} (node1's NodePort), no SNAT;`,
+      `  LB      ${lab.lb.name}: VIP ${LAB.vip}:${LAB.port} -> ` +
+        `${LAB.node1}:${LAB.nodePort} (node1's NodePort), no SNAT;`,
     );
     say(
-      `          traffic from node1's own address goes to node2 (${LAB.node2}:${LAB.nodePort}) instead: its anti-loopback`,
+      `          traffic from node1's own address goes to node2 ` +
+        `(${LAB.node2}:${LAB.nodePort}) instead: its anti-loopback`,
     );
     say(
-      `  node1   ${lab.node.name}: kube-proxy in IPVS mode as on TKE: ${LAB.vip} is in its KUBE-LOAD-BALANCER ipset but not bound`,
+      `  node1   ${lab.node.name}: kube-proxy in IPVS mode as on TKE: ` +
+        `${LAB.vip} is in its KUBE-LOAD-BALANCER ipset but not bound`,
     );
     say(
-      '          on kube-ipvs0, so pod traffic to it leaves the node; Service lab/web: LoadBalancer, externalTrafficPolicy=Local',
+      '          on kube-ipvs0, so pod traffic to it leaves the node; ' +
+        'Service lab/web: LoadBalancer, externalTrafficPolicy=Local',
     );
     say("          (this kernel has no IPVS: one DNAT rule stands in for the NodePort's IPVS virtual server)");
     say(
-      `  pods    client ${LAB.clientPod} (${lab.pod.name}), server ${LAB.serverPod}:${LAB.serverPort} (${lab.server.name}), both on node1`,
+      `  pods    client ${LAB.clientPod} (${lab.pod.name}), server ` +
+        `${LAB.serverPod}:${LAB.serverPort} (${lab.server.name}), both on node1`,
     );
 
     await step(1, 'Start the clbprobe agent on node1 (what the DaemonSet runs on every node)');
@@ -88,7 +93,8 @@ export async function runDemo(opts: DemoOptions): Promise<DemoOutcome> {
     const agent = await startDemoAgent(lab, clusterFile);
     running.agent = agent;
     say(
-      `  counting LB-path packets with ${agent.counting}; conntrack events, NAT rules and the Service from the cluster file`,
+      `  counting LB-path packets with ${agent.counting}; conntrack ` +
+        `events, NAT rules and the Service from the cluster file`,
     );
     say(`  metrics: ${agent.metricsUrl}`);
     let last = await agent.scrape();
@@ -126,7 +132,8 @@ export async function runDemo(opts: DemoOptions): Promise<DemoOutcome> {
     copyFileSync(lab.writeClusterFile(running.dir), clusterFile);
     say("  node1 now runs kube-proxy's ETP=Cluster rules: pod->LB-IP traffic is masqueraded to the node address");
     say(
-      `  (KUBE-LOAD-BALANCER -> KUBE-MARK-MASQ: ${LAB.vip} left KUBE-LOAD-BALANCER-LOCAL), so the LB sees node1 as the source`,
+      `  (KUBE-LOAD-BALANCER -> KUBE-MARK-MASQ: ${LAB.vip} left ` +
+        `KUBE-LOAD-BALANCER-LOCAL), so the LB sees node1 as the source`,
     );
     say("  and sends the connection to another backend. node1's old conntrack entries were flushed.");
     await agent.resync();
@@ -218,7 +225,8 @@ function metricLines(now: Sample[], prev: Sample[]): string {
     });
   return lines.length
     ? `lab/web:\n${lines.map((l) => `  ${l}`).join('\n')}`
-    : 'lab/web: no series yet (a node exports a Service port once it counts traffic, a conntrack entry or a finding for it)';
+    : 'lab/web: no series yet (a node exports a Service port once ' +
+        'it counts traffic, a conntrack entry or a finding for it)';
 }
 
 async function diagnose(lab: LoopLab, dir: string): ReturnType<typeof runLive> {
@@ -231,7 +239,10 @@ function indent(text: string): string {
 
 function verdict(outcome: DemoOutcome, after: Finding[]): string {
   if (outcome.loopSeen && outcome.loopDiagnosed && outcome.counted && outcome.fixed) {
-    return 'Result: loop detected (L4-loop, active; loop_return counted) and fixed (connects work, loop_return stopped, no active finding).';
+    return (
+      'Result: loop detected (L4-loop, active; loop_return counted) and ' +
+      'fixed (connects work, loop_return stopped, no active finding).'
+    );
   }
   const why = [
     outcome.loopSeen ? '' : 'the first connects did not loop',

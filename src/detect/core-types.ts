@@ -5,7 +5,10 @@ import type { ConntrackEntry } from '../kernel/types.js';
 import type { ProxyMode } from '../model/kube-proxy.js';
 import type { NodeSnapshot } from '../source/node-snapshot.js';
 
-/** active: the datapath (conntrack) shows it happening now; risk: the configuration allows it; info: context or fully mitigated. */
+/**
+ * active: the datapath (conntrack) shows it happening now; risk: the configuration allows it; info:
+ * context or fully mitigated.
+ */
 export type Severity = 'active' | 'risk' | 'info';
 
 /** A finding of mechanism M (types.ts: Finding, any mechanism of the list). */
@@ -85,7 +88,10 @@ export interface LbNatFact {
   protocol: 'TCP' | 'UDP' | 'SCTP';
   /** masquerade: pod→VIP gets KUBE-MARK-MASQ (source becomes the node IP); exempt: ETP=Local skips it. */
   podTraffic: 'masquerade' | 'exempt' | 'unknown';
-  /** kube-proxy's rules DNAT VIP:port on this node (iptables KUBE-SERVICES/KUBE-EXT, nftables service-ips, or an IPVS ipset entry). */
+  /**
+   * kube-proxy's rules DNAT VIP:port on this node (iptables KUBE-SERVICES/KUBE-EXT, nftables
+   * service-ips, or an IPVS ipset entry).
+   */
   interceptedLocally: boolean;
   /** nftables no-endpoint-services element; preDnatChecks: v1.31-early v1.33 pre-DNAT lookups (kubernetes#131765). */
   noEndpoints?: { verdict: 'drop' | 'reject'; preDnatChecks: string[]; evidence: string[] };
@@ -103,7 +109,10 @@ export interface NatFacts {
   /** Why that mode (e.g. "chain KUBE-SVC-ABC present"). */
   evidence: string[];
   lb: LbNatFact[];
-  /** nftables mode: kube-proxy's filter-chain layout per family ('v1.31': kubernetes#131765; 'v1.34': fixed by #132456). */
+  /**
+   * nftables mode: kube-proxy's filter-chain layout per family ('v1.31': kubernetes#131765;
+   * 'v1.34': fixed by #132456).
+   */
   nftLayouts?: Partial<Record<4 | 6, 'v1.31' | 'v1.34' | 'other'>>;
 }
 

@@ -32,7 +32,8 @@ function detectDirectPod(ctx: DetectContext, obs: Observations): FindingOf<'dire
     labels: ['outbound', 'return leg to the local pod'],
     vipOf: (ex) => ex[0]!.orig.dst,
     summary: (g, [out, back]) =>
-      `${g.count} connection(s) from ${out!.orig.src} to ${out!.orig.dst}:${out!.orig.dport} came back from the LB straight to the local pod ` +
+      `${g.count} connection(s) from ${out!.orig.src} to ${out!.orig.dst}:` +
+      `${out!.orig.dport} came back from the LB straight to the local pod ` +
       `${back!.orig.dst}:${back!.orig.dport}: client and target pod share this node`,
   });
   const done = activePorts(active);
@@ -52,8 +53,10 @@ function detectDirectPod(ctx: DetectContext, obs: Observations): FindingOf<'dire
           'direct-pod',
           mitigated ? 'info' : 'risk',
           mitigated
-            ? `the LB targets pods directly and a target pod runs on this node, but the LB connects from its own address: pods here calling ${ing.ip}:${s.port} are not looped`
-            : `the LB targets pods directly and a target pod runs on this node: pods here calling ${ing.ip}:${s.port} can be looped to it`,
+            ? `the LB targets pods directly and a target pod runs on this node, but the LB ` +
+                `connects from its own address: pods here calling ${ing.ip}:${s.port} are not looped`
+            : `the LB targets pods directly and a target pod runs on this ` +
+                `node: pods here calling ${ing.ip}:${s.port} can be looped to it`,
           [annotation, ...path.evidence, endpointsLine(s)],
           remedy(directPod, m),
         ),

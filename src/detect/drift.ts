@@ -11,8 +11,13 @@ export const drift: DetectorDef<'drift'> = {
   credits: [],
   observes: [],
   readme: {
-    what: 'IPVS mode: what is bound on kube-ipvs0 disagrees with what the Service asks for (ipMode: Proxy or the Alibaba hostname annotation bound anyway, Tencent prevent-loopback not bound, other LB IPs bound but not this one)',
-    fix: 'kube-proxy >= 1.30 for ipMode; the CCM or TKE kube-proxy version the annotation needs; kube-proxy logs and a restart for a failed sync',
+    what:
+      'IPVS mode: what is bound on kube-ipvs0 disagrees with what the Service ' +
+      'asks for (ipMode: Proxy or the Alibaba hostname annotation bound anyway, ' +
+      'Tencent prevent-loopback not bound, other LB IPs bound but not this one)',
+    fix:
+      'kube-proxy >= 1.30 for ipMode; the CCM or TKE kube-proxy version the ' +
+      'annotation needs; kube-proxy logs and a restart for a failed sync',
   },
   detect: detectDrift,
 };
@@ -31,7 +36,8 @@ function detectDrift(ctx: DetectContext): FindingOf<'drift'>[] {
       };
       if (bound && ing.ipMode === 'Proxy') {
         add(
-          `${ing.ip} has ipMode: Proxy but kube-proxy bound it: traffic is short-circuited on the node instead of going to the LB`,
+          `${ing.ip} has ipMode: Proxy but kube-proxy bound it: traffic ` +
+            `is short-circuited on the node instead of going to the LB`,
           `status.loadBalancer.ingress: {ip: ${ing.ip}, ipMode: Proxy}`,
           'Upgrade kube-proxy to >= 1.30 (honours ipMode, KEP-1860) or remove the stale address from kube-ipvs0.',
         );
@@ -39,13 +45,16 @@ function detectDrift(ctx: DetectContext): FindingOf<'drift'>[] {
         add(
           `${ing.ip} is bound although the Alibaba hostname annotation asks kube-proxy to leave it to the LB`,
           `service.beta.kubernetes.io/alibaba-cloud-loadbalancer-hostname: ${s.annotations.alibabaHostname}`,
-          'Check the CCM version (>= 2.3.0 honours the annotation) and that status.loadBalancer.ingress carries the hostname only.',
+          'Check the CCM version (>= 2.3.0 honours the annotation) and ' +
+            'that status.loadBalancer.ingress carries the hostname only.',
         );
       } else if (!bound && s.annotations.tencentPreventLoopback === true) {
         add(
-          `${ing.ip} carries prevent-loopback but kube-proxy did not bind it: the annotation has no effect on this node`,
+          `${ing.ip} carries prevent-loopback but kube-proxy did ` +
+            `not bind it: the annotation has no effect on this node`,
           'service.cloud.tencent.com/prevent-loopback: "true"',
-          'Upgrade the TKE kube-proxy image to a version that supports prevent-loopback (e.g. v1.18.4-tke.20 or later for 1.18).',
+          'Upgrade the TKE kube-proxy image to a version that supports ' +
+            'prevent-loopback (e.g. v1.18.4-tke.20 or later for 1.18).',
         );
       } else if (
         !bound &&

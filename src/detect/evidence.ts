@@ -32,7 +32,8 @@ export function formatIpvs(vs: IpvsVirtualServer): string[] {
   if (vs.realServers.length === 0) lines.push('IPVS   (no real servers)');
   for (const rs of vs.realServers) {
     lines.push(
-      `IPVS   -> ${hostPort(rs.address, rs.port)}  ${fwdName(rs.forward)} ${rs.weight} ${rs.activeConns} ${rs.inactiveConns}`,
+      `IPVS   -> ${hostPort(rs.address, rs.port)}  ${fwdName(rs.forward)} ` +
+        `${rs.weight} ${rs.activeConns} ${rs.inactiveConns}`,
     );
   }
   return lines;
@@ -60,11 +61,17 @@ export function finding<M extends string>(
 export function endpointsLine(service: ServiceView): string {
   const local = service.endpoints.filter((e) => e.local).map((e) => hostPort(e.address, slicePort(service, e)));
   const remote = service.endpoints.filter((e) => !e.local).length;
-  return `endpoints: ${local.length} local (${local.join(', ') || 'none'}), ${remote} on other nodes; externalTrafficPolicy=${service.externalTrafficPolicy}`;
+  return (
+    `endpoints: ${local.length} local (${local.join(', ') || 'none'}), ${remote} ` +
+    `on other nodes; externalTrafficPolicy=${service.externalTrafficPolicy}`
+  );
 }
 
 export { formatConntrack } from '../kernel/conntrack/format.js';
 
-/** kube-proxy's IPVS dummy device (same name as src/kernel/addresses.ts; not imported to keep detectors free of the native addon). */
+/**
+ * kube-proxy's IPVS dummy device (same name as src/kernel/addresses.ts; not imported to keep
+ * detectors free of the native addon).
+ */
 export { KUBE_IPVS_IFNAME } from '../model/kube-proxy.js';
 export { hostPort };

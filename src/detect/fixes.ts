@@ -57,7 +57,8 @@ export function etpCluster(s: ServiceView): FixChange[] {
       s,
       'etp-cluster',
       { type: 'merge', body: { spec: { externalTrafficPolicy: 'Cluster' } } },
-      'backends no longer see the client source IP (kube-proxy SNATs to a node IP), and outside traffic may take a second hop to a node with a backend',
+      'backends no longer see the client source IP (kube-proxy SNATs to a node ' +
+        'IP), and outside traffic may take a second hop to a node with a backend',
     ),
   ];
 }
@@ -76,7 +77,9 @@ export function tencentPreventLoopback(s: ServiceView): FixChange[] {
       s,
       'tencent-prevent-loopback',
       { type: 'merge', body: { metadata: { annotations: { [TENCENT_PREVENT_LOOPBACK]: 'true' } } } },
-      'TKE only: kube-proxy binds the CLB VIP on every node, so in-cluster clients reach the backends without the CLB (no CLB access logs, ACLs or persistence for them), and the CLB health checks come from 100.64.0.0/10',
+      'TKE only: kube-proxy binds the CLB VIP on every node, so in-cluster ' +
+        'clients reach the backends without the CLB (no CLB access logs, ACLs or ' +
+        'persistence for them), and the CLB health checks come from 100.64.0.0/10',
     ),
   ];
 }
@@ -98,7 +101,8 @@ export function awsPreserveClientIpOff(s: ServiceView): FixChange[] {
       s,
       'aws-preserve-client-ip-off',
       { type: 'merge', body: { metadata: { annotations: { [AWS_TG_ATTRIBUTES]: value } } } },
-      'backends see the NLB’s private address instead of the client IP (add proxy-protocol to keep it); needs the AWS Load Balancer Controller, the in-tree controller ignores it',
+      'backends see the NLB’s private address instead of the client IP (add proxy-protocol ' +
+        'to keep it); needs the AWS Load Balancer Controller, the in-tree controller ignores it',
     ),
   ];
 }
@@ -115,7 +119,8 @@ export function sourceRangesAddPods(s: ServiceView, ctx: DetectContext): FixChan
         type: 'json',
         body: pods.map((cidr) => ({ op: 'add', path: '/spec/loadBalancerSourceRanges/-', value: cidr })),
       },
-      `the LB and kube-proxy admit connections from ${pods.join(', ')} (this node's pods); every other node's pod CIDR needs the same`,
+      `the LB and kube-proxy admit connections from ${pods.join(', ')} ` +
+        `(this node's pods); every other node's pod CIDR needs the same`,
     ),
   ];
 }

@@ -15,10 +15,16 @@ export interface Handoff {
 export function lookupLine(lookup: HostnameLookup): string {
   const ttl = lookup.ttlS !== undefined ? `, TTL ${lookup.ttlS} s` : '';
   if (lookup.error && lookup.addresses.length > 0) {
-    return `LB hostname ${lookup.hostname}: lookup now fails (${lookup.error}); last answer ${lookup.addresses.join(', ')} (at ${lookup.resolvedAt}${ttl}) by ${lookup.resolver}`;
+    return (
+      `LB hostname ${lookup.hostname}: lookup now fails (${lookup.error}); last answer ` +
+      `${lookup.addresses.join(', ')} (at ${lookup.resolvedAt}${ttl}) by ${lookup.resolver}`
+    );
   }
   if (lookup.error) return `LB hostname ${lookup.hostname}: not resolved (${lookup.error}) by ${lookup.resolver}`;
-  return `LB hostname ${lookup.hostname} resolved to ${lookup.addresses.join(', ')} (at ${lookup.resolvedAt}${ttl}) by ${lookup.resolver}`;
+  return (
+    `LB hostname ${lookup.hostname} resolved to ${lookup.addresses.join(', ')} ` +
+    `(at ${lookup.resolvedAt}${ttl}) by ${lookup.resolver}`
+  );
 }
 
 /** The address as findings name it: "10.0.0.5 (nlb-x.elb.amazonaws.com)" for resolved ones. */
@@ -40,7 +46,8 @@ export function handoffOf(service: ServiceView, ing: LbIngressIp): Handoff | und
     return {
       why: 'ipMode: Proxy: kube-proxy (>= 1.29) leaves the address to the LB',
       evidence: [
-        `status.loadBalancer.ingress: {ip: ${ing.ip}${ing.hostname ? `, hostname: ${ing.hostname}` : ''}, ipMode: Proxy}`,
+        `status.loadBalancer.ingress: {ip: ${ing.ip}` +
+          `${ing.hostname ? `, hostname: ${ing.hostname}` : ''}, ipMode: Proxy}`,
       ],
       client: lbClientAddress(service.annotations.raw, service.loadBalancerClass, service.protocol),
     };
@@ -52,12 +59,21 @@ export function handoffVerdict(handoff: Handoff): string {
   const by = handoff.client.provider ? `${handoff.client.provider} ` : '';
   switch (handoff.client.kind) {
     case 'proxied':
-      return `the ${by}LB connects to the backends from its own address, so nothing comes back to this node with a pod's source: no loop`;
+      return (
+        `the ${by}LB connects to the backends from its own address, so ` +
+        `nothing comes back to this node with a pod's source: no loop`
+      );
     case 'proxy-protocol':
       return `the ${by}LB proxies and carries the client address in a PROXY protocol header: no loop`;
     case 'preserved':
-      return `the ${by}LB passes the client address through: a connection it sends to this node arrives with the pod's own source and the reply bypasses the LB (loop, connection hangs)`;
+      return (
+        `the ${by}LB passes the client address through: a connection it sends to this node ` +
+        `arrives with the pod's own source and the reply bypasses the LB (loop, connection hangs)`
+      );
     default:
-      return 'whether it loops depends on the LB: a proxy or PROXY protocol does not loop; a pass-through LB that keeps the client address does';
+      return (
+        'whether it loops depends on the LB: a proxy or PROXY protocol does ' +
+        'not loop; a pass-through LB that keeps the client address does'
+      );
   }
 }

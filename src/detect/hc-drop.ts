@@ -14,12 +14,16 @@ import { credited, mitigationsFor, remedy } from './remedies.js';
 export const hcDrop: DetectorDef<'hc-drop'> = {
   mechanism: 'hc-drop',
   fix:
-    'TKE: annotate service.cloud.tencent.com/prevent-loopback: "true" (the service controller moves the CLB health-check source to 100.64.0.0/10); ' +
-    'or have the LB controller set status.loadBalancer.ingress[].ipMode: Proxy (kube-proxy >= 1.30 then does not bind the IP).',
+    'TKE: annotate service.cloud.tencent.com/prevent-loopback: "true" (the ' +
+    'service controller moves the CLB health-check source to 100.64.0.0/10); ' +
+    'or have the LB controller set status.loadBalancer.ingress[].ipMode: ' +
+    'Proxy (kube-proxy >= 1.30 then does not bind the IP).',
   credits: ['preventLoopback', 'ipModeProxy'],
   observes: ['hcSrc'],
   readme: {
-    what: "the LB IP is bound on kube-ipvs0 and the LB's health checks arrive with it as source: dropped as martians, backends flap (kubernetes#79783)",
+    what:
+      "the LB IP is bound on kube-ipvs0 and the LB's health checks arrive with " +
+      'it as source: dropped as martians, backends flap (kubernetes#79783)',
     fix: 'TKE prevent-loopback; `status.loadBalancer.ingress[].ipMode: Proxy`',
   },
   changes: (s) => (isTencent(s) ? tencentPreventLoopback(s) : []),
@@ -32,7 +36,8 @@ function detectHcDrop(ctx: DetectContext, obs: Observations): FindingOf<'hc-drop
     labels: ['from a bound VIP, unreplied'],
     vipOf: (ex) => ex[0]!.orig.src,
     summary: (g, [e]) =>
-      `${g.count} packet flow(s) arrived with source ${e!.orig.src} (an address bound on ${KUBE_IPVS_IFNAME}) and got no reply: LB health checks are being dropped`,
+      `${g.count} packet flow(s) arrived with source ${e!.orig.src} (an address bound ` +
+      `on ${KUBE_IPVS_IFNAME}) and got no reply: LB health checks are being dropped`,
   });
   const done = activePorts(active);
   const risks: FindingOf<'hc-drop'>[] = [];
@@ -48,7 +53,8 @@ function detectHcDrop(ctx: DetectContext, obs: Observations): FindingOf<'hc-drop
               s,
               'hc-drop',
               'info',
-              `${ing.ip} is not bound on ${KUBE_IPVS_IFNAME} because of ipMode: Proxy: LB health checks sent from ${ing.ip} reach this node as from any other address`,
+              `${ing.ip} is not bound on ${KUBE_IPVS_IFNAME} because of ipMode: Proxy: LB ` +
+                `health checks sent from ${ing.ip} reach this node as from any other address`,
               [`${ing.ip} is not bound on ${KUBE_IPVS_IFNAME}`, `LB ${ing.ip} ipMode=Proxy`],
               remedy(hcDrop, m),
             ),
@@ -65,8 +71,10 @@ function detectHcDrop(ctx: DetectContext, obs: Observations): FindingOf<'hc-drop
           'hc-drop',
           mitigated ? 'info' : 'risk',
           mitigated
-            ? `${ing.ip} is bound on ${KUBE_IPVS_IFNAME}; health checks from it would be dropped, but a mitigation is in place`
-            : `${ing.ip} is bound on ${KUBE_IPVS_IFNAME}: LB health checks sent from ${ing.ip} to this node${hcPort ? ` (port ${hcPort})` : ''} are dropped as martians`,
+            ? `${ing.ip} is bound on ${KUBE_IPVS_IFNAME}; health checks ` +
+                `from it would be dropped, but a mitigation is in place`
+            : `${ing.ip} is bound on ${KUBE_IPVS_IFNAME}: LB health checks sent from ${ing.ip} ` +
+                `to this node${hcPort ? ` (port ${hcPort})` : ''} are dropped as martians`,
           [`${ing.ip} bound on ${KUBE_IPVS_IFNAME}`, `LB ${ing.ip} ipMode=${ing.ipMode}`],
           remedy(hcDrop, m, 'Applies when the LB health-checks from its VIP (Tencent CLB does).'),
         ),

@@ -18,16 +18,24 @@ import { AWS_NLB_FIX, credited, isAws, mitigationsFor, remedy } from './remedies
 export const l4Loop: DetectorDef<'L4-loop'> = {
   mechanism: 'L4-loop',
   fix:
-    'Call the Service by its DNS name or ClusterIP instead of the LB IP (or a CoreDNS rewrite of the LB name to the Service); ' +
+    'Call the Service by its DNS name or ClusterIP instead of the ' +
+    'LB IP (or a CoreDNS rewrite of the LB name to the Service); ' +
     'TKE: annotate service.cloud.tencent.com/prevent-loopback: "true" (kube-proxy then binds the VIP locally); ' +
-    'keep externalTrafficPolicy: Cluster so kube-proxy SNATs pod→LB traffic to the node IP and the LB never sends it back to this node; ' +
+    'keep externalTrafficPolicy: Cluster so kube-proxy SNATs pod→LB ' +
+    'traffic to the node IP and the LB never sends it back to this node; ' +
     'with ETP=Local, use anti-affinity so clients and backends do not share a node.',
   // ipMode Proxy is not credited: it sends pod traffic to the LB, which loops unless the LB rewrites the source.
   credits: ['lbRewritesSource', 'preventLoopback', 'masquerade'],
   observes: ['l4'],
   readme: {
-    what: 'pod→LB-IP traffic leaves the node (IPVS mode with the LB IP not bound on kube-ipvs0, or iptables mode), the L4 LB keeps the client address and picks this node: the reply skips the LB and the connect hangs',
-    fix: 'call the Service by DNS name/ClusterIP; TKE `service.cloud.tencent.com/prevent-loopback: "true"`; externalTrafficPolicy: Cluster (SNAT to the node IP); with ETP=Local, anti-affinity between clients and backends',
+    what:
+      'pod→LB-IP traffic leaves the node (IPVS mode with the LB IP not bound ' +
+      'on kube-ipvs0, or iptables mode), the L4 LB keeps the client address ' +
+      'and picks this node: the reply skips the LB and the connect hangs',
+    fix:
+      'call the Service by DNS name/ClusterIP; TKE `service.cloud.tencent.com/prevent-loopback: ' +
+      '"true"`; externalTrafficPolicy: Cluster (SNAT to the node IP); ' +
+      'with ETP=Local, anti-affinity between clients and backends',
   },
   changes: (s) => [...etpCluster(s), ...(isTencent(s) ? tencentPreventLoopback(s) : []), ...awsPreserveClientIpOff(s)],
   detect: detectL4Loop,
@@ -40,8 +48,10 @@ function detectL4Loop(ctx: DetectContext, obs: Observations): FindingOf<'L4-loop
     labels: ['outbound', 'return leg from the uplink'],
     vipOf: (ex) => ex[0]!.orig.dst,
     summary: (g, [out, back]) =>
-      `${g.count} connection(s) from this node to ${vipName(g.svc, out!.orig.dst)}:${out!.orig.dport} came back from the LB to ` +
-      `${back!.orig.dst}:${back!.orig.dport} with the client's own source ${out!.orig.src}: the LB looped them to their own node`,
+      `${g.count} connection(s) from this node to ` +
+      `${vipName(g.svc, out!.orig.dst)}:${out!.orig.dport} came back from the LB to ` +
+      `${back!.orig.dst}:${back!.orig.dport} with the client's own ` +
+      `source ${out!.orig.src}: the LB looped them to their own node`,
     extraEvidence: (s) => lookupsOf(s),
     extraRemedy: (s) => (isAws(s) ? AWS_NLB_FIX : undefined),
   });
@@ -66,7 +76,8 @@ function detectL4Loop(ctx: DetectContext, obs: Observations): FindingOf<'L4-loop
       const where = `pod traffic to ${vipName(s, ing.ip)}:${s.port}`;
       const others = credited(l4Loop, m).filter((c) => !c.startsWith('the LB does not pass'));
       const summary = handoff
-        ? `${where} goes to the LB (${handoff.why}); ${handoffVerdict(handoff)}${others.length > 0 ? `; mitigated on this node: ${others.join('; ')}` : ''}`
+        ? `${where} goes to the LB (${handoff.why}); ${handoffVerdict(handoff)}` +
+          `${others.length > 0 ? `; mitigated on this node: ${others.join('; ')}` : ''}`
         : mitigated
           ? `${where} leaves the node to the LB, but a mitigation is in place`
           : `${where} leaves the node; the LB can send it back to this node without SNAT (connection hangs)`;
@@ -97,7 +108,8 @@ function unresolved(ctx: DetectContext, done: Set<string>): FindingOf<'L4-loop'>
           s,
           'L4-loop',
           s.annotations.internalByAnnotation ? 'risk' : 'info',
-          `hostname-only LB ${h}: ${why}; its addresses are unknown, so pod traffic to it can be neither counted nor told looping or not`,
+          `hostname-only LB ${h}: ${why}; its addresses are unknown, so ` +
+            `pod traffic to it can be neither counted nor told looping or not`,
           [
             `status.loadBalancer.ingress: {hostname: ${h}}`,
             ...(l ? [lookupLine(l)] : []),

@@ -15,13 +15,18 @@ import { remedy } from './remedies.js';
 export const l7Loop: DetectorDef<'L7-loop'> = {
   mechanism: 'L7-loop',
   fix:
-    'Enable L7 SNAT + keepalive on the LB (Tencent: by ticket; the LB then stops passing the client IP, read X-Forwarded-For), ' +
+    'Enable L7 SNAT + keepalive on the LB (Tencent: by ticket; the ' +
+    'LB then stops passing the client IP, read X-Forwarded-For), ' +
     'or call the backend Service by its DNS name from inside the cluster.',
   credits: [],
   observes: ['l7'],
   readme: {
-    what: "an L7 LB (Ingress, or Gateway API Gateway) keeps the client IP and proxies to a NodePort on the client's own node; it retries another backend after ~4 s",
-    fix: "L7 SNAT + keepalive on the LB, or call the backend Service by DNS name; for a Gateway, its provider's ip targets, client-IP preservation off, or proxy protocol",
+    what:
+      'an L7 LB (Ingress, or Gateway API Gateway) keeps the client IP and proxies ' +
+      "to a NodePort on the client's own node; it retries another backend after ~4 s",
+    fix:
+      'L7 SNAT + keepalive on the LB, or call the backend Service by DNS name; for a ' +
+      "Gateway, its provider's ip targets, client-IP preservation off, or proxy protocol",
   },
   detect: detectL7Loop,
 };
@@ -32,7 +37,8 @@ function detectL7Loop(ctx: DetectContext, obs: Observations): FindingOf<'L7-loop
     pathRoles: ([out], s) => [`${frontKind(l7VipOf(s, out!.orig.dst))} VIP`, 'node NodePort'],
     labels: ['to the L7 LB VIP', 'LB re-opened to the NodePort'],
     summary: (g, [out, back]) =>
-      `${g.count} request(s) from ${out!.orig.src} to ${summaryLabel(l7VipOf(g.svc, out!.orig.dst))} VIP ${out!.orig.dst}:${out!.orig.dport} were proxied back to this node's ` +
+      `${g.count} request(s) from ${out!.orig.src} to ${summaryLabel(l7VipOf(g.svc, out!.orig.dst))} ` +
+      `VIP ${out!.orig.dst}:${out!.orig.dport} were proxied back to this node's ` +
       `NodePort ${back!.orig.dst}:${back!.orig.dport} keeping the client IP: replies bypass the LB (4-second retries)`,
     extraEvidence: (s) => gatewaysOf(s).map((gw) => gatewayLine(s, gw)),
     extraRemedy: (s) => gatewayRemedy(gatewaysOf(s)),
@@ -56,7 +62,8 @@ function detectL7Loop(ctx: DetectContext, obs: Observations): FindingOf<'L7-loop
           s,
           'L7-loop',
           'risk',
-          `${frontLabel(iv)} (VIP ${vipText(iv)}) proxies to NodePort ${s.nodePort}: pods on this node calling ${iv.ip} can be sent back to their own node`,
+          `${frontLabel(iv)} (VIP ${vipText(iv)}) proxies to NodePort ${s.nodePort}: ` +
+            `pods on this node calling ${iv.ip} can be sent back to their own node`,
           evidence,
           remedy(l7Loop, undefined, extra),
         ),
@@ -76,9 +83,11 @@ function unresolvedGateways(service: ServiceView): FindingOf<'L7-loop'>[] {
         service,
         'L7-loop',
         'risk',
-        `Gateway ${gateway.gateway} publishes only the hostname ${hostname}, which has no address on this node (not resolved): whether pods calling it are sent back to their own node is unknown`,
+        `Gateway ${gateway.gateway} publishes only the hostname ${hostname}, which has no address on ` +
+          `this node (not resolved): whether pods calling it are sent back to their own node is unknown`,
         [
-          `Gateway ${gateway.gateway} address ${hostname}: no answer from this node's resolver (the dns source says why)`,
+          `Gateway ${gateway.gateway} address ${hostname}: no answer ` +
+            `from this node's resolver (the dns source says why)`,
           gatewayLine(service, gateway),
           endpointsLine(service),
         ],
@@ -115,7 +124,10 @@ function gatewaysOf(s: ServiceView): GatewayFront[] {
 function gatewayLine(s: ServiceView, gw: GatewayFront): string {
   const listeners = gw.listeners.map((l) => `${l.port}/${l.protocol}`).join(', ');
   const controller = gw.controller ? `, controller ${gw.controller}` : '';
-  return `Gateway ${gw.gateway} (class ${gw.className || '(none)'}${controller}) listeners ${listeners}: ${gw.route} → ${s.namespace}/${s.name}:${s.port}`;
+  return (
+    `Gateway ${gw.gateway} (class ${gw.className || '(none)'}${controller}) ` +
+    `listeners ${listeners}: ${gw.route} → ${s.namespace}/${s.name}:${s.port}`
+  );
 }
 
 /** The Gateway-specific fix: name each Gateway, and its provider's options for the client address. */
@@ -126,7 +138,8 @@ function gatewayRemedy(gateways: GatewayFront[]): string | undefined {
 
 function providerOptions(controller: string): string {
   const generic =
-    'make its LB stop bringing the client address to this node: target type ip (pods) instead of instance (NodePorts), ' +
+    'make its LB stop bringing the client address to this node: ' +
+    'target type ip (pods) instead of instance (NodePorts), ' +
     'client-IP preservation off, or proxy protocol with the LB connecting from its own address.';
   if (/gateway\.k8s\.aws|eks\.amazonaws\.com/.test(controller)) {
     return (

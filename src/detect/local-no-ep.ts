@@ -16,28 +16,42 @@ import { credited, mitigationsFor, remedy } from './remedies.js';
 export const localNoEp: DetectorDef<'local-no-ep'> = {
   mechanism: 'local-no-ep',
   fix:
-    'Call the Service by DNS name; or use externalTrafficPolicy: Cluster; or run a backend on every node with clients (DaemonSet or topology spread); ' +
+    'Call the Service by DNS name; or use externalTrafficPolicy: Cluster; or ' +
+    'run a backend on every node with clients (DaemonSet or topology spread); ' +
     'ipMode: Proxy or the Alibaba hostname annotation keeps the IP off kube-ipvs0 so traffic goes through the LB.',
   credits: ['ipModeProxy', 'alibabaHostname'],
   observes: ['selfVip'],
   readme: {
-    what: 'ETP=Local on a node without local endpoints. IPVS: refused, or sent to remote pods with source = VIP. iptables (1.24+): `KUBE-EXTERNAL-SERVICES` drops external traffic ("has no local endpoints") while pods are short-circuited (`info`). nftables: the LB IP is in kube-proxy\'s `no-endpoint-services` map with `drop`; pods are short-circuited to other nodes\' endpoints (`info`), but kube-proxy v1.31 to early v1.33 looks the map up from `filter-output` at priority -110, before DNAT, and drops every host-network client on the node (`risk`, kubernetes#131765)',
-    fix: 'DNS name; ETP=Cluster; a backend on every client node; ipMode: Proxy; on nftables v1.31-v1.33: a kube-proxy with #132456 (v1.34, or the 1.33 cherry-pick #133969)',
+    what:
+      'ETP=Local on a node without local endpoints. IPVS: refused, or sent to remote pods with source ' +
+      '= VIP. iptables (1.24+): `KUBE-EXTERNAL-SERVICES` drops external traffic ("has no local ' +
+      'endpoints") while pods are short-circuited (`info`). nftables: the LB IP is in kube-proxy\'s ' +
+      "`no-endpoint-services` map with `drop`; pods are short-circuited to other nodes' endpoints " +
+      '(`info`), but kube-proxy v1.31 to early v1.33 looks the map up from `filter-output` at priority ' +
+      '-110, before DNAT, and drops every host-network client on the node (`risk`, kubernetes#131765)',
+    fix:
+      'DNS name; ETP=Cluster; a backend on every client node; ipMode: Proxy; on nftables ' +
+      'v1.31-v1.33: a kube-proxy with #132456 (v1.34, or the 1.33 cherry-pick #133969)',
   },
   changes: (s) => etpCluster(s),
   detect: detectLocalNoEp,
 };
 
-/** The fix where kube-proxy binds nothing (iptables, nftables): ipMode Proxy keeps the IP out of its rules, not off kube-ipvs0. */
+/**
+ * The fix where kube-proxy binds nothing (iptables, nftables): ipMode Proxy keeps the IP out of its
+ * rules, not off kube-ipvs0.
+ */
 const RULES_FIX: Pick<DetectorDef, 'fix' | 'credits'> = {
   credits: localNoEp.credits,
   fix:
-    'Call the Service by DNS name; or use externalTrafficPolicy: Cluster; or run a backend on every node with clients (DaemonSet or topology spread); ' +
+    'Call the Service by DNS name; or use externalTrafficPolicy: Cluster; or ' +
+    'run a backend on every node with clients (DaemonSet or topology spread); ' +
     "ipMode: Proxy keeps the IP out of kube-proxy's rules so traffic goes through the LB.",
 };
 
 const NFT_BUG =
-  'kube-proxy v1.31 to early v1.33 in nftables mode (kubernetes#131765, fixed by #132456 in v1.34 and the 1.33 cherry-pick #133969)';
+  'kube-proxy v1.31 to early v1.33 in nftables mode (kubernetes#131765, ' +
+  'fixed by #132456 in v1.34 and the 1.33 cherry-pick #133969)';
 
 /** iptables and nftables mode: what the LB IP's "no local endpoints" drop does to clients on this node. */
 function rulesFinding(ctx: DetectContext, service: ServiceView, ip: string): FindingOf<'local-no-ep'> | undefined {
@@ -55,13 +69,16 @@ function rulesFinding(ctx: DetectContext, service: ServiceView, ip: string): Fin
       service,
       'local-no-ep',
       'risk',
-      `${NFT_BUG}: ${noEp.preDnatChecks.join(', ')} looks ${ip}:${service.port} up in no-endpoint-services before DNAT, so host-network pods and ` +
-        `processes on this node get their connections dropped (timeouts); pods in their own network namespace are short-circuited to endpoints on other nodes`,
+      `${NFT_BUG}: ${noEp.preDnatChecks.join(', ')} looks ${ip}:${service.port} ` +
+        `up in no-endpoint-services before DNAT, so host-network pods and ` +
+        `processes on this node get their connections dropped (timeouts); pods in ` +
+        `their own network namespace are short-circuited to endpoints on other nodes`,
       evidence,
       remedy(
         RULES_FIX,
         m,
-        'Upgrade kube-proxy to a release with kubernetes#132456 (v1.34, or a 1.33 patch release with #133969): its filter-input/-forward/-output chains run at priority 0, after DNAT.',
+        'Upgrade kube-proxy to a release with kubernetes#132456 (v1.34, or a 1.33 patch release ' +
+          'with #133969): its filter-input/-forward/-output chains run at priority 0, after DNAT.',
       ),
     );
   }
@@ -69,8 +86,11 @@ function rulesFinding(ctx: DetectContext, service: ServiceView, ip: string): Fin
     service,
     'local-no-ep',
     'info',
-    `no ready local endpoint for this ETP=Local Service: kube-proxy drops external traffic to ${ip}:${service.port} arriving at this node, ` +
-      `while pods here are short-circuited to endpoints on other nodes (${ctx.proxy.mode === 'nftables' ? '"short-circuit pod traffic"' : '"pod traffic for ... external destinations"'}); the LB's health check takes this node out`,
+    `no ready local endpoint for this ETP=Local Service: kube-proxy drops ` +
+      `external traffic to ${ip}:${service.port} arriving at this node, ` +
+      `while pods here are short-circuited to endpoints on other nodes (` +
+      (ctx.proxy.mode === 'nftables' ? '"short-circuit pod traffic"' : '"pod traffic for ... external destinations"') +
+      `); the LB's health check takes this node out`,
     evidence,
     remedy(RULES_FIX, m),
   );
@@ -82,7 +102,8 @@ function detectLocalNoEp(ctx: DetectContext, obs: Observations): FindingOf<'loca
     labels: ['source = destination = VIP, unreplied'],
     vipOf: (ex) => ex[0]!.orig.dst,
     summary: (g, [e]) =>
-      `${g.count} connection(s) with source and destination ${e!.orig.dst} got no reply: ETP=Local Service reached from a node without local endpoints`,
+      `${g.count} connection(s) with source and destination ${e!.orig.dst} got ` +
+      `no reply: ETP=Local Service reached from a node without local endpoints`,
   });
   const done = activePorts(active);
   const risks: FindingOf<'local-no-ep'>[] = [];

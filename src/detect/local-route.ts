@@ -6,7 +6,10 @@ export function routeLine(route: LocalRoute): string {
   const host = route.dst.endsWith(route.family === 4 ? '/32' : '/128')
     ? route.dst.slice(0, route.dst.lastIndexOf('/'))
     : route.dst;
-  return `local ${host}${route.dev ? ` dev ${route.dev}` : ''} proto ${route.protocol}${route.family === 4 ? ' scope host' : ''}`;
+  return (
+    `local ${host}${route.dev ? ` dev ${route.dev}` : ''} proto ` +
+    `${route.protocol}${route.family === 4 ? ' scope host' : ''}`
+  );
 }
 
 /** Who adds such routes, when the protocol tells. */

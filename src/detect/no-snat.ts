@@ -15,12 +15,16 @@ import { credited, mitigationsFor, remedy } from './remedies.js';
 export const noSnat: DetectorDef<'no-SNAT'> = {
   mechanism: 'no-SNAT',
   fix:
-    'Use externalTrafficPolicy: Cluster (kube-proxy then masquerades pod→LB-IP traffic and the LB’s anti-loopback works), ' +
-    'or call the Service by DNS name; if ETP=Local is needed for client IPs, keep clients off backend nodes with anti-affinity.',
+    'Use externalTrafficPolicy: Cluster (kube-proxy then masquerades ' +
+    'pod→LB-IP traffic and the LB’s anti-loopback works), ' +
+    'or call the Service by DNS name; if ETP=Local is needed for ' +
+    'client IPs, keep clients off backend nodes with anti-affinity.',
   credits: ['lbRewritesSource', 'masquerade'],
   observes: ['noSnat'],
   readme: {
-    what: "externalTrafficPolicy=Local makes kube-proxy skip masquerade for pod→LB-IP traffic, so the LB's own anti-loopback cannot recognise the node",
+    what:
+      'externalTrafficPolicy=Local makes kube-proxy skip masquerade for ' +
+      "pod→LB-IP traffic, so the LB's own anti-loopback cannot recognise the node",
     fix: 'externalTrafficPolicy: Cluster, or DNS name; anti-affinity if ETP=Local is needed',
   },
   changes: (s) => etpCluster(s),

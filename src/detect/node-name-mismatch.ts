@@ -13,15 +13,24 @@ import { endpointsLine, finding, formatIpvs, hostPort } from './evidence.js';
 export const nodeNameMismatch: DetectorDef<'node-name-mismatch'> = {
   mechanism: 'node-name-mismatch',
   fix:
-    'Make the names agree: kube-proxy’s --hostname-override (hostnameOverride in its config) must be the Node name the kubelet registers, ' +
-    'which the EndpointSlices carry as nodeName (v1) or topology kubernetes.io/hostname (v1beta1); on clouds that name nodes by FQDN ' +
-    '(e.g. AWS ip-10-0-1-5.ec2.internal) use the same form, FQDN or short name, for the kubelet, kube-proxy and the node label; ' +
+    'Make the names agree: kube-proxy’s --hostname-override (hostnameOverride ' +
+    'in its config) must be the Node name the kubelet registers, ' +
+    'which the EndpointSlices carry as nodeName (v1) or topology ' +
+    'kubernetes.io/hostname (v1beta1); on clouds that name nodes by FQDN ' +
+    '(e.g. AWS ip-10-0-1-5.ec2.internal) use the same form, FQDN or ' +
+    'short name, for the kubelet, kube-proxy and the node label; ' +
     'run clbprobe with --node-name from the downward API spec.nodeName (as deploy/daemonset.yaml does).',
   credits: [],
   observes: [],
   readme: {
-    what: 'the EndpointSlices file the endpoints of this node’s pods (addresses in its pod CIDR or its own IPs) under another node name than this node’s (FQDN vs short name, a `--hostname-override`): kube-proxy then sees no local endpoint for ETP=Local Services, drops external traffic and fails the LB health check. Quiet when endpoints are merely remote, or when any endpoint is filed under this node’s name',
-    fix: 'the same name for the kubelet, kube-proxy’s `--hostname-override` and the node label (FQDN or short name, not both)',
+    what:
+      'the EndpointSlices file the endpoints of this node’s pods (addresses in its pod CIDR or its own IPs) ' +
+      'under another node name than this node’s (FQDN vs short name, a `--hostname-override`): kube-proxy ' +
+      'then sees no local endpoint for ETP=Local Services, drops external traffic and fails the LB health ' +
+      'check. Quiet when endpoints are merely remote, or when any endpoint is filed under this node’s name',
+    fix:
+      'the same name for the kubelet, kube-proxy’s `--hostname-override` ' +
+      'and the node label (FQDN or short name, not both)',
   },
   detect: detectNodeNameMismatch,
 };
@@ -96,7 +105,8 @@ function kubeProxyView(
     if (nat?.noEndpoints?.verdict === 'drop') {
       agrees = true;
       lines.push(
-        `kube-proxy has no local endpoint either: ${nat.noEndpoints.evidence.join('; ') || `${ing.ip}:${service.port} in no-endpoint-services`}`,
+        `kube-proxy has no local endpoint either: ` +
+          `${nat.noEndpoints.evidence.join('; ') || `${ing.ip}:${service.port} in no-endpoint-services`}`,
       );
     }
     const vs = ctx.proxy.mode === 'ipvs' ? ctx.ipvsService(ing.ip, service.protocol, service.port) : undefined;
@@ -139,14 +149,17 @@ function mismatchFinding(
     .slice(0, MAX_QUOTED)
     .map(
       (e) =>
-        `endpoint ${hostPort(e.address, slicePort(service, e))} (${e.ready ? 'ready' : 'not ready'}) filed under nodeName "${e.nodeName}", at an address of this node`,
+        `endpoint ${hostPort(e.address, slicePort(service, e))} (${e.ready ? 'ready' : 'not ready'}) ` +
+        `filed under nodeName "${e.nodeName}", at an address of this node`,
     );
   if (mine.length > MAX_QUOTED)
     quoted.push(`(${mine.length - MAX_QUOTED} more endpoints of this node filed under "${rename.other}")`);
   const differ = howTheyDiffer(rename.own, rename.other);
   const kp = kubeProxyView(ctx, service, mine);
   const evidence = [
-    `this node: "${rename.own}" (${ctx.input.cluster.node ? 'its Node object' : 'the agent’s --node-name; no Node object of that name'}); ${rename.where}`,
+    `this node: "${rename.own}" (` +
+      `${ctx.input.cluster.node ? 'its Node object' : 'the agent’s --node-name; no Node object of that name'}` +
+      `); ${rename.where}`,
     ...quoted,
     `no endpoint of any Service is filed under "${rename.own}"`,
     ...(differ ? [differ] : []),
@@ -160,23 +173,29 @@ function mismatchFinding(
       .slice(0, 3)
       .map((e) => e.address)
       .join(', ')}${mine.length > 3 ? ', ...' : ''}) are filed under ` +
-    `"${rename.other}", not this node's name "${rename.own}": kube-proxy takes only endpoints filed under its own name as local, so this ETP=Local Service ` +
-    `has no local endpoint${ready.length > 0 ? ` although ${ready.length} ready endpoint(s) run here` : ''}: external traffic to this node is dropped and the LB health check${hc} fails`;
+    `"${rename.other}", not this node's name "${rename.own}": kube-proxy takes ` +
+    `only endpoints filed under its own name as local, so this ETP=Local Service ` +
+    `has no local endpoint${ready.length > 0 ? ` although ${ready.length} ready endpoint(s) run here` : ''}` +
+    `: external traffic to this node is dropped and the LB health check${hc} fails`;
   if (!ctx.input.cluster.node) {
     // No Node object has this node's name: the agent's own --node-name is the likelier culprit.
     return finding(
       service,
       'node-name-mismatch',
       'info',
-      `no Node object is named "${rename.own}" (clbprobe's --node-name) while the endpoints at this node's addresses are filed under "${rename.other}": ` +
-        `clbprobe is probably running under the wrong name, and every endpoint looks remote to it; if "${rename.own}" is right, ${summary}`,
+      `no Node object is named "${rename.own}" (clbprobe's --node-name) while ` +
+        `the endpoints at this node's addresses are filed under "${rename.other}": ` +
+        `clbprobe is probably running under the wrong name, and every ` +
+        `endpoint looks remote to it; if "${rename.own}" is right, ${summary}`,
       evidence,
-      `Run clbprobe with --node-name "${rename.other}" if that is this node (the DaemonSet passes spec.nodeName). ${nodeNameMismatch.fix}`,
+      `Run clbprobe with --node-name "${rename.other}" if that is this ` +
+        `node (the DaemonSet passes spec.nodeName). ${nodeNameMismatch.fix}`,
     );
   }
   const caveat = confirmed
     ? ''
-    : `; only the pod CIDR says these addresses are this node's (with IPAM that hands out addresses outside the Node's podCIDR, such as Calico's blocks, they may be another node's)`;
+    : `; only the pod CIDR says these addresses are this node's (with IPAM that hands out ` +
+      `addresses outside the Node's podCIDR, such as Calico's blocks, they may be another node's)`;
   return finding(
     service,
     'node-name-mismatch',

@@ -20,7 +20,8 @@ export function vipPath(ctx: DetectContext, service: ServiceView, ip: string): V
     leaves: false,
     evidence: [
       ...kp.evidence,
-      `${routeLine(route)}: ${ip} is local here through ${routeOwner(route)}, so pod traffic to it is delivered to this node, not sent to the LB`,
+      `${routeLine(route)}: ${ip} is local here through ${routeOwner(route)}, ` +
+        `so pod traffic to it is delivered to this node, not sent to the LB`,
     ],
   };
 }
@@ -45,7 +46,10 @@ export function kubeProxyPath(ctx: DetectContext, service: ServiceView, ip: stri
   }
 }
 
-/** Whether the LB may send this Service's traffic to this node: every node with ETP=Cluster, only nodes with endpoints with ETP=Local. */
+/**
+ * Whether the LB may send this Service's traffic to this node: every node with ETP=Cluster, only
+ * nodes with endpoints with ETP=Local.
+ */
 export function lbMayTargetNode(service: ServiceView): boolean {
   return service.externalTrafficPolicy === 'Cluster' || service.endpoints.some((e) => e.local);
 }

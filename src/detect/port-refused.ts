@@ -13,15 +13,21 @@ import { credited, mitigationsFor, remedy } from './remedies.js';
 export const portRefused: DetectorDef<'port-refused'> = {
   mechanism: 'port-refused',
   fix:
-    'Use separate LBs for in-cluster Services and for listeners outside the cluster, or declare every listener port of the shared LB in a Service; ' +
-    'Alibaba: service.beta.kubernetes.io/alibaba-cloud-loadbalancer-hostname keeps the IP off kube-ipvs0 (TCP/UDP may then loop); ' +
+    'Use separate LBs for in-cluster Services and for listeners outside the ' +
+    'cluster, or declare every listener port of the shared LB in a Service; ' +
+    'Alibaba: service.beta.kubernetes.io/alibaba-cloud-loadbalancer-hostname ' +
+    'keeps the IP off kube-ipvs0 (TCP/UDP may then loop); ' +
     'check for a local process listening on 0.0.0.0 at that port.',
   // Both keep the IP off kube-ipvs0, so every port goes to the LB (TCP/UDP may then loop: L4-loop).
   credits: ['ipModeProxy', 'alibabaHostname'],
   observes: ['refused'],
   readme: {
-    what: 'the LB IP is bound on kube-ipvs0 but the (shared) LB listens on ports with no IPVS virtual server here: refused, or a local process answers',
-    fix: 'separate LBs, or declare every listener port in a Service; Alibaba hostname annotation; check local listeners',
+    what:
+      'the LB IP is bound on kube-ipvs0 but the (shared) LB listens on ports ' +
+      'with no IPVS virtual server here: refused, or a local process answers',
+    fix:
+      'separate LBs, or declare every listener port in a Service; ' +
+      'Alibaba hostname annotation; check local listeners',
   },
   detect: detectPortRefused,
 };
@@ -32,7 +38,8 @@ function detectPortRefused(ctx: DetectContext, obs: Observations): FindingOf<'po
     labels: ['answered by the node itself'],
     vipOf: (ex) => ex[0]!.orig.dst,
     summary: (g, [e]) =>
-      `${g.count} connection(s) to ${e!.orig.dst}:${e!.orig.dport} (bound on ${KUBE_IPVS_IFNAME}, no IPVS virtual server) were ` +
+      `${g.count} connection(s) to ${e!.orig.dst}:${e!.orig.dport} ` +
+      `(bound on ${KUBE_IPVS_IFNAME}, no IPVS virtual server) were ` +
       (e!.tcpState === 'CLOSE' ? 'refused by this node' : 'answered by a local process, not by the LB backends'),
   });
   const done = activePorts(active);
@@ -55,7 +62,8 @@ function detectPortRefused(ctx: DetectContext, obs: Observations): FindingOf<'po
             s,
             'port-refused',
             mitigated ? 'info' : 'risk',
-            `${ing.ip}:${s.port}/${s.protocol} has no IPVS virtual server on this node: in-cluster clients get "connection refused"`,
+            `${ing.ip}:${s.port}/${s.protocol} has no IPVS virtual server ` +
+              `on this node: in-cluster clients get "connection refused"`,
             [bound, `no IPVS virtual server ${s.protocol} ${ing.ip}:${s.port}`, ...others],
             remedy(portRefused, m),
           ),
@@ -68,7 +76,8 @@ function detectPortRefused(ctx: DetectContext, obs: Observations): FindingOf<'po
             s,
             'port-refused',
             'info',
-            `${ing.ip} is a reused LB (${shared.key}) and bound here: listeners created on it outside this cluster are refused from this node`,
+            `${ing.ip} is a reused LB (${shared.key}) and bound here: listeners ` +
+              `created on it outside this cluster are refused from this node`,
             [bound, `${shared.key}: ${shared.value}`],
             remedy(portRefused, m),
           ),

@@ -48,8 +48,10 @@ function lbRewrites(s: ServiceView): { lbRewritesSource?: string } {
 
 /** AWS NLB advice: client-IP preservation is what hands a pod's connection back to its node. */
 export const AWS_NLB_FIX =
-  'AWS NLB: with aws-load-balancer-nlb-target-type: instance the NLB preserves client IPs, so a pod’s connection can be sent to its own node and hang; ' +
-  'set service.beta.kubernetes.io/aws-load-balancer-target-group-attributes: preserve_client_ip.enabled=false (the NLB then connects from its own private address), ' +
+  'AWS NLB: with aws-load-balancer-nlb-target-type: instance the NLB preserves ' +
+  'client IPs, so a pod’s connection can be sent to its own node and hang; ' +
+  'set service.beta.kubernetes.io/aws-load-balancer-target-group-attributes: ' +
+  'preserve_client_ip.enabled=false (the NLB then connects from its own private address), ' +
   'or use aws-load-balancer-nlb-target-type: ip (TCP target groups do not preserve client IPs by default), ' +
   'or call the Service by its name (NAME.NAMESPACE.svc) from inside the cluster instead of the NLB hostname.';
 

@@ -16,26 +16,33 @@ export const escapeHtml = (s: string): string => s.replace(/[&<>"']/g, (c) => ES
 
 const SEVERITY_COLOR: Record<Severity, string> = { active: '#c62828', risk: '#ef6c00', info: '#607d8b' };
 
-const CSS = `
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px;color:#1a1a1a;max-width:1200px}
-h1{font-size:22px;margin:0 0 4px}
-.meta{color:#555;margin-bottom:16px}
-.counts span{display:inline-block;margin-right:12px;font-weight:600}
-section.svc{border-top:2px solid #ddd;margin-top:20px;padding-top:8px}
-h2{font-size:18px;margin:8px 0}
-.finding{border:1px solid #ddd;border-left:6px solid var(--sev);border-radius:4px;padding:10px 14px;margin:12px 0;background:#fff}
-.head{font-weight:600}
-.badge{display:inline-block;color:#fff;background:var(--sev);border-radius:3px;padding:1px 7px;margin-right:8px;font-size:12px;letter-spacing:.04em}
-.summary{margin:6px 0}
-pre{background:#f6f8fa;border:1px solid #e1e4e8;border-radius:3px;padding:8px;overflow-x:auto;font-size:12px;margin:4px 0;white-space:pre-wrap;word-break:break-all}
-.fix{background:#e8f5e9;border:1px solid #a5d6a7;border-radius:3px;padding:8px;margin-top:8px}
-.fix b{color:#1b5e20}
-table.legs{border-collapse:collapse;margin:6px 0;width:100%}
-table.legs td,table.legs th{border:1px solid #e1e4e8;padding:4px 6px;text-align:left;vertical-align:top;font-size:12px}
-table.legs td.ct{font-family:ui-monospace,monospace;word-break:break-all}
-svg.path{display:block;margin:8px 0;max-width:100%;height:auto}
-.warn{color:#8a6d00}
-`;
+const CSS = [
+  '',
+  'body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;' +
+    'margin:24px;color:#1a1a1a;max-width:1200px}',
+  'h1{font-size:22px;margin:0 0 4px}',
+  '.meta{color:#555;margin-bottom:16px}',
+  '.counts span{display:inline-block;margin-right:12px;font-weight:600}',
+  'section.svc{border-top:2px solid #ddd;margin-top:20px;padding-top:8px}',
+  'h2{font-size:18px;margin:8px 0}',
+  '.finding{border:1px solid #ddd;border-left:6px solid var(--sev);' +
+    'border-radius:4px;padding:10px 14px;margin:12px 0;background:#fff}',
+  '.head{font-weight:600}',
+  '.badge{display:inline-block;color:#fff;background:var(--sev);border-radius:3px;' +
+    'padding:1px 7px;margin-right:8px;font-size:12px;letter-spacing:.04em}',
+  '.summary{margin:6px 0}',
+  'pre{background:#f6f8fa;border:1px solid #e1e4e8;border-radius:3px;padding:8px;' +
+    'overflow-x:auto;font-size:12px;margin:4px 0;white-space:pre-wrap;word-break:break-all}',
+  '.fix{background:#e8f5e9;border:1px solid #a5d6a7;border-radius:3px;padding:8px;margin-top:8px}',
+  '.fix b{color:#1b5e20}',
+  'table.legs{border-collapse:collapse;margin:6px 0;width:100%}',
+  'table.legs td,table.legs th{border:1px solid #e1e4e8;' +
+    'padding:4px 6px;text-align:left;vertical-align:top;font-size:12px}',
+  'table.legs td.ct{font-family:ui-monospace,monospace;word-break:break-all}',
+  'svg.path{display:block;margin:8px 0;max-width:100%;height:auto}',
+  '.warn{color:#8a6d00}',
+  '',
+].join('\n');
 
 const BOX_W = 200;
 const BOX_H = 56;
@@ -50,23 +57,30 @@ function loopSvg(path: LoopPath): string {
   const x = (i: number) => 10 + i * (BOX_W + GAP);
   const parts: string[] = [];
   parts.push(
-    `<svg class="path" role="img" aria-label="loop path" xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}">`,
-    '<defs><marker id="a" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="8" markerHeight="8" orient="auto-start-reverse"><path d="M0,0L10,5L0,10z" fill="#333"/></marker>' +
-      '<marker id="r" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="8" markerHeight="8" orient="auto-start-reverse"><path d="M0,0L10,5L0,10z" fill="#c62828"/></marker></defs>',
+    `<svg class="path" role="img" aria-label="loop path" xmlns="http://www.w3.org/2000/svg" ` +
+      `width="${width}" height="${height}" viewBox="0 0 ${width} ${height}">`,
+    '<defs><marker id="a" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="8" markerHeight="8" ' +
+      'orient="auto-start-reverse"><path d="M0,0L10,5L0,10z" fill="#333"/></marker>' +
+      '<marker id="r" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="8" markerHeight="8" ' +
+      'orient="auto-start-reverse"><path d="M0,0L10,5L0,10z" fill="#c62828"/></marker></defs>',
   );
   path.hops.forEach((h, i) => {
     parts.push(
       `<rect x="${x(i)}" y="${top}" width="${BOX_W}" height="${BOX_H}" rx="6" fill="#e3f2fd" stroke="#1565c0"/>`,
-      `<text x="${x(i) + BOX_W / 2}" y="${top + 22}" text-anchor="middle" font-size="13" font-weight="600" fill="#0d47a1">${escapeHtml(h.role)}</text>`,
-      `<text x="${x(i) + BOX_W / 2}" y="${top + 42}" text-anchor="middle" font-size="12" font-family="monospace">${escapeHtml(h.address)}</text>`,
+      `<text x="${x(i) + BOX_W / 2}" y="${top + 22}" text-anchor="middle" ` +
+        `font-size="13" font-weight="600" fill="#0d47a1">${escapeHtml(h.role)}</text>`,
+      `<text x="${x(i) + BOX_W / 2}" y="${top + 42}" text-anchor="middle" ` +
+        `font-size="12" font-family="monospace">${escapeHtml(h.address)}</text>`,
     );
   });
   const stepLabels = ['1 connect', '2 LB sends it back to this node', '3 DNAT to the server'];
   for (let i = 0; i + 1 < n; i++) {
     const y = top + BOX_H / 2;
     parts.push(
-      `<line x1="${x(i) + BOX_W}" y1="${y}" x2="${x(i + 1) - 2}" y2="${y}" stroke="#333" stroke-width="2" marker-end="url(#a)"/>`,
-      `<text x="${x(i) + BOX_W + GAP / 2}" y="${top - 10}" text-anchor="middle" font-size="11">${escapeHtml(stepLabels[i] ?? '')}</text>`,
+      `<line x1="${x(i) + BOX_W}" y1="${y}" x2="${x(i + 1) - 2}" ` +
+        `y2="${y}" stroke="#333" stroke-width="2" marker-end="url(#a)"/>`,
+      `<text x="${x(i) + BOX_W + GAP / 2}" y="${top - 10}" text-anchor="middle" ` +
+        `font-size="11">${escapeHtml(stepLabels[i] ?? '')}</text>`,
     );
   }
   // The reply: from the last box back to the first, under them, skipping the LB.
@@ -74,8 +88,11 @@ function loopSvg(path: LoopPath): string {
   const xs = x(n - 1) + BOX_W / 2;
   const xc = x(0) + BOX_W / 2;
   parts.push(
-    `<path d="M${xs},${y0} C${xs},${y0 + 60} ${xc},${y0 + 60} ${xc},${y0 + 4}" fill="none" stroke="#c62828" stroke-width="2" stroke-dasharray="6 4" marker-end="url(#r)"/>`,
-    `<text x="${(xs + xc) / 2}" y="${y0 + 62}" text-anchor="middle" font-size="12" fill="#c62828" font-weight="600">reply ${escapeHtml(path.reply.from)} → ${escapeHtml(path.reply.to)}: skips the LB</text>`,
+    `<path d="M${xs},${y0} C${xs},${y0 + 60} ${xc},${y0 + 60} ${xc},${y0 + 4}" fill="none" ` +
+      `stroke="#c62828" stroke-width="2" stroke-dasharray="6 4" marker-end="url(#r)"/>`,
+    `<text x="${(xs + xc) / 2}" y="${y0 + 62}" text-anchor="middle" font-size="12" ` +
+      `fill="#c62828" font-weight="600">reply ${escapeHtml(path.reply.from)} ` +
+      `→ ${escapeHtml(path.reply.to)}: skips the LB</text>`,
     '</svg>',
   );
   return parts.join('');
@@ -85,12 +102,14 @@ function legsTable(path: LoopPath): string {
   const rows = path.legs
     .map(
       (l) =>
-        `<tr><td>${escapeHtml(l.label)}</td><td>${escapeHtml(l.from)} → ${escapeHtml(l.to)}</td><td class="ct">${escapeHtml(l.conntrack)}</td></tr>`,
+        `<tr><td>${escapeHtml(l.label)}</td><td>${escapeHtml(l.from)} → ` +
+        `${escapeHtml(l.to)}</td><td class="ct">${escapeHtml(l.conntrack)}</td></tr>`,
     )
     .join('');
   return (
     `<table class="legs"><tr><th>leg</th><th>tuple</th><th>conntrack entry on this node</th></tr>${rows}` +
-    `<tr><td>reply</td><td>${escapeHtml(path.reply.from)} → ${escapeHtml(path.reply.to)}</td><td>${escapeHtml(path.reply.note)}</td></tr></table>`
+    `<tr><td>reply</td><td>${escapeHtml(path.reply.from)} → ` +
+    `${escapeHtml(path.reply.to)}</td><td>${escapeHtml(path.reply.note)}</td></tr></table>`
   );
 }
 
@@ -99,7 +118,8 @@ export function findingHtml(finding: Finding): string {
   const port = `${finding.port.protocol} ${finding.port.port}${finding.port.name ? ` (${finding.port.name})` : ''}`;
   const out = [
     `<div class="finding ${finding.severity}" style="--sev:${SEVERITY_COLOR[finding.severity]}">`,
-    `<div class="head"><span class="badge">${finding.severity.toUpperCase()}</span>${escapeHtml(finding.mechanism)} · ${escapeHtml(port)}</div>`,
+    `<div class="head"><span class="badge">${finding.severity.toUpperCase()}` +
+      `</span>${escapeHtml(finding.mechanism)} · ${escapeHtml(port)}</div>`,
     `<p class="summary">${escapeHtml(finding.summary)}</p>`,
   ];
   if (finding.path) out.push(loopSvg(finding.path), legsTable(finding.path));
@@ -127,7 +147,8 @@ export function renderHtml(result: DiagnoseResult, options: HtmlReportOptions): 
     `<h1>clbprobe diagnose — node ${escapeHtml(options.nodeName)}</h1>`,
     `<div class="meta">${escapeHtml(options.generatedAt)} · ${escapeHtml(options.source)}</div>`,
     `<div class="counts"><span style="color:${SEVERITY_COLOR.active}">${n('active')} active</span>` +
-      `<span style="color:${SEVERITY_COLOR.risk}">${n('risk')} risk</span><span style="color:${SEVERITY_COLOR.info}">${n('info')} info</span></div>`,
+      `<span style="color:${SEVERITY_COLOR.risk}">${n('risk')} risk</span><span ` +
+      `style="color:${SEVERITY_COLOR.info}">${n('info')} info</span></div>`,
   ];
   if (result.findings.length === 0)
     body.push('<p>No LoadBalancer or Ingress Service found that concerns this node.</p>');
@@ -136,7 +157,8 @@ export function renderHtml(result: DiagnoseResult, options: HtmlReportOptions): 
   }
   if (result.warnings.length > 0) {
     body.push(
-      `<section class="svc"><h2>Warnings</h2><ul>${result.warnings.map((w) => `<li class="warn">${escapeHtml(w)}</li>`).join('')}</ul></section>`,
+      `<section class="svc"><h2>Warnings</h2><ul>` +
+        `${result.warnings.map((w) => `<li class="warn">${escapeHtml(w)}</li>`).join('')}</ul></section>`,
     );
   }
   return htmlPage(`clbprobe diagnose — ${options.nodeName}`, body);

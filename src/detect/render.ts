@@ -41,8 +41,10 @@ function counts(findings: Finding[]): string {
 export function renderText(result: DiagnoseResult, opts: RenderOptions): string {
   const c = opts.color;
   const lines: string[] = [];
-  // Findings carry cluster-controlled strings (names, annotations); only the colour codes added here reach the terminal raw.
-  const head = `clbprobe diagnose${opts.nodeName ? ` — node ${printable(opts.nodeName)}` : ''}: ${counts(result.findings)}`;
+  // Findings carry cluster-controlled strings (names, annotations); only the colour codes added here reach
+  // the terminal raw.
+  const head =
+    `clbprobe diagnose${opts.nodeName ? ` — node ${printable(opts.nodeName)}` : ''}: ` + `${counts(result.findings)}`;
   lines.push(paint(c, 'bold', head));
   if (result.findings.length === 0) lines.push('No LoadBalancer or Ingress Service found that concerns this node.');
   const groups = new Map<string, Finding[]>();

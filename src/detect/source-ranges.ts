@@ -11,13 +11,20 @@ import { mitigationsFor, remedy } from './remedies.js';
 export const sourceRanges: DetectorDef<'source-ranges'> = {
   mechanism: 'source-ranges',
   fix:
-    'Call the Service by DNS name (NAME.NAMESPACE.svc) or ClusterIP from inside the cluster (loadBalancerSourceRanges do not apply there); ' +
+    'Call the Service by DNS name (NAME.NAMESPACE.svc) or ClusterIP from ' +
+    'inside the cluster (loadBalancerSourceRanges do not apply there); ' +
     'or add the pod CIDR (and the node IPs, for host-network clients) to spec.loadBalancerSourceRanges.',
   credits: [],
   observes: [],
   readme: {
-    what: "the Service's `loadBalancerSourceRanges` leave out this node's pods, and kube-proxy enforces them on the node: pods calling the LB IP are dropped before the LB sees them (timeouts). iptables: `KUBE-FW-*` then the filter table's `KUBE-PROXY-FIREWALL` (`KUBE-MARK-DROP` before 1.25); nftables: `firewall-ips` and its `firewall-*` chain; the rules are the evidence",
-    fix: 'DNS name or ClusterIP from inside the cluster; or add the pod CIDR (and node IPs) to `loadBalancerSourceRanges`',
+    what:
+      "the Service's `loadBalancerSourceRanges` leave out this node's pods, and kube-proxy enforces " +
+      'them on the node: pods calling the LB IP are dropped before the LB sees them (timeouts). ' +
+      "iptables: `KUBE-FW-*` then the filter table's `KUBE-PROXY-FIREWALL` (`KUBE-MARK-DROP` before " +
+      '1.25); nftables: `firewall-ips` and its `firewall-*` chain; the rules are the evidence',
+    fix:
+      'DNS name or ClusterIP from inside the cluster; or add ' +
+      'the pod CIDR (and node IPs) to `loadBalancerSourceRanges`',
   },
   changes: (s, ctx) => sourceRangesAddPods(s, ctx),
   detect: detectSourceRanges,
@@ -33,8 +40,10 @@ function detectSourceRanges(ctx: DetectContext): FindingOf<'source-ranges'>[] {
       if (!drop) continue;
       const who = pods.length > 0 ? `pods of this node (${pods.join(', ')})` : "this node's pods";
       const summary = drop.certain
-        ? `loadBalancerSourceRanges leave out ${who}: kube-proxy drops their connections to ${ing.ip}:${s.port} on the node (timeouts), before the LB sees them`
-        : `loadBalancerSourceRanges may leave out ${who}: kube-proxy drops connections to ${ing.ip}:${s.port} from sources outside them on the node`;
+        ? `loadBalancerSourceRanges leave out ${who}: kube-proxy drops their connections ` +
+          `to ${ing.ip}:${s.port} on the node (timeouts), before the LB sees them`
+        : `loadBalancerSourceRanges may leave out ${who}: kube-proxy drops ` +
+          `connections to ${ing.ip}:${s.port} from sources outside them on the node`;
       out.push(
         finding(
           s,

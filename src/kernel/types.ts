@@ -97,7 +97,10 @@ export interface IpvsVirtualServer {
   flags: string[];
   /** Persistence timeout in seconds (0 when not persistent). */
   timeoutS: number;
-  /** Persistence granularity: a dotted mask for IPv4 ('255.255.255.255' = per client), a prefix length for IPv6 ('128'). */
+  /**
+   * Persistence granularity: a dotted mask for IPv4 ('255.255.255.255' = per client), a prefix
+   * length for IPv6 ('128').
+   */
   netmask?: string;
   /** Persistence engine (e.g. 'sip'). */
   peName?: string;

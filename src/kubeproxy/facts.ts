@@ -55,7 +55,10 @@ export interface NodePortFact {
 /** A rule line or nft element as quoted, or an IPVS KUBE-NODE-PORT rule; `member` only if it is not the port. */
 export type NodePortSource = string | { readonly set: string; readonly rule: string; readonly member?: string };
 
-/** A NodePort fact's evidence lines, e.g. 'ipset KUBE-NODE-PORT-TCP member 30080 (iptables-nft-save:21: -A KUBE-NODE-PORT ...)'. */
+/**
+ * A NodePort fact's evidence lines, e.g. 'ipset KUBE-NODE-PORT-TCP member 30080
+ * (iptables-nft-save:21: -A KUBE-NODE-PORT ...)'.
+ */
 export function nodePortEvidence(f: NodePortFact): string[] {
   return f.shownBy.map((s) =>
     typeof s === 'string' ? s : `ipset ${s.set} member ${s.member ?? String(f.port)} (${s.rule})`,
@@ -67,7 +70,10 @@ export interface KubeNatFacts {
   modeEvidence: string[];
   /** iptables mode: chain names before 1.24 (KUBE-XLB) or from 1.24 (KUBE-EXT/KUBE-SVL). */
   iptablesGeneration?: 'pre-1.24' | '1.24+';
-  /** nftables mode: the filter base chains' layout, per family (v1.31: -110 filter chains, kubernetes#131765; v1.34: #132456). */
+  /**
+   * nftables mode: the filter base chains' layout, per family (v1.31: -110 filter chains,
+   * kubernetes#131765; v1.34: #132456).
+   */
   nftLayouts?: Partial<Record<NatFamily, 'v1.31' | 'v1.34' | 'other'>>;
   nftFilterChains?: NftFilterChain[];
   /** How kube-proxy tells pod traffic apart (e.g. '-s 10.244.0.0/16'), per family. */
@@ -239,7 +245,8 @@ function sourceRangeDrop(
   const filterDrop = filterRuleFor(chains.filterRules('KUBE-PROXY-FIREWALL'), c, 'DROP');
   if (!filterDrop) return undefined;
   const capture = captureOf(walk);
-  // Pods whose connections the nat table DNATs (a range holds the pod CIDR) no longer have the VIP as destination in the filter table.
+  // Pods whose connections the nat table DNATs (a range holds the pod CIDR) no longer have the VIP as
+  // destination in the filter table.
   if (capture === 'dnat') return undefined;
   const chainLines = [...fwChainRules(chains, walk, text)];
   return {
@@ -256,7 +263,10 @@ function fwChainRules(chains: NatRules, walk: WalkResult, text: OwnText): string
   return fw ? [...chains.rules(fw)].map((r) => ruleEvidence(chains.source, r, text)) : [];
 }
 
-/** ETP=Local without local endpoints (1.24+): KUBE-EXTERNAL-SERVICES drops the VIP's external traffic "has no local endpoints". */
+/**
+ * ETP=Local without local endpoints (1.24+): KUBE-EXTERNAL-SERVICES drops the VIP's external
+ * traffic "has no local endpoints".
+ */
 function noLocalEndpoints(chains: NatRules, c: VipCandidate, text: OwnText): NftNoLocalEndpoints | undefined {
   const r = filterRuleFor(chains.filterRules('KUBE-EXTERNAL-SERVICES'), c, 'DROP');
   if (!r?.comment?.endsWith(' has no local endpoints')) return undefined;

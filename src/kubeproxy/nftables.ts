@@ -333,13 +333,17 @@ class TableFacts {
     }
     if (/^(tcp|udp|sctp|th) dport$/.test(left)) return flip(Number(right) === p.port ? 'yes' : 'no');
     if (left === 'meta l4proto') return flip(right === p.proto ? 'yes' : 'no');
-    if (left === 'fib saddr type') return flip(right === 'local' ? 'no' : 'maybe'); // a pod's address is not local to the node
+    // A pod's address is not local to the node.
+    if (left === 'fib saddr type') return flip(right === 'local' ? 'no' : 'maybe');
     if (left === 'ct state') return flip(right.includes('new') ? 'yes' : 'no');
     if ((left === 'iifname' || left === 'iif') && this.pod.interfaces.includes(unquote(right))) return flip('yes');
     return 'maybe';
   }
 
-  /** A `{ a, b }` or `@set` source match against the pod CIDRs: yes only when every pod CIDR is inside a listed range. */
+  /**
+   * A `{ a, b }` or `@set` source match against the pod CIDRs: yes only when every pod CIDR is
+   * inside a listed range.
+   */
   private podInRanges(right: string): Tri {
     if (right.startsWith('@') || this.pod.cidrs.length === 0) return 'maybe';
     const ranges = right
@@ -352,7 +356,10 @@ class TableFacts {
     return 'maybe';
   }
 
-  /** kube-proxy's local traffic detector, read back from "short-circuit pod traffic" and `ip saddr != CIDR jump mark-for-masquerade`. */
+  /**
+   * kube-proxy's local traffic detector, read back from "short-circuit pod traffic" and `ip saddr
+   * != CIDR jump mark-for-masquerade`.
+   */
   private podSelectors(): { cidrs: string[]; interfaces: string[] } {
     const cidrs = new Set<string>();
     const interfaces = new Set<string>();
@@ -401,7 +408,9 @@ class TableFacts {
         return {
           chain: c.name,
           label: `${c.name} (hook ${c.hook}, priority ${c.prio})`,
-          line: `${this.source}: chain ${c.name} { type filter hook ${c.hook} priority ${c.prio} }: ${jump?.text ?? ''}`,
+          line:
+            `${this.source}: chain ${c.name} { type filter hook ` +
+            `${c.hook} priority ${c.prio} }: ${jump?.text ?? ''}`,
         };
       });
   }

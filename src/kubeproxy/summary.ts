@@ -24,15 +24,23 @@ export function formatNatSummary(nat: NatSnapshot, nft?: NftSnapshot): string[] 
       .filter((x) => x.kind === 'map' && x.elements.length > 0)
       .map((x) => `${x.name} ${x.elements.length}`);
     out.push(
-      `nftables: table ${t.family} ${t.name}: ${t.chains.length} chains, ${t.rules.length} rules${maps.length ? `; maps: ${maps.join(', ')}` : ''}`,
+      `nftables: table ${t.family} ${t.name}: ${t.chains.length} chains, ` +
+        `${t.rules.length} rules${maps.length ? `; maps: ${maps.join(', ')}` : ''}`,
     );
   }
   const facts = kubeNatFacts(nat, nft);
   const layouts = Object.values(facts.nftLayouts ?? {});
+  const layoutNames = [...new Set(layouts)].map((l) =>
+    l === 'v1.31'
+      ? 'v1.31 layout, priority -110, kubernetes#131765'
+      : l === 'v1.34'
+        ? 'v1.34 layout, kubernetes#132456'
+        : 'unrecognised layout',
+  );
   const gen = facts.iptablesGeneration
     ? ` (${facts.iptablesGeneration} chain names)`
     : layouts.length
-      ? ` (filter chains: ${[...new Set(layouts)].map((l) => (l === 'v1.31' ? 'v1.31 layout, priority -110, kubernetes#131765' : l === 'v1.34' ? 'v1.34 layout, kubernetes#132456' : 'unrecognised layout')).join('; ')})`
+      ? ` (filter chains: ${layoutNames.join('; ')})`
       : '';
   out.push(`kube-proxy: ${facts.mode === 'none' ? 'no kube-proxy rules found' : `${facts.mode} mode${gen}`}`);
   for (const lb of facts.loadBalancers) {
@@ -44,7 +52,8 @@ export function formatNatSummary(nat: NatSnapshot, nft?: NftSnapshot): string[] 
       : `pod traffic ${pod}, ${lb.capture}${lb.sourceRangeDrop ? ' (loadBalancerSourceRanges may drop it)' : ''}`;
     const noLocal = lb.noEndpoints?.verdict === 'drop' ? ', no local endpoints (external traffic dropped)' : '';
     out.push(
-      `  ${lb.lbOrExternal ? 'LB/external IP' : 'LB'} ${host}:${lb.port}/${lb.protocol}${lb.service ? ` ${lb.service}` : ''}:${policy} ${what}${noLocal}`,
+      `  ${lb.lbOrExternal ? 'LB/external IP' : 'LB'} ${host}:${lb.port}/` +
+        `${lb.protocol}${lb.service ? ` ${lb.service}` : ''}:${policy} ${what}${noLocal}`,
     );
   }
   if (facts.nodePorts.length) {
@@ -75,7 +84,8 @@ function dumpLine(dump: IptablesDump): string {
   ).length;
   const kube = nat.chains.filter((c) => c.name.startsWith('KUBE-')).length;
   return (
-    `${family}: ${dump.tables.length} tables; nat ${nat.chains.length} chains (${kube} KUBE-*${counts.length ? `: ${counts.join(', ')}` : ''}), ` +
+    `${family}: ${dump.tables.length} tables; nat ${nat.chains.length} chains ` +
+    `(${kube} KUBE-*${counts.length ? `: ${counts.join(', ')}` : ''}), ` +
     `${nat.rules.length} rules, ${lbRules} LB rules`
   );
 }

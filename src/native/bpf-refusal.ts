@@ -21,11 +21,14 @@ export interface BpfPrivileges {
 
 /** The costs of the fallbacks where bpf() is refused, for the operator who decides. */
 const NO_BPF_FALLBACK_COST =
-  'counters fall back to pcap (each LB-path packet copied to the agent: ~0.4 us of CPU per packet against ~0.15 us counted in the kernel) ' +
-  'and conntrack events are filtered in user space (every conntrack event of the node is read and decoded by the agent)';
+  'counters fall back to pcap (each LB-path packet copied to the agent: ' +
+  '~0.4 us of CPU per packet against ~0.15 us counted in the kernel) ' +
+  'and conntrack events are filtered in user space (every ' +
+  'conntrack event of the node is read and decoded by the agent)';
 
 const PRE_5_8_FIX =
-  'to keep eBPF on such nodes, deploy the opt-in kustomize component deploy/components/pre-5.8 (CAP_SYS_ADMIN instead of BPF and PERFMON, on nodes labelled for it; read its risk first)';
+  'to keep eBPF on such nodes, deploy the opt-in kustomize component deploy/components/pre-5.8 ' +
+  '(CAP_SYS_ADMIN instead of BPF and PERFMON, on nodes labelled for it; read its risk first)';
 
 const SECCOMP_FIX =
   'run the agent with the seccomp profile we ship (deploy/seccomp/clbprobe.json: seccompProfile type Localhost, ' +
@@ -80,14 +83,25 @@ export function explainBpfRefusal(code: string, privileges: BpfPrivileges | unde
   const capable = has(privileges, CAP_BPF) || has(privileges, CAP_SYS_ADMIN);
   if (!capable && privileges.capLastCap !== undefined && privileges.capLastCap < Number(CAP_BPF)) {
     return (
-      `this kernel has no CAP_BPF: ${privileges.kernel ?? 'it'} knows capabilities up to ${privileges.capLastCap} (CAP_BPF and CAP_PERFMON came with Linux 5.8), ` +
+      `this kernel has no CAP_BPF: ${privileges.kernel ?? 'it'} knows capabilities ` +
+      `up to ${privileges.capLastCap} (CAP_BPF and CAP_PERFMON came with Linux 5.8), ` +
       `so bpf() needs CAP_SYS_ADMIN, which the DaemonSet does not grant; ${NO_BPF_FALLBACK_COST}; ${PRE_5_8_FIX}`
     );
   }
   if (!capable)
-    return 'missing capability: CAP_BPF is not in the effective set; grant CAP_BPF (and CAP_NET_ADMIN, CAP_PERFMON) or run as root';
+    return (
+      'missing capability: CAP_BPF is not in the effective set; ' +
+      'grant CAP_BPF (and CAP_NET_ADMIN, CAP_PERFMON) or run as root'
+    );
   if (privileges.seccomp === 2) {
-    return `blocked by seccomp: bpf() returned ${code} although CAP_BPF is effective; the container's seccomp profile refuses it (the default profile of podman, CRI-O and some containerd releases allows bpf() only with CAP_SYS_ADMIN); ${SECCOMP_FIX}`;
+    return (
+      `blocked by seccomp: bpf() returned ${code} although CAP_BPF is effective; the ` +
+      `container's seccomp profile refuses it (the default profile of podman, CRI-O and ` +
+      `some containerd releases allows bpf() only with CAP_SYS_ADMIN); ${SECCOMP_FIX}`
+    );
   }
-  return `bpf() returned ${code} although CAP_BPF is effective and no seccomp filter is on: a security module (SELinux, AppArmor, lockdown) refuses it`;
+  return (
+    `bpf() returned ${code} although CAP_BPF is effective and no seccomp ` +
+    `filter is on: a security module (SELinux, AppArmor, lockdown) refuses it`
+  );
 }

@@ -1,5 +1,5 @@
-// The agent pods to ask, one per node: read from a Pod as the API lists it, then planned (which pod answers for which node,
-// which nodes cannot answer and why). The plan is pure so it is tested on its own.
+// The agent pods to ask, one per node: read from a Pod as the API lists it, then planned (which pod answers
+// for which node, which nodes cannot answer and why). The plan is pure so it is tested on its own.
 import { byText } from '../compare.js';
 
 /** The fields of a Pod (as the API lists it) that toAgentPod reads. */

@@ -185,7 +185,8 @@ function nodeNotes(nodes: StatusNodeLine[]): string[] {
         out.push(`${n.node}: ${n.more} more findings than the agent sends (run clbprobe diagnose on the node)`);
       if (n.unchecked)
         out.push(
-          `${n.node}: access to ${n.unchecked} Service(s) could not be checked, their findings are not shown: ${n.uncheckedReason ?? ''}`,
+          `${n.node}: access to ${n.unchecked} Service(s) could not be ` +
+            `checked, their findings are not shown: ${n.uncheckedReason ?? ''}`,
         );
     }
   }
@@ -198,7 +199,8 @@ export function renderStatusText(st: ClusterStatus): string {
   const failed = st.nodes.length - ok;
   const active = new Set(rows.filter((r) => r.severity === 'active').map((r) => r.service)).size;
   const lines = [
-    `clbprobe status: ${ok} node(s) answered, ${failed} did not; ${new Set(rows.map((r) => r.service)).size} Service(s) with findings, ${active} with an active loop`,
+    `clbprobe status: ${ok} node(s) answered, ${failed} did not; ` +
+      `${new Set(rows.map((r) => r.service)).size} Service(s) with findings, ${active} with an active loop`,
     '',
   ];
   if (rows.length === 0)
@@ -230,7 +232,9 @@ export function renderStatusText(st: ClusterStatus): string {
 }
 
 export function renderStatusJson(st: ClusterStatus): string {
-  return `${JSON.stringify({ nodes: st.nodes.map(({ type: _t, ...n }) => n), services: statusRows(st.findings), findings: st.findings, malformed: st.malformed }, null, 2)}\n`;
+  const nodes = st.nodes.map(({ type: _t, ...n }) => n);
+  const json = { nodes, services: statusRows(st.findings), findings: st.findings, malformed: st.malformed };
+  return `${JSON.stringify(json, null, 2)}\n`;
 }
 
 /** One page for the cluster: the table, then per Service each node's findings as the node pages show them. */
@@ -238,20 +242,30 @@ export function renderStatusHtml(st: ClusterStatus, generatedAt: string): string
   const rows = statusRows(st.findings);
   const body = [
     '<h1>clbprobe status — cluster</h1>',
-    `<div class="meta">${escapeHtml(generatedAt)} · ${st.nodes.filter((n) => n.status === 'ok').length} node(s) answered, ${st.nodes.filter((n) => n.status === 'failed').length} did not</div>`,
-    '<table class="legs"><tr><th>Service</th><th>mechanism</th><th>severity</th><th>ports</th><th>active on</th><th>at risk on</th></tr>' +
+    `<div class="meta">${escapeHtml(generatedAt)} · ${st.nodes.filter((n) => n.status === 'ok').length} ` +
+      `node(s) answered, ${st.nodes.filter((n) => n.status === 'failed').length} did not</div>`,
+    '<table class="legs"><tr><th>Service</th><th>mechanism</th><th>severity</th><th>ports</th>' +
+      '<th>active on</th><th>at risk on</th></tr>' +
       rows
-        .map(
-          (r) =>
-            `<tr><td>${[r.service, r.mechanism, r.severity, r.ports.join(', '), nodeList(r.active, 20), nodeList(r.risk, 20)].map(escapeHtml).join('</td><td>')}</td></tr>`,
-        )
+        .map((r) => {
+          const cells = [
+            r.service,
+            r.mechanism,
+            r.severity,
+            r.ports.join(', '),
+            nodeList(r.active, 20),
+            nodeList(r.risk, 20),
+          ];
+          return `<tr><td>${cells.map(escapeHtml).join('</td><td>')}</td></tr>`;
+        })
         .join('') +
       '</table>',
   ];
   const notes = nodeNotes(st.nodes);
   if (notes.length > 0)
     body.push(
-      `<section class="svc"><h2>Nodes not answering, or answering in part</h2><ul>${notes.map((n) => `<li class="warn">${escapeHtml(n)}</li>`).join('')}</ul></section>`,
+      `<section class="svc"><h2>Nodes not answering, or answering in part</h2><ul>` +
+        `${notes.map((n) => `<li class="warn">${escapeHtml(n)}</li>`).join('')}</ul></section>`,
     );
   const services = [...new Set(rows.map((r) => r.service))];
   for (const svc of services) {

@@ -23,7 +23,8 @@ export type MintToken = (
 
 /** TokenRequest for `sa` through `target` (needs "create" on serviceaccounts/token of that one account). */
 export function tokenRequester(target: ApiTarget, sa: ServiceAccountRef, timeoutMs = 10_000): MintToken {
-  const path = `/api/v1/namespaces/${encodeURIComponent(sa.namespace)}/serviceaccounts/${encodeURIComponent(sa.name)}/token`;
+  const path =
+    `/api/v1/namespaces/${encodeURIComponent(sa.namespace)}` + `/serviceaccounts/${encodeURIComponent(sa.name)}/token`;
   return async (audience, expirationSeconds) => {
     const request = {
       apiVersion: 'authentication.k8s.io/v1',
@@ -39,7 +40,8 @@ export function tokenRequester(target: ApiTarget, sa: ServiceAccountRef, timeout
     }
     if (reply.status !== 201 && reply.status !== 200) {
       throw new Error(
-        `TokenRequest for ${sa.namespace}/${sa.name}: ${reply.status} ${typeof answer.message === 'string' ? answer.message : reply.text.slice(0, 200)}`,
+        `TokenRequest for ${sa.namespace}/${sa.name}: ${reply.status} ` +
+          `${typeof answer.message === 'string' ? answer.message : reply.text.slice(0, 200)}`,
       );
     }
     const token = answer.status?.token;

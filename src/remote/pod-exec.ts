@@ -89,7 +89,8 @@ export function refusalError(code: number, body: string, t: ExecTarget): PodExec
     // (AuthorizePodWebsocketUpgradeCreatePermission) also as "create".
     case 403:
       return new PodExecError(
-        `403 Forbidden: ${msg} (needs RBAC verbs "get" and "create" on "pods/exec" in namespace ${t.namespace}; see deploy/oncall-rbac.yaml)`,
+        `403 Forbidden: ${msg} (needs RBAC verbs "get" and "create" on ` +
+          `"pods/exec" in namespace ${t.namespace}; see deploy/oncall-rbac.yaml)`,
         'forbidden',
         code,
       );

@@ -48,7 +48,9 @@ export async function askRelay(
     );
   }
   opts.headers = { ...headers, [TOKEN_HEADER]: authorization, accept: 'application/x-ndjson' };
-  const path = `/api/v1/namespaces/${encodeURIComponent(t.namespace)}/services/${encodeURIComponent(t.service)}/proxy/${route}?${query}`;
+  const path =
+    `/api/v1/namespaces/${encodeURIComponent(t.namespace)}/services/` +
+    `${encodeURIComponent(t.service)}/proxy/${route}?${query}`;
   const url = new URL(api.server + path);
   const where = `the evidence relay (service ${t.namespace}/${t.service} through ${url.host})`;
   return new Promise((resolve, reject) => {
@@ -99,7 +101,8 @@ function refusal(code: number, body: string, t: RelayTarget, where: string): Rel
   }
   if (code === 403 && msg.includes('services/proxy')) {
     return new RelayError(
-      `403 Forbidden: ${msg} (needs RBAC verb "get" on "services/proxy" named ${t.service} in namespace ${t.namespace}; see deploy/oncall-rbac.yaml)`,
+      `403 Forbidden: ${msg} (needs RBAC verb "get" on "services/proxy" named ` +
+        `${t.service} in namespace ${t.namespace}; see deploy/oncall-rbac.yaml)`,
       code,
     );
   }

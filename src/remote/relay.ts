@@ -213,7 +213,8 @@ async function askAgent(
             agentReq.destroy();
           } else if (!budget.take(rest.length - held)) {
             finish(
-              `the relay holds ${budget.limit} characters of unfinished lines at most, across all answers, and this agent's line would pass that; ask again`,
+              `the relay holds ${budget.limit} characters of unfinished lines at most, ` +
+                `across all answers, and this agent's line would pass that; ask again`,
             );
             agentReq.destroy();
           } else held = rest.length;

@@ -5,7 +5,10 @@ import { errText } from '../errors.js';
 import { UserError } from '../user-error.js';
 import { type AgentPod, type PodFields, toAgentPod } from './agent-pods.js';
 
-/** --kubeconfig FILE, else KUBECONFIG / ~/.kube/config / in-cluster, as kubectl finds them; `context` instead of current-context. */
+/**
+ * --kubeconfig FILE, else KUBECONFIG / ~/.kube/config / in-cluster, as kubectl finds them;
+ * `context` instead of current-context.
+ */
 export function loadWorkstationConfig(file?: string, context?: string): ApiTarget {
   try {
     return loadWorkstationTarget(file, context);
@@ -29,7 +32,8 @@ export async function listAgentPods(
     return page.items.map((p) => toAgentPod(p as PodFields, container));
   } catch (e) {
     throw new Error(
-      `cannot list the agent pods (namespace ${namespace}, ${labelSelector}) at ${target.server}: ${listFailure(e, path, namespace)}`,
+      `cannot list the agent pods (namespace ${namespace}, ${labelSelector}) ` +
+        `at ${target.server}: ${listFailure(e, path, namespace)}`,
     );
   }
 }

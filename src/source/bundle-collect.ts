@@ -115,7 +115,9 @@ export function copyCluster(from: string, out: string): ManifestEntry {
 /** cluster.json from the API; collections that fail are recorded, the others kept. */
 async function listCluster(out: string, kubeconfig: string | undefined): Promise<ManifestEntry> {
   const t0 = performance.now();
-  const command = `list Services, EndpointSlices, Ingresses, Nodes from the API (${kubeconfig ? `kubeconfig ${kubeconfig}` : 'in-cluster'})`;
+  const command =
+    `list Services, EndpointSlices, Ingresses, Nodes from the API ` +
+    `(${kubeconfig ? `kubeconfig ${kubeconfig}` : 'in-cluster'})`;
   try {
     const { KubeApi } = await import('../cluster/kube-api.js');
     const { loadApiTarget } = await import('../cluster/kube-config.js');
@@ -134,7 +136,10 @@ async function listCluster(out: string, kubeconfig: string | undefined): Promise
   }
 }
 
-/** The hostname-only LB names of the cluster.json just written; none when there is none or it cannot be read (its entry says why). */
+/**
+ * The hostname-only LB names of the cluster.json just written; none when there is none or it cannot
+ * be read (its entry says why).
+ */
 function hostnamesOf(path: string): string[] {
   if (!existsSync(path)) return [];
   try {

@@ -69,7 +69,8 @@ export function readBundle(dir: string, opts: ReadBundleOptions = {}): BundleRea
   for (const f of manifest?.files ?? []) {
     if (f.file && b.has(f.file) && f.exitStatus !== undefined && f.exitStatus !== 0) {
       warnings.push(
-        `${b.path(f.file)}: written by \`${f.command}\`, which failed (${f.error ?? `exit ${f.exitStatus}`}): it may be incomplete`,
+        `${b.path(f.file)}: written by \`${f.command}\`, which failed ` +
+          `(${f.error ?? `exit ${f.exitStatus}`}): it may be incomplete`,
       );
     }
   }
@@ -135,7 +136,9 @@ function withBundleLookups(view: ClusterView, node: NodeSnapshot, files: BundleF
     const status: SourceStatus = {
       source: 'dns',
       available: false,
-      reason: `${unanswered.length} of ${names.length} hostname-only LB names not answered (${unanswered.slice(0, 3).join(', ')}${unanswered.length > 3 ? ', ...' : ''}): ${why}`,
+      reason:
+        `${unanswered.length} of ${names.length} hostname-only LB names not answered ` +
+        `(${unanswered.slice(0, 3).join(', ')}${unanswered.length > 3 ? ', ...' : ''}): ${why}`,
     };
     if (i >= 0) node.sources[i] = status;
     else node.sources.push(status);

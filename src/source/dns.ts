@@ -34,7 +34,9 @@ function resultOf(
   const value = { lookups };
   const failing = lookups.filter((l) => l.error);
   const capped = notLookedUp.length
-    ? `${notLookedUp.length} of ${names} LB hostnames not looked up: more than --dns-max-names ${names - notLookedUp.length} (${notLookedUp.slice(0, REASON_NAMES).join(', ')}${notLookedUp.length > REASON_NAMES ? ', ...' : ''})`
+    ? `${notLookedUp.length} of ${names} LB hostnames not looked up: more than --dns-max-names ` +
+      `${names - notLookedUp.length} (${notLookedUp.slice(0, REASON_NAMES).join(', ')}` +
+      `${notLookedUp.length > REASON_NAMES ? ', ...' : ''})`
     : undefined;
   if (failing.length === 0) return { state: 'up', value, warnings, ...(capped ? { note: capped } : {}) };
   const listed = failing.slice(0, REASON_NAMES).map((l) => `${l.hostname}: ${l.error}`);
@@ -54,7 +56,9 @@ export const dns: SourceDef<DnsSnapshot> = {
   async collect(writer) {
     const file = BUNDLE_FILES.dnsLookups;
     const names = writer.lbHostnames;
-    const command = `look up ${names.length} hostname-only LB name(s) with the ${writer.netns ? `namespace's (${writer.netns})` : "node's"} resolver`;
+    const command =
+      `look up ${names.length} hostname-only LB name(s) with the ` +
+      `${writer.netns ? `namespace's (${writer.netns})` : "node's"} resolver`;
     if (names.length === 0) return writer.skip(command, `${NO_HOSTNAME_LB} in the cluster view (or no cluster view)`);
     const t0 = performance.now();
     const r = await dnsReader({ ...(writer.netns ? { netns: writer.netns } : {}), lbHostnames: () => names }).read();

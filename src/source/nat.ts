@@ -34,7 +34,10 @@ export const nat: SourceDef<NatSnapshot> = {
       },
     };
   },
-  /** Both xtables backends when their save commands exist (the reader picks kube-proxy's); else plain iptables-save; and the ipsets. */
+  /**
+   * Both xtables backends when their save commands exist (the reader picks kube-proxy's); else
+   * plain iptables-save; and the ipsets.
+   */
   async collect(writer) {
     let any = false;
     for (const backend of ['legacy', 'nft'] as const) {
@@ -54,7 +57,10 @@ export const nat: SourceDef<NatSnapshot> = {
     }
     await writer.run(BUNDLE_FILES.ipset, ['ipset', 'save']);
   },
-  /** kube-proxy's backend from both backends' files (as the live reader chooses), else from iptables-save.txt's header. */
+  /**
+   * kube-proxy's backend from both backends' files (as the live reader chooses), else from
+   * iptables-save.txt's header.
+   */
   fromBundle(bundle): ReadResult<NatSnapshot> {
     const perBackend = (['legacy', 'nft'] as const).some(
       (k) => bundle.has(backendSaveFile(k, 4)) || bundle.has(backendSaveFile(k, 6)),

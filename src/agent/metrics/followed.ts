@@ -10,7 +10,9 @@ const GAUGES: { name: string; help: string; value: (s: Scrape) => number }[] = [
   },
   {
     name: 'clbprobe_service_ports_active',
-    help: 'Service ports this node has something to say about (packets, conntrack entries or flows, findings): those with per-Service series.',
+    help:
+      'Service ports this node has something to say about (packets, ' +
+      'conntrack entries or flows, findings): those with per-Service series.',
     value: (s) => s.servicePorts.active,
   },
   {

@@ -11,7 +11,10 @@ const MAX_IPS_PER_PORT = 4;
 
 const lbIpCounts = new WeakMap<ServiceIndex, { bound: number; unbound: number }>();
 
-/** The index's LB ingress IPs, bound on kube-ipvs0 or not: counted once per index (it is rebuilt when the addresses change). */
+/**
+ * The index's LB ingress IPs, bound on kube-ipvs0 or not: counted once per index (it is rebuilt
+ * when the addresses change).
+ */
 function lbIpsOf(index: ServiceIndex): { bound: number; unbound: number } {
   let counts = lbIpCounts.get(index);
   if (!counts) {
@@ -41,7 +44,9 @@ export const lbIpBound: Collector = {
     });
     new Gauge({
       name: 'clbprobe_lb_ip_bound',
-      help: 'Whether an LB ingress IP of an active Service port is bound on kube-ipvs0 on this node (at most 4 IPs per port).',
+      help:
+        'Whether an LB ingress IP of an active Service port is ' +
+        'bound on kube-ipvs0 on this node (at most 4 IPs per port).',
       labelNames: [...PORT_LABELS, 'ip'],
       registers: [registry],
       collect() {

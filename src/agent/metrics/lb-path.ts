@@ -6,7 +6,8 @@ import { PORT_LABELS } from './service-ports.js';
 
 const HELP = {
   packets:
-    'Packets on the LB path by kind: to_lb (local source to an LB VIP), loop_return (local source back in from the uplink), hc_local_src (LB health checks with a node-bound source).',
+    'Packets on the LB path by kind: to_lb (local source to an LB VIP), loop_return (local ' +
+    'source back in from the uplink), hc_local_src (LB health checks with a node-bound source).',
   bytes: 'Bytes on the LB path by kind (see clbprobe_lb_path_packets_total).',
 };
 

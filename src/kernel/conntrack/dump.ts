@@ -158,7 +158,10 @@ export interface ConntrackDumpResult extends DumpResult {
 /** What a dump says about the entries it skipped as malformed, for a status reason or a log line. */
 export function malformedNote(r: Pick<ConntrackDumpResult, 'malformed' | 'firstMalformed'>): string | undefined {
   if (!r.malformed) return undefined;
-  return `${r.malformed} malformed conntrack ${r.malformed === 1 ? 'entry' : 'entries'} skipped (first: ${r.firstMalformed})`;
+  return (
+    `${r.malformed} malformed conntrack ${r.malformed === 1 ? 'entry' : 'entries'} ` +
+    `skipped (first: ${r.firstMalformed})`
+  );
 }
 
 /**

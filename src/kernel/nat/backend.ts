@@ -5,7 +5,10 @@ import { eachLine } from './lines.js';
 import type { BackendChoice, BackendEvidence } from './types.js';
 
 export interface BackendOutput {
-  /** iptables-save and ip6tables-save outputs (text, or bytes as the commands printed them) of this backend that could be read. */
+  /**
+   * iptables-save and ip6tables-save outputs (text, or bytes as the commands printed them) of this
+   * backend that could be read.
+   */
   texts: (string | Uint8Array)[];
   /** Why (some of) this backend could not be read. */
   error?: string;
@@ -88,7 +91,9 @@ export function chooseBackendOf(legacySide: BackendSide, nftSide: BackendSide): 
   if (!nftSide.readable && nft.error && legacySide.readable) {
     return { backend: 'legacy', reason: `only legacy could be read (nft: ${nft.error})`, legacy, nft };
   }
-  const counts = `legacy ${legacy.ruleLines} rule lines (${legacy.kubeRuleLines} KUBE-*), nft ${nft.ruleLines} (${nft.kubeRuleLines} KUBE-*)`;
+  const counts =
+    `legacy ${legacy.ruleLines} rule lines (${legacy.kubeRuleLines} ` +
+    `KUBE-*), nft ${nft.ruleLines} (${nft.kubeRuleLines} KUBE-*)`;
   if (nft.kubeletChains) {
     return {
       backend: 'nft',

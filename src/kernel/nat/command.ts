@@ -48,7 +48,10 @@ export function runCommandLines(
   );
 }
 
-/** Spawns the command; each stdout chunk goes to onChunk (an error it throws stops the command), then onEnd on success. */
+/**
+ * Spawns the command; each stdout chunk goes to onChunk (an error it throws stops the command),
+ * then onEnd on success.
+ */
 function runWith(
   cmd: string,
   args: string[],
@@ -101,9 +104,10 @@ function runWith(
     child.on('close', (code, signal) => {
       if (why === 'timeout') return finish({ ok: false, reason: `timed out after ${opts.timeoutMs} ms` });
       if (why === 'too-big') {
+        const bound = mib(opts.maxBytes);
         return finish({
           ok: false,
-          reason: `printed more than ${mib(opts.maxBytes)} (the bound on what the NAT reader keeps); stopped reading it`,
+          reason: `printed more than ${bound} (the bound on what the NAT reader keeps); stopped reading it`,
         });
       }
       if (why === 'reader') return finish({ ok: false, reason: `${readerError}; stopped reading it` });

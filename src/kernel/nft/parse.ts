@@ -86,7 +86,8 @@ function salvage(text: string, source: string, warnings: string[], why: string):
   if (!closed) {
     const rest = text.slice(start).trim();
     warnings.push(
-      `${source}: output ends inside item ${index} (${rest.length} characters cut short): truncated; ${items.length} complete items kept`,
+      `${source}: output ends inside item ${index} (${rest.length} ` +
+        `characters cut short): truncated; ${items.length} complete items kept`,
     );
   }
   if (closed && items.length === 0) throw new NftParseError(source, `not valid JSON (${why})`);

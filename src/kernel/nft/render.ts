@@ -39,7 +39,10 @@ export function renderExpr(e: Json): string {
     case 'meta':
       return BARE_META.has(String(o.key)) ? String(o.key) : `meta ${String(o.key)}`;
     case 'ct':
-      return `ct ${o.dir !== undefined ? `${String(o.dir)} ` : ''}${o.family !== undefined ? `${String(o.family)} ` : ''}${String(o.key)}`;
+      return (
+        `ct ${o.dir !== undefined ? `${String(o.dir)} ` : ''}` +
+        `${o.family !== undefined ? `${String(o.family)} ` : ''}${String(o.key)}`
+      );
     case 'fib':
       return `fib ${(Array.isArray(o.flags) ? o.flags : [o.flags]).map(String).join(' . ')} ${String(o.result)}`;
     case 'prefix':
