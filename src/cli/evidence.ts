@@ -5,7 +5,7 @@
 import { createConnection } from 'node:net';
 import { type Command, Option } from 'commander';
 import { type EvidenceRequest, parseServiceRef, type ServiceAddresses } from '../agent/evidence.js';
-import type { CaptureResult } from '../capture/evidence.js';
+import type { CaptureResult } from '../capture/pcap-capture.js';
 import { EvidenceLineError, lineSplitter, parseEvidenceLine } from '../remote/evidence-lines.js';
 import { DEFAULT_EVIDENCE_SOCKET, parseSeconds } from './agent.js';
 import { fail, UserError } from './errors.js';
@@ -107,7 +107,7 @@ async function run(flags: EvidenceFlags): Promise<void> {
   };
   // Loaded before asking the agent, so the capture starts as soon as the Service is known; not at
   // all in other processes of this binary (the agent).
-  const capture = flags.pcap ? (await import('../capture/evidence.js')).capture : undefined;
+  const capture = flags.pcap ? (await import('../capture/pcap-capture.js')).capture : undefined;
   const sock = createConnection(flags.socket);
   await new Promise<void>((resolve, reject) => {
     sock.once('connect', resolve);

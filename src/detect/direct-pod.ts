@@ -6,10 +6,10 @@ import type { DetectContext } from './context-types.js';
 import type { FindingOf } from './core-types.js';
 import type { Observations } from './correlator.js';
 import type { DetectorDef } from './detector.js';
-import { endpointsLine, finding } from './evidence.js';
 import { activeFindings, activePorts } from './observed.js';
 import { podTargetAnnotation, vipPath } from './path.js';
 import { credited, mitigationsFor, remedy } from './remedies.js';
+import { endpointsLine, finding } from './tool-lines.js';
 
 export const directPod: DetectorDef<'direct-pod'> = {
   mechanism: 'direct-pod',

@@ -3,7 +3,7 @@
 import type { DetectContext } from './context-types.js';
 import type { FindingOf } from './core-types.js';
 import type { DetectorDef } from './detector.js';
-import { finding, KUBE_IPVS_IFNAME } from './evidence.js';
+import { finding, KUBE_IPVS_IFNAME } from './tool-lines.js';
 
 export const drift: DetectorDef<'drift'> = {
   mechanism: 'drift',

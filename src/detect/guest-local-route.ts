@@ -6,10 +6,10 @@ import type { LocalRoute } from '../kernel/types.js';
 import type { DetectContext } from './context-types.js';
 import type { FindingOf } from './core-types.js';
 import type { DetectorDef } from './detector.js';
-import { finding, KUBE_IPVS_IFNAME } from './evidence.js';
 import { vipName } from './handoff.js';
 import { routeLine, routeOwner } from './local-route.js';
 import { kubeProxyPath } from './path.js';
+import { finding, KUBE_IPVS_IFNAME } from './tool-lines.js';
 
 export const guestLocalRoute: DetectorDef<'guest-local-route'> = {
   mechanism: 'guest-local-route',

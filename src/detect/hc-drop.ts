@@ -6,10 +6,10 @@ import type { DetectContext } from './context-types.js';
 import type { FindingOf } from './core-types.js';
 import type { Observations } from './correlator.js';
 import type { DetectorDef } from './detector.js';
-import { finding, KUBE_IPVS_IFNAME } from './evidence.js';
 import { isTencent, tencentPreventLoopback } from './fixes.js';
 import { activeFindings, activePorts } from './observed.js';
 import { credited, mitigationsFor, remedy } from './remedies.js';
+import { finding, KUBE_IPVS_IFNAME } from './tool-lines.js';
 
 export const hcDrop: DetectorDef<'hc-drop'> = {
   mechanism: 'hc-drop',

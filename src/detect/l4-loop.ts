@@ -8,12 +8,12 @@ import type { DetectContext } from './context-types.js';
 import type { FindingOf } from './core-types.js';
 import type { Observations } from './correlator.js';
 import type { DetectorDef } from './detector.js';
-import { endpointsLine, finding } from './evidence.js';
 import { awsPreserveClientIpOff, etpCluster, isTencent, tencentPreventLoopback } from './fixes.js';
 import { handoffOf, handoffVerdict, lookupLine, vipName } from './handoff.js';
 import { activeFindings, activePorts } from './observed.js';
 import { lbMayTargetNode, vipPath } from './path.js';
 import { AWS_NLB_FIX, credited, isAws, mitigationsFor, remedy } from './remedies.js';
+import { endpointsLine, finding } from './tool-lines.js';
 
 export const l4Loop: DetectorDef<'L4-loop'> = {
   mechanism: 'L4-loop',

@@ -7,10 +7,10 @@ import type { DetectContext } from './context-types.js';
 import type { FindingOf } from './core-types.js';
 import type { Observations } from './correlator.js';
 import type { DetectorDef } from './detector.js';
-import { endpointsLine, finding } from './evidence.js';
 import { activeFindings, activePorts } from './observed.js';
 import { lbMayTargetNode } from './path.js';
 import { remedy } from './remedies.js';
+import { endpointsLine, finding } from './tool-lines.js';
 
 export const l7Loop: DetectorDef<'L7-loop'> = {
   mechanism: 'L7-loop',

@@ -8,10 +8,10 @@ import type { DetectContext } from './context-types.js';
 import type { FindingOf } from './core-types.js';
 import type { Observations } from './correlator.js';
 import type { DetectorDef } from './detector.js';
-import { endpointsLine, finding, formatIpvs, KUBE_IPVS_IFNAME } from './evidence.js';
 import { etpCluster } from './fixes.js';
 import { activeFindings, activePorts } from './observed.js';
 import { credited, mitigationsFor, remedy } from './remedies.js';
+import { endpointsLine, finding, formatIpvs, KUBE_IPVS_IFNAME } from './tool-lines.js';
 
 export const localNoEp: DetectorDef<'local-no-ep'> = {
   mechanism: 'local-no-ep',

@@ -6,11 +6,11 @@ import type { DetectContext } from './context-types.js';
 import type { FindingOf } from './core-types.js';
 import type { Observations } from './correlator.js';
 import type { DetectorDef } from './detector.js';
-import { endpointsLine, finding } from './evidence.js';
 import { etpCluster } from './fixes.js';
 import { activeFindings, activePorts } from './observed.js';
 import { vipPath } from './path.js';
 import { credited, mitigationsFor, remedy } from './remedies.js';
+import { endpointsLine, finding } from './tool-lines.js';
 
 export const noSnat: DetectorDef<'no-SNAT'> = {
   mechanism: 'no-SNAT',

@@ -8,7 +8,7 @@ import { portKey } from '../model/service.js';
 import type { DetectContext } from './context-types.js';
 import type { DiagnoseInput, FindingOf } from './core-types.js';
 import type { DetectorDef } from './detector.js';
-import { endpointsLine, finding, formatIpvs, hostPort } from './evidence.js';
+import { endpointsLine, finding, formatIpvs, hostPort } from './tool-lines.js';
 
 export const nodeNameMismatch: DetectorDef<'node-name-mismatch'> = {
   mechanism: 'node-name-mismatch',

@@ -6,8 +6,8 @@ import type { DetectContext } from './context-types.js';
 import type { FindingOf, LoopPath } from './core-types.js';
 import type { Observations, ObsGroup, ObsKind } from './correlator.js';
 import type { DetectorDef } from './detector.js';
-import { finding, formatConntrack, hostPort } from './evidence.js';
 import { credited, mitigationsFor, remedy } from './remedies.js';
+import { finding, formatConntrack, hostPort } from './tool-lines.js';
 
 function groupsOf(obs: Observations, kinds: readonly ObsKind[]): ObsGroup[] {
   return obs.groups.filter((g) => kinds.includes(g.kind));

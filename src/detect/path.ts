@@ -2,8 +2,8 @@
 // only traffic that leaves can loop.
 import type { ServiceView } from '../cluster/types.js';
 import type { DetectContext } from './context-types.js';
-import { KUBE_IPVS_IFNAME } from './evidence.js';
 import { routeLine, routeOwner } from './local-route.js';
+import { KUBE_IPVS_IFNAME } from './tool-lines.js';
 
 export interface VipPath {
   /** undefined: cannot tell (no IPVS state and no NAT rules were read). */

@@ -6,9 +6,9 @@ import type { DetectContext } from './context-types.js';
 import type { FindingOf } from './core-types.js';
 import type { Observations } from './correlator.js';
 import type { DetectorDef } from './detector.js';
-import { finding, formatIpvs, KUBE_IPVS_IFNAME } from './evidence.js';
 import { activeFindings, activePorts } from './observed.js';
 import { credited, mitigationsFor, remedy } from './remedies.js';
+import { finding, formatIpvs, KUBE_IPVS_IFNAME } from './tool-lines.js';
 
 export const portRefused: DetectorDef<'port-refused'> = {
   mechanism: 'port-refused',

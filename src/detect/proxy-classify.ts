@@ -2,7 +2,7 @@
 import type { ServiceView } from '../cluster/types.js';
 import type { LbBinding, ProxyModeInfo } from './context-types.js';
 import type { DiagnoseInput, NodeProxyMode } from './core-types.js';
-import { KUBE_IPVS_IFNAME } from './evidence.js';
+import { KUBE_IPVS_IFNAME } from './tool-lines.js';
 
 /** LB IPs a community kube-proxy would bind: ipMode VIP and no hostname-only status. */
 function expectedBound(services: ServiceView[]): string[] {

@@ -5,9 +5,9 @@ import type { ServiceView } from '../cluster/types.js';
 import type { DetectContext, ProxyModeInfo } from './context-types.js';
 import type { FindingOf, LbNatFact } from './core-types.js';
 import type { DetectorDef } from './detector.js';
-import { finding, KUBE_IPVS_IFNAME } from './evidence.js';
 import { handoffOf, handoffVerdict, vipName } from './handoff.js';
 import { vipPath } from './path.js';
+import { finding, KUBE_IPVS_IFNAME } from './tool-lines.js';
 
 export const proxyMode: DetectorDef<'proxy-mode'> = {
   mechanism: 'proxy-mode',

@@ -4,9 +4,9 @@
 import type { DetectContext } from './context-types.js';
 import type { FindingOf } from './core-types.js';
 import type { DetectorDef } from './detector.js';
-import { finding } from './evidence.js';
 import { sourceRangesAddPods } from './fixes.js';
 import { mitigationsFor, remedy } from './remedies.js';
+import { finding } from './tool-lines.js';
 
 export const sourceRanges: DetectorDef<'source-ranges'> = {
   mechanism: 'source-ranges',

@@ -20,7 +20,7 @@
 // - the same settings under podman's default seccomp profile: eBPF is refused,
 //   and the agent says it is seccomp, naming the fix.
 // Namespaces are cbi-*; containers cbi-*.
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import {
   chmodSync,
   existsSync,

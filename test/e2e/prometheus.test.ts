@@ -240,12 +240,12 @@ describe.skipIf(!isRoot || !existsSync(PROMETHEUS) || !ready)(
 
       const counts = await until('Prometheus to scrape the loop', 15_000, () => {
         const r = byService(query('sum by (service) (clbprobe_lb_path_packets_total{kind="loop_return"})'));
-        return r['web']! > 0 && r['web-safe'] !== undefined ? r : undefined;
+        return r.web! > 0 && r['web-safe'] !== undefined ? r : undefined;
       });
       expect(counts['web-safe']).toBe(0);
       // The looping Service's pod→LB traffic was counted on the uplink; the safe one's never left the node.
       const toLb = byService(query('sum by (service) (clbprobe_lb_path_packets_total{kind="to_lb"})'));
-      expect(toLb['web']).toBeGreaterThan(0);
+      expect(toLb.web).toBeGreaterThan(0);
       expect(toLb['web-safe']).toBe(0);
 
       const findings = await until('the L4-loop finding in Prometheus', 10_000, () => {

@@ -289,7 +289,7 @@ describe.skipIf(!isRoot)('the agent as the DaemonSet runs it, against the real k
     expect(none.body).toContain('no bearer token');
     expect((await get('/metrics', 'not-a-token')).status).toBe(401);
     // A forged JWT is refused by the API server's authenticator, not parsed by the agent.
-    const forged = promToken.split('.').slice(0, 2).join('.') + '.AAAA';
+    const forged = `${promToken.split('.').slice(0, 2).join('.')}.AAAA`;
     expect((await get('/metrics', forged)).status).toBe(401);
     const other = await get('/metrics', await saToken('monitoring', 'other'));
     expect(other.status).toBe(403);

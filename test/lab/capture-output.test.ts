@@ -5,7 +5,7 @@ import { lstatSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, wr
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { capture } from '../../src/capture/evidence.js';
+import { capture } from '../../src/capture/pcap-capture.js';
 import { isRoot, Netns } from '../support/netns.js';
 
 describe.skipIf(!isRoot)('evidence capture output file', () => {

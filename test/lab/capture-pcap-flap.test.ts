@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { capture } from '../../src/capture/evidence.js';
+import { capture } from '../../src/capture/pcap-capture.js';
 import { PcapCounter } from '../../src/capture/pcap-counter.js';
 import { isRoot } from '../support/netns.js';
 import { CaptureLab, PAYLOAD, PORTS, startAgent, UPLINK, V4 } from './capture-lab.js';

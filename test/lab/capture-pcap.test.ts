@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Counter } from '../../src/capture/counter.js';
-import { capture } from '../../src/capture/evidence.js';
+import { capture } from '../../src/capture/pcap-capture.js';
 import { PcapCounter } from '../../src/capture/pcap-counter.js';
 import { isRoot } from '../support/netns.js';
 import { expectCounters, merge, settledReading } from './capture-expect.js';

@@ -18,7 +18,7 @@ const NEW6 = 'iptables-1.29-nft.v6.save';
 const IPVS4 = 'ipvs-1.28.v4.save';
 const IPSET = 'ipvs-1.28.ipset.save';
 /** 300 plain filter rules: more rule lines than the KUBE fixtures, none of kubelet's chains. */
-const PLAIN = '*filter\n:INPUT ACCEPT [0:0]\n' + '-A INPUT -s 198.51.100.0/24 -j DROP\n'.repeat(300) + 'COMMIT\n';
+const PLAIN = `*filter\n:INPUT ACCEPT [0:0]\n${'-A INPUT -s 198.51.100.0/24 -j DROP\n'.repeat(300)}COMMIT\n`;
 
 /** Feeds `input` to a restore command (iptables-*-restore, ipset restore) inside the namespace. */
 function restore(ns: Netns, cmd: string, input: string, ...args: string[]): void {

@@ -217,9 +217,9 @@ async function launch(): Promise<ControlPlane> {
   ) as Record<UserName, string>;
   writeFileSync(
     join(dir, 'tokens.csv'),
-    Object.entries(USERS)
+    `${Object.entries(USERS)
       .map(([name, u]) => `${tokens[name as UserName]},${u.user},uid-${name},"${u.groups.join(',')}"`)
-      .join('\n') + '\n',
+      .join('\n')}\n`,
   );
   writeFileSync(
     join(dir, 'audit-policy.yaml'),

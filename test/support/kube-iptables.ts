@@ -111,7 +111,7 @@ function serviceRules(s: NftService, podCidr: string, filter: string[], nat: str
     );
     if (ranged) {
       filter.push(
-        `-A KUBE-PROXY-FIREWALL -d ${ip}/32 ${p.replace(/^-p (\S+) -m \S+/, '-p $1 -m comment --comment "' + name + ' traffic not accepted by ' + fw + '" -m $1')} -j DROP`,
+        `-A KUBE-PROXY-FIREWALL -d ${ip}/32 ${p.replace(/^-p (\S+) -m \S+/, `-p $1 -m comment --comment "${name} traffic not accepted by ${fw}" -m $1`)} -j DROP`,
       );
     }
     if (s.etp === 'Local' && local.length === 0) {

@@ -19,11 +19,9 @@ import {
   MIRRORED,
   NODE,
   NODE_IP,
-  type Obj,
   POD_CIDR,
   service,
   slice,
-  VICTIM_CLIENT,
   viewOf,
 } from '../../support/evidence-objects.js';
 import { gateway, route } from '../../support/gateway-objects.js';

@@ -19,7 +19,7 @@ function fakeProc(procs: Record<string, { argv: string[]; files?: Record<string,
   mkdirSync(join(root, 'self'));
   for (const [pid, p] of Object.entries(procs)) {
     mkdirSync(join(root, pid, 'root'), { recursive: true });
-    writeFileSync(join(root, pid, 'cmdline'), p.argv.join('\0') + '\0');
+    writeFileSync(join(root, pid, 'cmdline'), `${p.argv.join('\0')}\0`);
     for (const [path, text] of Object.entries(p.files ?? {})) {
       mkdirSync(join(root, pid, 'root', path, '..'), { recursive: true });
       writeFileSync(join(root, pid, 'root', path), text);

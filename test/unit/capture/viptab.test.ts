@@ -58,11 +58,11 @@ describe('viptab buckets', () => {
 
   it('an entry holds the address as in the packet, port | proto << 16 | family << 24, and the slot', () => {
     const v4 = L.vipEntry(address16('10.0.0.100'), true, 80, 17, 7);
-    expect(v4.subarray(0, 16).toString('hex')).toBe('0a000064' + '00'.repeat(12));
+    expect(v4.subarray(0, 16).toString('hex')).toBe(`0a000064${'00'.repeat(12)}`);
     expect(v4.readUInt32LE(L.VIP_ENT_TAG)).toBe(80 | (17 << 16) | (4 << 24));
     expect(v4.readUInt32LE(L.VIP_ENT_SLOT)).toBe(7);
     const v6 = L.vipEntry(address16('2001:db8::1'), false, 0, 6, 0);
-    expect(v6.subarray(0, 16).toString('hex')).toBe('20010db8' + '00'.repeat(11) + '01');
+    expect(v6.subarray(0, 16).toString('hex')).toBe(`20010db8${'00'.repeat(11)}01`);
     expect(v6.readUInt32LE(L.VIP_ENT_TAG)).toBe((6 << 16) | (6 << 24));
   });
 

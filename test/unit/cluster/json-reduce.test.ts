@@ -64,12 +64,12 @@ function prng(seed: number): () => number {
 }
 
 const TRICKY = Buffer.from(
-  JSON.stringify({
+  `${JSON.stringify({
     s: 'é ü 日本 😀 \u0000 \u001f " \\ / \b\f\n\r\t',
     n: [0, -0, 1.5e-7, -12, 1e21, 123456789012345],
     l: [true, false, null, [], {}, [[]], { a: { b: {} } }],
     k: { 'a"b': 1, 'x\\y': 2, '': 3, é: 4 },
-  }).replace('"n"', ' \n\t"n" ') + '\r\n',
+  }).replace('"n"', ' \n\t"n" ')}\r\n`,
 );
 const CORPUS = [readFileSync(`${FIX}kubectl-list.json`), readFileSync(`${FIX}malformed-objects.json`), TRICKY];
 
@@ -158,7 +158,7 @@ describe('with the ANY shape, the same as JSON.parse', () => {
 describe('a sequence (a watch stream)', () => {
   it('hands over each top-level value as it completes, in pieces of any size', () => {
     const events = [{ type: 'ADDED', object: { a: 1 } }, { type: 'BOOKMARK' }, { type: 'DELETED', object: { b: [2] } }];
-    const text = Buffer.from(events.map((e) => JSON.stringify(e)).join('\n') + '\n');
+    const text = Buffer.from(`${events.map((e) => JSON.stringify(e)).join('\n')}\n`);
     for (const size of [1, 5, 17, text.length]) {
       const got: unknown[] = [];
       const r = new JsonReducer(ANY, LIMITS, (v) => got.push(v), true);

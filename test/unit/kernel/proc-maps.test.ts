@@ -38,7 +38,7 @@ describe('parseProcMaps', () => {
   });
 
   it('a line cut short is an error; the lines before it are kept', () => {
-    const cut = captured.slice(0, captured.indexOf('\n', 1000) + 1) + '7faaa2a21000-7faaa2a2';
+    const cut = `${captured.slice(0, captured.indexOf('\n', 1000) + 1)}7faaa2a21000-7faaa2a2`;
     const { mappings, errors } = parseProcMaps(cut);
     expect(mappings.length).toBe(cut.split('\n').length - 1);
     expect(errors).toEqual([expect.stringMatching(/^line \d+: not a mapping: "7faaa2a21000-7faaa2a2"$/)]);

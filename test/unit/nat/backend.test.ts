@@ -4,7 +4,7 @@ import { fixture } from './fixtures.js';
 
 const OLD = fixture('iptables-1.21-legacy.v4.save'); // has KUBE-KUBELET-CANARY
 const NEW = fixture('iptables-1.29-nft.v4.save'); // has KUBE-IPTABLES-HINT
-const PLAIN = '*filter\n:INPUT ACCEPT [0:0]\n' + '-A INPUT -s 198.51.100.0/24 -j DROP\n'.repeat(300) + 'COMMIT\n';
+const PLAIN = `*filter\n:INPUT ACCEPT [0:0]\n${'-A INPUT -s 198.51.100.0/24 -j DROP\n'.repeat(300)}COMMIT\n`;
 const stripHints = (t: string) => t.replace(/^:KUBE-(IPTABLES-HINT|KUBE-KUBELET-CANARY|KUBELET-CANARY) .*\n/gm, '');
 
 describe('chooseBackend (iptables-wrappers logic)', () => {

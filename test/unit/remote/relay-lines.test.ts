@@ -135,7 +135,7 @@ describe('evidence --all-nodes through the relay', () => {
 /** A fake agent at `ip`:`port` that answers /evidence with `answer(res)`. */
 async function agentAt(ip: string, port: number, answer: (res: ServerResponse) => void): Promise<number> {
   return listen(
-    (req, res) => {
+    (_req, res) => {
       res.writeHead(200, { 'Content-Type': 'application/x-ndjson' });
       answer(res);
     },
