@@ -400,6 +400,7 @@ describe.skipIf(!isRoot)('clbprobe status: five agents and the relay against a r
     }
     for (const n of NODES)
       await cp?.request('DELETE', `/api/v1/namespaces/clbprobe/pods/clbprobe-${n.node}?gracePeriodSeconds=0`);
+    await cp?.stop();
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
