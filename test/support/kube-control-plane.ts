@@ -106,64 +106,30 @@ export function binary(name: string): string {
   return path;
 }
 
-function openssl(dir: string, ...args: string[]): void {
+/** Runs openssl in `dir`; throws with its stderr when it fails. */
+export function openssl(dir: string, ...args: string[]): void {
   const r = spawnSync('openssl', args, { cwd: dir, encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`openssl ${args.join(' ')}: ${r.stderr}`);
 }
 
+/** Writes a two-day test CA (ca.crt, ca.key) and the API server's serving certificate for `sans` into `dir`. */
+export function makeApiServerCerts(dir: string, caName: string, sans: readonly string[]): void {
+  const key = ['-newkey', 'rsa:2048', '-nodes'];
+  openssl(dir, 'req', '-x509', ...key, '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '2', '-subj', `/CN=${caName}`);
+  openssl(dir, 'req', ...key, '-keyout', 'apiserver.key', '-out', 'apiserver.csr', '-subj', '/CN=kube-apiserver');
+  writeFileSync(join(dir, 'san.ext'), `subjectAltName=${sans.join(',')}\n`);
+  const signed = ['-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'apiserver.crt', '-days', '2'];
+  openssl(dir, 'x509', '-req', '-in', 'apiserver.csr', ...signed, '-extfile', 'san.ext');
+}
+
 /** A CA, the API server's certificate (127.0.0.1) and the service account signing key pair. */
 function makePki(dir: string): void {
-  openssl(
-    dir,
-    'req',
-    '-x509',
-    '-newkey',
-    'rsa:2048',
-    '-nodes',
-    '-keyout',
-    'ca.key',
-    '-out',
-    'ca.crt',
-    '-days',
-    '2',
-    '-subj',
-    '/CN=clbprobe-test-ca',
-  );
-  openssl(
-    dir,
-    'req',
-    '-newkey',
-    'rsa:2048',
-    '-nodes',
-    '-keyout',
-    'apiserver.key',
-    '-out',
-    'apiserver.csr',
-    '-subj',
-    '/CN=kube-apiserver',
-  );
-  writeFileSync(
-    join(dir, 'san.ext'),
-    'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc,IP:10.96.0.1\n',
-  );
-  openssl(
-    dir,
-    'x509',
-    '-req',
-    '-in',
-    'apiserver.csr',
-    '-CA',
-    'ca.crt',
-    '-CAkey',
-    'ca.key',
-    '-CAcreateserial',
-    '-out',
-    'apiserver.crt',
-    '-days',
-    '2',
-    '-extfile',
-    'san.ext',
-  );
+  makeApiServerCerts(dir, 'clbprobe-test-ca', [
+    'IP:127.0.0.1',
+    'DNS:localhost',
+    'DNS:kubernetes.default.svc',
+    'IP:10.96.0.1',
+  ]);
   openssl(dir, 'genrsa', '-out', 'sa.key', '2048');
   openssl(dir, 'rsa', '-in', 'sa.key', '-pubout', '-out', 'sa.pub');
 }

@@ -25,7 +25,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type DnsServer, startDns } from './dns-lab.js';
-import { binary, KUBE_BIN, KUBE_CACHE } from './kube-control-plane.js';
+import { binary, KUBE_BIN, KUBE_CACHE, makeApiServerCerts, openssl } from './kube-control-plane.js';
 import { Netns, vethPair } from './netns.js';
 import { sleep, until } from './wait.js';
 
@@ -145,11 +145,6 @@ export function nodeImages(image: string): string[] {
     run('mv', [`${product}.tmp`, product]);
   }
   return [pause, busybox, product];
-}
-
-function openssl(dir: string, ...args: string[]): void {
-  const r = spawnSync('openssl', args, { cwd: dir, encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`openssl ${args.join(' ')}: ${r.stderr}`);
 }
 
 function kubeconfigText(server: string, ca: string, name: string, token: string): string {
@@ -285,57 +280,16 @@ export async function startKubeCluster(images: string[], nodeCount = 2): Promise
     const pki = join(dir, 'pki');
     mkdirSync(pki);
     const apiIp = nodes[0]!.ip;
-    openssl(
-      pki,
-      'req',
-      '-x509',
-      '-newkey',
-      'rsa:2048',
-      '-nodes',
-      '-keyout',
-      'ca.key',
-      '-out',
-      'ca.crt',
-      '-days',
-      '2',
-      '-subj',
-      '/CN=cbk8s-ca',
-    );
-    openssl(
-      pki,
-      'req',
-      '-newkey',
-      'rsa:2048',
-      '-nodes',
-      '-keyout',
-      'apiserver.key',
-      '-out',
-      'apiserver.csr',
-      '-subj',
-      '/CN=kube-apiserver',
-    );
-    writeFileSync(
-      join(pki, 'san.ext'),
-      `subjectAltName=IP:${apiIp},IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local\n`,
-    );
-    openssl(
-      pki,
-      'x509',
-      '-req',
-      '-in',
-      'apiserver.csr',
-      '-CA',
-      'ca.crt',
-      '-CAkey',
-      'ca.key',
-      '-CAcreateserial',
-      '-out',
-      'apiserver.crt',
-      '-days',
-      '2',
-      '-extfile',
-      'san.ext',
-    );
+    makeApiServerCerts(pki, 'cbk8s-ca', [
+      `IP:${apiIp}`,
+      'IP:127.0.0.1',
+      'IP:10.96.0.1',
+      'DNS:localhost',
+      'DNS:kubernetes',
+      'DNS:kubernetes.default',
+      'DNS:kubernetes.default.svc',
+      'DNS:kubernetes.default.svc.cluster.local',
+    ]);
     // The API server's client certificate towards the kubelets (exec, logs, /proxy), authorised by their webhook.
     openssl(
       pki,
