@@ -46,6 +46,7 @@ import { isRoot } from '../support/netns.js';
 import { podman, podmanQuiet, podmanRunArgs } from '../support/podman.js';
 import { buildProductImage } from '../support/product-image.js';
 import { type Relay, relay } from '../support/relay.js';
+import { jsonLines } from '../support/run-cli.js';
 import { until } from '../support/wait.js';
 
 const PREFIX = 'cbi-';
@@ -477,10 +478,7 @@ describe.skipIf(!isRoot)('the image, built with podman and run as deploy/daemons
         'lab',
       ]);
       expect(r.code, r.err + r.out).toBe(0);
-      const lines = r.out
-        .trim()
-        .split('\n')
-        .map((l) => JSON.parse(l) as { node: string; type: string; line?: string });
+      const lines = jsonLines<{ node: string; type: string; line?: string }>(r.out);
       expect(
         lines.some((l) => l.node === LAB.node1Name && l.type === 'entry' && l.line!.includes(`dst=${LAB.vip}`)),
       ).toBe(true);

@@ -23,10 +23,11 @@ import { Netns, vethPair } from '../../src/demo/netns.js';
 import { type DnsServer, startDns } from '../support/dns-lab.js';
 import { imageNode } from '../support/image-node.js';
 import { type ControlPlane, startControlPlane } from '../support/kube-control-plane.js';
-import { CLI, createKubeLab, type KubeLab } from '../support/kube-lab.js';
+import { createKubeLab, type KubeLab } from '../support/kube-lab.js';
 import { createList } from '../support/kube-objects.js';
 import { kubeCacheReady } from '../support/kube-proxy.js';
 import { isRoot } from '../support/netns.js';
+import { CLI, requireBuiltCli } from '../support/run-cli.js';
 import { shippedAgent } from '../support/shipped-agent.js';
 import { until } from '../support/wait.js';
 
@@ -136,7 +137,7 @@ describe.skipIf(!isRoot || !existsSync(PROMETHEUS) || !ready)(
     };
 
     beforeAll(async () => {
-      if (!existsSync(CLI)) throw new Error(`${CLI} missing: run npm run build first`);
+      requireBuiltCli();
       dir = mkdtempSync(join(tmpdir(), 'cba-e2e-'));
       socket = join(dir, 'evidence.sock');
       try {

@@ -12,8 +12,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLoopLab, LAB, type LoopLab } from '../../src/demo/lab.js';
 import { CHROMIUM, openPage, type Page } from '../support/chromium.js';
 import { isRoot } from '../support/netns.js';
+import { CLI, requireBuiltCli } from '../support/run-cli.js';
 
-const CLI = join(import.meta.dirname, '../../dist/src/cli/main.js');
 const ARTIFACTS = join(import.meta.dirname, '../../test-artifacts');
 
 /** In the page: for each text, whether an element showing it is rendered, unhidden and on top at its centre. */
@@ -41,7 +41,7 @@ describe.skipIf(!isRoot || !CHROMIUM)('diagnose --html in a real Chromium (loop 
   let diagnoseExit: number | null;
 
   beforeAll(async () => {
-    if (!existsSync(CLI)) throw new Error(`${CLI} missing: run npm run build first`);
+    requireBuiltCli();
     dir = mkdtempSync(join(tmpdir(), 'cbr-'));
     lab = await createLoopLab('Local', 'cbr-');
     expect(await lab.connect(2000)).toBe('timeout');

@@ -8,7 +8,7 @@
 // `clbprobe diagnose --kubeconfig` on the same lab names the active loop.
 // Namespaces are cbw-*; the fake API and /metrics listen on 127.0.0.1.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -16,10 +16,10 @@ import { clusterList, createLoopLab, LAB, type LoopLab } from '../../src/demo/la
 import { parseSamples, type Sample } from '../../src/export/parse-samples.js';
 import { FakeApiServer, type ResourceName } from '../support/fake-apiserver.js';
 import { isRoot } from '../support/netns.js';
+import { CLI, requireBuiltCli } from '../support/run-cli.js';
 import { shippedAgent } from '../support/shipped-agent.js';
 import { freePort, until } from '../support/wait.js';
 
-const CLI = join(import.meta.dirname, '../../dist/src/cli/main.js');
 const PREFIX = 'cbw-';
 const RESOURCE_OF: Record<string, ResourceName> = {
   Service: 'services',
@@ -51,7 +51,7 @@ describe.skipIf(!isRoot)('agent and diagnose with --kubeconfig (fake API server,
   };
 
   beforeAll(async () => {
-    if (!existsSync(CLI)) throw new Error(`${CLI} missing: run npm run build first`);
+    requireBuiltCli();
     dir = mkdtempSync(join(tmpdir(), 'cbw-'));
     lab = await createLoopLab('Local', PREFIX);
     for (const item of (clusterList('Local') as { items: { kind: string }[] }).items)

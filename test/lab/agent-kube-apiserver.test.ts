@@ -28,6 +28,7 @@ import { type ControlPlane, serviceAccountToken, startControlPlane } from '../su
 import { createList, createObject } from '../support/kube-objects.js';
 import { isRoot } from '../support/netns.js';
 import { type Relay, relay } from '../support/relay.js';
+import { jsonLines } from '../support/run-cli.js';
 import { until } from '../support/wait.js';
 
 const PREFIX = 'cbka-';
@@ -384,10 +385,7 @@ describe.skipIf(!isRoot)('the agent as the DaemonSet runs it, against the real k
 
     const allowed = await evidence('lab/web', webReader);
     expect(allowed.status, allowed.body).toBe(200);
-    const lines = allowed.body
-      .trim()
-      .split('\n')
-      .map((l) => JSON.parse(l) as { type: string });
+    const lines = jsonLines<{ type: string }>(allowed.body);
     expect(lines[0]).toMatchObject({ type: 'service', node: LAB.node1Name });
     expect(lines.at(-1)).toMatchObject({ type: 'end' });
     expect((await evidence('lab/web3', webReader)).status).toBe(403);

@@ -12,7 +12,7 @@
 // `--dry-run=server`: the API server must accept the patch and the object it returns must carry
 // the change. Every remedy kind must be met at least once (each field exists in 1.20).
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -46,6 +46,7 @@ import {
   tokenKubeconfig,
 } from '../support/kube-control-plane.js';
 import { isRoot } from '../support/netns.js';
+import { CLI, requireBuiltCli } from '../support/run-cli.js';
 import { BUNDLES, loadCase } from '../unit/detect/fixture-bundle.js';
 
 type Obj = Record<string, any>;
@@ -145,8 +146,6 @@ describe.skipIf(!isRoot)('fix commands against a real kube-apiserver v1.20.2', (
   }, 180_000);
 });
 
-const CLI = join(import.meta.dirname, '../../dist/src/cli/main.js');
-
 /** The active and risk findings the detectors give for a fixture case: what an agent holds. */
 const significant = (name: string): Finding[] =>
   diagnose(loadCase(name).input).findings.filter((f) => f.severity !== 'info');
@@ -209,7 +208,7 @@ describe.skipIf(!isRoot)('clbprobe status: five agents and the relay against a r
     tokenKubeconfig(cp, join(dir, `kubeconfig-${name}`), token, server);
 
   beforeAll(async () => {
-    if (!existsSync(CLI)) throw new Error(`${CLI} missing: run npm run build first`);
+    requireBuiltCli();
     cp = await startControlPlane();
     dir = mkdtempSync(join(tmpdir(), 'cbs-status-'));
     cp.kubectl(['apply', '-f', join(DEPLOY, 'namespace.yaml')]);

@@ -17,9 +17,9 @@ import { dumpConntrack } from '../../src/kernel/conntrack/dump.js';
 import type { ConntrackEntry } from '../../src/kernel/types.js';
 import { type BundleRead, readBundle } from '../../src/source/bundle-read.js';
 import { isRoot, Netns, vethPair } from '../support/netns.js';
+import { CLI, requireBuiltCli } from '../support/run-cli.js';
 
 const ROOT = join(import.meta.dirname, '../..');
-const CLI = join(ROOT, 'dist/src/cli/main.js');
 const CLUSTER = join(ROOT, 'test/fixtures/bundles/tke-ipvs-unbound-l4-loop/cluster.json');
 
 function collect(
@@ -49,7 +49,7 @@ describe.skipIf(!isRoot)(
     let live: ConntrackEntry[];
 
     beforeAll(async () => {
-      if (!existsSync(CLI)) throw new Error(`${CLI} missing: run npm run build first`);
+      requireBuiltCli();
       dir = mkdtempSync(join(tmpdir(), 'cbb-collect-'));
       node = Netns.create('cbb-node');
       peer = Netns.create('cbb-peer');

@@ -3,13 +3,13 @@
 // the lab leaves no namespace behind, also when the demo is interrupted with
 // Ctrl-C (SIGINT) half-way.
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isRoot } from '../support/netns.js';
+import { CLI, requireBuiltCli } from '../support/run-cli.js';
 
-const CLI = join(import.meta.dirname, '../../dist/src/cli/main.js');
 const PREFIX = 'cbs-';
 
 function leftovers(): string[] {
@@ -23,7 +23,7 @@ function deleteLeftovers(): void {
 
 describe.skipIf(!isRoot)('clbprobe demo (compiled CLI, real kernel)', () => {
   beforeAll(() => {
-    if (!existsSync(CLI)) throw new Error(`${CLI} missing: run npm run build first`);
+    requireBuiltCli();
     expect(leftovers()).toEqual([]);
   });
   afterAll(deleteLeftovers);

@@ -8,8 +8,8 @@
 // follow a new answer after the TTL; report a failing lookup as
 // source_up{source="dns"} 0. The control: the LB SNATs (client IP
 // preservation off), the connect works and `diagnose` reports no loop.
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -18,10 +18,10 @@ import type { Finding } from '../../src/detect/types.js';
 import { parseSamples, type Sample } from '../../src/export/parse-samples.js';
 import { type DnsServer, startDns } from '../support/dns-lab.js';
 import { isRoot } from '../support/netns.js';
+import { requireBuiltCli, runCli } from '../support/run-cli.js';
 import { shippedAgent } from '../support/shipped-agent.js';
 import { freePort, until } from '../support/wait.js';
 
-const CLI = join(import.meta.dirname, '../../dist/src/cli/main.js');
 const NAME = 'k8s-lab-web-0a1b2c3d4e-0123456789abcdef.elb.eu-west-1.amazonaws.com';
 const LB_DNS = '10.0.1.1'; // the LB namespace's address on node1's link
 const NEXT_VIP = '10.0.100.101';
@@ -70,7 +70,7 @@ describe.skipIf(!isRoot)('hostname-only LB in the loop lab (real DNS, real loop,
     until(what, ms, () => f().catch(() => undefined), 200);
 
   beforeAll(async () => {
-    if (!existsSync(CLI)) throw new Error(`${CLI} missing: run npm run build first`);
+    requireBuiltCli();
     dir = mkdtempSync(join(tmpdir(), 'cbd2-'));
     lab = await createLoopLab('Local', 'cbd2-');
     // kube-proxy never sees the address of a hostname-only LB: no LB portal entries.
@@ -140,26 +140,14 @@ describe.skipIf(!isRoot)('hostname-only LB in the loop lab (real DNS, real loop,
   it('`diagnose` in the node namespace names the hostname, its address and the AWS fix', async () => {
     // A fresh loop: the return leg's entry (CLOSE after the client's RST) lasts only seconds.
     expect(await lab.connect(2000)).toBe('timeout');
-    const r = spawnSync(
-      'ip',
-      [
-        'netns',
-        'exec',
-        lab.node.name,
-        process.execPath,
-        CLI,
-        'diagnose',
-        '--json',
-        '--cluster-file',
-        clusterFile,
-        '--node-name',
-        LAB.node1Name,
-      ],
-      {
-        encoding: 'utf8',
-        timeout: 30_000,
-      },
-    );
+    const r = runCli(lab.node.name, [
+      'diagnose',
+      '--json',
+      '--cluster-file',
+      clusterFile,
+      '--node-name',
+      LAB.node1Name,
+    ]);
     expect(r.status, r.stderr).toBe(1);
     const { findings } = JSON.parse(r.stdout) as { findings: Finding[] };
     const loop = findings.find((f) => f.mechanism === 'L4-loop' && f.severity === 'active');
@@ -178,23 +166,14 @@ describe.skipIf(!isRoot)('hostname-only LB in the loop lab (real DNS, real loop,
 
   it('`collect` in the node namespace writes the answers, and `diagnose --from` gives the same verdict as live', async () => {
     const diagnoseLive = (): Finding[] => {
-      const r = spawnSync(
-        'ip',
-        [
-          'netns',
-          'exec',
-          lab.node.name,
-          process.execPath,
-          CLI,
-          'diagnose',
-          '--json',
-          '--cluster-file',
-          clusterFile,
-          '--node-name',
-          LAB.node1Name,
-        ],
-        { encoding: 'utf8', timeout: 30_000 },
-      );
+      const r = runCli(lab.node.name, [
+        'diagnose',
+        '--json',
+        '--cluster-file',
+        clusterFile,
+        '--node-name',
+        LAB.node1Name,
+      ]);
       expect(r.status, r.stderr).toBe(1);
       return (JSON.parse(r.stdout) as { findings: Finding[] }).findings;
     };
@@ -209,23 +188,10 @@ describe.skipIf(!isRoot)('hostname-only LB in the loop lab (real DNS, real loop,
     expect(looped(live)).toBe(true);
     expect(await lab.connect(2000)).toBe('timeout');
     const bundle = join(dir, 'bundle');
-    const c = spawnSync(
-      'ip',
-      [
-        'netns',
-        'exec',
-        lab.node.name,
-        process.execPath,
-        CLI,
-        'collect',
-        '--out',
-        bundle,
-        '--cluster-file',
-        clusterFile,
-        '--node-name',
-        LAB.node1Name,
-      ],
-      { encoding: 'utf8', timeout: 60_000 },
+    const c = runCli(
+      lab.node.name,
+      ['collect', '--out', bundle, '--cluster-file', clusterFile, '--node-name', LAB.node1Name],
+      60_000,
     );
     expect(c.status, c.stderr).toBe(0);
     const lookups = JSON.parse(readFileSync(join(bundle, 'dns-lookups.json'), 'utf8')) as {
@@ -248,10 +214,7 @@ describe.skipIf(!isRoot)('hostname-only LB in the loop lab (real DNS, real loop,
     expect(manifest.files.find((f) => f.file === 'dns-lookups.json')?.error).toBeUndefined();
 
     // Offline, from the root namespace: no resolver is asked, the bundle's answers are used.
-    const r = spawnSync(process.execPath, [CLI, 'diagnose', '--json', '--from', bundle], {
-      encoding: 'utf8',
-      timeout: 30_000,
-    });
+    const r = runCli(undefined, ['diagnose', '--json', '--from', bundle]);
     expect(r.status, r.stderr).toBe(1);
     const offline = (JSON.parse(r.stdout) as { findings: Finding[] }).findings;
     // The lookup's time and the number of connections seen differ (live asked again, more loops
@@ -327,26 +290,14 @@ describe.skipIf(!isRoot)('hostname-only LB in the loop lab (real DNS, real loop,
       let outcome = '';
       for (let i = 0; i < 3 && outcome !== 'connected server-pod'; i++) outcome = await lab.connect(2000);
       expect(outcome).toBe('connected server-pod');
-      const r = spawnSync(
-        'ip',
-        [
-          'netns',
-          'exec',
-          lab.node.name,
-          process.execPath,
-          CLI,
-          'diagnose',
-          '--json',
-          '--cluster-file',
-          clusterFile,
-          '--node-name',
-          LAB.node1Name,
-        ],
-        {
-          encoding: 'utf8',
-          timeout: 30_000,
-        },
-      );
+      const r = runCli(lab.node.name, [
+        'diagnose',
+        '--json',
+        '--cluster-file',
+        clusterFile,
+        '--node-name',
+        LAB.node1Name,
+      ]);
       const { findings } = JSON.parse(r.stdout) as { findings: Finding[] };
       expect(findings.filter((f) => f.severity === 'active').map((f) => `${f.mechanism}: ${f.summary}`)).toEqual([]);
       expect(r.status, r.stderr).toBe(0);

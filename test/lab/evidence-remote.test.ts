@@ -39,10 +39,10 @@ import { FakeApiServer } from '../support/fake-apiserver.js';
 import { imageNode } from '../support/image-node.js';
 import { isRoot } from '../support/netns.js';
 import { type Relay, relay } from '../support/relay.js';
+import { CLI, jsonLines, requireBuiltCli } from '../support/run-cli.js';
 import { shippedAgent } from '../support/shipped-agent.js';
 import { sleep, until } from '../support/wait.js';
 
-const CLI = join(import.meta.dirname, '../../dist/src/cli/main.js');
 const PREFIX = 'cbr-';
 const AGENT_LABELS = { 'app.kubernetes.io/name': 'clbprobe' };
 /** The relay's service account (its --service-account default, deploy/evidence-relay.yaml's ServiceAccount). */
@@ -189,7 +189,7 @@ describe.skipIf(!isRoot)(
     const users: Record<string, string> = {};
 
     beforeAll(async () => {
-      if (!existsSync(CLI)) throw new Error(`${CLI} missing: run npm run build first`);
+      requireBuiltCli();
       dir = mkdtempSync(join(tmpdir(), 'cbr-evidence-'));
       try {
         const [loop, safe] = await Promise.all([createLoopLab('Local', PREFIX), createLoopLab('Cluster', PREFIX)]);
@@ -388,10 +388,7 @@ describe.skipIf(!isRoot)(
         kubeconfig,
       ]);
       expect(r.code, r.stderr).toBe(1);
-      const lines = r.stdout
-        .trim()
-        .split('\n')
-        .map((l) => JSON.parse(l) as Line);
+      const lines = jsonLines<Line>(r.stdout);
       const entries = (node: string) => lines.filter((l) => l.node === node && l.type === 'entry');
       const pairA = entries('node-a')
         .filter((l) => l.class === 'loopback_pair')
@@ -627,10 +624,7 @@ describe.skipIf(!isRoot)(
       const execsBefore = api.execs.length;
       const r = await cli(['evidence', '--all-nodes', '--service', 'lab/web', '--json', '--kubeconfig', users.alice!]);
       expect(r.code, `${r.stderr}\nrelay: ${relayStderr}`).toBe(1);
-      const lines = r.stdout
-        .trim()
-        .split('\n')
-        .map((l) => JSON.parse(l) as Line);
+      const lines = jsonLines<Line>(r.stdout);
       const entries = (node: string) => lines.filter((l) => l.node === node && l.type === 'entry');
       const pairA = entries('node-a')
         .filter((l) => l.class === 'loopback_pair')

@@ -1,21 +1,4 @@
-// The L7 loop through a Gateway API Gateway, on real kube-proxy rules (the loop lab of
-// test/support/kube-lab.ts: node1 runs kube-proxy v1.20.2 in iptables mode against the real API
-// server, into which test/fixtures/gateway-api/crds.yaml installs the Gateway API kinds).
-// - Loop: the LB of Gateway lab/gw (GatewayClass of the AWS Load Balancer Controller, its address
-//   in status.addresses) keeps the client address (IP_TRANSPARENT) and proxies to node1's
-//   NodePort for the accepted HTTPRoute lab/web. kube-proxy has no rule for a Gateway address, so
-//   the pod's connection goes to the LB, which re-opens it from the pod's address to node1; node1
-//   DNATs it to the local server pod, whose reply goes straight to the client. The compiled
-//   `clbprobe diagnose` in node1, with `kubectl get -o json` of the Services and Gateway kinds,
-//   reports L7-loop active naming the Gateway, its route and the provider's options, with both
-//   conntrack legs and the drawn path; `collect` in node1 then `diagnose --from` its bundle gives
-//   the same verdict.
-// - Control: the same LB connecting from its own address works, and nothing is active (the
-//   Gateway is known: a risk, since the LB's settings are not visible from the node).
-// Namespaces are cbg-*; kube-proxy, the LB process, the namespaces, the objects and the files are
-// removed also on failure.
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -23,10 +6,11 @@ import { LAB } from '../../src/demo/lab.js';
 import type { Finding } from '../../src/detect/types.js';
 import { gateway, gatewayClass, route } from '../support/gateway-objects.js';
 import { type ControlPlane, startControlPlane } from '../support/kube-control-plane.js';
-import { CLI, createKubeLab, type IngressLb, type KubeLab, startL7Lb } from '../support/kube-lab.js';
+import { createKubeLab, type IngressLb, type KubeLab, startL7Lb } from '../support/kube-lab.js';
 import { createObject } from '../support/kube-objects.js';
 import { kubeCacheReady } from '../support/kube-proxy.js';
 import { isRoot } from '../support/netns.js';
+import { requireBuiltCli, runCli } from '../support/run-cli.js';
 import { sleep } from '../support/wait.js';
 
 const PREFIX = 'cbg-';
@@ -47,7 +31,7 @@ describe.skipIf(!isRoot || !kubeCacheReady())('the L7 loop through a Gateway on 
   let lb: IngressLb | undefined;
 
   beforeAll(async () => {
-    if (!existsSync(CLI)) throw new Error(`${CLI} missing: run npm run build first`);
+    requireBuiltCli();
     dir = mkdtempSync(join(tmpdir(), 'cbg-'));
     cp = await startControlPlane();
     cp.kubectl(['apply', '-f', CRDS]);
@@ -99,26 +83,10 @@ describe.skipIf(!isRoot || !kubeCacheReady())('the L7 loop through a Gateway on 
     const html = join(dir, 'report.html');
     const d = k!.diagnose(clusterFile, ['--html', html]);
     const bundle = join(dir, 'bundle');
-    const collected = spawnSync(
-      'ip',
-      [
-        'netns',
-        'exec',
-        k!.lab.node.name,
-        process.execPath,
-        CLI,
-        'collect',
-        '--out',
-        bundle,
-        '--cluster-file',
-        clusterFile,
-        '--node-name',
-        LAB.node1Name,
-      ],
-      {
-        encoding: 'utf8',
-        timeout: 90_000,
-      },
+    const collected = runCli(
+      k!.lab.node.name,
+      ['collect', '--out', bundle, '--cluster-file', clusterFile, '--node-name', LAB.node1Name],
+      90_000,
     );
     expect(await connect).toBe('connected');
     expect(d.status, d.stderr).toBe(1);
@@ -140,10 +108,7 @@ describe.skipIf(!isRoot || !kubeCacheReady())('the L7 loop through a Gateway on 
 
     // The bundle written during the loop gives the same verdict offline.
     expect(collected.status, collected.stderr).toBe(0);
-    const offline = spawnSync(process.execPath, [CLI, 'diagnose', '--json', '--from', bundle], {
-      encoding: 'utf8',
-      timeout: 90_000,
-    });
+    const offline = runCli(undefined, ['diagnose', '--json', '--from', bundle], 90_000);
     const fromBundle = (JSON.parse(offline.stdout) as { findings: Finding[] }).findings;
     expect(offline.status, offline.stderr).toBe(1);
     expect(

@@ -15,7 +15,7 @@
 //   removes its LB-IP rules, the pod's connection leaves for the LB, which DNATs it back to node1's
 //   NodePort keeping the client address: a real L4 loop that clbprobe reports with the hostname.
 // Namespaces are cbkp-*; kube-proxy, the LB processes and the namespaces are removed also on failure.
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -23,9 +23,10 @@ import { LAB } from '../../src/demo/lab.js';
 import type { Finding } from '../../src/detect/types.js';
 import { type DnsServer, startDns } from '../support/dns-lab.js';
 import { type ControlPlane, startControlPlane } from '../support/kube-control-plane.js';
-import { CLI, createKubeLab, type IngressLb, type KubeLab, startIngressLb } from '../support/kube-lab.js';
+import { createKubeLab, type IngressLb, type KubeLab, startIngressLb } from '../support/kube-lab.js';
 import { kubeCacheReady } from '../support/kube-proxy.js';
 import { isRoot } from '../support/netns.js';
+import { requireBuiltCli } from '../support/run-cli.js';
 import { sleep } from '../support/wait.js';
 
 const PREFIX = 'cbkp-';
@@ -53,7 +54,7 @@ describe.skipIf(!isRoot || !ready)('loops on real kube-proxy v1.20.2 rules (ipta
   let dns: DnsServer | undefined;
 
   beforeAll(async () => {
-    if (!existsSync(CLI)) throw new Error(`${CLI} missing: run npm run build first`);
+    requireBuiltCli();
     dir = mkdtempSync(join(tmpdir(), 'cbkp-'));
     const t0 = Date.now();
     cp = await startControlPlane();

@@ -1,11 +1,3 @@
-// The local-routes source and the guest-local-route finding on the real kernel: a namespace set
-// up as a GCE node whose guest agent added its `local ... proto 66` routes for two internal-LB IPs
-// (as google_guest_agent's addLocalRoute does), one of them also bound on kube-ipvs0 (a veth of
-// that name stands in for the dummy device this kernel lacks). The live reader keeps the guest
-// routes and nothing the kernel made; the compiled `clbprobe diagnose`, run in the namespace,
-// reports the route for what it is and never as a kube-ipvs0 binding (no drift from it).
-// Namespaces are cbad-*, removed also on failure.
-import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,9 +5,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Finding } from '../../src/detect/types.js';
 import { localRoutes } from '../../src/source/local-routes.js';
 import { isRoot, Netns } from '../support/netns.js';
+import { CLI, runCli } from '../support/run-cli.js';
 
 const ROOT = join(import.meta.dirname, '../..');
-const CLI = join(ROOT, 'dist/src/cli/main.js');
 /** The gce-guest-local-route fixture's cluster: shop/web 192.0.2.10 ipMode Proxy, shop/api 192.0.2.20 (node-a). */
 const CLUSTER = join(ROOT, 'test/fixtures/bundles/gce-guest-local-route/cluster.json');
 
@@ -69,26 +61,7 @@ describe.skipIf(!isRoot)('local routes of a cloud guest agent (real kernel, name
 
   it('compiled diagnose in the namespace: the route is reported as the guest agent’s, not as a binding', () => {
     expect(existsSync(CLI), `${CLI}: run npm run build first`).toBe(true);
-    const r = spawnSync(
-      'ip',
-      [
-        'netns',
-        'exec',
-        ns.name,
-        process.execPath,
-        CLI,
-        'diagnose',
-        '--json',
-        '--cluster-file',
-        CLUSTER,
-        '--node-name',
-        'node-a',
-      ],
-      {
-        encoding: 'utf8',
-        timeout: 60_000,
-      },
-    );
+    const r = runCli(ns.name, ['diagnose', '--json', '--cluster-file', CLUSTER, '--node-name', 'node-a'], 60_000);
     expect(r.stdout, r.stderr).not.toBe('');
     const { findings } = JSON.parse(r.stdout) as { findings: Finding[] };
     const of = (m: string, svc: string) => findings.filter((f) => f.mechanism === m && f.service.name === svc);

@@ -1,20 +1,11 @@
-// The L4 loop on a real kernel: a pod's connect to the LB VIP leaves node1,
-// the LB (no SNAT) sends it back to node1's NodePort, node1 DNATs it to the
-// local server pod, the reply bypasses the LB and the connect times out.
-// `clbprobe diagnose` (the compiled CLI, run inside node1's namespace) must
-// report L4-loop active with the two conntrack entries. With ETP=Cluster
-// kube-proxy masquerades pod→LB traffic, the LB's anti-loopback sends it to
-// node2, the connect works, and no loop may be reported.
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Finding } from '../../src/detect/types.js';
 import { createLoopLab, LAB, type LoopLab } from '../support/lab.js';
 import { isRoot } from '../support/netns.js';
-
-const CLI = join(import.meta.dirname, '../../dist/src/cli/main.js');
+import { requireBuiltCli, runCli } from '../support/run-cli.js';
 
 interface Run {
   status: number | null;
@@ -24,23 +15,7 @@ interface Run {
 }
 
 function diagnose(lab: LoopLab, clusterFile: string): Run {
-  const r = spawnSync(
-    'ip',
-    [
-      'netns',
-      'exec',
-      lab.node.name,
-      process.execPath,
-      CLI,
-      'diagnose',
-      '--json',
-      '--cluster-file',
-      clusterFile,
-      '--node-name',
-      LAB.node1Name,
-    ],
-    { encoding: 'utf8', timeout: 30_000 },
-  );
+  const r = runCli(lab.node.name, ['diagnose', '--json', '--cluster-file', clusterFile, '--node-name', LAB.node1Name]);
   const out = r.stdout
     ? (JSON.parse(r.stdout) as { findings: Finding[]; warnings: string[] })
     : { findings: [], warnings: [] };
@@ -52,7 +27,7 @@ const l4Active = (fs: Finding[]): Finding[] => fs.filter((f) => f.mechanism === 
 describe.skipIf(!isRoot)('L4 loop in a namespace lab (real kernel, compiled CLI)', () => {
   let dir: string;
   beforeAll(() => {
-    if (!existsSync(CLI)) throw new Error(`${CLI} missing: run npm run build first`);
+    requireBuiltCli();
     dir = mkdtempSync(join(tmpdir(), 'cbd-loop-'));
   });
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -91,10 +66,9 @@ describe.skipIf(!isRoot)('L4 loop in a namespace lab (real kernel, compiled CLI)
       expect(await lab.connect(2000)).toBe('timeout');
       const bundle = join(dir, 'bundle');
       const clusterFile = lab.writeClusterFile(dir);
-      const c = spawnSync(
-        process.execPath,
+      const c = runCli(
+        undefined,
         [
-          CLI,
           'collect',
           '--netns',
           lab.node.name,
@@ -105,14 +79,11 @@ describe.skipIf(!isRoot)('L4 loop in a namespace lab (real kernel, compiled CLI)
           '--node-name',
           LAB.node1Name,
         ],
-        { encoding: 'utf8', timeout: 60_000 },
+        60_000,
       );
       expect(c.status, c.stderr).toBe(0);
       // Read in the root namespace: only files are used, nothing of this machine.
-      const r = spawnSync(process.execPath, [CLI, 'diagnose', '--json', '--from', bundle], {
-        encoding: 'utf8',
-        timeout: 30_000,
-      });
+      const r = runCli(undefined, ['diagnose', '--json', '--from', bundle]);
       expect(r.status, r.stderr).toBe(1);
       const out = JSON.parse(r.stdout) as { findings: Finding[] };
       const [loop] = l4Active(out.findings);

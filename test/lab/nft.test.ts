@@ -5,7 +5,7 @@
 // and `clbprobe diagnose --from` must say the same. Both filter-chain layouts:
 // v1.31 (priority -110, kubernetes#131765) and v1.34 (#132456).
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -16,9 +16,8 @@ import { nft } from '../../src/source/nft.js';
 import { isRoot } from '../support/netns.js';
 import { createNftLab, NFT_LAB as L, type NftLab } from '../support/nft-lab.js';
 import { LAB_SERVICES, labClusterList, NODE_NAME } from '../support/nft-services.js';
+import { requireBuiltCli, runCli } from '../support/run-cli.js';
 
-const ROOT = join(import.meta.dirname, '../..');
-const CLI = join(ROOT, 'dist/src/cli/main.js');
 const hasNft = spawnSync('nft', ['--version']).status === 0;
 const lbIp = (n: number): string => `203.0.113.${n}`;
 
@@ -139,12 +138,11 @@ describe.skipIf(!isRoot || !hasNft)(
         });
 
         it('`clbprobe collect` carries nft -j list ruleset and `diagnose --from` gives the verdicts above, quoting nft objects', () => {
-          if (!existsSync(CLI)) throw new Error(`${CLI} missing: run npm run build first`);
+          requireBuiltCli();
           const out = join(dir, `bundle-${layout}`);
-          const c = spawnSync(
-            process.execPath,
+          const c = runCli(
+            undefined,
             [
-              CLI,
               'collect',
               '--netns',
               lab.node.name,
@@ -155,10 +153,7 @@ describe.skipIf(!isRoot || !hasNft)(
               '--node-name',
               NODE_NAME,
             ],
-            {
-              encoding: 'utf8',
-              timeout: 60_000,
-            },
+            60_000,
           );
           expect(c.status, c.stderr).toBe(0);
           const manifest = JSON.parse(readFileSync(join(out, 'manifest.json'), 'utf8')) as {
@@ -170,10 +165,7 @@ describe.skipIf(!isRoot || !hasNft)(
               command: expect.stringMatching(/nft -j list ruleset$/),
             }),
           );
-          const d = spawnSync(process.execPath, [CLI, 'diagnose', '--from', out, '--json'], {
-            encoding: 'utf8',
-            timeout: 60_000,
-          });
+          const d = runCli(undefined, ['diagnose', '--from', out, '--json'], 60_000);
           const res = JSON.parse(d.stdout) as { findings: Finding[] };
           const of = (svc: string, mech: string): Finding[] =>
             res.findings.filter((f) => f.service.name === svc && f.mechanism === mech);

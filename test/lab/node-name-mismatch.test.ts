@@ -7,14 +7,15 @@
 // node-name-mismatch with the endpoint, both names and the fix; filed under node1 again, kube-proxy
 // has its local endpoint back and the finding is gone.
 // Namespaces are cbad-*; kube-proxy and the namespaces are removed also on failure.
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LAB } from '../../src/demo/lab.js';
-import { CLI, createKubeLab, type KubeLab } from '../support/kube-lab.js';
+import { createKubeLab, type KubeLab } from '../support/kube-lab.js';
 import { kubeCacheReady } from '../support/kube-proxy.js';
 import { isRoot } from '../support/netns.js';
+import { requireBuiltCli } from '../support/run-cli.js';
 
 const SLICE = '/apis/discovery.k8s.io/v1beta1/namespaces/lab/endpointslices/web-abcde';
 /** kube-proxy v1.20's KUBE-XLB rule for an ETP=Local Service it sees no local endpoint of. */
@@ -27,7 +28,7 @@ describe.skipIf(!isRoot || !ready)('node-name-mismatch on real kube-proxy v1.20.
   let dir: string;
 
   beforeAll(async () => {
-    if (!existsSync(CLI)) throw new Error(`${CLI} missing: run npm run build first`);
+    requireBuiltCli();
     dir = mkdtempSync(join(tmpdir(), 'cbad-'));
     k = await createKubeLab('cbad-', 'Local');
   }, 180_000);

@@ -4,13 +4,10 @@
 // (test/lab/capture-agent.ts) attaches the real programs with `tc` mode; the command is the
 // compiled CLI, run against the namespace. Namespaces are cbx-*.
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isRoot, Netns } from '../support/netns.js';
-
-const CLI = join(import.meta.dirname, '../../dist/src/cli/main.js');
+import { CLI, requireBuiltCli } from '../support/run-cli.js';
 
 /** Starts the stand-in agent on `ifname` in tc mode, waits for its hello, then SIGKILLs it. */
 async function crashAgent(ns: Netns, ifname: string): Promise<string> {
@@ -40,7 +37,7 @@ describe.skipIf(!isRoot)('clbprobe cleanup: cls_bpf leftovers of a SIGKILLed age
   const cleanup = () => spawnSync(process.execPath, [CLI, 'cleanup', '--netns', ns.path], { encoding: 'utf8' });
 
   beforeAll(async () => {
-    if (!existsSync(CLI)) throw new Error(`${CLI} missing: run npm run build first`);
+    requireBuiltCli();
     ns = Netns.create('cbx-n');
     try {
       ns.sh(`

@@ -5,7 +5,7 @@
 // (test/support/kube-proxy.ts). Plus what the loops on real rules need: an L7 Ingress LB in the
 // LB namespace (test/support/ingress-lb.py), `diagnose` in node1 with the API server's own
 // `kubectl get -o json` as the cluster file, and a connect to any address from the client pod.
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { clusterList, createLoopLab, type Etp, LAB, type LoopLab } from '../../src/demo/lab.js';
@@ -13,8 +13,8 @@ import type { Finding } from '../../src/detect/types.js';
 import { type ControlPlane, startControlPlane } from './kube-control-plane.js';
 import { createList } from './kube-objects.js';
 import { type KubeProxy, startKubeProxy } from './kube-proxy.js';
+import { runCli } from './run-cli.js';
 
-export const CLI = join(import.meta.dirname, '../../dist/src/cli/main.js');
 const INGRESS_LB = join(import.meta.dirname, 'ingress-lb.py');
 export const SERVICE_PATH = '/api/v1/namespaces/lab/services/web';
 
@@ -94,23 +94,10 @@ export async function createKubeLab(prefix: string, etp: Etp): Promise<KubeLab> 
       return path;
     },
     diagnose(clusterFile, extraArgs = []) {
-      const r = spawnSync(
-        'ip',
-        [
-          'netns',
-          'exec',
-          lab.node.name,
-          process.execPath,
-          CLI,
-          'diagnose',
-          '--json',
-          '--cluster-file',
-          clusterFile,
-          '--node-name',
-          LAB.node1Name,
-          ...extraArgs,
-        ],
-        { encoding: 'utf8', timeout: 90_000 },
+      const r = runCli(
+        lab.node.name,
+        ['diagnose', '--json', '--cluster-file', clusterFile, '--node-name', LAB.node1Name, ...extraArgs],
+        90_000,
       );
       const out = r.stdout ? (JSON.parse(r.stdout) as { findings: Finding[] }) : { findings: [] };
       return { status: r.status, findings: out.findings, stderr: r.stderr };

@@ -13,6 +13,7 @@ import {
   MAX_KUBECONFIG_BYTES,
   MAX_TOKEN_BYTES,
 } from '../../../src/cluster/kube-config.js';
+import { kubeconfigText } from '../../support/kubeconfig-text.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'cbhd-kubeconfig-bounds-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -29,26 +30,7 @@ function padded(name: string, head: string, bytes: number): string {
 }
 
 const KUBECONFIG = (user: string[], cluster: string[] = []) =>
-  [
-    'apiVersion: v1',
-    'kind: Config',
-    'clusters:',
-    '- name: c',
-    '  cluster:',
-    '    server: https://127.0.0.1:6443',
-    ...cluster.map((l) => `    ${l}`),
-    'users:',
-    '- name: u',
-    '  user:',
-    ...(user.length ? user.map((l) => `    ${l}`) : ['    {}']),
-    'contexts:',
-    '- name: x',
-    '  context:',
-    '    cluster: c',
-    '    user: u',
-    'current-context: x',
-    '',
-  ].join('\n');
+  kubeconfigText(['server: https://127.0.0.1:6443', ...cluster], user);
 
 const refused = (load: () => unknown): string => {
   try {

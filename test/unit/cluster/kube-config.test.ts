@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ApiError, KubeApi } from '../../../src/cluster/kube-api.js';
 import { KubeConfigError, loadApiTarget } from '../../../src/cluster/kube-config.js';
 import { FakeApiServer } from '../../support/fake-apiserver.js';
+import { kubeconfigText } from '../../support/kubeconfig-text.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'clbprobe-kubeconfig-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -139,28 +140,7 @@ describe('API client configuration, over real TLS', () => {
   afterAll(() => new Promise<void>((ok) => (server ? server.close(() => ok()) : ok())));
 
   const kubeconfig = (name: string, cluster: string[], user: string[]) => {
-    writeFileSync(
-      f(name),
-      [
-        'apiVersion: v1',
-        'kind: Config',
-        'clusters:',
-        '- name: c',
-        '  cluster:',
-        ...cluster.map((l) => `    ${l}`),
-        'users:',
-        '- name: u',
-        '  user:',
-        ...(user.length ? user.map((l) => `    ${l}`) : ['    {}']),
-        'contexts:',
-        '- name: x',
-        '  context:',
-        '    cluster: c',
-        '    user: u',
-        'current-context: x',
-        '',
-      ].join('\n'),
-    );
+    writeFileSync(f(name), kubeconfigText(cluster, user));
     return f(name);
   };
 
