@@ -93,7 +93,7 @@ describe.skipIf(!isRoot)(
       peer.sh('(busybox nc -l -p 8080 -e /bin/cat >/dev/null 2>&1 &) ; sleep 0.3');
       node.sh('echo hello | busybox nc -w 2 10.77.0.1 8080 >/dev/null || true');
 
-      // Entries present both before and after the collect must be in the bundle. The kernel adds
+      // Entries present, in the same state, both before and after the collect must be in the bundle. The kernel adds
       // some on its own at any time (IGMP reports are sent at a random delay after a multicast
       // join, seen once in CI), and those may come after the collect.
       const before: ConntrackEntry[] = [];
@@ -102,8 +102,11 @@ describe.skipIf(!isRoot)(
       if (run.status !== 0) throw new Error(`collect exited ${run.status}: ${run.stderr}`);
       const after: ConntrackEntry[] = [];
       await dumpConntrack((b) => void after.push(...b), { netns: node.path });
-      const earlier = new Set(before.map((e) => e.id));
-      live = after.filter((e) => earlier.has(e.id));
+      // An entry whose state changed while collect ran (the nc exchange closing on a loaded box) may be in
+      // the bundle in either state: only entries unchanged from before to after are compared.
+      const stateOf = (e: ConntrackEntry) => `${e.tcpState} ${[...e.statusFlags].sort().join(',')}`;
+      const earlier = new Map(before.map((e) => [e.id, stateOf(e)]));
+      live = after.filter((e) => earlier.get(e.id) === stateOf(e));
       manifest = JSON.parse(readFileSync(join(dir, 'manifest.json'), 'utf8')) as BundleManifest;
       bundle = readBundle(dir);
     });
