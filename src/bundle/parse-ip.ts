@@ -84,8 +84,6 @@ function ip(v: string, key: string): string {
   return canonicalIP(v);
 }
 
-// ---- ip -j addr ---------------------------------------------------------------
-
 /** `ip -j addr` or `ip -j -d addr` (the latter also gives interface kinds: bridge, veth, dummy). */
 export function parseIpAddrJson(text: string, file: string): Parsed<AddressSnapshot> {
   const warnings: string[] = [];
@@ -169,8 +167,6 @@ function addressOf(item: Record<string, unknown>): InterfaceAddress {
   if (label !== undefined) out.label = label;
   return out;
 }
-
-// ---- ip -j route --------------------------------------------------------------
 
 export interface RouteInfo {
   family: Family;

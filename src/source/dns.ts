@@ -8,10 +8,9 @@ import { LOOKUP_DEFAULTS, type LookupRound } from '../cluster/dns/lookup.js';
 import { lookupHostnamesIn } from '../cluster/dns/lookup-netns.js';
 import type { HostnameLookup } from '../cluster/types.js';
 import { type LiveOptions, type ReadResult, readerOf, type SourceDef, type SourceReader } from './contract.js';
+import type { NodeSnapshot } from './node-snapshot.js';
 
-export interface DnsSnapshot {
-  lookups: HostnameLookup[];
-}
+export type DnsSnapshot = NonNullable<NodeSnapshot['dns']>;
 
 /** Failing names listed in the status reason (the rest are counted). */
 const REASON_NAMES = 3;
