@@ -10,14 +10,16 @@ import {
   parseManifest,
 } from '../bundle/manifest.js';
 import { BUNDLE_FILES } from '../bundle/names.js';
-import { nodeNameByAddress } from '../bundle/node-name.js';
 import type { RouteSnapshot } from '../bundle/parse-ip.js';
 import type { SysctlSnapshot } from '../bundle/parse-sysctl.js';
 import { buildClusterView } from '../cluster/build.js';
 import { ClusterFileError, readClusterFile } from '../cluster/file.js';
 import { lbHostnamesOf, withLbHostnames } from '../cluster/lb-hostnames.js';
+import type { SourcedObject } from '../cluster/objects.js';
 import type { ClusterView } from '../cluster/types.js';
 import { errText } from '../errors.js';
+import { canonicalIP, ipFamily } from '../kernel/ip.js';
+import type { AddressSnapshot } from '../kernel/types.js';
 import type { SourceStatus } from '../model/source-status.js';
 import { bundleReader } from './contract.js';
 import { lookupsByName } from './dns.js';
@@ -167,7 +169,7 @@ function readCluster(
   given: string | undefined,
   node: NodeSnapshot,
   warnings: string[],
-): { view: ClusterView; nodeName?: { name: string; from: string } } | undefined {
+): { view: ClusterView; nodeName?: BundleRead['nodeName'] } | undefined {
   const t0 = performance.now();
   try {
     const { objects, warnings: fileWarnings } = readClusterFile(path);
@@ -186,4 +188,25 @@ function readCluster(
     node.sources.push({ source: 'cluster', available: false, reason, durationMs: performance.now() - t0 });
     return undefined;
   }
+}
+
+/** The Node whose status.addresses holds an address bound here (kube-ipvs0's VIPs excluded: every node has those). */
+function nodeNameByAddress(nodes: readonly SourcedObject[], addresses?: AddressSnapshot): BundleRead['nodeName'] {
+  const local = new Set<string>();
+  for (const iface of addresses?.interfaces ?? []) {
+    if (iface.isKubeIpvs || iface.name === 'lo') continue;
+    for (const a of iface.addresses) local.add(a.address);
+  }
+  for (const { object } of nodes) {
+    const o = object as { metadata?: { name?: unknown }; status?: { addresses?: unknown } };
+    const name = o?.metadata?.name;
+    const list = o?.status?.addresses;
+    if (typeof name !== 'string' || !Array.isArray(list)) continue;
+    for (const a of list as { type?: unknown; address?: unknown }[]) {
+      if (typeof a?.address !== 'string' || ipFamily(a.address) === 0) continue;
+      if (local.has(canonicalIP(a.address)))
+        return { name, from: `Node ${name} has ${a.type ?? 'address'} ${a.address}, bound on this node` };
+    }
+  }
+  return undefined;
 }
