@@ -14,20 +14,20 @@ const COLLECTIONS: readonly Collection[] = [
   { path: '/apis/discovery.k8s.io/v1/endpointslices', kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1' },
   { path: '/apis/networking.k8s.io/v1/ingresses', kind: 'Ingress', apiVersion: 'networking.k8s.io/v1' },
   { path: '/api/v1/nodes', kind: 'Node', apiVersion: 'v1' },
-  ...gatewayApi('gatewayclasses', 'GatewayClass', 'v1'),
-  ...gatewayApi('gateways', 'Gateway', 'v1'),
-  ...gatewayApi('httproutes', 'HTTPRoute', 'v1'),
-  ...gatewayApi('grpcroutes', 'GRPCRoute', 'v1'),
-  ...gatewayApi('tlsroutes', 'TLSRoute', 'v1alpha2'),
-  ...gatewayApi('tcproutes', 'TCPRoute', 'v1alpha2'),
-  ...gatewayApi('udproutes', 'UDPRoute', 'v1alpha2'),
-  ...gatewayApi('referencegrants', 'ReferenceGrant', 'v1beta1'),
+  gatewayApi('gatewayclasses', 'GatewayClass', 'v1'),
+  gatewayApi('gateways', 'Gateway', 'v1'),
+  gatewayApi('httproutes', 'HTTPRoute', 'v1'),
+  gatewayApi('grpcroutes', 'GRPCRoute', 'v1'),
+  gatewayApi('tlsroutes', 'TLSRoute', 'v1alpha2'),
+  gatewayApi('tcproutes', 'TCPRoute', 'v1alpha2'),
+  gatewayApi('udproutes', 'UDPRoute', 'v1alpha2'),
+  gatewayApi('referencegrants', 'ReferenceGrant', 'v1beta1'),
 ];
 
 /** A Gateway API collection: a 404 is a cluster without its CRD, left out without an error. */
-function gatewayApi(resource: string, kind: string, version: string): Collection[] {
+function gatewayApi(resource: string, kind: string, version: string): Collection {
   const apiVersion = `gateway.networking.k8s.io/${version}`;
-  return [{ path: `/apis/${apiVersion}/${resource}`, kind, apiVersion, crd: true }];
+  return { path: `/apis/${apiVersion}/${resource}`, kind, apiVersion, crd: true };
 }
 
 export interface ClusterList {

@@ -33,8 +33,31 @@ const PORT_PROTOS = new Set([6, 17, 33, 132, 136]);
 const ICMP_PROTOS = new Set([1, 58]);
 /** Keys after the tuples that conntrack(8) or /proc may print and that we do not keep. */
 const IGNORED_KEYS = new Set(['secctx', 'helper', 'labels', 'delta-time', 'zone-orig', 'zone-reply', 'timestamp']);
-const OFFLOAD = 1 << STATUS_NAMES.indexOf('OFFLOAD');
-const HW_OFFLOAD = 1 << STATUS_NAMES.indexOf('HW_OFFLOAD');
+/** Bracketed flags that set a status bit ([UNREPLIED] clears SEEN_REPLY instead). */
+const FLAG_BITS = new Map([
+  ['ASSURED', IPS_ASSURED],
+  ['OFFLOAD', 1 << STATUS_NAMES.indexOf('OFFLOAD')],
+  ['HW_OFFLOAD', 1 << STATUS_NAMES.indexOf('HW_OFFLOAD')],
+]);
+/** Numeric tuple fields: the name in messages and the largest value. */
+const TUPLE_NUMBERS = new Map<string, { what: string; max?: number }>([
+  ['sport', { what: 'sport', max: 65535 }],
+  ['dport', { what: 'dport', max: 65535 }],
+  ['type', { what: 'icmp type', max: 255 }],
+  ['code', { what: 'icmp code', max: 255 }],
+  ['id', { what: 'icmp id', max: 65535 }],
+  ['packets', { what: 'packets' }],
+  ['bytes', { what: 'bytes' }],
+]);
+/** GRE keys, SCTP verification tags: tuple fields the detectors do not use. */
+const UNUSED_TUPLE_KEYS = new Set(['srckey', 'dstkey', 'vtag']);
+/** Numeric fields after the tuples and their largest values. */
+const ENTRY_NUMBERS = new Map<string, number | undefined>([
+  ['mark', undefined],
+  ['zone', 65535],
+  ['use', undefined],
+  ['id', undefined],
+]);
 
 export function parseConntrackText(text: string, file: string): ConntrackText {
   const entries: ConntrackEntry[] = [];
@@ -80,17 +103,8 @@ export function parseConntrackText(text: string, file: string): ConntrackText {
   return { entries, warnings, ...(reportedCount !== undefined ? { reportedCount } : {}) };
 }
 
-interface TupleBuilder {
-  src?: string;
-  dst?: string;
-  sport?: number;
-  dport?: number;
-  type?: number;
-  code?: number;
-  icmpId?: number;
-  packets?: number;
-  bytes?: number;
-}
+type TupleNumber = 'sport' | 'dport' | 'type' | 'code' | 'id' | 'packets' | 'bytes';
+type TupleBuilder = { src?: string; dst?: string } & Partial<Record<TupleNumber, number>>;
 
 /** One entry line of any of the accepted forms. Throws ConntrackLineError. */
 export function parseConntrackLine(line: string): ConntrackEntry {
@@ -117,20 +131,17 @@ export function parseConntrackLine(line: string): ConntrackEntry {
   const tuples: [TupleBuilder, TupleBuilder] = [{}, {}];
   let phase: 0 | 1 | 2 = 0; // original tuple, reply tuple, after the tuples
   let status = IPS_CONFIRMED | IPS_SEEN_REPLY;
-  let mark = 0;
-  let zone = 0;
-  let use: number | undefined;
-  let id = 0;
+  const numbers: Record<string, number> = {};
   for (; i < tok.length; i++) {
     const t = tok[i]!;
     if (t.startsWith('[')) {
       if (!t.endsWith(']')) bad(`unterminated flag ${quote(t)}`);
       const flag = t.slice(1, -1);
       if (flag === 'UNREPLIED') status &= ~IPS_SEEN_REPLY;
-      else if (flag === 'ASSURED') status |= IPS_ASSURED;
-      else if (flag === 'OFFLOAD') status |= OFFLOAD;
-      else if (flag === 'HW_OFFLOAD') status |= HW_OFFLOAD;
-      if (flag !== 'UNREPLIED' && phase === 1) phase = 2;
+      else {
+        status |= FLAG_BITS.get(flag) ?? 0;
+        if (phase === 1) phase = 2;
+      }
       continue;
     }
     const eq = t.indexOf('=');
@@ -142,10 +153,7 @@ export function parseConntrackLine(line: string): ConntrackEntry {
     if (phase !== 2 && applyTupleKey(tuples[phase], key, value)) continue;
     if (phase === 1) phase = 2;
     if (phase === 0) bad(`${quote(t)} before the reply tuple (truncated line?)`);
-    if (key === 'mark') mark = uint(value, 'mark');
-    else if (key === 'zone') zone = uint(value, 'zone', 65535);
-    else if (key === 'use') use = uint(value, 'use');
-    else if (key === 'id') id = uint(value, 'id');
+    if (ENTRY_NUMBERS.has(key)) numbers[key] = uint(value, key, ENTRY_NUMBERS.get(key));
     else if (!IGNORED_KEYS.has(key)) bad(`unknown field ${quote(t)}`);
   }
 
@@ -166,12 +174,12 @@ export function parseConntrackLine(line: string): ConntrackEntry {
     status,
     statusFlags: statusFlagNames(status),
     timeoutS,
-    mark,
-    zone,
-    id,
+    mark: numbers.mark ?? 0,
+    zone: numbers.zone ?? 0,
+    id: numbers.id ?? 0,
   };
   if (tcpState !== undefined) entry.tcpState = tcpState;
-  if (use !== undefined) entry.use = use;
+  if (numbers.use !== undefined) entry.use = numbers.use;
   const oc = counters(tuples[0]);
   const rc = counters(tuples[1]);
   if (oc) entry.origCounters = oc;
@@ -181,36 +189,16 @@ export function parseConntrackLine(line: string): ConntrackEntry {
 
 /** Stores a tuple field; false when `key` is not one (then the tuple is over). */
 function applyTupleKey(tuple: TupleBuilder, key: string, value: string): boolean {
-  switch (key) {
-    case 'src':
-    case 'dst':
-      if (tuple[key] !== undefined) bad(`${key}= twice in one tuple`);
-      tuple[key] = address(value, key);
-      return true;
-    case 'sport':
-    case 'dport':
-      tuple[key] = uint(value, key, 65535);
-      return true;
-    case 'type':
-    case 'code':
-      tuple[key] = uint(value, `icmp ${key}`, 255);
-      return true;
-    case 'id':
-      // ICMP's id belongs to the tuple; the entry's id (-o id) comes after the tuples.
-      if (tuple.type === undefined || tuple.icmpId !== undefined) return false;
-      tuple.icmpId = uint(value, 'icmp id', 65535);
-      return true;
-    case 'packets':
-    case 'bytes':
-      tuple[key] = uint(value, key);
-      return true;
-    case 'srckey':
-    case 'dstkey':
-    case 'vtag':
-      return true; // GRE keys, SCTP verification tags: not used by the detectors
-    default:
-      return false;
+  if (key === 'src' || key === 'dst') {
+    if (tuple[key] !== undefined) bad(`${key}= twice in one tuple`);
+    tuple[key] = address(value, key);
+    return true;
   }
+  // ICMP's id belongs to the tuple; the entry's id (-o id) comes after the tuples.
+  if (key === 'id' && (tuple.type === undefined || tuple.id !== undefined)) return false;
+  const field = TUPLE_NUMBERS.get(key);
+  if (field) tuple[key as TupleNumber] = uint(value, field.what, field.max);
+  return field !== undefined || UNUSED_TUPLE_KEYS.has(key);
 }
 
 function finishTuple(tuple: TupleBuilder, protoNum: number, which: string): ConntrackTuple {
@@ -224,7 +212,7 @@ function finishTuple(tuple: TupleBuilder, protoNum: number, which: string): Conn
     if (tuple.type === undefined || tuple.code === undefined) bad(`${which} tuple without type= and code=`);
     out.icmpType = tuple.type;
     out.icmpCode = tuple.code;
-    if (tuple.icmpId !== undefined) out.icmpId = tuple.icmpId;
+    if (tuple.id !== undefined) out.icmpId = tuple.id;
   }
   return out;
 }

@@ -17,15 +17,23 @@ export function formatDnsLookups(lookups: readonly HostnameLookup[]): string {
   return `{"format":${JSON.stringify(DNS_LOOKUPS_FORMAT)},"lookups":[\n${lines.join(',\n')}\n]}\n`;
 }
 
-export interface DnsLookupsRead {
-  lookups: HostnameLookup[];
-  warnings: string[];
+/** Throws only when nothing in the file is a lookup (not JSON at all, or no lookups list). */
+export function parseDnsLookups(text: string, path: string): { lookups: HostnameLookup[]; warnings: string[] } {
+  const warnings: string[] = [];
+  const items = lookupItems(text, path, warnings);
+  if (items.length > MAX_BUNDLE_LOOKUPS)
+    warnings.push(`${path}: ${items.length} lookups, only the first ${MAX_BUNDLE_LOOKUPS} read`);
+  const lookups = new Map<string, HostnameLookup>();
+  for (const { at, value } of items.slice(0, MAX_BUNDLE_LOOKUPS)) {
+    const l = checkLookup(value, `${path}: ${at}`, warnings);
+    if (l && lookups.has(l.hostname)) warnings.push(`${path}: ${at}: ${l.hostname} listed again; the first kept`);
+    else if (l) lookups.set(l.hostname, l);
+  }
+  return { lookups: [...lookups.values()], warnings };
 }
 
-/** Throws only when nothing in the file is a lookup (not JSON at all, or no lookups list). */
-export function parseDnsLookups(text: string, path: string): DnsLookupsRead {
-  const warnings: string[] = [];
-  let items: unknown[];
+/** The file's lookups, each with where it is; from a cut file, its lines that are whole lookups. */
+function lookupItems(text: string, path: string, warnings: string[]): { at: string; value: unknown }[] {
   let whole: unknown;
   try {
     whole = JSON.parse(text);
@@ -33,69 +41,30 @@ export function parseDnsLookups(text: string, path: string): DnsLookupsRead {
     const salvaged = lineItems(text);
     if (salvaged.length === 0) throw new Error(`${path}: not JSON (${errText(e)})`);
     warnings.push(`${path}: not complete JSON (cut short?): read the ${salvaged.length} complete lookup line(s)`);
-    items = salvaged.map((x) => x.value);
-    return {
-      lookups: checkAll(
-        items,
-        path,
-        warnings,
-        salvaged.map((x) => `line ${x.line}`),
-      ),
-      warnings,
-    };
+    return salvaged;
   }
-  const list =
-    whole !== null && typeof whole === 'object' && !Array.isArray(whole)
-      ? (whole as { lookups?: unknown }).lookups
-      : Array.isArray(whole)
-        ? whole
-        : undefined;
+  const list = Array.isArray(whole) ? whole : (whole as { lookups?: unknown } | null)?.lookups;
   if (!Array.isArray(list)) throw new Error(`${path}: no "lookups" list`);
   const format = (whole as { format?: unknown }).format;
   if (format !== undefined && format !== DNS_LOOKUPS_FORMAT)
     warnings.push(
       `${path}: format ${JSON.stringify(format).slice(0, 60)}, not ${DNS_LOOKUPS_FORMAT}: read as far as it matches`,
     );
-  items = list;
-  return {
-    lookups: checkAll(
-      items,
-      path,
-      warnings,
-      items.map((_, i) => `lookups[${i}]`),
-    ),
-    warnings,
-  };
+  return list.map((value, i) => ({ at: `lookups[${i}]`, value }));
 }
 
 /** Lines of a cut file that are whole lookup objects (the writer puts one per line). */
-function lineItems(text: string): { line: number; value: unknown }[] {
-  const out: { line: number; value: unknown }[] = [];
-  text.split('\n').forEach((raw, i) => {
+function lineItems(text: string): { at: string; value: unknown }[] {
+  const out: { at: string; value: unknown }[] = [];
+  for (const [i, raw] of text.split('\n').entries()) {
     const s = raw.trim().replace(/,$/, '');
-    if (!s.startsWith('{"hostname"')) return;
+    if (!s.startsWith('{"hostname"')) continue;
     try {
-      out.push({ line: i + 1, value: JSON.parse(s) });
+      out.push({ at: `line ${i + 1}`, value: JSON.parse(s) });
     } catch {
       // the cut line itself
     }
-  });
-  return out;
-}
-
-function checkAll(items: unknown[], path: string, warnings: string[], where: string[]): HostnameLookup[] {
-  const out: HostnameLookup[] = [];
-  const seen = new Set<string>();
-  if (items.length > MAX_BUNDLE_LOOKUPS)
-    warnings.push(`${path}: ${items.length} lookups, only the first ${MAX_BUNDLE_LOOKUPS} read`);
-  items.slice(0, MAX_BUNDLE_LOOKUPS).forEach((item, i) => {
-    const at = `${path}: ${where[i]}`;
-    const l = checkLookup(item, at, warnings);
-    if (!l) return;
-    if (seen.has(l.hostname)) return void warnings.push(`${at}: ${l.hostname} listed again; the first kept`);
-    seen.add(l.hostname);
-    out.push(l);
-  });
+  }
   return out;
 }
 

@@ -42,21 +42,32 @@ function jsonItems(text: string, file: string, what: string): { item: Record<str
       );
     throw e;
   }
-  const out: { item: Record<string, unknown>; at: string }[] = [];
-  docs.forEach((doc, d) => {
+  return docs.flatMap((doc, d) => {
     if (!Array.isArray(doc))
       throw new BundleParseError(file, 1, `document ${d + 1} is not a JSON array; want \`${what}\` output`);
-    doc.forEach((item, i) => {
-      const at = `${file}: ${docs.length > 1 ? `document ${d + 1} ` : ''}item [${i}]`;
-      if (typeof item === 'object' && item !== null && !Array.isArray(item))
-        out.push({ item: item as Record<string, unknown>, at });
-      else out.push({ item: {}, at });
-    });
+    return doc.map((item: unknown, i) => ({
+      item: isRecord(item) ? item : {},
+      at: `${file}: ${docs.length > 1 ? `document ${d + 1} ` : ''}item [${i}]`,
+    }));
   });
-  return out;
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
 class ItemError extends Error {}
+
+/** fn's result; an ItemError is a warning (`at: message; skipped`) and undefined, anything else is thrown. */
+function unlessBad<T>(warnings: string[], at: string, skipped: string, fn: () => T): T | undefined {
+  try {
+    return fn();
+  } catch (e) {
+    if (!(e instanceof ItemError)) throw e;
+    warnings.push(`${at}: ${e.message}; ${skipped}`);
+    return undefined;
+  }
+}
 
 function str(o: Record<string, unknown>, key: string): string | undefined {
   const v = o[key];
@@ -84,36 +95,29 @@ function ip(v: string, key: string): string {
   return canonicalIP(v);
 }
 
-// ---- ip -j addr ---------------------------------------------------------------
-
 /** `ip -j addr` or `ip -j -d addr` (the latter also gives interface kinds: bridge, veth, dummy). */
 export function parseIpAddrJson(text: string, file: string): Parsed<AddressSnapshot> {
   const warnings: string[] = [];
   const interfaces: NetInterface[] = [];
   const masters = new Map<NetInterface, string>();
   for (const { item, at } of jsonItems(text, file, 'ip -j -d addr')) {
-    try {
-      const iface = linkOf(item);
+    const iface = unlessBad(warnings, at, 'interface skipped', () => {
+      const link = linkOf(item);
       const master = str(item, 'master');
-      if (master !== undefined) masters.set(iface, master);
+      if (master !== undefined) masters.set(link, master);
       const infos = item.addr_info ?? [];
       if (!Array.isArray(infos)) throw new ItemError('"addr_info" is not an array');
-      infos.forEach((a, j) => {
-        try {
+      for (const [j, info] of infos.entries()) {
+        const address = unlessBad(warnings, `${at} (${link.name}) addr_info[${j}]`, 'address skipped', () => {
+          if (!isRecord(info)) throw new ItemError('not an object');
           // `ip addr` prints an empty object for an address family filtered out.
-          if (typeof a !== 'object' || a === null || Array.isArray(a)) throw new ItemError('not an object');
-          if (Object.keys(a).length === 0) return;
-          iface.addresses.push(addressOf(a as Record<string, unknown>));
-        } catch (e) {
-          if (!(e instanceof ItemError)) throw e;
-          warnings.push(`${at} (${iface.name}) addr_info[${j}]: ${e.message}; address skipped`);
-        }
-      });
-      interfaces.push(iface);
-    } catch (e) {
-      if (!(e instanceof ItemError)) throw e;
-      warnings.push(`${at}: ${e.message}; interface skipped`);
-    }
+          return Object.keys(info).length === 0 ? undefined : addressOf(info);
+        });
+        if (address) link.addresses.push(address);
+      }
+      return link;
+    });
+    if (iface) interfaces.push(iface);
   }
   const indexOf = new Map(interfaces.map((i) => [i.name, i.index]));
   for (const [iface, name] of masters) {
@@ -170,8 +174,6 @@ function addressOf(item: Record<string, unknown>): InterfaceAddress {
   return out;
 }
 
-// ---- ip -j route --------------------------------------------------------------
-
 export interface RouteInfo {
   family: Family;
   /** 'default', or a prefix 'a.b.c.d/n' (host routes get /32 or /128). */
@@ -201,15 +203,9 @@ export interface RouteSnapshot {
 /** `ip -j route` and/or `ip -6 -j route`; `family` decides dev-only default routes (no gateway to tell). */
 export function parseIpRouteJson(text: string, file: string, family?: Family): Parsed<RouteInfo[]> {
   const warnings: string[] = [];
-  const routes: RouteInfo[] = [];
-  for (const { item, at } of jsonItems(text, file, 'ip -j route')) {
-    try {
-      routes.push(routeOf(item, family));
-    } catch (e) {
-      if (!(e instanceof ItemError)) throw e;
-      warnings.push(`${at}: ${e.message}; route skipped`);
-    }
-  }
+  const routes = jsonItems(text, file, 'ip -j route').flatMap(
+    ({ item, at }) => unlessBad(warnings, at, 'route skipped', () => routeOf(item, family)) ?? [],
+  );
   return { value: routes, warnings };
 }
 

@@ -24,14 +24,14 @@ export function parseSysctl(text: string, file: string): { value: SysctlSnapshot
   const warnings: string[] = [];
   let lines = 0;
   let firstBad: number | undefined;
-  text.split('\n').forEach((rawLine, idx) => {
+  for (const [idx, rawLine] of text.split('\n').entries()) {
     const line = rawLine.replace(/\r$/, '').trim();
-    if (line === '' || line.startsWith('#') || SYSCTL_COMPLAINT.test(line)) return;
+    if (line === '' || line.startsWith('#') || SYSCTL_COMPLAINT.test(line)) continue;
     const m = LINE.exec(line);
     if (!m) {
       firstBad ??= idx + 1;
       warnings.push(lineIssue(file, idx + 1, `not "key = value": ${excerpt(line)}; line skipped`));
-      return;
+      continue;
     }
     lines++;
     const key = m[1]!.replaceAll('/', '.');
@@ -40,20 +40,19 @@ export function parseSysctl(text: string, file: string): { value: SysctlSnapshot
     if (conf) {
       // sysctl(8) writes dots in interface names (VLANs: eth0.100) as '/'.
       const iface = conf[1]!.replaceAll('/', '.');
-      const n = Number(val);
       if (!/^\d+$/.test(val)) {
         warnings.push(
           lineIssue(file, idx + 1, `${conf[2]} of ${iface} is ${JSON.stringify(val)}, not a number; ignored`),
         );
-        return;
+        continue;
       }
-      (conf[2] === 'rp_filter' ? value.rpFilter : value.routeLocalnet)[iface] = n;
+      (conf[2] === 'rp_filter' ? value.rpFilter : value.routeLocalnet)[iface] = Number(val);
       value.raw[`net.ipv4.conf.${iface}.${conf[2]}`] = val;
     } else if (key.startsWith(CT_PREFIX)) {
       value.conntrack[key.slice(CT_PREFIX.length)] = /^\d+$/.test(val) ? Number(val) : val;
       value.raw[key] = val;
     }
-  });
+  }
   if (lines === 0 && firstBad !== undefined) {
     throw new BundleParseError(file, firstBad, 'no "key = value" line: not sysctl -a output');
   }

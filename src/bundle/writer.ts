@@ -5,47 +5,51 @@ import { accessSync, constants, statSync, writeFileSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import type { ManifestEntry } from './manifest.js';
 
-export interface BundleWriter {
-  readonly out: string;
-  /** The network namespace collected (path), if not ours. */
-  readonly netns?: string;
-  readonly timeoutMs: number;
-  /** The hostname-only LB names of the bundle's cluster view (the dns source looks them up). */
-  readonly lbHostnames: readonly string[];
-  /** Runs argv in the namespace collected, writes its stdout (through filter) to file, records the step. */
-  run(file: string, argv: string[], filter?: (out: string) => string): Promise<ManifestEntry>;
-  /** Records a step that was not run, and why. */
-  skip(command: string, error: string): void;
-  /** Records a step the source ran itself. */
-  add(entry: ManifestEntry): void;
-  /** argv run inside the namespace collected. */
-  inNs(argv: string[]): string[];
-}
+export type BundleWriter = ReturnType<typeof bundleWriter>;
 
 export function bundleWriter(
   out: string,
   files: ManifestEntry[],
   opts: { netns?: string; timeoutMs: number; lbHostnames?: readonly string[] },
-): BundleWriter {
+) {
+  /** argv run inside the namespace collected. */
   const inNs = (argv: string[]): string[] => (opts.netns ? ['nsenter', `--net=${opts.netns}`, '--', ...argv] : argv);
   return {
     out,
-    ...(opts.netns ? { netns: opts.netns } : {}),
+    /** The network namespace collected (path), if not ours. */
+    netns: opts.netns,
     timeoutMs: opts.timeoutMs,
+    /** The hostname-only LB names of the bundle's cluster view (the dns source looks them up). */
     lbHostnames: opts.lbHostnames ?? [],
     inNs,
-    async run(file, argv, filter) {
+    /** Runs argv in the namespace collected, writes its stdout (through filter) to file, records the step. */
+    async run(file: string, argv: string[], filter?: (out: string) => string): Promise<ManifestEntry> {
       const entry = await runToFile(join(out, file), file, inNs(argv), opts.timeoutMs, filter);
       files.push(entry);
       return entry;
     },
-    skip(command, error) {
+    /** Records a step that was not run, and why. */
+    skip(command: string, error: string): void {
       files.push({ command, durationMs: 0, skipped: true, error });
     },
-    add(entry) {
+    /** Records a step the source ran itself. */
+    add(entry: ManifestEntry): void {
       files.push(entry);
     },
   };
+}
+
+/** Writes data to out/file and records the step that made it (an error when it only partly worked). */
+export function writeStep(
+  out: string,
+  file: string,
+  command: string,
+  data: string | Buffer,
+  t0: number,
+  error?: string,
+): ManifestEntry {
+  writeFileSync(join(out, file), data);
+  return { file, command, durationMs: ms(t0), size: Buffer.byteLength(data), ...(error ? { error } : {}) };
 }
 
 /** Runs argv, writes its stdout (through filter) to path, and records how it went. */

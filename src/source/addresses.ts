@@ -4,7 +4,7 @@ import { parseIpAddrJson } from '../bundle/parse-ip.js';
 import { errText } from '../errors.js';
 import { readAddresses, watchAddresses } from '../kernel/addresses.js';
 import type { AddressSnapshot } from '../kernel/types.js';
-import type { SourceDef } from './contract.js';
+import { fromBundleFile, readerOf, type SourceDef } from './contract.js';
 
 export const addresses: SourceDef<AddressSnapshot> = {
   name: 'addresses',
@@ -14,21 +14,9 @@ export const addresses: SourceDef<AddressSnapshot> = {
     const ns = opts.netns ? { netns: opts.netns } : {};
     // The periodic re-read mostly finds the same addresses: nothing to rebuild then.
     let last: string | undefined;
-    return {
-      name: 'addresses',
-      key: 'addresses',
-      watch(ev) {
-        try {
-          return watchAddresses(ev.changed, ev.changed, {
-            ...ns,
-            onError: (e) => ev.failed(`address events: ${e.message}`),
-          });
-        } catch (e) {
-          ev.failed(`address events: ${errText(e)}`);
-          return () => undefined;
-        }
-      },
-      async read() {
+    return readerOf(
+      addresses,
+      async () => {
         const r = await readAddresses(ns);
         if (!r.snapshot) {
           last = undefined;
@@ -39,14 +27,22 @@ export const addresses: SourceDef<AddressSnapshot> = {
         last = json;
         return { state: 'up', value: r.snapshot };
       },
-    };
+      (events) => {
+        try {
+          return watchAddresses(events.changed, events.changed, {
+            ...ns,
+            onError: (e) => events.failed(`address events: ${e.message}`),
+          });
+        } catch (e) {
+          events.failed(`address events: ${errText(e)}`);
+          return () => undefined;
+        }
+      },
+    );
   },
   async collect(w) {
     await w.run(BUNDLE_FILES.ipAddr, ['ip', '-j', '-d', 'addr']);
   },
-  fromBundle(b) {
-    if (!b.has(BUNDLE_FILES.ipAddr)) return { state: 'down', reason: b.whyMissing(BUNDLE_FILES.ipAddr) };
-    const r = parseIpAddrJson(b.text(BUNDLE_FILES.ipAddr), b.path(BUNDLE_FILES.ipAddr));
-    return { state: 'up', value: r.value, warnings: r.warnings };
-  },
+  fromBundle: (b) =>
+    fromBundleFile(b, BUNDLE_FILES.ipAddr, (text, path) => ({ state: 'up', ...parseIpAddrJson(text, path) })),
 };

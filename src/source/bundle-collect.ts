@@ -1,6 +1,6 @@
 // `clbprobe collect`: an offline bundle for `diagnose --from DIR`, each file one standard command's output
 // (src/bundle/README.md), each step recorded in manifest.json, and a failing one never stops the others.
-import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { listClusterObjects } from '../bundle/cluster-list.js';
@@ -13,7 +13,7 @@ import {
   type ManifestEntry,
 } from '../bundle/manifest.js';
 import { BUNDLE_FILES } from '../bundle/names.js';
-import { bundleWriter, ms, runToFile } from '../bundle/writer.js';
+import { bundleWriter, ms, runToFile, writeStep } from '../bundle/writer.js';
 import { buildClusterView } from '../cluster/build.js';
 import { MAX_CLUSTER_FILE, readClusterFile } from '../cluster/file.js';
 import { lbHostnamesOf } from '../cluster/lb-hostnames.js';
@@ -59,17 +59,13 @@ export async function collectBundle(opts: CollectOptions): Promise<BundleManifes
   for (const def of SOURCES) await def.collect?.(w);
   const uname = await runToFile(join(opts.out, BUNDLE_FILES.uname), BUNDLE_FILES.uname, ['uname', '-r'], timeoutMs);
   files.push(uname);
-
   const t0 = performance.now();
   const kubeProxy = findKubeProxy(opts.procRoot);
-  writeFileSync(join(opts.out, BUNDLE_FILES.kubeProxy), `${JSON.stringify(kubeProxy, null, 2)}\n`);
-  files.push({
-    file: BUNDLE_FILES.kubeProxy,
-    command: `kube-proxy process in ${opts.procRoot ?? '/proc'} (argv, --proxy-mode, --config mode)`,
-    durationMs: ms(t0),
-    size: statSync(join(opts.out, BUNDLE_FILES.kubeProxy)).size,
-    ...(kubeProxy.mode ? {} : { error: kubeProxy.source }),
-  });
+  const command = `kube-proxy process in ${opts.procRoot ?? '/proc'} (argv, --proxy-mode, --config mode)`;
+  const json = `${JSON.stringify(kubeProxy, null, 2)}\n`;
+  files.push(
+    writeStep(opts.out, BUNDLE_FILES.kubeProxy, command, json, t0, kubeProxy.mode ? undefined : kubeProxy.source),
+  );
 
   const kernel = uname.exitStatus === 0 ? readFirstLine(join(opts.out, BUNDLE_FILES.uname)) : undefined;
   const manifest: BundleManifest = {
@@ -92,17 +88,12 @@ export async function collectBundle(opts: CollectOptions): Promise<BundleManifes
 export function copyCluster(from: string, out: string): ManifestEntry {
   const t0 = performance.now();
   const command = `copy of --cluster-file ${from}`;
+  let entry: ManifestEntry;
   try {
-    writeFileSync(join(out, BUNDLE_FILES.cluster), readFileBounded(from, MAX_CLUSTER_FILE, 'cluster file'));
+    entry = writeStep(out, BUNDLE_FILES.cluster, command, readFileBounded(from, MAX_CLUSTER_FILE, 'cluster file'), t0);
   } catch (e) {
     return { command, durationMs: ms(t0), error: `cannot copy: ${errText(e)}` };
   }
-  const entry: ManifestEntry = {
-    file: BUNDLE_FILES.cluster,
-    command,
-    durationMs: ms(t0),
-    size: statSync(join(out, BUNDLE_FILES.cluster)).size,
-  };
   try {
     const { warnings } = readClusterFile(join(out, BUNDLE_FILES.cluster));
     if (warnings.length > 0) entry.error = warnings.join('; ');
@@ -122,29 +113,17 @@ async function listCluster(out: string, kubeconfig: string | undefined): Promise
     const { KubeApi } = await import('../cluster/kube-api.js');
     const { loadApiTarget } = await import('../cluster/kube-config.js');
     const { list, errors } = await listClusterObjects(new KubeApi(loadApiTarget(kubeconfig)));
-    const path = join(out, BUNDLE_FILES.cluster);
-    writeFileSync(path, `${JSON.stringify(list, null, 1)}\n`);
-    return {
-      file: BUNDLE_FILES.cluster,
-      command,
-      durationMs: ms(t0),
-      size: statSync(path).size,
-      ...(errors.length ? { error: errors.join('; ') } : {}),
-    };
+    const json = `${JSON.stringify(list, null, 1)}\n`;
+    return writeStep(out, BUNDLE_FILES.cluster, command, json, t0, errors.length ? errors.join('; ') : undefined);
   } catch (e) {
     return { command, durationMs: ms(t0), error: errText(e) };
   }
 }
 
-/**
- * The hostname-only LB names of the cluster.json just written; none when there is none or it cannot
- * be read (its entry says why).
- */
+/** The hostname-only LB names of the cluster.json just written; none when it is missing or unreadable. */
 function hostnamesOf(path: string): string[] {
-  if (!existsSync(path)) return [];
   try {
-    const { objects } = readClusterFile(path);
-    return lbHostnamesOf(buildClusterView(objects, {}));
+    return lbHostnamesOf(buildClusterView(readClusterFile(path).objects, {}));
   } catch {
     return [];
   }

@@ -2,19 +2,6 @@
 // file is a warning and an unavailable source, never the end.
 import { readdirSync, statSync } from 'node:fs';
 import { BundleFiles } from '../bundle/files.js';
-import { buildClusterView } from '../cluster/build.js';
-import { ClusterFileError, readClusterFile } from '../cluster/file.js';
-import { lbHostnamesOf, withLbHostnames } from '../cluster/lb-hostnames.js';
-import type { ClusterView } from '../cluster/types.js';
-import type { SourceStatus } from '../model/source-status.js';
-import { bundleReader } from './contract.js';
-import { lookupsByName } from './dns.js';
-import { SOURCES } from './list.js';
-import type { NodeSnapshot } from './node-snapshot.js';
-import { SourceRunner } from './runner.js';
-
-export { MAX_BUNDLE_FILE } from '../bundle/files.js';
-
 import {
   type BundleManifest,
   isKubeProxyInfo,
@@ -23,10 +10,24 @@ import {
   parseManifest,
 } from '../bundle/manifest.js';
 import { BUNDLE_FILES } from '../bundle/names.js';
-import { nodeNameByAddress } from '../bundle/node-name.js';
 import type { RouteSnapshot } from '../bundle/parse-ip.js';
 import type { SysctlSnapshot } from '../bundle/parse-sysctl.js';
+import { buildClusterView } from '../cluster/build.js';
+import { ClusterFileError, readClusterFile } from '../cluster/file.js';
+import { lbHostnamesOf, withLbHostnames } from '../cluster/lb-hostnames.js';
+import type { SourcedObject } from '../cluster/objects.js';
+import type { ClusterView } from '../cluster/types.js';
 import { errText } from '../errors.js';
+import { canonicalIP, ipFamily } from '../kernel/ip.js';
+import type { AddressSnapshot } from '../kernel/types.js';
+import type { SourceStatus } from '../model/source-status.js';
+import { bundleReader } from './contract.js';
+import { lookupsByName } from './dns.js';
+import { SOURCES } from './list.js';
+import type { NodeSnapshot } from './node-snapshot.js';
+import { SourceRunner } from './runner.js';
+
+export { MAX_BUNDLE_FILE } from '../bundle/files.js';
 
 export interface BundleRead {
   node: NodeSnapshot;
@@ -91,20 +92,15 @@ export function readBundle(dir: string, opts: ReadBundleOptions = {}): BundleRea
       manifest?.kernel ||
       '',
   });
-  const sources = node.sources;
-
   const result: BundleRead = { node, warnings };
   const clusterPath = opts.clusterFile ?? (b.has(BUNDLE_FILES.cluster) ? b.path(BUNDLE_FILES.cluster) : undefined);
-  if (clusterPath) {
-    const c = readCluster(clusterPath, opts.nodeName ?? manifest?.nodeName, node, sources, warnings);
-    if (c) {
-      result.cluster = c.view;
-      if (c.nodeName) result.nodeName = c.nodeName;
-    }
-  } else {
-    sources.push({ source: 'cluster', available: false, reason: b.whyMissing(BUNDLE_FILES.cluster) });
+  const cluster = clusterPath && readCluster(clusterPath, opts.nodeName ?? manifest?.nodeName, node, warnings);
+  if (!clusterPath)
+    node.sources.push({ source: 'cluster', available: false, reason: b.whyMissing(BUNDLE_FILES.cluster) });
+  if (cluster) {
+    result.cluster = withBundleLookups(cluster.view, node, b);
+    if (cluster.nodeName) result.nodeName = cluster.nodeName;
   }
-  if (result.cluster) result.cluster = withBundleLookups(result.cluster, node, b);
   const routes = runner.value<RouteSnapshot>('routes');
   const sysctls = runner.value<SysctlSnapshot>('sysctl');
   if (routes) result.routes = routes;
@@ -117,18 +113,17 @@ export function readBundle(dir: string, opts: ReadBundleOptions = {}): BundleRea
 /** Applies dns-lookups.json to hostname-only LBs; unanswered names leave the dns source down (unknown, not empty). */
 function withBundleLookups(view: ClusterView, node: NodeSnapshot, files: BundleFiles): ClusterView {
   const names = lbHostnamesOf(view);
+  const i = node.sources.findIndex((s) => s.source === 'dns');
+  const before = node.sources[i];
   if (names.length === 0) {
     // Nothing to resolve: absent for that reason, whatever the bundle holds.
-    const i = node.sources.findIndex((s) => s.source === 'dns');
-    if (i >= 0 && node.sources[i]!.notPresent)
-      node.sources[i] = { ...node.sources[i]!, reason: 'no hostname-only LoadBalancer Service in the cluster view' };
+    if (before?.notPresent)
+      node.sources[i] = { ...before, reason: 'no hostname-only LoadBalancer Service in the cluster view' };
     return view;
   }
   const lookups = lookupsByName(node.dns);
   const unanswered = names.filter((n) => !lookups.has(n));
   if (unanswered.length > 0) {
-    const i = node.sources.findIndex((s) => s.source === 'dns');
-    const before = i >= 0 ? node.sources[i] : undefined;
     const why =
       lookups.size === 0
         ? (before?.reason ?? files.whyMissing(BUNDLE_FILES.dnsLookups))
@@ -140,7 +135,7 @@ function withBundleLookups(view: ClusterView, node: NodeSnapshot, files: BundleF
         `${unanswered.length} of ${names.length} hostname-only LB names not answered ` +
         `(${unanswered.slice(0, 3).join(', ')}${unanswered.length > 3 ? ', ...' : ''}): ${why}`,
     };
-    if (i >= 0) node.sources[i] = status;
+    if (before) node.sources[i] = status;
     else node.sources.push(status);
   }
   return withLbHostnames(view, lookups);
@@ -173,9 +168,8 @@ function readCluster(
   path: string,
   given: string | undefined,
   node: NodeSnapshot,
-  sources: SourceStatus[],
   warnings: string[],
-): { view: ClusterView; nodeName?: { name: string; from: string } } | undefined {
+): { view: ClusterView; nodeName?: BundleRead['nodeName'] } | undefined {
   const t0 = performance.now();
   try {
     const { objects, warnings: fileWarnings } = readClusterFile(path);
@@ -186,12 +180,33 @@ function readCluster(
         `${path}: no Node has an address of this node and no node name was given: no endpoint counts as local`,
       );
     warnings.push(...view.warnings.map((w) => `${path}: ${w}`));
-    sources.push({ source: 'cluster', available: true, durationMs: performance.now() - t0 });
+    node.sources.push({ source: 'cluster', available: true, durationMs: performance.now() - t0 });
     return { view, ...(found ? { nodeName: found } : {}) };
   } catch (e) {
     const reason = e instanceof ClusterFileError ? e.message : `${path}: ${errText(e)}`;
     warnings.push(reason);
-    sources.push({ source: 'cluster', available: false, reason, durationMs: performance.now() - t0 });
+    node.sources.push({ source: 'cluster', available: false, reason, durationMs: performance.now() - t0 });
     return undefined;
   }
+}
+
+/** The Node whose status.addresses holds an address bound here (kube-ipvs0's VIPs excluded: every node has those). */
+function nodeNameByAddress(nodes: readonly SourcedObject[], addresses?: AddressSnapshot): BundleRead['nodeName'] {
+  const local = new Set<string>();
+  for (const iface of addresses?.interfaces ?? []) {
+    if (iface.isKubeIpvs || iface.name === 'lo') continue;
+    for (const a of iface.addresses) local.add(a.address);
+  }
+  for (const { object } of nodes) {
+    const o = object as { metadata?: { name?: unknown }; status?: { addresses?: unknown } };
+    const name = o?.metadata?.name;
+    const list = o?.status?.addresses;
+    if (typeof name !== 'string' || !Array.isArray(list)) continue;
+    for (const a of list as { type?: unknown; address?: unknown }[]) {
+      if (typeof a?.address !== 'string' || ipFamily(a.address) === 0) continue;
+      if (local.has(canonicalIP(a.address)))
+        return { name, from: `Node ${name} has ${a.type ?? 'address'} ${a.address}, bound on this node` };
+    }
+  }
+  return undefined;
 }

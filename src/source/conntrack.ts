@@ -8,7 +8,7 @@ import { ms, runToFile } from '../bundle/writer.js';
 import { errText } from '../errors.js';
 import { dumpConntrack, malformedNote, readConntrack, SummaryCounter } from '../kernel/conntrack/dump.js';
 import { formatConntrack } from '../kernel/conntrack/format.js';
-import type { SourceDef } from './contract.js';
+import { fromBundleFile, readerOf, type SourceDef } from './contract.js';
 import type { NodeSnapshot } from './node-snapshot.js';
 
 type ConntrackValue = NonNullable<NodeSnapshot['conntrack']>;
@@ -18,20 +18,16 @@ export const conntrack: SourceDef<ConntrackValue> = {
   key: 'conntrack',
   streamedByAgent: true,
   live(opts) {
-    return {
-      name: 'conntrack',
-      key: 'conntrack',
-      async read() {
-        const r = await readConntrack({
-          ...(opts.netns ? { netns: opts.netns } : {}),
-          ...(opts.conntrackEntries ? { entries: true } : {}),
-          ...(opts.conntrackFilter ? { filter: opts.conntrackFilter } : {}),
-        });
-        if (!r.summary) return { state: 'down', reason: r.status.reason ?? 'unreadable' };
-        const value = { summary: r.summary, ...(r.entries ? { entries: r.entries } : {}) };
-        return { state: 'up', value, ...(r.status.reason ? { note: r.status.reason } : {}) };
-      },
-    };
+    return readerOf(conntrack, async () => {
+      const r = await readConntrack({
+        ...(opts.netns ? { netns: opts.netns } : {}),
+        ...(opts.conntrackEntries ? { entries: true } : {}),
+        ...(opts.conntrackFilter ? { filter: opts.conntrackFilter } : {}),
+      });
+      if (!r.summary) return { state: 'down', reason: r.status.reason ?? 'unreadable' };
+      const value = { summary: r.summary, ...(r.entries ? { entries: r.entries } : {}) };
+      return { state: 'up', value, ...(r.status.reason ? { note: r.status.reason } : {}) };
+    });
   },
   /** Our ctnetlink reader, in `conntrack -L -o extended,id` text; the conntrack tool if the reader fails. */
   async collect(writer) {
@@ -76,12 +72,11 @@ export const conntrack: SourceDef<ConntrackValue> = {
       });
     }
   },
-  fromBundle(bundle) {
-    if (!bundle.has(BUNDLE_FILES.conntrack))
-      return { state: 'down', reason: bundle.whyMissing(BUNDLE_FILES.conntrack) };
-    const r = parseConntrackText(bundle.text(BUNDLE_FILES.conntrack), bundle.path(BUNDLE_FILES.conntrack));
-    const counter = new SummaryCounter();
-    r.entries.forEach((e) => counter.add(e));
-    return { state: 'up', value: { summary: counter.summary, entries: r.entries }, warnings: r.warnings };
-  },
+  fromBundle: (b) =>
+    fromBundleFile(b, BUNDLE_FILES.conntrack, (text, path) => {
+      const { entries, warnings } = parseConntrackText(text, path);
+      const counter = new SummaryCounter();
+      for (const e of entries) counter.add(e);
+      return { state: 'up', value: { summary: counter.summary, entries }, warnings };
+    }),
 };

@@ -78,7 +78,27 @@ export interface SourceDef<T = unknown> {
   fromBundle?(b: BundleFiles): ReadResult<T>;
 }
 
+/** A reader under its source's name and key, so statuses and snapshot fields agree. */
+export function readerOf<T>(
+  def: SourceDef<T>,
+  read: NoInfer<SourceReader<T>['read']>,
+  watch?: NoInfer<SourceReader<T>['watch']>,
+): SourceReader<T> {
+  return { name: def.name, ...(def.key ? { key: def.key } : {}), read, ...(watch ? { watch } : {}) };
+}
+
 /** The bundle implementation of a source: its files, through the same runner as a live read. */
 export function bundleReader<T>(def: SourceDef<T>, files: BundleFiles): SourceReader<T> {
-  return { name: def.name, ...(def.key ? { key: def.key } : {}), read: () => def.fromBundle!(files) };
+  return readerOf(def, () => def.fromBundle!(files));
+}
+
+/** A source's one bundle file through its parser; down, with the manifest's word, when the file is missing. */
+export function fromBundleFile<T>(
+  files: BundleFiles,
+  file: string,
+  parse: (text: string, path: string) => ReadResult<T>,
+): ReadResult<T> {
+  return files.has(file)
+    ? parse(files.text(file), files.path(file))
+    : { state: 'down', reason: files.whyMissing(file) };
 }

@@ -1,20 +1,16 @@
 // The dns source: hostname-only LB addresses from this node's resolver, re-asked at TTL; up when all resolved,
 // down with the failing names and the answers it has, absent without such LBs. In a bundle: dns-lookups.json.
-
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { BUNDLE_FILES } from '../bundle/names.js';
 import { formatDnsLookups, parseDnsLookups } from '../bundle/parse-dns.js';
-import { ms } from '../bundle/writer.js';
+import { ms, writeStep } from '../bundle/writer.js';
 import { CACHE_DEFAULTS, HostnameCache } from '../cluster/dns/hostname-cache.js';
 import { LOOKUP_DEFAULTS, type LookupRound } from '../cluster/dns/lookup.js';
 import { lookupHostnamesIn } from '../cluster/dns/lookup-netns.js';
 import type { HostnameLookup } from '../cluster/types.js';
-import type { LiveOptions, ReadResult, SourceDef, SourceReader } from './contract.js';
+import { type LiveOptions, type ReadResult, readerOf, type SourceDef, type SourceReader } from './contract.js';
+import type { NodeSnapshot } from './node-snapshot.js';
 
-export interface DnsSnapshot {
-  lookups: HostnameLookup[];
-}
+export type DnsSnapshot = NonNullable<NodeSnapshot['dns']>;
 
 /** Failing names listed in the status reason (the rest are counted). */
 const REASON_NAMES = 3;
@@ -54,7 +50,6 @@ export const dns: SourceDef<DnsSnapshot> = {
   live: (opts) => dnsReader(opts),
   /** One round of lookups, as the live reader makes it, of the names the bundle's cluster view publishes. */
   async collect(writer) {
-    const file = BUNDLE_FILES.dnsLookups;
     const names = writer.lbHostnames;
     const command =
       `look up ${names.length} hostname-only LB name(s) with the ` +
@@ -62,23 +57,13 @@ export const dns: SourceDef<DnsSnapshot> = {
     if (names.length === 0) return writer.skip(command, `${NO_HOSTNAME_LB} in the cluster view (or no cluster view)`);
     const t0 = performance.now();
     const r = await dnsReader({ ...(writer.netns ? { netns: writer.netns } : {}), lbHostnames: () => names }).read();
-    const value = r.state === 'up' || r.state === 'down' ? r.value : undefined;
-    if (!value)
-      return writer.add({
-        command,
-        durationMs: ms(t0),
-        error: r.state === 'down' || r.state === 'absent' ? r.reason : 'no lookup made',
-      });
-    const path = join(writer.out, file);
-    const text = formatDnsLookups(value.lookups);
-    writeFileSync(path, text);
-    writer.add({
-      file,
-      command,
-      durationMs: ms(t0),
-      size: Buffer.byteLength(text),
-      ...(r.state === 'down' ? { error: r.reason } : {}),
-    });
+    if (r.state === 'up' || (r.state === 'down' && r.value)) {
+      const text = formatDnsLookups(r.value!.lookups);
+      const error = r.state === 'down' ? r.reason : undefined;
+      return writer.add(writeStep(writer.out, BUNDLE_FILES.dnsLookups, command, text, t0, error));
+    }
+    const error = r.state === 'down' || r.state === 'absent' ? r.reason : 'no lookup made';
+    writer.add({ command, durationMs: ms(t0), error });
   },
   fromBundle(bundle) {
     const file = BUNDLE_FILES.dnsLookups;
@@ -104,18 +89,9 @@ export function dnsReader(
     timer = setTimeout(due, Math.max(next, MIN_GAP_MS));
     timer.unref();
   };
-  return {
-    name: 'dns',
-    key: 'dns',
-    watch(events) {
-      due = () => events.changed();
-      arm();
-      return () => {
-        due = undefined;
-        clearTimeout(timer);
-      };
-    },
-    async read(): Promise<ReadResult<DnsSnapshot>> {
+  return readerOf(
+    dns,
+    async () => {
       const names = opts.lbHostnames?.() ?? [];
       const wantChanged = cache.want(names);
       if (names.length === 0) return { state: 'absent', reason: NO_HOSTNAME_LB };
@@ -128,15 +104,18 @@ export function dnsReader(
       }
       arm();
       if (!changed) return { state: 'unchanged' };
-      return resultOf(
-        [...cache.lookups().values()],
-        names.length,
-        round?.resolver,
-        round?.warnings ?? [],
-        names.slice(maxNames),
-      );
+      const lookups = [...cache.lookups().values()];
+      return resultOf(lookups, names.length, round?.resolver, round?.warnings ?? [], names.slice(maxNames));
     },
-  };
+    (events) => {
+      due = () => events.changed();
+      arm();
+      return () => {
+        due = undefined;
+        clearTimeout(timer);
+      };
+    },
+  );
 }
 
 /** The lookups of a snapshot by name, for cluster/lb-hostnames.ts. */

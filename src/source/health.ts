@@ -2,11 +2,8 @@
 import { byText } from '../compare.js';
 import type { Logger } from '../log.js';
 
-/** A source's name, as the list in src/source/list.ts and the agent's own inputs (cluster, capture) spell it. */
-export type SourceName = string;
-
 export class SourceHealth {
-  private readonly state = new Map<SourceName, { up: boolean; reason?: string; absent?: boolean }>();
+  private readonly state = new Map<string, { up: boolean; reason?: string; absent?: boolean }>();
   readonly resyncs: Record<string, number> = {};
   readonly errors: Record<string, number> = {};
 
@@ -14,7 +11,7 @@ export class SourceHealth {
   constructor(private readonly log?: Logger) {}
 
   /** A good read; `degraded` says what works less well than it should (e.g. capture fell back to pcap). */
-  up(source: SourceName, degraded?: string): void {
+  up(source: string, degraded?: string): void {
     const was = this.state.get(source);
     this.state.set(source, degraded === undefined ? { up: true } : { up: true, reason: degraded });
     if (degraded !== undefined && (!was?.up || was.reason !== degraded))
@@ -23,7 +20,7 @@ export class SourceHealth {
   }
 
   /** A failed read: counted, and logged when the health or the reason changes. */
-  down(source: SourceName, reason: string, countError = true): void {
+  down(source: string, reason: string, countError = true): void {
     const was = this.state.get(source);
     this.state.set(source, { up: false, reason });
     if (countError) this.errors[source] = (this.errors[source] ?? 0) + 1;
@@ -31,22 +28,22 @@ export class SourceHealth {
   }
 
   /** No such datapath is not a failure: no error and no clbprobe_source_up series, so no alert pages for nothing. */
-  absent(source: SourceName, reason: string): void {
+  absent(source: string, reason: string): void {
     const was = this.state.get(source);
     this.state.set(source, { up: false, reason, absent: true });
     if (!was?.absent) this.log?.info({ source, reason }, 'source not present on this node');
   }
 
-  resynced(source: SourceName): void {
+  resynced(source: string): void {
     this.resyncs[source] = (this.resyncs[source] ?? 0) + 1;
   }
 
   /** Why a source is down, absent or degraded; undefined while it is fully up. */
-  reasonOf(source: SourceName): string | undefined {
+  reasonOf(source: string): string | undefined {
     return this.state.get(source)?.reason;
   }
 
-  has(source: SourceName): boolean {
+  has(source: string): boolean {
     return this.state.has(source);
   }
 

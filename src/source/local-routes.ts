@@ -5,7 +5,7 @@ import { BUNDLE_FILES } from '../bundle/names.js';
 import { parseIpRouteJson } from '../bundle/parse-ip.js';
 import type { Family, LocalRoute, LocalRouteSnapshot } from '../kernel/types.js';
 import { permissionDenied } from '../model/permission.js';
-import type { ReadResult, SourceDef } from './contract.js';
+import { type ReadResult, readerOf, type SourceDef } from './contract.js';
 
 /** `ip -j` output of table local: one route per local address, ~150 bytes each. */
 const MAX_OUTPUT = 16 << 20;
@@ -33,13 +33,17 @@ export function localRoutesOf(
   return { routes, warnings: parsed.warnings };
 }
 
-function snapshotOf(parts: { routes: LocalRoute[]; warnings: string[] }[]): ReadResult<LocalRouteSnapshot> {
+/** All families' routes, cut to MAX_ROUTES, with the parse warnings and then `extra` ones. */
+function snapshotOf(parts: ReturnType<typeof localRoutesOf>[], extra: string[] = []): ReadResult<LocalRouteSnapshot> {
   const all = parts.flatMap((p) => p.routes);
   const warnings = parts.flatMap((p) => p.warnings);
   if (all.length > MAX_ROUTES)
     warnings.push(`${all.length} non-kernel local routes, only the first ${MAX_ROUTES} kept`);
-  return { state: 'up', value: { routes: all.slice(0, MAX_ROUTES) }, warnings };
+  return { state: 'up', value: { routes: all.slice(0, MAX_ROUTES) }, warnings: [...warnings, ...extra] };
 }
+
+/** The command line as collect runs it (and as live parse warnings name it). */
+const listing = (f: (typeof FAMILIES)[number]): string[] => ['ip', ...f.flag, '-j', 'route', 'show', 'table', 'local'];
 
 type IpResult = { ok: true; stdout: string } | { ok: false; reason: string };
 
@@ -77,33 +81,25 @@ export const localRoutes: SourceDef<LocalRouteSnapshot> = {
   key: 'localRoutes',
   live(opts) {
     let last: string | undefined;
-    return {
-      name: 'local-routes',
-      key: 'localRoutes',
-      async read() {
-        const outs = await Promise.all(
-          FAMILIES.map((f) => runIp([...f.flag, 'route', 'show', 'table', 'local'], opts.netns)),
-        );
-        const failed = outs.filter((o): o is { ok: false; reason: string } => !o.ok);
-        // IPv4 is always there; an IPv6 listing fails only where IPv6 is off, which leaves IPv4's answer.
-        if (!outs[0]!.ok) return { state: 'down', reason: failed.map((f) => f.reason).join('; ') };
-        const digest = outs.map((o) => (o.ok ? o.stdout : '')).join('\0');
-        if (digest === last) return { state: 'unchanged' };
-        last = digest;
-        const parts = FAMILIES.flatMap((f, i) => {
-          const o = outs[i]!;
-          return o.ok
-            ? [localRoutesOf(o.stdout, ['ip', ...f.flag, '-j', 'route', 'show', 'table', 'local'].join(' '), f.family)]
-            : [];
-        });
-        const r = snapshotOf(parts);
-        if (failed.length > 0 && r.state === 'up') r.warnings = [...(r.warnings ?? []), ...failed.map((f) => f.reason)];
-        return r;
-      },
-    };
+    return readerOf(localRoutes, async () => {
+      const outs = await Promise.all(
+        FAMILIES.map((f) => runIp([...f.flag, 'route', 'show', 'table', 'local'], opts.netns)),
+      );
+      const failed = outs.flatMap((o) => (o.ok ? [] : [o.reason]));
+      // IPv4 is always there; an IPv6 listing fails only where IPv6 is off, which leaves IPv4's answer.
+      if (!outs[0]!.ok) return { state: 'down', reason: failed.join('; ') };
+      const digest = outs.map((o) => (o.ok ? o.stdout : '')).join('\0');
+      if (digest === last) return { state: 'unchanged' };
+      last = digest;
+      const parts = FAMILIES.flatMap((f, i) => {
+        const o = outs[i]!;
+        return o.ok ? [localRoutesOf(o.stdout, listing(f).join(' '), f.family)] : [];
+      });
+      return snapshotOf(parts, failed);
+    });
   },
   async collect(w) {
-    for (const f of FAMILIES) await w.run(f.file, ['ip', ...f.flag, '-j', 'route', 'show', 'table', 'local']);
+    for (const f of FAMILIES) await w.run(f.file, listing(f));
   },
   fromBundle(b) {
     const present = FAMILIES.filter((f) => b.has(f.file));

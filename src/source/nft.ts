@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import { BUNDLE_FILES } from '../bundle/names.js';
 import { type NftCommandResult, nftSnapshotOf, nftSnapshotOfRuleset, runNftLists } from '../kernel/nft/read.js';
 import type { NftSnapshot } from '../kernel/nft/types.js';
-import type { ReadResult, SourceDef } from './contract.js';
+import { fromBundleFile, type ReadResult, readerOf, type SourceDef } from './contract.js';
 
 const NOT_NFTABLES = 'no table ip/ip6 kube-proxy: kube-proxy is not in nftables mode';
 
@@ -14,8 +14,8 @@ function digestOf(r: Record<'ip' | 'ip6', NftCommandResult>): string {
   return h.digest('hex');
 }
 
-function resultOf(snap: NftSnapshot | undefined, error: string | undefined): ReadResult<NftSnapshot> {
-  if (!snap) return { state: 'down', reason: error ?? 'unreadable' };
+function resultOf(snap: NftSnapshot | undefined, error = 'unreadable'): ReadResult<NftSnapshot> {
+  if (!snap) return { state: 'down', reason: error };
   if (snap.tables.length === 0) return { state: 'absent', reason: NOT_NFTABLES, warnings: snap.warnings };
   const note = snap.absent.length > 0 ? `no table ${snap.absent.join('/')} kube-proxy (single-stack)` : undefined;
   return { state: 'up', value: snap, warnings: snap.warnings, ...(note ? { note } : {}) };
@@ -26,27 +26,20 @@ export const nft: SourceDef<NftSnapshot> = {
   key: 'nft',
   live(opts) {
     let digest: string | undefined;
-    return {
-      name: 'nft',
-      key: 'nft',
-      async read() {
-        const lists = await runNftLists(opts.netns ? { netns: opts.netns } : {});
-        const d = digestOf(lists);
-        if (d === digest) return { state: 'unchanged' };
-        digest = d;
-        const r = nftSnapshotOf(lists);
-        return resultOf(r.snapshot, r.error);
-      },
-    };
+    return readerOf(nft, async () => {
+      const lists = await runNftLists(opts.netns ? { netns: opts.netns } : {});
+      const d = digestOf(lists);
+      if (d === digest) return { state: 'unchanged' };
+      digest = d;
+      const r = nftSnapshotOf(lists);
+      return resultOf(r.snapshot, r.error);
+    });
   },
   /** The whole ruleset, not only kube-proxy's tables: what else hooks in, and at which priority, matters too. */
   async collect(w) {
     await w.run(BUNDLE_FILES.nftRuleset, ['nft', '-j', 'list', 'ruleset']);
   },
   /** kube-proxy's tables out of nft-ruleset.json; a cut file keeps its complete items (with a warning). */
-  fromBundle(b) {
-    if (!b.has(BUNDLE_FILES.nftRuleset)) return { state: 'down', reason: b.whyMissing(BUNDLE_FILES.nftRuleset) };
-    const path = b.path(BUNDLE_FILES.nftRuleset);
-    return resultOf(nftSnapshotOfRuleset(b.text(BUNDLE_FILES.nftRuleset), path), undefined);
-  },
+  fromBundle: (b) =>
+    fromBundleFile(b, BUNDLE_FILES.nftRuleset, (text, path) => resultOf(nftSnapshotOfRuleset(text, path))),
 };

@@ -1,7 +1,12 @@
 // The node's routes (bundle only): the uplink and the pod CIDR candidates.
 import { BUNDLE_FILES } from '../bundle/names.js';
-import { parseIpRouteJson, type RouteInfo, type RouteSnapshot, summarizeRoutes } from '../bundle/parse-ip.js';
+import { parseIpRouteJson, type RouteSnapshot, summarizeRoutes } from '../bundle/parse-ip.js';
 import type { SourceDef } from './contract.js';
+
+const FILES = [
+  { file: BUNDLE_FILES.ipRoute, family: 4 },
+  { file: BUNDLE_FILES.ip6Route, family: 6 },
+] as const;
 
 export const routes: SourceDef<RouteSnapshot> = {
   name: 'routes',
@@ -10,25 +15,15 @@ export const routes: SourceDef<RouteSnapshot> = {
     await w.run(BUNDLE_FILES.ip6Route, ['ip', '-6', '-j', 'route']);
   },
   fromBundle(bundle) {
-    const files = (
-      [
-        [BUNDLE_FILES.ipRoute, 4],
-        [BUNDLE_FILES.ip6Route, 6],
-      ] as const
-    ).filter(([f]) => bundle.has(f));
-    if (files.length === 0) return { state: 'down', reason: bundle.whyMissing(BUNDLE_FILES.ipRoute) };
-    const all: RouteInfo[] = [];
-    const warnings: string[] = [];
-    for (const [f, fam] of files) {
-      const r = parseIpRouteJson(bundle.text(f), bundle.path(f), fam);
-      all.push(...r.value);
-      warnings.push(...r.warnings);
-    }
-    const s = summarizeRoutes(all);
+    const parsed = FILES.filter((f) => bundle.has(f.file)).map((f) =>
+      parseIpRouteJson(bundle.text(f.file), bundle.path(f.file), f.family),
+    );
+    if (parsed.length === 0) return { state: 'down', reason: bundle.whyMissing(BUNDLE_FILES.ipRoute) };
+    const s = summarizeRoutes(parsed.flatMap((p) => p.value));
     return {
       state: 'up',
       value: s,
-      warnings,
+      warnings: parsed.flatMap((p) => p.warnings),
       ...(s.uplink || s.uplink6 ? {} : { note: 'no default route: the uplink is unknown' }),
     };
   },

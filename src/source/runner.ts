@@ -69,53 +69,33 @@ export class SourceRunner {
   /** Records one read (also event-fed inputs); all but absent count a resync, down an error, unchanged keeps health. */
   record(name: string, result: ReadResult<unknown>, durationMs: number, key?: keyof NodeData): boolean {
     this.durations[name] = durationMs / 1000;
+    if (result.state !== 'absent') this.health.resynced(name);
+    if (result.state === 'unchanged') return false;
     const before = this.statuses.get(name)?.[0];
-    const h = this.health;
     const rounded = Math.round(durationMs * 1000) / 1000;
-    switch (result.state) {
-      case 'unchanged':
-        h.resynced(name);
-        return false;
-      case 'up': {
-        h.resynced(name);
-        h.up(name);
-        this.values.set(name, { ...(key ? { key } : {}), value: result.value });
-        this.setStatus(
-          name,
-          { source: name, available: true, ...(result.note ? { reason: result.note } : {}), durationMs: rounded },
-          result.parts,
-        );
-        return true;
-      }
-      case 'down': {
-        h.resynced(name);
-        h.down(name, result.reason);
-        this.setStatus(
-          name,
-          { source: name, available: false, reason: result.reason, durationMs: rounded },
-          result.parts,
-        );
-        if (result.value !== undefined) {
-          this.values.set(name, { ...(key ? { key } : {}), value: result.value });
-          return true;
-        }
-        return !(before && !before.available && !before.notPresent && before.reason === result.reason);
-      }
-      case 'absent': {
-        h.absent(name, result.reason);
-        const had = this.values.delete(name);
-        this.setStatus(
-          name,
-          { source: name, available: false, reason: result.reason, notPresent: true, durationMs: rounded },
-          result.parts,
-        );
-        return had || !(before?.notPresent && before.reason === result.reason);
-      }
+    const own: SourceStatus =
+      result.state === 'up'
+        ? { source: name, available: true, ...(result.note ? { reason: result.note } : {}), durationMs: rounded }
+        : {
+            source: name,
+            available: false,
+            reason: result.reason,
+            ...(result.state === 'absent' ? { notPresent: true } : {}),
+            durationMs: rounded,
+          };
+    this.statuses.set(name, [own, ...(result.parts ?? [])]);
+    if (result.state === 'absent') {
+      this.health.absent(name, result.reason);
+      const had = this.values.delete(name);
+      return had || !(before?.notPresent && before.reason === result.reason);
     }
-  }
-
-  private setStatus(name: string, own: SourceStatus, parts: SourceStatus[] | undefined): void {
-    this.statuses.set(name, [own, ...(parts ?? [])]);
+    if (result.state === 'up') this.health.up(name);
+    else this.health.down(name, result.reason);
+    if (result.state === 'up' || result.value !== undefined) {
+      this.values.set(name, { ...(key ? { key } : {}), value: result.value });
+      return true;
+    }
+    return !(before && !before.available && !before.notPresent && before.reason === result.reason);
   }
 
   /** The last good value of a source (kept while it is down), undefined when none or absent. */

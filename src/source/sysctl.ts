@@ -1,7 +1,7 @@
 // The kernel settings that decide whether a looped packet survives (bundle only).
 import { BUNDLE_FILES } from '../bundle/names.js';
 import { parseSysctl, type SysctlSnapshot } from '../bundle/parse-sysctl.js';
-import type { SourceDef } from './contract.js';
+import { fromBundleFile, type SourceDef } from './contract.js';
 
 /** Kernel-side keys kept from `sysctl -a`. */
 const SYSCTL_KEYS = /^net\.(ipv4\.conf\.[^.\s]+\.(rp_filter|route_localnet)|netfilter\.nf_conntrack_\w+)\s*=/;
@@ -17,9 +17,6 @@ export const sysctl: SourceDef<SysctlSnapshot> = {
         .concat('\n'),
     );
   },
-  fromBundle(b) {
-    if (!b.has(BUNDLE_FILES.sysctl)) return { state: 'down', reason: b.whyMissing(BUNDLE_FILES.sysctl) };
-    const r = parseSysctl(b.text(BUNDLE_FILES.sysctl), b.path(BUNDLE_FILES.sysctl));
-    return { state: 'up', value: r.value, warnings: r.warnings };
-  },
+  fromBundle: (b) =>
+    fromBundleFile(b, BUNDLE_FILES.sysctl, (text, path) => ({ state: 'up', ...parseSysctl(text, path) })),
 };
