@@ -5,7 +5,7 @@ import { performance } from 'node:perf_hooks';
 import { errText } from '../errors.js';
 import type { Logger } from '../log.js';
 import { PCAP_META_WORDS } from '../native/pcap.js';
-import { classify, linkHeaderLength, parseHeaders, TargetIndex } from './classify.js';
+import { classify, LINK_HEADER_LENGTHS, parseHeaders, TargetIndex } from './classify.js';
 import type { Counter, CounterOptions } from './counter-types.js';
 import { CaptureError } from './errors.js';
 import { egressFilter, ingressFilter, MATCH_PORT_PROTOCOLS } from './pcap-filter.js';
@@ -116,7 +116,7 @@ export class PcapCounter implements Counter {
   }
 
   private linkHeader(r: PcapReader): number {
-    const l2 = linkHeaderLength(r.linkType);
+    const l2 = LINK_HEADER_LENGTHS.get(r.linkType);
     if (l2 === undefined) {
       throw new CaptureError(`pcap: link type ${r.linkType} of ${this.ifname} is not supported`, 'EOPNOTSUPP', 'pcap');
     }
