@@ -1,6 +1,5 @@
-// Keeps the maps the agent writes (TARGET_MAPS) equal to the targets, writing only what changed. Large maps are
-// not mirrored entry by entry, because a VIP key's slot never changes and a NodePort's only when a family gets
-// slots; only the small maps (hosts, config, filters) are kept as contents.
+// Keeps the maps the agent writes (TARGET_MAPS) equal to the targets, writing only what changed; only the small maps
+// (hosts, config, filters) are mirrored, since a VIP key's slot never changes and a NodePort's only with a new family.
 import type { BpfAddon } from '../native/bpf.js';
 import {
   MAP_CONFIG,

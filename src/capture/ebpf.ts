@@ -1,6 +1,5 @@
 // The eBPF counter backend: loads clbprobe.bpf.c's object, attaches it to the uplink (attach.ts), keeps its maps
-// equal to the target sets and reads the per-CPU counters; a re-created uplink (new ifindex) is re-attached on
-// the next read unless its link kind (Ethernet or L3) differs, since the object reads headers at a fixed offset.
+// equal to the target sets, reads the per-CPU counters, and re-attaches to a re-created uplink of the same link kind.
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { NetlinkError } from '../kernel/netlink/socket.js';

@@ -1,6 +1,5 @@
 // The pcap counter backend (fallback when eBPF cannot run): one headers-only capture per direction with a kernel
 // filter passing candidates, counted by classify.ts; it counts skbs, not GSO segments, and losses show as drops.
-// A link flap loses nothing (the readers watch again); a deleted interface ends the capture, and `stopped` says why.
 import { performance } from 'node:perf_hooks';
 import { errText } from '../errors.js';
 import type { Logger } from '../log.js';

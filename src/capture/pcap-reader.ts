@@ -25,12 +25,6 @@ export interface PcapReaderOptions extends PcapOpenOptions {
   onSocketError?: () => void;
 }
 
-export interface PcapStats {
-  received: number;
-  dropped: number;
-  interfaceDropped: number;
-}
-
 export class PcapReader {
   readonly handle: PcapHandle;
   readonly linkType: number;
@@ -78,17 +72,16 @@ export class PcapReader {
   private onPoll(status: number): void {
     if (this.closed || this.stopped !== undefined) return;
     try {
-      this.onReadable(status);
+      // Bounded so a flood cannot starve the loop; after an error status this read also clears SO_ERROR.
+      this.drain(16);
+      if (status < 0 && !this.closed && this.stopped === undefined) this.onSocketError(status);
     } catch (e) {
       // A failing onBatch or hook is a bug, but a throw from here would be an uncaught exception.
       this.stop(`reading the capture failed: ${errText(e)}`);
     }
   }
 
-  private onReadable(status: number): void {
-    // Bounded so a flood cannot starve the loop; after an error status this read also clears SO_ERROR.
-    this.drain(16);
-    if (status >= 0 || this.closed || this.stopped !== undefined) return;
+  private onSocketError(status: number): void {
     // libuv saw POLLERR and stopped watching: watch again, or nothing is ever read again.
     const next = this.errors.onError(performance.now());
     if (next.watch === 'never') {
@@ -144,7 +137,7 @@ export class PcapReader {
     return total;
   }
 
-  stats(): PcapStats {
+  stats(): { received: number; dropped: number; interfaceDropped: number } {
     const [received, dropped, interfaceDropped] = this.addon.pcapStats(this.handle);
     return { received, dropped, interfaceDropped };
   }

@@ -58,7 +58,7 @@ const DUMPS = {
   filters: { get: RTM_GETTFILTER, reply: RTM_NEWTFILTER, what: 'rtnetlink: dump tc filters' },
 };
 
-/** The qdiscs, or the filters on clsact hook `parent` (a filter shows as its chain's head and as itself), of ifindex. */
+/** An interface's qdiscs, or filters on clsact hook `parent` (a filter shows as its chain's head and as itself). */
 async function dumpTc(sock: NetlinkSocket, what: keyof typeof DUMPS, ifindex: number, parent = 0) {
   const d = DUMPS[what];
   const found: ReturnType<typeof decodeTcmsg>[] = [];
