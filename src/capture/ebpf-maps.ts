@@ -110,13 +110,13 @@ export function localSets(t: Targets): {
       addr: address.readUInt32BE(12),
       mask: bits === 96 ? 0 : (0xffffffff << (128 - bits)) >>> 0,
       flags,
-      ...(inHash === undefined ? {} : { inHash }),
+      inHash,
     })),
     nets6: v6.nets.map(({ address, bits, flags, inHash }) => ({
       addr: address,
       mask: maskInPlace(Buffer.alloc(16, 0xff), bits),
       flags,
-      ...(inHash === undefined ? {} : { inHash }),
+      inHash,
     })),
   };
 }
