@@ -3,7 +3,7 @@
 import { performance } from 'node:perf_hooks';
 import { errText } from '../errors.js';
 import { native } from '../native/index.js';
-import { PCAP_META_WORDS, type PcapAddon, type PcapHandle, type PcapOpenOptions, pcapAddon } from '../native/pcap.js';
+import { PCAP_META_WORDS, type PcapHandle, type PcapOpenOptions, pcapAddon } from '../native/pcap.js';
 import { type PollHandle, UV_READABLE } from '../native/poll.js';
 import { captureError } from './errors.js';
 import { SocketErrorPolicy } from './socket-errors.js';
@@ -28,7 +28,7 @@ export interface PcapReaderOptions extends PcapOpenOptions {
 export class PcapReader {
   readonly handle: PcapHandle;
   readonly linkType: number;
-  private readonly addon: PcapAddon;
+  private readonly addon = pcapAddon();
   private readonly batch: PcapBatch;
   private poll: PollHandle | undefined;
   private closed = false;
@@ -42,7 +42,6 @@ export class PcapReader {
     private readonly opts: PcapReaderOptions,
     private readonly onBatch: (b: PcapBatch) => void,
   ) {
-    this.addon = pcapAddon();
     try {
       this.handle = this.addon.pcapOpen(ifname, opts);
     } catch (e) {
