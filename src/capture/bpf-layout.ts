@@ -223,11 +223,8 @@ export interface Net6 {
   inHash?: boolean;
 }
 
-export function configValue(
-  nets4: Net4[],
-  nets6: Net6[],
-  hosts: { v4: boolean; v6: boolean } = { v4: true, v6: true },
-): Buffer {
+/** hosts: whether hosts4 / hosts6 hold an address. */
+export function configValue(nets4: Net4[], nets6: Net6[], hosts: { v4: boolean; v6: boolean }): Buffer {
   if (nets4.length > MAX_NETS || nets6.length > MAX_NETS) {
     throw new Error(`the eBPF program takes at most ${MAX_NETS} local prefixes per family (other than host addresses)`);
   }
