@@ -1,6 +1,5 @@
-// Attaches the counter programs at tc ingress and egress: TCX (kernel >= 6.6) first in the chain so a redirecting
-// CNI cannot hide packets, else cls_bpf filters under our handle, removed on close and at the next start.
-// The clsact qdisc is created if missing and never deleted (the CNI may use it).
+// Attaches the counter programs at tc ingress and egress: TCX (kernel >= 6.6) first in the chain so a redirecting CNI
+// cannot hide packets, else cls_bpf filters under our handle; a clsact qdisc is never deleted (the CNI may use it).
 import type { Logger } from '../log.js';
 import { isSyscallError } from '../native/addon.js';
 import type { BpfAddon } from '../native/bpf.js';
@@ -74,33 +73,28 @@ export function removeTcLeftovers(addon: BpfAddon, t: AttachTarget, log?: Logger
 
 function attachTcx(addon: BpfAddon, progFds: Record<string, number>, t: AttachTarget): Attachment {
   const links: number[] = [];
+  let live = true;
+  /** Detaches every link; `quiet` for a defunct link, whose fd the detach closes also when it refuses. */
+  const detachAll = (quiet: boolean) => {
+    if (!live) return;
+    live = false;
+    for (const fd of links) {
+      try {
+        addon.bpfLinkDetach(fd);
+      } catch (e) {
+        if (!quiet) throw e;
+      }
+    }
+  };
   try {
-    for (const h of HOOKS)
+    for (const h of HOOKS) {
       links.push(addon.bpfTcxAttach(progFds[h.prog]!, t.ifname, h.egress, BPF_F_BEFORE, t.netnsPath));
+    }
   } catch (e) {
-    for (const fd of links) addon.bpfLinkDetach(fd);
+    detachAll(false);
     throw e;
   }
-  let live = true;
-  return {
-    mode: 'tcx',
-    detach() {
-      if (!live) return;
-      live = false;
-      for (const fd of links) addon.bpfLinkDetach(fd);
-    },
-    release() {
-      if (!live) return;
-      live = false;
-      for (const fd of links) {
-        try {
-          addon.bpfLinkDetach(fd); // closes the fd also when the defunct link refuses the detach
-        } catch {
-          // nothing attached any more
-        }
-      }
-    },
-  };
+  return { mode: 'tcx', detach: () => detachAll(false), release: () => detachAll(true) };
 }
 
 function attachTc(addon: BpfAddon, progFds: Record<string, number>, t: AttachTarget): Attachment {

@@ -1,6 +1,15 @@
 // Byte layouts of the eBPF program's map keys and values (native/bpf/clbprobe.bpf.c; host order for integers,
 // network order for addresses), checked against the object's BTF by test/unit/capture/bpf-layout-btf.test.ts.
-import { address16, type CounterKind, type Direction, formatAddress16, PROTO_NUMBERS, type Proto } from './targets.js';
+import {
+  address16,
+  type CounterKind,
+  type CounterSample,
+  type Direction,
+  formatAddress16,
+  PROTO_NAMES,
+  PROTO_NUMBERS,
+  type Proto,
+} from './targets.js';
 
 export const MAP_VIPS4 = 'vips4';
 export const MAP_VIPS6 = 'vips6';
@@ -101,8 +110,7 @@ export const LOCAL_IN_HASH = 4;
 export const STAT_COUNTERS_FULL = 0;
 
 export const KIND_CODES: Record<CounterKind, number> = { to_lb: 1, loop_return: 2, hc_local_src: 3 };
-const KINDS = Object.fromEntries(Object.entries(KIND_CODES).map(([k, v]) => [v, k])) as Record<number, CounterKind>;
-const PROTOS = Object.fromEntries(Object.entries(PROTO_NUMBERS).map(([k, v]) => [v, k])) as Record<number, Proto>;
+const KINDS = new Map(Object.entries(KIND_CODES).map(([kind, code]) => [code, kind as CounterKind]));
 
 /** The VIP key of a 16-byte address (IPv4-mapped for IPv4); proto is the IP protocol number. */
 export function vipKey16(addr: Uint8Array, v4: boolean, port: number, proto: number): Buffer {
@@ -215,11 +223,8 @@ export interface Net6 {
   inHash?: boolean;
 }
 
-export function configValue(
-  nets4: Net4[],
-  nets6: Net6[],
-  hosts: { v4: boolean; v6: boolean } = { v4: true, v6: true },
-): Buffer {
+/** hosts: whether hosts4 / hosts6 hold an address. */
+export function configValue(nets4: Net4[], nets6: Net6[], hosts: { v4: boolean; v6: boolean }): Buffer {
   if (nets4.length > MAX_NETS || nets6.length > MAX_NETS) {
     throw new Error(`the eBPF program takes at most ${MAX_NETS} local prefixes per family (other than host addresses)`);
   }
@@ -243,14 +248,6 @@ export function configValue(
   return b;
 }
 
-export interface DecodedCounterKey {
-  target: string;
-  port: number;
-  proto: Proto;
-  kind: CounterKind;
-  direction: Direction;
-}
-
 /** A struct ctr_key, as the program fills it (addr16: IPv4-mapped for IPv4). */
 export function counterKey(
   addr16: Uint8Array,
@@ -269,10 +266,10 @@ export function counterKey(
 }
 
 /** Decodes the counter key at off; throws naming the offset on a value the program never writes. */
-export function decodeCounterKey(b: Uint8Array, off: number): DecodedCounterKey {
+export function decodeCounterKey(b: Uint8Array, off: number): Omit<CounterSample, 'packets' | 'bytes'> {
   const view = Buffer.from(b.buffer, b.byteOffset + off, COUNTER_KEY_SIZE);
-  const proto = PROTOS[view[CTR_KEY_PROTO]!];
-  const kind = KINDS[view[CTR_KEY_KIND]!];
+  const proto = PROTO_NAMES.get(view[CTR_KEY_PROTO]!);
+  const kind = KINDS.get(view[CTR_KEY_KIND]!);
   const dir = view[CTR_KEY_DIR];
   if (!proto || !kind || (dir !== 0 && dir !== 1)) {
     throw new Error(`counters map: unexpected key at byte ${off}: ${view.toString('hex')}`);

@@ -25,11 +25,10 @@ export function openCounter(opts: CounterOptions): Counter {
     pcap.fallbackReason = `counting with pcap (more CPU per packet): eBPF unavailable: ${errText(ebpfError)}`;
     return pcap;
   } catch (e) {
-    const a = errText(ebpfError);
-    const b = errText(e);
+    const code = e instanceof CaptureError ? e.code : 'EUNKNOWN';
     throw new CaptureError(
-      `no counter backend can run: eBPF: ${a}; pcap: ${b}`,
-      e instanceof CaptureError ? e.code : 'EUNKNOWN',
+      `no counter backend can run: eBPF: ${errText(ebpfError)}; pcap: ${errText(e)}`,
+      code,
       'pcap',
     );
   }

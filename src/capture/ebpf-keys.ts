@@ -15,6 +15,7 @@ import {
   vipEntry,
   vipKey16,
 } from './bpf-layout.js';
+import { ANY_V4, ANY_V6, mapped4 } from './targets.js';
 
 /** Bytes as text, one character a byte ('latin1' round-trips every byte), half the length of hex. */
 export const bytesText = (b: Uint8Array): string => Buffer.from(b.buffer, b.byteOffset, b.length).toString('latin1');
@@ -23,33 +24,18 @@ export const textBytes = (t: string): Buffer => Buffer.from(t, 'latin1');
 /** A vips4/vips6 key: the vip4_key's or vip6_key's bytes as text. */
 export type VipKey = string;
 
-export interface VipParts {
-  /** 16-byte address, IPv4-mapped for IPv4. */
-  addr16: Buffer;
-  v4: boolean;
-  port: number;
-  proto: number;
-}
-
 export function vipKeyOf(addr16: Uint8Array, v4: boolean, port: number, proto: number): VipKey {
   return bytesText(vipKey16(addr16, v4, port, proto));
 }
 
-export function vipParts(k: VipKey): VipParts {
-  const addr16 = Buffer.alloc(16);
+/** A key's 16-byte address (IPv4-mapped for IPv4), family, port and protocol number. */
+export function vipParts(k: VipKey): { addr16: Buffer; v4: boolean; port: number; proto: number } {
   const b = textBytes(k);
-  if (b.length === VIP4_KEY_SIZE) {
-    addr16[10] = addr16[11] = 0xff;
-    b.copy(addr16, 12, 0, 4);
-    return { addr16, v4: true, port: b.readUInt16LE(VIP4_PORT), proto: b[VIP4_PROTO]! };
-  }
+  if (b.length === VIP4_KEY_SIZE)
+    return { addr16: mapped4(b), v4: true, port: b.readUInt16LE(VIP4_PORT), proto: b[VIP4_PROTO]! };
   if (b.length !== VIP6_KEY_SIZE) throw new Error(`not a VIP key: ${b.toString('hex')}`);
-  b.copy(addr16, 0, 0, 16);
-  return { addr16, v4: false, port: b.readUInt16LE(VIP6_PORT), proto: b[VIP6_PROTO]! };
+  return { addr16: b.subarray(0, 16), v4: false, port: b.readUInt16LE(VIP6_PORT), proto: b[VIP6_PROTO]! };
 }
-
-/** The key's bytes in vips4 (IPv4) or vips6. */
-export const vipKeyBytes = (k: VipKey): Buffer => textBytes(k);
 
 export const isVip4 = (k: VipKey): boolean => k.length === VIP4_KEY_SIZE;
 
@@ -60,14 +46,10 @@ function vipHashParts(k: VipKey): [word: number, port: number, proto: number] {
 }
 
 /** The program's vip_bucket_of() of the key (filterBit: its viptab bucket). */
-export function vipFilterBit(k: VipKey): number {
-  return filterBit(...vipHashParts(k));
-}
+export const vipFilterBit = (k: VipKey): number => filterBit(...vipHashParts(k));
 
 /** Sets the key's bits in a filters value (setVipBits: its address's and its own). */
-export function setVipKeyBits(filters: Buffer, k: VipKey): void {
-  setVipBits(filters, ...vipHashParts(k));
-}
+export const setVipKeyBits = (filters: Buffer, k: VipKey): void => setVipBits(filters, ...vipHashParts(k));
 
 /** The key's struct vip_ent with its counter slot. */
 export function vipEntryOf(k: VipKey, slot: number): Buffer {
@@ -83,16 +65,11 @@ export function counterIdOf(key: Uint8Array): CounterId {
   return bytesText(key);
 }
 
-export const counterKeyOf = (id: CounterId): Buffer => textBytes(id);
-
 /** The counter id a VIP entry's slot counts: to_lb, egress, the VIP's address, port and protocol. */
 export function vipCounterId(k: VipKey): CounterId {
   const { addr16, port, proto } = vipParts(k);
   return counterIdOf(counterKey(addr16, port, proto, 'to_lb', 'egress'));
 }
-
-const ANY_V4 = Buffer.from('00000000000000000000ffff00000000', 'hex');
-const ANY_V6 = Buffer.alloc(16);
 
 /** The counter id a NodePort's slot counts per family: loop_return, ingress, the any address. */
 export function nodePortCounterId(port: number, proto: number, v6: boolean): CounterId {

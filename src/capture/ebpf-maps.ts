@@ -9,7 +9,6 @@ import {
   CTR_VAL_BYTES,
   CTR_VAL_PACKETS,
   configValue,
-  type DecodedCounterKey,
   decodeCounterKey,
   FILTERS_HOST,
   FILTERS_VALUE_SIZE,
@@ -34,7 +33,6 @@ import {
   SLOTS_SEEN_VALUE_SIZE,
   setBit,
   u32Value,
-  VIP_BUCKET_SIZE,
   VIPTAB_BUCKETS,
 } from './bpf-layout.js';
 import {
@@ -45,91 +43,83 @@ import {
   textBytes,
   type VipKey,
   vipCounterId,
-  vipKeyBytes,
   vipKeyOf,
 } from './ebpf-keys.js';
 import type { SlotAllocator, VipTable } from './ebpf-tables.js';
-import { address16, type CounterSample, PROTO_NUMBERS, parsePrefix16, type Targets } from './targets.js';
-
-export { bytesText, textBytes };
+import {
+  address16,
+  type CounterSample,
+  inPrefix,
+  maskInPlace,
+  PROTO_NUMBERS,
+  type Prefix16,
+  parsePrefix16,
+  type Targets,
+} from './targets.js';
 
 /** key -> value, each as text (bytesText): text compares by value, as a Map key must. */
 export type MapContents = Map<string, string>;
 
+/** Prefixes per family compared in place before host addresses go to the hash (see localSets). */
+const INLINE_PREFIXES = 4;
+
+type LocalPrefix16 = Prefix16 & { flags: number; inHash?: boolean };
+
+/** One family's local prefixes: host addresses (16-byte form as text) -> flags, and the prefixes compared in place. */
+function familySets(t: Targets, v4: boolean): { hosts: Map<string, number>; nets: LocalPrefix16[] } {
+  const hosts = new Map<string, number>();
+  const prefixes = new Map<string, LocalPrefix16>();
+  for (const lp of t.localPrefixes) {
+    const p = parsePrefix16(lp.cidr);
+    if (p.v4 !== v4) continue;
+    const flags = lp.bound ? LOCAL_BOUND : LOCAL_POD;
+    const k = bytesText(p.address);
+    if (p.bits === 128) hosts.set(k, (hosts.get(k) ?? 0) | flags);
+    else prefixes.set(`${k}/${p.bits}`, { ...p, flags: flags | (prefixes.get(`${k}/${p.bits}`)?.flags ?? 0) });
+  }
+  const nets = [...prefixes.values()];
+  // The first host addresses (node IPs precede kube-ipvs0's VIPs) are compared in place, with the flags of
+  // their prefixes, so that a packet from the node itself ends the program's search early.
+  const inline: LocalPrefix16[] = [];
+  for (const [k, flags] of hosts) {
+    if (nets.length + inline.length >= INLINE_PREFIXES) break;
+    const address = textBytes(k);
+    const within = nets.filter((n) => inPrefix(address, n)).reduce((f, n) => f | n.flags, flags);
+    inline.push({ address, bits: 128, v4, flags: within });
+    hosts.delete(k);
+  }
+  const hashed = [...hosts.keys()].map(textBytes);
+  for (const n of nets) n.inHash = hashed.some((a) => inPrefix(a, n));
+  return { hosts, nets: [...inline, ...nets] };
+}
+
 /** The node's local prefixes as the program reads them: a short list compared in place, the rest in exact hashes. */
-export interface LocalSets {
-  /** 4-byte address (bytesText) -> local flags. */
+export function localSets(t: Targets): {
   hosts4: Map<string, number>;
-  /** 16-byte address (bytesText) -> local flags. */
   hosts6: Map<string, number>;
   nets4: Net4[];
   nets6: Net6[];
+} {
+  const v4 = familySets(t, true);
+  const v6 = familySets(t, false);
+  return {
+    // hosts4 keys are the 4-byte addresses.
+    hosts4: new Map([...v4.hosts].map(([k, flags]) => [k.slice(12), flags])),
+    hosts6: v6.hosts,
+    nets4: v4.nets.map(({ address, bits, flags, inHash }) => ({
+      addr: address.readUInt32BE(12),
+      mask: bits === 96 ? 0 : (0xffffffff << (128 - bits)) >>> 0,
+      flags,
+      inHash,
+    })),
+    nets6: v6.nets.map(({ address, bits, flags, inHash }) => ({
+      addr: address,
+      mask: maskInPlace(Buffer.alloc(16, 0xff), bits),
+      flags,
+      inHash,
+    })),
+  };
 }
-
-function mask6(bits: number): Buffer {
-  const m = Buffer.alloc(16);
-  for (let i = 0; i < 16; i++) m[i] = (0xff00 >> Math.max(0, Math.min(8, bits - i * 8))) & 0xff;
-  return m;
-}
-
-export function localSets(t: Targets): LocalSets {
-  const out: LocalSets = { hosts4: new Map(), hosts6: new Map(), nets4: [], nets6: [] };
-  const nets4 = new Map<string, Net4>();
-  const nets6 = new Map<string, Net6>();
-  const or = (m: Map<string, number>, k: string, f: number) => m.set(k, (m.get(k) ?? 0) | f);
-  for (const lp of t.localPrefixes) {
-    const p = parsePrefix16(lp.cidr);
-    const flags = lp.bound ? LOCAL_BOUND : LOCAL_POD;
-    const v4 = !lp.cidr.split('/')[0]!.includes(':');
-    if (p.bits === 128) {
-      if (v4) or(out.hosts4, bytesText(p.address.subarray(12)), flags);
-      else or(out.hosts6, bytesText(p.address), flags);
-    } else if (v4) {
-      const bits = p.bits - 96;
-      const mask = bits === 0 ? 0 : (0xffffffff << (32 - bits)) >>> 0;
-      const addr = p.address.readUInt32BE(12);
-      const k = `${addr}/${bits}`;
-      const prev = nets4.get(k);
-      nets4.set(k, { addr, mask, flags: flags | (prev?.flags ?? 0) });
-    } else {
-      const k = `${p.address.toString('hex')}/${p.bits}`;
-      const prev = nets6.get(k);
-      nets6.set(k, { addr: p.address, mask: mask6(p.bits), flags: flags | (prev?.flags ?? 0) });
-    }
-  }
-  const prefixes4 = [...nets4.values()];
-  const prefixes6 = [...nets6.values()];
-  // The first host addresses (node IPs precede kube-ipvs0's VIPs) are compared in place, with the flags of
-  // their prefixes, so that a packet from the node itself ends the program's search early.
-  const hosts4: Net4[] = [];
-  for (const [k, flags] of out.hosts4) {
-    if (prefixes4.length + hosts4.length >= INLINE_PREFIXES) break;
-    const addr = textBytes(k).readUInt32BE(0);
-    const within = prefixes4.filter((n) => (addr & n.mask) >>> 0 === n.addr).reduce((f, n) => f | n.flags, 0);
-    hosts4.push({ addr, mask: 0xffffffff, flags: flags | within });
-    out.hosts4.delete(k);
-  }
-  const hosts6: Net6[] = [];
-  for (const [k, flags] of out.hosts6) {
-    if (prefixes6.length + hosts6.length >= INLINE_PREFIXES) break;
-    const addr = textBytes(k);
-    const within = prefixes6
-      .filter((n) => addr.every((b, i) => (b & n.mask[i]!) === n.addr[i]))
-      .reduce((f, n) => f | n.flags, 0);
-    hosts6.push({ addr, mask: Buffer.alloc(16, 0xff), flags: flags | within });
-    out.hosts6.delete(k);
-  }
-  const hashed4 = [...out.hosts4.keys()].map((k) => textBytes(k).readUInt32BE(0));
-  const hashed6 = [...out.hosts6.keys()].map(textBytes);
-  for (const n of prefixes4) n.inHash = hashed4.some((a) => (a & n.mask) >>> 0 === n.addr);
-  for (const n of prefixes6) n.inHash = hashed6.some((a) => a.every((b, i) => (b & n.mask[i]!) === n.addr[i]));
-  out.nets4 = [...hosts4, ...prefixes4];
-  out.nets6 = [...hosts6, ...prefixes6];
-  return out;
-}
-
-/** Prefixes per family compared in place before host addresses go to the hash (see localSets). */
-const INLINE_PREFIXES = 4;
 
 export const FAMILY_V4 = 1;
 export const FAMILY_V6 = 2;
@@ -141,14 +131,11 @@ export const FAMILY_V6 = 2;
 export function slotFamilies(t: Targets): number {
   let fams = 0;
   for (const lp of t.localPrefixes) {
-    const v4 = !lp.cidr.split('/')[0]!.includes(':');
-    const fam = v4 ? FAMILY_V4 : FAMILY_V6;
-    if (fams & fam) continue;
-    const { address: a, bits } = parsePrefix16(lp.cidr);
+    const { address: a, bits, v4 } = parsePrefix16(lp.cidr);
     const linkLocal = v4
       ? bits >= 96 + 16 && a[12] === 169 && a[13] === 254
       : bits >= 10 && a[0] === 0xfe && (a[1]! & 0xc0) === 0x80;
-    if (!linkLocal) fams |= fam;
+    if (!linkLocal) fams |= v4 ? FAMILY_V4 : FAMILY_V6;
   }
   return fams;
 }
@@ -166,27 +153,12 @@ export const TARGET_MAPS = [
 ] as const;
 export type TargetMap = (typeof TARGET_MAPS)[number];
 
-/** Array maps of TARGET_MAPS whose entries cannot be deleted: a key that goes is written with this value. */
-export const ARRAY_ZERO: Partial<Record<string, Buffer>> = {
-  [MAP_NODEPORTS]: Buffer.alloc(NODEPORT_VALUE_SIZE),
-  [MAP_VIPTAB]: Buffer.alloc(VIP_BUCKET_SIZE),
-};
-
-/** What the target maps must hold; slots go to VIPs in target order, then to NodePorts per slotFamilies family. */
-export interface WantedMaps {
-  /** vips4/vips6 keys in target order (a duplicate target repeats its key). */
-  vips: VipKey[];
-  nodePorts: number[];
-  /** The families (slotFamilies) whose NodePort keys were given slots (when slots were passed). */
-  nodePortFamilies: number;
-  hosts4: Map<string, number>;
-  hosts6: Map<string, number>;
-  config: Buffer;
-  filters: Buffer;
-}
-
-/** Throws (before handing out any slot) when the targets do not fit the program (too many local prefixes). */
-export function wantedMaps(t: Targets, slots?: SlotAllocator): WantedMaps {
+/**
+ * What the target maps must hold; slots go to VIPs in target order, then to NodePorts per slotFamilies family.
+ * vips: keys in target order (a duplicate target repeats its key); nodePortFamilies: the families whose NodePort
+ * keys were given slots. Throws (before handing out any slot) when the targets do not fit the program.
+ */
+export function wantedMaps(t: Targets, slots?: SlotAllocator) {
   const local = localSets(t);
   const config = configValue(local.nets4, local.nets6, { v4: local.hosts4.size > 0, v6: local.hosts6.size > 0 });
   const filters = Buffer.alloc(FILTERS_VALUE_SIZE);
@@ -197,15 +169,8 @@ export function wantedMaps(t: Targets, slots?: SlotAllocator): WantedMaps {
     setVipKeyBits(filters, k);
     vips.push(k);
   }
-  for (const [hosts, v4] of [
-    [local.hosts4, true],
-    [local.hosts6, false],
-  ] as const) {
-    for (const k of hosts.keys()) {
-      const a = textBytes(k);
-      setBit(filters, FILTERS_HOST, hostBit(v4 ? a.readUInt32LE(0) : addressWord(a, false)));
-    }
-  }
+  for (const k of local.hosts4.keys()) setBit(filters, FILTERS_HOST, hostBit(textBytes(k).readUInt32LE(0)));
+  for (const k of local.hosts6.keys()) setBit(filters, FILTERS_HOST, hostBit(addressWord(textBytes(k), false)));
   const nodePorts: number[] = [];
   const fams = slotFamilies(t);
   for (const n of t.nodePorts) {
@@ -218,6 +183,8 @@ export function wantedMaps(t: Targets, slots?: SlotAllocator): WantedMaps {
   return { vips, nodePorts, nodePortFamilies: fams, hosts4: local.hosts4, hosts6: local.hosts6, config, filters };
 }
 
+const PROTO_NUMBERS_BY_SLOT = [PROTO_NUMBERS.tcp, PROTO_NUMBERS.udp, PROTO_NUMBERS.sctp];
+
 /** The nodeports value at `index`: loop_return slots per family, 0 where none is handed out. */
 export function nodePortValue(index: number, slots?: SlotAllocator): Buffer {
   const value = Buffer.alloc(NODEPORT_VALUE_SIZE);
@@ -229,8 +196,6 @@ export function nodePortValue(index: number, slots?: SlotAllocator): Buffer {
   return value;
 }
 
-const PROTO_NUMBERS_BY_SLOT = [PROTO_NUMBERS.tcp, PROTO_NUMBERS.udp, PROTO_NUMBERS.sctp];
-
 /** The vips4/vips6 value of a key: its to_lb slot, 0 without slots. */
 export const vipValue = (k: VipKey, slots?: SlotAllocator): Buffer => u32Value(slots?.find(vipCounterId(k)) ?? 0);
 
@@ -238,41 +203,19 @@ export const vipValue = (k: VipKey, slots?: SlotAllocator): Buffer => u32Value(s
 export function targetMaps(t: Targets, slots?: SlotAllocator, table?: VipTable): Record<string, MapContents> {
   const w = wantedMaps(t, slots);
   const maps: Record<string, MapContents> = Object.fromEntries(TARGET_MAPS.map((m) => [m, new Map()]));
-  for (const k of w.vips) put(maps[isVip4(k) ? MAP_VIPS4 : MAP_VIPS6]!, vipKeyBytes(k), vipValue(k, slots));
+  const put = (map: string, key: Buffer, value: Buffer) => maps[map]!.set(bytesText(key), bytesText(value));
+  for (const k of w.vips) put(isVip4(k) ? MAP_VIPS4 : MAP_VIPS6, textBytes(k), vipValue(k, slots));
   if (table) {
     table.update(w.vips);
     const slotOf = (k: VipKey) => slots?.find(vipCounterId(k)) ?? 0;
-    for (let b = 0; b < VIPTAB_BUCKETS; b++)
-      if (table.inUse(b)) put(maps[MAP_VIPTAB]!, u32Value(b), table.bucket(b, slotOf));
+    for (let b = 0; b < VIPTAB_BUCKETS; b++) if (table.inUse(b)) put(MAP_VIPTAB, u32Value(b), table.bucket(b, slotOf));
   }
-  for (const [k, flags] of w.hosts4) maps[MAP_HOSTS4]!.set(k, bytesText(u32Value(flags)));
-  for (const [k, flags] of w.hosts6) maps[MAP_HOSTS6]!.set(k, bytesText(u32Value(flags)));
-  for (const i of w.nodePorts) put(maps[MAP_NODEPORTS]!, u32Value(i), nodePortValue(i, slots));
-  put(maps[MAP_CONFIG]!, u32Value(0), w.config);
-  put(maps[MAP_FILTERS]!, u32Value(0), w.filters);
+  for (const [k, flags] of w.hosts4) put(MAP_HOSTS4, textBytes(k), u32Value(flags));
+  for (const [k, flags] of w.hosts6) put(MAP_HOSTS6, textBytes(k), u32Value(flags));
+  for (const i of w.nodePorts) put(MAP_NODEPORTS, u32Value(i), nodePortValue(i, slots));
+  put(MAP_CONFIG, u32Value(0), w.config);
+  put(MAP_FILTERS, u32Value(0), w.filters);
   return maps;
-}
-
-function put(m: MapContents, key: Buffer, value: Buffer): void {
-  m.set(bytesText(key), bytesText(value));
-}
-
-/** Writes new and changed entries before deletions, so a key present in both never disappears. */
-export function syncMap(
-  addon: BpfAddon,
-  fd: number,
-  current: MapContents,
-  next: MapContents,
-  arrayZero?: Buffer,
-): void {
-  for (const [key, value] of next) {
-    if (current.get(key) !== value) addon.bpfMapUpdate(fd, textBytes(key), textBytes(value), 0 /* BPF_ANY */);
-  }
-  for (const key of current.keys()) {
-    if (next.has(key)) continue;
-    if (arrayZero) addon.bpfMapUpdate(fd, textBytes(key), arrayZero, 0 /* BPF_ANY */);
-    else addon.bpfMapDelete(fd, textBytes(key));
-  }
 }
 
 /** ENOTSUPP (524) is 5.10's answer for per-CPU arrays; EINVAL comes from kernels before 5.6 without the command. */
@@ -280,42 +223,67 @@ export function batchUnsupported(e: unknown): boolean {
   return isSyscallError(e) && (e.errno === 524 || e.code === 'EOPNOTSUPP' || e.code === 'EINVAL');
 }
 
-/** Sum over CPUs of the u64 at `field` of the i-th per-CPU value in `values` (exact below 2^53). */
-function sumPerCpu(values: Buffer, i: number, cpus: number, stride: number, field: number): number {
-  let total = 0;
-  const base = i * cpus * stride + field;
-  for (let c = 0; c < cpus; c++) {
-    const off = base + c * stride;
-    total += values.readUInt32LE(off) + values.readUInt32LE(off + 4) * 0x1_0000_0000;
-  }
-  return total;
-}
-
 /** Per-CPU values occupy one 8-byte-aligned slot per possible CPU. */
 export function perCpuStride(valueSize: number): number {
   return Math.ceil(valueSize / 8) * 8;
 }
 
-/** Sums the per-CPU counters hash with batch lookups whose buffers grow only while batches come back full. */
-export class CounterMapReader {
-  private keys: Buffer;
-  private values: Buffer;
-  private size: number;
-  private readonly token = Buffer.alloc(8);
-  private readonly status = new Int32Array(2);
-  private readonly stride = perCpuStride(COUNTER_VALUE_SIZE);
-  /** Decoded keys by raw bytes: keys stay the same from one read to the next. */
-  private decoded = new Map<string, DecodedCounterKey>();
-  /** Set once the kernel refused a batch lookup (kernels before 5.6 have none). */
+/** Counter values read with batch lookups, or one lookup per key once the kernel refused a batch lookup. */
+abstract class PerCpuCounterReader {
+  protected readonly token = Buffer.alloc(8);
+  protected readonly status = new Int32Array(2);
+  protected readonly stride = perCpuStride(COUNTER_VALUE_SIZE);
+  /** Set once the kernel refused a batch lookup (kernels before 5.6 have none for hashes, 5.10 for per-CPU arrays). */
   private batchless = false;
 
   constructor(
-    private readonly addon: BpfAddon,
-    private readonly fd: number,
-    private readonly cpus: number,
+    protected readonly addon: BpfAddon,
+    protected readonly fd: number,
+    protected readonly cpus: number,
+  ) {}
+
+  protected readBatchesOrByKey(batches: () => CounterSample[], byKey: () => CounterSample[]): CounterSample[] {
+    if (!this.batchless) {
+      try {
+        return batches();
+      } catch (e) {
+        if (!batchUnsupported(e)) throw e;
+        this.batchless = true;
+      }
+    }
+    return byKey();
+  }
+
+  /** Sum over CPUs of the u64 at `field` of the i-th per-CPU value in `values` (exact below 2^53). */
+  protected sum(values: Buffer, i: number, field: number): number {
+    let total = 0;
+    const base = i * this.cpus * this.stride + field;
+    for (let c = 0; c < this.cpus; c++) {
+      const off = base + c * this.stride;
+      total += values.readUInt32LE(off) + values.readUInt32LE(off + 4) * 0x1_0000_0000;
+    }
+    return total;
+  }
+}
+
+type CounterKey = ReturnType<typeof decodeCounterKey>;
+
+/** Sums the per-CPU counters hash with batch lookups whose buffers grow only while batches come back full. */
+export class CounterMapReader extends PerCpuCounterReader {
+  private keys: Buffer;
+  private values: Buffer;
+  private size: number;
+  /** Decoded keys by raw bytes: keys stay the same from one read to the next. */
+  private decoded = new Map<string, CounterKey>();
+
+  constructor(
+    addon: BpfAddon,
+    fd: number,
+    cpus: number,
     private readonly batch = 4096,
     first = 128,
   ) {
+    super(addon, fd, cpus);
     this.size = Math.min(first, batch);
     this.keys = Buffer.alloc(this.size * COUNTER_KEY_SIZE);
     this.values = Buffer.alloc(this.size * cpus * this.stride);
@@ -326,21 +294,16 @@ export class CounterMapReader {
   }
 
   read(): CounterSample[] {
-    if (!this.batchless) {
-      try {
-        return this.readBatches();
-      } catch (e) {
-        if (!batchUnsupported(e)) throw e;
-        this.batchless = true;
-      }
-    }
-    return this.readByKey();
+    return this.readBatchesOrByKey(
+      () => this.readBatches(),
+      () => this.readByKey(),
+    );
   }
 
   /** One lookup per key, walking the keys; for kernels without batch lookups of hashes (before 5.6). */
   private readByKey(): CounterSample[] {
     const out: CounterSample[] = [];
-    const seen = new Map<string, DecodedCounterKey>();
+    const seen = new Map<string, CounterKey>();
     const key = Buffer.alloc(COUNTER_KEY_SIZE);
     const next = Buffer.alloc(COUNTER_KEY_SIZE);
     const value = Buffer.alloc(this.cpus * this.stride);
@@ -351,15 +314,7 @@ export class CounterMapReader {
     ) {
       next.copy(key);
       // A key deleted between the walk and the lookup has nothing left to count.
-      if (!this.addon.bpfMapLookup(this.fd, key, value)) continue;
-      const raw = key.toString('latin1');
-      const k = this.decoded.get(raw) ?? decodeCounterKey(key, 0);
-      seen.set(raw, k);
-      out.push({
-        ...k,
-        packets: sumPerCpu(value, 0, this.cpus, this.stride, CTR_VAL_PACKETS),
-        bytes: sumPerCpu(value, 0, this.cpus, this.stride, CTR_VAL_BYTES),
-      });
+      if (this.addon.bpfMapLookup(this.fd, key, value)) this.sample(out, seen, key, value, 0);
     }
     this.decoded = seen;
     return out;
@@ -367,42 +322,37 @@ export class CounterMapReader {
 
   private readBatches(): CounterSample[] {
     const out: CounterSample[] = [];
-    const seen = new Map<string, DecodedCounterKey>();
-    let first = true;
-    for (;;) {
+    const seen = new Map<string, CounterKey>();
+    for (let first = true; ; first = false) {
       this.addon.bpfMapLookupBatch(this.fd, this.keys, this.values, this.token, first, this.status, this.size);
-      first = false;
       const n = this.status[0]!;
-      for (let i = 0; i < n; i++) {
-        const raw = this.keys.toString('latin1', i * COUNTER_KEY_SIZE, (i + 1) * COUNTER_KEY_SIZE);
-        const key = this.decoded.get(raw) ?? decodeCounterKey(this.keys, i * COUNTER_KEY_SIZE);
-        seen.set(raw, key);
-        out.push({
-          target: key.target,
-          port: key.port,
-          proto: key.proto,
-          kind: key.kind,
-          direction: key.direction,
-          packets: this.sum(i, CTR_VAL_PACKETS),
-          bytes: this.sum(i, CTR_VAL_BYTES),
-        });
-      }
+      for (let i = 0; i < n; i++) this.sample(out, seen, this.keys, this.values, i);
       if (this.status[1] || n === 0) break;
       // More to come after a full batch: larger batches from now on (the token keeps the place).
-      if (n >= this.size && this.size < this.batch) this.grow(Math.min(this.batch, this.size * 4));
+      if (n >= this.size && this.size < this.batch) {
+        this.size = Math.min(this.batch, this.size * 4);
+        this.keys = Buffer.alloc(this.size * COUNTER_KEY_SIZE);
+        this.values = Buffer.alloc(this.size * this.cpus * this.stride);
+      }
     }
     this.decoded = seen;
     return out;
   }
 
-  private grow(size: number): void {
-    this.size = size;
-    this.keys = Buffer.alloc(size * COUNTER_KEY_SIZE);
-    this.values = Buffer.alloc(size * this.cpus * this.stride);
-  }
-
-  private sum(i: number, field: number): number {
-    return sumPerCpu(this.values, i, this.cpus, this.stride, field);
+  /** Adds the i-th key of `keys` with its value in `values` to `out`, and its decoded key to `seen`. */
+  private sample(out: CounterSample[], seen: Map<string, CounterKey>, keys: Buffer, values: Buffer, i: number): void {
+    const raw = keys.toString('latin1', i * COUNTER_KEY_SIZE, (i + 1) * COUNTER_KEY_SIZE);
+    const key = this.decoded.get(raw) ?? decodeCounterKey(keys, i * COUNTER_KEY_SIZE);
+    seen.set(raw, key);
+    out.push({
+      target: key.target,
+      port: key.port,
+      proto: key.proto,
+      kind: key.kind,
+      direction: key.direction,
+      packets: this.sum(values, i, CTR_VAL_PACKETS),
+      bytes: this.sum(values, i, CTR_VAL_BYTES),
+    });
   }
 }
 
@@ -410,27 +360,23 @@ export class CounterMapReader {
  * Reads only the slots the program marked in `slots_seen`, because the kernel copies per-CPU values one
  * element at a time; many marked slots are read with batch lookups.
  */
-export class SlotMapReader {
+export class SlotMapReader extends PerCpuCounterReader {
   private keys = Buffer.alloc(0);
   private values = Buffer.alloc(0);
-  private readonly token = Buffer.alloc(8);
-  private readonly status = new Int32Array(2);
-  private readonly stride = perCpuStride(COUNTER_VALUE_SIZE);
-  private readonly decoded: DecodedCounterKey[] = [];
+  private readonly decoded: CounterKey[] = [];
   private readonly seen = Buffer.alloc(SLOTS_SEEN_VALUE_SIZE);
   private readonly key = Buffer.alloc(4);
   private readonly one: Buffer;
-  /** Set once the kernel refused a batch lookup of the slots (5.10: no batch ops on per-CPU arrays). */
-  private batchless = false;
 
   constructor(
-    private readonly addon: BpfAddon,
-    private readonly fd: number,
+    addon: BpfAddon,
+    fd: number,
     private readonly seenFd: number,
-    private readonly cpus: number,
+    cpus: number,
     private readonly slots: SlotAllocator,
     private readonly batch = 4096,
   ) {
+    super(addon, fd, cpus);
     this.one = Buffer.alloc(cpus * this.stride);
   }
 
@@ -442,26 +388,20 @@ export class SlotMapReader {
     const marked: number[] = [];
     for (let at = this.seen.indexOf(1, 1); at >= 0 && at < used; at = this.seen.indexOf(1, at + 1)) marked.push(at);
     if (marked.length * 4 > used) return this.readAll(used);
-    const out: CounterSample[] = [];
-    for (const slot of marked) {
-      this.key.writeUInt32LE(slot, 0);
-      if (this.addon.bpfMapLookup(this.fd, this.key, this.one)) this.sample(out, slot, this.one, 0);
-    }
-    return out;
+    return this.readEach(marked);
   }
 
   /** Every slot handed out: with batch lookups, or one lookup per slot where the kernel has none for per-CPU arrays. */
   private readAll(used: number): CounterSample[] {
-    if (!this.batchless) {
-      try {
-        return this.readBatches(used);
-      } catch (e) {
-        if (!batchUnsupported(e)) throw e;
-        this.batchless = true;
-      }
-    }
+    return this.readBatchesOrByKey(
+      () => this.readBatches(used),
+      () => this.readEach(Array.from({ length: used - 1 }, (_, i) => i + 1)),
+    );
+  }
+
+  private readEach(slots: number[]): CounterSample[] {
     const out: CounterSample[] = [];
-    for (let slot = 1; slot < used; slot++) {
+    for (const slot of slots) {
       this.key.writeUInt32LE(slot, 0);
       if (this.addon.bpfMapLookup(this.fd, this.key, this.one)) this.sample(out, slot, this.one, 0);
     }
@@ -475,23 +415,13 @@ export class SlotMapReader {
       this.values = Buffer.alloc(size * this.cpus * this.stride);
     }
     const out: CounterSample[] = [];
-    let first = true;
-    for (let done = 0; done < used; ) {
-      this.addon.bpfMapLookupBatch(
-        this.fd,
-        this.keys,
-        this.values,
-        this.token,
-        first,
-        this.status,
-        Math.min(size, used - done),
-      );
-      first = false;
+    for (let done = 0, first = true; done < used; first = false) {
+      const max = Math.min(size, used - done);
+      this.addon.bpfMapLookupBatch(this.fd, this.keys, this.values, this.token, first, this.status, max);
       const n = this.status[0]!;
       for (let i = 0; i < n; i++) {
         const slot = this.keys.readUInt32LE(i * 4);
-        if (slot === 0 || slot >= used) continue;
-        this.sample(out, slot, this.values, i);
+        if (slot !== 0 && slot < used) this.sample(out, slot, this.values, i);
       }
       done += n;
       if (this.status[1] || n === 0) break;
@@ -504,10 +434,6 @@ export class SlotMapReader {
     if (packets === 0) return;
     const key = (this.decoded[slot] ??= decodeCounterKey(this.slots.keyOf(slot), 0));
     out.push({ ...key, packets, bytes: this.sum(values, i, CTR_VAL_BYTES) });
-  }
-
-  private sum(values: Buffer, i: number, field: number): number {
-    return sumPerCpu(values, i, this.cpus, this.stride, field);
   }
 }
 

@@ -1,6 +1,5 @@
-// Keeps the maps the agent writes (TARGET_MAPS) equal to the targets, writing only what changed. Large maps are
-// not mirrored entry by entry, because a VIP key's slot never changes and a NodePort's only when a family gets
-// slots; only the small maps (hosts, config, filters) are kept as contents.
+// Keeps the maps the agent writes (TARGET_MAPS) equal to the targets, writing only what changed; only the small maps
+// (hosts, config, filters) are mirrored, since a VIP key's slot never changes and a NodePort's only with a new family.
 import type { BpfAddon } from '../native/bpf.js';
 import {
   MAP_CONFIG,
@@ -13,26 +12,19 @@ import {
   MAP_VIPTAB,
   NODEPORT_SLOT_V4,
   NODEPORT_SLOT_V6,
+  NODEPORT_VALUE_SIZE,
   u32Value,
 } from './bpf-layout.js';
-import { isVip4, type VipKey, vipCounterId, vipKeyBytes } from './ebpf-keys.js';
-import {
-  ARRAY_ZERO,
-  bytesText,
-  type MapContents,
-  nodePortValue,
-  syncMap,
-  TARGET_MAPS,
-  type TargetMap,
-  vipValue,
-  type WantedMaps,
-  wantedMaps,
-} from './ebpf-maps.js';
+import { bytesText, isVip4, textBytes, type VipKey, vipCounterId } from './ebpf-keys.js';
+import { type MapContents, nodePortValue, TARGET_MAPS, type TargetMap, vipValue, wantedMaps } from './ebpf-maps.js';
 import { SlotAllocator, VipTable } from './ebpf-tables.js';
 import { captureError } from './errors.js';
 import type { Targets } from './targets.js';
 
 const KEY0 = u32Value(0);
+const BPF_ANY = 0;
+/** A nodeports entry that goes is written as zeros: entries of an array map cannot be deleted. */
+const ZERO_NODEPORT = Buffer.alloc(NODEPORT_VALUE_SIZE);
 
 export class TargetSync {
   readonly slots: SlotAllocator;
@@ -52,12 +44,9 @@ export class TargetSync {
   private nodePortsGained = false;
   /** slots.used at the last completed nodeports write: every slot its values hold is below. */
   private nodePortSlotsFrom = 1;
-  private readonly hosts: Record<typeof MAP_HOSTS4 | typeof MAP_HOSTS6, MapContents> = {
-    [MAP_HOSTS4]: new Map(),
-    [MAP_HOSTS6]: new Map(),
-  };
+  private readonly hosts: Record<string, MapContents> = { [MAP_HOSTS4]: new Map(), [MAP_HOSTS6]: new Map() };
   /** The config's and filters' value as written, by map name; none before the first write, or after a failed one. */
-  private readonly values: Partial<Record<typeof MAP_CONFIG | typeof MAP_FILTERS, Buffer>> = {};
+  private readonly values: Record<string, Buffer> = {};
 
   constructor(
     private readonly addon: BpfAddon,
@@ -69,7 +58,7 @@ export class TargetSync {
 
   /** Throws a CaptureError ('maps') naming the map whose write failed; the next sync completes the work. */
   sync(t: Targets): void {
-    let w: WantedMaps;
+    let w: ReturnType<typeof wantedMaps>;
     try {
       w = wantedMaps(t, this.slots);
     } catch (e) {
@@ -102,33 +91,32 @@ export class TargetSync {
   /** Keys in the table written with their slot, first; then the others deleted. */
   private syncVips(name: string, pending: Set<VipKey>): void {
     const fd = this.fds[name]!;
-    for (const k of pending)
-      if (this.table.has(k)) this.addon.bpfMapUpdate(fd, vipKeyBytes(k), vipValue(k, this.slots), 0 /* BPF_ANY */);
-    for (const k of pending) if (!this.table.has(k)) this.addon.bpfMapDelete(fd, vipKeyBytes(k));
+    for (const k of pending) {
+      if (this.table.has(k)) this.addon.bpfMapUpdate(fd, textBytes(k), vipValue(k, this.slots), BPF_ANY);
+    }
+    for (const k of pending) if (!this.table.has(k)) this.addon.bpfMapDelete(fd, textBytes(k));
     pending.clear();
   }
 
   private syncBuckets(): void {
-    const fd = this.fds[MAP_VIPTAB]!;
     const slotOf = (k: VipKey) => this.slots.find(vipCounterId(k));
     for (const b of this.pendingBuckets) {
-      this.addon.bpfMapUpdate(fd, u32Value(b), this.table.bucket(b, slotOf), 0);
+      this.addon.bpfMapUpdate(this.fds[MAP_VIPTAB]!, u32Value(b), this.table.bucket(b, slotOf), BPF_ANY);
       this.pendingBuckets.delete(b);
     }
   }
 
-  private syncHosts(name: typeof MAP_HOSTS4 | typeof MAP_HOSTS6, wanted: Map<string, number>): void {
-    const next: MapContents = new Map();
-    for (const [k, flags] of wanted) next.set(k, bytesText(u32Value(flags)));
-    try {
-      syncMap(this.addon, this.fds[name]!, this.hosts[name], next);
-    } catch (e) {
-      // The map now holds a mix of both, so every key gets an unknown value for the next sync to rewrite or delete.
-      const unknown: MapContents = new Map();
-      for (const k of [...this.hosts[name].keys(), ...next.keys()]) unknown.set(k, '');
-      this.hosts[name] = unknown;
-      throw e;
+  /** Writes new and changed entries before deletions, so a key present in both never disappears. */
+  private syncHosts(name: string, wanted: Map<string, number>): void {
+    const fd = this.fds[name]!;
+    const current = this.hosts[name]!;
+    const next: MapContents = new Map([...wanted].map(([k, flags]) => [k, bytesText(u32Value(flags))]));
+    // Until done, the map holds a mix of both: every key has an unknown value for the next sync to rewrite or delete.
+    this.hosts[name] = new Map([...current.keys(), ...next.keys()].map((k) => [k, '']));
+    for (const [key, value] of next) {
+      if (current.get(key) !== value) this.addon.bpfMapUpdate(fd, textBytes(key), textBytes(value), BPF_ANY);
     }
+    for (const key of current.keys()) if (!next.has(key)) this.addon.bpfMapDelete(fd, textBytes(key));
     this.hosts[name] = next;
   }
 
@@ -150,14 +138,10 @@ export class TargetSync {
       for (const i of wanted) held.add(i);
       this.nodePortsUnsure = true;
       // An index's value only gains slots, so a value of zeros is already in the array.
-      for (const i of add) {
-        const value = nodePortValue(i, this.slots);
-        if (value.some((b) => b !== 0)) this.addon.bpfMapUpdate(fd, u32Value(i), value, 0);
-      }
-      for (const i of zero) {
-        if (nodePortValue(i, this.slots).some((b) => b !== 0))
-          this.addon.bpfMapUpdate(fd, u32Value(i), ARRAY_ZERO[MAP_NODEPORTS]!, 0);
-      }
+      const hasSlot = (i: number) => nodePortValue(i, this.slots).some((b) => b !== 0);
+      for (const i of add)
+        if (hasSlot(i)) this.addon.bpfMapUpdate(fd, u32Value(i), nodePortValue(i, this.slots), BPF_ANY);
+      for (const i of zero) if (hasSlot(i)) this.addon.bpfMapUpdate(fd, u32Value(i), ZERO_NODEPORT, BPF_ANY);
     }
     this.nodePortsHeld = wanted;
     this.nodePortsUnsure = this.nodePortsGained = false;
@@ -165,11 +149,10 @@ export class TargetSync {
   }
 
   /** A one-value array map (config, filters): written when its value differs from the one written last. */
-  private syncValue(name: typeof MAP_CONFIG | typeof MAP_FILTERS, next: Buffer): void {
-    const written = this.values[name];
-    if (written?.equals(next)) return;
+  private syncValue(name: string, next: Buffer): void {
+    if (this.values[name]?.equals(next)) return;
     delete this.values[name]; // unknown, should the write fail
-    this.addon.bpfMapUpdate(this.fds[name]!, KEY0, next, 0);
+    this.addon.bpfMapUpdate(this.fds[name]!, KEY0, next, BPF_ANY);
     this.values[name] = next;
   }
 }

@@ -8,7 +8,7 @@ import {
   VIP_ENT_SIZE,
   VIPTAB_BUCKETS,
 } from './bpf-layout.js';
-import { type CounterId, counterIdOf, counterKeyOf, type VipKey, vipEntryOf, vipFilterBit } from './ebpf-keys.js';
+import { type CounterId, counterIdOf, textBytes, type VipKey, vipEntryOf, vipFilterBit } from './ebpf-keys.js';
 
 /**
  * Counter slots of the `slots` array: a key keeps its slot for the agent's life and a slot never changes key,
@@ -44,21 +44,13 @@ export class SlotAllocator {
   keyOf(slot: number): Buffer {
     if (!Number.isInteger(slot) || slot < 1 || slot >= this.used)
       throw new RangeError(`slot ${slot} was not handed out`);
-    return counterKeyOf(this.idBySlot[slot - 1]!);
+    return textBytes(this.idBySlot[slot - 1]!);
   }
 
   /** Slots handed out, slot 0 included (the part of the array the reader reads). */
   get used(): number {
     return this.idBySlot.length + 1;
   }
-}
-
-/** What VipTable.update changed. */
-export interface VipTableChange {
-  added: VipKey[];
-  removed: VipKey[];
-  /** Buckets whose value changed (an entry taken or freed, `more` set or cleared), each once. */
-  buckets: number[];
 }
 
 /**
@@ -72,10 +64,13 @@ export class VipTable {
   /** Per bucket with any, how many of `more` are its. */
   private readonly moreCount = new Map<number, number>();
 
-  /** Makes the table hold exactly the keys of `wanted` (duplicates are one key) and says what changed. */
-  update(wanted: Iterable<VipKey>): VipTableChange {
-    const change: VipTableChange = { added: [], removed: [], buckets: [] };
-    this.allocate();
+  /**
+   * Makes the table hold exactly the keys of `wanted` (duplicates are one key) and says what changed; buckets:
+   * those whose value changed (an entry taken or freed, `more` set or cleared), each once.
+   */
+  update(wanted: Iterable<VipKey>): { added: VipKey[]; removed: VipKey[]; buckets: number[] } {
+    const change = { added: [] as VipKey[], removed: [] as VipKey[], buckets: [] as number[] };
+    if (this.entries.length === 0) this.entries = new Array(VIPTAB_BUCKETS * VIP_BUCKET_ENTRIES).fill(undefined);
     // Buckets touched -> their value before, so a `more` key replaced by another leaves the bucket unwritten.
     const before = new Map<number, string>();
     const touch = (b: number) => {
@@ -134,8 +129,7 @@ export class VipTable {
 
   /** Keys in the table, for tests: in a bucket's entries, and looked up in the hash only. */
   counts(): { inBuckets: number; more: number } {
-    const inBuckets = this.entries.filter((k) => k !== undefined).length;
-    return { inBuckets, more: this.more.size };
+    return { inBuckets: this.entries.filter((k) => k !== undefined).length, more: this.more.size };
   }
 
   /** Whether bucket b holds an entry or has `more` set (a bucket not in use is all zeros). */
@@ -151,10 +145,6 @@ export class VipTable {
     }
     v.writeUInt32LE(this.moreCount.has(b) ? 1 : 0, VIP_BUCKET_MORE);
     return v;
-  }
-
-  private allocate(): void {
-    if (this.entries.length === 0) this.entries = new Array(VIPTAB_BUCKETS * VIP_BUCKET_ENTRIES).fill(undefined);
   }
 
   private bucketEntries(b: number): (VipKey | undefined)[] {

@@ -1,6 +1,5 @@
 // The eBPF counter backend: loads clbprobe.bpf.c's object, attaches it to the uplink (attach.ts), keeps its maps
-// equal to the target sets and reads the per-CPU counters; a re-created uplink (new ifindex) is re-attached on
-// the next read unless its link kind (Ethernet or L3) differs, since the object reads headers at a fixed offset.
+// equal to the target sets, reads the per-CPU counters, and re-attaches to a re-created uplink of the same link kind.
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { NetlinkError } from '../kernel/netlink/socket.js';
@@ -22,7 +21,7 @@ import type { Counter, CounterOptions } from './counter-types.js';
 import { CounterMapReader, mergeSamples, SlotMapReader, TARGET_MAPS } from './ebpf-maps.js';
 import { TargetSync } from './ebpf-sync.js';
 import { CaptureError, captureError } from './errors.js';
-import { LinkPackets, type PacketCounts } from './link-packets.js';
+import { type LinkNow, LinkPackets, type PacketCounts } from './link-packets.js';
 import { type CounterReading, type Targets, validateTargets } from './targets.js';
 
 /** Where binding.gyp (target clbprobe_bpf) puts the object for Ethernet frames, or with `l3` for IP frames. */
@@ -43,6 +42,7 @@ export class EbpfCounter implements Counter {
   readonly maxVipsPerFamily = MAX_VIPS_PER_FAMILY;
   readonly description: string;
   private readonly fds: Record<string, number>;
+  private readonly progFds: Record<string, number>;
   private readonly reader: CounterMapReader;
   /** Keeps the maps the agent writes equal to the targets; its counter slots last as long as this counter. */
   private readonly targetSync: TargetSync;
@@ -67,39 +67,57 @@ export class EbpfCounter implements Counter {
   ) {
     this.description = `eBPF (${attachment.mode}) on ${ifname}`;
     this.l3 = isL3LinkType(link.type);
+    this.progFds = programFds(addon, obj);
     // The config array starts as zeros: no prefixes, so nothing is local until setTargets.
-    this.fds = Object.fromEntries(
-      [...TARGET_MAPS, MAP_COUNTERS, MAP_SLOTS, MAP_SLOTS_SEEN, MAP_STATS].map((m) => [
-        m,
-        addon.bpfObjectMapFd(obj, m),
-      ]),
-    );
+    const maps = [...TARGET_MAPS, MAP_COUNTERS, MAP_SLOTS, MAP_SLOTS_SEEN, MAP_STATS];
+    this.fds = Object.fromEntries(maps.map((m) => [m, addon.bpfObjectMapFd(obj, m)]));
     this.cpus = addon.bpfPossibleCpus();
     this.reader = new CounterMapReader(addon, this.fds[MAP_COUNTERS]!, this.cpus);
     this.targetSync = new TargetSync(addon, this.fds);
-    this.slotReader = new SlotMapReader(
-      addon,
-      this.fds[MAP_SLOTS]!,
-      this.fds[MAP_SLOTS_SEEN]!,
-      this.cpus,
-      this.targetSync.slots,
-    );
+    const { slots } = this.targetSync;
+    this.slotReader = new SlotMapReader(addon, this.fds[MAP_SLOTS]!, this.fds[MAP_SLOTS_SEEN]!, this.cpus, slots);
   }
 
   /** Loads the program for the link type as seen in the interface's namespace, after cleaning cls_bpf leftovers. */
   static open(opts: CounterOptions): EbpfCounter {
+    const what = `attaching the eBPF counters to ${opts.ifname}`;
     let link: LinkPackets;
     try {
       link = LinkPackets.open(opts.ifname, opts.netnsPath);
     } catch (e) {
-      const what = `attaching the eBPF counters to ${opts.ifname}`;
       if (e instanceof NetlinkError && e.errno === ENODEV)
         throw new CaptureError(`${what}: interface ${opts.ifname}: No such device`, 'ENODEV', 'attach');
       throw captureError(e, 'attach', what);
     }
     let counter: EbpfCounter;
     try {
-      counter = EbpfCounter.load(opts, link);
+      const path = bpfObjectPath(isL3LinkType(link.type));
+      if (!existsSync(path)) {
+        throw new CaptureError(`eBPF program not built (${path} missing); run: npm run build`, 'ENOENT', 'load');
+      }
+      const addon = bpfAddon();
+      let obj: BpfObject;
+      try {
+        obj = addon.bpfObjectOpen(path);
+      } catch (e) {
+        throw captureError(e, 'load', `opening ${path}`);
+      }
+      let attachment: Attachment;
+      try {
+        addon.bpfObjectLoad(obj);
+      } catch (e) {
+        addon.bpfObjectClose(obj);
+        throw captureError(e, 'load', 'loading the eBPF counter program');
+      }
+      try {
+        const target = { ifname: opts.ifname, netnsPath: opts.netnsPath };
+        removeTcLeftovers(addon, target, opts.logger);
+        attachment = attachPrograms(addon, programFds(addon, obj), target, opts.attach ?? 'auto', opts.logger);
+      } catch (e) {
+        addon.bpfObjectClose(obj);
+        throw captureError(e, 'attach', what);
+      }
+      counter = new EbpfCounter(addon, obj, attachment, link, opts.ifname, opts.netnsPath, opts.logger);
     } catch (e) {
       link.close();
       throw e;
@@ -111,56 +129,13 @@ export class EbpfCounter implements Counter {
     return counter;
   }
 
-  private static load(opts: CounterOptions, link: LinkPackets): EbpfCounter {
-    const path = bpfObjectPath(isL3LinkType(link.type));
-    if (!existsSync(path)) {
-      throw new CaptureError(`eBPF program not built (${path} missing); run: npm run build`, 'ENOENT', 'load');
-    }
-    const addon = bpfAddon();
-    const target = { ifname: opts.ifname, netnsPath: opts.netnsPath };
-    let obj: BpfObject;
-    try {
-      obj = addon.bpfObjectOpen(path);
-    } catch (e) {
-      throw captureError(e, 'load', `opening ${path}`);
-    }
-    try {
-      addon.bpfObjectLoad(obj);
-    } catch (e) {
-      addon.bpfObjectClose(obj);
-      throw captureError(e, 'load', 'loading the eBPF counter program');
-    }
-    let attachment: Attachment;
-    try {
-      removeTcLeftovers(addon, target, opts.logger);
-      const progs = {
-        [PROG_INGRESS]: addon.bpfObjectProgFd(obj, PROG_INGRESS),
-        [PROG_EGRESS]: addon.bpfObjectProgFd(obj, PROG_EGRESS),
-      };
-      attachment = attachPrograms(addon, progs, target, opts.attach ?? 'auto', opts.logger);
-    } catch (e) {
-      addon.bpfObjectClose(obj);
-      throw captureError(e, 'attach', `attaching the eBPF counters to ${opts.ifname}`);
-    }
-    return new EbpfCounter(addon, obj, attachment, link, opts.ifname, opts.netnsPath, opts.logger);
-  }
-
   get attachMode(): Attachment['mode'] {
     return this.attachment.mode;
   }
 
   /** fds of the loaded programs, for benchmarks (bpfProgInfo). */
   programFds(): { ingress: number; egress: number } {
-    return {
-      ingress: this.addon.bpfObjectProgFd(this.obj, PROG_INGRESS),
-      egress: this.addon.bpfObjectProgFd(this.obj, PROG_EGRESS),
-    };
-  }
-
-  /** The programs' fds keyed by program name, as attachPrograms takes them. */
-  private progFdsByName(): Record<string, number> {
-    const { ingress, egress } = this.programFds();
-    return { [PROG_INGRESS]: ingress, [PROG_EGRESS]: egress };
+    return { ingress: this.progFds[PROG_INGRESS]!, egress: this.progFds[PROG_EGRESS]! };
   }
 
   setTargets(targets: Targets): void {
@@ -192,7 +167,13 @@ export class EbpfCounter implements Counter {
     this.closed = true;
     try {
       // Gone since the last read: detaching by name would fail, or reach a new interface of that name.
-      if (this.stopReason === undefined && this.uplinkGone()) this.attachment.release();
+      let gone = false;
+      try {
+        gone = this.stopReason === undefined && this.link.read() === undefined;
+      } catch {
+        // cannot be told: still there
+      }
+      if (gone) this.attachment.release();
       this.attachment.detach();
     } finally {
       this.link.close();
@@ -200,61 +181,62 @@ export class EbpfCounter implements Counter {
     }
   }
 
-  /**
-   * The uplink's packets since open, after noticing (and following) an uplink deleted or re-created
-   * since the last read.
-   */
+  /** The uplink's packets since open, after noticing (and following) an uplink deleted or re-created since. */
   private followUplink(): PacketCounts {
     const seen = this.link.read();
     if (seen) return seen;
     if (this.stopReason === undefined) {
-      const was = this.link.ifindex;
       this.attachment.release();
-      this.stopReason =
-        `eBPF counters on ${this.ifname} stopped: the interface was ` +
-        `deleted (ifindex ${was}); packets are not counted since`;
-      this.log?.error({ ifname: this.ifname, ifindex: was }, 'uplink deleted; the eBPF counters no longer count');
+      this.stopReason = this.stoppedText();
+      const ifindex = this.link.ifindex;
+      this.log?.error({ ifname: this.ifname, ifindex }, 'uplink deleted; the eBPF counters no longer count');
     }
     this.reattach();
     return this.link.read() ?? this.link.lastRead;
+  }
+
+  /** Why nothing is counted since the uplink followed was deleted, with why it was not re-attached (`why`). */
+  private stoppedText(why?: string): string {
+    const deleted = `eBPF counters on ${this.ifname} stopped: the interface was deleted (ifindex ${this.link.ifindex})`;
+    return `${deleted}; ${why ? `${why}; ` : ''}packets are not counted since`;
+  }
+
+  /** Stops with `why` the new interface `now` was not attached to; logged once per new interface. */
+  private reattachFailed(now: LinkNow, why: string, fields: object, message: string): void {
+    this.stopReason = this.stoppedText(why);
+    if (this.failedOn !== now.ifindex)
+      this.log?.error({ ifname: this.ifname, ifindex: now.ifindex, ...fields }, message);
+    this.failedOn = now.ifindex;
   }
 
   /** Attaches the programs to the interface that has the uplink's name now, if one has. */
   private reattach(): void {
     const now = this.link.now();
     if (!now) return;
-    const was = this.link.ifindex;
+    const newLink = `the new ${this.ifname} (ifindex ${now.ifindex})`;
     if (isL3LinkType(now.type) !== this.l3) {
       // The loaded program would read its headers at the wrong offset and count nothing.
-      this.stopReason =
-        `eBPF counters on ${this.ifname} stopped: the interface was deleted (ifindex ${was}); ` +
-        `the new ${this.ifname} (ifindex ${now.ifindex}) is of another link type (ARPHRD ` +
-        `${now.type}: ${this.l3 ? 'Ethernet' : 'no Ethernet header'}), which the program ` +
-        `loaded does not read; restart the agent to count on it; packets are not counted since`;
-      if (this.failedOn !== now.ifindex)
-        this.log?.error(
-          { ifname: this.ifname, ifindex: now.ifindex, type: now.type },
-          'eBPF counters: the re-created uplink is of another link type; not re-attached',
-        );
-      this.failedOn = now.ifindex;
-      return;
+      const header = this.l3 ? 'Ethernet' : 'no Ethernet header';
+      return this.reattachFailed(
+        now,
+        `${newLink} is of another link type (ARPHRD ${now.type}: ${header}), which the program loaded does not ` +
+          'read; restart the agent to count on it',
+        { type: now.type },
+        'eBPF counters: the re-created uplink is of another link type; not re-attached',
+      );
     }
     const target = { ifname: this.ifname, netnsPath: this.netnsPath };
     let attachment: Attachment;
     try {
-      attachment = attachPrograms(this.addon, this.progFdsByName(), target, this.attachment.mode, this.log);
+      attachment = attachPrograms(this.addon, this.progFds, target, this.attachment.mode, this.log);
     } catch (e) {
-      this.stopReason =
-        `eBPF counters on ${this.ifname} stopped: the interface was deleted (ifindex ` +
-        `${was}); attaching to the new ${this.ifname} (ifindex ${now.ifindex}) ` +
-        `failed: ${(e as Error).message}; packets are not counted since`;
-      if (this.failedOn !== now.ifindex)
-        this.log?.error(
-          { ifname: this.ifname, ifindex: now.ifindex, err: (e as Error).message },
-          'eBPF counters: re-attaching to the re-created uplink failed; retrying at each read',
-        );
-      this.failedOn = now.ifindex;
-      return;
+      const err = (e as Error).message;
+      return this.reattachFailed(
+        now,
+        `attaching to ${newLink} failed: ${err}`,
+        { err },
+        'eBPF counters: re-attaching to the re-created uplink failed; retrying at each read',
+      );
     }
     // Attached by name: if the name moved on meanwhile, take the programs off and let the next read start over.
     if (this.link.now()?.ifindex !== now.ifindex) {
@@ -265,6 +247,7 @@ export class EbpfCounter implements Counter {
       }
       return;
     }
+    const was = this.link.ifindex;
     this.attachment = attachment;
     this.link.follow(now);
     this.stopReason = this.failedOn = undefined;
@@ -274,16 +257,12 @@ export class EbpfCounter implements Counter {
     );
   }
 
-  /** The uplink's name no longer names the interface attached to; false also when that cannot be told. */
-  private uplinkGone(): boolean {
-    try {
-      return this.link.read() === undefined;
-    } catch {
-      return false;
-    }
-  }
-
   private ensureOpen(): void {
     if (this.closed) throw new Error('eBPF counter already closed');
   }
+}
+
+/** The programs' fds keyed by program name, as attachPrograms takes them. */
+function programFds(addon: BpfAddon, obj: BpfObject): Record<string, number> {
+  return Object.fromEntries([PROG_INGRESS, PROG_EGRESS].map((p) => [p, addon.bpfObjectProgFd(obj, p)]));
 }

@@ -25,10 +25,6 @@ export class CaptureError extends Error {
     super(message);
     this.name = 'CaptureError';
   }
-
-  get isPermission(): boolean {
-    return isPermissionErrno(this.code);
-  }
 }
 
 /** The end of a verifier log, as libbpf prints it with a failed load. */

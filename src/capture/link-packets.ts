@@ -28,55 +28,38 @@ export interface PacketCounts {
   egress: number;
 }
 
-/** rx/tx packets (rtnl_link_stats64's first two u64s) of an RTM_NEWLINK payload; undefined without IFLA_STATS64. */
-export function decodeLinkPackets(payload: Buffer): PacketCounts | undefined {
-  let out: PacketCounts | undefined;
+/**
+ * The interface of an RTM_NEWLINK payload: ifindex and link type (ARPHRD_*) from its struct ifinfomsg, and rx/tx
+ * packets (rtnl_link_stats64's first two u64s); totals undefined without IFLA_STATS64.
+ */
+export function decodeLink(payload: Buffer): { ifindex: number; type: number; totals: PacketCounts | undefined } {
+  let totals: PacketCounts | undefined;
   needLen(payload.length, IFINFOMSG_LEN, 'ifinfomsg', 0);
   walkAttrs(payload, IFINFOMSG_LEN, payload.length, (type, s, e) => {
     if (type !== IFLA_STATS64) return;
     needLen(e - s, 16, 'IFLA_STATS64', s);
-    out = { ingress: Number(payload.readBigUInt64LE(s)), egress: Number(payload.readBigUInt64LE(s + 8)) };
+    totals = { ingress: Number(payload.readBigUInt64LE(s)), egress: Number(payload.readBigUInt64LE(s + 8)) };
   });
-  return out;
+  return { ifindex: payload.readInt32LE(4), type: payload.readUInt16LE(2), totals };
 }
 
-/** The ifindex of an RTM_NEWLINK payload (struct ifinfomsg's ifi_index). */
-export function decodeLinkIndex(payload: Buffer): number {
-  needLen(payload.length, IFINFOMSG_LEN, 'ifinfomsg', 0);
-  return payload.readInt32LE(4);
-}
-
-/** The link type (ARPHRD_*) of an RTM_NEWLINK payload (struct ifinfomsg's ifi_type). */
-export function decodeLinkType(payload: Buffer): number {
-  needLen(payload.length, IFINFOMSG_LEN, 'ifinfomsg', 0);
-  return payload.readUInt16LE(2);
-}
-
-export interface LinkNow {
-  ifindex: number;
-  /** Its link type (ARPHRD_*): what its frames start with. */
-  type: number;
-  /** Its own totals (since it was created). */
-  totals: PacketCounts;
-}
+/** An interface: its link type (ARPHRD_*) says what its frames start with, totals count since it was created. */
+export type LinkNow = { ifindex: number; type: number; totals: PacketCounts };
 
 export class LinkPackets {
   private readonly request: Buffer;
   private readonly reply = Buffer.allocUnsafe(REPLY_BYTES);
   private readonly status = new Int32Array(2 + 8);
-  /** The interface counted on, its link type, and its totals when counting on it began. */
-  private followed: { ifindex: number; type: number; base: PacketCounts };
+  /** The interface counted on, and its totals when counting on it began. */
+  private followed: LinkNow;
   /** Packets counted on interfaces followed before this one. */
   private carried: PacketCounts = { ingress: 0, egress: 0 };
   private last: PacketCounts = { ingress: 0, egress: 0 };
   private seq = 1;
-  private fd: number;
-
   private constructor(
-    fd: number,
+    private fd: number,
     readonly ifname: string,
   ) {
-    this.fd = fd;
     const w = new MessageWriter(RTM_GETLINK, NLM_F_REQUEST);
     for (let i = 0; i < IFINFOMSG_LEN; i++) w.u8(0);
     w.attr(IFLA_IFNAME, Buffer.from(`${ifname}\0`));
@@ -84,7 +67,7 @@ export class LinkPackets {
     this.request = w.finish();
     const now = this.now();
     if (!now) throw new NetlinkError(ENODEV, `rtnetlink: link ${ifname}`);
-    this.followed = { ifindex: now.ifindex, type: now.type, base: now.totals };
+    this.followed = now;
   }
 
   /** Opens a route socket (in netnsPath's namespace when given) and takes the counts now as zero. */
@@ -112,7 +95,7 @@ export class LinkPackets {
   read(): PacketCounts | undefined {
     const now = this.now();
     if (now?.ifindex !== this.followed.ifindex) return undefined;
-    const { base } = this.followed;
+    const base = this.followed.totals;
     this.last = {
       ingress: this.carried.ingress + now.totals.ingress - base.ingress,
       egress: this.carried.egress + now.totals.egress - base.egress,
@@ -128,7 +111,7 @@ export class LinkPackets {
   /** Counts on from `now`, keeping the previous interface's counts as of the last read, so counts only grow. */
   follow(now: LinkNow): void {
     this.carried = this.last;
-    this.followed = { ifindex: now.ifindex, type: now.type, base: now.totals };
+    this.followed = now;
   }
 
   close(): void {
@@ -158,9 +141,9 @@ export class LinkPackets {
             throw new NetlinkError(errno, `rtnetlink: link ${this.ifname}`);
           }
           if (m.type !== RTM_NEWLINK) continue;
-          const totals = decodeLinkPackets(m.payload);
+          const { ifindex, type, totals } = decodeLink(m.payload);
           if (!totals) throw new Error(`rtnetlink: link ${this.ifname} without IFLA_STATS64`);
-          return { ifindex: decodeLinkIndex(m.payload), type: decodeLinkType(m.payload), totals };
+          return { ifindex, type, totals };
         }
         at = end;
       }

@@ -47,18 +47,13 @@ export async function capture(filter: string, opts: CaptureOptions): Promise<Cap
   let full = false;
   const write = (b: PcapBatch) => {
     let n = 0;
-    if (!full) {
-      while (n < b.count) {
-        const next = size + RECORD_HEADER + b.meta[n * PCAP_META_WORDS + 2]!;
-        if (next > opts.maxBytes) {
-          full = true;
-          break;
-        }
-        size = next;
-        n++;
-      }
-      if (n > 0) addon.pcapDumpWrite(dump, b.data, b.meta, 0, n);
+    for (; !full && n < b.count; n++) {
+      const next = size + RECORD_HEADER + b.meta[n * PCAP_META_WORDS + 2]!;
+      full = next > opts.maxBytes;
+      if (full) break;
+      size = next;
     }
+    if (n > 0) addon.pcapDumpWrite(dump, b.data, b.meta, 0, n);
     packets += n;
     skipped += b.count - n;
     if (full) finish('size');

@@ -1,11 +1,10 @@
 // The pcap counter backend (fallback when eBPF cannot run): one headers-only capture per direction with a kernel
 // filter passing candidates, counted by classify.ts; it counts skbs, not GSO segments, and losses show as drops.
-// A link flap loses nothing (the readers watch again); a deleted interface ends the capture, and `stopped` says why.
 import { performance } from 'node:perf_hooks';
 import { errText } from '../errors.js';
 import type { Logger } from '../log.js';
 import { PCAP_META_WORDS } from '../native/pcap.js';
-import { classify, linkHeaderLength, parseHeaders, TargetIndex } from './classify.js';
+import { classify, LINK_HEADER_LENGTHS, parseHeaders, TargetIndex } from './classify.js';
 import type { Counter, CounterOptions } from './counter-types.js';
 import { CaptureError } from './errors.js';
 import { egressFilter, ingressFilter, MATCH_PORT_PROTOCOLS } from './pcap-filter.js';
@@ -25,71 +24,66 @@ const SNAPLEN = 128;
 const DEFAULT_BUFFER = 8 << 20;
 /** Socket errors (link downs) are logged at most this often. */
 const SOCKET_ERROR_LOG_MS = 60_000;
+const NO_TARGETS: Targets = { vips: [], localPrefixes: [], nodePorts: [] };
+const FILTERS = { egress: egressFilter, ingress: ingressFilter };
 
 export class PcapCounter implements Counter {
   readonly backend = 'pcap' as const;
   readonly description: string;
   fallbackReason?: string;
-  private index = new TargetIndex({ vips: [], localPrefixes: [], nodePorts: [] });
+  private index = new TargetIndex(NO_TARGETS);
   private readonly samples = new Map<string, CounterSample>();
   private readonly seen = { ingress: 0, egress: 0 };
-  private readonly readers: Record<Direction, PcapReader>;
-  private readonly l2: Record<Direction, number>;
+  private readonly readers = new Map<Direction, PcapReader>();
+  /** Bytes before the network header in each direction's frames. */
+  private readonly l2 = new Map<Direction, number>();
   private closed = false;
   private stopReason: string | undefined;
   private socketErrorsLogged = { at: -Infinity, count: 0 };
 
   private constructor(
     readonly ifname: string,
-    opts: CounterOptions,
     private readonly log?: Logger,
   ) {
     this.description = `pcap on ${ifname}`;
-    const open = (direction: Direction) =>
-      new PcapReader(
-        ifname,
-        {
-          snaplen: SNAPLEN,
-          bufferSize: opts.pcapBufferSize ?? DEFAULT_BUFFER,
-          timeoutMs: 100,
-          immediate: 0,
-          direction: direction === 'ingress' ? 1 : 2,
-          netnsPath: opts.netnsPath,
-          batchPackets: 4096,
-          onStopped: (reason) => this.readerStopped(direction, reason),
-          onSocketError: () => this.socketError(),
-        },
-        (b) => this.count(b, direction),
-      );
-    const ingress = open('ingress');
-    let egress: PcapReader;
-    try {
-      egress = open('egress');
-    } catch (e) {
-      ingress.close();
-      throw e;
-    }
-    this.readers = { ingress, egress };
-    try {
-      this.l2 = { ingress: this.linkHeader(ingress), egress: this.linkHeader(egress) };
-    } catch (e) {
-      this.close();
-      throw e;
-    }
   }
 
   static open(opts: CounterOptions): PcapCounter {
-    const c = new PcapCounter(opts.ifname, opts, opts.logger);
+    const c = new PcapCounter(opts.ifname, opts.logger);
     try {
-      c.setTargets({ vips: [], localPrefixes: [], nodePorts: [] });
-      c.readers.ingress.start();
-      c.readers.egress.start();
+      for (const direction of ['ingress', 'egress'] as const) c.openReader(direction, opts);
+      c.setTargets(NO_TARGETS);
+      for (const r of c.readers.values()) r.start();
     } catch (e) {
       c.close();
       throw e;
     }
     opts.logger?.info({ ifname: opts.ifname }, 'pcap counters capturing');
     return c;
+  }
+
+  private openReader(direction: Direction, opts: CounterOptions): void {
+    const r = new PcapReader(
+      this.ifname,
+      {
+        snaplen: SNAPLEN,
+        bufferSize: opts.pcapBufferSize ?? DEFAULT_BUFFER,
+        timeoutMs: 100,
+        immediate: 0,
+        direction: direction === 'ingress' ? 1 : 2,
+        netnsPath: opts.netnsPath,
+        batchPackets: 4096,
+        onStopped: (reason) => this.readerStopped(direction, reason),
+        onSocketError: () => this.socketError(),
+      },
+      (b) => this.count(b, direction),
+    );
+    this.readers.set(direction, r);
+    const l2 = LINK_HEADER_LENGTHS.get(r.linkType);
+    if (l2 === undefined) {
+      throw new CaptureError(`pcap: link type ${r.linkType} of ${this.ifname} is not supported`, 'EOPNOTSUPP', 'pcap');
+    }
+    this.l2.set(direction, l2);
   }
 
   /** Why counting stopped (e.g. the interface was deleted); counts read so far are kept. Undefined while counting. */
@@ -106,7 +100,7 @@ export class PcapCounter implements Counter {
 
   private socketError(): void {
     const now = performance.now();
-    const total = this.readers.ingress.socketErrors + this.readers.egress.socketErrors;
+    const total = [...this.readers.values()].reduce((n, r) => n + r.socketErrors, 0);
     if (now - this.socketErrorsLogged.at < SOCKET_ERROR_LOG_MS) return;
     this.log?.warn(
       { ifname: this.ifname, socketErrors: total, sinceLastLog: total - this.socketErrorsLogged.count },
@@ -115,40 +109,31 @@ export class PcapCounter implements Counter {
     this.socketErrorsLogged = { at: now, count: total };
   }
 
-  private linkHeader(r: PcapReader): number {
-    const l2 = linkHeaderLength(r.linkType);
-    if (l2 === undefined) {
-      throw new CaptureError(`pcap: link type ${r.linkType} of ${this.ifname} is not supported`, 'EOPNOTSUPP', 'pcap');
-    }
-    return l2;
-  }
-
   setTargets(targets: Targets): void {
     if (this.closed) throw new Error('pcap counter already closed');
     validateTargets(targets);
     // Count what is already captured under the old sets first.
     this.drainAll();
     this.index = new TargetIndex(targets);
-    this.installFilter('egress', egressFilter(targets));
-    this.installFilter('ingress', ingressFilter(targets));
-  }
-
-  private installFilter(direction: Direction, expression: string): void {
-    if (this.readers[direction].stopped !== undefined) return;
-    try {
-      this.readers[direction].setFilter(expression);
-    } catch (e) {
-      // Too many targets for one classic BPF program: pass every candidate protocol and let classify() decide.
-      this.log?.warn(
-        { direction, reason: errText(e), length: expression.length },
-        'pcap filter rejected; capturing all TCP/UDP/SCTP headers instead',
-      );
-      this.readers[direction].setFilter(MATCH_PORT_PROTOCOLS);
+    for (const direction of ['egress', 'ingress'] as const) {
+      const reader = this.readers.get(direction)!;
+      const expression = FILTERS[direction](targets);
+      if (reader.stopped !== undefined) continue;
+      try {
+        reader.setFilter(expression);
+      } catch (e) {
+        // Too many targets for one classic BPF program: pass every candidate protocol and let classify() decide.
+        this.log?.warn(
+          { direction, reason: errText(e), length: expression.length },
+          'pcap filter rejected; capturing all TCP/UDP/SCTP headers instead',
+        );
+        reader.setFilter(MATCH_PORT_PROTOCOLS);
+      }
     }
   }
 
   private count(b: PcapBatch, direction: Direction): void {
-    const l2 = this.l2[direction];
+    const l2 = this.l2.get(direction)!;
     this.seen[direction] += b.count;
     for (let i = 0; i < b.count; i++) {
       const m = i * PCAP_META_WORDS;
@@ -158,15 +143,8 @@ export class PcapCounter implements Counter {
         const key = `${c.target.toString('hex')}|${c.port}|${c.proto}|${c.kind}`;
         let s = this.samples.get(key);
         if (!s) {
-          s = {
-            target: formatAddress16(c.target),
-            port: c.port,
-            proto: PROTO_NAMES.get(c.proto)!,
-            kind: c.kind,
-            direction: c.direction,
-            packets: 0,
-            bytes: 0,
-          };
+          const proto = PROTO_NAMES.get(c.proto)!;
+          s = { ...c, target: formatAddress16(c.target), proto, packets: 0, bytes: 0 };
           this.samples.set(key, s);
         }
         s.packets += 1;
@@ -176,31 +154,29 @@ export class PcapCounter implements Counter {
   }
 
   private drainAll(): void {
-    this.readers.ingress.drain();
-    this.readers.egress.drain();
+    for (const r of this.readers.values()) r.drain();
   }
 
   read(): CounterReading {
     if (this.closed) throw new Error('pcap counter already closed');
     this.drainAll();
-    const si = this.readers.ingress.stats();
-    const se = this.readers.egress.stats();
+    const drops = { counterMapFull: 0, captureBuffer: 0, interface: 0 };
+    for (const r of this.readers.values()) {
+      const stats = r.stats();
+      drops.captureBuffer += stats.dropped;
+      drops.interface += stats.interfaceDropped;
+    }
     return {
       backend: 'pcap',
       counters: [...this.samples.values()].map((s) => ({ ...s })),
       seen: { ...this.seen },
-      drops: {
-        counterMapFull: 0,
-        captureBuffer: si.dropped + se.dropped,
-        interface: si.interfaceDropped + se.interfaceDropped,
-      },
+      drops,
     };
   }
 
   close(): void {
     if (this.closed) return;
     this.closed = true;
-    this.readers.ingress.close();
-    this.readers.egress.close();
+    for (const r of this.readers.values()) r.close();
   }
 }

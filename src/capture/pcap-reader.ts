@@ -3,7 +3,7 @@
 import { performance } from 'node:perf_hooks';
 import { errText } from '../errors.js';
 import { native } from '../native/index.js';
-import { PCAP_META_WORDS, type PcapAddon, type PcapHandle, type PcapOpenOptions, pcapAddon } from '../native/pcap.js';
+import { PCAP_META_WORDS, type PcapHandle, type PcapOpenOptions, pcapAddon } from '../native/pcap.js';
 import { type PollHandle, UV_READABLE } from '../native/poll.js';
 import { captureError } from './errors.js';
 import { SocketErrorPolicy } from './socket-errors.js';
@@ -25,16 +25,10 @@ export interface PcapReaderOptions extends PcapOpenOptions {
   onSocketError?: () => void;
 }
 
-export interface PcapStats {
-  received: number;
-  dropped: number;
-  interfaceDropped: number;
-}
-
 export class PcapReader {
   readonly handle: PcapHandle;
   readonly linkType: number;
-  private readonly addon: PcapAddon;
+  private readonly addon = pcapAddon();
   private readonly batch: PcapBatch;
   private poll: PollHandle | undefined;
   private closed = false;
@@ -48,7 +42,6 @@ export class PcapReader {
     private readonly opts: PcapReaderOptions,
     private readonly onBatch: (b: PcapBatch) => void,
   ) {
-    this.addon = pcapAddon();
     try {
       this.handle = this.addon.pcapOpen(ifname, opts);
     } catch (e) {
@@ -78,17 +71,16 @@ export class PcapReader {
   private onPoll(status: number): void {
     if (this.closed || this.stopped !== undefined) return;
     try {
-      this.onReadable(status);
+      // Bounded so a flood cannot starve the loop; after an error status this read also clears SO_ERROR.
+      this.drain(16);
+      if (status < 0 && !this.closed && this.stopped === undefined) this.onSocketError(status);
     } catch (e) {
       // A failing onBatch or hook is a bug, but a throw from here would be an uncaught exception.
       this.stop(`reading the capture failed: ${errText(e)}`);
     }
   }
 
-  private onReadable(status: number): void {
-    // Bounded so a flood cannot starve the loop; after an error status this read also clears SO_ERROR.
-    this.drain(16);
-    if (status >= 0 || this.closed || this.stopped !== undefined) return;
+  private onSocketError(status: number): void {
     // libuv saw POLLERR and stopped watching: watch again, or nothing is ever read again.
     const next = this.errors.onError(performance.now());
     if (next.watch === 'never') {
@@ -144,7 +136,7 @@ export class PcapReader {
     return total;
   }
 
-  stats(): PcapStats {
+  stats(): { received: number; dropped: number; interfaceDropped: number } {
     const [received, dropped, interfaceDropped] = this.addon.pcapStats(this.handle);
     return { received, dropped, interfaceDropped };
   }

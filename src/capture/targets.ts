@@ -13,29 +13,15 @@ export type CaptureMode = CounterBackend | 'auto' | 'off';
 export const PROTO_NUMBERS: Record<Proto, number> = LOWER_PROTOCOL_NUMBERS;
 export const PROTO_NAMES = new Map(Object.entries(PROTO_NUMBERS).map(([name, n]) => [n, name as Proto]));
 
-export interface VipTarget {
-  address: string;
-  /** 0 = any port. */
-  port: number;
-  proto: Proto;
-}
-
-export interface LocalPrefix {
-  /** '10.244.1.0/24', '192.0.2.7/32', '2001:db8::/64'; a bare address means a host prefix. */
-  cidr: string;
-  /** An address bound on this node (node IPs, kube-ipvs0 VIPs), as opposed to a pod CIDR. */
-  bound: boolean;
-}
-
-export interface NodePortTarget {
-  port: number;
-  proto: Proto;
-}
-
 export interface Targets {
-  vips: VipTarget[];
-  localPrefixes: LocalPrefix[];
-  nodePorts: NodePortTarget[];
+  /** port 0 = any port. */
+  vips: { address: string; port: number; proto: Proto }[];
+  /**
+   * cidr: '10.244.1.0/24', '192.0.2.7/32', '2001:db8::/64', or a bare address (a host prefix); bound: an address
+   * bound on this node (node IPs, kube-ipvs0 VIPs), as opposed to a pod CIDR.
+   */
+  localPrefixes: { cidr: string; bound: boolean }[];
+  nodePorts: { port: number; proto: Proto }[];
 }
 
 /**
@@ -72,12 +58,12 @@ export interface CounterReading {
 
 /** The counters' view of what is ours: each VIP:port and NodePort once, node addresses as bound prefixes. */
 export function packetTargets(ours: Ours): Targets {
-  const vips = new Map<string, VipTarget>();
+  const vips = new Map<string, Targets['vips'][number]>();
   for (const v of ours.vips) {
     const proto = PROTO_NAMES.get(v.protoNum);
     if (proto) vips.set(`${v.address}|${proto}|${v.port}`, { address: v.address, port: v.port, proto });
   }
-  const nodePorts = new Map<string, NodePortTarget>();
+  const nodePorts = new Map<string, Targets['nodePorts'][number]>();
   for (const n of ours.nodePorts) {
     const proto = PROTO_NAMES.get(n.protoNum);
     if (proto) nodePorts.set(`${proto}|${n.port}`, { port: n.port, proto });
@@ -95,31 +81,33 @@ export const DIRECTION_OF_KIND: Record<CounterKind, Direction> = {
   hc_local_src: 'ingress',
 };
 
+const V4_MAPPED = Buffer.from('00000000000000000000ffff', 'hex');
+
+/** The IPv4-mapped 16-byte form (::ffff:a.b.c.d) of the IPv4 address at `off`. */
+export const mapped4 = (b: Uint8Array, off = 0): Buffer => Buffer.concat([V4_MAPPED, b.subarray(off, off + 4)]);
+
 /** 16-byte form of an address; IPv4 as ::ffff:a.b.c.d. */
 export function address16(address: string): Buffer {
   const b = parseIP(address);
-  if (b.length === 16) return b;
-  const out = Buffer.alloc(16);
-  out[10] = 0xff;
-  out[11] = 0xff;
-  b.copy(out, 12);
-  return out;
+  return b.length === 16 ? b : mapped4(b);
 }
 
-export function isV4Mapped(b: Uint8Array, off = 0): boolean {
-  for (let i = 0; i < 10; i++) if (b[off + i] !== 0) return false;
-  return b[off + 10] === 0xff && b[off + 11] === 0xff;
-}
+/** The any address of each family, as NodePort counters name it. */
+export const ANY_V4 = mapped4(new Uint8Array(4));
+export const ANY_V6 = Buffer.alloc(16);
+
+export const isV4Mapped = (b: Uint8Array, off = 0): boolean => V4_MAPPED.equals(b.subarray(off, off + 12));
 
 /** Text form of a 16-byte address (IPv4-mapped ones as plain IPv4). */
 export function formatAddress16(b: Uint8Array, off = 0): string {
   return isV4Mapped(b, off) ? formatIP(b, off + 12, 4) : formatIP(b, off, 16);
 }
 
-/** A prefix over the 16-byte form: IPv4 /24 becomes 96 + 24 bits. */
+/** A prefix over the 16-byte form (IPv4 /24 becomes 96 + 24 bits); v4: written as an IPv4 prefix. */
 export interface Prefix16 {
   address: Buffer;
   bits: number;
+  v4: boolean;
 }
 
 export function parsePrefix16(cidr: string): Prefix16 {
@@ -136,18 +124,23 @@ export function parsePrefix16(cidr: string): Prefix16 {
   if (!Number.isInteger(bits) || bits < 0 || bits > max || (slash >= 0 && !/^\d+$/.test(cidr.slice(slash + 1)))) {
     throw new Error(`bad prefix length in ${JSON.stringify(cidr)}`);
   }
-  const address = address16(text);
-  const total = raw.length === 4 ? 96 + bits : bits;
-  maskInPlace(address, total);
-  return { address, bits: total };
+  const v4 = raw.length === 4;
+  const total = v4 ? 96 + bits : bits;
+  return { address: maskInPlace(address16(text), total), bits: total, v4 };
 }
 
-/** Clears the bits after the first `bits` of b. */
-export function maskInPlace(b: Buffer, bits: number): void {
-  for (let i = 0; i < 16; i++) {
-    const keep = Math.max(0, Math.min(8, bits - i * 8));
-    b[i] = b[i]! & ((0xff00 >> keep) & 0xff);
-  }
+/** Clears the bits after the first `bits` of b, and returns b. */
+export function maskInPlace(b: Buffer, bits: number): Buffer {
+  for (let i = 0; i < 16; i++) b[i]! &= 0xff00 >> Math.max(0, Math.min(8, bits - i * 8));
+  return b;
+}
+
+/** Whether the 16-byte address is inside the prefix. */
+export function inPrefix(addr: Buffer, p: Omit<Prefix16, 'v4'>): boolean {
+  const whole = p.bits >> 3;
+  if (addr.compare(p.address, 0, whole, 0, whole) !== 0) return false;
+  const rest = p.bits & 7;
+  return rest === 0 || ((addr[whole]! ^ p.address[whole]!) & (0xff00 >> rest) & 0xff) === 0;
 }
 
 function checkPort(port: number, what: string, allowZero: boolean): void {

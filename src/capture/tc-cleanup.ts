@@ -36,7 +36,7 @@ function tcmsg(type: number, flags: number, ifindex: number, parent: number, han
 }
 
 /** One tcmsg reply: its interface, handle, parent and TCA_KIND. */
-export function decodeTcmsg(payload: Buffer): { ifindex: number; handle: number; parent: number; kind?: string } {
+export function decodeTcmsg(payload: Buffer) {
   if (payload.length < TCMSG_LEN) throw new Error(`tcmsg of ${payload.length} bytes, expected at least ${TCMSG_LEN}`);
   const out: { ifindex: number; handle: number; parent: number; kind?: string } = {
     ifindex: payload.readInt32LE(4),
@@ -53,33 +53,22 @@ export function decodeTcmsg(payload: Buffer): { ifindex: number; handle: number;
   return out;
 }
 
-async function hasClsact(sock: NetlinkSocket, ifindex: number): Promise<boolean> {
-  let found = false;
-  await sock.dump(
-    tcmsg(RTM_GETQDISC, NLM_F_REQUEST | NLM_F_DUMP, ifindex, 0).finish(),
-    'rtnetlink: dump qdiscs',
-    (msgs) => {
-      for (const m of msgs) {
-        if (m.type !== RTM_NEWQDISC) continue;
-        const q = decodeTcmsg(m.payload);
-        if (q.ifindex === ifindex && q.kind === 'clsact') found = true;
-      }
-    },
-  );
-  return found;
-}
+const DUMPS = {
+  qdiscs: { get: RTM_GETQDISC, reply: RTM_NEWQDISC, what: 'rtnetlink: dump qdiscs' },
+  filters: { get: RTM_GETTFILTER, reply: RTM_NEWTFILTER, what: 'rtnetlink: dump tc filters' },
+};
 
-/** Messages describing filters on one clsact hook (a filter shows as its chain's head and as itself). */
-async function filterCount(sock: NetlinkSocket, ifindex: number, parent: number): Promise<number> {
-  let n = 0;
-  await sock.dump(
-    tcmsg(RTM_GETTFILTER, NLM_F_REQUEST | NLM_F_DUMP, ifindex, parent).finish(),
-    'rtnetlink: dump tc filters',
-    (msgs) => {
-      for (const m of msgs) if (m.type === RTM_NEWTFILTER && decodeTcmsg(m.payload).ifindex === ifindex) n++;
-    },
-  );
-  return n;
+/** An interface's qdiscs, or filters on clsact hook `parent` (a filter shows as its chain's head and as itself). */
+async function dumpTc(sock: NetlinkSocket, what: keyof typeof DUMPS, ifindex: number, parent = 0) {
+  const d = DUMPS[what];
+  const found: ReturnType<typeof decodeTcmsg>[] = [];
+  await sock.dump(tcmsg(d.get, NLM_F_REQUEST | NLM_F_DUMP, ifindex, parent).finish(), d.what, (msgs) => {
+    for (const m of msgs) {
+      const tc = m.type === d.reply ? decodeTcmsg(m.payload) : undefined;
+      if (tc?.ifindex === ifindex) found.push(tc);
+    }
+  });
+  return found;
 }
 
 /** Removes our leftover filters from `ifname` (or every interface) and an emptied clsact; reports per interface. */
@@ -94,15 +83,12 @@ export async function cleanupTc(
     if (o.ifname && !chosen.length) throw new Error(`no interface ${o.ifname}`);
     const done: InterfaceCleanup[] = [];
     for (const itf of chosen) {
-      if (!(await hasClsact(sock, itf.index))) continue;
-      const removedFilters = removeTcLeftovers(
-        addon,
-        { ifname: itf.name, ...(o.netnsPath ? { netnsPath: o.netnsPath } : {}) },
-        o.log,
-      );
+      if (!(await dumpTc(sock, 'qdiscs', itf.index)).some((q) => q.kind === 'clsact')) continue;
+      const removedFilters = removeTcLeftovers(addon, { ifname: itf.name, netnsPath: o.netnsPath }, o.log);
       if (!removedFilters) continue;
       const otherFilters =
-        (await filterCount(sock, itf.index, CLSACT_INGRESS)) + (await filterCount(sock, itf.index, CLSACT_EGRESS));
+        (await dumpTc(sock, 'filters', itf.index, CLSACT_INGRESS)).length +
+        (await dumpTc(sock, 'filters', itf.index, CLSACT_EGRESS)).length;
       let qdiscDeleted = false;
       if (otherFilters === 0) {
         const del = tcmsg(RTM_DELQDISC, NLM_F_REQUEST | NLM_F_ACK, itf.index, TC_H_CLSACT, CLSACT_HANDLE)

@@ -13,13 +13,12 @@ import {
 } from '../../../src/capture/bpf-layout.js';
 import {
   counterIdOf,
-  counterKeyOf,
   isVip4,
   nodePortCounterId,
+  textBytes,
   vipCounterId,
   vipEntryOf,
   vipFilterBit,
-  vipKeyBytes,
   vipKeyOf,
   vipParts,
 } from '../../../src/capture/ebpf-keys.js';
@@ -48,7 +47,7 @@ describe('VIP keys', () => {
         for (const proto of PROTOS) {
           const k = vipKeyOf(a16, v4, port, proto);
           expect(isVip4(k)).toBe(v4);
-          expect(vipKeyBytes(k).equals(vipKey16(a16, v4, port, proto)), `${a} ${port} ${proto}`).toBe(true);
+          expect(textBytes(k).equals(vipKey16(a16, v4, port, proto)), `${a} ${port} ${proto}`).toBe(true);
           expect(vipParts(k)).toEqual({ addr16: a16, v4, port, proto });
           expect(vipFilterBit(k)).toBe(filterBit(addressWord(a16, v4), port, proto));
           expect(vipEntryOf(k, 77).equals(vipEntry(a16, v4, port, proto, 77))).toBe(true);
@@ -69,7 +68,7 @@ describe('VIP keys', () => {
 
   it('refuses text that is no VIP key', () => {
     expect(() => vipParts('abc')).toThrow(/not a VIP key/);
-    expect(() => vipKeyBytes('')).not.toThrow(); // a text key is written as it is...
+    expect(() => textBytes('')).not.toThrow(); // a text key is written as it is...
     expect(() => vipFilterBit('x'.repeat(21))).toThrow(/not a VIP key/); // ...but never parsed as one
   });
 });
@@ -92,7 +91,7 @@ describe('counter ids', () => {
           for (const [kind, dir] of KINDS) {
             const key = counterKey(address16(a), port, proto, kind, dir);
             const id = counterIdOf(key);
-            expect(counterKeyOf(id).equals(key), `${a} ${port} ${proto} ${kind} ${dir}`).toBe(true);
+            expect(textBytes(id).equals(key), `${a} ${port} ${proto} ${kind} ${dir}`).toBe(true);
             seen.add(id);
           }
         }
@@ -105,7 +104,7 @@ describe('counter ids', () => {
   it('a VIP entry counts to_lb egress of its VIP; a NodePort loop_return ingress of the any address', () => {
     for (const a of ['10.0.0.1', '2001:db8::1']) {
       const k = vipKeyOf(address16(a), !a.includes(':'), 443, 17);
-      expect(decodeCounterKey(counterKeyOf(vipCounterId(k)), 0)).toEqual({
+      expect(decodeCounterKey(textBytes(vipCounterId(k)), 0)).toEqual({
         target: a,
         port: 443,
         proto: 'udp',
@@ -113,14 +112,14 @@ describe('counter ids', () => {
         direction: 'egress',
       });
     }
-    expect(decodeCounterKey(counterKeyOf(nodePortCounterId(30080, 132, false)), 0)).toEqual({
+    expect(decodeCounterKey(textBytes(nodePortCounterId(30080, 132, false)), 0)).toEqual({
       target: '0.0.0.0',
       port: 30080,
       proto: 'sctp',
       kind: 'loop_return',
       direction: 'ingress',
     });
-    expect(decodeCounterKey(counterKeyOf(nodePortCounterId(30080, 6, true)), 0)).toEqual({
+    expect(decodeCounterKey(textBytes(nodePortCounterId(30080, 6, true)), 0)).toEqual({
       target: '::',
       port: 30080,
       proto: 'tcp',
@@ -143,7 +142,7 @@ describe('counter ids', () => {
       const odd = Buffer.from(key);
       odd[at] = value;
       expect(counterIdOf(odd)).toBe(odd.toString('latin1'));
-      expect(counterKeyOf(counterIdOf(odd)).equals(odd)).toBe(true);
+      expect(textBytes(counterIdOf(odd)).equals(odd)).toBe(true);
     }
     expect(() => counterIdOf(Buffer.alloc(COUNTER_KEY_SIZE - 1))).toThrow(/23 bytes/);
   });

@@ -15,14 +15,15 @@ import {
   NODEPORT_SLOT_V6,
   nodePortIndex,
 } from '../../../src/capture/bpf-layout.js';
-import { ARRAY_ZERO, TARGET_MAPS, targetMaps, textBytes } from '../../../src/capture/ebpf-maps.js';
+import { textBytes } from '../../../src/capture/ebpf-keys.js';
+import { TARGET_MAPS, targetMaps } from '../../../src/capture/ebpf-maps.js';
 import { TargetSync } from '../../../src/capture/ebpf-sync.js';
 import { CaptureError } from '../../../src/capture/errors.js';
 import type { Targets } from '../../../src/capture/targets.js';
 import type { BpfAddon } from '../../../src/native/bpf.js';
 import { bucketMates } from '../../support/vip-buckets.js';
 
-const ARRAYS = new Set(Object.keys(ARRAY_ZERO).concat([MAP_CONFIG, MAP_FILTERS]));
+const ARRAYS = new Set<string>([MAP_NODEPORTS, MAP_VIPTAB, MAP_CONFIG, MAP_FILTERS]);
 
 /** The target maps as the kernel would hold them: an array entry of zeros is no entry. */
 class FakeMaps {

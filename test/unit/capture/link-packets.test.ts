@@ -4,7 +4,12 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { isL3LinkType } from '../../../src/capture/ebpf.js';
-import { decodeLinkIndex, decodeLinkPackets, decodeLinkType } from '../../../src/capture/link-packets.js';
+import { decodeLink } from '../../../src/capture/link-packets.js';
+
+const decodeLinkIndex = (p: Buffer) => decodeLink(p).ifindex;
+const decodeLinkType = (p: Buffer) => decodeLink(p).type;
+const decodeLinkPackets = (p: Buffer) => decodeLink(p).totals;
+
 import { NetlinkParseError, NLMSG_DONE, splitMessages, walkAttrs } from '../../../src/kernel/netlink/codec.js';
 
 const IFLA_STATS = 7;

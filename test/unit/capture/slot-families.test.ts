@@ -16,15 +16,8 @@ import {
   nodePortIndex,
   u32Value,
 } from '../../../src/capture/bpf-layout.js';
-import {
-  bytesText,
-  FAMILY_V4,
-  FAMILY_V6,
-  slotFamilies,
-  TARGET_MAPS,
-  targetMaps,
-  textBytes,
-} from '../../../src/capture/ebpf-maps.js';
+import { bytesText, textBytes } from '../../../src/capture/ebpf-keys.js';
+import { FAMILY_V4, FAMILY_V6, slotFamilies, TARGET_MAPS, targetMaps } from '../../../src/capture/ebpf-maps.js';
 import { TargetSync } from '../../../src/capture/ebpf-sync.js';
 import { SlotAllocator } from '../../../src/capture/ebpf-tables.js';
 import type { Targets } from '../../../src/capture/targets.js';

@@ -15,7 +15,8 @@ import {
   u32Value,
   vipKey,
 } from '../../../src/capture/bpf-layout.js';
-import { bytesText, mergeSamples, targetMaps, textBytes } from '../../../src/capture/ebpf-maps.js';
+import { bytesText, textBytes } from '../../../src/capture/ebpf-keys.js';
+import { mergeSamples, targetMaps } from '../../../src/capture/ebpf-maps.js';
 import { SlotAllocator } from '../../../src/capture/ebpf-tables.js';
 import { address16, type Targets } from '../../../src/capture/targets.js';
 
