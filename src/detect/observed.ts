@@ -1,5 +1,5 @@
 // Correlator observations → 'active' findings, shared by the conntrack-based detectors.
-import type { ServiceView } from '../cluster/types.js';
+import type { LbIngressIp, ServiceView } from '../cluster/types.js';
 import type { ConntrackEntry } from '../kernel/types.js';
 import { portKey } from '../model/service.js';
 import type { DetectContext } from './context-types.js';
@@ -88,4 +88,17 @@ function loopPath(out: ConntrackEntry, back: ConntrackEntry, labels: string[], r
 
 export function activePorts(findings: FindingOf<string>[]): Set<string> {
   return new Set(findings.map((f) => portKey(f.service, f.port.protocol, f.port.port)));
+}
+
+/** The risks `riskOf` sees at each LB ingress IP of the Service ports `applies` to that no active finding covers. */
+export function ingressRisks<M extends string>(
+  ctx: DetectContext,
+  active: FindingOf<M>[],
+  applies: (s: ServiceView) => boolean,
+  riskOf: (s: ServiceView, ing: LbIngressIp) => FindingOf<M> | FindingOf<M>[] | undefined,
+): FindingOf<M>[] {
+  const done = activePorts(active);
+  return ctx.services
+    .filter((s) => !done.has(portKey(s, s.protocol, s.port)) && applies(s))
+    .flatMap((s) => s.lbIngress.flatMap((ing) => riskOf(s, ing) ?? []));
 }
