@@ -23,6 +23,7 @@ export interface LoadBalancerFact {
   /** 'namespace/name:port' from the rule comment (iptables mode only; IPVS ipsets carry no names). */
   service?: string;
   trafficPolicy?: TrafficPolicy;
+  /** masquerade: pod→VIP gets KUBE-MARK-MASQ (source becomes the node IP); exempt: ETP=Local skips it. */
   podTraffic: 'masquerade' | 'exempt' | 'unknown';
   /** Where the nat table sends pod -> VIP; filter-table drops (e.g. KUBE-PROXY-FIREWALL) are not seen here. */
   capture: 'dnat' | 'ipvs' | 'not-captured' | 'dropped' | 'unknown';
