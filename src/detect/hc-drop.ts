@@ -5,7 +5,7 @@ import type { DetectContext } from './context-types.js';
 import type { FindingOf } from './core-types.js';
 import type { Observations } from './correlator.js';
 import type { DetectorDef } from './detector.js';
-import { isTencent, tencentPreventLoopback } from './fixes.js';
+import { tencentPreventLoopback } from './fixes.js';
 import { activeFindings, ingressRisks } from './observed.js';
 import { credited, mitigationsFor, remedy } from './remedies.js';
 import { finding, KUBE_IPVS_IFNAME } from './tool-lines.js';
@@ -25,7 +25,7 @@ export const hcDrop: DetectorDef<'hc-drop'> = {
       'it as source: dropped as martians, backends flap (kubernetes#79783)',
     fix: 'TKE prevent-loopback; `status.loadBalancer.ingress[].ipMode: Proxy`',
   },
-  changes: (s) => (isTencent(s) ? tencentPreventLoopback(s) : []),
+  changes: tencentPreventLoopback,
   detect: detectHcDrop,
 };
 

@@ -8,7 +8,7 @@ import type { DetectContext } from './context-types.js';
 import type { FindingOf } from './core-types.js';
 import type { Observations } from './correlator.js';
 import type { DetectorDef } from './detector.js';
-import { awsPreserveClientIpOff, etpCluster, isTencent, tencentPreventLoopback } from './fixes.js';
+import { awsPreserveClientIpOff, etpCluster, tencentPreventLoopback } from './fixes.js';
 import { handoffOf, handoffVerdict, lookupLine, vipName } from './handoff.js';
 import { activeFindings, activePorts, ingressRisks } from './observed.js';
 import { lbMayTargetNode, vipPath } from './path.js';
@@ -37,7 +37,7 @@ export const l4Loop: DetectorDef<'L4-loop'> = {
       '"true"`; externalTrafficPolicy: Cluster (SNAT to the node IP); ' +
       'with ETP=Local, anti-affinity between clients and backends',
   },
-  changes: (s) => [...etpCluster(s), ...(isTencent(s) ? tencentPreventLoopback(s) : []), ...awsPreserveClientIpOff(s)],
+  changes: (s) => [...etpCluster(s), ...tencentPreventLoopback(s), ...awsPreserveClientIpOff(s)],
   detect: detectL4Loop,
 };
 
