@@ -5,26 +5,9 @@ import { inCidrSafe, ipFamily } from '../kernel/ip.js';
 import type { NatFamily } from '../kernel/nat/types.js';
 import { renderElement } from '../kernel/nft/parse.js';
 import type { NftElement, NftRule, NftSnapshot, NftTable } from '../kernel/nft/types.js';
-import type { KubeNatFacts, LoadBalancerFact, NodePortFact } from './facts.js';
 import type { PodSelectors } from './pod-selectors.js';
+import type { KubeNatFacts, LoadBalancerFact, NftFilterChain, NodePortFact } from './types.js';
 import type { Tri } from './walk.js';
-
-export interface NftNoLocalEndpoints {
-  /** The no-endpoint-services verdict: drop (ETP=Local, endpoints elsewhere) or reject (no endpoints at all). */
-  verdict: 'drop' | 'reject';
-  /** Base chains that look the VIP up before DNAT on a hook local clients use (the kubernetes#131765 layout). */
-  preDnatChecks: string[];
-  evidence: string[];
-}
-
-export interface NftFilterChain {
-  family: NatFamily;
-  name: string;
-  hook: string;
-  prio: number;
-  /** The chains its `ct state new jump X` rules go to. */
-  jumps: string[];
-}
 
 type NftLayout = NonNullable<KubeNatFacts['nftLayouts']>;
 
