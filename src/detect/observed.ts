@@ -98,7 +98,16 @@ export function ingressRisks<M extends string>(
   riskOf: (s: ServiceView, ing: LbIngressIp) => FindingOf<M> | FindingOf<M>[] | undefined,
 ): FindingOf<M>[] {
   const done = activePorts(active);
-  return ctx.services
-    .filter((s) => !done.has(portKey(s, s.protocol, s.port)) && applies(s))
-    .flatMap((s) => s.lbIngress.flatMap((ing) => riskOf(s, ing) ?? []));
+  return eachIngress(
+    ctx.services.filter((s) => !done.has(portKey(s, s.protocol, s.port)) && applies(s)),
+    riskOf,
+  );
+}
+
+/** What `fn` finds at each LB ingress IP of each Service port, in order. */
+export function eachIngress<T>(
+  services: ServiceView[],
+  fn: (s: ServiceView, ing: LbIngressIp) => T | T[] | undefined,
+): T[] {
+  return services.flatMap((s) => s.lbIngress.flatMap((ing) => fn(s, ing) ?? []));
 }
