@@ -198,19 +198,15 @@ function sourceRangeDrop(
   // Pods whose connections the nat table DNATs (a range holds the pod CIDR) no longer have the VIP as
   // destination in the filter table.
   if (capture === 'dnat') return undefined;
-  const chainLines = [...fwChainRules(chains, walk, text)];
+  // The KUBE-FW- chain's rules as written: the walk quotes only those that fired, not the comment-only last one.
+  const fwChain = walk.visited.find((v) => v.startsWith('KUBE-FW-'));
+  const chainLines = fwChain ? [...chains.rules(fwChain)].map((r) => ruleEvidence(chains.source, r, text)) : [];
   return {
     certain: capture === 'not-captured',
     evidence: [
       ...new Set([...fwLines, ...chainLines, ruleEvidence(chains.source, filterDrop, text, ' (filter table)')]),
     ],
   };
-}
-
-/** The KUBE-FW- chain's rules as written (the walk quotes only those that fired, not the comment-only last one). */
-function fwChainRules(chains: NatRules, walk: WalkResult, text: OwnText): string[] {
-  const fw = walk.visited.find((v) => v.startsWith('KUBE-FW-'));
-  return fw ? [...chains.rules(fw)].map((r) => ruleEvidence(chains.source, r, text)) : [];
 }
 
 /**
