@@ -7,7 +7,7 @@ import { renderElement } from '../kernel/nft/parse.js';
 import type { NftElement, NftRule, NftSnapshot, NftTable } from '../kernel/nft/types.js';
 import type { PodSelectors } from './pod-selectors.js';
 import type { KubeNatFacts, LoadBalancerFact, NftFilterChain, NodePortFact } from './types.js';
-import type { Tri } from './walk.js';
+import { cidrContains, type Tri } from './walk.js';
 
 type NftLayout = NonNullable<KubeNatFacts['nftLayouts']>;
 
@@ -296,7 +296,7 @@ class TableFacts {
       .split(',')
       .map((s) => s.trim())
       .filter(Boolean);
-    if (this.pod.cidrs.every((c) => ranges.some((r) => cidrWithin(c, r)))) return 'yes';
+    if (this.pod.cidrs.every((c) => ranges.some((r) => cidrContains(r, c)))) return 'yes';
     if (this.pod.cidrs.every((c) => ranges.every((r) => disjoint(c, r)))) return 'no';
     return 'maybe';
   }
@@ -440,7 +440,7 @@ function isCidr(s: string): boolean {
   return !!addr && inCidrSafe(addr, s);
 }
 
-// Both below read an invalid CIDR (e.g. '10.0.0.0/99' in a corrupt listing) as a range holding no address.
+// Reads an invalid CIDR (e.g. '10.0.0.0/99' in a corrupt listing) as a range holding no address.
 
 function disjoint(a: string, b: string): boolean {
   const [aa] = a.split('/');
@@ -450,14 +450,4 @@ function disjoint(a: string, b: string): boolean {
     x.includes('/') ? x : `${addr}/${ipFamily(addr) === 6 ? 128 : 32}`;
   if (!isCidr(a) || !isCidr(b)) return true;
   return !inCidrSafe(aa, cidr(b, ba)) && !inCidrSafe(ba, cidr(a, aa));
-}
-
-function cidrWithin(a: string, b: string): boolean {
-  const [addr, len] = a.split('/');
-  const [, blen] = b.split('/');
-  if (!addr || !isCidr(a)) return false;
-  return (
-    inCidrSafe(addr, b) &&
-    Number(len ?? (ipFamily(addr) === 6 ? 128 : 32)) >= Number(blen ?? (ipFamily(addr) === 6 ? 128 : 32))
-  );
 }
