@@ -4,14 +4,10 @@ import type { ConntrackEntry } from '../kernel/types.js';
 import { portKey } from '../model/service.js';
 import type { DetectContext } from './context-types.js';
 import type { FindingOf, LoopPath } from './core-types.js';
-import type { Observations, ObsGroup, ObsKind } from './correlator.js';
+import type { Observations, ObsGroup } from './correlator.js';
 import type { DetectorDef } from './detector.js';
 import { credited, mitigationsFor, remedy } from './remedies.js';
 import { finding, formatConntrack, hostPort } from './tool-lines.js';
-
-function groupsOf(obs: Observations, kinds: readonly ObsKind[]): ObsGroup[] {
-  return obs.groups.filter((g) => kinds.includes(g.kind));
-}
 
 export interface ActiveSpec<M extends string> {
   /** The detector the findings are of: its mechanism, fix and credits, and the observations it reads. */
@@ -36,7 +32,8 @@ export function activeFindings<M extends string>(
   obs: Observations,
   spec: ActiveSpec<M>,
 ): FindingOf<M>[] {
-  return groupsOf(obs, spec.detector.observes).map((g) => {
+  const groups = obs.groups.filter((g) => spec.detector.observes.includes(g.kind));
+  return groups.map((g) => {
     const first = g.examples[0]!;
     const evidence: string[] = [];
     for (const ex of g.examples)
