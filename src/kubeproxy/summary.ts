@@ -1,6 +1,5 @@
-// Lines for the `snapshot` text output: which backend, how many kube-proxy
-// chains of each kind, the LB-related rules and ipsets, and per LB VIP what
-// happens to pod traffic.
+// Lines for the `snapshot` text output: which backend, how many kube-proxy chains of each kind, the LB-related
+// rules and ipsets, and per LB VIP what happens to pod traffic.
 
 import type { IptablesDump, NatSnapshot } from '../kernel/nat/types.js';
 import type { NftSnapshot } from '../kernel/nft/types.js';
