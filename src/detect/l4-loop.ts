@@ -92,33 +92,28 @@ function awsFix(s: ServiceView): string | undefined {
 
 /** Unresolved hostname-only LBs: with no address nothing can match, so the loop question is open, not "no loop". */
 function unresolved(ctx: DetectContext, done: Set<string>): FindingOf<'L4-loop'>[] {
-  const out: FindingOf<'L4-loop'>[] = [];
-  for (const s of ctx.services) {
-    if (!s.lbHostnames || s.type !== 'LoadBalancer' || done.has(portKey(s, s.protocol, s.port))) continue;
-    for (const h of s.lbHostnames) {
+  const open = ctx.services.filter((s) => s.type === 'LoadBalancer' && !done.has(portKey(s, s.protocol, s.port)));
+  return open.flatMap((s) =>
+    (s.lbHostnames ?? []).flatMap((h) => {
       const l = s.lbHostnameLookups?.find((x) => x.hostname === h);
-      if (l && l.addresses.length > 0) continue;
+      if (l && l.addresses.length > 0) return [];
       const why = l
         ? `lookup failed: ${l.error ?? 'no address'}`
         : 'not looked up on this node (no DNS answers in this input)';
-      out.push(
-        finding(
-          s,
-          'L4-loop',
-          s.annotations.internalByAnnotation ? 'risk' : 'info',
-          `hostname-only LB ${h}: ${why}; its addresses are unknown, so ` +
-            `pod traffic to it can be neither counted nor told looping or not`,
-          [
-            `status.loadBalancer.ingress: {hostname: ${h}}`,
-            ...(l ? [lookupLine(l)] : []),
-            ...(s.annotations.internalByAnnotation
-              ? [`${s.annotations.internalByAnnotation.key}: "${s.annotations.internalByAnnotation.value}"`]
-              : []),
-          ],
-          remedy(l4Loop, mitigationsFor(ctx, s), awsFix(s)),
-        ),
+      const internal = s.annotations.internalByAnnotation;
+      return finding(
+        s,
+        'L4-loop',
+        internal ? 'risk' : 'info',
+        `hostname-only LB ${h}: ${why}; its addresses are unknown, so ` +
+          `pod traffic to it can be neither counted nor told looping or not`,
+        [
+          `status.loadBalancer.ingress: {hostname: ${h}}`,
+          ...(l ? [lookupLine(l)] : []),
+          ...(internal ? [`${internal.key}: "${internal.value}"`] : []),
+        ],
+        remedy(l4Loop, mitigationsFor(ctx, s), awsFix(s)),
       );
-    }
-  }
-  return out;
+    }),
+  );
 }
