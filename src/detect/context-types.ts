@@ -1,5 +1,6 @@
 // What every detector is given (built in context.ts, proxy mode from proxy-mode.ts); types only, so the
 // detectors that build a part of it can name it without an import loop.
+import type { LbServiceIndex } from '../cluster/lb-index.js';
 import type { ServiceView } from '../cluster/types.js';
 import type { IpvsVirtualServer, LocalRoute } from '../kernel/types.js';
 import type { DiagnoseInput, LbNatFact, NodeProxyMode } from './core-types.js';
@@ -23,14 +24,11 @@ export interface DetectContext {
   isPodIp(ip: string): boolean;
   /** A source that belongs to this node: one of its pods or its own addresses. */
   isLocalSource(ip: string): boolean;
-  lbVipServices(ip: string, proto: string, port: number | undefined): ServiceView[] | undefined;
-  /** The Service ports with this LB ingress IP, any port: health checks come from the VIP itself. */
-  lbIpServices(ip: string): ServiceView[] | undefined;
-  /** The Service ports behind this Ingress VIP (port-agnostic: the Ingress listens on 80/443). */
-  ingressVipServices(ip: string): ServiceView[] | undefined;
-  nodePortService(proto: string, port: number | undefined): ServiceView | undefined;
-  /** The Service ports with this local endpoint ip:port (the direct-pod return leg). */
-  localEndpointServices(ip: string, proto: string, port: number | undefined): ServiceView[] | undefined;
+  /** The LB-Service index: which Service ports an LB VIP, LB IP, Ingress VIP, NodePort or local endpoint is. */
+  lb: Pick<
+    LbServiceIndex,
+    'lbVipServices' | 'lbIpServices' | 'ingressVipServices' | 'nodePortService' | 'localEndpointServices'
+  >;
   ipvsService(ip: string, proto: string, port: number): IpvsVirtualServer | undefined;
   natFact(ip: string, proto: string, port: number): LbNatFact | undefined;
   /** The non-kernel `local` route (a guest agent's) making this address the node's own, if read and present. */

@@ -34,11 +34,7 @@ export function buildContext(input: DiagnoseInput, lb?: LbServiceIndex): DetectC
     proxy: classifyProxyMode(input, services),
     isPodIp,
     isLocalSource: (ip) => nodeIps.has(ip) || isPodIp(ip),
-    lbVipServices: (ip, proto, port) => idx.lbVipServices(ip, proto, port),
-    lbIpServices: (ip) => idx.lbIpServices(ip),
-    ingressVipServices: (ip) => idx.ingressVipServices(ip),
-    nodePortService: (proto, port) => idx.nodePortService(proto, port),
-    localEndpointServices: (ip, proto, port) => idx.localEndpointServices(ip, proto, port),
+    lb: idx,
     ipvsService: (ip, proto, port) => ipvs.get(key(ip, proto, port)),
     natFact: (ip, proto, port) => nat.get(key(ip, proto, port)),
     // A handful of routes per node (guest agents add one per forwarded IP or alias range): a scan.

@@ -2,6 +2,7 @@
 // A finding is one mechanism of docs/domain.md for one Service port on this node, with its evidence and fix.
 import type { ClusterView } from '../cluster/types.js';
 import type { ConntrackEntry } from '../kernel/types.js';
+import type { KubeNatFacts, LoadBalancerFact } from '../kubeproxy/facts.js';
 import type { ProxyMode } from '../model/kube-proxy.js';
 import type { NodeSnapshot } from '../source/node-snapshot.js';
 
@@ -81,24 +82,16 @@ export interface LocalAddresses {
   podCidrs: string[];
 }
 
-/** What kube-proxy's NAT rules do to pod traffic to one LB VIP:port (from src/kernel/nat kubeNatFacts). */
-export interface LbNatFact {
+/** What kube-proxy's NAT rules do to pod traffic to one LB VIP:port (from kubeproxy/facts.ts kubeNatFacts). */
+export interface LbNatFact
+  extends Pick<LoadBalancerFact, 'port' | 'podTraffic' | 'noEndpoints' | 'sourceRangeDrop' | 'evidence'> {
   ip: string;
-  port: number;
   protocol: 'TCP' | 'UDP' | 'SCTP';
-  /** masquerade: pod→VIP gets KUBE-MARK-MASQ (source becomes the node IP); exempt: ETP=Local skips it. */
-  podTraffic: 'masquerade' | 'exempt' | 'unknown';
   /**
    * kube-proxy's rules DNAT VIP:port on this node (iptables KUBE-SERVICES/KUBE-EXT, nftables
    * service-ips, or an IPVS ipset entry).
    */
   interceptedLocally: boolean;
-  /** nftables no-endpoint-services element; preDnatChecks: v1.31-early v1.33 pre-DNAT lookups (kubernetes#131765). */
-  noEndpoints?: { verdict: 'drop' | 'reject'; preDnatChecks: string[]; evidence: string[] };
-  /** Source ranges excluding pods, dropped by kube-proxy (KUBE-PROXY-FIREWALL/KUBE-MARK-DROP, nft firewall-ips). */
-  sourceRangeDrop?: { certain: boolean; evidence: string[] };
-  /** The rule lines or ipset members this fact comes from, verbatim. */
-  evidence: string[];
 }
 
 /** The proxy mode a node shows: one of kube-proxy's, or unknown (no IPVS state and no kube-proxy rules read). */
@@ -109,11 +102,7 @@ export interface NatFacts {
   /** Why that mode (e.g. "chain KUBE-SVC-ABC present"). */
   evidence: string[];
   lb: LbNatFact[];
-  /**
-   * nftables mode: kube-proxy's filter-chain layout per family ('v1.31': kubernetes#131765;
-   * 'v1.34': fixed by #132456).
-   */
-  nftLayouts?: Partial<Record<4 | 6, 'v1.31' | 'v1.34' | 'other'>>;
+  nftLayouts?: KubeNatFacts['nftLayouts'];
 }
 
 export interface DiagnoseInput {

@@ -69,28 +69,28 @@ export class ConntrackCorrelator {
     if (!proto || entry.orig.dport === undefined) return;
     const { ctx } = this;
     const o = entry.orig;
-    const vipSvcs = ctx.lbVipServices(o.dst, proto, o.dport);
+    const vipSvcs = ctx.lb.lbVipServices(o.dst, proto, o.dport);
 
     if (vipSvcs && o.src === o.dst) {
       if (!seenReply(entry)) this.record('selfVip', vipSvcs, [entry]);
       return;
     }
     if (vipSvcs && ctx.isLocalSource(o.src)) this.addOutbound(entry, vipSvcs, proto);
-    const hcSvcs = ctx.lbIpServices(o.src);
+    const hcSvcs = ctx.lb.lbIpServices(o.src);
     if (hcSvcs && ctx.ipvsBound.has(o.src) && ctx.nodeIps.has(o.dst) && !seenReply(entry))
       this.record('hcSrc', hcSvcs, [entry]);
 
-    const ingSvcs = ctx.ingressVipServices(o.dst);
+    const ingSvcs = ctx.lb.ingressVipServices(o.dst);
     if (ingSvcs && ctx.isLocalSource(o.src)) this.keep(this.l7Out, o.src, { entry, svcs: ingSvcs });
 
     if (!ctx.isLocalSource(o.src)) return;
-    const npSvc = ctx.nodeIps.has(o.dst) ? ctx.nodePortService(proto, o.dport) : undefined;
+    const npSvc = ctx.nodeIps.has(o.dst) ? ctx.lb.nodePortService(proto, o.dport) : undefined;
     if (npSvc) {
       this.addInbound(entry, 'l4', [npSvc]);
       if (npSvc.ingressVips.length > 0 && this.l7In.length < MAX_PENDING) this.l7In.push({ entry, svcs: [npSvc] });
       else if (npSvc.ingressVips.length > 0) this.overflowed++;
     }
-    const epSvcs = ctx.localEndpointServices(o.dst, proto, o.dport);
+    const epSvcs = ctx.lb.localEndpointServices(o.dst, proto, o.dport);
     if (epSvcs && ctx.isPodIp(o.src) && entry.reply.src === o.dst) this.addInbound(entry, 'direct', epSvcs);
   }
 
@@ -125,13 +125,10 @@ export class ConntrackCorrelator {
       this.outbound.delete(k);
       return;
     }
-    const list = this.inbound.get(k);
-    if (list) list.push({ kind, p: { entry, svcs } });
-    else if (this.inbound.size < MAX_PENDING) this.inbound.set(k, [{ kind, p: { entry, svcs } }]);
-    else this.overflowed++;
+    this.keep(this.inbound, k, { kind, p: { entry, svcs } });
   }
 
-  private keep(m: Map<string, Pending[]>, k: string, p: Pending): void {
+  private keep<T>(m: Map<string, T[]>, k: string, p: T): void {
     const list = m.get(k);
     if (list) list.push(p);
     else if (m.size < MAX_PENDING) m.set(k, [p]);

@@ -1,12 +1,11 @@
 // direct-pod: the LB targets pod IPs (ENI / VPC-CNI); a client pod on a target pod's node gets its connection
 // delivered from the uplink straight to the local pod, and the reply bypasses the LB.
 
-import { portKey } from '../model/service.js';
 import type { DetectContext } from './context-types.js';
 import type { FindingOf } from './core-types.js';
 import type { Observations } from './correlator.js';
 import type { DetectorDef } from './detector.js';
-import { activeFindings, activePorts } from './observed.js';
+import { activeFindings, ingressRisks } from './observed.js';
 import { podTargetAnnotation, vipPath } from './path.js';
 import { credited, mitigationsFor, remedy } from './remedies.js';
 import { endpointsLine, finding } from './tool-lines.js';
@@ -36,32 +35,28 @@ function detectDirectPod(ctx: DetectContext, obs: Observations): FindingOf<'dire
       `${out!.orig.dport} came back from the LB straight to the local pod ` +
       `${back!.orig.dst}:${back!.orig.dport}: client and target pod share this node`,
   });
-  const done = activePorts(active);
-  const risks: FindingOf<'direct-pod'>[] = [];
-  for (const s of ctx.services) {
-    const annotation = podTargetAnnotation(s);
-    if (!annotation || done.has(portKey(s, s.protocol, s.port))) continue;
-    if (!s.endpoints.some((e) => e.local && e.ready)) continue;
-    for (const ing of s.lbIngress) {
+  const risks = ingressRisks(
+    ctx,
+    active,
+    (s) => podTargetAnnotation(s) !== undefined && s.endpoints.some((e) => e.local && e.ready),
+    (s, ing) => {
       const path = vipPath(ctx, s, ing.ip);
-      if (path.leaves === false) continue;
+      if (path.leaves === false) return;
       const m = mitigationsFor(ctx, s, ing.ip);
       const mitigated = credited(directPod, m).length > 0;
-      risks.push(
-        finding(
-          s,
-          'direct-pod',
-          mitigated ? 'info' : 'risk',
-          mitigated
-            ? `the LB targets pods directly and a target pod runs on this node, but the LB ` +
-                `connects from its own address: pods here calling ${ing.ip}:${s.port} are not looped`
-            : `the LB targets pods directly and a target pod runs on this ` +
-                `node: pods here calling ${ing.ip}:${s.port} can be looped to it`,
-          [annotation, ...path.evidence, endpointsLine(s)],
-          remedy(directPod, m),
-        ),
+      return finding(
+        s,
+        'direct-pod',
+        mitigated ? 'info' : 'risk',
+        mitigated
+          ? `the LB targets pods directly and a target pod runs on this node, but the LB ` +
+              `connects from its own address: pods here calling ${ing.ip}:${s.port} are not looped`
+          : `the LB targets pods directly and a target pod runs on this ` +
+              `node: pods here calling ${ing.ip}:${s.port} can be looped to it`,
+        [podTargetAnnotation(s)!, ...path.evidence, endpointsLine(s)],
+        remedy(directPod, m),
       );
-    }
-  }
+    },
+  );
   return [...active, ...risks];
 }

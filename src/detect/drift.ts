@@ -3,6 +3,7 @@
 import type { DetectContext } from './context-types.js';
 import type { FindingOf } from './core-types.js';
 import type { DetectorDef } from './detector.js';
+import { eachIngress } from './observed.js';
 import { finding, KUBE_IPVS_IFNAME } from './tool-lines.js';
 
 export const drift: DetectorDef<'drift'> = {
@@ -24,51 +25,49 @@ export const drift: DetectorDef<'drift'> = {
 
 function detectDrift(ctx: DetectContext): FindingOf<'drift'>[] {
   if (ctx.proxy.mode !== 'ipvs') return [];
-  const out: FindingOf<'drift'>[] = [];
-  for (const s of ctx.services) {
-    for (const ing of s.lbIngress) {
-      // Resolved from a hostname: kube-proxy never saw the address, there is nothing to drift from.
-      if (ing.resolvedFrom) continue;
-      const bound = ctx.ipvsBound.has(ing.ip);
-      const state = `${ing.ip} ${bound ? 'is' : 'is not'} bound on ${KUBE_IPVS_IFNAME}`;
-      const add = (summary: string, because: string, fix: string): void => {
-        out.push(finding(s, 'drift', 'risk', summary, [state, because], fix));
-      };
-      if (bound && ing.ipMode === 'Proxy') {
-        add(
-          `${ing.ip} has ipMode: Proxy but kube-proxy bound it: traffic ` +
-            `is short-circuited on the node instead of going to the LB`,
-          `status.loadBalancer.ingress: {ip: ${ing.ip}, ipMode: Proxy}`,
-          'Upgrade kube-proxy to >= 1.30 (honours ipMode, KEP-1860) or remove the stale address from kube-ipvs0.',
-        );
-      } else if (bound && s.annotations.alibabaHostname !== undefined) {
-        add(
-          `${ing.ip} is bound although the Alibaba hostname annotation asks kube-proxy to leave it to the LB`,
-          `service.beta.kubernetes.io/alibaba-cloud-loadbalancer-hostname: ${s.annotations.alibabaHostname}`,
-          'Check the CCM version (>= 2.3.0 honours the annotation) and ' +
-            'that status.loadBalancer.ingress carries the hostname only.',
-        );
-      } else if (!bound && s.annotations.tencentPreventLoopback === true) {
-        add(
-          `${ing.ip} carries prevent-loopback but kube-proxy did ` +
-            `not bind it: the annotation has no effect on this node`,
-          'service.cloud.tencent.com/prevent-loopback: "true"',
-          'Upgrade the TKE kube-proxy image to a version that supports ' +
-            'prevent-loopback (e.g. v1.18.4-tke.20 or later for 1.18).',
-        );
-      } else if (
-        !bound &&
-        ing.ipMode === 'VIP' &&
-        ctx.proxy.lbBinding === 'mixed' &&
-        s.annotations.alibabaHostname === undefined
-      ) {
-        add(
-          `kube-proxy binds other LB IPs on this node but not ${ing.ip}: stale or failed sync`,
-          `LB binding on this node: ${ctx.proxy.evidence.filter((e) => e.startsWith('LB IPs')).join('; ')}`,
-          'Check kube-proxy logs on this node for sync errors; restart kube-proxy to rebuild kube-ipvs0.',
-        );
-      }
+  return eachIngress(ctx.services, (s, ing) => {
+    // Resolved from a hostname: kube-proxy never saw the address, there is nothing to drift from.
+    if (ing.resolvedFrom) return;
+    const bound = ctx.ipvsBound.has(ing.ip);
+    const state = `${ing.ip} ${bound ? 'is' : 'is not'} bound on ${KUBE_IPVS_IFNAME}`;
+    const risk = (summary: string, because: string, fix: string): FindingOf<'drift'> =>
+      finding(s, 'drift', 'risk', summary, [state, because], fix);
+    if (bound && ing.ipMode === 'Proxy') {
+      return risk(
+        `${ing.ip} has ipMode: Proxy but kube-proxy bound it: traffic ` +
+          `is short-circuited on the node instead of going to the LB`,
+        `status.loadBalancer.ingress: {ip: ${ing.ip}, ipMode: Proxy}`,
+        'Upgrade kube-proxy to >= 1.30 (honours ipMode, KEP-1860) or remove the stale address from kube-ipvs0.',
+      );
     }
-  }
-  return out;
+    if (bound && s.annotations.alibabaHostname !== undefined) {
+      return risk(
+        `${ing.ip} is bound although the Alibaba hostname annotation asks kube-proxy to leave it to the LB`,
+        `service.beta.kubernetes.io/alibaba-cloud-loadbalancer-hostname: ${s.annotations.alibabaHostname}`,
+        'Check the CCM version (>= 2.3.0 honours the annotation) and ' +
+          'that status.loadBalancer.ingress carries the hostname only.',
+      );
+    }
+    if (!bound && s.annotations.tencentPreventLoopback === true) {
+      return risk(
+        `${ing.ip} carries prevent-loopback but kube-proxy did ` +
+          `not bind it: the annotation has no effect on this node`,
+        'service.cloud.tencent.com/prevent-loopback: "true"',
+        'Upgrade the TKE kube-proxy image to a version that supports ' +
+          'prevent-loopback (e.g. v1.18.4-tke.20 or later for 1.18).',
+      );
+    }
+    if (
+      !bound &&
+      ing.ipMode === 'VIP' &&
+      ctx.proxy.lbBinding === 'mixed' &&
+      s.annotations.alibabaHostname === undefined
+    ) {
+      return risk(
+        `kube-proxy binds other LB IPs on this node but not ${ing.ip}: stale or failed sync`,
+        `LB binding on this node: ${ctx.proxy.evidence.filter((e) => e.startsWith('LB IPs')).join('; ')}`,
+        'Check kube-proxy logs on this node for sync errors; restart kube-proxy to rebuild kube-ipvs0.',
+      );
+    }
+  });
 }

@@ -15,24 +15,10 @@ export function shellQuote(s: string): string {
   return /^[A-Za-z0-9._/:=@%+,-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
 }
 
-/** The kubectl arguments (after `kubectl`) that apply the patch to the Service. */
-export function fixArgs(c: Pick<FixChange, 'object' | 'patch'>): string[] {
-  return [
-    '-n',
-    c.object.namespace,
-    'patch',
-    'service',
-    c.object.name,
-    '--type',
-    c.patch.type,
-    '-p',
-    JSON.stringify(c.patch.body),
-  ];
-}
-
 /** `kubectl -n NS patch service NAME --type T -p 'PATCH'`, shell-quoted. */
-export function fixCommand(c: Pick<FixChange, 'object' | 'patch'>): string {
-  return ['kubectl', ...fixArgs(c)].map(shellQuote).join(' ');
+export function fixCommand({ object, patch }: Pick<FixChange, 'object' | 'patch'>): string {
+  const target = ['kubectl', '-n', object.namespace, 'patch', 'service', object.name];
+  return [...target, '--type', patch.type, '-p', JSON.stringify(patch.body)].map(shellQuote).join(' ');
 }
 
 export function withCommand(c: FixChange): FixCommand {
@@ -44,44 +30,38 @@ export function withFixCommands<F extends FindingOf<string>>(f: F): F {
   return f.fixes ? { ...f, fixes: f.fixes.map(withCommand) } : f;
 }
 
-function change(s: ServiceView, kind: FixKind, patch: FixPatch, effect: string): FixChange {
+/** The one change a fix makes to the Service, as the list the fixes return. */
+function change(s: ServiceView, kind: FixKind, patch: FixPatch, effect: string): FixChange[] {
   const object = { apiVersion: 'v1' as const, kind: 'Service' as const, namespace: s.namespace, name: s.name };
-  return { kind, object, patch, effect };
+  return [{ kind, object, patch, effect }];
 }
 
 /** ETP=Local → Cluster: kube-proxy then SNATs pod→LB traffic to the node IP. */
 export function etpCluster(s: ServiceView): FixChange[] {
   if (s.externalTrafficPolicy !== 'Local') return [];
-  return [
-    change(
-      s,
-      'etp-cluster',
-      { type: 'merge', body: { spec: { externalTrafficPolicy: 'Cluster' } } },
-      'backends no longer see the client source IP (kube-proxy SNATs to a node ' +
-        'IP), and outside traffic may take a second hop to a node with a backend',
-    ),
-  ];
+  return change(
+    s,
+    'etp-cluster',
+    { type: 'merge', body: { spec: { externalTrafficPolicy: 'Cluster' } } },
+    'backends no longer see the client source IP (kube-proxy SNATs to a node ' +
+      'IP), and outside traffic may take a second hop to a node with a backend',
+  );
 }
 
 const TENCENT_PREFIXES = ['service.cloud.tencent.com/', 'service.kubernetes.io/qcloud-', 'service.kubernetes.io/tke-'];
 
-export function isTencent(s: ServiceView): boolean {
-  return Object.keys(s.annotations.raw).some((k) => TENCENT_PREFIXES.some((p) => k.startsWith(p)));
-}
-
-/** TKE's prevent-loopback annotation, where it is not set to "true" already. */
+/** TKE's prevent-loopback annotation on a Tencent Service (one with a Tencent annotation), unless already "true". */
 export function tencentPreventLoopback(s: ServiceView): FixChange[] {
-  if (s.annotations.tencentPreventLoopback === true) return [];
-  return [
-    change(
-      s,
-      'tencent-prevent-loopback',
-      { type: 'merge', body: { metadata: { annotations: { [TENCENT_PREVENT_LOOPBACK]: 'true' } } } },
-      'TKE only: kube-proxy binds the CLB VIP on every node, so in-cluster ' +
-        'clients reach the backends without the CLB (no CLB access logs, ACLs or ' +
-        'persistence for them), and the CLB health checks come from 100.64.0.0/10',
-    ),
-  ];
+  const tencent = Object.keys(s.annotations.raw).some((k) => TENCENT_PREFIXES.some((p) => k.startsWith(p)));
+  if (!tencent || s.annotations.tencentPreventLoopback === true) return [];
+  return change(
+    s,
+    'tencent-prevent-loopback',
+    { type: 'merge', body: { metadata: { annotations: { [TENCENT_PREVENT_LOOPBACK]: 'true' } } } },
+    'TKE only: kube-proxy binds the CLB VIP on every node, so in-cluster ' +
+      'clients reach the backends without the CLB (no CLB access logs, ACLs or ' +
+      'persistence for them), and the CLB health checks come from 100.64.0.0/10',
+  );
 }
 
 /** AWS NLB preserve_client_ip.enabled=false, keeping the other listed attributes (a merge patch replaces the value). */
@@ -96,31 +76,27 @@ export function awsPreserveClientIpOff(s: ServiceView): FixChange[] {
     ...attrs.filter((a) => !a.startsWith('preserve_client_ip.enabled')),
     'preserve_client_ip.enabled=false',
   ].join(',');
-  return [
-    change(
-      s,
-      'aws-preserve-client-ip-off',
-      { type: 'merge', body: { metadata: { annotations: { [AWS_TG_ATTRIBUTES]: value } } } },
-      'backends see the NLB’s private address instead of the client IP (add proxy-protocol ' +
-        'to keep it); needs the AWS Load Balancer Controller, the in-tree controller ignores it',
-    ),
-  ];
+  return change(
+    s,
+    'aws-preserve-client-ip-off',
+    { type: 'merge', body: { metadata: { annotations: { [AWS_TG_ATTRIBUTES]: value } } } },
+    'backends see the NLB’s private address instead of the client IP (add proxy-protocol ' +
+      'to keep it); needs the AWS Load Balancer Controller, the in-tree controller ignores it',
+  );
 }
 
 /** Appends this node's pod CIDRs to loadBalancerSourceRanges by JSON patch, as the view lacks the existing ranges. */
 export function sourceRangesAddPods(s: ServiceView, ctx: DetectContext): FixChange[] {
   const pods = ctx.input.local.podCidrs;
   if (pods.length === 0) return [];
-  return [
-    change(
-      s,
-      'source-ranges-add-pods',
-      {
-        type: 'json',
-        body: pods.map((cidr) => ({ op: 'add', path: '/spec/loadBalancerSourceRanges/-', value: cidr })),
-      },
-      `the LB and kube-proxy admit connections from ${pods.join(', ')} ` +
-        `(this node's pods); every other node's pod CIDR needs the same`,
-    ),
-  ];
+  return change(
+    s,
+    'source-ranges-add-pods',
+    {
+      type: 'json',
+      body: pods.map((cidr) => ({ op: 'add', path: '/spec/loadBalancerSourceRanges/-', value: cidr })),
+    },
+    `the LB and kube-proxy admit connections from ${pods.join(', ')} ` +
+      `(this node's pods); every other node's pod CIDR needs the same`,
+  );
 }

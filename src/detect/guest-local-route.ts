@@ -8,6 +8,7 @@ import type { FindingOf } from './core-types.js';
 import type { DetectorDef } from './detector.js';
 import { vipName } from './handoff.js';
 import { routeLine, routeOwner } from './local-route.js';
+import { eachIngress } from './observed.js';
 import { kubeProxyPath } from './path.js';
 import { finding, KUBE_IPVS_IFNAME } from './tool-lines.js';
 
@@ -40,14 +41,10 @@ export const guestLocalRoute: DetectorDef<'guest-local-route'> = {
 };
 
 function detectGuestLocalRoute(ctx: DetectContext): FindingOf<'guest-local-route'>[] {
-  const out: FindingOf<'guest-local-route'>[] = [];
-  for (const s of ctx.services) {
-    for (const ing of s.lbIngress) {
-      const route = ctx.localRouteFor(ing.ip);
-      if (route) out.push(routeFinding(ctx, s, ing.ip, route));
-    }
-  }
-  return out;
+  return eachIngress(ctx.services, (s, ing) => {
+    const route = ctx.localRouteFor(ing.ip);
+    return route && routeFinding(ctx, s, ing.ip, route);
+  });
 }
 
 function routeFinding(

@@ -1,13 +1,12 @@
 // hc-drop: community IPVS binds the LB IP on kube-ipvs0, so health checks sourced from it are dropped as martians
 // (kubernetes#79783); drops rarely reach conntrack, so active needs capture or unreplied VIP → node IP entries.
 
-import { portKey } from '../model/service.js';
 import type { DetectContext } from './context-types.js';
 import type { FindingOf } from './core-types.js';
 import type { Observations } from './correlator.js';
 import type { DetectorDef } from './detector.js';
-import { isTencent, tencentPreventLoopback } from './fixes.js';
-import { activeFindings, activePorts } from './observed.js';
+import { tencentPreventLoopback } from './fixes.js';
+import { activeFindings, ingressRisks } from './observed.js';
 import { credited, mitigationsFor, remedy } from './remedies.js';
 import { finding, KUBE_IPVS_IFNAME } from './tool-lines.js';
 
@@ -26,7 +25,7 @@ export const hcDrop: DetectorDef<'hc-drop'> = {
       'it as source: dropped as martians, backends flap (kubernetes#79783)',
     fix: 'TKE prevent-loopback; `status.loadBalancer.ingress[].ipMode: Proxy`',
   },
-  changes: (s) => (isTencent(s) ? tencentPreventLoopback(s) : []),
+  changes: tencentPreventLoopback,
   detect: detectHcDrop,
 };
 
@@ -39,47 +38,41 @@ function detectHcDrop(ctx: DetectContext, obs: Observations): FindingOf<'hc-drop
       `${g.count} packet flow(s) arrived with source ${e!.orig.src} (an address bound ` +
       `on ${KUBE_IPVS_IFNAME}) and got no reply: LB health checks are being dropped`,
   });
-  const done = activePorts(active);
-  const risks: FindingOf<'hc-drop'>[] = [];
-  for (const s of ctx.services) {
-    if (done.has(portKey(s, s.protocol, s.port))) continue;
-    for (const ing of s.lbIngress) {
+  const risks = ingressRisks(
+    ctx,
+    active,
+    () => true,
+    (s, ing) => {
+      const m = mitigationsFor(ctx, s, ing.ip);
       if (!ctx.ipvsBound.has(ing.ip)) {
         // IPVS binds every ipMode VIP IP, so Proxy keeps this one off unless a guest agent's local route binds it.
-        if (ctx.proxy.mode === 'ipvs' && ing.ipMode === 'Proxy' && !ing.resolvedFrom && !ctx.localRouteFor(ing.ip)) {
-          const m = mitigationsFor(ctx, s, ing.ip);
-          risks.push(
-            finding(
-              s,
-              'hc-drop',
-              'info',
-              `${ing.ip} is not bound on ${KUBE_IPVS_IFNAME} because of ipMode: Proxy: LB ` +
-                `health checks sent from ${ing.ip} reach this node as from any other address`,
-              [`${ing.ip} is not bound on ${KUBE_IPVS_IFNAME}`, `LB ${ing.ip} ipMode=Proxy`],
-              remedy(hcDrop, m),
-            ),
-          );
-        }
-        continue;
-      }
-      const m = mitigationsFor(ctx, s, ing.ip);
-      const mitigated = credited(hcDrop, m).length > 0;
-      const hcPort = s.healthCheckNodePort ?? s.nodePort;
-      risks.push(
-        finding(
+        if (ctx.proxy.mode !== 'ipvs' || ing.ipMode !== 'Proxy' || ing.resolvedFrom || ctx.localRouteFor(ing.ip))
+          return;
+        return finding(
           s,
           'hc-drop',
-          mitigated ? 'info' : 'risk',
-          mitigated
-            ? `${ing.ip} is bound on ${KUBE_IPVS_IFNAME}; health checks ` +
-                `from it would be dropped, but a mitigation is in place`
-            : `${ing.ip} is bound on ${KUBE_IPVS_IFNAME}: LB health checks sent from ${ing.ip} ` +
-                `to this node${hcPort ? ` (port ${hcPort})` : ''} are dropped as martians`,
-          [`${ing.ip} bound on ${KUBE_IPVS_IFNAME}`, `LB ${ing.ip} ipMode=${ing.ipMode}`],
-          remedy(hcDrop, m, 'Applies when the LB health-checks from its VIP (Tencent CLB does).'),
-        ),
+          'info',
+          `${ing.ip} is not bound on ${KUBE_IPVS_IFNAME} because of ipMode: Proxy: LB ` +
+            `health checks sent from ${ing.ip} reach this node as from any other address`,
+          [`${ing.ip} is not bound on ${KUBE_IPVS_IFNAME}`, `LB ${ing.ip} ipMode=Proxy`],
+          remedy(hcDrop, m),
+        );
+      }
+      const mitigated = credited(hcDrop, m).length > 0;
+      const hcPort = s.healthCheckNodePort ?? s.nodePort;
+      return finding(
+        s,
+        'hc-drop',
+        mitigated ? 'info' : 'risk',
+        mitigated
+          ? `${ing.ip} is bound on ${KUBE_IPVS_IFNAME}; health checks ` +
+              `from it would be dropped, but a mitigation is in place`
+          : `${ing.ip} is bound on ${KUBE_IPVS_IFNAME}: LB health checks sent from ${ing.ip} ` +
+              `to this node${hcPort ? ` (port ${hcPort})` : ''} are dropped as martians`,
+        [`${ing.ip} bound on ${KUBE_IPVS_IFNAME}`, `LB ${ing.ip} ipMode=${ing.ipMode}`],
+        remedy(hcDrop, m, 'Applies when the LB health-checks from its VIP (Tencent CLB does).'),
       );
-    }
-  }
+    },
+  );
   return [...active, ...risks];
 }

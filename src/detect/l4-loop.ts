@@ -8,9 +8,9 @@ import type { DetectContext } from './context-types.js';
 import type { FindingOf } from './core-types.js';
 import type { Observations } from './correlator.js';
 import type { DetectorDef } from './detector.js';
-import { awsPreserveClientIpOff, etpCluster, isTencent, tencentPreventLoopback } from './fixes.js';
+import { awsPreserveClientIpOff, etpCluster, tencentPreventLoopback } from './fixes.js';
 import { handoffOf, handoffVerdict, lookupLine, vipName } from './handoff.js';
-import { activeFindings, activePorts } from './observed.js';
+import { activeFindings, activePorts, ingressRisks } from './observed.js';
 import { lbMayTargetNode, vipPath } from './path.js';
 import { AWS_NLB_FIX, credited, isAws, mitigationsFor, remedy } from './remedies.js';
 import { endpointsLine, finding } from './tool-lines.js';
@@ -37,7 +37,7 @@ export const l4Loop: DetectorDef<'L4-loop'> = {
       '"true"`; externalTrafficPolicy: Cluster (SNAT to the node IP); ' +
       'with ETP=Local, anti-affinity between clients and backends',
   },
-  changes: (s) => [...etpCluster(s), ...(isTencent(s) ? tencentPreventLoopback(s) : []), ...awsPreserveClientIpOff(s)],
+  changes: (s) => [...etpCluster(s), ...tencentPreventLoopback(s), ...awsPreserveClientIpOff(s)],
   detect: detectL4Loop,
 };
 
@@ -52,17 +52,16 @@ function detectL4Loop(ctx: DetectContext, obs: Observations): FindingOf<'L4-loop
       `${vipName(g.svc, out!.orig.dst)}:${out!.orig.dport} came back from the LB to ` +
       `${back!.orig.dst}:${back!.orig.dport} with the client's own ` +
       `source ${out!.orig.src}: the LB looped them to their own node`,
-    extraEvidence: (s) => lookupsOf(s),
-    extraRemedy: (s) => (isAws(s) ? AWS_NLB_FIX : undefined),
+    extraEvidence: (s) => (s.lbHostnameLookups ?? []).map(lookupLine),
+    extraRemedy: awsFix,
   });
-  const done = activePorts(active);
-  const risks: FindingOf<'L4-loop'>[] = [];
-  for (const s of ctx.services) {
-    if (s.protocol === 'SCTP' || done.has(portKey(s, s.protocol, s.port))) continue;
-    if (!s.internalLb || !lbMayTargetNode(s)) continue;
-    for (const ing of s.lbIngress) {
+  const risks = ingressRisks(
+    ctx,
+    active,
+    (s) => s.protocol !== 'SCTP' && !!s.internalLb && lbMayTargetNode(s),
+    (s, ing) => {
       const path = vipPath(ctx, s, ing.ip);
-      if (!path.leaves) continue;
+      if (!path.leaves) return;
       const m = mitigationsFor(ctx, s, ing.ip);
       const mitigated = credited(l4Loop, m).length > 0;
       const handoff = handoffOf(s, ing);
@@ -81,46 +80,40 @@ function detectL4Loop(ctx: DetectContext, obs: Observations): FindingOf<'L4-loop
         : mitigated
           ? `${where} leaves the node to the LB, but a mitigation is in place`
           : `${where} leaves the node; the LB can send it back to this node without SNAT (connection hangs)`;
-      const extra = isAws(s) ? AWS_NLB_FIX : undefined;
-      risks.push(finding(s, 'L4-loop', mitigated ? 'info' : 'risk', summary, evidence, remedy(l4Loop, m, extra)));
-    }
-  }
-  return [...active, ...risks, ...unresolved(ctx, done)];
+      return finding(s, 'L4-loop', mitigated ? 'info' : 'risk', summary, evidence, remedy(l4Loop, m, awsFix(s)));
+    },
+  );
+  return [...active, ...risks, ...unresolved(ctx, activePorts(active))];
 }
 
-function lookupsOf(s: ServiceView): string[] {
-  return (s.lbHostnameLookups ?? []).map(lookupLine);
+function awsFix(s: ServiceView): string | undefined {
+  return isAws(s) ? AWS_NLB_FIX : undefined;
 }
 
 /** Unresolved hostname-only LBs: with no address nothing can match, so the loop question is open, not "no loop". */
 function unresolved(ctx: DetectContext, done: Set<string>): FindingOf<'L4-loop'>[] {
-  const out: FindingOf<'L4-loop'>[] = [];
-  for (const s of ctx.services) {
-    if (!s.lbHostnames || s.type !== 'LoadBalancer' || done.has(portKey(s, s.protocol, s.port))) continue;
-    for (const h of s.lbHostnames) {
+  const open = ctx.services.filter((s) => s.type === 'LoadBalancer' && !done.has(portKey(s, s.protocol, s.port)));
+  return open.flatMap((s) =>
+    (s.lbHostnames ?? []).flatMap((h) => {
       const l = s.lbHostnameLookups?.find((x) => x.hostname === h);
-      if (l && l.addresses.length > 0) continue;
+      if (l && l.addresses.length > 0) return [];
       const why = l
         ? `lookup failed: ${l.error ?? 'no address'}`
         : 'not looked up on this node (no DNS answers in this input)';
-      out.push(
-        finding(
-          s,
-          'L4-loop',
-          s.annotations.internalByAnnotation ? 'risk' : 'info',
-          `hostname-only LB ${h}: ${why}; its addresses are unknown, so ` +
-            `pod traffic to it can be neither counted nor told looping or not`,
-          [
-            `status.loadBalancer.ingress: {hostname: ${h}}`,
-            ...(l ? [lookupLine(l)] : []),
-            ...(s.annotations.internalByAnnotation
-              ? [`${s.annotations.internalByAnnotation.key}: "${s.annotations.internalByAnnotation.value}"`]
-              : []),
-          ],
-          remedy(l4Loop, mitigationsFor(ctx, s), isAws(s) ? AWS_NLB_FIX : undefined),
-        ),
+      const internal = s.annotations.internalByAnnotation;
+      return finding(
+        s,
+        'L4-loop',
+        internal ? 'risk' : 'info',
+        `hostname-only LB ${h}: ${why}; its addresses are unknown, so ` +
+          `pod traffic to it can be neither counted nor told looping or not`,
+        [
+          `status.loadBalancer.ingress: {hostname: ${h}}`,
+          ...(l ? [lookupLine(l)] : []),
+          ...(internal ? [`${internal.key}: "${internal.value}"`] : []),
+        ],
+        remedy(l4Loop, mitigationsFor(ctx, s), awsFix(s)),
       );
-    }
-  }
-  return out;
+    }),
+  );
 }

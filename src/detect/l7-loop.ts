@@ -44,32 +44,26 @@ function detectL7Loop(ctx: DetectContext, obs: Observations): FindingOf<'L7-loop
     extraRemedy: (s) => gatewayRemedy(gatewaysOf(s)),
   });
   const done = activePorts(active);
-  const risks: FindingOf<'L7-loop'>[] = [];
-  for (const s of ctx.services) {
-    risks.push(...unresolvedGateways(s));
-    if (s.ingressVips.length === 0 || s.nodePort === undefined || done.has(portKey(s, s.protocol, s.port))) continue;
-    if (!lbMayTargetNode(s)) continue;
-    for (const iv of s.ingressVips) {
-      const evidence = [
-        `${frontLabel(iv)} VIP ${vipText(iv)} → ${s.namespace}/${s.name}:${s.port} NodePort ${s.nodePort}`,
-      ];
-      if (iv.gateway) evidence.push(gatewayLine(s, iv.gateway));
-      evidence.push(endpointsLine(s));
-      const unseen = 'Whether the LB has L7 SNAT/keepalive enabled is not visible from the node.';
-      const extra = iv.gateway ? `${gatewayRemedy([iv.gateway])} ${unseen}` : unseen;
-      risks.push(
-        finding(
-          s,
-          'L7-loop',
-          'risk',
-          `${frontLabel(iv)} (VIP ${vipText(iv)}) proxies to NodePort ${s.nodePort}: ` +
-            `pods on this node calling ${iv.ip} can be sent back to their own node`,
-          evidence,
-          remedy(l7Loop, undefined, extra),
-        ),
-      );
-    }
-  }
+  const unseen = 'Whether the LB has L7 SNAT/keepalive enabled is not visible from the node.';
+  const risks = ctx.services.flatMap((s) => {
+    const open = s.nodePort !== undefined && !done.has(portKey(s, s.protocol, s.port)) && lbMayTargetNode(s);
+    const vipRisks = (open ? s.ingressVips : []).map((iv) =>
+      finding(
+        s,
+        'L7-loop',
+        'risk',
+        `${frontLabel(iv)} (VIP ${vipText(iv)}) proxies to NodePort ${s.nodePort}: ` +
+          `pods on this node calling ${iv.ip} can be sent back to their own node`,
+        [
+          `${frontLabel(iv)} VIP ${vipText(iv)} → ${s.namespace}/${s.name}:${s.port} NodePort ${s.nodePort}`,
+          ...(iv.gateway ? [gatewayLine(s, iv.gateway)] : []),
+          endpointsLine(s),
+        ],
+        remedy(l7Loop, undefined, iv.gateway ? `${gatewayRemedy([iv.gateway])} ${unseen}` : unseen),
+      ),
+    );
+    return [...unresolvedGateways(s), ...vipRisks];
+  });
   return [...active, ...risks];
 }
 

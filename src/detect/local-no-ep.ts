@@ -3,13 +3,12 @@
 // iptables (1.24+): KUBE-EXTERNAL-SERVICES drops the LB IP while pods are short-circuited.
 
 import type { ServiceView } from '../cluster/types.js';
-import { portKey } from '../model/service.js';
 import type { DetectContext } from './context-types.js';
 import type { FindingOf } from './core-types.js';
 import type { Observations } from './correlator.js';
 import type { DetectorDef } from './detector.js';
 import { etpCluster } from './fixes.js';
-import { activeFindings, activePorts } from './observed.js';
+import { activeFindings, ingressRisks } from './observed.js';
 import { credited, mitigationsFor, remedy } from './remedies.js';
 import { endpointsLine, finding, formatIpvs, KUBE_IPVS_IFNAME } from './tool-lines.js';
 
@@ -105,18 +104,13 @@ function detectLocalNoEp(ctx: DetectContext, obs: Observations): FindingOf<'loca
       `${g.count} connection(s) with source and destination ${e!.orig.dst} got ` +
       `no reply: ETP=Local Service reached from a node without local endpoints`,
   });
-  const done = activePorts(active);
-  const risks: FindingOf<'local-no-ep'>[] = [];
-  for (const s of ctx.services) {
-    if (s.externalTrafficPolicy !== 'Local' || done.has(portKey(s, s.protocol, s.port))) continue;
-    if (s.endpoints.some((e) => e.local && e.ready)) continue;
-    for (const ing of s.lbIngress) {
-      if (ctx.proxy.mode === 'nftables' || ctx.proxy.mode === 'iptables') {
-        const f = rulesFinding(ctx, s, ing.ip);
-        if (f) risks.push(f);
-        continue;
-      }
-      if (!ctx.ipvsBound.has(ing.ip)) continue;
+  const risks = ingressRisks(
+    ctx,
+    active,
+    (s) => s.externalTrafficPolicy === 'Local' && !s.endpoints.some((e) => e.local && e.ready),
+    (s, ing) => {
+      if (ctx.proxy.mode === 'nftables' || ctx.proxy.mode === 'iptables') return rulesFinding(ctx, s, ing.ip);
+      if (!ctx.ipvsBound.has(ing.ip)) return;
       const m = mitigationsFor(ctx, s, ing.ip);
       const vs = ctx.ipvsService(ing.ip, s.protocol, s.port);
       const outcome = !vs
@@ -124,21 +118,19 @@ function detectLocalNoEp(ctx: DetectContext, obs: Observations): FindingOf<'loca
         : vs.realServers.length === 0
           ? 'is refused (virtual server without real servers)'
           : 'goes to pods on other nodes with source = VIP and no SNAT (timeouts)';
-      risks.push(
-        finding(
-          s,
-          'local-no-ep',
-          credited(localNoEp, m).length > 0 ? 'info' : 'risk',
-          `no ready local endpoint for this ETP=Local Service: in-cluster traffic to ${ing.ip}:${s.port} ${outcome}`,
-          [
-            `${ing.ip} bound on ${KUBE_IPVS_IFNAME}`,
-            endpointsLine(s),
-            ...(vs ? formatIpvs(vs) : [`no IPVS virtual server ${s.protocol} ${ing.ip}:${s.port}`]),
-          ],
-          remedy(localNoEp, m),
-        ),
+      return finding(
+        s,
+        'local-no-ep',
+        credited(localNoEp, m).length > 0 ? 'info' : 'risk',
+        `no ready local endpoint for this ETP=Local Service: in-cluster traffic to ${ing.ip}:${s.port} ${outcome}`,
+        [
+          `${ing.ip} bound on ${KUBE_IPVS_IFNAME}`,
+          endpointsLine(s),
+          ...(vs ? formatIpvs(vs) : [`no IPVS virtual server ${s.protocol} ${ing.ip}:${s.port}`]),
+        ],
+        remedy(localNoEp, m),
       );
-    }
-  }
+    },
+  );
   return [...active, ...risks];
 }

@@ -1,13 +1,12 @@
 // no-SNAT: with ETP=Local kube-proxy exempts pod→LB-IP traffic from KUBE-MARK-MASQ (iptables KUBE-XLB/KUBE-EXT,
 // IPVS KUBE-LOAD-BALANCER-LOCAL), so the LB sees the pod IP and its anti-loopback cannot spot a backend node.
 
-import { portKey } from '../model/service.js';
 import type { DetectContext } from './context-types.js';
 import type { FindingOf } from './core-types.js';
 import type { Observations } from './correlator.js';
 import type { DetectorDef } from './detector.js';
 import { etpCluster } from './fixes.js';
-import { activeFindings, activePorts } from './observed.js';
+import { activeFindings, ingressRisks } from './observed.js';
 import { vipPath } from './path.js';
 import { credited, mitigationsFor, remedy } from './remedies.js';
 import { endpointsLine, finding } from './tool-lines.js';
@@ -41,31 +40,29 @@ function detectNoSnat(ctx: DetectContext, obs: Observations): FindingOf<'no-SNAT
       `${g.count} connection(s) from pods to ${e!.orig.dst}:${e!.orig.dport} left the node with the pod's own source ` +
       `(reply destination ${e!.reply.dst} = original source): the LB cannot recognise them as coming from a backend`,
   });
-  const done = activePorts(active);
-  const risks: FindingOf<'no-SNAT'>[] = [];
-  for (const s of ctx.services) {
-    if (s.externalTrafficPolicy !== 'Local' || done.has(portKey(s, s.protocol, s.port))) continue;
-    for (const ing of s.lbIngress) {
+  const risks = ingressRisks(
+    ctx,
+    active,
+    (s) => s.externalTrafficPolicy === 'Local',
+    (s, ing) => {
       const path = vipPath(ctx, s, ing.ip);
-      if (!path.leaves) continue;
+      if (!path.leaves) return;
       const m = mitigationsFor(ctx, s, ing.ip);
-      if (m.masquerade) continue; // the rules masquerade after all: nothing to report
+      if (m.masquerade) return; // the rules masquerade after all: nothing to report
       const exempt = m.nat?.podTraffic === 'exempt';
-      if (!exempt && ctx.input.nat !== undefined) continue; // rules were read and do not show the exemption
+      if (!exempt && ctx.input.nat !== undefined) return; // rules were read and do not show the exemption
       const ruleEvidence = exempt
         ? m.nat!.evidence
         : ['NAT rules not read: kube-proxy normally exempts ETP=Local LB traffic from KUBE-MARK-MASQ'];
-      risks.push(
-        finding(
-          s,
-          'no-SNAT',
-          credited(noSnat, m).length > 0 ? 'info' : 'risk',
-          `externalTrafficPolicy=Local: pod traffic to ${ing.ip}:${s.port} leaves the node without SNAT`,
-          [...path.evidence, ...ruleEvidence, endpointsLine(s)],
-          remedy(noSnat, m),
-        ),
+      return finding(
+        s,
+        'no-SNAT',
+        credited(noSnat, m).length > 0 ? 'info' : 'risk',
+        `externalTrafficPolicy=Local: pod traffic to ${ing.ip}:${s.port} leaves the node without SNAT`,
+        [...path.evidence, ...ruleEvidence, endpointsLine(s)],
+        remedy(noSnat, m),
       );
-    }
-  }
+    },
+  );
   return [...active, ...risks];
 }

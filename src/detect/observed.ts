@@ -1,17 +1,13 @@
 // Correlator observations → 'active' findings, shared by the conntrack-based detectors.
-import type { ServiceView } from '../cluster/types.js';
+import type { LbIngressIp, ServiceView } from '../cluster/types.js';
 import type { ConntrackEntry } from '../kernel/types.js';
 import { portKey } from '../model/service.js';
 import type { DetectContext } from './context-types.js';
 import type { FindingOf, LoopPath } from './core-types.js';
-import type { Observations, ObsGroup, ObsKind } from './correlator.js';
+import type { Observations, ObsGroup } from './correlator.js';
 import type { DetectorDef } from './detector.js';
 import { credited, mitigationsFor, remedy } from './remedies.js';
 import { finding, formatConntrack, hostPort } from './tool-lines.js';
-
-function groupsOf(obs: Observations, kinds: readonly ObsKind[]): ObsGroup[] {
-  return obs.groups.filter((g) => kinds.includes(g.kind));
-}
 
 export interface ActiveSpec<M extends string> {
   /** The detector the findings are of: its mechanism, fix and credits, and the observations it reads. */
@@ -36,7 +32,8 @@ export function activeFindings<M extends string>(
   obs: Observations,
   spec: ActiveSpec<M>,
 ): FindingOf<M>[] {
-  return groupsOf(obs, spec.detector.observes).map((g) => {
+  const groups = obs.groups.filter((g) => spec.detector.observes.includes(g.kind));
+  return groups.map((g) => {
     const first = g.examples[0]!;
     const evidence: string[] = [];
     for (const ex of g.examples)
@@ -88,4 +85,26 @@ function loopPath(out: ConntrackEntry, back: ConntrackEntry, labels: string[], r
 
 export function activePorts(findings: FindingOf<string>[]): Set<string> {
   return new Set(findings.map((f) => portKey(f.service, f.port.protocol, f.port.port)));
+}
+
+/** The risks `riskOf` sees at each LB ingress IP of the Service ports `applies` to that no active finding covers. */
+export function ingressRisks<M extends string>(
+  ctx: DetectContext,
+  active: FindingOf<M>[],
+  applies: (s: ServiceView) => boolean,
+  riskOf: (s: ServiceView, ing: LbIngressIp) => FindingOf<M> | FindingOf<M>[] | undefined,
+): FindingOf<M>[] {
+  const done = activePorts(active);
+  return eachIngress(
+    ctx.services.filter((s) => !done.has(portKey(s, s.protocol, s.port)) && applies(s)),
+    riskOf,
+  );
+}
+
+/** What `fn` finds at each LB ingress IP of each Service port, in order. */
+export function eachIngress<T>(
+  services: ServiceView[],
+  fn: (s: ServiceView, ing: LbIngressIp) => T | T[] | undefined,
+): T[] {
+  return services.flatMap((s) => s.lbIngress.flatMap((ing) => fn(s, ing) ?? []));
 }

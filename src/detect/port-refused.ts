@@ -1,12 +1,11 @@
 // port-refused: the LB IP is bound on kube-ipvs0, so in-cluster clients never reach the LB; an LB port with no IPVS
 // virtual server here is refused (or answered by a local 0.0.0.0:port listener).
 
-import { portKey } from '../model/service.js';
 import type { DetectContext } from './context-types.js';
 import type { FindingOf } from './core-types.js';
 import type { Observations } from './correlator.js';
 import type { DetectorDef } from './detector.js';
-import { activeFindings, activePorts } from './observed.js';
+import { activeFindings, ingressRisks } from './observed.js';
 import { credited, mitigationsFor, remedy } from './remedies.js';
 import { finding, formatIpvs, KUBE_IPVS_IFNAME } from './tool-lines.js';
 
@@ -42,26 +41,23 @@ function detectPortRefused(ctx: DetectContext, obs: Observations): FindingOf<'po
       `(bound on ${KUBE_IPVS_IFNAME}, no IPVS virtual server) were ` +
       (e!.tcpState === 'CLOSE' ? 'refused by this node' : 'answered by a local process, not by the LB backends'),
   });
-  const done = activePorts(active);
-  const risks: FindingOf<'port-refused'>[] = [];
-  const ipvsRead = ctx.input.node.ipvs !== undefined;
-  for (const s of ctx.services) {
-    if (done.has(portKey(s, s.protocol, s.port))) continue;
-    for (const ing of s.lbIngress) {
-      if (!ctx.ipvsBound.has(ing.ip)) continue;
+  const ipvs = ctx.input.node.ipvs;
+  const risks = ingressRisks(
+    ctx,
+    active,
+    () => true,
+    (s, ing) => {
+      if (!ctx.ipvsBound.has(ing.ip)) return;
       const m = mitigationsFor(ctx, s, ing.ip);
-      const mitigated = credited(portRefused, m).length > 0;
-      const vs = ctx.ipvsService(ing.ip, s.protocol, s.port);
       const bound = `${ing.ip} bound on ${KUBE_IPVS_IFNAME}`;
-      if (ipvsRead && !vs) {
-        const others = (ctx.input.node.ipvs?.virtualServers ?? [])
-          .filter((v) => v.address === ing.ip)
-          .flatMap(formatIpvs);
-        risks.push(
+      const out: FindingOf<'port-refused'>[] = [];
+      if (ipvs !== undefined && !ctx.ipvsService(ing.ip, s.protocol, s.port)) {
+        const others = ipvs.virtualServers.filter((v) => v.address === ing.ip).flatMap(formatIpvs);
+        out.push(
           finding(
             s,
             'port-refused',
-            mitigated ? 'info' : 'risk',
+            credited(portRefused, m).length > 0 ? 'info' : 'risk',
             `${ing.ip}:${s.port}/${s.protocol} has no IPVS virtual server ` +
               `on this node: in-cluster clients get "connection refused"`,
             [bound, `no IPVS virtual server ${s.protocol} ${ing.ip}:${s.port}`, ...others],
@@ -71,7 +67,7 @@ function detectPortRefused(ctx: DetectContext, obs: Observations): FindingOf<'po
       }
       const shared = s.annotations.existingLb;
       if (shared) {
-        risks.push(
+        out.push(
           finding(
             s,
             'port-refused',
@@ -83,7 +79,8 @@ function detectPortRefused(ctx: DetectContext, obs: Observations): FindingOf<'po
           ),
         );
       }
-    }
-  }
+      return out;
+    },
+  );
   return [...active, ...risks];
 }

@@ -6,6 +6,7 @@ import type { DetectContext, ProxyModeInfo } from './context-types.js';
 import type { FindingOf, LbNatFact } from './core-types.js';
 import type { DetectorDef } from './detector.js';
 import { handoffOf, handoffVerdict, vipName } from './handoff.js';
+import { eachIngress } from './observed.js';
 import { vipPath } from './path.js';
 import { finding, KUBE_IPVS_IFNAME } from './tool-lines.js';
 
@@ -90,35 +91,23 @@ function underNftables(service: ServiceView, ip: string, ipMode: 'VIP' | 'Proxy'
 
 /** One info finding per LB Service port: the datapath its VIPs take from this node. */
 function detectProxyMode(ctx: DetectContext): FindingOf<'proxy-mode'>[] {
-  const out: FindingOf<'proxy-mode'>[] = [];
-  for (const s of ctx.services) {
-    for (const ing of s.lbIngress) {
-      const bound = ctx.ipvsBound.has(ing.ip);
-      const ev = [...ctx.proxy.evidence];
-      if (ctx.proxy.mode === 'ipvs') ev.push(`${ing.ip} ${bound ? 'is' : 'is not'} bound on ${KUBE_IPVS_IFNAME}`);
-      const nat = ctx.natFact(ing.ip, s.protocol, s.port);
-      if (nat) ev.push(...nat.evidence);
-      // ipMode: Proxy and hostname-only addresses: kube-proxy leaves them to the LB, whose client-address
-      // handling decides.
-      const h = vipPath(ctx, s, ing.ip).leaves !== false ? handoffOf(s, ing) : undefined;
-      if (h) ev.push(...h.evidence, ...h.client.evidence);
-      const base = describe(ctx.proxy, bound, nat);
-      const what = h ? `${base}; ${h.why}, so pod traffic goes to the LB: ${handoffVerdict(h)}` : base;
-      const ipvs = ctx.proxy.mode === 'ipvs';
-      const remedy = ipvs
-        ? `Plan the move to kube-proxy nftables mode. ${underNftables(s, ing.ip, ing.ipMode, bound)}`
-        : proxyMode.fix;
-      out.push(
-        finding(
-          s,
-          'proxy-mode',
-          'info',
-          `${vipName(s, ing.ip)}:${s.port}: ${what}${ipvs ? `. ${IPVS_DEPRECATED}` : ''}`,
-          ev,
-          remedy,
-        ),
-      );
-    }
-  }
-  return out;
+  const ipvs = ctx.proxy.mode === 'ipvs';
+  return eachIngress(ctx.services, (s, ing) => {
+    const bound = ctx.ipvsBound.has(ing.ip);
+    const ev = [...ctx.proxy.evidence];
+    if (ipvs) ev.push(`${ing.ip} ${bound ? 'is' : 'is not'} bound on ${KUBE_IPVS_IFNAME}`);
+    const nat = ctx.natFact(ing.ip, s.protocol, s.port);
+    if (nat) ev.push(...nat.evidence);
+    // ipMode: Proxy and hostname-only addresses: kube-proxy leaves them to the LB, whose client-address
+    // handling decides.
+    const h = vipPath(ctx, s, ing.ip).leaves !== false ? handoffOf(s, ing) : undefined;
+    if (h) ev.push(...h.evidence, ...h.client.evidence);
+    const base = describe(ctx.proxy, bound, nat);
+    const what = h ? `${base}; ${h.why}, so pod traffic goes to the LB: ${handoffVerdict(h)}` : base;
+    const remedy = ipvs
+      ? `Plan the move to kube-proxy nftables mode. ${underNftables(s, ing.ip, ing.ipMode, bound)}`
+      : proxyMode.fix;
+    const summary = `${vipName(s, ing.ip)}:${s.port}: ${what}${ipvs ? `. ${IPVS_DEPRECATED}` : ''}`;
+    return finding(s, 'proxy-mode', 'info', summary, ev, remedy);
+  });
 }

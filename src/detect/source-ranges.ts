@@ -5,6 +5,7 @@ import type { DetectContext } from './context-types.js';
 import type { FindingOf } from './core-types.js';
 import type { DetectorDef } from './detector.js';
 import { sourceRangesAddPods } from './fixes.js';
+import { eachIngress } from './observed.js';
 import { mitigationsFor, remedy } from './remedies.js';
 import { finding } from './tool-lines.js';
 
@@ -26,35 +27,28 @@ export const sourceRanges: DetectorDef<'source-ranges'> = {
       'DNS name or ClusterIP from inside the cluster; or add ' +
       'the pod CIDR (and node IPs) to `loadBalancerSourceRanges`',
   },
-  changes: (s, ctx) => sourceRangesAddPods(s, ctx),
+  changes: sourceRangesAddPods,
   detect: detectSourceRanges,
 };
 
 function detectSourceRanges(ctx: DetectContext): FindingOf<'source-ranges'>[] {
-  const out: FindingOf<'source-ranges'>[] = [];
   const pods = ctx.input.local.podCidrs;
-  for (const s of ctx.services) {
-    for (const ing of s.lbIngress) {
-      const nat = ctx.natFact(ing.ip, s.protocol, s.port);
-      const drop = nat?.sourceRangeDrop;
-      if (!drop) continue;
-      const who = pods.length > 0 ? `pods of this node (${pods.join(', ')})` : "this node's pods";
-      const summary = drop.certain
-        ? `loadBalancerSourceRanges leave out ${who}: kube-proxy drops their connections ` +
-          `to ${ing.ip}:${s.port} on the node (timeouts), before the LB sees them`
-        : `loadBalancerSourceRanges may leave out ${who}: kube-proxy drops ` +
-          `connections to ${ing.ip}:${s.port} from sources outside them on the node`;
-      out.push(
-        finding(
-          s,
-          'source-ranges',
-          drop.certain ? 'risk' : 'info',
-          summary,
-          [...drop.evidence],
-          remedy(sourceRanges, mitigationsFor(ctx, s, ing.ip)),
-        ),
-      );
-    }
-  }
-  return out;
+  const who = pods.length > 0 ? `pods of this node (${pods.join(', ')})` : "this node's pods";
+  return eachIngress(ctx.services, (s, ing) => {
+    const drop = ctx.natFact(ing.ip, s.protocol, s.port)?.sourceRangeDrop;
+    if (!drop) return;
+    const summary = drop.certain
+      ? `loadBalancerSourceRanges leave out ${who}: kube-proxy drops their connections ` +
+        `to ${ing.ip}:${s.port} on the node (timeouts), before the LB sees them`
+      : `loadBalancerSourceRanges may leave out ${who}: kube-proxy drops ` +
+        `connections to ${ing.ip}:${s.port} from sources outside them on the node`;
+    return finding(
+      s,
+      'source-ranges',
+      drop.certain ? 'risk' : 'info',
+      summary,
+      [...drop.evidence],
+      remedy(sourceRanges, mitigationsFor(ctx, s, ing.ip)),
+    );
+  });
 }

@@ -2,10 +2,10 @@
 
 import { slicePort } from '../cluster/endpoints.js';
 import type { ServiceView } from '../cluster/types.js';
-import type { IpvsForward, IpvsVirtualServer } from '../kernel/types.js';
+import type { IpvsVirtualServer } from '../kernel/types.js';
 import type { FindingOf, Severity } from './core-types.js';
 
-function hostPort(ip: string, port: number | undefined): string {
+export function hostPort(ip: string, port: number | undefined): string {
   const h = ip.includes(':') ? `[${ip}]` : ip;
   return port === undefined ? h : `${h}:${port}`;
 }
@@ -18,10 +18,6 @@ const FWD: Record<string, string> = {
   bypass: 'Bypass',
 };
 
-function fwdName(f: IpvsForward): string {
-  return typeof f === 'number' ? String(f) : (FWD[f] ?? f);
-}
-
 /** A virtual server and its real servers as `ipvsadm -Ln` prints them. */
 export function formatIpvs(vs: IpvsVirtualServer): string[] {
   const head =
@@ -32,7 +28,7 @@ export function formatIpvs(vs: IpvsVirtualServer): string[] {
   if (vs.realServers.length === 0) lines.push('IPVS   (no real servers)');
   for (const rs of vs.realServers) {
     lines.push(
-      `IPVS   -> ${hostPort(rs.address, rs.port)}  ${fwdName(rs.forward)} ` +
+      `IPVS   -> ${hostPort(rs.address, rs.port)}  ${typeof rs.forward === 'number' ? rs.forward : (FWD[rs.forward] ?? rs.forward)} ` +
         `${rs.weight} ${rs.activeConns} ${rs.inactiveConns}`,
     );
   }
@@ -74,4 +70,3 @@ export { formatConntrack } from '../kernel/conntrack/format.js';
  * detectors free of the native addon).
  */
 export { KUBE_IPVS_IFNAME } from '../model/kube-proxy.js';
-export { hostPort };

@@ -5,55 +5,22 @@ import { canonicalSafe, NatRules } from '../kernel/nat/nat-rules.js';
 import { findOptions } from '../kernel/nat/rule-spec.js';
 import type { IpsetSet, IptablesDump, IptablesRule, NatFamily, NatSnapshot } from '../kernel/nat/types.js';
 import type { NftSnapshot } from '../kernel/nft/types.js';
-import type { ProxyMode } from '../model/kube-proxy.js';
 import type { TrafficPolicy } from '../model/service.js';
-import { kubeNftFacts, type NftFilterChain, type NftNoLocalEndpoints } from './nftables.js';
+import { kubeNftFacts } from './nftables.js';
 import { OwnText } from './own-text.js';
-import { type PodSelectors, podSelectorsOf } from './pod-selectors.js';
+import { podSelectorsOf } from './pod-selectors.js';
+import type {
+  KubeNatFacts,
+  KubeProxyMode,
+  LoadBalancerFact,
+  NftNoLocalEndpoints,
+  NodePortFact,
+  NodePortSource,
+  SourceRangeDrop,
+} from './types.js';
 import { type WalkResult, type WalkTables, walkNat } from './walk.js';
 
-/** What the rules show: one mode, rules of several (left over after a mode switch), or none. */
-export type KubeProxyMode = ProxyMode | 'mixed' | 'none';
-
-export interface LoadBalancerFact {
-  family: NatFamily;
-  vip: string;
-  port: number;
-  protocol: string;
-  /** 'namespace/name:port' from the rule comment (iptables mode only; IPVS ipsets carry no names). */
-  service?: string;
-  trafficPolicy?: TrafficPolicy;
-  podTraffic: 'masquerade' | 'exempt' | 'unknown';
-  /** Where the nat table sends pod -> VIP; filter-table drops (e.g. KUBE-PROXY-FIREWALL) are not seen here. */
-  capture: 'dnat' | 'ipvs' | 'not-captured' | 'dropped' | 'unknown';
-  /** nftables no-endpoint-services element, or iptables KUBE-EXTERNAL-SERVICES "has no local endpoints" DROP. */
-  noEndpoints?: NftNoLocalEndpoints;
-  /** Source ranges that leave this node's pods out, so the node drops their VIP connections; `certain` may be false. */
-  sourceRangeDrop?: SourceRangeDrop;
-  /** nftables mode: an LB IP or a Service external IP (service-ips holds both alike). */
-  lbOrExternal?: true;
-  /** Rule lines ('iptables-nft-save:123: -A ...'), ipset lookups and nft objects that show the above. */
-  evidence: string[];
-}
-
-export interface SourceRangeDrop {
-  certain: boolean;
-  /** The rules that let the allowed sources through and drop the rest. */
-  evidence: string[];
-}
-
-export interface NodePortFact {
-  family: NatFamily;
-  port: number;
-  protocol: string;
-  service?: string;
-  trafficPolicy?: TrafficPolicy;
-  /** Evidence shown by nodePortEvidence(fact), shared by reference because the agent keeps every NodePort's fact. */
-  shownBy: readonly NodePortSource[];
-}
-
-/** A rule line or nft element as quoted, or an IPVS KUBE-NODE-PORT rule; `member` only if it is not the port. */
-export type NodePortSource = string | { readonly set: string; readonly rule: string; readonly member?: string };
+export type { KubeNatFacts, LoadBalancerFact } from './types.js';
 
 /**
  * A NodePort fact's evidence lines, e.g. 'ipset KUBE-NODE-PORT-TCP member 30080
@@ -63,23 +30,6 @@ export function nodePortEvidence(f: NodePortFact): string[] {
   return f.shownBy.map((s) =>
     typeof s === 'string' ? s : `ipset ${s.set} member ${s.member ?? String(f.port)} (${s.rule})`,
   );
-}
-
-export interface KubeNatFacts {
-  mode: KubeProxyMode;
-  modeEvidence: string[];
-  /** iptables mode: chain names before 1.24 (KUBE-XLB) or from 1.24 (KUBE-EXT/KUBE-SVL). */
-  iptablesGeneration?: 'pre-1.24' | '1.24+';
-  /**
-   * nftables mode: the filter base chains' layout, per family (v1.31: -110 filter chains,
-   * kubernetes#131765; v1.34: #132456).
-   */
-  nftLayouts?: Partial<Record<NatFamily, 'v1.31' | 'v1.34' | 'other'>>;
-  nftFilterChains?: NftFilterChain[];
-  /** How kube-proxy tells pod traffic apart (e.g. '-s 10.244.0.0/16'), per family. */
-  podSelectors: Partial<Record<NatFamily, PodSelectors>>;
-  loadBalancers: LoadBalancerFact[];
-  nodePorts: NodePortFact[];
 }
 
 const IPTABLES_CHAIN = /^KUBE-(SVC|SEP|EXT|SVL|FW|XLB)-/;
@@ -248,19 +198,15 @@ function sourceRangeDrop(
   // Pods whose connections the nat table DNATs (a range holds the pod CIDR) no longer have the VIP as
   // destination in the filter table.
   if (capture === 'dnat') return undefined;
-  const chainLines = [...fwChainRules(chains, walk, text)];
+  // The KUBE-FW- chain's rules as written: the walk quotes only those that fired, not the comment-only last one.
+  const fwChain = walk.visited.find((v) => v.startsWith('KUBE-FW-'));
+  const chainLines = fwChain ? [...chains.rules(fwChain)].map((r) => ruleEvidence(chains.source, r, text)) : [];
   return {
     certain: capture === 'not-captured',
     evidence: [
       ...new Set([...fwLines, ...chainLines, ruleEvidence(chains.source, filterDrop, text, ' (filter table)')]),
     ],
   };
-}
-
-/** The KUBE-FW- chain's rules as written (the walk quotes only those that fired, not the comment-only last one). */
-function fwChainRules(chains: NatRules, walk: WalkResult, text: OwnText): string[] {
-  const fw = walk.visited.find((v) => v.startsWith('KUBE-FW-'));
-  return fw ? [...chains.rules(fw)].map((r) => ruleEvidence(chains.source, r, text)) : [];
 }
 
 /**

@@ -5,62 +5,18 @@ import { inCidrSafe, ipFamily } from '../kernel/ip.js';
 import type { NatFamily } from '../kernel/nat/types.js';
 import { renderElement } from '../kernel/nft/parse.js';
 import type { NftElement, NftRule, NftSnapshot, NftTable } from '../kernel/nft/types.js';
+import type { PodSelectors } from './pod-selectors.js';
+import type { KubeNatFacts, LoadBalancerFact, NftFilterChain, NodePortFact } from './types.js';
+import { cidrContains, type Tri } from './walk.js';
 
-export type Tri = 'yes' | 'no' | 'maybe';
+type NftLayout = NonNullable<KubeNatFacts['nftLayouts']>;
 
-export interface NftNoLocalEndpoints {
-  /** The no-endpoint-services verdict: drop (ETP=Local, endpoints elsewhere) or reject (no endpoints at all). */
-  verdict: 'drop' | 'reject';
-  /** Base chains that look the VIP up before DNAT on a hook local clients use (the kubernetes#131765 layout). */
-  preDnatChecks: string[];
-  evidence: string[];
-}
-
-/** One LB (or external) IP:port from service-ips / no-endpoint-services, in facts.ts's LoadBalancerFact fields. */
-export interface NftLbFact {
-  family: NatFamily;
-  vip: string;
-  port: number;
-  protocol: string;
-  service?: string;
-  trafficPolicy?: 'Local' | 'Cluster';
-  podTraffic: 'masquerade' | 'exempt' | 'unknown';
-  capture: 'dnat' | 'not-captured' | 'dropped' | 'unknown';
-  noEndpoints?: NftNoLocalEndpoints;
-  sourceRangeDrop?: { certain: boolean; evidence: string[] };
-  /** service-ips sends LB and external IPs alike to external-* chains: only a firewall-ips element says LB. */
-  lbOrExternal?: true;
-  evidence: string[];
-}
-
-export interface NftNodePortFact {
-  family: NatFamily;
-  port: number;
-  protocol: string;
-  service?: string;
-  trafficPolicy?: 'Local' | 'Cluster';
-  shownBy: string[];
-}
-
-export interface NftFilterChain {
-  family: NatFamily;
-  name: string;
-  hook: string;
-  prio: number;
-  /** The chains its `ct state new jump X` rules go to. */
-  jumps: string[];
-}
-
-export interface NftKubeFacts {
+export interface NftKubeFacts
+  extends Pick<KubeNatFacts, 'modeEvidence' | 'podSelectors' | 'loadBalancers' | 'nodePorts'> {
   /** True when a kube-proxy table holds any Service (service-ips or no-endpoint-services elements). */
   active: boolean;
-  modeEvidence: string[];
-  /** 'v1.31' (filter chains at -110 on input/forward/output) or 'v1.34' (kubernetes#132456 layout), per table. */
-  layouts: Partial<Record<NatFamily, 'v1.31' | 'v1.34' | 'other'>>;
+  layouts: NftLayout;
   filterChains: NftFilterChain[];
-  podSelectors: Partial<Record<NatFamily, { cidrs: string[]; interfaces: string[] }>>;
-  loadBalancers: NftLbFact[];
-  nodePorts: NftNodePortFact[];
 }
 
 const MAX_DEPTH = 16;
@@ -94,7 +50,7 @@ class TableFacts {
   /** Elements of the IP . proto . port maps by that key, and cluster-ips members: one lookup per LB IP, not a scan. */
   private readonly byKey = new Map<string, Map<string, NftElement>>();
   private readonly clusterIps: Set<string>;
-  private readonly pod: { cidrs: string[]; interfaces: string[] };
+  private readonly pod: PodSelectors;
 
   constructor(
     private readonly t: NftTable,
@@ -117,10 +73,6 @@ class TableFacts {
     this.pod = this.podSelectors();
   }
 
-  private get ref(): string {
-    return `${this.t.family} kube-proxy`;
-  }
-
   private ruleLine(r: NftRule): string {
     return `${this.source}: chain ${r.chain}: ${r.text}`;
   }
@@ -132,9 +84,8 @@ class TableFacts {
   into(f: NftKubeFacts): void {
     const serviceIps = this.sets.get('service-ips') ?? [];
     const noEp = this.sets.get('no-endpoint-services') ?? [];
-    const chainCount = this.t.chains.length;
     f.modeEvidence.push(
-      `${this.source}: table ${this.ref} with ${chainCount} chains, service-ips ${serviceIps.length} elements, ` +
+      `${this.source}: table ${this.t.family} kube-proxy with ${this.t.chains.length} chains, service-ips ${serviceIps.length} elements, ` +
         `no-endpoint-services ${noEp.length}`,
     );
     f.active ||= serviceIps.length > 0 || noEp.length > 0;
@@ -153,8 +104,8 @@ class TableFacts {
     // No endpoints at all: the LB IP is only in no-endpoint-services (rejected on this node).
     for (const e of noEp) {
       const k = keyOf(e);
-      if (!k || seen.has(`${k.ip}|${k.proto}|${k.port}`) || e.verdict?.kind === 'drop') continue;
-      if (this.isClusterIp(k.ip)) continue;
+      if (!k || seen.has(`${k.ip}|${k.proto}|${k.port}`) || e.verdict?.kind === 'drop' || this.clusterIps.has(k.ip))
+        continue;
       seen.add(`${k.ip}|${k.proto}|${k.port}`);
       f.loadBalancers.push({
         family: this.family,
@@ -175,10 +126,6 @@ class TableFacts {
     f.nodePorts.push(...this.nodePorts());
   }
 
-  private isClusterIp(ip: string): boolean {
-    return this.clusterIps.has(ip);
-  }
-
   private element(map: string, k: { ip: string; proto: string; port: number }): NftElement | undefined {
     return this.byKey.get(map)?.get(`${k.ip} . ${k.proto} . ${k.port}`);
   }
@@ -187,7 +134,10 @@ class TableFacts {
     return (this.chains.get('reject-chain') ?? []).map((r) => this.ruleLine(r));
   }
 
-  private lbFact(e: NftElement, checks: { chain: string; label: string; line: string }[]): NftLbFact | undefined {
+  private lbFact(
+    e: NftElement,
+    checks: { chain: string; label: string; line: string }[],
+  ): LoadBalancerFact | undefined {
     const k = keyOf(e);
     const target = e.verdict?.target;
     // ClusterIPs go to service-* chains; LB and external IPs to external-* chains.
@@ -197,24 +147,19 @@ class TableFacts {
     const fwLines: string[] = [];
     const fw = this.firewall(probe, fwLines);
     evidence.push(...fwLines);
-    const walk: Walk = { masq: [], steps: [], end: 'fallthrough', ends: new Map(), active: new Set(), cut: 0 };
-    walk.end = this.walk(target, probe, true, 0, walk);
+    const walk: Walk = { masq: [], steps: [], ends: new Map(), active: new Set(), cut: 0 };
+    const end = this.walk(target, probe, true, 0, walk);
     // A loop, not a spread: a hostile listing's walk may hold more steps than a call takes arguments.
     for (const s of walk.steps) evidence.push(`${this.ruleLine(s.rule)}${s.certain ? '' : ' (may not apply)'}`);
-    const ext = this.chains.get(target) ?? [];
-    // kube-proxy writes these comments only in an ETP=Local Service's external-* chain.
-    const local = ext.some(
-      (r) => r.comment === 'short-circuit pod traffic' || r.comment === 'masquerade local traffic',
-    );
-    const fact: NftLbFact = {
+    const fact: LoadBalancerFact = {
       family: this.family,
       vip: k.ip,
       port: k.port,
       protocol: k.proto,
       service: serviceOfChain(target) ?? e.comment ?? '',
-      trafficPolicy: local ? 'Local' : 'Cluster',
+      trafficPolicy: this.trafficPolicy(target),
       podTraffic: walk.masq.some((m) => m) ? 'masquerade' : walk.masq.length ? 'unknown' : 'exempt',
-      capture: fw === 'yes' ? 'dropped' : walk.end === 'dnat' ? 'dnat' : walk.end === 'dropped' ? 'dropped' : 'unknown',
+      capture: fw === 'yes' ? 'dropped' : end === 'dnat' ? 'dnat' : end === 'dropped' ? 'dropped' : 'unknown',
       evidence,
     };
     if (!fact.service) delete fact.service;
@@ -311,14 +256,14 @@ class TableFacts {
   private matchRule(r: NftRule, p: Probe): Tri {
     let acc: Tri = 'yes';
     for (const m of r.matches) {
-      const t = this.matchOne(m.left, m.op, m.right, p, r);
+      const t = this.matchOne(m.left, m.op, m.right, p);
       if (t === 'no') return 'no';
       if (t === 'maybe') acc = 'maybe';
     }
     return acc;
   }
 
-  private matchOne(left: string, op: string, right: string, p: Probe, _r: NftRule): Tri {
+  private matchOne(left: string, op: string, right: string, p: Probe): Tri {
     const eq = op === '==' || op === 'in';
     const neq = op === '!=';
     const flip = (t: Tri): Tri => (neq ? (t === 'yes' ? 'no' : t === 'no' ? 'yes' : 'maybe') : eq ? t : 'maybe');
@@ -351,7 +296,7 @@ class TableFacts {
       .split(',')
       .map((s) => s.trim())
       .filter(Boolean);
-    if (this.pod.cidrs.every((c) => ranges.some((r) => cidrWithin(c, r)))) return 'yes';
+    if (this.pod.cidrs.every((c) => ranges.some((r) => cidrContains(r, c)))) return 'yes';
     if (this.pod.cidrs.every((c) => ranges.every((r) => disjoint(c, r)))) return 'no';
     return 'maybe';
   }
@@ -360,7 +305,7 @@ class TableFacts {
    * kube-proxy's local traffic detector, read back from "short-circuit pod traffic" and `ip saddr
    * != CIDR jump mark-for-masquerade`.
    */
-  private podSelectors(): { cidrs: string[]; interfaces: string[] } {
+  private podSelectors(): PodSelectors {
     const cidrs = new Set<string>();
     const interfaces = new Set<string>();
     for (const r of this.t.rules) {
@@ -391,7 +336,7 @@ class TableFacts {
     return out;
   }
 
-  private layout(filters: NftFilterChain[]): 'v1.31' | 'v1.34' | 'other' {
+  private layout(filters: NftFilterChain[]): NftLayout[NatFamily] {
     const local = filters.filter((c) => ['input', 'forward', 'output'].includes(c.hook) && this.checksNoEndpoints(c));
     if (local.length === 0) return 'other';
     return local.some((c) => c.prio < DSTNAT_PRIORITY) ? 'v1.31' : 'v1.34';
@@ -424,23 +369,27 @@ class TableFacts {
     return (this.chains.get(chain) ?? []).some((r) => r.vmap?.map === '@no-endpoint-services');
   }
 
-  private nodePorts(): NftNodePortFact[] {
-    const out: NftNodePortFact[] = [];
+  /** kube-proxy writes these comments only in an ETP=Local Service's external-* chain. */
+  private trafficPolicy(externalChain: string): 'Local' | 'Cluster' {
+    const local = (this.chains.get(externalChain) ?? []).some(
+      (r) => r.comment === 'short-circuit pod traffic' || r.comment === 'masquerade local traffic',
+    );
+    return local ? 'Local' : 'Cluster';
+  }
+
+  private nodePorts(): NodePortFact[] {
+    const out: NodePortFact[] = [];
     for (const e of this.sets.get('service-nodeports') ?? []) {
       const [proto, port] = e.key;
       const target = e.verdict?.target;
       if (!proto || !port || !target) continue;
-      const ext = this.chains.get(target) ?? [];
-      const local = ext.some(
-        (r) => r.comment === 'short-circuit pod traffic' || r.comment === 'masquerade local traffic',
-      );
       const service = serviceOfChain(target);
       out.push({
         family: this.family,
         port: Number(port),
         protocol: proto,
         ...(service ? { service } : {}),
-        trafficPolicy: local ? 'Local' : 'Cluster',
+        trafficPolicy: this.trafficPolicy(target),
         shownBy: [this.elementLine('service-nodeports', e)],
       });
     }
@@ -460,7 +409,6 @@ interface Walk {
   /** One entry per masquerade mark on the way: whether it certainly applies. */
   masq: boolean[];
   steps: { rule: NftRule; certain: boolean }[];
-  end: WalkEnd;
   /** How each chain's walk ended, by certainty and chain (or depth, certainty and chain: see walk). */
   ends: Map<string, WalkEnd>;
   /** The chains being walked (a loop comes back to one). */
@@ -492,7 +440,7 @@ function isCidr(s: string): boolean {
   return !!addr && inCidrSafe(addr, s);
 }
 
-// Both below read an invalid CIDR (e.g. '10.0.0.0/99' in a corrupt listing) as a range holding no address.
+// Reads an invalid CIDR (e.g. '10.0.0.0/99' in a corrupt listing) as a range holding no address.
 
 function disjoint(a: string, b: string): boolean {
   const [aa] = a.split('/');
@@ -502,14 +450,4 @@ function disjoint(a: string, b: string): boolean {
     x.includes('/') ? x : `${addr}/${ipFamily(addr) === 6 ? 128 : 32}`;
   if (!isCidr(a) || !isCidr(b)) return true;
   return !inCidrSafe(aa, cidr(b, ba)) && !inCidrSafe(ba, cidr(a, aa));
-}
-
-function cidrWithin(a: string, b: string): boolean {
-  const [addr, len] = a.split('/');
-  const [, blen] = b.split('/');
-  if (!addr || !isCidr(a)) return false;
-  return (
-    inCidrSafe(addr, b) &&
-    Number(len ?? (ipFamily(addr) === 6 ? 128 : 32)) >= Number(blen ?? (ipFamily(addr) === 6 ? 128 : 32))
-  );
 }

@@ -1,6 +1,5 @@
-// kube-proxy's local traffic detector (how it tells pod traffic apart) read back from its nat
-// rules: the source of its "pod traffic" / "Redirect pods" rules and the negated source of its
-// masquerade rules for cluster IPs.
+// kube-proxy's local traffic detector (how it tells pod traffic apart) read back from its nat rules: the source of
+// its "pod traffic" / "Redirect pods" rules and the negated source of its masquerade rules for cluster IPs.
 import { mayContain } from '../kernel/nat/lines.js';
 import type { NatRules } from '../kernel/nat/nat-rules.js';
 import { findOptions } from '../kernel/nat/rule-spec.js';

@@ -1,12 +1,16 @@
-// Lines for the `snapshot` text output: which backend, how many kube-proxy
-// chains of each kind, the LB-related rules and ipsets, and per LB VIP what
-// happens to pod traffic.
+// Lines for the `snapshot` text output: which backend, how many kube-proxy chains of each kind, the LB-related
+// rules and ipsets, and per LB VIP what happens to pod traffic.
 
 import type { IptablesDump, NatSnapshot } from '../kernel/nat/types.js';
 import type { NftSnapshot } from '../kernel/nft/types.js';
 import { kubeNatFacts } from './facts.js';
 
 const KINDS = ['SVC', 'SEP', 'EXT', 'SVL', 'FW', 'XLB'] as const;
+const LAYOUT_NAMES = {
+  'v1.31': 'v1.31 layout, priority -110, kubernetes#131765',
+  'v1.34': 'v1.34 layout, kubernetes#132456',
+  other: 'unrecognised layout',
+};
 
 export function formatNatSummary(nat: NatSnapshot, nft?: NftSnapshot): string[] {
   const out = [`backend: ${nat.backend} (${nat.backendChoice.reason})`];
@@ -30,13 +34,7 @@ export function formatNatSummary(nat: NatSnapshot, nft?: NftSnapshot): string[] 
   }
   const facts = kubeNatFacts(nat, nft);
   const layouts = Object.values(facts.nftLayouts ?? {});
-  const layoutNames = [...new Set(layouts)].map((l) =>
-    l === 'v1.31'
-      ? 'v1.31 layout, priority -110, kubernetes#131765'
-      : l === 'v1.34'
-        ? 'v1.34 layout, kubernetes#132456'
-        : 'unrecognised layout',
-  );
+  const layoutNames = [...new Set(layouts)].map((l) => LAYOUT_NAMES[l]);
   const gen = facts.iptablesGeneration
     ? ` (${facts.iptablesGeneration} chain names)`
     : layouts.length

@@ -60,6 +60,7 @@ const TERMINAL: Record<string, WalkEnd> = {
   ACCEPT: 'accept',
   DROP: 'drop',
   REJECT: 'reject',
+  RETURN: 'return',
 };
 
 /** How one walk of a chain ended, and what that depends on (see walkChain). */
@@ -131,11 +132,6 @@ function walkRules(w: Walk, chain: string, certain: boolean, depth: number, out:
       if (m === 'yes') return terminal;
       continue;
     }
-    if (target === 'RETURN') {
-      res.steps.push(step);
-      if (m === 'yes') return 'return';
-      continue;
-    }
     if (!t.chains.has(target)) continue; // MARK, LOG, CONNMARK, ...: the packet goes on
     res.steps.push(step);
     const sub = walkChain(w, target, sure, depth + 1);
@@ -182,7 +178,7 @@ function matchOption(
       if (opt.name === '-s') return podSource(t.pod, v);
       if (opt.name === '-d') return inCidrSafe(probe.dst, v) ? 'yes' : 'no';
       if (opt.name === '-p') return protoMatches(v, probe.protocol) ? 'yes' : 'no';
-      if (opt.name === '-i') return podInterface(t.pod, v);
+      if (opt.name === '-i') return t.pod.interfaces.includes(v) ? 'yes' : 'maybe';
       if (opt.name === '-f') return 'no'; // the first packet of a connection is no later fragment
       return 'maybe';
     case 'comment':
@@ -225,11 +221,6 @@ function podSource(pod: PodSelectors, cidr: string): Tri {
   // A single address is one endpoint (the hairpin rule), not "a client pod".
   if (prefix === 32 || prefix === 128) return 'no';
   if (pod.cidrs.length > 0 && !pod.cidrs.some((p) => cidrContains(p, cidr))) return 'no';
-  return 'maybe';
-}
-
-function podInterface(pod: PodSelectors, iface: string): Tri {
-  if (pod.interfaces.includes(iface)) return 'yes';
   return 'maybe';
 }
 
