@@ -28,10 +28,7 @@ export interface EvidenceLimits {
   maxConnections: number;
   /** Answers being written at once (each holds its matched entries' list and a socket buffer). */
   maxAnswers: number;
-  /**
-   * Watches at once (each holds at most maxLiveQueueBytes); a watch holds no answer slot once its
-   * current entries are sent.
-   */
+  /** Watches at once (each holds at most maxLiveQueueBytes and no answer slot once its entries are sent). */
   maxWatches: number;
   /** Entries per answer, the current ones and the watched ones together. */
   maxEntries: number;
@@ -314,6 +311,8 @@ export function startEvidenceServer(path: string, answers: EvidenceAnswers): Pro
     });
     let pending: Buffer[] = [];
     let pendingBytes = 0;
+    const tooLong = (): void =>
+      c.finish({ type: 'error', message: `request longer than ${limits.maxRequestBytes} bytes` });
     const onData = (d: Buffer): void => {
       const nl = d.indexOf(10);
       if (nl < 0) {
@@ -321,7 +320,7 @@ export function startEvidenceServer(path: string, answers: EvidenceAnswers): Pro
         pendingBytes += d.length;
         if (pendingBytes > limits.maxRequestBytes) {
           sock.off('data', onData);
-          c.finish({ type: 'error', message: `request longer than ${limits.maxRequestBytes} bytes` });
+          tooLong();
         }
         return;
       }
@@ -330,8 +329,7 @@ export function startEvidenceServer(path: string, answers: EvidenceAnswers): Pro
       sock.setTimeout(0);
       const line = Buffer.concat([...pending, d.subarray(0, nl)]);
       pending = [];
-      if (line.length > limits.maxRequestBytes)
-        return c.finish({ type: 'error', message: `request longer than ${limits.maxRequestBytes} bytes` });
+      if (line.length > limits.maxRequestBytes) return tooLong();
       let req: EvidenceRequest;
       try {
         req = parseEvidenceRequest(line.toString('utf8'));

@@ -52,18 +52,12 @@ export class AgentSources {
   private stopWatches: (() => void)[] = [];
   private readTimers = new Map<string, NodeJS.Timeout>();
   private cluster: ClusterView = { fresh: false, staleReason: 'not read yet', services: [], warnings: [] };
-  /**
-   * `cluster` with the hostname-only LBs' resolved addresses (the dns source): what the index and
-   * the diagnosis read.
-   */
+  /** `cluster` with the hostname-only LBs' resolved addresses (dns source): what index and diagnosis read. */
   private viewWithDns: ClusterView = this.cluster;
   private clusterFileDigest?: string;
   private clusterWatch?: ClusterWatch;
   private indexValue: ServiceIndex;
-  /**
-   * After the first sync, a changed cluster view has its LB names looked up at once (before it,
-   * start() reads them).
-   */
+  /** After the first sync a changed view has its LB names looked up at once (before it, start() reads them). */
   private started = false;
   /** During startIndexed() changes only mark the index stale, so it is built once from view and sources together. */
   private indexDeferred = false;
