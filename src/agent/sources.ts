@@ -14,7 +14,6 @@ import type { LiveOptions, SourceDef, SourceReader } from '../source/contract.js
 import { type DnsSnapshot, lookupsByName } from '../source/dns.js';
 import type { SourceHealth } from '../source/health.js';
 import { liveReaders } from '../source/list.js';
-import type { NodeSnapshot } from '../source/node-snapshot.js';
 import { SourceRunner } from '../source/runner.js';
 import { ServiceIndex } from './service-index.js';
 
@@ -84,11 +83,6 @@ export class AgentSources {
   /** The cluster view the diagnosis reads (with the resolved LB names). */
   get view(): ClusterView {
     return this.viewWithDns;
-  }
-
-  /** Everything read so far, as a snapshot for the detectors. */
-  snapshot(header: Pick<NodeSnapshot, 'takenAt' | 'hostname' | 'kernel'>): NodeSnapshot {
-    return this.runner.snapshot(header);
   }
 
   /** The view, then the index sources, then the watches; readRest() reads the others after capture starts. */
