@@ -1,6 +1,5 @@
-// GET /evidence on the HTTP port: the evidence socket's NDJSON for callers allowed "get" on the Service (SAR).
-// Tokens are reviewed with this node's own audience so nothing reaching a node works elsewhere; only the relay's
-// user may name another in ON_BEHALF_OF_HEADER, and per-caller caps keep one tenant from holding every slot.
+// GET /evidence: the evidence socket's NDJSON for callers allowed "get" on the Service (SAR), tokens reviewed for
+// this node's audience only; only the relay's user may name another user, and per-caller caps bound each tenant.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AccessAttributes, UserInfo } from '../cluster/access-review.js';
 import { errText } from '../errors.js';

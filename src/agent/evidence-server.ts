@@ -1,6 +1,5 @@
-// Evidence for one Service as NDJSON, shared by the 0600 Unix socket and HTTP /evidence so both share one set of caps.
-// Bounded so no caller can starve sources or /healthz: connection, answer and entry caps, an ask timeout, and
-// backpressure that drops a reader stalled for stallTimeoutMs.
+// Evidence for one Service as NDJSON, shared by the 0600 Unix socket and HTTP /evidence under one set of caps
+// (connections, answers, entries, ask timeout, stalled readers dropped) so no caller can starve sources or /healthz.
 import { chmodSync, mkdirSync, rmSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { dirname } from 'node:path';

@@ -1,6 +1,5 @@
-// GET /findings: this node's findings for `clbprobe status` via the relay, guarded as /evidence, leaving out
-// Services the user may not "get"; the relay as itself gets active findings where it may create Events.
-// NDJSON, bounded: one {"type":"finding"} line each, then {"type":"end"} with node, version, cut and unchecked.
+// GET /findings: this node's findings as NDJSON for `clbprobe status`, guarded as /evidence and left out for Services
+// the user may not "get"; the relay as itself gets active findings where it may create Events.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AccessAttributes } from '../cluster/access-review.js';
 import { withFixCommands } from '../detect/fixes.js';

@@ -1,6 +1,5 @@
-// Bearer-token access for the HTTP endpoints via TokenReview and SubjectAccessReview, as kube-rbac-proxy does.
-// Bounded caches hold token hashes, keep denials apart and never cache an unanswered review (503, not 401/403);
-// strangers are rate-limited (agents share one APF identity) while recently allowed tokens keep their own lane.
+// Bearer-token access via TokenReview and SubjectAccessReview, as kube-rbac-proxy does: bounded caches of token hashes,
+// unanswered reviews never cached (503), strangers rate-limited while recently allowed tokens keep their own lane.
 import { createHash } from 'node:crypto';
 import type { AccessAttributes, AccessReviewResult, TokenReviewResult, UserInfo } from '../cluster/access-review.js';
 import { errText } from '../errors.js';
