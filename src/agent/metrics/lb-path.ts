@@ -1,6 +1,6 @@
 // LB-path packet and byte counters of active ports, read from eBPF (or pcap) at every scrape; to_lb and loop_return
 // show even at 0 so the first looped packet is an increase Prometheus sees.
-import { type Family, families, perPort } from './collector.js';
+import { type Family, families, type Sample } from './collector.js';
 import { PORT_LABELS } from './service-ports.js';
 
 function lbPathFamily(unit: 'packets' | 'bytes', help: string): Family {
@@ -9,12 +9,15 @@ function lbPathFamily(unit: 'packets' | 'bytes', help: string): Family {
     name: `clbprobe_lb_path_${unit}_total`,
     help,
     labelNames: [...PORT_LABELS, 'kind'],
-    samples: (scrape) =>
-      perPort(scrape, 'kind', (port) =>
-        [...port.lbPath]
-          .filter(([kind, count]) => kind !== 'hc_local_src' || count.packets !== 0)
-          .map(([kind, count]) => [kind, count[unit]]),
-      ),
+    samples: ({ servicePorts }) => {
+      const samples: Sample[] = [];
+      for (const port of servicePorts.ports) {
+        for (const [kind, count] of port.lbPath) {
+          if (kind !== 'hc_local_src' || count.packets !== 0) samples.push([{ ...port.labels, kind }, count[unit]]);
+        }
+      }
+      return samples;
+    },
   };
 }
 
