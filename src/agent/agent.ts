@@ -159,12 +159,10 @@ export class Agent {
     this.o.log.info({ services: this.sources.index.services.length, kept: this.table.size }, 'first sync done');
     this.o.onStartupPhase?.('first sync');
     this.diagnose();
-    const t = setInterval(() => void this.resync(), this.o.resyncIntervalS * 1000);
-    const c = setInterval(() => void this.fullConntrackRead(), this.o.conntrackResyncIntervalS * 1000);
-    for (const x of [t, c]) {
-      x.unref();
-      this.timers.push(x);
-    }
+    this.timers = [
+      setInterval(() => void this.resync(), this.o.resyncIntervalS * 1000).unref(),
+      setInterval(() => void this.fullConntrackRead(), this.o.conntrackResyncIntervalS * 1000).unref(),
+    ];
   }
 
   /** Detaches the programs and closes every socket; idempotent. */
@@ -177,20 +175,16 @@ export class Agent {
     await this.sources.stop();
   }
 
-  /** Full re-read of every polled source; with `conntrack`, of the conntrack table too. */
-  async resync(opts: { conntrack?: boolean } = {}): Promise<void> {
-    await Promise.all([this.sources.resync(), ...(opts.conntrack ? [this.readConntrackAgain()] : [])]);
+  /** Full re-read of every polled source. */
+  async resync(): Promise<void> {
+    await this.sources.resync();
     this.diagnose();
   }
 
   /** A full conntrack read, for the VIPs the index holds now. */
-  private readConntrackAgain(): Promise<void> {
-    this.newVipReads.readFor(this.vips);
-    return this.conntrack.resync();
-  }
-
   private async fullConntrackRead(): Promise<void> {
-    await this.readConntrackAgain();
+    this.newVipReads.readFor(this.vips);
+    await this.conntrack.resync();
     this.diagnose();
   }
 
@@ -271,7 +265,11 @@ export class Agent {
       () =>
         prepareDiagnosis(
           diagnoseInputOf(
-            this.sources.snapshot({ takenAt: new Date().toISOString(), hostname: hostname(), kernel: release() }),
+            this.sources.runner.snapshot({
+              takenAt: new Date().toISOString(),
+              hostname: hostname(),
+              kernel: release(),
+            }),
             this.sources.view,
           ),
           this.sources.index.lb,

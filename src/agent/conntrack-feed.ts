@@ -94,12 +94,7 @@ export class LiveConntrack implements ConntrackFeed {
           view: (v) => void table.upsertView(v, Date.now()),
           end: (info) => {
             table.endResync();
-            sink.record(dumped(info, this.watch?.stats), performance.now() - dumpStart);
-            if (info.malformed)
-              this.o.log.warn(
-                { malformed: info.malformed, first: info.firstMalformed },
-                'conntrack dump skipped malformed entries',
-              );
+            this.recordDump(info, performance.now() - dumpStart);
             if (info.interrupted) this.o.log.info(info, 'conntrack resync interrupted by table changes');
             sink.changed();
             first();
@@ -135,12 +130,7 @@ export class LiveConntrack implements ConntrackFeed {
         ...(this.prefilter ? { prefilter: this.prefilter } : {}),
       });
       sink.table.endResync();
-      sink.record(dumped(res, watch.stats), performance.now() - t0);
-      if (res.malformed)
-        this.o.log.warn(
-          { malformed: res.malformed, first: res.firstMalformed },
-          'conntrack dump skipped malformed entries',
-        );
+      this.recordDump(res, performance.now() - t0);
     } catch (e) {
       sink.record({ state: 'down', reason: `dump: ${errText(e)}` }, performance.now() - t0);
     }
@@ -156,6 +146,15 @@ export class LiveConntrack implements ConntrackFeed {
 
   stop(): void {
     this.watch?.stop();
+  }
+
+  private recordDump(dump: Pick<ConntrackDumpResult, 'malformed' | 'firstMalformed'>, durationMs: number): void {
+    this.sink!.record(dumped(dump, this.watch?.stats), durationMs);
+    if (dump.malformed)
+      this.o.log.warn(
+        { malformed: dump.malformed, first: dump.firstMalformed },
+        'conntrack dump skipped malformed entries',
+      );
   }
 
   /** Where conntrack events that touch no LB Service are dropped, once at start and when it changes. */

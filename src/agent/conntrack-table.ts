@@ -42,11 +42,6 @@ export function classifyEntry(kept: KeptEntry): EntryClass {
   return replied(kept.entry) ? 'healthy' : 'unreplied';
 }
 
-function outcomeOf(k: KeptEntry): FlowOutcome {
-  const c = classifyEntry(k);
-  return c === 'healthy' ? 'replied' : c;
-}
-
 export class ConntrackTable {
   /** By CTA_ID as a signed 32-bit integer (CompactEntry.id32): small-integer keys, no heap number each. */
   private readonly byId = new Map<number, KeptEntry>();
@@ -209,7 +204,8 @@ export class ConntrackTable {
       else if (ids.length === 0) this.bySock.delete(sk);
     }
     if (finished && k.toVip) {
-      const o = outcomeOf(k);
+      const c = classifyEntry(k);
+      const o: FlowOutcome = c === 'healthy' ? 'replied' : c;
       for (const s of k.svcs) {
         const svc = servicePortLabels(s, s.protocol, s.port);
         const id = portKey(s, s.protocol, s.port);

@@ -1,17 +1,12 @@
-// GET /evidence on the HTTP port: the evidence socket's NDJSON for callers allowed "get" on the Service (SAR).
-// Tokens are reviewed with this node's own audience so nothing reaching a node works elsewhere; only the relay's
-// user may name another in ON_BEHALF_OF_HEADER, and per-caller caps keep one tenant from holding every slot.
+// GET /evidence: the evidence socket's NDJSON for callers allowed "get" on the Service (SAR), tokens reviewed for
+// this node's audience only; only the relay's user may name another user, and per-caller caps bound each tenant.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AccessAttributes, UserInfo } from '../cluster/access-review.js';
 import { errText } from '../errors.js';
-import { Caller, type EvidenceAnswers } from './evidence-server.js';
-import type { AuthDecision, AuthnResult } from './kube-authorizer.js';
+import { Caller, type EvidenceAnswers, MAX_WATCH_S } from './evidence-server.js';
+import type { AuthDecision, AuthnResult, KubeAuthorizer } from './kube-authorizer.js';
 
-export type CheckAccess = (
-  authorization: string | undefined,
-  attrs: AccessAttributes,
-  source?: string,
-) => Promise<AuthDecision>;
+export type CheckAccess = KubeAuthorizer['check'];
 
 /** The header in which the evidence relay names the user it asks for (JSON: username, uid, groups, extra). */
 export const ON_BEHALF_OF_HEADER = 'x-clbprobe-on-behalf-of';
@@ -126,9 +121,6 @@ export class CallerSlots {
   }
 }
 
-/** Longest watch a caller may ask for (the evidence socket has the same cap). */
-const MAX_WATCH_S = 3600;
-
 export interface EvidenceQuery {
   namespace: string;
   name: string;
@@ -158,7 +150,28 @@ export function parseEvidenceQuery(search: URLSearchParams): EvidenceQuery | { e
   return q;
 }
 
-const line = (o: object): string => `${JSON.stringify(o)}\n`;
+/** Ends the response with an NDJSON error line (and Retry-After when given). */
+export function refuse(res: ServerResponse, status: number, message: string, retryAfterS?: number): void {
+  const retry = retryAfterS ? { 'Retry-After': String(retryAfterS) } : undefined;
+  res
+    .writeHead(status, { 'Content-Type': 'application/x-ndjson', ...retry })
+    .end(`${JSON.stringify({ type: 'error', message })}\n`);
+}
+
+/** Refuses a failed check, or a caller with no slot left; else holds a slot while the response is open. */
+export function admit<D extends AuthDecision | AuthnResult>(
+  res: ServerResponse,
+  d: D,
+  slots: CallerSlots,
+  watching: boolean,
+): d is Extract<D, { ok: true }> {
+  if (!d.ok) refuse(res, d.status, d.message, 'retryAfterS' in d ? d.retryAfterS : undefined);
+  if (!d.ok || res.destroyed) return false;
+  const slot = slots.take(callerKey(d.user), watching);
+  if ('error' in slot) refuse(res, 429, slot.error, 5);
+  else res.on('close', slot.release);
+  return !('error' in slot);
+}
 
 /** The token's user, or for the relay's user only the one named in ON_BEHALF_OF_HEADER (none: itself, if allowed). */
 export async function requestUser(
@@ -192,12 +205,8 @@ export function evidenceRoute(
 ): (req: IncomingMessage, res: ServerResponse) => void {
   const slots = new CallerSlots(limits);
   return (req, res) => {
-    const refuse = (status: number, message: string, retryAfterS?: number): void => {
-      const retry = retryAfterS ? { 'Retry-After': String(retryAfterS) } : undefined;
-      res.writeHead(status, { 'Content-Type': 'application/x-ndjson', ...retry }).end(line({ type: 'error', message }));
-    };
     const q = parseEvidenceQuery(new URL(req.url ?? '/', 'http://x').searchParams);
-    if ('error' in q) return refuse(400, q.error);
+    if ('error' in q) return refuse(res, 400, q.error);
     const attrs: AccessAttributes = {
       resource: { verb: 'get', group: '', resource: 'services', namespace: q.namespace, name: q.name },
     };
@@ -209,13 +218,9 @@ export function evidenceRoute(
     };
     decide().then(
       (d) => {
-        if (!d.ok) return refuse(d.status, d.message, 'retryAfterS' in d ? d.retryAfterS : undefined);
-        if (res.destroyed) return;
-        const slot = slots.take(callerKey(d.user), q.watchS > 0);
-        if ('error' in slot) return refuse(429, slot.error, 5);
-        res.on('close', slot.release);
+        if (!admit(res, d, slots, q.watchS > 0)) return;
         const evidence = answers();
-        if (!evidence) return refuse(503, 'the agent is starting: its evidence is not served yet');
+        if (!evidence) return refuse(res, 503, 'the agent is starting: its evidence is not served yet');
         res.writeHead(200, { 'Content-Type': 'application/x-ndjson', 'Cache-Control': 'no-store' });
         res.flushHeaders();
         evidence.serve(new Caller(res, evidence.limits), {
@@ -224,7 +229,7 @@ export function evidenceRoute(
           ...(q.watchS ? { watchS: q.watchS } : {}),
         });
       },
-      (e: unknown) => refuse(500, errText(e)),
+      (e: unknown) => refuse(res, 500, errText(e)),
     );
   };
 }

@@ -15,10 +15,7 @@ function addOwner<K>(m: Map<K, Set<string>>, k: K, owner: string): void {
   else m.set(k, new Set([owner]));
 }
 
-/**
- * Built per Service index (the cluster view and this node's addresses it was built from), on the
- * first evidence request.
- */
+/** Built per Service index (its cluster view and this node's addresses), on the first evidence request. */
 export class EvidenceOwnership {
   /** Every Service's ClusterIPs: the API server gives each to one Service. */
   private readonly clusterIps = new Map<string, string>();
@@ -57,10 +54,7 @@ export class EvidenceOwnership {
     return this.currentViews(svcs).some((s) => s.protocol === proto && this.hasOwnLeg(entry, s));
   }
 
-  /**
-   * The destination is another Service's: its ClusterIP, its NodePort on this node, or a status LB
-   * VIP:port it holds.
-   */
+  /** The destination is another Service's: its ClusterIP, its NodePort here, or a status LB VIP:port it holds. */
   private isOthersDestination(dst: string, proto: ServiceProtocol, dport: number, owner: string): boolean {
     const clusterIpOwner = this.clusterIps.get(dst);
     if (clusterIpOwner !== undefined && clusterIpOwner !== owner) return true;
@@ -70,10 +64,7 @@ export class EvidenceOwnership {
     return vipOwners !== undefined && (vipOwners.size > 1 || !vipOwners.has(owner));
   }
 
-  /**
-   * A leg of the flow that only this Service port has: an Ingress or Gateway VIP is never one (one
-   * VIP fronts many Ingresses or routes).
-   */
+  /** A leg of the flow only this Service port has (never an Ingress or Gateway VIP: one fronts many routes). */
   private hasOwnLeg(entry: ConntrackEntry, service: ServiceView): boolean {
     const { dst, dport } = entry.orig;
     if (dport === service.port && service.clusterIPs.includes(dst)) return true;
@@ -90,10 +81,7 @@ export class EvidenceOwnership {
     return !this.clusterIps.has(ing.ip) && !this.lbIps.has(ing.ip) && !this.index.isLocal(ing.ip);
   }
 
-  /**
-   * The reply comes from one of the port's endpoints, all of which the endpointslice controller
-   * derived from its selector.
-   */
+  /** The reply comes from one of the port's endpoints, all derived by the endpointslice controller. */
   private isManagedEndpoint(e: ConntrackEntry, s: ServiceView): boolean {
     if (s.unmanagedEndpoints) return false;
     return this.index.lb.endpointServices(e.reply.src, s.protocol, e.reply.sport)?.includes(s) ?? false;

@@ -1,6 +1,5 @@
-// Evidence for one Service as NDJSON, shared by the 0600 Unix socket and HTTP /evidence so both share one set of caps.
-// Bounded so no caller can starve sources or /healthz: connection, answer and entry caps, an ask timeout, and
-// backpressure that drops a reader stalled for stallTimeoutMs.
+// Evidence for one Service as NDJSON, shared by the 0600 Unix socket and HTTP /evidence under one set of caps
+// (connections, answers, entries, ask timeout, stalled readers dropped) so no caller can starve sources or /healthz.
 import { chmodSync, mkdirSync, rmSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { dirname } from 'node:path';
@@ -28,10 +27,7 @@ export interface EvidenceLimits {
   maxConnections: number;
   /** Answers being written at once (each holds its matched entries' list and a socket buffer). */
   maxAnswers: number;
-  /**
-   * Watches at once (each holds at most maxLiveQueueBytes); a watch holds no answer slot once its
-   * current entries are sent.
-   */
+  /** Watches at once (each holds at most maxLiveQueueBytes and no answer slot once its entries are sent). */
   maxWatches: number;
   /** Entries per answer, the current ones and the watched ones together. */
   maxEntries: number;
@@ -314,6 +310,8 @@ export function startEvidenceServer(path: string, answers: EvidenceAnswers): Pro
     });
     let pending: Buffer[] = [];
     let pendingBytes = 0;
+    const tooLong = (): void =>
+      c.finish({ type: 'error', message: `request longer than ${limits.maxRequestBytes} bytes` });
     const onData = (d: Buffer): void => {
       const nl = d.indexOf(10);
       if (nl < 0) {
@@ -321,7 +319,7 @@ export function startEvidenceServer(path: string, answers: EvidenceAnswers): Pro
         pendingBytes += d.length;
         if (pendingBytes > limits.maxRequestBytes) {
           sock.off('data', onData);
-          c.finish({ type: 'error', message: `request longer than ${limits.maxRequestBytes} bytes` });
+          tooLong();
         }
         return;
       }
@@ -330,8 +328,7 @@ export function startEvidenceServer(path: string, answers: EvidenceAnswers): Pro
       sock.setTimeout(0);
       const line = Buffer.concat([...pending, d.subarray(0, nl)]);
       pending = [];
-      if (line.length > limits.maxRequestBytes)
-        return c.finish({ type: 'error', message: `request longer than ${limits.maxRequestBytes} bytes` });
+      if (line.length > limits.maxRequestBytes) return tooLong();
       let req: EvidenceRequest;
       try {
         req = parseEvidenceRequest(line.toString('utf8'));

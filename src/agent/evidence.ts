@@ -49,7 +49,6 @@ export function parseServiceRef(ref: string): { namespace: string; name: string 
 
 export function serviceAddresses(svcs: ServiceView[], ifname?: string): ServiceAddresses {
   const first = svcs[0]!;
-  const uniq = <T>(xs: T[]) => [...new Set(xs)];
   const endpoints = new Map<string, { address: string; port?: number }>();
   for (const s of svcs) {
     for (const ep of s.endpoints) {
@@ -61,7 +60,7 @@ export function serviceAddresses(svcs: ServiceView[], ifname?: string): ServiceA
     namespace: first.namespace,
     name: first.name,
     ports: svcs.map((s) => ({ port: s.port, protocol: s.protocol, ...(s.nodePort ? { nodePort: s.nodePort } : {}) })),
-    vips: uniq(svcs.flatMap((s) => s.lbIngress.map((i) => i.ip))),
+    vips: [...new Set(svcs.flatMap((s) => s.lbIngress.map((i) => i.ip)))],
     endpoints: [...endpoints.values()],
     ...(ifname ? { ifname } : {}),
   };

@@ -1,17 +1,17 @@
-// GET /findings: this node's findings for `clbprobe status` via the relay, guarded as /evidence, leaving out
-// Services the user may not "get"; the relay as itself gets active findings where it may create Events.
-// NDJSON, bounded: one {"type":"finding"} line each, then {"type":"end"} with node, version, cut and unchecked.
+// GET /findings: this node's findings as NDJSON for `clbprobe status`, guarded as /evidence and left out for Services
+// the user may not "get"; the relay as itself gets active findings where it may create Events.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AccessAttributes } from '../cluster/access-review.js';
 import { withFixCommands } from '../detect/fixes.js';
 import type { Finding } from '../detect/types.js';
 import { errText } from '../errors.js';
 import {
+  admit,
   type CallerLimits,
   CallerSlots,
-  callerKey,
   DEFAULT_CALLER_LIMITS,
   type EvidenceAccess,
+  refuse,
   requestUser,
 } from './evidence-http.js';
 
@@ -43,6 +43,12 @@ const DEFAULT_FINDINGS_LIMITS: FindingsLimits = {
 
 const line = (o: object): string => `${JSON.stringify(o)}\n`;
 
+/** A finding's evidence cut to `max` lines, the last saying how many more there are. */
+function cutEvidence(evidence: readonly string[], max: number): readonly string[] {
+  if (evidence.length <= max) return evidence;
+  return [...evidence.slice(0, max), `(${evidence.length - max} more lines: clbprobe diagnose on the node)`];
+}
+
 export function findingsRoute(
   access: EvidenceAccess,
   state: () => FindingsState,
@@ -51,36 +57,28 @@ export function findingsRoute(
 ): (req: IncomingMessage, res: ServerResponse) => void {
   const slots = new CallerSlots(callerLimits);
   return (req, res) => {
-    const refuse = (status: number, message: string, retryAfterS?: number): void => {
-      const retry = retryAfterS ? { 'Retry-After': String(retryAfterS) } : undefined;
-      res.writeHead(status, { 'Content-Type': 'application/x-ndjson', ...retry }).end(line({ type: 'error', message }));
-    };
     const source = req.socket.remoteAddress ?? '';
     void (async () => {
       const who = await requestUser(access, req, true);
       // The relay asking as itself records Events: it sees the active findings of the namespaces where it may
       // create them, as its Events will say.
       const recorder = who.ok && who.user.username === access.relayUser;
-      if (!who.ok) return refuse(who.status, who.message, 'retryAfterS' in who ? who.retryAfterS : undefined);
-      if (res.destroyed) return;
-      const slot = slots.take(callerKey(who.user), false);
-      if ('error' in slot) return refuse(429, slot.error, 5);
-      res.on('close', slot.release);
+      if (!admit(res, who, slots, false)) return;
       const st = state();
       if (!st.ready)
         return refuse(
+          res,
           503,
           `the agent on ${st.nodeName} has not finished its first sync: its findings are not known yet`,
           5,
         );
       const findings = recorder ? st.findings.filter((f) => f.severity === 'active') : st.findings;
       const services = [...new Set(findings.map((f) => `${f.service.namespace}/${f.service.name}`))];
-      const checked = services.slice(0, limits.maxServices);
+      const queue = services.slice(0, limits.maxServices);
+      const overCap = services.length - queue.length;
       const allowed = new Set<string>();
       // A check that failed for a reason other than a denial is counted: unknown is not "no finding".
       const unchecked: string[] = [];
-      const overCap = services.length - checked.length;
-      const queue = [...checked];
       const worker = async (): Promise<void> => {
         for (let svc = queue.shift(); svc !== undefined && !res.destroyed; svc = queue.shift()) {
           const [namespace, name] = svc.split('/') as [string, string];
@@ -103,14 +101,9 @@ export function findingsRoute(
           more++;
           continue;
         }
-        const evidence =
-          f.evidence.length > limits.maxEvidenceLines
-            ? [
-                ...f.evidence.slice(0, limits.maxEvidenceLines),
-                `(${f.evidence.length - limits.maxEvidenceLines} more lines: clbprobe diagnose on the node)`,
-              ]
-            : f.evidence;
-        res.write(line({ type: 'finding', ...withFixCommands(f), evidence }));
+        res.write(
+          line({ type: 'finding', ...withFixCommands(f), evidence: cutEvidence(f.evidence, limits.maxEvidenceLines) }),
+        );
         sent++;
       }
       res.end(
@@ -120,17 +113,16 @@ export function findingsRoute(
           version: st.version,
           findings: sent,
           ...(more ? { more } : {}),
-          ...(unchecked.length ? { unchecked: unchecked.length, uncheckedReason: unchecked[0] } : {}),
-          ...(overCap
+          ...(unchecked.length + overCap
             ? {
-                unchecked: overCap + unchecked.length,
+                unchecked: unchecked.length + overCap,
                 uncheckedReason: unchecked[0] ?? `more than ${limits.maxServices} Services with findings on this node`,
               }
             : {}),
         }),
       );
     })().catch((e: unknown) => {
-      if (!res.headersSent) refuse(500, errText(e));
+      if (!res.headersSent) refuse(res, 500, errText(e));
       else res.destroy();
     });
   };

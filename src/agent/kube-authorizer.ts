@@ -1,6 +1,5 @@
-// Bearer-token access for the HTTP endpoints via TokenReview and SubjectAccessReview, as kube-rbac-proxy does.
-// Bounded caches hold token hashes, keep denials apart and never cache an unanswered review (503, not 401/403);
-// strangers are rate-limited (agents share one APF identity) while recently allowed tokens keep their own lane.
+// Bearer-token access via TokenReview and SubjectAccessReview, as kube-rbac-proxy does: bounded caches of token hashes,
+// unanswered reviews never cached (503), strangers rate-limited while recently allowed tokens keep their own lane.
 import { createHash } from 'node:crypto';
 import type { AccessAttributes, AccessReviewResult, TokenReviewResult, UserInfo } from '../cluster/access-review.js';
 import { errText } from '../errors.js';
@@ -24,15 +23,9 @@ export interface RateLimit {
 }
 
 export interface AuthorizerOptions {
-  authnTtlMs?: number;
-  allowTtlMs?: number;
-  denyTtlMs?: number;
   maxEntries?: number;
+  /** Reviews in flight for untrusted tokens. */
   maxPending?: number;
-  /** Reviews in flight for trusted tokens (their own lane). */
-  maxPendingTrusted?: number;
-  /** How long a token stays trusted after it was last allowed something. */
-  trustTtlMs?: number;
   /** Reviews for untrusted tokens; share one limiter between authorizers that share an API server. */
   limiter?: ReviewRateLimiter;
   /** TokenReview audiences (empty: the API server's own). */
@@ -40,6 +33,11 @@ export interface AuthorizerOptions {
   now?: () => number;
 }
 
+const AUTHN_TTL_MS = 120_000;
+const ALLOW_TTL_MS = 300_000;
+const DENY_TTL_MS = 30_000;
+/** How long a token stays trusted (its reviews take their own lane) after it was last allowed something. */
+const TRUST_TTL_MS = 3_600_000;
 const MAX_ENTRIES = 1024;
 const MAX_PENDING = 32;
 const MAX_PENDING_TRUSTED = 16;
@@ -74,10 +72,6 @@ export class TtlCache<V> {
     this.map.delete(key);
     this.map.set(key, { value, until: this.now() + ttlMs });
     while (this.map.size > this.max) this.map.delete(this.map.keys().next().value!);
-  }
-
-  delete(key: string): void {
-    this.map.delete(key);
   }
 
   get size(): number {
@@ -120,7 +114,6 @@ export class ReviewRateLimiter {
     private readonly perSource: RateLimit = DEFAULT_PER_SOURCE_RATE,
     globalRate: RateLimit = DEFAULT_GLOBAL_RATE,
     private readonly now: () => number = Date.now,
-    private readonly maxSources = MAX_SOURCES,
   ) {
     this.global = new TokenBucket(globalRate, now);
   }
@@ -131,7 +124,7 @@ export class ReviewRateLimiter {
     if (bucket) this.sources.delete(source);
     else bucket = new TokenBucket(this.perSource, this.now);
     this.sources.set(source, bucket);
-    while (this.sources.size > this.maxSources) this.sources.delete(this.sources.keys().next().value!);
+    while (this.sources.size > MAX_SOURCES) this.sources.delete(this.sources.keys().next().value!);
     const own = bucket.take();
     if (own) return this.refuse(own, `${this.perSource.perSecond}/s for ${source}`);
     const all = this.global.take();
@@ -175,8 +168,6 @@ function userKey(u: UserInfo): string {
     .digest('base64url');
 }
 
-type Lane = { trusted: boolean; source: string };
-
 class Refusal extends Error {
   constructor(readonly decision: Exclude<AuthDecision, { ok: true }>) {
     super(decision.message);
@@ -193,7 +184,7 @@ export class KubeAuthorizer {
   private readonly pending = new Map<string, Promise<unknown>>();
   private readonly inFlight = { trusted: 0, untrusted: 0 };
   private readonly limiter: ReviewRateLimiter;
-  private readonly o: Required<Omit<AuthorizerOptions, 'now' | 'audiences' | 'limiter'>>;
+  private readonly maxPending: number;
   private readonly audiences: string[];
   /** Reviews sent to the API server, for tests and the log. */
   reviews = { token: 0, access: 0 };
@@ -203,22 +194,15 @@ export class KubeAuthorizer {
     opts: AuthorizerOptions = {},
   ) {
     this.now = opts.now ?? Date.now;
-    this.o = {
-      authnTtlMs: opts.authnTtlMs ?? 120_000,
-      allowTtlMs: opts.allowTtlMs ?? 300_000,
-      denyTtlMs: opts.denyTtlMs ?? 30_000,
-      maxEntries: opts.maxEntries ?? MAX_ENTRIES,
-      maxPending: opts.maxPending ?? MAX_PENDING,
-      maxPendingTrusted: opts.maxPendingTrusted ?? MAX_PENDING_TRUSTED,
-      trustTtlMs: opts.trustTtlMs ?? 3_600_000,
-    };
+    const maxEntries = opts.maxEntries ?? MAX_ENTRIES;
+    this.maxPending = opts.maxPending ?? MAX_PENDING;
     this.audiences = opts.audiences ?? [];
     this.limiter = opts.limiter ?? new ReviewRateLimiter(DEFAULT_PER_SOURCE_RATE, DEFAULT_GLOBAL_RATE, this.now);
-    this.users = new TtlCache(this.o.maxEntries, this.now);
-    this.rejectedTokens = new TtlCache(this.o.maxEntries, this.now);
-    this.allowed = new TtlCache(this.o.maxEntries, this.now);
-    this.denied = new TtlCache(this.o.maxEntries, this.now);
-    this.trusted = new TtlCache(Math.min(MAX_TRUSTED, this.o.maxEntries), this.now);
+    this.users = new TtlCache(maxEntries, this.now);
+    this.rejectedTokens = new TtlCache(maxEntries, this.now);
+    this.allowed = new TtlCache(maxEntries, this.now);
+    this.denied = new TtlCache(maxEntries, this.now);
+    this.trusted = new TtlCache(Math.min(MAX_TRUSTED, maxEntries), this.now);
   }
 
   /** Decides one request from its Authorization header; `source` is the caller's address. Never throws. */
@@ -243,8 +227,8 @@ export class KubeAuthorizer {
       const r = await this.review(key, { trusted: this.isTrusted(tokenKey), source }, async () => {
         this.reviews.token++;
         const r = await this.api.reviewToken(b.token, this.audiences);
-        if (r.authenticated) this.users.set(key, r.user, this.o.authnTtlMs);
-        else this.rejectedTokens.set(key, r.error, this.o.denyTtlMs);
+        if (r.authenticated) this.users.set(key, r.user, AUTHN_TTL_MS);
+        else this.rejectedTokens.set(key, r.error, DENY_TTL_MS);
         return r;
       });
       if (!r.authenticated)
@@ -274,8 +258,8 @@ export class KubeAuthorizer {
       const r = await this.review(key, { trusted: this.isTrusted(by.tokenKey), source: by.source }, async () => {
         this.reviews.access++;
         const r = await this.api.reviewAccess(user, attrs);
-        if (r.allowed) this.allowed.set(key, true, this.o.allowTtlMs);
-        else this.denied.set(key, r.reason, this.o.denyTtlMs);
+        if (r.allowed) this.allowed.set(key, true, ALLOW_TTL_MS);
+        else this.denied.set(key, r.reason, DENY_TTL_MS);
         return r;
       });
       return r.allowed ? this.allow(user, by.tokenKey) : deny(r.reason);
@@ -285,21 +269,21 @@ export class KubeAuthorizer {
   }
 
   /** Whether this token was allowed something lately (its reviews take the trusted lane). */
-  isTrusted(tokenKey: string): boolean {
+  private isTrusted(tokenKey: string): boolean {
     return this.trusted.get(tokenKey) !== undefined;
   }
 
   private allow(user: UserInfo, tokenKey: string): AuthDecision {
-    this.trusted.set(tokenKey, true, this.o.trustTtlMs);
+    this.trusted.set(tokenKey, true, TRUST_TTL_MS);
     return { ok: true, user };
   }
 
   /** One review, shared by concurrent askers of the same key, in its lane's bounds. */
-  private async review<V>(key: string, lane: Lane, ask: () => Promise<V>): Promise<V> {
+  private async review<V>(key: string, lane: { trusted: boolean; source: string }, ask: () => Promise<V>): Promise<V> {
     const shared = this.pending.get(key) as Promise<V> | undefined;
     if (shared) return shared;
     const kind = lane.trusted ? 'trusted' : 'untrusted';
-    const max = lane.trusted ? this.o.maxPendingTrusted : this.o.maxPending;
+    const max = lane.trusted ? MAX_PENDING_TRUSTED : this.maxPending;
     if (this.inFlight[kind] >= max) {
       throw new Refusal({
         ok: false,
@@ -332,9 +316,5 @@ export class KubeAuthorizer {
 
 function refusalOf(e: unknown): Exclude<AuthDecision, { ok: true }> {
   if (e instanceof Refusal) return e.decision;
-  return {
-    ok: false,
-    status: 503,
-    message: `cannot check the token with the API server: ${errText(e)}`,
-  };
+  return { ok: false, status: 503, message: `cannot check the token with the API server: ${errText(e)}` };
 }

@@ -14,7 +14,6 @@ import type { LiveOptions, SourceDef, SourceReader } from '../source/contract.js
 import { type DnsSnapshot, lookupsByName } from '../source/dns.js';
 import type { SourceHealth } from '../source/health.js';
 import { liveReaders } from '../source/list.js';
-import type { NodeSnapshot } from '../source/node-snapshot.js';
 import { SourceRunner } from '../source/runner.js';
 import { ServiceIndex } from './service-index.js';
 
@@ -52,18 +51,12 @@ export class AgentSources {
   private stopWatches: (() => void)[] = [];
   private readTimers = new Map<string, NodeJS.Timeout>();
   private cluster: ClusterView = { fresh: false, staleReason: 'not read yet', services: [], warnings: [] };
-  /**
-   * `cluster` with the hostname-only LBs' resolved addresses (the dns source): what the index and
-   * the diagnosis read.
-   */
+  /** `cluster` with the hostname-only LBs' resolved addresses (dns source): what index and diagnosis read. */
   private viewWithDns: ClusterView = this.cluster;
   private clusterFileDigest?: string;
   private clusterWatch?: ClusterWatch;
   private indexValue: ServiceIndex;
-  /**
-   * After the first sync, a changed cluster view has its LB names looked up at once (before it,
-   * start() reads them).
-   */
+  /** After the first sync a changed view has its LB names looked up at once (before it, start() reads them). */
   private started = false;
   /** During startIndexed() changes only mark the index stale, so it is built once from view and sources together. */
   private indexDeferred = false;
@@ -90,11 +83,6 @@ export class AgentSources {
   /** The cluster view the diagnosis reads (with the resolved LB names). */
   get view(): ClusterView {
     return this.viewWithDns;
-  }
-
-  /** Everything read so far, as a snapshot for the detectors. */
-  snapshot(header: Pick<NodeSnapshot, 'takenAt' | 'hostname' | 'kernel'>): NodeSnapshot {
-    return this.runner.snapshot(header);
   }
 
   /** The view, then the index sources, then the watches; readRest() reads the others after capture starts. */

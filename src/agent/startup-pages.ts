@@ -1,7 +1,5 @@
-// After each start-up phase, pages out private read-only file mappings only start-up touched, since the kernel
-// reclaims clean file pages only under pressure; writable and anonymous mappings are left alone.
-// The kernel skips pages shared or of files the process may not write, so the logged RSS shows what was released.
-
+// After each start-up phase, pages out the private read-only file mappings start-up touched (never writable or
+// anonymous ones): the kernel reclaims clean file pages only under pressure and skips shared ones, so RSS shows it.
 import { errText } from '../errors.js';
 import { type Mapping, type ProcMaps, readProcMaps } from '../kernel/proc-maps.js';
 import { isSyscallError } from '../native/addon.js';

@@ -4,8 +4,7 @@ import { type Key, key } from '../model/address-key.js';
 import type { AddressPort } from '../model/ours.js';
 import { protocolOfNumber } from '../model/protocol.js';
 
-type Vip = AddressPort;
-const keyOf = (v: Vip): Key => key(v.address, protocolOfNumber(v.protoNum) ?? String(v.protoNum), v.port);
+const keyOf = (v: AddressPort): Key => key(v.address, protocolOfNumber(v.protoNum) ?? String(v.protoNum), v.port);
 
 /** Index changes come in bursts (the cluster view, then the DNS answers): a read waits this long for the rest. */
 const NEW_VIP_READ_DELAY_MS = 1000;
@@ -15,14 +14,8 @@ const NEW_VIP_READ_MIN_GAP_MS = 30_000;
 export interface NewVipReadOptions {
   /** Starts a full conntrack read (which calls readFor with its targets). */
   read: () => void;
-  /**
-   * The longest gap between reads for new VIPs, and how long a VIP read for stays known: the
-   * periodic full read's interval.
-   */
+  /** The longest gap between reads for new VIPs, and how long a VIP read for stays known (the periodic read's). */
   maxGapMs: number;
-  delayMs?: number;
-  minGapMs?: number;
-  now?: () => number;
 }
 
 export class NewVipReads {
@@ -31,28 +24,24 @@ export class NewVipReads {
   private gapMs: number;
   private lastReadAt = -Infinity;
   private timer?: NodeJS.Timeout;
-  private readonly now: () => number;
+  private readonly minGapMs: number;
 
   constructor(private readonly o: NewVipReadOptions) {
-    this.now = o.now ?? Date.now;
-    this.gapMs = this.minGap;
-  }
-
-  private get minGap(): number {
-    return Math.min(this.o.minGapMs ?? NEW_VIP_READ_MIN_GAP_MS, this.o.maxGapMs);
+    this.minGapMs = Math.min(NEW_VIP_READ_MIN_GAP_MS, o.maxGapMs);
+    this.gapMs = this.minGapMs;
   }
 
   /** A full read (any: first, periodic, for new VIPs) starts with these targets. */
-  readFor(vips: readonly Vip[]): void {
-    const now = this.now();
+  readFor(vips: readonly AddressPort[]): void {
+    const now = Date.now();
     for (const v of vips) this.readAt.set(keyOf(v), now);
     // VIPs not read for within maxGapMs are forgotten: the map stays as big as the recent churn.
     for (const [k, at] of this.readAt) if (now - at > this.o.maxGapMs) this.readAt.delete(k);
   }
 
   /** Whether these VIPs hold one no full read looked for within maxGapMs. */
-  misses(vips: readonly Vip[]): boolean {
-    const now = this.now();
+  private misses(vips: readonly AddressPort[]): boolean {
+    const now = Date.now();
     return vips.some((v) => {
       const at = this.readAt.get(keyOf(v));
       return at === undefined || now - at > this.o.maxGapMs;
@@ -60,9 +49,9 @@ export class NewVipReads {
   }
 
   /** The index changed to these VIPs: a read is scheduled when one is new and none is pending. */
-  changed(vips: readonly Vip[]): void {
+  changed(vips: readonly AddressPort[]): void {
     if (this.timer || !this.misses(vips)) return;
-    const wait = Math.max(this.o.delayMs ?? NEW_VIP_READ_DELAY_MS, this.lastReadAt + this.gapMs - this.now());
+    const wait = Math.max(NEW_VIP_READ_DELAY_MS, this.lastReadAt + this.gapMs - Date.now());
     this.timer = setTimeout(() => {
       this.timer = undefined;
       this.started();
@@ -81,9 +70,9 @@ export class NewVipReads {
    * shortest after a quiet spell as long as the longest gap.
    */
   private started(): void {
-    const now = this.now();
+    const now = Date.now();
     const quietMs = now - (this.lastReadAt + this.gapMs);
-    this.gapMs = quietMs >= this.o.maxGapMs ? this.minGap : Math.min(this.o.maxGapMs, this.gapMs * 2);
+    this.gapMs = quietMs >= this.o.maxGapMs ? this.minGapMs : Math.min(this.o.maxGapMs, this.gapMs * 2);
     this.lastReadAt = now;
   }
 }

@@ -45,10 +45,7 @@ function guarded(
   );
 }
 
-/**
- * Whether an Accept-Encoding header takes gzip (Prometheus always sends "gzip"): listed, or
- * covered by "*", and not with q=0 (RFC 9110 12.5.3).
- */
+/** Whether Accept-Encoding takes gzip: listed or covered by "*", and not with q=0 (RFC 9110 12.5.3). */
 export function acceptsGzip(header: string | string[] | undefined): boolean {
   const items = (Array.isArray(header) ? header.join(',') : (header ?? '')).split(',');
   let star = false;

@@ -1,6 +1,5 @@
-// The map key of address + protocol + port, and the one-or-more values kept under it: what the
-// agent's Service index and the detectors' context both build over Service VIPs, NodePorts and
-// endpoints.
+// The map key of address + protocol + port and the one-or-more values kept under it, as the agent's Service index
+// and the detectors' context build them over VIPs, NodePorts and endpoints.
 import { ipv4Number } from './ip.js';
 
 const PROTO_CODE: Record<string, number> = { TCP: 1, UDP: 2, SCTP: 3 };

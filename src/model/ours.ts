@@ -1,7 +1,5 @@
-// Which flows are the agent's ("ours"): one description of this node's LB-path targets, and the
-// one rule that tells whether a conntrack tuple is ours. The conntrack pre-check, the kernel event
-// filter's keys, the counters' targets (capture/targets.ts packetTargets) and the eBPF maps all
-// derive from an Ours; ServiceIndex.match applies the same rule to the Service index.
+// Which flows are the agent's ("ours"): one description of this node's LB-path targets and the one rule over it, from
+// which the conntrack pre-check, the kernel event filter, the counters' targets and ServiceIndex.match all derive.
 
 /** An address, port and IP protocol number (6 tcp, 17 udp, 132 sctp). */
 export interface AddressPort {

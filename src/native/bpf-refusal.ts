@@ -68,10 +68,7 @@ export function ownBpfPrivileges(): BpfPrivileges | undefined {
 
 const has = (p: BpfPrivileges, bit: bigint): boolean => ((p.capEff >> bit) & 1n) === 1n;
 
-/**
- * One clause naming the cause of a refused bpf() call (errno name `code`), or undefined when the
- * errno says nothing about privileges or BPF support.
- */
+/** The cause of a refused bpf() (errno name `code`); undefined when the errno says nothing about BPF. */
 export function explainBpfRefusal(code: string, privileges: BpfPrivileges | undefined): string | undefined {
   if (code === 'ENOSYS') {
     return privileges?.seccomp === 2

@@ -1,7 +1,8 @@
 // A collector, as in node_exporter: one file declares its metrics, each callback reads the per-request scrape.
-import type { Registry } from 'prom-client';
+import { Counter, Gauge } from 'prom-client';
+import type { MetricsCollector } from '../../export/metrics.js';
 import type { AgentState } from './agent-state.js';
-import type { ServicePortsScrape } from './service-ports.js';
+import type { ServicePortsScrape, ServicePortValues } from './service-ports.js';
 
 export type { AgentState } from './agent-state.js';
 
@@ -11,6 +12,56 @@ export interface Scrape {
   servicePorts: ServicePortsScrape;
 }
 
-export interface Collector {
-  register(registry: Registry, scrape: () => Scrape): void;
+export type Collector = MetricsCollector<Scrape>;
+
+export type Sample = [labels: Record<string, string | number>, value: number];
+
+/** One metric family whose series are all replaced by `samples` at each scrape. */
+export interface Family {
+  type: 'counter' | 'gauge';
+  name: string;
+  help: string;
+  labelNames?: readonly string[];
+  samples(scrape: Scrape): Iterable<Sample>;
+}
+
+/** A collector of these families, registered in this order. */
+export function families(...list: Family[]): Collector {
+  return {
+    register(registry, scrape) {
+      for (const { type, name, help, labelNames = [], samples } of list) {
+        const config = { name, help, labelNames, registers: [registry] };
+        if (type === 'counter') {
+          new Counter({
+            ...config,
+            collect() {
+              this.reset();
+              for (const [labels, value] of samples(scrape())) this.inc(labels, value);
+            },
+          });
+        } else {
+          new Gauge({
+            ...config,
+            collect() {
+              this.reset();
+              for (const [labels, value] of samples(scrape())) this.set(labels, value);
+            },
+          });
+        }
+      }
+    },
+  };
+}
+
+/** Each active Service port's values of one kind, as samples labelled with the port and `label`. */
+export function perPort(
+  scrape: Scrape,
+  label: string,
+  values: (port: ServicePortValues) => Iterable<[string, number]>,
+): Sample[] {
+  const samples: Sample[] = [];
+  for (const port of scrape.servicePorts.ports) {
+    for (const [value, n] of values(port)) samples.push([{ ...port.labels, [label]: value }, n]);
+  }
+  return samples;
 }

@@ -25,10 +25,7 @@ export const COLLECTORS = [
 
 export type AgentMetricsOptions = RegistryOptions & Omit<ServicePortsOptions, 'idleMs'> & { idleMs?: number };
 
-/**
- * A Service port's series retire after an hour without news: well beyond any rate() window of the
- * alerts and dashboard.
- */
+/** A Service port's series retire after an hour without news: beyond any rate() window of the alerts. */
 export const DEFAULT_IDLE_MS = 3_600_000;
 
 /** The /metrics registry of the agent: each scrape reads `agent()` once. */

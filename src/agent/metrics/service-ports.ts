@@ -9,12 +9,9 @@ import type { AgentState } from './agent-state.js';
 
 export const PORT_LABELS = ['namespace', 'service', 'port', 'protocol'] as const;
 
-export const COUNTER_KINDS: readonly CounterKind[] = ['to_lb', 'loop_return', 'hc_local_src'];
+const COUNTER_KINDS: readonly CounterKind[] = ['to_lb', 'loop_return', 'hc_local_src'];
 
-export interface PacketCount {
-  packets: number;
-  bytes: number;
-}
+type PacketCount = Pick<CounterSample, 'packets' | 'bytes'>;
 
 /** What one Service port's series say at a scrape. */
 export interface ServicePortValues {
@@ -88,11 +85,7 @@ class EntriesByState {
   }
 }
 
-interface PortIds {
-  index: AgentState['index'];
-  idOf: Map<ServiceView, string>;
-  viewOf: Map<string, ServiceView>;
-}
+type PortIds = { index: AgentState['index']; idOf: Map<ServiceView, string>; viewOf: Map<string, ServiceView> };
 
 export class ServicePortSeries {
   /** When each Service port's activity last moved, with the value it had then. */
@@ -101,7 +94,7 @@ export class ServicePortSeries {
   private readonly entries = new EntriesByState();
   /** The last packet counts read, kept when a read fails: unknown is not zero. */
   private lastSamples: readonly CounterSample[] = [];
-  private ids: PortIds | undefined;
+  private ids?: PortIds;
   private readonly now: () => number;
 
   constructor(private readonly opts: ServicePortsOptions) {
