@@ -100,7 +100,7 @@ function attachTcx(addon: BpfAddon, progFds: Record<string, number>, t: AttachTa
 function attachTc(addon: BpfAddon, progFds: Record<string, number>, t: AttachTarget): Attachment {
   const done: boolean[] = [];
   const detachAll = () => {
-    done.forEach((egress) => addon.bpfTcDetach(t.ifname, egress, TC_HANDLE, TC_PRIORITY, t.netnsPath));
+    for (const egress of done) addon.bpfTcDetach(t.ifname, egress, TC_HANDLE, TC_PRIORITY, t.netnsPath);
     done.length = 0;
   };
   try {
@@ -113,7 +113,13 @@ function attachTc(addon: BpfAddon, progFds: Record<string, number>, t: AttachTar
     throw e;
   }
   // The filters died with the interface's qdisc: nothing to let go of.
-  return { mode: 'tc', detach: detachAll, release: () => void (done.length = 0) };
+  return {
+    mode: 'tc',
+    detach: detachAll,
+    release: () => {
+      done.length = 0;
+    },
+  };
 }
 
 /** Kernel answers that mean "no TCX here" rather than "not allowed". */

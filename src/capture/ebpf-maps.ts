@@ -432,7 +432,8 @@ export class SlotMapReader extends PerCpuCounterReader {
   private sample(out: CounterSample[], slot: number, values: Buffer, i: number): void {
     const packets = this.sum(values, i, CTR_VAL_PACKETS);
     if (packets === 0) return;
-    const key = (this.decoded[slot] ??= decodeCounterKey(this.slots.keyOf(slot), 0));
+    const key = this.decoded[slot] ?? decodeCounterKey(this.slots.keyOf(slot), 0);
+    this.decoded[slot] = key;
     out.push({ ...key, packets, bytes: this.sum(values, i, CTR_VAL_BYTES) });
   }
 }

@@ -217,13 +217,14 @@ export class EbpfCounter implements Counter {
     if (isL3LinkType(now.type) !== this.l3) {
       // The loaded program would read its headers at the wrong offset and count nothing.
       const header = this.l3 ? 'Ethernet' : 'no Ethernet header';
-      return this.reattachFailed(
+      this.reattachFailed(
         now,
         `${newLink} is of another link type (ARPHRD ${now.type}: ${header}), which the program loaded does not ` +
           'read; restart the agent to count on it',
         { type: now.type },
         'eBPF counters: the re-created uplink is of another link type; not re-attached',
       );
+      return;
     }
     const target = { ifname: this.ifname, netnsPath: this.netnsPath };
     let attachment: Attachment;
@@ -231,12 +232,13 @@ export class EbpfCounter implements Counter {
       attachment = attachPrograms(this.addon, this.progFds, target, this.attachment.mode, this.log);
     } catch (e) {
       const err = (e as Error).message;
-      return this.reattachFailed(
+      this.reattachFailed(
         now,
         `attaching to ${newLink} failed: ${err}`,
         { err },
         'eBPF counters: re-attaching to the re-created uplink failed; retrying at each read',
       );
+      return;
     }
     // Attached by name: if the name moved on meanwhile, take the programs off and let the next read start over.
     if (this.link.now()?.ifindex !== now.ifindex) {

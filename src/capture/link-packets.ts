@@ -124,7 +124,8 @@ export class LinkPackets {
   now(): LinkNow | undefined {
     if (this.fd < 0) throw new Error('link packet counts already closed');
     const n = native();
-    const seq = (this.seq = (this.seq + 1) >>> 0 || 1);
+    this.seq = (this.seq + 1) >>> 0 || 1;
+    const seq = this.seq;
     this.request.writeUInt32LE(seq, 8);
     n.nlSend(this.fd, this.request);
     for (;;) {

@@ -140,7 +140,10 @@ export class ConntrackCorrelator {
     for (const svc of svcs) {
       const k = `${kind}|${svc.namespace}/${svc.name}|${svc.protocol}|${svc.port}`;
       let g = this.groups.get(k);
-      if (!g) this.groups.set(k, (g = { kind, svc, count: 0, examples: [] }));
+      if (!g) {
+        g = { kind, svc, count: 0, examples: [] };
+        this.groups.set(k, g);
+      }
       g.count++;
       if (g.examples.length < MAX_EXAMPLES) g.examples.push(entries);
     }

@@ -37,7 +37,7 @@ export function activeFindings<M extends string>(
     const first = g.examples[0]!;
     const evidence: string[] = [];
     for (const ex of g.examples)
-      ex.forEach((e, i) => evidence.push(`conntrack ${spec.labels[i] ?? ''}: ${formatConntrack(e)}`));
+      for (const [i, e] of ex.entries()) evidence.push(`conntrack ${spec.labels[i] ?? ''}: ${formatConntrack(e)}`);
     if (g.count > g.examples.length) evidence.push(`(${g.count - g.examples.length} more like these)`);
     evidence.push(...(spec.extraEvidence?.(g.svc) ?? []));
     const vip = spec.vipOf?.(first, g.svc);

@@ -84,7 +84,9 @@ export async function runLive(flags: DiagnoseFlags, nodeName: string): Promise<D
   const warnings: string[] = [];
   const diag = new Diagnosis(diagnoseInputOf(node, cluster, warnings));
   try {
-    const res = await dumpConntrack((batch) => batch.forEach((e) => diag.add(e)), ns);
+    const res = await dumpConntrack((batch) => {
+      for (const e of batch) diag.add(e);
+    }, ns);
     const skipped = malformedNote(res);
     if (skipped) warnings.push(`conntrack: ${skipped}`);
     diag.conntrackSeen();

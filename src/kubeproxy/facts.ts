@@ -438,13 +438,19 @@ function ipvsNodePorts(t: WalkTables, text: OwnText): NodePortFact[] {
   const ids = new Map<NodePortSource, number>();
   const idOf = (s: NodePortSource): number => {
     let id = ids.get(s);
-    if (id === undefined) ids.set(s, (id = ids.size));
+    if (id === undefined) {
+      id = ids.size;
+      ids.set(s, id);
+    }
     return id;
   };
   return [...byKey.values()].map((f) => {
     const key = f.shownBy.map(idOf).join(',');
     let list = shared.get(key);
-    if (!list) shared.set(key, (list = f.shownBy.slice()));
+    if (!list) {
+      list = f.shownBy.slice();
+      shared.set(key, list);
+    }
     return kept(f, list);
   });
 }
