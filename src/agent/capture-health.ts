@@ -13,7 +13,10 @@ export class CaptureHealth {
   /** Targets applied: `notes` say what the counters cannot count, `stopped` why they count nothing. */
   applied(notes: string | undefined, stopped: string | undefined): void {
     this.notes = notes;
-    if (stopped !== undefined) return this.read(stopped);
+    if (stopped !== undefined) {
+      this.read(stopped);
+      return;
+    }
     this.notCounting = undefined;
     this.health.up('capture', notes);
   }

@@ -210,8 +210,10 @@ export class ConntrackTable {
         const svc = servicePortLabels(s, s.protocol, s.port);
         const id = portKey(s, s.protocol, s.port);
         let counts = this.outcomes.get(id);
-        if (!counts)
-          this.outcomes.set(id, (counts = { svc, replied: 0, unreplied: 0, loopback_pair: 0, not_snated: 0 }));
+        if (!counts) {
+          counts = { svc, replied: 0, unreplied: 0, loopback_pair: 0, not_snated: 0 };
+          this.outcomes.set(id, counts);
+        }
         counts[o]++;
       }
     }

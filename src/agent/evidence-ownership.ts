@@ -106,6 +106,9 @@ const byIndex = new WeakMap<ServiceIndex, EvidenceOwnership>();
 /** The ownership rules over one Service index, built once per index. */
 export function evidenceOwnership(index: ServiceIndex): EvidenceOwnership {
   let o = byIndex.get(index);
-  if (!o) byIndex.set(index, (o = new EvidenceOwnership(index)));
+  if (!o) {
+    o = new EvidenceOwnership(index);
+    byIndex.set(index, o);
+  }
   return o;
 }

@@ -252,14 +252,16 @@ export class EvidenceAnswers {
   serve(c: Caller, req: EvidenceRequest): void {
     const limits = this.limits;
     if (this.answering >= limits.maxAnswers) {
-      return c.finish({ type: 'error', message: `busy: ${limits.maxAnswers} evidence answers in progress; try again` });
+      c.finish({ type: 'error', message: `busy: ${limits.maxAnswers} evidence answers in progress; try again` });
+      return;
     }
     const watching = (req.watchS ?? 0) > 0;
     if (watching && this.watches >= limits.maxWatches) {
-      return c.finish({
+      c.finish({
         type: 'error',
         message: `busy: ${limits.maxWatches} evidence watches in progress; try again, or ask without --watch`,
       });
+      return;
     }
     // The slot is held while current entries are written, and for a watch's whole length.
     this.answering++;
@@ -328,12 +330,16 @@ export function startEvidenceServer(path: string, answers: EvidenceAnswers): Pro
       sock.setTimeout(0);
       const line = Buffer.concat([...pending, d.subarray(0, nl)]);
       pending = [];
-      if (line.length > limits.maxRequestBytes) return tooLong();
+      if (line.length > limits.maxRequestBytes) {
+        tooLong();
+        return;
+      }
       let req: EvidenceRequest;
       try {
         req = parseEvidenceRequest(line.toString('utf8'));
       } catch (e) {
-        return c.finish({ type: 'error', message: e instanceof EvidenceRequestError ? e.message : 'bad request' });
+        c.finish({ type: 'error', message: e instanceof EvidenceRequestError ? e.message : 'bad request' });
+        return;
       }
       answers.serve(c, req);
     };

@@ -40,7 +40,10 @@ export class AddressPortMap<V extends object> {
   add(ip: string, proto: string, port: number | undefined, v: V): void {
     const o = outerKey(proto, port);
     let inner = this.byPort.get(o);
-    if (!inner) this.byPort.set(o, (inner = new Map()));
+    if (!inner) {
+      inner = new Map();
+      this.byPort.set(o, inner);
+    }
     addTo(inner, innerKey(ip), v);
   }
 
