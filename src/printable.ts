@@ -3,6 +3,7 @@
 // move the cursor, clear the screen, recolour, retitle, reorder with bidi overrides or add lines.
 
 /** C0 controls, DEL, C1 controls, the line and paragraph separators, and bidi embeddings/overrides/isolates. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is what it is for
 const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
 
 const escapeOne = (c: string): string => {
