@@ -4,7 +4,7 @@ import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest, type RequestOptions } from 'node:https';
 import type { ApiTarget } from '../cluster/kube-config.js';
 import { errText } from '../errors.js';
-import { TOKEN_HEADER } from './relay.js';
+import { TOKEN_HEADER } from './relay-common.js';
 
 export interface RelayTarget {
   namespace: string;
