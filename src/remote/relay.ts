@@ -5,7 +5,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { EvidenceLine } from '../agent/evidence.js';
 import { type CheckAccess, type EvidenceQuery, parseEvidenceQuery } from '../agent/evidence-http.js';
 import type { UserInfo } from '../cluster/access-review.js';
-import type { AgentPod } from './agent-pods.js';
+import type { AgentPod, Unreachable } from './agent-pods.js';
 import { EvidenceLineError, parseEvidenceLine } from './evidence-lines.js';
 import { type AgentsOptions, fanOutRoute, LineBudget, ndjson, readAgent } from './relay-common.js';
 
@@ -47,13 +47,7 @@ export function relayRoute(options: RelayOptions): (req: IncomingMessage, res: S
     return {
       decide: (token, source) => options.check(token, attrs, source),
       ...(only.length ? { only } : {}),
-      unreachable: (u) => ({
-        node: u.node,
-        ...(u.pod ? { pod: u.pod } : {}),
-        status: 'failed',
-        entries: 0,
-        error: u.reason,
-      }),
+      unreachable: unreachableResult,
       lineOf: (r) => ({ node: r.node, ...(r.pod ? { pod: r.pod } : {}), type: 'error', message: r.error }),
       ask: (pod, user, res) => askAgent(options, q, pod, user, res, budget),
       summary: (results, answered) => ({
@@ -66,6 +60,19 @@ export function relayRoute(options: RelayOptions): (req: IncomingMessage, res: S
   });
 }
 
+/** The result of a node whose agent cannot be asked. */
+export function unreachableResult(u: Unreachable): RelayNodeResult {
+  return { node: u.node, ...(u.pod ? { pod: u.pod } : {}), status: 'failed', entries: 0, error: u.reason };
+}
+
+/** The query of an evidence request, to an agent or to the relay. */
+export function evidenceSearch(service: string, port?: number, watchS?: number): URLSearchParams {
+  const search = new URLSearchParams({ service });
+  if (port) search.set('port', String(port));
+  if (watchS) search.set('watch', String(watchS));
+  return search;
+}
+
 /** Streams one agent's answer into `res`, each line with node and pod; never throws. */
 async function askAgent(
   options: AgentsOptions,
@@ -76,9 +83,7 @@ async function askAgent(
   budget: LineBudget,
 ): Promise<RelayNodeResult> {
   const result: RelayNodeResult = { node: pod.node, pod: pod.name, status: 'failed', entries: 0 };
-  const search = new URLSearchParams({ service: `${query.namespace}/${query.name}` });
-  if (query.port) search.set('port', String(query.port));
-  if (query.watchS) search.set('watch', String(query.watchS));
+  const search = evidenceSearch(`${query.namespace}/${query.name}`, query.port, query.watchS);
   let sawEnd = false;
   const errors: string[] = [];
   const failed = await readAgent(options, pod, res, {
