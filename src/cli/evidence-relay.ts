@@ -80,7 +80,7 @@ async function run(f: RelayFlags): Promise<void> {
   const authz = new KubeAuthorizer(new AccessReviewClient(target), { limiter });
   const nodeTokens = new NodeTokens(tokenRequester(target, { namespace: sa[1]!, name: sa[2]! }));
   const pods = `/api/v1/namespaces/${encodeURIComponent(f.agentNamespace)}/pods`;
-  // What both routes ask the agents with: the pods, their port, and the bounds.
+  // What the routes and the Event recorder ask the agents with: the pods, their port, and the bounds.
   const agents = {
     listPods: async () =>
       (await api.listPage(pods, { labelSelector: f.agentSelector })).items.map((p) =>
@@ -92,6 +92,8 @@ async function run(f: RelayFlags): Promise<void> {
     maxRequests: int(f.maxRequests, '--max-requests', 1000),
     maxRequestsPerCaller: int(f.maxRequestsPerCaller, '--max-requests-per-caller', 1000),
     nodeToken: (node: string) => nodeTokens.forNode(node),
+    agentTimeoutMs: int(f.statusTimeout, '--status-timeout', 300) * 1000,
+    maxAnswerBytes: 16 << 20,
   };
   const route = relayRoute({
     check: async (authorization, attrs, source) => {
@@ -108,8 +110,6 @@ async function run(f: RelayFlags): Promise<void> {
       return d;
     },
     ...agents,
-    agentTimeoutMs: int(f.statusTimeout, '--status-timeout', 300) * 1000,
-    maxAnswerBytes: 16 << 20,
   });
   const server = relayServer(route, status);
   let stopEvents = (): void => undefined;
@@ -117,13 +117,7 @@ async function run(f: RelayFlags): Promise<void> {
     const { EventRecorder, eventCreator } = await import('../remote/events.js');
     const intervalMs = int(f.eventsInterval, '--events-interval', 3600) * 1000;
     const recorder = new EventRecorder({
-      listPods: agents.listPods,
-      container: agents.container,
-      agentPort: agents.agentPort,
-      concurrency: agents.concurrency,
-      nodeToken: agents.nodeToken,
-      agentTimeoutMs: int(f.statusTimeout, '--status-timeout', 300) * 1000,
-      maxAnswerBytes: 16 << 20,
+      ...agents,
       create: eventCreator(target, process.env.POD_NAME ?? hostname()),
       quietPeriodMs: 10 * 60_000,
       perMinute: 30,
