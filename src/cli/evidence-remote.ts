@@ -166,8 +166,10 @@ async function askNode(api: ApiTarget, o: AllNodesOptions, pod: AgentPod, out: O
     stderr.flush();
     if (code === 0 && sawEnd && !agentErrors.length) result.status = 'ok';
     // The remote CLI prints its reason on stderr ("clbprobe: ..."); the JSON error line says the same.
-    else
-      result.error = `${agentErrors[0] ?? (stderrTail.replace(/^clbprobe: /, '') || 'no evidence stream')} (exit ${code})`;
+    else {
+      const reason = agentErrors[0] ?? (stderrTail.replace(/^clbprobe: /, '') || 'no evidence stream');
+      result.error = `${reason} (exit ${code})`;
+    }
   } catch (e) {
     result.error = e instanceof PodExecError ? e.message : String(e);
     ran = e instanceof PodExecError && e.kind === 'timeout';
@@ -225,7 +227,8 @@ async function copyOut(
 async function runViaRelay(o: AllNodesOptions, api: ApiTarget): Promise<number> {
   if (o.pcap)
     throw new UserError(
-      '--pcap with --all-nodes copies each capture out of the agent pod: add --via exec (needs pods/exec, deploy/README.md)',
+      '--pcap with --all-nodes copies each capture out of the agent pod: ' +
+        'add --via exec (needs pods/exec, deploy/README.md)',
     );
   const [namespace = '', service = ''] = (o.relay ?? DEFAULT_RELAY).split('/');
   const query = evidenceSearch(o.service, o.port, o.watchS);

@@ -54,7 +54,7 @@ export function statusRoute(options: StatusRelayOptions): (req: IncomingMessage,
 
 export type AgentAsk = Pick<StatusRelayOptions, 'agentPort' | 'nodeToken' | 'agentTimeoutMs' | 'maxAnswerBytes'>;
 
-/** Streams one agent's findings into `sink` and returns its node line, never throwing; without `user` asks as itself. */
+/** Streams one agent's findings into `sink`; its node line, never throwing. Without `user` it asks as itself. */
 export async function askFindings(
   options: AgentAsk,
   pod: AgentPod,
