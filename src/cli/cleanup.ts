@@ -1,6 +1,4 @@
-// `clbprobe cleanup`: removes the legacy tc (cls_bpf) filters a killed agent left on this node,
-// and their clsact qdisc when nothing else uses it (src/capture/tc-cleanup.ts). Run by the
-// DaemonSet's preStop and by deploy/cleanup-daemonset.yaml after an uninstall.
+// `clbprobe cleanup`: removes the legacy tc filters (and unused clsact qdisc) a killed agent left; run by preStop.
 import type { Command } from 'commander';
 import { createLogger } from '../log.js';
 import { netnsPath } from '../netns-path.js';

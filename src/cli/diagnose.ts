@@ -1,7 +1,4 @@
-// `clbprobe diagnose`: per Service, whether LB loopback can happen or is
-// happening on this node, the proof and the fix. The work is in src/diagnose/run.ts, loaded when the
-// command runs: the agent (the same binary) need not hold the bundle readers in memory.
-
+// `clbprobe diagnose`: per Service, whether LB loopback can happen or is happening on this node, the proof and the fix.
 import { hostname } from 'node:os';
 import type { Command } from 'commander';
 import type { DiagnoseResult } from '../detect/types.js';

@@ -1,7 +1,5 @@
-// `clbprobe evidence-relay`: the evidence relay's process (deploy/evidence-relay.yaml), no
-// capabilities, no host network. Serves GET /evidence (src/remote/relay.ts) and /healthz, under
-// the agent's connection limits: at the cap the oldest connection not being served (idle, or still
-// sending its headers) gives way, so idle sockets cannot lock on-call out.
+// `clbprobe evidence-relay` (deploy/evidence-relay.yaml): no capabilities, no host network; /evidence, /status and
+// /healthz under the agent's connection limits, so idle sockets cannot lock on-call out.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { hostname } from 'node:os';
 import { type Command, Option } from 'commander';

@@ -1,7 +1,5 @@
-// `clbprobe evidence`: asks the local agent (Unix socket) for one Service's
-// conntrack entries, classified, now and optionally for a while; can also
-// capture the Service's packets for the same window into a .pcap file.
-
+// `clbprobe evidence`: one Service's conntrack entries, classified, from the local agent's Unix socket; optionally
+// watched for a while and captured into a .pcap file.
 import { createConnection } from 'node:net';
 import { type Command, Option } from 'commander';
 import { type EvidenceRequest, parseServiceRef, type ServiceAddresses } from '../agent/evidence.js';
@@ -163,10 +161,7 @@ async function run(flags: EvidenceFlags): Promise<void> {
   }
 }
 
-/**
- * --pcap-max in MiB. The default stays well under the agent pod's /tmp emptyDir
- * (256Mi in deploy/daemonset.yaml): a capture that filled it would get the agent evicted.
- */
+/** --pcap-max in MiB; the default stays well under the agent pod's 256Mi /tmp, whose filling would evict the agent. */
 function pcapMaxMiB(flags: EvidenceFlags): number {
   const n = Number(flags.pcapMax);
   if (!Number.isInteger(n) || n < 1 || n > 4096)

@@ -1,7 +1,5 @@
-// `clbprobe status` (`kubectl clbprobe status`): the whole cluster's findings in one table, from
-// every agent through the evidence relay (src/remote/status.ts), with the caller's own access:
-// each agent shows only the findings of Services the caller may get.
-
+// `clbprobe status`: the whole cluster's findings in one table, from every agent through the evidence relay, each
+// agent showing only the Services the caller may get.
 import { writeFileSync } from 'node:fs';
 import { type Command, Option } from 'commander';
 import type { Severity } from '../detect/types.js';

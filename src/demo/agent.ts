@@ -1,8 +1,4 @@
-// The demo's agent: the same Agent class and /metrics server that
-// `clbprobe agent` runs in a DaemonSet pod, here reading node1's namespace,
-// counting on node1's uplink, and serving /metrics on a loopback port. The
-// demo reads its numbers back through HTTP, as Prometheus would.
-
+// The demo's agent: `clbprobe agent`'s Agent and /metrics server on node1's namespace, serving on a loopback port.
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import pino from 'pino';
@@ -11,7 +7,6 @@ import { parseSamples, type Sample } from '../export/parse-samples.js';
 import { createMetricsServer } from '../export/server.js';
 import { LAB, type LoopLab } from './lab.js';
 
-/** One sample line of the exposition format: name, labels, value. */
 export interface DemoAgent {
   /** e.g. "eBPF (tcx) on eth0", or why the counters are off. */
   readonly counting: string;

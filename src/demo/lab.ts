@@ -1,9 +1,5 @@
-// A namespace lab that really loops: a client and a server pod on node1's bridge; node1 and node2 on
-// their own veths to an "LB" namespace that DNATs VIP:80 to node1:NodePort without SNAT and sends
-// traffic from a backend node to the other one (the usual anti-loopback). node1 is a TKE-style
-// IPVS-mode node (node1Rules, node1Ipsets): the LB IP is not bound on kube-ipvs0, so pod→LB-IP
-// traffic leaves the node. With { kubeProxy: 'none' } node1 gets no rules, for tests that run the
-// real kube-proxy there. Every namespace starts with the caller's prefix; destroy() removes them all.
+// A namespace lab that really loops: client and server pods on node1, node1 and node2 behind an "LB" namespace that
+// DNATs VIP:80 to node1's NodePort without SNAT; node1 has TKE-style IPVS rules that leave the LB IP unbound.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';

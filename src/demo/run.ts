@@ -1,7 +1,5 @@
-// The demo's story: a pod whose connect to its Service's LB IP loops, the diagnosis that names the
-// mechanism, the fix applied (externalTrafficPolicy=Cluster, so kube-proxy masquerades and the LB's
-// anti-loopback sends it elsewhere), and the proof it is gone. Diagnosis and agent are the same code
-// as `clbprobe diagnose --netns` and `clbprobe agent`; counters are read from /metrics.
+// The demo's story: a pod's connect to its Service's LB IP loops, diagnose names it, externalTrafficPolicy=Cluster
+// fixes it, and the agent's /metrics show it stop; diagnosis and agent are the code `clbprobe` itself runs.
 import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
