@@ -15,7 +15,7 @@ import { createMetricsServer, type MetricsServerOptions } from '../export/server
 import { parseListen } from '../http-limits.js';
 import { createLogger, type Logger } from '../log.js';
 import { netnsPath } from '../netns-path.js';
-import { fail, UserError } from './errors.js';
+import { failing, UserError } from './errors.js';
 
 export const DEFAULT_EVIDENCE_SOCKET = '/run/clbprobe/evidence.sock';
 const VERSION = process.env.npm_package_version ?? '0.1.0';
@@ -386,11 +386,5 @@ export function register(program: Command): void {
         '  curl -s localhost:9811/metrics | grep clbprobe_lb_path_packets_total',
       ].join('\n'),
     )
-    .action(async (flags: AgentFlags) => {
-      try {
-        await run(flags);
-      } catch (e) {
-        fail(e);
-      }
-    });
+    .action(failing(run));
 }

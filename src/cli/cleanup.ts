@@ -2,7 +2,7 @@
 import type { Command } from 'commander';
 import { createLogger } from '../log.js';
 import { netnsPath } from '../netns-path.js';
-import { fail } from './errors.js';
+import { failing } from './errors.js';
 
 interface CleanupFlags {
   interface?: string;
@@ -40,11 +40,5 @@ export function register(program: Command): void {
     .option('--interface <ifname>', 'only this interface')
     .option('--netns <name>', 'in network namespace NAME or a path (tests)')
     .option('--log-level <level>', 'pino level', 'warn')
-    .action(async (f: CleanupFlags) => {
-      try {
-        await run(f);
-      } catch (e) {
-        fail(e);
-      }
-    });
+    .action(failing(run));
 }

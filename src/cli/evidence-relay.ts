@@ -7,7 +7,7 @@ import { errText } from '../errors.js';
 import { DEFAULT_SERVER_LIMITS, limitConnections, parseListen } from '../http-limits.js';
 import { createLogger } from '../log.js';
 import type { PodFields } from '../remote/agent-pods.js';
-import { fail, UserError } from './errors.js';
+import { failing, UserError } from './errors.js';
 import { AGENT_DEFAULTS } from './evidence.js';
 
 interface RelayFlags {
@@ -199,11 +199,5 @@ export function register(program: Command): void {
       'clbprobe/clbprobe-evidence-relay',
     )
     .option('--log-level <level>', 'pino level', 'info')
-    .action(async (f: RelayFlags) => {
-      try {
-        await run(f);
-      } catch (e) {
-        fail(e);
-      }
-    });
+    .action(failing(run));
 }

@@ -6,7 +6,7 @@ import { type EvidenceRequest, parseServiceRef, type ServiceAddresses } from '..
 import type { CaptureResult } from '../capture/pcap-capture.js';
 import { EvidenceLineError, lineSplitter, parseEvidenceLine } from '../remote/evidence-lines.js';
 import { DEFAULT_EVIDENCE_SOCKET, parseSeconds } from './agent.js';
-import { fail, UserError } from './errors.js';
+import { failing, UserError } from './errors.js';
 import { textLine } from './evidence-text.js';
 
 interface EvidenceFlags {
@@ -242,15 +242,13 @@ Examples:
   clbprobe evidence --all-nodes --service shop/web --node node-7 --watch 30s --pcap web.pcap   writes web.node-7.pcap
   kubectl -n clbprobe exec POD -c agent -- node /app/dist/src/cli/main.js evidence --service shop/web --json`,
     )
-    .action(async (flags: EvidenceFlags, cmd: Command) => {
-      try {
+    .action(
+      failing(async (flags: EvidenceFlags, cmd: Command) => {
         checkFlags(flags, cmd);
         if (!flags.allNodes) return await run(flags);
         const code = await runAllNodes(flags);
         // Exit now: sockets the API client keeps alive must not hold the command open.
         process.stdout.write('', () => process.exit(code));
-      } catch (e) {
-        fail(e);
-      }
-    });
+      }),
+    );
 }

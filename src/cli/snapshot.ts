@@ -6,8 +6,7 @@ import { isPermissionReason } from '../model/permission.js';
 import type { SourceStatus } from '../model/source-status.js';
 import { netnsPath } from '../netns-path.js';
 import { printable } from '../printable.js';
-import type { NodeSnapshot } from '../source/node-snapshot.js';
-import { EXIT_ERROR, fail, UserError } from './errors.js';
+import { EXIT_ERROR, failing, UserError } from './errors.js';
 
 interface SnapshotFlags {
   json?: boolean;
@@ -26,7 +25,8 @@ function privilegeProblem(sources: SourceStatus[]): string | undefined {
   );
 }
 
-async function runSnapshot(flags: SnapshotFlags, out: NodeJS.WritableStream = process.stdout): Promise<NodeSnapshot> {
+async function runSnapshot(flags: SnapshotFlags): Promise<void> {
+  const out = process.stdout;
   for (const a of flags.filterAddress) {
     if (!isIP(a)) throw new UserError(`--filter-address: not an IP address: ${a}`);
   }
@@ -53,7 +53,6 @@ async function runSnapshot(flags: SnapshotFlags, out: NodeJS.WritableStream = pr
       for (const e of snap.conntrack.entries) out.write(`${printable(formatConntrack(e))}\n`);
     }
   }
-  return snap;
 }
 
 export function register(program: Command): void {
@@ -85,11 +84,5 @@ Examples:
 Exit codes: 0 ok (sources that are absent, e.g. IPVS on an iptables node, are reported, not fatal);
 2 on errors, e.g. missing privileges (one line naming the capability).`,
     )
-    .action(async (flags: SnapshotFlags) => {
-      try {
-        await runSnapshot(flags);
-      } catch (e) {
-        fail(e);
-      }
-    });
+    .action(failing(runSnapshot));
 }
