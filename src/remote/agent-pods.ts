@@ -49,13 +49,12 @@ export interface Unreachable {
   reason: string;
 }
 
-export interface NodePlan {
-  ask: AgentPod[];
-  unreachable: Unreachable[];
-}
-
 /** One Running pod per node, preferring ready and not deleting (rolling updates); `only` also reports podless nodes. */
-export function planNodes(pods: AgentPod[], container: string, only?: string[]): NodePlan {
+export function planNodes(
+  pods: AgentPod[],
+  container: string,
+  only?: string[],
+): { ask: AgentPod[]; unreachable: Unreachable[] } {
   const byNode = new Map<string, AgentPod[]>();
   for (const p of pods) {
     if (only && !only.includes(p.node)) continue;

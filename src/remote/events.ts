@@ -7,8 +7,8 @@ import { postJson } from '../cluster/api-post.js';
 import type { ApiTarget } from '../cluster/kube-config.js';
 import { byText } from '../compare.js';
 import { errText } from '../errors.js';
-import { type AgentPod, planNodes } from './agent-pods.js';
-import { eachPod } from './relay-common.js';
+import { planNodes } from './agent-pods.js';
+import { type AgentsOptions, eachPod } from './relay-common.js';
 import { type AgentAsk, askFindings } from './status.js';
 
 export const EVENT_REASON = 'LoadBalancerLoopback';
@@ -24,10 +24,7 @@ export interface LoopEvent {
   message: string;
 }
 
-export interface EventRecorderOptions extends AgentAsk {
-  listPods: () => Promise<AgentPod[]>;
-  container: string;
-  concurrency: number;
+export interface EventRecorderOptions extends AgentAsk, Pick<AgentsOptions, 'listPods' | 'container' | 'concurrency'> {
   /** Creates one Event; 'exists' when its name is taken (another replica recorded it). */
   create: (e: LoopEvent, name: string) => Promise<'created' | 'exists'>;
   /** Time between two Warnings for one Service. */

@@ -11,18 +11,17 @@ const RENEW_BEFORE_MS = 120_000;
 const MAX_NODES = 5000;
 const MAX_ANSWER = 64 << 10;
 
-export interface ServiceAccountRef {
-  namespace: string;
-  name: string;
-}
-
 export type MintToken = (
   audience: string,
   expirationSeconds: number,
 ) => Promise<{ token: string; expiresAtMs: number }>;
 
 /** TokenRequest for `sa` through `target` (needs "create" on serviceaccounts/token of that one account). */
-export function tokenRequester(target: ApiTarget, sa: ServiceAccountRef, timeoutMs = 10_000): MintToken {
+export function tokenRequester(
+  target: ApiTarget,
+  sa: { namespace: string; name: string },
+  timeoutMs = 10_000,
+): MintToken {
   const path =
     `/api/v1/namespaces/${encodeURIComponent(sa.namespace)}` + `/serviceaccounts/${encodeURIComponent(sa.name)}/token`;
   return async (audience, expirationSeconds) => {
