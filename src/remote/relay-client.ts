@@ -4,7 +4,7 @@ import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest, type RequestOptions } from 'node:https';
 import type { ApiTarget } from '../cluster/kube-config.js';
 import { errText } from '../errors.js';
-import { TOKEN_HEADER } from './relay-common.js';
+import { jsonMessage, TOKEN_HEADER } from './relay-common.js';
 
 export interface RelayTarget {
   namespace: string;
@@ -92,13 +92,7 @@ export async function askRelay(
 
 /** An error answer from the API server (a Status) or from the relay (an error line), in words that say what to fix. */
 function refusal(code: number, body: string, t: RelayTarget, where: string): RelayError {
-  let msg = body.trim().slice(0, 300) || '(empty answer)';
-  try {
-    const m = (JSON.parse(body.split('\n')[0] ?? '') as { message?: unknown }).message;
-    if (typeof m === 'string') msg = m;
-  } catch {
-    // not JSON
-  }
+  const msg = jsonMessage(body) ?? (body.trim().slice(0, 300) || '(empty answer)');
   if (code === 403 && msg.includes('services/proxy')) {
     return new RelayError(
       `403 Forbidden: ${msg} (needs RBAC verb "get" on "services/proxy" named ` +

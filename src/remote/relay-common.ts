@@ -15,15 +15,20 @@ export const MAX_REFUSAL = 4096;
 
 export const ndjson = (o: object): string => `${JSON.stringify(o)}\n`;
 
-/** The message of an error line or Status body, else the body itself; at most 300 characters. */
-export function refusalText(body: string): string {
+/** The message of an error line or Status body (its first line), if it is one. */
+export function jsonMessage(body: string): string | undefined {
   try {
     const m = (JSON.parse(body.split('\n')[0] ?? '') as { message?: unknown }).message;
-    if (typeof m === 'string') return m.slice(0, 300);
+    return typeof m === 'string' ? m : undefined;
   } catch {
-    // not JSON
+    return undefined;
   }
-  return body.trim().slice(0, 300) || '(empty answer)';
+}
+
+/** The message of an error line or Status body, else the body itself; at most 300 characters. */
+export function refusalText(body: string): string {
+  const message = jsonMessage(body);
+  return message !== undefined ? message.slice(0, 300) : body.trim().slice(0, 300) || '(empty answer)';
 }
 
 export interface Refusal {
