@@ -63,7 +63,6 @@ export function parseSeconds(text: string, flag: string): number {
   return Number(m[1]) * SECONDS_PER_UNIT[m[2] ?? 's']!;
 }
 
-/** The Agent's options from the command line's flags. */
 export function agentOptions(flags: AgentFlags, log: Logger): AgentOptions {
   return {
     nodeName: flags.nodeName ?? hostname(),

@@ -38,7 +38,6 @@ export interface AllNodesOptions {
   namespace: string;
   selector: string;
   container: string;
-  /** Only these nodes. */
   nodes?: string[];
   concurrency: number;
   /** Per node, from the exec's start to its exit status. */
@@ -47,11 +46,9 @@ export interface AllNodesOptions {
   pcap?: string;
   /** Size cap of each node's capture (the remote --pcap-max). */
   pcapMaxMiB?: number;
-  /** Where lines go (stdout in the CLI). */
   write: (text: string) => void;
   /** relay (default): the evidence relay asks each agent with the caller's token; exec: node admin, for --pcap. */
   via?: 'relay' | 'exec';
-  /** The relay's Service, NAMESPACE/NAME. */
   relay?: string;
 }
 
@@ -61,7 +58,6 @@ export type NodeResult = RelayNodeResult & { pcap?: { file: string; packets: num
 /** The agent pods' scratch space (an emptyDir in deploy/daemonset.yaml). */
 const REMOTE_TMP = '/tmp';
 
-/** The command run inside each agent pod. */
 export function remoteCommand(
   o: Pick<AllNodesOptions, 'service' | 'port' | 'watchS' | 'pcapMaxMiB'>,
   remotePcap?: string,

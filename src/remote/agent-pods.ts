@@ -2,7 +2,6 @@
 // for which node, which nodes cannot answer and why). The plan is pure so it is tested on its own.
 import { byText } from '../compare.js';
 
-/** The fields of a Pod (as the API lists it) that toAgentPod reads. */
 export interface PodFields {
   metadata?: { name?: string; deletionTimestamp?: unknown };
   spec?: { nodeName?: string; containers?: { name: string }[] };

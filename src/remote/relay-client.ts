@@ -21,7 +21,6 @@ export class RelayError extends Error {
   }
 }
 
-/** Longest line accepted from the relay. */
 const MAX_LINE = 1 << 20;
 
 /** Streams the relay's answer line by line; resolves when it ends, rejects with what to fix. */

@@ -10,7 +10,6 @@ import { type AgentPod, planNodes, type Unreachable } from './agent-pods.js';
 /** The header that carries the caller's "Bearer TOKEN" through the API server's proxy. */
 export const TOKEN_HEADER = 'x-clbprobe-authorization';
 
-/** Longest refusal body read from an agent. */
 export const MAX_REFUSAL = 4096;
 
 export const ndjson = (o: object): string => `${JSON.stringify(o)}\n`;
@@ -31,12 +30,6 @@ export function refusalText(body: string): string {
   return message !== undefined ? message.slice(0, 300) : body.trim().slice(0, 300) || '(empty answer)';
 }
 
-export interface Refusal {
-  status: number;
-  message: string;
-  headers: Record<string, string>;
-}
-
 /** A route's requests answered at once, overall and per caller. */
 export class RequestLimits {
   private active = 0;
@@ -51,7 +44,10 @@ export class RequestLimits {
   }
 
   /** Takes a place for `user`'s request until `res` closes; the refusal when there is none. */
-  admit(user: UserInfo, res: ServerResponse): Refusal | undefined {
+  admit(
+    user: UserInfo,
+    res: ServerResponse,
+  ): { status: number; message: string; headers: Record<string, string> } | undefined {
     const slot = this.slots.take(callerKey(user), false);
     if ('error' in slot) return { status: 429, message: slot.error, headers: { 'Retry-After': '5' } };
     res.once('close', slot.release);
