@@ -1,5 +1,6 @@
 // `clbprobe evidence`: one Service's conntrack entries, classified, from the local agent's Unix socket; optionally
 // watched for a while and captured into a .pcap file.
+import { once } from 'node:events';
 import { createConnection } from 'node:net';
 import { type Command, Option } from 'commander';
 import { type EvidenceRequest, parseServiceRef, type ServiceAddresses } from '../agent/evidence.js';
@@ -107,14 +108,9 @@ async function run(flags: EvidenceFlags): Promise<void> {
   // all in other processes of this binary (the agent).
   const capture = flags.pcap ? (await import('../capture/pcap-capture.js')).capture : undefined;
   const sock = createConnection(flags.socket);
-  await new Promise<void>((resolve, reject) => {
-    sock.once('connect', resolve);
-    sock.once('error', (e) =>
-      reject(
-        new UserError(
-          `cannot reach the agent at ${flags.socket}: ${e.message} (is clbprobe agent running on this node? --socket)`,
-        ),
-      ),
+  await once(sock, 'connect').catch((e: Error) => {
+    throw new UserError(
+      `cannot reach the agent at ${flags.socket}: ${e.message} (is clbprobe agent running on this node? --socket)`,
     );
   });
   // `clbprobe evidence | head`: the reader went away; stop quietly, as cat or grep do.
