@@ -221,16 +221,15 @@ function waitUp(p: ChildProcess): Promise<void> {
   });
 }
 
-export interface LoopLabOptions {
-  /**
-   * Who writes node1's kube-proxy rules: the hand-written ones of this file (default), or nobody,
-   * for a test that runs the real kube-proxy in node1 (test/support/kube-proxy.ts).
-   */
-  kubeProxy?: 'hand-written' | 'none';
-}
-
-/** Builds the lab with namespaces named `prefix`PID-N; Service externalTrafficPolicy `etp`. */
-export async function createLoopLab(etp: Etp, prefix: string, opts: LoopLabOptions = {}): Promise<LoopLab> {
+/**
+ * Builds the lab with namespaces named `prefix`PID-N; Service externalTrafficPolicy `etp`. node1's kube-proxy
+ * rules are this file's hand-written ones, or none for a test that runs the real kube-proxy (test/support/kube-proxy.ts).
+ */
+export async function createLoopLab(
+  etp: Etp,
+  prefix: string,
+  opts: { kubeProxy?: 'hand-written' | 'none' } = {},
+): Promise<LoopLab> {
   const handWritten = (opts.kubeProxy ?? 'hand-written') === 'hand-written';
   const created: Netns[] = [];
   const procs: ChildProcess[] = [];
