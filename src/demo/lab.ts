@@ -223,7 +223,7 @@ function waitUp(p: ChildProcess): Promise<void> {
 
 /**
  * Builds the lab with namespaces named `prefix`PID-N; Service externalTrafficPolicy `etp`. node1's kube-proxy
- * rules are this file's hand-written ones, or none for a test that runs the real kube-proxy (test/support/kube-proxy.ts).
+ * rules are this file's hand-written ones, or none for a test running the real kube-proxy (test/support/kube-proxy.ts).
  */
 export async function createLoopLab(
   etp: Etp,
