@@ -12,13 +12,7 @@ export interface RelayTarget {
 }
 
 export class RelayError extends Error {
-  constructor(
-    message: string,
-    readonly statusCode?: number,
-  ) {
-    super(message);
-    this.name = 'RelayError';
-  }
+  override name = 'RelayError';
 }
 
 const MAX_LINE = 1 << 20;
@@ -96,11 +90,10 @@ function refusal(code: number, body: string, t: RelayTarget, where: string): Rel
     return new RelayError(
       `403 Forbidden: ${msg} (needs RBAC verb "get" on "services/proxy" named ` +
         `${t.service} in namespace ${t.namespace}; see deploy/oncall-rbac.yaml)`,
-      code,
     );
   }
-  if (code === 401) return new RelayError(`401 Unauthorized: ${msg}`, code);
+  if (code === 401) return new RelayError(`401 Unauthorized: ${msg}`);
   if (code === 503 && /no endpoints/i.test(msg))
-    return new RelayError(`${where}: no relay pod is ready (${msg}); is deploy/evidence-relay.yaml applied?`, code);
-  return new RelayError(`${code}: ${msg}`, code);
+    return new RelayError(`${where}: no relay pod is ready (${msg}); is deploy/evidence-relay.yaml applied?`);
+  return new RelayError(`${code}: ${msg}`);
 }
