@@ -214,7 +214,7 @@ class LineSink extends EventEmitter {
 }
 
 /** Creates core/v1 Events through `target` (the relay's service account: create on events). */
-export function eventCreator(target: ApiTarget, instance: string, timeoutMs = 10_000): EventRecorderOptions['create'] {
+export function eventCreator(target: ApiTarget, instance: string): EventRecorderOptions['create'] {
   return async (loop, name) => {
     const at = new Date().toISOString();
     const event = {
@@ -233,7 +233,7 @@ export function eventCreator(target: ApiTarget, instance: string, timeoutMs = 10
       count: 1,
     };
     const path = `/api/v1/namespaces/${encodeURIComponent(loop.namespace)}/events`;
-    const reply = await postJson(target, path, event, { timeoutMs, maxBytes: 4096, overflow: 'cut' });
+    const reply = await postJson(target, path, event, { timeoutMs: 10_000, maxBytes: 4096, overflow: 'cut' });
     if (reply.status === 201 || reply.status === 200) return 'created';
     if (reply.status === 409) return 'exists';
     throw new Error(`create Event in ${loop.namespace}: ${reply.status} ${reply.text.slice(0, 200)}`);
