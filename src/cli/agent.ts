@@ -1,7 +1,5 @@
-// `clbprobe agent`: the DaemonSet process. Serves /metrics, /healthz and
-// /readyz on --listen and evidence on a Unix socket; SIGTERM detaches the
-// counters and closes every socket within 5 s.
-
+// `clbprobe agent`: the DaemonSet process. Serves /metrics, /healthz and /readyz on --listen and evidence on a Unix
+// socket; SIGTERM detaches the counters and closes every socket within 5 s.
 import type { Server } from 'node:http';
 import { hostname } from 'node:os';
 import { type Command, Option } from 'commander';
@@ -17,7 +15,7 @@ import { createMetricsServer, type MetricsServerOptions } from '../export/server
 import { parseListen } from '../http-limits.js';
 import { createLogger, type Logger } from '../log.js';
 import { netnsPath } from '../netns-path.js';
-import { fail, UserError } from './errors.js';
+import { failing, UserError } from './errors.js';
 
 export const DEFAULT_EVIDENCE_SOCKET = '/run/clbprobe/evidence.sock';
 const VERSION = process.env.npm_package_version ?? '0.1.0';
@@ -65,7 +63,6 @@ export function parseSeconds(text: string, flag: string): number {
   return Number(m[1]) * SECONDS_PER_UNIT[m[2] ?? 's']!;
 }
 
-/** The Agent's options from the command line's flags. */
 export function agentOptions(flags: AgentFlags, log: Logger): AgentOptions {
   return {
     nodeName: flags.nodeName ?? hostname(),
@@ -91,20 +88,20 @@ async function run(flags: AgentFlags): Promise<void> {
   const { EvidenceAnswers, startEvidenceServer } = await import('../agent/evidence-server.js');
   const log = createLogger(flags.logLevel);
   const releaseStartupPages = flags.releaseStartupPages ? await startupPagesReleaser(log) : () => undefined;
-  const listen = (() => {
-    try {
-      return parseListen(flags.listen);
-    } catch (e) {
-      throw new UserError(errText(e));
-    }
-  })();
-  const agent = new Agent({ ...agentOptions(flags, log), onStartupPhase: releaseStartupPages });
+  let listen: ReturnType<typeof parseListen>;
+  try {
+    listen = parseListen(flags.listen);
+  } catch (e) {
+    throw new UserError(errText(e));
+  }
+  const options = agentOptions(flags, log);
+  const agent = new Agent({ ...options, onStartupPhase: releaseStartupPages });
   const registry = createAgentRegistry(() => agent.metricsState(), {
     maxServicePorts: positiveInt(flags.maxServicePorts, '--max-service-ports'),
     idleMs: parseSeconds(flags.seriesIdleTimeout, '--series-idle-timeout') * 1000,
     processMetrics: true,
   });
-  const nodeName = flags.nodeName ?? hostname();
+  const { nodeName } = options;
   const { authz, evidenceAuthz, why } = await apiAuthorizer(flags.kubeconfig, nodeName);
   if (flags.metricsAuth === 'kubernetes' && !authz)
     throw new UserError(`--metrics-auth kubernetes checks tokens with the API server: ${why}`);
@@ -169,19 +166,14 @@ async function run(flags: AgentFlags): Promise<void> {
   evidenceAnswers = new EvidenceAnswers({
     table: () => agent.table,
     find: (ns, name, port) => agent.find(ns, name, port),
-    nodeName: flags.nodeName ?? hostname(),
+    nodeName,
     ...(agent.ifname ? { ifname: agent.ifname } : {}),
   });
   evidence = await startEvidenceServer(flags.evidenceSocket, evidenceAnswers);
   log.info({ socket: flags.evidenceSocket }, 'evidence socket listening');
 }
 
-/**
- * Start-up's pages of node and its libraries back to the kernel (src/agent/startup-pages.ts):
- * once the modules are loaded, when the sources other than conntrack have been read (the cluster
- * lists, the index build, the counters' set-up), and when the conntrack dump is done: one-off work
- * whose code later cycles do not run.
- */
+/** Start-up's pages back to the kernel after each one-off phase whose code later cycles do not run. */
 async function startupPagesReleaser(log: Logger): Promise<(phase: string) => void> {
   const { processStartupPagesIo, releaseStartupPages } = await import('../agent/startup-pages.js');
   const io = processStartupPagesIo();
@@ -205,10 +197,8 @@ async function startupPagesReleaser(log: Logger): Promise<(phase: string) => voi
 }
 
 /**
- * Checks bearer tokens with the API server's TokenReview + SubjectAccessReview, with the agent's
- * own credentials (in a pod: its service account): /metrics' with the API server's audience,
- * /evidence's with this node's evidence audience, both under one rate limit of reviews for
- * strangers; undefined, with the reason, without an API.
+ * Token checks by the API server with the agent's own credentials: /metrics' with the API server's audience,
+ * /evidence's with this node's, under one rate limit of reviews for strangers; without an API, the reason.
  */
 async function apiAuthorizer(
   kubeconfig: string | undefined,
@@ -230,8 +220,13 @@ async function apiAuthorizer(
   }
 }
 
+/** An option its environment variable can set too, as the DaemonSet does. */
+function envOption(flags: string, help: string, env: string, value?: string): Option {
+  const option = new Option(flags, help).env(env);
+  return value === undefined ? option : option.default(value);
+}
+
 export function register(program: Command): void {
-  const env = (o: Option, name: string) => o.env(name);
   program
     .command('agent')
     .description(
@@ -239,152 +234,139 @@ export function register(program: Command): void {
         '/healthz and /readyz, and live evidence on a Unix socket for `clbprobe evidence`. Needs root or\n' +
         'CAP_NET_ADMIN + CAP_BPF (+ CAP_NET_RAW for the pcap fallback).',
     )
-    .addOption(env(new Option('--node-name <name>', 'this node in the cluster view (default: hostname)'), 'NODE_NAME'))
+    .addOption(envOption('--node-name <name>', 'this node in the cluster view (default: hostname)', 'NODE_NAME'))
+    .addOption(envOption('--listen <addr>', 'metrics address, host:port or :port', 'CLBPROBE_LISTEN', ':9811'))
     .addOption(
-      env(new Option('--listen <addr>', 'metrics address, host:port or :port').default(':9811'), 'CLBPROBE_LISTEN'),
-    )
-    .addOption(
-      env(
-        new Option('--interface <ifname>', 'uplink to count on (default: the default-route interface)'),
+      envOption(
+        '--interface <ifname>',
+        'uplink to count on (default: the default-route interface)',
         'CLBPROBE_INTERFACE',
       ),
     )
     .addOption(
-      env(
-        new Option('--capture <backend>', 'packet counters').choices(['ebpf', 'pcap', 'off', 'auto']).default('auto'),
-        'CLBPROBE_CAPTURE',
-      ),
+      envOption('--capture <backend>', 'packet counters', 'CLBPROBE_CAPTURE', 'auto').choices([
+        'ebpf',
+        'pcap',
+        'off',
+        'auto',
+      ]),
     )
     .addOption(
-      env(
-        new Option(
-          '--tc-attach <mode>',
-          'how the eBPF counters hook the uplink: auto = TCX where the kernel has it (6.6+), else ' +
-            'legacy tc cls_bpf filters; tcx = TCX only, no cls_bpf fallback; tc forces the cls_bpf ' +
-            'path that pre-6.6 kernels use (e.g. to test that the preStop clean-up removes its filters)',
-        )
-          .choices(TC_ATTACH_MODES)
-          .default('auto'),
+      envOption(
+        '--tc-attach <mode>',
+        'how the eBPF counters hook the uplink: auto = TCX where the kernel has it (6.6+), else legacy tc cls_bpf ' +
+          'filters; tcx = TCX only, no cls_bpf fallback; tc forces the cls_bpf path that pre-6.6 kernels use ' +
+          '(e.g. to test that the preStop clean-up removes its filters)',
         'CLBPROBE_TC_ATTACH',
-      ),
+        'auto',
+      ).choices(TC_ATTACH_MODES),
     )
     .addOption(
-      env(
-        new Option('--kubeconfig <file>', 'watch the API with this kubeconfig (default in a pod: service account)'),
+      envOption(
+        '--kubeconfig <file>',
+        'watch the API with this kubeconfig (default in a pod: service account)',
         'KUBECONFIG',
       ),
     )
     .addOption(
-      env(
-        new Option(
-          '--cluster-file <file>',
-          'read Services/EndpointSlices/Nodes from a kubectl -o json file instead of the API',
-        ),
+      envOption(
+        '--cluster-file <file>',
+        'read Services/EndpointSlices/Nodes from a kubectl -o json file instead of the API',
         'CLBPROBE_CLUSTER_FILE',
       ),
     )
-    .addOption(env(new Option('--log-level <level>', 'pino level').default('info'), 'CLBPROBE_LOG_LEVEL'))
+    .addOption(envOption('--log-level <level>', 'pino level', 'CLBPROBE_LOG_LEVEL', 'info'))
     .addOption(
-      env(
-        new Option('--resync-interval <dur>', 'full re-read of NAT, IPVS, addresses and the cluster file').default(
-          '60s',
-        ),
+      envOption(
+        '--resync-interval <dur>',
+        'full re-read of NAT, IPVS, addresses and the cluster file',
         'CLBPROBE_RESYNC_INTERVAL',
+        '60s',
       ),
     )
     .addOption(
-      env(
-        new Option(
-          '--conntrack-resync-interval <dur>',
-          'full conntrack re-dump; events and a re-dump after any event overflow ' +
-            'keep the table exact meanwhile (a dump costs ~1 s CPU per 300k entries)',
-        ).default('10m'),
+      envOption(
+        '--conntrack-resync-interval <dur>',
+        'full conntrack re-dump; events and a re-dump after any event overflow keep the table exact meanwhile ' +
+          '(a dump costs ~1 s CPU per 300k entries)',
         'CLBPROBE_CONNTRACK_RESYNC_INTERVAL',
+        '10m',
       ),
     )
     .addOption(
-      env(
-        new Option(
-          '--conntrack-filter <where>',
-          'where conntrack events that touch no LB Service are dropped: kernel ' +
-            '(an eBPF socket filter; falls back to user when it cannot load) or user',
-        )
-          .choices(['kernel', 'user'])
-          .default('kernel'),
+      envOption(
+        '--conntrack-filter <where>',
+        'where conntrack events that touch no LB Service are dropped: kernel (an eBPF socket filter; falls back ' +
+          'to user when it cannot load) or user',
         'CLBPROBE_CONNTRACK_FILTER',
-      ),
+        'kernel',
+      ).choices(['kernel', 'user']),
     )
     .addOption(
-      env(
-        new Option('--evidence-socket <path>', 'Unix socket for `clbprobe evidence`').default(DEFAULT_EVIDENCE_SOCKET),
+      envOption(
+        '--evidence-socket <path>',
+        'Unix socket for `clbprobe evidence`',
         'CLBPROBE_EVIDENCE_SOCKET',
+        DEFAULT_EVIDENCE_SOCKET,
       ),
     )
     .addOption(
-      env(
-        new Option(
-          '--max-service-ports <n>',
-          'cap on the Service ports with per-Service series (those with findings ' +
-            'first); the rest are counted in clbprobe_series_dropped_total',
-        ).default('300'),
+      envOption(
+        '--max-service-ports <n>',
+        'cap on the Service ports with per-Service series (those with findings first); the rest are counted in ' +
+          'clbprobe_series_dropped_total',
         'CLBPROBE_MAX_SERVICE_PORTS',
+        '300',
       ),
     )
     .addOption(
-      env(
-        new Option(
-          '--series-idle-timeout <dur>',
-          'a Service port gets series once this node counts packets, conntrack entries or ' +
-            'flows towards it, or has a finding; they go after this long with nothing new',
-        ).default('1h'),
+      envOption(
+        '--series-idle-timeout <dur>',
+        'a Service port gets series once this node counts packets, conntrack entries or flows towards it, or has ' +
+          'a finding; they go after this long with nothing new',
         'CLBPROBE_SERIES_IDLE_TIMEOUT',
+        '1h',
       ),
     )
     .addOption(
-      env(
-        new Option(
-          '--metrics-auth <mode>',
-          'who may read /metrics: none, or kubernetes (a bearer token the API server accepts, ' +
-            'whose user may "get" the non-resource URL /metrics; /healthz and /readyz stay open)',
-        )
-          .choices(['none', 'kubernetes'])
-          .default('none'),
+      envOption(
+        '--metrics-auth <mode>',
+        'who may read /metrics: none, or kubernetes (a bearer token the API server accepts, whose user may "get" ' +
+          'the non-resource URL /metrics; /healthz and /readyz stay open)',
         'CLBPROBE_METRICS_AUTH',
-      ),
+        'none',
+      ).choices(['none', 'kubernetes']),
     )
     .addOption(
-      env(
-        new Option(
-          '--resolv-conf <file>',
-          'resolver for hostname-only LB names (AWS NLB): in the DaemonSet (dnsPolicy ' +
-            "ClusterFirstWithHostNet) /etc/resolv.conf is the cluster DNS this node's pods " +
-            'use; with --netns NAME, /etc/netns/NAME/resolv.conf as `ip netns exec` binds it',
-        ).default('/etc/resolv.conf'),
+      envOption(
+        '--resolv-conf <file>',
+        'resolver for hostname-only LB names (AWS NLB): in the DaemonSet (dnsPolicy ClusterFirstWithHostNet) ' +
+          "/etc/resolv.conf is the cluster DNS this node's pods use; with --netns NAME, " +
+          '/etc/netns/NAME/resolv.conf as `ip netns exec` binds it',
         'CLBPROBE_RESOLV_CONF',
+        '/etc/resolv.conf',
       ),
     )
     .addOption(
-      env(
-        new Option(
-          '--dns-max-names <n>',
-          'hostname-only LB names looked up at most (the rest are reported as not looked up)',
-        ).default('256'),
+      envOption(
+        '--dns-max-names <n>',
+        'hostname-only LB names looked up at most (the rest are reported as not looked up)',
         'CLBPROBE_DNS_MAX_NAMES',
+        '256',
       ),
     )
     .option(
       '--no-release-startup-pages',
-      'keep the pages of node and its libraries that only start-up read; by default they ' +
-        'go back to the kernel (madvise MADV_PAGEOUT) once the modules are loaded, when the ' +
-        'sources are read and after the conntrack dump, and what runs later is read back in',
+      'keep the pages of node and its libraries that only start-up read; by default they go back to the kernel ' +
+        '(madvise MADV_PAGEOUT) once the modules are loaded, when the sources are read and after the conntrack ' +
+        'dump, and what runs later is read back in',
     )
     .addOption(
-      env(
-        new Option(
-          '--evidence-relay-user <user>',
-          "the evidence relay's user: the only caller of /evidence that may name the on-call user it asks for",
-        ).default(DEFAULT_RELAY_USER),
+      envOption(
+        '--evidence-relay-user <user>',
+        "the evidence relay's user: the only caller of /evidence that may name the on-call user it asks for",
         'CLBPROBE_EVIDENCE_RELAY_USER',
+        DEFAULT_RELAY_USER,
       ),
     )
     .option(
@@ -403,11 +385,5 @@ export function register(program: Command): void {
         '  curl -s localhost:9811/metrics | grep clbprobe_lb_path_packets_total',
       ].join('\n'),
     )
-    .action(async (flags: AgentFlags) => {
-      try {
-        await run(flags);
-      } catch (e) {
-        fail(e);
-      }
-    });
+    .action(failing(run));
 }

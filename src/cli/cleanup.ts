@@ -1,10 +1,8 @@
-// `clbprobe cleanup`: removes the legacy tc (cls_bpf) filters a killed agent left on this node,
-// and their clsact qdisc when nothing else uses it (src/capture/tc-cleanup.ts). Run by the
-// DaemonSet's preStop and by deploy/cleanup-daemonset.yaml after an uninstall.
+// `clbprobe cleanup`: removes the legacy tc filters (and unused clsact qdisc) a killed agent left; run by preStop.
 import type { Command } from 'commander';
 import { createLogger } from '../log.js';
 import { netnsPath } from '../netns-path.js';
-import { fail } from './errors.js';
+import { failing } from './errors.js';
 
 interface CleanupFlags {
   interface?: string;
@@ -42,11 +40,5 @@ export function register(program: Command): void {
     .option('--interface <ifname>', 'only this interface')
     .option('--netns <name>', 'in network namespace NAME or a path (tests)')
     .option('--log-level <level>', 'pino level', 'warn')
-    .action(async (f: CleanupFlags) => {
-      try {
-        await run(f);
-      } catch (e) {
-        fail(e);
-      }
-    });
+    .action(failing(run));
 }

@@ -1,7 +1,4 @@
-// `clbprobe demo`: the first thing a newcomer runs. Builds a namespace lab
-// where a pod's connect to its Service's LB IP loops, diagnoses it, applies
-// the fix and shows it gone; removes the lab on exit, error or Ctrl-C.
-
+// `clbprobe demo`: a namespace lab where a pod's connect to its Service's LB IP loops, diagnosed, fixed and removed.
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';

@@ -1,12 +1,9 @@
-// `clbprobe diagnose`: per Service, whether LB loopback can happen or is
-// happening on this node, the proof and the fix. The work is in src/diagnose/run.ts, loaded when the
-// command runs: the agent (the same binary) need not hold the bundle readers in memory.
-
+// `clbprobe diagnose`: per Service, whether LB loopback can happen or is happening on this node, the proof and the fix.
 import { hostname } from 'node:os';
 import type { Command } from 'commander';
 import type { DiagnoseResult } from '../detect/types.js';
 import type { DiagnoseFlags } from '../diagnose/run.js';
-import { EXIT_FINDING, EXIT_OK, fail, UserError } from './errors.js';
+import { EXIT_FINDING, EXIT_OK, failing, UserError } from './errors.js';
 
 export function register(program: Command): void {
   program
@@ -62,8 +59,8 @@ export function register(program: Command): void {
         'Exit codes: 0 nothing active, 1 an active loopback was found (conntrack shows it), 2 errors.',
       ].join('\n'),
     )
-    .action(async (flags: DiagnoseFlags) => {
-      try {
+    .action(
+      failing(async (flags: DiagnoseFlags) => {
         if (flags.fixCommands && flags.json)
           throw new UserError(
             "diagnose: --fix-commands and --json exclude each other (the JSON has each finding's fixes)",
@@ -101,8 +98,6 @@ export function register(program: Command): void {
           process.stderr.write(`diagnose: wrote ${flags.html}\n`);
         }
         process.exitCode = hasActive(result.findings) ? EXIT_FINDING : EXIT_OK;
-      } catch (e) {
-        fail(e);
-      }
-    });
+      }),
+    );
 }

@@ -10,3 +10,14 @@ export function fail(error: unknown): never {
   process.stderr.write(`clbprobe: ${printable(msg)}\n`);
   process.exit(error instanceof UserError ? error.exitCode : EXIT_ERROR);
 }
+
+/** A command's action that fails as `fail` does. */
+export function failing<A extends unknown[]>(action: (...args: A) => Promise<unknown>): (...args: A) => Promise<void> {
+  return async (...args) => {
+    try {
+      await action(...args);
+    } catch (e) {
+      fail(e);
+    }
+  };
+}

@@ -1,7 +1,5 @@
-// `clbprobe evidence-relay`: the evidence relay's process (deploy/evidence-relay.yaml), no
-// capabilities, no host network. Serves GET /evidence (src/remote/relay.ts) and /healthz, under
-// the agent's connection limits: at the cap the oldest connection not being served (idle, or still
-// sending its headers) gives way, so idle sockets cannot lock on-call out.
+// `clbprobe evidence-relay` (deploy/evidence-relay.yaml): no capabilities, no host network; /evidence, /status and
+// /healthz under the agent's connection limits, so idle sockets cannot lock on-call out.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { hostname } from 'node:os';
 import { type Command, Option } from 'commander';
@@ -9,7 +7,7 @@ import { errText } from '../errors.js';
 import { DEFAULT_SERVER_LIMITS, limitConnections, parseListen } from '../http-limits.js';
 import { createLogger } from '../log.js';
 import type { PodFields } from '../remote/agent-pods.js';
-import { fail, UserError } from './errors.js';
+import { failing, UserError } from './errors.js';
 import { AGENT_DEFAULTS } from './evidence.js';
 
 interface RelayFlags {
@@ -80,7 +78,7 @@ async function run(f: RelayFlags): Promise<void> {
   const authz = new KubeAuthorizer(new AccessReviewClient(target), { limiter });
   const nodeTokens = new NodeTokens(tokenRequester(target, { namespace: sa[1]!, name: sa[2]! }));
   const pods = `/api/v1/namespaces/${encodeURIComponent(f.agentNamespace)}/pods`;
-  // What both routes ask the agents with: the pods, their port, and the bounds.
+  // What the routes and the Event recorder ask the agents with: the pods, their port, and the bounds.
   const agents = {
     listPods: async () =>
       (await api.listPage(pods, { labelSelector: f.agentSelector })).items.map((p) =>
@@ -92,6 +90,8 @@ async function run(f: RelayFlags): Promise<void> {
     maxRequests: int(f.maxRequests, '--max-requests', 1000),
     maxRequestsPerCaller: int(f.maxRequestsPerCaller, '--max-requests-per-caller', 1000),
     nodeToken: (node: string) => nodeTokens.forNode(node),
+    agentTimeoutMs: int(f.statusTimeout, '--status-timeout', 300) * 1000,
+    maxAnswerBytes: 16 << 20,
   };
   const route = relayRoute({
     check: async (authorization, attrs, source) => {
@@ -108,8 +108,6 @@ async function run(f: RelayFlags): Promise<void> {
       return d;
     },
     ...agents,
-    agentTimeoutMs: int(f.statusTimeout, '--status-timeout', 300) * 1000,
-    maxAnswerBytes: 16 << 20,
   });
   const server = relayServer(route, status);
   let stopEvents = (): void => undefined;
@@ -117,13 +115,7 @@ async function run(f: RelayFlags): Promise<void> {
     const { EventRecorder, eventCreator } = await import('../remote/events.js');
     const intervalMs = int(f.eventsInterval, '--events-interval', 3600) * 1000;
     const recorder = new EventRecorder({
-      listPods: agents.listPods,
-      container: agents.container,
-      agentPort: agents.agentPort,
-      concurrency: agents.concurrency,
-      nodeToken: agents.nodeToken,
-      agentTimeoutMs: int(f.statusTimeout, '--status-timeout', 300) * 1000,
-      maxAnswerBytes: 16 << 20,
+      ...agents,
       create: eventCreator(target, process.env.POD_NAME ?? hostname()),
       quietPeriodMs: 10 * 60_000,
       perMinute: 30,
@@ -207,11 +199,5 @@ export function register(program: Command): void {
       'clbprobe/clbprobe-evidence-relay',
     )
     .option('--log-level <level>', 'pino level', 'info')
-    .action(async (f: RelayFlags) => {
-      try {
-        await run(f);
-      } catch (e) {
-        fail(e);
-      }
-    });
+    .action(failing(run));
 }

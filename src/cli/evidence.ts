@@ -1,14 +1,13 @@
-// `clbprobe evidence`: asks the local agent (Unix socket) for one Service's
-// conntrack entries, classified, now and optionally for a while; can also
-// capture the Service's packets for the same window into a .pcap file.
-
+// `clbprobe evidence`: one Service's conntrack entries, classified, from the local agent's Unix socket; optionally
+// watched for a while and captured into a .pcap file.
+import { once } from 'node:events';
 import { createConnection } from 'node:net';
 import { type Command, Option } from 'commander';
 import { type EvidenceRequest, parseServiceRef, type ServiceAddresses } from '../agent/evidence.js';
 import type { CaptureResult } from '../capture/pcap-capture.js';
 import { EvidenceLineError, lineSplitter, parseEvidenceLine } from '../remote/evidence-lines.js';
 import { DEFAULT_EVIDENCE_SOCKET, parseSeconds } from './agent.js';
-import { fail, UserError } from './errors.js';
+import { failing, UserError } from './errors.js';
 import { textLine } from './evidence-text.js';
 
 interface EvidenceFlags {
@@ -109,14 +108,9 @@ async function run(flags: EvidenceFlags): Promise<void> {
   // all in other processes of this binary (the agent).
   const capture = flags.pcap ? (await import('../capture/pcap-capture.js')).capture : undefined;
   const sock = createConnection(flags.socket);
-  await new Promise<void>((resolve, reject) => {
-    sock.once('connect', resolve);
-    sock.once('error', (e) =>
-      reject(
-        new UserError(
-          `cannot reach the agent at ${flags.socket}: ${e.message} (is clbprobe agent running on this node? --socket)`,
-        ),
-      ),
+  await once(sock, 'connect').catch((e: Error) => {
+    throw new UserError(
+      `cannot reach the agent at ${flags.socket}: ${e.message} (is clbprobe agent running on this node? --socket)`,
     );
   });
   // `clbprobe evidence | head`: the reader went away; stop quietly, as cat or grep do.
@@ -163,10 +157,7 @@ async function run(flags: EvidenceFlags): Promise<void> {
   }
 }
 
-/**
- * --pcap-max in MiB. The default stays well under the agent pod's /tmp emptyDir
- * (256Mi in deploy/daemonset.yaml): a capture that filled it would get the agent evicted.
- */
+/** --pcap-max in MiB; the default stays well under the agent pod's 256Mi /tmp, whose filling would evict the agent. */
 function pcapMaxMiB(flags: EvidenceFlags): number {
   const n = Number(flags.pcapMax);
   if (!Number.isInteger(n) || n < 1 || n > 4096)
@@ -247,15 +238,13 @@ Examples:
   clbprobe evidence --all-nodes --service shop/web --node node-7 --watch 30s --pcap web.pcap   writes web.node-7.pcap
   kubectl -n clbprobe exec POD -c agent -- node /app/dist/src/cli/main.js evidence --service shop/web --json`,
     )
-    .action(async (flags: EvidenceFlags, cmd: Command) => {
-      try {
+    .action(
+      failing(async (flags: EvidenceFlags, cmd: Command) => {
         checkFlags(flags, cmd);
         if (!flags.allNodes) return await run(flags);
         const code = await runAllNodes(flags);
         // Exit now: sockets the API client keeps alive must not hold the command open.
         process.stdout.write('', () => process.exit(code));
-      } catch (e) {
-        fail(e);
-      }
-    });
+      }),
+    );
 }

@@ -24,15 +24,8 @@ function counts(rec: Record<string, number>): string {
     .join(', ');
 }
 
-/**
- * The snapshot's lines, each with its control characters shown (interface names, reasons and rules
- * come from outside).
- */
+/** The snapshot's lines, each with its control characters shown (names, reasons and rules come from outside). */
 export function renderSnapshot(snapshot: NodeSnapshot): string[] {
-  return snapshotLines(snapshot).map(printable);
-}
-
-function snapshotLines(snapshot: NodeSnapshot): string[] {
   const out: string[] = [`Node ${snapshot.hostname}, kernel ${snapshot.kernel}, at ${snapshot.takenAt}`, 'Sources:'];
   out.push(...snapshot.sources.map(sourceLine));
 
@@ -94,5 +87,5 @@ function snapshotLines(snapshot: NodeSnapshot): string[] {
       out.push(`  by state:    ${counts(c.byState)}`);
     }
   }
-  return out;
+  return out.map(printable);
 }

@@ -3,11 +3,9 @@
 import { isIP } from 'node:net';
 import { type Command, Option } from 'commander';
 import { isPermissionReason } from '../model/permission.js';
-import type { SourceStatus } from '../model/source-status.js';
 import { netnsPath } from '../netns-path.js';
 import { printable } from '../printable.js';
-import type { NodeSnapshot } from '../source/node-snapshot.js';
-import { EXIT_ERROR, fail, UserError } from './errors.js';
+import { EXIT_ERROR, failing, UserError } from './errors.js';
 
 interface SnapshotFlags {
   json?: boolean;
@@ -16,20 +14,9 @@ interface SnapshotFlags {
   netns?: string;
 }
 
-/** Sources whose failure is a missing privilege: the whole command fails with exit 2. */
-function privilegeProblem(sources: SourceStatus[]): string | undefined {
-  const denied = sources.filter((s) => !s.available && isPermissionReason(s.reason));
-  if (!denied.length) return undefined;
-  return (
-    `snapshot: cannot read ${denied.map((s) => s.source).join(', ')}: ` +
-    `${denied[0]!.reason}; run as root or grant the capability`
-  );
-}
-
-async function runSnapshot(flags: SnapshotFlags, out: NodeJS.WritableStream = process.stdout): Promise<NodeSnapshot> {
-  for (const a of flags.filterAddress) {
-    if (!isIP(a)) throw new UserError(`--filter-address: not an IP address: ${a}`);
-  }
+async function runSnapshot(flags: SnapshotFlags): Promise<void> {
+  const out = process.stdout;
+  for (const a of flags.filterAddress) if (!isIP(a)) throw new UserError(`--filter-address: not an IP address: ${a}`);
   const [{ takeSnapshot }, { renderSnapshot }, { formatConntrack }] = await Promise.all([
     import('../source/snapshot.js'),
     import('./snapshot-render.js'),
@@ -40,8 +27,14 @@ async function runSnapshot(flags: SnapshotFlags, out: NodeJS.WritableStream = pr
     conntrackEntries: !!flags.conntrack,
     ...(flags.filterAddress.length ? { conntrackFilter: { addresses: flags.filterAddress } } : {}),
   });
-  const denied = privilegeProblem(snap.sources);
-  if (denied) throw new UserError(denied, EXIT_ERROR);
+  // A source that failed for a missing privilege fails the whole command with exit 2.
+  const denied = snap.sources.filter((s) => !s.available && isPermissionReason(s.reason));
+  if (denied.length)
+    throw new UserError(
+      `snapshot: cannot read ${denied.map((s) => s.source).join(', ')}: ` +
+        `${denied[0]!.reason}; run as root or grant the capability`,
+      EXIT_ERROR,
+    );
   if (flags.json) {
     out.write(`${JSON.stringify(snap, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v), 2)}\n`);
   } else {
@@ -53,7 +46,6 @@ async function runSnapshot(flags: SnapshotFlags, out: NodeJS.WritableStream = pr
       for (const e of snap.conntrack.entries) out.write(`${printable(formatConntrack(e))}\n`);
     }
   }
-  return snap;
 }
 
 export function register(program: Command): void {
@@ -85,11 +77,5 @@ Examples:
 Exit codes: 0 ok (sources that are absent, e.g. IPVS on an iptables node, are reported, not fatal);
 2 on errors, e.g. missing privileges (one line naming the capability).`,
     )
-    .action(async (flags: SnapshotFlags) => {
-      try {
-        await runSnapshot(flags);
-      } catch (e) {
-        fail(e);
-      }
-    });
+    .action(failing(runSnapshot));
 }

@@ -1,11 +1,9 @@
-// `clbprobe status` (`kubectl clbprobe status`): the whole cluster's findings in one table, from
-// every agent through the evidence relay (src/remote/status.ts), with the caller's own access:
-// each agent shows only the findings of Services the caller may get.
-
+// `clbprobe status`: the whole cluster's findings in one table, from every agent through the evidence relay, each
+// agent showing only the Services the caller may get.
 import { writeFileSync } from 'node:fs';
 import { type Command, Option } from 'commander';
 import type { Severity } from '../detect/types.js';
-import { EXIT_ERROR, EXIT_FINDING, EXIT_OK, fail, UserError } from './errors.js';
+import { EXIT_ERROR, EXIT_FINDING, EXIT_OK, failing, UserError } from './errors.js';
 
 interface StatusFlags {
   kubeconfig?: string;
@@ -68,13 +66,11 @@ Needs: get services/proxy on the relay's Service (deploy/oncall-rbac.yaml), and 
 Exit codes: 0 nothing active and every agent answered, 1 an active loopback was found (conntrack shows it),
 2 errors, or no active loop among the answers while some agents did not answer (the answer is incomplete).`,
     )
-    .action(async (flags: StatusFlags) => {
-      try {
+    .action(
+      failing(async (flags: StatusFlags) => {
         process.exitCode = await run(flags);
-      } catch (e) {
-        fail(e);
-      }
-    });
+      }),
+    );
 }
 
 async function run(flags: StatusFlags): Promise<number> {

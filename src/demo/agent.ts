@@ -1,8 +1,4 @@
-// The demo's agent: the same Agent class and /metrics server that
-// `clbprobe agent` runs in a DaemonSet pod, here reading node1's namespace,
-// counting on node1's uplink, and serving /metrics on a loopback port. The
-// demo reads its numbers back through HTTP, as Prometheus would.
-
+// The demo's agent: `clbprobe agent`'s Agent and /metrics server on node1's namespace, serving on a loopback port.
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import pino from 'pino';
@@ -11,21 +7,9 @@ import { parseSamples, type Sample } from '../export/parse-samples.js';
 import { createMetricsServer } from '../export/server.js';
 import { LAB, type LoopLab } from './lab.js';
 
-/** One sample line of the exposition format: name, labels, value. */
-export interface DemoAgent {
-  /** e.g. "eBPF (tcx) on eth0", or why the counters are off. */
-  readonly counting: string;
-  readonly metricsUrl: string;
-  /** The current /metrics samples of lab/web (and the agent-wide ones). */
-  scrape(): Promise<Sample[]>;
-  /** The agent's warn-level log lines so far ("finding raised", ...), as JSON objects. */
-  warnings(): Record<string, unknown>[];
-  /** Re-reads NAT, addresses, conntrack and the cluster file now (the periodic resync, brought forward). */
-  resync(): Promise<void>;
-  stop(): Promise<void>;
-}
+export type DemoAgent = Awaited<ReturnType<typeof startDemoAgent>>;
 
-export async function startDemoAgent(lab: LoopLab, clusterFile: string): Promise<DemoAgent> {
+export async function startDemoAgent(lab: LoopLab, clusterFile: string) {
   // Loaded on demand: the agent pulls in the Kubernetes client, which the other demo steps do not need.
   const { Agent } = await import('../agent/agent.js');
   const logged: string[] = [];
@@ -62,14 +46,18 @@ export async function startDemoAgent(lab: LoopLab, clusterFile: string): Promise
     throw e;
   }
   return {
+    /** e.g. "eBPF (tcx) on eth0", or why the counters are off. */
     counting: agent.captureDescription,
     metricsUrl,
-    async scrape() {
+    /** The current /metrics samples of lab/web (and the agent-wide ones). */
+    async scrape(): Promise<Sample[]> {
       const res = await fetch(metricsUrl);
       if (!res.ok) throw new Error(`${metricsUrl}: HTTP ${res.status}`);
       return parseSamples(await res.text());
     },
-    warnings: () => logged.map((l) => JSON.parse(l) as Record<string, unknown>),
+    /** The agent's warn-level log lines so far ("finding raised", ...), as JSON objects. */
+    warnings: (): Record<string, unknown>[] => logged.map((l) => JSON.parse(l) as Record<string, unknown>),
+    /** Re-reads NAT, addresses, conntrack and the cluster file now (the periodic resync, brought forward). */
     resync: () => agent.resync(),
     async stop() {
       http.closeAllConnections();

@@ -1,9 +1,5 @@
-// A namespace lab that really loops: a client and a server pod on node1's bridge; node1 and node2 on
-// their own veths to an "LB" namespace that DNATs VIP:80 to node1:NodePort without SNAT and sends
-// traffic from a backend node to the other one (the usual anti-loopback). node1 is a TKE-style
-// IPVS-mode node (node1Rules, node1Ipsets): the LB IP is not bound on kube-ipvs0, so pod→LB-IP
-// traffic leaves the node. With { kubeProxy: 'none' } node1 gets no rules, for tests that run the
-// real kube-proxy there. Every namespace starts with the caller's prefix; destroy() removes them all.
+// A namespace lab that really loops: client and server pods on node1, node1 and node2 behind an "LB" namespace that
+// DNATs VIP:80 to node1's NodePort without SNAT; node1 has TKE-style IPVS rules that leave the LB IP unbound.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -225,16 +221,15 @@ function waitUp(p: ChildProcess): Promise<void> {
   });
 }
 
-export interface LoopLabOptions {
-  /**
-   * Who writes node1's kube-proxy rules: the hand-written ones of this file (default), or nobody,
-   * for a test that runs the real kube-proxy in node1 (test/support/kube-proxy.ts).
-   */
-  kubeProxy?: 'hand-written' | 'none';
-}
-
-/** Builds the lab with namespaces named `prefix`PID-N; Service externalTrafficPolicy `etp`. */
-export async function createLoopLab(etp: Etp, prefix: string, opts: LoopLabOptions = {}): Promise<LoopLab> {
+/**
+ * Builds the lab with namespaces named `prefix`PID-N; Service externalTrafficPolicy `etp`. node1's kube-proxy
+ * rules are this file's hand-written ones, or none for a test running the real kube-proxy (test/support/kube-proxy.ts).
+ */
+export async function createLoopLab(
+  etp: Etp,
+  prefix: string,
+  opts: { kubeProxy?: 'hand-written' | 'none' } = {},
+): Promise<LoopLab> {
   const handWritten = (opts.kubeProxy ?? 'hand-written') === 'hand-written';
   const created: Netns[] = [];
   const procs: ChildProcess[] = [];

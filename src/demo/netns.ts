@@ -1,6 +1,4 @@
-// Network namespaces for the demo lab and the real-kernel tests: created by
-// their user, always removed afterwards (also on failure, and on process exit),
-// names unique per run. test/support/netns.ts re-exports this.
+// Network namespaces for the demo lab and the real-kernel tests, named per run and removed also on failure and exit.
 import { execFileSync, spawnSync } from 'node:child_process';
 
 export class Netns {

@@ -1,7 +1,5 @@
-// The demo's story: a pod whose connect to its Service's LB IP loops, the diagnosis that names the
-// mechanism, the fix applied (externalTrafficPolicy=Cluster, so kube-proxy masquerades and the LB's
-// anti-loopback sends it elsewhere), and the proof it is gone. Diagnosis and agent are the same code
-// as `clbprobe diagnose --netns` and `clbprobe agent`; counters are read from /metrics.
+// The demo's story: a pod's connect to its Service's LB IP loops, diagnose names it, externalTrafficPolicy=Cluster
+// fixes it, and the agent's /metrics show it stop; diagnosis and agent are the code `clbprobe` itself runs.
 import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -50,7 +48,7 @@ export async function cleanUp(): Promise<void> {
 }
 
 export async function runDemo(opts: DemoOptions): Promise<DemoOutcome> {
-  const say = (s = ''): void => void opts.out.write(`${s}\n`);
+  const say = (...lines: string[]): void => void opts.out.write(`${lines.join('\n')}\n`);
   const step = async (n: number, title: string): Promise<void> => {
     if (opts.pause && process.stdin.isTTY) {
       const rl = createInterface({ input: process.stdin, output: process.stdout });
@@ -65,25 +63,17 @@ export async function runDemo(opts: DemoOptions): Promise<DemoOutcome> {
     const lab = await createLoopLab('Local', opts.prefix);
     running.lab = lab;
     say(
-      `  LB      ${lab.lb.name}: VIP ${LAB.vip}:${LAB.port} -> ` +
-        `${LAB.node1}:${LAB.nodePort} (node1's NodePort), no SNAT;`,
-    );
-    say(
-      `          traffic from node1's own address goes to node2 ` +
-        `(${LAB.node2}:${LAB.nodePort}) instead: its anti-loopback`,
-    );
-    say(
-      `  node1   ${lab.node.name}: kube-proxy in IPVS mode as on TKE: ` +
-        `${LAB.vip} is in its KUBE-LOAD-BALANCER ipset but not bound`,
-    );
-    say(
+      `  LB      ${lab.lb.name}: VIP ${LAB.vip}:${LAB.port} -> ${LAB.node1}:${LAB.nodePort} (node1's NodePort), ` +
+        'no SNAT;',
+      `          traffic from node1's own address goes to node2 (${LAB.node2}:${LAB.nodePort}) instead: ` +
+        'its anti-loopback',
+      `  node1   ${lab.node.name}: kube-proxy in IPVS mode as on TKE: ${LAB.vip} is in its KUBE-LOAD-BALANCER ` +
+        'ipset but not bound',
       '          on kube-ipvs0, so pod traffic to it leaves the node; ' +
         'Service lab/web: LoadBalancer, externalTrafficPolicy=Local',
-    );
-    say("          (this kernel has no IPVS: one DNAT rule stands in for the NodePort's IPVS virtual server)");
-    say(
-      `  pods    client ${LAB.clientPod} (${lab.pod.name}), server ` +
-        `${LAB.serverPod}:${LAB.serverPort} (${lab.server.name}), both on node1`,
+      "          (this kernel has no IPVS: one DNAT rule stands in for the NodePort's IPVS virtual server)",
+      `  pods    client ${LAB.clientPod} (${lab.pod.name}), server ${LAB.serverPod}:${LAB.serverPort} ` +
+        `(${lab.server.name}), both on node1`,
     );
 
     await step(1, 'Start the clbprobe agent on node1 (what the DaemonSet runs on every node)');
@@ -93,10 +83,10 @@ export async function runDemo(opts: DemoOptions): Promise<DemoOutcome> {
     const agent = await startDemoAgent(lab, clusterFile);
     running.agent = agent;
     say(
-      `  counting LB-path packets with ${agent.counting}; conntrack ` +
-        `events, NAT rules and the Service from the cluster file`,
+      `  counting LB-path packets with ${agent.counting}; ` +
+        'conntrack events, NAT rules and the Service from the cluster file',
+      `  metrics: ${agent.metricsUrl}`,
     );
-    say(`  metrics: ${agent.metricsUrl}`);
     let last = await agent.scrape();
     say(indent(metricLines(last, last)));
 
@@ -105,9 +95,11 @@ export async function runDemo(opts: DemoOptions): Promise<DemoOutcome> {
     const loopSeen = first.every((r) => r === 'timeout');
     say(`  results: ${first.join(', ')}`);
     if (loopSeen) {
-      say("  Each SYN left node1 with the pod as source (ETP=Local: no masquerade), the LB sent it back to node1's");
-      say("  NodePort, node1 DNATed it to the server pod next door, and the server's SYN-ACK went straight to the");
-      say('  client from the pod IP, not from the VIP: the client drops it and the connect hangs.');
+      say(
+        "  Each SYN left node1 with the pod as source (ETP=Local: no masquerade), the LB sent it back to node1's",
+        "  NodePort, node1 DNATed it to the server pod next door, and the server's SYN-ACK went straight to the",
+        '  client from the pod IP, not from the VIP: the client drops it and the connect hangs.',
+      );
     }
     say(`  The agent's counters (${agent.metricsUrl}):`);
     const looped = await settle(agent, (s) => value(s, 'loop_return') > value(last, 'loop_return'));
@@ -130,15 +122,17 @@ export async function runDemo(opts: DemoOptions): Promise<DemoOutcome> {
     await step(4, 'The fix: externalTrafficPolicy=Cluster on lab/web');
     lab.setEtp('Cluster');
     copyFileSync(lab.writeClusterFile(running.dir), clusterFile);
-    say("  node1 now runs kube-proxy's ETP=Cluster rules: pod->LB-IP traffic is masqueraded to the node address");
     say(
-      `  (KUBE-LOAD-BALANCER -> KUBE-MARK-MASQ: ${LAB.vip} left ` +
-        `KUBE-LOAD-BALANCER-LOCAL), so the LB sees node1 as the source`,
+      "  node1 now runs kube-proxy's ETP=Cluster rules: pod->LB-IP traffic is masqueraded to the node address",
+      `  (KUBE-LOAD-BALANCER -> KUBE-MARK-MASQ: ${LAB.vip} left KUBE-LOAD-BALANCER-LOCAL), ` +
+        'so the LB sees node1 as the source',
+      "  and sends the connection to another backend. node1's old conntrack entries were flushed.",
     );
-    say("  and sends the connection to another backend. node1's old conntrack entries were flushed.");
     await agent.resync();
-    say('  The agent re-read the Service and the NAT rules (in a cluster: the Service watch at once, NAT every');
-    say('  --resync-interval, 60 s by default).');
+    say(
+      '  The agent re-read the Service and the NAT rules (in a cluster: the Service watch at once, NAT every',
+      '  --resync-interval, 60 s by default).',
+    );
 
     await step(5, `The client pod connects to ${LAB.vip}:${LAB.port} again (${CONNECTS} times)`);
     const second = await connectAll(lab);
@@ -146,8 +140,10 @@ export async function runDemo(opts: DemoOptions): Promise<DemoOutcome> {
     if (second.every((r) => r === 'connected node2'))
       say('  The LB sent them to node2 (its other backend), which answered: no loop.');
     const after = await settle(agent, (s) => value(s, 'to_lb') > value(last, 'to_lb') && !activeGauge(s));
-    say('  The counters: to_lb keeps rising, loop_return stands still, no active finding:');
-    say(indent(metricLines(after, last)));
+    say(
+      '  The counters: to_lb keeps rising, loop_return stands still, no active finding:',
+      indent(metricLines(after, last)),
+    );
     const loopStopped =
       value(after, 'loop_return') === value(last, 'loop_return') && value(after, 'to_lb') > value(last, 'to_lb');
 
@@ -157,9 +153,11 @@ export async function runDemo(opts: DemoOptions): Promise<DemoOutcome> {
     const fixed = second.every((r) => r.startsWith('connected')) && !hasActive(diag.findings) && !activeGauge(after);
 
     const outcome = { loopSeen, loopDiagnosed, counted: loopCounted && loopStopped, fixed };
-    say();
-    say(verdict(outcome, diag.findings));
-    say(`The diagnosis of the loop (step 3) as a page, the loop drawn with its conntrack legs: ${opts.htmlFile}`);
+    say(
+      '',
+      verdict(outcome, diag.findings),
+      `The diagnosis of the loop (step 3) as a page, the loop drawn with its conntrack legs: ${opts.htmlFile}`,
+    );
     return outcome;
   } finally {
     await cleanUp();

@@ -2,7 +2,6 @@
 // for which node, which nodes cannot answer and why). The plan is pure so it is tested on its own.
 import { byText } from '../compare.js';
 
-/** The fields of a Pod (as the API lists it) that toAgentPod reads. */
 export interface PodFields {
   metadata?: { name?: string; deletionTimestamp?: unknown };
   spec?: { nodeName?: string; containers?: { name: string }[] };
@@ -49,13 +48,12 @@ export interface Unreachable {
   reason: string;
 }
 
-export interface NodePlan {
-  ask: AgentPod[];
-  unreachable: Unreachable[];
-}
-
 /** One Running pod per node, preferring ready and not deleting (rolling updates); `only` also reports podless nodes. */
-export function planNodes(pods: AgentPod[], container: string, only?: string[]): NodePlan {
+export function planNodes(
+  pods: AgentPod[],
+  container: string,
+  only?: string[],
+): { ask: AgentPod[]; unreachable: Unreachable[] } {
   const byNode = new Map<string, AgentPod[]>();
   for (const p of pods) {
     if (only && !only.includes(p.node)) continue;

@@ -163,10 +163,15 @@ function statusRows(findings: NodeFinding[]): StatusRow[] {
   );
 }
 
-function nodeList(nodes: string[], max = 3): string {
+function nodeList(nodes: string[], max: number): string {
   if (nodes.length === 0) return '-';
   const shown = nodes.slice().sort(byText).slice(0, max).join(',');
   return `${nodes.length} (${shown}${nodes.length > max ? `,+${nodes.length - max}` : ''})`;
+}
+
+/** A row's cells: ports joined by `sep`, at most `max` nodes named. */
+function rowCells(r: StatusRow, sep: string, max: number): string[] {
+  return [r.service, r.mechanism, r.severity, r.ports.join(sep), nodeList(r.active, max), nodeList(r.risk, max)];
 }
 
 function table(head: string[], rows: string[][]): string[] {
@@ -193,10 +198,14 @@ function nodeNotes(nodes: StatusNodeLine[]): string[] {
   return out.map((l) => printable(l));
 }
 
+function answered(nodes: StatusNodeLine[]): { ok: number; failed: number } {
+  const ok = nodes.filter((n) => n.status === 'ok').length;
+  return { ok, failed: nodes.length - ok };
+}
+
 export function renderStatusText(st: ClusterStatus): string {
   const rows = statusRows(st.findings);
-  const ok = st.nodes.filter((n) => n.status === 'ok').length;
-  const failed = st.nodes.length - ok;
+  const { ok, failed } = answered(st.nodes);
   const active = new Set(rows.filter((r) => r.severity === 'active').map((r) => r.service)).size;
   const lines = [
     `clbprobe status: ${ok} node(s) answered, ${failed} did not; ` +
@@ -210,16 +219,8 @@ export function renderStatusText(st: ClusterStatus): string {
         : 'No node answered: nothing is known.',
     );
   else {
-    lines.push(
-      ...table(
-        ['SERVICE', 'MECHANISM', 'SEVERITY', 'PORTS', 'ACTIVE ON', 'AT RISK ON'],
-        rows.map((r) =>
-          [r.service, r.mechanism, r.severity, r.ports.join(','), nodeList(r.active), nodeList(r.risk)].map((c) =>
-            printable(c),
-          ),
-        ),
-      ),
-    );
+    const cells = rows.map((r) => rowCells(r, ',', 3).map((c) => printable(c)));
+    lines.push(...table(['SERVICE', 'MECHANISM', 'SEVERITY', 'PORTS', 'ACTIVE ON', 'AT RISK ON'], cells));
   }
   const notes = nodeNotes(st.nodes);
   if (notes.length > 0) lines.push('', 'Nodes not answering, or answering in part:', ...notes.map((n) => `  ${n}`));
@@ -240,25 +241,13 @@ export function renderStatusJson(st: ClusterStatus): string {
 /** One page for the cluster: the table, then per Service each node's findings as the node pages show them. */
 export function renderStatusHtml(st: ClusterStatus, generatedAt: string): string {
   const rows = statusRows(st.findings);
+  const { ok, failed } = answered(st.nodes);
   const body = [
     '<h1>clbprobe status — cluster</h1>',
-    `<div class="meta">${escapeHtml(generatedAt)} · ${st.nodes.filter((n) => n.status === 'ok').length} ` +
-      `node(s) answered, ${st.nodes.filter((n) => n.status === 'failed').length} did not</div>`,
+    `<div class="meta">${escapeHtml(generatedAt)} · ${ok} node(s) answered, ${failed} did not</div>`,
     '<table class="legs"><tr><th>Service</th><th>mechanism</th><th>severity</th><th>ports</th>' +
       '<th>active on</th><th>at risk on</th></tr>' +
-      rows
-        .map((r) => {
-          const cells = [
-            r.service,
-            r.mechanism,
-            r.severity,
-            r.ports.join(', '),
-            nodeList(r.active, 20),
-            nodeList(r.risk, 20),
-          ];
-          return `<tr><td>${cells.map(escapeHtml).join('</td><td>')}</td></tr>`;
-        })
-        .join('') +
+      rows.map((r) => `<tr><td>${rowCells(r, ', ', 20).map(escapeHtml).join('</td><td>')}</td></tr>`).join('') +
       '</table>',
   ];
   const notes = nodeNotes(st.nodes);
@@ -267,23 +256,12 @@ export function renderStatusHtml(st: ClusterStatus, generatedAt: string): string
       `<section class="svc"><h2>Nodes not answering, or answering in part</h2><ul>` +
         `${notes.map((n) => `<li class="warn">${escapeHtml(n)}</li>`).join('')}</ul></section>`,
     );
-  const services = [...new Set(rows.map((r) => r.service))];
-  for (const svc of services) {
+  for (const svc of new Set(rows.map((r) => r.service))) {
     const fs = st.findings.filter((f) => svcOf(f) === svc);
-    const nodes = [...new Set(fs.map((f) => f.node))].sort(byText);
-    body.push(
-      `<section class="svc"><h2>Service ${escapeHtml(svc)}</h2>` +
-        nodes
-          .map(
-            (n) =>
-              `<h3>node ${escapeHtml(n)}</h3>${fs
-                .filter((f) => f.node === n)
-                .map(findingHtml)
-                .join('')}`,
-          )
-          .join('') +
-        '</section>',
-    );
+    const section = [`<section class="svc"><h2>Service ${escapeHtml(svc)}</h2>`];
+    for (const n of [...new Set(fs.map((f) => f.node))].sort(byText))
+      section.push(`<h3>node ${escapeHtml(n)}</h3>`, ...fs.filter((f) => f.node === n).map(findingHtml));
+    body.push(`${section.join('')}</section>`);
   }
   return htmlPage('clbprobe status — cluster', body);
 }

@@ -7,7 +7,8 @@ import { postJson } from '../cluster/api-post.js';
 import type { ApiTarget } from '../cluster/kube-config.js';
 import { byText } from '../compare.js';
 import { errText } from '../errors.js';
-import { type AgentPod, planNodes } from './agent-pods.js';
+import { planNodes } from './agent-pods.js';
+import { type AgentsOptions, eachPod } from './relay-common.js';
 import { type AgentAsk, askFindings } from './status.js';
 
 export const EVENT_REASON = 'LoadBalancerLoopback';
@@ -23,10 +24,7 @@ export interface LoopEvent {
   message: string;
 }
 
-export interface EventRecorderOptions extends AgentAsk {
-  listPods: () => Promise<AgentPod[]>;
-  container: string;
-  concurrency: number;
+export interface EventRecorderOptions extends AgentAsk, Pick<AgentsOptions, 'listPods' | 'container' | 'concurrency'> {
   /** Creates one Event; 'exists' when its name is taken (another replica recorded it). */
   create: (e: LoopEvent, name: string) => Promise<'created' | 'exists'>;
   /** Time between two Warnings for one Service. */
@@ -38,9 +36,16 @@ export interface EventRecorderOptions extends AgentAsk {
   log?: { warn(o: object, msg: string): void; info(o: object, msg: string): void };
 }
 
-interface Active {
-  /** Node -> the mechanisms active there, and a fix line. */
-  nodes: Map<string, { mechanisms: Set<string>; fix?: string }>;
+/** Node -> the mechanisms active there, and a fix line. */
+type ActiveNodes = Map<string, { mechanisms: Set<string>; fix?: string }>;
+
+/** The fields of an agent's finding line that an Event uses, unchecked. */
+interface ActiveFinding {
+  service?: { namespace?: unknown; name?: unknown };
+  mechanism?: unknown;
+  severity?: unknown;
+  fixes?: { command?: unknown }[];
+  remedy?: unknown;
 }
 
 /** At most this many Services are followed (a cluster with more active loops than this has bigger news). */
@@ -49,7 +54,7 @@ const MAX_SERVICES = 10_000;
 const MAX_MESSAGE = 1000;
 
 export class EventRecorder {
-  private readonly active = new Map<string, Active>();
+  private readonly active = new Map<string, ActiveNodes>();
   private readonly lastWarning = new Map<string, number>();
   private tokens: number;
   private refilledAt: number;
@@ -67,62 +72,52 @@ export class EventRecorder {
   async poll(): Promise<LoopEvent[]> {
     const plan = planNodes(await this.o.listPods(), this.o.container);
     const answered = new Set<string>();
-    const seen = new Map<string, Map<string, { mechanisms: Set<string>; fix?: string }>>();
-    const queue = [...plan.ask];
-    const worker = async (): Promise<void> => {
-      for (let pod = queue.shift(); pod; pod = queue.shift()) {
-        const sink = new LineSink();
-        const r = await askFindings(this.o, pod, undefined, sink);
-        if (r.status !== 'ok' || r.unchecked) {
-          this.o.log?.warn(
-            { node: pod.node, error: r.error ?? r.uncheckedReason },
-            'events: agent not read, its last answer stands',
-          );
-          continue;
-        }
-        answered.add(pod.node);
-        for (const text of sink.lines) {
-          const f = JSON.parse(text) as {
-            service?: { namespace?: unknown; name?: unknown };
-            mechanism?: unknown;
-            severity?: unknown;
-            fixes?: { command?: unknown }[];
-            remedy?: unknown;
-          };
-          if (
-            f.severity !== 'active' ||
-            typeof f.service?.namespace !== 'string' ||
-            typeof f.service.name !== 'string' ||
-            typeof f.mechanism !== 'string'
-          )
-            continue;
-          const key = `${f.service.namespace}/${f.service.name}`;
-          const nodes = seen.get(key) ?? new Map();
-          const at = nodes.get(pod.node) ?? { mechanisms: new Set<string>() };
-          at.mechanisms.add(f.mechanism.slice(0, 40));
-          at.fix ??= oneLineFix(f);
-          nodes.set(pod.node, at);
-          seen.set(key, nodes);
-        }
+    const seen = new Map<string, ActiveNodes>();
+    await eachPod(plan.ask, this.o.concurrency, async (pod) => {
+      const sink = new LineSink();
+      const r = await askFindings(this.o, pod, undefined, sink);
+      if (r.status !== 'ok' || r.unchecked) {
+        this.o.log?.warn(
+          { node: pod.node, error: r.error ?? r.uncheckedReason },
+          'events: agent not read, its last answer stands',
+        );
+        return;
       }
-    };
-    await Promise.all(Array.from({ length: Math.min(this.o.concurrency, queue.length) }, worker));
+      answered.add(pod.node);
+      for (const text of sink.lines) {
+        const f = JSON.parse(text) as ActiveFinding;
+        if (
+          f.severity !== 'active' ||
+          typeof f.service?.namespace !== 'string' ||
+          typeof f.service.name !== 'string' ||
+          typeof f.mechanism !== 'string'
+        )
+          continue;
+        const key = `${f.service.namespace}/${f.service.name}`;
+        const nodes = seen.get(key) ?? new Map();
+        const at = nodes.get(pod.node) ?? { mechanisms: new Set<string>() };
+        at.mechanisms.add(f.mechanism.slice(0, 40));
+        at.fix ??= oneLineFix(f);
+        nodes.set(pod.node, at);
+        seen.set(key, nodes);
+      }
+    });
     const out: LoopEvent[] = [];
     // Started: a Service active now that was not.
     for (const [key, nodes] of seen) {
       const was = this.active.get(key);
       if (!was && this.active.size >= MAX_SERVICES) continue;
-      const merged = new Map(was?.nodes ?? []);
+      const merged = new Map(was ?? []);
       for (const n of answered) merged.delete(n);
       for (const [n, v] of nodes) merged.set(n, v);
-      this.active.set(key, { nodes: merged });
+      this.active.set(key, merged);
       if (!was) out.push(this.warning(key, merged));
     }
     // Ended: every node that had it answered without it.
-    for (const [key, a] of this.active) {
+    for (const [key, nodes] of this.active) {
       if (seen.has(key)) continue;
-      for (const n of answered) a.nodes.delete(n);
-      if (a.nodes.size > 0) continue;
+      for (const n of answered) nodes.delete(n);
+      if (nodes.size > 0) continue;
       this.active.delete(key);
       const [namespace, service] = key.split('/') as [string, string];
       out.push({
@@ -138,7 +133,7 @@ export class EventRecorder {
     return recorded;
   }
 
-  private warning(key: string, nodes: Active['nodes']): LoopEvent {
+  private warning(key: string, nodes: ActiveNodes): LoopEvent {
     const [namespace, service] = key.split('/') as [string, string];
     const byMech = new Map<string, string[]>();
     for (const [n, v] of nodes) for (const m of v.mechanisms) byMech.set(m, [...(byMech.get(m) ?? []), n]);
@@ -193,7 +188,7 @@ export class EventRecorder {
 }
 
 /** The first fix command of a finding, else the first sentence of its remedy. */
-function oneLineFix(f: { fixes?: { command?: unknown }[]; remedy?: unknown }): string | undefined {
+function oneLineFix(f: ActiveFinding): string | undefined {
   const cmd = f.fixes?.find((x) => typeof x.command === 'string')?.command as string | undefined;
   if (cmd) return cmd.slice(0, 400);
   if (typeof f.remedy !== 'string') return undefined;
@@ -219,7 +214,7 @@ class LineSink extends EventEmitter {
 }
 
 /** Creates core/v1 Events through `target` (the relay's service account: create on events). */
-export function eventCreator(target: ApiTarget, instance: string, timeoutMs = 10_000): EventRecorderOptions['create'] {
+export function eventCreator(target: ApiTarget, instance: string): EventRecorderOptions['create'] {
   return async (loop, name) => {
     const at = new Date().toISOString();
     const event = {
@@ -238,7 +233,7 @@ export function eventCreator(target: ApiTarget, instance: string, timeoutMs = 10
       count: 1,
     };
     const path = `/api/v1/namespaces/${encodeURIComponent(loop.namespace)}/events`;
-    const reply = await postJson(target, path, event, { timeoutMs, maxBytes: 4096, overflow: 'cut' });
+    const reply = await postJson(target, path, event, { timeoutMs: 10_000, maxBytes: 4096, overflow: 'cut' });
     if (reply.status === 201 || reply.status === 200) return 'created';
     if (reply.status === 409) return 'exists';
     throw new Error(`create Event in ${loop.namespace}: ${reply.status} ${reply.text.slice(0, 200)}`);

@@ -11,20 +11,20 @@ export interface LineSplitter {
   flush(): void;
 }
 
-/** Calls onLine with each complete line; throws EvidenceLineError (from push) on a line past maxLine bytes. */
-export function lineSplitter(onLine: (line: string) => void, maxLine = MAX_EVIDENCE_LINE): LineSplitter {
+/** Calls onLine with each complete line; push throws EvidenceLineError on a line past MAX_EVIDENCE_LINE bytes. */
+export function lineSplitter(onLine: (line: string) => void): LineSplitter {
   let pending: Buffer[] = [];
   let pendingBytes = 0;
   const tooLong = (): never => {
     pending = [];
     pendingBytes = 0;
-    throw new EvidenceLineError(`a line of the answer is longer than ${maxLine} bytes`);
+    throw new EvidenceLineError(`a line of the answer is longer than ${MAX_EVIDENCE_LINE} bytes`);
   };
   return {
     push(chunk) {
       let from = 0;
       for (let nl = chunk.indexOf(10); nl >= 0; nl = chunk.indexOf(10, from)) {
-        if (pendingBytes + nl - from > maxLine) tooLong();
+        if (pendingBytes + nl - from > MAX_EVIDENCE_LINE) tooLong();
         pending.push(chunk.subarray(from, nl));
         const line = Buffer.concat(pending).toString('utf8');
         pending = [];
@@ -35,7 +35,7 @@ export function lineSplitter(onLine: (line: string) => void, maxLine = MAX_EVIDE
       if (from < chunk.length) {
         pending.push(chunk.subarray(from));
         pendingBytes += chunk.length - from;
-        if (pendingBytes > maxLine) tooLong();
+        if (pendingBytes > MAX_EVIDENCE_LINE) tooLong();
       }
     },
     flush() {

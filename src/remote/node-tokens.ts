@@ -11,27 +11,22 @@ const RENEW_BEFORE_MS = 120_000;
 const MAX_NODES = 5000;
 const MAX_ANSWER = 64 << 10;
 
-export interface ServiceAccountRef {
-  namespace: string;
-  name: string;
-}
-
 export type MintToken = (
   audience: string,
   expirationSeconds: number,
 ) => Promise<{ token: string; expiresAtMs: number }>;
 
 /** TokenRequest for `sa` through `target` (needs "create" on serviceaccounts/token of that one account). */
-export function tokenRequester(target: ApiTarget, sa: ServiceAccountRef, timeoutMs = 10_000): MintToken {
-  const path =
-    `/api/v1/namespaces/${encodeURIComponent(sa.namespace)}` + `/serviceaccounts/${encodeURIComponent(sa.name)}/token`;
+export function tokenRequester(target: ApiTarget, sa: { namespace: string; name: string }): MintToken {
+  const account = `${encodeURIComponent(sa.namespace)}/serviceaccounts/${encodeURIComponent(sa.name)}`;
+  const path = `/api/v1/namespaces/${account}/token`;
   return async (audience, expirationSeconds) => {
     const request = {
       apiVersion: 'authentication.k8s.io/v1',
       kind: 'TokenRequest',
       spec: { audiences: [audience], expirationSeconds },
     };
-    const reply = await postJson(target, path, request, { timeoutMs, maxBytes: MAX_ANSWER, overflow: 'fail' });
+    const reply = await postJson(target, path, request, { timeoutMs: 10_000, maxBytes: MAX_ANSWER, overflow: 'fail' });
     let answer: { status?: { token?: unknown; expirationTimestamp?: unknown }; message?: unknown } = {};
     try {
       answer = JSON.parse(reply.text) as typeof answer;
@@ -55,21 +50,15 @@ export function tokenRequester(target: ApiTarget, sa: ServiceAccountRef, timeout
 /** One token per node, minted on first use and renewed before it expires; concurrent askers share one request. */
 export class NodeTokens {
   private readonly tokens = new Map<string, Promise<{ token: string; expiresAtMs: number }>>();
-  /** TokenRequests sent, for tests and the log. */
-  minted = 0;
-  constructor(
-    private readonly mint: MintToken,
-    private readonly now: () => number = Date.now,
-  ) {}
+  constructor(private readonly mint: MintToken) {}
 
   async forNode(node: string): Promise<string> {
     const held = this.tokens.get(node);
     if (held) {
       const t = await held.catch(() => undefined);
-      if (t && t.expiresAtMs - RENEW_BEFORE_MS > this.now()) return t.token;
+      if (t && t.expiresAtMs - RENEW_BEFORE_MS > Date.now()) return t.token;
       if (this.tokens.get(node) !== held) return this.forNode(node);
     }
-    this.minted++;
     const p = this.mint(evidenceAudience(node), NODE_TOKEN_TTL_S);
     this.tokens.delete(node);
     this.tokens.set(node, p);

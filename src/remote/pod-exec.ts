@@ -8,10 +8,8 @@ import { errText } from '../errors.js';
 
 /** Versions whose channel 3 carries a JSON Status (older ones send plain text). */
 const PROTOCOLS = ['v5.channel.k8s.io', 'v4.channel.k8s.io'];
-/** The channels of the frames read; others (v5's 255, close-stream) are left: the status frame ends everything. */
-const STDOUT = 1;
-const STDERR = 2;
-const STATUS = 3;
+// The channels of the frames read; others (v5's 255, close-stream) are left: the status frame ends everything.
+const CHANNEL = { stdout: 1, stderr: 2, status: 3 } as const;
 
 export type ExecFailureKind =
   | 'unauthorized'
@@ -64,41 +62,33 @@ export function exitCodeOf(s: ExecStatus): number {
   throw new PodExecError(`the command did not run: ${s.message ?? JSON.stringify(s)}`, 'failed');
 }
 
-/** The message of a Status body, or the body itself (trimmed) when it is not one. */
-function statusMessage(body: string): string {
+/** An HTTP refusal of the exec upgrade, in words that say what to fix. */
+function refusalError(code: number, body: string, t: ExecTarget): PodExecError {
+  let msg = body.trim().slice(0, 300) || '(empty answer)';
   try {
     const m = (JSON.parse(body) as { message?: unknown }).message;
-    if (typeof m === 'string') return m;
+    if (typeof m === 'string') msg = m;
   } catch {
     // not JSON: a proxy or load balancer in front of the API server answered
   }
-  return body.trim().slice(0, 300) || '(empty answer)';
-}
-
-/** An HTTP refusal of the exec upgrade, in words that say what to fix. */
-export function refusalError(code: number, body: string, t: ExecTarget): PodExecError {
-  const msg = statusMessage(body);
-  switch (code) {
-    case 401:
-      return new PodExecError(
-        `401 Unauthorized: the API server rejected the kubeconfig's credentials (${msg})`,
-        'unauthorized',
-        code,
-      );
-    // A WebSocket exec is a GET: authorized as "get" pods/exec, and since 1.35
-    // (AuthorizePodWebsocketUpgradeCreatePermission) also as "create".
-    case 403:
-      return new PodExecError(
-        `403 Forbidden: ${msg} (needs RBAC verbs "get" and "create" on ` +
-          `"pods/exec" in namespace ${t.namespace}; see deploy/oncall-rbac.yaml)`,
-        'forbidden',
-        code,
-      );
-    case 404:
-      return new PodExecError(`404 Not Found: pod ${t.namespace}/${t.pod} is gone (${msg})`, 'not-found', code);
-    default:
-      return new PodExecError(`${code}: ${msg}`, 'refused', code);
-  }
+  if (code === 401)
+    return new PodExecError(
+      `401 Unauthorized: the API server rejected the kubeconfig's credentials (${msg})`,
+      'unauthorized',
+      code,
+    );
+  // A WebSocket exec is a GET: authorized as "get" pods/exec, and since 1.35
+  // (AuthorizePodWebsocketUpgradeCreatePermission) also as "create".
+  if (code === 403)
+    return new PodExecError(
+      `403 Forbidden: ${msg} (needs RBAC verbs "get" and "create" on ` +
+        `"pods/exec" in namespace ${t.namespace}; see deploy/oncall-rbac.yaml)`,
+      'forbidden',
+      code,
+    );
+  if (code === 404)
+    return new PodExecError(`404 Not Found: pod ${t.namespace}/${t.pod} is gone (${msg})`, 'not-found', code);
+  return new PodExecError(`${code}: ${msg}`, 'refused', code);
 }
 
 /** Largest refusal body kept (a Status is a few hundred bytes). */
@@ -118,36 +108,32 @@ export function execInPod(
     let status: ExecStatus | undefined;
     let refusal: PodExecError | undefined;
     let transportError: Error | undefined;
-    const settle = (r: { code: number } | { error: PodExecError }): void => {
+    /** Settles once, with the exit code `outcome` returns or the PodExecError it throws. */
+    const settle = (outcome: () => number): void => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
-      if ('error' in r) reject(r.error);
-      else resolve(r.code);
+      try {
+        resolve(outcome());
+      } catch (e) {
+        reject(e);
+      }
     };
     const timer = setTimeout(() => {
-      settle({
-        error: new PodExecError(`no exit status within ${Math.round(timeoutMs / 1000)} s (timeout)`, 'timeout'),
+      settle(() => {
+        throw new PodExecError(`no exit status within ${Math.round(timeoutMs / 1000)} s (timeout)`, 'timeout');
       });
       socket?.terminate();
     }, timeoutMs);
-
     // The socket ends every path: after the status, a refused upgrade, a transport error, or a cut.
-    const onClose = (): void => {
-      if (status) {
-        try {
-          settle({ code: exitCodeOf(status) });
-        } catch (e) {
-          settle({ error: e as PodExecError });
-        }
-      } else if (refusal) settle({ error: refusal });
-      else if (transportError)
-        settle({ error: new PodExecError(`cannot reach the API server: ${transportError.message}`, 'connection') });
-      else
-        settle({
-          error: new PodExecError('the connection closed before the exit status (pod or node restarted?)', 'no-status'),
-        });
-    };
+    const onClose = (): void =>
+      settle(() => {
+        if (status) return exitCodeOf(status);
+        if (refusal) throw refusal;
+        if (transportError)
+          throw new PodExecError(`cannot reach the API server: ${transportError.message}`, 'connection');
+        throw new PodExecError('the connection closed before the exit status (pod or node restarted?)', 'no-status');
+      });
     const connect = async (): Promise<void> => {
       const query = new URLSearchParams({
         stdout: 'true',
@@ -187,9 +173,9 @@ export function execInPod(
       ws.on('message', (data: Buffer, isBinary: boolean) => {
         if (!isBinary || data.length < 1) return;
         const body = data.subarray(1);
-        if (data[0] === STDOUT) out.stdout(body);
-        else if (data[0] === STDERR) out.stderr(body);
-        else if (data[0] === STATUS) {
+        if (data[0] === CHANNEL.stdout) out.stdout(body);
+        else if (data[0] === CHANNEL.stderr) out.stderr(body);
+        else if (data[0] === CHANNEL.status) {
           try {
             status = JSON.parse(body.toString('utf8')) as ExecStatus;
             ws.close();
@@ -203,8 +189,8 @@ export function execInPod(
     };
     // Failures before a socket exists (the kubeconfig's exec plugin, a bad server URL); others end in onClose.
     connect().catch((e: unknown) =>
-      settle({
-        error: new PodExecError(`cannot open the exec connection: ${errText(e)}`, 'connection'),
+      settle(() => {
+        throw new PodExecError(`cannot open the exec connection: ${errText(e)}`, 'connection');
       }),
     );
   });

@@ -4,7 +4,7 @@ import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest, type RequestOptions } from 'node:https';
 import type { ApiTarget } from '../cluster/kube-config.js';
 import { errText } from '../errors.js';
-import { TOKEN_HEADER } from './relay.js';
+import { jsonMessage, TOKEN_HEADER } from './relay-common.js';
 
 export interface RelayTarget {
   namespace: string;
@@ -12,16 +12,9 @@ export interface RelayTarget {
 }
 
 export class RelayError extends Error {
-  constructor(
-    message: string,
-    readonly statusCode?: number,
-  ) {
-    super(message);
-    this.name = 'RelayError';
-  }
+  override name = 'RelayError';
 }
 
-/** Longest line accepted from the relay. */
 const MAX_LINE = 1 << 20;
 
 /** Streams the relay's answer line by line; resolves when it ends, rejects with what to fix. */
@@ -92,22 +85,15 @@ export async function askRelay(
 
 /** An error answer from the API server (a Status) or from the relay (an error line), in words that say what to fix. */
 function refusal(code: number, body: string, t: RelayTarget, where: string): RelayError {
-  let msg = body.trim().slice(0, 300) || '(empty answer)';
-  try {
-    const m = (JSON.parse(body.split('\n')[0] ?? '') as { message?: unknown }).message;
-    if (typeof m === 'string') msg = m;
-  } catch {
-    // not JSON
-  }
+  const msg = jsonMessage(body) ?? (body.trim().slice(0, 300) || '(empty answer)');
   if (code === 403 && msg.includes('services/proxy')) {
     return new RelayError(
       `403 Forbidden: ${msg} (needs RBAC verb "get" on "services/proxy" named ` +
         `${t.service} in namespace ${t.namespace}; see deploy/oncall-rbac.yaml)`,
-      code,
     );
   }
-  if (code === 401) return new RelayError(`401 Unauthorized: ${msg}`, code);
+  if (code === 401) return new RelayError(`401 Unauthorized: ${msg}`);
   if (code === 503 && /no endpoints/i.test(msg))
-    return new RelayError(`${where}: no relay pod is ready (${msg}); is deploy/evidence-relay.yaml applied?`, code);
-  return new RelayError(`${code}: ${msg}`, code);
+    return new RelayError(`${where}: no relay pod is ready (${msg}); is deploy/evidence-relay.yaml applied?`);
+  return new RelayError(`${code}: ${msg}`);
 }
