@@ -35,10 +35,8 @@ export class Netns {
 
   delete(): void {
     if (!Netns.live.delete(this)) return;
-    spawnSync('ip', ['netns', 'pids', this.name], { encoding: 'utf8' })
-      .stdout.split('\n')
-      .filter(Boolean)
-      .forEach((pid) => spawnSync('kill', ['-9', pid]));
+    const pids = spawnSync('ip', ['netns', 'pids', this.name], { encoding: 'utf8' }).stdout.split('\n');
+    for (const pid of pids.filter(Boolean)) spawnSync('kill', ['-9', pid]);
     spawnSync('ip', ['netns', 'delete', this.name]);
   }
 

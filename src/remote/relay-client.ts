@@ -62,8 +62,7 @@ export async function askRelay(
         }
         res.on('data', (d: string) => {
           rest += d;
-          let nl: number;
-          while ((nl = rest.indexOf('\n')) >= 0) {
+          for (let nl = rest.indexOf('\n'); nl >= 0; nl = rest.indexOf('\n')) {
             onLine(rest.slice(0, nl));
             rest = rest.slice(nl + 1);
           }
