@@ -2,7 +2,7 @@
 // Pure and never throws on bad input: objects.ts turns bad objects into warnings.
 import { byText } from '../compare.js';
 import { interpretAnnotations, isPrivateIp } from './annotations.js';
-import { endpointsFor, indexEndpointSlices, parseEndpointSlice, type SliceEntry, SliceTables } from './endpoints.js';
+import { endpointsFor, indexEndpointSlices, parseEndpointSlice, SliceTables } from './endpoints.js';
 import {
   canonicalIp,
   FieldError,
@@ -17,22 +17,20 @@ import {
   strMap,
 } from './fields.js';
 import {
-  type GatewayClassEntry,
-  type GatewayEntry,
   gatewayVipsFor,
   indexGateways,
   parseGateway,
   parseGatewayClass,
   parseReferenceGrant,
-  type ReferenceGrantEntry,
-  type RouteEntry,
   routeParser,
 } from './gateway.js';
-import { type IngressEntry, indexIngresses, ingressVipsFor, parseIngress } from './ingress.js';
+import { indexIngresses, ingressVipsFor, parseIngress } from './ingress.js';
 import {
   type ClusterObjects,
   compact,
-  type Parsed,
+  GATEWAY_KINDS,
+  KINDS,
+  type Kind,
   parseOne,
   parseParts,
   type SourcedObject,
@@ -71,43 +69,22 @@ export interface ServiceEntry {
   ports: PortFields[];
 }
 
-/** The kinds, each object parsed on its own: what the watch keeps of each object. */
-export interface ParsedObjects {
-  services: Iterable<Parsed<ServiceEntry>>;
-  endpointSlices: Iterable<Parsed<SliceEntry | undefined>>;
-  ingresses: Iterable<Parsed<IngressEntry>>;
-  nodes: Iterable<Parsed<NodeView>>;
-  gatewayClasses: Iterable<Parsed<GatewayClassEntry>>;
-  gateways: Iterable<Parsed<GatewayEntry>>;
-  httpRoutes: Iterable<Parsed<RouteEntry>>;
-  grpcRoutes: Iterable<Parsed<RouteEntry>>;
-  tlsRoutes: Iterable<Parsed<RouteEntry>>;
-  tcpRoutes: Iterable<Parsed<RouteEntry>>;
-  udpRoutes: Iterable<Parsed<RouteEntry>>;
-  referenceGrants: Iterable<Parsed<ReferenceGrantEntry>>;
-}
-
-export const NO_GATEWAY_API = {
-  gatewayClasses: [],
-  gateways: [],
-  httpRoutes: [],
-  grpcRoutes: [],
-  tlsRoutes: [],
-  tcpRoutes: [],
-  udpRoutes: [],
-  referenceGrants: [],
-} as const satisfies Partial<ParsedObjects>;
+/** Empty Gateway API kinds, for a view built without them. */
+export const NO_GATEWAY_API = Object.fromEntries(GATEWAY_KINDS.map((kind) => [kind, []])) as unknown as {
+  [K in (typeof GATEWAY_KINDS)[number]]: [];
+};
 
 /** The route kinds' buckets, in the order their warnings are listed. */
 const ROUTE_BUCKETS = ['httpRoutes', 'grpcRoutes', 'tlsRoutes', 'tcpRoutes', 'udpRoutes'] as const;
 
-/** What one object of kind K parses to (an element of ParsedObjects[K]). */
-export type ParsedOf<K extends keyof ParsedObjects> = ParsedObjects[K] extends Iterable<infer T> ? T : never;
-
-export type Parsers = { [K in keyof ParsedObjects]: (s: SourcedObject) => ParsedOf<K> };
+export type Parsers = ReturnType<typeof parsersFor>;
+/** What one object of kind K parses to. */
+export type ParsedOf<K extends Kind> = ReturnType<Parsers[K]>;
+/** The kinds, each object parsed on its own: what the watch keeps of each object. */
+export type ParsedObjects = { [K in Kind]: Iterable<ParsedOf<K>> };
 
 /** Per-kind parsers; `nodeName` marks endpoints local, so assemble with the same one. */
-export function parsersFor(nodeName: string | undefined): Parsers {
+export function parsersFor(nodeName: string | undefined) {
   const sliceTables = new SliceTables();
   return {
     services: (s) =>
@@ -133,16 +110,15 @@ export function parsersFor(nodeName: string | undefined): Parsers {
     tcpRoutes: routeParser('TCPRoute'),
     udpRoutes: routeParser('UDPRoute'),
     referenceGrants: parseReferenceGrant,
-  };
+  } satisfies Record<Kind, (s: SourcedObject) => unknown>;
 }
 
 export function buildClusterView(objects: ClusterObjects, opts: BuildOptions = {}): ClusterView {
   const parse = parsersFor(opts.nodeName);
-  const parsed = {} as { -readonly [K in keyof ParsedObjects]: ParsedOf<K>[] };
-  for (const kind of Object.keys(parse) as (keyof ParsedObjects)[]) {
-    (parsed as Record<string, unknown[]>)[kind] = objects[kind].map(parse[kind] as (s: SourcedObject) => unknown);
-  }
-  return assembleClusterView(parsed, opts);
+  const parsed = Object.fromEntries(
+    KINDS.map((kind) => [kind, objects[kind].map(parse[kind] as (s: SourcedObject) => unknown)]),
+  );
+  return assembleClusterView(parsed as unknown as ParsedObjects, opts);
 }
 
 /** The view from objects parsed by `parsersFor(opts.nodeName)`; warnings by kind: slices first, Node last. */

@@ -7,37 +7,27 @@ export interface SourcedObject {
   object: unknown;
 }
 
-/** The kinds the view needs, already sorted by kind (a List's items, or the watch stores). */
-export interface ClusterObjects {
-  services: SourcedObject[];
-  endpointSlices: SourcedObject[];
-  ingresses: SourcedObject[];
-  nodes: SourcedObject[];
-  gatewayClasses: SourcedObject[];
-  gateways: SourcedObject[];
-  httpRoutes: SourcedObject[];
-  grpcRoutes: SourcedObject[];
-  tlsRoutes: SourcedObject[];
-  tcpRoutes: SourcedObject[];
-  udpRoutes: SourcedObject[];
-  referenceGrants: SourcedObject[];
-}
+/** The Gateway API kinds the view reads. */
+export const GATEWAY_KINDS = [
+  'gatewayClasses',
+  'gateways',
+  'httpRoutes',
+  'grpcRoutes',
+  'tlsRoutes',
+  'tcpRoutes',
+  'udpRoutes',
+  'referenceGrants',
+] as const;
+
+/** Every kind the view reads. */
+export const KINDS = ['services', 'endpointSlices', 'ingresses', 'nodes', ...GATEWAY_KINDS] as const;
+export type Kind = (typeof KINDS)[number];
+
+/** The objects of each kind (a List's items, or the watch stores). */
+export type ClusterObjects = Record<Kind, SourcedObject[]>;
 
 export function emptyObjects(): ClusterObjects {
-  return {
-    services: [],
-    endpointSlices: [],
-    ingresses: [],
-    nodes: [],
-    gatewayClasses: [],
-    gateways: [],
-    httpRoutes: [],
-    grpcRoutes: [],
-    tlsRoutes: [],
-    tcpRoutes: [],
-    udpRoutes: [],
-    referenceGrants: [],
-  };
+  return Object.fromEntries(KINDS.map((kind) => [kind, []])) as unknown as ClusterObjects;
 }
 
 /** What a parser gets besides the object itself. */
