@@ -246,9 +246,7 @@ function parseServiceSpec(raw: Obj, metadata: Obj, warn: (m: string) => void): S
   const type = constant(SERVICE_TYPES, typeText);
   if (!type) throw new FieldError(`spec.type ${JSON.stringify(typeText)} is unknown`);
 
-  const clusterIPs = strArr(spec.clusterIPs, 'spec.clusterIPs');
-  const single = optStr(spec.clusterIP, 'spec.clusterIP');
-  if (clusterIPs.length === 0 && single) clusterIPs.push(single);
+  const clusterIPs = pluralOrSingle(spec, 'clusterIPs', 'clusterIP');
 
   const allAnnotations = strMap(metadata.annotations, 'metadata.annotations');
   const annotations = interpretAnnotations(allAnnotations);
@@ -293,6 +291,14 @@ function chosenHostnames(hostnames: string[], annotations: Record<string, string
   return hostnames.filter((h) => named.has(dnsName(h)));
 }
 
+/** The dual-stack list field, else its single-value predecessor, which older API servers fill alone. */
+function pluralOrSingle(spec: Obj, plural: string, single: string): string[] {
+  const list = strArr(spec[plural], `spec.${plural}`);
+  const one = optStr(spec[single], `spec.${single}`);
+  if (list.length === 0 && one) list.push(one);
+  return list;
+}
+
 const orNone = <T>(list: T[]): T[] => (list.length > 0 ? list : NONE);
 
 function trafficPolicy(v: unknown, path: string): TrafficPolicy {
@@ -323,9 +329,7 @@ function parseLbStatus(raw: Obj, warn: (m: string) => void): { ips: LbIngressIp[
 
 function parseNode(node: Obj, ctx: { name: string; warn: (m: string) => void }): NodeView {
   const spec = optObj(node.spec, 'spec') ?? {};
-  const podCIDRs = strArr(spec.podCIDRs, 'spec.podCIDRs');
-  const single = optStr(spec.podCIDR, 'spec.podCIDR');
-  if (podCIDRs.length === 0 && single) podCIDRs.push(single);
+  const podCIDRs = pluralOrSingle(spec, 'podCIDRs', 'podCIDR');
   const addresses = parseParts(
     optArr(optObj(node.status, 'status')?.addresses, 'status.addresses'),
     'status.addresses',

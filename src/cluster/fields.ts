@@ -62,13 +62,11 @@ export function strArr(value: unknown, path: string): string[] {
 export function strMap(value: unknown, path: string): Record<string, string> {
   const o = optObj(value, path) ?? {};
   const out: Record<string, string> = {};
-  for (const [k, val] of Object.entries(o)) out[k] = reqStrOrEmpty(val, `${path}[${JSON.stringify(k)}]`);
+  for (const [k, val] of Object.entries(o)) {
+    if (typeof val !== 'string') throw new FieldError(`${path}[${JSON.stringify(k)}] is not a string`);
+    out[k] = val;
+  }
   return out;
-}
-
-function reqStrOrEmpty(v: unknown, path: string): string {
-  if (typeof v !== 'string') throw new FieldError(`${path} is not a string`);
-  return v;
 }
 
 /** An IP in the kernel readers' text form (RFC 5952 IPv6) so Service IPs compare equal to conntrack tuples. */

@@ -7,6 +7,7 @@ import { homedir } from 'node:os';
 import { delimiter, dirname, join, resolve } from 'node:path';
 import yaml from 'js-yaml';
 import { FileTooLargeError, readFileBounded } from '../read-bounded.js';
+import { isObj, type Obj } from './fields.js';
 
 /** The service account files every pod gets (projected, the token rotated by the kubelet). */
 export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
@@ -91,9 +92,6 @@ function inCluster(env: NodeJS.ProcessEnv, dir: string): ApiTarget {
     requestOptions: async () => ({ ca, headers: { authorization: `Bearer ${token()}` } }),
   };
 }
-
-type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 function readKubeconfig(path: string): Obj {
   let doc: unknown;

@@ -208,13 +208,10 @@ export class Reflector<T> {
 
   /** The first page, or the one after `continueToken`; a 410 on a continued page is a ContinueExpired. */
   private async nextPage(query: Record<string, string>, continueToken: string | undefined): Promise<ListPage> {
-    if (continueToken === undefined) return this.api.listPage(this.path, query, undefined, this.o.shape);
-    try {
-      return await this.api.listPage(this.path, { ...query, continue: continueToken }, undefined, this.o.shape);
-    } catch (e) {
-      if (e instanceof ApiError && e.statusCode === 410) throw new ContinueExpired(e);
-      throw e;
-    }
+    const pageQuery = continueToken === undefined ? query : { ...query, continue: continueToken };
+    return this.api.listPage(this.path, pageQuery, undefined, this.o.shape).catch((e: unknown) => {
+      throw continueToken !== undefined && e instanceof ApiError && e.statusCode === 410 ? new ContinueExpired(e) : e;
+    });
   }
 
   /** One watch from this.rv: 'closed' at a normal end, 'expired' on 410; rejects on failure. */
