@@ -5,6 +5,7 @@ import { interpretAnnotations, isPrivateIp } from './annotations.js';
 import { endpointsFor, indexEndpointSlices, parseEndpointSlice, SliceTables } from './endpoints.js';
 import {
   canonicalIp,
+  dnsName,
   FieldError,
   isObj,
   type Obj,
@@ -278,9 +279,6 @@ function parseServiceSpec(raw: Obj, metadata: Obj, warn: (m: string) => void): S
     loadBalancerClass: optStr(spec.loadBalancerClass, 'spec.loadBalancerClass') || undefined,
   };
 }
-
-/** A DNS name as compared: lower case, without the root's trailing dot. */
-const dnsName = (name: string): string => name.trim().toLowerCase().replace(/\.$/, '');
 
 /** Status hostnames named by any annotation: the CCM copies a user-chosen name into the status verbatim. */
 function chosenHostnames(hostnames: string[], annotations: Record<string, string>): string[] {

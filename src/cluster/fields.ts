@@ -69,6 +69,9 @@ export function strMap(value: unknown, path: string): Record<string, string> {
   return out;
 }
 
+/** A DNS name as compared: lower case, without the root's trailing dot. */
+export const dnsName = (name: string): string => name.trim().toLowerCase().replace(/\.$/, '');
+
 /** An IP in the kernel readers' text form (RFC 5952 IPv6) so Service IPs compare equal to conntrack tuples. */
 export function canonicalIp(value: unknown, path: string): string {
   const s = reqStr(value, path);

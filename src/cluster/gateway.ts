@@ -1,8 +1,8 @@
 // Gateway API → Service ports a Gateway's addresses reach, and at which listener ports: via routes attached
 // (Accepted=True, or parentRef without status) with a backendRef; cross-namespace only with a ReferenceGrant.
-import { canonicalIp, FieldError, isObj, optArr, optInt, optObj, optStr, reqStr } from './fields.js';
+import { canonicalIp, dnsName, FieldError, isObj, optArr, optInt, optObj, optStr, reqStr } from './fields.js';
 import { type Parsed, parseOne, parseParts, type SourcedObject } from './objects.js';
-import type { GatewayFront, L7Listener } from './types.js';
+import type { GatewayFront, L7Listener, L7Vip } from './types.js';
 
 const GATEWAY_GROUP = 'gateway.networking.k8s.io';
 
@@ -100,8 +100,7 @@ export function parseGateway(sourced: SourcedObject): Parsed<GatewayEntry> {
       if (!isObj(a)) throw new FieldError(`${path} is not an object`);
       const type = optStr(a.type, `${path}.type`) ?? 'IPAddress';
       if (type === 'IPAddress') ips.push(canonicalIp(a.value, `${path}.value`));
-      else if (type === 'Hostname')
-        hostnames.push(reqStr(a.value, `${path}.value`).trim().toLowerCase().replace(/\.$/, ''));
+      else if (type === 'Hostname') hostnames.push(dnsName(reqStr(a.value, `${path}.value`)));
       // NamedAddress and implementation-specific types name nothing a packet carries.
     });
     return {
@@ -248,13 +247,8 @@ function attachedListeners(gw: GatewayEntry, ref: ObjectRef, route: RouteEntry, 
   return out;
 }
 
-const sameRef = (a: ObjectRef, b: ObjectRef): boolean =>
-  a.group === b.group &&
-  a.kind === b.kind &&
-  a.namespace === b.namespace &&
-  a.name === b.name &&
-  a.sectionName === b.sectionName &&
-  a.port === b.port;
+const REF_FIELDS = ['group', 'kind', 'namespace', 'name', 'sectionName', 'port'] as const;
+const sameRef = (a: ObjectRef, b: ObjectRef): boolean => REF_FIELDS.every((f) => a[f] === b[f]);
 
 export function indexGateways(objects: GatewayObjects): GatewayIndex {
   const index: GatewayIndex = new Map();
@@ -298,13 +292,15 @@ export interface GatewayHostname {
   hostname: string;
 }
 
+type GatewayVip = Required<Pick<L7Vip, 'ingress' | 'ip' | 'gateway'>>;
+
 /** Gateway addresses routing to this Service port, each (Gateway, address) once, plus hostnames to resolve. */
 export function gatewayVipsFor(
   index: GatewayIndex,
   namespace: string,
   service: string,
   port: number,
-): { vips: { ingress: string; ip: string; gateway: GatewayFront }[]; hostnames: GatewayHostname[] } {
+): { vips: GatewayVip[]; hostnames: GatewayHostname[] } {
   const fronts = new Map<string, { front: GatewayFront; ips: string[]; hostnames: string[] }>();
   for (const r of index.get(`${namespace}/${service}`) ?? []) {
     if (r.port !== port) continue;
@@ -322,7 +318,7 @@ export function gatewayVipsFor(
         (known.front.listeners as L7Listener[]).push(l);
     }
   }
-  const vips: { ingress: string; ip: string; gateway: GatewayFront }[] = [];
+  const vips: GatewayVip[] = [];
   const hostnames: GatewayHostname[] = [];
   for (const { front, ips, hostnames: names } of fronts.values()) {
     for (const ip of ips) vips.push({ ingress: front.gateway, ip, gateway: front });

@@ -5,9 +5,12 @@ import { existsSync } from 'node:fs';
 import type { RequestOptions } from 'node:https';
 import { homedir } from 'node:os';
 import { delimiter, dirname, join, resolve } from 'node:path';
+import { promisify } from 'node:util';
 import yaml from 'js-yaml';
 import { FileTooLargeError, readFileBounded } from '../read-bounded.js';
 import { isObj, type Obj } from './fields.js';
+
+const execFileAsync = promisify(execFile);
 
 /** The service account files every pod gets (projected, the token rotated by the kubelet). */
 export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
@@ -244,19 +247,13 @@ function execPlugin(
     spec: { interactive: false, ...clusterInfo },
   });
   let held: Promise<ExecCredential> | undefined;
+  const what = `${at}: exec plugin ${command}`;
   const run = async (): Promise<ExecCredential> => {
-    const stdout = await new Promise<string>((resolveRun, rejectRun) => {
-      execFile(
-        command,
-        args,
-        { env, timeout: EXEC_PLUGIN_TIMEOUT_MS, maxBuffer: MAX_TOKEN_BYTES, encoding: 'utf8' },
-        (err, out, errOut) =>
-          err
-            ? rejectRun(new KubeConfigError(`${at}: exec plugin ${command}: ${errOut.trim() || err.message}`))
-            : resolveRun(out),
-      );
+    const options = { env, timeout: EXEC_PLUGIN_TIMEOUT_MS, maxBuffer: MAX_TOKEN_BYTES, encoding: 'utf8' } as const;
+    const { stdout } = await execFileAsync(command, args, options).catch((e: Error & { stderr?: string }) => {
+      throw new KubeConfigError(`${what}: ${e.stderr?.trim() || e.message}`);
     });
-    return credentialOf(stdout, `${at}: exec plugin ${command}`);
+    return credentialOf(stdout, what);
   };
   return async () => {
     const current = held && (await held.catch(() => undefined));
