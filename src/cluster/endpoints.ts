@@ -1,7 +1,7 @@
 // EndpointSlices (v1; v1beta1 on 1.17-1.20, node in topology["kubernetes.io/hostname"]) → endpoints per Service port.
 // Slices join by the `kubernetes.io/service-name` label and ports by name+protocol like kube-proxy; nil ready = ready.
 import { canonicalIp, FieldError, isObj, optArr, optBool, optInt, optObj, optStr, reqStr, strMap } from './fields.js';
-import { compact, type Parsed, parseOne, parseParts, type SourcedObject } from './objects.js';
+import { compact, type Parsed, parseOne, parseParts, pushTo, type SourcedObject } from './objects.js';
 import type { EndpointPorts, EndpointView, ServiceView } from './types.js';
 
 const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
@@ -98,10 +98,7 @@ export function indexEndpointSlices(entries: readonly (SliceEntry | undefined)[]
   const index: EndpointIndex = new Map();
   for (const p of entries) {
     if (!p) continue;
-    const key = `${p.namespace}/${p.service}`;
-    const slices = index.get(key);
-    if (slices) slices.push(p);
-    else index.set(key, [p]);
+    pushTo(index, `${p.namespace}/${p.service}`, p);
   }
   return index;
 }

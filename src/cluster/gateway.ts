@@ -1,7 +1,7 @@
 // Gateway API → Service ports a Gateway's addresses reach, and at which listener ports: via routes attached
 // (Accepted=True, or parentRef without status) with a backendRef; cross-namespace only with a ReferenceGrant.
 import { canonicalIp, dnsName, FieldError, isObj, optArr, optInt, optObj, optStr, reqStr } from './fields.js';
-import { type Parsed, parseOne, parseParts, type SourcedObject } from './objects.js';
+import { type Parsed, parseOne, parseParts, pushTo, type SourcedObject } from './objects.js';
 import type { GatewayFront, L7Listener, L7Vip } from './types.js';
 
 const GATEWAY_GROUP = 'gateway.networking.k8s.io';
@@ -275,11 +275,7 @@ export function indexGateways(objects: GatewayObjects): GatewayIndex {
       };
       for (const b of route.backends) {
         if (!granted(objects.grants, route, b)) continue;
-        const key = `${b.namespace}/${b.name}`;
-        const entry: GatewayRoute = { front, ips: gw.ips, hostnames: gw.hostnames, port: b.port };
-        const list = index.get(key);
-        if (list) list.push(entry);
-        else index.set(key, [entry]);
+        pushTo(index, `${b.namespace}/${b.name}`, { front, ips: gw.ips, hostnames: gw.hostnames, port: b.port });
       }
     }
   }

@@ -2,6 +2,7 @@
 // their L7 VIPs, so every index treats them as VIPs. Pure.
 import { byText } from '../compare.js';
 import { isPrivateIp } from './annotations.js';
+import { pushTo } from './objects.js';
 import type { ClusterView, HostnameLookup, L7Vip, LbIngressIp, ServiceView } from './types.js';
 
 /** Hostnames without IP, in cap order (--dns-max-names): cloud-written first, namespaces taking turns. */
@@ -19,10 +20,7 @@ export function lbHostnamesOf(view: ClusterView): string[] {
     for (const h of [...(s.lbHostnames ?? []), ...gatewayNames]) {
       if (seen.has(h)) continue;
       seen.add(h);
-      const byNamespace = userChosen.has(h) ? chosen : written;
-      const names = byNamespace.get(s.namespace);
-      if (names) names.push(h);
-      else byNamespace.set(s.namespace, [h]);
+      pushTo(userChosen.has(h) ? chosen : written, s.namespace, h);
     }
   }
   return [...inTurns(written), ...inTurns(chosen)];

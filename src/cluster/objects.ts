@@ -109,6 +109,13 @@ export function parseParts<T>(
   return compact(out);
 }
 
+/** Appends `value` to the list at `key`, starting one when there is none. */
+export function pushTo<K, V>(map: Map<K, V[]>, key: K, value: V): void {
+  const list = map.get(key);
+  if (list) list.push(value);
+  else map.set(key, [value]);
+}
+
 /** A list built by push, copied at its exact size: push leaves spare room, and the view holds many small lists. */
 export function compact<T>(list: T[]): T[] {
   return list.length === 0 ? [] : list.slice();
