@@ -1,6 +1,7 @@
 // Cloud-provider Service annotations that decide whether loopback can happen (TKE, ACK/`alicloud-`, AWS, Azure, GCP).
 import { BlockList } from 'node:net';
 import { LB_CLIENT_ADDRESS_KEYS } from './lb-client-address.js';
+import { Interned } from './objects.js';
 import type { LoopbackAnnotations } from './types.js';
 
 export const TENCENT_PREVENT_LOOPBACK = 'service.cloud.tencent.com/prevent-loopback';
@@ -43,21 +44,14 @@ const KNOWN_KEYS = new Set<string>([
 const NO_ANNOTATIONS: LoopbackAnnotations = deepFreeze(interpretKnown({}));
 
 /** Interpretations shared per annotation text, since Services carry few distinct sets; emptied when full. */
-const interned = new Map<string, LoopbackAnnotations>();
-const INTERNED_MAX = 1024;
+const interned = new Interned<LoopbackAnnotations>(1024);
 
 export function interpretAnnotations(annotations: Record<string, string>): LoopbackAnnotations {
   let known: Record<string, string> | undefined;
   for (const [k, v] of Object.entries(annotations)) if (KNOWN_KEYS.has(k)) (known ??= {})[k] = v;
   if (!known) return NO_ANNOTATIONS;
-  const text = JSON.stringify(known);
-  let out = interned.get(text);
-  if (!out) {
-    if (interned.size >= INTERNED_MAX) interned.clear();
-    out = deepFreeze(interpretKnown(known));
-    interned.set(text, out);
-  }
-  return out;
+  const kept = known;
+  return interned.get(JSON.stringify(kept), () => deepFreeze(interpretKnown(kept)));
 }
 
 /** The interpretation of the known annotations alone (every rule reads only KNOWN_KEYS). */

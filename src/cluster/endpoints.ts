@@ -1,7 +1,7 @@
 // EndpointSlices (v1; v1beta1 on 1.17-1.20, node in topology["kubernetes.io/hostname"]) → endpoints per Service port.
 // Slices join by the `kubernetes.io/service-name` label and ports by name+protocol like kube-proxy; nil ready = ready.
 import { canonicalIp, FieldError, isObj, optArr, optBool, optInt, optObj, optStr, reqStr, strMap } from './fields.js';
-import { compact, type Parsed, parseOne, parseParts, pushTo, type SourcedObject } from './objects.js';
+import { compact, Interned, type Parsed, parseOne, parseParts, pushTo, type SourcedObject } from './objects.js';
 import type { EndpointPorts, EndpointView, ServiceView } from './types.js';
 
 const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
@@ -26,22 +26,6 @@ export interface SliceEntry {
   endpoints: EndpointView[];
   /** False when the endpointslice controller did not write the slice: such a slice can name any address. */
   managed: boolean;
-}
-
-/** A bounded table of shared values by key: emptied when full (the values handed out stay shared). */
-class Interned<T> {
-  private readonly values = new Map<string, T>();
-
-  constructor(private readonly max: number) {}
-
-  get(key: string, make: () => T): T {
-    const known = this.values.get(key);
-    if (known !== undefined) return known;
-    if (this.values.size >= this.max) this.values.clear();
-    const value = make();
-    this.values.set(key, value);
-    return value;
-  }
 }
 
 /** Port lists (frozen) and node names shared by one watch's slices instead of a copy per slice. */

@@ -193,13 +193,9 @@ function fromKubeconfig(paths: string[], contextOverride?: string): ApiTarget {
     server: server.replace(/\/+$/, ''),
     source: plugin ? `${at}, credentials from its exec plugin` : at,
     requestOptions: async () => {
-      if (plugin) {
-        const credential = await plugin();
-        const auth = credential.token ? `Bearer ${credential.token}` : authorization();
-        return { ...tls, ...credential.tls, headers: auth ? { authorization: auth } : {} };
-      }
-      const auth = authorization();
-      return { ...tls, headers: auth ? { authorization: auth } : {} };
+      const credential = await plugin?.();
+      const auth = credential?.token ? `Bearer ${credential.token}` : authorization();
+      return { ...tls, ...credential?.tls, headers: auth ? { authorization: auth } : {} };
     },
   };
 }

@@ -116,6 +116,22 @@ export function pushTo<K, V>(map: Map<K, V[]>, key: K, value: V): void {
   else map.set(key, [value]);
 }
 
+/** A bounded table of shared values by key: emptied when full (the values handed out stay shared). */
+export class Interned<T> {
+  private readonly values = new Map<string, T>();
+
+  constructor(private readonly max: number) {}
+
+  get(key: string, make: () => T): T {
+    const known = this.values.get(key);
+    if (known !== undefined) return known;
+    if (this.values.size >= this.max) this.values.clear();
+    const value = make();
+    this.values.set(key, value);
+    return value;
+  }
+}
+
 /** A list built by push, copied at its exact size: push leaves spare room, and the view holds many small lists. */
 export function compact<T>(list: T[]): T[] {
   return list.length === 0 ? [] : list.slice();
