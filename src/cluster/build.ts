@@ -9,7 +9,6 @@ import {
   FieldError,
   isObj,
   type Obj,
-  optArr,
   optInt,
   optObj,
   optStr,
@@ -93,12 +92,7 @@ export function parsersFor(nodeName: string | undefined) {
         namespace: ctx.namespace,
         name: ctx.name,
         spec: parseServiceSpec(o, ctx.metadata, ctx.warn),
-        ports: parseParts(
-          optArr(optObj(o.spec, 'spec')?.ports, 'spec.ports'),
-          'spec.ports',
-          ctx.warn,
-          parseServicePort,
-        ),
+        ports: parseParts(optObj(o.spec, 'spec')?.ports, 'spec.ports', ctx.warn, parseServicePort),
       })),
     endpointSlices: (s) => parseEndpointSlice(s, nodeName, sliceTables),
     ingresses: parseIngress,
@@ -311,7 +305,7 @@ function parseLbStatus(raw: Obj, warn: (m: string) => void): { ips: LbIngressIp[
   const lb = optObj(optObj(raw.status, 'status')?.loadBalancer, 'status.loadBalancer');
   const ips: LbIngressIp[] = [];
   const hostnames: string[] = [];
-  parseParts(optArr(lb?.ingress, 'status.loadBalancer.ingress'), 'status.loadBalancer.ingress', warn, (e, path) => {
+  parseParts(lb?.ingress, 'status.loadBalancer.ingress', warn, (e, path) => {
     if (!isObj(e)) throw new FieldError(`${path} is not an object`);
     const hostname = optStr(e.hostname, `${path}.hostname`);
     if (e.ip === undefined || e.ip === null || e.ip === '') {
@@ -328,18 +322,13 @@ function parseLbStatus(raw: Obj, warn: (m: string) => void): { ips: LbIngressIp[
 function parseNode(node: Obj, ctx: { name: string; warn: (m: string) => void }): NodeView {
   const spec = optObj(node.spec, 'spec') ?? {};
   const podCIDRs = pluralOrSingle(spec, 'podCIDRs', 'podCIDR');
-  const addresses = parseParts(
-    optArr(optObj(node.status, 'status')?.addresses, 'status.addresses'),
-    'status.addresses',
-    ctx.warn,
-    (a, path) => {
-      if (!isObj(a)) throw new FieldError(`${path} is not an object`);
-      const type = reqStr(a.type, `${path}.type`);
-      const raw = reqStr(a.address, `${path}.address`);
-      // Hostname / DNS entries are names, the IP types are addresses to compare with the kernel's.
-      const address = type.endsWith('IP') ? canonicalIp(raw, `${path}.address`) : raw;
-      return { type, address };
-    },
-  );
+  const addresses = parseParts(optObj(node.status, 'status')?.addresses, 'status.addresses', ctx.warn, (a, path) => {
+    if (!isObj(a)) throw new FieldError(`${path} is not an object`);
+    const type = reqStr(a.type, `${path}.type`);
+    const raw = reqStr(a.address, `${path}.address`);
+    // Hostname / DNS entries are names, the IP types are addresses to compare with the kernel's.
+    const address = type.endsWith('IP') ? canonicalIp(raw, `${path}.address`) : raw;
+    return { type, address };
+  });
   return { name: ctx.name, addresses, podCIDRs };
 }

@@ -64,10 +64,8 @@ export function parseEndpointSlice(
     if (addressType === 'FQDN') return undefined;
     if (addressType !== 'IPv4' && addressType !== 'IPv6')
       throw new FieldError(`addressType ${JSON.stringify(addressType)} is unknown`);
-    const ports = parseParts(optArr(raw.ports, 'ports'), 'ports', ctx.warn, parseSlicePort);
-    const endpoints = parseParts(optArr(raw.endpoints, 'endpoints'), 'endpoints', ctx.warn, (v, path) =>
-      parseEndpoint(v, path, tables),
-    );
+    const ports = parseParts(raw.ports, 'ports', ctx.warn, parseSlicePort);
+    const endpoints = parseParts(raw.endpoints, 'endpoints', ctx.warn, (v, path) => parseEndpoint(v, path, tables));
     return {
       namespace: ctx.namespace,
       service,

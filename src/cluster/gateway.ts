@@ -73,30 +73,25 @@ export function parseGatewayClass(sourced: SourcedObject): Parsed<GatewayClassEn
 export function parseGateway(sourced: SourcedObject): Parsed<GatewayEntry> {
   return parseOne(sourced, 'Gateway', true, (raw, ctx) => {
     const spec = optObj(raw.spec, 'spec') ?? {};
-    const listeners = parseParts(
-      optArr(spec.listeners, 'spec.listeners'),
-      'spec.listeners',
-      ctx.warn,
-      (listener, path) => {
-        if (!isObj(listener)) throw new FieldError(`${path} is not an object`);
-        const port = optInt(listener.port, `${path}.port`, 1, 65535);
-        if (port === undefined) throw new FieldError(`${path}.port is missing`);
-        const namespaces = optObj(
-          optObj(listener.allowedRoutes, `${path}.allowedRoutes`)?.namespaces,
-          `${path}.allowedRoutes.namespaces`,
-        );
-        return {
-          name: optStr(listener.name, `${path}.name`) ?? '',
-          port,
-          protocol: reqStr(listener.protocol, `${path}.protocol`),
-          from: optStr(namespaces?.from, `${path}.allowedRoutes.namespaces.from`) ?? 'Same',
-        };
-      },
-    );
+    const listeners = parseParts(spec.listeners, 'spec.listeners', ctx.warn, (listener, path) => {
+      if (!isObj(listener)) throw new FieldError(`${path} is not an object`);
+      const port = optInt(listener.port, `${path}.port`, 1, 65535);
+      if (port === undefined) throw new FieldError(`${path}.port is missing`);
+      const namespaces = optObj(
+        optObj(listener.allowedRoutes, `${path}.allowedRoutes`)?.namespaces,
+        `${path}.allowedRoutes.namespaces`,
+      );
+      return {
+        name: optStr(listener.name, `${path}.name`) ?? '',
+        port,
+        protocol: reqStr(listener.protocol, `${path}.protocol`),
+        from: optStr(namespaces?.from, `${path}.allowedRoutes.namespaces.from`) ?? 'Same',
+      };
+    });
     const ips: string[] = [];
     const hostnames: string[] = [];
     const status = optObj(raw.status, 'status');
-    parseParts(optArr(status?.addresses, 'status.addresses'), 'status.addresses', ctx.warn, (a, path) => {
+    parseParts(status?.addresses, 'status.addresses', ctx.warn, (a, path) => {
       if (!isObj(a)) throw new FieldError(`${path} is not an object`);
       const type = optStr(a.type, `${path}.type`) ?? 'IPAddress';
       if (type === 'IPAddress') ips.push(canonicalIp(a.value, `${path}.value`));
@@ -141,11 +136,8 @@ export function routeParser(kind: RouteKind): (s: SourcedObject) => Parsed<Route
     parseOne(s, kind, true, (raw, ctx) => {
       const spec = optObj(raw.spec, 'spec') ?? {};
       const parentDefaults = { group: GATEWAY_GROUP, kind: 'Gateway', namespace: ctx.namespace };
-      const parentRefs = parseParts(
-        optArr(spec.parentRefs, 'spec.parentRefs'),
-        'spec.parentRefs',
-        ctx.warn,
-        (p, path) => objectRef(p, path, parentDefaults),
+      const parentRefs = parseParts(spec.parentRefs, 'spec.parentRefs', ctx.warn, (p, path) =>
+        objectRef(p, path, parentDefaults),
       );
       const statusParents = optArr(optObj(raw.status, 'status')?.parents, 'status.parents');
       const acceptedParents =
@@ -159,7 +151,7 @@ export function routeParser(kind: RouteKind): (s: SourcedObject) => Parsed<Route
             }).filter((r): r is ObjectRef => r !== undefined);
       const backends: RouteEntry['backends'] = [];
       optArr(spec.rules, 'spec.rules').forEach((rule, r) => {
-        const refs = isObj(rule) ? optArr(rule.backendRefs, `spec.rules[${r}].backendRefs`) : [];
+        const refs = isObj(rule) ? rule.backendRefs : undefined;
         const parsed = parseParts(refs, `spec.rules[${r}].backendRefs`, ctx.warn, (b, path) => {
           const ref = objectRef(b, path, { group: '', kind: 'Service', namespace: ctx.namespace });
           if (ref.group !== '' || ref.kind !== 'Service') return undefined;
@@ -175,7 +167,7 @@ export function routeParser(kind: RouteKind): (s: SourcedObject) => Parsed<Route
 export function parseReferenceGrant(sourced: SourcedObject): Parsed<ReferenceGrantEntry> {
   return parseOne(sourced, 'ReferenceGrant', true, (raw, ctx) => {
     const spec = optObj(raw.spec, 'spec') ?? {};
-    const from = parseParts(optArr(spec.from, 'spec.from'), 'spec.from', ctx.warn, (f, path) => {
+    const from = parseParts(spec.from, 'spec.from', ctx.warn, (f, path) => {
       if (!isObj(f)) throw new FieldError(`${path} is not an object`);
       return {
         group: optStr(f.group, `${path}.group`) ?? '',
@@ -183,7 +175,7 @@ export function parseReferenceGrant(sourced: SourcedObject): Parsed<ReferenceGra
         namespace: reqStr(f.namespace, `${path}.namespace`),
       };
     });
-    const to = parseParts(optArr(spec.to, 'spec.to'), 'spec.to', ctx.warn, (t, path) => {
+    const to = parseParts(spec.to, 'spec.to', ctx.warn, (t, path) => {
       if (!isObj(t)) throw new FieldError(`${path} is not an object`);
       const name = optStr(t.name, `${path}.name`);
       return {

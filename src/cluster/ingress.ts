@@ -48,10 +48,7 @@ export function parseIngress(sourced: SourcedObject): Parsed<IngressEntry> {
         ctx.warn(e.message);
       }
     }
-    const lbIngress = optArr(
-      optObj(optObj(raw.status, 'status')?.loadBalancer, 'status.loadBalancer')?.ingress,
-      'status.loadBalancer.ingress',
-    );
+    const lbIngress = optObj(optObj(raw.status, 'status')?.loadBalancer, 'status.loadBalancer')?.ingress;
     const ips = parseParts(lbIngress, 'status.loadBalancer.ingress', ctx.warn, (e, path) => {
       if (!isObj(e)) throw new FieldError(`${path} is not an object`);
       return e.ip === undefined || e.ip === null ? undefined : canonicalIp(e.ip, `${path}.ip`);

@@ -1,5 +1,5 @@
 // The raw objects the view is built from, each parsed in isolation: a bad object costs one warning, never the view.
-import { FieldError, isObj, type Obj, optObj, optStr, reqStr } from './fields.js';
+import { FieldError, isObj, type Obj, optArr, optObj, optStr, reqStr } from './fields.js';
 
 /** One object as read, with where it came from (e.g. 'items[3]', 'watch') for warnings. */
 export interface SourcedObject {
@@ -90,15 +90,15 @@ export function valuesOf<T>(parsed: Iterable<Parsed<T>>, warnings: string[]): T[
   return out;
 }
 
-/** Parses each element of a list field, skipping bad ones with a warning. */
+/** Parses each element of a list field (absent: none), skipping bad ones with a warning. */
 export function parseParts<T>(
-  items: unknown[],
+  list: unknown,
   path: string,
   warn: (m: string) => void,
   parse: (item: unknown, path: string) => T,
 ): T[] {
   const out: T[] = [];
-  items.forEach((item, i) => {
+  optArr(list, path).forEach((item, i) => {
     try {
       out.push(parse(item, `${path}[${i}]`));
     } catch (e) {
