@@ -55,6 +55,9 @@ export interface ReflectorHealth {
 
 type WatchEnd = 'closed' | 'expired' | 'stopped';
 
+/** The watch events that change an object (BOOKMARK and ERROR do not). */
+const OBJECT_EVENTS = new Set(['ADDED', 'MODIFIED', 'DELETED']);
+
 /** Lists started again after a 410 on a continued page before the list counts as failed. */
 const MAX_LIST_RESTARTS = 3;
 
@@ -257,7 +260,7 @@ export class Reflector<T> {
         const rv = (object as { metadata?: { resourceVersion?: unknown } })?.metadata?.resourceVersion;
         if (typeof rv === 'string') this.rv = rv;
         // BOOKMARK: only the resourceVersion moves.
-        if (type !== 'ADDED' && type !== 'MODIFIED' && type !== 'DELETED') return;
+        if (!OBJECT_EVENTS.has(type)) return;
         const key = keyOf(object);
         if (type === 'DELETED') this.store.delete(...key);
         else this.store.set(...key, this.o.transform(object));
@@ -291,7 +294,7 @@ export class Reflector<T> {
   /** A watch event whose object is too large: out of the store, and kept aside unless deleted. */
   private skipEvent(type: string, skipped: SkippedObject): void {
     if (skipped.resourceVersion !== undefined) this.rv = skipped.resourceVersion;
-    if (type !== 'ADDED' && type !== 'MODIFIED' && type !== 'DELETED') return;
+    if (!OBJECT_EVENTS.has(type)) return;
     const key = skipKey(skipped, this.skipped.size);
     if (skipped.name !== undefined) this.store.delete(skipped.namespace ?? '', skipped.name);
     if (type === 'DELETED') {
