@@ -5,10 +5,7 @@ export type Obj = Record<string, unknown>;
 
 /** A field with the wrong type or value; `message` is the full explanation with the field path. */
 export class FieldError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'FieldError';
-  }
+  override readonly name = 'FieldError';
 }
 
 export function isObj(value: unknown): value is Obj {

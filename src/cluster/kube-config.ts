@@ -25,10 +25,7 @@ export interface ApiTarget {
 }
 
 export class KubeConfigError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'KubeConfigError';
-  }
+  override readonly name = 'KubeConfigError';
 }
 
 /** In-cluster config in a pod, else the given kubeconfig; throws KubeConfigError naming file and field. */
