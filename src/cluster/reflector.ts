@@ -133,13 +133,8 @@ export class Reflector<T> {
         if (this.o.optional && needList && (err.statusCode === 403 || err.statusCode === 404)) {
           this.store.clear();
           const absent = this.o.crd === true && err.statusCode === 404;
-          if (absent) this.setHealth({ synced: true, healthy: true, absent: true });
-          else
-            this.setHealth({
-              synced: true,
-              healthy: true,
-              reason: `${this.o.name} not readable (${err.message}); treated as empty`,
-            });
+          const reason = `${this.o.name} not readable (${err.message}); treated as empty`;
+          this.setHealth(absent ? { synced: true, healthy: true, absent } : { synced: true, healthy: true, reason });
           await this.sleep(absent ? (this.o.absentRecheckMs ?? this.o.backoffMaxMs) : this.o.backoffMaxMs);
           continue;
         }
