@@ -65,12 +65,14 @@ export function parseEndpointSlice(
     if (addressType !== 'IPv4' && addressType !== 'IPv6')
       throw new FieldError(`addressType ${JSON.stringify(addressType)} is unknown`);
     const ports = parseParts(raw.ports, 'ports', ctx.warn, parseSlicePort);
-    const endpoints = parseParts(raw.endpoints, 'endpoints', ctx.warn, (v, path) => parseEndpoint(v, path, tables));
+    const endpoints = parseParts(raw.endpoints, 'endpoints', ctx.warn, (v, path) =>
+      parseEndpoint(v, path, tables, nodeName),
+    );
     return {
       namespace: ctx.namespace,
       service,
       ports: tables.ports(ports),
-      endpoints: endpoints.map((ep) => endpointView(ep, nodeName)),
+      endpoints,
       managed: labels[MANAGED_BY_LABEL] === ENDPOINTSLICE_CONTROLLER,
     };
   });
@@ -95,9 +97,8 @@ function parseSlicePort(value: unknown, path: string): SlicePort {
   };
 }
 
-type SliceEndpoint = Omit<EndpointView, 'local'>;
-
-function parseEndpoint(value: unknown, path: string, tables: SliceTables): SliceEndpoint {
+/** All fields in one literal, in one order, so every endpoint has the same object shape; `local` when on `thisNode`. */
+function parseEndpoint(value: unknown, path: string, tables: SliceTables, thisNode: string | undefined): EndpointView {
   if (!isObj(value)) throw new FieldError(`${path} is not an object`);
   const addresses = optArr(value.addresses, `${path}.addresses`);
   // kube-proxy uses the first address; the others are fungible by API contract.
@@ -112,16 +113,7 @@ function parseEndpoint(value: unknown, path: string, tables: SliceTables): Slice
     address: canonicalIp(addresses[0], `${path}.addresses[0]`),
     nodeName: nodeName === undefined ? undefined : tables.nodeName(nodeName),
     ready,
-  };
-}
-
-/** All fields in one literal, in one order, so every endpoint has the same object shape. */
-function endpointView(ep: SliceEndpoint, nodeName: string | undefined): EndpointView {
-  return {
-    address: ep.address,
-    nodeName: ep.nodeName,
-    ready: ep.ready,
-    local: nodeName !== undefined && ep.nodeName === nodeName,
+    local: thisNode !== undefined && nodeName === thisNode,
   };
 }
 
