@@ -2,7 +2,7 @@
 import { BlockList } from 'node:net';
 import { LB_CLIENT_ADDRESS_KEYS } from './lb-client-address.js';
 import { Interned } from './objects.js';
-import type { LoopbackAnnotations } from './types.js';
+import type { LbIngressIp, LoopbackAnnotations } from './types.js';
 
 export const TENCENT_PREVENT_LOOPBACK = 'service.cloud.tencent.com/prevent-loopback';
 const TENCENT_INTERNAL_SUBNET = 'service.kubernetes.io/qcloud-loadbalancer-internal-subnetid';
@@ -84,6 +84,14 @@ PRIVATE.addSubnet('172.16.0.0', 12, 'ipv4');
 PRIVATE.addSubnet('192.168.0.0', 16, 'ipv4');
 PRIVATE.addSubnet('100.64.0.0', 10, 'ipv4');
 PRIVATE.addSubnet('fc00::', 7, 'ipv6');
+
+/** An internal LB: declared by an annotation, or every LB address is one only a VPC routes. */
+export function isInternalLb(annotations: LoopbackAnnotations, lbIngress: readonly LbIngressIp[]): boolean {
+  return (
+    annotations.internalByAnnotation !== undefined ||
+    (lbIngress.length > 0 && lbIngress.every((e) => isPrivateIp(e.ip)))
+  );
+}
 
 /** True for an address that only a VPC can route (an internal LB's VIP). Expects a valid IP. */
 export function isPrivateIp(ip: string): boolean {

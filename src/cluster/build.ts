@@ -1,7 +1,7 @@
 // Kubernetes objects + this node's name → the ClusterView the detectors read.
 // Pure and never throws on bad input: objects.ts turns bad objects into warnings.
 import { byText } from '../compare.js';
-import { interpretAnnotations, isPrivateIp } from './annotations.js';
+import { interpretAnnotations, isInternalLb } from './annotations.js';
 import { endpointsFor, indexEndpointSlices, parseEndpointSlice, SliceTables } from './endpoints.js';
 import {
   canonicalIp,
@@ -263,9 +263,7 @@ function parseServiceSpec(raw: Obj, metadata: Obj, warn: (m: string) => void): S
     externalTrafficPolicy: trafficPolicy(spec.externalTrafficPolicy, 'spec.externalTrafficPolicy'),
     internalTrafficPolicy: trafficPolicy(spec.internalTrafficPolicy, 'spec.internalTrafficPolicy'),
     annotations,
-    internalLb:
-      annotations.internalByAnnotation !== undefined ||
-      (lbIngress.length > 0 && lbIngress.every((e) => isPrivateIp(e.ip))),
+    internalLb: isInternalLb(annotations, lbIngress),
     // As in parseServicePort: every field in the literal.
     lbHostnames: hostnames.length > 0 ? hostnames : undefined,
     chosenLbHostnames: chosen.length > 0 ? chosen : undefined,
