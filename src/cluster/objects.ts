@@ -7,7 +7,6 @@ export interface SourcedObject {
   object: unknown;
 }
 
-/** The Gateway API kinds the view reads. */
 export const GATEWAY_KINDS = [
   'gatewayClasses',
   'gateways',
@@ -19,7 +18,6 @@ export const GATEWAY_KINDS = [
   'referenceGrants',
 ] as const;
 
-/** Every kind the view reads. */
 export const KINDS = ['services', 'endpointSlices', 'ingresses', 'nodes', ...GATEWAY_KINDS] as const;
 export type Kind = (typeof KINDS)[number];
 
