@@ -1,6 +1,7 @@
 // TokenReview and SubjectAccessReview as kube-rbac-proxy uses them; the service account needs "create" on both.
 import { errText } from '../errors.js';
 import { type PostAnswer, postJson } from './api-post.js';
+import { isObj } from './fields.js';
 import type { ApiTarget } from './kube-config.js';
 
 /** A user as TokenReview reports it and SubjectAccessReview takes it. */
@@ -84,7 +85,6 @@ export class AccessReviewClient {
   }
 }
 
-const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 const strings = (v: unknown): string[] => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : []);
 
 /** A TokenReview answer's status; a malformed one is an error, never "authenticated". */

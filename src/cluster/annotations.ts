@@ -1,7 +1,8 @@
 // Cloud-provider Service annotations that decide whether loopback can happen (TKE, ACK/`alicloud-`, AWS, Azure, GCP).
 import { BlockList } from 'node:net';
 import { LB_CLIENT_ADDRESS_KEYS } from './lb-client-address.js';
-import type { LoopbackAnnotations } from './types.js';
+import { Interned } from './objects.js';
+import type { LbIngressIp, LoopbackAnnotations } from './types.js';
 
 export const TENCENT_PREVENT_LOOPBACK = 'service.cloud.tencent.com/prevent-loopback';
 const TENCENT_INTERNAL_SUBNET = 'service.kubernetes.io/qcloud-loadbalancer-internal-subnetid';
@@ -43,21 +44,14 @@ const KNOWN_KEYS = new Set<string>([
 const NO_ANNOTATIONS: LoopbackAnnotations = deepFreeze(interpretKnown({}));
 
 /** Interpretations shared per annotation text, since Services carry few distinct sets; emptied when full. */
-const interned = new Map<string, LoopbackAnnotations>();
-const INTERNED_MAX = 1024;
+const interned = new Interned<LoopbackAnnotations>(1024);
 
 export function interpretAnnotations(annotations: Record<string, string>): LoopbackAnnotations {
   let known: Record<string, string> | undefined;
   for (const [k, v] of Object.entries(annotations)) if (KNOWN_KEYS.has(k)) (known ??= {})[k] = v;
   if (!known) return NO_ANNOTATIONS;
-  const text = JSON.stringify(known);
-  let out = interned.get(text);
-  if (!out) {
-    if (interned.size >= INTERNED_MAX) interned.clear();
-    out = deepFreeze(interpretKnown(known));
-    interned.set(text, out);
-  }
-  return out;
+  const kept = known;
+  return interned.get(JSON.stringify(kept), () => deepFreeze(interpretKnown(kept)));
 }
 
 /** The interpretation of the known annotations alone (every rule reads only KNOWN_KEYS). */
@@ -90,6 +84,14 @@ PRIVATE.addSubnet('172.16.0.0', 12, 'ipv4');
 PRIVATE.addSubnet('192.168.0.0', 16, 'ipv4');
 PRIVATE.addSubnet('100.64.0.0', 10, 'ipv4');
 PRIVATE.addSubnet('fc00::', 7, 'ipv6');
+
+/** An internal LB: declared by an annotation, or every LB address is one only a VPC routes. */
+export function isInternalLb(annotations: LoopbackAnnotations, lbIngress: readonly LbIngressIp[]): boolean {
+  return (
+    annotations.internalByAnnotation !== undefined ||
+    (lbIngress.length > 0 && lbIngress.every((e) => isPrivateIp(e.ip)))
+  );
+}
 
 /** True for an address that only a VPC can route (an internal LB's VIP). Expects a valid IP. */
 export function isPrivateIp(ip: string): boolean {

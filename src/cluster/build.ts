@@ -1,14 +1,14 @@
 // Kubernetes objects + this node's name → the ClusterView the detectors read.
 // Pure and never throws on bad input: objects.ts turns bad objects into warnings.
 import { byText } from '../compare.js';
-import { interpretAnnotations, isPrivateIp } from './annotations.js';
-import { endpointsFor, indexEndpointSlices, parseEndpointSlice, type SliceEntry, SliceTables } from './endpoints.js';
+import { interpretAnnotations, isInternalLb } from './annotations.js';
+import { endpointsFor, indexEndpointSlices, parseEndpointSlice, SliceTables } from './endpoints.js';
 import {
   canonicalIp,
+  dnsName,
   FieldError,
   isObj,
   type Obj,
-  optArr,
   optInt,
   optObj,
   optStr,
@@ -17,22 +17,20 @@ import {
   strMap,
 } from './fields.js';
 import {
-  type GatewayClassEntry,
-  type GatewayEntry,
   gatewayVipsFor,
   indexGateways,
   parseGateway,
   parseGatewayClass,
   parseReferenceGrant,
-  type ReferenceGrantEntry,
-  type RouteEntry,
   routeParser,
 } from './gateway.js';
-import { type IngressEntry, indexIngresses, ingressVipsFor, parseIngress } from './ingress.js';
+import { indexIngresses, ingressVipsFor, parseIngress } from './ingress.js';
 import {
   type ClusterObjects,
   compact,
-  type Parsed,
+  GATEWAY_KINDS,
+  KINDS,
+  type Kind,
   parseOne,
   parseParts,
   type SourcedObject,
@@ -71,43 +69,22 @@ export interface ServiceEntry {
   ports: PortFields[];
 }
 
-/** The kinds, each object parsed on its own: what the watch keeps of each object. */
-export interface ParsedObjects {
-  services: Iterable<Parsed<ServiceEntry>>;
-  endpointSlices: Iterable<Parsed<SliceEntry | undefined>>;
-  ingresses: Iterable<Parsed<IngressEntry>>;
-  nodes: Iterable<Parsed<NodeView>>;
-  gatewayClasses: Iterable<Parsed<GatewayClassEntry>>;
-  gateways: Iterable<Parsed<GatewayEntry>>;
-  httpRoutes: Iterable<Parsed<RouteEntry>>;
-  grpcRoutes: Iterable<Parsed<RouteEntry>>;
-  tlsRoutes: Iterable<Parsed<RouteEntry>>;
-  tcpRoutes: Iterable<Parsed<RouteEntry>>;
-  udpRoutes: Iterable<Parsed<RouteEntry>>;
-  referenceGrants: Iterable<Parsed<ReferenceGrantEntry>>;
-}
-
-export const NO_GATEWAY_API = {
-  gatewayClasses: [],
-  gateways: [],
-  httpRoutes: [],
-  grpcRoutes: [],
-  tlsRoutes: [],
-  tcpRoutes: [],
-  udpRoutes: [],
-  referenceGrants: [],
-} as const satisfies Partial<ParsedObjects>;
+/** Empty Gateway API kinds, for a view built without them. */
+export const NO_GATEWAY_API = Object.fromEntries(GATEWAY_KINDS.map((kind) => [kind, []])) as unknown as {
+  [K in (typeof GATEWAY_KINDS)[number]]: [];
+};
 
 /** The route kinds' buckets, in the order their warnings are listed. */
 const ROUTE_BUCKETS = ['httpRoutes', 'grpcRoutes', 'tlsRoutes', 'tcpRoutes', 'udpRoutes'] as const;
 
-/** What one object of kind K parses to (an element of ParsedObjects[K]). */
-export type ParsedOf<K extends keyof ParsedObjects> = ParsedObjects[K] extends Iterable<infer T> ? T : never;
-
-export type Parsers = { [K in keyof ParsedObjects]: (s: SourcedObject) => ParsedOf<K> };
+export type Parsers = ReturnType<typeof parsersFor>;
+/** What one object of kind K parses to. */
+export type ParsedOf<K extends Kind> = ReturnType<Parsers[K]>;
+/** The kinds, each object parsed on its own: what the watch keeps of each object. */
+export type ParsedObjects = { [K in Kind]: Iterable<ParsedOf<K>> };
 
 /** Per-kind parsers; `nodeName` marks endpoints local, so assemble with the same one. */
-export function parsersFor(nodeName: string | undefined): Parsers {
+export function parsersFor(nodeName: string | undefined) {
   const sliceTables = new SliceTables();
   return {
     services: (s) =>
@@ -115,12 +92,7 @@ export function parsersFor(nodeName: string | undefined): Parsers {
         namespace: ctx.namespace,
         name: ctx.name,
         spec: parseServiceSpec(o, ctx.metadata, ctx.warn),
-        ports: parseParts(
-          optArr(optObj(o.spec, 'spec')?.ports, 'spec.ports'),
-          'spec.ports',
-          ctx.warn,
-          parseServicePort,
-        ),
+        ports: parseParts(optObj(o.spec, 'spec')?.ports, 'spec.ports', ctx.warn, parseServicePort),
       })),
     endpointSlices: (s) => parseEndpointSlice(s, nodeName, sliceTables),
     ingresses: parseIngress,
@@ -133,16 +105,15 @@ export function parsersFor(nodeName: string | undefined): Parsers {
     tcpRoutes: routeParser('TCPRoute'),
     udpRoutes: routeParser('UDPRoute'),
     referenceGrants: parseReferenceGrant,
-  };
+  } satisfies Record<Kind, (s: SourcedObject) => unknown>;
 }
 
 export function buildClusterView(objects: ClusterObjects, opts: BuildOptions = {}): ClusterView {
   const parse = parsersFor(opts.nodeName);
-  const parsed = {} as { -readonly [K in keyof ParsedObjects]: ParsedOf<K>[] };
-  for (const kind of Object.keys(parse) as (keyof ParsedObjects)[]) {
-    (parsed as Record<string, unknown[]>)[kind] = objects[kind].map(parse[kind] as (s: SourcedObject) => unknown);
-  }
-  return assembleClusterView(parsed, opts);
+  const parsed = Object.fromEntries(
+    KINDS.map((kind) => [kind, objects[kind].map(parse[kind] as (s: SourcedObject) => unknown)]),
+  );
+  return assembleClusterView(parsed as unknown as ParsedObjects, opts);
 }
 
 /** The view from objects parsed by `parsersFor(opts.nodeName)`; warnings by kind: slices first, Node last. */
@@ -270,9 +241,7 @@ function parseServiceSpec(raw: Obj, metadata: Obj, warn: (m: string) => void): S
   const type = constant(SERVICE_TYPES, typeText);
   if (!type) throw new FieldError(`spec.type ${JSON.stringify(typeText)} is unknown`);
 
-  const clusterIPs = strArr(spec.clusterIPs, 'spec.clusterIPs');
-  const single = optStr(spec.clusterIP, 'spec.clusterIP');
-  if (clusterIPs.length === 0 && single) clusterIPs.push(single);
+  const clusterIPs = pluralOrSingle(spec, 'clusterIPs', 'clusterIP');
 
   const allAnnotations = strMap(metadata.annotations, 'metadata.annotations');
   const annotations = interpretAnnotations(allAnnotations);
@@ -294,9 +263,7 @@ function parseServiceSpec(raw: Obj, metadata: Obj, warn: (m: string) => void): S
     externalTrafficPolicy: trafficPolicy(spec.externalTrafficPolicy, 'spec.externalTrafficPolicy'),
     internalTrafficPolicy: trafficPolicy(spec.internalTrafficPolicy, 'spec.internalTrafficPolicy'),
     annotations,
-    internalLb:
-      annotations.internalByAnnotation !== undefined ||
-      (lbIngress.length > 0 && lbIngress.every((e) => isPrivateIp(e.ip))),
+    internalLb: isInternalLb(annotations, lbIngress),
     // As in parseServicePort: every field in the literal.
     lbHostnames: hostnames.length > 0 ? hostnames : undefined,
     chosenLbHostnames: chosen.length > 0 ? chosen : undefined,
@@ -305,9 +272,6 @@ function parseServiceSpec(raw: Obj, metadata: Obj, warn: (m: string) => void): S
   };
 }
 
-/** A DNS name as compared: lower case, without the root's trailing dot. */
-const dnsName = (name: string): string => name.trim().toLowerCase().replace(/\.$/, '');
-
 /** Status hostnames named by any annotation: the CCM copies a user-chosen name into the status verbatim. */
 function chosenHostnames(hostnames: string[], annotations: Record<string, string>): string[] {
   if (hostnames.length === 0) return [];
@@ -315,6 +279,14 @@ function chosenHostnames(hostnames: string[], annotations: Record<string, string
   for (const value of Object.values(annotations))
     for (const word of value.split(/[\s,]+/)) if (word) named.add(dnsName(word));
   return hostnames.filter((h) => named.has(dnsName(h)));
+}
+
+/** The dual-stack list field, else its single-value predecessor, which older API servers fill alone. */
+function pluralOrSingle(spec: Obj, plural: string, single: string): string[] {
+  const list = strArr(spec[plural], `spec.${plural}`);
+  const one = optStr(spec[single], `spec.${single}`);
+  if (list.length === 0 && one) list.push(one);
+  return list;
 }
 
 const orNone = <T>(list: T[]): T[] => (list.length > 0 ? list : NONE);
@@ -331,7 +303,7 @@ function parseLbStatus(raw: Obj, warn: (m: string) => void): { ips: LbIngressIp[
   const lb = optObj(optObj(raw.status, 'status')?.loadBalancer, 'status.loadBalancer');
   const ips: LbIngressIp[] = [];
   const hostnames: string[] = [];
-  parseParts(optArr(lb?.ingress, 'status.loadBalancer.ingress'), 'status.loadBalancer.ingress', warn, (e, path) => {
+  parseParts(lb?.ingress, 'status.loadBalancer.ingress', warn, (e, path) => {
     if (!isObj(e)) throw new FieldError(`${path} is not an object`);
     const hostname = optStr(e.hostname, `${path}.hostname`);
     if (e.ip === undefined || e.ip === null || e.ip === '') {
@@ -347,21 +319,14 @@ function parseLbStatus(raw: Obj, warn: (m: string) => void): { ips: LbIngressIp[
 
 function parseNode(node: Obj, ctx: { name: string; warn: (m: string) => void }): NodeView {
   const spec = optObj(node.spec, 'spec') ?? {};
-  const podCIDRs = strArr(spec.podCIDRs, 'spec.podCIDRs');
-  const single = optStr(spec.podCIDR, 'spec.podCIDR');
-  if (podCIDRs.length === 0 && single) podCIDRs.push(single);
-  const addresses = parseParts(
-    optArr(optObj(node.status, 'status')?.addresses, 'status.addresses'),
-    'status.addresses',
-    ctx.warn,
-    (a, path) => {
-      if (!isObj(a)) throw new FieldError(`${path} is not an object`);
-      const type = reqStr(a.type, `${path}.type`);
-      const raw = reqStr(a.address, `${path}.address`);
-      // Hostname / DNS entries are names, the IP types are addresses to compare with the kernel's.
-      const address = type.endsWith('IP') ? canonicalIp(raw, `${path}.address`) : raw;
-      return { type, address };
-    },
-  );
+  const podCIDRs = pluralOrSingle(spec, 'podCIDRs', 'podCIDR');
+  const addresses = parseParts(optObj(node.status, 'status')?.addresses, 'status.addresses', ctx.warn, (a, path) => {
+    if (!isObj(a)) throw new FieldError(`${path} is not an object`);
+    const type = reqStr(a.type, `${path}.type`);
+    const raw = reqStr(a.address, `${path}.address`);
+    // Hostname / DNS entries are names, the IP types are addresses to compare with the kernel's.
+    const address = type.endsWith('IP') ? canonicalIp(raw, `${path}.address`) : raw;
+    return { type, address };
+  });
   return { name: ctx.name, addresses, podCIDRs };
 }

@@ -1,7 +1,7 @@
 // EndpointSlices (v1; v1beta1 on 1.17-1.20, node in topology["kubernetes.io/hostname"]) → endpoints per Service port.
 // Slices join by the `kubernetes.io/service-name` label and ports by name+protocol like kube-proxy; nil ready = ready.
 import { canonicalIp, FieldError, isObj, optArr, optBool, optInt, optObj, optStr, reqStr, strMap } from './fields.js';
-import { compact, type Parsed, parseOne, parseParts, type SourcedObject } from './objects.js';
+import { compact, Interned, type Parsed, parseOne, parseParts, pushTo, type SourcedObject } from './objects.js';
 import type { EndpointPorts, EndpointView, ServiceView } from './types.js';
 
 const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
@@ -26,22 +26,6 @@ export interface SliceEntry {
   endpoints: EndpointView[];
   /** False when the endpointslice controller did not write the slice: such a slice can name any address. */
   managed: boolean;
-}
-
-/** A bounded table of shared values by key: emptied when full (the values handed out stay shared). */
-class Interned<T> {
-  private readonly values = new Map<string, T>();
-
-  constructor(private readonly max: number) {}
-
-  get(key: string, make: () => T): T {
-    const known = this.values.get(key);
-    if (known !== undefined) return known;
-    if (this.values.size >= this.max) this.values.clear();
-    const value = make();
-    this.values.set(key, value);
-    return value;
-  }
 }
 
 /** Port lists (frozen) and node names shared by one watch's slices instead of a copy per slice. */
@@ -80,15 +64,15 @@ export function parseEndpointSlice(
     if (addressType === 'FQDN') return undefined;
     if (addressType !== 'IPv4' && addressType !== 'IPv6')
       throw new FieldError(`addressType ${JSON.stringify(addressType)} is unknown`);
-    const ports = parseParts(optArr(raw.ports, 'ports'), 'ports', ctx.warn, parseSlicePort);
-    const endpoints = parseParts(optArr(raw.endpoints, 'endpoints'), 'endpoints', ctx.warn, (v, path) =>
-      parseEndpoint(v, path, tables),
+    const ports = parseParts(raw.ports, 'ports', ctx.warn, parseSlicePort);
+    const endpoints = parseParts(raw.endpoints, 'endpoints', ctx.warn, (v, path) =>
+      parseEndpoint(v, path, tables, nodeName),
     );
     return {
       namespace: ctx.namespace,
       service,
       ports: tables.ports(ports),
-      endpoints: endpoints.map((ep) => endpointView(ep, nodeName)),
+      endpoints,
       managed: labels[MANAGED_BY_LABEL] === ENDPOINTSLICE_CONTROLLER,
     };
   });
@@ -98,10 +82,7 @@ export function indexEndpointSlices(entries: readonly (SliceEntry | undefined)[]
   const index: EndpointIndex = new Map();
   for (const p of entries) {
     if (!p) continue;
-    const key = `${p.namespace}/${p.service}`;
-    const slices = index.get(key);
-    if (slices) slices.push(p);
-    else index.set(key, [p]);
+    pushTo(index, `${p.namespace}/${p.service}`, p);
   }
   return index;
 }
@@ -116,9 +97,8 @@ function parseSlicePort(value: unknown, path: string): SlicePort {
   };
 }
 
-type SliceEndpoint = Omit<EndpointView, 'local'>;
-
-function parseEndpoint(value: unknown, path: string, tables: SliceTables): SliceEndpoint {
+/** All fields in one literal, in one order, so every endpoint has the same object shape; `local` when on `thisNode`. */
+function parseEndpoint(value: unknown, path: string, tables: SliceTables, thisNode: string | undefined): EndpointView {
   if (!isObj(value)) throw new FieldError(`${path} is not an object`);
   const addresses = optArr(value.addresses, `${path}.addresses`);
   // kube-proxy uses the first address; the others are fungible by API contract.
@@ -133,16 +113,7 @@ function parseEndpoint(value: unknown, path: string, tables: SliceTables): Slice
     address: canonicalIp(addresses[0], `${path}.addresses[0]`),
     nodeName: nodeName === undefined ? undefined : tables.nodeName(nodeName),
     ready,
-  };
-}
-
-/** All fields in one literal, in one order, so every endpoint has the same object shape. */
-function endpointView(ep: SliceEndpoint, nodeName: string | undefined): EndpointView {
-  return {
-    address: ep.address,
-    nodeName: ep.nodeName,
-    ready: ep.ready,
-    local: nodeName !== undefined && ep.nodeName === nodeName,
+    local: thisNode !== undefined && nodeName === thisNode,
   };
 }
 

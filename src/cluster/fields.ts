@@ -5,10 +5,7 @@ export type Obj = Record<string, unknown>;
 
 /** A field with the wrong type or value; `message` is the full explanation with the field path. */
 export class FieldError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'FieldError';
-  }
+  override readonly name = 'FieldError';
 }
 
 export function isObj(value: unknown): value is Obj {
@@ -62,14 +59,15 @@ export function strArr(value: unknown, path: string): string[] {
 export function strMap(value: unknown, path: string): Record<string, string> {
   const o = optObj(value, path) ?? {};
   const out: Record<string, string> = {};
-  for (const [k, val] of Object.entries(o)) out[k] = reqStrOrEmpty(val, `${path}[${JSON.stringify(k)}]`);
+  for (const [k, val] of Object.entries(o)) {
+    if (typeof val !== 'string') throw new FieldError(`${path}[${JSON.stringify(k)}] is not a string`);
+    out[k] = val;
+  }
   return out;
 }
 
-function reqStrOrEmpty(v: unknown, path: string): string {
-  if (typeof v !== 'string') throw new FieldError(`${path} is not a string`);
-  return v;
-}
+/** A DNS name as compared: lower case, without the root's trailing dot. */
+export const dnsName = (name: string): string => name.trim().toLowerCase().replace(/\.$/, '');
 
 /** An IP in the kernel readers' text form (RFC 5952 IPv6) so Service IPs compare equal to conntrack tuples. */
 export function canonicalIp(value: unknown, path: string): string {

@@ -12,10 +12,7 @@ import type { ClusterView } from './types.js';
 
 /** The file can't be used at all (unreadable, not JSON); message names the file. */
 export class ClusterFileError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'ClusterFileError';
-  }
+  override readonly name = 'ClusterFileError';
 }
 
 /** The Gateway API versions whose fields the view reads (v1beta1 is v1's shape, still served). */

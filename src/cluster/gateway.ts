@@ -1,8 +1,8 @@
 // Gateway API → Service ports a Gateway's addresses reach, and at which listener ports: via routes attached
 // (Accepted=True, or parentRef without status) with a backendRef; cross-namespace only with a ReferenceGrant.
-import { canonicalIp, FieldError, isObj, optArr, optInt, optObj, optStr, reqStr } from './fields.js';
-import { type Parsed, parseOne, parseParts, type SourcedObject } from './objects.js';
-import type { GatewayFront, L7Listener } from './types.js';
+import { canonicalIp, dnsName, FieldError, isObj, optArr, optInt, optObj, optStr, reqStr } from './fields.js';
+import { type Parsed, parseOne, parseParts, pushTo, type SourcedObject } from './objects.js';
+import type { GatewayFront, L7Listener, L7Vip } from './types.js';
 
 const GATEWAY_GROUP = 'gateway.networking.k8s.io';
 
@@ -73,35 +73,29 @@ export function parseGatewayClass(sourced: SourcedObject): Parsed<GatewayClassEn
 export function parseGateway(sourced: SourcedObject): Parsed<GatewayEntry> {
   return parseOne(sourced, 'Gateway', true, (raw, ctx) => {
     const spec = optObj(raw.spec, 'spec') ?? {};
-    const listeners = parseParts(
-      optArr(spec.listeners, 'spec.listeners'),
-      'spec.listeners',
-      ctx.warn,
-      (listener, path) => {
-        if (!isObj(listener)) throw new FieldError(`${path} is not an object`);
-        const port = optInt(listener.port, `${path}.port`, 1, 65535);
-        if (port === undefined) throw new FieldError(`${path}.port is missing`);
-        const namespaces = optObj(
-          optObj(listener.allowedRoutes, `${path}.allowedRoutes`)?.namespaces,
-          `${path}.allowedRoutes.namespaces`,
-        );
-        return {
-          name: optStr(listener.name, `${path}.name`) ?? '',
-          port,
-          protocol: reqStr(listener.protocol, `${path}.protocol`),
-          from: optStr(namespaces?.from, `${path}.allowedRoutes.namespaces.from`) ?? 'Same',
-        };
-      },
-    );
+    const listeners = parseParts(spec.listeners, 'spec.listeners', ctx.warn, (listener, path) => {
+      if (!isObj(listener)) throw new FieldError(`${path} is not an object`);
+      const port = optInt(listener.port, `${path}.port`, 1, 65535);
+      if (port === undefined) throw new FieldError(`${path}.port is missing`);
+      const namespaces = optObj(
+        optObj(listener.allowedRoutes, `${path}.allowedRoutes`)?.namespaces,
+        `${path}.allowedRoutes.namespaces`,
+      );
+      return {
+        name: optStr(listener.name, `${path}.name`) ?? '',
+        port,
+        protocol: reqStr(listener.protocol, `${path}.protocol`),
+        from: optStr(namespaces?.from, `${path}.allowedRoutes.namespaces.from`) ?? 'Same',
+      };
+    });
     const ips: string[] = [];
     const hostnames: string[] = [];
     const status = optObj(raw.status, 'status');
-    parseParts(optArr(status?.addresses, 'status.addresses'), 'status.addresses', ctx.warn, (a, path) => {
+    parseParts(status?.addresses, 'status.addresses', ctx.warn, (a, path) => {
       if (!isObj(a)) throw new FieldError(`${path} is not an object`);
       const type = optStr(a.type, `${path}.type`) ?? 'IPAddress';
       if (type === 'IPAddress') ips.push(canonicalIp(a.value, `${path}.value`));
-      else if (type === 'Hostname')
-        hostnames.push(reqStr(a.value, `${path}.value`).trim().toLowerCase().replace(/\.$/, ''));
+      else if (type === 'Hostname') hostnames.push(dnsName(reqStr(a.value, `${path}.value`)));
       // NamedAddress and implementation-specific types name nothing a packet carries.
     });
     return {
@@ -142,11 +136,8 @@ export function routeParser(kind: RouteKind): (s: SourcedObject) => Parsed<Route
     parseOne(s, kind, true, (raw, ctx) => {
       const spec = optObj(raw.spec, 'spec') ?? {};
       const parentDefaults = { group: GATEWAY_GROUP, kind: 'Gateway', namespace: ctx.namespace };
-      const parentRefs = parseParts(
-        optArr(spec.parentRefs, 'spec.parentRefs'),
-        'spec.parentRefs',
-        ctx.warn,
-        (p, path) => objectRef(p, path, parentDefaults),
+      const parentRefs = parseParts(spec.parentRefs, 'spec.parentRefs', ctx.warn, (p, path) =>
+        objectRef(p, path, parentDefaults),
       );
       const statusParents = optArr(optObj(raw.status, 'status')?.parents, 'status.parents');
       const acceptedParents =
@@ -160,7 +151,7 @@ export function routeParser(kind: RouteKind): (s: SourcedObject) => Parsed<Route
             }).filter((r): r is ObjectRef => r !== undefined);
       const backends: RouteEntry['backends'] = [];
       optArr(spec.rules, 'spec.rules').forEach((rule, r) => {
-        const refs = isObj(rule) ? optArr(rule.backendRefs, `spec.rules[${r}].backendRefs`) : [];
+        const refs = isObj(rule) ? rule.backendRefs : undefined;
         const parsed = parseParts(refs, `spec.rules[${r}].backendRefs`, ctx.warn, (b, path) => {
           const ref = objectRef(b, path, { group: '', kind: 'Service', namespace: ctx.namespace });
           if (ref.group !== '' || ref.kind !== 'Service') return undefined;
@@ -176,7 +167,7 @@ export function routeParser(kind: RouteKind): (s: SourcedObject) => Parsed<Route
 export function parseReferenceGrant(sourced: SourcedObject): Parsed<ReferenceGrantEntry> {
   return parseOne(sourced, 'ReferenceGrant', true, (raw, ctx) => {
     const spec = optObj(raw.spec, 'spec') ?? {};
-    const from = parseParts(optArr(spec.from, 'spec.from'), 'spec.from', ctx.warn, (f, path) => {
+    const from = parseParts(spec.from, 'spec.from', ctx.warn, (f, path) => {
       if (!isObj(f)) throw new FieldError(`${path} is not an object`);
       return {
         group: optStr(f.group, `${path}.group`) ?? '',
@@ -184,7 +175,7 @@ export function parseReferenceGrant(sourced: SourcedObject): Parsed<ReferenceGra
         namespace: reqStr(f.namespace, `${path}.namespace`),
       };
     });
-    const to = parseParts(optArr(spec.to, 'spec.to'), 'spec.to', ctx.warn, (t, path) => {
+    const to = parseParts(spec.to, 'spec.to', ctx.warn, (t, path) => {
       if (!isObj(t)) throw new FieldError(`${path} is not an object`);
       const name = optStr(t.name, `${path}.name`);
       return {
@@ -248,13 +239,8 @@ function attachedListeners(gw: GatewayEntry, ref: ObjectRef, route: RouteEntry, 
   return out;
 }
 
-const sameRef = (a: ObjectRef, b: ObjectRef): boolean =>
-  a.group === b.group &&
-  a.kind === b.kind &&
-  a.namespace === b.namespace &&
-  a.name === b.name &&
-  a.sectionName === b.sectionName &&
-  a.port === b.port;
+const REF_FIELDS = ['group', 'kind', 'namespace', 'name', 'sectionName', 'port'] as const;
+const sameRef = (a: ObjectRef, b: ObjectRef): boolean => REF_FIELDS.every((f) => a[f] === b[f]);
 
 export function indexGateways(objects: GatewayObjects): GatewayIndex {
   const index: GatewayIndex = new Map();
@@ -281,11 +267,7 @@ export function indexGateways(objects: GatewayObjects): GatewayIndex {
       };
       for (const b of route.backends) {
         if (!granted(objects.grants, route, b)) continue;
-        const key = `${b.namespace}/${b.name}`;
-        const entry: GatewayRoute = { front, ips: gw.ips, hostnames: gw.hostnames, port: b.port };
-        const list = index.get(key);
-        if (list) list.push(entry);
-        else index.set(key, [entry]);
+        pushTo(index, `${b.namespace}/${b.name}`, { front, ips: gw.ips, hostnames: gw.hostnames, port: b.port });
       }
     }
   }
@@ -298,13 +280,15 @@ export interface GatewayHostname {
   hostname: string;
 }
 
+type GatewayVip = Required<Pick<L7Vip, 'ingress' | 'ip' | 'gateway'>>;
+
 /** Gateway addresses routing to this Service port, each (Gateway, address) once, plus hostnames to resolve. */
 export function gatewayVipsFor(
   index: GatewayIndex,
   namespace: string,
   service: string,
   port: number,
-): { vips: { ingress: string; ip: string; gateway: GatewayFront }[]; hostnames: GatewayHostname[] } {
+): { vips: GatewayVip[]; hostnames: GatewayHostname[] } {
   const fronts = new Map<string, { front: GatewayFront; ips: string[]; hostnames: string[] }>();
   for (const r of index.get(`${namespace}/${service}`) ?? []) {
     if (r.port !== port) continue;
@@ -322,7 +306,7 @@ export function gatewayVipsFor(
         (known.front.listeners as L7Listener[]).push(l);
     }
   }
-  const vips: { ingress: string; ip: string; gateway: GatewayFront }[] = [];
+  const vips: GatewayVip[] = [];
   const hostnames: GatewayHostname[] = [];
   for (const { front, ips, hostnames: names } of fronts.values()) {
     for (const ip of ips) vips.push({ ingress: front.gateway, ip, gateway: front });

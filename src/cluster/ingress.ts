@@ -1,6 +1,6 @@
 // Ingresses (networking.k8s.io/v1) → Service ports an L7 LB VIP reaches via default backend or rule paths.
 import { canonicalIp, FieldError, isObj, type Obj, optArr, optInt, optObj, optStr, reqStr } from './fields.js';
-import { type Parsed, parseOne, parseParts, type SourcedObject } from './objects.js';
+import { type Parsed, parseOne, parseParts, pushTo, type SourcedObject } from './objects.js';
 
 interface Backend {
   service: string;
@@ -48,10 +48,7 @@ export function parseIngress(sourced: SourcedObject): Parsed<IngressEntry> {
         ctx.warn(e.message);
       }
     }
-    const lbIngress = optArr(
-      optObj(optObj(raw.status, 'status')?.loadBalancer, 'status.loadBalancer')?.ingress,
-      'status.loadBalancer.ingress',
-    );
+    const lbIngress = optObj(optObj(raw.status, 'status')?.loadBalancer, 'status.loadBalancer')?.ingress;
     const ips = parseParts(lbIngress, 'status.loadBalancer.ingress', ctx.warn, (e, path) => {
       if (!isObj(e)) throw new FieldError(`${path} is not an object`);
       return e.ip === undefined || e.ip === null ? undefined : canonicalIp(e.ip, `${path}.ip`);
@@ -65,11 +62,7 @@ export function indexIngresses(entries: readonly IngressEntry[]): IngressIndex {
   for (const p of entries) {
     if (p.ips.length === 0) continue;
     for (const b of p.backends) {
-      const key = `${p.namespace}/${b.service}`;
-      const route: Route = { ingress: p.ingress, ips: p.ips, port: b.port };
-      const routes = index.get(key);
-      if (routes) routes.push(route);
-      else index.set(key, [route]);
+      pushTo(index, `${p.namespace}/${b.service}`, { ingress: p.ingress, ips: p.ips, port: b.port });
     }
   }
   return index;

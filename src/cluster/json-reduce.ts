@@ -1,31 +1,21 @@
 // Incremental JSON reader that builds only what a Shape names, so the heap holds what the view keeps.
 // Each list/watch object (a "unit") is bounded: over its caps it becomes a SkippedObject; past maxUnitBytes it fails.
 
-export type Shape = ValueShape | FieldsShape | MapShape | EachShape | UnitShape | AnyShape;
-
 /** What of a unit is recorded even when it is skipped: what names it, and its version. */
 export type UnitId = 'name' | 'namespace' | 'resourceVersion';
 
-/** A scalar kept as JSON.parse gives it; `id` records it on the unit too. */
-export interface ValueShape {
-  readonly kind: 'value';
-  readonly id?: UnitId;
-}
-/** An object of which only the named fields are kept. */
-export interface FieldsShape {
-  readonly kind: 'fields';
-  readonly fields: ReadonlyMap<string, Shape>;
-}
-/** An object whose every field is kept, each as `each`. */
-export interface MapShape {
-  readonly kind: 'map';
-  readonly each: Shape;
-}
-/** An array whose every element is kept as `each`. */
-export interface EachShape {
-  readonly kind: 'each';
-  readonly each: Shape;
-}
+/**
+ * What is built of a value. value: a scalar as JSON.parse gives it, `id` records it on the unit too; fields: only the
+ * named fields of an object; map: every field of an object, each as `each`; each: every element of an array;
+ * any: everything, as JSON.parse gives it (no caps; the unit's raw bound still holds).
+ */
+export type Shape =
+  | { readonly kind: 'value'; readonly id?: UnitId }
+  | { readonly kind: 'fields'; readonly fields: ReadonlyMap<string, Shape> }
+  | { readonly kind: 'map' | 'each'; readonly each: Shape }
+  | { readonly kind: 'any' }
+  | UnitShape;
+
 /** One object of a list or watch, bounded on its own and reported by `label` when skipped. */
 export interface UnitShape {
   readonly kind: 'unit';
@@ -33,20 +23,13 @@ export interface UnitShape {
   readonly maxKeptBytes: number;
   readonly of: Shape;
 }
-/** Everything, as JSON.parse would give it (no caps; the unit's raw bound still holds). */
-export interface AnyShape {
-  readonly kind: 'any';
-}
 
-export const VALUE: ValueShape = { kind: 'value' };
-export const ANY: AnyShape = { kind: 'any' };
-export const idValue = (id: UnitId): ValueShape => ({ kind: 'value', id });
-export const fields = (f: Record<string, Shape>): FieldsShape => ({
-  kind: 'fields',
-  fields: new Map(Object.entries(f)),
-});
-export const mapOf = (each: Shape): MapShape => ({ kind: 'map', each });
-export const each = (e: Shape): EachShape => ({ kind: 'each', each: e });
+export const VALUE: Shape = { kind: 'value' };
+export const ANY: Shape = { kind: 'any' };
+export const idValue = (id: UnitId): Shape => ({ kind: 'value', id });
+export const fields = (f: Record<string, Shape>): Shape => ({ kind: 'fields', fields: new Map(Object.entries(f)) });
+export const mapOf = (each: Shape): Shape => ({ kind: 'map', each });
+export const each = (e: Shape): Shape => ({ kind: 'each', each: e });
 export const unit = (label: string, maxKeptBytes: number, of: Shape): UnitShape => ({
   kind: 'unit',
   label,
@@ -403,7 +386,7 @@ export class JsonReducer {
           `a string of ${s.bytes} bytes at byte ${this.offset + at}, more than the ${size(s.cap)} kept of a value`,
           this.offset + at,
         );
-      this.over(unit, `${this.pathIn(unit)} is ${s.bytes} bytes, more than the ${size(s.cap)} kept of a value`);
+      unit.over ??= `${this.pathIn(unit)} is ${s.bytes} bytes, more than the ${size(s.cap)} kept of a value`;
       return this.deliver(undefined);
     }
     if (unit && shape?.kind === 'value' && shape.id) unit[shape.id] = text;
@@ -420,11 +403,9 @@ export class JsonReducer {
     const kept = top.children?.kind === 'map' && top.value !== undefined;
     if (s.bytes > s.cap) {
       if (kept && top.unit)
-        this.over(
-          top.unit,
+        top.unit.over ??=
           `${this.pathIn(top.unit, this.frames.length - 1)} has a key ` +
-            `of ${s.bytes} bytes, more than the ${size(s.cap)} kept of one`,
-        );
+          `of ${s.bytes} bytes, more than the ${size(s.cap)} kept of one`;
       return;
     }
     top.key = text;
@@ -458,12 +439,7 @@ export class JsonReducer {
   private account(u: Unit | undefined, bytes: number): void {
     if (!u || u.over) return;
     u.kept += bytes + VALUE_OVERHEAD;
-    if (u.kept > u.shape.maxKeptBytes)
-      this.over(u, `the fields read of it are more than ${size(u.shape.maxKeptBytes)}`);
-  }
-
-  private over(u: Unit, reason: string): void {
-    u.over ??= reason;
+    if (u.kept > u.shape.maxKeptBytes) u.over = `the fields read of it are more than ${size(u.shape.maxKeptBytes)}`;
   }
 
   /** "metadata.annotations["x/y"]": where the current value (or the container at depth `to`) is, inside unit `u`. */

@@ -62,7 +62,7 @@ export class KubeApi {
     const res = await answer(req, what);
     if (res.statusCode !== 200) throw await refusal(res, what, this.limits);
     const list = item
-      ? await readReduced(res, what, listShape(item), this.reduceLimits())
+      ? await readReduced(res, what, listShape(item), reduceLimits(this.limits))
       : parseWhole(await readBody(res, what, this.limits.maxBodyBytes), what);
     return pageOf(list, what);
   }
@@ -102,32 +102,10 @@ export class KubeApi {
       }
     };
     // Events are read as they arrive, each reduced to the object's shape, up to maxEventBytes raw.
-    const reader = new JsonReducer(eventShape(object), this.reduceLimits(), deliver, true);
-    res.on('data', (chunk: Buffer) => {
-      if (ended) return;
-      try {
-        reader.write(chunk);
-      } catch (e) {
-        end(new ApiError(`${what}: ${streamText(e)}`));
-      }
-    });
-    res.on('end', () => {
-      try {
-        reader.end();
-        end(undefined);
-      } catch (e) {
-        end(new ApiError(`${what}: ${streamText(e)}`));
-      }
-    });
-    res.on('error', (e) => end(new ApiError(`${what}: ${lostText(e)}`)));
+    feed(res, new JsonReducer(eventShape(object), reduceLimits(this.limits), deliver, true), what, end);
     // After the answer, a reset or a silent connection shows up on the request or the socket.
     req.on('error', (e) => end(new ApiError(`${what}: ${lostText(e)}`)));
-    res.on('close', () => end(res.complete ? undefined : new ApiError(`${what}: connection to the API server lost`)));
     return () => end(undefined);
-  }
-
-  private reduceLimits(): ReduceLimits {
-    return { maxValueBytes: this.limits.maxValueBytes, maxUnitBytes: this.limits.maxEventBytes };
   }
 
   private async open(path: string, query: Record<string, string>, idleMs: number): Promise<ClientRequest> {
@@ -180,41 +158,48 @@ function pageOf(answer: unknown, what: string): ListPage {
   return page;
 }
 
+const reduceLimits = (limits: ApiLimits): ReduceLimits => ({
+  maxValueBytes: limits.maxValueBytes,
+  maxUnitBytes: limits.maxEventBytes,
+});
+
 /** One JSON answer reduced to `shape` as it arrives, so no piece is held past its own parsing. */
 function readReduced(res: IncomingMessage, what: string, shape: Shape, limits: ReduceLimits): Promise<unknown> {
   return new Promise((resolve, reject) => {
     let value: unknown;
-    let done = false;
-    const fail = (err: ApiError): void => {
-      if (done) return;
-      done = true;
+    feed(res, new JsonReducer(shape, limits, (v) => (value = v)), what, (err) => {
+      if (!err) return resolve(value);
       reject(err);
       res.destroy();
-    };
-    const reader = new JsonReducer(shape, limits, (v) => (value = v));
-    res.on('data', (chunk: Buffer) => {
-      if (done) return;
-      try {
-        reader.write(chunk);
-      } catch (e) {
-        fail(new ApiError(`${what}: ${streamText(e)}`));
-      }
-    });
-    res.on('end', () => {
-      if (done) return;
-      try {
-        reader.end();
-        done = true;
-        resolve(value);
-      } catch (e) {
-        fail(new ApiError(`${what}: ${streamText(e)}`));
-      }
-    });
-    res.on('error', (e) => fail(new ApiError(`${what}: ${lostText(e)}`)));
-    res.on('close', () => {
-      if (!res.complete) fail(new ApiError(`${what}: connection to the API server lost`));
     });
   });
+}
+
+/** Writes the answer to `reader` as it arrives; `done` once, with what stopped it unless the answer was complete. */
+function feed(res: IncomingMessage, reader: JsonReducer, what: string, done: (err?: ApiError) => void): void {
+  let finished = false;
+  const finish = (err?: ApiError): void => {
+    if (finished) return;
+    finished = true;
+    done(err);
+  };
+  const read = (step: () => void): void => {
+    if (finished) return;
+    try {
+      step();
+    } catch (e) {
+      finish(new ApiError(`${what}: ${streamText(e)}`));
+    }
+  };
+  const end = (): void =>
+    read(() => {
+      reader.end();
+      finish();
+    });
+  res.on('data', (chunk: Buffer) => read(() => reader.write(chunk)));
+  res.on('end', end);
+  res.on('error', (e) => finish(new ApiError(`${what}: ${lostText(e)}`)));
+  res.on('close', () => (res.complete ? end() : finish(new ApiError(`${what}: connection to the API server lost`))));
 }
 
 /** What a reader error says; anything but a JsonStreamError is a bug and says so. */
@@ -277,10 +262,7 @@ export function parseWatchLine(line: string): { type: string; object: unknown } 
   if (line.trim() === '') return undefined;
   let event: unknown;
   try {
-    event = reduceText(line, eventShape(ANY), {
-      maxValueBytes: DEFAULT_API_LIMITS.maxValueBytes,
-      maxUnitBytes: DEFAULT_API_LIMITS.maxEventBytes,
-    });
+    event = reduceText(line, eventShape(ANY), reduceLimits(DEFAULT_API_LIMITS));
   } catch {
     return `an event is not JSON (${line.slice(0, 80)})`;
   }

@@ -5,8 +5,12 @@ import { existsSync } from 'node:fs';
 import type { RequestOptions } from 'node:https';
 import { homedir } from 'node:os';
 import { delimiter, dirname, join, resolve } from 'node:path';
+import { promisify } from 'node:util';
 import yaml from 'js-yaml';
 import { FileTooLargeError, readFileBounded } from '../read-bounded.js';
+import { isObj, type Obj } from './fields.js';
+
+const execFileAsync = promisify(execFile);
 
 /** The service account files every pod gets (projected, the token rotated by the kubelet). */
 export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
@@ -21,10 +25,7 @@ export interface ApiTarget {
 }
 
 export class KubeConfigError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'KubeConfigError';
-  }
+  override readonly name = 'KubeConfigError';
 }
 
 /** In-cluster config in a pod, else the given kubeconfig; throws KubeConfigError naming file and field. */
@@ -91,9 +92,6 @@ function inCluster(env: NodeJS.ProcessEnv, dir: string): ApiTarget {
     requestOptions: async () => ({ ca, headers: { authorization: `Bearer ${token()}` } }),
   };
 }
-
-type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 function readKubeconfig(path: string): Obj {
   let doc: unknown;
@@ -192,13 +190,9 @@ function fromKubeconfig(paths: string[], contextOverride?: string): ApiTarget {
     server: server.replace(/\/+$/, ''),
     source: plugin ? `${at}, credentials from its exec plugin` : at,
     requestOptions: async () => {
-      if (plugin) {
-        const credential = await plugin();
-        const auth = credential.token ? `Bearer ${credential.token}` : authorization();
-        return { ...tls, ...credential.tls, headers: auth ? { authorization: auth } : {} };
-      }
-      const auth = authorization();
-      return { ...tls, headers: auth ? { authorization: auth } : {} };
+      const credential = await plugin?.();
+      const auth = credential?.token ? `Bearer ${credential.token}` : authorization();
+      return { ...tls, ...credential?.tls, headers: auth ? { authorization: auth } : {} };
     },
   };
 }
@@ -246,19 +240,13 @@ function execPlugin(
     spec: { interactive: false, ...clusterInfo },
   });
   let held: Promise<ExecCredential> | undefined;
+  const what = `${at}: exec plugin ${command}`;
   const run = async (): Promise<ExecCredential> => {
-    const stdout = await new Promise<string>((resolveRun, rejectRun) => {
-      execFile(
-        command,
-        args,
-        { env, timeout: EXEC_PLUGIN_TIMEOUT_MS, maxBuffer: MAX_TOKEN_BYTES, encoding: 'utf8' },
-        (err, out, errOut) =>
-          err
-            ? rejectRun(new KubeConfigError(`${at}: exec plugin ${command}: ${errOut.trim() || err.message}`))
-            : resolveRun(out),
-      );
+    const options = { env, timeout: EXEC_PLUGIN_TIMEOUT_MS, maxBuffer: MAX_TOKEN_BYTES, encoding: 'utf8' } as const;
+    const { stdout } = await execFileAsync(command, args, options).catch((e: Error & { stderr?: string }) => {
+      throw new KubeConfigError(`${what}: ${e.stderr?.trim() || e.message}`);
     });
-    return credentialOf(stdout, `${at}: exec plugin ${command}`);
+    return credentialOf(stdout, what);
   };
   return async () => {
     const current = held && (await held.catch(() => undefined));

@@ -39,8 +39,17 @@ export const LB_CLIENT_ADDRESS_KEYS = [
   OCI_PRESERVE_SOURCE,
 ];
 
-const quote = (raw: Record<string, string>, k: string): string => `${k}: "${raw[k]}"`;
 const isTrue = (v: string | undefined): boolean => v?.trim().toLowerCase() === 'true';
+
+/** The annotations of `keys` that are set, quoted verbatim. */
+const quoted = (raw: Record<string, string>, keys: string[]): string[] =>
+  keys.filter((k) => raw[k] !== undefined).map((k) => `${k}: "${raw[k]}"`);
+
+const verdict = (kind: ClientAddressKind, provider: string, evidence: string[], why: string): LbClientAddress => ({
+  kind,
+  provider,
+  evidence: [...evidence, why],
+});
 
 /** `preserve_client_ip.enabled=true|false` inside the target-group attributes list, if set. */
 function preserveAttr(raw: Record<string, string>): boolean | undefined {
@@ -52,61 +61,35 @@ function aws(raw: Record<string, string>, lbClass: string | undefined, protocol:
   const type = raw[AWS_TYPE]?.toLowerCase();
   const target = raw[AWS_NLB_TARGET_TYPE]?.toLowerCase();
   const viaController = lbClass === AWS_LB_CLASS || type === 'external' || type === 'nlb-ip';
-  if (
-    !viaController &&
-    type !== 'nlb' &&
-    target === undefined &&
-    raw[AWS_PROXY_PROTOCOL] === undefined &&
-    raw[AWS_TG_ATTRIBUTES] === undefined
-  ) {
-    return undefined;
-  }
-  const provider = 'AWS';
-  const ev = [AWS_TYPE, AWS_NLB_TARGET_TYPE, AWS_TG_ATTRIBUTES, AWS_PROXY_PROTOCOL]
-    .filter((k) => raw[k] !== undefined)
-    .map((k) => quote(raw, k));
+  const tuned = raw[AWS_PROXY_PROTOCOL] !== undefined || raw[AWS_TG_ATTRIBUTES] !== undefined;
+  if (!viaController && type !== 'nlb' && target === undefined && !tuned) return undefined;
+  const ev = quoted(raw, [AWS_TYPE, AWS_NLB_TARGET_TYPE, AWS_TG_ATTRIBUTES, AWS_PROXY_PROTOCOL]);
   if (lbClass) ev.push(`spec.loadBalancerClass: ${lbClass}`);
   if (raw[AWS_PROXY_PROTOCOL] === '*')
-    return {
-      kind: 'proxy-protocol',
-      provider,
-      evidence: [...ev, 'the NLB sends a PROXY protocol v2 header to the targets'],
-    };
+    return verdict('proxy-protocol', 'AWS', ev, 'the NLB sends a PROXY protocol v2 header to the targets');
   const preserve = preserveAttr(raw);
   if (preserve === false)
-    return {
-      kind: 'proxied',
-      provider,
-      evidence: [...ev, 'client IP preservation off: the NLB connects to targets from its own private address'],
-    };
+    return verdict(
+      'proxied',
+      'AWS',
+      ev,
+      'client IP preservation off: the NLB connects to targets from its own private address',
+    );
   if (preserve === true)
-    return {
-      kind: 'preserved',
-      provider,
-      evidence: [...ev, 'client IP preservation on: targets see the client address'],
-    };
+    return verdict('preserved', 'AWS', ev, 'client IP preservation on: targets see the client address');
   // Documented defaults: instance targets preserve the client IP; IP targets do for UDP only.
   const ipTargets = target === 'ip' || type === 'nlb-ip';
-  if (ipTargets && protocol !== 'UDP') {
-    return {
-      kind: 'proxied',
-      provider,
-      evidence: [
-        ...ev,
-        'IP targets over TCP: client IP preservation is off by default (the NLB connects from its own address)',
-      ],
-    };
-  }
-  if (ipTargets)
-    return { kind: 'preserved', provider, evidence: [...ev, 'IP targets over UDP: the client IP is always preserved'] };
-  if (type === 'nlb' || viaController || target === 'instance') {
-    return {
-      kind: 'preserved',
-      provider,
-      evidence: [...ev, 'instance targets: the NLB preserves the client IP by default'],
-    };
-  }
-  return { kind: 'unknown', provider, evidence: ev };
+  if (ipTargets && protocol !== 'UDP')
+    return verdict(
+      'proxied',
+      'AWS',
+      ev,
+      'IP targets over TCP: client IP preservation is off by default (the NLB connects from its own address)',
+    );
+  if (ipTargets) return verdict('preserved', 'AWS', ev, 'IP targets over UDP: the client IP is always preserved');
+  if (type === 'nlb' || viaController || target === 'instance')
+    return verdict('preserved', 'AWS', ev, 'instance targets: the NLB preserves the client IP by default');
+  return { kind: 'unknown', provider: 'AWS', evidence: ev };
 }
 
 /** What the annotations say about the LB's handling of client addresses (raw: the kept annotations). */
@@ -117,60 +100,47 @@ export function lbClientAddress(
 ): LbClientAddress {
   const a = aws(raw, lbClass, protocol);
   if (a) return a;
-  if (
-    raw[HETZNER_PROXY_PROTOCOL] !== undefined ||
-    raw[HETZNER_LOCATION] !== undefined ||
-    raw[HETZNER_NAME] !== undefined
-  ) {
-    const ev = [HETZNER_PROXY_PROTOCOL, HETZNER_LOCATION, HETZNER_NAME]
-      .filter((k) => raw[k] !== undefined)
-      .map((k) => quote(raw, k));
+  const hetzner = quoted(raw, [HETZNER_PROXY_PROTOCOL, HETZNER_LOCATION, HETZNER_NAME]);
+  if (hetzner.length > 0)
     return isTrue(raw[HETZNER_PROXY_PROTOCOL])
-      ? { kind: 'proxy-protocol', provider: 'Hetzner', evidence: [...ev, 'the LB sends a PROXY protocol header'] }
-      : {
-          kind: 'proxied',
-          provider: 'Hetzner',
-          evidence: [...ev, 'Hetzner LBs proxy TCP: targets see the LB’s address'],
-        };
-  }
-  if (isTrue(raw[OPENSTACK_PROXY_PROTOCOL])) {
-    return {
-      kind: 'proxy-protocol',
-      provider: 'OpenStack',
-      evidence: [quote(raw, OPENSTACK_PROXY_PROTOCOL), 'Octavia sends a PROXY protocol header'],
-    };
-  }
-  if (raw[DO_PROXY_PROTOCOL] !== undefined) {
+      ? verdict('proxy-protocol', 'Hetzner', hetzner, 'the LB sends a PROXY protocol header')
+      : verdict('proxied', 'Hetzner', hetzner, 'Hetzner LBs proxy TCP: targets see the LB’s address');
+  if (isTrue(raw[OPENSTACK_PROXY_PROTOCOL]))
+    return verdict(
+      'proxy-protocol',
+      'OpenStack',
+      quoted(raw, [OPENSTACK_PROXY_PROTOCOL]),
+      'Octavia sends a PROXY protocol header',
+    );
+  if (raw[DO_PROXY_PROTOCOL] !== undefined)
     return isTrue(raw[DO_PROXY_PROTOCOL])
-      ? {
-          kind: 'proxy-protocol',
-          provider: 'DigitalOcean',
-          evidence: [quote(raw, DO_PROXY_PROTOCOL), 'the LB sends a PROXY protocol header'],
-        }
-      : {
-          kind: 'proxied',
-          provider: 'DigitalOcean',
-          evidence: [quote(raw, DO_PROXY_PROTOCOL), 'DigitalOcean LBs proxy: targets see the LB’s address'],
-        };
-  }
+      ? verdict(
+          'proxy-protocol',
+          'DigitalOcean',
+          quoted(raw, [DO_PROXY_PROTOCOL]),
+          'the LB sends a PROXY protocol header',
+        )
+      : verdict(
+          'proxied',
+          'DigitalOcean',
+          quoted(raw, [DO_PROXY_PROTOCOL]),
+          'DigitalOcean LBs proxy: targets see the LB’s address',
+        );
   const oci = raw[OCI_LB_TYPE]?.toLowerCase();
+  const ociEvidence = quoted(raw, [OCI_LB_TYPE, OCI_PRESERVE_SOURCE]);
   if (oci === 'lb')
-    return {
-      kind: 'proxied',
-      provider: 'OCI',
-      evidence: [quote(raw, OCI_LB_TYPE), 'the OCI load balancer proxies: backends see its address'],
-    };
+    return verdict(
+      'proxied',
+      'OCI',
+      quoted(raw, [OCI_LB_TYPE]),
+      'the OCI load balancer proxies: backends see its address',
+    );
   if (oci === 'nlb') {
-    const p = raw[OCI_PRESERVE_SOURCE];
-    const ev = [quote(raw, OCI_LB_TYPE), ...(p !== undefined ? [quote(raw, OCI_PRESERVE_SOURCE)] : [])];
-    if (p === undefined) return { kind: 'unknown', provider: 'OCI', evidence: ev };
-    return isTrue(p)
-      ? { kind: 'preserved', provider: 'OCI', evidence: [...ev, 'the network LB preserves the client address'] }
-      : {
-          kind: 'proxied',
-          provider: 'OCI',
-          evidence: [...ev, 'the network LB rewrites the source to its own address'],
-        };
+    const preserve = raw[OCI_PRESERVE_SOURCE];
+    if (preserve === undefined) return { kind: 'unknown', provider: 'OCI', evidence: ociEvidence };
+    return isTrue(preserve)
+      ? verdict('preserved', 'OCI', ociEvidence, 'the network LB preserves the client address')
+      : verdict('proxied', 'OCI', ociEvidence, 'the network LB rewrites the source to its own address');
   }
   return { kind: 'unknown', evidence: [] };
 }

@@ -1,7 +1,8 @@
 // Gives hostname-only LBs the addresses this node's resolver returned (marked resolvedFrom), and Gateway hostnames
 // their L7 VIPs, so every index treats them as VIPs. Pure.
 import { byText } from '../compare.js';
-import { isPrivateIp } from './annotations.js';
+import { isInternalLb } from './annotations.js';
+import { pushTo } from './objects.js';
 import type { ClusterView, HostnameLookup, L7Vip, LbIngressIp, ServiceView } from './types.js';
 
 /** Hostnames without IP, in cap order (--dns-max-names): cloud-written first, namespaces taking turns. */
@@ -19,10 +20,7 @@ export function lbHostnamesOf(view: ClusterView): string[] {
     for (const h of [...(s.lbHostnames ?? []), ...gatewayNames]) {
       if (seen.has(h)) continue;
       seen.add(h);
-      const byNamespace = userChosen.has(h) ? chosen : written;
-      const names = byNamespace.get(s.namespace);
-      if (names) names.push(h);
-      else byNamespace.set(s.namespace, [h]);
+      pushTo(userChosen.has(h) ? chosen : written, s.namespace, h);
     }
   }
   return [...inTurns(written), ...inTurns(chosen)];
@@ -88,9 +86,6 @@ function withServiceHostnames(
     ...service,
     lbIngress,
     lbHostnameLookups: found,
-    // As for IP LBs: internal by annotation, or when every address is one only a VPC routes.
-    internalLb:
-      service.annotations.internalByAnnotation !== undefined ||
-      (lbIngress.length > 0 && lbIngress.every((i) => isPrivateIp(i.ip))),
+    internalLb: isInternalLb(service.annotations, lbIngress),
   };
 }

@@ -2,6 +2,7 @@
 // where the two differ on purpose, both answers are kept under their own names.
 import { AddressPortMap, addTo, type Key, key, listOf, type OneOrMore } from '../model/address-key.js';
 import { slicePort } from './endpoints.js';
+import { pushTo } from './objects.js';
 import type { ClusterView, L7Listener, L7Vip, ServiceView } from './types.js';
 
 type Svcs = OneOrMore<ServiceView>;
@@ -114,10 +115,7 @@ export class LbServiceIndex {
     }
     if (keys.size === 0) return;
     const add = (k: Key, s: ServiceView) => {
-      if (!keys.has(k)) return;
-      const l = this.vipOverlap.get(k);
-      if (l) l.push(s);
-      else this.vipOverlap.set(k, [s]);
+      if (keys.has(k)) pushTo(this.vipOverlap, k, s);
     };
     for (const s of this.addressed) {
       for (const ing of s.lbIngress) add(key(ing.ip, s.protocol, s.port), s);

@@ -5,6 +5,9 @@ import { each, fields, idValue, mapOf, type Shape, type UnitShape, unit, VALUE }
 /** A Status in place of the object: what an ERROR event of a watch carries. */
 const STATUS = { code: VALUE, message: VALUE, reason: VALUE };
 
+/** An object of a kind read, whose fields may instead be a Status's. */
+const kindObject = (f: Record<string, Shape>): Shape => fields({ ...f, ...STATUS });
+
 const metadata = (extra: Record<string, Shape> = {}): Shape =>
   fields({
     name: idValue('name'),
@@ -18,7 +21,7 @@ const lbIngress = (entry: Record<string, Shape>): Shape =>
   fields({ loadBalancer: fields({ ingress: each(fields(entry)) }) });
 
 /** All annotations are kept, so a Service with one over the value cap is skipped whole rather than misread. */
-const service: Shape = fields({
+const service = kindObject({
   metadata: metadata({ annotations: mapOf(VALUE) }),
   spec: fields({
     type: VALUE,
@@ -32,11 +35,10 @@ const service: Shape = fields({
     loadBalancerClass: VALUE,
   }),
   status: lbIngress({ ip: VALUE, hostname: VALUE, ipMode: VALUE }),
-  ...STATUS,
 });
 
 /** Labels whole (a few short ones; which of them the parser reads is its own business). */
-const endpointSlice: Shape = fields({
+const endpointSlice = kindObject({
   metadata: metadata({ labels: mapOf(VALUE) }),
   addressType: VALUE,
   ports: each(fields({ name: VALUE, protocol: VALUE, port: VALUE })),
@@ -48,34 +50,31 @@ const endpointSlice: Shape = fields({
       topology: mapOf(VALUE),
     }),
   ),
-  ...STATUS,
 });
 
 const backend: Shape = fields({ service: fields({ name: VALUE, port: fields({ number: VALUE, name: VALUE }) }) });
 
-const ingress: Shape = fields({
+const ingress = kindObject({
   metadata: metadata(),
   spec: fields({
     defaultBackend: backend,
     rules: each(fields({ http: fields({ paths: each(fields({ backend })) }) })),
   }),
   status: lbIngress({ ip: VALUE }),
-  ...STATUS,
 });
 
-const node: Shape = fields({
+const node = kindObject({
   metadata: metadata(),
   spec: fields({ podCIDR: VALUE, podCIDRs: each(VALUE) }),
   status: fields({ addresses: each(fields({ type: VALUE, address: VALUE })) }),
-  ...STATUS,
 });
 
 // Gateway API: names and refs only; listeners, addresses, rules' backendRefs and status parents.
 const objectRef = fields({ group: VALUE, kind: VALUE, namespace: VALUE, name: VALUE, sectionName: VALUE, port: VALUE });
 
-const gatewayClass: Shape = fields({ metadata: metadata(), spec: fields({ controllerName: VALUE }), ...STATUS });
+const gatewayClass = kindObject({ metadata: metadata(), spec: fields({ controllerName: VALUE }) });
 
-const gateway: Shape = fields({
+const gateway = kindObject({
   metadata: metadata(),
   spec: fields({
     gatewayClassName: VALUE,
@@ -89,25 +88,22 @@ const gateway: Shape = fields({
     ),
   }),
   status: fields({ addresses: each(fields({ type: VALUE, value: VALUE })) }),
-  ...STATUS,
 });
 
-const route: Shape = fields({
+const route = kindObject({
   metadata: metadata(),
   spec: fields({ parentRefs: each(objectRef), rules: each(fields({ backendRefs: each(objectRef) })) }),
   status: fields({
     parents: each(fields({ parentRef: objectRef, conditions: each(fields({ type: VALUE, status: VALUE })) })),
   }),
-  ...STATUS,
 });
 
-const referenceGrant: Shape = fields({
+const referenceGrant = kindObject({
   metadata: metadata(),
   spec: fields({
     from: each(fields({ group: VALUE, kind: VALUE, namespace: VALUE })),
     to: each(fields({ group: VALUE, kind: VALUE, name: VALUE })),
   }),
-  ...STATUS,
 });
 
 /** Each kind as a list/watch unit with the most the view keeps of one; past it the object is skipped. */

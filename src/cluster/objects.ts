@@ -1,5 +1,5 @@
 // The raw objects the view is built from, each parsed in isolation: a bad object costs one warning, never the view.
-import { FieldError, isObj, type Obj, optObj, optStr, reqStr } from './fields.js';
+import { FieldError, isObj, type Obj, optArr, optObj, optStr, reqStr } from './fields.js';
 
 /** One object as read, with where it came from (e.g. 'items[3]', 'watch') for warnings. */
 export interface SourcedObject {
@@ -7,37 +7,25 @@ export interface SourcedObject {
   object: unknown;
 }
 
-/** The kinds the view needs, already sorted by kind (a List's items, or the watch stores). */
-export interface ClusterObjects {
-  services: SourcedObject[];
-  endpointSlices: SourcedObject[];
-  ingresses: SourcedObject[];
-  nodes: SourcedObject[];
-  gatewayClasses: SourcedObject[];
-  gateways: SourcedObject[];
-  httpRoutes: SourcedObject[];
-  grpcRoutes: SourcedObject[];
-  tlsRoutes: SourcedObject[];
-  tcpRoutes: SourcedObject[];
-  udpRoutes: SourcedObject[];
-  referenceGrants: SourcedObject[];
-}
+export const GATEWAY_KINDS = [
+  'gatewayClasses',
+  'gateways',
+  'httpRoutes',
+  'grpcRoutes',
+  'tlsRoutes',
+  'tcpRoutes',
+  'udpRoutes',
+  'referenceGrants',
+] as const;
+
+export const KINDS = ['services', 'endpointSlices', 'ingresses', 'nodes', ...GATEWAY_KINDS] as const;
+export type Kind = (typeof KINDS)[number];
+
+/** The objects of each kind (a List's items, or the watch stores). */
+export type ClusterObjects = Record<Kind, SourcedObject[]>;
 
 export function emptyObjects(): ClusterObjects {
-  return {
-    services: [],
-    endpointSlices: [],
-    ingresses: [],
-    nodes: [],
-    gatewayClasses: [],
-    gateways: [],
-    httpRoutes: [],
-    grpcRoutes: [],
-    tlsRoutes: [],
-    tcpRoutes: [],
-    udpRoutes: [],
-    referenceGrants: [],
-  };
+  return Object.fromEntries(KINDS.map((kind) => [kind, []])) as unknown as ClusterObjects;
 }
 
 /** What a parser gets besides the object itself. */
@@ -100,15 +88,15 @@ export function valuesOf<T>(parsed: Iterable<Parsed<T>>, warnings: string[]): T[
   return out;
 }
 
-/** Parses each element of a list field, skipping bad ones with a warning. */
+/** Parses each element of a list field (absent: none), skipping bad ones with a warning. */
 export function parseParts<T>(
-  items: unknown[],
+  list: unknown,
   path: string,
   warn: (m: string) => void,
   parse: (item: unknown, path: string) => T,
 ): T[] {
   const out: T[] = [];
-  items.forEach((item, i) => {
+  optArr(list, path).forEach((item, i) => {
     try {
       out.push(parse(item, `${path}[${i}]`));
     } catch (e) {
@@ -117,6 +105,29 @@ export function parseParts<T>(
     }
   });
   return compact(out);
+}
+
+/** Appends `value` to the list at `key`, starting one when there is none. */
+export function pushTo<K, V>(map: Map<K, V[]>, key: K, value: V): void {
+  const list = map.get(key);
+  if (list) list.push(value);
+  else map.set(key, [value]);
+}
+
+/** A bounded table of shared values by key: emptied when full (the values handed out stay shared). */
+export class Interned<T> {
+  private readonly values = new Map<string, T>();
+
+  constructor(private readonly max: number) {}
+
+  get(key: string, make: () => T): T {
+    const known = this.values.get(key);
+    if (known !== undefined) return known;
+    if (this.values.size >= this.max) this.values.clear();
+    const value = make();
+    this.values.set(key, value);
+    return value;
+  }
 }
 
 /** A list built by push, copied at its exact size: push leaves spare room, and the view holds many small lists. */

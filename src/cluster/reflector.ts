@@ -55,6 +55,9 @@ export interface ReflectorHealth {
 
 type WatchEnd = 'closed' | 'expired' | 'stopped';
 
+/** The watch events that change an object (BOOKMARK and ERROR do not). */
+const OBJECT_EVENTS = new Set(['ADDED', 'MODIFIED', 'DELETED']);
+
 /** Lists started again after a 410 on a continued page before the list counts as failed. */
 const MAX_LIST_RESTARTS = 3;
 
@@ -130,13 +133,8 @@ export class Reflector<T> {
         if (this.o.optional && needList && (err.statusCode === 403 || err.statusCode === 404)) {
           this.store.clear();
           const absent = this.o.crd === true && err.statusCode === 404;
-          if (absent) this.setHealth({ synced: true, healthy: true, absent: true });
-          else
-            this.setHealth({
-              synced: true,
-              healthy: true,
-              reason: `${this.o.name} not readable (${err.message}); treated as empty`,
-            });
+          const reason = `${this.o.name} not readable (${err.message}); treated as empty`;
+          this.setHealth(absent ? { synced: true, healthy: true, absent } : { synced: true, healthy: true, reason });
           await this.sleep(absent ? (this.o.absentRecheckMs ?? this.o.backoffMaxMs) : this.o.backoffMaxMs);
           continue;
         }
@@ -208,13 +206,10 @@ export class Reflector<T> {
 
   /** The first page, or the one after `continueToken`; a 410 on a continued page is a ContinueExpired. */
   private async nextPage(query: Record<string, string>, continueToken: string | undefined): Promise<ListPage> {
-    if (continueToken === undefined) return this.api.listPage(this.path, query, undefined, this.o.shape);
-    try {
-      return await this.api.listPage(this.path, { ...query, continue: continueToken }, undefined, this.o.shape);
-    } catch (e) {
-      if (e instanceof ApiError && e.statusCode === 410) throw new ContinueExpired(e);
-      throw e;
-    }
+    const pageQuery = continueToken === undefined ? query : { ...query, continue: continueToken };
+    return this.api.listPage(this.path, pageQuery, undefined, this.o.shape).catch((e: unknown) => {
+      throw continueToken !== undefined && e instanceof ApiError && e.statusCode === 410 ? new ContinueExpired(e) : e;
+    });
   }
 
   /** One watch from this.rv: 'closed' at a normal end, 'expired' on 410; rejects on failure. */
@@ -260,7 +255,7 @@ export class Reflector<T> {
         const rv = (object as { metadata?: { resourceVersion?: unknown } })?.metadata?.resourceVersion;
         if (typeof rv === 'string') this.rv = rv;
         // BOOKMARK: only the resourceVersion moves.
-        if (type !== 'ADDED' && type !== 'MODIFIED' && type !== 'DELETED') return;
+        if (!OBJECT_EVENTS.has(type)) return;
         const key = keyOf(object);
         if (type === 'DELETED') this.store.delete(...key);
         else this.store.set(...key, this.o.transform(object));
@@ -294,7 +289,7 @@ export class Reflector<T> {
   /** A watch event whose object is too large: out of the store, and kept aside unless deleted. */
   private skipEvent(type: string, skipped: SkippedObject): void {
     if (skipped.resourceVersion !== undefined) this.rv = skipped.resourceVersion;
-    if (type !== 'ADDED' && type !== 'MODIFIED' && type !== 'DELETED') return;
+    if (!OBJECT_EVENTS.has(type)) return;
     const key = skipKey(skipped, this.skipped.size);
     if (skipped.name !== undefined) this.store.delete(skipped.namespace ?? '', skipped.name);
     if (type === 'DELETED') {

@@ -3,13 +3,13 @@
 import { byText } from '../compare.js';
 import type { Logger } from '../log.js';
 import type { SourceStatus } from '../model/source-status.js';
-import { assembleClusterView, type ParsedObjects, type ParsedOf, parsersFor } from './build.js';
+import { assembleClusterView, type ParsedObjects, parsersFor } from './build.js';
 import type { SkippedObject } from './json-reduce.js';
 import { KubeApi } from './kube-api.js';
 import { loadApiTarget } from './kube-config.js';
 import { OBJECT_SHAPES } from './object-shapes.js';
-import type { SourcedObject } from './objects.js';
-import { Reflector } from './reflector.js';
+import { GATEWAY_KINDS, KINDS, type Kind, type SourcedObject } from './objects.js';
+import { Reflector, type ReflectorOptions } from './reflector.js';
 import type { ClusterView } from './types.js';
 
 export interface ClusterWatchOptions {
@@ -33,18 +33,8 @@ export interface ClusterWatchOptions {
   crdRecheckMs?: number;
 }
 
-type Kind = keyof ParsedObjects;
-
 /** Where each kind is listed and watched; `name` labels it in reasons and warnings. */
-const COLLECTIONS: {
-  [K in Kind]: {
-    name: string;
-    path: string;
-    optional?: boolean;
-    crd?: boolean;
-    fallback?: { path: string; note: string; neither: string };
-  };
-} = {
+const COLLECTIONS: Record<Kind, Pick<ReflectorOptions<unknown>, 'name' | 'path' | 'optional' | 'crd' | 'fallback'>> = {
   services: { name: 'services', path: '/api/v1/services' },
   endpointSlices: {
     name: 'endpointslices',
@@ -70,25 +60,17 @@ const COLLECTIONS: {
   referenceGrants: gatewayApi('referencegrants', 'v1beta1'),
 };
 
-function gatewayApi(resource: string, version: string): { name: string; path: string; optional: true; crd: true } {
+function gatewayApi(resource: string, version: string) {
   return { name: resource, path: `/apis/gateway.networking.k8s.io/${version}/${resource}`, optional: true, crd: true };
 }
 
-/** The Gateway API kinds the view reads, for `gatewayApi()`. */
-const GATEWAY_KINDS = [
-  'gatewayClasses',
-  'gateways',
-  'httpRoutes',
-  'grpcRoutes',
-  'tlsRoutes',
-  'tcpRoutes',
-  'udpRoutes',
-  'referenceGrants',
-] as const satisfies readonly Kind[];
+const GATEWAY_API_LOG = {
+  absent: 'Gateway API not installed (no gateway.networking.k8s.io CRDs): no Gateway addresses to follow',
+  up: 'Gateway API installed: Gateway addresses are followed',
+};
 
 export class ClusterWatch {
-  private readonly stores: { [K in Kind]: Reflector<ParsedOf<K>> };
-  private readonly reflectors: Reflector<unknown>[] = [];
+  private readonly stores = new Map<Kind, Reflector<unknown>>();
   private readonly api: KubeApi;
   private running?: Promise<void>[];
   private timer?: NodeJS.Timeout;
@@ -103,23 +85,18 @@ export class ClusterWatch {
   constructor(private readonly o: ClusterWatchOptions) {
     this.api = new KubeApi(loadApiTarget(o.kubeconfig));
     const parsers = parsersFor(o.nodeName);
-    const make = <K extends Kind>(kind: K): Reflector<ParsedOf<K>> => {
+    for (const kind of KINDS) {
       const c = COLLECTIONS[kind];
-      const parse = parsers[kind] as (s: SourcedObject) => ParsedOf<K>;
-      const r = new Reflector(this.api, {
-        name: c.name,
-        path: c.path,
+      const parse = parsers[kind] as (s: SourcedObject) => unknown;
+      const reflector = new Reflector(this.api, {
+        ...c,
         query: kind === 'nodes' ? { fieldSelector: `metadata.name=${o.nodeName}` } : {},
         pageSize: o.pageSize ?? 500,
         watchTimeoutS: o.watchTimeoutS ?? 300,
         backoffInitialMs: o.backoffInitialMs ?? 500,
         backoffMaxMs: o.backoffMaxMs ?? 30_000,
-        optional: c.optional,
-        crd: c.crd,
         absentRecheckMs: o.crdRecheckMs ?? 600_000,
-        ...(c.fallback
-          ? { fallback: c.fallback, onFallback: (m: string) => o.log?.warn({ source: 'cluster', reason: m }, m) }
-          : {}),
+        onFallback: (m) => o.log?.warn({ source: 'cluster', reason: m }, m),
         // Only what the view reads is kept of each object, as it arrives: a namespace's fat objects cost no heap.
         shape: OBJECT_SHAPES[kind],
         onSkip: (skipped) =>
@@ -137,34 +114,19 @@ export class ClusterWatch {
         transform: (object) => parse({ origin: c.name, object }),
         onChange: () => this.schedule(),
       });
-      this.reflectors.push(r);
-      return r;
-    };
-    this.stores = {
-      services: make('services'),
-      endpointSlices: make('endpointSlices'),
-      ingresses: make('ingresses'),
-      nodes: make('nodes'),
-      gatewayClasses: make('gatewayClasses'),
-      gateways: make('gateways'),
-      httpRoutes: make('httpRoutes'),
-      grpcRoutes: make('grpcRoutes'),
-      tlsRoutes: make('tlsRoutes'),
-      tcpRoutes: make('tcpRoutes'),
-      udpRoutes: make('udpRoutes'),
-      referenceGrants: make('referenceGrants'),
-    };
+      this.stores.set(kind, reflector);
+    }
   }
 
   start(): void {
     if (this.running) return;
-    this.running = this.reflectors.map((r) => r.run());
+    this.running = this.reflectors().map((r) => r.run());
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.timer);
-    for (const r of this.reflectors) r.stop();
+    for (const r of this.reflectors()) r.stop();
     await Promise.all(this.running ?? []);
     this.running = undefined;
   }
@@ -178,7 +140,7 @@ export class ClusterWatch {
   /** The current view, built now from the stores. */
   view(): ClusterView {
     const notes: string[] = [];
-    for (const r of this.reflectors) {
+    for (const r of this.reflectors()) {
       const h = r.health();
       if (h.healthy && h.reason) notes.push(h.reason);
       notes.push(...skippedNotes(r.skippedObjects()));
@@ -186,22 +148,8 @@ export class ClusterWatch {
     const stale = this.staleReason();
     const now = new Date().toISOString();
     if (!stale) this.lastFreshAt = now;
-    const st = this.stores;
-    const parsed: ParsedObjects = {
-      services: st.services.store.values(),
-      endpointSlices: st.endpointSlices.store.values(),
-      ingresses: st.ingresses.store.values(),
-      nodes: st.nodes.store.values(),
-      gatewayClasses: st.gatewayClasses.store.values(),
-      gateways: st.gateways.store.values(),
-      httpRoutes: st.httpRoutes.store.values(),
-      grpcRoutes: st.grpcRoutes.store.values(),
-      tlsRoutes: st.tlsRoutes.store.values(),
-      tcpRoutes: st.tcpRoutes.store.values(),
-      udpRoutes: st.udpRoutes.store.values(),
-      referenceGrants: st.referenceGrants.store.values(),
-    };
-    return assembleClusterView(parsed, {
+    const parsed = Object.fromEntries(KINDS.map((kind) => [kind, this.store(kind).store.values()]));
+    return assembleClusterView(parsed as unknown as ParsedObjects, {
       nodeName: this.o.nodeName,
       fresh: !stale,
       ...(stale ? { staleReason: stale } : {}),
@@ -212,7 +160,7 @@ export class ClusterWatch {
 
   /** Gateway API availability: `absent` when every kind answered 404, `up` when one listed, else `unknown`. */
   gatewayApi(): 'up' | 'absent' | 'unknown' {
-    const health = GATEWAY_KINDS.map((k) => this.stores[k].health());
+    const health = GATEWAY_KINDS.map((k) => this.store(k).health());
     if (!health.every((h) => h.synced)) return 'unknown';
     return health.every((h) => h.absent) ? 'absent' : 'up';
   }
@@ -222,38 +170,39 @@ export class ClusterWatch {
     const state = this.gatewayApi();
     if (state === 'unknown' || state === this.lastGatewayApi) return;
     this.lastGatewayApi = state;
-    if (state === 'absent')
-      this.o.log?.info(
-        { source: 'cluster', gatewayApi: state },
-        'Gateway API not installed (no gateway.networking.k8s.io CRDs): no Gateway addresses to follow',
-      );
-    else
-      this.o.log?.info(
-        { source: 'cluster', gatewayApi: state },
-        'Gateway API installed: Gateway addresses are followed',
-      );
+    this.o.log?.info({ source: 'cluster', gatewayApi: state }, GATEWAY_API_LOG[state]);
   }
 
   /** The objects left out of the view as too large, of every kind. */
   skippedObjects(): SkippedObject[] {
-    return this.reflectors.flatMap((r) => r.skippedObjects());
+    return this.reflectors().flatMap((r) => r.skippedObjects());
   }
 
   /** Health of the 'cluster' source, node_exporter style. */
   status(): SourceStatus {
     const stale = this.staleReason();
-    const listMs = this.reflectors.reduce((sum, r) => sum + (r.health().listMs ?? 0), 0);
+    const listMs = this.reflectors().reduce((sum, r) => sum + (r.health().listMs ?? 0), 0);
     const s: SourceStatus = { source: 'cluster', available: !stale, durationMs: listMs };
     if (stale) s.reason = stale;
     return s;
   }
 
+  private reflectors(): Reflector<unknown>[] {
+    return [...this.stores.values()];
+  }
+
+  private store(kind: Kind): Reflector<unknown> {
+    return this.stores.get(kind)!;
+  }
+
   private allSynced(): boolean {
-    return this.reflectors.every((r) => r.health().synced);
+    return this.reflectors().every((r) => r.health().synced);
   }
 
   private staleReason(): string | undefined {
-    const bad = this.reflectors.map((r) => r.health()).filter((h) => !h.healthy || !h.synced);
+    const bad = this.reflectors()
+      .map((r) => r.health())
+      .filter((h) => !h.healthy || !h.synced);
     if (bad.length === 0) return undefined;
     const first = bad.reduce((a, b) => (b.since < a.since ? b : a));
     const what = this.allSynced() ? 'API unavailable, showing the last good view' : 'not synced yet';

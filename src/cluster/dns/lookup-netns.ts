@@ -6,7 +6,7 @@ import { isIP } from 'node:net';
 import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { errText } from '../../errors.js';
-import { LOOKUP_DEFAULTS, type LookupOptions, type LookupRound, lookupHostnames } from './lookup.js';
+import { failedRound, LOOKUP_DEFAULTS, type LookupOptions, type LookupRound, lookupHostnames } from './lookup.js';
 
 const MAX_OUTPUT = 4 * 1024 * 1024;
 
@@ -31,12 +31,7 @@ export async function lookupHostnamesIn(
   opts: LookupOptions = {},
 ): Promise<LookupRound> {
   if (!netns) return lookupHostnames(names, opts);
-  const fail = (error: string): LookupRound => ({
-    resolver: `resolver of ${netns}`,
-    error,
-    warnings: [],
-    results: names.map((hostname) => ({ hostname, addresses: [], error })),
-  });
+  const fail = (error: string): LookupRound => failedRound(names, `resolver of ${netns}`, error);
   const [cmd, ...args] = netnsCommand(netns, childCommand());
   // The child's own deadline is per name; this one bounds the whole round (a stuck child).
   const perRound =

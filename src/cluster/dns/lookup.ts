@@ -36,6 +36,16 @@ export interface LookupRound {
   warnings: string[];
 }
 
+/** A round in which no name was looked up, each result carrying the round's error. */
+export function failedRound(
+  names: readonly string[],
+  resolver: string,
+  error: string,
+  warnings: string[] = [],
+): LookupRound {
+  return { resolver, error, warnings, results: names.map((hostname) => ({ hostname, addresses: [], error })) };
+}
+
 /** RFC 1035 name syntax, 253 characters at most: anything else is never sent. */
 const HOSTNAME =
   /^(?=.{1,253}\.?$)([A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?\.)*[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?\.?$/;
@@ -80,21 +90,15 @@ export async function lookupHostnames(names: readonly string[], opts: LookupOpti
   const concurrency = Math.max(1, opts.concurrency ?? LOOKUP_DEFAULTS.concurrency);
   const timeoutMs = opts.timeoutMs ?? LOOKUP_DEFAULTS.timeoutMs;
   const maxAddresses = opts.maxAddresses ?? LOOKUP_DEFAULTS.maxAddresses;
-  const failAll = (resolver: string, error: string, warnings: string[] = []): LookupRound => ({
-    resolver,
-    error,
-    warnings,
-    results: names.map((hostname) => ({ hostname, addresses: [], error })),
-  });
 
   let conf: ResolvConf;
   try {
     conf = await readResolvConf(path);
   } catch (e) {
-    return failAll(path, `cannot read ${path}: ${errText(e)}`);
+    return failedRound(names, path, `cannot read ${path}: ${errText(e)}`);
   }
   const resolverText = `nameserver ${conf.nameservers.join(', ') || '(none)'} (${path})`;
-  if (conf.nameservers.length === 0) return failAll(resolverText, `no nameserver in ${path}`, conf.warnings);
+  if (conf.nameservers.length === 0) return failedRound(names, resolverText, `no nameserver in ${path}`, conf.warnings);
   // One channel per name: c-ares fails every query pending on a connection that got a malformed answer.
   // Its timeout is per try and doubles per retry, so the deadline below bounds the whole name.
   const resolverFor = (): Resolver => {
@@ -105,7 +109,7 @@ export async function lookupHostnames(names: readonly string[], opts: LookupOpti
   try {
     resolverFor().cancel();
   } catch (e) {
-    return failAll(resolverText, `nameservers not usable: ${errText(e)}`, conf.warnings);
+    return failedRound(names, resolverText, `nameservers not usable: ${errText(e)}`, conf.warnings);
   }
   const live = new Set<Resolver>();
 
@@ -122,10 +126,11 @@ export async function lookupHostnames(names: readonly string[], opts: LookupOpti
       live.delete(resolver);
       resolver.cancel();
     });
-    const addresses = [
-      ...(v4.status === 'fulfilled' ? v4.value.slice(0, maxAddresses).map((r) => ({ ip: r.address, ttl: r.ttl })) : []),
-      ...(v6.status === 'fulfilled' ? v6.value.slice(0, maxAddresses).map((r) => ({ ip: r.address, ttl: r.ttl })) : []),
-    ];
+    const records = (answer: typeof v4): LookupResult['addresses'] =>
+      answer.status === 'fulfilled'
+        ? answer.value.slice(0, maxAddresses).map((r) => ({ ip: r.address, ttl: r.ttl }))
+        : [];
+    const addresses = [...records(v4), ...records(v6)];
     if (addresses.length > 0) return { hostname, addresses };
     // Both failed: the A query's reason, unless it only said "no A record" and AAAA failed otherwise.
     const e4 = v4.status === 'rejected' ? v4.reason : undefined;
