@@ -47,10 +47,9 @@ const NO_ANNOTATIONS: LoopbackAnnotations = deepFreeze(interpretKnown({}));
 const interned = new Interned<LoopbackAnnotations>(1024);
 
 export function interpretAnnotations(annotations: Record<string, string>): LoopbackAnnotations {
-  let known: Record<string, string> | undefined;
-  for (const [k, v] of Object.entries(annotations)) if (KNOWN_KEYS.has(k)) (known ??= {})[k] = v;
-  if (!known) return NO_ANNOTATIONS;
-  const kept = known;
+  const known = Object.entries(annotations).filter(([k]) => KNOWN_KEYS.has(k));
+  if (known.length === 0) return NO_ANNOTATIONS;
+  const kept = Object.fromEntries(known);
   return interned.get(JSON.stringify(kept), () => deepFreeze(interpretKnown(kept)));
 }
 

@@ -35,9 +35,8 @@ export function parseIngress(sourced: SourcedObject): Parsed<IngressEntry> {
       candidates.push([spec.defaultBackend, 'spec.defaultBackend']);
     optArr(spec.rules, 'spec.rules').forEach((rule, r) => {
       const http = isObj(rule) ? optObj(rule.http, `spec.rules[${r}].http`) : undefined;
-      optArr(http?.paths, `spec.rules[${r}].http.paths`).forEach((p, i) =>
-        candidates.push([isObj(p) ? p.backend : p, `spec.rules[${r}].http.paths[${i}].backend`]),
-      );
+      for (const [i, p] of optArr(http?.paths, `spec.rules[${r}].http.paths`).entries())
+        candidates.push([isObj(p) ? p.backend : p, `spec.rules[${r}].http.paths[${i}].backend`]);
     });
     const backends: Backend[] = [];
     for (const [value, path] of candidates) {

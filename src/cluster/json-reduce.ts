@@ -376,10 +376,16 @@ export class JsonReducer {
 
   private finishString(s: StringRead, text: string | undefined, at: number): void {
     const top = this.frames[this.frames.length - 1];
-    if (s.isKey) return this.finishKey(s, text, top!);
+    if (s.isKey) {
+      this.finishKey(s, text, top!);
+      return;
+    }
     const shape = this.slotShape;
     const unit = this.slotUnit;
-    if (!s.collect) return this.deliver(undefined);
+    if (!s.collect) {
+      this.deliver(undefined);
+      return;
+    }
     if (s.bytes > s.cap) {
       if (!unit)
         throw new JsonStreamError(
@@ -387,10 +393,14 @@ export class JsonReducer {
           this.offset + at,
         );
       unit.over ??= `${this.pathIn(unit)} is ${s.bytes} bytes, more than the ${size(s.cap)} kept of a value`;
-      return this.deliver(undefined);
+      this.deliver(undefined);
+      return;
     }
     if (unit && shape?.kind === 'value' && shape.id) unit[shape.id] = text;
-    if (!this.slotKeep || unit?.over) return this.deliver(undefined);
+    if (!this.slotKeep || unit?.over) {
+      this.deliver(undefined);
+      return;
+    }
     this.account(unit, s.bytes);
     this.deliver(text);
   }
@@ -431,7 +441,10 @@ export class JsonReducer {
       throw new JsonStreamError(`not JSON at byte ${at}: ${JSON.stringify(text.slice(0, 20))} is not a value`, at);
     }
     const unit = this.slotUnit;
-    if (!this.slotKeep || unit?.over) return this.deliver(undefined);
+    if (!this.slotKeep || unit?.over) {
+      this.deliver(undefined);
+      return;
+    }
     this.account(unit, 0);
     this.deliver(value);
   }

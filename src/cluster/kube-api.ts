@@ -93,7 +93,10 @@ export class KubeApi {
     const deliver = (event: unknown): void => {
       if (ended) return;
       const type = (event as { type?: unknown } | null)?.type;
-      if (typeof type !== 'string') return end(new ApiError(`${what}: an event has no type`));
+      if (typeof type !== 'string') {
+        end(new ApiError(`${what}: an event has no type`));
+        return;
+      }
       try {
         onEvent(type, (event as { object?: unknown }).object);
       } catch (e) {

@@ -15,7 +15,10 @@ export class ObjectStore<T> {
 
   set(namespace: string, name: string, value: T): void {
     let names = this.byNamespace.get(namespace);
-    if (!names) this.byNamespace.set(namespace, (names = new Map()));
+    if (!names) {
+      names = new Map();
+      this.byNamespace.set(namespace, names);
+    }
     const before = names.size;
     names.set(name, value);
     this.count += names.size - before;

@@ -58,7 +58,10 @@ export function parseOne<T>(
   parse: (o: Obj, ctx: ObjectContext) => T,
 ): Parsed<T> {
   let warnings: string[] | undefined;
-  const warn = (m: string): void => void (warnings ??= []).push(m);
+  const warn = (m: string): void => {
+    warnings ??= [];
+    warnings.push(m);
+  };
   let label = `${origin} (${kind})`;
   try {
     if (!isObj(object)) throw new FieldError('not an object');

@@ -251,7 +251,10 @@ export class Reflector<T> {
           this.closeWatch?.();
           return;
         }
-        if (object instanceof SkippedObject) return this.skipEvent(type, object);
+        if (object instanceof SkippedObject) {
+          this.skipEvent(type, object);
+          return;
+        }
         const rv = (object as { metadata?: { resourceVersion?: unknown } })?.metadata?.resourceVersion;
         if (typeof rv === 'string') this.rv = rv;
         // BOOKMARK: only the resourceVersion moves.
