@@ -235,22 +235,15 @@ export class NetlinkSocket implements RawDumper {
 
   /**
    * Hands each batch of our reply messages (without DONE) to onBatch; messages are views valid only during
-   * onBatch, which may return a promise for backpressure. Messages keep drops are still counted.
+   * onBatch, which may return a promise for backpressure.
    */
-  dump(
-    msg: Buffer,
-    what: string,
-    onBatch: (msgs: NetlinkMessage[]) => void | Promise<void>,
-    keep?: KeepMessage,
-  ): Promise<DumpResult> {
+  dump(msg: Buffer, what: string, onBatch: (msgs: NetlinkMessage[]) => void | Promise<void>): Promise<DumpResult> {
     let mine: NetlinkMessage[] = [];
     return this.dumpRaw(
       msg,
       what,
-      (buf, start, end, type, flags) => {
-        if (keep && !keep(buf, start, end, type)) return;
-        mine.push({ type, flags, seq: this.seq, pid: this.port, payload: buf.subarray(start, end) });
-      },
+      (buf, start, end, type, flags) =>
+        void mine.push({ type, flags, seq: this.seq, pid: this.port, payload: buf.subarray(start, end) }),
       () => {
         if (!mine.length) return;
         const batch = mine;
