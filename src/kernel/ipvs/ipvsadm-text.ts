@@ -25,14 +25,8 @@ export class IpvsadmParseError extends Error {
   }
 }
 
-export interface IpvsadmText {
-  /** Where the text came from (file name or command), used in error messages. */
-  source: string;
-  text: string;
-}
-
-/** Parses and merges any mix of ipvsadm -Ln variants and ipvsadm-save -n outputs of the same table. */
-export function parseIpvsadm(inputs: IpvsadmText[]): IpvsSnapshot {
+/** Parses and merges any mix of ipvsadm -Ln variants and ipvsadm-save -n outputs (source: a file or command). */
+export function parseIpvsadm(inputs: { source: string; text: string }[]): IpvsSnapshot {
   return mergeIpvsSnapshots(
     inputs.map(({ source, text }) =>
       /^\s*IP Virtual Server/.test(text) ? parseIpvsadmList(text, source) : parseIpvsadmSave(text, source),
@@ -75,6 +69,30 @@ const FORWARDS: Record<string, IpvsForward> = {
   Bypass: 'bypass',
 };
 const CHECKSUMS: Record<string, IpvsTunnel['checksum']> = { '-c': 'nocsum', '+c': 'csum', 'r+c': 'remcsum' };
+
+function newService(family: Family): IpvsVirtualServer {
+  return { family, protocol: 0, scheduler: '', flags: [], timeoutS: 0, realServers: [] };
+}
+
+/** A real server of vs, with no connections counted. */
+function newRealServer(
+  vs: IpvsVirtualServer,
+  hp: ReturnType<typeof hostPort>,
+  weight = 0,
+  forward: IpvsForward = 'masq',
+) {
+  const rs: IpvsRealServer = {
+    address: hp.address,
+    port: hp.port,
+    weight,
+    forward,
+    activeConns: 0,
+    inactiveConns: 0,
+    persistentConns: 0,
+  };
+  if (hp.family !== vs.family) rs.family = hp.family;
+  return rs;
+}
 
 /** Flags in the order the kernel bits (and thus the netlink reader) give them. */
 function orderFlags(flags: Set<string>): string[] {
@@ -168,13 +186,13 @@ function serviceConfig(vs: IpvsVirtualServer, tokens: string[], fail: Fail): voi
 /** "TCP  1.2.3.4:80 ..." / "FWM  42 IPv6 ..." → the service and the tokens after its identity. */
 function serviceHead(tokens: string[], fail: Fail): { vs: IpvsVirtualServer; rest: string[] } {
   const [prot, id] = tokens;
-  const vs: IpvsVirtualServer = { family: 4, protocol: 0, scheduler: '', flags: [], timeoutS: 0, realServers: [] };
   if (prot === 'FWM') {
-    vs.fwmark = count(id, 'firewall mark', fail);
     const v6 = tokens[2] === 'IPv6';
-    vs.family = v6 ? 6 : 4;
+    const vs = newService(v6 ? 6 : 4);
+    vs.fwmark = count(id, 'firewall mark', fail);
     return { vs, rest: tokens.slice(v6 ? 3 : 2) };
   }
+  const vs = newService(4);
   vs.protocol = PROTOCOLS[prot ?? ''] ?? fail(`unknown protocol ${JSON.stringify(prot ?? '')}`);
   const hp = hostPort(id ?? '', fail);
   Object.assign(vs, { family: hp.family, address: hp.address, port: hp.port });
@@ -209,17 +227,7 @@ export function parseIpvsadmList(text: string, source = 'ipvsadm -Ln'): IpvsSnap
     const tokens = line.trim().split(/\s+/);
     if (tokens[0] === '->') {
       const vs = out[out.length - 1] ?? fail('real server line before any service line');
-      const hp = hostPort(tokens[1] ?? '', fail);
-      const rs: IpvsRealServer = {
-        address: hp.address,
-        port: hp.port,
-        weight: 0,
-        forward: 'masq',
-        activeConns: 0,
-        inactiveConns: 0,
-        persistentConns: 0,
-      };
-      if (hp.family !== vs.family) rs.family = hp.family;
+      const rs = newRealServer(vs, hostPort(tokens[1] ?? '', fail));
       fillColumns(rs as unknown as Record<string, unknown>, destCols, tokens.slice(2), fail);
       if (present.has('thresholds')) {
         rs.upperThreshold ??= 0;
@@ -307,14 +315,7 @@ export function parseIpvsadmSave(text: string, source = 'ipvsadm-save -n'): Ipvs
     const v6 = o.has('-6');
     const key = `${svc.key}${v6 ? ' -6' : ''}`;
     if (cmd === '-A') {
-      const vs: IpvsVirtualServer = {
-        family: v6 ? 6 : 4,
-        protocol: 0,
-        scheduler: '',
-        flags: [],
-        timeoutS: 0,
-        realServers: [],
-      };
+      const vs = newService(v6 ? 6 : 4);
       if (svc.kind === 'FWM') vs.fwmark = count(svc.value, 'firewall mark', fail);
       else {
         const hp = hostPort(svc.value, fail);
@@ -330,16 +331,9 @@ export function parseIpvsadmSave(text: string, source = 'ipvsadm-save -n'): Ipvs
     const hp = hostPort(o.get('-r') ?? o.get('--real-server') ?? fail('-a without -r'), fail);
     const fwd = [...o.keys()].filter((k) => k in SAVE_FORWARDS);
     if (fwd.length > 1) fail(`several forwarding methods: ${fwd.join(' ')}`);
-    const rs: IpvsRealServer = {
-      address: hp.address,
-      port: hp.port,
-      weight: count(o.get('-w') ?? o.get('--weight') ?? '1', 'weight', fail),
-      forward: SAVE_FORWARDS[fwd[0] ?? '-g']!, // ipvsadm's default is direct routing
-      activeConns: 0,
-      inactiveConns: 0,
-      persistentConns: 0,
-    };
-    if (hp.family !== vs.family) rs.family = hp.family;
+    const weight = count(o.get('-w') ?? o.get('--weight') ?? '1', 'weight', fail);
+    // ipvsadm's default is direct routing.
+    const rs = newRealServer(vs, hp, weight, SAVE_FORWARDS[fwd[0] ?? '-g']!);
     const x = o.get('-x') ?? o.get('--u-threshold');
     const y = o.get('-y') ?? o.get('--l-threshold');
     if (x !== undefined || y !== undefined) thresholds = true;
