@@ -79,40 +79,36 @@ export function splitMessages(buf: Buffer, start = 0, end = buf.length, keep?: K
 }
 
 /**
- * A bounds-checked, resettable cursor over attributes in buf[start, end) for hot paths; it throws
- * NetlinkParseError on an attribute past the end, and fewer than 4 trailing bytes are padding.
+ * A bounds-checked, resettable cursor over attributes in [start, end) for hot paths; it throws NetlinkParseError
+ * on an attribute past the end, and fewer than 4 trailing bytes are padding. It holds no buffer between walks.
  */
 export class AttrCursor {
   type = 0;
   rawType = 0;
   vs = 0;
   ve = 0;
-  private off: number;
-  constructor(
-    private buf: Buffer,
-    start: number,
-    private end: number,
-    /** Names the attribute in errors, e.g. 'conntrack attribute'. */
-    private readonly what = 'attribute',
-  ) {
-    this.off = start;
-  }
+  private off = 0;
+  private end = 0;
+  /** Error offsets are relative to it (the start of the message being decoded). */
+  private base = 0;
+  /** what names the attribute in errors, e.g. 'conntrack attribute'. */
+  constructor(private readonly what = 'attribute') {}
 
-  reset(buf: Buffer, start: number, end: number): this {
-    this.buf = buf;
+  reset(start: number, end: number, base = 0): this {
     this.off = start;
     this.end = end;
+    this.base = base;
     return this;
   }
 
-  next(): boolean {
-    const b = this.buf;
+  next(b: Buffer): boolean {
     const o = this.off;
     if (o + NLA_HDRLEN > this.end) return false;
     const len = b[o]! | (b[o + 1]! << 8);
     const raw = b[o + 2]! | (b[o + 3]! << 8);
     if (len < NLA_HDRLEN || o + len > this.end) {
-      throw new NetlinkParseError(`${this.what} type ${raw & NLA_TYPE_MASK} length ${len} overruns its container`, o);
+      const at = o - this.base;
+      throw new NetlinkParseError(`${this.what} type ${raw & NLA_TYPE_MASK} length ${len} overruns its container`, at);
     }
     this.rawType = raw;
     this.type = raw & NLA_TYPE_MASK;
@@ -130,8 +126,8 @@ export function walkAttrs(
   end: number,
   fn: (type: number, vstart: number, vend: number, rawType: number) => void,
 ): void {
-  const a = new AttrCursor(buf, start, end);
-  while (a.next()) fn(a.type, a.vs, a.ve, a.rawType);
+  const a = new AttrCursor().reset(start, end);
+  while (a.next(buf)) fn(a.type, a.vs, a.ve, a.rawType);
 }
 
 /** Attributes by type (last one wins), as [start, end) ranges into buf. */
