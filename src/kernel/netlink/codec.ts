@@ -14,7 +14,6 @@ export const NLMSG_DONE = 3;
 export const NLMSG_OVERRUN = 4;
 
 export const NLM_F_REQUEST = 0x1;
-export const NLM_F_MULTI = 0x2;
 export const NLM_F_ACK = 0x4;
 export const NLM_F_DUMP_INTR = 0x10;
 export const NLM_F_ROOT = 0x100;
@@ -89,15 +88,12 @@ export class AttrCursor {
   ve = 0;
   private off = 0;
   private end = 0;
-  /** Error offsets are relative to it (the start of the message being decoded). */
-  private base = 0;
   /** what names the attribute in errors, e.g. 'conntrack attribute'. */
   constructor(private readonly what = 'attribute') {}
 
-  reset(start: number, end: number, base = 0): this {
+  reset(start: number, end: number): this {
     this.off = start;
     this.end = end;
-    this.base = base;
     return this;
   }
 
@@ -107,8 +103,7 @@ export class AttrCursor {
     const len = b[o]! | (b[o + 1]! << 8);
     const raw = b[o + 2]! | (b[o + 3]! << 8);
     if (len < NLA_HDRLEN || o + len > this.end) {
-      const at = o - this.base;
-      throw new NetlinkParseError(`${this.what} type ${raw & NLA_TYPE_MASK} length ${len} overruns its container`, at);
+      throw new NetlinkParseError(`${this.what} type ${raw & NLA_TYPE_MASK} length ${len} overruns its container`, o);
     }
     this.rawType = raw;
     this.type = raw & NLA_TYPE_MASK;
