@@ -4,13 +4,13 @@
 import { isSyscallError } from '../../native/addon.js';
 import { explainBpfRefusal, ownBpfPrivileges } from '../../native/bpf-refusal.js';
 import { NetlinkParseError } from '../netlink/codec.js';
-import type { NetlinkSocket } from '../netlink/socket.js';
-import { NETLINK_NETFILTER, NOTIFICATION_BATCH, NetlinkSocket as Socket } from '../netlink/socket.js';
+import { NETLINK_NETFILTER, NetlinkSocket, NOTIFICATION_BATCH } from '../netlink/socket.js';
 import type { ConntrackEntry, ConntrackEvent, ConntrackEventType } from '../types.js';
 import * as C from './constants.js';
 import { CtView, eventType } from './decode.js';
 import {
   addressMatcher,
+  type ConntrackDumpResult,
   type ConntrackFilter,
   dumpConntrack,
   dumpConntrackViews,
@@ -24,13 +24,11 @@ interface ResyncCommon {
   /** A resync starts: state built from events is no longer trustworthy. */
   begin(reason: 'overflow' | 'start'): void;
   /** The table was read completely; `malformed` entries were skipped (dump.ts malformedNote describes them). */
-  end(info: {
-    entries: number;
-    durationMs: number;
-    interrupted: boolean;
-    malformed: number;
-    firstMalformed?: string;
-  }): void;
+  end(
+    info: Pick<ConntrackDumpResult, 'entries' | 'interrupted' | 'malformed' | 'firstMalformed'> & {
+      durationMs: number;
+    },
+  ): void;
 }
 
 /** The re-read table is handed over as entries, batch by batch, or entry by entry as the decoded message (view). */
@@ -119,7 +117,7 @@ export class ConntrackWatch {
 
   constructor(private readonly opts: WatchOptions) {
     this.prefilter = opts.prefilter;
-    this.events = Socket.open(NETLINK_NETFILTER, {
+    this.events = NetlinkSocket.open(NETLINK_NETFILTER, {
       ...NOTIFICATION_BATCH,
       rcvbuf: opts.rcvbuf ?? 64 << 20,
       ...(opts.netns ? { netns: opts.netns } : {}),
