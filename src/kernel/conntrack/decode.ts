@@ -67,7 +67,7 @@ export class CtTupleView {
   }
 }
 
-const formatAddr = (b: Buffer, off: number, len: number): string =>
+export const formatAddr = (b: Buffer, off: number, len: number): string =>
   len === 4 ? formatIPv4(b, off) : formatIPv6(b, off);
 
 function overrun(type: number, len: number, at: number): NetlinkParseError {

@@ -357,34 +357,26 @@ export function parseIpvsadmSave(text: string, source = 'ipvsadm-save -n'): Ipvs
   return { virtualServers: [...services.values()], missing };
 }
 
+/** Reads an -A line's options, taking each out of o so that what is left is unknown. */
 function saveServiceOptions(vs: IpvsVirtualServer, o: Map<string, string>, fail: Fail): void {
+  const take = (...spellings: string[]): string | undefined => {
+    const value = spellings.map((k) => o.get(k)).find((v) => v !== undefined);
+    for (const k of spellings) o.delete(k);
+    return value;
+  };
   const flags = new Set<string>();
-  vs.scheduler = o.get('-s') ?? o.get('--scheduler') ?? 'wlc'; // ipvsadm's default scheduler
-  const p = o.get('-p') ?? o.get('--persistent');
+  vs.scheduler = take('-s', '--scheduler') ?? 'wlc'; // ipvsadm's default scheduler
+  const p = take('-p', '--persistent');
   if (p !== undefined) {
     flags.add('persistent');
     vs.timeoutS = count(p, 'persistent timeout', fail);
   }
-  if (o.has('-o') || o.has('--ops')) flags.add('one-packet');
-  for (const f of (o.get('-b') ?? o.get('--sched-flags') ?? '').split(',').filter(Boolean)) flags.add(f);
+  if (take('-o', '--ops') !== undefined) flags.add('one-packet');
+  for (const f of (take('-b', '--sched-flags') ?? '').split(',').filter(Boolean)) flags.add(f);
   vs.flags = orderFlags(flags);
-  vs.netmask = o.get('-M') ?? o.get('--netmask') ?? defaultNetmask(vs.family);
-  const pe = o.get('--pe');
+  vs.netmask = take('-M', '--netmask') ?? defaultNetmask(vs.family);
+  const pe = take('--pe');
   if (pe !== undefined) vs.peName = pe;
-  const known = [
-    '-s',
-    '--scheduler',
-    '-p',
-    '--persistent',
-    '-o',
-    '--ops',
-    '-b',
-    '--sched-flags',
-    '-M',
-    '--netmask',
-    '--pe',
-    '-6',
-  ];
-  const unknown = [...o.keys()].filter((k) => !known.includes(k));
-  if (unknown.length) fail(`unexpected option(s) on an -A line: ${unknown.join(' ')}`);
+  take('-6');
+  if (o.size) fail(`unexpected option(s) on an -A line: ${[...o.keys()].join(' ')}`);
 }
