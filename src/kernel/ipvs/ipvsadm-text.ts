@@ -11,7 +11,7 @@ import type {
   IpvsTunnel,
   IpvsVirtualServer,
 } from '../types.js';
-import { ALL_GROUPS, type IpvsFieldGroup, mergeIpvsSnapshots, zeroStats } from './merge.js';
+import { ALL_GROUPS, type IpvsFieldGroup, mergeIpvsSnapshots, newRealServer, zeroStats } from './merge.js';
 import { defaultNetmask } from './uapi.js';
 
 export class IpvsadmParseError extends Error {
@@ -74,24 +74,12 @@ function newService(family: Family): IpvsVirtualServer {
   return { family, protocol: 0, scheduler: '', flags: [], timeoutS: 0, realServers: [] };
 }
 
-/** A real server of vs, with no connections counted. */
-function newRealServer(
+/** A real server's address in vs, with its family only when it differs from the service's. */
+function realAddress(
   vs: IpvsVirtualServer,
   hp: ReturnType<typeof hostPort>,
-  weight = 0,
-  forward: IpvsForward = 'masq',
-) {
-  const rs: IpvsRealServer = {
-    address: hp.address,
-    port: hp.port,
-    weight,
-    forward,
-    activeConns: 0,
-    inactiveConns: 0,
-    persistentConns: 0,
-  };
-  if (hp.family !== vs.family) rs.family = hp.family;
-  return rs;
+): Pick<IpvsRealServer, 'address' | 'port' | 'family'> {
+  return hp.family === vs.family ? { address: hp.address, port: hp.port } : hp;
 }
 
 /** Flags in the order the kernel bits (and thus the netlink reader) give them. */
@@ -227,7 +215,7 @@ export function parseIpvsadmList(text: string, source = 'ipvsadm -Ln'): IpvsSnap
     const tokens = line.trim().split(/\s+/);
     if (tokens[0] === '->') {
       const vs = out[out.length - 1] ?? fail('real server line before any service line');
-      const rs = newRealServer(vs, hostPort(tokens[1] ?? '', fail));
+      const rs = newRealServer(realAddress(vs, hostPort(tokens[1] ?? '', fail)));
       fillColumns(rs as unknown as Record<string, unknown>, destCols, tokens.slice(2), fail);
       if (present.has('thresholds')) {
         rs.upperThreshold ??= 0;
@@ -333,7 +321,7 @@ export function parseIpvsadmSave(text: string, source = 'ipvsadm-save -n'): Ipvs
     if (fwd.length > 1) fail(`several forwarding methods: ${fwd.join(' ')}`);
     const weight = count(o.get('-w') ?? o.get('--weight') ?? '1', 'weight', fail);
     // ipvsadm's default is direct routing.
-    const rs = newRealServer(vs, hp, weight, SAVE_FORWARDS[fwd[0] ?? '-g']!);
+    const rs = newRealServer(realAddress(vs, hp), weight, SAVE_FORWARDS[fwd[0] ?? '-g']!);
     const x = o.get('-x') ?? o.get('--u-threshold');
     const y = o.get('-y') ?? o.get('--l-threshold');
     if (x !== undefined || y !== undefined) thresholds = true;
