@@ -1,6 +1,5 @@
-// Parsers of the IPVS table as text for offline bundles: `ipvsadm -Ln` variants and `ipvsadm-save -n`, each giving
-// an IpvsSnapshot whose `missing` names what it lacks; parseIpvsadm() merges them. Without --exact numbers are
-// rounded (K/M/G/T = 10^3^k); addresses must be numeric (-n) to compare with the cluster.
+// Bundles' `ipvsadm -Ln` variants and `ipvsadm-save -n` as IpvsSnapshots whose `missing` names what each lacks;
+// without --exact numbers are rounded (K/M/G/T = 10^3^k), and addresses must be numeric (-n).
 import { canonicalIP, ipFamily } from '../ip.js';
 import type {
   Family,

@@ -1,6 +1,5 @@
-// Decides the xtables backend as kube-proxy's image does (kubernetes-sigs/iptables-wrappers): a KUBE-IPTABLES-HINT
-// or KUBE-KUBELET-CANARY chain in nft, then in legacy, else more rule lines (nft on a tie); an unreadable backend
-// loses, and every table of both is checked, not only mangle.
+// The xtables backend as kube-proxy's image decides it (kubernetes-sigs/iptables-wrappers): kubelet's hint chain in
+// nft, then legacy, else more rule lines (nft on a tie); an unreadable backend loses; every table is checked.
 import { eachLine } from './lines.js';
 import type { BackendChoice, BackendEvidence, XtablesBackend } from './types.js';
 

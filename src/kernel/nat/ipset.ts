@@ -1,7 +1,5 @@
-// Parsers of `ipset save` (create/add lines, what the reader runs) and of
-// `ipset list` (the human format found in support bundles). Both give the same
-// IpsetDump; one bad line is a warning, input that is no ipset output at all
-// is a NatParseError.
+// Parsers of `ipset save` (what the reader runs) and `ipset list` (found in support bundles) into one IpsetDump;
+// one bad line is a warning, input that is no ipset output at all is a NatParseError.
 import { lineIssue, NatParseError } from './errors.js';
 import { eachLineText } from './lines.js';
 import { type Token, tokenize } from './tokenize.js';

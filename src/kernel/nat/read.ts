@@ -1,6 +1,5 @@
-// Reads the node's iptables/ip6tables rules (both backends) and ipsets by running the save commands, optionally in
-// a network namespace, with a timeout and output bound each (command.ts); a facts-only read keeps only the nat
-// table's lines (nat-lines.ts) while hashing and counting the rest.
+// The node's iptables/ip6tables rules (both backends) and ipsets from the save commands, each bounded (command.ts);
+// a facts-only read keeps only the nat table's lines (nat-lines.ts) while hashing and counting the rest.
 
 import { errText } from '../../errors.js';
 import { isPermissionReason } from '../../model/permission.js';

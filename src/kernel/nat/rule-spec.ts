@@ -1,6 +1,5 @@
-// Turns the words of one rule (after `-A CHAIN`) into matches and a target.
-// Unknown match modules are kept as they are: every `--option` after `-m NAME`
-// belongs to NAME, with the words up to the next option as its values.
+// The words of one rule (after `-A CHAIN`) as matches and a target; an unknown match module is kept: every
+// `--option` after `-m NAME` belongs to NAME, with the words up to the next option as its values.
 
 import type { Token } from './tokenize.js';
 import type { MatchOption, RuleMatch } from './types.js';

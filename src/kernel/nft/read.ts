@@ -1,6 +1,5 @@
-// Reads kube-proxy's nftables tables with `nft -j list table ip|ip6 kube-proxy`: nf_tables netlink holds register
-// bytecode that only libnftables decodes, and its JSON (libnftables-json(5)) is versioned; listing only
-// kube-proxy's tables keeps other components' unknown expressions from failing the read.
+// kube-proxy's nftables tables via `nft -j list table`, since only libnftables decodes nf_tables bytecode; listing
+// only kube-proxy's tables keeps other components' unknown expressions from failing the read.
 import { execFile } from 'node:child_process';
 import { errText } from '../../errors.js';
 import { permissionDenied } from '../../model/permission.js';
