@@ -9,9 +9,7 @@ import type { ConntrackEntry, ConntrackEvent, ConntrackEventType } from '../type
 import * as C from './constants.js';
 import { CtView, eventType } from './decode.js';
 import {
-  addressMatcher,
   type ConntrackDumpResult,
-  type ConntrackFilter,
   dumpConntrack,
   dumpConntrackViews,
   keepFor,
@@ -43,17 +41,13 @@ export type ResyncHandler = ResyncCommon &
   );
 
 /** Rest after a drained event queue so that events arriving one by one are read in batches. */
-export const PACE_MS = 100;
+const PACE_MS = 100;
 
 interface WatchCommon {
   netns?: string;
-  /** Rest after each drained queue (PACE_MS); 0 reads every event as it arrives. */
-  paceMs?: number;
   /** Receive buffer (SO_RCVBUFFORCE), sized to absorb a large table flush. */
   rcvbuf?: number;
   events?: ConntrackEventType[];
-  /** User-side address filter (events carry no kernel-side filter). */
-  filter?: Pick<ConntrackFilter, 'addresses'>;
   /** Skips events and dumped entries before decoding (see prefilter.ts); replace with setPrefilter(). */
   prefilter?: RawPrefilter;
   /**
@@ -137,7 +131,6 @@ export class ConntrackWatch {
       kernelFilter: 'not requested',
       malformed: 0,
     };
-    const match = addressMatcher(opts.filter?.addresses);
     const view = new CtView();
     this.stopSub = this.events.subscribe(
       (msgs) => {
@@ -147,7 +140,6 @@ export class ConntrackWatch {
           if (!type) continue;
           const p = m.payload;
           if (this.prefilter && !this.prefilter.maybe(p)) continue;
-          if (match && !match.maybe(p)) continue;
           try {
             view.decode(p, 0, p.length);
           } catch (e) {
@@ -157,10 +149,8 @@ export class ConntrackWatch {
             opts.onMalformed?.(e);
             continue;
           }
-          const entry = match || opts.onEvent ? view.toEntry() : undefined;
-          if (match && !match.exact(entry!)) continue;
           this.stats.events++;
-          if (opts.onEvent) opts.onEvent({ type, entry: entry!, receivedAtMs: now });
+          if (opts.onEvent) opts.onEvent({ type, entry: view.toEntry(), receivedAtMs: now });
           else opts.onView(type, view, now);
         }
         // The view must not keep the receive buffer between batches.
@@ -172,7 +162,7 @@ export class ConntrackWatch {
       },
       (e) => this.error(e),
       keepFor(() => this.prefilter),
-      opts.paceMs ?? PACE_MS,
+      PACE_MS,
     );
     if (opts.kernelFilter) this.startKernelFilter();
     if (opts.initialDump) this.requestResync('start');
@@ -270,7 +260,6 @@ export class ConntrackWatch {
         handler.begin(reason);
         const dumpOpts = {
           socket: this.dumps,
-          ...(this.opts.filter ? { filter: this.opts.filter } : {}),
           ...(this.prefilter ? { prefilter: this.prefilter } : {}),
         };
         const res = handler.entries
