@@ -163,36 +163,28 @@ export class MessageWriter {
     this.buf.copy(next, 0, 0, this.len);
     this.buf = next;
   }
-  u8(v: number): this {
-    this.ensure(1);
-    this.buf.writeUInt8(v, this.len);
-    this.len += 1;
+  /** Appends n bytes that write() puts at offset `at`. */
+  private put(n: number, write: (at: number) => void): this {
+    this.ensure(n);
+    write(this.len);
+    this.len += n;
     return this;
+  }
+  u8(v: number): this {
+    return this.put(1, (at) => this.buf.writeUInt8(v, at));
   }
   u16(v: number): this {
-    this.ensure(2);
-    this.buf.writeUInt16LE(v, this.len);
-    this.len += 2;
-    return this;
+    return this.put(2, (at) => this.buf.writeUInt16LE(v, at));
   }
   u32(v: number): this {
-    this.ensure(4);
-    this.buf.writeUInt32LE(v >>> 0, this.len);
-    this.len += 4;
-    return this;
+    return this.put(4, (at) => this.buf.writeUInt32LE(v >>> 0, at));
   }
   bytes(b: Uint8Array): this {
-    this.ensure(b.length);
-    this.buf.set(b, this.len);
-    this.len += b.length;
-    return this;
+    return this.put(b.length, (at) => this.buf.set(b, at));
   }
   pad(): this {
     const n = align4(this.len) - this.len;
-    this.ensure(n);
-    this.buf.fill(0, this.len, this.len + n);
-    this.len += n;
-    return this;
+    return this.put(n, (at) => this.buf.fill(0, at, at + n));
   }
   attr(type: number, value: Uint8Array): this {
     this.u16(NLA_HDRLEN + value.length)
