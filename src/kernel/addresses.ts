@@ -57,22 +57,13 @@ const IFA_FLAG_NAMES: [number, string][] = [
   [0x800, 'stable-privacy'],
 ];
 
-function scopeName(s: number): InterfaceAddress['scope'] {
-  switch (s) {
-    case 0:
-      return 'global';
-    case 200:
-      return 'site';
-    case 253:
-      return 'link';
-    case 254:
-      return 'host';
-    case 255:
-      return 'nowhere';
-    default:
-      return s;
-  }
-}
+const SCOPE_NAMES = new Map<number, InterfaceAddress['scope']>([
+  [0, 'global'],
+  [200, 'site'],
+  [253, 'link'],
+  [254, 'host'],
+  [255, 'nowhere'],
+]);
 
 /** Decodes an RTM_NEWLINK payload. */
 export function decodeLink(p: Buffer): NetInterface {
@@ -148,7 +139,7 @@ export function decodeAddress(p: Buffer): { ifindex: number; label?: string; add
     family: fam === AF_INET ? 4 : 6,
     address,
     prefixLen: p[1]!,
-    scope: scopeName(p[3]!),
+    scope: SCOPE_NAMES.get(p[3]!) ?? p[3]!,
     flags: IFA_FLAG_NAMES.filter(([bit]) => flags & bit).map(([, n]) => n),
   };
   if (label !== undefined) out.label = label;

@@ -28,16 +28,9 @@ export function formatIPv6(b: Uint8Array, off: number): string {
     }
     i = j;
   }
-  if (bestLen < 2) return g.map((x) => x.toString(16)).join(':');
-  const head = g
-    .slice(0, bestStart)
-    .map((x) => x.toString(16))
-    .join(':');
-  const tail = g
-    .slice(bestStart + bestLen)
-    .map((x) => x.toString(16))
-    .join(':');
-  return `${head}::${tail}`;
+  const hex = g.map((x) => x.toString(16));
+  if (bestLen < 2) return hex.join(':');
+  return `${hex.slice(0, bestStart).join(':')}::${hex.slice(bestStart + bestLen).join(':')}`;
 }
 
 /** Formats 4 or 16 address bytes. */

@@ -1,12 +1,9 @@
 // The form in which the agent keeps a conntrack entry while the flow lives (src/agent/conntrack-table.ts), built
 // straight from CtView so an event allocates only what is kept: nothing for a DESTROY, one object for an UPDATE.
-import { formatIPv4, formatIPv6, ipv4Number } from '../ip.js';
+import { formatIPv6, ipv4Number } from '../ip.js';
 import type { ConntrackCounters, ConntrackEntry, ConntrackTuple, Family } from '../types.js';
 import * as C from './constants.js';
-import { type CtTupleView, type CtView, NONE, statusFlagNames } from './decode.js';
-
-const addressOf = (b: Buffer, off: number, len: number): string =>
-  len === 4 ? formatIPv4(b, off) : formatIPv6(b, off);
+import { type CtTupleView, type CtView, formatAddr, NONE, statusFlagNames } from './decode.js';
 
 /** One direction of a port-based entry (TCP, UDP, SCTP, ...): the agent keeps no other. */
 export class PackedTuple implements ConntrackTuple {
@@ -35,8 +32,8 @@ export class PackedTuple implements ConntrackTuple {
     const sport = v.sport === NONE ? undefined : v.sport;
     const dport = v.dport === NONE ? undefined : v.dport;
     return new PackedTuple(
-      addressOf(b, v.srcOff, v.srcLen),
-      addressOf(b, v.dstOff, v.dstLen),
+      formatAddr(b, v.srcOff, v.srcLen),
+      formatAddr(b, v.dstOff, v.dstLen),
       v.protoNum,
       sport,
       dport,

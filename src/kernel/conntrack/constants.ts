@@ -5,8 +5,6 @@ export const NFNL_SUBSYS_CTNETLINK = 1;
 export const IPCTNL_MSG_CT_NEW = 0;
 export const IPCTNL_MSG_CT_GET = 1;
 export const IPCTNL_MSG_CT_DELETE = 2;
-export const IPCTNL_MSG_CT_GET_STATS_CPU = 4;
-export const IPCTNL_MSG_CT_GET_STATS = 5;
 export const NFGENMSG_LEN = 4;
 
 export const CTA_TUPLE_ORIG = 1;
@@ -23,11 +21,9 @@ export const CTA_ZONE = 18;
 export const CTA_TIMESTAMP = 20;
 export const CTA_MARK_MASK = 21;
 export const CTA_FILTER = 25;
-export const CTA_STATUS_MASK = 26;
 
 export const CTA_TUPLE_IP = 1;
 export const CTA_TUPLE_PROTO = 2;
-export const CTA_TUPLE_ZONE = 3;
 export const CTA_IP_V4_SRC = 1;
 export const CTA_IP_V4_DST = 2;
 export const CTA_IP_V6_SRC = 3;

@@ -1,7 +1,7 @@
 // Decodes ctnetlink messages (big-endian integers) in place: CtView reads one message into reused numeric fields,
 // so a dump that counts or keeps few entries allocates nothing for the rest; toEntry() builds a kept entry.
 import { formatIPv4, formatIPv6 } from '../ip.js';
-import { type NetlinkMessage, NetlinkParseError } from '../netlink/codec.js';
+import { type NetlinkMessage, NetlinkParseError, NLM_F_CREATE, NLM_F_EXCL } from '../netlink/codec.js';
 import type { ConntrackCounters, ConntrackEntry, ConntrackEventType, ConntrackTuple } from '../types.js';
 import * as C from './constants.js';
 
@@ -37,36 +37,18 @@ export class CtTupleView {
     this.sport = this.dport = this.icmpId = this.icmpType = this.icmpCode = NONE;
   }
 
-  copyFrom(t: CtTupleView): void {
-    this.srcOff = t.srcOff;
-    this.srcLen = t.srcLen;
-    this.dstOff = t.dstOff;
-    this.dstLen = t.dstLen;
-    this.protoNum = t.protoNum;
-    this.sport = t.sport;
-    this.dport = t.dport;
-    this.icmpId = t.icmpId;
-    this.icmpType = t.icmpType;
-    this.icmpCode = t.icmpCode;
-  }
-
   /** The reverse of t (src <-> dst, sport <-> dport), for a DESTROY without a reply tuple. */
   mirrorOf(t: CtTupleView): void {
-    this.copyFrom(t);
     this.srcOff = t.dstOff;
     this.srcLen = t.dstLen;
     this.dstOff = t.srcOff;
     this.dstLen = t.srcLen;
+    this.protoNum = t.protoNum;
     this.sport = t.dport;
     this.dport = t.sport;
-  }
-
-  /** The IPv4 source as a u32 (NONE if it is not IPv4), read from buf. */
-  src4(b: Buffer): number {
-    return this.srcLen === 4 ? be32(b, this.srcOff) : NONE;
-  }
-  dst4(b: Buffer): number {
-    return this.dstLen === 4 ? be32(b, this.dstOff) : NONE;
+    this.icmpId = t.icmpId;
+    this.icmpType = t.icmpType;
+    this.icmpCode = t.icmpCode;
   }
 
   toTuple(b: Buffer): ConntrackTuple {
@@ -85,7 +67,7 @@ export class CtTupleView {
   }
 }
 
-const formatAddr = (b: Buffer, off: number, len: number): string =>
+export const formatAddr = (b: Buffer, off: number, len: number): string =>
   len === 4 ? formatIPv4(b, off) : formatIPv6(b, off);
 
 function overrun(type: number, len: number, at: number): NetlinkParseError {
@@ -437,16 +419,9 @@ export function decodeEntry(p: Buffer): ConntrackEntry {
   return sharedView.decode(p, 0, p.length).toEntry();
 }
 
-export function ctMessageType(m: NetlinkMessage): number | undefined {
-  return m.type >> 8 === C.NFNL_SUBSYS_CTNETLINK ? m.type & 0xff : undefined;
-}
-
-const NLM_F_CREATE = 0x400;
-const NLM_F_EXCL = 0x200;
-
 /** NEW (flags CREATE|EXCL), UPDATE (NEW without them) or DESTROY; undefined for other messages. */
 export function eventType(m: NetlinkMessage): ConntrackEventType | undefined {
-  const t = ctMessageType(m);
+  const t = m.type >> 8 === C.NFNL_SUBSYS_CTNETLINK ? m.type & 0xff : undefined;
   if (t === C.IPCTNL_MSG_CT_DELETE) return 'DESTROY';
   if (t !== C.IPCTNL_MSG_CT_NEW) return undefined;
   return m.flags & (NLM_F_CREATE | NLM_F_EXCL) ? 'NEW' : 'UPDATE';

@@ -4,14 +4,12 @@
 import { isSyscallError } from '../../native/addon.js';
 import { explainBpfRefusal, ownBpfPrivileges } from '../../native/bpf-refusal.js';
 import { NetlinkParseError } from '../netlink/codec.js';
-import type { NetlinkSocket } from '../netlink/socket.js';
-import { NETLINK_NETFILTER, NOTIFICATION_BATCH, NetlinkSocket as Socket } from '../netlink/socket.js';
+import { NETLINK_NETFILTER, NetlinkSocket, NOTIFICATION_BATCH } from '../netlink/socket.js';
 import type { ConntrackEntry, ConntrackEvent, ConntrackEventType } from '../types.js';
 import * as C from './constants.js';
 import { CtView, eventType } from './decode.js';
 import {
-  addressMatcher,
-  type ConntrackFilter,
+  type ConntrackDumpResult,
   dumpConntrack,
   dumpConntrackViews,
   keepFor,
@@ -24,13 +22,11 @@ interface ResyncCommon {
   /** A resync starts: state built from events is no longer trustworthy. */
   begin(reason: 'overflow' | 'start'): void;
   /** The table was read completely; `malformed` entries were skipped (dump.ts malformedNote describes them). */
-  end(info: {
-    entries: number;
-    durationMs: number;
-    interrupted: boolean;
-    malformed: number;
-    firstMalformed?: string;
-  }): void;
+  end(
+    info: Pick<ConntrackDumpResult, 'entries' | 'interrupted' | 'malformed' | 'firstMalformed'> & {
+      durationMs: number;
+    },
+  ): void;
 }
 
 /** The re-read table is handed over as entries, batch by batch, or entry by entry as the decoded message (view). */
@@ -45,17 +41,13 @@ export type ResyncHandler = ResyncCommon &
   );
 
 /** Rest after a drained event queue so that events arriving one by one are read in batches. */
-export const PACE_MS = 100;
+const PACE_MS = 100;
 
 interface WatchCommon {
   netns?: string;
-  /** Rest after each drained queue (PACE_MS); 0 reads every event as it arrives. */
-  paceMs?: number;
   /** Receive buffer (SO_RCVBUFFORCE), sized to absorb a large table flush. */
   rcvbuf?: number;
   events?: ConntrackEventType[];
-  /** User-side address filter (events carry no kernel-side filter). */
-  filter?: Pick<ConntrackFilter, 'addresses'>;
   /** Skips events and dumped entries before decoding (see prefilter.ts); replace with setPrefilter(). */
   prefilter?: RawPrefilter;
   /**
@@ -119,7 +111,7 @@ export class ConntrackWatch {
 
   constructor(private readonly opts: WatchOptions) {
     this.prefilter = opts.prefilter;
-    this.events = Socket.open(NETLINK_NETFILTER, {
+    this.events = NetlinkSocket.open(NETLINK_NETFILTER, {
       ...NOTIFICATION_BATCH,
       rcvbuf: opts.rcvbuf ?? 64 << 20,
       ...(opts.netns ? { netns: opts.netns } : {}),
@@ -139,7 +131,6 @@ export class ConntrackWatch {
       kernelFilter: 'not requested',
       malformed: 0,
     };
-    const match = addressMatcher(opts.filter?.addresses);
     const view = new CtView();
     this.stopSub = this.events.subscribe(
       (msgs) => {
@@ -149,7 +140,6 @@ export class ConntrackWatch {
           if (!type) continue;
           const p = m.payload;
           if (this.prefilter && !this.prefilter.maybe(p)) continue;
-          if (match && !match.maybe(p)) continue;
           try {
             view.decode(p, 0, p.length);
           } catch (e) {
@@ -159,10 +149,8 @@ export class ConntrackWatch {
             opts.onMalformed?.(e);
             continue;
           }
-          const entry = match || opts.onEvent ? view.toEntry() : undefined;
-          if (match && !match.exact(entry!)) continue;
           this.stats.events++;
-          if (opts.onEvent) opts.onEvent({ type, entry: entry!, receivedAtMs: now });
+          if (opts.onEvent) opts.onEvent({ type, entry: view.toEntry(), receivedAtMs: now });
           else opts.onView(type, view, now);
         }
         // The view must not keep the receive buffer between batches.
@@ -174,7 +162,7 @@ export class ConntrackWatch {
       },
       (e) => this.error(e),
       keepFor(() => this.prefilter),
-      opts.paceMs ?? PACE_MS,
+      PACE_MS,
     );
     if (opts.kernelFilter) this.startKernelFilter();
     if (opts.initialDump) this.requestResync('start');
@@ -272,7 +260,6 @@ export class ConntrackWatch {
         handler.begin(reason);
         const dumpOpts = {
           socket: this.dumps,
-          ...(this.opts.filter ? { filter: this.opts.filter } : {}),
           ...(this.prefilter ? { prefilter: this.prefilter } : {}),
         };
         const res = handler.entries

@@ -6,9 +6,6 @@ import { type AddressPort, matchTuple, type Ours, type OursLookup, type TupleFie
 import { AttrCursor, NetlinkParseError } from '../netlink/codec.js';
 import * as C from './constants.js';
 
-/** What the cursors point at between messages. */
-const NO_BYTES = Buffer.alloc(0);
-
 /** A protocol number and port as one small integer. */
 const protoPort = (protoNum: number, port: number): number => protoNum * 65536 + port;
 
@@ -85,9 +82,9 @@ export class ConntrackPrefilter {
     reply: { src: MISSING, sport: undefined },
   };
   /** One attribute cursor per nesting level, reset for each message: message, tuple, tuple part. */
-  private readonly top = new AttrCursor(NO_BYTES, 0, 0);
-  private readonly inTuple = new AttrCursor(NO_BYTES, 0, 0);
-  private readonly inPart = new AttrCursor(NO_BYTES, 0, 0);
+  private readonly top = new AttrCursor();
+  private readonly inTuple = new AttrCursor();
+  private readonly inPart = new AttrCursor();
 
   constructor(ours: Ours) {
     this.keys = prefilterKeys(ours);
@@ -121,12 +118,12 @@ export class ConntrackPrefilter {
   /** Walks the top-level attributes and both tuples; false on a bad length, so the decoder reports it. */
   private scan(b: Buffer, off: number, end: number): boolean {
     try {
-      const top = this.top.reset(b, off, end);
-      while (top.next()) {
+      const top = this.top.reset(off, end);
+      while (top.next(b)) {
         if (top.type !== C.CTA_TUPLE_ORIG && top.type !== C.CTA_TUPLE_REPLY) continue;
         const orig = top.type === C.CTA_TUPLE_ORIG;
-        const tuple = this.inTuple.reset(b, top.vs, top.ve);
-        while (tuple.next()) {
+        const tuple = this.inTuple.reset(top.vs, top.ve);
+        while (tuple.next(b)) {
           if (tuple.type === C.CTA_TUPLE_IP) this.fields(b, tuple.vs, tuple.ve, orig ? IP_ORIG : IP_REPLY);
           else if (tuple.type === C.CTA_TUPLE_PROTO)
             this.fields(b, tuple.vs, tuple.ve, orig ? PROTO_ORIG : PROTO_REPLY);
@@ -136,18 +133,13 @@ export class ConntrackPrefilter {
     } catch (e) {
       if (e instanceof NetlinkParseError) return false;
       throw e;
-    } finally {
-      // The cursors must not keep the receive buffer, which after a dump is the batch buffer kept for the agent's life.
-      this.top.reset(NO_BYTES, 0, 0);
-      this.inTuple.reset(NO_BYTES, 0, 0);
-      this.inPart.reset(NO_BYTES, 0, 0);
     }
   }
 
   /** The fields of one CTA_TUPLE_IP or CTA_TUPLE_PROTO: only the four the check uses are read. */
   private fields(b: Buffer, off: number, end: number, part: number): void {
-    const a = this.inPart.reset(b, off, end);
-    while (a.next()) {
+    const a = this.inPart.reset(off, end);
+    while (a.next(b)) {
       const type = a.type;
       const at = a.vs;
       const size = a.ve - at;

@@ -1,6 +1,5 @@
-// Parsers of the IPVS table as text for offline bundles: `ipvsadm -Ln` variants and `ipvsadm-save -n`, each giving
-// an IpvsSnapshot whose `missing` names what it lacks; parseIpvsadm() merges them. Without --exact numbers are
-// rounded (K/M/G/T = 10^3^k); addresses must be numeric (-n) to compare with the cluster.
+// Bundles' `ipvsadm -Ln` variants and `ipvsadm-save -n` as IpvsSnapshots whose `missing` names what each lacks;
+// without --exact numbers are rounded (K/M/G/T = 10^3^k), and addresses must be numeric (-n).
 import { canonicalIP, ipFamily } from '../ip.js';
 import type {
   Family,
@@ -11,7 +10,7 @@ import type {
   IpvsTunnel,
   IpvsVirtualServer,
 } from '../types.js';
-import { ALL_GROUPS, type IpvsFieldGroup, mergeIpvsSnapshots, zeroStats } from './merge.js';
+import { ALL_GROUPS, type IpvsFieldGroup, mergeIpvsSnapshots, newRealServer, zeroStats } from './merge.js';
 import { defaultNetmask } from './uapi.js';
 
 export class IpvsadmParseError extends Error {
@@ -25,14 +24,8 @@ export class IpvsadmParseError extends Error {
   }
 }
 
-export interface IpvsadmText {
-  /** Where the text came from (file name or command), used in error messages. */
-  source: string;
-  text: string;
-}
-
-/** Parses and merges any mix of ipvsadm -Ln variants and ipvsadm-save -n outputs of the same table. */
-export function parseIpvsadm(inputs: IpvsadmText[]): IpvsSnapshot {
+/** Parses and merges any mix of ipvsadm -Ln variants and ipvsadm-save -n outputs (source: a file or command). */
+export function parseIpvsadm(inputs: { source: string; text: string }[]): IpvsSnapshot {
   return mergeIpvsSnapshots(
     inputs.map(({ source, text }) =>
       /^\s*IP Virtual Server/.test(text) ? parseIpvsadmList(text, source) : parseIpvsadmSave(text, source),
@@ -75,6 +68,18 @@ const FORWARDS: Record<string, IpvsForward> = {
   Bypass: 'bypass',
 };
 const CHECKSUMS: Record<string, IpvsTunnel['checksum']> = { '-c': 'nocsum', '+c': 'csum', 'r+c': 'remcsum' };
+
+function newService(family: Family): IpvsVirtualServer {
+  return { family, protocol: 0, scheduler: '', flags: [], timeoutS: 0, realServers: [] };
+}
+
+/** A real server's address in vs, with its family only when it differs from the service's. */
+function realAddress(
+  vs: IpvsVirtualServer,
+  hp: ReturnType<typeof hostPort>,
+): Pick<IpvsRealServer, 'address' | 'port' | 'family'> {
+  return hp.family === vs.family ? { address: hp.address, port: hp.port } : hp;
+}
 
 /** Flags in the order the kernel bits (and thus the netlink reader) give them. */
 function orderFlags(flags: Set<string>): string[] {
@@ -168,13 +173,13 @@ function serviceConfig(vs: IpvsVirtualServer, tokens: string[], fail: Fail): voi
 /** "TCP  1.2.3.4:80 ..." / "FWM  42 IPv6 ..." → the service and the tokens after its identity. */
 function serviceHead(tokens: string[], fail: Fail): { vs: IpvsVirtualServer; rest: string[] } {
   const [prot, id] = tokens;
-  const vs: IpvsVirtualServer = { family: 4, protocol: 0, scheduler: '', flags: [], timeoutS: 0, realServers: [] };
   if (prot === 'FWM') {
-    vs.fwmark = count(id, 'firewall mark', fail);
     const v6 = tokens[2] === 'IPv6';
-    vs.family = v6 ? 6 : 4;
+    const vs = newService(v6 ? 6 : 4);
+    vs.fwmark = count(id, 'firewall mark', fail);
     return { vs, rest: tokens.slice(v6 ? 3 : 2) };
   }
+  const vs = newService(4);
   vs.protocol = PROTOCOLS[prot ?? ''] ?? fail(`unknown protocol ${JSON.stringify(prot ?? '')}`);
   const hp = hostPort(id ?? '', fail);
   Object.assign(vs, { family: hp.family, address: hp.address, port: hp.port });
@@ -209,17 +214,7 @@ export function parseIpvsadmList(text: string, source = 'ipvsadm -Ln'): IpvsSnap
     const tokens = line.trim().split(/\s+/);
     if (tokens[0] === '->') {
       const vs = out[out.length - 1] ?? fail('real server line before any service line');
-      const hp = hostPort(tokens[1] ?? '', fail);
-      const rs: IpvsRealServer = {
-        address: hp.address,
-        port: hp.port,
-        weight: 0,
-        forward: 'masq',
-        activeConns: 0,
-        inactiveConns: 0,
-        persistentConns: 0,
-      };
-      if (hp.family !== vs.family) rs.family = hp.family;
+      const rs = newRealServer(realAddress(vs, hostPort(tokens[1] ?? '', fail)));
       fillColumns(rs as unknown as Record<string, unknown>, destCols, tokens.slice(2), fail);
       if (present.has('thresholds')) {
         rs.upperThreshold ??= 0;
@@ -307,14 +302,7 @@ export function parseIpvsadmSave(text: string, source = 'ipvsadm-save -n'): Ipvs
     const v6 = o.has('-6');
     const key = `${svc.key}${v6 ? ' -6' : ''}`;
     if (cmd === '-A') {
-      const vs: IpvsVirtualServer = {
-        family: v6 ? 6 : 4,
-        protocol: 0,
-        scheduler: '',
-        flags: [],
-        timeoutS: 0,
-        realServers: [],
-      };
+      const vs = newService(v6 ? 6 : 4);
       if (svc.kind === 'FWM') vs.fwmark = count(svc.value, 'firewall mark', fail);
       else {
         const hp = hostPort(svc.value, fail);
@@ -330,16 +318,9 @@ export function parseIpvsadmSave(text: string, source = 'ipvsadm-save -n'): Ipvs
     const hp = hostPort(o.get('-r') ?? o.get('--real-server') ?? fail('-a without -r'), fail);
     const fwd = [...o.keys()].filter((k) => k in SAVE_FORWARDS);
     if (fwd.length > 1) fail(`several forwarding methods: ${fwd.join(' ')}`);
-    const rs: IpvsRealServer = {
-      address: hp.address,
-      port: hp.port,
-      weight: count(o.get('-w') ?? o.get('--weight') ?? '1', 'weight', fail),
-      forward: SAVE_FORWARDS[fwd[0] ?? '-g']!, // ipvsadm's default is direct routing
-      activeConns: 0,
-      inactiveConns: 0,
-      persistentConns: 0,
-    };
-    if (hp.family !== vs.family) rs.family = hp.family;
+    const weight = count(o.get('-w') ?? o.get('--weight') ?? '1', 'weight', fail);
+    // ipvsadm's default is direct routing.
+    const rs = newRealServer(realAddress(vs, hp), weight, SAVE_FORWARDS[fwd[0] ?? '-g']!);
     const x = o.get('-x') ?? o.get('--u-threshold');
     const y = o.get('-y') ?? o.get('--l-threshold');
     if (x !== undefined || y !== undefined) thresholds = true;
@@ -363,34 +344,26 @@ export function parseIpvsadmSave(text: string, source = 'ipvsadm-save -n'): Ipvs
   return { virtualServers: [...services.values()], missing };
 }
 
+/** Reads an -A line's options, taking each out of o so that what is left is unknown. */
 function saveServiceOptions(vs: IpvsVirtualServer, o: Map<string, string>, fail: Fail): void {
+  const take = (...spellings: string[]): string | undefined => {
+    const value = spellings.map((k) => o.get(k)).find((v) => v !== undefined);
+    for (const k of spellings) o.delete(k);
+    return value;
+  };
   const flags = new Set<string>();
-  vs.scheduler = o.get('-s') ?? o.get('--scheduler') ?? 'wlc'; // ipvsadm's default scheduler
-  const p = o.get('-p') ?? o.get('--persistent');
+  vs.scheduler = take('-s', '--scheduler') ?? 'wlc'; // ipvsadm's default scheduler
+  const p = take('-p', '--persistent');
   if (p !== undefined) {
     flags.add('persistent');
     vs.timeoutS = count(p, 'persistent timeout', fail);
   }
-  if (o.has('-o') || o.has('--ops')) flags.add('one-packet');
-  for (const f of (o.get('-b') ?? o.get('--sched-flags') ?? '').split(',').filter(Boolean)) flags.add(f);
+  if (take('-o', '--ops') !== undefined) flags.add('one-packet');
+  for (const f of (take('-b', '--sched-flags') ?? '').split(',').filter(Boolean)) flags.add(f);
   vs.flags = orderFlags(flags);
-  vs.netmask = o.get('-M') ?? o.get('--netmask') ?? defaultNetmask(vs.family);
-  const pe = o.get('--pe');
+  vs.netmask = take('-M', '--netmask') ?? defaultNetmask(vs.family);
+  const pe = take('--pe');
   if (pe !== undefined) vs.peName = pe;
-  const known = [
-    '-s',
-    '--scheduler',
-    '-p',
-    '--persistent',
-    '-o',
-    '--ops',
-    '-b',
-    '--sched-flags',
-    '-M',
-    '--netmask',
-    '--pe',
-    '-6',
-  ];
-  const unknown = [...o.keys()].filter((k) => !known.includes(k));
-  if (unknown.length) fail(`unexpected option(s) on an -A line: ${unknown.join(' ')}`);
+  take('-6');
+  if (o.size) fail(`unexpected option(s) on an -A line: ${[...o.keys()].join(' ')}`);
 }

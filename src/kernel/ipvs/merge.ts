@@ -3,28 +3,18 @@
 import type { IpvsRealServer, IpvsSnapshot, IpvsStats, IpvsVirtualServer } from '../types.js';
 
 /** Field groups as they appear or not in the various ipvsadm outputs. */
-export type IpvsFieldGroup =
-  | 'config' // scheduler, flags, persistence timeout, netmask, PE
-  | 'forward'
-  | 'weight'
-  | 'conns' // active + inactive connections
-  | 'persistentConns'
-  | 'thresholds'
-  | 'tunnel'
-  | 'stats' // conns, packets, bytes
-  | 'rates'; // cps, pps, bps
-
-export const ALL_GROUPS: IpvsFieldGroup[] = [
-  'config',
+export const ALL_GROUPS = [
+  'config', // scheduler, flags, persistence timeout, netmask, PE
   'forward',
   'weight',
-  'conns',
+  'conns', // active + inactive connections
   'persistentConns',
   'thresholds',
   'tunnel',
-  'stats',
-  'rates',
-];
+  'stats', // conns, packets, bytes
+  'rates', // cps, pps, bps
+] as const;
+export type IpvsFieldGroup = (typeof ALL_GROUPS)[number];
 
 const COUNTERS = ['conns', 'inPkts', 'outPkts', 'inBytes', 'outBytes'] as const;
 const RATES = ['cps', 'inPps', 'outPps', 'inBps', 'outBps'] as const;
@@ -96,18 +86,15 @@ function shell(vs: IpvsVirtualServer): IpvsVirtualServer {
   return { ...identity, scheduler: '', flags: [], timeoutS: 0, realServers: [] };
 }
 
-function realShell(rs: IpvsRealServer): IpvsRealServer {
-  const out: IpvsRealServer = {
-    address: rs.address,
-    port: rs.port,
-    weight: 0,
-    forward: rs.forward,
-    activeConns: 0,
-    inactiveConns: 0,
-    persistentConns: 0,
-  };
-  if (rs.family !== undefined) out.family = rs.family;
-  return out;
+/** A real server with no connections counted; family only when it differs from its service's. */
+export function newRealServer(
+  { address, port, family }: Pick<IpvsRealServer, 'address' | 'port' | 'family'>,
+  weight = 0,
+  forward: IpvsRealServer['forward'] = 'masq',
+): IpvsRealServer {
+  const rs: IpvsRealServer = { address, port, weight, forward, activeConns: 0, inactiveConns: 0, persistentConns: 0 };
+  if (family !== undefined) rs.family = family;
+  return rs;
 }
 
 /** One snapshot with each field group taken from the first part that has it; `missing` lists groups none had. */
@@ -125,7 +112,7 @@ export function mergeIpvsSnapshots(parts: IpvsSnapshot[]): IpvsSnapshot {
       const rmap = reals.get(to)!;
       for (const rs of vs.realServers) {
         if (!rmap.has(realServerKey(rs))) {
-          const r = realShell(rs);
+          const r = newRealServer(rs, 0, rs.forward);
           rmap.set(realServerKey(rs), r);
           to.realServers.push(r);
         }

@@ -57,9 +57,8 @@ export { AF_INET, AF_INET6 } from '../../model/address-family.js';
 
 import type { IpFamily } from '../../model/address-family.js';
 
-export const IP_VS_SVC_F_PERSISTENT = 0x1;
-export const IP_VS_SVC_F_HASHED = 0x2;
-export const IP_VS_SVC_F_ONEPACKET = 0x4;
+const IP_VS_SVC_F_PERSISTENT = 0x1;
+const IP_VS_SVC_F_ONEPACKET = 0x4;
 const IP_VS_SVC_F_SCHED1 = 0x8;
 const IP_VS_SVC_F_SCHED2 = 0x10;
 const IP_VS_SVC_F_SCHED3 = 0x20;
@@ -83,18 +82,12 @@ export function serviceFlagNames(flags: number, scheduler: string): string[] {
   const out: string[] = [];
   if (flags & IP_VS_SVC_F_PERSISTENT) out.push('persistent');
   if (flags & IP_VS_SVC_F_ONEPACKET) out.push('one-packet');
-  const sched: [number, string][] =
-    scheduler === 'sh' || scheduler === 'mh'
-      ? [
-          [IP_VS_SVC_F_SCHED1, `${scheduler}-fallback`],
-          [IP_VS_SVC_F_SCHED2, `${scheduler}-port`],
-          [IP_VS_SVC_F_SCHED3, 'flag-3'],
-        ]
-      : [
-          [IP_VS_SVC_F_SCHED1, 'flag-1'],
-          [IP_VS_SVC_F_SCHED2, 'flag-2'],
-          [IP_VS_SVC_F_SCHED3, 'flag-3'],
-        ];
+  const named = scheduler === 'sh' || scheduler === 'mh';
+  const sched: [number, string][] = [
+    [IP_VS_SVC_F_SCHED1, named ? `${scheduler}-fallback` : 'flag-1'],
+    [IP_VS_SVC_F_SCHED2, named ? `${scheduler}-port` : 'flag-2'],
+    [IP_VS_SVC_F_SCHED3, 'flag-3'],
+  ];
   for (const [bit, name] of sched) if (flags & bit) out.push(name);
   return out;
 }

@@ -1,8 +1,7 @@
-// Decides the xtables backend as kube-proxy's image does (kubernetes-sigs/iptables-wrappers): a KUBE-IPTABLES-HINT
-// or KUBE-KUBELET-CANARY chain in nft, then in legacy, else more rule lines (nft on a tie); an unreadable backend
-// loses, and every table of both is checked, not only mangle.
+// The xtables backend as kube-proxy's image decides it (kubernetes-sigs/iptables-wrappers): kubelet's hint chain in
+// nft, then legacy, else more rule lines (nft on a tie); an unreadable backend loses; every table is checked.
 import { eachLine } from './lines.js';
-import type { BackendChoice, BackendEvidence } from './types.js';
+import type { BackendChoice, BackendEvidence, XtablesBackend } from './types.js';
 
 export interface BackendOutput {
   /**
@@ -85,34 +84,19 @@ export function chooseBackend(legacyOut: BackendOutput, nftOut: BackendOutput): 
 export function chooseBackendOf(legacySide: BackendSide, nftSide: BackendSide): BackendChoice {
   const legacy = legacySide.evidence;
   const nft = nftSide.evidence;
-  if (!legacySide.readable && legacy.error && nftSide.readable) {
-    return { backend: 'nft', reason: `only nft could be read (legacy: ${legacy.error})`, legacy, nft };
-  }
-  if (!nftSide.readable && nft.error && legacySide.readable) {
-    return { backend: 'legacy', reason: `only legacy could be read (nft: ${nft.error})`, legacy, nft };
-  }
+  const choose = (backend: XtablesBackend, reason: string): BackendChoice => ({ backend, reason, legacy, nft });
+  if (!legacySide.readable && legacy.error && nftSide.readable)
+    return choose('nft', `only nft could be read (legacy: ${legacy.error})`);
+  if (!nftSide.readable && nft.error && legacySide.readable)
+    return choose('legacy', `only legacy could be read (nft: ${nft.error})`);
   const counts =
     `legacy ${legacy.ruleLines} rule lines (${legacy.kubeRuleLines} ` +
     `KUBE-*), nft ${nft.ruleLines} (${nft.kubeRuleLines} KUBE-*)`;
-  if (nft.kubeletChains) {
-    return {
-      backend: 'nft',
-      reason: `kubelet's KUBE-IPTABLES-HINT/KUBE-KUBELET-CANARY chain is in the nft tables; ${counts}`,
-      legacy,
-      nft,
-    };
-  }
-  if (legacy.kubeletChains) {
-    return {
-      backend: 'legacy',
-      reason: `kubelet's KUBE-IPTABLES-HINT/KUBE-KUBELET-CANARY chain is in the legacy tables; ${counts}`,
-      legacy,
-      nft,
-    };
-  }
-  if (legacy.ruleLines > nft.ruleLines) {
-    return { backend: 'legacy', reason: `no kubelet hint chain; legacy holds more rules: ${counts}`, legacy, nft };
-  }
+  const hint = "kubelet's KUBE-IPTABLES-HINT/KUBE-KUBELET-CANARY chain";
+  if (nft.kubeletChains) return choose('nft', `${hint} is in the nft tables; ${counts}`);
+  if (legacy.kubeletChains) return choose('legacy', `${hint} is in the legacy tables; ${counts}`);
+  if (legacy.ruleLines > nft.ruleLines)
+    return choose('legacy', `no kubelet hint chain; legacy holds more rules: ${counts}`);
   const why = nft.ruleLines > legacy.ruleLines ? 'nft holds more rules' : 'equal rule counts, nft is the default';
-  return { backend: 'nft', reason: `no kubelet hint chain; ${why}: ${counts}`, legacy, nft };
+  return choose('nft', `no kubelet hint chain; ${why}: ${counts}`);
 }

@@ -1,5 +1,4 @@
-// Parse failures of NAT inputs name the input and the 1-based line, so a user
-// can open the capture at the right place.
+// Parse failures of NAT inputs name the input and the 1-based line, so a user can open the capture at the right place.
 
 export class NatParseError extends Error {
   constructor(
@@ -7,7 +6,7 @@ export class NatParseError extends Error {
     readonly line: number,
     detail: string,
   ) {
-    super(`${source}:${line}: ${detail}`);
+    super(lineIssue(source, line, detail));
     this.name = 'NatParseError';
   }
 }
@@ -15,4 +14,9 @@ export class NatParseError extends Error {
 /** Text of a warning about one line of an input. */
 export function lineIssue(source: string, line: number, detail: string): string {
   return `${source}:${line}: ${detail}`;
+}
+
+/** A line quoted in a warning, cut to 60 characters. */
+export function truncate(s: string): string {
+  return s.length > 60 ? `${s.slice(0, 57)}...` : s;
 }

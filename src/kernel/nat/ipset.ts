@@ -1,8 +1,6 @@
-// Parsers of `ipset save` (create/add lines, what the reader runs) and of
-// `ipset list` (the human format found in support bundles). Both give the same
-// IpsetDump; one bad line is a warning, input that is no ipset output at all
-// is a NatParseError.
-import { lineIssue, NatParseError } from './errors.js';
+// Parsers of `ipset save` (what the reader runs) and `ipset list` (found in support bundles) into one IpsetDump;
+// one bad line is a warning, input that is no ipset output at all is a NatParseError.
+import { lineIssue, NatParseError, truncate } from './errors.js';
 import { eachLineText } from './lines.js';
 import { type Token, tokenize } from './tokenize.js';
 import type { IpsetDump, IpsetSet } from './types.js';
@@ -38,9 +36,7 @@ export function parseIpsetSave(text: string | Buffer, source: string): IpsetDump
       else set.members.push({ entry: arg, options: readOptions(tok.tokens.slice(3)) });
     } else {
       unrecognised++;
-      warnings.push(
-        lineIssue(source, lineNo, `unrecognised line '${line.length > 60 ? `${line.slice(0, 57)}...` : line}'`),
-      );
+      warnings.push(lineIssue(source, lineNo, `unrecognised line '${truncate(line)}'`));
     }
   };
   if (typeof text === 'string') text.split('\n').forEach((l, i) => each(l, i + 1));

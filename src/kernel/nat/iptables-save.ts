@@ -1,6 +1,6 @@
 // Parser of iptables-save / ip6tables-save text (legacy and nft print the same format): one-line problems become
 // warnings and the rest is kept; input that is not save output at all is a NatParseError.
-import { lineIssue, NatParseError } from './errors.js';
+import { lineIssue, NatParseError, truncate } from './errors.js';
 import { parseRuleSpec } from './rule-spec.js';
 import { tokenize } from './tokenize.js';
 import type { IptablesDump, IptablesRule, IptablesTable, NatFamily } from './types.js';
@@ -167,8 +167,4 @@ export function parseRule(text: string, lineNo: number, table: string): RuleResu
 function specText(line: string): string {
   const m = /^(?:\[\d+:\d+\]\s+)?-A\s+\S+\s*/.exec(line);
   return m ? line.slice(m[0].length) : line;
-}
-
-function truncate(s: string): string {
-  return s.length > 60 ? `${s.slice(0, 57)}...` : s;
 }

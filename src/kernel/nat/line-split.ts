@@ -1,6 +1,5 @@
-// A command's output cut into lines as the pipe hands it over, so no reader holds it whole. A line is handed over in
-// the pipe's chunk or, when split across chunks, in a buffer of its own; handed-over buffers are never written again,
-// and a line past the bound is an error rather than a growing buffer.
+// A command's output cut into lines as the pipe hands it over (a line split across chunks gets a buffer of its own,
+// never written again), so no reader holds it whole; a line past the bound is an error, not a growing buffer.
 
 /** Receives each line (without its '\n'): bytes [start, end) of buf, which is never written again. */
 export type LineFn = (buf: Buffer, start: number, end: number, lineNo: number, terminated: boolean) => void;

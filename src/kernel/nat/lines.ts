@@ -1,6 +1,5 @@
-// Line-by-line access to a command's output kept as bytes, so that only the line at hand becomes
-// a string; a newline byte never occurs inside a UTF-8 sequence, so decoding line by line gives
-// the same text as decoding the whole output.
+// Line-by-line access to output kept as bytes, so only the line at hand becomes a string; a newline byte never
+// occurs inside a UTF-8 sequence, so decoding line by line gives the same text as decoding the whole.
 
 /** Calls fn for each line (without its '\n'), 1-based, with its byte range. */
 export function eachLine(buf: Uint8Array, fn: (start: number, end: number, lineNo: number) => void): void {

@@ -1,6 +1,5 @@
-// The save-output lines the NAT facts can depend on, kept as the output streams by (line-split.ts): the nat
-// table, the structure lines and the named filter chains' rules, in fixed chunks never copied again, so that
-// NatRules reads them with the same line numbers and errors as the whole output (SaveLines).
+// The save-output lines the NAT facts depend on (nat table, structure lines, named filter chains), kept in chunks
+// never copied again as the output streams by, so NatRules reads them with the whole output's line numbers.
 
 import { isRuleOfChains } from './nat-rules.js';
 

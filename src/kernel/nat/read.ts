@@ -1,6 +1,5 @@
-// Reads the node's iptables/ip6tables rules (both backends) and ipsets by running the save commands, optionally in
-// a network namespace, with a timeout and output bound each (command.ts); a facts-only read keeps only the nat
-// table's lines (nat-lines.ts) while hashing and counting the rest.
+// The node's iptables/ip6tables rules (both backends) and ipsets from the save commands, each bounded (command.ts);
+// a facts-only read keeps only the nat table's lines (nat-lines.ts) while hashing and counting the rest.
 
 import { errText } from '../../errors.js';
 import { isPermissionReason } from '../../model/permission.js';
@@ -105,17 +104,17 @@ export async function readNat(opts: ReadNatOptions = {}): Promise<ReadNatResult>
   const choice = chooseBackendOf(backendSide(l4, l6), backendSide(n4, n6));
   const v4res = results[choice.backend][4];
   const v6res = results[choice.backend][6];
-  if (!v4res.ok) {
-    const reason = withCommand(SAVE_COMMANDS[choice.backend][4], v4res.reason);
-    return { sources: [{ source: 'nat', available: false, reason, durationMs: natMs }, ipset.status], digest };
-  }
+  const natDown = (reason: string): ReadNatResult => ({
+    sources: [{ source: 'nat', available: false, reason, durationMs: natMs }, ipset.status],
+    digest,
+  });
+  if (!v4res.ok) return natDown(withCommand(SAVE_COMMANDS[choice.backend][4], v4res.reason));
   const notes: string[] = [];
   let v4: IptablesDump | NatRules;
   try {
     v4 = readKept(v4res.kept, { source: SAVE_COMMANDS[choice.backend][4], family: 4, filterChains });
   } catch (e) {
-    const reason = errText(e);
-    return { sources: [{ source: 'nat', available: false, reason, durationMs: natMs }, ipset.status], digest };
+    return natDown(errText(e));
   }
   // IPv6 is a bonus: its failure is a note, not a lost snapshot.
   let v6: IptablesDump | NatRules | undefined;
@@ -224,8 +223,6 @@ function ipsetSource(res: CommandResult, durationMs: number): { status: SourceSt
     const dump = parseIpsetSave(res.stdout, 'ipset save');
     return { status: { source: 'ipset', available: true, durationMs }, dump };
   } catch (e) {
-    return {
-      status: { source: 'ipset', available: false, reason: errText(e), durationMs },
-    };
+    return { status: { source: 'ipset', available: false, reason: errText(e), durationMs } };
   }
 }

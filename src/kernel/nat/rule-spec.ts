@@ -1,17 +1,10 @@
-// Turns the words of one rule (after `-A CHAIN`) into matches and a target.
-// Unknown match modules are kept as they are: every `--option` after `-m NAME`
-// belongs to NAME, with the words up to the next option as its values.
+// The words of one rule (after `-A CHAIN`) as matches and a target; an unknown match module is kept: every
+// `--option` after `-m NAME` belongs to NAME, with the words up to the next option as its values.
 
 import type { Token } from './tokenize.js';
-import type { MatchOption, RuleMatch } from './types.js';
+import type { IptablesRule, MatchOption, RuleMatch } from './types.js';
 
-export interface ParsedSpec {
-  matches: RuleMatch[];
-  target?: string;
-  goto: boolean;
-  targetArgs: string[];
-  comment?: string;
-}
+type ParsedSpec = Pick<IptablesRule, 'matches' | 'target' | 'goto' | 'targetArgs' | 'comment'>;
 
 /** Base (non-module) options and how many values each takes. */
 const BASE_OPTIONS: Record<string, { canonical: string; arity: number }> = {
@@ -40,6 +33,10 @@ export function parseRuleSpec(tokens: Token[]): SpecResult {
   let negate = false;
   let i = 0;
   const isOption = (t: Token | undefined): boolean => !!t && !t.quoted && t.text.startsWith('-') && t.text.length > 1;
+  const parsed = (rest: Pick<ParsedSpec, 'target' | 'goto' | 'targetArgs'>): SpecResult => ({
+    ok: true,
+    spec: withComment({ matches: matches.filter((m) => m.module !== '' || m.options.length > 0), ...rest }),
+  });
 
   while (i < tokens.length) {
     const tok = tokens[i]!;
@@ -61,13 +58,11 @@ export function parseRuleSpec(tokens: Token[]): SpecResult {
       const target = tokens[i + 1];
       if (!target) return { ok: false, error: `'${word}' without a target` };
       if (negate) return { ok: false, error: `'!' before '${word}'` };
-      const spec: ParsedSpec = {
-        matches: matches.filter((m) => m.module !== '' || m.options.length > 0),
+      return parsed({
         target: target.text,
         goto: word === '-g' || word === '--goto',
         targetArgs: tokens.slice(i + 2).map((t) => t.text),
-      };
-      return { ok: true, spec: withComment(spec) };
+      });
     }
     const baseOpt = tok.quoted ? undefined : BASE_OPTIONS[word];
     if (baseOpt) {
@@ -92,14 +87,7 @@ export function parseRuleSpec(tokens: Token[]): SpecResult {
     return { ok: false, error: `unexpected word '${word}'` };
   }
   if (negate) return { ok: false, error: `'!' at the end of the rule` };
-  return {
-    ok: true,
-    spec: withComment({
-      matches: matches.filter((m) => m.module !== '' || m.options.length > 0),
-      goto: false,
-      targetArgs: [],
-    }),
-  };
+  return parsed({ goto: false, targetArgs: [] });
 }
 
 function withComment(spec: ParsedSpec): ParsedSpec {

@@ -14,7 +14,6 @@ export const NLMSG_DONE = 3;
 export const NLMSG_OVERRUN = 4;
 
 export const NLM_F_REQUEST = 0x1;
-export const NLM_F_MULTI = 0x2;
 export const NLM_F_ACK = 0x4;
 export const NLM_F_DUMP_INTR = 0x10;
 export const NLM_F_ROOT = 0x100;
@@ -79,34 +78,26 @@ export function splitMessages(buf: Buffer, start = 0, end = buf.length, keep?: K
 }
 
 /**
- * A bounds-checked, resettable cursor over attributes in buf[start, end) for hot paths; it throws
- * NetlinkParseError on an attribute past the end, and fewer than 4 trailing bytes are padding.
+ * A bounds-checked, resettable cursor over attributes in [start, end) for hot paths; it throws NetlinkParseError
+ * on an attribute past the end, and fewer than 4 trailing bytes are padding. It holds no buffer between walks.
  */
 export class AttrCursor {
   type = 0;
   rawType = 0;
   vs = 0;
   ve = 0;
-  private off: number;
-  constructor(
-    private buf: Buffer,
-    start: number,
-    private end: number,
-    /** Names the attribute in errors, e.g. 'conntrack attribute'. */
-    private readonly what = 'attribute',
-  ) {
-    this.off = start;
-  }
+  private off = 0;
+  private end = 0;
+  /** what names the attribute in errors, e.g. 'conntrack attribute'. */
+  constructor(private readonly what = 'attribute') {}
 
-  reset(buf: Buffer, start: number, end: number): this {
-    this.buf = buf;
+  reset(start: number, end: number): this {
     this.off = start;
     this.end = end;
     return this;
   }
 
-  next(): boolean {
-    const b = this.buf;
+  next(b: Buffer): boolean {
     const o = this.off;
     if (o + NLA_HDRLEN > this.end) return false;
     const len = b[o]! | (b[o + 1]! << 8);
@@ -130,8 +121,8 @@ export function walkAttrs(
   end: number,
   fn: (type: number, vstart: number, vend: number, rawType: number) => void,
 ): void {
-  const a = new AttrCursor(buf, start, end);
-  while (a.next()) fn(a.type, a.vs, a.ve, a.rawType);
+  const a = new AttrCursor().reset(start, end);
+  while (a.next(buf)) fn(a.type, a.vs, a.ve, a.rawType);
 }
 
 /** Attributes by type (last one wins), as [start, end) ranges into buf. */
@@ -172,36 +163,28 @@ export class MessageWriter {
     this.buf.copy(next, 0, 0, this.len);
     this.buf = next;
   }
-  u8(v: number): this {
-    this.ensure(1);
-    this.buf.writeUInt8(v, this.len);
-    this.len += 1;
+  /** Appends n bytes that write() puts at offset `at`. */
+  private put(n: number, write: (at: number) => void): this {
+    this.ensure(n);
+    write(this.len);
+    this.len += n;
     return this;
+  }
+  u8(v: number): this {
+    return this.put(1, (at) => this.buf.writeUInt8(v, at));
   }
   u16(v: number): this {
-    this.ensure(2);
-    this.buf.writeUInt16LE(v, this.len);
-    this.len += 2;
-    return this;
+    return this.put(2, (at) => this.buf.writeUInt16LE(v, at));
   }
   u32(v: number): this {
-    this.ensure(4);
-    this.buf.writeUInt32LE(v >>> 0, this.len);
-    this.len += 4;
-    return this;
+    return this.put(4, (at) => this.buf.writeUInt32LE(v >>> 0, at));
   }
   bytes(b: Uint8Array): this {
-    this.ensure(b.length);
-    this.buf.set(b, this.len);
-    this.len += b.length;
-    return this;
+    return this.put(b.length, (at) => this.buf.set(b, at));
   }
   pad(): this {
     const n = align4(this.len) - this.len;
-    this.ensure(n);
-    this.buf.fill(0, this.len, this.len + n);
-    this.len += n;
-    return this;
+    return this.put(n, (at) => this.buf.fill(0, at, at + n));
   }
   attr(type: number, value: Uint8Array): this {
     this.u16(NLA_HDRLEN + value.length)

@@ -30,10 +30,8 @@ const SO_RCVBUF = 8;
 const SO_RCVBUFFORCE = 33;
 const SOL_NETLINK = 270;
 const NETLINK_ADD_MEMBERSHIP = 1;
-const NETLINK_NO_ENOBUFS = 5;
 const NETLINK_CAP_ACK = 10;
 const NETLINK_EXT_ACK = 11;
-const NETLINK_GET_STRICT_CHK = 12;
 const NLM_F_ACK_TLVS = 0x200;
 const NLMSGERR_ATTR_MSG = 1;
 
@@ -74,10 +72,6 @@ export interface SocketOptions {
   groups?: number;
   /** Receive buffer in bytes; SO_RCVBUFFORCE is tried first (CAP_NET_ADMIN), then SO_RCVBUF. */
   rcvbuf?: number;
-  /** NETLINK_GET_STRICT_CHK: the kernel honours filters in dump requests (e.g. RTM_GETADDR by ifindex). */
-  strictCheck?: boolean;
-  /** NETLINK_NO_ENOBUFS: drop overflow reporting (only for sockets where loss does not matter). */
-  noEnobufs?: boolean;
   /** Bytes of the receive batch buffer. */
   batchBytes?: number;
   /** Largest datagram expected: receiving goes on while this much room is left; a bigger one is reported. */
@@ -98,14 +92,12 @@ const MAX_BATCH_DATAGRAMS = 4096;
 /** A socket that keeps receiving yields to the event loop after this long, since a big dump never drains. */
 export const LOOP_SLICE_MS = 20;
 
+/** Gets one reply message's payload as buf[start, end). */
+type VisitMessage = (buf: Buffer, start: number, end: number, type: number, flags: number) => void;
+
 /** What a dump of raw messages needs of a socket (NetlinkSocket; a replay of recorded datagrams in tests). */
 export interface RawDumper {
-  dumpRaw(
-    msg: Buffer,
-    what: string,
-    visit: (buf: Buffer, start: number, end: number, type: number, flags: number) => void,
-    afterBatch?: () => void | Promise<void>,
-  ): Promise<DumpResult>;
+  dumpRaw(msg: Buffer, what: string, visit: VisitMessage, afterBatch?: () => void | Promise<void>): Promise<DumpResult>;
   close(): void;
 }
 
@@ -121,7 +113,7 @@ export function walkDumpDatagram(
   port: number,
   what: string,
   res: DumpResult,
-  visit: (buf: Buffer, start: number, end: number, type: number, flags: number) => void,
+  visit: VisitMessage,
 ): boolean {
   // Compared as 16-bit halves so that large values stay small integers in unoptimized code.
   const seqLo = seq & 0xffff;
@@ -154,7 +146,7 @@ export function walkDumpDatagram(
       if (type === NLMSG_DONE) {
         // ctnetlink and others put an int error in DONE's payload.
         const err = m.payload.length >= 4 ? m.payload.readInt32LE(0) : 0;
-        if (err < 0) throw new NetlinkError(-err, what, doneMessage(m));
+        if (err < 0) throw new NetlinkError(-err, what, extAckMessage(m, 4));
         return true;
       }
       const { errno, message } = parseError(m);
@@ -204,8 +196,6 @@ export class NetlinkSocket implements RawDumper {
       // Smaller, more useful error replies: header only, plus the kernel's message text.
       n.nlSetsockopt(this.fd, SOL_NETLINK, NETLINK_CAP_ACK, 1);
       n.nlSetsockopt(this.fd, SOL_NETLINK, NETLINK_EXT_ACK, 1);
-      if (opts.strictCheck) n.nlSetsockopt(this.fd, SOL_NETLINK, NETLINK_GET_STRICT_CHK, 1);
-      if (opts.noEnobufs) n.nlSetsockopt(this.fd, SOL_NETLINK, NETLINK_NO_ENOBUFS, 1);
       this.port = n.nlBind(this.fd, opts.groups ?? 0);
       this.rcvbuf = n.nlGetsockopt(this.fd, SOL_SOCKET, SO_RCVBUF);
     } catch (e) {
@@ -235,7 +225,7 @@ export class NetlinkSocket implements RawDumper {
   }
 
   /** Sends a finished message after stamping a fresh sequence number; returns it. */
-  send(msg: Buffer): number {
+  private send(msg: Buffer): number {
     this.assertOpen();
     this.seq = (this.seq + 1) >>> 0 || 1;
     msg.writeUInt32LE(this.seq, 8);
@@ -247,53 +237,20 @@ export class NetlinkSocket implements RawDumper {
    * Hands each batch of our reply messages (without DONE) to onBatch; messages are views valid only during
    * onBatch, which may return a promise for backpressure.
    */
-  dump(
-    msg: Buffer,
-    what: string,
-    onBatch: (msgs: NetlinkMessage[]) => void | Promise<void>,
-    keep?: KeepMessage,
-  ): Promise<DumpResult> {
-    return this.exclusive(async () => {
-      const seq = this.send(msg);
-      const res: DumpResult = { messages: 0, interrupted: false };
-      // Messages keep drops were still received: count them.
-      const counted: KeepMessage | undefined =
-        keep &&
-        ((buf, start, end, type) => {
-          if (keep(buf, start, end, type)) return true;
-          res.messages++;
-          return false;
-        });
-      for (;;) {
-        const batch = await this.receiveBatch(what, counted);
-        const mine: NetlinkMessage[] = [];
-        let done = false;
-        for (const m of batch) {
-          if (m.seq !== seq || m.pid !== this.port) continue; // stray notification or someone else's reply
-          if (m.flags & NLM_F_DUMP_INTR) res.interrupted = true;
-          if (m.type === NLMSG_DONE) {
-            // ctnetlink and others put an int error in DONE's payload.
-            const err = m.payload.length >= 4 ? m.payload.readInt32LE(0) : 0;
-            if (err < 0) throw new NetlinkError(-err, what, doneMessage(m));
-            done = true;
-            break;
-          }
-          if (m.type === NLMSG_ERROR) {
-            const { errno, message } = parseError(m);
-            if (errno === 0) continue;
-            throw new NetlinkError(errno, what, message);
-          }
-          if (m.type === NLMSG_NOOP || m.type === NLMSG_OVERRUN) continue;
-          mine.push(m);
-        }
-        res.messages += mine.length;
-        if (mine.length) {
-          const p = onBatch(mine);
-          if (p) await p;
-        }
-        if (done) return res;
-      }
-    });
+  dump(msg: Buffer, what: string, onBatch: (msgs: NetlinkMessage[]) => void | Promise<void>): Promise<DumpResult> {
+    let mine: NetlinkMessage[] = [];
+    return this.dumpRaw(
+      msg,
+      what,
+      (buf, start, end, type, flags) =>
+        void mine.push({ type, flags, seq: this.seq, pid: this.port, payload: buf.subarray(start, end) }),
+      () => {
+        if (!mine.length) return;
+        const batch = mine;
+        mine = [];
+        return onBatch(batch);
+      },
+    );
   }
 
   /**
@@ -303,7 +260,7 @@ export class NetlinkSocket implements RawDumper {
   dumpRaw(
     msg: Buffer,
     what: string,
-    visit: (buf: Buffer, start: number, end: number, type: number, flags: number) => void,
+    visit: VisitMessage,
     afterBatch?: () => void | Promise<void>,
   ): Promise<DumpResult> {
     return this.exclusive(async () => {
@@ -334,7 +291,7 @@ export class NetlinkSocket implements RawDumper {
       const seq = this.send(msg);
       const replies: NetlinkMessage[] = [];
       for (;;) {
-        for (const m of await this.receiveBatch(what)) {
+        for (const m of this.parseBatch(await this.receiveRaw(what))) {
           if (m.seq !== seq || m.pid !== this.port) continue;
           if (m.type === NLMSG_ERROR) {
             const { errno, message } = parseError(m);
@@ -363,6 +320,7 @@ export class NetlinkSocket implements RawDumper {
     this.assertOpen();
     if (this.subscriber) throw new Error('netlink: socket already has a subscriber');
     const n = native();
+    const fail = onError ?? rethrow;
     const rest = (): void => {
       if (paceMs <= 0 || this.closed) return;
       n.pollSet(this.poll!, 0);
@@ -380,7 +338,7 @@ export class NetlinkSocket implements RawDumper {
           try {
             onBatch(this.parseBatch(count, keep));
           } catch (e) {
-            (onError ?? rethrow)(e as Error);
+            fail(e as Error);
           }
         }
         if (err === ENOBUFS) {
@@ -390,7 +348,7 @@ export class NetlinkSocket implements RawDumper {
         // Drained: one receive call per wakeup instead of a second one to find the queue empty.
         if (err === EAGAIN || count === 0) return rest();
         if (err !== 0) {
-          (onError ?? rethrow)(new Error(`netlink receive: ${errnoName(err)}`));
+          fail(new Error(`netlink receive: ${errnoName(err)}`));
           return;
         }
       }
@@ -470,10 +428,6 @@ export class NetlinkSocket implements RawDumper {
     });
   }
 
-  private async receiveBatch(what: string, keep?: KeepMessage): Promise<NetlinkMessage[]> {
-    return this.parseBatch(await this.receiveRaw(what), keep);
-  }
-
   /** When this socket last let the event loop run (performance.now()). */
   private turnAt = 0;
 
@@ -517,24 +471,19 @@ export function parseError(m: NetlinkMessage): { errno: number; message?: string
   if (m.payload.length < 4) throw new NetlinkParseError('NLMSG_ERROR shorter than its error code', 0);
   const errno = -m.payload.readInt32LE(0);
   let message: string | undefined;
-  if (m.flags & NLM_F_ACK_TLVS && m.payload.length >= 4 + NLMSG_HDRLEN) {
+  if (m.payload.length >= 4 + NLMSG_HDRLEN) {
     // With NETLINK_CAP_ACK the echoed request is its header alone unless its length field says otherwise.
-    const echoed = m.payload.readUInt32LE(4);
     const capped = m.flags & 0x100;
-    const skip = 4 + (capped ? NLMSG_HDRLEN : (echoed + 3) & ~3);
-    if (skip <= m.payload.length) {
-      walkAttrs(m.payload, skip, m.payload.length, (type, s, e) => {
-        if (type === NLMSGERR_ATTR_MSG) message = readCString(m.payload, s, e);
-      });
-    }
+    message = extAckMessage(m, 4 + (capped ? NLMSG_HDRLEN : (m.payload.readUInt32LE(4) + 3) & ~3));
   }
   return message === undefined ? { errno } : { errno, message };
 }
 
-function doneMessage(m: NetlinkMessage): string | undefined {
-  if (!(m.flags & NLM_F_ACK_TLVS) || m.payload.length <= 4) return undefined;
+/** NLMSGERR_ATTR_MSG of an extended ACK whose attributes start at payload offset `from`. */
+function extAckMessage(m: NetlinkMessage, from: number): string | undefined {
+  if (!(m.flags & NLM_F_ACK_TLVS) || from >= m.payload.length) return undefined;
   let message: string | undefined;
-  walkAttrs(m.payload, 4, m.payload.length, (type, s, e) => {
+  walkAttrs(m.payload, from, m.payload.length, (type, s, e) => {
     if (type === NLMSGERR_ATTR_MSG) message = readCString(m.payload, s, e);
   });
   return message;

@@ -2,7 +2,7 @@
 // salvaged item by item, the cut item and any item of unexpected shape becoming warnings that name its position.
 
 import { errText } from '../../errors.js';
-import { quote, renderExpr, renderStatement, verdictOf } from './render.js';
+import { isObj, type Json, type Obj, quote, renderExpr, renderStatement, renderVerdict, verdictOf } from './render.js';
 import type { NftChain, NftDump, NftElement, NftFamily, NftRule, NftSet, NftTable } from './types.js';
 
 /** Bound on the JSON text, far beyond what kube-proxy's tables hold for the largest clusters. */
@@ -18,9 +18,6 @@ export class NftParseError extends Error {
   }
 }
 
-type Json = unknown;
-type Obj = Record<string, Json>;
-const isObj = (v: Json): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 const FAMILIES = new Set<string>(['ip', 'ip6', 'inet', 'arp', 'bridge', 'netdev']);
 
 export function parseNftJson(text: string, source: string): NftDump {
@@ -218,10 +215,6 @@ function elementOf(kind: 'set' | 'map', e: Json): NftElement {
 export function renderElement(e: NftElement): string {
   const key = e.key.join(' . ');
   const comment = e.comment !== undefined ? ` comment ${quote(e.comment)}` : '';
-  const value = e.verdict
-    ? ` : ${e.verdict.target !== undefined ? `${e.verdict.kind} ${e.verdict.target}` : e.verdict.kind}`
-    : e.value !== undefined
-      ? ` : ${e.value}`
-      : '';
+  const value = e.verdict ? ` : ${renderVerdict(e.verdict)}` : e.value !== undefined ? ` : ${e.value}` : '';
   return `${key}${comment}${value}`;
 }

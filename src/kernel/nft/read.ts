@@ -1,11 +1,11 @@
-// Reads kube-proxy's nftables tables with `nft -j list table ip|ip6 kube-proxy`: nf_tables netlink holds register
-// bytecode that only libnftables decodes, and its JSON (libnftables-json(5)) is versioned; listing only
-// kube-proxy's tables keeps other components' unknown expressions from failing the read.
+// kube-proxy's nftables tables via `nft -j list table`, since only libnftables decodes nf_tables bytecode; listing
+// only kube-proxy's tables keeps other components' unknown expressions from failing the read.
 import { execFile } from 'node:child_process';
 import { errText } from '../../errors.js';
 import { permissionDenied } from '../../model/permission.js';
+import { inNetns } from '../nat/command.js';
 import { parseNftJson } from './parse.js';
-import type { NftSnapshot, NftTable } from './types.js';
+import type { NftDump, NftSnapshot } from './types.js';
 
 export interface ReadNftOptions {
   /** `ip netns` name, or a path such as /proc/PID/ns/net. */
@@ -16,11 +16,20 @@ export interface ReadNftOptions {
 
 export type NftCommandResult = { ok: true; stdout: string } | { ok: false; reason: string; absent?: boolean };
 
-export const NFT_FAMILIES = ['ip', 'ip6'] as const;
+const NFT_FAMILIES = ['ip', 'ip6'] as const;
 
 /** The command for one family's table, as evidence and manifests name it. */
-export function nftListCommand(family: 'ip' | 'ip6'): string {
+function nftListCommand(family: 'ip' | 'ip6'): string {
   return `nft -j list table ${family} kube-proxy`;
+}
+
+/** Takes the family's kube-proxy table from dump into snap, or notes it absent. */
+function takeKubeProxyTable(snap: NftSnapshot, dump: NftDump, family: 'ip' | 'ip6', source: string): void {
+  const table = dump.tables.find((t) => t.family === family && t.name === 'kube-proxy');
+  if (table) {
+    snap.tables.push(table);
+    snap.sources[family] = source;
+  } else snap.absent.push(family);
 }
 
 /** nft's answer for `list table` when the table is absent (another proxy mode, or single-stack). */
@@ -52,11 +61,7 @@ export function nftSnapshotOf(results: Record<'ip' | 'ip6', NftCommandResult>): 
       const dump = parseNftJson(r.stdout, cmd);
       snap.warnings.push(...dump.warnings);
       if (dump.version) snap.version = dump.version;
-      const table = dump.tables.find((t: NftTable) => t.family === family && t.name === 'kube-proxy');
-      if (table) {
-        snap.tables.push(table);
-        snap.sources[family] = cmd;
-      } else snap.absent.push(family);
+      takeKubeProxyTable(snap, dump, family, cmd);
     } catch (e) {
       errors.push(errText(e));
     }
@@ -76,25 +81,14 @@ export function nftSnapshotOfRuleset(text: string, source: string): NftSnapshot 
     warnings: dump.warnings,
     ...(dump.version ? { version: dump.version } : {}),
   };
-  for (const family of NFT_FAMILIES) {
-    const t = dump.tables.find((x) => x.family === family && x.name === 'kube-proxy');
-    if (t) {
-      snap.tables.push(t);
-      snap.sources[family] = source;
-    } else snap.absent.push(family);
-  }
+  for (const family of NFT_FAMILIES) takeKubeProxyTable(snap, dump, family, source);
   return snap;
 }
 
 function runNft(args: string[], opts: ReadNftOptions): Promise<NftCommandResult> {
   // nft's own listing of a large ruleset is slow on a loaded host, hence the long default.
   const timeout = opts.timeoutMs ?? 60_000;
-  const ns = opts.netns;
-  const [file, argv] = !ns
-    ? ['nft', args]
-    : ns.includes('/')
-      ? ['nsenter', [`--net=${ns}`, '--', 'nft', ...args]]
-      : ['ip', ['netns', 'exec', ns, 'nft', ...args]];
+  const [file, argv] = inNetns('nft', args, opts.netns);
   return new Promise((resolve) => {
     execFile(
       file,

@@ -2,8 +2,9 @@
 // kube-proxy's shapes are spelled exactly, anything else recognisably, never dropped.
 import type { NftMatch, NftRule, NftVerdict } from './types.js';
 
-type Json = unknown;
-const isObj = (v: Json): v is Record<string, Json> => typeof v === 'object' && v !== null && !Array.isArray(v);
+export type Json = unknown;
+export type Obj = Record<string, Json>;
+export const isObj = (v: Json): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** meta keys nft prints without the `meta` prefix. */
 const BARE_META = new Set([
