@@ -60,7 +60,7 @@ export function parseIP(s: string): Buffer {
   const lg = left ? left.split(':') : [];
   const rg = right === undefined ? [] : right ? right.split(':') : [];
   const groups = right === undefined ? lg : [...lg, ...new Array<string>(8 - lg.length - rg.length).fill('0'), ...rg];
-  groups.forEach((h, i) => out.writeUInt16BE(parseInt(h, 16), i * 2));
+  for (const [i, h] of groups.entries()) out.writeUInt16BE(parseInt(h, 16), i * 2);
   if (tailV4) tailV4.copy(out, 12);
   return out;
 }

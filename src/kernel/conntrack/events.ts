@@ -173,7 +173,10 @@ export class ConntrackWatch {
     this.prefilter = p;
     if (!this.kernel) return;
     const keys = p?.targetKeys?.();
-    if (!keys) return this.stopKernelFilter('the prefilter has no target sets');
+    if (!keys) {
+      this.stopKernelFilter('the prefilter has no target sets');
+      return;
+    }
     try {
       this.kernel.sync(keys);
     } catch (e) {

@@ -33,7 +33,10 @@ function addressesByPort(targets: readonly AddressPort[]): Map<number, Set<numbe
     if (ip === undefined) continue;
     const at = protoPort(t.protoNum, t.port);
     let ips = out.get(at);
-    if (!ips) out.set(at, (ips = new Set()));
+    if (!ips) {
+      ips = new Set();
+      out.set(at, ips);
+    }
     ips.add(ip);
   }
   return out;

@@ -99,7 +99,8 @@ const num =
 const stat =
   (key: keyof IpvsStats): Column =>
   (t, tok, fail) => {
-    ((t.stats ??= zeroStats()) as IpvsStats)[key] = count(tok, key, fail);
+    t.stats ??= zeroStats();
+    (t.stats as IpvsStats)[key] = count(tok, key, fail);
   };
 
 /** ipvsadm column heading → where its value goes and which field group it provides. */
@@ -233,7 +234,7 @@ export function parseIpvsadmList(text: string, source = 'ipvsadm -Ln'): IpvsSnap
 
 function fillColumns(target: Record<string, unknown>, cols: { set: Column }[], tokens: string[], fail: Fail): void {
   if (tokens.length !== cols.length) fail(`expected ${cols.length} columns after the address, got ${tokens.length}`);
-  cols.forEach((c, i) => c.set(target, tokens[i]!, fail));
+  for (const [i, c] of cols.entries()) c.set(target, tokens[i]!, fail);
 }
 
 // ---- ipvsadm-save -n ------------------------------------------------------
@@ -283,9 +284,9 @@ const REAL_SERVER_OPTS = new Set([
 export function parseIpvsadmSave(text: string, source = 'ipvsadm-save -n'): IpvsSnapshot {
   const services = new Map<string, IpvsVirtualServer>();
   let thresholds = false;
-  text.split(/\r?\n/).forEach((line, idx) => {
+  for (const [idx, line] of text.split(/\r?\n/).entries()) {
     const tokens = line.trim().split(/\s+/).filter(Boolean);
-    if (!tokens.length || tokens[0]!.startsWith('#')) return;
+    if (!tokens.length || tokens[0]!.startsWith('#')) continue;
     const fail: Fail = failer(source, idx + 1);
     const [cmd, ...args] = tokens;
     if (cmd !== '-A' && cmd !== '-a') fail(`expected -A or -a, got ${JSON.stringify(cmd)}`);
@@ -310,7 +311,7 @@ export function parseIpvsadmSave(text: string, source = 'ipvsadm-save -n'): Ipvs
       }
       saveServiceOptions(vs, o, fail);
       services.set(key, vs);
-      return;
+      continue;
     }
     const vs = services.get(key) ?? fail(`real server for ${svc.key} before its -A line`);
     const unknown = [...o.keys()].filter((k) => !REAL_SERVER_OPTS.has(k));
@@ -328,8 +329,7 @@ export function parseIpvsadmSave(text: string, source = 'ipvsadm-save -n'): Ipvs
     rs.lowerThreshold = count(y ?? '0', 'lower threshold', fail);
     if (rs.forward === 'tunnel') {
       const type = o.get('--tun-type') ?? 'ipip';
-      if (type !== 'ipip' && type !== 'gue' && type !== 'gre')
-        return fail(`unknown tunnel type ${JSON.stringify(type)}`);
+      if (type !== 'ipip' && type !== 'gue' && type !== 'gre') fail(`unknown tunnel type ${JSON.stringify(type)}`);
       const cs = [...o.keys()].filter((k) => k in SAVE_CHECKSUMS);
       rs.tunnel = {
         type,
@@ -338,7 +338,7 @@ export function parseIpvsadmSave(text: string, source = 'ipvsadm-save -n'): Ipvs
       };
     }
     vs.realServers.push(rs);
-  });
+  }
   const missing: IpvsFieldGroup[] = ['conns', 'persistentConns', 'stats', 'rates'];
   if (!thresholds) missing.splice(2, 0, 'thresholds');
   return { virtualServers: [...services.values()], missing };

@@ -52,22 +52,39 @@ const COPY: Record<IpvsFieldGroup, Copier> = {
       if (from.peName !== undefined) to.peName = from.peName;
     },
   },
-  forward: { rs: (to, from) => void (to.forward = from.forward) },
-  weight: { rs: (to, from) => void (to.weight = from.weight) },
+  forward: {
+    rs: (to, from) => {
+      to.forward = from.forward;
+    },
+  },
+  weight: {
+    rs: (to, from) => {
+      to.weight = from.weight;
+    },
+  },
   conns: {
     rs: (to, from) => {
       to.activeConns = from.activeConns;
       to.inactiveConns = from.inactiveConns;
     },
   },
-  persistentConns: { rs: (to, from) => void (to.persistentConns = from.persistentConns) },
+  persistentConns: {
+    rs: (to, from) => {
+      to.persistentConns = from.persistentConns;
+    },
+  },
   thresholds: {
     rs: (to, from) => {
       if (from.upperThreshold !== undefined) to.upperThreshold = from.upperThreshold;
       if (from.lowerThreshold !== undefined) to.lowerThreshold = from.lowerThreshold;
     },
   },
-  tunnel: { rs: (to, from) => void (from.tunnel ? (to.tunnel = { ...from.tunnel }) : delete to.tunnel) },
+  tunnel: {
+    rs: (to, from) => {
+      if (from.tunnel) to.tunnel = { ...from.tunnel };
+      else delete to.tunnel;
+    },
+  },
   stats: { vs: (to, from) => copyStats(to, from, COUNTERS), rs: (to, from) => copyStats(to, from, COUNTERS) },
   rates: { vs: (to, from) => copyStats(to, from, RATES), rs: (to, from) => copyStats(to, from, RATES) },
 };

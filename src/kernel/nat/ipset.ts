@@ -39,7 +39,7 @@ export function parseIpsetSave(text: string | Buffer, source: string): IpsetDump
       warnings.push(lineIssue(source, lineNo, `unrecognised line '${truncate(line)}'`));
     }
   };
-  if (typeof text === 'string') text.split('\n').forEach((l, i) => each(l, i + 1));
+  if (typeof text === 'string') for (const [i, l] of text.split('\n').entries()) each(l, i + 1);
   else eachLineText(text, each);
   if (sets.length === 0 && unrecognised > 0) {
     throw new NatParseError(source, lastLine, `no 'create' line found; not 'ipset save' output (${warnings[0]})`);

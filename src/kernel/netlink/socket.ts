@@ -211,7 +211,8 @@ export class NetlinkSocket implements RawDumper {
   }
 
   private get buf(): Buffer {
-    return (this.batch ??= Buffer.allocUnsafe(this.batchBytes));
+    this.batch ??= Buffer.allocUnsafe(this.batchBytes);
+    return this.batch;
   }
 
   /** Frees the receive buffer for a socket kept for rare dumps; call only between requests. */
@@ -346,7 +347,10 @@ export class NetlinkSocket implements RawDumper {
           continue; // the queue still holds what arrived after the overflow
         }
         // Drained: one receive call per wakeup instead of a second one to find the queue empty.
-        if (err === EAGAIN || count === 0) return rest();
+        if (err === EAGAIN || count === 0) {
+          rest();
+          return;
+        }
         if (err !== 0) {
           fail(new Error(`netlink receive: ${errnoName(err)}`));
           return;
