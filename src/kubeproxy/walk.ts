@@ -137,6 +137,14 @@ export function allOf<T>(items: Iterable<T>, test: (item: T, index: number) => T
   return result;
 }
 
+/** 'yes' when any test is 'yes' (testing no further), else 'maybe' when any is 'maybe', else 'no'. */
+function anyOf<T>(items: Iterable<T>, test: (item: T) => Tri): Tri {
+  return negate(
+    allOf(items, (item) => negate(test(item), true)),
+    true,
+  );
+}
+
 export function walkNat(tables: WalkTables, start: string, probe: Probe): WalkResult {
   const res: WalkResult = { end: 'fallthrough', steps: [], masq: [], lookups: [], visited: [] };
   res.end = walkChains<WalkEnd>(
@@ -276,13 +284,9 @@ function setMatch(t: WalkTables, name: string, flags: string, probe: Probe): { t
     idx = indexSet(set.members, dims, dirs);
     t.setIndex.set(indexKey, idx);
   }
-  let result: Tri = idx.exact.size > 0 && exactKeys(dims, probe).some((k) => idx.exact.has(k)) ? 'yes' : 'no';
-  for (let i = 0; i < idx.rest.length && result !== 'yes'; i++) {
-    const r = memberMatch(idx.rest[i]!.entry.split(','), dims, dirs, t.pod, probe);
-    if (r === 'yes') result = 'yes';
-    else if (r === 'maybe') result = 'maybe';
-  }
-  return { tri: result, key: probeKey(dims, dirs, probe) };
+  const exact = idx.exact.size > 0 && exactKeys(dims, probe).some((k) => idx.exact.has(k));
+  const tri = exact ? 'yes' : anyOf(idx.rest, (m) => memberMatch(m.entry.split(','), dims, dirs, t.pod, probe));
+  return { tri, key: probeKey(dims, dirs, probe) };
 }
 
 /**
