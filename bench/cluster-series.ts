@@ -90,7 +90,7 @@ async function simulatedNodes(): Promise<{ nodes: SimNode[]; idleSamples: number
       table.upsert(vipEntry(i, ++id, true), Date.now());
       const done = vipEntry(i, ++id, true);
       table.upsert(done, Date.now());
-      table.event({ type: 'DESTROY', entry: done, receivedAtMs: Date.now() });
+      table.event('DESTROY', done, Date.now());
     }
     if (looping) {
       counter.samples.push(loopReturn(nodePortOf(LOOPING_SERVICE), 500));

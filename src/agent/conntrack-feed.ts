@@ -84,14 +84,14 @@ export class LiveConntrack implements ConntrackFeed {
         kernelFilter: this.o.kernelFilter,
         // Decoded in place: an event allocates only the entry the table keeps.
         onView: (type, v, at) => {
-          if (table.eventView(type, v, at)) sink.changed();
+          if (table.event(type, v, at)) sink.changed();
         },
         resync: {
           begin: () => {
             dumpStart = performance.now();
             table.beginResync();
           },
-          view: (v) => void table.upsertView(v, Date.now()),
+          view: (v) => void table.upsert(v, Date.now()),
           end: (info) => {
             table.endResync();
             this.recordDump(info, performance.now() - dumpStart);
@@ -125,7 +125,7 @@ export class LiveConntrack implements ConntrackFeed {
     try {
       sink.table.beginResync();
       const now = Date.now();
-      const res = await dumpConntrackViews((v) => void sink.table.upsertView(v, now), {
+      const res = await dumpConntrackViews((v) => void sink.table.upsert(v, now), {
         ...this.ns,
         ...(this.prefilter ? { prefilter: this.prefilter } : {}),
       });

@@ -3,8 +3,8 @@
 import type { ServiceView } from '../cluster/types.js';
 import { CompactEntry } from '../kernel/conntrack/compact.js';
 import { IPS_SEEN_REPLY } from '../kernel/conntrack/constants.js';
-import type { CtView } from '../kernel/conntrack/decode.js';
-import type { ConntrackEntry, ConntrackEvent, ConntrackEventType } from '../kernel/types.js';
+import { CtView } from '../kernel/conntrack/decode.js';
+import type { ConntrackEntry, ConntrackEventType } from '../kernel/types.js';
 import { type Key, key } from '../model/address-key.js';
 import type { FlowOutcome } from '../model/flow.js';
 import { protocolOfNumber as protoOf } from '../model/protocol.js';
@@ -35,6 +35,13 @@ const sockKey = (e: CompactEntry): Key =>
 const replied = (e: CompactEntry): boolean => (e.status & IPS_SEEN_REPLY) !== 0;
 /** The client's address comes back unchanged as the reply's destination: no SNAT on the way out. */
 const notSnated = (e: CompactEntry): boolean => e.reply.dst === e.orig.src;
+
+/** A message decoded in place (the agent's streams: read it before the buffer is reused) or a decoded entry. */
+export type EntrySource = CtView | ConntrackEntry;
+
+/** Only what is kept is allocated: a view is compacted straight from the receive buffer. */
+const compact = (source: EntrySource, prev?: CompactEntry): CompactEntry | undefined =>
+  source instanceof CtView ? CompactEntry.fromView(source, prev) : CompactEntry.fromEntry(source, prev);
 
 export function classifyEntry(kept: KeptEntry): EntryClass {
   if (kept.paired) return 'loopback_pair';
@@ -91,17 +98,10 @@ export class ConntrackTable {
   }
 
   /** Applies an event; true when a kept entry appeared, changed or ended (worth a diagnosis). */
-  event(ev: ConntrackEvent): boolean {
-    if (ev.type === 'DESTROY') return this.remove(ev.entry.id | 0, true);
-    const known = this.byId.has(ev.entry.id | 0);
-    return this.upsert(ev.entry, ev.receivedAtMs) || known;
-  }
-
-  /** event() for a message decoded in place (the agent's event stream): only what is kept is allocated. */
-  eventView(type: ConntrackEventType, v: CtView, nowMs: number): boolean {
-    if (type === 'DESTROY') return this.remove(v.id | 0, true);
-    const known = this.byId.has(v.id | 0);
-    return this.upsertView(v, nowMs) || known;
+  event(type: ConntrackEventType, source: EntrySource, nowMs: number): boolean {
+    if (type === 'DESTROY') return this.remove(source.id | 0, true);
+    const known = this.byId.has(source.id | 0);
+    return this.upsert(source, nowMs) || known;
   }
 
   /** A full re-read starts; entries not seen again by endResync() are dropped. */
@@ -110,29 +110,15 @@ export class ConntrackTable {
   }
 
   /** Keeps (or updates) an entry that touches an LB Service; true when it is new. */
-  upsert(entry: ConntrackEntry, nowMs: number): boolean {
-    const old = this.byId.get(entry.id | 0);
+  upsert(source: EntrySource, nowMs: number): boolean {
+    const old = this.byId.get(source.id | 0);
     if (old) {
-      const next = CompactEntry.fromEntry(entry, old.entry);
-      if (next) this.update(old, next, nowMs);
-      return false;
-    }
-    const m = this.index.match(entry);
-    if (!m || this.byId.size >= this.maxEntries) return false;
-    const c = CompactEntry.fromEntry(entry);
-    return c ? this.add(c, m, nowMs) : false;
-  }
-
-  /** upsert() for a message decoded in place (read it before the buffer is reused). */
-  upsertView(view: CtView, nowMs: number): boolean {
-    const old = this.byId.get(view.id | 0);
-    if (old) {
-      const next = CompactEntry.fromView(view, old.entry);
+      const next = compact(source, old.entry);
       if (next) this.update(old, next, nowMs);
       return false;
     }
     if (this.byId.size >= this.maxEntries) return false;
-    const c = CompactEntry.fromView(view);
+    const c = compact(source);
     const m = c && this.index.match(c);
     return m ? this.add(c, m, nowMs) : false;
   }

@@ -64,8 +64,8 @@ describe('agent conntrack table', () => {
     const t = new ConntrackTable(index());
     t.upsert(out, 0);
     t.upsert(back, 0);
-    t.event({ type: 'DESTROY', entry: back, receivedAtMs: 1 });
-    t.event({ type: 'DESTROY', entry: out, receivedAtMs: 2 });
+    t.event('DESTROY', back, 1);
+    t.event('DESTROY', out, 2);
     expect([...t.outcomes.values()]).toEqual([
       { svc: expect.objectContaining({ service: 'web' }), replied: 0, unreplied: 0, loopback_pair: 1, not_snated: 0 },
     ]);
@@ -75,7 +75,7 @@ describe('agent conntrack table', () => {
     const t = new ConntrackTable(index());
     const c0 = t.changes;
     t.upsert(unrelated, 0);
-    t.event({ type: 'DESTROY', entry: unrelated, receivedAtMs: 1 });
+    t.event('DESTROY', unrelated, 1);
     expect(t.changes).toBe(c0);
     t.upsert(out, 2);
     const c1 = t.changes;
@@ -83,7 +83,7 @@ describe('agent conntrack table', () => {
     t.upsert(out, 3); // an update: its state may have moved
     expect(t.changes).toBeGreaterThan(c1);
     const c2 = t.changes;
-    t.event({ type: 'DESTROY', entry: out, receivedAtMs: 4 });
+    t.event('DESTROY', out, 4);
     expect(t.changes).toBeGreaterThan(c2);
     const c3 = t.changes;
     t.reindex(index());

@@ -158,7 +158,7 @@ describe('evidence socket: answers', () => {
     await sleep(100);
     table.upsert(entry(ENTRIES + 1), Date.now());
     await done;
-    table.event({ type: 'DESTROY', entry: entry(ENTRIES + 1), receivedAtMs: Date.now() });
+    table.event('DESTROY', entry(ENTRIES + 1), Date.now());
     const lines = Buffer.concat(chunks)
       .toString()
       .trimEnd()

@@ -198,8 +198,8 @@ describe('agent conntrack table fed decoded messages', () => {
       ['NEW', back],
     ];
     for (const [type, p] of steps) {
-      const a = byView.eventView(type, v.decode(p, 0, p.length), 5);
-      const b = byEntry.event({ type, entry: decodeEntry(p), receivedAtMs: 5 });
+      const a = byView.event(type, v.decode(p, 0, p.length), 5);
+      const b = byEntry.event(type, decodeEntry(p), 5);
       expect(a).toBe(b);
     }
     const view = (t: ConntrackTable) =>
@@ -210,9 +210,7 @@ describe('agent conntrack table fed decoded messages', () => {
       [0x9000_0002, 'loopback_pair', 'SYN_SENT'],
     ]);
     for (const p of [back, out, unrelated]) {
-      expect(byView.eventView('DESTROY', v.decode(p, 0, p.length), 9)).toBe(
-        byEntry.event({ type: 'DESTROY', entry: decodeEntry(p), receivedAtMs: 9 }),
-      );
+      expect(byView.event('DESTROY', v.decode(p, 0, p.length), 9)).toBe(byEntry.event('DESTROY', decodeEntry(p), 9));
     }
     expect(byView.size).toBe(0);
     expect([...byView.outcomes.values()]).toEqual([...byEntry.outcomes.values()]);
@@ -222,10 +220,10 @@ describe('agent conntrack table fed decoded messages', () => {
   it('an update is a new entry object (what the diagnosis compares) with the tuples shared', () => {
     const t = new ConntrackTable(index());
     const v = new CtView();
-    t.eventView('NEW', v.decode(out, 0, out.length), 1);
+    t.event('NEW', v.decode(out, 0, out.length), 1);
     const k = [...t.entries()][0]!;
     const before = k.entry;
-    t.eventView('UPDATE', v.decode(outReplied, 0, outReplied.length), 2);
+    t.event('UPDATE', v.decode(outReplied, 0, outReplied.length), 2);
     expect(k.entry).not.toBe(before);
     expect(k.entry.orig).toBe(before.orig);
     expect([k.firstSeenMs, k.lastSeenMs, k.entry.statusFlags]).toEqual([1, 2, ['SEEN_REPLY', 'CONFIRMED']]);
