@@ -7,7 +7,7 @@ import { renderElement } from '../kernel/nft/parse.js';
 import type { NftElement, NftRule, NftSnapshot, NftTable } from '../kernel/nft/types.js';
 import type { PodSelectors } from './pod-selectors.js';
 import type { KubeNatFacts, LoadBalancerFact, NftFilterChain, NodePortFact } from './types.js';
-import { allOf, cidrContains, type EnterChain, negate, type Tri, walkChains } from './walk.js';
+import { cidrContains, type Tri } from './walk.js';
 
 type NftLayout = NonNullable<KubeNatFacts['nftLayouts']>;
 
@@ -147,16 +147,8 @@ class TableFacts {
     const fwLines: string[] = [];
     const fw = this.firewall(probe, fwLines);
     evidence.push(...fwLines);
-    const walk: Walk = { masq: [], steps: [] };
-    const end = walkChains<WalkEnd>(
-      {
-        maxDepth: MAX_DEPTH,
-        cutEnd: 'unknown',
-        loopsEndAtOnce: true,
-        walkRules: (chain, certain, enter) => this.walkRules(chain, probe, certain, walk, enter),
-      },
-      target,
-    );
+    const walk: Walk = { masq: [], steps: [], ends: new Map(), active: new Set(), cut: 0 };
+    const end = this.walk(target, probe, true, 0, walk);
     // A loop, not a spread: a hostile listing's walk may hold more steps than a call takes arguments.
     for (const s of walk.steps) evidence.push(`${this.ruleLine(s.rule)}${s.certain ? '' : ' (may not apply)'}`);
     const fact: LoadBalancerFact = {
@@ -203,8 +195,29 @@ class TableFacts {
     return dropped;
   }
 
-  /** Follows pod -> VIP through one chain as netfilter would. */
-  private walkRules(chain: string, p: Probe, certain: boolean, w: Walk, enter: EnterChain<WalkEnd>): WalkEnd {
+  /**
+   * Follows pod -> VIP as netfilter would; each chain is walked once per probe and certainty, so a hostile
+   * listing that jumps twice to one chain at each level cannot cost 2^depth walks.
+   */
+  private walk(chain: string, p: Probe, certain: boolean, depth: number, w: Walk): WalkEnd {
+    const key = `${certain ? 'sure' : 'maybe'}|${chain}`;
+    const done = w.ends.get(key) ?? w.ends.get(`${depth}|${key}`);
+    if (done) return done;
+    // A loop or nesting past the limit ends unknown, and what a walk saw below it depends on how it was reached,
+    // so that walk is kept for its depth only.
+    if (depth > MAX_DEPTH || w.active.has(key)) {
+      w.cut++;
+      return 'unknown';
+    }
+    w.active.add(key);
+    const cut = w.cut;
+    const end = this.walkRules(chain, p, certain, depth, w);
+    w.active.delete(key);
+    w.ends.set(w.cut === cut ? key : `${depth}|${key}`, end);
+    return end;
+  }
+
+  private walkRules(chain: string, p: Probe, certain: boolean, depth: number, w: Walk): WalkEnd {
     for (const r of this.chains.get(chain) ?? []) {
       const m = this.matchRule(r, p);
       if (m === 'no') continue;
@@ -227,7 +240,7 @@ class TableFacts {
       const next = v?.target ?? r.vmap?.verdicts[0]?.target;
       if (next !== undefined && this.chains.has(next)) {
         w.steps.push({ rule: r, certain: sure });
-        const sub = enter(next, sure); // numgen picks one endpoint chain; all have the same shape
+        const sub = this.walk(next, p, sure, depth + 1, w); // numgen picks one endpoint chain; all have the same shape
         if (m !== 'yes') continue;
         if (sub !== 'fallthrough' && sub !== 'return') return sub;
         if (v?.kind === 'goto' || r.vmap) return 'return';
@@ -241,13 +254,19 @@ class TableFacts {
 
   /** Whether a rule applies to the first packet from a pod of this node to p. */
   private matchRule(r: NftRule, p: Probe): Tri {
-    return allOf(r.matches, (m) => this.matchOne(m.left, m.op, m.right, p));
+    let acc: Tri = 'yes';
+    for (const m of r.matches) {
+      const t = this.matchOne(m.left, m.op, m.right, p);
+      if (t === 'no') return 'no';
+      if (t === 'maybe') acc = 'maybe';
+    }
+    return acc;
   }
 
   private matchOne(left: string, op: string, right: string, p: Probe): Tri {
     const eq = op === '==' || op === 'in';
     const neq = op === '!=';
-    const flip = (t: Tri): Tri => (neq ? negate(t, true) : eq ? t : 'maybe');
+    const flip = (t: Tri): Tri => (neq ? (t === 'yes' ? 'no' : t === 'no' ? 'yes' : 'maybe') : eq ? t : 'maybe');
     if (left === 'ip saddr' || left === 'ip6 saddr') {
       if (right.startsWith('@') || right.startsWith('{')) return flip(this.podInRanges(right));
       if (!right.includes('/')) return flip('no'); // one endpoint's own address (hairpin): not pods in general
@@ -390,6 +409,12 @@ interface Walk {
   /** One entry per masquerade mark on the way: whether it certainly applies. */
   masq: boolean[];
   steps: { rule: NftRule; certain: boolean }[];
+  /** How each chain's walk ended, by certainty and chain (or depth, certainty and chain: see walk). */
+  ends: Map<string, WalkEnd>;
+  /** The chains being walked (a loop comes back to one). */
+  active: Set<string>;
+  /** How many times the walk stopped at a loop or the depth limit. */
+  cut: number;
 }
 
 function keyOf(e: NftElement): { ip: string; proto: string; port: number } | undefined {

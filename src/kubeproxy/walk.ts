@@ -63,112 +63,56 @@ const TERMINAL: Record<string, WalkEnd> = {
   RETURN: 'return',
 };
 
-/** Walks the chain a rule jumps to, with the certainty of that jump, and gives how that walk ended. */
-export type EnterChain<End> = (chain: string, certain: boolean) => End;
-
-/** What walkChains needs to know of one rule language (iptables or nftables). */
-export interface ChainRules<End> {
-  /** Jumps deeper than this end the walk as `cutEnd`. */
-  maxDepth: number;
-  /** How a walk ends that goes deeper than `maxDepth`, or comes back to a chain it is inside of. */
-  cutEnd: End;
-  /** Whether coming back to a chain it is inside of ends the walk at once; else a loop ends at `maxDepth`. */
-  loopsEndAtOnce: boolean;
-  /** Walks one chain's rules in order, entering the chains they jump to through `enter`. */
-  walkRules(chain: string, certain: boolean, enter: EnterChain<End>): End;
-}
-
-/** How one walk of a chain ended, and what that depends on. */
-interface ChainEnd<End> {
-  end: End;
+/** How one walk of a chain ended, and what that depends on (see walkChain). */
+interface ChainWalk {
+  end: WalkEnd;
   /** How many jumps deep below this chain the walk went. */
   height: number;
-  /** Whether the walk below was cut: then its outcome depends on the depth and path it started from. */
+  /** Whether the walk below hit MAX_DEPTH: then its outcome depends on the depth it started at. */
   cut: boolean;
 }
 
-/**
- * Walks `start` and the chains it jumps to. Each chain is walked once per certainty (and depth, when the walk
- * was cut), since a listing may hold chains that jump twice to the next, which would cost 2^depth walks; nesting
- * past `maxDepth` ends as `cutEnd`, and so does a loop.
- */
-export function walkChains<End>(rules: ChainRules<End>, start: string): End {
-  const cutShort: ChainEnd<End> = { end: rules.cutEnd, height: 0, cut: true };
-  /** Walks not cut, by certainty and chain: the same at any depth their height fits. */
-  const uncut = new Map<string, ChainEnd<End>>();
-  /** Walks that were cut, by depth, certainty and chain. */
-  const cutAt = new Map<string, ChainEnd<End>>();
-  /** The chains being walked, by certainty and chain (a loop comes back to one). */
-  const inside = new Set<string>();
-  const walk = (chain: string, certain: boolean, depth: number): ChainEnd<End> => {
-    if (depth > rules.maxDepth) return cutShort;
-    const key = `${certain ? 1 : 0}|${chain}`;
-    const known = uncut.get(key);
-    if (known && depth + known.height <= rules.maxDepth) return known;
-    const depthKey = `${depth}|${key}`;
-    const knownAtDepth = cutAt.get(depthKey);
-    if (knownAtDepth) return knownAtDepth;
-    if (rules.loopsEndAtOnce && inside.has(key)) return cutShort;
-    inside.add(key);
-    const out: ChainEnd<End> = { end: rules.cutEnd, height: 0, cut: false };
-    out.end = rules.walkRules(chain, certain, (next, nextCertain) => {
-      const below = walk(next, nextCertain, depth + 1);
-      out.height = Math.max(out.height, below.height + 1);
-      out.cut ||= below.cut;
-      return below.end;
-    });
-    inside.delete(key);
-    if (out.cut) cutAt.set(depthKey, out);
-    else uncut.set(key, out);
-    return out;
-  };
-  return walk(start, true, 0).end;
-}
+const CUT: ChainWalk = { end: 'loop', height: 0, cut: true };
 
-/** 'no' when any test is 'no' (testing no further), else 'maybe' when any is 'maybe', else 'yes'. */
-export function allOf<T>(items: Iterable<T>, test: (item: T, index: number) => Tri): Tri {
-  let result: Tri = 'yes';
-  let index = 0;
-  for (const item of items) {
-    const r = test(item, index++);
-    if (r === 'no') return 'no';
-    if (r === 'maybe') result = 'maybe';
-  }
-  return result;
-}
-
-/** 'yes' when any test is 'yes' (testing no further), else 'maybe' when any is 'maybe', else 'no'. */
-function anyOf<T>(items: Iterable<T>, test: (item: T) => Tri): Tri {
-  return negate(
-    allOf(items, (item) => negate(test(item), true)),
-    true,
-  );
+/** One probe's walk: the result so far, and the chains already walked. */
+interface Walk {
+  t: WalkTables;
+  probe: Probe;
+  res: WalkResult;
+  /** Walks not cut by MAX_DEPTH, by certainty and chain: the same at any depth their height fits. */
+  free: Map<string, ChainWalk>;
+  /** Walks cut by MAX_DEPTH, by depth, certainty and chain. */
+  deep: Map<string, ChainWalk>;
 }
 
 export function walkNat(tables: WalkTables, start: string, probe: Probe): WalkResult {
   const res: WalkResult = { end: 'fallthrough', steps: [], masq: [], lookups: [], visited: [] };
-  res.end = walkChains<WalkEnd>(
-    {
-      maxDepth: MAX_DEPTH,
-      cutEnd: 'loop',
-      // Each round of a loop adds its rule lines to the evidence again, and the endpoint-chain count shows them.
-      loopsEndAtOnce: false,
-      walkRules: (chain, certain, enter) => walkRules(tables, probe, res, chain, certain, enter),
-    },
-    start,
-  );
+  res.end = walkChain({ t: tables, probe, res, free: new Map(), deep: new Map() }, start, true, 0).end;
   return res;
 }
 
-/** The chain's rules in order, as netfilter would take the probe through them. */
-function walkRules(
-  t: WalkTables,
-  probe: Probe,
-  res: WalkResult,
-  chain: string,
-  certain: boolean,
-  enter: EnterChain<WalkEnd>,
-): WalkEnd {
+/**
+ * Each chain is walked once per probe and certainty (and depth when cut by MAX_DEPTH), since a node may hold
+ * chains that jump twice to the next, which would cost 2^depth walks; a cycle still ends 'loop'.
+ */
+function walkChain(w: Walk, chain: string, certain: boolean, depth: number): ChainWalk {
+  if (depth > MAX_DEPTH) return CUT;
+  const key = `${certain ? 1 : 0}|${chain}`;
+  const free = w.free.get(key);
+  if (free && depth + free.height <= MAX_DEPTH) return free;
+  const deepKey = `${depth}|${key}`;
+  const deep = w.deep.get(deepKey);
+  if (deep) return deep;
+  const out: ChainWalk = { end: 'fallthrough', height: 0, cut: false };
+  out.end = walkRules(w, chain, certain, depth, out);
+  if (out.cut) w.deep.set(deepKey, out);
+  else w.free.set(key, out);
+  return out;
+}
+
+/** The chain's rules in order; `out` gathers the height and cut of the chains it jumps to. */
+function walkRules(w: Walk, chain: string, certain: boolean, depth: number, out: ChainWalk): WalkEnd {
+  const { t, probe, res } = w;
   res.visited.push(chain);
   for (const rule of t.chains.candidates(chain, probe.dst)) {
     const m = matchRule(t, rule, probe, res, certain);
@@ -190,23 +134,31 @@ function walkRules(
     }
     if (!t.chains.has(target)) continue; // MARK, LOG, CONNMARK, ...: the packet goes on
     res.steps.push(step);
-    const sub = enter(target, sure);
+    const sub = walkChain(w, target, sure, depth + 1);
+    out.height = Math.max(out.height, sub.height + 1);
+    out.cut ||= sub.cut;
     if (m !== 'yes') continue;
-    if (sub === 'loop') return 'loop';
+    if (sub.end === 'loop') return 'loop';
     // After -g, the end of the called chain returns past this chain too.
-    if (sub !== 'return' && sub !== 'fallthrough') return sub;
+    if (sub.end !== 'return' && sub.end !== 'fallthrough') return sub.end;
     if (rule.goto) return 'return';
   }
   return 'fallthrough';
 }
 
 function matchRule(t: WalkTables, rule: IptablesRule, probe: Probe, res: WalkResult, certain: boolean): Tri {
-  return allOf(rule.matches, (m) =>
-    allOf(m.options, (opt) => negate(matchOption(t, m, opt, rule, probe, res, certain), opt.negated)),
-  );
+  let acc: Tri = 'yes';
+  for (const m of rule.matches) {
+    for (const opt of m.options) {
+      const r = negate(matchOption(t, m, opt, rule, probe, res, certain), opt.negated);
+      if (r === 'no') return 'no';
+      if (r === 'maybe') acc = 'maybe';
+    }
+  }
+  return acc;
 }
 
-export function negate(r: Tri, negated: boolean): Tri {
+function negate(r: Tri, negated: boolean): Tri {
   if (!negated || r === 'maybe') return r;
   return r === 'yes' ? 'no' : 'yes';
 }
@@ -284,9 +236,13 @@ function setMatch(t: WalkTables, name: string, flags: string, probe: Probe): { t
     idx = indexSet(set.members, dims, dirs);
     t.setIndex.set(indexKey, idx);
   }
-  const exact = idx.exact.size > 0 && exactKeys(dims, probe).some((k) => idx.exact.has(k));
-  const tri = exact ? 'yes' : anyOf(idx.rest, (m) => memberMatch(m.entry.split(','), dims, dirs, t.pod, probe));
-  return { tri, key: probeKey(dims, dirs, probe) };
+  let result: Tri = idx.exact.size > 0 && exactKeys(dims, probe).some((k) => idx.exact.has(k)) ? 'yes' : 'no';
+  for (let i = 0; i < idx.rest.length && result !== 'yes'; i++) {
+    const r = memberMatch(idx.rest[i]!.entry.split(','), dims, dirs, t.pod, probe);
+    if (r === 'yes') result = 'yes';
+    else if (r === 'maybe') result = 'maybe';
+  }
+  return { tri: result, key: probeKey(dims, dirs, probe) };
 }
 
 /**
@@ -350,16 +306,24 @@ function exactKeys(dims: string[], probe: Probe): string[] {
 }
 
 function memberMatch(parts: string[], dims: string[], dirs: string[], pod: PodSelectors, probe: Probe): Tri {
-  return allOf(dims, (dim, i) => {
+  let acc: Tri = 'yes';
+  for (let i = 0; i < dims.length; i++) {
     const part = parts[i] ?? '';
+    const dim = dims[i]!;
     const dir = dirs[i] ?? dirs[dirs.length - 1];
-    if (dir === 'src') return dim === 'port' ? 'maybe' : podSource(pod, part);
-    if (dim === 'port') {
+    let r: Tri;
+    if (dir === 'src') {
+      r = dim === 'port' ? 'maybe' : podSource(pod, part);
+    } else if (dim === 'port') {
       const [proto, port] = part.includes(':') ? part.split(':') : [undefined, part];
-      return (!proto || protoMatches(proto, probe.protocol)) && portListHas(port ?? '', probe.dport) ? 'yes' : 'no';
+      r = (!proto || protoMatches(proto, probe.protocol)) && portListHas(port ?? '', probe.dport) ? 'yes' : 'no';
+    } else {
+      r = inCidrSafe(probe.dst, part) ? 'yes' : 'no';
     }
-    return inCidrSafe(probe.dst, part) ? 'yes' : 'no';
-  });
+    if (r === 'no') return 'no';
+    if (r === 'maybe') acc = 'maybe';
+  }
+  return acc;
 }
 
 /** The element text the probe would look up, e.g. '192.0.2.10,tcp:80' (src parts shown as 'pod'). */
