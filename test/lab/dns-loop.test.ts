@@ -56,6 +56,9 @@ describe.skipIf(!isRoot)('hostname-only LB in the loop lab (real DNS, real loop,
   let dns: DnsServer;
   let dir: string;
   let clusterFile: string;
+  /** `diagnose --json` in node1's namespace, on the current cluster file. */
+  const diagnoseInNode = () =>
+    runCli(lab.node.name, ['diagnose', '--json', '--cluster-file', clusterFile, '--node-name', LAB.node1Name]);
   let agent: ChildProcess | undefined;
   let stderr = '';
   let metricsUrl: string;
@@ -140,14 +143,7 @@ describe.skipIf(!isRoot)('hostname-only LB in the loop lab (real DNS, real loop,
   it('`diagnose` in the node namespace names the hostname, its address and the AWS fix', async () => {
     // A fresh loop: the return leg's entry (CLOSE after the client's RST) lasts only seconds.
     expect(await lab.connect(2000)).toBe('timeout');
-    const r = runCli(lab.node.name, [
-      'diagnose',
-      '--json',
-      '--cluster-file',
-      clusterFile,
-      '--node-name',
-      LAB.node1Name,
-    ]);
+    const r = diagnoseInNode();
     expect(r.status, r.stderr).toBe(1);
     const { findings } = JSON.parse(r.stdout) as { findings: Finding[] };
     const loop = findings.find((f) => f.mechanism === 'L4-loop' && f.severity === 'active');
@@ -166,14 +162,7 @@ describe.skipIf(!isRoot)('hostname-only LB in the loop lab (real DNS, real loop,
 
   it('`collect` in the node namespace writes the answers, and `diagnose --from` gives the same verdict as live', async () => {
     const diagnoseLive = (): Finding[] => {
-      const r = runCli(lab.node.name, [
-        'diagnose',
-        '--json',
-        '--cluster-file',
-        clusterFile,
-        '--node-name',
-        LAB.node1Name,
-      ]);
+      const r = diagnoseInNode();
       expect(r.status, r.stderr).toBe(1);
       return (JSON.parse(r.stdout) as { findings: Finding[] }).findings;
     };
@@ -290,14 +279,7 @@ describe.skipIf(!isRoot)('hostname-only LB in the loop lab (real DNS, real loop,
       let outcome = '';
       for (let i = 0; i < 3 && outcome !== 'connected server-pod'; i++) outcome = await lab.connect(2000);
       expect(outcome).toBe('connected server-pod');
-      const r = runCli(lab.node.name, [
-        'diagnose',
-        '--json',
-        '--cluster-file',
-        clusterFile,
-        '--node-name',
-        LAB.node1Name,
-      ]);
+      const r = diagnoseInNode();
       const { findings } = JSON.parse(r.stdout) as { findings: Finding[] };
       expect(findings.filter((f) => f.severity === 'active').map((f) => `${f.mechanism}: ${f.summary}`)).toEqual([]);
       expect(r.status, r.stderr).toBe(0);
