@@ -4,6 +4,7 @@ import { mayContain } from '../kernel/nat/lines.js';
 import type { NatRules } from '../kernel/nat/nat-rules.js';
 import { findOptions } from '../kernel/nat/rule-spec.js';
 import type { IptablesRule } from '../kernel/nat/types.js';
+import { flatCopy } from './own-text.js';
 
 /** How kube-proxy recognises pod traffic here (its "local traffic detector"). */
 export interface PodSelectors {
@@ -36,12 +37,12 @@ function podSelectorsOfRule(rule: IptablesRule): PodSelectors | undefined {
   return undefined;
 }
 
-/** Base-match `-s`/`-i` options of a rule that are not negated (or are, with negated=true). */
+/** Base-match `-s`/`-i` options of a rule that are not negated (or are, with negated=true), copied off the rule's line. */
 function sourceSelectors(rule: IptablesRule, negated: boolean): PodSelectors {
   const values = (name: string): string[] =>
     findOptions(rule.matches, name, '')
       .filter((o) => o.negated === negated)
-      .map((o) => o.values[0]!);
+      .map((o) => flatCopy(o.values[0]!));
   return { cidrs: values('-s'), interfaces: values('-i') };
 }
 
