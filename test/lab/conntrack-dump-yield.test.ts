@@ -26,13 +26,21 @@ describe.skipIf(!isRoot)('conntrack dump and the event loop', () => {
   it(`lets timers run during a dump of ${ENTRIES} entries`, async () => {
     let ticks = 0;
     let last = performance.now();
+    let lastCpu = process.cpuUsage();
     let maxGap = 0;
-    const timer = setInterval(() => {
+    let maxCpuGap = 0;
+    // CPU time between two ticks is the work done without a turn; wall time also counts the time a
+    // loaded box did not run this process at all.
+    const tick = (): void => {
       const now = performance.now();
+      const cpu = process.cpuUsage(lastCpu);
       maxGap = Math.max(maxGap, now - last);
+      maxCpuGap = Math.max(maxCpuGap, (cpu.user + cpu.system) / 1000);
       last = now;
+      lastCpu = process.cpuUsage();
       ticks++;
-    }, 1);
+    };
+    const timer = setInterval(tick, 1);
     let entries = 0;
     const t0 = performance.now();
     try {
@@ -40,11 +48,15 @@ describe.skipIf(!isRoot)('conntrack dump and the event loop', () => {
     } finally {
       clearInterval(timer);
     }
+    tick(); // the stretch from the last turn to the dump's end
     const ms = performance.now() - t0;
     expect(entries).toBeGreaterThanOrEqual(ENTRIES);
     // The dump takes hundreds of ms; timers ran all along it, each wait about one slice.
     expect(ms).toBeGreaterThan(10 * LOOP_SLICE_MS);
-    expect(ticks).toBeGreaterThan(ms / (10 * LOOP_SLICE_MS));
-    expect(maxGap, `longest wait of a 1 ms timer during a ${ms.toFixed(0)} ms dump`).toBeLessThan(10 * LOOP_SLICE_MS);
+    expect(ticks - 1).toBeGreaterThan(ms / (10 * LOOP_SLICE_MS));
+    expect(
+      maxCpuGap,
+      `most CPU ms between two turns of a 1 ms timer during a ${ms.toFixed(0)} ms dump (longest wait ${maxGap.toFixed(0)} ms)`,
+    ).toBeLessThan(10 * LOOP_SLICE_MS);
   });
 });
