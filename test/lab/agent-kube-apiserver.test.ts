@@ -277,11 +277,15 @@ describe.skipIf(!isRoot)('the agent as the DaemonSet runs it, against the real k
     expect(lines.filter((l) => l.msg === 'start-up pages: not all released')).toEqual([]);
     const released = lines.filter((l) => l.msg === 'start-up pages released');
     expect(released.map((l) => l.phase)).toEqual(['modules loaded', 'sources read', 'first sync']);
-    for (const l of released) {
-      expect(l.mappings).toBeGreaterThan(10); // node, libc, libstdc++, libbpf, the addon...
-      // Pages another process maps too stay (the kernel skips them), so only the direction is certain.
-      expect(l.rssFileMBAfter as number).toBeLessThan(l.rssFileMBBefore as number);
-    }
+    for (const l of released) expect(l.mappings).toBeGreaterThan(10); // node, libc, libstdc++, libbpf, the addon...
+    // Pages another process maps too stay (the kernel skips them), and the agent's other threads fault
+    // pages in meanwhile: with other agents running the same node, one phase may give nothing back.
+    const drops = released.map((l) => (l.rssFileMBBefore as number) - (l.rssFileMBAfter as number));
+    expect(Math.min(...drops), `RssFile given back per phase, MB: ${drops.join(', ')}`).toBeGreaterThan(-1);
+    expect(
+      drops.reduce((a, b) => a + b, 0),
+      `RssFile given back per phase, MB: ${drops.join(', ')}`,
+    ).toBeGreaterThan(0);
   });
 
   it('--metrics-auth kubernetes, decided by the real TokenReview and SubjectAccessReview', async () => {
