@@ -36,6 +36,8 @@ export interface AgentContainer {
   /** mountPath -> the volume behind it (hostPath path, or emptyDir). */
   mounts: { mountPath: string; hostPath?: string; emptyDir: boolean }[];
   resources: { limits: Record<string, string>; requests: Record<string, string> };
+  /** Failed liveness probes in a row before the kubelet restarts the container (Kubernetes' default 3). */
+  livenessFailureThreshold: number;
 }
 
 type Obj = Record<string, unknown>;
@@ -132,6 +134,7 @@ function readPodContainer(name: string, path: string, kind: string): AgentContai
       limits: (resources.limits ?? {}) as Record<string, string>,
       requests: (resources.requests ?? {}) as Record<string, string>,
     },
+    livenessFailureThreshold: Number(obj(c.livenessProbe ?? {}, 'livenessProbe').failureThreshold ?? 3),
   };
 }
 
