@@ -2,7 +2,8 @@
 // filters, and text, JSON or HTML output.
 import { byText } from '../compare.js';
 import { withCommand } from '../detect/fixes.js';
-import { compareFindings } from '../detect/index.js';
+import { compareFindings, SEVERITY_RANK } from '../detect/index.js';
+import { serviceOf } from '../detect/render.js';
 import { escapeHtml, findingHtml, htmlPage } from '../detect/render-html.js';
 import type { Finding, FixChange, FixCommand, Severity } from '../detect/types.js';
 import { printable } from '../printable.js';
@@ -38,9 +39,6 @@ export interface StatusRow {
   fixes: FixCommand[];
 }
 
-const RANK: Record<Severity, number> = { active: 0, risk: 1, info: 2 };
-const SEVERITIES = new Set<string>(['active', 'risk', 'info']);
-
 /** Reads one relay line into the status; a line of an unexpected shape is kept as malformed. */
 export function addStatusLine(st: ClusterStatus, text: string): void {
   if (!text.trim()) return;
@@ -74,7 +72,7 @@ function isFinding(line: Record<string, unknown>): boolean {
     typeof port.protocol === 'string' &&
     typeof line.mechanism === 'string' &&
     typeof line.severity === 'string' &&
-    SEVERITIES.has(line.severity) &&
+    Object.hasOwn(SEVERITY_RANK, line.severity) &&
     typeof line.summary === 'string' &&
     typeof line.remedy === 'string' &&
     Array.isArray(line.evidence) &&
@@ -112,15 +110,13 @@ function fixOf(value: unknown): FixCommand | undefined {
   return withCommand({ kind: x.kind, object, patch, effect: x.effect.slice(0, 1000) } as FixChange);
 }
 
-const svcOf = (f: Finding): string => `${f.service.namespace}/${f.service.name}`;
-
 export function filterStatus(status: ClusterStatus, filters: StatusFilters): ClusterStatus {
   const keep = (x: NodeFinding): boolean =>
     (filters.service === undefined ||
-      (filters.service.includes('/') ? svcOf(x) === filters.service : x.service.name === filters.service)) &&
+      (filters.service.includes('/') ? serviceOf(x) === filters.service : x.service.name === filters.service)) &&
     (filters.namespace === undefined || x.service.namespace === filters.namespace) &&
     (filters.node === undefined || x.node === filters.node) &&
-    (filters.severity === undefined || RANK[x.severity] <= RANK[filters.severity]);
+    (filters.severity === undefined || SEVERITY_RANK[x.severity] <= SEVERITY_RANK[filters.severity]);
   return {
     findings: status.findings.filter(keep).sort((a, b) => compareFindings(a, b) || byText(a.node, b.node)),
     nodes: status.nodes
@@ -134,9 +130,9 @@ export function filterStatus(status: ClusterStatus, filters: StatusFilters): Clu
 function statusRows(findings: NodeFinding[]): StatusRow[] {
   const rows = new Map<string, StatusRow>();
   for (const f of findings) {
-    const key = `${svcOf(f)} ${f.mechanism}`;
+    const key = `${serviceOf(f)} ${f.mechanism}`;
     const r = rows.get(key) ?? {
-      service: svcOf(f),
+      service: serviceOf(f),
       mechanism: f.mechanism,
       severity: f.severity,
       ports: [],
@@ -144,7 +140,7 @@ function statusRows(findings: NodeFinding[]): StatusRow[] {
       risk: [],
       fixes: [],
     };
-    if (RANK[f.severity] < RANK[r.severity]) r.severity = f.severity;
+    if (SEVERITY_RANK[f.severity] < SEVERITY_RANK[r.severity]) r.severity = f.severity;
     const port = `${f.port.protocol} ${f.port.port}`;
     if (!r.ports.includes(port)) r.ports.push(port);
     const list = f.severity === 'active' ? r.active : f.severity === 'risk' ? r.risk : undefined;
@@ -156,7 +152,7 @@ function statusRows(findings: NodeFinding[]): StatusRow[] {
   const byNodes = (r: StatusRow): number => r.active.length + r.risk.length;
   return [...rows.values()].sort(
     (a, b) =>
-      RANK[a.severity] - RANK[b.severity] ||
+      SEVERITY_RANK[a.severity] - SEVERITY_RANK[b.severity] ||
       byNodes(b) - byNodes(a) ||
       byText(a.service, b.service) ||
       byText(a.mechanism, b.mechanism),
@@ -257,7 +253,7 @@ export function renderStatusHtml(st: ClusterStatus, generatedAt: string): string
         `${notes.map((n) => `<li class="warn">${escapeHtml(n)}</li>`).join('')}</ul></section>`,
     );
   for (const svc of new Set(rows.map((r) => r.service))) {
-    const fs = st.findings.filter((f) => svcOf(f) === svc);
+    const fs = st.findings.filter((f) => serviceOf(f) === svc);
     const section = [`<section class="svc"><h2>Service ${escapeHtml(svc)}</h2>`];
     for (const n of [...new Set(fs.map((f) => f.node))].sort(byText))
       section.push(`<h3>node ${escapeHtml(n)}</h3>`, ...fs.filter((f) => f.node === n).map(findingHtml));
