@@ -5,7 +5,7 @@ import { ClusterFileError, loadClusterFile } from '../cluster/file.js';
 import { lbHostnamesOf, withLbHostnames } from '../cluster/lb-hostnames.js';
 import type { ClusterView } from '../cluster/types.js';
 import type { ClusterWatch } from '../cluster/watch.js';
-import { Diagnosis } from '../detect/index.js';
+import { Diagnosis, diagnose } from '../detect/index.js';
 import { diagnoseInputOf } from '../detect/input.js';
 import { type HtmlReportOptions, renderHtml } from '../detect/render-html.js';
 import type { DiagnoseResult } from '../detect/types.js';
@@ -117,13 +117,8 @@ export function runFromBundle(flags: DiagnoseFlags): { result: DiagnoseResult; n
     );
   }
   const nodeName = b.nodeName?.name ?? flags.nodeName ?? '(unknown node)';
-  const warnings = [...b.warnings];
-  const diag = new Diagnosis(diagnoseInputOf(b.node, b.cluster, warnings));
-  if (b.node.conntrack?.entries) {
-    for (const e of b.node.conntrack.entries) diag.add(e);
-    diag.conntrackSeen();
-  }
-  return { result: diag.finish(), nodeName };
+  const input = diagnoseInputOf(b.node, b.cluster, [...b.warnings]);
+  return { result: diagnose({ ...input, conntrack: b.node.conntrack?.entries }), nodeName };
 }
 
 /** Writes the HTML page of a diagnosis; a path that cannot be written is the user's to fix. */
