@@ -4,6 +4,7 @@ import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest, type RequestOptions } from 'node:https';
 import type { ApiTarget } from '../cluster/kube-config.js';
 import { errText } from '../errors.js';
+import { lineSplitter } from './evidence-lines.js';
 import { jsonMessage, TOKEN_HEADER } from './relay-common.js';
 
 export interface RelayTarget {
@@ -14,8 +15,6 @@ export interface RelayTarget {
 export class RelayError extends Error {
   override name = 'RelayError';
 }
-
-const MAX_LINE = 1 << 20;
 
 /** Streams the relay's answer line by line; resolves when it ends, rejects with what to fix. */
 export async function askRelay(
@@ -51,25 +50,25 @@ export async function askRelay(
       url,
       { ...opts, method: 'GET' },
       (res: IncomingMessage) => {
-        let rest = '';
-        res.setEncoding('utf8');
         if (res.statusCode !== 200) {
+          let body = '';
+          res.setEncoding('utf8');
           res.on('data', (d: string) => {
-            if (rest.length < 4096) rest += d;
+            if (body.length < 4096) body += d;
           });
-          res.on('end', () => reject(refusal(res.statusCode ?? 0, rest, t, where)));
+          res.on('end', () => reject(refusal(res.statusCode ?? 0, body, t, where)));
           return;
         }
-        res.on('data', (d: string) => {
-          rest += d;
-          for (let nl = rest.indexOf('\n'); nl >= 0; nl = rest.indexOf('\n')) {
-            onLine(rest.slice(0, nl));
-            rest = rest.slice(nl + 1);
+        const lines = lineSplitter(onLine);
+        res.on('data', (d: Buffer) => {
+          try {
+            lines.push(d);
+          } catch (e) {
+            req.destroy(e as Error);
           }
-          if (rest.length > MAX_LINE) req.destroy(new Error(`a line longer than ${MAX_LINE} bytes`));
         });
         res.on('end', () => {
-          if (rest) onLine(rest);
+          lines.flush();
           if (res.complete) resolve();
           else reject(new RelayError(`${where}: the answer was cut short`));
         });
