@@ -10,7 +10,7 @@ import { byText } from '../compare.js';
 import { errText } from '../errors.js';
 import { printable } from '../printable.js';
 import { type AgentPod, planNodes } from '../remote/agent-pods.js';
-import { evidenceLineOf, lineSplitter, parseEvidenceLine } from '../remote/evidence-lines.js';
+import { evidenceLineOf, jsonObject, lineSplitter, parseEvidenceLine } from '../remote/evidence-lines.js';
 import { type ExecTarget, execInPod, PodExecError } from '../remote/pod-exec.js';
 import { evidenceSearch, type RelayNodeResult, unreachableResult } from '../remote/relay.js';
 import { eachPod } from '../remote/relay-common.js';
@@ -270,15 +270,10 @@ type RelayLine =
 
 /** One line of the relay's answer, checked as the text form will read it; a malformed one says why. */
 function relayLine(text: string): RelayLine {
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch {
-    return { node: '?', error: `the relay sent a line that is not JSON: ${text.slice(0, 120)}` };
-  }
-  if (typeof value !== 'object' || value === null || Array.isArray(value))
-    return { node: '?', error: `the relay sent a line that is not an object: ${text.slice(0, 120)}` };
-  const { node, pod, ...rest } = value as Record<string, unknown>;
+  const value = jsonObject(text);
+  if (typeof value === 'string')
+    return { node: '?', error: `the relay sent a line that is ${value}: ${text.slice(0, 120)}` };
+  const { node, pod, ...rest } = value;
   const nodeName = typeof node === 'string' ? node : '?';
   const podName = typeof pod === 'string' ? { pod } : {};
   if (rest.type === 'summary') {

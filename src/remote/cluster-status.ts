@@ -7,6 +7,7 @@ import { serviceOf } from '../detect/render.js';
 import { escapeHtml, findingHtml, htmlPage } from '../detect/render-html.js';
 import type { Finding, FixChange, FixCommand, Severity } from '../detect/types.js';
 import { printable } from '../printable.js';
+import { jsonObject } from './evidence-lines.js';
 import type { StatusNodeLine } from './status.js';
 
 /** A finding as one node reported it, each fix with its command. */
@@ -42,16 +43,8 @@ export interface StatusRow {
 /** Reads one relay line into the status; a line of an unexpected shape is kept as malformed. */
 export function addStatusLine(st: ClusterStatus, text: string): void {
   if (!text.trim()) return;
-  let v: unknown;
-  try {
-    v = JSON.parse(text);
-  } catch {
-    st.malformed.push(`not JSON: ${text.slice(0, 120)}`);
-    return;
-  }
-  if (typeof v !== 'object' || v === null || Array.isArray(v))
-    return void st.malformed.push(`not an object: ${text.slice(0, 120)}`);
-  const o = v as Record<string, unknown>;
+  const o = jsonObject(text);
+  if (typeof o === 'string') return void st.malformed.push(`${o}: ${text.slice(0, 120)}`);
   if (o.type === 'node' && typeof o.node === 'string' && (o.status === 'ok' || o.status === 'failed'))
     st.nodes.push(o as unknown as StatusNodeLine);
   else if (o.type === 'finding' && isFinding(o)) {

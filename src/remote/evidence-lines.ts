@@ -46,6 +46,19 @@ export function lineSplitter(onLine: (line: string) => void): LineSplitter {
   };
 }
 
+/** A relay's or agent's line as a JSON object, or what else it is. */
+export function jsonObject(text: string): Record<string, unknown> | 'not JSON' | 'not an object' {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return 'not JSON';
+  }
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+    ? (value as Record<string, unknown>)
+    : 'not an object';
+}
+
 const isStr = (v: unknown): boolean => typeof v === 'string';
 const isObj = (v: unknown): boolean => typeof v === 'object' && v !== null;
 const arrOf = (v: unknown, each: (x: unknown) => boolean): boolean => Array.isArray(v) && v.every(each);

@@ -3,6 +3,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AuthnResult } from '../agent/kube-authorizer.js';
 import type { AgentPod } from './agent-pods.js';
+import { jsonObject } from './evidence-lines.js';
 import { type AgentSink, type AgentsOptions, fanOutRoute, ndjson, readAgent } from './relay-common.js';
 
 export interface StatusRelayOptions extends AgentsOptions {
@@ -72,14 +73,8 @@ export async function askFindings(
     maxBytes: options.maxAnswerBytes,
     notFound: ' (an agent older than /findings: upgrade the DaemonSet)',
     line: (text, send) => {
-      let l: unknown;
-      try {
-        l = JSON.parse(text);
-      } catch {
-        return `the agent sent a line that is not JSON: ${text.slice(0, 120)}`;
-      }
-      if (typeof l !== 'object' || l === null || Array.isArray(l)) return 'the agent sent a line that is not an object';
-      const r = l as Record<string, unknown>;
+      const r = jsonObject(text);
+      if (typeof r === 'string') return `the agent sent a line that is ${r}: ${text.slice(0, 120)}`;
       if (r.type === 'finding') {
         sent++;
         send({ ...r, type: 'finding', node: pod.node, pod: pod.name });
