@@ -15,7 +15,7 @@ import { createMetricsServer, type MetricsServerOptions } from '../export/server
 import { parseListen } from '../http-limits.js';
 import { createLogger, type Logger } from '../log.js';
 import { netnsPath } from '../netns-path.js';
-import { failing, UserError } from './errors.js';
+import { failing, intFlag, UserError } from './errors.js';
 
 export const DEFAULT_EVIDENCE_SOCKET = '/run/clbprobe/evidence.sock';
 const VERSION = process.env.npm_package_version ?? '0.1.0';
@@ -46,13 +46,6 @@ export interface AgentFlags {
   evidenceRelayUser: string;
 }
 
-function positiveInt(text: string, flag: string): number {
-  const n = Number(text);
-  if (!Number.isInteger(n) || n <= 0)
-    throw new UserError(`${flag}: expected a positive integer, not ${JSON.stringify(text)}`);
-  return n;
-}
-
 const SECONDS_PER_UNIT: Record<string, number> = { s: 1, m: 60, h: 3600 };
 
 /** "60", "60s", "5m", "1h" → seconds. */
@@ -78,7 +71,7 @@ export function agentOptions(flags: AgentFlags, log: Logger): AgentOptions {
     resyncIntervalS: parseSeconds(flags.resyncInterval, '--resync-interval'),
     conntrackResyncIntervalS: parseSeconds(flags.conntrackResyncInterval, '--conntrack-resync-interval'),
     conntrackKernelFilter: flags.conntrackFilter === 'kernel',
-    dnsLookup: { resolvConf: flags.resolvConf, maxNames: positiveInt(flags.dnsMaxNames, '--dns-max-names') },
+    dnsLookup: { resolvConf: flags.resolvConf, maxNames: intFlag(flags.dnsMaxNames, '--dns-max-names') },
   };
 }
 
@@ -97,7 +90,7 @@ async function run(flags: AgentFlags): Promise<void> {
   const options = agentOptions(flags, log);
   const agent = new Agent({ ...options, onStartupPhase: releaseStartupPages });
   const registry = createAgentRegistry(() => agent.metricsState(), {
-    maxServicePorts: positiveInt(flags.maxServicePorts, '--max-service-ports'),
+    maxServicePorts: intFlag(flags.maxServicePorts, '--max-service-ports'),
     idleMs: parseSeconds(flags.seriesIdleTimeout, '--series-idle-timeout') * 1000,
     processMetrics: true,
   });

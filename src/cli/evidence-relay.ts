@@ -7,7 +7,7 @@ import { errText } from '../errors.js';
 import { DEFAULT_SERVER_LIMITS, limitConnections, parseListen } from '../http-limits.js';
 import { createLogger } from '../log.js';
 import type { PodFields } from '../remote/agent-pods.js';
-import { failing, UserError } from './errors.js';
+import { failing, intFlag, UserError } from './errors.js';
 import { AGENT_DEFAULTS } from './evidence.js';
 
 interface RelayFlags {
@@ -26,13 +26,6 @@ interface RelayFlags {
   serviceAccount: string;
   logLevel: string;
 }
-
-const int = (text: string, flag: string, max: number): number => {
-  const n = Number(text);
-  if (!Number.isInteger(n) || n < 1 || n > max)
-    throw new UserError(`${flag}: expected 1-${max}, not ${JSON.stringify(text)}`);
-  return n;
-};
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -85,12 +78,12 @@ async function run(f: RelayFlags): Promise<void> {
         toAgentPod(p as PodFields, f.container),
       ),
     container: f.container,
-    agentPort: int(f.agentPort, '--agent-port', 65535),
-    concurrency: int(f.concurrency, '--concurrency', 100),
-    maxRequests: int(f.maxRequests, '--max-requests', 1000),
-    maxRequestsPerCaller: int(f.maxRequestsPerCaller, '--max-requests-per-caller', 1000),
+    agentPort: intFlag(f.agentPort, '--agent-port', 65535),
+    concurrency: intFlag(f.concurrency, '--concurrency', 100),
+    maxRequests: intFlag(f.maxRequests, '--max-requests', 1000),
+    maxRequestsPerCaller: intFlag(f.maxRequestsPerCaller, '--max-requests-per-caller', 1000),
     nodeToken: (node: string) => nodeTokens.forNode(node),
-    agentTimeoutMs: int(f.statusTimeout, '--status-timeout', 300) * 1000,
+    agentTimeoutMs: intFlag(f.statusTimeout, '--status-timeout', 300) * 1000,
     maxAnswerBytes: 16 << 20,
   };
   const route = relayRoute({
@@ -113,7 +106,7 @@ async function run(f: RelayFlags): Promise<void> {
   let stopEvents = (): void => undefined;
   if (f.recordEvents === 'on') {
     const { EventRecorder, eventCreator } = await import('../remote/events.js');
-    const intervalMs = int(f.eventsInterval, '--events-interval', 3600) * 1000;
+    const intervalMs = intFlag(f.eventsInterval, '--events-interval', 3600) * 1000;
     const recorder = new EventRecorder({
       ...agents,
       create: eventCreator(target, process.env.POD_NAME ?? hostname()),

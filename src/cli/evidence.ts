@@ -7,7 +7,7 @@ import { type EvidenceRequest, parseServiceRef, type ServiceAddresses } from '..
 import type { CaptureResult } from '../capture/pcap-capture.js';
 import { EvidenceLineError, lineSplitter, parseEvidenceLine } from '../remote/evidence-lines.js';
 import { DEFAULT_EVIDENCE_SOCKET, parseSeconds } from './agent.js';
-import { failing, UserError } from './errors.js';
+import { failing, intFlag, UserError } from './errors.js';
 import { textLine } from './evidence-text.js';
 
 interface EvidenceFlags {
@@ -72,9 +72,7 @@ function pcapFilter(addresses: ServiceAddresses): string {
 }
 
 async function runAllNodes(flags: EvidenceFlags): Promise<number> {
-  const concurrency = Number(flags.concurrency);
-  if (!Number.isInteger(concurrency) || concurrency < 1)
-    throw new UserError(`--concurrency: expected a positive integer, not ${JSON.stringify(flags.concurrency)}`);
+  const concurrency = intFlag(flags.concurrency, '--concurrency');
   const watchS = flags.watch ? parseSeconds(flags.watch, '--watch') : flags.pcap ? 30 : 0;
   const { runAllNodes: fanOut } = await import('./evidence-remote.js');
   return fanOut({
@@ -158,12 +156,7 @@ async function run(flags: EvidenceFlags): Promise<void> {
 }
 
 /** --pcap-max in MiB; the default stays well under the agent pod's 256Mi /tmp, whose filling would evict the agent. */
-function pcapMaxMiB(flags: EvidenceFlags): number {
-  const n = Number(flags.pcapMax);
-  if (!Number.isInteger(n) || n < 1 || n > 4096)
-    throw new UserError(`--pcap-max: expected MiB between 1 and 4096, not ${JSON.stringify(flags.pcapMax)}`);
-  return n;
-}
+const pcapMaxMiB = (flags: EvidenceFlags): number => intFlag(flags.pcapMax, '--pcap-max', 4096, 'MiB');
 
 /** Usage checks common to both modes; throws UserError (exit 2). */
 function checkFlags(flags: EvidenceFlags, cmd: Command): void {
