@@ -2,6 +2,7 @@
 // /healthz under the agent's connection limits, so idle sockets cannot lock on-call out.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { hostname } from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { type Command, Option } from 'commander';
 import { errText } from '../errors.js';
 import { DEFAULT_SERVER_LIMITS, limitConnections, parseListen } from '../http-limits.js';
@@ -103,7 +104,7 @@ async function run(f: RelayFlags): Promise<void> {
     ...agents,
   });
   const server = relayServer(route, status);
-  let stopEvents = (): void => undefined;
+  const events = new AbortController();
   if (f.recordEvents === 'on') {
     const { EventRecorder, eventCreator } = await import('../remote/events.js');
     const intervalMs = intFlag(f.eventsInterval, '--events-interval', 3600) * 1000;
@@ -115,22 +116,14 @@ async function run(f: RelayFlags): Promise<void> {
       burst: 60,
       log,
     });
-    let timer: NodeJS.Timeout | undefined;
-    let stopped = false;
-    // One round at a time: the next starts an interval after the last ends.
-    const round = (): void => {
-      recorder
-        .poll()
-        .catch((e: unknown) => log.warn({ err: errText(e) }, 'events: round failed'))
-        .finally(() => {
-          if (!stopped) timer = setTimeout(round, intervalMs);
-        });
+    // One round at a time: the next starts an interval after the last ends, until the wait is aborted.
+    const rounds = async (): Promise<never> => {
+      for (;;) {
+        await sleep(intervalMs, undefined, { signal: events.signal });
+        await recorder.poll().catch((e: unknown) => log.warn({ err: errText(e) }, 'events: round failed'));
+      }
     };
-    timer = setTimeout(round, intervalMs);
-    stopEvents = () => {
-      stopped = true;
-      clearTimeout(timer);
-    };
+    rounds().catch(() => undefined);
   }
   await new Promise<void>((resolve, reject) => {
     server.once('error', (e) => reject(new UserError(`--listen ${f.listen}: ${e.message}`)));
@@ -138,7 +131,7 @@ async function run(f: RelayFlags): Promise<void> {
   });
   log.info({ listen: f.listen, agents: `${f.agentNamespace}/${f.agentSelector}` }, 'evidence relay listening');
   const stop = () => {
-    stopEvents();
+    events.abort();
     server.close(() => process.exit(0));
   };
   process.on('SIGTERM', stop);
