@@ -1,6 +1,7 @@
 // The diagnosis runner the CLI's `diagnose` (loaded only when it runs) and the demo share:
 // reads this node (or a bundle), streams conntrack through the correlator, gives the findings.
 import { writeFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { ClusterFileError, loadClusterFile } from '../cluster/file.js';
 import { lbHostnamesOf, withLbHostnames } from '../cluster/lb-hostnames.js';
 import type { ClusterView } from '../cluster/types.js';
@@ -48,25 +49,17 @@ async function loadCluster(flags: DiagnoseFlags, nodeName: string): Promise<Clus
     throw new UserError(`diagnose: no cluster source: ${errText(e)}`);
   }
   const timeoutS = Number(flags.apiTimeout ?? 20);
-  let timer: NodeJS.Timeout | undefined;
+  const synced = new AbortController();
+  const late = async (): Promise<never> => {
+    await sleep(timeoutS * 1000, undefined, { signal: synced.signal });
+    const reason = watch.status().reason ?? '';
+    throw new UserError(`diagnose: the Kubernetes API did not answer within ${timeoutS} s: ${reason}`);
+  };
   try {
     watch.start();
-    return await Promise.race([
-      watch.synced(),
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(
-          () =>
-            reject(
-              new UserError(
-                `diagnose: the Kubernetes API did not answer within ${timeoutS} s: ${watch.status().reason ?? ''}`,
-              ),
-            ),
-          timeoutS * 1000,
-        );
-      }),
-    ]);
+    return await Promise.race([watch.synced(), late()]);
   } finally {
-    clearTimeout(timer);
+    synced.abort();
     await watch.stop();
   }
 }
