@@ -46,6 +46,27 @@ export function lineSplitter(onLine: (line: string) => void): LineSplitter {
   };
 }
 
+/** One agent's evidence answer as it is read: its entries, whether it ended, and the errors it reported. */
+export class EvidenceTally {
+  entries = 0;
+  ended = false;
+  readonly errors: string[] = [];
+
+  /** The line as an EvidenceLine, counted; undefined, its error kept, when it is none. */
+  read(text: string): EvidenceLine | undefined {
+    try {
+      const l = parseEvidenceLine(text);
+      if (l.type === 'entry') this.entries++;
+      if (l.type === 'end') this.ended = true;
+      if (l.type === 'error') this.errors.push(l.message);
+      return l;
+    } catch (e) {
+      this.errors.push((e as Error).message);
+      return undefined;
+    }
+  }
+}
+
 /** A relay's or agent's line as a JSON object, or what else it is. */
 export function jsonObject(text: string): Record<string, unknown> | 'not JSON' | 'not an object' {
   let value: unknown;
