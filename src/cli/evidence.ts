@@ -71,9 +71,8 @@ function pcapFilter(addresses: ServiceAddresses): string {
   return parts.length ? parts.join(' or ') : 'ip proto 255';
 }
 
-async function runAllNodes(flags: EvidenceFlags): Promise<number> {
+async function runAllNodes(flags: EvidenceFlags, watchS: number): Promise<number> {
   const concurrency = intFlag(flags.concurrency, '--concurrency');
-  const watchS = flags.watch ? parseSeconds(flags.watch, '--watch') : flags.pcap ? 30 : 0;
   const { runAllNodes: fanOut } = await import('./evidence-remote.js');
   return fanOut({
     service: flags.service,
@@ -95,8 +94,7 @@ async function runAllNodes(flags: EvidenceFlags): Promise<number> {
   });
 }
 
-async function run(flags: EvidenceFlags): Promise<void> {
-  const watchS = flags.watch ? parseSeconds(flags.watch, '--watch') : flags.pcap ? 30 : 0;
+async function run(flags: EvidenceFlags, watchS: number): Promise<void> {
   const req: EvidenceRequest = {
     service: flags.service,
     ...(flags.port ? { port: Number(flags.port) } : {}),
@@ -234,8 +232,9 @@ Examples:
     .action(
       failing(async (flags: EvidenceFlags, cmd: Command) => {
         checkFlags(flags, cmd);
-        if (!flags.allNodes) return await run(flags);
-        const code = await runAllNodes(flags);
+        const watchS = flags.watch ? parseSeconds(flags.watch, '--watch') : flags.pcap ? 30 : 0;
+        if (!flags.allNodes) return await run(flags, watchS);
+        const code = await runAllNodes(flags, watchS);
         // Exit now: sockets the API client keeps alive must not hold the command open.
         process.stdout.write('', () => process.exit(code));
       }),
