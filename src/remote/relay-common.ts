@@ -93,7 +93,6 @@ export interface AgentsOptions {
   nodeToken: (node: string) => Promise<string>;
 }
 
-/** A node's outcome in a route's answer. */
 export interface NodeOutcome {
   node: string;
   status: 'ok' | 'failed';
@@ -182,7 +181,6 @@ export class LineBudget {
 
 /** How to read one agent's answer. */
 export interface AgentRequest {
-  /** The path and query asked. */
   path: string;
   /** The user the relay asks for (ON_BEHALF_OF_HEADER); none: it asks as itself. */
   user?: string;
