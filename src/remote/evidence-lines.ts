@@ -80,6 +80,13 @@ export function jsonObject(text: string): Record<string, unknown> | 'not JSON' |
     : 'not an object';
 }
 
+/** The message of an error line or Status body, else the body itself; at most 300 characters. */
+export function refusalText(body: string): string {
+  const line = jsonObject(body.split('\n')[0] ?? '');
+  const message = typeof line === 'object' && typeof line.message === 'string' ? line.message : undefined;
+  return message !== undefined ? message.slice(0, 300) : body.trim().slice(0, 300) || '(empty answer)';
+}
+
 const isStr = (v: unknown): boolean => typeof v === 'string';
 const isObj = (v: unknown): boolean => typeof v === 'object' && v !== null;
 const arrOf = (v: unknown, each: (x: unknown) => boolean): boolean => Array.isArray(v) && v.every(each);

@@ -4,8 +4,8 @@ import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest, type RequestOptions } from 'node:https';
 import type { ApiTarget } from '../cluster/kube-config.js';
 import { errText } from '../errors.js';
-import { lineSplitter } from './evidence-lines.js';
-import { jsonMessage, TOKEN_HEADER } from './relay-common.js';
+import { lineSplitter, refusalText } from './evidence-lines.js';
+import { TOKEN_HEADER } from './relay-common.js';
 
 export interface RelayTarget {
   namespace: string;
@@ -83,7 +83,7 @@ export async function askRelay(
 
 /** An error answer from the API server (a Status) or from the relay (an error line), in words that say what to fix. */
 function refusal(code: number, body: string, t: RelayTarget, where: string): RelayError {
-  const msg = jsonMessage(body) ?? (body.trim().slice(0, 300) || '(empty answer)');
+  const msg = refusalText(body);
   if (code === 403 && msg.includes('services/proxy')) {
     return new RelayError(
       `403 Forbidden: ${msg} (needs RBAC verb "get" on "services/proxy" named ` +

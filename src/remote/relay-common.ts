@@ -6,6 +6,7 @@ import type { UserInfo } from '../cluster/access-review.js';
 import { byText } from '../compare.js';
 import { errText } from '../errors.js';
 import { type AgentPod, planNodes, type Unreachable } from './agent-pods.js';
+import { refusalText } from './evidence-lines.js';
 
 /** The header that carries the caller's "Bearer TOKEN" through the API server's proxy. */
 export const TOKEN_HEADER = 'x-clbprobe-authorization';
@@ -13,22 +14,6 @@ export const TOKEN_HEADER = 'x-clbprobe-authorization';
 export const MAX_REFUSAL = 4096;
 
 export const ndjson = (o: object): string => `${JSON.stringify(o)}\n`;
-
-/** The message of an error line or Status body (its first line), if it is one. */
-export function jsonMessage(body: string): string | undefined {
-  try {
-    const m = (JSON.parse(body.split('\n')[0] ?? '') as { message?: unknown }).message;
-    return typeof m === 'string' ? m : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-/** The message of an error line or Status body, else the body itself; at most 300 characters. */
-export function refusalText(body: string): string {
-  const message = jsonMessage(body);
-  return message !== undefined ? message.slice(0, 300) : body.trim().slice(0, 300) || '(empty answer)';
-}
 
 /** A route's requests answered at once, overall and per caller. */
 export class RequestLimits {
