@@ -7,7 +7,7 @@ import { serviceOf } from '../detect/render.js';
 import { escapeHtml, findingHtml, htmlPage } from '../detect/render-html.js';
 import type { Finding, FixChange, FixCommand, Severity } from '../detect/types.js';
 import { printable } from '../printable.js';
-import { jsonObject } from './evidence-lines.js';
+import { asObject, jsonObject } from './evidence-lines.js';
 import type { StatusNodeLine } from './status.js';
 
 /** A finding as one node reported it, each fix with its command. */
@@ -75,11 +75,9 @@ function isFinding(line: Record<string, unknown>): boolean {
 
 /** A fix as data with the command built here, since a person runs it and an agent's text is never trusted. */
 function fixOf(value: unknown): FixCommand | undefined {
-  const rec = (o: unknown): Record<string, unknown> | undefined =>
-    typeof o === 'object' && o !== null && !Array.isArray(o) ? (o as Record<string, unknown>) : undefined;
-  const x = rec(value);
-  const obj = rec(x?.object);
-  const patch = rec(x?.patch);
+  const x = asObject(value);
+  const obj = asObject(x?.object);
+  const patch = asObject(x?.patch);
   const name = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
   if (
     !x ||

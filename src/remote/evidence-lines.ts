@@ -67,6 +67,10 @@ export class EvidenceTally {
   }
 }
 
+/** The value if it is a JSON object (not null, not an array). */
+export const asObject = (v: unknown): Record<string, unknown> | undefined =>
+  typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
+
 /** A relay's or agent's line as a JSON object, or what else it is. */
 export function jsonObject(text: string): Record<string, unknown> | 'not JSON' | 'not an object' {
   let value: unknown;
@@ -75,9 +79,7 @@ export function jsonObject(text: string): Record<string, unknown> | 'not JSON' |
   } catch {
     return 'not JSON';
   }
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
-    ? (value as Record<string, unknown>)
-    : 'not an object';
+  return asObject(value) ?? 'not an object';
 }
 
 /** The message of an error line or Status body, else the body itself; at most 300 characters. */
