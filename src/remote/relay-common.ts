@@ -80,7 +80,9 @@ export interface AgentsOptions {
 
 export interface NodeOutcome {
   node: string;
+  pod?: string;
   status: 'ok' | 'failed';
+  error?: string;
 }
 
 /** What one route asks every agent, once the caller's request is read. */

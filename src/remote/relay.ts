@@ -6,7 +6,7 @@ import { type CheckAccess, type EvidenceQuery, parseEvidenceQuery } from '../age
 import type { UserInfo } from '../cluster/access-review.js';
 import type { AgentPod, Unreachable } from './agent-pods.js';
 import { EvidenceTally } from './evidence-lines.js';
-import { type AgentsOptions, fanOutRoute, LineBudget, ndjson, readAgent } from './relay-common.js';
+import { type AgentsOptions, fanOutRoute, LineBudget, type NodeOutcome, ndjson, readAgent } from './relay-common.js';
 
 export { TOKEN_HEADER } from './relay-common.js';
 
@@ -17,12 +17,8 @@ export interface RelayOptions extends AgentsOptions {
 }
 
 /** One node's outcome, as the summary reports it. */
-export interface RelayNodeResult {
-  node: string;
-  pod?: string;
-  status: 'ok' | 'failed';
+export interface RelayNodeResult extends NodeOutcome {
   entries: number;
-  error?: string;
 }
 
 /** Longest line an agent may send (an entry is ~500 bytes; a Service line lists its endpoints). */

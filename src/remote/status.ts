@@ -4,7 +4,14 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AuthnResult } from '../agent/kube-authorizer.js';
 import type { AgentPod } from './agent-pods.js';
 import { jsonObject } from './evidence-lines.js';
-import { type AgentSink, type AgentsOptions, fanOutRoute, ndjson, readAgent } from './relay-common.js';
+import {
+  type AgentSink,
+  type AgentsOptions,
+  fanOutRoute,
+  type NodeOutcome,
+  ndjson,
+  readAgent,
+} from './relay-common.js';
 
 export interface StatusRelayOptions extends AgentsOptions {
   /** TokenReview of the caller's token (the API server's own audience). */
@@ -17,11 +24,8 @@ export interface StatusRelayOptions extends AgentsOptions {
 /** A finding line with evidence is a few KB; a line past this is not an agent's. */
 const MAX_LINE = 256 * 1024;
 
-export interface StatusNodeLine {
+export interface StatusNodeLine extends NodeOutcome {
   type: 'node';
-  node: string;
-  pod?: string;
-  status: 'ok' | 'failed';
   version?: string;
   findings: number;
   /** Findings left out by the agent's cap. */
@@ -29,7 +33,6 @@ export interface StatusNodeLine {
   /** Services whose access the agent could not check, and the first reason. */
   unchecked?: number;
   uncheckedReason?: string;
-  error?: string;
 }
 
 export function statusRoute(options: StatusRelayOptions): (req: IncomingMessage, res: ServerResponse) => void {
