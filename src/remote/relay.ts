@@ -45,12 +45,7 @@ export function relayRoute(options: RelayOptions): (req: IncomingMessage, res: S
       unreachable: unreachableResult,
       lineOf: (r) => ({ node: r.node, ...(r.pod ? { pod: r.pod } : {}), type: 'error', message: r.error }),
       ask: (pod, user, res) => askAgent(options, q, pod, user, res, budget),
-      summary: (results, answered) => ({
-        type: 'summary',
-        answered,
-        failed: results.length - answered,
-        nodes: results,
-      }),
+      summary: (nodes, answered) => ({ type: 'summary', answered, failed: nodes.length - answered, nodes }),
     };
   });
 }
