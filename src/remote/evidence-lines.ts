@@ -1,4 +1,5 @@
-// Evidence answer lines from a byte stream; a line past MAX_EVIDENCE_LINE means the peer is no agent, so reading stops.
+// The lines agents and the relay answer with, split from a byte stream and checked; a line past MAX_EVIDENCE_LINE
+// means the peer is no agent, so reading stops.
 import type { EvidenceLine } from '../agent/evidence.js';
 
 const MAX_EVIDENCE_LINE = 1 << 20;
