@@ -22,7 +22,6 @@ export interface CaptureResult {
   file: string;
   packets: number;
   bytes: number;
-  /** Why the capture ended. */
   stoppedBy: 'time' | 'size' | 'signal' | 'error';
   /** With stoppedBy 'error': why the capture could not go on (e.g. its interface was deleted). */
   error?: string;

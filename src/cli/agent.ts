@@ -15,7 +15,7 @@ import { createMetricsServer, type MetricsServerOptions } from '../export/server
 import { parseListen } from '../http-limits.js';
 import { createLogger, type Logger } from '../log.js';
 import { netnsPath } from '../netns-path.js';
-import { failing, UserError } from './errors.js';
+import { failing, intFlag, UserError } from './errors.js';
 
 export const DEFAULT_EVIDENCE_SOCKET = '/run/clbprobe/evidence.sock';
 const VERSION = process.env.npm_package_version ?? '0.1.0';
@@ -46,13 +46,6 @@ export interface AgentFlags {
   evidenceRelayUser: string;
 }
 
-function positiveInt(text: string, flag: string): number {
-  const n = Number(text);
-  if (!Number.isInteger(n) || n <= 0)
-    throw new UserError(`${flag}: expected a positive integer, not ${JSON.stringify(text)}`);
-  return n;
-}
-
 const SECONDS_PER_UNIT: Record<string, number> = { s: 1, m: 60, h: 3600 };
 
 /** "60", "60s", "5m", "1h" → seconds. */
@@ -78,7 +71,7 @@ export function agentOptions(flags: AgentFlags, log: Logger): AgentOptions {
     resyncIntervalS: parseSeconds(flags.resyncInterval, '--resync-interval'),
     conntrackResyncIntervalS: parseSeconds(flags.conntrackResyncInterval, '--conntrack-resync-interval'),
     conntrackKernelFilter: flags.conntrackFilter === 'kernel',
-    dnsLookup: { resolvConf: flags.resolvConf, maxNames: positiveInt(flags.dnsMaxNames, '--dns-max-names') },
+    dnsLookup: { resolvConf: flags.resolvConf, maxNames: intFlag(flags.dnsMaxNames, '--dns-max-names') },
   };
 }
 
@@ -97,7 +90,7 @@ async function run(flags: AgentFlags): Promise<void> {
   const options = agentOptions(flags, log);
   const agent = new Agent({ ...options, onStartupPhase: releaseStartupPages });
   const registry = createAgentRegistry(() => agent.metricsState(), {
-    maxServicePorts: positiveInt(flags.maxServicePorts, '--max-service-ports'),
+    maxServicePorts: intFlag(flags.maxServicePorts, '--max-service-ports'),
     idleMs: parseSeconds(flags.seriesIdleTimeout, '--series-idle-timeout') * 1000,
     processMetrics: true,
   });
@@ -220,159 +213,106 @@ async function apiAuthorizer(
   }
 }
 
-/** An option its environment variable can set too, as the DaemonSet does. */
-function envOption(flags: string, help: string, env: string, value?: string): Option {
-  const option = new Option(flags, help).env(env);
-  return value === undefined ? option : option.default(value);
+/** The agent's options in --help order: flags, help, default, choices. */
+const OPTIONS: [flags: string, help: string, value?: string, choices?: readonly string[]][] = [
+  ['--node-name <name>', 'this node in the cluster view (default: hostname)'],
+  ['--listen <addr>', 'metrics address, host:port or :port', ':9811'],
+  ['--interface <ifname>', 'uplink to count on (default: the default-route interface)'],
+  ['--capture <backend>', 'packet counters', 'auto', ['ebpf', 'pcap', 'off', 'auto']],
+  [
+    '--tc-attach <mode>',
+    'how the eBPF counters hook the uplink: auto = TCX where the kernel has it (6.6+), else legacy tc cls_bpf ' +
+      'filters; tcx = TCX only, no cls_bpf fallback; tc forces the cls_bpf path that pre-6.6 kernels use ' +
+      '(e.g. to test that the preStop clean-up removes its filters)',
+    'auto',
+    TC_ATTACH_MODES,
+  ],
+  ['--kubeconfig <file>', 'watch the API with this kubeconfig (default in a pod: service account)'],
+  ['--cluster-file <file>', 'read Services/EndpointSlices/Nodes from a kubectl -o json file instead of the API'],
+  ['--log-level <level>', 'pino level', 'info'],
+  ['--resync-interval <dur>', 'full re-read of NAT, IPVS, addresses and the cluster file', '60s'],
+  [
+    '--conntrack-resync-interval <dur>',
+    'full conntrack re-dump; events and a re-dump after any event overflow keep the table exact meanwhile ' +
+      '(a dump costs ~1 s CPU per 300k entries)',
+    '10m',
+  ],
+  [
+    '--conntrack-filter <where>',
+    'where conntrack events that touch no LB Service are dropped: kernel (an eBPF socket filter; falls back ' +
+      'to user when it cannot load) or user',
+    'kernel',
+    ['kernel', 'user'],
+  ],
+  ['--evidence-socket <path>', 'Unix socket for `clbprobe evidence`', DEFAULT_EVIDENCE_SOCKET],
+  [
+    '--max-service-ports <n>',
+    'cap on the Service ports with per-Service series (those with findings first); the rest are counted in ' +
+      'clbprobe_series_dropped_total',
+    '300',
+  ],
+  [
+    '--series-idle-timeout <dur>',
+    'a Service port gets series once this node counts packets, conntrack entries or flows towards it, or has ' +
+      'a finding; they go after this long with nothing new',
+    '1h',
+  ],
+  [
+    '--metrics-auth <mode>',
+    'who may read /metrics: none, or kubernetes (a bearer token the API server accepts, whose user may "get" ' +
+      'the non-resource URL /metrics; /healthz and /readyz stay open)',
+    'none',
+    ['none', 'kubernetes'],
+  ],
+  [
+    '--resolv-conf <file>',
+    'resolver for hostname-only LB names (AWS NLB): in the DaemonSet (dnsPolicy ClusterFirstWithHostNet) ' +
+      "/etc/resolv.conf is the cluster DNS this node's pods use; with --netns NAME, " +
+      '/etc/netns/NAME/resolv.conf as `ip netns exec` binds it',
+    '/etc/resolv.conf',
+  ],
+  ['--dns-max-names <n>', 'hostname-only LB names looked up at most (the rest are reported as not looked up)', '256'],
+  [
+    '--no-release-startup-pages',
+    'keep the pages of node and its libraries that only start-up read; by default they go back to the kernel ' +
+      '(madvise MADV_PAGEOUT) once the modules are loaded, when the sources are read and after the conntrack ' +
+      'dump, and what runs later is read back in',
+  ],
+  [
+    '--evidence-relay-user <user>',
+    "the evidence relay's user: the only caller of /evidence that may name the on-call user it asks for",
+    DEFAULT_RELAY_USER,
+  ],
+  ['--netns <name>', 'read the datapath of network namespace NAME or a path (tests); needs --interface for counters'],
+];
+
+/** The variable that sets an option, as the DaemonSet does: CLBPROBE_ and its name, but for these. */
+const ENV_NAMES = new Map([
+  ['--node-name', 'NODE_NAME'],
+  ['--kubeconfig', 'KUBECONFIG'],
+  ['--no-release-startup-pages', undefined],
+  ['--netns', undefined],
+]);
+
+function agentOption([flags, help, value, choices]: (typeof OPTIONS)[number]): Option {
+  const option = new Option(flags, help);
+  const name = flags.split(' ')[0]!;
+  const env = ENV_NAMES.has(name) ? ENV_NAMES.get(name) : `CLBPROBE_${name.slice(2).replace(/-/g, '_').toUpperCase()}`;
+  if (env) option.env(env);
+  if (value !== undefined) option.default(value);
+  return choices ? option.choices(choices) : option;
 }
 
 export function register(program: Command): void {
-  program
+  const command = program
     .command('agent')
     .description(
       'Run the node agent: per-Service Prometheus metrics of LB loopback (counters, conntrack, findings),\n' +
         '/healthz and /readyz, and live evidence on a Unix socket for `clbprobe evidence`. Needs root or\n' +
         'CAP_NET_ADMIN + CAP_BPF (+ CAP_NET_RAW for the pcap fallback).',
-    )
-    .addOption(envOption('--node-name <name>', 'this node in the cluster view (default: hostname)', 'NODE_NAME'))
-    .addOption(envOption('--listen <addr>', 'metrics address, host:port or :port', 'CLBPROBE_LISTEN', ':9811'))
-    .addOption(
-      envOption(
-        '--interface <ifname>',
-        'uplink to count on (default: the default-route interface)',
-        'CLBPROBE_INTERFACE',
-      ),
-    )
-    .addOption(
-      envOption('--capture <backend>', 'packet counters', 'CLBPROBE_CAPTURE', 'auto').choices([
-        'ebpf',
-        'pcap',
-        'off',
-        'auto',
-      ]),
-    )
-    .addOption(
-      envOption(
-        '--tc-attach <mode>',
-        'how the eBPF counters hook the uplink: auto = TCX where the kernel has it (6.6+), else legacy tc cls_bpf ' +
-          'filters; tcx = TCX only, no cls_bpf fallback; tc forces the cls_bpf path that pre-6.6 kernels use ' +
-          '(e.g. to test that the preStop clean-up removes its filters)',
-        'CLBPROBE_TC_ATTACH',
-        'auto',
-      ).choices(TC_ATTACH_MODES),
-    )
-    .addOption(
-      envOption(
-        '--kubeconfig <file>',
-        'watch the API with this kubeconfig (default in a pod: service account)',
-        'KUBECONFIG',
-      ),
-    )
-    .addOption(
-      envOption(
-        '--cluster-file <file>',
-        'read Services/EndpointSlices/Nodes from a kubectl -o json file instead of the API',
-        'CLBPROBE_CLUSTER_FILE',
-      ),
-    )
-    .addOption(envOption('--log-level <level>', 'pino level', 'CLBPROBE_LOG_LEVEL', 'info'))
-    .addOption(
-      envOption(
-        '--resync-interval <dur>',
-        'full re-read of NAT, IPVS, addresses and the cluster file',
-        'CLBPROBE_RESYNC_INTERVAL',
-        '60s',
-      ),
-    )
-    .addOption(
-      envOption(
-        '--conntrack-resync-interval <dur>',
-        'full conntrack re-dump; events and a re-dump after any event overflow keep the table exact meanwhile ' +
-          '(a dump costs ~1 s CPU per 300k entries)',
-        'CLBPROBE_CONNTRACK_RESYNC_INTERVAL',
-        '10m',
-      ),
-    )
-    .addOption(
-      envOption(
-        '--conntrack-filter <where>',
-        'where conntrack events that touch no LB Service are dropped: kernel (an eBPF socket filter; falls back ' +
-          'to user when it cannot load) or user',
-        'CLBPROBE_CONNTRACK_FILTER',
-        'kernel',
-      ).choices(['kernel', 'user']),
-    )
-    .addOption(
-      envOption(
-        '--evidence-socket <path>',
-        'Unix socket for `clbprobe evidence`',
-        'CLBPROBE_EVIDENCE_SOCKET',
-        DEFAULT_EVIDENCE_SOCKET,
-      ),
-    )
-    .addOption(
-      envOption(
-        '--max-service-ports <n>',
-        'cap on the Service ports with per-Service series (those with findings first); the rest are counted in ' +
-          'clbprobe_series_dropped_total',
-        'CLBPROBE_MAX_SERVICE_PORTS',
-        '300',
-      ),
-    )
-    .addOption(
-      envOption(
-        '--series-idle-timeout <dur>',
-        'a Service port gets series once this node counts packets, conntrack entries or flows towards it, or has ' +
-          'a finding; they go after this long with nothing new',
-        'CLBPROBE_SERIES_IDLE_TIMEOUT',
-        '1h',
-      ),
-    )
-    .addOption(
-      envOption(
-        '--metrics-auth <mode>',
-        'who may read /metrics: none, or kubernetes (a bearer token the API server accepts, whose user may "get" ' +
-          'the non-resource URL /metrics; /healthz and /readyz stay open)',
-        'CLBPROBE_METRICS_AUTH',
-        'none',
-      ).choices(['none', 'kubernetes']),
-    )
-    .addOption(
-      envOption(
-        '--resolv-conf <file>',
-        'resolver for hostname-only LB names (AWS NLB): in the DaemonSet (dnsPolicy ClusterFirstWithHostNet) ' +
-          "/etc/resolv.conf is the cluster DNS this node's pods use; with --netns NAME, " +
-          '/etc/netns/NAME/resolv.conf as `ip netns exec` binds it',
-        'CLBPROBE_RESOLV_CONF',
-        '/etc/resolv.conf',
-      ),
-    )
-    .addOption(
-      envOption(
-        '--dns-max-names <n>',
-        'hostname-only LB names looked up at most (the rest are reported as not looked up)',
-        'CLBPROBE_DNS_MAX_NAMES',
-        '256',
-      ),
-    )
-    .option(
-      '--no-release-startup-pages',
-      'keep the pages of node and its libraries that only start-up read; by default they go back to the kernel ' +
-        '(madvise MADV_PAGEOUT) once the modules are loaded, when the sources are read and after the conntrack ' +
-        'dump, and what runs later is read back in',
-    )
-    .addOption(
-      envOption(
-        '--evidence-relay-user <user>',
-        "the evidence relay's user: the only caller of /evidence that may name the on-call user it asks for",
-        'CLBPROBE_EVIDENCE_RELAY_USER',
-        DEFAULT_RELAY_USER,
-      ),
-    )
-    .option(
-      '--netns <name>',
-      'read the datapath of network namespace NAME or a path (tests); needs --interface for counters',
-    )
+    );
+  for (const o of OPTIONS) command.addOption(agentOption(o));
+  command
     .addHelpText(
       'after',
       [

@@ -11,6 +11,14 @@ export function fail(error: unknown): never {
   process.exit(error instanceof UserError ? error.exitCode : EXIT_ERROR);
 }
 
+/** A flag's whole number from 1 to `max`; a UserError naming the flag otherwise. */
+export function intFlag(text: string, flag: string, max?: number, unit?: string): number {
+  const n = Number(text);
+  if (Number.isInteger(n) && n >= 1 && n <= (max ?? Number.POSITIVE_INFINITY)) return n;
+  const want = max === undefined ? 'a positive integer' : `1-${max}${unit ? ` ${unit}` : ''}`;
+  throw new UserError(`${flag}: expected ${want}, not ${JSON.stringify(text)}`);
+}
+
 /** A command's action that fails as `fail` does. */
 export function failing<A extends unknown[]>(action: (...args: A) => Promise<unknown>): (...args: A) => Promise<void> {
   return async (...args) => {

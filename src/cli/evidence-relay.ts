@@ -2,12 +2,13 @@
 // /healthz under the agent's connection limits, so idle sockets cannot lock on-call out.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { hostname } from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { type Command, Option } from 'commander';
 import { errText } from '../errors.js';
 import { DEFAULT_SERVER_LIMITS, limitConnections, parseListen } from '../http-limits.js';
 import { createLogger } from '../log.js';
 import type { PodFields } from '../remote/agent-pods.js';
-import { failing, UserError } from './errors.js';
+import { failing, intFlag, UserError } from './errors.js';
 import { AGENT_DEFAULTS } from './evidence.js';
 
 interface RelayFlags {
@@ -26,13 +27,6 @@ interface RelayFlags {
   serviceAccount: string;
   logLevel: string;
 }
-
-const int = (text: string, flag: string, max: number): number => {
-  const n = Number(text);
-  if (!Number.isInteger(n) || n < 1 || n > max)
-    throw new UserError(`${flag}: expected 1-${max}, not ${JSON.stringify(text)}`);
-  return n;
-};
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -85,12 +79,12 @@ async function run(f: RelayFlags): Promise<void> {
         toAgentPod(p as PodFields, f.container),
       ),
     container: f.container,
-    agentPort: int(f.agentPort, '--agent-port', 65535),
-    concurrency: int(f.concurrency, '--concurrency', 100),
-    maxRequests: int(f.maxRequests, '--max-requests', 1000),
-    maxRequestsPerCaller: int(f.maxRequestsPerCaller, '--max-requests-per-caller', 1000),
+    agentPort: intFlag(f.agentPort, '--agent-port', 65535),
+    concurrency: intFlag(f.concurrency, '--concurrency', 100),
+    maxRequests: intFlag(f.maxRequests, '--max-requests', 1000),
+    maxRequestsPerCaller: intFlag(f.maxRequestsPerCaller, '--max-requests-per-caller', 1000),
     nodeToken: (node: string) => nodeTokens.forNode(node),
-    agentTimeoutMs: int(f.statusTimeout, '--status-timeout', 300) * 1000,
+    agentTimeoutMs: intFlag(f.statusTimeout, '--status-timeout', 300) * 1000,
     maxAnswerBytes: 16 << 20,
   };
   const route = relayRoute({
@@ -110,10 +104,10 @@ async function run(f: RelayFlags): Promise<void> {
     ...agents,
   });
   const server = relayServer(route, status);
-  let stopEvents = (): void => undefined;
+  const events = new AbortController();
   if (f.recordEvents === 'on') {
     const { EventRecorder, eventCreator } = await import('../remote/events.js');
-    const intervalMs = int(f.eventsInterval, '--events-interval', 3600) * 1000;
+    const intervalMs = intFlag(f.eventsInterval, '--events-interval', 3600) * 1000;
     const recorder = new EventRecorder({
       ...agents,
       create: eventCreator(target, process.env.POD_NAME ?? hostname()),
@@ -122,22 +116,14 @@ async function run(f: RelayFlags): Promise<void> {
       burst: 60,
       log,
     });
-    let timer: NodeJS.Timeout | undefined;
-    let stopped = false;
-    // One round at a time: the next starts an interval after the last ends.
-    const round = (): void => {
-      recorder
-        .poll()
-        .catch((e: unknown) => log.warn({ err: errText(e) }, 'events: round failed'))
-        .finally(() => {
-          if (!stopped) timer = setTimeout(round, intervalMs);
-        });
+    // One round at a time: the next starts an interval after the last ends, until the wait is aborted.
+    const rounds = async (): Promise<never> => {
+      for (;;) {
+        await sleep(intervalMs, undefined, { signal: events.signal });
+        await recorder.poll().catch((e: unknown) => log.warn({ err: errText(e) }, 'events: round failed'));
+      }
     };
-    timer = setTimeout(round, intervalMs);
-    stopEvents = () => {
-      stopped = true;
-      clearTimeout(timer);
-    };
+    rounds().catch(() => undefined);
   }
   await new Promise<void>((resolve, reject) => {
     server.once('error', (e) => reject(new UserError(`--listen ${f.listen}: ${e.message}`)));
@@ -145,7 +131,7 @@ async function run(f: RelayFlags): Promise<void> {
   });
   log.info({ listen: f.listen, agents: `${f.agentNamespace}/${f.agentSelector}` }, 'evidence relay listening');
   const stop = () => {
-    stopEvents();
+    events.abort();
     server.close(() => process.exit(0));
   };
   process.on('SIGTERM', stop);

@@ -10,7 +10,7 @@ import { byText } from '../compare.js';
 import { errText } from '../errors.js';
 import { printable } from '../printable.js';
 import { type AgentPod, planNodes } from '../remote/agent-pods.js';
-import { evidenceLineOf, lineSplitter, parseEvidenceLine } from '../remote/evidence-lines.js';
+import { EvidenceTally, evidenceLineOf, jsonObject, lineSplitter } from '../remote/evidence-lines.js';
 import { type ExecTarget, execInPod, PodExecError } from '../remote/pod-exec.js';
 import { evidenceSearch, type RelayNodeResult, unreachableResult } from '../remote/relay.js';
 import { eachPod } from '../remote/relay-common.js';
@@ -120,21 +120,10 @@ class Output {
 /** Asks one agent pod; never throws: failures become the node's result. */
 async function askNode(api: ApiTarget, o: AllNodesOptions, pod: AgentPod, out: Output): Promise<NodeResult> {
   const result: NodeResult = { node: pod.node, pod: pod.name, status: 'failed', entries: 0 };
-  const agentErrors: string[] = [];
-  let sawEnd = false;
+  const tally = new EvidenceTally();
   const stdout = lineSplitter((text) => {
-    if (!text.trim()) return;
-    let l: EvidenceLine;
-    try {
-      l = parseEvidenceLine(text);
-    } catch {
-      agentErrors.push(`unexpected output: ${text.slice(0, 200)}`);
-      return;
-    }
-    if (l.type === 'entry') result.entries++;
-    if (l.type === 'end') sawEnd = true;
-    if (l.type === 'error') agentErrors.push(l.message);
-    out.line(pod.node, pod.name, l);
+    const l = text.trim() ? tally.read(text) : undefined;
+    if (l) out.line(pod.node, pod.name, l);
   });
   let stderrTail = '';
   // The remote capture's report: "clbprobe: wrote N packets (B bytes, D dropped) to FILE".
@@ -148,7 +137,7 @@ async function askNode(api: ApiTarget, o: AllNodesOptions, pod: AgentPod, out: O
     try {
       lines.push(b);
     } catch (e) {
-      agentErrors.push(errText(e));
+      tally.errors.push(errText(e));
     }
   };
   const target = { namespace: o.namespace, pod: pod.name, container: o.container };
@@ -160,16 +149,17 @@ async function askNode(api: ApiTarget, o: AllNodesOptions, pod: AgentPod, out: O
     ran = true;
     stdout.flush();
     stderr.flush();
-    if (code === 0 && sawEnd && !agentErrors.length) result.status = 'ok';
+    if (code === 0 && tally.ended && !tally.errors.length) result.status = 'ok';
     // The remote CLI prints its reason on stderr ("clbprobe: ..."); the JSON error line says the same.
     else {
-      const reason = agentErrors[0] ?? (stderrTail.replace(/^clbprobe: /, '') || 'no evidence stream');
+      const reason = tally.errors[0] ?? (stderrTail.replace(/^clbprobe: /, '') || 'no evidence stream');
       result.error = `${reason} (exit ${code})`;
     }
   } catch (e) {
     result.error = e instanceof PodExecError ? e.message : String(e);
     ran = e instanceof PodExecError && e.kind === 'timeout';
   }
+  result.entries = tally.entries;
   if (remotePcap && result.status === 'ok') {
     const file = pcapFileFor(o.pcap!, pod.node);
     const m = wrote as RegExpExecArray | undefined;
@@ -270,15 +260,10 @@ type RelayLine =
 
 /** One line of the relay's answer, checked as the text form will read it; a malformed one says why. */
 function relayLine(text: string): RelayLine {
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch {
-    return { node: '?', error: `the relay sent a line that is not JSON: ${text.slice(0, 120)}` };
-  }
-  if (typeof value !== 'object' || value === null || Array.isArray(value))
-    return { node: '?', error: `the relay sent a line that is not an object: ${text.slice(0, 120)}` };
-  const { node, pod, ...rest } = value as Record<string, unknown>;
+  const value = jsonObject(text);
+  if (typeof value === 'string')
+    return { node: '?', error: `the relay sent a line that is ${value}: ${text.slice(0, 120)}` };
+  const { node, pod, ...rest } = value;
   const nodeName = typeof node === 'string' ? node : '?';
   const podName = typeof pod === 'string' ? { pod } : {};
   if (rest.type === 'summary') {

@@ -7,7 +7,7 @@ import { type EvidenceRequest, parseServiceRef, type ServiceAddresses } from '..
 import type { CaptureResult } from '../capture/pcap-capture.js';
 import { EvidenceLineError, lineSplitter, parseEvidenceLine } from '../remote/evidence-lines.js';
 import { DEFAULT_EVIDENCE_SOCKET, parseSeconds } from './agent.js';
-import { failing, UserError } from './errors.js';
+import { failing, intFlag, UserError } from './errors.js';
 import { textLine } from './evidence-text.js';
 
 interface EvidenceFlags {
@@ -71,11 +71,8 @@ function pcapFilter(addresses: ServiceAddresses): string {
   return parts.length ? parts.join(' or ') : 'ip proto 255';
 }
 
-async function runAllNodes(flags: EvidenceFlags): Promise<number> {
-  const concurrency = Number(flags.concurrency);
-  if (!Number.isInteger(concurrency) || concurrency < 1)
-    throw new UserError(`--concurrency: expected a positive integer, not ${JSON.stringify(flags.concurrency)}`);
-  const watchS = flags.watch ? parseSeconds(flags.watch, '--watch') : flags.pcap ? 30 : 0;
+async function runAllNodes(flags: EvidenceFlags, watchS: number): Promise<number> {
+  const concurrency = intFlag(flags.concurrency, '--concurrency');
   const { runAllNodes: fanOut } = await import('./evidence-remote.js');
   return fanOut({
     service: flags.service,
@@ -97,8 +94,7 @@ async function runAllNodes(flags: EvidenceFlags): Promise<number> {
   });
 }
 
-async function run(flags: EvidenceFlags): Promise<void> {
-  const watchS = flags.watch ? parseSeconds(flags.watch, '--watch') : flags.pcap ? 30 : 0;
+async function run(flags: EvidenceFlags, watchS: number): Promise<void> {
   const req: EvidenceRequest = {
     service: flags.service,
     ...(flags.port ? { port: Number(flags.port) } : {}),
@@ -158,12 +154,7 @@ async function run(flags: EvidenceFlags): Promise<void> {
 }
 
 /** --pcap-max in MiB; the default stays well under the agent pod's 256Mi /tmp, whose filling would evict the agent. */
-function pcapMaxMiB(flags: EvidenceFlags): number {
-  const n = Number(flags.pcapMax);
-  if (!Number.isInteger(n) || n < 1 || n > 4096)
-    throw new UserError(`--pcap-max: expected MiB between 1 and 4096, not ${JSON.stringify(flags.pcapMax)}`);
-  return n;
-}
+const pcapMaxMiB = (flags: EvidenceFlags): number => intFlag(flags.pcapMax, '--pcap-max', 4096, 'MiB');
 
 /** Usage checks common to both modes; throws UserError (exit 2). */
 function checkFlags(flags: EvidenceFlags, cmd: Command): void {
@@ -241,8 +232,9 @@ Examples:
     .action(
       failing(async (flags: EvidenceFlags, cmd: Command) => {
         checkFlags(flags, cmd);
-        if (!flags.allNodes) return await run(flags);
-        const code = await runAllNodes(flags);
+        const watchS = flags.watch ? parseSeconds(flags.watch, '--watch') : flags.pcap ? 30 : 0;
+        if (!flags.allNodes) return await run(flags, watchS);
+        const code = await runAllNodes(flags, watchS);
         // Exit now: sockets the API client keeps alive must not hold the command open.
         process.stdout.write('', () => process.exit(code));
       }),

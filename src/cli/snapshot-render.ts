@@ -1,9 +1,24 @@
 // Text rendering of a NodeSnapshot for terminals.
+import type { NatSnapshot } from '../kernel/nat/types.js';
 import type { IpvsVirtualServer } from '../kernel/types.js';
 import { formatNatSummary } from '../kubeproxy/summary.js';
 import type { SourceStatus } from '../model/source-status.js';
 import { printable } from '../printable.js';
 import type { NodeSnapshot } from '../source/node-snapshot.js';
+
+const NO_IPTABLES = {
+  backend: 'nft',
+  reason: 'no iptables rules read',
+  ruleLines: 0,
+  kubeRuleLines: 0,
+  kubeletChains: false,
+} as const;
+/** NAT without iptables rules, for formatNatSummary's nftables lines (its first line, the backend, left out). */
+const NFT_ONLY: NatSnapshot = {
+  backend: 'nft',
+  backendChoice: { backend: 'nft', reason: NO_IPTABLES.reason, legacy: NO_IPTABLES, nft: NO_IPTABLES },
+  warnings: [],
+};
 
 function sourceLine(s: SourceStatus): string {
   const t = s.durationMs !== undefined ? ` (${s.durationMs.toFixed(1)} ms)` : '';
@@ -53,30 +68,10 @@ export function renderSnapshot(snapshot: NodeSnapshot): string[] {
     }
   }
 
-  if (snapshot.nat) {
-    out.push('', 'NAT:');
-    out.push(...formatNatSummary(snapshot.nat, snapshot.nft).map((l) => `  ${l}`));
-  } else if (snapshot.nft) {
-    const backend = {
-      backend: 'nft',
-      reason: 'no iptables rules read',
-      ruleLines: 0,
-      kubeRuleLines: 0,
-      kubeletChains: false,
-    } as const;
-    out.push('', 'NAT (nftables only):');
-    out.push(
-      ...formatNatSummary(
-        {
-          backend: 'nft',
-          backendChoice: { backend: 'nft', reason: backend.reason, legacy: backend, nft: backend },
-          warnings: [],
-        },
-        snapshot.nft,
-      )
-        .slice(1)
-        .map((l) => `  ${l}`),
-    );
+  if (snapshot.nat || snapshot.nft) {
+    const lines = formatNatSummary(snapshot.nat ?? NFT_ONLY, snapshot.nft);
+    out.push('', snapshot.nat ? 'NAT:' : 'NAT (nftables only):');
+    out.push(...(snapshot.nat ? lines : lines.slice(1)).map((l) => `  ${l}`));
   }
 
   if (snapshot.conntrack) {

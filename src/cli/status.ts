@@ -3,7 +3,7 @@
 import { writeFileSync } from 'node:fs';
 import { type Command, Option } from 'commander';
 import type { Severity } from '../detect/types.js';
-import { EXIT_ERROR, EXIT_FINDING, EXIT_OK, failing, UserError } from './errors.js';
+import { EXIT_ERROR, EXIT_FINDING, EXIT_OK, failing, intFlag, UserError } from './errors.js';
 
 interface StatusFlags {
   kubeconfig?: string;
@@ -76,9 +76,7 @@ Exit codes: 0 nothing active and every agent answered, 1 an active loopback was 
 async function run(flags: StatusFlags): Promise<number> {
   if (flags.fixCommands && flags.json)
     throw new UserError("status: --fix-commands and --json exclude each other (the JSON has each finding's fixes)");
-  const timeoutS = Number(flags.timeout);
-  if (!Number.isInteger(timeoutS) || timeoutS < 1 || timeoutS > 3600)
-    throw new UserError(`--timeout: expected 1-3600 seconds, not ${JSON.stringify(flags.timeout)}`);
+  const timeoutS = intFlag(flags.timeout, '--timeout', 3600, 'seconds');
   const relay = /^([a-z0-9-]{1,63})\/([a-z0-9.-]{1,253})$/.exec(flags.relay);
   if (!relay) throw new UserError(`--relay: expected NAMESPACE/NAME, not ${JSON.stringify(flags.relay)}`);
   const [{ loadWorkstationConfig }, { askRelay, RelayError }, cs, { renderFixCommands }] = await Promise.all([

@@ -205,21 +205,19 @@ const SHOWN = [
 
 /** lab/web's series, counters with their rise since `prev`. */
 function metricLines(now: Sample[], prev: Sample[]): string {
-  const key = (x: Sample) =>
+  const series = (x: Sample, hidden: string[] = []): string =>
     `${x.name}{${Object.entries(x.labels)
+      .filter(([k]) => !hidden.includes(k))
       .map(([k, v]) => `${k}="${v}"`)
       .join(',')}}`;
-  const was = new Map(prev.map((x) => [key(x), x.value]));
+  const was = new Map(prev.map((x) => [series(x), x.value]));
   const lines = now
     .filter((x) => isWeb(x) && SHOWN.includes(x.name))
     .sort((a, b) => SHOWN.indexOf(a.name) - SHOWN.indexOf(b.name))
     .map((x) => {
-      const labels = Object.entries(x.labels)
-        .filter(([k]) => !['namespace', 'service', 'protocol'].includes(k))
-        .map(([k, v]) => `${k}="${v}"`)
-        .join(',');
-      const rise = x.name.endsWith('_total') ? x.value - (was.get(key(x)) ?? 0) : 0;
-      return `${`${x.name}{${labels}}`.padEnd(72)} ${String(x.value).padStart(4)}${rise ? `  (+${rise})` : ''}`;
+      const rise = x.name.endsWith('_total') ? x.value - (was.get(series(x)) ?? 0) : 0;
+      const shown = series(x, ['namespace', 'service', 'protocol']).padEnd(72);
+      return `${shown} ${String(x.value).padStart(4)}${rise ? `  (+${rise})` : ''}`;
     });
   return lines.length
     ? `lab/web:\n${lines.map((l) => `  ${l}`).join('\n')}`

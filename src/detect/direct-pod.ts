@@ -5,7 +5,7 @@ import type { DetectContext } from './context-types.js';
 import type { FindingOf } from './core-types.js';
 import type { Observations } from './correlator.js';
 import type { DetectorDef } from './detector.js';
-import { activeFindings, ingressRisks } from './observed.js';
+import { activeFindings, withIngressRisks } from './observed.js';
 import { podTargetAnnotation, vipPath } from './path.js';
 import { credited, mitigationsFor, remedy } from './remedies.js';
 import { endpointsLine, finding } from './tool-lines.js';
@@ -35,7 +35,7 @@ function detectDirectPod(ctx: DetectContext, obs: Observations): FindingOf<'dire
       `${out!.orig.dport} came back from the LB straight to the local pod ` +
       `${back!.orig.dst}:${back!.orig.dport}: client and target pod share this node`,
   });
-  const risks = ingressRisks(
+  return withIngressRisks(
     ctx,
     active,
     (s) => podTargetAnnotation(s) !== undefined && s.endpoints.some((e) => e.local && e.ready),
@@ -58,5 +58,4 @@ function detectDirectPod(ctx: DetectContext, obs: Observations): FindingOf<'dire
       );
     },
   );
-  return [...active, ...risks];
 }

@@ -6,7 +6,7 @@ import type { FindingOf } from './core-types.js';
 import type { Observations } from './correlator.js';
 import type { DetectorDef } from './detector.js';
 import { tencentPreventLoopback } from './fixes.js';
-import { activeFindings, ingressRisks } from './observed.js';
+import { activeFindings, withIngressRisks } from './observed.js';
 import { credited, mitigationsFor, remedy } from './remedies.js';
 import { finding, KUBE_IPVS_IFNAME } from './tool-lines.js';
 
@@ -38,7 +38,7 @@ function detectHcDrop(ctx: DetectContext, obs: Observations): FindingOf<'hc-drop
       `${g.count} packet flow(s) arrived with source ${e!.orig.src} (an address bound ` +
       `on ${KUBE_IPVS_IFNAME}) and got no reply: LB health checks are being dropped`,
   });
-  const risks = ingressRisks(
+  return withIngressRisks(
     ctx,
     active,
     () => true,
@@ -74,5 +74,4 @@ function detectHcDrop(ctx: DetectContext, obs: Observations): FindingOf<'hc-drop
       );
     },
   );
-  return [...active, ...risks];
 }

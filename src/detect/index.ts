@@ -10,7 +10,7 @@ import { ConntrackCorrelator, type Observations, type ObsGroup } from './correla
 import { DETECTORS, MECHANISM_RANK, OBSERVED_KINDS } from './list.js';
 import type { DiagnoseInput, DiagnoseResult, Finding, Severity } from './types.js';
 
-const SEVERITY_RANK: Record<Severity, number> = { active: 0, risk: 1, info: 2 };
+export const SEVERITY_RANK: Record<Severity, number> = { active: 0, risk: 1, info: 2 };
 
 export function compareFindings(a: Finding, b: Finding): number {
   return (

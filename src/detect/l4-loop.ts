@@ -10,7 +10,7 @@ import type { Observations } from './correlator.js';
 import type { DetectorDef } from './detector.js';
 import { awsPreserveClientIpOff, etpCluster, tencentPreventLoopback } from './fixes.js';
 import { handoffOf, handoffVerdict, lookupLine, vipName } from './handoff.js';
-import { activeFindings, activePorts, ingressRisks } from './observed.js';
+import { activeFindings, activePorts, withIngressRisks } from './observed.js';
 import { lbMayTargetNode, vipPath } from './path.js';
 import { AWS_NLB_FIX, credited, isAws, mitigationsFor, remedy } from './remedies.js';
 import { endpointsLine, finding } from './tool-lines.js';
@@ -55,7 +55,7 @@ function detectL4Loop(ctx: DetectContext, obs: Observations): FindingOf<'L4-loop
     extraEvidence: (s) => (s.lbHostnameLookups ?? []).map(lookupLine),
     extraRemedy: awsFix,
   });
-  const risks = ingressRisks(
+  const found = withIngressRisks(
     ctx,
     active,
     (s) => s.protocol !== 'SCTP' && !!s.internalLb && lbMayTargetNode(s),
@@ -83,7 +83,7 @@ function detectL4Loop(ctx: DetectContext, obs: Observations): FindingOf<'L4-loop
       return finding(s, 'L4-loop', mitigated ? 'info' : 'risk', summary, evidence, remedy(l4Loop, m, awsFix(s)));
     },
   );
-  return [...active, ...risks, ...unresolved(ctx, activePorts(active))];
+  return [...found, ...unresolved(ctx, activePorts(active))];
 }
 
 function awsFix(s: ServiceView): string | undefined {

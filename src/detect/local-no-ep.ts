@@ -8,7 +8,7 @@ import type { FindingOf } from './core-types.js';
 import type { Observations } from './correlator.js';
 import type { DetectorDef } from './detector.js';
 import { etpCluster } from './fixes.js';
-import { activeFindings, ingressRisks } from './observed.js';
+import { activeFindings, withIngressRisks } from './observed.js';
 import { credited, mitigationsFor, remedy } from './remedies.js';
 import { endpointsLine, finding, formatIpvs, KUBE_IPVS_IFNAME } from './tool-lines.js';
 
@@ -104,7 +104,7 @@ function detectLocalNoEp(ctx: DetectContext, obs: Observations): FindingOf<'loca
       `${g.count} connection(s) with source and destination ${e!.orig.dst} got ` +
       `no reply: ETP=Local Service reached from a node without local endpoints`,
   });
-  const risks = ingressRisks(
+  return withIngressRisks(
     ctx,
     active,
     (s) => s.externalTrafficPolicy === 'Local' && !s.endpoints.some((e) => e.local && e.ready),
@@ -132,5 +132,4 @@ function detectLocalNoEp(ctx: DetectContext, obs: Observations): FindingOf<'loca
       );
     },
   );
-  return [...active, ...risks];
 }

@@ -1,6 +1,6 @@
 // This node's addresses by role, from the address snapshot and the Node object.
 import type { NodeView } from '../cluster/types.js';
-import { inCidr, ipFamily } from '../kernel/ip.js';
+import { inCidr, ipFamily, ipv4Number } from '../kernel/ip.js';
 import type { AddressSnapshot } from '../kernel/types.js';
 import type { LocalAddresses } from './core-types.js';
 
@@ -9,13 +9,10 @@ function isLoopback(ip: string): boolean {
 }
 
 function networkOf(address: string, prefixLen: number): string {
-  const fam = ipFamily(address);
-  if (fam === 4) {
-    const n = address.split('.').reduce((acc, o) => (acc << 8) | Number(o), 0) >>> 0;
-    const masked = prefixLen === 0 ? 0 : (n & (~0 << (32 - prefixLen))) >>> 0;
-    return `${[24, 16, 8, 0].map((s) => (masked >>> s) & 0xff).join('.')}/${prefixLen}`;
-  }
-  return `${address}/${prefixLen}`;
+  const n = ipv4Number(address);
+  if (n === undefined) return `${address}/${prefixLen}`;
+  const masked = prefixLen === 0 ? 0 : (n & (~0 << (32 - prefixLen))) >>> 0;
+  return `${[24, 16, 8, 0].map((s) => (masked >>> s) & 0xff).join('.')}/${prefixLen}`;
 }
 
 /** Node IPs, kube-ipvs0 IPs and pod CIDRs (from the Node, else the CNI bridge subnet). */

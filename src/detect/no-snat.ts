@@ -6,7 +6,7 @@ import type { FindingOf } from './core-types.js';
 import type { Observations } from './correlator.js';
 import type { DetectorDef } from './detector.js';
 import { etpCluster } from './fixes.js';
-import { activeFindings, ingressRisks } from './observed.js';
+import { activeFindings, withIngressRisks } from './observed.js';
 import { vipPath } from './path.js';
 import { credited, mitigationsFor, remedy } from './remedies.js';
 import { endpointsLine, finding } from './tool-lines.js';
@@ -40,7 +40,7 @@ function detectNoSnat(ctx: DetectContext, obs: Observations): FindingOf<'no-SNAT
       `${g.count} connection(s) from pods to ${e!.orig.dst}:${e!.orig.dport} left the node with the pod's own source ` +
       `(reply destination ${e!.reply.dst} = original source): the LB cannot recognise them as coming from a backend`,
   });
-  const risks = ingressRisks(
+  return withIngressRisks(
     ctx,
     active,
     (s) => s.externalTrafficPolicy === 'Local',
@@ -64,5 +64,4 @@ function detectNoSnat(ctx: DetectContext, obs: Observations): FindingOf<'no-SNAT
       );
     },
   );
-  return [...active, ...risks];
 }

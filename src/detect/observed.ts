@@ -87,18 +87,16 @@ export function activePorts(findings: FindingOf<string>[]): Set<string> {
   return new Set(findings.map((f) => portKey(f.service, f.port.protocol, f.port.port)));
 }
 
-/** The risks `riskOf` sees at each LB ingress IP of the Service ports `applies` to that no active finding covers. */
-export function ingressRisks<M extends string>(
+/** `active`, then the risks `riskOf` sees at each LB ingress IP of the ports `applies` to that `active` leaves. */
+export function withIngressRisks<M extends string>(
   ctx: DetectContext,
   active: FindingOf<M>[],
   applies: (s: ServiceView) => boolean,
   riskOf: (s: ServiceView, ing: LbIngressIp) => FindingOf<M> | FindingOf<M>[] | undefined,
 ): FindingOf<M>[] {
   const done = activePorts(active);
-  return eachIngress(
-    ctx.services.filter((s) => !done.has(portKey(s, s.protocol, s.port)) && applies(s)),
-    riskOf,
-  );
+  const open = ctx.services.filter((s) => !done.has(portKey(s, s.protocol, s.port)) && applies(s));
+  return [...active, ...eachIngress(open, riskOf)];
 }
 
 /** What `fn` finds at each LB ingress IP of each Service port, in order. */

@@ -5,7 +5,7 @@ import type { DetectContext } from './context-types.js';
 import type { FindingOf } from './core-types.js';
 import type { Observations } from './correlator.js';
 import type { DetectorDef } from './detector.js';
-import { activeFindings, ingressRisks } from './observed.js';
+import { activeFindings, withIngressRisks } from './observed.js';
 import { credited, mitigationsFor, remedy } from './remedies.js';
 import { finding, formatIpvs, KUBE_IPVS_IFNAME } from './tool-lines.js';
 
@@ -42,7 +42,7 @@ function detectPortRefused(ctx: DetectContext, obs: Observations): FindingOf<'po
       (e!.tcpState === 'CLOSE' ? 'refused by this node' : 'answered by a local process, not by the LB backends'),
   });
   const ipvs = ctx.input.node.ipvs;
-  const risks = ingressRisks(
+  return withIngressRisks(
     ctx,
     active,
     () => true,
@@ -82,5 +82,4 @@ function detectPortRefused(ctx: DetectContext, obs: Observations): FindingOf<'po
       return out;
     },
   );
-  return [...active, ...risks];
 }

@@ -2,7 +2,7 @@
 import type { ServiceView } from '../cluster/types.js';
 import type { LbBinding, ProxyModeInfo } from './context-types.js';
 import type { DiagnoseInput, NodeProxyMode } from './core-types.js';
-import { KUBE_IPVS_IFNAME } from './tool-lines.js';
+import { firstOf, KUBE_IPVS_IFNAME } from './tool-lines.js';
 
 /** LB IPs a community kube-proxy would bind: ipMode VIP and no hostname-only status. */
 function expectedBound(services: ServiceView[]): string[] {
@@ -10,6 +10,9 @@ function expectedBound(services: ServiceView[]): string[] {
   for (const s of services) for (const i of s.lbIngress) if (i.ipMode === 'VIP' && !i.resolvedFrom) ips.add(i.ip);
   return [...ips];
 }
+
+/** Every finding carries this evidence, so it names a few examples rather than every LB IP. */
+const MAX_LISTED = 10;
 
 export function classifyProxyMode(input: DiagnoseInput, services: ServiceView[]): ProxyModeInfo {
   const evidence: string[] = [];
@@ -26,18 +29,9 @@ export function classifyProxyMode(input: DiagnoseInput, services: ServiceView[])
   const onIpvs = new Set(input.local.ipvsIps);
   const bound = want.filter((ip) => onIpvs.has(ip));
   const unbound = want.filter((ip) => !onIpvs.has(ip));
-  if (bound.length > 0) evidence.push(`LB IPs bound on ${KUBE_IPVS_IFNAME}: ${listed(bound)}`);
-  if (unbound.length > 0) evidence.push(`LB IPs not bound on ${KUBE_IPVS_IFNAME}: ${listed(unbound)}`);
+  if (bound.length > 0) evidence.push(`LB IPs bound on ${KUBE_IPVS_IFNAME}: ${firstOf(bound, MAX_LISTED)}`);
+  if (unbound.length > 0) evidence.push(`LB IPs not bound on ${KUBE_IPVS_IFNAME}: ${firstOf(unbound, MAX_LISTED)}`);
   const lbBinding: LbBinding =
     want.length === 0 ? 'none-expected' : unbound.length === 0 ? 'bound' : bound.length === 0 ? 'unbound' : 'mixed';
   return { mode, lbBinding, evidence };
-}
-
-/** Every finding carries this evidence, so it names a few examples rather than every LB IP. */
-const MAX_LISTED = 10;
-
-function listed(ips: string[]): string {
-  return ips.length <= MAX_LISTED
-    ? ips.join(', ')
-    : `${ips.slice(0, MAX_LISTED).join(', ')} and ${ips.length - MAX_LISTED} more`;
 }

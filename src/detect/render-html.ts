@@ -1,6 +1,7 @@
 // `clbprobe diagnose --html FILE`: one self-contained page per node (no script or external resource, for tickets),
 // drawing each loop as the vendors do: pod → LB VIP → node:NodePort → server pod, with every leg's conntrack entry.
 import { fixCommand } from './fixes.js';
+import { byService, portLabel, severityCount, showsRemedy } from './render.js';
 import type { DiagnoseResult, Finding, LoopPath, Severity } from './types.js';
 
 export interface HtmlReportOptions {
@@ -115,18 +116,16 @@ function legsTable(path: LoopPath): string {
 
 /** One finding's block: its summary, drawn loop, evidence, fix and fix commands. */
 export function findingHtml(finding: Finding): string {
-  const port = `${finding.port.protocol} ${finding.port.port}${finding.port.name ? ` (${finding.port.name})` : ''}`;
   const out = [
     `<div class="finding ${finding.severity}" style="--sev:${SEVERITY_COLOR[finding.severity]}">`,
     `<div class="head"><span class="badge">${finding.severity.toUpperCase()}` +
-      `</span>${escapeHtml(finding.mechanism)} · ${escapeHtml(port)}</div>`,
+      `</span>${escapeHtml(finding.mechanism)} · ${escapeHtml(portLabel(finding))}</div>`,
     `<p class="summary">${escapeHtml(finding.summary)}</p>`,
   ];
   if (finding.path) out.push(loopSvg(finding.path), legsTable(finding.path));
   if (finding.evidence.length > 0)
     out.push('<div>evidence:</div>', `<pre>${finding.evidence.map(escapeHtml).join('\n')}</pre>`);
-  if (finding.mechanism !== 'proxy-mode' || finding.severity !== 'info')
-    out.push(`<div class="fix"><b>fix:</b> ${escapeHtml(finding.remedy)}</div>`);
+  if (showsRemedy(finding)) out.push(`<div class="fix"><b>fix:</b> ${escapeHtml(finding.remedy)}</div>`);
   for (const x of finding.fixes ?? [])
     out.push(
       `<div class="fix"><code>${escapeHtml(fixCommand(x))}</code><br>for clients: ${escapeHtml(x.effect)}</div>`,
@@ -137,24 +136,17 @@ export function findingHtml(finding: Finding): string {
 
 /** The whole page. Findings are already sorted most severe first; Services keep that order. */
 export function renderHtml(result: DiagnoseResult, options: HtmlReportOptions): string {
-  const n = (s: Severity) => result.findings.filter((f) => f.severity === s).length;
-  const groups = new Map<string, Finding[]>();
-  for (const f of result.findings) {
-    const k = `${f.service.namespace}/${f.service.name}`;
-    groups.set(k, [...(groups.get(k) ?? []), f]);
-  }
+  const count = (s: Severity): string =>
+    `<span style="color:${SEVERITY_COLOR[s]}">${severityCount(result.findings, s)} ${s}</span>`;
   const body: string[] = [
     `<h1>clbprobe diagnose — node ${escapeHtml(options.nodeName)}</h1>`,
     `<div class="meta">${escapeHtml(options.generatedAt)} · ${escapeHtml(options.source)}</div>`,
-    `<div class="counts"><span style="color:${SEVERITY_COLOR.active}">${n('active')} active</span>` +
-      `<span style="color:${SEVERITY_COLOR.risk}">${n('risk')} risk</span><span ` +
-      `style="color:${SEVERITY_COLOR.info}">${n('info')} info</span></div>`,
+    `<div class="counts">${count('active')}${count('risk')}${count('info')}</div>`,
   ];
   if (result.findings.length === 0)
     body.push('<p>No LoadBalancer or Ingress Service found that concerns this node.</p>');
-  for (const [name, fs] of groups) {
+  for (const [name, fs] of byService(result.findings))
     body.push(`<section class="svc"><h2>Service ${escapeHtml(name)}</h2>${fs.map(findingHtml).join('')}</section>`);
-  }
   if (result.warnings.length > 0) {
     body.push(
       `<section class="svc"><h2>Warnings</h2><ul>` +

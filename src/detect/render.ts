@@ -32,9 +32,26 @@ function wrap(text: string, width: number, indent: string): string[] {
   return out;
 }
 
+export const serviceOf = (f: Finding): string => `${f.service.namespace}/${f.service.name}`;
+
+/** Findings by Service, the Services in the order of their first finding. */
+export function byService(findings: Finding[]): Map<string, Finding[]> {
+  const groups = new Map<string, Finding[]>();
+  for (const f of findings) groups.set(serviceOf(f), [...(groups.get(serviceOf(f)) ?? []), f]);
+  return groups;
+}
+
+export const severityCount = (findings: Finding[], s: Severity): number =>
+  findings.filter((f) => f.severity === s).length;
+
+export const portLabel = (f: Finding): string =>
+  `${f.port.protocol} ${f.port.port}${f.port.name ? ` (${f.port.name})` : ''}`;
+
+/** proxy-mode's info finding is context, with no fix to show. */
+export const showsRemedy = (f: Finding): boolean => f.severity !== 'info' || f.mechanism !== 'proxy-mode';
+
 function counts(findings: Finding[]): string {
-  const n = (s: Severity): number => findings.filter((f) => f.severity === s).length;
-  return `${n('active')} active, ${n('risk')} risk, ${n('info')} info`;
+  return (['active', 'risk', 'info'] as const).map((s) => `${severityCount(findings, s)} ${s}`).join(', ');
 }
 
 /** Findings are already sorted most severe first; groups keep that order by their first finding. */
@@ -47,21 +64,15 @@ export function renderText(result: DiagnoseResult, opts: RenderOptions): string 
     `clbprobe diagnose${opts.nodeName ? ` — node ${printable(opts.nodeName)}` : ''}: ` + `${counts(result.findings)}`;
   lines.push(paint(c, 'bold', head));
   if (result.findings.length === 0) lines.push('No LoadBalancer or Ingress Service found that concerns this node.');
-  const groups = new Map<string, Finding[]>();
-  for (const f of result.findings) {
-    const k = `${f.service.namespace}/${f.service.name}`;
-    groups.set(k, [...(groups.get(k) ?? []), f]);
-  }
-  for (const [name, fs] of groups) {
+  for (const [name, fs] of byService(result.findings)) {
     lines.push('', paint(c, 'bold', `Service ${printable(name)}`));
     for (const f of fs) {
-      const port = printable(`${f.port.protocol} ${f.port.port}${f.port.name ? ` (${f.port.name})` : ''}`);
+      const port = printable(portLabel(f));
       lines.push(`  ${paint(c, f.severity, f.severity.toUpperCase().padEnd(6))} ${f.mechanism.padEnd(12)} ${port}`);
       lines.push(...wrap(printable(f.summary), 100, '      '));
       if (f.evidence.length > 0) lines.push(paint(c, 'dim', '      evidence:'));
       for (const e of f.evidence) lines.push(`        ${printable(e)}`);
-      if (f.severity !== 'info' || f.mechanism !== 'proxy-mode')
-        lines.push(...wrap(`fix: ${printable(f.remedy)}`, 100, '      '));
+      if (showsRemedy(f)) lines.push(...wrap(`fix: ${printable(f.remedy)}`, 100, '      '));
       for (const x of f.fixes ?? [])
         lines.push(
           `      ${paint(c, 'dim', '$')} ${printable(fixCommand(x))}`,

@@ -35,6 +35,11 @@ export function formatIpvs(vs: IpvsVirtualServer): string[] {
   return lines;
 }
 
+/** The first `max` items joined, and how many more there are. */
+export function firstOf(items: string[], max: number): string {
+  return items.length > max ? `${items.slice(0, max).join(', ')} and ${items.length - max} more` : items.join(', ');
+}
+
 export function finding<M extends string>(
   s: ServiceView,
   mechanism: M,

@@ -1,11 +1,12 @@
 // The diagnosis runner the CLI's `diagnose` (loaded only when it runs) and the demo share:
 // reads this node (or a bundle), streams conntrack through the correlator, gives the findings.
 import { writeFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { ClusterFileError, loadClusterFile } from '../cluster/file.js';
 import { lbHostnamesOf, withLbHostnames } from '../cluster/lb-hostnames.js';
 import type { ClusterView } from '../cluster/types.js';
 import type { ClusterWatch } from '../cluster/watch.js';
-import { Diagnosis } from '../detect/index.js';
+import { Diagnosis, diagnose } from '../detect/index.js';
 import { diagnoseInputOf } from '../detect/input.js';
 import { type HtmlReportOptions, renderHtml } from '../detect/render-html.js';
 import type { DiagnoseResult } from '../detect/types.js';
@@ -48,25 +49,17 @@ async function loadCluster(flags: DiagnoseFlags, nodeName: string): Promise<Clus
     throw new UserError(`diagnose: no cluster source: ${errText(e)}`);
   }
   const timeoutS = Number(flags.apiTimeout ?? 20);
-  let timer: NodeJS.Timeout | undefined;
+  const synced = new AbortController();
+  const late = async (): Promise<never> => {
+    await sleep(timeoutS * 1000, undefined, { signal: synced.signal });
+    const reason = watch.status().reason ?? '';
+    throw new UserError(`diagnose: the Kubernetes API did not answer within ${timeoutS} s: ${reason}`);
+  };
   try {
     watch.start();
-    return await Promise.race([
-      watch.synced(),
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(
-          () =>
-            reject(
-              new UserError(
-                `diagnose: the Kubernetes API did not answer within ${timeoutS} s: ${watch.status().reason ?? ''}`,
-              ),
-            ),
-          timeoutS * 1000,
-        );
-      }),
-    ]);
+    return await Promise.race([watch.synced(), late()]);
   } finally {
-    clearTimeout(timer);
+    synced.abort();
     await watch.stop();
   }
 }
@@ -117,13 +110,8 @@ export function runFromBundle(flags: DiagnoseFlags): { result: DiagnoseResult; n
     );
   }
   const nodeName = b.nodeName?.name ?? flags.nodeName ?? '(unknown node)';
-  const warnings = [...b.warnings];
-  const diag = new Diagnosis(diagnoseInputOf(b.node, b.cluster, warnings));
-  if (b.node.conntrack?.entries) {
-    for (const e of b.node.conntrack.entries) diag.add(e);
-    diag.conntrackSeen();
-  }
-  return { result: diag.finish(), nodeName };
+  const input = diagnoseInputOf(b.node, b.cluster, [...b.warnings]);
+  return { result: diagnose({ ...input, conntrack: b.node.conntrack?.entries }), nodeName };
 }
 
 /** Writes the HTML page of a diagnosis; a path that cannot be written is the user's to fix. */

@@ -1,7 +1,6 @@
 // IP address families: as clbprobe spells them (4, 6) and as the kernel numbers
 // them in netlink messages (rtnetlink, ctnetlink, IPVS generic netlink).
 
-/** IPv4 or IPv6. */
 export type IpFamily = 4 | 6;
 
 /** linux/socket.h */

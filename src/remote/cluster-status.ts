@@ -2,10 +2,12 @@
 // filters, and text, JSON or HTML output.
 import { byText } from '../compare.js';
 import { withCommand } from '../detect/fixes.js';
-import { compareFindings } from '../detect/index.js';
+import { compareFindings, SEVERITY_RANK } from '../detect/index.js';
+import { serviceOf } from '../detect/render.js';
 import { escapeHtml, findingHtml, htmlPage } from '../detect/render-html.js';
 import type { Finding, FixChange, FixCommand, Severity } from '../detect/types.js';
 import { printable } from '../printable.js';
+import { asObject, jsonObject } from './evidence-lines.js';
 import type { StatusNodeLine } from './status.js';
 
 /** A finding as one node reported it, each fix with its command. */
@@ -38,22 +40,11 @@ export interface StatusRow {
   fixes: FixCommand[];
 }
 
-const RANK: Record<Severity, number> = { active: 0, risk: 1, info: 2 };
-const SEVERITIES = new Set<string>(['active', 'risk', 'info']);
-
 /** Reads one relay line into the status; a line of an unexpected shape is kept as malformed. */
 export function addStatusLine(st: ClusterStatus, text: string): void {
   if (!text.trim()) return;
-  let v: unknown;
-  try {
-    v = JSON.parse(text);
-  } catch {
-    st.malformed.push(`not JSON: ${text.slice(0, 120)}`);
-    return;
-  }
-  if (typeof v !== 'object' || v === null || Array.isArray(v))
-    return void st.malformed.push(`not an object: ${text.slice(0, 120)}`);
-  const o = v as Record<string, unknown>;
+  const o = jsonObject(text);
+  if (typeof o === 'string') return void st.malformed.push(`${o}: ${text.slice(0, 120)}`);
   if (o.type === 'node' && typeof o.node === 'string' && (o.status === 'ok' || o.status === 'failed'))
     st.nodes.push(o as unknown as StatusNodeLine);
   else if (o.type === 'finding' && isFinding(o)) {
@@ -74,7 +65,7 @@ function isFinding(line: Record<string, unknown>): boolean {
     typeof port.protocol === 'string' &&
     typeof line.mechanism === 'string' &&
     typeof line.severity === 'string' &&
-    SEVERITIES.has(line.severity) &&
+    Object.hasOwn(SEVERITY_RANK, line.severity) &&
     typeof line.summary === 'string' &&
     typeof line.remedy === 'string' &&
     Array.isArray(line.evidence) &&
@@ -84,11 +75,9 @@ function isFinding(line: Record<string, unknown>): boolean {
 
 /** A fix as data with the command built here, since a person runs it and an agent's text is never trusted. */
 function fixOf(value: unknown): FixCommand | undefined {
-  const rec = (o: unknown): Record<string, unknown> | undefined =>
-    typeof o === 'object' && o !== null && !Array.isArray(o) ? (o as Record<string, unknown>) : undefined;
-  const x = rec(value);
-  const obj = rec(x?.object);
-  const patch = rec(x?.patch);
+  const x = asObject(value);
+  const obj = asObject(x?.object);
+  const patch = asObject(x?.patch);
   const name = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
   if (
     !x ||
@@ -112,15 +101,13 @@ function fixOf(value: unknown): FixCommand | undefined {
   return withCommand({ kind: x.kind, object, patch, effect: x.effect.slice(0, 1000) } as FixChange);
 }
 
-const svcOf = (f: Finding): string => `${f.service.namespace}/${f.service.name}`;
-
 export function filterStatus(status: ClusterStatus, filters: StatusFilters): ClusterStatus {
   const keep = (x: NodeFinding): boolean =>
     (filters.service === undefined ||
-      (filters.service.includes('/') ? svcOf(x) === filters.service : x.service.name === filters.service)) &&
+      (filters.service.includes('/') ? serviceOf(x) === filters.service : x.service.name === filters.service)) &&
     (filters.namespace === undefined || x.service.namespace === filters.namespace) &&
     (filters.node === undefined || x.node === filters.node) &&
-    (filters.severity === undefined || RANK[x.severity] <= RANK[filters.severity]);
+    (filters.severity === undefined || SEVERITY_RANK[x.severity] <= SEVERITY_RANK[filters.severity]);
   return {
     findings: status.findings.filter(keep).sort((a, b) => compareFindings(a, b) || byText(a.node, b.node)),
     nodes: status.nodes
@@ -134,9 +121,9 @@ export function filterStatus(status: ClusterStatus, filters: StatusFilters): Clu
 function statusRows(findings: NodeFinding[]): StatusRow[] {
   const rows = new Map<string, StatusRow>();
   for (const f of findings) {
-    const key = `${svcOf(f)} ${f.mechanism}`;
+    const key = `${serviceOf(f)} ${f.mechanism}`;
     const r = rows.get(key) ?? {
-      service: svcOf(f),
+      service: serviceOf(f),
       mechanism: f.mechanism,
       severity: f.severity,
       ports: [],
@@ -144,7 +131,7 @@ function statusRows(findings: NodeFinding[]): StatusRow[] {
       risk: [],
       fixes: [],
     };
-    if (RANK[f.severity] < RANK[r.severity]) r.severity = f.severity;
+    if (SEVERITY_RANK[f.severity] < SEVERITY_RANK[r.severity]) r.severity = f.severity;
     const port = `${f.port.protocol} ${f.port.port}`;
     if (!r.ports.includes(port)) r.ports.push(port);
     const list = f.severity === 'active' ? r.active : f.severity === 'risk' ? r.risk : undefined;
@@ -156,7 +143,7 @@ function statusRows(findings: NodeFinding[]): StatusRow[] {
   const byNodes = (r: StatusRow): number => r.active.length + r.risk.length;
   return [...rows.values()].sort(
     (a, b) =>
-      RANK[a.severity] - RANK[b.severity] ||
+      SEVERITY_RANK[a.severity] - SEVERITY_RANK[b.severity] ||
       byNodes(b) - byNodes(a) ||
       byText(a.service, b.service) ||
       byText(a.mechanism, b.mechanism),
@@ -257,7 +244,7 @@ export function renderStatusHtml(st: ClusterStatus, generatedAt: string): string
         `${notes.map((n) => `<li class="warn">${escapeHtml(n)}</li>`).join('')}</ul></section>`,
     );
   for (const svc of new Set(rows.map((r) => r.service))) {
-    const fs = st.findings.filter((f) => svcOf(f) === svc);
+    const fs = st.findings.filter((f) => serviceOf(f) === svc);
     const section = [`<section class="svc"><h2>Service ${escapeHtml(svc)}</h2>`];
     for (const n of [...new Set(fs.map((f) => f.node))].sort(byText))
       section.push(`<h3>node ${escapeHtml(n)}</h3>`, ...fs.filter((f) => f.node === n).map(findingHtml));

@@ -6,6 +6,7 @@ import { EventEmitter } from 'node:events';
 import { postJson } from '../cluster/api-post.js';
 import type { ApiTarget } from '../cluster/kube-config.js';
 import { byText } from '../compare.js';
+import { firstOf } from '../detect/tool-lines.js';
 import { errText } from '../errors.js';
 import { planNodes } from './agent-pods.js';
 import { type AgentsOptions, eachPod } from './relay-common.js';
@@ -137,11 +138,9 @@ export class EventRecorder {
     const [namespace, service] = key.split('/') as [string, string];
     const byMech = new Map<string, string[]>();
     for (const [n, v] of nodes) for (const m of v.mechanisms) byMech.set(m, [...(byMech.get(m) ?? []), n]);
-    const list = (ns: string[]) => {
-      const s = ns.sort(byText);
-      return s.length > 5 ? `${s.slice(0, 5).join(', ')} and ${s.length - 5} more` : s.join(', ');
-    };
-    const what = [...byMech].map(([m, ns]) => `${m} on ${ns.length} node(s): ${list(ns)}`).join('; ');
+    const what = [...byMech]
+      .map(([m, ns]) => `${m} on ${ns.length} node(s): ${firstOf(ns.sort(byText), 5)}`)
+      .join('; ');
     const fix = [...nodes.values()].map((v) => v.fix).find((f) => f !== undefined);
     const message = `LB loopback active: ${what}.${fix ? ` Fix: ${fix}` : ''}`;
     return {

@@ -1,4 +1,5 @@
-// Evidence answer lines from a byte stream; a line past MAX_EVIDENCE_LINE means the peer is no agent, so reading stops.
+// The lines agents and the relay answer with, split from a byte stream and checked; a line past MAX_EVIDENCE_LINE
+// means the peer is no agent, so reading stops.
 import type { EvidenceLine } from '../agent/evidence.js';
 
 const MAX_EVIDENCE_LINE = 1 << 20;
@@ -44,6 +45,49 @@ export function lineSplitter(onLine: (line: string) => void): LineSplitter {
       pendingBytes = 0;
     },
   };
+}
+
+/** One agent's evidence answer as it is read: its entries, whether it ended, and the errors it reported. */
+export class EvidenceTally {
+  entries = 0;
+  ended = false;
+  readonly errors: string[] = [];
+
+  /** The line as an EvidenceLine, counted; undefined, its error kept, when it is none. */
+  read(text: string): EvidenceLine | undefined {
+    try {
+      const l = parseEvidenceLine(text);
+      if (l.type === 'entry') this.entries++;
+      if (l.type === 'end') this.ended = true;
+      if (l.type === 'error') this.errors.push(l.message);
+      return l;
+    } catch (e) {
+      this.errors.push((e as Error).message);
+      return undefined;
+    }
+  }
+}
+
+/** The value if it is a JSON object (not null, not an array). */
+export const asObject = (v: unknown): Record<string, unknown> | undefined =>
+  typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
+
+/** A relay's or agent's line as a JSON object, or what else it is. */
+export function jsonObject(text: string): Record<string, unknown> | 'not JSON' | 'not an object' {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return 'not JSON';
+  }
+  return asObject(value) ?? 'not an object';
+}
+
+/** The message of an error line or Status body, else the body itself; at most 300 characters. */
+export function refusalText(body: string): string {
+  const line = jsonObject(body.split('\n')[0] ?? '');
+  const message = typeof line === 'object' && typeof line.message === 'string' ? line.message : undefined;
+  return message !== undefined ? message.slice(0, 300) : body.trim().slice(0, 300) || '(empty answer)';
 }
 
 const isStr = (v: unknown): boolean => typeof v === 'string';

@@ -5,6 +5,7 @@ import type { IncomingMessage } from 'node:http';
 import WebSocket from 'ws';
 import type { ApiTarget } from '../cluster/kube-config.js';
 import { errText } from '../errors.js';
+import { refusalText } from './evidence-lines.js';
 
 /** Versions whose channel 3 carries a JSON Status (older ones send plain text). */
 const PROTOCOLS = ['v5.channel.k8s.io', 'v4.channel.k8s.io'];
@@ -64,13 +65,7 @@ export function exitCodeOf(s: ExecStatus): number {
 
 /** An HTTP refusal of the exec upgrade, in words that say what to fix. */
 function refusalError(code: number, body: string, t: ExecTarget): PodExecError {
-  let msg = body.trim().slice(0, 300) || '(empty answer)';
-  try {
-    const m = (JSON.parse(body) as { message?: unknown }).message;
-    if (typeof m === 'string') msg = m;
-  } catch {
-    // not JSON: a proxy or load balancer in front of the API server answered
-  }
+  const msg = refusalText(body);
   if (code === 401)
     return new PodExecError(
       `401 Unauthorized: the API server rejected the kubeconfig's credentials (${msg})`,

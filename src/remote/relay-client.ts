@@ -4,7 +4,8 @@ import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest, type RequestOptions } from 'node:https';
 import type { ApiTarget } from '../cluster/kube-config.js';
 import { errText } from '../errors.js';
-import { jsonMessage, TOKEN_HEADER } from './relay-common.js';
+import { lineSplitter, refusalText } from './evidence-lines.js';
+import { TOKEN_HEADER } from './relay-common.js';
 
 export interface RelayTarget {
   namespace: string;
@@ -14,8 +15,6 @@ export interface RelayTarget {
 export class RelayError extends Error {
   override name = 'RelayError';
 }
-
-const MAX_LINE = 1 << 20;
 
 /** Streams the relay's answer line by line; resolves when it ends, rejects with what to fix. */
 export async function askRelay(
@@ -51,25 +50,25 @@ export async function askRelay(
       url,
       { ...opts, method: 'GET' },
       (res: IncomingMessage) => {
-        let rest = '';
-        res.setEncoding('utf8');
         if (res.statusCode !== 200) {
+          let body = '';
+          res.setEncoding('utf8');
           res.on('data', (d: string) => {
-            if (rest.length < 4096) rest += d;
+            if (body.length < 4096) body += d;
           });
-          res.on('end', () => reject(refusal(res.statusCode ?? 0, rest, t, where)));
+          res.on('end', () => reject(refusal(res.statusCode ?? 0, body, t, where)));
           return;
         }
-        res.on('data', (d: string) => {
-          rest += d;
-          for (let nl = rest.indexOf('\n'); nl >= 0; nl = rest.indexOf('\n')) {
-            onLine(rest.slice(0, nl));
-            rest = rest.slice(nl + 1);
+        const lines = lineSplitter(onLine);
+        res.on('data', (d: Buffer) => {
+          try {
+            lines.push(d);
+          } catch (e) {
+            req.destroy(e as Error);
           }
-          if (rest.length > MAX_LINE) req.destroy(new Error(`a line longer than ${MAX_LINE} bytes`));
         });
         res.on('end', () => {
-          if (rest) onLine(rest);
+          lines.flush();
           if (res.complete) resolve();
           else reject(new RelayError(`${where}: the answer was cut short`));
         });
@@ -84,7 +83,7 @@ export async function askRelay(
 
 /** An error answer from the API server (a Status) or from the relay (an error line), in words that say what to fix. */
 function refusal(code: number, body: string, t: RelayTarget, where: string): RelayError {
-  const msg = jsonMessage(body) ?? (body.trim().slice(0, 300) || '(empty answer)');
+  const msg = refusalText(body);
   if (code === 403 && msg.includes('services/proxy')) {
     return new RelayError(
       `403 Forbidden: ${msg} (needs RBAC verb "get" on "services/proxy" named ` +

@@ -6,6 +6,7 @@ import type { UserInfo } from '../cluster/access-review.js';
 import { byText } from '../compare.js';
 import { errText } from '../errors.js';
 import { type AgentPod, planNodes, type Unreachable } from './agent-pods.js';
+import { refusalText } from './evidence-lines.js';
 
 /** The header that carries the caller's "Bearer TOKEN" through the API server's proxy. */
 export const TOKEN_HEADER = 'x-clbprobe-authorization';
@@ -13,22 +14,6 @@ export const TOKEN_HEADER = 'x-clbprobe-authorization';
 export const MAX_REFUSAL = 4096;
 
 export const ndjson = (o: object): string => `${JSON.stringify(o)}\n`;
-
-/** The message of an error line or Status body (its first line), if it is one. */
-export function jsonMessage(body: string): string | undefined {
-  try {
-    const m = (JSON.parse(body.split('\n')[0] ?? '') as { message?: unknown }).message;
-    return typeof m === 'string' ? m : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-/** The message of an error line or Status body, else the body itself; at most 300 characters. */
-export function refusalText(body: string): string {
-  const message = jsonMessage(body);
-  return message !== undefined ? message.slice(0, 300) : body.trim().slice(0, 300) || '(empty answer)';
-}
 
 /** A route's requests answered at once, overall and per caller. */
 export class RequestLimits {
@@ -93,10 +78,11 @@ export interface AgentsOptions {
   nodeToken: (node: string) => Promise<string>;
 }
 
-/** A node's outcome in a route's answer. */
 export interface NodeOutcome {
   node: string;
+  pod?: string;
   status: 'ok' | 'failed';
+  error?: string;
 }
 
 /** What one route asks every agent, once the caller's request is read. */
@@ -182,7 +168,6 @@ export class LineBudget {
 
 /** How to read one agent's answer. */
 export interface AgentRequest {
-  /** The path and query asked. */
   path: string;
   /** The user the relay asks for (ON_BEHALF_OF_HEADER); none: it asks as itself. */
   user?: string;

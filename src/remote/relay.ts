@@ -2,12 +2,11 @@
 // Service and asks each agent with a node-audience token naming the user in ON_BEHALF_OF_HEADER, so the on-call token
 // never leaves it and no address can be named. Authenticated before counting against maxRequests, capped per caller.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { EvidenceLine } from '../agent/evidence.js';
 import { type CheckAccess, type EvidenceQuery, parseEvidenceQuery } from '../agent/evidence-http.js';
 import type { UserInfo } from '../cluster/access-review.js';
 import type { AgentPod, Unreachable } from './agent-pods.js';
-import { EvidenceLineError, parseEvidenceLine } from './evidence-lines.js';
-import { type AgentsOptions, fanOutRoute, LineBudget, ndjson, readAgent } from './relay-common.js';
+import { EvidenceTally } from './evidence-lines.js';
+import { type AgentsOptions, fanOutRoute, LineBudget, type NodeOutcome, ndjson, readAgent } from './relay-common.js';
 
 export { TOKEN_HEADER } from './relay-common.js';
 
@@ -18,12 +17,8 @@ export interface RelayOptions extends AgentsOptions {
 }
 
 /** One node's outcome, as the summary reports it. */
-export interface RelayNodeResult {
-  node: string;
-  pod?: string;
-  status: 'ok' | 'failed';
+export interface RelayNodeResult extends NodeOutcome {
   entries: number;
-  error?: string;
 }
 
 /** Longest line an agent may send (an entry is ~500 bytes; a Service line lists its endpoints). */
@@ -50,12 +45,7 @@ export function relayRoute(options: RelayOptions): (req: IncomingMessage, res: S
       unreachable: unreachableResult,
       lineOf: (r) => ({ node: r.node, ...(r.pod ? { pod: r.pod } : {}), type: 'error', message: r.error }),
       ask: (pod, user, res) => askAgent(options, q, pod, user, res, budget),
-      summary: (results, answered) => ({
-        type: 'summary',
-        answered,
-        failed: results.length - answered,
-        nodes: results,
-      }),
+      summary: (nodes, answered) => ({ type: 'summary', answered, failed: nodes.length - answered, nodes }),
     };
   });
 }
@@ -84,8 +74,7 @@ async function askAgent(
 ): Promise<RelayNodeResult> {
   const result: RelayNodeResult = { node: pod.node, pod: pod.name, status: 'failed', entries: 0 };
   const search = evidenceSearch(`${query.namespace}/${query.name}`, query.port, query.watchS);
-  let sawEnd = false;
-  const errors: string[] = [];
+  const tally = new EvidenceTally();
   const failed = await readAgent(options, pod, res, {
     path: `/evidence?${search}`,
     user: JSON.stringify(user),
@@ -93,24 +82,16 @@ async function askAgent(
     maxLine: MAX_LINE,
     budget,
     line: (text, send) => {
-      let l: EvidenceLine;
-      try {
-        l = parseEvidenceLine(text);
-      } catch (e) {
-        errors.push(e instanceof EvidenceLineError ? e.message : `unexpected output: ${text.slice(0, 200)}`);
-        return undefined;
-      }
-      if (l.type === 'entry') result.entries++;
-      if (l.type === 'end') sawEnd = true;
-      if (l.type === 'error') errors.push(l.message);
-      send(Object.assign({ node: pod.node, pod: pod.name }, l, { node: pod.node, pod: pod.name }));
+      const l = tally.read(text);
+      if (l) send(Object.assign({ node: pod.node, pod: pod.name }, l, { node: pod.node, pod: pod.name }));
       return undefined;
     },
   });
+  result.entries = tally.entries;
   if (failed) {
     result.error = failed + (pod.ready ? '' : ' (the agent container is not ready)');
     res.write(ndjson({ node: pod.node, pod: pod.name, type: 'error', message: result.error }));
-  } else if (sawEnd && !errors.length) result.status = 'ok';
-  else result.error = errors[0] ?? 'the agent ended without its end line';
+  } else if (tally.ended && !tally.errors.length) result.status = 'ok';
+  else result.error = tally.errors[0] ?? 'the agent ended without its end line';
   return result;
 }

@@ -3,7 +3,15 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AuthnResult } from '../agent/kube-authorizer.js';
 import type { AgentPod } from './agent-pods.js';
-import { type AgentSink, type AgentsOptions, fanOutRoute, ndjson, readAgent } from './relay-common.js';
+import { jsonObject } from './evidence-lines.js';
+import {
+  type AgentSink,
+  type AgentsOptions,
+  fanOutRoute,
+  type NodeOutcome,
+  ndjson,
+  readAgent,
+} from './relay-common.js';
 
 export interface StatusRelayOptions extends AgentsOptions {
   /** TokenReview of the caller's token (the API server's own audience). */
@@ -16,11 +24,8 @@ export interface StatusRelayOptions extends AgentsOptions {
 /** A finding line with evidence is a few KB; a line past this is not an agent's. */
 const MAX_LINE = 256 * 1024;
 
-export interface StatusNodeLine {
+export interface StatusNodeLine extends NodeOutcome {
   type: 'node';
-  node: string;
-  pod?: string;
-  status: 'ok' | 'failed';
   version?: string;
   findings: number;
   /** Findings left out by the agent's cap. */
@@ -28,7 +33,6 @@ export interface StatusNodeLine {
   /** Services whose access the agent could not check, and the first reason. */
   unchecked?: number;
   uncheckedReason?: string;
-  error?: string;
 }
 
 export function statusRoute(options: StatusRelayOptions): (req: IncomingMessage, res: ServerResponse) => void {
@@ -72,14 +76,8 @@ export async function askFindings(
     maxBytes: options.maxAnswerBytes,
     notFound: ' (an agent older than /findings: upgrade the DaemonSet)',
     line: (text, send) => {
-      let l: unknown;
-      try {
-        l = JSON.parse(text);
-      } catch {
-        return `the agent sent a line that is not JSON: ${text.slice(0, 120)}`;
-      }
-      if (typeof l !== 'object' || l === null || Array.isArray(l)) return 'the agent sent a line that is not an object';
-      const r = l as Record<string, unknown>;
+      const r = jsonObject(text);
+      if (typeof r === 'string') return `the agent sent a line that is ${r}: ${text.slice(0, 120)}`;
       if (r.type === 'finding') {
         sent++;
         send({ ...r, type: 'finding', node: pod.node, pod: pod.name });
