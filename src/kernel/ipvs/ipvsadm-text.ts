@@ -11,7 +11,7 @@ import type {
   IpvsVirtualServer,
 } from '../types.js';
 import { ALL_GROUPS, type IpvsFieldGroup, mergeIpvsSnapshots, newRealServer, zeroStats } from './merge.js';
-import { defaultNetmask } from './uapi.js';
+import { defaultNetmask, FORWARDS, TUNNEL_CHECKSUMS } from './uapi.js';
 
 export class IpvsadmParseError extends Error {
   constructor(
@@ -60,13 +60,6 @@ function count(s: string | undefined, what: string, fail: Fail): number {
 }
 
 const PROTOCOLS: Record<string, IpvsVirtualServer['protocol']> = { TCP: 'TCP', UDP: 'UDP', SCTP: 'SCTP' };
-const FORWARDS: Record<string, IpvsForward> = {
-  Masq: 'masq',
-  Local: 'local',
-  Tunnel: 'tunnel',
-  Route: 'route',
-  Bypass: 'bypass',
-};
 const CHECKSUMS: Record<string, IpvsTunnel['checksum']> = { '-c': 'nocsum', '+c': 'csum', 'r+c': 'remcsum' };
 
 function newService(family: Family): IpvsVirtualServer {
@@ -108,7 +101,10 @@ const COLUMNS: Record<string, { set: Column; group: IpvsFieldGroup }> = {
   Forward: {
     group: 'forward',
     set: (t, tok, fail) => {
-      t.forward = FORWARDS[tok] ?? fail(`unknown forwarding method ${JSON.stringify(tok)}`);
+      // ipvsadm prints the kernel's names capitalised (Masq, Route, ...).
+      t.forward =
+        FORWARDS.find((f) => f[0]!.toUpperCase() + f.slice(1) === tok) ??
+        fail(`unknown forwarding method ${JSON.stringify(tok)}`);
     },
   },
   TunnelInfo: { group: 'tunnel', set: (t, tok, fail) => tunnelInfo(t, tok, fail) },
@@ -256,11 +252,7 @@ const SAVE_FORWARDS: Record<string, IpvsForward> = {
   '-i': 'tunnel',
   '--ipip': 'tunnel',
 };
-const SAVE_CHECKSUMS: Record<string, IpvsTunnel['checksum']> = {
-  '--tun-nocsum': 'nocsum',
-  '--tun-csum': 'csum',
-  '--tun-remcsum': 'remcsum',
-};
+const SAVE_CHECKSUMS = Object.fromEntries(TUNNEL_CHECKSUMS.map((c) => [`--tun-${c}`, c]));
 
 const REAL_SERVER_OPTS = new Set([
   ...Object.keys(SAVE_FORWARDS),
