@@ -13,9 +13,11 @@ export interface CommandOptions {
   timeoutMs: number;
   /** Bound on what stdout may print; past it the command is killed and the result says so. */
   maxBytes: number;
+  /** Whose bound maxBytes is, in that message; default 'NAT'. */
+  reader?: string;
 }
 
-const PACKAGE_OF: Record<string, string> = { ip: 'iproute2', nsenter: 'util-linux' };
+const PACKAGE_OF: Record<string, string> = { ip: 'iproute2', nsenter: 'util-linux', nft: 'the nftables package' };
 /** Enough of stderr for the first lines of any error message. */
 const STDERR_MAX = 64 * 1024;
 
@@ -107,7 +109,7 @@ function runWith(
         const bound = mib(opts.maxBytes);
         return finish({
           ok: false,
-          reason: `printed more than ${bound} (the bound on what the NAT reader keeps); stopped reading it`,
+          reason: `printed more than ${bound} (the bound on what the ${opts.reader ?? 'NAT'} reader keeps); stopped reading it`,
         });
       }
       if (why === 'reader') return finish({ ok: false, reason: `${readerError}; stopped reading it` });
@@ -169,9 +171,7 @@ export function inNetns(cmd: string, args: string[], netns: string | undefined):
 function explainFailure(code: number | null, signal: NodeJS.Signals | null, stderr: string, cmd: string): string {
   const msg = stderr.trim().split('\n')[0] ?? '';
   // `ip netns exec` reports a missing program itself.
-  if (/(exec of .*|failed to execute .*): No such file or directory/.test(stderr)) {
-    return `${cmd} not found in PATH (install the iptables/ipset package)`;
-  }
+  if (/(exec of .*|failed to execute .*): No such file or directory/.test(stderr)) return notFound(cmd);
   if (/permission denied|operation not permitted|you must be root/i.test(stderr)) {
     return permissionDenied('root or CAP_NET_ADMIN', `${cmd}: ${msg}`);
   }
