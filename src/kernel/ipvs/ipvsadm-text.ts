@@ -1,6 +1,7 @@
 // Bundles' `ipvsadm -Ln` variants and `ipvsadm-save -n` as IpvsSnapshots whose `missing` names what each lacks;
 // without --exact numbers are rounded (K/M/G/T = 10^3^k), and addresses must be numeric (-n).
 import { canonicalIP, ipFamily } from '../ip.js';
+import { LineParseError } from '../nat/errors.js';
 import type {
   Family,
   IpvsForward,
@@ -13,15 +14,8 @@ import type {
 import { ALL_GROUPS, type IpvsFieldGroup, mergeIpvsSnapshots, newRealServer, zeroStats } from './merge.js';
 import { defaultNetmask, FORWARDS, TUNNEL_CHECKSUMS } from './uapi.js';
 
-export class IpvsadmParseError extends Error {
-  constructor(
-    readonly source: string,
-    readonly line: number,
-    message: string,
-  ) {
-    super(`${source}:${line}: ${message}`);
-    this.name = 'IpvsadmParseError';
-  }
+export class IpvsadmParseError extends LineParseError {
+  override name = 'IpvsadmParseError';
 }
 
 /** Parses and merges any mix of ipvsadm -Ln variants and ipvsadm-save -n outputs (source: a file or command). */
