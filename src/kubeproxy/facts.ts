@@ -22,10 +22,7 @@ import { type WalkResult, type WalkTables, walkNat } from './walk.js';
 
 export type { KubeNatFacts, LoadBalancerFact } from './types.js';
 
-/**
- * A NodePort fact's evidence lines, e.g. 'ipset KUBE-NODE-PORT-TCP member 30080
- * (iptables-nft-save:21: -A KUBE-NODE-PORT ...)'.
- */
+/** A NodePort fact's evidence lines, e.g. 'ipset KUBE-NODE-PORT-TCP member 30080 (iptables-nft-save:21: -A ...)'. */
 export function nodePortEvidence(f: NodePortFact): string[] {
   return f.shownBy.map((s) =>
     typeof s === 'string' ? s : `ipset ${s.set} member ${s.member ?? String(f.port)} (${s.rule})`,
@@ -209,10 +206,7 @@ function sourceRangeDrop(
   };
 }
 
-/**
- * ETP=Local without local endpoints (1.24+): KUBE-EXTERNAL-SERVICES drops the VIP's external
- * traffic "has no local endpoints".
- */
+/** ETP=Local without local endpoints (1.24+): KUBE-EXTERNAL-SERVICES drops "has no local endpoints" traffic. */
 function noLocalEndpoints(chains: NatRules, c: VipCandidate, text: OwnText): NftNoLocalEndpoints | undefined {
   const r = filterRuleFor(chains.filterRules('KUBE-EXTERNAL-SERVICES'), c, 'DROP');
   if (!r?.comment?.endsWith(' has no local endpoints')) return undefined;

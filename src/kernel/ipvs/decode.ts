@@ -177,10 +177,7 @@ export function serviceDumpRequest(familyId: number): Buffer {
   return genlMessage(familyId, NLM_F_REQUEST | NLM_F_DUMP, U.IPVS_CMD_GET_SERVICE, U.IPVS_GENL_VERSION).finish();
 }
 
-/**
- * GET_DEST dump request for one service, identified the way the kernel parses it (AF + fwmark, or
- * AF + protocol/addr/port).
- */
+/** GET_DEST dump request for one service, identified as the kernel parses it (AF + fwmark or protocol/addr/port). */
 export function destDumpRequest(familyId: number, sel: ServiceSelector): Buffer {
   const w: MessageWriter = genlMessage(familyId, NLM_F_REQUEST | NLM_F_DUMP, U.IPVS_CMD_GET_DEST, U.IPVS_GENL_VERSION)
     .beginNested(U.IPVS_CMD_ATTR_SERVICE)

@@ -50,10 +50,7 @@ export function runCommandLines(
   );
 }
 
-/**
- * Spawns the command; each stdout chunk goes to onChunk (an error it throws stops the command),
- * then onEnd on success.
- */
+/** Spawns the command; each stdout chunk goes to onChunk (whose throw stops it), then onEnd on success. */
 function runWith(
   cmd: string,
   args: string[],
@@ -106,11 +103,8 @@ function runWith(
     child.on('close', (code, signal) => {
       if (why === 'timeout') return finish({ ok: false, reason: `timed out after ${opts.timeoutMs} ms` });
       if (why === 'too-big') {
-        const bound = mib(opts.maxBytes);
-        return finish({
-          ok: false,
-          reason: `printed more than ${bound} (the bound on what the ${opts.reader ?? 'NAT'} reader keeps); stopped reading it`,
-        });
+        const bound = `${mib(opts.maxBytes)} (the bound on what the ${opts.reader ?? 'NAT'} reader keeps)`;
+        return finish({ ok: false, reason: `printed more than ${bound}; stopped reading it` });
       }
       if (why === 'reader') return finish({ ok: false, reason: `${readerError}; stopped reading it` });
       if (code !== 0) return finish({ ok: false, reason: explainFailure(code, signal, stderr, cmd) });

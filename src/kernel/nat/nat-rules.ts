@@ -235,10 +235,7 @@ export class NatRules {
     return this.chains.has(chain);
   }
 
-  /**
-   * The chain's rules in order. `mustContain`: only rules whose save-output line contains this
-   * text (or passes this test) can interest the caller; the others are skipped without parsing them.
-   */
+  /** The chain's rules in order; lines without `mustContain`'s text (or failing its test) are skipped unparsed. */
   *rules(chain: string, mustContain?: LineTest): Iterable<IptablesRule> {
     const cached = this.cache.get(chain);
     if (cached) {

@@ -26,10 +26,7 @@ export interface ReadNatOptions {
   factsOnly?: boolean;
   /** The filter table's chains whose rules a facts-only read keeps (NatRules.filterRules); default none. */
   filterChains?: readonly string[];
-  /**
-   * Bound on one line of a save command's output in a facts-only read (default NAT_LINE_MAX_BYTES);
-   * a longer line makes the source unavailable with a reason that says so.
-   */
+  /** Bound on one line in a facts-only read (default NAT_LINE_MAX_BYTES); past it the source is unavailable. */
   maxLineBytes?: number;
 }
 
@@ -160,10 +157,7 @@ export async function readNat(opts: ReadNatOptions = {}): Promise<ReadNatResult>
   return { nat, ...(tables ? { tables } : {}), sources: [natStatus, ipset.status], digest };
 }
 
-/**
- * The whole output parsed (snapshot), or the nat table's lines held as positions and parsed a rule
- * at a time (facts-only reads).
- */
+/** The whole output parsed (snapshot), or the nat table's kept lines parsed a rule at a time (facts-only). */
 function readKept(kept: Buffer | NatLineStore, input: SaveRulesInput): IptablesDump | NatRules {
   if (kept instanceof NatLineStore) return new NatRules(kept, input);
   return parseIptablesSave(kept.toString('utf8'), { source: input.source, family: input.family });

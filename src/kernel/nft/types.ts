@@ -68,10 +68,7 @@ export interface NftSet {
   /** Maps: the value type ('verdict', 'ipv4_addr', ...). */
   mapType?: string;
   flags?: string[];
-  /**
-   * Seconds an element lives (`timeout 3h`: kube-proxy's session-affinity sets,
-   * sessionAffinityConfig's timeoutSeconds).
-   */
+  /** Seconds an element lives (`timeout 3h`: kube-proxy's session-affinity sets). */
   timeout?: number;
   comment?: string;
   elements: NftElement[];
