@@ -199,17 +199,12 @@ export async function readAddresses(
   }
 }
 
-/** Decodes an address notification; undefined for other message types. */
-export function decodeAddressEvent(m: NetlinkMessage, names?: Map<number, string>): AddressEvent | undefined {
+/** An address notification as an event; undefined for other message types. */
+function addressEvent(m: NetlinkMessage): AddressEvent | undefined {
   if (m.type !== RTM_NEWADDR && m.type !== RTM_DELADDR) return undefined;
-  const a = decodeAddress(m.payload);
-  const ifname = names?.get(a.ifindex) ?? a.label;
-  return {
-    kind: m.type === RTM_NEWADDR ? 'add' : 'remove',
-    ifindex: a.ifindex,
-    ...(ifname !== undefined ? { ifname } : {}),
-    address: a.address,
-  };
+  const { ifindex, label, address } = decodeAddress(m.payload);
+  const kind = m.type === RTM_NEWADDR ? 'add' : 'remove';
+  return { kind, ifindex, ...(label !== undefined ? { ifname: label } : {}), address };
 }
 
 /** Live address events; onResync means the kernel dropped notifications and the caller should re-read. */
@@ -227,7 +222,7 @@ export function watchAddresses(
   const stop = sock.subscribe(
     (msgs) => {
       for (const m of msgs) {
-        const ev = decodeAddressEvent(m);
+        const ev = addressEvent(m);
         if (ev) onEvent(ev);
       }
     },

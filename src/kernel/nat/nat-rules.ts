@@ -2,7 +2,7 @@
 // a rule only when asked; SaveLines (iptables-save.ts) judges lines, so malformed ones are skipped as there.
 import { canonicalIP } from '../ip.js';
 import { parseRule, SaveLines } from './iptables-save.js';
-import { eachLine, lineText, mayContain } from './lines.js';
+import { eachLine, mayContain } from './lines.js';
 import { findOptions } from './rule-spec.js';
 import type { IptablesDump, IptablesRule, IptablesTable, NatFamily } from './types.js';
 
@@ -316,7 +316,7 @@ export interface SaveText {
 }
 
 function wholeOutput(buf: Buffer): SaveText {
-  return { each: (fn) => eachLine(buf, fn), text: (start, end) => lineText(buf, start, end) };
+  return { each: (fn) => eachLine(buf, fn), text: (start, end) => buf.toString('utf8', start, end) };
 }
 
 /** A dump's first nat table and first filter table's `filterChains` rules as save lines, with line numbers. */
