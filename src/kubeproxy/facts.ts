@@ -277,15 +277,14 @@ function ipvsVips(t: WalkTables, text: OwnText): VipCandidate[] {
 /** externalTrafficPolicy from the shape of the chains the VIP's traffic passes. */
 function trafficPolicy(t: WalkTables, walk: WalkResult): TrafficPolicy | undefined {
   for (const chain of walk.visited) {
-    if (chain.startsWith('KUBE-XLB-')) return 'Local';
-    if (chain.startsWith('KUBE-EXT-')) return extPolicy(t.chains.rules(chain));
+    const policy = jumpPolicy(t, chain);
+    if (policy) return policy;
     if (chain.startsWith('KUBE-FW-')) {
       // Before 1.24 KUBE-FW-X marks and jumps to KUBE-SVC-X (Cluster) or jumps to KUBE-XLB-X (Local);
       // from 1.24 it filters source ranges and jumps to KUBE-EXT-X.
-      const rules = [...t.chains.rules(chain)];
-      if (rules.some((r) => r.target?.startsWith('KUBE-XLB-'))) return 'Local';
-      const ext = rules.find((r) => r.target?.startsWith('KUBE-EXT-'))?.target;
-      return ext ? extPolicy(t.chains.rules(ext)) : 'Cluster';
+      const targets = [...t.chains.rules(chain)].map((r) => r.target ?? '');
+      const next = targets.find((c) => c.startsWith('KUBE-XLB-')) ?? targets.find((c) => c.startsWith('KUBE-EXT-'));
+      return next ? jumpPolicy(t, next) : 'Cluster';
     }
     if (chain === 'KUBE-LOAD-BALANCER') {
       const local = walk.lookups.some(
@@ -297,9 +296,12 @@ function trafficPolicy(t: WalkTables, walk: WalkResult): TrafficPolicy | undefin
   return undefined;
 }
 
-function extPolicy(rules: Iterable<IptablesRule>): TrafficPolicy {
+/** The policy a jump to `chain` shows: KUBE-XLB- is ETP=Local, KUBE-EXT- tells by its rules. */
+function jumpPolicy(t: WalkTables, chain: string): TrafficPolicy | undefined {
+  if (chain.startsWith('KUBE-XLB-')) return 'Local';
+  if (!chain.startsWith('KUBE-EXT-')) return undefined;
   const local = some(
-    rules,
+    t.chains.rules(chain),
     (r) =>
       r.target?.startsWith('KUBE-SVL-') ||
       r.comment?.startsWith('pod traffic for ') ||
@@ -393,13 +395,7 @@ function iptablesNodePorts(t: WalkTables, text: OwnText): NodePortFact[] {
     };
     if (r.comment && !fact.service) fact.service = text.own(r.comment);
     fact.shownBy.push(ruleEvidence(t.chains.source, r, text));
-    const policy = r.target.startsWith('KUBE-XLB-')
-      ? 'Local'
-      : r.target.startsWith('KUBE-EXT-')
-        ? extPolicy(t.chains.rules(r.target))
-        : r.target.startsWith('KUBE-SVC-')
-          ? 'Cluster'
-          : undefined;
+    const policy = jumpPolicy(t, r.target) ?? (r.target.startsWith('KUBE-SVC-') ? 'Cluster' : undefined);
     if (policy) fact.trafficPolicy = policy;
     byKey.set(key, fact);
   }

@@ -434,14 +434,7 @@ function isCidr(s: string): boolean {
   return !!addr && inCidrSafe(addr, s);
 }
 
-// Reads an invalid CIDR (e.g. '10.0.0.0/99' in a corrupt listing) as a range holding no address.
-
+/** Whether two CIDRs share no address (prefixes overlap only by nesting); an invalid one holds no address. */
 function disjoint(a: string, b: string): boolean {
-  const [aa] = a.split('/');
-  const [ba] = b.split('/');
-  if (!aa || !ba || ipFamily(aa) !== ipFamily(ba)) return true;
-  const cidr = (x: string, addr: string): string =>
-    x.includes('/') ? x : `${addr}/${ipFamily(addr) === 6 ? 128 : 32}`;
-  if (!isCidr(a) || !isCidr(b)) return true;
-  return !inCidrSafe(aa, cidr(b, ba)) && !inCidrSafe(ba, cidr(a, aa));
+  return !isCidr(a) || !isCidr(b) || !(cidrContains(a, b) || cidrContains(b, a));
 }
