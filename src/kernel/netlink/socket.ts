@@ -116,11 +116,6 @@ export function walkDumpDatagram(
   visit: VisitMessage,
   ackEnds = false,
 ): boolean {
-  // Compared as 16-bit halves so that large values stay small integers in unoptimized code.
-  const seqLo = seq & 0xffff;
-  const seqHi = (seq >>> 16) & 0xffff;
-  const portLo = port & 0xffff;
-  const portHi = (port >>> 16) & 0xffff;
   let o = off;
   while (o < dend) {
     if (dend - o < NLMSG_HDRLEN) throw new NetlinkParseError(`truncated header: ${dend - o} bytes left`, o);
@@ -131,14 +126,7 @@ export function walkDumpDatagram(
     const at = o;
     o += (len + 3) & ~3;
     // A stray notification or someone else's reply.
-    if (
-      b.readUInt16LE(at + 8) !== seqLo ||
-      b.readUInt16LE(at + 10) !== seqHi ||
-      b.readUInt16LE(at + 12) !== portLo ||
-      b.readUInt16LE(at + 14) !== portHi
-    ) {
-      continue;
-    }
+    if (b.readUInt32LE(at + 8) !== seq || b.readUInt32LE(at + 12) !== port) continue;
     const type = b.readUInt16LE(at + 4);
     const flags = b.readUInt16LE(at + 6);
     if (flags & NLM_F_DUMP_INTR) res.interrupted = true;
