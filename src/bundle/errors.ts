@@ -1,16 +1,9 @@
 // Bundle input failures name the file and 1-based line ("file:line: detail", as the NAT and IPVS parsers do).
-import { lineIssue } from '../kernel/nat/errors.js';
+import { LineParseError, lineIssue } from '../kernel/nat/errors.js';
 
 /** The whole input is unusable (not the expected command's output at all). */
-export class BundleParseError extends Error {
-  constructor(
-    readonly file: string,
-    readonly line: number,
-    detail: string,
-  ) {
-    super(lineIssue(file, line, detail));
-    this.name = 'BundleParseError';
-  }
+export class BundleParseError extends LineParseError {
+  override name = 'BundleParseError';
 }
 
 export { lineIssue };

@@ -1,7 +1,7 @@
 // iproute2 JSON parsers: `ip -j [-d] addr` → AddressSnapshot, `ip -j route` → routes, uplink and pod-CIDR candidates.
 // Several documents per file are accepted; a bad item warns, a file that is not an array of ip objects throws.
 import { JsonSyntaxError, parseJsonDocuments } from '../cluster/json-docs.js';
-import { KUBE_IPVS_IFNAME } from '../kernel/addresses.js';
+import { IFA_FLAG_NAMES, interfaceOrder, KUBE_IPVS_IFNAME, SCOPE_NAMES } from '../kernel/addresses.js';
 import { canonicalIP, ipFamily } from '../kernel/ip.js';
 import type { AddressSnapshot, Family, InterfaceAddress, NetInterface } from '../kernel/types.js';
 import { BundleParseError } from './errors.js';
@@ -11,22 +11,8 @@ export interface Parsed<T> {
   warnings: string[];
 }
 
-/** Address flags as ip -j prints them (booleans), in the reader's IFA_F_* names. */
-const ADDRESS_FLAGS = [
-  'secondary',
-  'nodad',
-  'optimistic',
-  'dadfailed',
-  'home',
-  'deprecated',
-  'tentative',
-  'mngtmpaddr',
-  'noprefixroute',
-  'autojoin',
-  'stable-privacy',
-] as const;
-const FLAG_NAME: Record<string, string> = { home: 'homeaddress' };
-const SCOPES = new Set(['global', 'site', 'link', 'host', 'nowhere']);
+/** ip -j prints each IFA_F_* flag as a boolean key, homeaddress as 'home' and permanent as the absence of 'dynamic'. */
+const JSON_FLAG: Record<string, string> = { homeaddress: 'home' };
 
 /** The items of every JSON array in the file, each with its position for messages. */
 function jsonItems(text: string, file: string, what: string): { item: Record<string, unknown>; at: string }[] {
@@ -124,7 +110,7 @@ export function parseIpAddrJson(text: string, file: string): Parsed<AddressSnaps
     const idx = indexOf.get(name);
     if (idx !== undefined) iface.master = idx;
   }
-  interfaces.sort((a, b) => Number(b.isKubeIpvs) - Number(a.isKubeIpvs) || a.index - b.index);
+  interfaces.sort(interfaceOrder);
   return { value: { interfaces }, warnings };
 }
 
@@ -160,13 +146,9 @@ function addressOf(item: Record<string, unknown>): InterfaceAddress {
   if (prefixLen === undefined || prefixLen > (family === 4 ? 32 : 128))
     throw new ItemError('"prefixlen" missing or out of range');
   const scopeText = str(item, 'scope') ?? 'global';
-  const scope: InterfaceAddress['scope'] = SCOPES.has(scopeText)
-    ? (scopeText as InterfaceAddress['scope'])
-    : /^\d+$/.test(scopeText)
-      ? Number(scopeText)
-      : 'global';
-  const flags: string[] = ADDRESS_FLAGS.filter((f) => item[f] === true).map((f) => FLAG_NAME[f] ?? f);
-  // ip prints "dynamic" for addresses without IFA_F_PERMANENT.
+  const named = [...SCOPE_NAMES.values()].find((n) => n === scopeText);
+  const scope = named ?? (/^\d+$/.test(scopeText) ? Number(scopeText) : 'global');
+  const flags: string[] = IFA_FLAG_NAMES.filter((f) => f !== 'permanent' && item[JSON_FLAG[f] ?? f] === true);
   if (item.dynamic !== true) flags.push('permanent');
   const out: InterfaceAddress = { family, address, prefixLen, scope, flags };
   const label = str(item, 'label');

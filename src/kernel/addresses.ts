@@ -42,22 +42,23 @@ const IFF_UP = 1;
 const RTMGRP_IPV4_IFADDR = 0x10;
 const RTMGRP_IPV6_IFADDR = 0x100;
 
-const IFA_FLAG_NAMES: [number, string][] = [
-  [0x01, 'secondary'],
-  [0x02, 'nodad'],
-  [0x04, 'optimistic'],
-  [0x08, 'dadfailed'],
-  [0x10, 'homeaddress'],
-  [0x20, 'deprecated'],
-  [0x40, 'tentative'],
-  [0x80, 'permanent'],
-  [0x100, 'mngtmpaddr'],
-  [0x200, 'noprefixroute'],
-  [0x400, 'autojoin'],
-  [0x800, 'stable-privacy'],
-];
+/** IFA_F_* names; bit i is IFA_FLAG_NAMES[i]. */
+export const IFA_FLAG_NAMES = [
+  'secondary',
+  'nodad',
+  'optimistic',
+  'dadfailed',
+  'homeaddress',
+  'deprecated',
+  'tentative',
+  'permanent',
+  'mngtmpaddr',
+  'noprefixroute',
+  'autojoin',
+  'stable-privacy',
+] as const;
 
-const SCOPE_NAMES = new Map<number, InterfaceAddress['scope']>([
+export const SCOPE_NAMES = new Map<number, InterfaceAddress['scope']>([
   [0, 'global'],
   [200, 'site'],
   [253, 'link'],
@@ -140,7 +141,7 @@ export function decodeAddress(p: Buffer): { ifindex: number; label?: string; add
     address,
     prefixLen: p[1]!,
     scope: SCOPE_NAMES.get(p[3]!) ?? p[3]!,
-    flags: IFA_FLAG_NAMES.filter(([bit]) => flags & bit).map(([, n]) => n),
+    flags: IFA_FLAG_NAMES.filter((_, bit) => flags & (1 << bit)),
   };
   if (label !== undefined) out.label = label;
   return { ifindex: p.readUInt32LE(4), ...(label !== undefined ? { label } : {}), address: out };
@@ -158,7 +159,7 @@ export interface ReadOptions {
 }
 
 /** Sorts kube-ipvs0 first, then by index. */
-function order(a: NetInterface, b: NetInterface): number {
+export function interfaceOrder(a: NetInterface, b: NetInterface): number {
   return Number(b.isKubeIpvs) - Number(a.isKubeIpvs) || a.index - b.index;
 }
 
@@ -179,7 +180,7 @@ export async function dumpAddresses(sock: NetlinkSocket): Promise<AddressSnapsho
       byIndex.get(a.ifindex)?.addresses.push(a.address);
     }
   });
-  return { interfaces: [...byIndex.values()].sort(order) };
+  return { interfaces: [...byIndex.values()].sort(interfaceOrder) };
 }
 
 export async function readAddresses(
@@ -198,17 +199,12 @@ export async function readAddresses(
   }
 }
 
-/** Decodes an address notification; undefined for other message types. */
-export function decodeAddressEvent(m: NetlinkMessage, names?: Map<number, string>): AddressEvent | undefined {
+/** An address notification as an event; undefined for other message types. */
+function addressEvent(m: NetlinkMessage): AddressEvent | undefined {
   if (m.type !== RTM_NEWADDR && m.type !== RTM_DELADDR) return undefined;
-  const a = decodeAddress(m.payload);
-  const ifname = names?.get(a.ifindex) ?? a.label;
-  return {
-    kind: m.type === RTM_NEWADDR ? 'add' : 'remove',
-    ifindex: a.ifindex,
-    ...(ifname !== undefined ? { ifname } : {}),
-    address: a.address,
-  };
+  const { ifindex, label, address } = decodeAddress(m.payload);
+  const kind = m.type === RTM_NEWADDR ? 'add' : 'remove';
+  return { kind, ifindex, ...(label !== undefined ? { ifname: label } : {}), address };
 }
 
 /** Live address events; onResync means the kernel dropped notifications and the caller should re-read. */
@@ -226,7 +222,7 @@ export function watchAddresses(
   const stop = sock.subscribe(
     (msgs) => {
       for (const m of msgs) {
-        const ev = decodeAddressEvent(m);
+        const ev = addressEvent(m);
         if (ev) onEvent(ev);
       }
     },

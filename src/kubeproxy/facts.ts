@@ -22,10 +22,7 @@ import { type WalkResult, type WalkTables, walkNat } from './walk.js';
 
 export type { KubeNatFacts, LoadBalancerFact } from './types.js';
 
-/**
- * A NodePort fact's evidence lines, e.g. 'ipset KUBE-NODE-PORT-TCP member 30080
- * (iptables-nft-save:21: -A KUBE-NODE-PORT ...)'.
- */
+/** A NodePort fact's evidence lines, e.g. 'ipset KUBE-NODE-PORT-TCP member 30080 (iptables-nft-save:21: -A ...)'. */
 export function nodePortEvidence(f: NodePortFact): string[] {
   return f.shownBy.map((s) =>
     typeof s === 'string' ? s : `ipset ${s.set} member ${s.member ?? String(f.port)} (${s.rule})`,
@@ -209,10 +206,7 @@ function sourceRangeDrop(
   };
 }
 
-/**
- * ETP=Local without local endpoints (1.24+): KUBE-EXTERNAL-SERVICES drops the VIP's external
- * traffic "has no local endpoints".
- */
+/** ETP=Local without local endpoints (1.24+): KUBE-EXTERNAL-SERVICES drops "has no local endpoints" traffic. */
 function noLocalEndpoints(chains: NatRules, c: VipCandidate, text: OwnText): NftNoLocalEndpoints | undefined {
   const r = filterRuleFor(chains.filterRules('KUBE-EXTERNAL-SERVICES'), c, 'DROP');
   if (!r?.comment?.endsWith(' has no local endpoints')) return undefined;
@@ -283,15 +277,14 @@ function ipvsVips(t: WalkTables, text: OwnText): VipCandidate[] {
 /** externalTrafficPolicy from the shape of the chains the VIP's traffic passes. */
 function trafficPolicy(t: WalkTables, walk: WalkResult): TrafficPolicy | undefined {
   for (const chain of walk.visited) {
-    if (chain.startsWith('KUBE-XLB-')) return 'Local';
-    if (chain.startsWith('KUBE-EXT-')) return extPolicy(t.chains.rules(chain));
+    const policy = jumpPolicy(t, chain);
+    if (policy) return policy;
     if (chain.startsWith('KUBE-FW-')) {
       // Before 1.24 KUBE-FW-X marks and jumps to KUBE-SVC-X (Cluster) or jumps to KUBE-XLB-X (Local);
       // from 1.24 it filters source ranges and jumps to KUBE-EXT-X.
-      const rules = [...t.chains.rules(chain)];
-      if (rules.some((r) => r.target?.startsWith('KUBE-XLB-'))) return 'Local';
-      const ext = rules.find((r) => r.target?.startsWith('KUBE-EXT-'))?.target;
-      return ext ? extPolicy(t.chains.rules(ext)) : 'Cluster';
+      const targets = [...t.chains.rules(chain)].map((r) => r.target ?? '');
+      const next = targets.find((c) => c.startsWith('KUBE-XLB-')) ?? targets.find((c) => c.startsWith('KUBE-EXT-'));
+      return next ? jumpPolicy(t, next) : 'Cluster';
     }
     if (chain === 'KUBE-LOAD-BALANCER') {
       const local = walk.lookups.some(
@@ -303,9 +296,12 @@ function trafficPolicy(t: WalkTables, walk: WalkResult): TrafficPolicy | undefin
   return undefined;
 }
 
-function extPolicy(rules: Iterable<IptablesRule>): TrafficPolicy {
+/** The policy a jump to `chain` shows: KUBE-XLB- is ETP=Local, KUBE-EXT- tells by its rules. */
+function jumpPolicy(t: WalkTables, chain: string): TrafficPolicy | undefined {
+  if (chain.startsWith('KUBE-XLB-')) return 'Local';
+  if (!chain.startsWith('KUBE-EXT-')) return undefined;
   const local = some(
-    rules,
+    t.chains.rules(chain),
     (r) =>
       r.target?.startsWith('KUBE-SVL-') ||
       r.comment?.startsWith('pod traffic for ') ||
@@ -399,13 +395,7 @@ function iptablesNodePorts(t: WalkTables, text: OwnText): NodePortFact[] {
     };
     if (r.comment && !fact.service) fact.service = text.own(r.comment);
     fact.shownBy.push(ruleEvidence(t.chains.source, r, text));
-    const policy = r.target.startsWith('KUBE-XLB-')
-      ? 'Local'
-      : r.target.startsWith('KUBE-EXT-')
-        ? extPolicy(t.chains.rules(r.target))
-        : r.target.startsWith('KUBE-SVC-')
-          ? 'Cluster'
-          : undefined;
+    const policy = jumpPolicy(t, r.target) ?? (r.target.startsWith('KUBE-SVC-') ? 'Cluster' : undefined);
     if (policy) fact.trafficPolicy = policy;
     byKey.set(key, fact);
   }

@@ -85,8 +85,8 @@ class TableFacts {
     const serviceIps = this.sets.get('service-ips') ?? [];
     const noEp = this.sets.get('no-endpoint-services') ?? [];
     f.modeEvidence.push(
-      `${this.source}: table ${this.t.family} kube-proxy with ${this.t.chains.length} chains, service-ips ${serviceIps.length} elements, ` +
-        `no-endpoint-services ${noEp.length}`,
+      `${this.source}: table ${this.t.family} kube-proxy with ${this.t.chains.length} chains, ` +
+        `service-ips ${serviceIps.length} elements, no-endpoint-services ${noEp.length}`,
     );
     f.active ||= serviceIps.length > 0 || noEp.length > 0;
     f.podSelectors[this.family] = this.pod;
@@ -285,10 +285,7 @@ class TableFacts {
     return 'maybe';
   }
 
-  /**
-   * A `{ a, b }` or `@set` source match against the pod CIDRs: yes only when every pod CIDR is
-   * inside a listed range.
-   */
+  /** A `{ a, b }` or `@set` source match against the pod CIDRs: yes only when each lies in a listed range. */
   private podInRanges(right: string): Tri {
     if (right.startsWith('@') || this.pod.cidrs.length === 0) return 'maybe';
     const ranges = right
@@ -301,10 +298,7 @@ class TableFacts {
     return 'maybe';
   }
 
-  /**
-   * kube-proxy's local traffic detector, read back from "short-circuit pod traffic" and `ip saddr
-   * != CIDR jump mark-for-masquerade`.
-   */
+  /** kube-proxy's local traffic detector: "short-circuit pod traffic", `ip saddr != CIDR` masquerade rules. */
   private podSelectors(): PodSelectors {
     const cidrs = new Set<string>();
     const interfaces = new Set<string>();
@@ -440,14 +434,7 @@ function isCidr(s: string): boolean {
   return !!addr && inCidrSafe(addr, s);
 }
 
-// Reads an invalid CIDR (e.g. '10.0.0.0/99' in a corrupt listing) as a range holding no address.
-
+/** Whether two CIDRs share no address (prefixes overlap only by nesting); an invalid one holds no address. */
 function disjoint(a: string, b: string): boolean {
-  const [aa] = a.split('/');
-  const [ba] = b.split('/');
-  if (!aa || !ba || ipFamily(aa) !== ipFamily(ba)) return true;
-  const cidr = (x: string, addr: string): string =>
-    x.includes('/') ? x : `${addr}/${ipFamily(addr) === 6 ? 128 : 32}`;
-  if (!isCidr(a) || !isCidr(b)) return true;
-  return !inCidrSafe(aa, cidr(b, ba)) && !inCidrSafe(ba, cidr(a, aa));
+  return !isCidr(a) || !isCidr(b) || !(cidrContains(a, b) || cidrContains(b, a));
 }

@@ -37,7 +37,7 @@ function podSelectorsOfRule(rule: IptablesRule): PodSelectors | undefined {
   return undefined;
 }
 
-/** Base-match `-s`/`-i` options of a rule that are not negated (or are, with negated=true), copied off the rule's line. */
+/** A rule's base-match `-s`/`-i` values negated or not as asked, copied off the rule's line. */
 function sourceSelectors(rule: IptablesRule, negated: boolean): PodSelectors {
   const values = (name: string): string[] =>
     findOptions(rule.matches, name, '')

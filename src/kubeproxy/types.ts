@@ -53,10 +53,7 @@ export interface KubeNatFacts {
   modeEvidence: string[];
   /** iptables mode: chain names before 1.24 (KUBE-XLB) or from 1.24 (KUBE-EXT/KUBE-SVL). */
   iptablesGeneration?: 'pre-1.24' | '1.24+';
-  /**
-   * nftables mode: the filter base chains' layout, per family (v1.31: -110 filter chains,
-   * kubernetes#131765; v1.34: #132456).
-   */
+  /** nftables mode: the filter base chains' layout per family (v1.31: kubernetes#131765; v1.34: #132456). */
   nftLayouts?: Partial<Record<NatFamily, 'v1.31' | 'v1.34' | 'other'>>;
   nftFilterChains?: NftFilterChain[];
   /** How kube-proxy tells pod traffic apart (e.g. '-s 10.244.0.0/16'), per family. */

@@ -11,6 +11,7 @@ import {
 } from '../netlink/codec.js';
 import { GENL_HDRLEN, genlMessage } from '../netlink/genl.js';
 import type { Family, IpvsRealServer, IpvsStats, IpvsVirtualServer } from '../types.js';
+import { STATS_KEYS } from './merge.js';
 import * as U from './uapi.js';
 
 type Table = Map<number, [number, number]>;
@@ -75,27 +76,14 @@ function counter(buf: Buffer, s: number, e: number): number {
   throw new NetlinkParseError(`IPVS: stats counter of ${e - s} bytes`, s);
 }
 
-const STATS_FIELDS: [number, keyof IpvsStats][] = [
-  [U.IPVS_STATS_ATTR_CONNS, 'conns'],
-  [U.IPVS_STATS_ATTR_INPKTS, 'inPkts'],
-  [U.IPVS_STATS_ATTR_OUTPKTS, 'outPkts'],
-  [U.IPVS_STATS_ATTR_INBYTES, 'inBytes'],
-  [U.IPVS_STATS_ATTR_OUTBYTES, 'outBytes'],
-  [U.IPVS_STATS_ATTR_CPS, 'cps'],
-  [U.IPVS_STATS_ATTR_INPPS, 'inPps'],
-  [U.IPVS_STATS_ATTR_OUTPPS, 'outPps'],
-  [U.IPVS_STATS_ATTR_INBPS, 'inBps'],
-  [U.IPVS_STATS_ATTR_OUTBPS, 'outBps'],
-];
-
 /** STATS64 when the kernel sends it (>= 4.1), else the 32-bit STATS. */
 function stats(buf: Buffer, t: Table, stats64: number, stats32: number): IpvsStats | undefined {
   const r = t.get(stats64) ?? t.get(stats32);
   if (!r) return undefined;
   const st = attrTable(buf, r[0], r[1]);
   const out = {} as IpvsStats;
-  for (const [type, key] of STATS_FIELDS) {
-    const v = st.get(type);
+  for (const [i, key] of STATS_KEYS.entries()) {
+    const v = st.get(i + 1);
     out[key] = v ? counter(buf, v[0], v[1]) : 0;
   }
   return out;
@@ -189,10 +177,7 @@ export function serviceDumpRequest(familyId: number): Buffer {
   return genlMessage(familyId, NLM_F_REQUEST | NLM_F_DUMP, U.IPVS_CMD_GET_SERVICE, U.IPVS_GENL_VERSION).finish();
 }
 
-/**
- * GET_DEST dump request for one service, identified the way the kernel parses it (AF + fwmark, or
- * AF + protocol/addr/port).
- */
+/** GET_DEST dump request for one service, identified as the kernel parses it (AF + fwmark or protocol/addr/port). */
 export function destDumpRequest(familyId: number, sel: ServiceSelector): Buffer {
   const w: MessageWriter = genlMessage(familyId, NLM_F_REQUEST | NLM_F_DUMP, U.IPVS_CMD_GET_DEST, U.IPVS_GENL_VERSION)
     .beginNested(U.IPVS_CMD_ATTR_SERVICE)

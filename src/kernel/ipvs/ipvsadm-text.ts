@@ -1,6 +1,7 @@
 // Bundles' `ipvsadm -Ln` variants and `ipvsadm-save -n` as IpvsSnapshots whose `missing` names what each lacks;
 // without --exact numbers are rounded (K/M/G/T = 10^3^k), and addresses must be numeric (-n).
 import { canonicalIP, ipFamily } from '../ip.js';
+import { LineParseError } from '../nat/errors.js';
 import type {
   Family,
   IpvsForward,
@@ -11,17 +12,10 @@ import type {
   IpvsVirtualServer,
 } from '../types.js';
 import { ALL_GROUPS, type IpvsFieldGroup, mergeIpvsSnapshots, newRealServer, zeroStats } from './merge.js';
-import { defaultNetmask } from './uapi.js';
+import { defaultNetmask, FORWARDS, TUNNEL_CHECKSUMS } from './uapi.js';
 
-export class IpvsadmParseError extends Error {
-  constructor(
-    readonly source: string,
-    readonly line: number,
-    message: string,
-  ) {
-    super(`${source}:${line}: ${message}`);
-    this.name = 'IpvsadmParseError';
-  }
+export class IpvsadmParseError extends LineParseError {
+  override name = 'IpvsadmParseError';
 }
 
 /** Parses and merges any mix of ipvsadm -Ln variants and ipvsadm-save -n outputs (source: a file or command). */
@@ -60,13 +54,6 @@ function count(s: string | undefined, what: string, fail: Fail): number {
 }
 
 const PROTOCOLS: Record<string, IpvsVirtualServer['protocol']> = { TCP: 'TCP', UDP: 'UDP', SCTP: 'SCTP' };
-const FORWARDS: Record<string, IpvsForward> = {
-  Masq: 'masq',
-  Local: 'local',
-  Tunnel: 'tunnel',
-  Route: 'route',
-  Bypass: 'bypass',
-};
 const CHECKSUMS: Record<string, IpvsTunnel['checksum']> = { '-c': 'nocsum', '+c': 'csum', 'r+c': 'remcsum' };
 
 function newService(family: Family): IpvsVirtualServer {
@@ -108,7 +95,10 @@ const COLUMNS: Record<string, { set: Column; group: IpvsFieldGroup }> = {
   Forward: {
     group: 'forward',
     set: (t, tok, fail) => {
-      t.forward = FORWARDS[tok] ?? fail(`unknown forwarding method ${JSON.stringify(tok)}`);
+      // ipvsadm prints the kernel's names capitalised (Masq, Route, ...).
+      t.forward =
+        FORWARDS.find((f) => f[0]!.toUpperCase() + f.slice(1) === tok) ??
+        fail(`unknown forwarding method ${JSON.stringify(tok)}`);
     },
   },
   TunnelInfo: { group: 'tunnel', set: (t, tok, fail) => tunnelInfo(t, tok, fail) },
@@ -256,11 +246,7 @@ const SAVE_FORWARDS: Record<string, IpvsForward> = {
   '-i': 'tunnel',
   '--ipip': 'tunnel',
 };
-const SAVE_CHECKSUMS: Record<string, IpvsTunnel['checksum']> = {
-  '--tun-nocsum': 'nocsum',
-  '--tun-csum': 'csum',
-  '--tun-remcsum': 'remcsum',
-};
+const SAVE_CHECKSUMS = Object.fromEntries(TUNNEL_CHECKSUMS.map((c) => [`--tun-${c}`, c]));
 
 const REAL_SERVER_OPTS = new Set([
   ...Object.keys(SAVE_FORWARDS),

@@ -2,22 +2,31 @@
 // group from the first snapshot that has it, matching services and real servers by identity.
 import type { IpvsRealServer, IpvsSnapshot, IpvsStats, IpvsVirtualServer } from '../types.js';
 
-/** Field groups as they appear or not in the various ipvsadm outputs. */
-export const ALL_GROUPS = [
-  'config', // scheduler, flags, persistence timeout, netmask, PE
-  'forward',
-  'weight',
-  'conns', // active + inactive connections
-  'persistentConns',
-  'thresholds',
-  'tunnel',
-  'stats', // conns, packets, bytes
-  'rates', // cps, pps, bps
-] as const;
-export type IpvsFieldGroup = (typeof ALL_GROUPS)[number];
-
 const COUNTERS = ['conns', 'inPkts', 'outPkts', 'inBytes', 'outBytes'] as const;
 const RATES = ['cps', 'inPps', 'outPps', 'inBps', 'outBps'] as const;
+/** Counter fields in IPVS_STATS_ATTR_* order: attribute i + 1 is STATS_KEYS[i]. */
+export const STATS_KEYS = [...COUNTERS, ...RATES];
+
+type Fields = {
+  vs?: readonly (keyof IpvsVirtualServer)[];
+  rs?: readonly (keyof IpvsRealServer)[];
+  stats?: readonly (keyof IpvsStats)[];
+};
+
+/** Field groups as they appear or not in the various ipvsadm outputs, with the fields each one holds. */
+const GROUP_FIELDS = {
+  config: { vs: ['scheduler', 'flags', 'timeoutS', 'netmask', 'peName'] },
+  forward: { rs: ['forward'] },
+  weight: { rs: ['weight'] },
+  conns: { rs: ['activeConns', 'inactiveConns'] },
+  persistentConns: { rs: ['persistentConns'] },
+  thresholds: { rs: ['upperThreshold', 'lowerThreshold'] },
+  tunnel: { rs: ['tunnel'] },
+  stats: { stats: COUNTERS },
+  rates: { stats: RATES },
+} satisfies Record<string, Fields>;
+export type IpvsFieldGroup = keyof typeof GROUP_FIELDS;
+export const ALL_GROUPS = Object.keys(GROUP_FIELDS) as IpvsFieldGroup[];
 
 export function serviceKey(vs: IpvsVirtualServer): string {
   return vs.fwmark !== undefined ? `FWM ${vs.family} ${vs.fwmark}` : `${vs.protocol} ${vs.address} ${vs.port}`;
@@ -31,63 +40,19 @@ export function zeroStats(): IpvsStats {
   return { conns: 0, inPkts: 0, outPkts: 0, inBytes: 0, outBytes: 0, cps: 0, inPps: 0, outPps: 0, inBps: 0, outBps: 0 };
 }
 
-function copyStats(to: { stats?: IpvsStats }, from: { stats?: IpvsStats }, keys: readonly (keyof IpvsStats)[]): void {
-  if (!from.stats) return;
-  to.stats ??= zeroStats();
-  for (const k of keys) to.stats[k] = from.stats[k];
+/** Copies `keys` (arrays and objects as copies, absent ones deleted) and the `stats` counters from one entity. */
+function copyFields(to: object, from: object, keys: readonly string[] = [], stats: Fields['stats'] = []): void {
+  const t = to as Record<string, unknown> & { stats?: IpvsStats };
+  const f = from as Record<string, unknown> & { stats?: IpvsStats };
+  for (const k of keys) {
+    const v = f[k];
+    if (v === undefined) delete t[k];
+    else t[k] = Array.isArray(v) ? [...v] : typeof v === 'object' ? { ...v } : v;
+  }
+  if (!f.stats || stats.length === 0) return;
+  t.stats ??= zeroStats();
+  for (const k of stats) t.stats[k] = f.stats[k];
 }
-
-type Copier = {
-  vs?: (to: IpvsVirtualServer, from: IpvsVirtualServer) => void;
-  rs?: (to: IpvsRealServer, from: IpvsRealServer) => void;
-};
-
-const COPY: Record<IpvsFieldGroup, Copier> = {
-  config: {
-    vs: (to, from) => {
-      to.scheduler = from.scheduler;
-      to.flags = [...from.flags];
-      to.timeoutS = from.timeoutS;
-      if (from.netmask !== undefined) to.netmask = from.netmask;
-      if (from.peName !== undefined) to.peName = from.peName;
-    },
-  },
-  forward: {
-    rs: (to, from) => {
-      to.forward = from.forward;
-    },
-  },
-  weight: {
-    rs: (to, from) => {
-      to.weight = from.weight;
-    },
-  },
-  conns: {
-    rs: (to, from) => {
-      to.activeConns = from.activeConns;
-      to.inactiveConns = from.inactiveConns;
-    },
-  },
-  persistentConns: {
-    rs: (to, from) => {
-      to.persistentConns = from.persistentConns;
-    },
-  },
-  thresholds: {
-    rs: (to, from) => {
-      if (from.upperThreshold !== undefined) to.upperThreshold = from.upperThreshold;
-      if (from.lowerThreshold !== undefined) to.lowerThreshold = from.lowerThreshold;
-    },
-  },
-  tunnel: {
-    rs: (to, from) => {
-      if (from.tunnel) to.tunnel = { ...from.tunnel };
-      else delete to.tunnel;
-    },
-  },
-  stats: { vs: (to, from) => copyStats(to, from, COUNTERS), rs: (to, from) => copyStats(to, from, COUNTERS) },
-  rates: { vs: (to, from) => copyStats(to, from, RATES), rs: (to, from) => copyStats(to, from, RATES) },
-};
 
 function shell(vs: IpvsVirtualServer): IpvsVirtualServer {
   const {
@@ -143,13 +108,12 @@ export function mergeIpvsSnapshots(parts: IpvsSnapshot[]): IpvsSnapshot {
       missing.push(group);
       continue;
     }
-    const { vs: copyVs, rs: copyRs } = COPY[group];
+    const fields: Fields = GROUP_FIELDS[group];
     for (const vs of from.virtualServers) {
       const to = services.get(serviceKey(vs))!;
-      copyVs?.(to, vs);
-      if (!copyRs) continue;
+      copyFields(to, vs, fields.vs, fields.stats);
       const rmap = reals.get(to)!;
-      for (const rs of vs.realServers) copyRs(rmap.get(realServerKey(rs))!, rs);
+      for (const rs of vs.realServers) copyFields(rmap.get(realServerKey(rs))!, rs, fields.rs, fields.stats);
     }
   }
   const out: IpvsSnapshot = { virtualServers: [...services.values()] };

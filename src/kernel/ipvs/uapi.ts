@@ -42,17 +42,6 @@ export const IPVS_DEST_ATTR_TUN_TYPE = 13;
 export const IPVS_DEST_ATTR_TUN_PORT = 14;
 export const IPVS_DEST_ATTR_TUN_FLAGS = 15;
 
-export const IPVS_STATS_ATTR_CONNS = 1;
-export const IPVS_STATS_ATTR_INPKTS = 2;
-export const IPVS_STATS_ATTR_OUTPKTS = 3;
-export const IPVS_STATS_ATTR_INBYTES = 4;
-export const IPVS_STATS_ATTR_OUTBYTES = 5;
-export const IPVS_STATS_ATTR_CPS = 6;
-export const IPVS_STATS_ATTR_INPPS = 7;
-export const IPVS_STATS_ATTR_OUTPPS = 8;
-export const IPVS_STATS_ATTR_INBPS = 9;
-export const IPVS_STATS_ATTR_OUTBPS = 10;
-
 export { AF_INET, AF_INET6 } from '../../model/address-family.js';
 
 import type { IpFamily } from '../../model/address-family.js';
@@ -70,7 +59,7 @@ export function protocolName(n: number): IpvsVirtualServer['protocol'] {
   return protocolOfNumber(n) ?? n;
 }
 
-const FORWARDS: IpvsForward[] = ['masq', 'local', 'tunnel', 'route', 'bypass'];
+export const FORWARDS = ['masq', 'local', 'tunnel', 'route', 'bypass'] as const;
 
 /** IP_VS_CONN_F_* forwarding method (conn_flags & IP_VS_CONN_F_FWD_MASK) → name. */
 export function forwardName(n: number): IpvsForward {
@@ -93,7 +82,7 @@ export function serviceFlagNames(flags: number, scheduler: string): string[] {
 }
 
 const TUNNEL_TYPES: IpvsTunnel['type'][] = ['ipip', 'gue', 'gre'];
-const TUNNEL_CHECKSUMS: IpvsTunnel['checksum'][] = ['nocsum', 'csum', 'remcsum'];
+export const TUNNEL_CHECKSUMS = ['nocsum', 'csum', 'remcsum'] as const;
 
 export function tunnelTypeName(n: number): IpvsTunnel['type'] {
   return TUNNEL_TYPES[n] ?? n;

@@ -4,10 +4,7 @@ import { eachLine } from './lines.js';
 import type { BackendChoice, BackendEvidence, XtablesBackend } from './types.js';
 
 export interface BackendOutput {
-  /**
-   * iptables-save and ip6tables-save outputs (text, or bytes as the commands printed them) of this
-   * backend that could be read.
-   */
+  /** The iptables-save and ip6tables-save outputs (text or bytes) of this backend that could be read. */
   texts: (string | Uint8Array)[];
   /** Why (some of) this backend could not be read. */
   error?: string;

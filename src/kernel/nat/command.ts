@@ -13,9 +13,11 @@ export interface CommandOptions {
   timeoutMs: number;
   /** Bound on what stdout may print; past it the command is killed and the result says so. */
   maxBytes: number;
+  /** Whose bound maxBytes is, in that message; default 'NAT'. */
+  reader?: string;
 }
 
-const PACKAGE_OF: Record<string, string> = { ip: 'iproute2', nsenter: 'util-linux' };
+const PACKAGE_OF: Record<string, string> = { ip: 'iproute2', nsenter: 'util-linux', nft: 'the nftables package' };
 /** Enough of stderr for the first lines of any error message. */
 const STDERR_MAX = 64 * 1024;
 
@@ -48,10 +50,7 @@ export function runCommandLines(
   );
 }
 
-/**
- * Spawns the command; each stdout chunk goes to onChunk (an error it throws stops the command),
- * then onEnd on success.
- */
+/** Spawns the command; each stdout chunk goes to onChunk (whose throw stops it), then onEnd on success. */
 function runWith(
   cmd: string,
   args: string[],
@@ -104,11 +103,8 @@ function runWith(
     child.on('close', (code, signal) => {
       if (why === 'timeout') return finish({ ok: false, reason: `timed out after ${opts.timeoutMs} ms` });
       if (why === 'too-big') {
-        const bound = mib(opts.maxBytes);
-        return finish({
-          ok: false,
-          reason: `printed more than ${bound} (the bound on what the NAT reader keeps); stopped reading it`,
-        });
+        const bound = `${mib(opts.maxBytes)} (the bound on what the ${opts.reader ?? 'NAT'} reader keeps)`;
+        return finish({ ok: false, reason: `printed more than ${bound}; stopped reading it` });
       }
       if (why === 'reader') return finish({ ok: false, reason: `${readerError}; stopped reading it` });
       if (code !== 0) return finish({ ok: false, reason: explainFailure(code, signal, stderr, cmd) });
@@ -169,9 +165,7 @@ export function inNetns(cmd: string, args: string[], netns: string | undefined):
 function explainFailure(code: number | null, signal: NodeJS.Signals | null, stderr: string, cmd: string): string {
   const msg = stderr.trim().split('\n')[0] ?? '';
   // `ip netns exec` reports a missing program itself.
-  if (/(exec of .*|failed to execute .*): No such file or directory/.test(stderr)) {
-    return `${cmd} not found in PATH (install the iptables/ipset package)`;
-  }
+  if (/(exec of .*|failed to execute .*): No such file or directory/.test(stderr)) return notFound(cmd);
   if (/permission denied|operation not permitted|you must be root/i.test(stderr)) {
     return permissionDenied('root or CAP_NET_ADMIN', `${cmd}: ${msg}`);
   }

@@ -1,14 +1,18 @@
 // Parse failures of NAT inputs name the input and the 1-based line, so a user can open the capture at the right place.
 
-export class NatParseError extends Error {
+/** An input that is not the expected command's output at all, named by input and 1-based line. */
+export class LineParseError extends Error {
   constructor(
     readonly source: string,
     readonly line: number,
     detail: string,
   ) {
     super(lineIssue(source, line, detail));
-    this.name = 'NatParseError';
   }
+}
+
+export class NatParseError extends LineParseError {
+  override name = 'NatParseError';
 }
 
 /** Text of a warning about one line of an input. */

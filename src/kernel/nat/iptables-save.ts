@@ -12,10 +12,7 @@ export interface SaveInput {
   /** Name of the input used in messages: a command ('iptables-nft-save') or a file path. */
   source: string;
   family: NatFamily;
-  /**
-   * Only these tables' chains and rules are kept (the others' headers still are, empty): the nat
-   * table reader needs no other.
-   */
+  /** Only these tables' chains and rules are kept (the others' headers still are, empty). */
   tables?: ReadonlySet<string>;
 }
 

@@ -16,11 +16,6 @@ export function eachLine(buf: Uint8Array, fn: (start: number, end: number, lineN
   }
 }
 
-/** The text of bytes [start, end). */
-export function lineText(buf: Buffer, start: number, end: number): string {
-  return buf.toString('utf8', start, end);
-}
-
 /** Calls fn with each line's text, 1-based (the text equals `buf.toString().split('\n')[lineNo - 1]`). */
 export function eachLineText(buf: Buffer, fn: (line: string, lineNo: number) => void): void {
   eachLine(buf, (start, end, lineNo) => fn(buf.toString('utf8', start, end), lineNo));

@@ -2,7 +2,7 @@
 // a rule only when asked; SaveLines (iptables-save.ts) judges lines, so malformed ones are skipped as there.
 import { canonicalIP } from '../ip.js';
 import { parseRule, SaveLines } from './iptables-save.js';
-import { eachLine, lineText, mayContain } from './lines.js';
+import { eachLine, mayContain } from './lines.js';
 import { findOptions } from './rule-spec.js';
 import type { IptablesDump, IptablesRule, IptablesTable, NatFamily } from './types.js';
 
@@ -12,54 +12,27 @@ export function isRuleOfChains(trimmed: string, chains: readonly string[]): bool
 }
 
 /** Chains below this many rules are walked whole; longer ones through a destination index. */
-export const INDEX_MIN_RULES = 16;
+const INDEX_MIN_RULES = 16;
 
 /** KUBE-SERVICES has a rule per Service IP:port, so rules whose only destination is one host are indexed by it. */
-export interface ChainIndex {
+interface ChainIndex {
+  /** The chain's rule ids, in order. */
+  ids: Int32Array;
   /** Positions of rules without a single-host `-d`, ascending. */
   general: number[];
+  /** The general rules parsed, while few: every probe meets them. */
+  parsed: Map<number, IptablesRule>;
   /** Positions of rules with `-d HOST/32` (or /128), by canonical HOST, ascending. */
   byDst: Map<string, number[]>;
 }
 
-export function emptyIndex(): ChainIndex {
-  return { general: [], byDst: new Map() };
-}
-
-/** Files the rule at `pos` in the index; true when it is a general one (no single destination host). */
-export function indexRule(idx: ChainIndex, pos: number, r: IptablesRule): boolean {
+/** The one destination host of a rule (`-d A`, `-d A/32` or `-d A/128`), canonical; undefined for any other. */
+function singleHost(r: IptablesRule): string | undefined {
   const d = findOptions(r.matches, '-d', '');
-  const host = d.length === 1 && !d[0]!.negated ? hostOf(d[0]!.values[0] ?? '') : undefined;
-  if (host === undefined) {
-    idx.general.push(pos);
-    return true;
-  }
-  const list = idx.byDst.get(host);
-  if (list) list.push(pos);
-  else idx.byDst.set(host, [pos]);
-  return false;
-}
-
-/** The positions a probe to `dst` must look at, ascending. */
-export function candidatePositions(idx: ChainIndex, dst: string): number[] {
-  const a = idx.general;
-  const b = idx.byDst.get(canonicalSafe(dst)) ?? [];
-  const out: number[] = [];
-  let i = 0;
-  let j = 0;
-  while (i < a.length || j < b.length) {
-    if (j >= b.length || (i < a.length && a[i]! < b[j]!)) out.push(a[i++]!);
-    else out.push(b[j++]!);
-  }
-  return out;
-}
-
-/** 'A/32', 'A/128' or a bare address -> canonical A; anything wider -> undefined. */
-function hostOf(cidr: string): string | undefined {
-  const [addr, len] = cidr.split('/');
+  if (d.length !== 1 || d[0]!.negated) return undefined;
+  const [addr, len] = (d[0]!.values[0] ?? '').split('/');
   if (len !== undefined && len !== '32' && len !== '128') return undefined;
-  const c = canonicalSafe(addr ?? '');
-  return c === '' ? undefined : c;
+  return canonicalSafe(addr ?? '') || undefined;
 }
 
 export function canonicalSafe(address: string): string {
@@ -145,7 +118,7 @@ export class NatRules {
   private readonly chains = new Map<string, number>();
   private readonly refs = new RuleRefs();
   private readonly names: string[];
-  private readonly index = new Map<string, { idx: ChainIndex; ids: Int32Array; general: Map<number, IptablesRule> }>();
+  private readonly index = new Map<string, ChainIndex>();
   private readonly cache = new Map<string, IptablesRule[]>();
   private readonly lines: SaveText;
   /** The first filter table's rules of the input's filterChains (few: the caller names the chains it needs). */
@@ -235,10 +208,7 @@ export class NatRules {
     return this.chains.has(chain);
   }
 
-  /**
-   * The chain's rules in order. `mustContain`: only rules whose save-output line contains this
-   * text (or passes this test) can interest the caller; the others are skipped without parsing them.
-   */
+  /** The chain's rules in order; lines without `mustContain`'s text (or failing its test) are skipped unparsed. */
   *rules(chain: string, mustContain?: LineTest): Iterable<IptablesRule> {
     const cached = this.cache.get(chain);
     if (cached) {
@@ -263,27 +233,42 @@ export class NatRules {
     const c = this.chains.get(chain);
     if (c === undefined) return [];
     if (this.refs.size[c]! < INDEX_MIN_RULES) return [...this.rules(chain)];
-    let entry = this.index.get(chain);
-    if (!entry) {
-      const idx = emptyIndex();
-      const ids = Int32Array.from(this.refs.ids(c));
-      // The rules every probe meets (few in kube-proxy's chains) stay parsed.
-      let general: Map<number, IptablesRule> | undefined = new Map();
-      for (let pos = 0; pos < ids.length; pos++) {
-        const r = this.parseAt(ids[pos]!);
-        if (!r || !indexRule(idx, pos, r) || !general) continue;
-        general.set(pos, r);
-        if (general.size > CACHE_MAX_RULES) general = undefined;
-      }
-      entry = { idx, ids, general: general ?? new Map() };
-      this.index.set(chain, entry);
+    let idx = this.index.get(chain);
+    if (!idx) {
+      idx = this.indexOf(c);
+      this.index.set(chain, idx);
     }
+    const positions = [...idx.general, ...(idx.byDst.get(canonicalSafe(dst)) ?? [])].sort((a, b) => a - b);
     const out: IptablesRule[] = [];
-    for (const pos of candidatePositions(entry.idx, dst)) {
-      const r = entry.general.get(pos) ?? this.parseAt(entry.ids[pos]!);
+    for (const pos of positions) {
+      const r = idx.parsed.get(pos) ?? this.parseAt(idx.ids[pos]!);
       if (r) out.push(r);
     }
     return out;
+  }
+
+  private indexOf(chain: number): ChainIndex {
+    const ids = Int32Array.from(this.refs.ids(chain));
+    const idx: ChainIndex = { ids, general: [], parsed: new Map(), byDst: new Map() };
+    let parsed: Map<number, IptablesRule> | undefined = idx.parsed;
+    for (const [pos, id] of ids.entries()) {
+      const r = this.parseAt(id);
+      if (!r) continue;
+      const host = singleHost(r);
+      if (host !== undefined) {
+        const list = idx.byDst.get(host);
+        if (list) list.push(pos);
+        else idx.byDst.set(host, [pos]);
+        continue;
+      }
+      idx.general.push(pos);
+      parsed?.set(pos, r);
+      if (parsed && parsed.size > CACHE_MAX_RULES) {
+        parsed.clear();
+        parsed = undefined;
+      }
+    }
+    return idx;
   }
 
   /** The rules of one of the input's filterChains in the first filter table, in order. */
@@ -319,7 +304,7 @@ export interface SaveText {
 }
 
 function wholeOutput(buf: Buffer): SaveText {
-  return { each: (fn) => eachLine(buf, fn), text: (start, end) => lineText(buf, start, end) };
+  return { each: (fn) => eachLine(buf, fn), text: (start, end) => buf.toString('utf8', start, end) };
 }
 
 /** A dump's first nat table and first filter table's `filterChains` rules as save lines, with line numbers. */

@@ -26,10 +26,7 @@ export interface ReadNatOptions {
   factsOnly?: boolean;
   /** The filter table's chains whose rules a facts-only read keeps (NatRules.filterRules); default none. */
   filterChains?: readonly string[];
-  /**
-   * Bound on one line of a save command's output in a facts-only read (default NAT_LINE_MAX_BYTES);
-   * a longer line makes the source unavailable with a reason that says so.
-   */
+  /** Bound on one line in a facts-only read (default NAT_LINE_MAX_BYTES); past it the source is unavailable. */
   maxLineBytes?: number;
 }
 
@@ -102,30 +99,28 @@ export async function readNat(opts: ReadNatOptions = {}): Promise<ReadNatResult>
   const ipset = ipsetSource(sets, natMs);
   const results = { legacy: { 4: l4, 6: l6 }, nft: { 4: n4, 6: n6 } } as const;
   const choice = chooseBackendOf(backendSide(l4, l6), backendSide(n4, n6));
-  const v4res = results[choice.backend][4];
-  const v6res = results[choice.backend][6];
   const natDown = (reason: string): ReadNatResult => ({
     sources: [{ source: 'nat', available: false, reason, durationMs: natMs }, ipset.status],
     digest,
   });
-  if (!v4res.ok) return natDown(withCommand(SAVE_COMMANDS[choice.backend][4], v4res.reason));
-  const notes: string[] = [];
-  let v4: IptablesDump | NatRules;
-  try {
-    v4 = readKept(v4res.kept, { source: SAVE_COMMANDS[choice.backend][4], family: 4, filterChains });
-  } catch (e) {
-    return natDown(errText(e));
-  }
-  // IPv6 is a bonus: its failure is a note, not a lost snapshot.
-  let v6: IptablesDump | NatRules | undefined;
-  if (!v6res.ok) notes.push(`IPv6 rules unavailable: ${withCommand(SAVE_COMMANDS[choice.backend][6], v6res.reason)}`);
-  else {
+  /** The family's rules, or why they could not be read. */
+  const readFamily = (family: NatFamily): IptablesDump | NatRules | string => {
+    const res = results[choice.backend][family];
+    const source = SAVE_COMMANDS[choice.backend][family];
+    if (!res.ok) return withCommand(source, res.reason);
     try {
-      v6 = readKept(v6res.kept, { source: SAVE_COMMANDS[choice.backend][6], family: 6, filterChains });
+      return readKept(res.kept, { source, family, filterChains });
     } catch (e) {
-      notes.push(`IPv6 rules unavailable: ${errText(e)}`);
+      return errText(e);
     }
-  }
+  };
+  const v4 = readFamily(4);
+  if (typeof v4 === 'string') return natDown(v4);
+  const notes: string[] = [];
+  // IPv6 is a bonus: its failure is a note, not a lost snapshot.
+  const v6read = readFamily(6);
+  if (typeof v6read === 'string') notes.push(`IPv6 rules unavailable: ${v6read}`);
+  const v6 = typeof v6read === 'string' ? undefined : v6read;
   const other: XtablesBackend = choice.backend === 'legacy' ? 'nft' : 'legacy';
   if (choice[other].kubeRuleLines > 0) {
     notes.push(
@@ -160,10 +155,7 @@ export async function readNat(opts: ReadNatOptions = {}): Promise<ReadNatResult>
   return { nat, ...(tables ? { tables } : {}), sources: [natStatus, ipset.status], digest };
 }
 
-/**
- * The whole output parsed (snapshot), or the nat table's lines held as positions and parsed a rule
- * at a time (facts-only reads).
- */
+/** The whole output parsed (snapshot), or the nat table's kept lines parsed a rule at a time (facts-only). */
 function readKept(kept: Buffer | NatLineStore, input: SaveRulesInput): IptablesDump | NatRules {
   if (kept instanceof NatLineStore) return new NatRules(kept, input);
   return parseIptablesSave(kept.toString('utf8'), { source: input.source, family: input.family });

@@ -6,23 +6,20 @@ import type { IptablesRule, MatchOption, RuleMatch } from './types.js';
 
 type ParsedSpec = Pick<IptablesRule, 'matches' | 'target' | 'goto' | 'targetArgs' | 'comment'>;
 
-/** Base (non-module) options and how many values each takes. */
-const BASE_OPTIONS: Record<string, { canonical: string; arity: number }> = {
-  '-s': { canonical: '-s', arity: 1 },
-  '--source': { canonical: '-s', arity: 1 },
-  '--src': { canonical: '-s', arity: 1 },
-  '-d': { canonical: '-d', arity: 1 },
-  '--destination': { canonical: '-d', arity: 1 },
-  '--dst': { canonical: '-d', arity: 1 },
-  '-p': { canonical: '-p', arity: 1 },
-  '--protocol': { canonical: '-p', arity: 1 },
-  '-i': { canonical: '-i', arity: 1 },
-  '--in-interface': { canonical: '-i', arity: 1 },
-  '-o': { canonical: '-o', arity: 1 },
-  '--out-interface': { canonical: '-o', arity: 1 },
-  '-f': { canonical: '-f', arity: 0 },
-  '--fragment': { canonical: '-f', arity: 0 },
-};
+/** Base (non-module) options: the canonical spelling, its long ones, and how many values it takes. */
+const BASE_SPELLINGS: [string, string[], number][] = [
+  ['-s', ['--source', '--src'], 1],
+  ['-d', ['--destination', '--dst'], 1],
+  ['-p', ['--protocol'], 1],
+  ['-i', ['--in-interface'], 1],
+  ['-o', ['--out-interface'], 1],
+  ['-f', ['--fragment'], 0],
+];
+const BASE_OPTIONS = new Map(
+  BASE_SPELLINGS.flatMap(([canonical, long, arity]) =>
+    [canonical, ...long].map((w) => [w, { canonical, arity }] as const),
+  ),
+);
 
 export type SpecResult = { ok: true; spec: ParsedSpec } | { ok: false; error: string };
 
@@ -64,7 +61,7 @@ export function parseRuleSpec(tokens: Token[]): SpecResult {
         targetArgs: tokens.slice(i + 2).map((t) => t.text),
       });
     }
-    const baseOpt = tok.quoted ? undefined : BASE_OPTIONS[word];
+    const baseOpt = tok.quoted ? undefined : BASE_OPTIONS.get(word);
     if (baseOpt) {
       const values = tokens.slice(i + 1, i + 1 + baseOpt.arity);
       if (values.length < baseOpt.arity) return { ok: false, error: `'${word}' without a value` };

@@ -102,8 +102,8 @@ export interface RawDumper {
 }
 
 /**
- * Walks one datagram of a dump reply, visiting our messages and returning true at NLMSG_DONE; a header that
- * does not fit throws NetlinkParseError, and a bad payload is visit's concern.
+ * Walks one datagram of a reply, visiting our messages and returning true at NLMSG_DONE (or the ACK, if `ackEnds`);
+ * a header that does not fit throws NetlinkParseError, and a bad payload is visit's concern.
  */
 export function walkDumpDatagram(
   b: Buffer,
@@ -114,12 +114,8 @@ export function walkDumpDatagram(
   what: string,
   res: DumpResult,
   visit: VisitMessage,
+  ackEnds = false,
 ): boolean {
-  // Compared as 16-bit halves so that large values stay small integers in unoptimized code.
-  const seqLo = seq & 0xffff;
-  const seqHi = (seq >>> 16) & 0xffff;
-  const portLo = port & 0xffff;
-  const portHi = (port >>> 16) & 0xffff;
   let o = off;
   while (o < dend) {
     if (dend - o < NLMSG_HDRLEN) throw new NetlinkParseError(`truncated header: ${dend - o} bytes left`, o);
@@ -130,14 +126,7 @@ export function walkDumpDatagram(
     const at = o;
     o += (len + 3) & ~3;
     // A stray notification or someone else's reply.
-    if (
-      b.readUInt16LE(at + 8) !== seqLo ||
-      b.readUInt16LE(at + 10) !== seqHi ||
-      b.readUInt16LE(at + 12) !== portLo ||
-      b.readUInt16LE(at + 14) !== portHi
-    ) {
-      continue;
-    }
+    if (b.readUInt32LE(at + 8) !== seq || b.readUInt32LE(at + 12) !== port) continue;
     const type = b.readUInt16LE(at + 4);
     const flags = b.readUInt16LE(at + 6);
     if (flags & NLM_F_DUMP_INTR) res.interrupted = true;
@@ -150,8 +139,9 @@ export function walkDumpDatagram(
         return true;
       }
       const { errno, message } = parseError(m);
-      if (errno === 0) continue;
-      throw new NetlinkError(errno, what, message);
+      if (errno !== 0) throw new NetlinkError(errno, what, message);
+      if (ackEnds) return true;
+      continue;
     }
     if (type === NLMSG_NOOP || type === NLMSG_OVERRUN) continue;
     res.messages++;
@@ -256,13 +246,14 @@ export class NetlinkSocket implements RawDumper {
 
   /**
    * dump() without message objects: visit gets each payload range in the receive buffer, valid only during the
-   * call; afterBatch may return a promise for backpressure.
+   * call; afterBatch may return a promise for backpressure; `ackEnds`: a request's ACK ends it as DONE would.
    */
   dumpRaw(
     msg: Buffer,
     what: string,
     visit: VisitMessage,
     afterBatch?: () => void | Promise<void>,
+    ackEnds = false,
   ): Promise<DumpResult> {
     return this.exclusive(async () => {
       const seq = this.send(msg);
@@ -274,7 +265,7 @@ export class NetlinkSocket implements RawDumper {
         let off = 0;
         for (let i = 0; i < count && !done; i++) {
           const dend = off + this.status[2 + i]!;
-          done = walkDumpDatagram(b, off, dend, seq, this.port, what, res, visit);
+          done = walkDumpDatagram(b, off, dend, seq, this.port, what, res, visit, ackEnds);
           off = dend;
         }
         if (afterBatch) {
@@ -287,24 +278,13 @@ export class NetlinkSocket implements RawDumper {
   }
 
   /** Sends a request expecting an ACK (send it with NLM_F_ACK); returns the replies before it. */
-  request(msg: Buffer, what: string): Promise<NetlinkMessage[]> {
-    return this.exclusive(async () => {
-      const seq = this.send(msg);
-      const replies: NetlinkMessage[] = [];
-      for (;;) {
-        for (const m of this.parseBatch(await this.receiveRaw(what))) {
-          if (m.seq !== seq || m.pid !== this.port) continue;
-          if (m.type === NLMSG_ERROR) {
-            const { errno, message } = parseError(m);
-            if (errno !== 0) throw new NetlinkError(errno, what, message);
-            return replies;
-          }
-          if (m.type === NLMSG_DONE) return replies;
-          // Copy: the receive buffer is reused by the next batch.
-          replies.push({ ...m, payload: Buffer.from(m.payload) });
-        }
-      }
-    });
+  async request(msg: Buffer, what: string): Promise<NetlinkMessage[]> {
+    const replies: NetlinkMessage[] = [];
+    // Copies: the receive buffer is reused by the next batch.
+    const keep: VisitMessage = (buf, start, end, type, flags) =>
+      void replies.push({ type, flags, seq: this.seq, pid: this.port, payload: Buffer.from(buf.subarray(start, end)) });
+    await this.dumpRaw(msg, what, keep, undefined, true);
+    return replies;
   }
 
   /**

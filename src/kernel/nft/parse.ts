@@ -4,6 +4,7 @@
 import { errText } from '../../errors.js';
 import { isObj, type Json, type Obj, quote, renderExpr, renderStatement, renderVerdict, verdictOf } from './render.js';
 import type { NftChain, NftDump, NftElement, NftFamily, NftRule, NftSet, NftTable } from './types.js';
+import { NFT_FAMILIES } from './types.js';
 
 /** Bound on the JSON text, far beyond what kube-proxy's tables hold for the largest clusters. */
 export const MAX_NFT_JSON_BYTES = 64 * 1024 * 1024;
@@ -18,7 +19,7 @@ export class NftParseError extends Error {
   }
 }
 
-const FAMILIES = new Set<string>(['ip', 'ip6', 'inet', 'arp', 'bridge', 'netdev']);
+const FAMILIES = new Set<string>(NFT_FAMILIES);
 
 export function parseNftJson(text: string, source: string): NftDump {
   if (text.length > MAX_NFT_JSON_BYTES)

@@ -1,10 +1,8 @@
 // kube-proxy's nftables tables via `nft -j list table`, since only libnftables decodes nf_tables bytecode; listing
 // only kube-proxy's tables keeps other components' unknown expressions from failing the read.
-import { execFile } from 'node:child_process';
 import { errText } from '../../errors.js';
-import { permissionDenied } from '../../model/permission.js';
-import { inNetns } from '../nat/command.js';
-import { parseNftJson } from './parse.js';
+import { runCommand } from '../nat/command.js';
+import { MAX_NFT_JSON_BYTES, parseNftJson } from './parse.js';
 import type { NftDump, NftSnapshot } from './types.js';
 
 export interface ReadNftOptions {
@@ -34,8 +32,6 @@ function takeKubeProxyTable(snap: NftSnapshot, dump: NftDump, family: 'ip' | 'ip
 
 /** nft's answer for `list table` when the table is absent (another proxy mode, or single-stack). */
 const NO_TABLE = /No such file or directory/;
-/** Bounds the output: kube-proxy's tables at 100k Service ports stay well below. */
-const MAX_OUTPUT = 64 * 1024 * 1024;
 
 export async function runNftLists(opts: ReadNftOptions = {}): Promise<Record<'ip' | 'ip6', NftCommandResult>> {
   const [ip, ip6] = await Promise.all(NFT_FAMILIES.map((f) => runNft(['-j', 'list', 'table', f, 'kube-proxy'], opts)));
@@ -85,31 +81,14 @@ export function nftSnapshotOfRuleset(text: string, source: string): NftSnapshot 
   return snap;
 }
 
-function runNft(args: string[], opts: ReadNftOptions): Promise<NftCommandResult> {
-  // nft's own listing of a large ruleset is slow on a loaded host, hence the long default.
-  const timeout = opts.timeoutMs ?? 60_000;
-  const [file, argv] = inNetns('nft', args, opts.netns);
-  return new Promise((resolve) => {
-    execFile(
-      file,
-      argv,
-      { timeout, killSignal: 'SIGKILL', maxBuffer: MAX_OUTPUT, env: { ...process.env, LC_ALL: 'C' } },
-      (err, stdout, stderr) => {
-        if (!err) return resolve({ ok: true, stdout });
-        const msg = String(stderr).trim().split('\n')[0] ?? '';
-        if (err.code === 'ENOENT' || /exec of .*No such file|failed to execute .*No such file/.test(String(stderr))) {
-          return resolve({ ok: false, reason: 'nft not found in PATH (install the nftables package)' });
-        }
-        if (err.killed || err.signal === 'SIGKILL')
-          return resolve({ ok: false, reason: `timed out after ${timeout} ms` });
-        if (/maxBuffer/i.test(err.message))
-          return resolve({ ok: false, reason: `output larger than ${MAX_OUTPUT} bytes` });
-        if (NO_TABLE.test(String(stderr))) return resolve({ ok: false, reason: 'no such table', absent: true });
-        if (/Operation not permitted|Permission denied/i.test(String(stderr))) {
-          return resolve({ ok: false, reason: permissionDenied('CAP_NET_ADMIN', msg) });
-        }
-        resolve({ ok: false, reason: msg || `exited with ${err.code ?? err.signal}` });
-      },
-    );
+async function runNft(args: string[], opts: ReadNftOptions): Promise<NftCommandResult> {
+  const r = await runCommand('nft', args, {
+    ...(opts.netns ? { netns: opts.netns } : {}),
+    // nft's own listing of a large ruleset is slow on a loaded host, hence the long default.
+    timeoutMs: opts.timeoutMs ?? 60_000,
+    maxBytes: MAX_NFT_JSON_BYTES,
+    reader: 'nft',
   });
+  if (r.ok) return { ok: true, stdout: r.stdout.toString('utf8') };
+  return NO_TABLE.test(r.reason) ? { ok: false, reason: 'no such table', absent: true } : r;
 }

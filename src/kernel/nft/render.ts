@@ -1,6 +1,6 @@
 // libnftables JSON back into the text `nft list` prints, so evidence lines can be grepped in the user's own listing;
 // kube-proxy's shapes are spelled exactly, anything else recognisably, never dropped.
-import type { NftMatch, NftRule, NftVerdict } from './types.js';
+import { NFT_VERDICTS, type NftMatch, type NftRule, type NftVerdict } from './types.js';
 
 export type Json = unknown;
 export type Obj = Record<string, Json>;
@@ -23,7 +23,7 @@ const BARE_META = new Set([
   'cgroup',
 ]);
 const BINOPS = ['&', '|', '^', '<<', '>>'] as const;
-const VERDICTS = new Set(['accept', 'drop', 'continue', 'return', 'jump', 'goto', 'queue']);
+const VERDICTS = new Set<string>(NFT_VERDICTS);
 
 export function renderExpr(e: Json): string {
   if (typeof e === 'string') return e;

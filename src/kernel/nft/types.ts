@@ -1,11 +1,14 @@
 // Typed form of `nft -j list table ip|ip6 kube-proxy` (or `nft -j list ruleset`), reduced to what
 // src/kubeproxy/nftables.ts and evidence need; each rule keeps its `nft list` text so findings can quote it.
 
-export type NftFamily = 'ip' | 'ip6' | 'inet' | 'arp' | 'bridge' | 'netdev';
+export const NFT_FAMILIES = ['ip', 'ip6', 'inet', 'arp', 'bridge', 'netdev'] as const;
+export type NftFamily = (typeof NFT_FAMILIES)[number];
+
+export const NFT_VERDICTS = ['accept', 'drop', 'continue', 'return', 'jump', 'goto', 'queue'] as const;
 
 /** A verdict as nft spells it: accept, drop, continue, return, jump X, goto X. */
 export interface NftVerdict {
-  kind: 'accept' | 'drop' | 'continue' | 'return' | 'jump' | 'goto' | 'queue';
+  kind: (typeof NFT_VERDICTS)[number];
   target?: string;
 }
 
@@ -65,10 +68,7 @@ export interface NftSet {
   /** Maps: the value type ('verdict', 'ipv4_addr', ...). */
   mapType?: string;
   flags?: string[];
-  /**
-   * Seconds an element lives (`timeout 3h`: kube-proxy's session-affinity sets,
-   * sessionAffinityConfig's timeoutSeconds).
-   */
+  /** Seconds an element lives (`timeout 3h`: kube-proxy's session-affinity sets). */
   timeout?: number;
   comment?: string;
   elements: NftElement[];
