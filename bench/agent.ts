@@ -9,6 +9,9 @@
 //   --netns-prefix P (namespace name prefix, default cbk-: runs beside one another use their own)
 //   --keep-logs DIR (copy the agents' logs there at the end, e.g. to line their timestamps up with a sampler's)
 //   --agent-args "..." (more arguments for the measured agent, e.g. --no-release-startup-pages)
+//   --rss-trace FILE (the measured agent's VmRSS, RssAnon, RssFile and VmHWM every 10 ms from its start until the
+//   end, a line each with the time, to line up with --keep-logs)
+//   --start-only S (stop S seconds after /readyz with the memory figures: what start-up and the first sync peak at)
 //   --node image|host|PATH (default image: the image's Node release, test/support/image-node.ts;
 //   host: this host's node) for the agents and the bare-node reference
 //   --cluster api|file (default api: Services, EndpointSlices, Nodes through list/watch from the
@@ -37,7 +40,10 @@ import {
   existsSync,
   mkdirSync,
   mkdtempSync,
+  readdirSync,
   readFileSync,
+  readlinkSync,
+  realpathSync,
   rmSync,
   writeFileSync,
 } from 'node:fs';
@@ -111,6 +117,8 @@ const nodeFlags = words('--node-flags') ?? deployedFlags;
 const deployedEnv = containerEnv(deployed, { 'spec.nodeName': 'bench' });
 const keepLogs = text('--keep-logs');
 const agentArgs = words('--agent-args') ?? [];
+const rssTrace = text('--rss-trace');
+const startOnlyS = argv.includes('--start-only') ? arg('--start-only', 0) : undefined;
 /** The node binary the agents and the bare-node reference run on (--node). */
 const NODE = agentNode(argv);
 const NODE_VERSION = nodeVersion(NODE);
@@ -279,6 +287,56 @@ async function startAgent(dir: string, tag: string, args: string[]): Promise<Age
   return { proc, pid: proc.pid!, url: `http://127.0.0.1:${port}`, logFile };
 }
 
+/** Writes `pid`'s memory every 10 ms to `file` ("ISO time, ms since start, VmRSS RssAnon RssFile VmHWM MB") until it exits. */
+function traceRss(pid: number, file: string): void {
+  const out = createWriteStream(file);
+  out.write('time ms rss anon file hwm\n');
+  const t0 = performance.now();
+  const timer = setInterval(() => {
+    let m: ReturnType<typeof memory>;
+    try {
+      m = memory(pid);
+    } catch {
+      clearInterval(timer);
+      out.end();
+      return;
+    }
+    const mb = [m.rss, m.anon, m.file, m.hwm].map((x) => x.toFixed(1)).join(' ');
+    out.write(`${new Date().toISOString()} ${(performance.now() - t0).toFixed(0)} ${mb}\n`);
+  }, 10);
+  undo.push(() => {
+    clearInterval(timer);
+    out.end();
+  });
+}
+
+/** How many other processes run the agent's node binary: the kernel does not page out the pages they map too. */
+function nodeSharers(agentPid: number): number {
+  const bin = realpathSync(NODE);
+  let n = 0;
+  for (const pid of readdirSync('/proc')) {
+    if (!/^\d+$/.test(pid) || Number(pid) === agentPid) continue;
+    try {
+      if (readlinkSync(`/proc/${pid}/exe`) === bin) n++;
+    } catch {
+      // gone, or a kernel thread
+    }
+  }
+  return n;
+}
+
+/** The most processes sharing the agent's node binary at once, checked every 250 ms until the returned stop(). */
+function watchNodeSharers(agentPid: number): () => number {
+  let most = 0;
+  const timer = setInterval(() => {
+    most = Math.max(most, nodeSharers(agentPid));
+  }, 250);
+  return () => {
+    clearInterval(timer);
+    return most;
+  };
+}
+
 async function stopAgent(a: Agent): Promise<void> {
   if (a.proc.exitCode !== null || a.proc.signalCode !== null) return;
   const exited = new Promise((r) => a.proc.once('exit', r));
@@ -412,6 +470,8 @@ async function bigNode(dir: string): Promise<void> {
     `${CONNTRACK_RESYNC_S}s`,
     ...agentArgs,
   ]);
+  if (rssTrace) traceRss(agent.pid, rssTrace);
+  const stopSharerWatch = watchNodeSharers(agent.pid);
   await until(`/readyz (agent log: ${agent.logFile})`, 300_000, async () =>
     (await httpGet(`${agent.url}/readyz`)).status === 200 ? true : undefined,
   );
@@ -466,6 +526,16 @@ async function bigNode(dir: string): Promise<void> {
   }
   await sleep(5000);
   const settled = memory(agent.pid);
+  rows.push({
+    figure: `other processes running ${NODE_VERSION}'s node binary during start-up, most at once (pages they map stay)`,
+    value: String(stopSharerWatch()),
+  });
+  if (startOnlyS !== undefined) {
+    await sleep(Math.max(0, startOnlyS * 1000 - (performance.now() - readyAt)));
+    startOnlyRows(memory(agent.pid), readFileSync(agent.logFile, 'utf8'));
+    await stopAgent(agent);
+    return;
+  }
 
   // Start-up settling: in the first ~20 s after ready V8 runs its memory reducer (full GCs that
   // give the start-up garbage back). Reported, no target: it happens once, not in steady state.
@@ -617,6 +687,21 @@ async function bigNode(dir: string): Promise<void> {
     value: `${afterPlain.rss.toFixed(1)} / ${afterPlain.hwm.toFixed(1)} MB`,
   });
   await stopAgent(agent);
+}
+
+/** --start-only: the memory figures once start-up and the first sync are over. */
+function startOnlyRows(m: ReturnType<typeof memory>, agentLog: string): void {
+  rows.push({
+    figure: `VmRSS ${startOnlyS} s after ready (anonymous / file)`,
+    value: `${m.rss.toFixed(1)} MB (${m.anon.toFixed(1)} / ${m.file.toFixed(1)})`,
+  });
+  rows.push({
+    figure: 'peak RSS so far (VmHWM)',
+    value: `${m.hwm.toFixed(1)} MB`,
+    target: `< ${TARGET.peakMB} MB`,
+    pass: m.hwm < TARGET.peakMB,
+  });
+  rows.push({ figure: "start-up's file pages released by the agent", value: startupReleases(agentLog) });
 }
 
 /** curl's time for n scrapes of /metrics, and the size of the last body as sent. */

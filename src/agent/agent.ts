@@ -5,7 +5,7 @@ import { hostname, release } from 'node:os';
 import { type Counter, type CounterOptions, openCounter } from '../capture/counter.js';
 import { type CaptureMode, packetTargets, type Targets, withinVipCapacity } from '../capture/targets.js';
 import type { LookupOptions } from '../cluster/dns/lookup.js';
-import { prepareDiagnosis } from '../detect/index.js';
+import { type PreparedDiagnosis, prepareDiagnosis } from '../detect/index.js';
 import { diagnoseInputOf } from '../detect/input.js';
 import { errText } from '../errors.js';
 import { ConntrackPrefilter } from '../kernel/conntrack/prefilter.js';
@@ -46,7 +46,10 @@ export interface AgentOptions {
   dnsLookup?: LookupOptions;
   /** A bundle's files as inputs (bundle-inputs.ts): readers to poll instead of the live ones, and conntrack. */
   inputs?: { readers: (lbHostnames: () => readonly string[]) => PolledSource[]; conntrack: ConntrackFeed };
-  /** Called when 'sources read' (all but conntrack) and 'first sync' (dump done, before the first diagnosis) end. */
+  /**
+   * Called when 'sources read' (all but conntrack, before the index is built) and 'first sync' (dump done, before
+   * the first diagnosis) end.
+   */
   onStartupPhase?: (phase: 'sources read' | 'first sync') => void;
 }
 
@@ -138,11 +141,16 @@ export class Agent {
 
   async start(): Promise<void> {
     // Index sources come first: the counters' targets and the conntrack prefilter start from that index.
-    await this.sources.startIndexed();
-    this.startCapture();
-    await this.sources.readRest();
+    await this.sources.startIndexed(async () => {
+      await this.sources.readRest();
+      // The pages the reads left resident go before the index build, the counters' load and the dump, not on top.
+      this.o.onStartupPhase?.('sources read');
+    });
     this.newVipReads.readFor(this.vips);
-    this.o.onStartupPhase?.('sources read');
+    this.startCapture();
+    // The full diagnosis of every Service port comes before the dump, not on top of its garbage after it: the first
+    // sync's diagnosis then re-diagnoses only the ports the table's entries touch.
+    this.diagnosis.prime(() => this.prepareDiagnosis());
     await this.conntrack.start(
       {
         table: this.table,
@@ -260,22 +268,16 @@ export class Agent {
   }
 
   private diagnose(): void {
-    this.diagnosis.run(
-      // The view's LB-Service index is the one the Service index was built on: built once per view.
-      () =>
-        prepareDiagnosis(
-          diagnoseInputOf(
-            this.sources.runner.snapshot({
-              takenAt: new Date().toISOString(),
-              hostname: hostname(),
-              kernel: release(),
-            }),
-            this.sources.view,
-          ),
-          this.sources.index.lb,
-        ),
-      this.table.entries(),
-      this.health.has('conntrack'),
-    );
+    this.diagnosis.run(() => this.prepareDiagnosis(), this.table.entries(), this.health.has('conntrack'));
+  }
+
+  private prepareDiagnosis(): PreparedDiagnosis {
+    const snapshot = this.sources.runner.snapshot({
+      takenAt: new Date().toISOString(),
+      hostname: hostname(),
+      kernel: release(),
+    });
+    // The view's LB-Service index is the one the Service index was built on: built once per view.
+    return prepareDiagnosis(diagnoseInputOf(snapshot, this.sources.view), this.sources.index.lb);
   }
 }

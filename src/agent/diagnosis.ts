@@ -9,11 +9,13 @@ import { portKey } from '../model/service.js';
 import type { KeptEntry } from './conntrack-table.js';
 
 export class IncrementalDiagnosis {
-  /** The significant findings (not info): a new array whenever they change. */
+  /** The significant findings (not info) as published: a new array whenever they change. */
   findings: readonly Finding[] = [];
+  /** The significant findings of `lastObs`: the published ones, or prime()'s until the next run() publishes. */
+  private current: readonly Finding[] = [];
   /** The snapshot-and-cluster half of the diagnosis, reused while only conntrack changes; undefined = stale. */
   private prepared?: PreparedDiagnosis;
-  /** The observations behind `findings`, to re-diagnose only the Service ports whose observations changed. */
+  /** The observations behind `current`, to re-diagnose only the Service ports whose observations changed. */
   private lastObs?: Observations;
 
   constructor(private readonly log: Logger) {}
@@ -23,8 +25,23 @@ export class IncrementalDiagnosis {
     this.prepared = undefined;
   }
 
+  /**
+   * Diagnoses every Service port as if no conntrack entry were kept, and publishes nothing: the next run()
+   * re-diagnoses only the ports its entries touch, so the costly full pass can come before the first dump.
+   */
+  prime(prepare: () => PreparedDiagnosis): void {
+    this.diagnose(prepare, [], false);
+  }
+
   /** Runs the detectors on kept entries; `prepare` only when stale; `conntrackSeen` says the table was read at all. */
   run(prepare: () => PreparedDiagnosis, entries: Iterable<KeptEntry>, conntrackSeen: boolean): void {
+    this.diagnose(prepare, entries, conntrackSeen);
+    if (this.current === this.findings) return;
+    this.logChanges(this.current);
+    this.findings = this.current;
+  }
+
+  private diagnose(prepare: () => PreparedDiagnosis, entries: Iterable<KeptEntry>, conntrackSeen: boolean): void {
     try {
       // Observations of an earlier prepared input say nothing about what changed since.
       const before = this.prepared ? this.lastObs : undefined;
@@ -35,23 +52,21 @@ export class IncrementalDiagnosis {
       const obs = d.observations();
       this.lastObs = obs;
       const significant = (f: Finding) => f.severity !== 'info';
-      let next: Finding[];
-      if (!before) next = d.finish().findings.filter(significant);
-      else {
-        const changed = changedServices(before, obs);
-        if (changed.size === 0) return;
-        const keys = new Set([...changed].map((s) => portKey(s, s.protocol, s.port)));
-        const kept = this.findings.filter((f) => !keys.has(portKey(f.service, f.port.protocol, f.port.port)));
-        next = [...kept, ...d.finish(changed).findings.filter(significant)].sort(compareFindings);
+      if (!before) {
+        this.current = d.finish().findings.filter(significant);
+        return;
       }
-      this.logChanges(next);
-      this.findings = next;
+      const changed = changedServices(before, obs);
+      if (changed.size === 0) return;
+      const keys = new Set([...changed].map((s) => portKey(s, s.protocol, s.port)));
+      const kept = this.current.filter((f) => !keys.has(portKey(f.service, f.port.protocol, f.port.port)));
+      this.current = [...kept, ...d.finish(changed).findings.filter(significant)].sort(compareFindings);
     } catch (e) {
       this.log.error({ err: errText(e) }, 'diagnosis failed');
     }
   }
 
-  private logChanges(next: Finding[]): void {
+  private logChanges(next: readonly Finding[]): void {
     const id = (f: Finding) =>
       `${f.service.namespace}/${f.service.name}:${f.port.port}/${f.port.protocol} ${f.mechanism} ${f.severity}`;
     const before = new Set(this.findings.map(id));

@@ -85,12 +85,16 @@ export class AgentSources {
     return this.viewWithDns;
   }
 
-  /** The view, then the index sources, then the watches; readRest() reads the others after capture starts. */
-  async startIndexed(): Promise<void> {
+  /**
+   * The view, then the index sources, then the watches; `beforeBuild` runs between those reads and the index build
+   * (the agent reads the other sources there, and gives back the pages the reads left resident).
+   */
+  async startIndexed(beforeBuild?: () => Promise<void>): Promise<void> {
     this.indexDeferred = true;
     try {
       await this.startCluster();
       await this.readSources(this.readers.filter((x) => x.def.indexes));
+      await beforeBuild?.();
     } finally {
       this.indexDeferred = false;
     }

@@ -58,6 +58,18 @@ describe('AgentSources index at start', () => {
     await s.stop();
   });
 
+  it('runs beforeBuild after the reads and before the one build', async () => {
+    const { s, built } = sources(['10.0.0.5']);
+    const seen: number[] = [];
+    await s.startIndexed(async () => {
+      seen.push(built.length);
+    });
+    expect(seen).toEqual([0]);
+    expect(built).toHaveLength(1);
+    expect(built[0]!.ours().nodeIps).toContain('10.0.0.5');
+    await s.stop();
+  });
+
   it('rebuilds at once for a change after the start', async () => {
     const { s, built } = sources(['10.0.0.5', '10.0.0.6']);
     await s.startIndexed();
