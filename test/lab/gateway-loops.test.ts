@@ -1,3 +1,19 @@
+// The L7 loop through a Gateway API Gateway, on real kube-proxy rules (the loop lab of
+// test/support/kube-lab.ts: node1 runs kube-proxy v1.20.2 in iptables mode against the real API
+// server, into which test/fixtures/gateway-api/crds.yaml installs the Gateway API kinds).
+// - Loop: the LB of Gateway lab/gw (GatewayClass of the AWS Load Balancer Controller, its address
+//   in status.addresses) keeps the client address (IP_TRANSPARENT) and proxies to node1's
+//   NodePort for the accepted HTTPRoute lab/web. kube-proxy has no rule for a Gateway address, so
+//   the pod's connection goes to the LB, which re-opens it from the pod's address to node1; node1
+//   DNATs it to the local server pod, whose reply goes straight to the client. The compiled
+//   `clbprobe diagnose` in node1, with `kubectl get -o json` of the Services and Gateway kinds,
+//   reports L7-loop active naming the Gateway, its route and the provider's options, with both
+//   conntrack legs and the drawn path; `collect` in node1 then `diagnose --from` its bundle gives
+//   the same verdict.
+// - Control: the same LB connecting from its own address works, and nothing is active (the
+//   Gateway is known: a risk, since the LB's settings are not visible from the node).
+// Namespaces are cbg-*; kube-proxy, the LB process, the namespaces, the objects and the files are
+// removed also on failure.
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

@@ -1,3 +1,10 @@
+// The local-routes source and the guest-local-route finding on the real kernel: a namespace set
+// up as a GCE node whose guest agent added its `local ... proto 66` routes for two internal-LB IPs
+// (as google_guest_agent's addLocalRoute does), one of them also bound on kube-ipvs0 (a veth of
+// that name stands in for the dummy device this kernel lacks). The live reader keeps the guest
+// routes and nothing the kernel made; the compiled `clbprobe diagnose`, run in the namespace,
+// reports the route for what it is and never as a kube-ipvs0 binding (no drift from it).
+// Namespaces are cbad-*, removed also on failure.
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

@@ -1,3 +1,10 @@
+// The L4 loop on a real kernel: a pod's connect to the LB VIP leaves node1,
+// the LB (no SNAT) sends it back to node1's NodePort, node1 DNATs it to the
+// local server pod, the reply bypasses the LB and the connect times out.
+// `clbprobe diagnose` (the compiled CLI, run inside node1's namespace) must
+// report L4-loop active with the two conntrack entries. With ETP=Cluster
+// kube-proxy masquerades pod→LB traffic, the LB's anti-loopback sends it to
+// node2, the connect works, and no loop may be reported.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
