@@ -268,7 +268,7 @@ export class Agent {
   }
 
   private diagnose(): void {
-    this.diagnosis.run(() => this.prepareDiagnosis(), this.table.entries(), this.health.has('conntrack'));
+    this.diagnosis.run(() => this.prepareDiagnosis(), this.table.entries());
   }
 
   private prepareDiagnosis(): PreparedDiagnosis {

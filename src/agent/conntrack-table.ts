@@ -118,9 +118,12 @@ export class ConntrackTable {
       return false;
     }
     if (this.byId.size >= this.maxEntries) return false;
-    const c = compact(source);
-    const m = c && this.index.match(c);
-    return m ? this.add(c, m, nowMs) : false;
+    // A view is compacted to be read at all; a decoded entry is matched first, so only a kept one is copied.
+    const candidate = source instanceof CtView ? CompactEntry.fromView(source) : source;
+    const m = candidate && this.index.match(candidate);
+    if (!m) return false;
+    const c = candidate instanceof CompactEntry ? candidate : CompactEntry.fromEntry(candidate);
+    return c ? this.add(c, m, nowMs) : false;
   }
 
   private update(k: KeptEntry, e: CompactEntry, nowMs: number): void {

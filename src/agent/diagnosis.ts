@@ -30,24 +30,24 @@ export class IncrementalDiagnosis {
    * re-diagnoses only the ports its entries touch, so the costly full pass can come before the first dump.
    */
   prime(prepare: () => PreparedDiagnosis): void {
-    this.diagnose(prepare, [], false);
+    this.diagnose(prepare, []);
   }
 
-  /** Runs the detectors on kept entries; `prepare` only when stale; `conntrackSeen` says the table was read at all. */
-  run(prepare: () => PreparedDiagnosis, entries: Iterable<KeptEntry>, conntrackSeen: boolean): void {
-    this.diagnose(prepare, entries, conntrackSeen);
+  /** Runs the detectors on kept entries; `prepare` only when stale. */
+  run(prepare: () => PreparedDiagnosis, entries: Iterable<KeptEntry>): void {
+    this.diagnose(prepare, entries);
     if (this.current === this.findings) return;
     this.logChanges(this.current);
     this.findings = this.current;
   }
 
-  private diagnose(prepare: () => PreparedDiagnosis, entries: Iterable<KeptEntry>, conntrackSeen: boolean): void {
+  // Only findings are kept, so whether conntrack was read (which changes warnings only) does not matter here.
+  private diagnose(prepare: () => PreparedDiagnosis, entries: Iterable<KeptEntry>): void {
     try {
       // Observations of an earlier prepared input say nothing about what changed since.
       const before = this.prepared ? this.lastObs : undefined;
       if (!this.prepared) this.prepared = prepare();
       const d = new Diagnosis(this.prepared);
-      if (conntrackSeen) d.conntrackSeen();
       for (const k of entries) d.add(k.entry);
       const obs = d.observations();
       this.lastObs = obs;

@@ -28,14 +28,14 @@ describe('IncrementalDiagnosis.prime', () => {
 
       const plain = recordingLog();
       const unprimed = new IncrementalDiagnosis(plain.log);
-      unprimed.run(prepare, kept, true);
+      unprimed.run(prepare, kept);
 
       const primedLog = recordingLog();
       const primed = new IncrementalDiagnosis(primedLog.log);
       primed.prime(prepare);
       expect(primed.findings).toEqual([]);
       expect(primedLog.lines).toEqual([]);
-      primed.run(prepare, kept, true);
+      primed.run(prepare, kept);
 
       expect(primed.findings).toEqual(unprimed.findings);
       expect(primedLog.lines).toEqual(plain.lines);
@@ -47,10 +47,10 @@ describe('IncrementalDiagnosis.prime', () => {
     const { input } = loadCase(cases[0]!);
     const prepare = () => prepareDiagnosis(input);
     const unprimed = new IncrementalDiagnosis(recordingLog().log);
-    unprimed.run(prepare, [], true);
+    unprimed.run(prepare, []);
     const primed = new IncrementalDiagnosis(recordingLog().log);
     primed.prime(prepare);
-    primed.run(prepare, [], true);
+    primed.run(prepare, []);
     expect(primed.findings).toEqual(unprimed.findings);
     expect(primed.findings.length).toBeGreaterThan(0);
   });

@@ -38,7 +38,6 @@ function incremental(p: PreparedDiagnosis): { run(entries: ConntrackEntry[]): In
       inc.run(
         () => p,
         entries.map((entry) => ({ entry }) as unknown as KeptEntry),
-        true,
       );
       return inc.findings;
     },
