@@ -2,6 +2,7 @@
 // listens, and its connection and time limits.
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import { UserError } from './user-error.js';
 
 /** "host:port", ":port" (all addresses) or "port". */
 export function parseListen(listen: string): { host?: string; port: number } {
@@ -9,7 +10,7 @@ export function parseListen(listen: string): { host?: string; port: number } {
   const host = i < 0 ? '' : listen.slice(0, i).replace(/^\[(.*)\]$/, '$1');
   const portText = i < 0 ? listen : listen.slice(i + 1);
   const port = Number(portText);
-  if (!/^\d+$/.test(portText) || port > 65535) throw new Error(`--listen: bad port in ${JSON.stringify(listen)}`);
+  if (!/^\d+$/.test(portText) || port > 65535) throw new UserError(`--listen: bad port in ${JSON.stringify(listen)}`);
   return host ? { host, port } : { port };
 }
 

@@ -81,12 +81,7 @@ async function run(flags: AgentFlags): Promise<void> {
   const { EvidenceAnswers, startEvidenceServer } = await import('../agent/evidence-server.js');
   const log = createLogger(flags.logLevel);
   const releaseStartupPages = flags.releaseStartupPages ? await startupPagesReleaser(log) : () => undefined;
-  let listen: ReturnType<typeof parseListen>;
-  try {
-    listen = parseListen(flags.listen);
-  } catch (e) {
-    throw new UserError(errText(e));
-  }
+  const listen = parseListen(flags.listen);
   const options = agentOptions(flags, log);
   const agent = new Agent({ ...options, onStartupPhase: releaseStartupPages });
   const registry = createAgentRegistry(() => agent.metricsState(), {

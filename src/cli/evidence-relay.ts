@@ -56,10 +56,9 @@ async function run(f: RelayFlags): Promise<void> {
   const { NodeTokens, tokenRequester } = await import('../remote/node-tokens.js');
   const { toAgentPod } = await import('../remote/agent-pods.js');
   const log = createLogger(f.logLevel);
-  let listen: { host?: string; port: number };
+  const listen = parseListen(f.listen);
   let target: ReturnType<typeof loadApiTarget>;
   try {
-    listen = parseListen(f.listen);
     target = loadApiTarget(f.kubeconfig);
   } catch (e) {
     throw new UserError(errText(e));

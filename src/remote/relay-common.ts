@@ -152,6 +152,7 @@ export interface AgentSink {
   /** One NDJSON line; false: wait for 'drain'. */
   write(text: string): boolean;
   once(event: 'drain' | 'close', cb: () => void): unknown;
+  off(event: 'close', cb: () => void): unknown;
 }
 
 /** The characters of unfinished lines the relay holds, shared by every agent answer it reads. */
@@ -203,9 +204,12 @@ export async function readAgent(
     let settled = false;
     /** Characters of this answer's unfinished line charged to the budget. */
     let held = 0;
+    // The caller going away stops asking.
+    const onCallerClose = (): void => stop('the caller went away');
     const done = (error?: string): void => {
       if (settled) return;
       settled = true;
+      sink.off('close', onCallerClose);
       a.budget?.take(-held);
       clearTimeout(timer);
       resolve(error);
@@ -235,16 +239,17 @@ export async function readAgent(
       const onLine = (text: string): void => {
         if (text.trim()) {
           const error = a.line(text, send);
-          if (error) done(error);
+          if (error) stop(error);
         }
       };
       let rest = '';
       let bytes = 0;
       agentRes.on('data', (d: string) => {
         if (settled) return;
-        bytes += Buffer.byteLength(d);
-        if (a.maxBytes !== undefined && bytes > a.maxBytes)
-          return stop(`the agent's answer passed ${a.maxBytes} bytes`);
+        if (a.maxBytes !== undefined) {
+          bytes += Buffer.byteLength(d);
+          if (bytes > a.maxBytes) return stop(`the agent's answer passed ${a.maxBytes} bytes`);
+        }
         rest += d;
         for (let nl = rest.indexOf('\n'); nl >= 0 && !settled; nl = rest.indexOf('\n')) {
           onLine(rest.slice(0, nl));
@@ -266,8 +271,7 @@ export async function readAgent(
     });
     agentReq.on('error', (e) => done(`cannot reach the agent at ${pod.ip}:${options.agentPort}: ${e.message}`));
     const timer = setTimeout(() => stop(`no complete answer within ${a.timeoutMs / 1000} s (timeout)`), a.timeoutMs);
-    // The caller going away stops asking.
-    sink.once('close', () => stop('the caller went away'));
+    sink.once('close', onCallerClose);
     agentReq.end();
   });
 }
