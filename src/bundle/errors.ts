@@ -1,5 +1,5 @@
 // Bundle input failures name the file and 1-based line ("file:line: detail", as the NAT and IPVS parsers do).
-import { LineParseError, lineIssue } from '../kernel/nat/errors.js';
+import { LineParseError, lineIssue, truncate } from '../kernel/nat/errors.js';
 
 /** The whole input is unusable (not the expected command's output at all). */
 export class BundleParseError extends LineParseError {
@@ -10,6 +10,5 @@ export { lineIssue };
 
 /** A short, printable excerpt of a bad line for messages. */
 export function excerpt(line: string, max = 60): string {
-  const s = line.trim();
-  return JSON.stringify(s.length > max ? `${s.slice(0, max - 3)}...` : s);
+  return JSON.stringify(truncate(line.trim(), max));
 }

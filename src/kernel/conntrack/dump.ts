@@ -96,7 +96,7 @@ function writeTuple(w: MessageWriter, type: number, t: TupleMatch): number {
 }
 
 /** User-side address filter: a byte-level pre-check, then an exact check on the decoded entry. */
-export function addressMatcher(addresses: string[] | undefined):
+function addressMatcher(addresses: string[] | undefined):
   | {
       maybe(payload: Buffer): boolean;
       exact(e: ConntrackEntry): boolean;

@@ -11,7 +11,6 @@ import {
 } from '../netlink/codec.js';
 import { GENL_HDRLEN, genlMessage } from '../netlink/genl.js';
 import type { Family, IpvsRealServer, IpvsStats, IpvsVirtualServer } from '../types.js';
-import { STATS_KEYS } from './merge.js';
 import * as U from './uapi.js';
 
 type Table = Map<number, [number, number]>;
@@ -82,7 +81,7 @@ function stats(buf: Buffer, t: Table, stats64: number, stats32: number): IpvsSta
   if (!r) return undefined;
   const st = attrTable(buf, r[0], r[1]);
   const out = {} as IpvsStats;
-  for (const [i, key] of STATS_KEYS.entries()) {
+  for (const [i, key] of U.STATS_KEYS.entries()) {
     const v = st.get(i + 1);
     out[key] = v ? counter(buf, v[0], v[1]) : 0;
   }

@@ -1,11 +1,7 @@
 // Combines partial IPVS snapshots: each ipvsadm output lists what it lacks in `missing`, and merging takes each field
 // group from the first snapshot that has it, matching services and real servers by identity.
 import type { IpvsRealServer, IpvsSnapshot, IpvsStats, IpvsVirtualServer } from '../types.js';
-
-const COUNTERS = ['conns', 'inPkts', 'outPkts', 'inBytes', 'outBytes'] as const;
-const RATES = ['cps', 'inPps', 'outPps', 'inBps', 'outBps'] as const;
-/** Counter fields in IPVS_STATS_ATTR_* order: attribute i + 1 is STATS_KEYS[i]. */
-export const STATS_KEYS = [...COUNTERS, ...RATES];
+import { COUNTERS, RATES } from './uapi.js';
 
 type Fields = {
   vs?: readonly (keyof IpvsVirtualServer)[];

@@ -38,6 +38,11 @@ export const IPVS_DEST_ATTR_PERSIST_CONNS = 9;
 export const IPVS_DEST_ATTR_STATS = 10;
 export const IPVS_DEST_ATTR_ADDR_FAMILY = 11;
 export const IPVS_DEST_ATTR_STATS64 = 12;
+
+export const COUNTERS = ['conns', 'inPkts', 'outPkts', 'inBytes', 'outBytes'] as const;
+export const RATES = ['cps', 'inPps', 'outPps', 'inBps', 'outBps'] as const;
+/** Stats fields in IPVS_STATS_ATTR_* order: attribute i + 1 is STATS_KEYS[i]. */
+export const STATS_KEYS = [...COUNTERS, ...RATES];
 export const IPVS_DEST_ATTR_TUN_TYPE = 13;
 export const IPVS_DEST_ATTR_TUN_PORT = 14;
 export const IPVS_DEST_ATTR_TUN_FLAGS = 15;

@@ -155,7 +155,7 @@ function notFound(file: string): string {
 }
 
 /** The command run in netns: an `ip netns` name (`ip netns exec`) or a path like /proc/PID/ns/net (`nsenter`). */
-export function inNetns(cmd: string, args: string[], netns: string | undefined): [string, string[]] {
+function inNetns(cmd: string, args: string[], netns: string | undefined): [string, string[]] {
   if (!netns) return [cmd, args];
   if (netns.includes('/')) return ['nsenter', [`--net=${netns}`, '--', cmd, ...args]];
   return ['ip', ['netns', 'exec', netns, cmd, ...args]];

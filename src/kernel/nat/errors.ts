@@ -20,7 +20,7 @@ export function lineIssue(source: string, line: number, detail: string): string 
   return `${source}:${line}: ${detail}`;
 }
 
-/** A line quoted in a warning, cut to 60 characters. */
-export function truncate(s: string): string {
-  return s.length > 60 ? `${s.slice(0, 57)}...` : s;
+/** A line quoted in a warning, cut to `max` characters. */
+export function truncate(s: string, max = 60): string {
+  return s.length > max ? `${s.slice(0, max - 3)}...` : s;
 }

@@ -88,9 +88,6 @@ export class AttrCursor {
   ve = 0;
   private off = 0;
   private end = 0;
-  /** what names the attribute in errors, e.g. 'conntrack attribute'. */
-  constructor(private readonly what = 'attribute') {}
-
   reset(start: number, end: number): this {
     this.off = start;
     this.end = end;
@@ -103,7 +100,7 @@ export class AttrCursor {
     const len = b[o]! | (b[o + 1]! << 8);
     const raw = b[o + 2]! | (b[o + 3]! << 8);
     if (len < NLA_HDRLEN || o + len > this.end) {
-      throw new NetlinkParseError(`${this.what} type ${raw & NLA_TYPE_MASK} length ${len} overruns its container`, o);
+      throw new NetlinkParseError(`attribute type ${raw & NLA_TYPE_MASK} length ${len} overruns its container`, o);
     }
     this.rawType = raw;
     this.type = raw & NLA_TYPE_MASK;
