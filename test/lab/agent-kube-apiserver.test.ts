@@ -26,6 +26,7 @@ import { parseSamples, type Sample } from '../../src/export/parse-samples.js';
 import { agentContainer, containerEnv, containerScript, hostArgv } from '../support/daemonset.js';
 import { type ControlPlane, serviceAccountToken, startControlPlane } from '../support/kube-control-plane.js';
 import { createList, createObject } from '../support/kube-objects.js';
+import { kubeconfigText } from '../support/kubeconfig-text.js';
 import { isRoot } from '../support/netns.js';
 import { type Relay, relay } from '../support/relay.js';
 import { jsonLines } from '../support/run-cli.js';
@@ -165,24 +166,10 @@ describe.skipIf(!isRoot)('the agent as the DaemonSet runs it, against the real k
     // The pod's in-cluster credentials as a kubeconfig: the CA and the ServiceAccount's token.
     writeFileSync(
       join(apiDir, 'kubeconfig'),
-      [
-        'apiVersion: v1',
-        'kind: Config',
-        'clusters:',
-        '- name: c',
-        '  cluster:',
-        `    server: https://127.0.0.1:${API_PORT_IN_NS}`,
-        `    certificate-authority: ${join(apiDir, 'ca.crt')}`,
-        'users:',
-        '- name: clbprobe',
-        '  user:',
-        `    token: ${await saToken('clbprobe', 'clbprobe')}`,
-        'contexts:',
-        '- name: c',
-        '  context: {cluster: c, user: clbprobe}',
-        'current-context: c',
-        '',
-      ].join('\n'),
+      kubeconfigText(
+        [`server: https://127.0.0.1:${API_PORT_IN_NS}`, `certificate-authority: ${join(apiDir, 'ca.crt')}`],
+        [`token: ${await saToken('clbprobe', 'clbprobe')}`],
+      ),
     );
     const env = {
       PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',

@@ -5,14 +5,14 @@
 // routes and nothing the kernel made; the compiled `clbprobe diagnose`, run in the namespace,
 // reports the route for what it is and never as a kube-ipvs0 binding (no drift from it).
 // Namespaces are cbad-*, removed also on failure.
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Finding } from '../../src/detect/types.js';
 import { localRoutes } from '../../src/source/local-routes.js';
 import { isRoot, Netns } from '../support/netns.js';
-import { CLI, runCli } from '../support/run-cli.js';
+import { requireBuiltCli, runCli } from '../support/run-cli.js';
 
 const ROOT = join(import.meta.dirname, '../..');
 /** The gce-guest-local-route fixture's cluster: shop/web 192.0.2.10 ipMode Proxy, shop/api 192.0.2.20 (node-a). */
@@ -67,7 +67,7 @@ describe.skipIf(!isRoot)('local routes of a cloud guest agent (real kernel, name
   });
 
   it('compiled diagnose in the namespace: the route is reported as the guest agent’s, not as a binding', () => {
-    expect(existsSync(CLI), `${CLI}: run npm run build first`).toBe(true);
+    requireBuiltCli();
     const r = runCli(ns.name, ['diagnose', '--json', '--cluster-file', CLUSTER, '--node-name', 'node-a'], 60_000);
     expect(r.stdout, r.stderr).not.toBe('');
     const { findings } = JSON.parse(r.stdout) as { findings: Finding[] };

@@ -3,11 +3,11 @@
 // qdisc; on cbx2 only our filters were there, so the qdisc goes too. The stand-in agent
 // (test/lab/capture-agent.ts) attaches the real programs with `tc` mode; the command is the
 // compiled CLI, run against the namespace. Namespaces are cbx-*.
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isRoot, Netns } from '../support/netns.js';
-import { CLI, requireBuiltCli } from '../support/run-cli.js';
+import { requireBuiltCli, runCli } from '../support/run-cli.js';
 
 /** Starts the stand-in agent on `ifname` in tc mode, waits for its hello, then SIGKILLs it. */
 async function crashAgent(ns: Netns, ifname: string): Promise<string> {
@@ -34,7 +34,7 @@ describe.skipIf(!isRoot)('clbprobe cleanup: cls_bpf leftovers of a SIGKILLed age
   const filters = (dev: string) =>
     ['ingress', 'egress'].map((h) => ns.run('tc', 'filter', 'show', 'dev', dev, h)).join('');
   const qdiscs = (dev: string) => ns.run('tc', 'qdisc', 'show', 'dev', dev);
-  const cleanup = () => spawnSync(process.execPath, [CLI, 'cleanup', '--netns', ns.path], { encoding: 'utf8' });
+  const cleanup = () => runCli(undefined, ['cleanup', '--netns', ns.path]);
 
   beforeAll(async () => {
     requireBuiltCli();

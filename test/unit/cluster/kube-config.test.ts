@@ -324,27 +324,15 @@ describe('exec plugin credentials, against the fake API server', () => {
       const path = f('exec.yaml');
       writeFileSync(
         path,
-        [
-          'apiVersion: v1',
-          'kind: Config',
-          'clusters:',
-          '- name: c',
-          '  cluster:',
-          `    server: ${api.url}`,
-          '    insecure-skip-tls-verify: true',
-          'users:',
-          '- name: u',
-          '  user:',
-          '    exec:',
-          '      apiVersion: client.authentication.k8s.io/v1',
-          `      command: ${plugin}`,
-          '      interactiveMode: Never',
-          'contexts:',
-          '- name: x',
-          '  context: {cluster: c, user: u}',
-          'current-context: x',
-          '',
-        ].join('\n'),
+        kubeconfigText(
+          [`server: ${api.url}`, 'insecure-skip-tls-verify: true'],
+          [
+            'exec:',
+            '  apiVersion: client.authentication.k8s.io/v1',
+            `  command: ${plugin}`,
+            '  interactiveMode: Never',
+          ],
+        ),
       );
       const target = loadApiTarget(path);
       expect(target.source).toMatch(/credentials from its exec plugin/);
