@@ -140,12 +140,9 @@ export class Agent {
   }
 
   async start(): Promise<void> {
-    // Index sources come first: the counters' targets and the conntrack prefilter start from that index.
-    await this.sources.startIndexed(async () => {
-      await this.sources.readRest();
-      // The pages the reads left resident go before the index build, the counters' load and the dump, not on top.
-      this.o.onStartupPhase?.('sources read');
-    });
+    // The index the counters' targets and the conntrack prefilter start from is built once every source is read and
+    // the pages those reads left resident are given back, so they are not on top of the build, the load and the dump.
+    await this.sources.start(() => this.o.onStartupPhase?.('sources read'));
     this.newVipReads.readFor(this.vips);
     this.startCapture();
     // The full diagnosis of every Service port comes before the dump, not on top of its garbage after it: the first

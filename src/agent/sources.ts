@@ -86,15 +86,16 @@ export class AgentSources {
   }
 
   /**
-   * The view, then the index sources, then the watches; `beforeBuild` runs between those reads and the index build
-   * (the agent reads the other sources there, and gives back the pages the reads left resident).
+   * The view, then every source (the index sources first), then `afterReads` (the agent gives back the pages the
+   * reads left resident), then the one index build and the watches.
    */
-  async startIndexed(beforeBuild?: () => Promise<void>): Promise<void> {
+  async start(afterReads?: () => void): Promise<void> {
     this.indexDeferred = true;
     try {
       await this.startCluster();
       await this.readSources(this.readers.filter((x) => x.def.indexes));
-      await beforeBuild?.();
+      await this.readSources(this.readers.filter((x) => !x.def.indexes));
+      afterReads?.();
     } finally {
       this.indexDeferred = false;
     }
@@ -106,10 +107,6 @@ export class AgentSources {
       });
       if (stop) this.stopWatches.push(stop);
     }
-  }
-
-  async readRest(): Promise<void> {
-    await this.readSources(this.readers.filter((x) => !x.def.indexes));
   }
 
   /** The first sync is done: from now on a new cluster view has its LB names looked up at once. */

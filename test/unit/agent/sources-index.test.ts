@@ -50,7 +50,7 @@ function sources(ips: string[]) {
 describe('AgentSources index at start', () => {
   it('builds the index once, from the view and the addresses read together', async () => {
     const { s, built } = sources(['10.0.0.5']);
-    await s.startIndexed();
+    await s.start();
     expect(built).toHaveLength(1);
     expect(built[0]!.services.length).toBeGreaterThan(0);
     expect(built[0]!.ours().nodeIps).toContain('10.0.0.5');
@@ -58,12 +58,10 @@ describe('AgentSources index at start', () => {
     await s.stop();
   });
 
-  it('runs beforeBuild after the reads and before the one build', async () => {
+  it('runs afterReads after the reads and before the one build', async () => {
     const { s, built } = sources(['10.0.0.5']);
     const seen: number[] = [];
-    await s.startIndexed(async () => {
-      seen.push(built.length);
-    });
+    await s.start(() => seen.push(built.length));
     expect(seen).toEqual([0]);
     expect(built).toHaveLength(1);
     expect(built[0]!.ours().nodeIps).toContain('10.0.0.5');
@@ -72,7 +70,7 @@ describe('AgentSources index at start', () => {
 
   it('rebuilds at once for a change after the start', async () => {
     const { s, built } = sources(['10.0.0.5', '10.0.0.6']);
-    await s.startIndexed();
+    await s.start();
     await s.resync(); // the cluster file is unchanged; the addresses are new
     expect(built).toHaveLength(2);
     expect(built[1]!.ours().nodeIps).toContain('10.0.0.6');
