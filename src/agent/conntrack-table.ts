@@ -49,11 +49,42 @@ export function classifyEntry(kept: KeptEntry): EntryClass {
   return replied(kept.entry) ? 'healthy' : 'unreplied';
 }
 
+/** What a key holds: nearly always one entry, a list only when entries share the key. */
+type OneOrMore = KeptEntry | KeptEntry[];
+
+const NONE_HELD: readonly KeptEntry[] = [];
+const listOf = (held: OneOrMore | undefined): readonly KeptEntry[] =>
+  held === undefined ? NONE_HELD : Array.isArray(held) ? held : [held];
+
+/** Adds k under key; returns every entry the key holds now. */
+function addTo<K>(map: Map<K, OneOrMore>, key: K, k: KeptEntry): readonly KeptEntry[] {
+  const held = map.get(key);
+  if (held === undefined) {
+    map.set(key, k);
+    return [k];
+  }
+  const list = Array.isArray(held) ? [...held, k] : [held, k];
+  map.set(key, list);
+  return list;
+}
+
+function removeFrom<K>(map: Map<K, OneOrMore>, key: K, k: KeptEntry): void {
+  const rest = listOf(map.get(key)).filter((other) => other !== k);
+  if (rest.length === 0) map.delete(key);
+  else map.set(key, rest.length === 1 ? rest[0]! : rest);
+}
+
+/** The same flow: the kernel's CTA_ID is a 32-bit hash, so only the zone and original tuple tell two flows apart. */
+const sameFlow = (k: KeptEntry, source: EntrySource): boolean =>
+  k.entry.zone === source.zone &&
+  (source instanceof CtView ? k.entry.orig.sameAsView(source.orig, source.buf) : k.entry.orig.sameAs(source.orig));
+
 export class ConntrackTable {
   /** By CTA_ID as a signed 32-bit integer (CompactEntry.id32): small-integer keys, no heap number each. */
-  private readonly byId = new Map<number, KeptEntry>();
-  /** Entry ids (id32) by client socket: nearly always one, a list only when two legs share it. */
-  private readonly bySock = new Map<Key, number | number[]>();
+  private readonly byId = new Map<number, OneOrMore>();
+  /** By client socket: two entries share one when they are the two legs of a loop. */
+  private readonly bySock = new Map<Key, OneOrMore>();
+  private count = 0;
   private generation = 0;
   /** Finished VIP flows per Service port (keyed by portKey: its labels object is per cluster view). */
   readonly outcomes = new Map<string, FlowCounts>();
@@ -66,7 +97,7 @@ export class ConntrackTable {
   ) {}
 
   get size(): number {
-    return this.byId.size;
+    return this.count;
   }
 
   /** Grows on every change to what is kept or counted: what was derived from the table is stale when it moved. */
@@ -75,8 +106,8 @@ export class ConntrackTable {
   }
   private changeCount = 0;
 
-  entries(): IterableIterator<KeptEntry> {
-    return this.byId.values();
+  *entries(): IterableIterator<KeptEntry> {
+    for (const held of this.byId.values()) yield* listOf(held);
   }
 
   /** The Service index entries are matched with now (evidence judges ownership against the same view). */
@@ -88,20 +119,20 @@ export class ConntrackTable {
   reindex(index: ServiceIndex): void {
     this.index = index;
     this.changeCount++;
-    for (const [id, k] of this.byId) {
+    for (const k of [...this.entries()]) {
       const m = index.match(k.entry);
       if (m) {
         k.svcs = m.svcs;
         k.toVip = m.toVip;
-      } else this.remove(id, false);
+      } else this.remove(k, false);
     }
   }
 
   /** Applies an event; true when a kept entry appeared, changed or ended (worth a diagnosis). */
   event(type: ConntrackEventType, source: EntrySource, nowMs: number): boolean {
-    if (type === 'DESTROY') return this.remove(source.id | 0, true);
-    const known = this.byId.has(source.id | 0);
-    return this.upsert(source, nowMs) || known;
+    const kept = this.find(source);
+    if (type === 'DESTROY') return kept !== undefined && this.remove(kept, true);
+    return this.upsert(source, nowMs) || kept !== undefined;
   }
 
   /** A full re-read starts; entries not seen again by endResync() are dropped. */
@@ -111,19 +142,25 @@ export class ConntrackTable {
 
   /** Keeps (or updates) an entry that touches an LB Service; true when it is new. */
   upsert(source: EntrySource, nowMs: number): boolean {
-    const old = this.byId.get(source.id | 0);
+    const old = this.find(source);
     if (old) {
       const next = compact(source, old.entry);
       if (next) this.update(old, next, nowMs);
       return false;
     }
-    if (this.byId.size >= this.maxEntries) return false;
+    if (this.count >= this.maxEntries) return false;
     // A view is compacted to be read at all; a decoded entry is matched first, so only a kept one is copied.
     const candidate = source instanceof CtView ? CompactEntry.fromView(source) : source;
     const m = candidate && this.index.match(candidate);
     if (!m) return false;
     const c = candidate instanceof CompactEntry ? candidate : CompactEntry.fromEntry(candidate);
     return c ? this.add(c, m, nowMs) : false;
+  }
+
+  private find(source: EntrySource): KeptEntry | undefined {
+    const held = this.byId.get(source.id | 0);
+    if (held === undefined || Array.isArray(held)) return held?.find((k) => sameFlow(k, source));
+    return sameFlow(held, source) ? held : undefined;
   }
 
   private update(k: KeptEntry, e: CompactEntry, nowMs: number): void {
@@ -144,54 +181,32 @@ export class ConntrackTable {
       paired: false,
       generation: this.generation,
     };
-    this.byId.set(entry.id32, k);
-    const sk = sockKey(entry);
-    const ids = this.bySock.get(sk);
-    if (ids === undefined) this.bySock.set(sk, entry.id32);
-    else {
-      let list: number[];
-      if (typeof ids === 'number') {
-        list = [ids, entry.id32];
-        this.bySock.set(sk, list);
-      } else {
-        ids.push(entry.id32);
-        list = ids;
-      }
-      this.pair(list);
-    }
+    this.count++;
+    addTo(this.byId, entry.id32, k);
+    const sharing = addTo(this.bySock, sockKey(entry), k);
+    if (sharing.length > 1) this.pair(sharing);
     for (const l of this.listeners) l(k);
     return true;
   }
 
   /** Drops entries the last dump missed (their DESTROY was lost or queued) and counts their outcome now, once. */
   endResync(): void {
-    for (const [id, k] of this.byId) if (k.generation !== this.generation) this.remove(id, true);
+    for (const k of [...this.entries()]) if (k.generation !== this.generation) this.remove(k, true);
   }
 
   /** An outbound entry to a VIP plus a return leg from a local source with the same socket. */
-  private pair(ids: number[]): void {
-    const ks = ids.map((i) => this.byId.get(i)!);
+  private pair(ks: readonly KeptEntry[]): void {
     const out = ks.filter((k) => k.toVip && this.index.isLocal(k.entry.orig.src));
     const back = ks.filter((k) => !k.toVip);
     if (!out.length || !back.length) return;
     for (const k of [...out, ...back]) k.paired = true;
   }
 
-  /** id: the entry's id32. */
-  private remove(id: number, finished: boolean): boolean {
-    const k = this.byId.get(id);
-    if (!k) return false;
+  private remove(k: KeptEntry, finished: boolean): boolean {
     this.changeCount++;
-    this.byId.delete(id);
-    const sk = sockKey(k.entry);
-    const ids = this.bySock.get(sk);
-    if (ids === id) this.bySock.delete(sk);
-    else if (Array.isArray(ids)) {
-      const at = ids.indexOf(id);
-      if (at >= 0) ids.splice(at, 1);
-      if (ids.length === 1) this.bySock.set(sk, ids[0]!);
-      else if (ids.length === 0) this.bySock.delete(sk);
-    }
+    this.count--;
+    removeFrom(this.byId, k.entry.id32, k);
+    removeFrom(this.bySock, sockKey(k.entry), k);
     if (finished && k.toVip) {
       const c = classifyEntry(k);
       const o: FlowOutcome = c === 'healthy' ? 'replied' : c;

@@ -103,6 +103,29 @@ describe('agent conntrack table', () => {
     ]);
   });
 
+  it('two live flows with the same CTA_ID (a 32-bit hash in the kernel) are two entries, each ended by its own DESTROY', () => {
+    const t = new ConntrackTable(index());
+    const twin = entry(1, [LAB.clientPod, 40002, LAB.vip, 80], [LAB.vip, 80, LAB.clientPod, 40002], ['SEEN_REPLY']);
+    const foreign = entry(1, [LAB.clientPod, 40003, '192.0.2.1', 443], ['192.0.2.1', 443, LAB.node1, 40003]);
+    t.upsert(out, 0);
+    t.upsert(foreign, 1);
+    t.event('DESTROY', foreign, 2);
+    expect([...t.entries()].map((k) => k.entry.orig.sport)).toEqual([40000]);
+    expect(t.event('NEW', twin, 3)).toBe(true);
+    expect([...t.entries()].map((k) => k.entry.orig.sport).sort()).toEqual([40000, 40002]);
+    expect(t.size).toBe(2);
+    t.event('DESTROY', twin, 4);
+    expect([...t.entries()].map((k) => k.entry.orig.sport)).toEqual([40000]);
+    expect([...t.outcomes.values()]).toEqual([
+      { svc: expect.objectContaining({ service: 'web' }), replied: 0, unreplied: 0, loopback_pair: 0, not_snated: 1 },
+    ]);
+    t.beginResync();
+    t.upsert(out, 5);
+    t.upsert(twin, 5);
+    t.endResync();
+    expect(t.size).toBe(2);
+  });
+
   it('maps counter samples to the Service: NodePort wildcard and VIP', () => {
     const idx = index();
     const s = (kind: 'to_lb' | 'loop_return', target: string, port: number) =>
