@@ -115,13 +115,7 @@ describe.skipIf(!isRoot)('conntrack (ctnetlink, real kernel)', () => {
     expect(real.statusFlags).toContain('ASSURED');
   });
 
-  it('filters in the kernel by tuple and mark, and by any address in user space', async () => {
-    expect(await ours(client, { orig: { dst: '10.0.0.100' } })).toEqual(theirs(client, '-d', '10.0.0.100'));
-    expect(await ours(client, { orig: { protoNum: 6, dport: 80 } })).toEqual(
-      theirs(client, '-p', 'tcp', '--dport', '80'),
-    );
-    expect(await ours(client, { reply: { src: '10.30.0.2' } })).toEqual(theirs(client, '-r', '10.30.0.2'));
-    expect(await ours(client, { mark: { value: 16384, mask: 0xffffffff } })).toEqual(theirs(client, '-m', '16384'));
+  it('filters by any address in user space', async () => {
     // Any of the four addresses: the union of conntrack's per-field filters.
     const union = new Set([
       ...theirs(client, '-s', '10.30.0.2'),

@@ -19,8 +19,6 @@ export const CTA_USE = 11;
 export const CTA_ID = 12;
 export const CTA_ZONE = 18;
 export const CTA_TIMESTAMP = 20;
-export const CTA_MARK_MASK = 21;
-export const CTA_FILTER = 25;
 
 export const CTA_TUPLE_IP = 1;
 export const CTA_TUPLE_PROTO = 2;
@@ -44,14 +42,6 @@ export const CTA_COUNTERS_BYTES = 2;
 export const CTA_COUNTERS32_PACKETS = 3;
 export const CTA_COUNTERS32_BYTES = 4;
 export const CTA_TIMESTAMP_START = 1;
-
-export const CTA_FILTER_ORIG_FLAGS = 1;
-export const CTA_FILTER_REPLY_FLAGS = 2;
-export const CTA_FILTER_FLAG_IP_SRC = 1 << 0;
-export const CTA_FILTER_FLAG_IP_DST = 1 << 1;
-export const CTA_FILTER_FLAG_PROTO_NUM = 1 << 3;
-export const CTA_FILTER_FLAG_PROTO_SRC_PORT = 1 << 4;
-export const CTA_FILTER_FLAG_PROTO_DST_PORT = 1 << 5;
 
 /** Multicast groups (NFNLGRP_*) for events. */
 export const NFNLGRP_CONNTRACK_NEW = 1;

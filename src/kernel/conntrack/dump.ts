@@ -1,8 +1,8 @@
-// Streaming conntrack dump over ctnetlink with kernel-side (CTA_FILTER) and user-side filtering; entries are
+// Streaming conntrack dump over ctnetlink with user-side filtering; entries are
 // handed over batch by batch and nothing here holds the table.
 
 import type { SourceStatus } from '../../model/source-status.js';
-import { ipFamily, parseIP } from '../ip.js';
+import { parseIP } from '../ip.js';
 import { type KeepMessage, MessageWriter, NetlinkParseError, NLM_F_DUMP, NLM_F_REQUEST } from '../netlink/codec.js';
 import { type DumpResult, NETLINK_NETFILTER, NetlinkSocket, type RawDumper } from '../netlink/socket.js';
 import { sourceFailure } from '../source.js';
@@ -11,88 +11,18 @@ import * as C from './constants.js';
 import { CtView } from './decode.js';
 import type { PrefilterKeys } from './prefilter.js';
 
-export interface TupleMatch {
-  src?: string;
-  dst?: string;
-  /** IPPROTO number; required by the kernel when ports are given. */
-  protoNum?: number;
-  sport?: number;
-  dport?: number;
-}
-
 export interface ConntrackFilter {
-  /** Kernel-side (CTA_FILTER, kernel >= 5.10): the original tuple must match every given field. */
-  orig?: TupleMatch;
-  /** Kernel-side: the reply tuple must match every given field. */
-  reply?: TupleMatch;
-  mark?: { value: number; mask: number };
-  family?: 4 | 6;
-  /** User-side: keep entries with any tuple address among these; raw bytes are searched before decoding. */
+  /** Keep entries with any tuple address among these; raw bytes are searched before decoding. */
   addresses?: string[];
 }
 
-/** Builds the dump request, with CTA_FILTER attributes for kernel-side matching. */
-export function dumpRequest(filter: ConntrackFilter = {}): Buffer {
-  const tupleFamily = tupleMatchFamily(filter);
-  const family = filter.family ?? tupleFamily;
-  const w = new MessageWriter((C.NFNL_SUBSYS_CTNETLINK << 8) | C.IPCTNL_MSG_CT_GET, NLM_F_REQUEST | NLM_F_DUMP)
-    .u8(family === 4 ? C.AF_INET : family === 6 ? C.AF_INET6 : 0)
+/** The dump request: every entry of both families (filters run in user space). */
+export function dumpRequest(): Buffer {
+  return new MessageWriter((C.NFNL_SUBSYS_CTNETLINK << 8) | C.IPCTNL_MSG_CT_GET, NLM_F_REQUEST | NLM_F_DUMP)
     .u8(0)
-    .u16(0);
-  if (filter.mark) w.attrU32be(C.CTA_MARK, filter.mark.value).attrU32be(C.CTA_MARK_MASK, filter.mark.mask);
-  const origFlags = filter.orig ? writeTuple(w, C.CTA_TUPLE_ORIG, filter.orig) : 0;
-  const replyFlags = filter.reply ? writeTuple(w, C.CTA_TUPLE_REPLY, filter.reply) : 0;
-  if (origFlags || replyFlags) {
-    w.beginNested(C.CTA_FILTER)
-      .attrU32(C.CTA_FILTER_ORIG_FLAGS, origFlags)
-      .attrU32(C.CTA_FILTER_REPLY_FLAGS, replyFlags)
-      .endNested();
-  }
-  return w.finish();
-}
-
-function tupleMatchFamily(f: ConntrackFilter): 4 | 6 | undefined {
-  const addrs = [f.orig?.src, f.orig?.dst, f.reply?.src, f.reply?.dst].filter((a): a is string => !!a);
-  const fams = new Set(addrs.map((a) => ipFamily(a)));
-  if (fams.has(0)) throw new Error(`conntrack filter: not an IP address in ${JSON.stringify(addrs)}`);
-  if (fams.size > 1) throw new Error('conntrack filter: tuple addresses of both IPv4 and IPv6');
-  if (f.family && fams.size && !fams.has(f.family))
-    throw new Error('conntrack filter: family does not match addresses');
-  return fams.size ? ([...fams][0] as 4 | 6) : undefined;
-}
-
-function writeTuple(w: MessageWriter, type: number, t: TupleMatch): number {
-  let flags = 0;
-  w.beginNested(type);
-  if (t.src || t.dst) {
-    w.beginNested(C.CTA_TUPLE_IP);
-    for (const [addr, v4, v6, flag] of [
-      [t.src, C.CTA_IP_V4_SRC, C.CTA_IP_V6_SRC, C.CTA_FILTER_FLAG_IP_SRC],
-      [t.dst, C.CTA_IP_V4_DST, C.CTA_IP_V6_DST, C.CTA_FILTER_FLAG_IP_DST],
-    ] as const) {
-      if (!addr) continue;
-      const b = parseIP(addr);
-      w.attr(b.length === 4 ? v4 : v6, b);
-      flags |= flag;
-    }
-    w.endNested();
-  }
-  if (t.protoNum !== undefined || t.sport !== undefined || t.dport !== undefined) {
-    if (t.protoNum === undefined) throw new Error('conntrack filter: ports need a protocol');
-    w.beginNested(C.CTA_TUPLE_PROTO).attrU8(C.CTA_PROTO_NUM, t.protoNum);
-    flags |= C.CTA_FILTER_FLAG_PROTO_NUM;
-    if (t.sport !== undefined) {
-      w.attrU16be(C.CTA_PROTO_SRC_PORT, t.sport);
-      flags |= C.CTA_FILTER_FLAG_PROTO_SRC_PORT;
-    }
-    if (t.dport !== undefined) {
-      w.attrU16be(C.CTA_PROTO_DST_PORT, t.dport);
-      flags |= C.CTA_FILTER_FLAG_PROTO_DST_PORT;
-    }
-    w.endNested();
-  }
-  w.endNested();
-  return flags;
+    .u8(0)
+    .u16(0)
+    .finish();
 }
 
 /** User-side address filter: a byte-level pre-check, then an exact check on the decoded entry. */
@@ -175,46 +105,35 @@ export async function dumpConntrackViews(
 ): Promise<ConntrackDumpResult> {
   const sock = opts.socket ?? openConntrackSocket(opts.netns);
   const match = addressMatcher(opts.filter?.addresses);
-  const filter = opts.filter ?? {};
   const pre = opts.prefilter;
-  // Without an address or a family the kernel answers EOPNOTSUPP to tuple filters, so run once per family.
-  const perFamily = (filter.orig || filter.reply) && !filter.family && !tupleMatchFamily(filter);
-  const passes: ConntrackFilter[] = perFamily
-    ? [
-        { ...filter, family: 4 },
-        { ...filter, family: 6 },
-      ]
-    : [filter];
   const total: ConntrackDumpResult = { messages: 0, interrupted: false, entries: 0, malformed: 0 };
   const view = new CtView();
   let seen = 0;
   try {
-    for (const f of passes) {
-      const res = await sock.dumpRaw(
-        dumpRequest(f),
-        'ctnetlink: dump',
-        (buf, start, end, type) => {
-          seen++;
-          if (type >> 8 !== C.NFNL_SUBSYS_CTNETLINK || (type & 0xff) !== C.IPCTNL_MSG_CT_NEW) return;
-          if (pre && !(pre.maybeIn ? pre.maybeIn(buf, start, end) : pre.maybe(buf.subarray(start, end)))) return;
-          if (match && !match.maybe(buf.subarray(start, end))) return;
-          try {
-            view.decode(buf, start, end);
-          } catch (e) {
-            if (!(e instanceof NetlinkParseError)) throw e;
-            total.malformed++;
-            total.firstMalformed ??= `message ${seen} of the dump: ${e.message}`;
-            return;
-          }
-          if (match && !match.exact(view.toEntry())) return;
-          total.entries++;
-          onView(view);
-        },
-        afterBatch,
-      );
-      total.messages += res.messages;
-      total.interrupted ||= res.interrupted;
-    }
+    const res = await sock.dumpRaw(
+      dumpRequest(),
+      'ctnetlink: dump',
+      (buf, start, end, type) => {
+        seen++;
+        if (type >> 8 !== C.NFNL_SUBSYS_CTNETLINK || (type & 0xff) !== C.IPCTNL_MSG_CT_NEW) return;
+        if (pre && !(pre.maybeIn ? pre.maybeIn(buf, start, end) : pre.maybe(buf.subarray(start, end)))) return;
+        if (match && !match.maybe(buf.subarray(start, end))) return;
+        try {
+          view.decode(buf, start, end);
+        } catch (e) {
+          if (!(e instanceof NetlinkParseError)) throw e;
+          total.malformed++;
+          total.firstMalformed ??= `message ${seen} of the dump: ${e.message}`;
+          return;
+        }
+        if (match && !match.exact(view.toEntry())) return;
+        total.entries++;
+        onView(view);
+      },
+      afterBatch,
+    );
+    total.messages = res.messages;
+    total.interrupted = res.interrupted;
     return total;
   } finally {
     if (!opts.socket) sock.close();
@@ -273,8 +192,7 @@ export async function readConntrack(opts: DumpOptions & { entries?: boolean } = 
   const t0 = performance.now();
   const counter = new SummaryCounter();
   const kept: ConntrackEntry[] = [];
-  const { addresses, ...kernelFilter } = opts.filter ?? {};
-  const match = addressMatcher(addresses);
+  const match = addressMatcher(opts.filter?.addresses);
   try {
     // Strings are made only for the entries kept; the rest are counted from the view.
     const res = await dumpConntrackViews(
@@ -287,7 +205,7 @@ export async function readConntrack(opts: DumpOptions & { entries?: boolean } = 
           if (match.exact(e)) kept.push(e);
         }
       },
-      { ...opts, filter: kernelFilter },
+      { ...opts, filter: {} },
     );
     const status: SourceStatus = { source: 'conntrack', available: true, durationMs: performance.now() - t0 };
     const degraded = [
