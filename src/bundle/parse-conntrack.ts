@@ -217,9 +217,9 @@ function finishTuple(tuple: TupleBuilder, protoNum: number, which: string): Conn
   return out;
 }
 
-function counters(t: TupleBuilder): ConntrackCounters | undefined {
-  if (t.packets === undefined && t.bytes === undefined) return undefined;
-  return { packets: t.packets ?? 0, bytes: t.bytes ?? 0 };
+function counters(builder: TupleBuilder): ConntrackCounters | undefined {
+  if (builder.packets === undefined && builder.bytes === undefined) return undefined;
+  return { packets: builder.packets ?? 0, bytes: builder.bytes ?? 0 };
 }
 
 /** Canonical forms of addresses already seen: a table repeats its pod IPs and VIPs a lot. */

@@ -46,7 +46,7 @@ export function relayServer(route: Handler, status?: Handler): Server {
   return server;
 }
 
-async function run(f: RelayFlags): Promise<void> {
+async function run(flags: RelayFlags): Promise<void> {
   const { loadApiTarget } = await import('../cluster/kube-config.js');
   const { KubeApi } = await import('../cluster/kube-api.js');
   const { AccessReviewClient } = await import('../cluster/access-review.js');
@@ -55,35 +55,36 @@ async function run(f: RelayFlags): Promise<void> {
   const { statusRoute } = await import('../remote/status.js');
   const { NodeTokens, tokenRequester } = await import('../remote/node-tokens.js');
   const { toAgentPod } = await import('../remote/agent-pods.js');
-  const log = createLogger(f.logLevel);
-  const listen = parseListen(f.listen);
+  const log = createLogger(flags.logLevel);
+  const listen = parseListen(flags.listen);
   let target: ReturnType<typeof loadApiTarget>;
   try {
-    target = loadApiTarget(f.kubeconfig);
+    target = loadApiTarget(flags.kubeconfig);
   } catch (e) {
     throw new UserError(errText(e));
   }
-  const sa = /^([a-z0-9-]{1,63})\/([a-z0-9.-]{1,253})$/.exec(f.serviceAccount);
-  if (!sa) throw new UserError(`--service-account: expected NAMESPACE/NAME, not ${JSON.stringify(f.serviceAccount)}`);
+  const sa = /^([a-z0-9-]{1,63})\/([a-z0-9.-]{1,253})$/.exec(flags.serviceAccount);
+  if (!sa)
+    throw new UserError(`--service-account: expected NAMESPACE/NAME, not ${JSON.stringify(flags.serviceAccount)}`);
   const api = new KubeApi(target);
   // On-call callers all arrive from the API server's address: a wider per-source rate than an agent's.
   const limiter = new ReviewRateLimiter({ perSecond: 5, burst: 20 }, { perSecond: 20, burst: 50 });
   const authz = new KubeAuthorizer(new AccessReviewClient(target), { limiter });
   const nodeTokens = new NodeTokens(tokenRequester(target, { namespace: sa[1]!, name: sa[2]! }));
-  const pods = `/api/v1/namespaces/${encodeURIComponent(f.agentNamespace)}/pods`;
+  const pods = `/api/v1/namespaces/${encodeURIComponent(flags.agentNamespace)}/pods`;
   // What the routes and the Event recorder ask the agents with: the pods, their port, and the bounds.
   const agents = {
     listPods: async () =>
-      (await api.listPage(pods, { labelSelector: f.agentSelector })).items.map((p) =>
-        toAgentPod(p as PodFields, f.container),
+      (await api.listPage(pods, { labelSelector: flags.agentSelector })).items.map((p) =>
+        toAgentPod(p as PodFields, flags.container),
       ),
-    container: f.container,
-    agentPort: intFlag(f.agentPort, '--agent-port', 65535),
-    concurrency: intFlag(f.concurrency, '--concurrency', 100),
-    maxRequests: intFlag(f.maxRequests, '--max-requests', 1000),
-    maxRequestsPerCaller: intFlag(f.maxRequestsPerCaller, '--max-requests-per-caller', 1000),
+    container: flags.container,
+    agentPort: intFlag(flags.agentPort, '--agent-port', 65535),
+    concurrency: intFlag(flags.concurrency, '--concurrency', 100),
+    maxRequests: intFlag(flags.maxRequests, '--max-requests', 1000),
+    maxRequestsPerCaller: intFlag(flags.maxRequestsPerCaller, '--max-requests-per-caller', 1000),
     nodeToken: (node: string) => nodeTokens.forNode(node),
-    agentTimeoutMs: intFlag(f.statusTimeout, '--status-timeout', 300) * 1000,
+    agentTimeoutMs: intFlag(flags.statusTimeout, '--status-timeout', 300) * 1000,
     maxAnswerBytes: 16 << 20,
   };
   const route = relayRoute({
@@ -104,9 +105,9 @@ async function run(f: RelayFlags): Promise<void> {
   });
   const server = relayServer(route, status);
   const events = new AbortController();
-  if (f.recordEvents === 'on') {
+  if (flags.recordEvents === 'on') {
     const { EventRecorder, eventCreator } = await import('../remote/events.js');
-    const intervalMs = intFlag(f.eventsInterval, '--events-interval', 3600) * 1000;
+    const intervalMs = intFlag(flags.eventsInterval, '--events-interval', 3600) * 1000;
     const recorder = new EventRecorder({
       ...agents,
       create: eventCreator(target, process.env.POD_NAME ?? hostname()),
@@ -125,10 +126,13 @@ async function run(f: RelayFlags): Promise<void> {
     rounds().catch(() => undefined);
   }
   await new Promise<void>((resolve, reject) => {
-    server.once('error', (e) => reject(new UserError(`--listen ${f.listen}: ${e.message}`)));
+    server.once('error', (e) => reject(new UserError(`--listen ${flags.listen}: ${e.message}`)));
     server.listen(listen.port, listen.host, () => resolve());
   });
-  log.info({ listen: f.listen, agents: `${f.agentNamespace}/${f.agentSelector}` }, 'evidence relay listening');
+  log.info(
+    { listen: flags.listen, agents: `${flags.agentNamespace}/${flags.agentSelector}` },
+    'evidence relay listening',
+  );
   const stop = () => {
     events.abort();
     server.close(() => process.exit(0));

@@ -89,13 +89,14 @@ class Output {
     this.width = Math.max(4, ...nodes.map((n) => n.length));
   }
 
-  line(node: string, pod: string | undefined, l: EvidenceLine): void {
-    if (this.o.json) this.o.write(`${JSON.stringify(Object.assign({ node, ...(pod ? { pod } : {}) }, l, { node }))}\n`);
-    else this.o.write(`${printable(node.padEnd(this.width))}  ${textLine(l)}\n`);
+  line(node: string, pod: string | undefined, line: EvidenceLine): void {
+    if (this.o.json)
+      this.o.write(`${JSON.stringify(Object.assign({ node, ...(pod ? { pod } : {}) }, line, { node }))}\n`);
+    else this.o.write(`${printable(node.padEnd(this.width))}  ${textLine(line)}\n`);
   }
 
-  failure(r: NodeResult): void {
-    this.line(r.node, r.pod, { type: 'error', message: r.error ?? 'failed' });
+  failure(result: NodeResult): void {
+    this.line(result.node, result.pod, { type: 'error', message: result.error ?? 'failed' });
   }
 
   /** Writes the summary; the exit code. */
@@ -118,7 +119,7 @@ class Output {
 }
 
 /** Asks one agent pod; never throws: failures become the node's result. */
-async function askNode(api: ApiTarget, o: AllNodesOptions, pod: AgentPod, out: Output): Promise<NodeResult> {
+async function askNode(api: ApiTarget, options: AllNodesOptions, pod: AgentPod, out: Output): Promise<NodeResult> {
   const result: NodeResult = { node: pod.node, pod: pod.name, status: 'failed', entries: 0 };
   const tally = new EvidenceTally();
   const stdout = lineSplitter((text) => {
@@ -133,19 +134,21 @@ async function askNode(api: ApiTarget, o: AllNodesOptions, pod: AgentPod, out: O
     wrote = /wrote (\d+) packets \((\d+) bytes, (\d+) dropped\)/.exec(text) ?? wrote;
   });
   // A line past the bound is the node's error, never this process's.
-  const push = (lines: ReturnType<typeof lineSplitter>, b: Buffer): void => {
+  const push = (lines: ReturnType<typeof lineSplitter>, buf: Buffer): void => {
     try {
-      lines.push(b);
+      lines.push(buf);
     } catch (e) {
       tally.errors.push(errText(e));
     }
   };
-  const target = { namespace: o.namespace, pod: pod.name, container: o.container };
-  const remotePcap = o.pcap ? `${REMOTE_TMP}/clbprobe-evidence-${randomBytes(6).toString('hex')}.pcap` : undefined;
+  const target = { namespace: options.namespace, pod: pod.name, container: options.container };
+  const remotePcap = options.pcap
+    ? `${REMOTE_TMP}/clbprobe-evidence-${randomBytes(6).toString('hex')}.pcap`
+    : undefined;
   let ran = false;
   try {
     const output = { stdout: (b: Buffer) => push(stdout, b), stderr: (b: Buffer) => push(stderr, b) };
-    const code = await execInPod(api, target, remoteCommand(o, remotePcap), output, o.timeoutS * 1000);
+    const code = await execInPod(api, target, remoteCommand(options, remotePcap), output, options.timeoutS * 1000);
     ran = true;
     stdout.flush();
     stderr.flush();
@@ -161,10 +164,10 @@ async function askNode(api: ApiTarget, o: AllNodesOptions, pod: AgentPod, out: O
   }
   result.entries = tally.entries;
   if (remotePcap && result.status === 'ok') {
-    const file = pcapFileFor(o.pcap!, pod.node);
+    const file = pcapFileFor(options.pcap!, pod.node);
     const m = wrote as RegExpExecArray | undefined;
     try {
-      const bytes = await copyOut(api, target, remotePcap, file, o.timeoutS * 1000);
+      const bytes = await copyOut(api, target, remotePcap, file, options.timeoutS * 1000);
       result.pcap = { file, packets: Number(m?.[1] ?? 0), bytes, dropped: Number(m?.[3] ?? 0) };
       if (m && Number(m[2]) !== bytes) throw new Error(`got ${bytes} of the capture's ${m[2]} bytes`);
     } catch (e) {
@@ -186,7 +189,7 @@ async function askNode(api: ApiTarget, o: AllNodesOptions, pod: AgentPod, out: O
 /** Streams a file out of the pod into `local` and removes it there; returns the bytes written. */
 async function copyOut(
   api: ApiTarget,
-  t: ExecTarget,
+  target: ExecTarget,
   remote: string,
   local: string,
   timeoutMs: number,
@@ -197,7 +200,7 @@ async function copyOut(
   try {
     const code = await execInPod(
       api,
-      t,
+      target,
       ['sh', '-c', 'cat -- "$0" && rm -f -- "$0"', remote],
       { stdout: (b) => (bytes += writeSync(fd, b)), stderr: (b) => (err += b.toString()) },
       timeoutMs,
@@ -210,16 +213,16 @@ async function copyOut(
 }
 
 /** Asks the evidence relay, which fans out to the nodes; same output and exit codes as the exec fan-out. */
-async function runViaRelay(o: AllNodesOptions, api: ApiTarget): Promise<number> {
-  if (o.pcap)
+async function runViaRelay(options: AllNodesOptions, api: ApiTarget): Promise<number> {
+  if (options.pcap)
     throw new UserError(
       '--pcap with --all-nodes copies each capture out of the agent pod: ' +
         'add --via exec (needs pods/exec, deploy/README.md)',
     );
-  const [namespace = '', service = ''] = (o.relay ?? DEFAULT_RELAY).split('/');
-  const query = evidenceSearch(o.service, o.port, o.watchS);
-  for (const n of o.nodes ?? []) query.append('node', n);
-  const out = new Output(o, o.nodes ?? []);
+  const [namespace = '', service = ''] = (options.relay ?? DEFAULT_RELAY).split('/');
+  const query = evidenceSearch(options.service, options.port, options.watchS);
+  for (const n of options.nodes ?? []) query.append('node', n);
+  const out = new Output(options, options.nodes ?? []);
   let summary: NodeResult[] | undefined;
   /** Node ('?' when the line names none) -> the first malformed line the relay passed on from it. */
   const malformed = new Map<string, string>();
@@ -236,7 +239,7 @@ async function runViaRelay(o: AllNodesOptions, api: ApiTarget): Promise<number> 
     }
   };
   try {
-    await askRelay(api, { namespace, service }, query, onLine, (o.timeoutS + 30) * 1000);
+    await askRelay(api, { namespace, service }, query, onLine, (options.timeoutS + 30) * 1000);
   } catch (e) {
     throw new UserError(e instanceof RelayError ? e.message : String(e));
   }
@@ -297,26 +300,26 @@ function isNodeResult(v: unknown): v is NodeResult {
 }
 
 /** Runs the fan-out; returns the exit code (0 all nodes answered, 1 some did not). */
-export async function runAllNodes(o: AllNodesOptions): Promise<number> {
-  const api = loadWorkstationConfig(o.kubeconfig, o.context);
-  if ((o.via ?? 'relay') === 'relay') return runViaRelay(o, api);
+export async function runAllNodes(options: AllNodesOptions): Promise<number> {
+  const api = loadWorkstationConfig(options.kubeconfig, options.context);
+  if ((options.via ?? 'relay') === 'relay') return runViaRelay(options, api);
   let pods: AgentPod[];
   try {
-    pods = await listAgentPods(api, o.namespace, o.selector, o.container, 30_000);
+    pods = await listAgentPods(api, options.namespace, options.selector, options.container, 30_000);
   } catch (e) {
     throw new UserError(errText(e));
   }
   if (!pods.length) {
     throw new UserError(
-      `no agent pods match ${o.selector} in namespace ${o.namespace} ` +
+      `no agent pods match ${options.selector} in namespace ${options.namespace} ` +
         `(is clbprobe deployed? --agent-namespace, --agent-selector)`,
     );
   }
-  const plan = planNodes(pods, o.container, o.nodes);
-  const out = new Output(o, [...plan.ask.map((p) => p.node), ...plan.unreachable.map((u) => u.node)]);
+  const plan = planNodes(pods, options.container, options.nodes);
+  const out = new Output(options, [...plan.ask.map((p) => p.node), ...plan.unreachable.map((u) => u.node)]);
   const results: NodeResult[] = plan.unreachable.map(unreachableResult);
   for (const r of results) out.failure(r);
-  results.push(...(await eachPod(plan.ask, o.concurrency, (pod) => askNode(api, o, pod, out))));
+  results.push(...(await eachPod(plan.ask, options.concurrency, (pod) => askNode(api, options, pod, out))));
   results.sort((a, b) => byText(a.node, b.node));
   return out.summary(results);
 }

@@ -20,16 +20,16 @@ const NFT_ONLY: NatSnapshot = {
   warnings: [],
 };
 
-function sourceLine(s: SourceStatus): string {
-  const t = s.durationMs !== undefined ? ` (${s.durationMs.toFixed(1)} ms)` : '';
-  if (s.available) return `  ${s.source.padEnd(10)} ok${t}${s.reason ? `: ${s.reason}` : ''}`;
-  return `  ${s.source.padEnd(10)} unavailable: ${s.reason ?? 'unknown reason'}`;
+function sourceLine(status: SourceStatus): string {
+  const t = status.durationMs !== undefined ? ` (${status.durationMs.toFixed(1)} ms)` : '';
+  if (status.available) return `  ${status.source.padEnd(10)} ok${t}${status.reason ? `: ${status.reason}` : ''}`;
+  return `  ${status.source.padEnd(10)} unavailable: ${status.reason ?? 'unknown reason'}`;
 }
 
-function vsName(v: IpvsVirtualServer): string {
-  if (v.fwmark !== undefined) return `FWM ${v.fwmark}${v.family === 6 ? ' IPv6' : ''}`;
-  const host = v.family === 6 ? `[${v.address}]` : v.address;
-  return `${v.protocol} ${host}:${v.port}`;
+function vsName(server: IpvsVirtualServer): string {
+  if (server.fwmark !== undefined) return `FWM ${server.fwmark}${server.family === 6 ? ' IPv6' : ''}`;
+  const host = server.family === 6 ? `[${server.address}]` : server.address;
+  return `${server.protocol} ${host}:${server.port}`;
 }
 
 function counts(rec: Record<string, number>): string {

@@ -214,10 +214,10 @@ function serve(ns: Netns, port: number, name: string): ChildProcess {
   return spawn('ip', ['netns', 'exec', ns.name, process.execPath, '-e', js], { stdio: ['ignore', 'pipe', 'inherit'] });
 }
 
-function waitUp(p: ChildProcess): Promise<void> {
+function waitUp(child: ChildProcess): Promise<void> {
   return new Promise((resolve, reject) => {
-    p.stdout!.once('data', () => resolve());
-    p.once('exit', (code) => reject(new Error(`server exited ${code}`)));
+    child.stdout!.once('data', () => resolve());
+    child.once('exit', (code) => reject(new Error(`server exited ${code}`)));
   });
 }
 

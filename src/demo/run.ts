@@ -182,7 +182,7 @@ async function settle(agent: DemoAgent, done: (s: Sample[]) => boolean): Promise
   }
 }
 
-const isWeb = (x: Sample): boolean => x.labels.namespace === 'lab' && x.labels.service === 'web';
+const isWeb = (sample: Sample): boolean => sample.labels.namespace === 'lab' && sample.labels.service === 'web';
 
 function value(samples: Sample[], kind: string): number {
   return (
@@ -205,8 +205,8 @@ const SHOWN = [
 
 /** lab/web's series, counters with their rise since `prev`. */
 function metricLines(now: Sample[], prev: Sample[]): string {
-  const series = (x: Sample, hidden: string[] = []): string =>
-    `${x.name}{${Object.entries(x.labels)
+  const series = (sample: Sample, hidden: string[] = []): string =>
+    `${sample.name}{${Object.entries(sample.labels)
       .filter(([k]) => !hidden.includes(k))
       .map(([k, v]) => `${k}="${v}"`)
       .join(',')}}`;

@@ -42,8 +42,8 @@ interface Pending {
   svcs: ServiceView[];
 }
 
-const sockKey = (e: ConntrackEntry): string => `${e.orig.src}|${e.orig.protoNum}|${e.orig.sport}`;
-const seenReply = (e: ConntrackEntry): boolean => e.statusFlags.includes('SEEN_REPLY');
+const sockKey = (entry: ConntrackEntry): string => `${entry.orig.src}|${entry.orig.protoNum}|${entry.orig.sport}`;
+const seenReply = (entry: ConntrackEntry): boolean => entry.statusFlags.includes('SEEN_REPLY');
 
 export class ConntrackCorrelator {
   private readonly outbound = new Map<string, Pending[]>();

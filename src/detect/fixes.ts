@@ -21,8 +21,8 @@ export function fixCommand({ object, patch }: Pick<FixChange, 'object' | 'patch'
   return [...target, '--type', patch.type, '-p', JSON.stringify(patch.body)].map(shellQuote).join(' ');
 }
 
-export function withCommand(c: FixChange): FixCommand {
-  return { ...c, command: fixCommand(c) };
+export function withCommand(change: FixChange): FixCommand {
+  return { ...change, command: fixCommand(change) };
 }
 
 /** The finding as the outputs show it: each fix with its command. */
@@ -31,16 +31,21 @@ export function withFixCommands<F extends FindingOf<string>>(f: F): F {
 }
 
 /** The one change a fix makes to the Service, as the list the fixes return. */
-function change(s: ServiceView, kind: FixKind, patch: FixPatch, effect: string): FixChange[] {
-  const object = { apiVersion: 'v1' as const, kind: 'Service' as const, namespace: s.namespace, name: s.name };
+function change(service: ServiceView, kind: FixKind, patch: FixPatch, effect: string): FixChange[] {
+  const object = {
+    apiVersion: 'v1' as const,
+    kind: 'Service' as const,
+    namespace: service.namespace,
+    name: service.name,
+  };
   return [{ kind, object, patch, effect }];
 }
 
 /** ETP=Local → Cluster: kube-proxy then SNATs pod→LB traffic to the node IP. */
-export function etpCluster(s: ServiceView): FixChange[] {
-  if (s.externalTrafficPolicy !== 'Local') return [];
+export function etpCluster(service: ServiceView): FixChange[] {
+  if (service.externalTrafficPolicy !== 'Local') return [];
   return change(
-    s,
+    service,
     'etp-cluster',
     { type: 'merge', body: { spec: { externalTrafficPolicy: 'Cluster' } } },
     'backends no longer see the client source IP (kube-proxy SNATs to a node ' +
@@ -51,11 +56,11 @@ export function etpCluster(s: ServiceView): FixChange[] {
 const TENCENT_PREFIXES = ['service.cloud.tencent.com/', 'service.kubernetes.io/qcloud-', 'service.kubernetes.io/tke-'];
 
 /** TKE's prevent-loopback annotation on a Tencent Service (one with a Tencent annotation), unless already "true". */
-export function tencentPreventLoopback(s: ServiceView): FixChange[] {
-  const tencent = Object.keys(s.annotations.raw).some((k) => TENCENT_PREFIXES.some((p) => k.startsWith(p)));
-  if (!tencent || s.annotations.tencentPreventLoopback === true) return [];
+export function tencentPreventLoopback(service: ServiceView): FixChange[] {
+  const tencent = Object.keys(service.annotations.raw).some((k) => TENCENT_PREFIXES.some((p) => k.startsWith(p)));
+  if (!tencent || service.annotations.tencentPreventLoopback === true) return [];
   return change(
-    s,
+    service,
     'tencent-prevent-loopback',
     { type: 'merge', body: { metadata: { annotations: { [TENCENT_PREVENT_LOOPBACK]: 'true' } } } },
     'TKE only: kube-proxy binds the CLB VIP on every node, so in-cluster ' +
@@ -65,9 +70,9 @@ export function tencentPreventLoopback(s: ServiceView): FixChange[] {
 }
 
 /** AWS NLB preserve_client_ip.enabled=false, keeping the other listed attributes (a merge patch replaces the value). */
-export function awsPreserveClientIpOff(s: ServiceView): FixChange[] {
-  if (!isAws(s)) return [];
-  const attrs = (s.annotations.raw[AWS_TG_ATTRIBUTES] ?? '')
+export function awsPreserveClientIpOff(service: ServiceView): FixChange[] {
+  if (!isAws(service)) return [];
+  const attrs = (service.annotations.raw[AWS_TG_ATTRIBUTES] ?? '')
     .split(',')
     .map((a) => a.trim())
     .filter((a) => a !== '');
@@ -77,7 +82,7 @@ export function awsPreserveClientIpOff(s: ServiceView): FixChange[] {
     'preserve_client_ip.enabled=false',
   ].join(',');
   return change(
-    s,
+    service,
     'aws-preserve-client-ip-off',
     { type: 'merge', body: { metadata: { annotations: { [AWS_TG_ATTRIBUTES]: value } } } },
     'backends see the NLB’s private address instead of the client IP (add proxy-protocol ' +
@@ -86,11 +91,11 @@ export function awsPreserveClientIpOff(s: ServiceView): FixChange[] {
 }
 
 /** Appends this node's pod CIDRs to loadBalancerSourceRanges by JSON patch, as the view lacks the existing ranges. */
-export function sourceRangesAddPods(s: ServiceView, ctx: DetectContext): FixChange[] {
+export function sourceRangesAddPods(service: ServiceView, ctx: DetectContext): FixChange[] {
   const pods = ctx.input.local.podCidrs;
   if (pods.length === 0) return [];
   return change(
-    s,
+    service,
     'source-ranges-add-pods',
     {
       type: 'json',

@@ -12,13 +12,13 @@ import type { DiagnoseInput, DiagnoseResult, Finding, Severity } from './types.j
 
 export const SEVERITY_RANK: Record<Severity, number> = { active: 0, risk: 1, info: 2 };
 
-export function compareFindings(a: Finding, b: Finding): number {
+export function compareFindings(finding: Finding, b: Finding): number {
   return (
-    SEVERITY_RANK[a.severity] - SEVERITY_RANK[b.severity] ||
-    MECHANISM_RANK[a.mechanism] - MECHANISM_RANK[b.mechanism] ||
-    byText(a.service.namespace, b.service.namespace) ||
-    byText(a.service.name, b.service.name) ||
-    a.port.port - b.port.port
+    SEVERITY_RANK[finding.severity] - SEVERITY_RANK[b.severity] ||
+    MECHANISM_RANK[finding.mechanism] - MECHANISM_RANK[b.mechanism] ||
+    byText(finding.service.namespace, b.service.namespace) ||
+    byText(finding.service.name, b.service.name) ||
+    finding.port.port - b.port.port
   );
 }
 
@@ -84,9 +84,9 @@ export class Diagnosis {
     this.conntrackRead = true;
   }
 
-  add(e: ConntrackEntry): void {
+  add(entry: ConntrackEntry): void {
     this.conntrackRead = true;
-    this.corr.add(e);
+    this.corr.add(entry);
   }
 
   /** What the conntrack entries showed, per Service port; ends the stream. */
@@ -109,9 +109,9 @@ export class Diagnosis {
 
 /** Ports whose observations differ between two diagnoses on one prepared input; entries compare by identity. */
 export function changedServices(before: Observations, after: Observations): Set<ServiceView> {
-  const sig = (o: Observations) => {
+  const sig = (observations: Observations) => {
     const m = new Map<ServiceView, ObsGroup[]>();
-    for (const g of o.groups) {
+    for (const g of observations.groups) {
       const list = m.get(g.svc);
       if (list) list.push(g);
       else m.set(g.svc, [g]);

@@ -86,8 +86,8 @@ function detectL4Loop(ctx: DetectContext, obs: Observations): FindingOf<'L4-loop
   return [...found, ...unresolved(ctx, activePorts(active))];
 }
 
-function awsFix(s: ServiceView): string | undefined {
-  return isAws(s) ? AWS_NLB_FIX : undefined;
+function awsFix(service: ServiceView): string | undefined {
+  return isAws(service) ? AWS_NLB_FIX : undefined;
 }
 
 /** Unresolved hostname-only LBs: with no address nothing can match, so the loop question is open, not "no loop". */

@@ -93,8 +93,8 @@ function unresolvedGateways(service: ServiceView): FindingOf<'L7-loop'>[] {
 }
 
 /** The Ingress or Gateway address a connection went to, when the Service port has it. */
-function l7VipOf(s: ServiceView, ip: string): L7Vip | undefined {
-  return s.ingressVips.find((iv) => iv.ip === ip);
+function l7VipOf(service: ServiceView, ip: string): L7Vip | undefined {
+  return service.ingressVips.find((iv) => iv.ip === ip);
 }
 
 const frontKind = (iv: L7Vip | undefined): string => (iv?.gateway ? 'Gateway' : 'Ingress');
@@ -108,19 +108,19 @@ const summaryLabel = (iv: L7Vip | undefined): string => (iv?.gateway ? frontLabe
 const vipText = (iv: L7Vip): string => (iv.resolvedFrom ? `${iv.ip} (${iv.resolvedFrom})` : iv.ip);
 
 /** The Gateways that route to the Service port, each once. */
-function gatewaysOf(s: ServiceView): GatewayFront[] {
+function gatewaysOf(service: ServiceView): GatewayFront[] {
   const byName = new Map<string, GatewayFront>();
-  for (const iv of s.ingressVips)
+  for (const iv of service.ingressVips)
     if (iv.gateway && !byName.has(iv.gateway.gateway)) byName.set(iv.gateway.gateway, iv.gateway);
   return [...byName.values()];
 }
 
-function gatewayLine(s: ServiceView, gw: GatewayFront): string {
+function gatewayLine(service: ServiceView, gw: GatewayFront): string {
   const listeners = gw.listeners.map((l) => `${l.port}/${l.protocol}`).join(', ');
   const controller = gw.controller ? `, controller ${gw.controller}` : '';
   return (
     `Gateway ${gw.gateway} (class ${gw.className || '(none)'}${controller}) ` +
-    `listeners ${listeners}: ${gw.route} → ${s.namespace}/${s.name}:${s.port}`
+    `listeners ${listeners}: ${gw.route} → ${service.namespace}/${service.name}:${service.port}`
   );
 }
 

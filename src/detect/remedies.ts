@@ -39,8 +39,8 @@ export function mitigationsFor(ctx: DetectContext, service: ServiceView, ip?: st
   };
 }
 
-function lbRewrites(s: ServiceView): { lbRewritesSource?: string } {
-  const c = lbClientAddress(s.annotations.raw, s.loadBalancerClass, s.protocol);
+function lbRewrites(service: ServiceView): { lbRewritesSource?: string } {
+  const c = lbClientAddress(service.annotations.raw, service.loadBalancerClass, service.protocol);
   return rewritesSource(c)
     ? { lbRewritesSource: `the LB does not pass the client address (${c.evidence.join('; ')})` }
     : {};

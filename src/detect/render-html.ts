@@ -136,8 +136,8 @@ export function findingHtml(finding: Finding): string {
 
 /** The whole page. Findings are already sorted most severe first; Services keep that order. */
 export function renderHtml(result: DiagnoseResult, options: HtmlReportOptions): string {
-  const count = (s: Severity): string =>
-    `<span style="color:${SEVERITY_COLOR[s]}">${severityCount(result.findings, s)} ${s}</span>`;
+  const count = (severity: Severity): string =>
+    `<span style="color:${SEVERITY_COLOR[severity]}">${severityCount(result.findings, severity)} ${severity}</span>`;
   const body: string[] = [
     `<h1>clbprobe diagnose — node ${escapeHtml(options.nodeName)}</h1>`,
     `<div class="meta">${escapeHtml(options.generatedAt)} · ${escapeHtml(options.source)}</div>`,

@@ -32,7 +32,7 @@ function wrap(text: string, width: number, indent: string): string[] {
   return out;
 }
 
-export const serviceOf = (f: Finding): string => `${f.service.namespace}/${f.service.name}`;
+export const serviceOf = (finding: Finding): string => `${finding.service.namespace}/${finding.service.name}`;
 
 /** Findings by Service, the Services in the order of their first finding. */
 export function byService(findings: Finding[]): Map<string, Finding[]> {
@@ -44,11 +44,12 @@ export function byService(findings: Finding[]): Map<string, Finding[]> {
 export const severityCount = (findings: Finding[], s: Severity): number =>
   findings.filter((f) => f.severity === s).length;
 
-export const portLabel = (f: Finding): string =>
-  `${f.port.protocol} ${f.port.port}${f.port.name ? ` (${f.port.name})` : ''}`;
+export const portLabel = (finding: Finding): string =>
+  `${finding.port.protocol} ${finding.port.port}${finding.port.name ? ` (${finding.port.name})` : ''}`;
 
 /** proxy-mode's info finding is context, with no fix to show. */
-export const showsRemedy = (f: Finding): boolean => f.severity !== 'info' || f.mechanism !== 'proxy-mode';
+export const showsRemedy = (finding: Finding): boolean =>
+  finding.severity !== 'info' || finding.mechanism !== 'proxy-mode';
 
 function counts(findings: Finding[]): string {
   return (['active', 'risk', 'info'] as const).map((s) => `${severityCount(findings, s)} ${s}`).join(', ');

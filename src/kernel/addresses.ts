@@ -67,35 +67,35 @@ export const SCOPE_NAMES = new Map<number, InterfaceAddress['scope']>([
 ]);
 
 /** Decodes an RTM_NEWLINK payload. */
-export function decodeLink(p: Buffer): NetInterface {
-  needLen(p.length, IFINFOMSG_LEN, 'ifinfomsg', 0);
+export function decodeLink(buf: Buffer): NetInterface {
+  needLen(buf.length, IFINFOMSG_LEN, 'ifinfomsg', 0);
   const iface: NetInterface = {
-    index: p.readInt32LE(4),
+    index: buf.readInt32LE(4),
     name: '',
-    up: (p.readUInt32LE(8) & IFF_UP) !== 0,
+    up: (buf.readUInt32LE(8) & IFF_UP) !== 0,
     mtu: 0,
     isKubeIpvs: false,
     addresses: [],
   };
-  walkAttrs(p, IFINFOMSG_LEN, p.length, (type, s, e) => {
+  walkAttrs(buf, IFINFOMSG_LEN, buf.length, (type, s, e) => {
     switch (type) {
       case IFLA_IFNAME:
-        iface.name = readCString(p, s, e);
+        iface.name = readCString(buf, s, e);
         break;
       case IFLA_MTU:
         needLen(e - s, 4, 'IFLA_MTU', s);
-        iface.mtu = p.readUInt32LE(s);
+        iface.mtu = buf.readUInt32LE(s);
         break;
       case IFLA_ADDRESS:
-        if (e - s === 6) iface.mac = [...p.subarray(s, e)].map((x) => x.toString(16).padStart(2, '0')).join(':');
+        if (e - s === 6) iface.mac = [...buf.subarray(s, e)].map((x) => x.toString(16).padStart(2, '0')).join(':');
         break;
       case IFLA_MASTER:
         needLen(e - s, 4, 'IFLA_MASTER', s);
-        iface.master = p.readUInt32LE(s);
+        iface.master = buf.readUInt32LE(s);
         break;
       case IFLA_LINKINFO:
-        walkAttrs(p, s, e, (t2, s2, e2) => {
-          if (t2 === IFLA_INFO_KIND) iface.kind = readCString(p, s2, e2);
+        walkAttrs(buf, s, e, (t2, s2, e2) => {
+          if (t2 === IFLA_INFO_KIND) iface.kind = readCString(buf, s2, e2);
         });
         break;
     }
@@ -105,31 +105,31 @@ export function decodeLink(p: Buffer): NetInterface {
 }
 
 /** Decodes an RTM_NEWADDR/RTM_DELADDR payload. */
-export function decodeAddress(p: Buffer): { ifindex: number; label?: string; address: InterfaceAddress } {
-  needLen(p.length, IFADDRMSG_LEN, 'ifaddrmsg', 0);
-  const fam = p[0]!;
+export function decodeAddress(buf: Buffer): { ifindex: number; label?: string; address: InterfaceAddress } {
+  needLen(buf.length, IFADDRMSG_LEN, 'ifaddrmsg', 0);
+  const fam = buf[0]!;
   if (fam !== AF_INET && fam !== AF_INET6) throw new NetlinkParseError(`address family ${fam}`, 0);
   const alen = fam === AF_INET ? 4 : 16;
-  let flags = p[2]!;
+  let flags = buf[2]!;
   let local: string | undefined;
   let addr: string | undefined;
   let label: string | undefined;
-  walkAttrs(p, IFADDRMSG_LEN, p.length, (type, s, e) => {
+  walkAttrs(buf, IFADDRMSG_LEN, buf.length, (type, s, e) => {
     switch (type) {
       case IFA_LOCAL:
         needLen(e - s, alen, 'IFA_LOCAL', s);
-        local = formatIP(p, s, alen);
+        local = formatIP(buf, s, alen);
         break;
       case IFA_ADDRESS:
         needLen(e - s, alen, 'IFA_ADDRESS', s);
-        addr = formatIP(p, s, alen);
+        addr = formatIP(buf, s, alen);
         break;
       case IFA_LABEL:
-        label = readCString(p, s, e);
+        label = readCString(buf, s, e);
         break;
       case IFA_FLAGS:
         needLen(e - s, 4, 'IFA_FLAGS', s);
-        flags = p.readUInt32LE(s); // supersedes the 8-bit ifa_flags
+        flags = buf.readUInt32LE(s); // supersedes the 8-bit ifa_flags
         break;
     }
   });
@@ -139,12 +139,12 @@ export function decodeAddress(p: Buffer): { ifindex: number; label?: string; add
   const out: InterfaceAddress = {
     family: fam === AF_INET ? 4 : 6,
     address,
-    prefixLen: p[1]!,
-    scope: SCOPE_NAMES.get(p[3]!) ?? p[3]!,
+    prefixLen: buf[1]!,
+    scope: SCOPE_NAMES.get(buf[3]!) ?? buf[3]!,
     flags: IFA_FLAG_NAMES.filter((_, bit) => flags & (1 << bit)),
   };
   if (label !== undefined) out.label = label;
-  return { ifindex: p.readUInt32LE(4), ...(label !== undefined ? { label } : {}), address: out };
+  return { ifindex: buf.readUInt32LE(4), ...(label !== undefined ? { label } : {}), address: out };
 }
 
 function dumpRequest(type: number, headerLen: number): Buffer {
@@ -159,8 +159,8 @@ export interface ReadOptions {
 }
 
 /** Sorts kube-ipvs0 first, then by index. */
-export function interfaceOrder(a: NetInterface, b: NetInterface): number {
-  return Number(b.isKubeIpvs) - Number(a.isKubeIpvs) || a.index - b.index;
+export function interfaceOrder(iface: NetInterface, b: NetInterface): number {
+  return Number(b.isKubeIpvs) - Number(iface.isKubeIpvs) || iface.index - b.index;
 }
 
 /** All interfaces with their addresses. */
@@ -200,10 +200,10 @@ export async function readAddresses(
 }
 
 /** An address notification as an event; undefined for other message types. */
-function addressEvent(m: NetlinkMessage): AddressEvent | undefined {
-  if (m.type !== RTM_NEWADDR && m.type !== RTM_DELADDR) return undefined;
-  const { ifindex, label, address } = decodeAddress(m.payload);
-  const kind = m.type === RTM_NEWADDR ? 'add' : 'remove';
+function addressEvent(msg: NetlinkMessage): AddressEvent | undefined {
+  if (msg.type !== RTM_NEWADDR && msg.type !== RTM_DELADDR) return undefined;
+  const { ifindex, label, address } = decodeAddress(msg.payload);
+  const kind = msg.type === RTM_NEWADDR ? 'add' : 'remove';
   return { kind, ifindex, ...(label !== undefined ? { ifname: label } : {}), address };
 }
 

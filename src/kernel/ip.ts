@@ -2,16 +2,16 @@
 // Kubernetes print.
 import { isIP } from 'node:net';
 
-export function formatIPv4(b: Uint8Array, off: number): string {
-  return `${b[off]}.${b[off + 1]}.${b[off + 2]}.${b[off + 3]}`;
+export function formatIPv4(bytes: Uint8Array, off: number): string {
+  return `${bytes[off]}.${bytes[off + 1]}.${bytes[off + 2]}.${bytes[off + 3]}`;
 }
 
-export function formatIPv6(b: Uint8Array, off: number): string {
+export function formatIPv6(bytes: Uint8Array, off: number): string {
   const g: number[] = new Array(8);
-  for (let i = 0; i < 8; i++) g[i] = (b[off + 2 * i]! << 8) | b[off + 2 * i + 1]!;
+  for (let i = 0; i < 8; i++) g[i] = (bytes[off + 2 * i]! << 8) | bytes[off + 2 * i + 1]!;
   // ::ffff:a.b.c.d
   if (g[0] === 0 && g[1] === 0 && g[2] === 0 && g[3] === 0 && g[4] === 0 && g[5] === 0xffff) {
-    return `::ffff:${formatIPv4(b, off + 12)}`;
+    return `::ffff:${formatIPv4(bytes, off + 12)}`;
   }
   let bestStart = -1;
   let bestLen = 0;

@@ -23,9 +23,9 @@ import { type WalkResult, type WalkTables, walkNat } from './walk.js';
 export type { KubeNatFacts, LoadBalancerFact } from './types.js';
 
 /** A NodePort fact's evidence lines, e.g. 'ipset KUBE-NODE-PORT-TCP member 30080 (iptables-nft-save:21: -A ...)'. */
-export function nodePortEvidence(f: NodePortFact): string[] {
-  return f.shownBy.map((s) =>
-    typeof s === 'string' ? s : `ipset ${s.set} member ${s.member ?? String(f.port)} (${s.rule})`,
+export function nodePortEvidence(fact: NodePortFact): string[] {
+  return fact.shownBy.map((s) =>
+    typeof s === 'string' ? s : `ipset ${s.set} member ${s.member ?? String(fact.port)} (${s.rule})`,
   );
 }
 
@@ -134,22 +134,22 @@ interface VipCandidate {
   origin: string;
 }
 
-function loadBalancers(t: WalkTables, text: OwnText): LoadBalancerFact[] {
-  const start = some(t.chains.rules('PREROUTING', 'KUBE-SERVICES'), (r) => r.target === 'KUBE-SERVICES')
+function loadBalancers(tables: WalkTables, text: OwnText): LoadBalancerFact[] {
+  const start = some(tables.chains.rules('PREROUTING', 'KUBE-SERVICES'), (r) => r.target === 'KUBE-SERVICES')
     ? 'PREROUTING'
     : 'KUBE-SERVICES';
-  const source = t.chains.source;
+  const source = tables.chains.source;
   const seen = new Set<string>();
   const out: LoadBalancerFact[] = [];
-  for (const c of [...iptablesVips(t, text), ...ipvsVips(t, text)]) {
+  for (const c of [...iptablesVips(tables, text), ...ipvsVips(tables, text)]) {
     const key = `${c.vip}|${c.port}|${c.protocol}`;
     if (seen.has(key)) continue;
     seen.add(key);
-    const walk = walkNat(t, start, { dst: c.vip, protocol: c.protocol, dport: c.port });
-    const policy = trafficPolicy(t, walk);
+    const walk = walkNat(tables, start, { dst: c.vip, protocol: c.protocol, dport: c.port });
+    const policy = trafficPolicy(tables, walk);
     const evidence = [...new Set([c.origin, ...walkEvidence(source, walk, text)])];
-    const drop = sourceRangeDrop(t.chains, c, walk, text);
-    const noLocal = noLocalEndpoints(t.chains, c, text);
+    const drop = sourceRangeDrop(tables.chains, c, walk, text);
+    const noLocal = noLocalEndpoints(tables.chains, c, text);
     let capture = captureOf(walk);
     if (drop) {
       evidence.push(...drop.evidence.filter((l) => !evidence.includes(l)));
@@ -157,7 +157,7 @@ function loadBalancers(t: WalkTables, text: OwnText): LoadBalancerFact[] {
     }
     if (noLocal) evidence.push(...noLocal.evidence);
     out.push({
-      family: t.chains.family,
+      family: tables.chains.family,
       vip: c.vip,
       port: c.port,
       protocol: c.protocol,
@@ -179,7 +179,7 @@ function loadBalancers(t: WalkTables, text: OwnText): LoadBalancerFact[] {
  */
 function sourceRangeDrop(
   chains: NatRules,
-  c: VipCandidate,
+  candidate: VipCandidate,
   walk: WalkResult,
   text: OwnText,
 ): SourceRangeDrop | undefined {
@@ -189,7 +189,7 @@ function sourceRangeDrop(
     ...new Set(fw.map((s) => ruleEvidence(chains.source, s.rule, text, s.certain ? '' : ' (may not apply)'))),
   ];
   if (markDrop) return { certain: markDrop.certain, evidence: fwLines };
-  const filterDrop = filterRuleFor(chains.filterRules('KUBE-PROXY-FIREWALL'), c, 'DROP');
+  const filterDrop = filterRuleFor(chains.filterRules('KUBE-PROXY-FIREWALL'), candidate, 'DROP');
   if (!filterDrop) return undefined;
   const capture = captureOf(walk);
   // Pods whose connections the nat table DNATs (a range holds the pod CIDR) no longer have the VIP as
@@ -207,15 +207,19 @@ function sourceRangeDrop(
 }
 
 /** ETP=Local without local endpoints (1.24+): KUBE-EXTERNAL-SERVICES drops "has no local endpoints" traffic. */
-function noLocalEndpoints(chains: NatRules, c: VipCandidate, text: OwnText): NftNoLocalEndpoints | undefined {
-  const r = filterRuleFor(chains.filterRules('KUBE-EXTERNAL-SERVICES'), c, 'DROP');
+function noLocalEndpoints(chains: NatRules, candidate: VipCandidate, text: OwnText): NftNoLocalEndpoints | undefined {
+  const r = filterRuleFor(chains.filterRules('KUBE-EXTERNAL-SERVICES'), candidate, 'DROP');
   if (!r?.comment?.endsWith(' has no local endpoints')) return undefined;
   return { verdict: 'drop', preDnatChecks: [], evidence: [ruleEvidence(chains.source, r, text, ' (filter table)')] };
 }
 
 /** The filter rule with -d VIP, -p proto and --dport port and the given target. */
-function filterRuleFor(rules: readonly IptablesRule[], c: VipCandidate, target: string): IptablesRule | undefined {
-  const vip = canonicalSafe(c.vip);
+function filterRuleFor(
+  rules: readonly IptablesRule[],
+  candidate: VipCandidate,
+  target: string,
+): IptablesRule | undefined {
+  const vip = canonicalSafe(candidate.vip);
   return rules.find((r) => {
     if (r.target !== target) return false;
     const d = findOptions(r.matches, '-d', '')[0];
@@ -226,15 +230,15 @@ function filterRuleFor(rules: readonly IptablesRule[], c: VipCandidate, target: 
       !d.negated &&
       canonicalSafe(d.values[0]!.replace(/\/(32|128)$/, '')) === vip &&
       !!p &&
-      p.toLowerCase() === c.protocol &&
-      Number(port) === c.port
+      p.toLowerCase() === candidate.protocol &&
+      Number(port) === candidate.port
     );
   });
 }
 
-function iptablesVips(t: WalkTables, text: OwnText): VipCandidate[] {
+function iptablesVips(tables: WalkTables, text: OwnText): VipCandidate[] {
   const out: VipCandidate[] = [];
-  for (const r of t.chains.rules('KUBE-SERVICES', LB_COMMENT_END)) {
+  for (const r of tables.chains.rules('KUBE-SERVICES', LB_COMMENT_END)) {
     if (!r.comment?.endsWith(LB_COMMENT_END)) continue;
     const d = findOptions(r.matches, '-d', '')[0]?.values[0];
     const p = findOptions(r.matches, '-p', '')[0]?.values[0];
@@ -245,19 +249,19 @@ function iptablesVips(t: WalkTables, text: OwnText): VipCandidate[] {
       port: Number(port),
       protocol: text.protocol(p),
       service: text.own(r.comment.slice(0, -LB_COMMENT_END.length)),
-      origin: ruleEvidence(t.chains.source, r, text),
+      origin: ruleEvidence(tables.chains.source, r, text),
     });
   }
   return out;
 }
 
 /** IPVS mode: the members of the sets that KUBE-SERVICES matches to jump to KUBE-LOAD-BALANCER. */
-function ipvsVips(t: WalkTables, text: OwnText): VipCandidate[] {
+function ipvsVips(tables: WalkTables, text: OwnText): VipCandidate[] {
   const out: VipCandidate[] = [];
-  for (const r of t.chains.rules('KUBE-SERVICES', 'KUBE-LOAD-BALANCER')) {
+  for (const r of tables.chains.rules('KUBE-SERVICES', 'KUBE-LOAD-BALANCER')) {
     if (r.target !== 'KUBE-LOAD-BALANCER') continue;
     for (const o of findOptions(r.matches, '--match-set', 'set')) {
-      const set = t.sets.get(o.values[0] ?? '');
+      const set = tables.sets.get(o.values[0] ?? '');
       for (const m of set?.members ?? []) {
         const [ip, protoPort] = m.entry.split(',');
         const [proto, port] = (protoPort ?? '').split(':');
@@ -275,16 +279,16 @@ function ipvsVips(t: WalkTables, text: OwnText): VipCandidate[] {
 }
 
 /** externalTrafficPolicy from the shape of the chains the VIP's traffic passes. */
-function trafficPolicy(t: WalkTables, walk: WalkResult): TrafficPolicy | undefined {
+function trafficPolicy(tables: WalkTables, walk: WalkResult): TrafficPolicy | undefined {
   for (const chain of walk.visited) {
-    const policy = jumpPolicy(t, chain);
+    const policy = jumpPolicy(tables, chain);
     if (policy) return policy;
     if (chain.startsWith('KUBE-FW-')) {
       // Before 1.24 KUBE-FW-X marks and jumps to KUBE-SVC-X (Cluster) or jumps to KUBE-XLB-X (Local);
       // from 1.24 it filters source ranges and jumps to KUBE-EXT-X.
-      const targets = [...t.chains.rules(chain)].map((r) => r.target ?? '');
+      const targets = [...tables.chains.rules(chain)].map((r) => r.target ?? '');
       const next = targets.find((c) => c.startsWith('KUBE-XLB-')) ?? targets.find((c) => c.startsWith('KUBE-EXT-'));
-      return next ? jumpPolicy(t, next) : 'Cluster';
+      return next ? jumpPolicy(tables, next) : 'Cluster';
     }
     if (chain === 'KUBE-LOAD-BALANCER') {
       const local = walk.lookups.some(
@@ -297,11 +301,11 @@ function trafficPolicy(t: WalkTables, walk: WalkResult): TrafficPolicy | undefin
 }
 
 /** The policy a jump to `chain` shows: KUBE-XLB- is ETP=Local, KUBE-EXT- tells by its rules. */
-function jumpPolicy(t: WalkTables, chain: string): TrafficPolicy | undefined {
+function jumpPolicy(tables: WalkTables, chain: string): TrafficPolicy | undefined {
   if (chain.startsWith('KUBE-XLB-')) return 'Local';
   if (!chain.startsWith('KUBE-EXT-')) return undefined;
   const local = some(
-    t.chains.rules(chain),
+    tables.chains.rules(chain),
     (r) =>
       r.target?.startsWith('KUBE-SVL-') ||
       r.comment?.startsWith('pod traffic for ') ||
@@ -376,26 +380,26 @@ function walkEvidence(source: string, walk: WalkResult, text: OwnText): string[]
   return out;
 }
 
-function ruleEvidence(source: string, r: IptablesRule, text: OwnText, suffix = ''): string {
-  return text.join(source, ':', String(r.line), ': -A ', r.chain, ' ', r.spec, suffix);
+function ruleEvidence(source: string, rule: IptablesRule, text: OwnText, suffix = ''): string {
+  return text.join(source, ':', String(rule.line), ': -A ', rule.chain, ' ', rule.spec, suffix);
 }
 
-function iptablesNodePorts(t: WalkTables, text: OwnText): NodePortFact[] {
+function iptablesNodePorts(tables: WalkTables, text: OwnText): NodePortFact[] {
   const byKey = new Map<string, NodePortGathered & { shownBy: string[] }>();
-  for (const r of t.chains.rules('KUBE-NODEPORTS')) {
+  for (const r of tables.chains.rules('KUBE-NODEPORTS')) {
     const port = findOptions(r.matches, '--dport')[0]?.values[0];
     const proto = findOptions(r.matches, '-p', '')[0]?.values[0];
     if (!port || !proto || !r.target) continue;
     const key = `${proto}|${port}`;
     const fact = byKey.get(key) ?? {
-      family: t.chains.family,
+      family: tables.chains.family,
       port: Number(port),
       protocol: text.protocol(proto),
       shownBy: [],
     };
     if (r.comment && !fact.service) fact.service = text.own(r.comment);
-    fact.shownBy.push(ruleEvidence(t.chains.source, r, text));
-    const policy = jumpPolicy(t, r.target) ?? (r.target.startsWith('KUBE-SVC-') ? 'Cluster' : undefined);
+    fact.shownBy.push(ruleEvidence(tables.chains.source, r, text));
+    const policy = jumpPolicy(tables, r.target) ?? (r.target.startsWith('KUBE-SVC-') ? 'Cluster' : undefined);
     if (policy) fact.trafficPolicy = policy;
     byKey.set(key, fact);
   }
@@ -403,20 +407,20 @@ function iptablesNodePorts(t: WalkTables, text: OwnText): NodePortFact[] {
 }
 
 /** IPVS mode: KUBE-NODE-PORT matches port sets; the ones that RETURN hold the ETP=Local ports. */
-function ipvsNodePorts(t: WalkTables, text: OwnText): NodePortFact[] {
+function ipvsNodePorts(tables: WalkTables, text: OwnText): NodePortFact[] {
   const byKey = new Map<string, NodePortGathered>();
-  for (const r of t.chains.rules('KUBE-NODE-PORT')) {
+  for (const r of tables.chains.rules('KUBE-NODE-PORT')) {
     const p = findOptions(r.matches, '-p', '')[0]?.values[0];
     const proto = p === undefined ? undefined : text.protocol(p);
     const setName = findOptions(r.matches, '--match-set', 'set')[0]?.values[0];
-    const set = setName ? t.sets.get(setName) : undefined;
+    const set = setName ? tables.sets.get(setName) : undefined;
     if (!proto || !set) continue;
     // One per rule, shared by the facts of all its set's members.
-    const byRule = { set: text.own(set.name), rule: ruleEvidence(t.chains.source, r, text) };
+    const byRule = { set: text.own(set.name), rule: ruleEvidence(tables.chains.source, r, text) };
     for (const m of set.members) {
       const port = Number(m.entry.slice(m.entry.lastIndexOf(':') + 1));
       const key = `${proto}|${port}`;
-      const fact = byKey.get(key) ?? { family: t.chains.family, port, protocol: proto, shownBy: [] };
+      const fact = byKey.get(key) ?? { family: tables.chains.family, port, protocol: proto, shownBy: [] };
       fact.shownBy.push(m.entry === String(port) ? byRule : { ...byRule, member: text.own(m.entry) });
       if (r.target === 'RETURN') fact.trafficPolicy = 'Local';
       else fact.trafficPolicy ??= 'Cluster';
@@ -426,11 +430,11 @@ function ipvsNodePorts(t: WalkTables, text: OwnText): NodePortFact[] {
   // The facts of ports matched by the same rules hold one array (a few kinds on a node).
   const shared = new Map<string, readonly NodePortSource[]>();
   const ids = new Map<NodePortSource, number>();
-  const idOf = (s: NodePortSource): number => {
-    let id = ids.get(s);
+  const idOf = (source: NodePortSource): number => {
+    let id = ids.get(source);
     if (id === undefined) {
       id = ids.size;
-      ids.set(s, id);
+      ids.set(source, id);
     }
     return id;
   };
@@ -448,19 +452,19 @@ function ipvsNodePorts(t: WalkTables, text: OwnText): NodePortFact[] {
 type NodePortGathered = Omit<NodePortFact, 'shownBy'> & { shownBy: NodePortSource[] };
 
 /** The fact as the agent keeps it, built whole with an exact-size `shownBy` so that no growth slack stays behind. */
-function kept(f: NodePortGathered, shownBy: readonly NodePortSource[]): NodePortFact {
+function kept(gathered: NodePortGathered, shownBy: readonly NodePortSource[]): NodePortFact {
   return {
-    family: f.family,
-    port: f.port,
-    protocol: f.protocol,
-    ...(f.service !== undefined ? { service: f.service } : {}),
-    ...(f.trafficPolicy !== undefined ? { trafficPolicy: f.trafficPolicy } : {}),
+    family: gathered.family,
+    port: gathered.port,
+    protocol: gathered.protocol,
+    ...(gathered.service !== undefined ? { service: gathered.service } : {}),
+    ...(gathered.trafficPolicy !== undefined ? { trafficPolicy: gathered.trafficPolicy } : {}),
     shownBy,
   };
 }
 
-function setFamily(s: IpsetSet): NatFamily | undefined {
-  return s.family === 'inet' ? 4 : s.family === 'inet6' ? 6 : undefined;
+function setFamily(set: IpsetSet): NatFamily | undefined {
+  return set.family === 'inet' ? 4 : set.family === 'inet6' ? 6 : undefined;
 }
 
 const LB_COMMENT_END = ' loadbalancer IP';

@@ -73,33 +73,33 @@ class TableFacts {
     this.pod = this.podSelectors();
   }
 
-  private ruleLine(r: NftRule): string {
-    return `${this.source}: chain ${r.chain}: ${r.text}`;
+  private ruleLine(rule: NftRule): string {
+    return `${this.source}: chain ${rule.chain}: ${rule.text}`;
   }
 
-  private elementLine(map: string, e: NftElement): string {
-    return `${this.source}: map ${map}: ${renderElement(e)}`;
+  private elementLine(map: string, element: NftElement): string {
+    return `${this.source}: map ${map}: ${renderElement(element)}`;
   }
 
-  into(f: NftKubeFacts): void {
+  into(facts: NftKubeFacts): void {
     const serviceIps = this.sets.get('service-ips') ?? [];
     const noEp = this.sets.get('no-endpoint-services') ?? [];
-    f.modeEvidence.push(
+    facts.modeEvidence.push(
       `${this.source}: table ${this.t.family} kube-proxy with ${this.t.chains.length} chains, ` +
         `service-ips ${serviceIps.length} elements, no-endpoint-services ${noEp.length}`,
     );
-    f.active ||= serviceIps.length > 0 || noEp.length > 0;
-    f.podSelectors[this.family] = this.pod;
+    facts.active ||= serviceIps.length > 0 || noEp.length > 0;
+    facts.podSelectors[this.family] = this.pod;
     const filters = this.filterChains();
-    f.filterChains.push(...filters);
-    f.layouts[this.family] = this.layout(filters);
+    facts.filterChains.push(...filters);
+    facts.layouts[this.family] = this.layout(filters);
     const checks = this.preDnatEndpointChecks(filters);
     const seen = new Set<string>();
     for (const e of serviceIps) {
       const fact = this.lbFact(e, checks);
       if (!fact) continue;
       seen.add(`${fact.vip}|${fact.protocol}|${fact.port}`);
-      f.loadBalancers.push(fact);
+      facts.loadBalancers.push(fact);
     }
     // No endpoints at all: the LB IP is only in no-endpoint-services (rejected on this node).
     for (const e of noEp) {
@@ -107,7 +107,7 @@ class TableFacts {
       if (!k || seen.has(`${k.ip}|${k.proto}|${k.port}`) || e.verdict?.kind === 'drop' || this.clusterIps.has(k.ip))
         continue;
       seen.add(`${k.ip}|${k.proto}|${k.port}`);
-      f.loadBalancers.push({
+      facts.loadBalancers.push({
         family: this.family,
         vip: k.ip,
         port: k.port,
@@ -123,7 +123,7 @@ class TableFacts {
         evidence: [this.elementLine('no-endpoint-services', e), ...this.rejectEvidence()],
       });
     }
-    f.nodePorts.push(...this.nodePorts());
+    facts.nodePorts.push(...this.nodePorts());
   }
 
   private element(map: string, k: { ip: string; proto: string; port: number }): NftElement | undefined {
@@ -180,13 +180,13 @@ class TableFacts {
   }
 
   /** firewall-ips: loadBalancerSourceRanges, applied before DNAT to every source, pods included. */
-  private firewall(p: Probe, evidence: string[]): Tri {
-    const e = this.element('firewall-ips', { ip: p.dst, proto: p.proto, port: p.port });
+  private firewall(probe: Probe, evidence: string[]): Tri {
+    const e = this.element('firewall-ips', { ip: probe.dst, proto: probe.proto, port: probe.port });
     if (!e?.verdict?.target) return 'no';
     evidence.push(this.elementLine('firewall-ips', e));
     let dropped: Tri = 'no';
     for (const r of this.chains.get(e.verdict.target) ?? []) {
-      const m = this.matchRule(r, p);
+      const m = this.matchRule(r, probe);
       if (m === 'no') continue;
       evidence.push(`${this.ruleLine(r)}${m === 'yes' ? '' : ' (may not apply)'}`);
       if (r.verdict?.kind === 'drop') dropped = m;
@@ -199,7 +199,7 @@ class TableFacts {
    * Follows pod -> VIP as netfilter would; each chain is walked once per probe and certainty, so a hostile
    * listing that jumps twice to one chain at each level cannot cost 2^depth walks.
    */
-  private walk(chain: string, p: Probe, certain: boolean, depth: number, w: Walk): WalkEnd {
+  private walk(chain: string, probe: Probe, certain: boolean, depth: number, w: Walk): WalkEnd {
     const key = `${certain ? 'sure' : 'maybe'}|${chain}`;
     const done = w.ends.get(key) ?? w.ends.get(`${depth}|${key}`);
     if (done) return done;
@@ -211,15 +211,15 @@ class TableFacts {
     }
     w.active.add(key);
     const cut = w.cut;
-    const end = this.walkRules(chain, p, certain, depth, w);
+    const end = this.walkRules(chain, probe, certain, depth, w);
     w.active.delete(key);
     w.ends.set(w.cut === cut ? key : `${depth}|${key}`, end);
     return end;
   }
 
-  private walkRules(chain: string, p: Probe, certain: boolean, depth: number, w: Walk): WalkEnd {
+  private walkRules(chain: string, probe: Probe, certain: boolean, depth: number, w: Walk): WalkEnd {
     for (const r of this.chains.get(chain) ?? []) {
-      const m = this.matchRule(r, p);
+      const m = this.matchRule(r, probe);
       if (m === 'no') continue;
       const sure = certain && m === 'yes';
       const v = r.verdict;
@@ -240,7 +240,7 @@ class TableFacts {
       const next = v?.target ?? r.vmap?.verdicts[0]?.target;
       if (next !== undefined && this.chains.has(next)) {
         w.steps.push({ rule: r, certain: sure });
-        const sub = this.walk(next, p, sure, depth + 1, w); // numgen picks one endpoint chain; all have the same shape
+        const sub = this.walk(next, probe, sure, depth + 1, w); // numgen picks one endpoint chain; all have the same shape
         if (m !== 'yes') continue;
         if (sub !== 'fallthrough' && sub !== 'return') return sub;
         if (v?.kind === 'goto' || r.vmap) return 'return';
@@ -253,20 +253,21 @@ class TableFacts {
   }
 
   /** Whether a rule applies to the first packet from a pod of this node to p. */
-  private matchRule(r: NftRule, p: Probe): Tri {
+  private matchRule(rule: NftRule, probe: Probe): Tri {
     let acc: Tri = 'yes';
-    for (const m of r.matches) {
-      const t = this.matchOne(m.left, m.op, m.right, p);
+    for (const m of rule.matches) {
+      const t = this.matchOne(m.left, m.op, m.right, probe);
       if (t === 'no') return 'no';
       if (t === 'maybe') acc = 'maybe';
     }
     return acc;
   }
 
-  private matchOne(left: string, op: string, right: string, p: Probe): Tri {
+  private matchOne(left: string, op: string, right: string, probe: Probe): Tri {
     const eq = op === '==' || op === 'in';
     const neq = op === '!=';
-    const flip = (t: Tri): Tri => (neq ? (t === 'yes' ? 'no' : t === 'no' ? 'yes' : 'maybe') : eq ? t : 'maybe');
+    const flip = (tri: Tri): Tri =>
+      neq ? (tri === 'yes' ? 'no' : tri === 'no' ? 'yes' : 'maybe') : eq ? tri : 'maybe';
     if (left === 'ip saddr' || left === 'ip6 saddr') {
       if (right.startsWith('@') || right.startsWith('{')) return flip(this.podInRanges(right));
       if (!right.includes('/')) return flip('no'); // one endpoint's own address (hairpin): not pods in general
@@ -274,10 +275,12 @@ class TableFacts {
     }
     if (left === 'ip daddr' || left === 'ip6 daddr') {
       if (right.startsWith('@') || right.startsWith('{')) return 'maybe';
-      return flip(right.includes('/') ? (inCidrSafe(p.dst, right) ? 'yes' : 'no') : right === p.dst ? 'yes' : 'no');
+      return flip(
+        right.includes('/') ? (inCidrSafe(probe.dst, right) ? 'yes' : 'no') : right === probe.dst ? 'yes' : 'no',
+      );
     }
-    if (/^(tcp|udp|sctp|th) dport$/.test(left)) return flip(Number(right) === p.port ? 'yes' : 'no');
-    if (left === 'meta l4proto') return flip(right === p.proto ? 'yes' : 'no');
+    if (/^(tcp|udp|sctp|th) dport$/.test(left)) return flip(Number(right) === probe.port ? 'yes' : 'no');
+    if (left === 'meta l4proto') return flip(right === probe.proto ? 'yes' : 'no');
     // A pod's address is not local to the node.
     if (left === 'fib saddr type') return flip(right === 'local' ? 'no' : 'maybe');
     if (left === 'ct state') return flip(right.includes('new') ? 'yes' : 'no');
@@ -355,8 +358,8 @@ class TableFacts {
   }
 
   /** Found by its vmap, since the chain is service-endpoints-check (endpoints-check before v1.31). */
-  private checksNoEndpoints(c: NftFilterChain): boolean {
-    return c.jumps.some((j) => this.vmapsNoEndpoints(j));
+  private checksNoEndpoints(chain: NftFilterChain): boolean {
+    return chain.jumps.some((j) => this.vmapsNoEndpoints(j));
   }
 
   private vmapsNoEndpoints(chain: string): boolean {
@@ -411,8 +414,8 @@ interface Walk {
   cut: number;
 }
 
-function keyOf(e: NftElement): { ip: string; proto: string; port: number } | undefined {
-  const [ip, proto, port] = e.key;
+function keyOf(element: NftElement): { ip: string; proto: string; port: number } | undefined {
+  const [ip, proto, port] = element.key;
   if (!ip || !proto || !port || ipFamily(ip) === 0 || !/^\d+$/.test(port)) return undefined;
   return { ip, proto, port: Number(port) };
 }

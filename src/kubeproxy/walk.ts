@@ -95,24 +95,24 @@ export function walkNat(tables: WalkTables, start: string, probe: Probe): WalkRe
  * Each chain is walked once per probe and certainty (and depth when cut by MAX_DEPTH), since a node may hold
  * chains that jump twice to the next, which would cost 2^depth walks; a cycle still ends 'loop'.
  */
-function walkChain(w: Walk, chain: string, certain: boolean, depth: number): ChainWalk {
+function walkChain(walk: Walk, chain: string, certain: boolean, depth: number): ChainWalk {
   if (depth > MAX_DEPTH) return CUT;
   const key = `${certain ? 1 : 0}|${chain}`;
-  const free = w.free.get(key);
+  const free = walk.free.get(key);
   if (free && depth + free.height <= MAX_DEPTH) return free;
   const deepKey = `${depth}|${key}`;
-  const deep = w.deep.get(deepKey);
+  const deep = walk.deep.get(deepKey);
   if (deep) return deep;
   const out: ChainWalk = { end: 'fallthrough', height: 0, cut: false };
-  out.end = walkRules(w, chain, certain, depth, out);
-  if (out.cut) w.deep.set(deepKey, out);
-  else w.free.set(key, out);
+  out.end = walkRules(walk, chain, certain, depth, out);
+  if (out.cut) walk.deep.set(deepKey, out);
+  else walk.free.set(key, out);
   return out;
 }
 
 /** The chain's rules in order; `out` gathers the height and cut of the chains it jumps to. */
-function walkRules(w: Walk, chain: string, certain: boolean, depth: number, out: ChainWalk): WalkEnd {
-  const { t, probe, res } = w;
+function walkRules(walk: Walk, chain: string, certain: boolean, depth: number, out: ChainWalk): WalkEnd {
+  const { t, probe, res } = walk;
   res.visited.push(chain);
   for (const rule of t.chains.candidates(chain, probe.dst)) {
     const m = matchRule(t, rule, probe, res, certain);
@@ -134,7 +134,7 @@ function walkRules(w: Walk, chain: string, certain: boolean, depth: number, out:
     }
     if (!t.chains.has(target)) continue; // MARK, LOG, CONNMARK, ...: the packet goes on
     res.steps.push(step);
-    const sub = walkChain(w, target, sure, depth + 1);
+    const sub = walkChain(walk, target, sure, depth + 1);
     out.height = Math.max(out.height, sub.height + 1);
     out.cut ||= sub.cut;
     if (m !== 'yes') continue;
@@ -146,11 +146,11 @@ function walkRules(w: Walk, chain: string, certain: boolean, depth: number, out:
   return 'fallthrough';
 }
 
-function matchRule(t: WalkTables, rule: IptablesRule, probe: Probe, res: WalkResult, certain: boolean): Tri {
+function matchRule(tables: WalkTables, rule: IptablesRule, probe: Probe, res: WalkResult, certain: boolean): Tri {
   let acc: Tri = 'yes';
   for (const m of rule.matches) {
     for (const opt of m.options) {
-      const r = negate(matchOption(t, m, opt, rule, probe, res, certain), opt.negated);
+      const r = negate(matchOption(tables, m, opt, rule, probe, res, certain), opt.negated);
       if (r === 'no') return 'no';
       if (r === 'maybe') acc = 'maybe';
     }
@@ -158,13 +158,13 @@ function matchRule(t: WalkTables, rule: IptablesRule, probe: Probe, res: WalkRes
   return acc;
 }
 
-function negate(r: Tri, negated: boolean): Tri {
-  if (!negated || r === 'maybe') return r;
-  return r === 'yes' ? 'no' : 'yes';
+function negate(tri: Tri, negated: boolean): Tri {
+  if (!negated || tri === 'maybe') return tri;
+  return tri === 'yes' ? 'no' : 'yes';
 }
 
 function matchOption(
-  t: WalkTables,
+  tables: WalkTables,
   m: RuleMatch,
   opt: MatchOption,
   rule: IptablesRule,
@@ -175,10 +175,10 @@ function matchOption(
   const v = opt.values[0] ?? '';
   switch (m.module) {
     case '':
-      if (opt.name === '-s') return podSource(t.pod, v);
+      if (opt.name === '-s') return podSource(tables.pod, v);
       if (opt.name === '-d') return inCidrSafe(probe.dst, v) ? 'yes' : 'no';
       if (opt.name === '-p') return protoMatches(v, probe.protocol) ? 'yes' : 'no';
-      if (opt.name === '-i') return t.pod.interfaces.includes(v) ? 'yes' : 'maybe';
+      if (opt.name === '-i') return tables.pod.interfaces.includes(v) ? 'yes' : 'maybe';
       if (opt.name === '-f') return 'no'; // the first packet of a connection is no later fragment
       return 'maybe';
     case 'comment':
@@ -203,7 +203,7 @@ function matchOption(
       return 'maybe';
     case 'set':
       if (opt.name === '--match-set') {
-        const result = setMatch(t, opt.values[0] ?? '', opt.values[1] ?? '', probe);
+        const result = setMatch(tables, opt.values[0] ?? '', opt.values[1] ?? '', probe);
         if (result.key) res.lookups.push({ set: opt.values[0]!, key: result.key, result: result.tri, rule, certain });
         return result.tri;
       }
@@ -224,21 +224,21 @@ function podSource(pod: PodSelectors, cidr: string): Tri {
   return 'maybe';
 }
 
-function setMatch(t: WalkTables, name: string, flags: string, probe: Probe): { tri: Tri; key?: string } {
-  const set = t.sets.get(name);
+function setMatch(tables: WalkTables, name: string, flags: string, probe: Probe): { tri: Tri; key?: string } {
+  const set = tables.sets.get(name);
   if (!set) return { tri: 'maybe' };
   const dims = set.type.split(':')[1]?.split(',') ?? [];
   const dirs = flags.split(',');
-  t.setIndex ??= new Map();
+  tables.setIndex ??= new Map();
   const indexKey = `${name}|${flags}`;
-  let idx = t.setIndex.get(indexKey);
+  let idx = tables.setIndex.get(indexKey);
   if (!idx) {
     idx = indexSet(set.members, dims, dirs);
-    t.setIndex.set(indexKey, idx);
+    tables.setIndex.set(indexKey, idx);
   }
   let result: Tri = idx.exact.size > 0 && exactKeys(dims, probe).some((k) => idx.exact.has(k)) ? 'yes' : 'no';
   for (let i = 0; i < idx.rest.length && result !== 'yes'; i++) {
-    const r = memberMatch(idx.rest[i]!.entry.split(','), dims, dirs, t.pod, probe);
+    const r = memberMatch(idx.rest[i]!.entry.split(','), dims, dirs, tables.pod, probe);
     if (r === 'yes') result = 'yes';
     else if (r === 'maybe') result = 'maybe';
   }

@@ -27,18 +27,18 @@ export interface AgentPod {
   ip: string;
 }
 
-export function toAgentPod(p: PodFields, container: string): AgentPod {
-  const cs = p.status?.containerStatuses?.find((c) => c.name === container);
+export function toAgentPod(pod: PodFields, container: string): AgentPod {
+  const cs = pod.status?.containerStatuses?.find((c) => c.name === container);
   const waiting = cs?.state?.waiting?.reason;
   return {
-    name: p.metadata?.name ?? '',
-    node: p.spec?.nodeName ?? '',
-    phase: p.status?.phase ?? 'Unknown',
+    name: pod.metadata?.name ?? '',
+    node: pod.spec?.nodeName ?? '',
+    phase: pod.status?.phase ?? 'Unknown',
     ready: cs?.ready === true,
     ...(waiting ? { waiting } : {}),
-    containers: (p.spec?.containers ?? []).map((c) => c.name),
-    deleting: Boolean(p.metadata?.deletionTimestamp),
-    ip: p.status?.podIP ?? '',
+    containers: (pod.spec?.containers ?? []).map((c) => c.name),
+    deleting: Boolean(pod.metadata?.deletionTimestamp),
+    ip: pod.status?.podIP ?? '',
   };
 }
 
@@ -59,7 +59,7 @@ export function planNodes(
     if (only && !only.includes(p.node)) continue;
     byNode.set(p.node, [...(byNode.get(p.node) ?? []), p]);
   }
-  const rank = (p: AgentPod) => (p.deleting ? 2 : 0) + (p.ready ? 0 : 1);
+  const rank = (pod: AgentPod) => (pod.deleting ? 2 : 0) + (pod.ready ? 0 : 1);
   const ask: AgentPod[] = [];
   const unreachable: Unreachable[] = [];
   for (const [node, list] of [...byNode].sort(([a], [b]) => byText(a, b))) {

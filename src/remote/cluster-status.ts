@@ -102,12 +102,14 @@ function fixOf(value: unknown): FixCommand | undefined {
 }
 
 export function filterStatus(status: ClusterStatus, filters: StatusFilters): ClusterStatus {
-  const keep = (x: NodeFinding): boolean =>
+  const keep = (finding: NodeFinding): boolean =>
     (filters.service === undefined ||
-      (filters.service.includes('/') ? serviceOf(x) === filters.service : x.service.name === filters.service)) &&
-    (filters.namespace === undefined || x.service.namespace === filters.namespace) &&
-    (filters.node === undefined || x.node === filters.node) &&
-    (filters.severity === undefined || SEVERITY_RANK[x.severity] <= SEVERITY_RANK[filters.severity]);
+      (filters.service.includes('/')
+        ? serviceOf(finding) === filters.service
+        : finding.service.name === filters.service)) &&
+    (filters.namespace === undefined || finding.service.namespace === filters.namespace) &&
+    (filters.node === undefined || finding.node === filters.node) &&
+    (filters.severity === undefined || SEVERITY_RANK[finding.severity] <= SEVERITY_RANK[filters.severity]);
   return {
     findings: status.findings.filter(keep).sort((a, b) => compareFindings(a, b) || byText(a.node, b.node)),
     nodes: status.nodes
@@ -140,7 +142,7 @@ function statusRows(findings: NodeFinding[]): StatusRow[] {
     rows.set(key, r);
   }
   for (const r of rows.values()) r.risk = r.risk.filter((n) => !r.active.includes(n));
-  const byNodes = (r: StatusRow): number => r.active.length + r.risk.length;
+  const byNodes = (row: StatusRow): number => row.active.length + row.risk.length;
   return [...rows.values()].sort(
     (a, b) =>
       SEVERITY_RANK[a.severity] - SEVERITY_RANK[b.severity] ||
@@ -157,8 +159,15 @@ function nodeList(nodes: string[], max: number): string {
 }
 
 /** A row's cells: ports joined by `sep`, at most `max` nodes named. */
-function rowCells(r: StatusRow, sep: string, max: number): string[] {
-  return [r.service, r.mechanism, r.severity, r.ports.join(sep), nodeList(r.active, max), nodeList(r.risk, max)];
+function rowCells(row: StatusRow, sep: string, max: number): string[] {
+  return [
+    row.service,
+    row.mechanism,
+    row.severity,
+    row.ports.join(sep),
+    nodeList(row.active, max),
+    nodeList(row.risk, max),
+  ];
 }
 
 function table(head: string[], rows: string[][]): string[] {

@@ -187,11 +187,11 @@ export class EventRecorder {
 }
 
 /** The first fix command of a finding, else the first sentence of its remedy. */
-function oneLineFix(f: ActiveFinding): string | undefined {
-  const cmd = f.fixes?.find((x) => typeof x.command === 'string')?.command as string | undefined;
+function oneLineFix(finding: ActiveFinding): string | undefined {
+  const cmd = finding.fixes?.find((x) => typeof x.command === 'string')?.command as string | undefined;
   if (cmd) return cmd.slice(0, 400);
-  if (typeof f.remedy !== 'string') return undefined;
-  return f.remedy.split(/(?<=[.;])\s/)[0]!.slice(0, 300);
+  if (typeof finding.remedy !== 'string') return undefined;
+  return finding.remedy.split(/(?<=[.;])\s/)[0]!.slice(0, 300);
 }
 
 /** The Service's name, the kind and a time bucket: the same change seen by two replicas is one name. */

@@ -64,7 +64,7 @@ export function exitCodeOf(s: ExecStatus): number {
 }
 
 /** An HTTP refusal of the exec upgrade, in words that say what to fix. */
-function refusalError(code: number, body: string, t: ExecTarget): PodExecError {
+function refusalError(code: number, body: string, target: ExecTarget): PodExecError {
   const msg = refusalText(body);
   if (code === 401)
     return new PodExecError(
@@ -77,12 +77,12 @@ function refusalError(code: number, body: string, t: ExecTarget): PodExecError {
   if (code === 403)
     return new PodExecError(
       `403 Forbidden: ${msg} (needs RBAC verbs "get" and "create" on ` +
-        `"pods/exec" in namespace ${t.namespace}; see deploy/oncall-rbac.yaml)`,
+        `"pods/exec" in namespace ${target.namespace}; see deploy/oncall-rbac.yaml)`,
       'forbidden',
       code,
     );
   if (code === 404)
-    return new PodExecError(`404 Not Found: pod ${t.namespace}/${t.pod} is gone (${msg})`, 'not-found', code);
+    return new PodExecError(`404 Not Found: pod ${target.namespace}/${target.pod} is gone (${msg})`, 'not-found', code);
   return new PodExecError(`${code}: ${msg}`, 'refused', code);
 }
 
@@ -92,7 +92,7 @@ const MAX_BODY = 4096;
 /** Runs `command`, streaming output; resolves to the exit code, rejects with a PodExecError on failure or timeout. */
 export function execInPod(
   api: ApiTarget,
-  t: ExecTarget,
+  target: ExecTarget,
   command: string[],
   out: ExecOutput,
   timeoutMs: number,
@@ -135,10 +135,10 @@ export function execInPod(
         stderr: 'true',
         stdin: 'false',
         tty: 'false',
-        container: t.container,
+        container: target.container,
       });
       for (const word of command) query.append('command', word);
-      const path = `/api/v1/namespaces/${encodeURIComponent(t.namespace)}/pods/${encodeURIComponent(t.pod)}/exec`;
+      const path = `/api/v1/namespaces/${encodeURIComponent(target.namespace)}/pods/${encodeURIComponent(target.pod)}/exec`;
       const options = await api.requestOptions();
       if (settled) return;
       const ws = new WebSocket(`${api.server.replace(/^http/, 'ws')}${path}?${query}`, PROTOCOLS, options);
@@ -153,7 +153,7 @@ export function execInPod(
           if (body.length < MAX_BODY) body += d;
         });
         res.on('end', () => {
-          refusal = refusalError(res.statusCode ?? 0, body, t);
+          refusal = refusalError(res.statusCode ?? 0, body, target);
           ws.terminate();
         });
         res.on('error', () => ws.terminate());

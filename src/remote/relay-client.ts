@@ -19,7 +19,7 @@ export class RelayError extends Error {
 /** Streams the relay's answer line by line; resolves when it ends, rejects with what to fix. */
 export async function askRelay(
   api: ApiTarget,
-  t: RelayTarget,
+  target: RelayTarget,
   query: URLSearchParams,
   onLine: (text: string) => void,
   timeoutMs: number,
@@ -41,10 +41,10 @@ export async function askRelay(
   }
   opts.headers = { ...headers, [TOKEN_HEADER]: authorization, accept: 'application/x-ndjson' };
   const path =
-    `/api/v1/namespaces/${encodeURIComponent(t.namespace)}/services/` +
-    `${encodeURIComponent(t.service)}/proxy/${route}?${query}`;
+    `/api/v1/namespaces/${encodeURIComponent(target.namespace)}/services/` +
+    `${encodeURIComponent(target.service)}/proxy/${route}?${query}`;
   const url = new URL(api.server + path);
-  const where = `the evidence relay (service ${t.namespace}/${t.service} through ${url.host})`;
+  const where = `the evidence relay (service ${target.namespace}/${target.service} through ${url.host})`;
   return new Promise((resolve, reject) => {
     const req = (url.protocol === 'https:' ? httpsRequest : httpRequest)(
       url,
@@ -56,7 +56,7 @@ export async function askRelay(
           res.on('data', (d: string) => {
             if (body.length < 4096) body += d;
           });
-          res.on('end', () => reject(refusal(res.statusCode ?? 0, body, t, where)));
+          res.on('end', () => reject(refusal(res.statusCode ?? 0, body, target, where)));
           return;
         }
         const lines = lineSplitter(onLine);
@@ -82,12 +82,12 @@ export async function askRelay(
 }
 
 /** An error answer from the API server (a Status) or from the relay (an error line), in words that say what to fix. */
-function refusal(code: number, body: string, t: RelayTarget, where: string): RelayError {
+function refusal(code: number, body: string, target: RelayTarget, where: string): RelayError {
   const msg = refusalText(body);
   if (code === 403 && msg.includes('services/proxy')) {
     return new RelayError(
       `403 Forbidden: ${msg} (needs RBAC verb "get" on "services/proxy" named ` +
-        `${t.service} in namespace ${t.namespace}; see deploy/oncall-rbac.yaml)`,
+        `${target.service} in namespace ${target.namespace}; see deploy/oncall-rbac.yaml)`,
     );
   }
   if (code === 401) return new RelayError(`401 Unauthorized: ${msg}`);

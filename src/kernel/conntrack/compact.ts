@@ -21,50 +21,50 @@ export class PackedTuple implements ConntrackTuple {
   }
 
   /** undefined for an ICMP tuple (id/type/code), which this form does not hold. */
-  static of(t: ConntrackTuple): PackedTuple | undefined {
-    if (t.icmpId !== undefined || t.icmpType !== undefined || t.icmpCode !== undefined) return undefined;
-    return new PackedTuple(t.src, t.dst, t.protoNum, t.sport, t.dport);
+  static of(tuple: ConntrackTuple): PackedTuple | undefined {
+    if (tuple.icmpId !== undefined || tuple.icmpType !== undefined || tuple.icmpCode !== undefined) return undefined;
+    return new PackedTuple(tuple.src, tuple.dst, tuple.protoNum, tuple.sport, tuple.dport);
   }
 
   /** undefined for an ICMP tuple. */
-  static ofView(v: CtTupleView, b: Buffer): PackedTuple | undefined {
-    if (v.icmpId !== NONE || v.icmpType !== NONE || v.icmpCode !== NONE) return undefined;
-    const sport = v.sport === NONE ? undefined : v.sport;
-    const dport = v.dport === NONE ? undefined : v.dport;
+  static ofView(tuple: CtTupleView, buf: Buffer): PackedTuple | undefined {
+    if (tuple.icmpId !== NONE || tuple.icmpType !== NONE || tuple.icmpCode !== NONE) return undefined;
+    const sport = tuple.sport === NONE ? undefined : tuple.sport;
+    const dport = tuple.dport === NONE ? undefined : tuple.dport;
     return new PackedTuple(
-      formatAddr(b, v.srcOff, v.srcLen),
-      formatAddr(b, v.dstOff, v.dstLen),
-      v.protoNum,
+      formatAddr(buf, tuple.srcOff, tuple.srcLen),
+      formatAddr(buf, tuple.dstOff, tuple.dstLen),
+      tuple.protoNum,
       sport,
       dport,
     );
   }
 
   /** The same fields as the message's tuple (an entry's tuples never change: a new version shares them). */
-  sameAsView(v: CtTupleView, b: Buffer): boolean {
+  sameAsView(tuple: CtTupleView, buf: Buffer): boolean {
     return (
-      this.protoNum === v.protoNum &&
-      this.sport === (v.sport === NONE ? undefined : v.sport) &&
-      this.dport === (v.dport === NONE ? undefined : v.dport) &&
-      sameAddress(this.src, b, v.srcOff, v.srcLen) &&
-      sameAddress(this.dst, b, v.dstOff, v.dstLen)
+      this.protoNum === tuple.protoNum &&
+      this.sport === (tuple.sport === NONE ? undefined : tuple.sport) &&
+      this.dport === (tuple.dport === NONE ? undefined : tuple.dport) &&
+      sameAddress(this.src, buf, tuple.srcOff, tuple.srcLen) &&
+      sameAddress(this.dst, buf, tuple.dstOff, tuple.dstLen)
     );
   }
 
-  sameAs(t: ConntrackTuple): boolean {
+  sameAs(tuple: ConntrackTuple): boolean {
     return (
-      this.protoNum === t.protoNum &&
-      this.sport === t.sport &&
-      this.dport === t.dport &&
-      this.src === t.src &&
-      this.dst === t.dst
+      this.protoNum === tuple.protoNum &&
+      this.sport === tuple.sport &&
+      this.dport === tuple.dport &&
+      this.src === tuple.src &&
+      this.dst === tuple.dst
     );
   }
 }
 
 /** Whether an address text is the one at b[off] (IPv4 compared as numbers: no string made). */
-const sameAddress = (text: string, b: Buffer, off: number, len: number): boolean =>
-  len === 4 ? ipv4Number(text) === b.readUInt32BE(off) : text === formatIPv6(b, off);
+const sameAddress = (text: string, buf: Buffer, off: number, len: number): boolean =>
+  len === 4 ? ipv4Number(text) === buf.readUInt32BE(off) : text === formatIPv6(buf, off);
 
 /** What an entry carries only with accounting or timestamps on (off by default). */
 interface Accounting {
@@ -149,59 +149,59 @@ export class CompactEntry implements ConntrackEntry {
   }
 
   /** The decoded message in this form, reusing `prev`'s tuples when they are the same; undefined for ICMP. */
-  static fromView(v: CtView, prev?: CompactEntry): CompactEntry | undefined {
-    const b = v.buf;
-    const orig = prev?.orig.sameAsView(v.orig, b) ? prev.orig : PackedTuple.ofView(v.orig, b);
-    const reply = prev?.reply.sameAsView(v.reply, b) ? prev.reply : PackedTuple.ofView(v.reply, b);
+  static fromView(view: CtView, prev?: CompactEntry): CompactEntry | undefined {
+    const b = view.buf;
+    const orig = prev?.orig.sameAsView(view.orig, b) ? prev.orig : PackedTuple.ofView(view.orig, b);
+    const reply = prev?.reply.sameAsView(view.reply, b) ? prev.reply : PackedTuple.ofView(view.reply, b);
     if (!orig || !reply) return undefined;
     let acct: Accounting | undefined;
-    if (v.hasOrigCounters || v.hasReplyCounters || v.startOff !== NONE) {
+    if (view.hasOrigCounters || view.hasReplyCounters || view.startOff !== NONE) {
       acct = {};
-      if (v.hasOrigCounters) acct.origCounters = { packets: v.origPackets, bytes: v.origBytes };
-      if (v.hasReplyCounters) acct.replyCounters = { packets: v.replyPackets, bytes: v.replyBytes };
-      if (v.startOff !== NONE) acct.startNs = b.readBigUInt64BE(v.startOff);
+      if (view.hasOrigCounters) acct.origCounters = { packets: view.origPackets, bytes: view.origBytes };
+      if (view.hasReplyCounters) acct.replyCounters = { packets: view.replyPackets, bytes: view.replyBytes };
+      if (view.startOff !== NONE) acct.startNs = b.readBigUInt64BE(view.startOff);
     }
     return new CompactEntry(
-      v.family,
+      view.family,
       orig,
       reply,
-      v.tcpStateName(),
-      v.status,
-      v.timeoutS,
-      v.mark,
-      v.zone,
-      v.id | 0,
-      v.use === NONE ? undefined : v.use,
+      view.tcpStateName(),
+      view.status,
+      view.timeoutS,
+      view.mark,
+      view.zone,
+      view.id | 0,
+      view.use === NONE ? undefined : view.use,
       acct,
     );
   }
 
   /** An entry decoded elsewhere (a bundle, a test) in this form; undefined for ICMP. */
-  static fromEntry(e: ConntrackEntry, prev?: CompactEntry): CompactEntry | undefined {
-    if (e instanceof CompactEntry) return e;
-    const orig = prev?.orig.sameAs(e.orig) ? prev.orig : PackedTuple.of(e.orig);
-    const reply = prev?.reply.sameAs(e.reply) ? prev.reply : PackedTuple.of(e.reply);
+  static fromEntry(entry: ConntrackEntry, prev?: CompactEntry): CompactEntry | undefined {
+    if (entry instanceof CompactEntry) return entry;
+    const orig = prev?.orig.sameAs(entry.orig) ? prev.orig : PackedTuple.of(entry.orig);
+    const reply = prev?.reply.sameAs(entry.reply) ? prev.reply : PackedTuple.of(entry.reply);
     if (!orig || !reply) return undefined;
     const acct: Accounting | undefined =
-      e.origCounters || e.replyCounters || e.startNs !== undefined
+      entry.origCounters || entry.replyCounters || entry.startNs !== undefined
         ? {
-            ...(e.origCounters ? { origCounters: e.origCounters } : {}),
-            ...(e.replyCounters ? { replyCounters: e.replyCounters } : {}),
-            ...(e.startNs !== undefined ? { startNs: e.startNs } : {}),
+            ...(entry.origCounters ? { origCounters: entry.origCounters } : {}),
+            ...(entry.replyCounters ? { replyCounters: entry.replyCounters } : {}),
+            ...(entry.startNs !== undefined ? { startNs: entry.startNs } : {}),
           }
         : undefined;
-    const tcpState = e.tcpState === undefined ? undefined : (TCP_STATE_NAMES.get(e.tcpState) ?? e.tcpState);
+    const tcpState = entry.tcpState === undefined ? undefined : (TCP_STATE_NAMES.get(entry.tcpState) ?? entry.tcpState);
     return new CompactEntry(
-      e.family,
+      entry.family,
       orig,
       reply,
       tcpState,
-      e.status,
-      e.timeoutS,
-      e.mark,
-      e.zone,
-      e.id | 0,
-      e.use,
+      entry.status,
+      entry.timeoutS,
+      entry.mark,
+      entry.zone,
+      entry.id | 0,
+      entry.use,
       acct,
     );
   }

@@ -5,12 +5,13 @@ import { type NetlinkMessage, NetlinkParseError, NLM_F_CREATE, NLM_F_EXCL } from
 import type { ConntrackCounters, ConntrackEntry, ConntrackEventType, ConntrackTuple } from '../types.js';
 import * as C from './constants.js';
 
-const be16 = (b: Buffer, o: number): number => (b[o]! << 8) | b[o + 1]!;
-const be32 = (b: Buffer, o: number): number => ((b[o]! << 24) | (b[o + 1]! << 16) | (b[o + 2]! << 8) | b[o + 3]!) >>> 0;
+const be16 = (buf: Buffer, o: number): number => (buf[o]! << 8) | buf[o + 1]!;
+const be32 = (buf: Buffer, o: number): number =>
+  ((buf[o]! << 24) | (buf[o + 1]! << 16) | (buf[o + 2]! << 8) | buf[o + 3]!) >>> 0;
 
-function readBe64(b: Buffer, off: number): number {
+function readBe64(buf: Buffer, off: number): number {
   // Counters fit in 2^53 for any realistic uptime; exactness beyond is not needed.
-  return be32(b, off) * 0x100000000 + be32(b, off + 4);
+  return be32(buf, off) * 0x100000000 + be32(buf, off + 4);
 }
 
 /** -1 marks a field the message did not carry. */
@@ -38,24 +39,24 @@ export class CtTupleView {
   }
 
   /** The reverse of t (src <-> dst, sport <-> dport), for a DESTROY without a reply tuple. */
-  mirrorOf(t: CtTupleView): void {
-    this.srcOff = t.dstOff;
-    this.srcLen = t.dstLen;
-    this.dstOff = t.srcOff;
-    this.dstLen = t.srcLen;
-    this.protoNum = t.protoNum;
-    this.sport = t.dport;
-    this.dport = t.sport;
-    this.icmpId = t.icmpId;
-    this.icmpType = t.icmpType;
-    this.icmpCode = t.icmpCode;
+  mirrorOf(tuple: CtTupleView): void {
+    this.srcOff = tuple.dstOff;
+    this.srcLen = tuple.dstLen;
+    this.dstOff = tuple.srcOff;
+    this.dstLen = tuple.srcLen;
+    this.protoNum = tuple.protoNum;
+    this.sport = tuple.dport;
+    this.dport = tuple.sport;
+    this.icmpId = tuple.icmpId;
+    this.icmpType = tuple.icmpType;
+    this.icmpCode = tuple.icmpCode;
   }
 
-  toTuple(b: Buffer): ConntrackTuple {
+  toTuple(buf: Buffer): ConntrackTuple {
     // The ports in the literal (undefined until read): a TCP/UDP tuple keeps all its fields inside the object.
     const t: ConntrackTuple = {
-      src: formatAddr(b, this.srcOff, this.srcLen),
-      dst: formatAddr(b, this.dstOff, this.dstLen),
+      src: formatAddr(buf, this.srcOff, this.srcLen),
+      dst: formatAddr(buf, this.dstOff, this.dstLen),
       protoNum: this.protoNum,
       sport: this.sport === NONE ? undefined : this.sport,
       dport: this.dport === NONE ? undefined : this.dport,
@@ -67,8 +68,8 @@ export class CtTupleView {
   }
 }
 
-export const formatAddr = (b: Buffer, off: number, len: number): string =>
-  len === 4 ? formatIPv4(b, off) : formatIPv6(b, off);
+export const formatAddr = (buf: Buffer, off: number, len: number): string =>
+  len === 4 ? formatIPv4(buf, off) : formatIPv6(buf, off);
 
 function overrun(type: number, len: number, at: number): NetlinkParseError {
   return new NetlinkParseError(`conntrack attribute type ${type} length ${len} overruns its container`, at);
@@ -198,7 +199,7 @@ export class CtView {
       throw new NetlinkParseError('conntrack tuple without addresses', start - base);
   }
 
-  private tupleIp(t: CtTupleView, start: number, end: number): void {
+  private tupleIp(tuple: CtTupleView, start: number, end: number): void {
     const b = this.buf;
     const base = this.start;
     let o = start;
@@ -211,30 +212,30 @@ export class CtView {
       switch (type) {
         case C.CTA_IP_V4_SRC:
           if (have < 4) throw short('CTA_IP_V4_SRC', have, 4, vs - base);
-          t.srcOff = vs;
-          t.srcLen = 4;
+          tuple.srcOff = vs;
+          tuple.srcLen = 4;
           break;
         case C.CTA_IP_V4_DST:
           if (have < 4) throw short('CTA_IP_V4_DST', have, 4, vs - base);
-          t.dstOff = vs;
-          t.dstLen = 4;
+          tuple.dstOff = vs;
+          tuple.dstLen = 4;
           break;
         case C.CTA_IP_V6_SRC:
           if (have < 16) throw short('CTA_IP_V6_SRC', have, 16, vs - base);
-          t.srcOff = vs;
-          t.srcLen = 16;
+          tuple.srcOff = vs;
+          tuple.srcLen = 16;
           break;
         case C.CTA_IP_V6_DST:
           if (have < 16) throw short('CTA_IP_V6_DST', have, 16, vs - base);
-          t.dstOff = vs;
-          t.dstLen = 16;
+          tuple.dstOff = vs;
+          tuple.dstLen = 16;
           break;
       }
       o += (len + 3) & ~3;
     }
   }
 
-  private tupleProto(t: CtTupleView, start: number, end: number): void {
+  private tupleProto(tuple: CtTupleView, start: number, end: number): void {
     const b = this.buf;
     const base = this.start;
     let o = start;
@@ -247,30 +248,30 @@ export class CtView {
       switch (type) {
         case C.CTA_PROTO_NUM:
           if (have < 1) throw short('CTA_PROTO_NUM', have, 1, vs - base);
-          t.protoNum = b[vs]!;
+          tuple.protoNum = b[vs]!;
           break;
         case C.CTA_PROTO_SRC_PORT:
           if (have < 2) throw short('CTA_PROTO_SRC_PORT', have, 2, vs - base);
-          t.sport = be16(b, vs);
+          tuple.sport = be16(b, vs);
           break;
         case C.CTA_PROTO_DST_PORT:
           if (have < 2) throw short('CTA_PROTO_DST_PORT', have, 2, vs - base);
-          t.dport = be16(b, vs);
+          tuple.dport = be16(b, vs);
           break;
         case C.CTA_PROTO_ICMP_ID:
         case C.CTA_PROTO_ICMPV6_ID:
           if (have < 2) throw short('CTA_PROTO_ICMP_ID', have, 2, vs - base);
-          t.icmpId = be16(b, vs);
+          tuple.icmpId = be16(b, vs);
           break;
         case C.CTA_PROTO_ICMP_TYPE:
         case C.CTA_PROTO_ICMPV6_TYPE:
           if (have < 1) throw short('CTA_PROTO_ICMP_TYPE', have, 1, vs - base);
-          t.icmpType = b[vs]!;
+          tuple.icmpType = b[vs]!;
           break;
         case C.CTA_PROTO_ICMP_CODE:
         case C.CTA_PROTO_ICMPV6_CODE:
           if (have < 1) throw short('CTA_PROTO_ICMP_CODE', have, 1, vs - base);
-          t.icmpCode = b[vs]!;
+          tuple.icmpCode = b[vs]!;
           break;
       }
       o += (len + 3) & ~3;
@@ -415,14 +416,14 @@ export function statusFlagNames(status: number): string[] {
 const sharedView = new CtView();
 
 /** Decodes the payload of an IPCTNL_MSG_CT_NEW/DELETE message (nfgenmsg + attributes). */
-export function decodeEntry(p: Buffer): ConntrackEntry {
-  return sharedView.decode(p, 0, p.length).toEntry();
+export function decodeEntry(buf: Buffer): ConntrackEntry {
+  return sharedView.decode(buf, 0, buf.length).toEntry();
 }
 
 /** NEW (flags CREATE|EXCL), UPDATE (NEW without them) or DESTROY; undefined for other messages. */
-export function eventType(m: NetlinkMessage): ConntrackEventType | undefined {
-  const t = m.type >> 8 === C.NFNL_SUBSYS_CTNETLINK ? m.type & 0xff : undefined;
+export function eventType(msg: NetlinkMessage): ConntrackEventType | undefined {
+  const t = msg.type >> 8 === C.NFNL_SUBSYS_CTNETLINK ? msg.type & 0xff : undefined;
   if (t === C.IPCTNL_MSG_CT_DELETE) return 'DESTROY';
   if (t !== C.IPCTNL_MSG_CT_NEW) return undefined;
-  return m.flags & (NLM_F_CREATE | NLM_F_EXCL) ? 'NEW' : 'UPDATE';
+  return msg.flags & (NLM_F_CREATE | NLM_F_EXCL) ? 'NEW' : 'UPDATE';
 }

@@ -165,12 +165,12 @@ export function openConntrackSocket(netns?: string): NetlinkSocket {
 /** Counts for `snapshot`: total, by protocol, by TCP state (others: REPLIED/UNREPLIED). */
 export class SummaryCounter {
   readonly summary: ConntrackSummary = { total: 0, byProto: {}, byState: {} };
-  add(e: ConntrackEntry): void {
-    this.count(e.proto, e.tcpState, e.status);
+  add(entry: ConntrackEntry): void {
+    this.count(entry.proto, entry.tcpState, entry.status);
   }
   /** The same count from a decoded view, without making the entry. */
-  addView(v: CtView): void {
-    this.count(v.protoName(), v.tcpStateName(), v.status);
+  addView(view: CtView): void {
+    this.count(view.protoName(), view.tcpStateName(), view.status);
   }
   private count(proto: string, tcpState: string | undefined, status: number): void {
     const s = this.summary;

@@ -242,9 +242,9 @@ export class ConntrackWatch {
     else this.dumps.close();
   }
 
-  private error(e: Error): void {
-    if (this.opts.onError) this.opts.onError(e);
-    else throw e;
+  private error(err: Error): void {
+    if (this.opts.onError) this.opts.onError(err);
+    else throw err;
   }
 
   private requestResync(reason: 'overflow' | 'start'): void {

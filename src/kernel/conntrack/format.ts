@@ -3,10 +3,11 @@
 import type { ConntrackEntry, ConntrackTuple } from '../types.js';
 import { IPS_ASSURED, IPS_SEEN_REPLY } from './constants.js';
 
-function tuple(t: ConntrackTuple): string {
-  let s = `src=${t.src} dst=${t.dst} `;
-  if (t.icmpType !== undefined) s += `type=${t.icmpType} code=${t.icmpCode ?? 0} id=${t.icmpId ?? 0} `;
-  else if (t.sport !== undefined || t.dport !== undefined) s += `sport=${t.sport ?? 0} dport=${t.dport ?? 0} `;
+function tupleText(tuple: ConntrackTuple): string {
+  let s = `src=${tuple.src} dst=${tuple.dst} `;
+  if (tuple.icmpType !== undefined) s += `type=${tuple.icmpType} code=${tuple.icmpCode ?? 0} id=${tuple.icmpId ?? 0} `;
+  else if (tuple.sport !== undefined || tuple.dport !== undefined)
+    s += `sport=${tuple.sport ?? 0} dport=${tuple.dport ?? 0} `;
   return s;
 }
 
@@ -21,18 +22,18 @@ export interface FormatOptions {
   id?: boolean;
 }
 
-export function formatConntrack(e: ConntrackEntry, opts: FormatOptions = {}): string {
+export function formatConntrack(entry: ConntrackEntry, opts: FormatOptions = {}): string {
   let s = '';
-  if (opts.extended) s += `${(e.family === 4 ? 'ipv4' : 'ipv6').padEnd(8)} ${e.family === 4 ? 2 : 10} `;
-  s += `${e.proto.padEnd(8)} ${e.orig.protoNum} ${e.timeoutS} `;
-  if (e.tcpState) s += `${e.tcpState} `;
-  s += tuple(e.orig) + counters(e.origCounters);
-  if (!(e.status & IPS_SEEN_REPLY)) s += '[UNREPLIED] ';
-  s += tuple(e.reply) + counters(e.replyCounters);
-  if (e.status & IPS_ASSURED) s += '[ASSURED] ';
-  s += `mark=${e.mark} `;
-  if (e.zone) s += `zone=${e.zone} `;
-  if (e.use !== undefined) s += `use=${e.use} `;
-  if (opts.id) s += `id=${e.id} `;
+  if (opts.extended) s += `${(entry.family === 4 ? 'ipv4' : 'ipv6').padEnd(8)} ${entry.family === 4 ? 2 : 10} `;
+  s += `${entry.proto.padEnd(8)} ${entry.orig.protoNum} ${entry.timeoutS} `;
+  if (entry.tcpState) s += `${entry.tcpState} `;
+  s += tupleText(entry.orig) + counters(entry.origCounters);
+  if (!(entry.status & IPS_SEEN_REPLY)) s += '[UNREPLIED] ';
+  s += tupleText(entry.reply) + counters(entry.replyCounters);
+  if (entry.status & IPS_ASSURED) s += '[ASSURED] ';
+  s += `mark=${entry.mark} `;
+  if (entry.zone) s += `zone=${entry.zone} `;
+  if (entry.use !== undefined) s += `use=${entry.use} `;
+  if (opts.id) s += `id=${entry.id} `;
   return s.trimEnd();
 }

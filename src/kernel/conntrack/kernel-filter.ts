@@ -45,9 +45,9 @@ const NO_KEYS: PrefilterKeys = {
 };
 
 /** Keys in the kernel's map for a set of targets. */
-function kernelKeyCount(k: PrefilterKeys): number {
-  let n = k.protos.size + k.nodeIps.size + k.nodePorts.size;
-  for (const byPort of [k.vips, k.endpoints]) for (const ips of byPort.values()) n += ips.size;
+function kernelKeyCount(keys: PrefilterKeys): number {
+  let n = keys.protos.size + keys.nodeIps.size + keys.nodePorts.size;
+  for (const byPort of [keys.vips, keys.endpoints]) for (const ips of byPort.values()) n += ips.size;
   return n;
 }
 
@@ -108,25 +108,25 @@ export class KernelEventFilter {
   }
 
   /** Puts each key of `a` that `b` lacks into this.key and calls apply(). */
-  private eachKeyOnlyIn(a: PrefilterKeys, b: PrefilterKeys, apply: () => void): void {
-    for (const p of a.protos) {
+  private eachKeyOnlyIn(keys: PrefilterKeys, b: PrefilterKeys, apply: () => void): void {
+    for (const p of keys.protos) {
       if (b.protos.has(p)) continue;
       this.setKey(0, 0, p, CT_KIND.proto);
       apply();
     }
-    for (const ip of a.nodeIps) {
+    for (const ip of keys.nodeIps) {
       if (b.nodeIps.has(ip)) continue;
       this.setKey(ip, 0, 0, CT_KIND.nodeIp);
       apply();
     }
-    for (const at of a.nodePorts) {
+    for (const at of keys.nodePorts) {
       if (b.nodePorts.has(at)) continue;
       this.setKey(0, at % 65536, Math.floor(at / 65536), CT_KIND.nodePort);
       apply();
     }
     for (const [kind, aByPort, bByPort] of [
-      [CT_KIND.vip, a.vips, b.vips],
-      [CT_KIND.endpoint, a.endpoints, b.endpoints],
+      [CT_KIND.vip, keys.vips, b.vips],
+      [CT_KIND.endpoint, keys.endpoints, b.endpoints],
     ] as const) {
       for (const [at, ips] of aByPort) {
         const inB = bByPort.get(at);

@@ -60,13 +60,13 @@ function prefilterKeys(ours: Ours): PrefilterKeys {
 }
 
 /** The ours rule's lookups over PrefilterKeys (addresses as ipKey). */
-function keysLookup(k: PrefilterKeys): OursLookup<number, true> {
+function keysLookup(keys: PrefilterKeys): OursLookup<number, true> {
   const hit = (found: boolean | undefined): true | undefined => (found ? true : undefined);
   return {
-    vip: (ip, protoNum, port) => hit(k.vips.get(protoPort(protoNum, port))?.has(ip)),
-    isNodeIp: (ip) => k.nodeIps.has(ip),
-    nodePort: (protoNum, port) => hit(k.nodePorts.has(protoPort(protoNum, port))),
-    endpoint: (ip, protoNum, port) => hit(k.endpoints.get(protoPort(protoNum, port))?.has(ip)),
+    vip: (ip, protoNum, port) => hit(keys.vips.get(protoPort(protoNum, port))?.has(ip)),
+    isNodeIp: (ip) => keys.nodeIps.has(ip),
+    nodePort: (protoNum, port) => hit(keys.nodePorts.has(protoPort(protoNum, port))),
+    endpoint: (ip, protoNum, port) => hit(keys.endpoints.get(protoPort(protoNum, port))?.has(ip)),
   };
 }
 
@@ -119,17 +119,17 @@ export class ConntrackPrefilter {
   }
 
   /** Walks the top-level attributes and both tuples; false on a bad length, so the decoder reports it. */
-  private scan(b: Buffer, off: number, end: number): boolean {
+  private scan(buf: Buffer, off: number, end: number): boolean {
     try {
       const top = this.top.reset(off, end);
-      while (top.next(b)) {
+      while (top.next(buf)) {
         if (top.type !== C.CTA_TUPLE_ORIG && top.type !== C.CTA_TUPLE_REPLY) continue;
         const orig = top.type === C.CTA_TUPLE_ORIG;
         const tuple = this.inTuple.reset(top.vs, top.ve);
-        while (tuple.next(b)) {
-          if (tuple.type === C.CTA_TUPLE_IP) this.fields(b, tuple.vs, tuple.ve, orig ? IP_ORIG : IP_REPLY);
+        while (tuple.next(buf)) {
+          if (tuple.type === C.CTA_TUPLE_IP) this.fields(buf, tuple.vs, tuple.ve, orig ? IP_ORIG : IP_REPLY);
           else if (tuple.type === C.CTA_TUPLE_PROTO)
-            this.fields(b, tuple.vs, tuple.ve, orig ? PROTO_ORIG : PROTO_REPLY);
+            this.fields(buf, tuple.vs, tuple.ve, orig ? PROTO_ORIG : PROTO_REPLY);
         }
       }
       return true;
@@ -140,21 +140,21 @@ export class ConntrackPrefilter {
   }
 
   /** The fields of one CTA_TUPLE_IP or CTA_TUPLE_PROTO: only the four the check uses are read. */
-  private fields(b: Buffer, off: number, end: number, part: number): void {
+  private fields(buf: Buffer, off: number, end: number, part: number): void {
     const a = this.inPart.reset(off, end);
-    while (a.next(b)) {
+    while (a.next(buf)) {
       const type = a.type;
       const at = a.vs;
       const size = a.ve - at;
       const { orig, reply } = this.tuple;
       if (part === IP_ORIG) {
-        if (type === C.CTA_IP_V4_DST && size === 4) orig.dst = b.readInt32BE(at);
+        if (type === C.CTA_IP_V4_DST && size === 4) orig.dst = buf.readInt32BE(at);
       } else if (part === IP_REPLY) {
-        if (type === C.CTA_IP_V4_SRC && size === 4) reply.src = b.readInt32BE(at);
+        if (type === C.CTA_IP_V4_SRC && size === 4) reply.src = buf.readInt32BE(at);
       } else if (part === PROTO_ORIG) {
-        if (type === C.CTA_PROTO_NUM && size >= 1) orig.protoNum = b[at]!;
-        else if (type === C.CTA_PROTO_DST_PORT && size >= 2) orig.dport = b.readUInt16BE(at);
-      } else if (type === C.CTA_PROTO_SRC_PORT && size >= 2) reply.sport = b.readUInt16BE(at);
+        if (type === C.CTA_PROTO_NUM && size >= 1) orig.protoNum = buf[at]!;
+        else if (type === C.CTA_PROTO_DST_PORT && size >= 2) orig.dport = buf.readUInt16BE(at);
+      } else if (type === C.CTA_PROTO_SRC_PORT && size >= 2) reply.sport = buf.readUInt16BE(at);
     }
   }
 }

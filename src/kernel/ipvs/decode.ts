@@ -32,14 +32,14 @@ export interface DecodedService {
 }
 
 /** The value range of an attribute that must be present with at least len bytes. */
-function attr(t: Table, type: number, name: string, len: number, container: number): [number, number] {
-  const r = t.get(type);
+function attr(table: Table, type: number, name: string, len: number, container: number): [number, number] {
+  const r = table.get(type);
   if (!r) throw new NetlinkParseError(`IPVS: ${name} missing`, container);
   return sized(r, name, len);
 }
 
-function optional(t: Table, type: number, name: string, len: number): [number, number] | undefined {
-  const r = t.get(type);
+function optional(table: Table, type: number, name: string, len: number): [number, number] | undefined {
+  const r = table.get(type);
   return r && sized(r, name, len);
 }
 
@@ -76,8 +76,8 @@ function counter(buf: Buffer, s: number, e: number): number {
 }
 
 /** STATS64 when the kernel sends it (>= 4.1), else the 32-bit STATS. */
-function stats(buf: Buffer, t: Table, stats64: number, stats32: number): IpvsStats | undefined {
-  const r = t.get(stats64) ?? t.get(stats32);
+function stats(buf: Buffer, table: Table, stats64: number, stats32: number): IpvsStats | undefined {
+  const r = table.get(stats64) ?? table.get(stats32);
   if (!r) return undefined;
   const st = attrTable(buf, r[0], r[1]);
   const out = {} as IpvsStats;

@@ -71,13 +71,13 @@ export async function readIpvs(opts: ReadIpvsOptions = {}): Promise<IpvsReadResu
 }
 
 /** The message as it was on the wire (its payload is a view that the next receive overwrites). */
-function withHeader(m: NetlinkMessage): Buffer {
-  const b = Buffer.alloc(NLMSG_HDRLEN + m.payload.length);
+function withHeader(msg: NetlinkMessage): Buffer {
+  const b = Buffer.alloc(NLMSG_HDRLEN + msg.payload.length);
   b.writeUInt32LE(b.length, 0);
-  b.writeUInt16LE(m.type, 4);
-  b.writeUInt16LE(m.flags, 6);
-  b.writeUInt32LE(m.seq, 8);
-  b.writeUInt32LE(m.pid, 12);
-  m.payload.copy(b, NLMSG_HDRLEN);
+  b.writeUInt16LE(msg.type, 4);
+  b.writeUInt16LE(msg.flags, 6);
+  b.writeUInt32LE(msg.seq, 8);
+  b.writeUInt32LE(msg.pid, 12);
+  msg.payload.copy(b, NLMSG_HDRLEN);
   return b;
 }

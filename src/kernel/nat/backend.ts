@@ -74,7 +74,10 @@ export interface BackendSide {
 }
 
 export function chooseBackend(legacyOut: BackendOutput, nftOut: BackendOutput): BackendChoice {
-  const side = (o: BackendOutput): BackendSide => ({ evidence: backendEvidence(o), readable: o.texts.length > 0 });
+  const side = (output: BackendOutput): BackendSide => ({
+    evidence: backendEvidence(output),
+    readable: output.texts.length > 0,
+  });
   return chooseBackendOf(side(legacyOut), side(nftOut));
 }
 

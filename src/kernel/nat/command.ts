@@ -66,11 +66,11 @@ function runWith(
     let why: 'timeout' | 'too-big' | 'reader' | undefined;
     let readerError = '';
     let done = false;
-    const finish = (r: LinesResult): void => {
+    const finish = (lines: LinesResult): void => {
       if (done) return;
       done = true;
       clearTimeout(timer);
-      resolve(r);
+      resolve(lines);
     };
     const child = spawn(file, argv, { env: { ...process.env, LC_ALL: 'C' }, stdio: ['ignore', 'pipe', 'pipe'] });
     const stop = (reason: typeof why): void => {

@@ -27,8 +27,8 @@ interface ChainIndex {
 }
 
 /** The one destination host of a rule (`-d A`, `-d A/32` or `-d A/128`), canonical; undefined for any other. */
-function singleHost(r: IptablesRule): string | undefined {
-  const d = findOptions(r.matches, '-d', '');
+function singleHost(rule: IptablesRule): string | undefined {
+  const d = findOptions(rule.matches, '-d', '');
   if (d.length !== 1 || d[0]!.negated) return undefined;
   const [addr, len] = (d[0]!.values[0] ?? '').split('/');
   if (len !== undefined && len !== '32' && len !== '128') return undefined;
@@ -343,8 +343,8 @@ function dumpLines(dump: IptablesDump, filterChains: readonly string[]): SaveTex
 }
 
 /** A rule as iptables-save writes it; a chain name with spaces or quotes is quoted as the tokenizer reads it. */
-function ruleLine(r: IptablesRule): string {
-  const chain = /[\s"\\]/.test(r.chain) ? `"${r.chain.replace(/["\\]/g, '\\$&')}"` : r.chain;
-  const counters = r.counters ? `[${r.counters.packets}:${r.counters.bytes}] ` : '';
-  return `${counters}-A ${chain}${r.spec === '' ? '' : ` ${r.spec}`}`;
+function ruleLine(rule: IptablesRule): string {
+  const chain = /[\s"\\]/.test(rule.chain) ? `"${rule.chain.replace(/["\\]/g, '\\$&')}"` : rule.chain;
+  const counters = rule.counters ? `[${rule.counters.packets}:${rule.counters.bytes}] ` : '';
+  return `${counters}-A ${chain}${rule.spec === '' ? '' : ` ${rule.spec}`}`;
 }

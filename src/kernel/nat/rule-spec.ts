@@ -29,7 +29,8 @@ export function parseRuleSpec(tokens: Token[]): SpecResult {
   let current = base;
   let negate = false;
   let i = 0;
-  const isOption = (t: Token | undefined): boolean => !!t && !t.quoted && t.text.startsWith('-') && t.text.length > 1;
+  const isOption = (token: Token | undefined): boolean =>
+    !!token && !token.quoted && token.text.startsWith('-') && token.text.length > 1;
   const parsed = (rest: Pick<ParsedSpec, 'target' | 'goto' | 'targetArgs'>): SpecResult => ({
     ok: true,
     spec: withComment({ matches: matches.filter((m) => m.module !== '' || m.options.length > 0), ...rest }),

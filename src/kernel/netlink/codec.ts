@@ -94,11 +94,11 @@ export class AttrCursor {
     return this;
   }
 
-  next(b: Buffer): boolean {
+  next(buf: Buffer): boolean {
     const o = this.off;
     if (o + NLA_HDRLEN > this.end) return false;
-    const len = b[o]! | (b[o + 1]! << 8);
-    const raw = b[o + 2]! | (b[o + 3]! << 8);
+    const len = buf[o]! | (buf[o + 1]! << 8);
+    const raw = buf[o + 2]! | (buf[o + 3]! << 8);
     if (len < NLA_HDRLEN || o + len > this.end) {
       throw new NetlinkParseError(`attribute type ${raw & NLA_TYPE_MASK} length ${len} overruns its container`, o);
     }
@@ -176,8 +176,8 @@ export class MessageWriter {
   u32(v: number): this {
     return this.put(4, (at) => this.buf.writeUInt32LE(v >>> 0, at));
   }
-  bytes(b: Uint8Array): this {
-    return this.put(b.length, (at) => this.buf.set(b, at));
+  bytes(data: Uint8Array): this {
+    return this.put(data.length, (at) => this.buf.set(data, at));
   }
   pad(): this {
     const n = align4(this.len) - this.len;

@@ -106,7 +106,7 @@ export interface RawDumper {
  * a header that does not fit throws NetlinkParseError, and a bad payload is visit's concern.
  */
 export function walkDumpDatagram(
-  b: Buffer,
+  buf: Buffer,
   off: number,
   dend: number,
   seq: number,
@@ -119,19 +119,19 @@ export function walkDumpDatagram(
   let o = off;
   while (o < dend) {
     if (dend - o < NLMSG_HDRLEN) throw new NetlinkParseError(`truncated header: ${dend - o} bytes left`, o);
-    const len = b.readUInt32LE(o);
+    const len = buf.readUInt32LE(o);
     if (len < NLMSG_HDRLEN || o + len > dend) {
       throw new NetlinkParseError(`message length ${len} does not fit the ${dend - o} bytes left`, o);
     }
     const at = o;
     o += (len + 3) & ~3;
     // A stray notification or someone else's reply.
-    if (b.readUInt32LE(at + 8) !== seq || b.readUInt32LE(at + 12) !== port) continue;
-    const type = b.readUInt16LE(at + 4);
-    const flags = b.readUInt16LE(at + 6);
+    if (buf.readUInt32LE(at + 8) !== seq || buf.readUInt32LE(at + 12) !== port) continue;
+    const type = buf.readUInt16LE(at + 4);
+    const flags = buf.readUInt16LE(at + 6);
     if (flags & NLM_F_DUMP_INTR) res.interrupted = true;
     if (type === NLMSG_DONE || type === NLMSG_ERROR) {
-      const m: NetlinkMessage = { type, flags, seq, pid: port, payload: b.subarray(at + NLMSG_HDRLEN, at + len) };
+      const m: NetlinkMessage = { type, flags, seq, pid: port, payload: buf.subarray(at + NLMSG_HDRLEN, at + len) };
       if (type === NLMSG_DONE) {
         // ctnetlink and others put an int error in DONE's payload.
         const err = m.payload.length >= 4 ? m.payload.readInt32LE(0) : 0;
@@ -145,7 +145,7 @@ export function walkDumpDatagram(
     }
     if (type === NLMSG_NOOP || type === NLMSG_OVERRUN) continue;
     res.messages++;
-    visit(b, at + NLMSG_HDRLEN, at + len, type, flags);
+    visit(buf, at + NLMSG_HDRLEN, at + len, type, flags);
   }
   return false;
 }
@@ -446,29 +446,29 @@ export class NetlinkSocket implements RawDumper {
   }
 }
 
-function rethrow(e: Error): never {
-  throw e;
+function rethrow(err: Error): never {
+  throw err;
 }
 
 /** NLMSG_ERROR: int error, the echoed request header (capped), then extended-ACK attributes. */
-export function parseError(m: NetlinkMessage): { errno: number; message?: string } {
-  if (m.payload.length < 4) throw new NetlinkParseError('NLMSG_ERROR shorter than its error code', 0);
-  const errno = -m.payload.readInt32LE(0);
+export function parseError(msg: NetlinkMessage): { errno: number; message?: string } {
+  if (msg.payload.length < 4) throw new NetlinkParseError('NLMSG_ERROR shorter than its error code', 0);
+  const errno = -msg.payload.readInt32LE(0);
   let message: string | undefined;
-  if (m.payload.length >= 4 + NLMSG_HDRLEN) {
+  if (msg.payload.length >= 4 + NLMSG_HDRLEN) {
     // With NETLINK_CAP_ACK the echoed request is its header alone unless its length field says otherwise.
-    const capped = m.flags & 0x100;
-    message = extAckMessage(m, 4 + (capped ? NLMSG_HDRLEN : (m.payload.readUInt32LE(4) + 3) & ~3));
+    const capped = msg.flags & 0x100;
+    message = extAckMessage(msg, 4 + (capped ? NLMSG_HDRLEN : (msg.payload.readUInt32LE(4) + 3) & ~3));
   }
   return message === undefined ? { errno } : { errno, message };
 }
 
 /** NLMSGERR_ATTR_MSG of an extended ACK whose attributes start at payload offset `from`. */
-function extAckMessage(m: NetlinkMessage, from: number): string | undefined {
-  if (!(m.flags & NLM_F_ACK_TLVS) || from >= m.payload.length) return undefined;
+function extAckMessage(msg: NetlinkMessage, from: number): string | undefined {
+  if (!(msg.flags & NLM_F_ACK_TLVS) || from >= msg.payload.length) return undefined;
   let message: string | undefined;
-  walkAttrs(m.payload, from, m.payload.length, (type, s, e) => {
-    if (type === NLMSGERR_ATTR_MSG) message = readCString(m.payload, s, e);
+  walkAttrs(msg.payload, from, msg.payload.length, (type, s, e) => {
+    if (type === NLMSGERR_ATTR_MSG) message = readCString(msg.payload, s, e);
   });
   return message;
 }

@@ -148,53 +148,53 @@ function tableOf(dump: NftDump, body: Obj, where: string, isTable: boolean): Nft
   return t;
 }
 
-function str(o: Obj, k: string): string {
-  const v = o[k];
+function str(obj: Obj, k: string): string {
+  const v = obj[k];
   if (typeof v !== 'string') throw new Error(`"${k}" missing or not a string`);
   return v;
 }
 
-function chainOf(o: Obj): NftChain {
-  const c: NftChain = { name: str(o, 'name') };
-  if (typeof o.handle === 'number') c.handle = o.handle;
-  if (typeof o.type === 'string') c.type = o.type;
-  if (typeof o.hook === 'string') c.hook = o.hook;
-  if (typeof o.prio === 'number') c.prio = o.prio;
-  if (typeof o.policy === 'string') c.policy = o.policy;
-  if (typeof o.comment === 'string') c.comment = o.comment;
+function chainOf(obj: Obj): NftChain {
+  const c: NftChain = { name: str(obj, 'name') };
+  if (typeof obj.handle === 'number') c.handle = obj.handle;
+  if (typeof obj.type === 'string') c.type = obj.type;
+  if (typeof obj.hook === 'string') c.hook = obj.hook;
+  if (typeof obj.prio === 'number') c.prio = obj.prio;
+  if (typeof obj.policy === 'string') c.policy = obj.policy;
+  if (typeof obj.comment === 'string') c.comment = obj.comment;
   return c;
 }
 
-function ruleOf(o: Obj): NftRule {
-  const r: NftRule = { chain: str(o, 'chain'), text: '', matches: [] };
-  if (!Array.isArray(o.expr)) throw new Error('"expr" missing or not a list');
-  if (typeof o.handle === 'number') r.handle = o.handle;
-  if (typeof o.comment === 'string') r.comment = o.comment;
-  const parts = o.expr.map((s) => renderStatement(s, r));
+function ruleOf(obj: Obj): NftRule {
+  const r: NftRule = { chain: str(obj, 'chain'), text: '', matches: [] };
+  if (!Array.isArray(obj.expr)) throw new Error('"expr" missing or not a list');
+  if (typeof obj.handle === 'number') r.handle = obj.handle;
+  if (typeof obj.comment === 'string') r.comment = obj.comment;
+  const parts = obj.expr.map((s) => renderStatement(s, r));
   if (r.comment !== undefined) parts.push(`comment ${quote(r.comment)}`);
   r.text = parts.join(' ');
   return r;
 }
 
-function setOf(kind: 'set' | 'map', o: Obj): NftSet {
-  const type = Array.isArray(o.type) ? o.type.map(String) : typeof o.type === 'string' ? [o.type] : [];
-  const s: NftSet = { kind, name: str(o, 'name'), type, elements: [] };
-  if (typeof o.handle === 'number') s.handle = o.handle;
-  if (kind === 'map' && o.map !== undefined)
-    s.mapType = Array.isArray(o.map) ? o.map.map(String).join(' . ') : String(o.map);
-  if (Array.isArray(o.flags)) s.flags = o.flags.map(String);
-  else if (typeof o.flags === 'string') s.flags = [o.flags];
-  if (typeof o.timeout === 'number' && Number.isFinite(o.timeout) && o.timeout >= 0) s.timeout = o.timeout;
-  if (typeof o.comment === 'string') s.comment = o.comment;
-  const elems = o.elem === undefined ? [] : Array.isArray(o.elem) ? o.elem : null;
+function setOf(kind: 'set' | 'map', obj: Obj): NftSet {
+  const type = Array.isArray(obj.type) ? obj.type.map(String) : typeof obj.type === 'string' ? [obj.type] : [];
+  const s: NftSet = { kind, name: str(obj, 'name'), type, elements: [] };
+  if (typeof obj.handle === 'number') s.handle = obj.handle;
+  if (kind === 'map' && obj.map !== undefined)
+    s.mapType = Array.isArray(obj.map) ? obj.map.map(String).join(' . ') : String(obj.map);
+  if (Array.isArray(obj.flags)) s.flags = obj.flags.map(String);
+  else if (typeof obj.flags === 'string') s.flags = [obj.flags];
+  if (typeof obj.timeout === 'number' && Number.isFinite(obj.timeout) && obj.timeout >= 0) s.timeout = obj.timeout;
+  if (typeof obj.comment === 'string') s.comment = obj.comment;
+  const elems = obj.elem === undefined ? [] : Array.isArray(obj.elem) ? obj.elem : null;
   if (elems === null) throw new Error('"elem" is not a list');
   for (const e of elems) s.elements.push(elementOf(kind, e));
   return s;
 }
 
 /** Set elements: a key; map elements: [key, value]. A key with a comment is wrapped in {elem: {val, comment}}. */
-function elementOf(kind: 'set' | 'map', e: Json): NftElement {
-  const [rawKey, rawValue] = kind === 'map' && Array.isArray(e) ? [e[0], e[1]] : [e, undefined];
+function elementOf(kind: 'set' | 'map', json: Json): NftElement {
+  const [rawKey, rawValue] = kind === 'map' && Array.isArray(json) ? [json[0], json[1]] : [json, undefined];
   let key: Json = rawKey;
   let comment: string | undefined;
   if (isObj(key) && isObj(key.elem)) {
@@ -213,9 +213,13 @@ function elementOf(kind: 'set' | 'map', e: Json): NftElement {
 }
 
 /** An element as `nft list` prints it inside `elements = { ... }`. */
-export function renderElement(e: NftElement): string {
-  const key = e.key.join(' . ');
-  const comment = e.comment !== undefined ? ` comment ${quote(e.comment)}` : '';
-  const value = e.verdict ? ` : ${renderVerdict(e.verdict)}` : e.value !== undefined ? ` : ${e.value}` : '';
+export function renderElement(element: NftElement): string {
+  const key = element.key.join(' . ');
+  const comment = element.comment !== undefined ? ` comment ${quote(element.comment)}` : '';
+  const value = element.verdict
+    ? ` : ${renderVerdict(element.verdict)}`
+    : element.value !== undefined
+      ? ` : ${element.value}`
+      : '';
   return `${key}${comment}${value}`;
 }

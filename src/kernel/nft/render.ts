@@ -4,7 +4,7 @@ import { NFT_VERDICTS, type NftMatch, type NftRule, type NftVerdict } from './ty
 
 export type Json = unknown;
 export type Obj = Record<string, Json>;
-export const isObj = (v: Json): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
+export const isObj = (json: Json): json is Obj => typeof json === 'object' && json !== null && !Array.isArray(json);
 
 /** meta keys nft prints without the `meta` prefix. */
 const BARE_META = new Set([
@@ -25,12 +25,12 @@ const BARE_META = new Set([
 const BINOPS = ['&', '|', '^', '<<', '>>'] as const;
 const VERDICTS = new Set<string>(NFT_VERDICTS);
 
-export function renderExpr(e: Json): string {
-  if (typeof e === 'string') return e;
-  if (typeof e === 'number' || typeof e === 'boolean') return String(e);
-  if (e === null || e === undefined) return '';
-  if (Array.isArray(e)) return `{ ${e.map(renderExpr).join(', ')} }`;
-  const [k, v] = Object.entries(e)[0] ?? ['', undefined];
+export function renderExpr(json: Json): string {
+  if (typeof json === 'string') return json;
+  if (typeof json === 'number' || typeof json === 'boolean') return String(json);
+  if (json === null || json === undefined) return '';
+  if (Array.isArray(json)) return `{ ${json.map(renderExpr).join(', ')} }`;
+  const [k, v] = Object.entries(json)[0] ?? ['', undefined];
   const o = isObj(v) ? v : {};
   switch (k) {
     case 'payload':
@@ -65,20 +65,22 @@ export function renderExpr(e: Json): string {
         const left = renderExpr(v[0]);
         return [left, ...v.slice(1).map((x) => (isMark(left) ? hex32(x) : renderExpr(x)))].join(` ${k} `);
       }
-      if (VERDICTS.has(k)) return renderVerdict(verdictOf(e) ?? { kind: 'accept' });
+      if (VERDICTS.has(k)) return renderVerdict(verdictOf(json) ?? { kind: 'accept' });
       return `${k} ${JSON.stringify(v)}`;
   }
 }
 
 /** Set elements may be [key, value] pairs (anonymous maps) or plain keys. */
-function setItem(x: Json): string {
-  return Array.isArray(x) && x.length === 2 ? `${renderExpr(x[0])} : ${renderExpr(x[1])}` : renderExpr(x);
+function setItem(json: Json): string {
+  return Array.isArray(json) && json.length === 2
+    ? `${renderExpr(json[0])} : ${renderExpr(json[1])}`
+    : renderExpr(json);
 }
 
 /** nft prints packet marks as 0x%08x. */
 const isMark = (text: string): boolean => text === 'meta mark' || text === 'ct mark' || text.startsWith('meta mark ');
-function hex32(x: Json): string {
-  return typeof x === 'number' ? `0x${x.toString(16).padStart(8, '0')}` : renderExpr(x);
+function hex32(json: Json): string {
+  return typeof json === 'number' ? `0x${json.toString(16).padStart(8, '0')}` : renderExpr(json);
 }
 
 export function quote(s: string): string {
@@ -86,9 +88,9 @@ export function quote(s: string): string {
 }
 
 /** A verdict statement or expression ({drop: null}, {goto: {target}}), if that is what e is. */
-export function verdictOf(e: Json): NftVerdict | undefined {
-  if (!isObj(e)) return undefined;
-  const [k, v] = Object.entries(e)[0] ?? [];
+export function verdictOf(json: Json): NftVerdict | undefined {
+  if (!isObj(json)) return undefined;
+  const [k, v] = Object.entries(json)[0] ?? [];
   if (!k || !VERDICTS.has(k)) return undefined;
   const kind = k as NftVerdict['kind'];
   if (kind === 'jump' || kind === 'goto') {
@@ -98,19 +100,19 @@ export function verdictOf(e: Json): NftVerdict | undefined {
   return { kind };
 }
 
-export function renderVerdict(v: NftVerdict): string {
-  return v.target !== undefined ? `${v.kind} ${v.target}` : v.kind;
+export function renderVerdict(verdict: NftVerdict): string {
+  return verdict.target !== undefined ? `${verdict.kind} ${verdict.target}` : verdict.kind;
 }
 
 /** One statement of a rule's expr list, as text, recording what the analysis needs on `r`. */
-export function renderStatement(s: Json, r: NftRule): string {
-  const verdict = verdictOf(s);
+export function renderStatement(json: Json, rule: NftRule): string {
+  const verdict = verdictOf(json);
   if (verdict) {
-    r.verdict = verdict;
+    rule.verdict = verdict;
     return renderVerdict(verdict);
   }
-  if (!isObj(s)) return JSON.stringify(s);
-  const [k, v] = Object.entries(s)[0] ?? ['', undefined];
+  if (!isObj(json)) return JSON.stringify(json);
+  const [k, v] = Object.entries(json)[0] ?? ['', undefined];
   const o = isObj(v) ? v : {};
   switch (k) {
     case 'match': {
@@ -120,7 +122,7 @@ export function renderStatement(s: Json, r: NftRule): string {
         op: String(o.op ?? '=='),
         right: isMark(left) ? hex32(o.right) : renderExpr(o.right),
       };
-      r.matches.push(m);
+      rule.matches.push(m);
       // nft leaves `==` out except after an expression with an operator (`meta mark & 0x4000 == 0x0`).
       const binop = isObj(o.left) && (BINOPS as readonly string[]).includes(Object.keys(o.left)[0] ?? '');
       return (m.op === '==' && !binop) || m.op === 'in' ? `${m.left} ${m.right}` : `${m.left} ${m.op} ${m.right}`;
@@ -128,30 +130,30 @@ export function renderStatement(s: Json, r: NftRule): string {
     case 'vmap': {
       const verdicts = vmapVerdicts(o.data);
       const map = typeof o.data === 'string' ? o.data : undefined;
-      r.vmap = { key: renderExpr(o.key), ...(map ? { map } : {}), verdicts };
+      rule.vmap = { key: renderExpr(o.key), ...(map ? { map } : {}), verdicts };
       return `${renderExpr(o.key)} vmap ${renderExpr(o.data)}`;
     }
     case 'mangle': {
       const key = renderExpr(o.key);
-      if (key === 'meta mark') r.setsMark = true;
+      if (key === 'meta mark') rule.setsMark = true;
       return `${key} set ${renderExpr(o.value)}`;
     }
     case 'dnat':
     case 'snat': {
       const addr = o.addr !== undefined ? renderExpr(o.addr) : undefined;
       const port = typeof o.port === 'number' ? o.port : undefined;
-      r.nat = { kind: k, ...(addr !== undefined ? { addr } : {}), ...(port !== undefined ? { port } : {}) };
+      rule.nat = { kind: k, ...(addr !== undefined ? { addr } : {}), ...(port !== undefined ? { port } : {}) };
       const host = addr?.includes(':') && port !== undefined ? `[${addr}]` : (addr ?? '');
       return `${k} to ${host}${port !== undefined ? `:${port}` : ''}`;
     }
     case 'masquerade':
     case 'redirect': {
-      r.nat = { kind: k };
+      rule.nat = { kind: k };
       const flags = Array.isArray(o.flags) ? o.flags : o.flags !== undefined ? [o.flags] : [];
       return [k, ...flags.map(String)].join(' ');
     }
     case 'reject':
-      r.reject = true;
+      rule.reject = true;
       return 'reject';
     case 'counter':
       return o.packets !== undefined ? `counter packets ${String(o.packets)} bytes ${String(o.bytes)}` : 'counter';
