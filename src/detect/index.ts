@@ -12,13 +12,13 @@ import type { DiagnoseInput, DiagnoseResult, Finding, Severity } from './types.j
 
 export const SEVERITY_RANK: Record<Severity, number> = { active: 0, risk: 1, info: 2 };
 
-export function compareFindings(finding: Finding, b: Finding): number {
+export function compareFindings(a: Finding, b: Finding): number {
   return (
-    SEVERITY_RANK[finding.severity] - SEVERITY_RANK[b.severity] ||
-    MECHANISM_RANK[finding.mechanism] - MECHANISM_RANK[b.mechanism] ||
-    byText(finding.service.namespace, b.service.namespace) ||
-    byText(finding.service.name, b.service.name) ||
-    finding.port.port - b.port.port
+    SEVERITY_RANK[a.severity] - SEVERITY_RANK[b.severity] ||
+    MECHANISM_RANK[a.mechanism] - MECHANISM_RANK[b.mechanism] ||
+    byText(a.service.namespace, b.service.namespace) ||
+    byText(a.service.name, b.service.name) ||
+    a.port.port - b.port.port
   );
 }
 

@@ -159,8 +159,8 @@ export interface ReadOptions {
 }
 
 /** Sorts kube-ipvs0 first, then by index. */
-export function interfaceOrder(iface: NetInterface, b: NetInterface): number {
-  return Number(b.isKubeIpvs) - Number(iface.isKubeIpvs) || iface.index - b.index;
+export function interfaceOrder(a: NetInterface, b: NetInterface): number {
+  return Number(b.isKubeIpvs) - Number(a.isKubeIpvs) || a.index - b.index;
 }
 
 /** All interfaces with their addresses. */

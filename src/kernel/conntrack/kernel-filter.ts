@@ -107,26 +107,26 @@ export class KernelEventFilter {
     this.applied = next;
   }
 
-  /** Puts each key of `a` that `b` lacks into this.key and calls apply(). */
-  private eachKeyOnlyIn(keys: PrefilterKeys, b: PrefilterKeys, apply: () => void): void {
+  /** Puts each key of `keys` that `other` lacks into this.key and calls apply(). */
+  private eachKeyOnlyIn(keys: PrefilterKeys, other: PrefilterKeys, apply: () => void): void {
     for (const p of keys.protos) {
-      if (b.protos.has(p)) continue;
+      if (other.protos.has(p)) continue;
       this.setKey(0, 0, p, CT_KIND.proto);
       apply();
     }
     for (const ip of keys.nodeIps) {
-      if (b.nodeIps.has(ip)) continue;
+      if (other.nodeIps.has(ip)) continue;
       this.setKey(ip, 0, 0, CT_KIND.nodeIp);
       apply();
     }
     for (const at of keys.nodePorts) {
-      if (b.nodePorts.has(at)) continue;
+      if (other.nodePorts.has(at)) continue;
       this.setKey(0, at % 65536, Math.floor(at / 65536), CT_KIND.nodePort);
       apply();
     }
     for (const [kind, aByPort, bByPort] of [
-      [CT_KIND.vip, keys.vips, b.vips],
-      [CT_KIND.endpoint, keys.endpoints, b.endpoints],
+      [CT_KIND.vip, keys.vips, other.vips],
+      [CT_KIND.endpoint, keys.endpoints, other.endpoints],
     ] as const) {
       for (const [at, ips] of aByPort) {
         const inB = bByPort.get(at);
