@@ -1,10 +1,12 @@
 // `clbprobe evidence`: one Service's conntrack entries, classified, from the local agent's Unix socket; optionally
 // watched for a while and captured into a .pcap file.
+
 import { once } from 'node:events';
 import { createConnection } from 'node:net';
 import { type Command, Option } from 'commander';
 import { type EvidenceRequest, parseServiceRef, type ServiceAddresses } from '../agent/evidence.js';
 import type { CaptureResult } from '../capture/pcap-capture.js';
+import { errText } from '../errors.js';
 import { EvidenceLineError, lineSplitter, parseEvidenceLine } from '../remote/evidence-lines.js';
 import { DEFAULT_EVIDENCE_SOCKET, parseSeconds } from './agent.js';
 import { failing, intFlag, UserError } from './errors.js';
@@ -161,7 +163,7 @@ function checkFlags(flags: EvidenceFlags, cmd: Command): void {
   try {
     parseServiceRef(flags.service);
   } catch (e) {
-    throw new UserError((e as Error).message);
+    throw new UserError(errText(e));
   }
   if (flags.port !== undefined && !/^\d{1,5}$/.test(flags.port))
     throw new UserError(`--port: expected a port number, not ${JSON.stringify(flags.port)}`);

@@ -1,6 +1,8 @@
 // The lines agents and the relay answer with, split from a byte stream and checked; a line past MAX_EVIDENCE_LINE
 // means the peer is no agent, so reading stops.
+
 import type { EvidenceLine } from '../agent/evidence.js';
+import { errText } from '../errors.js';
 
 const MAX_EVIDENCE_LINE = 1 << 20;
 
@@ -62,7 +64,7 @@ export class EvidenceTally {
       if (l.type === 'error') this.errors.push(l.message);
       return l;
     } catch (e) {
-      this.errors.push((e as Error).message);
+      this.errors.push(errText(e));
       return undefined;
     }
   }

@@ -1,6 +1,7 @@
 // Conntrack event stream with a large receive buffer and automatic resync: when the kernel drops events
 // (ENOBUFS), a dump on a second socket re-reads the table so state derived from events is rebuilt.
 
+import { errText } from '../../errors.js';
 import { isSyscallError } from '../../native/addon.js';
 import { explainBpfRefusal, ownBpfPrivileges } from '../../native/bpf-refusal.js';
 import { NetlinkParseError } from '../netlink/codec.js';
@@ -180,7 +181,7 @@ export class ConntrackWatch {
     try {
       this.kernel.sync(keys);
     } catch (e) {
-      this.stopKernelFilter(`updating its keys: ${(e as Error).message}`);
+      this.stopKernelFilter(`updating its keys: ${errText(e)}`);
     }
   }
 
@@ -206,7 +207,7 @@ export class ConntrackWatch {
       f?.close();
       // A refused bpf() says whether a capability, seccomp or the kernel is why (as the counters do).
       const cause = isSyscallError(e) ? explainBpfRefusal(e.code, ownBpfPrivileges()) : undefined;
-      this.stats.kernelFilter = `off: ${cause ? `${cause} (${(e as Error).message})` : (e as Error).message}`;
+      this.stats.kernelFilter = `off: ${cause ? `${cause} (${errText(e)})` : errText(e)}`;
     }
   }
 
@@ -219,7 +220,7 @@ export class ConntrackWatch {
       f?.detach();
     } catch (e) {
       // Still attached with a map that may lack targets: events can be lost, which must not be silent.
-      this.error(new Error(`conntrack events: cannot detach the kernel filter (${(e as Error).message})`));
+      this.error(new Error(`conntrack events: cannot detach the kernel filter (${errText(e)})`));
     } finally {
       f?.close();
     }
