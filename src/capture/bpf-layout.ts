@@ -151,12 +151,12 @@ export const FILTERS_NODEPORT = FILTERS_HOST + HOST_BYTES;
 /** enum vip_addr_bit: some entry of the address has a port / is for any port (port 0). */
 export const VADDR_PORT = 1;
 export const VADDR_ANY = 2;
-/** filters.nodeport: one exact bitmap of 65536 bits per protocol, NODEPORT_SLOTS of them. */
+/** filters.nodeport: one exact bitmap of 65536 bits per protocol, in NODEPORT_PROTOS order. */
 export const NODEPORT_BYTES = 65536 / 8;
-export const NODEPORT_SLOTS = 3;
+export const NODEPORT_PROTOS = [PROTO_NUMBERS.tcp, PROTO_NUMBERS.udp, PROTO_NUMBERS.sctp];
+export const NODEPORT_SLOTS = NODEPORT_PROTOS.length;
 export const FILTERS_VALUE_SIZE = FILTERS_NODEPORT + NODEPORT_SLOTS * NODEPORT_BYTES;
-/** filters.nodeport's index of a protocol number (TCP, UDP, SCTP). */
-export const nodePortSlot = (proto: number): number => (proto === 6 ? 0 : proto === 17 ? 1 : 2);
+const nodePortSlot = (proto: number): number => NODEPORT_PROTOS.indexOf(proto);
 /** Byte offset in struct filters of the NodePort bitmap for a protocol number. */
 export const nodePortBitmap = (proto: number): number => FILTERS_NODEPORT + nodePortSlot(proto) * NODEPORT_BYTES;
 /** The nodeports array's index of a NodePort, and its number of entries. */

@@ -11,8 +11,6 @@ import {
   FILTERS_VALUE_SIZE,
   hostBit,
   isVip4,
-  LOCAL_BOUND,
-  LOCAL_POD,
   MAP_CONFIG,
   MAP_FILTERS,
   MAP_HOSTS4,
@@ -24,6 +22,7 @@ import {
   MAX_SLOTS,
   type Net4,
   type Net6,
+  NODEPORT_PROTOS,
   NODEPORT_SLOT_V4,
   NODEPORT_SLOT_V6,
   NODEPORT_VALUE_SIZE,
@@ -45,16 +44,9 @@ import {
   vipFilterBit,
   vipKeyOf,
 } from './bpf-layout.js';
+import { type LocalPrefix, localFamily } from './classify.js';
 import { captureError } from './errors.js';
-import {
-  address16,
-  inPrefix,
-  maskInPlace,
-  PROTO_NUMBERS,
-  type Prefix16,
-  parsePrefix16,
-  type Targets,
-} from './targets.js';
+import { address16, inPrefix, maskInPlace, PROTO_NUMBERS, parsePrefix16, type Targets } from './targets.js';
 
 /** key -> value, each as text (bytesText): text compares by value, as a Map key must. */
 export type MapContents = Map<string, string>;
@@ -62,21 +54,11 @@ export type MapContents = Map<string, string>;
 /** Prefixes per family compared in place before host addresses go to the hash (see localSets). */
 const INLINE_PREFIXES = 4;
 
-type LocalPrefix16 = Prefix16 & { flags: number; inHash?: boolean };
+type LocalPrefix16 = LocalPrefix & { inHash?: boolean };
 
 /** One family's local prefixes: host addresses (16-byte form as text) -> flags, and the prefixes compared in place. */
 function familySets(t: Targets, v4: boolean): { hosts: Map<string, number>; nets: LocalPrefix16[] } {
-  const hosts = new Map<string, number>();
-  const prefixes = new Map<string, LocalPrefix16>();
-  for (const lp of t.localPrefixes) {
-    const p = parsePrefix16(lp.cidr);
-    if (p.v4 !== v4) continue;
-    const flags = lp.bound ? LOCAL_BOUND : LOCAL_POD;
-    const k = bytesText(p.address);
-    if (p.bits === 128) hosts.set(k, (hosts.get(k) ?? 0) | flags);
-    else prefixes.set(`${k}/${p.bits}`, { ...p, flags: flags | (prefixes.get(`${k}/${p.bits}`)?.flags ?? 0) });
-  }
-  const nets = [...prefixes.values()];
+  const { hosts, nets } = localFamily(t, v4);
   // The first host addresses (node IPs precede kube-ipvs0's VIPs) are compared in place, with the flags of
   // their prefixes, so that a packet from the node itself ends the program's search early.
   const inline: LocalPrefix16[] = [];
@@ -88,8 +70,7 @@ function familySets(t: Targets, v4: boolean): { hosts: Map<string, number>; nets
     hosts.delete(k);
   }
   const hashed = [...hosts.keys()].map(textBytes);
-  for (const n of nets) n.inHash = hashed.some((a) => inPrefix(a, n));
-  return { hosts, nets: [...inline, ...nets] };
+  return { hosts, nets: [...inline, ...nets.map((n) => ({ ...n, inHash: hashed.some((a) => inPrefix(a, n)) }))] };
 }
 
 /** The node's local prefixes as the program reads them: a short list compared in place, the rest in exact hashes. */
@@ -120,6 +101,8 @@ export function localSets(t: Targets): {
   };
 }
 
+const LINK_LOCAL = [parsePrefix16('169.254.0.0/16'), parsePrefix16('fe80::/10')];
+
 export const FAMILY_V4 = 1;
 export const FAMILY_V6 = 2;
 
@@ -130,11 +113,9 @@ export const FAMILY_V6 = 2;
 export function slotFamilies(t: Targets): number {
   let fams = 0;
   for (const lp of t.localPrefixes) {
-    const { address: a, bits, v4 } = parsePrefix16(lp.cidr);
-    const linkLocal = v4
-      ? bits >= 96 + 16 && a[12] === 169 && a[13] === 254
-      : bits >= 10 && a[0] === 0xfe && (a[1]! & 0xc0) === 0x80;
-    if (!linkLocal) fams |= v4 ? FAMILY_V4 : FAMILY_V6;
+    const p = parsePrefix16(lp.cidr);
+    const linkLocal = LINK_LOCAL.some((ll) => ll.v4 === p.v4 && p.bits >= ll.bits && inPrefix(p.address, ll));
+    if (!linkLocal) fams |= p.v4 ? FAMILY_V4 : FAMILY_V6;
   }
   return fams;
 }
@@ -182,32 +163,35 @@ export function wantedMaps(t: Targets, slots?: SlotAllocator) {
   return { vips, nodePorts, nodePortFamilies: fams, hosts4: local.hosts4, hosts6: local.hosts6, config, filters };
 }
 
-const PROTO_NUMBERS_BY_SLOT = [PROTO_NUMBERS.tcp, PROTO_NUMBERS.udp, PROTO_NUMBERS.sctp];
-
 /** The nodeports value at `index`: loop_return slots per family, 0 where none is handed out. */
 export function nodePortValue(index: number, slots?: SlotAllocator): Buffer {
   const value = Buffer.alloc(NODEPORT_VALUE_SIZE);
   if (slots) {
-    const proto = PROTO_NUMBERS_BY_SLOT[Math.floor(index / 65536)]!;
+    const proto = NODEPORT_PROTOS[Math.floor(index / 65536)]!;
     value.writeUInt16LE(slots.find(nodePortCounterId(index % 65536, proto, false)), NODEPORT_SLOT_V4);
     value.writeUInt16LE(slots.find(nodePortCounterId(index % 65536, proto, true)), NODEPORT_SLOT_V6);
   }
   return value;
 }
 
-/** The vips4/vips6 value of a key: its to_lb slot, 0 without slots. */
-export const vipValue = (k: VipKey, slots?: SlotAllocator): Buffer => u32Value(slots?.find(vipCounterId(k)) ?? 0);
+/** A VIP key's to_lb slot, 0 without slots. */
+const vipSlot = (k: VipKey, slots?: SlotAllocator): number => slots?.find(vipCounterId(k)) ?? 0;
 
 /** Map name -> contents for every TARGET_MAPS map; slots are 0 without `slots`, viptab empty without `table`. */
 export function targetMaps(t: Targets, slots?: SlotAllocator, table?: VipTable): Record<string, MapContents> {
   const w = wantedMaps(t, slots);
   const maps: Record<string, MapContents> = Object.fromEntries(TARGET_MAPS.map((m) => [m, new Map()]));
   const put = (map: string, key: Buffer, value: Buffer) => maps[map]!.set(bytesText(key), bytesText(value));
-  for (const k of w.vips) put(isVip4(k) ? MAP_VIPS4 : MAP_VIPS6, textBytes(k), vipValue(k, slots));
+  for (const k of w.vips) put(isVip4(k) ? MAP_VIPS4 : MAP_VIPS6, textBytes(k), u32Value(vipSlot(k, slots)));
   if (table) {
     table.update(w.vips);
-    const slotOf = (k: VipKey) => slots?.find(vipCounterId(k)) ?? 0;
-    for (let b = 0; b < VIPTAB_BUCKETS; b++) if (table.inUse(b)) put(MAP_VIPTAB, u32Value(b), table.bucket(b, slotOf));
+    for (let b = 0; b < VIPTAB_BUCKETS; b++)
+      if (table.inUse(b))
+        put(
+          MAP_VIPTAB,
+          u32Value(b),
+          table.bucket(b, (k) => vipSlot(k, slots)),
+        );
   }
   for (const [k, flags] of w.hosts4) put(MAP_HOSTS4, textBytes(k), u32Value(flags));
   for (const [k, flags] of w.hosts6) put(MAP_HOSTS6, textBytes(k), u32Value(flags));
@@ -445,16 +429,20 @@ export class TargetSync {
   private syncVips(name: string, pending: Set<VipKey>): void {
     const fd = this.fds[name]!;
     for (const k of pending) {
-      if (this.table.has(k)) this.addon.bpfMapUpdate(fd, textBytes(k), vipValue(k, this.slots), BPF_ANY);
+      if (this.table.has(k)) this.addon.bpfMapUpdate(fd, textBytes(k), u32Value(vipSlot(k, this.slots)), BPF_ANY);
     }
     for (const k of pending) if (!this.table.has(k)) this.addon.bpfMapDelete(fd, textBytes(k));
     pending.clear();
   }
 
   private syncBuckets(): void {
-    const slotOf = (k: VipKey) => this.slots.find(vipCounterId(k));
     for (const b of this.pendingBuckets) {
-      this.addon.bpfMapUpdate(this.fds[MAP_VIPTAB]!, u32Value(b), this.table.bucket(b, slotOf), BPF_ANY);
+      this.addon.bpfMapUpdate(
+        this.fds[MAP_VIPTAB]!,
+        u32Value(b),
+        this.table.bucket(b, (k) => vipSlot(k, this.slots)),
+        BPF_ANY,
+      );
       this.pendingBuckets.delete(b);
     }
   }

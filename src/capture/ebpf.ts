@@ -25,7 +25,7 @@ import {
 } from './bpf-layout.js';
 import type { Counter, CounterOptions } from './counter-types.js';
 import { type SlotAllocator, TARGET_MAPS, TargetSync } from './ebpf-maps.js';
-import { CaptureError, captureError } from './errors.js';
+import { CaptureError, type CaptureStep, captureError } from './errors.js';
 import { type LinkNow, LinkPackets, type PacketCounts } from './link-packets.js';
 import { type CounterReading, type CounterSample, type Targets, validateTargets } from './targets.js';
 
@@ -94,36 +94,25 @@ export class EbpfCounter implements Counter {
         throw new CaptureError(`${what}: interface ${opts.ifname}: No such device`, 'ENODEV', 'attach');
       throw captureError(e, 'attach', what);
     }
+    const addon = bpfAddon();
+    let obj: BpfObject | undefined;
     let counter: EbpfCounter;
     try {
       const path = bpfObjectPath(isL3LinkType(link.type));
       if (!existsSync(path)) {
         throw new CaptureError(`eBPF program not built (${path} missing); run: npm run build`, 'ENOENT', 'load');
       }
-      const addon = bpfAddon();
-      let obj: BpfObject;
-      try {
-        obj = addon.bpfObjectOpen(path);
-      } catch (e) {
-        throw captureError(e, 'load', `opening ${path}`);
-      }
-      let attachment: Attachment;
-      try {
-        addon.bpfObjectLoad(obj);
-      } catch (e) {
-        addon.bpfObjectClose(obj);
-        throw captureError(e, 'load', 'loading the eBPF counter program');
-      }
-      try {
-        const target = { ifname: opts.ifname, netnsPath: opts.netnsPath };
+      obj = step('load', `opening ${path}`, () => addon.bpfObjectOpen(path));
+      const loaded = obj;
+      step('load', 'loading the eBPF counter program', () => addon.bpfObjectLoad(loaded));
+      const target = { ifname: opts.ifname, netnsPath: opts.netnsPath };
+      const attachment = step('attach', what, () => {
         removeTcLeftovers(addon, target, opts.logger);
-        attachment = attachPrograms(addon, programFds(addon, obj), target, opts.attach ?? 'auto', opts.logger);
-      } catch (e) {
-        addon.bpfObjectClose(obj);
-        throw captureError(e, 'attach', what);
-      }
-      counter = new EbpfCounter(addon, obj, attachment, link, opts.ifname, opts.netnsPath, opts.logger);
+        return attachPrograms(addon, programFds(addon, loaded), target, opts.attach ?? 'auto', opts.logger);
+      });
+      counter = new EbpfCounter(addon, loaded, attachment, link, opts.ifname, opts.netnsPath, opts.logger);
     } catch (e) {
+      if (obj) addon.bpfObjectClose(obj);
       link.close();
       throw e;
     }
@@ -266,6 +255,15 @@ export class EbpfCounter implements Counter {
 
   private ensureOpen(): void {
     if (this.closed) throw new Error('eBPF counter already closed');
+  }
+}
+
+/** Runs one step of opening the counter, its failure as a CaptureError of `step` saying `what` failed. */
+function step<T>(captureStep: CaptureStep, what: string, run: () => T): T {
+  try {
+    return run();
+  } catch (e) {
+    throw captureError(e, captureStep, what);
   }
 }
 
