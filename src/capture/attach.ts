@@ -35,10 +35,7 @@ const HOOKS = [
 /** A program's name cannot be read by id without CAP_SYS_ADMIN, which the DaemonSet does not grant. */
 const NAME_UNREADABLE = Symbol('name unreadable');
 
-/**
- * The name of program `id` (undefined: no such program); where it cannot be read, our handle and
- * priority identify it.
- */
+/** The name of program `id` (undefined: no such program); where unreadable, our handle and priority identify it. */
 function programName(addon: BpfAddon, id: number): string | undefined | typeof NAME_UNREADABLE {
   try {
     return addon.bpfProgInfoById(id)?.name;
