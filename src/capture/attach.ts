@@ -4,7 +4,7 @@ import type { Logger } from '../log.js';
 import { isSyscallError } from '../native/addon.js';
 import type { BpfAddon } from '../native/bpf.js';
 import { PROG_EGRESS, PROG_INGRESS } from './bpf-layout.js';
-import { captureError } from './errors.js';
+import { captureError, kernelLacksIt } from './errors.js';
 
 export type AttachMode = 'tcx' | 'tc';
 
@@ -119,11 +119,6 @@ function attachTc(addon: BpfAddon, progFds: Record<string, number>, t: AttachTar
   };
 }
 
-/** Kernel answers that mean "no TCX here" rather than "not allowed". */
-function tcxUnsupported(e: unknown): boolean {
-  return isSyscallError(e) && (e.code === 'EINVAL' || e.code === 'EOPNOTSUPP' || e.errno === 524) /* ENOTSUPP */;
-}
-
 /** Attaches both programs; 'auto' tries TCX and falls back to cls_bpf. */
 export function attachPrograms(
   addon: BpfAddon,
@@ -137,7 +132,7 @@ export function attachPrograms(
     try {
       return attachTcx(addon, progFds, t);
     } catch (e) {
-      if (mode === 'tcx' || !tcxUnsupported(e)) throw captureError(e, 'attach', what('TCX'));
+      if (mode === 'tcx' || !kernelLacksIt(e)) throw captureError(e, 'attach', what('TCX'));
       log?.info({ ifname: t.ifname, reason: (e as Error).message }, 'TCX unavailable, using legacy tc cls_bpf');
     }
   }

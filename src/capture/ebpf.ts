@@ -4,7 +4,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { NetlinkError } from '../kernel/netlink/socket.js';
 import type { Logger } from '../log.js';
-import { isSyscallError, projectRoot } from '../native/addon.js';
+import { projectRoot } from '../native/addon.js';
 import { type BpfAddon, type BpfObject, bpfAddon, readPerCpuU64 } from '../native/bpf.js';
 import { type Attachment, attachPrograms, removeTcLeftovers } from './attach.js';
 import {
@@ -25,16 +25,14 @@ import {
 } from './bpf-layout.js';
 import type { Counter, CounterOptions } from './counter-types.js';
 import { type SlotAllocator, TARGET_MAPS, TargetSync } from './ebpf-maps.js';
-import { CaptureError, type CaptureStep, captureError } from './errors.js';
-import { type LinkNow, LinkPackets, type PacketCounts } from './link-packets.js';
+import { CaptureError, type CaptureStep, captureError, kernelLacksIt } from './errors.js';
+import { ENODEV, type LinkNow, LinkPackets, type PacketCounts } from './link-packets.js';
 import { type CounterReading, type CounterSample, type Targets, validateTargets } from './targets.js';
 
 /** Where binding.gyp (target clbprobe_bpf) puts the object for Ethernet frames, or with `l3` for IP frames. */
 export function bpfObjectPath(l3 = false): string {
   return join(projectRoot(), 'build', 'Release', l3 ? 'clbprobe-l3.bpf.o' : 'clbprobe.bpf.o');
 }
-
-const ENODEV = 19;
 
 /** ARPHRD_* types whose frames start with a 14-byte Ethernet header. */
 const ETHERNET_TYPES = new Set([1 /* ETHER */, 772 /* LOOPBACK */]);
@@ -272,11 +270,6 @@ function programFds(addon: BpfAddon, obj: BpfObject): Record<string, number> {
   return Object.fromEntries([PROG_INGRESS, PROG_EGRESS].map((p) => [p, addon.bpfObjectProgFd(obj, p)]));
 }
 
-/** ENOTSUPP (524) is 5.10's answer for per-CPU arrays; EINVAL comes from kernels before 5.6 without the command. */
-export function batchUnsupported(e: unknown): boolean {
-  return isSyscallError(e) && (e.errno === 524 || e.code === 'EOPNOTSUPP' || e.code === 'EINVAL');
-}
-
 /** Per-CPU values occupy one 8-byte-aligned slot per possible CPU. */
 export function perCpuStride(valueSize: number): number {
   return Math.ceil(valueSize / 8) * 8;
@@ -301,7 +294,7 @@ abstract class PerCpuCounterReader {
       try {
         return batches();
       } catch (e) {
-        if (!batchUnsupported(e)) throw e;
+        if (!kernelLacksIt(e)) throw e;
         this.batchless = true;
       }
     }
