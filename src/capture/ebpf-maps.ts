@@ -185,13 +185,8 @@ export function targetMaps(t: Targets, slots?: SlotAllocator, table?: VipTable):
   for (const k of w.vips) put(isVip4(k) ? MAP_VIPS4 : MAP_VIPS6, textBytes(k), u32Value(vipSlot(k, slots)));
   if (table) {
     table.update(w.vips);
-    for (let b = 0; b < VIPTAB_BUCKETS; b++)
-      if (table.inUse(b))
-        put(
-          MAP_VIPTAB,
-          u32Value(b),
-          table.bucket(b, (k) => vipSlot(k, slots)),
-        );
+    const slotOf = (k: VipKey) => vipSlot(k, slots);
+    for (let b = 0; b < VIPTAB_BUCKETS; b++) if (table.inUse(b)) put(MAP_VIPTAB, u32Value(b), table.bucket(b, slotOf));
   }
   for (const [k, flags] of w.hosts4) put(MAP_HOSTS4, textBytes(k), u32Value(flags));
   for (const [k, flags] of w.hosts6) put(MAP_HOSTS6, textBytes(k), u32Value(flags));
@@ -436,13 +431,9 @@ export class TargetSync {
   }
 
   private syncBuckets(): void {
+    const slotOf = (k: VipKey) => vipSlot(k, this.slots);
     for (const b of this.pendingBuckets) {
-      this.addon.bpfMapUpdate(
-        this.fds[MAP_VIPTAB]!,
-        u32Value(b),
-        this.table.bucket(b, (k) => vipSlot(k, this.slots)),
-        BPF_ANY,
-      );
+      this.addon.bpfMapUpdate(this.fds[MAP_VIPTAB]!, u32Value(b), this.table.bucket(b, slotOf), BPF_ANY);
       this.pendingBuckets.delete(b);
     }
   }

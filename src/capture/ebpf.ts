@@ -315,6 +315,17 @@ abstract class PerCpuCounterReader {
 
 type CounterKey = ReturnType<typeof decodeCounterKey>;
 
+/** Field by field, because spreading the decoded key makes a read several times slower. */
+const sampleOf = (key: CounterKey, packets: number, bytes: number): CounterSample => ({
+  target: key.target,
+  port: key.port,
+  proto: key.proto,
+  kind: key.kind,
+  direction: key.direction,
+  packets,
+  bytes,
+});
+
 /** Sums the per-CPU counters hash with batch lookups whose buffers grow only while batches come back full. */
 export class CounterMapReader extends PerCpuCounterReader {
   private keys: Buffer;
@@ -391,15 +402,7 @@ export class CounterMapReader extends PerCpuCounterReader {
     const raw = keys.toString('latin1', i * COUNTER_KEY_SIZE, (i + 1) * COUNTER_KEY_SIZE);
     const key = this.decoded.get(raw) ?? decodeCounterKey(keys, i * COUNTER_KEY_SIZE);
     seen.set(raw, key);
-    out.push({
-      target: key.target,
-      port: key.port,
-      proto: key.proto,
-      kind: key.kind,
-      direction: key.direction,
-      packets: this.sum(values, i, CTR_VAL_PACKETS),
-      bytes: this.sum(values, i, CTR_VAL_BYTES),
-    });
+    out.push(sampleOf(key, this.sum(values, i, CTR_VAL_PACKETS), this.sum(values, i, CTR_VAL_BYTES)));
   }
 }
 
@@ -481,7 +484,7 @@ export class SlotMapReader extends PerCpuCounterReader {
     if (packets === 0) return;
     const key = this.decoded[slot] ?? decodeCounterKey(this.slots.keyOf(slot), 0);
     this.decoded[slot] = key;
-    out.push({ ...key, packets, bytes: this.sum(values, i, CTR_VAL_BYTES) });
+    out.push(sampleOf(key, packets, this.sum(values, i, CTR_VAL_BYTES)));
   }
 }
 
