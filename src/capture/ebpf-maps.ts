@@ -22,7 +22,6 @@ import {
   MAX_SLOTS,
   type Net4,
   type Net6,
-  NODEPORT_PROTOS,
   NODEPORT_SLOT_V4,
   NODEPORT_SLOT_V6,
   NODEPORT_VALUE_SIZE,
@@ -135,8 +134,8 @@ export type TargetMap = (typeof TARGET_MAPS)[number];
 
 /**
  * What the target maps must hold; slots go to VIPs in target order, then to NodePorts per slotFamilies family.
- * vips: keys in target order (a duplicate target repeats its key); nodePortFamilies: the families whose NodePort
- * keys were given slots. Throws (before handing out any slot) when the targets do not fit the program.
+ * vips: keys in target order (a duplicate target repeats its key); nodePorts: index -> u32 value (0: no slot yet).
+ * Throws (before handing out any slot) when the targets do not fit the program.
  */
 export function wantedMaps(t: Targets, slots?: SlotAllocator) {
   const local = localSets(t);
@@ -151,28 +150,26 @@ export function wantedMaps(t: Targets, slots?: SlotAllocator) {
   }
   for (const k of local.hosts4.keys()) setBit(filters, FILTERS_HOST, hostBit(textBytes(k).readUInt32LE(0)));
   for (const k of local.hosts6.keys()) setBit(filters, FILTERS_HOST, hostBit(addressWord(textBytes(k), false)));
-  const nodePorts: number[] = [];
+  const nodePorts = new Map<number, number>();
   const fams = slotFamilies(t);
   for (const n of t.nodePorts) {
     const proto = PROTO_NUMBERS[n.proto];
     setBit(filters, nodePortBitmap(proto), n.port);
-    if (fams & FAMILY_V4) slots?.slotOf(nodePortCounterId(n.port, proto, false));
-    if (fams & FAMILY_V6) slots?.slotOf(nodePortCounterId(n.port, proto, true));
-    nodePorts.push(nodePortIndex(proto, n.port));
+    let value = 0;
+    for (const [family, v6, at] of NODEPORT_FAMILIES) {
+      const id = nodePortCounterId(n.port, proto, v6);
+      // A family without a source now keeps the slot it had, if any; the u16 at byte `at` of the u32 value.
+      value |= ((fams & family ? slots?.slotOf(id) : slots?.find(id)) ?? 0) << (8 * at);
+    }
+    nodePorts.set(nodePortIndex(proto, n.port), value >>> 0);
   }
-  return { vips, nodePorts, nodePortFamilies: fams, hosts4: local.hosts4, hosts6: local.hosts6, config, filters };
+  return { vips, nodePorts, hosts4: local.hosts4, hosts6: local.hosts6, config, filters };
 }
 
-/** The nodeports value at `index`: loop_return slots per family, 0 where none is handed out. */
-export function nodePortValue(index: number, slots?: SlotAllocator): Buffer {
-  const value = Buffer.alloc(NODEPORT_VALUE_SIZE);
-  if (slots) {
-    const proto = NODEPORT_PROTOS[Math.floor(index / 65536)]!;
-    value.writeUInt16LE(slots.find(nodePortCounterId(index % 65536, proto, false)), NODEPORT_SLOT_V4);
-    value.writeUInt16LE(slots.find(nodePortCounterId(index % 65536, proto, true)), NODEPORT_SLOT_V6);
-  }
-  return value;
-}
+const NODEPORT_FAMILIES = [
+  [FAMILY_V4, false, NODEPORT_SLOT_V4],
+  [FAMILY_V6, true, NODEPORT_SLOT_V6],
+] as const;
 
 /** A VIP key's to_lb slot, 0 without slots. */
 const vipSlot = (k: VipKey, slots?: SlotAllocator): number => slots?.find(vipCounterId(k)) ?? 0;
@@ -190,7 +187,7 @@ export function targetMaps(t: Targets, slots?: SlotAllocator, table?: VipTable):
   }
   for (const [k, flags] of w.hosts4) put(MAP_HOSTS4, textBytes(k), u32Value(flags));
   for (const [k, flags] of w.hosts6) put(MAP_HOSTS6, textBytes(k), u32Value(flags));
-  for (const i of w.nodePorts) put(MAP_NODEPORTS, u32Value(i), nodePortValue(i, slots));
+  for (const [i, value] of w.nodePorts) put(MAP_NODEPORTS, u32Value(i), u32Value(value));
   put(MAP_CONFIG, u32Value(0), w.config);
   put(MAP_FILTERS, u32Value(0), w.filters);
   return maps;
@@ -366,17 +363,8 @@ export class TargetSync {
   private readonly pending4 = new Set<VipKey>();
   private readonly pending6 = new Set<VipKey>();
   private readonly pendingBuckets = new Set<number>();
-  /** nodeports indexes the kernel's array may hold non-zero. */
-  private nodePortsHeld = new Set<number>();
-  /** After a failed nodeports write: every wanted NodePort is rewritten, not only the new ones. */
-  private nodePortsUnsure = false;
-  /** The families whose NodePort keys the last sync gave slots (wantedMaps' nodePortFamilies). */
-  private nodePortFamilies = 0;
-  /** A family got NodePort slots since the last completed write, so held NodePorts may have new slots. */
-  private nodePortsGained = false;
-  /** slots.used at the last completed nodeports write: every slot its values hold is below. */
-  private nodePortSlotsFrom = 1;
-  private readonly hosts: Record<string, MapContents> = { [MAP_HOSTS4]: new Map(), [MAP_HOSTS6]: new Map() };
+  /** hosts4, hosts6 and nodeports as written: key -> u32 value, -1 where unknown after a failed write. */
+  private readonly mirrors = new Map<string, Map<string | number, number>>();
   /** The config's and filters' value as written, by map name; none before the first write, or after a failed one. */
   private readonly values: Record<string, Buffer> = {};
 
@@ -396,8 +384,6 @@ export class TargetSync {
     } catch (e) {
       throw captureError(e, 'maps', 'preparing the eBPF maps');
     }
-    if (w.nodePortFamilies & ~this.nodePortFamilies) this.nodePortsGained = true;
-    this.nodePortFamilies = w.nodePortFamilies;
     const change = this.table.update(w.vips);
     for (const k of [...change.added, ...change.removed]) (isVip4(k) ? this.pending4 : this.pending6).add(k);
     for (const b of change.buckets) this.pendingBuckets.add(b);
@@ -405,9 +391,10 @@ export class TargetSync {
       [MAP_VIPS4]: () => this.syncVips(MAP_VIPS4, this.pending4),
       [MAP_VIPS6]: () => this.syncVips(MAP_VIPS6, this.pending6),
       [MAP_VIPTAB]: () => this.syncBuckets(),
-      [MAP_HOSTS4]: () => this.syncHosts(MAP_HOSTS4, w.hosts4),
-      [MAP_HOSTS6]: () => this.syncHosts(MAP_HOSTS6, w.hosts6),
-      [MAP_NODEPORTS]: () => this.syncNodePorts(w.nodePorts),
+      [MAP_HOSTS4]: () => this.syncMirrored(MAP_HOSTS4, w.hosts4, textBytes),
+      [MAP_HOSTS6]: () => this.syncMirrored(MAP_HOSTS6, w.hosts6, textBytes),
+      [MAP_NODEPORTS]: () =>
+        this.syncMirrored(MAP_NODEPORTS, new Map([...w.nodePorts].filter(([, v]) => v !== 0)), u32Value),
       [MAP_CONFIG]: () => this.syncValue(MAP_CONFIG, w.config),
       [MAP_FILTERS]: () => this.syncValue(MAP_FILTERS, w.filters),
     };
@@ -438,46 +425,25 @@ export class TargetSync {
     }
   }
 
-  /** Writes new and changed entries before deletions, so a key present in both never disappears. */
-  private syncHosts(name: string, wanted: Map<string, number>): void {
+  /**
+   * Writes new and changed entries, then removes those gone (a hash deletes them, the nodeports array is zeroed), so
+   * a key present in both never disappears; an array entry of zeros is never written, since it is there already.
+   */
+  private syncMirrored<K extends string | number>(name: string, next: Map<K, number>, keyBytes: (k: K) => Buffer) {
     const fd = this.fds[name]!;
-    const current = this.hosts[name]!;
-    const next: MapContents = new Map([...wanted].map(([k, flags]) => [k, bytesText(u32Value(flags))]));
-    // Until done, the map holds a mix of both: every key has an unknown value for the next sync to rewrite or delete.
-    this.hosts[name] = new Map([...current.keys(), ...next.keys()].map((k) => [k, '']));
-    for (const [key, value] of next) {
-      if (current.get(key) !== value) this.addon.bpfMapUpdate(fd, textBytes(key), textBytes(value), BPF_ANY);
+    const current = (this.mirrors.get(name) ?? new Map()) as Map<K, number>;
+    const changed = [...next].filter(([k, value]) => current.get(k) !== value);
+    const gone = [...current.keys()].filter((k) => !next.has(k));
+    if (changed.length || gone.length) {
+      // Until done, the map holds a mix of both: every key has an unknown value for the next sync to rewrite or remove.
+      this.mirrors.set(name, new Map([...current.keys(), ...next.keys()].map((k) => [k, -1])));
+      for (const [k, value] of changed) this.addon.bpfMapUpdate(fd, keyBytes(k), u32Value(value), BPF_ANY);
+      for (const k of gone) {
+        if (name === MAP_NODEPORTS) this.addon.bpfMapUpdate(fd, keyBytes(k), ZERO_NODEPORT, BPF_ANY);
+        else this.addon.bpfMapDelete(fd, keyBytes(k));
+      }
     }
-    for (const key of current.keys()) if (!next.has(key)) this.addon.bpfMapDelete(fd, textBytes(key));
-    this.hosts[name] = next;
-  }
-
-  /** New NodePorts and held ones with a new slot are written first, then the ones gone are zeroed. */
-  private syncNodePorts(indexes: number[]): void {
-    const fd = this.fds[MAP_NODEPORTS]!;
-    const held = this.nodePortsHeld;
-    const wanted = new Set(indexes);
-    // Only after a family got slots can a NodePort written before have a new slot.
-    const from = this.nodePortsGained ? this.nodePortSlotsFrom : 0;
-    const newSlot = (i: number) => {
-      const v = nodePortValue(i, this.slots);
-      return v.readUInt16LE(NODEPORT_SLOT_V4) >= from || v.readUInt16LE(NODEPORT_SLOT_V6) >= from;
-    };
-    const add = [...wanted].filter((i) => this.nodePortsUnsure || !held.has(i) || (from > 0 && newSlot(i)));
-    const zero = [...held].filter((i) => !wanted.has(i));
-    if (add.length || zero.length) {
-      // Until the last write is done the array may hold any of both, and wanted ones may be missing.
-      for (const i of wanted) held.add(i);
-      this.nodePortsUnsure = true;
-      // An index's value only gains slots, so a value of zeros is already in the array.
-      const hasSlot = (i: number) => nodePortValue(i, this.slots).some((b) => b !== 0);
-      for (const i of add)
-        if (hasSlot(i)) this.addon.bpfMapUpdate(fd, u32Value(i), nodePortValue(i, this.slots), BPF_ANY);
-      for (const i of zero) if (hasSlot(i)) this.addon.bpfMapUpdate(fd, u32Value(i), ZERO_NODEPORT, BPF_ANY);
-    }
-    this.nodePortsHeld = wanted;
-    this.nodePortsUnsure = this.nodePortsGained = false;
-    this.nodePortSlotsFrom = this.slots.used;
+    this.mirrors.set(name, next);
   }
 
   /** A one-value array map (config, filters): written when its value differs from the one written last. */
