@@ -31,6 +31,7 @@ const HOOKS = [
   { egress: false, prog: PROG_INGRESS },
   { egress: true, prog: PROG_EGRESS },
 ] as const;
+type Hook = (typeof HOOKS)[number];
 
 /** A program's name cannot be read by id without CAP_SYS_ADMIN, which the DaemonSet does not grant. */
 const NAME_UNREADABLE = Symbol('name unreadable');
@@ -68,55 +69,48 @@ export function removeTcLeftovers(addon: BpfAddon, t: AttachTarget, log?: Logger
   return removed;
 }
 
-function attachTcx(addon: BpfAddon, progFds: Record<string, number>, t: AttachTarget): Attachment {
-  const links: number[] = [];
-  let live = true;
-  /** Detaches every link; `quiet` for a defunct link, whose fd the detach closes also when it refuses. */
-  const detachAll = (quiet: boolean) => {
-    if (!live) return;
-    live = false;
-    for (const fd of links) {
-      try {
-        addon.bpfLinkDetach(fd);
-      } catch (e) {
-        if (!quiet) throw e;
-      }
-    }
+/** Attaches one hook after the other; a failure undoes those attached, and detach or release runs once per hook. */
+function attachHooks<T>(
+  mode: AttachMode,
+  attach: (hook: Hook) => T,
+  detach: (attached: T) => void,
+  release: (attached: T) => void,
+): Attachment {
+  let attached: T[] = [];
+  const undo = (each: (a: T) => void) => {
+    const was = attached;
+    attached = [];
+    for (const a of was) each(a);
   };
   try {
-    for (const h of HOOKS) {
-      links.push(addon.bpfTcxAttach(progFds[h.prog]!, t.ifname, h.egress, BPF_F_BEFORE, t.netnsPath));
-    }
+    for (const h of HOOKS) attached.push(attach(h));
   } catch (e) {
-    detachAll(false);
+    undo(detach);
     throw e;
   }
-  return { mode: 'tcx', detach: () => detachAll(false), release: () => detachAll(true) };
+  return { mode, detach: () => undo(detach), release: () => undo(release) };
+}
+
+function attachTcx(addon: BpfAddon, progFds: Record<string, number>, t: AttachTarget): Attachment {
+  const attach = (h: Hook) => addon.bpfTcxAttach(progFds[h.prog]!, t.ifname, h.egress, BPF_F_BEFORE, t.netnsPath);
+  const detach = (fd: number) => addon.bpfLinkDetach(fd);
+  // A defunct link's fd is closed by the detach also when the kernel refuses it.
+  const release = (fd: number) => {
+    try {
+      addon.bpfLinkDetach(fd);
+    } catch {}
+  };
+  return attachHooks('tcx', attach, detach, release);
 }
 
 function attachTc(addon: BpfAddon, progFds: Record<string, number>, t: AttachTarget): Attachment {
-  const done: boolean[] = [];
-  const detachAll = () => {
-    for (const egress of done) addon.bpfTcDetach(t.ifname, egress, TC_HANDLE, TC_PRIORITY, t.netnsPath);
-    done.length = 0;
+  const attach = (h: Hook) => {
+    addon.bpfTcAttach(t.ifname, h.egress, TC_HANDLE, TC_PRIORITY, progFds[h.prog]!, t.netnsPath);
+    return h.egress;
   };
-  try {
-    for (const h of HOOKS) {
-      addon.bpfTcAttach(t.ifname, h.egress, TC_HANDLE, TC_PRIORITY, progFds[h.prog]!, t.netnsPath);
-      done.push(h.egress);
-    }
-  } catch (e) {
-    detachAll();
-    throw e;
-  }
+  const detach = (egress: boolean) => addon.bpfTcDetach(t.ifname, egress, TC_HANDLE, TC_PRIORITY, t.netnsPath);
   // The filters died with the interface's qdisc: nothing to let go of.
-  return {
-    mode: 'tc',
-    detach: detachAll,
-    release: () => {
-      done.length = 0;
-    },
-  };
+  return attachHooks('tc', attach, detach, () => {});
 }
 
 /** Attaches both programs; 'auto' tries TCX and falls back to cls_bpf. */
