@@ -115,6 +115,8 @@ export const STAT_COUNTERS_FULL = 0;
 
 export const KIND_CODES: Record<CounterKind, number> = { to_lb: 1, loop_return: 2, hc_local_src: 3 };
 const KINDS = new Map(Object.entries(KIND_CODES).map(([kind, code]) => [code, kind as CounterKind]));
+/** struct ctr_key's dir codes, by position. */
+const DIRECTIONS: readonly Direction[] = ['ingress', 'egress'];
 
 /** The VIP key of a 16-byte address (IPv4-mapped for IPv4); proto is the IP protocol number. */
 export function vipKey16(addr: Uint8Array, v4: boolean, port: number, proto: number): Buffer {
@@ -265,7 +267,7 @@ export function counterKey(
   b.writeUInt16LE(port, CTR_KEY_PORT);
   b[CTR_KEY_PROTO] = proto;
   b[CTR_KEY_KIND] = KIND_CODES[kind];
-  b[CTR_KEY_DIR] = direction === 'ingress' ? 0 : 1;
+  b[CTR_KEY_DIR] = DIRECTIONS.indexOf(direction);
   return b;
 }
 
@@ -274,8 +276,8 @@ export function decodeCounterKey(b: Uint8Array, off: number): Omit<CounterSample
   const view = Buffer.from(b.buffer, b.byteOffset + off, COUNTER_KEY_SIZE);
   const proto = PROTO_NAMES.get(view[CTR_KEY_PROTO]!);
   const kind = KINDS.get(view[CTR_KEY_KIND]!);
-  const dir = view[CTR_KEY_DIR];
-  if (!proto || !kind || (dir !== 0 && dir !== 1)) {
+  const direction = DIRECTIONS[view[CTR_KEY_DIR]!];
+  if (!proto || !kind || !direction) {
     throw new Error(`counters map: unexpected key at byte ${off}: ${view.toString('hex')}`);
   }
   return {
@@ -283,7 +285,7 @@ export function decodeCounterKey(b: Uint8Array, off: number): Omit<CounterSample
     port: view.readUInt16LE(CTR_KEY_PORT),
     proto,
     kind,
-    direction: dir === 0 ? 'ingress' : 'egress',
+    direction,
   };
 }
 
