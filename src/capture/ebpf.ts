@@ -100,15 +100,15 @@ export class EbpfCounter implements Counter {
       if (!existsSync(path)) {
         throw new CaptureError(`eBPF program not built (${path} missing); run: npm run build`, 'ENOENT', 'load');
       }
-      obj = step('load', `opening ${path}`, () => addon.bpfObjectOpen(path));
-      const loaded = obj;
-      step('load', 'loading the eBPF counter program', () => addon.bpfObjectLoad(loaded));
+      const opened = step('load', `opening ${path}`, () => addon.bpfObjectOpen(path));
+      obj = opened;
+      step('load', 'loading the eBPF counter program', () => addon.bpfObjectLoad(opened));
       const target = { ifname: opts.ifname, netnsPath: opts.netnsPath };
       const attachment = step('attach', what, () => {
         removeTcLeftovers(addon, target, opts.logger);
-        return attachPrograms(addon, programFds(addon, loaded), target, opts.attach ?? 'auto', opts.logger);
+        return attachPrograms(addon, programFds(addon, opened), target, opts.attach ?? 'auto', opts.logger);
       });
-      counter = new EbpfCounter(addon, loaded, attachment, link, opts.ifname, opts.netnsPath, opts.logger);
+      counter = new EbpfCounter(addon, opened, attachment, link, opts.ifname, opts.netnsPath, opts.logger);
     } catch (e) {
       if (obj) addon.bpfObjectClose(obj);
       link.close();
@@ -256,7 +256,7 @@ export class EbpfCounter implements Counter {
   }
 }
 
-/** Runs one step of opening the counter, its failure as a CaptureError of `step` saying `what` failed. */
+/** Runs one step of opening the counter; a failure becomes a CaptureError of `captureStep` saying `what` failed. */
 function step<T>(captureStep: CaptureStep, what: string, run: () => T): T {
   try {
     return run();
