@@ -4,7 +4,7 @@ import type { Logger } from '../log.js';
 import { isSyscallError } from '../native/addon.js';
 import type { BpfAddon } from '../native/bpf.js';
 import { PROG_EGRESS, PROG_INGRESS } from './bpf-layout.js';
-import { captureError } from './errors.js';
+import { captureError, kernelLacksIt } from './errors.js';
 
 export type AttachMode = 'tcx' | 'tc';
 
@@ -31,14 +31,12 @@ const HOOKS = [
   { egress: false, prog: PROG_INGRESS },
   { egress: true, prog: PROG_EGRESS },
 ] as const;
+type Hook = (typeof HOOKS)[number];
 
 /** A program's name cannot be read by id without CAP_SYS_ADMIN, which the DaemonSet does not grant. */
 const NAME_UNREADABLE = Symbol('name unreadable');
 
-/**
- * The name of program `id` (undefined: no such program); where it cannot be read, our handle and
- * priority identify it.
- */
+/** The name of program `id` (undefined: no such program); where unreadable, our handle and priority identify it. */
 function programName(addon: BpfAddon, id: number): string | undefined | typeof NAME_UNREADABLE {
   try {
     return addon.bpfProgInfoById(id)?.name;
@@ -71,60 +69,48 @@ export function removeTcLeftovers(addon: BpfAddon, t: AttachTarget, log?: Logger
   return removed;
 }
 
-function attachTcx(addon: BpfAddon, progFds: Record<string, number>, t: AttachTarget): Attachment {
-  const links: number[] = [];
-  let live = true;
-  /** Detaches every link; `quiet` for a defunct link, whose fd the detach closes also when it refuses. */
-  const detachAll = (quiet: boolean) => {
-    if (!live) return;
-    live = false;
-    for (const fd of links) {
-      try {
-        addon.bpfLinkDetach(fd);
-      } catch (e) {
-        if (!quiet) throw e;
-      }
-    }
+/** Attaches one hook after the other; a failure undoes those attached, and detach or release runs once per hook. */
+function attachHooks<T>(
+  mode: AttachMode,
+  attach: (hook: Hook) => T,
+  detach: (attached: T) => void,
+  release: (attached: T) => void,
+): Attachment {
+  let attached: T[] = [];
+  const undo = (each: (a: T) => void) => {
+    const was = attached;
+    attached = [];
+    for (const a of was) each(a);
   };
   try {
-    for (const h of HOOKS) {
-      links.push(addon.bpfTcxAttach(progFds[h.prog]!, t.ifname, h.egress, BPF_F_BEFORE, t.netnsPath));
-    }
+    for (const h of HOOKS) attached.push(attach(h));
   } catch (e) {
-    detachAll(false);
+    undo(detach);
     throw e;
   }
-  return { mode: 'tcx', detach: () => detachAll(false), release: () => detachAll(true) };
+  return { mode, detach: () => undo(detach), release: () => undo(release) };
+}
+
+function attachTcx(addon: BpfAddon, progFds: Record<string, number>, t: AttachTarget): Attachment {
+  const attach = (h: Hook) => addon.bpfTcxAttach(progFds[h.prog]!, t.ifname, h.egress, BPF_F_BEFORE, t.netnsPath);
+  const detach = (fd: number) => addon.bpfLinkDetach(fd);
+  // A defunct link's fd is closed by the detach also when the kernel refuses it.
+  const release = (fd: number) => {
+    try {
+      addon.bpfLinkDetach(fd);
+    } catch {}
+  };
+  return attachHooks('tcx', attach, detach, release);
 }
 
 function attachTc(addon: BpfAddon, progFds: Record<string, number>, t: AttachTarget): Attachment {
-  const done: boolean[] = [];
-  const detachAll = () => {
-    for (const egress of done) addon.bpfTcDetach(t.ifname, egress, TC_HANDLE, TC_PRIORITY, t.netnsPath);
-    done.length = 0;
+  const attach = (h: Hook) => {
+    addon.bpfTcAttach(t.ifname, h.egress, TC_HANDLE, TC_PRIORITY, progFds[h.prog]!, t.netnsPath);
+    return h.egress;
   };
-  try {
-    for (const h of HOOKS) {
-      addon.bpfTcAttach(t.ifname, h.egress, TC_HANDLE, TC_PRIORITY, progFds[h.prog]!, t.netnsPath);
-      done.push(h.egress);
-    }
-  } catch (e) {
-    detachAll();
-    throw e;
-  }
+  const detach = (egress: boolean) => addon.bpfTcDetach(t.ifname, egress, TC_HANDLE, TC_PRIORITY, t.netnsPath);
   // The filters died with the interface's qdisc: nothing to let go of.
-  return {
-    mode: 'tc',
-    detach: detachAll,
-    release: () => {
-      done.length = 0;
-    },
-  };
-}
-
-/** Kernel answers that mean "no TCX here" rather than "not allowed". */
-function tcxUnsupported(e: unknown): boolean {
-  return isSyscallError(e) && (e.code === 'EINVAL' || e.code === 'EOPNOTSUPP' || e.errno === 524) /* ENOTSUPP */;
+  return attachHooks('tc', attach, detach, () => {});
 }
 
 /** Attaches both programs; 'auto' tries TCX and falls back to cls_bpf. */
@@ -140,7 +126,7 @@ export function attachPrograms(
     try {
       return attachTcx(addon, progFds, t);
     } catch (e) {
-      if (mode === 'tcx' || !tcxUnsupported(e)) throw captureError(e, 'attach', what('TCX'));
+      if (mode === 'tcx' || !kernelLacksIt(e)) throw captureError(e, 'attach', what('TCX'));
       log?.info({ ifname: t.ifname, reason: (e as Error).message }, 'TCX unavailable, using legacy tc cls_bpf');
     }
   }

@@ -1,11 +1,15 @@
 // Byte layouts of the eBPF program's map keys and values (native/bpf/clbprobe.bpf.c; host order for integers,
-// network order for addresses), checked against the object's BTF by test/unit/capture/bpf-layout-btf.test.ts.
+// network order for addresses), checked against the object's BTF by test/unit/capture/bpf-layout-btf.test.ts,
+// and the keys' identities: their bytes as text, so that they serve as Map and Set keys.
 import {
+  ANY_V4,
+  ANY_V6,
   address16,
   type CounterKind,
   type CounterSample,
   type Direction,
   formatAddress16,
+  mapped4,
   PROTO_NAMES,
   PROTO_NUMBERS,
   type Proto,
@@ -111,6 +115,8 @@ export const STAT_COUNTERS_FULL = 0;
 
 export const KIND_CODES: Record<CounterKind, number> = { to_lb: 1, loop_return: 2, hc_local_src: 3 };
 const KINDS = new Map(Object.entries(KIND_CODES).map(([kind, code]) => [code, kind as CounterKind]));
+/** struct ctr_key's dir codes, by position. */
+const DIRECTIONS: readonly Direction[] = ['ingress', 'egress'];
 
 /** The VIP key of a 16-byte address (IPv4-mapped for IPv4); proto is the IP protocol number. */
 export function vipKey16(addr: Uint8Array, v4: boolean, port: number, proto: number): Buffer {
@@ -147,12 +153,12 @@ export const FILTERS_NODEPORT = FILTERS_HOST + HOST_BYTES;
 /** enum vip_addr_bit: some entry of the address has a port / is for any port (port 0). */
 export const VADDR_PORT = 1;
 export const VADDR_ANY = 2;
-/** filters.nodeport: one exact bitmap of 65536 bits per protocol, NODEPORT_SLOTS of them. */
+/** filters.nodeport: one exact bitmap of 65536 bits per protocol, in NODEPORT_PROTOS order. */
 export const NODEPORT_BYTES = 65536 / 8;
-export const NODEPORT_SLOTS = 3;
+export const NODEPORT_PROTOS = [PROTO_NUMBERS.tcp, PROTO_NUMBERS.udp, PROTO_NUMBERS.sctp];
+export const NODEPORT_SLOTS = NODEPORT_PROTOS.length;
 export const FILTERS_VALUE_SIZE = FILTERS_NODEPORT + NODEPORT_SLOTS * NODEPORT_BYTES;
-/** filters.nodeport's index of a protocol number (TCP, UDP, SCTP). */
-export const nodePortSlot = (proto: number): number => (proto === 6 ? 0 : proto === 17 ? 1 : 2);
+const nodePortSlot = (proto: number): number => NODEPORT_PROTOS.indexOf(proto);
 /** Byte offset in struct filters of the NodePort bitmap for a protocol number. */
 export const nodePortBitmap = (proto: number): number => FILTERS_NODEPORT + nodePortSlot(proto) * NODEPORT_BYTES;
 /** The nodeports array's index of a NodePort, and its number of entries. */
@@ -261,7 +267,7 @@ export function counterKey(
   b.writeUInt16LE(port, CTR_KEY_PORT);
   b[CTR_KEY_PROTO] = proto;
   b[CTR_KEY_KIND] = KIND_CODES[kind];
-  b[CTR_KEY_DIR] = direction === 'ingress' ? 0 : 1;
+  b[CTR_KEY_DIR] = DIRECTIONS.indexOf(direction);
   return b;
 }
 
@@ -270,8 +276,8 @@ export function decodeCounterKey(b: Uint8Array, off: number): Omit<CounterSample
   const view = Buffer.from(b.buffer, b.byteOffset + off, COUNTER_KEY_SIZE);
   const proto = PROTO_NAMES.get(view[CTR_KEY_PROTO]!);
   const kind = KINDS.get(view[CTR_KEY_KIND]!);
-  const dir = view[CTR_KEY_DIR];
-  if (!proto || !kind || (dir !== 0 && dir !== 1)) {
+  const direction = DIRECTIONS[view[CTR_KEY_DIR]!];
+  if (!proto || !kind || !direction) {
     throw new Error(`counters map: unexpected key at byte ${off}: ${view.toString('hex')}`);
   }
   return {
@@ -279,6 +285,65 @@ export function decodeCounterKey(b: Uint8Array, off: number): Omit<CounterSample
     port: view.readUInt16LE(CTR_KEY_PORT),
     proto,
     kind,
-    direction: dir === 0 ? 'ingress' : 'egress',
+    direction,
   };
+}
+
+/** Bytes as text, one character a byte ('latin1' round-trips every byte), half the length of hex. */
+export const bytesText = (b: Uint8Array): string => Buffer.from(b.buffer, b.byteOffset, b.length).toString('latin1');
+export const textBytes = (t: string): Buffer => Buffer.from(t, 'latin1');
+
+/** A vips4/vips6 key: the vip4_key's or vip6_key's bytes as text. */
+export type VipKey = string;
+
+export function vipKeyOf(addr16: Uint8Array, v4: boolean, port: number, proto: number): VipKey {
+  return bytesText(vipKey16(addr16, v4, port, proto));
+}
+
+/** A key's 16-byte address (IPv4-mapped for IPv4), family, port and protocol number. */
+export function vipParts(k: VipKey): { addr16: Buffer; v4: boolean; port: number; proto: number } {
+  const b = textBytes(k);
+  if (b.length === VIP4_KEY_SIZE)
+    return { addr16: mapped4(b), v4: true, port: b.readUInt16LE(VIP4_PORT), proto: b[VIP4_PROTO]! };
+  if (b.length !== VIP6_KEY_SIZE) throw new Error(`not a VIP key: ${b.toString('hex')}`);
+  return { addr16: b.subarray(0, 16), v4: false, port: b.readUInt16LE(VIP6_PORT), proto: b[VIP6_PROTO]! };
+}
+
+export const isVip4 = (k: VipKey): boolean => k.length === VIP4_KEY_SIZE;
+
+/** The key's address word (addressWord), port and protocol number, as the filters hash them. */
+function vipHashParts(k: VipKey): [word: number, port: number, proto: number] {
+  const { addr16, v4, port, proto } = vipParts(k);
+  return [addressWord(addr16, v4), port, proto];
+}
+
+/** The program's vip_bucket_of() of the key (filterBit: its viptab bucket). */
+export const vipFilterBit = (k: VipKey): number => filterBit(...vipHashParts(k));
+
+/** Sets the key's bits in a filters value (setVipBits: its address's and its own). */
+export const setVipKeyBits = (filters: Buffer, k: VipKey): void => setVipBits(filters, ...vipHashParts(k));
+
+/** The key's struct vip_ent with its counter slot. */
+export function vipEntryOf(k: VipKey, slot: number): Buffer {
+  const { addr16, v4, port, proto } = vipParts(k);
+  return vipEntry(addr16, v4, port, proto, slot);
+}
+
+/** A struct ctr_key's bytes as text. */
+export type CounterId = string;
+
+export function counterIdOf(key: Uint8Array): CounterId {
+  if (key.length !== COUNTER_KEY_SIZE) throw new Error(`counter key of ${key.length} bytes, not ${COUNTER_KEY_SIZE}`);
+  return bytesText(key);
+}
+
+/** The counter id a VIP entry's slot counts: to_lb, egress, the VIP's address, port and protocol. */
+export function vipCounterId(k: VipKey): CounterId {
+  const { addr16, port, proto } = vipParts(k);
+  return counterIdOf(counterKey(addr16, port, proto, 'to_lb', 'egress'));
+}
+
+/** The counter id a NodePort's slot counts per family: loop_return, ingress, the any address. */
+export function nodePortCounterId(port: number, proto: number, v6: boolean): CounterId {
+  return counterIdOf(counterKey(v6 ? ANY_V6 : ANY_V4, port, proto, 'loop_return', 'ingress'));
 }

@@ -1,6 +1,6 @@
 // Which packets are ours and of which kind: the one definition over packetTargets, used directly by the pcap
 // fallback; clbprobe.bpf.c decides the same from maps of the same targets, checked by the lab tests.
-import { LOCAL_BOUND, LOCAL_POD } from './bpf-layout.js';
+import { bytesText, LOCAL_BOUND, LOCAL_POD } from './bpf-layout.js';
 import {
   ANY_V4,
   ANY_V6,
@@ -97,32 +97,45 @@ export function parseHeaders(data: Uint8Array, off: number, caplen: number, l2: 
 
 const vipKey = (addr: Buffer, port: number, proto: number): string => `${addr.toString('hex')}|${port}|${proto}`;
 
+/** A local prefix with its local_flag bits: LOCAL_BOUND for addresses bound on the node, LOCAL_POD for pod CIDRs. */
+export type LocalPrefix = Prefix16 & { flags: number };
+
+/** One family's local prefixes: host addresses (16-byte form as text) -> flags, and the wider prefixes, each once. */
+export function localFamily(t: Targets, v4: boolean): { hosts: Map<string, number>; nets: LocalPrefix[] } {
+  const hosts = new Map<string, number>();
+  const nets = new Map<string, LocalPrefix>();
+  for (const lp of t.localPrefixes) {
+    const p = parsePrefix16(lp.cidr);
+    if (p.v4 !== v4) continue;
+    const flags = lp.bound ? LOCAL_BOUND : LOCAL_POD;
+    const k = bytesText(p.address);
+    if (p.bits === 128) hosts.set(k, (hosts.get(k) ?? 0) | flags);
+    else nets.set(`${k}/${p.bits}`, { ...p, flags: flags | (nets.get(`${k}/${p.bits}`)?.flags ?? 0) });
+  }
+  return { hosts, nets: [...nets.values()] };
+}
+
 /** The targets in lookup form, addresses in their 16-byte form. */
 export class TargetIndex {
   private readonly vips: Set<string>;
   private readonly nodePorts: Set<string>;
-  /** Host addresses (hex) -> local flags. */
+  /** Host addresses (bytesText) -> local flags. */
   private readonly hosts = new Map<string, number>();
   /** Wider prefixes, compared one by one (a node has a few pod CIDRs); an IPv4 one holds only IPv4 addresses. */
-  private readonly nets: (Prefix16 & { flags: number })[] = [];
+  private readonly nets: LocalPrefix[] = [];
 
   constructor(t: Targets) {
     this.vips = new Set(t.vips.map((v) => vipKey(address16(v.address), v.port, PROTO_NUMBERS[v.proto])));
     this.nodePorts = new Set(t.nodePorts.map((n) => `${PROTO_NUMBERS[n.proto]}|${n.port}`));
-    for (const p of t.localPrefixes) {
-      const prefix = parsePrefix16(p.cidr);
-      const flags = p.bound ? LOCAL_BOUND : LOCAL_POD;
-      if (prefix.bits < 128) this.nets.push({ ...prefix, flags });
-      else {
-        const hex = prefix.address.toString('hex');
-        this.hosts.set(hex, (this.hosts.get(hex) ?? 0) | flags);
-      }
+    for (const family of [localFamily(t, true), localFamily(t, false)]) {
+      for (const [k, flags] of family.hosts) this.hosts.set(k, (this.hosts.get(k) ?? 0) | flags);
+      this.nets.push(...family.nets);
     }
   }
 
   /** Local flags of a 16-byte address (IPv4-mapped for IPv4): those of every local prefix that holds it. */
   localFlags(addr: Buffer): number {
-    let flags = this.hosts.get(addr.toString('hex')) ?? 0;
+    let flags = this.hosts.get(addr.toString('latin1')) ?? 0;
     const v4 = isV4Mapped(addr);
     for (const n of this.nets) if (n.v4 === v4 && inPrefix(addr, n)) flags |= n.flags;
     return flags;

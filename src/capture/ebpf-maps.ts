@@ -1,20 +1,16 @@
-// Contents of the eBPF program's maps: target sets -> map entries (ebpf-sync.ts writes the changes),
-// and per-CPU counter values -> samples.
-import { isSyscallError } from '../native/addon.js';
+// What the eBPF program's target maps hold (TARGET_MAPS, derived from the targets), the counter slots and
+// viptab places the agent hands out for the program's life, and TargetSync, which writes only what changed.
 import type { BpfAddon } from '../native/bpf.js';
 import {
   addressWord,
-  COUNTER_KEY_SIZE,
-  COUNTER_VALUE_SIZE,
-  CTR_VAL_BYTES,
-  CTR_VAL_PACKETS,
+  bytesText,
+  type CounterId,
   configValue,
-  decodeCounterKey,
+  counterIdOf,
   FILTERS_HOST,
   FILTERS_VALUE_SIZE,
   hostBit,
-  LOCAL_BOUND,
-  LOCAL_POD,
+  isVip4,
   MAP_CONFIG,
   MAP_FILTERS,
   MAP_HOSTS4,
@@ -23,39 +19,33 @@ import {
   MAP_VIPS4,
   MAP_VIPS6,
   MAP_VIPTAB,
+  MAX_SLOTS,
   type Net4,
   type Net6,
   NODEPORT_SLOT_V4,
   NODEPORT_SLOT_V6,
   NODEPORT_VALUE_SIZE,
   nodePortBitmap,
-  nodePortIndex,
-  SLOTS_SEEN_VALUE_SIZE,
-  setBit,
-  u32Value,
-  VIPTAB_BUCKETS,
-} from './bpf-layout.js';
-import {
-  bytesText,
-  isVip4,
   nodePortCounterId,
+  nodePortIndex,
+  setBit,
   setVipKeyBits,
   textBytes,
+  u32Value,
+  VIP_BUCKET_ENTRIES,
+  VIP_BUCKET_MORE,
+  VIP_BUCKET_SIZE,
+  VIP_ENT_SIZE,
+  VIPTAB_BUCKETS,
   type VipKey,
   vipCounterId,
+  vipEntryOf,
+  vipFilterBit,
   vipKeyOf,
-} from './ebpf-keys.js';
-import type { SlotAllocator, VipTable } from './ebpf-tables.js';
-import {
-  address16,
-  type CounterSample,
-  inPrefix,
-  maskInPlace,
-  PROTO_NUMBERS,
-  type Prefix16,
-  parsePrefix16,
-  type Targets,
-} from './targets.js';
+} from './bpf-layout.js';
+import { type LocalPrefix, localFamily } from './classify.js';
+import { captureError } from './errors.js';
+import { address16, inPrefix, maskInPlace, PROTO_NUMBERS, parsePrefix16, type Targets } from './targets.js';
 
 /** key -> value, each as text (bytesText): text compares by value, as a Map key must. */
 export type MapContents = Map<string, string>;
@@ -63,21 +53,11 @@ export type MapContents = Map<string, string>;
 /** Prefixes per family compared in place before host addresses go to the hash (see localSets). */
 const INLINE_PREFIXES = 4;
 
-type LocalPrefix16 = Prefix16 & { flags: number; inHash?: boolean };
+type LocalPrefix16 = LocalPrefix & { inHash?: boolean };
 
 /** One family's local prefixes: host addresses (16-byte form as text) -> flags, and the prefixes compared in place. */
 function familySets(t: Targets, v4: boolean): { hosts: Map<string, number>; nets: LocalPrefix16[] } {
-  const hosts = new Map<string, number>();
-  const prefixes = new Map<string, LocalPrefix16>();
-  for (const lp of t.localPrefixes) {
-    const p = parsePrefix16(lp.cidr);
-    if (p.v4 !== v4) continue;
-    const flags = lp.bound ? LOCAL_BOUND : LOCAL_POD;
-    const k = bytesText(p.address);
-    if (p.bits === 128) hosts.set(k, (hosts.get(k) ?? 0) | flags);
-    else prefixes.set(`${k}/${p.bits}`, { ...p, flags: flags | (prefixes.get(`${k}/${p.bits}`)?.flags ?? 0) });
-  }
-  const nets = [...prefixes.values()];
+  const { hosts, nets } = localFamily(t, v4);
   // The first host addresses (node IPs precede kube-ipvs0's VIPs) are compared in place, with the flags of
   // their prefixes, so that a packet from the node itself ends the program's search early.
   const inline: LocalPrefix16[] = [];
@@ -89,8 +69,7 @@ function familySets(t: Targets, v4: boolean): { hosts: Map<string, number>; nets
     hosts.delete(k);
   }
   const hashed = [...hosts.keys()].map(textBytes);
-  for (const n of nets) n.inHash = hashed.some((a) => inPrefix(a, n));
-  return { hosts, nets: [...inline, ...nets] };
+  return { hosts, nets: [...inline, ...nets.map((n) => ({ ...n, inHash: hashed.some((a) => inPrefix(a, n)) }))] };
 }
 
 /** The node's local prefixes as the program reads them: a short list compared in place, the rest in exact hashes. */
@@ -121,6 +100,8 @@ export function localSets(t: Targets): {
   };
 }
 
+const LINK_LOCAL = [parsePrefix16('169.254.0.0/16'), parsePrefix16('fe80::/10')];
+
 export const FAMILY_V4 = 1;
 export const FAMILY_V6 = 2;
 
@@ -131,11 +112,9 @@ export const FAMILY_V6 = 2;
 export function slotFamilies(t: Targets): number {
   let fams = 0;
   for (const lp of t.localPrefixes) {
-    const { address: a, bits, v4 } = parsePrefix16(lp.cidr);
-    const linkLocal = v4
-      ? bits >= 96 + 16 && a[12] === 169 && a[13] === 254
-      : bits >= 10 && a[0] === 0xfe && (a[1]! & 0xc0) === 0x80;
-    if (!linkLocal) fams |= v4 ? FAMILY_V4 : FAMILY_V6;
+    const p = parsePrefix16(lp.cidr);
+    const linkLocal = LINK_LOCAL.some((ll) => ll.v4 === p.v4 && p.bits >= ll.bits && inPrefix(p.address, ll));
+    if (!linkLocal) fams |= p.v4 ? FAMILY_V4 : FAMILY_V6;
   }
   return fams;
 }
@@ -155,8 +134,8 @@ export type TargetMap = (typeof TARGET_MAPS)[number];
 
 /**
  * What the target maps must hold; slots go to VIPs in target order, then to NodePorts per slotFamilies family.
- * vips: keys in target order (a duplicate target repeats its key); nodePortFamilies: the families whose NodePort
- * keys were given slots. Throws (before handing out any slot) when the targets do not fit the program.
+ * vips: keys in target order (a duplicate target repeats its key); nodePorts: index -> u32 value (0: no slot yet).
+ * Throws (before handing out any slot) when the targets do not fit the program.
  */
 export function wantedMaps(t: Targets, slots?: SlotAllocator) {
   const local = localSets(t);
@@ -171,284 +150,307 @@ export function wantedMaps(t: Targets, slots?: SlotAllocator) {
   }
   for (const k of local.hosts4.keys()) setBit(filters, FILTERS_HOST, hostBit(textBytes(k).readUInt32LE(0)));
   for (const k of local.hosts6.keys()) setBit(filters, FILTERS_HOST, hostBit(addressWord(textBytes(k), false)));
-  const nodePorts: number[] = [];
+  const nodePorts = new Map<number, number>();
   const fams = slotFamilies(t);
   for (const n of t.nodePorts) {
     const proto = PROTO_NUMBERS[n.proto];
     setBit(filters, nodePortBitmap(proto), n.port);
-    if (fams & FAMILY_V4) slots?.slotOf(nodePortCounterId(n.port, proto, false));
-    if (fams & FAMILY_V6) slots?.slotOf(nodePortCounterId(n.port, proto, true));
-    nodePorts.push(nodePortIndex(proto, n.port));
+    let value = 0;
+    for (const [family, v6, at] of NODEPORT_FAMILIES) {
+      const id = nodePortCounterId(n.port, proto, v6);
+      // A family without a source now keeps the slot it had, if any; the u16 at byte `at` of the u32 value.
+      value |= ((fams & family ? slots?.slotOf(id) : slots?.find(id)) ?? 0) << (8 * at);
+    }
+    nodePorts.set(nodePortIndex(proto, n.port), value >>> 0);
   }
-  return { vips, nodePorts, nodePortFamilies: fams, hosts4: local.hosts4, hosts6: local.hosts6, config, filters };
+  return { vips, nodePorts, hosts4: local.hosts4, hosts6: local.hosts6, config, filters };
 }
 
-const PROTO_NUMBERS_BY_SLOT = [PROTO_NUMBERS.tcp, PROTO_NUMBERS.udp, PROTO_NUMBERS.sctp];
+const NODEPORT_FAMILIES = [
+  [FAMILY_V4, false, NODEPORT_SLOT_V4],
+  [FAMILY_V6, true, NODEPORT_SLOT_V6],
+] as const;
 
-/** The nodeports value at `index`: loop_return slots per family, 0 where none is handed out. */
-export function nodePortValue(index: number, slots?: SlotAllocator): Buffer {
-  const value = Buffer.alloc(NODEPORT_VALUE_SIZE);
-  if (slots) {
-    const proto = PROTO_NUMBERS_BY_SLOT[Math.floor(index / 65536)]!;
-    value.writeUInt16LE(slots.find(nodePortCounterId(index % 65536, proto, false)), NODEPORT_SLOT_V4);
-    value.writeUInt16LE(slots.find(nodePortCounterId(index % 65536, proto, true)), NODEPORT_SLOT_V6);
-  }
-  return value;
-}
-
-/** The vips4/vips6 value of a key: its to_lb slot, 0 without slots. */
-export const vipValue = (k: VipKey, slots?: SlotAllocator): Buffer => u32Value(slots?.find(vipCounterId(k)) ?? 0);
+/** A VIP key's to_lb slot, 0 without slots. */
+const vipSlot = (k: VipKey, slots?: SlotAllocator): number => slots?.find(vipCounterId(k)) ?? 0;
 
 /** Map name -> contents for every TARGET_MAPS map; slots are 0 without `slots`, viptab empty without `table`. */
 export function targetMaps(t: Targets, slots?: SlotAllocator, table?: VipTable): Record<string, MapContents> {
   const w = wantedMaps(t, slots);
   const maps: Record<string, MapContents> = Object.fromEntries(TARGET_MAPS.map((m) => [m, new Map()]));
   const put = (map: string, key: Buffer, value: Buffer) => maps[map]!.set(bytesText(key), bytesText(value));
-  for (const k of w.vips) put(isVip4(k) ? MAP_VIPS4 : MAP_VIPS6, textBytes(k), vipValue(k, slots));
+  for (const k of w.vips) put(isVip4(k) ? MAP_VIPS4 : MAP_VIPS6, textBytes(k), u32Value(vipSlot(k, slots)));
   if (table) {
     table.update(w.vips);
-    const slotOf = (k: VipKey) => slots?.find(vipCounterId(k)) ?? 0;
+    const slotOf = (k: VipKey) => vipSlot(k, slots);
     for (let b = 0; b < VIPTAB_BUCKETS; b++) if (table.inUse(b)) put(MAP_VIPTAB, u32Value(b), table.bucket(b, slotOf));
   }
   for (const [k, flags] of w.hosts4) put(MAP_HOSTS4, textBytes(k), u32Value(flags));
   for (const [k, flags] of w.hosts6) put(MAP_HOSTS6, textBytes(k), u32Value(flags));
-  for (const i of w.nodePorts) put(MAP_NODEPORTS, u32Value(i), nodePortValue(i, slots));
+  for (const [i, value] of w.nodePorts) put(MAP_NODEPORTS, u32Value(i), u32Value(value));
   put(MAP_CONFIG, u32Value(0), w.config);
   put(MAP_FILTERS, u32Value(0), w.filters);
   return maps;
 }
 
-/** ENOTSUPP (524) is 5.10's answer for per-CPU arrays; EINVAL comes from kernels before 5.6 without the command. */
-export function batchUnsupported(e: unknown): boolean {
-  return isSyscallError(e) && (e.errno === 524 || e.code === 'EOPNOTSUPP' || e.code === 'EINVAL');
-}
+/**
+ * Counter slots of the `slots` array: a key keeps its slot for the agent's life and a slot never changes key,
+ * so per-CPU sums stay monotonic; past MAX_SLOTS - 1 new keys get 0 and are counted in the counters hash.
+ */
+export class SlotAllocator {
+  private readonly slotById = new Map<CounterId, number>();
+  /** Position p: the counter id of slot p + 1. */
+  private readonly idBySlot: CounterId[] = [];
 
-/** Per-CPU values occupy one 8-byte-aligned slot per possible CPU. */
-export function perCpuStride(valueSize: number): number {
-  return Math.ceil(valueSize / 8) * 8;
-}
+  constructor(private readonly max = MAX_SLOTS) {}
 
-/** Counter values read with batch lookups, or one lookup per key once the kernel refused a batch lookup. */
-abstract class PerCpuCounterReader {
-  protected readonly token = Buffer.alloc(8);
-  protected readonly status = new Int32Array(2);
-  protected readonly stride = perCpuStride(COUNTER_VALUE_SIZE);
-  /** Set once the kernel refused a batch lookup (kernels before 5.6 have none for hashes, 5.10 for per-CPU arrays). */
-  private batchless = false;
-
-  constructor(
-    protected readonly addon: BpfAddon,
-    protected readonly fd: number,
-    protected readonly cpus: number,
-  ) {}
-
-  protected readBatchesOrByKey(batches: () => CounterSample[], byKey: () => CounterSample[]): CounterSample[] {
-    if (!this.batchless) {
-      try {
-        return batches();
-      } catch (e) {
-        if (!batchUnsupported(e)) throw e;
-        this.batchless = true;
-      }
-    }
-    return byKey();
+  /** The slot of a struct ctr_key, handed out now if it has none and one is left; 0 when none is. */
+  slot(key: Uint8Array): number {
+    return this.slotOf(counterIdOf(key));
   }
 
-  /** Sum over CPUs of the u64 at `field` of the i-th per-CPU value in `values` (exact below 2^53). */
-  protected sum(values: Buffer, i: number, field: number): number {
-    let total = 0;
-    const base = i * this.cpus * this.stride + field;
-    for (let c = 0; c < this.cpus; c++) {
-      const off = base + c * this.stride;
-      total += values.readUInt32LE(off) + values.readUInt32LE(off + 4) * 0x1_0000_0000;
-    }
-    return total;
-  }
-}
-
-type CounterKey = ReturnType<typeof decodeCounterKey>;
-
-/** Sums the per-CPU counters hash with batch lookups whose buffers grow only while batches come back full. */
-export class CounterMapReader extends PerCpuCounterReader {
-  private keys: Buffer;
-  private values: Buffer;
-  private size: number;
-  /** Decoded keys by raw bytes: keys stay the same from one read to the next. */
-  private decoded = new Map<string, CounterKey>();
-
-  constructor(
-    addon: BpfAddon,
-    fd: number,
-    cpus: number,
-    private readonly batch = 4096,
-    first = 128,
-  ) {
-    super(addon, fd, cpus);
-    this.size = Math.min(first, batch);
-    this.keys = Buffer.alloc(this.size * COUNTER_KEY_SIZE);
-    this.values = Buffer.alloc(this.size * cpus * this.stride);
+  slotOf(id: CounterId): number {
+    const had = this.find(id);
+    if (had !== 0 || this.used >= this.max) return had;
+    const slot = this.used;
+    this.slotById.set(id, slot);
+    this.idBySlot.push(id);
+    return slot;
   }
 
-  get batchSize(): number {
-    return this.size;
+  /** The slot `id` has, 0 if none (none is handed out). */
+  find(id: CounterId): number {
+    return this.slotById.get(id) ?? 0;
   }
 
-  read(): CounterSample[] {
-    return this.readBatchesOrByKey(
-      () => this.readBatches(),
-      () => this.readByKey(),
-    );
+  /** The struct ctr_key slot `slot` counts. */
+  keyOf(slot: number): Buffer {
+    if (!Number.isInteger(slot) || slot < 1 || slot >= this.used)
+      throw new RangeError(`slot ${slot} was not handed out`);
+    return textBytes(this.idBySlot[slot - 1]!);
   }
 
-  /** One lookup per key, walking the keys; for kernels without batch lookups of hashes (before 5.6). */
-  private readByKey(): CounterSample[] {
-    const out: CounterSample[] = [];
-    const seen = new Map<string, CounterKey>();
-    const key = Buffer.alloc(COUNTER_KEY_SIZE);
-    const next = Buffer.alloc(COUNTER_KEY_SIZE);
-    const value = Buffer.alloc(this.cpus * this.stride);
-    for (
-      let more = this.addon.bpfMapGetNextKey(this.fd, null, next);
-      more;
-      more = this.addon.bpfMapGetNextKey(this.fd, key, next)
-    ) {
-      next.copy(key);
-      // A key deleted between the walk and the lookup has nothing left to count.
-      if (this.addon.bpfMapLookup(this.fd, key, value)) this.sample(out, seen, key, value, 0);
-    }
-    this.decoded = seen;
-    return out;
-  }
-
-  private readBatches(): CounterSample[] {
-    const out: CounterSample[] = [];
-    const seen = new Map<string, CounterKey>();
-    for (let first = true; ; first = false) {
-      this.addon.bpfMapLookupBatch(this.fd, this.keys, this.values, this.token, first, this.status, this.size);
-      const n = this.status[0]!;
-      for (let i = 0; i < n; i++) this.sample(out, seen, this.keys, this.values, i);
-      if (this.status[1] || n === 0) break;
-      // More to come after a full batch: larger batches from now on (the token keeps the place).
-      if (n >= this.size && this.size < this.batch) {
-        this.size = Math.min(this.batch, this.size * 4);
-        this.keys = Buffer.alloc(this.size * COUNTER_KEY_SIZE);
-        this.values = Buffer.alloc(this.size * this.cpus * this.stride);
-      }
-    }
-    this.decoded = seen;
-    return out;
-  }
-
-  /** Adds the i-th key of `keys` with its value in `values` to `out`, and its decoded key to `seen`. */
-  private sample(out: CounterSample[], seen: Map<string, CounterKey>, keys: Buffer, values: Buffer, i: number): void {
-    const raw = keys.toString('latin1', i * COUNTER_KEY_SIZE, (i + 1) * COUNTER_KEY_SIZE);
-    const key = this.decoded.get(raw) ?? decodeCounterKey(keys, i * COUNTER_KEY_SIZE);
-    seen.set(raw, key);
-    out.push({
-      target: key.target,
-      port: key.port,
-      proto: key.proto,
-      kind: key.kind,
-      direction: key.direction,
-      packets: this.sum(values, i, CTR_VAL_PACKETS),
-      bytes: this.sum(values, i, CTR_VAL_BYTES),
-    });
+  /** Slots handed out, slot 0 included (the part of the array the reader reads). */
+  get used(): number {
+    return this.idBySlot.length + 1;
   }
 }
 
 /**
- * Reads only the slots the program marked in `slots_seen`, because the kernel copies per-CPU values one
- * element at a time; many marked slots are read with batch lookups.
+ * Where each VIP entry sits in `viptab`: an entry keeps its place while its key stays, because the program may
+ * read a bucket while it is rewritten; a key finding no free entry is looked up in vips4/vips6 (`more`).
  */
-export class SlotMapReader extends PerCpuCounterReader {
-  private keys = Buffer.alloc(0);
-  private values = Buffer.alloc(0);
-  private readonly decoded: CounterKey[] = [];
-  private readonly seen = Buffer.alloc(SLOTS_SEEN_VALUE_SIZE);
-  private readonly key = Buffer.alloc(4);
-  private readonly one: Buffer;
+export class VipTable {
+  /** Entry i of bucket b at b * VIP_BUCKET_ENTRIES + i: its key, undefined when free. Allocated with the first key. */
+  private entries: (VipKey | undefined)[] = [];
+  private readonly more = new Set<VipKey>();
+  /** Per bucket with any, how many of `more` are its. */
+  private readonly moreCount = new Map<number, number>();
 
-  constructor(
-    addon: BpfAddon,
-    fd: number,
-    private readonly seenFd: number,
-    cpus: number,
-    private readonly slots: SlotAllocator,
-    private readonly batch = 4096,
-  ) {
-    super(addon, fd, cpus);
-    this.one = Buffer.alloc(cpus * this.stride);
-  }
-
-  read(): CounterSample[] {
-    const used = this.slots.used;
-    if (used <= 1) return [];
-    // A slot not marked is zero on every CPU: the mark is set after the counts, and never cleared.
-    if (!this.addon.bpfMapLookup(this.seenFd, this.key.fill(0), this.seen)) return this.readAll(used);
-    const marked: number[] = [];
-    for (let at = this.seen.indexOf(1, 1); at >= 0 && at < used; at = this.seen.indexOf(1, at + 1)) marked.push(at);
-    if (marked.length * 4 > used) return this.readAll(used);
-    return this.readEach(marked);
-  }
-
-  /** Every slot handed out: with batch lookups, or one lookup per slot where the kernel has none for per-CPU arrays. */
-  private readAll(used: number): CounterSample[] {
-    return this.readBatchesOrByKey(
-      () => this.readBatches(used),
-      () => this.readEach(Array.from({ length: used - 1 }, (_, i) => i + 1)),
-    );
-  }
-
-  private readEach(slots: number[]): CounterSample[] {
-    const out: CounterSample[] = [];
-    for (const slot of slots) {
-      this.key.writeUInt32LE(slot, 0);
-      if (this.addon.bpfMapLookup(this.fd, this.key, this.one)) this.sample(out, slot, this.one, 0);
+  /**
+   * Makes the table hold exactly the keys of `wanted` (duplicates are one key) and says what changed; buckets:
+   * those whose value changed (an entry taken or freed, `more` set or cleared), each once.
+   */
+  update(wanted: Iterable<VipKey>): { added: VipKey[]; removed: VipKey[]; buckets: number[] } {
+    const change = { added: [] as VipKey[], removed: [] as VipKey[], buckets: [] as number[] };
+    if (this.entries.length === 0) this.entries = new Array(VIPTAB_BUCKETS * VIP_BUCKET_ENTRIES).fill(undefined);
+    // Buckets touched -> their value before, so a `more` key replaced by another leaves the bucket unwritten.
+    const before = new Map<number, string>();
+    const touch = (b: number) => {
+      if (!before.has(b)) before.set(b, this.signature(b));
+    };
+    // Keys staying are marked, new ones kept for after the frees: a freed entry goes to a new key of its bucket.
+    const stays = new Set<number>();
+    const moreStays = new Set<VipKey>();
+    const fresh: VipKey[] = [];
+    for (const k of wanted) {
+      const at = this.entryOf(bucketOf(k), k);
+      if (at >= 0) stays.add(at);
+      else if (this.more.has(k)) moreStays.add(k);
+      else fresh.push(k);
     }
-    return out;
-  }
-
-  private readBatches(used: number): CounterSample[] {
-    const size = Math.min(used, this.batch);
-    if (this.keys.length < size * 4) {
-      this.keys = Buffer.alloc(size * 4);
-      this.values = Buffer.alloc(size * this.cpus * this.stride);
+    for (const [at, k] of this.entries.entries()) {
+      if (k === undefined || stays.has(at)) continue;
+      change.removed.push(k);
+      touch(Math.floor(at / VIP_BUCKET_ENTRIES));
+      this.entries[at] = undefined;
     }
-    const out: CounterSample[] = [];
-    for (let done = 0, first = true; done < used; first = false) {
-      const max = Math.min(size, used - done);
-      this.addon.bpfMapLookupBatch(this.fd, this.keys, this.values, this.token, first, this.status, max);
-      const n = this.status[0]!;
-      for (let i = 0; i < n; i++) {
-        const slot = this.keys.readUInt32LE(i * 4);
-        if (slot !== 0 && slot < used) this.sample(out, slot, this.values, i);
+    for (const k of this.more) {
+      if (moreStays.has(k)) continue;
+      change.removed.push(k);
+      this.more.delete(k);
+      const b = bucketOf(k);
+      touch(b);
+      this.countMore(b, -1);
+    }
+    for (const k of fresh) {
+      const b = bucketOf(k);
+      if (this.entryOf(b, k) >= 0 || this.more.has(k)) continue; // a duplicate of one placed just now
+      change.added.push(k);
+      touch(b);
+      const free = this.entryOf(b, undefined);
+      if (free >= 0) this.entries[free] = k;
+      else {
+        this.more.add(k);
+        this.countMore(b, 1);
       }
-      done += n;
-      if (this.status[1] || n === 0) break;
     }
-    return out;
+    for (const [b, was] of before) if (this.signature(b) !== was) change.buckets.push(b);
+    return change;
   }
 
-  private sample(out: CounterSample[], slot: number, values: Buffer, i: number): void {
-    const packets = this.sum(values, i, CTR_VAL_PACKETS);
-    if (packets === 0) return;
-    const key = this.decoded[slot] ?? decodeCounterKey(this.slots.keyOf(slot), 0);
-    this.decoded[slot] = key;
-    out.push({ ...key, packets, bytes: this.sum(values, i, CTR_VAL_BYTES) });
+  /** What bucket b's value is made of: its entries' keys (their slots follow from them) and `more`. */
+  private signature(b: number): string {
+    let s = this.moreCount.has(b) ? 'more' : '';
+    for (const k of this.bucketEntries(b)) s += `|${k ?? ''}`;
+    return s;
+  }
+
+  has(k: VipKey): boolean {
+    return this.more.has(k) || (this.entries.length > 0 && this.entryOf(bucketOf(k), k) >= 0);
+  }
+
+  /** Keys in the table, for tests: in a bucket's entries, and looked up in the hash only. */
+  counts(): { inBuckets: number; more: number } {
+    return { inBuckets: this.entries.filter((k) => k !== undefined).length, more: this.more.size };
+  }
+
+  /** Whether bucket b holds an entry or has `more` set (a bucket not in use is all zeros). */
+  inUse(b: number): boolean {
+    return this.moreCount.has(b) || this.bucketEntries(b).some((k) => k !== undefined);
+  }
+
+  /** Bucket b's struct vip_bucket, each entry with the slot `slotOf` gives its key. */
+  bucket(b: number, slotOf: (k: VipKey) => number): Buffer {
+    const v = Buffer.alloc(VIP_BUCKET_SIZE);
+    for (const [i, k] of this.bucketEntries(b).entries()) {
+      if (k !== undefined) v.set(vipEntryOf(k, slotOf(k)), i * VIP_ENT_SIZE);
+    }
+    v.writeUInt32LE(this.moreCount.has(b) ? 1 : 0, VIP_BUCKET_MORE);
+    return v;
+  }
+
+  private bucketEntries(b: number): (VipKey | undefined)[] {
+    return this.entries.slice(b * VIP_BUCKET_ENTRIES, (b + 1) * VIP_BUCKET_ENTRIES);
+  }
+
+  private countMore(b: number, delta: number): void {
+    const n = (this.moreCount.get(b) ?? 0) + delta;
+    if (n === 0) this.moreCount.delete(b);
+    else this.moreCount.set(b, n);
+  }
+
+  /** The entry of bucket b holding k (a free one for undefined), -1 if none. */
+  private entryOf(b: number, k: VipKey | undefined): number {
+    const i = this.bucketEntries(b).indexOf(k);
+    return i < 0 ? -1 : b * VIP_BUCKET_ENTRIES + i;
   }
 }
 
-/** One sample per key: a NodePort key may be counted in both the hash and, once it gets a slot, its slot. */
-export function mergeSamples(a: CounterSample[], b: CounterSample[]): CounterSample[] {
-  if (b.length === 0) return a;
-  const byKey = new Map<string, CounterSample>();
-  for (const s of [...a, ...b]) {
-    const k = `${s.target}|${s.port}|${s.proto}|${s.kind}|${s.direction}`;
-    const had = byKey.get(k);
-    if (had) {
-      had.packets += s.packets;
-      had.bytes += s.bytes;
-    } else byKey.set(k, { ...s });
+/** A key's viptab bucket: its filter bit, masked. */
+export const bucketOf = (k: VipKey): number => vipFilterBit(k) & (VIPTAB_BUCKETS - 1);
+
+const KEY0 = u32Value(0);
+const BPF_ANY = 0;
+/** A nodeports entry that goes is written as zeros: entries of an array map cannot be deleted. */
+const ZERO_NODEPORT = Buffer.alloc(NODEPORT_VALUE_SIZE);
+
+export class TargetSync {
+  readonly slots: SlotAllocator;
+  /** Where each VIP entry sits in the viptab buckets; its keys are those of vips4/vips6. */
+  readonly table = new VipTable();
+  /** VIP keys and buckets changed in the table but maybe not in the kernel: this sync's, or a failed write's. */
+  private readonly pending4 = new Set<VipKey>();
+  private readonly pending6 = new Set<VipKey>();
+  private readonly pendingBuckets = new Set<number>();
+  /** hosts4, hosts6 and nodeports as written: key -> u32 value, -1 where unknown after a failed write. */
+  private readonly mirrors = new Map<string, Map<string | number, number>>();
+  /** The config's and filters' value as written, by map name; none before the first write, or after a failed one. */
+  private readonly values: Record<string, Buffer> = {};
+
+  constructor(
+    private readonly addon: BpfAddon,
+    private readonly fds: Record<string, number>,
+    maxSlots?: number,
+  ) {
+    this.slots = new SlotAllocator(maxSlots);
   }
-  return [...byKey.values()];
+
+  /** Throws a CaptureError ('maps') naming the map whose write failed; the next sync completes the work. */
+  sync(t: Targets): void {
+    let w: ReturnType<typeof wantedMaps>;
+    try {
+      w = wantedMaps(t, this.slots);
+    } catch (e) {
+      throw captureError(e, 'maps', 'preparing the eBPF maps');
+    }
+    const change = this.table.update(w.vips);
+    for (const k of [...change.added, ...change.removed]) (isVip4(k) ? this.pending4 : this.pending6).add(k);
+    for (const b of change.buckets) this.pendingBuckets.add(b);
+    const steps: Record<TargetMap, () => void> = {
+      [MAP_VIPS4]: () => this.syncVips(MAP_VIPS4, this.pending4),
+      [MAP_VIPS6]: () => this.syncVips(MAP_VIPS6, this.pending6),
+      [MAP_VIPTAB]: () => this.syncBuckets(),
+      [MAP_HOSTS4]: () => this.syncMirrored(MAP_HOSTS4, w.hosts4, textBytes),
+      [MAP_HOSTS6]: () => this.syncMirrored(MAP_HOSTS6, w.hosts6, textBytes),
+      [MAP_NODEPORTS]: () =>
+        this.syncMirrored(MAP_NODEPORTS, new Map([...w.nodePorts].filter(([, v]) => v !== 0)), u32Value),
+      [MAP_CONFIG]: () => this.syncValue(MAP_CONFIG, w.config),
+      [MAP_FILTERS]: () => this.syncValue(MAP_FILTERS, w.filters),
+    };
+    for (const name of TARGET_MAPS) {
+      try {
+        steps[name]();
+      } catch (e) {
+        throw captureError(e, 'maps', `updating the eBPF ${name} map`);
+      }
+    }
+  }
+
+  /** Keys in the table written with their slot, first; then the others deleted. */
+  private syncVips(name: string, pending: Set<VipKey>): void {
+    const fd = this.fds[name]!;
+    for (const k of pending) {
+      if (this.table.has(k)) this.addon.bpfMapUpdate(fd, textBytes(k), u32Value(vipSlot(k, this.slots)), BPF_ANY);
+    }
+    for (const k of pending) if (!this.table.has(k)) this.addon.bpfMapDelete(fd, textBytes(k));
+    pending.clear();
+  }
+
+  private syncBuckets(): void {
+    const slotOf = (k: VipKey) => vipSlot(k, this.slots);
+    for (const b of this.pendingBuckets) {
+      this.addon.bpfMapUpdate(this.fds[MAP_VIPTAB]!, u32Value(b), this.table.bucket(b, slotOf), BPF_ANY);
+      this.pendingBuckets.delete(b);
+    }
+  }
+
+  /**
+   * Writes new and changed entries, then removes those gone (a hash deletes them, the nodeports array is zeroed), so
+   * a key present in both never disappears; an array entry of zeros is never written, since it is there already.
+   */
+  private syncMirrored<K extends string | number>(name: string, next: Map<K, number>, keyBytes: (k: K) => Buffer) {
+    const fd = this.fds[name]!;
+    const current = (this.mirrors.get(name) ?? new Map()) as Map<K, number>;
+    const changed = [...next].filter(([k, value]) => current.get(k) !== value);
+    const gone = [...current.keys()].filter((k) => !next.has(k));
+    if (changed.length || gone.length) {
+      // Until done, the map holds a mix of both: every key has an unknown value for the next sync to rewrite or remove.
+      this.mirrors.set(name, new Map([...current.keys(), ...next.keys()].map((k) => [k, -1])));
+      for (const [k, value] of changed) this.addon.bpfMapUpdate(fd, keyBytes(k), u32Value(value), BPF_ANY);
+      for (const k of gone) {
+        if (name === MAP_NODEPORTS) this.addon.bpfMapUpdate(fd, keyBytes(k), ZERO_NODEPORT, BPF_ANY);
+        else this.addon.bpfMapDelete(fd, keyBytes(k));
+      }
+    }
+    this.mirrors.set(name, next);
+  }
+
+  /** A one-value array map (config, filters): written when its value differs from the one written last. */
+  private syncValue(name: string, next: Buffer): void {
+    if (this.values[name]?.equals(next)) return;
+    delete this.values[name]; // unknown, should the write fail
+    this.addon.bpfMapUpdate(this.fds[name]!, KEY0, next, BPF_ANY);
+    this.values[name] = next;
+  }
 }

@@ -8,6 +8,11 @@ import { projectRoot } from '../native/addon.js';
 import { type BpfAddon, type BpfObject, bpfAddon, readPerCpuU64 } from '../native/bpf.js';
 import { type Attachment, attachPrograms, removeTcLeftovers } from './attach.js';
 import {
+  COUNTER_KEY_SIZE,
+  COUNTER_VALUE_SIZE,
+  CTR_VAL_BYTES,
+  CTR_VAL_PACKETS,
+  decodeCounterKey,
   MAP_COUNTERS,
   MAP_SLOTS,
   MAP_SLOTS_SEEN,
@@ -15,21 +20,19 @@ import {
   MAX_VIPS_PER_FAMILY,
   PROG_EGRESS,
   PROG_INGRESS,
+  SLOTS_SEEN_VALUE_SIZE,
   STAT_COUNTERS_FULL,
 } from './bpf-layout.js';
 import type { Counter, CounterOptions } from './counter-types.js';
-import { CounterMapReader, mergeSamples, SlotMapReader, TARGET_MAPS } from './ebpf-maps.js';
-import { TargetSync } from './ebpf-sync.js';
-import { CaptureError, captureError } from './errors.js';
-import { type LinkNow, LinkPackets, type PacketCounts } from './link-packets.js';
-import { type CounterReading, type Targets, validateTargets } from './targets.js';
+import { type SlotAllocator, TARGET_MAPS, TargetSync } from './ebpf-maps.js';
+import { CaptureError, type CaptureStep, captureError, kernelLacksIt } from './errors.js';
+import { ENODEV, type LinkNow, LinkPackets, type PacketCounts } from './link-packets.js';
+import { type CounterReading, type CounterSample, type Targets, validateTargets } from './targets.js';
 
 /** Where binding.gyp (target clbprobe_bpf) puts the object for Ethernet frames, or with `l3` for IP frames. */
 export function bpfObjectPath(l3 = false): string {
   return join(projectRoot(), 'build', 'Release', l3 ? 'clbprobe-l3.bpf.o' : 'clbprobe.bpf.o');
 }
-
-const ENODEV = 19;
 
 /** ARPHRD_* types whose frames start with a 14-byte Ethernet header. */
 const ETHERNET_TYPES = new Set([1 /* ETHER */, 772 /* LOOPBACK */]);
@@ -89,36 +92,25 @@ export class EbpfCounter implements Counter {
         throw new CaptureError(`${what}: interface ${opts.ifname}: No such device`, 'ENODEV', 'attach');
       throw captureError(e, 'attach', what);
     }
+    const addon = bpfAddon();
+    let obj: BpfObject | undefined;
     let counter: EbpfCounter;
     try {
       const path = bpfObjectPath(isL3LinkType(link.type));
       if (!existsSync(path)) {
         throw new CaptureError(`eBPF program not built (${path} missing); run: npm run build`, 'ENOENT', 'load');
       }
-      const addon = bpfAddon();
-      let obj: BpfObject;
-      try {
-        obj = addon.bpfObjectOpen(path);
-      } catch (e) {
-        throw captureError(e, 'load', `opening ${path}`);
-      }
-      let attachment: Attachment;
-      try {
-        addon.bpfObjectLoad(obj);
-      } catch (e) {
-        addon.bpfObjectClose(obj);
-        throw captureError(e, 'load', 'loading the eBPF counter program');
-      }
-      try {
-        const target = { ifname: opts.ifname, netnsPath: opts.netnsPath };
+      const opened = step('load', `opening ${path}`, () => addon.bpfObjectOpen(path));
+      obj = opened;
+      step('load', 'loading the eBPF counter program', () => addon.bpfObjectLoad(opened));
+      const target = { ifname: opts.ifname, netnsPath: opts.netnsPath };
+      const attachment = step('attach', what, () => {
         removeTcLeftovers(addon, target, opts.logger);
-        attachment = attachPrograms(addon, programFds(addon, obj), target, opts.attach ?? 'auto', opts.logger);
-      } catch (e) {
-        addon.bpfObjectClose(obj);
-        throw captureError(e, 'attach', what);
-      }
-      counter = new EbpfCounter(addon, obj, attachment, link, opts.ifname, opts.netnsPath, opts.logger);
+        return attachPrograms(addon, programFds(addon, opened), target, opts.attach ?? 'auto', opts.logger);
+      });
+      counter = new EbpfCounter(addon, opened, attachment, link, opts.ifname, opts.netnsPath, opts.logger);
     } catch (e) {
+      if (obj) addon.bpfObjectClose(obj);
       link.close();
       throw e;
     }
@@ -264,7 +256,249 @@ export class EbpfCounter implements Counter {
   }
 }
 
+/** Runs one step of opening the counter; a failure becomes a CaptureError of `captureStep` saying `what` failed. */
+function step<T>(captureStep: CaptureStep, what: string, run: () => T): T {
+  try {
+    return run();
+  } catch (e) {
+    throw captureError(e, captureStep, what);
+  }
+}
+
 /** The programs' fds keyed by program name, as attachPrograms takes them. */
 function programFds(addon: BpfAddon, obj: BpfObject): Record<string, number> {
   return Object.fromEntries([PROG_INGRESS, PROG_EGRESS].map((p) => [p, addon.bpfObjectProgFd(obj, p)]));
+}
+
+/** Per-CPU values occupy one 8-byte-aligned slot per possible CPU. */
+export function perCpuStride(valueSize: number): number {
+  return Math.ceil(valueSize / 8) * 8;
+}
+
+/** Counter values read with batch lookups, or one lookup per key once the kernel refused a batch lookup. */
+abstract class PerCpuCounterReader {
+  protected readonly token = Buffer.alloc(8);
+  protected readonly status = new Int32Array(2);
+  protected readonly stride = perCpuStride(COUNTER_VALUE_SIZE);
+  /** Set once the kernel refused a batch lookup (kernels before 5.6 have none for hashes, 5.10 for per-CPU arrays). */
+  private batchless = false;
+
+  constructor(
+    protected readonly addon: BpfAddon,
+    protected readonly fd: number,
+    protected readonly cpus: number,
+  ) {}
+
+  protected readBatchesOrByKey(batches: () => CounterSample[], byKey: () => CounterSample[]): CounterSample[] {
+    if (!this.batchless) {
+      try {
+        return batches();
+      } catch (e) {
+        if (!kernelLacksIt(e)) throw e;
+        this.batchless = true;
+      }
+    }
+    return byKey();
+  }
+
+  /** Sum over CPUs of the u64 at `field` of the i-th per-CPU value in `values` (exact below 2^53). */
+  protected sum(values: Buffer, i: number, field: number): number {
+    let total = 0;
+    const base = i * this.cpus * this.stride + field;
+    for (let c = 0; c < this.cpus; c++) {
+      const off = base + c * this.stride;
+      total += values.readUInt32LE(off) + values.readUInt32LE(off + 4) * 0x1_0000_0000;
+    }
+    return total;
+  }
+}
+
+type CounterKey = ReturnType<typeof decodeCounterKey>;
+
+/** Field by field, because spreading the decoded key makes a read several times slower. */
+const sampleOf = (key: CounterKey, packets: number, bytes: number): CounterSample => ({
+  target: key.target,
+  port: key.port,
+  proto: key.proto,
+  kind: key.kind,
+  direction: key.direction,
+  packets,
+  bytes,
+});
+
+/** Sums the per-CPU counters hash with batch lookups whose buffers grow only while batches come back full. */
+export class CounterMapReader extends PerCpuCounterReader {
+  private keys: Buffer;
+  private values: Buffer;
+  private size: number;
+  /** Decoded keys by raw bytes: keys stay the same from one read to the next. */
+  private decoded = new Map<string, CounterKey>();
+
+  constructor(
+    addon: BpfAddon,
+    fd: number,
+    cpus: number,
+    private readonly batch = 4096,
+    first = 128,
+  ) {
+    super(addon, fd, cpus);
+    this.size = Math.min(first, batch);
+    this.keys = Buffer.alloc(this.size * COUNTER_KEY_SIZE);
+    this.values = Buffer.alloc(this.size * cpus * this.stride);
+  }
+
+  get batchSize(): number {
+    return this.size;
+  }
+
+  read(): CounterSample[] {
+    return this.readBatchesOrByKey(
+      () => this.readBatches(),
+      () => this.readByKey(),
+    );
+  }
+
+  /** One lookup per key, walking the keys; for kernels without batch lookups of hashes (before 5.6). */
+  private readByKey(): CounterSample[] {
+    const out: CounterSample[] = [];
+    const seen = new Map<string, CounterKey>();
+    const key = Buffer.alloc(COUNTER_KEY_SIZE);
+    const next = Buffer.alloc(COUNTER_KEY_SIZE);
+    const value = Buffer.alloc(this.cpus * this.stride);
+    for (
+      let more = this.addon.bpfMapGetNextKey(this.fd, null, next);
+      more;
+      more = this.addon.bpfMapGetNextKey(this.fd, key, next)
+    ) {
+      next.copy(key);
+      // A key deleted between the walk and the lookup has nothing left to count.
+      if (this.addon.bpfMapLookup(this.fd, key, value)) this.sample(out, seen, key, value, 0);
+    }
+    this.decoded = seen;
+    return out;
+  }
+
+  private readBatches(): CounterSample[] {
+    const out: CounterSample[] = [];
+    const seen = new Map<string, CounterKey>();
+    for (let first = true; ; first = false) {
+      this.addon.bpfMapLookupBatch(this.fd, this.keys, this.values, this.token, first, this.status, this.size);
+      const n = this.status[0]!;
+      for (let i = 0; i < n; i++) this.sample(out, seen, this.keys, this.values, i);
+      if (this.status[1] || n === 0) break;
+      // More to come after a full batch: larger batches from now on (the token keeps the place).
+      if (n >= this.size && this.size < this.batch) {
+        this.size = Math.min(this.batch, this.size * 4);
+        this.keys = Buffer.alloc(this.size * COUNTER_KEY_SIZE);
+        this.values = Buffer.alloc(this.size * this.cpus * this.stride);
+      }
+    }
+    this.decoded = seen;
+    return out;
+  }
+
+  /** Adds the i-th key of `keys` with its value in `values` to `out`, and its decoded key to `seen`. */
+  private sample(out: CounterSample[], seen: Map<string, CounterKey>, keys: Buffer, values: Buffer, i: number): void {
+    const raw = keys.toString('latin1', i * COUNTER_KEY_SIZE, (i + 1) * COUNTER_KEY_SIZE);
+    const key = this.decoded.get(raw) ?? decodeCounterKey(keys, i * COUNTER_KEY_SIZE);
+    seen.set(raw, key);
+    out.push(sampleOf(key, this.sum(values, i, CTR_VAL_PACKETS), this.sum(values, i, CTR_VAL_BYTES)));
+  }
+}
+
+/**
+ * Reads only the slots the program marked in `slots_seen`, because the kernel copies per-CPU values one
+ * element at a time; many marked slots are read with batch lookups.
+ */
+export class SlotMapReader extends PerCpuCounterReader {
+  private keys = Buffer.alloc(0);
+  private values = Buffer.alloc(0);
+  private readonly decoded: CounterKey[] = [];
+  private readonly seen = Buffer.alloc(SLOTS_SEEN_VALUE_SIZE);
+  private readonly key = Buffer.alloc(4);
+  private readonly one: Buffer;
+
+  constructor(
+    addon: BpfAddon,
+    fd: number,
+    private readonly seenFd: number,
+    cpus: number,
+    private readonly slots: SlotAllocator,
+    private readonly batch = 4096,
+  ) {
+    super(addon, fd, cpus);
+    this.one = Buffer.alloc(cpus * this.stride);
+  }
+
+  read(): CounterSample[] {
+    const used = this.slots.used;
+    if (used <= 1) return [];
+    // A slot not marked is zero on every CPU: the mark is set after the counts, and never cleared.
+    if (!this.addon.bpfMapLookup(this.seenFd, this.key.fill(0), this.seen)) return this.readAll(used);
+    const marked: number[] = [];
+    for (let at = this.seen.indexOf(1, 1); at >= 0 && at < used; at = this.seen.indexOf(1, at + 1)) marked.push(at);
+    if (marked.length * 4 > used) return this.readAll(used);
+    return this.readEach(marked);
+  }
+
+  /** Every slot handed out: with batch lookups, or one lookup per slot where the kernel has none for per-CPU arrays. */
+  private readAll(used: number): CounterSample[] {
+    return this.readBatchesOrByKey(
+      () => this.readBatches(used),
+      () => this.readEach(Array.from({ length: used - 1 }, (_, i) => i + 1)),
+    );
+  }
+
+  private readEach(slots: number[]): CounterSample[] {
+    const out: CounterSample[] = [];
+    for (const slot of slots) {
+      this.key.writeUInt32LE(slot, 0);
+      if (this.addon.bpfMapLookup(this.fd, this.key, this.one)) this.sample(out, slot, this.one, 0);
+    }
+    return out;
+  }
+
+  private readBatches(used: number): CounterSample[] {
+    const size = Math.min(used, this.batch);
+    if (this.keys.length < size * 4) {
+      this.keys = Buffer.alloc(size * 4);
+      this.values = Buffer.alloc(size * this.cpus * this.stride);
+    }
+    const out: CounterSample[] = [];
+    for (let done = 0, first = true; done < used; first = false) {
+      const max = Math.min(size, used - done);
+      this.addon.bpfMapLookupBatch(this.fd, this.keys, this.values, this.token, first, this.status, max);
+      const n = this.status[0]!;
+      for (let i = 0; i < n; i++) {
+        const slot = this.keys.readUInt32LE(i * 4);
+        if (slot !== 0 && slot < used) this.sample(out, slot, this.values, i);
+      }
+      done += n;
+      if (this.status[1] || n === 0) break;
+    }
+    return out;
+  }
+
+  private sample(out: CounterSample[], slot: number, values: Buffer, i: number): void {
+    const packets = this.sum(values, i, CTR_VAL_PACKETS);
+    if (packets === 0) return;
+    const key = this.decoded[slot] ?? decodeCounterKey(this.slots.keyOf(slot), 0);
+    this.decoded[slot] = key;
+    out.push(sampleOf(key, packets, this.sum(values, i, CTR_VAL_BYTES)));
+  }
+}
+
+/** One sample per key: a NodePort key may be counted in both the hash and, once it gets a slot, its slot. */
+export function mergeSamples(a: CounterSample[], b: CounterSample[]): CounterSample[] {
+  if (b.length === 0) return a;
+  const byKey = new Map<string, CounterSample>();
+  for (const s of [...a, ...b]) {
+    const k = `${s.target}|${s.port}|${s.proto}|${s.kind}|${s.direction}`;
+    const had = byKey.get(k);
+    if (had) {
+      had.packets += s.packets;
+      had.bytes += s.bytes;
+    } else byKey.set(k, { ...s });
+  }
+  return [...byKey.values()];
 }

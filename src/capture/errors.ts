@@ -27,6 +27,11 @@ export class CaptureError extends Error {
   }
 }
 
+/** The kernel lacks the command or hook, not the right: ENOTSUPP (524), EOPNOTSUPP, or EINVAL from older kernels. */
+export function kernelLacksIt(e: unknown): boolean {
+  return isSyscallError(e) && (e.errno === 524 || e.code === 'EOPNOTSUPP' || e.code === 'EINVAL');
+}
+
 /** The end of a verifier log, as libbpf prints it with a failed load. */
 const VERIFIER_LOG = /-- END PROG LOAD LOG --|processed \d+ insns/;
 

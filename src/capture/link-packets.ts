@@ -19,7 +19,7 @@ const IFINFOMSG_LEN = 16;
 const IFLA_IFNAME = 3;
 const IFLA_STATS64 = 23;
 const IFLA_EXT_MASK = 29;
-const ENODEV = 19;
+export const ENODEV = 19;
 /** A link message without VF or extended info is ~1.5 KiB. */
 const REPLY_BYTES = 16 << 10;
 

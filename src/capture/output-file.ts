@@ -2,10 +2,7 @@
 // never turn a capture into a write elsewhere.
 import { constants, openSync } from 'node:fs';
 
-/**
- * Creates `file` for a capture alone (O_CREAT | O_EXCL | O_NOFOLLOW, mode 0600: packets are
- * private); returns its descriptor.
- */
+/** Creates `file` for a capture alone (O_EXCL | O_NOFOLLOW, mode 0600: packets are private); returns its fd. */
 export function createCaptureFile(file: string): number {
   try {
     return openSync(file, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);

@@ -2,7 +2,14 @@
 // nothing removes once the DaemonSet is gone, and the clsact qdisc only where no other filter remains, since a CNI
 // (Cilium, Calico eBPF) may share that qdisc.
 import { dumpAddresses } from '../kernel/addresses.js';
-import { MessageWriter, NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST } from '../kernel/netlink/codec.js';
+import {
+  attrTable,
+  MessageWriter,
+  NLM_F_ACK,
+  NLM_F_DUMP,
+  NLM_F_REQUEST,
+  readCString,
+} from '../kernel/netlink/codec.js';
 import { NETLINK_ROUTE, NetlinkError, NetlinkSocket } from '../kernel/netlink/socket.js';
 import type { Logger } from '../log.js';
 import type { BpfAddon } from '../native/bpf.js';
@@ -38,19 +45,13 @@ function tcmsg(type: number, flags: number, ifindex: number, parent: number, han
 /** One tcmsg reply: its interface, handle, parent and TCA_KIND. */
 export function decodeTcmsg(payload: Buffer) {
   if (payload.length < TCMSG_LEN) throw new Error(`tcmsg of ${payload.length} bytes, expected at least ${TCMSG_LEN}`);
-  const out: { ifindex: number; handle: number; parent: number; kind?: string } = {
+  const kind = attrTable(payload, TCMSG_LEN, payload.length).get(TCA_KIND);
+  return {
     ifindex: payload.readInt32LE(4),
     handle: payload.readUInt32LE(8),
     parent: payload.readUInt32LE(12),
+    kind: kind && readCString(payload, ...kind),
   };
-  for (let off = TCMSG_LEN; off + 4 <= payload.length; ) {
-    const len = payload.readUInt16LE(off);
-    const type = payload.readUInt16LE(off + 2) & 0x3fff;
-    if (len < 4 || off + len > payload.length) break;
-    if (type === TCA_KIND) out.kind = payload.toString('latin1', off + 4, off + len).replace(/\0+$/, '');
-    off += (len + 3) & ~3;
-  }
-  return out;
 }
 
 const DUMPS = {

@@ -1,6 +1,4 @@
-// Loads the project's N-API addon (native/, built by `npm run build:native`): thin syscall wrappers,
-// typed here in the file named as their C file.
-
+// Loads the project's N-API addon (native/, built by `npm run build:native`): thin syscall wrappers.
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';

@@ -1,5 +1,4 @@
-// Bindings of native/bpf.c: libbpf object loading, TCX and cls_bpf attach,
-// map syscalls. Thin wrappers; all policy is in their callers.
+// Bindings of native/bpf.c: libbpf object loading, TCX and cls_bpf attach, map syscalls; policy is in the callers.
 import { loadAddon } from './addon.js';
 
 /** A libbpf object (ELF file opened, maybe loaded). */
@@ -14,7 +13,6 @@ export interface BpfProgInfo {
 
 export interface BpfAddon {
   bpfObjectOpen(path: string): BpfObject;
-  bpfObjectSetInitialValue(obj: BpfObject, mapName: string, bytes: Uint8Array): void;
   bpfObjectLoad(obj: BpfObject): void;
   bpfObjectMapFd(obj: BpfObject, name: string): number;
   bpfObjectProgFd(obj: BpfObject, name: string): number;

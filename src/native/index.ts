@@ -1,5 +1,4 @@
-// The whole addon, for code that uses more than one of its C files (a netlink
-// socket watched with uv_poll). Each part is typed in the file of its C file.
+// The whole addon, for code that uses more than one of its C files (a netlink socket watched with uv_poll).
 import { loadAddon } from './addon.js';
 import type { BpfAddon } from './bpf.js';
 import type { NetlinkAddon } from './netlink.js';

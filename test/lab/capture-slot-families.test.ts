@@ -8,9 +8,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Attachment, attachPrograms } from '../../src/capture/attach.js';
 import { MAP_COUNTERS, MAP_SLOTS, MAP_SLOTS_SEEN, PROG_EGRESS, PROG_INGRESS } from '../../src/capture/bpf-layout.js';
-import { bpfObjectPath } from '../../src/capture/ebpf.js';
-import { CounterMapReader, mergeSamples, SlotMapReader, TARGET_MAPS } from '../../src/capture/ebpf-maps.js';
-import { TargetSync } from '../../src/capture/ebpf-sync.js';
+import { bpfObjectPath, CounterMapReader, mergeSamples, SlotMapReader } from '../../src/capture/ebpf.js';
+import { TARGET_MAPS, TargetSync } from '../../src/capture/ebpf-maps.js';
 import type { CounterSample, Targets } from '../../src/capture/targets.js';
 import { type BpfObject, bpfAddon } from '../../src/native/bpf.js';
 import { isRoot } from '../support/netns.js';

@@ -12,9 +12,8 @@ import {
   MAP_SLOTS_SEEN,
   SLOTS_SEEN_VALUE_SIZE,
 } from '../../src/capture/bpf-layout.js';
-import { bpfObjectPath } from '../../src/capture/ebpf.js';
-import { CounterMapReader, perCpuStride, SlotMapReader } from '../../src/capture/ebpf-maps.js';
-import { SlotAllocator } from '../../src/capture/ebpf-tables.js';
+import { bpfObjectPath, CounterMapReader, perCpuStride, SlotMapReader } from '../../src/capture/ebpf.js';
+import { SlotAllocator } from '../../src/capture/ebpf-maps.js';
 import { address16 } from '../../src/capture/targets.js';
 import { type BpfObject, bpfAddon } from '../../src/native/bpf.js';
 import { isRoot } from '../support/netns.js';

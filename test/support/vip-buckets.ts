@@ -1,8 +1,8 @@
 // VIP keys that share a viptab bucket with a given one (the program's bucket is the key's
 // filter bit, masked): tests use them to fill a bucket so that a key must be found through
 // vips4/vips6 instead.
-import { vipKeyOf } from '../../src/capture/ebpf-keys.js';
-import { bucketOf } from '../../src/capture/ebpf-tables.js';
+import { vipKeyOf } from '../../src/capture/bpf-layout.js';
+import { bucketOf } from '../../src/capture/ebpf-maps.js';
 import { address16, PROTO_NUMBERS, type Proto } from '../../src/capture/targets.js';
 
 /** The viptab bucket of a VIP:port, as the agent places it. */

@@ -1,9 +1,9 @@
-// CounterMapReader (src/capture/ebpf-maps.ts) against a model of the kernel's batch lookup:
+// CounterMapReader (src/capture/ebpf.ts) against a model of the kernel's batch lookup:
 // every entry read once with its per-CPU sums, whatever the batch size; batches start small and
 // grow while they come back full, up to the bound, so that a small hash keeps small buffers.
 import { describe, expect, it } from 'vitest';
 import { counterKey } from '../../../src/capture/bpf-layout.js';
-import { CounterMapReader, perCpuStride } from '../../../src/capture/ebpf-maps.js';
+import { CounterMapReader, perCpuStride } from '../../../src/capture/ebpf.js';
 import { address16 } from '../../../src/capture/targets.js';
 import type { BpfAddon } from '../../../src/native/bpf.js';
 

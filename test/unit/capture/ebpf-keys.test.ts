@@ -1,27 +1,25 @@
-// The identities of VIP keys and counter keys (src/capture/ebpf-keys.ts): each gives back the
+// The identities of VIP keys and counter keys (src/capture/bpf-layout.ts): each gives back the
 // exact bytes the program uses, and distinct keys get distinct identities (so no two keys share a
 // slot or a table entry).
 import { describe, expect, it } from 'vitest';
 import {
   addressWord,
   COUNTER_KEY_SIZE,
+  counterIdOf,
   counterKey,
   decodeCounterKey,
   filterBit,
-  vipEntry,
-  vipKey16,
-} from '../../../src/capture/bpf-layout.js';
-import {
-  counterIdOf,
   isVip4,
   nodePortCounterId,
   textBytes,
   vipCounterId,
+  vipEntry,
   vipEntryOf,
   vipFilterBit,
+  vipKey16,
   vipKeyOf,
   vipParts,
-} from '../../../src/capture/ebpf-keys.js';
+} from '../../../src/capture/bpf-layout.js';
 import { address16, type CounterKind, type Direction } from '../../../src/capture/targets.js';
 
 const ADDRS = [

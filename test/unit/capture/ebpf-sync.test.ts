@@ -1,4 +1,4 @@
-// TargetSync (src/capture/ebpf-sync.ts) against a model of the kernel's maps: after every sync
+// TargetSync (src/capture/ebpf-maps.ts) against a model of the kernel's maps: after every sync
 // the maps hold exactly what targetMaps lays out in full for the same targets, slots and table;
 // only changed entries are written; a write that fails leaves work the next sync completes; a
 // key keeps its slot and a slot its key through removals and re-adds, also once slots run out;
@@ -14,10 +14,9 @@ import {
   NODEPORT_SLOT_V4,
   NODEPORT_SLOT_V6,
   nodePortIndex,
+  textBytes,
 } from '../../../src/capture/bpf-layout.js';
-import { textBytes } from '../../../src/capture/ebpf-keys.js';
-import { TARGET_MAPS, targetMaps } from '../../../src/capture/ebpf-maps.js';
-import { TargetSync } from '../../../src/capture/ebpf-sync.js';
+import { TARGET_MAPS, TargetSync, targetMaps } from '../../../src/capture/ebpf-maps.js';
 import { CaptureError } from '../../../src/capture/errors.js';
 import type { Targets } from '../../../src/capture/targets.js';
 import type { BpfAddon } from '../../../src/native/bpf.js';

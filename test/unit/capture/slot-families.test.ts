@@ -7,6 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { BENCH_NODE, syntheticCluster } from '../../../bench/agent-cluster.js';
 import { ServiceIndex } from '../../../src/agent/service-index.js';
 import {
+  bytesText,
   decodeCounterKey,
   MAP_NODEPORTS,
   MAP_VIPS4,
@@ -14,12 +15,18 @@ import {
   NODEPORT_SLOT_V4,
   NODEPORT_SLOT_V6,
   nodePortIndex,
+  textBytes,
   u32Value,
 } from '../../../src/capture/bpf-layout.js';
-import { bytesText, textBytes } from '../../../src/capture/ebpf-keys.js';
-import { FAMILY_V4, FAMILY_V6, slotFamilies, TARGET_MAPS, targetMaps } from '../../../src/capture/ebpf-maps.js';
-import { TargetSync } from '../../../src/capture/ebpf-sync.js';
-import { SlotAllocator } from '../../../src/capture/ebpf-tables.js';
+import {
+  FAMILY_V4,
+  FAMILY_V6,
+  SlotAllocator,
+  slotFamilies,
+  TARGET_MAPS,
+  TargetSync,
+  targetMaps,
+} from '../../../src/capture/ebpf-maps.js';
 import type { Targets } from '../../../src/capture/targets.js';
 import { buildClusterView } from '../../../src/cluster/build.js';
 import { classifyDocuments } from '../../../src/cluster/file.js';

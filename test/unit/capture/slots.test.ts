@@ -4,6 +4,7 @@
 // and that a reading has one sample per key.
 import { describe, expect, it } from 'vitest';
 import {
+  bytesText,
   counterKey,
   decodeCounterKey,
   MAP_NODEPORTS,
@@ -12,12 +13,12 @@ import {
   NODEPORT_SLOT_V4,
   NODEPORT_SLOT_V6,
   nodePortIndex,
+  textBytes,
   u32Value,
   vipKey,
 } from '../../../src/capture/bpf-layout.js';
-import { bytesText, textBytes } from '../../../src/capture/ebpf-keys.js';
-import { mergeSamples, targetMaps } from '../../../src/capture/ebpf-maps.js';
-import { SlotAllocator } from '../../../src/capture/ebpf-tables.js';
+import { mergeSamples } from '../../../src/capture/ebpf.js';
+import { SlotAllocator, targetMaps } from '../../../src/capture/ebpf-maps.js';
 import { address16, type Targets } from '../../../src/capture/targets.js';
 
 const targets = (vips: Targets['vips'], nodePorts: Targets['nodePorts']): Targets => ({

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { MAX_RUN, RETRY_MS, RUN_GAP_MS, SocketErrorPolicy } from '../../../src/capture/socket-errors.js';
+import { MAX_RUN, RETRY_MS, RUN_GAP_MS, SocketErrorPolicy } from '../../../src/capture/pcap-reader.js';
 
 describe('SocketErrorPolicy', () => {
   it('watches again at once after a lone error (a link down), every time', () => {

@@ -1,14 +1,13 @@
-// The viptab buckets (src/capture/ebpf-tables.ts VipTable, native/bpf/clbprobe.bpf.c vip_find):
+// The viptab buckets (src/capture/ebpf-maps.ts VipTable, native/bpf/clbprobe.bpf.c vip_find):
 // the layout against the program's BTF, every VIP entry in its key's bucket or, when the
 // bucket is full, marked `more` (looked up in the hash), and entries that keep their place
 // while their key stays (a bucket is rewritten under a reader; only changed entries may tear).
 import { existsSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import * as L from '../../../src/capture/bpf-layout.js';
+import { textBytes, vipKeyOf } from '../../../src/capture/bpf-layout.js';
 import { bpfObjectPath } from '../../../src/capture/ebpf.js';
-import { textBytes, vipKeyOf } from '../../../src/capture/ebpf-keys.js';
-import { type MapContents, targetMaps } from '../../../src/capture/ebpf-maps.js';
-import { bucketOf, SlotAllocator, VipTable } from '../../../src/capture/ebpf-tables.js';
+import { bucketOf, type MapContents, SlotAllocator, targetMaps, VipTable } from '../../../src/capture/ebpf-maps.js';
 import { address16, type Targets } from '../../../src/capture/targets.js';
 import { Btf } from '../../support/btf.js';
 import { bucketMates, vipBucket } from '../../support/vip-buckets.js';
