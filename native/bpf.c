@@ -134,22 +134,6 @@ static struct bpf_map *find_map(napi_env env, object_t *o, napi_value name_v, ch
   return bpf_object__find_map_by_name(o->obj, name);
 }
 
-// bpfObjectSetInitialValue(obj, mapName, bytes): before load, e.g. ".rodata".
-static napi_value object_set_initial(napi_env env, napi_callback_info info) {
-  ARGS(3);
-  object_t *o = get_object(env, argv[0]);
-  void *data;
-  size_t len;
-  char name[64];
-  if (!o || !o->obj || !argv[2] || get_bytes(env, argv[2], &data, &len) != napi_ok)
-    return throw_type(env, "bpfObjectSetInitialValue(obj, mapName, bytes)");
-  struct bpf_map *m = find_map(env, o, argv[1], name, sizeof name);
-  if (!m) return throw_errno(env, ENOENT, "bpf map not in object");
-  int r = bpf_map__set_initial_value(m, data, len);
-  if (r < 0) return throw_errno(env, -r, "bpf_map__set_initial_value");
-  return NULL;
-}
-
 // bpfObjectLoad(obj): creates the maps and loads (verifies) the programs.
 static napi_value object_load(napi_env env, napi_callback_info info) {
   ARGS(1);
@@ -526,7 +510,6 @@ napi_status register_bpf(napi_env env, napi_value exports) {
   libbpf_set_print(on_libbpf_print);
   napi_property_descriptor props[] = {
       {"bpfObjectOpen", NULL, object_open, NULL, NULL, NULL, napi_default, NULL},
-      {"bpfObjectSetInitialValue", NULL, object_set_initial, NULL, NULL, NULL, napi_default, NULL},
       {"bpfObjectLoad", NULL, object_load, NULL, NULL, NULL, napi_default, NULL},
       {"bpfObjectMapFd", NULL, object_map_fd, NULL, NULL, NULL, napi_default, NULL},
       {"bpfObjectProgFd", NULL, object_prog_fd, NULL, NULL, NULL, napi_default, NULL},
