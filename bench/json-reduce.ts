@@ -252,8 +252,8 @@ async function main(): Promise<void> {
   const nodeVersion = execFileSync(node, ['--version'], { encoding: 'utf8' }).trim();
   const cases = (value('--cases') ?? Object.keys(CASES).join(',')).split(',');
   const impls = new Map<string, string>();
-  const main = mainCopy();
-  if (main) impls.set('main', main);
+  const mainFile = mainCopy();
+  if (mainFile) impls.set('main', mainFile);
   impls.set('src', fileURLToPath(new URL('../src/cluster/json-reduce.ts', import.meta.url)));
   argv.forEach((a, i) => {
     if (a !== '--impl') return;
@@ -264,42 +264,59 @@ async function main(): Promise<void> {
   const base = impls.has('main') ? 'main' : REFERENCE;
   console.log(`json-reduce bench: ${runs} rounds, node ${nodeVersion}, load ${load()} at start`);
   console.log(`  cpu/peak flags: ${DAEMONSET_FLAGS.join(' ')}; alloc flags: ${ALLOC_FLAGS.join(' ')}`);
-  for (const name of cases) {
-    const file = writeCase(name);
-    const results = new Map<string, Partial<Measured>[]>([...impls.keys()].map((k) => [k, []]));
+  try {
+    for (const name of cases) printCase(name, measureCase(name, impls, runs, node), base);
+  } finally {
+    if (mainFile) rmSync(mainFile);
+  }
+}
+
+/** Each reader's figures per round, the readers' order reversed every other round. */
+function measureCase(name: string, impls: Map<string, string>, runs: number, node: string): Results {
+  const file = writeCase(name);
+  const results: Results = { mib: statSync(file).size / MIB, byReader: new Map([...impls.keys()].map((k) => [k, []])) };
+  try {
     for (let round = 0; round < runs; round++) {
       const order = [...impls.keys()];
       if (round % 2) order.reverse();
       for (const impl of order) {
         const cpu = runChild(node, impls.get(impl)!, name, file, 'cpu');
         const alloc = runChild(node, impls.get(impl)!, name, file, 'alloc');
-        results.get(impl)!.push({ ...cpu, allocMB: alloc.allocMB, gcInAlloc: alloc.gcInAlloc });
+        results.byReader.get(impl)!.push({ ...cpu, allocMB: alloc.allocMB, gcInAlloc: alloc.gcInAlloc });
       }
     }
-    const mib = statSync(file).size / MIB;
+  } finally {
     rmSync(file);
-    console.log(`\n${name}, ${mib.toFixed(1)} MiB (load ${load()})`);
-    console.log('  reader        cold ms   warm ms   peak MB  alloc MB   cold/warm/peak/alloc vs base   outcome');
-    const med = (impl: string, k: 'coldMs' | 'warmMs' | 'peakMB' | 'allocMB'): number | undefined => {
-      const xs = results.get(impl)!.flatMap((m) => (m[k] === undefined ? [] : [m[k]]));
-      return xs.length ? median(xs) : undefined;
-    };
-    for (const impl of impls.keys()) {
-      const ms = results.get(impl)!;
-      const ratios = (['coldMs', 'warmMs', 'peakMB', 'allocMB'] as const)
-        .map((k) => {
-          const b = med(base, k);
-          const v = med(impl, k);
-          return b && v !== undefined ? (v / b).toFixed(2) : '-';
-        })
-        .join('/');
-      const gc = ms.some((m) => m.gcInAlloc) ? ' gc' : '';
-      console.log(
-        `  ${impl.padEnd(12)} ${fmt(med(impl, 'coldMs')).padStart(8)} ${fmt(med(impl, 'warmMs')).padStart(9)}` +
-          ` ${fmt(med(impl, 'peakMB')).padStart(9)} ${fmt(med(impl, 'allocMB')).padStart(9)}${gc.padEnd(3)}` +
-          ` ${ratios.padStart(26)}   ${ms[0]?.outcome ?? ''}`,
-      );
-    }
+  }
+  return results;
+}
+
+interface Results {
+  mib: number;
+  byReader: Map<string, Partial<Measured>[]>;
+}
+
+type Figure = 'coldMs' | 'warmMs' | 'peakMB' | 'allocMB';
+const FIGURES: readonly Figure[] = ['coldMs', 'warmMs', 'peakMB', 'allocMB'];
+
+function printCase(name: string, results: Results, base: string): void {
+  console.log(`\n${name}, ${results.mib.toFixed(1)} MiB (load ${load()})`);
+  console.log('  reader        cold ms   warm ms   peak MB  alloc MB   cold/warm/peak/alloc vs base   outcome');
+  const med = (reader: string, figure: Figure): number | undefined => {
+    const xs = results.byReader.get(reader)!.flatMap((m) => (m[figure] === undefined ? [] : [m[figure]]));
+    return xs.length ? median(xs) : undefined;
+  };
+  for (const [reader, rounds] of results.byReader) {
+    const ratios = FIGURES.map((figure) => {
+      const b = med(base, figure);
+      const v = med(reader, figure);
+      return b && v !== undefined ? (v / b).toFixed(2) : '-';
+    }).join('/');
+    const gc = rounds.some((m) => m.gcInAlloc) ? ' gc' : '';
+    const figures = FIGURES.map((figure, i) => fmt(med(reader, figure)).padStart(i ? 9 : 8)).join(' ');
+    console.log(
+      `  ${reader.padEnd(12)} ${figures}${gc.padEnd(3)} ${ratios.padStart(26)}   ${rounds[0]?.outcome ?? ''}`,
+    );
   }
 }
 
