@@ -13,7 +13,8 @@
 //   alloc MB: heap and array buffers allocated by one read, garbage included (young generation made large
 //   enough that no GC runs inside; a GC that ran anyway is flagged with "gc").
 // CPU and peak run under the DaemonSet's node flags (deploy/daemonset.yaml), alloc under the same but a 256 MB
-// semi-space and without --optimize-for-size (which keeps the semi-space small whatever the flags say). Ratios are against "main" when it is there, else against JSON.parse.
+// semi-space and without --optimize-for-size (which keeps the semi-space small whatever the flags say).
+// Ratios are against "main" when it is there, else against JSON.parse.
 // Cases: 5,000 Services and 20,000 endpoints' EndpointSlices as the API server sends them (bench/agent-cluster.ts,
 // with managedFields); 100 Services with a 12 MB annotation in one; one Service just under / just over the
 // 16 MiB unit bound, as one long string or as 16,000 annotations of 1 KiB; 100 Services each with a value nested
