@@ -375,17 +375,14 @@ export class JsonReducer {
   }
 
   private finishString(s: StringRead, text: string | undefined, at: number): void {
-    const top = this.frames[this.frames.length - 1];
-    if (s.isKey) {
-      this.finishKey(s, text, top!);
-      return;
-    }
-    const shape = this.slotShape;
+    if (s.isKey) this.finishKey(s, text, this.frames[this.frames.length - 1]!);
+    else this.deliver(this.stringValue(s, text, at));
+  }
+
+  /** A string value's text when its slot keeps it within the caps; over the cap, its unit is skipped. */
+  private stringValue(s: StringRead, text: string | undefined, at: number): string | undefined {
+    if (!s.collect) return undefined;
     const unit = this.slotUnit;
-    if (!s.collect) {
-      this.deliver(undefined);
-      return;
-    }
     if (s.bytes > s.cap) {
       if (!unit)
         throw new JsonStreamError(
@@ -393,16 +390,11 @@ export class JsonReducer {
           this.offset + at,
         );
       unit.over ??= `${this.pathIn(unit)} is ${s.bytes} bytes, more than the ${size(s.cap)} kept of a value`;
-      this.deliver(undefined);
-      return;
+      return undefined;
     }
+    const shape = this.slotShape;
     if (unit && shape?.kind === 'value' && shape.id) unit[shape.id] = text;
-    if (!this.slotKeep || unit?.over) {
-      this.deliver(undefined);
-      return;
-    }
-    this.account(unit, s.bytes);
-    this.deliver(text);
+    return this.kept(text, s.bytes);
   }
 
   /** A map's keys are kept (and counted); a followed object's key only chooses the field. */
@@ -440,13 +432,14 @@ export class JsonReducer {
     } catch {
       throw new JsonStreamError(`not JSON at byte ${at}: ${JSON.stringify(text.slice(0, 20))} is not a value`, at);
     }
-    const unit = this.slotUnit;
-    if (!this.slotKeep || unit?.over) {
-      this.deliver(undefined);
-      return;
-    }
-    this.account(unit, 0);
-    this.deliver(value);
+    this.deliver(this.kept(value, 0));
+  }
+
+  /** The value read when its slot keeps it, counted with its `bytes` against its unit; else undefined. */
+  private kept<T>(value: T, bytes: number): T | undefined {
+    if (!this.slotKeep || this.slotUnit?.over) return undefined;
+    this.account(this.slotUnit, bytes);
+    return value;
   }
 
   private account(u: Unit | undefined, bytes: number): void {
