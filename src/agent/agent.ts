@@ -75,7 +75,7 @@ export class Agent {
   private readonly conntrack: ConntrackFeed;
   private readonly diagnosis: IncrementalDiagnosis;
   /** Skips conntrack messages that touch no LB Service before decoding them (most of a busy table). */
-  private prefilter: ConntrackPrefilter;
+  private prefilter!: ConntrackPrefilter;
   readonly table: ConntrackTable;
   private counter?: Counter;
   private readonly captureHealth: CaptureHealth;
@@ -83,7 +83,9 @@ export class Agent {
   private readonly diagnoseSoon = new DiagnoseSchedule(() => this.diagnose());
   private firstSync = false;
   /** The prefilter targets' LB VIP:ports for the coverage check; the endpoint list is needed only to build it. */
-  private vips: AddressPort[];
+  private vips!: AddressPort[];
+  /** What the counters look for under the current index. */
+  private targets!: Targets;
   /** A VIP new to the index gets a full conntrack read for its existing connections, paced (vip-coverage.ts). */
   private readonly newVipReads: NewVipReads;
   readonly ifname?: string;
@@ -112,9 +114,7 @@ export class Agent {
     this.captureHealth = new CaptureHealth(this.sources.health);
     const index = this.sources.index;
     this.table = new ConntrackTable(index);
-    const ours = index.ours();
-    this.vips = ours.vips;
-    this.prefilter = new ConntrackPrefilter(ours);
+    this.follow(index);
     this.conntrack =
       o.inputs?.conntrack ??
       new LiveConntrack({
@@ -215,19 +215,25 @@ export class Agent {
   private useIndex(index: ServiceIndex): void {
     this.diagnosis.stale();
     this.table.reindex(index);
-    const ours = index.ours();
-    this.vips = ours.vips;
-    this.prefilter = new ConntrackPrefilter(ours);
+    this.follow(index);
     this.conntrack.setPrefilter(this.prefilter);
     if (this.firstSync) this.newVipReads.changed(this.vips);
     if (this.counter) {
       try {
-        this.applyTargets(this.counter, packetTargets(ours));
+        this.applyTargets(this.counter, this.targets);
       } catch (e) {
         this.health.down('capture', `updating targets: ${errText(e)}`);
       }
     }
     this.scheduleDiagnose('index');
+  }
+
+  /** What is ours under `index`, computed once for the prefilter, the counters and the VIP coverage. */
+  private follow(index: ServiceIndex): void {
+    const ours = index.ours();
+    this.vips = ours.vips;
+    this.targets = packetTargets(ours);
+    this.prefilter = new ConntrackPrefilter(ours);
   }
 
   private startCapture(): void {
@@ -239,7 +245,7 @@ export class Agent {
     }
     try {
       this.counter = openCounter(counterOptions(this.o, capture, this.ifname));
-      this.applyTargets(this.counter, this.sources.index.targets());
+      this.applyTargets(this.counter, this.targets);
       this.o.log.info({ counter: this.counter.description }, 'counters running');
     } catch (e) {
       this.counter?.close();
