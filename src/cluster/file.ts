@@ -7,7 +7,7 @@ import { FileTooLargeError, readFileBounded } from '../read-bounded.js';
 import { type BuildOptions, buildClusterView } from './build.js';
 import { isObj } from './fields.js';
 import { JsonSyntaxError, parseJsonDocuments } from './json-docs.js';
-import { type ClusterObjects, emptyObjects } from './objects.js';
+import { apiVersionOf, type ClusterObjects, emptyObjects, KIND_APIS, KINDS, type Kind } from './objects.js';
 import type { ClusterView } from './types.js';
 
 /** The file can't be used at all (unreadable, not JSON); message names the file. */
@@ -15,29 +15,13 @@ export class ClusterFileError extends Error {
   override readonly name = 'ClusterFileError';
 }
 
-/** The Gateway API versions whose fields the view reads (v1beta1 is v1's shape, still served). */
-const GATEWAY_VERSIONS = ['gateway.networking.k8s.io/v1', 'gateway.networking.k8s.io/v1beta1'];
-const GATEWAY_ALPHA_VERSIONS = [
-  'gateway.networking.k8s.io/v1alpha2',
-  'gateway.networking.k8s.io/v1alpha3',
-  'gateway.networking.k8s.io/v1',
-];
-
-/** kind → [bucket, apiVersions read]; EndpointSlices also v1beta1, which 1.17-1.20 serve (v1 since 1.21). */
-const KINDS: Record<string, [keyof ClusterObjects, readonly string[]]> = {
-  Service: ['services', ['v1']],
-  EndpointSlice: ['endpointSlices', ['discovery.k8s.io/v1', 'discovery.k8s.io/v1beta1']],
-  Ingress: ['ingresses', ['networking.k8s.io/v1']],
-  Node: ['nodes', ['v1']],
-  GatewayClass: ['gatewayClasses', GATEWAY_VERSIONS],
-  Gateway: ['gateways', GATEWAY_VERSIONS],
-  HTTPRoute: ['httpRoutes', GATEWAY_VERSIONS],
-  GRPCRoute: ['grpcRoutes', GATEWAY_VERSIONS],
-  TLSRoute: ['tlsRoutes', GATEWAY_ALPHA_VERSIONS],
-  TCPRoute: ['tcpRoutes', GATEWAY_ALPHA_VERSIONS],
-  UDPRoute: ['udpRoutes', GATEWAY_ALPHA_VERSIONS],
-  ReferenceGrant: ['referenceGrants', ['gateway.networking.k8s.io/v1beta1', 'gateway.networking.k8s.io/v1']],
-};
+/** Kind name (Service) → [bucket, apiVersions read]. */
+const BY_KIND_NAME = new Map(
+  KINDS.map((k): [string, [Kind, string[]]] => {
+    const api = KIND_APIS[k];
+    return [api.kind, [k, api.versions.map((v) => apiVersionOf(api, v))]];
+  }),
+);
 
 export interface ClusterFileContents {
   objects: ClusterObjects;
@@ -51,8 +35,7 @@ export function classifyDocuments(docs: readonly unknown[]): ClusterFileContents
   const warnings: string[] = [];
   const ignored = new Map<string, number>();
   const add = (origin: string, object: unknown, kind: unknown, apiVersion: unknown): void => {
-    // Own keys only: "constructor" or "__proto__" as a kind is an unknown kind, not Object's.
-    const known = typeof kind === 'string' && Object.hasOwn(KINDS, kind) ? KINDS[kind] : undefined;
+    const known = typeof kind === 'string' ? BY_KIND_NAME.get(kind) : undefined;
     if (!known) {
       const k = typeof kind === 'string' && kind !== '' ? kind : '(no kind)';
       ignored.set(k, (ignored.get(k) ?? 0) + 1);
