@@ -46,10 +46,7 @@ export interface AgentOptions {
   dnsLookup?: LookupOptions;
   /** A bundle's files as inputs (bundle-inputs.ts): readers to poll instead of the live ones, and conntrack. */
   inputs?: { readers: (lbHostnames: () => readonly string[]) => PolledSource[]; conntrack: ConntrackFeed };
-  /**
-   * Called when 'sources read' (all but conntrack, before the index is built) and 'first sync' (dump done, before
-   * the first diagnosis) end.
-   */
+  /** Called at the end of reading all but conntrack (before the index build) and of the first sync (the dump). */
   onStartupPhase?: (phase: 'sources read' | 'first sync') => void;
 }
 
@@ -140,13 +137,11 @@ export class Agent {
   }
 
   async start(): Promise<void> {
-    // The index the counters' targets and the conntrack prefilter start from is built once every source is read and
-    // the pages those reads left resident are given back, so they are not on top of the build, the load and the dump.
+    // The first index is built after every read and the pages the reads left resident are given back.
     await this.sources.start(() => this.o.onStartupPhase?.('sources read'));
     this.newVipReads.readFor(this.vips);
     this.startCapture();
-    // The full diagnosis of every Service port comes before the dump, not on top of its garbage after it: the first
-    // sync's diagnosis then re-diagnoses only the ports the table's entries touch.
+    // The full diagnosis comes before the dump, not on top of its garbage; the first sync's redoes only touched ports.
     this.diagnosis.prime(() => this.prepareDiagnosis());
     await this.conntrack.start(
       {

@@ -85,10 +85,7 @@ export class AgentSources {
     return this.viewWithDns;
   }
 
-  /**
-   * The view, then every source (the index sources first), then `afterReads` (the agent gives back the pages the
-   * reads left resident), then the one index build and the watches.
-   */
+  /** The view, every source (index sources first), `afterReads`, then the one index build and the watches. */
   async start(afterReads?: () => void): Promise<void> {
     this.indexDeferred = true;
     try {

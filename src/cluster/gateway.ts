@@ -221,10 +221,7 @@ function granted(
   );
 }
 
-/**
- * The Gateway's listeners a parentRef attaches the route to: by section name and port, of a
- * protocol the route kind uses.
- */
+/** The listeners a parentRef attaches the route to: by section name and port, of the route kind's protocols. */
 function attachedListeners(gw: GatewayEntry, ref: ObjectRef, route: RouteEntry, accepted: boolean): L7Listener[] {
   const protocols: readonly string[] = ROUTE_KINDS[route.kind];
   const out: L7Listener[] = [];

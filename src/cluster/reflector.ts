@@ -17,10 +17,7 @@ export interface ReflectorOptions<T> {
   backoffMaxMs: number;
   /** A 403/404 on list means "this kind is not readable": synced empty with a note instead of failing. */
   optional?: boolean;
-  /**
-   * A kind a CRD may add (with `optional`): a 404 on list means "not installed", synced empty and
-   * `absent`, without a note.
-   */
+  /** A kind a CRD adds (with `optional`): a 404 on list is "not installed", synced empty and `absent`. */
   crd?: boolean;
   /** How long an absent `crd` kind waits before it is listed again (default backoffMaxMs). */
   absentRecheckMs?: number;

@@ -13,10 +13,7 @@ export interface MetricsServerOptions {
   registry: Registry;
   /** True once every source has been read once. */
   ready: () => boolean;
-  /**
-   * Access control for /metrics (--metrics-auth kubernetes): resolves to ok, or to the status
-   * and message to refuse with. /healthz and /readyz stay open for the kubelet's probes.
-   */
+  /** Access control for /metrics only (--metrics-auth kubernetes): the kubelet's probes stay open. */
   authorize?: (
     req: IncomingMessage,
   ) => Promise<{ ok: true } | { ok: false; status: number; message: string; retryAfterS?: number }>;

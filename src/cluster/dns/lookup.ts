@@ -99,8 +99,7 @@ export async function lookupHostnames(names: readonly string[], opts: LookupOpti
   }
   const resolverText = `nameserver ${conf.nameservers.join(', ') || '(none)'} (${path})`;
   if (conf.nameservers.length === 0) return failedRound(names, resolverText, `no nameserver in ${path}`, conf.warnings);
-  // One channel per name: c-ares fails every query pending on a connection that got a malformed answer.
-  // Its timeout is per try and doubles per retry, so the deadline below bounds the whole name.
+  // One channel per name, as c-ares fails every query pending on a connection that got a malformed answer.
   const resolverFor = (): Resolver => {
     const r = new Resolver({ timeout: Math.min(conf.timeoutS * 1000, timeoutMs), tries: conf.attempts });
     r.setServers(conf.nameservers);
