@@ -3,6 +3,7 @@
 import { chmodSync, mkdirSync, rmSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { dirname } from 'node:path';
+import type { Writable } from 'node:stream';
 import type { ServiceView } from '../cluster/types.js';
 import { errText } from '../errors.js';
 import type { ConntrackTable, KeptEntry } from './conntrack-table.js';
@@ -91,17 +92,10 @@ const json = (l: EvidenceLine): string =>
   `${JSON.stringify(l, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v))}\n`;
 
 /** Where an answer is written: a socket connection, or an HTTP response. */
-export interface AnswerStream {
-  readonly destroyed: boolean;
-  readonly writableEnded: boolean;
-  readonly writableLength: number;
-  write(text: string): boolean;
-  end(text: string): unknown;
-  destroy(): unknown;
-  on(event: 'drain' | 'close', listener: () => void): unknown;
-  once(event: 'close', listener: () => void): unknown;
-  off(event: 'drain' | 'close', listener: () => void): unknown;
-}
+export type AnswerStream = Pick<
+  Writable,
+  'destroyed' | 'writableEnded' | 'writableLength' | 'write' | 'end' | 'destroy' | 'on' | 'once' | 'off'
+>;
 
 /** One caller's stream: writes that wait for the reader, and an end that cannot hang. */
 export class Caller {
