@@ -37,8 +37,9 @@ const api = (kind: string, group: string, resource: string, ...versions: string[
   resource,
   versions,
 });
+export const GATEWAY_GROUP = 'gateway.networking.k8s.io';
 const gatewayApi = (kind: string, resource: string, ...versions: string[]): KindApi => ({
-  ...api(kind, 'gateway.networking.k8s.io', resource, ...versions),
+  ...api(kind, GATEWAY_GROUP, resource, ...versions),
   crd: true,
 });
 
