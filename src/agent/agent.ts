@@ -9,7 +9,6 @@ import { type PreparedDiagnosis, prepareDiagnosis } from '../detect/index.js';
 import { diagnoseInputOf } from '../detect/input.js';
 import { errText } from '../errors.js';
 import { ConntrackPrefilter } from '../kernel/conntrack/prefilter.js';
-import type { Logger } from '../log.js';
 import type { AddressPort } from '../model/ours.js';
 import type { SourceHealth } from '../source/health.js';
 import { CaptureHealth } from './capture-health.js';
@@ -19,13 +18,12 @@ import { DiagnoseSchedule } from './diagnose-schedule.js';
 import { IncrementalDiagnosis } from './diagnosis.js';
 import type { AgentState } from './metrics/collector.js';
 import type { ServiceIndex } from './service-index.js';
-import { AgentSources, type PolledSource } from './sources.js';
+import { AgentSources, type PolledSource, type SourcesOptions } from './sources.js';
 import { NewVipReads } from './vip-coverage.js';
 
-export interface AgentOptions {
-  nodeName: string;
+export interface AgentOptions
+  extends Pick<SourcesOptions, 'nodeName' | 'log' | 'clusterFile' | 'kubeconfig' | 'clusterApi'> {
   version: string;
-  log: Logger;
   /** Read the datapath of this network namespace (path) instead of ours. */
   netns?: string;
   /** The uplink for the counters; default: the default-route interface. */
@@ -33,10 +31,6 @@ export interface AgentOptions {
   capture: CaptureMode;
   /** eBPF only: how the counters attach to the uplink (TCX, legacy tc cls_bpf, or TCX where the kernel has it). */
   tcAttach?: CounterOptions['attach'];
-  clusterFile?: string;
-  kubeconfig?: string;
-  /** Use the API (in-cluster or --kubeconfig) when there is no cluster file. */
-  clusterApi: boolean;
   resyncIntervalS: number;
   /** Full conntrack re-dump for what events never reported; costly per entry, hence its own longer interval. */
   conntrackResyncIntervalS: number;
