@@ -75,14 +75,14 @@ function serveMetrics(registry: Registry, req: IncomingMessage, res: ServerRespo
 }
 
 export function createMetricsServer(options: MetricsServerOptions, limits: Partial<ServerLimits> = {}): Server {
-  const handle = (req: IncomingMessage, res: ServerResponse, authorized: boolean): void => {
+  const handle = (req: IncomingMessage, res: ServerResponse): void => {
     const path = (req.url ?? '/').split('?')[0];
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       res.writeHead(405).end();
-    } else if (path === '/metrics' && options.authorize && !authorized) {
-      guarded(options.authorize, req, res, () => handle(req, res, true));
     } else if (path === '/metrics') {
-      serveMetrics(options.registry, req, res);
+      const serve = () => serveMetrics(options.registry, req, res);
+      if (options.authorize) guarded(options.authorize, req, res, serve);
+      else serve();
     } else if (path === '/healthz') {
       res.writeHead(200).end('ok\n');
     } else if (options.routes && path && Object.hasOwn(options.routes, path) && req.method === 'GET') {
@@ -98,7 +98,7 @@ export function createMetricsServer(options: MetricsServerOptions, limits: Parti
   // The header and request timeouts are checked on this interval (node's default is 30 s).
   const server = createServer(
     { connectionsCheckingInterval: Math.min(1000, lim.headersTimeoutMs), maxHeaderSize: 16 << 10 },
-    (req, res) => handle(req, res, false),
+    handle,
   );
   limitConnections(server, lim);
   return server;
