@@ -1,5 +1,4 @@
-// `--cluster-file FILE`: the view from saved `kubectl get -o json` output (List, object, typed list, concatenated);
-// broken JSON fails with the file, line and column.
+// `--cluster-file`: the view from saved `kubectl get -o json` output; broken JSON fails with file, line and column.
 import { createHash } from 'node:crypto';
 import { statSync } from 'node:fs';
 import { errText } from '../errors.js';

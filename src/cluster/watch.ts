@@ -1,5 +1,4 @@
-// The live view: list+watch of Services, EndpointSlices, Ingresses, Gateway API and this Node, debounced;
-// while the API is away the last good view is kept, marked fresh:false with the reason.
+// The live view by list+watch, debounced; while the API is away the last good view stays, marked fresh:false.
 import { byText } from '../compare.js';
 import type { Logger } from '../log.js';
 import type { SourceStatus } from '../model/source-status.js';

@@ -1,5 +1,4 @@
-// The agent's HTTP server: /metrics, /healthz (alive), /readyz (first sync done), and the routes
-// it is given (the agent mounts /evidence and /findings, each with its own access check).
+// The agent's HTTP server: /metrics, /healthz, /readyz (first sync done) and the given routes (/evidence, /findings).
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { promisify } from 'node:util';
 import { gzip as gzipCallback } from 'node:zlib';

@@ -1,5 +1,4 @@
-// Non-kernel routes of table local, which cloud guest agents add for LB IPs (detect/guest-local-route.ts);
-// read via `ip -j route show table local`, as no other source shows them.
+// Non-kernel routes of table local that cloud guest agents add for LB IPs, shown only by `ip route show table local`.
 import { BUNDLE_FILES } from '../bundle/names.js';
 import { parseIpRouteJson } from '../bundle/parse-ip.js';
 import { runCommand } from '../kernel/nat/command.js';
