@@ -86,10 +86,7 @@ async function readResolvConf(path: string): Promise<ResolvConf> {
 /** Looks up every name in this process' network namespace; never throws. */
 export async function lookupHostnames(names: readonly string[], opts: LookupOptions = {}): Promise<LookupRound> {
   const path = opts.resolvConf ?? RESOLV_CONF;
-  const maxNames = opts.maxNames ?? LOOKUP_DEFAULTS.maxNames;
-  const concurrency = Math.max(1, opts.concurrency ?? LOOKUP_DEFAULTS.concurrency);
-  const timeoutMs = opts.timeoutMs ?? LOOKUP_DEFAULTS.timeoutMs;
-  const maxAddresses = opts.maxAddresses ?? LOOKUP_DEFAULTS.maxAddresses;
+  const { maxNames, concurrency, timeoutMs, maxAddresses } = { ...LOOKUP_DEFAULTS, ...opts };
 
   let conf: ResolvConf;
   try {
@@ -159,7 +156,7 @@ export async function lookupHostnames(names: readonly string[], opts: LookupOpti
     }
   };
   try {
-    await Promise.all(Array.from({ length: Math.min(concurrency, todo.length) }, worker));
+    await Promise.all(Array.from({ length: Math.min(Math.max(1, concurrency), todo.length) }, worker));
   } finally {
     // Names past their deadline: stop their queries.
     for (const r of live) r.cancel();
