@@ -80,17 +80,17 @@ export function classifyDocuments(docs: readonly unknown[]): ClusterFileContents
 /** Same bound as an API server list answer (DEFAULT_API_LIMITS.maxBodyBytes), since kubectl printed such answers. */
 export const MAX_CLUSTER_FILE = 64 << 20;
 
-function readText(path: string, maxBytes = MAX_CLUSTER_FILE): string {
+function readText(path: string): string {
   try {
     const size = statSync(path).size;
-    if (size > maxBytes) {
+    if (size > MAX_CLUSTER_FILE) {
       throw new ClusterFileError(
-        `cluster file ${path} is ${size} bytes, more than the ${maxBytes >> 20} MiB ` +
+        `cluster file ${path} is ${size} bytes, more than the ${MAX_CLUSTER_FILE >> 20} MiB ` +
           `clbprobe reads (a saved cluster the API server could answer in one list)`,
       );
     }
     // The size stat gives bounds a regular file; a device or a file still growing is bounded here.
-    return readFileBounded(path, maxBytes, 'cluster file').toString('utf8');
+    return readFileBounded(path, MAX_CLUSTER_FILE, 'cluster file').toString('utf8');
   } catch (e) {
     if (e instanceof ClusterFileError) throw e;
     if (e instanceof FileTooLargeError) throw new ClusterFileError(e.message);
