@@ -9,7 +9,6 @@ import { type PreparedDiagnosis, prepareDiagnosis } from '../detect/index.js';
 import { diagnoseInputOf } from '../detect/input.js';
 import { errText } from '../errors.js';
 import { ConntrackPrefilter } from '../kernel/conntrack/prefilter.js';
-import type { Logger } from '../log.js';
 import type { AddressPort } from '../model/ours.js';
 import type { SourceHealth } from '../source/health.js';
 import { CaptureHealth } from './capture-health.js';
@@ -19,13 +18,12 @@ import { DiagnoseSchedule } from './diagnose-schedule.js';
 import { IncrementalDiagnosis } from './diagnosis.js';
 import type { AgentState } from './metrics/collector.js';
 import type { ServiceIndex } from './service-index.js';
-import { AgentSources, type PolledSource } from './sources.js';
+import { AgentSources, type PolledSource, type SourcesOptions } from './sources.js';
 import { NewVipReads } from './vip-coverage.js';
 
-export interface AgentOptions {
-  nodeName: string;
+export interface AgentOptions
+  extends Pick<SourcesOptions, 'nodeName' | 'log' | 'clusterFile' | 'kubeconfig' | 'clusterApi'> {
   version: string;
-  log: Logger;
   /** Read the datapath of this network namespace (path) instead of ours. */
   netns?: string;
   /** The uplink for the counters; default: the default-route interface. */
@@ -33,10 +31,6 @@ export interface AgentOptions {
   capture: CaptureMode;
   /** eBPF only: how the counters attach to the uplink (TCX, legacy tc cls_bpf, or TCX where the kernel has it). */
   tcAttach?: CounterOptions['attach'];
-  clusterFile?: string;
-  kubeconfig?: string;
-  /** Use the API (in-cluster or --kubeconfig) when there is no cluster file. */
-  clusterApi: boolean;
   resyncIntervalS: number;
   /** Full conntrack re-dump for what events never reported; costly per entry, hence its own longer interval. */
   conntrackResyncIntervalS: number;
@@ -46,10 +40,7 @@ export interface AgentOptions {
   dnsLookup?: LookupOptions;
   /** A bundle's files as inputs (bundle-inputs.ts): readers to poll instead of the live ones, and conntrack. */
   inputs?: { readers: (lbHostnames: () => readonly string[]) => PolledSource[]; conntrack: ConntrackFeed };
-  /**
-   * Called when 'sources read' (all but conntrack, before the index is built) and 'first sync' (dump done, before
-   * the first diagnosis) end.
-   */
+  /** Called at the end of reading all but conntrack (before the index build) and of the first sync (the dump). */
   onStartupPhase?: (phase: 'sources read' | 'first sync') => void;
 }
 
@@ -75,7 +66,7 @@ export class Agent {
   private readonly conntrack: ConntrackFeed;
   private readonly diagnosis: IncrementalDiagnosis;
   /** Skips conntrack messages that touch no LB Service before decoding them (most of a busy table). */
-  private prefilter: ConntrackPrefilter;
+  private prefilter!: ConntrackPrefilter;
   readonly table: ConntrackTable;
   private counter?: Counter;
   private readonly captureHealth: CaptureHealth;
@@ -83,7 +74,9 @@ export class Agent {
   private readonly diagnoseSoon = new DiagnoseSchedule(() => this.diagnose());
   private firstSync = false;
   /** The prefilter targets' LB VIP:ports for the coverage check; the endpoint list is needed only to build it. */
-  private vips: AddressPort[];
+  private vips!: AddressPort[];
+  /** What the counters look for under the current index. */
+  private targets!: Targets;
   /** A VIP new to the index gets a full conntrack read for its existing connections, paced (vip-coverage.ts). */
   private readonly newVipReads: NewVipReads;
   readonly ifname?: string;
@@ -112,9 +105,7 @@ export class Agent {
     this.captureHealth = new CaptureHealth(this.sources.health);
     const index = this.sources.index;
     this.table = new ConntrackTable(index);
-    const ours = index.ours();
-    this.vips = ours.vips;
-    this.prefilter = new ConntrackPrefilter(ours);
+    this.follow(index);
     this.conntrack =
       o.inputs?.conntrack ??
       new LiveConntrack({
@@ -140,13 +131,11 @@ export class Agent {
   }
 
   async start(): Promise<void> {
-    // The index the counters' targets and the conntrack prefilter start from is built once every source is read and
-    // the pages those reads left resident are given back, so they are not on top of the build, the load and the dump.
+    // The first index is built after every read and the pages the reads left resident are given back.
     await this.sources.start(() => this.o.onStartupPhase?.('sources read'));
     this.newVipReads.readFor(this.vips);
     this.startCapture();
-    // The full diagnosis of every Service port comes before the dump, not on top of its garbage after it: the first
-    // sync's diagnosis then re-diagnoses only the ports the table's entries touch.
+    // The full diagnosis comes before the dump, not on top of its garbage; the first sync's redoes only touched ports.
     this.diagnosis.prime(() => this.prepareDiagnosis());
     await this.conntrack.start(
       {
@@ -215,19 +204,25 @@ export class Agent {
   private useIndex(index: ServiceIndex): void {
     this.diagnosis.stale();
     this.table.reindex(index);
-    const ours = index.ours();
-    this.vips = ours.vips;
-    this.prefilter = new ConntrackPrefilter(ours);
+    this.follow(index);
     this.conntrack.setPrefilter(this.prefilter);
     if (this.firstSync) this.newVipReads.changed(this.vips);
     if (this.counter) {
       try {
-        this.applyTargets(this.counter, packetTargets(ours));
+        this.applyTargets(this.counter, this.targets);
       } catch (e) {
         this.health.down('capture', `updating targets: ${errText(e)}`);
       }
     }
     this.scheduleDiagnose('index');
+  }
+
+  /** What is ours under `index`, computed once for the prefilter, the counters and the VIP coverage. */
+  private follow(index: ServiceIndex): void {
+    const ours = index.ours();
+    this.vips = ours.vips;
+    this.targets = packetTargets(ours);
+    this.prefilter = new ConntrackPrefilter(ours);
   }
 
   private startCapture(): void {
@@ -239,7 +234,7 @@ export class Agent {
     }
     try {
       this.counter = openCounter(counterOptions(this.o, capture, this.ifname));
-      this.applyTargets(this.counter, this.sources.index.targets());
+      this.applyTargets(this.counter, this.targets);
       this.o.log.info({ counter: this.counter.description }, 'counters running');
     } catch (e) {
       this.counter?.close();

@@ -1,5 +1,4 @@
-// Where the conntrack table comes from: live, a dump then events (re-dump after lost events) and periodic re-dumps;
-// from a bundle, its conntrack file.
+// Where the conntrack table comes from: live, a dump then events and periodic re-dumps; from a bundle, its file.
 import type { BundleFiles } from '../bundle/files.js';
 import { errText } from '../errors.js';
 import { type ConntrackDumpResult, dumpConntrackViews, malformedNote } from '../kernel/conntrack/dump.js';

@@ -1,5 +1,4 @@
-// One timer so a burst of changes makes one diagnosis; steady conntrack events re-diagnose at most every
-// EVENTS_INTERVAL_MS.
+// One timer: a burst of changes makes one diagnosis; conntrack events re-diagnose at most every EVENTS_INTERVAL_MS.
 
 /** A change is diagnosed this long after it, so that a burst of changes makes one diagnosis. */
 export const DIAGNOSE_DELAY_MS = 1000;

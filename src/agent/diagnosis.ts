@@ -25,10 +25,7 @@ export class IncrementalDiagnosis {
     this.prepared = undefined;
   }
 
-  /**
-   * Diagnoses every Service port as if no conntrack entry were kept, and publishes nothing: the next run()
-   * re-diagnoses only the ports its entries touch, so the costly full pass can come before the first dump.
-   */
+  /** Diagnoses every port as if no entry were kept, unpublished, so the full pass comes before the first dump. */
   prime(prepare: () => PreparedDiagnosis): void {
     this.diagnose(prepare, []);
   }

@@ -19,13 +19,8 @@ export function evidenceAudience(nodeName: string): string {
 /** The relay's service account unless --evidence-relay-user says otherwise. */
 export const DEFAULT_RELAY_USER = 'system:serviceaccount:clbprobe:clbprobe-evidence-relay';
 
-export interface EvidenceAccess {
-  /** TokenReview with this node's evidence audience. */
-  authenticate(authorization: string | undefined, source: string): Promise<AuthnResult>;
-  authorize(user: UserInfo, attrs: AccessAttributes, by: { tokenKey: string; source: string }): Promise<AuthDecision>;
-  /** The evidence relay's user: the only one whose requests may name another user. */
-  relayUser: string;
-}
+/** A KubeAuthorizer with this node's evidence audience, and the evidence relay's user (who alone may name another). */
+export type EvidenceAccess = Pick<KubeAuthorizer, 'authenticate' | 'authorize'> & { relayUser: string };
 
 export interface CallerLimits {
   maxRequestsPerCaller: number;

@@ -3,6 +3,7 @@
 import { chmodSync, mkdirSync, rmSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { dirname } from 'node:path';
+import type { Writable } from 'node:stream';
 import type { ServiceView } from '../cluster/types.js';
 import { errText } from '../errors.js';
 import type { ConntrackTable, KeptEntry } from './conntrack-table.js';
@@ -54,36 +55,33 @@ export const DEFAULT_EVIDENCE_LIMITS: EvidenceLimits = {
 
 export const MAX_WATCH_S = 3600;
 
-export class EvidenceRequestError extends Error {}
-
-/** A request line as an EvidenceRequest; an EvidenceRequestError that says what is wrong with it. */
+/** A request line as an EvidenceRequest; throws what is wrong with it. */
 export function parseEvidenceRequest(text: string): EvidenceRequest {
   let r: unknown;
   try {
     r = JSON.parse(text);
   } catch {
-    throw new EvidenceRequestError(`the request is not JSON (want {"service":"NAMESPACE/NAME"} and a newline)`);
+    throw new Error(`the request is not JSON (want {"service":"NAMESPACE/NAME"} and a newline)`);
   }
   if (typeof r !== 'object' || r === null || Array.isArray(r))
-    throw new EvidenceRequestError('the request must be a JSON object like {"service":"NAMESPACE/NAME"}');
+    throw new Error('the request must be a JSON object like {"service":"NAMESPACE/NAME"}');
   const o = r as Record<string, unknown>;
-  if (typeof o.service !== 'string')
-    throw new EvidenceRequestError('the request has no "service" text (NAMESPACE/NAME)');
+  if (typeof o.service !== 'string') throw new Error('the request has no "service" text (NAMESPACE/NAME)');
   try {
     parseServiceRef(o.service);
   } catch (e) {
-    throw new EvidenceRequestError((e as Error).message.replace(/^--service/, '"service"'));
+    throw new Error((e as Error).message.replace(/^--service/, '"service"'));
   }
   const req: EvidenceRequest = { service: o.service };
   if (o.port !== undefined) {
     if (typeof o.port !== 'number' || !Number.isInteger(o.port) || o.port < 1 || o.port > 65535) {
-      throw new EvidenceRequestError(`"port" must be a number from 1 to 65535, not ${JSON.stringify(o.port)}`);
+      throw new Error(`"port" must be a number from 1 to 65535, not ${JSON.stringify(o.port)}`);
     }
     req.port = o.port;
   }
   if (o.watchS !== undefined) {
     if (typeof o.watchS !== 'number' || !(o.watchS >= 0) || !Number.isFinite(o.watchS)) {
-      throw new EvidenceRequestError(`"watchS" must be a number of seconds, not ${JSON.stringify(o.watchS)}`);
+      throw new Error(`"watchS" must be a number of seconds, not ${JSON.stringify(o.watchS)}`);
     }
     req.watchS = Math.min(o.watchS, MAX_WATCH_S);
   }
@@ -94,17 +92,10 @@ const json = (l: EvidenceLine): string =>
   `${JSON.stringify(l, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v))}\n`;
 
 /** Where an answer is written: a socket connection, or an HTTP response. */
-export interface AnswerStream {
-  readonly destroyed: boolean;
-  readonly writableEnded: boolean;
-  readonly writableLength: number;
-  write(text: string): boolean;
-  end(text: string): unknown;
-  destroy(): unknown;
-  on(event: 'drain' | 'close', listener: () => void): unknown;
-  once(event: 'close', listener: () => void): unknown;
-  off(event: 'drain' | 'close', listener: () => void): unknown;
-}
+export type AnswerStream = Pick<
+  Writable,
+  'destroyed' | 'writableEnded' | 'writableLength' | 'write' | 'end' | 'destroy' | 'on' | 'once' | 'off'
+>;
 
 /** One caller's stream: writes that wait for the reader, and an end that cannot hang. */
 export class Caller {
@@ -310,35 +301,25 @@ export function startEvidenceServer(path: string, answers: EvidenceAnswers): Pro
       c.finish({ type: 'error', message: `no request within ${limits.requestTimeoutMs / 1000} s` });
       sock.destroy();
     });
-    let pending: Buffer[] = [];
-    let pendingBytes = 0;
-    const tooLong = (): void =>
-      c.finish({ type: 'error', message: `request longer than ${limits.maxRequestBytes} bytes` });
+    let received = Buffer.alloc(0);
     const onData = (d: Buffer): void => {
-      const nl = d.indexOf(10);
-      if (nl < 0) {
-        pending.push(d);
-        pendingBytes += d.length;
-        if (pendingBytes > limits.maxRequestBytes) {
-          sock.off('data', onData);
-          tooLong();
-        }
-        return;
-      }
+      received = Buffer.concat([received, d]);
+      const nl = received.indexOf(10);
+      if (nl < 0 && received.length <= limits.maxRequestBytes) return;
       sock.off('data', onData);
-      sock.pause();
-      sock.setTimeout(0);
-      const line = Buffer.concat([...pending, d.subarray(0, nl)]);
-      pending = [];
-      if (line.length > limits.maxRequestBytes) {
-        tooLong();
+      if (nl >= 0) {
+        sock.pause();
+        sock.setTimeout(0);
+      }
+      if ((nl < 0 ? received.length : nl) > limits.maxRequestBytes) {
+        c.finish({ type: 'error', message: `request longer than ${limits.maxRequestBytes} bytes` });
         return;
       }
       let req: EvidenceRequest;
       try {
-        req = parseEvidenceRequest(line.toString('utf8'));
+        req = parseEvidenceRequest(received.toString('utf8', 0, nl));
       } catch (e) {
-        c.finish({ type: 'error', message: e instanceof EvidenceRequestError ? e.message : 'bad request' });
+        c.finish({ type: 'error', message: errText(e) });
         return;
       }
       answers.serve(c, req);

@@ -60,8 +60,7 @@ export function findingsRoute(
     const source = req.socket.remoteAddress ?? '';
     void (async () => {
       const who = await requestUser(access, req, true);
-      // The relay asking as itself records Events: it sees the active findings of the namespaces where it may
-      // create them, as its Events will say.
+      // The relay as itself records Events: it sees the active findings where it may create them.
       const recorder = who.ok && who.user.username === access.relayUser;
       if (!admit(res, who, slots, false)) return;
       const st = state();

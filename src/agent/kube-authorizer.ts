@@ -1,13 +1,10 @@
 // Bearer-token access via TokenReview and SubjectAccessReview, as kube-rbac-proxy does: bounded caches of token hashes,
 // unanswered reviews never cached (503), strangers rate-limited while recently allowed tokens keep their own lane.
 import { createHash } from 'node:crypto';
-import type { AccessAttributes, AccessReviewResult, TokenReviewResult, UserInfo } from '../cluster/access-review.js';
+import type { AccessAttributes, AccessReviewClient, UserInfo } from '../cluster/access-review.js';
 import { errText } from '../errors.js';
 
-export interface Reviews {
-  reviewToken(token: string, audiences?: string[]): Promise<TokenReviewResult>;
-  reviewAccess(user: UserInfo, attrs: AccessAttributes): Promise<AccessReviewResult>;
-}
+export type Reviews = Pick<AccessReviewClient, 'reviewToken' | 'reviewAccess'>;
 
 export type AuthDecision =
   | { ok: true; user: UserInfo }

@@ -1,5 +1,4 @@
-// The agent's non-conntrack inputs: polled sources through one runner, the cluster view and the Service index.
-// It reports two things: a value changed (diagnoses from it are stale), and a new index.
+// The agent's non-conntrack inputs (polled sources, the cluster view): it tells of changed values and of a new index.
 
 import { reloadClusterFile } from '../cluster/file.js';
 import { lbHostnamesOf, withLbHostnames } from '../cluster/lb-hostnames.js';
@@ -85,10 +84,7 @@ export class AgentSources {
     return this.viewWithDns;
   }
 
-  /**
-   * The view, then every source (the index sources first), then `afterReads` (the agent gives back the pages the
-   * reads left resident), then the one index build and the watches.
-   */
+  /** The view, every source (index sources first), `afterReads`, then the one index build and the watches. */
   async start(afterReads?: () => void): Promise<void> {
     this.indexDeferred = true;
     try {

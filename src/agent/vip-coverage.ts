@@ -65,10 +65,7 @@ export class NewVipReads {
     this.timer = undefined;
   }
 
-  /**
-   * Doubles the gap when this read came as soon as it was allowed to (churn goes on); back to the
-   * shortest after a quiet spell as long as the longest gap.
-   */
+  /** Doubles the gap while churn goes on; back to the shortest after a quiet spell as long as the longest gap. */
   private started(): void {
     const now = Date.now();
     const quietMs = now - (this.lastReadAt + this.gapMs);

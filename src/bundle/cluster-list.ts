@@ -1,34 +1,13 @@
 // A bundle's cluster.json from the API: the v1 List `kubectl get svc,ingress,endpointslices,nodes -A -o json` prints.
 import { ApiError, type KubeApi } from '../cluster/kube-api.js';
+import { apiVersionOf, collectionPath, KIND_APIS, KINDS } from '../cluster/objects.js';
 import { errText } from '../errors.js';
 
-interface Collection {
-  path: string;
-  kind: string;
-  apiVersion: string;
-  crd?: boolean;
-}
-
-const COLLECTIONS: readonly Collection[] = [
-  { path: '/api/v1/services', kind: 'Service', apiVersion: 'v1' },
-  { path: '/apis/discovery.k8s.io/v1/endpointslices', kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1' },
-  { path: '/apis/networking.k8s.io/v1/ingresses', kind: 'Ingress', apiVersion: 'networking.k8s.io/v1' },
-  { path: '/api/v1/nodes', kind: 'Node', apiVersion: 'v1' },
-  gatewayApi('gatewayclasses', 'GatewayClass', 'v1'),
-  gatewayApi('gateways', 'Gateway', 'v1'),
-  gatewayApi('httproutes', 'HTTPRoute', 'v1'),
-  gatewayApi('grpcroutes', 'GRPCRoute', 'v1'),
-  gatewayApi('tlsroutes', 'TLSRoute', 'v1alpha2'),
-  gatewayApi('tcproutes', 'TCPRoute', 'v1alpha2'),
-  gatewayApi('udproutes', 'UDPRoute', 'v1alpha2'),
-  gatewayApi('referencegrants', 'ReferenceGrant', 'v1beta1'),
-];
-
-/** A Gateway API collection: a 404 is a cluster without its CRD, left out without an error. */
-function gatewayApi(resource: string, kind: string, version: string): Collection {
-  const apiVersion = `gateway.networking.k8s.io/${version}`;
-  return { path: `/apis/${apiVersion}/${resource}`, kind, apiVersion, crd: true };
-}
+/** Each kind at the version the agent watches. */
+const COLLECTIONS = KINDS.map((k) => {
+  const api = KIND_APIS[k];
+  return { path: collectionPath(api), kind: api.kind, apiVersion: apiVersionOf(api), crd: api.crd };
+});
 
 export interface ClusterList {
   list: { apiVersion: 'v1'; kind: 'List'; items: unknown[] };

@@ -1,5 +1,4 @@
-// Kubernetes objects + this node's name → the ClusterView the detectors read.
-// Pure and never throws on bad input: objects.ts turns bad objects into warnings.
+// Kubernetes objects + this node's name → the ClusterView the detectors read; pure, bad objects become warnings.
 import { byText } from '../compare.js';
 import { interpretAnnotations, isInternalLb } from './annotations.js';
 import { endpointsFor, indexEndpointSlices, parseEndpointSlice, SliceTables } from './endpoints.js';

@@ -1,5 +1,4 @@
-// `--cluster-file FILE`: the view from saved `kubectl get -o json` output (List, object, typed list, concatenated);
-// broken JSON fails with the file, line and column.
+// `--cluster-file`: the view from saved `kubectl get -o json` output; broken JSON fails with file, line and column.
 import { createHash } from 'node:crypto';
 import { statSync } from 'node:fs';
 import { errText } from '../errors.js';
@@ -7,7 +6,7 @@ import { FileTooLargeError, readFileBounded } from '../read-bounded.js';
 import { type BuildOptions, buildClusterView } from './build.js';
 import { isObj } from './fields.js';
 import { JsonSyntaxError, parseJsonDocuments } from './json-docs.js';
-import { type ClusterObjects, emptyObjects } from './objects.js';
+import { apiVersionOf, type ClusterObjects, emptyObjects, KIND_APIS, KINDS, type Kind } from './objects.js';
 import type { ClusterView } from './types.js';
 
 /** The file can't be used at all (unreadable, not JSON); message names the file. */
@@ -15,29 +14,13 @@ export class ClusterFileError extends Error {
   override readonly name = 'ClusterFileError';
 }
 
-/** The Gateway API versions whose fields the view reads (v1beta1 is v1's shape, still served). */
-const GATEWAY_VERSIONS = ['gateway.networking.k8s.io/v1', 'gateway.networking.k8s.io/v1beta1'];
-const GATEWAY_ALPHA_VERSIONS = [
-  'gateway.networking.k8s.io/v1alpha2',
-  'gateway.networking.k8s.io/v1alpha3',
-  'gateway.networking.k8s.io/v1',
-];
-
-/** kind → [bucket, apiVersions read]; EndpointSlices also v1beta1, which 1.17-1.20 serve (v1 since 1.21). */
-const KINDS: Record<string, [keyof ClusterObjects, readonly string[]]> = {
-  Service: ['services', ['v1']],
-  EndpointSlice: ['endpointSlices', ['discovery.k8s.io/v1', 'discovery.k8s.io/v1beta1']],
-  Ingress: ['ingresses', ['networking.k8s.io/v1']],
-  Node: ['nodes', ['v1']],
-  GatewayClass: ['gatewayClasses', GATEWAY_VERSIONS],
-  Gateway: ['gateways', GATEWAY_VERSIONS],
-  HTTPRoute: ['httpRoutes', GATEWAY_VERSIONS],
-  GRPCRoute: ['grpcRoutes', GATEWAY_VERSIONS],
-  TLSRoute: ['tlsRoutes', GATEWAY_ALPHA_VERSIONS],
-  TCPRoute: ['tcpRoutes', GATEWAY_ALPHA_VERSIONS],
-  UDPRoute: ['udpRoutes', GATEWAY_ALPHA_VERSIONS],
-  ReferenceGrant: ['referenceGrants', ['gateway.networking.k8s.io/v1beta1', 'gateway.networking.k8s.io/v1']],
-};
+/** Kind name (Service) → [bucket, apiVersions read]. */
+const BY_KIND_NAME = new Map(
+  KINDS.map((k): [string, [Kind, string[]]] => {
+    const api = KIND_APIS[k];
+    return [api.kind, [k, api.versions.map((v) => apiVersionOf(api, v))]];
+  }),
+);
 
 export interface ClusterFileContents {
   objects: ClusterObjects;
@@ -51,8 +34,7 @@ export function classifyDocuments(docs: readonly unknown[]): ClusterFileContents
   const warnings: string[] = [];
   const ignored = new Map<string, number>();
   const add = (origin: string, object: unknown, kind: unknown, apiVersion: unknown): void => {
-    // Own keys only: "constructor" or "__proto__" as a kind is an unknown kind, not Object's.
-    const known = typeof kind === 'string' && Object.hasOwn(KINDS, kind) ? KINDS[kind] : undefined;
+    const known = typeof kind === 'string' ? BY_KIND_NAME.get(kind) : undefined;
     if (!known) {
       const k = typeof kind === 'string' && kind !== '' ? kind : '(no kind)';
       ignored.set(k, (ignored.get(k) ?? 0) + 1);
@@ -98,17 +80,17 @@ export function classifyDocuments(docs: readonly unknown[]): ClusterFileContents
 /** Same bound as an API server list answer (DEFAULT_API_LIMITS.maxBodyBytes), since kubectl printed such answers. */
 export const MAX_CLUSTER_FILE = 64 << 20;
 
-function readText(path: string, maxBytes = MAX_CLUSTER_FILE): string {
+function readText(path: string): string {
   try {
     const size = statSync(path).size;
-    if (size > maxBytes) {
+    if (size > MAX_CLUSTER_FILE) {
       throw new ClusterFileError(
-        `cluster file ${path} is ${size} bytes, more than the ${maxBytes >> 20} MiB ` +
+        `cluster file ${path} is ${size} bytes, more than the ${MAX_CLUSTER_FILE >> 20} MiB ` +
           `clbprobe reads (a saved cluster the API server could answer in one list)`,
       );
     }
     // The size stat gives bounds a regular file; a device or a file still growing is bounded here.
-    return readFileBounded(path, maxBytes, 'cluster file').toString('utf8');
+    return readFileBounded(path, MAX_CLUSTER_FILE, 'cluster file').toString('utf8');
   } catch (e) {
     if (e instanceof ClusterFileError) throw e;
     if (e instanceof FileTooLargeError) throw new ClusterFileError(e.message);

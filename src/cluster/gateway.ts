@@ -1,10 +1,8 @@
 // Gateway API → Service ports a Gateway's addresses reach, and at which listener ports: via routes attached
 // (Accepted=True, or parentRef without status) with a backendRef; cross-namespace only with a ReferenceGrant.
 import { canonicalIp, dnsName, FieldError, isObj, optArr, optInt, optObj, optStr, reqStr } from './fields.js';
-import { type Parsed, parseOne, parseParts, pushTo, type SourcedObject } from './objects.js';
+import { GATEWAY_GROUP, type Parsed, parseOne, parseParts, pushTo, type SourcedObject } from './objects.js';
 import type { GatewayFront, L7Listener, L7Vip } from './types.js';
-
-const GATEWAY_GROUP = 'gateway.networking.k8s.io';
 
 /** The route kinds the view follows, and the listener protocols each attaches to (Gateway API's defaults). */
 const ROUTE_KINDS = {
@@ -221,10 +219,7 @@ function granted(
   );
 }
 
-/**
- * The Gateway's listeners a parentRef attaches the route to: by section name and port, of a
- * protocol the route kind uses.
- */
+/** The listeners a parentRef attaches the route to: by section name and port, of the route kind's protocols. */
 function attachedListeners(gw: GatewayEntry, ref: ObjectRef, route: RouteEntry, accepted: boolean): L7Listener[] {
   const protocols: readonly string[] = ROUTE_KINDS[route.kind];
   const out: L7Listener[] = [];

@@ -17,10 +17,7 @@ export function l7Listeners(iv: L7Vip): readonly L7Listener[] {
   return iv.gateway?.listeners ?? INGRESS_LISTENERS;
 }
 
-/**
- * The Service port has an address traffic can be matched against: an LB ingress IP, or an Ingress
- * VIP routing to it.
- */
+/** The Service port has an address traffic can be matched against: an LB ingress IP, or an Ingress VIP to it. */
 function hasLbAddress(service: ServiceView): boolean {
   return service.lbIngress.length > 0 || service.ingressVips.length > 0;
 }
@@ -142,10 +139,7 @@ export class LbServiceIndex {
     return listOf(this.byLbIp.get(ip));
   }
 
-  /**
-   * The Service ports behind this Ingress or Gateway VIP (any port: the detectors match the L7 loop
-   * by source address).
-   */
+  /** The Service ports behind this Ingress or Gateway VIP at any port (the L7 loop is matched by source). */
   ingressVipServices(ip: string): ServiceView[] | undefined {
     return listOf(this.byIngressVip.get(ip));
   }
@@ -161,10 +155,7 @@ export class LbServiceIndex {
     return Array.isArray(v) ? v[v.length - 1] : v;
   }
 
-  /**
-   * The `addressed` Service ports with an endpoint at ip:port (endpointPort), on any node: where a
-   * DNAT-ed reply comes from.
-   */
+  /** The `addressed` Service ports with an endpoint at ip:port on any node: where a DNAT-ed reply comes from. */
   endpointServices(ip: string, proto: string, port: number | undefined): ServiceView[] | undefined {
     return listOf(this.byEndpoint.get(ip, proto, port));
   }

@@ -21,6 +21,54 @@ export const GATEWAY_KINDS = [
 export const KINDS = ['services', 'endpointSlices', 'ingresses', 'nodes', ...GATEWAY_KINDS] as const;
 export type Kind = (typeof KINDS)[number];
 
+/** A kind's API: group ('' for core), plural resource, and the versions read, the first the one listed and watched. */
+export interface KindApi {
+  kind: string;
+  group: string;
+  resource: string;
+  versions: readonly string[];
+  /** A Gateway API kind, which a CRD adds: a 404 is a cluster without it, no error. */
+  crd?: true;
+}
+
+const api = (kind: string, group: string, resource: string, ...versions: string[]): KindApi => ({
+  kind,
+  group,
+  resource,
+  versions,
+});
+export const GATEWAY_GROUP = 'gateway.networking.k8s.io';
+const gatewayApi = (kind: string, resource: string, ...versions: string[]): KindApi => ({
+  ...api(kind, GATEWAY_GROUP, resource, ...versions),
+  crd: true,
+});
+
+/** EndpointSlices are also read as v1beta1, which 1.17-1.20 serve (v1 since 1.21); v1beta1 Gateway kinds as v1's. */
+export const KIND_APIS: Record<Kind, KindApi> = {
+  services: api('Service', '', 'services', 'v1'),
+  endpointSlices: api('EndpointSlice', 'discovery.k8s.io', 'endpointslices', 'v1', 'v1beta1'),
+  ingresses: api('Ingress', 'networking.k8s.io', 'ingresses', 'v1'),
+  nodes: api('Node', '', 'nodes', 'v1'),
+  gatewayClasses: gatewayApi('GatewayClass', 'gatewayclasses', 'v1', 'v1beta1'),
+  gateways: gatewayApi('Gateway', 'gateways', 'v1', 'v1beta1'),
+  httpRoutes: gatewayApi('HTTPRoute', 'httproutes', 'v1', 'v1beta1'),
+  grpcRoutes: gatewayApi('GRPCRoute', 'grpcroutes', 'v1', 'v1beta1'),
+  tlsRoutes: gatewayApi('TLSRoute', 'tlsroutes', 'v1alpha2', 'v1alpha3', 'v1'),
+  tcpRoutes: gatewayApi('TCPRoute', 'tcproutes', 'v1alpha2', 'v1alpha3', 'v1'),
+  udpRoutes: gatewayApi('UDPRoute', 'udproutes', 'v1alpha2', 'v1alpha3', 'v1'),
+  referenceGrants: gatewayApi('ReferenceGrant', 'referencegrants', 'v1beta1', 'v1'),
+};
+
+/** "discovery.k8s.io/v1", or "v1" for the core group. */
+export function apiVersionOf(api: KindApi, version = api.versions[0]!): string {
+  return api.group ? `${api.group}/${version}` : version;
+}
+
+/** The collection's path across namespaces, e.g. /apis/discovery.k8s.io/v1/endpointslices. */
+export function collectionPath(api: KindApi, version = api.versions[0]!): string {
+  return `${api.group ? '/apis' : '/api'}/${apiVersionOf(api, version)}/${api.resource}`;
+}
+
 /** The objects of each kind (a List's items, or the watch stores). */
 export type ClusterObjects = Record<Kind, SourcedObject[]>;
 

@@ -17,10 +17,7 @@ export interface ReflectorOptions<T> {
   backoffMaxMs: number;
   /** A 403/404 on list means "this kind is not readable": synced empty with a note instead of failing. */
   optional?: boolean;
-  /**
-   * A kind a CRD may add (with `optional`): a 404 on list means "not installed", synced empty and
-   * `absent`, without a note.
-   */
+  /** A kind a CRD adds (with `optional`): a 404 on list is "not installed", synced empty and `absent`. */
   crd?: boolean;
   /** How long an absent `crd` kind waits before it is listed again (default backoffMaxMs). */
   absentRecheckMs?: number;
@@ -60,12 +57,6 @@ const OBJECT_EVENTS = new Set(['ADDED', 'MODIFIED', 'DELETED']);
 
 /** Lists started again after a 410 on a continued page before the list counts as failed. */
 const MAX_LIST_RESTARTS = 3;
-
-class ContinueExpired extends Error {
-  constructor(readonly expired: ApiError) {
-    super(expired.message);
-  }
-}
 
 export class Reflector<T> {
   /** What `transform` kept of each object. Replaced whole by each list. */
@@ -157,15 +148,11 @@ export class Reflector<T> {
 
   private async list(): Promise<'listed'> {
     const started = Date.now();
-    let listed: Listed<T> | undefined;
     // A 410 on a later page: etcd compacted the first page's version, so relist a few times as client-go's pager does.
-    for (let attempt = 0; !listed; attempt++) {
-      try {
-        listed = await this.listPages();
-      } catch (e) {
-        if (!(e instanceof ContinueExpired) || attempt >= MAX_LIST_RESTARTS)
-          throw e instanceof ContinueExpired ? e.expired : e;
-      }
+    let listed = await this.listPages();
+    for (let restarts = 0; listed instanceof ApiError; restarts++) {
+      if (restarts >= MAX_LIST_RESTARTS) throw listed;
+      listed = await this.listPages();
     }
     const { items } = listed;
     if (this.stopped) return 'listed';
@@ -184,8 +171,8 @@ export class Reflector<T> {
     return 'listed';
   }
 
-  /** Every page of one list; a 410 on a continued page is a ContinueExpired. */
-  private async listPages(): Promise<Listed<T>> {
+  /** Every page of one list, or the 410 of a continued page (returned: the list is started again). */
+  private async listPages(): Promise<Listed<T> | ApiError> {
     const items = new ObjectStore<T>();
     const skipped = new Map<string, SkippedObject>();
     const query = { ...this.o.query, limit: String(this.o.pageSize) };
@@ -194,6 +181,7 @@ export class Reflector<T> {
     do {
       // Only the token outlives the page, so its parsed items are garbage before the next request.
       const page = await this.nextPage(query, next);
+      if (page instanceof ApiError) return page;
       for (const item of page.items) {
         if (item instanceof SkippedObject) skipped.set(skipKey(item, skipped.size), item);
         else items.set(...keyOf(item), this.o.transform(item));
@@ -204,11 +192,15 @@ export class Reflector<T> {
     return { items, skipped, resourceVersion };
   }
 
-  /** The first page, or the one after `continueToken`; a 410 on a continued page is a ContinueExpired. */
-  private async nextPage(query: Record<string, string>, continueToken: string | undefined): Promise<ListPage> {
+  /** The first page, or the one after `continueToken`; a 410 on a continued page is returned. */
+  private async nextPage(
+    query: Record<string, string>,
+    continueToken: string | undefined,
+  ): Promise<ListPage | ApiError> {
     const pageQuery = continueToken === undefined ? query : { ...query, continue: continueToken };
     return this.api.listPage(this.path, pageQuery, undefined, this.o.shape).catch((e: unknown) => {
-      throw continueToken !== undefined && e instanceof ApiError && e.statusCode === 410 ? new ContinueExpired(e) : e;
+      if (continueToken !== undefined && e instanceof ApiError && e.statusCode === 410) return e;
+      throw e;
     });
   }
 

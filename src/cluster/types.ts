@@ -65,10 +65,7 @@ export interface LoopbackAnnotations {
   tencentPreventLoopback?: boolean;
   /** Alibaba `service.beta.kubernetes.io/alibaba-cloud-loadbalancer-hostname` value. */
   alibabaHostname?: string;
-  /**
-   * Internal/intranet LB as declared by an annotation (Alibaba address-type intranet, Tencent
-   * subnet id, AWS/Azure/GCP internal).
-   */
+  /** The annotation that makes the LB internal (Alibaba intranet, Tencent subnet id, AWS/Azure/GCP internal). */
   internalByAnnotation?: { key: string; value: string };
   /** Reuse of an existing LB (Tencent `service.kubernetes.io/tke-existed-lbid`, Alibaba `...loadbalancer-id`). */
   existingLb?: { key: string; value: string };
@@ -99,10 +96,7 @@ export interface ServiceView {
   lbHostnameLookups?: HostnameLookup[];
   /** VIPs of Ingresses whose backends reference this Service port, and of Gateways whose routes do. */
   ingressVips: L7Vip[];
-  /**
-   * Hostname addresses of Gateways routing to this Service port (resolved into ingressVips by
-   * cluster/lb-hostnames.ts); absent when none.
-   */
+  /** Hostnames of Gateways routing to this Service port (lb-hostnames.ts resolves them into ingressVips). */
   gatewayHostnames?: { gateway: GatewayFront; hostname: string }[];
   externalIPs: string[];
   externalTrafficPolicy: TrafficPolicy;
@@ -136,9 +130,6 @@ export interface ClusterView {
   /** This node's Node object, when one of that name exists. */
   node?: NodeView;
   services: ServiceView[];
-  /**
-   * Problems reading the input (bad objects are skipped, not fatal), e.g. 'items[3]: Service
-   * without metadata.name'.
-   */
+  /** Problems reading the input (a bad object is skipped), e.g. 'items[3]: Service without metadata.name'. */
   warnings: string[];
 }

@@ -1,5 +1,4 @@
-// The live view: list+watch of Services, EndpointSlices, Ingresses, Gateway API and this Node, debounced;
-// while the API is away the last good view is kept, marked fresh:false with the reason.
+// The live view by list+watch, debounced; while the API is away the last good view stays, marked fresh:false.
 import { byText } from '../compare.js';
 import type { Logger } from '../log.js';
 import type { SourceStatus } from '../model/source-status.js';
@@ -8,7 +7,7 @@ import type { SkippedObject } from './json-reduce.js';
 import { KubeApi } from './kube-api.js';
 import { loadApiTarget } from './kube-config.js';
 import { OBJECT_SHAPES } from './object-shapes.js';
-import { GATEWAY_KINDS, KINDS, type Kind, type SourcedObject } from './objects.js';
+import { collectionPath, GATEWAY_KINDS, KIND_APIS, KINDS, type Kind, type SourcedObject } from './objects.js';
 import { Reflector, type ReflectorOptions } from './reflector.js';
 import type { ClusterView } from './types.js';
 
@@ -34,34 +33,19 @@ export interface ClusterWatchOptions {
 }
 
 /** Where each kind is listed and watched; `name` labels it in reasons and warnings. */
-const COLLECTIONS: Record<Kind, Pick<ReflectorOptions<unknown>, 'name' | 'path' | 'optional' | 'crd' | 'fallback'>> = {
-  services: { name: 'services', path: '/api/v1/services' },
-  endpointSlices: {
-    name: 'endpointslices',
-    path: '/apis/discovery.k8s.io/v1/endpointslices',
-    // 1.17-1.20 serve EndpointSlices only as v1beta1 (same fields but topology for nodeName, endpoints.ts).
-    fallback: {
-      path: '/apis/discovery.k8s.io/v1beta1/endpointslices',
-      note: 'EndpointSlices: discovery.k8s.io/v1 not served (404), using v1beta1',
-      neither: 'EndpointSlices: neither discovery.k8s.io/v1 nor v1beta1 served (404)',
-    },
-  },
-  // Ingress VIPs only add L7 detail; an agent without RBAC for them still works.
-  ingresses: { name: 'ingresses', path: '/apis/networking.k8s.io/v1/ingresses', optional: true },
-  nodes: { name: 'node', path: '/api/v1/nodes' },
-  // Gateway API is a set of CRDs: a 404 is a cluster without it (or without that kind), no error.
-  gatewayClasses: gatewayApi('gatewayclasses', 'v1'),
-  gateways: gatewayApi('gateways', 'v1'),
-  httpRoutes: gatewayApi('httproutes', 'v1'),
-  grpcRoutes: gatewayApi('grpcroutes', 'v1'),
-  tlsRoutes: gatewayApi('tlsroutes', 'v1alpha2'),
-  tcpRoutes: gatewayApi('tcproutes', 'v1alpha2'),
-  udpRoutes: gatewayApi('udproutes', 'v1alpha2'),
-  referenceGrants: gatewayApi('referencegrants', 'v1beta1'),
-};
-
-function gatewayApi(resource: string, version: string) {
-  return { name: resource, path: `/apis/gateway.networking.k8s.io/${version}/${resource}`, optional: true, crd: true };
+function collection(kind: Kind): Pick<ReflectorOptions<unknown>, 'name' | 'path' | 'optional' | 'crd' | 'fallback'> {
+  const api = KIND_APIS[kind];
+  const c = { name: kind === 'nodes' ? 'node' : api.resource, path: collectionPath(api) };
+  // Ingress VIPs only add L7 detail; an agent without RBAC for them (or a Gateway API CRD) still works.
+  if (api.crd || kind === 'ingresses') return { ...c, optional: true, ...(api.crd ? { crd: true } : {}) };
+  if (kind !== 'endpointSlices') return c;
+  // 1.17-1.20 serve EndpointSlices only as v1beta1 (same fields but topology for nodeName, endpoints.ts).
+  const fallback = {
+    path: collectionPath(api, 'v1beta1'),
+    note: 'EndpointSlices: discovery.k8s.io/v1 not served (404), using v1beta1',
+    neither: 'EndpointSlices: neither discovery.k8s.io/v1 nor v1beta1 served (404)',
+  };
+  return { ...c, fallback };
 }
 
 const GATEWAY_API_LOG = {
@@ -86,7 +70,7 @@ export class ClusterWatch {
     this.api = new KubeApi(loadApiTarget(o.kubeconfig));
     const parsers = parsersFor(o.nodeName);
     for (const kind of KINDS) {
-      const c = COLLECTIONS[kind];
+      const c = collection(kind);
       const parse = parsers[kind] as (s: SourcedObject) => unknown;
       const reflector = new Reflector(this.api, {
         ...c,

@@ -1,5 +1,4 @@
-// The /metrics registry: prom-client metrics whose collect callbacks read one scrape, taken when
-// /metrics is asked for, so every family of a response describes the same moment.
+// The /metrics registry: its collectors read one scrape taken per request, so a response describes one moment.
 import { collectDefaultMetrics, Registry } from 'prom-client';
 
 export interface RegistryOptions {

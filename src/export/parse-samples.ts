@@ -1,5 +1,4 @@
-// The reading side of the exposition format the exporter writes: the demo's
-// dashboard and the tests read /metrics through it.
+// The reading side of the exposition format the exporter writes, for the demo's dashboard and the tests.
 
 export interface Sample {
   name: string;

@@ -1,5 +1,4 @@
-// The agent's HTTP server: /metrics, /healthz (alive), /readyz (first sync done), and the routes
-// it is given (the agent mounts /evidence and /findings, each with its own access check).
+// The agent's HTTP server: /metrics, /healthz, /readyz (first sync done) and the given routes (/evidence, /findings).
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { promisify } from 'node:util';
 import { gzip as gzipCallback } from 'node:zlib';
@@ -13,10 +12,7 @@ export interface MetricsServerOptions {
   registry: Registry;
   /** True once every source has been read once. */
   ready: () => boolean;
-  /**
-   * Access control for /metrics (--metrics-auth kubernetes): resolves to ok, or to the status
-   * and message to refuse with. /healthz and /readyz stay open for the kubelet's probes.
-   */
+  /** Access control for /metrics only (--metrics-auth kubernetes): the kubelet's probes stay open. */
   authorize?: (
     req: IncomingMessage,
   ) => Promise<{ ok: true } | { ok: false; status: number; message: string; retryAfterS?: number }>;
@@ -78,14 +74,14 @@ function serveMetrics(registry: Registry, req: IncomingMessage, res: ServerRespo
 }
 
 export function createMetricsServer(options: MetricsServerOptions, limits: Partial<ServerLimits> = {}): Server {
-  const handle = (req: IncomingMessage, res: ServerResponse, authorized: boolean): void => {
+  const handle = (req: IncomingMessage, res: ServerResponse): void => {
     const path = (req.url ?? '/').split('?')[0];
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       res.writeHead(405).end();
-    } else if (path === '/metrics' && options.authorize && !authorized) {
-      guarded(options.authorize, req, res, () => handle(req, res, true));
     } else if (path === '/metrics') {
-      serveMetrics(options.registry, req, res);
+      const serve = () => serveMetrics(options.registry, req, res);
+      if (options.authorize) guarded(options.authorize, req, res, serve);
+      else serve();
     } else if (path === '/healthz') {
       res.writeHead(200).end('ok\n');
     } else if (options.routes && path && Object.hasOwn(options.routes, path) && req.method === 'GET') {
@@ -101,7 +97,7 @@ export function createMetricsServer(options: MetricsServerOptions, limits: Parti
   // The header and request timeouts are checked on this interval (node's default is 30 s).
   const server = createServer(
     { connectionsCheckingInterval: Math.min(1000, lim.headersTimeoutMs), maxHeaderSize: 16 << 10 },
-    (req, res) => handle(req, res, false),
+    handle,
   );
   limitConnections(server, lim);
   return server;

@@ -1,5 +1,4 @@
-// IP address families: as clbprobe spells them (4, 6) and as the kernel numbers
-// them in netlink messages (rtnetlink, ctnetlink, IPVS generic netlink).
+// IP address families as clbprobe spells them (4, 6) and as netlink numbers them (rtnetlink, ctnetlink, IPVS).
 
 export type IpFamily = 4 | 6;
 

@@ -4,10 +4,7 @@ import { ipv4Number } from './ip.js';
 
 const PROTO_CODE: Record<string, number> = { TCP: 1, UDP: 2, SCTP: 3 };
 
-/**
- * A number for IPv4 (32 + 2 + 16 bits fit a double exactly), since concatenated text keys cost heap;
- * text for IPv6 and anything unusual. The '' address means any (NodePorts).
- */
+/** A number for IPv4 (32 + 2 + 16 bits fit a double exactly), else text; the '' address means any (NodePorts). */
 export type Key = number | string;
 export const key = (ip: string, proto: string, port: number | undefined): Key => {
   const n = ip === '' ? 0 : ipv4Number(ip);
@@ -29,11 +26,7 @@ export function addTo<K, V extends object>(map: Map<K, OneOrMore<V>>, key: K, va
 export const listOf = <V extends object>(v: OneOrMore<V> | undefined): V[] | undefined =>
   v === undefined || Array.isArray(v) ? v : [v];
 
-/**
- * A map over address + protocol + port in two levels, protocol + port and then address, so inner keys
- * are IPv4 addresses as 32-bit integers, which V8 holds in the entry itself. Same matches as one map
- * over key(): the same address parse, text for anything not IPv4.
- */
+/** key()'s matches in two levels, protocol + port then address, so IPv4 inner keys are integers kept inline. */
 export class AddressPortMap<V extends object> {
   private readonly byPort = new Map<number | string, Map<number | string, OneOrMore<V>>>();
 

@@ -1,5 +1,4 @@
-// IPv4 text to number, for the keys every layer builds over addresses (model/address-key.ts)
-// and the CIDR tests of src/kernel/ip.ts.
+// IPv4 text to number, for the address keys (model/address-key.ts) and the CIDR tests of src/kernel/ip.ts.
 
 /** Dotted-quad text → 32-bit number; undefined for anything else. No allocation (hot paths). */
 export function ipv4Number(text: string): number | undefined {

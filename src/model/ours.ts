@@ -46,10 +46,7 @@ export interface OursLookup<A, H> {
 
 export type TupleRule = 'vip' | 'nodePort' | 'endpoint';
 
-/**
- * Whether a conntrack tuple is ours, and by which rule: towards an LB VIP:port, towards a node
- * address at a NodePort, or answered by an endpoint (after DNAT the reply comes from it).
- */
+/** Whether a tuple is ours and by which rule: to an LB VIP:port, to a node's NodePort, or answered by an endpoint. */
 export function matchTuple<A, H>(lookup: OursLookup<A, H>, t: TupleFields<A>): { rule: TupleRule; hit: H } | undefined {
   const { protoNum, dst, dport } = t.orig;
   if (dport === undefined) return undefined;

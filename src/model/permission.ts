@@ -1,5 +1,4 @@
-// What counts as "not allowed" from the kernel, and how a source says so: every reader and the
-// CLI decide it here, so `snapshot` can tell a privilege problem from a missing datapath.
+// What counts as "not allowed" from the kernel and how a source says so: `snapshot` tells it from a missing datapath.
 
 /** The errno names the kernel answers with when the caller lacks a capability (or a LSM refuses). */
 export function isPermissionErrno(code: string | undefined): boolean {

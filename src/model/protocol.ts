@@ -1,5 +1,4 @@
-// The transport protocols a Service port can have, in the two spellings the
-// node's tools use, and their IP protocol numbers: one table for every layer.
+// The transport protocols of a Service port in the two spellings the node's tools use, and their IP protocol numbers.
 
 /** As Kubernetes (and ipvsadm) spell it. */
 export type ServiceProtocol = 'TCP' | 'UDP' | 'SCTP';

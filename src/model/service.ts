@@ -3,10 +3,7 @@
 /** spec.externalTrafficPolicy / internalTrafficPolicy, as Kubernetes spells them. */
 export type TrafficPolicy = 'Cluster' | 'Local';
 
-/**
- * A Service port's identity across cluster views, as one flat text (join): the agent keeps one per
- * Service port with finished flows, and a template literal's text is a tree of concatenations.
- */
+/** A Service port's identity across views, flat (join): a template literal's text is a tree of concatenations. */
 export function portKey(service: { namespace: string; name: string }, proto: string, port: number): string {
   return [`${service.namespace}/${service.name}`, proto, port].join('|');
 }

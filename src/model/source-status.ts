@@ -5,10 +5,7 @@ export interface SourceStatus {
   available: boolean;
   /** Why the source is unavailable or degraded (e.g. "IPVS: genl family not present in this kernel"). */
   reason?: string;
-  /**
-   * The node has no such datapath at all (e.g. no IPVS in an iptables-mode cluster): nothing to
-   * read, which is not a failure. Only set together with available=false.
-   */
+  /** No such datapath on this node (no IPVS in iptables mode), which is no failure; only with available=false. */
   notPresent?: boolean;
   /** Wall-clock milliseconds the read took. */
   durationMs?: number;

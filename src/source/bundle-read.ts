@@ -1,5 +1,4 @@
-// readBundle(dir): a collected or hand-made bundle back into NodeSnapshot and ClusterView; a missing or malformed
-// file is a warning and an unavailable source, never the end.
+// readBundle(dir): a bundle back into NodeSnapshot and ClusterView; a bad or missing file is a warning, a source down.
 import { readdirSync, statSync } from 'node:fs';
 import { BundleFiles } from '../bundle/files.js';
 import {

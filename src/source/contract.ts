@@ -18,10 +18,7 @@ interface ReadExtras {
   parts?: SourceStatus[];
 }
 
-/**
- * up: the value (a note when degraded); down: unreadable, the last value kept stale unless partial data comes along;
- * absent: no such datapath, no error and no clbprobe_source_up series; unchanged: same as the last read.
- */
+/** down keeps the last value unless partial data comes along; absent is no such datapath, and no up series. */
 export type ReadResult<T> =
   | ({ state: 'up'; value: T; note?: string } & ReadExtras)
   | ({ state: 'down'; reason: string; value?: T } & ReadExtras)

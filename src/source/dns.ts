@@ -3,7 +3,7 @@
 import { BUNDLE_FILES } from '../bundle/names.js';
 import { formatDnsLookups, parseDnsLookups } from '../bundle/parse-dns.js';
 import { ms, writeStep } from '../bundle/writer.js';
-import { CACHE_DEFAULTS, HostnameCache } from '../cluster/dns/hostname-cache.js';
+import { HostnameCache } from '../cluster/dns/hostname-cache.js';
 import { LOOKUP_DEFAULTS, type LookupRound } from '../cluster/dns/lookup.js';
 import { lookupHostnamesIn } from '../cluster/dns/lookup-netns.js';
 import type { HostnameLookup } from '../cluster/types.js';
@@ -79,7 +79,7 @@ export function dnsReader(
   lookupIn: typeof lookupHostnamesIn = lookupHostnamesIn,
 ): SourceReader<DnsSnapshot> {
   const maxNames = opts.dnsLookup?.maxNames ?? LOOKUP_DEFAULTS.maxNames;
-  const cache = new HostnameCache({ ...CACHE_DEFAULTS, maxNames });
+  const cache = new HostnameCache({ maxNames });
   let timer: NodeJS.Timeout | undefined;
   let due: (() => void) | undefined;
   const arm = (): void => {

@@ -1,5 +1,4 @@
-// Every node input in status order, walked by agent, `snapshot`, `collect` and the bundle reader; a new source is
-// a SourceDef file here and one entry in this list.
+// Every node input in status order, for agent, `snapshot`, `collect` and the bundle reader: a new source is one entry.
 import { addresses } from './addresses.js';
 import { conntrack } from './conntrack.js';
 import type { LiveOptions, SourceDef, SourceReader } from './contract.js';

@@ -1,10 +1,8 @@
-// Non-kernel routes of table local, which cloud guest agents add for LB IPs (detect/guest-local-route.ts);
-// read via `ip -j route show table local`, as no other source shows them.
-import { execFile } from 'node:child_process';
+// Non-kernel routes of table local that cloud guest agents add for LB IPs, shown only by `ip route show table local`.
 import { BUNDLE_FILES } from '../bundle/names.js';
 import { parseIpRouteJson } from '../bundle/parse-ip.js';
+import { runCommand } from '../kernel/nat/command.js';
 import type { Family, LocalRoute, LocalRouteSnapshot } from '../kernel/types.js';
-import { permissionDenied } from '../model/permission.js';
 import { type ReadResult, readerOf, type SourceDef } from './contract.js';
 
 /** `ip -j` output of table local: one route per local address, ~150 bytes each. */
@@ -45,35 +43,15 @@ function snapshotOf(parts: ReturnType<typeof localRoutesOf>[], extra: string[] =
 /** The command line as collect runs it (and as live parse warnings name it). */
 const listing = (f: (typeof FAMILIES)[number]): string[] => ['ip', ...f.flag, '-j', 'route', 'show', 'table', 'local'];
 
-type IpResult = { ok: true; stdout: string } | { ok: false; reason: string };
-
-function runIp(args: string[], netns: string | undefined): Promise<IpResult> {
-  const argv = ['-j', ...args];
-  const [file, full] = !netns
-    ? ['ip', argv]
-    : netns.includes('/')
-      ? ['nsenter', [`--net=${netns}`, '--', 'ip', ...argv]]
-      : ['ip', ['-n', netns, ...argv]];
-  return new Promise((resolve) => {
-    execFile(
-      file,
-      full,
-      { timeout: TIMEOUT_MS, killSignal: 'SIGKILL', maxBuffer: MAX_OUTPUT, env: { ...process.env, LC_ALL: 'C' } },
-      (err, stdout, stderr) => {
-        if (!err) return resolve({ ok: true, stdout });
-        const msg = String(stderr).trim().split('\n')[0] ?? '';
-        if (err.code === 'ENOENT')
-          return resolve({ ok: false, reason: `${file} not found in PATH (install iproute2)` });
-        if (err.killed || err.signal === 'SIGKILL')
-          return resolve({ ok: false, reason: `ip ${argv.join(' ')}: timed out after ${TIMEOUT_MS} ms` });
-        if (/maxBuffer/i.test(err.message))
-          return resolve({ ok: false, reason: `ip ${argv.join(' ')}: output larger than ${MAX_OUTPUT} bytes` });
-        if (/Operation not permitted|Permission denied/i.test(msg))
-          return resolve({ ok: false, reason: permissionDenied('root or CAP_SYS_ADMIN for another namespace', msg) });
-        resolve({ ok: false, reason: `ip ${argv.join(' ')}: ${msg || `exited with ${err.code ?? err.signal}`}` });
-      },
-    );
-  });
+/** One family's listing: its text, or why not (named by its command line). */
+async function list(
+  f: (typeof FAMILIES)[number],
+  netns: string | undefined,
+): Promise<{ text?: string; failed?: string }> {
+  const argv = listing(f);
+  const opts = { ...(netns ? { netns } : {}), timeoutMs: TIMEOUT_MS, maxBytes: MAX_OUTPUT, reader: 'local-routes' };
+  const r = await runCommand('ip', argv.slice(1), opts);
+  return r.ok ? { text: r.stdout.toString('utf8') } : { failed: `${argv.join(' ')}: ${r.reason}` };
 }
 
 export const localRoutes: SourceDef<LocalRouteSnapshot> = {
@@ -82,18 +60,16 @@ export const localRoutes: SourceDef<LocalRouteSnapshot> = {
   live(opts) {
     let last: string | undefined;
     return readerOf(localRoutes, async () => {
-      const outs = await Promise.all(
-        FAMILIES.map((f) => runIp([...f.flag, 'route', 'show', 'table', 'local'], opts.netns)),
-      );
-      const failed = outs.flatMap((o) => (o.ok ? [] : [o.reason]));
+      const outs = await Promise.all(FAMILIES.map((f) => list(f, opts.netns)));
+      const failed = outs.flatMap((o) => (o.failed ? [o.failed] : []));
       // IPv4 is always there; an IPv6 listing fails only where IPv6 is off, which leaves IPv4's answer.
-      if (!outs[0]!.ok) return { state: 'down', reason: failed.join('; ') };
-      const digest = outs.map((o) => (o.ok ? o.stdout : '')).join('\0');
+      if (outs[0]!.text === undefined) return { state: 'down', reason: failed.join('; ') };
+      const digest = outs.map((o) => o.text ?? '').join('\0');
       if (digest === last) return { state: 'unchanged' };
       last = digest;
       const parts = FAMILIES.flatMap((f, i) => {
-        const o = outs[i]!;
-        return o.ok ? [localRoutesOf(o.stdout, listing(f).join(' '), f.family)] : [];
+        const text = outs[i]!.text;
+        return text === undefined ? [] : [localRoutesOf(text, listing(f).join(' '), f.family)];
       });
       return snapshotOf(parts, failed);
     });

@@ -54,12 +54,7 @@ export class SourceRunner {
     const done = await Promise.all(
       readers.map(async (r) => {
         const t0 = performance.now();
-        let result: ReadResult<unknown>;
-        try {
-          result = await r.read();
-        } catch (e) {
-          result = thrown(e);
-        }
+        const result = await (async () => r.read())().catch(thrown);
         return { r, result, ms: performance.now() - t0 };
       }),
     );

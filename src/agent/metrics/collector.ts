@@ -30,24 +30,20 @@ export function families(...list: Family[]): Collector {
   return {
     register(registry, scrape) {
       for (const { type, name, help, labelNames = [], samples } of list) {
-        const config = { name, help, labelNames, registers: [registry] };
-        if (type === 'counter') {
-          new Counter({
-            ...config,
-            collect() {
-              this.reset();
-              for (const [labels, value] of samples(scrape())) this.inc(labels, value);
-            },
-          });
-        } else {
-          new Gauge({
-            ...config,
-            collect() {
-              this.reset();
-              for (const [labels, value] of samples(scrape())) this.set(labels, value);
-            },
-          });
-        }
+        const config = {
+          name,
+          help,
+          labelNames,
+          registers: [registry],
+          collect(this: Counter | Gauge) {
+            this.reset();
+            // A counter takes its total with inc() after the reset, a gauge its value with set().
+            const put = this instanceof Gauge ? this.set.bind(this) : this.inc.bind(this);
+            for (const [labels, value] of samples(scrape())) put(labels, value);
+          },
+        };
+        if (type === 'counter') new Counter(config);
+        else new Gauge(config);
       }
     },
   };

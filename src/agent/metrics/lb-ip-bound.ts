@@ -1,5 +1,4 @@
-// Whether LB ingress IPs are bound on kube-ipvs0: for the node, and per IP for active ports only.
-// Without the addresses source binding is unknown, so there are no series rather than zeros.
+// Whether LB ingress IPs are bound on kube-ipvs0, for the node and per active port's IP; unknown binding has no series.
 import type { AddressSnapshot } from '../../kernel/types.js';
 import type { ServiceIndex } from '../service-index.js';
 import { families, type Sample } from './collector.js';

@@ -3,8 +3,6 @@
 import type { HostnameLookup } from '../types.js';
 import type { LookupRound } from './lookup.js';
 
-export type { HostnameLookup };
-
 export interface CacheLimits {
   /** A TTL below this is re-asked only this often (TTL 0 is common for LB names). */
   minTtlS: number;
@@ -18,7 +16,7 @@ export interface CacheLimits {
   maxNames: number;
 }
 
-export const CACHE_DEFAULTS: CacheLimits = { minTtlS: 5, maxTtlS: 300, retryS: 10, keepStaleS: 600, maxNames: 256 };
+const CACHE_DEFAULTS: CacheLimits = { minTtlS: 5, maxTtlS: 300, retryS: 10, keepStaleS: 600, maxNames: 256 };
 
 interface Entry {
   lookup?: HostnameLookup;

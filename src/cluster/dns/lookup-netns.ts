@@ -34,13 +34,8 @@ export async function lookupHostnamesIn(
   const fail = (error: string): LookupRound => failedRound(names, `resolver of ${netns}`, error);
   const [cmd, ...args] = netnsCommand(netns, childCommand());
   // The child's own deadline is per name; this one bounds the whole round (a stuck child).
-  const perRound =
-    (opts.timeoutMs ?? LOOKUP_DEFAULTS.timeoutMs) *
-      Math.ceil(
-        Math.min(names.length, opts.maxNames ?? LOOKUP_DEFAULTS.maxNames) /
-          (opts.concurrency ?? LOOKUP_DEFAULTS.concurrency),
-      ) +
-    10_000;
+  const o = { ...LOOKUP_DEFAULTS, ...opts };
+  const perRound = o.timeoutMs * Math.ceil(Math.min(names.length, o.maxNames) / o.concurrency) + 10_000;
   return new Promise((resolve) => {
     const p = spawn(cmd!, args, { stdio: ['pipe', 'pipe', 'pipe'] });
     let out = '';

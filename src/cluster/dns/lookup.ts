@@ -86,10 +86,7 @@ async function readResolvConf(path: string): Promise<ResolvConf> {
 /** Looks up every name in this process' network namespace; never throws. */
 export async function lookupHostnames(names: readonly string[], opts: LookupOptions = {}): Promise<LookupRound> {
   const path = opts.resolvConf ?? RESOLV_CONF;
-  const maxNames = opts.maxNames ?? LOOKUP_DEFAULTS.maxNames;
-  const concurrency = Math.max(1, opts.concurrency ?? LOOKUP_DEFAULTS.concurrency);
-  const timeoutMs = opts.timeoutMs ?? LOOKUP_DEFAULTS.timeoutMs;
-  const maxAddresses = opts.maxAddresses ?? LOOKUP_DEFAULTS.maxAddresses;
+  const { maxNames, concurrency, timeoutMs, maxAddresses } = { ...LOOKUP_DEFAULTS, ...opts };
 
   let conf: ResolvConf;
   try {
@@ -99,8 +96,7 @@ export async function lookupHostnames(names: readonly string[], opts: LookupOpti
   }
   const resolverText = `nameserver ${conf.nameservers.join(', ') || '(none)'} (${path})`;
   if (conf.nameservers.length === 0) return failedRound(names, resolverText, `no nameserver in ${path}`, conf.warnings);
-  // One channel per name: c-ares fails every query pending on a connection that got a malformed answer.
-  // Its timeout is per try and doubles per retry, so the deadline below bounds the whole name.
+  // One channel per name, as c-ares fails every query pending on a connection that got a malformed answer.
   const resolverFor = (): Resolver => {
     const r = new Resolver({ timeout: Math.min(conf.timeoutS * 1000, timeoutMs), tries: conf.attempts });
     r.setServers(conf.nameservers);
@@ -160,7 +156,7 @@ export async function lookupHostnames(names: readonly string[], opts: LookupOpti
     }
   };
   try {
-    await Promise.all(Array.from({ length: Math.min(concurrency, todo.length) }, worker));
+    await Promise.all(Array.from({ length: Math.min(Math.max(1, concurrency), todo.length) }, worker));
   } finally {
     // Names past their deadline: stop their queries.
     for (const r of live) r.cancel();
