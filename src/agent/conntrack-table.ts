@@ -5,7 +5,7 @@ import { CompactEntry } from '../kernel/conntrack/compact.js';
 import { IPS_SEEN_REPLY } from '../kernel/conntrack/constants.js';
 import { CtView } from '../kernel/conntrack/decode.js';
 import type { ConntrackEntry, ConntrackEventType } from '../kernel/types.js';
-import { type Key, key } from '../model/address-key.js';
+import { addTo, type Key, key, listOf, type OneOrMore, removeFrom } from '../model/address-key.js';
 import type { FlowOutcome } from '../model/flow.js';
 import { protocolOfNumber as protoOf } from '../model/protocol.js';
 import { portKey, type ServicePortLabels, servicePortLabels } from '../model/service.js';
@@ -49,31 +49,6 @@ export function classifyEntry(kept: KeptEntry): EntryClass {
   return replied(kept.entry) ? 'healthy' : 'unreplied';
 }
 
-/** What a key holds: nearly always one entry, a list only when entries share the key. */
-type OneOrMore = KeptEntry | KeptEntry[];
-
-const NONE_HELD: readonly KeptEntry[] = [];
-const listOf = (held: OneOrMore | undefined): readonly KeptEntry[] =>
-  held === undefined ? NONE_HELD : Array.isArray(held) ? held : [held];
-
-/** Adds k under key; returns every entry the key holds now. */
-function addTo<K>(map: Map<K, OneOrMore>, key: K, k: KeptEntry): readonly KeptEntry[] {
-  const held = map.get(key);
-  if (held === undefined) {
-    map.set(key, k);
-    return [k];
-  }
-  const list = Array.isArray(held) ? [...held, k] : [held, k];
-  map.set(key, list);
-  return list;
-}
-
-function removeFrom<K>(map: Map<K, OneOrMore>, key: K, k: KeptEntry): void {
-  const rest = listOf(map.get(key)).filter((other) => other !== k);
-  if (rest.length === 0) map.delete(key);
-  else map.set(key, rest.length === 1 ? rest[0]! : rest);
-}
-
 /** The same flow: the kernel's CTA_ID is a 32-bit hash, so only the zone and original tuple tell two flows apart. */
 const sameFlow = (k: KeptEntry, source: EntrySource): boolean =>
   k.entry.zone === source.zone &&
@@ -81,9 +56,9 @@ const sameFlow = (k: KeptEntry, source: EntrySource): boolean =>
 
 export class ConntrackTable {
   /** By CTA_ID as a signed 32-bit integer (CompactEntry.id32): small-integer keys, no heap number each. */
-  private readonly byId = new Map<number, OneOrMore>();
+  private readonly byId = new Map<number, OneOrMore<KeptEntry>>();
   /** By client socket: two entries share one when they are the two legs of a loop. */
-  private readonly bySock = new Map<Key, OneOrMore>();
+  private readonly bySock = new Map<Key, OneOrMore<KeptEntry>>();
   private count = 0;
   private generation = 0;
   /** Finished VIP flows per Service port (keyed by portKey: its labels object is per cluster view). */
@@ -107,7 +82,7 @@ export class ConntrackTable {
   private changeCount = 0;
 
   *entries(): IterableIterator<KeptEntry> {
-    for (const held of this.byId.values()) yield* listOf(held);
+    for (const held of this.byId.values()) yield* listOf(held) ?? [];
   }
 
   /** The Service index entries are matched with now (evidence judges ownership against the same view). */
@@ -183,8 +158,10 @@ export class ConntrackTable {
     };
     this.count++;
     addTo(this.byId, entry.id32, k);
-    const sharing = addTo(this.bySock, sockKey(entry), k);
-    if (sharing.length > 1) this.pair(sharing);
+    const sk = sockKey(entry);
+    addTo(this.bySock, sk, k);
+    const sharing = this.bySock.get(sk);
+    if (Array.isArray(sharing)) this.pair(sharing);
     for (const l of this.listeners) l(k);
     return true;
   }

@@ -26,6 +26,15 @@ export function addTo<K, V extends object>(map: Map<K, OneOrMore<V>>, key: K, va
 export const listOf = <V extends object>(v: OneOrMore<V> | undefined): V[] | undefined =>
   v === undefined || Array.isArray(v) ? v : [v];
 
+export function removeFrom<K, V extends object>(map: Map<K, OneOrMore<V>>, key: K, value: V): void {
+  const held = map.get(key);
+  if (held === value) map.delete(key);
+  else if (Array.isArray(held)) {
+    const rest = held.filter((v) => v !== value);
+    map.set(key, rest.length === 1 ? rest[0]! : rest);
+  }
+}
+
 /** key()'s matches in two levels, protocol + port then address, so IPv4 inner keys are integers kept inline. */
 export class AddressPortMap<V extends object> {
   private readonly byPort = new Map<number | string, Map<number | string, OneOrMore<V>>>();
