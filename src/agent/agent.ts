@@ -66,7 +66,7 @@ export class Agent {
   private readonly conntrack: ConntrackFeed;
   private readonly diagnosis: IncrementalDiagnosis;
   /** Skips conntrack messages that touch no LB Service before decoding them (most of a busy table). */
-  private prefilter!: ConntrackPrefilter;
+  private prefilter: ConntrackPrefilter;
   readonly table: ConntrackTable;
   private counter?: Counter;
   private readonly captureHealth: CaptureHealth;
@@ -74,9 +74,7 @@ export class Agent {
   private readonly diagnoseSoon = new DiagnoseSchedule(() => this.diagnose());
   private firstSync = false;
   /** The prefilter targets' LB VIP:ports for the coverage check; the endpoint list is needed only to build it. */
-  private vips!: AddressPort[];
-  /** What the counters look for under the current index. */
-  private targets!: Targets;
+  private vips: AddressPort[];
   /** A VIP new to the index gets a full conntrack read for its existing connections, paced (vip-coverage.ts). */
   private readonly newVipReads: NewVipReads;
   readonly ifname?: string;
@@ -105,7 +103,9 @@ export class Agent {
     this.captureHealth = new CaptureHealth(this.sources.health);
     const index = this.sources.index;
     this.table = new ConntrackTable(index);
-    this.follow(index);
+    const ours = index.ours();
+    this.vips = ours.vips;
+    this.prefilter = new ConntrackPrefilter(ours);
     this.conntrack =
       o.inputs?.conntrack ??
       new LiveConntrack({
@@ -204,25 +204,19 @@ export class Agent {
   private useIndex(index: ServiceIndex): void {
     this.diagnosis.stale();
     this.table.reindex(index);
-    this.follow(index);
+    const ours = index.ours();
+    this.vips = ours.vips;
+    this.prefilter = new ConntrackPrefilter(ours);
     this.conntrack.setPrefilter(this.prefilter);
     if (this.firstSync) this.newVipReads.changed(this.vips);
     if (this.counter) {
       try {
-        this.applyTargets(this.counter, this.targets);
+        this.applyTargets(this.counter, packetTargets(ours));
       } catch (e) {
         this.health.down('capture', `updating targets: ${errText(e)}`);
       }
     }
     this.scheduleDiagnose('index');
-  }
-
-  /** What is ours under `index`, computed once for the prefilter, the counters and the VIP coverage. */
-  private follow(index: ServiceIndex): void {
-    const ours = index.ours();
-    this.vips = ours.vips;
-    this.targets = packetTargets(ours);
-    this.prefilter = new ConntrackPrefilter(ours);
   }
 
   private startCapture(): void {
@@ -234,7 +228,7 @@ export class Agent {
     }
     try {
       this.counter = openCounter(counterOptions(this.o, capture, this.ifname));
-      this.applyTargets(this.counter, this.targets);
+      this.applyTargets(this.counter, this.sources.index.targets());
       this.o.log.info({ counter: this.counter.description }, 'counters running');
     } catch (e) {
       this.counter?.close();
