@@ -5,7 +5,7 @@ import { CompactEntry } from '../kernel/conntrack/compact.js';
 import { IPS_SEEN_REPLY } from '../kernel/conntrack/constants.js';
 import { CtView } from '../kernel/conntrack/decode.js';
 import type { ConntrackEntry, ConntrackEventType } from '../kernel/types.js';
-import { addTo, type Key, key, listOf, type OneOrMore, removeFrom } from '../model/address-key.js';
+import { addTo, type Key, key, type OneOrMore, removeFrom } from '../model/address-key.js';
 import type { FlowOutcome } from '../model/flow.js';
 import { protocolOfNumber as protoOf } from '../model/protocol.js';
 import { portKey, type ServicePortLabels, servicePortLabels } from '../model/service.js';
@@ -82,7 +82,10 @@ export class ConntrackTable {
   private changeCount = 0;
 
   *entries(): IterableIterator<KeptEntry> {
-    for (const held of this.byId.values()) yield* listOf(held) ?? [];
+    for (const held of this.byId.values()) {
+      if (Array.isArray(held)) yield* held;
+      else yield held;
+    }
   }
 
   /** The Service index entries are matched with now (evidence judges ownership against the same view). */
