@@ -110,7 +110,7 @@ export class ConntrackTable {
   event(type: ConntrackEventType, source: EntrySource, nowMs: number): boolean {
     const kept = this.find(source);
     if (type === 'DESTROY') return kept !== undefined && this.remove(kept, true);
-    return this.upsert(source, nowMs) || kept !== undefined;
+    return this.put(source, kept, nowMs) || kept !== undefined;
   }
 
   /** A full re-read starts; entries not seen again by endResync() are dropped. */
@@ -120,7 +120,11 @@ export class ConntrackTable {
 
   /** Keeps (or updates) an entry that touches an LB Service; true when it is new. */
   upsert(source: EntrySource, nowMs: number): boolean {
-    const old = this.find(source);
+    return this.put(source, this.find(source), nowMs);
+  }
+
+  /** upsert() once the kept entry of this flow, if any, is known. */
+  private put(source: EntrySource, old: KeptEntry | undefined, nowMs: number): boolean {
     if (old) {
       const next = compact(source, old.entry);
       if (next) this.update(old, next, nowMs);
@@ -161,9 +165,7 @@ export class ConntrackTable {
     };
     this.count++;
     addTo(this.byId, entry.id32, k);
-    const sk = sockKey(entry);
-    addTo(this.bySock, sk, k);
-    const sharing = this.bySock.get(sk);
+    const sharing = addTo(this.bySock, sockKey(entry), k);
     if (Array.isArray(sharing)) this.pair(sharing);
     for (const l of this.listeners) l(k);
     return true;

@@ -16,11 +16,16 @@ export const key = (ip: string, proto: string, port: number | undefined): Key =>
 /** A map value: one value alone, or a list when several share the key (nearly every key has one). */
 export type OneOrMore<V extends object> = V | V[];
 
-export function addTo<K, V extends object>(map: Map<K, OneOrMore<V>>, key: K, value: V): void {
-  const a = map.get(key);
-  if (a === undefined) map.set(key, value);
-  else if (Array.isArray(a)) a.push(value);
-  else map.set(key, [a, value]);
+/** Adds value under key; returns what the key holds now. */
+export function addTo<K, V extends object>(map: Map<K, OneOrMore<V>>, key: K, value: V): OneOrMore<V> {
+  const held = map.get(key);
+  if (Array.isArray(held)) {
+    held.push(value);
+    return held;
+  }
+  const now = held === undefined ? value : [held, value];
+  map.set(key, now);
+  return now;
 }
 
 export const listOf = <V extends object>(v: OneOrMore<V> | undefined): V[] | undefined =>
