@@ -1,7 +1,7 @@
 // Non-kernel routes of table local that cloud guest agents add for LB IPs, shown only by `ip route show table local`.
 import { BUNDLE_FILES } from '../bundle/names.js';
 import { parseIpRouteJson } from '../bundle/parse-ip.js';
-import { runCommand } from '../kernel/nat/command.js';
+import { runCommand, withCommand } from '../kernel/nat/command.js';
 import type { Family, LocalRoute, LocalRouteSnapshot } from '../kernel/types.js';
 import { type ReadResult, readerOf, type SourceDef } from './contract.js';
 
@@ -43,7 +43,7 @@ function snapshotOf(parts: ReturnType<typeof localRoutesOf>[], extra: string[] =
 /** The command line as collect runs it (and as live parse warnings name it). */
 const listing = (f: (typeof FAMILIES)[number]): string[] => ['ip', ...f.flag, '-j', 'route', 'show', 'table', 'local'];
 
-/** One family's listing: its text, or why not (named by its command line). */
+/** One family's listing: its text, or why not (named by its command line unless a permission reason). */
 async function list(
   f: (typeof FAMILIES)[number],
   netns: string | undefined,
@@ -51,7 +51,7 @@ async function list(
   const argv = listing(f);
   const opts = { ...(netns ? { netns } : {}), timeoutMs: TIMEOUT_MS, maxBytes: MAX_OUTPUT, reader: 'local-routes' };
   const r = await runCommand('ip', argv.slice(1), opts);
-  return r.ok ? { text: r.stdout.toString('utf8') } : { failed: `${argv.join(' ')}: ${r.reason}` };
+  return r.ok ? { text: r.stdout.toString('utf8') } : { failed: withCommand(argv.join(' '), r.reason) };
 }
 
 export const localRoutes: SourceDef<LocalRouteSnapshot> = {

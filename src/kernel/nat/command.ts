@@ -2,7 +2,7 @@
 // it over line by line, so a huge ruleset gives a reason instead of an agent killed for memory.
 import { spawn } from 'node:child_process';
 import { errText } from '../../errors.js';
-import { permissionDenied } from '../../model/permission.js';
+import { isPermissionReason, permissionDenied } from '../../model/permission.js';
 import { type LineFn, LineSplitter } from './line-split.js';
 
 export type CommandResult = { ok: true; stdout: Buffer } | { ok: false; reason: string };
@@ -171,4 +171,9 @@ function explainFailure(code: number | null, signal: NodeJS.Signals | null, stde
   }
   if (/Cannot open network namespace/i.test(stderr)) return msg;
   return msg || `exited with ${code ?? signal}`;
+}
+
+/** Prefixes the command unless the reason already names it (permission reasons start with 'permission denied'). */
+export function withCommand(cmd: string, reason: string): string {
+  return isPermissionReason(reason) || reason.includes(cmd) ? reason : `${cmd}: ${reason}`;
 }

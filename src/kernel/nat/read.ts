@@ -2,10 +2,9 @@
 // a facts-only read keeps only the nat table's lines (nat-lines.ts) while hashing and counting the rest.
 
 import { errText } from '../../errors.js';
-import { isPermissionReason } from '../../model/permission.js';
 import type { SourceStatus } from '../../model/source-status.js';
 import { BackendCounter, type BackendSide, chooseBackendOf } from './backend.js';
-import { type CommandOptions, type CommandResult, runCommand, runCommandLines } from './command.js';
+import { type CommandOptions, type CommandResult, runCommand, runCommandLines, withCommand } from './command.js';
 import { parseIpsetSave } from './ipset.js';
 import { parseIptablesSave } from './iptables-save.js';
 import { eachLine } from './lines.js';
@@ -201,11 +200,6 @@ function backendSide(v4: SaveRead, v6: SaveRead): BackendSide {
     counts.kubeletChains ||= r.counts.kubeletChains;
   }
   return { evidence: counts.evidence(errors.length > 0 ? errors.join('; ') : undefined), readable: read.length > 0 };
-}
-
-/** Prefixes the command unless the reason already names it (permission reasons start with 'permission denied'). */
-function withCommand(cmd: string, reason: string): string {
-  return isPermissionReason(reason) || reason.includes(cmd) ? reason : `${cmd}: ${reason}`;
 }
 
 function ipsetSource(res: CommandResult, durationMs: number): { status: SourceStatus; dump?: IpsetDump } {
