@@ -97,7 +97,8 @@ export class ConntrackTable {
   reindex(index: ServiceIndex): void {
     this.index = index;
     this.changeCount++;
-    for (const k of [...this.entries()]) {
+    // Removing while walking is safe: a Map skips deleted keys and removeFrom() replaces a list, never edits it.
+    for (const k of this.entries()) {
       const m = index.match(k.entry);
       if (m) {
         k.svcs = m.svcs;
@@ -135,7 +136,7 @@ export class ConntrackTable {
     const candidate = source instanceof CtView ? CompactEntry.fromView(source) : source;
     const m = candidate && this.index.match(candidate);
     if (!m) return false;
-    const c = candidate instanceof CompactEntry ? candidate : CompactEntry.fromEntry(candidate);
+    const c = candidate instanceof CompactEntry ? candidate : compact(candidate);
     return c ? this.add(c, m, nowMs) : false;
   }
 
@@ -173,7 +174,7 @@ export class ConntrackTable {
 
   /** Drops entries the last dump missed (their DESTROY was lost or queued) and counts their outcome now, once. */
   endResync(): void {
-    for (const k of [...this.entries()]) if (k.generation !== this.generation) this.remove(k, true);
+    for (const k of this.entries()) if (k.generation !== this.generation) this.remove(k, true);
   }
 
   /** An outbound entry to a VIP plus a return leg from a local source with the same socket. */
