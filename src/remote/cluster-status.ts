@@ -1,5 +1,7 @@
 // `clbprobe status`: the relay's /status as one cluster view per Service and mechanism, with unanswered nodes and why;
 // filters, and text, JSON or HTML output.
+
+import { isObj } from '../cluster/fields.js';
 import { byText } from '../compare.js';
 import { withCommand } from '../detect/fixes.js';
 import { compareFindings, SEVERITY_RANK } from '../detect/index.js';
@@ -7,7 +9,7 @@ import { serviceOf } from '../detect/render.js';
 import { escapeHtml, findingHtml, htmlPage } from '../detect/render-html.js';
 import type { Finding, FixChange, FixCommand, Severity } from '../detect/types.js';
 import { printable } from '../printable.js';
-import { asObject, jsonObject } from './evidence-lines.js';
+import { jsonObject } from './evidence-lines.js';
 import type { StatusNodeLine } from './status.js';
 
 /** A finding as one node reported it, each fix with its command. */
@@ -75,9 +77,9 @@ function isFinding(line: Record<string, unknown>): boolean {
 
 /** A fix as data with the command built here, since a person runs it and an agent's text is never trusted. */
 function fixOf(value: unknown): FixCommand | undefined {
-  const x = asObject(value);
-  const obj = asObject(x?.object);
-  const patch = asObject(x?.patch);
+  const x = isObj(value) ? value : undefined;
+  const obj = isObj(x?.object) ? x.object : undefined;
+  const patch = isObj(x?.patch) ? x.patch : undefined;
   const name = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
   if (
     !x ||

@@ -2,6 +2,7 @@
 // means the peer is no agent, so reading stops.
 
 import type { EvidenceLine } from '../agent/evidence.js';
+import { isObj as isObject } from '../cluster/fields.js';
 import { errText } from '../errors.js';
 
 const MAX_EVIDENCE_LINE = 1 << 20;
@@ -70,10 +71,6 @@ export class EvidenceTally {
   }
 }
 
-/** The value if it is a JSON object (not null, not an array). */
-export const asObject = (v: unknown): Record<string, unknown> | undefined =>
-  typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
-
 /** A relay's or agent's line as a JSON object, or what else it is. */
 export function jsonObject(text: string): Record<string, unknown> | 'not JSON' | 'not an object' {
   let value: unknown;
@@ -82,15 +79,18 @@ export function jsonObject(text: string): Record<string, unknown> | 'not JSON' |
   } catch {
     return 'not JSON';
   }
-  return asObject(value) ?? 'not an object';
+  return isObject(value) ? value : 'not an object';
 }
 
-/** The message of an error line or Status body, else the body itself; at most 300 characters. */
-export function refusalText(body: string): string {
+/** The message of an error line or Status body, else the body itself. */
+export function refusalMessage(body: string): string {
   const line = jsonObject(body.split('\n')[0] ?? '');
   const message = typeof line === 'object' && typeof line.message === 'string' ? line.message : undefined;
-  return message !== undefined ? message.slice(0, 300) : body.trim().slice(0, 300) || '(empty answer)';
+  return message ?? (body.trim() || '(empty answer)');
 }
+
+/** refusalMessage() cut to 300 characters for display. */
+export const refusalText = (body: string): string => refusalMessage(body).slice(0, 300);
 
 const isStr = (v: unknown): boolean => typeof v === 'string';
 const isObj = (v: unknown): boolean => typeof v === 'object' && v !== null;

@@ -4,7 +4,7 @@ import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest, type RequestOptions } from 'node:https';
 import type { ApiTarget } from '../cluster/kube-config.js';
 import { errText } from '../errors.js';
-import { lineSplitter, refusalText } from './evidence-lines.js';
+import { lineSplitter, refusalMessage, refusalText } from './evidence-lines.js';
 import { TOKEN_HEADER } from './relay-common.js';
 
 export interface RelayTarget {
@@ -84,7 +84,8 @@ export async function askRelay(
 /** An error answer from the API server (a Status) or from the relay (an error line), in words that say what to fix. */
 function refusal(code: number, body: string, target: RelayTarget, where: string): RelayError {
   const msg = refusalText(body);
-  if (code === 403 && msg.includes('services/proxy')) {
+  // The RBAC hint is read from the whole message: a long user or group name can push it past the cut.
+  if (code === 403 && refusalMessage(body).includes('services/proxy')) {
     return new RelayError(
       `403 Forbidden: ${msg} (needs RBAC verb "get" on "services/proxy" named ` +
         `${target.service} in namespace ${target.namespace}; see deploy/oncall-rbac.yaml)`,
