@@ -1,5 +1,6 @@
 // Attaches the counter programs at tc ingress and egress: TCX (kernel >= 6.6) first in the chain so a redirecting CNI
 // cannot hide packets, else cls_bpf filters under our handle; a clsact qdisc is never deleted (the CNI may use it).
+import { errText } from '../errors.js';
 import type { Logger } from '../log.js';
 import { isSyscallError } from '../native/addon.js';
 import type { BpfAddon } from '../native/bpf.js';
@@ -127,7 +128,7 @@ export function attachPrograms(
       return attachTcx(addon, progFds, t);
     } catch (e) {
       if (mode === 'tcx' || !kernelLacksIt(e)) throw captureError(e, 'attach', what('TCX'));
-      log?.info({ ifname: t.ifname, reason: (e as Error).message }, 'TCX unavailable, using legacy tc cls_bpf');
+      log?.info({ ifname: t.ifname, reason: errText(e) }, 'TCX unavailable, using legacy tc cls_bpf');
     }
   }
   try {

@@ -393,8 +393,11 @@ export class TargetSync {
       [MAP_VIPTAB]: () => this.syncBuckets(),
       [MAP_HOSTS4]: () => this.syncMirrored(MAP_HOSTS4, w.hosts4, textBytes),
       [MAP_HOSTS6]: () => this.syncMirrored(MAP_HOSTS6, w.hosts6, textBytes),
+      // An array entry cannot be deleted: it is zeroed, and zeros are never written since they are there already.
       [MAP_NODEPORTS]: () =>
-        this.syncMirrored(MAP_NODEPORTS, new Map([...w.nodePorts].filter(([, v]) => v !== 0)), u32Value),
+        this.syncMirrored(MAP_NODEPORTS, new Map([...w.nodePorts].filter(([, v]) => v !== 0)), u32Value, (fd, key) =>
+          this.addon.bpfMapUpdate(fd, key, ZERO_NODEPORT, BPF_ANY),
+        ),
       [MAP_CONFIG]: () => this.syncValue(MAP_CONFIG, w.config),
       [MAP_FILTERS]: () => this.syncValue(MAP_FILTERS, w.filters),
     };
@@ -425,11 +428,13 @@ export class TargetSync {
     }
   }
 
-  /**
-   * Writes new and changed entries, then removes those gone (a hash deletes them, the nodeports array is zeroed), so
-   * a key present in both never disappears; an array entry of zeros is never written, since it is there already.
-   */
-  private syncMirrored<K extends string | number>(name: string, next: Map<K, number>, keyBytes: (k: K) => Buffer) {
+  /** Writes new and changed entries, then removes those gone (`remove`), so a key present in both never disappears. */
+  private syncMirrored<K extends string | number>(
+    name: string,
+    next: Map<K, number>,
+    keyBytes: (k: K) => Buffer,
+    remove: (fd: number, key: Buffer) => void = (fd, key) => this.addon.bpfMapDelete(fd, key),
+  ) {
     const fd = this.fds[name]!;
     const current = (this.mirrors.get(name) ?? new Map()) as Map<K, number>;
     const changed = [...next].filter(([k, value]) => current.get(k) !== value);
@@ -438,10 +443,7 @@ export class TargetSync {
       // Until done, the map holds a mix of both: every key has an unknown value for the next sync to rewrite or remove.
       this.mirrors.set(name, new Map([...current.keys(), ...next.keys()].map((k) => [k, -1])));
       for (const [k, value] of changed) this.addon.bpfMapUpdate(fd, keyBytes(k), u32Value(value), BPF_ANY);
-      for (const k of gone) {
-        if (name === MAP_NODEPORTS) this.addon.bpfMapUpdate(fd, keyBytes(k), ZERO_NODEPORT, BPF_ANY);
-        else this.addon.bpfMapDelete(fd, keyBytes(k));
-      }
+      for (const k of gone) remove(fd, keyBytes(k));
     }
     this.mirrors.set(name, next);
   }

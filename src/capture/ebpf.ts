@@ -1,7 +1,9 @@
 // The eBPF counter backend: loads clbprobe.bpf.c's object, attaches it to the uplink (attach.ts), keeps its maps
 // equal to the target sets, reads the per-CPU counters, and re-attaches to a re-created uplink of the same link kind.
+
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
+import { errText } from '../errors.js';
 import { NetlinkError } from '../kernel/netlink/socket.js';
 import type { Logger } from '../log.js';
 import { projectRoot } from '../native/addon.js';
@@ -223,7 +225,7 @@ export class EbpfCounter implements Counter {
     try {
       attachment = attachPrograms(this.addon, this.progFds, target, this.attachment.mode, this.log);
     } catch (e) {
-      const err = (e as Error).message;
+      const err = errText(e);
       this.reattachFailed(
         now,
         `attaching to ${newLink} failed: ${err}`,

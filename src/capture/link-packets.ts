@@ -2,6 +2,7 @@
 // the eBPF programs need no map write per packet. The read is synchronous (the kernel answers a single-link
 // RTM_GETLINK inside sendmsg), and the ifindex tells a re-created uplink (same name, counts from zero) apart.
 
+import { constants as osConstants } from 'node:os';
 import {
   MessageWriter,
   NLM_F_REQUEST,
@@ -19,7 +20,7 @@ const IFINFOMSG_LEN = 16;
 const IFLA_IFNAME = 3;
 const IFLA_STATS64 = 23;
 const IFLA_EXT_MASK = 29;
-export const ENODEV = 19;
+export const ENODEV = osConstants.errno.ENODEV;
 /** A link message without VF or extended info is ~1.5 KiB. */
 const REPLY_BYTES = 16 << 10;
 
