@@ -135,7 +135,7 @@ export class Agent {
     await this.sources.start(() => this.o.onStartupPhase?.('sources read'));
     this.newVipReads.readFor(this.vips);
     this.startCapture();
-    // The full diagnosis comes before the dump, not on top of its garbage; the first sync's redoes only touched ports.
+    // Every port is diagnosed before the dump, so the first sync re-diagnoses only the ports its entries touch.
     this.diagnosis.prime(() => this.prepareDiagnosis());
     await this.conntrack.start(
       {

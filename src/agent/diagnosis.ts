@@ -38,7 +38,6 @@ export class IncrementalDiagnosis {
     this.findings = this.current;
   }
 
-  // Only findings are kept, so whether conntrack was read (which changes warnings only) does not matter here.
   private diagnose(prepare: () => PreparedDiagnosis, entries: Iterable<KeptEntry>): void {
     try {
       // Observations of an earlier prepared input say nothing about what changed since.

@@ -57,7 +57,7 @@ export class AgentSources {
   private indexValue: ServiceIndex;
   /** After the first sync a changed view has its LB names looked up at once (before it, start() reads them). */
   private started = false;
-  /** During startIndexed() changes only mark the index stale, so it is built once from view and sources together. */
+  /** During start() changes only mark the index stale, so it is built once from view and sources together. */
   private indexDeferred = false;
   private indexStale = false;
 

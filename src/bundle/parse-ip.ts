@@ -6,6 +6,9 @@ import { canonicalIP, ipFamily } from '../kernel/ip.js';
 import type { AddressSnapshot, Family, InterfaceAddress, NetInterface } from '../kernel/types.js';
 import { BundleParseError } from './errors.js';
 
+/** ip's scope names, as the kernel reader names them. */
+const SCOPE_TEXTS = new Map([...SCOPE_NAMES.values()].map((name) => [String(name), name]));
+
 export interface Parsed<T> {
   value: T;
   warnings: string[];
@@ -146,7 +149,7 @@ function addressOf(item: Record<string, unknown>): InterfaceAddress {
   if (prefixLen === undefined || prefixLen > (family === 4 ? 32 : 128))
     throw new ItemError('"prefixlen" missing or out of range');
   const scopeText = str(item, 'scope') ?? 'global';
-  const named = [...SCOPE_NAMES.values()].find((n) => n === scopeText);
+  const named = SCOPE_TEXTS.get(scopeText);
   const scope = named ?? (/^\d+$/.test(scopeText) ? Number(scopeText) : 'global');
   const flags: string[] = IFA_FLAG_NAMES.filter((f) => f !== 'permanent' && item[JSON_FLAG[f] ?? f] === true);
   if (item.dynamic !== true) flags.push('permanent');

@@ -54,7 +54,9 @@ export class SourceRunner {
     const done = await Promise.all(
       readers.map(async (r) => {
         const t0 = performance.now();
-        const result = await (async () => r.read())().catch(thrown);
+        const result = await Promise.resolve()
+          .then(() => r.read())
+          .catch(thrown);
         return { r, result, ms: performance.now() - t0 };
       }),
     );

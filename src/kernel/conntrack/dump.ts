@@ -1,5 +1,4 @@
-// Streaming conntrack dump over ctnetlink with user-side filtering; entries are
-// handed over batch by batch and nothing here holds the table.
+// Streaming conntrack dump over ctnetlink, filtered in user space; entries go out batch by batch, none is held here.
 
 import type { SourceStatus } from '../../model/source-status.js';
 import { parseIP } from '../ip.js';

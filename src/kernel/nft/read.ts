@@ -14,7 +14,7 @@ export interface ReadNftOptions {
 
 export type NftCommandResult = { ok: true; stdout: string } | { ok: false; reason: string; absent?: boolean };
 
-const NFT_FAMILIES = ['ip', 'ip6'] as const;
+const KUBE_PROXY_FAMILIES = ['ip', 'ip6'] as const;
 
 /** The command for one family's table, as evidence and manifests name it. */
 function nftListCommand(family: 'ip' | 'ip6'): string {
@@ -34,7 +34,9 @@ function takeKubeProxyTable(snap: NftSnapshot, dump: NftDump, family: 'ip' | 'ip
 const NO_TABLE = /No such file or directory/;
 
 export async function runNftLists(opts: ReadNftOptions = {}): Promise<Record<'ip' | 'ip6', NftCommandResult>> {
-  const [ip, ip6] = await Promise.all(NFT_FAMILIES.map((f) => runNft(['-j', 'list', 'table', f, 'kube-proxy'], opts)));
+  const [ip, ip6] = await Promise.all(
+    KUBE_PROXY_FAMILIES.map((f) => runNft(['-j', 'list', 'table', f, 'kube-proxy'], opts)),
+  );
   return { ip: ip!, ip6: ip6! };
 }
 
@@ -45,7 +47,7 @@ export function nftSnapshotOf(results: Record<'ip' | 'ip6', NftCommandResult>): 
 } {
   const snap: NftSnapshot = { tables: [], sources: {}, absent: [], warnings: [] };
   const errors: string[] = [];
-  for (const family of NFT_FAMILIES) {
+  for (const family of KUBE_PROXY_FAMILIES) {
     const r = results[family];
     const cmd = nftListCommand(family);
     if (!r.ok) {
@@ -62,7 +64,7 @@ export function nftSnapshotOf(results: Record<'ip' | 'ip6', NftCommandResult>): 
       errors.push(errText(e));
     }
   }
-  if (errors.length === NFT_FAMILIES.length) return { error: errors.join('; ') };
+  if (errors.length === KUBE_PROXY_FAMILIES.length) return { error: errors.join('; ') };
   snap.warnings.push(...errors);
   return { snapshot: snap };
 }
@@ -77,7 +79,7 @@ export function nftSnapshotOfRuleset(text: string, source: string): NftSnapshot 
     warnings: dump.warnings,
     ...(dump.version ? { version: dump.version } : {}),
   };
-  for (const family of NFT_FAMILIES) takeKubeProxyTable(snap, dump, family, source);
+  for (const family of KUBE_PROXY_FAMILIES) takeKubeProxyTable(snap, dump, family, source);
   return snap;
 }
 
