@@ -1,6 +1,6 @@
 // The list reader (src/cluster/json-reduce.ts) against other readers, in the same run:
 //   node --import tsx bench/json-reduce.ts [--impl name=PATH ...] [--runs 3] [--cases services,endpointSlices,...]
-//     [--node PATH]  (the children's node, e.g. the image's: /var/cache/clbprobe-image/node-<release>/bin/node)
+//     [--node image|host|PATH]  (the children's node; default the image's, as bench/agent.ts)
 // Readers: "src" (this tree's json-reduce.ts), "main" (main's, written to a temporary file by `git show`, when git
 // has it), each --impl given (a module exporting JsonReducer), and "JSON.parse": the answer decoded and parsed
 // whole, as kube-api.ts reads a body without a shape (the reference: what the platform does).
@@ -28,9 +28,9 @@ import { StringDecoder } from 'node:string_decoder';
 import { fileURLToPath } from 'node:url';
 import { DEFAULT_API_LIMITS } from '../src/cluster/kube-api.js';
 import { listShape, OBJECT_SHAPES } from '../src/cluster/object-shapes.js';
+import { errText } from '../src/errors.js';
 import { syntheticCluster } from './agent-cluster.js';
 
-const DAEMONSET_FLAGS = ['--max-old-space-size=160', '--max-semi-space-size=2', '--optimize-for-size', '--max-opt=2'];
 const ALLOC_FLAGS = [
   '--max-old-space-size=2048',
   '--min-semi-space-size=256',
@@ -135,7 +135,7 @@ function outcomeOf(read: () => unknown): string {
     const skipped = items.filter((i) => (i as { reason?: unknown }).reason !== undefined).length;
     return `${items.length} items${skipped ? `, ${skipped} skipped` : ''}`;
   } catch (e) {
-    return `error: ${(e as Error).message.slice(0, 60)}`;
+    return `error: ${errText(e).slice(0, 60)}`;
   }
 }
 
@@ -203,14 +203,20 @@ function median(xs: number[]): number {
   return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 }
 
+/** The children's node binary and the DaemonSet's node flags they run under. */
+interface ChildNode {
+  node: string;
+  flags: string[];
+}
+
 function runChild(
-  node: string,
+  { node, flags: daemonsetFlags }: ChildNode,
   impl: string,
   caseName: string,
   file: string,
   mode: 'cpu' | 'alloc',
 ): Partial<Measured> {
-  const flags = [...(mode === 'cpu' ? DAEMONSET_FLAGS : ALLOC_FLAGS), '--expose-gc', '--import', 'tsx'];
+  const flags = [...(mode === 'cpu' ? daemonsetFlags : ALLOC_FLAGS), '--expose-gc', '--import', 'tsx'];
   const r = spawnSync(node, [...flags, HERE, '--child', impl, caseName, file, mode], {
     encoding: 'utf8',
     maxBuffer: 16 << 20,
@@ -249,8 +255,11 @@ async function main(): Promise<void> {
     return i >= 0 ? argv[i + 1] : undefined;
   };
   const runs = Number(value('--runs') ?? 3);
-  const node = value('--node') ?? process.execPath;
-  const nodeVersion = execFileSync(node, ['--version'], { encoding: 'utf8' }).trim();
+  // Loaded here, not at the top: the children measure their own heap and must not load the YAML reader.
+  const { agentContainer, hostArgv, nodeCommand } = await import('../test/support/daemonset.js');
+  const { agentNode } = await import('../test/support/image-node.js');
+  const childNode: ChildNode = { node: agentNode(argv), flags: nodeCommand(hostArgv(agentContainer())).nodeFlags };
+  const nodeVersion = execFileSync(childNode.node, ['--version'], { encoding: 'utf8' }).trim();
   const cases = (value('--cases') ?? Object.keys(CASES).join(',')).split(',');
   const impls = new Map<string, string>();
   const mainFile = mainCopy();
@@ -264,16 +273,16 @@ async function main(): Promise<void> {
   impls.set(REFERENCE, REFERENCE);
   const base = impls.has('main') ? 'main' : REFERENCE;
   console.log(`json-reduce bench: ${runs} rounds, node ${nodeVersion}, load ${load()} at start`);
-  console.log(`  cpu/peak flags: ${DAEMONSET_FLAGS.join(' ')}; alloc flags: ${ALLOC_FLAGS.join(' ')}`);
+  console.log(`  cpu/peak flags: ${childNode.flags.join(' ')}; alloc flags: ${ALLOC_FLAGS.join(' ')}`);
   try {
-    for (const name of cases) printCase(name, measureCase(name, impls, runs, node), base);
+    for (const name of cases) printCase(name, measureCase(name, impls, runs, childNode), base);
   } finally {
     if (mainFile) rmSync(mainFile);
   }
 }
 
 /** Each reader's figures per round, the readers' order reversed every other round. */
-function measureCase(name: string, impls: Map<string, string>, runs: number, node: string): Results {
+function measureCase(name: string, impls: Map<string, string>, runs: number, child: ChildNode): Results {
   const file = writeCase(name);
   const results: Results = { mib: statSync(file).size / MIB, byReader: new Map([...impls.keys()].map((k) => [k, []])) };
   try {
@@ -281,8 +290,8 @@ function measureCase(name: string, impls: Map<string, string>, runs: number, nod
       const order = [...impls.keys()];
       if (round % 2) order.reverse();
       for (const impl of order) {
-        const cpu = runChild(node, impls.get(impl)!, name, file, 'cpu');
-        const alloc = runChild(node, impls.get(impl)!, name, file, 'alloc');
+        const cpu = runChild(child, impls.get(impl)!, name, file, 'cpu');
+        const alloc = runChild(child, impls.get(impl)!, name, file, 'alloc');
         results.byReader.get(impl)!.push({ ...cpu, allocMB: alloc.allocMB, gcInAlloc: alloc.gcInAlloc });
       }
     }
