@@ -24,7 +24,7 @@ import { ClusterWatch } from '../../src/cluster/watch.js';
 import { clusterList, LAB } from '../../src/demo/lab.js';
 import { gateway, gatewayClass, referenceGrant, route } from '../support/gateway-objects.js';
 import { type ControlPlane, startControlPlane } from '../support/kube-control-plane.js';
-import { createList, createObject } from '../support/kube-objects.js';
+import { createList, createObject, installCrds } from '../support/kube-objects.js';
 import { kubeCacheReady } from '../support/kube-proxy.js';
 import { isRoot } from '../support/netns.js';
 import { until } from '../support/wait.js';
@@ -106,8 +106,7 @@ describe.skipIf(!isRoot || !kubeCacheReady())(
     }, 60_000);
 
     it('CRDs installed: the ServiceAccount lists and watches each kind, writes none; kinds without a CRD stay 404', async () => {
-      cp.kubectl(['apply', '-f', CRDS]);
-      cp.kubectl(['wait', '--for', 'condition=established', '--timeout', '60s', '-f', CRDS]);
+      await installCrds(cp, CRDS);
       const served = [
         `${G}/v1/gatewayclasses`,
         `${G}/v1/gateways`,

@@ -23,7 +23,7 @@ import type { Finding } from '../../src/detect/types.js';
 import { gateway, gatewayClass, route } from '../support/gateway-objects.js';
 import { type ControlPlane, startControlPlane } from '../support/kube-control-plane.js';
 import { createKubeLab, type IngressLb, type KubeLab, startL7Lb } from '../support/kube-lab.js';
-import { createObject } from '../support/kube-objects.js';
+import { createObject, installCrds } from '../support/kube-objects.js';
 import { kubeCacheReady } from '../support/kube-proxy.js';
 import { isRoot } from '../support/netns.js';
 import { requireBuiltCli, runCli } from '../support/run-cli.js';
@@ -50,8 +50,7 @@ describe.skipIf(!isRoot || !kubeCacheReady())('the L7 loop through a Gateway on 
     requireBuiltCli();
     dir = mkdtempSync(join(tmpdir(), 'cbg-'));
     cp = await startControlPlane();
-    cp.kubectl(['apply', '-f', CRDS]);
-    cp.kubectl(['wait', '--for', 'condition=established', '--timeout', '60s', '-f', CRDS]);
+    await installCrds(cp, CRDS);
     k = await createKubeLab(PREFIX, 'Local');
     await createObject(cp, gatewayClass('aws-alb', 'gateway.k8s.aws/alb'));
     await createObject(

@@ -5,6 +5,7 @@
 // addresses through /status, as a kubelet does). Input: the `kubectl get -o json` shapes the
 // labs use (src/demo/lab.ts clusterList); EndpointSlices are written as the server serves them
 // (1.20: discovery.k8s.io/v1beta1, the node in topology["kubernetes.io/hostname"]).
+import { errText } from '../../src/errors.js';
 import type { ControlPlane } from './kube-control-plane.js';
 
 type Obj = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
@@ -85,4 +86,19 @@ export async function createList(cp: ControlPlane, list: { items: Obj[] }): Prom
   const paths: string[] = [];
   for (const item of list.items) paths.push(await createObject(cp, item));
   return paths;
+}
+
+/** Applies CRDs and waits until served; kubectl 1.20's wait fails, not waits, while a new CRD has no conditions yet. */
+export async function installCrds(cp: ControlPlane, file: string): Promise<void> {
+  cp.kubectl(['apply', '-f', file]);
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    try {
+      cp.kubectl(['wait', '--for', 'condition=established', '--timeout', '60s', '-f', file]);
+      return;
+    } catch (e) {
+      if (!/accessor error/.test(errText(e)) || Date.now() > deadline) throw e;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  }
 }
