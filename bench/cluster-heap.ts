@@ -5,7 +5,8 @@
 // strings the stores keep come from JSON.parse, as in cluster/kube-api.ts), each object parsed by
 // the watch's parsers into one store per kind (cluster/watch.ts), the view assembled, and the
 // LB-Service index and the agent's Service index built over it, then what the agent builds from
-// that index at every rebuild (the conntrack prefilter and the counters' targets). Printed: live
+// that index at every rebuild (the conntrack prefilter and the counters' targets), and the first
+// diagnosis of every Service port, as `diagnose` and as the agent runs it. Printed: live
 // heap after a full GC at each step (MB), so a change to the views or indexes is measured in
 // seconds, repeatably; and the bytes each step allocated, garbage included: what the agent's heap
 // must hold at once at start, where its peak RSS is. Allocation is read as the heap's growth over
@@ -23,7 +24,10 @@ import { packetTargets } from '../src/capture/targets.js';
 import { assembleClusterView, NO_GATEWAY_API, type ParsedObjects, parsersFor } from '../src/cluster/build.js';
 import { LbServiceIndex } from '../src/cluster/lb-index.js';
 import { ObjectStore } from '../src/cluster/object-store.js';
+import { Diagnosis, prepareDiagnosis } from '../src/detect/index.js';
+import { diagnoseInputOf } from '../src/detect/input.js';
 import { ConntrackPrefilter } from '../src/kernel/conntrack/prefilter.js';
+import type { NodeSnapshot } from '../src/source/node-snapshot.js';
 import { BENCH_NODE, syntheticCluster } from './agent-cluster.js';
 
 const gc = (globalThis as { gc?: () => void }).gc;
@@ -142,6 +146,28 @@ const afterIndex = live();
 const targets = await step('what is ours', () => index.ours());
 const prefilter = await step('conntrack prefilter', () => new ConntrackPrefilter(targets));
 const counterTargets = await step("counters' targets", () => packetTargets(targets));
+// The first diagnosis, before any conntrack entry: the agent keeps only significant findings (agent/diagnosis.ts).
+const node = {
+  takenAt: new Date().toISOString(),
+  hostname: BENCH_NODE.name,
+  kernel: '',
+  sources: [],
+  addresses: {
+    interfaces: [
+      {
+        index: 2,
+        name: 'eth0',
+        isKubeIpvs: false,
+        addresses: [{ address: BENCH_NODE.ip, prefixLen: 24, family: 4, scope: 'global' }],
+      },
+    ],
+  },
+} as unknown as NodeSnapshot;
+const prepared = prepareDiagnosis(diagnoseInputOf(node, view), lb);
+const everyFinding = await step('diagnosis, every finding (diagnose)', () => new Diagnosis(prepared).finish());
+const significant = await step('diagnosis, significant only (the agent)', () =>
+  new Diagnosis(prepared).finish(undefined, true),
+);
 gcObserver.disconnect();
 
 const endpointCount = view.services.reduce((n, s) => n + s.endpoints.length, 0);
@@ -162,4 +188,4 @@ if (steps.some((s) => s.gcRan))
   console.log('a GC ran inside a step: its allocation is not known; run with a larger --min-semi-space-size');
 if (snapshotAt) console.log(`heap snapshot: ${writeHeapSnapshot(snapshotAt)}`);
 // Kept alive to here: the figures above are of live objects.
-if (index.services.length < 0) console.log(stores, prefilter, counterTargets);
+if (index.services.length < 0) console.log(stores, prefilter, counterTargets, everyFinding, significant);

@@ -47,16 +47,15 @@ export class IncrementalDiagnosis {
       for (const k of entries) d.add(k.entry);
       const obs = d.observations();
       this.lastObs = obs;
-      const significant = (f: Finding) => f.severity !== 'info';
       if (!before) {
-        this.current = d.finish().findings.filter(significant);
+        this.current = d.finish(undefined, true).findings;
         return;
       }
       const changed = changedServices(before, obs);
       if (changed.size === 0) return;
       const keys = new Set([...changed].map((s) => portKey(s, s.protocol, s.port)));
       const kept = this.current.filter((f) => !keys.has(portKey(f.service, f.port.protocol, f.port.port)));
-      this.current = [...kept, ...d.finish(changed).findings.filter(significant)].sort(compareFindings);
+      this.current = [...kept, ...d.finish(changed, true).findings].sort(compareFindings);
     } catch (e) {
       this.log.error({ err: errText(e) }, 'diagnosis failed');
     }

@@ -17,6 +17,8 @@ export interface DetectorDef<M extends string = string> {
   credits: readonly Credit[];
   /** The correlator's observation kinds this detector turns into findings (none: configuration only). */
   observes: readonly ObsKind[];
+  /** Its findings are always info, context for the others: not run when only significant findings are wanted. */
+  contextOnly?: true;
   /** Its row of the README's Findings reference: what happens, and the fix in short. */
   readme: { what: string; fix: string };
   /** The fix's Service changes (fixes.ts); absent when the fix is outside Kubernetes objects. */

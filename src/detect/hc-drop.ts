@@ -43,7 +43,6 @@ function detectHcDrop(ctx: DetectContext, obs: Observations): FindingOf<'hc-drop
     active,
     () => true,
     (s, ing) => {
-      const m = mitigationsFor(ctx, s, ing.ip);
       if (!ctx.ipvsBound.has(ing.ip)) {
         // IPVS binds every ipMode VIP IP, so Proxy keeps this one off unless a guest agent's local route binds it.
         if (ctx.proxy.mode !== 'ipvs' || ing.ipMode !== 'Proxy' || ing.resolvedFrom || ctx.localRouteFor(ing.ip))
@@ -55,9 +54,10 @@ function detectHcDrop(ctx: DetectContext, obs: Observations): FindingOf<'hc-drop
           `${ing.ip} is not bound on ${KUBE_IPVS_IFNAME} because of ipMode: Proxy: LB ` +
             `health checks sent from ${ing.ip} reach this node as from any other address`,
           [`${ing.ip} is not bound on ${KUBE_IPVS_IFNAME}`, `LB ${ing.ip} ipMode=Proxy`],
-          remedy(hcDrop, m),
+          remedy(hcDrop, mitigationsFor(ctx, s, ing.ip)),
         );
       }
+      const m = mitigationsFor(ctx, s, ing.ip);
       const mitigated = credited(hcDrop, m).length > 0;
       const hcPort = s.healthCheckNodePort ?? s.nodePort;
       return finding(

@@ -22,12 +22,14 @@ export function compareFindings(a: Finding, b: Finding): number {
   );
 }
 
-function runDetectors(ctx: DetectContext, obs: Observations): Finding[] {
+function runDetectors(ctx: DetectContext, obs: Observations, significantOnly: boolean): Finding[] {
   const out: Finding[] = [];
   let byPort: Map<string, ServiceView> | undefined;
   const key = (ns: string, name: string, protocol: string, port: number) => `${ns}/${name}/${protocol}/${port}`;
   for (const d of DETECTORS) {
+    if (significantOnly && d.contextOnly) continue;
     for (const f of d.detect(ctx, obs)) {
+      if (significantOnly && f.severity === 'info') continue;
       if (d.changes && f.severity !== 'info') {
         byPort ??= new Map(ctx.services.map((s) => [key(s.namespace, s.name, s.protocol, s.port), s]));
         const s = byPort.get(key(f.service.namespace, f.service.name, f.port.protocol, f.port.port));
@@ -94,15 +96,19 @@ export class Diagnosis {
     return this.corr.observations();
   }
 
-  /** Findings and warnings; with `only`, just those ports, since other ports' findings still hold (changedServices). */
-  finish(only?: ReadonlySet<ServiceView>): DiagnoseResult {
+  /**
+   * Findings and warnings; with `only`, just those ports, since other ports' findings still hold (changedServices);
+   * `significantOnly` leaves out info findings without building them where a detector allows.
+   */
+  finish(only?: ReadonlySet<ServiceView>, significantOnly = false): DiagnoseResult {
     const obs = this.corr.observations();
     const findings = only
       ? runDetectors(
           { ...this.ctx, services: this.ctx.services.filter((s) => only.has(s)) },
           { ...obs, groups: obs.groups.filter((g) => only.has(g.svc)) },
+          significantOnly,
         )
-      : runDetectors(this.ctx, obs);
+      : runDetectors(this.ctx, obs, significantOnly);
     return { findings, warnings: warningsOf(this.input, obs, this.conntrackRead) };
   }
 }

@@ -95,7 +95,7 @@ export function withIngressRisks<M extends string>(
   riskOf: (s: ServiceView, ing: LbIngressIp) => FindingOf<M> | FindingOf<M>[] | undefined,
 ): FindingOf<M>[] {
   const done = activePorts(active);
-  const open = ctx.services.filter((s) => !done.has(portKey(s, s.protocol, s.port)) && applies(s));
+  const open = ctx.services.filter((s) => applies(s) && !done.has(portKey(s, s.protocol, s.port)));
   return [...active, ...eachIngress(open, riskOf)];
 }
 
@@ -104,5 +104,13 @@ export function eachIngress<T>(
   services: ServiceView[],
   fn: (s: ServiceView, ing: LbIngressIp) => T | T[] | undefined,
 ): T[] {
-  return services.flatMap((s) => s.lbIngress.flatMap((ing) => fn(s, ing) ?? []));
+  const out: T[] = [];
+  for (const s of services) {
+    for (const ing of s.lbIngress) {
+      const found = fn(s, ing);
+      if (Array.isArray(found)) out.push(...found);
+      else if (found !== undefined) out.push(found);
+    }
+  }
+  return out;
 }

@@ -15,6 +15,7 @@ export const proxyMode: DetectorDef<'proxy-mode'> = {
   fix: 'No action: context for the other findings.',
   credits: [],
   observes: [],
+  contextOnly: true,
   readme: {
     what:
       'info: which kube-proxy mode handles the LB IP (iptables, IPVS bound or ' +

@@ -5,7 +5,7 @@ export type TrafficPolicy = 'Cluster' | 'Local';
 
 /** A Service port's identity across views, flat (join): a template literal's text is a tree of concatenations. */
 export function portKey(service: { namespace: string; name: string }, proto: string, port: number): string {
-  return [`${service.namespace}/${service.name}`, proto, port].join('|');
+  return `${service.namespace}/${service.name}|${proto}|${port}`;
 }
 
 /** A Service port as its metric series label it. */

@@ -1,12 +1,14 @@
 // The DETECTORS list is the one place a detector is registered: every detector file's
 // DetectorDef is in it, and what is derived from it (the README's Findings reference, the
 // correlator's kinds) agrees with it.
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { OBS_KINDS } from '../../../src/detect/correlator.js';
+import { diagnose } from '../../../src/detect/index.js';
 import { DETECTORS, MECHANISM_RANK, OBSERVED_KINDS } from '../../../src/detect/list.js';
 import { findingsTable, withFindingsTable } from '../../../src/detect/reference.js';
+import { BUNDLES, loadCase } from './fixture-bundle.js';
 
 const DETECT = resolve(import.meta.dirname, '../../../src/detect');
 const README = resolve(import.meta.dirname, '../../../README.md');
@@ -58,5 +60,22 @@ describe('DETECTORS', () => {
       'README.md Findings reference differs from DETECTORS: run `npm run readme:findings`',
     ).toBe(readme);
     for (const d of DETECTORS) expect(findingsTable()).toContain(`| \`${d.mechanism}\` |`);
+  });
+});
+
+describe('contextOnly detectors', () => {
+  // The agent skips them when it wants only significant findings, so one that ever raised risk or active would be lost.
+  it('raise only info findings on every fixture bundle', () => {
+    const contextOnly = new Set<string>(DETECTORS.filter((d) => d.contextOnly).map((d) => d.mechanism));
+    expect(contextOnly.size).toBeGreaterThan(0);
+    let seen = 0;
+    for (const name of readdirSync(BUNDLES).filter((d) => statSync(resolve(BUNDLES, d)).isDirectory())) {
+      for (const f of diagnose(loadCase(name).input).findings) {
+        if (!contextOnly.has(f.mechanism)) continue;
+        seen++;
+        expect(f.severity, `${name}: ${f.mechanism} ${f.summary}`).toBe('info');
+      }
+    }
+    expect(seen).toBeGreaterThan(0);
   });
 });
