@@ -8,6 +8,7 @@ import {
   NLM_F_ACK,
   NLM_F_DUMP,
   NLM_F_REQUEST,
+  needLen,
   readCString,
 } from '../kernel/netlink/codec.js';
 import { NETLINK_ROUTE, NetlinkError, NetlinkSocket } from '../kernel/netlink/socket.js';
@@ -44,7 +45,7 @@ function tcmsg(type: number, flags: number, ifindex: number, parent: number, han
 
 /** One tcmsg reply: its interface, handle, parent and TCA_KIND. */
 export function decodeTcmsg(payload: Buffer) {
-  if (payload.length < TCMSG_LEN) throw new Error(`tcmsg of ${payload.length} bytes, expected at least ${TCMSG_LEN}`);
+  needLen(payload.length, TCMSG_LEN, 'tcmsg', 0);
   const kind = attrTable(payload, TCMSG_LEN, payload.length).get(TCA_KIND);
   return {
     ifindex: payload.readInt32LE(4),

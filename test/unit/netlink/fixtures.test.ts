@@ -4,6 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { decodeTcmsg } from '../../../src/capture/tc-cleanup.js';
 import { decodeAddress, decodeLink } from '../../../src/kernel/addresses.js';
 import { decodeEntry } from '../../../src/kernel/conntrack/decode.js';
 import { formatConntrack } from '../../../src/kernel/conntrack/format.js';
@@ -99,5 +100,39 @@ describe('ctnetlink fixtures', () => {
     const bad = Buffer.from(m.payload);
     bad.writeUInt16LE(0xfff0, 4); // first attribute claims 65k bytes
     expect(() => walkAttrs(bad, 4, bad.length, () => {})).toThrow(/overruns its container/);
+  });
+});
+
+describe('tc fixtures', () => {
+  /** tc's `maj:min` handle text (hex) as the 32-bit number the kernel sends. */
+  const tcHandle = (text: string): number => {
+    const [maj = '0', min = '0'] = text.split(':');
+    return ((Number.parseInt(maj || '0', 16) << 16) | Number.parseInt(min || '0', 16)) >>> 0;
+  };
+
+  it('decodes the qdisc dump as tc -j qdisc show printed it', () => {
+    const tc = JSON.parse(readFileSync(join(dir, 'tc-qdisc.json'), 'utf8')) as {
+      kind: string;
+      handle: string;
+      parent?: string;
+    }[];
+    // The kernel dumps every interface's qdiscs whatever the request's ifindex; tc printed one interface's.
+    const all = messages('rtm-getqdisc.hex').map((m) => decodeTcmsg(m.payload));
+    const clsact = all.find((q) => q.kind === 'clsact')!;
+    const got = all.filter((q) => q.ifindex === clsact.ifindex);
+    expect(got.map((q) => [q.kind, q.handle])).toEqual(tc.map((q) => [q.kind, tcHandle(q.handle)]));
+    expect(clsact.parent).toBe(tcHandle(tc.find((q) => q.kind === 'clsact')!.parent!));
+  });
+
+  it('decodes the filter dump of the ingress hook: one message per filter node tc printed', () => {
+    const tc = JSON.parse(readFileSync(join(dir, 'tc-filter.json'), 'utf8')) as { kind: string }[];
+    const got = messages('rtm-gettfilter.hex').map((m) => decodeTcmsg(m.payload));
+    expect(got.map((f) => f.kind)).toEqual(tc.map((f) => f.kind));
+    expect(got.every((f) => f.parent === 0xfffffff2)).toBe(true);
+  });
+
+  it('turns every truncation and corruption into a NetlinkParseError', () => {
+    for (const name of ['rtm-getqdisc.hex', 'rtm-gettfilter.hex'])
+      for (const m of messages(name)) expect(fuzz(m.payload, decodeTcmsg).errors).toBeGreaterThan(0);
   });
 });
