@@ -69,13 +69,8 @@ Exit codes: 0 bundle written (see the summary for steps that failed), 2 the bund
         if (flags.clusterFile && !existsSync(flags.clusterFile))
           throw new UserError(`--cluster-file: no such file: ${flags.clusterFile}`);
         const { collectBundle } = await import('../source/bundle-collect.js');
-        const manifest = await collectBundle({
-          out: flags.out,
-          ...(flags.netns ? { netns: netnsPath(flags.netns) } : {}),
-          ...(flags.clusterFile ? { clusterFile: flags.clusterFile } : {}),
-          ...(flags.kubeconfig ? { kubeconfig: flags.kubeconfig } : {}),
-          ...(flags.nodeName ? { nodeName: flags.nodeName } : {}),
-        });
+        const netns = flags.netns ? netnsPath(flags.netns) : undefined;
+        const manifest = await collectBundle({ ...flags, netns, nodeName: flags.nodeName || undefined });
         process.stdout.write(summary(manifest, flags.out));
       } catch (e) {
         fail(
