@@ -11,8 +11,9 @@ import {
 } from '../kernel/conntrack/constants.js';
 import { statusFlagNames } from '../kernel/conntrack/decode.js';
 import { canonicalIP, ipFamily } from '../kernel/ip.js';
+import { lineIssue } from '../kernel/nat/errors.js';
 import type { ConntrackCounters, ConntrackEntry, ConntrackTuple, Family } from '../kernel/types.js';
-import { BundleParseError, excerpt, lineIssue } from './errors.js';
+import { BundleParseError, excerpt } from './errors.js';
 
 export interface ConntrackText {
   entries: ConntrackEntry[];

@@ -104,7 +104,7 @@ export function natRulesFacts(tables: readonly NatRules[], ipsets: readonly Ipse
       facts.iptablesGeneration ??= '1.24+';
 
     const familySets = new Map(
-      [...sets].filter(([, s]) => setFamily(s) === undefined || setFamily(s) === chains.family),
+      [...sets].filter(([, s]) => !s.family || (s.family === 'inet' ? 4 : 6) === chains.family),
     );
     const t: WalkTables = { chains, sets: familySets, pod: podSelectorsOf(chains) };
     facts.podSelectors[chains.family] = t.pod;
@@ -440,10 +440,6 @@ function kept(gathered: NodePortGathered, shownBy: readonly NodePortSource[]): N
     ...(gathered.trafficPolicy !== undefined ? { trafficPolicy: gathered.trafficPolicy } : {}),
     shownBy,
   };
-}
-
-function setFamily(set: IpsetSet): NatFamily | undefined {
-  return set.family === 'inet' ? 4 : set.family === 'inet6' ? 6 : undefined;
 }
 
 const LB_COMMENT_END = ' loadbalancer IP';
