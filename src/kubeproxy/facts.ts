@@ -327,45 +327,36 @@ const ENDPOINT_CHAIN = 'KUBE-SEP-';
 
 function walkEvidence(source: string, walk: WalkResult, text: OwnText): string[] {
   const out: string[] = [];
-  // One endpoint shows the path, and quoting every one would grow each kept fact with its endpoints.
-  const quotedOf = new Set<string>();
+  // One endpoint shows the path, and quoting every one would grow each kept fact with its endpoints: per fan-out
+  // chain, how many endpoint chains were left out and where the line saying so goes.
+  const fanOut = new Map<string, { at: number; n: number }>();
   const skippedSep = new Set<string>();
-  const more = new Map<string, { at: number; n: number }>();
   for (const s of walk.steps) {
     const r = s.rule;
     if (r.target?.startsWith(ENDPOINT_CHAIN) && FAN_OUT_CHAIN.test(r.chain)) {
-      if (quotedOf.has(r.chain)) {
+      const m = fanOut.get(r.chain);
+      if (m) {
         skippedSep.add(r.target);
-        const m = more.get(r.chain);
-        if (m) m.n++;
-        else {
-          more.set(r.chain, { at: out.length, n: 1 });
-          out.push('');
-        }
+        if (m.n++ === 0) m.at = out.push('') - 1;
         continue;
       }
-      quotedOf.add(r.chain);
+      fanOut.set(r.chain, { at: -1, n: 0 });
     } else if (r.chain.startsWith(ENDPOINT_CHAIN) && skippedSep.has(r.chain)) continue;
     out.push(ruleEvidence(source, r, text, s.certain ? '' : ' (may not apply)'));
   }
-  for (const [chain, m] of more) {
-    out[m.at] = text.join(
-      source,
-      ': ',
-      chain,
-      ' jumps to ',
-      String(m.n),
-      ' more endpoint chain',
-      m.n === 1 ? '' : 's',
-      ' (KUBE-SEP-... DNAT), like the one above',
-    );
+  for (const [chain, { at, n }] of fanOut) {
+    if (n === 0) continue;
+    const more = ` jumps to ${n} more endpoint chain${n === 1 ? '' : 's'} (KUBE-SEP-... DNAT), like the one above`;
+    out[at] = text.join(source, ': ', chain, more);
   }
   for (const l of walk.lookups) {
-    if (l.result === 'yes')
-      out.push(text.join('ipset ', l.set, ' has ', l.key, ' (', source, ':', String(l.rule.line), ')'));
-    else if (l.certain && l.rule.target === 'RETURN' && l.result === 'no') {
-      out.push(text.join('ipset ', l.set, ' does not have ', l.key, ' (', source, ':', String(l.rule.line), ')'));
-    }
+    const has =
+      l.result === 'yes'
+        ? ' has '
+        : l.certain && l.rule.target === 'RETURN' && l.result === 'no'
+          ? ' does not have '
+          : undefined;
+    if (has) out.push(text.join('ipset ', l.set, has, l.key, ' (', source, ':', String(l.rule.line), ')'));
   }
   return out;
 }
