@@ -28,15 +28,13 @@ export function register(program: Command): void {
   program
     .command('collect')
     .description(
-      'Write an offline bundle of this node into a directory: ' +
-        'addresses and routes (ip -j), the IPVS table (ipvsadm), ' +
-        'iptables/ip6tables rules of both backends, ipsets, conntrack ' +
-        'entries, rp_filter/route_localnet/nf_conntrack sysctls, ' +
-        "the kernel version, kube-proxy's mode, the cluster JSON when given, the resolver's " +
-        'answers for its hostname-only LB names, and manifest.json (times, version, and for each ' +
-        'file its command, exit status, duration, size and errors). ' +
-        'A missing tool or permission is written into the manifest ' +
-        'and never stops the rest. Read it anywhere with `clbprobe diagnose --from DIR`.',
+      'Write an offline bundle of this node into a directory: addresses and routes (ip -j), the IPVS table ' +
+        '(ipvsadm), iptables/ip6tables rules of both backends, ipsets, conntrack entries, ' +
+        "rp_filter/route_localnet/nf_conntrack sysctls, the kernel version, kube-proxy's mode, the cluster " +
+        "JSON when given, the resolver's answers for its hostname-only LB names, and manifest.json (times, " +
+        'version, and for each file its command, exit status, duration, size and errors). A missing tool or ' +
+        'permission is written into the manifest and never stops the rest. Read it anywhere with `clbprobe ' +
+        'diagnose --from DIR`.',
     )
     .requiredOption('--out <dir>', 'bundle directory to write (created if missing)')
     .option(
