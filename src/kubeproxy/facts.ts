@@ -62,7 +62,6 @@ export function kubeNatFacts(nat: NatFactsSnapshot | undefined, nftTables?: NftS
     facts.loadBalancers.push(...nft.loadBalancers);
     facts.nodePorts.push(...nft.nodePorts);
     facts.nftLayouts = nft.layouts;
-    facts.nftFilterChains = nft.filterChains;
   }
   const modes = [iptables && 'iptables', ipvs && 'ipvs', nft.active && 'nftables'].filter(
     (m): m is KubeNatFacts['mode'] => !!m,

@@ -6,7 +6,7 @@ import type { NatFamily } from '../kernel/nat/types.js';
 import { renderElement } from '../kernel/nft/parse.js';
 import type { NftElement, NftRule, NftSnapshot, NftTable } from '../kernel/nft/types.js';
 import type { PodSelectors } from './pod-selectors.js';
-import type { KubeNatFacts, LoadBalancerFact, NftFilterChain, NodePortFact } from './types.js';
+import type { KubeNatFacts, LoadBalancerFact, NodePortFact } from './types.js';
 import { cidrContains, type Tri } from './walk.js';
 
 type NftLayout = NonNullable<KubeNatFacts['nftLayouts']>;
@@ -15,7 +15,6 @@ interface NftKubeFacts extends Pick<KubeNatFacts, 'modeEvidence' | 'podSelectors
   /** True when a kube-proxy table holds any Service (service-ips or no-endpoint-services elements). */
   active: boolean;
   layouts: NftLayout;
-  filterChains: NftFilterChain[];
 }
 
 const MAX_DEPTH = 16;
@@ -30,7 +29,6 @@ export function kubeNftFacts(snap: NftSnapshot | undefined): NftKubeFacts {
     active: false,
     modeEvidence: [],
     layouts: {},
-    filterChains: [],
     podSelectors: {},
     loadBalancers: [],
     nodePorts: [],
@@ -90,7 +88,6 @@ class TableFacts {
     facts.active ||= serviceIps.length > 0 || noEp.length > 0;
     facts.podSelectors[this.family] = this.pod;
     const filters = this.filterChains();
-    facts.filterChains.push(...filters);
     facts.layouts[this.family] = this.layout(filters);
     const checks = this.preDnatEndpointChecks(filters);
     const seen = new Set<string>();
@@ -314,26 +311,26 @@ class TableFacts {
     return { cidrs: [...cidrs], interfaces: [...interfaces] };
   }
 
-  private filterChains(): NftFilterChain[] {
-    const out: NftFilterChain[] = [];
+  private filterChains(): FilterChain[] {
+    const out: FilterChain[] = [];
     for (const c of this.t.chains) {
       if (c.type !== 'filter' || c.hook === undefined || c.prio === undefined) continue;
       const jumps = (this.chains.get(c.name) ?? []).flatMap((r) =>
         r.verdict?.kind === 'jump' && r.verdict.target ? [r.verdict.target] : [],
       );
-      out.push({ family: this.family, name: c.name, hook: c.hook, prio: c.prio, jumps });
+      out.push({ name: c.name, hook: c.hook, prio: c.prio, jumps });
     }
     return out;
   }
 
-  private layout(filters: NftFilterChain[]): NftLayout[NatFamily] {
+  private layout(filters: FilterChain[]): NftLayout[NatFamily] {
     const local = filters.filter((c) => ['input', 'forward', 'output'].includes(c.hook) && this.checksNoEndpoints(c));
     if (local.length === 0) return 'other';
     return local.some((c) => c.prio < DSTNAT_PRIORITY) ? 'v1.31' : 'v1.34';
   }
 
   /** Output-hook chains that consult no-endpoint-services before nat-output's DNAT (kubernetes#131765). */
-  private preDnatEndpointChecks(filters: NftFilterChain[]): { label: string; line: string }[] {
+  private preDnatEndpointChecks(filters: FilterChain[]): { label: string; line: string }[] {
     return filters
       .filter((c) => c.hook === 'output' && c.prio < DSTNAT_PRIORITY && this.checksNoEndpoints(c))
       .map((c) => {
@@ -350,7 +347,7 @@ class TableFacts {
   }
 
   /** Found by its vmap, since the chain is service-endpoints-check (endpoints-check before v1.31). */
-  private checksNoEndpoints(chain: NftFilterChain): boolean {
+  private checksNoEndpoints(chain: FilterChain): boolean {
     return chain.jumps.some((j) => this.vmapsNoEndpoints(j));
   }
 
@@ -384,6 +381,14 @@ class TableFacts {
     }
     return out;
   }
+}
+
+/** A filter base chain, and the chains its `ct state new jump X` rules go to. */
+interface FilterChain {
+  name: string;
+  hook: string;
+  prio: number;
+  jumps: string[];
 }
 
 /** The first packet's destination: an element's key (IP . protocol . port). */

@@ -53,18 +53,8 @@ export interface KubeNatFacts {
   iptablesGeneration?: 'pre-1.24' | '1.24+';
   /** nftables mode: the filter base chains' layout per family (v1.31: kubernetes#131765; v1.34: #132456). */
   nftLayouts?: Partial<Record<NatFamily, 'v1.31' | 'v1.34' | 'other'>>;
-  nftFilterChains?: NftFilterChain[];
   /** How kube-proxy tells pod traffic apart (e.g. '-s 10.244.0.0/16'), per family. */
   podSelectors: Partial<Record<NatFamily, PodSelectors>>;
   loadBalancers: LoadBalancerFact[];
   nodePorts: NodePortFact[];
-}
-
-export interface NftFilterChain {
-  family: NatFamily;
-  name: string;
-  hook: string;
-  prio: number;
-  /** The chains its `ct state new jump X` rules go to. */
-  jumps: string[];
 }
