@@ -102,6 +102,8 @@ class TableFacts {
       const k = keyOf(e);
       if (!k || seen.has(probeText(k)) || e.verdict?.kind === 'drop' || this.clusterIps.has(k.ip)) continue;
       seen.add(probeText(k));
+      const line = this.elementLine('no-endpoint-services', e);
+      const rejects = (this.chains.get('reject-chain') ?? []).map((r) => this.ruleLine(r));
       facts.loadBalancers.push({
         family: this.family,
         vip: k.ip,
@@ -110,12 +112,8 @@ class TableFacts {
         ...(e.comment ? { service: e.comment } : {}),
         podTraffic: 'unknown',
         capture: 'dropped',
-        noEndpoints: {
-          verdict: 'reject',
-          preDnatChecks: checks.map((c) => c.label),
-          evidence: [this.elementLine('no-endpoint-services', e)],
-        },
-        evidence: [this.elementLine('no-endpoint-services', e), ...this.rejectEvidence()],
+        noEndpoints: { verdict: 'reject', preDnatChecks: checks.map((c) => c.label), evidence: [line] },
+        evidence: [line, ...rejects],
       });
     }
     facts.nodePorts.push(...this.nodePorts());
@@ -123,10 +121,6 @@ class TableFacts {
 
   private element(map: string, k: Probe): NftElement | undefined {
     return this.byKey.get(map)?.get(`${k.ip} . ${k.proto} . ${k.port}`);
-  }
-
-  private rejectEvidence(): string[] {
-    return (this.chains.get('reject-chain') ?? []).map((r) => this.ruleLine(r));
   }
 
   private lbFact(e: NftElement, checks: { label: string; line: string }[]): LoadBalancerFact | undefined {
