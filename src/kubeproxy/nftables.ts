@@ -7,7 +7,7 @@ import { renderElement } from '../kernel/nft/parse.js';
 import type { NftElement, NftRule, NftSnapshot, NftTable } from '../kernel/nft/types.js';
 import type { PodSelectors } from './pod-selectors.js';
 import type { KubeNatFacts, LoadBalancerFact, NodePortFact } from './types.js';
-import { cidrContains, type Tri } from './walk.js';
+import { cidrContains, negate, type Tri } from './walk.js';
 
 type NftLayout = NonNullable<KubeNatFacts['nftLayouts']>;
 
@@ -250,8 +250,7 @@ class TableFacts {
   private matchOne(left: string, op: string, right: string, probe: Probe): Tri {
     const eq = op === '==' || op === 'in';
     const neq = op === '!=';
-    const flip = (tri: Tri): Tri =>
-      neq ? (tri === 'yes' ? 'no' : tri === 'no' ? 'yes' : 'maybe') : eq ? tri : 'maybe';
+    const flip = (tri: Tri): Tri => (eq || neq ? negate(tri, neq) : 'maybe');
     if (left === 'ip saddr' || left === 'ip6 saddr') {
       if (right.startsWith('@') || right.startsWith('{')) return flip(this.podInRanges(right));
       if (!right.includes('/')) return flip('no'); // one endpoint's own address (hairpin): not pods in general
