@@ -1,12 +1,10 @@
 // Bundle input failures name the file and 1-based line ("file:line: detail", as the NAT and IPVS parsers do).
-import { LineParseError, lineIssue, truncate } from '../kernel/nat/errors.js';
+import { LineParseError, truncate } from '../kernel/nat/errors.js';
 
 /** The whole input is unusable (not the expected command's output at all). */
 export class BundleParseError extends LineParseError {
   override name = 'BundleParseError';
 }
-
-export { lineIssue };
 
 /** A short, printable excerpt of a bad line for messages. */
 export function excerpt(line: string, max = 60): string {

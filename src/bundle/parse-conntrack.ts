@@ -11,8 +11,9 @@ import {
 } from '../kernel/conntrack/constants.js';
 import { statusFlagNames } from '../kernel/conntrack/decode.js';
 import { canonicalIP, ipFamily } from '../kernel/ip.js';
+import { lineIssue } from '../kernel/nat/errors.js';
 import type { ConntrackCounters, ConntrackEntry, ConntrackTuple, Family } from '../kernel/types.js';
-import { BundleParseError, excerpt, lineIssue } from './errors.js';
+import { BundleParseError, excerpt } from './errors.js';
 
 export interface ConntrackText {
   entries: ConntrackEntry[];
@@ -39,25 +40,14 @@ const FLAG_BITS = new Map([
   ['OFFLOAD', 1 << STATUS_NAMES.indexOf('OFFLOAD')],
   ['HW_OFFLOAD', 1 << STATUS_NAMES.indexOf('HW_OFFLOAD')],
 ]);
-/** Numeric tuple fields: the name in messages and the largest value. */
-const TUPLE_NUMBERS = new Map<string, { what: string; max?: number }>([
-  ['sport', { what: 'sport', max: 65535 }],
-  ['dport', { what: 'dport', max: 65535 }],
-  ['type', { what: 'icmp type', max: 255 }],
-  ['code', { what: 'icmp code', max: 255 }],
-  ['id', { what: 'icmp id', max: 65535 }],
-  ['packets', { what: 'packets' }],
-  ['bytes', { what: 'bytes' }],
-]);
+const ANY = Number.MAX_SAFE_INTEGER;
+/** Numeric tuple fields and their largest values; messages name type, code and id as ICMP's. */
+const TUPLE_MAX = { sport: 65535, dport: 65535, type: 255, code: 255, id: 65535, packets: ANY, bytes: ANY };
+const ICMP_KEYS = new Set(['type', 'code', 'id']);
 /** GRE keys, SCTP verification tags: tuple fields the detectors do not use. */
 const UNUSED_TUPLE_KEYS = new Set(['srckey', 'dstkey', 'vtag']);
 /** Numeric fields after the tuples and their largest values. */
-const ENTRY_NUMBERS = new Map<string, number | undefined>([
-  ['mark', undefined],
-  ['zone', 65535],
-  ['use', undefined],
-  ['id', undefined],
-]);
+const ENTRY_MAX: Record<string, number> = { mark: ANY, zone: 65535, use: ANY, id: ANY };
 
 export function parseConntrackText(text: string, file: string): ConntrackText {
   const entries: ConntrackEntry[] = [];
@@ -103,7 +93,7 @@ export function parseConntrackText(text: string, file: string): ConntrackText {
   return { entries, warnings, ...(reportedCount !== undefined ? { reportedCount } : {}) };
 }
 
-type TupleNumber = 'sport' | 'dport' | 'type' | 'code' | 'id' | 'packets' | 'bytes';
+type TupleNumber = keyof typeof TUPLE_MAX;
 type TupleBuilder = { src?: string; dst?: string } & Partial<Record<TupleNumber, number>>;
 
 /** One entry line of any of the accepted forms. Throws ConntrackLineError. */
@@ -153,7 +143,7 @@ export function parseConntrackLine(line: string): ConntrackEntry {
     if (phase !== 2 && applyTupleKey(tuples[phase], key, value)) continue;
     if (phase === 1) phase = 2;
     if (phase === 0) bad(`${quote(t)} before the reply tuple (truncated line?)`);
-    if (ENTRY_NUMBERS.has(key)) numbers[key] = uint(value, key, ENTRY_NUMBERS.get(key));
+    if (Object.hasOwn(ENTRY_MAX, key)) numbers[key] = uint(value, key, ENTRY_MAX[key]);
     else if (!IGNORED_KEYS.has(key)) bad(`unknown field ${quote(t)}`);
   }
 
@@ -196,9 +186,10 @@ function applyTupleKey(tuple: TupleBuilder, key: string, value: string): boolean
   }
   // ICMP's id belongs to the tuple; the entry's id (-o id) comes after the tuples.
   if (key === 'id' && (tuple.type === undefined || tuple.id !== undefined)) return false;
-  const field = TUPLE_NUMBERS.get(key);
-  if (field) tuple[key as TupleNumber] = uint(value, field.what, field.max);
-  return field !== undefined || UNUSED_TUPLE_KEYS.has(key);
+  if (!Object.hasOwn(TUPLE_MAX, key)) return UNUSED_TUPLE_KEYS.has(key);
+  const field = key as TupleNumber;
+  tuple[field] = uint(value, ICMP_KEYS.has(key) ? `icmp ${key}` : key, TUPLE_MAX[field]);
+  return true;
 }
 
 function finishTuple(tuple: TupleBuilder, protoNum: number, which: string): ConntrackTuple {

@@ -131,8 +131,7 @@ function linkOf(item: Record<string, unknown>): NetInterface {
     isKubeIpvs: name === KUBE_IPVS_IFNAME,
     addresses: [],
   };
-  const linkinfo = item.linkinfo as Record<string, unknown> | undefined;
-  const kind = typeof linkinfo === 'object' && linkinfo !== null ? str(linkinfo, 'info_kind') : undefined;
+  const kind = isRecord(item.linkinfo) ? str(item.linkinfo, 'info_kind') : undefined;
   if (kind !== undefined) iface.kind = kind;
   const mac = str(item, 'address');
   if (mac !== undefined && item.link_type !== 'loopback' && item.link_type !== 'none') iface.mac = mac;
@@ -198,10 +197,10 @@ function routeOf(item: Record<string, unknown>, familyHint: Family | undefined):
   const dstText = reqStr(item, 'dst');
   let dev = str(item, 'dev');
   let gateway = str(item, 'gateway');
-  const hops = item.nexthops;
-  if (dev === undefined && Array.isArray(hops) && typeof hops[0] === 'object' && hops[0] !== null) {
-    dev = str(hops[0] as Record<string, unknown>, 'dev');
-    gateway ??= str(hops[0] as Record<string, unknown>, 'gateway');
+  const hop: unknown = Array.isArray(item.nexthops) ? item.nexthops[0] : undefined;
+  if (dev === undefined && isRecord(hop)) {
+    dev = str(hop, 'dev');
+    gateway ??= str(hop, 'gateway');
   }
   const prefsrc = str(item, 'prefsrc');
   let dst = 'default';

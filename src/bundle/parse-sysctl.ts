@@ -1,6 +1,7 @@
 // `sysctl -a` lines, keeping what decides if a looped packet survives: rp_filter (strict drops the return leg),
 // route_localnet and conntrack's; a malformed line is a warning.
-import { BundleParseError, excerpt, lineIssue } from './errors.js';
+import { lineIssue } from '../kernel/nat/errors.js';
+import { BundleParseError, excerpt } from './errors.js';
 
 export interface SysctlSnapshot {
   /** Every "key = value" line of the kept families, verbatim. */

@@ -3,7 +3,6 @@
 import type { BpfAddon } from '../native/bpf.js';
 import {
   addressWord,
-  bytesText,
   type CounterId,
   configValue,
   counterIdOf,
@@ -46,9 +45,6 @@ import {
 import { type LocalPrefix, localFamily } from './classify.js';
 import { captureError } from './errors.js';
 import { address16, inPrefix, maskInPlace, PROTO_NUMBERS, parsePrefix16, type Targets } from './targets.js';
-
-/** key -> value, each as text (bytesText): text compares by value, as a Map key must. */
-export type MapContents = Map<string, string>;
 
 /** Prefixes per family compared in place before host addresses go to the hash (see localSets). */
 const INLINE_PREFIXES = 4;
@@ -137,14 +133,14 @@ export type TargetMap = (typeof TARGET_MAPS)[number];
  * vips: keys in target order (a duplicate target repeats its key); nodePorts: index -> u32 value (0: no slot yet).
  * Throws (before handing out any slot) when the targets do not fit the program.
  */
-export function wantedMaps(t: Targets, slots?: SlotAllocator) {
+export function wantedMaps(t: Targets, slots: SlotAllocator) {
   const local = localSets(t);
   const config = configValue(local.nets4, local.nets6, { v4: local.hosts4.size > 0, v6: local.hosts6.size > 0 });
   const filters = Buffer.alloc(FILTERS_VALUE_SIZE);
   const vips: VipKey[] = [];
   for (const v of t.vips) {
     const k = vipKeyOf(address16(v.address), !v.address.includes(':'), v.port, PROTO_NUMBERS[v.proto]);
-    slots?.slotOf(vipCounterId(k));
+    slots.slotOf(vipCounterId(k));
     setVipKeyBits(filters, k);
     vips.push(k);
   }
@@ -159,7 +155,7 @@ export function wantedMaps(t: Targets, slots?: SlotAllocator) {
     for (const [family, v6, at] of NODEPORT_FAMILIES) {
       const id = nodePortCounterId(n.port, proto, v6);
       // A family without a source now keeps the slot it had, if any; the u16 at byte `at` of the u32 value.
-      value |= ((fams & family ? slots?.slotOf(id) : slots?.find(id)) ?? 0) << (8 * at);
+      value |= (fams & family ? slots.slotOf(id) : slots.find(id)) << (8 * at);
     }
     nodePorts.set(nodePortIndex(proto, n.port), value >>> 0);
   }
@@ -171,27 +167,8 @@ const NODEPORT_FAMILIES = [
   [FAMILY_V6, true, NODEPORT_SLOT_V6],
 ] as const;
 
-/** A VIP key's to_lb slot, 0 without slots. */
-const vipSlot = (k: VipKey, slots?: SlotAllocator): number => slots?.find(vipCounterId(k)) ?? 0;
-
-/** Map name -> contents for every TARGET_MAPS map; slots are 0 without `slots`, viptab empty without `table`. */
-export function targetMaps(t: Targets, slots?: SlotAllocator, table?: VipTable): Record<string, MapContents> {
-  const w = wantedMaps(t, slots);
-  const maps: Record<string, MapContents> = Object.fromEntries(TARGET_MAPS.map((m) => [m, new Map()]));
-  const put = (map: string, key: Buffer, value: Buffer) => maps[map]!.set(bytesText(key), bytesText(value));
-  for (const k of w.vips) put(isVip4(k) ? MAP_VIPS4 : MAP_VIPS6, textBytes(k), u32Value(vipSlot(k, slots)));
-  if (table) {
-    table.update(w.vips);
-    const slotOf = (k: VipKey) => vipSlot(k, slots);
-    for (let b = 0; b < VIPTAB_BUCKETS; b++) if (table.inUse(b)) put(MAP_VIPTAB, u32Value(b), table.bucket(b, slotOf));
-  }
-  for (const [k, flags] of w.hosts4) put(MAP_HOSTS4, textBytes(k), u32Value(flags));
-  for (const [k, flags] of w.hosts6) put(MAP_HOSTS6, textBytes(k), u32Value(flags));
-  for (const [i, value] of w.nodePorts) put(MAP_NODEPORTS, u32Value(i), u32Value(value));
-  put(MAP_CONFIG, u32Value(0), w.config);
-  put(MAP_FILTERS, u32Value(0), w.filters);
-  return maps;
-}
+/** A VIP key's to_lb slot. */
+const vipSlot = (k: VipKey, slots: SlotAllocator): number => slots.find(vipCounterId(k));
 
 /**
  * Counter slots of the `slots` array: a key keeps its slot for the agent's life and a slot never changes key,

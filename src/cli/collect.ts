@@ -28,15 +28,13 @@ export function register(program: Command): void {
   program
     .command('collect')
     .description(
-      'Write an offline bundle of this node into a directory: ' +
-        'addresses and routes (ip -j), the IPVS table (ipvsadm), ' +
-        'iptables/ip6tables rules of both backends, ipsets, conntrack ' +
-        'entries, rp_filter/route_localnet/nf_conntrack sysctls, ' +
-        "the kernel version, kube-proxy's mode, the cluster JSON when given, the resolver's " +
-        'answers for its hostname-only LB names, and manifest.json (times, version, and for each ' +
-        'file its command, exit status, duration, size and errors). ' +
-        'A missing tool or permission is written into the manifest ' +
-        'and never stops the rest. Read it anywhere with `clbprobe diagnose --from DIR`.',
+      'Write an offline bundle of this node into a directory: addresses and routes (ip -j), the IPVS table ' +
+        '(ipvsadm), iptables/ip6tables rules of both backends, ipsets, conntrack entries, ' +
+        "rp_filter/route_localnet/nf_conntrack sysctls, the kernel version, kube-proxy's mode, the cluster " +
+        "JSON when given, the resolver's answers for its hostname-only LB names, and manifest.json (times, " +
+        'version, and for each file its command, exit status, duration, size and errors). A missing tool or ' +
+        'permission is written into the manifest and never stops the rest. Read it anywhere with `clbprobe ' +
+        'diagnose --from DIR`.',
     )
     .requiredOption('--out <dir>', 'bundle directory to write (created if missing)')
     .option(
@@ -69,13 +67,8 @@ Exit codes: 0 bundle written (see the summary for steps that failed), 2 the bund
         if (flags.clusterFile && !existsSync(flags.clusterFile))
           throw new UserError(`--cluster-file: no such file: ${flags.clusterFile}`);
         const { collectBundle } = await import('../source/bundle-collect.js');
-        const manifest = await collectBundle({
-          out: flags.out,
-          ...(flags.netns ? { netns: netnsPath(flags.netns) } : {}),
-          ...(flags.clusterFile ? { clusterFile: flags.clusterFile } : {}),
-          ...(flags.kubeconfig ? { kubeconfig: flags.kubeconfig } : {}),
-          ...(flags.nodeName ? { nodeName: flags.nodeName } : {}),
-        });
+        const netns = flags.netns ? netnsPath(flags.netns) : undefined;
+        const manifest = await collectBundle({ ...flags, netns, nodeName: flags.nodeName || undefined });
         process.stdout.write(summary(manifest, flags.out));
       } catch (e) {
         fail(

@@ -95,10 +95,7 @@ export async function runLive(flags: DiagnoseFlags, nodeName: string): Promise<D
 export function runFromBundle(flags: DiagnoseFlags): { result: DiagnoseResult; nodeName: string } {
   let b: ReturnType<typeof readBundle>;
   try {
-    b = readBundle(flags.from!, {
-      ...(flags.nodeName ? { nodeName: flags.nodeName } : {}),
-      ...(flags.clusterFile ? { clusterFile: flags.clusterFile } : {}),
-    });
+    b = readBundle(flags.from!, { nodeName: flags.nodeName, clusterFile: flags.clusterFile });
   } catch (e) {
     if (e instanceof BundleDirError) throw new UserError(e.message);
     throw e;

@@ -9,15 +9,7 @@ import type { TrafficPolicy } from '../model/service.js';
 import { kubeNftFacts } from './nftables.js';
 import { OwnText } from './own-text.js';
 import { podSelectorsOf } from './pod-selectors.js';
-import type {
-  KubeNatFacts,
-  KubeProxyMode,
-  LoadBalancerFact,
-  NftNoLocalEndpoints,
-  NodePortFact,
-  NodePortSource,
-  SourceRangeDrop,
-} from './types.js';
+import type { KubeNatFacts, LoadBalancerFact, NodePortFact, NodePortSource } from './types.js';
 import { type WalkResult, type WalkTables, walkNat } from './walk.js';
 
 export type { KubeNatFacts, LoadBalancerFact } from './types.js';
@@ -39,22 +31,28 @@ export type NatFactsSnapshot = NatSnapshot & { facts?: KubeNatFacts };
 
 /** From the iptables/ipset snapshot and kube-proxy's nftables tables, either of which may be missing. */
 export function kubeNatFacts(nat: NatFactsSnapshot | undefined, nftTables?: NftSnapshot): KubeNatFacts {
+  const dumps = [nat?.v4, nat?.v6].filter((d): d is IptablesDump => !!d);
+  const x =
+    nat?.facts ??
+    natRulesFacts(
+      dumps.map((d) => NatRules.ofDump(d, FILTER_DROP_CHAINS)),
+      nat?.ipsets?.sets ?? [],
+    );
+  const nft = kubeNftFacts(nftTables);
   // A copy: the facts a factsOnly read kept are shared by every diagnosis.
-  const x = nat?.facts ?? xtablesFacts(nat);
   const facts: KubeNatFacts = {
     ...x,
-    modeEvidence: [...x.modeEvidence],
+    // On an nftables node the empty xtables nat table is expected, not evidence.
+    modeEvidence: [
+      ...(nft.active ? x.modeEvidence.filter((l) => !l.endsWith(NO_KUBE_SERVICES)) : x.modeEvidence),
+      ...nft.modeEvidence,
+    ],
     podSelectors: { ...x.podSelectors },
     loadBalancers: [...x.loadBalancers],
     nodePorts: [...x.nodePorts],
   };
   const iptables = x.mode === 'iptables' || x.mode === 'mixed';
   const ipvs = x.mode === 'ipvs' || x.mode === 'mixed';
-  const nft = kubeNftFacts(nftTables);
-  // On an nftables node the empty xtables nat table is expected, not evidence.
-  if (nft.active)
-    facts.modeEvidence = facts.modeEvidence.filter((l) => !l.endsWith(': no KUBE-SERVICES chain in the nat table'));
-  facts.modeEvidence.push(...nft.modeEvidence);
   if (nft.active) {
     for (const [fam, sel] of Object.entries(nft.podSelectors)) {
       const f = Number(fam) as NatFamily;
@@ -64,27 +62,20 @@ export function kubeNatFacts(nat: NatFactsSnapshot | undefined, nftTables?: NftS
     facts.loadBalancers.push(...nft.loadBalancers);
     facts.nodePorts.push(...nft.nodePorts);
     facts.nftLayouts = nft.layouts;
-    facts.nftFilterChains = nft.filterChains;
   }
   const modes = [iptables && 'iptables', ipvs && 'ipvs', nft.active && 'nftables'].filter(
-    (m): m is KubeProxyMode => !!m,
+    (m): m is KubeNatFacts['mode'] => !!m,
   );
   facts.mode = modes.length > 1 ? 'mixed' : (modes[0] ?? 'none');
   if (!iptables) delete facts.iptablesGeneration;
   return facts;
 }
 
-/** What the iptables rules and ipsets alone say ('mixed' = chains of both iptables and IPVS mode). */
-export function xtablesFacts(nat: NatSnapshot | undefined): KubeNatFacts {
-  const dumps = [nat?.v4, nat?.v6].filter((d): d is IptablesDump => !!d);
-  return natRulesFacts(
-    dumps.map((d) => NatRules.ofDump(d, FILTER_DROP_CHAINS)),
-    nat?.ipsets?.sets ?? [],
-  );
-}
+const NO_KUBE_SERVICES = ': no KUBE-SERVICES chain in the nat table';
 
 /**
- * xtablesFacts over each family's nat table and the ipsets. Formats (kubernetes pkg/proxy/iptables, ipvs):
+ * What each family's nat table and the ipsets alone say ('mixed' = chains of both iptables and IPVS mode).
+ * Formats (kubernetes pkg/proxy/iptables, ipvs):
  *   iptables < 1.24: "loadbalancer IP" -> KUBE-FW-X; Cluster: -> KUBE-MARK-MASQ, KUBE-SVC-X;
  *     Local: -> KUBE-XLB-X "Redirect pods ..." -> KUBE-SVC-X (no mark).
  *   iptables >= 1.24: -> KUBE-EXT-X (or KUBE-FW-X with source ranges); Cluster: "masquerade traffic for ..."
@@ -104,8 +95,7 @@ export function natRulesFacts(tables: readonly NatRules[], ipsets: readonly Ipse
     const vs = names.filter((n) => n === 'KUBE-LOAD-BALANCER' || n === 'KUBE-NODE-PORT');
     if (ipt.length) facts.modeEvidence.push(text.own(`${chains.source}: iptables-mode chains ${sample(ipt)}`));
     if (vs.length) facts.modeEvidence.push(text.own(`${chains.source}: IPVS-mode chains ${sample(vs)}`));
-    if (!chains.has('KUBE-SERVICES'))
-      facts.modeEvidence.push(`${chains.source}: no KUBE-SERVICES chain in the nat table`);
+    if (!chains.has('KUBE-SERVICES')) facts.modeEvidence.push(`${chains.source}${NO_KUBE_SERVICES}`);
     iptables ||= ipt.length > 0;
     ipvs ||= vs.length > 0;
     if (names.some((n) => n.startsWith('KUBE-XLB-'))) facts.iptablesGeneration = 'pre-1.24';
@@ -113,7 +103,7 @@ export function natRulesFacts(tables: readonly NatRules[], ipsets: readonly Ipse
       facts.iptablesGeneration ??= '1.24+';
 
     const familySets = new Map(
-      [...sets].filter(([, s]) => setFamily(s) === undefined || setFamily(s) === chains.family),
+      [...sets].filter(([, s]) => !s.family || (s.family === 'inet' ? 4 : 6) === chains.family),
     );
     const t: WalkTables = { chains, sets: familySets, pod: podSelectorsOf(chains) };
     facts.podSelectors[chains.family] = t.pod;
@@ -182,7 +172,7 @@ function sourceRangeDrop(
   candidate: VipCandidate,
   walk: WalkResult,
   text: OwnText,
-): SourceRangeDrop | undefined {
+): LoadBalancerFact['sourceRangeDrop'] {
   const fw = walk.steps.filter((s) => s.rule.chain.startsWith('KUBE-FW-'));
   const markDrop = fw.find((s) => s.rule.target === 'KUBE-MARK-DROP');
   const fwLines = [
@@ -207,7 +197,7 @@ function sourceRangeDrop(
 }
 
 /** ETP=Local without local endpoints (1.24+): KUBE-EXTERNAL-SERVICES drops "has no local endpoints" traffic. */
-function noLocalEndpoints(chains: NatRules, candidate: VipCandidate, text: OwnText): NftNoLocalEndpoints | undefined {
+function noLocalEndpoints(chains: NatRules, candidate: VipCandidate, text: OwnText): LoadBalancerFact['noEndpoints'] {
   const r = filterRuleFor(chains.filterRules('KUBE-EXTERNAL-SERVICES'), candidate, 'DROP');
   if (!r?.comment?.endsWith(' has no local endpoints')) return undefined;
   return { verdict: 'drop', preDnatChecks: [], evidence: [ruleEvidence(chains.source, r, text, ' (filter table)')] };
@@ -222,32 +212,40 @@ function filterRuleFor(
   const vip = canonicalSafe(candidate.vip);
   return rules.find((r) => {
     if (r.target !== target) return false;
-    const d = findOptions(r.matches, '-d', '')[0];
-    const p = findOptions(r.matches, '-p', '')[0]?.values[0];
-    const port = findOptions(r.matches, '--dport')[0]?.values[0];
+    const { dst, proto, port } = destinationOf(r);
     return (
-      !!d &&
-      !d.negated &&
-      canonicalSafe(d.values[0]!.replace(/\/(32|128)$/, '')) === vip &&
-      !!p &&
-      p.toLowerCase() === candidate.protocol &&
+      !!dst &&
+      !dst.negated &&
+      canonicalSafe(hostOf(dst.values[0]!)) === vip &&
+      proto?.toLowerCase() === candidate.protocol &&
       Number(port) === candidate.port
     );
   });
 }
 
+/** A rule's first base `-d`, its `-p` and its `--dport` as written. */
+function destinationOf(r: IptablesRule) {
+  return {
+    dst: findOptions(r.matches, '-d', '')[0],
+    proto: findOptions(r.matches, '-p', '')[0]?.values[0],
+    port: findOptions(r.matches, '--dport')[0]?.values[0],
+  };
+}
+
+/** '192.0.2.10/32' -> '192.0.2.10': kube-proxy writes a VIP match as a host prefix. */
+const hostOf = (dst: string): string => dst.replace(/\/(32|128)$/, '');
+
 function iptablesVips(tables: WalkTables, text: OwnText): VipCandidate[] {
   const out: VipCandidate[] = [];
   for (const r of tables.chains.rules('KUBE-SERVICES', LB_COMMENT_END)) {
     if (!r.comment?.endsWith(LB_COMMENT_END)) continue;
-    const d = findOptions(r.matches, '-d', '')[0]?.values[0];
-    const p = findOptions(r.matches, '-p', '')[0]?.values[0];
-    const port = findOptions(r.matches, '--dport')[0]?.values[0];
-    if (!d || !p || !port) continue;
+    const { dst, proto, port } = destinationOf(r);
+    const d = dst?.values[0];
+    if (!d || !proto || !port) continue;
     out.push({
-      vip: text.own(d.replace(/\/(32|128)$/, '')),
+      vip: text.own(hostOf(d)),
       port: Number(port),
-      protocol: text.protocol(p),
+      protocol: text.protocol(proto),
       service: text.own(r.comment.slice(0, -LB_COMMENT_END.length)),
       origin: ruleEvidence(tables.chains.source, r, text),
     });
@@ -314,21 +312,12 @@ function jumpPolicy(tables: WalkTables, chain: string): TrafficPolicy | undefine
   return local ? 'Local' : 'Cluster';
 }
 
-function captureOf(walk: WalkResult): LoadBalancerFact['capture'] {
-  switch (walk.end) {
-    case 'dnat':
-      return 'dnat';
-    case 'accept':
-      return walk.visited.includes('KUBE-LOAD-BALANCER') ? 'ipvs' : 'unknown';
-    case 'drop':
-    case 'reject':
-      return 'dropped';
-    case 'return':
-    case 'fallthrough':
-      return walk.steps.some((s) => s.rule.target === 'DNAT') ? 'unknown' : 'not-captured';
-    default:
-      return 'unknown';
-  }
+function captureOf({ end, visited, steps }: WalkResult): LoadBalancerFact['capture'] {
+  if (end === 'dnat') return 'dnat';
+  if (end === 'drop' || end === 'reject') return 'dropped';
+  if (end === 'accept') return visited.includes('KUBE-LOAD-BALANCER') ? 'ipvs' : 'unknown';
+  if (end === 'loop') return 'unknown';
+  return steps.some((s) => s.rule.target === 'DNAT') ? 'unknown' : 'not-captured';
 }
 
 /** A Service's endpoint fan-out: KUBE-SVC-/KUBE-SVL- chains jumping to one KUBE-SEP- chain per endpoint. */
@@ -337,45 +326,36 @@ const ENDPOINT_CHAIN = 'KUBE-SEP-';
 
 function walkEvidence(source: string, walk: WalkResult, text: OwnText): string[] {
   const out: string[] = [];
-  // One endpoint shows the path, and quoting every one would grow each kept fact with its endpoints.
-  const quotedOf = new Set<string>();
+  // One endpoint shows the path, and quoting every one would grow each kept fact with its endpoints: per fan-out
+  // chain, how many endpoint chains were left out and where the line saying so goes.
+  const fanOut = new Map<string, { at: number; n: number }>();
   const skippedSep = new Set<string>();
-  const more = new Map<string, { at: number; n: number }>();
   for (const s of walk.steps) {
     const r = s.rule;
     if (r.target?.startsWith(ENDPOINT_CHAIN) && FAN_OUT_CHAIN.test(r.chain)) {
-      if (quotedOf.has(r.chain)) {
+      const m = fanOut.get(r.chain);
+      if (m) {
         skippedSep.add(r.target);
-        const m = more.get(r.chain);
-        if (m) m.n++;
-        else {
-          more.set(r.chain, { at: out.length, n: 1 });
-          out.push('');
-        }
+        if (m.n++ === 0) m.at = out.push('') - 1;
         continue;
       }
-      quotedOf.add(r.chain);
+      fanOut.set(r.chain, { at: -1, n: 0 });
     } else if (r.chain.startsWith(ENDPOINT_CHAIN) && skippedSep.has(r.chain)) continue;
     out.push(ruleEvidence(source, r, text, s.certain ? '' : ' (may not apply)'));
   }
-  for (const [chain, m] of more) {
-    out[m.at] = text.join(
-      source,
-      ': ',
-      chain,
-      ' jumps to ',
-      String(m.n),
-      ' more endpoint chain',
-      m.n === 1 ? '' : 's',
-      ' (KUBE-SEP-... DNAT), like the one above',
-    );
+  for (const [chain, { at, n }] of fanOut) {
+    if (n === 0) continue;
+    const more = ` jumps to ${n} more endpoint chain${n === 1 ? '' : 's'} (KUBE-SEP-... DNAT), like the one above`;
+    out[at] = text.join(source, ': ', chain, more);
   }
   for (const l of walk.lookups) {
-    if (l.result === 'yes')
-      out.push(text.join('ipset ', l.set, ' has ', l.key, ' (', source, ':', String(l.rule.line), ')'));
-    else if (l.certain && l.rule.target === 'RETURN' && l.result === 'no') {
-      out.push(text.join('ipset ', l.set, ' does not have ', l.key, ' (', source, ':', String(l.rule.line), ')'));
-    }
+    const has =
+      l.result === 'yes'
+        ? ' has '
+        : l.certain && l.rule.target === 'RETURN' && l.result === 'no'
+          ? ' does not have '
+          : undefined;
+    if (has) out.push(text.join('ipset ', l.set, has, l.key, ' (', source, ':', String(l.rule.line), ')'));
   }
   return out;
 }
@@ -387,8 +367,7 @@ function ruleEvidence(source: string, rule: IptablesRule, text: OwnText, suffix 
 function iptablesNodePorts(tables: WalkTables, text: OwnText): NodePortFact[] {
   const byKey = new Map<string, NodePortGathered & { shownBy: string[] }>();
   for (const r of tables.chains.rules('KUBE-NODEPORTS')) {
-    const port = findOptions(r.matches, '--dport')[0]?.values[0];
-    const proto = findOptions(r.matches, '-p', '')[0]?.values[0];
+    const { proto, port } = destinationOf(r);
     if (!port || !proto || !r.target) continue;
     const key = `${proto}|${port}`;
     const fact = byKey.get(key) ?? {
@@ -430,21 +409,11 @@ function ipvsNodePorts(tables: WalkTables, text: OwnText): NodePortFact[] {
   // The facts of ports matched by the same rules hold one array (a few kinds on a node).
   const shared = new Map<string, readonly NodePortSource[]>();
   const ids = new Map<NodePortSource, number>();
-  const idOf = (source: NodePortSource): number => {
-    let id = ids.get(source);
-    if (id === undefined) {
-      id = ids.size;
-      ids.set(source, id);
-    }
-    return id;
-  };
+  const idOf = (source: NodePortSource): number => ids.get(source) ?? ids.set(source, ids.size).get(source)!;
   return [...byKey.values()].map((f) => {
     const key = f.shownBy.map(idOf).join(',');
-    let list = shared.get(key);
-    if (!list) {
-      list = f.shownBy.slice();
-      shared.set(key, list);
-    }
+    const list = shared.get(key) ?? f.shownBy.slice();
+    shared.set(key, list);
     return kept(f, list);
   });
 }
@@ -461,10 +430,6 @@ function kept(gathered: NodePortGathered, shownBy: readonly NodePortSource[]): N
     ...(gathered.trafficPolicy !== undefined ? { trafficPolicy: gathered.trafficPolicy } : {}),
     shownBy,
   };
-}
-
-function setFamily(set: IpsetSet): NatFamily | undefined {
-  return set.family === 'inet' ? 4 : set.family === 'inet6' ? 6 : undefined;
 }
 
 const LB_COMMENT_END = ' loadbalancer IP';

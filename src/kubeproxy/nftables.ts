@@ -6,17 +6,15 @@ import type { NatFamily } from '../kernel/nat/types.js';
 import { renderElement } from '../kernel/nft/parse.js';
 import type { NftElement, NftRule, NftSnapshot, NftTable } from '../kernel/nft/types.js';
 import type { PodSelectors } from './pod-selectors.js';
-import type { KubeNatFacts, LoadBalancerFact, NftFilterChain, NodePortFact } from './types.js';
-import { cidrContains, type Tri } from './walk.js';
+import type { KubeNatFacts, LoadBalancerFact, NodePortFact } from './types.js';
+import { cidrContains, negate, type Tri } from './walk.js';
 
 type NftLayout = NonNullable<KubeNatFacts['nftLayouts']>;
 
-export interface NftKubeFacts
-  extends Pick<KubeNatFacts, 'modeEvidence' | 'podSelectors' | 'loadBalancers' | 'nodePorts'> {
+interface NftKubeFacts extends Pick<KubeNatFacts, 'modeEvidence' | 'podSelectors' | 'loadBalancers' | 'nodePorts'> {
   /** True when a kube-proxy table holds any Service (service-ips or no-endpoint-services elements). */
   active: boolean;
   layouts: NftLayout;
-  filterChains: NftFilterChain[];
 }
 
 const MAX_DEPTH = 16;
@@ -31,7 +29,6 @@ export function kubeNftFacts(snap: NftSnapshot | undefined): NftKubeFacts {
     active: false,
     modeEvidence: [],
     layouts: {},
-    filterChains: [],
     podSelectors: {},
     loadBalancers: [],
     nodePorts: [],
@@ -73,8 +70,8 @@ class TableFacts {
     this.pod = this.podSelectors();
   }
 
-  private ruleLine(rule: NftRule): string {
-    return `${this.source}: chain ${rule.chain}: ${rule.text}`;
+  private ruleLine(rule: NftRule, certain = true): string {
+    return `${this.source}: chain ${rule.chain}: ${rule.text}${certain ? '' : ' (may not apply)'}`;
   }
 
   private elementLine(map: string, element: NftElement): string {
@@ -91,22 +88,22 @@ class TableFacts {
     facts.active ||= serviceIps.length > 0 || noEp.length > 0;
     facts.podSelectors[this.family] = this.pod;
     const filters = this.filterChains();
-    facts.filterChains.push(...filters);
     facts.layouts[this.family] = this.layout(filters);
     const checks = this.preDnatEndpointChecks(filters);
     const seen = new Set<string>();
     for (const e of serviceIps) {
       const fact = this.lbFact(e, checks);
       if (!fact) continue;
-      seen.add(`${fact.vip}|${fact.protocol}|${fact.port}`);
+      seen.add(probeText({ ip: fact.vip, proto: fact.protocol, port: fact.port }));
       facts.loadBalancers.push(fact);
     }
     // No endpoints at all: the LB IP is only in no-endpoint-services (rejected on this node).
     for (const e of noEp) {
       const k = keyOf(e);
-      if (!k || seen.has(`${k.ip}|${k.proto}|${k.port}`) || e.verdict?.kind === 'drop' || this.clusterIps.has(k.ip))
-        continue;
-      seen.add(`${k.ip}|${k.proto}|${k.port}`);
+      if (!k || seen.has(probeText(k)) || e.verdict?.kind === 'drop' || this.clusterIps.has(k.ip)) continue;
+      seen.add(probeText(k));
+      const line = this.elementLine('no-endpoint-services', e);
+      const rejects = (this.chains.get('reject-chain') ?? []).map((r) => this.ruleLine(r));
       facts.loadBalancers.push({
         family: this.family,
         vip: k.ip,
@@ -115,42 +112,30 @@ class TableFacts {
         ...(e.comment ? { service: e.comment } : {}),
         podTraffic: 'unknown',
         capture: 'dropped',
-        noEndpoints: {
-          verdict: 'reject',
-          preDnatChecks: checks.map((c) => c.label),
-          evidence: [this.elementLine('no-endpoint-services', e)],
-        },
-        evidence: [this.elementLine('no-endpoint-services', e), ...this.rejectEvidence()],
+        noEndpoints: { verdict: 'reject', preDnatChecks: checks.map((c) => c.label), evidence: [line] },
+        evidence: [line, ...rejects],
       });
     }
     facts.nodePorts.push(...this.nodePorts());
   }
 
-  private element(map: string, k: { ip: string; proto: string; port: number }): NftElement | undefined {
+  private element(map: string, k: Probe): NftElement | undefined {
     return this.byKey.get(map)?.get(`${k.ip} . ${k.proto} . ${k.port}`);
   }
 
-  private rejectEvidence(): string[] {
-    return (this.chains.get('reject-chain') ?? []).map((r) => this.ruleLine(r));
-  }
-
-  private lbFact(
-    e: NftElement,
-    checks: { chain: string; label: string; line: string }[],
-  ): LoadBalancerFact | undefined {
+  private lbFact(e: NftElement, checks: { label: string; line: string }[]): LoadBalancerFact | undefined {
     const k = keyOf(e);
     const target = e.verdict?.target;
     // ClusterIPs go to service-* chains; LB and external IPs to external-* chains.
     if (!k || !target?.startsWith('external-')) return undefined;
     const evidence = [this.elementLine('service-ips', e)];
-    const probe = { dst: k.ip, proto: k.proto, port: k.port };
     const fwLines: string[] = [];
-    const fw = this.firewall(probe, fwLines);
+    const fw = this.firewall(k, fwLines);
     evidence.push(...fwLines);
     const walk: Walk = { masq: [], steps: [], ends: new Map(), active: new Set(), cut: 0 };
-    const end = this.walk(target, probe, true, 0, walk);
+    const end = this.walk(target, k, true, 0, walk);
     // A loop, not a spread: a hostile listing's walk may hold more steps than a call takes arguments.
-    for (const s of walk.steps) evidence.push(`${this.ruleLine(s.rule)}${s.certain ? '' : ' (may not apply)'}`);
+    for (const s of walk.steps) evidence.push(this.ruleLine(s.rule, s.certain));
     const fact: LoadBalancerFact = {
       family: this.family,
       vip: k.ip,
@@ -168,11 +153,10 @@ class TableFacts {
     const drop = this.element('no-endpoint-services', k);
     if (drop?.verdict) {
       const line = this.elementLine('no-endpoint-services', drop);
-      const pre = checks.filter((c) => c.chain);
       fact.noEndpoints = {
         verdict: drop.verdict.kind === 'drop' ? 'drop' : 'reject',
-        preDnatChecks: pre.map((c) => c.label),
-        evidence: [line, ...pre.map((c) => c.line)],
+        preDnatChecks: checks.map((c) => c.label),
+        evidence: [line, ...checks.map((c) => c.line)],
       };
       evidence.push(line);
     }
@@ -181,14 +165,14 @@ class TableFacts {
 
   /** firewall-ips: loadBalancerSourceRanges, applied before DNAT to every source, pods included. */
   private firewall(probe: Probe, evidence: string[]): Tri {
-    const e = this.element('firewall-ips', { ip: probe.dst, proto: probe.proto, port: probe.port });
+    const e = this.element('firewall-ips', probe);
     if (!e?.verdict?.target) return 'no';
     evidence.push(this.elementLine('firewall-ips', e));
     let dropped: Tri = 'no';
     for (const r of this.chains.get(e.verdict.target) ?? []) {
       const m = this.matchRule(r, probe);
       if (m === 'no') continue;
-      evidence.push(`${this.ruleLine(r)}${m === 'yes' ? '' : ' (may not apply)'}`);
+      evidence.push(this.ruleLine(r, m === 'yes'));
       if (r.verdict?.kind === 'drop') dropped = m;
       if (r.verdict) break;
     }
@@ -266,8 +250,7 @@ class TableFacts {
   private matchOne(left: string, op: string, right: string, probe: Probe): Tri {
     const eq = op === '==' || op === 'in';
     const neq = op === '!=';
-    const flip = (tri: Tri): Tri =>
-      neq ? (tri === 'yes' ? 'no' : tri === 'no' ? 'yes' : 'maybe') : eq ? tri : 'maybe';
+    const flip = (tri: Tri): Tri => (eq || neq ? negate(tri, neq) : 'maybe');
     if (left === 'ip saddr' || left === 'ip6 saddr') {
       if (right.startsWith('@') || right.startsWith('{')) return flip(this.podInRanges(right));
       if (!right.includes('/')) return flip('no'); // one endpoint's own address (hairpin): not pods in general
@@ -276,7 +259,7 @@ class TableFacts {
     if (left === 'ip daddr' || left === 'ip6 daddr') {
       if (right.startsWith('@') || right.startsWith('{')) return 'maybe';
       return flip(
-        right.includes('/') ? (inCidrSafe(probe.dst, right) ? 'yes' : 'no') : right === probe.dst ? 'yes' : 'no',
+        right.includes('/') ? (inCidrSafe(probe.ip, right) ? 'yes' : 'no') : right === probe.ip ? 'yes' : 'no',
       );
     }
     if (/^(tcp|udp|sctp|th) dport$/.test(left)) return flip(Number(right) === probe.port ? 'yes' : 'no');
@@ -310,37 +293,37 @@ class TableFacts {
       // Before v1.36 a jump to mark-for-masquerade; from v1.36 the mark is set in the rule itself.
       const masq = r.verdict?.target === 'mark-for-masquerade' || r.setsMark === true;
       for (const m of r.matches) {
-        if ((m.left === 'ip saddr' || m.left === 'ip6 saddr') && m.right.includes('/') && !m.right.startsWith('{')) {
-          // A corrupt CIDR (prefix past the address) selects no pod.
-          if (((short && m.op === '==') || (masq && m.op === '!=')) && isCidr(m.right)) cidrs.add(m.right);
+        if (!((short && m.op === '==') || (masq && m.op === '!='))) continue;
+        // A corrupt CIDR (prefix past the address) selects no pod.
+        if ((m.left === 'ip saddr' || m.left === 'ip6 saddr') && !m.right.startsWith('{') && m.right.includes('/')) {
+          if (isCidr(m.right)) cidrs.add(m.right);
         }
-        if ((m.left === 'iifname' || m.left === 'iif') && ((short && m.op === '==') || (masq && m.op === '!=')))
-          interfaces.add(unquote(m.right));
+        if (m.left === 'iifname' || m.left === 'iif') interfaces.add(unquote(m.right));
       }
     }
     return { cidrs: [...cidrs], interfaces: [...interfaces] };
   }
 
-  private filterChains(): NftFilterChain[] {
-    const out: NftFilterChain[] = [];
+  private filterChains(): FilterChain[] {
+    const out: FilterChain[] = [];
     for (const c of this.t.chains) {
       if (c.type !== 'filter' || c.hook === undefined || c.prio === undefined) continue;
       const jumps = (this.chains.get(c.name) ?? []).flatMap((r) =>
         r.verdict?.kind === 'jump' && r.verdict.target ? [r.verdict.target] : [],
       );
-      out.push({ family: this.family, name: c.name, hook: c.hook, prio: c.prio, jumps });
+      out.push({ name: c.name, hook: c.hook, prio: c.prio, jumps });
     }
     return out;
   }
 
-  private layout(filters: NftFilterChain[]): NftLayout[NatFamily] {
+  private layout(filters: FilterChain[]): NftLayout[NatFamily] {
     const local = filters.filter((c) => ['input', 'forward', 'output'].includes(c.hook) && this.checksNoEndpoints(c));
     if (local.length === 0) return 'other';
     return local.some((c) => c.prio < DSTNAT_PRIORITY) ? 'v1.31' : 'v1.34';
   }
 
   /** Output-hook chains that consult no-endpoint-services before nat-output's DNAT (kubernetes#131765). */
-  private preDnatEndpointChecks(filters: NftFilterChain[]): { chain: string; label: string; line: string }[] {
+  private preDnatEndpointChecks(filters: FilterChain[]): { label: string; line: string }[] {
     return filters
       .filter((c) => c.hook === 'output' && c.prio < DSTNAT_PRIORITY && this.checksNoEndpoints(c))
       .map((c) => {
@@ -348,7 +331,6 @@ class TableFacts {
           (r) => r.verdict?.target && this.vmapsNoEndpoints(r.verdict.target),
         );
         return {
-          chain: c.name,
           label: `${c.name} (hook ${c.hook}, priority ${c.prio})`,
           line:
             `${this.source}: chain ${c.name} { type filter hook ` +
@@ -358,7 +340,7 @@ class TableFacts {
   }
 
   /** Found by its vmap, since the chain is service-endpoints-check (endpoints-check before v1.31). */
-  private checksNoEndpoints(chain: NftFilterChain): boolean {
+  private checksNoEndpoints(chain: FilterChain): boolean {
     return chain.jumps.some((j) => this.vmapsNoEndpoints(j));
   }
 
@@ -394,11 +376,22 @@ class TableFacts {
   }
 }
 
+/** A filter base chain, and the chains its `ct state new jump X` rules go to. */
+interface FilterChain {
+  name: string;
+  hook: string;
+  prio: number;
+  jumps: string[];
+}
+
+/** The first packet's destination: an element's key (IP . protocol . port). */
 interface Probe {
-  dst: string;
+  ip: string;
   proto: string;
   port: number;
 }
+
+const probeText = (k: Probe): string => `${k.ip}|${k.proto}|${k.port}`;
 
 type WalkEnd = 'dnat' | 'dropped' | 'return' | 'fallthrough' | 'unknown';
 
@@ -414,7 +407,7 @@ interface Walk {
   cut: number;
 }
 
-function keyOf(element: NftElement): { ip: string; proto: string; port: number } | undefined {
+function keyOf(element: NftElement): Probe | undefined {
   const [ip, proto, port] = element.key;
   if (!ip || !proto || !port || ipFamily(ip) === 0 || !/^\d+$/.test(port)) return undefined;
   return { ip, proto, port: Number(port) };

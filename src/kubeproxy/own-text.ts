@@ -9,19 +9,16 @@ export class OwnText {
 
   /** `s`, flat and shared: the string this table returned before for the same text, or a copy. */
   own(s: string): string {
-    const had = this.seen.get(s);
-    if (had !== undefined) return had;
-    const copy = flatCopy(s);
-    this.seen.set(copy, copy);
-    return copy;
+    return this.seen.get(s) ?? this.keep(flatCopy(s));
   }
 
   /** The parts joined flat and shared, not as a template literal, whose tree would keep each part's line alive. */
   join(...parts: string[]): string {
     const s = parts.join('');
-    const had = this.seen.get(s);
-    if (had !== undefined) return had;
-    const flat = parts.filter((p) => p.length > 0).length > 1 ? s : flatCopy(s);
+    return this.seen.get(s) ?? this.keep(parts.filter((p) => p.length > 0).length > 1 ? s : flatCopy(s));
+  }
+
+  private keep(flat: string): string {
     this.seen.set(flat, flat);
     return flat;
   }

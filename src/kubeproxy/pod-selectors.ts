@@ -29,19 +29,15 @@ export function podSelectorsOf(chains: NatRules): PodSelectors {
   return { cidrs: [...cidrs], interfaces: [...interfaces] };
 }
 
-/** What one rule adds to the detector ("! -s podCIDR ... -j KUBE-MARK-MASQ" adds podCIDR). */
+/** What one rule adds to the detector ("! -s podCIDR ... -j KUBE-MARK-MASQ" adds podCIDR), copied off its line. */
 function podSelectorsOfRule(rule: IptablesRule): PodSelectors | undefined {
   const comment = rule.comment ?? '';
-  if (comment.startsWith(POD_TRAFFIC) || comment.startsWith(REDIRECT_PODS)) return sourceSelectors(rule, false);
-  if (rule.target === 'KUBE-MARK-MASQ') return sourceSelectors(rule, true);
-  return undefined;
-}
-
-/** A rule's base-match `-s`/`-i` values negated or not as asked, copied off the rule's line. */
-function sourceSelectors(rule: IptablesRule, negated: boolean): PodSelectors {
+  const podRule = comment.startsWith(POD_TRAFFIC) || comment.startsWith(REDIRECT_PODS);
+  if (!podRule && rule.target !== 'KUBE-MARK-MASQ') return undefined;
+  // A pod rule selects its sources; a masquerade rule all but its negated ones.
   const values = (name: string): string[] =>
     findOptions(rule.matches, name, '')
-      .filter((o) => o.negated === negated)
+      .filter((o) => o.negated !== podRule)
       .map((o) => flatCopy(o.values[0]!));
   return { cidrs: values('-s'), interfaces: values('-i') };
 }

@@ -3,11 +3,9 @@
 import { type ReadNatOptions, type ReadNatResult, readNat } from '../kernel/nat/read.js';
 import { FILTER_DROP_CHAINS, type NatFactsSnapshot, natRulesFacts } from './facts.js';
 
-export interface ReadNatFactsResult extends Omit<ReadNatResult, 'nat' | 'tables'> {
-  nat?: NatFactsSnapshot;
-}
-
-export async function readNatFacts(opts: ReadNatOptions = {}): Promise<ReadNatFactsResult> {
+export async function readNatFacts(
+  opts: ReadNatOptions = {},
+): Promise<Omit<ReadNatResult, 'nat' | 'tables'> & { nat?: NatFactsSnapshot }> {
   const { tables, ...read } = await readNat({ ...opts, filterChains: FILTER_DROP_CHAINS });
   if (!tables || !read.nat) return read;
   return { ...read, nat: { ...read.nat, facts: natRulesFacts(tables.rules, tables.ipsets) } };

@@ -58,13 +58,7 @@ export function formatNatSummary(nat: NatSnapshot, nft?: NftSnapshot): string[] 
     const local = facts.nodePorts.filter((n) => n.trafficPolicy === 'Local').length;
     out.push(`  NodePorts: ${facts.nodePorts.length} (${local} with ETP=Local)`);
   }
-  const warnings = [
-    ...nat.warnings,
-    ...(nat.v4?.warnings ?? []),
-    ...(nat.v6?.warnings ?? []),
-    ...(nat.ipsets?.warnings ?? []),
-    ...(nft?.warnings ?? []),
-  ];
+  const warnings = [nat, nat.v4, nat.v6, nat.ipsets, nft].flatMap((x) => x?.warnings ?? []);
   for (const w of warnings.slice(0, 5)) out.push(`warning: ${w}`);
   if (warnings.length > 5) out.push(`warning: ... and ${warnings.length - 5} more`);
   return out;

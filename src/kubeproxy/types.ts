@@ -4,9 +4,6 @@ import type { ProxyMode } from '../model/kube-proxy.js';
 import type { TrafficPolicy } from '../model/service.js';
 import type { PodSelectors } from './pod-selectors.js';
 
-/** What the rules show: one mode, rules of several (left over after a mode switch), or none. */
-export type KubeProxyMode = ProxyMode | 'mixed' | 'none';
-
 export interface LoadBalancerFact {
   family: NatFamily;
   vip: string;
@@ -20,18 +17,18 @@ export interface LoadBalancerFact {
   /** Where the nat table sends pod -> VIP; filter-table drops (e.g. KUBE-PROXY-FIREWALL) are not seen here. */
   capture: 'dnat' | 'ipvs' | 'not-captured' | 'dropped' | 'unknown';
   /** nftables no-endpoint-services element, or iptables KUBE-EXTERNAL-SERVICES "has no local endpoints" DROP. */
-  noEndpoints?: NftNoLocalEndpoints;
-  /** Source ranges that leave this node's pods out, so the node drops their VIP connections; `certain` may be false. */
-  sourceRangeDrop?: SourceRangeDrop;
+  noEndpoints?: {
+    /** The no-endpoint-services verdict: drop (ETP=Local, endpoints elsewhere) or reject (no endpoints at all). */
+    verdict: 'drop' | 'reject';
+    /** Base chains that look the VIP up before DNAT on a hook local clients use (the kubernetes#131765 layout). */
+    preDnatChecks: string[];
+    evidence: string[];
+  };
+  /** Source ranges that leave this node's pods out, so the node drops their VIP connections; evidence: the rules. */
+  sourceRangeDrop?: { certain: boolean; evidence: string[] };
   /** nftables mode: an LB IP or a Service external IP (service-ips holds both alike). */
   lbOrExternal?: true;
   /** Rule lines ('iptables-nft-save:123: -A ...'), ipset lookups and nft objects that show the above. */
-  evidence: string[];
-}
-
-export interface SourceRangeDrop {
-  certain: boolean;
-  /** The rules that let the allowed sources through and drop the rest. */
   evidence: string[];
 }
 
@@ -49,32 +46,15 @@ export interface NodePortFact {
 export type NodePortSource = string | { readonly set: string; readonly rule: string; readonly member?: string };
 
 export interface KubeNatFacts {
-  mode: KubeProxyMode;
+  /** What the rules show: one mode, rules of several (left over after a mode switch), or none. */
+  mode: ProxyMode | 'mixed' | 'none';
   modeEvidence: string[];
   /** iptables mode: chain names before 1.24 (KUBE-XLB) or from 1.24 (KUBE-EXT/KUBE-SVL). */
   iptablesGeneration?: 'pre-1.24' | '1.24+';
   /** nftables mode: the filter base chains' layout per family (v1.31: kubernetes#131765; v1.34: #132456). */
   nftLayouts?: Partial<Record<NatFamily, 'v1.31' | 'v1.34' | 'other'>>;
-  nftFilterChains?: NftFilterChain[];
   /** How kube-proxy tells pod traffic apart (e.g. '-s 10.244.0.0/16'), per family. */
   podSelectors: Partial<Record<NatFamily, PodSelectors>>;
   loadBalancers: LoadBalancerFact[];
   nodePorts: NodePortFact[];
-}
-
-export interface NftNoLocalEndpoints {
-  /** The no-endpoint-services verdict: drop (ETP=Local, endpoints elsewhere) or reject (no endpoints at all). */
-  verdict: 'drop' | 'reject';
-  /** Base chains that look the VIP up before DNAT on a hook local clients use (the kubernetes#131765 layout). */
-  preDnatChecks: string[];
-  evidence: string[];
-}
-
-export interface NftFilterChain {
-  family: NatFamily;
-  name: string;
-  hook: string;
-  prio: number;
-  /** The chains its `ct state new jump X` rules go to. */
-  jumps: string[];
 }

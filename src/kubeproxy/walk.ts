@@ -23,13 +23,13 @@ export interface WalkTables {
   setIndex?: Map<string, SetIndex>;
 }
 
-export interface WalkStep {
+interface WalkStep {
   rule: IptablesRule;
   /** False when a 'maybe' match on this rule or an enclosing jump could make it not apply. */
   certain: boolean;
 }
 
-export interface SetLookup {
+interface SetLookup {
   set: string;
   key: string;
   result: Tri;
@@ -38,7 +38,7 @@ export interface SetLookup {
   certain: boolean;
 }
 
-export type WalkEnd = 'dnat' | 'accept' | 'drop' | 'reject' | 'return' | 'fallthrough' | 'loop';
+type WalkEnd = 'dnat' | 'accept' | 'drop' | 'reject' | 'return' | 'fallthrough' | 'loop';
 
 export interface WalkResult {
   /** How the certain path ended: 'fallthrough' means no nat rule took the packet. */
@@ -158,7 +158,7 @@ function matchRule(tables: WalkTables, rule: IptablesRule, probe: Probe, res: Wa
   return acc;
 }
 
-function negate(tri: Tri, negated: boolean): Tri {
+export function negate(tri: Tri, negated: boolean): Tri {
   if (!negated || tri === 'maybe') return tri;
   return tri === 'yes' ? 'no' : 'yes';
 }
@@ -249,7 +249,7 @@ function setMatch(tables: WalkTables, name: string, flags: string, probe: Probe)
  * IPVS sets hold one member per Service and every VIP's walk looks them up, so members that can equal only one
  * probe's address and port are found by that probe's keys instead of one by one.
  */
-export interface SetIndex {
+interface SetIndex {
   exact: Set<string>;
   /** Members that may match more than one probe (ranges, CIDRs, 'src' parts): compared in full. */
   rest: IpsetMember[];

@@ -28,32 +28,19 @@ import { SourceRunner } from './runner.js';
 
 export { MAX_BUNDLE_FILE } from '../bundle/files.js';
 
-export interface BundleRead {
-  node: NodeSnapshot;
-  cluster?: ClusterView;
-  /** Routes with the uplink and pod CIDR candidates (ip-route.json / ip6-route.json). */
-  routes?: RouteSnapshot;
-  sysctls?: SysctlSnapshot;
-  /** kube-proxy's mode as collect found it from its process (kube-proxy.json). */
-  kubeProxy?: KubeProxyInfo;
-  manifest?: BundleManifest;
-  /** The node name used to mark local endpoints, and where it came from. */
-  nodeName?: { name: string; from: string };
-  /** Everything that could not be read, each naming its file (and line). */
-  warnings: string[];
-}
+export type BundleRead = ReturnType<typeof readBundle>;
 
-export interface ReadBundleOptions {
-  /** This node in the cluster view; default: the manifest's, else the Node whose address is on this node. */
-  nodeName?: string;
-  /** A cluster file to use instead of the bundle's cluster.json. */
-  clusterFile?: string;
-}
+/** Where the node name that marks local endpoints came from. */
+type NodeNameFound = { name: string; from: string };
 
 /** Thrown only when dir is not a readable directory. */
 export class BundleDirError extends Error {}
 
-export function readBundle(dir: string, opts: ReadBundleOptions = {}): BundleRead {
+/**
+ * opts.nodeName: this node in the cluster view (default: the manifest's, else the Node with an address bound here);
+ * opts.clusterFile replaces the bundle's cluster.json. Warnings name the file (and line) that could not be read.
+ */
+export function readBundle(dir: string, opts: { nodeName?: string; clusterFile?: string } = {}) {
   let names: string[];
   try {
     if (!statSync(dir).isDirectory()) throw new Error('not a directory');
@@ -91,22 +78,24 @@ export function readBundle(dir: string, opts: ReadBundleOptions = {}): BundleRea
       manifest?.kernel ||
       '',
   });
-  const result: BundleRead = { node, warnings };
-  const clusterPath = opts.clusterFile ?? (b.has(BUNDLE_FILES.cluster) ? b.path(BUNDLE_FILES.cluster) : undefined);
-  const cluster = clusterPath && readCluster(clusterPath, opts.nodeName ?? manifest?.nodeName, node, warnings);
+  const clusterPath = opts.clusterFile || (b.has(BUNDLE_FILES.cluster) ? b.path(BUNDLE_FILES.cluster) : undefined);
+  const cluster = clusterPath
+    ? readCluster(clusterPath, opts.nodeName || manifest?.nodeName, node, warnings)
+    : undefined;
   if (!clusterPath)
     node.sources.push({ source: 'cluster', available: false, reason: b.whyMissing(BUNDLE_FILES.cluster) });
-  if (cluster) {
-    result.cluster = withBundleLookups(cluster.view, node, b);
-    if (cluster.nodeName) result.nodeName = cluster.nodeName;
-  }
   const routes = runner.value<RouteSnapshot>('routes');
   const sysctls = runner.value<SysctlSnapshot>('sysctl');
-  if (routes) result.routes = routes;
-  if (sysctls) result.sysctls = sysctls;
-  if (kubeProxy) result.kubeProxy = kubeProxy;
-  if (manifest) result.manifest = manifest;
-  return result;
+  return {
+    node,
+    ...(cluster ? { cluster: withBundleLookups(cluster.view, node, b) } : {}),
+    ...(cluster?.nodeName ? { nodeName: cluster.nodeName } : {}),
+    ...(routes ? { routes } : {}),
+    ...(sysctls ? { sysctls } : {}),
+    ...(kubeProxy ? { kubeProxy } : {}),
+    ...(manifest ? { manifest } : {}),
+    warnings,
+  };
 }
 
 /** Applies dns-lookups.json to hostname-only LBs; unanswered names leave the dns source down (unknown, not empty). */
@@ -168,7 +157,7 @@ function readCluster(
   given: string | undefined,
   node: NodeSnapshot,
   warnings: string[],
-): { view: ClusterView; nodeName?: BundleRead['nodeName'] } | undefined {
+): { view: ClusterView; nodeName?: NodeNameFound } | undefined {
   const t0 = performance.now();
   try {
     const { objects, warnings: fileWarnings } = readClusterFile(path);
@@ -190,7 +179,7 @@ function readCluster(
 }
 
 /** The Node whose status.addresses holds an address bound here (kube-ipvs0's VIPs excluded: every node has those). */
-function nodeNameByAddress(nodes: readonly SourcedObject[], addresses?: AddressSnapshot): BundleRead['nodeName'] {
+function nodeNameByAddress(nodes: readonly SourcedObject[], addresses?: AddressSnapshot): NodeNameFound | undefined {
   const local = new Set<string>();
   for (const iface of addresses?.interfaces ?? []) {
     if (iface.isKubeIpvs || iface.name === 'lo') continue;

@@ -1,12 +1,15 @@
 // TargetSync (src/capture/ebpf-maps.ts) against a model of the kernel's maps: after every sync
-// the maps hold exactly what targetMaps lays out in full for the same targets, slots and table;
+// the maps hold exactly what the encoders lay out in full for the same targets, slots and table;
 // only changed entries are written; a write that fails leaves work the next sync completes; a
 // key keeps its slot and a slot its key through removals and re-adds, also once slots run out;
 // NodePorts held get the slots of a family the node gains local sources of.
 import { describe, expect, it } from 'vitest';
 import {
+  isVip4,
   MAP_CONFIG,
   MAP_FILTERS,
+  MAP_HOSTS4,
+  MAP_HOSTS6,
   MAP_NODEPORTS,
   MAP_VIPS4,
   MAP_VIPS6,
@@ -15,67 +18,38 @@ import {
   NODEPORT_SLOT_V6,
   nodePortIndex,
   textBytes,
+  u32Value,
+  VIPTAB_BUCKETS,
+  type VipKey,
+  vipCounterId,
 } from '../../../src/capture/bpf-layout.js';
-import { TARGET_MAPS, TargetSync, targetMaps } from '../../../src/capture/ebpf-maps.js';
+import { TARGET_MAPS, TargetSync, wantedMaps } from '../../../src/capture/ebpf-maps.js';
 import { CaptureError } from '../../../src/capture/errors.js';
 import type { Targets } from '../../../src/capture/targets.js';
-import type { BpfAddon } from '../../../src/native/bpf.js';
+import { ARRAYS, FakeMaps, type HexMaps } from '../../support/fake-bpf-maps.js';
 import { bucketMates } from '../../support/vip-buckets.js';
 
-const ARRAYS = new Set<string>([MAP_NODEPORTS, MAP_VIPTAB, MAP_CONFIG, MAP_FILTERS]);
-
-/** The target maps as the kernel would hold them: an array entry of zeros is no entry. */
-class FakeMaps {
-  readonly maps = new Map<string, Map<string, string>>(TARGET_MAPS.map((m) => [m, new Map()]));
-  readonly fds: Record<string, number> = Object.fromEntries(TARGET_MAPS.map((m, i) => [m, 100 + i]));
-  writes = 0;
-  /** Write number (counted from 1) that fails with EPERM; 0 = none. */
-  failAt = 0;
-
-  readonly addon = {
-    bpfMapUpdate: (fd: number, key: Uint8Array, value: Uint8Array) => {
-      const name = this.nameOf(fd);
-      this.step();
-      const k = Buffer.from(key).toString('hex');
-      if (ARRAYS.has(name) && value.every((b) => b === 0)) this.maps.get(name)!.delete(k);
-      else this.maps.get(name)!.set(k, Buffer.from(value).toString('hex'));
-    },
-    bpfMapDelete: (fd: number, key: Uint8Array) => {
-      const name = this.nameOf(fd);
-      this.step();
-      return this.maps.get(name)!.delete(Buffer.from(key).toString('hex'));
-    },
-  } as unknown as BpfAddon;
-
-  private step(): void {
-    if (++this.writes === this.failAt) throw Object.assign(new Error('bpf_map_update_elem: EPERM'), { code: 'EPERM' });
-  }
-
-  private nameOf(fd: number): string {
-    const name = TARGET_MAPS[fd - 100];
-    if (!name) throw new Error(`fd ${fd} is no target map`);
-    return name;
-  }
-}
-
-/** targetMaps' full layout, hex, without the array entries that are zeros. */
-function expected(t: Targets, sync: TargetSync): Map<string, Map<string, string>> {
-  const full = targetMaps(t, sync.slots, sync.table);
-  const out = new Map<string, Map<string, string>>();
-  for (const name of TARGET_MAPS) {
-    const m = new Map<string, string>();
-    for (const [k, v] of full[name]!) {
-      const value = textBytes(v);
-      if (ARRAYS.has(name) && value.every((b) => b === 0)) continue;
-      m.set(textBytes(k).toString('hex'), value.toString('hex'));
-    }
-    out.set(name, m);
-  }
+/** The maps in full from the real encoders (wantedMaps, the table's buckets), hex, without array entries of zeros. */
+function expected(t: Targets, sync: TargetSync): HexMaps {
+  const w = wantedMaps(t, sync.slots);
+  const slotOf = (k: VipKey) => sync.slots.find(vipCounterId(k));
+  const out: HexMaps = new Map(TARGET_MAPS.map((m) => [m, new Map()]));
+  const put = (name: string, key: Buffer, value: Buffer) => {
+    if (!(ARRAYS.has(name) && value.every((b) => b === 0)))
+      out.get(name)!.set(key.toString('hex'), value.toString('hex'));
+  };
+  for (const k of w.vips) put(isVip4(k) ? MAP_VIPS4 : MAP_VIPS6, textBytes(k), u32Value(slotOf(k)));
+  for (let b = 0; b < VIPTAB_BUCKETS; b++) put(MAP_VIPTAB, u32Value(b), sync.table.bucket(b, slotOf));
+  for (const [k, flags] of w.hosts4) put(MAP_HOSTS4, textBytes(k), u32Value(flags));
+  for (const [k, flags] of w.hosts6) put(MAP_HOSTS6, textBytes(k), u32Value(flags));
+  for (const [i, value] of w.nodePorts) put(MAP_NODEPORTS, u32Value(i), u32Value(value));
+  put(MAP_CONFIG, u32Value(0), w.config);
+  put(MAP_FILTERS, u32Value(0), w.filters);
   return out;
 }
 
 /** Entries that differ between two layouts (written, changed or gone): what a sync from a to b writes. */
-function changes(a: Map<string, Map<string, string>>, b: Map<string, Map<string, string>>): number {
+function changes(a: HexMaps, b: HexMaps): number {
   let n = 0;
   for (const name of TARGET_MAPS) {
     const x = a.get(name)!;

@@ -7,7 +7,6 @@ import { describe, expect, it } from 'vitest';
 import { BENCH_NODE, syntheticCluster } from '../../../bench/agent-cluster.js';
 import { ServiceIndex } from '../../../src/agent/service-index.js';
 import {
-  bytesText,
   decodeCounterKey,
   MAP_NODEPORTS,
   MAP_VIPS4,
@@ -15,22 +14,14 @@ import {
   NODEPORT_SLOT_V4,
   NODEPORT_SLOT_V6,
   nodePortIndex,
-  textBytes,
   u32Value,
 } from '../../../src/capture/bpf-layout.js';
-import {
-  FAMILY_V4,
-  FAMILY_V6,
-  SlotAllocator,
-  slotFamilies,
-  TARGET_MAPS,
-  TargetSync,
-  targetMaps,
-} from '../../../src/capture/ebpf-maps.js';
+import { FAMILY_V4, FAMILY_V6, slotFamilies, TARGET_MAPS, TargetSync } from '../../../src/capture/ebpf-maps.js';
 import type { Targets } from '../../../src/capture/targets.js';
 import { buildClusterView } from '../../../src/cluster/build.js';
 import { classifyDocuments } from '../../../src/cluster/file.js';
 import type { BpfAddon } from '../../../src/native/bpf.js';
+import { type FakeMaps, syncedMaps } from '../../support/fake-bpf-maps.js';
 
 const prefixes = (...cidrs: string[]): Targets => ({
   vips: [],
@@ -50,11 +41,11 @@ function benchTargets(): Targets {
   }).targets();
 }
 
-/** Each NodePort's [v4 slot, v6 slot] as the nodeports map holds them. */
-function nodePortSlots(maps: ReturnType<typeof targetMaps>, t: Targets): number[][] {
+/** Each NodePort's [v4 slot, v6 slot] as the nodeports map holds them (an entry not there is zeros). */
+function nodePortSlots(kernel: FakeMaps, t: Targets): number[][] {
   const proto = { tcp: 6, udp: 17, sctp: 132 } as const;
   return t.nodePorts.map((n) => {
-    const v = textBytes(maps[MAP_NODEPORTS]!.get(bytesText(u32Value(nodePortIndex(proto[n.proto], n.port))))!);
+    const v = kernel.value(MAP_NODEPORTS, u32Value(nodePortIndex(proto[n.proto], n.port))) ?? Buffer.alloc(4);
     return [v.readUInt16LE(NODEPORT_SLOT_V4), v.readUInt16LE(NODEPORT_SLOT_V6)];
   });
 }
@@ -75,14 +66,14 @@ describe('NodePort slots per address family', () => {
   it("bench/agent.ts's 5,000 Services on an IPv4-only node: every VIP and NodePort key has a slot", () => {
     const t = benchTargets();
     expect([t.vips.length, t.nodePorts.length]).toEqual([6667, 9167]);
-    const slots = new SlotAllocator();
-    const maps = targetMaps(t, slots);
+    const { kernel, sync } = syncedMaps([t]);
+    const slots = sync.slots;
     // One slot per VIP entry and per NodePort (IPv4), slot 0 unused: 15,835 of MAX_SLOTS.
     expect(slots.used).toBe(1 + 6667 + 9167);
     expect(slots.used).toBeLessThanOrEqual(MAX_SLOTS);
-    const vipSlots = [...maps[MAP_VIPS4]!.values()].map((v) => textBytes(v).readUInt32LE(0));
+    const vipSlots = kernel.values(MAP_VIPS4).map((v) => v.readUInt32LE(0));
     expect(vipSlots.filter((s) => s === 0)).toHaveLength(0);
-    const np = nodePortSlots(maps, t);
+    const np = nodePortSlots(kernel, t);
     expect(np.filter(([v4]) => v4 === 0)).toHaveLength(0);
     expect(np.filter(([, v6]) => v6 !== 0)).toHaveLength(0);
     // Every slot counts its own key: the last NodePort's IPv4 loop_return.

@@ -4,7 +4,6 @@
 // and that a reading has one sample per key.
 import { describe, expect, it } from 'vitest';
 import {
-  bytesText,
   counterKey,
   decodeCounterKey,
   MAP_NODEPORTS,
@@ -13,13 +12,13 @@ import {
   NODEPORT_SLOT_V4,
   NODEPORT_SLOT_V6,
   nodePortIndex,
-  textBytes,
   u32Value,
   vipKey,
 } from '../../../src/capture/bpf-layout.js';
 import { mergeSamples } from '../../../src/capture/ebpf.js';
-import { SlotAllocator, targetMaps } from '../../../src/capture/ebpf-maps.js';
+import { SlotAllocator } from '../../../src/capture/ebpf-maps.js';
 import { address16, type Targets } from '../../../src/capture/targets.js';
+import { syncedMaps } from '../../support/fake-bpf-maps.js';
 
 const targets = (vips: Targets['vips'], nodePorts: Targets['nodePorts']): Targets => ({
   vips,
@@ -35,8 +34,7 @@ const slotKey = (a: SlotAllocator, slot: number) => decodeCounterKey(a.keyOf(slo
 
 describe('counter slots', () => {
   it('a VIP entry holds the slot of its to_lb key, a NodePort one per family for loop_return', () => {
-    const slots = new SlotAllocator();
-    const maps = targetMaps(
+    const { kernel, sync } = syncedMaps([
       targets(
         [
           { address: '10.0.0.100', port: 80, proto: 'tcp' },
@@ -44,10 +42,10 @@ describe('counter slots', () => {
         ],
         [{ port: 30080, proto: 'tcp' }],
       ),
-      slots,
-    );
-    const v4 = textBytes(maps[MAP_VIPS4]!.get(bytesText(vipKey('10.0.0.100', 80, 'tcp').key))!).readUInt32LE(0);
-    const v6 = textBytes(maps[MAP_VIPS6]!.get(bytesText(vipKey('2001:db8::100', 0, 'udp').key))!).readUInt32LE(0);
+    ]);
+    const slots = sync.slots;
+    const v4 = kernel.value(MAP_VIPS4, vipKey('10.0.0.100', 80, 'tcp').key)!.readUInt32LE(0);
+    const v6 = kernel.value(MAP_VIPS6, vipKey('2001:db8::100', 0, 'udp').key)!.readUInt32LE(0);
     expect(slotKey(slots, v4)).toEqual({
       target: '10.0.0.100',
       port: 80,
@@ -62,7 +60,7 @@ describe('counter slots', () => {
       kind: 'to_lb',
       direction: 'egress',
     });
-    const np = textBytes(maps[MAP_NODEPORTS]!.get(bytesText(u32Value(nodePortIndex(6, 30080))))!);
+    const np = kernel.value(MAP_NODEPORTS, u32Value(nodePortIndex(6, 30080)))!;
     expect(slotKey(slots, np.readUInt16LE(NODEPORT_SLOT_V4))).toEqual({
       target: '0.0.0.0',
       port: 30080,
@@ -82,17 +80,18 @@ describe('counter slots', () => {
   });
 
   it('a key keeps its slot after its target went and came back; a new key never takes a used slot', () => {
-    const slots = new SlotAllocator();
+    const { kernel, sync } = syncedMaps([]);
     const vip = (port: number) => ({ address: '10.0.0.100', port, proto: 'tcp' as const });
-    const slotOf = (maps: ReturnType<typeof targetMaps>, port: number) =>
-      textBytes(maps[MAP_VIPS4]!.get(bytesText(vipKey('10.0.0.100', port, 'tcp').key))!).readUInt32LE(0);
-    const a = slotOf(targetMaps(targets([vip(80)], []), slots), 80);
-    const b = slotOf(targetMaps(targets([vip(443)], []), slots), 443);
-    const again = targetMaps(targets([vip(80), vip(8080)], []), slots);
-    expect(slotOf(again, 80)).toBe(a);
-    expect(slotOf(again, 8080)).not.toBe(a);
-    expect(slotOf(again, 8080)).not.toBe(b);
-    expect(slots.used).toBe(4);
+    const slotOf = (port: number) => kernel.value(MAP_VIPS4, vipKey('10.0.0.100', port, 'tcp').key)!.readUInt32LE(0);
+    sync.sync(targets([vip(80)], []));
+    const a = slotOf(80);
+    sync.sync(targets([vip(443)], []));
+    const b = slotOf(443);
+    sync.sync(targets([vip(80), vip(8080)], []));
+    expect(slotOf(80)).toBe(a);
+    expect(slotOf(8080)).not.toBe(a);
+    expect(slotOf(8080)).not.toBe(b);
+    expect(sync.slots.used).toBe(4);
   });
 
   it('when the slots run out, new keys get 0 (counted in the hash) and keep getting it', () => {
@@ -101,16 +100,6 @@ describe('counter slots', () => {
     expect([slots.slot(key(1)), slots.slot(key(2)), slots.slot(key(3)), slots.slot(key(1))]).toEqual([1, 2, 0, 1]);
     expect(slots.slot(key(3))).toBe(0);
     expect(slots.used).toBe(3);
-  });
-
-  it('without an allocator every slot is 0', () => {
-    const maps = targetMaps(
-      targets([{ address: '10.0.0.100', port: 80, proto: 'tcp' }], [{ port: 30080, proto: 'udp' }]),
-    );
-    expect([...maps[MAP_VIPS4]!.values()].map((v) => textBytes(v).readUInt32LE(0))).toEqual([0]);
-    expect(
-      [...maps[MAP_NODEPORTS]!.entries()].map(([k, v]) => [textBytes(k).readUInt32LE(0), textBytes(v).readUInt32LE(0)]),
-    ).toEqual([[nodePortIndex(17, 30080), 0]]);
   });
 
   it('merges the hash and slot readings into one sample per key', () => {

@@ -5,27 +5,28 @@
 import { existsSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import * as L from '../../../src/capture/bpf-layout.js';
-import { textBytes, vipKeyOf } from '../../../src/capture/bpf-layout.js';
+import { vipKeyOf } from '../../../src/capture/bpf-layout.js';
 import { bpfObjectPath } from '../../../src/capture/ebpf.js';
-import { bucketOf, type MapContents, SlotAllocator, targetMaps, VipTable } from '../../../src/capture/ebpf-maps.js';
+import { bucketOf, VipTable } from '../../../src/capture/ebpf-maps.js';
 import { address16, type Targets } from '../../../src/capture/targets.js';
 import { Btf } from '../../support/btf.js';
+import { syncedMaps } from '../../support/fake-bpf-maps.js';
 import { bucketMates, vipBucket } from '../../support/vip-buckets.js';
 
 const targets = (vips: Targets['vips']): Targets => ({ vips, nodePorts: [], localPrefixes: [] });
 
 /** Bucket index -> its entries (address, port, proto, slot; null = free) and `more`. */
-function decode(m: MapContents) {
+function decode(m: Map<string, string>) {
   const out = new Map<number, { entries: ({ addr: string; tag: number; slot: number } | null)[]; more: number }>();
   for (const [k, v] of m) {
-    const b = textBytes(v);
+    const b = Buffer.from(v, 'hex');
     expect(b.length).toBe(L.VIP_BUCKET_SIZE);
     const entries = Array.from({ length: L.VIP_BUCKET_ENTRIES }, (_, i) => {
       const e = b.subarray(i * L.VIP_ENT_SIZE, (i + 1) * L.VIP_ENT_SIZE);
       const tag = e.readUInt32LE(L.VIP_ENT_TAG);
       return tag ? { addr: e.subarray(0, 16).toString('hex'), tag, slot: e.readUInt32LE(L.VIP_ENT_SLOT) } : null;
     });
-    out.set(textBytes(k).readUInt32LE(0), { entries, more: b.readUInt32LE(L.VIP_BUCKET_MORE) });
+    out.set(Buffer.from(k, 'hex').readUInt32LE(0), { entries, more: b.readUInt32LE(L.VIP_BUCKET_MORE) });
   }
   return out;
 }
@@ -66,20 +67,20 @@ describe('viptab buckets', () => {
   });
 
   it('puts every VIP entry in its bucket, a third one of a bucket in the hash only, and keeps places', () => {
-    const table = new VipTable();
-    const slots = new SlotAllocator();
+    const { kernel, sync } = syncedMaps([]);
+    const viptab = () => decode(kernel.maps.get(L.MAP_VIPTAB)!);
     const [b, c, d] = bucketMates('10.0.0.100', 80, 'tcp', 3);
     const vip = (address: string) => ({ address, port: 80, proto: 'tcp' as const });
     const at = vipBucket('10.0.0.100', 80, 'tcp');
     const hex = (a: string) => address16(a).subarray(12).toString('hex') + '00'.repeat(12);
 
-    let maps = targetMaps(targets([vip('10.0.0.100'), vip(b!), vip(c!), vip('2001:db8::1')]), slots, table);
-    let t = decode(maps[L.MAP_VIPTAB]!);
+    sync.sync(targets([vip('10.0.0.100'), vip(b!), vip(c!), vip('2001:db8::1')]));
+    let t = viptab();
     expect(t.size).toBe(2);
     expect(t.get(at)!.entries.map((e) => e?.addr)).toEqual([hex('10.0.0.100'), hex(b!)]);
     expect(t.get(at)!.more).toBe(1);
     // Every key is in its hash, the bucket's hash-only one included.
-    expect(maps[L.MAP_VIPS4]!.size).toBe(3);
+    expect(kernel.maps.get(L.MAP_VIPS4)!.size).toBe(3);
     const v6 = t.get(vipBucket('2001:db8::1', 80, 'tcp'))!;
     expect(v6.entries[0]).toMatchObject({
       addr: address16('2001:db8::1').toString('hex'),
@@ -88,17 +89,17 @@ describe('viptab buckets', () => {
     expect(v6.more).toBe(0);
 
     // The first key goes: its entry is freed, the other keeps its place, the hash-only key stays there.
-    maps = targetMaps(targets([vip(b!), vip(c!), vip('2001:db8::1')]), slots, table);
-    t = decode(maps[L.MAP_VIPTAB]!);
+    sync.sync(targets([vip(b!), vip(c!), vip('2001:db8::1')]));
+    t = viptab();
     expect(t.get(at)!.entries.map((e) => e?.addr ?? null)).toEqual([null, hex(b!)]);
     expect(t.get(at)!.more).toBe(1);
     // A new key takes the free entry.
-    maps = targetMaps(targets([vip(b!), vip(c!), vip(d!), vip('2001:db8::1')]), slots, table);
-    t = decode(maps[L.MAP_VIPTAB]!);
+    sync.sync(targets([vip(b!), vip(c!), vip(d!), vip('2001:db8::1')]));
+    t = viptab();
     expect(t.get(at)!.entries.map((e) => e?.addr)).toEqual([hex(d!), hex(b!)]);
     // The hash-only key goes: `more` clears; a bucket with no key left is dropped.
-    maps = targetMaps(targets([vip(b!), vip(d!)]), slots, table);
-    t = decode(maps[L.MAP_VIPTAB]!);
+    sync.sync(targets([vip(b!), vip(d!)]));
+    t = viptab();
     expect(t.get(at)!.more).toBe(0);
     expect(t.size).toBe(1);
     // Slots in entries are the to_lb slots of their keys.
@@ -151,9 +152,5 @@ describe('viptab buckets', () => {
     expect(table.inUse(at) || table.inUse(at6)).toBe(false);
     expect(table.bucket(at, slotOf).equals(Buffer.alloc(L.VIP_BUCKET_SIZE))).toBe(true);
     expect(table.counts()).toEqual({ inBuckets: 0, more: 0 });
-  });
-
-  it('without a table (classify: keys only) writes no buckets', () => {
-    expect(targetMaps(targets([{ address: '10.0.0.1', port: 80, proto: 'tcp' }]))[L.MAP_VIPTAB]!.size).toBe(0);
   });
 });
