@@ -226,7 +226,7 @@ async function runViaRelay(options: AllNodesOptions, api: ApiTarget): Promise<nu
   let summary: NodeResult[] | undefined;
   /** Node ('?' when the line names none) -> the first malformed line the relay passed on from it. */
   const malformed = new Map<string, string>();
-  const { askRelay, RelayError } = await import('../remote/relay-client.js');
+  const { askRelay } = await import('../remote/relay-client.js');
   const onLine = (text: string): void => {
     if (!text.trim()) return;
     const l = relayLine(text);
@@ -238,11 +238,7 @@ async function runViaRelay(options: AllNodesOptions, api: ApiTarget): Promise<nu
       out.line(l.node, l.pod, { type: 'error', message: l.error });
     }
   };
-  try {
-    await askRelay(api, { namespace, service }, query, onLine, (options.timeoutS + 30) * 1000);
-  } catch (e) {
-    throw new UserError(e instanceof RelayError ? e.message : String(e));
-  }
+  await askRelay(api, { namespace, service }, query, onLine, (options.timeoutS + 30) * 1000);
   if (!summary) {
     const first = malformed.size ? ` (malformed lines: ${[...malformed.values()][0]})` : '';
     throw new UserError(`the evidence relay ended without its summary${first}`);

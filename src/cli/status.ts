@@ -79,7 +79,7 @@ async function run(flags: StatusFlags): Promise<number> {
   const timeoutS = intFlag(flags.timeout, '--timeout', 3600, 'seconds');
   const relay = /^([a-z0-9-]{1,63})\/([a-z0-9.-]{1,253})$/.exec(flags.relay);
   if (!relay) throw new UserError(`--relay: expected NAMESPACE/NAME, not ${JSON.stringify(flags.relay)}`);
-  const [{ loadWorkstationConfig }, { askRelay, RelayError }, cs, { renderFixCommands }] = await Promise.all([
+  const [{ loadWorkstationConfig }, { askRelay }, cs, { renderFixCommands }] = await Promise.all([
     import('../remote/workstation-client.js'),
     import('../remote/relay-client.js'),
     import('../remote/cluster-status.js'),
@@ -88,21 +88,18 @@ async function run(flags: StatusFlags): Promise<number> {
   const kc = loadWorkstationConfig(flags.kubeconfig, flags.context);
   const all: import('../remote/cluster-status.js').ClusterStatus = { findings: [], nodes: [], malformed: [] };
   let summary = false;
-  try {
-    await askRelay(
-      kc,
-      { namespace: relay[1]!, service: relay[2]! },
-      new URLSearchParams(),
-      (text) => {
-        if (text.includes('"type":"summary"')) summary = true;
-        cs.addStatusLine(all, text);
-      },
-      timeoutS * 1000,
-      'status',
-    );
-  } catch (e) {
-    throw new UserError(e instanceof RelayError ? e.message : String(e));
-  }
+  const onLine = (text: string): void => {
+    if (text.includes('"type":"summary"')) summary = true;
+    cs.addStatusLine(all, text);
+  };
+  await askRelay(
+    kc,
+    { namespace: relay[1]!, service: relay[2]! },
+    new URLSearchParams(),
+    onLine,
+    timeoutS * 1000,
+    'status',
+  );
   if (!summary) throw new UserError('the evidence relay ended without its summary (a relay older than /status?)');
   const st = cs.filterStatus(all, {
     service: flags.service,

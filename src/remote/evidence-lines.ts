@@ -1,6 +1,7 @@
 // The lines agents and the relay answer with, split from a byte stream and checked; a line past MAX_EVIDENCE_LINE
 // means the peer is no agent, so reading stops.
 
+import type { IncomingMessage } from 'node:http';
 import type { EvidenceLine } from '../agent/evidence.js';
 import { isObj as isObject } from '../cluster/fields.js';
 import { errText } from '../errors.js';
@@ -91,6 +92,16 @@ export function refusalMessage(body: string): string {
 
 /** refusalMessage() cut to 300 characters for display. */
 export const refusalText = (body: string): string => refusalMessage(body).slice(0, 300);
+
+/** Reads a refused answer's first 4 KiB (a Status or an error line is a few hundred bytes), then calls `onEnd`. */
+export function readRefusal(res: IncomingMessage, onEnd: (body: string) => void): void {
+  let body = '';
+  res.setEncoding('utf8');
+  res.on('data', (d: string) => {
+    if (body.length < 4096) body += d;
+  });
+  res.on('end', () => onEnd(body));
+}
 
 const isStr = (v: unknown): boolean => typeof v === 'string';
 const isObj = (v: unknown): boolean => typeof v === 'object' && v !== null;

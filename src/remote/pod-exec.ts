@@ -5,7 +5,7 @@ import type { IncomingMessage } from 'node:http';
 import WebSocket from 'ws';
 import type { ApiTarget } from '../cluster/kube-config.js';
 import { errText } from '../errors.js';
-import { refusalText } from './evidence-lines.js';
+import { readRefusal, refusalText } from './evidence-lines.js';
 
 /** Versions whose channel 3 carries a JSON Status (older ones send plain text). */
 const PROTOCOLS = ['v5.channel.k8s.io', 'v4.channel.k8s.io'];
@@ -86,9 +86,6 @@ function refusalError(code: number, body: string, target: ExecTarget): PodExecEr
   return new PodExecError(`${code}: ${msg}`, 'refused', code);
 }
 
-/** Largest refusal body kept (a Status is a few hundred bytes). */
-const MAX_BODY = 4096;
-
 /** Runs `command`, streaming output; resolves to the exit code, rejects with a PodExecError on failure or timeout. */
 export function execInPod(
   api: ApiTarget,
@@ -147,16 +144,11 @@ export function execInPod(
       ws.on('close', onClose);
       // With this listener ws leaves the refused handshake to us: read the Status, then abort.
       ws.on('unexpected-response', (_req, res: IncomingMessage) => {
-        let body = '';
-        res.setEncoding('utf8');
-        res.on('data', (d: string) => {
-          if (body.length < MAX_BODY) body += d;
-        });
-        res.on('end', () => {
+        res.on('error', () => ws.terminate());
+        readRefusal(res, (body) => {
           refusal = refusalError(res.statusCode ?? 0, body, target);
           ws.terminate();
         });
-        res.on('error', () => ws.terminate());
       });
       ws.once('open', () => {
         if (PROTOCOLS.includes(ws.protocol)) return;

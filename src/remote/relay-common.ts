@@ -6,12 +6,10 @@ import type { UserInfo } from '../cluster/access-review.js';
 import { byText } from '../compare.js';
 import { errText } from '../errors.js';
 import { type AgentPod, planNodes, type Unreachable } from './agent-pods.js';
-import { refusalText } from './evidence-lines.js';
+import { readRefusal, refusalText } from './evidence-lines.js';
 
 /** The header that carries the caller's "Bearer TOKEN" through the API server's proxy. */
 export const TOKEN_HEADER = 'x-clbprobe-authorization';
-
-export const MAX_REFUSAL = 4096;
 
 export const ndjson = (o: object): string => `${JSON.stringify(o)}\n`;
 
@@ -223,13 +221,10 @@ export async function readAgent(
       agentRes.setEncoding('utf8');
       agentRes.on('error', (e) => done(`the agent's answer broke: ${e.message}`));
       if (agentRes.statusCode !== 200) {
-        let body = '';
-        agentRes.on('data', (d: string) => {
-          if (body.length < MAX_REFUSAL) body += d;
-        });
         const hint = agentRes.statusCode === 404 ? (a.notFound ?? '') : '';
-        agentRes.on('end', () => done(`the agent answered ${agentRes.statusCode}: ${refusalText(body)}${hint}`));
-        return;
+        return readRefusal(agentRes, (body) =>
+          done(`the agent answered ${agentRes.statusCode}: ${refusalText(body)}${hint}`),
+        );
       }
       const send = (line: object): void => {
         if (sink.write(ndjson(line))) return;
