@@ -2,7 +2,7 @@
 // socket; SIGTERM detaches the counters and closes every socket within 5 s.
 import type { Server } from 'node:http';
 import { hostname } from 'node:os';
-import { type Command, Option } from 'commander';
+import type { Command, Option } from 'commander';
 import type { AgentOptions } from '../agent/agent.js';
 import { type CheckAccess, DEFAULT_RELAY_USER, type EvidenceAccess, evidenceRoute } from '../agent/evidence-http.js';
 import { findingsRoute } from '../agent/findings-http.js';
@@ -16,6 +16,7 @@ import { parseListen } from '../http-limits.js';
 import { createLogger, type Logger } from '../log.js';
 import { netnsPath } from '../netns-path.js';
 import { failing, intFlag, UserError } from './errors.js';
+import { type OptionRow, optionOf } from './options.js';
 
 export const DEFAULT_EVIDENCE_SOCKET = '/run/clbprobe/evidence.sock';
 const VERSION = process.env.npm_package_version ?? '0.1.0';
@@ -208,8 +209,7 @@ async function apiAuthorizer(
   }
 }
 
-/** The agent's options in --help order: flags, help, default, choices. */
-const OPTIONS: [flags: string, help: string, value?: string, choices?: readonly string[]][] = [
+const OPTIONS: readonly OptionRow[] = [
   ['--node-name <name>', 'this node in the cluster view (default: hostname)'],
   ['--listen <addr>', 'metrics address, host:port or :port', ':9811'],
   ['--interface <ifname>', 'uplink to count on (default: the default-route interface)'],
@@ -289,13 +289,10 @@ const ENV_NAMES = new Map([
   ['--netns', undefined],
 ]);
 
-function agentOption([flags, help, value, choices]: (typeof OPTIONS)[number]): Option {
-  const option = new Option(flags, help);
-  const name = flags.split(' ')[0]!;
+function agentOption(row: OptionRow): Option {
+  const name = row[0].split(' ')[0]!;
   const env = ENV_NAMES.has(name) ? ENV_NAMES.get(name) : `CLBPROBE_${name.slice(2).replace(/-/g, '_').toUpperCase()}`;
-  if (env) option.env(env);
-  if (value !== undefined) option.default(value);
-  return choices ? option.choices(choices) : option;
+  return env ? optionOf(row).env(env) : optionOf(row);
 }
 
 export function register(program: Command): void {

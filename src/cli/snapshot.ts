@@ -1,7 +1,7 @@
 // `clbprobe snapshot`: what this node's datapath looks like, for humans or as JSON.
 
 import { isIP } from 'node:net';
-import { type Command, Option } from 'commander';
+import type { Command } from 'commander';
 import { isPermissionReason } from '../model/permission.js';
 import { netnsPath } from '../netns-path.js';
 import { printable } from '../printable.js';
@@ -63,9 +63,7 @@ export function register(program: Command): void {
       (v: string, acc: string[]) => [...acc, v],
       [] as string[],
     )
-    .addOption(
-      new Option('--netns <name>', 'read the network namespace NAME (/var/run/netns/NAME) or a path').hideHelp(false),
-    )
+    .option('--netns <name>', 'read the network namespace NAME (/var/run/netns/NAME) or a path')
     .addHelpText(
       'after',
       `
