@@ -9,7 +9,7 @@ import type { ApiTarget } from '../cluster/kube-config.js';
 import { byText } from '../compare.js';
 import { errText } from '../errors.js';
 import { printable } from '../printable.js';
-import { type AgentPod, planNodes } from '../remote/agent-pods.js';
+import { type AgentPod, notReadyNote, planNodes } from '../remote/agent-pods.js';
 import { EvidenceTally, evidenceLineOf, jsonObject, lineSplitter } from '../remote/evidence-lines.js';
 import { type ExecTarget, execInPod, PodExecError } from '../remote/pod-exec.js';
 import { evidenceSearch, type RelayNodeResult, unreachableResult } from '../remote/relay.js';
@@ -180,7 +180,7 @@ async function askNode(api: ApiTarget, options: AllNodesOptions, pod: AgentPod, 
     await execInPod(api, target, ['rm', '-f', '--', remotePcap], ignore, 10_000).catch(() => undefined);
   }
   if (result.status === 'failed') {
-    if (!pod.ready) result.error += ' (the agent container is not ready)';
+    result.error += notReadyNote(pod);
     out.failure(result);
   }
   return result;

@@ -27,6 +27,9 @@ export interface AgentPod {
   ip: string;
 }
 
+/** Appended to a node's failure when its agent container is not ready (its /readyz). */
+export const notReadyNote = (pod: AgentPod): string => (pod.ready ? '' : ' (the agent container is not ready)');
+
 export function toAgentPod(pod: PodFields, container: string): AgentPod {
   const cs = pod.status?.containerStatuses?.find((c) => c.name === container);
   const waiting = cs?.state?.waiting?.reason;
