@@ -96,12 +96,7 @@ async function run(flags: StatusFlags): Promise<number> {
     'status',
   );
   if (!summary) throw new UserError('the evidence relay ended without its summary (a relay older than /status?)');
-  const st = cs.filterStatus(all, {
-    service: flags.service,
-    namespace: flags.namespace,
-    node: flags.node,
-    severity: flags.severity,
-  });
+  const st = cs.filterStatus(all, flags);
   process.stdout.write(
     flags.fixCommands ? renderFixCommands(st.findings) : flags.json ? cs.renderStatusJson(st) : cs.renderStatusText(st),
   );

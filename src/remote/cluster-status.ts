@@ -9,7 +9,7 @@ import { serviceOf } from '../detect/render.js';
 import { escapeHtml, findingHtml, htmlPage } from '../detect/render-html.js';
 import type { Finding, FixChange, FixCommand, Severity } from '../detect/types.js';
 import { printable } from '../printable.js';
-import { jsonObject } from './evidence-lines.js';
+import { arrOf, isStr, jsonObject } from './evidence-lines.js';
 import type { StatusNodeLine } from './status.js';
 
 /** A finding as one node reported it, each fix with its command. */
@@ -22,16 +22,7 @@ export interface ClusterStatus {
   malformed: string[];
 }
 
-export interface StatusFilters {
-  /** NAMESPACE/NAME, or NAME in any namespace. */
-  service?: string;
-  namespace?: string;
-  node?: string;
-  /** This severity or worse. */
-  severity?: Severity;
-}
-
-export interface StatusRow {
+interface StatusRow {
   service: string;
   mechanism: string;
   severity: Severity;
@@ -57,21 +48,13 @@ export function addStatusLine(st: ClusterStatus, text: string): void {
 }
 
 function isFinding(line: Record<string, unknown>): boolean {
-  const svc = line.service as Record<string, unknown> | undefined;
-  const port = line.port as Record<string, unknown> | undefined;
+  const svc = isObj(line.service) ? line.service : {};
+  const port = isObj(line.port) ? line.port : {};
   return (
-    typeof line.node === 'string' &&
-    typeof svc?.namespace === 'string' &&
-    typeof svc.name === 'string' &&
-    typeof port?.port === 'number' &&
-    typeof port.protocol === 'string' &&
-    typeof line.mechanism === 'string' &&
-    typeof line.severity === 'string' &&
-    Object.hasOwn(SEVERITY_RANK, line.severity) &&
-    typeof line.summary === 'string' &&
-    typeof line.remedy === 'string' &&
-    Array.isArray(line.evidence) &&
-    line.evidence.every((e) => typeof e === 'string')
+    [line.node, svc.namespace, svc.name, port.protocol, line.mechanism, line.summary, line.remedy].every(isStr) &&
+    typeof port.port === 'number' &&
+    Object.hasOwn(SEVERITY_RANK, String(line.severity)) &&
+    arrOf(line.evidence, isStr)
   );
 }
 
@@ -103,7 +86,11 @@ function fixOf(value: unknown): FixCommand | undefined {
   return withCommand({ kind: x.kind, object, patch, effect: x.effect.slice(0, 1000) } as FixChange);
 }
 
-export function filterStatus(status: ClusterStatus, filters: StatusFilters): ClusterStatus {
+/** The findings of `service` (NAMESPACE/NAME, or NAME in any namespace), `namespace`, `node`, `severity` or worse. */
+export function filterStatus(
+  status: ClusterStatus,
+  filters: { service?: string; namespace?: string; node?: string; severity?: Severity },
+): ClusterStatus {
   const keep = (finding: NodeFinding): boolean =>
     (filters.service === undefined ||
       (filters.service.includes('/')

@@ -103,9 +103,9 @@ export function readRefusal(res: IncomingMessage, onEnd: (body: string) => void)
   res.on('end', () => onEnd(body));
 }
 
-const isStr = (v: unknown): boolean => typeof v === 'string';
+export const isStr = (v: unknown): boolean => typeof v === 'string';
 const isObj = (v: unknown): boolean => typeof v === 'object' && v !== null;
-const arrOf = (v: unknown, each: (x: unknown) => boolean): boolean => Array.isArray(v) && v.every(each);
+export const arrOf = (v: unknown, each: (x: unknown) => boolean): boolean => Array.isArray(v) && v.every(each);
 /** What each type must carry for the text form (cli/evidence-text.ts) to print it. */
 const SHAPES: Record<string, (l: Record<string, unknown>) => boolean> = {
   service: (l) => {
