@@ -5,12 +5,13 @@ import { closeSync, writeSync } from 'node:fs';
 import { extname } from 'node:path';
 import type { EvidenceLine } from '../agent/evidence.js';
 import { createCaptureFile } from '../capture/output-file.js';
+import { isObj } from '../cluster/fields.js';
 import type { ApiTarget } from '../cluster/kube-config.js';
 import { byText } from '../compare.js';
 import { errText } from '../errors.js';
 import { printable } from '../printable.js';
 import { type AgentPod, notReadyNote, planNodes } from '../remote/agent-pods.js';
-import { EvidenceTally, evidenceLineOf, jsonObject, lineSplitter } from '../remote/evidence-lines.js';
+import { EvidenceTally, evidenceLineOf, isStr, jsonObject, lineSplitter } from '../remote/evidence-lines.js';
 import { type ExecTarget, execInPod, PodExecError } from '../remote/pod-exec.js';
 import { evidenceSearch, type RelayNodeResult, unreachableResult } from '../remote/relay.js';
 import { eachPod } from '../remote/relay-common.js';
@@ -230,8 +231,8 @@ async function runViaRelay(options: AllNodesOptions, api: ApiTarget): Promise<nu
   const onLine = (text: string): void => {
     if (!text.trim()) return;
     const l = relayLine(text);
-    if (l.summary) summary = l.summary;
-    else if (l.line) out.line(l.node, l.pod, l.line);
+    if ('summary' in l) summary = l.summary;
+    else if ('line' in l) out.line(l.node, l.pod, l.line);
     else {
       // One agent's (or a mangled) line is that node's failure, reported in place; the others go on.
       if (!malformed.has(l.node)) malformed.set(l.node, l.error);
@@ -252,10 +253,11 @@ async function runViaRelay(options: AllNodesOptions, api: ApiTarget): Promise<nu
   return out.summary(results);
 }
 
-type RelayLine =
-  | { summary: NodeResult[]; line?: undefined; node: string; pod?: undefined; error?: undefined }
-  | { summary?: undefined; line: EvidenceLine; node: string; pod?: string; error?: undefined }
-  | { summary?: undefined; line?: undefined; node: string; pod?: string; error: string };
+type RelayLine = { node: string; pod?: string } & (
+  | { summary: NodeResult[] }
+  | { line: EvidenceLine }
+  | { error: string }
+);
 
 /** One line of the relay's answer, checked as the text form will read it; a malformed one says why. */
 function relayLine(text: string): RelayLine {
@@ -283,15 +285,12 @@ function relayLine(text: string): RelayLine {
 }
 
 function isNodeResult(v: unknown): v is NodeResult {
-  const r = v as Partial<NodeResult> | null;
   return (
-    typeof r === 'object' &&
-    r !== null &&
-    typeof r.node === 'string' &&
-    (r.status === 'ok' || r.status === 'failed') &&
-    Number.isInteger(r.entries) &&
-    (r.pod === undefined || typeof r.pod === 'string') &&
-    (r.error === undefined || typeof r.error === 'string')
+    isObj(v) &&
+    isStr(v.node) &&
+    (v.status === 'ok' || v.status === 'failed') &&
+    Number.isInteger(v.entries) &&
+    [v.pod, v.error].every((x) => x === undefined || isStr(x))
   );
 }
 
@@ -299,12 +298,7 @@ function isNodeResult(v: unknown): v is NodeResult {
 export async function runAllNodes(options: AllNodesOptions): Promise<number> {
   const api = loadWorkstationConfig(options.kubeconfig, options.context);
   if ((options.via ?? 'relay') === 'relay') return runViaRelay(options, api);
-  let pods: AgentPod[];
-  try {
-    pods = await listAgentPods(api, options.namespace, options.selector, options.container, 30_000);
-  } catch (e) {
-    throw new UserError(errText(e));
-  }
+  const pods = await listAgentPods(api, options.namespace, options.selector, options.container, 30_000);
   if (!pods.length) {
     throw new UserError(
       `no agent pods match ${options.selector} in namespace ${options.namespace} ` +

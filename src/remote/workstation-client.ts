@@ -18,7 +18,7 @@ export function loadWorkstationConfig(file?: string, context?: string): ApiTarge
   }
 }
 
-/** Lists the agent pods; throws an Error that says which RBAC verb or connection is missing. */
+/** Lists the agent pods; throws a UserError that says which RBAC verb or connection is missing. */
 export async function listAgentPods(
   target: ApiTarget,
   namespace: string,
@@ -31,7 +31,7 @@ export async function listAgentPods(
     const page = await new KubeApi(target).listPage(path, { labelSelector }, timeoutMs);
     return page.items.map((p) => toAgentPod(p as PodFields, container));
   } catch (e) {
-    throw new Error(
+    throw new UserError(
       `cannot list the agent pods (namespace ${namespace}, ${labelSelector}) ` +
         `at ${target.server}: ${listFailure(e, path, namespace)}`,
     );
