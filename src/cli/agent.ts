@@ -4,7 +4,7 @@ import type { Server } from 'node:http';
 import { hostname } from 'node:os';
 import type { Command, Option } from 'commander';
 import type { AgentOptions } from '../agent/agent.js';
-import { type CheckAccess, DEFAULT_RELAY_USER, type EvidenceAccess, evidenceRoute } from '../agent/evidence-http.js';
+import { DEFAULT_RELAY_USER, type EvidenceAccess, evidenceRoute } from '../agent/evidence-http.js';
 import { findingsRoute } from '../agent/findings-http.js';
 import type { KubeAuthorizer } from '../agent/kube-authorizer.js';
 import { createAgentRegistry } from '../agent/metrics/list.js';
@@ -99,12 +99,10 @@ async function run(flags: AgentFlags): Promise<void> {
     if (!d.ok && d.status === 503) log.warn({ err: d.message }, 'token check failed');
     return d;
   };
-  const check: CheckAccess = async (authorization, attrs, source) =>
-    logged(authz ? await authz.check(authorization, attrs, source) : noApi);
+  const metrics = { nonResource: { path: '/metrics', verb: 'get' } };
   const authorize: MetricsServerOptions['authorize'] =
-    flags.metricsAuth === 'kubernetes'
-      ? (req) =>
-          check(req.headers.authorization, { nonResource: { path: '/metrics', verb: 'get' } }, req.socket.remoteAddress)
+    flags.metricsAuth === 'kubernetes' && authz
+      ? async (req) => logged(await authz.check(req.headers.authorization, metrics, req.socket.remoteAddress))
       : undefined;
   // /evidence takes only tokens for this node's audience (the evidence relay's), whatever --metrics-auth.
   const evidenceAccess: EvidenceAccess = {

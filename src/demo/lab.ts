@@ -110,31 +110,28 @@ export function node1Rules(etp: Etp): string {
 /** node1's ipsets (ipset save format): kube-proxy v1.20's IPVS-mode sets, filled for lab/web with `etp`. */
 export function node1Ipsets(etp: Etp): string {
   const local = etp === 'Local';
-  const hash = (name: string, type: string): string => `create ${name} ${type} family inet hashsize 1024 maxelem 65536`;
-  const bitmap = (name: string): string => `create ${name} bitmap:port range 0-65535`;
-  const lines = [
-    hash('KUBE-LOOP-BACK', 'hash:ip,port,ip'),
-    `add KUBE-LOOP-BACK ${LAB.serverPod},tcp:${LAB.serverPort},${LAB.serverPod}`,
-    hash('KUBE-CLUSTER-IP', 'hash:ip,port'),
-    `add KUBE-CLUSTER-IP ${LAB.clusterIp},tcp:${LAB.port}`,
-    hash('KUBE-EXTERNAL-IP', 'hash:ip,port'),
-    hash('KUBE-EXTERNAL-IP-LOCAL', 'hash:ip,port'),
-    hash('KUBE-LOAD-BALANCER', 'hash:ip,port'),
-    `add KUBE-LOAD-BALANCER ${LAB.vip},tcp:${LAB.port}`,
-    hash('KUBE-LOAD-BALANCER-FW', 'hash:ip,port'),
-    hash('KUBE-LOAD-BALANCER-LOCAL', 'hash:ip,port'),
-    ...(local ? [`add KUBE-LOAD-BALANCER-LOCAL ${LAB.vip},tcp:${LAB.port}`] : []),
-    hash('KUBE-LOAD-BALANCER-SOURCE-IP', 'hash:ip,port,ip'),
-    hash('KUBE-LOAD-BALANCER-SOURCE-CIDR', 'hash:ip,port,net'),
-    bitmap('KUBE-NODE-PORT-TCP'),
-    `add KUBE-NODE-PORT-TCP ${LAB.nodePort}`,
-    bitmap('KUBE-NODE-PORT-LOCAL-TCP'),
-    ...(local ? [`add KUBE-NODE-PORT-LOCAL-TCP ${LAB.nodePort}`] : []),
-    bitmap('KUBE-NODE-PORT-UDP'),
-    bitmap('KUBE-NODE-PORT-LOCAL-UDP'),
-    hash('KUBE-NODE-PORT-SCTP-HASH', 'hash:ip,port'),
-    hash('KUBE-NODE-PORT-LOCAL-SCTP-HASH', 'hash:ip,port'),
+  const lbPort = `${LAB.vip},tcp:${LAB.port}`;
+  const sets: [name: string, type: string, members?: (string | false)[]][] = [
+    ['KUBE-LOOP-BACK', 'hash:ip,port,ip', [`${LAB.serverPod},tcp:${LAB.serverPort},${LAB.serverPod}`]],
+    ['KUBE-CLUSTER-IP', 'hash:ip,port', [`${LAB.clusterIp},tcp:${LAB.port}`]],
+    ['KUBE-EXTERNAL-IP', 'hash:ip,port'],
+    ['KUBE-EXTERNAL-IP-LOCAL', 'hash:ip,port'],
+    ['KUBE-LOAD-BALANCER', 'hash:ip,port', [lbPort]],
+    ['KUBE-LOAD-BALANCER-FW', 'hash:ip,port'],
+    ['KUBE-LOAD-BALANCER-LOCAL', 'hash:ip,port', [local && lbPort]],
+    ['KUBE-LOAD-BALANCER-SOURCE-IP', 'hash:ip,port,ip'],
+    ['KUBE-LOAD-BALANCER-SOURCE-CIDR', 'hash:ip,port,net'],
+    ['KUBE-NODE-PORT-TCP', 'bitmap:port', [`${LAB.nodePort}`]],
+    ['KUBE-NODE-PORT-LOCAL-TCP', 'bitmap:port', [local && `${LAB.nodePort}`]],
+    ['KUBE-NODE-PORT-UDP', 'bitmap:port'],
+    ['KUBE-NODE-PORT-LOCAL-UDP', 'bitmap:port'],
+    ['KUBE-NODE-PORT-SCTP-HASH', 'hash:ip,port'],
+    ['KUBE-NODE-PORT-LOCAL-SCTP-HASH', 'hash:ip,port'],
   ];
+  const lines = sets.flatMap(([name, type, members = []]) => [
+    `create ${name} ${type} ${type === 'bitmap:port' ? 'range 0-65535' : 'family inet hashsize 1024 maxelem 65536'}`,
+    ...members.filter((m) => m !== false).map((m) => `add ${name} ${m}`),
+  ]);
   return `${lines.join('\n')}\n`;
 }
 

@@ -234,24 +234,16 @@ function indent(text: string): string {
 }
 
 function verdict(outcome: DemoOutcome, after: Finding[]): string {
-  if (outcome.loopSeen && outcome.loopDiagnosed && outcome.counted && outcome.fixed) {
-    return (
-      'Result: loop detected (L4-loop, active; loop_return counted) and ' +
-      'fixed (connects work, loop_return stopped, no active finding).'
-    );
-  }
+  const active = after.filter((f) => f.severity === 'active').map((f) => f.mechanism);
   const why = [
     outcome.loopSeen ? '' : 'the first connects did not loop',
     outcome.loopDiagnosed ? '' : 'diagnose did not report an active L4-loop',
     outcome.counted ? '' : "the agent's loop_return counter did not rise with the loop and stop after the fix",
-    outcome.fixed
-      ? ''
-      : `after the fix: ${
-          after
-            .filter((f) => f.severity === 'active')
-            .map((f) => f.mechanism)
-            .join(', ') || 'the connect still failed'
-        }`,
+    outcome.fixed ? '' : `after the fix: ${active.join(', ') || 'the connect still failed'}`,
   ].filter(Boolean);
-  return `Result: the demo did not go as expected: ${why.join('; ')}.`;
+  if (why.length) return `Result: the demo did not go as expected: ${why.join('; ')}.`;
+  return (
+    'Result: loop detected (L4-loop, active; loop_return counted) and ' +
+    'fixed (connects work, loop_return stopped, no active finding).'
+  );
 }
