@@ -4,6 +4,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Command } from 'commander';
+import type { AuthDecision, AuthnResult } from '../agent/kube-authorizer.js';
 import { errText } from '../errors.js';
 import { DEFAULT_SERVER_LIMITS, limitConnections, parseListen } from '../http-limits.js';
 import { createLogger } from '../log.js';
@@ -85,20 +86,18 @@ async function run(flags: RelayFlags): Promise<void> {
     agentTimeoutMs: intFlag(flags.statusTimeout, '--status-timeout', 300) * 1000,
     maxAnswerBytes: 16 << 20,
   };
+  const logged = <D extends AuthDecision | AuthnResult>(d: D, msg: string, attrs?: object): D => {
+    log.info({ user: d.ok ? d.user.username : undefined, status: d.ok ? 200 : d.status, attrs }, msg);
+    return d;
+  };
   const route = relayRoute({
-    check: async (authorization, attrs, source) => {
-      const d = await authz.check(authorization, attrs, source);
-      log.info({ user: d.ok ? d.user.username : undefined, status: d.ok ? 200 : d.status, attrs }, 'evidence request');
-      return d;
-    },
+    check: async (authorization, attrs, source) =>
+      logged(await authz.check(authorization, attrs, source), 'evidence request', attrs),
     ...agents,
   });
   const status = statusRoute({
-    authenticate: async (authorization, source) => {
-      const d = await authz.authenticate(authorization, source);
-      log.info({ user: d.ok ? d.user.username : undefined, status: d.ok ? 200 : d.status }, 'status request');
-      return d;
-    },
+    authenticate: async (authorization, source) =>
+      logged(await authz.authenticate(authorization, source), 'status request'),
     ...agents,
   });
   const server = relayServer(route, status);

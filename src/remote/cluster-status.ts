@@ -60,30 +60,23 @@ function isFinding(line: Record<string, unknown>): boolean {
 
 /** A fix as data with the command built here, since a person runs it and an agent's text is never trusted. */
 function fixOf(value: unknown): FixCommand | undefined {
-  const x = isObj(value) ? value : undefined;
-  const obj = isObj(x?.object) ? x.object : undefined;
-  const patch = isObj(x?.patch) ? x.patch : undefined;
+  const x = isObj(value) ? value : {};
+  const obj = isObj(x.object) ? x.object : {};
+  const patch = isObj(x.patch) ? x.patch : {};
   const name = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
-  if (
-    !x ||
-    !obj ||
-    !patch ||
-    obj.kind !== 'Service' ||
-    obj.apiVersion !== 'v1' ||
-    !name.test(String(obj.namespace)) ||
-    !name.test(String(obj.name))
-  )
-    return undefined;
-  if ((patch.type !== 'merge' && patch.type !== 'json') || typeof patch.body !== 'object' || patch.body === null)
-    return undefined;
-  if (typeof x.kind !== 'string' || typeof x.effect !== 'string') return undefined;
-  const object = {
-    apiVersion: 'v1' as const,
-    kind: 'Service' as const,
-    namespace: String(obj.namespace),
-    name: String(obj.name),
-  };
-  return withCommand({ kind: x.kind, object, patch, effect: x.effect.slice(0, 1000) } as FixChange);
+  const valid =
+    obj.kind === 'Service' &&
+    obj.apiVersion === 'v1' &&
+    name.test(String(obj.namespace)) &&
+    name.test(String(obj.name)) &&
+    (patch.type === 'merge' || patch.type === 'json') &&
+    typeof patch.body === 'object' &&
+    patch.body !== null &&
+    isStr(x.kind) &&
+    typeof x.effect === 'string';
+  if (!valid) return undefined;
+  const object = { apiVersion: 'v1', kind: 'Service', namespace: String(obj.namespace), name: String(obj.name) };
+  return withCommand({ kind: x.kind, object, patch, effect: String(x.effect).slice(0, 1000) } as FixChange);
 }
 
 /** The findings of `service` (NAMESPACE/NAME, or NAME in any namespace), `namespace`, `node`, `severity` or worse. */
