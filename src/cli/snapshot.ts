@@ -5,7 +5,7 @@ import type { Command } from 'commander';
 import { isPermissionReason } from '../model/permission.js';
 import { netnsPath } from '../netns-path.js';
 import { printable } from '../printable.js';
-import { EXIT_ERROR, failing, UserError } from './errors.js';
+import { failing, UserError } from './errors.js';
 
 interface SnapshotFlags {
   json?: boolean;
@@ -33,7 +33,6 @@ async function runSnapshot(flags: SnapshotFlags): Promise<void> {
     throw new UserError(
       `snapshot: cannot read ${denied.map((s) => s.source).join(', ')}: ` +
         `${denied[0]!.reason}; run as root or grant the capability`,
-      EXIT_ERROR,
     );
   if (flags.json) {
     out.write(`${JSON.stringify(snap, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v), 2)}\n`);

@@ -33,10 +33,7 @@ export interface LoopLab {
   connect(timeoutMs: number): Promise<string>;
   /** Writes the cluster file (kubectl get ... -o json shape) for this lab's Service into dir; returns its path. */
   writeClusterFile(dir: string): string;
-  /**
-   * Switches node1's kube-proxy rules and ipsets to what kube-proxy writes for `etp`, and forgets
-   * node1's conntrack entries (the looped ones would otherwise linger until they time out).
-   */
+  /** node1's kube-proxy rules and ipsets as kube-proxy writes them for `etp`; its looped conntrack entries flushed. */
   setEtp(etp: Etp): void;
   destroy(): void;
 }
@@ -45,11 +42,10 @@ export interface LoopLab {
 const IPVS_STANDIN_CHAIN = 'CLBPROBE-LAB-IPVS-VS';
 
 /**
- * node1's nat table (iptables-save format) as kube-proxy v1.20's IPVS proxier writes it for lab/web
- * (rules that match ipsets only), plus one DNAT rule in a chain of ours (IPVS_STANDIN_CHAIN) that
- * stands in for the NodePort's IPVS virtual server, as this kernel has no ip_vs. The VIP is in
- * KUBE-LOAD-BALANCER but not bound (TKE), so pod → VIP leaves the node, masqueraded unless the VIP
- * is in KUBE-LOAD-BALANCER-LOCAL (ETP=Local).
+ * node1's nat table (iptables-save format) as kube-proxy v1.20's IPVS proxier writes it for lab/web, plus one DNAT
+ * rule in IPVS_STANDIN_CHAIN for the NodePort's IPVS virtual server, as this kernel has no ip_vs. The VIP is in
+ * KUBE-LOAD-BALANCER but not bound (TKE), so pod → VIP leaves the node, masqueraded unless ETP=Local puts it in
+ * KUBE-LOAD-BALANCER-LOCAL.
  */
 export function node1Rules(etp: Etp): string {
   const local = etp === 'Local';
@@ -304,10 +300,7 @@ export async function createLoopLab(
   }
 }
 
-/**
- * Replaces node1's nat table and KUBE-* ipsets with kube-proxy's for `etp` (ipset restore -exist
- * keeps the sets' identity).
- */
+/** Replaces node1's nat table and KUBE-* ipsets with kube-proxy's for `etp` (restore -exist keeps the sets). */
 function loadKubeProxyState(node: Netns, etp: Etp): void {
   node.sh(`for s in KUBE-LOAD-BALANCER-LOCAL KUBE-NODE-PORT-LOCAL-TCP; do ipset flush $s 2>/dev/null || true; done
 ipset restore -exist <<'EOF'\n${node1Ipsets(etp)}EOF\niptables-restore <<'EOF'\n${node1Rules(etp)}EOF`);

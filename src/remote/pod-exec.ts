@@ -77,7 +77,7 @@ function refusalError(code: number, body: string, target: ExecTarget): PodExecEr
   return new PodExecError(text(msg, target), kind, code);
 }
 
-/** Runs `command`, streaming output chunk by chunk as frames arrive; resolves to the exit code, rejects with a PodExecError on failure or timeout. */
+/** Runs `command`, its output passed on frame by frame; the exit code, or a PodExecError on failure or timeout. */
 export function execInPod(
   api: ApiTarget,
   target: ExecTarget,

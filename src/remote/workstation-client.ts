@@ -5,10 +5,7 @@ import { errText } from '../errors.js';
 import { UserError } from '../user-error.js';
 import { type AgentPod, type PodFields, toAgentPod } from './agent-pods.js';
 
-/**
- * --kubeconfig FILE, else KUBECONFIG / ~/.kube/config / in-cluster, as kubectl finds them;
- * `context` instead of current-context.
- */
+/** --kubeconfig FILE, else KUBECONFIG / ~/.kube/config / in-cluster as kubectl finds them; `context` if given. */
 export function loadWorkstationConfig(file?: string, context?: string): ApiTarget {
   try {
     return loadWorkstationTarget(file, context);
