@@ -127,13 +127,10 @@ const SHAPES: Record<string, (l: Record<string, unknown>) => boolean> = {
 
 /** One answer line as an EvidenceLine; an EvidenceLineError saying why it is not one. */
 export function parseEvidenceLine(text: string): EvidenceLine {
-  let l: unknown;
-  try {
-    l = JSON.parse(text);
-  } catch {
+  const value = jsonObject(text);
+  if (value === 'not JSON')
     throw new EvidenceLineError(`the agent sent a line that is not JSON: ${text.slice(0, 120)}`);
-  }
-  return evidenceLineOf(l, text);
+  return evidenceLineOf(value, text);
 }
 
 /** A parsed answer line (`text`, for the error) as an EvidenceLine; an EvidenceLineError saying why it is not one. */
