@@ -18,6 +18,7 @@ import { eachPod } from '../remote/relay-common.js';
 import { listAgentPods, loadWorkstationConfig } from '../remote/workstation-client.js';
 import { UserError } from './errors.js';
 import { textLine } from './evidence-text.js';
+import { DEFAULT_RELAY } from './options.js';
 
 /** The agent image's entrypoint (Dockerfile ENTRYPOINT): the image has no `clbprobe` on PATH. */
 export const AGENT_ENTRYPOINT = ['node', '/app/dist/bundle/main.js'] as const;
@@ -25,8 +26,8 @@ export const AGENT_ENTRYPOINT = ['node', '/app/dist/bundle/main.js'] as const;
 /** Exit code when at least one node did not answer (0: all answered, 2: usage errors). */
 export const EXIT_SOME_NODES_FAILED = 1;
 
-/** The relay's Service when --relay is not given. */
-export const DEFAULT_RELAY = 'clbprobe/clbprobe-evidence';
+/** The relay's Service when --relay is not given (deploy/ is checked against it). */
+export { DEFAULT_RELAY };
 
 export interface AllNodesOptions {
   service: string;

@@ -11,7 +11,7 @@ import { EvidenceLineError, lineSplitter, parseEvidenceLine } from '../remote/ev
 import { DEFAULT_EVIDENCE_SOCKET, parseSeconds } from './agent.js';
 import { failing, intFlag, UserError } from './errors.js';
 import { textLine } from './evidence-text.js';
-import { AGENT_POD_OPTIONS, addOptions, type OptionRow } from './options.js';
+import { AGENT_POD_OPTIONS, addOptions, DEFAULT_RELAY, type OptionRow, workstationOptions } from './options.js';
 
 interface EvidenceFlags {
   service: string;
@@ -173,11 +173,7 @@ const LOCAL_OPTIONS: readonly OptionRow[] = [
 
 /** The options that only mean something with --all-nodes. */
 const REMOTE_OPTIONS: readonly OptionRow[] = [
-  ['--kubeconfig <file>', 'with --all-nodes: kubeconfig (default: KUBECONFIG, ~/.kube/config, in-cluster)'],
-  [
-    '--context <name>',
-    "with --all-nodes: the kubeconfig context to use (default: its current-context), as kubectl's --context",
-  ],
+  ...workstationOptions('with --all-nodes: '),
   ['--node <names>', 'with --all-nodes: only these nodes (repeat or comma-separate)', collectNodes],
   ...AGENT_POD_OPTIONS,
   [
@@ -187,7 +183,7 @@ const REMOTE_OPTIONS: readonly OptionRow[] = [
     'relay',
     ['relay', 'exec'],
   ],
-  ['--relay <ns/name>', "with --all-nodes: the evidence relay's Service", 'clbprobe/clbprobe-evidence'],
+  ['--relay <ns/name>', "with --all-nodes: the evidence relay's Service", DEFAULT_RELAY],
   ['--concurrency <n>', 'nodes asked at the same time', '10'],
   ['--timeout <dur>', 'per-node limit (default: --watch + 30s)'],
 ];

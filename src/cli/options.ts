@@ -33,6 +33,15 @@ export const AGENT_POD_OPTIONS: readonly OptionRow[] = [
   ['--container <name>', 'the agent container in those pods', AGENT_DEFAULTS.container],
 ];
 
+/** The relay's Service when --relay is not given. */
+export const DEFAULT_RELAY = 'clbprobe/clbprobe-evidence';
+
+/** The workstation's kubeconfig and relay, as `status` and `evidence --all-nodes` (whose help says so) read them. */
+export const workstationOptions = (prefix = ''): OptionRow[] => [
+  ['--kubeconfig <file>', `${prefix}kubeconfig (default: KUBECONFIG, ~/.kube/config, in-cluster)`],
+  ['--context <name>', `${prefix}the kubeconfig context to use (default: its current-context), as kubectl's --context`],
+];
+
 export const FIX_COMMANDS_OPTION: OptionRow = [
   '--fix-commands',
   'print only the fixes that change a Kubernetes object, as kubectl ' +

@@ -4,7 +4,14 @@ import { writeFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import type { Severity } from '../detect/types.js';
 import { EXIT_ERROR, EXIT_FINDING, EXIT_OK, failing, intFlag, namespacedFlag, UserError } from './errors.js';
-import { addOptions, checkFixCommands, FIX_COMMANDS_OPTION, type OptionRow } from './options.js';
+import {
+  addOptions,
+  checkFixCommands,
+  DEFAULT_RELAY,
+  FIX_COMMANDS_OPTION,
+  type OptionRow,
+  workstationOptions,
+} from './options.js';
 
 interface StatusFlags {
   kubeconfig?: string;
@@ -21,9 +28,8 @@ interface StatusFlags {
 }
 
 const OPTIONS: readonly OptionRow[] = [
-  ['--kubeconfig <file>', 'kubeconfig (default: KUBECONFIG, ~/.kube/config, in-cluster)'],
-  ['--context <name>', "the kubeconfig context to use (default: its current-context), as kubectl's --context"],
-  ['--relay <ns/name>', "the evidence relay's Service", 'clbprobe/clbprobe-evidence'],
+  ...workstationOptions(),
+  ['--relay <ns/name>', "the evidence relay's Service", DEFAULT_RELAY],
   ['--timeout <seconds>', "give up on the relay after this long (each agent has the relay's --status-timeout)", '60'],
   ['--service <name>', 'only this Service: NAMESPACE/NAME, or NAME in any namespace'],
   ['--namespace <ns>', 'only Services in this namespace'],
