@@ -41,8 +41,7 @@ export function relayServer(route: Handler, status?: Handler): Server {
     else res.writeHead(404).end(`try /evidence${status ? ', /status' : ''} or /healthz\n`);
   });
   limitConnections(server, DEFAULT_SERVER_LIMITS);
-  // A watch's answer may be quiet for its whole hour; a reader that takes nothing is still dropped by
-  // limitConnections' watchdog.
+  // A watch's answer may be quiet for its whole hour; limitConnections' watchdog still drops a reader taking nothing.
   server.timeout = 0;
   return server;
 }

@@ -84,8 +84,7 @@ async function run(flags: EvidenceFlags, watchS: number): Promise<void> {
     ...(flags.port ? { port: Number(flags.port) } : {}),
     ...(watchS ? { watchS } : {}),
   };
-  // Loaded before asking the agent, so the capture starts as soon as the Service is known; not at
-  // all in other processes of this binary (the agent).
+  // Loaded before asking the agent, so the capture starts once the Service is known; never in the agent's process.
   const capture = flags.pcap ? (await import('../capture/pcap-capture.js')).capture : undefined;
   const sock = createConnection(flags.socket);
   await once(sock, 'connect').catch((e: Error) => {
