@@ -21,22 +21,7 @@ export const LAB = {
 
 export type Etp = 'Local' | 'Cluster';
 
-export interface LoopLab {
-  /** The Service's externalTrafficPolicy as node1's NAT rules currently implement it. */
-  readonly etp: Etp;
-  pod: Netns;
-  server: Netns;
-  node: Netns;
-  node2: Netns;
-  lb: Netns;
-  /** TCP connect from the client pod to VIP:80: 'connected' (with the server's greeting), 'timeout' or an errno. */
-  connect(timeoutMs: number): Promise<string>;
-  /** Writes the cluster file (kubectl get ... -o json shape) for this lab's Service into dir; returns its path. */
-  writeClusterFile(dir: string): string;
-  /** node1's kube-proxy rules and ipsets as kube-proxy writes them for `etp`; its looped conntrack entries flushed. */
-  setEtp(etp: Etp): void;
-  destroy(): void;
-}
+export type LoopLab = Awaited<ReturnType<typeof createLoopLab>>;
 
 /** The chain that stands in for the IPVS virtual server of node1's NodePort (see node1Rules). */
 const IPVS_STANDIN_CHAIN = 'CLBPROBE-LAB-IPVS-VS';
@@ -218,11 +203,7 @@ function waitUp(child: ChildProcess): Promise<void> {
  * Builds the lab with namespaces named `prefix`PID-N; Service externalTrafficPolicy `etp`. node1's kube-proxy
  * rules are this file's hand-written ones, or none for a test running the real kube-proxy (test/support/kube-proxy.ts).
  */
-export async function createLoopLab(
-  etp: Etp,
-  prefix: string,
-  opts: { kubeProxy?: 'hand-written' | 'none' } = {},
-): Promise<LoopLab> {
+export async function createLoopLab(etp: Etp, prefix: string, opts: { kubeProxy?: 'hand-written' | 'none' } = {}) {
   const handWritten = (opts.kubeProxy ?? 'hand-written') === 'hand-written';
   const created: Netns[] = [];
   const procs: ChildProcess[] = [];
@@ -272,7 +253,8 @@ export async function createLoopLab(
     await Promise.all(servers.map(waitUp));
     let current = etp;
     return {
-      get etp() {
+      /** The Service's externalTrafficPolicy as node1's NAT rules currently implement it. */
+      get etp(): Etp {
         return current;
       },
       pod,
@@ -280,13 +262,16 @@ export async function createLoopLab(
       node,
       node2,
       lb,
-      connect: (timeoutMs) => connectFrom(pod, timeoutMs),
-      writeClusterFile(dir) {
+      /** TCP connect from the client pod to VIP:80: 'connected' (with the server's greeting), 'timeout' or an errno. */
+      connect: (timeoutMs: number): Promise<string> => connectFrom(pod, timeoutMs),
+      /** Writes the cluster file (kubectl get ... -o json shape) for this lab's Service into dir; returns its path. */
+      writeClusterFile(dir: string): string {
         const path = join(dir, `cluster-${current}.json`);
         writeFileSync(path, JSON.stringify(clusterList(current), null, 4));
         return path;
       },
-      setEtp(next) {
+      /** node1's kube-proxy rules and ipsets as kube-proxy writes them for `next`; looped conntrack entries flushed. */
+      setEtp(next: Etp): void {
         if (!handWritten) throw new Error('setEtp: node1 runs the real kube-proxy; change the Service through the API');
         loadKubeProxyState(node, next);
         node.run('conntrack', '-F');

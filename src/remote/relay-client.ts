@@ -8,10 +8,7 @@ import { UserError } from '../user-error.js';
 import { lineSplitter, readRefusal, refusalMessage, refusalText } from './evidence-lines.js';
 import { TOKEN_HEADER } from './relay-common.js';
 
-export interface RelayTarget {
-  namespace: string;
-  service: string;
-}
+type RelayTarget = { namespace: string; service: string };
 
 /** Streams the relay's answer line by line; resolves when it ends, rejects with a UserError saying what to fix. */
 export async function askRelay(
