@@ -9,6 +9,7 @@ import { byText } from '../compare.js';
 import { firstOf } from '../detect/tool-lines.js';
 import { errText } from '../errors.js';
 import { planNodes } from './agent-pods.js';
+import { isStr } from './evidence-lines.js';
 import { type AgentSink, type AgentsOptions, eachPod } from './relay-common.js';
 import { type AgentAsk, askFindings } from './status.js';
 
@@ -87,14 +88,9 @@ export class EventRecorder {
       answered.add(pod.node);
       for (const text of lines) {
         const f = JSON.parse(text) as ActiveFinding;
-        if (
-          f.severity !== 'active' ||
-          typeof f.service?.namespace !== 'string' ||
-          typeof f.service.name !== 'string' ||
-          typeof f.mechanism !== 'string'
-        )
-          continue;
-        const key = `${f.service.namespace}/${f.service.name}`;
+        const { namespace, name } = f.service ?? {};
+        if (f.severity !== 'active' || !isStr(namespace) || !isStr(name) || !isStr(f.mechanism)) continue;
+        const key = `${namespace}/${name}`;
         const nodes = seen.get(key) ?? new Map();
         const at = nodes.get(pod.node) ?? { mechanisms: new Set<string>() };
         at.mechanisms.add(f.mechanism.slice(0, 40));

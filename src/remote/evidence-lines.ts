@@ -103,7 +103,7 @@ export function readRefusal(res: IncomingMessage, onEnd: (body: string) => void)
   res.on('end', () => onEnd(body));
 }
 
-export const isStr = (v: unknown): boolean => typeof v === 'string';
+export const isStr = (v: unknown): v is string => typeof v === 'string';
 const isObj = (v: unknown): boolean => typeof v === 'object' && v !== null;
 export const arrOf = (v: unknown, each: (x: unknown) => boolean): boolean => Array.isArray(v) && v.every(each);
 /** What each type must carry for the text form (cli/evidence-text.ts) to print it. */
