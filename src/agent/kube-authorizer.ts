@@ -77,7 +77,7 @@ export class TtlCache<V> {
 }
 
 /** A token bucket: `burst` at once, then `perSecond`. */
-class TokenBucket {
+export class TokenBucket {
   private tokens: number;
   private at: number;
   constructor(

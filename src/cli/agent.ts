@@ -2,9 +2,9 @@
 // socket; SIGTERM detaches the counters and closes every socket within 5 s.
 import type { Server } from 'node:http';
 import { hostname } from 'node:os';
-import { type Command, Option } from 'commander';
+import type { Command, Option } from 'commander';
 import type { AgentOptions } from '../agent/agent.js';
-import { type CheckAccess, DEFAULT_RELAY_USER, type EvidenceAccess, evidenceRoute } from '../agent/evidence-http.js';
+import { DEFAULT_RELAY_USER, type EvidenceAccess, evidenceRoute } from '../agent/evidence-http.js';
 import { findingsRoute } from '../agent/findings-http.js';
 import type { KubeAuthorizer } from '../agent/kube-authorizer.js';
 import { createAgentRegistry } from '../agent/metrics/list.js';
@@ -16,6 +16,7 @@ import { parseListen } from '../http-limits.js';
 import { createLogger, type Logger } from '../log.js';
 import { netnsPath } from '../netns-path.js';
 import { failing, intFlag, UserError } from './errors.js';
+import { type OptionRow, optionOf } from './options.js';
 
 export const DEFAULT_EVIDENCE_SOCKET = '/run/clbprobe/evidence.sock';
 const VERSION = process.env.npm_package_version ?? '0.1.0';
@@ -98,12 +99,10 @@ async function run(flags: AgentFlags): Promise<void> {
     if (!d.ok && d.status === 503) log.warn({ err: d.message }, 'token check failed');
     return d;
   };
-  const check: CheckAccess = async (authorization, attrs, source) =>
-    logged(authz ? await authz.check(authorization, attrs, source) : noApi);
+  const metrics = { nonResource: { path: '/metrics', verb: 'get' } };
   const authorize: MetricsServerOptions['authorize'] =
-    flags.metricsAuth === 'kubernetes'
-      ? (req) =>
-          check(req.headers.authorization, { nonResource: { path: '/metrics', verb: 'get' } }, req.socket.remoteAddress)
+    flags.metricsAuth === 'kubernetes' && authz
+      ? async (req) => logged(await authz.check(req.headers.authorization, metrics, req.socket.remoteAddress))
       : undefined;
   // /evidence takes only tokens for this node's audience (the evidence relay's), whatever --metrics-auth.
   const evidenceAccess: EvidenceAccess = {
@@ -208,8 +207,7 @@ async function apiAuthorizer(
   }
 }
 
-/** The agent's options in --help order: flags, help, default, choices. */
-const OPTIONS: [flags: string, help: string, value?: string, choices?: readonly string[]][] = [
+const OPTIONS: readonly OptionRow[] = [
   ['--node-name <name>', 'this node in the cluster view (default: hostname)'],
   ['--listen <addr>', 'metrics address, host:port or :port', ':9811'],
   ['--interface <ifname>', 'uplink to count on (default: the default-route interface)'],
@@ -289,13 +287,10 @@ const ENV_NAMES = new Map([
   ['--netns', undefined],
 ]);
 
-function agentOption([flags, help, value, choices]: (typeof OPTIONS)[number]): Option {
-  const option = new Option(flags, help);
-  const name = flags.split(' ')[0]!;
+function agentOption(row: OptionRow): Option {
+  const name = row[0].split(' ')[0]!;
   const env = ENV_NAMES.has(name) ? ENV_NAMES.get(name) : `CLBPROBE_${name.slice(2).replace(/-/g, '_').toUpperCase()}`;
-  if (env) option.env(env);
-  if (value !== undefined) option.default(value);
-  return choices ? option.choices(choices) : option;
+  return env ? optionOf(row).env(env) : optionOf(row);
 }
 
 export function register(program: Command): void {

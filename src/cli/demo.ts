@@ -2,7 +2,7 @@
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
-import { EXIT_FINDING, EXIT_OK, fail, UserError } from './errors.js';
+import { EXIT_FINDING, EXIT_OK, failing, UserError } from './errors.js';
 
 interface DemoFlags {
   pause: boolean;
@@ -35,41 +35,40 @@ Examples:
 
 Exit codes: 0 the loop was seen, diagnosed, counted and fixed; 1 it was not; 2 errors (e.g. not root).`,
     )
-    .action(async (flags: DemoFlags) => {
-      const onSignal = (sig: NodeJS.Signals): void => {
-        void import('../demo/run.js')
-          .then(({ cleanUp }) => cleanUp())
-          .finally(() => {
-            process.stderr.write(`clbprobe demo: ${sig}: lab removed\n`);
-            process.exit(128 + (sig === 'SIGINT' ? 2 : 15));
+    .action(
+      failing(async (flags: DemoFlags) => {
+        const onSignal = (sig: NodeJS.Signals): void => {
+          void import('../demo/run.js')
+            .then(({ cleanUp }) => cleanUp())
+            .finally(() => {
+              process.stderr.write(`clbprobe demo: ${sig}: lab removed\n`);
+              process.exit(128 + (sig === 'SIGINT' ? 2 : 15));
+            });
+        };
+        process.once('SIGINT', onSignal);
+        process.once('SIGTERM', onSignal);
+        try {
+          if (process.getuid?.() !== 0)
+            throw new UserError('demo: needs root to create network namespaces (try: sudo clbprobe demo)');
+          if (!/^[a-z][a-z0-9-]{0,11}$/.test(flags.netnsPrefix))
+            throw new UserError('demo: --netns-prefix must be 1-12 of a-z 0-9 - starting with a letter');
+          // Loaded here: `clbprobe agent` (the same binary) need not hold the demo in memory.
+          const [{ runDemo }, { wantColor }] = await Promise.all([
+            import('../demo/run.js'),
+            import('../detect/render.js'),
+          ]);
+          const o = await runDemo({
+            prefix: flags.netnsPrefix,
+            pause: flags.pause,
+            color: wantColor(process.stdout),
+            out: process.stdout,
+            htmlFile: resolve(flags.html),
           });
-      };
-      process.once('SIGINT', onSignal);
-      process.once('SIGTERM', onSignal);
-      try {
-        if (process.getuid?.() !== 0)
-          throw new UserError('demo: needs root to create network namespaces (try: sudo clbprobe demo)');
-        if (!/^[a-z][a-z0-9-]{0,11}$/.test(flags.netnsPrefix)) {
-          throw new UserError('demo: --netns-prefix must be 1-12 of a-z 0-9 - starting with a letter');
+          process.exitCode = o.loopSeen && o.loopDiagnosed && o.counted && o.fixed ? EXIT_OK : EXIT_FINDING;
+        } finally {
+          process.off('SIGINT', onSignal);
+          process.off('SIGTERM', onSignal);
         }
-        // Loaded here: `clbprobe agent` (the same binary) need not hold the demo in memory.
-        const [{ runDemo }, { wantColor }] = await Promise.all([
-          import('../demo/run.js'),
-          import('../detect/render.js'),
-        ]);
-        const o = await runDemo({
-          prefix: flags.netnsPrefix,
-          pause: flags.pause,
-          color: wantColor(process.stdout),
-          out: process.stdout,
-          htmlFile: resolve(flags.html),
-        });
-        process.exitCode = o.loopSeen && o.loopDiagnosed && o.counted && o.fixed ? EXIT_OK : EXIT_FINDING;
-      } catch (e) {
-        fail(e);
-      } finally {
-        process.off('SIGINT', onSignal);
-        process.off('SIGTERM', onSignal);
-      }
-    });
+      }),
+    );
 }

@@ -4,44 +4,45 @@ import type { Command } from 'commander';
 import type { DiagnoseResult } from '../detect/types.js';
 import type { DiagnoseFlags } from '../diagnose/run.js';
 import { EXIT_FINDING, EXIT_OK, failing, UserError } from './errors.js';
+import { addOptions, checkFixCommands, FIX_COMMANDS_OPTION, type OptionRow } from './options.js';
+
+const OPTIONS: readonly OptionRow[] = [
+  [
+    '--cluster-file <file>',
+    'Services, EndpointSlices, Ingresses, Nodes and Gateway API objects as `kubectl get ... -o json` wrote them',
+  ],
+  [
+    '--kubeconfig <file>',
+    'read the cluster from the API with this kubeconfig (default without --cluster-file: in-cluster service account)',
+  ],
+  ['--api-timeout <seconds>', 'give up on the API after this long', '20'],
+  ['--node-name <name>', 'this node in the cluster view (default: $NODE_NAME, else the hostname)'],
+  [
+    '--json',
+    "print findings and warnings as JSON (each fix that changes a Kubernetes object is in its finding's `fixes`)",
+  ],
+  FIX_COMMANDS_OPTION,
+  [
+    '--html <file>',
+    'also write the diagnosis as one self-contained HTML page (each active ' +
+      'loop drawn, with its conntrack legs), e.g. for an incident ticket',
+  ],
+  ['--netns <name>', 'diagnose the network namespace NAME (/var/run/netns/NAME) or a path instead of this one'],
+  [
+    '--from <dir>',
+    'diagnose an offline bundle (clbprobe collect --out DIR, or standard command outputs; see src/bundle/README.md)',
+  ],
+];
 
 export function register(program: Command): void {
-  program
+  const command = program
     .command('diagnose')
     .description(
       'Tell, per LoadBalancer/Ingress Service, whether LB loopback can happen or is happening on this node:\n' +
         'the mechanism (L4-loop, L7-loop, no-SNAT, hc-drop, port-refused, local-no-ep, direct-pod, drift),\n' +
         'the evidence (conntrack entries, addresses, IPVS and NAT rules) and the fix. Needs root or CAP_NET_ADMIN.',
-    )
-    .option(
-      '--cluster-file <file>',
-      'Services, EndpointSlices, Ingresses, Nodes and Gateway API objects as `kubectl get ... -o json` wrote them',
-    )
-    .option(
-      '--kubeconfig <file>',
-      'read the cluster from the API with this kubeconfig (default without --cluster-file: in-cluster service account)',
-    )
-    .option('--api-timeout <seconds>', 'give up on the API after this long', '20')
-    .option('--node-name <name>', 'this node in the cluster view (default: $NODE_NAME, else the hostname)')
-    .option(
-      '--json',
-      "print findings and warnings as JSON (each fix that changes a Kubernetes object is in its finding's `fixes`)",
-    )
-    .option(
-      '--fix-commands',
-      'print only the fixes that change a Kubernetes object, as kubectl ' +
-        'commands, each with what it changes for clients (clbprobe applies none)',
-    )
-    .option(
-      '--html <file>',
-      'also write the diagnosis as one self-contained HTML page (each active ' +
-        'loop drawn, with its conntrack legs), e.g. for an incident ticket',
-    )
-    .option('--netns <name>', 'diagnose the network namespace NAME (/var/run/netns/NAME) or a path instead of this one')
-    .option(
-      '--from <dir>',
-      'diagnose an offline bundle (clbprobe collect --out DIR, or standard command outputs; see src/bundle/README.md)',
-    )
+    );
+  addOptions(command, OPTIONS)
     .addHelpText(
       'after',
       [
@@ -61,10 +62,7 @@ export function register(program: Command): void {
     )
     .action(
       failing(async (flags: DiagnoseFlags) => {
-        if (flags.fixCommands && flags.json)
-          throw new UserError(
-            "diagnose: --fix-commands and --json exclude each other (the JSON has each finding's fixes)",
-          );
+        checkFixCommands('diagnose', flags);
         const [
           { runFromBundle, runLive, writeHtmlReport },
           { hasActive },

@@ -19,6 +19,13 @@ export function intFlag(text: string, flag: string, max?: number, unit?: string)
   throw new UserError(`${flag}: expected ${want}, not ${JSON.stringify(text)}`);
 }
 
+/** A flag's NAMESPACE/NAME; a UserError naming the flag otherwise. */
+export function namespacedFlag(text: string, flag: string): { namespace: string; name: string } {
+  const m = /^([a-z0-9-]{1,63})\/([a-z0-9.-]{1,253})$/.exec(text);
+  if (!m) throw new UserError(`${flag}: expected NAMESPACE/NAME, not ${JSON.stringify(text)}`);
+  return { namespace: m[1]!, name: m[2]! };
+}
+
 /** A command's action that fails as `fail` does. */
 export function failing<A extends unknown[]>(action: (...args: A) => Promise<unknown>): (...args: A) => Promise<void> {
   return async (...args) => {

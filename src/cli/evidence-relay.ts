@@ -3,13 +3,14 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type Command, Option } from 'commander';
+import type { Command } from 'commander';
+import type { AuthDecision, AuthnResult } from '../agent/kube-authorizer.js';
 import { errText } from '../errors.js';
 import { DEFAULT_SERVER_LIMITS, limitConnections, parseListen } from '../http-limits.js';
 import { createLogger } from '../log.js';
 import type { PodFields } from '../remote/agent-pods.js';
-import { failing, intFlag, UserError } from './errors.js';
-import { AGENT_DEFAULTS } from './evidence.js';
+import { failing, intFlag, namespacedFlag, UserError } from './errors.js';
+import { AGENT_POD_OPTIONS, addOptions, type OptionRow } from './options.js';
 
 interface RelayFlags {
   listen: string;
@@ -40,8 +41,7 @@ export function relayServer(route: Handler, status?: Handler): Server {
     else res.writeHead(404).end(`try /evidence${status ? ', /status' : ''} or /healthz\n`);
   });
   limitConnections(server, DEFAULT_SERVER_LIMITS);
-  // A watch's answer may be quiet for its whole hour; a reader that takes nothing is still dropped by
-  // limitConnections' watchdog.
+  // A watch's answer may be quiet for its whole hour; limitConnections' watchdog still drops a reader taking nothing.
   server.timeout = 0;
   return server;
 }
@@ -63,14 +63,12 @@ async function run(flags: RelayFlags): Promise<void> {
   } catch (e) {
     throw new UserError(errText(e));
   }
-  const sa = /^([a-z0-9-]{1,63})\/([a-z0-9.-]{1,253})$/.exec(flags.serviceAccount);
-  if (!sa)
-    throw new UserError(`--service-account: expected NAMESPACE/NAME, not ${JSON.stringify(flags.serviceAccount)}`);
+  const sa = namespacedFlag(flags.serviceAccount, '--service-account');
   const api = new KubeApi(target);
   // On-call callers all arrive from the API server's address: a wider per-source rate than an agent's.
   const limiter = new ReviewRateLimiter({ perSecond: 5, burst: 20 }, { perSecond: 20, burst: 50 });
   const authz = new KubeAuthorizer(new AccessReviewClient(target), { limiter });
-  const nodeTokens = new NodeTokens(tokenRequester(target, { namespace: sa[1]!, name: sa[2]! }));
+  const nodeTokens = new NodeTokens(tokenRequester(target, sa));
   const pods = `/api/v1/namespaces/${encodeURIComponent(flags.agentNamespace)}/pods`;
   // What the routes and the Event recorder ask the agents with: the pods, their port, and the bounds.
   const agents = {
@@ -87,20 +85,18 @@ async function run(flags: RelayFlags): Promise<void> {
     agentTimeoutMs: intFlag(flags.statusTimeout, '--status-timeout', 300) * 1000,
     maxAnswerBytes: 16 << 20,
   };
+  const logged = <D extends AuthDecision | AuthnResult>(d: D, msg: string, attrs?: object): D => {
+    log.info({ user: d.ok ? d.user.username : undefined, status: d.ok ? 200 : d.status, attrs }, msg);
+    return d;
+  };
   const route = relayRoute({
-    check: async (authorization, attrs, source) => {
-      const d = await authz.check(authorization, attrs, source);
-      log.info({ user: d.ok ? d.user.username : undefined, status: d.ok ? 200 : d.status, attrs }, 'evidence request');
-      return d;
-    },
+    check: async (authorization, attrs, source) =>
+      logged(await authz.check(authorization, attrs, source), 'evidence request', attrs),
     ...agents,
   });
   const status = statusRoute({
-    authenticate: async (authorization, source) => {
-      const d = await authz.authenticate(authorization, source);
-      log.info({ user: d.ok ? d.user.username : undefined, status: d.ok ? 200 : d.status }, 'status request');
-      return d;
-    },
+    authenticate: async (authorization, source) =>
+      logged(await authz.authenticate(authorization, source), 'status request'),
     ...agents,
   });
   const server = relayServer(route, status);
@@ -141,52 +137,43 @@ async function run(flags: RelayFlags): Promise<void> {
   process.on('SIGINT', stop);
 }
 
+const OPTIONS: readonly OptionRow[] = [
+  ['--listen <addr>', 'host:port or :port', ':9812'],
+  ['--kubeconfig <file>', 'API access (default in a pod: the service account)'],
+  ...AGENT_POD_OPTIONS,
+  ['--agent-port <port>', "the agents' HTTP port (their --listen)", '9811'],
+  ['--concurrency <n>', 'nodes asked at once per request', '20'],
+  ['--max-requests <n>', 'requests answered at once (counted once the caller is authenticated)', '16'],
+  [
+    '--max-requests-per-caller <n>',
+    "requests answered at once for one caller (a service account's namespace, else the user)",
+    '2',
+  ],
+  ['--status-timeout <seconds>', 'for /status (clbprobe status): time for one agent to answer with its findings', '10'],
+  [
+    '--record-events <on|off>',
+    'record a Warning Event LoadBalancerLoopback on a Service when a loop starts on ' +
+      'some node, and a Normal one when it ends everywhere (needs create on events)',
+    'on',
+    ['on', 'off'],
+  ],
+  ['--events-interval <seconds>', 'with --record-events on: time between two rounds of asking every agent', '30'],
+  [
+    '--service-account <ns/name>',
+    "the relay's own service account: it asks the API server for a token " +
+      'of it per node (TokenRequest, audience clbprobe-evidence:NODE)',
+    'clbprobe/clbprobe-evidence-relay',
+  ],
+  ['--log-level <level>', 'pino level', 'info'],
+];
+
 export function register(program: Command): void {
-  program
+  const command = program
     .command('evidence-relay')
     .description(
       "Run the evidence relay (deploy/evidence-relay.yaml): on-call engineers reach it through the API server's\n" +
         'service proxy; it checks that their token may get the Service, then asks every agent on their behalf.\n' +
         '/status (clbprobe status) asks every agent for its findings, each showing only Services the caller may get.',
-    )
-    .addOption(new Option('--listen <addr>', 'host:port or :port').default(':9812'))
-    .option('--kubeconfig <file>', 'API access (default in a pod: the service account)')
-    .option('--agent-namespace <ns>', "the agent pods' namespace", AGENT_DEFAULTS.namespace)
-    .option('--agent-selector <labels>', 'label selector of the agent pods', AGENT_DEFAULTS.selector)
-    .option('--container <name>', 'the agent container in those pods', AGENT_DEFAULTS.container)
-    .option('--agent-port <port>', "the agents' HTTP port (their --listen)", '9811')
-    .option('--concurrency <n>', 'nodes asked at once per request', '20')
-    .option('--max-requests <n>', 'requests answered at once (counted once the caller is authenticated)', '16')
-    .option(
-      '--max-requests-per-caller <n>',
-      "requests answered at once for one caller (a service account's namespace, else the user)",
-      '2',
-    )
-    .option(
-      '--status-timeout <seconds>',
-      'for /status (clbprobe status): time for one agent to answer with its findings',
-      '10',
-    )
-    .addOption(
-      new Option(
-        '--record-events <on|off>',
-        'record a Warning Event LoadBalancerLoopback on a Service when a loop starts on ' +
-          'some node, and a Normal one when it ends everywhere (needs create on events)',
-      )
-        .choices(['on', 'off'])
-        .default('on'),
-    )
-    .option(
-      '--events-interval <seconds>',
-      'with --record-events on: time between two rounds of asking every agent',
-      '30',
-    )
-    .option(
-      '--service-account <ns/name>',
-      "the relay's own service account: it asks the API server for a token " +
-        'of it per node (TokenRequest, audience clbprobe-evidence:NODE)',
-      'clbprobe/clbprobe-evidence-relay',
-    )
-    .option('--log-level <level>', 'pino level', 'info')
-    .action(failing(run));
+    );
+  addOptions(command, OPTIONS).action(failing(run));
 }

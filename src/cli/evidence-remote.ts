@@ -5,18 +5,20 @@ import { closeSync, writeSync } from 'node:fs';
 import { extname } from 'node:path';
 import type { EvidenceLine } from '../agent/evidence.js';
 import { createCaptureFile } from '../capture/output-file.js';
+import { isObj } from '../cluster/fields.js';
 import type { ApiTarget } from '../cluster/kube-config.js';
 import { byText } from '../compare.js';
 import { errText } from '../errors.js';
 import { printable } from '../printable.js';
-import { type AgentPod, planNodes } from '../remote/agent-pods.js';
-import { EvidenceTally, evidenceLineOf, jsonObject, lineSplitter } from '../remote/evidence-lines.js';
+import { type AgentPod, notReadyNote, planNodes } from '../remote/agent-pods.js';
+import { EvidenceTally, evidenceLineOf, isStr, jsonObject, lineSplitter } from '../remote/evidence-lines.js';
 import { type ExecTarget, execInPod, PodExecError } from '../remote/pod-exec.js';
 import { evidenceSearch, type RelayNodeResult, unreachableResult } from '../remote/relay.js';
 import { eachPod } from '../remote/relay-common.js';
 import { listAgentPods, loadWorkstationConfig } from '../remote/workstation-client.js';
 import { UserError } from './errors.js';
 import { textLine } from './evidence-text.js';
+import { DEFAULT_RELAY } from './options.js';
 
 /** The agent image's entrypoint (Dockerfile ENTRYPOINT): the image has no `clbprobe` on PATH. */
 export const AGENT_ENTRYPOINT = ['node', '/app/dist/bundle/main.js'] as const;
@@ -24,8 +26,8 @@ export const AGENT_ENTRYPOINT = ['node', '/app/dist/bundle/main.js'] as const;
 /** Exit code when at least one node did not answer (0: all answered, 2: usage errors). */
 export const EXIT_SOME_NODES_FAILED = 1;
 
-/** The relay's Service when --relay is not given. */
-export const DEFAULT_RELAY = 'clbprobe/clbprobe-evidence';
+/** The relay's Service when --relay is not given (deploy/ is checked against it). */
+export { DEFAULT_RELAY };
 
 export interface AllNodesOptions {
   service: string;
@@ -180,7 +182,7 @@ async function askNode(api: ApiTarget, options: AllNodesOptions, pod: AgentPod, 
     await execInPod(api, target, ['rm', '-f', '--', remotePcap], ignore, 10_000).catch(() => undefined);
   }
   if (result.status === 'failed') {
-    if (!pod.ready) result.error += ' (the agent container is not ready)';
+    result.error += notReadyNote(pod);
     out.failure(result);
   }
   return result;
@@ -226,23 +228,19 @@ async function runViaRelay(options: AllNodesOptions, api: ApiTarget): Promise<nu
   let summary: NodeResult[] | undefined;
   /** Node ('?' when the line names none) -> the first malformed line the relay passed on from it. */
   const malformed = new Map<string, string>();
-  const { askRelay, RelayError } = await import('../remote/relay-client.js');
+  const { askRelay } = await import('../remote/relay-client.js');
   const onLine = (text: string): void => {
     if (!text.trim()) return;
     const l = relayLine(text);
-    if (l.summary) summary = l.summary;
-    else if (l.line) out.line(l.node, l.pod, l.line);
+    if ('summary' in l) summary = l.summary;
+    else if ('line' in l) out.line(l.node, l.pod, l.line);
     else {
       // One agent's (or a mangled) line is that node's failure, reported in place; the others go on.
       if (!malformed.has(l.node)) malformed.set(l.node, l.error);
       out.line(l.node, l.pod, { type: 'error', message: l.error });
     }
   };
-  try {
-    await askRelay(api, { namespace, service }, query, onLine, (options.timeoutS + 30) * 1000);
-  } catch (e) {
-    throw new UserError(e instanceof RelayError ? e.message : String(e));
-  }
+  await askRelay(api, { namespace, service }, query, onLine, (options.timeoutS + 30) * 1000);
   if (!summary) {
     const first = malformed.size ? ` (malformed lines: ${[...malformed.values()][0]})` : '';
     throw new UserError(`the evidence relay ended without its summary${first}`);
@@ -256,10 +254,11 @@ async function runViaRelay(options: AllNodesOptions, api: ApiTarget): Promise<nu
   return out.summary(results);
 }
 
-type RelayLine =
-  | { summary: NodeResult[]; line?: undefined; node: string; pod?: undefined; error?: undefined }
-  | { summary?: undefined; line: EvidenceLine; node: string; pod?: string; error?: undefined }
-  | { summary?: undefined; line?: undefined; node: string; pod?: string; error: string };
+type RelayLine = { node: string; pod?: string } & (
+  | { summary: NodeResult[] }
+  | { line: EvidenceLine }
+  | { error: string }
+);
 
 /** One line of the relay's answer, checked as the text form will read it; a malformed one says why. */
 function relayLine(text: string): RelayLine {
@@ -287,15 +286,12 @@ function relayLine(text: string): RelayLine {
 }
 
 function isNodeResult(v: unknown): v is NodeResult {
-  const r = v as Partial<NodeResult> | null;
   return (
-    typeof r === 'object' &&
-    r !== null &&
-    typeof r.node === 'string' &&
-    (r.status === 'ok' || r.status === 'failed') &&
-    Number.isInteger(r.entries) &&
-    (r.pod === undefined || typeof r.pod === 'string') &&
-    (r.error === undefined || typeof r.error === 'string')
+    isObj(v) &&
+    isStr(v.node) &&
+    (v.status === 'ok' || v.status === 'failed') &&
+    Number.isInteger(v.entries) &&
+    [v.pod, v.error].every((x) => x === undefined || isStr(x))
   );
 }
 
@@ -303,12 +299,7 @@ function isNodeResult(v: unknown): v is NodeResult {
 export async function runAllNodes(options: AllNodesOptions): Promise<number> {
   const api = loadWorkstationConfig(options.kubeconfig, options.context);
   if ((options.via ?? 'relay') === 'relay') return runViaRelay(options, api);
-  let pods: AgentPod[];
-  try {
-    pods = await listAgentPods(api, options.namespace, options.selector, options.container, 30_000);
-  } catch (e) {
-    throw new UserError(errText(e));
-  }
+  const pods = await listAgentPods(api, options.namespace, options.selector, options.container, 30_000);
   if (!pods.length) {
     throw new UserError(
       `no agent pods match ${options.selector} in namespace ${options.namespace} ` +

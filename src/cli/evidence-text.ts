@@ -3,10 +3,7 @@
 import type { EvidenceLine } from '../agent/evidence.js';
 import { printable } from '../printable.js';
 
-/**
- * One evidence line for a terminal; names, entries and messages come from the cluster and the
- * network, so their control characters are shown.
- */
+/** One evidence line for a terminal, its control characters shown (names, entries and messages come from outside). */
 export function textLine(line: EvidenceLine): string {
   return printable(rawTextLine(line));
 }

@@ -3,7 +3,7 @@
 
 import { once } from 'node:events';
 import { createConnection } from 'node:net';
-import { type Command, Option } from 'commander';
+import type { Command } from 'commander';
 import { type EvidenceRequest, parseServiceRef, type ServiceAddresses } from '../agent/evidence.js';
 import type { CaptureResult } from '../capture/pcap-capture.js';
 import { errText } from '../errors.js';
@@ -11,6 +11,7 @@ import { EvidenceLineError, lineSplitter, parseEvidenceLine } from '../remote/ev
 import { DEFAULT_EVIDENCE_SOCKET, parseSeconds } from './agent.js';
 import { failing, intFlag, UserError } from './errors.js';
 import { textLine } from './evidence-text.js';
+import { AGENT_POD_OPTIONS, addOptions, DEFAULT_RELAY, type OptionRow, workstationOptions } from './options.js';
 
 interface EvidenceFlags {
   service: string;
@@ -33,26 +34,7 @@ interface EvidenceFlags {
   relay: string;
 }
 
-/** Defaults that match deploy/daemonset.yaml (test/unit/remote checks they still do). */
-export const AGENT_DEFAULTS = {
-  namespace: 'clbprobe',
-  selector: 'app.kubernetes.io/name=clbprobe',
-  container: 'agent',
-} as const;
-
-/** Flags that only mean something with --all-nodes. */
-const REMOTE_ONLY = [
-  'via',
-  'relay',
-  'kubeconfig',
-  'context',
-  'agentNamespace',
-  'agentSelector',
-  'container',
-  'node',
-  'concurrency',
-  'timeout',
-] as const;
+export { AGENT_DEFAULTS } from './options.js';
 
 /** --node a --node b,c → [a, b, c]. */
 const collectNodes = (v: string, prev: string[] = []): string[] => [
@@ -102,8 +84,7 @@ async function run(flags: EvidenceFlags, watchS: number): Promise<void> {
     ...(flags.port ? { port: Number(flags.port) } : {}),
     ...(watchS ? { watchS } : {}),
   };
-  // Loaded before asking the agent, so the capture starts as soon as the Service is known; not at
-  // all in other processes of this binary (the agent).
+  // Loaded before asking the agent, so the capture starts once the Service is known; never in the agent's process.
   const capture = flags.pcap ? (await import('../capture/pcap-capture.js')).capture : undefined;
   const sock = createConnection(flags.socket);
   await once(sock, 'connect').catch((e: Error) => {
@@ -169,13 +150,45 @@ function checkFlags(flags: EvidenceFlags, cmd: Command): void {
     throw new UserError(`--port: expected a port number, not ${JSON.stringify(flags.port)}`);
   if (flags.pcap) pcapMaxMiB(flags);
   if (!flags.allNodes) {
-    const stray = REMOTE_ONLY.find((k) => cmd.getOptionValueSource(k) === 'cli');
-    if (stray) throw new UserError(`--${stray.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} needs --all-nodes`);
+    const remote = new Set(REMOTE_OPTIONS.map(([names]) => names));
+    const stray = cmd.options.find((o) => remote.has(o.flags) && cmd.getOptionValueSource(o.attributeName()) === 'cli');
+    if (stray) throw new UserError(`${stray.long} needs --all-nodes`);
   }
 }
 
+const LOCAL_OPTIONS: readonly OptionRow[] = [
+  ['--port <port>', 'only this Service port'],
+  ['--watch <dur>', 'keep streaming new entries for this long (e.g. 30s, 2m)'],
+  [
+    '--pcap <file>',
+    "also capture the Service's packets for the window (default 30s) into " +
+      'FILE (--all-nodes: FILE with the node name inserted, one per node)',
+  ],
+  ['--pcap-max <MiB>', 'stop writing the capture at this size', '100'],
+  ['--json', 'one JSON object per line (with --all-nodes each carries "node" and "pod")'],
+  ['--socket <path>', "the agent's evidence socket", DEFAULT_EVIDENCE_SOCKET],
+  ['--all-nodes', 'ask every node (or --node ones) through the Kubernetes API'],
+];
+
+/** The options that only mean something with --all-nodes. */
+const REMOTE_OPTIONS: readonly OptionRow[] = [
+  ...workstationOptions('with --all-nodes: '),
+  ['--node <names>', 'with --all-nodes: only these nodes (repeat or comma-separate)', collectNodes],
+  ...AGENT_POD_OPTIONS,
+  [
+    '--via <how>',
+    'with --all-nodes: relay (the evidence relay checks your access to ' +
+      'the Service) or exec (into each agent pod: node admin, for --pcap)',
+    'relay',
+    ['relay', 'exec'],
+  ],
+  ['--relay <ns/name>', "with --all-nodes: the evidence relay's Service", DEFAULT_RELAY],
+  ['--concurrency <n>', 'nodes asked at the same time', '10'],
+  ['--timeout <dur>', 'per-node limit (default: --watch + 30s)'],
+];
+
 export function register(program: Command): void {
-  program
+  const command = program
     .command('evidence')
     .description(
       "Show a Service's conntrack entries on this node (its LB VIPs, NodePorts and endpoints), classified as " +
@@ -187,39 +200,8 @@ export function register(program: Command): void {
         '+ create pods/exec). Exit code with --all-nodes: 0 every node answered, 1 some did not (each is ' +
         'reported; the others still answer), 2 usage or API errors.',
     )
-    .requiredOption('--service <ns/name>', 'the Service, NAMESPACE/NAME')
-    .option('--port <port>', 'only this Service port')
-    .option('--watch <dur>', 'keep streaming new entries for this long (e.g. 30s, 2m)')
-    .option(
-      '--pcap <file>',
-      "also capture the Service's packets for the window (default 30s) into " +
-        'FILE (--all-nodes: FILE with the node name inserted, one per node)',
-    )
-    .option('--pcap-max <MiB>', 'stop writing the capture at this size', '100')
-    .option('--json', 'one JSON object per line (with --all-nodes each carries "node" and "pod")')
-    .option('--socket <path>', "the agent's evidence socket", DEFAULT_EVIDENCE_SOCKET)
-    .option('--all-nodes', 'ask every node (or --node ones) through the Kubernetes API')
-    .option('--kubeconfig <file>', 'with --all-nodes: kubeconfig (default: KUBECONFIG, ~/.kube/config, in-cluster)')
-    .option(
-      '--context <name>',
-      "with --all-nodes: the kubeconfig context to use (default: its current-context), as kubectl's --context",
-    )
-    .option('--node <names>', 'with --all-nodes: only these nodes (repeat or comma-separate)', collectNodes)
-    .option('--agent-namespace <ns>', "the agent pods' namespace", AGENT_DEFAULTS.namespace)
-    .option('--agent-selector <labels>', 'label selector of the agent pods', AGENT_DEFAULTS.selector)
-    .option('--container <name>', 'the agent container in those pods', AGENT_DEFAULTS.container)
-    .addOption(
-      new Option(
-        '--via <how>',
-        'with --all-nodes: relay (the evidence relay checks your access to ' +
-          'the Service) or exec (into each agent pod: node admin, for --pcap)',
-      )
-        .choices(['relay', 'exec'])
-        .default('relay'),
-    )
-    .option('--relay <ns/name>', "with --all-nodes: the evidence relay's Service", 'clbprobe/clbprobe-evidence')
-    .option('--concurrency <n>', 'nodes asked at the same time', '10')
-    .option('--timeout <dur>', 'per-node limit (default: --watch + 30s)')
+    .requiredOption('--service <ns/name>', 'the Service, NAMESPACE/NAME');
+  addOptions(command, [...LOCAL_OPTIONS, ...REMOTE_OPTIONS])
     .addHelpText(
       'after',
       `

@@ -1,17 +1,17 @@
 #!/usr/bin/env node
 // clbprobe command-line entry: one binary, one subcommand per job.
-// Each subcommand lives in its own file and exports register(program).
+// Each subcommand lives in its own file and exports register(program), called in --help order.
 import { Command } from 'commander';
 import { errText } from '../errors.js';
-import { register as registerAgent } from './agent.js';
-import { register as registerCleanup } from './cleanup.js';
-import { register as registerCollect } from './collect.js';
-import { register as registerDemo } from './demo.js';
-import { register as registerDiagnose } from './diagnose.js';
-import { register as registerEvidence } from './evidence.js';
-import { register as registerEvidenceRelay } from './evidence-relay.js';
-import { register as registerSnapshot } from './snapshot.js';
-import { register as registerStatus } from './status.js';
+import * as agent from './agent.js';
+import * as cleanup from './cleanup.js';
+import * as collect from './collect.js';
+import * as demo from './demo.js';
+import * as diagnose from './diagnose.js';
+import * as evidence from './evidence.js';
+import * as evidenceRelay from './evidence-relay.js';
+import * as snapshot from './snapshot.js';
+import * as status from './status.js';
 
 const program = new Command();
 program
@@ -30,15 +30,8 @@ Examples:
   clbprobe snapshot --json --conntrack   the full typed snapshot, with conntrack entries`,
   );
 
-registerSnapshot(program);
-registerDiagnose(program);
-registerCollect(program);
-registerAgent(program);
-registerEvidence(program);
-registerDemo(program);
-registerEvidenceRelay(program);
-registerCleanup(program);
-registerStatus(program);
+for (const command of [snapshot, diagnose, collect, agent, evidence, demo, evidenceRelay, cleanup, status])
+  command.register(program);
 
 program.parseAsync(process.argv).catch((e: unknown) => {
   process.stderr.write(`clbprobe: ${errText(e)}\n`);

@@ -1,11 +1,11 @@
 // `clbprobe snapshot`: what this node's datapath looks like, for humans or as JSON.
 
 import { isIP } from 'node:net';
-import { type Command, Option } from 'commander';
+import type { Command } from 'commander';
 import { isPermissionReason } from '../model/permission.js';
 import { netnsPath } from '../netns-path.js';
 import { printable } from '../printable.js';
-import { EXIT_ERROR, failing, UserError } from './errors.js';
+import { failing, UserError } from './errors.js';
 
 interface SnapshotFlags {
   json?: boolean;
@@ -33,7 +33,6 @@ async function runSnapshot(flags: SnapshotFlags): Promise<void> {
     throw new UserError(
       `snapshot: cannot read ${denied.map((s) => s.source).join(', ')}: ` +
         `${denied[0]!.reason}; run as root or grant the capability`,
-      EXIT_ERROR,
     );
   if (flags.json) {
     out.write(`${JSON.stringify(snap, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v), 2)}\n`);
@@ -63,9 +62,7 @@ export function register(program: Command): void {
       (v: string, acc: string[]) => [...acc, v],
       [] as string[],
     )
-    .addOption(
-      new Option('--netns <name>', 'read the network namespace NAME (/var/run/netns/NAME) or a path').hideHelp(false),
-    )
+    .option('--netns <name>', 'read the network namespace NAME (/var/run/netns/NAME) or a path')
     .addHelpText(
       'after',
       `

@@ -1,9 +1,17 @@
 // `clbprobe status`: the whole cluster's findings in one table, from every agent through the evidence relay, each
 // agent showing only the Services the caller may get.
 import { writeFileSync } from 'node:fs';
-import { type Command, Option } from 'commander';
+import type { Command } from 'commander';
 import type { Severity } from '../detect/types.js';
-import { EXIT_ERROR, EXIT_FINDING, EXIT_OK, failing, intFlag, UserError } from './errors.js';
+import { EXIT_ERROR, EXIT_FINDING, EXIT_OK, failing, intFlag, namespacedFlag, UserError } from './errors.js';
+import {
+  addOptions,
+  checkFixCommands,
+  DEFAULT_RELAY,
+  FIX_COMMANDS_OPTION,
+  type OptionRow,
+  workstationOptions,
+} from './options.js';
 
 interface StatusFlags {
   kubeconfig?: string;
@@ -19,8 +27,24 @@ interface StatusFlags {
   fixCommands?: boolean;
 }
 
+const OPTIONS: readonly OptionRow[] = [
+  ...workstationOptions(),
+  ['--relay <ns/name>', "the evidence relay's Service", DEFAULT_RELAY],
+  ['--timeout <seconds>', "give up on the relay after this long (each agent has the relay's --status-timeout)", '60'],
+  ['--service <name>', 'only this Service: NAMESPACE/NAME, or NAME in any namespace'],
+  ['--namespace <ns>', 'only Services in this namespace'],
+  ['--node <name>', 'only findings on this node (and only its line if it did not answer)'],
+  ['--severity <level>', 'only findings of this severity or worse', undefined, ['active', 'risk']],
+  ['--json', 'print nodes, one row per Service and mechanism, and the findings as JSON'],
+  [
+    '--html <file>',
+    "also write one page for the cluster: the table, then per Service each node's findings with the loop drawings",
+  ],
+  FIX_COMMANDS_OPTION,
+];
+
 export function register(program: Command): void {
-  program
+  const command = program
     .command('status')
     .description(
       "The cluster's LB loopback in one table: each Service with a finding on some\n" +
@@ -28,29 +52,8 @@ export function register(program: Command): void {
         'at risk. Asks every agent through the evidence relay (deploy/evidence-relay.yaml)\n' +
         'with your own token: you see the findings of the Services you may get, nothing\n' +
         'else. Agents that do not answer are listed with the reason.',
-    )
-    .option('--kubeconfig <file>', 'kubeconfig (default: KUBECONFIG, ~/.kube/config, in-cluster)')
-    .option('--context <name>', "the kubeconfig context to use (default: its current-context), as kubectl's --context")
-    .option('--relay <ns/name>', "the evidence relay's Service", 'clbprobe/clbprobe-evidence')
-    .option(
-      '--timeout <seconds>',
-      "give up on the relay after this long (each agent has the relay's --status-timeout)",
-      '60',
-    )
-    .option('--service <name>', 'only this Service: NAMESPACE/NAME, or NAME in any namespace')
-    .option('--namespace <ns>', 'only Services in this namespace')
-    .option('--node <name>', 'only findings on this node (and only its line if it did not answer)')
-    .addOption(new Option('--severity <level>', 'only findings of this severity or worse').choices(['active', 'risk']))
-    .option('--json', 'print nodes, one row per Service and mechanism, and the findings as JSON')
-    .option(
-      '--html <file>',
-      "also write one page for the cluster: the table, then per Service each node's findings with the loop drawings",
-    )
-    .option(
-      '--fix-commands',
-      'print only the fixes that change a Kubernetes object, as kubectl ' +
-        'commands, each with what it changes for clients (clbprobe applies none)',
-    )
+    );
+  addOptions(command, OPTIONS)
     .addHelpText(
       'after',
       `
@@ -74,12 +77,10 @@ Exit codes: 0 nothing active and every agent answered, 1 an active loopback was 
 }
 
 async function run(flags: StatusFlags): Promise<number> {
-  if (flags.fixCommands && flags.json)
-    throw new UserError("status: --fix-commands and --json exclude each other (the JSON has each finding's fixes)");
+  checkFixCommands('status', flags);
   const timeoutS = intFlag(flags.timeout, '--timeout', 3600, 'seconds');
-  const relay = /^([a-z0-9-]{1,63})\/([a-z0-9.-]{1,253})$/.exec(flags.relay);
-  if (!relay) throw new UserError(`--relay: expected NAMESPACE/NAME, not ${JSON.stringify(flags.relay)}`);
-  const [{ loadWorkstationConfig }, { askRelay, RelayError }, cs, { renderFixCommands }] = await Promise.all([
+  const relay = namespacedFlag(flags.relay, '--relay');
+  const [{ loadWorkstationConfig }, { askRelay }, cs, { renderFixCommands }] = await Promise.all([
     import('../remote/workstation-client.js'),
     import('../remote/relay-client.js'),
     import('../remote/cluster-status.js'),
@@ -88,28 +89,20 @@ async function run(flags: StatusFlags): Promise<number> {
   const kc = loadWorkstationConfig(flags.kubeconfig, flags.context);
   const all: import('../remote/cluster-status.js').ClusterStatus = { findings: [], nodes: [], malformed: [] };
   let summary = false;
-  try {
-    await askRelay(
-      kc,
-      { namespace: relay[1]!, service: relay[2]! },
-      new URLSearchParams(),
-      (text) => {
-        if (text.includes('"type":"summary"')) summary = true;
-        cs.addStatusLine(all, text);
-      },
-      timeoutS * 1000,
-      'status',
-    );
-  } catch (e) {
-    throw new UserError(e instanceof RelayError ? e.message : String(e));
-  }
+  const onLine = (text: string): void => {
+    if (text.includes('"type":"summary"')) summary = true;
+    cs.addStatusLine(all, text);
+  };
+  await askRelay(
+    kc,
+    { namespace: relay.namespace, service: relay.name },
+    new URLSearchParams(),
+    onLine,
+    timeoutS * 1000,
+    'status',
+  );
   if (!summary) throw new UserError('the evidence relay ended without its summary (a relay older than /status?)');
-  const st = cs.filterStatus(all, {
-    service: flags.service,
-    namespace: flags.namespace,
-    node: flags.node,
-    severity: flags.severity,
-  });
+  const st = cs.filterStatus(all, flags);
   process.stdout.write(
     flags.fixCommands ? renderFixCommands(st.findings) : flags.json ? cs.renderStatusJson(st) : cs.renderStatusText(st),
   );

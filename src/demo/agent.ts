@@ -1,6 +1,5 @@
 // The demo's agent: `clbprobe agent`'s Agent and /metrics server on node1's namespace, serving on a loopback port.
 import type { AddressInfo } from 'node:net';
-import { Writable } from 'node:stream';
 import pino from 'pino';
 import { createAgentRegistry } from '../agent/metrics/list.js';
 import { parseSamples, type Sample } from '../export/parse-samples.js';
@@ -13,16 +12,10 @@ export async function startDemoAgent(lab: LoopLab, clusterFile: string) {
   // Loaded on demand: the agent pulls in the Kubernetes client, which the other demo steps do not need.
   const { Agent } = await import('../agent/agent.js');
   const logged: string[] = [];
-  const sink = new Writable({
-    write: (chunk, _enc, cb) => {
-      logged.push(String(chunk));
-      cb();
-    },
-  });
   const agent = new Agent({
     nodeName: LAB.node1Name,
     version: 'demo',
-    log: pino({ level: 'warn' }, sink),
+    log: pino({ level: 'warn' }, { write: (line: string) => void logged.push(line) }),
     netns: lab.node.path,
     ifname: 'eth0',
     capture: 'auto',

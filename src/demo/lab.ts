@@ -21,35 +21,16 @@ export const LAB = {
 
 export type Etp = 'Local' | 'Cluster';
 
-export interface LoopLab {
-  /** The Service's externalTrafficPolicy as node1's NAT rules currently implement it. */
-  readonly etp: Etp;
-  pod: Netns;
-  server: Netns;
-  node: Netns;
-  node2: Netns;
-  lb: Netns;
-  /** TCP connect from the client pod to VIP:80: 'connected' (with the server's greeting), 'timeout' or an errno. */
-  connect(timeoutMs: number): Promise<string>;
-  /** Writes the cluster file (kubectl get ... -o json shape) for this lab's Service into dir; returns its path. */
-  writeClusterFile(dir: string): string;
-  /**
-   * Switches node1's kube-proxy rules and ipsets to what kube-proxy writes for `etp`, and forgets
-   * node1's conntrack entries (the looped ones would otherwise linger until they time out).
-   */
-  setEtp(etp: Etp): void;
-  destroy(): void;
-}
+export type LoopLab = Awaited<ReturnType<typeof createLoopLab>>;
 
 /** The chain that stands in for the IPVS virtual server of node1's NodePort (see node1Rules). */
 const IPVS_STANDIN_CHAIN = 'CLBPROBE-LAB-IPVS-VS';
 
 /**
- * node1's nat table (iptables-save format) as kube-proxy v1.20's IPVS proxier writes it for lab/web
- * (rules that match ipsets only), plus one DNAT rule in a chain of ours (IPVS_STANDIN_CHAIN) that
- * stands in for the NodePort's IPVS virtual server, as this kernel has no ip_vs. The VIP is in
- * KUBE-LOAD-BALANCER but not bound (TKE), so pod → VIP leaves the node, masqueraded unless the VIP
- * is in KUBE-LOAD-BALANCER-LOCAL (ETP=Local).
+ * node1's nat table (iptables-save format) as kube-proxy v1.20's IPVS proxier writes it for lab/web, plus one DNAT
+ * rule in IPVS_STANDIN_CHAIN for the NodePort's IPVS virtual server, as this kernel has no ip_vs. The VIP is in
+ * KUBE-LOAD-BALANCER but not bound (TKE), so pod → VIP leaves the node, masqueraded unless ETP=Local puts it in
+ * KUBE-LOAD-BALANCER-LOCAL.
  */
 export function node1Rules(etp: Etp): string {
   const local = etp === 'Local';
@@ -110,31 +91,28 @@ export function node1Rules(etp: Etp): string {
 /** node1's ipsets (ipset save format): kube-proxy v1.20's IPVS-mode sets, filled for lab/web with `etp`. */
 export function node1Ipsets(etp: Etp): string {
   const local = etp === 'Local';
-  const hash = (name: string, type: string): string => `create ${name} ${type} family inet hashsize 1024 maxelem 65536`;
-  const bitmap = (name: string): string => `create ${name} bitmap:port range 0-65535`;
-  const lines = [
-    hash('KUBE-LOOP-BACK', 'hash:ip,port,ip'),
-    `add KUBE-LOOP-BACK ${LAB.serverPod},tcp:${LAB.serverPort},${LAB.serverPod}`,
-    hash('KUBE-CLUSTER-IP', 'hash:ip,port'),
-    `add KUBE-CLUSTER-IP ${LAB.clusterIp},tcp:${LAB.port}`,
-    hash('KUBE-EXTERNAL-IP', 'hash:ip,port'),
-    hash('KUBE-EXTERNAL-IP-LOCAL', 'hash:ip,port'),
-    hash('KUBE-LOAD-BALANCER', 'hash:ip,port'),
-    `add KUBE-LOAD-BALANCER ${LAB.vip},tcp:${LAB.port}`,
-    hash('KUBE-LOAD-BALANCER-FW', 'hash:ip,port'),
-    hash('KUBE-LOAD-BALANCER-LOCAL', 'hash:ip,port'),
-    ...(local ? [`add KUBE-LOAD-BALANCER-LOCAL ${LAB.vip},tcp:${LAB.port}`] : []),
-    hash('KUBE-LOAD-BALANCER-SOURCE-IP', 'hash:ip,port,ip'),
-    hash('KUBE-LOAD-BALANCER-SOURCE-CIDR', 'hash:ip,port,net'),
-    bitmap('KUBE-NODE-PORT-TCP'),
-    `add KUBE-NODE-PORT-TCP ${LAB.nodePort}`,
-    bitmap('KUBE-NODE-PORT-LOCAL-TCP'),
-    ...(local ? [`add KUBE-NODE-PORT-LOCAL-TCP ${LAB.nodePort}`] : []),
-    bitmap('KUBE-NODE-PORT-UDP'),
-    bitmap('KUBE-NODE-PORT-LOCAL-UDP'),
-    hash('KUBE-NODE-PORT-SCTP-HASH', 'hash:ip,port'),
-    hash('KUBE-NODE-PORT-LOCAL-SCTP-HASH', 'hash:ip,port'),
+  const lbPort = `${LAB.vip},tcp:${LAB.port}`;
+  const sets: [name: string, type: string, members?: (string | false)[]][] = [
+    ['KUBE-LOOP-BACK', 'hash:ip,port,ip', [`${LAB.serverPod},tcp:${LAB.serverPort},${LAB.serverPod}`]],
+    ['KUBE-CLUSTER-IP', 'hash:ip,port', [`${LAB.clusterIp},tcp:${LAB.port}`]],
+    ['KUBE-EXTERNAL-IP', 'hash:ip,port'],
+    ['KUBE-EXTERNAL-IP-LOCAL', 'hash:ip,port'],
+    ['KUBE-LOAD-BALANCER', 'hash:ip,port', [lbPort]],
+    ['KUBE-LOAD-BALANCER-FW', 'hash:ip,port'],
+    ['KUBE-LOAD-BALANCER-LOCAL', 'hash:ip,port', [local && lbPort]],
+    ['KUBE-LOAD-BALANCER-SOURCE-IP', 'hash:ip,port,ip'],
+    ['KUBE-LOAD-BALANCER-SOURCE-CIDR', 'hash:ip,port,net'],
+    ['KUBE-NODE-PORT-TCP', 'bitmap:port', [`${LAB.nodePort}`]],
+    ['KUBE-NODE-PORT-LOCAL-TCP', 'bitmap:port', [local && `${LAB.nodePort}`]],
+    ['KUBE-NODE-PORT-UDP', 'bitmap:port'],
+    ['KUBE-NODE-PORT-LOCAL-UDP', 'bitmap:port'],
+    ['KUBE-NODE-PORT-SCTP-HASH', 'hash:ip,port'],
+    ['KUBE-NODE-PORT-LOCAL-SCTP-HASH', 'hash:ip,port'],
   ];
+  const lines = sets.flatMap(([name, type, members = []]) => [
+    `create ${name} ${type} ${type === 'bitmap:port' ? 'range 0-65535' : 'family inet hashsize 1024 maxelem 65536'}`,
+    ...members.filter((m) => m !== false).map((m) => `add ${name} ${m}`),
+  ]);
   return `${lines.join('\n')}\n`;
 }
 
@@ -225,11 +203,7 @@ function waitUp(child: ChildProcess): Promise<void> {
  * Builds the lab with namespaces named `prefix`PID-N; Service externalTrafficPolicy `etp`. node1's kube-proxy
  * rules are this file's hand-written ones, or none for a test running the real kube-proxy (test/support/kube-proxy.ts).
  */
-export async function createLoopLab(
-  etp: Etp,
-  prefix: string,
-  opts: { kubeProxy?: 'hand-written' | 'none' } = {},
-): Promise<LoopLab> {
+export async function createLoopLab(etp: Etp, prefix: string, opts: { kubeProxy?: 'hand-written' | 'none' } = {}) {
   const handWritten = (opts.kubeProxy ?? 'hand-written') === 'hand-written';
   const created: Netns[] = [];
   const procs: ChildProcess[] = [];
@@ -279,7 +253,8 @@ export async function createLoopLab(
     await Promise.all(servers.map(waitUp));
     let current = etp;
     return {
-      get etp() {
+      /** The Service's externalTrafficPolicy as node1's NAT rules currently implement it. */
+      get etp(): Etp {
         return current;
       },
       pod,
@@ -287,13 +262,16 @@ export async function createLoopLab(
       node,
       node2,
       lb,
-      connect: (timeoutMs) => connectFrom(pod, timeoutMs),
-      writeClusterFile(dir) {
+      /** TCP connect from the client pod to VIP:80: 'connected' (with the server's greeting), 'timeout' or an errno. */
+      connect: (timeoutMs: number): Promise<string> => connectFrom(pod, timeoutMs),
+      /** Writes the cluster file (kubectl get ... -o json shape) for this lab's Service into dir; returns its path. */
+      writeClusterFile(dir: string): string {
         const path = join(dir, `cluster-${current}.json`);
         writeFileSync(path, JSON.stringify(clusterList(current), null, 4));
         return path;
       },
-      setEtp(next) {
+      /** node1's kube-proxy rules and ipsets as kube-proxy writes them for `next`; looped conntrack entries flushed. */
+      setEtp(next: Etp): void {
         if (!handWritten) throw new Error('setEtp: node1 runs the real kube-proxy; change the Service through the API');
         loadKubeProxyState(node, next);
         node.run('conntrack', '-F');
@@ -307,10 +285,7 @@ export async function createLoopLab(
   }
 }
 
-/**
- * Replaces node1's nat table and KUBE-* ipsets with kube-proxy's for `etp` (ipset restore -exist
- * keeps the sets' identity).
- */
+/** Replaces node1's nat table and KUBE-* ipsets with kube-proxy's for `etp` (restore -exist keeps the sets). */
 function loadKubeProxyState(node: Netns, etp: Etp): void {
   node.sh(`for s in KUBE-LOAD-BALANCER-LOCAL KUBE-NODE-PORT-LOCAL-TCP; do ipset flush $s 2>/dev/null || true; done
 ipset restore -exist <<'EOF'\n${node1Ipsets(etp)}EOF\niptables-restore <<'EOF'\n${node1Rules(etp)}EOF`);

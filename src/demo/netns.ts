@@ -28,7 +28,6 @@ export class Netns {
     return r.stdout;
   }
 
-  /** Runs a shell script inside the namespace. */
   sh(script: string): string {
     return this.run('bash', '-euo', 'pipefail', '-c', script);
   }

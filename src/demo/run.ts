@@ -12,7 +12,7 @@ import type { Sample } from '../export/parse-samples.js';
 import { type DemoAgent, startDemoAgent } from './agent.js';
 import { createLoopLab, LAB, type LoopLab } from './lab.js';
 
-export interface DemoOptions {
+interface DemoOptions {
   /** Network namespace name prefix; every namespace the demo creates starts with it. */
   prefix: string;
   /** Wait for Enter between steps (only when stdin is a terminal). */
@@ -24,13 +24,7 @@ export interface DemoOptions {
 }
 
 /** What the demo saw; `fixed` is the whole point: loop before, none after. */
-export interface DemoOutcome {
-  loopSeen: boolean;
-  loopDiagnosed: boolean;
-  /** The agent's loop_return counter rose while the connects looped and stood still after the fix. */
-  counted: boolean;
-  fixed: boolean;
-}
+type DemoOutcome = Awaited<ReturnType<typeof runDemo>>;
 
 const CONNECT_TIMEOUT_MS = 2000;
 
@@ -47,7 +41,7 @@ export async function cleanUp(): Promise<void> {
   running = {};
 }
 
-export async function runDemo(opts: DemoOptions): Promise<DemoOutcome> {
+export async function runDemo(opts: DemoOptions) {
   const say = (...lines: string[]): void => void opts.out.write(`${lines.join('\n')}\n`);
   const step = async (n: number, title: string): Promise<void> => {
     if (opts.pause && process.stdin.isTTY) {
@@ -152,6 +146,7 @@ export async function runDemo(opts: DemoOptions): Promise<DemoOutcome> {
     say(indent(renderText(diag, { color: opts.color, nodeName: LAB.node1Name })));
     const fixed = second.every((r) => r.startsWith('connected')) && !hasActive(diag.findings) && !activeGauge(after);
 
+    // counted: the agent's loop_return counter rose while the connects looped and stood still after the fix.
     const outcome = { loopSeen, loopDiagnosed, counted: loopCounted && loopStopped, fixed };
     say(
       '',
@@ -234,24 +229,16 @@ function indent(text: string): string {
 }
 
 function verdict(outcome: DemoOutcome, after: Finding[]): string {
-  if (outcome.loopSeen && outcome.loopDiagnosed && outcome.counted && outcome.fixed) {
-    return (
-      'Result: loop detected (L4-loop, active; loop_return counted) and ' +
-      'fixed (connects work, loop_return stopped, no active finding).'
-    );
-  }
+  const active = after.filter((f) => f.severity === 'active').map((f) => f.mechanism);
   const why = [
     outcome.loopSeen ? '' : 'the first connects did not loop',
     outcome.loopDiagnosed ? '' : 'diagnose did not report an active L4-loop',
     outcome.counted ? '' : "the agent's loop_return counter did not rise with the loop and stop after the fix",
-    outcome.fixed
-      ? ''
-      : `after the fix: ${
-          after
-            .filter((f) => f.severity === 'active')
-            .map((f) => f.mechanism)
-            .join(', ') || 'the connect still failed'
-        }`,
+    outcome.fixed ? '' : `after the fix: ${active.join(', ') || 'the connect still failed'}`,
   ].filter(Boolean);
-  return `Result: the demo did not go as expected: ${why.join('; ')}.`;
+  if (why.length) return `Result: the demo did not go as expected: ${why.join('; ')}.`;
+  return (
+    'Result: loop detected (L4-loop, active; loop_return counted) and ' +
+    'fixed (connects work, loop_return stopped, no active finding).'
+  );
 }

@@ -12,32 +12,26 @@ export interface PodFields {
   };
 }
 
-export interface AgentPod {
-  name: string;
-  /** spec.nodeName; '' while unscheduled. */
-  node: string;
-  phase: string;
-  /** The agent container's readiness (its /readyz). */
-  ready: boolean;
-  /** Why the agent container is not running, e.g. CrashLoopBackOff. */
-  waiting?: string;
-  containers: string[];
-  deleting: boolean;
-  /** status.podIP (the node's address: the agent runs in the host network); '' until known. */
-  ip: string;
-}
+export type AgentPod = ReturnType<typeof toAgentPod>;
 
-export function toAgentPod(pod: PodFields, container: string): AgentPod {
+/** Appended to a node's failure when its agent container is not ready (its /readyz). */
+export const notReadyNote = (pod: AgentPod): string => (pod.ready ? '' : ' (the agent container is not ready)');
+
+export function toAgentPod(pod: PodFields, container: string) {
   const cs = pod.status?.containerStatuses?.find((c) => c.name === container);
   const waiting = cs?.state?.waiting?.reason;
   return {
     name: pod.metadata?.name ?? '',
+    /** spec.nodeName; '' while unscheduled. */
     node: pod.spec?.nodeName ?? '',
     phase: pod.status?.phase ?? 'Unknown',
+    /** The agent container's readiness (its /readyz). */
     ready: cs?.ready === true,
+    /** Why the agent container is not running, e.g. CrashLoopBackOff. */
     ...(waiting ? { waiting } : {}),
     containers: (pod.spec?.containers ?? []).map((c) => c.name),
     deleting: Boolean(pod.metadata?.deletionTimestamp),
+    /** status.podIP (the node's address: the agent runs in the host network); '' until known. */
     ip: pod.status?.podIP ?? '',
   };
 }

@@ -9,7 +9,7 @@ import { serviceOf } from '../detect/render.js';
 import { escapeHtml, findingHtml, htmlPage } from '../detect/render-html.js';
 import type { Finding, FixChange, FixCommand, Severity } from '../detect/types.js';
 import { printable } from '../printable.js';
-import { jsonObject } from './evidence-lines.js';
+import { arrOf, isStr, jsonObject } from './evidence-lines.js';
 import type { StatusNodeLine } from './status.js';
 
 /** A finding as one node reported it, each fix with its command. */
@@ -22,16 +22,7 @@ export interface ClusterStatus {
   malformed: string[];
 }
 
-export interface StatusFilters {
-  /** NAMESPACE/NAME, or NAME in any namespace. */
-  service?: string;
-  namespace?: string;
-  node?: string;
-  /** This severity or worse. */
-  severity?: Severity;
-}
-
-export interface StatusRow {
+interface StatusRow {
   service: string;
   mechanism: string;
   severity: Severity;
@@ -57,53 +48,42 @@ export function addStatusLine(st: ClusterStatus, text: string): void {
 }
 
 function isFinding(line: Record<string, unknown>): boolean {
-  const svc = line.service as Record<string, unknown> | undefined;
-  const port = line.port as Record<string, unknown> | undefined;
+  const svc = isObj(line.service) ? line.service : {};
+  const port = isObj(line.port) ? line.port : {};
   return (
-    typeof line.node === 'string' &&
-    typeof svc?.namespace === 'string' &&
-    typeof svc.name === 'string' &&
-    typeof port?.port === 'number' &&
-    typeof port.protocol === 'string' &&
-    typeof line.mechanism === 'string' &&
-    typeof line.severity === 'string' &&
-    Object.hasOwn(SEVERITY_RANK, line.severity) &&
-    typeof line.summary === 'string' &&
-    typeof line.remedy === 'string' &&
-    Array.isArray(line.evidence) &&
-    line.evidence.every((e) => typeof e === 'string')
+    [line.node, svc.namespace, svc.name, port.protocol, line.mechanism, line.summary, line.remedy].every(isStr) &&
+    typeof port.port === 'number' &&
+    Object.hasOwn(SEVERITY_RANK, String(line.severity)) &&
+    arrOf(line.evidence, isStr)
   );
 }
 
 /** A fix as data with the command built here, since a person runs it and an agent's text is never trusted. */
 function fixOf(value: unknown): FixCommand | undefined {
-  const x = isObj(value) ? value : undefined;
-  const obj = isObj(x?.object) ? x.object : undefined;
-  const patch = isObj(x?.patch) ? x.patch : undefined;
+  const x = isObj(value) ? value : {};
+  const obj = isObj(x.object) ? x.object : {};
+  const patch = isObj(x.patch) ? x.patch : {};
   const name = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
-  if (
-    !x ||
-    !obj ||
-    !patch ||
-    obj.kind !== 'Service' ||
-    obj.apiVersion !== 'v1' ||
-    !name.test(String(obj.namespace)) ||
-    !name.test(String(obj.name))
-  )
-    return undefined;
-  if ((patch.type !== 'merge' && patch.type !== 'json') || typeof patch.body !== 'object' || patch.body === null)
-    return undefined;
-  if (typeof x.kind !== 'string' || typeof x.effect !== 'string') return undefined;
-  const object = {
-    apiVersion: 'v1' as const,
-    kind: 'Service' as const,
-    namespace: String(obj.namespace),
-    name: String(obj.name),
-  };
-  return withCommand({ kind: x.kind, object, patch, effect: x.effect.slice(0, 1000) } as FixChange);
+  const valid =
+    obj.kind === 'Service' &&
+    obj.apiVersion === 'v1' &&
+    name.test(String(obj.namespace)) &&
+    name.test(String(obj.name)) &&
+    (patch.type === 'merge' || patch.type === 'json') &&
+    typeof patch.body === 'object' &&
+    patch.body !== null &&
+    isStr(x.kind) &&
+    typeof x.effect === 'string';
+  if (!valid) return undefined;
+  const object = { apiVersion: 'v1', kind: 'Service', namespace: String(obj.namespace), name: String(obj.name) };
+  return withCommand({ kind: x.kind, object, patch, effect: String(x.effect).slice(0, 1000) } as FixChange);
 }
 
-export function filterStatus(status: ClusterStatus, filters: StatusFilters): ClusterStatus {
+/** The findings of `service` (NAMESPACE/NAME, or NAME in any namespace), `namespace`, `node`, `severity` or worse. */
+export function filterStatus(
+  status: ClusterStatus,
+  filters: { service?: string; namespace?: string; node?: string; severity?: Severity },
+): ClusterStatus {
   const keep = (finding: NodeFinding): boolean =>
     (filters.service === undefined ||
       (filters.service.includes('/')

@@ -2,14 +2,15 @@
 // loop gets Warning LoadBalancerLoopback, the last one's end Normal LoadBalancerLoopbackCleared (silent ≠ cleared).
 // Rate-limited and named by Service, kind and time bucket so a second replica gets 409; needs create on events.
 import { createHash } from 'node:crypto';
-import { EventEmitter } from 'node:events';
+import { TokenBucket } from '../agent/kube-authorizer.js';
 import { postJson } from '../cluster/api-post.js';
 import type { ApiTarget } from '../cluster/kube-config.js';
 import { byText } from '../compare.js';
 import { firstOf } from '../detect/tool-lines.js';
 import { errText } from '../errors.js';
 import { planNodes } from './agent-pods.js';
-import { type AgentsOptions, eachPod } from './relay-common.js';
+import { isStr } from './evidence-lines.js';
+import { type AgentSink, type AgentsOptions, eachPod } from './relay-common.js';
 import { type AgentAsk, askFindings } from './status.js';
 
 export const EVENT_REASON = 'LoadBalancerLoopback';
@@ -57,16 +58,14 @@ const MAX_MESSAGE = 1000;
 export class EventRecorder {
   private readonly active = new Map<string, ActiveNodes>();
   private readonly lastWarning = new Map<string, number>();
-  private tokens: number;
-  private refilledAt: number;
+  private readonly bucket: TokenBucket;
   private readonly now: () => number;
   /** Events created, and those not created (rate limit, AlreadyExists, errors), for the log and tests. */
   readonly counts = { created: 0, exists: 0, limited: 0, failed: 0 };
 
   constructor(private readonly o: EventRecorderOptions) {
     this.now = o.now ?? Date.now;
-    this.tokens = o.burst;
-    this.refilledAt = this.now();
+    this.bucket = new TokenBucket({ perSecond: o.perMinute / 60, burst: o.burst }, this.now);
   }
 
   /** One round: ask every agent, record what started and what ended. */
@@ -75,7 +74,9 @@ export class EventRecorder {
     const answered = new Set<string>();
     const seen = new Map<string, ActiveNodes>();
     await eachPod(plan.ask, this.o.concurrency, async (pod) => {
-      const sink = new LineSink();
+      // Collects the agent's finding lines (askFindings bounds their bytes); it never waits for 'drain' or 'close'.
+      const lines: string[] = [];
+      const sink: AgentSink = { write: (text) => lines.push(text) > 0, once: () => sink, off: () => sink };
       const r = await askFindings(this.o, pod, undefined, sink);
       if (r.status !== 'ok' || r.unchecked) {
         this.o.log?.warn(
@@ -85,16 +86,11 @@ export class EventRecorder {
         return;
       }
       answered.add(pod.node);
-      for (const text of sink.lines) {
+      for (const text of lines) {
         const f = JSON.parse(text) as ActiveFinding;
-        if (
-          f.severity !== 'active' ||
-          typeof f.service?.namespace !== 'string' ||
-          typeof f.service.name !== 'string' ||
-          typeof f.mechanism !== 'string'
-        )
-          continue;
-        const key = `${f.service.namespace}/${f.service.name}`;
+        const { namespace, name } = f.service ?? {};
+        if (f.severity !== 'active' || !isStr(namespace) || !isStr(name) || !isStr(f.mechanism)) continue;
+        const key = `${namespace}/${name}`;
         const nodes = seen.get(key) ?? new Map();
         const at = nodes.get(pod.node) ?? { mechanisms: new Set<string>() };
         at.mechanisms.add(f.mechanism.slice(0, 40));
@@ -159,10 +155,7 @@ export class EventRecorder {
       const last = this.lastWarning.get(key);
       if (last !== undefined && now - last < this.o.quietPeriodMs) return this.limited(event, 'quiet period');
     }
-    this.tokens = Math.min(this.o.burst, this.tokens + ((now - this.refilledAt) / 60_000) * this.o.perMinute);
-    this.refilledAt = now;
-    if (this.tokens < 1) return this.limited(event, 'rate limit');
-    this.tokens--;
+    if (this.bucket.take()) return this.limited(event, 'rate limit');
     if (event.type === 'Warning') {
       this.lastWarning.set(key, now);
       while (this.lastWarning.size > MAX_SERVICES) this.lastWarning.delete(this.lastWarning.keys().next().value!);
@@ -201,15 +194,6 @@ function eventName(event: LoopEvent, nowMs: number, bucketMs: number): string {
     .digest('hex')
     .slice(0, 16);
   return `${event.service.slice(0, 200)}.clbprobe-${h}`;
-}
-
-/** Collects an agent's finding lines (askFindings bounds their bytes). */
-class LineSink extends EventEmitter {
-  readonly lines: string[] = [];
-  write(text: string): boolean {
-    this.lines.push(text);
-    return true;
-  }
 }
 
 /** Creates core/v1 Events through `target` (the relay's service account: create on events). */

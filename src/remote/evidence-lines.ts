@@ -1,6 +1,7 @@
 // The lines agents and the relay answer with, split from a byte stream and checked; a line past MAX_EVIDENCE_LINE
 // means the peer is no agent, so reading stops.
 
+import type { IncomingMessage } from 'node:http';
 import type { EvidenceLine } from '../agent/evidence.js';
 import { isObj as isObject } from '../cluster/fields.js';
 import { errText } from '../errors.js';
@@ -92,9 +93,19 @@ export function refusalMessage(body: string): string {
 /** refusalMessage() cut to 300 characters for display. */
 export const refusalText = (body: string): string => refusalMessage(body).slice(0, 300);
 
-const isStr = (v: unknown): boolean => typeof v === 'string';
+/** Reads a refused answer's first 4 KiB (a Status or an error line is a few hundred bytes), then calls `onEnd`. */
+export function readRefusal(res: IncomingMessage, onEnd: (body: string) => void): void {
+  let body = '';
+  res.setEncoding('utf8');
+  res.on('data', (d: string) => {
+    if (body.length < 4096) body += d;
+  });
+  res.on('end', () => onEnd(body));
+}
+
+export const isStr = (v: unknown): v is string => typeof v === 'string';
 const isObj = (v: unknown): boolean => typeof v === 'object' && v !== null;
-const arrOf = (v: unknown, each: (x: unknown) => boolean): boolean => Array.isArray(v) && v.every(each);
+export const arrOf = (v: unknown, each: (x: unknown) => boolean): boolean => Array.isArray(v) && v.every(each);
 /** What each type must carry for the text form (cli/evidence-text.ts) to print it. */
 const SHAPES: Record<string, (l: Record<string, unknown>) => boolean> = {
   service: (l) => {
@@ -116,13 +127,10 @@ const SHAPES: Record<string, (l: Record<string, unknown>) => boolean> = {
 
 /** One answer line as an EvidenceLine; an EvidenceLineError saying why it is not one. */
 export function parseEvidenceLine(text: string): EvidenceLine {
-  let l: unknown;
-  try {
-    l = JSON.parse(text);
-  } catch {
+  const value = jsonObject(text);
+  if (value === 'not JSON')
     throw new EvidenceLineError(`the agent sent a line that is not JSON: ${text.slice(0, 120)}`);
-  }
-  return evidenceLineOf(l, text);
+  return evidenceLineOf(value, text);
 }
 
 /** A parsed answer line (`text`, for the error) as an EvidenceLine; an EvidenceLineError saying why it is not one. */

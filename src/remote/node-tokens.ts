@@ -2,7 +2,9 @@
 // against the API server or other nodes; kept until 2 minutes before expiry.
 import { evidenceAudience } from '../agent/evidence-http.js';
 import { postJson } from '../cluster/api-post.js';
+import { isObj } from '../cluster/fields.js';
 import type { ApiTarget } from '../cluster/kube-config.js';
+import { jsonObject } from './evidence-lines.js';
 
 /** The API server's minimum for a TokenRequest. */
 const NODE_TOKEN_TTL_S = 600;
@@ -27,20 +29,17 @@ export function tokenRequester(target: ApiTarget, sa: { namespace: string; name:
       spec: { audiences: [audience], expirationSeconds },
     };
     const reply = await postJson(target, path, request, { timeoutMs: 10_000, maxBytes: MAX_ANSWER, overflow: 'fail' });
-    let answer: { status?: { token?: unknown; expirationTimestamp?: unknown }; message?: unknown } = {};
-    try {
-      answer = JSON.parse(reply.text) as typeof answer;
-    } catch {
-      // reported below
-    }
+    const parsed = jsonObject(reply.text);
+    const answer = typeof parsed === 'object' ? parsed : {};
+    const status = isObj(answer.status) ? answer.status : {};
     if (reply.status !== 201 && reply.status !== 200) {
       throw new Error(
         `TokenRequest for ${sa.namespace}/${sa.name}: ${reply.status} ` +
           `${typeof answer.message === 'string' ? answer.message : reply.text.slice(0, 200)}`,
       );
     }
-    const token = answer.status?.token;
-    const expires = Date.parse(String(answer.status?.expirationTimestamp ?? ''));
+    const { token } = status;
+    const expires = Date.parse(String(status.expirationTimestamp ?? ''));
     if (typeof token !== 'string' || !token || !Number.isFinite(expires))
       throw new Error(`TokenRequest for ${sa.namespace}/${sa.name}: no token in the answer`);
     return { token, expiresAtMs: expires };

@@ -5,7 +5,7 @@ import type { IncomingMessage } from 'node:http';
 import WebSocket from 'ws';
 import type { ApiTarget } from '../cluster/kube-config.js';
 import { errText } from '../errors.js';
-import { refusalText } from './evidence-lines.js';
+import { readRefusal, refusalText } from './evidence-lines.js';
 
 /** Versions whose channel 3 carries a JSON Status (older ones send plain text). */
 const PROTOCOLS = ['v5.channel.k8s.io', 'v4.channel.k8s.io'];
@@ -39,12 +39,6 @@ export interface ExecTarget {
   container: string;
 }
 
-/** Where the command's output goes, chunk by chunk as frames arrive. */
-export interface ExecOutput {
-  stdout(chunk: Buffer): void;
-  stderr(chunk: Buffer): void;
-}
-
 /** The Status object the API server sends on channel 3 when the command ends. */
 export interface ExecStatus {
   status?: string;
@@ -63,38 +57,32 @@ export function exitCodeOf(s: ExecStatus): number {
   throw new PodExecError(`the command did not run: ${s.message ?? JSON.stringify(s)}`, 'failed');
 }
 
-/** An HTTP refusal of the exec upgrade, in words that say what to fix. */
-function refusalError(code: number, body: string, target: ExecTarget): PodExecError {
-  const msg = refusalText(body);
-  if (code === 401)
-    return new PodExecError(
-      `401 Unauthorized: the API server rejected the kubeconfig's credentials (${msg})`,
-      'unauthorized',
-      code,
-    );
+/** HTTP refusals of the exec upgrade, in words that say what to fix. */
+const REFUSALS: Record<number, [ExecFailureKind, (msg: string, target: ExecTarget) => string]> = {
+  401: ['unauthorized', (msg) => `401 Unauthorized: the API server rejected the kubeconfig's credentials (${msg})`],
   // A WebSocket exec is a GET: authorized as "get" pods/exec, and since 1.35
   // (AuthorizePodWebsocketUpgradeCreatePermission) also as "create".
-  if (code === 403)
-    return new PodExecError(
+  403: [
+    'forbidden',
+    (msg, target) =>
       `403 Forbidden: ${msg} (needs RBAC verbs "get" and "create" on ` +
-        `"pods/exec" in namespace ${target.namespace}; see deploy/oncall-rbac.yaml)`,
-      'forbidden',
-      code,
-    );
-  if (code === 404)
-    return new PodExecError(`404 Not Found: pod ${target.namespace}/${target.pod} is gone (${msg})`, 'not-found', code);
-  return new PodExecError(`${code}: ${msg}`, 'refused', code);
+      `"pods/exec" in namespace ${target.namespace}; see deploy/oncall-rbac.yaml)`,
+  ],
+  404: ['not-found', (msg, target) => `404 Not Found: pod ${target.namespace}/${target.pod} is gone (${msg})`],
+};
+
+function refusalError(code: number, body: string, target: ExecTarget): PodExecError {
+  const msg = refusalText(body);
+  const [kind, text] = REFUSALS[code] ?? ['refused', () => `${code}: ${msg}`];
+  return new PodExecError(text(msg, target), kind, code);
 }
 
-/** Largest refusal body kept (a Status is a few hundred bytes). */
-const MAX_BODY = 4096;
-
-/** Runs `command`, streaming output; resolves to the exit code, rejects with a PodExecError on failure or timeout. */
+/** Runs `command`, its output passed on frame by frame; the exit code, or a PodExecError on failure or timeout. */
 export function execInPod(
   api: ApiTarget,
   target: ExecTarget,
   command: string[],
-  out: ExecOutput,
+  out: Record<'stdout' | 'stderr', (chunk: Buffer) => void>,
   timeoutMs: number,
 ): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -138,7 +126,8 @@ export function execInPod(
         container: target.container,
       });
       for (const word of command) query.append('command', word);
-      const path = `/api/v1/namespaces/${encodeURIComponent(target.namespace)}/pods/${encodeURIComponent(target.pod)}/exec`;
+      const pod = `${encodeURIComponent(target.namespace)}/pods/${encodeURIComponent(target.pod)}`;
+      const path = `/api/v1/namespaces/${pod}/exec`;
       const options = await api.requestOptions();
       if (settled) return;
       const ws = new WebSocket(`${api.server.replace(/^http/, 'ws')}${path}?${query}`, PROTOCOLS, options);
@@ -147,16 +136,11 @@ export function execInPod(
       ws.on('close', onClose);
       // With this listener ws leaves the refused handshake to us: read the Status, then abort.
       ws.on('unexpected-response', (_req, res: IncomingMessage) => {
-        let body = '';
-        res.setEncoding('utf8');
-        res.on('data', (d: string) => {
-          if (body.length < MAX_BODY) body += d;
-        });
-        res.on('end', () => {
+        res.on('error', () => ws.terminate());
+        readRefusal(res, (body) => {
           refusal = refusalError(res.statusCode ?? 0, body, target);
           ws.terminate();
         });
-        res.on('error', () => ws.terminate());
       });
       ws.once('open', () => {
         if (PROTOCOLS.includes(ws.protocol)) return;

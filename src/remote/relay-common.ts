@@ -1,48 +1,17 @@
 // Shared by the relay's /evidence and /status: request limits, the fan-out over agent pods, and one agent's answer.
 import { type IncomingMessage, request, type ServerResponse } from 'node:http';
-import { CallerSlots, callerKey, ON_BEHALF_OF_HEADER } from '../agent/evidence-http.js';
+import { admit, CallerSlots, ON_BEHALF_OF_HEADER, refuse } from '../agent/evidence-http.js';
 import type { AuthDecision } from '../agent/kube-authorizer.js';
 import type { UserInfo } from '../cluster/access-review.js';
 import { byText } from '../compare.js';
 import { errText } from '../errors.js';
 import { type AgentPod, planNodes, type Unreachable } from './agent-pods.js';
-import { refusalText } from './evidence-lines.js';
+import { readRefusal, refusalText } from './evidence-lines.js';
 
 /** The header that carries the caller's "Bearer TOKEN" through the API server's proxy. */
 export const TOKEN_HEADER = 'x-clbprobe-authorization';
 
-export const MAX_REFUSAL = 4096;
-
 export const ndjson = (o: object): string => `${JSON.stringify(o)}\n`;
-
-/** A route's requests answered at once, overall and per caller. */
-export class RequestLimits {
-  private active = 0;
-  private readonly slots: CallerSlots;
-  constructor(
-    private readonly maxRequests: number,
-    maxRequestsPerCaller: number,
-    /** What the requests are, for the 503's message. */
-    private readonly what = 'requests',
-  ) {
-    this.slots = new CallerSlots({ maxRequestsPerCaller, maxWatchesPerCaller: maxRequestsPerCaller });
-  }
-
-  /** Takes a place for `user`'s request until `res` closes; the refusal when there is none. */
-  admit(
-    user: UserInfo,
-    res: ServerResponse,
-  ): { status: number; message: string; headers: Record<string, string> } | undefined {
-    const slot = this.slots.take(callerKey(user), false);
-    if ('error' in slot) return { status: 429, message: slot.error, headers: { 'Retry-After': '5' } };
-    res.once('close', slot.release);
-    if (this.active >= this.maxRequests)
-      return { status: 503, message: `${this.active} ${this.what} are being answered; try again shortly`, headers: {} };
-    this.active++;
-    res.once('close', () => this.active--);
-    return undefined;
-  }
-}
 
 /** `ask` for every pod, `concurrency` at a time, until `res` (the caller) goes away; the answers as they came. */
 export async function eachPod<T>(
@@ -98,34 +67,34 @@ export interface FanOut<T extends NodeOutcome> {
   summary: (results: T[], answered: number) => object;
 }
 
-function refuse(res: ServerResponse, status: number, message: string, headers: Record<string, string> = {}): void {
-  res.writeHead(status, { 'Content-Type': 'application/x-ndjson', ...headers }).end(ndjson({ type: 'error', message }));
-}
-
 /**
  * A relay route: authenticated before counting against the limits, then every agent asked, each node's lines as they
  * come, and a summary; `read` turns the request into the route's FanOut, or the reason for a 400.
  */
 export function fanOutRoute<T extends NodeOutcome>(
   options: AgentsOptions,
-  what: string | undefined,
+  what: string,
   read: (req: IncomingMessage) => FanOut<T> | { error: string },
 ): (req: IncomingMessage, res: ServerResponse) => void {
-  const limits = new RequestLimits(options.maxRequests, options.maxRequestsPerCaller, what);
+  const { maxRequestsPerCaller } = options;
+  const slots = new CallerSlots({ maxRequestsPerCaller, maxWatchesPerCaller: maxRequestsPerCaller });
+  let active = 0;
   return (req, res) => {
     const token = req.headers[TOKEN_HEADER];
     // Nothing is held for a caller without a token: not the connection either.
-    if (typeof token !== 'string' || !token)
-      return refuse(res, 401, `no bearer token in ${TOKEN_HEADER}`, { Connection: 'close' });
+    if (typeof token !== 'string' || !token) {
+      res.setHeader('Connection', 'close');
+      return refuse(res, 401, `no bearer token in ${TOKEN_HEADER}`);
+    }
     const route = read(req);
     if ('error' in route) return refuse(res, 400, route.error);
     void (async () => {
       const d = await route.decide(token, req.socket.remoteAddress);
-      if (!d.ok)
-        return refuse(res, d.status, d.message, 'retryAfterS' in d ? { 'Retry-After': `${d.retryAfterS}` } : {});
-      if (res.destroyed) return;
-      const refusal = limits.admit(d.user, res);
-      if (refusal) return refuse(res, refusal.status, refusal.message, refusal.headers);
+      if (!admit(res, d, slots, false)) return;
+      if (active >= options.maxRequests)
+        return refuse(res, 503, `${active} ${what} are being answered; try again shortly`);
+      active++;
+      res.once('close', () => active--);
       let pods: AgentPod[];
       try {
         pods = await options.listPods();
@@ -223,13 +192,10 @@ export async function readAgent(
       agentRes.setEncoding('utf8');
       agentRes.on('error', (e) => done(`the agent's answer broke: ${e.message}`));
       if (agentRes.statusCode !== 200) {
-        let body = '';
-        agentRes.on('data', (d: string) => {
-          if (body.length < MAX_REFUSAL) body += d;
-        });
         const hint = agentRes.statusCode === 404 ? (a.notFound ?? '') : '';
-        agentRes.on('end', () => done(`the agent answered ${agentRes.statusCode}: ${refusalText(body)}${hint}`));
-        return;
+        return readRefusal(agentRes, (body) =>
+          done(`the agent answered ${agentRes.statusCode}: ${refusalText(body)}${hint}`),
+        );
       }
       const send = (line: object): void => {
         if (sink.write(ndjson(line))) return;

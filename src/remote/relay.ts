@@ -4,7 +4,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { type CheckAccess, type EvidenceQuery, parseEvidenceQuery } from '../agent/evidence-http.js';
 import type { UserInfo } from '../cluster/access-review.js';
-import type { AgentPod, Unreachable } from './agent-pods.js';
+import { type AgentPod, notReadyNote, type Unreachable } from './agent-pods.js';
 import { EvidenceTally } from './evidence-lines.js';
 import { type AgentsOptions, fanOutRoute, LineBudget, type NodeOutcome, ndjson, readAgent } from './relay-common.js';
 
@@ -89,7 +89,7 @@ async function askAgent(
   });
   result.entries = tally.entries;
   if (failed) {
-    result.error = failed + (pod.ready ? '' : ' (the agent container is not ready)');
+    result.error = failed + notReadyNote(pod);
     res.write(ndjson({ node: pod.node, pod: pod.name, type: 'error', message: result.error }));
   } else if (tally.ended && !tally.errors.length) result.status = 'ok';
   else result.error = tally.errors[0] ?? 'the agent ended without its end line';

@@ -2,7 +2,7 @@
 // out. Bounded in nodes, time, bytes and requests; NDJSON findings, one node line per node, and a summary.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AuthnResult } from '../agent/kube-authorizer.js';
-import type { AgentPod } from './agent-pods.js';
+import { type AgentPod, notReadyNote } from './agent-pods.js';
 import { jsonObject } from './evidence-lines.js';
 import {
   type AgentSink,
@@ -36,7 +36,7 @@ export interface StatusNodeLine extends NodeOutcome {
 }
 
 export function statusRoute(options: StatusRelayOptions): (req: IncomingMessage, res: ServerResponse) => void {
-  return fanOutRoute<StatusNodeLine>(options, undefined, () => ({
+  return fanOutRoute<StatusNodeLine>(options, 'requests', () => ({
     decide: options.authenticate,
     unreachable: (u) => ({
       type: 'node',
@@ -87,7 +87,7 @@ export async function askFindings(
   });
   if (failed || !end) {
     const error = failed ?? 'the agent ended without its end line';
-    return { ...result, error: error + (pod.ready ? '' : ' (the agent container is not ready)') };
+    return { ...result, error: error + notReadyNote(pod) };
   }
   const count = (v: unknown): number | undefined =>
     Number.isInteger(v) && (v as number) >= 0 ? (v as number) : undefined;

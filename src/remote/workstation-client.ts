@@ -5,10 +5,7 @@ import { errText } from '../errors.js';
 import { UserError } from '../user-error.js';
 import { type AgentPod, type PodFields, toAgentPod } from './agent-pods.js';
 
-/**
- * --kubeconfig FILE, else KUBECONFIG / ~/.kube/config / in-cluster, as kubectl finds them;
- * `context` instead of current-context.
- */
+/** --kubeconfig FILE, else KUBECONFIG / ~/.kube/config / in-cluster as kubectl finds them; `context` if given. */
 export function loadWorkstationConfig(file?: string, context?: string): ApiTarget {
   try {
     return loadWorkstationTarget(file, context);
@@ -18,7 +15,7 @@ export function loadWorkstationConfig(file?: string, context?: string): ApiTarge
   }
 }
 
-/** Lists the agent pods; throws an Error that says which RBAC verb or connection is missing. */
+/** Lists the agent pods; throws a UserError that says which RBAC verb or connection is missing. */
 export async function listAgentPods(
   target: ApiTarget,
   namespace: string,
@@ -31,7 +28,7 @@ export async function listAgentPods(
     const page = await new KubeApi(target).listPage(path, { labelSelector }, timeoutMs);
     return page.items.map((p) => toAgentPod(p as PodFields, container));
   } catch (e) {
-    throw new Error(
+    throw new UserError(
       `cannot list the agent pods (namespace ${namespace}, ${labelSelector}) ` +
         `at ${target.server}: ${listFailure(e, path, namespace)}`,
     );
