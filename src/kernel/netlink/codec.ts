@@ -79,7 +79,7 @@ export function splitMessages(buf: Buffer, start = 0, end = buf.length, keep?: K
 
 /**
  * A bounds-checked, resettable cursor over attributes in [start, end) for hot paths; it throws NetlinkParseError
- * on an attribute past the end, and fewer than 4 trailing bytes are padding. It holds no buffer between walks.
+ * on an attribute past the end (at its offset from `base`), and fewer than 4 trailing bytes are padding.
  */
 export class AttrCursor {
   type = 0;
@@ -88,9 +88,14 @@ export class AttrCursor {
   ve = 0;
   private off = 0;
   private end = 0;
-  reset(start: number, end: number): this {
+  private base = 0;
+  /** `what` names the attributes in errors ('conntrack attribute'). */
+  constructor(private readonly what = 'attribute') {}
+
+  reset(start: number, end: number, base = 0): this {
     this.off = start;
     this.end = end;
+    this.base = base;
     return this;
   }
 
@@ -100,7 +105,8 @@ export class AttrCursor {
     const len = buf[o]! | (buf[o + 1]! << 8);
     const raw = buf[o + 2]! | (buf[o + 3]! << 8);
     if (len < NLA_HDRLEN || o + len > this.end) {
-      throw new NetlinkParseError(`attribute type ${raw & NLA_TYPE_MASK} length ${len} overruns its container`, o);
+      const type = raw & NLA_TYPE_MASK;
+      throw new NetlinkParseError(`${this.what} type ${type} length ${len} overruns its container`, o - this.base);
     }
     this.rawType = raw;
     this.type = raw & NLA_TYPE_MASK;
