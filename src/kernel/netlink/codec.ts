@@ -47,6 +47,16 @@ export interface NetlinkMessage {
 /** A pre-check on a message's raw payload before any object is made for it; false drops it. */
 export type KeepMessage = (buf: Buffer, start: number, end: number, type: number) => boolean;
 
+/** The length of the message at buf[off], once its header is known to fit before `end`; else NetlinkParseError. */
+export function messageLength(buf: Buffer, off: number, end: number): number {
+  if (end - off < NLMSG_HDRLEN) throw new NetlinkParseError(`truncated header: ${end - off} bytes left`, off);
+  const len = buf.readUInt32LE(off);
+  if (len < NLMSG_HDRLEN || off + len > end) {
+    throw new NetlinkParseError(`message length ${len} does not fit the ${end - off} bytes left`, off);
+  }
+  return len;
+}
+
 /**
  * Splits one datagram into messages (those `keep` accepts, when given). Throws NetlinkParseError on a header that
  * claims more bytes than the datagram holds (a truncated or corrupt reply).
@@ -55,11 +65,7 @@ export function splitMessages(buf: Buffer, start = 0, end = buf.length, keep?: K
   const out: NetlinkMessage[] = [];
   let off = start;
   while (off < end) {
-    if (end - off < NLMSG_HDRLEN) throw new NetlinkParseError(`truncated header: ${end - off} bytes left`, off);
-    const len = buf.readUInt32LE(off);
-    if (len < NLMSG_HDRLEN || off + len > end) {
-      throw new NetlinkParseError(`message length ${len} does not fit the ${end - off} bytes left`, off);
-    }
+    const len = messageLength(buf, off, end);
     const type = buf.readUInt16LE(off + 4);
     if (keep && !keep(buf, off + NLMSG_HDRLEN, off + len, type)) {
       off += align4(len);
