@@ -2,7 +2,7 @@
 // so a dump that counts or keeps few entries allocates nothing for the rest; toEntry() builds a kept entry.
 import { formatIPv4, formatIPv6 } from '../ip.js';
 import { AttrCursor, type NetlinkMessage, NetlinkParseError, NLM_F_CREATE, NLM_F_EXCL } from '../netlink/codec.js';
-import type { ConntrackCounters, ConntrackEntry, ConntrackEventType, ConntrackTuple } from '../types.js';
+import type { ConntrackEntry, ConntrackEventType, ConntrackTuple } from '../types.js';
 import * as C from './constants.js';
 
 const be16 = (buf: Buffer, o: number): number => (buf[o]! << 8) | buf[o + 1]!;
@@ -13,6 +13,8 @@ function readBe64(buf: Buffer, off: number): number {
   // Counters fit in 2^53 for any realistic uptime; exactness beyond is not needed.
   return be32(buf, off) * 0x100000000 + be32(buf, off + 4);
 }
+
+export type Accounting = Pick<ConntrackEntry, 'origCounters' | 'replyCounters' | 'startNs'>;
 
 /** -1 marks a field the message did not carry. */
 export const NONE = -1;
@@ -283,14 +285,18 @@ export class CtView {
       zone: this.zone,
       id: this.id,
     };
-    if (this.use === NONE && !this.hasOrigCounters && !this.hasReplyCounters && this.startOff === NONE) return entry;
-    const opt: { use?: number; origCounters?: ConntrackCounters; replyCounters?: ConntrackCounters; startNs?: bigint } =
-      {};
-    if (this.use !== NONE) opt.use = this.use;
-    if (this.hasOrigCounters) opt.origCounters = { packets: this.origPackets, bytes: this.origBytes };
-    if (this.hasReplyCounters) opt.replyCounters = { packets: this.replyPackets, bytes: this.replyBytes };
-    if (this.startOff !== NONE) opt.startNs = b.readBigUInt64BE(this.startOff);
-    return Object.assign(entry, opt);
+    if (this.use !== NONE) entry.use = this.use;
+    return Object.assign(entry, this.accounting());
+  }
+
+  /** The counters and start time, which entries carry only with accounting or timestamps on (off by default). */
+  accounting(): Accounting | undefined {
+    if (!this.hasOrigCounters && !this.hasReplyCounters && this.startOff === NONE) return undefined;
+    const acct: Accounting = {};
+    if (this.hasOrigCounters) acct.origCounters = { packets: this.origPackets, bytes: this.origBytes };
+    if (this.hasReplyCounters) acct.replyCounters = { packets: this.replyPackets, bytes: this.replyBytes };
+    if (this.startOff !== NONE) acct.startNs = this.buf.readBigUInt64BE(this.startOff);
+    return acct;
   }
 }
 

@@ -25,19 +25,14 @@ export function dumpRequest(): Buffer {
 }
 
 /** User-side address filter: a byte-level pre-check, then an exact check on the decoded entry. */
-function addressMatcher(addresses: string[] | undefined):
-  | {
-      maybe(payload: Buffer): boolean;
-      exact(e: ConntrackEntry): boolean;
-    }
-  | undefined {
+function addressMatcher(addresses: string[] | undefined) {
   if (!addresses?.length) return undefined;
   const raw = addresses.map(parseIP);
   const canon = new Set(raw.map((b) => (b.length === 4 ? [...b].join('.') : '')).filter(Boolean));
   const v6 = raw.filter((b) => b.length === 16);
   return {
-    maybe: (p) => raw.some((b) => p.indexOf(b, C.NFGENMSG_LEN) >= 0),
-    exact: (e) => {
+    maybe: (payload: Buffer) => raw.some((b) => payload.indexOf(b, C.NFGENMSG_LEN) >= 0),
+    exact: (e: ConntrackEntry) => {
       for (const a of [e.orig.src, e.orig.dst, e.reply.src, e.reply.dst]) {
         if (canon.has(a)) return true;
         if (v6.length && a.includes(':')) {
