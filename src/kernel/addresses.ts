@@ -153,11 +153,6 @@ function dumpRequest(type: number, headerLen: number): Buffer {
   return w.finish();
 }
 
-export interface ReadOptions {
-  /** /var/run/netns/NAME or /proc/PID/ns/net; default: this process' namespace. */
-  netns?: string;
-}
-
 /** Sorts kube-ipvs0 first, then by index. */
 export function interfaceOrder(a: NetInterface, b: NetInterface): number {
   return Number(b.isKubeIpvs) - Number(a.isKubeIpvs) || a.index - b.index;
@@ -184,7 +179,7 @@ export async function dumpAddresses(sock: NetlinkSocket): Promise<AddressSnapsho
 }
 
 export async function readAddresses(
-  opts: ReadOptions = {},
+  opts: { netns?: string } = {},
 ): Promise<{ status: SourceStatus; snapshot?: AddressSnapshot }> {
   const t0 = performance.now();
   let sock: NetlinkSocket | undefined;
@@ -211,7 +206,7 @@ function addressEvent(msg: NetlinkMessage): AddressEvent | undefined {
 export function watchAddresses(
   onEvent: (e: AddressEvent) => void,
   onResync: () => void,
-  opts: ReadOptions & { onError?: (e: Error) => void } = {},
+  opts: { netns?: string; onError?: (e: Error) => void } = {},
 ): () => void {
   const sock = NetlinkSocket.open(NETLINK_ROUTE, {
     ...NOTIFICATION_BATCH,

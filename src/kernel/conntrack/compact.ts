@@ -1,9 +1,9 @@
 // The form in which the agent keeps a conntrack entry while the flow lives (src/agent/conntrack-table.ts), built
 // straight from CtView so an event allocates only what is kept: nothing for a DESTROY, one object for an UPDATE.
-import { formatIPv6, ipv4Number } from '../ip.js';
+import { formatIP, formatIPv6, ipv4Number } from '../ip.js';
 import type { ConntrackCounters, ConntrackEntry, ConntrackTuple, Family } from '../types.js';
 import * as C from './constants.js';
-import { type Accounting, type CtTupleView, type CtView, formatAddr, NONE, statusFlagNames } from './decode.js';
+import { type Accounting, type CtTupleView, type CtView, NONE, statusFlagNames } from './decode.js';
 
 /** One direction of a port-based entry (TCP, UDP, SCTP, ...): the agent keeps no other. */
 export class PackedTuple implements ConntrackTuple {
@@ -32,8 +32,8 @@ export class PackedTuple implements ConntrackTuple {
     const sport = tuple.sport === NONE ? undefined : tuple.sport;
     const dport = tuple.dport === NONE ? undefined : tuple.dport;
     return new PackedTuple(
-      formatAddr(buf, tuple.srcOff, tuple.srcLen),
-      formatAddr(buf, tuple.dstOff, tuple.dstLen),
+      formatIP(buf, tuple.srcOff, tuple.srcLen),
+      formatIP(buf, tuple.dstOff, tuple.dstLen),
       tuple.protoNum,
       sport,
       dport,

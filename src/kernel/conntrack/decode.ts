@@ -1,6 +1,6 @@
 // Decodes ctnetlink messages (big-endian integers) in place: CtView reads one message into reused numeric fields,
 // so a dump that counts or keeps few entries allocates nothing for the rest; toEntry() builds a kept entry.
-import { formatIPv4, formatIPv6 } from '../ip.js';
+import { formatIP } from '../ip.js';
 import { AttrCursor, type NetlinkMessage, NetlinkParseError, NLM_F_CREATE, NLM_F_EXCL } from '../netlink/codec.js';
 import type { ConntrackEntry, ConntrackEventType, ConntrackTuple } from '../types.js';
 import * as C from './constants.js';
@@ -57,8 +57,8 @@ export class CtTupleView {
   toTuple(buf: Buffer): ConntrackTuple {
     // The ports in the literal (undefined until read): a TCP/UDP tuple keeps all its fields inside the object.
     const t: ConntrackTuple = {
-      src: formatAddr(buf, this.srcOff, this.srcLen),
-      dst: formatAddr(buf, this.dstOff, this.dstLen),
+      src: formatIP(buf, this.srcOff, this.srcLen),
+      dst: formatIP(buf, this.dstOff, this.dstLen),
       protoNum: this.protoNum,
       sport: this.sport === NONE ? undefined : this.sport,
       dport: this.dport === NONE ? undefined : this.dport,
@@ -69,9 +69,6 @@ export class CtTupleView {
     return t;
   }
 }
-
-export const formatAddr = (buf: Buffer, off: number, len: number): string =>
-  len === 4 ? formatIPv4(buf, off) : formatIPv6(buf, off);
 
 /** CTA_IP_* names by attribute type, for errors. */
 const IP_ATTR_NAMES = ['', 'CTA_IP_V4_SRC', 'CTA_IP_V4_DST', 'CTA_IP_V6_SRC', 'CTA_IP_V6_DST'];

@@ -1,6 +1,6 @@
 // Decodes IPVS generic netlink dump replies into IpvsVirtualServer / IpvsRealServer and encodes GET_DEST selectors;
 // malformed input throws NetlinkParseError with offsets relative to the genl payload.
-import { formatIPv4, formatIPv6 } from '../ip.js';
+import { formatIP, formatIPv4 } from '../ip.js';
 import {
   attrTable,
   type MessageWriter,
@@ -24,11 +24,6 @@ export interface ServiceSelector {
   addr?: Buffer;
   /** Network byte order on the wire; a plain number here. */
   port?: number;
-}
-
-export interface DecodedService {
-  service: IpvsVirtualServer;
-  selector: ServiceSelector;
 }
 
 /** The value range of an attribute that must be present with at least len bytes. */
@@ -64,10 +59,6 @@ function family(af: number, name: string, off: number): Family {
   throw new NetlinkParseError(`IPVS: ${name} ${af} is neither AF_INET nor AF_INET6`, off);
 }
 
-function address(buf: Buffer, off: number, fam: Family): string {
-  return fam === 4 ? formatIPv4(buf, off) : formatIPv6(buf, off);
-}
-
 /** Counters are u32 or u64 depending on the attribute set (STATS vs STATS64); size tells which. */
 function counter(buf: Buffer, s: number, e: number): number {
   if (e - s >= 8) return Number(buf.readBigUInt64LE(s)); // exact below 2^53 (8 PiB), plenty for counters
@@ -89,7 +80,7 @@ function stats(buf: Buffer, table: Table, stats64: number, stats32: number): Ipv
 }
 
 /** One IPVS_CMD_NEW_SERVICE dump message (genl header + attributes) → service without its real servers. */
-export function decodeService(payload: Buffer): DecodedService {
+export function decodeService(payload: Buffer): { service: IpvsVirtualServer; selector: ServiceSelector } {
   const { t, start } = nested(payload, U.IPVS_CMD_ATTR_SERVICE, 'IPVS_CMD_ATTR_SERVICE');
   const af = payload.readUInt16LE(attr(t, U.IPVS_SVC_ATTR_AF, 'IPVS_SVC_ATTR_AF', 2, start)[0]);
   const fam = family(af, 'IPVS_SVC_ATTR_AF', start);
@@ -116,7 +107,7 @@ export function decodeService(payload: Buffer): DecodedService {
     const [addrAt, addrEnd] = attr(t, U.IPVS_SVC_ATTR_ADDR, 'IPVS_SVC_ATTR_ADDR', fam === 4 ? 4 : 16, start);
     const port = payload.readUInt16BE(attr(t, U.IPVS_SVC_ATTR_PORT, 'IPVS_SVC_ATTR_PORT', 2, start)[0]);
     service.protocol = U.protocolName(protocol);
-    service.address = address(payload, addrAt, fam);
+    service.address = formatIP(payload, addrAt, fam === 4 ? 4 : 16);
     service.port = port;
     const addr = Buffer.alloc(16);
     payload.copy(addr, 0, addrAt, Math.min(addrAt + 16, addrEnd));
@@ -144,7 +135,7 @@ export function decodeDest(payload: Buffer, serviceFamily: Family): IpvsRealServ
     afAt === undefined ? serviceFamily : family(payload.readUInt16LE(afAt), 'IPVS_DEST_ATTR_ADDR_FAMILY', afAt);
   const addrAt = attr(t, U.IPVS_DEST_ATTR_ADDR, 'IPVS_DEST_ATTR_ADDR', fam === 4 ? 4 : 16, start)[0];
   const rs: IpvsRealServer = {
-    address: address(payload, addrAt, fam),
+    address: formatIP(payload, addrAt, fam === 4 ? 4 : 16),
     port: payload.readUInt16BE(attr(t, U.IPVS_DEST_ATTR_PORT, 'IPVS_DEST_ATTR_PORT', 2, start)[0]),
     weight: payload.readInt32LE(attr(t, U.IPVS_DEST_ATTR_WEIGHT, 'IPVS_DEST_ATTR_WEIGHT', 4, start)[0]),
     forward: U.forwardName(u32(U.IPVS_DEST_ATTR_FWD_METHOD, 'IPVS_DEST_ATTR_FWD_METHOD') & U.IP_VS_CONN_F_FWD_MASK),
