@@ -1,5 +1,6 @@
 // Decodes IPVS generic netlink dump replies into IpvsVirtualServer / IpvsRealServer and encodes GET_DEST selectors;
 // malformed input throws NetlinkParseError with offsets relative to the genl payload.
+import { protocolOfNumber } from '../../model/protocol.js';
 import { formatIP, formatIPv4 } from '../ip.js';
 import {
   attrTable,
@@ -25,6 +26,9 @@ export interface ServiceSelector {
   /** Network byte order on the wire; a plain number here. */
   port?: number;
 }
+
+/** The kernel number's name, or the number when this reader knows no name for it. */
+const nameOf = <T>(names: readonly T[], n: number): T | number => names[n] ?? n;
 
 /** The value range of an attribute that must be present with at least len bytes. */
 function attr(table: Table, type: number, name: string, len: number, container: number): [number, number] {
@@ -106,7 +110,7 @@ export function decodeService(payload: Buffer): { service: IpvsVirtualServer; se
     const protocol = payload.readUInt16LE(attr(t, U.IPVS_SVC_ATTR_PROTOCOL, 'IPVS_SVC_ATTR_PROTOCOL', 2, start)[0]);
     const [addrAt, addrEnd] = attr(t, U.IPVS_SVC_ATTR_ADDR, 'IPVS_SVC_ATTR_ADDR', fam === 4 ? 4 : 16, start);
     const port = payload.readUInt16BE(attr(t, U.IPVS_SVC_ATTR_PORT, 'IPVS_SVC_ATTR_PORT', 2, start)[0]);
-    service.protocol = U.protocolName(protocol);
+    service.protocol = protocolOfNumber(protocol) ?? protocol;
     service.address = formatIP(payload, addrAt, fam === 4 ? 4 : 16);
     service.port = port;
     const addr = Buffer.alloc(16);
@@ -138,7 +142,10 @@ export function decodeDest(payload: Buffer, serviceFamily: Family): IpvsRealServ
     address: formatIP(payload, addrAt, fam === 4 ? 4 : 16),
     port: payload.readUInt16BE(attr(t, U.IPVS_DEST_ATTR_PORT, 'IPVS_DEST_ATTR_PORT', 2, start)[0]),
     weight: payload.readInt32LE(attr(t, U.IPVS_DEST_ATTR_WEIGHT, 'IPVS_DEST_ATTR_WEIGHT', 4, start)[0]),
-    forward: U.forwardName(u32(U.IPVS_DEST_ATTR_FWD_METHOD, 'IPVS_DEST_ATTR_FWD_METHOD') & U.IP_VS_CONN_F_FWD_MASK),
+    forward: nameOf(
+      U.FORWARDS,
+      u32(U.IPVS_DEST_ATTR_FWD_METHOD, 'IPVS_DEST_ATTR_FWD_METHOD') & U.IP_VS_CONN_F_FWD_MASK,
+    ),
     activeConns: u32(U.IPVS_DEST_ATTR_ACTIVE_CONNS, 'IPVS_DEST_ATTR_ACTIVE_CONNS'),
     inactiveConns: u32(U.IPVS_DEST_ATTR_INACT_CONNS, 'IPVS_DEST_ATTR_INACT_CONNS'),
     persistentConns: u32(U.IPVS_DEST_ATTR_PERSIST_CONNS, 'IPVS_DEST_ATTR_PERSIST_CONNS'),
@@ -152,9 +159,9 @@ export function decodeDest(payload: Buffer, serviceFamily: Family): IpvsRealServ
     const portAt = optional(t, U.IPVS_DEST_ATTR_TUN_PORT, 'IPVS_DEST_ATTR_TUN_PORT', 2)?.[0];
     const flagsAt = optional(t, U.IPVS_DEST_ATTR_TUN_FLAGS, 'IPVS_DEST_ATTR_TUN_FLAGS', 2)?.[0];
     rs.tunnel = {
-      type: U.tunnelTypeName(typeAt === undefined ? 0 : payload[typeAt]!),
+      type: nameOf(U.TUNNEL_TYPES, typeAt === undefined ? 0 : payload[typeAt]!),
       port: portAt === undefined ? 0 : payload.readUInt16BE(portAt),
-      checksum: U.tunnelChecksumName(flagsAt === undefined ? 0 : payload.readUInt16LE(flagsAt)),
+      checksum: nameOf(U.TUNNEL_CHECKSUMS, flagsAt === undefined ? 0 : payload.readUInt16LE(flagsAt)),
     };
   }
   const st = stats(payload, t, U.IPVS_DEST_ATTR_STATS64, U.IPVS_DEST_ATTR_STATS);
