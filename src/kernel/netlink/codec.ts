@@ -89,7 +89,6 @@ export function splitMessages(buf: Buffer, start = 0, end = buf.length, keep?: K
  */
 export class AttrCursor {
   type = 0;
-  rawType = 0;
   vs = 0;
   ve = 0;
   private off = 0;
@@ -109,13 +108,10 @@ export class AttrCursor {
     const o = this.off;
     if (o + NLA_HDRLEN > this.end) return false;
     const len = buf[o]! | (buf[o + 1]! << 8);
-    const raw = buf[o + 2]! | (buf[o + 3]! << 8);
+    this.type = (buf[o + 2]! | (buf[o + 3]! << 8)) & NLA_TYPE_MASK;
     if (len < NLA_HDRLEN || o + len > this.end) {
-      const type = raw & NLA_TYPE_MASK;
-      throw new NetlinkParseError(`${this.what} type ${type} length ${len} overruns its container`, o - this.base);
+      throw new NetlinkParseError(`${this.what} type ${this.type} length ${len} overruns its container`, o - this.base);
     }
-    this.rawType = raw;
-    this.type = raw & NLA_TYPE_MASK;
     this.vs = o + NLA_HDRLEN;
     this.ve = o + len;
     this.off = o + align4(len);
@@ -128,10 +124,10 @@ export function walkAttrs(
   buf: Buffer,
   start: number,
   end: number,
-  fn: (type: number, vstart: number, vend: number, rawType: number) => void,
+  fn: (type: number, vstart: number, vend: number) => void,
 ): void {
   const a = new AttrCursor().reset(start, end);
-  while (a.next(buf)) fn(a.type, a.vs, a.ve, a.rawType);
+  while (a.next(buf)) fn(a.type, a.vs, a.ve);
 }
 
 /** Attributes by type (last one wins), as [start, end) ranges into buf. */
