@@ -105,7 +105,7 @@ export function decodeLink(buf: Buffer): NetInterface {
 }
 
 /** Decodes an RTM_NEWADDR/RTM_DELADDR payload. */
-export function decodeAddress(buf: Buffer): { ifindex: number; label?: string; address: InterfaceAddress } {
+export function decodeAddress(buf: Buffer): { ifindex: number; address: InterfaceAddress } {
   needLen(buf.length, IFADDRMSG_LEN, 'ifaddrmsg', 0);
   const fam = buf[0]!;
   if (fam !== AF_INET && fam !== AF_INET6) throw new NetlinkParseError(`address family ${fam}`, 0);
@@ -144,7 +144,7 @@ export function decodeAddress(buf: Buffer): { ifindex: number; label?: string; a
     flags: IFA_FLAG_NAMES.filter((_, bit) => flags & (1 << bit)),
   };
   if (label !== undefined) out.label = label;
-  return { ifindex: buf.readUInt32LE(4), ...(label !== undefined ? { label } : {}), address: out };
+  return { ifindex: buf.readUInt32LE(4), address: out };
 }
 
 function dumpRequest(type: number, headerLen: number): Buffer {
@@ -197,9 +197,9 @@ export async function readAddresses(
 /** An address notification as an event; undefined for other message types. */
 function addressEvent(msg: NetlinkMessage): AddressEvent | undefined {
   if (msg.type !== RTM_NEWADDR && msg.type !== RTM_DELADDR) return undefined;
-  const { ifindex, label, address } = decodeAddress(msg.payload);
+  const { ifindex, address } = decodeAddress(msg.payload);
   const kind = msg.type === RTM_NEWADDR ? 'add' : 'remove';
-  return { kind, ifindex, ...(label !== undefined ? { ifname: label } : {}), address };
+  return { kind, ifindex, ...(address.label !== undefined ? { ifname: address.label } : {}), address };
 }
 
 /** Live address events; onResync means the kernel dropped notifications and the caller should re-read. */
