@@ -105,7 +105,7 @@ export function decodeLink(buf: Buffer): NetInterface {
 }
 
 /** Decodes an RTM_NEWADDR/RTM_DELADDR payload. */
-export function decodeAddress(buf: Buffer): { ifindex: number; label?: string; address: InterfaceAddress } {
+export function decodeAddress(buf: Buffer): { ifindex: number; address: InterfaceAddress } {
   needLen(buf.length, IFADDRMSG_LEN, 'ifaddrmsg', 0);
   const fam = buf[0]!;
   if (fam !== AF_INET && fam !== AF_INET6) throw new NetlinkParseError(`address family ${fam}`, 0);
@@ -144,18 +144,13 @@ export function decodeAddress(buf: Buffer): { ifindex: number; label?: string; a
     flags: IFA_FLAG_NAMES.filter((_, bit) => flags & (1 << bit)),
   };
   if (label !== undefined) out.label = label;
-  return { ifindex: buf.readUInt32LE(4), ...(label !== undefined ? { label } : {}), address: out };
+  return { ifindex: buf.readUInt32LE(4), address: out };
 }
 
 function dumpRequest(type: number, headerLen: number): Buffer {
   const w = new MessageWriter(type, NLM_F_REQUEST | NLM_F_DUMP);
   for (let i = 0; i < headerLen; i++) w.u8(0);
   return w.finish();
-}
-
-export interface ReadOptions {
-  /** /var/run/netns/NAME or /proc/PID/ns/net; default: this process' namespace. */
-  netns?: string;
 }
 
 /** Sorts kube-ipvs0 first, then by index. */
@@ -184,7 +179,7 @@ export async function dumpAddresses(sock: NetlinkSocket): Promise<AddressSnapsho
 }
 
 export async function readAddresses(
-  opts: ReadOptions = {},
+  opts: { netns?: string } = {},
 ): Promise<{ status: SourceStatus; snapshot?: AddressSnapshot }> {
   const t0 = performance.now();
   let sock: NetlinkSocket | undefined;
@@ -202,16 +197,16 @@ export async function readAddresses(
 /** An address notification as an event; undefined for other message types. */
 function addressEvent(msg: NetlinkMessage): AddressEvent | undefined {
   if (msg.type !== RTM_NEWADDR && msg.type !== RTM_DELADDR) return undefined;
-  const { ifindex, label, address } = decodeAddress(msg.payload);
+  const { ifindex, address } = decodeAddress(msg.payload);
   const kind = msg.type === RTM_NEWADDR ? 'add' : 'remove';
-  return { kind, ifindex, ...(label !== undefined ? { ifname: label } : {}), address };
+  return { kind, ifindex, ...(address.label !== undefined ? { ifname: address.label } : {}), address };
 }
 
 /** Live address events; onResync means the kernel dropped notifications and the caller should re-read. */
 export function watchAddresses(
   onEvent: (e: AddressEvent) => void,
   onResync: () => void,
-  opts: ReadOptions & { onError?: (e: Error) => void } = {},
+  opts: { netns?: string; onError?: (e: Error) => void } = {},
 ): () => void {
   const sock = NetlinkSocket.open(NETLINK_ROUTE, {
     ...NOTIFICATION_BATCH,

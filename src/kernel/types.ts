@@ -1,5 +1,6 @@
 import type { IpFamily } from '../model/address-family.js';
 import type { ServiceProtocol } from '../model/protocol.js';
+import type { FORWARDS, STATS_KEYS } from './ipvs/uapi.js';
 
 // Typed snapshots of the node's datapath as the readers produce them; src/detect consumes nothing else from the kernel.
 
@@ -44,20 +45,11 @@ export type AddressEvent = {
 
 // ---- IPVS -----------------------------------------------------------------
 
-export interface IpvsStats {
-  conns: number;
-  inPkts: number;
-  outPkts: number;
-  inBytes: number;
-  outBytes: number;
-  cps: number;
-  inPps: number;
-  outPps: number;
-  inBps: number;
-  outBps: number;
-}
+/** Counters and rates, as IPVS_STATS_ATTR_* give them. */
+export type IpvsStats = Record<(typeof STATS_KEYS)[number], number>;
 
-export type IpvsForward = 'masq' | 'local' | 'tunnel' | 'route' | 'bypass' | number;
+/** A forwarding method's name, or its number when it has none. */
+export type IpvsForward = (typeof FORWARDS)[number] | number;
 
 export interface IpvsRealServer {
   address: string;

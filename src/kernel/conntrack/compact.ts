@@ -1,9 +1,9 @@
 // The form in which the agent keeps a conntrack entry while the flow lives (src/agent/conntrack-table.ts), built
 // straight from CtView so an event allocates only what is kept: nothing for a DESTROY, one object for an UPDATE.
-import { formatIPv6, ipv4Number } from '../ip.js';
+import { formatIP, formatIPv6, ipv4Number } from '../ip.js';
 import type { ConntrackCounters, ConntrackEntry, ConntrackTuple, Family } from '../types.js';
 import * as C from './constants.js';
-import { type CtTupleView, type CtView, formatAddr, NONE, statusFlagNames } from './decode.js';
+import { type Accounting, type CtTupleView, type CtView, NONE, statusFlagNames } from './decode.js';
 
 /** One direction of a port-based entry (TCP, UDP, SCTP, ...): the agent keeps no other. */
 export class PackedTuple implements ConntrackTuple {
@@ -32,8 +32,8 @@ export class PackedTuple implements ConntrackTuple {
     const sport = tuple.sport === NONE ? undefined : tuple.sport;
     const dport = tuple.dport === NONE ? undefined : tuple.dport;
     return new PackedTuple(
-      formatAddr(buf, tuple.srcOff, tuple.srcLen),
-      formatAddr(buf, tuple.dstOff, tuple.dstLen),
+      formatIP(buf, tuple.srcOff, tuple.srcLen),
+      formatIP(buf, tuple.dstOff, tuple.dstLen),
       tuple.protoNum,
       sport,
       dport,
@@ -65,13 +65,6 @@ export class PackedTuple implements ConntrackTuple {
 /** Whether an address text is the one at b[off] (IPv4 compared as numbers: no string made). */
 const sameAddress = (text: string, buf: Buffer, off: number, len: number): boolean =>
   len === 4 ? ipv4Number(text) === buf.readUInt32BE(off) : text === formatIPv6(buf, off);
-
-/** What an entry carries only with accounting or timestamps on (off by default). */
-interface Accounting {
-  origCounters?: ConntrackCounters;
-  replyCounters?: ConntrackCounters;
-  startNs?: bigint;
-}
 
 /** conntrack(8)'s state names as they are in the constants, so that a kept entry shares them. */
 const TCP_STATE_NAMES = new Map<string, string>(C.TCP_STATES.map((n) => [n, n]));
@@ -154,13 +147,6 @@ export class CompactEntry implements ConntrackEntry {
     const orig = prev?.orig.sameAsView(view.orig, b) ? prev.orig : PackedTuple.ofView(view.orig, b);
     const reply = prev?.reply.sameAsView(view.reply, b) ? prev.reply : PackedTuple.ofView(view.reply, b);
     if (!orig || !reply) return undefined;
-    let acct: Accounting | undefined;
-    if (view.hasOrigCounters || view.hasReplyCounters || view.startOff !== NONE) {
-      acct = {};
-      if (view.hasOrigCounters) acct.origCounters = { packets: view.origPackets, bytes: view.origBytes };
-      if (view.hasReplyCounters) acct.replyCounters = { packets: view.replyPackets, bytes: view.replyBytes };
-      if (view.startOff !== NONE) acct.startNs = b.readBigUInt64BE(view.startOff);
-    }
     return new CompactEntry(
       view.family,
       orig,
@@ -172,7 +158,7 @@ export class CompactEntry implements ConntrackEntry {
       view.zone,
       view.id | 0,
       view.use === NONE ? undefined : view.use,
-      acct,
+      view.accounting(),
     );
   }
 

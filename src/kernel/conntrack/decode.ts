@@ -1,8 +1,8 @@
 // Decodes ctnetlink messages (big-endian integers) in place: CtView reads one message into reused numeric fields,
 // so a dump that counts or keeps few entries allocates nothing for the rest; toEntry() builds a kept entry.
-import { formatIPv4, formatIPv6 } from '../ip.js';
-import { type NetlinkMessage, NetlinkParseError, NLM_F_CREATE, NLM_F_EXCL } from '../netlink/codec.js';
-import type { ConntrackCounters, ConntrackEntry, ConntrackEventType, ConntrackTuple } from '../types.js';
+import { formatIP } from '../ip.js';
+import { AttrCursor, type NetlinkMessage, NetlinkParseError, NLM_F_CREATE, NLM_F_EXCL } from '../netlink/codec.js';
+import type { ConntrackEntry, ConntrackEventType, ConntrackTuple } from '../types.js';
 import * as C from './constants.js';
 
 const be16 = (buf: Buffer, o: number): number => (buf[o]! << 8) | buf[o + 1]!;
@@ -13,6 +13,8 @@ function readBe64(buf: Buffer, off: number): number {
   // Counters fit in 2^53 for any realistic uptime; exactness beyond is not needed.
   return be32(buf, off) * 0x100000000 + be32(buf, off + 4);
 }
+
+export type Accounting = Pick<ConntrackEntry, 'origCounters' | 'replyCounters' | 'startNs'>;
 
 /** -1 marks a field the message did not carry. */
 export const NONE = -1;
@@ -55,8 +57,8 @@ export class CtTupleView {
   toTuple(buf: Buffer): ConntrackTuple {
     // The ports in the literal (undefined until read): a TCP/UDP tuple keeps all its fields inside the object.
     const t: ConntrackTuple = {
-      src: formatAddr(buf, this.srcOff, this.srcLen),
-      dst: formatAddr(buf, this.dstOff, this.dstLen),
+      src: formatIP(buf, this.srcOff, this.srcLen),
+      dst: formatIP(buf, this.dstOff, this.dstLen),
       protoNum: this.protoNum,
       sport: this.sport === NONE ? undefined : this.sport,
       dport: this.dport === NONE ? undefined : this.dport,
@@ -68,16 +70,9 @@ export class CtTupleView {
   }
 }
 
-export const formatAddr = (buf: Buffer, off: number, len: number): string =>
-  len === 4 ? formatIPv4(buf, off) : formatIPv6(buf, off);
-
-function overrun(type: number, len: number, at: number): NetlinkParseError {
-  return new NetlinkParseError(`conntrack attribute type ${type} length ${len} overruns its container`, at);
-}
-
-function short(what: string, have: number, need: number, at: number): NetlinkParseError {
-  return new NetlinkParseError(`${what}: ${have} bytes, need ${need}`, at);
-}
+/** CTA_IP_* names by attribute type, for errors. */
+const IP_ATTR_NAMES = ['', 'CTA_IP_V4_SRC', 'CTA_IP_V4_DST', 'CTA_IP_V6_SRC', 'CTA_IP_V6_DST'];
+const ATTRIBUTE = 'conntrack attribute';
 
 /** One ctnetlink entry message decoded in place; fields stay valid until the receive buffer is reused. */
 export class CtView {
@@ -106,6 +101,10 @@ export class CtView {
   hasReplyCounters = false;
   /** Offset of CTA_TIMESTAMP_START's 8 bytes, NONE when absent. */
   startOff = NONE;
+  /** One cursor per nesting level below the message, reused for every message. */
+  private readonly top = new AttrCursor(ATTRIBUTE);
+  private readonly nested = new AttrCursor(ATTRIBUTE);
+  private readonly inner = new AttrCursor(ATTRIBUTE);
 
   /** Decodes buf[start, end) (an IPCTNL_MSG_CT_NEW/DELETE payload); throws NetlinkParseError. */
   decode(b: Buffer, start: number, end: number): this {
@@ -120,61 +119,49 @@ export class CtView {
     this.status = this.timeoutS = this.mark = this.zone = this.id = 0;
     this.tcpState = this.use = this.startOff = NONE;
     this.origPackets = this.origBytes = this.replyPackets = this.replyBytes = NONE;
-    let o = start + C.NFGENMSG_LEN;
-    while (o + 4 <= end) {
-      const len = b[o]! | (b[o + 1]! << 8);
-      const type = (b[o + 2]! | (b[o + 3]! << 8)) & 0x3fff;
-      if (len < 4 || o + len > end) throw overrun(type, len, o - start);
-      const vs = o + 4;
-      const ve = o + len;
-      const have = len - 4;
-      switch (type) {
+    const a = this.top.reset(start + C.NFGENMSG_LEN, end, start);
+    while (a.next(b)) {
+      switch (a.type) {
         case C.CTA_TUPLE_ORIG:
-          this.tuple(this.orig, vs, ve);
-          this.hasOrig = true;
+          this.hasOrig = this.tuple(this.orig, a);
           break;
         case C.CTA_TUPLE_REPLY:
-          this.tuple(this.reply, vs, ve);
-          this.hasReply = true;
+          this.hasReply = this.tuple(this.reply, a);
           break;
         case C.CTA_STATUS:
-          if (have < 4) throw short('CTA_STATUS', have, 4, vs - start);
-          this.status = be32(b, vs);
+          this.status = be32(b, this.sized(a, 4, 'CTA_STATUS'));
           break;
         case C.CTA_TIMEOUT:
-          if (have < 4) throw short('CTA_TIMEOUT', have, 4, vs - start);
-          this.timeoutS = be32(b, vs);
+          this.timeoutS = be32(b, this.sized(a, 4, 'CTA_TIMEOUT'));
           break;
         case C.CTA_MARK:
-          if (have < 4) throw short('CTA_MARK', have, 4, vs - start);
-          this.mark = be32(b, vs);
+          this.mark = be32(b, this.sized(a, 4, 'CTA_MARK'));
           break;
         case C.CTA_ZONE:
-          if (have < 2) throw short('CTA_ZONE', have, 2, vs - start);
-          this.zone = be16(b, vs);
+          this.zone = be16(b, this.sized(a, 2, 'CTA_ZONE'));
           break;
         case C.CTA_ID:
-          if (have < 4) throw short('CTA_ID', have, 4, vs - start);
-          this.id = be32(b, vs);
+          this.id = be32(b, this.sized(a, 4, 'CTA_ID'));
           break;
         case C.CTA_USE:
-          if (have < 4) throw short('CTA_USE', have, 4, vs - start);
-          this.use = be32(b, vs);
+          this.use = be32(b, this.sized(a, 4, 'CTA_USE'));
           break;
         case C.CTA_COUNTERS_ORIG:
-          this.counters(vs, ve, false);
-          break;
         case C.CTA_COUNTERS_REPLY:
-          this.counters(vs, ve, true);
+          this.counters(a, a.type === C.CTA_COUNTERS_REPLY);
           break;
         case C.CTA_TIMESTAMP:
-          this.timestamp(vs, ve);
+          for (const t = this.nested.reset(a.vs, a.ve, start); t.next(b); )
+            if (t.type === C.CTA_TIMESTAMP_START) this.startOff = this.sized(t, 8, 'CTA_TIMESTAMP_START');
           break;
         case C.CTA_PROTOINFO:
-          this.protoinfo(vs, ve);
+          for (const p = this.nested.reset(a.vs, a.ve, start); p.next(b); ) {
+            if (p.type !== C.CTA_PROTOINFO_TCP) continue;
+            for (const t = this.inner.reset(p.vs, p.ve, start); t.next(b); )
+              if (t.type === C.CTA_PROTOINFO_TCP_STATE) this.tcpState = b[this.sized(t, 1, 'CTA_PROTOINFO_TCP_STATE')]!;
+          }
           break;
       }
-      o += (len + 3) & ~3;
     }
     if (!this.hasOrig) throw new NetlinkParseError('conntrack entry without CTA_TUPLE_ORIG', C.NFGENMSG_LEN);
     // DESTROY events may omit the reply tuple on some kernels; mirror the original then.
@@ -182,128 +169,80 @@ export class CtView {
     return this;
   }
 
-  private tuple(t: CtTupleView, start: number, end: number): void {
+  /** Where the value of the attribute at `a` starts, once it is known to hold `size` bytes. */
+  private sized(a: AttrCursor, size: number, name: string): number {
+    const have = a.ve - a.vs;
+    if (have < size) throw new NetlinkParseError(`${name}: ${have} bytes, need ${size}`, a.vs - this.start);
+    return a.vs;
+  }
+
+  /** Reads the tuple nested in the attribute at `a`; true, or a NetlinkParseError when it has no addresses. */
+  private tuple(t: CtTupleView, a: AttrCursor): boolean {
     const b = this.buf;
-    const base = this.start;
     t.clear();
-    let o = start;
-    while (o + 4 <= end) {
-      const len = b[o]! | (b[o + 1]! << 8);
-      const type = (b[o + 2]! | (b[o + 3]! << 8)) & 0x3fff;
-      if (len < 4 || o + len > end) throw overrun(type, len, o - base);
-      if (type === C.CTA_TUPLE_IP) this.tupleIp(t, o + 4, o + len);
-      else if (type === C.CTA_TUPLE_PROTO) this.tupleProto(t, o + 4, o + len);
-      o += (len + 3) & ~3;
+    for (const part = this.nested.reset(a.vs, a.ve, this.start); part.next(b); ) {
+      if (part.type === C.CTA_TUPLE_IP) this.tupleIp(t, part);
+      else if (part.type === C.CTA_TUPLE_PROTO) this.tupleProto(t, part);
     }
     if (t.srcOff === NONE || t.dstOff === NONE)
-      throw new NetlinkParseError('conntrack tuple without addresses', start - base);
+      throw new NetlinkParseError('conntrack tuple without addresses', a.vs - this.start);
+    return true;
   }
 
-  private tupleIp(tuple: CtTupleView, start: number, end: number): void {
-    const b = this.buf;
-    const base = this.start;
-    let o = start;
-    while (o + 4 <= end) {
-      const len = b[o]! | (b[o + 1]! << 8);
-      const type = (b[o + 2]! | (b[o + 3]! << 8)) & 0x3fff;
-      if (len < 4 || o + len > end) throw overrun(type, len, o - base);
-      const vs = o + 4;
-      const have = len - 4;
-      switch (type) {
-        case C.CTA_IP_V4_SRC:
-          if (have < 4) throw short('CTA_IP_V4_SRC', have, 4, vs - base);
-          tuple.srcOff = vs;
-          tuple.srcLen = 4;
-          break;
-        case C.CTA_IP_V4_DST:
-          if (have < 4) throw short('CTA_IP_V4_DST', have, 4, vs - base);
-          tuple.dstOff = vs;
-          tuple.dstLen = 4;
-          break;
-        case C.CTA_IP_V6_SRC:
-          if (have < 16) throw short('CTA_IP_V6_SRC', have, 16, vs - base);
-          tuple.srcOff = vs;
-          tuple.srcLen = 16;
-          break;
-        case C.CTA_IP_V6_DST:
-          if (have < 16) throw short('CTA_IP_V6_DST', have, 16, vs - base);
-          tuple.dstOff = vs;
-          tuple.dstLen = 16;
-          break;
+  private tupleIp(tuple: CtTupleView, part: AttrCursor): void {
+    for (const a = this.inner.reset(part.vs, part.ve, this.start); a.next(this.buf); ) {
+      if (a.type < C.CTA_IP_V4_SRC || a.type > C.CTA_IP_V6_DST) continue;
+      const size = a.type <= C.CTA_IP_V4_DST ? 4 : 16;
+      const at = this.sized(a, size, IP_ATTR_NAMES[a.type]!);
+      if (a.type === C.CTA_IP_V4_SRC || a.type === C.CTA_IP_V6_SRC) {
+        tuple.srcOff = at;
+        tuple.srcLen = size;
+      } else {
+        tuple.dstOff = at;
+        tuple.dstLen = size;
       }
-      o += (len + 3) & ~3;
     }
   }
 
-  private tupleProto(tuple: CtTupleView, start: number, end: number): void {
+  private tupleProto(tuple: CtTupleView, part: AttrCursor): void {
     const b = this.buf;
-    const base = this.start;
-    let o = start;
-    while (o + 4 <= end) {
-      const len = b[o]! | (b[o + 1]! << 8);
-      const type = (b[o + 2]! | (b[o + 3]! << 8)) & 0x3fff;
-      if (len < 4 || o + len > end) throw overrun(type, len, o - base);
-      const vs = o + 4;
-      const have = len - 4;
-      switch (type) {
+    for (const a = this.inner.reset(part.vs, part.ve, this.start); a.next(b); ) {
+      switch (a.type) {
         case C.CTA_PROTO_NUM:
-          if (have < 1) throw short('CTA_PROTO_NUM', have, 1, vs - base);
-          tuple.protoNum = b[vs]!;
+          tuple.protoNum = b[this.sized(a, 1, 'CTA_PROTO_NUM')]!;
           break;
         case C.CTA_PROTO_SRC_PORT:
-          if (have < 2) throw short('CTA_PROTO_SRC_PORT', have, 2, vs - base);
-          tuple.sport = be16(b, vs);
+          tuple.sport = be16(b, this.sized(a, 2, 'CTA_PROTO_SRC_PORT'));
           break;
         case C.CTA_PROTO_DST_PORT:
-          if (have < 2) throw short('CTA_PROTO_DST_PORT', have, 2, vs - base);
-          tuple.dport = be16(b, vs);
+          tuple.dport = be16(b, this.sized(a, 2, 'CTA_PROTO_DST_PORT'));
           break;
         case C.CTA_PROTO_ICMP_ID:
         case C.CTA_PROTO_ICMPV6_ID:
-          if (have < 2) throw short('CTA_PROTO_ICMP_ID', have, 2, vs - base);
-          tuple.icmpId = be16(b, vs);
+          tuple.icmpId = be16(b, this.sized(a, 2, 'CTA_PROTO_ICMP_ID'));
           break;
         case C.CTA_PROTO_ICMP_TYPE:
         case C.CTA_PROTO_ICMPV6_TYPE:
-          if (have < 1) throw short('CTA_PROTO_ICMP_TYPE', have, 1, vs - base);
-          tuple.icmpType = b[vs]!;
+          tuple.icmpType = b[this.sized(a, 1, 'CTA_PROTO_ICMP_TYPE')]!;
           break;
         case C.CTA_PROTO_ICMP_CODE:
         case C.CTA_PROTO_ICMPV6_CODE:
-          if (have < 1) throw short('CTA_PROTO_ICMP_CODE', have, 1, vs - base);
-          tuple.icmpCode = b[vs]!;
+          tuple.icmpCode = b[this.sized(a, 1, 'CTA_PROTO_ICMP_CODE')]!;
           break;
       }
-      o += (len + 3) & ~3;
     }
   }
 
-  private counters(start: number, end: number, reply: boolean): void {
+  /** CTA_COUNTERS_ORIG/REPLY: 64-bit counters, or 32-bit ones from old kernels. */
+  private counters(a: AttrCursor, reply: boolean): void {
     const b = this.buf;
-    const base = this.start;
     let packets = 0;
     let bytes = 0;
-    let o = start;
-    while (o + 4 <= end) {
-      const len = b[o]! | (b[o + 1]! << 8);
-      const type = (b[o + 2]! | (b[o + 3]! << 8)) & 0x3fff;
-      if (len < 4 || o + len > end) throw overrun(type, len, o - base);
-      const vs = o + 4;
-      const have = len - 4;
-      if (type === C.CTA_COUNTERS_PACKETS) {
-        if (have < 8) throw short('CTA_COUNTERS_PACKETS', have, 8, vs - base);
-        packets = readBe64(b, vs);
-      } else if (type === C.CTA_COUNTERS_BYTES) {
-        if (have < 8) throw short('CTA_COUNTERS_BYTES', have, 8, vs - base);
-        bytes = readBe64(b, vs);
-      } else if (type === C.CTA_COUNTERS32_PACKETS) {
-        if (have < 4) throw short('CTA_COUNTERS32_PACKETS', have, 4, vs - base);
-        packets = be32(b, vs);
-      } else if (type === C.CTA_COUNTERS32_BYTES) {
-        if (have < 4) throw short('CTA_COUNTERS32_BYTES', have, 4, vs - base);
-        bytes = be32(b, vs);
-      }
-      o += (len + 3) & ~3;
+    for (const c = this.nested.reset(a.vs, a.ve, this.start); c.next(b); ) {
+      if (c.type === C.CTA_COUNTERS_PACKETS) packets = readBe64(b, this.sized(c, 8, 'CTA_COUNTERS_PACKETS'));
+      else if (c.type === C.CTA_COUNTERS_BYTES) bytes = readBe64(b, this.sized(c, 8, 'CTA_COUNTERS_BYTES'));
+      else if (c.type === C.CTA_COUNTERS32_PACKETS) packets = be32(b, this.sized(c, 4, 'CTA_COUNTERS32_PACKETS'));
+      else if (c.type === C.CTA_COUNTERS32_BYTES) bytes = be32(b, this.sized(c, 4, 'CTA_COUNTERS32_BYTES'));
     }
     if (reply) {
       this.replyPackets = packets;
@@ -313,47 +252,6 @@ export class CtView {
       this.origPackets = packets;
       this.origBytes = bytes;
       this.hasOrigCounters = true;
-    }
-  }
-
-  private timestamp(start: number, end: number): void {
-    const b = this.buf;
-    let o = start;
-    while (o + 4 <= end) {
-      const len = b[o]! | (b[o + 1]! << 8);
-      const type = (b[o + 2]! | (b[o + 3]! << 8)) & 0x3fff;
-      if (len < 4 || o + len > end) throw overrun(type, len, o - this.start);
-      if (type === C.CTA_TIMESTAMP_START) {
-        if (len - 4 < 8) throw short('CTA_TIMESTAMP_START', len - 4, 8, o + 4 - this.start);
-        this.startOff = o + 4;
-      }
-      o += (len + 3) & ~3;
-    }
-  }
-
-  private protoinfo(start: number, end: number): void {
-    const b = this.buf;
-    const base = this.start;
-    let o = start;
-    while (o + 4 <= end) {
-      const len = b[o]! | (b[o + 1]! << 8);
-      const type = (b[o + 2]! | (b[o + 3]! << 8)) & 0x3fff;
-      if (len < 4 || o + len > end) throw overrun(type, len, o - base);
-      if (type === C.CTA_PROTOINFO_TCP) {
-        const tend = o + len;
-        let q = o + 4;
-        while (q + 4 <= tend) {
-          const l2 = b[q]! | (b[q + 1]! << 8);
-          const t2 = (b[q + 2]! | (b[q + 3]! << 8)) & 0x3fff;
-          if (l2 < 4 || q + l2 > tend) throw overrun(t2, l2, q - base);
-          if (t2 === C.CTA_PROTOINFO_TCP_STATE) {
-            if (l2 - 4 < 1) throw short('CTA_PROTOINFO_TCP_STATE', l2 - 4, 1, q + 4 - base);
-            this.tcpState = b[q + 4]!;
-          }
-          q += (l2 + 3) & ~3;
-        }
-      }
-      o += (len + 3) & ~3;
     }
   }
 
@@ -384,14 +282,18 @@ export class CtView {
       zone: this.zone,
       id: this.id,
     };
-    if (this.use === NONE && !this.hasOrigCounters && !this.hasReplyCounters && this.startOff === NONE) return entry;
-    const opt: { use?: number; origCounters?: ConntrackCounters; replyCounters?: ConntrackCounters; startNs?: bigint } =
-      {};
-    if (this.use !== NONE) opt.use = this.use;
-    if (this.hasOrigCounters) opt.origCounters = { packets: this.origPackets, bytes: this.origBytes };
-    if (this.hasReplyCounters) opt.replyCounters = { packets: this.replyPackets, bytes: this.replyBytes };
-    if (this.startOff !== NONE) opt.startNs = b.readBigUInt64BE(this.startOff);
-    return Object.assign(entry, opt);
+    if (this.use !== NONE) entry.use = this.use;
+    return Object.assign(entry, this.accounting());
+  }
+
+  /** The counters and start time, which entries carry only with accounting or timestamps on (off by default). */
+  accounting(): Accounting | undefined {
+    if (!this.hasOrigCounters && !this.hasReplyCounters && this.startOff === NONE) return undefined;
+    const acct: Accounting = {};
+    if (this.hasOrigCounters) acct.origCounters = { packets: this.origPackets, bytes: this.origBytes };
+    if (this.hasReplyCounters) acct.replyCounters = { packets: this.replyPackets, bytes: this.replyBytes };
+    if (this.startOff !== NONE) acct.startNs = this.buf.readBigUInt64BE(this.startOff);
+    return acct;
   }
 }
 

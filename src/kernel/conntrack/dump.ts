@@ -8,7 +8,7 @@ import { sourceFailure } from '../source.js';
 import type { ConntrackEntry, ConntrackSummary } from '../types.js';
 import * as C from './constants.js';
 import { CtView } from './decode.js';
-import type { PrefilterKeys } from './prefilter.js';
+import type { ConntrackPrefilter } from './prefilter.js';
 
 export interface ConntrackFilter {
   /** Keep entries with any tuple address among these; raw bytes are searched before decoding. */
@@ -25,19 +25,14 @@ export function dumpRequest(): Buffer {
 }
 
 /** User-side address filter: a byte-level pre-check, then an exact check on the decoded entry. */
-function addressMatcher(addresses: string[] | undefined):
-  | {
-      maybe(payload: Buffer): boolean;
-      exact(e: ConntrackEntry): boolean;
-    }
-  | undefined {
+function addressMatcher(addresses: string[] | undefined) {
   if (!addresses?.length) return undefined;
   const raw = addresses.map(parseIP);
   const canon = new Set(raw.map((b) => (b.length === 4 ? [...b].join('.') : '')).filter(Boolean));
   const v6 = raw.filter((b) => b.length === 16);
   return {
-    maybe: (p) => raw.some((b) => p.indexOf(b, C.NFGENMSG_LEN) >= 0),
-    exact: (e) => {
+    maybe: (payload: Buffer) => raw.some((b) => payload.indexOf(b, C.NFGENMSG_LEN) >= 0),
+    exact: (e: ConntrackEntry) => {
       for (const a of [e.orig.src, e.orig.dst, e.reply.src, e.reply.dst]) {
         if (canon.has(a)) return true;
         if (v6.length && a.includes(':')) {
@@ -55,24 +50,15 @@ export interface DumpOptions {
   filter?: ConntrackFilter;
   /** Reuse an open NETLINK_NETFILTER socket (the caller closes it). */
   socket?: RawDumper;
-  /** Skips messages before decoding when this says they cannot matter (see prefilter.ts). */
-  prefilter?: RawPrefilter;
-}
-
-/** A pre-check on a ctnetlink message's raw payload: false means "skip without decoding". */
-export interface RawPrefilter {
-  maybe(payload: Buffer): boolean;
-  /** The same test on buf[start, end), before the socket makes a message object of it. */
-  maybeIn?(buf: Buffer, start: number, end: number): boolean;
-  /** Its target sets, when the test can also run in the kernel (ConntrackPrefilter). */
-  targetKeys?(): PrefilterKeys;
+  /** Skips messages before decoding when this says they cannot matter. */
+  prefilter?: ConntrackPrefilter;
 }
 
 /** The socket-level pre-check of a prefilter: ctnetlink entry messages it rejects are dropped unparsed. */
-export function keepFor(prefilter: () => RawPrefilter | undefined): KeepMessage {
+export function keepFor(prefilter: () => ConntrackPrefilter | undefined): KeepMessage {
   return (buf, start, end, type) => {
     const p = prefilter();
-    return !p?.maybeIn || type >> 8 !== C.NFNL_SUBSYS_CTNETLINK || p.maybeIn(buf, start, end);
+    return !p || type >> 8 !== C.NFNL_SUBSYS_CTNETLINK || p.maybeIn(buf, start, end);
   };
 }
 
@@ -115,7 +101,7 @@ export async function dumpConntrackViews(
       (buf, start, end, type) => {
         seen++;
         if (type >> 8 !== C.NFNL_SUBSYS_CTNETLINK || (type & 0xff) !== C.IPCTNL_MSG_CT_NEW) return;
-        if (pre && !(pre.maybeIn ? pre.maybeIn(buf, start, end) : pre.maybe(buf.subarray(start, end)))) return;
+        if (pre && !pre.maybeIn(buf, start, end)) return;
         if (match && !match.maybe(buf.subarray(start, end))) return;
         try {
           view.decode(buf, start, end);

@@ -9,15 +9,9 @@ import { NETLINK_NETFILTER, NetlinkSocket, NOTIFICATION_BATCH } from '../netlink
 import type { ConntrackEntry, ConntrackEvent, ConntrackEventType } from '../types.js';
 import * as C from './constants.js';
 import { CtView, eventType } from './decode.js';
-import {
-  type ConntrackDumpResult,
-  dumpConntrack,
-  dumpConntrackViews,
-  keepFor,
-  openConntrackSocket,
-  type RawPrefilter,
-} from './dump.js';
+import { type ConntrackDumpResult, dumpConntrack, dumpConntrackViews, keepFor, openConntrackSocket } from './dump.js';
 import { KernelEventFilter, type KernelFilterStats } from './kernel-filter.js';
+import type { ConntrackPrefilter } from './prefilter.js';
 
 interface ResyncCommon {
   /** A resync starts: state built from events is no longer trustworthy. */
@@ -50,7 +44,7 @@ interface WatchCommon {
   rcvbuf?: number;
   events?: ConntrackEventType[];
   /** Skips events and dumped entries before decoding (see prefilter.ts); replace with setPrefilter(). */
-  prefilter?: RawPrefilter;
+  prefilter?: ConntrackPrefilter;
   /**
    * Also runs the prefilter in the kernel (kernel-filter.ts socket filter; needs targetKeys()); if it cannot
    * load, filtering stays in user space and stats.kernelFilter says why.
@@ -107,7 +101,7 @@ export class ConntrackWatch {
   private resyncing: Promise<void> | undefined;
   private resyncAgain = false;
   private stopped = false;
-  private prefilter: RawPrefilter | undefined;
+  private prefilter: ConntrackPrefilter | undefined;
   private kernel?: KernelEventFilter;
 
   constructor(private readonly opts: WatchOptions) {
@@ -139,8 +133,8 @@ export class ConntrackWatch {
         for (const m of msgs) {
           const type = eventType(m);
           if (!type) continue;
+          // The socket's keepFor already dropped the messages the prefilter rejects.
           const p = m.payload;
-          if (this.prefilter && !this.prefilter.maybe(p)) continue;
           try {
             view.decode(p, 0, p.length);
           } catch (e) {
@@ -170,10 +164,10 @@ export class ConntrackWatch {
   }
 
   /** What the caller keeps changed (new Services, addresses): applies to the next event and dump. */
-  setPrefilter(p: RawPrefilter | undefined): void {
+  setPrefilter(p: ConntrackPrefilter | undefined): void {
     this.prefilter = p;
     if (!this.kernel) return;
-    const keys = p?.targetKeys?.();
+    const keys = p?.targetKeys();
     if (!keys) {
       this.stopKernelFilter('the prefilter has no target sets');
       return;
@@ -191,7 +185,7 @@ export class ConntrackWatch {
   }
 
   private startKernelFilter(): void {
-    const keys = this.prefilter?.targetKeys?.();
+    const keys = this.prefilter?.targetKeys();
     if (!keys) {
       this.stats.kernelFilter = 'off: the prefilter has no target sets';
       return;

@@ -15,14 +15,8 @@ function counters(c: { packets: number; bytes: number } | undefined): string {
   return c ? `packets=${c.packets} bytes=${c.bytes} ` : '';
 }
 
-export interface FormatOptions {
-  /** `-o extended`: the l3 protocol first. */
-  extended?: boolean;
-  /** `-o id`: the entry id last. */
-  id?: boolean;
-}
-
-export function formatConntrack(entry: ConntrackEntry, opts: FormatOptions = {}): string {
+/** `extended` (-o extended) puts the l3 protocol first, `id` (-o id) the entry id last. */
+export function formatConntrack(entry: ConntrackEntry, opts: { extended?: boolean; id?: boolean } = {}): string {
   let s = '';
   if (opts.extended) s += `${(entry.family === 4 ? 'ipv4' : 'ipv6').padEnd(8)} ${entry.family === 4 ? 2 : 10} `;
   s += `${entry.proto.padEnd(8)} ${entry.orig.protoNum} ${entry.timeoutS} `;

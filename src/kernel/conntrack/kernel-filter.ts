@@ -44,11 +44,21 @@ const NO_KEYS: PrefilterKeys = {
   nodePorts: new Set(),
 };
 
-/** Keys in the kernel's map for a set of targets. */
-function kernelKeyCount(keys: PrefilterKeys): number {
-  let n = keys.protos.size + keys.nodeIps.size + keys.nodePorts.size;
-  for (const byPort of [keys.vips, keys.endpoints]) for (const ips of byPort.values()) n += ips.size;
-  return n;
+/** Calls fn with each key the kernel's map holds for a set of targets: address, protoPort (prefilter.ts), kind. */
+function eachKey(keys: PrefilterKeys, fn: (ip: number, at: number, kind: number) => void): void {
+  for (const proto of keys.protos) fn(0, proto * 65536, CT_KIND.proto);
+  for (const ip of keys.nodeIps) fn(ip, 0, CT_KIND.nodeIp);
+  for (const at of keys.nodePorts) fn(0, at, CT_KIND.nodePort);
+  for (const [at, ips] of keys.vips) for (const ip of ips) fn(ip, at, CT_KIND.vip);
+  for (const [at, ips] of keys.endpoints) for (const ip of ips) fn(ip, at, CT_KIND.endpoint);
+}
+
+/** Whether a set of targets has the key eachKey gives as (ip, at, kind). */
+function holds(keys: PrefilterKeys, ip: number, at: number, kind: number): boolean {
+  if (kind === CT_KIND.proto) return keys.protos.has(at / 65536);
+  if (kind === CT_KIND.nodeIp) return keys.nodeIps.has(ip);
+  if (kind === CT_KIND.nodePort) return keys.nodePorts.has(at);
+  return (kind === CT_KIND.vip ? keys.vips : keys.endpoints).get(at)?.has(ip) === true;
 }
 
 export interface KernelFilterStats {
@@ -98,45 +108,18 @@ export class KernelEventFilter {
    */
   sync(next: PrefilterKeys): void {
     this.ensureOpen();
-    const size = kernelKeyCount(next);
+    let size = 0;
+    eachKey(next, () => size++);
     if (size > KERNEL_FILTER_MAX_KEYS)
       throw new Error(`${size} targets exceed the kernel filter's ${KERNEL_FILTER_MAX_KEYS} keys`);
     const prev = this.applied;
-    this.eachKeyOnlyIn(prev, next, () => this.addon.bpfMapDelete(this.mapFd, this.key));
-    this.eachKeyOnlyIn(next, prev, () => this.addon.bpfMapUpdate(this.mapFd, this.key, PRESENT, BPF_ANY));
+    eachKey(prev, (ip, at, kind) => {
+      if (!holds(next, ip, at, kind)) this.addon.bpfMapDelete(this.mapFd, this.keyOf(ip, at, kind));
+    });
+    eachKey(next, (ip, at, kind) => {
+      if (!holds(prev, ip, at, kind)) this.addon.bpfMapUpdate(this.mapFd, this.keyOf(ip, at, kind), PRESENT, BPF_ANY);
+    });
     this.applied = next;
-  }
-
-  /** Puts each key of `keys` that `other` lacks into this.key and calls apply(). */
-  private eachKeyOnlyIn(keys: PrefilterKeys, other: PrefilterKeys, apply: () => void): void {
-    for (const p of keys.protos) {
-      if (other.protos.has(p)) continue;
-      this.setKey(0, 0, p, CT_KIND.proto);
-      apply();
-    }
-    for (const ip of keys.nodeIps) {
-      if (other.nodeIps.has(ip)) continue;
-      this.setKey(ip, 0, 0, CT_KIND.nodeIp);
-      apply();
-    }
-    for (const at of keys.nodePorts) {
-      if (other.nodePorts.has(at)) continue;
-      this.setKey(0, at % 65536, Math.floor(at / 65536), CT_KIND.nodePort);
-      apply();
-    }
-    for (const [kind, aByPort, bByPort] of [
-      [CT_KIND.vip, keys.vips, other.vips],
-      [CT_KIND.endpoint, keys.endpoints, other.endpoints],
-    ] as const) {
-      for (const [at, ips] of aByPort) {
-        const inB = bByPort.get(at);
-        for (const ip of ips) {
-          if (inB?.has(ip)) continue;
-          this.setKey(ip, at % 65536, Math.floor(at / 65536), kind);
-          apply();
-        }
-      }
-    }
   }
 
   /** Attaches to a socket (after the first sync: an empty map would drop every IPv4 event). */
@@ -168,12 +151,14 @@ export class KernelEventFilter {
     this.addon.bpfObjectClose(this.obj);
   }
 
-  private setKey(ip: number, port: number, proto: number, kind: number): void {
+  /** this.key rewritten for one key as eachKey gives it. */
+  private keyOf(ip: number, at: number, kind: number): Buffer {
     const k = this.key;
     k.writeInt32BE(ip, CT_KEY_ADDR);
-    k.writeUInt16BE(port, CT_KEY_PORT);
-    k[CT_KEY_PROTO] = proto;
+    k.writeUInt16BE(at % 65536, CT_KEY_PORT);
+    k[CT_KEY_PROTO] = Math.floor(at / 65536);
     k[CT_KEY_KIND] = kind;
+    return k;
   }
 
   private ensureOpen(): void {

@@ -1,6 +1,7 @@
 // Decodes IPVS generic netlink dump replies into IpvsVirtualServer / IpvsRealServer and encodes GET_DEST selectors;
 // malformed input throws NetlinkParseError with offsets relative to the genl payload.
-import { formatIPv4, formatIPv6 } from '../ip.js';
+import { protocolOfNumber } from '../../model/protocol.js';
+import { formatIP, formatIPv4 } from '../ip.js';
 import {
   attrTable,
   type MessageWriter,
@@ -26,10 +27,8 @@ export interface ServiceSelector {
   port?: number;
 }
 
-export interface DecodedService {
-  service: IpvsVirtualServer;
-  selector: ServiceSelector;
-}
+/** The kernel number's name, or the number when this reader knows no name for it. */
+const nameOf = <T>(names: readonly T[], n: number): T | number => names[n] ?? n;
 
 /** The value range of an attribute that must be present with at least len bytes. */
 function attr(table: Table, type: number, name: string, len: number, container: number): [number, number] {
@@ -64,10 +63,6 @@ function family(af: number, name: string, off: number): Family {
   throw new NetlinkParseError(`IPVS: ${name} ${af} is neither AF_INET nor AF_INET6`, off);
 }
 
-function address(buf: Buffer, off: number, fam: Family): string {
-  return fam === 4 ? formatIPv4(buf, off) : formatIPv6(buf, off);
-}
-
 /** Counters are u32 or u64 depending on the attribute set (STATS vs STATS64); size tells which. */
 function counter(buf: Buffer, s: number, e: number): number {
   if (e - s >= 8) return Number(buf.readBigUInt64LE(s)); // exact below 2^53 (8 PiB), plenty for counters
@@ -89,7 +84,7 @@ function stats(buf: Buffer, table: Table, stats64: number, stats32: number): Ipv
 }
 
 /** One IPVS_CMD_NEW_SERVICE dump message (genl header + attributes) → service without its real servers. */
-export function decodeService(payload: Buffer): DecodedService {
+export function decodeService(payload: Buffer): { service: IpvsVirtualServer; selector: ServiceSelector } {
   const { t, start } = nested(payload, U.IPVS_CMD_ATTR_SERVICE, 'IPVS_CMD_ATTR_SERVICE');
   const af = payload.readUInt16LE(attr(t, U.IPVS_SVC_ATTR_AF, 'IPVS_SVC_ATTR_AF', 2, start)[0]);
   const fam = family(af, 'IPVS_SVC_ATTR_AF', start);
@@ -115,8 +110,8 @@ export function decodeService(payload: Buffer): DecodedService {
     const protocol = payload.readUInt16LE(attr(t, U.IPVS_SVC_ATTR_PROTOCOL, 'IPVS_SVC_ATTR_PROTOCOL', 2, start)[0]);
     const [addrAt, addrEnd] = attr(t, U.IPVS_SVC_ATTR_ADDR, 'IPVS_SVC_ATTR_ADDR', fam === 4 ? 4 : 16, start);
     const port = payload.readUInt16BE(attr(t, U.IPVS_SVC_ATTR_PORT, 'IPVS_SVC_ATTR_PORT', 2, start)[0]);
-    service.protocol = U.protocolName(protocol);
-    service.address = address(payload, addrAt, fam);
+    service.protocol = protocolOfNumber(protocol) ?? protocol;
+    service.address = formatIP(payload, addrAt, fam === 4 ? 4 : 16);
     service.port = port;
     const addr = Buffer.alloc(16);
     payload.copy(addr, 0, addrAt, Math.min(addrAt + 16, addrEnd));
@@ -144,10 +139,13 @@ export function decodeDest(payload: Buffer, serviceFamily: Family): IpvsRealServ
     afAt === undefined ? serviceFamily : family(payload.readUInt16LE(afAt), 'IPVS_DEST_ATTR_ADDR_FAMILY', afAt);
   const addrAt = attr(t, U.IPVS_DEST_ATTR_ADDR, 'IPVS_DEST_ATTR_ADDR', fam === 4 ? 4 : 16, start)[0];
   const rs: IpvsRealServer = {
-    address: address(payload, addrAt, fam),
+    address: formatIP(payload, addrAt, fam === 4 ? 4 : 16),
     port: payload.readUInt16BE(attr(t, U.IPVS_DEST_ATTR_PORT, 'IPVS_DEST_ATTR_PORT', 2, start)[0]),
     weight: payload.readInt32LE(attr(t, U.IPVS_DEST_ATTR_WEIGHT, 'IPVS_DEST_ATTR_WEIGHT', 4, start)[0]),
-    forward: U.forwardName(u32(U.IPVS_DEST_ATTR_FWD_METHOD, 'IPVS_DEST_ATTR_FWD_METHOD') & U.IP_VS_CONN_F_FWD_MASK),
+    forward: nameOf(
+      U.FORWARDS,
+      u32(U.IPVS_DEST_ATTR_FWD_METHOD, 'IPVS_DEST_ATTR_FWD_METHOD') & U.IP_VS_CONN_F_FWD_MASK,
+    ),
     activeConns: u32(U.IPVS_DEST_ATTR_ACTIVE_CONNS, 'IPVS_DEST_ATTR_ACTIVE_CONNS'),
     inactiveConns: u32(U.IPVS_DEST_ATTR_INACT_CONNS, 'IPVS_DEST_ATTR_INACT_CONNS'),
     persistentConns: u32(U.IPVS_DEST_ATTR_PERSIST_CONNS, 'IPVS_DEST_ATTR_PERSIST_CONNS'),
@@ -161,9 +159,9 @@ export function decodeDest(payload: Buffer, serviceFamily: Family): IpvsRealServ
     const portAt = optional(t, U.IPVS_DEST_ATTR_TUN_PORT, 'IPVS_DEST_ATTR_TUN_PORT', 2)?.[0];
     const flagsAt = optional(t, U.IPVS_DEST_ATTR_TUN_FLAGS, 'IPVS_DEST_ATTR_TUN_FLAGS', 2)?.[0];
     rs.tunnel = {
-      type: U.tunnelTypeName(typeAt === undefined ? 0 : payload[typeAt]!),
+      type: nameOf(U.TUNNEL_TYPES, typeAt === undefined ? 0 : payload[typeAt]!),
       port: portAt === undefined ? 0 : payload.readUInt16BE(portAt),
-      checksum: U.tunnelChecksumName(flagsAt === undefined ? 0 : payload.readUInt16LE(flagsAt)),
+      checksum: nameOf(U.TUNNEL_CHECKSUMS, flagsAt === undefined ? 0 : payload.readUInt16LE(flagsAt)),
     };
   }
   const st = stats(payload, t, U.IPVS_DEST_ATTR_STATS64, U.IPVS_DEST_ATTR_STATS);

@@ -229,41 +229,38 @@ function fillColumns(target: Record<string, unknown>, cols: { set: Column }[], t
 
 // ---- ipvsadm-save -n ------------------------------------------------------
 
+/** ipvsadm's long options by the short spelling ipvsadm-save prints, so each option is looked up once. */
+const SHORT: Record<string, string> = {
+  '--tcp-service': '-t',
+  '--udp-service': '-u',
+  '--fwmark-service': '-f',
+  '--scheduler': '-s',
+  '--persistent': '-p',
+  '--ops': '-o',
+  '--sched-flags': '-b',
+  '--netmask': '-M',
+  '--real-server': '-r',
+  '--weight': '-w',
+  '--u-threshold': '-x',
+  '--l-threshold': '-y',
+  '--masquerading': '-m',
+  '--gatewaying': '-g',
+  '--ipip': '-i',
+};
 const SERVICE_OPTS: Record<string, IpvsVirtualServer['protocol'] | 'FWM'> = {
   '-t': 'TCP',
-  '--tcp-service': 'TCP',
   '-u': 'UDP',
-  '--udp-service': 'UDP',
   '--sctp-service': 'SCTP',
   '-f': 'FWM',
-  '--fwmark-service': 'FWM',
 };
-const SAVE_FORWARDS: Record<string, IpvsForward> = {
-  '-m': 'masq',
-  '--masquerading': 'masq',
-  '-g': 'route',
-  '--gatewaying': 'route',
-  '-i': 'tunnel',
-  '--ipip': 'tunnel',
-};
+const SAVE_FORWARDS: Record<string, IpvsForward> = { '-m': 'masq', '-g': 'route', '-i': 'tunnel' };
 const SAVE_CHECKSUMS = Object.fromEntries(TUNNEL_CHECKSUMS.map((c) => [`--tun-${c}`, c]));
-
+/** Options that take no value. */
+const SAVE_FLAGS = new Set([...Object.keys(SAVE_FORWARDS), ...Object.keys(SAVE_CHECKSUMS), '-6', '-o']);
 const REAL_SERVER_OPTS = new Set([
   ...Object.keys(SAVE_FORWARDS),
   ...Object.keys(SAVE_CHECKSUMS),
-  ...[
-    '-r',
-    '--real-server',
-    '-w',
-    '--weight',
-    '-x',
-    '--u-threshold',
-    '-y',
-    '--l-threshold',
-    '--tun-type',
-    '--tun-port',
-    '-6',
-  ],
+  ...['-6', '-r', '-w', '-x', '-y', '--tun-type', '--tun-port'],
 ]);
 
 /** `ipvsadm-save -n` (also `ipvsadm -Sn`): one -A line per service, one -a line per real server. */
@@ -279,9 +276,9 @@ export function parseIpvsadmSave(text: string, source = 'ipvsadm-save -n'): Ipvs
     const o = new Map<string, string>();
     let svc: { key: string; kind: string; value: string } | undefined;
     for (let i = 0; i < args.length; i++) {
-      const a = args[i]!;
-      const takesValue = !(a in SAVE_FORWARDS || a in SAVE_CHECKSUMS || a === '-6' || a === '-o' || a === '--ops');
-      const value = takesValue ? (args[++i] ?? fail(`${a} without a value`)) : '';
+      const written = args[i]!;
+      const a = SHORT[written] ?? written;
+      const value = SAVE_FLAGS.has(a) ? '' : (args[++i] ?? fail(`${written} without a value`));
       if (a in SERVICE_OPTS) svc = { key: `${a} ${value}`, kind: SERVICE_OPTS[a] as string, value };
       else o.set(a, value);
     }
@@ -302,14 +299,14 @@ export function parseIpvsadmSave(text: string, source = 'ipvsadm-save -n'): Ipvs
     const vs = services.get(key) ?? fail(`real server for ${svc.key} before its -A line`);
     const unknown = [...o.keys()].filter((k) => !REAL_SERVER_OPTS.has(k));
     if (unknown.length) fail(`unexpected option(s) on an -a line: ${unknown.join(' ')}`);
-    const hp = hostPort(o.get('-r') ?? o.get('--real-server') ?? fail('-a without -r'), fail);
+    const hp = hostPort(o.get('-r') ?? fail('-a without -r'), fail);
     const fwd = [...o.keys()].filter((k) => k in SAVE_FORWARDS);
     if (fwd.length > 1) fail(`several forwarding methods: ${fwd.join(' ')}`);
-    const weight = count(o.get('-w') ?? o.get('--weight') ?? '1', 'weight', fail);
+    const weight = count(o.get('-w') ?? '1', 'weight', fail);
     // ipvsadm's default is direct routing.
     const rs = newRealServer(realAddress(vs, hp), weight, SAVE_FORWARDS[fwd[0] ?? '-g']!);
-    const x = o.get('-x') ?? o.get('--u-threshold');
-    const y = o.get('-y') ?? o.get('--l-threshold');
+    const x = o.get('-x');
+    const y = o.get('-y');
     if (x !== undefined || y !== undefined) thresholds = true;
     rs.upperThreshold = count(x ?? '0', 'upper threshold', fail);
     rs.lowerThreshold = count(y ?? '0', 'lower threshold', fail);
@@ -332,22 +329,22 @@ export function parseIpvsadmSave(text: string, source = 'ipvsadm-save -n'): Ipvs
 
 /** Reads an -A line's options, taking each out of o so that what is left is unknown. */
 function saveServiceOptions(vs: IpvsVirtualServer, o: Map<string, string>, fail: Fail): void {
-  const take = (...spellings: string[]): string | undefined => {
-    const value = spellings.map((k) => o.get(k)).find((v) => v !== undefined);
-    for (const k of spellings) o.delete(k);
+  const take = (option: string): string | undefined => {
+    const value = o.get(option);
+    o.delete(option);
     return value;
   };
   const flags = new Set<string>();
-  vs.scheduler = take('-s', '--scheduler') ?? 'wlc'; // ipvsadm's default scheduler
-  const p = take('-p', '--persistent');
+  vs.scheduler = take('-s') ?? 'wlc'; // ipvsadm's default scheduler
+  const p = take('-p');
   if (p !== undefined) {
     flags.add('persistent');
     vs.timeoutS = count(p, 'persistent timeout', fail);
   }
-  if (take('-o', '--ops') !== undefined) flags.add('one-packet');
-  for (const f of (take('-b', '--sched-flags') ?? '').split(',').filter(Boolean)) flags.add(f);
+  if (take('-o') !== undefined) flags.add('one-packet');
+  for (const f of (take('-b') ?? '').split(',').filter(Boolean)) flags.add(f);
   vs.flags = orderFlags(flags);
-  vs.netmask = take('-M', '--netmask') ?? defaultNetmask(vs.family);
+  vs.netmask = take('-M') ?? defaultNetmask(vs.family);
   const pe = take('--pe');
   if (pe !== undefined) vs.peName = pe;
   take('-6');

@@ -33,8 +33,8 @@ export async function readIpvs(opts: ReadIpvsOptions = {}): Promise<IpvsReadResu
   });
   const sock = openGenl(opts.netns);
   try {
-    const fam = await resolveFamily(sock, IPVS_GENL_NAME);
-    if (!fam) {
+    const familyId = await resolveFamily(sock, IPVS_GENL_NAME);
+    if (!familyId) {
       return {
         status: status(
           false,
@@ -45,14 +45,14 @@ export async function readIpvs(opts: ReadIpvsOptions = {}): Promise<IpvsReadResu
     }
     const record = opts.onReply;
     const found: { service: IpvsVirtualServer; selector: ServiceSelector }[] = [];
-    await sock.dump(serviceDumpRequest(fam.id), 'IPVS: dump services', (msgs) => {
+    await sock.dump(serviceDumpRequest(familyId), 'IPVS: dump services', (msgs) => {
       for (const m of msgs) {
         record?.('service', withHeader(m), found.length);
         found.push(decodeService(m.payload));
       }
     });
     for (const [i, { service, selector }] of found.entries()) {
-      await sock.dump(destDumpRequest(fam.id, selector), 'IPVS: dump real servers', (msgs) => {
+      await sock.dump(destDumpRequest(familyId, selector), 'IPVS: dump real servers', (msgs) => {
         for (const m of msgs) {
           record?.('dest', withHeader(m), i);
           service.realServers.push(decodeDest(m.payload, service.family));

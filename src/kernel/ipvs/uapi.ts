@@ -1,9 +1,6 @@
 // IPVS generic netlink numbers (include/uapi/linux/ip_vs.h) and their names, shared by the netlink reader and the
 // ipvsadm text parser so both produce identical snapshots.
 
-import { protocolOfNumber } from '../../model/protocol.js';
-import type { IpvsForward, IpvsTunnel, IpvsVirtualServer } from '../types.js';
-
 export const IPVS_GENL_NAME = 'IPVS';
 export const IPVS_GENL_VERSION = 1;
 
@@ -59,17 +56,8 @@ const IP_VS_SVC_F_SCHED3 = 0x20;
 
 export const IP_VS_CONN_F_FWD_MASK = 0x7;
 
-/** IPPROTO number → name; 0 (fwmark services) and unknown numbers stay numbers. */
-export function protocolName(n: number): IpvsVirtualServer['protocol'] {
-  return protocolOfNumber(n) ?? n;
-}
-
+/** IP_VS_CONN_F_* forwarding methods (conn_flags & IP_VS_CONN_F_FWD_MASK) by number. */
 export const FORWARDS = ['masq', 'local', 'tunnel', 'route', 'bypass'] as const;
-
-/** IP_VS_CONN_F_* forwarding method (conn_flags & IP_VS_CONN_F_FWD_MASK) → name. */
-export function forwardName(n: number): IpvsForward {
-  return FORWARDS[n] ?? n;
-}
 
 /** Names of the service flags; scheduler flags are named the way ipvsadm names them for that scheduler. */
 export function serviceFlagNames(flags: number, scheduler: string): string[] {
@@ -86,17 +74,9 @@ export function serviceFlagNames(flags: number, scheduler: string): string[] {
   return out;
 }
 
-const TUNNEL_TYPES: IpvsTunnel['type'][] = ['ipip', 'gue', 'gre'];
-export const TUNNEL_CHECKSUMS = ['nocsum', 'csum', 'remcsum'] as const;
-
-export function tunnelTypeName(n: number): IpvsTunnel['type'] {
-  return TUNNEL_TYPES[n] ?? n;
-}
-
+export const TUNNEL_TYPES = ['ipip', 'gue', 'gre'] as const;
 /** IP_VS_TUNNEL_ENCAP_FLAG_* is a value, not a bit set: 0 none, 1 csum, 2 remcsum. */
-export function tunnelChecksumName(n: number): IpvsTunnel['checksum'] {
-  return TUNNEL_CHECKSUMS[n] ?? n;
-}
+export const TUNNEL_CHECKSUMS = ['nocsum', 'csum', 'remcsum'] as const;
 
 /** The persistence netmask as ipvsadm prints it: dotted for IPv4, a prefix length for IPv6. */
 export function defaultNetmask(family: IpFamily): string {

@@ -57,15 +57,6 @@ export class BackendCounter {
   }
 }
 
-export function backendEvidence(out: BackendOutput): BackendEvidence {
-  const counter = new BackendCounter();
-  for (const t of out.texts) {
-    const buf = typeof t === 'string' ? Buffer.from(t) : Buffer.from(t.buffer, t.byteOffset, t.byteLength);
-    eachLine(buf, (start, end) => counter.line(buf, start, end, end < buf.length));
-  }
-  return counter.evidence(out.error);
-}
-
 /** What the choice needs of one backend: its outputs' counts, and whether any of its outputs could be read. */
 export interface BackendSide {
   evidence: BackendEvidence;
@@ -73,11 +64,16 @@ export interface BackendSide {
   readable: boolean;
 }
 
+/** The choice from whole outputs (a bundle's files), counted as the reader counts them line by line. */
 export function chooseBackend(legacyOut: BackendOutput, nftOut: BackendOutput): BackendChoice {
-  const side = (output: BackendOutput): BackendSide => ({
-    evidence: backendEvidence(output),
-    readable: output.texts.length > 0,
-  });
+  const side = ({ texts, error }: BackendOutput): BackendSide => {
+    const counter = new BackendCounter();
+    for (const t of texts) {
+      const buf = typeof t === 'string' ? Buffer.from(t) : Buffer.from(t.buffer, t.byteOffset, t.byteLength);
+      eachLine(buf, (start, end) => counter.line(buf, start, end, end < buf.length));
+    }
+    return { evidence: counter.evidence(error), readable: texts.length > 0 };
+  };
   return chooseBackendOf(side(legacyOut), side(nftOut));
 }
 

@@ -47,6 +47,16 @@ export interface NetlinkMessage {
 /** A pre-check on a message's raw payload before any object is made for it; false drops it. */
 export type KeepMessage = (buf: Buffer, start: number, end: number, type: number) => boolean;
 
+/** The length of the message at buf[off], once its header is known to fit before `end`; else NetlinkParseError. */
+export function messageLength(buf: Buffer, off: number, end: number): number {
+  if (end - off < NLMSG_HDRLEN) throw new NetlinkParseError(`truncated header: ${end - off} bytes left`, off);
+  const len = buf.readUInt32LE(off);
+  if (len < NLMSG_HDRLEN || off + len > end) {
+    throw new NetlinkParseError(`message length ${len} does not fit the ${end - off} bytes left`, off);
+  }
+  return len;
+}
+
 /**
  * Splits one datagram into messages (those `keep` accepts, when given). Throws NetlinkParseError on a header that
  * claims more bytes than the datagram holds (a truncated or corrupt reply).
@@ -55,11 +65,7 @@ export function splitMessages(buf: Buffer, start = 0, end = buf.length, keep?: K
   const out: NetlinkMessage[] = [];
   let off = start;
   while (off < end) {
-    if (end - off < NLMSG_HDRLEN) throw new NetlinkParseError(`truncated header: ${end - off} bytes left`, off);
-    const len = buf.readUInt32LE(off);
-    if (len < NLMSG_HDRLEN || off + len > end) {
-      throw new NetlinkParseError(`message length ${len} does not fit the ${end - off} bytes left`, off);
-    }
+    const len = messageLength(buf, off, end);
     const type = buf.readUInt16LE(off + 4);
     if (keep && !keep(buf, off + NLMSG_HDRLEN, off + len, type)) {
       off += align4(len);
@@ -79,18 +85,22 @@ export function splitMessages(buf: Buffer, start = 0, end = buf.length, keep?: K
 
 /**
  * A bounds-checked, resettable cursor over attributes in [start, end) for hot paths; it throws NetlinkParseError
- * on an attribute past the end, and fewer than 4 trailing bytes are padding. It holds no buffer between walks.
+ * on an attribute past the end (at its offset from `base`), and fewer than 4 trailing bytes are padding.
  */
 export class AttrCursor {
   type = 0;
-  rawType = 0;
   vs = 0;
   ve = 0;
   private off = 0;
   private end = 0;
-  reset(start: number, end: number): this {
+  private base = 0;
+  /** `what` names the attributes in errors ('conntrack attribute'). */
+  constructor(private readonly what = 'attribute') {}
+
+  reset(start: number, end: number, base = 0): this {
     this.off = start;
     this.end = end;
+    this.base = base;
     return this;
   }
 
@@ -98,12 +108,10 @@ export class AttrCursor {
     const o = this.off;
     if (o + NLA_HDRLEN > this.end) return false;
     const len = buf[o]! | (buf[o + 1]! << 8);
-    const raw = buf[o + 2]! | (buf[o + 3]! << 8);
+    this.type = (buf[o + 2]! | (buf[o + 3]! << 8)) & NLA_TYPE_MASK;
     if (len < NLA_HDRLEN || o + len > this.end) {
-      throw new NetlinkParseError(`attribute type ${raw & NLA_TYPE_MASK} length ${len} overruns its container`, o);
+      throw new NetlinkParseError(`${this.what} type ${this.type} length ${len} overruns its container`, o - this.base);
     }
-    this.rawType = raw;
-    this.type = raw & NLA_TYPE_MASK;
     this.vs = o + NLA_HDRLEN;
     this.ve = o + len;
     this.off = o + align4(len);
@@ -116,10 +124,10 @@ export function walkAttrs(
   buf: Buffer,
   start: number,
   end: number,
-  fn: (type: number, vstart: number, vend: number, rawType: number) => void,
+  fn: (type: number, vstart: number, vend: number) => void,
 ): void {
   const a = new AttrCursor().reset(start, end);
-  while (a.next(buf)) fn(a.type, a.vs, a.ve, a.rawType);
+  while (a.next(buf)) fn(a.type, a.vs, a.ve);
 }
 
 /** Attributes by type (last one wins), as [start, end) ranges into buf. */

@@ -1,28 +1,21 @@
 // Generic netlink: family lookup through the "nlctrl" controller.
-import { MessageWriter, NLM_F_ACK, NLM_F_REQUEST, readCString, walkAttrs } from './codec.js';
+import { MessageWriter, NLM_F_ACK, NLM_F_REQUEST, walkAttrs } from './codec.js';
 import { NETLINK_GENERIC, NetlinkError, NetlinkSocket } from './socket.js';
 
-export const GENL_ID_CTRL = 0x10;
+const GENL_ID_CTRL = 0x10;
 export const GENL_HDRLEN = 4;
 const CTRL_CMD_GETFAMILY = 3;
 const CTRL_ATTR_FAMILY_ID = 1;
 const CTRL_ATTR_FAMILY_NAME = 2;
-const CTRL_ATTR_VERSION = 3;
 const ENOENT = 2;
-
-export interface GenlFamily {
-  id: number;
-  name: string;
-  version: number;
-}
 
 /** genl request: nlmsghdr + genlmsghdr {cmd, version, reserved}. */
 export function genlMessage(familyId: number, flags: number, cmd: number, version: number): MessageWriter {
   return new MessageWriter(familyId, flags).u8(cmd).u8(version).u16(0);
 }
 
-/** Resolves a family by name; undefined when the kernel has no such family (e.g. IPVS not loaded). */
-export async function resolveFamily(sock: NetlinkSocket, name: string): Promise<GenlFamily | undefined> {
+/** A family's id by name; undefined when the kernel has no such family (e.g. IPVS not loaded). */
+export async function resolveFamily(sock: NetlinkSocket, name: string): Promise<number | undefined> {
   const req = genlMessage(GENL_ID_CTRL, NLM_F_REQUEST | NLM_F_ACK, CTRL_CMD_GETFAMILY, 1)
     .attrString(CTRL_ATTR_FAMILY_NAME, name)
     .finish();
@@ -34,13 +27,11 @@ export async function resolveFamily(sock: NetlinkSocket, name: string): Promise<
     throw e;
   }
   for (const m of replies) {
-    const fam: GenlFamily = { id: 0, name: '', version: 0 };
-    walkAttrs(m.payload, GENL_HDRLEN, m.payload.length, (type, s, e) => {
-      if (type === CTRL_ATTR_FAMILY_ID) fam.id = m.payload.readUInt16LE(s);
-      else if (type === CTRL_ATTR_FAMILY_NAME) fam.name = readCString(m.payload, s, e);
-      else if (type === CTRL_ATTR_VERSION) fam.version = m.payload.readUInt32LE(s);
+    let id = 0;
+    walkAttrs(m.payload, GENL_HDRLEN, m.payload.length, (type, s) => {
+      if (type === CTRL_ATTR_FAMILY_ID) id = m.payload.readUInt16LE(s);
     });
-    if (fam.id) return fam;
+    if (id) return id;
   }
   return undefined;
 }

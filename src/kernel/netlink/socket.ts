@@ -6,6 +6,7 @@ import { native } from '../../native/index.js';
 import { type PollHandle, UV_READABLE } from '../../native/poll.js';
 import {
   type KeepMessage,
+  messageLength,
   type NetlinkMessage,
   NetlinkParseError,
   NLM_F_DUMP_INTR,
@@ -32,6 +33,7 @@ const SOL_NETLINK = 270;
 const NETLINK_ADD_MEMBERSHIP = 1;
 const NETLINK_CAP_ACK = 10;
 const NETLINK_EXT_ACK = 11;
+const NLM_F_CAPPED = 0x100;
 const NLM_F_ACK_TLVS = 0x200;
 const NLMSGERR_ATTR_MSG = 1;
 
@@ -118,11 +120,7 @@ export function walkDumpDatagram(
 ): boolean {
   let o = off;
   while (o < dend) {
-    if (dend - o < NLMSG_HDRLEN) throw new NetlinkParseError(`truncated header: ${dend - o} bytes left`, o);
-    const len = buf.readUInt32LE(o);
-    if (len < NLMSG_HDRLEN || o + len > dend) {
-      throw new NetlinkParseError(`message length ${len} does not fit the ${dend - o} bytes left`, o);
-    }
+    const len = messageLength(buf, o, dend);
     const at = o;
     o += (len + 3) & ~3;
     // A stray notification or someone else's reply.
@@ -130,15 +128,15 @@ export function walkDumpDatagram(
     const type = buf.readUInt16LE(at + 4);
     const flags = buf.readUInt16LE(at + 6);
     if (flags & NLM_F_DUMP_INTR) res.interrupted = true;
-    if (type === NLMSG_DONE || type === NLMSG_ERROR) {
-      const m: NetlinkMessage = { type, flags, seq, pid: port, payload: buf.subarray(at + NLMSG_HDRLEN, at + len) };
-      if (type === NLMSG_DONE) {
-        // ctnetlink and others put an int error in DONE's payload.
-        const err = m.payload.length >= 4 ? m.payload.readInt32LE(0) : 0;
-        if (err < 0) throw new NetlinkError(-err, what, extAckMessage(m, 4));
-        return true;
-      }
-      const { errno, message } = parseError(m);
+    if (type === NLMSG_DONE) {
+      // ctnetlink and others put an int error in DONE's payload.
+      const payload = buf.subarray(at + NLMSG_HDRLEN, at + len);
+      const err = payload.length >= 4 ? payload.readInt32LE(0) : 0;
+      if (err < 0) throw new NetlinkError(-err, what, extAckMessage(payload, flags, 4));
+      return true;
+    }
+    if (type === NLMSG_ERROR) {
+      const { errno, message } = parseError({ payload: buf.subarray(at + NLMSG_HDRLEN, at + len), flags });
       if (errno !== 0) throw new NetlinkError(errno, what, message);
       if (ackEnds) return true;
       continue;
@@ -451,24 +449,24 @@ function rethrow(err: Error): never {
 }
 
 /** NLMSG_ERROR: int error, the echoed request header (capped), then extended-ACK attributes. */
-export function parseError(msg: NetlinkMessage): { errno: number; message?: string } {
-  if (msg.payload.length < 4) throw new NetlinkParseError('NLMSG_ERROR shorter than its error code', 0);
-  const errno = -msg.payload.readInt32LE(0);
-  let message: string | undefined;
-  if (msg.payload.length >= 4 + NLMSG_HDRLEN) {
-    // With NETLINK_CAP_ACK the echoed request is its header alone unless its length field says otherwise.
-    const capped = msg.flags & 0x100;
-    message = extAckMessage(msg, 4 + (capped ? NLMSG_HDRLEN : (msg.payload.readUInt32LE(4) + 3) & ~3));
-  }
-  return message === undefined ? { errno } : { errno, message };
+export function parseError({ payload, flags }: Pick<NetlinkMessage, 'payload' | 'flags'>): {
+  errno: number;
+  message?: string | undefined;
+} {
+  if (payload.length < 4) throw new NetlinkParseError('NLMSG_ERROR shorter than its error code', 0);
+  const errno = -payload.readInt32LE(0);
+  if (payload.length < 4 + NLMSG_HDRLEN) return { errno };
+  // With NETLINK_CAP_ACK the echoed request is its header alone unless its length field says otherwise.
+  const echoed = flags & NLM_F_CAPPED ? NLMSG_HDRLEN : (payload.readUInt32LE(4) + 3) & ~3;
+  return { errno, message: extAckMessage(payload, flags, 4 + echoed) };
 }
 
 /** NLMSGERR_ATTR_MSG of an extended ACK whose attributes start at payload offset `from`. */
-function extAckMessage(msg: NetlinkMessage, from: number): string | undefined {
-  if (!(msg.flags & NLM_F_ACK_TLVS) || from >= msg.payload.length) return undefined;
+function extAckMessage(payload: Buffer, flags: number, from: number): string | undefined {
+  if (!(flags & NLM_F_ACK_TLVS) || from >= payload.length) return undefined;
   let message: string | undefined;
-  walkAttrs(msg.payload, from, msg.payload.length, (type, s, e) => {
-    if (type === NLMSGERR_ATTR_MSG) message = readCString(msg.payload, s, e);
+  walkAttrs(payload, from, payload.length, (type, s, e) => {
+    if (type === NLMSGERR_ATTR_MSG) message = readCString(payload, s, e);
   });
   return message;
 }

@@ -1,0 +1,61 @@
+// runNftLists through the real runCommand, with a stand-in `nft` on PATH that answers as nft 1.0 does: a missing
+// kube-proxy table is an absence (another proxy mode, or single-stack), any other failure keeps nft's own text.
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { nftSnapshotOf, runNftLists } from '../../../src/kernel/nft/read.js';
+
+const savedPath = process.env.PATH;
+const dirs: string[] = [];
+
+afterEach(() => {
+  process.env.PATH = savedPath;
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+/** Puts an `nft` first on PATH that runs `script` (POSIX sh; $4 is the family of `-j list table FAMILY NAME`). */
+function fakeNft(script: string): void {
+  const dir = mkdtempSync(join(tmpdir(), 'clbprobe-fake-nft-'));
+  dirs.push(dir);
+  const file = join(dir, 'nft');
+  writeFileSync(file, `#!/bin/sh\n${script}\n`);
+  chmodSync(file, 0o755);
+  process.env.PATH = `${dir}:${savedPath}`;
+}
+
+const NO_TABLE_IP = `Error: No such file or directory
+list table ip kube-proxy
+                 ^^^^^^^^^^`;
+
+describe('runNftLists', () => {
+  it('reads a missing table as absent, not as a failure', async () => {
+    fakeNft(`if [ "$4" = ip ]; then printf '%s\\n' '${NO_TABLE_IP}' >&2; exit 1; fi
+echo '{"nftables": [{"metainfo": {"version": "1.0.6"}}, {"table": {"family": "ip6", "name": "kube-proxy"}}]}'`);
+    const lists = await runNftLists();
+    expect(lists.ip).toEqual({ ok: false, reason: 'no such table', absent: true });
+    expect(lists.ip6.ok).toBe(true);
+    const { snapshot, error } = nftSnapshotOf(lists);
+    expect(error).toBeUndefined();
+    expect(snapshot?.absent).toEqual(['ip']);
+    expect(snapshot?.tables.map((t) => [t.family, t.name])).toEqual([['ip6', 'kube-proxy']]);
+  });
+
+  it("keeps any other failure's stderr text, and is not absent", async () => {
+    fakeNft(`echo "Error: Could not process rule: Protocol not supported (family $4)" >&2; exit 1`);
+    const lists = await runNftLists();
+    expect(lists.ip).toEqual({
+      ok: false,
+      reason: 'Error: Could not process rule: Protocol not supported (family ip)',
+    });
+    expect(lists.ip6).toEqual({
+      ok: false,
+      reason: 'Error: Could not process rule: Protocol not supported (family ip6)',
+    });
+    expect(nftSnapshotOf(lists)).toEqual({
+      error:
+        'nft -j list table ip kube-proxy: Error: Could not process rule: Protocol not supported (family ip); ' +
+        'nft -j list table ip6 kube-proxy: Error: Could not process rule: Protocol not supported (family ip6)',
+    });
+  });
+});
