@@ -7,7 +7,16 @@ import type { SkippedObject } from './json-reduce.js';
 import { KubeApi } from './kube-api.js';
 import { loadApiTarget } from './kube-config.js';
 import { OBJECT_SHAPES } from './object-shapes.js';
-import { collectionPath, GATEWAY_KINDS, KIND_APIS, KINDS, type Kind, type SourcedObject } from './objects.js';
+import {
+  apiVersionOf,
+  collectionPath,
+  GATEWAY_KINDS,
+  KIND_APIS,
+  KINDS,
+  type Kind,
+  type KindApi,
+  type SourcedObject,
+} from './objects.js';
 import { Reflector, type ReflectorOptions } from './reflector.js';
 import type { ClusterView } from './types.js';
 
@@ -32,20 +41,15 @@ export interface ClusterWatchOptions {
   crdRecheckMs?: number;
 }
 
-/** Where each kind is listed and watched; `name` labels it in reasons and warnings. */
-function collection(kind: Kind): Pick<ReflectorOptions<unknown>, 'name' | 'path' | 'optional' | 'crd' | 'fallback'> {
-  const api = KIND_APIS[kind];
-  const c = { name: kind === 'nodes' ? 'node' : api.resource, path: collectionPath(api) };
-  // Ingress VIPs only add L7 detail; an agent without RBAC for them (or a Gateway API CRD) still works.
-  if (api.crd || kind === 'ingresses') return { ...c, optional: true, ...(api.crd ? { crd: true } : {}) };
-  if (kind !== 'endpointSlices') return c;
-  // 1.17-1.20 serve EndpointSlices only as v1beta1 (same fields but topology for nodeName, endpoints.ts).
-  const fallback = {
-    path: collectionPath(api, 'v1beta1'),
-    note: 'EndpointSlices: discovery.k8s.io/v1 not served (404), using v1beta1',
-    neither: 'EndpointSlices: neither discovery.k8s.io/v1 nor v1beta1 served (404)',
-  };
-  return { ...c, fallback };
+/** Where each kind is listed and watched, as KIND_APIS states it; `name` labels it in reasons and warnings. */
+function collection(api: KindApi): Pick<ReflectorOptions<unknown>, 'name' | 'path' | 'optional' | 'crd' | 'fallback'> {
+  const { optional, crd, fallback: older } = api;
+  const where = { name: api.thisNodeOnly ? 'node' : api.resource, path: collectionPath(api), optional, crd };
+  if (!older) return where;
+  const wanted = apiVersionOf(api);
+  const note = `${api.kind}s: ${wanted} not served (404), using ${older}`;
+  const neither = `${api.kind}s: neither ${wanted} nor ${older} served (404)`;
+  return { ...where, fallback: { path: collectionPath(api, older), note, neither } };
 }
 
 const GATEWAY_API_LOG = {
@@ -70,11 +74,12 @@ export class ClusterWatch {
     this.api = new KubeApi(loadApiTarget(o.kubeconfig));
     const parsers = parsersFor(o.nodeName);
     for (const kind of KINDS) {
-      const c = collection(kind);
+      const api = KIND_APIS[kind];
+      const c = collection(api);
       const parse = parsers[kind] as (s: SourcedObject) => unknown;
       const reflector = new Reflector(this.api, {
         ...c,
-        query: kind === 'nodes' ? { fieldSelector: `metadata.name=${o.nodeName}` } : {},
+        query: api.thisNodeOnly ? { fieldSelector: `metadata.name=${o.nodeName}` } : {},
         pageSize: o.pageSize ?? 500,
         watchTimeoutS: o.watchTimeoutS ?? 300,
         backoffInitialMs: o.backoffInitialMs ?? 500,
