@@ -46,9 +46,6 @@ export class SliceTables {
   }
 }
 
-/** Slices by "namespace/serviceName". */
-export type EndpointIndex = Map<string, SliceEntry[]>;
-
 /** One EndpointSlice, or none for slices of no Service or FQDN addresses; `nodeName` marks endpoints local. */
 export function parseEndpointSlice(
   sourced: SourcedObject,
@@ -78,8 +75,9 @@ export function parseEndpointSlice(
   });
 }
 
-export function indexEndpointSlices(entries: readonly (SliceEntry | undefined)[]): EndpointIndex {
-  const index: EndpointIndex = new Map();
+/** Slices by "namespace/serviceName". */
+export function indexEndpointSlices(entries: readonly (SliceEntry | undefined)[]) {
+  const index = new Map<string, SliceEntry[]>();
   for (const p of entries) {
     if (!p) continue;
     pushTo(index, `${p.namespace}/${p.service}`, p);
@@ -125,7 +123,7 @@ export function slicePort(service: Pick<ServiceView, 'endpointPorts'>, ep: Endpo
 
 /** Endpoints of one ServicePort across its slices, once per address+port; a single slice's list is shared as is. */
 export function endpointsFor(
-  index: EndpointIndex,
+  index: ReturnType<typeof indexEndpointSlices>,
   namespace: string,
   service: string,
   portName: string,

@@ -105,6 +105,8 @@ class Flawed<T> {
 
 /** A parsed object, bare when it had no warning (so no wrapper per object), else a Flawed. */
 export type Parsed<T> = T | Flawed<T>;
+/** What a parser's objects are once valuesOf took their warnings out. */
+export type ValueOf<P extends (s: SourcedObject) => unknown> = Exclude<ReturnType<P>, Flawed<unknown>>;
 
 const NO_WARNINGS: readonly string[] = Object.freeze([]);
 
