@@ -57,10 +57,12 @@ export class SkippedObject {
 
   /** "Service attacker/fat-1", "Node node-a", or the kind alone when no name was read. */
   get label(): string {
-    if (this.name === undefined) return `${this.kind} (name not read)`;
-    return `${this.kind} ${this.namespace !== undefined ? `${this.namespace}/` : ''}${this.name}`;
+    return this.name === undefined ? `${this.kind} (name not read)` : objectLabel(this.kind, this.namespace, this.name);
   }
 }
+
+const objectLabel = (kind: string, namespace: string | undefined, name: string): string =>
+  `${kind} ${namespace !== undefined ? `${namespace}/` : ''}${name}`;
 
 /** Input that is not JSON, is cut short, or a unit past its raw bound. */
 export class JsonStreamError extends Error {
@@ -249,7 +251,7 @@ export class JsonReducer {
       this.slotKeep = true;
       return;
     }
-    const shape = top.children && childShape(top.children, top.array, top.key);
+    const shape = top.children && childShape(top.children, top.key);
     this.slotShape = shape;
     this.slotUnit = top.unit;
     this.slotKeep = top.value !== undefined && shape !== undefined && !top.unit?.over;
@@ -316,7 +318,7 @@ export class JsonReducer {
     let cap = this.limits.maxValueBytes;
     if (isKey) {
       // Keys are read where they choose a field: in followed objects.
-      collect = top?.children !== undefined && top.children.kind !== 'value';
+      collect = top?.children !== undefined;
       if (top?.children?.kind === 'any') cap = Infinity;
     } else {
       const shape = this.slotShape;
@@ -463,8 +465,7 @@ export class JsonReducer {
   }
 
   private tooLong(u: Unit): never {
-    const what =
-      u.name !== undefined ? new SkippedObject(u.shape.label, 0, '', u.namespace, u.name).label : `a ${u.shape.label}`;
+    const what = u.name !== undefined ? objectLabel(u.shape.label, u.namespace, u.name) : `a ${u.shape.label}`;
     throw new JsonStreamError(
       `${what} at byte ${u.start} is longer than ` +
         `${size(this.limits.maxUnitBytes)}: not an object the API server stores`,
@@ -493,20 +494,12 @@ export function reduceText(text: string | Buffer, shape: Shape, limits: ReduceLi
   return value;
 }
 
-/** The shape of a child of a container whose children have `shape`. */
-function childShape(shape: Shape, array: boolean, key: string | undefined): Shape | undefined {
-  switch (shape.kind) {
-    case 'any':
-      return shape;
-    case 'each':
-      return array ? shape.each : undefined;
-    case 'map':
-      return !array && key !== undefined ? shape.each : undefined;
-    case 'fields':
-      return !array && key !== undefined ? shape.fields.get(key) : undefined;
-    default:
-      return undefined;
-  }
+/** The shape of a child of a container whose children have `shape`, which containerChildren fitted to it. */
+function childShape(shape: Shape, key: string | undefined): Shape | undefined {
+  if (shape.kind === 'any') return shape;
+  if (shape.kind === 'each') return shape.each;
+  if (key === undefined) return undefined;
+  return shape.kind === 'map' ? shape.each : shape.kind === 'fields' ? shape.fields.get(key) : undefined;
 }
 
 /** The children's shape when it fits the container; a mismatch keeps it empty so parsers report the wrong type. */
@@ -573,7 +566,7 @@ function describe(c: number): string {
 }
 
 /** "64 bytes", "16 KiB", "16 MiB". */
-function size(n: number): string {
+export function size(n: number): string {
   if (n < 1024) return `${n} bytes`;
   return n < 1 << 20 ? `${+(n / 1024).toFixed(1)} KiB` : `${+(n / 2 ** 20).toFixed(2)} MiB`;
 }

@@ -4,7 +4,7 @@ import { type ClientRequest, request as httpRequest, type IncomingMessage } from
 import { request as httpsRequest, type RequestOptions } from 'node:https';
 import { StringDecoder } from 'node:string_decoder';
 import { errText } from '../errors.js';
-import { ANY, JsonReducer, JsonStreamError, type ReduceLimits, reduceText, type Shape } from './json-reduce.js';
+import { ANY, JsonReducer, JsonStreamError, type ReduceLimits, reduceText, type Shape, size } from './json-reduce.js';
 import type { ApiTarget } from './kube-config.js';
 import { eventShape, listShape } from './object-shapes.js';
 
@@ -43,8 +43,6 @@ export const DEFAULT_API_LIMITS: ApiLimits = {
 
 /** An error answer is a Status of a few hundred bytes; more of it is not read. */
 const MAX_ERROR_BODY = 1 << 20;
-
-const mib = (n: number): string => `${+(n / 2 ** 20).toFixed(2)} MiB`;
 
 export class KubeApi {
   readonly limits: ApiLimits;
@@ -214,7 +212,7 @@ function streamText(e: unknown): string {
 function readBody(res: IncomingMessage, what: string, maxBytes: number): Promise<string> {
   return new Promise((resolve, reject) => {
     const tooBig = (): void => {
-      reject(new ApiError(`${what}: the answer is larger than ${mib(maxBytes)}`));
+      reject(new ApiError(`${what}: the answer is larger than ${size(maxBytes)}`));
       res.destroy();
     };
     const declared = Number(res.headers['content-length']);
