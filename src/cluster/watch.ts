@@ -171,9 +171,7 @@ export class ClusterWatch {
   status(): SourceStatus {
     const stale = this.staleReason();
     const listMs = this.reflectors().reduce((sum, r) => sum + (r.health().listMs ?? 0), 0);
-    const s: SourceStatus = { source: 'cluster', available: !stale, durationMs: listMs };
-    if (stale) s.reason = stale;
-    return s;
+    return { source: 'cluster', available: !stale, durationMs: listMs, ...(stale ? { reason: stale } : {}) };
   }
 
   private reflectors(): Reflector<unknown>[] {

@@ -137,11 +137,9 @@ export async function lookupHostnames(names: readonly string[], opts: LookupOpti
 
   const withDeadline = (hostname: string): Promise<LookupResult> => {
     let timer: NodeJS.Timeout | undefined;
+    const error = `timeout (no answer within ${timeoutMs} ms)`;
     const late = new Promise<LookupResult>((resolve) => {
-      timer = setTimeout(
-        () => resolve({ hostname, addresses: [], error: `timeout (no answer within ${timeoutMs} ms)` }),
-        timeoutMs,
-      );
+      timer = setTimeout(() => resolve({ hostname, addresses: [], error }), timeoutMs);
     });
     return Promise.race([one(hostname), late]).finally(() => clearTimeout(timer));
   };
@@ -161,12 +159,7 @@ export async function lookupHostnames(names: readonly string[], opts: LookupOpti
     // Names past their deadline: stop their queries.
     for (const r of live) r.cancel();
   }
-  for (const hostname of names.slice(maxNames)) {
-    results.push({
-      hostname,
-      addresses: [],
-      error: `not looked up: more than ${maxNames} hostname-only LBs (--dns-max-names)`,
-    });
-  }
+  const error = `not looked up: more than ${maxNames} hostname-only LBs (--dns-max-names)`;
+  for (const hostname of names.slice(maxNames)) results.push({ hostname, addresses: [], error });
   return { resolver: resolverText, results, warnings: conf.warnings };
 }
