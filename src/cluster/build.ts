@@ -147,7 +147,7 @@ export function assembleClusterView(parsed: ParsedObjects, opts: BuildOptions = 
 /** One literal with every field, in JSON output's order, so every ServiceView has the same object shape. */
 function serviceView(
   svc: ValueOf<Parsers['services']>,
-  port: PortFields,
+  port: ReturnType<typeof parseServicePort>,
   ingressVips: ServiceView['ingressVips'],
   endpoints: EndpointView[],
   endpointPorts: EndpointPorts,
@@ -191,21 +191,7 @@ function constant<T extends string>(list: readonly T[], value: string): T | unde
   return list.find((x) => x === value);
 }
 
-type PortFields = Pick<ServiceView, 'portName' | 'protocol' | 'port' | 'targetPort' | 'nodePort'>;
-type SpecFields = Omit<
-  ServiceView,
-  | 'namespace'
-  | 'name'
-  | keyof PortFields
-  | 'ingressVips'
-  | 'gatewayHostnames'
-  | 'endpoints'
-  | 'endpointPorts'
-  | 'unmanagedEndpoints'
-  | 'lbHostnameLookups'
->;
-
-function parseServicePort(raw: unknown, path: string): PortFields {
+function parseServicePort(raw: unknown, path: string) {
   if (!isObj(raw)) throw new FieldError(`${path} is not an object`);
   const port = optInt(raw.port, `${path}.port`, 1, 65535);
   if (port === undefined) throw new FieldError(`${path}.port is missing`);
@@ -225,7 +211,7 @@ function parseServicePort(raw: unknown, path: string): PortFields {
 }
 
 /** The parts of a ServiceView shared by all its ports. */
-function parseServiceSpec(raw: Obj, metadata: Obj, warn: (m: string) => void): SpecFields {
+function parseServiceSpec(raw: Obj, metadata: Obj, warn: (m: string) => void) {
   const spec = optObj(raw.spec, 'spec') ?? {};
   const typeText = optStr(spec.type, 'spec.type') ?? 'ClusterIP';
   const type = constant(SERVICE_TYPES, typeText);

@@ -11,12 +11,7 @@ const MANAGED_BY_LABEL = 'endpointslice.kubernetes.io/managed-by';
 const ENDPOINTSLICE_CONTROLLER = 'endpointslice-controller.k8s.io';
 
 /** One port of a slice: the ServicePort it serves (by name and protocol) and its number there. */
-interface SlicePort {
-  name: string;
-  protocol: string;
-  /** Undefined means "all ports" in the API. */
-  port?: number;
-}
+type SlicePort = ReturnType<typeof parseSlicePort>;
 
 /** A slice with its Service; its endpoint objects are shared by the view, the watch store and every port. */
 export interface SliceEntry {
@@ -86,7 +81,7 @@ export function indexEndpointSlices(entries: readonly (SliceEntry | undefined)[]
 }
 
 /** Undefined port means "all ports" in the API. */
-function parseSlicePort(value: unknown, path: string): SlicePort {
+function parseSlicePort(value: unknown, path: string) {
   if (!isObj(value)) throw new FieldError(`${path} is not an object`);
   return {
     name: optStr(value.name, `${path}.name`) ?? '',
