@@ -59,7 +59,6 @@ const GATEWAY_API_LOG = {
 
 export class ClusterWatch {
   private readonly stores = new Map<Kind, Reflector<unknown>>();
-  private readonly api: KubeApi;
   private running?: Promise<void>[];
   private timer?: NodeJS.Timeout;
   private firstPendingAt?: number;
@@ -71,13 +70,13 @@ export class ClusterWatch {
 
   /** Throws if no API configuration can be found (see loadApiTarget). */
   constructor(private readonly o: ClusterWatchOptions) {
-    this.api = new KubeApi(loadApiTarget(o.kubeconfig));
+    const kubeApi = new KubeApi(loadApiTarget(o.kubeconfig));
     const parsers = parsersFor(o.nodeName);
     for (const kind of KINDS) {
       const api = KIND_APIS[kind];
       const c = collection(api);
       const parse = parsers[kind] as (s: SourcedObject) => unknown;
-      const reflector = new Reflector(this.api, {
+      const reflector = new Reflector(kubeApi, {
         ...c,
         query: api.thisNodeOnly ? { fieldSelector: `metadata.name=${o.nodeName}` } : {},
         pageSize: o.pageSize ?? 500,
@@ -88,17 +87,10 @@ export class ClusterWatch {
         onFallback: (m) => o.log?.warn({ source: 'cluster', reason: m }, m),
         // Only what the view reads is kept of each object, as it arrives: a namespace's fat objects cost no heap.
         shape: OBJECT_SHAPES[kind],
-        onSkip: (skipped) =>
-          o.log?.warn(
-            {
-              source: 'cluster',
-              kind: skipped.kind,
-              object: objectName(skipped),
-              bytes: skipped.bytes,
-              reason: skipped.reason,
-            },
-            'cluster object skipped: too large',
-          ),
+        onSkip: (s) => {
+          const fields = { source: 'cluster', kind: s.kind, object: objectName(s), bytes: s.bytes, reason: s.reason };
+          o.log?.warn(fields, 'cluster object skipped: too large');
+        },
         // Each object is parsed once, as it arrives; the store keeps the result, not the JSON.
         transform: (object) => parse({ origin: c.name, object }),
         onChange: () => this.schedule(),
