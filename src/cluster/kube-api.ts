@@ -19,13 +19,6 @@ export class ApiError extends Error {
   }
 }
 
-export interface ListPage {
-  resourceVersion: string;
-  continueToken?: string;
-  /** With an item shape, what it keeps of each object, or a SkippedObject in its place. */
-  items: unknown[];
-}
-
 /**
  * Bounds on API answers: an etcd object is at most ~1.5 MB and escaping at most ~6x, so a bigger event is not
  * Kubernetes; shaped objects are streamed and capped, whole bodies fail past maxBodyBytes instead of an OOM-kill.
@@ -42,14 +35,19 @@ export class KubeApi {
     this.limits = { ...DEFAULT_API_LIMITS, ...limits };
   }
 
-  /** GETs one page; with `item`, each item is reduced to that shape as it arrives (json-reduce.ts). */
-  async listPage(path: string, query: Record<string, string>, timeoutMs = 30_000, item?: Shape): Promise<ListPage> {
+  /** GETs one page; with `item`, each item is reduced to that shape as it arrives, or a SkippedObject in its place. */
+  async listPage(path: string, query: Record<string, string>, timeoutMs = 30_000, item?: Shape) {
     const what = `GET ${path}`;
     const { res } = await this.get(path, query, timeoutMs, what);
-    const list = item
+    const answer = item
       ? await readReduced(res, what, listShape(item), reduceLimits(this.limits))
       : parseWhole(await readBody(res, what, this.limits.maxBodyBytes), what);
-    return pageOf(list, what);
+    const list = answer as { metadata?: { resourceVersion?: unknown; continue?: unknown }; items?: unknown } | null;
+    if (!Array.isArray(list?.items) || typeof list.metadata?.resourceVersion !== 'string')
+      throw new ApiError(`${what}: the answer is not a list`);
+    const next = list.metadata.continue;
+    const continueToken = typeof next === 'string' && next !== '' ? next : undefined;
+    return { resourceVersion: list.metadata.resourceVersion, items: list.items as unknown[], continueToken };
   }
 
   /**
@@ -124,18 +122,6 @@ function parseWhole(body: string, what: string): unknown {
   } catch {
     throw new ApiError(`${what}: the answer is not JSON (${body.slice(0, 80)})`);
   }
-}
-
-/** The page a list answer holds, or why it is not one. */
-function pageOf(answer: unknown, what: string): ListPage {
-  const list = answer as { metadata?: { resourceVersion?: unknown; continue?: unknown }; items?: unknown } | null;
-  if (!Array.isArray(list?.items) || typeof list.metadata?.resourceVersion !== 'string') {
-    throw new ApiError(`${what}: the answer is not a list`);
-  }
-  const page: ListPage = { resourceVersion: list.metadata.resourceVersion, items: list.items };
-  if (typeof list.metadata.continue === 'string' && list.metadata.continue !== '')
-    page.continueToken = list.metadata.continue;
-  return page;
 }
 
 const reduceLimits = (limits: ApiLimits): ReduceLimits => ({

@@ -6,18 +6,16 @@ import { MAX_RESOLV_CONF_BYTES, parseResolvConf, type ResolvConf } from './resol
 
 const RESOLV_CONF = '/etc/resolv.conf';
 
-export interface LookupOptions {
-  resolvConf?: string;
+export const LOOKUP_DEFAULTS = {
   /** Names beyond this many in one round are not looked up (reported as such). */
-  maxNames?: number;
-  concurrency?: number;
+  maxNames: 256,
+  concurrency: 8,
   /** Whole-name deadline (A and AAAA together), whatever resolv.conf says. */
-  timeoutMs?: number;
+  timeoutMs: 5000,
   /** Addresses kept per name and family. */
-  maxAddresses?: number;
-}
-
-export const LOOKUP_DEFAULTS = { maxNames: 256, concurrency: 8, timeoutMs: 5000, maxAddresses: 16 } as const;
+  maxAddresses: 16,
+};
+export type LookupOptions = Partial<typeof LOOKUP_DEFAULTS> & { resolvConf?: string };
 
 export interface LookupResult {
   hostname: string;
