@@ -36,20 +36,11 @@ export class HostnameCache {
   want(names: Iterable<string>): boolean {
     const wanted = new Set<string>();
     for (const n of names) if (wanted.size < this.limits.maxNames) wanted.add(n);
-    let changed = false;
-    for (const n of this.entries.keys()) {
-      if (!wanted.has(n)) {
-        this.entries.delete(n);
-        changed = true;
-      }
-    }
-    for (const n of wanted) {
-      if (!this.entries.has(n)) {
-        this.entries.set(n, { dueAt: 0, expiresAt: 0 });
-        changed = true;
-      }
-    }
-    return changed;
+    const before = this.entries.size;
+    for (const n of this.entries.keys()) if (!wanted.has(n)) this.entries.delete(n);
+    const kept = this.entries.size;
+    for (const n of wanted) if (!this.entries.has(n)) this.entries.set(n, { dueAt: 0, expiresAt: 0 });
+    return kept !== before || this.entries.size !== kept;
   }
 
   /** Names whose lookup is due at `now` (ms epoch). */
