@@ -245,16 +245,9 @@ export class JsonReducer {
   /** The shape and unit of a value starting at the current position, and whether it is built. */
   private setSlot(): void {
     const top = this.frames[this.frames.length - 1];
-    if (!top) {
-      this.slotShape = this.shape;
-      this.slotUnit = undefined;
-      this.slotKeep = true;
-      return;
-    }
-    const shape = top.children && childShape(top.children, top.key);
-    this.slotShape = shape;
-    this.slotUnit = top.unit;
-    this.slotKeep = top.value !== undefined && shape !== undefined && !top.unit?.over;
+    this.slotShape = top ? top.children && childShape(top.children, top.key) : this.shape;
+    this.slotUnit = top?.unit;
+    this.slotKeep = !top || (top.value !== undefined && this.slotShape !== undefined && !top.unit?.over);
   }
 
   private open(i: number, array: boolean): number {
@@ -285,9 +278,7 @@ export class JsonReducer {
   private close(i: number): number {
     // Only called for the kind of container open (readStructure and afterValue check).
     const frame = this.frames.pop()!;
-    let value: unknown = frame.value;
-    if (frame.own) value = this.finishUnit(frame.own, this.offset + i + 1, value);
-    this.deliver(value);
+    this.deliver(frame.own ? this.finishUnit(frame.own, this.offset + i + 1, frame.value) : frame.value);
     return i + 1;
   }
 
@@ -313,23 +304,13 @@ export class JsonReducer {
   }
 
   private beginString(isKey: boolean): void {
-    const top = this.frames[this.frames.length - 1];
-    let collect: boolean;
-    let cap = this.limits.maxValueBytes;
-    if (isKey) {
-      // Keys are read where they choose a field: in followed objects.
-      collect = top?.children !== undefined;
-      if (top?.children?.kind === 'any') cap = Infinity;
-    } else {
-      const shape = this.slotShape;
-      const id = shape?.kind === 'value' ? shape.id : undefined;
-      collect = this.slotKeep || (id !== undefined && this.slotUnit !== undefined);
-      if (shape?.kind === 'any') cap = Infinity;
-    }
+    const shape = isKey ? this.frames[this.frames.length - 1]?.children : this.slotShape;
+    const id = !isKey && shape?.kind === 'value' ? shape.id : undefined;
     const s = this.str;
     s.isKey = isKey;
-    s.collect = collect;
-    s.cap = cap;
+    // Keys are read where they choose a field: in followed objects.
+    s.collect = isKey ? shape !== undefined : this.slotKeep || (id !== undefined && this.slotUnit !== undefined);
+    s.cap = shape?.kind === 'any' ? Infinity : this.limits.maxValueBytes;
     s.pieces.length = 0;
     s.bytes = 0;
     s.escaped = false;
@@ -346,7 +327,9 @@ export class JsonReducer {
       return chunk.length;
     }
     this.inString = false;
-    this.finishString(s, this.stringText(s, chunk, i, end), end);
+    const text = this.stringText(s, chunk, i, end);
+    if (s.isKey) this.finishKey(s, text, this.frames[this.frames.length - 1]!);
+    else this.deliver(this.stringValue(s, text, end));
     return end + 1;
   }
 
@@ -374,11 +357,6 @@ export class JsonReducer {
         `a ${s.isKey ? 'property name' : 'string'} is not valid JSON (a control character or a bad escape)`,
       );
     }
-  }
-
-  private finishString(s: StringRead, text: string | undefined, at: number): void {
-    if (s.isKey) this.finishKey(s, text, this.frames[this.frames.length - 1]!);
-    else this.deliver(this.stringValue(s, text, at));
   }
 
   /** A string value's text when its slot keeps it within the caps; over the cap, its unit is skipped. */
