@@ -121,11 +121,10 @@ export function parseReferenceGrant(sourced: SourcedObject) {
     });
     const to = parseParts(spec.to, 'spec.to', ctx.warn, (t, path) => {
       if (!isObj(t)) throw new FieldError(`${path} is not an object`);
-      const name = optStr(t.name, `${path}.name`);
       return {
         group: optStr(t.group, `${path}.group`) ?? '',
         kind: reqStr(t.kind, `${path}.kind`),
-        ...(name ? { name } : {}),
+        name: optStr(t.name, `${path}.name`) || undefined,
       };
     });
     return { namespace: ctx.namespace, from, to };
