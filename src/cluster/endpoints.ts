@@ -73,10 +73,7 @@ export function parseEndpointSlice(
 /** Slices by "namespace/serviceName". */
 export function indexEndpointSlices(entries: readonly (SliceEntry | undefined)[]) {
   const index = new Map<string, SliceEntry[]>();
-  for (const p of entries) {
-    if (!p) continue;
-    pushTo(index, `${p.namespace}/${p.service}`, p);
-  }
+  for (const p of entries) if (p) pushTo(index, `${p.namespace}/${p.service}`, p);
   return index;
 }
 

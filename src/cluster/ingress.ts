@@ -38,9 +38,8 @@ export function indexIngresses(entries: readonly ValueOf<typeof parseIngress>[])
   const index = new Map<string, { ingress: string; ips: string[]; port: number | string }[]>();
   for (const p of entries) {
     if (p.ips.length === 0) continue;
-    for (const b of p.backends) {
+    for (const b of p.backends)
       pushTo(index, `${p.namespace}/${b.service}`, { ingress: p.ingress, ips: p.ips, port: b.port });
-    }
   }
   return index;
 }
