@@ -1,6 +1,6 @@
 // TokenReview and SubjectAccessReview as kube-rbac-proxy uses them; the service account needs "create" on both.
 import { errText } from '../errors.js';
-import { type PostAnswer, postJson } from './api-post.js';
+import { postJson } from './api-post.js';
 import { isObj } from './fields.js';
 import type { ApiTarget } from './kube-config.js';
 
@@ -18,20 +18,10 @@ export type AccessAttributes =
   | { resource: { verb: string; group: string; resource: string; namespace?: string; name?: string } };
 
 export type TokenReviewResult = { authenticated: true; user: UserInfo } | { authenticated: false; error: string };
-export interface AccessReviewResult {
-  allowed: boolean;
-  reason: string;
-}
 
 /** A review the API server could not answer (unreachable, refused our own credentials, garbled). */
 export class ReviewError extends Error {
-  constructor(
-    message: string,
-    readonly statusCode?: number,
-  ) {
-    super(message);
-    this.name = 'ReviewError';
-  }
+  override readonly name = 'ReviewError';
 }
 
 /** A review answer is a few hundred bytes; anything far larger is not one. */
@@ -53,7 +43,7 @@ export class AccessReviewClient {
     return parseTokenReview(await this.post('/apis/authentication.k8s.io/v1/tokenreviews', body));
   }
 
-  async reviewAccess(user: UserInfo, attrs: AccessAttributes): Promise<AccessReviewResult> {
+  async reviewAccess(user: UserInfo, attrs: AccessAttributes) {
     const spec: Record<string, unknown> = { user: user.username, groups: user.groups };
     if (user.uid) spec.uid = user.uid;
     if (user.extra && Object.keys(user.extra).length) spec.extra = user.extra;
@@ -65,18 +55,11 @@ export class AccessReviewClient {
 
   private async post(path: string, body: unknown): Promise<unknown> {
     const what = `POST ${path}`;
-    let answer: PostAnswer;
-    try {
-      answer = await postJson(this.target, path, body, {
-        timeoutMs: this.timeoutMs,
-        maxBytes: MAX_ANSWER,
-        overflow: 'fail',
-      });
-    } catch (e) {
+    const bounds = { timeoutMs: this.timeoutMs, maxBytes: MAX_ANSWER, overflow: 'fail' } as const;
+    const { status, text } = await postJson(this.target, path, body, bounds).catch((e: unknown) => {
       throw new ReviewError(`${what}: ${errText(e)}`);
-    }
-    const { status, text } = answer;
-    if (status !== 200 && status !== 201) throw new ReviewError(`${what}: ${statusText(status, text)}`, status);
+    });
+    if (status !== 200 && status !== 201) throw new ReviewError(`${what}: ${statusText(status, text)}`);
     try {
       return JSON.parse(text);
     } catch {
@@ -111,7 +94,7 @@ export function parseTokenReview(answer: unknown): TokenReviewResult {
 }
 
 /** A SubjectAccessReview answer's status; anything but `allowed: true` denies. */
-export function parseAccessReview(answer: unknown): AccessReviewResult {
+export function parseAccessReview(answer: unknown): { allowed: boolean; reason: string } {
   const status = isObj(answer) && isObj(answer.status) ? answer.status : undefined;
   if (!status) throw new ReviewError('SubjectAccessReview answer without a status');
   const reason = [status.reason, status.evaluationError]

@@ -70,9 +70,7 @@ function interpretKnown(raw: Record<string, string>): LoopbackAnnotations {
 }
 
 function deepFreeze(a: LoopbackAnnotations): LoopbackAnnotations {
-  Object.freeze(a.raw);
-  if (a.internalByAnnotation) Object.freeze(a.internalByAnnotation);
-  if (a.existingLb) Object.freeze(a.existingLb);
+  for (const part of [a.raw, a.internalByAnnotation, a.existingLb]) Object.freeze(part);
   return Object.freeze(a);
 }
 

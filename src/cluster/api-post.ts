@@ -3,11 +3,6 @@ import { request as httpRequest } from 'node:http';
 import { request as httpsRequest, type RequestOptions } from 'node:https';
 import type { ApiTarget } from './kube-config.js';
 
-export interface PostAnswer {
-  status: number;
-  text: string;
-}
-
 export interface PostBounds {
   timeoutMs: number;
   /** Bytes of the answer read. */
@@ -22,7 +17,7 @@ export async function postJson(
   path: string,
   body: unknown,
   bounds: PostBounds,
-): Promise<PostAnswer> {
+): Promise<{ status: number; text: string }> {
   const url = new URL(target.server + path);
   const base = await target.requestOptions();
   const data = Buffer.from(JSON.stringify(body));

@@ -33,6 +33,7 @@ import {
   parseOne,
   parseParts,
   type SourcedObject,
+  type ValueOf,
   valuesOf,
 } from './objects.js';
 import type {
@@ -60,14 +61,6 @@ export interface BuildOptions {
 const SERVICE_TYPES = ['ClusterIP', 'NodePort', 'LoadBalancer', 'ExternalName'] as const;
 const PROTOCOLS = ['TCP', 'UDP', 'SCTP'] as const;
 
-/** A Service as parsed on its own: the fields all its ports share, and its ports. */
-export interface ServiceEntry {
-  namespace: string;
-  name: string;
-  spec: SpecFields;
-  ports: PortFields[];
-}
-
 /** Empty Gateway API kinds, for a view built without them. */
 export const NO_GATEWAY_API = Object.fromEntries(GATEWAY_KINDS.map((kind) => [kind, []])) as unknown as {
   [K in (typeof GATEWAY_KINDS)[number]]: [];
@@ -76,11 +69,9 @@ export const NO_GATEWAY_API = Object.fromEntries(GATEWAY_KINDS.map((kind) => [ki
 /** The route kinds' buckets, in the order their warnings are listed. */
 const ROUTE_BUCKETS = ['httpRoutes', 'grpcRoutes', 'tlsRoutes', 'tcpRoutes', 'udpRoutes'] as const;
 
-export type Parsers = ReturnType<typeof parsersFor>;
-/** What one object of kind K parses to. */
-export type ParsedOf<K extends Kind> = ReturnType<Parsers[K]>;
+type Parsers = ReturnType<typeof parsersFor>;
 /** The kinds, each object parsed on its own: what the watch keeps of each object. */
-export type ParsedObjects = { [K in Kind]: Iterable<ParsedOf<K>> };
+export type ParsedObjects = { [K in Kind]: Iterable<ReturnType<Parsers[K]>> };
 
 /** Per-kind parsers; `nodeName` marks endpoints local, so assemble with the same one. */
 export function parsersFor(nodeName: string | undefined) {
@@ -155,8 +146,8 @@ export function assembleClusterView(parsed: ParsedObjects, opts: BuildOptions = 
 
 /** One literal with every field, in JSON output's order, so every ServiceView has the same object shape. */
 function serviceView(
-  svc: ServiceEntry,
-  port: PortFields,
+  svc: ValueOf<Parsers['services']>,
+  port: ReturnType<typeof parseServicePort>,
   ingressVips: ServiceView['ingressVips'],
   endpoints: EndpointView[],
   endpointPorts: EndpointPorts,
@@ -200,21 +191,7 @@ function constant<T extends string>(list: readonly T[], value: string): T | unde
   return list.find((x) => x === value);
 }
 
-type PortFields = Pick<ServiceView, 'portName' | 'protocol' | 'port' | 'targetPort' | 'nodePort'>;
-type SpecFields = Omit<
-  ServiceView,
-  | 'namespace'
-  | 'name'
-  | keyof PortFields
-  | 'ingressVips'
-  | 'gatewayHostnames'
-  | 'endpoints'
-  | 'endpointPorts'
-  | 'unmanagedEndpoints'
-  | 'lbHostnameLookups'
->;
-
-function parseServicePort(raw: unknown, path: string): PortFields {
+function parseServicePort(raw: unknown, path: string) {
   if (!isObj(raw)) throw new FieldError(`${path} is not an object`);
   const port = optInt(raw.port, `${path}.port`, 1, 65535);
   if (port === undefined) throw new FieldError(`${path}.port is missing`);
@@ -234,7 +211,7 @@ function parseServicePort(raw: unknown, path: string): PortFields {
 }
 
 /** The parts of a ServiceView shared by all its ports. */
-function parseServiceSpec(raw: Obj, metadata: Obj, warn: (m: string) => void): SpecFields {
+function parseServiceSpec(raw: Obj, metadata: Obj, warn: (m: string) => void) {
   const spec = optObj(raw.spec, 'spec') ?? {};
   const typeText = optStr(spec.type, 'spec.type') ?? 'ClusterIP';
   const type = constant(SERVICE_TYPES, typeText);

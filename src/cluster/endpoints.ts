@@ -11,12 +11,7 @@ const MANAGED_BY_LABEL = 'endpointslice.kubernetes.io/managed-by';
 const ENDPOINTSLICE_CONTROLLER = 'endpointslice-controller.k8s.io';
 
 /** One port of a slice: the ServicePort it serves (by name and protocol) and its number there. */
-interface SlicePort {
-  name: string;
-  protocol: string;
-  /** Undefined means "all ports" in the API. */
-  port?: number;
-}
+type SlicePort = ReturnType<typeof parseSlicePort>;
 
 /** A slice with its Service; its endpoint objects are shared by the view, the watch store and every port. */
 export interface SliceEntry {
@@ -45,9 +40,6 @@ export class SliceTables {
     return this.nodeNames.get(name, () => name);
   }
 }
-
-/** Slices by "namespace/serviceName". */
-export type EndpointIndex = Map<string, SliceEntry[]>;
 
 /** One EndpointSlice, or none for slices of no Service or FQDN addresses; `nodeName` marks endpoints local. */
 export function parseEndpointSlice(
@@ -78,17 +70,15 @@ export function parseEndpointSlice(
   });
 }
 
-export function indexEndpointSlices(entries: readonly (SliceEntry | undefined)[]): EndpointIndex {
-  const index: EndpointIndex = new Map();
-  for (const p of entries) {
-    if (!p) continue;
-    pushTo(index, `${p.namespace}/${p.service}`, p);
-  }
+/** Slices by "namespace/serviceName". */
+export function indexEndpointSlices(entries: readonly (SliceEntry | undefined)[]) {
+  const index = new Map<string, SliceEntry[]>();
+  for (const p of entries) if (p) pushTo(index, `${p.namespace}/${p.service}`, p);
   return index;
 }
 
 /** Undefined port means "all ports" in the API. */
-function parseSlicePort(value: unknown, path: string): SlicePort {
+function parseSlicePort(value: unknown, path: string) {
   if (!isObj(value)) throw new FieldError(`${path} is not an object`);
   return {
     name: optStr(value.name, `${path}.name`) ?? '',
@@ -125,7 +115,7 @@ export function slicePort(service: Pick<ServiceView, 'endpointPorts'>, ep: Endpo
 
 /** Endpoints of one ServicePort across its slices, once per address+port; a single slice's list is shared as is. */
 export function endpointsFor(
-  index: EndpointIndex,
+  index: ReturnType<typeof indexEndpointSlices>,
   namespace: string,
   service: string,
   portName: string,

@@ -22,14 +22,8 @@ const BY_KIND_NAME = new Map(
   }),
 );
 
-export interface ClusterFileContents {
-  objects: ClusterObjects;
-  /** Objects skipped before building (unsupported kind or apiVersion). */
-  warnings: string[];
-}
-
-/** Sorts the documents' objects by kind. Pure; `docs` as parseJsonDocuments returns them. */
-export function classifyDocuments(docs: readonly unknown[]): ClusterFileContents {
+/** Sorts the documents' objects by kind, with warnings for those skipped (unsupported kind or apiVersion). Pure. */
+export function classifyDocuments(docs: readonly unknown[]): { objects: ClusterObjects; warnings: string[] } {
   const objects = emptyObjects();
   const warnings: string[] = [];
   const ignored = new Map<string, number>();
@@ -98,7 +92,7 @@ function readText(path: string): string {
   }
 }
 
-function parseText(path: string, text: string): ClusterFileContents {
+function parseText(path: string, text: string) {
   try {
     return classifyDocuments(parseJsonDocuments(text));
   } catch (e) {
@@ -112,7 +106,7 @@ function parseText(path: string, text: string): ClusterFileContents {
 }
 
 /** Reads and classifies a cluster file. Throws ClusterFileError. */
-export function readClusterFile(path: string): ClusterFileContents {
+export function readClusterFile(path: string) {
   return parseText(path, readText(path));
 }
 

@@ -1,8 +1,8 @@
 // Gateway API → Service ports a Gateway's addresses reach, and at which listener ports: via routes attached
 // (Accepted=True, or parentRef without status) with a backendRef; cross-namespace only with a ReferenceGrant.
 import { canonicalIp, dnsName, FieldError, isObj, optArr, optInt, optObj, optStr, reqStr } from './fields.js';
-import { GATEWAY_GROUP, type Parsed, parseOne, parseParts, pushTo, type SourcedObject } from './objects.js';
-import type { GatewayFront, L7Listener, L7Vip } from './types.js';
+import { GATEWAY_GROUP, parseOne, parseParts, pushTo, type SourcedObject, type ValueOf } from './objects.js';
+import type { GatewayFront, L7Listener } from './types.js';
 
 /** The route kinds the view follows, and the listener protocols each attaches to (Gateway API's defaults). */
 const ROUTE_KINDS = {
@@ -12,63 +12,15 @@ const ROUTE_KINDS = {
   TCPRoute: ['TCP'],
   UDPRoute: ['UDP'],
 } as const satisfies Record<string, readonly string[]>;
-export type RouteKind = keyof typeof ROUTE_KINDS;
+type RouteKind = keyof typeof ROUTE_KINDS;
 
-export interface GatewayClassEntry {
-  name: string;
-  controllerName: string;
-}
-
-interface Listener {
-  name: string;
-  port: number;
-  protocol: string;
-  /** allowedRoutes.namespaces.from: Same (default), All or Selector. */
-  from: string;
-}
-
-export interface GatewayEntry {
-  namespace: string;
-  name: string;
-  className: string;
-  listeners: Listener[];
-  ips: string[];
-  hostnames: string[];
-}
-
-interface ObjectRef {
-  group: string;
-  kind: string;
-  namespace: string;
-  name: string;
-  sectionName?: string;
-  port?: number;
-}
-
-export interface RouteEntry {
-  kind: RouteKind;
-  namespace: string;
-  name: string;
-  parentRefs: ObjectRef[];
-  /** Parents whose status condition Accepted is True; undefined when the route has no status.parents. */
-  acceptedParents?: ObjectRef[];
-  backends: { namespace: string; name: string; port: number }[];
-}
-
-export interface ReferenceGrantEntry {
-  namespace: string;
-  from: { group: string; kind: string; namespace: string }[];
-  to: { group: string; kind: string; name?: string }[];
-}
-
-export function parseGatewayClass(sourced: SourcedObject): Parsed<GatewayClassEntry> {
-  return parseOne(sourced, 'GatewayClass', false, (o, ctx) => ({
+export const parseGatewayClass = (sourced: SourcedObject) =>
+  parseOne(sourced, 'GatewayClass', false, (o, ctx) => ({
     name: ctx.name,
     controllerName: optStr(optObj(o.spec, 'spec')?.controllerName, 'spec.controllerName') ?? '',
   }));
-}
 
-export function parseGateway(sourced: SourcedObject): Parsed<GatewayEntry> {
+export function parseGateway(sourced: SourcedObject) {
   return parseOne(sourced, 'Gateway', true, (raw, ctx) => {
     const spec = optObj(raw.spec, 'spec') ?? {};
     const listeners = parseParts(spec.listeners, 'spec.listeners', ctx.warn, (listener, path) => {
@@ -107,30 +59,24 @@ export function parseGateway(sourced: SourcedObject): Parsed<GatewayEntry> {
   });
 }
 
-function objectRef(
-  value: unknown,
-  path: string,
-  defaults: { group: string; kind: string; namespace: string },
-): ObjectRef {
+function objectRef(value: unknown, path: string, defaults: { group: string; kind: string; namespace: string }) {
   if (!isObj(value)) throw new FieldError(`${path} is not an object`);
-  const ref: ObjectRef = {
+  return {
     group: optStr(value.group, `${path}.group`) ?? defaults.group,
     kind: optStr(value.kind, `${path}.kind`) ?? defaults.kind,
     namespace: optStr(value.namespace, `${path}.namespace`) || defaults.namespace,
     name: reqStr(value.name, `${path}.name`),
+    sectionName: optStr(value.sectionName, `${path}.sectionName`) || undefined,
+    port: optInt(value.port, `${path}.port`, 1, 65535),
   };
-  const section = optStr(value.sectionName, `${path}.sectionName`);
-  if (section) ref.sectionName = section;
-  const port = optInt(value.port, `${path}.port`, 1, 65535);
-  if (port !== undefined) ref.port = port;
-  return ref;
 }
+type ObjectRef = ReturnType<typeof objectRef>;
 
 const isAccepted = (conditions: unknown, path: string): boolean =>
   optArr(conditions, path).some((c) => isObj(c) && c.type === 'Accepted' && c.status === 'True');
 
-export function routeParser(kind: RouteKind): (s: SourcedObject) => Parsed<RouteEntry> {
-  return (s) =>
+export function routeParser(kind: RouteKind) {
+  return (s: SourcedObject) =>
     parseOne(s, kind, true, (raw, ctx) => {
       const spec = optObj(raw.spec, 'spec') ?? {};
       const parentDefaults = { group: GATEWAY_GROUP, kind: 'Gateway', namespace: ctx.namespace };
@@ -147,7 +93,7 @@ export function routeParser(kind: RouteKind): (s: SourcedObject) => Parsed<Route
                 ? objectRef(p.parentRef, `${path}.parentRef`, parentDefaults)
                 : undefined;
             }).filter((r): r is ObjectRef => r !== undefined);
-      const backends: RouteEntry['backends'] = [];
+      const backends: { namespace: string; name: string; port: number }[] = [];
       optArr(spec.rules, 'spec.rules').forEach((rule, r) => {
         const refs = isObj(rule) ? rule.backendRefs : undefined;
         const parsed = parseParts(refs, `spec.rules[${r}].backendRefs`, ctx.warn, (b, path) => {
@@ -162,7 +108,7 @@ export function routeParser(kind: RouteKind): (s: SourcedObject) => Parsed<Route
     });
 }
 
-export function parseReferenceGrant(sourced: SourcedObject): Parsed<ReferenceGrantEntry> {
+export function parseReferenceGrant(sourced: SourcedObject) {
   return parseOne(sourced, 'ReferenceGrant', true, (raw, ctx) => {
     const spec = optObj(raw.spec, 'spec') ?? {};
     const from = parseParts(spec.from, 'spec.from', ctx.warn, (f, path) => {
@@ -175,34 +121,19 @@ export function parseReferenceGrant(sourced: SourcedObject): Parsed<ReferenceGra
     });
     const to = parseParts(spec.to, 'spec.to', ctx.warn, (t, path) => {
       if (!isObj(t)) throw new FieldError(`${path} is not an object`);
-      const name = optStr(t.name, `${path}.name`);
       return {
         group: optStr(t.group, `${path}.group`) ?? '',
         kind: reqStr(t.kind, `${path}.kind`),
-        ...(name ? { name } : {}),
+        name: optStr(t.name, `${path}.name`) || undefined,
       };
     });
     return { namespace: ctx.namespace, from, to };
   });
 }
 
-export interface GatewayObjects {
-  classes: GatewayClassEntry[];
-  gateways: GatewayEntry[];
-  routes: RouteEntry[];
-  grants: ReferenceGrantEntry[];
-}
-
-/** One Gateway address routing to a backend Service port, at the listeners the route attached to. */
-interface GatewayRoute {
-  front: GatewayFront;
-  ips: string[];
-  hostnames: string[];
-  port: number;
-}
-
-/** Gateway routes by "namespace/serviceName". */
-export type GatewayIndex = Map<string, GatewayRoute[]>;
+type GatewayEntry = ValueOf<typeof parseGateway>;
+type RouteEntry = ValueOf<ReturnType<typeof routeParser>>;
+type ReferenceGrantEntry = ValueOf<typeof parseReferenceGrant>;
 
 /** A backendRef into another namespace is allowed by a ReferenceGrant there (Gateway API's rule). */
 function granted(
@@ -237,8 +168,14 @@ function attachedListeners(gw: GatewayEntry, ref: ObjectRef, route: RouteEntry, 
 const REF_FIELDS = ['group', 'kind', 'namespace', 'name', 'sectionName', 'port'] as const;
 const sameRef = (a: ObjectRef, b: ObjectRef): boolean => REF_FIELDS.every((f) => a[f] === b[f]);
 
-export function indexGateways(objects: GatewayObjects): GatewayIndex {
-  const index: GatewayIndex = new Map();
+/** Gateway routes by "namespace/serviceName": one Gateway front and its addresses per backend Service port. */
+export function indexGateways(objects: {
+  classes: ValueOf<typeof parseGatewayClass>[];
+  gateways: GatewayEntry[];
+  routes: RouteEntry[];
+  grants: ReferenceGrantEntry[];
+}) {
+  const index = new Map<string, { front: GatewayFront; ips: string[]; hostnames: string[]; port: number }[]>();
   const classes = new Map(objects.classes.map((c) => [c.name, c.controllerName]));
   const gateways = new Map(objects.gateways.map((g) => [`${g.namespace}/${g.name}`, g]));
   for (const route of objects.routes) {
@@ -269,21 +206,13 @@ export function indexGateways(objects: GatewayObjects): GatewayIndex {
   return index;
 }
 
-/** A Gateway hostname that routes to a Service port, before this node's resolver answered. */
-export interface GatewayHostname {
-  gateway: GatewayFront;
-  hostname: string;
-}
-
-type GatewayVip = Required<Pick<L7Vip, 'ingress' | 'ip' | 'gateway'>>;
-
 /** Gateway addresses routing to this Service port, each (Gateway, address) once, plus hostnames to resolve. */
 export function gatewayVipsFor(
-  index: GatewayIndex,
+  index: ReturnType<typeof indexGateways>,
   namespace: string,
   service: string,
   port: number,
-): { vips: GatewayVip[]; hostnames: GatewayHostname[] } {
+) {
   const fronts = new Map<string, { front: GatewayFront; ips: string[]; hostnames: string[] }>();
   for (const r of index.get(`${namespace}/${service}`) ?? []) {
     if (r.port !== port) continue;
@@ -301,8 +230,8 @@ export function gatewayVipsFor(
         (known.front.listeners as L7Listener[]).push(l);
     }
   }
-  const vips: GatewayVip[] = [];
-  const hostnames: GatewayHostname[] = [];
+  const vips: { ingress: string; ip: string; gateway: GatewayFront }[] = [];
+  const hostnames: { gateway: GatewayFront; hostname: string }[] = [];
   for (const { front, ips, hostnames: names } of fronts.values()) {
     for (const ip of ips) vips.push({ ingress: front.gateway, ip, gateway: front });
     for (const hostname of names) hostnames.push({ gateway: front, hostname });

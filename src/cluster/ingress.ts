@@ -1,33 +1,9 @@
 // Ingresses (networking.k8s.io/v1) → Service ports an L7 LB VIP reaches via default backend or rule paths.
 import { canonicalIp, FieldError, isObj, type Obj, optArr, optInt, optObj, optStr, reqStr } from './fields.js';
-import { type Parsed, parseOne, parseParts, pushTo, type SourcedObject } from './objects.js';
-
-interface Backend {
-  service: string;
-  port: number | string;
-}
-
-/** One Ingress backend reference with the VIPs of that Ingress. */
-interface Route {
-  /** "namespace/name" of the Ingress */
-  ingress: string;
-  ips: string[];
-  port: number | string;
-}
-
-/** Routes by "namespace/serviceName" (an Ingress only reaches Services in its own namespace). */
-export type IngressIndex = Map<string, Route[]>;
+import { parseOne, parseParts, pushTo, type SourcedObject, type ValueOf } from './objects.js';
 
 /** An Ingress as the view uses it: its VIPs and the Service backends they reach. */
-export interface IngressEntry {
-  namespace: string;
-  /** "namespace/name" */
-  ingress: string;
-  ips: string[];
-  backends: Backend[];
-}
-
-export function parseIngress(sourced: SourcedObject): Parsed<IngressEntry> {
+export function parseIngress(sourced: SourcedObject) {
   return parseOne(sourced, 'Ingress', true, (raw, ctx) => {
     const spec = optObj(raw.spec, 'spec') ?? {};
     const candidates: [unknown, string][] = [];
@@ -38,10 +14,11 @@ export function parseIngress(sourced: SourcedObject): Parsed<IngressEntry> {
       for (const [i, p] of optArr(http?.paths, `spec.rules[${r}].http.paths`).entries())
         candidates.push([isObj(p) ? p.backend : p, `spec.rules[${r}].http.paths[${i}].backend`]);
     });
-    const backends: Backend[] = [];
+    const backends: { service: string; port: number | string }[] = [];
     for (const [value, path] of candidates) {
       try {
-        backends.push(...serviceBackend(value, path));
+        const backend = serviceBackend(value, path);
+        if (backend) backends.push(backend);
       } catch (e) {
         if (!(e instanceof FieldError)) throw e;
         ctx.warn(e.message);
@@ -56,33 +33,33 @@ export function parseIngress(sourced: SourcedObject): Parsed<IngressEntry> {
   });
 }
 
-export function indexIngresses(entries: readonly IngressEntry[]): IngressIndex {
-  const index: IngressIndex = new Map();
+/** Ingress routes by "namespace/serviceName" (an Ingress only reaches Services in its own namespace). */
+export function indexIngresses(entries: readonly ValueOf<typeof parseIngress>[]) {
+  const index = new Map<string, { ingress: string; ips: string[]; port: number | string }[]>();
   for (const p of entries) {
     if (p.ips.length === 0) continue;
-    for (const b of p.backends) {
+    for (const b of p.backends)
       pushTo(index, `${p.namespace}/${b.service}`, { ingress: p.ingress, ips: p.ips, port: b.port });
-    }
   }
   return index;
 }
 
-/** [] for a resource backend (not a Service); one Backend for a service backend. */
-function serviceBackend(value: unknown, path: string): Backend[] {
+/** A service backend's Service and port; undefined for a resource backend. */
+function serviceBackend(value: unknown, path: string) {
   if (!isObj(value)) throw new FieldError(`${path} is not an object`);
   const svc = optObj(value.service, `${path}.service`);
-  if (!svc) return [];
+  if (!svc) return undefined;
   const port: Obj = optObj(svc.port, `${path}.service.port`) ?? {};
   const number = optInt(port.number, `${path}.service.port.number`, 1, 65535);
   const name = optStr(port.name, `${path}.service.port.name`);
   const p = number ?? name;
   if (p === undefined || p === '') throw new FieldError(`${path}.service.port has neither number nor name`);
-  return [{ service: reqStr(svc.name, `${path}.service.name`), port: p }];
+  return { service: reqStr(svc.name, `${path}.service.name`), port: p };
 }
 
 /** Ingress VIPs that route to this Service port, once per (ingress, ip). */
 export function ingressVipsFor(
-  index: IngressIndex,
+  index: ReturnType<typeof indexIngresses>,
   namespace: string,
   service: string,
   port: number,

@@ -57,10 +57,12 @@ export class SkippedObject {
 
   /** "Service attacker/fat-1", "Node node-a", or the kind alone when no name was read. */
   get label(): string {
-    if (this.name === undefined) return `${this.kind} (name not read)`;
-    return `${this.kind} ${this.namespace !== undefined ? `${this.namespace}/` : ''}${this.name}`;
+    return this.name === undefined ? `${this.kind} (name not read)` : objectLabel(this.kind, this.namespace, this.name);
   }
 }
+
+const objectLabel = (kind: string, namespace: string | undefined, name: string): string =>
+  `${kind} ${namespace !== undefined ? `${namespace}/` : ''}${name}`;
 
 /** Input that is not JSON, is cut short, or a unit past its raw bound. */
 export class JsonStreamError extends Error {
@@ -243,16 +245,9 @@ export class JsonReducer {
   /** The shape and unit of a value starting at the current position, and whether it is built. */
   private setSlot(): void {
     const top = this.frames[this.frames.length - 1];
-    if (!top) {
-      this.slotShape = this.shape;
-      this.slotUnit = undefined;
-      this.slotKeep = true;
-      return;
-    }
-    const shape = top.children && childShape(top.children, top.array, top.key);
-    this.slotShape = shape;
-    this.slotUnit = top.unit;
-    this.slotKeep = top.value !== undefined && shape !== undefined && !top.unit?.over;
+    this.slotShape = top ? top.children && childShape(top.children, top.key) : this.shape;
+    this.slotUnit = top?.unit;
+    this.slotKeep = !top || (top.value !== undefined && this.slotShape !== undefined && !top.unit?.over);
   }
 
   private open(i: number, array: boolean): number {
@@ -283,9 +278,7 @@ export class JsonReducer {
   private close(i: number): number {
     // Only called for the kind of container open (readStructure and afterValue check).
     const frame = this.frames.pop()!;
-    let value: unknown = frame.value;
-    if (frame.own) value = this.finishUnit(frame.own, this.offset + i + 1, value);
-    this.deliver(value);
+    this.deliver(frame.own ? this.finishUnit(frame.own, this.offset + i + 1, frame.value) : frame.value);
     return i + 1;
   }
 
@@ -311,23 +304,13 @@ export class JsonReducer {
   }
 
   private beginString(isKey: boolean): void {
-    const top = this.frames[this.frames.length - 1];
-    let collect: boolean;
-    let cap = this.limits.maxValueBytes;
-    if (isKey) {
-      // Keys are read where they choose a field: in followed objects.
-      collect = top?.children !== undefined && top.children.kind !== 'value';
-      if (top?.children?.kind === 'any') cap = Infinity;
-    } else {
-      const shape = this.slotShape;
-      const id = shape?.kind === 'value' ? shape.id : undefined;
-      collect = this.slotKeep || (id !== undefined && this.slotUnit !== undefined);
-      if (shape?.kind === 'any') cap = Infinity;
-    }
+    const shape = isKey ? this.frames[this.frames.length - 1]?.children : this.slotShape;
+    const id = !isKey && shape?.kind === 'value' ? shape.id : undefined;
     const s = this.str;
     s.isKey = isKey;
-    s.collect = collect;
-    s.cap = cap;
+    // Keys are read where they choose a field: in followed objects.
+    s.collect = isKey ? shape !== undefined : this.slotKeep || (id !== undefined && this.slotUnit !== undefined);
+    s.cap = shape?.kind === 'any' ? Infinity : this.limits.maxValueBytes;
     s.pieces.length = 0;
     s.bytes = 0;
     s.escaped = false;
@@ -344,7 +327,9 @@ export class JsonReducer {
       return chunk.length;
     }
     this.inString = false;
-    this.finishString(s, this.stringText(s, chunk, i, end), end);
+    const text = this.stringText(s, chunk, i, end);
+    if (s.isKey) this.finishKey(s, text, this.frames[this.frames.length - 1]!);
+    else this.deliver(this.stringValue(s, text, end));
     return end + 1;
   }
 
@@ -372,11 +357,6 @@ export class JsonReducer {
         `a ${s.isKey ? 'property name' : 'string'} is not valid JSON (a control character or a bad escape)`,
       );
     }
-  }
-
-  private finishString(s: StringRead, text: string | undefined, at: number): void {
-    if (s.isKey) this.finishKey(s, text, this.frames[this.frames.length - 1]!);
-    else this.deliver(this.stringValue(s, text, at));
   }
 
   /** A string value's text when its slot keeps it within the caps; over the cap, its unit is skipped. */
@@ -463,8 +443,7 @@ export class JsonReducer {
   }
 
   private tooLong(u: Unit): never {
-    const what =
-      u.name !== undefined ? new SkippedObject(u.shape.label, 0, '', u.namespace, u.name).label : `a ${u.shape.label}`;
+    const what = u.name !== undefined ? objectLabel(u.shape.label, u.namespace, u.name) : `a ${u.shape.label}`;
     throw new JsonStreamError(
       `${what} at byte ${u.start} is longer than ` +
         `${size(this.limits.maxUnitBytes)}: not an object the API server stores`,
@@ -493,20 +472,12 @@ export function reduceText(text: string | Buffer, shape: Shape, limits: ReduceLi
   return value;
 }
 
-/** The shape of a child of a container whose children have `shape`. */
-function childShape(shape: Shape, array: boolean, key: string | undefined): Shape | undefined {
-  switch (shape.kind) {
-    case 'any':
-      return shape;
-    case 'each':
-      return array ? shape.each : undefined;
-    case 'map':
-      return !array && key !== undefined ? shape.each : undefined;
-    case 'fields':
-      return !array && key !== undefined ? shape.fields.get(key) : undefined;
-    default:
-      return undefined;
-  }
+/** The shape of a child of a container whose children have `shape`, which containerChildren fitted to it. */
+function childShape(shape: Shape, key: string | undefined): Shape | undefined {
+  if (shape.kind === 'any') return shape;
+  if (shape.kind === 'each') return shape.each;
+  if (key === undefined) return undefined;
+  return shape.kind === 'map' ? shape.each : shape.kind === 'fields' ? shape.fields.get(key) : undefined;
 }
 
 /** The children's shape when it fits the container; a mismatch keeps it empty so parsers report the wrong type. */
@@ -573,7 +544,7 @@ function describe(c: number): string {
 }
 
 /** "64 bytes", "16 KiB", "16 MiB". */
-function size(n: number): string {
+export function size(n: number): string {
   if (n < 1024) return `${n} bytes`;
   return n < 1 << 20 ? `${+(n / 1024).toFixed(1)} KiB` : `${+(n / 2 ** 20).toFixed(2)} MiB`;
 }

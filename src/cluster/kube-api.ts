@@ -1,10 +1,10 @@
 // A list page and a watch stream over node's http(s) with kube-config.ts credentials; raw JSON, as `kubectl -o json`,
 // read as streams that keep only what the view reads (json-reduce.ts).
-import { type ClientRequest, request as httpRequest, type IncomingMessage } from 'node:http';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest, type RequestOptions } from 'node:https';
 import { StringDecoder } from 'node:string_decoder';
 import { errText } from '../errors.js';
-import { ANY, JsonReducer, JsonStreamError, type ReduceLimits, reduceText, type Shape } from './json-reduce.js';
+import { ANY, JsonReducer, JsonStreamError, type ReduceLimits, reduceText, type Shape, size } from './json-reduce.js';
 import type { ApiTarget } from './kube-config.js';
 import { eventShape, listShape } from './object-shapes.js';
 
@@ -19,32 +19,12 @@ export class ApiError extends Error {
   }
 }
 
-export interface ListPage {
-  resourceVersion: string;
-  continueToken?: string;
-  /** With an item shape, what it keeps of each object, or a SkippedObject in its place. */
-  items: unknown[];
-}
-
 /**
  * Bounds on API answers: an etcd object is at most ~1.5 MB and escaping at most ~6x, so a bigger event is not
  * Kubernetes; shaped objects are streamed and capped, whole bodies fail past maxBodyBytes instead of an OOM-kill.
  */
-export interface ApiLimits {
-  maxBodyBytes: number;
-  maxEventBytes: number;
-  maxValueBytes: number;
-}
-export const DEFAULT_API_LIMITS: ApiLimits = {
-  maxBodyBytes: 64 << 20,
-  maxEventBytes: 16 << 20,
-  maxValueBytes: 16 << 10,
-};
-
-/** An error answer is a Status of a few hundred bytes; more of it is not read. */
-const MAX_ERROR_BODY = 1 << 20;
-
-const mib = (n: number): string => `${+(n / 2 ** 20).toFixed(2)} MiB`;
+export const DEFAULT_API_LIMITS = { maxBodyBytes: 64 << 20, maxEventBytes: 16 << 20, maxValueBytes: 16 << 10 };
+type ApiLimits = typeof DEFAULT_API_LIMITS;
 
 export class KubeApi {
   readonly limits: ApiLimits;
@@ -55,16 +35,19 @@ export class KubeApi {
     this.limits = { ...DEFAULT_API_LIMITS, ...limits };
   }
 
-  /** GETs one page; with `item`, each item is reduced to that shape as it arrives (json-reduce.ts). */
-  async listPage(path: string, query: Record<string, string>, timeoutMs = 30_000, item?: Shape): Promise<ListPage> {
+  /** GETs one page; with `item`, each item is reduced to that shape as it arrives, or a SkippedObject in its place. */
+  async listPage(path: string, query: Record<string, string>, timeoutMs = 30_000, item?: Shape) {
     const what = `GET ${path}`;
-    const req = await this.open(path, query, timeoutMs);
-    const res = await answer(req, what);
-    if (res.statusCode !== 200) throw await refusal(res, what, this.limits);
-    const list = item
+    const { res } = await this.get(path, query, timeoutMs, what);
+    const answer = item
       ? await readReduced(res, what, listShape(item), reduceLimits(this.limits))
       : parseWhole(await readBody(res, what, this.limits.maxBodyBytes), what);
-    return pageOf(list, what);
+    const list = answer as { metadata?: { resourceVersion?: unknown; continue?: unknown }; items?: unknown } | null;
+    if (!Array.isArray(list?.items) || typeof list.metadata?.resourceVersion !== 'string')
+      throw new ApiError(`${what}: the answer is not a list`);
+    const next = list.metadata.continue;
+    const continueToken = typeof next === 'string' && next !== '' ? next : undefined;
+    return { resourceVersion: list.metadata.resourceVersion, items: list.items as unknown[], continueToken };
   }
 
   /**
@@ -80,9 +63,7 @@ export class KubeApi {
   ): Promise<() => void> {
     const what = `watch ${path}`;
     const idleMs = (Number(query.timeoutSeconds) || 300) * 1000 + 30_000;
-    const req = await this.open(path, { ...query, watch: 'true' }, idleMs);
-    const res = await answer(req, what);
-    if (res.statusCode !== 200) throw await refusal(res, what, this.limits);
+    const { req, res } = await this.get(path, { ...query, watch: 'true' }, idleMs, what);
     let ended = false;
     const end = (err?: ApiError): void => {
       if (ended) return;
@@ -111,7 +92,8 @@ export class KubeApi {
     return () => end(undefined);
   }
 
-  private async open(path: string, query: Record<string, string>, idleMs: number): Promise<ClientRequest> {
+  /** Sends the GET: its answer once the head says 200, else the refusal (or transport failure) as an ApiError. */
+  private async get(path: string, query: Record<string, string>, idleMs: number, what: string) {
     const url = new URL(this.target.server + path);
     for (const [k, v] of Object.entries(query)) url.searchParams.set(k, v);
     const base = await this.target.requestOptions();
@@ -123,22 +105,15 @@ export class KubeApi {
     // Keepalive probes find a peer that vanished without a word (node rebooted, NAT entry gone).
     req.on('socket', (s) => s.setKeepAlive(true, 30_000));
     req.end();
-    return req;
+    const res = await new Promise<IncomingMessage>((resolve, reject) => {
+      req.once('response', resolve);
+      req.once('error', (e) => reject(new ApiError(`${what}: ${transportText(e)}`)));
+    });
+    if (res.statusCode === 200) return { req, res };
+    // An error answer is a Status of a few hundred bytes; more of it is not read.
+    const body = await readBody(res, what, Math.min(this.limits.maxBodyBytes, 1 << 20));
+    throw new ApiError(`${what}: ${statusText(res.statusCode ?? 0, body)}`, res.statusCode);
   }
-}
-
-/** The response's head, or an ApiError naming the transport failure. */
-function answer(req: ClientRequest, what: string): Promise<IncomingMessage> {
-  return new Promise((resolve, reject) => {
-    req.once('response', resolve);
-    req.once('error', (e) => reject(new ApiError(`${what}: ${transportText(e)}`)));
-  });
-}
-
-/** The ApiError for a non-200 answer, with the Status' message when it has one. */
-async function refusal(res: IncomingMessage, what: string, limits: ApiLimits): Promise<ApiError> {
-  const body = await readBody(res, what, Math.min(limits.maxBodyBytes, MAX_ERROR_BODY));
-  return new ApiError(`${what}: ${statusText(res.statusCode ?? 0, body)}`, res.statusCode);
 }
 
 function parseWhole(body: string, what: string): unknown {
@@ -147,18 +122,6 @@ function parseWhole(body: string, what: string): unknown {
   } catch {
     throw new ApiError(`${what}: the answer is not JSON (${body.slice(0, 80)})`);
   }
-}
-
-/** The page a list answer holds, or why it is not one. */
-function pageOf(answer: unknown, what: string): ListPage {
-  const list = answer as { metadata?: { resourceVersion?: unknown; continue?: unknown }; items?: unknown } | null;
-  if (!Array.isArray(list?.items) || typeof list.metadata?.resourceVersion !== 'string') {
-    throw new ApiError(`${what}: the answer is not a list`);
-  }
-  const page: ListPage = { resourceVersion: list.metadata.resourceVersion, items: list.items };
-  if (typeof list.metadata.continue === 'string' && list.metadata.continue !== '')
-    page.continueToken = list.metadata.continue;
-  return page;
 }
 
 const reduceLimits = (limits: ApiLimits): ReduceLimits => ({
@@ -214,7 +177,7 @@ function streamText(e: unknown): string {
 function readBody(res: IncomingMessage, what: string, maxBytes: number): Promise<string> {
   return new Promise((resolve, reject) => {
     const tooBig = (): void => {
-      reject(new ApiError(`${what}: the answer is larger than ${mib(maxBytes)}`));
+      reject(new ApiError(`${what}: the answer is larger than ${size(maxBytes)}`));
       res.destroy();
     };
     const declared = Number(res.headers['content-length']);

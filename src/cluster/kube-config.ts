@@ -107,19 +107,14 @@ function readKubeconfig(path: string): Obj {
   return doc;
 }
 
-/** An entry of a kubeconfig's list, with the directory its relative paths start from (its file's). */
-interface Entry {
-  body: Obj;
-  base: string;
-}
-
 function fromKubeconfig(paths: string[], contextOverride?: string): ApiTarget {
   const files = paths.map((path) => ({ path, doc: readKubeconfig(path) }));
   const where = `kubeconfig ${paths.join(delimiter)}`;
   const current = files.map((f) => f.doc['current-context']).find((c) => typeof c === 'string' && c);
   const contextName = contextOverride ?? current;
   if (typeof contextName !== 'string' || !contextName) throw new KubeConfigError(`${where}: no current-context`);
-  const named = (list: string, name: unknown, field: string): Entry => {
+  // An entry of a kubeconfig's list, with the directory its relative paths start from (its file's).
+  const named = (list: string, name: unknown, field: string): { body: Obj; base: string } => {
     for (const { path, doc } of files) {
       const entries = Array.isArray(doc[list]) ? (doc[list] as unknown[]) : [];
       const entry = entries.find((x) => isObj(x) && x.name === name);

@@ -41,15 +41,15 @@ export const LB_CLIENT_ADDRESS_KEYS = [
 
 const isTrue = (v: string | undefined): boolean => v?.trim().toLowerCase() === 'true';
 
-/** The annotations of `keys` that are set, quoted verbatim. */
-const quoted = (raw: Record<string, string>, keys: string[]): string[] =>
-  keys.filter((k) => raw[k] !== undefined).map((k) => `${k}: "${raw[k]}"`);
-
-const verdict = (kind: ClientAddressKind, provider: string, evidence: string[], why: string): LbClientAddress => ({
-  kind,
-  provider,
-  evidence: [...evidence, why],
-});
+/** A verdict of `provider`, whose evidence is the annotations of `keys` that are set, quoted verbatim, then `why`. */
+function verdicts(provider: string, raw: Record<string, string>, keys: string[], more: string[] = []) {
+  const evidence = [...keys.filter((k) => raw[k] !== undefined).map((k) => `${k}: "${raw[k]}"`), ...more];
+  return (kind: ClientAddressKind, why?: string): LbClientAddress => ({
+    kind,
+    provider,
+    evidence: why === undefined ? evidence : [...evidence, why],
+  });
+}
 
 /** `preserve_client_ip.enabled=true|false` inside the target-group attributes list, if set. */
 function preserveAttr(raw: Record<string, string>): boolean | undefined {
@@ -63,33 +63,25 @@ function aws(raw: Record<string, string>, lbClass: string | undefined, protocol:
   const viaController = lbClass === AWS_LB_CLASS || type === 'external' || type === 'nlb-ip';
   const tuned = raw[AWS_PROXY_PROTOCOL] !== undefined || raw[AWS_TG_ATTRIBUTES] !== undefined;
   if (!viaController && type !== 'nlb' && target === undefined && !tuned) return undefined;
-  const ev = quoted(raw, [AWS_TYPE, AWS_NLB_TARGET_TYPE, AWS_TG_ATTRIBUTES, AWS_PROXY_PROTOCOL]);
-  if (lbClass) ev.push(`spec.loadBalancerClass: ${lbClass}`);
+  const keys = [AWS_TYPE, AWS_NLB_TARGET_TYPE, AWS_TG_ATTRIBUTES, AWS_PROXY_PROTOCOL];
+  const say = verdicts('AWS', raw, keys, lbClass ? [`spec.loadBalancerClass: ${lbClass}`] : []);
   if (raw[AWS_PROXY_PROTOCOL] === '*')
-    return verdict('proxy-protocol', 'AWS', ev, 'the NLB sends a PROXY protocol v2 header to the targets');
+    return say('proxy-protocol', 'the NLB sends a PROXY protocol v2 header to the targets');
   const preserve = preserveAttr(raw);
   if (preserve === false)
-    return verdict(
-      'proxied',
-      'AWS',
-      ev,
-      'client IP preservation off: the NLB connects to targets from its own private address',
-    );
-  if (preserve === true)
-    return verdict('preserved', 'AWS', ev, 'client IP preservation on: targets see the client address');
+    return say('proxied', 'client IP preservation off: the NLB connects to targets from its own private address');
+  if (preserve === true) return say('preserved', 'client IP preservation on: targets see the client address');
   // Documented defaults: instance targets preserve the client IP; IP targets do for UDP only.
   const ipTargets = target === 'ip' || type === 'nlb-ip';
   if (ipTargets && protocol !== 'UDP')
-    return verdict(
+    return say(
       'proxied',
-      'AWS',
-      ev,
       'IP targets over TCP: client IP preservation is off by default (the NLB connects from its own address)',
     );
-  if (ipTargets) return verdict('preserved', 'AWS', ev, 'IP targets over UDP: the client IP is always preserved');
+  if (ipTargets) return say('preserved', 'IP targets over UDP: the client IP is always preserved');
   if (type === 'nlb' || viaController || target === 'instance')
-    return verdict('preserved', 'AWS', ev, 'instance targets: the NLB preserves the client IP by default');
-  return { kind: 'unknown', provider: 'AWS', evidence: ev };
+    return say('preserved', 'instance targets: the NLB preserves the client IP by default');
+  return say('unknown');
 }
 
 /** What the annotations say about the LB's handling of client addresses (raw: the kept annotations). */
@@ -98,49 +90,36 @@ export function lbClientAddress(
   lbClass: string | undefined,
   protocol: string,
 ): LbClientAddress {
-  const a = aws(raw, lbClass, protocol);
-  if (a) return a;
-  const hetzner = quoted(raw, [HETZNER_PROXY_PROTOCOL, HETZNER_LOCATION, HETZNER_NAME]);
-  if (hetzner.length > 0)
+  const fromAws = aws(raw, lbClass, protocol);
+  if (fromAws) return fromAws;
+  const hetzner = [HETZNER_PROXY_PROTOCOL, HETZNER_LOCATION, HETZNER_NAME];
+  if (hetzner.some((k) => raw[k] !== undefined)) {
+    const say = verdicts('Hetzner', raw, hetzner);
     return isTrue(raw[HETZNER_PROXY_PROTOCOL])
-      ? verdict('proxy-protocol', 'Hetzner', hetzner, 'the LB sends a PROXY protocol header')
-      : verdict('proxied', 'Hetzner', hetzner, 'Hetzner LBs proxy TCP: targets see the LB’s address');
+      ? say('proxy-protocol', 'the LB sends a PROXY protocol header')
+      : say('proxied', 'Hetzner LBs proxy TCP: targets see the LB’s address');
+  }
   if (isTrue(raw[OPENSTACK_PROXY_PROTOCOL]))
-    return verdict(
+    return verdicts('OpenStack', raw, [OPENSTACK_PROXY_PROTOCOL])(
       'proxy-protocol',
-      'OpenStack',
-      quoted(raw, [OPENSTACK_PROXY_PROTOCOL]),
       'Octavia sends a PROXY protocol header',
     );
-  if (raw[DO_PROXY_PROTOCOL] !== undefined)
+  if (raw[DO_PROXY_PROTOCOL] !== undefined) {
+    const say = verdicts('DigitalOcean', raw, [DO_PROXY_PROTOCOL]);
     return isTrue(raw[DO_PROXY_PROTOCOL])
-      ? verdict(
-          'proxy-protocol',
-          'DigitalOcean',
-          quoted(raw, [DO_PROXY_PROTOCOL]),
-          'the LB sends a PROXY protocol header',
-        )
-      : verdict(
-          'proxied',
-          'DigitalOcean',
-          quoted(raw, [DO_PROXY_PROTOCOL]),
-          'DigitalOcean LBs proxy: targets see the LB’s address',
-        );
+      ? say('proxy-protocol', 'the LB sends a PROXY protocol header')
+      : say('proxied', 'DigitalOcean LBs proxy: targets see the LB’s address');
+  }
   const oci = raw[OCI_LB_TYPE]?.toLowerCase();
-  const ociEvidence = quoted(raw, [OCI_LB_TYPE, OCI_PRESERVE_SOURCE]);
   if (oci === 'lb')
-    return verdict(
-      'proxied',
-      'OCI',
-      quoted(raw, [OCI_LB_TYPE]),
-      'the OCI load balancer proxies: backends see its address',
-    );
+    return verdicts('OCI', raw, [OCI_LB_TYPE])('proxied', 'the OCI load balancer proxies: backends see its address');
   if (oci === 'nlb') {
+    const say = verdicts('OCI', raw, [OCI_LB_TYPE, OCI_PRESERVE_SOURCE]);
     const preserve = raw[OCI_PRESERVE_SOURCE];
-    if (preserve === undefined) return { kind: 'unknown', provider: 'OCI', evidence: ociEvidence };
+    if (preserve === undefined) return say('unknown');
     return isTrue(preserve)
-      ? verdict('preserved', 'OCI', ociEvidence, 'the network LB preserves the client address')
-      : verdict('proxied', 'OCI', ociEvidence, 'the network LB rewrites the source to its own address');
+      ? say('preserved', 'the network LB preserves the client address')
+      : say('proxied', 'the network LB rewrites the source to its own address');
   }
   return { kind: 'unknown', evidence: [] };
 }

@@ -37,13 +37,10 @@ function inTurns(byNamespace: Map<string, string[]>): string[] {
 
 /** The view with lookups applied, copying only changed ports; names not looked up yet are reported unresolved. */
 export function withLbHostnames(view: ClusterView, lookups: ReadonlyMap<string, HostnameLookup>): ClusterView {
-  let touched = false;
-  const services = view.services.map((s): ServiceView => {
-    const withGateways = s.gatewayHostnames ? withGatewayHostnames(s, lookups) : s;
-    if (withGateways !== s) touched = true;
-    return withServiceHostnames(withGateways, lookups, () => (touched = true));
-  });
-  return touched ? { ...view, services } : view;
+  const services = view.services.map((s) =>
+    withServiceHostnames(s.gatewayHostnames ? withGatewayHostnames(s, lookups) : s, lookups),
+  );
+  return services.some((s, i) => s !== view.services[i]) ? { ...view, services } : view;
 }
 
 /** The Gateway hostnames' addresses as that Gateway's L7 VIPs (each address once per Gateway). */
@@ -62,15 +59,10 @@ function withGatewayHostnames(service: ServiceView, lookups: ReadonlyMap<string,
 }
 
 /** A Service's own status hostnames' addresses as its LB ingress IPs. */
-function withServiceHostnames(
-  service: ServiceView,
-  lookups: ReadonlyMap<string, HostnameLookup>,
-  touch: () => void,
-): ServiceView {
+function withServiceHostnames(service: ServiceView, lookups: ReadonlyMap<string, HostnameLookup>): ServiceView {
   if (!service.lbHostnames) return service;
   const found = service.lbHostnames.map((h) => lookups.get(h)).filter((l): l is HostnameLookup => l !== undefined);
   if (found.length === 0) return service;
-  touch();
   const seen = new Set(service.lbIngress.map((i) => i.ip));
   const extra: LbIngressIp[] = [];
   for (const l of found) {

@@ -8,9 +8,7 @@ import type { ClusterView, L7Listener, L7Vip, ServiceView } from './types.js';
 type Svcs = OneOrMore<ServiceView>;
 
 /** Ingress LBs listen on HTTP and HTTPS whatever the backend Service port is. */
-const INGRESS_PORTS: readonly number[] = [80, 443];
-
-const INGRESS_LISTENERS: readonly L7Listener[] = INGRESS_PORTS.map((port) => ({ protocol: 'TCP', port }));
+const INGRESS_LISTENERS: readonly L7Listener[] = [80, 443].map((port) => ({ protocol: 'TCP', port }));
 
 /** Where an L7 VIP listens: a Gateway at its routes' listeners, an Ingress at 80/443 TCP. */
 export function l7Listeners(iv: L7Vip): readonly L7Listener[] {
@@ -40,9 +38,7 @@ function kept<T>(list: T[], keep: (x: T) => boolean): T[] {
 /** The only one-or-more values that are the agent's: Service ports with an LB address. */
 function addressedOf(services: Svcs | undefined): ServiceView[] | undefined {
   if (services === undefined) return undefined;
-  if (!Array.isArray(services)) return hasLbAddress(services) ? [services] : undefined;
-  if (services.every(hasLbAddress)) return services;
-  const some = services.filter(hasLbAddress);
+  const some = kept(Array.isArray(services) ? services : [services], hasLbAddress);
   return some.length > 0 ? some : undefined;
 }
 

@@ -29,26 +29,36 @@ export interface KindApi {
   versions: readonly string[];
   /** A Gateway API kind, which a CRD adds: a 404 is a cluster without it, no error. */
   crd?: true;
+  /** The view works without it (Ingress VIPs only add L7 detail): a 403 or 404 leaves it empty with a note. */
+  optional?: true;
+  /** The version listed and watched when the first is not served (404). */
+  fallback?: string;
+  /** Only this node's object is watched, and named 'node' in reasons. */
+  thisNodeOnly?: true;
 }
 
-const api = (kind: string, group: string, resource: string, ...versions: string[]): KindApi => ({
-  kind,
-  group,
-  resource,
-  versions,
-});
 export const GATEWAY_GROUP = 'gateway.networking.k8s.io';
 const gatewayApi = (kind: string, resource: string, ...versions: string[]): KindApi => ({
-  ...api(kind, GATEWAY_GROUP, resource, ...versions),
+  kind,
+  group: GATEWAY_GROUP,
+  resource,
+  versions,
   crd: true,
+  optional: true,
 });
 
 /** EndpointSlices are also read as v1beta1, which 1.17-1.20 serve (v1 since 1.21); v1beta1 Gateway kinds as v1's. */
 export const KIND_APIS: Record<Kind, KindApi> = {
-  services: api('Service', '', 'services', 'v1'),
-  endpointSlices: api('EndpointSlice', 'discovery.k8s.io', 'endpointslices', 'v1', 'v1beta1'),
-  ingresses: api('Ingress', 'networking.k8s.io', 'ingresses', 'v1'),
-  nodes: api('Node', '', 'nodes', 'v1'),
+  services: { kind: 'Service', group: '', resource: 'services', versions: ['v1'] },
+  endpointSlices: {
+    kind: 'EndpointSlice',
+    group: 'discovery.k8s.io',
+    resource: 'endpointslices',
+    versions: ['v1', 'v1beta1'],
+    fallback: 'v1beta1',
+  },
+  ingresses: { kind: 'Ingress', group: 'networking.k8s.io', resource: 'ingresses', versions: ['v1'], optional: true },
+  nodes: { kind: 'Node', group: '', resource: 'nodes', versions: ['v1'], thisNodeOnly: true },
   gatewayClasses: gatewayApi('GatewayClass', 'gatewayclasses', 'v1', 'v1beta1'),
   gateways: gatewayApi('Gateway', 'gateways', 'v1', 'v1beta1'),
   httpRoutes: gatewayApi('HTTPRoute', 'httproutes', 'v1', 'v1beta1'),
@@ -95,6 +105,8 @@ class Flawed<T> {
 
 /** A parsed object, bare when it had no warning (so no wrapper per object), else a Flawed. */
 export type Parsed<T> = T | Flawed<T>;
+/** What a parser's objects are once valuesOf took their warnings out. */
+export type ValueOf<P extends (s: SourcedObject) => unknown> = Exclude<ReturnType<P>, Flawed<unknown>>;
 
 const NO_WARNINGS: readonly string[] = Object.freeze([]);
 

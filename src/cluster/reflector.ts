@@ -1,7 +1,8 @@
 // List+watch of one collection into a store, as client-go's reflector: paged list, watch, relist on 410, jittered
 // backoff; the last good state stays while the API is away, oversized objects as SkippedObjects.
+import { isObj } from './fields.js';
 import { type Shape, SkippedObject } from './json-reduce.js';
-import { ApiError, type KubeApi, type ListPage } from './kube-api.js';
+import { ApiError, type KubeApi } from './kube-api.js';
 import { ObjectStore } from './object-store.js';
 
 export interface ReflectorOptions<T> {
@@ -172,36 +173,25 @@ export class Reflector<T> {
   }
 
   /** Every page of one list, or the 410 of a continued page (returned: the list is started again). */
-  private async listPages(): Promise<Listed<T> | ApiError> {
+  private async listPages() {
     const items = new ObjectStore<T>();
     const skipped = new Map<string, SkippedObject>();
-    const query = { ...this.o.query, limit: String(this.o.pageSize) };
-    let resourceVersion: string;
-    let next: string | undefined;
-    do {
+    let query: Record<string, string> = { ...this.o.query, limit: String(this.o.pageSize) };
+    for (;;) {
       // Only the token outlives the page, so its parsed items are garbage before the next request.
-      const page = await this.nextPage(query, next);
+      const page = await this.api.listPage(this.path, query, undefined, this.o.shape).catch((e: unknown) => {
+        if (query.continue !== undefined && e instanceof ApiError && e.statusCode === 410) return e;
+        throw e;
+      });
       if (page instanceof ApiError) return page;
       for (const item of page.items) {
         if (item instanceof SkippedObject) skipped.set(skipKey(item, skipped.size), item);
         else items.set(...keyOf(item), this.o.transform(item));
       }
-      resourceVersion = page.resourceVersion;
-      next = page.continueToken;
-    } while (next !== undefined && !this.stopped);
-    return { items, skipped, resourceVersion };
-  }
-
-  /** The first page, or the one after `continueToken`; a 410 on a continued page is returned. */
-  private async nextPage(
-    query: Record<string, string>,
-    continueToken: string | undefined,
-  ): Promise<ListPage | ApiError> {
-    const pageQuery = continueToken === undefined ? query : { ...query, continue: continueToken };
-    return this.api.listPage(this.path, pageQuery, undefined, this.o.shape).catch((e: unknown) => {
-      if (continueToken !== undefined && e instanceof ApiError && e.statusCode === 410) return e;
-      throw e;
-    });
+      if (page.continueToken === undefined || this.stopped)
+        return { items, skipped, resourceVersion: page.resourceVersion };
+      query = { ...query, continue: page.continueToken };
+    }
   }
 
   /** One watch from this.rv: 'closed' at a normal end, 'expired' on 410; rejects on failure. */
@@ -228,10 +218,7 @@ export class Reflector<T> {
       const onEvent = (type: string, object: unknown): void => {
         if (type === 'ERROR') {
           // A Status object, normally; a server (or proxy) may send none at all.
-          const status = (object !== null && typeof object === 'object' ? object : {}) as {
-            code?: unknown;
-            message?: unknown;
-          };
+          const status = isObj(object) ? object : {};
           if (status.code === 410) expired = true;
           else {
             const message =
@@ -316,13 +303,6 @@ export class Reflector<T> {
 export function backoff(failures: number, initialMs: number, maxMs: number): number {
   const base = Math.min(maxMs, initialMs * 2 ** Math.min(failures, 30));
   return base / 2 + Math.random() * (base / 2);
-}
-
-/** One list's objects: the store, the objects skipped, and the version it was read at. */
-interface Listed<T> {
-  items: ObjectStore<T>;
-  skipped: Map<string, SkippedObject>;
-  resourceVersion: string;
 }
 
 /** "namespace/name" as keyOf gives it; one whose name was not read gets a number of its own. */

@@ -1,11 +1,9 @@
 // What the cluster says about Services, as the detectors consume it (from the API or `kubectl get -o json`).
 import type { HostnameLookup } from '../model/hostname-lookup.js';
-
-export type { TrafficPolicy } from '../model/service.js';
-export type { HostnameLookup };
-
 import type { ServiceProtocol } from '../model/protocol.js';
 import type { TrafficPolicy } from '../model/service.js';
+
+export type { HostnameLookup, TrafficPolicy };
 
 /** One IP in status.loadBalancer.ingress (or an Ingress' status), with KEP-1860's ipMode. */
 export interface LbIngressIp {

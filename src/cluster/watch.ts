@@ -7,7 +7,16 @@ import type { SkippedObject } from './json-reduce.js';
 import { KubeApi } from './kube-api.js';
 import { loadApiTarget } from './kube-config.js';
 import { OBJECT_SHAPES } from './object-shapes.js';
-import { collectionPath, GATEWAY_KINDS, KIND_APIS, KINDS, type Kind, type SourcedObject } from './objects.js';
+import {
+  apiVersionOf,
+  collectionPath,
+  GATEWAY_KINDS,
+  KIND_APIS,
+  KINDS,
+  type Kind,
+  type KindApi,
+  type SourcedObject,
+} from './objects.js';
 import { Reflector, type ReflectorOptions } from './reflector.js';
 import type { ClusterView } from './types.js';
 
@@ -32,20 +41,15 @@ export interface ClusterWatchOptions {
   crdRecheckMs?: number;
 }
 
-/** Where each kind is listed and watched; `name` labels it in reasons and warnings. */
-function collection(kind: Kind): Pick<ReflectorOptions<unknown>, 'name' | 'path' | 'optional' | 'crd' | 'fallback'> {
-  const api = KIND_APIS[kind];
-  const c = { name: kind === 'nodes' ? 'node' : api.resource, path: collectionPath(api) };
-  // Ingress VIPs only add L7 detail; an agent without RBAC for them (or a Gateway API CRD) still works.
-  if (api.crd || kind === 'ingresses') return { ...c, optional: true, ...(api.crd ? { crd: true } : {}) };
-  if (kind !== 'endpointSlices') return c;
-  // 1.17-1.20 serve EndpointSlices only as v1beta1 (same fields but topology for nodeName, endpoints.ts).
-  const fallback = {
-    path: collectionPath(api, 'v1beta1'),
-    note: 'EndpointSlices: discovery.k8s.io/v1 not served (404), using v1beta1',
-    neither: 'EndpointSlices: neither discovery.k8s.io/v1 nor v1beta1 served (404)',
-  };
-  return { ...c, fallback };
+/** Where each kind is listed and watched, as KIND_APIS states it; `name` labels it in reasons and warnings. */
+function collection(api: KindApi): Pick<ReflectorOptions<unknown>, 'name' | 'path' | 'optional' | 'crd' | 'fallback'> {
+  const { optional, crd, fallback: older } = api;
+  const where = { name: api.thisNodeOnly ? 'node' : api.resource, path: collectionPath(api), optional, crd };
+  if (!older) return where;
+  const wanted = apiVersionOf(api);
+  const note = `${api.kind}s: ${wanted} not served (404), using ${older}`;
+  const neither = `${api.kind}s: neither ${wanted} nor ${older} served (404)`;
+  return { ...where, fallback: { path: collectionPath(api, older), note, neither } };
 }
 
 const GATEWAY_API_LOG = {
@@ -55,7 +59,6 @@ const GATEWAY_API_LOG = {
 
 export class ClusterWatch {
   private readonly stores = new Map<Kind, Reflector<unknown>>();
-  private readonly api: KubeApi;
   private running?: Promise<void>[];
   private timer?: NodeJS.Timeout;
   private firstPendingAt?: number;
@@ -67,14 +70,15 @@ export class ClusterWatch {
 
   /** Throws if no API configuration can be found (see loadApiTarget). */
   constructor(private readonly o: ClusterWatchOptions) {
-    this.api = new KubeApi(loadApiTarget(o.kubeconfig));
+    const kubeApi = new KubeApi(loadApiTarget(o.kubeconfig));
     const parsers = parsersFor(o.nodeName);
     for (const kind of KINDS) {
-      const c = collection(kind);
+      const api = KIND_APIS[kind];
+      const c = collection(api);
       const parse = parsers[kind] as (s: SourcedObject) => unknown;
-      const reflector = new Reflector(this.api, {
+      const reflector = new Reflector(kubeApi, {
         ...c,
-        query: kind === 'nodes' ? { fieldSelector: `metadata.name=${o.nodeName}` } : {},
+        query: api.thisNodeOnly ? { fieldSelector: `metadata.name=${o.nodeName}` } : {},
         pageSize: o.pageSize ?? 500,
         watchTimeoutS: o.watchTimeoutS ?? 300,
         backoffInitialMs: o.backoffInitialMs ?? 500,
@@ -83,17 +87,10 @@ export class ClusterWatch {
         onFallback: (m) => o.log?.warn({ source: 'cluster', reason: m }, m),
         // Only what the view reads is kept of each object, as it arrives: a namespace's fat objects cost no heap.
         shape: OBJECT_SHAPES[kind],
-        onSkip: (skipped) =>
-          o.log?.warn(
-            {
-              source: 'cluster',
-              kind: skipped.kind,
-              object: objectName(skipped),
-              bytes: skipped.bytes,
-              reason: skipped.reason,
-            },
-            'cluster object skipped: too large',
-          ),
+        onSkip: (s) => {
+          const fields = { source: 'cluster', kind: s.kind, object: objectName(s), bytes: s.bytes, reason: s.reason };
+          o.log?.warn(fields, 'cluster object skipped: too large');
+        },
         // Each object is parsed once, as it arrives; the store keeps the result, not the JSON.
         transform: (object) => parse({ origin: c.name, object }),
         onChange: () => this.schedule(),
@@ -166,9 +163,7 @@ export class ClusterWatch {
   status(): SourceStatus {
     const stale = this.staleReason();
     const listMs = this.reflectors().reduce((sum, r) => sum + (r.health().listMs ?? 0), 0);
-    const s: SourceStatus = { source: 'cluster', available: !stale, durationMs: listMs };
-    if (stale) s.reason = stale;
-    return s;
+    return { source: 'cluster', available: !stale, durationMs: listMs, ...(stale ? { reason: stale } : {}) };
   }
 
   private reflectors(): Reflector<unknown>[] {

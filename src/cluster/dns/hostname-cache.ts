@@ -3,20 +3,18 @@
 import type { HostnameLookup } from '../types.js';
 import type { LookupRound } from './lookup.js';
 
-export interface CacheLimits {
+const CACHE_DEFAULTS = {
   /** A TTL below this is re-asked only this often (TTL 0 is common for LB names). */
-  minTtlS: number;
+  minTtlS: 5,
   /** Asked again at least this often, whatever the TTL. */
-  maxTtlS: number;
+  maxTtlS: 300,
   /** After a failure, ask again after this long. */
-  retryS: number;
+  retryS: 10,
   /** Stale addresses are kept this long after their answer expired. */
-  keepStaleS: number;
+  keepStaleS: 600,
   /** Names tracked at most (the rest are reported as not looked up). */
-  maxNames: number;
-}
-
-const CACHE_DEFAULTS: CacheLimits = { minTtlS: 5, maxTtlS: 300, retryS: 10, keepStaleS: 600, maxNames: 256 };
+  maxNames: 256,
+};
 
 interface Entry {
   lookup?: HostnameLookup;
@@ -28,9 +26,9 @@ interface Entry {
 
 export class HostnameCache {
   private readonly entries = new Map<string, Entry>();
-  private readonly limits: CacheLimits;
+  private readonly limits: typeof CACHE_DEFAULTS;
 
-  constructor(limits: Partial<CacheLimits> = {}) {
+  constructor(limits: Partial<typeof CACHE_DEFAULTS> = {}) {
     this.limits = { ...CACHE_DEFAULTS, ...limits };
   }
 
@@ -38,20 +36,11 @@ export class HostnameCache {
   want(names: Iterable<string>): boolean {
     const wanted = new Set<string>();
     for (const n of names) if (wanted.size < this.limits.maxNames) wanted.add(n);
-    let changed = false;
-    for (const n of this.entries.keys()) {
-      if (!wanted.has(n)) {
-        this.entries.delete(n);
-        changed = true;
-      }
-    }
-    for (const n of wanted) {
-      if (!this.entries.has(n)) {
-        this.entries.set(n, { dueAt: 0, expiresAt: 0 });
-        changed = true;
-      }
-    }
-    return changed;
+    const before = this.entries.size;
+    for (const n of this.entries.keys()) if (!wanted.has(n)) this.entries.delete(n);
+    const kept = this.entries.size;
+    for (const n of wanted) if (!this.entries.has(n)) this.entries.set(n, { dueAt: 0, expiresAt: 0 });
+    return kept !== before || this.entries.size !== kept;
   }
 
   /** Names whose lookup is due at `now` (ms epoch). */

@@ -6,6 +6,7 @@ import { isIP } from 'node:net';
 import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { errText } from '../../errors.js';
+import { isObj } from '../fields.js';
 import { failedRound, LOOKUP_DEFAULTS, type LookupOptions, type LookupRound, lookupHostnames } from './lookup.js';
 
 const MAX_OUTPUT = 4 * 1024 * 1024;
@@ -67,13 +68,11 @@ export async function lookupHostnamesIn(
 /** The child's answer, checked field by field (it is another process' output). */
 function checkRound(value: unknown, names: readonly string[]): LookupRound {
   const r = value as LookupRound;
-  if (typeof r !== 'object' || r === null || typeof r.resolver !== 'string' || !Array.isArray(r.results))
-    throw new Error('not a lookup round');
+  if (!isObj(r) || typeof r.resolver !== 'string' || !Array.isArray(r.results)) throw new Error('not a lookup round');
   const wanted = new Set(names);
   const results = r.results.filter(
     (x) =>
-      typeof x === 'object' &&
-      x !== null &&
+      isObj(x) &&
       typeof x.hostname === 'string' &&
       wanted.has(x.hostname) &&
       Array.isArray(x.addresses) &&

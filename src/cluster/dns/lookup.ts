@@ -6,18 +6,16 @@ import { MAX_RESOLV_CONF_BYTES, parseResolvConf, type ResolvConf } from './resol
 
 const RESOLV_CONF = '/etc/resolv.conf';
 
-export interface LookupOptions {
-  resolvConf?: string;
+export const LOOKUP_DEFAULTS = {
   /** Names beyond this many in one round are not looked up (reported as such). */
-  maxNames?: number;
-  concurrency?: number;
+  maxNames: 256,
+  concurrency: 8,
   /** Whole-name deadline (A and AAAA together), whatever resolv.conf says. */
-  timeoutMs?: number;
+  timeoutMs: 5000,
   /** Addresses kept per name and family. */
-  maxAddresses?: number;
-}
-
-export const LOOKUP_DEFAULTS = { maxNames: 256, concurrency: 8, timeoutMs: 5000, maxAddresses: 16 } as const;
+  maxAddresses: 16,
+};
+export type LookupOptions = Partial<typeof LOOKUP_DEFAULTS> & { resolvConf?: string };
 
 export interface LookupResult {
   hostname: string;
@@ -137,11 +135,9 @@ export async function lookupHostnames(names: readonly string[], opts: LookupOpti
 
   const withDeadline = (hostname: string): Promise<LookupResult> => {
     let timer: NodeJS.Timeout | undefined;
+    const error = `timeout (no answer within ${timeoutMs} ms)`;
     const late = new Promise<LookupResult>((resolve) => {
-      timer = setTimeout(
-        () => resolve({ hostname, addresses: [], error: `timeout (no answer within ${timeoutMs} ms)` }),
-        timeoutMs,
-      );
+      timer = setTimeout(() => resolve({ hostname, addresses: [], error }), timeoutMs);
     });
     return Promise.race([one(hostname), late]).finally(() => clearTimeout(timer));
   };
@@ -161,12 +157,7 @@ export async function lookupHostnames(names: readonly string[], opts: LookupOpti
     // Names past their deadline: stop their queries.
     for (const r of live) r.cancel();
   }
-  for (const hostname of names.slice(maxNames)) {
-    results.push({
-      hostname,
-      addresses: [],
-      error: `not looked up: more than ${maxNames} hostname-only LBs (--dns-max-names)`,
-    });
-  }
+  const error = `not looked up: more than ${maxNames} hostname-only LBs (--dns-max-names)`;
+  for (const hostname of names.slice(maxNames)) results.push({ hostname, addresses: [], error });
   return { resolver: resolverText, results, warnings: conf.warnings };
 }

@@ -24,8 +24,7 @@ export function parseResolvConf(text: string, source = 'resolv.conf'): ResolvCon
     throw new ResolvConfError(`${source}: ${text.length} bytes, more than ${MAX_RESOLV_CONF_BYTES}: not a resolv.conf`);
   }
   const out: ResolvConf = { nameservers: [], timeoutS: 5, attempts: 2, warnings: [] };
-  const lines = text.split('\n');
-  lines.forEach((raw, i) => {
+  text.split('\n').forEach((raw, i) => {
     const where = `${source}:${i + 1}`;
     const line = raw.replace(/[#;].*$/, '').trim();
     if (line === '') return;
