@@ -22,13 +22,8 @@ export const DEFAULT_RELAY_USER = 'system:serviceaccount:clbprobe:clbprobe-evide
 /** A KubeAuthorizer with this node's evidence audience, and the evidence relay's user (who alone may name another). */
 export type EvidenceAccess = Pick<KubeAuthorizer, 'authenticate' | 'authorize'> & { relayUser: string };
 
-export interface CallerLimits {
-  maxRequestsPerCaller: number;
-  maxWatchesPerCaller: number;
-}
-
 /** 16 watches and 4 answers at once on the socket: one caller takes at most a few of them. */
-export const DEFAULT_CALLER_LIMITS: CallerLimits = { maxRequestsPerCaller: 4, maxWatchesPerCaller: 2 };
+export const DEFAULT_CALLER_LIMITS = { maxRequestsPerCaller: 4, maxWatchesPerCaller: 2 };
 
 /** Bytes of the on-behalf-of header (a user with many groups is a few KB). */
 const MAX_ON_BEHALF_BYTES = 8192;
@@ -83,7 +78,7 @@ export function callerKey(user: UserInfo): string {
 /** Counts of what each caller holds; entries go when they reach zero. */
 export class CallerSlots {
   private readonly held = new Map<string, { requests: number; watches: number }>();
-  constructor(private readonly limits: CallerLimits) {}
+  constructor(private readonly limits: typeof DEFAULT_CALLER_LIMITS) {}
 
   /** Takes a slot (and a watch slot) for `key`; the release function, or why not. */
   take(key: string, watching: boolean): { release: () => void } | { error: string } {
@@ -196,7 +191,7 @@ export async function requestUser(
 export function evidenceRoute(
   access: EvidenceAccess,
   answers: () => EvidenceAnswers | undefined,
-  limits: CallerLimits = DEFAULT_CALLER_LIMITS,
+  limits = DEFAULT_CALLER_LIMITS,
 ): (req: IncomingMessage, res: ServerResponse) => void {
   const slots = new CallerSlots(limits);
   return (req, res) => {
