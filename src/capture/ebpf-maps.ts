@@ -43,7 +43,7 @@ import {
   vipKeyOf,
 } from './bpf-layout.js';
 import { type LocalPrefix, localFamily } from './classify.js';
-import { captureError } from './errors.js';
+import { step } from './errors.js';
 import { address16, inPrefix, maskInPlace, PROTO_NUMBERS, parsePrefix16, type Targets } from './targets.js';
 
 /** Prefixes per family compared in place before host addresses go to the hash (see localSets). */
@@ -355,12 +355,7 @@ export class TargetSync {
 
   /** Throws a CaptureError ('maps') naming the map whose write failed; the next sync completes the work. */
   sync(t: Targets): void {
-    let w: ReturnType<typeof wantedMaps>;
-    try {
-      w = wantedMaps(t, this.slots);
-    } catch (e) {
-      throw captureError(e, 'maps', 'preparing the eBPF maps');
-    }
+    const w = step('maps', 'preparing the eBPF maps', () => wantedMaps(t, this.slots));
     const change = this.table.update(w.vips);
     for (const k of [...change.added, ...change.removed]) (isVip4(k) ? this.pending4 : this.pending6).add(k);
     for (const b of change.buckets) this.pendingBuckets.add(b);
@@ -378,13 +373,7 @@ export class TargetSync {
       [MAP_CONFIG]: () => this.syncValue(MAP_CONFIG, w.config),
       [MAP_FILTERS]: () => this.syncValue(MAP_FILTERS, w.filters),
     };
-    for (const name of TARGET_MAPS) {
-      try {
-        steps[name]();
-      } catch (e) {
-        throw captureError(e, 'maps', `updating the eBPF ${name} map`);
-      }
-    }
+    for (const name of TARGET_MAPS) step('maps', `updating the eBPF ${name} map`, steps[name]);
   }
 
   /** Keys in the table written with their slot, first; then the others deleted. */

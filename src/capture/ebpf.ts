@@ -27,7 +27,7 @@ import {
 } from './bpf-layout.js';
 import type { Counter, CounterOptions } from './counter-types.js';
 import { type SlotAllocator, TARGET_MAPS, TargetSync } from './ebpf-maps.js';
-import { CaptureError, type CaptureStep, captureError, kernelLacksIt } from './errors.js';
+import { CaptureError, captureError, kernelLacksIt, step } from './errors.js';
 import { ENODEV, type LinkNow, LinkPackets, type PacketCounts } from './link-packets.js';
 import { type CounterReading, type CounterSample, type Targets, validateTargets } from './targets.js';
 
@@ -255,15 +255,6 @@ export class EbpfCounter implements Counter {
 
   private ensureOpen(): void {
     if (this.closed) throw new Error('eBPF counter already closed');
-  }
-}
-
-/** Runs one step of opening the counter; a failure becomes a CaptureError of `captureStep` saying `what` failed. */
-function step<T>(captureStep: CaptureStep, what: string, run: () => T): T {
-  try {
-    return run();
-  } catch (e) {
-    throw captureError(e, captureStep, what);
   }
 }
 
