@@ -19,8 +19,6 @@ import {
   MAP_VIPS6,
   MAP_VIPTAB,
   MAX_SLOTS,
-  type Net4,
-  type Net6,
   NODEPORT_SLOT_V4,
   NODEPORT_SLOT_V6,
   NODEPORT_VALUE_SIZE,
@@ -69,12 +67,7 @@ function familySets(t: Targets, v4: boolean): { hosts: Map<string, number>; nets
 }
 
 /** The node's local prefixes as the program reads them: a short list compared in place, the rest in exact hashes. */
-export function localSets(t: Targets): {
-  hosts4: Map<string, number>;
-  hosts6: Map<string, number>;
-  nets4: Net4[];
-  nets6: Net6[];
-} {
+export function localSets(t: Targets) {
   const v4 = familySets(t, true);
   const v6 = familySets(t, false);
   return {
