@@ -52,8 +52,7 @@ type LocalPrefix16 = LocalPrefix & { inHash?: boolean };
 /** One family's local prefixes: host addresses (16-byte form as text) -> flags, and the prefixes compared in place. */
 function familySets(t: Targets, v4: boolean): { hosts: Map<string, number>; nets: LocalPrefix16[] } {
   const { hosts, nets } = localFamily(t, v4);
-  // The first host addresses (node IPs precede kube-ipvs0's VIPs) are compared in place, with the flags of
-  // their prefixes, so that a packet from the node itself ends the program's search early.
+  // The first host addresses (node IPs come first) are compared in place: a packet from the node ends the search early.
   const inline: LocalPrefix16[] = [];
   for (const [k, flags] of hosts) {
     if (nets.length + inline.length >= INLINE_PREFIXES) break;
@@ -94,10 +93,7 @@ const LINK_LOCAL = [parsePrefix16('169.254.0.0/16'), parsePrefix16('fe80::/10')]
 export const FAMILY_V4 = 1;
 export const FAMILY_V6 = 2;
 
-/**
- * Families with a non-link-local source get NodePort counter slots, since the program counts a NodePort only
- * from a source of the packet's family; a key without a slot is counted in the `counters` hash (mergeSamples).
- */
+/** Families with a non-link-local source get NodePort slots: the program counts a NodePort from its family only. */
 export function slotFamilies(t: Targets): number {
   let fams = 0;
   for (const lp of t.localPrefixes) {

@@ -399,10 +399,7 @@ export class CounterMapReader extends PerCpuCounterReader {
   }
 }
 
-/**
- * Reads only the slots the program marked in `slots_seen`, because the kernel copies per-CPU values one
- * element at a time; many marked slots are read with batch lookups.
- */
+/** Reads only the slots marked in `slots_seen`, since the kernel copies per-CPU values one element at a time. */
 export class SlotMapReader extends PerCpuCounterReader {
   private keys = Buffer.alloc(0);
   private values = Buffer.alloc(0);

@@ -29,10 +29,7 @@ export interface PacketCounts {
   egress: number;
 }
 
-/**
- * The interface of an RTM_NEWLINK payload: ifindex and link type (ARPHRD_*) from its struct ifinfomsg, and rx/tx
- * packets (rtnl_link_stats64's first two u64s); totals undefined without IFLA_STATS64.
- */
+/** An RTM_NEWLINK's ifindex, ARPHRD_* type and rx/tx packets (IFLA_STATS64's first two u64s; undefined without). */
 export function decodeLink(payload: Buffer): { ifindex: number; type: number; totals: PacketCounts | undefined } {
   let totals: PacketCounts | undefined;
   needLen(payload.length, IFINFOMSG_LEN, 'ifinfomsg', 0);

@@ -90,10 +90,7 @@ export class ServicePortSeries {
     this.now = opts.now ?? Date.now;
   }
 
-  /**
-   * The ports with series; `active` those with something to say, within the cap or not; `droppedTotal` those ever
-   * left out by the cap; `counterError` why the counters could not be read (their last values are shown).
-   */
+  /** The ports with series; how many have something to say and how many the cap ever left out; why counters failed. */
   scrape(agent: AgentState) {
     const counterError = this.readCounters(agent);
     const facts = this.factsOf(agent);
