@@ -54,8 +54,8 @@ export class EbpfCounter implements Counter {
   private readonly slotReader: SlotMapReader;
   private readonly cpus: number;
   private closed = false;
-  /** Why nothing is counted now (the uplink went away); undefined while attached. */
-  private stopReason: string | undefined;
+  /** Why nothing is counted now (uplink deleted and not re-attached); undefined while attached. */
+  stopped: string | undefined;
   /** The new ifindex a failed re-attach was logged for, so that a retry at every read logs once. */
   private failedOn: number | undefined;
   /** The program loaded reads frames that start with the IP header (isL3LinkType). */
@@ -138,11 +138,6 @@ export class EbpfCounter implements Counter {
     this.targetSync.sync(targets);
   }
 
-  /** Why nothing is counted now (uplink deleted and not re-attached); the counts read so far are kept. */
-  get stopped(): string | undefined {
-    return this.stopReason;
-  }
-
   read(): CounterReading {
     this.ensureOpen();
     const seen = this.followUplink();
@@ -163,7 +158,7 @@ export class EbpfCounter implements Counter {
       // Gone since the last read: detaching by name would fail, or reach a new interface of that name.
       let gone = false;
       try {
-        gone = this.stopReason === undefined && this.link.read() === undefined;
+        gone = this.stopped === undefined && this.link.read() === undefined;
       } catch {
         // cannot be told: still there
       }
@@ -179,9 +174,9 @@ export class EbpfCounter implements Counter {
   private followUplink(): PacketCounts {
     const seen = this.link.read();
     if (seen) return seen;
-    if (this.stopReason === undefined) {
+    if (this.stopped === undefined) {
       this.attachment.release();
-      this.stopReason = this.stoppedText();
+      this.stopped = this.stoppedText();
       const ifindex = this.link.ifindex;
       this.log?.error({ ifname: this.ifname, ifindex }, 'uplink deleted; the eBPF counters no longer count');
     }
@@ -197,7 +192,7 @@ export class EbpfCounter implements Counter {
 
   /** Stops with `why` the new interface `now` was not attached to; logged once per new interface. */
   private reattachFailed(now: LinkNow, why: string, fields: object, message: string): void {
-    this.stopReason = this.stoppedText(why);
+    this.stopped = this.stoppedText(why);
     if (this.failedOn !== now.ifindex)
       this.log?.error({ ifname: this.ifname, ifindex: now.ifindex, ...fields }, message);
     this.failedOn = now.ifindex;
@@ -246,7 +241,7 @@ export class EbpfCounter implements Counter {
     const was = this.link.ifindex;
     this.attachment = attachment;
     this.link.follow(now);
-    this.stopReason = this.failedOn = undefined;
+    this.stopped = this.failedOn = undefined;
     this.log?.warn(
       { ifname: this.ifname, ifindex: now.ifindex, was },
       'eBPF counters re-attached to the re-created uplink; packets between its deletion and now were not counted',
