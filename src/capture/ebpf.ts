@@ -318,7 +318,7 @@ const sampleOf = (key: CounterKey, packets: number, bytes: number): CounterSampl
 export class CounterMapReader extends PerCpuCounterReader {
   private keys: Buffer;
   private values: Buffer;
-  private size: number;
+  batchSize: number;
   /** Decoded keys by raw bytes: keys stay the same from one read to the next. */
   private decoded = new Map<string, CounterKey>();
 
@@ -330,13 +330,9 @@ export class CounterMapReader extends PerCpuCounterReader {
     first = 128,
   ) {
     super(addon, fd, cpus);
-    this.size = Math.min(first, batch);
-    this.keys = Buffer.alloc(this.size * COUNTER_KEY_SIZE);
-    this.values = Buffer.alloc(this.size * cpus * this.stride);
-  }
-
-  get batchSize(): number {
-    return this.size;
+    this.batchSize = Math.min(first, batch);
+    this.keys = Buffer.alloc(this.batchSize * COUNTER_KEY_SIZE);
+    this.values = Buffer.alloc(this.batchSize * cpus * this.stride);
   }
 
   read(): CounterSample[] {
@@ -370,15 +366,15 @@ export class CounterMapReader extends PerCpuCounterReader {
     const out: CounterSample[] = [];
     const seen = new Map<string, CounterKey>();
     for (let first = true; ; first = false) {
-      this.addon.bpfMapLookupBatch(this.fd, this.keys, this.values, this.token, first, this.status, this.size);
+      this.addon.bpfMapLookupBatch(this.fd, this.keys, this.values, this.token, first, this.status, this.batchSize);
       const n = this.status[0]!;
       for (let i = 0; i < n; i++) this.sample(out, seen, this.keys, this.values, i);
       if (this.status[1] || n === 0) break;
       // More to come after a full batch: larger batches from now on (the token keeps the place).
-      if (n >= this.size && this.size < this.batch) {
-        this.size = Math.min(this.batch, this.size * 4);
-        this.keys = Buffer.alloc(this.size * COUNTER_KEY_SIZE);
-        this.values = Buffer.alloc(this.size * this.cpus * this.stride);
+      if (n >= this.batchSize && this.batchSize < this.batch) {
+        this.batchSize = Math.min(this.batch, this.batchSize * 4);
+        this.keys = Buffer.alloc(this.batchSize * COUNTER_KEY_SIZE);
+        this.values = Buffer.alloc(this.batchSize * this.cpus * this.stride);
       }
     }
     this.decoded = seen;

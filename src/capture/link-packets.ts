@@ -52,7 +52,8 @@ export class LinkPackets {
   private followed: LinkNow;
   /** Packets counted on interfaces followed before this one. */
   private carried: PacketCounts = { ingress: 0, egress: 0 };
-  private last: PacketCounts = { ingress: 0, egress: 0 };
+  /** What read() last returned: the packets counted until the interface followed went away. */
+  lastRead: PacketCounts = { ingress: 0, egress: 0 };
   private seq = 1;
   private constructor(
     private fd: number,
@@ -94,21 +95,16 @@ export class LinkPackets {
     const now = this.now();
     if (now?.ifindex !== this.followed.ifindex) return undefined;
     const base = this.followed.totals;
-    this.last = {
+    this.lastRead = {
       ingress: this.carried.ingress + now.totals.ingress - base.ingress,
       egress: this.carried.egress + now.totals.egress - base.egress,
     };
-    return this.last;
-  }
-
-  /** What read() last returned: the packets counted until the interface followed went away. */
-  get lastRead(): PacketCounts {
-    return this.last;
+    return this.lastRead;
   }
 
   /** Counts on from `now`, keeping the previous interface's counts as of the last read, so counts only grow. */
   follow(now: LinkNow): void {
-    this.carried = this.last;
+    this.carried = this.lastRead;
     this.followed = now;
   }
 
