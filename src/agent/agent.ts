@@ -72,7 +72,8 @@ export class Agent {
   private readonly captureHealth: CaptureHealth;
   private timers: NodeJS.Timeout[] = [];
   private readonly diagnoseSoon = new DiagnoseSchedule(() => this.diagnose());
-  private firstSync = false;
+  /** The first sync is done (/readyz). */
+  ready = false;
   /** The prefilter targets' LB VIP:ports for the coverage check; the endpoint list is needed only to build it. */
   private vips: AddressPort[];
   /** A VIP new to the index gets a full conntrack read for its existing connections, paced (vip-coverage.ts). */
@@ -122,10 +123,6 @@ export class Agent {
     return `off (${this.o.capture === 'off' ? '--capture off' : (this.health.reasonOf('capture') ?? 'not started')})`;
   }
 
-  get ready(): boolean {
-    return this.firstSync;
-  }
-
   get health(): SourceHealth {
     return this.sources.health;
   }
@@ -146,7 +143,7 @@ export class Agent {
       },
       this.prefilter,
     );
-    this.firstSync = true;
+    this.ready = true;
     // The index may have gained VIPs while the first read ran with the targets it started with.
     this.newVipReads.changed(this.vips);
     this.sources.synced();
@@ -208,7 +205,7 @@ export class Agent {
     this.vips = ours.vips;
     this.prefilter = new ConntrackPrefilter(ours);
     this.conntrack.setPrefilter(this.prefilter);
-    if (this.firstSync) this.newVipReads.changed(this.vips);
+    if (this.ready) this.newVipReads.changed(this.vips);
     if (this.counter) {
       try {
         this.applyTargets(this.counter, packetTargets(ours));
@@ -250,7 +247,7 @@ export class Agent {
   }
 
   private scheduleDiagnose(why: 'events' | 'index'): void {
-    if (this.firstSync) this.diagnoseSoon.request(why);
+    if (this.ready) this.diagnoseSoon.request(why);
   }
 
   private diagnose(): void {

@@ -4,21 +4,14 @@ import { BundleFiles } from '../bundle/files.js';
 import { BUNDLE_FILES } from '../bundle/names.js';
 import { bundleReader } from '../source/contract.js';
 import { SOURCES } from '../source/list.js';
-import { BundleConntrack, type ConntrackFeed } from './conntrack-feed.js';
+import { BundleConntrack } from './conntrack-feed.js';
 import type { PolledSource } from './sources.js';
 
-export interface BundleInputs {
-  readers: () => PolledSource[];
-  conntrack: ConntrackFeed;
-  /** The bundle's cluster.json, when it has one (pass it as the agent's cluster file). */
-  clusterFile?: string;
-}
-
-/** The agent's inputs from bundle directory `dir`: the sources the live agent polls, and conntrack. */
-export function bundleInputs(dir: string, opts: { seenAtMs?: () => number } = {}): BundleInputs {
+/** The agent's inputs from bundle directory `dir`: the sources it polls, conntrack, and cluster.json when present. */
+export function bundleInputs(dir: string, opts: { seenAtMs?: () => number } = {}) {
   const b = new BundleFiles(dir, readdirSync(dir));
   return {
-    readers: () =>
+    readers: (): PolledSource[] =>
       SOURCES.filter((d) => d.live && d.fromBundle && !d.streamedByAgent).map((def) => ({
         def,
         reader: bundleReader(def, b),

@@ -2,7 +2,7 @@
 import type { BundleFiles } from '../bundle/files.js';
 import { errText } from '../errors.js';
 import { type ConntrackDumpResult, dumpConntrackViews, malformedNote } from '../kernel/conntrack/dump.js';
-import { ConntrackWatch, type WatchStats } from '../kernel/conntrack/events.js';
+import { ConntrackWatch } from '../kernel/conntrack/events.js';
 import type { ConntrackPrefilter } from '../kernel/conntrack/prefilter.js';
 import type { ConntrackEntry } from '../kernel/types.js';
 import type { Logger } from '../log.js';
@@ -33,22 +33,6 @@ export interface ConntrackFeed {
 
 /** No key is recorded: the table, not a snapshot value, is what the diagnosis reads of conntrack. */
 const UP: ReadResult<unknown> = { state: 'up', value: undefined };
-
-/** A dump or stream that skipped malformed entries is up, with how many in the status reason. */
-function dumped(
-  dump: Pick<ConntrackDumpResult, 'malformed' | 'firstMalformed'>,
-  events?: WatchStats,
-): ReadResult<unknown> {
-  const notes = [malformedNote(dump)];
-  if (events?.malformed) {
-    notes.push(
-      `${events.malformed} malformed conntrack ${events.malformed === 1 ? 'event' : 'events'} ` +
-        `skipped since start (first: ${events.firstMalformed})`,
-    );
-  }
-  const note = notes.filter((n): n is string => !!n).join('; ');
-  return note ? { state: 'up', value: undefined, note } : UP;
-}
 
 export class LiveConntrack implements ConntrackFeed {
   private watch?: ConntrackWatch;
@@ -147,8 +131,18 @@ export class LiveConntrack implements ConntrackFeed {
     this.watch?.stop();
   }
 
+  /** A dump or stream that skipped malformed entries is up, with how many in the status reason. */
   private recordDump(dump: Pick<ConntrackDumpResult, 'malformed' | 'firstMalformed'>, durationMs: number): void {
-    this.sink!.record(dumped(dump, this.watch?.stats), durationMs);
+    const events = this.watch?.stats;
+    const notes = [malformedNote(dump)];
+    if (events?.malformed) {
+      notes.push(
+        `${events.malformed} malformed conntrack ${events.malformed === 1 ? 'event' : 'events'} ` +
+          `skipped since start (first: ${events.firstMalformed})`,
+      );
+    }
+    const note = notes.filter((n): n is string => !!n).join('; ');
+    this.sink!.record(note ? { state: 'up', value: undefined, note } : UP, durationMs);
     if (dump.malformed)
       this.o.log.warn(
         { malformed: dump.malformed, first: dump.firstMalformed },

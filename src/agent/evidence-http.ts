@@ -22,13 +22,8 @@ export const DEFAULT_RELAY_USER = 'system:serviceaccount:clbprobe:clbprobe-evide
 /** A KubeAuthorizer with this node's evidence audience, and the evidence relay's user (who alone may name another). */
 export type EvidenceAccess = Pick<KubeAuthorizer, 'authenticate' | 'authorize'> & { relayUser: string };
 
-export interface CallerLimits {
-  maxRequestsPerCaller: number;
-  maxWatchesPerCaller: number;
-}
-
 /** 16 watches and 4 answers at once on the socket: one caller takes at most a few of them. */
-export const DEFAULT_CALLER_LIMITS: CallerLimits = { maxRequestsPerCaller: 4, maxWatchesPerCaller: 2 };
+export const DEFAULT_CALLER_LIMITS = { maxRequestsPerCaller: 4, maxWatchesPerCaller: 2 };
 
 /** Bytes of the on-behalf-of header (a user with many groups is a few KB). */
 const MAX_ON_BEHALF_BYTES = 8192;
@@ -39,34 +34,32 @@ const shortString = (v: unknown): v is string => typeof v === 'string' && v.leng
 
 /** The user the relay names, or why the header is not one. */
 export function parseOnBehalfOf(header: string | string[] | undefined): UserInfo | { error: string } {
+  const bad = (what: string) => ({ error: `${ON_BEHALF_OF_HEADER}${what}` });
   if (typeof header !== 'string') return { error: `the relay's request names no user (${ON_BEHALF_OF_HEADER})` };
-  if (header.length > MAX_ON_BEHALF_BYTES)
-    return { error: `${ON_BEHALF_OF_HEADER} longer than ${MAX_ON_BEHALF_BYTES} bytes` };
+  if (header.length > MAX_ON_BEHALF_BYTES) return bad(` longer than ${MAX_ON_BEHALF_BYTES} bytes`);
   let v: unknown;
   try {
     v = JSON.parse(header);
   } catch {
-    return { error: `${ON_BEHALF_OF_HEADER} is not JSON` };
+    return bad(' is not JSON');
   }
-  if (typeof v !== 'object' || v === null || Array.isArray(v))
-    return { error: `${ON_BEHALF_OF_HEADER} is not an object` };
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) return bad(' is not an object');
   const o = v as Record<string, unknown>;
-  if (!shortString(o.username)) return { error: `${ON_BEHALF_OF_HEADER} has no username` };
+  if (!shortString(o.username)) return bad(' has no username');
   const groups = o.groups ?? [];
   if (!Array.isArray(groups) || groups.length > MAX_GROUPS || !groups.every(shortString))
-    return { error: `${ON_BEHALF_OF_HEADER}: groups must be a list of names` };
+    return bad(': groups must be a list of names');
   const user: UserInfo = { username: o.username, groups };
   if (o.uid !== undefined) {
-    if (!shortString(o.uid)) return { error: `${ON_BEHALF_OF_HEADER}: bad uid` };
+    if (!shortString(o.uid)) return bad(': bad uid');
     user.uid = o.uid;
   }
   if (o.extra !== undefined) {
-    if (typeof o.extra !== 'object' || o.extra === null || Array.isArray(o.extra))
-      return { error: `${ON_BEHALF_OF_HEADER}: bad extra` };
+    if (typeof o.extra !== 'object' || o.extra === null || Array.isArray(o.extra)) return bad(': bad extra');
     const extra: Record<string, string[]> = {};
     for (const [k, list] of Object.entries(o.extra)) {
       if (!shortString(k) || !Array.isArray(list) || !list.every((x) => typeof x === 'string' && x.length <= MAX_NAME))
-        return { error: `${ON_BEHALF_OF_HEADER}: bad extra` };
+        return bad(': bad extra');
       extra[k] = list;
     }
     user.extra = extra;
@@ -83,7 +76,7 @@ export function callerKey(user: UserInfo): string {
 /** Counts of what each caller holds; entries go when they reach zero. */
 export class CallerSlots {
   private readonly held = new Map<string, { requests: number; watches: number }>();
-  constructor(private readonly limits: CallerLimits) {}
+  constructor(private readonly limits: typeof DEFAULT_CALLER_LIMITS) {}
 
   /** Takes a slot (and a watch slot) for `key`; the release function, or why not. */
   take(key: string, watching: boolean): { release: () => void } | { error: string } {
@@ -196,7 +189,7 @@ export async function requestUser(
 export function evidenceRoute(
   access: EvidenceAccess,
   answers: () => EvidenceAnswers | undefined,
-  limits: CallerLimits = DEFAULT_CALLER_LIMITS,
+  limits = DEFAULT_CALLER_LIMITS,
 ): (req: IncomingMessage, res: ServerResponse) => void {
   const slots = new CallerSlots(limits);
   return (req, res) => {

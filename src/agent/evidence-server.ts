@@ -24,34 +24,25 @@ export interface EvidenceBackend {
   ifname?: string;
 }
 
-export interface EvidenceLimits {
-  maxConnections: number;
-  /** Answers being written at once (each holds its matched entries' list and a socket buffer). */
-  maxAnswers: number;
-  /** Watches at once (each holds at most maxLiveQueueBytes and no answer slot once its entries are sent). */
-  maxWatches: number;
-  /** Entries per answer, the current ones and the watched ones together. */
-  maxEntries: number;
-  /** Time from connecting to a complete request line. */
-  requestTimeoutMs: number;
-  /** Time a reader may take nothing of what waits for it. */
-  stallTimeoutMs: number;
-  maxRequestBytes: number;
-  /** Bytes of new entries that may wait for a slow watching reader; past it they are counted as dropped. */
-  maxLiveQueueBytes: number;
-}
-
 /** Backpressure keeps an answer near one socket buffer, so these caps are about CPU and fairness. */
-export const DEFAULT_EVIDENCE_LIMITS: EvidenceLimits = {
+const DEFAULT_EVIDENCE_LIMITS = {
   maxConnections: 32,
+  /** Answers being written at once (each holds its matched entries' list and a socket buffer). */
   maxAnswers: 4,
+  /** Watches at once (each holds at most maxLiveQueueBytes and no answer slot once its entries are sent). */
   maxWatches: 16,
+  /** Entries per answer, the current ones and the watched ones together. */
   maxEntries: 10_000,
+  /** Time from connecting to a complete request line. */
   requestTimeoutMs: 5_000,
+  /** Time a reader may take nothing of what waits for it. */
   stallTimeoutMs: 30_000,
   maxRequestBytes: 4096,
+  /** Bytes of new entries that may wait for a slow watching reader; past it they are counted as dropped. */
   maxLiveQueueBytes: 1 << 20,
 };
+
+export type EvidenceLimits = typeof DEFAULT_EVIDENCE_LIMITS;
 
 export const MAX_WATCH_S = 3600;
 

@@ -66,18 +66,13 @@ export function serviceAddresses(svcs: ServiceView[], ifname?: string): ServiceA
   };
 }
 
-/** Whether a kept entry belongs to one of these Service ports (matched by name: views are rebuilt). */
-export function belongsTo(entry: KeptEntry, svcs: ServiceView[]): boolean {
-  return entry.svcs.some((s) =>
+/** Evidence matches one of these Service ports (by name: views are rebuilt) and has a tie its owner cannot forge. */
+export function isEvidenceFor(kept: KeptEntry, svcs: ServiceView[], ownership: EvidenceOwnership): boolean {
+  const matches = (s: ServiceView): boolean =>
     svcs.some(
       (t) => t.namespace === s.namespace && t.name === s.name && t.port === s.port && t.protocol === s.protocol,
-    ),
-  );
-}
-
-/** Evidence needs a match to these ports and a tie its owner cannot forge (evidence-ownership.ts). */
-export function isEvidenceFor(kept: KeptEntry, svcs: ServiceView[], ownership: EvidenceOwnership): boolean {
-  return belongsTo(kept, svcs) && ownership.owns(kept.entry, svcs);
+    );
+  return kept.svcs.some(matches) && ownership.owns(kept.entry, svcs);
 }
 
 export function entryLine(kept: KeptEntry, live: boolean): EvidenceLine {

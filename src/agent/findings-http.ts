@@ -7,7 +7,6 @@ import type { Finding } from '../detect/types.js';
 import { errText } from '../errors.js';
 import {
   admit,
-  type CallerLimits,
   CallerSlots,
   DEFAULT_CALLER_LIMITS,
   type EvidenceAccess,
@@ -23,21 +22,14 @@ export interface FindingsState {
   findings: readonly Finding[];
 }
 
-export interface FindingsLimits {
+const DEFAULT_FINDINGS_LIMITS = {
   /** Findings per answer; the end line counts the rest. */
-  maxFindings: number;
-  /** Evidence lines kept per finding (the node's own `diagnose` has them all). */
-  maxEvidenceLines: number;
-  /** Distinct Services whose access is checked per answer; findings of the others are reported unchecked. */
-  maxServices: number;
-  /** Access reviews in flight at once for one answer. */
-  reviewConcurrency: number;
-}
-
-const DEFAULT_FINDINGS_LIMITS: FindingsLimits = {
   maxFindings: 2000,
+  /** Evidence lines kept per finding (the node's own `diagnose` has them all). */
   maxEvidenceLines: 8,
+  /** Distinct Services whose access is checked per answer; findings of the others are reported unchecked. */
   maxServices: 1000,
+  /** Access reviews in flight at once for one answer. */
   reviewConcurrency: 4,
 };
 
@@ -52,8 +44,8 @@ function cutEvidence(evidence: readonly string[], max: number): readonly string[
 export function findingsRoute(
   access: EvidenceAccess,
   state: () => FindingsState,
-  limits: FindingsLimits = DEFAULT_FINDINGS_LIMITS,
-  callerLimits: CallerLimits = DEFAULT_CALLER_LIMITS,
+  limits = DEFAULT_FINDINGS_LIMITS,
+  callerLimits = DEFAULT_CALLER_LIMITS,
 ): (req: IncomingMessage, res: ServerResponse) => void {
   const slots = new CallerSlots(callerLimits);
   return (req, res) => {

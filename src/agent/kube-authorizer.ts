@@ -105,8 +105,6 @@ export class TokenBucket {
 export class ReviewRateLimiter {
   private readonly sources = new Map<string, TokenBucket>();
   private readonly global: TokenBucket;
-  /** Reviews refused, for the log and tests. */
-  refused = 0;
   constructor(
     private readonly perSource: RateLimit = DEFAULT_PER_SOURCE_RATE,
     globalRate: RateLimit = DEFAULT_GLOBAL_RATE,
@@ -123,17 +121,15 @@ export class ReviewRateLimiter {
     this.sources.set(source, bucket);
     while (this.sources.size > MAX_SOURCES) this.sources.delete(this.sources.keys().next().value!);
     const own = bucket.take();
-    if (own) return this.refuse(own, `${this.perSource.perSecond}/s for ${source}`);
+    if (own) return { waitS: waitSeconds(own), limit: `${this.perSource.perSecond}/s for ${source}` };
     const all = this.global.take();
-    if (all) return this.refuse(all, 'the rate for all new tokens');
+    if (all) return { waitS: waitSeconds(all), limit: 'the rate for all new tokens' };
     return { waitS: 0 };
   }
-
-  private refuse(ms: number, limit: string): { waitS: number; limit: string } {
-    this.refused++;
-    return { waitS: Math.max(1, Math.ceil(ms / 1000)), limit };
-  }
 }
+
+/** Whole seconds to wait, at least one, for a Retry-After. */
+const waitSeconds = (ms: number): number => Math.max(1, Math.ceil(ms / 1000));
 
 /** The token of an "Authorization: Bearer T" header, or why there is none. */
 export function bearerToken(header: string | undefined): { token: string } | { error: string } {

@@ -51,10 +51,10 @@ export class AgentSources {
   private readTimers = new Map<string, NodeJS.Timeout>();
   private cluster: ClusterView = { fresh: false, staleReason: 'not read yet', services: [], warnings: [] };
   /** `cluster` with the hostname-only LBs' resolved addresses (dns source): what index and diagnosis read. */
-  private viewWithDns: ClusterView = this.cluster;
+  view: ClusterView = this.cluster;
   private clusterFileDigest?: string;
   private clusterWatch?: ClusterWatch;
-  private indexValue: ServiceIndex;
+  index: ServiceIndex;
   /** After the first sync a changed view has its LB names looked up at once (before it, start() reads them). */
   private started = false;
   /** During start() changes only mark the index stale, so it is built once from view and sources together. */
@@ -68,20 +68,11 @@ export class AgentSources {
     this.readers =
       o.readers?.(lbHostnames) ??
       liveReaders({ ...o.live, natFactsOnly: true, lbHostnames }, (d) => !d.streamedByAgent);
-    this.indexValue = new ServiceIndex(this.cluster, localAddresses(undefined, undefined));
+    this.index = new ServiceIndex(this.cluster, localAddresses(undefined, undefined));
   }
 
   get health(): SourceHealth {
     return this.runner.health;
-  }
-
-  get index(): ServiceIndex {
-    return this.indexValue;
-  }
-
-  /** The cluster view the diagnosis reads (with the resolved LB names). */
-  get view(): ClusterView {
-    return this.viewWithDns;
   }
 
   /** The view, every source (index sources first), `afterReads`, then the one index build and the watches. */
@@ -209,14 +200,14 @@ export class AgentSources {
       return;
     }
     this.indexStale = false;
-    this.viewWithDns = withLbHostnames(this.cluster, lookupsByName(this.runner.value<DnsSnapshot>('dns')));
+    this.view = withLbHostnames(this.cluster, lookupsByName(this.runner.value<DnsSnapshot>('dns')));
     // Only the addresses changed: the view's LB-Service index stays.
-    const lb = this.indexValue.lb.view === this.viewWithDns ? this.indexValue.lb : new LbServiceIndex(this.viewWithDns);
-    this.indexValue = new ServiceIndex(
-      this.viewWithDns,
+    const lb = this.index.lb.view === this.view ? this.index.lb : new LbServiceIndex(this.view);
+    this.index = new ServiceIndex(
+      this.view,
       localAddresses(this.runner.value<AddressSnapshot>('addresses'), this.cluster.node),
       lb,
     );
-    this.o.onIndex(this.indexValue);
+    this.o.onIndex(this.index);
   }
 }

@@ -39,19 +39,12 @@ export class NewVipReads {
     for (const [k, at] of this.readAt) if (now - at > this.o.maxGapMs) this.readAt.delete(k);
   }
 
-  /** Whether these VIPs hold one no full read looked for within maxGapMs. */
-  private misses(vips: readonly AddressPort[]): boolean {
-    const now = Date.now();
-    return vips.some((v) => {
-      const at = this.readAt.get(keyOf(v));
-      return at === undefined || now - at > this.o.maxGapMs;
-    });
-  }
-
-  /** The index changed to these VIPs: a read is scheduled when one is new and none is pending. */
+  /** The index changed to these VIPs: a read is scheduled when no full read looked for one of them within maxGapMs. */
   changed(vips: readonly AddressPort[]): void {
-    if (this.timer || !this.misses(vips)) return;
-    const wait = Math.max(NEW_VIP_READ_DELAY_MS, this.lastReadAt + this.gapMs - Date.now());
+    const now = Date.now();
+    const missed = (v: AddressPort): boolean => now - (this.readAt.get(keyOf(v)) ?? -Infinity) > this.o.maxGapMs;
+    if (this.timer || !vips.some(missed)) return;
+    const wait = Math.max(NEW_VIP_READ_DELAY_MS, this.lastReadAt + this.gapMs - now);
     this.timer = setTimeout(() => {
       this.timer = undefined;
       this.started();

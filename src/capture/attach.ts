@@ -5,7 +5,7 @@ import type { Logger } from '../log.js';
 import { isSyscallError } from '../native/addon.js';
 import type { BpfAddon } from '../native/bpf.js';
 import { PROG_EGRESS, PROG_INGRESS } from './bpf-layout.js';
-import { captureError, kernelLacksIt } from './errors.js';
+import { captureError, kernelLacksIt, step } from './errors.js';
 
 export type AttachMode = 'tcx' | 'tc';
 
@@ -131,9 +131,5 @@ export function attachPrograms(
       log?.info({ ifname: t.ifname, reason: errText(e) }, 'TCX unavailable, using legacy tc cls_bpf');
     }
   }
-  try {
-    return attachTc(addon, progFds, t);
-  } catch (e) {
-    throw captureError(e, 'attach', what('tc cls_bpf'));
-  }
+  return step('attach', what('tc cls_bpf'), () => attachTc(addon, progFds, t));
 }

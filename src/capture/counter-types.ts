@@ -9,10 +9,7 @@ export interface Counter {
   readonly description: string;
   /** Why eBPF did not run when 'auto' fell back to pcap; the capture source is then up but degraded. */
   fallbackReason?: string;
-  /**
-   * Why nothing is counted now (pcap: interface deleted for good; eBPF: until an interface of its name is back);
-   * counts read so far are kept and the capture source is down with this reason.
-   */
+  /** Why nothing is counted now (interface deleted; eBPF resumes on a new one of its name); counts so far are kept. */
   readonly stopped?: string;
   /** How many LB VIP:ports per address family the backend can count (eBPF: its maps' size); none: no bound. */
   readonly maxVipsPerFamily?: number;

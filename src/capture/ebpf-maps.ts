@@ -19,8 +19,6 @@ import {
   MAP_VIPS6,
   MAP_VIPTAB,
   MAX_SLOTS,
-  type Net4,
-  type Net6,
   NODEPORT_SLOT_V4,
   NODEPORT_SLOT_V6,
   NODEPORT_VALUE_SIZE,
@@ -43,7 +41,7 @@ import {
   vipKeyOf,
 } from './bpf-layout.js';
 import { type LocalPrefix, localFamily } from './classify.js';
-import { captureError } from './errors.js';
+import { step } from './errors.js';
 import { address16, inPrefix, maskInPlace, PROTO_NUMBERS, parsePrefix16, type Targets } from './targets.js';
 
 /** Prefixes per family compared in place before host addresses go to the hash (see localSets). */
@@ -54,8 +52,7 @@ type LocalPrefix16 = LocalPrefix & { inHash?: boolean };
 /** One family's local prefixes: host addresses (16-byte form as text) -> flags, and the prefixes compared in place. */
 function familySets(t: Targets, v4: boolean): { hosts: Map<string, number>; nets: LocalPrefix16[] } {
   const { hosts, nets } = localFamily(t, v4);
-  // The first host addresses (node IPs precede kube-ipvs0's VIPs) are compared in place, with the flags of
-  // their prefixes, so that a packet from the node itself ends the program's search early.
+  // The first host addresses (node IPs come first) are compared in place: a packet from the node ends the search early.
   const inline: LocalPrefix16[] = [];
   for (const [k, flags] of hosts) {
     if (nets.length + inline.length >= INLINE_PREFIXES) break;
@@ -69,12 +66,7 @@ function familySets(t: Targets, v4: boolean): { hosts: Map<string, number>; nets
 }
 
 /** The node's local prefixes as the program reads them: a short list compared in place, the rest in exact hashes. */
-export function localSets(t: Targets): {
-  hosts4: Map<string, number>;
-  hosts6: Map<string, number>;
-  nets4: Net4[];
-  nets6: Net6[];
-} {
+export function localSets(t: Targets) {
   const v4 = familySets(t, true);
   const v6 = familySets(t, false);
   return {
@@ -101,10 +93,7 @@ const LINK_LOCAL = [parsePrefix16('169.254.0.0/16'), parsePrefix16('fe80::/10')]
 export const FAMILY_V4 = 1;
 export const FAMILY_V6 = 2;
 
-/**
- * Families with a non-link-local source get NodePort counter slots, since the program counts a NodePort only
- * from a source of the packet's family; a key without a slot is counted in the `counters` hash (mergeSamples).
- */
+/** Families with a non-link-local source get NodePort slots: the program counts a NodePort from its family only. */
 export function slotFamilies(t: Targets): number {
   let fams = 0;
   for (const lp of t.localPrefixes) {
@@ -355,12 +344,7 @@ export class TargetSync {
 
   /** Throws a CaptureError ('maps') naming the map whose write failed; the next sync completes the work. */
   sync(t: Targets): void {
-    let w: ReturnType<typeof wantedMaps>;
-    try {
-      w = wantedMaps(t, this.slots);
-    } catch (e) {
-      throw captureError(e, 'maps', 'preparing the eBPF maps');
-    }
+    const w = step('maps', 'preparing the eBPF maps', () => wantedMaps(t, this.slots));
     const change = this.table.update(w.vips);
     for (const k of [...change.added, ...change.removed]) (isVip4(k) ? this.pending4 : this.pending6).add(k);
     for (const b of change.buckets) this.pendingBuckets.add(b);
@@ -378,13 +362,7 @@ export class TargetSync {
       [MAP_CONFIG]: () => this.syncValue(MAP_CONFIG, w.config),
       [MAP_FILTERS]: () => this.syncValue(MAP_FILTERS, w.filters),
     };
-    for (const name of TARGET_MAPS) {
-      try {
-        steps[name]();
-      } catch (e) {
-        throw captureError(e, 'maps', `updating the eBPF ${name} map`);
-      }
-    }
+    for (const name of TARGET_MAPS) step('maps', `updating the eBPF ${name} map`, steps[name]);
   }
 
   /** Keys in the table written with their slot, first; then the others deleted. */

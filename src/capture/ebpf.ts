@@ -27,7 +27,7 @@ import {
 } from './bpf-layout.js';
 import type { Counter, CounterOptions } from './counter-types.js';
 import { type SlotAllocator, TARGET_MAPS, TargetSync } from './ebpf-maps.js';
-import { CaptureError, type CaptureStep, captureError, kernelLacksIt } from './errors.js';
+import { CaptureError, captureError, kernelLacksIt, step } from './errors.js';
 import { ENODEV, type LinkNow, LinkPackets, type PacketCounts } from './link-packets.js';
 import { type CounterReading, type CounterSample, type Targets, validateTargets } from './targets.js';
 
@@ -54,8 +54,8 @@ export class EbpfCounter implements Counter {
   private readonly slotReader: SlotMapReader;
   private readonly cpus: number;
   private closed = false;
-  /** Why nothing is counted now (the uplink went away); undefined while attached. */
-  private stopReason: string | undefined;
+  /** Why nothing is counted now (uplink deleted and not re-attached); undefined while attached. */
+  stopped: string | undefined;
   /** The new ifindex a failed re-attach was logged for, so that a retry at every read logs once. */
   private failedOn: number | undefined;
   /** The program loaded reads frames that start with the IP header (isL3LinkType). */
@@ -138,11 +138,6 @@ export class EbpfCounter implements Counter {
     this.targetSync.sync(targets);
   }
 
-  /** Why nothing is counted now (uplink deleted and not re-attached); the counts read so far are kept. */
-  get stopped(): string | undefined {
-    return this.stopReason;
-  }
-
   read(): CounterReading {
     this.ensureOpen();
     const seen = this.followUplink();
@@ -163,7 +158,7 @@ export class EbpfCounter implements Counter {
       // Gone since the last read: detaching by name would fail, or reach a new interface of that name.
       let gone = false;
       try {
-        gone = this.stopReason === undefined && this.link.read() === undefined;
+        gone = this.stopped === undefined && this.link.read() === undefined;
       } catch {
         // cannot be told: still there
       }
@@ -179,9 +174,9 @@ export class EbpfCounter implements Counter {
   private followUplink(): PacketCounts {
     const seen = this.link.read();
     if (seen) return seen;
-    if (this.stopReason === undefined) {
+    if (this.stopped === undefined) {
       this.attachment.release();
-      this.stopReason = this.stoppedText();
+      this.stopped = this.stoppedText();
       const ifindex = this.link.ifindex;
       this.log?.error({ ifname: this.ifname, ifindex }, 'uplink deleted; the eBPF counters no longer count');
     }
@@ -197,7 +192,7 @@ export class EbpfCounter implements Counter {
 
   /** Stops with `why` the new interface `now` was not attached to; logged once per new interface. */
   private reattachFailed(now: LinkNow, why: string, fields: object, message: string): void {
-    this.stopReason = this.stoppedText(why);
+    this.stopped = this.stoppedText(why);
     if (this.failedOn !== now.ifindex)
       this.log?.error({ ifname: this.ifname, ifindex: now.ifindex, ...fields }, message);
     this.failedOn = now.ifindex;
@@ -246,7 +241,7 @@ export class EbpfCounter implements Counter {
     const was = this.link.ifindex;
     this.attachment = attachment;
     this.link.follow(now);
-    this.stopReason = this.failedOn = undefined;
+    this.stopped = this.failedOn = undefined;
     this.log?.warn(
       { ifname: this.ifname, ifindex: now.ifindex, was },
       'eBPF counters re-attached to the re-created uplink; packets between its deletion and now were not counted',
@@ -255,15 +250,6 @@ export class EbpfCounter implements Counter {
 
   private ensureOpen(): void {
     if (this.closed) throw new Error('eBPF counter already closed');
-  }
-}
-
-/** Runs one step of opening the counter; a failure becomes a CaptureError of `captureStep` saying `what` failed. */
-function step<T>(captureStep: CaptureStep, what: string, run: () => T): T {
-  try {
-    return run();
-  } catch (e) {
-    throw captureError(e, captureStep, what);
   }
 }
 
@@ -332,7 +318,7 @@ const sampleOf = (key: CounterKey, packets: number, bytes: number): CounterSampl
 export class CounterMapReader extends PerCpuCounterReader {
   private keys: Buffer;
   private values: Buffer;
-  private size: number;
+  batchSize: number;
   /** Decoded keys by raw bytes: keys stay the same from one read to the next. */
   private decoded = new Map<string, CounterKey>();
 
@@ -344,13 +330,9 @@ export class CounterMapReader extends PerCpuCounterReader {
     first = 128,
   ) {
     super(addon, fd, cpus);
-    this.size = Math.min(first, batch);
-    this.keys = Buffer.alloc(this.size * COUNTER_KEY_SIZE);
-    this.values = Buffer.alloc(this.size * cpus * this.stride);
-  }
-
-  get batchSize(): number {
-    return this.size;
+    this.batchSize = Math.min(first, batch);
+    this.keys = Buffer.alloc(this.batchSize * COUNTER_KEY_SIZE);
+    this.values = Buffer.alloc(this.batchSize * cpus * this.stride);
   }
 
   read(): CounterSample[] {
@@ -384,15 +366,15 @@ export class CounterMapReader extends PerCpuCounterReader {
     const out: CounterSample[] = [];
     const seen = new Map<string, CounterKey>();
     for (let first = true; ; first = false) {
-      this.addon.bpfMapLookupBatch(this.fd, this.keys, this.values, this.token, first, this.status, this.size);
+      this.addon.bpfMapLookupBatch(this.fd, this.keys, this.values, this.token, first, this.status, this.batchSize);
       const n = this.status[0]!;
       for (let i = 0; i < n; i++) this.sample(out, seen, this.keys, this.values, i);
       if (this.status[1] || n === 0) break;
       // More to come after a full batch: larger batches from now on (the token keeps the place).
-      if (n >= this.size && this.size < this.batch) {
-        this.size = Math.min(this.batch, this.size * 4);
-        this.keys = Buffer.alloc(this.size * COUNTER_KEY_SIZE);
-        this.values = Buffer.alloc(this.size * this.cpus * this.stride);
+      if (n >= this.batchSize && this.batchSize < this.batch) {
+        this.batchSize = Math.min(this.batch, this.batchSize * 4);
+        this.keys = Buffer.alloc(this.batchSize * COUNTER_KEY_SIZE);
+        this.values = Buffer.alloc(this.batchSize * this.cpus * this.stride);
       }
     }
     this.decoded = seen;
@@ -408,10 +390,7 @@ export class CounterMapReader extends PerCpuCounterReader {
   }
 }
 
-/**
- * Reads only the slots the program marked in `slots_seen`, because the kernel copies per-CPU values one
- * element at a time; many marked slots are read with batch lookups.
- */
+/** Reads only the slots marked in `slots_seen`, since the kernel copies per-CPU values one element at a time. */
 export class SlotMapReader extends PerCpuCounterReader {
   private keys = Buffer.alloc(0);
   private values = Buffer.alloc(0);

@@ -56,3 +56,12 @@ export function captureError(e: unknown, step: CaptureStep, what: string): Captu
   }
   return new CaptureError(`${what}: ${detail}`, code, step);
 }
+
+/** Runs `run`; a failure becomes a CaptureError of `captureStep` saying `what` failed. */
+export function step<T>(captureStep: CaptureStep, what: string, run: () => T): T {
+  try {
+    return run();
+  } catch (e) {
+    throw captureError(e, captureStep, what);
+  }
+}

@@ -29,10 +29,7 @@ export interface PacketCounts {
   egress: number;
 }
 
-/**
- * The interface of an RTM_NEWLINK payload: ifindex and link type (ARPHRD_*) from its struct ifinfomsg, and rx/tx
- * packets (rtnl_link_stats64's first two u64s); totals undefined without IFLA_STATS64.
- */
+/** An RTM_NEWLINK's ifindex, ARPHRD_* type and rx/tx packets (IFLA_STATS64's first two u64s; undefined without). */
 export function decodeLink(payload: Buffer): { ifindex: number; type: number; totals: PacketCounts | undefined } {
   let totals: PacketCounts | undefined;
   needLen(payload.length, IFINFOMSG_LEN, 'ifinfomsg', 0);
@@ -55,7 +52,8 @@ export class LinkPackets {
   private followed: LinkNow;
   /** Packets counted on interfaces followed before this one. */
   private carried: PacketCounts = { ingress: 0, egress: 0 };
-  private last: PacketCounts = { ingress: 0, egress: 0 };
+  /** What read() last returned: the packets counted until the interface followed went away. */
+  lastRead: PacketCounts = { ingress: 0, egress: 0 };
   private seq = 1;
   private constructor(
     private fd: number,
@@ -97,21 +95,16 @@ export class LinkPackets {
     const now = this.now();
     if (now?.ifindex !== this.followed.ifindex) return undefined;
     const base = this.followed.totals;
-    this.last = {
+    this.lastRead = {
       ingress: this.carried.ingress + now.totals.ingress - base.ingress,
       egress: this.carried.egress + now.totals.egress - base.egress,
     };
-    return this.last;
-  }
-
-  /** What read() last returned: the packets counted until the interface followed went away. */
-  get lastRead(): PacketCounts {
-    return this.last;
+    return this.lastRead;
   }
 
   /** Counts on from `now`, keeping the previous interface's counts as of the last read, so counts only grow. */
   follow(now: LinkNow): void {
-    this.carried = this.last;
+    this.carried = this.lastRead;
     this.followed = now;
   }
 

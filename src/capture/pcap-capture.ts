@@ -87,8 +87,7 @@ export async function capture(filter: string, opts: CaptureOptions): Promise<Cap
   let dump: ReturnType<typeof addon.pcapDumpOpen>;
   try {
     reader.setFilter(filter);
-    // libpcap opens by name: the descriptor's own /proc link reaches the file created above, not whatever the
-    // name means now.
+    // libpcap opens by name: the fd's /proc link reaches the file created above, not what the name means now.
     dump = addon.pcapDumpOpen(reader.handle, `/proc/self/fd/${fd}`);
   } catch (e) {
     reader.close();

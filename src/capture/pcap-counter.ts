@@ -38,7 +38,8 @@ export class PcapCounter implements Counter {
   /** Bytes before the network header in each direction's frames. */
   private readonly l2 = new Map<Direction, number>();
   private closed = false;
-  private stopReason: string | undefined;
+  /** Why counting stopped (e.g. the interface was deleted); counts read so far are kept. Undefined while counting. */
+  stopped: string | undefined;
   private socketErrorsLogged = { at: -Infinity, count: 0 };
 
   private constructor(
@@ -86,13 +87,8 @@ export class PcapCounter implements Counter {
     this.l2.set(direction, l2);
   }
 
-  /** Why counting stopped (e.g. the interface was deleted); counts read so far are kept. Undefined while counting. */
-  get stopped(): string | undefined {
-    return this.stopReason;
-  }
-
   private readerStopped(direction: Direction, reason: string): void {
-    this.stopReason ??=
+    this.stopped ??=
       `pcap capture on ${this.ifname} (${direction}) stopped: ` +
       `${reason}; ${direction} packets are not counted since`;
     this.log?.error({ ifname: this.ifname, direction, reason }, 'pcap capture stopped; the counters no longer count');

@@ -6,7 +6,7 @@ import { errText } from '../errors.js';
 import { native } from '../native/index.js';
 import { PCAP_META_WORDS, type PcapHandle, type PcapOpenOptions, pcapAddon } from '../native/pcap.js';
 import { type PollHandle, UV_READABLE } from '../native/poll.js';
-import { captureError } from './errors.js';
+import { step } from './errors.js';
 
 /** Errors closer together than this belong to one run. */
 export const RUN_GAP_MS = 5000;
@@ -69,11 +69,7 @@ export class PcapReader {
     private readonly opts: PcapReaderOptions,
     private readonly onBatch: (b: PcapBatch) => void,
   ) {
-    try {
-      this.handle = this.addon.pcapOpen(ifname, opts);
-    } catch (e) {
-      throw captureError(e, 'pcap', `capturing on ${ifname}`);
-    }
+    this.handle = step('pcap', `capturing on ${ifname}`, () => this.addon.pcapOpen(ifname, opts));
     this.linkType = this.addon.pcapDatalink(this.handle);
     const packets = opts.batchPackets ?? 4096;
     const snaplen = opts.snaplen ?? 262144;

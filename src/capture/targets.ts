@@ -16,10 +16,7 @@ export const PROTO_NAMES = new Map(Object.entries(PROTO_NUMBERS).map(([name, n])
 export interface Targets {
   /** port 0 = any port. */
   vips: { address: string; port: number; proto: Proto }[];
-  /**
-   * cidr: '10.244.1.0/24', '192.0.2.7/32', '2001:db8::/64', or a bare address (a host prefix); bound: an address
-   * bound on this node (node IPs, kube-ipvs0 VIPs), as opposed to a pod CIDR.
-   */
+  /** cidr: a prefix or a bare address (a host); bound: bound on this node (node IP, kube-ipvs0), not a pod CIDR. */
   localPrefixes: { cidr: string; bound: boolean }[];
   nodePorts: { port: number; proto: Proto }[];
 }

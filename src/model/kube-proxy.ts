@@ -4,5 +4,4 @@
 export const KUBE_IPVS_IFNAME = 'kube-ipvs0';
 
 /** kube-proxy's --proxy-mode values that program a datapath clbprobe reads (userspace and kernelspace are gone). */
-const PROXY_MODES = ['iptables', 'ipvs', 'nftables'] as const;
-export type ProxyMode = (typeof PROXY_MODES)[number];
+export type ProxyMode = 'iptables' | 'ipvs' | 'nftables';

@@ -64,8 +64,8 @@ export function matchTuple<A, H>(lookup: OursLookup<A, H>, t: TupleFields<A>): {
 
 const addressPortKey = (address: string, protoNum: number, port: number): string => `${address}|${protoNum}|${port}`;
 
-/** Lookups over an Ours by address text. */
-function oursLookup(ours: Ours): OursLookup<string, true> {
+/** The rule over an Ours, looked up by address text: what every other check of conntrack tuples is tested against. */
+export function tupleRuleOf(ours: Ours): (t: TupleFields<string>) => TupleRule | undefined {
   const vips = new Set(ours.vips.map((v) => addressPortKey(v.address, v.protoNum, v.port)));
   const nodeIps = new Set(ours.nodeIps);
   const nodePorts = new Set(
@@ -73,16 +73,11 @@ function oursLookup(ours: Ours): OursLookup<string, true> {
   );
   const endpoints = new Set(ours.endpoints.map((e) => addressPortKey(e.address, e.protoNum, e.port)));
   const hit = (found: boolean): true | undefined => (found ? true : undefined);
-  return {
+  const lookup: OursLookup<string, true> = {
     vip: (address, protoNum, port) => hit(vips.has(addressPortKey(address, protoNum, port))),
     isNodeIp: (address) => nodeIps.has(address),
     nodePort: (protoNum, port) => hit(nodePorts.has(addressPortKey('', protoNum, port))),
     endpoint: (address, protoNum, port) => hit(endpoints.has(addressPortKey(address, protoNum, port))),
   };
-}
-
-/** The rule over an Ours: what every other check of conntrack tuples is tested against. */
-export function tupleRuleOf(ours: Ours): (t: TupleFields<string>) => TupleRule | undefined {
-  const lookup = oursLookup(ours);
   return (t) => matchTuple(lookup, t)?.rule;
 }

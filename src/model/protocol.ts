@@ -17,11 +17,14 @@ export const LOWER_PROTOCOL_NUMBERS = Object.fromEntries(TABLE.map((p) => [p.low
   number
 >;
 
-/** The IPPROTO number of a Service protocol name (any case); undefined for anything else. */
-export function protocolNumber(name: string): number | undefined {
+/** A Service protocol's row by its name in any case ('tcp', 'TCP'); undefined for others. */
+function byName(name: string): (typeof TABLE)[number] | undefined {
   const upper = name.toUpperCase();
-  return TABLE.find((p) => p.name === upper)?.number;
+  return TABLE.find((p) => p.name === upper);
 }
+
+/** The IPPROTO number of a Service protocol name (any case); undefined for anything else. */
+export const protocolNumber = (name: string): number | undefined => byName(name)?.number;
 
 /** The Service protocol of an IPPROTO number; undefined for others (ICMP, ...). */
 export function protocolOfNumber(protoNumber: number): ServiceProtocol | undefined {
@@ -29,10 +32,7 @@ export function protocolOfNumber(protoNumber: number): ServiceProtocol | undefin
 }
 
 /** The Service protocol of a name in any case ('tcp', 'TCP'); undefined for others. */
-export function serviceProtocolOf(name: string): ServiceProtocol | undefined {
-  const n = name.toUpperCase();
-  return TABLE.find((p) => p.name === n)?.name;
-}
+export const serviceProtocolOf = (name: string): ServiceProtocol | undefined => byName(name)?.name;
 
 /** The lower-case name of an IPPROTO number given as text ('6' → 'tcp'), as iptables prints `-p 6`. */
 export function lowerProtocolOfNumberText(text: string): LowerProtocol | undefined {

@@ -9,17 +9,8 @@ export function portKey(service: { namespace: string; name: string }, proto: str
 }
 
 /** A Service port as its metric series label it. */
-export interface ServicePortLabels {
-  namespace: string;
-  service: string;
-  port: string;
-  protocol: string;
-}
-
-export function servicePortLabels(
-  s: { namespace: string; name: string },
-  protocol: string,
-  port: number,
-): ServicePortLabels {
+export function servicePortLabels(s: { namespace: string; name: string }, protocol: string, port: number) {
   return { namespace: s.namespace, service: s.name, port: String(port), protocol };
 }
+
+export type ServicePortLabels = ReturnType<typeof servicePortLabels>;

@@ -43,10 +43,6 @@ export class SourceHealth {
     return this.state.get(source)?.reason;
   }
 
-  has(source: string): boolean {
-    return this.state.has(source);
-  }
-
   list(): { source: string; up: boolean }[] {
     return [...this.state]
       .filter(([, s]) => !s.absent)

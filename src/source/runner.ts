@@ -7,12 +7,6 @@ import type { NodeData, ReadResult, SourceReader } from './contract.js';
 import { SourceHealth } from './health.js';
 import type { NodeSnapshot } from './node-snapshot.js';
 
-export interface ReadOutcome {
-  /** The value or the availability changed: what was built from the sources is stale. */
-  changed: boolean;
-  result: ReadResult<unknown>;
-}
-
 /** A throwing reader is down for that reason, and it is a warning too: something was there but unreadable. */
 function thrown(e: unknown): ReadResult<unknown> {
   return { state: 'down', reason: errText(e), warnings: [errText(e)] };
@@ -30,13 +24,14 @@ export class SourceRunner {
     this.health = new SourceHealth(log);
   }
 
-  async read(r: SourceReader): Promise<ReadOutcome> {
+  /** changed: the value or the availability changed, so what was built from the sources is stale. */
+  async read(r: SourceReader) {
     const [out] = await this.readAll([r]);
     return out!;
   }
 
   /** A reader whose read is synchronous (a bundle's files), recorded at once. */
-  readSync(reader: SourceReader): ReadOutcome {
+  readSync(reader: SourceReader) {
     const t0 = performance.now();
     let result: ReadResult<unknown>;
     try {
@@ -50,7 +45,7 @@ export class SourceRunner {
   }
 
   /** Reads concurrently, records in the given order (so statuses list in the sources' order). */
-  async readAll(readers: readonly SourceReader[]): Promise<ReadOutcome[]> {
+  async readAll(readers: readonly SourceReader[]) {
     const done = await Promise.all(
       readers.map(async (r) => {
         const t0 = performance.now();

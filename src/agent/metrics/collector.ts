@@ -2,14 +2,14 @@
 import { Counter, Gauge } from 'prom-client';
 import type { MetricsCollector } from '../../export/metrics.js';
 import type { AgentState } from './agent-state.js';
-import type { ServicePortsScrape, ServicePortValues } from './service-ports.js';
+import type { ServicePortSeries, ServicePortValues } from './service-ports.js';
 
 export type { AgentState } from './agent-state.js';
 
 /** One scrape: the agent's state, and the Service ports that have series now. */
 export interface Scrape {
   agent: AgentState;
-  servicePorts: ServicePortsScrape;
+  servicePorts: ReturnType<ServicePortSeries['scrape']>;
 }
 
 export type Collector = MetricsCollector<Scrape>;

@@ -34,17 +34,6 @@ export interface ServicePortsOptions {
   now?: () => number;
 }
 
-/** The Service ports with series at one scrape, and how many were left out by the cap. */
-export interface ServicePortsScrape {
-  ports: ServicePortValues[];
-  /** Service ports with something to say at this scrape, within the cap or not. */
-  active: number;
-  /** Distinct Service ports ever left out by the cap. */
-  droppedTotal: number;
-  /** Why the packet counters could not be read at this scrape (their last values are shown). */
-  counterError?: string;
-}
-
 /** What a scrape knows per Service port id (portKey), before deciding which ports get series. */
 interface Facts {
   packets: Map<string, { view: ServiceView; byKind: Map<CounterKind, PacketCount> }>;
@@ -101,7 +90,8 @@ export class ServicePortSeries {
     this.now = opts.now ?? Date.now;
   }
 
-  scrape(agent: AgentState): ServicePortsScrape {
+  /** The ports with series; how many have something to say and how many the cap ever left out; why counters failed. */
+  scrape(agent: AgentState) {
     const counterError = this.readCounters(agent);
     const facts = this.factsOf(agent);
     const nowMs = this.now();
