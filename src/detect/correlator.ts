@@ -4,7 +4,7 @@
 import type { ServiceView } from '../cluster/types.js';
 import type { ConntrackEntry } from '../kernel/types.js';
 import { protocolOfNumber as protoOf } from '../model/protocol.js';
-import type { DetectContext } from './context-types.js';
+import type { DetectContext } from './context.js';
 
 /**
  * What the correlator can tell from conntrack entries; each detector lists the kinds it reads

@@ -1,7 +1,7 @@
 // What one detector file exports: its mechanism and all said about it, listed in list.ts, which everything reads.
 
 import type { ServiceView } from '../cluster/types.js';
-import type { DetectContext } from './context-types.js';
+import type { DetectContext } from './context.js';
 import type { FindingOf, FixChange } from './core-types.js';
 import type { Observations, ObsKind } from './correlator.js';
 

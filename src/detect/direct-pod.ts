@@ -1,7 +1,7 @@
 // direct-pod: the LB targets pod IPs (ENI / VPC-CNI); a client pod on a target pod's node gets its connection
 // delivered from the uplink straight to the local pod, and the reply bypasses the LB.
 
-import type { DetectContext } from './context-types.js';
+import type { DetectContext } from './context.js';
 import type { FindingOf } from './core-types.js';
 import type { Observations } from './correlator.js';
 import type { DetectorDef } from './detector.js';
@@ -29,7 +29,6 @@ function detectDirectPod(ctx: DetectContext, obs: Observations): FindingOf<'dire
     detector: directPod,
     pathRoles: ['LB VIP', 'server pod (LB target)'],
     labels: ['outbound', 'return leg to the local pod'],
-    vipOf: (ex) => ex[0]!.orig.dst,
     summary: (g, [out, back]) =>
       `${g.count} connection(s) from ${out!.orig.src} to ${out!.orig.dst}:` +
       `${out!.orig.dport} came back from the LB straight to the local pod ` +

@@ -1,6 +1,6 @@
 // drift: kube-ipvs0 binding disagrees with the Service: ipMode Proxy or Alibaba's hostname annotation mean
 // "do not bind", Tencent prevent-loopback means "bind" (TKE binds when annotated); community binds every VIP ipMode.
-import type { DetectContext } from './context-types.js';
+import type { DetectContext } from './context.js';
 import type { FindingOf } from './core-types.js';
 import type { DetectorDef } from './detector.js';
 import { eachIngress } from './observed.js';

@@ -3,13 +3,12 @@
 // a risk when kube-proxy leaves it to the LB, since pod traffic then never leaves this node.
 import type { ServiceView } from '../cluster/types.js';
 import type { LocalRoute } from '../kernel/types.js';
-import type { DetectContext } from './context-types.js';
+import type { DetectContext } from './context.js';
 import type { FindingOf } from './core-types.js';
 import type { DetectorDef } from './detector.js';
 import { vipName } from './handoff.js';
-import { routeLine, routeOwner } from './local-route.js';
 import { eachIngress } from './observed.js';
-import { kubeProxyPath } from './path.js';
+import { kubeProxyPath, routeLine, routeOwner } from './path.js';
 import { finding, KUBE_IPVS_IFNAME } from './tool-lines.js';
 
 export const guestLocalRoute: DetectorDef<'guest-local-route'> = {

@@ -1,7 +1,7 @@
 // hc-drop: community IPVS binds the LB IP on kube-ipvs0, so health checks sourced from it are dropped as martians
 // (kubernetes#79783); drops rarely reach conntrack, so active needs capture or unreplied VIP → node IP entries.
 
-import type { DetectContext } from './context-types.js';
+import type { DetectContext } from './context.js';
 import type { FindingOf } from './core-types.js';
 import type { Observations } from './correlator.js';
 import type { DetectorDef } from './detector.js';

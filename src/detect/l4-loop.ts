@@ -4,7 +4,7 @@
 
 import type { ServiceView } from '../cluster/types.js';
 import { portKey } from '../model/service.js';
-import type { DetectContext } from './context-types.js';
+import type { DetectContext } from './context.js';
 import type { FindingOf } from './core-types.js';
 import type { Observations } from './correlator.js';
 import type { DetectorDef } from './detector.js';
@@ -46,7 +46,6 @@ function detectL4Loop(ctx: DetectContext, obs: Observations): FindingOf<'L4-loop
     detector: l4Loop,
     pathRoles: ['LB VIP', 'node NodePort'],
     labels: ['outbound', 'return leg from the uplink'],
-    vipOf: (ex) => ex[0]!.orig.dst,
     summary: (g, [out, back]) =>
       `${g.count} connection(s) from this node to ` +
       `${vipName(g.svc, out!.orig.dst)}:${out!.orig.dport} came back from the LB to ` +

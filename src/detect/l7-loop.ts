@@ -3,7 +3,7 @@
 
 import type { GatewayFront, L7Vip, ServiceView } from '../cluster/types.js';
 import { portKey } from '../model/service.js';
-import type { DetectContext } from './context-types.js';
+import type { DetectContext } from './context.js';
 import type { FindingOf } from './core-types.js';
 import type { Observations } from './correlator.js';
 import type { DetectorDef } from './detector.js';

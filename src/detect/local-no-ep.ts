@@ -3,7 +3,7 @@
 // iptables (1.24+): KUBE-EXTERNAL-SERVICES drops the LB IP while pods are short-circuited.
 
 import type { ServiceView } from '../cluster/types.js';
-import type { DetectContext } from './context-types.js';
+import type { DetectContext } from './context.js';
 import type { FindingOf } from './core-types.js';
 import type { Observations } from './correlator.js';
 import type { DetectorDef } from './detector.js';
@@ -99,7 +99,6 @@ function detectLocalNoEp(ctx: DetectContext, obs: Observations): FindingOf<'loca
   const active = activeFindings(ctx, obs, {
     detector: localNoEp,
     labels: ['source = destination = VIP, unreplied'],
-    vipOf: (ex) => ex[0]!.orig.dst,
     summary: (g, [e]) =>
       `${g.count} connection(s) with source and destination ${e!.orig.dst} got ` +
       `no reply: ETP=Local Service reached from a node without local endpoints`,

@@ -1,7 +1,7 @@
 // no-SNAT: with ETP=Local kube-proxy exempts pod→LB-IP traffic from KUBE-MARK-MASQ (iptables KUBE-XLB/KUBE-EXT,
 // IPVS KUBE-LOAD-BALANCER-LOCAL), so the LB sees the pod IP and its anti-loopback cannot spot a backend node.
 
-import type { DetectContext } from './context-types.js';
+import type { DetectContext } from './context.js';
 import type { FindingOf } from './core-types.js';
 import type { Observations } from './correlator.js';
 import type { DetectorDef } from './detector.js';
@@ -34,7 +34,6 @@ function detectNoSnat(ctx: DetectContext, obs: Observations): FindingOf<'no-SNAT
   const active = activeFindings(ctx, obs, {
     detector: noSnat,
     labels: ['not SNATed'],
-    vipOf: (ex) => ex[0]!.orig.dst,
     harmlessWhenCredited: true,
     summary: (g, [e]) =>
       `${g.count} connection(s) from pods to ${e!.orig.dst}:${e!.orig.dport} left the node with the pod's own source ` +

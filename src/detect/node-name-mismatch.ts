@@ -5,7 +5,7 @@
 import { slicePort } from '../cluster/endpoints.js';
 import type { ServiceView } from '../cluster/types.js';
 import { portKey } from '../model/service.js';
-import type { DetectContext } from './context-types.js';
+import type { DetectContext } from './context.js';
 import type { DiagnoseInput, FindingOf } from './core-types.js';
 import type { DetectorDef } from './detector.js';
 import { endpointsLine, finding, formatIpvs, hostPort } from './tool-lines.js';

@@ -2,14 +2,14 @@
 import type { LbIngressIp, ServiceView } from '../cluster/types.js';
 import type { ConntrackEntry } from '../kernel/types.js';
 import { portKey } from '../model/service.js';
-import type { DetectContext } from './context-types.js';
+import type { DetectContext } from './context.js';
 import type { FindingOf, LoopPath } from './core-types.js';
 import type { Observations, ObsGroup } from './correlator.js';
 import type { DetectorDef } from './detector.js';
 import { credited, mitigationsFor, remedy } from './remedies.js';
 import { finding, formatConntrack, hostPort } from './tool-lines.js';
 
-export interface ActiveSpec<M extends string> {
+interface ActiveSpec<M extends string> {
   /** The detector the findings are of: its mechanism, fix and credits, and the observations it reads. */
   detector: Pick<DetectorDef<M>, 'mechanism' | 'fix' | 'credits' | 'observes'>;
   /** Labels for the entries of one example, e.g. ['outbound', 'return leg']. */
@@ -17,8 +17,8 @@ export interface ActiveSpec<M extends string> {
   summary(g: ObsGroup, first: ConntrackEntry[]): string;
   /** For paired examples: the roles of the outbound destination and the return leg's target, for the drawn path. */
   pathRoles?: [string, string] | ((first: ConntrackEntry[], s: ServiceView) => [string, string]);
-  /** The LB IP the mitigations are looked up for. */
-  vipOf?(first: ConntrackEntry[], s: ServiceView): string | undefined;
+  /** The LB IP the mitigations are looked up for: the first entry's destination unless the detector says. */
+  vipOf?(first: ConntrackEntry[]): string;
   /** Lines added after the entries (e.g. the hostname lookup behind a resolved VIP). */
   extraEvidence?(s: ServiceView): string[];
   /** Advice added to the remedy for this Service (e.g. the AWS NLB settings). */
@@ -40,8 +40,7 @@ export function activeFindings<M extends string>(
       for (const [i, e] of ex.entries()) evidence.push(`conntrack ${spec.labels[i] ?? ''}: ${formatConntrack(e)}`);
     if (g.count > g.examples.length) evidence.push(`(${g.count - g.examples.length} more like these)`);
     evidence.push(...(spec.extraEvidence?.(g.svc) ?? []));
-    const vip = spec.vipOf?.(first, g.svc);
-    const m = mitigationsFor(ctx, g.svc, vip);
+    const m = mitigationsFor(ctx, g.svc, spec.vipOf?.(first) ?? first[0]!.orig.dst);
     const fix = remedy(spec.detector, m, spec.extraRemedy?.(g.svc));
     const credits = spec.harmlessWhenCredited ? credited(spec.detector, m) : [];
     const summary = spec.summary(g, first) + (credits.length > 0 ? `; harmless here: ${credits.join('; ')}` : '');

@@ -1,7 +1,7 @@
 // port-refused: the LB IP is bound on kube-ipvs0, so in-cluster clients never reach the LB; an LB port with no IPVS
 // virtual server here is refused (or answered by a local 0.0.0.0:port listener).
 
-import type { DetectContext } from './context-types.js';
+import type { DetectContext } from './context.js';
 import type { FindingOf } from './core-types.js';
 import type { Observations } from './correlator.js';
 import type { DetectorDef } from './detector.js';
@@ -35,7 +35,6 @@ function detectPortRefused(ctx: DetectContext, obs: Observations): FindingOf<'po
   const active = activeFindings(ctx, obs, {
     detector: portRefused,
     labels: ['answered by the node itself'],
-    vipOf: (ex) => ex[0]!.orig.dst,
     summary: (g, [e]) =>
       `${g.count} connection(s) to ${e!.orig.dst}:${e!.orig.dport} ` +
       `(bound on ${KUBE_IPVS_IFNAME}, no IPVS virtual server) were ` +

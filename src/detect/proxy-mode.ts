@@ -2,7 +2,7 @@
 // which decides the mechanisms that apply. IPVS is deprecated since v1.35 (KEP-5495), so the finding also says
 // what nftables mode would change per Service.
 import type { ServiceView } from '../cluster/types.js';
-import type { DetectContext, ProxyModeInfo } from './context-types.js';
+import type { DetectContext, ProxyModeInfo } from './context.js';
 import type { FindingOf, LbNatFact } from './core-types.js';
 import type { DetectorDef } from './detector.js';
 import { handoffOf, handoffVerdict, vipName } from './handoff.js';

@@ -1,7 +1,7 @@
 // source-ranges: loadBalancerSourceRanges exclude this node's pods and kube-proxy enforces them on the node, so pods
 // time out (iptables KUBE-PROXY-FIREWALL, KUBE-MARK-DROP before 1.25; nftables firewall-ips).
 
-import type { DetectContext } from './context-types.js';
+import type { DetectContext } from './context.js';
 import type { FindingOf } from './core-types.js';
 import type { DetectorDef } from './detector.js';
 import { sourceRangesAddPods } from './fixes.js';
