@@ -34,27 +34,24 @@ function detectDirectPod(ctx: DetectContext, obs: Observations): FindingOf<'dire
       `${out!.orig.dport} came back from the LB straight to the local pod ` +
       `${back!.orig.dst}:${back!.orig.dport}: client and target pod share this node`,
   });
-  return withIngressRisks(
-    ctx,
-    active,
-    (s) => podTargetAnnotation(s) !== undefined && s.endpoints.some((e) => e.local && e.ready),
-    (s, ing) => {
-      const path = vipPath(ctx, s, ing.ip);
-      if (path.leaves === false) return;
-      const m = mitigationsFor(ctx, s, ing.ip);
-      const mitigated = credited(directPod, m).length > 0;
-      return finding(
-        s,
-        'direct-pod',
-        mitigated ? 'info' : 'risk',
-        mitigated
-          ? `the LB targets pods directly and a target pod runs on this node, but the LB ` +
-              `connects from its own address: pods here calling ${ing.ip}:${s.port} are not looped`
-          : `the LB targets pods directly and a target pod runs on this ` +
-              `node: pods here calling ${ing.ip}:${s.port} can be looped to it`,
-        [podTargetAnnotation(s)!, ...path.evidence, endpointsLine(s)],
-        remedy(directPod, m),
-      );
-    },
-  );
+  return withIngressRisks(ctx, active, (s, ing) => {
+    const annotation = podTargetAnnotation(s);
+    if (!annotation || !s.endpoints.some((e) => e.local && e.ready)) return;
+    const path = vipPath(ctx, s, ing.ip);
+    if (path.leaves === false) return;
+    const m = mitigationsFor(ctx, s, ing.ip);
+    const mitigated = credited(directPod, m).length > 0;
+    return finding(
+      s,
+      'direct-pod',
+      mitigated ? 'info' : 'risk',
+      mitigated
+        ? `the LB targets pods directly and a target pod runs on this node, but the LB ` +
+            `connects from its own address: pods here calling ${ing.ip}:${s.port} are not looped`
+        : `the LB targets pods directly and a target pod runs on this ` +
+            `node: pods here calling ${ing.ip}:${s.port} can be looped to it`,
+      [annotation, ...path.evidence, endpointsLine(s)],
+      remedy(directPod, m),
+    );
+  });
 }

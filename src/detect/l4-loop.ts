@@ -54,34 +54,30 @@ function detectL4Loop(ctx: DetectContext, obs: Observations): FindingOf<'L4-loop
     extraEvidence: (s) => (s.lbHostnameLookups ?? []).map(lookupLine),
     extraRemedy: awsFix,
   });
-  const found = withIngressRisks(
-    ctx,
-    active,
-    (s) => s.protocol !== 'SCTP' && !!s.internalLb && lbMayTargetNode(s),
-    (s, ing) => {
-      const path = vipPath(ctx, s, ing.ip);
-      if (!path.leaves) return;
-      const m = mitigationsFor(ctx, s, ing.ip);
-      const mitigated = credited(l4Loop, m).length > 0;
-      const handoff = handoffOf(s, ing);
-      const evidence = [
-        ...ctx.proxy.evidence,
-        ...path.evidence,
-        ...(handoff ? [...handoff.evidence, ...handoff.client.evidence] : []),
-        `internal LB ${ing.ip}:${s.port}/${s.protocol} → NodePort ${s.nodePort ?? '(none)'}`,
-        endpointsLine(s),
-      ];
-      const where = `pod traffic to ${vipName(s, ing.ip)}:${s.port}`;
-      const others = credited(l4Loop, m).filter((c) => !c.startsWith('the LB does not pass'));
-      const summary = handoff
-        ? `${where} goes to the LB (${handoff.why}); ${handoffVerdict(handoff)}` +
-          `${others.length > 0 ? `; mitigated on this node: ${others.join('; ')}` : ''}`
-        : mitigated
-          ? `${where} leaves the node to the LB, but a mitigation is in place`
-          : `${where} leaves the node; the LB can send it back to this node without SNAT (connection hangs)`;
-      return finding(s, 'L4-loop', mitigated ? 'info' : 'risk', summary, evidence, remedy(l4Loop, m, awsFix(s)));
-    },
-  );
+  const found = withIngressRisks(ctx, active, (s, ing) => {
+    if (s.protocol === 'SCTP' || !s.internalLb || !lbMayTargetNode(s)) return;
+    const path = vipPath(ctx, s, ing.ip);
+    if (!path.leaves) return;
+    const m = mitigationsFor(ctx, s, ing.ip);
+    const mitigated = credited(l4Loop, m).length > 0;
+    const handoff = handoffOf(s, ing);
+    const evidence = [
+      ...ctx.proxy.evidence,
+      ...path.evidence,
+      ...(handoff ? [...handoff.evidence, ...handoff.client.evidence] : []),
+      `internal LB ${ing.ip}:${s.port}/${s.protocol} → NodePort ${s.nodePort ?? '(none)'}`,
+      endpointsLine(s),
+    ];
+    const where = `pod traffic to ${vipName(s, ing.ip)}:${s.port}`;
+    const others = credited(l4Loop, m).filter((c) => !c.startsWith('the LB does not pass'));
+    const summary = handoff
+      ? `${where} goes to the LB (${handoff.why}); ${handoffVerdict(handoff)}` +
+        `${others.length > 0 ? `; mitigated on this node: ${others.join('; ')}` : ''}`
+      : mitigated
+        ? `${where} leaves the node to the LB, but a mitigation is in place`
+        : `${where} leaves the node; the LB can send it back to this node without SNAT (connection hangs)`;
+    return finding(s, 'L4-loop', mitigated ? 'info' : 'risk', summary, evidence, remedy(l4Loop, m, awsFix(s)));
+  });
   return [...found, ...unresolved(ctx, activePorts(active))];
 }
 

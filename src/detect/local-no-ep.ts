@@ -103,32 +103,28 @@ function detectLocalNoEp(ctx: DetectContext, obs: Observations): FindingOf<'loca
       `${g.count} connection(s) with source and destination ${e!.orig.dst} got ` +
       `no reply: ETP=Local Service reached from a node without local endpoints`,
   });
-  return withIngressRisks(
-    ctx,
-    active,
-    (s) => s.externalTrafficPolicy === 'Local' && !s.endpoints.some((e) => e.local && e.ready),
-    (s, ing) => {
-      if (ctx.proxy.mode === 'nftables' || ctx.proxy.mode === 'iptables') return rulesFinding(ctx, s, ing.ip);
-      if (!ctx.ipvsBound.has(ing.ip)) return;
-      const m = mitigationsFor(ctx, s, ing.ip);
-      const vs = ctx.ipvsService(ing.ip, s.protocol, s.port);
-      const outcome = !vs
-        ? 'is refused'
-        : vs.realServers.length === 0
-          ? 'is refused (virtual server without real servers)'
-          : 'goes to pods on other nodes with source = VIP and no SNAT (timeouts)';
-      return finding(
-        s,
-        'local-no-ep',
-        credited(localNoEp, m).length > 0 ? 'info' : 'risk',
-        `no ready local endpoint for this ETP=Local Service: in-cluster traffic to ${ing.ip}:${s.port} ${outcome}`,
-        [
-          `${ing.ip} bound on ${KUBE_IPVS_IFNAME}`,
-          endpointsLine(s),
-          ...(vs ? formatIpvs(vs) : [`no IPVS virtual server ${s.protocol} ${ing.ip}:${s.port}`]),
-        ],
-        remedy(localNoEp, m),
-      );
-    },
-  );
+  return withIngressRisks(ctx, active, (s, ing) => {
+    if (s.externalTrafficPolicy !== 'Local' || s.endpoints.some((e) => e.local && e.ready)) return;
+    if (ctx.proxy.mode === 'nftables' || ctx.proxy.mode === 'iptables') return rulesFinding(ctx, s, ing.ip);
+    if (!ctx.ipvsBound.has(ing.ip)) return;
+    const m = mitigationsFor(ctx, s, ing.ip);
+    const vs = ctx.ipvsService(ing.ip, s.protocol, s.port);
+    const outcome = !vs
+      ? 'is refused'
+      : vs.realServers.length === 0
+        ? 'is refused (virtual server without real servers)'
+        : 'goes to pods on other nodes with source = VIP and no SNAT (timeouts)';
+    return finding(
+      s,
+      'local-no-ep',
+      credited(localNoEp, m).length > 0 ? 'info' : 'risk',
+      `no ready local endpoint for this ETP=Local Service: in-cluster traffic to ${ing.ip}:${s.port} ${outcome}`,
+      [
+        `${ing.ip} bound on ${KUBE_IPVS_IFNAME}`,
+        endpointsLine(s),
+        ...(vs ? formatIpvs(vs) : [`no IPVS virtual server ${s.protocol} ${ing.ip}:${s.port}`]),
+      ],
+      remedy(localNoEp, m),
+    );
+  });
 }

@@ -86,15 +86,14 @@ export function activePorts(findings: FindingOf<string>[]): Set<string> {
   return new Set(findings.map((f) => portKey(f.service, f.port.protocol, f.port.port)));
 }
 
-/** `active`, then the risks `riskOf` sees at each LB ingress IP of the ports `applies` to that `active` leaves. */
+/** `active`, then the risks `riskOf` sees at each LB ingress IP of the ports that `active` leaves. */
 export function withIngressRisks<M extends string>(
   ctx: DetectContext,
   active: FindingOf<M>[],
-  applies: (s: ServiceView) => boolean,
   riskOf: (s: ServiceView, ing: LbIngressIp) => FindingOf<M> | FindingOf<M>[] | undefined,
 ): FindingOf<M>[] {
   const done = activePorts(active);
-  const open = ctx.services.filter((s) => applies(s) && !done.has(portKey(s, s.protocol, s.port)));
+  const open = ctx.services.filter((s) => !done.has(portKey(s, s.protocol, s.port)));
   return [...active, ...eachIngress(open, riskOf)];
 }
 

@@ -41,44 +41,39 @@ function detectPortRefused(ctx: DetectContext, obs: Observations): FindingOf<'po
       (e!.tcpState === 'CLOSE' ? 'refused by this node' : 'answered by a local process, not by the LB backends'),
   });
   const ipvs = ctx.input.node.ipvs;
-  return withIngressRisks(
-    ctx,
-    active,
-    () => true,
-    (s, ing) => {
-      if (!ctx.ipvsBound.has(ing.ip)) return;
-      const m = mitigationsFor(ctx, s, ing.ip);
-      const bound = `${ing.ip} bound on ${KUBE_IPVS_IFNAME}`;
-      const out: FindingOf<'port-refused'>[] = [];
-      if (ipvs !== undefined && !ctx.ipvsService(ing.ip, s.protocol, s.port)) {
-        const others = ipvs.virtualServers.filter((v) => v.address === ing.ip).flatMap(formatIpvs);
-        out.push(
-          finding(
-            s,
-            'port-refused',
-            credited(portRefused, m).length > 0 ? 'info' : 'risk',
-            `${ing.ip}:${s.port}/${s.protocol} has no IPVS virtual server ` +
-              `on this node: in-cluster clients get "connection refused"`,
-            [bound, `no IPVS virtual server ${s.protocol} ${ing.ip}:${s.port}`, ...others],
-            remedy(portRefused, m),
-          ),
-        );
-      }
-      const shared = s.annotations.existingLb;
-      if (shared) {
-        out.push(
-          finding(
-            s,
-            'port-refused',
-            'info',
-            `${ing.ip} is a reused LB (${shared.key}) and bound here: listeners ` +
-              `created on it outside this cluster are refused from this node`,
-            [bound, `${shared.key}: ${shared.value}`],
-            remedy(portRefused, m),
-          ),
-        );
-      }
-      return out;
-    },
-  );
+  return withIngressRisks(ctx, active, (s, ing) => {
+    if (!ctx.ipvsBound.has(ing.ip)) return;
+    const m = mitigationsFor(ctx, s, ing.ip);
+    const bound = `${ing.ip} bound on ${KUBE_IPVS_IFNAME}`;
+    const out: FindingOf<'port-refused'>[] = [];
+    if (ipvs !== undefined && !ctx.ipvsService(ing.ip, s.protocol, s.port)) {
+      const others = ipvs.virtualServers.filter((v) => v.address === ing.ip).flatMap(formatIpvs);
+      out.push(
+        finding(
+          s,
+          'port-refused',
+          credited(portRefused, m).length > 0 ? 'info' : 'risk',
+          `${ing.ip}:${s.port}/${s.protocol} has no IPVS virtual server ` +
+            `on this node: in-cluster clients get "connection refused"`,
+          [bound, `no IPVS virtual server ${s.protocol} ${ing.ip}:${s.port}`, ...others],
+          remedy(portRefused, m),
+        ),
+      );
+    }
+    const shared = s.annotations.existingLb;
+    if (shared) {
+      out.push(
+        finding(
+          s,
+          'port-refused',
+          'info',
+          `${ing.ip} is a reused LB (${shared.key}) and bound here: listeners ` +
+            `created on it outside this cluster are refused from this node`,
+          [bound, `${shared.key}: ${shared.value}`],
+          remedy(portRefused, m),
+        ),
+      );
+    }
+    return out;
+  });
 }
