@@ -56,17 +56,10 @@ export interface FixCommand extends FixChange {
   command: string;
 }
 
-/** An endpoint of a loop's path, as ip:port (IPv6 in brackets). */
-export interface PathHop {
-  /** What it is: 'client pod', 'LB VIP', 'node NodePort', 'server pod'. */
-  role: string;
-  address: string;
-}
-
 /** One looping connection: the client's leg to the LB, the leg the LB sent back, and the reply that skipped the LB. */
 export interface LoopPath {
-  /** client → LB VIP → this node's target (NodePort, or a pod for LBs that target pods) → server. */
-  hops: PathHop[];
+  /** client → LB VIP → this node's target (NodePort, or a pod for LBs that target pods) → server, as ip:port. */
+  hops: { role: string; address: string }[];
   /** Each leg with the conntrack entry it is (conntrack -L form). */
   legs: { label: string; from: string; to: string; conntrack: string }[];
   /** The reply's path: from the server straight to the client, not through the LB. */

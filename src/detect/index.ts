@@ -115,25 +115,21 @@ export class Diagnosis {
 
 /** Ports whose observations differ between two diagnoses on one prepared input; entries compare by identity. */
 export function changedServices(before: Observations, after: Observations): Set<ServiceView> {
-  const sig = (observations: Observations) => {
-    const m = new Map<ServiceView, ObsGroup[]>();
-    for (const g of observations.groups) {
-      const list = m.get(g.svc);
-      if (list) list.push(g);
-      else m.set(g.svc, [g]);
-    }
-    return m;
-  };
-  const a = sig(before);
-  const b = sig(after);
+  const a = groupsByService(before);
+  const b = groupsByService(after);
   const changed = new Set<ServiceView>();
-  for (const [svc, gs] of a) if (!sameGroups(gs, b.get(svc))) changed.add(svc);
-  for (const svc of b.keys()) if (!a.has(svc)) changed.add(svc);
+  for (const svc of new Set([...a.keys(), ...b.keys()])) if (!sameGroups(a.get(svc), b.get(svc))) changed.add(svc);
   return changed;
 }
 
-function sameGroups(x: ObsGroup[], y: ObsGroup[] | undefined): boolean {
-  if (!y || x.length !== y.length) return false;
+function groupsByService(observations: Observations): Map<ServiceView, ObsGroup[]> {
+  const m = new Map<ServiceView, ObsGroup[]>();
+  for (const g of observations.groups) m.set(g.svc, [...(m.get(g.svc) ?? []), g]);
+  return m;
+}
+
+function sameGroups(x: ObsGroup[] | undefined, y: ObsGroup[] | undefined): boolean {
+  if (!x || !y || x.length !== y.length) return false;
   return x.every((g, i) => {
     const h = y[i]!;
     return (

@@ -38,14 +38,8 @@ export const nodeNameMismatch: DetectorDef<'node-name-mismatch'> = {
 /** Endpoint lines quoted per finding; the count says how many more. */
 const MAX_QUOTED = 5;
 
-interface Rename {
-  /** This node's name, as the cluster view was built for. */
-  own: string;
-  /** The one name this node's endpoints are filed under. */
-  other: string;
-  /** Why an address is this node's: its pod CIDR(s) or its own addresses. */
-  where: string;
-}
+/** This node's name, the one other name its endpoints are filed under, and why their addresses are this node's. */
+type Rename = { own: string; other: string; where: string };
 
 const renames = new WeakMap<DiagnoseInput, Rename | null>();
 
@@ -62,7 +56,7 @@ function renameOf(ctx: DetectContext): Rename | undefined {
     for (const s of input.cluster.services) {
       for (const ep of s.endpoints) {
         if (ep.local) anyOwn = true;
-        else if (ep.nodeName !== undefined && isThisNodes(ctx, ep.address)) others.add(ep.nodeName);
+        else if (ep.nodeName !== undefined && ctx.isLocalSource(ep.address)) others.add(ep.nodeName);
       }
     }
     if (!anyOwn && others.size === 1) {
@@ -77,10 +71,6 @@ function renameOf(ctx: DetectContext): Rename | undefined {
   }
   renames.set(input, found);
   return found ?? undefined;
-}
-
-function isThisNodes(ctx: DetectContext, ip: string): boolean {
-  return ctx.isPodIp(ip) || ctx.nodeIps.has(ip);
 }
 
 /** How the two names differ, when it is a known pattern. */
@@ -128,7 +118,7 @@ function detectNodeNameMismatch(ctx: DetectContext): FindingOf<'node-name-mismat
   const seen = new Set<string>();
   for (const s of ctx.services) {
     if (s.externalTrafficPolicy !== 'Local') continue;
-    const mine = s.endpoints.filter((e) => !e.local && e.nodeName === r.other && isThisNodes(ctx, e.address));
+    const mine = s.endpoints.filter((e) => !e.local && e.nodeName === r.other && ctx.isLocalSource(e.address));
     if (mine.length === 0) continue;
     const k = portKey(s, s.protocol, s.port);
     if (seen.has(k)) continue;

@@ -1,5 +1,6 @@
 // Correlator observations → 'active' findings, shared by the conntrack-based detectors.
 import type { LbIngressIp, ServiceView } from '../cluster/types.js';
+import { formatConntrack } from '../kernel/conntrack/format.js';
 import type { ConntrackEntry } from '../kernel/types.js';
 import { portKey } from '../model/service.js';
 import type { DetectContext } from './context.js';
@@ -7,7 +8,7 @@ import type { FindingOf, LoopPath } from './core-types.js';
 import type { Observations, ObsGroup } from './correlator.js';
 import type { DetectorDef } from './detector.js';
 import { credited, mitigationsFor, remedy } from './remedies.js';
-import { finding, formatConntrack, hostPort } from './tool-lines.js';
+import { finding, hostPort } from './tool-lines.js';
 
 interface ActiveSpec<M extends string> {
   /** The detector the findings are of: its mechanism, fix and credits, and the observations it reads. */

@@ -68,10 +68,4 @@ export function endpointsLine(service: ServiceView): string {
   );
 }
 
-export { formatConntrack } from '../kernel/conntrack/format.js';
-
-/**
- * kube-proxy's IPVS dummy device (same name as src/kernel/addresses.ts; not imported to keep
- * detectors free of the native addon).
- */
 export { KUBE_IPVS_IFNAME } from '../model/kube-proxy.js';
