@@ -94,7 +94,8 @@ export function withIngressRisks<M extends string>(
   riskOf: (s: ServiceView, ing: LbIngressIp) => FindingOf<M> | FindingOf<M>[] | undefined,
 ): FindingOf<M>[] {
   const done = activePorts(active);
-  const open = ctx.services.filter((s) => !done.has(portKey(s, s.protocol, s.port)));
+  // Usually nothing is active: then no port key is built for every Service port.
+  const open = done.size === 0 ? ctx.services : ctx.services.filter((s) => !done.has(portKey(s, s.protocol, s.port)));
   return [...active, ...eachIngress(open, riskOf)];
 }
 
