@@ -41,17 +41,14 @@ function detectDirectPod(ctx: DetectContext, obs: Observations): FindingOf<'dire
     if (path.leaves === false) return;
     const m = mitigationsFor(ctx, s, ing.ip);
     const mitigated = credited(directPod, m).length > 0;
-    return finding(
-      s,
-      'direct-pod',
-      mitigated ? 'info' : 'risk',
-      mitigated
+    return finding(s, 'direct-pod', mitigated ? 'info' : 'risk', {
+      summary: mitigated
         ? `the LB targets pods directly and a target pod runs on this node, but the LB ` +
-            `connects from its own address: pods here calling ${ing.ip}:${s.port} are not looped`
+          `connects from its own address: pods here calling ${ing.ip}:${s.port} are not looped`
         : `the LB targets pods directly and a target pod runs on this ` +
-            `node: pods here calling ${ing.ip}:${s.port} can be looped to it`,
-      [annotation, ...path.evidence, endpointsLine(s)],
-      remedy(directPod, m),
-    );
+          `node: pods here calling ${ing.ip}:${s.port} can be looped to it`,
+      evidence: [annotation, ...path.evidence, endpointsLine(s)],
+      remedy: remedy(directPod, m),
+    });
   });
 }

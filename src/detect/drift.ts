@@ -31,7 +31,7 @@ function detectDrift(ctx: DetectContext): FindingOf<'drift'>[] {
     const bound = ctx.ipvsBound.has(ing.ip);
     const state = `${ing.ip} ${bound ? 'is' : 'is not'} bound on ${KUBE_IPVS_IFNAME}`;
     const risk = (summary: string, because: string, fix: string): FindingOf<'drift'> =>
-      finding(s, 'drift', 'risk', summary, [state, because], fix);
+      finding(s, 'drift', 'risk', { summary, evidence: [state, because], remedy: fix });
     if (bound && ing.ipMode === 'Proxy') {
       return risk(
         `${ing.ip} has ipMode: Proxy but kube-proxy bound it: traffic ` +

@@ -72,27 +72,23 @@ function routeFinding(
     `${vipName(service, ip)} is local on this node through ${routeOwner(route)}, ` +
     `${bound ? `besides its address on ${KUBE_IPVS_IFNAME}` : `not through ${KUBE_IPVS_IFNAME}`}`;
   if (kp.leaves === false) {
-    return finding(
-      service,
-      'guest-local-route',
-      'info',
-      `${what}: kube-proxy handles ${ip}:${service.port} on the node anyway, so the route ` +
+    return finding(service, 'guest-local-route', 'info', {
+      summary:
+        `${what}: kube-proxy handles ${ip}:${service.port} on the node anyway, so the route ` +
         `only lets the node accept the LB's packets for it; it is not a kube-ipvs0 binding`,
       evidence,
-      guestLocalRoute.fix,
-    );
+      remedy: guestLocalRoute.fix,
+    });
   }
   const vs = ctx.input.node.ipvs !== undefined ? ctx.ipvsService(ip, service.protocol, service.port) : undefined;
   const where = vs
     ? 'to IPVS on this node (its virtual server takes it at LOCAL_IN)'
     : 'to this node itself (a local listener, or refused)';
-  return finding(
-    service,
-    'guest-local-route',
-    kp.leaves === true ? 'risk' : 'info',
-    `${what}: kube-proxy ${kp.leaves === true ? 'leaves' : 'may leave'} ${ip}:${service.port} ` +
+  return finding(service, 'guest-local-route', kp.leaves === true ? 'risk' : 'info', {
+    summary:
+      `${what}: kube-proxy ${kp.leaves === true ? 'leaves' : 'may leave'} ${ip}:${service.port} ` +
       `to the LB, but the route delivers pod traffic to it ${where}: it never reaches the LB`,
     evidence,
-    guestLocalRoute.fix,
-  );
+    remedy: guestLocalRoute.fix,
+  });
 }

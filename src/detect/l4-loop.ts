@@ -76,7 +76,11 @@ function detectL4Loop(ctx: DetectContext, obs: Observations): FindingOf<'L4-loop
       : mitigated
         ? `${where} leaves the node to the LB, but a mitigation is in place`
         : `${where} leaves the node; the LB can send it back to this node without SNAT (connection hangs)`;
-    return finding(s, 'L4-loop', mitigated ? 'info' : 'risk', summary, evidence, remedy(l4Loop, m, awsFix(s)));
+    return finding(s, 'L4-loop', mitigated ? 'info' : 'risk', {
+      summary,
+      evidence,
+      remedy: remedy(l4Loop, m, awsFix(s)),
+    });
   });
   return [...found, ...unresolved(ctx, activePorts(active))];
 }
@@ -96,19 +100,17 @@ function unresolved(ctx: DetectContext, done: Set<string>): FindingOf<'L4-loop'>
         ? `lookup failed: ${l.error ?? 'no address'}`
         : 'not looked up on this node (no DNS answers in this input)';
       const internal = s.annotations.internalByAnnotation;
-      return finding(
-        s,
-        'L4-loop',
-        internal ? 'risk' : 'info',
-        `hostname-only LB ${h}: ${why}; its addresses are unknown, so ` +
+      return finding(s, 'L4-loop', internal ? 'risk' : 'info', {
+        summary:
+          `hostname-only LB ${h}: ${why}; its addresses are unknown, so ` +
           `pod traffic to it can be neither counted nor told looping or not`,
-        [
+        evidence: [
           `status.loadBalancer.ingress: {hostname: ${h}}`,
           ...(l ? [lookupLine(l)] : []),
           ...(internal ? [`${internal.key}: "${internal.value}"`] : []),
         ],
-        remedy(l4Loop, mitigationsFor(ctx, s), awsFix(s)),
-      );
+        remedy: remedy(l4Loop, mitigationsFor(ctx, s), awsFix(s)),
+      });
     }),
   );
 }

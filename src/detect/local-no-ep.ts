@@ -64,35 +64,31 @@ function rulesFinding(ctx: DetectContext, service: ServiceView, ip: string): Fin
     endpointsLine(service),
   ];
   if (noEp.preDnatChecks.length > 0) {
-    return finding(
-      service,
-      'local-no-ep',
-      'risk',
-      `${NFT_BUG}: ${noEp.preDnatChecks.join(', ')} looks ${ip}:${service.port} ` +
+    return finding(service, 'local-no-ep', 'risk', {
+      summary:
+        `${NFT_BUG}: ${noEp.preDnatChecks.join(', ')} looks ${ip}:${service.port} ` +
         `up in no-endpoint-services before DNAT, so host-network pods and ` +
         `processes on this node get their connections dropped (timeouts); pods in ` +
         `their own network namespace are short-circuited to endpoints on other nodes`,
       evidence,
-      remedy(
+      remedy: remedy(
         RULES_FIX,
         m,
         'Upgrade kube-proxy to a release with kubernetes#132456 (v1.34, or a 1.33 patch release ' +
           'with #133969): its filter-input/-forward/-output chains run at priority 0, after DNAT.',
       ),
-    );
+    });
   }
-  return finding(
-    service,
-    'local-no-ep',
-    'info',
-    `no ready local endpoint for this ETP=Local Service: kube-proxy drops ` +
+  return finding(service, 'local-no-ep', 'info', {
+    summary:
+      `no ready local endpoint for this ETP=Local Service: kube-proxy drops ` +
       `external traffic to ${ip}:${service.port} arriving at this node, ` +
       `while pods here are short-circuited to endpoints on other nodes (` +
       (ctx.proxy.mode === 'nftables' ? '"short-circuit pod traffic"' : '"pod traffic for ... external destinations"') +
       `); the LB's health check takes this node out`,
     evidence,
-    remedy(RULES_FIX, m),
-  );
+    remedy: remedy(RULES_FIX, m),
+  });
 }
 
 function detectLocalNoEp(ctx: DetectContext, obs: Observations): FindingOf<'local-no-ep'>[] {
@@ -114,17 +110,14 @@ function detectLocalNoEp(ctx: DetectContext, obs: Observations): FindingOf<'loca
       : vs.realServers.length === 0
         ? 'is refused (virtual server without real servers)'
         : 'goes to pods on other nodes with source = VIP and no SNAT (timeouts)';
-    return finding(
-      s,
-      'local-no-ep',
-      credited(localNoEp, m).length > 0 ? 'info' : 'risk',
-      `no ready local endpoint for this ETP=Local Service: in-cluster traffic to ${ing.ip}:${s.port} ${outcome}`,
-      [
+    return finding(s, 'local-no-ep', credited(localNoEp, m).length > 0 ? 'info' : 'risk', {
+      summary: `no ready local endpoint for this ETP=Local Service: in-cluster traffic to ${ing.ip}:${s.port} ${outcome}`,
+      evidence: [
         `${ing.ip} bound on ${KUBE_IPVS_IFNAME}`,
         endpointsLine(s),
         ...(vs ? formatIpvs(vs) : [`no IPVS virtual server ${s.protocol} ${ing.ip}:${s.port}`]),
       ],
-      remedy(localNoEp, m),
-    );
+      remedy: remedy(localNoEp, m),
+    });
   });
 }

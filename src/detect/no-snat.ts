@@ -50,13 +50,10 @@ function detectNoSnat(ctx: DetectContext, obs: Observations): FindingOf<'no-SNAT
     const ruleEvidence = exempt
       ? m.nat!.evidence
       : ['NAT rules not read: kube-proxy normally exempts ETP=Local LB traffic from KUBE-MARK-MASQ'];
-    return finding(
-      s,
-      'no-SNAT',
-      credited(noSnat, m).length > 0 ? 'info' : 'risk',
-      `externalTrafficPolicy=Local: pod traffic to ${ing.ip}:${s.port} leaves the node without SNAT`,
-      [...path.evidence, ...ruleEvidence, endpointsLine(s)],
-      remedy(noSnat, m),
-    );
+    return finding(s, 'no-SNAT', credited(noSnat, m).length > 0 ? 'info' : 'risk', {
+      summary: `externalTrafficPolicy=Local: pod traffic to ${ing.ip}:${s.port} leaves the node without SNAT`,
+      evidence: [...path.evidence, ...ruleEvidence, endpointsLine(s)],
+      remedy: remedy(noSnat, m),
+    });
   });
 }

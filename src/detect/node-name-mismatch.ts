@@ -169,29 +169,25 @@ function mismatchFinding(
     `: external traffic to this node is dropped and the LB health check${hc} fails`;
   if (!ctx.input.cluster.node) {
     // No Node object has this node's name: the agent's own --node-name is the likelier culprit.
-    return finding(
-      service,
-      'node-name-mismatch',
-      'info',
-      `no Node object is named "${rename.own}" (clbprobe's --node-name) while ` +
+    return finding(service, 'node-name-mismatch', 'info', {
+      summary:
+        `no Node object is named "${rename.own}" (clbprobe's --node-name) while ` +
         `the endpoints at this node's addresses are filed under "${rename.other}": ` +
         `clbprobe is probably running under the wrong name, and every ` +
         `endpoint looks remote to it; if "${rename.own}" is right, ${summary}`,
       evidence,
-      `Run clbprobe with --node-name "${rename.other}" if that is this ` +
+      remedy:
+        `Run clbprobe with --node-name "${rename.other}" if that is this ` +
         `node (the DaemonSet passes spec.nodeName). ${nodeNameMismatch.fix}`,
-    );
+    });
   }
   const caveat = confirmed
     ? ''
     : `; only the pod CIDR says these addresses are this node's (with IPAM that hands out ` +
       `addresses outside the Node's podCIDR, such as Calico's blocks, they may be another node's)`;
-  return finding(
-    service,
-    'node-name-mismatch',
-    confirmed ? 'risk' : 'info',
-    summary + caveat,
+  return finding(service, 'node-name-mismatch', confirmed ? 'risk' : 'info', {
+    summary: summary + caveat,
     evidence,
-    nodeNameMismatch.fix,
-  );
+    remedy: nodeNameMismatch.fix,
+  });
 }

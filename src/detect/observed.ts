@@ -45,7 +45,8 @@ export function activeFindings<M extends string>(
     const fix = remedy(spec.detector, m, spec.extraRemedy?.(g.svc));
     const credits = spec.harmlessWhenCredited ? credited(spec.detector, m) : [];
     const summary = spec.summary(g, first) + (credits.length > 0 ? `; harmless here: ${credits.join('; ')}` : '');
-    const f = finding(g.svc, spec.detector.mechanism, credits.length > 0 ? 'info' : 'active', summary, evidence, fix);
+    const severity = credits.length > 0 ? 'info' : 'active';
+    const f = finding(g.svc, spec.detector.mechanism, severity, { summary, evidence, remedy: fix });
     const roles = typeof spec.pathRoles === 'function' ? spec.pathRoles(first, g.svc) : spec.pathRoles;
     if (first.length === 2 && roles) f.path = loopPath(first[0]!, first[1]!, spec.labels, roles);
     return f;

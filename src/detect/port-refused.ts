@@ -49,29 +49,25 @@ function detectPortRefused(ctx: DetectContext, obs: Observations): FindingOf<'po
     if (ipvs !== undefined && !ctx.ipvsService(ing.ip, s.protocol, s.port)) {
       const others = ipvs.virtualServers.filter((v) => v.address === ing.ip).flatMap(formatIpvs);
       out.push(
-        finding(
-          s,
-          'port-refused',
-          credited(portRefused, m).length > 0 ? 'info' : 'risk',
-          `${ing.ip}:${s.port}/${s.protocol} has no IPVS virtual server ` +
+        finding(s, 'port-refused', credited(portRefused, m).length > 0 ? 'info' : 'risk', {
+          summary:
+            `${ing.ip}:${s.port}/${s.protocol} has no IPVS virtual server ` +
             `on this node: in-cluster clients get "connection refused"`,
-          [bound, `no IPVS virtual server ${s.protocol} ${ing.ip}:${s.port}`, ...others],
-          remedy(portRefused, m),
-        ),
+          evidence: [bound, `no IPVS virtual server ${s.protocol} ${ing.ip}:${s.port}`, ...others],
+          remedy: remedy(portRefused, m),
+        }),
       );
     }
     const shared = s.annotations.existingLb;
     if (shared) {
       out.push(
-        finding(
-          s,
-          'port-refused',
-          'info',
-          `${ing.ip} is a reused LB (${shared.key}) and bound here: listeners ` +
+        finding(s, 'port-refused', 'info', {
+          summary:
+            `${ing.ip} is a reused LB (${shared.key}) and bound here: listeners ` +
             `created on it outside this cluster are refused from this node`,
-          [bound, `${shared.key}: ${shared.value}`],
-          remedy(portRefused, m),
-        ),
+          evidence: [bound, `${shared.key}: ${shared.value}`],
+          remedy: remedy(portRefused, m),
+        }),
       );
     }
     return out;

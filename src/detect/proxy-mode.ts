@@ -109,6 +109,6 @@ function detectProxyMode(ctx: DetectContext): FindingOf<'proxy-mode'>[] {
       ? `Plan the move to kube-proxy nftables mode. ${underNftables(s, ing.ip, ing.ipMode, bound)}`
       : proxyMode.fix;
     const summary = `${vipName(s, ing.ip)}:${s.port}: ${what}${ipvs ? `. ${IPVS_DEPRECATED}` : ''}`;
-    return finding(s, 'proxy-mode', 'info', summary, ev, remedy);
+    return finding(s, 'proxy-mode', 'info', { summary, evidence: ev, remedy });
   });
 }

@@ -42,13 +42,10 @@ function detectSourceRanges(ctx: DetectContext): FindingOf<'source-ranges'>[] {
         `to ${ing.ip}:${s.port} on the node (timeouts), before the LB sees them`
       : `loadBalancerSourceRanges may leave out ${who}: kube-proxy drops ` +
         `connections to ${ing.ip}:${s.port} from sources outside them on the node`;
-    return finding(
-      s,
-      'source-ranges',
-      drop.certain ? 'risk' : 'info',
+    return finding(s, 'source-ranges', drop.certain ? 'risk' : 'info', {
       summary,
-      [...drop.evidence],
-      remedy(sourceRanges, mitigationsFor(ctx, s, ing.ip)),
-    );
+      evidence: [...drop.evidence],
+      remedy: remedy(sourceRanges, mitigationsFor(ctx, s, ing.ip)),
+    });
   });
 }

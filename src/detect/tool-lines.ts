@@ -44,9 +44,7 @@ export function finding<M extends string>(
   s: ServiceView,
   mechanism: M,
   severity: Severity,
-  summary: string,
-  evidence: string[],
-  remedy: string,
+  { summary, evidence, remedy }: Pick<FindingOf<M>, 'summary' | 'evidence' | 'remedy'>,
 ): FindingOf<M> {
   return {
     service: { namespace: s.namespace, name: s.name },
