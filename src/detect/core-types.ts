@@ -6,10 +6,7 @@ import type { KubeNatFacts, LoadBalancerFact } from '../kubeproxy/facts.js';
 import type { ProxyMode } from '../model/kube-proxy.js';
 import type { NodeSnapshot } from '../source/node-snapshot.js';
 
-/**
- * active: the datapath (conntrack) shows it happening now; risk: the configuration allows it; info:
- * context or fully mitigated.
- */
+/** active: conntrack shows it happening now; risk: the configuration allows it; info: context or fully mitigated. */
 export type Severity = 'active' | 'risk' | 'info';
 
 /** A finding of mechanism M (types.ts: Finding, any mechanism of the list). */
@@ -80,10 +77,7 @@ export interface LbNatFact
   extends Pick<LoadBalancerFact, 'port' | 'podTraffic' | 'noEndpoints' | 'sourceRangeDrop' | 'evidence'> {
   ip: string;
   protocol: 'TCP' | 'UDP' | 'SCTP';
-  /**
-   * kube-proxy's rules DNAT VIP:port on this node (iptables KUBE-SERVICES/KUBE-EXT, nftables
-   * service-ips, or an IPVS ipset entry).
-   */
+  /** kube-proxy's rules DNAT VIP:port on this node (KUBE-SERVICES/KUBE-EXT, service-ips, or an IPVS ipset entry). */
   interceptedLocally: boolean;
 }
 

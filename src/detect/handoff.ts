@@ -27,25 +27,22 @@ export function vipName(service: ServiceView, ip: string): string {
 
 /** Why kube-proxy leaves the address alone (`why`, in a few words), the lines behind it, and the LB's client address. */
 export function handoffOf(service: ServiceView, ing: LbIngressIp) {
+  if (!ing.resolvedFrom && ing.ipMode !== 'Proxy') return undefined;
+  const client = lbClientAddress(service.annotations.raw, service.loadBalancerClass, service.protocol);
   if (ing.resolvedFrom) {
     const l = service.lbHostnameLookups?.find((x) => x.hostname === ing.resolvedFrom);
     return {
       why: `hostname-only LB ${ing.resolvedFrom}: kube-proxy has no rule for its addresses`,
       evidence: [`status.loadBalancer.ingress: {hostname: ${ing.resolvedFrom}}`, ...(l ? [lookupLine(l)] : [])],
-      client: lbClientAddress(service.annotations.raw, service.loadBalancerClass, service.protocol),
+      client,
     };
   }
-  if (ing.ipMode === 'Proxy') {
-    return {
-      why: 'ipMode: Proxy: kube-proxy (>= 1.29) leaves the address to the LB',
-      evidence: [
-        `status.loadBalancer.ingress: {ip: ${ing.ip}` +
-          `${ing.hostname ? `, hostname: ${ing.hostname}` : ''}, ipMode: Proxy}`,
-      ],
-      client: lbClientAddress(service.annotations.raw, service.loadBalancerClass, service.protocol),
-    };
-  }
-  return undefined;
+  const hostname = ing.hostname ? `, hostname: ${ing.hostname}` : '';
+  return {
+    why: 'ipMode: Proxy: kube-proxy (>= 1.29) leaves the address to the LB',
+    evidence: [`status.loadBalancer.ingress: {ip: ${ing.ip}${hostname}, ipMode: Proxy}`],
+    client,
+  };
 }
 
 export function handoffVerdict(handoff: NonNullable<ReturnType<typeof handoffOf>>): string {

@@ -69,16 +69,13 @@ export function prepareDiagnosis(input: BaseInput, lb?: LbServiceIndex): Prepare
 
 /** A diagnosis fed entry by entry; the correlator keeps only the entries that matter. */
 export class Diagnosis {
-  private readonly input: BaseInput;
-  private readonly ctx: DetectContext;
+  private readonly prepared: PreparedDiagnosis;
   private readonly corr: ConntrackCorrelator;
   private conntrackRead = false;
 
   constructor(input: BaseInput | PreparedDiagnosis) {
-    const prepared = 'ctx' in input ? input : prepareDiagnosis(input);
-    this.input = prepared.input;
-    this.ctx = prepared.ctx;
-    this.corr = new ConntrackCorrelator(this.ctx, OBSERVED_KINDS);
+    this.prepared = 'ctx' in input ? input : prepareDiagnosis(input);
+    this.corr = new ConntrackCorrelator(this.prepared.ctx, OBSERVED_KINDS);
   }
 
   /** Marks conntrack as read even if the table was empty. */
@@ -101,15 +98,16 @@ export class Diagnosis {
    * `significantOnly` leaves out info findings without building them where a detector allows.
    */
   finish(only?: ReadonlySet<ServiceView>, significantOnly = false): DiagnoseResult {
+    const { ctx, input } = this.prepared;
     const obs = this.corr.observations();
     const findings = only
       ? runDetectors(
-          { ...this.ctx, services: this.ctx.services.filter((s) => only.has(s)) },
+          { ...ctx, services: ctx.services.filter((s) => only.has(s)) },
           { ...obs, groups: obs.groups.filter((g) => only.has(g.svc)) },
           significantOnly,
         )
-      : runDetectors(this.ctx, obs, significantOnly);
-    return { findings, warnings: warningsOf(this.input, obs, this.conntrackRead) };
+      : runDetectors(ctx, obs, significantOnly);
+    return { findings, warnings: warningsOf(input, obs, this.conntrackRead) };
   }
 }
 

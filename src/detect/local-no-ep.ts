@@ -12,12 +12,13 @@ import { activeFindings, withIngressRisks } from './observed.js';
 import { credited, mitigationsFor, remedy } from './remedies.js';
 import { endpointsLine, finding, formatIpvs, KUBE_IPVS_IFNAME } from './tool-lines.js';
 
+const FIX_START =
+  'Call the Service by DNS name; or use externalTrafficPolicy: Cluster; or ' +
+  'run a backend on every node with clients (DaemonSet or topology spread); ';
+
 export const localNoEp: DetectorDef<'local-no-ep'> = {
   mechanism: 'local-no-ep',
-  fix:
-    'Call the Service by DNS name; or use externalTrafficPolicy: Cluster; or ' +
-    'run a backend on every node with clients (DaemonSet or topology spread); ' +
-    'ipMode: Proxy or the Alibaba hostname annotation keeps the IP off kube-ipvs0 so traffic goes through the LB.',
+  fix: `${FIX_START}ipMode: Proxy or the Alibaba hostname annotation keeps the IP off kube-ipvs0 so traffic goes through the LB.`,
   credits: ['ipModeProxy', 'alibabaHostname'],
   observes: ['selfVip'],
   readme: {
@@ -42,10 +43,7 @@ export const localNoEp: DetectorDef<'local-no-ep'> = {
  */
 const RULES_FIX: Pick<DetectorDef, 'fix' | 'credits'> = {
   credits: localNoEp.credits,
-  fix:
-    'Call the Service by DNS name; or use externalTrafficPolicy: Cluster; or ' +
-    'run a backend on every node with clients (DaemonSet or topology spread); ' +
-    "ipMode: Proxy keeps the IP out of kube-proxy's rules so traffic goes through the LB.",
+  fix: `${FIX_START}ipMode: Proxy keeps the IP out of kube-proxy's rules so traffic goes through the LB.`,
 };
 
 const NFT_BUG =

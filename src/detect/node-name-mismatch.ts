@@ -158,11 +158,12 @@ function mismatchFinding(
   ];
   const confirmed = differ !== undefined || kp.agrees || mine.some((e) => ctx.nodeIps.has(e.address));
   const hc = service.healthCheckNodePort !== undefined ? ` (health check port ${service.healthCheckNodePort})` : '';
+  const shown = `${mine
+    .slice(0, 3)
+    .map((e) => e.address)
+    .join(', ')}${mine.length > 3 ? ', ...' : ''}`;
   const summary =
-    `${mine.length} endpoint(s) of this node's pods (${mine
-      .slice(0, 3)
-      .map((e) => e.address)
-      .join(', ')}${mine.length > 3 ? ', ...' : ''}) are filed under ` +
+    `${mine.length} endpoint(s) of this node's pods (${shown}) are filed under ` +
     `"${rename.other}", not this node's name "${rename.own}": kube-proxy takes ` +
     `only endpoints filed under its own name as local, so this ETP=Local Service ` +
     `has no local endpoint${ready.length > 0 ? ` although ${ready.length} ready endpoint(s) run here` : ''}` +
