@@ -93,10 +93,7 @@ export class Diagnosis {
     return this.corr.observations();
   }
 
-  /**
-   * Findings and warnings; with `only`, just those ports, since other ports' findings still hold (changedServices);
-   * `significantOnly` leaves out info findings without building them where a detector allows.
-   */
+  /** With `only`, just those ports (others' findings still hold); `significantOnly` leaves info findings out. */
   finish(only?: ReadonlySet<ServiceView>, significantOnly = false): DiagnoseResult {
     const { ctx, input } = this.prepared;
     const obs = this.corr.observations();

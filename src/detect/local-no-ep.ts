@@ -37,10 +37,7 @@ export const localNoEp: DetectorDef<'local-no-ep'> = {
   detect: detectLocalNoEp,
 };
 
-/**
- * The fix where kube-proxy binds nothing (iptables, nftables): ipMode Proxy keeps the IP out of its
- * rules, not off kube-ipvs0.
- */
+/** The fix where kube-proxy binds nothing (iptables, nftables): ipMode Proxy keeps the IP out of its rules. */
 const RULES_FIX: Pick<DetectorDef, 'fix' | 'credits'> = {
   credits: localNoEp.credits,
   fix: `${FIX_START}ipMode: Proxy keeps the IP out of kube-proxy's rules so traffic goes through the LB.`,

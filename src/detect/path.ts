@@ -46,10 +46,7 @@ export function kubeProxyPath(ctx: DetectContext, service: ServiceView, ip: stri
   }
 }
 
-/**
- * Whether the LB may send this Service's traffic to this node: every node with ETP=Cluster, only
- * nodes with endpoints with ETP=Local.
- */
+/** Whether the LB may send this Service's traffic here: any node with ETP=Cluster, nodes with endpoints with Local. */
 export function lbMayTargetNode(service: ServiceView): boolean {
   return service.externalTrafficPolicy === 'Cluster' || service.endpoints.some((e) => e.local);
 }
