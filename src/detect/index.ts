@@ -5,6 +5,7 @@ import type { LbServiceIndex } from '../cluster/lb-index.js';
 import type { ServiceView } from '../cluster/types.js';
 import { byText } from '../compare.js';
 import type { ConntrackEntry } from '../kernel/types.js';
+import { portKey } from '../model/service.js';
 import { buildContext, type DetectContext } from './context.js';
 import { ConntrackCorrelator, type Observations, type ObsGroup } from './correlator.js';
 import { DETECTORS, MECHANISM_RANK, OBSERVED_KINDS } from './list.js';
@@ -25,14 +26,13 @@ export function compareFindings(a: Finding, b: Finding): number {
 function runDetectors(ctx: DetectContext, obs: Observations, significantOnly: boolean): Finding[] {
   const out: Finding[] = [];
   let byPort: Map<string, ServiceView> | undefined;
-  const key = (ns: string, name: string, protocol: string, port: number) => `${ns}/${name}/${protocol}/${port}`;
   for (const d of DETECTORS) {
     if (significantOnly && d.contextOnly) continue;
     for (const f of d.detect(ctx, obs)) {
       if (significantOnly && f.severity === 'info') continue;
       if (d.changes && f.severity !== 'info') {
-        byPort ??= new Map(ctx.services.map((s) => [key(s.namespace, s.name, s.protocol, s.port), s]));
-        const s = byPort.get(key(f.service.namespace, f.service.name, f.port.protocol, f.port.port));
+        byPort ??= new Map(ctx.services.map((s) => [portKey(s, s.protocol, s.port), s]));
+        const s = byPort.get(portKey(f.service, f.port.protocol, f.port.port));
         const fixes = s ? d.changes(s, ctx) : [];
         if (fixes.length > 0) f.fixes = fixes;
       }
