@@ -36,13 +36,6 @@ export interface DetectContext {
   localRouteFor(ip: string): LocalRoute | undefined;
 }
 
-/** LB IPs a community kube-proxy would bind: ipMode VIP and no hostname-only status. */
-function expectedBound(services: ServiceView[]): string[] {
-  const ips = new Set<string>();
-  for (const s of services) for (const i of s.lbIngress) if (i.ipMode === 'VIP' && !i.resolvedFrom) ips.add(i.ip);
-  return [...ips];
-}
-
 /** Every finding carries this evidence, so it names a few examples rather than every LB IP. */
 const MAX_LISTED = 10;
 
@@ -58,7 +51,10 @@ function classifyProxyMode(input: DiagnoseInput, services: ServiceView[]): Proxy
   if (kubeIpvs) evidence.push(`${KUBE_IPVS_IFNAME}: ${kubeIpvs.addresses.length} addresses bound`);
   if (vsCount > 0) evidence.push(`IPVS: ${vsCount} virtual servers`);
   if (mode !== 'ipvs') return { mode, evidence };
-  const want = expectedBound(services);
+  // LB IPs a community kube-proxy would bind: ipMode VIP and no hostname-only status.
+  const wanted = new Set<string>();
+  for (const s of services) for (const i of s.lbIngress) if (i.ipMode === 'VIP' && !i.resolvedFrom) wanted.add(i.ip);
+  const want = [...wanted];
   const onIpvs = new Set(input.local.ipvsIps);
   const bound = want.filter((ip) => onIpvs.has(ip));
   const unbound = want.filter((ip) => !onIpvs.has(ip));
