@@ -25,7 +25,7 @@ export function vipName(service: ServiceView, ip: string): string {
   return ing?.resolvedFrom ? `${ip} (${ing.resolvedFrom})` : ip;
 }
 
-/** Why kube-proxy leaves the address alone (`why`, in a few words), the lines behind it, and the LB's client address. */
+/** Why kube-proxy leaves the address to the LB (`why`), the lines behind it, and the LB's client address. */
 export function handoffOf(service: ServiceView, ing: LbIngressIp) {
   if (!ing.resolvedFrom && ing.ipMode !== 'Proxy') return undefined;
   const client = lbClientAddress(service.annotations.raw, service.loadBalancerClass, service.protocol);

@@ -18,7 +18,9 @@ const FIX_START =
 
 export const localNoEp: DetectorDef<'local-no-ep'> = {
   mechanism: 'local-no-ep',
-  fix: `${FIX_START}ipMode: Proxy or the Alibaba hostname annotation keeps the IP off kube-ipvs0 so traffic goes through the LB.`,
+  fix:
+    `${FIX_START}ipMode: Proxy or the Alibaba hostname annotation keeps the IP off kube-ipvs0 ` +
+    'so traffic goes through the LB.',
   credits: ['ipModeProxy', 'alibabaHostname'],
   observes: ['selfVip'],
   readme: {
@@ -105,8 +107,9 @@ function detectLocalNoEp(ctx: DetectContext, obs: Observations): FindingOf<'loca
       : vs.realServers.length === 0
         ? 'is refused (virtual server without real servers)'
         : 'goes to pods on other nodes with source = VIP and no SNAT (timeouts)';
+    const target = `${ing.ip}:${s.port}`;
     return finding(s, 'local-no-ep', credited(localNoEp, m).length > 0 ? 'info' : 'risk', {
-      summary: `no ready local endpoint for this ETP=Local Service: in-cluster traffic to ${ing.ip}:${s.port} ${outcome}`,
+      summary: `no ready local endpoint for this ETP=Local Service: in-cluster traffic to ${target} ${outcome}`,
       evidence: [
         `${ing.ip} bound on ${KUBE_IPVS_IFNAME}`,
         endpointsLine(s),
