@@ -13,8 +13,8 @@ export interface DetectorDef<M extends string = string> {
   mechanism: M;
   /** The fix (docs/domain.md), followed by remedy() with mitigations in place; context findings may write their own. */
   fix: string;
-  /** The mitigations that count against this mechanism when in place (remedies.ts). */
-  credits: readonly Credit[];
+  /** The mitigations that count against this mechanism when in place (remedies.ts); none when absent. */
+  credits?: readonly Credit[];
   /** The correlator's observation kinds this detector turns into findings (none: configuration only). */
   observes: readonly ObsKind[];
   /** Its findings are always info, context for the others: not run when only significant findings are wanted. */

@@ -9,7 +9,6 @@ import { finding, KUBE_IPVS_IFNAME } from './tool-lines.js';
 export const drift: DetectorDef<'drift'> = {
   mechanism: 'drift',
   fix: 'Bring kube-proxy and the Service in line: each finding names the version, annotation or sync that disagrees.',
-  credits: [],
   observes: [],
   readme: {
     what:

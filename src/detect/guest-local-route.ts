@@ -23,7 +23,6 @@ export const guestLocalRoute: DetectorDef<'guest-local-route'> = {
     'The guest agent stops adding routes for forwarded IPs only with ' +
     '[NetworkInterfaces] ip_forwarding = false in /etc/default/instance_configs.cfg, ' +
     'after which kube-proxy alone must take the LB’s packets.',
-  credits: [],
   observes: [],
   readme: {
     what:

@@ -18,7 +18,6 @@ export const l7Loop: DetectorDef<'L7-loop'> = {
     'Enable L7 SNAT + keepalive on the LB (Tencent: by ticket; the ' +
     'LB then stops passing the client IP, read X-Forwarded-For), ' +
     'or call the backend Service by its DNS name from inside the cluster.',
-  credits: [],
   observes: ['l7'],
   readme: {
     what:

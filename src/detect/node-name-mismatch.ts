@@ -20,7 +20,6 @@ export const nodeNameMismatch: DetectorDef<'node-name-mismatch'> = {
     '(e.g. AWS ip-10-0-1-5.ec2.internal) use the same form, FQDN or ' +
     'short name, for the kubelet, kube-proxy and the node label; ' +
     'run clbprobe with --node-name from the downward API spec.nodeName (as deploy/daemonset.yaml does).',
-  credits: [],
   observes: [],
   readme: {
     what:

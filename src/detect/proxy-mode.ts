@@ -13,7 +13,6 @@ import { finding, KUBE_IPVS_IFNAME } from './tool-lines.js';
 export const proxyMode: DetectorDef<'proxy-mode'> = {
   mechanism: 'proxy-mode',
   fix: 'No action: context for the other findings.',
-  credits: [],
   observes: [],
   contextOnly: true,
   readme: {

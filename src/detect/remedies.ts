@@ -61,7 +61,7 @@ export function isAws(service: ServiceView): boolean {
 
 /** The mitigations in place that count against this detector's mechanism, as human lines. */
 export function credited(detector: RemedyOf, mitigations: Mitigations | undefined): string[] {
-  if (!mitigations) return [];
+  if (!mitigations || !detector.credits) return [];
   const lines: Record<Credit, string | undefined> = {
     ipModeProxy: mitigations.ipModeProxy ? `status.loadBalancer.ingress ipMode: Proxy on ${mitigations.ip}` : undefined,
     lbRewritesSource: mitigations.lbRewritesSource,

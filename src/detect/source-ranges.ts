@@ -15,7 +15,6 @@ export const sourceRanges: DetectorDef<'source-ranges'> = {
     'Call the Service by DNS name (NAME.NAMESPACE.svc) or ClusterIP from ' +
     'inside the cluster (loadBalancerSourceRanges do not apply there); ' +
     'or add the pod CIDR (and the node IPs, for host-network clients) to spec.loadBalancerSourceRanges.',
-  credits: [],
   observes: [],
   readme: {
     what:
