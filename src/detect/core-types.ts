@@ -6,10 +6,7 @@ import type { KubeNatFacts, LoadBalancerFact } from '../kubeproxy/facts.js';
 import type { ProxyMode } from '../model/kube-proxy.js';
 import type { NodeSnapshot } from '../source/node-snapshot.js';
 
-/**
- * active: the datapath (conntrack) shows it happening now; risk: the configuration allows it; info:
- * context or fully mitigated.
- */
+/** active: conntrack shows it happening now; risk: the configuration allows it; info: context or fully mitigated. */
 export type Severity = 'active' | 'risk' | 'info';
 
 /** A finding of mechanism M (types.ts: Finding, any mechanism of the list). */
@@ -56,17 +53,10 @@ export interface FixCommand extends FixChange {
   command: string;
 }
 
-/** An endpoint of a loop's path, as ip:port (IPv6 in brackets). */
-export interface PathHop {
-  /** What it is: 'client pod', 'LB VIP', 'node NodePort', 'server pod'. */
-  role: string;
-  address: string;
-}
-
 /** One looping connection: the client's leg to the LB, the leg the LB sent back, and the reply that skipped the LB. */
 export interface LoopPath {
-  /** client → LB VIP → this node's target (NodePort, or a pod for LBs that target pods) → server. */
-  hops: PathHop[];
+  /** client → LB VIP → this node's target (NodePort, or a pod for LBs that target pods) → server, as ip:port. */
+  hops: { role: string; address: string }[];
   /** Each leg with the conntrack entry it is (conntrack -L form). */
   legs: { label: string; from: string; to: string; conntrack: string }[];
   /** The reply's path: from the server straight to the client, not through the LB. */
@@ -87,10 +77,7 @@ export interface LbNatFact
   extends Pick<LoadBalancerFact, 'port' | 'podTraffic' | 'noEndpoints' | 'sourceRangeDrop' | 'evidence'> {
   ip: string;
   protocol: 'TCP' | 'UDP' | 'SCTP';
-  /**
-   * kube-proxy's rules DNAT VIP:port on this node (iptables KUBE-SERVICES/KUBE-EXT, nftables
-   * service-ips, or an IPVS ipset entry).
-   */
+  /** kube-proxy's rules DNAT VIP:port on this node (KUBE-SERVICES/KUBE-EXT, service-ips, or an IPVS ipset entry). */
   interceptedLocally: boolean;
 }
 

@@ -4,12 +4,9 @@
 import type { ServiceView } from '../cluster/types.js';
 import type { ConntrackEntry } from '../kernel/types.js';
 import { protocolOfNumber as protoOf } from '../model/protocol.js';
-import type { DetectContext } from './context-types.js';
+import type { DetectContext } from './context.js';
 
-/**
- * What the correlator can tell from conntrack entries; each detector lists the kinds it reads
- * (DetectorDef.observes).
- */
+/** What the correlator can tell from conntrack entries; each detector lists those it reads (observes). */
 export const OBS_KINDS = ['l4', 'direct', 'noSnat', 'selfVip', 'refused', 'l7', 'hcSrc'] as const;
 export type ObsKind = (typeof OBS_KINDS)[number];
 

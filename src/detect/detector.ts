@@ -1,7 +1,7 @@
 // What one detector file exports: its mechanism and all said about it, listed in list.ts, which everything reads.
 
 import type { ServiceView } from '../cluster/types.js';
-import type { DetectContext } from './context-types.js';
+import type { DetectContext } from './context.js';
 import type { FindingOf, FixChange } from './core-types.js';
 import type { Observations, ObsKind } from './correlator.js';
 
@@ -13,8 +13,8 @@ export interface DetectorDef<M extends string = string> {
   mechanism: M;
   /** The fix (docs/domain.md), followed by remedy() with mitigations in place; context findings may write their own. */
   fix: string;
-  /** The mitigations that count against this mechanism when in place (remedies.ts). */
-  credits: readonly Credit[];
+  /** The mitigations that count against this mechanism when in place (remedies.ts); none when absent. */
+  credits?: readonly Credit[];
   /** The correlator's observation kinds this detector turns into findings (none: configuration only). */
   observes: readonly ObsKind[];
   /** Its findings are always info, context for the others: not run when only significant findings are wanted. */

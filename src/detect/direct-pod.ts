@@ -1,7 +1,7 @@
 // direct-pod: the LB targets pod IPs (ENI / VPC-CNI); a client pod on a target pod's node gets its connection
 // delivered from the uplink straight to the local pod, and the reply bypasses the LB.
 
-import type { DetectContext } from './context-types.js';
+import type { DetectContext } from './context.js';
 import type { FindingOf } from './core-types.js';
 import type { Observations } from './correlator.js';
 import type { DetectorDef } from './detector.js';
@@ -29,33 +29,26 @@ function detectDirectPod(ctx: DetectContext, obs: Observations): FindingOf<'dire
     detector: directPod,
     pathRoles: ['LB VIP', 'server pod (LB target)'],
     labels: ['outbound', 'return leg to the local pod'],
-    vipOf: (ex) => ex[0]!.orig.dst,
     summary: (g, [out, back]) =>
       `${g.count} connection(s) from ${out!.orig.src} to ${out!.orig.dst}:` +
       `${out!.orig.dport} came back from the LB straight to the local pod ` +
       `${back!.orig.dst}:${back!.orig.dport}: client and target pod share this node`,
   });
-  return withIngressRisks(
-    ctx,
-    active,
-    (s) => podTargetAnnotation(s) !== undefined && s.endpoints.some((e) => e.local && e.ready),
-    (s, ing) => {
-      const path = vipPath(ctx, s, ing.ip);
-      if (path.leaves === false) return;
-      const m = mitigationsFor(ctx, s, ing.ip);
-      const mitigated = credited(directPod, m).length > 0;
-      return finding(
-        s,
-        'direct-pod',
-        mitigated ? 'info' : 'risk',
-        mitigated
-          ? `the LB targets pods directly and a target pod runs on this node, but the LB ` +
-              `connects from its own address: pods here calling ${ing.ip}:${s.port} are not looped`
-          : `the LB targets pods directly and a target pod runs on this ` +
-              `node: pods here calling ${ing.ip}:${s.port} can be looped to it`,
-        [podTargetAnnotation(s)!, ...path.evidence, endpointsLine(s)],
-        remedy(directPod, m),
-      );
-    },
-  );
+  return withIngressRisks(ctx, active, (s, ing) => {
+    const annotation = podTargetAnnotation(s);
+    if (!annotation || !s.endpoints.some((e) => e.local && e.ready)) return;
+    const path = vipPath(ctx, s, ing.ip);
+    if (path.leaves === false) return;
+    const m = mitigationsFor(ctx, s, ing.ip);
+    const mitigated = credited(directPod, m).length > 0;
+    return finding(s, 'direct-pod', mitigated ? 'info' : 'risk', {
+      summary: mitigated
+        ? `the LB targets pods directly and a target pod runs on this node, but the LB ` +
+          `connects from its own address: pods here calling ${ing.ip}:${s.port} are not looped`
+        : `the LB targets pods directly and a target pod runs on this ` +
+          `node: pods here calling ${ing.ip}:${s.port} can be looped to it`,
+      evidence: [annotation, ...path.evidence, endpointsLine(s)],
+      remedy: remedy(directPod, m),
+    });
+  });
 }

@@ -1,6 +1,6 @@
 // drift: kube-ipvs0 binding disagrees with the Service: ipMode Proxy or Alibaba's hostname annotation mean
 // "do not bind", Tencent prevent-loopback means "bind" (TKE binds when annotated); community binds every VIP ipMode.
-import type { DetectContext } from './context-types.js';
+import type { DetectContext } from './context.js';
 import type { FindingOf } from './core-types.js';
 import type { DetectorDef } from './detector.js';
 import { eachIngress } from './observed.js';
@@ -9,7 +9,6 @@ import { finding, KUBE_IPVS_IFNAME } from './tool-lines.js';
 export const drift: DetectorDef<'drift'> = {
   mechanism: 'drift',
   fix: 'Bring kube-proxy and the Service in line: each finding names the version, annotation or sync that disagrees.',
-  credits: [],
   observes: [],
   readme: {
     what:
@@ -31,7 +30,7 @@ function detectDrift(ctx: DetectContext): FindingOf<'drift'>[] {
     const bound = ctx.ipvsBound.has(ing.ip);
     const state = `${ing.ip} ${bound ? 'is' : 'is not'} bound on ${KUBE_IPVS_IFNAME}`;
     const risk = (summary: string, because: string, fix: string): FindingOf<'drift'> =>
-      finding(s, 'drift', 'risk', summary, [state, because], fix);
+      finding(s, 'drift', 'risk', { summary, evidence: [state, because], remedy: fix });
     if (bound && ing.ipMode === 'Proxy') {
       return risk(
         `${ing.ip} has ipMode: Proxy but kube-proxy bound it: traffic ` +

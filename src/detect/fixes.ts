@@ -4,7 +4,7 @@
 import { TENCENT_PREVENT_LOOPBACK } from '../cluster/annotations.js';
 import { AWS_TG_ATTRIBUTES } from '../cluster/lb-client-address.js';
 import type { ServiceView } from '../cluster/types.js';
-import type { DetectContext } from './context-types.js';
+import type { DetectContext } from './context.js';
 import type { FindingOf, FixChange, FixCommand, FixKind, FixPatch } from './core-types.js';
 import { isAws } from './remedies.js';
 

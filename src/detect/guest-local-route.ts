@@ -3,13 +3,12 @@
 // a risk when kube-proxy leaves it to the LB, since pod traffic then never leaves this node.
 import type { ServiceView } from '../cluster/types.js';
 import type { LocalRoute } from '../kernel/types.js';
-import type { DetectContext } from './context-types.js';
+import type { DetectContext } from './context.js';
 import type { FindingOf } from './core-types.js';
 import type { DetectorDef } from './detector.js';
 import { vipName } from './handoff.js';
-import { routeLine, routeOwner } from './local-route.js';
 import { eachIngress } from './observed.js';
-import { kubeProxyPath } from './path.js';
+import { kubeProxyPath, routeLine, routeOwner } from './path.js';
 import { finding, KUBE_IPVS_IFNAME } from './tool-lines.js';
 
 export const guestLocalRoute: DetectorDef<'guest-local-route'> = {
@@ -24,7 +23,6 @@ export const guestLocalRoute: DetectorDef<'guest-local-route'> = {
     'The guest agent stops adding routes for forwarded IPs only with ' +
     '[NetworkInterfaces] ip_forwarding = false in /etc/default/instance_configs.cfg, ' +
     'after which kube-proxy alone must take the LB’s packets.',
-  credits: [],
   observes: [],
   readme: {
     what:
@@ -73,27 +71,23 @@ function routeFinding(
     `${vipName(service, ip)} is local on this node through ${routeOwner(route)}, ` +
     `${bound ? `besides its address on ${KUBE_IPVS_IFNAME}` : `not through ${KUBE_IPVS_IFNAME}`}`;
   if (kp.leaves === false) {
-    return finding(
-      service,
-      'guest-local-route',
-      'info',
-      `${what}: kube-proxy handles ${ip}:${service.port} on the node anyway, so the route ` +
+    return finding(service, 'guest-local-route', 'info', {
+      summary:
+        `${what}: kube-proxy handles ${ip}:${service.port} on the node anyway, so the route ` +
         `only lets the node accept the LB's packets for it; it is not a kube-ipvs0 binding`,
       evidence,
-      guestLocalRoute.fix,
-    );
+      remedy: guestLocalRoute.fix,
+    });
   }
   const vs = ctx.input.node.ipvs !== undefined ? ctx.ipvsService(ip, service.protocol, service.port) : undefined;
   const where = vs
     ? 'to IPVS on this node (its virtual server takes it at LOCAL_IN)'
     : 'to this node itself (a local listener, or refused)';
-  return finding(
-    service,
-    'guest-local-route',
-    kp.leaves === true ? 'risk' : 'info',
-    `${what}: kube-proxy ${kp.leaves === true ? 'leaves' : 'may leave'} ${ip}:${service.port} ` +
+  return finding(service, 'guest-local-route', kp.leaves === true ? 'risk' : 'info', {
+    summary:
+      `${what}: kube-proxy ${kp.leaves === true ? 'leaves' : 'may leave'} ${ip}:${service.port} ` +
       `to the LB, but the route delivers pod traffic to it ${where}: it never reaches the LB`,
     evidence,
-    guestLocalRoute.fix,
-  );
+    remedy: guestLocalRoute.fix,
+  });
 }

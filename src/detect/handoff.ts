@@ -1,15 +1,7 @@
 // LB addresses kube-proxy leaves to the LB: ipMode Proxy (KEP-1860, no rule since 1.29) and hostname-only LBs;
 // pod traffic to them loops only when the LB passes the client address through to the pod's node.
-import { type LbClientAddress, lbClientAddress } from '../cluster/lb-client-address.js';
+import { lbClientAddress } from '../cluster/lb-client-address.js';
 import type { HostnameLookup, LbIngressIp, ServiceView } from '../cluster/types.js';
-
-export interface Handoff {
-  /** Why kube-proxy leaves the address alone, in a few words. */
-  why: string;
-  /** The status entry / lookup lines behind `why`. */
-  evidence: string[];
-  client: LbClientAddress;
-}
 
 /** One line for a lookup: "LB hostname X resolved to A, B (TTL 60 s) by nameserver ...". */
 export function lookupLine(lookup: HostnameLookup): string {
@@ -33,29 +25,27 @@ export function vipName(service: ServiceView, ip: string): string {
   return ing?.resolvedFrom ? `${ip} (${ing.resolvedFrom})` : ip;
 }
 
-export function handoffOf(service: ServiceView, ing: LbIngressIp): Handoff | undefined {
+/** Why kube-proxy leaves the address to the LB (`why`), the lines behind it, and the LB's client address. */
+export function handoffOf(service: ServiceView, ing: LbIngressIp) {
+  if (!ing.resolvedFrom && ing.ipMode !== 'Proxy') return undefined;
+  const client = lbClientAddress(service.annotations.raw, service.loadBalancerClass, service.protocol);
   if (ing.resolvedFrom) {
     const l = service.lbHostnameLookups?.find((x) => x.hostname === ing.resolvedFrom);
     return {
       why: `hostname-only LB ${ing.resolvedFrom}: kube-proxy has no rule for its addresses`,
       evidence: [`status.loadBalancer.ingress: {hostname: ${ing.resolvedFrom}}`, ...(l ? [lookupLine(l)] : [])],
-      client: lbClientAddress(service.annotations.raw, service.loadBalancerClass, service.protocol),
+      client,
     };
   }
-  if (ing.ipMode === 'Proxy') {
-    return {
-      why: 'ipMode: Proxy: kube-proxy (>= 1.29) leaves the address to the LB',
-      evidence: [
-        `status.loadBalancer.ingress: {ip: ${ing.ip}` +
-          `${ing.hostname ? `, hostname: ${ing.hostname}` : ''}, ipMode: Proxy}`,
-      ],
-      client: lbClientAddress(service.annotations.raw, service.loadBalancerClass, service.protocol),
-    };
-  }
-  return undefined;
+  const hostname = ing.hostname ? `, hostname: ${ing.hostname}` : '';
+  return {
+    why: 'ipMode: Proxy: kube-proxy (>= 1.29) leaves the address to the LB',
+    evidence: [`status.loadBalancer.ingress: {ip: ${ing.ip}${hostname}, ipMode: Proxy}`],
+    client,
+  };
 }
 
-export function handoffVerdict(handoff: Handoff): string {
+export function handoffVerdict(handoff: NonNullable<ReturnType<typeof handoffOf>>): string {
   const by = handoff.client.provider ? `${handoff.client.provider} ` : '';
   switch (handoff.client.kind) {
     case 'proxied':

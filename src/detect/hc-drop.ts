@@ -1,7 +1,7 @@
 // hc-drop: community IPVS binds the LB IP on kube-ipvs0, so health checks sourced from it are dropped as martians
 // (kubernetes#79783); drops rarely reach conntrack, so active needs capture or unreplied VIP → node IP entries.
 
-import type { DetectContext } from './context-types.js';
+import type { DetectContext } from './context.js';
 import type { FindingOf } from './core-types.js';
 import type { Observations } from './correlator.js';
 import type { DetectorDef } from './detector.js';
@@ -38,40 +38,29 @@ function detectHcDrop(ctx: DetectContext, obs: Observations): FindingOf<'hc-drop
       `${g.count} packet flow(s) arrived with source ${e!.orig.src} (an address bound ` +
       `on ${KUBE_IPVS_IFNAME}) and got no reply: LB health checks are being dropped`,
   });
-  return withIngressRisks(
-    ctx,
-    active,
-    () => true,
-    (s, ing) => {
-      if (!ctx.ipvsBound.has(ing.ip)) {
-        // IPVS binds every ipMode VIP IP, so Proxy keeps this one off unless a guest agent's local route binds it.
-        if (ctx.proxy.mode !== 'ipvs' || ing.ipMode !== 'Proxy' || ing.resolvedFrom || ctx.localRouteFor(ing.ip))
-          return;
-        return finding(
-          s,
-          'hc-drop',
-          'info',
+  return withIngressRisks(ctx, active, (s, ing) => {
+    if (!ctx.ipvsBound.has(ing.ip)) {
+      // IPVS binds every ipMode VIP IP, so Proxy keeps this one off unless a guest agent's local route binds it.
+      if (ctx.proxy.mode !== 'ipvs' || ing.ipMode !== 'Proxy' || ing.resolvedFrom || ctx.localRouteFor(ing.ip)) return;
+      return finding(s, 'hc-drop', 'info', {
+        summary:
           `${ing.ip} is not bound on ${KUBE_IPVS_IFNAME} because of ipMode: Proxy: LB ` +
-            `health checks sent from ${ing.ip} reach this node as from any other address`,
-          [`${ing.ip} is not bound on ${KUBE_IPVS_IFNAME}`, `LB ${ing.ip} ipMode=Proxy`],
-          remedy(hcDrop, mitigationsFor(ctx, s, ing.ip)),
-        );
-      }
-      const m = mitigationsFor(ctx, s, ing.ip);
-      const mitigated = credited(hcDrop, m).length > 0;
-      const hcPort = s.healthCheckNodePort ?? s.nodePort;
-      return finding(
-        s,
-        'hc-drop',
-        mitigated ? 'info' : 'risk',
-        mitigated
-          ? `${ing.ip} is bound on ${KUBE_IPVS_IFNAME}; health checks ` +
-              `from it would be dropped, but a mitigation is in place`
-          : `${ing.ip} is bound on ${KUBE_IPVS_IFNAME}: LB health checks sent from ${ing.ip} ` +
-              `to this node${hcPort ? ` (port ${hcPort})` : ''} are dropped as martians`,
-        [`${ing.ip} bound on ${KUBE_IPVS_IFNAME}`, `LB ${ing.ip} ipMode=${ing.ipMode}`],
-        remedy(hcDrop, m, 'Applies when the LB health-checks from its VIP (Tencent CLB does).'),
-      );
-    },
-  );
+          `health checks sent from ${ing.ip} reach this node as from any other address`,
+        evidence: [`${ing.ip} is not bound on ${KUBE_IPVS_IFNAME}`, `LB ${ing.ip} ipMode=Proxy`],
+        remedy: remedy(hcDrop, mitigationsFor(ctx, s, ing.ip)),
+      });
+    }
+    const m = mitigationsFor(ctx, s, ing.ip);
+    const mitigated = credited(hcDrop, m).length > 0;
+    const hcPort = s.healthCheckNodePort ?? s.nodePort;
+    return finding(s, 'hc-drop', mitigated ? 'info' : 'risk', {
+      summary: mitigated
+        ? `${ing.ip} is bound on ${KUBE_IPVS_IFNAME}; health checks ` +
+          `from it would be dropped, but a mitigation is in place`
+        : `${ing.ip} is bound on ${KUBE_IPVS_IFNAME}: LB health checks sent from ${ing.ip} ` +
+          `to this node${hcPort ? ` (port ${hcPort})` : ''} are dropped as martians`,
+      evidence: [`${ing.ip} bound on ${KUBE_IPVS_IFNAME}`, `LB ${ing.ip} ipMode=${ing.ipMode}`],
+      remedy: remedy(hcDrop, m, 'Applies when the LB health-checks from its VIP (Tencent CLB does).'),
+    });
+  });
 }

@@ -5,6 +5,7 @@ import type { LbServiceIndex } from '../cluster/lb-index.js';
 import type { ServiceView } from '../cluster/types.js';
 import { byText } from '../compare.js';
 import type { ConntrackEntry } from '../kernel/types.js';
+import { portKey } from '../model/service.js';
 import { buildContext, type DetectContext } from './context.js';
 import { ConntrackCorrelator, type Observations, type ObsGroup } from './correlator.js';
 import { DETECTORS, MECHANISM_RANK, OBSERVED_KINDS } from './list.js';
@@ -25,14 +26,13 @@ export function compareFindings(a: Finding, b: Finding): number {
 function runDetectors(ctx: DetectContext, obs: Observations, significantOnly: boolean): Finding[] {
   const out: Finding[] = [];
   let byPort: Map<string, ServiceView> | undefined;
-  const key = (ns: string, name: string, protocol: string, port: number) => `${ns}/${name}/${protocol}/${port}`;
   for (const d of DETECTORS) {
     if (significantOnly && d.contextOnly) continue;
     for (const f of d.detect(ctx, obs)) {
       if (significantOnly && f.severity === 'info') continue;
       if (d.changes && f.severity !== 'info') {
-        byPort ??= new Map(ctx.services.map((s) => [key(s.namespace, s.name, s.protocol, s.port), s]));
-        const s = byPort.get(key(f.service.namespace, f.service.name, f.port.protocol, f.port.port));
+        byPort ??= new Map(ctx.services.map((s) => [portKey(s, s.protocol, s.port), s]));
+        const s = byPort.get(portKey(f.service, f.port.protocol, f.port.port));
         const fixes = s ? d.changes(s, ctx) : [];
         if (fixes.length > 0) f.fixes = fixes;
       }
@@ -69,16 +69,13 @@ export function prepareDiagnosis(input: BaseInput, lb?: LbServiceIndex): Prepare
 
 /** A diagnosis fed entry by entry; the correlator keeps only the entries that matter. */
 export class Diagnosis {
-  private readonly input: BaseInput;
-  private readonly ctx: DetectContext;
+  private readonly prepared: PreparedDiagnosis;
   private readonly corr: ConntrackCorrelator;
   private conntrackRead = false;
 
   constructor(input: BaseInput | PreparedDiagnosis) {
-    const prepared = 'ctx' in input ? input : prepareDiagnosis(input);
-    this.input = prepared.input;
-    this.ctx = prepared.ctx;
-    this.corr = new ConntrackCorrelator(this.ctx, OBSERVED_KINDS);
+    this.prepared = 'ctx' in input ? input : prepareDiagnosis(input);
+    this.corr = new ConntrackCorrelator(this.prepared.ctx, OBSERVED_KINDS);
   }
 
   /** Marks conntrack as read even if the table was empty. */
@@ -96,44 +93,38 @@ export class Diagnosis {
     return this.corr.observations();
   }
 
-  /**
-   * Findings and warnings; with `only`, just those ports, since other ports' findings still hold (changedServices);
-   * `significantOnly` leaves out info findings without building them where a detector allows.
-   */
+  /** With `only`, just those ports (others' findings still hold); `significantOnly` leaves info findings out. */
   finish(only?: ReadonlySet<ServiceView>, significantOnly = false): DiagnoseResult {
+    const { ctx, input } = this.prepared;
     const obs = this.corr.observations();
     const findings = only
       ? runDetectors(
-          { ...this.ctx, services: this.ctx.services.filter((s) => only.has(s)) },
+          { ...ctx, services: ctx.services.filter((s) => only.has(s)) },
           { ...obs, groups: obs.groups.filter((g) => only.has(g.svc)) },
           significantOnly,
         )
-      : runDetectors(this.ctx, obs, significantOnly);
-    return { findings, warnings: warningsOf(this.input, obs, this.conntrackRead) };
+      : runDetectors(ctx, obs, significantOnly);
+    return { findings, warnings: warningsOf(input, obs, this.conntrackRead) };
   }
 }
 
 /** Ports whose observations differ between two diagnoses on one prepared input; entries compare by identity. */
 export function changedServices(before: Observations, after: Observations): Set<ServiceView> {
-  const sig = (observations: Observations) => {
-    const m = new Map<ServiceView, ObsGroup[]>();
-    for (const g of observations.groups) {
-      const list = m.get(g.svc);
-      if (list) list.push(g);
-      else m.set(g.svc, [g]);
-    }
-    return m;
-  };
-  const a = sig(before);
-  const b = sig(after);
+  const a = groupsByService(before);
+  const b = groupsByService(after);
   const changed = new Set<ServiceView>();
-  for (const [svc, gs] of a) if (!sameGroups(gs, b.get(svc))) changed.add(svc);
-  for (const svc of b.keys()) if (!a.has(svc)) changed.add(svc);
+  for (const svc of new Set([...a.keys(), ...b.keys()])) if (!sameGroups(a.get(svc), b.get(svc))) changed.add(svc);
   return changed;
 }
 
-function sameGroups(x: ObsGroup[], y: ObsGroup[] | undefined): boolean {
-  if (!y || x.length !== y.length) return false;
+function groupsByService(observations: Observations): Map<ServiceView, ObsGroup[]> {
+  const m = new Map<ServiceView, ObsGroup[]>();
+  for (const g of observations.groups) m.set(g.svc, [...(m.get(g.svc) ?? []), g]);
+  return m;
+}
+
+function sameGroups(x: ObsGroup[] | undefined, y: ObsGroup[] | undefined): boolean {
+  if (!x || !y || x.length !== y.length) return false;
   return x.every((g, i) => {
     const h = y[i]!;
     return (

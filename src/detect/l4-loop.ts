@@ -4,7 +4,7 @@
 
 import type { ServiceView } from '../cluster/types.js';
 import { portKey } from '../model/service.js';
-import type { DetectContext } from './context-types.js';
+import type { DetectContext } from './context.js';
 import type { FindingOf } from './core-types.js';
 import type { Observations } from './correlator.js';
 import type { DetectorDef } from './detector.js';
@@ -46,7 +46,6 @@ function detectL4Loop(ctx: DetectContext, obs: Observations): FindingOf<'L4-loop
     detector: l4Loop,
     pathRoles: ['LB VIP', 'node NodePort'],
     labels: ['outbound', 'return leg from the uplink'],
-    vipOf: (ex) => ex[0]!.orig.dst,
     summary: (g, [out, back]) =>
       `${g.count} connection(s) from this node to ` +
       `${vipName(g.svc, out!.orig.dst)}:${out!.orig.dport} came back from the LB to ` +
@@ -55,34 +54,34 @@ function detectL4Loop(ctx: DetectContext, obs: Observations): FindingOf<'L4-loop
     extraEvidence: (s) => (s.lbHostnameLookups ?? []).map(lookupLine),
     extraRemedy: awsFix,
   });
-  const found = withIngressRisks(
-    ctx,
-    active,
-    (s) => s.protocol !== 'SCTP' && !!s.internalLb && lbMayTargetNode(s),
-    (s, ing) => {
-      const path = vipPath(ctx, s, ing.ip);
-      if (!path.leaves) return;
-      const m = mitigationsFor(ctx, s, ing.ip);
-      const mitigated = credited(l4Loop, m).length > 0;
-      const handoff = handoffOf(s, ing);
-      const evidence = [
-        ...ctx.proxy.evidence,
-        ...path.evidence,
-        ...(handoff ? [...handoff.evidence, ...handoff.client.evidence] : []),
-        `internal LB ${ing.ip}:${s.port}/${s.protocol} → NodePort ${s.nodePort ?? '(none)'}`,
-        endpointsLine(s),
-      ];
-      const where = `pod traffic to ${vipName(s, ing.ip)}:${s.port}`;
-      const others = credited(l4Loop, m).filter((c) => !c.startsWith('the LB does not pass'));
-      const summary = handoff
-        ? `${where} goes to the LB (${handoff.why}); ${handoffVerdict(handoff)}` +
-          `${others.length > 0 ? `; mitigated on this node: ${others.join('; ')}` : ''}`
-        : mitigated
-          ? `${where} leaves the node to the LB, but a mitigation is in place`
-          : `${where} leaves the node; the LB can send it back to this node without SNAT (connection hangs)`;
-      return finding(s, 'L4-loop', mitigated ? 'info' : 'risk', summary, evidence, remedy(l4Loop, m, awsFix(s)));
-    },
-  );
+  const found = withIngressRisks(ctx, active, (s, ing) => {
+    if (s.protocol === 'SCTP' || !s.internalLb || !lbMayTargetNode(s)) return;
+    const path = vipPath(ctx, s, ing.ip);
+    if (!path.leaves) return;
+    const m = mitigationsFor(ctx, s, ing.ip);
+    const mitigated = credited(l4Loop, m).length > 0;
+    const handoff = handoffOf(s, ing);
+    const evidence = [
+      ...ctx.proxy.evidence,
+      ...path.evidence,
+      ...(handoff ? [...handoff.evidence, ...handoff.client.evidence] : []),
+      `internal LB ${ing.ip}:${s.port}/${s.protocol} → NodePort ${s.nodePort ?? '(none)'}`,
+      endpointsLine(s),
+    ];
+    const where = `pod traffic to ${vipName(s, ing.ip)}:${s.port}`;
+    const others = credited(l4Loop, m).filter((c) => !c.startsWith('the LB does not pass'));
+    const summary = handoff
+      ? `${where} goes to the LB (${handoff.why}); ${handoffVerdict(handoff)}` +
+        `${others.length > 0 ? `; mitigated on this node: ${others.join('; ')}` : ''}`
+      : mitigated
+        ? `${where} leaves the node to the LB, but a mitigation is in place`
+        : `${where} leaves the node; the LB can send it back to this node without SNAT (connection hangs)`;
+    return finding(s, 'L4-loop', mitigated ? 'info' : 'risk', {
+      summary,
+      evidence,
+      remedy: remedy(l4Loop, m, awsFix(s)),
+    });
+  });
   return [...found, ...unresolved(ctx, activePorts(active))];
 }
 
@@ -101,19 +100,17 @@ function unresolved(ctx: DetectContext, done: Set<string>): FindingOf<'L4-loop'>
         ? `lookup failed: ${l.error ?? 'no address'}`
         : 'not looked up on this node (no DNS answers in this input)';
       const internal = s.annotations.internalByAnnotation;
-      return finding(
-        s,
-        'L4-loop',
-        internal ? 'risk' : 'info',
-        `hostname-only LB ${h}: ${why}; its addresses are unknown, so ` +
+      return finding(s, 'L4-loop', internal ? 'risk' : 'info', {
+        summary:
+          `hostname-only LB ${h}: ${why}; its addresses are unknown, so ` +
           `pod traffic to it can be neither counted nor told looping or not`,
-        [
+        evidence: [
           `status.loadBalancer.ingress: {hostname: ${h}}`,
           ...(l ? [lookupLine(l)] : []),
           ...(internal ? [`${internal.key}: "${internal.value}"`] : []),
         ],
-        remedy(l4Loop, mitigationsFor(ctx, s), awsFix(s)),
-      );
+        remedy: remedy(l4Loop, mitigationsFor(ctx, s), awsFix(s)),
+      });
     }),
   );
 }

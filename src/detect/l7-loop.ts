@@ -3,7 +3,7 @@
 
 import type { GatewayFront, L7Vip, ServiceView } from '../cluster/types.js';
 import { portKey } from '../model/service.js';
-import type { DetectContext } from './context-types.js';
+import type { DetectContext } from './context.js';
 import type { FindingOf } from './core-types.js';
 import type { Observations } from './correlator.js';
 import type { DetectorDef } from './detector.js';
@@ -18,7 +18,6 @@ export const l7Loop: DetectorDef<'L7-loop'> = {
     'Enable L7 SNAT + keepalive on the LB (Tencent: by ticket; the ' +
     'LB then stops passing the client IP, read X-Forwarded-For), ' +
     'or call the backend Service by its DNS name from inside the cluster.',
-  credits: [],
   observes: ['l7'],
   readme: {
     what:
@@ -48,19 +47,17 @@ function detectL7Loop(ctx: DetectContext, obs: Observations): FindingOf<'L7-loop
   const risks = ctx.services.flatMap((s) => {
     const open = s.nodePort !== undefined && !done.has(portKey(s, s.protocol, s.port)) && lbMayTargetNode(s);
     const vipRisks = (open ? s.ingressVips : []).map((iv) =>
-      finding(
-        s,
-        'L7-loop',
-        'risk',
-        `${frontLabel(iv)} (VIP ${vipText(iv)}) proxies to NodePort ${s.nodePort}: ` +
+      finding(s, 'L7-loop', 'risk', {
+        summary:
+          `${frontLabel(iv)} (VIP ${vipText(iv)}) proxies to NodePort ${s.nodePort}: ` +
           `pods on this node calling ${iv.ip} can be sent back to their own node`,
-        [
+        evidence: [
           `${frontLabel(iv)} VIP ${vipText(iv)} → ${s.namespace}/${s.name}:${s.port} NodePort ${s.nodePort}`,
           ...(iv.gateway ? [gatewayLine(s, iv.gateway)] : []),
           endpointsLine(s),
         ],
-        remedy(l7Loop, undefined, iv.gateway ? `${gatewayRemedy([iv.gateway])} ${unseen}` : unseen),
-      ),
+        remedy: remedy(l7Loop, undefined, iv.gateway ? `${gatewayRemedy([iv.gateway])} ${unseen}` : unseen),
+      }),
     );
     return [...unresolvedGateways(s), ...vipRisks];
   });
@@ -73,20 +70,18 @@ function unresolvedGateways(service: ServiceView): FindingOf<'L7-loop'>[] {
   for (const { gateway, hostname } of service.gatewayHostnames ?? []) {
     if (service.ingressVips.some((iv) => iv.resolvedFrom === hostname && iv.ingress === gateway.gateway)) continue;
     out.push(
-      finding(
-        service,
-        'L7-loop',
-        'risk',
-        `Gateway ${gateway.gateway} publishes only the hostname ${hostname}, which has no address on ` +
+      finding(service, 'L7-loop', 'risk', {
+        summary:
+          `Gateway ${gateway.gateway} publishes only the hostname ${hostname}, which has no address on ` +
           `this node (not resolved): whether pods calling it are sent back to their own node is unknown`,
-        [
+        evidence: [
           `Gateway ${gateway.gateway} address ${hostname}: no answer ` +
             `from this node's resolver (the dns source says why)`,
           gatewayLine(service, gateway),
           endpointsLine(service),
         ],
-        remedy(l7Loop, undefined, gatewayRemedy([gateway])),
-      ),
+        remedy: remedy(l7Loop, undefined, gatewayRemedy([gateway])),
+      }),
     );
   }
   return out;

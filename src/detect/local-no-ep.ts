@@ -3,7 +3,7 @@
 // iptables (1.24+): KUBE-EXTERNAL-SERVICES drops the LB IP while pods are short-circuited.
 
 import type { ServiceView } from '../cluster/types.js';
-import type { DetectContext } from './context-types.js';
+import type { DetectContext } from './context.js';
 import type { FindingOf } from './core-types.js';
 import type { Observations } from './correlator.js';
 import type { DetectorDef } from './detector.js';
@@ -12,12 +12,15 @@ import { activeFindings, withIngressRisks } from './observed.js';
 import { credited, mitigationsFor, remedy } from './remedies.js';
 import { endpointsLine, finding, formatIpvs, KUBE_IPVS_IFNAME } from './tool-lines.js';
 
+const FIX_START =
+  'Call the Service by DNS name; or use externalTrafficPolicy: Cluster; or ' +
+  'run a backend on every node with clients (DaemonSet or topology spread); ';
+
 export const localNoEp: DetectorDef<'local-no-ep'> = {
   mechanism: 'local-no-ep',
   fix:
-    'Call the Service by DNS name; or use externalTrafficPolicy: Cluster; or ' +
-    'run a backend on every node with clients (DaemonSet or topology spread); ' +
-    'ipMode: Proxy or the Alibaba hostname annotation keeps the IP off kube-ipvs0 so traffic goes through the LB.',
+    `${FIX_START}ipMode: Proxy or the Alibaba hostname annotation keeps the IP off kube-ipvs0 ` +
+    'so traffic goes through the LB.',
   credits: ['ipModeProxy', 'alibabaHostname'],
   observes: ['selfVip'],
   readme: {
@@ -36,16 +39,10 @@ export const localNoEp: DetectorDef<'local-no-ep'> = {
   detect: detectLocalNoEp,
 };
 
-/**
- * The fix where kube-proxy binds nothing (iptables, nftables): ipMode Proxy keeps the IP out of its
- * rules, not off kube-ipvs0.
- */
+/** The fix where kube-proxy binds nothing (iptables, nftables): ipMode Proxy keeps the IP out of its rules. */
 const RULES_FIX: Pick<DetectorDef, 'fix' | 'credits'> = {
   credits: localNoEp.credits,
-  fix:
-    'Call the Service by DNS name; or use externalTrafficPolicy: Cluster; or ' +
-    'run a backend on every node with clients (DaemonSet or topology spread); ' +
-    "ipMode: Proxy keeps the IP out of kube-proxy's rules so traffic goes through the LB.",
+  fix: `${FIX_START}ipMode: Proxy keeps the IP out of kube-proxy's rules so traffic goes through the LB.`,
 };
 
 const NFT_BUG =
@@ -64,72 +61,61 @@ function rulesFinding(ctx: DetectContext, service: ServiceView, ip: string): Fin
     endpointsLine(service),
   ];
   if (noEp.preDnatChecks.length > 0) {
-    return finding(
-      service,
-      'local-no-ep',
-      'risk',
-      `${NFT_BUG}: ${noEp.preDnatChecks.join(', ')} looks ${ip}:${service.port} ` +
+    return finding(service, 'local-no-ep', 'risk', {
+      summary:
+        `${NFT_BUG}: ${noEp.preDnatChecks.join(', ')} looks ${ip}:${service.port} ` +
         `up in no-endpoint-services before DNAT, so host-network pods and ` +
         `processes on this node get their connections dropped (timeouts); pods in ` +
         `their own network namespace are short-circuited to endpoints on other nodes`,
       evidence,
-      remedy(
+      remedy: remedy(
         RULES_FIX,
         m,
         'Upgrade kube-proxy to a release with kubernetes#132456 (v1.34, or a 1.33 patch release ' +
           'with #133969): its filter-input/-forward/-output chains run at priority 0, after DNAT.',
       ),
-    );
+    });
   }
-  return finding(
-    service,
-    'local-no-ep',
-    'info',
-    `no ready local endpoint for this ETP=Local Service: kube-proxy drops ` +
+  return finding(service, 'local-no-ep', 'info', {
+    summary:
+      `no ready local endpoint for this ETP=Local Service: kube-proxy drops ` +
       `external traffic to ${ip}:${service.port} arriving at this node, ` +
       `while pods here are short-circuited to endpoints on other nodes (` +
       (ctx.proxy.mode === 'nftables' ? '"short-circuit pod traffic"' : '"pod traffic for ... external destinations"') +
       `); the LB's health check takes this node out`,
     evidence,
-    remedy(RULES_FIX, m),
-  );
+    remedy: remedy(RULES_FIX, m),
+  });
 }
 
 function detectLocalNoEp(ctx: DetectContext, obs: Observations): FindingOf<'local-no-ep'>[] {
   const active = activeFindings(ctx, obs, {
     detector: localNoEp,
     labels: ['source = destination = VIP, unreplied'],
-    vipOf: (ex) => ex[0]!.orig.dst,
     summary: (g, [e]) =>
       `${g.count} connection(s) with source and destination ${e!.orig.dst} got ` +
       `no reply: ETP=Local Service reached from a node without local endpoints`,
   });
-  return withIngressRisks(
-    ctx,
-    active,
-    (s) => s.externalTrafficPolicy === 'Local' && !s.endpoints.some((e) => e.local && e.ready),
-    (s, ing) => {
-      if (ctx.proxy.mode === 'nftables' || ctx.proxy.mode === 'iptables') return rulesFinding(ctx, s, ing.ip);
-      if (!ctx.ipvsBound.has(ing.ip)) return;
-      const m = mitigationsFor(ctx, s, ing.ip);
-      const vs = ctx.ipvsService(ing.ip, s.protocol, s.port);
-      const outcome = !vs
-        ? 'is refused'
-        : vs.realServers.length === 0
-          ? 'is refused (virtual server without real servers)'
-          : 'goes to pods on other nodes with source = VIP and no SNAT (timeouts)';
-      return finding(
-        s,
-        'local-no-ep',
-        credited(localNoEp, m).length > 0 ? 'info' : 'risk',
-        `no ready local endpoint for this ETP=Local Service: in-cluster traffic to ${ing.ip}:${s.port} ${outcome}`,
-        [
-          `${ing.ip} bound on ${KUBE_IPVS_IFNAME}`,
-          endpointsLine(s),
-          ...(vs ? formatIpvs(vs) : [`no IPVS virtual server ${s.protocol} ${ing.ip}:${s.port}`]),
-        ],
-        remedy(localNoEp, m),
-      );
-    },
-  );
+  return withIngressRisks(ctx, active, (s, ing) => {
+    if (s.externalTrafficPolicy !== 'Local' || s.endpoints.some((e) => e.local && e.ready)) return;
+    if (ctx.proxy.mode === 'nftables' || ctx.proxy.mode === 'iptables') return rulesFinding(ctx, s, ing.ip);
+    if (!ctx.ipvsBound.has(ing.ip)) return;
+    const m = mitigationsFor(ctx, s, ing.ip);
+    const vs = ctx.ipvsService(ing.ip, s.protocol, s.port);
+    const outcome = !vs
+      ? 'is refused'
+      : vs.realServers.length === 0
+        ? 'is refused (virtual server without real servers)'
+        : 'goes to pods on other nodes with source = VIP and no SNAT (timeouts)';
+    const target = `${ing.ip}:${s.port}`;
+    return finding(s, 'local-no-ep', credited(localNoEp, m).length > 0 ? 'info' : 'risk', {
+      summary: `no ready local endpoint for this ETP=Local Service: in-cluster traffic to ${target} ${outcome}`,
+      evidence: [
+        `${ing.ip} bound on ${KUBE_IPVS_IFNAME}`,
+        endpointsLine(s),
+        ...(vs ? formatIpvs(vs) : [`no IPVS virtual server ${s.protocol} ${ing.ip}:${s.port}`]),
+      ],
+      remedy: remedy(localNoEp, m),
+    });
+  });
 }

@@ -5,7 +5,7 @@
 import { slicePort } from '../cluster/endpoints.js';
 import type { ServiceView } from '../cluster/types.js';
 import { portKey } from '../model/service.js';
-import type { DetectContext } from './context-types.js';
+import type { DetectContext } from './context.js';
 import type { DiagnoseInput, FindingOf } from './core-types.js';
 import type { DetectorDef } from './detector.js';
 import { endpointsLine, finding, formatIpvs, hostPort } from './tool-lines.js';
@@ -20,7 +20,6 @@ export const nodeNameMismatch: DetectorDef<'node-name-mismatch'> = {
     '(e.g. AWS ip-10-0-1-5.ec2.internal) use the same form, FQDN or ' +
     'short name, for the kubelet, kube-proxy and the node label; ' +
     'run clbprobe with --node-name from the downward API spec.nodeName (as deploy/daemonset.yaml does).',
-  credits: [],
   observes: [],
   readme: {
     what:
@@ -38,14 +37,8 @@ export const nodeNameMismatch: DetectorDef<'node-name-mismatch'> = {
 /** Endpoint lines quoted per finding; the count says how many more. */
 const MAX_QUOTED = 5;
 
-interface Rename {
-  /** This node's name, as the cluster view was built for. */
-  own: string;
-  /** The one name this node's endpoints are filed under. */
-  other: string;
-  /** Why an address is this node's: its pod CIDR(s) or its own addresses. */
-  where: string;
-}
+/** This node's name, the one other name its endpoints are filed under, and why their addresses are this node's. */
+type Rename = { own: string; other: string; where: string };
 
 const renames = new WeakMap<DiagnoseInput, Rename | null>();
 
@@ -62,7 +55,7 @@ function renameOf(ctx: DetectContext): Rename | undefined {
     for (const s of input.cluster.services) {
       for (const ep of s.endpoints) {
         if (ep.local) anyOwn = true;
-        else if (ep.nodeName !== undefined && isThisNodes(ctx, ep.address)) others.add(ep.nodeName);
+        else if (ep.nodeName !== undefined && ctx.isLocalSource(ep.address)) others.add(ep.nodeName);
       }
     }
     if (!anyOwn && others.size === 1) {
@@ -77,10 +70,6 @@ function renameOf(ctx: DetectContext): Rename | undefined {
   }
   renames.set(input, found);
   return found ?? undefined;
-}
-
-function isThisNodes(ctx: DetectContext, ip: string): boolean {
-  return ctx.isPodIp(ip) || ctx.nodeIps.has(ip);
 }
 
 /** How the two names differ, when it is a known pattern. */
@@ -128,7 +117,7 @@ function detectNodeNameMismatch(ctx: DetectContext): FindingOf<'node-name-mismat
   const seen = new Set<string>();
   for (const s of ctx.services) {
     if (s.externalTrafficPolicy !== 'Local') continue;
-    const mine = s.endpoints.filter((e) => !e.local && e.nodeName === r.other && isThisNodes(ctx, e.address));
+    const mine = s.endpoints.filter((e) => !e.local && e.nodeName === r.other && ctx.isLocalSource(e.address));
     if (mine.length === 0) continue;
     const k = portKey(s, s.protocol, s.port);
     if (seen.has(k)) continue;
@@ -168,40 +157,37 @@ function mismatchFinding(
   ];
   const confirmed = differ !== undefined || kp.agrees || mine.some((e) => ctx.nodeIps.has(e.address));
   const hc = service.healthCheckNodePort !== undefined ? ` (health check port ${service.healthCheckNodePort})` : '';
+  const shown = `${mine
+    .slice(0, 3)
+    .map((e) => e.address)
+    .join(', ')}${mine.length > 3 ? ', ...' : ''}`;
   const summary =
-    `${mine.length} endpoint(s) of this node's pods (${mine
-      .slice(0, 3)
-      .map((e) => e.address)
-      .join(', ')}${mine.length > 3 ? ', ...' : ''}) are filed under ` +
+    `${mine.length} endpoint(s) of this node's pods (${shown}) are filed under ` +
     `"${rename.other}", not this node's name "${rename.own}": kube-proxy takes ` +
     `only endpoints filed under its own name as local, so this ETP=Local Service ` +
     `has no local endpoint${ready.length > 0 ? ` although ${ready.length} ready endpoint(s) run here` : ''}` +
     `: external traffic to this node is dropped and the LB health check${hc} fails`;
   if (!ctx.input.cluster.node) {
     // No Node object has this node's name: the agent's own --node-name is the likelier culprit.
-    return finding(
-      service,
-      'node-name-mismatch',
-      'info',
-      `no Node object is named "${rename.own}" (clbprobe's --node-name) while ` +
+    return finding(service, 'node-name-mismatch', 'info', {
+      summary:
+        `no Node object is named "${rename.own}" (clbprobe's --node-name) while ` +
         `the endpoints at this node's addresses are filed under "${rename.other}": ` +
         `clbprobe is probably running under the wrong name, and every ` +
         `endpoint looks remote to it; if "${rename.own}" is right, ${summary}`,
       evidence,
-      `Run clbprobe with --node-name "${rename.other}" if that is this ` +
+      remedy:
+        `Run clbprobe with --node-name "${rename.other}" if that is this ` +
         `node (the DaemonSet passes spec.nodeName). ${nodeNameMismatch.fix}`,
-    );
+    });
   }
   const caveat = confirmed
     ? ''
     : `; only the pod CIDR says these addresses are this node's (with IPAM that hands out ` +
       `addresses outside the Node's podCIDR, such as Calico's blocks, they may be another node's)`;
-  return finding(
-    service,
-    'node-name-mismatch',
-    confirmed ? 'risk' : 'info',
-    summary + caveat,
+  return finding(service, 'node-name-mismatch', confirmed ? 'risk' : 'info', {
+    summary: summary + caveat,
     evidence,
-    nodeNameMismatch.fix,
-  );
+    remedy: nodeNameMismatch.fix,
+  });
 }

@@ -1,15 +1,16 @@
 // Correlator observations → 'active' findings, shared by the conntrack-based detectors.
 import type { LbIngressIp, ServiceView } from '../cluster/types.js';
+import { formatConntrack } from '../kernel/conntrack/format.js';
 import type { ConntrackEntry } from '../kernel/types.js';
 import { portKey } from '../model/service.js';
-import type { DetectContext } from './context-types.js';
+import type { DetectContext } from './context.js';
 import type { FindingOf, LoopPath } from './core-types.js';
 import type { Observations, ObsGroup } from './correlator.js';
 import type { DetectorDef } from './detector.js';
 import { credited, mitigationsFor, remedy } from './remedies.js';
-import { finding, formatConntrack, hostPort } from './tool-lines.js';
+import { finding, hostPort } from './tool-lines.js';
 
-export interface ActiveSpec<M extends string> {
+interface ActiveSpec<M extends string> {
   /** The detector the findings are of: its mechanism, fix and credits, and the observations it reads. */
   detector: Pick<DetectorDef<M>, 'mechanism' | 'fix' | 'credits' | 'observes'>;
   /** Labels for the entries of one example, e.g. ['outbound', 'return leg']. */
@@ -17,8 +18,8 @@ export interface ActiveSpec<M extends string> {
   summary(g: ObsGroup, first: ConntrackEntry[]): string;
   /** For paired examples: the roles of the outbound destination and the return leg's target, for the drawn path. */
   pathRoles?: [string, string] | ((first: ConntrackEntry[], s: ServiceView) => [string, string]);
-  /** The LB IP the mitigations are looked up for. */
-  vipOf?(first: ConntrackEntry[], s: ServiceView): string | undefined;
+  /** The LB IP the mitigations are looked up for: the first entry's destination unless the detector says. */
+  vipOf?(first: ConntrackEntry[]): string;
   /** Lines added after the entries (e.g. the hostname lookup behind a resolved VIP). */
   extraEvidence?(s: ServiceView): string[];
   /** Advice added to the remedy for this Service (e.g. the AWS NLB settings). */
@@ -40,12 +41,12 @@ export function activeFindings<M extends string>(
       for (const [i, e] of ex.entries()) evidence.push(`conntrack ${spec.labels[i] ?? ''}: ${formatConntrack(e)}`);
     if (g.count > g.examples.length) evidence.push(`(${g.count - g.examples.length} more like these)`);
     evidence.push(...(spec.extraEvidence?.(g.svc) ?? []));
-    const vip = spec.vipOf?.(first, g.svc);
-    const m = mitigationsFor(ctx, g.svc, vip);
+    const m = mitigationsFor(ctx, g.svc, spec.vipOf?.(first) ?? first[0]!.orig.dst);
     const fix = remedy(spec.detector, m, spec.extraRemedy?.(g.svc));
     const credits = spec.harmlessWhenCredited ? credited(spec.detector, m) : [];
     const summary = spec.summary(g, first) + (credits.length > 0 ? `; harmless here: ${credits.join('; ')}` : '');
-    const f = finding(g.svc, spec.detector.mechanism, credits.length > 0 ? 'info' : 'active', summary, evidence, fix);
+    const severity = credits.length > 0 ? 'info' : 'active';
+    const f = finding(g.svc, spec.detector.mechanism, severity, { summary, evidence, remedy: fix });
     const roles = typeof spec.pathRoles === 'function' ? spec.pathRoles(first, g.svc) : spec.pathRoles;
     if (first.length === 2 && roles) f.path = loopPath(first[0]!, first[1]!, spec.labels, roles);
     return f;
@@ -87,15 +88,15 @@ export function activePorts(findings: FindingOf<string>[]): Set<string> {
   return new Set(findings.map((f) => portKey(f.service, f.port.protocol, f.port.port)));
 }
 
-/** `active`, then the risks `riskOf` sees at each LB ingress IP of the ports `applies` to that `active` leaves. */
+/** `active`, then the risks `riskOf` sees at each LB ingress IP of the ports that `active` leaves. */
 export function withIngressRisks<M extends string>(
   ctx: DetectContext,
   active: FindingOf<M>[],
-  applies: (s: ServiceView) => boolean,
   riskOf: (s: ServiceView, ing: LbIngressIp) => FindingOf<M> | FindingOf<M>[] | undefined,
 ): FindingOf<M>[] {
   const done = activePorts(active);
-  const open = ctx.services.filter((s) => applies(s) && !done.has(portKey(s, s.protocol, s.port)));
+  // Usually nothing is active: then no port key is built for every Service port.
+  const open = done.size === 0 ? ctx.services : ctx.services.filter((s) => !done.has(portKey(s, s.protocol, s.port)));
   return [...active, ...eachIngress(open, riskOf)];
 }
 

@@ -1,8 +1,8 @@
 // Where pod→LB-IP traffic goes: handled by kube-proxy, delivered by a guest agent's local route, or out to the LB;
 // only traffic that leaves can loop.
 import type { ServiceView } from '../cluster/types.js';
-import type { DetectContext } from './context-types.js';
-import { routeLine, routeOwner } from './local-route.js';
+import type { LocalRoute } from '../kernel/types.js';
+import type { DetectContext } from './context.js';
 import { KUBE_IPVS_IFNAME } from './tool-lines.js';
 
 export interface VipPath {
@@ -46,10 +46,7 @@ export function kubeProxyPath(ctx: DetectContext, service: ServiceView, ip: stri
   }
 }
 
-/**
- * Whether the LB may send this Service's traffic to this node: every node with ETP=Cluster, only
- * nodes with endpoints with ETP=Local.
- */
+/** Whether the LB may send this Service's traffic here: any node with ETP=Cluster, nodes with endpoints with Local. */
 export function lbMayTargetNode(service: ServiceView): boolean {
   return service.externalTrafficPolicy === 'Cluster' || service.endpoints.some((e) => e.local);
 }
@@ -65,4 +62,22 @@ export function podTargetAnnotation(service: ServiceView): string | undefined {
   for (const [k, v] of POD_TARGET_ANNOTATIONS)
     if (service.annotations.raw[k]?.toLowerCase() === v) return `${k}: "${service.annotations.raw[k]}"`;
   return undefined;
+}
+
+/** The route as `ip route show table local` prints it. */
+export function routeLine(route: LocalRoute): string {
+  const host = route.dst.endsWith(route.family === 4 ? '/32' : '/128')
+    ? route.dst.slice(0, route.dst.lastIndexOf('/'))
+    : route.dst;
+  return (
+    `local ${host}${route.dev ? ` dev ${route.dev}` : ''} proto ` +
+    `${route.protocol}${route.family === 4 ? ' scope host' : ''}`
+  );
+}
+
+/** Who adds such routes, when the protocol tells. */
+export function routeOwner(route: LocalRoute): string {
+  return route.protocol === '66'
+    ? 'the Google guest agent’s route for a forwarded (internal LB) IP (protocol 66, its default ethernet_proto_id)'
+    : `a local route of protocol ${route.protocol} that no address made (a cloud or network agent’s)`;
 }

@@ -1,7 +1,7 @@
 // port-refused: the LB IP is bound on kube-ipvs0, so in-cluster clients never reach the LB; an LB port with no IPVS
 // virtual server here is refused (or answered by a local 0.0.0.0:port listener).
 
-import type { DetectContext } from './context-types.js';
+import type { DetectContext } from './context.js';
 import type { FindingOf } from './core-types.js';
 import type { Observations } from './correlator.js';
 import type { DetectorDef } from './detector.js';
@@ -35,51 +35,41 @@ function detectPortRefused(ctx: DetectContext, obs: Observations): FindingOf<'po
   const active = activeFindings(ctx, obs, {
     detector: portRefused,
     labels: ['answered by the node itself'],
-    vipOf: (ex) => ex[0]!.orig.dst,
     summary: (g, [e]) =>
       `${g.count} connection(s) to ${e!.orig.dst}:${e!.orig.dport} ` +
       `(bound on ${KUBE_IPVS_IFNAME}, no IPVS virtual server) were ` +
       (e!.tcpState === 'CLOSE' ? 'refused by this node' : 'answered by a local process, not by the LB backends'),
   });
   const ipvs = ctx.input.node.ipvs;
-  return withIngressRisks(
-    ctx,
-    active,
-    () => true,
-    (s, ing) => {
-      if (!ctx.ipvsBound.has(ing.ip)) return;
-      const m = mitigationsFor(ctx, s, ing.ip);
-      const bound = `${ing.ip} bound on ${KUBE_IPVS_IFNAME}`;
-      const out: FindingOf<'port-refused'>[] = [];
-      if (ipvs !== undefined && !ctx.ipvsService(ing.ip, s.protocol, s.port)) {
-        const others = ipvs.virtualServers.filter((v) => v.address === ing.ip).flatMap(formatIpvs);
-        out.push(
-          finding(
-            s,
-            'port-refused',
-            credited(portRefused, m).length > 0 ? 'info' : 'risk',
+  return withIngressRisks(ctx, active, (s, ing) => {
+    if (!ctx.ipvsBound.has(ing.ip)) return;
+    const m = mitigationsFor(ctx, s, ing.ip);
+    const bound = `${ing.ip} bound on ${KUBE_IPVS_IFNAME}`;
+    const out: FindingOf<'port-refused'>[] = [];
+    if (ipvs !== undefined && !ctx.ipvsService(ing.ip, s.protocol, s.port)) {
+      const others = ipvs.virtualServers.filter((v) => v.address === ing.ip).flatMap(formatIpvs);
+      out.push(
+        finding(s, 'port-refused', credited(portRefused, m).length > 0 ? 'info' : 'risk', {
+          summary:
             `${ing.ip}:${s.port}/${s.protocol} has no IPVS virtual server ` +
-              `on this node: in-cluster clients get "connection refused"`,
-            [bound, `no IPVS virtual server ${s.protocol} ${ing.ip}:${s.port}`, ...others],
-            remedy(portRefused, m),
-          ),
-        );
-      }
-      const shared = s.annotations.existingLb;
-      if (shared) {
-        out.push(
-          finding(
-            s,
-            'port-refused',
-            'info',
+            `on this node: in-cluster clients get "connection refused"`,
+          evidence: [bound, `no IPVS virtual server ${s.protocol} ${ing.ip}:${s.port}`, ...others],
+          remedy: remedy(portRefused, m),
+        }),
+      );
+    }
+    const shared = s.annotations.existingLb;
+    if (shared) {
+      out.push(
+        finding(s, 'port-refused', 'info', {
+          summary:
             `${ing.ip} is a reused LB (${shared.key}) and bound here: listeners ` +
-              `created on it outside this cluster are refused from this node`,
-            [bound, `${shared.key}: ${shared.value}`],
-            remedy(portRefused, m),
-          ),
-        );
-      }
-      return out;
-    },
-  );
+            `created on it outside this cluster are refused from this node`,
+          evidence: [bound, `${shared.key}: ${shared.value}`],
+          remedy: remedy(portRefused, m),
+        }),
+      );
+    }
+    return out;
+  });
 }

@@ -2,7 +2,7 @@
 // which decides the mechanisms that apply. IPVS is deprecated since v1.35 (KEP-5495), so the finding also says
 // what nftables mode would change per Service.
 import type { ServiceView } from '../cluster/types.js';
-import type { DetectContext, ProxyModeInfo } from './context-types.js';
+import type { DetectContext, ProxyModeInfo } from './context.js';
 import type { FindingOf, LbNatFact } from './core-types.js';
 import type { DetectorDef } from './detector.js';
 import { handoffOf, handoffVerdict, vipName } from './handoff.js';
@@ -13,7 +13,6 @@ import { finding, KUBE_IPVS_IFNAME } from './tool-lines.js';
 export const proxyMode: DetectorDef<'proxy-mode'> = {
   mechanism: 'proxy-mode',
   fix: 'No action: context for the other findings.',
-  credits: [],
   observes: [],
   contextOnly: true,
   readme: {
@@ -109,6 +108,6 @@ function detectProxyMode(ctx: DetectContext): FindingOf<'proxy-mode'>[] {
       ? `Plan the move to kube-proxy nftables mode. ${underNftables(s, ing.ip, ing.ipMode, bound)}`
       : proxyMode.fix;
     const summary = `${vipName(s, ing.ip)}:${s.port}: ${what}${ipvs ? `. ${IPVS_DEPRECATED}` : ''}`;
-    return finding(s, 'proxy-mode', 'info', summary, ev, remedy);
+    return finding(s, 'proxy-mode', 'info', { summary, evidence: ev, remedy });
   });
 }

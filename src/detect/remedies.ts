@@ -1,17 +1,17 @@
 // The mitigations credited when in place, and the remedy: a detector's fix plus the mitigations against its mechanism.
 import { lbClientAddress, rewritesSource } from '../cluster/lb-client-address.js';
 import type { ServiceView } from '../cluster/types.js';
-import type { DetectContext } from './context-types.js';
+import type { DetectContext } from './context.js';
 import type { LbNatFact } from './core-types.js';
 import type { Credit, DetectorDef } from './detector.js';
 
 /** What remedy() reads of a detector: its fix and what it credits. */
-export type RemedyOf = Pick<DetectorDef, 'fix' | 'credits'>;
+type RemedyOf = Pick<DetectorDef, 'fix' | 'credits'>;
 
 const DNS_NOTE =
   'Whether clients use the Service DNS name (the ClusterIP path, which never loops) is not visible from the node.';
 
-export interface Mitigations {
+interface Mitigations {
   ip?: string;
   ipModeProxy: boolean;
   /** The LB connects to backends from its own address (proxy or PROXY protocol), per its annotations: why. */
@@ -26,10 +26,13 @@ export interface Mitigations {
 export function mitigationsFor(ctx: DetectContext, service: ServiceView, ip?: string): Mitigations {
   const ing = ip === undefined ? undefined : service.lbIngress.find((i) => i.ip === ip);
   const nat = ip === undefined ? undefined : ctx.natFact(ip, service.protocol, service.port);
+  const client = lbClientAddress(service.annotations.raw, service.loadBalancerClass, service.protocol);
   return {
     ...(ip !== undefined ? { ip } : {}),
     ipModeProxy: ing?.ipMode === 'Proxy',
-    ...lbRewrites(service),
+    ...(rewritesSource(client)
+      ? { lbRewritesSource: `the LB does not pass the client address (${client.evidence.join('; ')})` }
+      : {}),
     preventLoopback: service.annotations.tencentPreventLoopback === true,
     ...(service.annotations.alibabaHostname !== undefined
       ? { alibabaHostname: service.annotations.alibabaHostname }
@@ -37,13 +40,6 @@ export function mitigationsFor(ctx: DetectContext, service: ServiceView, ip?: st
     masquerade: nat?.podTraffic === 'masquerade',
     ...(nat ? { nat } : {}),
   };
-}
-
-function lbRewrites(service: ServiceView): { lbRewritesSource?: string } {
-  const c = lbClientAddress(service.annotations.raw, service.loadBalancerClass, service.protocol);
-  return rewritesSource(c)
-    ? { lbRewritesSource: `the LB does not pass the client address (${c.evidence.join('; ')})` }
-    : {};
 }
 
 /** AWS NLB advice: client-IP preservation is what hands a pod's connection back to its node. */
@@ -65,7 +61,7 @@ export function isAws(service: ServiceView): boolean {
 
 /** The mitigations in place that count against this detector's mechanism, as human lines. */
 export function credited(detector: RemedyOf, mitigations: Mitigations | undefined): string[] {
-  if (!mitigations) return [];
+  if (!mitigations || !detector.credits) return [];
   const lines: Record<Credit, string | undefined> = {
     ipModeProxy: mitigations.ipModeProxy ? `status.loadBalancer.ingress ipMode: Proxy on ${mitigations.ip}` : undefined,
     lbRewritesSource: mitigations.lbRewritesSource,

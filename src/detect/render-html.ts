@@ -56,24 +56,21 @@ function loopSvg(path: LoopPath): string {
   const top = 40;
   const height = top + BOX_H + 90;
   const x = (i: number) => 10 + i * (BOX_W + GAP);
-  const parts: string[] = [];
-  parts.push(
+  const parts = [
     `<svg class="path" role="img" aria-label="loop path" xmlns="http://www.w3.org/2000/svg" ` +
       `width="${width}" height="${height}" viewBox="0 0 ${width} ${height}">`,
     '<defs><marker id="a" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="8" markerHeight="8" ' +
       'orient="auto-start-reverse"><path d="M0,0L10,5L0,10z" fill="#333"/></marker>' +
       '<marker id="r" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="8" markerHeight="8" ' +
       'orient="auto-start-reverse"><path d="M0,0L10,5L0,10z" fill="#c62828"/></marker></defs>',
-  );
-  path.hops.forEach((h, i) => {
-    parts.push(
+    ...path.hops.flatMap((h, i) => [
       `<rect x="${x(i)}" y="${top}" width="${BOX_W}" height="${BOX_H}" rx="6" fill="#e3f2fd" stroke="#1565c0"/>`,
       `<text x="${x(i) + BOX_W / 2}" y="${top + 22}" text-anchor="middle" ` +
         `font-size="13" font-weight="600" fill="#0d47a1">${escapeHtml(h.role)}</text>`,
       `<text x="${x(i) + BOX_W / 2}" y="${top + 42}" text-anchor="middle" ` +
         `font-size="12" font-family="monospace">${escapeHtml(h.address)}</text>`,
-    );
-  });
+    ]),
+  ];
   const stepLabels = ['1 connect', '2 LB sends it back to this node', '3 DNAT to the server'];
   for (let i = 0; i + 1 < n; i++) {
     const y = top + BOX_H / 2;

@@ -59,10 +59,9 @@ function counts(findings: Finding[]): string {
 export function renderText(result: DiagnoseResult, opts: RenderOptions): string {
   const c = opts.color;
   const lines: string[] = [];
-  // Findings carry cluster-controlled strings (names, annotations); only the colour codes added here reach
-  // the terminal raw.
-  const head =
-    `clbprobe diagnose${opts.nodeName ? ` — node ${printable(opts.nodeName)}` : ''}: ` + `${counts(result.findings)}`;
+  // Findings carry cluster-controlled strings (names, annotations): only the colour codes added here pass raw.
+  const node = opts.nodeName ? ` — node ${printable(opts.nodeName)}` : '';
+  const head = `clbprobe diagnose${node}: ${counts(result.findings)}`;
   lines.push(paint(c, 'bold', head));
   if (result.findings.length === 0) lines.push('No LoadBalancer or Ingress Service found that concerns this node.');
   for (const [name, fs] of byService(result.findings)) {

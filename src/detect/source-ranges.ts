@@ -1,7 +1,7 @@
 // source-ranges: loadBalancerSourceRanges exclude this node's pods and kube-proxy enforces them on the node, so pods
 // time out (iptables KUBE-PROXY-FIREWALL, KUBE-MARK-DROP before 1.25; nftables firewall-ips).
 
-import type { DetectContext } from './context-types.js';
+import type { DetectContext } from './context.js';
 import type { FindingOf } from './core-types.js';
 import type { DetectorDef } from './detector.js';
 import { sourceRangesAddPods } from './fixes.js';
@@ -15,7 +15,6 @@ export const sourceRanges: DetectorDef<'source-ranges'> = {
     'Call the Service by DNS name (NAME.NAMESPACE.svc) or ClusterIP from ' +
     'inside the cluster (loadBalancerSourceRanges do not apply there); ' +
     'or add the pod CIDR (and the node IPs, for host-network clients) to spec.loadBalancerSourceRanges.',
-  credits: [],
   observes: [],
   readme: {
     what:
@@ -42,13 +41,10 @@ function detectSourceRanges(ctx: DetectContext): FindingOf<'source-ranges'>[] {
         `to ${ing.ip}:${s.port} on the node (timeouts), before the LB sees them`
       : `loadBalancerSourceRanges may leave out ${who}: kube-proxy drops ` +
         `connections to ${ing.ip}:${s.port} from sources outside them on the node`;
-    return finding(
-      s,
-      'source-ranges',
-      drop.certain ? 'risk' : 'info',
+    return finding(s, 'source-ranges', drop.certain ? 'risk' : 'info', {
       summary,
-      [...drop.evidence],
-      remedy(sourceRanges, mitigationsFor(ctx, s, ing.ip)),
-    );
+      evidence: [...drop.evidence],
+      remedy: remedy(sourceRanges, mitigationsFor(ctx, s, ing.ip)),
+    });
   });
 }

@@ -10,14 +10,6 @@ export function hostPort(ip: string, port: number | undefined): string {
   return port === undefined ? h : `${h}:${port}`;
 }
 
-const FWD: Record<string, string> = {
-  masq: 'Masq',
-  local: 'Local',
-  tunnel: 'Tunnel',
-  route: 'Route',
-  bypass: 'Bypass',
-};
-
 /** A virtual server and its real servers as `ipvsadm -Ln` prints them. */
 export function formatIpvs(vs: IpvsVirtualServer): string[] {
   const head =
@@ -27,9 +19,10 @@ export function formatIpvs(vs: IpvsVirtualServer): string[] {
   const lines = [`IPVS ${head} ${vs.scheduler}${vs.flags.includes('persistent') ? ` persistent ${vs.timeoutS}` : ''}`];
   if (vs.realServers.length === 0) lines.push('IPVS   (no real servers)');
   for (const rs of vs.realServers) {
+    // ipvsadm names the methods capitalised: Masq, Local, Tunnel, Route, Bypass.
+    const forward = typeof rs.forward === 'number' ? rs.forward : rs.forward[0]!.toUpperCase() + rs.forward.slice(1);
     lines.push(
-      `IPVS   -> ${hostPort(rs.address, rs.port)}  ${typeof rs.forward === 'number' ? rs.forward : (FWD[rs.forward] ?? rs.forward)} ` +
-        `${rs.weight} ${rs.activeConns} ${rs.inactiveConns}`,
+      `IPVS   -> ${hostPort(rs.address, rs.port)}  ${forward} ${rs.weight} ${rs.activeConns} ${rs.inactiveConns}`,
     );
   }
   return lines;
@@ -44,9 +37,7 @@ export function finding<M extends string>(
   s: ServiceView,
   mechanism: M,
   severity: Severity,
-  summary: string,
-  evidence: string[],
-  remedy: string,
+  { summary, evidence, remedy }: Pick<FindingOf<M>, 'summary' | 'evidence' | 'remedy'>,
 ): FindingOf<M> {
   return {
     service: { namespace: s.namespace, name: s.name },
@@ -68,10 +59,4 @@ export function endpointsLine(service: ServiceView): string {
   );
 }
 
-export { formatConntrack } from '../kernel/conntrack/format.js';
-
-/**
- * kube-proxy's IPVS dummy device (same name as src/kernel/addresses.ts; not imported to keep
- * detectors free of the native addon).
- */
 export { KUBE_IPVS_IFNAME } from '../model/kube-proxy.js';
