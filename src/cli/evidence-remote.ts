@@ -5,13 +5,13 @@ import { closeSync, writeSync } from 'node:fs';
 import { extname } from 'node:path';
 import type { EvidenceLine } from '../agent/evidence.js';
 import { createCaptureFile } from '../capture/output-file.js';
-import { isObj } from '../cluster/fields.js';
+import { isObj, isStr } from '../cluster/fields.js';
 import type { ApiTarget } from '../cluster/kube-config.js';
 import { byText } from '../compare.js';
 import { errText } from '../errors.js';
 import { printable } from '../printable.js';
 import { type AgentPod, notReadyNote, planNodes } from '../remote/agent-pods.js';
-import { EvidenceTally, evidenceLineOf, isStr, jsonObject, lineSplitter } from '../remote/evidence-lines.js';
+import { EvidenceTally, evidenceLineOf, jsonObject, lineSplitter } from '../remote/evidence-lines.js';
 import { type ExecTarget, execInPod, PodExecError } from '../remote/pod-exec.js';
 import { evidenceSearch, type RelayNodeResult, unreachableResult } from '../remote/relay.js';
 import { eachPod } from '../remote/relay-common.js';
@@ -25,9 +25,6 @@ export const AGENT_ENTRYPOINT = ['node', '/app/dist/bundle/main.js'] as const;
 
 /** Exit code when at least one node did not answer (0: all answered, 2: usage errors). */
 export const EXIT_SOME_NODES_FAILED = 1;
-
-/** The relay's Service when --relay is not given (deploy/ is checked against it). */
-export { DEFAULT_RELAY };
 
 export interface AllNodesOptions {
   service: string;

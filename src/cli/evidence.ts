@@ -34,8 +34,6 @@ interface EvidenceFlags {
   relay: string;
 }
 
-export { AGENT_DEFAULTS } from './options.js';
-
 /** --node a --node b,c → [a, b, c]. */
 const collectNodes = (v: string, prev: string[] = []): string[] => [
   ...prev,

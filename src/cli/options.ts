@@ -36,7 +36,7 @@ export const AGENT_POD_OPTIONS: readonly OptionRow[] = [
 /** The relay's Service when --relay is not given. */
 export const DEFAULT_RELAY = 'clbprobe/clbprobe-evidence';
 
-/** The workstation's kubeconfig and relay, as `status` and `evidence --all-nodes` (whose help says so) read them. */
+/** The workstation's --kubeconfig and --context rows; `prefix` starts their help. */
 export const workstationOptions = (prefix = ''): OptionRow[] => [
   ['--kubeconfig <file>', `${prefix}kubeconfig (default: KUBECONFIG, ~/.kube/config, in-cluster)`],
   ['--context <name>', `${prefix}the kubeconfig context to use (default: its current-context), as kubectl's --context`],

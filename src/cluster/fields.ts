@@ -12,6 +12,11 @@ export function isObj(value: unknown): value is Obj {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
+export const isStr = (v: unknown): v is string => typeof v === 'string';
+
+/** An array whose every item passes `each`. */
+export const arrOf = (v: unknown, each: (x: unknown) => boolean): boolean => Array.isArray(v) && v.every(each);
+
 /** Optional object: undefined/null → undefined. */
 export function optObj(value: unknown, path: string): Obj | undefined {
   if (value === undefined || value === null) return undefined;

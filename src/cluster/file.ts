@@ -22,7 +22,7 @@ const BY_KIND_NAME = new Map(
   }),
 );
 
-/** Sorts the documents' objects by kind, with warnings for those skipped (unsupported kind or apiVersion). Pure. */
+/** Sorts the documents' objects by kind, with warnings for those skipped (unsupported kind or apiVersion). */
 export function classifyDocuments(docs: readonly unknown[]): { objects: ClusterObjects; warnings: string[] } {
   const objects = emptyObjects();
   const warnings: string[] = [];

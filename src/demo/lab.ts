@@ -26,12 +26,7 @@ export type LoopLab = Awaited<ReturnType<typeof createLoopLab>>;
 /** The chain that stands in for the IPVS virtual server of node1's NodePort (see node1Rules). */
 const IPVS_STANDIN_CHAIN = 'CLBPROBE-LAB-IPVS-VS';
 
-/**
- * node1's nat table (iptables-save format) as kube-proxy v1.20's IPVS proxier writes it for lab/web, plus one DNAT
- * rule in IPVS_STANDIN_CHAIN for the NodePort's IPVS virtual server, as this kernel has no ip_vs. The VIP is in
- * KUBE-LOAD-BALANCER but not bound (TKE), so pod → VIP leaves the node, masqueraded unless ETP=Local puts it in
- * KUBE-LOAD-BALANCER-LOCAL.
- */
+/** node1's nat table as kube-proxy's IPVS proxier writes it for lab/web, VIP unbound (TKE), with a DNAT for ip_vs. */
 export function node1Rules(etp: Etp): string {
   const local = etp === 'Local';
   return [

@@ -1,7 +1,7 @@
 // `clbprobe status`: the relay's /status as one cluster view per Service and mechanism, with unanswered nodes and why;
 // filters, and text, JSON or HTML output.
 
-import { isObj } from '../cluster/fields.js';
+import { arrOf, isObj, isStr } from '../cluster/fields.js';
 import { byText } from '../compare.js';
 import { withCommand } from '../detect/fixes.js';
 import { compareFindings, SEVERITY_RANK } from '../detect/index.js';
@@ -9,7 +9,7 @@ import { serviceOf } from '../detect/render.js';
 import { escapeHtml, findingHtml, htmlPage } from '../detect/render-html.js';
 import type { Finding, FixChange, FixCommand, Severity } from '../detect/types.js';
 import { printable } from '../printable.js';
-import { arrOf, isStr, jsonObject } from './evidence-lines.js';
+import { jsonObject } from './evidence-lines.js';
 import type { StatusNodeLine } from './status.js';
 
 /** A finding as one node reported it, each fix with its command. */
@@ -53,7 +53,8 @@ function isFinding(line: Record<string, unknown>): boolean {
   return (
     [line.node, svc.namespace, svc.name, port.protocol, line.mechanism, line.summary, line.remedy].every(isStr) &&
     typeof port.port === 'number' &&
-    Object.hasOwn(SEVERITY_RANK, String(line.severity)) &&
+    isStr(line.severity) &&
+    Object.hasOwn(SEVERITY_RANK, line.severity) &&
     arrOf(line.evidence, isStr)
   );
 }
@@ -73,7 +74,7 @@ function fixOf(value: unknown): FixCommand | undefined {
     typeof patch.body === 'object' &&
     patch.body !== null &&
     isStr(x.kind) &&
-    typeof x.effect === 'string';
+    isStr(x.effect);
   if (!valid) return undefined;
   const object = { apiVersion: 'v1', kind: 'Service', namespace: String(obj.namespace), name: String(obj.name) };
   return withCommand({ kind: x.kind, object, patch, effect: String(x.effect).slice(0, 1000) } as FixChange);

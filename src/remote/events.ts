@@ -4,12 +4,12 @@
 import { createHash } from 'node:crypto';
 import { TokenBucket } from '../agent/kube-authorizer.js';
 import { postJson } from '../cluster/api-post.js';
+import { isStr } from '../cluster/fields.js';
 import type { ApiTarget } from '../cluster/kube-config.js';
 import { byText } from '../compare.js';
 import { firstOf } from '../detect/tool-lines.js';
 import { errText } from '../errors.js';
 import { planNodes } from './agent-pods.js';
-import { isStr } from './evidence-lines.js';
 import { type AgentSink, type AgentsOptions, eachPod } from './relay-common.js';
 import { type AgentAsk, askFindings } from './status.js';
 

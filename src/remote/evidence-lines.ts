@@ -3,7 +3,7 @@
 
 import type { IncomingMessage } from 'node:http';
 import type { EvidenceLine } from '../agent/evidence.js';
-import { isObj as isObject } from '../cluster/fields.js';
+import { arrOf, isObj as isObject, isStr } from '../cluster/fields.js';
 import { errText } from '../errors.js';
 
 const MAX_EVIDENCE_LINE = 1 << 20;
@@ -103,9 +103,8 @@ export function readRefusal(res: IncomingMessage, onEnd: (body: string) => void)
   res.on('end', () => onEnd(body));
 }
 
-export const isStr = (v: unknown): v is string => typeof v === 'string';
+// Arrays pass as objects here (a port or endpoint item only has to be an object for the text form).
 const isObj = (v: unknown): boolean => typeof v === 'object' && v !== null;
-export const arrOf = (v: unknown, each: (x: unknown) => boolean): boolean => Array.isArray(v) && v.every(each);
 /** What each type must carry for the text form (cli/evidence-text.ts) to print it. */
 const SHAPES: Record<string, (l: Record<string, unknown>) => boolean> = {
   service: (l) => {

@@ -36,11 +36,16 @@ type NodeNameFound = { name: string; from: string };
 /** Thrown only when dir is not a readable directory. */
 export class BundleDirError extends Error {}
 
-/**
- * opts.nodeName: this node in the cluster view (default: the manifest's, else the Node with an address bound here);
- * opts.clusterFile replaces the bundle's cluster.json. Warnings name the file (and line) that could not be read.
- */
-export function readBundle(dir: string, opts: { nodeName?: string; clusterFile?: string } = {}) {
+/** A bundle read for diagnosis, with warnings that name the file (and line) that could not be read. */
+export function readBundle(
+  dir: string,
+  opts: {
+    /** This node in the cluster view (default: the manifest's, else the Node with an address bound here). */
+    nodeName?: string;
+    /** Replaces the bundle's cluster.json. */
+    clusterFile?: string;
+  } = {},
+) {
   let names: string[];
   try {
     if (!statSync(dir).isDirectory()) throw new Error('not a directory');

@@ -8,8 +8,7 @@ import { Role } from 'kubernetes-models/rbac.authorization.k8s.io/v1/Role';
 import { RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/RoleBinding';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
-import { AGENT_DEFAULTS } from '../../../src/cli/evidence.js';
-import { DEFAULT_RELAY } from '../../../src/cli/evidence-remote.js';
+import { AGENT_DEFAULTS, DEFAULT_RELAY } from '../../../src/cli/options.js';
 import { renderKustomization } from './render.js';
 
 const DEPLOY = join(import.meta.dirname, '../../../deploy');

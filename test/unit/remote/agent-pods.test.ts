@@ -4,8 +4,8 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
-import { AGENT_DEFAULTS } from '../../../src/cli/evidence.js';
 import { AGENT_ENTRYPOINT, pcapFileFor, remoteCommand } from '../../../src/cli/evidence-remote.js';
+import { AGENT_DEFAULTS } from '../../../src/cli/options.js';
 import { type AgentPod, planNodes, toAgentPod } from '../../../src/remote/agent-pods.js';
 
 const ROOT = join(import.meta.dirname, '../../..');
