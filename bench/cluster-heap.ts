@@ -19,6 +19,7 @@
 // instead of "node-17": JSON.parse interns strings of up to 10 characters, not longer ones.
 import { PerformanceObserver } from 'node:perf_hooks';
 import { writeHeapSnapshot } from 'node:v8';
+import { IncrementalDiagnosis } from '../src/agent/diagnosis.js';
 import { ServiceIndex } from '../src/agent/service-index.js';
 import { packetTargets } from '../src/capture/targets.js';
 import { assembleClusterView, NO_GATEWAY_API, type ParsedObjects, parsersFor } from '../src/cluster/build.js';
@@ -27,6 +28,7 @@ import { ObjectStore } from '../src/cluster/object-store.js';
 import { Diagnosis, prepareDiagnosis } from '../src/detect/index.js';
 import { diagnoseInputOf } from '../src/detect/input.js';
 import { ConntrackPrefilter } from '../src/kernel/conntrack/prefilter.js';
+import { createLogger } from '../src/log.js';
 import type { NodeSnapshot } from '../src/source/node-snapshot.js';
 import { BENCH_NODE, syntheticCluster } from './agent-cluster.js';
 
@@ -165,9 +167,8 @@ const node = {
 } as unknown as NodeSnapshot;
 const prepared = prepareDiagnosis(diagnoseInputOf(node, view), lb);
 const everyFinding = await step('diagnosis, every finding (diagnose)', () => new Diagnosis(prepared).finish());
-const significant = await step('diagnosis, significant only (the agent)', () =>
-  new Diagnosis(prepared).finish(undefined, true),
-);
+const significant = new IncrementalDiagnosis(createLogger('silent'));
+await step('diagnosis, significant only (the agent)', () => significant.prime(() => prepared));
 gcObserver.disconnect();
 
 const endpointCount = view.services.reduce((n, s) => n + s.endpoints.length, 0);

@@ -48,14 +48,14 @@ export class IncrementalDiagnosis {
       const obs = d.observations();
       this.lastObs = obs;
       if (!before) {
-        this.current = d.finish(undefined, true).findings;
+        this.current = d.finish({ significantOnly: true }).findings;
         return;
       }
       const changed = changedServices(before, obs);
       if (changed.size === 0) return;
       const keys = new Set([...changed].map((s) => portKey(s, s.protocol, s.port)));
       const kept = this.current.filter((f) => !keys.has(portKey(f.service, f.port.protocol, f.port.port)));
-      this.current = [...kept, ...d.finish(changed, true).findings].sort(compareFindings);
+      this.current = [...kept, ...d.finish({ only: changed, significantOnly: true }).findings].sort(compareFindings);
     } catch (e) {
       this.log.error({ err: errText(e) }, 'diagnosis failed');
     }

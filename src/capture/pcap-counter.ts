@@ -38,7 +38,7 @@ export class PcapCounter implements Counter {
   /** Bytes before the network header in each direction's frames. */
   private readonly l2 = new Map<Direction, number>();
   private closed = false;
-  /** Why counting stopped (e.g. the interface was deleted); counts read so far are kept. Undefined while counting. */
+  /** Why counting stopped (e.g. the interface was deleted), the counts so far kept; undefined while counting. */
   stopped: string | undefined;
   private socketErrorsLogged = { at: -Infinity, count: 0 };
 

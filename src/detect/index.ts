@@ -94,7 +94,7 @@ export class Diagnosis {
   }
 
   /** With `only`, just those ports (others' findings still hold); `significantOnly` leaves info findings out. */
-  finish(only?: ReadonlySet<ServiceView>, significantOnly = false): DiagnoseResult {
+  finish({ only, significantOnly = false }: { only?: ReadonlySet<ServiceView>; significantOnly?: boolean } = {}) {
     const { ctx, input } = this.prepared;
     const obs = this.corr.observations();
     const findings = only
@@ -119,7 +119,11 @@ export function changedServices(before: Observations, after: Observations): Set<
 
 function groupsByService(observations: Observations): Map<ServiceView, ObsGroup[]> {
   const m = new Map<ServiceView, ObsGroup[]>();
-  for (const g of observations.groups) m.set(g.svc, [...(m.get(g.svc) ?? []), g]);
+  for (const g of observations.groups) {
+    const list = m.get(g.svc);
+    if (list) list.push(g);
+    else m.set(g.svc, [g]);
+  }
   return m;
 }
 
