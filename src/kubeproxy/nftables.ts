@@ -98,12 +98,13 @@ class TableFacts {
       facts.loadBalancers.push(fact);
     }
     // No endpoints at all: the LB IP is only in no-endpoint-services (rejected on this node).
+    const rejects = (this.chains.get('reject-chain') ?? []).map((r) => this.ruleLine(r));
     for (const e of noEp) {
       const k = keyOf(e);
-      if (!k || seen.has(probeText(k)) || e.verdict?.kind === 'drop' || this.clusterIps.has(k.ip)) continue;
-      seen.add(probeText(k));
+      const key = k && probeText(k);
+      if (!k || !key || seen.has(key) || e.verdict?.kind === 'drop' || this.clusterIps.has(k.ip)) continue;
+      seen.add(key);
       const line = this.elementLine('no-endpoint-services', e);
-      const rejects = (this.chains.get('reject-chain') ?? []).map((r) => this.ruleLine(r));
       facts.loadBalancers.push({
         family: this.family,
         vip: k.ip,

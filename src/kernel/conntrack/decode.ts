@@ -1,7 +1,14 @@
 // Decodes ctnetlink messages (big-endian integers) in place: CtView reads one message into reused numeric fields,
 // so a dump that counts or keeps few entries allocates nothing for the rest; toEntry() builds a kept entry.
 import { formatIP } from '../ip.js';
-import { AttrCursor, type NetlinkMessage, NetlinkParseError, NLM_F_CREATE, NLM_F_EXCL } from '../netlink/codec.js';
+import {
+  AttrCursor,
+  type NetlinkMessage,
+  NetlinkParseError,
+  NLM_F_CREATE,
+  NLM_F_EXCL,
+  needLen,
+} from '../netlink/codec.js';
 import type { ConntrackEntry, ConntrackEventType, ConntrackTuple } from '../types.js';
 import * as C from './constants.js';
 
@@ -123,10 +130,12 @@ export class CtView {
     while (a.next(b)) {
       switch (a.type) {
         case C.CTA_TUPLE_ORIG:
-          this.hasOrig = this.tuple(this.orig, a);
+          this.tuple(this.orig, a);
+          this.hasOrig = true;
           break;
         case C.CTA_TUPLE_REPLY:
-          this.hasReply = this.tuple(this.reply, a);
+          this.tuple(this.reply, a);
+          this.hasReply = true;
           break;
         case C.CTA_STATUS:
           this.status = be32(b, this.sized(a, 4, 'CTA_STATUS'));
@@ -171,13 +180,12 @@ export class CtView {
 
   /** Where the value of the attribute at `a` starts, once it is known to hold `size` bytes. */
   private sized(a: AttrCursor, size: number, name: string): number {
-    const have = a.ve - a.vs;
-    if (have < size) throw new NetlinkParseError(`${name}: ${have} bytes, need ${size}`, a.vs - this.start);
+    needLen(a.ve - a.vs, size, name, a.vs - this.start);
     return a.vs;
   }
 
-  /** Reads the tuple nested in the attribute at `a`; true, or a NetlinkParseError when it has no addresses. */
-  private tuple(t: CtTupleView, a: AttrCursor): boolean {
+  /** Reads the tuple nested in the attribute at `a`; a NetlinkParseError when it has no addresses. */
+  private tuple(t: CtTupleView, a: AttrCursor): void {
     const b = this.buf;
     t.clear();
     for (const part = this.nested.reset(a.vs, a.ve, this.start); part.next(b); ) {
@@ -186,7 +194,6 @@ export class CtView {
     }
     if (t.srcOff === NONE || t.dstOff === NONE)
       throw new NetlinkParseError('conntrack tuple without addresses', a.vs - this.start);
-    return true;
   }
 
   private tupleIp(tuple: CtTupleView, part: AttrCursor): void {

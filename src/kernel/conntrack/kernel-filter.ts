@@ -108,8 +108,8 @@ export class KernelEventFilter {
    */
   sync(next: PrefilterKeys): void {
     this.ensureOpen();
-    let size = 0;
-    eachKey(next, () => size++);
+    let size = next.protos.size + next.nodeIps.size + next.nodePorts.size;
+    for (const ips of [...next.vips.values(), ...next.endpoints.values()]) size += ips.size;
     if (size > KERNEL_FILTER_MAX_KEYS)
       throw new Error(`${size} targets exceed the kernel filter's ${KERNEL_FILTER_MAX_KEYS} keys`);
     const prev = this.applied;

@@ -16,7 +16,7 @@ const KUBE = Buffer.from('KUBE-');
 /** What \s matches in one byte (a newline ends the line). */
 const SPACE = new Set([0x20, 0x09, 0x0a, 0x0b, 0x0c, 0x0d]);
 
-/** Counts what backendEvidence reports, a line at a time (the agent sees each output only so). */
+/** Counts what chooseBackend's evidence reports, a line at a time (the agent sees each output only so). */
 export class BackendCounter {
   ruleLines = 0;
   kubeRuleLines = 0;
