@@ -21,6 +21,7 @@ import { PerformanceObserver } from 'node:perf_hooks';
 import { writeHeapSnapshot } from 'node:v8';
 import { IncrementalDiagnosis } from '../src/agent/diagnosis.js';
 import { ServiceIndex } from '../src/agent/service-index.js';
+import { TARGET_MAPS, TargetSync } from '../src/capture/ebpf-maps.js';
 import { packetTargets } from '../src/capture/targets.js';
 import { assembleClusterView, NO_GATEWAY_API, type ParsedObjects, parsersFor } from '../src/cluster/build.js';
 import { LbServiceIndex } from '../src/cluster/lb-index.js';
@@ -29,6 +30,7 @@ import { Diagnosis, prepareDiagnosis } from '../src/detect/index.js';
 import { diagnoseInputOf } from '../src/detect/input.js';
 import { ConntrackPrefilter } from '../src/kernel/conntrack/prefilter.js';
 import { createLogger } from '../src/log.js';
+import type { BpfAddon } from '../src/native/bpf.js';
 import type { NodeSnapshot } from '../src/source/node-snapshot.js';
 import { BENCH_NODE, syntheticCluster } from './agent-cluster.js';
 
@@ -148,6 +150,10 @@ const afterIndex = live();
 const targets = await step('what is ours', () => index.ours());
 const prefilter = await step('conntrack prefilter', () => new ConntrackPrefilter(targets));
 const counterTargets = await step("counters' targets", () => packetTargets(targets));
+// The counters' first sync into a kernel that takes every write (agent.ts applyTargets): the start-up's burst.
+const noKernel = { bpfMapUpdate: () => {}, bpfMapDelete: () => true } as unknown as BpfAddon;
+const noFds = Object.fromEntries(TARGET_MAPS.map((m, i) => [m, i]));
+await step("eBPF maps' first sync", () => new TargetSync(noKernel, noFds).sync(counterTargets));
 // The first diagnosis, before any conntrack entry: the agent keeps only significant findings (agent/diagnosis.ts).
 const node = {
   takenAt: new Date().toISOString(),

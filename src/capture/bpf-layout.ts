@@ -296,10 +296,6 @@ export const textBytes = (t: string): Buffer => Buffer.from(t, 'latin1');
 /** A vips4/vips6 key: the vip4_key's or vip6_key's bytes as text. */
 export type VipKey = string;
 
-export function vipKeyOf(addr16: Uint8Array, v4: boolean, port: number, proto: number): VipKey {
-  return bytesText(vipKey16(addr16, v4, port, proto));
-}
-
 /** A key's 16-byte address (IPv4-mapped for IPv4), family, port and protocol number. */
 export function vipParts(k: VipKey): { addr16: Buffer; v4: boolean; port: number; proto: number } {
   const b = textBytes(k);
@@ -311,17 +307,23 @@ export function vipParts(k: VipKey): { addr16: Buffer; v4: boolean; port: number
 
 export const isVip4 = (k: VipKey): boolean => k.length === VIP4_KEY_SIZE;
 
-/** The key's address word (addressWord), port and protocol number, as the filters hash them. */
-function vipHashParts(k: VipKey): [word: number, port: number, proto: number] {
-  const { addr16, v4, port, proto } = vipParts(k);
-  return [addressWord(addr16, v4), port, proto];
+/** A VIP target as the maps need it, derived once per sync: its key, its viptab bucket, the counter of its slot. */
+export interface Vip {
+  key: VipKey;
+  /** The program's vip_bucket_of() (filterBit). */
+  bucket: number;
+  /** to_lb, egress, the VIP's address, port and protocol. */
+  counterId: CounterId;
 }
 
-/** The program's vip_bucket_of() of the key (filterBit: its viptab bucket). */
-export const vipFilterBit = (k: VipKey): number => filterBit(...vipHashParts(k));
-
-/** Sets the key's bits in a filters value (setVipBits: its address's and its own). */
-export const setVipKeyBits = (filters: Buffer, k: VipKey): void => setVipBits(filters, ...vipHashParts(k));
+/** The Vip of a 16-byte address (IPv4-mapped for IPv4); proto is the IP protocol number. */
+export function vipOf(addr16: Uint8Array, v4: boolean, port: number, proto: number): Vip {
+  return {
+    key: bytesText(vipKey16(addr16, v4, port, proto)),
+    bucket: filterBit(addressWord(addr16, v4), port, proto),
+    counterId: counterIdOf(counterKey(addr16, port, proto, 'to_lb', 'egress')),
+  };
+}
 
 /** The key's struct vip_ent with its counter slot. */
 export function vipEntryOf(k: VipKey, slot: number): Buffer {
@@ -335,12 +337,6 @@ export type CounterId = string;
 export function counterIdOf(key: Uint8Array): CounterId {
   if (key.length !== COUNTER_KEY_SIZE) throw new Error(`counter key of ${key.length} bytes, not ${COUNTER_KEY_SIZE}`);
   return bytesText(key);
-}
-
-/** The counter id a VIP entry's slot counts: to_lb, egress, the VIP's address, port and protocol. */
-export function vipCounterId(k: VipKey): CounterId {
-  const { addr16, port, proto } = vipParts(k);
-  return counterIdOf(counterKey(addr16, port, proto, 'to_lb', 'egress'));
 }
 
 /** The counter id a NodePort's slot counts per family: loop_return, ingress, the any address. */

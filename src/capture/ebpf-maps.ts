@@ -26,7 +26,7 @@ import {
   nodePortCounterId,
   nodePortIndex,
   setBit,
-  setVipKeyBits,
+  setVipBits,
   textBytes,
   u32Value,
   VIP_BUCKET_ENTRIES,
@@ -34,11 +34,10 @@ import {
   VIP_BUCKET_SIZE,
   VIP_ENT_SIZE,
   VIPTAB_BUCKETS,
+  type Vip,
   type VipKey,
-  vipCounterId,
   vipEntryOf,
-  vipFilterBit,
-  vipKeyOf,
+  vipOf,
 } from './bpf-layout.js';
 import { type LocalPrefix, localFamily } from './classify.js';
 import { step } from './errors.js';
@@ -119,19 +118,21 @@ export type TargetMap = (typeof TARGET_MAPS)[number];
 
 /**
  * What the target maps must hold; slots go to VIPs in target order, then to NodePorts per slotFamilies family.
- * vips: keys in target order (a duplicate target repeats its key); nodePorts: index -> u32 value (0: no slot yet).
+ * vips: in target order (a duplicate target repeats its key); nodePorts: index -> u32 value (0: no slot yet).
  * Throws (before handing out any slot) when the targets do not fit the program.
  */
 export function wantedMaps(t: Targets, slots: SlotAllocator) {
   const local = localSets(t);
   const config = configValue(local.nets4, local.nets6, { v4: local.hosts4.size > 0, v6: local.hosts6.size > 0 });
   const filters = Buffer.alloc(FILTERS_VALUE_SIZE);
-  const vips: VipKey[] = [];
-  for (const v of t.vips) {
-    const k = vipKeyOf(address16(v.address), !v.address.includes(':'), v.port, PROTO_NUMBERS[v.proto]);
-    slots.slotOf(vipCounterId(k));
-    setVipKeyBits(filters, k);
-    vips.push(k);
+  const vips: Vip[] = [];
+  for (const { address, port, proto } of t.vips) {
+    const addr16 = address16(address);
+    const v4 = !address.includes(':');
+    const vip = vipOf(addr16, v4, port, PROTO_NUMBERS[proto]);
+    slots.slotOf(vip.counterId);
+    setVipBits(filters, addressWord(addr16, v4), port, PROTO_NUMBERS[proto]);
+    vips.push(vip);
   }
   for (const k of local.hosts4.keys()) setBit(filters, FILTERS_HOST, hostBit(textBytes(k).readUInt32LE(0)));
   for (const k of local.hosts6.keys()) setBit(filters, FILTERS_HOST, hostBit(addressWord(textBytes(k), false)));
@@ -155,9 +156,6 @@ const NODEPORT_FAMILIES = [
   [FAMILY_V4, false, NODEPORT_SLOT_V4],
   [FAMILY_V6, true, NODEPORT_SLOT_V6],
 ] as const;
-
-/** A VIP key's to_lb slot. */
-const vipSlot = (k: VipKey, slots: SlotAllocator): number => slots.find(vipCounterId(k));
 
 /**
  * Counter slots of the `slots` array: a key keeps its slot for the agent's life and a slot never changes key,
@@ -207,9 +205,9 @@ export class SlotAllocator {
  * read a bucket while it is rewritten; a key finding no free entry is looked up in vips4/vips6 (`more`).
  */
 export class VipTable {
-  /** Entry i of bucket b at b * VIP_BUCKET_ENTRIES + i: its key, undefined when free. Allocated with the first key. */
-  private entries: (VipKey | undefined)[] = [];
-  private readonly more = new Set<VipKey>();
+  /** Entry i of bucket b at b * VIP_BUCKET_ENTRIES + i, undefined when free. Allocated with the first key. */
+  private entries: (Vip | undefined)[] = [];
+  private readonly more = new Map<VipKey, Vip>();
   /** Per bucket with any, how many of `more` are its. */
   private readonly moreCount = new Map<number, number>();
 
@@ -217,8 +215,8 @@ export class VipTable {
    * Makes the table hold exactly the keys of `wanted` (duplicates are one key) and says what changed; buckets:
    * those whose value changed (an entry taken or freed, `more` set or cleared), each once.
    */
-  update(wanted: Iterable<VipKey>): { added: VipKey[]; removed: VipKey[]; buckets: number[] } {
-    const change = { added: [] as VipKey[], removed: [] as VipKey[], buckets: [] as number[] };
+  update(wanted: Iterable<Vip>): { added: Vip[]; removed: Vip[]; buckets: number[] } {
+    const change = { added: [] as Vip[], removed: [] as Vip[], buckets: [] as number[] };
     if (this.entries.length === 0) this.entries = new Array(VIPTAB_BUCKETS * VIP_BUCKET_ENTRIES).fill(undefined);
     // Buckets touched -> their value before, so a `more` key replaced by another leaves the bucket unwritten.
     const before = new Map<number, string>();
@@ -228,37 +226,35 @@ export class VipTable {
     // Keys staying are marked, new ones kept for after the frees: a freed entry goes to a new key of its bucket.
     const stays = new Set<number>();
     const moreStays = new Set<VipKey>();
-    const fresh: VipKey[] = [];
-    for (const k of wanted) {
-      const at = this.entryOf(bucketOf(k), k);
+    const fresh: Vip[] = [];
+    for (const v of wanted) {
+      const at = this.entryOf(v.bucket, v.key);
       if (at >= 0) stays.add(at);
-      else if (this.more.has(k)) moreStays.add(k);
-      else fresh.push(k);
+      else if (this.more.has(v.key)) moreStays.add(v.key);
+      else fresh.push(v);
     }
-    for (const [at, k] of this.entries.entries()) {
-      if (k === undefined || stays.has(at)) continue;
-      change.removed.push(k);
-      touch(Math.floor(at / VIP_BUCKET_ENTRIES));
+    this.entries.forEach((v, at) => {
+      if (v === undefined || stays.has(at)) return;
+      change.removed.push(v);
+      touch(v.bucket);
       this.entries[at] = undefined;
-    }
-    for (const k of this.more) {
+    });
+    for (const [k, v] of this.more) {
       if (moreStays.has(k)) continue;
-      change.removed.push(k);
+      change.removed.push(v);
       this.more.delete(k);
-      const b = bucketOf(k);
-      touch(b);
-      this.countMore(b, -1);
+      touch(v.bucket);
+      this.countMore(v.bucket, -1);
     }
-    for (const k of fresh) {
-      const b = bucketOf(k);
-      if (this.entryOf(b, k) >= 0 || this.more.has(k)) continue; // a duplicate of one placed just now
-      change.added.push(k);
-      touch(b);
-      const free = this.entryOf(b, undefined);
-      if (free >= 0) this.entries[free] = k;
+    for (const v of fresh) {
+      if (this.has(v.key, v.bucket)) continue; // a duplicate of one placed just now
+      change.added.push(v);
+      touch(v.bucket);
+      const free = this.entryOf(v.bucket, undefined);
+      if (free >= 0) this.entries[free] = v;
       else {
-        this.more.add(k);
-        this.countMore(b, 1);
+        this.more.set(v.key, v);
+        this.countMore(v.bucket, 1);
       }
     }
     for (const [b, was] of before) if (this.signature(b) !== was) change.buckets.push(b);
@@ -268,35 +264,36 @@ export class VipTable {
   /** What bucket b's value is made of: its entries' keys (their slots follow from them) and `more`. */
   private signature(b: number): string {
     let s = this.moreCount.has(b) ? 'more' : '';
-    for (const k of this.bucketEntries(b)) s += `|${k ?? ''}`;
+    for (const v of this.bucketEntries(b)) s += `|${v?.key ?? ''}`;
     return s;
   }
 
-  has(k: VipKey): boolean {
-    return this.more.has(k) || (this.entries.length > 0 && this.entryOf(bucketOf(k), k) >= 0);
+  /** Whether the table holds key k, whose bucket is b. */
+  has(k: VipKey, b: number): boolean {
+    return this.more.has(k) || this.entryOf(b, k) >= 0;
   }
 
   /** Keys in the table, for tests: in a bucket's entries, and looked up in the hash only. */
   counts(): { inBuckets: number; more: number } {
-    return { inBuckets: this.entries.filter((k) => k !== undefined).length, more: this.more.size };
+    return { inBuckets: this.entries.filter((v) => v !== undefined).length, more: this.more.size };
   }
 
   /** Whether bucket b holds an entry or has `more` set (a bucket not in use is all zeros). */
   inUse(b: number): boolean {
-    return this.moreCount.has(b) || this.bucketEntries(b).some((k) => k !== undefined);
+    return this.moreCount.has(b) || this.bucketEntries(b).some((v) => v !== undefined);
   }
 
-  /** Bucket b's struct vip_bucket, each entry with the slot `slotOf` gives its key. */
-  bucket(b: number, slotOf: (k: VipKey) => number): Buffer {
-    const v = Buffer.alloc(VIP_BUCKET_SIZE);
-    for (const [i, k] of this.bucketEntries(b).entries()) {
-      if (k !== undefined) v.set(vipEntryOf(k, slotOf(k)), i * VIP_ENT_SIZE);
+  /** Bucket b's struct vip_bucket, each entry with the slot `slotOf` gives it. */
+  bucket(b: number, slotOf: (v: Vip) => number): Buffer {
+    const value = Buffer.alloc(VIP_BUCKET_SIZE);
+    for (const [i, v] of this.bucketEntries(b).entries()) {
+      if (v !== undefined) value.set(vipEntryOf(v.key, slotOf(v)), i * VIP_ENT_SIZE);
     }
-    v.writeUInt32LE(this.moreCount.has(b) ? 1 : 0, VIP_BUCKET_MORE);
-    return v;
+    value.writeUInt32LE(this.moreCount.has(b) ? 1 : 0, VIP_BUCKET_MORE);
+    return value;
   }
 
-  private bucketEntries(b: number): (VipKey | undefined)[] {
+  private bucketEntries(b: number): (Vip | undefined)[] {
     return this.entries.slice(b * VIP_BUCKET_ENTRIES, (b + 1) * VIP_BUCKET_ENTRIES);
   }
 
@@ -306,15 +303,14 @@ export class VipTable {
     else this.moreCount.set(b, n);
   }
 
-  /** The entry of bucket b holding k (a free one for undefined), -1 if none. */
+  /** The entry of bucket b holding key k (a free one for undefined), -1 if none. */
   private entryOf(b: number, k: VipKey | undefined): number {
-    const i = this.bucketEntries(b).indexOf(k);
-    return i < 0 ? -1 : b * VIP_BUCKET_ENTRIES + i;
+    for (let at = b * VIP_BUCKET_ENTRIES; at < (b + 1) * VIP_BUCKET_ENTRIES; at++) {
+      if (this.entries[at]?.key === k) return at;
+    }
+    return -1;
   }
 }
-
-/** A key's viptab bucket: its filter bit, masked. */
-export const bucketOf = (k: VipKey): number => vipFilterBit(k) & (VIPTAB_BUCKETS - 1);
 
 const KEY0 = u32Value(0);
 const BPF_ANY = 0;
@@ -326,8 +322,8 @@ export class TargetSync {
   /** Where each VIP entry sits in the viptab buckets; its keys are those of vips4/vips6. */
   readonly table = new VipTable();
   /** VIP keys and buckets changed in the table but maybe not in the kernel: this sync's, or a failed write's. */
-  private readonly pending4 = new Set<VipKey>();
-  private readonly pending6 = new Set<VipKey>();
+  private readonly pending4 = new Map<VipKey, Vip>();
+  private readonly pending6 = new Map<VipKey, Vip>();
   private readonly pendingBuckets = new Set<number>();
   /** hosts4, hosts6 and nodeports as written: key -> u32 value, -1 where unknown after a failed write. */
   private readonly mirrors = new Map<string, Map<string | number, number>>();
@@ -346,7 +342,7 @@ export class TargetSync {
   sync(t: Targets): void {
     const w = step('maps', 'preparing the eBPF maps', () => wantedMaps(t, this.slots));
     const change = this.table.update(w.vips);
-    for (const k of [...change.added, ...change.removed]) (isVip4(k) ? this.pending4 : this.pending6).add(k);
+    for (const v of [...change.added, ...change.removed]) (isVip4(v.key) ? this.pending4 : this.pending6).set(v.key, v);
     for (const b of change.buckets) this.pendingBuckets.add(b);
     const steps: Record<TargetMap, () => void> = {
       [MAP_VIPS4]: () => this.syncVips(MAP_VIPS4, this.pending4),
@@ -366,17 +362,19 @@ export class TargetSync {
   }
 
   /** Keys in the table written with their slot, first; then the others deleted. */
-  private syncVips(name: string, pending: Set<VipKey>): void {
+  private syncVips(name: string, pending: Map<VipKey, Vip>): void {
     const fd = this.fds[name]!;
-    for (const k of pending) {
-      if (this.table.has(k)) this.addon.bpfMapUpdate(fd, textBytes(k), u32Value(vipSlot(k, this.slots)), BPF_ANY);
+    const gone: Vip[] = [];
+    for (const v of pending.values()) {
+      if (!this.table.has(v.key, v.bucket)) gone.push(v);
+      else this.addon.bpfMapUpdate(fd, textBytes(v.key), u32Value(this.slots.find(v.counterId)), BPF_ANY);
     }
-    for (const k of pending) if (!this.table.has(k)) this.addon.bpfMapDelete(fd, textBytes(k));
+    for (const v of gone) this.addon.bpfMapDelete(fd, textBytes(v.key));
     pending.clear();
   }
 
   private syncBuckets(): void {
-    const slotOf = (k: VipKey) => vipSlot(k, this.slots);
+    const slotOf = (v: Vip) => this.slots.find(v.counterId);
     for (const b of this.pendingBuckets) {
       this.addon.bpfMapUpdate(this.fds[MAP_VIPTAB]!, u32Value(b), this.table.bucket(b, slotOf), BPF_ANY);
       this.pendingBuckets.delete(b);

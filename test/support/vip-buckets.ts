@@ -1,13 +1,12 @@
 // VIP keys that share a viptab bucket with a given one (the program's bucket is the key's
 // filter bit, masked): tests use them to fill a bucket so that a key must be found through
 // vips4/vips6 instead.
-import { vipKeyOf } from '../../src/capture/bpf-layout.js';
-import { bucketOf } from '../../src/capture/ebpf-maps.js';
+import { vipOf } from '../../src/capture/bpf-layout.js';
 import { address16, PROTO_NUMBERS, type Proto } from '../../src/capture/targets.js';
 
 /** The viptab bucket of a VIP:port, as the agent places it. */
 export function vipBucket(address: string, port: number, proto: Proto): number {
-  return bucketOf(vipKeyOf(address16(address), !address.includes(':'), port, PROTO_NUMBERS[proto]));
+  return vipOf(address16(address), !address.includes(':'), port, PROTO_NUMBERS[proto]).bucket;
 }
 
 /** `n` addresses of the same family, none equal to `address`, whose key (port, proto) lands in its bucket. */

@@ -12,12 +12,10 @@ import {
   isVip4,
   nodePortCounterId,
   textBytes,
-  vipCounterId,
   vipEntry,
   vipEntryOf,
-  vipFilterBit,
   vipKey16,
-  vipKeyOf,
+  vipOf,
   vipParts,
 } from '../../../src/capture/bpf-layout.js';
 import { address16, type CounterKind, type Direction } from '../../../src/capture/targets.js';
@@ -43,11 +41,13 @@ describe('VIP keys', () => {
       const v4 = !a.includes(':');
       for (const port of PORTS) {
         for (const proto of PROTOS) {
-          const k = vipKeyOf(a16, v4, port, proto);
+          const vip = vipOf(a16, v4, port, proto);
+          const k = vip.key;
           expect(isVip4(k)).toBe(v4);
           expect(textBytes(k).equals(vipKey16(a16, v4, port, proto)), `${a} ${port} ${proto}`).toBe(true);
           expect(vipParts(k)).toEqual({ addr16: a16, v4, port, proto });
-          expect(vipFilterBit(k)).toBe(filterBit(addressWord(a16, v4), port, proto));
+          expect(vip.bucket).toBe(filterBit(addressWord(a16, v4), port, proto));
+          expect(vip.counterId).toBe(counterIdOf(counterKey(a16, port, proto, 'to_lb', 'egress')));
           expect(vipEntryOf(k, 77).equals(vipEntry(a16, v4, port, proto, 77))).toBe(true);
           seen.add(k);
         }
@@ -58,7 +58,7 @@ describe('VIP keys', () => {
 
   it('keeps an IPv4 key of any protocol as its bytes', () => {
     const a16 = address16('10.0.0.1');
-    const k = vipKeyOf(a16, true, 80, 1 /* ICMP */);
+    const k = vipOf(a16, true, 80, 1 /* ICMP */).key;
     expect(k).toBe(vipKey16(a16, true, 80, 1).toString('latin1'));
     expect(isVip4(k)).toBe(true);
     expect(vipParts(k)).toEqual({ addr16: a16, v4: true, port: 80, proto: 1 });
@@ -67,7 +67,7 @@ describe('VIP keys', () => {
   it('refuses text that is no VIP key', () => {
     expect(() => vipParts('abc')).toThrow(/not a VIP key/);
     expect(() => textBytes('')).not.toThrow(); // a text key is written as it is...
-    expect(() => vipFilterBit('x'.repeat(21))).toThrow(/not a VIP key/); // ...but never parsed as one
+    expect(() => vipEntryOf('x'.repeat(21), 1)).toThrow(/not a VIP key/); // ...but never parsed as one
   });
 });
 
@@ -101,8 +101,8 @@ describe('counter ids', () => {
 
   it('a VIP entry counts to_lb egress of its VIP; a NodePort loop_return ingress of the any address', () => {
     for (const a of ['10.0.0.1', '2001:db8::1']) {
-      const k = vipKeyOf(address16(a), !a.includes(':'), 443, 17);
-      expect(decodeCounterKey(textBytes(vipCounterId(k)), 0)).toEqual({
+      const { counterId } = vipOf(address16(a), !a.includes(':'), 443, 17);
+      expect(decodeCounterKey(textBytes(counterId), 0)).toEqual({
         target: a,
         port: 443,
         proto: 'udp',

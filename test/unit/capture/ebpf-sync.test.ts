@@ -20,8 +20,7 @@ import {
   textBytes,
   u32Value,
   VIPTAB_BUCKETS,
-  type VipKey,
-  vipCounterId,
+  type Vip,
 } from '../../../src/capture/bpf-layout.js';
 import { TARGET_MAPS, TargetSync, wantedMaps } from '../../../src/capture/ebpf-maps.js';
 import { CaptureError } from '../../../src/capture/errors.js';
@@ -32,13 +31,13 @@ import { bucketMates } from '../../support/vip-buckets.js';
 /** The maps in full from the real encoders (wantedMaps, the table's buckets), hex, without array entries of zeros. */
 function expected(t: Targets, sync: TargetSync): HexMaps {
   const w = wantedMaps(t, sync.slots);
-  const slotOf = (k: VipKey) => sync.slots.find(vipCounterId(k));
+  const slotOf = (v: Vip) => sync.slots.find(v.counterId);
   const out: HexMaps = new Map(TARGET_MAPS.map((m) => [m, new Map()]));
   const put = (name: string, key: Buffer, value: Buffer) => {
     if (!(ARRAYS.has(name) && value.every((b) => b === 0)))
       out.get(name)!.set(key.toString('hex'), value.toString('hex'));
   };
-  for (const k of w.vips) put(isVip4(k) ? MAP_VIPS4 : MAP_VIPS6, textBytes(k), u32Value(slotOf(k)));
+  for (const v of w.vips) put(isVip4(v.key) ? MAP_VIPS4 : MAP_VIPS6, textBytes(v.key), u32Value(slotOf(v)));
   for (let b = 0; b < VIPTAB_BUCKETS; b++) put(MAP_VIPTAB, u32Value(b), sync.table.bucket(b, slotOf));
   for (const [k, flags] of w.hosts4) put(MAP_HOSTS4, textBytes(k), u32Value(flags));
   for (const [k, flags] of w.hosts6) put(MAP_HOSTS6, textBytes(k), u32Value(flags));

@@ -5,9 +5,9 @@
 import { existsSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import * as L from '../../../src/capture/bpf-layout.js';
-import { vipKeyOf } from '../../../src/capture/bpf-layout.js';
+import { vipOf } from '../../../src/capture/bpf-layout.js';
 import { bpfObjectPath } from '../../../src/capture/ebpf.js';
-import { bucketOf, VipTable } from '../../../src/capture/ebpf-maps.js';
+import { VipTable } from '../../../src/capture/ebpf-maps.js';
 import { address16, type Targets } from '../../../src/capture/targets.js';
 import { Btf } from '../../support/btf.js';
 import { syncedMaps } from '../../support/fake-bpf-maps.js';
@@ -113,12 +113,12 @@ describe('viptab buckets', () => {
 
   it('reports what changed: keys added and removed once each, and only buckets whose value changed', () => {
     const table = new VipTable();
-    const key = (a: string, port = 80) => vipKeyOf(address16(a), !a.includes(':'), port, 6);
+    const key = (a: string, port = 80) => vipOf(address16(a), !a.includes(':'), port, 6);
     const [b, c, d] = bucketMates('10.0.0.100', 80, 'tcp', 3).map((a) => key(a));
     const a = key('10.0.0.100');
     const [v6, w6, x6] = ['2001:db8::1', ...bucketMates('2001:db8::1', 80, 'tcp', 2)].map((x) => key(x));
-    const at = bucketOf(a);
-    const at6 = bucketOf(v6!);
+    const at = a.bucket;
+    const at6 = v6!.bucket;
 
     let ch = table.update([a, b!, c!, a, v6!, w6!, x6!]); // a twice: one key
     expect(ch.added).toEqual([a, b, c, v6, w6, x6]);
@@ -132,12 +132,12 @@ describe('viptab buckets', () => {
     // The hash-only key goes as another comes to the hash: the bucket's value stays as it was.
     ch = table.update([a, b!, d!, v6!, w6!, x6!]);
     expect(ch).toEqual({ added: [d], removed: [c], buckets: [] });
-    expect(table.has(c!)).toBe(false);
-    expect(table.has(d!)).toBe(true);
+    expect(table.has(c!.key, c!.bucket)).toBe(false);
+    expect(table.has(d!.key, d!.bucket)).toBe(true);
 
     // An entry's key goes and comes back: it takes a free entry again (the same one, the only free).
     ch = table.update([b!, d!, w6!, x6!]);
-    expect(ch.removed.sort()).toEqual([a, v6].sort());
+    expect(ch.removed.map((v) => v.key).sort()).toEqual([a.key, v6!.key].sort());
     expect(ch.buckets.sort()).toEqual([at, at6].sort());
     ch = table.update([a, b!, d!, v6!, w6!, x6!]);
     expect(ch.added).toEqual([a, v6]);
