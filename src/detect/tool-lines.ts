@@ -2,6 +2,7 @@
 
 import { slicePort } from '../cluster/endpoints.js';
 import type { ServiceView } from '../cluster/types.js';
+import { forwardName } from '../kernel/ipvs/uapi.js';
 import type { IpvsVirtualServer } from '../kernel/types.js';
 import type { FindingOf, Severity } from './core-types.js';
 
@@ -19,8 +20,7 @@ export function formatIpvs(vs: IpvsVirtualServer): string[] {
   const lines = [`IPVS ${head} ${vs.scheduler}${vs.flags.includes('persistent') ? ` persistent ${vs.timeoutS}` : ''}`];
   if (vs.realServers.length === 0) lines.push('IPVS   (no real servers)');
   for (const rs of vs.realServers) {
-    // ipvsadm names the methods capitalised: Masq, Local, Tunnel, Route, Bypass.
-    const forward = typeof rs.forward === 'number' ? rs.forward : rs.forward[0]!.toUpperCase() + rs.forward.slice(1);
+    const forward = typeof rs.forward === 'number' ? rs.forward : forwardName(rs.forward);
     lines.push(
       `IPVS   -> ${hostPort(rs.address, rs.port)}  ${forward} ${rs.weight} ${rs.activeConns} ${rs.inactiveConns}`,
     );
@@ -58,5 +58,3 @@ export function endpointsLine(service: ServiceView): string {
     `on other nodes; externalTrafficPolicy=${service.externalTrafficPolicy}`
   );
 }
-
-export { KUBE_IPVS_IFNAME } from '../model/kube-proxy.js';

@@ -12,7 +12,7 @@ import type {
   IpvsVirtualServer,
 } from '../types.js';
 import { ALL_GROUPS, type IpvsFieldGroup, mergeIpvsSnapshots, newRealServer, zeroStats } from './merge.js';
-import { defaultNetmask, FORWARDS, TUNNEL_CHECKSUMS } from './uapi.js';
+import { defaultNetmask, FORWARDS, forwardName, TUNNEL_CHECKSUMS } from './uapi.js';
 
 export class IpvsadmParseError extends LineParseError {
   override name = 'IpvsadmParseError';
@@ -95,10 +95,8 @@ const COLUMNS: Record<string, { set: Column; group: IpvsFieldGroup }> = {
   Forward: {
     group: 'forward',
     set: (t, tok, fail) => {
-      // ipvsadm prints the kernel's names capitalised (Masq, Route, ...).
       t.forward =
-        FORWARDS.find((f) => f[0]!.toUpperCase() + f.slice(1) === tok) ??
-        fail(`unknown forwarding method ${JSON.stringify(tok)}`);
+        FORWARDS.find((f) => forwardName(f) === tok) ?? fail(`unknown forwarding method ${JSON.stringify(tok)}`);
     },
   },
   TunnelInfo: { group: 'tunnel', set: (t, tok, fail) => tunnelInfo(t, tok, fail) },
@@ -274,10 +272,14 @@ export function parseIpvsadmSave(text: string, source = 'ipvsadm-save -n'): Ipvs
     const [cmd, ...args] = tokens;
     if (cmd !== '-A' && cmd !== '-a') fail(`expected -A or -a, got ${JSON.stringify(cmd)}`);
     const o = new Map<string, string>();
+    // Options by their short spelling, and as the line spelled them for messages.
+    const spelling = new Map<string, string>();
+    const asWritten = (options: Iterable<string>) => [...options].map((k) => spelling.get(k) ?? k).join(' ');
     let svc: { key: string; kind: string; value: string } | undefined;
     for (let i = 0; i < args.length; i++) {
       const written = args[i]!;
       const a = SHORT[written] ?? written;
+      spelling.set(a, written);
       const value = SAVE_FLAGS.has(a) ? '' : (args[++i] ?? fail(`${written} without a value`));
       if (a in SERVICE_OPTS) svc = { key: `${a} ${value}`, kind: SERVICE_OPTS[a] as string, value };
       else o.set(a, value);
@@ -293,15 +295,16 @@ export function parseIpvsadmSave(text: string, source = 'ipvsadm-save -n'): Ipvs
         Object.assign(vs, { protocol: svc.kind, family: hp.family, address: hp.address, port: hp.port });
       }
       saveServiceOptions(vs, o, fail);
+      if (o.size) fail(`unexpected option(s) on an -A line: ${asWritten(o.keys())}`);
       services.set(key, vs);
       continue;
     }
     const vs = services.get(key) ?? fail(`real server for ${svc.key} before its -A line`);
     const unknown = [...o.keys()].filter((k) => !REAL_SERVER_OPTS.has(k));
-    if (unknown.length) fail(`unexpected option(s) on an -a line: ${unknown.join(' ')}`);
+    if (unknown.length) fail(`unexpected option(s) on an -a line: ${asWritten(unknown)}`);
     const hp = hostPort(o.get('-r') ?? fail('-a without -r'), fail);
     const fwd = [...o.keys()].filter((k) => k in SAVE_FORWARDS);
-    if (fwd.length > 1) fail(`several forwarding methods: ${fwd.join(' ')}`);
+    if (fwd.length > 1) fail(`several forwarding methods: ${asWritten(fwd)}`);
     const weight = count(o.get('-w') ?? '1', 'weight', fail);
     // ipvsadm's default is direct routing.
     const rs = newRealServer(realAddress(vs, hp), weight, SAVE_FORWARDS[fwd[0] ?? '-g']!);
@@ -327,7 +330,7 @@ export function parseIpvsadmSave(text: string, source = 'ipvsadm-save -n'): Ipvs
   return { virtualServers: [...services.values()], missing };
 }
 
-/** Reads an -A line's options, taking each out of o so that what is left is unknown. */
+/** Reads an -A line's options, taking each out of o so that what is left is unknown to it. */
 function saveServiceOptions(vs: IpvsVirtualServer, o: Map<string, string>, fail: Fail): void {
   const take = (option: string): string | undefined => {
     const value = o.get(option);
@@ -348,5 +351,4 @@ function saveServiceOptions(vs: IpvsVirtualServer, o: Map<string, string>, fail:
   const pe = take('--pe');
   if (pe !== undefined) vs.peName = pe;
   take('-6');
-  if (o.size) fail(`unexpected option(s) on an -A line: ${[...o.keys()].join(' ')}`);
 }

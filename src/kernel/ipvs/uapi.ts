@@ -58,6 +58,8 @@ export const IP_VS_CONN_F_FWD_MASK = 0x7;
 
 /** IP_VS_CONN_F_* forwarding methods (conn_flags & IP_VS_CONN_F_FWD_MASK) by number. */
 export const FORWARDS = ['masq', 'local', 'tunnel', 'route', 'bypass'] as const;
+/** A forwarding method as ipvsadm prints it: capitalised (Masq, Local, Tunnel, Route, Bypass). */
+export const forwardName = (f: (typeof FORWARDS)[number]): string => f[0]!.toUpperCase() + f.slice(1);
 
 /** Names of the service flags; scheduler flags are named the way ipvsadm names them for that scheduler. */
 export function serviceFlagNames(flags: number, scheduler: string): string[] {

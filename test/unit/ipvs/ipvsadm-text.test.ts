@@ -126,6 +126,25 @@ describe('ipvsadm text', () => {
     expect(errorOf(() => parseIpvsadmSave('-L -n', 's')).message).toBe('s:1: expected -A or -a, got "-L"');
   });
 
+  it('reads the long options ipvsadm takes as their short spelling, and quotes them as written', () => {
+    const long = views
+      .save!.replaceAll('-A -t', '-A --tcp-service')
+      .replaceAll(' -s ', ' --scheduler ')
+      .replaceAll(' -r ', ' --real-server ')
+      .replaceAll(' -m', ' --masquerading');
+    expect(long).not.toBe(views.save);
+    expect(parseIpvsadmSave(long)).toEqual(parseIpvsadmSave(views.save!));
+
+    const fail = (text: string) => errorOf(() => parseIpvsadmSave(text, 's')).message;
+    expect(fail('-A -t 10.0.0.1:80 --scheduler')).toBe('s:1: --scheduler without a value');
+    expect(fail('-A --tcp-service 10.0.0.1:80 --scheduler rr --weight 2')).toBe(
+      's:1: unexpected option(s) on an -A line: --weight',
+    );
+    const a = '-A -t 10.0.0.1:80 -s rr\n-a --tcp-service 10.0.0.1:80 -r 10.1.0.1:80';
+    expect(fail(`${a} --persistent 60 -q 1`)).toBe('s:2: unexpected option(s) on an -a line: --persistent -q');
+    expect(fail(`${a} --masquerading -g`)).toBe('s:2: several forwarding methods: --masquerading -g');
+  });
+
   it('rejects every truncation of a view either cleanly or not at all', () => {
     for (const [name, text] of Object.entries(views)) {
       for (let n = 0; n < text.length; n += 7) {
