@@ -1,9 +1,10 @@
 // iproute2 JSON parsers: `ip -j [-d] addr` → AddressSnapshot, `ip -j route` → routes, uplink and pod-CIDR candidates.
 // Several documents per file are accepted; a bad item warns, a file that is not an array of ip objects throws.
 import { JsonSyntaxError, parseJsonDocuments } from '../cluster/json-docs.js';
-import { IFA_FLAG_NAMES, interfaceOrder, KUBE_IPVS_IFNAME, SCOPE_NAMES } from '../kernel/addresses.js';
+import { IFA_FLAG_NAMES, interfaceOrder, SCOPE_NAMES } from '../kernel/addresses.js';
 import { canonicalIP, ipFamily } from '../kernel/ip.js';
 import type { AddressSnapshot, Family, InterfaceAddress, NetInterface } from '../kernel/types.js';
+import { KUBE_IPVS_IFNAME } from '../model/kube-proxy.js';
 import { BundleParseError } from './errors.js';
 
 /** ip's scope names, as the kernel reader names them. */

@@ -1,12 +1,14 @@
 // What every detector is given, built once per diagnosis so detectors and the correlator answer "is this ours?" in
 // O(1); LB Services come from cluster/lb-index.ts, the proxy mode from classifyProxyMode.
+
 import { LbServiceIndex } from '../cluster/lb-index.js';
 import type { ServiceView } from '../cluster/types.js';
 import { cidrMatcher, inCidr } from '../kernel/ip.js';
 import type { IpvsVirtualServer, LocalRoute } from '../kernel/types.js';
 import { type Key, key } from '../model/address-key.js';
+import { KUBE_IPVS_IFNAME } from '../model/kube-proxy.js';
 import type { DiagnoseInput, LbNatFact, NodeProxyMode } from './core-types.js';
-import { firstOf, KUBE_IPVS_IFNAME } from './tool-lines.js';
+import { firstOf } from './tool-lines.js';
 
 export interface ProxyModeInfo {
   mode: NodeProxyMode;

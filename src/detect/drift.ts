@@ -1,10 +1,11 @@
 // drift: kube-ipvs0 binding disagrees with the Service: ipMode Proxy or Alibaba's hostname annotation mean
 // "do not bind", Tencent prevent-loopback means "bind" (TKE binds when annotated); community binds every VIP ipMode.
+import { KUBE_IPVS_IFNAME } from '../model/kube-proxy.js';
 import type { DetectContext } from './context.js';
 import type { FindingOf } from './core-types.js';
 import type { DetectorDef } from './detector.js';
 import { eachIngress } from './observed.js';
-import { finding, KUBE_IPVS_IFNAME } from './tool-lines.js';
+import { finding } from './tool-lines.js';
 
 export const drift: DetectorDef<'drift'> = {
   mechanism: 'drift',

@@ -1,15 +1,17 @@
 // guest-local-route: an LB IP that is the node's own via a `local` route no address made (Google's guest agent
 // adds `local IP dev NIC proto 66 scope host` per internal LB IP); info when kube-proxy handles the IP anyway,
 // a risk when kube-proxy leaves it to the LB, since pod traffic then never leaves this node.
+
 import type { ServiceView } from '../cluster/types.js';
 import type { LocalRoute } from '../kernel/types.js';
+import { KUBE_IPVS_IFNAME } from '../model/kube-proxy.js';
 import type { DetectContext } from './context.js';
 import type { FindingOf } from './core-types.js';
 import type { DetectorDef } from './detector.js';
 import { vipName } from './handoff.js';
 import { eachIngress } from './observed.js';
 import { kubeProxyPath, routeLine, routeOwner } from './path.js';
-import { finding, KUBE_IPVS_IFNAME } from './tool-lines.js';
+import { finding } from './tool-lines.js';
 
 export const guestLocalRoute: DetectorDef<'guest-local-route'> = {
   mechanism: 'guest-local-route',

@@ -1,6 +1,7 @@
 // hc-drop: community IPVS binds the LB IP on kube-ipvs0, so health checks sourced from it are dropped as martians
 // (kubernetes#79783); drops rarely reach conntrack, so active needs capture or unreplied VIP → node IP entries.
 
+import { KUBE_IPVS_IFNAME } from '../model/kube-proxy.js';
 import type { DetectContext } from './context.js';
 import type { FindingOf } from './core-types.js';
 import type { Observations } from './correlator.js';
@@ -8,7 +9,7 @@ import type { DetectorDef } from './detector.js';
 import { tencentPreventLoopback } from './fixes.js';
 import { activeFindings, withIngressRisks } from './observed.js';
 import { credited, mitigationsFor, remedy } from './remedies.js';
-import { finding, KUBE_IPVS_IFNAME } from './tool-lines.js';
+import { finding } from './tool-lines.js';
 
 export const hcDrop: DetectorDef<'hc-drop'> = {
   mechanism: 'hc-drop',

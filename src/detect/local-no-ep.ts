@@ -3,6 +3,7 @@
 // iptables (1.24+): KUBE-EXTERNAL-SERVICES drops the LB IP while pods are short-circuited.
 
 import type { ServiceView } from '../cluster/types.js';
+import { KUBE_IPVS_IFNAME } from '../model/kube-proxy.js';
 import type { DetectContext } from './context.js';
 import type { FindingOf } from './core-types.js';
 import type { Observations } from './correlator.js';
@@ -10,7 +11,7 @@ import type { DetectorDef } from './detector.js';
 import { etpCluster } from './fixes.js';
 import { activeFindings, withIngressRisks } from './observed.js';
 import { credited, mitigationsFor, remedy } from './remedies.js';
-import { endpointsLine, finding, formatIpvs, KUBE_IPVS_IFNAME } from './tool-lines.js';
+import { endpointsLine, finding, formatIpvs } from './tool-lines.js';
 
 const FIX_START =
   'Call the Service by DNS name; or use externalTrafficPolicy: Cluster; or ' +

@@ -8,7 +8,7 @@ import { portKey } from '../model/service.js';
 import type { DetectContext } from './context.js';
 import type { DiagnoseInput, FindingOf } from './core-types.js';
 import type { DetectorDef } from './detector.js';
-import { endpointsLine, finding, formatIpvs, hostPort } from './tool-lines.js';
+import { endpointsLine, finding, firstOf, formatIpvs, hostPort } from './tool-lines.js';
 
 export const nodeNameMismatch: DetectorDef<'node-name-mismatch'> = {
   mechanism: 'node-name-mismatch',
@@ -157,10 +157,10 @@ function mismatchFinding(
   ];
   const confirmed = differ !== undefined || kp.agrees || mine.some((e) => ctx.nodeIps.has(e.address));
   const hc = service.healthCheckNodePort !== undefined ? ` (health check port ${service.healthCheckNodePort})` : '';
-  const shown = `${mine
-    .slice(0, 3)
-    .map((e) => e.address)
-    .join(', ')}${mine.length > 3 ? ', ...' : ''}`;
+  const shown = firstOf(
+    mine.map((e) => e.address),
+    3,
+  );
   const summary =
     `${mine.length} endpoint(s) of this node's pods (${shown}) are filed under ` +
     `"${rename.other}", not this node's name "${rename.own}": kube-proxy takes ` +

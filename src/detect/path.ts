@@ -1,9 +1,10 @@
 // Where pod→LB-IP traffic goes: handled by kube-proxy, delivered by a guest agent's local route, or out to the LB;
 // only traffic that leaves can loop.
+
 import type { ServiceView } from '../cluster/types.js';
 import type { LocalRoute } from '../kernel/types.js';
+import { KUBE_IPVS_IFNAME } from '../model/kube-proxy.js';
 import type { DetectContext } from './context.js';
-import { KUBE_IPVS_IFNAME } from './tool-lines.js';
 
 export interface VipPath {
   /** undefined: cannot tell (no IPVS state and no NAT rules were read). */

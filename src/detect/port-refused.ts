@@ -1,13 +1,14 @@
 // port-refused: the LB IP is bound on kube-ipvs0, so in-cluster clients never reach the LB; an LB port with no IPVS
 // virtual server here is refused (or answered by a local 0.0.0.0:port listener).
 
+import { KUBE_IPVS_IFNAME } from '../model/kube-proxy.js';
 import type { DetectContext } from './context.js';
 import type { FindingOf } from './core-types.js';
 import type { Observations } from './correlator.js';
 import type { DetectorDef } from './detector.js';
 import { activeFindings, withIngressRisks } from './observed.js';
 import { credited, mitigationsFor, remedy } from './remedies.js';
-import { finding, formatIpvs, KUBE_IPVS_IFNAME } from './tool-lines.js';
+import { finding, formatIpvs } from './tool-lines.js';
 
 export const portRefused: DetectorDef<'port-refused'> = {
   mechanism: 'port-refused',

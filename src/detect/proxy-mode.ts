@@ -1,14 +1,16 @@
 // proxy-mode: the kube-proxy datapath (iptables/nftables, IPVS binding LB IPs, or IPVS without binding as on TKE),
 // which decides the mechanisms that apply. IPVS is deprecated since v1.35 (KEP-5495), so the finding also says
 // what nftables mode would change per Service.
+
 import type { ServiceView } from '../cluster/types.js';
+import { KUBE_IPVS_IFNAME } from '../model/kube-proxy.js';
 import type { DetectContext, ProxyModeInfo } from './context.js';
 import type { FindingOf, LbNatFact } from './core-types.js';
 import type { DetectorDef } from './detector.js';
 import { handoffOf, handoffVerdict, vipName } from './handoff.js';
 import { eachIngress } from './observed.js';
 import { vipPath } from './path.js';
-import { finding, KUBE_IPVS_IFNAME } from './tool-lines.js';
+import { finding } from './tool-lines.js';
 
 export const proxyMode: DetectorDef<'proxy-mode'> = {
   mechanism: 'proxy-mode',

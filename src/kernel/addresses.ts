@@ -19,8 +19,6 @@ import { NETLINK_ROUTE, NetlinkSocket, NOTIFICATION_BATCH } from './netlink/sock
 import { sourceFailure } from './source.js';
 import type { AddressEvent, AddressSnapshot, InterfaceAddress, NetInterface } from './types.js';
 
-export { KUBE_IPVS_IFNAME } from '../model/kube-proxy.js';
-
 const RTM_NEWLINK = 16;
 const RTM_GETLINK = 18;
 const RTM_NEWADDR = 20;

@@ -38,6 +38,20 @@ describe('node-name-mismatch', () => {
     expect(found.flatMap((x) => x.evidence).join('\n')).not.toContain('10.244.2.9');
   });
 
+  it('quotes the first endpoints of many and counts the rest', () => {
+    const { input } = loadCase('hostname-override-mismatch');
+    // Each endpoint of node-a's pods under the other name becomes 8 (10.244.1.6 -> 10.244.1.60 ... 10.244.1.67).
+    const many = withEndpoints(input, (ep) =>
+      ep.address === '10.244.1.6' ? Array.from({ length: 8 }, (_, i) => ({ ...ep, address: `10.244.1.6${i}` })) : [ep],
+    );
+    const f = mismatches(many)[0]!;
+    expect(f.summary).toMatch(
+      /^8 endpoint\(s\) of this node's pods \(10\.244\.1\.60, 10\.244\.1\.61, 10\.244\.1\.62 and 5 more\)/,
+    );
+    expect(f.evidence.filter((l) => l.startsWith('endpoint '))).toHaveLength(5);
+    expect(f.evidence).toContain('(3 more endpoints of this node filed under "node-a.internal")');
+  });
+
   it('is quiet when the endpoints are filed under this node or are simply remote', () => {
     expect(mismatches(loadCase('iptables-1.29-nft-no-loop').input)).toEqual([]);
     const { input } = loadCase('hostname-override-mismatch');
