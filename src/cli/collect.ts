@@ -68,7 +68,7 @@ Exit codes: 0 bundle written (see the summary for steps that failed), 2 the bund
           throw new UserError(`--cluster-file: no such file: ${flags.clusterFile}`);
         const { collectBundle } = await import('../source/bundle-collect.js');
         const netns = flags.netns ? netnsPath(flags.netns) : undefined;
-        const manifest = await collectBundle({ ...flags, netns, nodeName: flags.nodeName || undefined });
+        const manifest = await collectBundle({ ...flags, netns });
         process.stdout.write(summary(manifest, flags.out));
       } catch (e) {
         fail(

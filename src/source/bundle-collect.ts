@@ -30,6 +30,7 @@ export interface CollectOptions {
   clusterFile?: string;
   /** Without clusterFile: list the objects from the API with this kubeconfig (default: in-cluster, when in a pod). */
   kubeconfig?: string;
+  /** Unset or empty: $NODE_NAME, else the hostname. */
   nodeName?: string;
   /** Per-command timeout; default 30 s. */
   timeoutMs?: number;
@@ -71,7 +72,7 @@ export async function collectBundle(opts: CollectOptions): Promise<BundleManifes
   const manifest: BundleManifest = {
     format: BUNDLE_FORMAT,
     clbprobeVersion: clbprobeVersion(),
-    nodeName: opts.nodeName ?? process.env.NODE_NAME ?? hostname(),
+    nodeName: opts.nodeName || process.env.NODE_NAME || hostname(),
     hostname: hostname(),
     ...(kernel ? { kernel } : {}),
     ...(opts.netns ? { netns: opts.netns } : {}),

@@ -143,6 +143,15 @@ describe('API bodies are bounded', () => {
       await expect(api.listPage('/api/v1/services', {})).rejects.toThrow(
         'GET /api/v1/services: the answer is larger than 1 MiB',
       );
+      // A bound under 1 MiB is said in KiB or bytes, not as "0 MiB".
+      for (const [maxBodyBytes, said] of [
+        [48 << 10, '48 KiB'],
+        [1000, '1000 bytes'],
+      ] as const) {
+        await expect(new KubeApi(target(url), { maxBodyBytes }).listPage('/api/v1/services', {})).rejects.toThrow(
+          `GET /api/v1/services: the answer is larger than ${said}`,
+        );
+      }
       // Under the bound: read whole, multi-byte characters split across pieces intact.
       const ok = await new KubeApi(target(url), { maxBodyBytes: 4 << 20 }).listPage('/api/v1/services', {});
       expect(ok.items).toHaveLength(1);

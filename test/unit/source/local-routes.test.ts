@@ -1,11 +1,11 @@
 // The local-routes source's parser on `ip -j route show table local` captured in a namespace
 // (test/fixtures/routes/README.md): only the `local` routes no address made are kept.
-import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { readBundle } from '../../../src/source/bundle-read.js';
-import { localRoutesOf } from '../../../src/source/local-routes.js';
+import { localRoutes, localRoutesOf } from '../../../src/source/local-routes.js';
 
 const FX = join(import.meta.dirname, '../../fixtures/routes');
 const read = (f: string): string => readFileSync(join(FX, f), 'utf8');
@@ -62,6 +62,27 @@ describe('local-routes in a bundle', () => {
         /^ip-route-local\.json not in the bundle/,
       );
     } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('local-routes, live', () => {
+  it('a privilege failure keeps its "permission denied" start, so snapshot counts it among the denied sources', async () => {
+    // A stand-in `ip` first on PATH that answers as iproute2 does without CAP_NET_ADMIN.
+    const dir = mkdtempSync(join(tmpdir(), 'clbprobe-fake-ip-'));
+    const saved = process.env.PATH;
+    try {
+      writeFileSync(join(dir, 'ip'), '#!/bin/sh\necho "RTNETLINK answers: Operation not permitted" >&2\nexit 2\n');
+      chmodSync(join(dir, 'ip'), 0o755);
+      process.env.PATH = `${dir}:${saved}`;
+      const r = await localRoutes.live!({}).read();
+      expect(r.state).toBe('down');
+      expect(r.state === 'down' && r.reason).toMatch(
+        /^permission denied \(needs root or CAP_NET_ADMIN\): ip: RTNETLINK/,
+      );
+    } finally {
+      process.env.PATH = saved;
       rmSync(dir, { recursive: true, force: true });
     }
   });
