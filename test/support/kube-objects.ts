@@ -7,6 +7,7 @@
 // (1.20: discovery.k8s.io/v1beta1, the node in topology["kubernetes.io/hostname"]).
 import { errText } from '../../src/errors.js';
 import type { ControlPlane } from './kube-control-plane.js';
+import { until } from './wait.js';
 
 type Obj = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -91,14 +92,19 @@ export async function createList(cp: ControlPlane, list: { items: Obj[] }): Prom
 /** Applies CRDs and waits until served; kubectl 1.20's wait fails, not waits, while a new CRD has no conditions yet. */
 export async function installCrds(cp: ControlPlane, file: string): Promise<void> {
   cp.kubectl(['apply', '-f', file]);
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    try {
-      cp.kubectl(['wait', '--for', 'condition=established', '--timeout', '60s', '-f', file]);
-      return;
-    } catch (e) {
-      if (!/accessor error/.test(errText(e)) || Date.now() > deadline) throw e;
-      await new Promise((resolve) => setTimeout(resolve, 200));
-    }
-  }
+  // `kubectl wait` fails with an accessor error until the API server serves the new kinds.
+  await until(
+    `the CRDs of ${file} established`,
+    60_000,
+    () => {
+      try {
+        cp.kubectl(['wait', '--for', 'condition=established', '--timeout', '60s', '-f', file]);
+        return true;
+      } catch (e) {
+        if (!/accessor error/.test(errText(e))) throw e;
+        return undefined;
+      }
+    },
+    200,
+  );
 }
