@@ -56,7 +56,8 @@ const MAX_SERVICES = 10_000;
 const MAX_MESSAGE = 1000;
 
 export class EventRecorder {
-  private readonly active = new Map<string, ActiveNodes>();
+  /** Services with a loop on some node, or whose end is not recorded yet; warned: their Warning is recorded. */
+  private readonly services = new Map<string, { nodes: ActiveNodes; warned: boolean }>();
   private readonly lastWarning = new Map<string, number>();
   private readonly bucket: TokenBucket;
   private readonly now: () => number;
@@ -99,34 +100,33 @@ export class EventRecorder {
         seen.set(key, nodes);
       }
     });
-    const out: LoopEvent[] = [];
-    // Started: a Service active now that was not.
     for (const [key, nodes] of seen) {
-      const was = this.active.get(key);
-      if (!was && this.active.size >= MAX_SERVICES) continue;
-      const merged = new Map(was ?? []);
+      const was = this.services.get(key);
+      if (!was && this.services.size >= MAX_SERVICES) continue;
+      const merged = new Map(was?.nodes ?? []);
       for (const n of answered) merged.delete(n);
       for (const [n, v] of nodes) merged.set(n, v);
-      this.active.set(key, merged);
-      if (!was) out.push(this.warning(key, merged));
+      this.services.set(key, { nodes: merged, warned: was?.warned ?? false });
     }
-    // Ended: every node that had it answered without it.
-    for (const [key, nodes] of this.active) {
-      if (seen.has(key)) continue;
-      for (const n of answered) nodes.delete(n);
-      if (nodes.size > 0) continue;
-      this.active.delete(key);
-      const [namespace, service] = key.split('/') as [string, string];
-      out.push({
-        namespace,
-        service,
-        type: 'Normal',
-        reason: EVENT_REASON_CLEARED,
-        message: 'LB loopback no longer active on any node that answered',
-      });
-    }
+    // A node that had a loop and answered without it no longer has it; one that did not answer keeps its last answer.
+    for (const [key, s] of this.services) if (!seen.has(key)) for (const n of answered) s.nodes.delete(n);
+    // The last Event on each Service says its state: one not recorded (quiet period, rate limit, an error) is tried
+    // again next round, and a loop no Warning announced ends without a word.
     const recorded: LoopEvent[] = [];
-    for (const e of out) if (await this.record(e)) recorded.push(e);
+    for (const [key, s] of this.services) {
+      const active = s.nodes.size > 0;
+      if (active === s.warned) continue;
+      if (!active && !s.warned) {
+        this.services.delete(key);
+        continue;
+      }
+      const event = active ? this.warning(key, s.nodes) : clearedEvent(key);
+      const r = await this.record(event);
+      if (r === undefined) continue;
+      if (r === 'created') recorded.push(event);
+      if (active) s.warned = true;
+      else this.services.delete(key);
+    }
     return recorded;
   }
 
@@ -148,7 +148,8 @@ export class EventRecorder {
     };
   }
 
-  private async record(event: LoopEvent): Promise<boolean> {
+  /** Creates the Event; 'exists' when another replica did, undefined when it was not recorded (and says why). */
+  private async record(event: LoopEvent): Promise<'created' | 'exists' | undefined> {
     const key = `${event.namespace}/${event.service}`;
     const now = this.now();
     if (event.type === 'Warning') {
@@ -156,27 +157,39 @@ export class EventRecorder {
       if (last !== undefined && now - last < this.o.quietPeriodMs) return this.limited(event, 'quiet period');
     }
     if (this.bucket.take()) return this.limited(event, 'rate limit');
-    if (event.type === 'Warning') {
-      this.lastWarning.set(key, now);
-      while (this.lastWarning.size > MAX_SERVICES) this.lastWarning.delete(this.lastWarning.keys().next().value!);
-    }
     try {
       const r = await this.o.create(event, eventName(event, now, this.o.quietPeriodMs));
       this.counts[r]++;
       if (r === 'created') this.o.log?.info({ service: key, reason: event.reason }, 'event recorded');
-      return r === 'created';
+      if (event.type === 'Warning') {
+        this.lastWarning.set(key, now);
+        while (this.lastWarning.size > MAX_SERVICES) this.lastWarning.delete(this.lastWarning.keys().next().value!);
+      }
+      return r;
     } catch (err) {
       this.counts.failed++;
       this.o.log?.warn({ service: key, reason: event.reason, err: errText(err) }, 'event not recorded');
-      return false;
+      return undefined;
     }
   }
 
-  private limited(e: LoopEvent, why: string): false {
+  private limited(e: LoopEvent, why: string): undefined {
     this.counts.limited++;
     this.o.log?.warn({ service: `${e.namespace}/${e.service}`, reason: e.reason, why }, 'event not recorded');
-    return false;
+    return undefined;
   }
+}
+
+/** The Normal Event that ends a Service's loop. */
+function clearedEvent(key: string): LoopEvent {
+  const [namespace, service] = key.split('/') as [string, string];
+  return {
+    namespace,
+    service,
+    type: 'Normal',
+    reason: EVENT_REASON_CLEARED,
+    message: 'LB loopback no longer active on any node that answered',
+  };
 }
 
 /** The first fix command of a finding, else the first sentence of its remedy. */
