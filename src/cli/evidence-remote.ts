@@ -243,6 +243,8 @@ async function runViaRelay(options: AllNodesOptions, api: ApiTarget): Promise<nu
     throw new UserError(`the evidence relay ended without its summary${first}`);
   }
   const results = summary;
+  if (results.length === 0 && malformed.size === 0)
+    throw new UserError('the evidence relay found no agent pod to ask (is the clbprobe DaemonSet deployed?)');
   for (const [node, error] of malformed) {
     const r = results.find((x) => x.node === node);
     if (r) Object.assign(r, { status: 'failed', error: r.error ?? error });

@@ -67,7 +67,8 @@ Examples:
 Needs: get services/proxy on the relay's Service (deploy/oncall-rbac.yaml), and get on the Services to see.
 
 Exit codes: 0 nothing active and every agent answered, 1 an active loopback was found (conntrack shows it),
-2 errors, or no active loop among the answers while some agents did not answer (the answer is incomplete).`,
+2 errors, or no active loop among the answers while no agent answered, or some did not or only in part (the answer
+is incomplete).`,
     )
     .action(
       failing(async (flags: StatusFlags) => {
@@ -110,6 +111,8 @@ async function run(flags: StatusFlags): Promise<number> {
     writeFileSync(flags.html, cs.renderStatusHtml(st, new Date().toISOString()));
     process.stderr.write(`status: wrote ${flags.html}\n`);
   }
+  if (flags.node !== undefined && st.nodes.length === 0)
+    process.stderr.write(`status: no agent answered for node ${JSON.stringify(flags.node)}\n`);
   if (st.findings.some((f) => f.severity === 'active')) return EXIT_FINDING;
-  return st.nodes.some((n) => n.status === 'failed') || st.malformed.length > 0 ? EXIT_ERROR : EXIT_OK;
+  return cs.answeredInFull(st) ? EXIT_OK : EXIT_ERROR;
 }

@@ -182,6 +182,11 @@ function answered(nodes: StatusNodeLine[]): { ok: number; failed: number } {
   return { ok, failed: nodes.length - ok };
 }
 
+/** Whether "nothing active" is known: some agent answered, every one in full, and every relay line parsed. */
+export function answeredInFull(st: ClusterStatus): boolean {
+  return st.nodes.length > 0 && st.nodes.every((n) => n.status === 'ok' && !n.unchecked) && st.malformed.length === 0;
+}
+
 export function renderStatusText(st: ClusterStatus): string {
   const rows = statusRows(st.findings);
   const { ok, failed } = answered(st.nodes);

@@ -492,6 +492,10 @@ describe.skipIf(!isRoot)('clbprobe status: five agents and the relay against a r
     // The kubectl plugin is the same command.
     const k = await cli([PLUGIN, 'status', '--kubeconfig', kubeconfigs.sre!, '--node', 'node-b']);
     expect(k.code, k.stderr).toBe(0);
+    // A node no agent runs on: nothing is known, not a clean 0.
+    const typo = await status('sre', '--node', 'node-bb');
+    expect(typo.code).toBe(2);
+    expect(typo.stderr).toContain('status: no agent answered for node "node-bb"');
   }, 120_000);
 
   it('each user sees only the findings of Services they may get; without the on-call role, nothing', async () => {
