@@ -130,6 +130,8 @@ function walkRules(walk: Walk, chain: string, certain: boolean, depth: number, o
     if (terminal) {
       res.steps.push(step);
       if (m === 'yes') return terminal;
+      // The packet may have ended here: what the rest of the chain does to it is not certain.
+      certain = false;
       continue;
     }
     if (!t.chains.has(target)) continue; // MARK, LOG, CONNMARK, ...: the packet goes on
@@ -137,9 +139,13 @@ function walkRules(walk: Walk, chain: string, certain: boolean, depth: number, o
     const sub = walkChain(walk, target, sure, depth + 1);
     out.height = Math.max(out.height, sub.height + 1);
     out.cut ||= sub.cut;
-    if (m !== 'yes') continue;
-    if (sub.end === 'loop') return 'loop';
     // After -g, the end of the called chain returns past this chain too.
+    const ends = sub.end === 'loop' || (sub.end !== 'return' && sub.end !== 'fallthrough') || rule.goto;
+    if (m !== 'yes') {
+      if (ends) certain = false;
+      continue;
+    }
+    if (sub.end === 'loop') return 'loop';
     if (sub.end !== 'return' && sub.end !== 'fallthrough') return sub.end;
     if (rule.goto) return 'return';
   }
@@ -219,7 +225,7 @@ function podSource(pod: PodSelectors, cidr: string): Tri {
   if (prefix === 0) return 'yes';
   if (pod.cidrs.some((p) => cidrContains(cidr, p))) return 'yes';
   // A single address is one endpoint (the hairpin rule), not "a client pod".
-  if (prefix === 32 || prefix === 128) return 'no';
+  if (prefix === (cidr.includes(':') ? 128 : 32)) return 'no';
   if (pod.cidrs.length > 0 && !pod.cidrs.some((p) => cidrContains(p, cidr))) return 'no';
   return 'maybe';
 }
