@@ -122,6 +122,8 @@ export interface AgentSink {
   write(text: string): boolean;
   once(event: 'drain' | 'close', cb: () => void): unknown;
   off(event: 'close', cb: () => void): unknown;
+  /** True once the caller has gone away (a ServerResponse's). */
+  readonly destroyed?: boolean;
 }
 
 /** The characters of unfinished lines the relay holds, shared by every agent answer it reads. */
@@ -165,6 +167,8 @@ export async function readAgent(
   } catch (e) {
     return `the relay cannot get a token for this node: ${errText(e)}`;
   }
+  // The caller may have gone while the token was minted: its 'close' has fired already.
+  if (sink.destroyed) return 'the caller went away';
   const headers = {
     authorization: `Bearer ${nodeToken}`,
     ...(a.user !== undefined ? { [ON_BEHALF_OF_HEADER]: a.user } : {}),
