@@ -1,9 +1,8 @@
 // `clbprobe diagnose`: per Service, whether LB loopback can happen or is happening on this node, the proof and the fix.
 import { hostname } from 'node:os';
 import type { Command } from 'commander';
-import type { DiagnoseResult } from '../detect/types.js';
-import type { DiagnoseFlags } from '../diagnose/run.js';
-import { EXIT_FINDING, EXIT_OK, failing, UserError } from './errors.js';
+import type { DiagnoseFlags, RunResult } from '../diagnose/run.js';
+import { EXIT_ERROR, EXIT_FINDING, EXIT_OK, failing, UserError } from './errors.js';
 import { addOptions, checkFixCommands, FIX_COMMANDS_OPTION, type OptionRow } from './options.js';
 
 const OPTIONS: readonly OptionRow[] = [
@@ -57,7 +56,8 @@ export function register(program: Command): void {
         '  clbprobe diagnose --from ./node-a-bundle --fix-commands      e.g. kubectl -n shop ' +
           `patch service web --type merge -p '{"spec":{"externalTrafficPolicy":"Cluster"}}'`,
         '',
-        'Exit codes: 0 nothing active, 1 an active loopback was found (conntrack shows it), 2 errors.',
+        'Exit codes: 0 nothing active, 1 an active loopback was found (conntrack shows it), 2 errors, or nothing',
+        'active while conntrack was not read (no CAP_NET_ADMIN, or a bundle without conntrack.txt): unknown.',
       ].join('\n'),
     )
     .action(
@@ -73,13 +73,16 @@ export function register(program: Command): void {
           import('../detect/render.js'),
         ]);
         let nodeName = flags.nodeName ?? process.env.NODE_NAME ?? hostname();
-        let result: DiagnoseResult;
+        let run: RunResult;
         if (flags.from) {
           if (flags.netns) throw new UserError('diagnose: --from and --netns exclude each other');
-          ({ result, nodeName } = runFromBundle(flags));
+          const bundle = runFromBundle(flags);
+          nodeName = bundle.nodeName;
+          run = bundle;
         } else {
-          result = await runLive(flags, nodeName);
+          run = await runLive(flags, nodeName);
         }
+        const { result } = run;
         process.stdout.write(
           flags.fixCommands
             ? renderFixCommands(result.findings)
@@ -95,7 +98,12 @@ export function register(program: Command): void {
           });
           process.stderr.write(`diagnose: wrote ${flags.html}\n`);
         }
-        process.exitCode = hasActive(result.findings) ? EXIT_FINDING : EXIT_OK;
+        if (hasActive(result.findings)) process.exitCode = EXIT_FINDING;
+        else if (run.conntrackRead) process.exitCode = EXIT_OK;
+        else {
+          process.stderr.write('diagnose: conntrack not read: nothing is shown active, nor ruled out (exit 2)\n');
+          process.exitCode = EXIT_ERROR;
+        }
       }),
     );
 }

@@ -8,7 +8,6 @@ import type { AuthDecision, AuthnResult } from '../agent/kube-authorizer.js';
 import { errText } from '../errors.js';
 import { DEFAULT_SERVER_LIMITS, limitConnections, parseListen } from '../http-limits.js';
 import { createLogger } from '../log.js';
-import type { PodFields } from '../remote/agent-pods.js';
 import { failing, intFlag, namespacedFlag, UserError } from './errors.js';
 import { AGENT_POD_OPTIONS, addOptions, type OptionRow } from './options.js';
 
@@ -54,7 +53,7 @@ async function run(flags: RelayFlags): Promise<void> {
   const { relayRoute } = await import('../remote/relay.js');
   const { statusRoute } = await import('../remote/status.js');
   const { NodeTokens, tokenRequester } = await import('../remote/node-tokens.js');
-  const { toAgentPod } = await import('../remote/agent-pods.js');
+  const { readAgentPods, sharedInFlight } = await import('../remote/agent-pods.js');
   const log = createLogger(flags.logLevel);
   const listen = parseListen(flags.listen);
   let target: ReturnType<typeof loadApiTarget>;
@@ -69,13 +68,9 @@ async function run(flags: RelayFlags): Promise<void> {
   const limiter = new ReviewRateLimiter({ perSecond: 5, burst: 20 }, { perSecond: 20, burst: 50 });
   const authz = new KubeAuthorizer(new AccessReviewClient(target), { limiter });
   const nodeTokens = new NodeTokens(tokenRequester(target, sa));
-  const pods = `/api/v1/namespaces/${encodeURIComponent(flags.agentNamespace)}/pods`;
   // What the routes and the Event recorder ask the agents with: the pods, their port, and the bounds.
   const agents = {
-    listPods: async () =>
-      (await api.listPage(pods, { labelSelector: flags.agentSelector })).items.map((p) =>
-        toAgentPod(p as PodFields, flags.container),
-      ),
+    listPods: sharedInFlight(() => readAgentPods(api, flags.agentNamespace, flags.agentSelector, flags.container)),
     container: flags.container,
     agentPort: intFlag(flags.agentPort, '--agent-port', 65535),
     concurrency: intFlag(flags.concurrency, '--concurrency', 100),

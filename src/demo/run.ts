@@ -220,8 +220,8 @@ function metricLines(now: Sample[], prev: Sample[]): string {
         'it counts traffic, a conntrack entry or a finding for it)';
 }
 
-async function diagnose(lab: LoopLab, dir: string): ReturnType<typeof runLive> {
-  return runLive({ clusterFile: lab.writeClusterFile(dir), netns: lab.node.path }, LAB.node1Name);
+async function diagnose(lab: LoopLab, dir: string) {
+  return (await runLive({ clusterFile: lab.writeClusterFile(dir), netns: lab.node.path }, LAB.node1Name)).result;
 }
 
 function indent(text: string): string {

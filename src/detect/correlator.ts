@@ -31,6 +31,8 @@ export interface Observations {
 const MAX_EXAMPLES = 3;
 /** Unpaired entries kept per map; beyond it pairing is incomplete (reported, not silent). */
 const MAX_PENDING = 200_000;
+/** Entries kept per pairing key, so that each lookup of one stays bounded; beyond it too pairing is incomplete. */
+const MAX_PER_KEY = 1_000;
 /** L7 legs without timestamps are paired by coexistence; with them, within this window. */
 const L7_WINDOW_NS = 30n * 1_000_000_000n;
 
@@ -46,7 +48,9 @@ export class ConntrackCorrelator {
   private readonly outbound = new Map<string, Pending[]>();
   /** Return legs: to nodeIP:NodePort (l4) or to a local endpoint (direct). */
   private readonly inbound = new Map<string, { kind: 'l4' | 'direct'; p: Pending }[]>();
-  private readonly l7Out = new Map<string, Pending[]>();
+  /** Outbound legs to an Ingress VIP by client IP, then by each Service behind that VIP (what pairL7 looks up). */
+  private readonly l7Out = new Map<string, Map<ServiceView, ConntrackEntry[]>>();
+  private l7OutKept = 0;
   private readonly l7In: Pending[] = [];
   private readonly groups = new Map<string, ObsGroup>();
   private seen = 0;
@@ -78,7 +82,7 @@ export class ConntrackCorrelator {
       this.record('hcSrc', hcSvcs, [entry]);
 
     const ingSvcs = ctx.lb.ingressVipServices(o.dst);
-    if (ingSvcs && ctx.isLocalSource(o.src)) this.keep(this.l7Out, o.src, { entry, svcs: ingSvcs });
+    if (ingSvcs && ctx.isLocalSource(o.src)) this.keepL7Out(entry, ingSvcs);
 
     if (!ctx.isLocalSource(o.src)) return;
     const npSvc = ctx.nodeIps.has(o.dst) ? ctx.lb.nodePortService(proto, o.dport) : undefined;
@@ -126,9 +130,19 @@ export class ConntrackCorrelator {
   }
 
   private keep<T>(m: Map<string, T[]>, k: string, p: T): void {
-    const list = m.get(k);
-    if (list) list.push(p);
-    else if (m.size < MAX_PENDING) m.set(k, [p]);
+    if (!pushBounded(m, k, p)) this.overflowed++;
+  }
+
+  private keepL7Out(entry: ConntrackEntry, svcs: ServiceView[]): void {
+    let bySvc = this.l7Out.get(entry.orig.src);
+    if (!bySvc && this.l7Out.size < MAX_PENDING) {
+      bySvc = new Map();
+      this.l7Out.set(entry.orig.src, bySvc);
+    }
+    // Listed under each Service behind the VIP, counted once: kept if any of its lists took it.
+    let kept = false;
+    if (bySvc) for (const svc of svcs) kept = pushBounded(bySvc, svc, entry) || kept;
+    if (kept) this.l7OutKept++;
     else this.overflowed++;
   }
 
@@ -150,14 +164,11 @@ export class ConntrackCorrelator {
   private pairL7(): void {
     for (const inb of this.l7In) {
       const svc = inb.svcs[0]!;
-      const outs = this.l7Out.get(inb.entry.orig.src) ?? [];
+      const outs = this.l7Out.get(inb.entry.orig.src)?.get(svc) ?? [];
       const match = outs.find(
-        (o) =>
-          o.svcs.includes(svc) &&
-          o.entry.orig.sport !== inb.entry.orig.sport &&
-          withinWindow(o.entry.startNs, inb.entry.startNs),
+        (o) => o.orig.sport !== inb.entry.orig.sport && withinWindow(o.startNs, inb.entry.startNs),
       );
-      if (match) this.record('l7', [svc], [match.entry, inb.entry]);
+      if (match) this.record('l7', [svc], [match, inb.entry]);
     }
     this.l7In.length = 0;
   }
@@ -165,12 +176,23 @@ export class ConntrackCorrelator {
   /** Ends the stream: pairs the L7 legs and returns what was found. Call once, after the last add(). */
   observations(): Observations {
     if (this.done) return this.done;
-    let pending = this.l7In.length;
+    let pending = this.l7In.length + this.l7OutKept;
     this.pairL7();
-    for (const m of [this.outbound, this.inbound, this.l7Out]) for (const v of m.values()) pending += v.length;
+    for (const m of [this.outbound, this.inbound]) for (const v of m.values()) pending += v.length;
     this.done = { groups: [...this.groups.values()], seen: this.seen, pending, overflowed: this.overflowed };
     return this.done;
   }
+}
+
+/** Appends `item` to k's list unless the map's keys or the list are at their cap; false when not kept. */
+function pushBounded<K, T>(m: Map<K, T[]>, k: K, item: T): boolean {
+  const list = m.get(k);
+  if (list) {
+    if (list.length >= MAX_PER_KEY) return false;
+    list.push(item);
+  } else if (m.size < MAX_PENDING) m.set(k, [item]);
+  else return false;
+  return true;
 }
 
 function withinWindow(a: bigint | undefined, b: bigint | undefined): boolean {

@@ -64,8 +64,14 @@ async function loadCluster(flags: DiagnoseFlags, nodeName: string): Promise<Clus
   }
 }
 
+/** A diagnosis, and whether conntrack was read in full: without it no loop can be shown active, nor ruled out. */
+export interface RunResult {
+  result: DiagnoseResult;
+  conntrackRead: boolean;
+}
+
 /** Reads this node live and diagnoses it; conntrack is streamed, never held whole. */
-export async function runLive(flags: DiagnoseFlags, nodeName: string): Promise<DiagnoseResult> {
+export async function runLive(flags: DiagnoseFlags, nodeName: string): Promise<RunResult> {
   const listed = await loadCluster(flags, nodeName);
   const netns = flags.netns ? netnsPath(flags.netns) : undefined;
   const ns = netns ? { netns } : {};
@@ -76,6 +82,7 @@ export async function runLive(flags: DiagnoseFlags, nodeName: string): Promise<D
   const cluster = withLbHostnames(listed, lookupsByName(node.dns));
   const warnings: string[] = [];
   const diag = new Diagnosis(diagnoseInputOf(node, cluster, warnings));
+  let conntrackRead = false;
   try {
     const res = await dumpConntrack((batch) => {
       for (const e of batch) diag.add(e);
@@ -83,16 +90,17 @@ export async function runLive(flags: DiagnoseFlags, nodeName: string): Promise<D
     const skipped = malformedNote(res);
     if (skipped) warnings.push(`conntrack: ${skipped}`);
     diag.conntrackSeen();
+    conntrackRead = true;
   } catch (e) {
     warnings.push(`conntrack not streamed: ${errText(e)}`);
   }
   if (!cluster.node)
     warnings.push(`node ${nodeName} not found in the cluster view: pod CIDRs taken from bridge addresses`);
-  return diag.finish();
+  return { result: diag.finish(), conntrackRead };
 }
 
 /** Diagnoses an offline bundle (collected by `clbprobe collect`, or made by hand). */
-export function runFromBundle(flags: DiagnoseFlags): { result: DiagnoseResult; nodeName: string } {
+export function runFromBundle(flags: DiagnoseFlags): RunResult & { nodeName: string } {
   let b: ReturnType<typeof readBundle>;
   try {
     b = readBundle(flags.from!, { nodeName: flags.nodeName, clusterFile: flags.clusterFile });
@@ -108,7 +116,8 @@ export function runFromBundle(flags: DiagnoseFlags): { result: DiagnoseResult; n
   }
   const nodeName = b.nodeName?.name ?? flags.nodeName ?? '(unknown node)';
   const input = diagnoseInputOf(b.node, b.cluster, [...b.warnings]);
-  return { result: diagnose({ ...input, conntrack: b.node.conntrack?.entries }), nodeName };
+  const conntrack = b.node.conntrack?.entries;
+  return { result: diagnose({ ...input, conntrack }), conntrackRead: conntrack !== undefined, nodeName };
 }
 
 /** Writes the HTML page of a diagnosis; a path that cannot be written is the user's to fix. */

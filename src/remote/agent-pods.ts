@@ -1,5 +1,7 @@
 // The agent pods to ask, one per node: read from a Pod as the API lists it, then planned (which pod answers
 // for which node, which nodes cannot answer and why). The plan is pure so it is tested on its own.
+import { each, fields, idValue, SkippedObject, unit, VALUE } from '../cluster/json-reduce.js';
+import type { KubeApi } from '../cluster/kube-api.js';
 import { byText } from '../compare.js';
 
 export interface PodFields {
@@ -13,6 +15,55 @@ export interface PodFields {
 }
 
 export type AgentPod = ReturnType<typeof toAgentPod>;
+
+/** The fields toAgentPod reads, as a json-reduce shape: a listing keeps these of each pod, not its whole spec. */
+export const AGENT_POD_SHAPE = unit(
+  'Pod',
+  64 << 10,
+  fields({
+    metadata: fields({ name: idValue('name'), deletionTimestamp: VALUE }),
+    spec: fields({ nodeName: VALUE, containers: each(fields({ name: VALUE })) }),
+    status: fields({
+      phase: VALUE,
+      podIP: VALUE,
+      containerStatuses: each(
+        fields({ name: VALUE, ready: VALUE, state: fields({ waiting: fields({ reason: VALUE }) }) }),
+      ),
+    }),
+  }),
+);
+
+/** Lists the agent pods, each reduced to AGENT_POD_SHAPE as it arrives. */
+export async function readAgentPods(
+  api: Pick<KubeApi, 'listPage'>,
+  namespace: string,
+  labelSelector: string,
+  container: string,
+  timeoutMs?: number,
+): Promise<AgentPod[]> {
+  const path = agentPodsPath(namespace);
+  const page = await api.listPage(path, { labelSelector }, timeoutMs, AGENT_POD_SHAPE);
+  return page.items.map((p) => (p instanceof SkippedObject ? skippedPod(p) : toAgentPod(p as PodFields, container)));
+}
+
+export const agentPodsPath = (namespace: string): string => `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods`;
+
+/** A pod whose read fields are past the shape's caps: not asked, and named with why among the unreachable. */
+const skippedPod = (skipped: SkippedObject): AgentPod => ({
+  ...toAgentPod({ metadata: { name: skipped.name ?? '(name not read)' } }, ''),
+  waiting: `not read: ${skipped.reason}`,
+});
+
+/** Callers arriving while a read is under way share it, so concurrent requests hold one answer between them. */
+export function sharedInFlight<T>(read: () => Promise<T>): () => Promise<T> {
+  let pending: Promise<T> | undefined;
+  return () => {
+    pending ??= read().finally(() => {
+      pending = undefined;
+    });
+    return pending;
+  };
+}
 
 /** Appended to a node's failure when its agent container is not ready (its /readyz). */
 export const notReadyNote = (pod: AgentPod): string => (pod.ready ? '' : ' (the agent container is not ready)');

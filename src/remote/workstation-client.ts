@@ -3,7 +3,7 @@ import { ApiError, KubeApi } from '../cluster/kube-api.js';
 import { type ApiTarget, KubeConfigError, loadWorkstationTarget } from '../cluster/kube-config.js';
 import { errText } from '../errors.js';
 import { UserError } from '../user-error.js';
-import { type AgentPod, type PodFields, toAgentPod } from './agent-pods.js';
+import { type AgentPod, agentPodsPath, readAgentPods } from './agent-pods.js';
 
 /** --kubeconfig FILE, else KUBECONFIG / ~/.kube/config / in-cluster as kubectl finds them; `context` if given. */
 export function loadWorkstationConfig(file?: string, context?: string): ApiTarget {
@@ -23,10 +23,9 @@ export async function listAgentPods(
   container: string,
   timeoutMs: number,
 ): Promise<AgentPod[]> {
-  const path = `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods`;
+  const path = agentPodsPath(namespace);
   try {
-    const page = await new KubeApi(target).listPage(path, { labelSelector }, timeoutMs);
-    return page.items.map((p) => toAgentPod(p as PodFields, container));
+    return await readAgentPods(new KubeApi(target), namespace, labelSelector, container, timeoutMs);
   } catch (e) {
     throw new UserError(
       `cannot list the agent pods (namespace ${namespace}, ${labelSelector}) ` +

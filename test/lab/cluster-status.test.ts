@@ -32,7 +32,7 @@ import { diagnose } from '../../src/detect/index.js';
 import { renderFixCommands } from '../../src/detect/render.js';
 import type { Finding } from '../../src/detect/types.js';
 import { createMetricsServer } from '../../src/export/server.js';
-import { type PodFields, toAgentPod } from '../../src/remote/agent-pods.js';
+import { readAgentPods } from '../../src/remote/agent-pods.js';
 import { EVENT_REASON, EVENT_REASON_CLEARED, EventRecorder, eventCreator } from '../../src/remote/events.js';
 import { NodeTokens, tokenRequester } from '../../src/remote/node-tokens.js';
 import { relayRoute } from '../../src/remote/relay.js';
@@ -331,10 +331,7 @@ describe.skipIf(!isRoot)('clbprobe status: five agents and the relay against a r
     );
     const api = new KubeApi(relayTarget);
     const common = {
-      listPods: async () =>
-        (
-          await api.listPage('/api/v1/namespaces/clbprobe/pods', { labelSelector: 'app.kubernetes.io/name=clbprobe' })
-        ).items.map((p) => toAgentPod(p as PodFields, 'agent')),
+      listPods: () => readAgentPods(api, 'clbprobe', 'app.kubernetes.io/name=clbprobe', 'agent'),
       container: 'agent',
       agentPort,
       concurrency: 3,

@@ -5,6 +5,7 @@
 // report L4-loop active with the two conntrack entries. With ETP=Cluster
 // kube-proxy masquerades pod→LB traffic, the LB's anti-loopback sends it to
 // node2, the connect works, and no loop may be reported.
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Finding } from '../../src/detect/types.js';
 import { createLoopLab, LAB, type LoopLab } from '../support/lab.js';
 import { isRoot } from '../support/netns.js';
-import { requireBuiltCli, runCli } from '../support/run-cli.js';
+import { CLI, requireBuiltCli, runCli } from '../support/run-cli.js';
 
 interface Run {
   status: number | null;
@@ -117,6 +118,14 @@ describe.skipIf(!isRoot)('L4 loop in a namespace lab (real kernel, compiled CLI)
       expect(run.findings.filter((f) => f.severity === 'active')).toEqual([]);
       // The Service is known to the diagnosis (not a vacuous pass): its path is described.
       expect(run.findings.some((f) => f.service.name === 'web' && f.mechanism === 'proxy-mode')).toBe(true);
+    });
+
+    it('without CAP_NET_ADMIN conntrack is not read, so "no loop" is unknown: exit 2, not 0', () => {
+      const args = ['diagnose', '--json', '--cluster-file', lab.writeClusterFile(dir), '--node-name', LAB.node1Name];
+      const noCaps = ['setpriv', '--bounding-set=-all', '--inh-caps=-all', process.execPath, CLI, ...args];
+      const r = spawnSync('ip', ['netns', 'exec', lab.node.name, ...noCaps], { encoding: 'utf8', timeout: 30_000 });
+      expect(r.stderr).toContain('diagnose: conntrack not read');
+      expect(r.status).toBe(2);
     });
   });
 });

@@ -75,4 +75,45 @@ describe('ConntrackCorrelator', () => {
     expect(r.findings.filter((f) => f.severity === 'active')).toEqual([]);
     expect(r.warnings.join('\n')).toMatch(/no conntrack entries read/);
   });
+
+  describe('L7 legs of one busy client (bundles/l7-ingress-loop: Ingress VIP 10.0.0.50, NodePort 30080)', () => {
+    const l7 = loadCase('l7-ingress-loop').input;
+    const [outbound, inbound] = l7.conntrack! as ConntrackEntry[];
+    /** A fresh copy of leg `e` with source port `sport` and conntrack's start time `startS` (seconds), if given. */
+    const leg = (e: ConntrackEntry, sport: number, startS?: number): ConntrackEntry => {
+      const copy = JSON.parse(JSON.stringify(e)) as ConntrackEntry;
+      copy.orig.sport = sport;
+      copy.reply.dport = sport;
+      if (startS !== undefined) copy.startNs = BigInt(startS) * 1_000_000_000n;
+      return copy;
+    };
+
+    it('keeps a bounded number of legs per client and Service, and says how many it left out', () => {
+      const c = new ConntrackCorrelator(buildContext(l7));
+      for (let i = 0; i < 5000; i++) c.add(leg(outbound!, 20_000 + i));
+      c.add(inbound!);
+      const obs = c.observations();
+      expect(obs.groups.filter((g) => g.kind === 'l7').map((g) => `${g.svc.name} ${g.count}`)).toEqual(['web 1']);
+      expect(obs.overflowed).toBeGreaterThan(0);
+      expect(obs.pending).toBeLessThan(5000);
+      const r = diagnose({
+        ...l7,
+        conntrack: [...Array.from({ length: 5000 }, (_, i) => leg(outbound!, 20_000 + i)), inbound!],
+      });
+      expect(r.warnings.join('\n')).toContain(`conntrack correlation incomplete: ${obs.overflowed} relevant entries`);
+    });
+
+    it('pairs each inbound leg with a bounded lookup: 30,000 unmatched legs each way in under 3 s', () => {
+      // Outbound legs a minute older than the inbound ones (timestamps on): no pair, so every lookup reads its list.
+      const c = new ConntrackCorrelator(buildContext(l7));
+      for (let i = 0; i < 30_000; i++) {
+        c.add(leg(outbound!, 1_000 + i, 0));
+        c.add(leg(inbound!, 31_000 + i, 60));
+      }
+      const started = performance.now();
+      const obs = c.observations();
+      expect(performance.now() - started).toBeLessThan(3000);
+      expect(obs.groups.filter((g) => g.kind === 'l7')).toEqual([]);
+    });
+  });
 });

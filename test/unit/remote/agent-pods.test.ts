@@ -1,12 +1,15 @@
 // Which pod answers for which node, and that the fan-out's defaults still
 // match what deploy/ and the Dockerfile actually create.
 import { readFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { AGENT_ENTRYPOINT, pcapFileFor, remoteCommand } from '../../../src/cli/evidence-remote.js';
 import { AGENT_DEFAULTS } from '../../../src/cli/options.js';
-import { type AgentPod, planNodes, toAgentPod } from '../../../src/remote/agent-pods.js';
+import { KubeApi } from '../../../src/cluster/kube-api.js';
+import { type AgentPod, planNodes, readAgentPods, sharedInFlight, toAgentPod } from '../../../src/remote/agent-pods.js';
 
 const ROOT = join(import.meta.dirname, '../../..');
 
@@ -138,5 +141,102 @@ describe('the fan-out matches the deployed agent', () => {
   it('a node capture goes to the given file with the node name inserted', () => {
     expect(pcapFileFor('/tmp/web.pcap', 'node-1')).toBe('/tmp/web.node-1.pcap');
     expect(pcapFileFor('cap', 'node-1')).toBe('cap.node-1');
+  });
+});
+
+describe('reading the agent pods', () => {
+  const servers: Server[] = [];
+  afterEach(async () => {
+    for (const s of servers.splice(0)) {
+      s.closeAllConnections();
+      await new Promise((r) => s.close(r));
+    }
+  });
+
+  /** A loopback API server answering every GET with `body`; counts the GETs. */
+  async function apiServing(body: string): Promise<{ api: KubeApi; gets: () => number }> {
+    let gets = 0;
+    const s = createServer((_req, res) => {
+      gets++;
+      res.writeHead(200, { 'content-type': 'application/json' }).end(body);
+    });
+    servers.push(s);
+    await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+    const server = `http://127.0.0.1:${(s.address() as AddressInfo).port}`;
+    // A whole-body bound below the list's size: only a listing that streams each pod through the shape reads it.
+    const api = new KubeApi({ server, source: 'test', requestOptions: async () => ({}) }, { maxBodyBytes: 64 << 10 });
+    return { api, gets: () => gets };
+  }
+
+  /** A pod of deploy/daemonset.yaml's template as the API lists it, with status and managedFields. */
+  const daemonSetPod = (template: { metadata: object; spec: { containers: { name: string }[] } }, i: number) => ({
+    metadata: {
+      ...template.metadata,
+      name: `clbprobe-${i}`,
+      namespace: 'clbprobe',
+      managedFields: [{ manager: 'kubelet', fieldsV1: { f: 'x'.repeat(2000) } }],
+      ...(i === 3 ? { deletionTimestamp: '2026-11-01T00:00:00Z' } : {}),
+    },
+    spec: { ...template.spec, nodeName: `node-${i}` },
+    status: {
+      phase: i === 2 ? 'Pending' : 'Running',
+      podIP: `10.0.0.${i}`,
+      conditions: [{ type: 'Ready', status: 'True' }],
+      containerStatuses: template.spec.containers.map((c) => ({
+        name: c.name,
+        ready: i !== 2,
+        image: 'clbprobe:x',
+        state: i === 2 ? { waiting: { reason: 'ImagePullBackOff', message: 'y'.repeat(500) } } : { running: {} },
+      })),
+    },
+  });
+
+  it('keeps what toAgentPod reads of each listed pod, past a whole-body bound the list is over', async () => {
+    const docs = parseAllDocuments(readFileSync(join(ROOT, 'deploy/daemonset.yaml'), 'utf8')).map((d) => d.toJS());
+    const template = docs.find((d) => d.kind === 'DaemonSet').spec.template;
+    const items = Array.from({ length: 50 }, (_, i) => daemonSetPod(template, i));
+    const body = JSON.stringify({ kind: 'PodList', metadata: { resourceVersion: '7' }, items });
+    expect(body.length).toBeGreaterThan(64 << 10);
+    const { api } = await apiServing(body);
+    const pods = await readAgentPods(api, 'clbprobe', AGENT_DEFAULTS.selector, AGENT_DEFAULTS.container);
+    expect(pods).toEqual(items.map((p) => toAgentPod(p, AGENT_DEFAULTS.container)));
+    expect(pods[2]).toMatchObject({ phase: 'Pending', ready: false, waiting: 'ImagePullBackOff' });
+    expect(pods[3]).toMatchObject({ deleting: true, ready: true, node: 'node-3', ip: '10.0.0.3' });
+  });
+
+  it('a pod whose read fields are past the caps is named unreachable with why, not asked', async () => {
+    const fat = { metadata: { name: 'clbprobe-fat' }, spec: { nodeName: `n-${'x'.repeat(20 << 10)}` } };
+    const { api } = await apiServing(JSON.stringify({ metadata: { resourceVersion: '1' }, items: [fat] }));
+    const plan = planNodes(await readAgentPods(api, 'clbprobe', 'a=b', 'agent'), 'agent');
+    expect(plan.ask).toEqual([]);
+    expect(plan.unreachable).toEqual([
+      {
+        node: '(unscheduled)',
+        pod: 'clbprobe-fat',
+        reason: expect.stringMatching(/^agent pod not running: phase Unknown, not read: /),
+      },
+    ]);
+  });
+
+  it('concurrent callers share one listing; the next caller after it ends lists again', async () => {
+    const { api, gets } = await apiServing(JSON.stringify({ metadata: { resourceVersion: '1' }, items: [] }));
+    const listPods = sharedInFlight(() => readAgentPods(api, 'clbprobe', 'a=b', 'agent'));
+    const answers = await Promise.all(Array.from({ length: 5 }, () => listPods()));
+    expect(new Set(answers).size).toBe(1);
+    expect(gets()).toBe(1);
+    await listPods();
+    expect(gets()).toBe(2);
+  });
+
+  it('a failed shared listing fails every caller that shared it, and is tried again by the next', async () => {
+    let reads = 0;
+    const listPods = sharedInFlight(async () => {
+      reads++;
+      if (reads === 1) throw new Error('503');
+      return reads;
+    });
+    const first = await Promise.allSettled([listPods(), listPods()]);
+    expect(first.map((r) => r.status)).toEqual(['rejected', 'rejected']);
+    expect(await listPods()).toBe(2);
   });
 });
