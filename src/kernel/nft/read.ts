@@ -30,6 +30,11 @@ function takeKubeProxyTable(snap: NftSnapshot, dump: NftDump, family: 'ip' | 'ip
   } else snap.absent.push(family);
 }
 
+/** The parser's warnings, if any, after a reason. */
+function cutNote(warnings: readonly string[]): string {
+  return warnings.length > 0 ? ` (${warnings.join('; ')})` : '';
+}
+
 /** nft's answer for `list table` when the table is absent (another proxy mode, or single-stack). */
 const NO_TABLE = /No such file or directory/;
 
@@ -46,26 +51,33 @@ export function nftSnapshotOf(results: Record<'ip' | 'ip6', NftCommandResult>): 
   error?: string;
 } {
   const snap: NftSnapshot = { tables: [], sources: {}, absent: [], warnings: [] };
-  const errors: string[] = [];
+  const unreadable: Partial<Record<'ip' | 'ip6', string>> = {};
   for (const family of KUBE_PROXY_FAMILIES) {
     const r = results[family];
     const cmd = nftListCommand(family);
     if (!r.ok) {
       if (r.absent) snap.absent.push(family);
-      else errors.push(`${cmd}: ${r.reason}`);
+      else unreadable[family] = `${cmd}: ${r.reason}`;
       continue;
     }
     try {
       const dump = parseNftJson(r.stdout, cmd);
       snap.warnings.push(...dump.warnings);
       if (dump.version) snap.version = dump.version;
-      takeKubeProxyTable(snap, dump, family, cmd);
+      // nft lists a table it has or fails; a listing without it was cut short, so the table may exist.
+      if (!dump.tables.some((t) => t.family === family && t.name === 'kube-proxy'))
+        unreadable[family] = `${cmd}: no table ${family} kube-proxy in the output${cutNote(dump.warnings)}`;
+      else takeKubeProxyTable(snap, dump, family, cmd);
     } catch (e) {
-      errors.push(errText(e));
+      unreadable[family] = errText(e);
     }
   }
+  const errors = Object.values(unreadable);
   if (errors.length === KUBE_PROXY_FAMILIES.length) return { error: errors.join('; ') };
-  snap.warnings.push(...errors);
+  if (errors.length > 0) {
+    snap.unreadable = unreadable;
+    snap.warnings.push(...errors);
+  }
   return { snapshot: snap };
 }
 

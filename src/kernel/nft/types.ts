@@ -100,6 +100,8 @@ export interface NftSnapshot {
   sources: Partial<Record<'ip' | 'ip6', string>>;
   /** Families whose kube-proxy table does not exist (not an error: another proxy mode, or single-stack). */
   absent: ('ip' | 'ip6')[];
+  /** Families whose listing failed, with the reason: their rules are unknown, not absent. */
+  unreadable?: Partial<Record<'ip' | 'ip6', string>>;
   version?: string;
   warnings: string[];
 }
