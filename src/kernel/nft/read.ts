@@ -21,12 +21,14 @@ function nftListCommand(family: 'ip' | 'ip6'): string {
   return `nft -j list table ${family} kube-proxy`;
 }
 
-/** Takes the family's kube-proxy table from dump into snap, or notes it absent. */
+/** Takes the family's kube-proxy table from dump into snap, or notes it absent (unreadable if the listing was cut). */
 function takeKubeProxyTable(snap: NftSnapshot, dump: NftDump, family: 'ip' | 'ip6', source: string): void {
   const table = dump.tables.find((t) => t.family === family && t.name === 'kube-proxy');
   if (table) {
     snap.tables.push(table);
     snap.sources[family] = source;
+  } else if (dump.cut) {
+    snap.unreadable = { ...snap.unreadable, [family]: `${source}: cut short before any table ${family} kube-proxy` };
   } else snap.absent.push(family);
 }
 

@@ -91,6 +91,8 @@ export interface NftDump {
   tables: NftTable[];
   /** Items that could not be read, each naming the input and the item's position. */
   warnings: string[];
+  /** The listing ended inside an item: whatever came after it is missing. */
+  cut?: true;
 }
 
 export interface NftSnapshot {

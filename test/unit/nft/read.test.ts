@@ -4,7 +4,7 @@ import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { nftSnapshotOf, runNftLists } from '../../../src/kernel/nft/read.js';
+import { nftSnapshotOf, nftSnapshotOfRuleset, runNftLists } from '../../../src/kernel/nft/read.js';
 import { kubeNatFacts } from '../../../src/kubeproxy/facts.js';
 import { nft } from '../../../src/source/nft.js';
 import { nftFixture } from './fixtures.js';
@@ -97,5 +97,21 @@ cat '${ip6Listing}'`);
     expect(kubeNatFacts(undefined, snapshot).unreadable).toEqual({
       6: 'nft -j list table ip6 kube-proxy: timed out after 60000 ms',
     });
+  });
+});
+
+describe("a bundle's cut ruleset", () => {
+  it('a table the cut may have taken is unreadable, not absent', () => {
+    const items = (name: string): unknown[] => (JSON.parse(nftFixture(name)) as { nftables: unknown[] }).nftables;
+    const ip6 = items('kube-proxy-v1.34.ip6.json').filter((i) => !Object.hasOwn(i as object, 'metainfo'));
+    const whole = JSON.stringify({ nftables: [...items('kube-proxy-v1.34.ip.json'), ...ip6] });
+    const at = whole.indexOf(JSON.stringify(ip6[0])) + 10;
+    const snap = nftSnapshotOfRuleset(whole.slice(0, at), 'nft-ruleset.json');
+    expect(snap.tables.map((t) => t.family)).toEqual(['ip']);
+    expect(snap.absent).toEqual([]);
+    expect(snap.unreadable).toEqual({ ip6: 'nft-ruleset.json: cut short before any table ip6 kube-proxy' });
+    expect(kubeNatFacts(undefined, snap).unreadable).toEqual({ 6: snap.unreadable?.ip6 });
+    // Whole, the same listing without an ip6 table says it is absent.
+    expect(nftSnapshotOfRuleset(nftFixture('kube-proxy-v1.34.ip.json'), 'nft-ruleset.json').absent).toEqual(['ip6']);
   });
 });
