@@ -1,5 +1,6 @@
 // The form in which the agent keeps a conntrack entry while the flow lives (src/agent/conntrack-table.ts), built
 // straight from CtView so an event allocates only what is kept: nothing for a DESTROY, one object for an UPDATE.
+import { LOWER_PROTOCOL_NUMBERS } from '../../model/protocol.js';
 import { formatIP, formatIPv6, ipv4Number } from '../ip.js';
 import type { ConntrackCounters, ConntrackEntry, ConntrackTuple, Family } from '../types.js';
 import * as C from './constants.js';
@@ -66,12 +67,10 @@ export class PackedTuple implements ConntrackTuple {
 const sameAddress = (text: string, buf: Buffer, off: number, len: number): boolean =>
   len === 4 ? ipv4Number(text) === buf.readUInt32BE(off) : text === formatIPv6(buf, off);
 
-/** conntrack(8)'s state names as they are in the constants, so that a kept entry shares them. */
-/** Shared TCP and SCTP state names, so kept entries hold one string per name. */
+/** conntrack(8)'s TCP and SCTP state names as they are in the constants, so that a kept entry shares them. */
 const STATE_NAMES = new Map<string, string>([...C.TCP_STATES, ...C.SCTP_STATES].map((n) => [n, n]));
 
-const IPPROTO_TCP = 6;
-const IPPROTO_SCTP = 132;
+const { tcp: IPPROTO_TCP, sctp: IPPROTO_SCTP } = LOWER_PROTOCOL_NUMBERS;
 
 /**
  * A kept conntrack entry: immutable, since the diagnosis compares examples by identity, and sharing its tuples
