@@ -27,14 +27,12 @@ function takeKubeProxyTable(snap: NftSnapshot, dump: NftDump, family: 'ip' | 'ip
   if (table) {
     snap.tables.push(table);
     snap.sources[family] = source;
-  } else if (dump.cut) {
-    snap.unreadable = { ...snap.unreadable, [family]: `${source}: cut short before any table ${family} kube-proxy` };
-  } else snap.absent.push(family);
+  } else if (dump.cut) markUnreadable(snap, family, `${source}: cut short before any table ${family} kube-proxy`);
+  else snap.absent.push(family);
 }
 
-/** The parser's warnings, if any, after a reason. */
-function cutNote(warnings: readonly string[]): string {
-  return warnings.length > 0 ? ` (${warnings.join('; ')})` : '';
+function markUnreadable(snap: NftSnapshot, family: 'ip' | 'ip6', reason: string): void {
+  snap.unreadable = { ...snap.unreadable, [family]: reason };
 }
 
 /** nft's answer for `list table` when the table is absent (another proxy mode, or single-stack). */
@@ -53,33 +51,26 @@ export function nftSnapshotOf(results: Record<'ip' | 'ip6', NftCommandResult>): 
   error?: string;
 } {
   const snap: NftSnapshot = { tables: [], sources: {}, absent: [], warnings: [] };
-  const unreadable: Partial<Record<'ip' | 'ip6', string>> = {};
   for (const family of KUBE_PROXY_FAMILIES) {
     const r = results[family];
     const cmd = nftListCommand(family);
     if (!r.ok) {
       if (r.absent) snap.absent.push(family);
-      else unreadable[family] = `${cmd}: ${r.reason}`;
+      else markUnreadable(snap, family, `${cmd}: ${r.reason}`);
       continue;
     }
     try {
       const dump = parseNftJson(r.stdout, cmd);
       snap.warnings.push(...dump.warnings);
       if (dump.version) snap.version = dump.version;
-      // nft lists a table it has or fails; a listing without it was cut short, so the table may exist.
-      if (!dump.tables.some((t) => t.family === family && t.name === 'kube-proxy'))
-        unreadable[family] = `${cmd}: no table ${family} kube-proxy in the output${cutNote(dump.warnings)}`;
-      else takeKubeProxyTable(snap, dump, family, cmd);
+      takeKubeProxyTable(snap, dump, family, cmd);
     } catch (e) {
-      unreadable[family] = errText(e);
+      markUnreadable(snap, family, errText(e));
     }
   }
-  const errors = Object.values(unreadable);
+  const errors = Object.values(snap.unreadable ?? {});
   if (errors.length === KUBE_PROXY_FAMILIES.length) return { error: errors.join('; ') };
-  if (errors.length > 0) {
-    snap.unreadable = unreadable;
-    snap.warnings.push(...errors);
-  }
+  snap.warnings.push(...errors);
   return { snapshot: snap };
 }
 
