@@ -90,6 +90,7 @@ export interface NatFacts {
   evidence: string[];
   lb: LbNatFact[];
   nftLayouts?: KubeNatFacts['nftLayouts'];
+  unreadable?: KubeNatFacts['unreadable'];
 }
 
 export interface DiagnoseInput {

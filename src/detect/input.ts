@@ -31,6 +31,7 @@ function natFactsFrom(kube: KubeNatFacts, ipvsState: boolean): NatFacts {
     evidence: kube.modeEvidence,
     lb,
     ...(kube.nftLayouts ? { nftLayouts: kube.nftLayouts } : {}),
+    ...(kube.unreadable ? { unreadable: kube.unreadable } : {}),
   };
 }
 

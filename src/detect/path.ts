@@ -2,12 +2,13 @@
 // only traffic that leaves can loop.
 
 import type { ServiceView } from '../cluster/types.js';
+import { ipFamily } from '../kernel/ip.js';
 import type { LocalRoute } from '../kernel/types.js';
 import { KUBE_IPVS_IFNAME } from '../model/kube-proxy.js';
 import type { DetectContext } from './context.js';
 
 export interface VipPath {
-  /** undefined: cannot tell (no IPVS state and no NAT rules were read). */
+  /** undefined: cannot tell (no IPVS state and no NAT rules were read, or not those of the IP's family). */
   leaves: boolean | undefined;
   evidence: string[];
 }
@@ -36,12 +37,18 @@ export function kubeProxyPath(ctx: DetectContext, service: ServiceView, ip: stri
       return { leaves: !bound, evidence: [`${ip} ${bound ? 'is' : 'is not'} bound on ${KUBE_IPVS_IFNAME}`] };
     }
     case 'iptables':
-    case 'nftables':
+    case 'nftables': {
       if (nat) return { leaves: !nat.interceptedLocally, evidence: nat.evidence };
+      const family = ipFamily(ip);
+      const unreadable = family === 0 ? undefined : ctx.input.nat?.unreadable?.[family];
+      if (unreadable) {
+        return { leaves: undefined, evidence: [`kube-proxy's IPv${family} rules could not be read: ${unreadable}`] };
+      }
       return {
         leaves: true,
         evidence: [`no kube-proxy ${ctx.proxy.mode} rule matches ${ip}:${service.port}/${service.protocol}`],
       };
+    }
     default:
       return { leaves: undefined, evidence: [] };
   }

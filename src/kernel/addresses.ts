@@ -156,24 +156,58 @@ export function interfaceOrder(a: NetInterface, b: NetInterface): number {
   return Number(b.isKubeIpvs) - Number(a.isKubeIpvs) || a.index - b.index;
 }
 
-/** All interfaces with their addresses. */
-export async function dumpAddresses(sock: NetlinkSocket): Promise<AddressSnapshot> {
+/** What a dump of links and addresses needs of a socket (NetlinkSocket; a replay of recorded replies in tests). */
+export type RouteDumper = Pick<NetlinkSocket, 'dump'>;
+
+/** All interfaces with their addresses; `inconsistent` says why they may be incomplete even after retries. */
+export interface AddressDump extends AddressSnapshot {
+  inconsistent?: string;
+}
+
+/** Link and address dumps taken again when they disagree: a table changing under them is rare and short. */
+const DUMP_ATTEMPTS = 3;
+
+/** All interfaces with their addresses, both dumps redone while they changed underneath or disagree. */
+export async function dumpAddresses(sock: RouteDumper): Promise<AddressDump> {
+  for (let attempt = 1; ; attempt++) {
+    const { interfaces, inconsistent } = await dumpLinksAndAddresses(sock);
+    if (!inconsistent) return { interfaces };
+    if (attempt === DUMP_ATTEMPTS) {
+      return { interfaces, inconsistent: `${inconsistent} (${DUMP_ATTEMPTS} attempts); addresses may be missing` };
+    }
+  }
+}
+
+async function dumpLinksAndAddresses(sock: RouteDumper): Promise<AddressDump> {
   const byIndex = new Map<number, NetInterface>();
-  await sock.dump(dumpRequest(RTM_GETLINK, IFINFOMSG_LEN), 'rtnetlink: dump links', (msgs) => {
+  const links = await sock.dump(dumpRequest(RTM_GETLINK, IFINFOMSG_LEN), 'rtnetlink: dump links', (msgs) => {
     for (const m of msgs) {
       if (m.type !== RTM_NEWLINK) continue;
       const l = decodeLink(m.payload);
       byIndex.set(l.index, l);
     }
   });
-  await sock.dump(dumpRequest(RTM_GETADDR, IFADDRMSG_LEN), 'rtnetlink: dump addresses', (msgs) => {
+  const unknown = new Set<number>();
+  const addrs = await sock.dump(dumpRequest(RTM_GETADDR, IFADDRMSG_LEN), 'rtnetlink: dump addresses', (msgs) => {
     for (const m of msgs) {
       if (m.type !== RTM_NEWADDR) continue;
       const a = decodeAddress(m.payload);
-      byIndex.get(a.ifindex)?.addresses.push(a.address);
+      const iface = byIndex.get(a.ifindex);
+      if (iface) iface.addresses.push(a.address);
+      else unknown.add(a.ifindex);
     }
   });
-  return { interfaces: [...byIndex.values()].sort(interfaceOrder) };
+  const interfaces = [...byIndex.values()].sort(interfaceOrder);
+  if (links.interrupted || addrs.interrupted) {
+    return { interfaces, inconsistent: 'the link or address table changed during the dump (NLM_F_DUMP_INTR)' };
+  }
+  if (unknown.size > 0) {
+    return {
+      interfaces,
+      inconsistent: `addresses of interfaces not in the link dump (index ${[...unknown].join(', ')})`,
+    };
+  }
+  return { interfaces };
 }
 
 export async function readAddresses(
@@ -183,8 +217,14 @@ export async function readAddresses(
   let sock: NetlinkSocket | undefined;
   try {
     sock = NetlinkSocket.open(NETLINK_ROUTE, opts.netns ? { netns: opts.netns } : {});
-    const snapshot = await dumpAddresses(sock);
-    return { status: { source: 'addresses', available: true, durationMs: performance.now() - t0 }, snapshot };
+    const { inconsistent, ...snapshot } = await dumpAddresses(sock);
+    const status: SourceStatus = {
+      source: 'addresses',
+      available: true,
+      ...(inconsistent ? { reason: inconsistent } : {}),
+      durationMs: performance.now() - t0,
+    };
+    return { status, snapshot };
   } catch (e) {
     return { status: sourceFailure('addresses', e, 'CAP_NET_ADMIN', t0) };
   } finally {

@@ -134,6 +134,8 @@ export interface ConntrackEntry {
   reply: ConntrackTuple;
   /** TCP state name as conntrack(8) prints it (e.g. 'ESTABLISHED', 'SYN_SENT'); undefined for other protocols. */
   tcpState?: string;
+  /** SCTP state name as conntrack(8) prints it (e.g. 'ESTABLISHED', 'COOKIE_WAIT'); undefined for other protocols. */
+  sctpState?: string;
   status: number;
   /** Status flag names, e.g. ['SEEN_REPLY', 'ASSURED', 'CONFIRMED', 'DST_NAT']. */
   statusFlags: string[];

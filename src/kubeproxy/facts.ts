@@ -68,7 +68,24 @@ export function kubeNatFacts(nat: NatFactsSnapshot | undefined, nftTables?: NftS
   );
   facts.mode = modes.length > 1 ? 'mixed' : (modes[0] ?? 'none');
   if (!iptables) delete facts.iptablesGeneration;
+  const unreadable = unreadableFamilies(nat, nftTables, { xtables: x.mode !== 'none', nftables: nft.active });
+  if (Object.keys(unreadable).length > 0) facts.unreadable = unreadable;
   return facts;
+}
+
+/** The families whose rules are unknown, of the datapath in use: a failed read of the other one's is no gap. */
+function unreadableFamilies(
+  nat: NatSnapshot | undefined,
+  nft: NftSnapshot | undefined,
+  inUse: { xtables: boolean; nftables: boolean },
+): Partial<Record<NatFamily, string>> {
+  const out: Partial<Record<NatFamily, string>> = {};
+  if (inUse.xtables || !inUse.nftables) Object.assign(out, nat?.unreadable);
+  if (inUse.nftables || !inUse.xtables) {
+    if (nft?.unreadable?.ip) out[4] ??= nft.unreadable.ip;
+    if (nft?.unreadable?.ip6) out[6] ??= nft.unreadable.ip6;
+  }
+  return out;
 }
 
 const NO_KUBE_SERVICES = ': no KUBE-SERVICES chain in the nat table';

@@ -57,4 +57,6 @@ export interface KubeNatFacts {
   podSelectors: Partial<Record<NatFamily, PodSelectors>>;
   loadBalancers: LoadBalancerFact[];
   nodePorts: NodePortFact[];
+  /** Families whose kube-proxy rules could not be read (with the reason): a VIP of them without a fact is unknown. */
+  unreadable?: Partial<Record<NatFamily, string>>;
 }

@@ -25,7 +25,8 @@ export const addresses: SourceDef<AddressSnapshot> = {
         const json = JSON.stringify(r.snapshot);
         if (json === last) return { state: 'unchanged' };
         last = json;
-        return { state: 'up', value: r.snapshot };
+        const why = r.status.reason;
+        return { state: 'up', value: r.snapshot, ...(why ? { note: why, warnings: [`addresses: ${why}`] } : {}) };
       },
       (events) => {
         try {

@@ -68,12 +68,17 @@ export const nat: SourceDef<NatSnapshot> = {
       const v4 = dump(4);
       const v6 = dump(6);
       const notes = v4 ? [] : [`${files[4]} not in the bundle: no IPv4 rules`];
+      // A save output the bundle lacks leaves that family's rules unknown, not empty.
+      const unreadable: NatSnapshot['unreadable'] = {};
+      for (const family of [4, 6] as const)
+        if (!bundle.has(files[family])) unreadable[family] = bundle.whyMissing(files[family]);
       const value: NatSnapshot = {
         backend: choice.backend,
         backendChoice: choice,
         ...(v4 ? { v4 } : {}),
         ...(v6 ? { v6 } : {}),
         ...(ipsets ? { ipsets } : {}),
+        ...(Object.keys(unreadable).length > 0 ? { unreadable } : {}),
         warnings: notes,
       };
       warnings.push(...(v4?.warnings ?? []), ...(v6?.warnings ?? []), ...notes);

@@ -16,9 +16,18 @@ function digestOf(r: Record<'ip' | 'ip6', NftCommandResult>): string {
 
 function resultOf(snap: NftSnapshot | undefined, error = 'unreadable'): ReadResult<NftSnapshot> {
   if (!snap) return { state: 'down', reason: error };
-  if (snap.tables.length === 0) return { state: 'absent', reason: NOT_NFTABLES, warnings: snap.warnings };
-  const note = snap.absent.length > 0 ? `no table ${snap.absent.join('/')} kube-proxy (single-stack)` : undefined;
-  return { state: 'up', value: snap, warnings: snap.warnings, ...(note ? { note } : {}) };
+  const unreadable = Object.values(snap.unreadable ?? {}).join('; ');
+  const read = snap.tables.length > 0;
+  // A table that could not be read may exist: without any other table, or for IPv4, that is down, not absent.
+  if (unreadable && (!read || snap.unreadable?.ip)) {
+    return { state: 'down', reason: unreadable, warnings: snap.warnings, ...(read ? { value: snap } : {}) };
+  }
+  if (!read) return { state: 'absent', reason: NOT_NFTABLES, warnings: snap.warnings };
+  const notes = [
+    ...(snap.absent.length > 0 ? [`no table ${snap.absent.join('/')} kube-proxy (single-stack)`] : []),
+    ...(unreadable ? [`IPv6 rules unknown: ${unreadable}`] : []),
+  ];
+  return { state: 'up', value: snap, warnings: snap.warnings, ...(notes.length > 0 ? { note: notes.join('; ') } : {}) };
 }
 
 export const nft: SourceDef<NftSnapshot> = {

@@ -84,7 +84,8 @@ describe.skipIf(!isRoot)('conntrack (ctnetlink, real kernel)', () => {
       conntrack -I -p tcp -s 10.0.0.100 -d 10.0.0.100 --sport 40001 --dport 80 --state SYN_SENT -t 120
       conntrack -I -p udp -s 10.30.0.1 -d 10.0.0.101 --sport 5353 --dport 53 -t 30 --mark 16384
       conntrack -I -p tcp -s 10.30.0.1 -d 10.0.0.102 --sport 1 --dport 2 --state ESTABLISHED -t 300 -u SEEN_REPLY,ASSURED -w 3
-      conntrack -I -p tcp -s fd00:30::1 -d fd00::100 --sport 3 --dport 443 --state SYN_SENT -t 100`);
+      conntrack -I -p tcp -s fd00:30::1 -d fd00::100 --sport 3 --dport 443 --state SYN_SENT -t 100
+      conntrack -I -p sctp -s 10.30.0.1 -d 10.0.0.103 --sport 7000 --dport 7001 --orig-vtag 1 --reply-vtag 2 --state ESTABLISHED -t 300 -u SEEN_REPLY,ASSURED`);
   });
   afterAll(() => {
     listener?.kill('SIGKILL');
@@ -110,6 +111,7 @@ describe.skipIf(!isRoot)('conntrack (ctnetlink, real kernel)', () => {
     expect(nat.reply).toMatchObject({ src: '10.30.0.2', dst: '10.30.0.1', sport: 30080, dport: 40000 });
     expect(all.find((e) => e.orig.dst === '10.0.0.101')).toMatchObject({ proto: 'udp', mark: 16384 });
     expect(all.find((e) => e.orig.dst === '10.0.0.102')).toMatchObject({ zone: 3, tcpState: 'ESTABLISHED' });
+    expect(all.find((e) => e.orig.dst === '10.0.0.103')).toMatchObject({ proto: 'sctp', sctpState: 'ESTABLISHED' });
     const real = all.find((e) => e.orig.dport === 8080 && e.family === 4)!;
     expect(real.origCounters!.packets).toBeGreaterThan(2);
     expect(real.statusFlags).toContain('ASSURED');

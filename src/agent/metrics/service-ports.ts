@@ -60,7 +60,10 @@ class EntriesByState {
     const counts = new Map<string, Map<string, number>>();
     for (const kept of table.entries()) {
       if (!kept.toVip) continue;
-      const state = kept.entry.tcpState ?? (kept.entry.statusFlags.includes('SEEN_REPLY') ? 'REPLIED' : 'UNREPLIED');
+      const state =
+        kept.entry.tcpState ??
+        kept.entry.sctpState ??
+        (kept.entry.statusFlags.includes('SEEN_REPLY') ? 'REPLIED' : 'UNREPLIED');
       for (const s of kept.svcs) {
         const id = portKey(s, s.protocol, s.port);
         const byState = counts.get(id) ?? new Map<string, number>();

@@ -1,5 +1,6 @@
 // The form in which the agent keeps a conntrack entry while the flow lives (src/agent/conntrack-table.ts), built
 // straight from CtView so an event allocates only what is kept: nothing for a DESTROY, one object for an UPDATE.
+import { LOWER_PROTOCOL_NUMBERS } from '../../model/protocol.js';
 import { formatIP, formatIPv6, ipv4Number } from '../ip.js';
 import type { ConntrackCounters, ConntrackEntry, ConntrackTuple, Family } from '../types.js';
 import * as C from './constants.js';
@@ -66,8 +67,10 @@ export class PackedTuple implements ConntrackTuple {
 const sameAddress = (text: string, buf: Buffer, off: number, len: number): boolean =>
   len === 4 ? ipv4Number(text) === buf.readUInt32BE(off) : text === formatIPv6(buf, off);
 
-/** conntrack(8)'s state names as they are in the constants, so that a kept entry shares them. */
-const TCP_STATE_NAMES = new Map<string, string>(C.TCP_STATES.map((n) => [n, n]));
+/** conntrack(8)'s TCP and SCTP state names as they are in the constants, so that a kept entry shares them. */
+const STATE_NAMES = new Map<string, string>([...C.TCP_STATES, ...C.SCTP_STATES].map((n) => [n, n]));
+
+const { tcp: IPPROTO_TCP, sctp: IPPROTO_SCTP } = LOWER_PROTOCOL_NUMBERS;
 
 /**
  * A kept conntrack entry: immutable, since the diagnosis compares examples by identity, and sharing its tuples
@@ -78,8 +81,8 @@ export class CompactEntry implements ConntrackEntry {
     readonly family: Family,
     readonly orig: PackedTuple,
     readonly reply: PackedTuple,
-    /** A shared name (C.TCP_STATES), undefined for other protocols. */
-    readonly tcpState: string | undefined,
+    /** The TCP or SCTP state, a shared name (STATE_NAMES); undefined for other protocols. */
+    private readonly state: string | undefined,
     readonly status: number,
     readonly timeoutS: number,
     readonly mark: number,
@@ -92,6 +95,14 @@ export class CompactEntry implements ConntrackEntry {
 
   get id(): number {
     return this.id32 >>> 0;
+  }
+
+  get tcpState(): string | undefined {
+    return this.orig.protoNum === IPPROTO_TCP ? this.state : undefined;
+  }
+
+  get sctpState(): string | undefined {
+    return this.orig.protoNum === IPPROTO_SCTP ? this.state : undefined;
   }
 
   get proto(): string {
@@ -130,6 +141,7 @@ export class CompactEntry implements ConntrackEntry {
       zone: this.zone,
       id: this.id,
     };
+    if (this.sctpState !== undefined) e.sctpState = this.sctpState;
     if (this.use !== undefined) e.use = this.use;
     if (this.acct?.origCounters) e.origCounters = this.acct.origCounters;
     if (this.acct?.replyCounters) e.replyCounters = this.acct.replyCounters;
@@ -151,7 +163,7 @@ export class CompactEntry implements ConntrackEntry {
       view.family,
       orig,
       reply,
-      view.tcpStateName(),
+      view.stateName(),
       view.status,
       view.timeoutS,
       view.mark,
@@ -176,12 +188,13 @@ export class CompactEntry implements ConntrackEntry {
             ...(entry.startNs !== undefined ? { startNs: entry.startNs } : {}),
           }
         : undefined;
-    const tcpState = entry.tcpState === undefined ? undefined : (TCP_STATE_NAMES.get(entry.tcpState) ?? entry.tcpState);
+    const protoState = entry.tcpState ?? entry.sctpState;
+    const state = protoState === undefined ? undefined : (STATE_NAMES.get(protoState) ?? protoState);
     return new CompactEntry(
       entry.family,
       orig,
       reply,
-      tcpState,
+      state,
       entry.status,
       entry.timeoutS,
       entry.mark,

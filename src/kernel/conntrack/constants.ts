@@ -37,6 +37,8 @@ export const CTA_PROTO_ICMPV6_TYPE = 8;
 export const CTA_PROTO_ICMPV6_CODE = 9;
 export const CTA_PROTOINFO_TCP = 1;
 export const CTA_PROTOINFO_TCP_STATE = 1;
+export const CTA_PROTOINFO_SCTP = 3;
+export const CTA_PROTOINFO_SCTP_STATE = 1;
 export const CTA_COUNTERS_PACKETS = 1;
 export const CTA_COUNTERS_BYTES = 2;
 export const CTA_COUNTERS32_PACKETS = 3;
@@ -86,6 +88,20 @@ export const TCP_STATES = [
   'TIME_WAIT',
   'CLOSE',
   'SYN_SENT2',
+] as const;
+
+/** SCTP conntrack states (enum sctp_conntrack), as conntrack(8) names them. */
+export const SCTP_STATES = [
+  'NONE',
+  'CLOSED',
+  'COOKIE_WAIT',
+  'COOKIE_ECHOED',
+  'ESTABLISHED',
+  'SHUTDOWN_SENT',
+  'SHUTDOWN_RECD',
+  'SHUTDOWN_ACK_SENT',
+  'HEARTBEAT_SENT',
+  'HEARTBEAT_ACKED',
 ] as const;
 
 export const PROTO_NAMES: Record<number, string> = {

@@ -99,6 +99,8 @@ export class CtView {
   id = 0;
   /** CTA_PROTOINFO_TCP_STATE, NONE when absent. */
   tcpState = NONE;
+  /** CTA_PROTOINFO_SCTP_STATE, NONE when absent. */
+  sctpState = NONE;
   use = NONE;
   origPackets = NONE;
   origBytes = NONE;
@@ -124,7 +126,7 @@ export class CtView {
     this.family = fam === C.AF_INET ? 4 : 6;
     this.hasOrig = this.hasReply = this.hasOrigCounters = this.hasReplyCounters = false;
     this.status = this.timeoutS = this.mark = this.zone = this.id = 0;
-    this.tcpState = this.use = this.startOff = NONE;
+    this.tcpState = this.sctpState = this.use = this.startOff = NONE;
     this.origPackets = this.origBytes = this.replyPackets = this.replyBytes = NONE;
     const a = this.top.reset(start + C.NFGENMSG_LEN, end, start);
     while (a.next(b)) {
@@ -164,11 +166,7 @@ export class CtView {
             if (t.type === C.CTA_TIMESTAMP_START) this.startOff = this.sized(t, 8, 'CTA_TIMESTAMP_START');
           break;
         case C.CTA_PROTOINFO:
-          for (const p = this.nested.reset(a.vs, a.ve, start); p.next(b); ) {
-            if (p.type !== C.CTA_PROTOINFO_TCP) continue;
-            for (const t = this.inner.reset(p.vs, p.ve, start); t.next(b); )
-              if (t.type === C.CTA_PROTOINFO_TCP_STATE) this.tcpState = b[this.sized(t, 1, 'CTA_PROTOINFO_TCP_STATE')]!;
-          }
+          this.protoInfo(a);
           break;
       }
     }
@@ -176,6 +174,20 @@ export class CtView {
     // DESTROY events may omit the reply tuple on some kernels; mirror the original then.
     if (!this.hasReply) this.reply.mirrorOf(this.orig);
     return this;
+  }
+
+  /** CTA_PROTOINFO: the TCP or SCTP state (both a u8 attribute 1 in their nest). */
+  private protoInfo(a: AttrCursor): void {
+    const b = this.buf;
+    for (const p = this.nested.reset(a.vs, a.ve, this.start); p.next(b); ) {
+      if (p.type === C.CTA_PROTOINFO_TCP) {
+        for (const t = this.inner.reset(p.vs, p.ve, this.start); t.next(b); )
+          if (t.type === C.CTA_PROTOINFO_TCP_STATE) this.tcpState = b[this.sized(t, 1, 'CTA_PROTOINFO_TCP_STATE')]!;
+      } else if (p.type === C.CTA_PROTOINFO_SCTP) {
+        for (const t = this.inner.reset(p.vs, p.ve, this.start); t.next(b); )
+          if (t.type === C.CTA_PROTOINFO_SCTP_STATE) this.sctpState = b[this.sized(t, 1, 'CTA_PROTOINFO_SCTP_STATE')]!;
+      }
+    }
   }
 
   /** Where the value of the attribute at `a` starts, once it is known to hold `size` bytes. */
@@ -272,6 +284,16 @@ export class CtView {
     return this.tcpState === NONE ? undefined : tcpStateName(this.tcpState);
   }
 
+  /** SCTP state name, undefined when the message carried none. */
+  sctpStateName(): string | undefined {
+    return this.sctpState === NONE ? undefined : (C.SCTP_STATES[this.sctpState] ?? String(this.sctpState));
+  }
+
+  /** The protocol's state as conntrack(8) prints it (TCP or SCTP), undefined for stateless protocols. */
+  stateName(): string | undefined {
+    return this.tcpStateName() ?? this.sctpStateName();
+  }
+
   /** The decoded message as a ConntrackEntry (its own strings: valid after the buffer is reused). */
   toEntry(): ConntrackEntry {
     const b = this.buf;
@@ -289,6 +311,7 @@ export class CtView {
       zone: this.zone,
       id: this.id,
     };
+    if (this.sctpState !== NONE) entry.sctpState = this.sctpStateName();
     if (this.use !== NONE) entry.use = this.use;
     return Object.assign(entry, this.accounting());
   }

@@ -147,21 +147,21 @@ export function openConntrackSocket(netns?: string): NetlinkSocket {
   return NetlinkSocket.open(NETLINK_NETFILTER, netns ? { netns } : {});
 }
 
-/** Counts for `snapshot`: total, by protocol, by TCP state (others: REPLIED/UNREPLIED). */
+/** Counts for `snapshot`: total, by protocol, by TCP or SCTP state (others: REPLIED/UNREPLIED). */
 export class SummaryCounter {
   readonly summary: ConntrackSummary = { total: 0, byProto: {}, byState: {} };
   add(entry: ConntrackEntry): void {
-    this.count(entry.proto, entry.tcpState, entry.status);
+    this.count(entry.proto, entry.tcpState ?? entry.sctpState, entry.status);
   }
   /** The same count from a decoded view, without making the entry. */
   addView(view: CtView): void {
-    this.count(view.protoName(), view.tcpStateName(), view.status);
+    this.count(view.protoName(), view.stateName(), view.status);
   }
-  private count(proto: string, tcpState: string | undefined, status: number): void {
+  private count(proto: string, protoState: string | undefined, status: number): void {
     const s = this.summary;
     s.total++;
     s.byProto[proto] = (s.byProto[proto] ?? 0) + 1;
-    const state = tcpState ?? (status & C.IPS_SEEN_REPLY ? 'REPLIED' : 'UNREPLIED');
+    const state = protoState ?? (status & C.IPS_SEEN_REPLY ? 'REPLIED' : 'UNREPLIED');
     s.byState[state] = (s.byState[state] ?? 0) + 1;
   }
 }

@@ -20,7 +20,8 @@ export function formatConntrack(entry: ConntrackEntry, opts: { extended?: boolea
   let s = '';
   if (opts.extended) s += `${(entry.family === 4 ? 'ipv4' : 'ipv6').padEnd(8)} ${entry.family === 4 ? 2 : 10} `;
   s += `${entry.proto.padEnd(8)} ${entry.orig.protoNum} ${entry.timeoutS} `;
-  if (entry.tcpState) s += `${entry.tcpState} `;
+  const state = entry.tcpState ?? entry.sctpState;
+  if (state) s += `${state} `;
   s += tupleText(entry.orig) + counters(entry.origCounters);
   if (!(entry.status & IPS_SEEN_REPLY)) s += '[UNREPLIED] ';
   s += tupleText(entry.reply) + counters(entry.replyCounters);

@@ -120,6 +120,7 @@ export async function readNat(opts: ReadNatOptions = {}): Promise<ReadNatResult>
   const v6read = readFamily(6);
   if (typeof v6read === 'string') notes.push(`IPv6 rules unavailable: ${v6read}`);
   const v6 = typeof v6read === 'string' ? undefined : v6read;
+  const unreadable = typeof v6read === 'string' ? { unreadable: { 6: v6read } } : {};
   const other: XtablesBackend = choice.backend === 'legacy' ? 'nft' : 'legacy';
   if (choice[other].kubeRuleLines > 0) {
     notes.push(
@@ -130,7 +131,7 @@ export async function readNat(opts: ReadNatOptions = {}): Promise<ReadNatResult>
   let nat: NatSnapshot;
   let tables: NatTables | undefined;
   if (v4 instanceof NatRules) {
-    nat = { backend: choice.backend, backendChoice: choice, warnings: notes };
+    nat = { backend: choice.backend, backendChoice: choice, ...unreadable, warnings: notes };
     tables = {
       rules: [v4, v6].filter((t): t is NatRules => t instanceof NatRules),
       ipsets: ipset.dump?.sets ?? [],
@@ -142,6 +143,7 @@ export async function readNat(opts: ReadNatOptions = {}): Promise<ReadNatResult>
       v4,
       ...(v6 && !(v6 instanceof NatRules) ? { v6 } : {}),
       ...(ipset.dump ? { ipsets: ipset.dump } : {}),
+      ...unreadable,
       warnings: notes,
     };
   }

@@ -119,6 +119,8 @@ export interface NatSnapshot {
   v6?: IptablesDump;
   /** `ipset save`; undefined when ipset could not be read. */
   ipsets?: IpsetDump;
+  /** Families whose save command failed, with the reason: their rules are unknown, not absent. */
+  unreadable?: Partial<Record<NatFamily, string>>;
   /** Reader-level warnings (e.g. the other backend also holds KUBE rules). */
   warnings: string[];
 }

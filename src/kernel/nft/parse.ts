@@ -25,7 +25,7 @@ export function parseNftJson(text: string, source: string): NftDump {
   if (text.length > MAX_NFT_JSON_BYTES)
     throw new NftParseError(source, `${text.length} bytes, more than the ${MAX_NFT_JSON_BYTES} accepted`);
   const dump: NftDump = { source, tables: [], warnings: [] };
-  for (const item of topLevelItems(text, source, dump.warnings)) addItem(dump, item.value, item.index);
+  for (const item of topLevelItems(text, dump)) addItem(dump, item.value, item.index);
   return dump;
 }
 
@@ -35,7 +35,8 @@ interface Item {
 }
 
 /** The items of the top-level "nftables" array: JSON.parse when the text is whole, else item by item. */
-function topLevelItems(text: string, source: string, warnings: string[]): Item[] {
+function topLevelItems(text: string, dump: NftDump): Item[] {
+  const { source } = dump;
   const trimmed = text.trim();
   if (trimmed === '') throw new NftParseError(source, 'empty output');
   try {
@@ -45,12 +46,13 @@ function topLevelItems(text: string, source: string, warnings: string[]): Item[]
     return doc.nftables.map((value, index) => ({ value, index }));
   } catch (e) {
     if (e instanceof NftParseError) throw e;
-    return salvage(trimmed, source, warnings, errText(e));
+    return salvage(trimmed, dump, errText(e));
   }
 }
 
 /** Splits `{"nftables": [ {...}, {...}, ...` at depth-1 commas, honouring strings; parses each piece alone. */
-function salvage(text: string, source: string, warnings: string[], why: string): Item[] {
+function salvage(text: string, dump: NftDump, why: string): Item[] {
+  const { source, warnings } = dump;
   const head = /^\{\s*"nftables"\s*:\s*\[/.exec(text);
   if (!head) throw new NftParseError(source, `not JSON nft output (${why})`);
   const items: Item[] = [];
@@ -82,6 +84,7 @@ function salvage(text: string, source: string, warnings: string[], why: string):
     }
   }
   if (!closed) {
+    dump.cut = true;
     const rest = text.slice(start).trim();
     warnings.push(
       `${source}: output ends inside item ${index} (${rest.length} ` +

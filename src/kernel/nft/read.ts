@@ -21,13 +21,18 @@ function nftListCommand(family: 'ip' | 'ip6'): string {
   return `nft -j list table ${family} kube-proxy`;
 }
 
-/** Takes the family's kube-proxy table from dump into snap, or notes it absent. */
+/** Takes the family's kube-proxy table from dump into snap, or notes it absent (unreadable if the listing was cut). */
 function takeKubeProxyTable(snap: NftSnapshot, dump: NftDump, family: 'ip' | 'ip6', source: string): void {
   const table = dump.tables.find((t) => t.family === family && t.name === 'kube-proxy');
   if (table) {
     snap.tables.push(table);
     snap.sources[family] = source;
-  } else snap.absent.push(family);
+  } else if (dump.cut) markUnreadable(snap, family, `${source}: cut short before any table ${family} kube-proxy`);
+  else snap.absent.push(family);
+}
+
+function markUnreadable(snap: NftSnapshot, family: 'ip' | 'ip6', reason: string): void {
+  snap.unreadable = { ...snap.unreadable, [family]: reason };
 }
 
 /** nft's answer for `list table` when the table is absent (another proxy mode, or single-stack). */
@@ -46,13 +51,12 @@ export function nftSnapshotOf(results: Record<'ip' | 'ip6', NftCommandResult>): 
   error?: string;
 } {
   const snap: NftSnapshot = { tables: [], sources: {}, absent: [], warnings: [] };
-  const errors: string[] = [];
   for (const family of KUBE_PROXY_FAMILIES) {
     const r = results[family];
     const cmd = nftListCommand(family);
     if (!r.ok) {
       if (r.absent) snap.absent.push(family);
-      else errors.push(`${cmd}: ${r.reason}`);
+      else markUnreadable(snap, family, `${cmd}: ${r.reason}`);
       continue;
     }
     try {
@@ -61,9 +65,10 @@ export function nftSnapshotOf(results: Record<'ip' | 'ip6', NftCommandResult>): 
       if (dump.version) snap.version = dump.version;
       takeKubeProxyTable(snap, dump, family, cmd);
     } catch (e) {
-      errors.push(errText(e));
+      markUnreadable(snap, family, errText(e));
     }
   }
+  const errors = Object.values(snap.unreadable ?? {});
   if (errors.length === KUBE_PROXY_FAMILIES.length) return { error: errors.join('; ') };
   snap.warnings.push(...errors);
   return { snapshot: snap };

@@ -91,6 +91,8 @@ export interface NftDump {
   tables: NftTable[];
   /** Items that could not be read, each naming the input and the item's position. */
   warnings: string[];
+  /** The listing ended inside an item: whatever came after it is missing. */
+  cut?: true;
 }
 
 export interface NftSnapshot {
@@ -100,6 +102,8 @@ export interface NftSnapshot {
   sources: Partial<Record<'ip' | 'ip6', string>>;
   /** Families whose kube-proxy table does not exist (not an error: another proxy mode, or single-stack). */
   absent: ('ip' | 'ip6')[];
+  /** Families whose listing failed, with the reason: their rules are unknown, not absent. */
+  unreadable?: Partial<Record<'ip' | 'ip6', string>>;
   version?: string;
   warnings: string[];
 }

@@ -258,4 +258,15 @@ describe('readNatFacts facts-only: save commands read a line at a time', () => {
       'IPv6 rules unavailable: ip6tables-nft-save: line 2 is longer than 65536 bytes (the bound on one line of output); stopped reading it',
     );
   });
+
+  it('carries an unreadable IPv6 save as unknown IPv6 rules into the facts, not as no IPv6 rules', async () => {
+    tools({ 'iptables-nft-save': OLD, 'ip6tables-nft-save': `*nat\n${'#'.repeat(70_000)}\nCOMMIT\n` });
+    const reason =
+      'ip6tables-nft-save: line 2 is longer than 65536 bytes (the bound on one line of output); stopped reading it';
+    const r = await readNatFacts({ factsOnly: true });
+    expect(r.nat?.unreadable).toEqual({ 6: reason });
+    expect(kubeNatFacts(r.nat).unreadable).toEqual({ 6: reason });
+    tools({ 'iptables-nft-save': OLD });
+    expect(kubeNatFacts((await readNatFacts({ factsOnly: true })).nat)).not.toHaveProperty('unreadable');
+  });
 });
