@@ -33,8 +33,11 @@ export interface KeptEntry {
 const sockKey = (e: CompactEntry): Key =>
   key(e.orig.src, protoOf(e.orig.protoNum) ?? String(e.orig.protoNum), e.orig.sport);
 const replied = (e: CompactEntry): boolean => (e.status & IPS_SEEN_REPLY) !== 0;
-/** The client's address comes back unchanged as the reply's destination: no SNAT on the way out. */
-const notSnated = (e: CompactEntry): boolean => e.reply.dst === e.orig.src;
+/**
+ * Left the node (not DNATed here: the reply comes from the VIP) with the client's address unchanged as the reply's
+ * destination: no SNAT on the way out. A flow kube-proxy DNATs to a local endpoint never reaches the LB.
+ */
+const notSnated = (e: CompactEntry): boolean => e.reply.src === e.orig.dst && e.reply.dst === e.orig.src;
 
 /** A message decoded in place (the agent's streams: read it before the buffer is reused) or a decoded entry. */
 export type EntrySource = CtView | ConntrackEntry;

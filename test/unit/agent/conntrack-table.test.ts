@@ -71,6 +71,22 @@ describe('agent conntrack table', () => {
     ]);
   });
 
+  it('a VIP flow kube-proxy DNATs to a local endpoint without masquerade never left the node: not not_snated', () => {
+    const t = new ConntrackTable(index());
+    const shortCircuited = entry(
+      7,
+      [LAB.clientPod, 41000, LAB.vip, 80],
+      [LAB.serverPod, LAB.serverPort, LAB.clientPod, 41000],
+      ['SEEN_REPLY'],
+    );
+    t.upsert(shortCircuited, 0);
+    expect(classifyEntry([...t.entries()][0]!)).toBe('healthy');
+    t.event('DESTROY', shortCircuited, 1);
+    expect([...t.outcomes.values()]).toEqual([
+      { svc: expect.objectContaining({ service: 'web' }), replied: 1, unreplied: 0, loopback_pair: 0, not_snated: 0 },
+    ]);
+  });
+
   it('counts its changes (what the agent checks before reusing the lists made from it), not what it ignores', () => {
     const t = new ConntrackTable(index());
     const c0 = t.changes;
