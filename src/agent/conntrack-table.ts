@@ -117,9 +117,9 @@ export class ConntrackTable {
     return this.put(source, kept, nowMs) || kept !== undefined;
   }
 
-  /** A full re-read starts; entries not seen again by endResync() are dropped. */
-  beginResync(): void {
-    this.generation++;
+  /** A full re-read starts; what it returns is given to endResync(), which drops the entries it did not see. */
+  beginResync(): number {
+    return ++this.generation;
   }
 
   /** Keeps (or updates) an entry that touches an LB Service; true when it is new. */
@@ -175,9 +175,12 @@ export class ConntrackTable {
     return true;
   }
 
-  /** Drops entries the last dump missed (their DESTROY was lost or queued) and counts their outcome now, once. */
-  endResync(): void {
-    for (const k of this.entries()) if (k.generation !== this.generation) this.remove(k, true);
+  /**
+   * Drops entries the read begun as `read` missed (their DESTROY was lost or queued) and counts their outcome now,
+   * once. Whatever any read or event saw since it began is newer, so reads that overlap keep each other's entries.
+   */
+  endResync(read: number): void {
+    for (const k of this.entries()) if (k.generation < read) this.remove(k, true);
   }
 
   /** An outbound entry to a VIP plus a return leg from a local source with the same socket. */

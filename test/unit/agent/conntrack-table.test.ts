@@ -110,12 +110,38 @@ describe('agent conntrack table', () => {
     const t = new ConntrackTable(index());
     t.upsert(out, 0);
     t.upsert(back, 1);
-    t.beginResync();
+    const read = t.beginResync();
     t.upsert(back, 5);
-    t.endResync();
+    t.endResync(read);
     expect([...t.entries()].map((k) => k.entry.id)).toEqual([2]);
     expect([...t.outcomes.values()]).toEqual([
       { svc: expect.objectContaining({ service: 'web' }), replied: 0, unreplied: 0, loopback_pair: 1, not_snated: 0 },
+    ]);
+  });
+
+  it('two full reads that overlap keep the live entries of each other and drop only what neither saw', () => {
+    const t = new ConntrackTable(index());
+    const flow = (id: number, sport: number) =>
+      entry(id, [LAB.clientPod, sport, LAB.vip, 80], [LAB.vip, 80, LAB.node1, sport], ['SEEN_REPLY']);
+    const [e1, e2, gone] = [flow(11, 40011), flow(12, 40012), flow(13, 40013)];
+    for (const e of [e1, e2, gone]) t.upsert(e, 1000);
+    const told: number[] = [];
+    t.listeners.add((k) => told.push(k.entry.id));
+    const readA = t.beginResync();
+    t.upsert(e1, 2000);
+    const readB = t.beginResync();
+    t.upsert(e2, 2000);
+    t.endResync(readA);
+    t.upsert(e1, 3000);
+    t.upsert(e2, 3000);
+    t.endResync(readB);
+    expect([...t.entries()].map((k) => [k.entry.id, k.firstSeenMs])).toEqual([
+      [11, 1000],
+      [12, 1000],
+    ]);
+    expect(told).toEqual([]);
+    expect([...t.outcomes.values()]).toEqual([
+      { svc: expect.objectContaining({ service: 'web' }), replied: 1, unreplied: 0, loopback_pair: 0, not_snated: 0 },
     ]);
   });
 
@@ -135,10 +161,10 @@ describe('agent conntrack table', () => {
     expect([...t.outcomes.values()]).toEqual([
       { svc: expect.objectContaining({ service: 'web' }), replied: 0, unreplied: 0, loopback_pair: 0, not_snated: 1 },
     ]);
-    t.beginResync();
+    const read = t.beginResync();
     t.upsert(out, 5);
     t.upsert(twin, 5);
-    t.endResync();
+    t.endResync(read);
     expect(t.size).toBe(2);
   });
 
