@@ -183,12 +183,18 @@ export class ConntrackTable {
     for (const k of this.entries()) if (k.generation < read) this.remove(k, true);
   }
 
-  /** An outbound entry to a VIP plus a return leg from a local source with the same socket. */
+  /** An outbound entry to a VIP plus a return leg of one of its Services from the same local socket. */
   private pair(ks: readonly KeptEntry[]): void {
     const out = ks.filter((k) => k.toVip && this.index.isLocal(k.entry.orig.src));
-    const back = ks.filter((k) => !k.toVip);
-    if (!out.length || !back.length) return;
-    for (const k of [...out, ...back]) k.paired = true;
+    if (!out.length) return;
+    const back = ks.filter((k) => !k.toVip && this.index.isReturnLeg(k.entry));
+    for (const o of out) {
+      for (const b of back) {
+        if (!b.svcs.some((s) => o.svcs.includes(s))) continue;
+        o.paired = true;
+        b.paired = true;
+      }
+    }
   }
 
   private remove(k: KeptEntry, finished: boolean): boolean {

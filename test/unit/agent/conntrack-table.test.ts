@@ -60,6 +60,36 @@ describe('agent conntrack table', () => {
     expect(t.size).toBe(2);
   });
 
+  it('pairs only a return leg the correlator would: not a ClusterIP flow DNATed here from the same socket', () => {
+    const t = new ConntrackTable(index());
+    const snatedOut = entry(4, [LAB.clientPod, 5060, LAB.vip, 80], [LAB.vip, 80, LAB.node1, 61000], ['SEEN_REPLY']);
+    const toClusterIp = entry(
+      5,
+      [LAB.clientPod, 5060, LAB.clusterIp, 80],
+      [LAB.serverPod, LAB.serverPort, LAB.clientPod, 5060],
+      ['SEEN_REPLY'],
+    );
+    t.upsert(snatedOut, 0);
+    t.upsert(toClusterIp, 0);
+    expect([...t.entries()].map(classifyEntry)).toEqual(['healthy', 'healthy']);
+    t.event('DESTROY', snatedOut, 1);
+    expect([...t.outcomes.values()]).toEqual([
+      { svc: expect.objectContaining({ service: 'web' }), replied: 1, unreplied: 0, loopback_pair: 0, not_snated: 0 },
+    ]);
+  });
+
+  it('pairs a direct leg: the LB sent the connection straight to a local endpoint, not DNATed here', () => {
+    const t = new ConntrackTable(index());
+    const direct = entry(
+      6,
+      [LAB.clientPod, 40000, LAB.serverPod, LAB.serverPort],
+      [LAB.serverPod, LAB.serverPort, LAB.clientPod, 40000],
+    );
+    t.upsert(out, 0);
+    t.upsert(direct, 0);
+    expect([...t.entries()].map(classifyEntry)).toEqual(['loopback_pair', 'loopback_pair']);
+  });
+
   it('counts a finished VIP flow by outcome on DESTROY, not the return leg', () => {
     const t = new ConntrackTable(index());
     t.upsert(out, 0);
