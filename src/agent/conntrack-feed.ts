@@ -135,7 +135,9 @@ export class LiveConntrack implements ConntrackFeed {
   /** A dump or stream that skipped malformed entries is up, with how many in the status reason. */
   private recordDump(dump: Pick<ConntrackDumpResult, 'malformed' | 'firstMalformed'>, durationMs: number): void {
     const events = this.watch?.stats;
-    const notes = [malformedNote(dump)];
+    const full = this.sink!.table.fullNote;
+    if (full) this.o.log.warn({ kept: this.sink!.table.size, refused: this.sink!.table.dropped }, full);
+    const notes = [malformedNote(dump), full];
     if (events?.malformed) {
       notes.push(
         `${events.malformed} malformed conntrack ${events.malformed === 1 ? 'event' : 'events'} ` +
@@ -191,7 +193,9 @@ export class BundleConntrack implements ConntrackFeed {
       for (const e of entries) sink.table.upsert(e, now);
       sink.table.endResync(read);
     }
-    sink.record(result.state === 'up' ? UP : result, performance.now() - t0);
+    const full = sink.table.fullNote;
+    const up: ReadResult<unknown> = full ? { state: 'up', value: undefined, note: full } : UP;
+    sink.record(result.state === 'up' ? up : result, performance.now() - t0);
     sink.changed();
   }
 

@@ -64,6 +64,8 @@ export class ConntrackTable {
   private readonly bySock = new Map<Key, OneOrMore<KeptEntry>>();
   private count = 0;
   private generation = 0;
+  /** Entries of an LB Service refused because the table was full, since start (a dump's refusals count again). */
+  dropped = 0;
   /** Finished VIP flows per Service port (keyed by portKey: its labels object is per cluster view). */
   readonly outcomes = new Map<string, FlowCounts>();
   /** Called for each new entry kept (evidence --watch). */
@@ -76,6 +78,15 @@ export class ConntrackTable {
 
   get size(): number {
     return this.count;
+  }
+
+  /** While full, a new entry (a loop's legs too) is not kept: what the diagnosis sees of conntrack is partial. */
+  get fullNote(): string | undefined {
+    if (this.count < this.maxEntries) return undefined;
+    return (
+      `conntrack table full at ${this.maxEntries} entries: ${this.dropped} entries refused since start, ` +
+      'so a loop among them cannot be shown'
+    );
   }
 
   /** Grows on every change to what is kept or counted: what was derived from the table is stale when it moved. */
@@ -134,11 +145,14 @@ export class ConntrackTable {
       if (next) this.update(old, next, nowMs);
       return false;
     }
-    if (this.count >= this.maxEntries) return false;
     // A view is compacted to be read at all; a decoded entry is matched first, so only a kept one is copied.
     const candidate = source instanceof CtView ? CompactEntry.fromView(source) : source;
     const m = candidate && this.index.match(candidate);
     if (!m) return false;
+    if (this.count >= this.maxEntries) {
+      this.dropped++;
+      return false;
+    }
     const c = candidate instanceof CompactEntry ? candidate : compact(candidate);
     return c ? this.add(c, m, nowMs) : false;
   }

@@ -117,6 +117,23 @@ describe('agent conntrack table', () => {
     ]);
   });
 
+  it('at its cap refuses new entries, the legs of a loop too, and counts them and says so while full', () => {
+    const t = new ConntrackTable(index(), 2);
+    const healthy = (id: number, sport: number) =>
+      entry(id, [LAB.clientPod, sport, LAB.vip, 80], [LAB.vip, 80, LAB.node1, sport], ['SEEN_REPLY']);
+    t.upsert(healthy(21, 40021), 0);
+    t.upsert(healthy(22, 40022), 0);
+    expect(t.fullNote).toMatch(/^conntrack table full at 2 entries: 0 entries refused/);
+    expect(t.upsert(out, 1)).toBe(false);
+    expect(t.upsert(back, 1)).toBe(false);
+    expect(t.upsert(unrelated, 1)).toBe(false);
+    expect(t.dropped).toBe(2);
+    expect(t.fullNote).toMatch(/2 entries refused since start/);
+    t.event('DESTROY', healthy(21, 40021), 2);
+    expect(t.fullNote).toBeUndefined();
+    expect(t.dropped).toBe(2);
+  });
+
   it('counts its changes (what the agent checks before reusing the lists made from it), not what it ignores', () => {
     const t = new ConntrackTable(index());
     const c0 = t.changes;
