@@ -58,6 +58,7 @@ export class LiveConntrack implements ConntrackFeed {
     const { table } = sink;
     let first!: () => void;
     let dumpStart = performance.now();
+    let read = 0;
     const done = new Promise<void>((r) => (first = r));
     try {
       this.watch = new ConntrackWatch({
@@ -72,11 +73,11 @@ export class LiveConntrack implements ConntrackFeed {
         resync: {
           begin: () => {
             dumpStart = performance.now();
-            table.beginResync();
+            read = table.beginResync();
           },
           view: (v) => void table.upsert(v, Date.now()),
           end: (info) => {
-            table.endResync();
+            table.endResync(read);
             this.recordDump(info, performance.now() - dumpStart);
             if (info.interrupted) this.o.log.info(info, 'conntrack resync interrupted by table changes');
             sink.changed();
@@ -106,13 +107,13 @@ export class LiveConntrack implements ConntrackFeed {
     if (!watch || !sink) return;
     const t0 = performance.now();
     try {
-      sink.table.beginResync();
+      const read = sink.table.beginResync();
       const now = Date.now();
       const res = await dumpConntrackViews((v) => void sink.table.upsert(v, now), {
         ...this.ns,
         ...(this.prefilter ? { prefilter: this.prefilter } : {}),
       });
-      sink.table.endResync();
+      sink.table.endResync(read);
       this.recordDump(res, performance.now() - t0);
     } catch (e) {
       sink.record({ state: 'down', reason: `dump: ${errText(e)}` }, performance.now() - t0);
@@ -134,7 +135,9 @@ export class LiveConntrack implements ConntrackFeed {
   /** A dump or stream that skipped malformed entries is up, with how many in the status reason. */
   private recordDump(dump: Pick<ConntrackDumpResult, 'malformed' | 'firstMalformed'>, durationMs: number): void {
     const events = this.watch?.stats;
-    const notes = [malformedNote(dump)];
+    const full = this.sink!.table.fullNote;
+    if (full) this.o.log.warn({ kept: this.sink!.table.size, refused: this.sink!.table.dropped }, full);
+    const notes = [malformedNote(dump), full];
     if (events?.malformed) {
       notes.push(
         `${events.malformed} malformed conntrack ${events.malformed === 1 ? 'event' : 'events'} ` +
@@ -186,11 +189,13 @@ export class BundleConntrack implements ConntrackFeed {
     if (result.state === 'up' || (result.state === 'down' && result.value)) {
       const entries: ConntrackEntry[] = result.value?.entries ?? [];
       const now = this.seenAtMs();
-      sink.table.beginResync();
+      const read = sink.table.beginResync();
       for (const e of entries) sink.table.upsert(e, now);
-      sink.table.endResync();
+      sink.table.endResync(read);
     }
-    sink.record(result.state === 'up' ? UP : result, performance.now() - t0);
+    const full = sink.table.fullNote;
+    const up: ReadResult<unknown> = full ? { state: 'up', value: undefined, note: full } : UP;
+    sink.record(result.state === 'up' ? up : result, performance.now() - t0);
     sink.changed();
   }
 

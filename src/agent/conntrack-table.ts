@@ -33,8 +33,11 @@ export interface KeptEntry {
 const sockKey = (e: CompactEntry): Key =>
   key(e.orig.src, protoOf(e.orig.protoNum) ?? String(e.orig.protoNum), e.orig.sport);
 const replied = (e: CompactEntry): boolean => (e.status & IPS_SEEN_REPLY) !== 0;
-/** The client's address comes back unchanged as the reply's destination: no SNAT on the way out. */
-const notSnated = (e: CompactEntry): boolean => e.reply.dst === e.orig.src;
+/**
+ * Left the node (not DNATed here: the reply comes from the VIP) with the client's address unchanged as the reply's
+ * destination: no SNAT on the way out. A flow kube-proxy DNATs to a local endpoint never reaches the LB.
+ */
+const notSnated = (e: CompactEntry): boolean => e.reply.src === e.orig.dst && e.reply.dst === e.orig.src;
 
 /** A message decoded in place (the agent's streams: read it before the buffer is reused) or a decoded entry. */
 export type EntrySource = CtView | ConntrackEntry;
@@ -61,6 +64,8 @@ export class ConntrackTable {
   private readonly bySock = new Map<Key, OneOrMore<KeptEntry>>();
   private count = 0;
   private generation = 0;
+  /** Entries of an LB Service refused because the table was full, since start (a dump's refusals count again). */
+  dropped = 0;
   /** Finished VIP flows per Service port (keyed by portKey: its labels object is per cluster view). */
   readonly outcomes = new Map<string, FlowCounts>();
   /** Called for each new entry kept (evidence --watch). */
@@ -73,6 +78,15 @@ export class ConntrackTable {
 
   get size(): number {
     return this.count;
+  }
+
+  /** While full, a new entry (a loop's legs too) is not kept: what the diagnosis sees of conntrack is partial. */
+  get fullNote(): string | undefined {
+    if (this.count < this.maxEntries) return undefined;
+    return (
+      `conntrack table full at ${this.maxEntries} entries: ${this.dropped} entries refused since start, ` +
+      'so a loop among them cannot be shown'
+    );
   }
 
   /** Grows on every change to what is kept or counted: what was derived from the table is stale when it moved. */
@@ -114,9 +128,9 @@ export class ConntrackTable {
     return this.put(source, kept, nowMs) || kept !== undefined;
   }
 
-  /** A full re-read starts; entries not seen again by endResync() are dropped. */
-  beginResync(): void {
-    this.generation++;
+  /** A full re-read starts; what it returns is given to endResync(), which drops the entries it did not see. */
+  beginResync(): number {
+    return ++this.generation;
   }
 
   /** Keeps (or updates) an entry that touches an LB Service; true when it is new. */
@@ -131,11 +145,14 @@ export class ConntrackTable {
       if (next) this.update(old, next, nowMs);
       return false;
     }
-    if (this.count >= this.maxEntries) return false;
     // A view is compacted to be read at all; a decoded entry is matched first, so only a kept one is copied.
     const candidate = source instanceof CtView ? CompactEntry.fromView(source) : source;
     const m = candidate && this.index.match(candidate);
     if (!m) return false;
+    if (this.count >= this.maxEntries) {
+      this.dropped++;
+      return false;
+    }
     const c = candidate instanceof CompactEntry ? candidate : compact(candidate);
     return c ? this.add(c, m, nowMs) : false;
   }
@@ -172,17 +189,26 @@ export class ConntrackTable {
     return true;
   }
 
-  /** Drops entries the last dump missed (their DESTROY was lost or queued) and counts their outcome now, once. */
-  endResync(): void {
-    for (const k of this.entries()) if (k.generation !== this.generation) this.remove(k, true);
+  /**
+   * Drops entries the read begun as `read` missed (their DESTROY was lost or queued) and counts their outcome now,
+   * once. Whatever any read or event saw since it began is newer, so reads that overlap keep each other's entries.
+   */
+  endResync(read: number): void {
+    for (const k of this.entries()) if (k.generation < read) this.remove(k, true);
   }
 
-  /** An outbound entry to a VIP plus a return leg from a local source with the same socket. */
+  /** An outbound entry to a VIP plus a return leg of one of its Services from the same local socket. */
   private pair(ks: readonly KeptEntry[]): void {
     const out = ks.filter((k) => k.toVip && this.index.isLocal(k.entry.orig.src));
-    const back = ks.filter((k) => !k.toVip);
-    if (!out.length || !back.length) return;
-    for (const k of [...out, ...back]) k.paired = true;
+    if (!out.length) return;
+    const back = ks.filter((k) => !k.toVip && this.index.isReturnLeg(k.entry));
+    for (const o of out) {
+      for (const b of back) {
+        if (!b.svcs.some((s) => o.svcs.includes(s))) continue;
+        o.paired = true;
+        b.paired = true;
+      }
+    }
   }
 
   private remove(k: KeptEntry, finished: boolean): boolean {

@@ -211,6 +211,8 @@ export function evidenceRoute(
         if (!evidence) return refuse(res, 503, 'the agent is starting: its evidence is not served yet');
         res.writeHead(200, { 'Content-Type': 'application/x-ndjson', 'Cache-Control': 'no-store' });
         res.flushHeaders();
+        // A watch may be quiet for its whole length; the server's watchdog still drops a reader that takes nothing.
+        req.socket.setTimeout(0);
         evidence.serve(new Caller(res, evidence.limits), {
           service: `${q.namespace}/${q.name}`,
           ...(q.port ? { port: q.port } : {}),

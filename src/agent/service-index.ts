@@ -58,6 +58,18 @@ export class ServiceIndex {
     return this.nodeIps.has(ip) || this.podCidrs.has(ip);
   }
 
+  /**
+   * Whether an entry can be a loop's return leg, as the correlator pairs them: from a local source to a node's
+   * NodePort, or from a local pod straight to a local endpoint, not DNATed here (a ClusterIP flow is).
+   */
+  isReturnLeg(e: ConntrackEntry): boolean {
+    const { orig, reply } = e;
+    const rule = matchTuple(this.lookup, e)?.rule;
+    if (rule === 'nodePort') return this.isLocal(orig.src);
+    if (rule !== 'endpoint' || reply.src !== orig.dst || !this.podCidrs.has(orig.src)) return false;
+    return this.lb.localEndpointServices(orig.dst, protocolOfNumber(orig.protoNum) ?? '', orig.dport) !== undefined;
+  }
+
   /** The Services an entry touches; undefined when none (the entry is not kept). */
   match(e: ConntrackEntry): EntryMatch | undefined {
     const m = matchTuple(this.lookup, e);

@@ -1,4 +1,4 @@
-// How much the agent follows: indexed LB Service ports, kept conntrack entries, and Service ports with series.
+// How much the agent follows: indexed LB Service ports, kept (and refused) conntrack entries, ports with series.
 import { families } from './collector.js';
 
 export const followed = families(
@@ -21,6 +21,12 @@ export const followed = families(
     name: 'clbprobe_conntrack_entries_kept',
     help: 'Conntrack entries the agent keeps: those towards, or back from, a followed Service port.',
     samples: (s) => [[{}, s.agent.table.size]],
+  },
+  {
+    type: 'counter',
+    name: 'clbprobe_conntrack_entries_dropped_total',
+    help: 'Conntrack entries of a followed Service port refused because the kept ones reached the cap (100,000).',
+    samples: (s) => [[{}, s.agent.table.dropped]],
   },
   {
     type: 'counter',

@@ -42,6 +42,29 @@ interface Facts {
   findings: Map<string, AgentState['findings'][number][]>;
 }
 
+/** One kernel counter: its target, port, protocol, kind and direction. */
+const counterKey = (s: CounterSample): string => `${s.kind}|${s.direction}|${s.proto}|${s.target}|${s.port}`;
+
+const minus = (a: PacketCount, b: PacketCount): PacketCount => ({
+  packets: a.packets - b.packets,
+  bytes: a.bytes - b.bytes,
+});
+
+/** A kernel counter's last value and, per Service port it counts for, its value when it began to count for it. */
+interface Attribution {
+  kind: CounterKind;
+  last: PacketCount;
+  since: Map<string, { view: ServiceView; base: PacketCount }>;
+}
+
+/** Adds `count` to a Service port's count of `kind`. */
+function addCount(packets: Facts['packets'], id: string, view: ServiceView, kind: CounterKind, count: PacketCount) {
+  const port = packets.get(id) ?? { view, byKind: new Map<CounterKind, PacketCount>() };
+  const sum = port.byKind.get(kind) ?? { packets: 0, bytes: 0 };
+  port.byKind.set(kind, { packets: sum.packets + count.packets, bytes: sum.bytes + count.bytes });
+  packets.set(id, port);
+}
+
 /** The sum of everything counted for a Service port: it moves whenever something new was seen. */
 function activityOf(facts: Facts, id: string): number {
   let sum = 0;
@@ -86,6 +109,10 @@ export class ServicePortSeries {
   private readonly entries = new EntriesByState();
   /** The last packet counts read, kept when a read fails: unknown is not zero. */
   private lastSamples: readonly CounterSample[] = [];
+  /** By counterKey: a counter counts for a Service port only what it counted since it began to (a reused IP:port). */
+  private readonly attributions = new Map<string, Attribution>();
+  /** What counters counted for a Service port they no longer count for, so that its counts never go down. */
+  private readonly retired: Facts['packets'] = new Map();
   private ids?: PortIds;
   private readonly now: () => number;
 
@@ -113,6 +140,9 @@ export class ServicePortSeries {
       if (recent || facts.entries.has(id) || facts.findings.has(id)) active.push(id);
     }
     for (const id of this.lastMove.keys()) if (!seen.has(id)) this.lastMove.delete(id);
+    // A port without series has no counter to keep from going down.
+    const activeIds = new Set(active);
+    for (const id of this.retired.keys()) if (!activeIds.has(id)) this.retired.delete(id);
     const ports = this.withinCap(active, facts).map((id) => this.valuesOf(id, facts, agent));
     return { ports, active: active.length, droppedTotal: this.dropped.size, ...(counterError ? { counterError } : {}) };
   }
@@ -132,27 +162,72 @@ export class ServicePortSeries {
   }
 
   private factsOf(agent: AgentState): Facts {
-    const ids = this.idsOf(agent.index);
-    const packets: Facts['packets'] = new Map();
-    for (const sample of this.lastSamples) {
-      // A zero count says nothing: most of the kernel's counters, one per VIP, are zero.
-      if (sample.packets === 0) continue;
-      for (const view of agent.index.ofSample(sample)) {
-        const id = ids.idOf.get(view) ?? portKey(view, view.protocol, view.port);
-        const port = packets.get(id) ?? { view, byKind: new Map<CounterKind, PacketCount>() };
-        const count = port.byKind.get(sample.kind) ?? { packets: 0, bytes: 0 };
-        count.packets += sample.packets;
-        count.bytes += sample.bytes;
-        port.byKind.set(sample.kind, count);
-        packets.set(id, port);
-      }
-    }
+    const packets = this.countPackets(agent.index);
     const findings: Facts['findings'] = new Map();
     for (const f of agent.findings) {
       const id = portKey(f.service, f.port.protocol, f.port.port);
       findings.set(id, [...(findings.get(id) ?? []), f]);
     }
     return { packets, flows: agent.table.outcomes, entries: this.entries.of(agent.table), findings };
+  }
+
+  /** Packets per Service port: the retired counts plus what each counter counted since it began to count for it. */
+  private countPackets(index: AgentState['index']): Facts['packets'] {
+    const { idOf } = this.idsOf(index);
+    const idOfView = (v: ServiceView): string => idOf.get(v) ?? portKey(v, v.protocol, v.port);
+    const counted: [string, ServiceView, CounterKind, PacketCount][] = [];
+    const present = new Set<string>();
+    for (const sample of this.lastSamples) {
+      // A zero count says nothing: most of the kernel's counters, one per VIP, are zero.
+      if (sample.packets === 0) continue;
+      const key = counterKey(sample);
+      present.add(key);
+      const last = { packets: sample.packets, bytes: sample.bytes };
+      let a = this.attributions.get(key);
+      // A counter that went down was opened again: it counts from zero.
+      if (a && last.packets < a.last.packets) {
+        this.retire(a);
+        a = undefined;
+      }
+      // A counter new to the agent counted for its ports from its start; one seen before, from now on.
+      const base = a ? last : { packets: 0, bytes: 0 };
+      a ??= { kind: sample.kind, last, since: new Map() };
+      a.last = last;
+      const views = index.ofSample(sample);
+      for (const view of views) {
+        const id = idOfView(view);
+        const since = a.since.get(id) ?? { view, base };
+        since.view = view;
+        a.since.set(id, since);
+        counted.push([id, view, sample.kind, minus(last, since.base)]);
+      }
+      if (a.since.size > views.length) this.retireLeft(a, new Set(views.map(idOfView)));
+      this.attributions.set(key, a);
+    }
+    for (const [key, a] of this.attributions) {
+      if (present.has(key)) continue;
+      this.retire(a);
+      this.attributions.delete(key);
+    }
+    const packets: Facts['packets'] = new Map();
+    for (const [id, { view, byKind }] of this.retired)
+      for (const [kind, c] of byKind) addCount(packets, id, view, kind, c);
+    for (const [id, view, kind, count] of counted) addCount(packets, id, view, kind, count);
+    return packets;
+  }
+
+  /** The ports a counter no longer counts for keep what it counted for them. */
+  private retireLeft(a: Attribution, current: ReadonlySet<string>): void {
+    for (const [id, since] of a.since) {
+      if (current.has(id)) continue;
+      addCount(this.retired, id, since.view, a.kind, minus(a.last, since.base));
+      a.since.delete(id);
+    }
+  }
+
+  /** The counter counts for no Service port any more: each keeps what it counted for it. */
+  private retire(a: Attribution): void {
+    this.retireLeft(a, new Set());
   }
 
   private valuesOf(id: string, facts: Facts, agent: AgentState): ServicePortValues {

@@ -60,6 +60,36 @@ describe('agent conntrack table', () => {
     expect(t.size).toBe(2);
   });
 
+  it('pairs only a return leg the correlator would: not a ClusterIP flow DNATed here from the same socket', () => {
+    const t = new ConntrackTable(index());
+    const snatedOut = entry(4, [LAB.clientPod, 5060, LAB.vip, 80], [LAB.vip, 80, LAB.node1, 61000], ['SEEN_REPLY']);
+    const toClusterIp = entry(
+      5,
+      [LAB.clientPod, 5060, LAB.clusterIp, 80],
+      [LAB.serverPod, LAB.serverPort, LAB.clientPod, 5060],
+      ['SEEN_REPLY'],
+    );
+    t.upsert(snatedOut, 0);
+    t.upsert(toClusterIp, 0);
+    expect([...t.entries()].map(classifyEntry)).toEqual(['healthy', 'healthy']);
+    t.event('DESTROY', snatedOut, 1);
+    expect([...t.outcomes.values()]).toEqual([
+      { svc: expect.objectContaining({ service: 'web' }), replied: 1, unreplied: 0, loopback_pair: 0, not_snated: 0 },
+    ]);
+  });
+
+  it('pairs a direct leg: the LB sent the connection straight to a local endpoint, not DNATed here', () => {
+    const t = new ConntrackTable(index());
+    const direct = entry(
+      6,
+      [LAB.clientPod, 40000, LAB.serverPod, LAB.serverPort],
+      [LAB.serverPod, LAB.serverPort, LAB.clientPod, 40000],
+    );
+    t.upsert(out, 0);
+    t.upsert(direct, 0);
+    expect([...t.entries()].map(classifyEntry)).toEqual(['loopback_pair', 'loopback_pair']);
+  });
+
   it('counts a finished VIP flow by outcome on DESTROY, not the return leg', () => {
     const t = new ConntrackTable(index());
     t.upsert(out, 0);
@@ -69,6 +99,39 @@ describe('agent conntrack table', () => {
     expect([...t.outcomes.values()]).toEqual([
       { svc: expect.objectContaining({ service: 'web' }), replied: 0, unreplied: 0, loopback_pair: 1, not_snated: 0 },
     ]);
+  });
+
+  it('a VIP flow kube-proxy DNATs to a local endpoint without masquerade never left the node: not not_snated', () => {
+    const t = new ConntrackTable(index());
+    const shortCircuited = entry(
+      7,
+      [LAB.clientPod, 41000, LAB.vip, 80],
+      [LAB.serverPod, LAB.serverPort, LAB.clientPod, 41000],
+      ['SEEN_REPLY'],
+    );
+    t.upsert(shortCircuited, 0);
+    expect(classifyEntry([...t.entries()][0]!)).toBe('healthy');
+    t.event('DESTROY', shortCircuited, 1);
+    expect([...t.outcomes.values()]).toEqual([
+      { svc: expect.objectContaining({ service: 'web' }), replied: 1, unreplied: 0, loopback_pair: 0, not_snated: 0 },
+    ]);
+  });
+
+  it('at its cap refuses new entries, the legs of a loop too, and counts them and says so while full', () => {
+    const t = new ConntrackTable(index(), 2);
+    const healthy = (id: number, sport: number) =>
+      entry(id, [LAB.clientPod, sport, LAB.vip, 80], [LAB.vip, 80, LAB.node1, sport], ['SEEN_REPLY']);
+    t.upsert(healthy(21, 40021), 0);
+    t.upsert(healthy(22, 40022), 0);
+    expect(t.fullNote).toMatch(/^conntrack table full at 2 entries: 0 entries refused/);
+    expect(t.upsert(out, 1)).toBe(false);
+    expect(t.upsert(back, 1)).toBe(false);
+    expect(t.upsert(unrelated, 1)).toBe(false);
+    expect(t.dropped).toBe(2);
+    expect(t.fullNote).toMatch(/2 entries refused since start/);
+    t.event('DESTROY', healthy(21, 40021), 2);
+    expect(t.fullNote).toBeUndefined();
+    expect(t.dropped).toBe(2);
   });
 
   it('counts its changes (what the agent checks before reusing the lists made from it), not what it ignores', () => {
@@ -94,12 +157,38 @@ describe('agent conntrack table', () => {
     const t = new ConntrackTable(index());
     t.upsert(out, 0);
     t.upsert(back, 1);
-    t.beginResync();
+    const read = t.beginResync();
     t.upsert(back, 5);
-    t.endResync();
+    t.endResync(read);
     expect([...t.entries()].map((k) => k.entry.id)).toEqual([2]);
     expect([...t.outcomes.values()]).toEqual([
       { svc: expect.objectContaining({ service: 'web' }), replied: 0, unreplied: 0, loopback_pair: 1, not_snated: 0 },
+    ]);
+  });
+
+  it('two full reads that overlap keep the live entries of each other and drop only what neither saw', () => {
+    const t = new ConntrackTable(index());
+    const flow = (id: number, sport: number) =>
+      entry(id, [LAB.clientPod, sport, LAB.vip, 80], [LAB.vip, 80, LAB.node1, sport], ['SEEN_REPLY']);
+    const [e1, e2, gone] = [flow(11, 40011), flow(12, 40012), flow(13, 40013)];
+    for (const e of [e1, e2, gone]) t.upsert(e, 1000);
+    const told: number[] = [];
+    t.listeners.add((k) => told.push(k.entry.id));
+    const readA = t.beginResync();
+    t.upsert(e1, 2000);
+    const readB = t.beginResync();
+    t.upsert(e2, 2000);
+    t.endResync(readA);
+    t.upsert(e1, 3000);
+    t.upsert(e2, 3000);
+    t.endResync(readB);
+    expect([...t.entries()].map((k) => [k.entry.id, k.firstSeenMs])).toEqual([
+      [11, 1000],
+      [12, 1000],
+    ]);
+    expect(told).toEqual([]);
+    expect([...t.outcomes.values()]).toEqual([
+      { svc: expect.objectContaining({ service: 'web' }), replied: 1, unreplied: 0, loopback_pair: 0, not_snated: 0 },
     ]);
   });
 
@@ -119,10 +208,10 @@ describe('agent conntrack table', () => {
     expect([...t.outcomes.values()]).toEqual([
       { svc: expect.objectContaining({ service: 'web' }), replied: 0, unreplied: 0, loopback_pair: 0, not_snated: 1 },
     ]);
-    t.beginResync();
+    const read = t.beginResync();
     t.upsert(out, 5);
     t.upsert(twin, 5);
-    t.endResync();
+    t.endResync(read);
     expect(t.size).toBe(2);
   });
 
