@@ -201,12 +201,12 @@ export class ConntrackTable {
   private pair(ks: readonly KeptEntry[]): void {
     const out = ks.filter((k) => k.toVip && this.index.isLocal(k.entry.orig.src));
     if (!out.length) return;
-    const back = ks.filter((k) => !k.toVip && this.index.isReturnLeg(k.entry));
+    const back = ks.filter((k) => !k.toVip).map((k) => ({ k, svcs: this.index.returnLegServices(k.entry) }));
     for (const o of out) {
       for (const b of back) {
         if (!b.svcs.some((s) => o.svcs.includes(s))) continue;
         o.paired = true;
-        b.paired = true;
+        b.k.paired = true;
       }
     }
   }

@@ -34,6 +34,8 @@ export class ServiceIndex {
   /** Services with an LB ingress IP or behind an Ingress' VIP: the only ones whose traffic can be matched. */
   readonly services: ServiceView[];
   private readonly nodeIps: Set<string>;
+  /** The node's own addresses, kube-ipvs0's not among them: where a NodePort return leg arrives. */
+  private readonly hostIps: Set<string>;
   private readonly podCidrs: ReturnType<typeof cidrMatcher>;
   private readonly ipvsBound: Set<string>;
 
@@ -46,6 +48,7 @@ export class ServiceIndex {
     if (lb.view !== cluster) throw new Error('ServiceIndex: the LB-Service index is of another cluster view');
     this.services = lb.addressed;
     this.nodeIps = new Set([...local.nodeIps, ...local.ipvsIps]);
+    this.hostIps = new Set(local.nodeIps);
     this.podCidrs = cidrMatcher(local.podCidrs);
     this.ipvsBound = new Set(local.ipvsIps);
   }
@@ -58,16 +61,12 @@ export class ServiceIndex {
     return this.nodeIps.has(ip) || this.podCidrs.has(ip);
   }
 
-  /**
-   * Whether an entry can be a loop's return leg, as the correlator pairs them: from a local source to a node's
-   * NodePort, or from a local pod straight to a local endpoint, not DNATed here (a ClusterIP flow is).
-   */
-  isReturnLeg(e: ConntrackEntry): boolean {
-    const { orig, reply } = e;
-    const rule = matchTuple(this.lookup, e)?.rule;
-    if (rule === 'nodePort') return this.isLocal(orig.src);
-    if (rule !== 'endpoint' || reply.src !== orig.dst || !this.podCidrs.has(orig.src)) return false;
-    return this.lb.localEndpointServices(orig.dst, protocolOfNumber(orig.protoNum) ?? '', orig.dport) !== undefined;
+  /** The Service ports an entry is a loop's return leg of, as the correlator pairs them (LbServiceIndex.returnLeg). */
+  returnLegServices(e: ConntrackEntry): ServiceView[] {
+    const isPodIp = (ip: string) => this.podCidrs.has(ip);
+    if (!this.hostIps.has(e.orig.src) && !isPodIp(e.orig.src)) return [];
+    const leg = this.lb.returnLeg(e, this.hostIps, isPodIp);
+    return [...(leg.nodePort ? [leg.nodePort] : []), ...(leg.endpoints ?? [])];
   }
 
   /** The Services an entry touches; undefined when none (the entry is not kept). */

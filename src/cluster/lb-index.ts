@@ -1,6 +1,8 @@
 // The LB Services of a view and their address lookups, built once and read by the agent's index and the detectors;
 // where the two differ on purpose, both answers are kept under their own names.
+import type { ConntrackEntry } from '../kernel/types.js';
 import { AddressPortMap, addTo, type Key, key, listOf, type OneOrMore } from '../model/address-key.js';
+import { protocolOfNumber } from '../model/protocol.js';
 import { slicePort } from './endpoints.js';
 import { pushTo } from './objects.js';
 import type { ClusterView, L7Listener, L7Vip, ServiceView } from './types.js';
@@ -159,5 +161,19 @@ export class LbServiceIndex {
   /** The Service ports with an endpoint on this node at ip:port (knownTargetPort): the direct-pod return leg. */
   localEndpointServices(ip: string, proto: string, port: number | undefined): ServiceView[] | undefined {
     return listOf(this.byLocalEndpoint.get(ip, proto, port));
+  }
+
+  /**
+   * What a conntrack entry from a source of this node is the return leg of, when the LB sent a loop back: the
+   * NodePort's Service port on a node address, or a local endpoint's that a pod reached unchanged (not DNATed here).
+   */
+  returnLeg(e: ConntrackEntry, nodeIps: { has(ip: string): boolean }, isPodIp: (ip: string) => boolean) {
+    const { orig } = e;
+    const proto = protocolOfNumber(orig.protoNum);
+    if (!proto || orig.dport === undefined) return {};
+    const nodePort = nodeIps.has(orig.dst) ? this.nodePortService(proto, orig.dport) : undefined;
+    const direct = isPodIp(orig.src) && e.reply.src === orig.dst;
+    const endpoints = direct ? this.localEndpointServices(orig.dst, proto, orig.dport) : undefined;
+    return { ...(nodePort ? { nodePort } : {}), ...(endpoints ? { endpoints } : {}) };
   }
 }

@@ -28,10 +28,7 @@ export interface DetectContext {
   /** A source that belongs to this node: one of its pods or its own addresses. */
   isLocalSource(ip: string): boolean;
   /** The LB-Service index: which Service ports an LB VIP, LB IP, Ingress VIP, NodePort or local endpoint is. */
-  lb: Pick<
-    LbServiceIndex,
-    'lbVipServices' | 'lbIpServices' | 'ingressVipServices' | 'nodePortService' | 'localEndpointServices'
-  >;
+  lb: Pick<LbServiceIndex, 'lbVipServices' | 'lbIpServices' | 'ingressVipServices' | 'nodePortService' | 'returnLeg'>;
   ipvsService(ip: string, proto: string, port: number): IpvsVirtualServer | undefined;
   natFact(ip: string, proto: string, port: number): LbNatFact | undefined;
   /** The non-kernel `local` route (a guest agent's) making this address the node's own, if read and present. */

@@ -85,14 +85,13 @@ export class ConntrackCorrelator {
     if (ingSvcs && ctx.isLocalSource(o.src)) this.keepL7Out(entry, ingSvcs);
 
     if (!ctx.isLocalSource(o.src)) return;
-    const npSvc = ctx.nodeIps.has(o.dst) ? ctx.lb.nodePortService(proto, o.dport) : undefined;
+    const { nodePort: npSvc, endpoints: epSvcs } = ctx.lb.returnLeg(entry, ctx.nodeIps, ctx.isPodIp);
     if (npSvc) {
       this.addInbound(entry, 'l4', [npSvc]);
       if (npSvc.ingressVips.length > 0 && this.l7In.length < MAX_PENDING) this.l7In.push({ entry, svcs: [npSvc] });
       else if (npSvc.ingressVips.length > 0) this.overflowed++;
     }
-    const epSvcs = ctx.lb.localEndpointServices(o.dst, proto, o.dport);
-    if (epSvcs && ctx.isPodIp(o.src) && entry.reply.src === o.dst) this.addInbound(entry, 'direct', epSvcs);
+    if (epSvcs) this.addInbound(entry, 'direct', epSvcs);
   }
 
   private addOutbound(entry: ConntrackEntry, svcs: ServiceView[], proto: string): void {
@@ -111,7 +110,7 @@ export class ConntrackCorrelator {
     const k = sockKey(entry);
     const back = this.inbound.get(k);
     if (back && back.length > 0) {
-      for (const b of back) this.record(b.kind, svcs, [entry, b.p.entry]);
+      for (const b of back) if (shareAService(b.p.svcs, svcs)) this.record(b.kind, svcs, [entry, b.p.entry]);
       this.inbound.delete(k);
       return;
     }
@@ -122,7 +121,7 @@ export class ConntrackCorrelator {
     const k = sockKey(entry);
     const out = this.outbound.get(k);
     if (out && out.length > 0) {
-      for (const p of out) this.record(kind, p.svcs, [p.entry, entry]);
+      for (const p of out) if (shareAService(p.svcs, svcs)) this.record(kind, p.svcs, [p.entry, entry]);
       this.outbound.delete(k);
       return;
     }
@@ -200,3 +199,6 @@ function withinWindow(a: bigint | undefined, b: bigint | undefined): boolean {
   const d = a > b ? a - b : b - a;
   return d <= L7_WINDOW_NS;
 }
+
+/** A loop's two legs are of one Service: two flows from one socket to different Services are no loop. */
+const shareAService = (a: readonly ServiceView[], b: readonly ServiceView[]): boolean => a.some((s) => b.includes(s));

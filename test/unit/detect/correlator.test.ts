@@ -42,6 +42,21 @@ describe('ConntrackCorrelator', () => {
     }
   });
 
+  it("pairs no legs of two Services: one socket to one Service's VIP and another's NodePort is no loop", () => {
+    const back = entries.find((e) => e.orig.dst === '10.0.3.11')!;
+    const other = input.cluster.services.find(
+      (s) => s.name !== 'api' && s.protocol === 'TCP' && s.nodePort !== undefined && s.nodePort !== back.orig.dport,
+    )!;
+    const toOther = {
+      ...back,
+      orig: { ...back.orig, dport: other.nodePort },
+      reply: { ...back.reply, sport: other.nodePort },
+    };
+    const c = new ConntrackCorrelator(buildContext(input));
+    for (const e of entries) c.add(e === back ? toOther : e);
+    expect(c.observations().groups.filter((g) => g.kind === 'l4')).toEqual([]);
+  });
+
   it('streams 100k irrelevant entries from a generator without keeping them', () => {
     const c = new ConntrackCorrelator(buildContext(input));
     for (const e of noise(100_000)) c.add(e);
