@@ -18,7 +18,8 @@ export interface ReflectorOptions<T> {
   backoffMaxMs: number;
   /** A 403/404 on list means "this kind is not readable": synced empty with a note instead of failing. */
   optional?: boolean;
-  /** A kind a CRD adds (with `optional`): a 404 on list is "not installed", synced empty and `absent`. */
+  /** A kind a CRD adds (with `optional`): a 404 on list before any list succeeded is "not installed", synced empty
+   * and `absent`; once listed, a 404 is a failure like any other (unhealthy, the store kept). */
   crd?: boolean;
   /** How long an absent `crd` kind waits before it is listed again (default backoffMaxMs). */
   absentRecheckMs?: number;
@@ -68,6 +69,8 @@ export class Reflector<T> {
   /** The collection's path now: o.path, or o.fallback.path after a 404. */
   private path: string;
   private note?: string;
+  /** A list has succeeded at least once, so a 404 now is an outage, not a kind that is not installed. */
+  private listed = false;
   private stopped = false;
   private readonly stopping: Promise<'stopped'>;
   private signalStop!: () => void;
@@ -122,9 +125,11 @@ export class Reflector<T> {
           err = new ApiError(fb.neither, 404);
           this.o.onFallback?.(fb.neither);
         }
-        if (this.o.optional && needList && (err.statusCode === 403 || err.statusCode === 404)) {
+        const absent = this.o.crd === true && err.statusCode === 404;
+        // An API server that restarts answers 404 for a CRD kind until it has loaded the CRDs: keep what was listed.
+        const notReadable = err.statusCode === 403 || (err.statusCode === 404 && !(absent && this.listed));
+        if (this.o.optional && needList && notReadable) {
           this.store.clear();
-          const absent = this.o.crd === true && err.statusCode === 404;
           const reason = `${this.o.name} not readable (${err.message}); treated as empty`;
           this.setHealth(absent ? { synced: true, healthy: true, absent } : { synced: true, healthy: true, reason });
           await this.sleep(absent ? (this.o.absentRecheckMs ?? this.o.backoffMaxMs) : this.o.backoffMaxMs);
@@ -157,6 +162,7 @@ export class Reflector<T> {
     }
     const { items } = listed;
     if (this.stopped) return 'listed';
+    this.listed = true;
     this.store = items;
     const before = this.skipped;
     this.skipped = listed.skipped;

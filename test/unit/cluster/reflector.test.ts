@@ -1,0 +1,99 @@
+// The reflector against a scripted KubeApi: what each list or watch answers, in order.
+import { afterEach, describe, expect, it } from 'vitest';
+import { ApiError, type KubeApi } from '../../../src/cluster/kube-api.js';
+import { Reflector, type ReflectorOptions } from '../../../src/cluster/reflector.js';
+
+type ListAnswer = { items: unknown[] } | ApiError;
+
+/** A KubeApi whose lists answer `lists(path, n)` (n counts from 1) and whose watches end as `watchEnd` says. */
+class ScriptedApi {
+  readonly listed: string[] = [];
+  readonly openWatches = new Set<string>();
+
+  constructor(
+    private readonly lists: (path: string, n: number) => ListAnswer,
+    private readonly watchEnd: (n: number) => ApiError | undefined = () => undefined,
+  ) {}
+
+  async listPage(path: string) {
+    this.listed.push(path);
+    const answer = this.lists(path, this.listed.length);
+    if (answer instanceof ApiError) throw answer;
+    return { resourceVersion: String(this.listed.length), items: answer.items, continueToken: undefined };
+  }
+
+  async watch(path: string, _q: unknown, _on: unknown, onEnd: (e?: ApiError) => void) {
+    const end = this.watchEnd(this.listed.length);
+    if (end) setTimeout(() => onEnd(end), 5);
+    else this.openWatches.add(path);
+    return () => this.openWatches.delete(path);
+  }
+}
+
+const notFound = (path: string) =>
+  new ApiError(`GET ${path}: 404 NotFound: the server could not find the resource`, 404);
+const gone = () => new ApiError('watch: 410 Gone', 410);
+const gateway = { metadata: { name: 'gw', namespace: 'infra' } };
+const GATEWAYS = '/apis/gateway.networking.k8s.io/v1/gateways';
+
+const running: Reflector<unknown>[] = [];
+afterEach(() => {
+  for (const r of running.splice(0)) r.stop();
+});
+
+function start(api: ScriptedApi, options: Partial<ReflectorOptions<unknown>> = {}): Reflector<unknown> {
+  const r = new Reflector(api as unknown as KubeApi, {
+    name: 'gateways',
+    path: GATEWAYS,
+    optional: true,
+    crd: true,
+    pageSize: 500,
+    watchTimeoutS: 300,
+    backoffInitialMs: 20,
+    backoffMaxMs: 40,
+    absentRecheckMs: 600_000,
+    transform: (o) => o,
+    onChange: () => {},
+    ...options,
+  });
+  running.push(r);
+  void r.run();
+  return r;
+}
+
+async function waitFor(ok: () => boolean, what: string, timeoutMs = 2000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (!ok()) {
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+describe('Reflector of a CRD kind', () => {
+  it('404 before any list: not installed, synced empty and absent, listed again only after absentRecheckMs', async () => {
+    const api = new ScriptedApi(notFound);
+    const r = start(api);
+    await waitFor(() => r.health().synced, 'synced');
+    expect(r.health()).toMatchObject({ synced: true, healthy: true, absent: true });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(api.listed).toHaveLength(1);
+  });
+
+  it('404 on a relist after a good list: a failure that keeps the objects and retries with backoff, not absent', async () => {
+    // List 1 has the Gateway; its watch ends with 410; relist 2 is 404 (API server restarted, CRDs not loaded yet).
+    const api = new ScriptedApi(
+      (path, n) => (n === 2 ? notFound(path) : { items: [gateway] }),
+      (n) => (n === 1 ? gone() : undefined),
+    );
+    const r = start(api);
+    await waitFor(() => api.listed.length >= 2, 'the relist');
+    await waitFor(() => !r.health().healthy, 'unhealthy');
+    expect(r.health()).toMatchObject({ synced: true, healthy: false });
+    expect(r.health().absent).toBeUndefined();
+    expect(r.health().reason).toMatch(/^gateways: GET .*gateways: 404/);
+    expect(r.store.size).toBe(1);
+    // The next list (after backoff, not 10 minutes) finds the CRD back.
+    await waitFor(() => api.listed.length >= 3 && r.health().healthy, 'relisted');
+    expect(r.store.size).toBe(1);
+  });
+});
