@@ -3,10 +3,18 @@ import { ApiError, type KubeApi } from '../cluster/kube-api.js';
 import { apiVersionOf, collectionPath, KIND_APIS, KINDS } from '../cluster/objects.js';
 import { errText } from '../errors.js';
 
-/** Each kind at the version the agent watches. */
-const COLLECTIONS = KINDS.map((k) => {
+interface Collection {
+  path: string;
+  apiVersion: string;
+}
+
+/** Each kind at the versions the agent reads: the first, or the next where the one before is not served (404). */
+const KIND_COLLECTIONS = KINDS.map((k) => {
   const api = KIND_APIS[k];
-  return { path: collectionPath(api), kind: api.kind, apiVersion: apiVersionOf(api), crd: api.crd };
+  const versions = api.versions.map(
+    (v): Collection => ({ path: collectionPath(api, v), apiVersion: apiVersionOf(api, v) }),
+  );
+  return { kind: api.kind, versions, crd: api.crd };
 });
 
 export interface ClusterList {
@@ -18,19 +26,40 @@ export interface ClusterList {
 export async function listClusterObjects(api: KubeApi, pageSize = 500): Promise<ClusterList> {
   const items: unknown[] = [];
   const errors: string[] = [];
-  for (const c of COLLECTIONS) {
+  for (const c of KIND_COLLECTIONS) {
     try {
-      let cont: string | undefined;
-      do {
-        const page = await api.listPage(c.path, { limit: String(pageSize), ...(cont ? { continue: cont } : {}) });
-        // Items of a typed list carry no kind/apiVersion; a v1 List's items must.
-        for (const item of page.items) items.push({ apiVersion: c.apiVersion, kind: c.kind, ...(item as object) });
-        cont = page.continueToken;
-      } while (cont);
+      for (const item of await listKind(api, c.kind, c.versions, pageSize)) items.push(item);
     } catch (e) {
       if (c.crd && e instanceof ApiError && e.statusCode === 404) continue;
       errors.push(`${c.kind} list: ${errText(e)}`);
     }
   }
   return { list: { apiVersion: 'v1', kind: 'List', items }, errors };
+}
+
+/** The kind's objects at the first of its versions that is served; the last 404 when none is. */
+async function listKind(api: KubeApi, kind: string, versions: Collection[], pageSize: number): Promise<unknown[]> {
+  let notServed: unknown;
+  for (const collection of versions) {
+    try {
+      return await listCollection(api, kind, collection, pageSize);
+    } catch (e) {
+      if (!(e instanceof ApiError && e.statusCode === 404)) throw e;
+      notServed = e;
+    }
+  }
+  throw notServed;
+}
+
+/** Every page of one collection. */
+async function listCollection(api: KubeApi, kind: string, c: Collection, pageSize: number): Promise<unknown[]> {
+  const items: unknown[] = [];
+  let cont: string | undefined;
+  do {
+    const page = await api.listPage(c.path, { limit: String(pageSize), ...(cont ? { continue: cont } : {}) });
+    // Items of a typed list carry no kind/apiVersion; a v1 List's items must.
+    for (const item of page.items) items.push({ apiVersion: c.apiVersion, kind, ...(item as object) });
+    cont = page.continueToken;
+  } while (cont);
+  return items;
 }

@@ -23,9 +23,12 @@ export interface ReflectorOptions<T> {
   crd?: boolean;
   /** How long an absent `crd` kind waits before it is listed again (default backoffMaxMs). */
   absentRecheckMs?: number;
-  /** Older API path for the kind (EndpointSlice v1beta1 on 1.17-1.20), tried on 404; `note` shows in health. */
-  fallback?: { path: string; note: string; neither: string };
-  /** Called when the reflector switches to (or back from) `fallback`, with the note or the failure. */
+  /** Other paths of the kind (other versions, e.g. EndpointSlice v1beta1 on 1.17-1.20), tried in order on a 404 on
+   * list; a fallback's `note` shows in health. */
+  fallbacks?: readonly { path: string; note?: string }[];
+  /** The reason when no path is served (a 404 on each); without it, the last 404. */
+  neither?: string;
+  /** Called with a fallback's note when switching to it, and with `neither` when that is a failure. */
   onFallback?(message: string): void;
   /** What is read of each object (object-shapes.ts); without, the whole object. */
   shape?: Shape;
@@ -66,8 +69,10 @@ export class Reflector<T> {
   /** The objects left out as too large, by "namespace/name". */
   private skipped = new Map<string, SkippedObject>();
   private rv?: string;
-  /** The collection's path now: o.path, or o.fallback.path after a 404. */
+  /** The collection's path now: o.path, or one of o.fallbacks after a 404. */
   private path: string;
+  /** How many of o.fallbacks have been tried since o.path. */
+  private fallbacksTried = 0;
   private note?: string;
   /** A list has succeeded at least once, so a 404 now is an outage, not a kind that is not installed. */
   private listed = false;
@@ -112,22 +117,13 @@ export class Reflector<T> {
       } catch (e) {
         if (this.stopped) break;
         let err = e instanceof ApiError ? e : new ApiError(String(e));
-        const fb = this.o.fallback;
-        if (fb && needList && err.statusCode === 404) {
-          if (this.path === this.o.path) {
-            this.path = fb.path;
-            this.note = fb.note;
-            this.o.onFallback?.(fb.note);
-            continue;
-          }
-          this.path = this.o.path;
-          this.note = undefined;
-          err = new ApiError(fb.neither, 404);
-          this.o.onFallback?.(fb.neither);
+        if (needList && err.statusCode === 404 && this.o.fallbacks) {
+          if (this.nextPath()) continue;
+          if (this.o.neither) err = new ApiError(this.o.neither, 404);
         }
-        const absent = this.o.crd === true && err.statusCode === 404;
         // An API server that restarts answers 404 for a CRD kind until it has loaded the CRDs: keep what was listed.
-        const notReadable = err.statusCode === 403 || (err.statusCode === 404 && !(absent && this.listed));
+        const absent = this.o.crd === true && err.statusCode === 404 && !this.listed;
+        const notReadable = err.statusCode === 403 || (err.statusCode === 404 && (absent || !this.o.crd));
         if (this.o.optional && needList && notReadable) {
           this.store.clear();
           const reason = `${this.o.name} not readable (${err.message}); treated as empty`;
@@ -136,10 +132,12 @@ export class Reflector<T> {
           continue;
         }
         if (err.statusCode === 410) needList = true;
+        const neither = err.message === this.o.neither;
+        if (neither) this.o.onFallback?.(err.message);
         this.setHealth({
           synced: this.state.synced,
           healthy: false,
-          reason: err.message === this.o.fallback?.neither ? err.message : `${this.o.name}: ${err.message}`,
+          reason: neither ? err.message : `${this.o.name}: ${err.message}`,
         });
         await this.sleep(backoff(failures++, this.o.backoffInitialMs, this.o.backoffMaxMs));
       }
@@ -150,6 +148,16 @@ export class Reflector<T> {
     this.stopped = true;
     this.closeWatch?.();
     this.signalStop();
+  }
+
+  /** After a 404 on list: switches to the next fallback (true), or back to o.path when all were tried (false). */
+  private nextPath(): boolean {
+    const next = this.o.fallbacks?.[this.fallbacksTried];
+    this.fallbacksTried = next ? this.fallbacksTried + 1 : 0;
+    this.path = next?.path ?? this.o.path;
+    this.note = next?.note;
+    if (next?.note) this.o.onFallback?.(next.note);
+    return next !== undefined;
   }
 
   private async list(): Promise<'listed'> {

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listClusterObjects } from '../../../src/bundle/cluster-list.js';
 import { loadClusterFile } from '../../../src/cluster/file.js';
-import { KubeApi } from '../../../src/cluster/kube-api.js';
+import { ApiError, KubeApi } from '../../../src/cluster/kube-api.js';
 import { loadApiTarget } from '../../../src/cluster/kube-config.js';
 import { FakeApiServer, type ResourceName } from '../../support/fake-apiserver.js';
 
@@ -62,6 +62,31 @@ describe('listClusterObjects', () => {
       expect(list.items.length).toBe(5);
     } finally {
       server.forbid('ingresses', false);
+    }
+  });
+});
+
+describe('listClusterObjects and API versions', () => {
+  it('lists a kind at the next version the cluster serves (GRPCRoute v1alpha2 on Gateway API v1.0)', async () => {
+    const route = { metadata: { name: 'r', namespace: 'shop' }, spec: { parentRefs: [{ name: 'gw' }] } };
+    const api = {
+      async listPage(path: string) {
+        if (path.endsWith('/v1/grpcroutes')) throw new ApiError(`GET ${path}: 404 NotFound`, 404);
+        const items = path.endsWith('/v1alpha2/grpcroutes') ? [route] : [];
+        return { resourceVersion: '1', items, continueToken: undefined };
+      },
+    } as unknown as KubeApi;
+    const { list, errors } = await listClusterObjects(api);
+    expect(errors).toEqual([]);
+    expect(list.items).toEqual([{ apiVersion: 'gateway.networking.k8s.io/v1alpha2', kind: 'GRPCRoute', ...route }]);
+    const tmp = mkdtempSync(join(tmpdir(), 'cbb-kube-'));
+    try {
+      writeFileSync(join(tmp, 'cluster.json'), JSON.stringify(list));
+      // Read back as a GRPCRoute, not skipped for its apiVersion.
+      const { warnings } = loadClusterFile(join(tmp, 'cluster.json'), { nodeName: 'node-a' });
+      expect(warnings.filter((w) => w.includes('GRPCRoute'))).toEqual([]);
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
     }
   });
 });

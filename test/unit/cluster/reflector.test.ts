@@ -1,7 +1,9 @@
 // The reflector against a scripted KubeApi: what each list or watch answers, in order.
 import { afterEach, describe, expect, it } from 'vitest';
 import { ApiError, type KubeApi } from '../../../src/cluster/kube-api.js';
+import { KIND_APIS } from '../../../src/cluster/objects.js';
 import { Reflector, type ReflectorOptions } from '../../../src/cluster/reflector.js';
+import { collection } from '../../../src/cluster/watch.js';
 
 type ListAnswer = { items: unknown[] } | ApiError;
 
@@ -95,5 +97,41 @@ describe('Reflector of a CRD kind', () => {
     // The next list (after backoff, not 10 minutes) finds the CRD back.
     await waitFor(() => api.listed.length >= 3 && r.health().healthy, 'relisted');
     expect(r.store.size).toBe(1);
+  });
+});
+
+describe('Reflector of a kind served at another version', () => {
+  it('GRPCRoutes on Gateway API v1.0 (v1alpha2 only): listed and watched at v1alpha2, no note, not absent', async () => {
+    const grpcRoute = { metadata: { name: 'r', namespace: 'shop' } };
+    const api = new ScriptedApi((path) => (path.includes('/v1alpha2/') ? { items: [grpcRoute] } : notFound(path)));
+    const r = start(api, collection(KIND_APIS.grpcRoutes));
+    await waitFor(() => api.openWatches.size === 1, 'the watch');
+    expect(api.listed).toEqual([
+      '/apis/gateway.networking.k8s.io/v1/grpcroutes',
+      '/apis/gateway.networking.k8s.io/v1alpha2/grpcroutes',
+    ]);
+    expect([...api.openWatches]).toEqual(['/apis/gateway.networking.k8s.io/v1alpha2/grpcroutes']);
+    expect(r.store.size).toBe(1);
+    expect(r.health()).toMatchObject({ synced: true, healthy: true });
+    expect(r.health().absent).toBeUndefined();
+    expect(r.health().reason).toBeUndefined();
+  });
+
+  it('HTTPRoutes on Gateway API v0.8 (v1beta1 only): listed at v1beta1', async () => {
+    const api = new ScriptedApi((path) => (path.includes('/v1beta1/') ? { items: [gateway] } : notFound(path)));
+    const r = start(api, collection(KIND_APIS.httpRoutes));
+    await waitFor(() => r.health().synced, 'synced');
+    expect(api.listed.at(-1)).toBe('/apis/gateway.networking.k8s.io/v1beta1/httproutes');
+    expect(r.store.size).toBe(1);
+  });
+
+  it('no version served and never listed: absent, each version tried once, no fallback logged', async () => {
+    const api = new ScriptedApi(notFound);
+    const logged: string[] = [];
+    const r = start(api, { ...collection(KIND_APIS.tlsRoutes), onFallback: (m) => logged.push(m) });
+    await waitFor(() => r.health().synced, 'synced');
+    expect(r.health()).toMatchObject({ healthy: true, absent: true });
+    expect(api.listed.map((p) => p.split('/')[3])).toEqual(['v1alpha2', 'v1alpha3', 'v1']);
+    expect(logged).toEqual([]);
   });
 });
