@@ -1,6 +1,7 @@
 // A bundle's cluster.json from the API: the v1 List `kubectl get svc,ingress,endpointslices,nodes -A -o json` prints.
 import { ApiError, type KubeApi } from '../cluster/kube-api.js';
 import { apiVersionOf, collectionPath, KIND_APIS, KINDS } from '../cluster/objects.js';
+import { MAX_LIST_RESTARTS } from '../cluster/reflector.js';
 import { errText } from '../errors.js';
 
 interface Collection {
@@ -51,12 +52,25 @@ async function listKind(api: KubeApi, kind: string, versions: Collection[], page
   throw notServed;
 }
 
-/** Every page of one collection. */
+/** Every page of one collection, started again (as the agent's reflector does) when a continued page gets 410. */
 async function listCollection(api: KubeApi, kind: string, c: Collection, pageSize: number): Promise<unknown[]> {
+  for (let restarts = 0; ; restarts++) {
+    const items = await listPages(api, kind, c, pageSize, restarts < MAX_LIST_RESTARTS);
+    if (items) return items;
+  }
+}
+
+/** The items of every page; undefined on a 410 on a continued page when `mayRestart` (etcd compacted page 1's). */
+async function listPages(api: KubeApi, kind: string, c: Collection, pageSize: number, mayRestart: boolean) {
   const items: unknown[] = [];
   let cont: string | undefined;
   do {
-    const page = await api.listPage(c.path, { limit: String(pageSize), ...(cont ? { continue: cont } : {}) });
+    const query = { limit: String(pageSize), ...(cont ? { continue: cont } : {}) };
+    const page = await api.listPage(c.path, query).catch((e: unknown) => {
+      if (cont && mayRestart && e instanceof ApiError && e.statusCode === 410) return undefined;
+      throw e;
+    });
+    if (!page) return undefined;
     // Items of a typed list carry no kind/apiVersion; a v1 List's items must.
     for (const item of page.items) items.push({ apiVersion: c.apiVersion, kind, ...(item as object) });
     cont = page.continueToken;

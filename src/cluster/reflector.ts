@@ -61,7 +61,7 @@ type WatchEnd = 'closed' | 'expired' | 'stopped';
 const OBJECT_EVENTS = new Set(['ADDED', 'MODIFIED', 'DELETED']);
 
 /** Lists started again after a 410 on a continued page before the list counts as failed. */
-const MAX_LIST_RESTARTS = 3;
+export const MAX_LIST_RESTARTS = 3;
 
 export class Reflector<T> {
   /** What `transform` kept of each object. Replaced whole by each list. */

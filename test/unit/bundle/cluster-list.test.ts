@@ -90,3 +90,37 @@ describe('listClusterObjects and API versions', () => {
     }
   });
 });
+
+describe('listClusterObjects and expired continue tokens', () => {
+  /** An API whose EndpointSlice list has two pages; the second answers 410 `expiries` times, then the page. */
+  function expiringApi(expiries: number) {
+    const slices = [{ metadata: { name: 'a', namespace: 'shop' } }, { metadata: { name: 'b', namespace: 'shop' } }];
+    const listed: string[] = [];
+    const api = {
+      async listPage(path: string, query: Record<string, string>) {
+        if (!path.endsWith('/v1/endpointslices')) return { resourceVersion: '1', items: [], continueToken: undefined };
+        listed.push(query.continue ?? 'first');
+        if (query.continue === undefined) return { resourceVersion: '1', items: [slices[0]], continueToken: 'tok' };
+        if (expiries-- > 0) throw new ApiError(`GET ${path}: 410 Expired: continue parameter is too old`, 410);
+        return { resourceVersion: '1', items: [slices[1]], continueToken: undefined };
+      },
+    } as unknown as KubeApi;
+    return { api, listed };
+  }
+  const names = (items: unknown[]) => items.map((i) => (i as { metadata: { name: string } }).metadata.name);
+
+  it('a 410 on a continued page starts the list again: every object once, no error', async () => {
+    const { api, listed } = expiringApi(1);
+    const { list, errors } = await listClusterObjects(api);
+    expect(errors).toEqual([]);
+    expect(names(list.items)).toEqual(['a', 'b']);
+    expect(listed).toEqual(['first', 'tok', 'first', 'tok']);
+  });
+
+  it('a 410 after every restart: the kind is an error, none of its pages kept', async () => {
+    const { api } = expiringApi(Number.POSITIVE_INFINITY);
+    const { list, errors } = await listClusterObjects(api);
+    expect(errors).toEqual([expect.stringMatching(/^EndpointSlice list: GET .*endpointslices: 410 Expired/)]);
+    expect(list.items).toEqual([]);
+  });
+});
