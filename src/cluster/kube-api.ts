@@ -92,11 +92,21 @@ export class KubeApi {
     return () => end(undefined);
   }
 
-  /** Sends the GET: its answer once the head says 200, else the refusal (or transport failure) as an ApiError. */
+  /** Sends the GET, again once with a new credential when a plugin's is refused (401: revoked or expired early). */
   private async get(path: string, query: Record<string, string>, idleMs: number, what: string) {
+    const base = await this.target.requestOptions();
+    try {
+      return await this.send(base, path, query, idleMs, what);
+    } catch (e) {
+      if (!(e instanceof ApiError && e.statusCode === 401 && this.target.refused?.(base))) throw e;
+      return this.send(await this.target.requestOptions(), path, query, idleMs, what);
+    }
+  }
+
+  /** One GET: its answer once the head says 200, else the refusal (or transport failure) as an ApiError. */
+  private async send(base: RequestOptions, path: string, query: Record<string, string>, idleMs: number, what: string) {
     const url = new URL(this.target.server + path);
     for (const [k, v] of Object.entries(query)) url.searchParams.set(k, v);
-    const base = await this.target.requestOptions();
     const opts: RequestOptions = { ...base, method: 'GET', headers: { ...base.headers, accept: 'application/json' } };
     const req = (url.protocol === 'https:' ? httpsRequest : httpRequest)(url, opts);
     req.setTimeout(idleMs, () =>
