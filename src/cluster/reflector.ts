@@ -79,7 +79,12 @@ export class Reflector<T> {
   private stopped = false;
   private readonly stopping: Promise<'stopped'>;
   private signalStop!: () => void;
+  /** Aborts the list or watch request in flight when stopped. */
+  private readonly aborts = new AbortController();
+  /** Closes the open watch stream. */
   private closeWatch?: () => void;
+  /** Ends the watch in progress, open or still being opened, and its idle timer. */
+  private endWatch?: () => void;
   private state: ReflectorHealth = { synced: false, healthy: false, reason: 'not listed yet', since: Date.now() };
 
   constructor(
@@ -146,7 +151,8 @@ export class Reflector<T> {
 
   stop(): void {
     this.stopped = true;
-    this.closeWatch?.();
+    this.endWatch?.();
+    this.aborts.abort();
     this.signalStop();
   }
 
@@ -193,10 +199,12 @@ export class Reflector<T> {
     let query: Record<string, string> = { ...this.o.query, limit: String(this.o.pageSize) };
     for (;;) {
       // Only the token outlives the page, so its parsed items are garbage before the next request.
-      const page = await this.api.listPage(this.path, query, undefined, this.o.shape).catch((e: unknown) => {
-        if (query.continue !== undefined && e instanceof ApiError && e.statusCode === 410) return e;
-        throw e;
-      });
+      const page = await this.api
+        .listPage(this.path, query, undefined, this.o.shape, this.aborts.signal)
+        .catch((e: unknown) => {
+          if (query.continue !== undefined && e instanceof ApiError && e.statusCode === 410) return e;
+          throw e;
+        });
       if (page instanceof ApiError) return page;
       for (const item of page.items) {
         if (item instanceof SkippedObject) skipped.set(skipKey(item, skipped.size), item);
@@ -221,6 +229,7 @@ export class Reflector<T> {
         clearTimeout(idle);
         this.closeWatch?.();
         this.closeWatch = undefined;
+        this.endWatch = undefined;
         if (end instanceof ApiError) reject(end);
         else resolve(end);
       };
@@ -229,6 +238,7 @@ export class Reflector<T> {
         () => finish(new ApiError(`watch got nothing for ${timeoutS + 30} s`)),
         (timeoutS + 30) * 1000,
       );
+      this.endWatch = () => finish('stopped');
       const onEvent = (type: string, object: unknown): void => {
         if (type === 'ERROR') {
           // A Status object, normally; a server (or proxy) may send none at all.
@@ -270,7 +280,7 @@ export class Reflector<T> {
         allowWatchBookmarks: 'true',
         timeoutSeconds: String(timeoutS),
       };
-      this.api.watch(this.path, query, onEvent, onEnd, this.o.shape).then(
+      this.api.watch(this.path, query, onEvent, onEnd, this.o.shape, this.aborts.signal).then(
         (close) => {
           if (settled || this.stopped) return close();
           this.closeWatch = close;

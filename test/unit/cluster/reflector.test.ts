@@ -1,5 +1,5 @@
 // The reflector against a scripted KubeApi: what each list or watch answers, in order.
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ApiError, type KubeApi } from '../../../src/cluster/kube-api.js';
 import { KIND_APIS } from '../../../src/cluster/objects.js';
 import { Reflector, type ReflectorOptions } from '../../../src/cluster/reflector.js';
@@ -133,5 +133,60 @@ describe('Reflector of a kind served at another version', () => {
     expect(r.health()).toMatchObject({ healthy: true, absent: true });
     expect(api.listed.map((p) => p.split('/')[3])).toEqual(['v1alpha2', 'v1alpha3', 'v1']);
     expect(logged).toEqual([]);
+  });
+});
+
+describe('Reflector.stop', () => {
+  afterEach(() => vi.useRealTimers());
+
+  /** A Services reflector on `api`, whose requests record the signal they were given. */
+  function services(api: object): Reflector<unknown> {
+    return new Reflector(api as KubeApi, {
+      name: 'services',
+      path: '/api/v1/services',
+      pageSize: 500,
+      watchTimeoutS: 300,
+      backoffInitialMs: 500,
+      backoffMaxMs: 30_000,
+      transform: (o) => o,
+      onChange: () => {},
+    });
+  }
+  const never = () => new Promise<never>(() => {});
+
+  it('ends a watch still being opened: its request aborted, its idle timer cleared', async () => {
+    vi.useFakeTimers();
+    let signal: AbortSignal | undefined;
+    const r = services({
+      listPage: async () => ({ resourceVersion: '1', items: [], continueToken: undefined }),
+      // The API server took the connection but has not answered yet.
+      watch: (...args: unknown[]) => {
+        signal = args[5] as AbortSignal;
+        return never();
+      },
+    });
+    const running = r.run();
+    await vi.advanceTimersByTimeAsync(10);
+    expect(signal?.aborted).toBe(false);
+    expect(vi.getTimerCount()).toBe(1);
+    r.stop();
+    await running;
+    expect(signal?.aborted).toBe(true);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it('aborts a list in flight', async () => {
+    let signal: AbortSignal | undefined;
+    const r = services({
+      listPage: (...args: unknown[]) => {
+        signal = args[4] as AbortSignal;
+        return never();
+      },
+    });
+    const running = r.run();
+    await waitFor(() => signal !== undefined, 'the list');
+    r.stop();
+    await running;
+    expect(signal?.aborted).toBe(true);
   });
 });
