@@ -15,7 +15,7 @@ const KIND_COLLECTIONS = KINDS.map((k) => {
   const versions = api.versions.map(
     (v): Collection => ({ path: collectionPath(api, v), apiVersion: apiVersionOf(api, v) }),
   );
-  return { kind: api.kind, versions, crd: api.crd };
+  return { kind: api.kind, versions, groupPath: api.crd ? `/apis/${api.group}` : undefined };
 });
 
 export interface ClusterList {
@@ -27,29 +27,46 @@ export interface ClusterList {
 export async function listClusterObjects(api: KubeApi, pageSize = 500): Promise<ClusterList> {
   const items: unknown[] = [];
   const errors: string[] = [];
+  // A CRD group that is not served at all (404) has no other version of its kinds to try: asked once per group.
+  const groups = new Map<string, Promise<boolean>>();
+  const groupServed = (path: string): Promise<boolean> => {
+    const known = groups.get(path) ?? api.serves(path).catch(() => true);
+    groups.set(path, known);
+    return known;
+  };
   for (const c of KIND_COLLECTIONS) {
     try {
-      for (const item of await listKind(api, c.kind, c.versions, pageSize)) items.push(item);
+      for (const item of await listKind(api, c, pageSize, groupServed)) items.push(item);
     } catch (e) {
-      if (c.crd && e instanceof ApiError && e.statusCode === 404) continue;
+      if (c.groupPath !== undefined && e instanceof ApiError && e.statusCode === 404) continue;
       errors.push(`${c.kind} list: ${errText(e)}`);
     }
   }
   return { list: { apiVersion: 'v1', kind: 'List', items }, errors };
 }
 
-/** The kind's objects at the first of its versions that is served; the last 404 when none is. */
-async function listKind(api: KubeApi, kind: string, versions: Collection[], pageSize: number): Promise<unknown[]> {
-  let notServed: unknown;
-  for (const collection of versions) {
-    try {
-      return await listCollection(api, kind, collection, pageSize);
-    } catch (e) {
-      if (!(e instanceof ApiError && e.statusCode === 404)) throw e;
-      notServed = e;
+/** The kind's objects at the first of its versions that is served; the first 404 when none is. */
+async function listKind(
+  api: KubeApi,
+  c: (typeof KIND_COLLECTIONS)[number],
+  pageSize: number,
+  groupServed: (path: string) => Promise<boolean>,
+): Promise<unknown[]> {
+  const [first, ...others] = c.versions;
+  try {
+    return await listCollection(api, c.kind, first!, pageSize);
+  } catch (e) {
+    if (!(e instanceof ApiError && e.statusCode === 404)) throw e;
+    if (c.groupPath !== undefined && !(await groupServed(c.groupPath))) throw e;
+    for (const collection of others) {
+      try {
+        return await listCollection(api, c.kind, collection, pageSize);
+      } catch (next) {
+        if (!(next instanceof ApiError && next.statusCode === 404)) throw next;
+      }
     }
+    throw e;
   }
-  throw notServed;
 }
 
 /** Every page of one collection, started again (as the agent's reflector does) when a continued page gets 410. */

@@ -53,6 +53,18 @@ export class KubeApi {
     return { resourceVersion: list.metadata.resourceVersion, items: list.items as unknown[], continueToken };
   }
 
+  /** Whether the API server serves `path` (a discovery document such as /apis/GROUP): false on 404. */
+  async serves(path: string, signal?: AbortSignal): Promise<boolean> {
+    try {
+      const { res } = await this.get(path, {}, 30_000, `GET ${path}`, signal);
+      res.resume();
+      return true;
+    } catch (e) {
+      if (e instanceof ApiError && e.statusCode === 404) return false;
+      throw e;
+    }
+  }
+
   /**
    * Opens a watch; rejects if unreachable or refused, then `onEvent` per event and `onEnd` once; resolves to a closer.
    * Silence past the server's watch timeout (timeoutSeconds, else 5 min) plus 30 s counts as a broken stream.

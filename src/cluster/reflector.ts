@@ -28,6 +28,8 @@ export interface ReflectorOptions<T> {
   fallbacks?: readonly { path: string; note?: string }[];
   /** The reason when no path is served (a 404 on each); without it, the last 404. */
   neither?: string;
+  /** The kind's API group (/apis/GROUP): where it is 404 too, no CRD of it is installed and no fallback is tried. */
+  groupPath?: string;
   /** Called with a fallback's note when switching to it, and with `neither` when that is a failure. */
   onFallback?(message: string): void;
   /** What is read of each object (object-shapes.ts); without, the whole object. */
@@ -123,7 +125,7 @@ export class Reflector<T> {
         if (this.stopped) break;
         let err = e instanceof ApiError ? e : new ApiError(String(e));
         if (needList && err.statusCode === 404 && this.o.fallbacks) {
-          if (this.nextPath()) continue;
+          if ((await this.groupServed()) && this.nextPath()) continue;
           if (this.o.neither) err = new ApiError(this.o.neither, 404);
         }
         // An API server that restarts answers 404 for a CRD kind until it has loaded the CRDs: keep what was listed.
@@ -154,6 +156,12 @@ export class Reflector<T> {
     this.endWatch?.();
     this.aborts.abort();
     this.signalStop();
+  }
+
+  /** After a 404 on the first path: whether the kind's group is served (when unknown, taken as served). */
+  private async groupServed(): Promise<boolean> {
+    if (this.fallbacksTried > 0 || this.o.groupPath === undefined) return true;
+    return this.api.serves(this.o.groupPath, this.aborts.signal).catch(() => true);
   }
 
   /** After a 404 on list: switches to the next fallback (true), or back to o.path when all were tried (false). */

@@ -44,7 +44,7 @@ export interface ClusterWatchOptions {
 /** Where each kind is listed and watched, as KIND_APIS states it; `name` labels it in reasons and warnings. */
 export function collection(
   api: KindApi,
-): Pick<ReflectorOptions<unknown>, 'name' | 'path' | 'optional' | 'crd' | 'fallbacks' | 'neither'> {
+): Pick<ReflectorOptions<unknown>, 'name' | 'path' | 'optional' | 'crd' | 'fallbacks' | 'neither' | 'groupPath'> {
   const { optional, crd } = api;
   const where = { name: api.thisNodeOnly ? 'node' : api.resource, path: collectionPath(api), optional, crd };
   const others = api.versions.slice(1);
@@ -59,7 +59,7 @@ export function collection(
     others.length === 1
       ? `${api.kind}s: neither ${wanted} nor ${others[0]} served (404)`
       : `${api.kind}s: none of ${wanted}, ${others.join(', ')} served (404)`;
-  return { ...where, fallbacks, neither };
+  return { ...where, fallbacks, neither, ...(crd ? { groupPath: `/apis/${api.group}` } : {}) };
 }
 
 const GATEWAY_API_LOG = {

@@ -8,6 +8,7 @@ import { listClusterObjects } from '../../../src/bundle/cluster-list.js';
 import { loadClusterFile } from '../../../src/cluster/file.js';
 import { ApiError, KubeApi } from '../../../src/cluster/kube-api.js';
 import { loadApiTarget } from '../../../src/cluster/kube-config.js';
+import { GATEWAY_KINDS } from '../../../src/cluster/objects.js';
 import { FakeApiServer, type ResourceName } from '../../support/fake-apiserver.js';
 
 const CLUSTER = join(import.meta.dirname, '../../fixtures/bundles/tke-ipvs-unbound-l4-loop/cluster.json');
@@ -70,6 +71,7 @@ describe('listClusterObjects and API versions', () => {
   it('lists a kind at the next version the cluster serves (GRPCRoute v1alpha2 on Gateway API v1.0)', async () => {
     const route = { metadata: { name: 'r', namespace: 'shop' }, spec: { parentRefs: [{ name: 'gw' }] } };
     const api = {
+      serves: async () => true,
       async listPage(path: string) {
         if (path.endsWith('/v1/grpcroutes')) throw new ApiError(`GET ${path}: 404 NotFound`, 404);
         const items = path.endsWith('/v1alpha2/grpcroutes') ? [route] : [];
@@ -88,6 +90,25 @@ describe('listClusterObjects and API versions', () => {
     } finally {
       rmSync(tmp, { recursive: true, force: true });
     }
+  });
+});
+
+describe('listClusterObjects without the Gateway API', () => {
+  it('lists each Gateway kind at its first version only, and asks for the group once', async () => {
+    const listed: string[] = [];
+    const discovered: string[] = [];
+    const api = {
+      serves: async (path: string) => (discovered.push(path), false),
+      async listPage(path: string) {
+        listed.push(path);
+        if (path.includes('gateway')) throw new ApiError(`GET ${path}: 404 NotFound`, 404);
+        return { resourceVersion: '1', items: [], continueToken: undefined };
+      },
+    } as unknown as KubeApi;
+    const { errors } = await listClusterObjects(api);
+    expect(errors).toEqual([]);
+    expect(listed.filter((p) => p.includes('gateway'))).toHaveLength(GATEWAY_KINDS.length);
+    expect(discovered).toEqual(['/apis/gateway.networking.k8s.io']);
   });
 });
 

@@ -12,10 +12,18 @@ class ScriptedApi {
   readonly listed: string[] = [];
   readonly openWatches = new Set<string>();
 
+  readonly discovered: string[] = [];
+
   constructor(
     private readonly lists: (path: string, n: number) => ListAnswer,
     private readonly watchEnd: (n: number) => ApiError | undefined = () => undefined,
+    private readonly groupServed = true,
   ) {}
+
+  async serves(path: string) {
+    this.discovered.push(path);
+    return this.groupServed;
+  }
 
   async listPage(path: string) {
     this.listed.push(path);
@@ -133,6 +141,15 @@ describe('Reflector of a kind served at another version', () => {
     expect(r.health()).toMatchObject({ healthy: true, absent: true });
     expect(api.listed.map((p) => p.split('/')[3])).toEqual(['v1alpha2', 'v1alpha3', 'v1']);
     expect(logged).toEqual([]);
+  });
+
+  it('the Gateway API group not served at all (no CRD installed): absent after the first version, asked once', async () => {
+    const api = new ScriptedApi(notFound, undefined, false);
+    const r = start(api, collection(KIND_APIS.tlsRoutes));
+    await waitFor(() => r.health().synced, 'synced');
+    expect(r.health()).toMatchObject({ healthy: true, absent: true });
+    expect(api.listed).toEqual(['/apis/gateway.networking.k8s.io/v1alpha2/tlsroutes']);
+    expect(api.discovered).toEqual(['/apis/gateway.networking.k8s.io']);
   });
 });
 
