@@ -30,7 +30,7 @@ export async function listClusterObjects(api: KubeApi, pageSize = 500): Promise<
   // A CRD group that is not served at all (404) has no other version of its kinds to try: asked once per group.
   const groups = new Map<string, Promise<boolean>>();
   const groupServed = (path: string): Promise<boolean> => {
-    const known = groups.get(path) ?? api.serves(path).catch(() => true);
+    const known = groups.get(path) ?? servedOrUnknown(api, path);
     groups.set(path, known);
     return known;
   };
@@ -43,6 +43,15 @@ export async function listClusterObjects(api: KubeApi, pageSize = 500): Promise<
     }
   }
   return { list: { apiVersion: 'v1', kind: 'List', items }, errors };
+}
+
+/** Whether the API server serves `path`; true when that cannot be told, so that the other versions are tried. */
+async function servedOrUnknown(api: KubeApi, path: string): Promise<boolean> {
+  try {
+    return await api.serves(path);
+  } catch {
+    return true;
+  }
 }
 
 /** The kind's objects at the first of its versions that is served; the first 404 when none is. */

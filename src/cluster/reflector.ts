@@ -161,7 +161,11 @@ export class Reflector<T> {
   /** After a 404 on the first path: whether the kind's group is served (when unknown, taken as served). */
   private async groupServed(): Promise<boolean> {
     if (this.fallbacksTried > 0 || this.o.groupPath === undefined) return true;
-    return this.api.serves(this.o.groupPath, this.aborts.signal).catch(() => true);
+    try {
+      return await this.api.serves(this.o.groupPath, this.aborts.signal);
+    } catch {
+      return true;
+    }
   }
 
   /** After a 404 on list: switches to the next fallback (true), or back to o.path when all were tried (false). */
