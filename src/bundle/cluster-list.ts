@@ -1,12 +1,21 @@
 // A bundle's cluster.json from the API: the v1 List `kubectl get svc,ingress,endpointslices,nodes -A -o json` prints.
 import { ApiError, type KubeApi } from '../cluster/kube-api.js';
 import { apiVersionOf, collectionPath, KIND_APIS, KINDS } from '../cluster/objects.js';
+import { MAX_LIST_RESTARTS } from '../cluster/reflector.js';
 import { errText } from '../errors.js';
 
-/** Each kind at the version the agent watches. */
-const COLLECTIONS = KINDS.map((k) => {
+interface Collection {
+  path: string;
+  apiVersion: string;
+}
+
+/** Each kind at the versions the agent reads: the first, or the next where the one before is not served (404). */
+const KIND_COLLECTIONS = KINDS.map((k) => {
   const api = KIND_APIS[k];
-  return { path: collectionPath(api), kind: api.kind, apiVersion: apiVersionOf(api), crd: api.crd };
+  const versions = api.versions.map(
+    (v): Collection => ({ path: collectionPath(api, v), apiVersion: apiVersionOf(api, v) }),
+  );
+  return { kind: api.kind, versions, groupPath: api.crd ? `/apis/${api.group}` : undefined };
 });
 
 export interface ClusterList {
@@ -18,19 +27,79 @@ export interface ClusterList {
 export async function listClusterObjects(api: KubeApi, pageSize = 500): Promise<ClusterList> {
   const items: unknown[] = [];
   const errors: string[] = [];
-  for (const c of COLLECTIONS) {
+  // A CRD group that is not served at all (404) has no other version of its kinds to try: asked once per group.
+  const groups = new Map<string, Promise<boolean>>();
+  const groupServed = (path: string): Promise<boolean> => {
+    const known = groups.get(path) ?? servedOrUnknown(api, path);
+    groups.set(path, known);
+    return known;
+  };
+  for (const c of KIND_COLLECTIONS) {
     try {
-      let cont: string | undefined;
-      do {
-        const page = await api.listPage(c.path, { limit: String(pageSize), ...(cont ? { continue: cont } : {}) });
-        // Items of a typed list carry no kind/apiVersion; a v1 List's items must.
-        for (const item of page.items) items.push({ apiVersion: c.apiVersion, kind: c.kind, ...(item as object) });
-        cont = page.continueToken;
-      } while (cont);
+      for (const item of await listKind(api, c, pageSize, groupServed)) items.push(item);
     } catch (e) {
-      if (c.crd && e instanceof ApiError && e.statusCode === 404) continue;
+      if (c.groupPath !== undefined && e instanceof ApiError && e.statusCode === 404) continue;
       errors.push(`${c.kind} list: ${errText(e)}`);
     }
   }
   return { list: { apiVersion: 'v1', kind: 'List', items }, errors };
+}
+
+/** Whether the API server serves `path`; true when that cannot be told, so that the other versions are tried. */
+async function servedOrUnknown(api: KubeApi, path: string): Promise<boolean> {
+  try {
+    return await api.serves(path);
+  } catch {
+    return true;
+  }
+}
+
+/** The kind's objects at the first of its versions that is served; the first 404 when none is. */
+async function listKind(
+  api: KubeApi,
+  c: (typeof KIND_COLLECTIONS)[number],
+  pageSize: number,
+  groupServed: (path: string) => Promise<boolean>,
+): Promise<unknown[]> {
+  const [first, ...others] = c.versions;
+  try {
+    return await listCollection(api, c.kind, first!, pageSize);
+  } catch (e) {
+    if (!(e instanceof ApiError && e.statusCode === 404)) throw e;
+    if (c.groupPath !== undefined && !(await groupServed(c.groupPath))) throw e;
+    for (const collection of others) {
+      try {
+        return await listCollection(api, c.kind, collection, pageSize);
+      } catch (next) {
+        if (!(next instanceof ApiError && next.statusCode === 404)) throw next;
+      }
+    }
+    throw e;
+  }
+}
+
+/** Every page of one collection, started again (as the agent's reflector does) when a continued page gets 410. */
+async function listCollection(api: KubeApi, kind: string, c: Collection, pageSize: number): Promise<unknown[]> {
+  for (let restarts = 0; ; restarts++) {
+    const items = await listPages(api, kind, c, pageSize, restarts < MAX_LIST_RESTARTS);
+    if (items) return items;
+  }
+}
+
+/** The items of every page; undefined on a 410 on a continued page when `mayRestart` (etcd compacted page 1's). */
+async function listPages(api: KubeApi, kind: string, c: Collection, pageSize: number, mayRestart: boolean) {
+  const items: unknown[] = [];
+  let cont: string | undefined;
+  do {
+    const query = { limit: String(pageSize), ...(cont ? { continue: cont } : {}) };
+    const page = await api.listPage(c.path, query).catch((e: unknown) => {
+      if (cont && mayRestart && e instanceof ApiError && e.statusCode === 410) return undefined;
+      throw e;
+    });
+    if (!page) return undefined;
+    // Items of a typed list carry no kind/apiVersion; a v1 List's items must.
+    for (const item of page.items) items.push({ apiVersion: c.apiVersion, kind, ...(item as object) });
+    cont = page.continueToken;
+  } while (cont);
+  return items;
 }

@@ -22,6 +22,8 @@ export interface ManifestEntry {
   error?: string;
   /** True when the step did not run because it does not apply here (e.g. no IPVS in this kernel). */
   skipped?: boolean;
+  /** True when the file holds only part of what the step read (`error` says what is missing). */
+  incomplete?: boolean;
 }
 
 export interface KubeProxyInfo {
@@ -114,6 +116,7 @@ function entryProblem(file: unknown): string | undefined {
   if (typeof e.command !== 'string') return 'has no "command" text';
   if (e.file !== undefined && typeof e.file !== 'string') return '"file" is not text';
   if (e.error !== undefined && typeof e.error !== 'string') return '"error" is not text';
+  if (e.incomplete !== undefined && typeof e.incomplete !== 'boolean') return '"incomplete" is not true or false';
   if (e.exitStatus !== undefined && e.exitStatus !== null && !Number.isInteger(e.exitStatus))
     return '"exitStatus" is not an integer';
   return undefined;

@@ -40,7 +40,7 @@ export class AccessReviewClient {
       kind: 'TokenReview',
       spec: { token, ...(audiences?.length ? { audiences } : {}) },
     };
-    return parseTokenReview(await this.post('/apis/authentication.k8s.io/v1/tokenreviews', body));
+    return parseTokenReview(await this.post('/apis/authentication.k8s.io/v1/tokenreviews', body), audiences);
   }
 
   async reviewAccess(user: UserInfo, attrs: AccessAttributes) {
@@ -70,8 +70,11 @@ export class AccessReviewClient {
 
 const strings = (v: unknown): string[] => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : []);
 
-/** A TokenReview answer's status; a malformed one is an error, never "authenticated". */
-export function parseTokenReview(answer: unknown): TokenReviewResult {
+/**
+ * A TokenReview answer's status; a malformed one is an error, never "authenticated". With `audiences` asked, the
+ * token must be good for one of them: an authenticator that ignores them answers with none, for the API server's own.
+ */
+export function parseTokenReview(answer: unknown, audiences?: readonly string[]): TokenReviewResult {
   const status = isObj(answer) && isObj(answer.status) ? answer.status : undefined;
   if (!status) throw new ReviewError('TokenReview answer without a status');
   if (status.authenticated !== true) {
@@ -79,6 +82,14 @@ export function parseTokenReview(answer: unknown): TokenReviewResult {
       authenticated: false,
       error: typeof status.error === 'string' && status.error ? status.error : 'token not authenticated',
     };
+  }
+  if (audiences?.length) {
+    const granted = strings(status.audiences);
+    if (!granted.some((a) => audiences.includes(a)))
+      return {
+        authenticated: false,
+        error: `token not valid for ${audiences.join(', ')} (reviewed for ${granted.join(', ') || "the API server's audiences"})`,
+      };
   }
   const u = isObj(status.user) ? status.user : {};
   if (typeof u.username !== 'string' || !u.username)

@@ -11,15 +11,30 @@ export interface PostBounds {
   overflow: 'fail' | 'cut';
 }
 
-/** POSTs `body` as JSON to `path`; rejects on a transport error, a timeout, or an answer past a failing bound. */
+/**
+ * POSTs `body` as JSON to `path`, again once with a new credential when a plugin's is refused (401); rejects on a
+ * transport error, a timeout, or an answer past a failing bound.
+ */
 export async function postJson(
   target: ApiTarget,
   path: string,
   body: unknown,
   bounds: PostBounds,
 ): Promise<{ status: number; text: string }> {
-  const url = new URL(target.server + path);
   const base = await target.requestOptions();
+  const answer = await postOnce(target, base, path, body, bounds);
+  if (answer.status !== 401 || !target.refused?.(base)) return answer;
+  return postOnce(target, await target.requestOptions(), path, body, bounds);
+}
+
+function postOnce(
+  target: ApiTarget,
+  base: RequestOptions,
+  path: string,
+  body: unknown,
+  bounds: PostBounds,
+): Promise<{ status: number; text: string }> {
+  const url = new URL(target.server + path);
   const data = Buffer.from(JSON.stringify(body));
   const opts: RequestOptions = {
     ...base,

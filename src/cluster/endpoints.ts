@@ -94,7 +94,10 @@ function parseEndpoint(value: unknown, path: string, tables: SliceTables, thisNo
   // kube-proxy uses the first address; the others are fungible by API contract.
   if (addresses.length === 0) throw new FieldError(`${path}.addresses is empty`);
   const conditions = optObj(value.conditions, `${path}.conditions`) ?? {};
+  // As kube-proxy reads them: ready and serving unless false, terminating only when true.
   const ready = optBool(conditions.ready, `${path}.conditions.ready`) ?? true;
+  const serving = optBool(conditions.serving, `${path}.conditions.serving`) ?? true;
+  const terminating = optBool(conditions.terminating, `${path}.conditions.terminating`) ?? false;
   const nodeName =
     optStr(value.nodeName, `${path}.nodeName`) ||
     strMap(value.topology, `${path}.topology`)[HOSTNAME_TOPOLOGY_KEY] ||
@@ -104,7 +107,16 @@ function parseEndpoint(value: unknown, path: string, tables: SliceTables, thisNo
     nodeName: nodeName === undefined ? undefined : tables.nodeName(nodeName),
     ready,
     local: thisNode !== undefined && nodeName === thisNode,
+    servingTerminating: serving && terminating ? true : undefined,
   };
+}
+
+/**
+ * Whether kube-proxy has a local endpoint for ETP=Local traffic: a ready one, else one serving while it terminates
+ * (its fallback since 1.26, pkg/proxy/topology.go CategorizeEndpoints), as during a rollout of the node's only pod.
+ */
+export function usableLocally(endpoints: readonly EndpointView[]): boolean {
+  return endpoints.some((e) => e.local && (e.ready || e.servingTerminating === true));
 }
 
 /** The EndpointSlice port number of one of `s.endpoints` (undefined: the slice's port has none). */

@@ -35,10 +35,13 @@ export class KubeApi {
     this.limits = { ...DEFAULT_API_LIMITS, ...limits };
   }
 
-  /** GETs one page; with `item`, each item is reduced to that shape as it arrives, or a SkippedObject in its place. */
-  async listPage(path: string, query: Record<string, string>, timeoutMs = 30_000, item?: Shape) {
+  /**
+   * GETs one page; with `item`, each item is reduced to that shape as it arrives, or a SkippedObject in its place.
+   * `signal` aborts the request (its owner stopping).
+   */
+  async listPage(path: string, query: Record<string, string>, timeoutMs = 30_000, item?: Shape, signal?: AbortSignal) {
     const what = `GET ${path}`;
-    const { res } = await this.get(path, query, timeoutMs, what);
+    const { res } = await this.get(path, query, timeoutMs, what, signal);
     const answer = item
       ? await readReduced(res, what, listShape(item), reduceLimits(this.limits))
       : parseWhole(await readBody(res, what, this.limits.maxBodyBytes), what);
@@ -48,6 +51,18 @@ export class KubeApi {
     const next = list.metadata.continue;
     const continueToken = typeof next === 'string' && next !== '' ? next : undefined;
     return { resourceVersion: list.metadata.resourceVersion, items: list.items as unknown[], continueToken };
+  }
+
+  /** Whether the API server serves `path` (a discovery document such as /apis/GROUP): false on 404. */
+  async serves(path: string, signal?: AbortSignal): Promise<boolean> {
+    try {
+      const { res } = await this.get(path, {}, 30_000, `GET ${path}`, signal);
+      res.resume();
+      return true;
+    } catch (e) {
+      if (e instanceof ApiError && e.statusCode === 404) return false;
+      throw e;
+    }
   }
 
   /**
@@ -60,10 +75,11 @@ export class KubeApi {
     onEvent: (type: string, object: unknown) => void,
     onEnd: (err?: ApiError) => void,
     object: Shape = ANY,
+    signal?: AbortSignal,
   ): Promise<() => void> {
     const what = `watch ${path}`;
     const idleMs = (Number(query.timeoutSeconds) || 300) * 1000 + 30_000;
-    const { req, res } = await this.get(path, { ...query, watch: 'true' }, idleMs, what);
+    const { req, res } = await this.get(path, { ...query, watch: 'true' }, idleMs, what, signal);
     let ended = false;
     const end = (err?: ApiError): void => {
       if (ended) return;
@@ -92,11 +108,21 @@ export class KubeApi {
     return () => end(undefined);
   }
 
-  /** Sends the GET: its answer once the head says 200, else the refusal (or transport failure) as an ApiError. */
-  private async get(path: string, query: Record<string, string>, idleMs: number, what: string) {
+  /** Sends the GET, again once with a new credential when a plugin's is refused (401: revoked or expired early). */
+  private async get(path: string, query: Record<string, string>, idleMs: number, what: string, signal?: AbortSignal) {
     const url = new URL(this.target.server + path);
     for (const [k, v] of Object.entries(query)) url.searchParams.set(k, v);
     const base = await this.target.requestOptions();
+    try {
+      return await this.send({ ...base, signal }, url, idleMs, what);
+    } catch (e) {
+      if (!(e instanceof ApiError && e.statusCode === 401 && this.target.refused?.(base))) throw e;
+      return this.send({ ...(await this.target.requestOptions()), signal }, url, idleMs, what);
+    }
+  }
+
+  /** One GET: its answer once the head says 200, else the refusal (or transport failure) as an ApiError. */
+  private async send(base: RequestOptions, url: URL, idleMs: number, what: string) {
     const opts: RequestOptions = { ...base, method: 'GET', headers: { ...base.headers, accept: 'application/json' } };
     const req = (url.protocol === 'https:' ? httpsRequest : httpRequest)(url, opts);
     req.setTimeout(idleMs, () =>

@@ -22,6 +22,11 @@ export interface ApiTarget {
   readonly source: string;
   /** TLS settings and headers for one request; token files are read again each time (they rotate). */
   requestOptions(): Promise<RequestOptions>;
+  /**
+   * The API server answered 401 to a request made with `options`: drops the plugin credential they carry if it is
+   * still the one held; true when they carried one, so that a retry (one, as client-go does) gets another.
+   */
+  refused?(options: RequestOptions): boolean;
 }
 
 export class KubeConfigError extends Error {
@@ -181,13 +186,22 @@ function fromKubeconfig(paths: string[], contextOverride?: string): ApiTarget {
   };
   authorization(); // a missing token file fails now
   const plugin = user.exec === undefined ? undefined : execPlugin(user.exec, base, at, { server, cluster, ca });
+  // Which credential each handed-out options object carries, so that a 401 drops that one and no newer one.
+  const carried = new WeakMap<RequestOptions, ExecCredential>();
   return {
     server: server.replace(/\/+$/, ''),
     source: plugin ? `${at}, credentials from its exec plugin` : at,
     requestOptions: async () => {
-      const credential = await plugin?.();
+      const credential = await plugin?.get();
       const auth = credential?.token ? `Bearer ${credential.token}` : authorization();
-      return { ...tls, ...credential?.tls, headers: auth ? { authorization: auth } : {} };
+      const options = { ...tls, ...credential?.tls, headers: auth ? { authorization: auth } : {} };
+      if (credential) carried.set(options, credential);
+      return options;
+    },
+    refused: (options) => {
+      const credential = carried.get(options);
+      if (credential) plugin?.drop(credential);
+      return credential !== undefined;
     },
   };
 }
@@ -202,13 +216,23 @@ interface ExecCredential {
 /** A plugin that does not answer in this time is taken as broken (kubectl waits as long for none). */
 const EXEC_PLUGIN_TIMEOUT_MS = 60_000;
 
-/** Runs the exec credential plugin as kubectl does without a terminal; cached until its expirationTimestamp. */
+/** An exec plugin's credential: `get` runs the plugin when none is held, `drop` forgets a refused one. */
+interface ExecPlugin {
+  get(): Promise<ExecCredential>;
+  /** Forgets `credential` if it is still the one held, so that the next get() runs the plugin again. */
+  drop(credential: ExecCredential): void;
+}
+
+/**
+ * Runs the exec credential plugin as kubectl does without a terminal; its credential is held until its
+ * expirationTimestamp or a 401, and one run serves every request made while it is in flight.
+ */
 function execPlugin(
   exec: unknown,
   base: string,
   at: string,
   target: { server: string; cluster: Obj; ca: Buffer | undefined },
-): () => Promise<ExecCredential> {
+): ExecPlugin {
   if (!isObj(exec) || typeof exec.command !== 'string' || !exec.command)
     throw new KubeConfigError(`${at}: user.exec has no command`);
   const apiVersion = typeof exec.apiVersion === 'string' ? exec.apiVersion : 'client.authentication.k8s.io/v1';
@@ -234,7 +258,6 @@ function execPlugin(
     kind: 'ExecCredential',
     spec: { interactive: false, ...clusterInfo },
   });
-  let held: Promise<ExecCredential> | undefined;
   const what = `${at}: exec plugin ${command}`;
   const run = async (): Promise<ExecCredential> => {
     const options = { env, timeout: EXEC_PLUGIN_TIMEOUT_MS, maxBuffer: MAX_TOKEN_BYTES, encoding: 'utf8' } as const;
@@ -243,11 +266,27 @@ function execPlugin(
     });
     return credentialOf(stdout, what);
   };
-  return async () => {
-    const current = held && (await held.catch(() => undefined));
-    if (current && Date.now() < current.expiresMs) return current;
-    held = run();
-    return held;
+  // The run in flight, or the credential it gave; a failed run is forgotten so that the next request runs again.
+  let held: { run: Promise<ExecCredential>; credential?: ExecCredential } | undefined;
+  const start = (): Promise<ExecCredential> => {
+    const entry: NonNullable<typeof held> = { run: run() };
+    held = entry;
+    entry.run.then(
+      (credential) => (entry.credential = credential),
+      () => {
+        if (held === entry) held = undefined;
+      },
+    );
+    return entry.run;
+  };
+  return {
+    get: () => {
+      const expired = held?.credential !== undefined && Date.now() >= held.credential.expiresMs;
+      return held && !expired ? held.run : start();
+    },
+    drop: (credential) => {
+      if (held?.credential === credential) held = undefined;
+    },
   };
 }
 

@@ -45,7 +45,7 @@ const endpointSlice = kindObject({
   endpoints: each(
     fields({
       addresses: each(VALUE),
-      conditions: fields({ ready: VALUE }),
+      conditions: fields({ ready: VALUE, serving: VALUE, terminating: VALUE }),
       nodeName: VALUE,
       topology: mapOf(VALUE),
     }),

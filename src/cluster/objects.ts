@@ -21,18 +21,17 @@ export const GATEWAY_KINDS = [
 export const KINDS = ['services', 'endpointSlices', 'ingresses', 'nodes', ...GATEWAY_KINDS] as const;
 export type Kind = (typeof KINDS)[number];
 
-/** A kind's API: group ('' for core), plural resource, and the versions read, the first the one listed and watched. */
+/** A kind's API: group ('' for core), plural resource, and the versions read. */
 export interface KindApi {
   kind: string;
   group: string;
   resource: string;
+  /** The first is listed and watched; the others, in order, where the one before is not served (404). */
   versions: readonly string[];
   /** A Gateway API kind, which a CRD adds: a 404 is a cluster without it, no error. */
   crd?: true;
   /** The view works without it (Ingress VIPs only add L7 detail): a 403 or 404 leaves it empty with a note. */
   optional?: true;
-  /** The version listed and watched when the first is not served (404). */
-  fallback?: string;
   /** Only this node's object is watched, and named 'node' in reasons. */
   thisNodeOnly?: true;
 }
@@ -47,7 +46,10 @@ const gatewayApi = (kind: string, resource: string, ...versions: string[]): Kind
   optional: true,
 });
 
-/** EndpointSlices are also read as v1beta1, which 1.17-1.20 serve (v1 since 1.21); v1beta1 Gateway kinds as v1's. */
+/**
+ * EndpointSlices are also read as v1beta1, which 1.17-1.20 serve (v1 since 1.21); each Gateway API kind at every
+ * version a release serves it at (e.g. GRPCRoute only v1alpha2 up to Gateway API v1.0, HTTPRoute v1beta1 up to v0.8).
+ */
 export const KIND_APIS: Record<Kind, KindApi> = {
   services: { kind: 'Service', group: '', resource: 'services', versions: ['v1'] },
   endpointSlices: {
@@ -55,14 +57,13 @@ export const KIND_APIS: Record<Kind, KindApi> = {
     group: 'discovery.k8s.io',
     resource: 'endpointslices',
     versions: ['v1', 'v1beta1'],
-    fallback: 'v1beta1',
   },
   ingresses: { kind: 'Ingress', group: 'networking.k8s.io', resource: 'ingresses', versions: ['v1'], optional: true },
   nodes: { kind: 'Node', group: '', resource: 'nodes', versions: ['v1'], thisNodeOnly: true },
   gatewayClasses: gatewayApi('GatewayClass', 'gatewayclasses', 'v1', 'v1beta1'),
   gateways: gatewayApi('Gateway', 'gateways', 'v1', 'v1beta1'),
   httpRoutes: gatewayApi('HTTPRoute', 'httproutes', 'v1', 'v1beta1'),
-  grpcRoutes: gatewayApi('GRPCRoute', 'grpcroutes', 'v1', 'v1beta1'),
+  grpcRoutes: gatewayApi('GRPCRoute', 'grpcroutes', 'v1', 'v1alpha2'),
   tlsRoutes: gatewayApi('TLSRoute', 'tlsroutes', 'v1alpha2', 'v1alpha3', 'v1'),
   tcpRoutes: gatewayApi('TCPRoute', 'tcproutes', 'v1alpha2', 'v1alpha3', 'v1'),
   udpRoutes: gatewayApi('UDPRoute', 'udproutes', 'v1alpha2', 'v1alpha3', 'v1'),

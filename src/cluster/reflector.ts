@@ -18,13 +18,19 @@ export interface ReflectorOptions<T> {
   backoffMaxMs: number;
   /** A 403/404 on list means "this kind is not readable": synced empty with a note instead of failing. */
   optional?: boolean;
-  /** A kind a CRD adds (with `optional`): a 404 on list is "not installed", synced empty and `absent`. */
+  /** A kind a CRD adds (with `optional`): a 404 on list before any list succeeded is "not installed", synced empty
+   * and `absent`; once listed, a 404 is a failure like any other (unhealthy, the store kept). */
   crd?: boolean;
   /** How long an absent `crd` kind waits before it is listed again (default backoffMaxMs). */
   absentRecheckMs?: number;
-  /** Older API path for the kind (EndpointSlice v1beta1 on 1.17-1.20), tried on 404; `note` shows in health. */
-  fallback?: { path: string; note: string; neither: string };
-  /** Called when the reflector switches to (or back from) `fallback`, with the note or the failure. */
+  /** Other paths of the kind (other versions, e.g. EndpointSlice v1beta1 on 1.17-1.20), tried in order on a 404 on
+   * list; a fallback's `note` shows in health. */
+  fallbacks?: readonly { path: string; note?: string }[];
+  /** The reason when no path is served (a 404 on each); without it, the last 404. */
+  neither?: string;
+  /** The kind's API group (/apis/GROUP): where it is 404 too, no CRD of it is installed and no fallback is tried. */
+  groupPath?: string;
+  /** Called with a fallback's note when switching to it, and with `neither` when that is a failure. */
   onFallback?(message: string): void;
   /** What is read of each object (object-shapes.ts); without, the whole object. */
   shape?: Shape;
@@ -57,7 +63,7 @@ type WatchEnd = 'closed' | 'expired' | 'stopped';
 const OBJECT_EVENTS = new Set(['ADDED', 'MODIFIED', 'DELETED']);
 
 /** Lists started again after a 410 on a continued page before the list counts as failed. */
-const MAX_LIST_RESTARTS = 3;
+export const MAX_LIST_RESTARTS = 3;
 
 export class Reflector<T> {
   /** What `transform` kept of each object. Replaced whole by each list. */
@@ -65,13 +71,22 @@ export class Reflector<T> {
   /** The objects left out as too large, by "namespace/name". */
   private skipped = new Map<string, SkippedObject>();
   private rv?: string;
-  /** The collection's path now: o.path, or o.fallback.path after a 404. */
+  /** The collection's path now: o.path, or one of o.fallbacks after a 404. */
   private path: string;
+  /** How many of o.fallbacks have been tried since o.path. */
+  private fallbacksTried = 0;
   private note?: string;
+  /** A list has succeeded at least once, so a 404 now is an outage, not a kind that is not installed. */
+  private listed = false;
   private stopped = false;
   private readonly stopping: Promise<'stopped'>;
   private signalStop!: () => void;
+  /** Aborts the list or watch request in flight when stopped. */
+  private readonly aborts = new AbortController();
+  /** Closes the open watch stream. */
   private closeWatch?: () => void;
+  /** Ends the watch in progress, open or still being opened, and its idle timer. */
+  private endWatch?: () => void;
   private state: ReflectorHealth = { synced: false, healthy: false, reason: 'not listed yet', since: Date.now() };
 
   constructor(
@@ -109,32 +124,27 @@ export class Reflector<T> {
       } catch (e) {
         if (this.stopped) break;
         let err = e instanceof ApiError ? e : new ApiError(String(e));
-        const fb = this.o.fallback;
-        if (fb && needList && err.statusCode === 404) {
-          if (this.path === this.o.path) {
-            this.path = fb.path;
-            this.note = fb.note;
-            this.o.onFallback?.(fb.note);
-            continue;
-          }
-          this.path = this.o.path;
-          this.note = undefined;
-          err = new ApiError(fb.neither, 404);
-          this.o.onFallback?.(fb.neither);
+        if (needList && err.statusCode === 404 && this.o.fallbacks) {
+          if ((await this.groupServed()) && this.nextPath()) continue;
+          if (this.o.neither) err = new ApiError(this.o.neither, 404);
         }
-        if (this.o.optional && needList && (err.statusCode === 403 || err.statusCode === 404)) {
+        // An API server that restarts answers 404 for a CRD kind until it has loaded the CRDs: keep what was listed.
+        const absent = this.o.crd === true && err.statusCode === 404 && !this.listed;
+        const notReadable = err.statusCode === 403 || (err.statusCode === 404 && (absent || !this.o.crd));
+        if (this.o.optional && needList && notReadable) {
           this.store.clear();
-          const absent = this.o.crd === true && err.statusCode === 404;
           const reason = `${this.o.name} not readable (${err.message}); treated as empty`;
           this.setHealth(absent ? { synced: true, healthy: true, absent } : { synced: true, healthy: true, reason });
           await this.sleep(absent ? (this.o.absentRecheckMs ?? this.o.backoffMaxMs) : this.o.backoffMaxMs);
           continue;
         }
         if (err.statusCode === 410) needList = true;
+        const neither = err.message === this.o.neither;
+        if (neither) this.o.onFallback?.(err.message);
         this.setHealth({
           synced: this.state.synced,
           healthy: false,
-          reason: err.message === this.o.fallback?.neither ? err.message : `${this.o.name}: ${err.message}`,
+          reason: neither ? err.message : `${this.o.name}: ${err.message}`,
         });
         await this.sleep(backoff(failures++, this.o.backoffInitialMs, this.o.backoffMaxMs));
       }
@@ -143,8 +153,29 @@ export class Reflector<T> {
 
   stop(): void {
     this.stopped = true;
-    this.closeWatch?.();
+    this.endWatch?.();
+    this.aborts.abort();
     this.signalStop();
+  }
+
+  /** After a 404 on the first path: whether the kind's group is served (when unknown, taken as served). */
+  private async groupServed(): Promise<boolean> {
+    if (this.fallbacksTried > 0 || this.o.groupPath === undefined) return true;
+    try {
+      return await this.api.serves(this.o.groupPath, this.aborts.signal);
+    } catch {
+      return true;
+    }
+  }
+
+  /** After a 404 on list: switches to the next fallback (true), or back to o.path when all were tried (false). */
+  private nextPath(): boolean {
+    const next = this.o.fallbacks?.[this.fallbacksTried];
+    this.fallbacksTried = next ? this.fallbacksTried + 1 : 0;
+    this.path = next?.path ?? this.o.path;
+    this.note = next?.note;
+    if (next?.note) this.o.onFallback?.(next.note);
+    return next !== undefined;
   }
 
   private async list(): Promise<'listed'> {
@@ -157,6 +188,7 @@ export class Reflector<T> {
     }
     const { items } = listed;
     if (this.stopped) return 'listed';
+    this.listed = true;
     this.store = items;
     const before = this.skipped;
     this.skipped = listed.skipped;
@@ -179,10 +211,12 @@ export class Reflector<T> {
     let query: Record<string, string> = { ...this.o.query, limit: String(this.o.pageSize) };
     for (;;) {
       // Only the token outlives the page, so its parsed items are garbage before the next request.
-      const page = await this.api.listPage(this.path, query, undefined, this.o.shape).catch((e: unknown) => {
-        if (query.continue !== undefined && e instanceof ApiError && e.statusCode === 410) return e;
-        throw e;
-      });
+      const page = await this.api
+        .listPage(this.path, query, undefined, this.o.shape, this.aborts.signal)
+        .catch((e: unknown) => {
+          if (query.continue !== undefined && e instanceof ApiError && e.statusCode === 410) return e;
+          throw e;
+        });
       if (page instanceof ApiError) return page;
       for (const item of page.items) {
         if (item instanceof SkippedObject) skipped.set(skipKey(item, skipped.size), item);
@@ -207,6 +241,7 @@ export class Reflector<T> {
         clearTimeout(idle);
         this.closeWatch?.();
         this.closeWatch = undefined;
+        this.endWatch = undefined;
         if (end instanceof ApiError) reject(end);
         else resolve(end);
       };
@@ -215,6 +250,7 @@ export class Reflector<T> {
         () => finish(new ApiError(`watch got nothing for ${timeoutS + 30} s`)),
         (timeoutS + 30) * 1000,
       );
+      this.endWatch = () => finish('stopped');
       const onEvent = (type: string, object: unknown): void => {
         if (type === 'ERROR') {
           // A Status object, normally; a server (or proxy) may send none at all.
@@ -256,7 +292,7 @@ export class Reflector<T> {
         allowWatchBookmarks: 'true',
         timeoutSeconds: String(timeoutS),
       };
-      this.api.watch(this.path, query, onEvent, onEnd, this.o.shape).then(
+      this.api.watch(this.path, query, onEvent, onEnd, this.o.shape, this.aborts.signal).then(
         (close) => {
           if (settled || this.stopped) return close();
           this.closeWatch = close;

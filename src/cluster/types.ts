@@ -51,7 +51,9 @@ export interface EndpointView {
   ready: boolean;
   /** True when nodeName equals this node's name. */
   local: boolean;
-  // No targetRef, serving or terminating: nothing reads them.
+  /** Serving while it terminates: what kube-proxy falls back to where no endpoint is ready (see usableLocally). */
+  servingTerminating?: true;
+  // No targetRef: nothing reads it.
 }
 
 /** Slice port of a port's endpoints: one value when slices agree, else per endpoint; read with slicePort(). */

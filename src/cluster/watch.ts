@@ -42,14 +42,24 @@ export interface ClusterWatchOptions {
 }
 
 /** Where each kind is listed and watched, as KIND_APIS states it; `name` labels it in reasons and warnings. */
-function collection(api: KindApi): Pick<ReflectorOptions<unknown>, 'name' | 'path' | 'optional' | 'crd' | 'fallback'> {
-  const { optional, crd, fallback: older } = api;
+export function collection(
+  api: KindApi,
+): Pick<ReflectorOptions<unknown>, 'name' | 'path' | 'optional' | 'crd' | 'fallbacks' | 'neither' | 'groupPath'> {
+  const { optional, crd } = api;
   const where = { name: api.thisNodeOnly ? 'node' : api.resource, path: collectionPath(api), optional, crd };
-  if (!older) return where;
+  const others = api.versions.slice(1);
+  if (others.length === 0) return where;
   const wanted = apiVersionOf(api);
-  const note = `${api.kind}s: ${wanted} not served (404), using ${older}`;
-  const neither = `${api.kind}s: neither ${wanted} nor ${older} served (404)`;
-  return { ...where, fallback: { path: collectionPath(api, older), note, neither } };
+  // Each Gateway API release serves its own versions of a kind, so reading another one is no news.
+  const fallbacks = others.map((v) => ({
+    path: collectionPath(api, v),
+    ...(crd ? {} : { note: `${api.kind}s: ${wanted} not served (404), using ${v}` }),
+  }));
+  const neither =
+    others.length === 1
+      ? `${api.kind}s: neither ${wanted} nor ${others[0]} served (404)`
+      : `${api.kind}s: none of ${wanted}, ${others.join(', ')} served (404)`;
+  return { ...where, fallbacks, neither, ...(crd ? { groupPath: `/apis/${api.group}` } : {}) };
 }
 
 const GATEWAY_API_LOG = {

@@ -2,6 +2,7 @@
 // unSNATed; nftables v1.31-early v1.33 (kubernetes#131765, fixed #132456) drops host-network clients before DNAT;
 // iptables (1.24+): KUBE-EXTERNAL-SERVICES drops the LB IP while pods are short-circuited.
 
+import { usableLocally } from '../cluster/endpoints.js';
 import type { ServiceView } from '../cluster/types.js';
 import { KUBE_IPVS_IFNAME } from '../model/kube-proxy.js';
 import type { DetectContext } from './context.js';
@@ -98,7 +99,7 @@ function detectLocalNoEp(ctx: DetectContext, obs: Observations): FindingOf<'loca
       `no reply: ETP=Local Service reached from a node without local endpoints`,
   });
   return withIngressRisks(ctx, active, (s, ing) => {
-    if (s.externalTrafficPolicy !== 'Local' || s.endpoints.some((e) => e.local && e.ready)) return;
+    if (s.externalTrafficPolicy !== 'Local' || usableLocally(s.endpoints)) return;
     if (ctx.proxy.mode === 'nftables' || ctx.proxy.mode === 'iptables') return rulesFinding(ctx, s, ing.ip);
     if (!ctx.ipvsBound.has(ing.ip)) return;
     const m = mitigationsFor(ctx, s, ing.ip);

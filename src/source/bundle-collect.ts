@@ -105,7 +105,7 @@ export function copyCluster(from: string, out: string): ManifestEntry {
 }
 
 /** cluster.json from the API; collections that fail are recorded, the others kept. */
-async function listCluster(out: string, kubeconfig: string | undefined): Promise<ManifestEntry> {
+export async function listCluster(out: string, kubeconfig: string | undefined): Promise<ManifestEntry> {
   const t0 = performance.now();
   const command =
     `list Services, EndpointSlices, Ingresses, Nodes from the API ` +
@@ -115,7 +115,8 @@ async function listCluster(out: string, kubeconfig: string | undefined): Promise
     const { loadApiTarget } = await import('../cluster/kube-config.js');
     const { list, errors } = await listClusterObjects(new KubeApi(loadApiTarget(kubeconfig)));
     const json = `${JSON.stringify(list, null, 1)}\n`;
-    return writeStep(out, BUNDLE_FILES.cluster, command, json, t0, errors.length ? errors.join('; ') : undefined);
+    if (errors.length === 0) return writeStep(out, BUNDLE_FILES.cluster, command, json, t0);
+    return { ...writeStep(out, BUNDLE_FILES.cluster, command, json, t0, errors.join('; ')), incomplete: true };
   } catch (e) {
     return { command, durationMs: ms(t0), error: errText(e) };
   }

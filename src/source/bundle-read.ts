@@ -6,6 +6,7 @@ import {
   isKubeProxyInfo,
   type KubeProxyInfo,
   MANIFEST_FILE,
+  type ManifestEntry,
   parseManifest,
 } from '../bundle/manifest.js';
 import { BUNDLE_FILES } from '../bundle/names.js';
@@ -59,11 +60,14 @@ export function readBundle(
   b.manifest = manifest;
   // Output kept from a command that failed (a timeout, a partial dump) may be cut short.
   for (const f of manifest?.files ?? []) {
-    if (f.file && b.has(f.file) && f.exitStatus !== undefined && f.exitStatus !== 0) {
+    if (!f.file || !b.has(f.file)) continue;
+    if (f.exitStatus !== undefined && f.exitStatus !== 0) {
       warnings.push(
         `${b.path(f.file)}: written by \`${f.command}\`, which failed ` +
           `(${f.error ?? `exit ${f.exitStatus}`}): it may be incomplete`,
       );
+    } else if (f.incomplete) {
+      warnings.push(`${b.path(f.file)}: written by \`${f.command}\`, which partly failed (${f.error ?? 'no reason'})`);
     }
   }
   // The bundle is one more implementation of the sources: the same list, the same runner.
@@ -84,8 +88,9 @@ export function readBundle(
       '',
   });
   const clusterPath = opts.clusterFile || (b.has(BUNDLE_FILES.cluster) ? b.path(BUNDLE_FILES.cluster) : undefined);
+  const clusterEntry = opts.clusterFile ? undefined : manifest?.files.find((f) => f.file === BUNDLE_FILES.cluster);
   const cluster = clusterPath
-    ? readCluster(clusterPath, opts.nodeName || manifest?.nodeName, node, warnings)
+    ? readCluster(clusterPath, opts.nodeName || manifest?.nodeName, node, warnings, clusterEntry ?? {})
     : undefined;
   if (!clusterPath)
     node.sources.push({ source: 'cluster', available: false, reason: b.whyMissing(BUNDLE_FILES.cluster) });
@@ -156,12 +161,16 @@ function readKubeProxy(files: BundleFiles, warnings: string[]): KubeProxyInfo | 
   }
 }
 
-/** The cluster view seen from this node; the node name from the options/manifest, else by matching addresses. */
+/**
+ * The cluster view seen from this node; the node name from the options/manifest, else by matching addresses.
+ * `incomplete`: the collections `collect` could not list, which leave the cluster source down though the rest is read.
+ */
 function readCluster(
   path: string,
   given: string | undefined,
   node: NodeSnapshot,
   warnings: string[],
+  { incomplete, error }: Pick<ManifestEntry, 'incomplete' | 'error'>,
 ): { view: ClusterView; nodeName?: NodeNameFound } | undefined {
   const t0 = performance.now();
   try {
@@ -173,7 +182,16 @@ function readCluster(
         `${path}: no Node has an address of this node and no node name was given: no endpoint counts as local`,
       );
     warnings.push(...view.warnings.map((w) => `${path}: ${w}`));
-    node.sources.push({ source: 'cluster', available: true, durationMs: performance.now() - t0 });
+    const durationMs = performance.now() - t0;
+    // Missing EndpointSlices would read as Services without endpoints: not a view to diagnose from as if whole.
+    if (incomplete)
+      node.sources.push({
+        source: 'cluster',
+        available: false,
+        reason: `${path} is incomplete: ${error ?? 'no reason'}`,
+        durationMs,
+      });
+    else node.sources.push({ source: 'cluster', available: true, durationMs });
     return { view, ...(found ? { nodeName: found } : {}) };
   } catch (e) {
     const reason = e instanceof ClusterFileError ? e.message : `${path}: ${errText(e)}`;

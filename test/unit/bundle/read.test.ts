@@ -192,6 +192,23 @@ describe('readBundle with broken files: a warning naming file and line, the rest
     ]);
   });
 
+  it('a cluster.json that collect could list only in part: a warning, and the cluster source down saying why', () => {
+    const dir = bundle({ 'cluster.json': 'bundles/tke-ipvs-unbound-l4-loop/cluster.json' });
+    const manifest = { format: 'clbprobe-bundle/1', nodeName: 'node-a', hostname: 'n', startedAt: 'x', endedAt: 'x' };
+    const error = 'EndpointSlice list: GET /apis/discovery.k8s.io/v1/endpointslices: 410 Expired';
+    const command = 'list Services, EndpointSlices, Ingresses, Nodes from the API (in-cluster)';
+    const files = [{ file: 'cluster.json', command, durationMs: 12, size: 100, error, incomplete: true }];
+    writeFileSync(join(dir, 'manifest.json'), JSON.stringify({ ...manifest, files }));
+    const r = readBundle(dir);
+    expect(r.warnings).toContain(`${dir}/cluster.json: written by \`${command}\`, which partly failed (${error})`);
+    expect(r.node.sources.find((s) => s.source === 'cluster')).toMatchObject({
+      available: false,
+      reason: `${dir}/cluster.json is incomplete: ${error}`,
+    });
+    // What could be listed is still read.
+    expect(r.cluster?.services.length).toBeGreaterThan(0);
+  });
+
   it('a broken manifest is a warning; a missing directory is the one error', () => {
     const dir = bundle({ 'sysctl.txt': 'text/sysctl.txt' });
     writeFileSync(join(dir, 'manifest.json'), '{"format":');

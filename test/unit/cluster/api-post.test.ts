@@ -17,6 +17,7 @@ describe('postJson', () => {
         received.push({ path: req.url ?? '', type: req.headers['content-type'] ?? '', body: JSON.parse(body) });
         if (req.url === '/big') return res.writeHead(201).end('x'.repeat(10_000));
         if (req.url === '/silent') return;
+        if (req.url === '/auth') return res.writeHead(req.headers.authorization === 'Bearer new' ? 201 : 401).end();
         res.writeHead(409).end('{"reason":"AlreadyExists"}');
       });
     });
@@ -38,6 +39,25 @@ describe('postJson', () => {
     );
     expect(reply).toEqual({ status: 409, text: '{"reason":"AlreadyExists"}' });
     expect(received.at(-1)).toEqual({ path: '/small', type: 'application/json', body: { kind: 'Event' } });
+  });
+
+  it('a 401 to a credential the target drops: posted once more with the next one', async () => {
+    const tokens = ['old', 'new'];
+    const refused: string[] = [];
+    const renewing: ApiTarget = {
+      server: target.server,
+      source: 'test',
+      requestOptions: async () => ({ headers: { authorization: `Bearer ${tokens.shift() ?? 'none'}` } }),
+      refused: (options) => {
+        refused.push(String((options.headers as Record<string, string>).authorization));
+        return true;
+      },
+    };
+    const bounds = { timeoutMs: 2000, maxBytes: 100, overflow: 'fail' } as const;
+    expect(await postJson(renewing, '/auth', {}, bounds)).toEqual({ status: 201, text: '' });
+    expect(refused).toEqual(['Bearer old']);
+    // A target without renewal (a static token) gets the 401 back, once.
+    expect(await postJson(target, '/auth', {}, bounds)).toEqual({ status: 401, text: '' });
   });
 
   it('fails an answer past the bound, or cuts it', async () => {

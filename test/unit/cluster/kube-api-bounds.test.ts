@@ -226,3 +226,30 @@ describe('parseWatchLine', () => {
     expect(parseWatchLine('{"type":')).toBe('an event is not JSON ({"type":)');
   });
 });
+
+describe('a reflector stopped while the API server has not answered', () => {
+  it('closes its watch connection at once', async () => {
+    const open = new Set<IncomingMessage>();
+    const url = await serve((req, res, u) => {
+      if (u.searchParams.get('watch') !== 'true') return res.writeHead(200).end(list('5'));
+      // The head of the watch answer never comes.
+      open.add(req);
+      req.on('close', () => open.delete(req));
+    });
+    const r = new Reflector(new KubeApi(target(url)), {
+      name: 'services',
+      path: '/api/v1/services',
+      pageSize: 10,
+      watchTimeoutS: 30,
+      backoffInitialMs: 20,
+      backoffMaxMs: 50,
+      transform: (o) => o,
+      onChange: () => {},
+    });
+    const running = r.run();
+    await until('the watch request', 5000, () => (open.size === 1 ? true : undefined));
+    r.stop();
+    await running;
+    await until('the watch connection closed', 2000, () => (open.size === 0 ? true : undefined));
+  });
+});

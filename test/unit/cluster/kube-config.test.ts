@@ -342,4 +342,72 @@ describe('exec plugin credentials, against the fake API server', () => {
       await api.stop();
     }
   });
+
+  /** A kubeconfig for `server` whose plugin prints `tokens[n]` on its nth run (the last one after), and its runs. */
+  function countingPlugin(name: string, server: string, tokens: string[], expirationTimestamp?: string) {
+    const plugin = f(`${name}.sh`);
+    const count = f(`${name}.count`);
+    const statuses = tokens.map((token) =>
+      JSON.stringify({ token, ...(expirationTimestamp ? { expirationTimestamp } : {}) }),
+    );
+    const cases = statuses.map((status, i) => `  ${i + 1}) s='${status}' ;;`).join('\n');
+    writeFileSync(
+      plugin,
+      `#!/bin/sh\necho run >> ${count}\nn=$(wc -l < ${count})\ncase $n in\n${cases}\n  *) s='${statuses.at(-1)}' ;;\nesac\n` +
+        `echo "{\\"apiVersion\\":\\"client.authentication.k8s.io/v1\\",\\"kind\\":\\"ExecCredential\\",\\"status\\":$s}"\n`,
+    );
+    chmodSync(plugin, 0o755);
+    const path = f(`${name}.yaml`);
+    writeFileSync(path, kubeconfigText([`server: ${server}`], ['exec:', `  command: ${plugin}`]));
+    const runs = (): number => {
+      try {
+        return readFileSync(count, 'utf8').trim().split('\n').length;
+      } catch {
+        return 0;
+      }
+    };
+    return { path, runs };
+  }
+
+  it('a token the API server refuses (401) is dropped and the request made once more with a new one', async () => {
+    const api = new FakeApiServer();
+    await api.start();
+    try {
+      const { path, runs } = countingPlugin('revoked', api.url, ['revoked-token', 'fake-token']);
+      const kube = new KubeApi(loadApiTarget(path));
+      const page = await kube.listPage('/api/v1/services', {});
+      expect(page.items).toEqual([]);
+      expect(runs()).toBe(2);
+      // The new token is held: no more runs.
+      await kube.listPage('/api/v1/services', {});
+      expect(runs()).toBe(2);
+      expect(api.requests.filter((r) => r.resource === 'services')).toHaveLength(3);
+    } finally {
+      await api.stop();
+    }
+  });
+
+  it('a token refused again after its renewal is a 401, without a third run', async () => {
+    const api = new FakeApiServer();
+    await api.start();
+    try {
+      const { path, runs } = countingPlugin('wrong', api.url, ['wrong-token']);
+      const err = await new KubeApi(loadApiTarget(path)).listPage('/api/v1/services', {}).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(ApiError);
+      expect((err as ApiError).statusCode).toBe(401);
+      expect(runs()).toBe(2);
+    } finally {
+      await api.stop();
+    }
+  });
+
+  it('requests made together share one plugin run, also once the credential has expired', async () => {
+    const { path, runs } = countingPlugin('herd', 'https://127.0.0.1:1', ['t'], '2020-01-01T00:00:00Z');
+    const target = loadApiTarget(path);
+    const together = () => Promise.all(Array.from({ length: 12 }, () => target.requestOptions()));
+    await together();
+    expect(runs()).toBe(1);
+    await together();
+    expect(runs()).toBe(2);
+  });
 });
