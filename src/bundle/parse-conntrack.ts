@@ -112,11 +112,9 @@ export function parseConntrackLine(line: string): ConntrackEntry {
   const protoNum = uint(tok[i + 1], 'protocol number', 255);
   const timeoutS = uint(tok[i + 2], 'timeout');
   i += 3;
-  let tcpState: string | undefined;
-  if (tok[i] !== undefined && /^[A-Z][A-Z0-9_]*$/.test(tok[i]!)) {
-    if (protoNum === 6) tcpState = tok[i];
-    i++;
-  }
+  // The protocol's state, which conntrack prints for TCP and SCTP.
+  let state: string | undefined;
+  if (tok[i] !== undefined && /^[A-Z][A-Z0-9_]*$/.test(tok[i]!)) state = tok[i++];
 
   const tuples: [TupleBuilder, TupleBuilder] = [{}, {}];
   let phase: 0 | 1 | 2 = 0; // original tuple, reply tuple, after the tuples
@@ -168,7 +166,8 @@ export function parseConntrackLine(line: string): ConntrackEntry {
     zone: numbers.zone ?? 0,
     id: numbers.id ?? 0,
   };
-  if (tcpState !== undefined) entry.tcpState = tcpState;
+  if (state !== undefined && protoNum === 6) entry.tcpState = state;
+  if (state !== undefined && protoNum === 132) entry.sctpState = state;
   if (numbers.use !== undefined) entry.use = numbers.use;
   const oc = counters(tuples[0]);
   const rc = counters(tuples[1]);

@@ -21,6 +21,17 @@ describe('conntrack text parser on outputs captured in a netns (test/fixtures/te
     entries.forEach((e, i) => expect(formatConntrack(e, { extended: true, id: true })).toBe(src[i]!.trim()));
   });
 
+  it("keeps an SCTP entry's state, printed where conntrack -L prints it", () => {
+    const line =
+      'sctp     132 431999 ESTABLISHED src=10.244.1.10 dst=192.0.2.10 sport=5000 dport=80 ' +
+      'src=192.0.2.10 dst=10.244.1.10 sport=80 dport=5000 [ASSURED] mark=0 use=1';
+    const { entries, warnings } = parseConntrackText(line, 'conntrack.txt');
+    expect(warnings).toEqual([]);
+    expect(entries[0]).toMatchObject({ sctpState: 'ESTABLISHED' });
+    expect(entries[0]!.tcpState).toBeUndefined();
+    expect(formatConntrack(entries[0]!)).toBe(line);
+  });
+
   it('round-trips plain `conntrack -L` and `-o extended` lines', () => {
     for (const [f, extended] of [
       ['conntrack-L.txt', false],
