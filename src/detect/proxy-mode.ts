@@ -2,6 +2,7 @@
 // which decides the mechanisms that apply. IPVS is deprecated since v1.35 (KEP-5495), so the finding also says
 // what nftables mode would change per Service.
 
+import { usableLocally } from '../cluster/endpoints.js';
 import type { ServiceView } from '../cluster/types.js';
 import { KUBE_IPVS_IFNAME } from '../model/kube-proxy.js';
 import type { DetectContext, ProxyModeInfo } from './context.js';
@@ -81,7 +82,7 @@ function underNftables(service: ServiceView, ip: string, ipMode: 'VIP' | 'Proxy'
       `ports of ${ip} with no Service would go out to the LB instead of being refused here (port-refused goes away)`,
     );
   }
-  if (service.externalTrafficPolicy === 'Local' && !service.endpoints.some((e) => e.local && e.ready)) {
+  if (service.externalTrafficPolicy === 'Local' && !usableLocally(service.endpoints)) {
     out.push(
       `with ETP=Local and no local endpoint, pods would be short-circuited to endpoints ` +
         `on other nodes ("short-circuit pod traffic"); host-network clients are dropped ` +
