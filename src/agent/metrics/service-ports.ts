@@ -231,7 +231,8 @@ export class ServicePortSeries {
   }
 
   private valuesOf(id: string, facts: Facts, agent: AgentState): ServicePortValues {
-    const view = facts.packets.get(id)?.view ?? this.ids?.viewOf.get(id);
+    // The current index's view first: counts kept from counters that left carry the view they had then.
+    const view = this.ids?.viewOf.get(id) ?? facts.packets.get(id)?.view;
     const finding = facts.findings.get(id)?.[0];
     const flows = facts.flows.get(id);
     let labels: ServicePortLabels;

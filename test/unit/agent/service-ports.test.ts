@@ -7,8 +7,8 @@ import { buildClusterView } from '../../../src/cluster/build.js';
 import { emptyObjects } from '../../../src/cluster/objects.js';
 import { agentStateOf, loopReturn, toLb, vipOf } from '../../support/metrics-state.js';
 
-/** A Service index of LB Services shop/s{i} on port 80, each with the given NodePort. */
-function indexOf(nodePorts: Record<number, number>): ServiceIndex {
+/** A Service index of LB Services shop/s{i} on port 80, each with the given NodePort, and LB IP vipOf(i + shift). */
+function indexOf(nodePorts: Record<number, number>, shift = 0): ServiceIndex {
   const objects = emptyObjects();
   for (const [i, nodePort] of Object.entries(nodePorts)) {
     objects.services.push({
@@ -16,7 +16,7 @@ function indexOf(nodePorts: Record<number, number>): ServiceIndex {
       object: {
         metadata: { name: `s${i}`, namespace: 'shop' },
         spec: { type: 'LoadBalancer', clusterIP: `172.16.0.${Number(i) + 1}`, ports: [{ port: 80, nodePort }] },
-        status: { loadBalancer: { ingress: [{ ip: vipOf(Number(i)) }] } },
+        status: { loadBalancer: { ingress: [{ ip: vipOf(Number(i) + shift) }] } },
       },
     });
   }
@@ -50,5 +50,17 @@ describe('Service port packet counters', () => {
     series.scrape(t.state);
     t.counter.samples = [loopReturn(30080, 3)];
     expect(loopReturnOf(series.scrape(t.state).ports)).toEqual({ s0: 503 });
+  });
+
+  it("a port whose LB IP changed is exported with today's view, while it keeps the old IP's count", () => {
+    const t = agentStateOf(indexOf({ 0: 30080 }));
+    const series = new ServicePortSeries({ maxServicePorts: 300, idleMs: 3_600_000, now: () => 0 });
+    t.counter.samples = [toLb(0, 7)];
+    series.scrape(t.state);
+    // s0's LB IP is now vipOf(5) (a new DNS answer, or a re-created LB): the old IP's counter leaves it.
+    t.state.index = indexOf({ 0: 30080 }, 5);
+    const [s0] = series.scrape(t.state).ports;
+    expect(s0!.view?.lbIngress.map((i) => i.ip)).toEqual([vipOf(5)]);
+    expect(s0!.lbPath.get('to_lb')?.packets).toBe(7);
   });
 });
