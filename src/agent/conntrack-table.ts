@@ -1,5 +1,6 @@
 // The conntrack entries touching an LB Service (VIP, NodePort or endpoints), fed by events and rebuilt by dumps;
 // pairs loopback legs, classifies entries for evidence and counts finished VIP flows by outcome.
+import { shareAService } from '../cluster/lb-index.js';
 import type { ServiceView } from '../cluster/types.js';
 import { CompactEntry } from '../kernel/conntrack/compact.js';
 import { IPS_SEEN_REPLY } from '../kernel/conntrack/constants.js';
@@ -204,7 +205,7 @@ export class ConntrackTable {
     const back = ks.filter((k) => !k.toVip).map((k) => ({ k, svcs: this.index.returnLegServices(k.entry) }));
     for (const o of out) {
       for (const b of back) {
-        if (!b.svcs.some((s) => o.svcs.includes(s))) continue;
+        if (!shareAService(b.svcs, o.svcs)) continue;
         o.paired = true;
         b.k.paired = true;
       }

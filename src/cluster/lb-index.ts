@@ -177,3 +177,7 @@ export class LbServiceIndex {
     return { ...(nodePort ? { nodePort } : {}), ...(endpoints ? { endpoints } : {}) };
   }
 }
+
+/** A loop's two legs are of one Service (its views may be distinct objects): flows to two Services are no loop. */
+export const shareAService = (a: readonly ServiceView[], b: readonly ServiceView[]): boolean =>
+  a.some((s) => b.some((t) => t.namespace === s.namespace && t.name === s.name));

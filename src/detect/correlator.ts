@@ -1,6 +1,7 @@
 // Streaming conntrack correlation keeping only entries touching an LB VIP, a NodePort or a local endpoint.
 // An L4 loop is two entries of one client pod:port: out to VIP:port, back from the uplink to nodeIP:NodePort
 // (or, with an LB targeting pods, straight to a local pod).
+import { shareAService } from '../cluster/lb-index.js';
 import type { ServiceView } from '../cluster/types.js';
 import type { ConntrackEntry } from '../kernel/types.js';
 import { protocolOfNumber as protoOf } from '../model/protocol.js';
@@ -199,6 +200,3 @@ function withinWindow(a: bigint | undefined, b: bigint | undefined): boolean {
   const d = a > b ? a - b : b - a;
   return d <= L7_WINDOW_NS;
 }
-
-/** A loop's two legs are of one Service: two flows from one socket to different Services are no loop. */
-const shareAService = (a: readonly ServiceView[], b: readonly ServiceView[]): boolean => a.some((s) => b.includes(s));

@@ -118,6 +118,8 @@ describe.skipIf(!isRoot)('agent and diagnose with --kubeconfig (fake API server,
     const svc = list.items.find((i) => i.kind === 'Service')!;
     svc.metadata.name = 'web2';
     svc.status = { loadBalancer: { ingress: [{ ip: '10.0.100.102', ipMode: 'VIP' }] } };
+    // A NodePort of its own, as the API server allocates them: one taken already is refused.
+    (svc as unknown as { spec: { ports: { nodePort: number }[] } }).spec.ports[0]!.nodePort = LAB.nodePort + 1;
     const t0 = Date.now();
     api.apply('services', svc);
     await poll('lab/web2 followed', 5000, async () =>
