@@ -109,24 +109,16 @@ export class ConntrackCorrelator {
       this.record('refused', svcs, [entry]);
     }
     const k = sockKey(entry);
-    const back = this.inbound.get(k);
-    if (back && back.length > 0) {
-      for (const b of back) if (shareAService(b.p.svcs, svcs)) this.record(b.kind, svcs, [entry, b.p.entry]);
-      this.inbound.delete(k);
-      return;
-    }
-    this.keep(this.outbound, k, { entry, svcs });
+    const paired = takeWhere(this.inbound, k, (b) => shareAService(b.p.svcs, svcs));
+    for (const b of paired) this.record(b.kind, svcs, [entry, b.p.entry]);
+    if (paired.length === 0) this.keep(this.outbound, k, { entry, svcs });
   }
 
   private addInbound(entry: ConntrackEntry, kind: 'l4' | 'direct', svcs: ServiceView[]): void {
     const k = sockKey(entry);
-    const out = this.outbound.get(k);
-    if (out && out.length > 0) {
-      for (const p of out) if (shareAService(p.svcs, svcs)) this.record(kind, p.svcs, [p.entry, entry]);
-      this.outbound.delete(k);
-      return;
-    }
-    this.keep(this.inbound, k, { kind, p: { entry, svcs } });
+    const paired = takeWhere(this.outbound, k, (p) => shareAService(p.svcs, svcs));
+    for (const p of paired) this.record(kind, p.svcs, [p.entry, entry]);
+    if (paired.length === 0) this.keep(this.inbound, k, { kind, p: { entry, svcs } });
   }
 
   private keep<T>(m: Map<string, T[]>, k: string, p: T): void {
@@ -184,15 +176,32 @@ export class ConntrackCorrelator {
   }
 }
 
-/** Appends `item` to k's list unless the map's keys or the list are at their cap; false when not kept. */
+/**
+ * Appends `item` to k's list; past the list's cap its oldest item goes, since a loop pairs recent legs. False when
+ * an item was lost: that oldest one, or `item` when the map's keys are at their cap.
+ */
 function pushBounded<K, T>(m: Map<K, T[]>, k: K, item: T): boolean {
   const list = m.get(k);
   if (list) {
-    if (list.length >= MAX_PER_KEY) return false;
     list.push(item);
-  } else if (m.size < MAX_PENDING) m.set(k, [item]);
-  else return false;
+    if (list.length <= MAX_PER_KEY) return true;
+    list.shift();
+    return false;
+  }
+  if (m.size >= MAX_PENDING) return false;
+  m.set(k, [item]);
   return true;
+}
+
+/** Takes the items of k's list that `accept` takes; the others stay. */
+function takeWhere<K, T>(m: Map<K, T[]>, k: K, accept: (item: T) => boolean): T[] {
+  const list = m.get(k) ?? [];
+  const taken = list.filter(accept);
+  if (taken.length === 0) return taken;
+  const rest = list.filter((item) => !taken.includes(item));
+  if (rest.length > 0) m.set(k, rest);
+  else m.delete(k);
+  return taken;
 }
 
 function withinWindow(a: bigint | undefined, b: bigint | undefined): boolean {

@@ -57,6 +57,29 @@ describe('ConntrackCorrelator', () => {
     expect(c.observations().groups.filter((g) => g.kind === 'l4')).toEqual([]);
   });
 
+  it("pairs the loop of one Service though the socket also has a leg to another's NodePort, in any order", () => {
+    const back = entries.find((e) => e.orig.dst === '10.0.3.11')!;
+    const out = entries.find((e) => e !== back && e.orig.sport === back.orig.sport)!;
+    const other = input.cluster.services.find(
+      (s) => s.name !== 'api' && s.protocol === 'TCP' && s.nodePort !== undefined && s.nodePort !== back.orig.dport,
+    )!;
+    const toOther = {
+      ...back,
+      orig: { ...back.orig, dport: other.nodePort },
+      reply: { ...back.reply, sport: other.nodePort },
+    };
+    for (const order of [
+      [toOther, out, back],
+      [out, toOther, back],
+      [back, toOther, out],
+    ]) {
+      const c = new ConntrackCorrelator(buildContext(input));
+      for (const e of order) c.add(e);
+      const l4 = c.observations().groups.filter((g) => g.kind === 'l4');
+      expect(l4.map((g) => `${g.svc.name} ${g.count}`)).toEqual(['api 1']);
+    }
+  });
+
   it('streams 100k irrelevant entries from a generator without keeping them', () => {
     const c = new ConntrackCorrelator(buildContext(input));
     for (const e of noise(100_000)) c.add(e);
@@ -116,6 +139,16 @@ describe('ConntrackCorrelator', () => {
         conntrack: [...Array.from({ length: 5000 }, (_, i) => leg(outbound!, 20_000 + i)), inbound!],
       });
       expect(r.warnings.join('\n')).toContain(`conntrack correlation incomplete: ${obs.overflowed} relevant entries`);
+    });
+
+    it("keeps a busy client's newest legs: a loop two minutes after 1,000 older legs is found", () => {
+      const c = new ConntrackCorrelator(buildContext(l7));
+      for (let i = 0; i < 1000; i++) c.add(leg(outbound!, 20_000 + i, 0));
+      c.add(leg(outbound!, 40_000, 120));
+      c.add(leg(inbound!, 40_001, 120));
+      const obs = c.observations();
+      expect(obs.groups.filter((g) => g.kind === 'l7').map((g) => `${g.svc.name} ${g.count}`)).toEqual(['web 1']);
+      expect(obs.overflowed).toBeGreaterThan(0);
     });
 
     it('pairs each inbound leg with a bounded lookup: 30,000 unmatched legs each way in under 3 s', () => {
