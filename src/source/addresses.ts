@@ -22,10 +22,11 @@ export const addresses: SourceDef<AddressSnapshot> = {
           last = undefined;
           return { state: 'down', reason: r.status.reason ?? 'unreadable' };
         }
-        const json = JSON.stringify(r.snapshot);
+        const why = r.status.reason;
+        // The note is part of what is compared: addresses read again in full clear an earlier "may be missing".
+        const json = JSON.stringify([r.snapshot, why]);
         if (json === last) return { state: 'unchanged' };
         last = json;
-        const why = r.status.reason;
         return { state: 'up', value: r.snapshot, ...(why ? { note: why, warnings: [`addresses: ${why}`] } : {}) };
       },
       (events) => {
