@@ -23,6 +23,8 @@ export interface ReflectorOptions<T> {
   crd?: boolean;
   /** How long an absent `crd` kind waits before it is listed again (default backoffMaxMs). */
   absentRecheckMs?: number;
+  /** How long a `crd` kind once listed may answer 404 before it counts as uninstalled (default 5 minutes). */
+  crdGoneAfterMs?: number;
   /** Other paths of the kind (other versions, e.g. EndpointSlice v1beta1 on 1.17-1.20), tried in order on a 404 on
    * list; a fallback's `note` shows in health. */
   fallbacks?: readonly { path: string; note?: string }[];
@@ -78,6 +80,8 @@ export class Reflector<T> {
   private note?: string;
   /** A list has succeeded at least once, so a 404 now is an outage, not a kind that is not installed. */
   private listed = false;
+  /** When a listed `crd` kind began to answer 404, while it still does. */
+  private notFoundSince?: number;
   private stopped = false;
   private readonly stopping: Promise<'stopped'>;
   private signalStop!: () => void;
@@ -128,8 +132,15 @@ export class Reflector<T> {
           if ((await this.groupServed()) && this.nextPath()) continue;
           if (this.o.neither) err = new ApiError(this.o.neither, 404);
         }
-        // An API server that restarts answers 404 for a CRD kind until it has loaded the CRDs: keep what was listed.
-        const absent = this.o.crd === true && err.statusCode === 404 && !this.listed;
+        // An API server that restarts answers 404 for a CRD kind until it has loaded the CRDs: what was listed is
+        // kept for a while; a 404 that lasts is an uninstalled CRD.
+        const crdNotFound = this.o.crd === true && err.statusCode === 404;
+        if (!crdNotFound) this.notFoundSince = undefined;
+        else if (this.listed) {
+          this.notFoundSince ??= Date.now();
+          if (Date.now() - this.notFoundSince >= (this.o.crdGoneAfterMs ?? 300_000)) this.listed = false;
+        }
+        const absent = crdNotFound && !this.listed;
         const notReadable = err.statusCode === 403 || (err.statusCode === 404 && (absent || !this.o.crd));
         if (this.o.optional && needList && notReadable) {
           this.store.clear();
@@ -189,6 +200,7 @@ export class Reflector<T> {
     const { items } = listed;
     if (this.stopped) return 'listed';
     this.listed = true;
+    this.notFoundSince = undefined;
     this.store = items;
     const before = this.skipped;
     this.skipped = listed.skipped;

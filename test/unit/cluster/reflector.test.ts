@@ -108,6 +108,21 @@ describe('Reflector of a CRD kind', () => {
   });
 });
 
+describe('Reflector of a CRD kind that is uninstalled', () => {
+  it('a 404 that lasts past crdGoneAfterMs after a good list: not installed, the objects dropped', async () => {
+    const api = new ScriptedApi(
+      (path, n) => (n >= 2 ? notFound(path) : { items: [gateway] }),
+      (n) => (n === 1 ? gone() : undefined),
+    );
+    const r = start(api, { crdGoneAfterMs: 100 });
+    await waitFor(() => api.listed.length >= 2 && !r.health().healthy, 'the first 404');
+    expect(r.store.size).toBe(1);
+    await waitFor(() => r.health().absent === true, 'absent');
+    expect(r.health()).toMatchObject({ synced: true, healthy: true, absent: true });
+    expect(r.store.size).toBe(0);
+  });
+});
+
 describe('Reflector of a kind served at another version', () => {
   it('GRPCRoutes on Gateway API v1.0 (v1alpha2 only): listed and watched at v1alpha2, no note, not absent', async () => {
     const grpcRoute = { metadata: { name: 'r', namespace: 'shop' } };
