@@ -15,18 +15,21 @@ const KIND_COLLECTIONS = KINDS.map((k) => {
   const versions = api.versions.map(
     (v): Collection => ({ path: collectionPath(api, v), apiVersion: apiVersionOf(api, v) }),
   );
-  return { kind: api.kind, versions, groupPath: api.crd ? `/apis/${api.group}` : undefined };
+  return { kind: api.kind, versions, groupPath: api.crd ? `/apis/${api.group}` : undefined, optional: api.optional };
 });
 
 export interface ClusterList {
   list: { apiVersion: 'v1'; kind: 'List'; items: unknown[] };
-  /** Collections that could not be listed (e.g. no RBAC for Ingresses); the rest is kept. */
+  /** Collections that could not be listed; the rest is kept. */
   errors: string[];
+  /** Optional kinds not readable (no RBAC for Ingresses or Gateway API kinds), treated as empty as the agent does. */
+  notes: string[];
 }
 
 export async function listClusterObjects(api: KubeApi, pageSize = 500): Promise<ClusterList> {
   const items: unknown[] = [];
   const errors: string[] = [];
+  const notes: string[] = [];
   // A CRD group that is not served at all (404) has no other version of its kinds to try: asked once per group.
   const groups = new Map<string, Promise<boolean>>();
   const groupServed = (path: string): Promise<boolean> => {
@@ -39,10 +42,11 @@ export async function listClusterObjects(api: KubeApi, pageSize = 500): Promise<
       for (const item of await listKind(api, c, pageSize, groupServed)) items.push(item);
     } catch (e) {
       if (c.groupPath !== undefined && e instanceof ApiError && e.statusCode === 404) continue;
-      errors.push(`${c.kind} list: ${errText(e)}`);
+      const unreadable = c.optional && e instanceof ApiError && (e.statusCode === 403 || e.statusCode === 404);
+      (unreadable ? notes : errors).push(`${c.kind} list: ${errText(e)}`);
     }
   }
-  return { list: { apiVersion: 'v1', kind: 'List', items }, errors };
+  return { list: { apiVersion: 'v1', kind: 'List', items }, errors, notes };
 }
 
 /** Whether the API server serves `path`; true when that cannot be told, so that the other versions are tried. */

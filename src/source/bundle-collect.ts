@@ -113,10 +113,12 @@ export async function listCluster(out: string, kubeconfig: string | undefined): 
   try {
     const { KubeApi } = await import('../cluster/kube-api.js');
     const { loadApiTarget } = await import('../cluster/kube-config.js');
-    const { list, errors } = await listClusterObjects(new KubeApi(loadApiTarget(kubeconfig)));
+    const { list, errors, notes } = await listClusterObjects(new KubeApi(loadApiTarget(kubeconfig)));
     const json = `${JSON.stringify(list, null, 1)}\n`;
-    if (errors.length === 0) return writeStep(out, BUNDLE_FILES.cluster, command, json, t0);
-    return { ...writeStep(out, BUNDLE_FILES.cluster, command, json, t0, errors.join('; ')), incomplete: true };
+    // An optional kind not readable is said, but the list is whole for what a diagnosis reads.
+    const said = [...errors, ...notes].join('; ') || undefined;
+    const entry = writeStep(out, BUNDLE_FILES.cluster, command, json, t0, said);
+    return errors.length === 0 ? entry : { ...entry, incomplete: true };
   } catch (e) {
     return { command, durationMs: ms(t0), error: errText(e) };
   }
