@@ -99,8 +99,10 @@ function detectLocalNoEp(ctx: DetectContext, obs: Observations): FindingOf<'loca
       `no reply: ETP=Local Service reached from a node without local endpoints`,
   });
   return withIngressRisks(ctx, active, (s, ing) => {
-    if (s.externalTrafficPolicy !== 'Local' || usableLocally(s.endpoints)) return;
+    if (s.externalTrafficPolicy !== 'Local' || s.endpoints.some((e) => e.local && e.ready)) return;
+    // kube-proxy's rules show what it did with a local endpoint serving while it terminates (its fallback since 1.26).
     if (ctx.proxy.mode === 'nftables' || ctx.proxy.mode === 'iptables') return rulesFinding(ctx, s, ing.ip);
+    if (usableLocally(s.endpoints)) return;
     if (!ctx.ipvsBound.has(ing.ip)) return;
     const m = mitigationsFor(ctx, s, ing.ip);
     const vs = ctx.ipvsService(ing.ip, s.protocol, s.port);

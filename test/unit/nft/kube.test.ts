@@ -91,7 +91,7 @@ describe('diagnose on an nftables node (captured tables + the lab cluster)', () 
   const dir = mkdtempSync(join(tmpdir(), 'cbn-unit-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
   writeFileSync(join(dir, 'cluster.json'), JSON.stringify(labClusterList()));
-  const run = (layout: 'v1.31' | 'v1.34'): Finding[] => {
+  const run = (layout: 'v1.31' | 'v1.34', tweak?: (c: ReturnType<typeof loadClusterFile>) => void): Finding[] => {
     const node: NodeSnapshot = {
       takenAt: '',
       hostname: NODE_NAME,
@@ -100,6 +100,7 @@ describe('diagnose on an nftables node (captured tables + the lab cluster)', () 
       nft: nftSnapshotOf(layout, ['ip']),
     };
     const cluster = loadClusterFile(join(dir, 'cluster.json'), { nodeName: NODE_NAME });
+    tweak?.(cluster);
     return diagnose({ ...diagnoseInputOf(node, cluster), conntrack: [] }).findings;
   };
   const of = (fs: Finding[], svc: string, mech: string) =>
@@ -110,6 +111,17 @@ describe('diagnose on an nftables node (captured tables + the lab cluster)', () 
     expect(f).toMatchObject({ severity: 'risk' });
     expect(f!.summary).toContain('kubernetes#131765');
     expect(f!.remedy).toContain('#132456');
+  });
+
+  it("a local endpoint serving while it terminates: kube-proxy's rules decide, and these still drop", () => {
+    const found = run('v1.31', (cluster) => {
+      for (const s of cluster.services.filter((x) => x.name === 'far'))
+        s.endpoints = [
+          ...s.endpoints,
+          { address: '10.244.1.77', nodeName: NODE_NAME, local: true, ready: false, servingTerminating: true },
+        ];
+    });
+    expect(of(found, 'far', 'local-no-ep')).toMatchObject([{ severity: 'risk' }]);
   });
 
   it('v1.34 layout: the same Service is context only (pods are short-circuited)', () => {
