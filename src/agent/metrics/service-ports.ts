@@ -140,9 +140,10 @@ export class ServicePortSeries {
       if (recent || facts.entries.has(id) || facts.findings.has(id)) active.push(id);
     }
     for (const id of this.lastMove.keys()) if (!seen.has(id)) this.lastMove.delete(id);
-    // A port without series has no counter to keep from going down.
-    const activeIds = new Set(active);
-    for (const id of this.retired.keys()) if (!activeIds.has(id)) this.retired.delete(id);
+    // A port without series, and that no counter counts for, has no counter to keep from going down.
+    const kept = new Set(active);
+    for (const a of this.attributions.values()) for (const id of a.since.keys()) kept.add(id);
+    for (const id of this.retired.keys()) if (!kept.has(id)) this.retired.delete(id);
     const ports = this.withinCap(active, facts).map((id) => this.valuesOf(id, facts, agent));
     return { ports, active: active.length, droppedTotal: this.dropped.size, ...(counterError ? { counterError } : {}) };
   }

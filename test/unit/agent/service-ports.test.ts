@@ -63,4 +63,28 @@ describe('Service port packet counters', () => {
     expect(s0!.view?.lbIngress.map((i) => i.ip)).toEqual([vipOf(5)]);
     expect(s0!.lbPath.get('to_lb')?.packets).toBe(7);
   });
+
+  it('a port that idles while a counter still counts for it keeps its retired count: it never goes down', () => {
+    let now = 0;
+    const twoIps = (both: boolean) => {
+      const index = indexOf({ 0: 30080 });
+      const view = index.lb.view.services[0]!;
+      if (both) view.lbIngress = [...view.lbIngress, { ...view.lbIngress[0]!, ip: vipOf(1) }];
+      return new ServiceIndex(index.lb.view, { nodeIps: ['192.0.2.1'], ipvsIps: [], podCidrs: ['10.244.1.0/24'] });
+    };
+    const t = agentStateOf(twoIps(true));
+    const series = new ServicePortSeries({ maxServicePorts: 300, idleMs: 60_000, now: () => now });
+    const toLbOf = () => series.scrape(t.state).ports.map((p) => p.lbPath.get('to_lb')?.packets);
+    t.counter.samples = [toLb(0, 100), toLb(1, 900)];
+    expect(toLbOf()).toEqual([1000]);
+    // The second LB IP goes: its 900 stay with the port; then the port idles past idleMs and gets traffic again.
+    t.state.index = twoIps(false);
+    now = 1000;
+    expect(toLbOf()).toEqual([1000]);
+    now = 120_000;
+    expect(toLbOf()).toEqual([]);
+    t.counter.samples = [toLb(0, 110)];
+    now = 121_000;
+    expect(toLbOf()).toEqual([1010]);
+  });
 });
