@@ -28,6 +28,18 @@ async function serve(handler: Handler): Promise<string> {
 }
 
 const target = (server: string) => ({ server, source: 'test', requestOptions: async () => ({}) });
+/** A reflector of Services from the API server at `url`, with short backoffs. */
+const servicesReflector = (url: string) =>
+  new Reflector(new KubeApi(target(url)), {
+    name: 'services',
+    path: '/api/v1/services',
+    pageSize: 10,
+    watchTimeoutS: 30,
+    backoffInitialMs: 20,
+    backoffMaxMs: 50,
+    transform: (o) => o,
+    onChange: () => {},
+  });
 const list = (rv: string) =>
   JSON.stringify({
     kind: 'List',
@@ -44,16 +56,7 @@ describe('watch streams from a hostile API server', () => {
       watches++;
       res.write('{"type":"ERROR"}\n');
     });
-    const r = new Reflector(new KubeApi(target(url)), {
-      name: 'services',
-      path: '/api/v1/services',
-      pageSize: 10,
-      watchTimeoutS: 30,
-      backoffInitialMs: 20,
-      backoffMaxMs: 50,
-      transform: (o) => o,
-      onChange: () => {},
-    });
+    const r = servicesReflector(url);
     const running = r.run();
     try {
       await until('three watch attempts (the reflector survived the first)', 5000, () =>
@@ -236,16 +239,7 @@ describe('a reflector stopped while the API server has not answered', () => {
       open.add(req);
       req.on('close', () => open.delete(req));
     });
-    const r = new Reflector(new KubeApi(target(url)), {
-      name: 'services',
-      path: '/api/v1/services',
-      pageSize: 10,
-      watchTimeoutS: 30,
-      backoffInitialMs: 20,
-      backoffMaxMs: 50,
-      transform: (o) => o,
-      onChange: () => {},
-    });
+    const r = servicesReflector(url);
     const running = r.run();
     await until('the watch request', 5000, () => (open.size === 1 ? true : undefined));
     r.stop();

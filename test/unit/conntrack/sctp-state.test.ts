@@ -9,9 +9,6 @@ import { formatConntrack } from '../../../src/kernel/conntrack/format.js';
 import { MessageWriter, NLM_F_CREATE, NLM_F_REQUEST, splitMessages } from '../../../src/kernel/netlink/codec.js';
 
 const IPPROTO_SCTP = 132;
-/** uapi nfnetlink_conntrack.h: CTA_PROTOINFO_SCTP in CTA_PROTOINFO, CTA_PROTOINFO_SCTP_STATE in it. */
-const CTA_PROTOINFO_SCTP = 3;
-const CTA_PROTOINFO_SCTP_STATE = 1;
 /** enum sctp_conntrack's SCTP_CONNTRACK_ESTABLISHED. */
 const SCTP_ESTABLISHED = 4;
 
@@ -38,8 +35,8 @@ function sctpEntry(state: number): Buffer {
   tuple(C.CTA_TUPLE_ORIG, '10.244.1.10', '10.0.100.100', 40000, 80);
   tuple(C.CTA_TUPLE_REPLY, '10.244.1.20', '10.244.1.10', 8080, 40000);
   w.beginNested(C.CTA_PROTOINFO)
-    .beginNested(CTA_PROTOINFO_SCTP)
-    .attrU8(CTA_PROTOINFO_SCTP_STATE, state)
+    .beginNested(C.CTA_PROTOINFO_SCTP)
+    .attrU8(C.CTA_PROTOINFO_SCTP_STATE, state)
     .attrU32be(2, 0x1234) // CTA_PROTOINFO_SCTP_VTAG_ORIGINAL: not printed by conntrack -L
     .endNested()
     .endNested();

@@ -31,6 +31,16 @@ function noise(n: number): Generator<ConntrackEntry> {
 describe('ConntrackCorrelator', () => {
   const { input } = loadCase('tke-ipvs-unbound-l4-loop');
   const entries = [...input.conntrack!];
+  // The loop's return leg (to node-a's NodePort of api), and the same socket's leg to another Service's NodePort.
+  const back = entries.find((e) => e.orig.dst === '10.0.3.11')!;
+  const other = input.cluster.services.find(
+    (s) => s.name !== 'api' && s.protocol === 'TCP' && s.nodePort !== undefined && s.nodePort !== back.orig.dport,
+  )!;
+  const toOther = {
+    ...back,
+    orig: { ...back.orig, dport: other.nodePort },
+    reply: { ...back.reply, sport: other.nodePort },
+  };
 
   it('pairs the L4 loop legs in either order', () => {
     for (const order of [entries, [...entries].reverse()]) {
@@ -43,31 +53,13 @@ describe('ConntrackCorrelator', () => {
   });
 
   it("pairs no legs of two Services: one socket to one Service's VIP and another's NodePort is no loop", () => {
-    const back = entries.find((e) => e.orig.dst === '10.0.3.11')!;
-    const other = input.cluster.services.find(
-      (s) => s.name !== 'api' && s.protocol === 'TCP' && s.nodePort !== undefined && s.nodePort !== back.orig.dport,
-    )!;
-    const toOther = {
-      ...back,
-      orig: { ...back.orig, dport: other.nodePort },
-      reply: { ...back.reply, sport: other.nodePort },
-    };
     const c = new ConntrackCorrelator(buildContext(input));
     for (const e of entries) c.add(e === back ? toOther : e);
     expect(c.observations().groups.filter((g) => g.kind === 'l4')).toEqual([]);
   });
 
   it("pairs the loop of one Service though the socket also has a leg to another's NodePort, in any order", () => {
-    const back = entries.find((e) => e.orig.dst === '10.0.3.11')!;
     const out = entries.find((e) => e !== back && e.orig.sport === back.orig.sport)!;
-    const other = input.cluster.services.find(
-      (s) => s.name !== 'api' && s.protocol === 'TCP' && s.nodePort !== undefined && s.nodePort !== back.orig.dport,
-    )!;
-    const toOther = {
-      ...back,
-      orig: { ...back.orig, dport: other.nodePort },
-      reply: { ...back.reply, sport: other.nodePort },
-    };
     for (const order of [
       [toOther, out, back],
       [out, toOther, back],
