@@ -36,6 +36,8 @@ const UP: ReadResult<unknown> = { state: 'up', value: undefined };
 
 export class LiveConntrack implements ConntrackFeed {
   private watch?: ConntrackWatch;
+  /** The "table full" warning was logged and the table has stayed full since. */
+  private fullLogged = false;
   private sink?: ConntrackSink;
   private prefilter?: ConntrackPrefilter;
 
@@ -136,7 +138,10 @@ export class LiveConntrack implements ConntrackFeed {
   private recordDump(dump: Pick<ConntrackDumpResult, 'malformed' | 'firstMalformed'>, durationMs: number): void {
     const events = this.watch?.stats;
     const full = this.sink!.table.fullNote;
-    if (full) this.o.log.warn({ kept: this.sink!.table.size, refused: this.sink!.table.dropped }, full);
+    // Logged when the table becomes full; the note and the refused-entries counter say it at every read.
+    if (full && !this.fullLogged)
+      this.o.log.warn({ kept: this.sink!.table.size, refused: this.sink!.table.dropped }, full);
+    this.fullLogged = full !== undefined;
     const notes = [malformedNote(dump), full];
     if (events?.malformed) {
       notes.push(

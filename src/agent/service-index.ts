@@ -57,15 +57,16 @@ export class ServiceIndex {
     return this.ipvsBound.has(ip);
   }
 
+  private readonly isPodIp = (ip: string): boolean => this.podCidrs.has(ip);
+
   isLocal(ip: string): boolean {
     return this.nodeIps.has(ip) || this.podCidrs.has(ip);
   }
 
   /** The Service ports an entry is a loop's return leg of, as the correlator pairs them (LbServiceIndex.returnLeg). */
   returnLegServices(e: ConntrackEntry): ServiceView[] {
-    const isPodIp = (ip: string) => this.podCidrs.has(ip);
-    if (!this.hostIps.has(e.orig.src) && !isPodIp(e.orig.src)) return [];
-    const leg = this.lb.returnLeg(e, this.hostIps, isPodIp);
+    if (!this.hostIps.has(e.orig.src) && !this.isPodIp(e.orig.src)) return [];
+    const leg = this.lb.returnLeg(e, this.hostIps, this.isPodIp);
     return [...(leg.nodePort ? [leg.nodePort] : []), ...(leg.endpoints ?? [])];
   }
 

@@ -195,10 +195,10 @@ function pushBounded<K, T>(m: Map<K, T[]>, k: K, item: T): boolean {
 
 /** Takes the items of k's list that `accept` takes; the others stay. */
 function takeWhere<K, T>(m: Map<K, T[]>, k: K, accept: (item: T) => boolean): T[] {
-  const list = m.get(k) ?? [];
-  const taken = list.filter(accept);
+  const taken: T[] = [];
+  const rest: T[] = [];
+  for (const item of m.get(k) ?? []) (accept(item) ? taken : rest).push(item);
   if (taken.length === 0) return taken;
-  const rest = list.filter((item) => !taken.includes(item));
   if (rest.length > 0) m.set(k, rest);
   else m.delete(k);
   return taken;

@@ -115,11 +115,11 @@ export class EventRecorder {
     const recorded: LoopEvent[] = [];
     for (const [key, s] of this.services) {
       const active = s.nodes.size > 0;
-      if (active === s.warned) continue;
       if (!active && !s.warned) {
         this.services.delete(key);
         continue;
       }
+      if (active === s.warned) continue;
       const event = active ? this.warning(key, s.nodes) : clearedEvent(key);
       const r = await this.record(event);
       if (r === undefined) continue;
