@@ -13,6 +13,7 @@ import { statusFlagNames } from '../kernel/conntrack/decode.js';
 import { canonicalIP, ipFamily } from '../kernel/ip.js';
 import { lineIssue } from '../kernel/nat/errors.js';
 import type { ConntrackCounters, ConntrackEntry, ConntrackTuple, Family } from '../kernel/types.js';
+import { LOWER_PROTOCOL_NUMBERS } from '../model/protocol.js';
 import { BundleParseError, excerpt } from './errors.js';
 
 export interface ConntrackText {
@@ -166,8 +167,8 @@ export function parseConntrackLine(line: string): ConntrackEntry {
     zone: numbers.zone ?? 0,
     id: numbers.id ?? 0,
   };
-  if (state !== undefined && protoNum === 6) entry.tcpState = state;
-  if (state !== undefined && protoNum === 132) entry.sctpState = state;
+  if (state !== undefined && protoNum === LOWER_PROTOCOL_NUMBERS.tcp) entry.tcpState = state;
+  if (state !== undefined && protoNum === LOWER_PROTOCOL_NUMBERS.sctp) entry.sctpState = state;
   if (numbers.use !== undefined) entry.use = numbers.use;
   const oc = counters(tuples[0]);
   const rc = counters(tuples[1]);

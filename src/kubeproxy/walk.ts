@@ -140,14 +140,13 @@ function walkRules(walk: Walk, chain: string, certain: boolean, depth: number, o
     out.height = Math.max(out.height, sub.height + 1);
     out.cut ||= sub.cut;
     // After -g, the end of the called chain returns past this chain too.
-    const ends = sub.end === 'loop' || (sub.end !== 'return' && sub.end !== 'fallthrough') || rule.goto;
+    const passesOn = sub.end === 'return' || sub.end === 'fallthrough';
+    if (passesOn && !rule.goto) continue;
     if (m !== 'yes') {
-      if (ends) certain = false;
+      certain = false;
       continue;
     }
-    if (sub.end === 'loop') return 'loop';
-    if (sub.end !== 'return' && sub.end !== 'fallthrough') return sub.end;
-    if (rule.goto) return 'return';
+    return passesOn ? 'return' : sub.end;
   }
   return 'fallthrough';
 }

@@ -68,10 +68,10 @@ export const nat: SourceDef<NatSnapshot> = {
       const v4 = dump(4);
       const v6 = dump(6);
       const notes = v4 ? [] : [`${files[4]} not in the bundle: no IPv4 rules`];
-      // A save output the bundle lacks leaves that family's rules unknown, not empty.
+      // A save output the bundle lacks (dump() gave none) leaves that family's rules unknown, not empty.
       const unreadable: NatSnapshot['unreadable'] = {};
-      for (const family of [4, 6] as const)
-        if (!bundle.has(files[family])) unreadable[family] = bundle.whyMissing(files[family]);
+      if (!v4) unreadable[4] = bundle.whyMissing(files[4]);
+      if (!v6) unreadable[6] = bundle.whyMissing(files[6]);
       const value: NatSnapshot = {
         backend: choice.backend,
         backendChoice: choice,
